@@ -1,0 +1,1 @@
+"""CKKS-specific code: encoder, evaluator, precision statistics."""

@@ -1,0 +1,1 @@
+"""Layer proofs: matmul, zkReLU, requantization, whole networks."""

@@ -1,0 +1,10 @@
+"""Shared test configuration: hypothesis profiles (quick by default, thorough with HYPOTHESIS_PROFILE=ci-slow)."""
+import os
+
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("default", max_examples=25, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("thorough", max_examples=300, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
