@@ -1,0 +1,155 @@
+"""CKKS encoder: slots <-> integer polynomial coefficients through the canonical embedding.
+
+A real polynomial m(X) of degree < N is identified with its values at the primitive 2N-th roots of
+unity ζ^(5^j) (j < N/2, ζ = exp(iπ/N)); the other half of the roots are their conjugates.  Because
+ζ^(5^j · N/2) = i, m(ζ^(5^j)) = Σ_{k<N/2} (m_k + i·m_{k+N/2}) · ζ^(5^j·k), an evaluation of a complex
+polynomial of degree < N/2 at N/2 points, done in O(N log N) by the "special FFT" over the orbit of 5
+(Cheon, Kim, Kim, Song, "Homomorphic encryption for arithmetic of approximate numbers", ASIACRYPT 2017,
+and the HEAAN implementation of the bootstrapping paper, Cheon, Han, Kim, Kim, Song, EUROCRYPT 2018).
+
+Encoding is decoding inverted, scaled by Δ and rounded: coefficients = round(Δ · σ^-1(z)).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ParameterError, ScaleError, ShapeError
+
+# Above this magnitude float64 rounding is no longer exact to the integer, and int64 may overflow:
+# larger coefficients are returned as Python ints (exact conversions of the float64 values).
+_INT64_SAFE = 2.0 ** 62
+
+
+def bit_reverse_permutation(size: int) -> np.ndarray:
+    """Indices i -> brv(i) over log2(size) bits, as an int64 array."""
+    bits = size.bit_length() - 1
+    idx = np.arange(size, dtype=np.int64)
+    rev = np.zeros(size, dtype=np.int64)
+    for b in range(bits):
+        rev |= ((idx >> b) & 1) << (bits - 1 - b)
+    return rev
+
+
+def as_slot_vector(values, slots: int, name: str = "values") -> tuple[np.ndarray, bool]:
+    """Validate user values into a complex vector of length ``slots`` (zero-padded).
+
+    Returns (vector, is_complex).  Raises ShapeError for too many values or more than one axis and
+    ParameterError for non-numeric, NaN or infinite values.
+    """
+    try:
+        arr = np.asarray(values)
+    except Exception as exc:  # ragged lists and the like
+        raise ShapeError(f"{name} cannot be read as a numeric vector: {exc}") from None
+    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
+        raise ParameterError(f"{name} has dtype {arr.dtype}; expected real or complex numbers")
+    if arr.ndim == 0:
+        arr = arr.reshape(1)
+    if arr.ndim != 1:
+        raise ShapeError(f"{name} has shape {arr.shape}; expected a 1-D vector of at most {slots} values")
+    if arr.size > slots:
+        raise ShapeError(f"{name} has {arr.size} values; the slot count is {slots}")
+    is_complex = bool(np.iscomplexobj(arr))
+    vec = arr.astype(np.complex128)
+    finite = np.isfinite(vec)
+    if not finite.all():
+        bad = int(np.flatnonzero(~finite)[0])
+        raise ParameterError(f"{name}[{bad}]={arr[bad]} is not finite; every value must be finite")
+    out = np.zeros(slots, dtype=np.complex128)
+    out[: arr.size] = vec
+    return out, is_complex
+
+
+def check_scale(scale, name: str = "scale") -> float:
+    """A scale must be a finite float > 1."""
+    try:
+        value = float(scale)
+    except (TypeError, ValueError):
+        raise ScaleError(f"{name}={scale!r} is not a number") from None
+    if not np.isfinite(value) or value <= 1.0:
+        raise ScaleError(f"{name}={scale!r} must be a finite number > 1")
+    return value
+
+
+class CKKSEncoder:
+    """Canonical embedding for ring degree ``n`` (a power of two): ``n // 2`` complex slots.
+
+    Holds the rotation group 5^j mod 2N and per-stage twiddles of the special FFT; immutable.
+    """
+
+    def __init__(self, n: int):
+        if n < 4 or n & (n - 1):
+            raise ParameterError(f"n={n} must be a power of two >= 4")
+        self.n = n
+        self.slots = n // 2
+        m = 2 * n
+        self._rot_group = np.array([pow(5, j, m) for j in range(self.slots)], dtype=np.int64)
+        self._bitrev = bit_reverse_permutation(self.slots)
+        self._forward_twiddles, self._inverse_twiddles = [], []
+        length = 2
+        while length <= self.slots:
+            half, ring = length // 2, 4 * length
+            exponent = (self._rot_group[:half] % ring) * (m // ring)
+            self._forward_twiddles.append(np.exp(2j * np.pi * exponent / m))
+            self._inverse_twiddles.append(np.exp(-2j * np.pi * exponent / m))
+            length *= 2
+        for table in self._forward_twiddles + self._inverse_twiddles:
+            table.setflags(write=False)
+
+    # -- the special FFT -------------------------------------------------------------------------
+    def embed(self, u: np.ndarray) -> np.ndarray:
+        """z_j = Σ_{k<slots} u_k ζ^(5^j k): evaluate a complex polynomial on the orbit of 5."""
+        v = np.asarray(u, dtype=np.complex128)[self._bitrev]
+        length = 2
+        for twiddle in self._forward_twiddles:
+            half = length // 2
+            blocks = v.reshape(-1, length)
+            even, odd = blocks[:, :half], blocks[:, half:] * twiddle
+            v = np.concatenate([even + odd, even - odd], axis=1).ravel()
+            length *= 2
+        return v
+
+    def embed_inverse(self, z: np.ndarray) -> np.ndarray:
+        """The u with embed(u) = z (the inverse special FFT, Gentleman-Sande order)."""
+        v = np.asarray(z, dtype=np.complex128).copy()
+        length = self.slots
+        for twiddle in reversed(self._inverse_twiddles):
+            half = length // 2
+            blocks = v.reshape(-1, length)
+            low, high = blocks[:, :half], blocks[:, half:]
+            v = np.concatenate([low + high, (low - high) * twiddle], axis=1).ravel()
+            length //= 2
+        return v[self._bitrev] / self.slots
+
+    # -- slots <-> coefficients ------------------------------------------------------------------
+    def coefficients(self, values, scale: float) -> np.ndarray:
+        """Real coefficients Δ · σ^-1(z) before rounding (float64, length n)."""
+        z, _ = as_slot_vector(values, self.slots)
+        u = self.embed_inverse(z) * check_scale(scale)
+        return np.concatenate([u.real, u.imag])
+
+    def encode(self, values, scale: float, modulus_bits: float | None = None) -> np.ndarray:
+        """Integer coefficients round(Δ · σ^-1(z)), length n.
+
+        int64 when every |coefficient| < 2^62, else an object array of Python ints.  With
+        ``modulus_bits`` (log2 of the ciphertext modulus) raises ScaleError when a coefficient
+        would not fit the centered range of that modulus.
+        """
+        coeffs = np.round(self.coefficients(values, scale))
+        largest = float(np.max(np.abs(coeffs))) if coeffs.size else 0.0
+        if not np.isfinite(largest):
+            raise ScaleError(f"scale={scale} overflows float64 for these values")
+        if modulus_bits is not None and largest > 0 and np.log2(largest) + 1 >= modulus_bits:
+            raise ScaleError(
+                f"scale={scale:.6g} (2^{np.log2(scale):.2f}) makes a coefficient of 2^{np.log2(largest):.2f}, "
+                f"which does not fit the modulus of 2^{modulus_bits:.2f} (limit: |coefficient| < modulus/2)")
+        if largest < _INT64_SAFE:
+            return coeffs.astype(np.int64)
+        return np.array([int(c) for c in coeffs], dtype=object)
+
+    def decode(self, coeffs, scale: float) -> np.ndarray:
+        """Slots z = σ(m) / Δ from real coefficients m (float64 or ints, length n); complex vector."""
+        m = np.asarray(coeffs, dtype=np.float64)
+        if m.shape != (self.n,):
+            raise ShapeError(f"coeffs has shape {m.shape}; expected ({self.n},)")
+        u = (m[: self.slots] + 1j * m[self.slots:]) / check_scale(scale)
+        return self.embed(u)
