@@ -1,0 +1,514 @@
+"""Encrypted inference: layers, ``Sequential`` models from numpy weights, and their plans.
+
+Layers are numpy functions of a batch (the plaintext half). Every layer but the activations is affine, x -> A x + b on the flattened sample, and ``affine`` returns
+that (A, b) by probing the layer's own ``forward`` with the basis vectors, so a convolution, a pooling or a
+batch norm becomes one dense matrix and consecutive affine layers fold into a single matrix (batch norm
+folds into the convolution or linear layer before it, Ioffe and Szegedy, ICML 2015). Activations are the
+polynomials of ``tensor_ops.activations``. Input shapes are per sample: (features,) or (channels, H, W).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from crypto.errors import ParameterError, ShapeError
+from tensor_ops.activations import PolyActivation, fit_activation, square
+
+MAX_AFFINE_ENTRIES = 1 << 24
+
+
+def _frozen_array(value, name, ndim):
+    try:
+        array = np.array(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ParameterError(f"{name} must be a numeric array, got {type(value).__name__}") from None
+    if array.ndim != ndim:
+        raise ShapeError(f"{name}.shape={array.shape} must have {ndim} dimensions")
+    if not np.all(np.isfinite(array)):
+        raise ParameterError(f"{name} contains non-finite values (nan or inf)")
+    array.setflags(write=False)
+    return array
+
+
+def _positive_int(value, name):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ParameterError(f"{name}={value!r} must be a positive integer")
+    return int(value)
+
+
+def _batched(x, input_shape, layer):
+    """(batch, *input_shape) view of x; a single sample gets a batch axis of 1."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.shape == tuple(input_shape):
+        return x[None]
+    if x.shape[1:] != tuple(input_shape):
+        raise ShapeError(f"{layer}: input shape {x.shape} is neither {tuple(input_shape)} nor (batch, *{tuple(input_shape)})")
+    return x
+
+
+class Layer:
+    """Base: ``output_shape(input_shape)``, ``forward(batch)``, and the npz ``config`` / ``arrays``."""
+
+    kind = "layer"
+    affine_layer = True
+
+    def output_shape(self, input_shape):
+        return tuple(input_shape)
+
+    def check_input(self, input_shape):
+        self.output_shape(input_shape)
+
+    def config(self) -> dict:
+        return {}
+
+    def arrays(self) -> dict:
+        return {}
+
+    def affine(self, input_shape):
+        """(A, b) with forward(x).reshape(-1) == A @ x.reshape(-1) + b for one sample of ``input_shape``."""
+        n_in = math.prod(input_shape)
+        n_out = math.prod(self.output_shape(input_shape))
+        if n_in * n_out > MAX_AFFINE_ENTRIES:
+            raise ShapeError(f"{self.kind}: dense matrix {n_out}x{n_in} exceeds the limit of {MAX_AFFINE_ENTRIES} entries")
+        zero = self.forward(np.zeros((1, *input_shape))).reshape(-1)
+        basis = np.eye(n_in).reshape(n_in, *input_shape)
+        matrix = (self.forward(basis).reshape(n_in, -1) - zero).T
+        return matrix, zero
+
+
+@dataclass(frozen=True, eq=False)
+class Linear(Layer):
+    """y = W x + b with W of shape (out_features, in_features)."""
+
+    weight: np.ndarray
+    bias: np.ndarray | None = None
+    kind = "linear"
+
+    def __post_init__(self):
+        weight = _frozen_array(self.weight, "weight", 2)
+        bias = np.zeros(weight.shape[0]) if self.bias is None else self.bias
+        bias = _frozen_array(bias, "bias", 1)
+        if bias.shape != weight.shape[:1]:
+            raise ShapeError(f"bias.shape={bias.shape} must be ({weight.shape[0]},) to match weight.shape={weight.shape}")
+        object.__setattr__(self, "weight", weight)
+        object.__setattr__(self, "bias", bias)
+
+    def output_shape(self, input_shape):
+        if tuple(input_shape) != (self.weight.shape[1],):
+            raise ShapeError(f"linear: input shape {tuple(input_shape)} must be ({self.weight.shape[1]},)")
+        return (self.weight.shape[0],)
+
+    def forward(self, x):
+        x = _batched(x, (self.weight.shape[1],), self.kind)
+        return x @ self.weight.T + self.bias
+
+    def affine(self, input_shape):
+        self.output_shape(input_shape)
+        return np.array(self.weight), np.array(self.bias)
+
+    def arrays(self):
+        return {"weight": self.weight, "bias": self.bias}
+
+
+def _windows(x, kernel, stride):
+    """(batch, C, Ho, Wo, kh, kw) sliding windows of x (batch, C, H, W)."""
+    view = np.lib.stride_tricks.sliding_window_view(x, kernel, axis=(2, 3))
+    return view[:, :, ::stride, ::stride]
+
+
+def _on_images(layer, x, kernel):
+    """Run ``kernel`` on a (batch, C, H, W) view of x (one image or a batch), after checking the shape."""
+    x = np.asarray(x, dtype=np.float64)
+    single = x.ndim == 3
+    x = x[None] if single else x
+    if x.ndim != 4:
+        raise ShapeError(f"{layer.kind}: input shape {x.shape} must be (channels, H, W) or (batch, channels, H, W)")
+    layer.output_shape(x.shape[1:])
+    y = kernel(x)
+    return y[0] if single else y
+
+
+def _spatial_output(input_shape, kernel, stride, padding, layer):
+    if len(input_shape) != 3:
+        raise ShapeError(f"{layer}: input shape {tuple(input_shape)} must be (channels, height, width)")
+    c, h, w = input_shape
+    out = [(size + 2 * padding - k) // stride + 1 for size, k in zip((h, w), kernel)]
+    if min(out) < 1:
+        raise ShapeError(f"{layer}: kernel {kernel} with padding={padding} does not fit input {(h, w)}")
+    return c, out[0], out[1]
+
+
+@dataclass(frozen=True, eq=False)
+class Conv2d(Layer):
+    """Cross-correlation y[o, i, j] = sum_{c,u,v} W[o, c, u, v] x[c, s i + u - p, s j + v - p] + b[o]."""
+
+    weight: np.ndarray
+    bias: np.ndarray | None = None
+    stride: int = 1
+    padding: int = 0
+    kind = "conv2d"
+
+    def __post_init__(self):
+        weight = _frozen_array(self.weight, "weight", 4)
+        bias = _frozen_array(np.zeros(weight.shape[0]) if self.bias is None else self.bias, "bias", 1)
+        if bias.shape != weight.shape[:1]:
+            raise ShapeError(f"bias.shape={bias.shape} must be ({weight.shape[0]},) to match weight.shape={weight.shape}")
+        _positive_int(self.stride, "stride")
+        if isinstance(self.padding, bool) or not isinstance(self.padding, (int, np.integer)) or self.padding < 0:
+            raise ParameterError(f"padding={self.padding!r} must be a non-negative integer")
+        object.__setattr__(self, "weight", weight)
+        object.__setattr__(self, "bias", bias)
+        object.__setattr__(self, "stride", int(self.stride))
+        object.__setattr__(self, "padding", int(self.padding))
+
+    def output_shape(self, input_shape):
+        c, h, w = _spatial_output(input_shape, self.weight.shape[2:], self.stride, self.padding, self.kind)
+        if c != self.weight.shape[1]:
+            raise ShapeError(f"conv2d: input has {c} channels, weight.shape={self.weight.shape} expects {self.weight.shape[1]}")
+        return (self.weight.shape[0], h, w)
+
+    def forward(self, x):
+        return _on_images(self, x, self._forward)
+
+    def _forward(self, x):
+        p = self.padding
+        padded = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)))
+        patches = _windows(padded, self.weight.shape[2:], self.stride)
+        return np.einsum("bchwuv,ocuv->bohw", patches, self.weight) + self.bias[:, None, None]
+
+    def config(self):
+        return {"stride": self.stride, "padding": self.padding}
+
+    def arrays(self):
+        return {"weight": self.weight, "bias": self.bias}
+
+
+@dataclass(frozen=True, eq=False)
+class AvgPool2d(Layer):
+    """Mean over kernel_size x kernel_size windows taken every ``stride`` pixels (default: kernel_size)."""
+
+    kernel_size: int = 2
+    stride: int | None = None
+    kind = "avgpool2d"
+
+    def __post_init__(self):
+        _positive_int(self.kernel_size, "kernel_size")
+        stride = self.kernel_size if self.stride is None else _positive_int(self.stride, "stride")
+        object.__setattr__(self, "kernel_size", int(self.kernel_size))
+        object.__setattr__(self, "stride", int(stride))
+
+    def output_shape(self, input_shape):
+        return _spatial_output(input_shape, (self.kernel_size,) * 2, self.stride, 0, self.kind)
+
+    def forward(self, x):
+        return _on_images(self, x, lambda batch: _windows(batch, (self.kernel_size,) * 2, self.stride).mean(axis=(-2, -1)))
+
+    def config(self):
+        return {"kernel_size": self.kernel_size, "stride": self.stride}
+
+
+@dataclass(frozen=True, eq=False)
+class Flatten(Layer):
+    """(C, H, W) -> (C*H*W,), row-major like numpy's reshape."""
+
+    kind = "flatten"
+
+    def output_shape(self, input_shape):
+        return (math.prod(input_shape),)
+
+    def forward(self, x):
+        x = np.asarray(x, dtype=np.float64)
+        return x.reshape(x.shape[0], -1)
+
+
+@dataclass(frozen=True, eq=False)
+class BatchNorm(Layer):
+    """Inference-time batch norm on axis 0 of the sample (channels or features):
+    y = gamma (x - mean) / sqrt(var + eps) + beta. Folded into the preceding affine layer."""
+
+    gamma: np.ndarray
+    beta: np.ndarray
+    mean: np.ndarray
+    var: np.ndarray
+    eps: float = 1e-5
+    kind = "batchnorm"
+
+    def __post_init__(self):
+        arrays = {name: _frozen_array(getattr(self, name), name, 1) for name in ("gamma", "beta", "mean", "var")}
+        if len({a.shape for a in arrays.values()}) != 1:
+            raise ShapeError(f"batch norm arrays must share one shape, got { {k: v.shape for k, v in arrays.items()} }")
+        if np.any(arrays["var"] + self.eps <= 0):
+            raise ParameterError(f"var + eps must be > 0 (eps={self.eps})")
+        for name, array in arrays.items():
+            object.__setattr__(self, name, array)
+        object.__setattr__(self, "eps", float(self.eps))
+
+    def output_shape(self, input_shape):
+        if not input_shape or input_shape[0] != self.gamma.shape[0]:
+            raise ShapeError(f"batchnorm: input shape {tuple(input_shape)} must start with {self.gamma.shape[0]} channels")
+        return tuple(input_shape)
+
+    def forward(self, x):
+        x = np.asarray(x, dtype=np.float64)
+        factor = self.gamma / np.sqrt(self.var + self.eps)
+        shift = self.beta - factor * self.mean
+        expand = (slice(None),) + (None,) * (x.ndim - 2)
+        return x * factor[expand] + shift[expand]
+
+    def config(self):
+        return {"eps": self.eps}
+
+    def arrays(self):
+        return {"gamma": self.gamma, "beta": self.beta, "mean": self.mean, "var": self.var}
+
+
+@dataclass(frozen=True, eq=False)
+class Activation(Layer):
+    """Elementwise polynomial activation (see ``tensor_ops.activations``)."""
+
+    poly: PolyActivation = field(default_factory=square)
+    kind = "activation"
+    affine_layer = False
+
+    @property
+    def degree(self):
+        return self.poly.degree
+
+    @property
+    def depth(self):
+        return self.poly.depth
+
+    def forward(self, x):
+        return np.asarray(self.poly(x), dtype=np.float64)
+
+    def affine(self, input_shape):
+        raise ShapeError("activation: a polynomial activation is not affine")
+
+    def config(self):
+        return {"name": self.poly.name, "center": self.poly.center, "radius": self.poly.radius}
+
+    def arrays(self):
+        return {"coefficients": np.array(self.poly.coefficients)}
+
+
+def Square() -> Activation:  # noqa: N802 (a layer constructor, named like the other layers)
+    """x -> x^2, one level."""
+    return Activation(square())
+
+
+def Poly(name: str = "relu", degree: int = 4, interval=(-4.0, 4.0), method: str = "chebyshev") -> Activation:  # noqa: N802
+    """A polynomial of ``degree`` fitted to relu / gelu / silu / sigmoid on ``interval``."""
+    return Activation(fit_activation(name, degree, interval, method))
+
+
+LAYER_KINDS = {cls.kind: cls for cls in (Linear, Conv2d, AvgPool2d, Flatten, BatchNorm, Activation)}
+
+
+def layer_from_config(kind: str, config: dict, arrays: dict) -> Layer:
+    """Rebuild a layer saved by ``config()`` and ``arrays()``."""
+    if kind not in LAYER_KINDS:
+        raise ParameterError(f"layer kind={kind!r} is not one of {sorted(LAYER_KINDS)}")
+    if kind == "activation":
+        poly = PolyActivation(config.get("name", "custom"), tuple(arrays["coefficients"]),
+                              float(config.get("center", 0.0)), float(config.get("radius", 1.0)))
+        return Activation(poly)
+    return LAYER_KINDS[kind](**arrays, **config)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Models: a sequence of layers compiled into alternating affine and polynomial stages.
+
+@dataclass(frozen=True, eq=False)
+class AffineStage:
+    """x -> matrix @ x + bias on flattened samples; what the server evaluates as one encrypted matmul."""
+
+    matrix: np.ndarray
+    bias: np.ndarray
+
+    def __post_init__(self):
+        for name in ("matrix", "bias"):
+            array = np.array(getattr(self, name), dtype=np.float64)
+            array.setflags(write=False)
+            object.__setattr__(self, name, array)
+
+    @property
+    def depth(self):
+        return 1
+
+    def apply(self, x):
+        return x @ self.matrix.T + self.bias
+
+
+@dataclass(frozen=True, eq=False)
+class ActivationStage:
+    """t -> p(t) elementwise, t already normalised by the affine stage before."""
+
+    poly: PolyActivation
+
+    @property
+    def depth(self):
+        return self.poly.depth
+
+    def apply(self, x):
+        result = self.poly.evaluate(x)
+        return result if not isinstance(result, float) else np.full_like(x, result)
+
+
+_FORMAT = "hezk-model"
+_VERSION = 1
+
+
+class Sequential:
+    """A feed-forward model from numpy weights: ``Sequential([Linear(W1, b1), Square(), Linear(W2, b2)])``.
+
+    ``forward`` is the plaintext reference: it runs the compiled stages (affine maps folded together,
+    activation normalisation folded into them, the same polynomial schedule) that the encrypted path runs.
+    """
+
+    def __init__(self, layers, input_shape=None):
+        layers = tuple(layers)
+        if not layers or not all(isinstance(layer, Layer) for layer in layers):
+            raise ParameterError(f"layers must be a non-empty sequence of Layer objects, got {layers!r:.120}")
+        self._layers = layers
+        self._input_shape = None if input_shape is None else self._shape(input_shape)
+        if self._input_shape is None and isinstance(layers[0], Linear):
+            self._input_shape = (layers[0].weight.shape[1],)
+        if self._input_shape is not None:
+            self.output_shape(self._input_shape)
+
+    @property
+    def layers(self):
+        return self._layers
+
+    @property
+    def input_shape(self):
+        return self._input_shape
+
+    @staticmethod
+    def _shape(shape):
+        try:
+            shape = tuple(int(s) for s in (shape if np.ndim(shape) else (shape,)))
+        except (TypeError, ValueError):
+            raise ShapeError(f"input_shape={shape!r} must be a tuple of positive integers") from None
+        if not shape or min(shape) < 1:
+            raise ShapeError(f"input_shape={shape} must be a non-empty tuple of positive integers")
+        return shape
+
+    def _resolve(self, input_shape):
+        if input_shape is None:
+            if self._input_shape is None:
+                raise ShapeError("input_shape=None: the model does not know its input shape, pass one")
+            return self._input_shape
+        return self._shape(input_shape)
+
+    def output_shape(self, input_shape=None):
+        shape = self._resolve(input_shape)
+        for layer in self._layers:
+            shape = layer.output_shape(shape)
+        return shape
+
+    def stages(self, input_shape=None):
+        """The compiled (AffineStage | ActivationStage, ...) on flattened samples."""
+        shape = self._resolve(input_shape)
+        stages, pending = [], None
+        for layer in self._layers:
+            if layer.affine_layer:
+                matrix, bias = layer.affine(shape)
+                pending = (matrix, bias) if pending is None else (matrix @ pending[0], matrix @ pending[1] + bias)
+                shape = layer.output_shape(shape)
+                continue
+            poly = layer.poly
+            if (poly.center, poly.radius) != (0.0, 1.0):
+                n = math.prod(shape)
+                matrix, bias = pending if pending is not None else (np.eye(n), np.zeros(n))
+                pending = (matrix / poly.radius, (bias - poly.center) / poly.radius)
+            if pending is not None and not _is_identity(*pending):
+                stages.append(AffineStage(*pending))
+            pending = None
+            stages.append(ActivationStage(poly))
+        if pending is not None and not _is_identity(*pending):
+            stages.append(AffineStage(*pending))
+        return tuple(stages)
+
+    def depth(self, input_shape=None):
+        """Multiplicative levels of the encrypted forward (one per affine stage, plus each activation's)."""
+        return sum(stage.depth for stage in self.stages(input_shape))
+
+    def _flat_batch(self, x, input_shape):
+        x = np.asarray(x, dtype=np.float64)
+        single = x.shape == input_shape
+        if not single and x.shape[1:] != input_shape:
+            raise ShapeError(f"input shape {x.shape} is neither the model's {input_shape} nor (batch, *{input_shape})")
+        return x.reshape(1 if single else x.shape[0], -1), single
+
+    def forward(self, x, input_shape=None):
+        """Plaintext reference of the encrypted computation; x is one sample or a batch."""
+        shape = self._resolve(input_shape if input_shape is not None else self._infer_shape(x))
+        flat, single = self._flat_batch(x, shape)
+        for stage in self.stages(shape):
+            flat = stage.apply(flat)
+        out = flat.reshape(flat.shape[0], *self.output_shape(shape))
+        return out[0] if single else out
+
+    __call__ = forward
+
+    def forward_layers(self, x):
+        """Layer by layer, without folding (equal to ``forward`` up to float rounding)."""
+        x = np.asarray(x, dtype=np.float64)
+        shape = self._resolve(self._infer_shape(x))
+        flat, single = self._flat_batch(x, shape)
+        y = flat.reshape(-1, *shape)
+        for layer in self._layers:
+            y = layer.forward(y)
+        return y[0] if single else y
+
+    def predict(self, x, input_shape=None):
+        """Class index: argmax of the last axis of ``forward``."""
+        return np.argmax(self.forward(x, input_shape), axis=-1)
+
+    def _infer_shape(self, x):
+        if self._input_shape is not None:
+            return self._input_shape
+        x = np.asarray(x)
+        raise ShapeError(f"input of shape {x.shape}: the model does not know its input shape, pass input_shape=")
+
+    # -- persistence ---------------------------------------------------------------------------------------
+    def save(self, path):
+        """Write an ``.npz`` (no pickles): the architecture as JSON plus one array per weight."""
+        spec = {"format": _FORMAT, "version": _VERSION, "input_shape": self._input_shape,
+                "layers": [{"kind": layer.kind, "config": layer.config()} for layer in self._layers]}
+        arrays = {f"layer{i}.{name}": value for i, layer in enumerate(self._layers) for name, value in layer.arrays().items()}
+        with open(path, "wb") as handle:
+            np.savez(handle, __model__=np.array(json.dumps(spec)), **arrays)
+
+    @classmethod
+    def load(cls, path):
+        """Read a model written by ``save``; malformed files raise ``ParameterError`` naming the problem."""
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                spec = json.loads(str(data["__model__"]))
+                arrays = {key: np.array(data[key]) for key in data.files if key != "__model__"}
+        except (OSError, ValueError, KeyError, json.JSONDecodeError) as error:
+            raise ParameterError(f"model file {path!s}: not a hezk model .npz ({error})") from None
+        if not isinstance(spec, dict) or spec.get("format") != _FORMAT or spec.get("version") != _VERSION:
+            raise ParameterError(f"model file {path!s}: format/version must be {_FORMAT}/{_VERSION}")
+        layers = []
+        for i, entry in enumerate(spec.get("layers", [])):
+            prefix = f"layer{i}."
+            own = {key[len(prefix):]: value for key, value in arrays.items() if key.startswith(prefix)}
+            try:
+                layers.append(layer_from_config(entry["kind"], dict(entry.get("config", {})), own))
+            except (TypeError, KeyError) as error:
+                raise ParameterError(f"model file {path!s}: layer {i} is malformed ({error})") from None
+        return cls(layers, spec.get("input_shape"))
+
+    def __repr__(self):
+        inner = ", ".join(layer.kind for layer in self._layers)
+        return f"Sequential([{inner}], input_shape={self._input_shape})"
+
+
+def _is_identity(matrix, bias):
+    return matrix.shape[0] == matrix.shape[1] and np.array_equal(matrix, np.eye(matrix.shape[0])) and not np.any(bias)
