@@ -1,1 +1,18 @@
-"""proofs package."""
+"""Sumcheck proofs of quantized neural networks: field, transcript, MLE, sumcheck, commitment, layers.
+
+Never imports ``crypto`` or ``tensor_ops``.
+"""
+from .errors import FieldError, ModelError, ProofError, ProofRejected
+from .field import EXT_BITS, P
+from .transcript import Transcript
+from .mle import eq_table, fix_variable, mle_evaluate, pad_to_pow2
+from .sumcheck import SubClaim, SumcheckProof, prove_sumcheck, verify_sumcheck
+from .commit import CommitParams, commit, open_commitment, verify_opening
+
+__all__ = [
+    "ProofError", "ProofRejected", "ModelError", "FieldError",
+    "P", "EXT_BITS", "Transcript",
+    "eq_table", "fix_variable", "mle_evaluate", "pad_to_pow2",
+    "SubClaim", "SumcheckProof", "prove_sumcheck", "verify_sumcheck",
+    "CommitParams", "commit", "open_commitment", "verify_opening",
+]

@@ -1,0 +1,291 @@
+"""BabyBear prime field and its quartic extension, as vectorized numpy arrays.
+
+Base field: p = 2^31 - 2^27 + 1 = 15 * 2^27 + 1 (two-adicity 27, so NTTs of any length up to 2^27).
+Elements are ``np.uint64`` arrays of canonical residues in [0, p); a product of two residues is
+below 2^62, so it never overflows a uint64 and one ``% p`` reduces it.
+
+Extension: F_p4 = F_p[X]/(X^4 - 11) (as in Plonky3's BabyBear quartic extension; X^4 - 11 is
+irreducible since 11 is a quadratic non-residue mod p and p = 1 mod 4, see tests). Elements are
+uint64 arrays of shape (..., 4) holding the coefficients of 1, X, X^2, X^3. All verifier challenges
+come from this field, so one challenge hits a fixed nonzero polynomial of degree d with probability
+at most d / p^4 ~ d * 2^-124 (Schwartz-Zippel).
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+
+from .errors import FieldError
+
+P = 2013265921  #: the BabyBear prime 2^31 - 2^27 + 1
+TWO_ADICITY = 27  #: p - 1 = 15 * 2^27
+GENERATOR = 31  #: a generator of the multiplicative group F_p^*
+W = 11  #: extension modulus: X^4 = W
+EXT_DEGREE = 4
+EXT_BITS = EXT_DEGREE * math.log2(P)  #: log2 of the extension field size, ~123.9
+
+_P = np.uint64(P)
+_W = np.uint64(W)
+_MASK16 = np.uint64(0xFFFF)
+
+
+# ----------------------------------------------------------------------------------------- base field
+def to_field(values) -> np.ndarray:
+    """Integers (Python ints, signed or unsigned numpy integers, any size) -> canonical residues mod p."""
+    arr = np.asarray(values)
+    if arr.dtype == object:
+        if not all(isinstance(v, (int, np.integer)) for v in arr.flat):
+            raise FieldError("to_field: values must be integers; got non-integer entries in an object array")
+        return (arr % P).astype(np.uint64)
+    if arr.dtype == bool:
+        return arr.astype(np.uint64)
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise FieldError(f"to_field: values must have an integer dtype, got dtype={arr.dtype}")
+    if np.issubdtype(arr.dtype, np.signedinteger):
+        return np.mod(arr.astype(np.int64), np.int64(P)).astype(np.uint64)
+    return arr.astype(np.uint64) % _P
+
+
+def to_signed(values) -> np.ndarray:
+    """Canonical residues -> centered representatives in (-p/2, p/2] as int64."""
+    arr = np.asarray(values, dtype=np.uint64)
+    signed = arr.astype(np.int64)
+    return np.where(signed > P // 2, signed - P, signed)
+
+
+def is_canonical(values) -> bool:
+    """True when ``values`` is a uint64 array with every entry in [0, p)."""
+    arr = np.asarray(values)
+    return arr.dtype == np.uint64 and bool(np.all(arr < _P))
+
+
+def add(a, b) -> np.ndarray:
+    """a + b mod p (inputs canonical)."""
+    s = np.add(a, b, dtype=np.uint64)
+    return np.minimum(s, s - _P)  # s - p wraps to a huge value when s < p
+
+
+def sub(a, b) -> np.ndarray:
+    """a - b mod p (inputs canonical)."""
+    d = np.subtract(a, b, dtype=np.uint64)
+    return np.minimum(d, d + _P)  # d + p wraps to d + p - 2^64 < p exactly when a < b
+
+
+def neg(a) -> np.ndarray:
+    """-a mod p."""
+    return sub(np.uint64(0), a)
+
+
+def mul(a, b) -> np.ndarray:
+    """a * b mod p (the product is < 2^62, exact in uint64)."""
+    return np.multiply(a, b, dtype=np.uint64) % _P
+
+
+def _square_and_multiply(base, exponent: int, one, multiply):
+    result = one
+    while exponent:
+        if exponent & 1:
+            result = multiply(result, base)
+        exponent >>= 1
+        if exponent:
+            base = multiply(base, base)
+    return result
+
+
+def pow_(a, exponent: int) -> np.ndarray:
+    """a^exponent mod p, elementwise, by square-and-multiply; negative exponents invert first."""
+    exponent = int(exponent)
+    base = np.asarray(a, dtype=np.uint64)
+    if exponent < 0:
+        return pow_(inv(base), -exponent)
+    return _square_and_multiply(base, exponent, np.ones_like(base), mul)
+
+
+def inv(a) -> np.ndarray:
+    """a^-1 = a^(p-2) mod p (Fermat), elementwise; raises FieldError on zero."""
+    arr = np.asarray(a, dtype=np.uint64)
+    if np.any(arr == 0):
+        raise FieldError("inv: a field element is 0, which has no inverse")
+    return pow_(arr, P - 2)
+
+
+batch_inv = inv  # Fermat's inversion is already vectorized over the whole array (31 squarings)
+
+
+def sum_(a, axis=None) -> np.ndarray:
+    """Sum mod p along ``axis`` (exact for up to 2^33 terms)."""
+    return np.sum(np.asarray(a, dtype=np.uint64), axis=axis, dtype=np.uint64) % _P
+
+
+def dot(a, b) -> np.ndarray:
+    """Inner product over the last axis mod p."""
+    return sum_(mul(a, b), axis=-1)
+
+
+def matmul(a, b) -> np.ndarray:
+    """Exact matrix product mod p of canonical matrices ``a`` (m, n) and ``b`` (n, k).
+
+    Each operand is split into 16-bit limbs, a = a1 * 2^16 + a0, so that limb products are < 2^32
+    and float64 BLAS sums of up to 2^20 of them stay below 2^53 (exact); the inner dimension is
+    processed in chunks of 2^20.
+    """
+    a = np.asarray(a, dtype=np.uint64)
+    b = np.asarray(b, dtype=np.uint64)
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+        raise FieldError(f"matmul: shapes {a.shape} and {b.shape} are not (m, n) and (n, k)")
+    out = np.zeros((a.shape[0], b.shape[1]), dtype=np.uint64)
+    chunk = 1 << 20
+    for start in range(0, a.shape[1], chunk):
+        a_part, b_part = a[:, start:start + chunk], b[start:start + chunk]
+        a0, a1 = (a_part & _MASK16).astype(np.float64), (a_part >> np.uint64(16)).astype(np.float64)
+        b0, b1 = (b_part & _MASK16).astype(np.float64), (b_part >> np.uint64(16)).astype(np.float64)
+        low = (a0 @ b0).astype(np.uint64) % _P
+        middle = ((a0 @ b1).astype(np.uint64) + (a1 @ b0).astype(np.uint64)) % _P
+        high = (a1 @ b1).astype(np.uint64) % _P
+        part = add(add(low, (middle << np.uint64(16)) % _P), mul(high, np.uint64((1 << 32) % P)))
+        out = add(out, part)
+    return out
+
+
+def random_elements(shape, seed=None) -> np.ndarray:
+    """Uniform field elements; from the OS CSPRNG unless an explicit ``seed`` (tests only) is given."""
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    count = int(np.prod(shape, dtype=np.int64))
+    if seed is not None:
+        return np.random.default_rng(seed).integers(0, P, size=shape, dtype=np.uint64)
+    out = np.empty(0, dtype=np.uint64)
+    bound = np.uint64((1 << 64) - (1 << 64) % P)  # rejection sampling: unbiased
+    while out.size < count:
+        draw = np.frombuffer(os.urandom(8 * (count - out.size + 8)), dtype="<u8")
+        out = np.concatenate([out, draw[draw < bound] % _P])
+    return out[:count].reshape(shape)
+
+
+# ------------------------------------------------------------------------------------ quartic extension
+def ext_zero(shape=()) -> np.ndarray:
+    """The zero of F_p4, broadcast to ``shape`` (result shape ``shape + (4,)``)."""
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    return np.zeros(shape + (EXT_DEGREE,), dtype=np.uint64)
+
+
+def ext_one(shape=()) -> np.ndarray:
+    """The one of F_p4, broadcast to ``shape``."""
+    out = ext_zero(shape)
+    out[..., 0] = 1
+    return out
+
+
+def ext_from_base(a) -> np.ndarray:
+    """Embed base-field elements (shape S) into F_p4 (shape S + (4,))."""
+    a = np.asarray(a, dtype=np.uint64)
+    out = np.zeros(a.shape + (EXT_DEGREE,), dtype=np.uint64)
+    out[..., 0] = a
+    return out
+
+
+def ext_add(a, b) -> np.ndarray:
+    """a + b in F_p4."""
+    return add(a, b)
+
+
+def ext_sub(a, b) -> np.ndarray:
+    """a - b in F_p4."""
+    return sub(a, b)
+
+
+def ext_neg(a) -> np.ndarray:
+    """-a in F_p4."""
+    return neg(a)
+
+
+def ext_mul_base(a, b) -> np.ndarray:
+    """Extension element(s) ``a`` (..., 4) times base element(s) ``b`` (...)."""
+    return mul(a, np.asarray(b, dtype=np.uint64)[..., None])
+
+
+def ext_mul(a, b) -> np.ndarray:
+    """a * b in F_p[X]/(X^4 - W): schoolbook product, X^4 folded to W.
+
+    Sums of up to four unreduced products stay below 4 (p-1)^2 < 2^64, so one reduction per
+    output coefficient (plus one for the W-folded part) suffices.
+    """
+    a = np.asarray(a, dtype=np.uint64)
+    b = np.asarray(b, dtype=np.uint64)
+    a0, a1, a2, a3 = a[..., 0], a[..., 1], a[..., 2], a[..., 3]
+    b0, b1, b2, b3 = b[..., 0], b[..., 1], b[..., 2], b[..., 3]
+    high0 = (a1 * b3 + a2 * b2 + a3 * b1) % _P
+    high1 = (a2 * b3 + a3 * b2) % _P
+    high2 = a3 * b3 % _P
+    c0 = (a0 * b0 + _W * high0) % _P
+    c1 = (a0 * b1 + a1 * b0 + _W * high1) % _P
+    c2 = (a0 * b2 + a1 * b1 + a2 * b0 + _W * high2) % _P
+    c3 = (a0 * b3 + a1 * b2 + a2 * b1 + a3 * b0) % _P
+    return np.stack([c0, c1, c2, c3], axis=-1)
+
+
+def ext_square(a) -> np.ndarray:
+    """a^2 in F_p4."""
+    return ext_mul(a, a)
+
+
+def ext_inv(a) -> np.ndarray:
+    """a^-1 in F_p4 via the tower F_p2 = F_p[Y]/(Y^2 - W), Y = X^2.
+
+    Writing a = A + B X with A, B in F_p2, (A + B X)(A - B X) = A^2 - Y B^2 = N lies in F_p2, and
+    N^-1 = conj(N) / norm(N) needs one base-field inversion; so a^-1 = (A - B X) N^-1.
+    Raises FieldError when some element is zero.
+    """
+    a = np.asarray(a, dtype=np.uint64)
+    a0, a1, a2, a3 = a[..., 0], a[..., 1], a[..., 2], a[..., 3]
+    # N = A^2 - Y B^2 with A = a0 + a2 Y, B = a1 + a3 Y
+    n0 = sub(add(mul(a0, a0), mul(_W, mul(a2, a2))), mul(_W, mul(2 * a1 % _P, a3)))
+    n1 = sub(mul(2 * a0 % _P, a2), add(mul(a1, a1), mul(_W, mul(a3, a3))))
+    norm = sub(mul(n0, n0), mul(_W, mul(n1, n1)))
+    if np.any(norm == 0):
+        raise FieldError("ext_inv: an extension element is 0, which has no inverse")
+    norm_inv = inv(norm)
+    n_inv = np.zeros_like(a)
+    n_inv[..., 0] = mul(n0, norm_inv)
+    n_inv[..., 2] = mul(neg(n1), norm_inv)
+    conjugate = np.stack([a0, neg(a1), a2, neg(a3)], axis=-1)
+    return ext_mul(conjugate, n_inv)
+
+
+def ext_pow(a, exponent: int) -> np.ndarray:
+    """a^exponent in F_p4 by square-and-multiply (negative exponents invert first)."""
+    exponent = int(exponent)
+    base = np.asarray(a, dtype=np.uint64)
+    if exponent < 0:
+        return ext_pow(ext_inv(base), -exponent)
+    return _square_and_multiply(base, exponent, ext_one(base.shape[:-1]), ext_mul)
+
+
+def ext_sum(a, axis=0) -> np.ndarray:
+    """Sum of extension elements along ``axis`` (must not be the coefficient axis)."""
+    a = np.asarray(a, dtype=np.uint64)
+    if axis is None:
+        a, axis = a.reshape(-1, EXT_DEGREE), 0
+    if axis % a.ndim == a.ndim - 1:
+        raise FieldError(f"ext_sum: axis={axis} is the coefficient axis of shape {a.shape}")
+    return sum_(a, axis=axis)
+
+
+def ext_dot(a, b) -> np.ndarray:
+    """Sum over the first axis of a * b, where a is (n, 4) and b is (n, 4) or base (n,)."""
+    b = np.asarray(b, dtype=np.uint64)
+    products = ext_mul(a, b) if b.ndim == np.ndim(a) else ext_mul_base(a, b)
+    return ext_sum(products, axis=0)
+
+
+def ext_eq(a, b) -> bool:
+    """True when the extension arrays are equal everywhere (same shape)."""
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and bool(np.array_equal(a, b))
+
+
+def ext_random(shape=(), seed=None) -> np.ndarray:
+    """Uniform F_p4 elements (OS CSPRNG unless ``seed`` is given, for tests)."""
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    return random_elements(shape + (EXT_DEGREE,), seed=seed)

@@ -1,0 +1,128 @@
+"""BabyBear base field and quartic extension against Python ints and galois."""
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from proofs import field as F
+from proofs.errors import FieldError
+from tests.reference.field_oracle import ext_to_galois, galois_to_ext, gf_base
+
+P = F.P
+residues = st.lists(st.integers(0, P - 1), min_size=1, max_size=40)
+ext_elements = st.lists(st.lists(st.integers(0, P - 1), min_size=4, max_size=4), min_size=1, max_size=20)
+
+
+def u64(values):
+    return np.array(values, dtype=np.uint64)
+
+
+def test_prime_and_two_adicity():
+    assert P == 2 ** 31 - 2 ** 27 + 1 and (P - 1) % 2 ** F.TWO_ADICITY == 0
+    assert all(pow(F.GENERATOR, (P - 1) // q, P) != 1 for q in (2, 3, 5))  # p - 1 = 2^27 * 3 * 5
+
+
+def test_extension_modulus_is_irreducible():
+    import galois
+    assert galois.Poly([1, 0, 0, 0, P - F.W], field=gf_base()).is_irreducible()
+    assert 120 < F.EXT_BITS < 124
+
+
+@given(st.lists(st.integers(-2 ** 70, 2 ** 70), min_size=1, max_size=30))
+def test_to_field_and_back(values):
+    arr = np.array(values, dtype=object)
+    residues_ = F.to_field(arr)
+    assert residues_.dtype == np.uint64
+    assert [int(r) for r in residues_] == [v % P for v in values]
+    small = [v for v in values if abs(v) < P // 2]
+    if small:
+        assert list(F.to_signed(F.to_field(np.array(small, dtype=np.int64)))) == small
+
+
+def test_to_field_rejects_floats():
+    with pytest.raises(FieldError, match="dtype=float64"):
+        F.to_field(np.array([1.5]))
+
+
+@given(residues, residues)
+def test_base_ops_against_python_ints(xs, ys):
+    n = min(len(xs), len(ys))
+    a, b = u64(xs[:n]), u64(ys[:n])
+    assert list(F.add(a, b)) == [(x + y) % P for x, y in zip(xs, ys)]
+    assert list(F.sub(a, b)) == [(x - y) % P for x, y in zip(xs, ys)]
+    assert list(F.mul(a, b)) == [(x * y) % P for x, y in zip(xs, ys)]
+    assert list(F.neg(a)) == [(-x) % P for x in xs[:n]]
+    assert int(F.dot(a, b)) == sum(x * y for x, y in zip(xs, ys)) % P
+    exponent = xs[0] + 3
+    assert list(F.pow_(a, exponent)) == [pow(x, exponent, P) for x in xs[:n]]
+
+
+@given(residues)
+def test_inverse_against_galois(xs):
+    a = u64([x or 1 for x in xs])
+    expected = np.array(gf_base()(a.astype(np.int64)) ** -1, dtype=np.uint64)
+    assert np.array_equal(F.inv(a), expected)
+    assert np.array_equal(F.batch_inv(a), expected)
+    assert np.all(F.mul(a, F.inv(a)) == 1)
+
+
+def test_inverse_of_zero_raises():
+    with pytest.raises(FieldError, match="0"):
+        F.inv(u64([3, 0]))
+    with pytest.raises(FieldError):
+        F.ext_inv(F.ext_zero((2,)))
+
+
+@given(st.integers(1, 40), st.integers(1, 70), st.integers(1, 9), st.integers(0, 2 ** 32))
+def test_matmul_exact(m, n, k, seed):
+    a = F.random_elements((m, n), seed=seed)
+    b = F.random_elements((n, k), seed=seed + 1)
+    expected = (a.astype(object) @ b.astype(object)) % P
+    assert np.array_equal(F.matmul(a, b), expected.astype(np.uint64))
+
+
+def test_matmul_worst_case_values():
+    a = np.full((3, 5000), P - 1, dtype=np.uint64)
+    b = np.full((5000, 2), P - 1, dtype=np.uint64)
+    assert np.all(F.matmul(a, b) == (5000 * (P - 1) ** 2) % P)
+
+
+@given(ext_elements, ext_elements)
+def test_ext_ops_against_galois(xs, ys):
+    n = min(len(xs), len(ys))
+    a, b = u64(xs[:n]), u64(ys[:n])
+    ga, gb = ext_to_galois(a), ext_to_galois(b)
+    assert np.array_equal(F.ext_mul(a, b), galois_to_ext(ga * gb))
+    assert np.array_equal(F.ext_add(a, b), galois_to_ext(ga + gb))
+    assert np.array_equal(F.ext_sub(a, b), galois_to_ext(ga - gb))
+    assert np.array_equal(F.ext_neg(a), galois_to_ext(-ga))
+    nonzero = a[np.any(a != 0, axis=1)]
+    if len(nonzero):
+        assert np.array_equal(F.ext_inv(nonzero), galois_to_ext(ext_to_galois(nonzero) ** -1))
+
+
+def test_ext_worst_case_coefficients():
+    a = np.full((1, 4), P - 1, dtype=np.uint64)
+    assert np.array_equal(F.ext_mul(a, a), galois_to_ext(ext_to_galois(a) ** 2))
+
+
+@given(ext_elements, residues, st.integers(0, 300))
+def test_ext_mixed_and_pow(xs, ys, exponent):
+    n = min(len(xs), len(ys))
+    a, b = u64(xs[:n]), u64(ys[:n])
+    assert np.array_equal(F.ext_mul_base(a, b), F.ext_mul(a, F.ext_from_base(b)))
+    assert np.array_equal(F.ext_pow(a, exponent), galois_to_ext(ext_to_galois(a) ** exponent))
+    assert np.array_equal(F.ext_dot(a, b), F.ext_sum(F.ext_mul_base(a, b), axis=0))
+
+
+def test_ext_constants_and_eq():
+    one, zero = F.ext_one((3,)), F.ext_zero(3)
+    x = F.ext_random((3,), seed=1)
+    assert F.ext_eq(F.ext_mul(x, one), x) and F.ext_eq(F.ext_add(x, zero), x)
+    assert not F.ext_eq(x, F.ext_add(x, one))
+    assert F.ext_eq(F.ext_mul(x, F.ext_inv(x)), one)
+
+
+def test_random_elements_are_canonical_and_fresh():
+    a, b = F.random_elements(1000), F.random_elements(1000)
+    assert F.is_canonical(a) and not np.array_equal(a, b)
+    assert np.array_equal(F.random_elements(5, seed=3), F.random_elements(5, seed=3))
