@@ -1,0 +1,496 @@
+"""CROSS transforms on the CPU: Barrett, BAT and MAT, with float64 BLAS as the matrix engine.
+
+Tong et al., "Leveraging ASIC AI Chips for Homomorphic Encryption" (CROSS, Google, 2025) run HE on
+matrix engines with three rewrites, all reproduced here for word-size primes q < 2^31:
+
+* **Barrett** (``LimbBarrett``): k = ⌈log2 q⌉, m = ⌊2^(2k)/q⌋; the product x·m is formed from 32-bit
+  halves of x so that no intermediate exceeds 64 bits; one conditional subtraction. Wide
+  accumulators (matmul outputs, up to 2^64) are first folded below 2^(2k).
+* **BAT** (basis aligned transformation, ``bat_matrix`` / ``bat_mulmod``): a product by a constant c
+  mod q is rewritten as a low-precision matrix product. With x = Σ_t x_t·2^(w·t) (w-bit chunks),
+
+      c·x ≡ Σ_t x_t · (c·2^(w·t) mod q) = Σ_s 2^(w·s) · Σ_t x_t · chunk_s(c·2^(w·t) mod q)   (mod q)
+
+  so the constant becomes the small matrix [chunk_s(c·2^(w·t) mod q)]_{s,t}; the inner sums are an
+  exact integer matmul, then the chunks are recombined and reduced once. w = 8 is the paper's int8
+  form; wider chunks are allowed while every partial sum stays ≤ 2^53 (float64 is then exact),
+  which ``ChunkSpec`` proves at construction.
+* **MAT** (matrix aligned transformation, ``MATPlan``): the negacyclic NTT of size N = R·C as a
+  4-step transform Out = ((F1 · X) ∘ T) · F2 with X the coefficients as an R×C matrix (row major),
+  F1 (R×R, the twist ψ^(C·j1) and the row bit reversal folded in), T the twiddles and F2 (C×C, the
+  column bit reversal folded in). Writing e = e1 + R·e2 for the evaluation exponent and
+  j = C·j1 + j2 for the coefficient index,
+
+      F1[r, j1] = ψ^(C·j1·(2·brv_R(r)+1)),  T[r, j2] = ψ^(j2·(2·brv_R(r)+1)),  F2[j2, c] = ψ^(2R·j2·brv_C(c))
+
+  and Out.reshape(N) is exactly the bit-reversed order of ``crypto.ntt`` (brv_N(C·r + c) =
+  brv_R(r) + R·brv_C(c)). The inverse is X = F1^-1 · ((Out · F2^-1) ∘ T^-1) with 1/N = 1/R · 1/C
+  folded into F1^-1 and F2^-1. Every matrix product is a BAT matmul.
+  The RNS basis conversion y_j = Σ_i [x_i·(Q/q_i)^-1]_{q_i}·(Q/q_i) mod p_j is one BAT matmul
+  across limbs (``BasisConversionPlan``).
+
+``CrossBackend`` implements ``crypto.ntt.NTTBackend`` with these kernels, bit-identical to the
+radix-2 backends. Its matrices are built once per (N, modulus, chunk width) and kept on the backend.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import ParameterError, ShapeError
+from .modarith import inv_mod
+from .ntt import BasisConversion, NTTBackend, NTTTables, bit_reverse_indices
+
+RESIDUE_BITS = 31            # every residue (and every modulus) is below 2^31
+FLOAT64_EXACT = 2**53        # float64 represents every integer up to 2^53 exactly
+PAPER_CHUNK_BITS = 8         # the int8 matrix engines of the CROSS paper
+_U64_LIMIT = 2**64
+_MASK32 = np.uint64(0xFFFFFFFF)
+_U32 = np.uint64(32)
+
+
+# ---------------------------------------------------------------------------------------- Barrett
+def _column(values: np.ndarray, ndim: int) -> np.ndarray:
+    """Per-limb constants shaped (L, 1, ..., 1) to broadcast against an (L, ...) array."""
+    return values.reshape((-1,) + (1,) * (ndim - 1))
+
+
+class LimbBarrett:
+    """Barrett reduction in the CROSS form, vectorized over RNS limbs (row l reduced mod moduli[l]).
+
+    For q < 2^31 let k = ⌈log2 q⌉ and m = ⌊2^(2k)/q⌋ < 2^32. For x < 2^(2k), split x = x_h·2^32 + x_l:
+    t = ⌊(x_h·m + ⌊x_l·m / 2^32⌋) / 2^(2k-32)⌋ = ⌊x·m / 2^(2k)⌋ exactly, with every product of a
+    32-bit half and m below 2^64. Then ⌊x/q⌋ − 1 ≤ t ≤ ⌊x/q⌋, so r = x − t·q < 2q needs one
+    conditional subtraction (CROSS, Tong et al. 2025, §Barrett; Barrett, CRYPTO '86).
+    """
+
+    def __init__(self, moduli):
+        moduli = tuple(int(q) for q in moduli)
+        for i, q in enumerate(moduli):
+            if not 3 <= q < 2**RESIDUE_BITS:
+                raise ParameterError(f"moduli[{i}]={q} not in [3, 2^{RESIDUE_BITS})")
+        self.moduli = moduli
+        k = [(q - 1).bit_length() for q in moduli]
+        self.bits = tuple(k)
+        self.q = np.array(moduli, dtype=np.uint64)
+        self.m = np.array([(1 << (2 * b)) // q for b, q in zip(k, moduli)], dtype=np.uint64)
+        self.shift_low = np.array([min(2 * b, 32) for b in k], dtype=np.uint64)
+        self.shift_high = np.array([max(2 * b - 32, 0) for b in k], dtype=np.uint64)
+        self.fold_shift = np.array([2 * b - 1 for b in k], dtype=np.uint64)
+        self.fold_mask = np.array([(1 << (2 * b - 1)) - 1 for b in k], dtype=np.uint64)
+        self.fold_const = np.array([pow(2, 2 * b - 1, q) for b, q in zip(k, moduli)], dtype=np.uint64)
+
+    def __repr__(self):
+        return f"LimbBarrett(moduli={self.moduli})"
+
+    def _check_rows(self, x: np.ndarray):
+        if x.ndim < 1 or x.shape[0] != len(self.moduli):
+            raise ShapeError(f"x.shape={x.shape}: first axis must hold one row per modulus "
+                             f"({len(self.moduli)})")
+
+    def reduce(self, x: np.ndarray) -> np.ndarray:
+        """x mod q_l for uint64 x with x[l, ...] < 2^(2·k_l) (e.g. any product of two residues)."""
+        x = np.asarray(x, dtype=np.uint64)
+        self._check_rows(x)
+        col = lambda v: _column(v, x.ndim)  # noqa: E731
+        m = col(self.m)
+        t = (x & _MASK32) * m
+        t >>= col(self.shift_low)
+        t += (x >> _U32) * m
+        t >>= col(self.shift_high)
+        t *= col(self.q)
+        r = x - t                      # in [0, 2q)
+        return np.minimum(r, r - col(self.q), out=r)  # r − q wraps above r exactly when r < q
+
+    def fold_count(self, bound: int) -> int:
+        """Folds x ↦ ⌊x/2^(2k-1)⌋·(2^(2k-1) mod q) + (x mod 2^(2k-1)) that bring every x < bound below 2^(2k)."""
+        if not 1 <= bound <= _U64_LIMIT:
+            raise ParameterError(f"accumulator bound={bound} not in [1, 2^64]")
+        count = 0
+        for k, c in zip(self.bits, self.fold_const):
+            top, folds = bound - 1, 0       # largest possible value
+            while top >= 1 << (2 * k):
+                top = (top >> (2 * k - 1)) * int(c) + min(top, (1 << (2 * k - 1)) - 1)
+                folds += 1
+            count = max(count, folds)
+        return count
+
+    def reduce_wide(self, x: np.ndarray, bound: int = _U64_LIMIT) -> np.ndarray:
+        """x mod q_l for uint64 accumulators below ``bound`` (≤ 2^64): fold, then one Barrett reduction.
+
+        Each fold keeps the value congruent and shrinks it (hi·c < 2^(65-k), so nothing overflows);
+        a fold of a value already below 2^(2k) leaves it below 2^(2k).
+        """
+        x = np.asarray(x, dtype=np.uint64)
+        self._check_rows(x)
+        folds = self.fold_count(bound)
+        if folds:
+            shift, mask, const = (_column(v, x.ndim) for v in (self.fold_shift, self.fold_mask, self.fold_const))
+            for _ in range(folds):
+                x = (x >> shift) * const + (x & mask)
+        return self.reduce(x)
+
+
+# ---------------------------------------------------------------------------------------------- BAT
+@dataclass(frozen=True)
+class ChunkSpec:
+    """BAT chunking of residues < 2^31 into ``count`` chunks of ``width`` bits, for a matmul whose
+    inner dimension (before chunking) is ``inner``.
+
+    A BAT matmul multiplies data chunks (≤ 2^width − 1) by constant chunks (≤ 2^width − 1) over
+    inner·count terms, so every float64 partial sum is ≤ inner · Σ_t max_t · max_0 (``partial_sum_bound``);
+    construction refuses a width for which that bound exceeds 2^53, or for which the recombined
+    accumulator Σ_s 2^(w·s)·Z_s (< ``combined_bound``) does not fit 64 bits.
+    """
+
+    width: int
+    inner: int
+    count: int = field(init=False)
+    partial_sum_bound: int = field(init=False)
+    combined_bound: int = field(init=False)
+
+    def __post_init__(self):
+        if not isinstance(self.width, (int, np.integer)) or not 1 <= self.width <= RESIDUE_BITS:
+            raise ParameterError(f"chunk_bits={self.width!r} not an integer in [1, {RESIDUE_BITS}]")
+        if not isinstance(self.inner, (int, np.integer)) or self.inner < 1:
+            raise ParameterError(f"matmul inner dimension={self.inner!r} must be a positive integer")
+        count = -(-RESIDUE_BITS // self.width)
+        maxima = chunk_maxima(self.width)
+        partial = self.inner * sum(maxima) * maxima[0]
+        combined = self.inner * sum(maxima) * (2**RESIDUE_BITS - 2) + 1
+        if partial > FLOAT64_EXACT:
+            raise ParameterError(
+                f"chunk_bits={self.width} unsafe for a float64 matmul of inner dimension {self.inner}: "
+                f"partial sums reach {partial} ≈ 2^{np.log2(float(partial)):.2f} > 2^53 (the exact float64 "
+                f"limit); the widest safe chunk here is {widest_chunk_bits(self.inner)} bits")
+        if combined > _U64_LIMIT:
+            raise ParameterError(f"chunk_bits={self.width}: recombined accumulators reach {combined} > 2^64")
+        object.__setattr__(self, "count", count)
+        object.__setattr__(self, "partial_sum_bound", partial)
+        object.__setattr__(self, "combined_bound", combined)
+
+
+def chunk_maxima(width: int) -> tuple[int, ...]:
+    """Largest value of each w-bit chunk of a residue < 2^31 (the top chunk may be narrower)."""
+    top = 2**RESIDUE_BITS - 1
+    return tuple(min(2**width - 1, top >> (width * t)) for t in range(-(-RESIDUE_BITS // width)))
+
+
+def widest_chunk_bits(inner: int) -> int:
+    """The widest BAT chunk for which a float64 matmul of this inner dimension is exact."""
+    for width in range(RESIDUE_BITS, 0, -1):
+        maxima = chunk_maxima(width)
+        if inner * sum(maxima) * maxima[0] <= FLOAT64_EXACT and \
+                inner * sum(maxima) * (2**RESIDUE_BITS - 2) < _U64_LIMIT:
+            return width
+    raise ParameterError(f"matmul inner dimension={inner} too large for an exact float64 BAT (even 1-bit chunks)")
+
+
+def bat_matrix(constants: np.ndarray, q: int, spec: ChunkSpec) -> np.ndarray:
+    """The BAT expansion of a constant matrix K (A_out × A_in, entries < q) for left products K·X.
+
+    Returns the float64 matrix M of shape (count·A_out, count·A_in) with
+    M[s·A_out + i, t·A_in + j] = chunk_s(K[i, j]·2^(w·t) mod q), so that for X split into chunk rows
+    X_t (stacked t-major), Σ_s 2^(w·s)·(M·X)_s ≡ K·X (mod q).
+    """
+    constants = np.asarray(constants, dtype=np.uint64)
+    a_out, a_in = constants.shape
+    w, count = spec.width, spec.count
+    mask = np.uint64(2**w - 1)
+    out = np.empty((count, a_out, count, a_in), dtype=np.float64)
+    for t in range(count):
+        shifted = (constants * np.uint64(pow(2, w * t, q))) % np.uint64(q)   # < 2^62: exact in uint64
+        for s in range(count):
+            out[s, :, t, :] = (shifted >> np.uint64(w * s)) & mask
+    return out.reshape(count * a_out, count * a_in)
+
+
+def split_chunks(x: np.ndarray, spec: ChunkSpec, axis: int) -> np.ndarray:
+    """Residues (uint64 < 2^31) → float64 w-bit chunks stacked t-major along ``axis`` (length count·A)."""
+    shape = x.shape
+    out = np.empty(shape[:axis] + (spec.count,) + shape[axis:], dtype=np.float64)
+    mask = np.uint64(2**spec.width - 1)
+    lead = (slice(None),) * axis
+    for t in range(spec.count):
+        out[lead + (t,)] = (x >> np.uint64(spec.width * t)) & mask
+    return out.reshape(shape[:axis] + (spec.count * shape[axis],) + shape[axis + 1:])
+
+
+def join_chunks(z: np.ndarray, spec: ChunkSpec, axis: int) -> np.ndarray:
+    """Σ_s 2^(w·s)·Z_s for output chunks stacked s-major along ``axis``, as exact uint64 (< combined_bound)."""
+    shape = z.shape
+    size = shape[axis] // spec.count
+    parts = z.reshape(shape[:axis] + (spec.count, size) + shape[axis + 1:])
+    lead = (slice(None),) * axis
+    if spec.combined_bound <= FLOAT64_EXACT:     # the whole sum is exact in float64: one conversion
+        acc = parts[lead + (0,)].copy()
+        for s in range(1, spec.count):
+            acc += parts[lead + (s,)] * float(2 ** (spec.width * s))
+        return acc.astype(np.uint64)
+    acc = parts[lead + (0,)].astype(np.uint64)
+    for s in range(1, spec.count):
+        acc += parts[lead + (s,)].astype(np.uint64) << np.uint64(spec.width * s)
+    return acc
+
+
+def bat_mulmod(x: np.ndarray, c: int, q: int, chunk_bits: int = PAPER_CHUNK_BITS) -> np.ndarray:
+    """x·c mod q for residues x (any shape, < 2^31) and one constant c, as a BAT matmul.
+
+    The constant becomes the count×count matrix [chunk_s(c·2^(w·t) mod q)]; the data its w-bit chunks.
+    """
+    if not 3 <= int(q) < 2**RESIDUE_BITS:
+        raise ParameterError(f"q={q} not in [3, 2^{RESIDUE_BITS})")
+    x = np.asarray(x, dtype=np.uint64)
+    _check_residues(x, "x")
+    spec = ChunkSpec(chunk_bits, 1)
+    matrix = bat_matrix(np.array([[int(c) % int(q)]], dtype=np.uint64), int(q), spec)
+    chunks = split_chunks(x.reshape(1, -1), spec, axis=0)
+    acc = join_chunks(matrix @ chunks, spec, axis=0)
+    return LimbBarrett([q]).reduce_wide(acc, spec.combined_bound).reshape(x.shape)
+
+
+def _check_residues(x: np.ndarray, name: str):
+    if x.size and int(x.max()) >= 2**RESIDUE_BITS:
+        raise ParameterError(f"{name} holds {int(x.max())} >= 2^{RESIDUE_BITS}, the residue limit")
+
+
+# ---------------------------------------------------------------------------------------------- MAT
+def _powers_of(base: int, count: int, q: int) -> np.ndarray:
+    """[base^e mod q for e < count] by repeated doubling of the table (count a power of two)."""
+    table = np.ones(1, dtype=np.uint64)
+    while len(table) < count:
+        step = np.uint64(pow(base, len(table), q))
+        table = np.concatenate([table, (table * step) % np.uint64(q)])
+    return table
+
+
+def mat_shape(n: int) -> tuple[int, int]:
+    """(R, C) with N = R·C, R = 2^⌈log2(N)/2⌉."""
+    if n < 4 or n & (n - 1):
+        raise ParameterError(f"ring degree n={n} is not a power of two >= 4")
+    log_n = n.bit_length() - 1
+    rows = 1 << ((log_n + 1) // 2)
+    return rows, n // rows
+
+
+@dataclass(frozen=True, eq=False)
+class MATPlan:
+    """Constant matrices of the 4-step negacyclic NTT of size n mod q (see the module docstring)."""
+
+    n: int
+    q: int
+    psi: int
+    chunk_bits: int
+    rows: int = field(init=False)
+    cols: int = field(init=False)
+    left_spec: ChunkSpec = field(init=False, repr=False)
+    right_spec: ChunkSpec = field(init=False, repr=False)
+    forward_left: np.ndarray = field(init=False, repr=False)     # BAT of F1
+    forward_twiddle: np.ndarray = field(init=False, repr=False)  # T
+    forward_right: np.ndarray = field(init=False, repr=False)    # BAT of F2 (right products)
+    inverse_right: np.ndarray = field(init=False, repr=False)    # BAT of F2^-1
+    inverse_twiddle: np.ndarray = field(init=False, repr=False)  # T^-1
+    inverse_left: np.ndarray = field(init=False, repr=False)     # BAT of F1^-1
+
+    def __post_init__(self):
+        n, q, psi = self.n, self.q, self.psi
+        rows, cols = mat_shape(n)
+        if pow(psi, n, q) != q - 1:
+            raise ParameterError(f"psi={psi} is not a primitive 2N-th root of unity mod q={q} (N={n})")
+        matrices = mat_constants(n, q, psi)
+        left, right = ChunkSpec(self.chunk_bits, rows), ChunkSpec(self.chunk_bits, cols)
+        values = dict(rows=rows, cols=cols, left_spec=left, right_spec=right,
+                      forward_left=bat_matrix(matrices["F1"], q, left),
+                      forward_twiddle=matrices["T"],
+                      forward_right=np.ascontiguousarray(bat_matrix(matrices["F2"].T, q, right).T),
+                      inverse_right=np.ascontiguousarray(bat_matrix(matrices["F2inv"].T, q, right).T),
+                      inverse_twiddle=matrices["Tinv"],
+                      inverse_left=bat_matrix(matrices["F1inv"], q, left))
+        for name, value in values.items():
+            if isinstance(value, np.ndarray):
+                value.setflags(write=False)
+            object.__setattr__(self, name, value)
+
+
+def mat_constants(n: int, q: int, psi: int) -> dict[str, np.ndarray]:
+    """The plain (un-chunked) 4-step matrices F1, T, F2 and their inverses, entries in [0, q) as uint64.
+
+    Forward: Out = ((F1·X) ∘ T)·F2; inverse: X = F1inv·((Out·F2inv) ∘ Tinv), with X = a.reshape(R, C).
+    """
+    rows, cols = mat_shape(n)
+    two_n = 2 * n
+    powers = _powers_of(psi, two_n, q)
+    odd_r = 2 * bit_reverse_indices(rows) + 1                      # 2·brv_R(r) + 1
+    brv_c = bit_reverse_indices(cols)
+    j1 = np.arange(rows)
+    j2 = np.arange(cols)
+    exp_f1 = (cols * np.outer(odd_r, j1)) % two_n                   # [r, j1]
+    exp_t = np.outer(odd_r, j2) % two_n                             # [r, j2]
+    exp_f2 = (2 * rows * np.outer(j2, brv_c)) % two_n               # [j2, c]
+    q64 = np.uint64(q)
+    inv_rows, inv_cols = np.uint64(inv_mod(rows, q)), np.uint64(inv_mod(cols, q))
+    return {
+        "F1": powers[exp_f1],
+        "T": powers[exp_t],
+        "F2": powers[exp_f2],
+        "F1inv": (powers[(-exp_f1.T) % two_n] * inv_rows) % q64,    # [j1, r]
+        "Tinv": powers[(-exp_t) % two_n],
+        "F2inv": (powers[(-exp_f2.T) % two_n] * inv_cols) % q64,    # [c, j2]
+    }
+
+
+def _bat_left(x: np.ndarray, matrices, spec: ChunkSpec, barrett: LimbBarrett) -> np.ndarray:
+    """Per limb l: matrices[l] ⊛ x[l] mod q_l (a BAT matmul from the left; x of shape (L, A, B))."""
+    chunks = split_chunks(x, spec, axis=1)
+    z = np.empty((len(x), matrices[0].shape[0], x.shape[2]), dtype=np.float64)
+    for l, matrix in enumerate(matrices):
+        np.matmul(matrix, chunks[l], out=z[l])
+    return barrett.reduce_wide(join_chunks(z, spec, axis=1), spec.combined_bound)
+
+
+def _bat_right(x: np.ndarray, matrices, spec: ChunkSpec, barrett: LimbBarrett) -> np.ndarray:
+    """Per limb l: x[l] ⊛ matrices[l] mod q_l (a BAT matmul from the right; x of shape (L, A, B))."""
+    chunks = split_chunks(x, spec, axis=2)
+    z = np.empty((len(x), x.shape[1], matrices[0].shape[1]), dtype=np.float64)
+    for l, matrix in enumerate(matrices):
+        np.matmul(chunks[l], matrix, out=z[l])
+    return barrett.reduce_wide(join_chunks(z, spec, axis=2), spec.combined_bound)
+
+
+class _LimbStack:
+    """The MAT plans of a list of moduli with their twiddles stacked, ready for one batched call."""
+
+    def __init__(self, plans):
+        self.plans = plans
+        self.barrett = LimbBarrett([p.q for p in plans])
+        self.forward_twiddle = np.stack([p.forward_twiddle for p in plans])
+        self.inverse_twiddle = np.stack([p.inverse_twiddle for p in plans])
+
+    def forward(self, a: np.ndarray) -> np.ndarray:
+        first = self.plans[0]
+        x = a.reshape(len(a), first.rows, first.cols)
+        y = _bat_left(x, [p.forward_left for p in self.plans], first.left_spec, self.barrett)
+        y = self.barrett.reduce(y * self.forward_twiddle)
+        out = _bat_right(y, [p.forward_right for p in self.plans], first.right_spec, self.barrett)
+        return out.reshape(a.shape)
+
+    def inverse(self, a: np.ndarray) -> np.ndarray:
+        first = self.plans[0]
+        x = a.reshape(len(a), first.rows, first.cols)
+        y = _bat_right(x, [p.inverse_right for p in self.plans], first.right_spec, self.barrett)
+        y = self.barrett.reduce(y * self.inverse_twiddle)
+        out = _bat_left(y, [p.inverse_left for p in self.plans], first.left_spec, self.barrett)
+        return out.reshape(a.shape)
+
+
+# ------------------------------------------------------------------------------- basis conversion
+@dataclass(frozen=True, eq=False)
+class BasisConversionPlan:
+    """Fast basis conversion as one BAT matmul across limbs.
+
+    x̂_i = x_i·[(Q/q_i)^-1]_{q_i} mod q_i (a Barrett product per limb), then
+    y_j = Σ_i x̂_i·[Q/q_i]_{p_j} mod p_j: the constant matrix K[j, i] = [Q/q_i]_{p_j} (k'×k) times the
+    data (k×N), with one row modulus per output limb (Bajard et al. 2016; CROSS 2025, basis change as MAT).
+    """
+
+    conversion: BasisConversion
+    chunk_bits: int
+    spec: ChunkSpec = field(init=False, repr=False)
+    matrix: np.ndarray = field(init=False, repr=False)
+    from_barrett: LimbBarrett = field(init=False, repr=False)
+    to_barrett: LimbBarrett = field(init=False, repr=False)
+
+    def __post_init__(self):
+        conv = self.conversion
+        k_from, k_to = len(conv.from_moduli), len(conv.to_moduli)
+        spec = ChunkSpec(self.chunk_bits, k_from)
+        matrix = np.empty((spec.count, k_to, spec.count, k_from), dtype=np.float64)
+        for j, p in enumerate(conv.to_moduli):   # row j is reduced mod p_j: its own BAT expansion
+            row = bat_matrix(conv.qhat_mod_p[:, j][None, :], p, spec)   # (count, count·k)
+            matrix[:, j] = row.reshape(spec.count, spec.count, k_from)
+        matrix = matrix.reshape(spec.count * k_to, spec.count * k_from)
+        matrix.setflags(write=False)
+        for name, value in dict(spec=spec, matrix=matrix, from_barrett=LimbBarrett(conv.from_moduli),
+                                to_barrett=LimbBarrett(conv.to_moduli)).items():
+            object.__setattr__(self, name, value)
+
+    def apply(self, x: np.ndarray) -> np.ndarray:
+        conv = self.conversion
+        scaled = self.from_barrett.reduce_wide(x * conv.qhat_inv[:, None], 2**(2 * RESIDUE_BITS))
+        z = self.matrix @ split_chunks(scaled, self.spec, axis=0)
+        return self.to_barrett.reduce_wide(join_chunks(z, self.spec, axis=0), self.spec.combined_bound)
+
+
+# ------------------------------------------------------------------------------------------ backend
+class CrossBackend(NTTBackend):
+    """NTT and basis conversion as CROSS matmul kernels (MAT with BAT chunks on float64 BLAS).
+
+    ``chunk_bits=None`` uses the widest chunk proven exact for each matmul; ``chunk_bits=8`` is the
+    paper's int8 form. Results are bit-identical to ``numpy``/``numba`` radix-2. Matrices are built on
+    first use per (N, modulus) and cached on this object (about 2·(count·R)²·8 bytes per modulus
+    and direction: 4 MB at N = 2^16 with wide chunks, 16 MB with 8-bit chunks).
+    """
+
+    name = "cross"
+
+    def __init__(self, chunk_bits: int | None = None):
+        if chunk_bits is not None:
+            ChunkSpec(chunk_bits, 1)     # range check; the per-size bound is proven when a plan is built
+        self.chunk_bits = chunk_bits
+        self._plans: dict[tuple[int, int], MATPlan] = {}
+        self._stacks: dict[tuple[int, tuple[int, ...]], _LimbStack] = {}
+        self._conversions: dict[tuple[tuple[int, ...], tuple[int, ...]], BasisConversionPlan] = {}
+
+    def __repr__(self):
+        return f"CrossBackend(chunk_bits={self.chunk_bits})"
+
+    def width_for(self, inner: int) -> int:
+        """The chunk width used for a matmul of this inner dimension (proven safe)."""
+        if self.chunk_bits is None:
+            return widest_chunk_bits(inner)
+        ChunkSpec(self.chunk_bits, inner)
+        return self.chunk_bits
+
+    def plan(self, n: int, q: int, psi: int) -> MATPlan:
+        """The (cached) MAT plan of size n mod q."""
+        key = (n, q)
+        if key not in self._plans:
+            rows, _ = mat_shape(n)
+            self._plans[key] = MATPlan(n, q, psi, self.width_for(rows))
+        return self._plans[key]
+
+    def _stack(self, tables: NTTTables) -> _LimbStack:
+        key = (tables.n, tuple(tables.moduli))
+        if key not in self._stacks:
+            plans = [self.plan(tables.n, q, psi) for q, psi in zip(tables.moduli, tables.psi)]
+            self._stacks[key] = _LimbStack(plans)
+        return self._stacks[key]
+
+    def forward(self, a, tables):
+        return self._stack(tables).forward(_limbs_input(a, tables))
+
+    def inverse(self, a, tables):
+        return self._stack(tables).inverse(_limbs_input(a, tables))
+
+    def convert_basis(self, x, conv):
+        key = (conv.from_moduli, conv.to_moduli)
+        if key not in self._conversions:
+            self._conversions[key] = BasisConversionPlan(conv, self.width_for(len(conv.from_moduli)))
+        x = np.asarray(x, dtype=np.uint64)
+        if x.ndim != 2 or x.shape[0] != len(conv.from_moduli):
+            raise ShapeError(f"x.shape={x.shape}: expected ({len(conv.from_moduli)}, n), one row per source modulus")
+        _check_residues(x, "x")
+        return self._conversions[key].apply(x)
+
+
+def _limbs_input(a, tables: NTTTables) -> np.ndarray:
+    a = np.asarray(a)
+    expected = (len(tables.moduli), tables.n)
+    if a.shape != expected:
+        raise ShapeError(f"a.shape={a.shape}: expected {expected} (one row per modulus, n coefficients)")
+    if tables.n < 4:
+        raise ParameterError(f"ring degree n={tables.n} too small for the 4-step transform (need n >= 4)")
+    a = a.astype(np.uint64, copy=False)
+    _check_residues(a, "a")
+    return a
