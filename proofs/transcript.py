@@ -72,12 +72,13 @@ class Transcript:
 
     def _uniform(self, label: str, count: int, bound: int) -> np.ndarray:
         """``count`` uniform integers in [0, bound) as uint64, by rejection sampling (unbiased)."""
-        limit = np.uint64((1 << 64) - (1 << 64) % bound)  # largest multiple of bound not above 2^64
+        limit = (1 << 64) - (1 << 64) % bound  # largest multiple of bound not above 2^64
         out = np.empty(0, dtype=np.uint64)
         attempt = 0
         while out.size < count:
             words = self._words(f"{label}#{attempt}", count - out.size + 4)
-            out = np.concatenate([out, words[words < limit] % np.uint64(bound)])
+            accepted = words if limit == 1 << 64 else words[words < np.uint64(limit)]
+            out = np.concatenate([out, accepted % np.uint64(bound)])
             attempt += 1
         return out[:count]
 
