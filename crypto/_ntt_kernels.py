@@ -1,0 +1,98 @@
+"""numba kernels behind ``NumbaRadix2`` (compiled lazily on first call, cached on disk).
+
+Butterflies use Shoup multiplication: for a constant w < q with w' = ⌊w·2^32/q⌋ and x < 2^32,
+x·w − ⌊x·w'/2^32⌋·q lies in [0, 2q). Residues stay in [0, q) between stages.
+"""
+import numba
+import numpy as np
+
+_U32 = np.uint64(32)
+
+
+@numba.njit(cache=True, inline="always")
+def _mulshoup(x, w, ws, q):
+    t = (x * ws) >> _U32
+    r = x * w - t * q
+    return min(r, r - q)  # unsigned wrap-around makes r - q huge when r < q: a branch-free reduction
+
+
+@numba.njit(cache=True)
+def ntt_forward_inplace(a, psi_rev, psi_rev_shoup, q_arr):
+    """In-place negacyclic Cooley–Tukey NTT of each row of a (k, n); bit-reversed output."""
+    k, n = a.shape
+    for l in range(k):
+        q = q_arr[l]
+        row = a[l]
+        w_row = psi_rev[l]
+        ws_row = psi_rev_shoup[l]
+        m = 1
+        t = n
+        while m < n:
+            t >>= 1
+            for i in range(m):
+                w = w_row[m + i]
+                ws = ws_row[m + i]
+                base = 2 * i * t
+                x = row[base:base + t]  # slices let numba prove x and y never alias
+                y = row[base + t:base + 2 * t]
+                for j in range(t):
+                    u = x[j]
+                    v = _mulshoup(y[j], w, ws, q)
+                    s = u + v
+                    x[j] = min(s, s - q)
+                    d = u + q - v
+                    y[j] = min(d, d - q)
+            m <<= 1
+
+
+@numba.njit(cache=True)
+def ntt_inverse_inplace(a, psi_inv_rev, psi_inv_rev_shoup, q_arr, n_inv, n_inv_shoup):
+    """In-place Gentleman–Sande inverse of ``ntt_forward_inplace``, including the factor n^-1."""
+    k, n = a.shape
+    for l in range(k):
+        q = q_arr[l]
+        row = a[l]
+        w_row = psi_inv_rev[l]
+        ws_row = psi_inv_rev_shoup[l]
+        t = 1
+        m = n
+        while m > 1:
+            h = m >> 1
+            for i in range(h):
+                w = w_row[h + i]
+                ws = ws_row[h + i]
+                base = 2 * i * t
+                x = row[base:base + t]
+                y = row[base + t:base + 2 * t]
+                for j in range(t):
+                    u = x[j]
+                    v = y[j]
+                    s = u + v
+                    x[j] = min(s, s - q)
+                    y[j] = _mulshoup(u + q - v, w, ws, q)
+            t <<= 1
+            m = h
+        ni = n_inv[l]
+        nis = n_inv_shoup[l]
+        for j in range(n):
+            row[j] = _mulshoup(row[j], ni, nis, q)
+
+
+@numba.njit(cache=True)
+def fast_basis_convert(x, q_from, qhat_inv, qhat_inv_shoup, q_to, qhat_mod_p, qhat_mod_p_shoup):
+    """y_j = Σ_i [x_i·(Q/q_i)^-1]_{q_i} · (Q/q_i) mod p_j for every coefficient (see BasisConversion)."""
+    k, n = x.shape
+    kp = q_to.shape[0]
+    xi = np.empty((k, n), dtype=np.uint64)
+    for i in range(k):
+        for c in range(n):
+            xi[i, c] = _mulshoup(x[i, c], qhat_inv[i], qhat_inv_shoup[i], q_from[i])
+    out = np.zeros((kp, n), dtype=np.uint64)
+    for j in range(kp):
+        p = q_to[j]
+        for c in range(n):
+            acc = np.uint64(0)
+            for i in range(k):
+                acc += _mulshoup(xi[i, c], qhat_mod_p[i, j], qhat_mod_p_shoup[i, j], p)
+            out[j, c] = acc % p
+    return out

@@ -1,0 +1,136 @@
+"""Modular arithmetic for word-size RNS primes (q < 2^31).
+
+Every residue fits 31 bits, every product of two residues fits 62 bits, so a uint64 holds any
+product and the reductions below need only 32x32-bit multiplies (the CROSS form, Tong et al.,
+"Leveraging ASIC AI Chips for Homomorphic Encryption", 2025).
+
+Reference semantics are Python big-int ``%``; the tests check every kernel against it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import sympy
+
+from .errors import ParameterError
+
+MAX_MODULUS_BITS = 31
+
+
+def inv_mod(a: int, q: int) -> int:
+    """a^-1 mod q (q prime or gcd(a, q) = 1)."""
+    return pow(int(a) % q, -1, q)
+
+
+def is_ntt_prime(q: int, n: int) -> bool:
+    """True when q is a prime < 2^31 with q ≡ 1 (mod 2n), i.e. it has a primitive 2n-th root of unity."""
+    return 2 < q < 2**MAX_MODULUS_BITS and q % (2 * n) == 1 and sympy.isprime(q)
+
+
+def ntt_primes_of_bits(bits: int, n: int, exclude=frozenset()):
+    """Yield the primes q with bit length exactly ``bits`` and q ≡ 1 (mod 2n), largest first."""
+    if not 2 <= bits <= MAX_MODULUS_BITS:
+        raise ParameterError(f"prime bit size {bits} not in [2, {MAX_MODULUS_BITS}]")
+    step = 2 * n
+    q = ((2**bits - 1 - 1) // step) * step + 1
+    while q >= 2 ** (bits - 1):
+        if q not in exclude and sympy.isprime(q):
+            yield q
+        q -= step
+
+
+def find_ntt_primes(bits: int, count: int, n: int, exclude=frozenset()) -> tuple[int, ...]:
+    """The ``count`` largest primes of exactly ``bits`` bits with q ≡ 1 (mod 2n), not in ``exclude``."""
+    found = []
+    for q in ntt_primes_of_bits(bits, n, exclude):
+        found.append(q)
+        if len(found) == count:
+            return tuple(found)
+    raise ParameterError(f"only {len(found)} primes of {bits} bits are ≡ 1 mod 2N={2 * n}; {count} requested")
+
+
+def primitive_2n_root(q: int, n: int) -> int:
+    """The primitive 2n-th root of unity ψ = g^((q-1)/2n) mod q, with g sympy's smallest primitive root.
+
+    Deterministic, so every NTT backend agrees on ψ.
+    """
+    if (q - 1) % (2 * n):
+        raise ParameterError(f"modulus q={q} is not ≡ 1 mod 2N={2 * n}")
+    g = int(sympy.primitive_root(q))
+    return pow(g, (q - 1) // (2 * n), q)
+
+
+@dataclass(frozen=True)
+class Barrett:
+    """Barrett reduction in the CROSS form for q < 2^31.
+
+    k = ⌈log2 q⌉, m = ⌊2^(2k) / q⌋ (m < 2^(k+1) ≤ 2^32). For x < 2^(2k):
+    t = ⌊⌊x / 2^(k-1)⌋ · m / 2^(k+1)⌋ underestimates ⌊x/q⌋ by at most 2, so r = x − t·q lies in [0, 3q).
+    Both factors of ⌊x/2^(k-1)⌋ · m are below 2^32, so the product is one 32x32 -> 64-bit multiply and
+    no intermediate exceeds 64 bits; conditional subtractions finish the reduction.
+    """
+
+    q: int
+    k: int = field(init=False)
+    m: int = field(init=False)
+
+    def __post_init__(self):
+        if not 2 <= self.q < 2**MAX_MODULUS_BITS:
+            raise ParameterError(f"Barrett modulus q={self.q} not in [2, 2^{MAX_MODULUS_BITS})")
+        k = (self.q - 1).bit_length()
+        object.__setattr__(self, "k", k)
+        object.__setattr__(self, "m", (1 << (2 * k)) // self.q)
+
+    def reduce(self, x: np.ndarray) -> np.ndarray:
+        """x mod q for uint64 x < 2^(2k) (any product of two residues)."""
+        x = np.asarray(x, dtype=np.uint64)
+        q = np.uint64(self.q)
+        xs = x >> np.uint64(self.k - 1)  # < 2^(k+1) <= 2^32: a 32x32-bit product with m below
+        t = (xs * np.uint64(self.m)) >> np.uint64(self.k + 1)
+        r = x - t * q  # in [0, 3q)
+        r = np.where(r >= q, r - q, r)
+        return np.where(r >= q, r - q, r)
+
+    def mul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """a·b mod q for residues a, b < q."""
+        return self.reduce(np.asarray(a, dtype=np.uint64) * np.asarray(b, dtype=np.uint64))
+
+
+def shoup_precompute(w: int | np.ndarray, q: int | np.ndarray) -> np.ndarray:
+    """w' = ⌊w · 2^32 / q⌋, the Shoup companion of a constant w < q (vectorized over arrays)."""
+    w = np.asarray(w, dtype=np.uint64)
+    return (w << np.uint64(32)) // np.asarray(q, dtype=np.uint64)
+
+
+def mul_shoup(x: np.ndarray, w: np.ndarray, w_shoup: np.ndarray, q) -> np.ndarray:
+    """x·w mod q for x < 2^32 and a precomputed constant w (Shoup): r = x·w − ⌊x·w'/2^32⌋·q ∈ [0, 2q)."""
+    x = np.asarray(x, dtype=np.uint64)
+    q = np.asarray(q, dtype=np.uint64)
+    t = (x * w_shoup) >> np.uint64(32)
+    r = x * w - t * q  # wraps consistently mod 2^64; the true value is < 2q
+    return np.where(r >= q, r - q, r)
+
+
+def crt_compose(residues: np.ndarray, moduli) -> np.ndarray:
+    """Chinese remaindering: the Python ints x ∈ [0, Q) with x ≡ residues[i] (mod moduli[i]).
+
+    residues has shape (k, ...) ; returns an object array of shape (...). The exact big-int reference.
+    """
+    moduli = [int(q) for q in moduli]
+    big_q = 1
+    for q in moduli:
+        big_q *= q
+    res = np.asarray(residues)
+    total = np.zeros(res.shape[1:], dtype=object)
+    for r_i, q in zip(res, moduli):
+        q_hat = big_q // q
+        coef = q_hat * inv_mod(q_hat % q, q)
+        total = total + r_i.astype(object) * coef
+    return total % big_q
+
+
+def centered(values: np.ndarray, modulus: int) -> np.ndarray:
+    """Map residues in [0, modulus) to (−modulus/2, modulus/2] (object arrays of Python ints supported)."""
+    v = np.asarray(values, dtype=object) % modulus
+    return np.where(v > modulus // 2, v - modulus, v)

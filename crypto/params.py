@@ -1,0 +1,284 @@
+"""CKKS parameters: a loose literal validated once into a frozen, 128-bit-checked ``CKKSParameters``.
+
+Moduli are word-size NTT primes (< 2^31, ≡ 1 mod 2N). A *level* may hold several primes, so the scale
+Δ ≈ 2^log_scale can exceed one prime (DESIGN.md: precision from more primes per level, not wider words).
+A ciphertext at level ℓ lives modulo the primes of levels 0..ℓ; rescaling divides by the primes of
+level ℓ, the scale becoming Δ·Δ / Π q_ℓ.
+
+Security: log2(Q·P) must not exceed the HomomorphicEncryption.org standard bound for 128-bit security
+with a ternary secret (Albrecht et al., "Homomorphic Encryption Security Standard", 2018, Table 1).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import asdict, dataclass, field
+
+from .errors import ParameterError
+from .modarith import MAX_MODULUS_BITS, ntt_primes_of_bits
+
+#: log2(n) -> the largest log2(QP) at 128-bit classical security, uniform ternary secret.
+HE_STANDARD_128 = {10: 27, 11: 54, 12: 109, 13: 218, 14: 438, 15: 881, 16: 1772, 17: 3544}
+MIN_LOG_N, MAX_LOG_N = 3, 17
+MIN_SPARSE_HAMMING_WEIGHT = 192  # below this a sparse secret is accepted only with insecure=True
+
+PRESETS = {
+    # base level of two 30-bit primes (headroom over Δ); every other level pairs a prime just below
+    # 2^a with one just above 2^(50-a) so that its product is ≈ Δ = 2^50; special primes cover the
+    # largest key-switching digit.
+    "N13": dict(log_n=13, log_q=[[30, 30]] + [[25, 26]] * 2, log_p=[29, 28], log_scale=50, dnum=3),
+    "N14": dict(log_n=14, log_q=[[30, 30]] + [[25, 26]] * 6, log_p=[26, 26, 25], log_scale=50, dnum=5),
+    "N15": dict(log_n=15, log_q=[[30, 30]] + [[25, 26]] * 14, log_p=[30, 30, 30, 30], log_scale=50, dnum=8),
+    "N16": dict(log_n=16, log_q=[[30, 30]] + [[25, 26]] * 18 + [[24, 27]] * 11, log_p=[31] * 8,
+                log_scale=50, dnum=7),
+    # tiny ring for fast tests only: NOT secure.
+    "TOY": dict(log_n=12, log_q=[[30, 30]] + [[25, 26]] * 4, log_p=[30, 30, 30], log_scale=50, dnum=4,
+                insecure=True),
+}
+
+
+@dataclass
+class CKKSParametersLiteral:
+    """Loose user input. ``log_q[0]`` is the base level; an entry is a prime size or a list of sizes."""
+
+    log_n: int
+    log_q: list
+    log_p: list
+    log_scale: int
+    dnum: int | None = None
+    hamming_weight: int | None = None
+    insecure: bool = False
+
+
+@dataclass(frozen=True)
+class CKKSParameters:
+    """Validated, immutable CKKS parameters (construct through ``from_literal`` or ``preset``)."""
+
+    log_n: int
+    q_levels: tuple[tuple[int, ...], ...]
+    p_moduli: tuple[int, ...]
+    log_scale: int
+    dnum: int
+    hamming_weight: int | None = None
+    insecure: bool = False
+    n: int = field(init=False)
+    slots: int = field(init=False)
+    q_moduli: tuple[int, ...] = field(init=False)
+    moduli: tuple[int, ...] = field(init=False)
+    digits: tuple[tuple[int, ...], ...] = field(init=False)
+
+    def __post_init__(self):
+        _validate(self)
+        n = 1 << self.log_n
+        q_moduli = tuple(q for level in self.q_levels for q in level)
+        object.__setattr__(self, "n", n)
+        object.__setattr__(self, "slots", n // 2)
+        object.__setattr__(self, "q_moduli", q_moduli)
+        object.__setattr__(self, "moduli", q_moduli + self.p_moduli)
+        size = -(-len(q_moduli) // self.dnum)
+        digits = tuple(tuple(range(s, min(s + size, len(q_moduli)))) for s in range(0, len(q_moduli), size))
+        object.__setattr__(self, "digits", digits)
+        _check_security(self)
+        _check_digits(self)
+
+    # --- construction -------------------------------------------------------------------------
+    @classmethod
+    def from_literal(cls, literal: CKKSParametersLiteral | dict) -> "CKKSParameters":
+        """Generate primes for a literal: distinct NTT primes of the requested sizes, each level's
+        product as close to 2^log_scale as the available primes allow."""
+        lit = literal if isinstance(literal, CKKSParametersLiteral) else _literal_from_dict(literal)
+        log_n = _check_int("log_n", lit.log_n, MIN_LOG_N, MAX_LOG_N)
+        n = 1 << log_n
+        log_scale = _check_int("log_scale", lit.log_scale, 1, 2 * MAX_MODULUS_BITS * 4)
+        if not isinstance(lit.log_q, (list, tuple)) or not lit.log_q:
+            raise ParameterError(f"log_q={lit.log_q!r} must be a non-empty list of prime sizes")
+        level_sizes = []
+        for i, entry in enumerate(lit.log_q):
+            sizes = list(entry) if isinstance(entry, (list, tuple)) else [entry]
+            if not sizes:
+                raise ParameterError(f"log_q[{i}] is an empty level")
+            level_sizes.append([_check_int(f"log_q[{i}]", b, 2, MAX_MODULUS_BITS) for b in sizes])
+        if not isinstance(lit.log_p, (list, tuple)) or not lit.log_p:
+            raise ParameterError(f"log_p={lit.log_p!r} must be a non-empty list of special prime sizes")
+        p_sizes = [_check_int(f"log_p[{i}]", b, 2, MAX_MODULUS_BITS) for i, b in enumerate(lit.log_p)]
+        used: set[int] = set()
+        q_levels = []
+        for i, sizes in enumerate(level_sizes):
+            target = log_scale if i > 0 else None
+            q_levels.append(_pick_level(sizes, target, n, used, f"log_q[{i}]"))
+        p_moduli = tuple(_pick_level(p_sizes, None, n, used, "log_p"))
+        n_q = sum(len(s) for s in level_sizes)
+        dnum = n_q if lit.dnum is None else _check_int("dnum", lit.dnum, 1, n_q)
+        return cls(log_n=log_n, q_levels=tuple(q_levels), p_moduli=p_moduli, log_scale=log_scale,
+                   dnum=dnum, hamming_weight=lit.hamming_weight, insecure=bool(lit.insecure))
+
+    @classmethod
+    def preset(cls, name: str) -> "CKKSParameters":
+        """One of ``PRESETS``: "N13", "N14", "N15", "N16" (128-bit secure) or "TOY" (tests only, insecure)."""
+        if name not in PRESETS:
+            raise ParameterError(f"preset {name!r} not one of {sorted(PRESETS)}")
+        return cls.from_literal(CKKSParametersLiteral(**PRESETS[name]))
+
+    # --- derived quantities -------------------------------------------------------------------
+    @property
+    def max_level(self) -> int:
+        return len(self.q_levels) - 1
+
+    @property
+    def scale(self) -> float:
+        """The default encoding scale Δ = 2^log_scale."""
+        return float(2**self.log_scale)
+
+    def limbs_at(self, level: int) -> int:
+        """Number of Q limbs of a ciphertext at ``level``."""
+        if not 0 <= level <= self.max_level:
+            raise ParameterError(f"level={level} not in [0, {self.max_level}]")
+        return sum(len(lv) for lv in self.q_levels[: level + 1])
+
+    def level_of(self, num_limbs: int) -> int:
+        """The level whose ciphertexts have ``num_limbs`` Q limbs."""
+        total = 0
+        for level, primes in enumerate(self.q_levels):
+            total += len(primes)
+            if total == num_limbs:
+                return level
+        raise ParameterError(f"{num_limbs} limbs is not a level boundary of {self.limb_counts()}")
+
+    def limb_counts(self) -> tuple[int, ...]:
+        return tuple(self.limbs_at(lv) for lv in range(self.max_level + 1))
+
+    def modulus_at(self, level: int) -> int:
+        """Q_ℓ = product of the primes of levels 0..ℓ."""
+        return math.prod(self.q_moduli[: self.limbs_at(level)])
+
+    @property
+    def log_q(self) -> float:
+        return sum(math.log2(q) for q in self.q_moduli)
+
+    @property
+    def log_qp(self) -> float:
+        return sum(math.log2(q) for q in self.moduli)
+
+    @property
+    def security_bound(self) -> int | None:
+        """The HE-standard 128-bit bound on log2(QP) for this ring degree (None if not tabulated)."""
+        return HE_STANDARD_128.get(self.log_n)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        keep = ("log_n", "q_levels", "p_moduli", "log_scale", "dnum", "hamming_weight", "insecure")
+        return {k: d[k] for k in keep}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "CKKSParameters":
+        """Rebuild from ``to_dict`` output (explicit primes; validated again)."""
+        try:
+            return cls(log_n=int(d["log_n"]), q_levels=tuple(tuple(int(q) for q in lv) for lv in d["q_levels"]),
+                       p_moduli=tuple(int(p) for p in d["p_moduli"]), log_scale=int(d["log_scale"]),
+                       dnum=int(d["dnum"]), hamming_weight=None if d.get("hamming_weight") is None
+                       else int(d["hamming_weight"]), insecure=bool(d.get("insecure", False)))
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, ParameterError):
+                raise
+            raise ParameterError(f"malformed parameter dictionary: {exc!r}") from None
+
+    @property
+    def fingerprint(self) -> bytes:
+        """SHA-256 of the canonical parameter description: equal iff the parameter sets are equal."""
+        blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":")).encode()
+        return hashlib.sha256(b"hezk/ckks-params/v1" + blob).digest()
+
+    def __repr__(self):
+        sec = "INSECURE" if self.insecure else "128-bit"
+        return (f"CKKSParameters(N=2^{self.log_n}, levels={self.max_level}, log_scale={self.log_scale}, "
+                f"logQP={self.log_qp:.1f}, Q limbs={len(self.q_moduli)}, P limbs={len(self.p_moduli)}, "
+                f"dnum={self.dnum}, {sec})")
+
+
+def _literal_from_dict(d: dict) -> CKKSParametersLiteral:
+    if not isinstance(d, dict):
+        raise ParameterError(f"parameters must be a CKKSParametersLiteral or a dict, got {type(d).__name__}")
+    allowed = set(CKKSParametersLiteral.__dataclass_fields__)
+    unknown = set(d) - allowed
+    if unknown:
+        raise ParameterError(f"unknown parameter(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+    try:
+        return CKKSParametersLiteral(**d)
+    except TypeError as exc:
+        raise ParameterError(f"missing parameter: {exc}") from None
+
+
+def _check_int(name, value, lo, hi) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ParameterError(f"{name}={value!r} must be an integer in [{lo}, {hi}]")
+    if not lo <= value <= hi:
+        raise ParameterError(f"{name}={value} not in [{lo}, {hi}]")
+    return value
+
+
+def _pick_level(sizes, log_target, n, used, name) -> tuple[int, ...]:
+    """Distinct primes of the given bit sizes; the last one chosen so the product is nearest 2^log_target."""
+    chosen = []
+    for j, bits in enumerate(sizes):
+        candidates = ntt_primes_of_bits(bits, n, used)
+        if log_target is not None and j == len(sizes) - 1:
+            want = 2.0**log_target / math.prod(chosen)
+            pool = [q for _, q in zip(range(4096), candidates)]
+            if not pool:
+                raise ParameterError(f"{name}: no unused {bits}-bit prime ≡ 1 mod 2N={2 * n} left")
+            q = min(pool, key=lambda c: abs(math.log2(c / want)))
+        else:
+            q = next(candidates, None)
+            if q is None:
+                raise ParameterError(f"{name}: no unused {bits}-bit prime ≡ 1 mod 2N={2 * n} left")
+        chosen.append(q)
+        used.add(q)
+    return tuple(chosen)
+
+
+def _validate(p: CKKSParameters):
+    _check_int("log_n", p.log_n, MIN_LOG_N, MAX_LOG_N)
+    if not p.q_levels or not p.p_moduli:
+        raise ParameterError("q_levels and p_moduli must be non-empty")
+    n = 1 << p.log_n
+    all_moduli = [q for lv in p.q_levels for q in lv] + list(p.p_moduli)
+    if len(set(all_moduli)) != len(all_moduli):
+        raise ParameterError("moduli must be distinct")
+    for q in all_moduli:
+        if not (2 < q < 2**MAX_MODULUS_BITS and q % (2 * n) == 1):
+            raise ParameterError(f"modulus {q} is not < 2^{MAX_MODULUS_BITS} and ≡ 1 mod 2N={2 * n}")
+    n_q = len(all_moduli) - len(p.p_moduli)
+    _check_int("dnum", p.dnum, 1, n_q)
+    base_bits = sum(math.log2(q) for q in p.q_levels[0])
+    if base_bits < p.log_scale + 1:
+        raise ParameterError(f"base level of {base_bits:.1f} bits must exceed log_scale={p.log_scale} "
+                             "(decryption needs headroom over the scale)")
+    if p.hamming_weight is not None:
+        _check_int("hamming_weight", p.hamming_weight, 1, n)
+        if p.hamming_weight < MIN_SPARSE_HAMMING_WEIGHT and not p.insecure:
+            raise ParameterError(f"hamming_weight={p.hamming_weight} < {MIN_SPARSE_HAMMING_WEIGHT}: sparse "
+                                 "secrets this small are not covered by the 128-bit table (insecure=True to force)")
+
+
+def _check_security(p: CKKSParameters):
+    bound = HE_STANDARD_128.get(p.log_n)
+    if p.insecure:
+        if p.log_n > 12:
+            raise ParameterError(f"insecure=True is only allowed for test rings (log_n <= 12), got log_n={p.log_n}")
+        return
+    if bound is None:
+        raise ParameterError(f"log_n={p.log_n} has no 128-bit entry in the HE standard (needs log_n >= 10); "
+                             "use insecure=True for tiny test rings")
+    if p.log_qp > bound:
+        raise ParameterError(f"log2(QP)={p.log_qp:.1f} exceeds the 128-bit HE-standard bound {bound} "
+                             f"for N=2^{p.log_n}")
+
+
+def _check_digits(p: CKKSParameters):
+    """Hybrid key switching multiplies noise by (largest digit)/P: refuse digits far above P."""
+    log_p = sum(math.log2(q) for q in p.p_moduli)
+    worst = max(sum(math.log2(p.q_moduli[i]) for i in d) for d in p.digits)
+    if worst > log_p + 20:
+        raise ParameterError(f"dnum={p.dnum} gives key-switching digits of {worst:.0f} bits, more than "
+                             f"log2(P)={log_p:.0f} + 20: raise dnum or add special primes (log_p)")

@@ -1,0 +1,271 @@
+"""Polynomials of Z_Q[X]/(X^N + 1) in RNS form: one row (limb) per prime, coefficient or NTT form.
+
+``RingContext`` holds the NTT tables and basis-conversion constants of a modulus chain (the Q primes
+then the P primes of a CKKS parameter set); ``RNSPoly`` is an immutable value over a subset of those
+moduli (``idx``: positions in ``ring.moduli``). The exact reference for every operation is Python
+big-int arithmetic on the CRT-composed coefficients (``to_ints``).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .errors import ContextMismatchError, ParameterError
+from .modarith import crt_compose, centered, inv_mod
+from .ntt import BasisConversion, NTTTables, bit_reverse_indices, get_backend
+
+
+class RingContext:
+    """The ring Z[X]/(X^n + 1) with a modulus chain and an NTT backend (constants cached per instance)."""
+
+    def __init__(self, n: int, moduli, backend="auto"):
+        self.n = int(n)
+        self.moduli = tuple(int(q) for q in moduli)
+        self.backend = get_backend(backend)
+        self.tables = NTTTables(self.n, self.moduli)
+        self._q_all = np.array(self.moduli, dtype=np.uint64)
+        self._cache: dict = {}
+
+    def __repr__(self):
+        return f"RingContext(n={self.n}, limbs={len(self.moduli)}, backend={self.backend.name})"
+
+    def with_backend(self, backend) -> "RingContext":
+        """The same ring with another NTT backend (tables are rebuilt; results are bit-identical)."""
+        return RingContext(self.n, self.moduli, backend)
+
+    # --- cached constants -------------------------------------------------------------------
+    def q_column(self, idx) -> np.ndarray:
+        """The moduli at ``idx`` as a (k, 1) uint64 column, for broadcasting against (k, n) data."""
+        return self._q_all[list(idx)][:, None]
+
+    def ntt(self, data: np.ndarray, idx) -> np.ndarray:
+        return self.backend.forward(data, self.tables.subset(idx))
+
+    def intt(self, data: np.ndarray, idx) -> np.ndarray:
+        return self.backend.inverse(data, self.tables.subset(idx))
+
+    def conversion(self, from_idx, to_idx) -> BasisConversion:
+        key = ("conv", tuple(from_idx), tuple(to_idx))
+        if key not in self._cache:
+            self._cache[key] = BasisConversion(tuple(self.moduli[i] for i in from_idx),
+                                               tuple(self.moduli[i] for i in to_idx))
+        return self._cache[key]
+
+    def convert(self, x: np.ndarray, from_idx, to_idx) -> np.ndarray:
+        """Fast basis conversion of coefficient-form residues (exact up to + u·Q_from, u < len(from_idx))."""
+        return self.backend.convert_basis(x, self.conversion(from_idx, to_idx))
+
+    def automorphism_indices(self, g: int, is_ntt: bool):
+        """Index maps of X -> X^g: NTT form a permutation; coefficient form target indices and sign flips."""
+        key = ("auto", g % (2 * self.n), is_ntt)
+        if key not in self._cache:
+            n = self.n
+            g = g % (2 * n)
+            if is_ntt:
+                rev = bit_reverse_indices(n)
+                exps = (2 * rev + 1) * g % (2 * n)  # evaluation point of slot i, raised to g
+                pos = np.empty(n, dtype=np.int64)
+                pos[rev] = np.arange(n)               # brv is an involution
+                self._cache[key] = pos[(exps - 1) // 2]
+            else:
+                j = np.arange(n, dtype=np.int64) * g % (2 * n)
+                self._cache[key] = (j % n, j >= n)
+        return self._cache[key]
+
+    def divide_round_constants(self, head_idx, tail_idx):
+        """Constants of x -> round(x / T), T the product of the tail moduli (see RNSPoly.rescale)."""
+        key = ("divround", tuple(head_idx), tuple(tail_idx))
+        if key not in self._cache:
+            tail_mod = math.prod(self.moduli[i] for i in tail_idx)
+            half = tail_mod // 2
+            half_tail = np.array([half % self.moduli[i] for i in tail_idx], dtype=np.uint64)[:, None]
+            half_head = np.array([half % self.moduli[i] for i in head_idx], dtype=np.uint64)[:, None]
+            t_inv = np.array([inv_mod(tail_mod % self.moduli[i], self.moduli[i]) for i in head_idx],
+                             dtype=np.uint64)[:, None]
+            self._cache[key] = (half_tail, half_head, t_inv)
+        return self._cache[key]
+
+
+def _addmod(a, b, q):
+    s = a + b
+    return np.minimum(s, s - q)  # unsigned wrap-around: s - q is huge exactly when s < q
+
+
+def _submod(a, b, q):
+    s = a + (q - b)
+    return np.minimum(s, s - q)
+
+
+class RNSPoly:
+    """An element of Z_{Q_idx}[X]/(X^n+1): ``data[l]`` holds the residues mod ``ring.moduli[idx[l]]``."""
+
+    __slots__ = ("ring", "data", "idx", "is_ntt")
+
+    def __init__(self, ring: RingContext, data: np.ndarray, idx, is_ntt: bool):
+        idx = tuple(int(i) for i in idx)
+        data = np.asarray(data)
+        if data.dtype != np.uint64 or data.shape != (len(idx), ring.n):
+            raise ParameterError(f"RNSPoly data must be uint64 of shape ({len(idx)}, {ring.n}), "
+                                 f"got {data.dtype} {data.shape}")
+        if data.flags.writeable:
+            data = data.copy() if data.base is not None else data
+            data.setflags(write=False)
+        self.ring, self.data, self.idx, self.is_ntt = ring, data, idx, bool(is_ntt)
+
+    # --- construction -----------------------------------------------------------------------
+    @classmethod
+    def from_ints(cls, ring: RingContext, coeffs, idx, is_ntt: bool = False) -> "RNSPoly":
+        """Reduce integer coefficients (int64 array or Python ints of any size) modulo each limb."""
+        idx = tuple(idx)
+        coeffs = np.asarray(coeffs)
+        if coeffs.shape != (ring.n,):
+            raise ParameterError(f"coefficient vector must have shape ({ring.n},), got {coeffs.shape}")
+        if coeffs.dtype == object:
+            rows = [np.array([int(c) % ring.moduli[i] for c in coeffs], dtype=np.uint64) for i in idx]
+            data = np.array(rows, dtype=np.uint64).reshape(len(idx), ring.n)
+        else:
+            c = coeffs.astype(np.int64)
+            q = ring.q_column(idx).astype(np.int64)
+            data = np.mod(c[None, :], q).astype(np.uint64)
+        poly = cls(ring, data, idx, False)
+        return poly.to_ntt() if is_ntt else poly
+
+    @classmethod
+    def zeros(cls, ring: RingContext, idx, is_ntt: bool = True) -> "RNSPoly":
+        return cls(ring, np.zeros((len(idx), ring.n), dtype=np.uint64), idx, is_ntt)
+
+    # --- views ------------------------------------------------------------------------------
+    @property
+    def moduli(self) -> tuple[int, ...]:
+        return tuple(self.ring.moduli[i] for i in self.idx)
+
+    @property
+    def q(self) -> np.ndarray:
+        return self.ring.q_column(self.idx)
+
+    def _like(self, data, idx=None, is_ntt=None) -> "RNSPoly":
+        return RNSPoly(self.ring, data, self.idx if idx is None else idx,
+                       self.is_ntt if is_ntt is None else is_ntt)
+
+    def _check_compatible(self, other: "RNSPoly"):
+        if other.ring is not self.ring and other.ring.moduli != self.ring.moduli:
+            raise ContextMismatchError("polynomials belong to different rings")
+        if other.idx != self.idx:
+            raise ContextMismatchError(f"polynomials have different bases: limbs {self.idx} vs {other.idx}")
+        if other.is_ntt != self.is_ntt:
+            raise ContextMismatchError("one polynomial is in NTT form and the other in coefficient form")
+
+    # --- arithmetic -------------------------------------------------------------------------
+    def __add__(self, other: "RNSPoly") -> "RNSPoly":
+        self._check_compatible(other)
+        return self._like(_addmod(self.data, other.data, self.q))
+
+    def __sub__(self, other: "RNSPoly") -> "RNSPoly":
+        self._check_compatible(other)
+        return self._like(_submod(self.data, other.data, self.q))
+
+    def __neg__(self) -> "RNSPoly":
+        r = self.q - self.data
+        return self._like(np.minimum(r, r - self.q))
+
+    def __mul__(self, other) -> "RNSPoly":
+        """Pointwise product of two NTT-form polynomials (= negacyclic product), or a product by an int."""
+        if isinstance(other, (int, np.integer)):
+            return self.mul_scalars([int(other) % q for q in self.moduli])
+        if not isinstance(other, RNSPoly):
+            return NotImplemented
+        self._check_compatible(other)
+        if not self.is_ntt:
+            raise ParameterError("polynomial products need NTT form (call to_ntt() first)")
+        return self._like((self.data * other.data) % self.q)
+
+    __rmul__ = __mul__
+
+    def mul_scalars(self, values) -> "RNSPoly":
+        """Multiply limb l by values[l] (an integer already meaningful mod that limb's prime)."""
+        v = np.array([int(x) % q for x, q in zip(values, self.moduli)], dtype=np.uint64)[:, None]
+        return self._like((self.data * v) % self.q)
+
+    # --- forms --------------------------------------------------------------------------------
+    def to_ntt(self) -> "RNSPoly":
+        return self if self.is_ntt else self._like(self.ring.ntt(self.data, self.idx), is_ntt=True)
+
+    def to_coeff(self) -> "RNSPoly":
+        return self._like(self.ring.intt(self.data, self.idx), is_ntt=False) if self.is_ntt else self
+
+    def automorphism(self, g: int) -> "RNSPoly":
+        """σ_g: a(X) -> a(X^g) for odd g (a permutation in NTT form; signed permutation otherwise)."""
+        if g % 2 == 0:
+            raise ParameterError(f"Galois element g={g} must be odd")
+        if self.is_ntt:
+            return self._like(np.ascontiguousarray(self.data[:, self.ring.automorphism_indices(g, True)]))
+        target, flip = self.ring.automorphism_indices(g, False)
+        q = self.q
+        signed = np.where(flip[None, :], np.minimum(q - self.data, (q - self.data) - q), self.data)
+        out = np.empty_like(self.data)
+        out[:, target] = signed
+        return self._like(out)
+
+    # --- bases --------------------------------------------------------------------------------
+    def keep(self, idx) -> "RNSPoly":
+        """Restrict to the moduli ``idx`` (a subset of this polynomial's): x mod Q' for Q' | Q."""
+        idx = tuple(int(i) for i in idx)
+        pos = {m: p for p, m in enumerate(self.idx)}
+        missing = [i for i in idx if i not in pos]
+        if missing:
+            raise ParameterError(f"limbs {missing} are not in this polynomial's basis {self.idx}")
+        return self._like(np.ascontiguousarray(self.data[[pos[i] for i in idx]]), idx=idx)
+
+    def extend(self, to_idx) -> "RNSPoly":
+        """Fast basis extension into the extra moduli ``to_idx``: the result lives over idx + to_idx and
+        equals x + u·Q (0 <= u < len(idx)) there; the form (NTT or coefficient) is preserved."""
+        to_idx = tuple(int(i) for i in to_idx)
+        if set(to_idx) & set(self.idx):
+            raise ParameterError(f"extension limbs {to_idx} overlap the basis {self.idx}")
+        coeff = self.to_coeff().data
+        new = self.ring.convert(coeff, self.idx, to_idx)
+        if self.is_ntt:
+            new = self.ring.ntt(new, to_idx)
+        return RNSPoly(self.ring, np.concatenate([self.data, new]), self.idx + to_idx, self.is_ntt)
+
+    def rescale(self, count: int = 1) -> "RNSPoly":
+        """round(x / T) over the remaining limbs, T the product of the last ``count`` moduli.
+
+        With t = (x + ⌊T/2⌋) mod T taken from the tail limbs and moved to the head by fast basis
+        conversion, the head becomes (x − (t − ⌊T/2⌋)) · T^-1; exact rounding up to the conversion's
+        small u·T term (|error| <= count). Any form in, the same form out.
+        """
+        if not 1 <= count < len(self.idx):
+            raise ParameterError(f"rescale count={count} not in [1, {len(self.idx) - 1}] for {len(self.idx)} limbs")
+        head, tail = self.idx[:-count], self.idx[-count:]
+        half_tail, half_head, t_inv = self.ring.divide_round_constants(head, tail)
+        tail_data = self.data[-count:]
+        if self.is_ntt:
+            tail_data = self.ring.intt(tail_data, tail)
+        q_tail = self.ring.q_column(tail)
+        q_head = self.ring.q_column(head)
+        shifted = _addmod(tail_data, half_tail, q_tail)
+        moved = self.ring.convert(shifted, tail, head)
+        correction = _submod(moved, half_head, q_head)
+        if self.is_ntt:
+            correction = self.ring.ntt(correction, head)
+        diff = _submod(self.data[:-count], correction, q_head)
+        return RNSPoly(self.ring, (diff * t_inv) % q_head, head, self.is_ntt)
+
+    def mod_down(self, p_idx) -> "RNSPoly":
+        """For x over Q ∪ P (P the trailing limbs ``p_idx``): round(x / P) over Q (hybrid key switching)."""
+        p_idx = tuple(int(i) for i in p_idx)
+        if self.idx[-len(p_idx):] != p_idx:
+            raise ParameterError(f"special limbs {p_idx} must be the trailing limbs of {self.idx}")
+        return self.rescale(len(p_idx))
+
+    # --- reference view -----------------------------------------------------------------------
+    def to_ints(self) -> np.ndarray:
+        """The centered integer coefficients (CRT over all limbs), as an object array of Python ints."""
+        big = math.prod(self.moduli)
+        return centered(crt_compose(self.to_coeff().data, self.moduli), big)
+
+    def __repr__(self):
+        form = "ntt" if self.is_ntt else "coeff"
+        return f"RNSPoly(n={self.ring.n}, limbs={len(self.idx)}, {form})"

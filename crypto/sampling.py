@@ -1,0 +1,83 @@
+"""Samplers for RLWE: ternary and sparse-ternary secrets, rounded Gaussian errors, uniform residues.
+
+Randomness comes from the operating system's CSPRNG (``os.urandom``) unless a seed is given; a seed
+(tests only) switches to a SHAKE-256 stream of that seed, so runs are reproducible.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+
+import numpy as np
+
+from .errors import ParameterError
+
+
+class _Shake256Stream:
+    """Deterministic byte stream SHAKE-256(seed || counter), for reproducible tests only."""
+
+    def __init__(self, seed: int | bytes):
+        self._seed = seed if isinstance(seed, bytes) else int(seed).to_bytes(32, "little", signed=True)
+        self._counter = 0
+
+    def __call__(self, size: int) -> bytes:
+        block = hashlib.shake_256(b"hezk/sampler" + self._seed + self._counter.to_bytes(8, "little"))
+        self._counter += 1
+        return block.digest(size)
+
+
+class Sampler:
+    """All randomness of key generation and encryption. ``Sampler()`` reads the OS CSPRNG."""
+
+    def __init__(self, seed: int | bytes | None = None):
+        self.seeded = seed is not None
+        self._bytes = os.urandom if seed is None else _Shake256Stream(seed)
+
+    def random_bytes(self, size: int) -> bytes:
+        return self._bytes(size)
+
+    def _uint64(self, count: int) -> np.ndarray:
+        return np.frombuffer(self._bytes(8 * count), dtype=np.uint64).copy()
+
+    def ternary(self, n: int, hamming_weight: int | None = None) -> np.ndarray:
+        """Coefficients in {-1, 0, 1}: uniform (P = 1/3 each), or exactly ``hamming_weight`` nonzero ±1."""
+        if hamming_weight is None:
+            out = np.empty(0, dtype=np.int64)
+            while out.size < n:  # rejection: a byte < 255 is uniform mod 3
+                b = np.frombuffer(self._bytes(n + 16), dtype=np.uint8)
+                out = np.concatenate([out, (b[b < 255] % 3).astype(np.int64) - 1])
+            return out[:n]
+        if not 0 < hamming_weight <= n:
+            raise ParameterError(f"hamming_weight={hamming_weight} not in [1, {n}]")
+        positions = self._permutation(n)[:hamming_weight]
+        signs = (np.frombuffer(self._bytes(hamming_weight), dtype=np.uint8) & 1).astype(np.int64) * 2 - 1
+        out = np.zeros(n, dtype=np.int64)
+        out[positions] = signs
+        return out
+
+    def gaussian(self, n: int, sigma: float = 3.2) -> np.ndarray:
+        """Rounded Gaussian of standard deviation sigma, tails cut at 6·sigma (Box–Muller on CSPRNG bits)."""
+        u = (self._uint64(2 * n) >> np.uint64(11)).astype(np.float64) * 2.0**-53
+        u1, u2 = u[:n], u[n:]
+        radius = np.sqrt(-2.0 * np.log1p(-u1))  # 1 - u1 in (0, 1]
+        values = np.rint(sigma * radius * np.cos(2.0 * math.pi * u2)).astype(np.int64)
+        bound = int(math.ceil(6 * sigma))
+        return np.clip(values, -bound, bound)
+
+    def uniform(self, moduli, n: int) -> np.ndarray:
+        """Shape (len(moduli), n): row i uniform in [0, moduli[i]) (rejection sampling on 32-bit words)."""
+        rows = []
+        for q in moduli:
+            limit = (2**32 // q) * q
+            got = np.empty(0, dtype=np.uint64)
+            while got.size < n:
+                w = np.frombuffer(self._bytes(4 * (n + n // 4 + 8)), dtype=np.uint32).astype(np.uint64)
+                got = np.concatenate([got, w[w < limit] % np.uint64(q)])
+            rows.append(got[:n])
+        return np.array(rows, dtype=np.uint64).reshape(len(rows), n)
+
+    def _permutation(self, n: int) -> np.ndarray:
+        """A uniformly random permutation of range(n) (Fisher–Yates driven by unbiased CSPRNG draws)."""
+        keys = self._uint64(n)
+        return np.argsort(keys, kind="stable")
