@@ -267,8 +267,8 @@ def _powers_of(base: int, count: int, q: int) -> np.ndarray:
 
 def mat_shape(n: int) -> tuple[int, int]:
     """(R, C) with N = R·C, R = 2^⌈log2(N)/2⌉."""
-    if n < 4 or n & (n - 1):
-        raise ParameterError(f"ring degree n={n} is not a power of two >= 4")
+    if not isinstance(n, (int, np.integer)) or n < 2 or n & (n - 1):
+        raise ParameterError(f"ring degree n={n!r} is not a power of two >= 2")
     log_n = n.bit_length() - 1
     rows = 1 << ((log_n + 1) // 2)
     return rows, n // rows
@@ -489,8 +489,6 @@ def _limbs_input(a, tables: NTTTables) -> np.ndarray:
     expected = (len(tables.moduli), tables.n)
     if a.shape != expected:
         raise ShapeError(f"a.shape={a.shape}: expected {expected} (one row per modulus, n coefficients)")
-    if tables.n < 4:
-        raise ParameterError(f"ring degree n={tables.n} too small for the 4-step transform (need n >= 4)")
     a = a.astype(np.uint64, copy=False)
     _check_residues(a, "a")
     return a
