@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import math
 import os
+import struct
 
 import numpy as np
 
-from .errors import FieldError
+from .errors import FieldError, ProofRejected
 
 P = 2013265921  #: the BabyBear prime 2^31 - 2^27 + 1
 TWO_ADICITY = 27  #: p - 1 = 15 * 2^27
@@ -289,3 +290,53 @@ def ext_random(shape=(), seed=None) -> np.ndarray:
     """Uniform F_p4 elements (OS CSPRNG unless ``seed`` is given, for tests)."""
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
     return random_elements(shape + (EXT_DEGREE,), seed=seed)
+
+
+# ------------------------------------------------------------------------------------ serialization
+def elements_to_bytes(arr) -> bytes:
+    """A canonical uint64 array as bytes: ndim (u8), each dimension (u32), then entries as little-endian u32."""
+    arr = np.asarray(arr, dtype=np.uint64)
+    header = struct.pack("<B", arr.ndim) + b"".join(struct.pack("<I", n) for n in arr.shape)
+    return header + arr.astype("<u4").tobytes()
+
+
+class ByteReader:
+    """Reads serialized proof parts; every malformed input (short, oversized, non-canonical) raises ProofRejected."""
+
+    def __init__(self, data, where: str):
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise ProofRejected(f"expected bytes, got {type(data).__name__}", where)
+        self._data = bytes(data)
+        self._pos = 0
+        self.where = where
+
+    def raw(self, n: int) -> bytes:
+        if n < 0 or self._pos + n > len(self._data):
+            raise ProofRejected(f"truncated: need {n} bytes at offset {self._pos}, have {len(self._data) - self._pos}",
+                                self.where)
+        out = self._data[self._pos:self._pos + n]
+        self._pos += n
+        return out
+
+    def uint(self, size: int) -> int:
+        """An unsigned little-endian integer of ``size`` bytes."""
+        return int.from_bytes(self.raw(size), "little")
+
+    def elements(self, ndim: int) -> np.ndarray:
+        """An array written by :func:`elements_to_bytes` with exactly ``ndim`` dimensions."""
+        found = self.uint(1)
+        if found != ndim:
+            raise ProofRejected(f"array with {found} dimensions, expected {ndim}", self.where)
+        shape = tuple(self.uint(4) for _ in range(ndim))
+        count = int(np.prod(shape, dtype=object))
+        if 4 * count > len(self._data) - self._pos:
+            raise ProofRejected(f"truncated: array of shape {shape} does not fit the remaining bytes", self.where)
+        arr = np.frombuffer(self.raw(4 * count), dtype="<u4").astype(np.uint64).reshape(shape)
+        if not is_canonical(arr):
+            raise ProofRejected("non-canonical field element (>= p)", self.where)
+        return arr
+
+    def finish(self) -> None:
+        """Reject trailing bytes."""
+        if self._pos != len(self._data):
+            raise ProofRejected(f"{len(self._data) - self._pos} trailing bytes", self.where)

@@ -1,7 +1,7 @@
 """Sumcheck for sums of products of up to three multilinear factors (Lund-Fortnow-Karloff-Nisan; Thaler's book, ch. 4).
 
 Claim: sum_{x in {0,1}^k} sum_t c_t prod_{f in term_t} f(x) = claim, every f a multilinear table
-(base or F_p4) of length 2^k, every coefficient c_t in F_p4, at most 3 factors per term.
+(base (2^k,) or F_p4 (2^k, 4)) of length 2^k, every coefficient c_t in F_p4, at most 3 factors per term.
 Round j binds x_j (least significant variable first, as :func:`proofs.mle.fix_variable`); the prover
 sends g_j evaluated at 0..d (d = max factors per term), the verifier checks g_j(0) + g_j(1) against
 the running claim and draws r_j in F_p4. Soundness error per round <= d / |F_p4| ~ d 2^-124; whole
@@ -17,6 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import field as F
+from .errors import ProofError, ProofRejected
+from .mle import fix_variable, is_ext, num_vars_of
+
 MAX_DEGREE = 3
 
 
@@ -27,6 +31,11 @@ class SubClaim:
     point: np.ndarray
     expected_value: np.ndarray
 
+    def check(self, value, where: str = "sumcheck") -> None:
+        """Settle the sub-claim with the verifier's own value of the summand at ``point``; ProofRejected if unequal."""
+        if not F.ext_eq(np.asarray(value), self.expected_value):
+            raise ProofRejected("final evaluation differs from the sumcheck's sub-claim", where)
+
 
 @dataclass(frozen=True)
 class SumcheckProof:
@@ -34,15 +43,236 @@ class SumcheckProof:
 
     round_messages: np.ndarray
 
+    def to_bytes(self) -> bytes:
+        """num_vars (u32), degree + 1 (u32), then the canonical coefficients as little-endian u32."""
+        return F.elements_to_bytes(self.round_messages)
 
-def prove_sumcheck(terms, claim, transcript):
-    """Prove sum_x sum_t c_t prod f(x) = claim. ``terms`` is a list of (coefficient, [tables]).
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "SumcheckProof":
+        """Inverse of :meth:`to_bytes`; malformed data raises ProofRejected."""
+        reader = F.ByteReader(data, where="sumcheck proof")
+        messages = reader.elements(ndim=3)
+        reader.finish()
+        return cls(messages)
 
-    Returns (SumcheckProof, point (k, 4), factor_evals) with factor_evals[t][j] = term_t's j-th factor at point.
+
+def _as_ext_scalar(value, name: str) -> np.ndarray:
+    """An int or a (4,) canonical ext array -> (4,) ext array."""
+    if isinstance(value, (int, np.integer)):
+        return F.ext_from_base(F.to_field(int(value)))
+    arr = np.asarray(value)
+    if arr.shape != (F.EXT_DEGREE,) or not F.is_canonical(arr):
+        raise ProofError(f"sumcheck: {name} must be an int or a canonical (4,) uint64 array, got shape {arr.shape}")
+    return arr
+
+
+def _product(arrays):
+    """Elementwise product of base (L,) and ext (L, 4) arrays; base factors are multiplied first (cheaper)."""
+    base = [a for a in arrays if not is_ext(a)]
+    ext = [a for a in arrays if is_ext(a)]
+    result = None
+    for a in base:
+        result = a if result is None else F.mul(result, a)
+    for a in ext:
+        if result is None:
+            result = a
+        elif is_ext(result):
+            result = F.ext_mul(result, a)
+        else:
+            result = F.ext_mul_base(a, result)
+    return result
+
+
+def combine_evaluations(coefficients, factor_evals) -> np.ndarray:
+    """sum_t c_t prod_j factor_evals[t][j]: the summand at the sub-claim point, from factor values ((4,) each)."""
+    if len(coefficients) != len(factor_evals):
+        raise ProofRejected(f"{len(factor_evals)} evaluated terms for {len(coefficients)} coefficients", "sumcheck")
+    total = F.ext_zero()
+    for coefficient, values in zip(coefficients, factor_evals):
+        product = _as_ext_scalar(coefficient, "coefficient")
+        for value in values:
+            product = F.ext_mul(product, value)
+        total = F.ext_add(total, product)
+    return total
+
+
+def lagrange_eval(evals, r) -> np.ndarray:
+    """The polynomial of degree d with values ``evals[i]`` at i = 0..d, evaluated at the F_p4 point r."""
+    d = evals.shape[0] - 1
+    nodes = [F.ext_sub(r, F.ext_from_base(np.uint64(j))) for j in range(d + 1)]  # r - j
+    total = F.ext_zero()
+    for i in range(d + 1):
+        numerator, denominator = F.ext_one(), 1
+        for j in range(d + 1):
+            if j != i:
+                numerator = F.ext_mul(numerator, nodes[j])
+                denominator *= i - j
+        weight = F.ext_mul_base(numerator, F.inv(F.to_field(denominator)))
+        total = F.ext_add(total, F.ext_mul(weight, evals[i]))
+    return total
+
+
+class SumcheckProver:
+    """Interactive prover. ``terms``: list of (coefficient, [tables]), coefficient an int or (4,) ext array.
+
+    Per round: :meth:`round_message` -> (degree + 1, 4), then :meth:`bind` the verifier's challenge.
+    A zero-knowledge variant (issue 7) would add a masking polynomial's round evaluations in
+    :meth:`round_message`; nothing else changes.
     """
-    raise NotImplementedError
+
+    def __init__(self, terms):
+        if not terms:
+            raise ProofError("sumcheck: terms must not be empty")
+        self._tables = []  # distinct tables, shared between terms by identity
+        self._terms = []  # (coefficient, [table indices])
+        positions = {}
+        for t, (coefficient, factors) in enumerate(terms):
+            if not 1 <= len(factors) <= MAX_DEGREE:
+                raise ProofError(f"sumcheck: term {t} has {len(factors)} factors, allowed 1..{MAX_DEGREE}")
+            indices = []
+            for factor in factors:
+                if id(factor) not in positions:
+                    positions[id(factor)] = len(self._tables)
+                    self._tables.append(self._check_table(factor, t))
+                indices.append(positions[id(factor)])
+            self._terms.append((_as_ext_scalar(coefficient, f"coefficient of term {t}"), indices))
+        sizes = {table.shape[0] for table in self._tables}
+        if len(sizes) != 1:
+            raise ProofError(f"sumcheck: all tables must have the same length, got {sorted(sizes)}")
+        self.num_vars = num_vars_of(self._tables[0])
+        self.degree = max(len(indices) for _, indices in self._terms)
+        self.challenges = []
+
+    @staticmethod
+    def _check_table(table, t):
+        table = np.asarray(table)
+        if table.dtype != np.uint64 or table.ndim not in (1, 2) or (table.ndim == 2 and table.shape[1] != 4):
+            raise ProofError(f"sumcheck: factor of term {t} must be a uint64 (n,) or (n, 4) array, "
+                             f"got dtype={table.dtype} shape={table.shape}")
+        num_vars_of(table)
+        return table
+
+    def claimed_sum(self) -> np.ndarray:
+        """sum_x sum_t c_t prod f(x) over the current (partially bound) tables."""
+        total = F.ext_zero()
+        for coefficient, indices in self._terms:
+            product = _product([self._tables[i] for i in indices])
+            summed = F.ext_sum(product, axis=0) if is_ext(product) else F.ext_from_base(F.sum_(product))
+            total = F.ext_add(total, F.ext_mul(coefficient, summed))
+        return total
+
+    def round_message(self) -> np.ndarray:
+        """g(X) = sum over the remaining variables with x_j = X, evaluated at X = 0..degree; (degree + 1, 4)."""
+        if len(self.challenges) >= self.num_vars:
+            raise ProofError("sumcheck: every variable is already bound")
+        evaluations = []  # per table: [table restricted to x_j = X for X = 0..degree]
+        for table in self._tables:
+            low, high = table[0::2], table[1::2]
+            diff = F.sub(high, low)
+            values = [low]
+            for _ in range(self.degree):
+                values.append(F.add(values[-1], diff))
+            evaluations.append(values)
+        message = F.ext_zero((self.degree + 1,))
+        for coefficient, indices in self._terms:
+            for x in range(self.degree + 1):
+                product = _product([evaluations[i][x] for i in indices])
+                summed = F.ext_sum(product, axis=0) if is_ext(product) else F.ext_from_base(F.sum_(product))
+                message[x] = F.ext_add(message[x], F.ext_mul(coefficient, summed))
+        return message
+
+    def bind(self, r) -> None:
+        """Fix the current variable to the challenge r ((4,) ext): every table halves."""
+        r = np.asarray(r, dtype=np.uint64)
+        self._tables = [fix_variable(table, r) for table in self._tables]
+        self.challenges.append(r)
+
+    def final_evaluations(self):
+        """After all rounds: [[factor value at the point, (4,)] per factor] per term."""
+        if len(self.challenges) != self.num_vars:
+            raise ProofError(f"sumcheck: {len(self.challenges)} of {self.num_vars} variables bound")
+        values = [t[0] if is_ext(t) else F.ext_from_base(t[0]) for t in self._tables]
+        return [[values[i] for i in indices] for _, indices in self._terms]
 
 
-def verify_sumcheck(proof, claim, num_vars, degree, transcript) -> SubClaim:
-    """Check the round messages against ``claim``; raises ProofRejected; returns the SubClaim."""
-    raise NotImplementedError
+class SumcheckVerifier:
+    """Interactive verifier: :meth:`check_round` each message, :meth:`bind` each challenge, then :meth:`subclaim`."""
+
+    def __init__(self, claim, num_vars: int, degree: int, where: str = "sumcheck"):
+        try:
+            self.claim = _as_ext_scalar(claim, "claim")
+        except ProofError as error:
+            raise ProofRejected(str(error), where) from None
+        self.num_vars, self.degree, self.where = int(num_vars), int(degree), where
+        self.challenges = []
+        self._message = None
+
+    def check_round(self, message) -> None:
+        """Reject unless message has shape (degree + 1, 4), is canonical and g(0) + g(1) equals the running claim."""
+        j = len(self.challenges)
+        where = f"{self.where} round {j}"
+        if j >= self.num_vars:
+            raise ProofRejected("more round messages than variables", where)
+        message = np.asarray(message)
+        if message.shape != (self.degree + 1, F.EXT_DEGREE) or not F.is_canonical(message):
+            raise ProofRejected(f"round message of shape {message.shape}, expected ({self.degree + 1}, 4) "
+                                "canonical field elements", where)
+        if not F.ext_eq(F.ext_add(message[0], message[1]), self.claim):
+            raise ProofRejected("g(0) + g(1) differs from the running claim", where)
+        self._message = message
+
+    def bind(self, r) -> None:
+        """The running claim becomes g(r) (the message checked last, interpolated from its d + 1 values)."""
+        if self._message is None:
+            raise ProofError("sumcheck verifier: bind before check_round")
+        r = np.asarray(r, dtype=np.uint64)
+        self.claim = lagrange_eval(self._message, r)
+        self.challenges.append(r)
+        self._message = None
+
+    def subclaim(self) -> SubClaim:
+        if len(self.challenges) != self.num_vars:
+            raise ProofRejected(f"{len(self.challenges)} rounds for {self.num_vars} variables", self.where)
+        point = np.array(self.challenges, dtype=np.uint64).reshape(self.num_vars, F.EXT_DEGREE)
+        return SubClaim(point, self.claim)
+
+
+def _absorb_statement(transcript, label, claim, num_vars, degree):
+    transcript.absorb(f"{label}.statement", [np.asarray(claim, dtype=np.uint64), int(num_vars), int(degree)])
+
+
+def prove_sumcheck(terms, claim, transcript, label: str = "sumcheck"):
+    """Non-interactive sumcheck (Fiat-Shamir over ``transcript``) of sum_x sum_t c_t prod f(x) = claim.
+
+    ``terms`` is a list of (coefficient, [tables]); tables passed as the same object are folded once.
+    Returns (SumcheckProof, point (k, 4), factor_evals) with factor_evals[t][j] the j-th factor of term t
+    at the point. The caller must send (and absorb) whatever evaluations the verifier will use next.
+    """
+    prover = SumcheckProver(terms)
+    claim = _as_ext_scalar(claim, "claim")
+    if not F.ext_eq(prover.claimed_sum(), claim):
+        raise ProofError("prove_sumcheck: the claim does not equal the sum of the terms")
+    _absorb_statement(transcript, label, claim, prover.num_vars, prover.degree)
+    messages = np.zeros((prover.num_vars, prover.degree + 1, F.EXT_DEGREE), dtype=np.uint64)
+    for j in range(prover.num_vars):
+        messages[j] = prover.round_message()
+        transcript.absorb(f"{label}.round", messages[j])
+        prover.bind(transcript.challenge_ext(f"{label}.r"))  # error <= degree / p^4 for this round
+    point = np.array(prover.challenges, dtype=np.uint64).reshape(prover.num_vars, F.EXT_DEGREE)
+    return SumcheckProof(messages), point, prover.final_evaluations()
+
+
+def verify_sumcheck(proof, claim, num_vars, degree, transcript, label: str = "sumcheck") -> SubClaim:
+    """Check a :class:`SumcheckProof` against ``claim``; raises ProofRejected; returns the SubClaim to settle."""
+    num_vars, degree = int(num_vars), int(degree)
+    messages = getattr(proof, "round_messages", None)
+    if not isinstance(messages, np.ndarray) or messages.shape != (num_vars, degree + 1, F.EXT_DEGREE):
+        shape = getattr(messages, "shape", None)
+        raise ProofRejected(f"round messages of shape {shape}, expected ({num_vars}, {degree + 1}, 4)", label)
+    verifier = SumcheckVerifier(claim, num_vars, degree, where=label)
+    _absorb_statement(transcript, label, verifier.claim, num_vars, degree)
+    for message in messages:
+        verifier.check_round(message)
+        transcript.absorb(f"{label}.round", message)
+        verifier.bind(transcript.challenge_ext(f"{label}.r"))
+    return verifier.subclaim()
