@@ -1,0 +1,98 @@
+"""The encrypted forward's packing and diagonal/BSGS logic on a noiseless simulated context, and plans."""
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from crypto.errors import KeyMissingError, LevelError, ParameterError, ShapeError
+from tensor_ops.nn import (AvgPool2d, Conv2d, EncryptedModel, Flatten, Linear, ModelPlan, Poly, Sequential,
+                           Square, choose_parameters)
+from tests.reference.sim_ckks import SimContext
+
+
+def _mlp(rng, n_in, hidden, n_out, activation):
+    return Sequential([Linear(rng.normal(size=(hidden, n_in)), rng.normal(size=hidden)), activation,
+                       Linear(rng.normal(size=(n_out, hidden)), rng.normal(size=n_out))], input_shape=(n_in,))
+
+
+def _run_simulated(model, x, plan=None):
+    plan = plan or model.plan()
+    ctx = SimContext(plan.params.slots, plan.rotations, plan.input_level)
+    server = EncryptedModel(model, plan, ctx)
+    vectors = plan.pack(x)
+    outputs = [ctx.decrypt(server.forward(ctx.encrypt(v, level=plan.input_level))) for v in vectors]
+    return plan.unpack(outputs, len(x))
+
+
+@given(st.integers(1, 40), st.integers(1, 40), st.integers(1, 12), st.integers(1, 70), st.integers(0, 2**31))
+def test_simulated_mlp_equals_plaintext(n_in, hidden, n_out, batch, seed):
+    rng = np.random.default_rng(seed)
+    model = _mlp(rng, n_in, hidden, n_out, Poly("gelu", 3, (-3, 3)))
+    x = rng.normal(size=(batch, n_in))
+    np.testing.assert_allclose(_run_simulated(model, x), model.forward(x), rtol=1e-9, atol=1e-9)
+
+
+def test_simulated_cnn_equals_plaintext():
+    rng = np.random.default_rng(0)
+    model = Sequential([Conv2d(rng.normal(size=(3, 1, 3, 3)), rng.normal(size=3), stride=2, padding=1),
+                        AvgPool2d(2), Square(), Flatten(), Linear(rng.normal(size=(5, 12)))], input_shape=(1, 8, 8))
+    x = rng.normal(size=(9, 1, 8, 8))
+    np.testing.assert_allclose(_run_simulated(model, x), model.forward(x), rtol=1e-9, atol=1e-9)
+
+
+def test_plan_reports_depth_rotations_and_batch():
+    rng = np.random.default_rng(1)
+    model = _mlp(rng, 64, 32, 10, Square())
+    plan = model.plan()
+    assert plan.depth == 3 == model.depth()
+    assert plan.params.max_level == 3
+    assert plan.block == 64 and plan.batch == plan.params.slots // 64
+    assert 0 < len(plan.rotations) < 64 + 32  # baby-step/giant-step beats one key per diagonal
+    assert plan.needs_relinearization
+    assert plan.estimated_seconds > 0 and plan.galois_key_bytes > 0
+    assert "depth 3" in plan.explain()
+    assert ModelPlan.from_dict(plan.to_dict()) == plan
+
+
+def test_missing_rotation_key_is_refused():
+    rng = np.random.default_rng(2)
+    model = _mlp(rng, 8, 8, 2, Square())
+    plan = model.plan()
+    ctx = SimContext(plan.params.slots, plan.rotations[1:], plan.input_level)
+    with pytest.raises(KeyMissingError):
+        EncryptedModel(model, plan, ctx).forward(ctx.encrypt(plan.pack(np.ones(8))[0], level=3))
+
+
+def test_low_level_input_is_refused():
+    rng = np.random.default_rng(3)
+    model = _mlp(rng, 8, 8, 2, Square())
+    plan = model.plan()
+    ctx = SimContext(plan.params.slots, plan.rotations, plan.input_level)
+    with pytest.raises(LevelError, match="level=1"):
+        EncryptedModel(model, plan, ctx).forward(ctx.encrypt(plan.pack(np.ones(8))[0], level=1))
+
+
+def test_pack_rejects_wrong_shapes():
+    plan = _mlp(np.random.default_rng(4), 8, 8, 2, Square()).plan()
+    with pytest.raises(ShapeError, match=r"\(8,\)"):
+        plan.pack(np.ones(9))
+    with pytest.raises(ShapeError, match="non-finite"):
+        plan.pack(np.full(8, np.nan))
+
+
+@pytest.mark.parametrize("depth", [0, 1, 3, 6])
+def test_choose_parameters_fits_depth(depth):
+    params = choose_parameters(depth)
+    assert params.max_level == depth and not params.insecure
+
+
+def test_choose_parameters_rejects_bad_depth():
+    with pytest.raises(ParameterError, match="depth"):
+        choose_parameters(-1)
+
+
+def test_explicit_parameters_too_shallow():
+    model = _mlp(np.random.default_rng(5), 8, 8, 2, Poly("relu", 7, 4))
+    with pytest.raises(ParameterError, match="depth=5"):
+        model.plan(params=choose_parameters(2))
