@@ -96,3 +96,83 @@ def fast_basis_convert(x, q_from, qhat_inv, qhat_inv_shoup, q_to, qhat_mod_p, qh
                 acc += _mulshoup(xi[i, c], qhat_mod_p[i, j], qhat_mod_p_shoup[i, j], p)
             out[j, c] = acc % p
     return out
+
+
+@numba.njit(cache=True)
+def addmod_rows(a, b, q):
+    """(a + b) mod q_l row by row, for residues already reduced."""
+    k, n = a.shape
+    out = np.empty((k, n), dtype=np.uint64)
+    for l in range(k):
+        ql = q[l]
+        for c in range(n):
+            s = a[l, c] + b[l, c]
+            out[l, c] = min(s, s - ql)
+    return out
+
+
+@numba.njit(cache=True)
+def submod_rows(a, b, q):
+    """(a − b) mod q_l row by row, for residues already reduced."""
+    k, n = a.shape
+    out = np.empty((k, n), dtype=np.uint64)
+    for l in range(k):
+        ql = q[l]
+        for c in range(n):
+            s = a[l, c] + ql - b[l, c]
+            out[l, c] = min(s, s - ql)
+    return out
+
+
+@numba.njit(cache=True)
+def mulmod_rows(a, b, q, bk, bm):
+    """a·b mod q_l row by row with CROSS-form Barrett (k = ⌈log2 q⌉, m = ⌊2^2k / q⌋, see modarith.Barrett)."""
+    k, n = a.shape
+    out = np.empty((k, n), dtype=np.uint64)
+    for l in range(k):
+        ql = q[l]
+        sh1 = np.uint64(bk[l] - 1)
+        sh2 = np.uint64(bk[l] + 1)
+        m = bm[l]
+        for c in range(n):
+            x = a[l, c] * b[l, c]
+            t = ((x >> sh1) * m) >> sh2
+            r = x - t * ql
+            r = min(r, r - ql)
+            out[l, c] = min(r, r - ql)
+    return out
+
+
+@numba.njit(cache=True)
+def mulmod_scalar_rows(a, w, ws, q):
+    """a·w_l mod q_l for one constant per row (Shoup companions ws)."""
+    k, n = a.shape
+    out = np.empty((k, n), dtype=np.uint64)
+    for l in range(k):
+        for c in range(n):
+            out[l, c] = _mulshoup(a[l, c], w[l], ws[l], q[l])
+    return out
+
+
+@numba.njit(cache=True)
+def negmod_rows(a, q):
+    """(−a) mod q_l row by row."""
+    k, n = a.shape
+    out = np.empty((k, n), dtype=np.uint64)
+    for l in range(k):
+        ql = q[l]
+        for c in range(n):
+            r = ql - a[l, c]
+            out[l, c] = min(r, r - ql)
+    return out
+
+
+@numba.njit(cache=True)
+def permute_rows(a, perm):
+    """out[l, i] = a[l, perm[i]] (an automorphism in NTT form)."""
+    k, n = a.shape
+    out = np.empty((k, n), dtype=np.uint64)
+    for l in range(k):
+        for i in range(n):
+            out[l, i] = a[l, perm[i]]
+    return out

@@ -13,6 +13,7 @@ import numpy as np
 
 from .errors import ContextMismatchError, ParameterError
 from .modarith import crt_compose, centered, inv_mod
+from ._ntt_kernels import addmod_rows, mulmod_rows, negmod_rows, permute_rows, submod_rows
 from .ntt import BasisConversion, NTTTables, bit_reverse_indices, get_backend
 
 
@@ -73,6 +74,28 @@ class RingContext:
                 self._cache[key] = (j % n, j >= n)
         return self._cache[key]
 
+    def _barrett(self, idx):
+        key = ("barrett", tuple(idx))
+        if key not in self._cache:
+            qs = [self.moduli[i] for i in idx]
+            bk = np.array([(q - 1).bit_length() for q in qs], dtype=np.int64)
+            bm = np.array([(1 << (2 * k)) // q for k, q in zip(bk.tolist(), qs)], dtype=np.uint64)
+            self._cache[key] = (np.array(qs, dtype=np.uint64), bk, bm)
+        return self._cache[key]
+
+    def add(self, a, b, idx) -> np.ndarray:
+        """(a + b) mod q row by row (b may broadcast along coefficients)."""
+        return addmod_rows(np.ascontiguousarray(a), _full(b, a.shape), self._barrett(idx)[0])
+
+    def sub(self, a, b, idx) -> np.ndarray:
+        """(a − b) mod q row by row."""
+        return submod_rows(np.ascontiguousarray(a), _full(b, a.shape), self._barrett(idx)[0])
+
+    def mul(self, a, b, idx) -> np.ndarray:
+        """a·b mod q row by row (Barrett reduction, CROSS form)."""
+        q, bk, bm = self._barrett(idx)
+        return mulmod_rows(np.ascontiguousarray(a), _full(b, a.shape), q, bk, bm)
+
     def divide_round_constants(self, head_idx, tail_idx):
         """Constants of x -> round(x / T), T the product of the tail moduli (see RNSPoly.rescale)."""
         key = ("divround", tuple(head_idx), tuple(tail_idx))
@@ -87,14 +110,8 @@ class RingContext:
         return self._cache[key]
 
 
-def _addmod(a, b, q):
-    s = a + b
-    return np.minimum(s, s - q)  # unsigned wrap-around: s - q is huge exactly when s < q
-
-
-def _submod(a, b, q):
-    s = a + (q - b)
-    return np.minimum(s, s - q)
+def _full(b, shape):
+    return np.ascontiguousarray(np.broadcast_to(b, shape))
 
 
 class RNSPoly:
@@ -109,8 +126,7 @@ class RNSPoly:
             raise ParameterError(f"RNSPoly data must be uint64 of shape ({len(idx)}, {ring.n}), "
                                  f"got {data.dtype} {data.shape}")
         if data.flags.writeable:
-            data = data.copy() if data.base is not None else data
-            data.setflags(write=False)
+            data.setflags(write=False)  # the polynomial takes ownership: its data is frozen in place
         self.ring, self.data, self.idx, self.is_ntt = ring, data, idx, bool(is_ntt)
 
     # --- construction -----------------------------------------------------------------------
@@ -159,15 +175,14 @@ class RNSPoly:
     # --- arithmetic -------------------------------------------------------------------------
     def __add__(self, other: "RNSPoly") -> "RNSPoly":
         self._check_compatible(other)
-        return self._like(_addmod(self.data, other.data, self.q))
+        return self._like(self.ring.add(self.data, other.data, self.idx))
 
     def __sub__(self, other: "RNSPoly") -> "RNSPoly":
         self._check_compatible(other)
-        return self._like(_submod(self.data, other.data, self.q))
+        return self._like(self.ring.sub(self.data, other.data, self.idx))
 
     def __neg__(self) -> "RNSPoly":
-        r = self.q - self.data
-        return self._like(np.minimum(r, r - self.q))
+        return self._like(negmod_rows(self.data, self.ring._barrett(self.idx)[0]))
 
     def __mul__(self, other) -> "RNSPoly":
         """Pointwise product of two NTT-form polynomials (= negacyclic product), or a product by an int."""
@@ -178,14 +193,14 @@ class RNSPoly:
         self._check_compatible(other)
         if not self.is_ntt:
             raise ParameterError("polynomial products need NTT form (call to_ntt() first)")
-        return self._like((self.data * other.data) % self.q)
+        return self._like(self.ring.mul(self.data, other.data, self.idx))
 
     __rmul__ = __mul__
 
     def mul_scalars(self, values) -> "RNSPoly":
         """Multiply limb l by values[l] (an integer already meaningful mod that limb's prime)."""
         v = np.array([int(x) % q for x, q in zip(values, self.moduli)], dtype=np.uint64)[:, None]
-        return self._like((self.data * v) % self.q)
+        return self._like(self.ring.mul(self.data, v, self.idx))
 
     # --- forms --------------------------------------------------------------------------------
     def to_ntt(self) -> "RNSPoly":
@@ -199,7 +214,7 @@ class RNSPoly:
         if g % 2 == 0:
             raise ParameterError(f"Galois element g={g} must be odd")
         if self.is_ntt:
-            return self._like(np.ascontiguousarray(self.data[:, self.ring.automorphism_indices(g, True)]))
+            return self._like(permute_rows(self.data, self.ring.automorphism_indices(g, True)))
         target, flip = self.ring.automorphism_indices(g, False)
         q = self.q
         signed = np.where(flip[None, :], np.minimum(q - self.data, (q - self.data) - q), self.data)
@@ -243,15 +258,13 @@ class RNSPoly:
         tail_data = self.data[-count:]
         if self.is_ntt:
             tail_data = self.ring.intt(tail_data, tail)
-        q_tail = self.ring.q_column(tail)
-        q_head = self.ring.q_column(head)
-        shifted = _addmod(tail_data, half_tail, q_tail)
-        moved = self.ring.convert(shifted, tail, head)
-        correction = _submod(moved, half_head, q_head)
+        ring = self.ring
+        shifted = ring.add(tail_data, half_tail, tail)
+        correction = ring.sub(ring.convert(shifted, tail, head), half_head, head)
         if self.is_ntt:
-            correction = self.ring.ntt(correction, head)
-        diff = _submod(self.data[:-count], correction, q_head)
-        return RNSPoly(self.ring, (diff * t_inv) % q_head, head, self.is_ntt)
+            correction = ring.ntt(correction, head)
+        diff = ring.sub(self.data[:-count], correction, head)
+        return RNSPoly(ring, ring.mul(diff, t_inv, head), head, self.is_ntt)
 
     def mod_down(self, p_idx) -> "RNSPoly":
         """For x over Q ∪ P (P the trailing limbs ``p_idx``): round(x / P) over Q (hybrid key switching)."""
