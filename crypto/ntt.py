@@ -242,31 +242,45 @@ class NumbaRadix2(NTTBackend):
 
 
 class AutoBackend(NTTBackend):
-    """Picks a backend per (n, number of limbs); for now the compiled radix-2 everywhere."""
+    """Picks a backend per (n, number of limbs) from a calibration measured once (``crypto.backend_select``).
+
+    ``selector``: a ``BackendSelector`` (default: all candidates, timings cached under ~/.cache/hezk/).
+    """
 
     name = "auto"
 
-    def __init__(self):
-        self._numba = NumbaRadix2()
+    def __init__(self, selector=None):
+        if selector is None:
+            from .backend_select import BackendSelector
+            selector = BackendSelector()
+        self.selector = selector
 
-    def choose(self, n: int, limbs: int) -> NTTBackend:
-        return self._numba
+    def __repr__(self):
+        return f"AutoBackend({self.selector!r})"
+
+    def choose(self, tables: NTTTables) -> NTTBackend:
+        """The backend the calibration found fastest for NTTs over these tables."""
+        return self.selector.for_ntt(tables)
 
     def forward(self, a, tables):
-        return self.choose(tables.n, len(a)).forward(a, tables)
+        return self.choose(tables).forward(a, tables)
 
     def inverse(self, a, tables):
-        return self.choose(tables.n, len(a)).inverse(a, tables)
+        return self.choose(tables).inverse(a, tables)
 
     def convert_basis(self, x, conv):
-        return self._numba.convert_basis(x, conv)
+        return self.selector.for_conversion(conv, np.shape(x)[-1]).convert_basis(x, conv)
 
 
 BACKEND_NAMES = ("auto", "numpy", "numba", "cross")
 
 
 def get_backend(name: str | NTTBackend = "auto") -> NTTBackend:
-    """A backend by name: 'auto', 'numpy', 'numba' or 'cross' (an NTTBackend instance passes through)."""
+    """A backend by name: 'auto', 'numpy', 'numba' or 'cross' (an NTTBackend instance passes through).
+
+    'cross' is ``crypto.cross.CrossBackend()`` (widest safe BAT chunks); 'auto' chooses among the
+    others by measurement (``crypto.backend_select``).
+    """
     if isinstance(name, NTTBackend):
         return name
     if name == "numpy":

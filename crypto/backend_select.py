@@ -1,0 +1,186 @@
+"""The ``auto`` NTT backend's choice, measured rather than believed.
+
+For each (operation, N, number of limbs rounded up to a power of two) the candidates (``numba``,
+``cross``, ``numpy`` radix-2) are timed once on the caller's own moduli: one warm-up call (numba
+compilation, CROSS matrix construction), then the median of a few calls; a candidate more than
+``PRUNE_FACTOR`` times slower than the best so far after one timed call is not timed further. The
+result is kept on the selector and, unless ``cache_file=None``, in a JSON file under
+``~/.cache/hezk/`` keyed by a fingerprint of the machine and library versions, so later processes
+skip the measurement. Nothing is measured or read at import or construction.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import ParameterError
+from .ntt import BasisConversion, NTTBackend, NTTTables, get_backend
+
+CANDIDATES = ("numba", "cross", "numpy")
+DEFAULT_CACHE_FILE = Path.home() / ".cache" / "hezk" / "ntt_backends.json"
+CACHE_FORMAT = 1
+PRUNE_FACTOR = 3.0
+
+
+def limb_bucket(limbs: int) -> int:
+    """Limb counts are calibrated in power-of-two buckets: 1, 2, 4, 8, 16, 32, ..."""
+    if limbs < 1:
+        raise ParameterError(f"limbs={limbs} must be >= 1")
+    return 1 << (int(limbs) - 1).bit_length()
+
+
+def machine_fingerprint() -> str:
+    """What a cached timing depends on: CPU, core count, Python, numpy, and the calibration format."""
+    return "|".join([platform.machine(), platform.processor() or "?", str(os.cpu_count()),
+                     platform.python_version(), np.__version__, f"format{CACHE_FORMAT}"])
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Median seconds per call of each candidate for one (operation, n, limb bucket)."""
+
+    operation: str
+    n: int
+    limbs: str                                # limb bucket, e.g. "8" (NTT) or "8to4" (conversion)
+    seconds: tuple[tuple[str, float], ...]   # (backend name, median seconds), fastest first
+
+    @property
+    def best(self) -> str:
+        return self.seconds[0][0]
+
+    @property
+    def key(self) -> str:
+        return f"{self.operation}:{self.n}:{self.limbs}"
+
+
+class BackendSelector:
+    """Chooses an NTT backend per (operation, n, limbs) from a calibration measured once per key.
+
+    ``candidates``: backend names to compare (a backend whose import fails, e.g. numba missing, is
+    skipped). ``cache_file``: JSON file for the measurements, or None to keep them in memory only.
+    ``repeats``: timed calls per candidate (the median is kept).
+    """
+
+    def __init__(self, candidates=CANDIDATES, cache_file: str | os.PathLike | None = DEFAULT_CACHE_FILE,
+                 repeats: int = 3):
+        candidates = tuple(candidates)
+        unknown = [c for c in candidates if c not in CANDIDATES]
+        if not candidates or unknown:
+            raise ParameterError(f"candidates={candidates!r}: each must be one of {CANDIDATES}")
+        if not isinstance(repeats, int) or repeats < 1:
+            raise ParameterError(f"repeats={repeats!r} must be a positive integer")
+        self.candidates = candidates
+        self.cache_file = None if cache_file is None else Path(cache_file)
+        self.repeats = repeats
+        self._backends: dict[str, NTTBackend] = {}
+        self._results: dict[str, Calibration] = {}
+        self._disk_loaded = False
+
+    def __repr__(self):
+        return f"BackendSelector(candidates={self.candidates}, cache_file={self.cache_file})"
+
+    def backend(self, name: str) -> NTTBackend:
+        """This selector's instance of a candidate backend (kept, so CROSS matrices are reused)."""
+        if name not in self._backends:
+            self._backends[name] = get_backend(name)
+        return self._backends[name]
+
+    def calibrations(self) -> list[Calibration]:
+        """Everything measured (or loaded from disk) so far."""
+        return list(self._results.values())
+
+    # ------------------------------------------------------------------ choices
+    def for_ntt(self, tables: NTTTables) -> NTTBackend:
+        """The fastest backend for forward/inverse NTTs of len(tables.moduli) limbs of size tables.n."""
+        limbs = str(limb_bucket(len(tables.moduli)))
+        key = f"ntt:{tables.n}:{limbs}"
+        if key not in self._known():
+            rng = np.random.default_rng(0)
+            a = np.array([rng.integers(0, q, tables.n) for q in tables.moduli], dtype=np.uint64)
+            self._store(self._measure("ntt", tables.n, limbs, lambda b: b.forward(a, tables)))
+        return self.backend(self._results[key].best)
+
+    def for_conversion(self, conv: BasisConversion, n: int) -> NTTBackend:
+        """The fastest backend for a basis conversion from len(conv.from_moduli) limbs of n coefficients."""
+        limbs = f"{limb_bucket(len(conv.from_moduli))}to{limb_bucket(len(conv.to_moduli))}"
+        key = f"convert:{n}:{limbs}"
+        if key not in self._known():
+            rng = np.random.default_rng(0)
+            x = np.array([rng.integers(0, q, n) for q in conv.from_moduli], dtype=np.uint64)
+            self._store(self._measure("convert", n, limbs, lambda b: b.convert_basis(x, conv)))
+        return self.backend(self._results[key].best)
+
+    # ------------------------------------------------------------------ measurement
+    def _measure(self, operation: str, n: int, limbs: str, call) -> Calibration:
+        timings: dict[str, float] = {}
+        for name in self.candidates:
+            try:
+                backend = self.backend(name)
+                call(backend)                            # warm-up: compilation, matrix construction
+            except ImportError:
+                continue
+            best = min(timings.values(), default=float("inf"))
+            samples = [_timed(call, backend)]
+            if samples[0] <= PRUNE_FACTOR * best:
+                samples += [_timed(call, backend) for _ in range(self.repeats - 1)]
+            timings[name] = statistics.median(samples)
+        if not timings:
+            raise ParameterError(f"none of the candidates {self.candidates} could run")
+        ranked = tuple(sorted(timings.items(), key=lambda item: item[1]))
+        return Calibration(operation, n, limbs, ranked)
+
+    # ------------------------------------------------------------------ caches
+    def _known(self) -> dict[str, Calibration]:
+        if not self._disk_loaded:
+            self._disk_loaded = True
+            for key, entry in self._read_disk().items():
+                self._results.setdefault(key, entry)
+        return self._results
+
+    def _store(self, calibration: Calibration):
+        self._results[calibration.key] = calibration
+        if self.cache_file is None:
+            return
+        entries = self._read_disk()
+        entries[calibration.key] = calibration
+        payload = {"fingerprint": machine_fingerprint(),
+                   "entries": {k: {"seconds": [list(s) for s in c.seconds]} for k, c in entries.items()}}
+        try:
+            self.cache_file.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.cache_file.with_name(f"{self.cache_file.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(payload, indent=1))
+            os.replace(tmp, self.cache_file)
+        except OSError:
+            pass    # a read-only home only costs a re-measurement in the next process
+
+    def _read_disk(self) -> dict[str, Calibration]:
+        """Entries of the cache file for this machine that timed all our candidates ({} when absent or stale)."""
+        if self.cache_file is None:
+            return {}
+        try:
+            payload = json.loads(self.cache_file.read_text())
+            if payload.get("fingerprint") != machine_fingerprint():
+                return {}
+            out = {}
+            for key, entry in payload["entries"].items():
+                operation, n, limbs = key.split(":")
+                seconds = tuple((str(name), float(t)) for name, t in entry["seconds"]
+                                if name in self.candidates)
+                if len(seconds) == len(self.candidates):     # measured against all of our candidates
+                    out[key] = Calibration(operation, int(n), limbs, seconds)
+            return out
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return {}
+
+
+def _timed(call, backend) -> float:
+    start = time.perf_counter()
+    call(backend)
+    return time.perf_counter() - start
