@@ -1,0 +1,236 @@
+"""SlotLayout: where each element of a logical tensor sits in the slots of one or more ciphertexts.
+
+A layout is a frozen description, never data. Element ``idx`` of a tile ``t`` lives in ciphertext
+``t.ct`` at slot
+
+    t.offset + sum_a (idx[a] - t.start[a]) * strides[a]   (+ r * rstride for each replica (count, rstride))
+
+Tiles are boxes of the logical index space (``start``, ``size`` per axis); a tensor larger than one
+ciphertext is split into several tiles, one per ciphertext, so nothing ever aborts for size.
+All tiles share the strides. ``replicas`` are extra copies of every element at further strides (a
+tensor packed already replicated saves rotations). ``clean`` says the slots that hold no element
+are zero; rotate-and-add replication needs a clean input, a rotate-and-sum leaves garbage behind.
+Strides may leave gaps (padding) and may be zero for size-1 axes.
+
+The layout idea (axes mapped to slot strides, packing made explicit) follows EinHops
+(Rosenthal et al., "EinHops: Einsum notation for expressive homomorphic operations on RNS-CKKS
+tensors", 2025), extended with tiles, replicas and a clean flag.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from math import prod
+
+import numpy as np
+
+from crypto.errors import ShapeError
+
+__all__ = ["Tile", "SlotLayout"]
+
+
+@dataclass(frozen=True)
+class Tile:
+    """One ciphertext's share of a tensor: the box ``[start, start + size)`` stored from slot ``offset``."""
+
+    ct: int
+    start: tuple[int, ...]
+    size: tuple[int, ...]
+    offset: int = 0
+
+    @property
+    def count(self) -> int:
+        return prod(self.size)
+
+
+@dataclass(frozen=True)
+class SlotLayout:
+    """How a tensor of ``shape`` maps to slots (see the module docstring for the formula)."""
+
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    slots: int
+    tiles: tuple[Tile, ...]
+    replicas: tuple[tuple[int, int], ...] = ()
+    clean: bool = True
+
+    def __post_init__(self):
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        object.__setattr__(self, "strides", tuple(int(s) for s in self.strides))
+        object.__setattr__(self, "tiles", tuple(self.tiles))
+        object.__setattr__(self, "replicas", tuple((int(c), int(s)) for c, s in self.replicas))
+        if len(self.strides) != len(self.shape):
+            raise ShapeError(f"strides {self.strides} must have one entry per axis of shape {self.shape}")
+        if self.slots < 1 or self.slots & (self.slots - 1):
+            raise ShapeError(f"slots={self.slots} must be a power of two")
+        if not self.tiles:
+            raise ShapeError("a layout needs at least one tile")
+        for t in self.tiles:
+            if len(t.start) != len(self.shape) or len(t.size) != len(self.shape):
+                raise ShapeError(f"tile {t} does not have one start/size per axis of shape {self.shape}")
+            if any(s < 0 or n < 1 or s + n > d for s, n, d in zip(t.start, t.size, self.shape)):
+                raise ShapeError(f"tile {t} leaves the shape {self.shape}")
+            lo, hi = self._extent(t)
+            if lo < 0 or hi >= self.slots:
+                raise ShapeError(f"tile {t} uses slots [{lo}, {hi}], outside [0, slots={self.slots})")
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def compact(cls, shape, slots: int, order=None) -> "SlotLayout":
+        """Row-major packing (``order`` lists the axes from outermost to innermost), no padding.
+
+        When the tensor needs more than ``slots`` slots it is tiled along its outer axes: the
+        innermost axes that fit stay whole, the next axis is cut into chunks, the outer ones into
+        single indices.
+        """
+        shape = tuple(int(d) for d in shape)
+        if any(d < 1 for d in shape):
+            raise ShapeError(f"shape {shape}: every axis needs size >= 1")
+        order = tuple(range(len(shape))) if order is None else tuple(order)
+        if sorted(order) != list(range(len(shape))):
+            raise ShapeError(f"order {order} is not a permutation of the axes of shape {shape}")
+        strides = [0] * len(shape)
+        chunk = list(shape)
+        step = 1
+        for axis in reversed(order):
+            strides[axis] = step
+            room = slots // step
+            if room < shape[axis]:
+                chunk[axis] = max(room, 1)
+            step *= chunk[axis]
+        return cls.tiled(shape, strides, slots, chunk)
+
+    @classmethod
+    def tiled(cls, shape, strides, slots: int, chunk, offset: int = 0, replicas=(), clean: bool = True):
+        """Tiles of ``chunk`` elements per axis (the last ones smaller), one ciphertext each, row-major."""
+        shape = tuple(shape)
+        grids = [range(0, d, max(c, 1)) for d, c in zip(shape, chunk)]
+        starts = np.stack(np.meshgrid(*[np.array(g) for g in grids], indexing="ij"), -1).reshape(-1, len(shape)) \
+            if shape else np.zeros((1, 0), dtype=int)
+        tiles = tuple(Tile(n, tuple(int(s) for s in st), tuple(min(c, d - s) for s, c, d in zip(st, chunk, shape)),
+                           offset) for n, st in enumerate(starts))
+        return cls(shape, tuple(strides), slots, tiles, replicas, clean)
+
+    # ------------------------------------------------------------------ geometry
+    def _extent(self, t: Tile) -> tuple[int, int]:
+        lo = hi = t.offset
+        for n, s in zip(t.size, self.strides):
+            (lo, hi) = (lo + (n - 1) * s, hi) if s < 0 else (lo, hi + (n - 1) * s)
+        for c, s in self.replicas:
+            (lo, hi) = (lo + (c - 1) * s, hi) if s < 0 else (lo, hi + (c - 1) * s)
+        return lo, hi
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def n_ciphertexts(self) -> int:
+        return max(t.ct for t in self.tiles) + 1
+
+    def positions(self, tile: Tile) -> np.ndarray:
+        """Slot of every element of ``tile`` (first replica), as an int array of shape ``tile.size``."""
+        pos = np.full(tile.size, tile.offset, dtype=np.int64)
+        for a, (n, s) in enumerate(zip(tile.size, self.strides)):
+            shape = [1] * len(tile.size)
+            shape[a] = n
+            pos = pos + (np.arange(n, dtype=np.int64) * s).reshape(shape)
+        return pos
+
+    def replica_shifts(self) -> np.ndarray:
+        """Slot shift of each replica copy (0 for the original), flattened."""
+        shifts = np.zeros(1, dtype=np.int64)
+        for c, s in self.replicas:
+            shifts = (shifts[:, None] + np.arange(c, dtype=np.int64)[None, :] * s).ravel()
+        return shifts
+
+    def index(self, tile: Tile) -> tuple[slice, ...]:
+        """The numpy index of the tile's box in the logical tensor."""
+        return tuple(slice(s, s + n) for s, n in zip(tile.start, tile.size))
+
+    def span(self) -> int:
+        """One past the highest slot used by any tile."""
+        return max(self._extent(t)[1] for t in self.tiles) + 1
+
+    # ------------------------------------------------------------------ data
+    def pack(self, array) -> list[np.ndarray]:
+        """Slot vectors (one per ciphertext) holding ``array`` in this layout, zeros elsewhere."""
+        array = np.asarray(array)
+        if array.shape != self.shape:
+            raise ShapeError(f"array of shape {array.shape} does not match the layout shape {self.shape}")
+        dtype = np.complex128 if np.iscomplexobj(array) else np.float64
+        vectors = [np.zeros(self.slots, dtype=dtype) for _ in range(self.n_ciphertexts)]
+        shifts = self.replica_shifts()
+        for t in self.tiles:
+            pos = self.positions(t)
+            vals = array[self.index(t)]
+            for sh in shifts:
+                vectors[t.ct][pos + sh] = vals
+        return vectors
+
+    def unpack(self, vectors) -> np.ndarray:
+        """The logical tensor read back from slot vectors (first replica of each element)."""
+        if len(vectors) < self.n_ciphertexts:
+            raise ShapeError(f"layout needs {self.n_ciphertexts} slot vectors, got {len(vectors)}")
+        dtype = np.result_type(*[np.asarray(v).dtype for v in vectors], np.float64)
+        out = np.zeros(self.shape, dtype=dtype)
+        for t in self.tiles:
+            out[self.index(t)] = np.asarray(vectors[t.ct])[self.positions(t)]
+        return out
+
+    # ------------------------------------------------------------------ metadata-only transforms
+    def with_clean(self, clean: bool) -> "SlotLayout":
+        return replace(self, clean=clean)
+
+    def transpose(self, axes) -> "SlotLayout":
+        """Reorder the axes (free: only the description changes)."""
+        axes = tuple(axes)
+        return replace(self, shape=tuple(self.shape[a] for a in axes),
+                       strides=tuple(self.strides[a] for a in axes),
+                       tiles=tuple(replace(t, start=tuple(t.start[a] for a in axes),
+                                           size=tuple(t.size[a] for a in axes)) for t in self.tiles))
+
+    def diagonal(self, a: int, b: int) -> "SlotLayout":
+        """Keep only elements with ``idx[a] == idx[b]`` and drop axis ``b`` (free; the layout turns dirty)."""
+        tiles = []
+        for t in self.tiles:
+            lo = max(t.start[a], t.start[b])
+            hi = min(t.start[a] + t.size[a], t.start[b] + t.size[b])
+            if hi <= lo:
+                continue
+            offset = t.offset + (lo - t.start[a]) * self.strides[a] + (lo - t.start[b]) * self.strides[b]
+            start = list(t.start); size = list(t.size)
+            start[a], size[a] = lo, hi - lo
+            del start[b], size[b]
+            tiles.append(Tile(t.ct, tuple(start), tuple(size), offset))
+        strides = list(self.strides)
+        strides[a] += strides[b]
+        del strides[b]
+        shape = list(self.shape)
+        del shape[b]
+        return SlotLayout(tuple(shape), tuple(strides), self.slots, tuple(tiles), self.replicas, clean=False)
+
+    def drop_axis(self, a: int) -> "SlotLayout":
+        """Remove axis ``a``, keeping the elements at each tile's first index along it.
+
+        For a size-1 axis this is a squeeze (the layout stays clean); after a rotate-and-sum the sums
+        sit at the first index, the other slots hold partial sums (dirty).
+        """
+        full = self.shape[a] == 1
+        strides = self.strides[:a] + self.strides[a + 1:]
+        shape = self.shape[:a] + self.shape[a + 1:]
+        tiles = tuple(Tile(t.ct, t.start[:a] + t.start[a + 1:], t.size[:a] + t.size[a + 1:], t.offset)
+                      for t in self.tiles if full or t.start[a] == 0)
+        return SlotLayout(shape, strides, self.slots, tiles, self.replicas, clean=self.clean and full)
+
+    def insert_axis(self, a: int) -> "SlotLayout":
+        """Insert a size-1 axis at position ``a`` (free)."""
+        return replace(self, shape=self.shape[:a] + (1,) + self.shape[a:],
+                       strides=self.strides[:a] + (0,) + self.strides[a:],
+                       tiles=tuple(replace(t, start=t.start[:a] + (0,) + t.start[a:],
+                                           size=t.size[:a] + (1,) + t.size[a:]) for t in self.tiles))
+
+    def describe(self) -> str:
+        """One line: shape, strides, tiles, replicas, clean."""
+        reps = f", replicas {list(self.replicas)}" if self.replicas else ""
+        return (f"shape {self.shape} strides {self.strides} in {len(self.tiles)} tile(s) / "
+                f"{self.n_ciphertexts} ct of {self.slots} slots{reps}{'' if self.clean else ', dirty'}")

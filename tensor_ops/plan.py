@@ -1,0 +1,1097 @@
+"""Einsum -> a printable HE plan: Pack, Replicate, Multiply, RotateSum, Mask, Rescale (and a few helpers).
+
+Public surface::
+
+    p = tensor_ops.plan("ij,jk->ik", (8, 8), (8, 8), params=params, encrypted=(True, False))
+    print(p.explain())          # the packing, the strategy chosen and why, every step
+    p.rotations()               # exact rotation steps to give CKKSContext.keygen(rotations=...)
+    p.depth()                   # levels consumed (multiplications and masks, each followed by a rescale)
+    p.cost()                    # counts: rotations, hoisted rotations, ct*ct / ct*pt multiplies, ciphertexts
+    p.run(backend, operands)    # operands: lists of backend ciphertexts (encrypted) or numpy arrays (plain)
+
+Lowering (each operand in its current :class:`SlotLayout`; nothing here touches a key):
+
+1. repeated indices of an encrypted operand become a diagonal layout (free: strides add up), size-1
+   broadcast axes are squeezed (free); plaintext operands are combined in the clear with numpy;
+2. indices private to one encrypted operand are summed by rotate-and-sum;
+3. operands are contracted pairwise. The *anchor* keeps its layout; indices it lacks are appended at
+   new slot strides (inside the ciphertext while they fit, across extra ciphertext tiles after that:
+   tiling, never an abort) and filled by rotate-and-add replication. The other operand is moved into
+   that layout by one masked baby-step/giant-step diagonal move (a ``Mask`` step: plaintext 0/1
+   diagonals, hoisted baby rotations, shared giant rotations) and replicated along the anchor's other
+   axes; a plaintext operand is simply packed in that layout in the clear. Both anchors are tried and
+   the cost model keeps the cheaper. SIMD multiply, rescale, rotate-and-sum over contracted axes,
+   add the tiles of a contracted axis;
+4. the result's axes are put in output order (free: a layout transpose).
+
+For a plaintext matrix times an encrypted vector the diagonal method of Halevi and Shoup
+("Algorithms in HElib", CRYPTO 2014) with baby-step/giant-step and hoisted rotations (Halevi and
+Shoup, "Faster homomorphic linear transformations in HElib", CRYPTO 2018) competes with
+replicate-multiply-reduce; the cost model picks one and the plan records both estimates.
+The step vocabulary follows EinHops (Rosenthal et al., 2025): pack, expand by rotations, multiply,
+reduce by rotations.
+"""
+from __future__ import annotations
+
+import itertools
+import string
+from collections import Counter
+from dataclasses import dataclass, field
+from math import ceil
+
+import numpy as np
+
+from crypto.errors import LevelError, ShapeError
+
+from .layout import SlotLayout, Tile
+from .parse import EinsumSpec, broadcast_shapes, parse
+
+__all__ = ["Plan", "CostModel", "plan", "build_plan", "Step", "Input", "Pack", "Replicate", "RotateSum",
+           "Multiply", "Rescale", "Mask", "MatVecDiagonal", "Add", "Rotate", "MulScalar", "Negate"]
+
+
+# ---------------------------------------------------------------------------------------- cost model
+@dataclass(frozen=True)
+class CostModel:
+    """Relative cost of the HE primitives (one key-switched rotation = 1).
+
+    Defaults reflect measurements of hoisted vs plain rotations and multiplies at N=2^14 (see
+    benchmarks/einsum.py); a hoisted rotation shares the key-switch decomposition.
+    """
+
+    rotation: float = 1.0
+    hoisted_rotation: float = 0.45
+    ct_mult: float = 1.1
+    pt_mult: float = 0.08
+    rescale: float = 0.12
+    add: float = 0.01
+
+    def of(self, counts: Counter) -> float:
+        return (counts["rotations"] * self.rotation + counts["hoisted_rotations"] * self.hoisted_rotation
+                + counts["ct_mults"] * self.ct_mult + counts["pt_mults"] * self.pt_mult
+                + counts["rescales"] * self.rescale + counts["additions"] * self.add)
+
+
+DEFAULT_COSTS = CostModel()
+
+
+def _norm(k: int, slots: int) -> int:
+    """A rotation amount as the representative in [-slots/2, slots/2)."""
+    return (int(k) + slots // 2) % slots - slots // 2
+
+
+def _chain(count: int) -> list[tuple[int, str]]:
+    """Shifts (in units of the stride) that sum ``count`` shifted copies with about 2*log2(count) rotations.
+
+    Returns (multiple, source) pairs applied in order: ``acc += rot(src, multiple*stride)`` where src is
+    ``'acc'`` (doubling) or ``'x'`` (one extra copy of the input). S(2m) = S(m) + rot(S(m), m);
+    S(m+1) = S(m) + rot(x, m).
+    """
+    if count <= 1:
+        return []
+    if count % 2:
+        return _chain(count - 1) + [(count - 1, "x")]
+    return _chain(count // 2) + [(count // 2, "acc")]
+
+
+# ---------------------------------------------------------------------------------------- steps
+@dataclass(frozen=True, eq=False)
+class Step:
+    """One instruction on ciphertext registers. ``out`` is the register written."""
+
+    out: int
+
+    def inputs(self) -> tuple[int, ...]:
+        return ()
+
+    def rotation_steps(self, slots: int) -> list[int]:
+        return []
+
+    def counts(self, slots: int) -> Counter:
+        return Counter()
+
+    def levels(self) -> int:
+        return 0
+
+
+@dataclass(frozen=True, eq=False)
+class Input(Step):
+    """Register <- ciphertext ``ct`` of encrypted operand ``operand``."""
+
+    operand: int
+    ct: int
+
+    def __str__(self):
+        return f"r{self.out} = input operand {self.operand} ciphertext {self.ct}"
+
+    def apply(self, be, regs, data):
+        regs[self.out] = data.cts[self.operand][self.ct]
+
+
+@dataclass(frozen=True, eq=False)
+class Pack(Step):
+    """Plaintext register <- plaintext tensor ``source`` (axes ``indices``) broadcast to ``layout`` tile ``tile``."""
+
+    source: int
+    layout: SlotLayout
+    indices: str
+    tile: int
+
+    def __str__(self):
+        t = self.layout.tiles[self.tile]
+        return f"p{self.out} = pack plaintext {self.source} [{self.indices}] box {t.start}+{t.size} strides {self.layout.strides}"
+
+    def apply(self, be, regs, data):
+        arr = data.plain_in(self.source, self.indices, self.layout.shape)
+        t = self.layout.tiles[self.tile]
+        vec = np.zeros(self.layout.slots, dtype=np.complex128 if np.iscomplexobj(arr) else np.float64)
+        vec[self.layout.positions(t)] = arr[self.layout.index(t)]
+        regs[self.out] = vec
+
+
+@dataclass(frozen=True, eq=False)
+class Replicate(Step):
+    """Copies at ``k*stride`` for ``k < count`` by rotate-and-add (needs zeros where the copies land)."""
+
+    src: int
+    count: int
+    stride: int
+
+    def inputs(self):
+        return (self.src,)
+
+    def rotation_steps(self, slots):
+        return [_norm(-m * self.stride, slots) for m, _ in _chain(self.count)]
+
+    def counts(self, slots):
+        n = len(_chain(self.count))
+        return Counter(rotations=n, additions=n)
+
+    def __str__(self):
+        return f"r{self.out} = replicate r{self.src} x{self.count} at stride {self.stride} ({len(_chain(self.count))} rotations)"
+
+    def apply(self, be, regs, data):
+        regs[self.out] = _sum_chain(be, regs[self.src], self.count, -self.stride)
+
+
+@dataclass(frozen=True, eq=False)
+class RotateSum(Step):
+    """``sum_{k<count} rot(x, k*stride)``: the sum over one axis lands at its first index."""
+
+    src: int
+    count: int
+    stride: int
+
+    def inputs(self):
+        return (self.src,)
+
+    def rotation_steps(self, slots):
+        return [_norm(m * self.stride, slots) for m, _ in _chain(self.count)]
+
+    def counts(self, slots):
+        n = len(_chain(self.count))
+        return Counter(rotations=n, additions=n)
+
+    def __str__(self):
+        return f"r{self.out} = rotate-and-sum r{self.src} over {self.count} at stride {self.stride} ({len(_chain(self.count))} rotations)"
+
+    def apply(self, be, regs, data):
+        regs[self.out] = _sum_chain(be, regs[self.src], self.count, self.stride)
+
+
+def _sum_chain(be, x, count, stride):
+    acc = x
+    for m, src in _chain(count):
+        acc = be.add(acc, be.rotate(acc if src == "acc" else x, m * stride))
+    return acc
+
+
+@dataclass(frozen=True, eq=False)
+class Rotate(Step):
+    """``rot(x, k)`` (used to align tiles whose offsets differ)."""
+
+    src: int
+    k: int
+
+    def inputs(self):
+        return (self.src,)
+
+    def rotation_steps(self, slots):
+        return [_norm(self.k, slots)]
+
+    def counts(self, slots):
+        return Counter(rotations=1)
+
+    def __str__(self):
+        return f"r{self.out} = rotate r{self.src} by {self.k}"
+
+    def apply(self, be, regs, data):
+        regs[self.out] = be.rotate(regs[self.src], self.k)
+
+
+@dataclass(frozen=True, eq=False)
+class Multiply(Step):
+    """SIMD product of two registers (ciphertext x ciphertext, relinearized, or ciphertext x plaintext)."""
+
+    a: int
+    b: int
+    plain: bool
+
+    def inputs(self):
+        return (self.a,) if self.plain else (self.a, self.b)
+
+    def counts(self, slots):
+        return Counter(pt_mults=1) if self.plain else Counter(ct_mults=1)
+
+    def __str__(self):
+        return f"r{self.out} = r{self.a} * {'p' if self.plain else 'r'}{self.b}"
+
+    def apply(self, be, regs, data):
+        regs[self.out] = be.multiply(regs[self.a], regs[self.b])
+
+
+@dataclass(frozen=True, eq=False)
+class MulScalar(Step):
+    """``x * c`` for a Python scalar ``c`` (encoded as a constant plaintext)."""
+
+    src: int
+    value: complex
+
+    def inputs(self):
+        return (self.src,)
+
+    def counts(self, slots):
+        return Counter(pt_mults=1)
+
+    def __str__(self):
+        return f"r{self.out} = r{self.src} * {self.value}"
+
+    def apply(self, be, regs, data):
+        regs[self.out] = be.multiply(regs[self.src], self.value)
+
+
+@dataclass(frozen=True, eq=False)
+class Rescale(Step):
+    """Divide by the top level's primes: one level consumed."""
+
+    src: int
+
+    def inputs(self):
+        return (self.src,)
+
+    def counts(self, slots):
+        return Counter(rescales=1)
+
+    def levels(self):
+        return 1
+
+    def __str__(self):
+        return f"r{self.out} = rescale r{self.src}"
+
+    def apply(self, be, regs, data):
+        regs[self.out] = be.rescale(regs[self.src])
+
+
+@dataclass(frozen=True, eq=False)
+class Add(Step):
+    """``a + b`` or ``a - b`` (``b`` a ciphertext or plaintext register)."""
+
+    a: int
+    b: int
+    subtract: bool = False
+    plain: bool = False
+
+    def inputs(self):
+        return (self.a,) if self.plain else (self.a, self.b)
+
+    def counts(self, slots):
+        return Counter(additions=1)
+
+    def __str__(self):
+        return f"r{self.out} = r{self.a} {'-' if self.subtract else '+'} {'p' if self.plain else 'r'}{self.b}"
+
+    def apply(self, be, regs, data):
+        regs[self.out] = (be.sub if self.subtract else be.add)(regs[self.a], regs[self.b])
+
+
+@dataclass(frozen=True, eq=False)
+class Negate(Step):
+    """``-x``."""
+
+    src: int
+
+    def inputs(self):
+        return (self.src,)
+
+    def __str__(self):
+        return f"r{self.out} = -r{self.src}"
+
+    def apply(self, be, regs, data):
+        regs[self.out] = be.negate(regs[self.src])
+
+
+@dataclass(frozen=True, eq=False)
+class Mask(Step):
+    """Masked diagonal move ``y = sum_g rot( sum_(s,b) m_(g,s,b) * rot(x_s, -b), -g )``.
+
+    Moves every listed slot of the sources to its new slot (element ``e`` shifts by ``g + b``) and zeroes
+    everything else; with all shifts 0 it is a plain mask. Baby shifts of each source share one hoisted
+    decomposition; giant rotations are shared by all sources (baby-step/giant-step, Halevi–Shoup 2018).
+    ``terms`` holds (giant, source register, baby, 0/1 mask already rotated by -baby).
+    """
+
+    srcs: tuple[int, ...]
+    terms: tuple = field(repr=False)
+    note: str = ""
+
+    def inputs(self):
+        return self.srcs
+
+    def _babies(self):
+        return {(s, b) for _, s, b, _ in self.terms if b}
+
+    def _giants(self):
+        return {g for g, _, _, _ in self.terms if g}
+
+    def rotation_steps(self, slots):
+        return sorted({_norm(-b, slots) for _, b in self._babies()} | {_norm(-g, slots) for g in self._giants()})
+
+    def counts(self, slots):
+        return Counter(hoisted_rotations=len(self._babies()), rotations=len(self._giants()),
+                       pt_mults=len(self.terms), additions=len(self.terms))
+
+    def __str__(self):
+        srcs = ", ".join(f"r{s}" for s in self.srcs)
+        if not self._babies() and not self._giants():
+            return f"r{self.out} = mask {srcs} ({len(self.terms)} plaintext mask){self.note}"
+        return (f"r{self.out} = move {srcs}: {len(self.terms)} masked diagonals, {len(self._babies())} hoisted baby + "
+                f"{len(self._giants())} giant rotations{self.note}")
+
+    def apply(self, be, regs, data):
+        babies = {}
+        for s in self.srcs:
+            shifts = sorted({-b for _, src, b, _ in self.terms if src == s and b})
+            babies[s] = be.rotate_many(regs[s], shifts) if shifts else {}
+            babies[s][0] = regs[s]
+        out = None
+        for g in sorted({g for g, _, _, _ in self.terms}):
+            inner = None
+            for gg, s, b, mask in self.terms:
+                if gg == g:
+                    term = be.multiply(babies[s][-b], data.constant(mask))
+                    inner = term if inner is None else be.add(inner, term)
+            inner = be.rotate(inner, -g) if g else inner
+            out = inner if out is None else be.add(out, inner)
+        regs[self.out] = out
+
+
+@dataclass(frozen=True, eq=False)
+class MatVecDiagonal(Step):
+    """Halevi–Shoup diagonal method with baby-step/giant-step: ``y[j] = sum_t M[j, j+t mod D] x[j+t mod D]``.
+
+    ``src`` holds ``x`` twice (x at ``offset + k*stride`` and again ``D*stride`` later); the matrix is
+    plaintext tensor ``source`` with axes (row, col) = ``indices``. Baby rotations by ``r*stride``
+    (r < baby) are hoisted; giant rotations by ``g*baby*stride``.
+    """
+
+    src: int
+    source: int
+    indices: str
+    rows: int
+    cols: int
+    dim: int
+    stride: int
+    offset: int
+    baby: int
+
+    def inputs(self):
+        return (self.src,)
+
+    def _giants(self):
+        return range(0, self.dim, self.baby)
+
+    def rotation_steps(self, slots):
+        return sorted({_norm(r * self.stride, slots) for r in range(1, min(self.baby, self.dim))}
+                      | {_norm(g * self.stride, slots) for g in self._giants() if g})
+
+    def counts(self, slots):
+        return Counter(hoisted_rotations=min(self.baby, self.dim) - 1, rotations=len(self._giants()) - 1,
+                       pt_mults=self.dim, additions=self.dim)
+
+    def __str__(self):
+        return (f"r{self.out} = diagonal matvec plaintext {self.source} [{self.indices}] ({self.rows}x{self.cols}) * r{self.src}: "
+                f"{self.dim} diagonals, {min(self.baby, self.dim) - 1} hoisted baby + {len(self._giants()) - 1} giant rotations")
+
+    def diagonals(self, matrix, slots):
+        """Plaintext vectors ``rot(diag_(g+r), -g*stride)`` for every t = g + r."""
+        d, s, o = self.dim, self.stride, self.offset
+        j = np.arange(self.rows)
+        out = {}
+        for t in range(d):
+            col = (j + t) % d
+            ok = col < self.cols
+            vec = np.zeros(slots, dtype=matrix.dtype if np.iscomplexobj(matrix) else np.float64)
+            g = t - t % self.baby
+            vec[(o + (j[ok] + g) * s) % slots] = matrix[j[ok], col[ok]]
+            out[t] = vec
+        return out
+
+    def apply(self, be, regs, data):
+        matrix = data.plain_in(self.source, self.indices, (self.rows, self.cols))
+        diags = self.diagonals(matrix, data.slots)
+        x = regs[self.src]
+        shifts = [r * self.stride for r in range(1, min(self.baby, self.dim))]
+        babies = be.rotate_many(x, shifts) if shifts else {}
+        babies[0] = x
+        out = None
+        for g in self._giants():
+            inner = None
+            for r in range(min(self.baby, self.dim - g)):
+                term = be.multiply(babies[r * self.stride], data.constant(diags[g + r]))
+                inner = term if inner is None else be.add(inner, term)
+            inner = be.rotate(inner, g * self.stride) if g else inner
+            out = inner if out is None else be.add(out, inner)
+        regs[self.out] = out
+
+
+# ---------------------------------------------------------------------------------------- plan
+@dataclass(frozen=True)
+class PlainPrep:
+    """A plaintext tensor computed in the clear: ``numpy.einsum(expr, *plain operands)`` (or a constant)."""
+
+    expr: str
+    operands: tuple[int, ...]
+    indices: str
+    value: complex | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A lowered einsum: steps over registers, the output layout and the notes of the strategies chosen."""
+
+    spec: EinsumSpec
+    encrypted: tuple[bool, ...]
+    input_layouts: tuple
+    steps: tuple
+    preps: tuple
+    output_regs: tuple[int, ...]
+    output_layout: SlotLayout | None
+    slots: int
+    notes: tuple[str, ...]
+    max_level: int | None = None
+
+    # -------------------------------------------------------------- queries
+    def rotations(self) -> list[int]:
+        """Exact rotation amounts the plan uses (give them to ``CKKSContext.keygen(rotations=...)``)."""
+        return sorted({k for s in self.steps for k in s.rotation_steps(self.slots) if k})
+
+    def depth(self) -> int:
+        """Levels consumed on the longest path from an input to the output."""
+        lv: dict[int, int] = {}
+        for s in self.steps:
+            lv[s.out] = max((lv.get(i, 0) for i in s.inputs()), default=0) + s.levels()
+        return max((lv.get(r, 0) for r in self.output_regs), default=0)
+
+    def cost(self) -> dict:
+        """Operation counts: rotations (hoisted apart), multiplies, rescales, additions, ciphertexts, keys."""
+        c = Counter()
+        for s in self.steps:
+            c.update(s.counts(self.slots))
+        return {"rotations": c["rotations"], "hoisted_rotations": c["hoisted_rotations"],
+                "ct_mults": c["ct_mults"], "pt_mults": c["pt_mults"], "rescales": c["rescales"],
+                "additions": c["additions"],
+                "input_ciphertexts": sum(lay.n_ciphertexts for lay, e in zip(self.input_layouts, self.encrypted) if e),
+                "output_ciphertexts": len(self.output_regs), "rotation_keys": len(self.rotations()),
+                "estimate": round(DEFAULT_COSTS.of(c), 2)}
+
+    def explain(self, max_steps: int = 80) -> str:
+        """A readable account: expression, layouts, strategy notes, depth, cost, then the steps."""
+        lines = [f"plan for {self.spec.expression()}  (slots={self.slots})"]
+        for n, (lay, enc) in enumerate(zip(self.input_layouts, self.encrypted)):
+            what = lay.describe() if enc else f"plaintext shape {self.spec.shapes[n]}"
+            lines.append(f"  operand {n} [{self.spec.inputs[n]}]: {'encrypted' if enc else 'plain'}, {what}")
+        lines += [f"  * {n}" for n in self.notes]
+        lines.append(f"  depth {self.depth()}" + (f" of {self.max_level} levels" if self.max_level is not None else ""))
+        lines.append(f"  cost {self.cost()}")
+        lines.append(f"  rotations {self.rotations()}")
+        if self.output_layout is not None:
+            lines.append(f"  output: {self.output_layout.describe()}")
+        for s in self.steps[:max_steps]:
+            lines.append(f"    {s}")
+        if len(self.steps) > max_steps:
+            lines.append(f"    ... {len(self.steps) - max_steps} more steps")
+        return "\n".join(lines)
+
+    def __str__(self):
+        return self.explain()
+
+    def check_levels(self, available: int) -> None:
+        """Refuse (LevelError) when the plan needs more levels than ``available``."""
+        need = self.depth()
+        if need > available:
+            raise LevelError(f"plan for {self.spec.expression()} needs depth {need} but only {available} "
+                             f"level(s) are available")
+
+    # -------------------------------------------------------------- execution
+    def run(self, backend, operands):
+        """Execute on ``backend``; operands are ciphertext lists (encrypted) or arrays (plain).
+
+        Returns the list of output registers (one per tile of ``output_layout``) or, when every
+        operand is plaintext, the numpy result.
+        """
+        if len(operands) != len(self.encrypted):
+            raise ShapeError(f"plan expects {len(self.encrypted)} operands, got {len(operands)}")
+        data = _RunData(self, backend, operands)
+        if not any(self.encrypted):
+            return data.prep(0)
+        regs: dict = {}
+        last_use = {}
+        for n, s in enumerate(self.steps):
+            for r in s.inputs():
+                last_use[r] = n
+        keep = set(self.output_regs)
+        for n, s in enumerate(self.steps):
+            s.apply(backend, regs, data)
+            for r in s.inputs():
+                if last_use.get(r) == n and r not in keep:
+                    regs.pop(r, None)
+        return [regs[r] for r in self.output_regs]
+
+
+    def simulate(self, *arrays, backend=None):
+        """Run the plan on the :class:`PlainBackend` (numpy slot vectors) and return the numpy result.
+
+        Encrypted operands are packed with their input layouts; with ``backend`` given (e.g. one that
+        checks rotation keys) it is used instead.
+        """
+        from .backends import PlainBackend
+
+        be = backend if backend is not None else PlainBackend(self.slots, rotations=self.rotations())
+        ops = [lay.pack(np.asarray(a)) if enc else np.asarray(a)
+               for a, enc, lay in zip(arrays, self.encrypted, self.input_layouts)]
+        out = self.run(be, ops)
+        if not any(self.encrypted):
+            return out
+        return self.output_layout.unpack(out)
+
+
+class _RunData:
+    """Per-run inputs: operand ciphertexts, plaintext tensors computed once, constants encoded once."""
+
+    def __init__(self, plan: Plan, backend, operands):
+        self.plan, self.backend, self.slots = plan, backend, plan.slots
+        self.cts = [list(op) if enc else None for op, enc in zip(operands, plan.encrypted)]
+        self.plains = [None if enc else np.asarray(op) for op, enc in zip(operands, plan.encrypted)]
+        self._preps: dict = {}
+
+    def prep(self, n):
+        if n not in self._preps:
+            p = self.plan.preps[n]
+            self._preps[n] = np.asarray(p.value) if p.value is not None else \
+                np.einsum(p.expr, *[self.plains[i] for i in p.operands])
+        return self._preps[n]
+
+    def plain_in(self, source, indices, shape):
+        """Plaintext tensor ``source`` with axes reordered to ``indices`` + broadcast to ``shape``."""
+        p = self.plan.preps[source]
+        arr = self.prep(source)
+        have = [c for c in indices if c in p.indices]
+        arr = np.transpose(arr, [p.indices.index(c) for c in have]) if have else arr
+        arr = arr.reshape([arr.shape[have.index(c)] if c in have else 1 for c in indices])
+        return np.broadcast_to(arr, shape)
+
+    def constant(self, vec):
+        """A plaintext constant (mask, diagonal), encoded by the backend (which may cache it)."""
+        return self.backend.constant(vec)
+
+
+# ---------------------------------------------------------------------------------------- lowering
+@dataclass(frozen=True)
+class Sym:
+    """A symbolic tensor during lowering: registers (one per tile ciphertext), layout, index letters."""
+
+    regs: tuple[int, ...]
+    layout: SlotLayout
+    indices: str
+
+
+@dataclass(frozen=True)
+class PlainSym:
+    """A plaintext tensor (a ``PlainPrep``) during lowering."""
+
+    source: int
+    indices: str
+    shape: tuple[int, ...]
+
+
+class _Builder:
+    def __init__(self, slots, costs=DEFAULT_COSTS):
+        self.slots, self.costs = slots, costs
+        self.steps: list[Step] = []
+        self.notes: list[str] = []
+        self.next = 0
+
+    def fork(self):
+        b = _Builder(self.slots, self.costs)
+        b.steps, b.notes, b.next = list(self.steps), list(self.notes), self.next
+        return b
+
+    def adopt(self, other):
+        self.steps, self.notes, self.next = other.steps, other.notes, other.next
+
+    def emit(self, cls, *args, **kw):
+        step = cls(self.next, *args, **kw)
+        self.next += 1
+        self.steps.append(step)
+        return step.out
+
+    def cost_since(self, n_steps):
+        c = Counter()
+        for s in self.steps[n_steps:]:
+            c.update(s.counts(self.slots))
+        return self.costs.of(c)
+
+    # ---------------------------------------------------------------- primitive tensor ops
+    def multiply_rescale(self, a, b, plain=False):
+        return self.emit(Rescale, self.emit(Multiply, a, b, plain))
+
+    def mask_move(self, sources, dst_positions, note=""):
+        """One ``Mask`` step: sources = [(reg, src_pos, dst_pos, parts)] where parts are per-axis shift
+        contributions (arrays) used to try axis-aligned baby/giant splits. Returns the (rescaled) register."""
+        slots = self.slots
+        flat = []
+        for reg, src, dst, parts in sources:
+            d = (dst - src) % slots
+            flat.append((reg, src.ravel(), d.ravel(), [p.ravel() % slots for p in parts]))
+        best = None
+        n_parts = max((len(f[3]) for f in flat), default=0)
+        candidates = [("none", None)] + [("mod", 1 << e) for e in range(1, slots.bit_length())]
+        candidates += [("axes", subset) for r in range(1, n_parts + 1)
+                       for subset in itertools.combinations(range(n_parts), r)]
+        for kind, arg in candidates:
+            parts = []
+            for reg, src, d, axparts in flat:
+                if kind == "none":
+                    b = np.zeros_like(d)
+                elif kind == "mod":
+                    b = d % arg
+                else:
+                    if any(i >= len(axparts) for i in arg):
+                        break
+                    b = sum(axparts[i] for i in arg) % slots
+                parts.append((reg, src, (d - b) % slots, b))
+            else:
+                babies = sum(len(set(np.unique(b).tolist()) - {0}) for _, _, _, b in parts)
+                giants = len(set().union(*[set(np.unique(g).tolist()) for _, _, g, _ in parts]) - {0})
+                terms = sum(len(np.unique(np.stack([g, b]), axis=1).T) for _, _, g, b in parts)
+                cost = (babies * self.costs.hoisted_rotation + giants * self.costs.rotation
+                        + terms * self.costs.pt_mult)
+                if best is None or cost < best[0]:
+                    best = (cost, parts)
+        terms = []
+        for reg, src, g, b in best[1]:
+            keys = np.stack([g, b], axis=1)
+            uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+            inv = inv.ravel()
+            for n, (gg, bb) in enumerate(uniq):
+                mask = np.zeros(slots)
+                mask[src[inv == n]] = 1.0
+                terms.append((int(gg), reg, int(bb), np.roll(mask, int(bb))))
+        srcs = tuple(dict.fromkeys(reg for reg, _, _, _ in best[1]))
+        return self.emit(Rescale, self.emit(Mask, srcs, tuple(terms), note))
+
+    # ---------------------------------------------------------------- tensor-level ops
+    def rotate_sum_axes(self, sym: Sym, axes: list[int]) -> Sym:
+        """Sum ``sym`` over ``axes`` (rotate-and-sum inside tiles, add across tiles); axes removed."""
+        if not axes:
+            return sym
+        lay = sym.layout
+        keep = [a for a in range(lay.ndim) if a not in axes]
+        groups: dict = {}
+        for t, reg in zip(lay.tiles, sym.regs):
+            r = reg
+            for a in axes:
+                if t.size[a] > 1:
+                    r = self.emit(RotateSum, r, t.size[a], lay.strides[a])
+            key = (tuple(t.start[a] for a in keep), tuple(t.size[a] for a in keep))
+            groups.setdefault(key, []).append((t, r))
+        tiles, regs = [], []
+        for n, ((start, size), members) in enumerate(groups.items()):
+            ref = members[0][0].offset
+            acc = None
+            for t, r in members:
+                r = self.emit(Rotate, r, t.offset - ref) if t.offset != ref else r
+                acc = r if acc is None else self.emit(Add, acc, r)
+            tiles.append(Tile(n, start, size, ref))
+            regs.append(acc)
+        summed = any(lay.shape[a] > 1 for a in axes)
+        out = SlotLayout(tuple(lay.shape[a] for a in keep), tuple(lay.strides[a] for a in keep), lay.slots,
+                         tuple(tiles), lay.replicas, clean=lay.clean and not summed)
+        return Sym(tuple(regs), out, "".join(sym.indices[a] for a in keep))
+
+    def clean(self, sym: Sym) -> Sym:
+        """Zero every slot that holds no element (a plain mask, one level)."""
+        lay = sym.layout
+        regs = []
+        for t, reg in zip(lay.tiles, sym.regs):
+            pos = (lay.positions(t).reshape(-1, 1) + lay.replica_shifts().reshape(1, -1)).ravel()
+            regs.append(self.mask_move([(reg, pos, pos, [])], pos, note=" (clean garbage slots)"))
+        return Sym(tuple(regs), SlotLayout(lay.shape, lay.strides, lay.slots,
+                                           tuple(Tile(n, t.start, t.size, t.offset) for n, t in enumerate(lay.tiles)),
+                                           lay.replicas, True), sym.indices)
+
+    def extend(self, anchor: Sym, missing: list[tuple[str, int]]):
+        """Layout over ``anchor.indices + missing``: anchor axes unchanged, missing axes appended at new
+        strides (inside the ciphertext while they fit, else across tiles). Returns (U layout, tile->anchor
+        tile, per-axis flag 'replicated inside')."""
+        lay = anchor.layout
+        span = lay.span()
+        room = max(self.slots // span, 1)
+        free_reps = list(lay.replicas)
+        strides, chunks, inside = [], [], []
+        step = span
+        for _, size in missing:
+            rep = next((r for r in free_reps if r[0] >= size), None)
+            if rep is not None:
+                free_reps.remove(rep)
+                strides.append(rep[1]); chunks.append(size); inside.append(False)
+                continue
+            c = max(min(size, room), 1)
+            room //= c
+            strides.append(step if c > 1 else 0)
+            chunks.append(c); inside.append(c > 1)
+            step *= c
+        tiles, owner = [], []
+        grids = [range(0, size, c) for (_, size), c in zip(missing, chunks)]
+        for n, t in enumerate(lay.tiles):
+            for starts in itertools.product(*grids):
+                size = tuple(min(c, s_full - st) for c, st, (_, s_full) in zip(chunks, starts, missing))
+                tiles.append(Tile(len(tiles), t.start + tuple(starts), t.size + size, t.offset))
+                owner.append(n)
+        u = SlotLayout(lay.shape + tuple(s for _, s in missing), lay.strides + tuple(strides), self.slots,
+                       tuple(tiles), tuple(free_reps), lay.clean)
+        return u, owner, inside
+
+    def broadcast_anchor(self, anchor: Sym, u: SlotLayout, owner, inside) -> Sym:
+        """Anchor tiles replicated along the appended axes that live inside the ciphertext."""
+        k = anchor.layout.ndim
+        need_rep = any(inside[a - k] and t.size[a] > 1 for t in u.tiles for a in range(k, u.ndim))
+        if need_rep and not anchor.layout.clean:
+            anchor = self.clean(anchor)
+        cache, regs = {}, []
+        for t, o in zip(u.tiles, owner):
+            key = (o, tuple(t.size[k:]))
+            if key not in cache:
+                r = anchor.regs[o]
+                for a in range(k, u.ndim):
+                    if inside[a - k] and t.size[a] > 1:
+                        r = self.emit(Replicate, r, t.size[a], u.strides[a])
+                cache[key] = r
+            regs.append(cache[key])
+        return Sym(tuple(regs), u, anchor.indices)
+
+    def move_into(self, other: Sym, u: SlotLayout, u_indices: str) -> Sym:
+        """``other`` (indices a subset of ``u_indices``) moved into ``u``: a masked move per U tile to the
+        slots of the first index of the axes it lacks, then replication along those axes."""
+        src_lay = other.layout
+        axes = [u_indices.index(c) for c in other.indices]
+        lacking = [a for a in range(u.ndim) if a not in axes]
+        regs = []
+        for t in u.tiles:
+            fits = self._fits(other, u, t, axes, lacking)
+            if fits:
+                r = other.regs[0]
+            else:
+                sources = []
+                for st, sreg in zip(src_lay.tiles, other.regs):
+                    lo = [max(st.start[i], t.start[a]) for i, a in enumerate(axes)]
+                    hi = [min(st.start[i] + st.size[i], t.start[a] + t.size[a]) for i, a in enumerate(axes)]
+                    if any(h <= l for l, h in zip(lo, hi)):
+                        continue
+                    grids = np.meshgrid(*[np.arange(l, h) for l, h in zip(lo, hi)], indexing="ij") \
+                        if axes else []
+                    src = np.full(grids[0].shape if axes else (), st.offset, dtype=np.int64)
+                    dst = np.full(src.shape, t.offset, dtype=np.int64)
+                    parts = []
+                    for i, (a, g) in enumerate(zip(axes, grids)):
+                        src = src + (g - st.start[i]) * src_lay.strides[i]
+                        dst = dst + (g - t.start[a]) * u.strides[a]
+                        parts.append(g * (u.strides[a] - src_lay.strides[i]))
+                    sources.append((sreg, np.atleast_1d(src), np.atleast_1d(dst), [np.atleast_1d(p) for p in parts]))
+                r = self.mask_move(sources, None)
+            covered = self._fits_replicas(other, u, t, lacking) if fits else set()
+            for a in lacking:
+                if t.size[a] > 1 and a not in covered:
+                    r = self.emit(Replicate, r, t.size[a], u.strides[a])
+            regs.append(r)
+        return Sym(tuple(regs), u, u_indices)
+
+    def _fits(self, other, u, t, axes, lacking):
+        """True when ``other`` already sits in ``u``'s slots (one tile, same strides and offset, clean,
+        every replica standing for a lacking axis)."""
+        lay = other.layout
+        if len(lay.tiles) != 1 or len(u.tiles) != 1 or not lay.clean:
+            return False
+        st = lay.tiles[0]
+        same = st.offset == t.offset and all(
+            (lay.strides[i] == u.strides[a] or lay.shape[i] == 1) and st.start[i] == t.start[a]
+            and st.size[i] == t.size[a] for i, a in enumerate(axes))
+        return same and len(self._fits_replicas(other, u, t, lacking)) == len(lay.replicas)
+
+    @staticmethod
+    def _fits_replicas(other, u, t, lacking):
+        """Lacking axes of ``u`` that a replica of ``other`` already fills (same stride and count)."""
+        reps = list(other.layout.replicas)
+        covered = set()
+        for a in lacking:
+            if (t.size[a], u.strides[a]) in reps:
+                reps.remove((t.size[a], u.strides[a]))
+                covered.add(a)
+        return covered
+
+    def pack_into(self, other: PlainSym, u: SlotLayout, u_indices: str) -> Sym:
+        regs = [self.emit(Pack, other.source, SlotLayout(u.shape, u.strides, u.slots, u.tiles), u_indices, n)
+                for n in range(len(u.tiles))]
+        return Sym(tuple(regs), u, u_indices)
+
+
+def _pair(b: _Builder, x, y, keep: str, op: str):
+    """Contract or combine ``x`` (encrypted Sym) with ``y`` (Sym or PlainSym); returns a Sym over the
+    kept indices in U order. ``op`` is 'mul', 'add' or 'sub' (x - y)."""
+    candidates = []
+    anchors = [(x, y, False)] + ([(y, x, True)] if isinstance(y, Sym) else [])
+    for anchor, other, swapped in anchors:
+        fb = b.fork()
+        n0 = len(fb.steps)
+        res = _pair_with(fb, anchor, other, keep, op, swapped)
+        candidates.append((fb.cost_since(n0), fb, res, "anchor operand " + ("2" if swapped else "1")))
+    if op == "mul" and isinstance(y, PlainSym):
+        diag = _try_diagonal(b, x, y, keep)
+        if diag is not None:
+            candidates.append(diag)
+    candidates.sort(key=lambda c: c[0])
+    cost, fb, res, why = candidates[0]
+    if len(candidates) > 1:
+        others = "; ".join(f"{w}: est. {c:.1f}" for c, _, _, w in candidates[1:])
+        fb.notes.append(f"[{x.indices}]x[{y.indices}]->[{res.indices}]: chose {why} (est. cost {cost:.1f}) over {others}")
+    else:
+        fb.notes.append(f"[{x.indices}]x[{y.indices}]->[{res.indices}]: {why} (est. cost {cost:.1f})")
+    b.adopt(fb)
+    return res
+
+
+def _pair_with(b: _Builder, anchor: Sym, other, keep: str, op: str, swapped: bool) -> Sym:
+    missing = [(c, other.layout.shape[i] if isinstance(other, Sym) else other.shape[i])
+               for i, c in enumerate(other.indices) if c not in anchor.indices]
+    u, owner, inside = b.extend(anchor, missing)
+    u_idx = anchor.indices + "".join(c for c, _ in missing)
+    a_u = b.broadcast_anchor(anchor, u, owner, inside)
+    if isinstance(other, PlainSym):
+        o_u = b.pack_into(other, u, u_idx)
+    else:
+        o_u = b.move_into(other, u, u_idx)
+    first, second = (o_u, a_u) if swapped else (a_u, o_u)
+    plain = isinstance(other, PlainSym)
+    if swapped and plain:
+        raise AssertionError("a plaintext operand is never the anchor")  # internal invariant
+    regs = []
+    for ra, rb in zip(first.regs, second.regs):
+        if op == "mul":
+            regs.append(b.multiply_rescale(ra, rb, plain))
+        else:
+            regs.append(b.emit(Add, ra, rb, op == "sub", plain))
+    # the moved / packed operand is zero outside U's elements, so a product is clean; a sum only
+    # when the anchor was clean without extra replicas
+    clean = True if op == "mul" else (a_u.layout.clean and not a_u.layout.replicas)
+    out_lay = SlotLayout(u.shape, u.strides, u.slots, tuple(Tile(n, t.start, t.size, t.offset)
+                                                          for n, t in enumerate(u.tiles)), (), clean)
+    res = Sym(tuple(regs), out_lay, u_idx)
+    summed = [n for n, c in enumerate(u_idx) if c not in keep]
+    return b.rotate_sum_axes(res, summed)
+
+
+def _try_diagonal(b: _Builder, x: Sym, y: PlainSym, keep: str):
+    """Halevi–Shoup diagonal candidate for ``M[i,k] x[k] -> y[i]`` (x encrypted, one tile, clean)."""
+    lay = x.layout
+    if len(x.indices) != 1 or len(y.indices) != 2 or len(lay.tiles) != 1 or not lay.clean or lay.replicas:
+        return None
+    (k,) = x.indices
+    if k not in y.indices or k in keep:
+        return None
+    i = y.indices.replace(k, "")
+    if i not in keep or i == k:
+        return None
+    rows, cols = y.shape[y.indices.index(i)], y.shape[y.indices.index(k)]
+    dim, stride, offset = max(rows, cols), lay.strides[0] or 1, lay.tiles[0].offset
+    if offset + (2 * dim - 1) * stride >= b.slots:
+        return None
+    fb = b.fork()
+    n0 = len(fb.steps)
+    c = b.costs
+    best = min(range(1, dim + 1), key=lambda bb: (bb - 1) * c.hoisted_rotation + (ceil(dim / bb) - 1) * c.rotation)
+    src = fb.emit(Replicate, x.regs[0], 2, dim * stride)  # x twice, so rotations wrap modulo dim
+    r = fb.emit(Rescale, fb.emit(MatVecDiagonal, src, y.source, i + k, rows, cols, dim, stride, offset, best))
+    out = SlotLayout((rows,), (stride,), b.slots, (Tile(0, (0,), (rows,), offset),), (), True)
+    return (fb.cost_since(n0), fb, Sym((r,), out, i), f"diagonal method (BSGS baby={best}, hoisted)")
+
+
+def build_plan(spec: EinsumSpec, encrypted, layouts, slots: int, max_level=None, costs=DEFAULT_COSTS) -> Plan:
+    """Lower ``spec`` (see the module docstring). ``layouts[n]`` is the SlotLayout of encrypted operand n."""
+    b = _Builder(slots, costs)
+    enc_syms = list(_input_syms(b, spec, encrypted, layouts).values())
+    plain_ids = [n for n, e in enumerate(encrypted) if not e]
+    if not enc_syms:
+        preps = (PlainPrep(spec.expression(), tuple(plain_ids), spec.output),)
+        return Plan(spec, tuple(encrypted), tuple(layouts), (), preps, (), None, slots,
+                    ("every operand is plaintext: numpy.einsum in the clear",), max_level)
+    enc_idx = set("".join(s.indices for s in enc_syms))
+    preps = []
+    plain_sym = None
+    if plain_ids:
+        labels = [spec.inputs[n] for n in plain_ids]
+        full = {c for n in plain_ids for c, d in zip(spec.inputs[n], spec.shapes[n]) if d == spec.size(c)}
+        kept = "".join(c for c in dict.fromkeys("".join(labels))
+                       if c in full and (c in spec.output or c in enc_idx) and spec.size(c) > 1)
+        preps.append(PlainPrep(",".join(labels) + "->" + kept, tuple(plain_ids), kept))
+        plain_sym = PlainSym(0, kept, tuple(spec.size(c) for c in kept))
+    queue = enc_syms[1:]
+    if plain_sym is not None:
+        queue = [plain_sym] + queue
+
+    def needed(rest):
+        return set(spec.output) | set("".join(o.indices for o in rest))
+
+    cur = enc_syms[0]
+    cur = _sum_private(b, cur, needed(queue))
+    for n, other in enumerate(queue):
+        rest = queue[n + 1:]
+        if isinstance(other, Sym):
+            other = _sum_private(b, other, needed(rest) | set(cur.indices))
+        keep = "".join(c for c in dict.fromkeys(cur.indices + other.indices) if c in needed(rest))
+        cur = _pair(b, cur, other, keep, "mul")
+    cur = _sum_private(b, cur, set(spec.output))
+    return _finish(b, cur, spec, encrypted, layouts, preps, max_level)
+
+
+def _finish(b: _Builder, cur: Sym, spec: EinsumSpec, encrypted, layouts, preps, max_level) -> Plan:
+    """Put the result's axes in output order (size-1 axes squeezed earlier come back) and wrap up."""
+    lay, idx = cur.layout, cur.indices
+    for c in spec.output:
+        if c not in idx:
+            lay, idx = lay.insert_axis(lay.ndim), idx + c
+    lay = lay.transpose([idx.index(c) for c in spec.output])
+    return Plan(spec, tuple(encrypted), tuple(layouts), tuple(b.steps), tuple(preps), cur.regs, lay, b.slots,
+                tuple(b.notes), max_level)
+
+
+def _input_syms(b: _Builder, spec: EinsumSpec, encrypted, layouts) -> dict:
+    """Input registers of every encrypted operand, diagonals taken and broadcast axes squeezed."""
+    syms = {}
+    for n, (labels, e) in enumerate(zip(spec.inputs, encrypted)):
+        if not e:
+            continue
+        lay = layouts[n]
+        if lay.shape != spec.shapes[n]:
+            raise ShapeError(f"operand {n}: layout shape {lay.shape} differs from operand shape {spec.shapes[n]}")
+        regs = tuple(b.emit(Input, n, c) for c in range(lay.n_ciphertexts))
+        syms[n] = _squeeze_and_diagonal(Sym(tuple(regs[t.ct] for t in lay.tiles), _renumber(lay), labels), spec)
+    return syms
+
+
+def build_elementwise(op: str, shapes, encrypted, layouts, slots: int, max_level=None) -> Plan:
+    """``a + b``, ``a - b`` or ``a * b`` with numpy broadcasting (at least one operand encrypted)."""
+    out_shape = broadcast_shapes(*shapes)
+    letters = string.ascii_letters[:len(out_shape)]
+    terms = [letters[len(out_shape) - len(s):] for s in shapes]
+    spec = parse(",".join(terms) + "->" + letters, *shapes)
+    if op == "mul":
+        return build_plan(spec, encrypted, layouts, slots, max_level)
+    b = _Builder(slots)
+    syms = _input_syms(b, spec, encrypted, layouts)
+    preps, ops = [], []
+    for n, e in enumerate(encrypted):
+        if e:
+            ops.append(syms[n])
+            continue
+        kept = "".join(c for c, d in zip(spec.inputs[n], spec.shapes[n]) if d > 1)
+        preps.append(PlainPrep(f"{spec.inputs[n]}->{kept}", (n,), kept))
+        ops.append(PlainSym(len(preps) - 1, kept, tuple(spec.size(c) for c in kept)))
+    first, second = ops
+    negate = isinstance(first, PlainSym)
+    if negate:  # p - x = -(x - p), p + x = x + p
+        first, second = second, first
+    cur = _pair(b, first, second, letters, op)
+    if negate and op == "sub":
+        cur = Sym(tuple(b.emit(Negate, r) for r in cur.regs), cur.layout, cur.indices)
+    return _finish(b, cur, spec, encrypted, layouts, preps, max_level)
+
+
+def build_scalar(op: str, layout: SlotLayout, value, max_level=None) -> Plan:
+    """``x * c`` (one plaintext-constant multiply and a rescale) or ``x + c`` for a Python scalar ``c``."""
+    letters = string.ascii_letters[:layout.ndim]
+    spec = parse(f"{letters}->{letters}", layout.shape)
+    b = _Builder(layout.slots)
+    (x,) = _input_syms(b, spec, (True,), (layout,)).values()
+    if op == "mul":
+        regs = tuple(b.emit(Rescale, b.emit(MulScalar, r, value)) for r in x.regs)
+        return _finish(b, Sym(regs, x.layout, x.indices), spec, (True,), (layout,), (), max_level)
+    preps = (PlainPrep("->", (), "", value),)
+    cur = _pair(b, x, PlainSym(0, "", ()), letters, op)
+    return _finish(b, cur, spec, (True,), (layout,), preps, max_level)
+
+
+def _squeeze_and_diagonal(sym: Sym, spec: EinsumSpec) -> Sym:
+    """Repeated indices -> diagonal layout; size-1 axes broadcast against a larger size -> squeezed."""
+    lay, idx = sym.layout, sym.indices
+    a = 0
+    while a < len(idx):
+        c = idx[a]
+        dup = idx.find(c, a + 1)
+        if dup >= 0:
+            lay, idx = lay.diagonal(a, dup), idx[:dup] + idx[dup + 1:]
+            continue
+        if lay.shape[a] == 1 and spec.size(c) > 1:
+            lay, idx = lay.drop_axis(a), idx[:a] + idx[a + 1:]
+            continue
+        a += 1
+    return Sym(tuple(sym.regs[t.ct] for t in lay.tiles), _renumber(lay), idx)
+
+
+def _renumber(lay: SlotLayout) -> SlotLayout:
+    return SlotLayout(lay.shape, lay.strides, lay.slots, tuple(Tile(n, t.start, t.size, t.offset)
+                                                               for n, t in enumerate(lay.tiles)),
+                      lay.replicas, lay.clean)
+
+
+def _sum_private(b: _Builder, sym: Sym, needed: set) -> Sym:
+    return b.rotate_sum_axes(sym, [a for a, c in enumerate(sym.indices) if c not in needed])
+
+
+def plan(expr: str, *shapes, params=None, slots=None, encrypted=None, layouts=None, costs=DEFAULT_COSTS) -> Plan:
+    """Plan ``expr`` for operands of ``shapes`` without any key or ciphertext.
+
+    ``params`` (CKKSParameters) gives the slot count and the level budget: a plan deeper than
+    ``params.max_level`` is refused here, before any encryption. ``encrypted`` flags each operand
+    (default: all encrypted); ``layouts`` optionally gives the SlotLayout of encrypted operands
+    (default: row-major compact, tiled if needed).
+    """
+    if params is None and slots is None:
+        raise ShapeError("plan needs params=CKKSParameters (or slots=<power of two> for a plain-only plan)")
+    slots = int(params.slots if params is not None else slots)
+    spec = parse(expr, *shapes)
+    encrypted = tuple(bool(e) for e in (encrypted if encrypted is not None else [True] * len(shapes)))
+    if len(encrypted) != len(shapes):
+        raise ShapeError(f"encrypted has {len(encrypted)} flags for {len(shapes)} operands")
+    layouts = list(layouts) if layouts is not None else [None] * len(shapes)
+    if len(layouts) != len(shapes):
+        raise ShapeError(f"layouts has {len(layouts)} entries for {len(shapes)} operands")
+    layouts = tuple(lay if lay is not None or not e else SlotLayout.compact(s, slots)
+                    for lay, e, s in zip(layouts, encrypted, spec.shapes))
+    for n, lay in enumerate(layouts):
+        if lay is not None and lay.slots != slots:
+            raise ShapeError(f"operand {n}: layout has {lay.slots} slots but the parameters have {slots}")
+    max_level = params.max_level if params is not None else None
+    p = build_plan(spec, encrypted, layouts, slots, max_level, costs)
+    if max_level is not None:
+        p.check_levels(max_level)
+    return p

@@ -1,0 +1,266 @@
+"""CipherTensor: an immutable encrypted numpy-shaped tensor (ciphertexts + a frozen SlotLayout).
+
+    ctx = CKKSContext.keygen(params, rotations=tensor_ops.plan("ij,jk->ik", a.shape, b.shape,
+                                                                params=params).rotations())
+    A = tensor_ops.encrypt(ctx, a)                  # row-major layout, tiled when larger than the slots
+    C = tensor_ops.einsum("ij,jk->ik", A, b)        # CipherTensor; plaintext operands stay in the clear
+    C.decrypt(ctx)                                  # numpy array of the logical shape
+
+Operators lower to plans: ``+ - *`` with CipherTensors, arrays and scalars (numpy broadcasting),
+``@`` (numpy matmul rules), ``.sum(axis)``, ``.T`` / ``.transpose(axes)`` (free: only the layout
+changes). Nothing mutates: every operation returns a new CipherTensor.
+
+``encrypt`` also accepts a :class:`~tensor_ops.backends.PlainBackend` instead of a context: the
+"ciphertexts" are then numpy slot vectors and every plan runs unencrypted, for debugging a packing.
+"""
+from __future__ import annotations
+
+import string
+
+import numpy as np
+
+from crypto.errors import ContextMismatchError, ShapeError
+
+from .backends import CKKSBackend, PlainBackend
+from .layout import SlotLayout
+from .parse import parse
+from .plan import Plan, build_elementwise, build_plan, build_scalar
+
+__all__ = ["CipherTensor", "encrypt", "einsum", "matmul_expression"]
+
+
+def _backend_of(ctx):
+    if isinstance(ctx, (PlainBackend, CKKSBackend)):
+        return ctx
+    if hasattr(ctx, "evaluator") and hasattr(ctx, "params"):
+        return CKKSBackend(ctx)
+    raise ShapeError(f"ctx must be a CKKSContext or a PlainBackend, got {type(ctx).__name__}")
+
+
+class CipherTensor:
+    """Ciphertexts (one per tile) and the SlotLayout that says where each element lives."""
+
+    __slots__ = ("_cts", "_layout", "_backend")
+    __array_ufunc__ = None  # numpy defers ``array op CipherTensor`` to our reflected operators
+
+    def __init__(self, ciphertexts, layout: SlotLayout, backend):
+        cts = tuple(ciphertexts)
+        if not isinstance(layout, SlotLayout):
+            raise ShapeError(f"layout must be a SlotLayout, got {type(layout).__name__}")
+        if len(cts) != layout.n_ciphertexts:
+            raise ShapeError(f"layout needs {layout.n_ciphertexts} ciphertexts, got {len(cts)}")
+        object.__setattr__(self, "_cts", cts)
+        object.__setattr__(self, "_layout", layout)
+        object.__setattr__(self, "_backend", backend)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("CipherTensor is immutable")
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def ciphertexts(self) -> tuple:
+        return self._cts
+
+    @property
+    def layout(self) -> SlotLayout:
+        return self._layout
+
+    @property
+    def backend(self):
+        return self._backend
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._layout.shape
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape))
+
+    @property
+    def level(self):
+        """The lowest level of the ciphertexts (None on the plain backend)."""
+        levels = [getattr(c, "level", None) for c in self._cts]
+        return None if None in levels else min(levels)
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d CipherTensor")
+        return self.shape[0]
+
+    def __repr__(self):
+        lv = "" if self.level is None else f", level={self.level}"
+        return f"CipherTensor(shape={self.shape}{lv}, {len(self._cts)} ciphertext(s), {self._backend.name})"
+
+    # ------------------------------------------------------------------ decryption
+    def decrypt(self, ctx=None) -> np.ndarray:
+        """The numpy array of the logical shape (``ctx`` must hold the secret key; on the plain
+        backend it may be omitted)."""
+        be = self._backend if ctx is None else _backend_of(ctx)
+        vectors = [be.decrypt(c) for c in self._cts]
+        vectors = [np.pad(v, (0, self._layout.slots - len(v))) if len(v) < self._layout.slots else v for v in vectors]
+        out = self._layout.unpack(vectors)
+        return out.real.copy() if np.iscomplexobj(out) and not self._complex() else out
+
+    def _complex(self) -> bool:
+        return any(getattr(c, "is_complex", np.iscomplexobj(c)) for c in self._cts)
+
+    # ------------------------------------------------------------------ free layout changes
+    def transpose(self, *axes) -> "CipherTensor":
+        """Permute the axes (no ciphertext work: the layout records the new order)."""
+        if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
+            axes = tuple(axes[0]) if axes[0] is not None else ()
+        axes = tuple(range(self.ndim))[::-1] if not axes else tuple(int(a) for a in axes)
+        if sorted(a % max(self.ndim, 1) for a in axes) != list(range(self.ndim)) or len(axes) != self.ndim:
+            raise ShapeError(f"axes {axes} are not a permutation of the {self.ndim} axes of shape {self.shape}")
+        return CipherTensor(self._cts, self._layout.transpose([a % self.ndim for a in axes]), self._backend)
+
+    @property
+    def T(self) -> "CipherTensor":
+        return self.transpose()
+
+    # ------------------------------------------------------------------ lowered operations
+    def sum(self, axis=None, keepdims: bool = False) -> "CipherTensor":
+        """Sum over ``axis`` (int, tuple or None for all) by rotate-and-sum."""
+        axes = tuple(range(self.ndim)) if axis is None else (axis,) if isinstance(axis, (int, np.integer)) \
+            else tuple(axis)
+        norm = []
+        for a in axes:
+            if not -self.ndim <= int(a) < self.ndim:
+                raise ShapeError(f"axis={a} out of range for a tensor with {self.ndim} axes")
+            norm.append(int(a) % self.ndim)
+        letters = string.ascii_letters[:self.ndim]
+        out = "".join(c for n, c in enumerate(letters) if n not in norm)
+        res = einsum(f"{letters}->{out}", self)
+        if keepdims:
+            lay = res.layout
+            for a in sorted(norm):
+                lay = lay.insert_axis(a)
+            res = CipherTensor(res.ciphertexts, lay, res.backend)
+        return res
+
+    def _binary(self, other, op: str, reflected: bool = False) -> "CipherTensor":
+        if isinstance(other, (int, float, complex, np.number)) and not isinstance(other, bool):
+            if op == "sub":
+                other, op = -other, "add"
+            return _run(build_scalar(op, self._layout, other), [self])
+        if isinstance(other, CipherTensor):
+            _check_same(self, other)
+        elif not isinstance(other, np.ndarray):
+            try:
+                other = np.asarray(other, dtype=np.result_type(np.asarray(other), np.float64))
+            except (TypeError, ValueError):
+                return NotImplemented
+        operands = [other, self] if reflected else [self, other]
+        enc = tuple(isinstance(o, CipherTensor) for o in operands)
+        layouts = [o.layout if isinstance(o, CipherTensor) else None for o in operands]
+        plan = build_elementwise(op, [o.shape for o in operands], enc, layouts, self._layout.slots)
+        return _run(plan, operands)
+
+    def __add__(self, other):
+        return self._binary(other, "add")
+
+    def __radd__(self, other):
+        return self._binary(other, "add", reflected=True)
+
+    def __sub__(self, other):
+        return self._binary(other, "sub")
+
+    def __rsub__(self, other):
+        if isinstance(other, (int, float, complex, np.number)) and not isinstance(other, bool):
+            return (-self)._binary(other, "add")
+        return self._binary(other, "sub", reflected=True)
+
+    def __mul__(self, other):
+        return self._binary(other, "mul")
+
+    def __rmul__(self, other):
+        return self._binary(other, "mul", reflected=True)
+
+    def __neg__(self):
+        return CipherTensor([self._backend.negate(c) for c in self._cts], self._layout, self._backend)
+
+    def __matmul__(self, other):
+        return einsum(matmul_expression(self.ndim, np.ndim(other)), self, other)
+
+    def __rmatmul__(self, other):
+        return einsum(matmul_expression(np.ndim(other), self.ndim), other, self)
+
+
+def matmul_expression(ndim_a: int, ndim_b: int) -> str:
+    """The einsum expression of ``a @ b`` for operands with these numbers of axes (numpy rules)."""
+    if ndim_a == 0 or ndim_b == 0:
+        raise ShapeError("matmul: an operand is 0-d; use * for scalars")
+    a = "...ij" if ndim_a >= 2 else "j"
+    b = "...jk" if ndim_b >= 2 else "j"
+    out = ("..." if max(ndim_a, ndim_b) >= 2 else "") + ("i" if ndim_a >= 2 else "") + ("k" if ndim_b >= 2 else "")
+    return f"{a},{b}->{out}"
+
+
+def _check_same(a: CipherTensor, b: CipherTensor):
+    if a.backend is not b.backend:
+        pa, pb = getattr(a.backend, "ctx", None), getattr(b.backend, "ctx", None)
+        same = pa is not None and pb is not None and getattr(pa, "key_id", 1) == getattr(pb, "key_id", 2)
+        if not same and not (isinstance(a.backend, PlainBackend) and isinstance(b.backend, PlainBackend)
+                             and a.backend.slots == b.backend.slots):
+            raise ContextMismatchError("CipherTensors come from different contexts/backends (keys differ)")
+    if a.layout.slots != b.layout.slots:
+        raise ContextMismatchError(f"slot counts differ: {a.layout.slots} and {b.layout.slots}")
+
+
+def _run(plan: Plan, operands) -> CipherTensor:
+    """Execute ``plan`` on the backend of the encrypted operands, refusing too-deep plans first."""
+    tensors = [o for o in operands if isinstance(o, CipherTensor)]
+    be = tensors[0].backend
+    levels = [t.level for t in tensors]
+    if None not in levels:
+        plan.check_levels(min(levels))
+    ops = [list(o.ciphertexts) if isinstance(o, CipherTensor) else np.asarray(o) for o in operands]
+    regs = plan.run(be, ops)
+    return CipherTensor(regs, plan.output_layout, be)
+
+
+def encrypt(ctx, array, layout: SlotLayout | None = None, level: int | None = None) -> CipherTensor:
+    """Encrypt a numpy array (default layout: row-major compact, tiled over several ciphertexts when
+    it needs more than ``params.slots`` slots)."""
+    be = _backend_of(ctx)
+    arr = np.asarray(array)
+    if arr.dtype == object or not np.issubdtype(arr.dtype, np.number):
+        raise ShapeError(f"array of dtype {arr.dtype} is not numeric")
+    if arr.ndim == 0:
+        raise ShapeError("array must have at least one axis (encrypt a scalar as np.array([x]))")
+    if layout is None:
+        layout = SlotLayout.compact(arr.shape, be.slots)
+    if layout.shape != arr.shape:
+        raise ShapeError(f"layout shape {layout.shape} differs from the array shape {arr.shape}")
+    if layout.slots != be.slots:
+        raise ShapeError(f"layout has {layout.slots} slots but the context has {be.slots}")
+    vectors = layout.pack(arr)
+    if isinstance(be, CKKSBackend):
+        cts = [be.ctx.encrypt(v, level=level) for v in vectors]
+    else:
+        cts = [be.encrypt(v) for v in vectors]
+    return CipherTensor(cts, layout, be)
+
+
+def einsum(expr: str, *operands):
+    """``numpy.einsum`` over any mix of CipherTensors and numpy arrays (see tensor_ops.plan).
+
+    Returns a CipherTensor when an operand is encrypted, else the numpy result. Raises LevelError
+    before any work when the plan needs more levels than the operands have.
+    """
+    tensors = [o for o in operands if isinstance(o, CipherTensor)]
+    arrays = [o if isinstance(o, CipherTensor) else np.asarray(o) for o in operands]
+    spec = parse(expr, *[o.shape for o in arrays])
+    if not tensors:
+        return np.einsum(spec.expression(), *arrays)
+    for t in tensors[1:]:
+        _check_same(tensors[0], t)
+    enc = tuple(isinstance(o, CipherTensor) for o in arrays)
+    layouts = [o.layout if isinstance(o, CipherTensor) else None for o in arrays]
+    plan = build_plan(spec, enc, layouts, tensors[0].layout.slots)
+    return _run(plan, arrays)
