@@ -1,1 +1,17 @@
-"""crypto package."""
+"""Encrypted compute: RNS-CKKS with hybrid key switching over word-size primes.
+
+    from crypto import CKKSParameters, CKKSContext
+    ctx = CKKSContext.keygen(CKKSParameters.preset("N14"), rotations=[1, -3])
+    ct = ctx.encrypt(values); y = ctx.decrypt(ctx.evaluator.rotate(ct * ct, 1))
+"""
+from .context import CKKSContext
+from .errors import (ContextMismatchError, HEError, KeyMissingError, LevelError, ParameterError,
+                     ScaleError, SerializationError, ShapeError)
+from .params import CKKSParameters, CKKSParametersLiteral
+from .rlwe import Ciphertext, Plaintext
+
+__all__ = [
+    "CKKSContext", "CKKSParameters", "CKKSParametersLiteral", "Ciphertext", "Plaintext",
+    "HEError", "ParameterError", "ShapeError", "LevelError", "ScaleError", "KeyMissingError",
+    "ContextMismatchError", "SerializationError",
+]

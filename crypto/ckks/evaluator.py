@@ -1,0 +1,330 @@
+"""CKKS evaluation from public material: add, sub, mul, relinearize, rescale, rotate, conjugate.
+
+Operands: a Ciphertext with a Ciphertext, a Plaintext, a numpy vector or a scalar.  Every operation
+returns a new ciphertext; inputs are never mutated.  (Cheon, Kim, Kim, Song, ASIACRYPT 2017; RNS
+variant: Cheon, Han, Kim, Kim, Song, "A full RNS variant of approximate homomorphic encryption", SAC 2018.)
+
+Alignment rules
+---------------
+* Levels: the operand at the higher level is dropped to the lower level (dropping primes is free).
+* Scales (add/sub): scales within a relative 2^-45 of each other are treated as equal (the error is far
+  below the stated precision).  Otherwise the operand at the higher level (at equal levels: the one
+  with the smaller scale) is multiplied by the integer c = round(ratio · q_top) and rescaled, landing
+  on the other's scale up to a relative 2^-(log q_top) - 1; this costs that operand one level.
+  Vectors and scalars are encoded directly at the ciphertext's scale; a Plaintext must match it.
+* mul: scales multiply; vectors and scalars are encoded at the scale q_top (the product of the primes
+  of the ciphertext's top level), so ``rescale`` restores the ciphertext's scale exactly.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import LevelError, ParameterError, ScaleError
+from ..keyswitch import KeySwitcher, conjugation_element, galois_element
+from ..ring import RNSPoly
+from ..rlwe import Ciphertext, Plaintext, check_level, check_same_context
+from .encoder import CKKSEncoder, as_slot_vector
+
+#: a rescale that would leave a scale below 2^MIN_SCALE_BITS is refused (no precision would be left)
+MIN_SCALE_BITS = 10
+#: scales closer than this relative difference count as equal in add/sub
+SCALE_TOLERANCE = 2.0**-45
+
+
+class Evaluator:
+    """Homomorphic operations for one parameter set and one key set (public keys only)."""
+
+    def __init__(self, params, ring, relin_key, galois_keys, key_id: bytes, encoder: CKKSEncoder | None = None):
+        self.params, self.ring = params, ring
+        self.relin_key, self.galois_keys, self.key_id = relin_key, galois_keys, key_id
+        self.fingerprint = params.fingerprint
+        self.encoder = encoder or CKKSEncoder(params.n)
+        self.switcher = KeySwitcher(params, ring)
+        self._monomial_cache: dict = {}
+
+    @property
+    def rotation_steps(self) -> tuple[int, ...]:
+        return self.galois_keys.steps
+
+    # -- helpers ------------------------------------------------------------------------------------
+    def _q_idx(self, level: int) -> tuple[int, ...]:
+        return tuple(range(self.params.limbs_at(level)))
+
+    def _check(self, ct, what="ciphertext"):
+        if not isinstance(ct, Ciphertext):
+            raise ParameterError(f"{what} must be a Ciphertext, got {type(ct).__name__}")
+        check_same_context(ct, self.fingerprint, self.key_id, what)
+        return ct
+
+    def _make(self, parts, level, scale, length, is_complex) -> Ciphertext:
+        return Ciphertext(tuple(parts), level, float(scale), length, is_complex, self.fingerprint,
+                          self.key_id, self)
+
+    def _top_modulus(self, level: int) -> int:
+        return math.prod(self.params.q_levels[level])
+
+    def _log_modulus(self, level: int) -> float:
+        return sum(math.log2(q) for q in self.params.q_moduli[: self.params.limbs_at(level)])
+
+    def encode(self, values, level: int, scale: float) -> Plaintext:
+        """A vector encoded at ``level`` and exactly ``scale`` (ScaleError if it overflows Q_level)."""
+        _, is_complex = as_slot_vector(values, self.params.slots)
+        coeffs = self.encoder.encode(values, scale, modulus_bits=self._log_modulus(level))
+        poly = RNSPoly.from_ints(self.ring, coeffs, self._q_idx(level), is_ntt=True)
+        length = int(np.size(values)) if np.ndim(values) else 1
+        return Plaintext(poly, level, float(scale), length, is_complex, self.fingerprint)
+
+    def _constant(self, value, level: int, scale: float) -> RNSPoly:
+        """NTT form of the constant polynomial round(Re(v)·Δ) + round(Im(v)·Δ)·X^(N/2) (every slot = v)."""
+        v = complex(value)
+        if not (math.isfinite(v.real) and math.isfinite(v.imag)):
+            raise ParameterError(f"scalar={value!r} is not finite")
+        re, im = round(v.real * scale), round(v.imag * scale)
+        bound = self._log_modulus(level) - 1
+        if max(abs(re), abs(im), 1) .bit_length() >= bound:
+            raise ScaleError(f"scalar {value!r} at scale 2^{math.log2(scale):.1f} needs "
+                             f"{max(abs(re), abs(im)).bit_length()} bits; the modulus at level {level} "
+                             f"allows < {bound:.0f}")
+        idx = self._q_idx(level)
+        moduli = [self.ring.moduli[i] for i in idx]
+        data = np.array([[re % q] for q in moduli], dtype=np.uint64).repeat(self.params.n, axis=1)
+        if im:
+            mono = self._half_monomial(idx)
+            im_col = np.array([[im % q] for q in moduli], dtype=np.uint64)
+            q = self.ring.q_column(idx)
+            data = (data + mono * im_col % q) % q
+        return RNSPoly(self.ring, data, idx, True)
+
+    def _half_monomial(self, idx) -> np.ndarray:
+        """NTT form of X^(N/2) over ``idx`` (cached)."""
+        if idx not in self._monomial_cache:
+            coeffs = np.zeros(self.params.n, dtype=np.int64)
+            coeffs[self.params.n // 2] = 1
+            self._monomial_cache[idx] = RNSPoly.from_ints(self.ring, coeffs, idx, is_ntt=True).data
+        return self._monomial_cache[idx]
+
+    # -- levels and scales --------------------------------------------------------------------------
+    def drop_level(self, ct: Ciphertext, levels: int = 1) -> Ciphertext:
+        """The same ciphertext ``levels`` levels lower (primes dropped; scale unchanged)."""
+        self._check(ct)
+        if isinstance(levels, bool) or not isinstance(levels, (int, np.integer)) or not 0 <= levels <= ct.level:
+            raise LevelError(f"levels={levels!r} not in [0, {ct.level}] for a ciphertext at level {ct.level}")
+        return self.to_level(ct, ct.level - int(levels))
+
+    def to_level(self, ct: Ciphertext, level: int) -> Ciphertext:
+        """The ciphertext at a lower (or its own) ``level``."""
+        self._check(ct)
+        level = check_level(level, ct.level, "level")
+        if level == ct.level:
+            return ct if ct.evaluator is self else ct.with_evaluator(self)
+        idx = self._q_idx(level)
+        return self._make([p.keep(idx) for p in ct.parts], level, ct.scale, ct.length, ct.is_complex)
+
+    def rescale(self, ct: Ciphertext) -> Ciphertext:
+        """Divide by the primes of the top level: level ℓ -> ℓ-1, scale -> scale / Π q_ℓ (exact)."""
+        self._check(ct)
+        new_scale = self._rescaled_scale(ct.level, ct.scale)
+        count = len(self.params.q_levels[ct.level])
+        return self._make([p.rescale(count) for p in ct.parts], ct.level - 1, new_scale, ct.length, ct.is_complex)
+
+    def _rescaled_scale(self, level: int, scale: float) -> float:
+        if level == 0:
+            raise LevelError(f"cannot rescale at level 0: no level left (level={level}, minimum 1)")
+        new_scale = scale / self._top_modulus(level)
+        if new_scale < 2.0**MIN_SCALE_BITS:
+            raise ScaleError(f"rescaling scale=2^{math.log2(scale):.2f} at level {level} would leave "
+                             f"2^{math.log2(new_scale):.2f}, below the minimum 2^{MIN_SCALE_BITS}")
+        return new_scale
+
+    def _align_levels(self, a: Ciphertext, b: Ciphertext) -> tuple[Ciphertext, Ciphertext]:
+        level = min(a.level, b.level)
+        return self.to_level(a, level), self.to_level(b, level)
+
+    def _scale_to(self, ct: Ciphertext, target: float) -> Ciphertext:
+        """Multiply by round(target/scale · q_top) and rescale: the scale lands on target (one level)."""
+        if ct.level == 0:
+            raise ScaleError(f"scales 2^{math.log2(ct.scale):.4f} and 2^{math.log2(target):.4f} differ and the "
+                             "ciphertext is at level 0: no level left to align them (minimum level 1)")
+        top = self._top_modulus(ct.level)
+        factor = round(target / ct.scale * top)
+        if factor < 2**20:
+            raise ScaleError(f"cannot align scale 2^{math.log2(ct.scale):.2f} to 2^{math.log2(target):.2f}: "
+                             f"the ratio is below the limit 2^{20 - math.log2(top):.1f}")
+        self._check_product_scale(ct.level, ct.scale * factor)
+        parts = [p.mul_scalars([factor] * len(p.idx)) for p in ct.parts]
+        scaled = self._make(parts, ct.level, ct.scale * factor, ct.length, ct.is_complex)
+        return self.rescale(scaled)
+
+    def _align(self, a: Ciphertext, b: Ciphertext) -> tuple[Ciphertext, Ciphertext]:
+        """Bring two ciphertexts to one level and one scale (module docstring rule)."""
+        if abs(a.scale / b.scale - 1) > SCALE_TOLERANCE:
+            if a.level > b.level or (a.level == b.level and a.scale < b.scale):
+                a = self._scale_to(a, b.scale)
+            else:
+                b = self._scale_to(b, a.scale)
+        return self._align_levels(a, b)
+
+    def _check_product_scale(self, level: int, scale: float):
+        bound = self._log_modulus(level) - 1
+        if math.log2(scale) >= bound:
+            message = (f"product scale 2^{math.log2(scale):.1f} does not fit the modulus at level {level} "
+                       f"(limit 2^{bound:.1f})")
+            if level == 0:
+                raise LevelError(f"multiplying past the last level: {message}; rescale earlier or use more levels")
+            raise ScaleError(message + "; rescale the operands first")
+
+    # -- operand normalisation ----------------------------------------------------------------------
+    def _as_operand(self, other, level: int, scale: float):
+        """Ciphertext, Plaintext or RNSPoly (constant/vector encoded at ``level``/``scale``)."""
+        if isinstance(other, Ciphertext):
+            return self._check(other, "operand")
+        if isinstance(other, Plaintext):
+            check_same_context(other, self.fingerprint, None, "plaintext")
+            return other
+        if isinstance(other, (int, float, complex, np.number)) and not isinstance(other, bool):
+            return self._constant(other, level, scale)
+        if isinstance(other, (np.ndarray, list, tuple)):
+            return self.encode(other, level, scale)
+        raise ParameterError(f"operand of type {type(other).__name__} is not a Ciphertext, Plaintext, "
+                             "numpy array or scalar")
+
+    def _plain_at(self, pt: Plaintext, ct: Ciphertext) -> tuple[RNSPoly, Ciphertext]:
+        level = min(pt.level, ct.level)
+        return pt.poly.keep(self._q_idx(level)), self.to_level(ct, level)
+
+    @staticmethod
+    def _meta(a: Ciphertext, other) -> tuple[int, bool]:
+        length = max(a.length, getattr(other, "length", int(np.size(other)) if np.ndim(other) else 1))
+        is_complex = a.is_complex or getattr(other, "is_complex", bool(np.iscomplexobj(other)))
+        return length, is_complex
+
+    # -- addition -----------------------------------------------------------------------------------
+    def add(self, a, b) -> Ciphertext:
+        """a + b; one of them a Ciphertext."""
+        if not isinstance(a, Ciphertext):
+            a, b = b, a
+        self._check(a)
+        op = self._as_operand(b, a.level, a.scale)
+        length, is_complex = self._meta(a, b)
+        if isinstance(op, Ciphertext):
+            a, op = self._align(a, op)
+            parts = [x + y for x, y in zip(a.parts, op.parts)]
+            return self._make(parts, a.level, a.scale, length, is_complex)
+        if isinstance(op, Plaintext):
+            if abs(op.scale / a.scale - 1) > SCALE_TOLERANCE:
+                raise ScaleError(f"plaintext scale 2^{math.log2(op.scale):.4f} differs from the ciphertext "
+                                 f"scale 2^{math.log2(a.scale):.4f}; encode it at scale=ct.scale")
+            op, a = self._plain_at(op, a)
+        return self._make([a.parts[0] + op] + list(a.parts[1:]), a.level, a.scale, length, is_complex)
+
+    def neg(self, a: Ciphertext) -> Ciphertext:
+        self._check(a)
+        return self._make([-p for p in a.parts], a.level, a.scale, a.length, a.is_complex)
+
+    def sub(self, a, b) -> Ciphertext:
+        """a - b; one of them a Ciphertext."""
+        if isinstance(a, Ciphertext):
+            if isinstance(b, Ciphertext):
+                return self.add(a, self.neg(b))
+            if isinstance(b, Plaintext):
+                return self.add(a, Plaintext(-b.poly, b.level, b.scale, b.length, b.is_complex, b.fingerprint))
+            return self.add(a, -np.asarray(b) if np.ndim(b) else -b)
+        return self.add(self.neg(b), a)
+
+    # -- multiplication -----------------------------------------------------------------------------
+    def mul(self, a, b) -> Ciphertext:
+        """a·b, relinearized, not rescaled; the scale is the product of the operands' scales."""
+        a, op = self._mul_operands(a, b)
+        length, is_complex = self._meta(a, b)
+        if isinstance(op, Ciphertext):
+            d0, d1, d2 = self._tensor(a, op)
+            k0, k1 = self.switcher.switch(d2, self.relin_key)
+            return self._make([d0 + k0, d1 + k1], a.level, a.scale * op.scale, length, is_complex)
+        poly, a, scale = op
+        return self._make([p * poly for p in a.parts], a.level, a.scale * scale, length, is_complex)
+
+    def mul_rescale(self, a, b) -> Ciphertext:
+        """rescale(mul(a, b)); for two ciphertexts the relinearization's ModDown and the rescale share
+        one division by P·q_top (same result up to the final rounding)."""
+        a, op = self._mul_operands(a, b)
+        if not isinstance(op, Ciphertext):
+            return self.rescale(self.mul(a, b))
+        length, is_complex = self._meta(a, b)
+        scale = self._rescaled_scale(a.level, a.scale * op.scale)
+        d0, d1, d2 = self._tensor(a, op)
+        switcher = self.switcher
+        kb, ka = switcher.inner_product(switcher.decompose(d2), self.relin_key, a.level)
+        extra = len(self.params.q_levels[a.level])
+        c0 = switcher.mod_down(switcher.lift_by_p(kb, d0), extra)
+        c1 = switcher.mod_down(switcher.lift_by_p(ka, d1), extra)
+        return self._make([c0, c1], a.level - 1, scale, length, is_complex)
+
+    def _mul_operands(self, a, b):
+        """(ciphertext, Ciphertext) aligned in level, or (ciphertext, (poly, ciphertext, scale))."""
+        if not isinstance(a, Ciphertext):
+            a, b = b, a
+        self._check(a)
+        if isinstance(b, Ciphertext):
+            self._check(b, "operand")
+            a, b = self._align_levels(a, b)
+            self._check_product_scale(a.level, a.scale * b.scale)
+            return a, b
+        if isinstance(b, Plaintext):
+            check_same_context(b, self.fingerprint, None, "plaintext")
+            poly, a = self._plain_at(b, a)
+            self._check_product_scale(a.level, a.scale * b.scale)
+            return a, (poly, a, b.scale)
+        scale = float(self._top_modulus(a.level)) if a.level > 0 else self.params.scale
+        self._check_product_scale(a.level, a.scale * scale)
+        op = self._as_operand(b, a.level, scale)
+        return a, (op.poly if isinstance(op, Plaintext) else op, a, scale)
+
+    def _tensor(self, a: Ciphertext, b: Ciphertext):
+        if len(a.parts) != 2 or len(b.parts) != 2:
+            raise ParameterError("ciphertexts must have two parts (they are relinearized on every mul)")
+        (a0, a1), (b0, b1) = a.parts, b.parts
+        return a0 * b0, a0 * b1 + a1 * b0, a1 * b1
+
+    def square(self, a: Ciphertext) -> Ciphertext:
+        return self.mul(a, a)
+
+    # -- automorphisms ------------------------------------------------------------------------------
+    def rotate(self, ct: Ciphertext, step: int) -> Ciphertext:
+        """Cyclic left rotation of the slots by ``step`` (negative: right), like np.roll(x, -step)."""
+        step = self._check_step(step)
+        return self.rotate_hoisted(ct, [step])[step]
+
+    def rotate_hoisted(self, ct: Ciphertext, steps) -> dict[int, Ciphertext]:
+        """{step: rotate(ct, step)} sharing one ModUp decomposition of c1 (hoisting)."""
+        self._check(ct)
+        steps = [self._check_step(k) for k in steps]
+        n = self.params.n
+        keys = {k: self.galois_keys.key_for_step(k, n) for k in steps if k % (n // 2)}
+        digits = self.switcher.decompose(ct.parts[1]) if keys else None
+        out = {}
+        for k in steps:
+            out[k] = self._apply_galois(ct, digits, galois_element(k, n), keys[k]) if k in keys else \
+                self.to_level(ct, ct.level)
+        return out
+
+    def conjugate(self, ct: Ciphertext) -> Ciphertext:
+        """Complex conjugation of every slot."""
+        self._check(ct)
+        key = self.galois_keys.conjugation_key(self.params.n)
+        digits = self.switcher.decompose(ct.parts[1])
+        return self._apply_galois(ct, digits, conjugation_element(self.params.n), key)
+
+    def _apply_galois(self, ct: Ciphertext, digits, g: int, key) -> Ciphertext:
+        perm = self.ring.automorphism_indices(g, True)
+        kb, ka = self.switcher.inner_product(digits, key, ct.level, perm)
+        c0 = ct.parts[0].automorphism(g) + self.switcher.mod_down(kb)
+        return self._make([c0, self.switcher.mod_down(ka)], ct.level, ct.scale, ct.length, ct.is_complex)
+
+    @staticmethod
+    def _check_step(step) -> int:
+        if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
+            raise ParameterError(f"rotation step={step!r} must be an integer")
+        return int(step)
+

@@ -1,0 +1,177 @@
+"""CKKSContext: parameters, ring, keys, encoder, encryption/decryption and the evaluator in one object.
+
+``CKKSContext.keygen`` makes a full context (secret key included); ``public_context()`` drops the
+secret key: that, as bytes, is what a server gets.  Randomness comes from the OS CSPRNG unless a seed
+is given (tests only: every key and encryption is then reproducible).
+"""
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+
+from .ckks.encoder import CKKSEncoder, check_scale
+from .ckks.evaluator import Evaluator
+from .errors import ParameterError
+from .params import CKKSParameters, CKKSParametersLiteral
+from .ring import RingContext
+from .rlwe import (Ciphertext, Decryptor, Encryptor, KeyGenerator, Plaintext, PublicKey, SecretKey,
+                   centered_coefficients, check_level, check_same_context)
+from .sampling import Sampler
+
+
+def as_parameters(params) -> CKKSParameters:
+    """CKKSParameters from parameters, a literal, a dict or a preset name."""
+    if isinstance(params, CKKSParameters):
+        return params
+    if isinstance(params, str):
+        return CKKSParameters.preset(params)
+    if isinstance(params, (CKKSParametersLiteral, dict)):
+        return CKKSParameters.from_literal(params)
+    raise ParameterError(f"params of type {type(params).__name__} is not CKKSParameters, a literal, "
+                         "a dict or a preset name")
+
+
+def _check_rotations(rotations) -> tuple[int, ...]:
+    try:
+        steps = list(rotations)
+    except TypeError:
+        raise ParameterError(f"rotations={rotations!r} must be a list of integers") from None
+    for k in steps:
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+            raise ParameterError(f"rotation step {k!r} in rotations must be an integer")
+    return tuple(int(k) for k in steps)
+
+
+class CKKSContext:
+    """Everything needed to encode, encrypt, evaluate and (with the secret key) decrypt."""
+
+    def __init__(self, params: CKKSParameters, ring: RingContext, public_key: PublicKey, relin_key,
+                 galois_keys, secret_key: SecretKey | None = None, sampler: Sampler | None = None):
+        self.params, self.ring = params, ring
+        self.public_key, self.relin_key, self.galois_keys = public_key, relin_key, galois_keys
+        self._secret_key = secret_key
+        self._sampler = sampler if sampler is not None else Sampler()
+        self.key_id = public_key.key_id
+        self.encoder = CKKSEncoder(params.n)
+
+    @classmethod
+    def keygen(cls, params, rotations=(), conjugation: bool = False, seed=None,
+               backend="auto") -> "CKKSContext":
+        """Secret, public, relinearization and Galois keys (for ``rotations`` and, optionally, conjugation).
+
+        ``seed`` makes every key and encryption reproducible: for tests only (default: OS CSPRNG).
+        ``backend`` picks the NTT backend ("auto", "numpy", "numba", "cross").
+        """
+        params = as_parameters(params)
+        steps = _check_rotations(rotations)
+        ring = RingContext(params.n, params.moduli, backend)
+        sampler = Sampler(seed)
+        gen = KeyGenerator(params, ring, sampler)
+        sk = gen.secret_key()
+        return cls(params, ring, gen.public_key(sk), gen.relin_key(sk),
+                   gen.galois_keys(sk, steps, conjugation), sk, sampler)
+
+    # -- properties ---------------------------------------------------------------------------------
+    @property
+    def has_secret_key(self) -> bool:
+        return self._secret_key is not None
+
+    @property
+    def rotation_steps(self) -> tuple[int, ...]:
+        """The rotation steps that have Galois keys."""
+        return self.galois_keys.steps
+
+    @property
+    def has_conjugation_key(self) -> bool:
+        return self.galois_keys.conjugation
+
+    @cached_property
+    def evaluator(self) -> Evaluator:
+        """The evaluator, built from public material only."""
+        return Evaluator(self.params, self.ring, self.relin_key, self.galois_keys, self.key_id, self.encoder)
+
+    def __repr__(self):
+        kind = "secret" if self.has_secret_key else "public"
+        return f"CKKSContext({self.params!r}, {kind}, rotations={list(self.rotation_steps)})"
+
+    # -- encoding -----------------------------------------------------------------------------------
+    def encode(self, values, level: int | None = None, scale: float | None = None) -> Plaintext:
+        """Encode up to ``params.slots`` real or complex values (shorter vectors are zero-padded)."""
+        level = self.params.max_level if level is None else check_level(level, self.params.max_level)
+        scale = self.params.scale if scale is None else check_scale(scale)
+        return self.evaluator.encode(values, level, scale)
+
+    def decode(self, pt: Plaintext) -> np.ndarray:
+        """The values of a plaintext, with the caller's length (real if encoded real)."""
+        check_same_context(pt, self.params.fingerprint, None, "plaintext")
+        coeffs = centered_coefficients(pt.poly.to_coeff().data, pt.poly.moduli)
+        return self._values(coeffs, pt.scale, pt.length, pt.is_complex)
+
+    def _values(self, coeffs, scale, length, is_complex) -> np.ndarray:
+        values = self.encoder.decode(coeffs, scale)[:length]
+        return values if is_complex else values.real.copy()
+
+    # -- encryption ---------------------------------------------------------------------------------
+    def encrypt(self, values, level: int | None = None, scale: float | None = None,
+                use_secret_key: bool | None = None) -> Ciphertext:
+        """Encrypt a vector or a Plaintext at ``level`` (default: the top level) and ``scale``.
+
+        Uses the secret key when this context holds it (secret-key encryption: smaller noise) unless
+        ``use_secret_key=False``; a public context always encrypts with the public key.
+        """
+        if isinstance(values, Plaintext):
+            if level is not None or scale is not None:
+                raise ParameterError("level and scale come from the Plaintext; do not pass them")
+            check_same_context(values, self.params.fingerprint, None, "plaintext")
+            pt = values
+        else:
+            pt = self.encode(values, level, scale)
+        use_sk = self.has_secret_key if use_secret_key is None else bool(use_secret_key)
+        if use_sk and not self.has_secret_key:
+            raise ParameterError("use_secret_key=True but this is a public context (no secret key)")
+        encryptor = Encryptor(self.params, self.ring, self._sampler, self.public_key,
+                              self._secret_key if use_sk else None)
+        c0, c1 = encryptor.encrypt(pt)
+        return Ciphertext((c0, c1), pt.level, pt.scale, pt.length, pt.is_complex, self.params.fingerprint,
+                          self.key_id, self.evaluator)
+
+    def decrypt(self, ct: Ciphertext) -> np.ndarray:
+        """The values of ``ct`` with the caller's length (real if encrypted real); needs the secret key."""
+        if not isinstance(ct, Ciphertext):
+            raise ParameterError(f"decrypt expects a Ciphertext, got {type(ct).__name__}")
+        check_same_context(ct, self.params.fingerprint, self.key_id, "ciphertext")
+        coeffs = Decryptor(self.params, self.ring, self._secret_key).decrypt(ct.parts)
+        return self._values(coeffs, ct.scale, ct.length, ct.is_complex)
+
+    # -- keys and bytes -----------------------------------------------------------------------------
+    def public_context(self) -> "CKKSContext":
+        """The same context without the secret key (what a server gets)."""
+        return CKKSContext(self.params, self.ring, self.public_key, self.relin_key, self.galois_keys,
+                           None, self._sampler if self._sampler.seeded else Sampler())
+
+    def with_rotations(self, rotations=(), conjugation: bool = False) -> "CKKSContext":
+        """A context with Galois keys for more rotation steps (needs the secret key)."""
+        if not self.has_secret_key:
+            raise ParameterError("new Galois keys need the secret key; this is a public context")
+        steps = tuple(sorted(set(self.rotation_steps) | set(_check_rotations(rotations))))
+        gen = KeyGenerator(self.params, self.ring, self._sampler)
+        keys = gen.galois_keys(self._secret_key, steps, conjugation or self.has_conjugation_key)
+        return CKKSContext(self.params, self.ring, self.public_key, self.relin_key, keys,
+                           self._secret_key, self._sampler)
+
+    def to_bytes(self, include_secret_key: bool = False) -> bytes:
+        """Parameters, public key, relinearization and Galois keys; the secret key only if asked."""
+        from .serialize import context_to_bytes
+        return context_to_bytes(self, include_secret_key)
+
+    def secret_key_bytes(self) -> bytes:
+        """The secret key alone (explicit call; keep these bytes private)."""
+        from .serialize import secret_key_to_bytes
+        return secret_key_to_bytes(self)
+
+    @classmethod
+    def from_bytes(cls, blob, backend="auto", secret_key: bytes | None = None) -> "CKKSContext":
+        """A context from ``to_bytes`` output; ``secret_key`` optionally adds ``secret_key_bytes()`` output."""
+        from .serialize import context_from_bytes
+        return context_from_bytes(blob, backend, secret_key)

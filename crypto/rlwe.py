@@ -1,0 +1,254 @@
+"""Scheme-agnostic RLWE objects: plaintexts, ciphertexts, keys, key generation, encryption, decryption.
+
+Ring R_Q = Z_Q[X]/(X^N + 1) in RNS form.  A ciphertext (c0, c1) at level ℓ lives over the primes
+Q_ℓ = q_moduli[:limbs_at(ℓ)], always in NTT form, and decrypts to c0 + c1·s ≈ m (Lyubashevsky, Peikert,
+Regev, "On ideal lattices and learning with errors over rings", EUROCRYPT 2010).  Public key
+(b, a) = (-a·s + e, a); public-key encryption (b·u + e0 + m, a·u + e1) with u ternary, e0, e1 Gaussian
+(σ = 3.2); secret-key encryption (-a·s + e + m, a).
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import ContextMismatchError, KeyMissingError, LevelError
+from .keyswitch import GaloisKeys, SwitchingKey, conjugation_element, galois_element, make_switching_key
+from .modarith import inv_mod
+from .ring import RNSPoly
+
+ERROR_SIGMA = 3.2
+
+
+@dataclass(frozen=True, eq=False)
+class Plaintext:
+    """An encoded vector: ``poly`` in NTT form over Q_level, with its exact ``scale``.
+
+    ``length`` is the caller's vector length, ``is_complex`` whether decoding returns complex values."""
+
+    poly: RNSPoly
+    level: int
+    scale: float
+    length: int
+    is_complex: bool
+    fingerprint: bytes = field(repr=False)
+
+    def to_bytes(self) -> bytes:
+        from .serialize import plaintext_to_bytes
+        return plaintext_to_bytes(self)
+
+    @classmethod
+    def from_bytes(cls, blob, ctx) -> "Plaintext":
+        from .serialize import plaintext_from_bytes
+        return plaintext_from_bytes(blob, ctx)
+
+
+@dataclass(frozen=True, eq=False)
+class Ciphertext:
+    """RLWE ciphertext (c0, c1) in NTT form over Q_level, with its exact scale and key-set id.
+
+    When it knows its evaluator (``evaluator``), ``+``, ``-`` and ``*`` work with ciphertexts,
+    plaintexts, numpy arrays and scalars; ``*`` multiplies and rescales.
+    """
+
+    parts: tuple[RNSPoly, ...]
+    level: int
+    scale: float
+    length: int
+    is_complex: bool
+    fingerprint: bytes = field(repr=False)
+    key_id: bytes = field(repr=False)
+    evaluator: object = field(default=None, repr=False)
+
+    def __repr__(self):
+        return (f"Ciphertext(level={self.level}, scale=2^{np.log2(self.scale):.3f}, length={self.length}, "
+                f"{'complex' if self.is_complex else 'real'}, N={self.parts[0].ring.n})")
+
+    def with_evaluator(self, evaluator) -> "Ciphertext":
+        return Ciphertext(self.parts, self.level, self.scale, self.length, self.is_complex,
+                          self.fingerprint, self.key_id, evaluator)
+
+    def _ev(self):
+        if self.evaluator is None:
+            raise KeyMissingError("this ciphertext knows no evaluator: use ctx.evaluator.add/mul/... or "
+                                  "Ciphertext.from_bytes(blob, ctx), which attaches one")
+        return self.evaluator
+
+    def __add__(self, other):
+        return self._ev().add(self, other)
+
+    __radd__ = __add__
+
+    def __sub__(self, other):
+        return self._ev().sub(self, other)
+
+    def __rsub__(self, other):
+        return self._ev().add(self._ev().neg(self), other)
+
+    def __neg__(self):
+        return self._ev().neg(self)
+
+    def __mul__(self, other):
+        return self._ev().mul_rescale(self, other)
+
+    __rmul__ = __mul__
+
+    def to_bytes(self) -> bytes:
+        from .serialize import ciphertext_to_bytes
+        return ciphertext_to_bytes(self)
+
+    @classmethod
+    def from_bytes(cls, blob, ctx) -> "Ciphertext":
+        from .serialize import ciphertext_from_bytes
+        return ciphertext_from_bytes(blob, ctx)
+
+
+@dataclass(frozen=True, eq=False)
+class SecretKey:
+    """Ternary secret s: integer coefficients and the NTT form over all moduli (Q ∪ P)."""
+
+    coeffs: np.ndarray
+    poly: RNSPoly = field(repr=False)
+
+    def __repr__(self):
+        return "SecretKey(<hidden>)"
+
+
+@dataclass(frozen=True, eq=False)
+class PublicKey:
+    """(b, a) = (-a·s + e, a) over the Q primes, NTT form."""
+
+    b: RNSPoly
+    a: RNSPoly
+
+    @property
+    def key_id(self) -> bytes:
+        """16-byte identifier of the key set (a hash of the public key)."""
+        return hashlib.sha256(b"hezk/key-id" + self.b.data.tobytes() + self.a.data.tobytes()).digest()[:16]
+
+
+class KeyGenerator:
+    """Secret, public, relinearization and Galois keys, drawn from ``sampler``."""
+
+    def __init__(self, params, ring, sampler):
+        self.params, self.ring, self.sampler = params, ring, sampler
+        self.all_idx = tuple(range(len(params.moduli)))
+        self.q_idx = tuple(range(len(params.q_moduli)))
+
+    def secret_key(self) -> SecretKey:
+        coeffs = self.sampler.ternary(self.params.n, self.params.hamming_weight)
+        return SecretKey(coeffs, RNSPoly.from_ints(self.ring, coeffs, self.all_idx, is_ntt=True))
+
+    def secret_key_from_coeffs(self, coeffs) -> SecretKey:
+        return SecretKey(np.asarray(coeffs, dtype=np.int64),
+                         RNSPoly.from_ints(self.ring, coeffs, self.all_idx, is_ntt=True))
+
+    def public_key(self, sk: SecretKey) -> PublicKey:
+        a = RNSPoly(self.ring, self.sampler.uniform(self.params.q_moduli, self.params.n), self.q_idx, True)
+        e = self._gaussian(self.q_idx)
+        return PublicKey(e - a * sk.poly.keep(self.q_idx), a)
+
+    def relin_key(self, sk: SecretKey) -> SwitchingKey:
+        s = sk.poly.data
+        return self._switching_key(sk, (s * s) % self.ring.q_column(self.all_idx))
+
+    def galois_keys(self, sk: SecretKey, steps=(), conjugation: bool = False) -> GaloisKeys:
+        n = self.params.n
+        steps = tuple(sorted({int(k) for k in steps}))
+        elements = {galois_element(k, n) for k in steps if k % (n // 2)}
+        if conjugation:
+            elements.add(conjugation_element(n))
+        keys = {g: self._switching_key(sk, sk.poly.automorphism(g).data) for g in sorted(elements)}
+        return GaloisKeys(keys, steps, bool(conjugation))
+
+    def _switching_key(self, sk: SecretKey, s_from: np.ndarray) -> SwitchingKey:
+        return make_switching_key(self.params, self.ring, self.sampler, sk.poly.data, s_from)
+
+    def _gaussian(self, idx) -> RNSPoly:
+        return RNSPoly.from_ints(self.ring, self.sampler.gaussian(self.params.n, ERROR_SIGMA), idx, is_ntt=True)
+
+
+class Encryptor:
+    """Public-key encryption (or secret-key encryption when given ``secret_key``, lower noise)."""
+
+    def __init__(self, params, ring, sampler, public_key: PublicKey, secret_key: SecretKey | None = None):
+        self.params, self.ring, self.sampler = params, ring, sampler
+        self.public_key, self.secret_key = public_key, secret_key
+
+    def encrypt(self, pt: Plaintext) -> tuple[RNSPoly, RNSPoly]:
+        """(c0, c1) over pt's primes, NTT form, decrypting to pt.poly + small noise."""
+        idx = pt.poly.idx
+        n = self.params.n
+        e0 = RNSPoly.from_ints(self.ring, self.sampler.gaussian(n, ERROR_SIGMA), idx, is_ntt=True)
+        if self.secret_key is not None:
+            a = RNSPoly(self.ring, self.sampler.uniform([self.ring.moduli[i] for i in idx], n), idx, True)
+            return pt.poly + e0 - a * self.secret_key.poly.keep(idx), a
+        u = RNSPoly.from_ints(self.ring, self.sampler.ternary(n), idx, is_ntt=True)
+        e1 = RNSPoly.from_ints(self.ring, self.sampler.gaussian(n, ERROR_SIGMA), idx, is_ntt=True)
+        b, a = self.public_key.b.keep(idx), self.public_key.a.keep(idx)
+        return b * u + e0 + pt.poly, a * u + e1
+
+
+class Decryptor:
+    """m = c0 + c1·s (+ c2·s²), returned as centered coefficients in float64."""
+
+    def __init__(self, params, ring, secret_key: SecretKey | None):
+        self.params, self.ring, self.secret_key = params, ring, secret_key
+
+    def decrypt(self, parts) -> np.ndarray:
+        if self.secret_key is None:
+            raise KeyMissingError("this is a public context: it holds no secret key and cannot decrypt "
+                                  "(decrypt with the context that ran keygen)")
+        idx = parts[0].idx
+        s = self.secret_key.poly.keep(idx)
+        acc, power = parts[0], s
+        for part in parts[1:]:
+            acc = acc + part * power
+            power = power * s
+        return centered_coefficients(acc.to_coeff().data, acc.moduli)
+
+
+def centered_coefficients(residues: np.ndarray, moduli) -> np.ndarray:
+    """float64 values of the centered integers x ∈ (-Q/2, Q/2] with x ≡ residues[i] mod moduli[i].
+
+    Balanced mixed-radix (Garner) digits x = a_0 + a_1·q_0 + a_2·q_0·q_1 + ..., |a_t| <= q_t/2; the
+    digits of a small x vanish above its size, so the loop stops as soon as the remainder is zero, and
+    the float sum has no cancellation.  Exact up to the final float64 rounding.
+    """
+    moduli = [int(q) for q in moduli]
+    rest = np.array(residues, dtype=np.uint64)
+    q_col = np.array(moduli, dtype=np.uint64)[:, None]
+    digits = []
+    for t, q_t in enumerate(moduli):
+        r = rest[t].astype(np.int64)
+        a_t = np.where(r > q_t // 2, r - q_t, r)
+        digits.append(a_t)
+        if t + 1 == len(moduli):
+            break
+        tail_q = q_col[t + 1:]
+        inv = np.array([inv_mod(q_t, q) for q in moduli[t + 1:]], dtype=np.uint64)[:, None]
+        a_mod = np.mod(a_t[None, :], tail_q.astype(np.int64)).astype(np.uint64)
+        rest[t + 1:] = (rest[t + 1:] + tail_q - a_mod) % tail_q * inv % tail_q
+        if not rest[t + 1:].any():
+            break
+    value = digits[-1].astype(np.float64)
+    for t in range(len(digits) - 2, -1, -1):
+        value = value * float(moduli[t]) + digits[t]
+    return value
+
+
+def check_same_context(obj, fingerprint: bytes, key_id: bytes | None, what: str):
+    """ContextMismatchError unless ``obj`` was made under these parameters (and this key set)."""
+    if obj.fingerprint != fingerprint:
+        raise ContextMismatchError(f"{what} was made under parameters {obj.fingerprint.hex()[:12]}…, "
+                                   f"this context has parameters {fingerprint.hex()[:12]}…")
+    if key_id is not None and getattr(obj, "key_id", key_id) != key_id:
+        raise ContextMismatchError(f"{what} was encrypted under key set {obj.key_id.hex()[:12]}…, "
+                                   f"this context holds key set {key_id.hex()[:12]}…")
+
+
+def check_level(level, max_level: int, name: str = "level") -> int:
+    if isinstance(level, bool) or not isinstance(level, (int, np.integer)) or not 0 <= level <= max_level:
+        raise LevelError(f"{name}={level!r} not in [0, {max_level}]")
+    return int(level)
