@@ -1,0 +1,103 @@
+"""``python -m tensor_ops``: encrypted inference with files, the same flow as the HTTP endpoint.
+
+    python -m tensor_ops plan    --model model.npz [--out plan.json]
+    python -m tensor_ops keygen  --model model.npz --client client.key --context public.ctx   (client side)
+    python -m tensor_ops encrypt --client client.key --input x.npy --out request.bin         (client side)
+    python -m tensor_ops infer   --model model.npz --context public.ctx --request request.bin --out reply.bin
+    python -m tensor_ops decrypt --client client.key --reply reply.bin --out y.npy            (client side)
+
+``keygen`` may take ``--plan plan.json`` (the server's public plan) instead of the model. Errors print one
+line naming the problem and exit with status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+
+import numpy as np
+
+from crypto.errors import HEError
+from tensor_ops.inference import Client, Server
+from tensor_ops.nn import ModelPlan, Sequential
+
+
+def _plan(args):
+    plan = Sequential.load(args.model).plan()
+    print(plan.explain())
+    if args.out:
+        pathlib.Path(args.out).write_text(json.dumps(plan.to_dict()))
+        print(f"plan written to {args.out}")
+
+
+def _keygen(args):
+    if args.plan:
+        client = Client(plan=ModelPlan.from_dict(json.loads(pathlib.Path(args.plan).read_text())))
+    elif args.model:
+        client = Client(model=Sequential.load(args.model))
+    else:
+        raise HEError("keygen needs --model or --plan")
+    client.save(args.client)
+    pathlib.Path(args.context).write_bytes(client.public_context())
+    report = client.key_report()
+    print(f"secret client state -> {args.client} (keep private); public context -> {args.context} "
+          f"({report['public_context_bytes']} bytes, {report['rotation_keys']} rotation keys)")
+
+
+def _encrypt(args):
+    client = Client.load(args.client)
+    x = _load_array(args.input)
+    request = client.encrypt(x)
+    pathlib.Path(args.out).write_bytes(request)
+    print(f"encrypted input of shape {x.shape} -> {args.out} ({len(request)} bytes)")
+
+
+def _infer(args):
+    server = Server(Sequential.load(args.model), pathlib.Path(args.context).read_bytes())
+    reply = server.evaluate(pathlib.Path(args.request).read_bytes())
+    pathlib.Path(args.out).write_bytes(reply)
+    print(f"evaluated {args.request} -> {args.out} ({len(reply)} bytes)")
+
+
+def _decrypt(args):
+    y = Client.load(args.client).decrypt(pathlib.Path(args.reply).read_bytes())
+    np.save(args.out, y)
+    print(f"decrypted output of shape {y.shape} -> {args.out}")
+    if y.ndim >= 1:
+        print("predicted classes:", np.argmax(y, axis=-1))
+
+
+def _load_array(path):
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as error:
+        raise HEError(f"--input {path}: not a numpy .npy file ({error})") from None
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="python -m tensor_ops", description="encrypted inference with files")
+    commands = root.add_subparsers(dest="command", required=True)
+    spec = {
+        "plan": (_plan, [("--model", True), ("--out", False)]),
+        "keygen": (_keygen, [("--model", False), ("--plan", False), ("--client", True), ("--context", True)]),
+        "encrypt": (_encrypt, [("--client", True), ("--input", True), ("--out", True)]),
+        "infer": (_infer, [("--model", True), ("--context", True), ("--request", True), ("--out", True)]),
+        "decrypt": (_decrypt, [("--client", True), ("--reply", True), ("--out", True)]),
+    }
+    for name, (handler, options) in spec.items():
+        command = commands.add_parser(name)
+        for option, required in options:
+            command.add_argument(option, required=required)
+        command.set_defaults(handler=handler)
+    return root
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        args.handler(args)
+    except (HEError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,226 @@
+"""Client/server split of encrypted inference: the client keeps the secret key, the server sees bytes.
+
+    plan = model.plan()                              # public: parameters, packing, rotations (server side)
+    client = Client(plan=plan)                       # keys for exactly plan.rotations
+    server = Server(model, client.public_context())  # bytes, no secret key inside
+    reply = server.evaluate(client.encrypt(x))       # bytes -> bytes
+    y = client.decrypt(reply)                        # numpy, equal to model.forward(x) up to CKKS noise
+
+Messages (requests and replies) are ``MAGIC | u32 header length | JSON header | (u64 length | ciphertext
+bytes) * n``; the header states the key set, the sample count and the number of ciphertexts, and every
+length is checked before it is read.
+"""
+from __future__ import annotations
+
+import json
+import os
+import struct
+
+import numpy as np
+
+from crypto.context import CKKSContext
+from crypto.errors import ContextMismatchError, KeyMissingError, LevelError, ParameterError, SerializationError
+from crypto.rlwe import Ciphertext
+from tensor_ops.nn import EncryptedModel, ModelPlan, Sequential
+
+MAGIC = b"HEZKINF1"
+_CLIENT_MAGIC = b"HEZKCLI1"
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+MAX_HEADER_BYTES = 1 << 16
+DEFAULT_MAX_CIPHERTEXTS = 64
+
+
+def pack_message(kind: str, header: dict, ciphertexts) -> bytes:
+    """Frame ``ciphertexts`` (Ciphertext objects) with a JSON header of ``kind`` ("request" / "reply")."""
+    blobs = [ct.to_bytes() for ct in ciphertexts]
+    head = json.dumps(dict(header, kind=kind, ciphertexts=len(blobs)), separators=(",", ":")).encode()
+    return b"".join([MAGIC, _U32.pack(len(head)), head] + [_U64.pack(len(b)) + b for b in blobs])
+
+
+def unpack_message(blob, kind: str, max_ciphertexts: int = DEFAULT_MAX_CIPHERTEXTS) -> tuple[dict, list[bytes]]:
+    """(header, ciphertext blobs) of a framed message; malformed bytes raise ``SerializationError``."""
+    if not isinstance(blob, (bytes, bytearray, memoryview)):
+        raise SerializationError(f"message must be bytes, got {type(blob).__name__}")
+    blob = bytes(blob)
+    if len(blob) < len(MAGIC) + _U32.size or blob[:len(MAGIC)] != MAGIC:
+        raise SerializationError(f"not an encrypted-inference message (expected magic {MAGIC!r})")
+    pos = len(MAGIC)
+    (head_len,) = _U32.unpack_from(blob, pos)
+    pos += _U32.size
+    if head_len > MAX_HEADER_BYTES or pos + head_len > len(blob):
+        raise SerializationError(f"header length {head_len} exceeds the message ({len(blob)} bytes) "
+                                 f"or the limit {MAX_HEADER_BYTES}")
+    try:
+        header = json.loads(blob[pos:pos + head_len].decode())
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise SerializationError("message header is not valid JSON") from None
+    pos += head_len
+    if not isinstance(header, dict) or header.get("kind") != kind:
+        raise SerializationError(f"message kind={header.get('kind') if isinstance(header, dict) else None!r}, "
+                                 f"expected {kind!r}")
+    count = header.get("ciphertexts")
+    if not isinstance(count, int) or not 1 <= count <= max_ciphertexts:
+        raise SerializationError(f"ciphertexts={count!r} must be an integer in [1, {max_ciphertexts}]")
+    blobs = []
+    for i in range(count):
+        if pos + _U64.size > len(blob):
+            raise SerializationError(f"message truncated before ciphertext {i} of {count}")
+        (size,) = _U64.unpack_from(blob, pos)
+        pos += _U64.size
+        if pos + size > len(blob):
+            raise SerializationError(f"ciphertext {i} claims {size} bytes, only {len(blob) - pos} remain")
+        blobs.append(blob[pos:pos + size])
+        pos += size
+    if pos != len(blob):
+        raise SerializationError(f"{len(blob) - pos} trailing bytes after the last ciphertext")
+    return header, blobs
+
+
+def _as_plan(plan) -> ModelPlan:
+    if isinstance(plan, ModelPlan):
+        return plan
+    if isinstance(plan, dict):
+        return ModelPlan.from_dict(plan)
+    raise ParameterError(f"plan must be a ModelPlan or its to_dict(), got {type(plan).__name__}")
+
+
+class Client:
+    """Owns the secret key. Makes keys for the model's plan only, encrypts inputs, decrypts replies.
+
+    ``Client(params, model=model)``, ``Client(plan=model.plan())`` or ``Client(plan=server_plan_dict)``;
+    ``params=None`` takes the plan's (automatically chosen) parameters. ``seed`` is for tests only:
+    by default every key and encryption draws from the OS CSPRNG.
+    """
+
+    def __init__(self, params=None, *, model: Sequential | None = None, plan=None, seed=None, backend="auto"):
+        if plan is None and model is None:
+            raise ParameterError("Client needs the model's plan (plan=model.plan() or the server's plan "
+                                 "dict) or the model itself (model=) to know the packing and the rotations")
+        plan = _as_plan(plan) if plan is not None else model.plan(params=params)
+        if params is not None and params != plan.params:
+            raise ParameterError(f"params={params!r} differ from the plan's parameters {plan.params!r}")
+        self.plan = plan
+        self._context = CKKSContext.keygen(plan.params, rotations=plan.rotations, seed=seed, backend=backend)
+        self._public_bytes = None
+
+    def save(self, path):
+        """Write the plan and the full context, SECRET KEY INCLUDED (file mode 0600); keep it private."""
+        plan = json.dumps(self.plan.to_dict()).encode()
+        blob = b"".join([_CLIENT_MAGIC, _U32.pack(len(plan)), plan, self._context.to_bytes(include_secret_key=True)])
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as handle:
+            handle.write(blob)
+
+    @classmethod
+    def load(cls, path, backend="auto") -> "Client":
+        """A client written by ``save``."""
+        with open(path, "rb") as handle:
+            blob = handle.read()
+        if blob[:len(_CLIENT_MAGIC)] != _CLIENT_MAGIC or len(blob) < len(_CLIENT_MAGIC) + _U32.size:
+            raise SerializationError(f"{path!s} is not a saved inference client (expected magic {_CLIENT_MAGIC!r})")
+        pos = len(_CLIENT_MAGIC)
+        (size,) = _U32.unpack_from(blob, pos)
+        try:
+            plan = ModelPlan.from_dict(json.loads(blob[pos + _U32.size:pos + _U32.size + size].decode()))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise SerializationError(f"{path!s}: the saved plan is not valid JSON") from None
+        client = cls.__new__(cls)
+        client.plan, client._public_bytes = plan, None
+        client._context = CKKSContext.from_bytes(blob[pos + _U32.size + size:], backend=backend)
+        if not client._context.has_secret_key or client._context.params != plan.params:
+            raise SerializationError(f"{path!s}: the saved context has no secret key or other parameters than its plan")
+        return client
+
+    @property
+    def key_id(self) -> bytes:
+        return self._context.key_id
+
+    def public_context(self) -> bytes:
+        """Parameters, public key, relinearization key and the plan's Galois keys; no secret key."""
+        if self._public_bytes is None:
+            self._public_bytes = self._context.public_context().to_bytes()
+        return self._public_bytes
+
+    def key_report(self) -> dict:
+        """Sizes of what the server receives, in bytes, and the rotation keys it holds."""
+        return {"public_context_bytes": len(self.public_context()), "rotation_keys": len(self.plan.rotations),
+                "rotations": list(self.plan.rotations)}
+
+    def encrypt(self, x) -> bytes:
+        """A request: x (one sample of ``plan.input_shape`` or a batch) packed and encrypted at the plan's level."""
+        x = np.asarray(x, dtype=np.float64)
+        single = x.shape == self.plan.input_shape
+        vectors = self.plan.pack(x)
+        cts = [self._context.encrypt(v, level=self.plan.input_level) for v in vectors]
+        header = {"key_id": self.key_id.hex(), "samples": 1 if single else int(x.shape[0]), "single": single}
+        return pack_message("request", header, cts)
+
+    def decrypt(self, reply) -> np.ndarray:
+        """The model's outputs from a reply: (samples, *output_shape), or output_shape for a single sample."""
+        header, blobs = unpack_message(reply, "reply", max_ciphertexts=1 << 20)
+        _check_key(header, self.key_id)
+        samples = header.get("samples")
+        if not isinstance(samples, int) or not 1 <= samples <= len(blobs) * self.plan.batch:
+            raise SerializationError(f"reply header samples={samples!r} does not fit {len(blobs)} ciphertexts")
+        vectors = [self._context.decrypt(Ciphertext.from_bytes(b, self._context)) for b in blobs]
+        out = self.plan.unpack(vectors, samples)
+        return out[0] if header.get("single") else out
+
+
+def _check_key(header, key_id: bytes):
+    if header.get("key_id") != key_id.hex():
+        raise ContextMismatchError(f"message made under key set {str(header.get('key_id'))[:12]}…, "
+                                   f"this context holds key set {key_id.hex()[:12]}…")
+
+
+class Server:
+    """Holds the model and a client's public context; evaluates request bytes into reply bytes.
+
+    Refuses a context that holds a secret key it should not see, lacks a Galois key of the plan, or has
+    too few levels; refuses requests under another key, at the wrong level, of the wrong size.
+    """
+
+    def __init__(self, model: Sequential, public_context, *, input_shape=None,
+                 max_ciphertexts: int = DEFAULT_MAX_CIPHERTEXTS, backend="auto"):
+        if isinstance(public_context, (bytes, bytearray, memoryview)):
+            context = CKKSContext.from_bytes(bytes(public_context), backend=backend)
+        elif isinstance(public_context, CKKSContext):
+            context = public_context
+        else:
+            raise ParameterError(f"public_context must be bytes or a CKKSContext, got {type(public_context).__name__}")
+        if context.has_secret_key:
+            context = context.public_context()
+        self.plan = model.plan(input_shape, params=context.params)
+        missing = sorted(set(self.plan.rotations) - set(context.rotation_steps))
+        if missing:
+            raise KeyMissingError(f"the public context lacks Galois keys for rotations {missing} the model needs")
+        if self.plan.needs_relinearization and context.relin_key is None:
+            raise KeyMissingError("the public context has no relinearization key; the model multiplies ciphertexts")
+        self.context = context
+        self.max_ciphertexts = int(max_ciphertexts)
+        self._model = EncryptedModel(model, self.plan, context)
+
+    @property
+    def key_id(self) -> bytes:
+        return self.context.key_id
+
+    def evaluate(self, request) -> bytes:
+        """Run the model on every ciphertext of a request; returns the reply bytes."""
+        header, blobs = unpack_message(request, "request", self.max_ciphertexts)
+        _check_key(header, self.key_id)
+        samples = header.get("samples")
+        if not isinstance(samples, int) or not 1 <= samples <= len(blobs) * self.plan.batch:
+            raise SerializationError(f"request header samples={samples!r} does not fit {len(blobs)} ciphertexts "
+                                     f"of {self.plan.batch} samples")
+        outputs = []
+        for i, blob in enumerate(blobs):
+            ct = Ciphertext.from_bytes(blob, self.context)
+            if ct.key_id != self.key_id:
+                raise ContextMismatchError(f"ciphertext {i} was encrypted under key set {ct.key_id.hex()[:12]}…, "
+                                           f"the server holds key set {self.key_id.hex()[:12]}…")
+            if ct.level != self.plan.input_level:
+                raise LevelError(f"ciphertext {i} has level={ct.level}, the model expects inputs at level "
+                                 f"{self.plan.input_level} (its depth)")
+            outputs.append(self._model.forward(ct))
+        return pack_message("reply", {"key_id": self.key_id.hex(), "samples": samples,
+                                      "single": bool(header.get("single"))}, outputs)

@@ -1,0 +1,181 @@
+"""HTTP endpoint for encrypted inference (FastAPI + uvicorn, the ``serve`` extra).
+
+    python -m tensor_ops.serve --model model.npz --port 8000
+
+Routes (bodies are raw bytes, ``application/octet-stream``):
+- ``GET  /plan``                   the model's public plan (parameters, packing, rotations) as JSON;
+- ``POST /contexts``               register a client's public context -> ``{"context_id": ...}``;
+- ``POST /infer/{context_id}``     a request made by ``Client.encrypt`` -> the reply bytes;
+- ``GET  /health``.
+The server never holds a secret key (a context carrying one is refused) and has no route that returns
+keys or contexts. Bodies above the size limits get 413, malformed bytes 400, an unknown context 404, a
+ciphertext under another key 409, a wrong shape or level 422; the server keeps serving after each.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import OrderedDict
+
+import numpy as np
+
+from crypto.errors import (ContextMismatchError, HEError, KeyMissingError, LevelError, ParameterError,
+                           SerializationError, ShapeError)
+from tensor_ops.inference import Client, Server
+from tensor_ops.nn import Sequential
+
+DEFAULT_MAX_CONTEXT_BYTES = 512 << 20
+DEFAULT_MAX_REQUEST_BYTES = 64 << 20
+DEFAULT_MAX_CONTEXTS = 16
+_STATUS = ((ContextMismatchError, 409), (LevelError, 422), (ShapeError, 422), (KeyMissingError, 422),
+           (SerializationError, 400), (ParameterError, 400), (HEError, 400))
+
+
+def _status_of(error: Exception) -> int:
+    return next((status for kind, status in _STATUS if isinstance(error, kind)), 400)
+
+
+def create_app(model: Sequential, *, max_context_bytes: int = DEFAULT_MAX_CONTEXT_BYTES,
+               max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES, max_contexts: int = DEFAULT_MAX_CONTEXTS,
+               backend="auto"):
+    """A FastAPI app serving ``model``; registered contexts live in this app only (at most ``max_contexts``,
+    least recently used dropped first)."""
+    from fastapi import FastAPI, HTTPException, Request, Response
+    from fastapi.concurrency import run_in_threadpool
+
+    app = FastAPI(title="hezk encrypted inference")
+    servers: OrderedDict[str, Server] = OrderedDict()
+    plan = model.plan()
+
+    async def read_body(request: Request, limit: int, what: str) -> bytes:
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise HTTPException(413, f"{what} of {declared} bytes exceeds the limit of {limit} bytes")
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise HTTPException(413, f"{what} exceeds the limit of {limit} bytes")
+            chunks.append(chunk)
+        if not size:
+            raise HTTPException(400, f"{what} is empty")
+        return b"".join(chunks)
+
+    def register(blob: bytes) -> Server:
+        from crypto.context import CKKSContext
+
+        context = CKKSContext.from_bytes(blob, backend=backend)
+        if context.has_secret_key:
+            raise ParameterError("the context holds a secret key: send only Client.public_context() bytes")
+        return Server(model, context, backend=backend)
+
+    @app.get("/health")
+    def health():
+        return {"status": "ok", "contexts": len(servers)}
+
+    @app.get("/plan")
+    def get_plan():
+        return {"plan": plan.to_dict(), "explain": plan.explain()}
+
+    @app.post("/contexts", status_code=201)
+    async def post_context(request: Request):
+        blob = await read_body(request, max_context_bytes, "public context")
+        try:
+            server = await run_in_threadpool(register, blob)
+        except HEError as error:
+            raise HTTPException(_status_of(error), f"public context refused: {error}") from None
+        context_id = server.key_id.hex()
+        servers[context_id] = server
+        servers.move_to_end(context_id)
+        while len(servers) > max_contexts:
+            servers.popitem(last=False)
+        return {"context_id": context_id, "rotation_keys": len(server.context.rotation_steps),
+                "bytes": len(blob), "depth": server.plan.depth, "batch": server.plan.batch}
+
+    @app.post("/infer/{context_id}")
+    async def infer(context_id: str, request: Request):
+        server = servers.get(context_id)
+        if server is None:
+            raise HTTPException(404, f"context_id={context_id[:40]!r} is not registered: POST /contexts first")
+        blob = await read_body(request, max_request_bytes, "request")
+        try:
+            reply = await run_in_threadpool(server.evaluate, blob)
+        except HEError as error:
+            raise HTTPException(_status_of(error), f"request refused: {error}") from None
+        return Response(content=reply, media_type="application/octet-stream")
+
+    return app
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Client side over HTTP (httpx).
+
+class RemoteError(RuntimeError):
+    """The server answered with an error status; ``status`` and the server's message are kept."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(f"HTTP {status}: {message}")
+        self.status, self.message = status, message
+
+
+def _check(response):
+    if response.status_code >= 400:
+        try:
+            message = response.json().get("detail", response.text)
+        except ValueError:
+            message = response.text
+        raise RemoteError(response.status_code, str(message))
+    return response
+
+
+def fetch_plan(url: str, timeout: float = 30.0) -> dict:
+    """The server model's public plan (pass it as ``Client(plan=...)``)."""
+    import httpx
+
+    return _check(httpx.get(f"{url.rstrip('/')}/plan", timeout=timeout)).json()["plan"]
+
+
+def register_context(url: str, client: Client, timeout: float = 120.0) -> str:
+    """Upload ``client``'s public context; returns the context id to use with ``remote_infer``."""
+    import httpx
+
+    response = httpx.post(f"{url.rstrip('/')}/contexts", content=client.public_context(), timeout=timeout,
+                          headers={"content-type": "application/octet-stream"})
+    return _check(response).json()["context_id"]
+
+
+def remote_infer(url: str, client: Client, x, context_id: str | None = None, timeout: float = 300.0) -> np.ndarray:
+    """Encrypt x, have the server evaluate it, decrypt the reply (registers the context if no id is given)."""
+    import httpx
+
+    context_id = context_id or register_context(url, client, timeout)
+    response = httpx.post(f"{url.rstrip('/')}/infer/{context_id}", content=client.encrypt(x), timeout=timeout,
+                          headers={"content-type": "application/octet-stream"})
+    return client.decrypt(_check(response).content)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m tensor_ops.serve", description=__doc__.split("\n")[0])
+    parser.add_argument("--model", required=True, help="model .npz written by Sequential.save")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES)
+    parser.add_argument("--max-context-bytes", type=int, default=DEFAULT_MAX_CONTEXT_BYTES)
+    parser.add_argument("--max-contexts", type=int, default=DEFAULT_MAX_CONTEXTS)
+    args = parser.parse_args(argv)
+    try:
+        model = Sequential.load(args.model)
+        app = create_app(model, max_context_bytes=args.max_context_bytes, max_request_bytes=args.max_request_bytes,
+                         max_contexts=args.max_contexts)
+    except HEError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    import uvicorn
+
+    print(model.plan().explain())
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
