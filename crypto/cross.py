@@ -35,6 +35,7 @@ radix-2 backends. Its matrices are built once per (N, modulus, chunk width) and 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -276,7 +277,11 @@ def mat_shape(n: int) -> tuple[int, int]:
 
 @dataclass(frozen=True, eq=False)
 class MATPlan:
-    """Constant matrices of the 4-step negacyclic NTT of size n mod q (see the module docstring)."""
+    """Constant matrices of the 4-step negacyclic NTT of size n mod q (see the module docstring).
+
+    ``forward`` = (BAT of F1, T, BAT of F2 for right products) and ``inverse`` = (BAT of F2^-1 for
+    right products, T^-1, BAT of F1^-1), each built on first use (read-only arrays).
+    """
 
     n: int
     q: int
@@ -286,31 +291,33 @@ class MATPlan:
     cols: int = field(init=False)
     left_spec: ChunkSpec = field(init=False, repr=False)
     right_spec: ChunkSpec = field(init=False, repr=False)
-    forward_left: np.ndarray = field(init=False, repr=False)     # BAT of F1
-    forward_twiddle: np.ndarray = field(init=False, repr=False)  # T
-    forward_right: np.ndarray = field(init=False, repr=False)    # BAT of F2 (right products)
-    inverse_right: np.ndarray = field(init=False, repr=False)    # BAT of F2^-1
-    inverse_twiddle: np.ndarray = field(init=False, repr=False)  # T^-1
-    inverse_left: np.ndarray = field(init=False, repr=False)     # BAT of F1^-1
 
     def __post_init__(self):
-        n, q, psi = self.n, self.q, self.psi
-        rows, cols = mat_shape(n)
-        if pow(psi, n, q) != q - 1:
-            raise ParameterError(f"psi={psi} is not a primitive 2N-th root of unity mod q={q} (N={n})")
-        matrices = mat_constants(n, q, psi)
-        left, right = ChunkSpec(self.chunk_bits, rows), ChunkSpec(self.chunk_bits, cols)
-        values = dict(rows=rows, cols=cols, left_spec=left, right_spec=right,
-                      forward_left=bat_matrix(matrices["F1"], q, left),
-                      forward_twiddle=matrices["T"],
-                      forward_right=np.ascontiguousarray(bat_matrix(matrices["F2"].T, q, right).T),
-                      inverse_right=np.ascontiguousarray(bat_matrix(matrices["F2inv"].T, q, right).T),
-                      inverse_twiddle=matrices["Tinv"],
-                      inverse_left=bat_matrix(matrices["F1inv"], q, left))
-        for name, value in values.items():
-            if isinstance(value, np.ndarray):
-                value.setflags(write=False)
+        rows, cols = mat_shape(self.n)
+        if not (0 < self.psi < self.q and pow(self.psi, self.n, self.q) == self.q - 1):
+            raise ParameterError(f"psi={self.psi} is not a primitive 2N-th root of unity mod q={self.q} (N={self.n})")
+        for name, value in dict(rows=rows, cols=cols, left_spec=ChunkSpec(self.chunk_bits, rows),
+                                right_spec=ChunkSpec(self.chunk_bits, cols)).items():
             object.__setattr__(self, name, value)
+
+    @cached_property
+    def forward(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        m = mat_constants(self.n, self.q, self.psi)
+        return _read_only(bat_matrix(m["F1"], self.q, self.left_spec), m["T"],
+                          bat_matrix(m["F2"].T, self.q, self.right_spec).T)
+
+    @cached_property
+    def inverse(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        m = mat_constants(self.n, self.q, self.psi)
+        return _read_only(bat_matrix(m["F2inv"].T, self.q, self.right_spec).T, m["Tinv"],
+                          bat_matrix(m["F1inv"], self.q, self.left_spec))
+
+
+def _read_only(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    out = tuple(np.ascontiguousarray(a) for a in arrays)
+    for a in out:
+        a.setflags(write=False)
+    return out
 
 
 def mat_constants(n: int, q: int, psi: int) -> dict[str, np.ndarray]:
@@ -359,29 +366,35 @@ def _bat_right(x: np.ndarray, matrices, spec: ChunkSpec, barrett: LimbBarrett) -
 
 
 class _LimbStack:
-    """The MAT plans of a list of moduli with their twiddles stacked, ready for one batched call."""
+    """The MAT plans of a list of moduli, their twiddles stacked, for batched calls over all limbs."""
 
     def __init__(self, plans):
         self.plans = plans
         self.barrett = LimbBarrett([p.q for p in plans])
-        self.forward_twiddle = np.stack([p.forward_twiddle for p in plans])
-        self.inverse_twiddle = np.stack([p.inverse_twiddle for p in plans])
+
+    @cached_property
+    def _forward(self):
+        left, twiddle, right = zip(*(p.forward for p in self.plans))
+        return left, np.stack(twiddle), right
+
+    @cached_property
+    def _inverse(self):
+        right, twiddle, left = zip(*(p.inverse for p in self.plans))
+        return right, np.stack(twiddle), left
 
     def forward(self, a: np.ndarray) -> np.ndarray:
         first = self.plans[0]
+        left, twiddle, right = self._forward
         x = a.reshape(len(a), first.rows, first.cols)
-        y = _bat_left(x, [p.forward_left for p in self.plans], first.left_spec, self.barrett)
-        y = self.barrett.reduce(y * self.forward_twiddle)
-        out = _bat_right(y, [p.forward_right for p in self.plans], first.right_spec, self.barrett)
-        return out.reshape(a.shape)
+        y = self.barrett.reduce(_bat_left(x, left, first.left_spec, self.barrett) * twiddle)
+        return _bat_right(y, right, first.right_spec, self.barrett).reshape(a.shape)
 
     def inverse(self, a: np.ndarray) -> np.ndarray:
         first = self.plans[0]
+        right, twiddle, left = self._inverse
         x = a.reshape(len(a), first.rows, first.cols)
-        y = _bat_right(x, [p.inverse_right for p in self.plans], first.right_spec, self.barrett)
-        y = self.barrett.reduce(y * self.inverse_twiddle)
-        out = _bat_left(y, [p.inverse_left for p in self.plans], first.left_spec, self.barrett)
-        return out.reshape(a.shape)
+        y = self.barrett.reduce(_bat_right(x, right, first.right_spec, self.barrett) * twiddle)
+        return _bat_left(y, left, first.left_spec, self.barrett).reshape(a.shape)
 
 
 # ------------------------------------------------------------------------------- basis conversion
