@@ -347,22 +347,17 @@ def mat_constants(n: int, q: int, psi: int) -> dict[str, np.ndarray]:
     }
 
 
-def _bat_left(x: np.ndarray, matrices, spec: ChunkSpec, barrett: LimbBarrett) -> np.ndarray:
-    """Per limb l: matrices[l] ⊛ x[l] mod q_l (a BAT matmul from the left; x of shape (L, A, B))."""
-    chunks = split_chunks(x, spec, axis=1)
-    z = np.empty((len(x), matrices[0].shape[0], x.shape[2]), dtype=np.float64)
+def _bat_product(x: np.ndarray, matrices, spec: ChunkSpec, from_left: bool, barrett: LimbBarrett) -> np.ndarray:
+    """Per limb l: matrices[l]·x[l] (from_left) or x[l]·matrices[l], mod q_l, as BAT matmuls; x is (L, A, B)."""
+    axis = 1 if from_left else 2
+    chunks = split_chunks(x, spec, axis)
+    rows = matrices[0].shape[0] if from_left else x.shape[1]
+    cols = x.shape[2] if from_left else matrices[0].shape[1]
+    z = np.empty((len(x), rows, cols), dtype=np.float64)
     for l, matrix in enumerate(matrices):
-        np.matmul(matrix, chunks[l], out=z[l])
-    return barrett.reduce_wide(join_chunks(z, spec, axis=1), spec.combined_bound)
-
-
-def _bat_right(x: np.ndarray, matrices, spec: ChunkSpec, barrett: LimbBarrett) -> np.ndarray:
-    """Per limb l: x[l] ⊛ matrices[l] mod q_l (a BAT matmul from the right; x of shape (L, A, B))."""
-    chunks = split_chunks(x, spec, axis=2)
-    z = np.empty((len(x), x.shape[1], matrices[0].shape[1]), dtype=np.float64)
-    for l, matrix in enumerate(matrices):
-        np.matmul(chunks[l], matrix, out=z[l])
-    return barrett.reduce_wide(join_chunks(z, spec, axis=2), spec.combined_bound)
+        pair = (matrix, chunks[l]) if from_left else (chunks[l], matrix)
+        np.matmul(*pair, out=z[l])
+    return barrett.reduce_wide(join_chunks(z, spec, axis), spec.combined_bound)
 
 
 class _LimbStack:
@@ -375,26 +370,27 @@ class _LimbStack:
     @cached_property
     def _forward(self):
         left, twiddle, right = zip(*(p.forward for p in self.plans))
-        return left, np.stack(twiddle), right
+        spec = self.plans[0]
+        return (left, spec.left_spec, True), np.stack(twiddle), (right, spec.right_spec, False)
 
     @cached_property
     def _inverse(self):
         right, twiddle, left = zip(*(p.inverse for p in self.plans))
-        return right, np.stack(twiddle), left
+        spec = self.plans[0]
+        return (right, spec.right_spec, False), np.stack(twiddle), (left, spec.left_spec, True)
+
+    def _run(self, a: np.ndarray, steps) -> np.ndarray:
+        """First BAT matmul, twiddle Hadamard product, second BAT matmul (the 4-step transform)."""
+        first, twiddle, second = steps
+        x = a.reshape(len(a), self.plans[0].rows, self.plans[0].cols)
+        y = self.barrett.reduce(_bat_product(x, *first, barrett=self.barrett) * twiddle)
+        return _bat_product(y, *second, barrett=self.barrett).reshape(a.shape)
 
     def forward(self, a: np.ndarray) -> np.ndarray:
-        first = self.plans[0]
-        left, twiddle, right = self._forward
-        x = a.reshape(len(a), first.rows, first.cols)
-        y = self.barrett.reduce(_bat_left(x, left, first.left_spec, self.barrett) * twiddle)
-        return _bat_right(y, right, first.right_spec, self.barrett).reshape(a.shape)
+        return self._run(a, self._forward)
 
     def inverse(self, a: np.ndarray) -> np.ndarray:
-        first = self.plans[0]
-        right, twiddle, left = self._inverse
-        x = a.reshape(len(a), first.rows, first.cols)
-        y = self.barrett.reduce(_bat_right(x, right, first.right_spec, self.barrett) * twiddle)
-        return _bat_left(y, left, first.left_spec, self.barrett).reshape(a.shape)
+        return self._run(a, self._inverse)
 
 
 # ------------------------------------------------------------------------------- basis conversion
