@@ -1,0 +1,147 @@
+"""The prove/verify scripts: ``python -m proofs commit | prove | verify``.
+
+    python -m proofs commit --model model.npz [--out c.bin]
+    python -m proofs prove  --model model.npz --input x.npy --out proof.bin
+    python -m proofs verify --commitment c.bin --input x.npy --proof proof.bin
+
+Model files are described in :mod:`proofs.model`. An input file holds one input (in_features,) or
+a batch (batch, in_features): integers are taken as already quantized, floats are quantized at the
+model's input scale. ``verify`` prints ``accept`` (exit code 0) or ``reject: <reason>`` (exit code 1);
+usage errors exit with code 2.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+from .errors import ModelError, ProofRejected
+from .layers.network import ModelCommitment, Network, NetworkProof, verify_network
+from .model import load_model
+from .quantize import quantize_values
+
+BAR_WIDTH = 30
+
+
+def _existing_file(path: str) -> str:
+    if not os.path.isfile(path):
+        raise argparse.ArgumentTypeError(f"file {path!r} does not exist")
+    return path
+
+
+def _writable_path(path: str) -> str:
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise argparse.ArgumentTypeError(f"folder {folder!r} of the output file does not exist")
+    return path
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m proofs",
+                                     description="Sumcheck proofs of quantized MLPs (commit, prove, verify).")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commit = commands.add_parser("commit", help="commit to a model's weights (prints the commitment)")
+    commit.add_argument("--model", required=True, type=_existing_file, help="model .npz (quantized or float)")
+    commit.add_argument("--out", default="commitment.bin", type=_writable_path,
+                        help="where to write the commitment (default: commitment.bin)")
+    prove = commands.add_parser("prove", help="prove y = model(x) for an input batch")
+    prove.add_argument("--model", required=True, type=_existing_file, help="model .npz (quantized or float)")
+    prove.add_argument("--input", required=True, type=_existing_file, help="input .npy (batch, in_features)")
+    prove.add_argument("--out", required=True, type=_writable_path, help="where to write the proof")
+    prove.add_argument("--quiet", action="store_true", help="no progress bar")
+    verify = commands.add_parser("verify", help="verify a proof; prints accept/reject, exit code 0/1")
+    verify.add_argument("--commitment", required=True, type=_existing_file, help="commitment file from 'commit'")
+    verify.add_argument("--input", required=True, type=_existing_file, help="input .npy the proof is about")
+    verify.add_argument("--proof", required=True, type=_existing_file, help="proof file from 'prove'")
+    return parser
+
+
+def _load_input(path: str, input_frac: int) -> np.ndarray:
+    try:
+        x = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"input file {path!r} is not a readable .npy array: {exc}") from None
+    if x.dtype.kind in "iu":
+        return x.astype(np.int64)
+    if x.dtype.kind != "f":
+        raise ModelError(f"input file {path!r} must hold integers or floats, got dtype {x.dtype}")
+    return quantize_values(x, input_frac)
+
+
+def progress_bar(stream=sys.stderr):
+    """A callback for :meth:`Network.prove` drawing ``[####....] done/total label`` on ``stream``."""
+    start = time.perf_counter()
+
+    def draw(done: int, total: int, label: str) -> None:
+        filled = BAR_WIDTH * done // total
+        elapsed = time.perf_counter() - start
+        stream.write(f"\r[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {done}/{total} {elapsed:6.2f}s {label:<32}")
+        if done == total:
+            stream.write("\n")
+        stream.flush()
+
+    return draw
+
+
+def _print_output(output: np.ndarray, output_frac: int) -> None:
+    values = output * 2.0 ** -output_frac
+    with np.printoptions(precision=4, suppress=True, threshold=40):
+        print(f"output (batch {output.shape[0]}, dequantized by 2^-{output_frac}):\n{values}")
+
+
+def _commit(args) -> int:
+    network = Network(load_model(args.model))
+    data = network.commitment.to_bytes()
+    with open(args.out, "wb") as handle:
+        handle.write(data)
+    model = network.model
+    print(f"committed {len(model.layers)} layers, {model.num_parameters} parameters "
+          f"({model.scheme}, input scale 2^{model.input_frac}) -> {args.out} ({len(data)} bytes)")
+    return 0
+
+
+def _prove(args) -> int:
+    network = Network(load_model(args.model))
+    x = _load_input(args.input, network.model.input_frac)
+    start = time.perf_counter()
+    proof = network.prove(x, progress=None if args.quiet else progress_bar())
+    elapsed = time.perf_counter() - start
+    data = proof.to_bytes()
+    with open(args.out, "wb") as handle:
+        handle.write(data)
+    print(f"proved in {elapsed:.2f}s -> {args.out} ({len(data)} bytes)")
+    _print_output(proof.output, network.model.output_frac)
+    return 0
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def _verify(args) -> int:
+    try:
+        commitment = ModelCommitment.from_bytes(_read(args.commitment))
+        x = _load_input(args.input, commitment.input_frac)
+        output = verify_network(commitment, x, NetworkProof.from_bytes(_read(args.proof)))
+    except (ProofRejected, ModelError) as error:
+        print(f"reject: {error}")
+        return 1
+    print("accept")
+    _print_output(output, commitment.output_frac)
+    return 0
+
+
+def main(argv=None) -> int:
+    """Run the command line; returns the exit code (argparse exits with 2 on usage errors)."""
+    args = build_parser().parse_args(argv)
+    if args.command == "verify":
+        return _verify(args)
+    try:
+        return _commit(args) if args.command == "commit" else _prove(args)
+    except ModelError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2

@@ -1,0 +1,160 @@
+"""Versioned byte format of commitments and proofs: a strict little-endian writer and reader.
+
+Every object starts with an 8-byte magic and a 2-byte version. Integers are fixed width, field
+elements are 4-byte words that must be canonical (< p), arrays and nested blobs carry their length.
+The reader checks every length against what is left and every value against its range, and raises
+:class:`ProofRejected` (never another exception) for anything malformed or truncated; ``finish``
+rejects trailing bytes. There are no unused bytes: changing any byte changes some checked value.
+"""
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from .errors import ProofRejected
+from .field import EXT_DEGREE, P
+
+MAX_BLOB = 1 << 31
+MAX_COUNT = 1 << 28
+
+
+class ByteWriter:
+    """Appends fixed-width little-endian values to a buffer."""
+
+    def __init__(self, magic: bytes, version: int):
+        self._parts = [magic, struct.pack("<H", version)]
+
+    def u8(self, value: int) -> None:
+        self._parts.append(struct.pack("<B", value))
+
+    def u32(self, value: int) -> None:
+        self._parts.append(struct.pack("<I", value))
+
+    def i64(self, value: int) -> None:
+        self._parts.append(struct.pack("<q", value))
+
+    def f64(self, value: float) -> None:
+        self._parts.append(struct.pack("<d", value))
+
+    def text(self, value: str) -> None:
+        self.blob(value.encode("utf-8"))
+
+    def blob(self, data: bytes) -> None:
+        self.u32(len(data))
+        self._parts.append(bytes(data))
+
+    def i64_array(self, values) -> None:
+        """A 2-D int64 array: rows, cols, data."""
+        values = np.asarray(values, dtype="<i8")
+        self.u32(values.shape[0])
+        self.u32(values.shape[1])
+        self._parts.append(values.tobytes())
+
+    def ext_array(self, values) -> None:
+        """F_p4 elements (..., 4): count, then 4 words per element (shape is the caller's business)."""
+        words = np.asarray(values, dtype=np.uint64).reshape(-1, EXT_DEGREE)
+        self.u32(words.shape[0])
+        self._parts.append(words.astype("<u4").tobytes())
+
+    def ext(self, value) -> None:
+        """One F_p4 element as 4 words."""
+        self._parts.append(np.asarray(value, dtype=np.uint64).reshape(EXT_DEGREE).astype("<u4").tobytes())
+
+    def getvalue(self) -> bytes:
+        return b"".join(self._parts)
+
+
+class ByteReader:
+    """Reads what :class:`ByteWriter` wrote; every failure is a ProofRejected naming ``what``."""
+
+    def __init__(self, data, magic: bytes, version: int, what: str):
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise ProofRejected(f"expected bytes, got {type(data).__name__}", what)
+        self._data = bytes(data)
+        self._pos = 0
+        self.what = what
+        if self._take(len(magic)) != magic:
+            raise ProofRejected(f"bad magic (not a {what})", what)
+        found = self.u16()
+        if found != version:
+            raise ProofRejected(f"unsupported version {found} (expected {version})", what)
+
+    def _take(self, count: int) -> bytes:
+        if count < 0 or self._pos + count > len(self._data):
+            raise ProofRejected(f"truncated: needs {count} more bytes at offset {self._pos}, "
+                                f"{len(self._data) - self._pos} left", self.what)
+        chunk = self._data[self._pos:self._pos + count]
+        self._pos += count
+        return chunk
+
+    def u8(self) -> int:
+        return self._take(1)[0]
+
+    def u16(self) -> int:
+        return struct.unpack("<H", self._take(2))[0]
+
+    def u32(self) -> int:
+        return struct.unpack("<I", self._take(4))[0]
+
+    def i64(self) -> int:
+        return struct.unpack("<q", self._take(8))[0]
+
+    def f64(self) -> float:
+        return struct.unpack("<d", self._take(8))[0]
+
+    def flag(self) -> bool:
+        value = self.u8()
+        if value > 1:
+            raise ProofRejected(f"boolean byte is {value}, not 0 or 1", self.what)
+        return bool(value)
+
+    def bounded(self, name: str, low: int, high: int) -> int:
+        """A u32 that must lie in [low, high]."""
+        value = self.u32()
+        if not low <= value <= high:
+            raise ProofRejected(f"{name}={value} not in [{low}, {high}]", self.what)
+        return value
+
+    def text(self) -> str:
+        try:
+            return self.blob().decode("utf-8")
+        except UnicodeDecodeError:
+            raise ProofRejected("text field is not UTF-8", self.what) from None
+
+    def blob(self) -> bytes:
+        return self._take(self.bounded("blob length", 0, MAX_BLOB))
+
+    def i64_array(self) -> np.ndarray:
+        rows = self.bounded("rows", 0, MAX_COUNT)
+        cols = self.bounded("cols", 0, MAX_COUNT)
+        if rows * cols > MAX_COUNT:
+            raise ProofRejected(f"array of {rows} x {cols} entries is too large", self.what)
+        return np.frombuffer(self._take(8 * rows * cols), dtype="<i8").astype(np.int64).reshape(rows, cols)
+
+    def _words(self, count: int) -> np.ndarray:
+        words = np.frombuffer(self._take(4 * count), dtype="<u4").astype(np.uint64)
+        if np.any(words >= P):
+            raise ProofRejected("a field element is not canonical (>= p)", self.what)
+        return words
+
+    def ext_array(self) -> np.ndarray:
+        count = self.bounded("element count", 0, MAX_COUNT)
+        return self._words(EXT_DEGREE * count).reshape(count, EXT_DEGREE)
+
+    def ext(self) -> np.ndarray:
+        return self._words(EXT_DEGREE)
+
+    def finish(self) -> None:
+        if self._pos != len(self._data):
+            raise ProofRejected(f"{len(self._data) - self._pos} trailing bytes", self.what)
+
+
+def parse_nested(parse, data: bytes, what: str):
+    """Run another module's ``from_bytes`` on a nested blob, turning any failure into ProofRejected."""
+    try:
+        return parse(data)
+    except ProofRejected:
+        raise
+    except Exception as exc:  # a nested parser must never leak another exception type
+        raise ProofRejected(f"malformed nested {what}: {type(exc).__name__}: {exc}", what) from None

@@ -1,0 +1,108 @@
+"""Layer proofs one at a time: bit decomposition, matmul sumcheck, zkReLU; each checked against numpy."""
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from proofs import field as F
+from proofs.commit import CommitParams, commit
+from proofs.errors import ModelError, ProofRejected
+from proofs.layers.common import Claim, pad_matrix, padded, padded_matrix
+from proofs.layers.matmul import LinearShape, commit_linear, prove_linear, verify_linear
+from proofs.layers.relu import prove_decomposition, verify_decomposition
+from proofs.layers.requant import Decomposition, decompose, rebuild
+from proofs.mle import mle_evaluate
+from proofs.quantize import QuantizedLayer, round_shift
+from proofs.transcript import Transcript
+
+from .cheating import cheating_sumcheck
+
+
+def random_point(rng, k):
+    return F.ext_random((k,), seed=int(rng.integers(2**32)))
+
+
+@given(st.integers(0, 2**32 - 1), st.integers(0, 9), st.integers(1, 12), st.booleans(), st.integers(1, 40))
+def test_decomposition_rebuilds_accumulator_and_output(seed, shift, q_bits, relu, size):
+    rng = np.random.default_rng(seed)
+    limit = 1 << (q_bits - 1)
+    shifted = rng.integers(-limit, limit, size)
+    acc = (shifted << shift) + rng.integers(0, 1 << shift, size) - ((1 << (shift - 1)) if shift else 0)
+    spec = Decomposition(shift, q_bits, relu)
+    witness = decompose(acc, spec)
+    assert set(np.unique(witness.bits)) <= {0, 1}
+    assert np.array_equal(witness.shifted, round_shift(acc, shift))
+    assert np.array_equal(witness.out, np.maximum(witness.shifted, 0) if relu else witness.shifted)
+    assert np.array_equal(witness.sign, (witness.shifted < 0).astype(np.uint64))
+    assert np.all((witness.remainder >= 0) & (witness.remainder < 1 << shift))
+    acc_field, out_field = rebuild(witness.bits, spec)
+    assert np.array_equal(acc_field, F.to_field(acc)) and np.array_equal(out_field, F.to_field(witness.out))
+    assert witness.table().shape == (spec.padded_width * size,)
+
+
+def test_decomposition_refuses_values_beyond_q_bits():
+    with pytest.raises(ModelError, match=r"q_bits=3"):
+        decompose(np.array([4 << 2]), Decomposition(2, 3, True))
+
+
+def naive_accumulator(a, w, b, batch):
+    """acc[i, o] = sum_k A[i, k] W[o, k] + b[o] [i < batch] on padded matrices, with Python ints."""
+    rows, cols = a.shape[0], w.shape[0]
+    return np.array([[sum(int(a[i, k]) * int(w[o, k]) for k in range(a.shape[1])) + (int(b[o]) if i < batch else 0)
+                      for o in range(cols)] for i in range(rows)], dtype=np.int64)
+
+
+@given(st.integers(0, 2**32 - 1), st.integers(1, 5), st.integers(1, 9), st.integers(1, 6))
+def test_linear_proof_reduces_to_a_true_input_claim(seed, batch, n, m):
+    rng = np.random.default_rng(seed)
+    layer = QuantizedLayer(rng.integers(-99, 100, (m, n)), rng.integers(-999, 1000, m), 0, 0, 0, False)
+    a = rng.integers(-50, 51, (batch, n))
+    shape = LinearShape(batch, n, m)
+    a_pad = pad_matrix(a, shape.batch_padded, shape.in_padded)
+    w_pad = pad_matrix(layer.weight, shape.out_padded, shape.in_padded)
+    b_pad = np.zeros(shape.out_padded, dtype=np.int64)
+    b_pad[:m] = layer.bias
+    acc = naive_accumulator(a_pad, w_pad, b_pad, batch)
+    point = random_point(rng, int(np.log2(shape.out_padded * shape.batch_padded)))
+    claim = Claim(point, mle_evaluate(F.to_field(acc.reshape(-1)), point))
+    committed = commit_linear(layer, CommitParams())
+    a_table = padded_matrix(a, shape.batch_padded, shape.in_padded)
+    proof, prover_claim = prove_linear(committed, a_table, shape, claim, Transcript("t"))
+    verifier_claim = verify_linear(committed.weight_commitment, committed.bias_commitment, shape, claim, proof,
+                                   Transcript("t"), "test")
+    assert F.ext_eq(verifier_claim.point, prover_claim.point)
+    assert F.ext_eq(verifier_claim.value, mle_evaluate(a_table, verifier_claim.point))
+    wrong = Claim(point, F.ext_add(claim.value, F.ext_one()))
+    with pytest.raises(ProofRejected):
+        verify_linear(committed.weight_commitment, committed.bias_commitment, shape, wrong, proof, Transcript("t"), "t")
+
+
+def _relu_instance(seed, shift, q_bits, relu, log_size):
+    rng = np.random.default_rng(seed)
+    spec = Decomposition(shift, q_bits, relu)
+    limit = 1 << (q_bits - 1)
+    acc = rng.integers(-limit << shift, limit << shift, 1 << log_size) // 2
+    witness = decompose(acc, spec)
+    point = random_point(rng, log_size)
+    claim = Claim(point, mle_evaluate(F.to_field(witness.out), point))
+    bits_commitment, bits_witness = commit(witness.table(), CommitParams())
+    return spec, witness, point, claim, bits_commitment, bits_witness
+
+
+@given(st.integers(0, 2**32 - 1), st.integers(0, 8), st.integers(1, 12), st.booleans(), st.integers(1, 5))
+def test_zkrelu_reduces_to_a_true_accumulator_claim(seed, shift, q_bits, relu, log_size):
+    spec, witness, point, claim, bits_commitment, bits_witness = _relu_instance(seed, shift, q_bits, relu, log_size)
+    acc_table = F.to_field(witness.acc)
+    proof, prover_claim = prove_decomposition(witness, bits_witness, acc_table, claim, Transcript("t"))
+    verifier_claim = verify_decomposition(bits_commitment, spec, claim, proof, Transcript("t"), "test")
+    assert F.ext_eq(verifier_claim.value, mle_evaluate(acc_table, point))
+    assert F.ext_eq(prover_claim.value, verifier_claim.value)
+
+
+@pytest.mark.parametrize("relu", [True, False])
+def test_zkrelu_rejects_a_wrong_output_claim(relu):
+    spec, witness, point, claim, bits_commitment, bits_witness = _relu_instance(7, 4, 6, relu, 4)
+    wrong = Claim(point, F.ext_add(claim.value, F.ext_one()))
+    with cheating_sumcheck():
+        proof, _ = prove_decomposition(witness, bits_witness, F.to_field(witness.acc), wrong, Transcript("t"))
+    with pytest.raises(ProofRejected):
+        verify_decomposition(bits_commitment, spec, wrong, proof, Transcript("t"), "test")
