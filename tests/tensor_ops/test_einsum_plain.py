@@ -1,0 +1,150 @@
+"""The planner on the PlainBackend (numpy slot vectors): every einsum form, every mix of encrypted and
+plaintext operands, random expressions from hypothesis, checked exactly against numpy.einsum (and the
+naive loop einsum). Integer-valued inputs make float64 results exact, so equality is exact."""
+import itertools
+import string
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from crypto.errors import KeyMissingError
+from tensor_ops import PlainBackend, einsum, encrypt
+from tensor_ops.plan import plan
+from tests.reference.naive_einsum import naive_einsum
+
+FORMS = [
+    ("ij->ji", [(8, 16)]),
+    ("ij->", [(3, 5)]),
+    ("ij->i", [(3, 5)]),
+    ("ii", [(5, 5)]),
+    ("ii->i", [(5, 5)]),
+    ("iij->ji", [(3, 3, 4)]),
+    ("ij,jk->ik", [(8, 8), (8, 8)]),
+    ("ij,jk->ik", [(3, 5), (5, 7)]),
+    ("ij,kj->ik", [(3, 5), (7, 5)]),
+    ("ij,jk", [(9, 2), (2, 9)]),
+    ("bij,bjk->bik", [(4, 8, 8), (4, 8, 8)]),
+    ("bhqd,bhkd->bhqk", [(2, 2, 4, 8), (2, 2, 4, 8)]),
+    ("i,i->", [(1024,), (1024,)]),
+    ("ik,k->i", [(64, 64), (64,)]),
+    ("k,ik->i", [(7,), (5, 7)]),
+    ("i,j->ij", [(3,), (4,)]),
+    ("ij,ij->ij", [(3, 4), (3, 4)]),
+    ("ij,ij->ij", [(1, 4), (3, 4)]),
+    ("ij,jk->ik", [(3, 4), (1, 5)]),
+    ("...ij,...jk->...ik", [(2, 3, 4), (4, 5)]),
+    ("ij,jk,kl->il", [(3, 4), (4, 5), (5, 2)]),
+    ("chw,oc->ohw", [(3, 4, 4), (5, 3)]),
+    ("i,i,i->i", [(6,), (6,), (6,)]),
+]
+
+
+def _ints(rng, shape):
+    return rng.integers(-3, 4, size=shape).astype(float)
+
+
+def _run(expr, arrays, enc, slots):
+    be = PlainBackend(slots)
+    ops = [encrypt(be, a) if e else a for a, e in zip(arrays, enc)]
+    res = einsum(expr, *ops)
+    return res.decrypt() if hasattr(res, "decrypt") else res
+
+
+def _patterns(n):
+    return [p for p in itertools.product([True, False], repeat=n) if any(p)]
+
+
+@pytest.mark.parametrize("expr,shapes", FORMS, ids=[f"{f[0]}-{len(f[1])}-{f[1][0]}" for f in FORMS])
+@pytest.mark.parametrize("slots", [2048, 64])
+def test_forms_every_operand_mix_exact(expr, shapes, slots):
+    rng = np.random.default_rng(1)
+    arrays = [_ints(rng, s) for s in shapes]
+    want = np.einsum(expr, *arrays)
+    for enc in _patterns(len(shapes)):
+        got = _run(expr, arrays, enc, slots)
+        assert got.shape == want.shape, enc
+        np.testing.assert_array_equal(got, want, err_msg=f"{expr} encrypted={enc} slots={slots}")
+
+
+@st.composite
+def einsum_cases(draw):
+    """1-3 operands, up to 4 axes each, index sizes 1-9 (with size-1 broadcasting), repeated indices,
+    implicit or explicit output, sometimes an ellipsis."""
+    n_ops = draw(st.integers(1, 3))
+    pool = string.ascii_lowercase[:draw(st.integers(1, 5))]
+    sizes = {c: draw(st.integers(1, 9)) for c in pool}
+    terms, shapes = [], []
+    for _ in range(n_ops):
+        term = "".join(draw(st.lists(st.sampled_from(pool), min_size=1, max_size=4)))
+        shape = []
+        for c in term:
+            first = term.index(c)
+            shape.append(shape[first] if first < len(shape) else
+                         (1 if draw(st.integers(0, 5)) == 0 else sizes[c]))
+        terms.append(term)
+        shapes.append(tuple(shape))
+    used = sorted(set("".join(terms)))
+    if np.prod([sizes[c] for c in used]) > 3000:  # keep the plain simulation quick
+        sizes = {c: min(s, 3) for c, s in sizes.items()}
+        shapes = [tuple(min(d, 3) for d in s) for s in shapes]
+    ellipsis = draw(st.booleans()) and all(len(t) >= 2 for t in terms) and n_ops >= 1
+    if ellipsis:  # replace each operand's first axis by '...' (they then broadcast together)
+        first = [s[0] for s in shapes]
+        if len({d for d in first if d != 1}) <= 1 and all(t[0] not in t[1:] for t in terms):
+            terms = ["..." + t[1:] for t in terms]
+        else:
+            ellipsis = False
+    if draw(st.booleans()):
+        expr = ",".join(terms)
+    else:
+        letters = sorted(set("".join(t.replace("...", "") for t in terms)))
+        out = "".join(draw(st.permutations(letters))[:draw(st.integers(0, len(letters)))])
+        expr = ",".join(terms) + "->" + ("..." if ellipsis else "") + out
+    enc = draw(st.lists(st.booleans(), min_size=n_ops, max_size=n_ops).filter(any))
+    slots = draw(st.sampled_from([64, 256, 2048]))
+    return expr, shapes, enc, slots
+
+
+@given(einsum_cases(), st.integers(0, 2**32 - 1))
+def test_random_expressions_exact_on_plain_backend(case, seed):
+    expr, shapes, enc, slots = case
+    rng = np.random.default_rng(seed)
+    arrays = [_ints(rng, s) for s in shapes]
+    want = np.einsum(expr, *arrays)
+    got = _run(expr, arrays, enc, slots)
+    np.testing.assert_array_equal(got, want, err_msg=f"{expr} {shapes} encrypted={enc} slots={slots}")
+
+
+@pytest.mark.parametrize("expr,shapes", [("ij,jk->ik", [(3, 4), (4, 2)]), ("ii->i", [(3, 3)]),
+                                         ("ij,jk->ik", [(3, 4), (1, 2)]), ("i,j,k->kji", [(2,), (3,), (2,)])])
+def test_numpy_agrees_with_naive_loop_reference(expr, shapes):
+    rng = np.random.default_rng(2)
+    arrays = [_ints(rng, s) for s in shapes]
+    got = _run(expr, arrays, [True] * len(shapes), 64)
+    np.testing.assert_array_equal(got, naive_einsum(expr, *arrays))
+
+
+def test_plan_rotations_are_exactly_the_keys_needed():
+    p = plan("ij,jk->ik", (8, 8), (8, 8), slots=2048)
+    rng = np.random.default_rng(3)
+    a, b = _ints(rng, (8, 8)), _ints(rng, (8, 8))
+    be = PlainBackend(2048, rotations=p.rotations())
+    np.testing.assert_array_equal(p.simulate(a, b, backend=be), a @ b)
+    missing = PlainBackend(2048, rotations=p.rotations()[1:])
+    with pytest.raises(KeyMissingError, match="Galois key"):
+        p.simulate(a, b, backend=missing)
+
+
+def test_transpose_and_private_sums_use_no_rotation_or_level():
+    p = plan("ij->ji", (8, 16), slots=2048)
+    assert p.rotations() == [] and p.depth() == 0 and p.cost()["rotations"] == 0
+
+
+def test_tiling_never_aborts():
+    p = plan("ij,jk->ik", (64, 64), (64, 64), slots=2048, encrypted=(True, False))
+    assert p.cost()["input_ciphertexts"] == 2 and p.cost()["output_ciphertexts"] > 1
+    rng = np.random.default_rng(4)
+    a, b = _ints(rng, (64, 64)), _ints(rng, (64, 64))
+    np.testing.assert_array_equal(p.simulate(a, b), a @ b)
