@@ -1,0 +1,234 @@
+"""Negative tests: every tampered statement, witness or proof is rejected with ProofRejected, nothing else."""
+import dataclasses
+
+import numpy as np
+import pytest
+
+from proofs import field as F
+from proofs.errors import ProofRejected
+from proofs.layers.network import LayerWitness, ModelCommitment, Network, NetworkProof, verify_network
+from proofs.layers.requant import decompose
+from proofs.quantize import forward_int, quantize_fixed_point, quantize_input
+
+from .cheating import cheating_sumcheck
+
+SIZES = (12, 8, 3)
+BATCH = 3
+
+
+def make_model(seed):
+    rng = np.random.default_rng(seed)
+    weights = [rng.normal(0, 0.4, (SIZES[i + 1], SIZES[i])) for i in range(len(SIZES) - 1)]
+    biases = [rng.normal(0, 0.1, SIZES[i + 1]) for i in range(len(SIZES) - 1)]
+    return quantize_fixed_point(weights, biases, frac_bits=6)
+
+
+@pytest.fixture(scope="module")
+def setup():
+    model = make_model(0)
+    network = Network(model)
+    x = quantize_input(model, np.random.default_rng(1).uniform(-1, 1, (BATCH, SIZES[0])))
+    proof = network.prove(x)
+    return network, x, proof, proof.to_bytes()
+
+
+def verify_bytes(commitment_bytes, x, proof_bytes):
+    return verify_network(ModelCommitment.from_bytes(commitment_bytes), x, NetworkProof.from_bytes(proof_bytes))
+
+
+def test_honest_proof_is_accepted(setup):
+    network, x, proof, data = setup
+    assert np.array_equal(verify_bytes(network.commitment.to_bytes(), x, data), forward_int(network.model, x))
+
+
+@pytest.mark.parametrize("delta", [1, -1, 1000])
+def test_wrong_output_is_rejected(setup, delta):
+    network, x, proof, _ = setup
+    output = proof.output.copy()
+    output[BATCH - 1, 2] += delta
+    with pytest.raises(ProofRejected):
+        verify_network(network.commitment, x, dataclasses.replace(proof, output=output))
+
+
+def test_output_outside_the_declared_range_or_shape_is_rejected(setup):
+    network, x, proof, _ = setup
+    for output in (proof.output + F.P, proof.output[:1], proof.output[:, :2]):
+        with pytest.raises(ProofRejected):
+            verify_network(network.commitment, x, dataclasses.replace(proof, output=output))
+
+
+def test_wrong_input_is_rejected(setup):
+    network, x, proof, _ = setup
+    for changed in (x + np.eye(*x.shape, dtype=np.int64), x[:1], x[::-1], np.zeros_like(x)):
+        with pytest.raises(ProofRejected):
+            verify_network(network.commitment, changed, proof)
+    with pytest.raises(ProofRejected, match="input_bound"):
+        verify_network(network.commitment, x * 1000, proof)
+    with pytest.raises(ProofRejected, match="dtype"):
+        verify_network(network.commitment, x.astype(float), proof)
+
+
+def test_different_weight_commitment_is_rejected(setup):
+    network, x, proof, _ = setup
+    other = Network(make_model(5)).commitment
+    with pytest.raises(ProofRejected):
+        verify_network(other, x, proof)
+    swapped = dataclasses.replace(network.commitment, bias_commitments=other.bias_commitments)
+    with pytest.raises(ProofRejected):
+        verify_network(swapped, x, proof)
+
+
+def prove_tampered(network, witness):
+    with cheating_sumcheck():
+        return network.prove_witness(witness)
+
+
+def test_flipped_relu_sign_bit_in_the_witness_is_rejected(setup):
+    network, x, _, _ = setup
+    witness = network.witness(x)
+    hidden = witness.layers[0].decomposition
+    for element in (0, 1, SIZES[1] + 2):  # real elements of rows 0 and 1
+        bits = hidden.bits.copy()
+        bits[hidden.spec.sign_index, element] ^= np.uint64(1)
+        tampered_layer = dataclasses.replace(witness.layers[0], decomposition=dataclasses.replace(hidden, bits=bits))
+        tampered = dataclasses.replace(witness, layers=(tampered_layer,) + witness.layers[1:])
+        with pytest.raises(ProofRejected):
+            verify_network(network.commitment, x, prove_tampered(network, tampered))
+
+
+def test_cheating_remainder_is_rejected(setup):
+    """The prover rounds one value up by one and hides the remainder rem - 2^R (out of range) in a 'bit'."""
+    network, x, _, _ = setup
+    model = network.model
+    witness = network.witness(x)
+    hidden = witness.layers[0].decomposition
+    spec = hidden.spec
+    element = int(np.flatnonzero((hidden.shifted[:SIZES[1]] >= 0))[0])
+    shifted = hidden.shifted.copy()
+    shifted[element] += 1
+    honest = decompose(hidden.acc, spec)
+    bits = honest.bits.copy()
+    bits[spec.shift:spec.width] = decompose(shifted << spec.shift, spec).bits[spec.shift:spec.width]
+    bits[:spec.shift, element] = 0
+    bits[0, element] = F.to_field(np.int64(hidden.remainder[element] - (1 << spec.shift)))
+    out = np.maximum(shifted, 0)
+    cheat = dataclasses.replace(hidden, bits=bits, shifted=shifted, out=out)
+    # the rest of the network is recomputed honestly from the manipulated activation
+    a = out.reshape(witness.layers[0].out.shape)
+    last = model.layers[1]
+    acc = a[:, :SIZES[1]] @ last.weight.T + last.bias
+    acc[BATCH:] = 0
+    acc_padded = np.zeros_like(witness.layers[1].acc)
+    acc_padded[:, :SIZES[2]] = acc
+    layers = (dataclasses.replace(witness.layers[0], decomposition=cheat, out=a),
+              LayerWitness(a, acc_padded, None, acc_padded))
+    tampered = dataclasses.replace(witness, layers=layers, output=acc[:BATCH])
+    assert not np.array_equal(tampered.output, witness.output)
+    with pytest.raises(ProofRejected):
+        verify_network(network.commitment, x, prove_tampered(network, tampered))
+
+
+def all_sumchecks(proof):
+    for i, (decomposition, linear) in enumerate(proof.layer_proofs):
+        for name, part in (("zkReLU", decomposition), ("matmul", linear)):
+            if part is not None:
+                yield i, name, part
+
+
+def replace_part(proof, layer, name, new_part):
+    layer_proofs = list(proof.layer_proofs)
+    decomposition, linear = layer_proofs[layer]
+    layer_proofs[layer] = (new_part, linear) if name == "zkReLU" else (decomposition, new_part)
+    return dataclasses.replace(proof, layer_proofs=tuple(layer_proofs))
+
+
+def test_every_sumcheck_round_message_perturbed_is_rejected(setup):
+    network, x, proof, _ = setup
+    count = 0
+    for layer, name, part in all_sumchecks(proof):
+        messages = part.sumcheck.round_messages
+        for j in range(messages.shape[0]):
+            perturbed = messages.copy()
+            k = j % messages.shape[1]
+            perturbed[j, k, j % 4] = (perturbed[j, k, j % 4] + 1) % F.P
+            new_part = dataclasses.replace(part, sumcheck=dataclasses.replace(part.sumcheck, round_messages=perturbed))
+            with pytest.raises(ProofRejected, match="sumcheck"):
+                verify_network(network.commitment, x, replace_part(proof, layer, name, new_part))
+            count += 1
+    assert count >= 15
+
+
+@pytest.mark.parametrize("field_name", ["bits_eval", "sign_eval", "acc_eval"])
+def test_perturbed_zkrelu_evaluations_are_rejected(setup, field_name):
+    network, x, proof, _ = setup
+    part = proof.layer_proofs[0][0]
+    new_part = dataclasses.replace(part, **{field_name: F.ext_add(getattr(part, field_name), F.ext_one())})
+    with pytest.raises(ProofRejected):
+        verify_network(network.commitment, x, replace_part(proof, 0, "zkReLU", new_part))
+
+
+def test_altered_merkle_path_is_rejected(setup):
+    network, x, proof, _ = setup
+    altered_paths = 0
+    for layer, name, part in all_sumchecks(proof):
+        for opening_name in [f.name for f in dataclasses.fields(part) if f.name.endswith("opening")]:
+            opening = getattr(part, opening_name)
+            columns = opening.columns.copy()
+            columns[0, 0] = (columns[0, 0] + 1) % F.P  # an opened leaf
+            new_part = dataclasses.replace(part, **{opening_name: dataclasses.replace(opening, columns=columns)})
+            with pytest.raises(ProofRejected, match="Merkle"):
+                verify_network(network.commitment, x, replace_part(proof, layer, name, new_part))
+            for position in sorted({0, len(opening.merkle_proof) - 1} if opening.merkle_proof else set()):
+                altered_paths += 1
+                digests = list(opening.merkle_proof)
+                digests[position] = bytes([digests[position][0] ^ 1]) + digests[position][1:]
+                altered = dataclasses.replace(opening, merkle_proof=tuple(digests))
+                new_part = dataclasses.replace(part, **{opening_name: altered})
+                with pytest.raises(ProofRejected, match="Merkle"):
+                    verify_network(network.commitment, x, replace_part(proof, layer, name, new_part))
+    assert altered_paths >= 2  # the larger openings carry sibling digests
+
+
+def test_truncated_proof_is_rejected(setup):
+    network, x, _, data = setup
+    commitment = network.commitment.to_bytes()
+    cuts = sorted(set(np.linspace(0, len(data) - 1, 60).astype(int)) | {len(data) - 1, len(data) - 4, 10})
+    for cut in cuts:
+        with pytest.raises(ProofRejected):
+            verify_bytes(commitment, x, data[:cut])
+    with pytest.raises(ProofRejected, match="trailing"):
+        verify_bytes(commitment, x, data + b"\x00")
+
+
+def test_random_byte_corruption_is_rejected(setup):
+    network, x, _, data = setup
+    commitment = network.commitment.to_bytes()
+    rng = np.random.default_rng(7)
+    positions = np.concatenate([np.arange(0, 64), rng.choice(len(data), 200, replace=False)])
+    for position in positions:
+        corrupted = bytearray(data)
+        corrupted[position] ^= int(rng.integers(1, 256))
+        with pytest.raises(ProofRejected):
+            verify_bytes(commitment, x, bytes(corrupted))
+
+
+def test_corrupted_commitment_bytes_are_rejected(setup):
+    network, x, _, data = setup
+    commitment = network.commitment.to_bytes()
+    rng = np.random.default_rng(8)
+    for position in rng.choice(len(commitment), 60, replace=False):
+        corrupted = bytearray(commitment)
+        corrupted[position] ^= int(rng.integers(1, 256))
+        with pytest.raises(ProofRejected):
+            verify_bytes(bytes(corrupted), x, data)
+
+
+def test_non_proof_objects_are_rejected(setup):
+    network, x, proof, _ = setup
+    for bad in (None, b"bytes", proof.layer_proofs):
+        with pytest.raises(ProofRejected):
+            verify_network(network.commitment, x, bad)
+    with pytest.raises(ProofRejected):
+        verify_network("not a commitment", x, proof)
+    with pytest.raises(ProofRejected):
+        NetworkProof.from_bytes("not bytes")
