@@ -77,9 +77,9 @@ def conjugation_element(n: int) -> int:
 class SwitchingKey:
     """dnum RLWE samples (b_j, a_j) over Q·P in NTT form, each of shape (dnum, len(moduli), n)."""
 
-    b: np.ndarray
-    a: np.ndarray
-    moduli: tuple[int, ...]
+    b: np.ndarray = field(repr=False)
+    a: np.ndarray = field(repr=False)
+    moduli: tuple[int, ...] = field(repr=False)
     b_shoup: np.ndarray = field(init=False, repr=False)
     a_shoup: np.ndarray = field(init=False, repr=False)
 
@@ -210,7 +210,7 @@ class KeySwitcher:
 class GaloisKeys:
     """Switching keys from σ_g(s) to s, by Galois element g; ``steps`` are the rotations they serve."""
 
-    keys: dict
+    keys: dict = field(repr=False)
     steps: tuple[int, ...]
     conjugation: bool
 

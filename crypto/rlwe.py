@@ -61,6 +61,8 @@ class Ciphertext:
     key_id: bytes = field(repr=False)
     evaluator: object = field(default=None, repr=False)
 
+    __array_ufunc__ = None  # numpy arrays defer to our reflected operators (array + ct -> ct.__radd__)
+
     def __repr__(self):
         return (f"Ciphertext(level={self.level}, scale=2^{np.log2(self.scale):.3f}, length={self.length}, "
                 f"{'complex' if self.is_complex else 'real'}, N={self.parts[0].ring.n})")

@@ -130,3 +130,212 @@ def field(meta: dict, name: str, kind: type):
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise SerializationError(f"field {name!r}={value!r} is missing or not a {kind.__name__}")
     return value
+
+
+# -- the scheme's objects ---------------------------------------------------------------------------
+def _residue_array(data: np.ndarray) -> np.ndarray:
+    return np.asarray(data).astype("<u4")
+
+
+def _checked_residues(arr: np.ndarray, shape: tuple, moduli, what: str) -> np.ndarray:
+    """uint64 copy of ``arr`` after checking its shape and that row i is below moduli[i] (axis -2)."""
+    if tuple(arr.shape) != tuple(shape):
+        raise SerializationError(f"{what} has shape {tuple(arr.shape)}, expected {tuple(shape)}")
+    out = arr.astype(np.uint64)
+    q = np.array(moduli, dtype=np.uint64)[:, None]
+    if out.size and (out >= q).any():
+        raise SerializationError(f"{what} holds residues that are not reduced modulo their primes")
+    return out
+
+
+def _key_id(meta: dict) -> bytes:
+    try:
+        return bytes.fromhex(field(meta, "key_id", str))
+    except ValueError:
+        raise SerializationError(f"field 'key_id'={meta.get('key_id')!r} is not hex") from None
+
+
+def _check_key_id(found: bytes, expected: bytes, what: str):
+    if found != expected:
+        raise ContextMismatchError(f"{what} belongs to key set {found.hex()[:12]}…, "
+                                   f"this context holds key set {expected.hex()[:12]}…")
+
+
+def _level(meta: dict, params) -> int:
+    level = field(meta, "level", int)
+    if not 0 <= level <= params.max_level:
+        raise SerializationError(f"field 'level'={level} not in [0, {params.max_level}]")
+    return level
+
+
+def _value_meta(meta: dict, params) -> tuple[float, int, bool]:
+    scale = field(meta, "scale", float)
+    if not np.isfinite(scale) or scale <= 0:
+        raise SerializationError(f"field 'scale'={scale} must be finite and positive")
+    length = field(meta, "length", int)
+    if not 0 <= length <= params.slots:
+        raise SerializationError(f"field 'length'={length} not in [0, {params.slots}]")
+    return scale, length, field(meta, "is_complex", bool)
+
+
+def parameters_to_bytes(params) -> bytes:
+    return pack("parameters", params.fingerprint, {"params": params.to_dict()})
+
+
+def parameters_from_bytes(blob):
+    fp, meta, _ = unpack(blob, "parameters")
+    return _parameters(meta, fp)
+
+
+def _parameters(meta: dict, fp: bytes):
+    from .errors import ParameterError
+    from .params import CKKSParameters
+    try:
+        params = CKKSParameters.from_dict(field(meta, "params", dict))
+    except ParameterError as exc:
+        raise SerializationError(f"stored parameters are invalid: {exc}") from None
+    if params.fingerprint != fp:
+        raise SerializationError("stored parameters do not match the record's fingerprint")
+    return params
+
+
+def ciphertext_to_bytes(ct) -> bytes:
+    meta = {"level": ct.level, "scale": ct.scale, "length": ct.length, "is_complex": ct.is_complex,
+            "key_id": ct.key_id.hex()}
+    return pack("ciphertext", ct.fingerprint, meta, [_residue_array(np.stack([p.data for p in ct.parts]))])
+
+
+def ciphertext_from_bytes(blob, ctx):
+    """A ciphertext for ``ctx`` (a CKKSContext); its evaluator is attached."""
+    from .ring import RNSPoly
+    from .rlwe import Ciphertext
+    params = ctx.params
+    _, meta, arrays = unpack(blob, "ciphertext", params.fingerprint)
+    _check_key_id(_key_id(meta), ctx.key_id, "ciphertext")
+    level = _level(meta, params)
+    scale, length, is_complex = _value_meta(meta, params)
+    if len(arrays) != 1 or arrays[0].ndim != 3 or arrays[0].shape[0] not in (2, 3):
+        raise SerializationError("a ciphertext holds one array of 2 or 3 parts")
+    idx = tuple(range(params.limbs_at(level)))
+    shape = (arrays[0].shape[0], len(idx), params.n)
+    data = _checked_residues(arrays[0], shape, params.q_moduli[: len(idx)], "ciphertext data")
+    parts = tuple(RNSPoly(ctx.ring, d, idx, True) for d in data)
+    return Ciphertext(parts, level, scale, length, is_complex, params.fingerprint, ctx.key_id, ctx.evaluator)
+
+
+def plaintext_to_bytes(pt) -> bytes:
+    meta = {"level": pt.level, "scale": pt.scale, "length": pt.length, "is_complex": pt.is_complex}
+    return pack("plaintext", pt.fingerprint, meta, [_residue_array(pt.poly.data)])
+
+
+def plaintext_from_bytes(blob, ctx):
+    from .ring import RNSPoly
+    from .rlwe import Plaintext
+    params = ctx.params
+    _, meta, arrays = unpack(blob, "plaintext", params.fingerprint)
+    level = _level(meta, params)
+    scale, length, is_complex = _value_meta(meta, params)
+    if len(arrays) != 1:
+        raise SerializationError("a plaintext holds exactly one array")
+    idx = tuple(range(params.limbs_at(level)))
+    data = _checked_residues(arrays[0], (len(idx), params.n), params.q_moduli[: len(idx)], "plaintext data")
+    return Plaintext(RNSPoly(ctx.ring, data, idx, True), level, scale, length, is_complex, params.fingerprint)
+
+
+def _key_arrays(ctx) -> tuple[dict, list]:
+    """Meta and arrays of the public material: public key, relinearization key, Galois keys."""
+    gk = ctx.galois_keys
+    elements = sorted(gk.keys)
+    meta = {"params": ctx.params.to_dict(), "key_id": ctx.key_id.hex(), "steps": list(gk.steps),
+            "conjugation": gk.conjugation, "galois_elements": elements}
+    arrays = [ctx.public_key.b.data, ctx.public_key.a.data, ctx.relin_key.b, ctx.relin_key.a]
+    for g in elements:
+        arrays += [gk.keys[g].b, gk.keys[g].a]
+    return meta, [_residue_array(a) for a in arrays]
+
+
+def context_to_bytes(ctx, include_secret_key: bool = False) -> bytes:
+    meta, arrays = _key_arrays(ctx)
+    if not include_secret_key:
+        return pack("public_context", ctx.params.fingerprint, meta, arrays)
+    if not ctx.has_secret_key:
+        raise SerializationError("include_secret_key=True but this is a public context (no secret key)")
+    return pack("full_context", ctx.params.fingerprint, meta,
+                arrays + [np.asarray(ctx._secret_key.coeffs, dtype="<i8")])
+
+
+def secret_key_to_bytes(ctx) -> bytes:
+    if not ctx.has_secret_key:
+        raise SerializationError("this is a public context: it has no secret key to serialize")
+    return pack("secret_key", ctx.params.fingerprint, {"key_id": ctx.key_id.hex()},
+                [np.asarray(ctx._secret_key.coeffs, dtype="<i8")])
+
+
+def peek_kind(blob) -> str:
+    """The kind of a record, after checking only its magic and version."""
+    if not isinstance(blob, (bytes, bytearray, memoryview)) or len(blob) < _HEAD.size:
+        raise SerializationError("not a hezk record: too short or not bytes")
+    magic, version, kind_code, _ = _HEAD.unpack_from(bytes(blob[: _HEAD.size]), 0)
+    if magic != MAGIC:
+        raise SerializationError(f"magic={magic!r} is not a hezk record (expected {MAGIC!r})")
+    if kind_code not in _KIND_NAMES:
+        raise SerializationError(f"unknown record kind {kind_code}")
+    return _KIND_NAMES[kind_code]
+
+
+def context_from_bytes(blob, backend="auto", secret_key=None):
+    """A CKKSContext from ``context_to_bytes`` output (plus optional ``secret_key_to_bytes`` output)."""
+    from .context import CKKSContext
+    from .keyswitch import GaloisKeys, SwitchingKey
+    from .ring import RingContext, RNSPoly
+    from .rlwe import KeyGenerator, PublicKey
+
+    kind = peek_kind(blob)
+    if kind not in ("public_context", "full_context"):
+        raise SerializationError(f"record holds a {kind}, expected a public_context or full_context")
+    fp, meta, arrays = unpack(blob, kind)
+    params = _parameters(meta, fp)
+    key_id = _key_id(meta)
+    elements = field(meta, "galois_elements", list)
+    steps = field(meta, "steps", list)
+    conjugation = field(meta, "conjugation", bool)
+    n, n_q, n_all, dnum = params.n, len(params.q_moduli), len(params.moduli), len(params.digits)
+    expected = 4 + 2 * len(elements) + (kind == "full_context")
+    if len(arrays) != expected:
+        raise SerializationError(f"context record holds {len(arrays)} arrays, expected {expected}")
+    ring = RingContext(n, params.moduli, backend)
+    q_idx = tuple(range(n_q))
+    pk = PublicKey(*(RNSPoly(ring, _checked_residues(a, (n_q, n), params.q_moduli, "public key"), q_idx, True)
+                     for a in arrays[:2]))
+    if pk.key_id != key_id:
+        raise SerializationError("the public key does not match the stored key-set id: corrupted record")
+
+    def switching_key(b, a, what):
+        shape = (dnum, n_all, n)
+        return SwitchingKey(_checked_residues(b, shape, params.moduli, what),
+                            _checked_residues(a, shape, params.moduli, what), params.moduli)
+
+    relin = switching_key(arrays[2], arrays[3], "relinearization key")
+    keys = {}
+    for i, g in enumerate(elements):
+        if not isinstance(g, int) or g % 2 == 0 or not 0 < g < 2 * n:
+            raise SerializationError(f"Galois element {g!r} is not an odd integer in (0, {2 * n})")
+        keys[g] = switching_key(arrays[4 + 2 * i], arrays[5 + 2 * i], f"Galois key {g}")
+    if not all(isinstance(k, int) for k in steps):
+        raise SerializationError("field 'steps' must hold integers")
+    galois = GaloisKeys(keys, tuple(steps), conjugation)
+    sk = None
+    coeffs = arrays[-1] if kind == "full_context" else None
+    if secret_key is not None:
+        if coeffs is not None:
+            raise SerializationError("the record already holds a secret key; do not pass secret_key too")
+        _, sk_meta, sk_arrays = unpack(secret_key, "secret_key", params.fingerprint)
+        _check_key_id(_key_id(sk_meta), key_id, "secret key")
+        if len(sk_arrays) != 1:
+            raise SerializationError("a secret key record holds exactly one array")
+        coeffs = sk_arrays[0]
+    if coeffs is not None:
+        if coeffs.shape != (n,) or np.abs(coeffs).max(initial=0) > 1:
+            raise SerializationError(f"secret key must be {n} ternary coefficients")
+        sk = KeyGenerator(params, ring, None).secret_key_from_coeffs(coeffs)
+    return CKKSContext(params, ring, pk, relin, galois, sk)

@@ -1,0 +1,207 @@
+"""Every CKKS operation decrypted and compared with numpy (TOY ring; precision asserted in bits)."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from crypto import CKKSContext, Ciphertext, Plaintext
+from tests.crypto.ckks_helpers import ROTATIONS, bits, context, uniform
+
+FRESH_BITS = 30      # fresh public-key encryption at TOY measures ~34 bits
+OP_BITS = 28         # one multiply or rotation at TOY measures ~32 bits
+
+
+@pytest.fixture(scope="module")
+def ctx():
+    return context("TOY")
+
+
+@pytest.fixture(scope="module")
+def vectors():
+    rng = np.random.default_rng(1)
+    return uniform(rng, 2048), uniform(rng, 2048), uniform(rng, 300, complex_values=True)
+
+
+def test_round_trip_real_and_complex(ctx, vectors):
+    x, _, z = vectors
+    got = ctx.decrypt(ctx.encrypt(x))
+    assert got.dtype == np.float64 and got.shape == x.shape and bits(x, got) > FRESH_BITS
+    got = ctx.decrypt(ctx.encrypt(z))
+    assert np.iscomplexobj(got) and got.shape == (300,) and bits(z, got) > FRESH_BITS
+
+
+def test_public_key_and_secret_key_encryption(ctx, vectors):
+    x = vectors[0]
+    pub = ctx.public_context()
+    assert not pub.has_secret_key
+    assert bits(x, ctx.decrypt(pub.encrypt(x))) > FRESH_BITS
+    assert bits(x, ctx.decrypt(ctx.encrypt(x, use_secret_key=False))) > FRESH_BITS
+    # secret-key encryption has one Gaussian term instead of three: clearly less noise
+    assert bits(x, ctx.decrypt(ctx.encrypt(x))) > bits(x, ctx.decrypt(pub.encrypt(x))) + 2
+
+
+@given(length=st.integers(1, 2048), level=st.integers(0, 4), seed=st.integers(0, 2**32 - 1))
+@settings(max_examples=10)
+def test_any_length_and_level(ctx, length, level, seed):
+    x = uniform(np.random.default_rng(seed), length)
+    ct = ctx.encrypt(x, level=level)
+    assert ct.level == level and ct.length == length
+    got = ctx.decrypt(ct)
+    assert got.shape == (length,) and bits(x, got) > FRESH_BITS
+
+
+def test_add_sub_neg(ctx, vectors):
+    x, y, _ = vectors
+    ev = ctx.evaluator
+    cx, cy = ctx.encrypt(x), ctx.encrypt(y)
+    cases = {
+        "ct+ct": (ev.add(cx, cy), x + y), "ct-ct": (ev.sub(cx, cy), x - y), "-ct": (ev.neg(cx), -x),
+        "ct+pt": (ev.add(cx, ctx.encode(y)), x + y), "ct-pt": (ev.sub(cx, ctx.encode(y)), x - y),
+        "ct+arr": (cx + y, x + y), "arr+ct": (y + cx, x + y), "arr-ct": (y - cx, y - x),
+        "ct-arr": (cx - y, x - y), "ct+3.5": (cx + 3.5, x + 3.5), "2-ct": (2 - cx, 2 - x),
+        "ct+1j": (cx + 0.5j, x + 0.5j), "ct+ct op": (cx + cy, x + y), "-ct op": (-cx, -x),
+    }
+    for name, (ct, expected) in cases.items():
+        assert ct.level == cx.level and ct.scale == cx.scale, name
+        assert bits(expected, ctx.decrypt(ct)) > FRESH_BITS - 1, name
+
+
+def test_inputs_are_not_mutated(ctx, vectors):
+    x, y, _ = vectors
+    cx = ctx.encrypt(x)
+    before = [p.data.copy() for p in cx.parts]
+    ev = ctx.evaluator
+    for op in (lambda: ev.add(cx, cx), lambda: ev.mul_rescale(cx, cx), lambda: ev.rotate(cx, 1),
+               lambda: ev.rescale(ev.mul(cx, y)), lambda: ev.conjugate(cx), lambda: ev.drop_level(cx, 2)):
+        op()
+    assert all(np.array_equal(a, p.data) for a, p in zip(before, cx.parts))
+    assert all(not p.data.flags.writeable for p in cx.parts)
+
+
+def test_ct_times_ct(ctx, vectors):
+    x, y, _ = vectors
+    ev = ctx.evaluator
+    cx, cy = ctx.encrypt(x), ctx.encrypt(y)
+    product = ev.mul(cx, cy)
+    assert product.level == cx.level and product.scale == cx.scale * cy.scale
+    assert bits(x * y, ctx.decrypt(product)) > OP_BITS
+    rescaled = ev.rescale(product)
+    top = np.prod([float(q) for q in ctx.params.q_levels[cx.level]])
+    assert rescaled.level == cx.level - 1 and rescaled.scale == product.scale / top
+    assert bits(x * y, ctx.decrypt(rescaled)) > OP_BITS
+    fused = ev.mul_rescale(cx, cy)
+    assert fused.level == rescaled.level and fused.scale == rescaled.scale
+    assert bits(x * y, ctx.decrypt(fused)) > OP_BITS
+    assert bits(x * x, ctx.decrypt(cx * cx)) > OP_BITS
+
+
+def test_ct_times_plaintext_array_scalar(ctx, vectors):
+    x, y, z = vectors
+    ev = ctx.evaluator
+    cx = ctx.encrypt(x)
+    cases = {
+        "pt": (ev.rescale(ev.mul(cx, ctx.encode(y))), x * y),
+        "array": (cx * y, x * y), "rarray": (y * cx, x * y), "scalar": (cx * -2.75, x * -2.75),
+        "int": (3 * cx, 3 * x), "complex scalar": (cx * (0.5 - 0.25j), x * (0.5 - 0.25j)),
+        "complex array": (ev.mul_rescale(cx, z), x[:300] * z),
+    }
+    for name, (ct, expected) in cases.items():
+        got = ctx.decrypt(ct)
+        assert bits(expected, got[: len(expected)]) > OP_BITS, name
+    low_scale = ev.rescale(ev.mul(cx, ctx.encode(y, scale=2.0**40)))   # result at scale ~2^40
+    assert abs(np.log2(low_scale.scale) - 40) < 0.1 and bits(x * y, ctx.decrypt(low_scale)) > 20
+    # vectors and scalars are encoded at the top level's modulus, so a rescale restores the scale exactly
+    assert (cx * y).scale == cx.scale and (cx * 2.0).scale == cx.scale
+
+
+def test_complex_multiply_and_conjugate(ctx, vectors):
+    z = vectors[2]
+    ev = ctx.evaluator
+    cz = ctx.encrypt(z)
+    assert bits(z * z, ctx.decrypt(cz * cz)) > OP_BITS
+    conj = ev.conjugate(cz)
+    assert np.iscomplexobj(ctx.decrypt(conj)) and bits(np.conj(z), ctx.decrypt(conj)) > OP_BITS
+
+
+@pytest.mark.parametrize("step", ROTATIONS + [0, 2048, -2043])
+def test_rotation_matches_numpy_roll(ctx, vectors, step):
+    x = vectors[0]
+    got = ctx.decrypt(ctx.evaluator.rotate(ctx.encrypt(x), step))
+    assert bits(np.roll(x, -step), got) > OP_BITS
+
+
+def test_short_vector_rotation_is_over_all_slots(ctx):
+    x = np.arange(1, 6) / 8
+    got = ctx.decrypt(ctx.evaluator.rotate(ctx.encrypt(x), -3))
+    padded = np.zeros(ctx.params.slots)
+    padded[:5] = x
+    assert got.shape == (5,) and bits(np.roll(padded, 3)[:5], got) > OP_BITS
+
+
+def test_hoisted_rotations_equal_single_rotations(ctx, vectors):
+    x = vectors[0]
+    ev = ctx.evaluator
+    ct = ev.mul_rescale(ctx.encrypt(x), ctx.encrypt(x))
+    many = ev.rotate_hoisted(ct, ROTATIONS)
+    assert sorted(many) == sorted(ROTATIONS)
+    for k, rotated in many.items():
+        single = ev.rotate(ct, k)
+        assert all(np.array_equal(a.data, b.data) for a, b in zip(rotated.parts, single.parts))
+        assert bits(np.roll(x * x, -k), ctx.decrypt(rotated)) > OP_BITS
+
+
+def test_level_drop_and_explicit_level(ctx, vectors):
+    x = vectors[0]
+    ev = ctx.evaluator
+    ct = ctx.encrypt(x)
+    low = ev.drop_level(ct, 3)
+    assert low.level == ct.level - 3 and low.scale == ct.scale
+    assert ev.to_level(ct, 0).level == 0
+    assert bits(x, ctx.decrypt(low)) > FRESH_BITS
+
+
+def test_automatic_level_and_scale_alignment(ctx, vectors):
+    x, y, _ = vectors
+    ev = ctx.evaluator
+    cx, cy = ctx.encrypt(x), ctx.encrypt(y)
+    xy = cx * cy                                  # level 3, scale 2^100 / q_top: not 2^50
+    assert xy.scale != cx.scale
+    for a, b in ((xy, cy), (cy, xy)):
+        total = ev.add(a, b)
+        assert total.level == xy.level - 1 or total.level == xy.level
+        assert bits(x * y + y, ctx.decrypt(total)) > OP_BITS - 1
+    diff = ev.sub(cy, xy)
+    assert bits(y - x * y, ctx.decrypt(diff)) > OP_BITS - 1
+    product = ev.mul_rescale(xy, cx)              # different levels: the higher one is dropped
+    assert product.level == xy.level - 1
+    assert bits(x * y * x, ctx.decrypt(product)) > OP_BITS - 2
+    # at equal levels with different scales, the smaller-scale one is brought up at the cost of a level
+    low = ev.drop_level(cy, 1)
+    total = ev.add(xy, low)
+    assert total.level == xy.level - 1 and bits(x * y + y, ctx.decrypt(total)) > OP_BITS - 1
+
+
+def test_seeded_keygen_and_encryption_are_reproducible(vectors):
+    x = vectors[0][:16]
+    limbs = []
+    for _ in range(2):
+        ctx = CKKSContext.keygen("TOY", rotations=[1], seed=b"reproducible")
+        ct = ctx.evaluator.rotate(ctx.encrypt(x) * ctx.encrypt(x), 1)
+        limbs.append([p.data for p in ct.parts])
+    assert all(np.array_equal(a, b) for a, b in zip(*limbs))
+    other = CKKSContext.keygen("TOY", seed=b"another seed")
+    assert not np.array_equal(other.public_key.a.data, ctx.public_key.a.data)
+
+
+def test_unseeded_keys_differ():
+    a, b = CKKSContext.keygen("TOY"), CKKSContext.keygen("TOY")
+    assert a.key_id != b.key_id
+
+
+def test_objects_and_their_metadata(ctx, vectors):
+    x = vectors[0][:10]
+    ct = ctx.encrypt(x)
+    assert isinstance(ct, Ciphertext) and isinstance(ctx.encode(x), Plaintext)
+    assert ct.length == 10 and not ct.is_complex and "level=4" in repr(ct)
+    assert ctx.rotation_steps == tuple(sorted(ROTATIONS)) and ctx.has_secret_key
+    assert ctx.evaluator is ctx.evaluator and "secret" not in repr(ctx.public_context())
+    assert bits(x, ctx.decode(ctx.encode(x))) > 40
