@@ -71,8 +71,9 @@ def _load_input(path: str, input_frac: int) -> np.ndarray:
     return quantize_values(x, input_frac)
 
 
-def progress_bar(stream=sys.stderr):
-    """A callback for :meth:`Network.prove` drawing ``[####....] done/total label`` on ``stream``."""
+def progress_bar(stream=None):
+    """A callback for :meth:`Network.prove` drawing ``[####....] done/total label`` on ``stream`` (stderr)."""
+    stream = stream if stream is not None else sys.stderr
     start = time.perf_counter()
 
     def draw(done: int, total: int, label: str) -> None:

@@ -1,0 +1,98 @@
+"""The prove/verify scripts: commit, prove, verify round trip, rejections and usage errors."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from proofs.cli import main
+from proofs.model import save_float_model, save_model
+from proofs.quantize import forward_int, quantize_fixed_point, quantize_input
+
+
+def float_weights(seed=0, sizes=(6, 5, 3)):
+    rng = np.random.default_rng(seed)
+    weights = [rng.normal(0, 0.4, (sizes[i + 1], sizes[i])) for i in range(len(sizes) - 1)]
+    biases = [rng.normal(0, 0.1, sizes[i + 1]) for i in range(len(sizes) - 1)]
+    return weights, biases
+
+
+@pytest.fixture
+def files(tmp_path):
+    weights, biases = float_weights()
+    model = quantize_fixed_point(weights, biases, frac_bits=6)
+    save_model(tmp_path / "model.npz", model)
+    x = np.random.default_rng(1).uniform(-1, 1, (4, 6))
+    np.save(tmp_path / "x.npy", x)
+    return tmp_path, model, x
+
+
+def run(*args):
+    return main([str(a) for a in args])
+
+
+def test_commit_prove_verify_accepts(files, capsys):
+    path, model, x = files
+    assert run("commit", "--model", path / "model.npz", "--out", path / "c.bin") == 0
+    assert (path / "c.bin").stat().st_size > 0
+    assert run("prove", "--model", path / "model.npz", "--input", path / "x.npy", "--out", path / "p.bin") == 0
+    captured = capsys.readouterr()
+    assert "5/5" in captured.err and "#####" in captured.err  # the progress bar went to stderr
+    assert run("verify", "--commitment", path / "c.bin", "--input", path / "x.npy", "--proof", path / "p.bin") == 0
+    out = capsys.readouterr().out
+    assert out.startswith("accept")
+    expected = forward_int(model, quantize_input(model, x)) * 2.0 ** -model.output_frac
+    assert f"{expected[0, 0]:.4f}".rstrip("0")[:5] in out
+
+
+def test_verify_rejects_other_input_tampered_proof_and_other_model(files, capsys):
+    path, model, x = files
+    run("commit", "--model", path / "model.npz", "--out", path / "c.bin")
+    run("prove", "--model", path / "model.npz", "--input", path / "x.npy", "--out", path / "p.bin", "--quiet")
+    np.save(path / "y.npy", x + 0.25)
+    assert run("verify", "--commitment", path / "c.bin", "--input", path / "y.npy", "--proof", path / "p.bin") == 1
+    data = bytearray((path / "p.bin").read_bytes())
+    data[len(data) // 2] ^= 0x10
+    (path / "bad.bin").write_bytes(bytes(data))
+    assert run("verify", "--commitment", path / "c.bin", "--input", path / "x.npy", "--proof", path / "bad.bin") == 1
+    save_float_model(path / "other.npz", *float_weights(seed=9), frac_bits=6)
+    run("commit", "--model", path / "other.npz", "--out", path / "other.bin")
+    assert run("verify", "--commitment", path / "other.bin", "--input", path / "x.npy", "--proof", path / "p.bin") == 1
+    (path / "junk.bin").write_bytes(b"junk")
+    assert run("verify", "--commitment", path / "junk.bin", "--input", path / "x.npy", "--proof", path / "p.bin") == 1
+    outputs = capsys.readouterr().out.splitlines()
+    assert sum(line.startswith("reject: ") for line in outputs) == 4
+
+
+def test_integer_inputs_and_float_model_files(tmp_path, capsys):
+    weights, biases = float_weights(seed=3)
+    save_float_model(tmp_path / "f.npz", weights, biases, frac_bits=5)
+    model = quantize_fixed_point(weights, biases, frac_bits=5)
+    np.save(tmp_path / "x.npy", quantize_input(model, np.full(6, 0.5)))  # one input, already quantized
+    assert run("commit", "--model", tmp_path / "f.npz", "--out", tmp_path / "c.bin") == 0
+    assert run("prove", "--model", tmp_path / "f.npz", "--input", tmp_path / "x.npy", "--out", tmp_path / "p.bin",
+               "--quiet") == 0
+    assert run("verify", "--commitment", tmp_path / "c.bin", "--input", tmp_path / "x.npy",
+               "--proof", tmp_path / "p.bin") == 0
+
+
+def test_usage_errors_exit_with_code_2(files, capsys):
+    path, _, _ = files
+    for argv in ([], ["prove", "--model", path / "missing.npz", "--input", path / "x.npy", "--out", path / "p"],
+                 ["verify", "--commitment", path / "c.bin"],
+                 ["commit", "--model", path / "model.npz", "--out", path / "no" / "dir" / "c.bin"]):
+        with pytest.raises(SystemExit) as exit_info:
+            run(*argv)
+        assert exit_info.value.code == 2
+    assert "does not exist" in capsys.readouterr().err
+    np.save(path / "wide.npy", np.zeros((2, 9)))
+    assert run("prove", "--model", path / "model.npz", "--input", path / "wide.npy", "--out", path / "p.bin") == 2
+    assert "shape" in capsys.readouterr().err
+
+
+def test_python_dash_m_proofs_runs(files):
+    path, _, _ = files
+    result = subprocess.run([sys.executable, "-m", "proofs", "commit", "--model", str(path / "model.npz"),
+                             "--out", str(path / "c.bin")], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "committed 2 layers" in result.stdout
