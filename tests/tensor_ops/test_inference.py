@@ -1,0 +1,160 @@
+"""Client/server split with the real CKKS scheme: results equal the plaintext model; bad input refused."""
+import numpy as np
+import pytest
+
+from crypto import CKKSContext
+from crypto.errors import ContextMismatchError, KeyMissingError, LevelError, ParameterError, SerializationError, ShapeError
+from tensor_ops.inference import Client, Server, pack_message, unpack_message
+from tensor_ops.nn import Linear, Poly, Sequential, Square
+
+
+def _model(seed=0, activation=None, n_in=6):
+    rng = np.random.default_rng(seed)
+    return Sequential([Linear(rng.normal(0, 0.5, (5, n_in)), rng.normal(0, 0.5, 5)), activation or Square(),
+                       Linear(rng.normal(0, 0.5, (3, 5)), rng.normal(0, 0.5, 3))], input_shape=(n_in,))
+
+
+@pytest.fixture(scope="module")
+def setup():
+    model = _model()
+    client = Client(model=model, seed=11)
+    server = Server(model, client.public_context())
+    return model, client, server
+
+
+def test_encrypted_batch_equals_plaintext(setup):
+    model, client, server = setup
+    x = np.random.default_rng(1).uniform(-1, 1, (40, 6))
+    y = client.decrypt(server.evaluate(client.encrypt(x)))
+    np.testing.assert_allclose(y, model.forward(x), atol=1e-2)
+    assert y.shape == (40, 3)
+
+
+def test_single_sample_keeps_its_shape(setup):
+    model, client, server = setup
+    x = np.linspace(-1, 1, 6)
+    y = client.decrypt(server.evaluate(client.encrypt(x)))
+    assert y.shape == (3,)
+    np.testing.assert_allclose(y, model.forward(x), atol=1e-2)
+
+
+def test_many_ciphertexts_when_the_batch_overflows():
+    model = _model(2, n_in=40)
+    client = Client(model=model, seed=3)
+    plan = client.plan
+    small = Client(plan=plan.__class__(plan.params, plan.input_shape, plan.output_shape, plan.params.slots // 2,
+                                       plan.stages), seed=3)
+    x = np.random.default_rng(4).uniform(-1, 1, (5, 40))
+    request = small.encrypt(x)
+    header, blobs = unpack_message(request, "request")
+    assert len(blobs) == 3 and header["samples"] == 5
+    server = Server(model, client.public_context())
+    np.testing.assert_allclose(client.decrypt(server.evaluate(client.encrypt(x))), model.forward(x), atol=1e-2)
+
+
+def test_polynomial_activation_model():
+    model = _model(5, Poly("silu", 3, (-4, 4)))
+    client = Client(model=model, seed=6)
+    server = Server(model, client.public_context())
+    x = np.random.default_rng(7).uniform(-1, 1, (8, 6))
+    np.testing.assert_allclose(client.decrypt(server.evaluate(client.encrypt(x))), model.forward(x), atol=2e-2)
+
+
+def test_public_context_holds_only_public_keys_of_the_plan(setup):
+    model, client, _ = setup
+    context = CKKSContext.from_bytes(client.public_context())
+    assert not context.has_secret_key
+    assert tuple(context.rotation_steps) == client.plan.rotations
+    report = client.key_report()
+    assert report["public_context_bytes"] == len(client.public_context())
+    assert report["rotation_keys"] == len(client.plan.rotations)
+
+
+def test_context_from_another_key_is_refused(setup):
+    model, client, _ = setup
+    other = Client(model=model, seed=12)
+    server = Server(model, other.public_context())
+    with pytest.raises(ContextMismatchError, match="key set"):
+        server.evaluate(client.encrypt(np.zeros(6)))
+    with pytest.raises(ContextMismatchError):
+        other.decrypt(setup[2].evaluate(client.encrypt(np.zeros(6))))
+
+
+def test_forged_header_with_foreign_ciphertext_is_refused(setup):
+    model, client, server = setup
+    other = Client(model=model, seed=13)
+    ct = other._context.encrypt(other.plan.pack(np.zeros(6))[0], level=other.plan.input_level)
+    forged = pack_message("request", {"key_id": client.key_id.hex(), "samples": 1}, [ct])
+    with pytest.raises(ContextMismatchError):
+        server.evaluate(forged)
+
+
+def test_wrong_level_is_refused(setup):
+    model, client, server = setup
+    ct = client._context.encrypt(client.plan.pack(np.zeros(6))[0], level=client.plan.input_level - 1)
+    request = pack_message("request", {"key_id": client.key_id.hex(), "samples": 1}, [ct])
+    with pytest.raises(LevelError, match="level=2"):
+        server.evaluate(request)
+
+
+def test_wrong_shape_is_refused(setup):
+    _, client, _ = setup
+    with pytest.raises(ShapeError, match=r"\(6,\)"):
+        client.encrypt(np.zeros((2, 7)))
+
+
+@pytest.mark.parametrize("blob", [b"", b"garbage" * 10, b"HEZKINF1\xff\xff\xff\xff",
+                                  b"HEZKINF1\x02\x00\x00\x00{}"])
+def test_garbage_is_refused(setup, blob):
+    with pytest.raises(SerializationError):
+        setup[2].evaluate(blob)
+
+
+def test_truncated_and_padded_requests_are_refused(setup):
+    _, client, server = setup
+    request = client.encrypt(np.zeros(6))
+    with pytest.raises(SerializationError, match="remain"):
+        server.evaluate(request[:-10])
+    with pytest.raises(SerializationError, match="trailing"):
+        server.evaluate(request + b"\x00")
+
+
+def test_corrupted_ciphertext_is_refused(setup):
+    _, client, server = setup
+    request = bytearray(client.encrypt(np.zeros(6)))
+    request[-100] ^= 0xFF
+    with pytest.raises(SerializationError):
+        server.evaluate(bytes(request))
+
+
+def test_too_many_ciphertexts_are_refused(setup):
+    model, client, _ = setup
+    server = Server(model, client.public_context(), max_ciphertexts=1)
+    ct = client._context.encrypt(np.zeros(8), level=client.plan.input_level)
+    request = pack_message("request", {"key_id": client.key_id.hex(), "samples": 1}, [ct, ct])
+    with pytest.raises(SerializationError, match=r"\[1, 1\]"):
+        server.evaluate(request)
+
+
+def test_server_refuses_a_context_without_the_needed_keys(setup):
+    _, client, _ = setup
+    wide = Sequential([Linear(np.random.default_rng(8).normal(size=(40, 40)))])
+    assert set(wide.plan(params=client.plan.params).rotations) - set(client.plan.rotations)
+    with pytest.raises(KeyMissingError, match="rotations"):
+        Server(wide, client.public_context())
+
+
+def test_client_needs_a_plan():
+    with pytest.raises(ParameterError, match="plan"):
+        Client()
+
+
+def test_saved_client_decrypts(setup, tmp_path):
+    model, client, server = setup
+    client.save(tmp_path / "client.key")
+    loaded = Client.load(tmp_path / "client.key")
+    x = np.full(6, 0.5)
+    np.testing.assert_allclose(loaded.decrypt(server.evaluate(loaded.encrypt(x))), model.forward(x), atol=1e-2)
+    (tmp_path / "bad.key").write_bytes(b"nope")
+    with pytest.raises(SerializationError):
+        Client.load(tmp_path / "bad.key")
