@@ -85,15 +85,34 @@ class LimbBarrett:
     def __repr__(self):
         return f"LimbBarrett(moduli={self.moduli})"
 
-    def _check_rows(self, x: np.ndarray):
-        if x.ndim < 1 or x.shape[0] != len(self.moduli):
-            raise ShapeError(f"x.shape={x.shape}: first axis must hold one row per modulus "
+    def _validated(self, x, bounds) -> np.ndarray:
+        """x as uint64 with one row per modulus, every value of row l in [0, bounds[l])."""
+        arr = np.asarray(x)
+        if arr.ndim < 1 or arr.shape[0] != len(self.moduli):
+            raise ShapeError(f"x.shape={arr.shape}: first axis must hold one row per modulus "
                              f"({len(self.moduli)})")
+        if arr.dtype.kind not in "uiO" or (arr.dtype.kind == "O" and not all(
+                isinstance(v, (int, np.integer)) for v in arr.flat)):
+            raise ParameterError(f"x of dtype {arr.dtype} must hold integers")
+        if arr.size:
+            rows = arr.reshape(len(self.moduli), -1)
+            for l, (low, top) in enumerate(zip(rows.min(axis=1), rows.max(axis=1))):
+                if int(low) < 0 or int(top) >= bounds[l]:
+                    raise ParameterError(f"x[{l}] holds values in [{int(low)}, {int(top)}], outside "
+                                         f"[0, {_power_text(bounds[l])}) (modulus {self.moduli[l]})")
+        return arr.astype(np.uint64)
 
-    def reduce(self, x: np.ndarray) -> np.ndarray:
-        """x mod q_l for uint64 x with x[l, ...] < 2^(2·k_l) (e.g. any product of two residues)."""
-        x = np.asarray(x, dtype=np.uint64)
-        self._check_rows(x)
+    def reduce(self, x) -> np.ndarray:
+        """x mod q_l for integers with 0 <= x[l, ...] < 2^(2·k_l) (e.g. any product of two residues)."""
+        return self._reduce(self._validated(x, [4**k for k in self.bits]))
+
+    def reduce_wide(self, x, bound: int = _U64_LIMIT) -> np.ndarray:
+        """x mod q_l for integer accumulators 0 <= x < ``bound`` (≤ 2^64): folds, then one Barrett reduction."""
+        folds = self.fold_count(bound)
+        return self._reduce_wide(self._validated(x, [bound] * len(self.moduli)), folds)
+
+    def _reduce(self, x: np.ndarray) -> np.ndarray:
+        """The unchecked kernel of ``reduce`` (uint64 x, rows below 2^(2k))."""
         col = lambda v: _column(v, x.ndim)  # noqa: E731
         m = col(self.m)
         t = (x & _MASK32) * m
@@ -106,31 +125,37 @@ class LimbBarrett:
 
     def fold_count(self, bound: int) -> int:
         """Folds x ↦ ⌊x/2^(2k-1)⌋·(2^(2k-1) mod q) + (x mod 2^(2k-1)) that bring every x < bound below 2^(2k)."""
-        if not 1 <= bound <= _U64_LIMIT:
-            raise ParameterError(f"accumulator bound={bound} not in [1, 2^64]")
+        if not isinstance(bound, (int, np.integer)) or not 1 <= bound <= _U64_LIMIT:
+            raise ParameterError(f"accumulator bound={bound!r} not an integer in [1, 2^64]")
         count = 0
         for k, c in zip(self.bits, self.fold_const):
-            top, folds = bound - 1, 0       # largest possible value
+            top, folds = int(bound) - 1, 0       # largest possible value
             while top >= 1 << (2 * k):
                 top = (top >> (2 * k - 1)) * int(c) + min(top, (1 << (2 * k - 1)) - 1)
                 folds += 1
             count = max(count, folds)
         return count
 
-    def reduce_wide(self, x: np.ndarray, bound: int = _U64_LIMIT) -> np.ndarray:
-        """x mod q_l for uint64 accumulators below ``bound`` (≤ 2^64): fold, then one Barrett reduction.
-
-        Each fold keeps the value congruent and shrinks it (hi·c < 2^(65-k), so nothing overflows);
-        a fold of a value already below 2^(2k) leaves it below 2^(2k).
-        """
-        x = np.asarray(x, dtype=np.uint64)
-        self._check_rows(x)
-        folds = self.fold_count(bound)
+    def _reduce_wide(self, x: np.ndarray, folds: int) -> np.ndarray:
+        """The unchecked kernel of ``reduce_wide``. Each fold keeps x congruent and shrinks it
+        (hi·c < 2^(65-k), so nothing overflows); a fold of a value below 2^(2k) leaves it below 2^(2k)."""
         if folds:
             shift, mask, const = (_column(v, x.ndim) for v in (self.fold_shift, self.fold_mask, self.fold_const))
             for _ in range(folds):
                 x = (x >> shift) * const + (x & mask)
-        return self.reduce(x)
+        return self._reduce(x)
+
+
+def _power_text(value: int) -> str:
+    """2^e for powers of two, the number otherwise (for error messages)."""
+    return f"2^{value.bit_length() - 1}" if value & (value - 1) == 0 else str(value)
+
+
+def barrett_reduce(x, q: int) -> np.ndarray:
+    """x mod q (CROSS Barrett) for integers 0 <= x < 2^64 of any shape and one modulus 3 <= q < 2^31."""
+    barrett = LimbBarrett([q])
+    arr = np.asarray(x)
+    return barrett.reduce_wide(arr.reshape(1, -1)).reshape(arr.shape)
 
 
 # ---------------------------------------------------------------------------------------------- BAT
@@ -248,7 +273,8 @@ def bat_mulmod(x: np.ndarray, c: int, q: int, chunk_bits: int = PAPER_CHUNK_BITS
     matrix = bat_matrix(np.array([[int(c) % int(q)]], dtype=np.uint64), int(q), spec)
     chunks = split_chunks(x.reshape(1, -1), spec, axis=0)
     acc = join_chunks(matrix @ chunks, spec, axis=0)
-    return LimbBarrett([q]).reduce_wide(acc, spec.combined_bound).reshape(x.shape)
+    barrett = LimbBarrett([q])
+    return barrett._reduce_wide(acc, barrett.fold_count(spec.combined_bound)).reshape(x.shape)
 
 
 def _check_residues(x: np.ndarray, name: str):
@@ -357,7 +383,7 @@ def _bat_product(x: np.ndarray, matrices, spec: ChunkSpec, from_left: bool, barr
     for l, matrix in enumerate(matrices):
         pair = (matrix, chunks[l]) if from_left else (chunks[l], matrix)
         np.matmul(*pair, out=z[l])
-    return barrett.reduce_wide(join_chunks(z, spec, axis), spec.combined_bound)
+    return barrett._reduce_wide(join_chunks(z, spec, axis), barrett.fold_count(spec.combined_bound))
 
 
 class _LimbStack:
@@ -383,7 +409,7 @@ class _LimbStack:
         """First BAT matmul, twiddle Hadamard product, second BAT matmul (the 4-step transform)."""
         first, twiddle, second = steps
         x = a.reshape(len(a), self.plans[0].rows, self.plans[0].cols)
-        y = self.barrett.reduce(_bat_product(x, *first, barrett=self.barrett) * twiddle)
+        y = self.barrett._reduce(_bat_product(x, *first, barrett=self.barrett) * twiddle)
         return _bat_product(y, *second, barrett=self.barrett).reshape(a.shape)
 
     def forward(self, a: np.ndarray) -> np.ndarray:
@@ -426,9 +452,10 @@ class BasisConversionPlan:
 
     def apply(self, x: np.ndarray) -> np.ndarray:
         conv = self.conversion
-        scaled = self.from_barrett.reduce_wide(x * conv.qhat_inv[:, None], 2**(2 * RESIDUE_BITS))
+        scaled = self.from_barrett._reduce_wide(x * conv.qhat_inv[:, None], self.from_barrett.fold_count(2**62))
         z = self.matrix @ split_chunks(scaled, self.spec, axis=0)
-        return self.to_barrett.reduce_wide(join_chunks(z, self.spec, axis=0), self.spec.combined_bound)
+        return self.to_barrett._reduce_wide(join_chunks(z, self.spec, axis=0),
+                                            self.to_barrett.fold_count(self.spec.combined_bound))
 
 
 # ------------------------------------------------------------------------------------------ backend

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import assume, example, given, settings, strategies as st
 
 from crypto.cross import (FLOAT64_EXACT, PAPER_CHUNK_BITS, ChunkSpec, CrossBackend, LimbBarrett, MATPlan,
-                          bat_matrix, bat_mulmod, chunk_maxima, join_chunks, mat_constants, mat_shape,
+                          barrett_reduce, bat_matrix, bat_mulmod, chunk_maxima, join_chunks, mat_constants, mat_shape,
                           split_chunks, widest_chunk_bits)
 from crypto.errors import ParameterError, ShapeError
 from crypto.modarith import find_ntt_primes, is_ntt_prime, primitive_2n_root
@@ -71,6 +71,29 @@ def test_barrett_reduce_wide_with_a_bound(q, bound_bits, data):
     values = [2**bound_bits - 1] + data.draw(st.lists(st.integers(0, 2**bound_bits - 1), min_size=1, max_size=8))
     got = barrett.reduce_wide(np.array([values], dtype=U64), 2**bound_bits)
     assert got.tolist() == [[v % q[0] for v in values]]
+
+
+@given(q=st.one_of(st.sampled_from([3, 97, 2**31 - 1]), st.integers(3, 2**31 - 1)),
+       values=st.lists(st.one_of(st.integers(0, 2**64 - 1), st.sampled_from([0, 2**64 - 1, 2**62, 2**32 - 1])),
+                       min_size=1, max_size=16))
+@example(q=2**31 - 1, values=[2**64 - 1, (2**31 - 2) ** 2, 2**62 - 1])
+def test_barrett_reduce_any_uint64(q, values):
+    got = barrett_reduce(np.array(values, dtype=object), q)
+    assert got.dtype == np.uint64 and got.tolist() == [v % q for v in values]
+    assert int(barrett_reduce(values[0], q)) == values[0] % q
+
+
+def test_barrett_rejects_out_of_range_values():
+    with pytest.raises(ParameterError, match=r"x\[0\] holds values in \[-1, 5\], outside \[0, 2\^64"):
+        barrett_reduce(np.array([5, -1]), 97)
+    with pytest.raises(ParameterError, match="outside"):
+        barrett_reduce([2**64], 97)
+    with pytest.raises(ParameterError, match="dtype float64 must hold integers"):
+        barrett_reduce(np.array([1.5]), 97)
+    with pytest.raises(ParameterError, match=r"x\[1\] holds values in \[3, 16384\], outside \[0, 2\^14\) \(modulus 97\)"):
+        LimbBarrett([2**31 - 1, 97]).reduce(np.array([[0, 1], [16384, 3]], dtype=np.uint64))
+    with pytest.raises(ParameterError, match="bound=2.5"):
+        LimbBarrett([97]).reduce_wide(np.zeros((1, 2), dtype=np.uint64), 2.5)
 
 
 def test_barrett_keeps_input_and_rejects_bad_moduli_and_shapes():
