@@ -81,12 +81,12 @@ class Evaluator:
         v = complex(value)
         if not (math.isfinite(v.real) and math.isfinite(v.imag)):
             raise ParameterError(f"scalar={value!r} is not finite")
-        re, im = round(v.real * scale), round(v.imag * scale)
         bound = self._log_modulus(level) - 1
-        if max(abs(re), abs(im), 1) .bit_length() >= bound:
-            raise ScaleError(f"scalar {value!r} at scale 2^{math.log2(scale):.1f} needs "
-                             f"{max(abs(re), abs(im)).bit_length()} bits; the modulus at level {level} "
-                             f"allows < {bound:.0f}")
+        largest = max(abs(v.real), abs(v.imag)) * scale
+        if largest >= 2.0**bound:
+            raise ScaleError(f"scalar {value!r} at scale 2^{math.log2(scale):.1f} is 2^{math.log2(largest):.1f}; "
+                             f"the modulus at level {level} allows < 2^{bound:.1f}")
+        re, im = round(v.real * scale), round(v.imag * scale)
         idx = self._q_idx(level)
         moduli = [self.ring.moduli[i] for i in idx]
         data = np.array([[re % q] for q in moduli], dtype=np.uint64).repeat(self.params.n, axis=1)
