@@ -114,7 +114,7 @@ def main():
             a = np.array([rng.integers(0, q, n) for q in moduli], dtype=np.uint64)
             wide = widest_chunk_bits(mat_shape(n)[0])
             backends = {"numpy": get_backend("numpy"), "numba": get_backend("numba"),
-                        "cross-8": CrossBackend(8), "cross-wide": CrossBackend(wide)}
+                        "cross-8": CrossBackend(8), "cross-wide": CrossBackend(wide, max_n=n)}
             ms = {}
             for name, backend in backends.items():
                 width = 8 if name == "cross-8" else wide

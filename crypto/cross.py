@@ -46,6 +46,7 @@ from .ntt import BasisConversion, NTTBackend, NTTTables, bit_reverse_indices
 RESIDUE_BITS = 31            # every residue (and every modulus) is below 2^31
 FLOAT64_EXACT = 2**53        # float64 represents every integer up to 2^53 exactly
 PAPER_CHUNK_BITS = 8         # the int8 matrix engines of the CROSS paper
+MAX_CONVERSION_LIMBS = 64    # an explicit chunk width is proven at construction for conversions up to this many limbs
 _U64_LIMIT = 2**64
 _MASK32 = np.uint64(0xFFFFFFFF)
 _U32 = np.uint64(32)
@@ -463,23 +464,28 @@ class CrossBackend(NTTBackend):
     """NTT and basis conversion as CROSS matmul kernels (MAT with BAT chunks on float64 BLAS).
 
     ``chunk_bits=None`` uses the widest chunk proven exact for each matmul; ``chunk_bits=8`` is the
-    paper's int8 form. Results are bit-identical to ``numpy``/``numba`` radix-2. Matrices are built on
-    first use per (N, modulus) and cached on this object (about 2·(count·R)²·8 bytes per modulus
-    and direction: 4 MB at N = 2^16 with wide chunks, 16 MB with 8-bit chunks).
+    paper's int8 form. An explicit width is proven exact at construction for every size up to
+    ``max_n`` (the 4-step matmuls of inner dimension R ≤ √(2·max_n)) and for basis conversions from up
+    to ``MAX_CONVERSION_LIMBS`` limbs; a wider width is refused then, a larger n at its first call.
+    Results are bit-identical to ``numpy``/``numba`` radix-2. Matrices are built on first use per
+    (N, modulus) and cached on this object (2·(count·R)²·8 bytes per modulus and direction: 4 MB at
+    N = 2^16 with wide chunks, 16 MB with 8-bit chunks).
     """
 
     name = "cross"
 
-    def __init__(self, chunk_bits: int | None = None):
+    def __init__(self, chunk_bits: int | None = None, max_n: int = 2**16):
+        rows, _ = mat_shape(max_n)
         if chunk_bits is not None:
-            ChunkSpec(chunk_bits, 1)     # range check; the per-size bound is proven when a plan is built
+            ChunkSpec(chunk_bits, max(rows, MAX_CONVERSION_LIMBS))   # the bound, proven for every size allowed
         self.chunk_bits = chunk_bits
+        self.max_n = int(max_n)
         self._plans: dict[tuple[int, int], MATPlan] = {}
         self._stacks: dict[tuple[int, tuple[int, ...]], _LimbStack] = {}
         self._conversions: dict[tuple[tuple[int, ...], tuple[int, ...]], BasisConversionPlan] = {}
 
     def __repr__(self):
-        return f"CrossBackend(chunk_bits={self.chunk_bits})"
+        return f"CrossBackend(chunk_bits={self.chunk_bits}, max_n={self.max_n})"
 
     def width_for(self, inner: int) -> int:
         """The chunk width used for a matmul of this inner dimension (proven safe)."""
@@ -493,6 +499,9 @@ class CrossBackend(NTTBackend):
         key = (n, q)
         if key not in self._plans:
             rows, _ = mat_shape(n)
+            if self.chunk_bits is not None and n > self.max_n:
+                raise ParameterError(f"n={n} exceeds max_n={self.max_n} for which chunk_bits={self.chunk_bits} "
+                                     "was proven exact; construct CrossBackend with a larger max_n")
             self._plans[key] = MATPlan(n, q, psi, self.width_for(rows))
         return self._plans[key]
 

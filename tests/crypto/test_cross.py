@@ -180,6 +180,21 @@ def test_chunk_spec_rejects_nonsense():
         CrossBackend(chunk_bits=32)
 
 
+def test_explicit_width_is_proven_at_construction_for_sizes_up_to_max_n():
+    assert CrossBackend(22).chunk_bits == 22               # exact up to N = 2^16 (R = 256)
+    with pytest.raises(ParameterError, match=r"chunk_bits=23 unsafe .*inner dimension 256.*widest safe chunk here is 22"):
+        CrossBackend(23)
+    small = CrossBackend(23, max_n=2**12)                  # R = 64 allows one more bit
+    n = 2**12
+    moduli = find_ntt_primes(31, 2, n)
+    a = _random_rows(moduli, n, np.random.default_rng(3))
+    tables = NTTTables(n, moduli)
+    assert np.array_equal(small.forward(a, tables), get_backend("numba").forward(a, tables))
+    big = NTTTables(2**13, find_ntt_primes(31, 1, 2**13))
+    with pytest.raises(ParameterError, match="n=8192 exceeds max_n=4096"):
+        small.forward(np.zeros((1, 2**13), dtype=U64), big)
+
+
 @given(width=st.integers(1, 24), values=st.lists(st.integers(0, 2**31 - 1), min_size=1, max_size=12))
 def test_split_then_join_is_identity(width, values):
     spec = ChunkSpec(width, 1)
