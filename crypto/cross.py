@@ -86,31 +86,14 @@ class LimbBarrett:
     def __repr__(self):
         return f"LimbBarrett(moduli={self.moduli})"
 
-    def _validated(self, x, bounds) -> np.ndarray:
-        """x as uint64 with one row per modulus, every value of row l in [0, bounds[l])."""
-        arr = np.asarray(x)
-        if arr.ndim < 1 or arr.shape[0] != len(self.moduli):
-            raise ShapeError(f"x.shape={arr.shape}: first axis must hold one row per modulus "
-                             f"({len(self.moduli)})")
-        if arr.dtype.kind not in "uiO" or (arr.dtype.kind == "O" and not all(
-                isinstance(v, (int, np.integer)) for v in arr.flat)):
-            raise ParameterError(f"x of dtype {arr.dtype} must hold integers")
-        if arr.size:
-            rows = arr.reshape(len(self.moduli), -1)
-            for l, (low, top) in enumerate(zip(rows.min(axis=1), rows.max(axis=1))):
-                if int(low) < 0 or int(top) >= bounds[l]:
-                    raise ParameterError(f"x[{l}] holds values in [{int(low)}, {int(top)}], outside "
-                                         f"[0, {_power_text(bounds[l])}) (modulus {self.moduli[l]})")
-        return arr.astype(np.uint64)
-
     def reduce(self, x) -> np.ndarray:
         """x mod q_l for integers with 0 <= x[l, ...] < 2^(2·k_l) (e.g. any product of two residues)."""
-        return self._reduce(self._validated(x, [4**k for k in self.bits]))
+        return self._reduce(_as_uint64(x, "x", [4**k for k in self.bits], self.moduli))
 
     def reduce_wide(self, x, bound: int = _U64_LIMIT) -> np.ndarray:
         """x mod q_l for integer accumulators 0 <= x < ``bound`` (≤ 2^64): folds, then one Barrett reduction."""
         folds = self.fold_count(bound)
-        return self._reduce_wide(self._validated(x, [bound] * len(self.moduli)), folds)
+        return self._reduce_wide(_as_uint64(x, "x", [bound] * len(self.moduli), self.moduli), folds)
 
     def _reduce(self, x: np.ndarray) -> np.ndarray:
         """The unchecked kernel of ``reduce`` (uint64 x, rows below 2^(2k))."""
@@ -145,6 +128,23 @@ class LimbBarrett:
             for _ in range(folds):
                 x = (x >> shift) * const + (x & mask)
         return self._reduce(x)
+
+
+def _as_uint64(x, name: str, bounds, moduli) -> np.ndarray:
+    """x as uint64 with one row per modulus and every value of row l in [0, bounds[l]); else a clear error."""
+    arr = np.asarray(x)
+    if arr.ndim < 1 or arr.shape[0] != len(moduli):
+        raise ShapeError(f"{name}.shape={arr.shape}: first axis must hold one row per modulus ({len(moduli)})")
+    if arr.dtype.kind not in "uiO" or (arr.dtype.kind == "O" and not all(
+            isinstance(v, (int, np.integer)) for v in arr.flat)):
+        raise ParameterError(f"{name} of dtype {arr.dtype} must hold integers")
+    if arr.size:
+        rows = arr.reshape(len(moduli), -1)
+        for l, (low, top) in enumerate(zip(rows.min(axis=1), rows.max(axis=1))):
+            if int(low) < 0 or int(top) >= bounds[l]:
+                raise ParameterError(f"{name}[{l}] holds values in [{int(low)}, {int(top)}], outside "
+                                     f"[0, {_power_text(bounds[l])}) (modulus {moduli[l]})")
+    return arr.astype(np.uint64, copy=False)
 
 
 def _power_text(value: int) -> str:
@@ -183,9 +183,7 @@ class ChunkSpec:
         if not isinstance(self.inner, (int, np.integer)) or self.inner < 1:
             raise ParameterError(f"matmul inner dimension={self.inner!r} must be a positive integer")
         count = -(-RESIDUE_BITS // self.width)
-        maxima = chunk_maxima(self.width)
-        partial = self.inner * sum(maxima) * maxima[0]
-        combined = self.inner * sum(maxima) * (2**RESIDUE_BITS - 2) + 1
+        partial, combined = _bat_bounds(self.width, self.inner)
         if partial > FLOAT64_EXACT:
             raise ParameterError(
                 f"chunk_bits={self.width} unsafe for a float64 matmul of inner dimension {self.inner}: "
@@ -204,12 +202,17 @@ def chunk_maxima(width: int) -> tuple[int, ...]:
     return tuple(min(2**width - 1, top >> (width * t)) for t in range(-(-RESIDUE_BITS // width)))
 
 
+def _bat_bounds(width: int, inner: int) -> tuple[int, int]:
+    """(largest float64 partial sum, exclusive bound of the recombined accumulator) of a BAT matmul."""
+    maxima = chunk_maxima(width)
+    return inner * sum(maxima) * maxima[0], inner * sum(maxima) * (2**RESIDUE_BITS - 2) + 1
+
+
 def widest_chunk_bits(inner: int) -> int:
     """The widest BAT chunk for which a float64 matmul of this inner dimension is exact."""
     for width in range(RESIDUE_BITS, 0, -1):
-        maxima = chunk_maxima(width)
-        if inner * sum(maxima) * maxima[0] <= FLOAT64_EXACT and \
-                inner * sum(maxima) * (2**RESIDUE_BITS - 2) < _U64_LIMIT:
+        partial, combined = _bat_bounds(width, inner)
+        if partial <= FLOAT64_EXACT and combined <= _U64_LIMIT:
             return width
     raise ParameterError(f"matmul inner dimension={inner} too large for an exact float64 BAT (even 1-bit chunks)")
 
@@ -266,21 +269,15 @@ def bat_mulmod(x: np.ndarray, c: int, q: int, chunk_bits: int = PAPER_CHUNK_BITS
 
     The constant becomes the count×count matrix [chunk_s(c·2^(w·t) mod q)]; the data its w-bit chunks.
     """
-    if not 3 <= int(q) < 2**RESIDUE_BITS:
-        raise ParameterError(f"q={q} not in [3, 2^{RESIDUE_BITS})")
-    x = np.asarray(x, dtype=np.uint64)
-    _check_residues(x, "x")
+    if not isinstance(c, (int, np.integer)):
+        raise ParameterError(f"constant c={c!r} must be an integer")
+    barrett = LimbBarrett([q])
+    shape = np.shape(x)
+    x = _as_uint64(np.reshape(x, (1, -1)), "x", [2**RESIDUE_BITS], barrett.moduli)
     spec = ChunkSpec(chunk_bits, 1)
     matrix = bat_matrix(np.array([[int(c) % int(q)]], dtype=np.uint64), int(q), spec)
-    chunks = split_chunks(x.reshape(1, -1), spec, axis=0)
-    acc = join_chunks(matrix @ chunks, spec, axis=0)
-    barrett = LimbBarrett([q])
-    return barrett._reduce_wide(acc, barrett.fold_count(spec.combined_bound)).reshape(x.shape)
-
-
-def _check_residues(x: np.ndarray, name: str):
-    if x.size and int(x.max()) >= 2**RESIDUE_BITS:
-        raise ParameterError(f"{name} holds {int(x.max())} >= 2^{RESIDUE_BITS}, the residue limit")
+    acc = join_chunks(matrix @ split_chunks(x, spec, axis=0), spec, axis=0)
+    return barrett._reduce_wide(acc, barrett.fold_count(spec.combined_bound)).reshape(shape)
 
 
 # ---------------------------------------------------------------------------------------------- MAT
@@ -522,18 +519,14 @@ class CrossBackend(NTTBackend):
         key = (conv.from_moduli, conv.to_moduli)
         if key not in self._conversions:
             self._conversions[key] = BasisConversionPlan(conv, self.width_for(len(conv.from_moduli)))
-        x = np.asarray(x, dtype=np.uint64)
-        if x.ndim != 2 or x.shape[0] != len(conv.from_moduli):
-            raise ShapeError(f"x.shape={x.shape}: expected ({len(conv.from_moduli)}, n), one row per source modulus")
-        _check_residues(x, "x")
+        if np.ndim(x) != 2:
+            raise ShapeError(f"x.shape={np.shape(x)}: expected ({len(conv.from_moduli)}, n), one row per source modulus")
+        x = _as_uint64(x, "x", [2**RESIDUE_BITS] * len(conv.from_moduli), conv.from_moduli)
         return self._conversions[key].apply(x)
 
 
 def _limbs_input(a, tables: NTTTables) -> np.ndarray:
-    a = np.asarray(a)
     expected = (len(tables.moduli), tables.n)
-    if a.shape != expected:
-        raise ShapeError(f"a.shape={a.shape}: expected {expected} (one row per modulus, n coefficients)")
-    a = a.astype(np.uint64, copy=False)
-    _check_residues(a, "a")
-    return a
+    if np.shape(a) != expected:
+        raise ShapeError(f"a.shape={np.shape(a)}: expected {expected} (one row per modulus, n coefficients)")
+    return _as_uint64(a, "a", [2**RESIDUE_BITS] * len(tables.moduli), tables.moduli)

@@ -308,8 +308,14 @@ def test_cross_rejects_bad_input():
         cross.inverse(np.zeros((1, 64), dtype=U64), tables)
     bad = np.zeros((2, n), dtype=U64)
     bad[1, 3] = 2**31
-    with pytest.raises(ParameterError, match="2147483648 >= 2\\^31"):
+    with pytest.raises(ParameterError, match=r"a\[1\] holds values in \[0, 2147483648\], outside \[0, 2\^31\)"):
         cross.forward(bad, tables)
+    with pytest.raises(ParameterError, match=r"a\[0\] holds values in \[-1, 0\]"):
+        cross.forward(-np.eye(2, n, dtype=np.int64), tables)
+    with pytest.raises(ParameterError, match="a of dtype float64 must hold integers"):
+        cross.forward(np.zeros((2, n)), tables)
+    with pytest.raises(ParameterError, match="c=1.5 must be an integer"):
+        bat_mulmod(np.arange(3), 1.5, 97)
     with pytest.raises(ParameterError, match="chunk_bits=28 unsafe"):
         CrossBackend(28).forward(np.zeros((2, n), dtype=U64), tables)
     with pytest.raises(ParameterError, match="psi=2 is not a primitive"):
