@@ -10,6 +10,7 @@ import numpy as np
 
 from digits_models import QUICK, digits_split, train_cnn
 from tensor_ops.inference import Client, Server
+from tensor_ops.nn import AffineStage
 
 
 def main():
@@ -22,7 +23,8 @@ def main():
     print(f"trained {model!r}: plaintext accuracy {np.mean(plain.argmax(1) == y_test):.3f} on {len(y_test)} images")
     stages = model.stages()
     print(f"folded into {len(stages)} stages: " + ", ".join(
-        f"{type(s).__name__}{getattr(s, 'matrix', np.zeros(0)).shape if hasattr(s, 'matrix') else ''}" for s in stages))
+        f"affine {s.matrix.shape[1]}->{s.matrix.shape[0]}" if isinstance(s, AffineStage) else
+        f"activation of degree {s.poly.degree}" for s in stages))
     plan = model.plan()
     print(plan.explain())
 
