@@ -24,7 +24,7 @@ import numba
 import numpy as np
 
 from .errors import KeyMissingError, ParameterError
-from .modarith import shoup_precompute
+from .modarith import inv_mod, shoup_precompute
 from .ring import RNSPoly
 
 _U32 = np.uint64(32)
@@ -37,11 +37,20 @@ def _mulshoup(x, w, ws, q):
     return min(r, r - q)  # unsigned wrap-around: r - q is huge exactly when r < q
 
 
+@numba.njit(cache=True, inline="always")
+def _reduce_small(acc, q, q_inv):
+    """acc mod q for acc < 2^52 (a float64 quotient estimate, off by at most one, then corrected)."""
+    r = acc - np.uint64(acc * q_inv) * q
+    r = min(r, r + q)   # the estimate was one too large: r wrapped around
+    return min(r, r - q)
+
+
 @numba.njit(cache=True)
-def _inner_product(digits, digit_ids, key_b, key_bs, key_a, key_as, key_rows, q, perm):
+def _inner_product(digits, digit_ids, key_b, key_bs, key_a, key_as, key_rows, q, perm, use_perm):
     """out_t[r, c] = Σ_j digits[j, r, perm[c]] · key_t[digit_ids[j], key_rows[r], c] mod q[r], t = b, a.
 
-    The key is a constant, so its Shoup companions make each product one 32x32 high multiply."""
+    The key is constant, so its Shoup companions make each product two multiplies; the products are
+    left in [0, 2q) and summed lazily (< 2·dnum·q < 2^40), then reduced once."""
     n_digits, n_rows, n = digits.shape
     out_b = np.zeros((n_rows, n), dtype=np.uint64)
     out_a = np.zeros((n_rows, n), dtype=np.uint64)
@@ -54,13 +63,115 @@ def _inner_product(digits, digit_ids, key_b, key_bs, key_a, key_as, key_rows, q,
             kj = digit_ids[j]
             d = digits[j, r]
             kb, kbs, ka, kas = key_b[kj, kr], key_bs[kj, kr], key_a[kj, kr], key_as[kj, kr]
-            for c in range(n):
-                x = d[perm[c]]
-                s = ob[c] + _mulshoup(x, kb[c], kbs[c], qr)
-                ob[c] = min(s, s - qr)
-                s = oa[c] + _mulshoup(x, ka[c], kas[c], qr)
-                oa[c] = min(s, s - qr)
+            if use_perm:
+                for c in range(n):
+                    x = d[perm[c]]
+                    ob[c] += x * kb[c] - ((x * kbs[c]) >> _U32) * qr
+                    oa[c] += x * ka[c] - ((x * kas[c]) >> _U32) * qr
+            else:
+                for c in range(n):
+                    x = d[c]
+                    ob[c] += x * kb[c] - ((x * kbs[c]) >> _U32) * qr
+                    oa[c] += x * ka[c] - ((x * kas[c]) >> _U32) * qr
+        q_inv = 1.0 / qr
+        for c in range(n):
+            ob[c] = _reduce_small(ob[c], qr, q_inv)
+            oa[c] = _reduce_small(oa[c], qr, q_inv)
     return out_b, out_a
+
+
+@numba.njit(cache=True)
+def _convert_centered(x, q_from, qhat_inv, qhat_inv_shoup, q_from_inv, q_to, qhat_mod_p, qhat_mod_p_shoup,
+                      big_q_mod_p, big_q_mod_p_shoup):
+    """Exact RNS basis conversion of the centered representative of x mod Q (Q = Π q_from).
+
+    With y_i = [x_i · (Q/q_i)^-1]_{q_i}, x ≡ Σ_i y_i·(Q/q_i) - v·Q where v = round(Σ_i y_i/q_i) gives
+    the representative in (-Q/2, Q/2] (Halevi, Polyakov, Shoup, "An improved RNS variant of the BFV
+    homomorphic encryption scheme", CT-RSA 2019, Sec. 2.3).  Output row j is that value mod q_to[j]."""
+    k, n = x.shape
+    kp = q_to.shape[0]
+    y = np.empty((k, n), dtype=np.uint64)
+    v = np.zeros(n, dtype=np.uint64)
+    frac = np.zeros(n, dtype=np.float64)
+    for i in range(k):
+        qi = q_from[i]
+        for c in range(n):
+            yi = _mulshoup(x[i, c], qhat_inv[i], qhat_inv_shoup[i], qi)
+            y[i, c] = yi
+            frac[c] += yi * q_from_inv[i]
+    for c in range(n):
+        v[c] = np.uint64(frac[c] + 0.5)
+    out = np.zeros((kp, n), dtype=np.uint64)
+    for j in range(kp):
+        p = q_to[j]
+        row = out[j]
+        for i in range(k):
+            w = qhat_mod_p[i, j]
+            ws = qhat_mod_p_shoup[i, j]
+            yi = y[i]
+            for c in range(n):
+                row[c] += yi[c] * w - ((yi[c] * ws) >> _U32) * p
+        p_inv = 1.0 / p
+        for c in range(n):
+            t = _mulshoup(v[c], big_q_mod_p[j], big_q_mod_p_shoup[j], p)
+            row[c] = _reduce_small(row[c] + p - t, p, p_inv)
+    return out
+
+
+@numba.njit(cache=True)
+def _sub_times_const(a, b, w, ws, q):
+    """(a - b) · w[r] mod q[r], row by row (Shoup)."""
+    rows, n = a.shape
+    out = np.empty((rows, n), dtype=np.uint64)
+    for r in range(rows):
+        qr = q[r]
+        for c in range(n):
+            out[r, c] = _mulshoup(a[r, c] + qr - b[r, c], w[r], ws[r], qr)
+    return out
+
+
+class CenteredConversion:
+    """Constants of ``_convert_centered`` from ``from_moduli`` to ``to_moduli`` (exact, centered)."""
+
+    def __init__(self, from_moduli, to_moduli):
+        big_q = math.prod(from_moduli)
+        qhat = [big_q // q for q in from_moduli]
+        self.q_from = np.array(from_moduli, dtype=np.uint64)
+        self.q_to = np.array(to_moduli, dtype=np.uint64)
+        self.qhat_inv = np.array([inv_mod(h % q, q) for h, q in zip(qhat, from_moduli)], dtype=np.uint64)
+        self.qhat_inv_shoup = shoup_precompute(self.qhat_inv, self.q_from)
+        self.q_from_inv = 1.0 / np.array(from_moduli, dtype=np.float64)
+        self.qhat_mod_p = np.array([[h % p for p in to_moduli] for h in qhat], dtype=np.uint64)
+        self.qhat_mod_p = self.qhat_mod_p.reshape(len(from_moduli), len(to_moduli))
+        self.qhat_mod_p_shoup = shoup_precompute(self.qhat_mod_p, self.q_to[None, :])
+        self.big_q_mod_p = np.array([big_q % p for p in to_moduli], dtype=np.uint64)
+        self.big_q_mod_p_shoup = shoup_precompute(self.big_q_mod_p, self.q_to)
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        return _convert_centered(np.ascontiguousarray(x), self.q_from, self.qhat_inv, self.qhat_inv_shoup,
+                                 self.q_from_inv, self.q_to, self.qhat_mod_p, self.qhat_mod_p_shoup,
+                                 self.big_q_mod_p, self.big_q_mod_p_shoup)
+
+
+class Divider:
+    """x -> round(x / D) from the primes ``keep + drop`` to ``keep`` (D = product of ``drop``), NTT form.
+
+    The centered residue x mod D is moved to ``keep`` exactly, so (x - [x]_D) / D is the rounded quotient."""
+
+    def __init__(self, ring, keep: tuple[int, ...], drop: tuple[int, ...]):
+        self.ring, self.keep, self.drop = ring, keep, drop
+        moduli = ring.moduli
+        self.conversion = CenteredConversion([moduli[i] for i in drop], [moduli[i] for i in keep])
+        big_d = math.prod(moduli[i] for i in drop)
+        self.q = np.array([moduli[i] for i in keep], dtype=np.uint64)
+        self.inv = np.array([inv_mod(big_d % moduli[i], moduli[i]) for i in keep], dtype=np.uint64)
+        self.inv_shoup = shoup_precompute(self.inv, self.q)
+
+    def __call__(self, x: RNSPoly) -> RNSPoly:
+        k = len(self.keep)
+        lifted = self.ring.ntt(self.conversion(self.ring.intt(x.data[k:], self.drop)), self.keep)
+        data = _sub_times_const(x.data[:k], lifted, self.inv, self.inv_shoup, self.q)
+        return RNSPoly(self.ring, data, self.keep, True)
 
 
 def galois_element(step: int, n: int) -> int:
@@ -116,25 +227,27 @@ def make_switching_key(params, ring, sampler, s_ntt: np.ndarray, s_from_ntt: np.
 
 @dataclass(frozen=True, eq=False)
 class _LevelPlan:
-    """Index bookkeeping of key switching at one level (positions into the Q_ℓ ∪ P basis)."""
+    """Index bookkeeping and constants of key switching at one level (positions in the Q_ℓ ∪ P basis)."""
 
     ext_idx: tuple[int, ...]                 # ring indices of Q_ℓ (positions 0..L-1) then P
     digit_ids: np.ndarray                    # the key digits that meet Q_ℓ
     digit_idx: tuple[tuple[int, ...], ...]   # each digit's primes within Q_ℓ (ring index = position)
     target_pos: tuple[np.ndarray, ...]       # positions each digit is extended to
+    conversions: tuple[CenteredConversion, ...]
     lifted_idx: tuple[int, ...]              # ring indices of all extensions, concatenated
     ext_q: np.ndarray
     p_mod_q: np.ndarray                      # P mod q_i on Q_ℓ, to lift a part by P before ModDown
 
 
 class KeySwitcher:
-    """Hybrid key switching for one parameter set on one ring; per-level plans cached on the object."""
+    """Hybrid key switching for one parameter set on one ring; per-level constants cached on the object."""
 
     def __init__(self, params, ring):
         self.params, self.ring = params, ring
         self.p_idx = tuple(range(len(params.q_moduli), len(params.moduli)))
         self.identity = np.arange(params.n, dtype=np.int64)
         self._plans: dict[int, _LevelPlan] = {}
+        self._dividers: dict[tuple[int, int], Divider] = {}
 
     def plan(self, level: int) -> _LevelPlan:
         if level not in self._plans:
@@ -143,8 +256,9 @@ class KeySwitcher:
 
     def _make_plan(self, level: int) -> _LevelPlan:
         limbs = self.params.limbs_at(level)
+        moduli = self.ring.moduli
         ext = tuple(range(limbs)) + self.p_idx
-        ids, digit_idx, targets, lifted = [], [], [], []
+        ids, digit_idx, targets, convs, lifted = [], [], [], [], []
         for j, digit in enumerate(self.params.digits):
             d = tuple(i for i in digit if i < limbs)
             if d:
@@ -152,24 +266,26 @@ class KeySwitcher:
                 ids.append(j)
                 digit_idx.append(d)
                 targets.append(pos)
+                convs.append(CenteredConversion([moduli[i] for i in d], [moduli[ext[k]] for k in pos]))
                 lifted.extend(ext[k] for k in pos)
-        moduli = self.ring.moduli
         big_p = math.prod(moduli[i] for i in self.p_idx)
         return _LevelPlan(ext_idx=ext, digit_ids=np.array(ids, dtype=np.int64), digit_idx=tuple(digit_idx),
-                          target_pos=tuple(targets), lifted_idx=tuple(lifted),
+                          target_pos=tuple(targets), conversions=tuple(convs), lifted_idx=tuple(lifted),
                           ext_q=np.array([moduli[i] for i in ext], dtype=np.uint64),
                           p_mod_q=np.array([big_p % moduli[i] for i in range(limbs)], dtype=np.uint64))
 
     def decompose(self, c: RNSPoly) -> np.ndarray:
-        """ModUp: digits (J, |Q_ℓ ∪ P|, n) of c (NTT form over Q_ℓ), each in NTT form over Q_ℓ ∪ P."""
+        """ModUp: digits (J, |Q_ℓ ∪ P|, n) of c (NTT form over Q_ℓ), each in NTT form over Q_ℓ ∪ P.
+
+        Digit j is the centered representative of c mod Q_j, so |d_j| <= Q_j/2."""
         level = self.params.level_of(len(c.idx))
         plan, ring = self.plan(level), self.ring
         c_coeff = c.to_coeff().data
         out = np.empty((len(plan.digit_idx), len(plan.ext_idx), ring.n), dtype=np.uint64)
         lifted = []
-        for j, (d, pos) in enumerate(zip(plan.digit_idx, plan.target_pos)):
+        for j, (d, conv) in enumerate(zip(plan.digit_idx, plan.conversions)):
             out[j, list(d)] = c.data[list(d)]
-            lifted.append(ring.convert(c_coeff[list(d)], d, tuple(plan.ext_idx[k] for k in pos)))
+            lifted.append(conv(c_coeff[list(d)]))
         lifted_ntt = ring.ntt(np.concatenate(lifted), plan.lifted_idx)
         start = 0
         for j, pos in enumerate(plan.target_pos):
@@ -182,22 +298,26 @@ class KeySwitcher:
         """Σ_j σ(digits_j) · key_j over Q_ℓ ∪ P (NTT form); ``perm`` is σ's NTT-form permutation."""
         plan = self.plan(level)
         rows = np.array(plan.ext_idx, dtype=np.int64)
-        b, a = _inner_product(digits, plan.digit_ids, key.b, key.b_shoup, key.a, key.a_shoup,
-                              rows, plan.ext_q, self.identity if perm is None else perm)
+        b, a = _inner_product(digits, plan.digit_ids, key.b, key.b_shoup, key.a, key.a_shoup, rows,
+                              plan.ext_q, self.identity if perm is None else perm, perm is not None)
         return RNSPoly(self.ring, b, plan.ext_idx, True), RNSPoly(self.ring, a, plan.ext_idx, True)
 
     def lift_by_p(self, acc: RNSPoly, c: RNSPoly) -> RNSPoly:
         """acc + P·c (c over Q_ℓ, acc over Q_ℓ ∪ P, both NTT), so that a later ÷P leaves c + acc/P."""
         plan = self.plan(self.params.level_of(len(c.idx)))
         limbs = len(c.idx)
-        q = plan.ext_q[:limbs, None]
         data = acc.data.copy()
-        data[:limbs] = (data[:limbs] + c.data * plan.p_mod_q[:, None] % q) % q
+        data[:limbs] = self.ring.add(data[:limbs], self.ring.mul(c.data, plan.p_mod_q[:, None], c.idx), c.idx)
         return RNSPoly(self.ring, data, acc.idx, True)
 
     def mod_down(self, x: RNSPoly, extra: int = 0) -> RNSPoly:
-        """round(x / P) over Q_ℓ, or with ``extra`` > 0 round(x / (P · last ``extra`` Q primes))."""
-        return x.rescale(len(self.p_idx) + extra)
+        """round(x / P) over Q_ℓ, or with ``extra`` > 0 round(x / (P · the last ``extra`` primes of Q_ℓ))."""
+        limbs = len(x.idx) - len(self.p_idx)
+        key = (limbs, extra)
+        if key not in self._dividers:
+            drop = tuple(range(limbs - extra, limbs)) + self.p_idx
+            self._dividers[key] = Divider(self.ring, tuple(range(limbs - extra)), drop)
+        return self._dividers[key](x)
 
     def switch(self, c: RNSPoly, key: SwitchingKey) -> tuple[RNSPoly, RNSPoly]:
         """(c0', c1') over Q_ℓ with c0' + c1'·s ≈ c·s' (s' the key's source secret)."""
