@@ -11,7 +11,6 @@ The server never holds a secret key (a context carrying one is refused) and has 
 keys or contexts. Bodies above the size limits get 413, malformed bytes 400, an unknown context 404, a
 ciphertext under another key 409, a wrong shape or level 422; the server keeps serving after each.
 """
-from __future__ import annotations
 
 import argparse
 import sys
@@ -44,7 +43,7 @@ def create_app(model: Sequential, *, max_context_bytes: int = DEFAULT_MAX_CONTEX
     from fastapi.concurrency import run_in_threadpool
 
     app = FastAPI(title="hezk encrypted inference")
-    servers: OrderedDict[str, Server] = OrderedDict()
+    servers = OrderedDict()  # context id -> Server, least recently registered first
     plan = model.plan()
 
     async def read_body(request: Request, limit: int, what: str) -> bytes:

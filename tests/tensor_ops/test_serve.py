@@ -1,0 +1,115 @@
+"""The HTTP endpoint over loopback: a real uvicorn server started in the test, bounded requests, stopped after."""
+import socket
+import threading
+import time
+
+import httpx
+import numpy as np
+import pytest
+
+from tensor_ops.inference import Client, pack_message
+from tensor_ops.nn import Linear, Sequential, Square
+from tensor_ops.serve import RemoteError, create_app, fetch_plan, register_context, remote_infer
+
+uvicorn = pytest.importorskip("uvicorn")
+TIMEOUT = 60.0
+MAX_REQUEST = 1 << 20
+
+
+def _free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def model():
+    rng = np.random.default_rng(0)
+    return Sequential([Linear(rng.normal(0, 0.5, (4, 6)), rng.normal(0, 0.5, 4)), Square(),
+                       Linear(rng.normal(0, 0.5, (3, 4)))], input_shape=(6,))
+
+
+@pytest.fixture(scope="module")
+def url(model):
+    app = create_app(model, max_request_bytes=MAX_REQUEST, max_contexts=4)
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            pytest.fail("the test server did not start")
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def client(url):
+    return Client(plan=fetch_plan(url), seed=21)
+
+
+@pytest.fixture(scope="module")
+def context_id(url, client):
+    return register_context(url, client)
+
+
+def _post(url, path, body):
+    return httpx.post(url + path, content=body, timeout=TIMEOUT, headers={"content-type": "application/octet-stream"})
+
+
+def test_health_and_plan(url, model):
+    assert httpx.get(url + "/health", timeout=TIMEOUT).json()["status"] == "ok"
+    plan = httpx.get(url + "/plan", timeout=TIMEOUT).json()
+    assert plan["plan"]["input_shape"] == [6] and "depth" in plan["explain"]
+
+
+def test_remote_inference_equals_plaintext(url, client, context_id, model):
+    x = np.random.default_rng(1).uniform(-1, 1, (10, 6))
+    np.testing.assert_allclose(remote_infer(url, client, x, context_id), model.forward(x), atol=1e-2)
+
+
+def test_errors_are_4xx_with_a_message_and_the_server_keeps_serving(url, client, context_id, model):
+    assert _post(url, "/infer/" + context_id, b"garbage").status_code == 400
+    assert "magic" in _post(url, "/infer/" + context_id, b"garbage").json()["detail"]
+    unknown = _post(url, "/infer/" + "ab" * 16, client.encrypt(np.zeros(6)))
+    assert unknown.status_code == 404 and "POST /contexts" in unknown.json()["detail"]
+    big = _post(url, "/infer/" + context_id, b"\x00" * (MAX_REQUEST + 1))
+    assert big.status_code == 413 and str(MAX_REQUEST) in big.json()["detail"]
+    assert _post(url, "/infer/" + context_id, b"").status_code == 400
+    assert _post(url, "/contexts", b"not a context").status_code == 400
+    x = np.full(6, 0.25)
+    np.testing.assert_allclose(remote_infer(url, client, x, context_id), model.forward(x), atol=1e-2)
+
+
+def test_context_mismatch_is_409(url, client, context_id, model):
+    other = Client(plan=client.plan, seed=22)
+    response = _post(url, "/infer/" + context_id, other.encrypt(np.zeros(6)))
+    assert response.status_code == 409 and "key set" in response.json()["detail"]
+
+
+def test_wrong_level_is_422(url, client, context_id):
+    ct = client._context.encrypt(np.zeros(8), level=client.plan.input_level - 1)
+    request = pack_message("request", {"key_id": client.key_id.hex(), "samples": 1}, [ct])
+    response = _post(url, "/infer/" + context_id, request)
+    assert response.status_code == 422 and "level" in response.json()["detail"]
+
+
+def test_secret_key_context_is_refused(url, client):
+    response = _post(url, "/contexts", client._context.to_bytes(include_secret_key=True))
+    assert response.status_code == 400 and "secret key" in response.json()["detail"]
+
+
+def test_remote_errors_raise_with_status(url, client):
+    with pytest.raises(RemoteError) as info:
+        remote_infer(url, client, np.zeros(6), context_id="00" * 16)
+    assert info.value.status == 404
+
+
+def test_nothing_secret_can_be_requested(model):
+    app = create_app(model)
+    routes = {(route.path, method) for route in app.routes if hasattr(route, "methods") for method in route.methods}
+    public = {("/health", "GET"), ("/plan", "GET"), ("/contexts", "POST"), ("/infer/{context_id}", "POST")}
+    assert {r for r in routes if not r[0].startswith(("/docs", "/openapi", "/redoc"))} == public
