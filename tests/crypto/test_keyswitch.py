@@ -1,0 +1,146 @@
+"""Hybrid key switching: every kernel against its big-int twin; switching keys against the secret."""
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from crypto import CKKSContext, CKKSParameters
+from crypto.keyswitch import (CenteredConversion, Divider, KeySwitcher, _inner_product, conjugation_element,
+                              galois_element, make_switching_key)
+from crypto.modarith import crt_compose, find_ntt_primes, shoup_precompute
+from crypto.ring import RingContext, RNSPoly
+from crypto.rlwe import KeyGenerator, centered_coefficients
+from crypto.sampling import Sampler
+from tests.reference.naive_keyswitch import (centered_int, naive_centered_conversion, naive_divide_round,
+                                             naive_inner_product)
+
+N = 32
+PRIMES = find_ntt_primes(30, 3, N) + find_ntt_primes(25, 5, N)
+
+
+@given(k_from=st.integers(1, 4), k_to=st.integers(1, 4), seed=st.integers(0, 2**32 - 1))
+def test_centered_conversion_matches_big_ints(k_from, k_to, seed):
+    rng = np.random.default_rng(seed)
+    src, dst = PRIMES[:k_from], PRIMES[k_from:k_from + k_to]
+    x = np.array([rng.integers(0, q, N) for q in src], dtype=np.uint64)
+    x[:, 0] = 0                                           # zero and the centre boundary cases
+    x[:, 1] = [(q - 1) for q in src]                      # -1
+    got = CenteredConversion(src, dst)(x)
+    assert np.array_equal(got, naive_centered_conversion(x, src, dst))
+
+
+@given(digits=st.integers(1, 4), rows=st.integers(1, 6), seed=st.integers(0, 2**32 - 1), permute=st.booleans())
+def test_inner_product_matches_big_ints(digits, rows, seed, permute):
+    rng = np.random.default_rng(seed)
+    moduli = PRIMES[:rows]
+    q = np.array(moduli, dtype=np.uint64)
+    d = np.stack([[rng.integers(0, m, N) for m in moduli] for _ in range(digits)]).astype(np.uint64)
+    keys_b = np.stack([[rng.integers(0, m, N) for m in moduli] for _ in range(digits)]).astype(np.uint64)
+    keys_a = np.stack([[rng.integers(0, m, N) for m in moduli] for _ in range(digits)]).astype(np.uint64)
+    d[0, 0, :3] = q[0] - 1                                # largest residues: the lazy sums peak
+    keys_b[0, 0, :3] = keys_a[0, 0, :3] = q[0] - 1
+    perm = rng.permutation(N) if permute else np.arange(N)
+    shoup = [shoup_precompute(k, q[None, :, None]) for k in (keys_b, keys_a)]
+    b, a = _inner_product(d, np.arange(digits), keys_b, shoup[0], keys_a, shoup[1], np.arange(rows), q,
+                          perm, permute)
+    assert np.array_equal(b, naive_inner_product(d, keys_b, moduli, perm))
+    assert np.array_equal(a, naive_inner_product(d, keys_a, moduli, perm))
+
+
+@given(keep=st.integers(1, 4), drop=st.integers(1, 4), seed=st.integers(0, 2**32 - 1))
+def test_divider_rounds_like_big_ints(keep, drop, seed):
+    ring = RingContext(N, PRIMES)
+    keep_idx, drop_idx = tuple(range(keep)), tuple(range(keep, keep + drop))
+    big = math.prod(PRIMES[: keep + drop])
+    rng = np.random.default_rng(seed)
+    values = [int.from_bytes(rng.bytes(40), "little") % big - big // 2 for _ in range(N)]
+    poly = RNSPoly.from_ints(ring, np.array(values, dtype=object), keep_idx + drop_idx, is_ntt=True)
+    got = Divider(ring, keep_idx, drop_idx)(poly).to_coeff()
+    divisor = math.prod(PRIMES[keep:keep + drop])
+    for row, q in zip(got.data, got.moduli):
+        assert [int(v) for v in row] == naive_divide_round(values, divisor, q)
+
+
+@given(seed=st.integers(0, 2**32 - 1), bits=st.integers(1, 200))
+def test_centered_coefficients_match_crt(seed, bits):
+    rng = np.random.default_rng(seed)
+    moduli = PRIMES
+    big = math.prod(moduli)
+    bound = min(2**bits, big // 2)
+    values = [int.from_bytes(rng.bytes(32), "little") % (2 * bound) - bound for _ in range(N)]
+    residues = np.array([[v % q for v in values] for q in moduli], dtype=np.uint64)
+    got = centered_coefficients(residues, moduli)
+    reference = [centered_int(int(x), big) for x in crt_compose(residues, moduli)]
+    assert reference == values
+    assert np.allclose(got, np.array(values, dtype=np.float64), rtol=2**-50, atol=0)
+
+
+def _small_setup(seed=5):
+    params = CKKSParameters.from_literal({"log_n": 5, "log_q": [[30, 30], [25, 25], [25, 25]],
+                                          "log_p": [30, 30, 30], "log_scale": 50, "dnum": 3,
+                                          "insecure": True})
+    ring = RingContext(params.n, params.moduli)
+    gen = KeyGenerator(params, ring, Sampler(seed))
+    return params, ring, gen, gen.secret_key()
+
+
+def test_decomposition_digits_are_exact_centered_lifts():
+    """Digit j, read as one integer over Q_ℓ·P, is the centered representative of c mod Q_j."""
+    params, ring, _, _ = _small_setup()
+    switcher = KeySwitcher(params, ring)
+    for level in range(params.max_level + 1):
+        idx = tuple(range(params.limbs_at(level)))
+        c = RNSPoly(ring, Sampler(level).uniform([ring.moduli[i] for i in idx], params.n), idx, True)
+        c_coeff = c.to_coeff().data
+        digits = switcher.decompose(c)
+        plan = switcher.plan(level)
+        assert digits.shape == (len(plan.digit_idx), len(idx) + len(params.p_moduli), params.n)
+        for j, d in enumerate(plan.digit_idx):
+            lifted = RNSPoly(ring, digits[j], plan.ext_idx, True).to_ints()
+            q_j = math.prod(ring.moduli[i] for i in d)
+            residues = np.array([c_coeff[i] for i in d])
+            expected = [centered_int(int(v), q_j) for v in crt_compose(residues, [ring.moduli[i] for i in d])]
+            assert [int(v) for v in lifted] == expected
+
+
+@pytest.mark.parametrize("level", [0, 1, 2])
+def test_switching_key_moves_c_times_s_prime_to_s(level):
+    params, ring, gen, sk = _small_setup()
+    other = gen.secret_key()
+    key = make_switching_key(params, ring, gen.sampler, sk.poly.data, other.poly.data)
+    idx = tuple(range(params.limbs_at(level)))
+    c = RNSPoly(ring, Sampler(9).uniform([ring.moduli[i] for i in idx], params.n), idx, True)
+    c0, c1 = KeySwitcher(params, ring).switch(c, key)
+    expected = (c * other.poly.keep(idx)).to_ints()
+    got = (c0 + c1 * sk.poly.keep(idx)).to_ints()
+    error = max(abs(int(a) - int(b)) for a, b in zip(got, expected))
+    assert error < 2**16                                 # key-switching noise, not a wrong key
+
+
+def test_galois_elements():
+    n = 4096
+    assert galois_element(1, n) == 5 and galois_element(0, n) == 1
+    assert galois_element(-1, n) == pow(5, n // 2 - 1, 2 * n)
+    assert galois_element(3, n) == galois_element(3 + n // 2, n) == galois_element(3 - n // 2, n)
+    assert conjugation_element(n) == 2 * n - 1
+    assert len({galois_element(k, n) for k in range(n // 2)}) == n // 2
+
+
+def test_rotation_keys_are_shared_between_equivalent_steps():
+    ctx = CKKSContext.keygen("TOY", rotations=[3, 3 - 2048, 0, 2048], seed=3)
+    assert len(ctx.galois_keys.keys) == 1
+    x = np.linspace(-1, 1, 2048)
+    ct = ctx.encrypt(x)
+    for step in (3, 3 - 2048, 3 + 4096):
+        assert np.abs(ctx.decrypt(ctx.evaluator.rotate(ct, step)) - np.roll(x, -3)).max() < 1e-8
+
+
+@settings(max_examples=5)
+@given(steps=st.lists(st.sampled_from([1, -1, 2, 17, -100, 1000]), min_size=1, max_size=4, unique=True))
+def test_hoisted_rotation_over_random_step_sets(steps):
+    ctx = CKKSContext.keygen("TOY", rotations=[1, -1, 2, 17, -100, 1000], seed=11)
+    x = np.random.default_rng(len(steps)).uniform(-1, 1, 2048)
+    out = ctx.evaluator.rotate_hoisted(ctx.encrypt(x), steps)
+    for k in steps:
+        assert np.abs(ctx.decrypt(out[k]) - np.roll(x, -k)).max() < 2**-30
