@@ -28,22 +28,40 @@ class PlainBackend:
 
     name = "plain"
 
-    def __init__(self, slots: int, rotations=None):
-        if slots < 1 or slots & (slots - 1):
+    def __init__(self, slots=None, rotations=None):
+        """``slots``: a power of two, or CKKSParameters (their slot count); None adopts the slot count
+        of the first plan run. ``rotations``: when given, a rotation without a "key" raises
+        KeyMissingError, as it would under encryption."""
+        slots = getattr(slots, "slots", slots)
+        if slots is not None and (isinstance(slots, bool) or int(slots) < 1 or int(slots) & (int(slots) - 1)):
             raise ShapeError(f"slots={slots} must be a power of two")
-        self.slots = int(slots)
-        self.keys = None if rotations is None else frozenset(int(k) % self.slots for k in rotations)
+        self.slots = None if slots is None else int(slots)
+        self._rotations = None if rotations is None else tuple(int(k) for k in rotations)
         self.counts = Counter()
 
-    @classmethod
-    def for_params(cls, params, rotations=None) -> "PlainBackend":
-        return cls(params.slots, rotations)
+    @property
+    def keys(self):
+        if self._rotations is None or self.slots is None:
+            return None
+        return frozenset(k % self.slots for k in self._rotations)
+
+    def run(self, plan, *arrays) -> np.ndarray:
+        """Execute ``plan`` on numpy arrays (packed with the plan's input layouts) and return the numpy
+        result: the very steps the encrypted run performs, rotations as np.roll, masks as products."""
+        if self.slots is None:
+            self.slots = plan.slots
+        if self.slots != plan.slots:
+            raise ShapeError(f"plan has {plan.slots} slots but this backend has {self.slots}")
+        return plan.simulate(*arrays, backend=self)
 
     def _check(self, k):
-        if self.keys is not None and k % self.slots and k % self.slots not in self.keys:
+        keys = self.keys
+        if keys is not None and k % self.slots and k % self.slots not in keys:
             raise KeyMissingError(f"rotation by {k} needs a Galois key; keys exist for {sorted(self.keys)}")
 
     def encrypt(self, vector) -> np.ndarray:
+        if self.slots is None:
+            raise ShapeError("PlainBackend(slots=None) cannot encrypt before it knows its slot count")
         vec = np.asarray(vector)
         if vec.ndim != 1 or len(vec) > self.slots:
             raise ShapeError(f"vector of shape {vec.shape} does not fit {self.slots} slots")
@@ -103,6 +121,11 @@ class CKKSBackend:
 
     def encrypt(self, vector):
         return self.ctx.encrypt(np.asarray(vector))
+
+    def run(self, plan, *operands):
+        """Execute ``plan`` on CipherTensors / numpy arrays; returns a CipherTensor."""
+        from .tensor import run_plan  # tensor.py builds on this module
+        return run_plan(plan, operands)
 
     def decrypt(self, x) -> np.ndarray:
         return np.asarray(self.ctx.decrypt(x))

@@ -36,7 +36,7 @@ from __future__ import annotations
 import itertools
 import string
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import ceil
 
 import numpy as np
@@ -479,6 +479,7 @@ class Plan:
     slots: int
     notes: tuple[str, ...]
     max_level: int | None = None
+    costs: CostModel = DEFAULT_COSTS
 
     # -------------------------------------------------------------- queries
     def rotations(self) -> list[int]:
@@ -493,16 +494,18 @@ class Plan:
         return max((lv.get(r, 0) for r in self.output_regs), default=0)
 
     def cost(self) -> dict:
-        """Operation counts: rotations (hoisted apart), multiplies, rescales, additions, ciphertexts, keys."""
+        """Operation counts: ``rotations`` (all; ``hoisted_rotations`` of them share a decomposition),
+        ``multiplies`` (ct*ct + ct*pt), rescales, additions, ``ciphertexts`` (encrypted inputs, after
+        tiling), output ciphertexts, rotation keys, and the cost model's estimate (1 = one rotation)."""
         c = Counter()
         for s in self.steps:
             c.update(s.counts(self.slots))
-        return {"rotations": c["rotations"], "hoisted_rotations": c["hoisted_rotations"],
-                "ct_mults": c["ct_mults"], "pt_mults": c["pt_mults"], "rescales": c["rescales"],
-                "additions": c["additions"],
-                "input_ciphertexts": sum(lay.n_ciphertexts for lay, e in zip(self.input_layouts, self.encrypted) if e),
+        inputs = sum(lay.n_ciphertexts for lay, e in zip(self.input_layouts, self.encrypted) if e)
+        return {"rotations": c["rotations"] + c["hoisted_rotations"], "hoisted_rotations": c["hoisted_rotations"],
+                "multiplies": c["ct_mults"] + c["pt_mults"], "ct_mults": c["ct_mults"], "pt_mults": c["pt_mults"],
+                "rescales": c["rescales"], "additions": c["additions"], "ciphertexts": inputs,
                 "output_ciphertexts": len(self.output_regs), "rotation_keys": len(self.rotations()),
-                "estimate": round(DEFAULT_COSTS.of(c), 2)}
+                "estimate": round(self.costs.of(c), 2)}
 
     def explain(self, max_steps: int = 80) -> str:
         """A readable account: expression, layouts, strategy notes, depth, cost, then the steps."""
@@ -517,7 +520,7 @@ class Plan:
         if self.output_layout is not None:
             lines.append(f"  output: {self.output_layout.describe()}")
         for s in self.steps[:max_steps]:
-            lines.append(f"    {s}")
+            lines.append(f"    {type(s).__name__:<14} {s}")
         if len(self.steps) > max_steps:
             lines.append(f"    ... {len(self.steps) - max_steps} more steps")
         return "\n".join(lines)
@@ -913,7 +916,7 @@ def _pair_with(b: _Builder, anchor: Sym, other, keep: str, op: str, swapped: boo
 def _try_diagonal(b: _Builder, x: Sym, y: PlainSym, keep: str):
     """Halevi–Shoup diagonal candidate for ``M[i,k] x[k] -> y[i]`` (x encrypted, one tile, clean)."""
     lay = x.layout
-    if len(x.indices) != 1 or len(y.indices) != 2 or len(lay.tiles) != 1 or not lay.clean or lay.replicas:
+    if len(x.indices) != 1 or len(y.indices) != 2 or len(lay.tiles) != 1 or not lay.clean:
         return None
     (k,) = x.indices
     if k not in y.indices or k in keep:
@@ -925,11 +928,15 @@ def _try_diagonal(b: _Builder, x: Sym, y: PlainSym, keep: str):
     dim, stride, offset = max(rows, cols), lay.strides[0] or 1, lay.tiles[0].offset
     if offset + (2 * dim - 1) * stride >= b.slots:
         return None
+    doubled = lay.replicas == ((2, dim * stride),)  # the client packed x twice already
+    if lay.replicas and not doubled:
+        return None
     fb = b.fork()
     n0 = len(fb.steps)
     c = b.costs
     best = min(range(1, dim + 1), key=lambda bb: (bb - 1) * c.hoisted_rotation + (ceil(dim / bb) - 1) * c.rotation)
-    src = fb.emit(Replicate, x.regs[0], 2, dim * stride)  # x twice, so rotations wrap modulo dim
+    # x twice, so rotations wrap modulo dim
+    src = x.regs[0] if doubled else fb.emit(Replicate, x.regs[0], 2, dim * stride)
     r = fb.emit(Rescale, fb.emit(MatVecDiagonal, src, y.source, i + k, rows, cols, dim, stride, offset, best))
     out = SlotLayout((rows,), (stride,), b.slots, (Tile(0, (0,), (rows,), offset),), (), True)
     return (fb.cost_since(n0), fb, Sym((r,), out, i), f"diagonal method (BSGS baby={best}, hoisted)")
@@ -943,7 +950,7 @@ def build_plan(spec: EinsumSpec, encrypted, layouts, slots: int, max_level=None,
     if not enc_syms:
         preps = (PlainPrep(spec.expression(), tuple(plain_ids), spec.output),)
         return Plan(spec, tuple(encrypted), tuple(layouts), (), preps, (), None, slots,
-                    ("every operand is plaintext: numpy.einsum in the clear",), max_level)
+                    ("every operand is plaintext: numpy.einsum in the clear",), max_level, costs)
     enc_idx = set("".join(s.indices for s in enc_syms))
     preps = []
     plain_sym = None
@@ -981,7 +988,7 @@ def _finish(b: _Builder, cur: Sym, spec: EinsumSpec, encrypted, layouts, preps, 
             lay, idx = lay.insert_axis(lay.ndim), idx + c
     lay = lay.transpose([idx.index(c) for c in spec.output])
     return Plan(spec, tuple(encrypted), tuple(layouts), tuple(b.steps), tuple(preps), cur.regs, lay, b.slots,
-                tuple(b.notes), max_level)
+                tuple(b.notes), max_level, b.costs)
 
 
 def _input_syms(b: _Builder, spec: EinsumSpec, encrypted, layouts) -> dict:
@@ -1067,31 +1074,106 @@ def _sum_private(b: _Builder, sym: Sym, needed: set) -> Sym:
     return b.rotate_sum_axes(sym, [a for a, c in enumerate(sym.indices) if c not in needed])
 
 
-def plan(expr: str, *shapes, params=None, slots=None, encrypted=None, layouts=None, costs=DEFAULT_COSTS) -> Plan:
-    """Plan ``expr`` for operands of ``shapes`` without any key or ciphertext.
+def prepacked_layouts(spec: EinsumSpec, encrypted, slots: int):
+    """Input layouts that let the first contraction run without moves or replication: the first
+    encrypted operand row-major with replicas along the indices it lacks, its partner packed at the
+    same strides with replicas along the indices *it* lacks (EinHops-style client-side packing).
+    None when the expression does not suit it (repeated/broadcast/private indices, more than one
+    ciphertext)."""
+    enc = [n for n, e in enumerate(encrypted) if e]
+    plain = [n for n, e in enumerate(encrypted) if not e]
+    for n in range(len(spec.inputs)):
+        labels = spec.inputs[n]
+        if len(set(labels)) != len(labels) or any(d != spec.size(c) for c, d in zip(labels, spec.shapes[n])):
+            return None
+    first = spec.inputs[enc[0]]
+    if plain:
+        partner_idx = "".join(dict.fromkeys(c for n in plain for c in spec.inputs[n]))
+        partner_idx = "".join(c for c in partner_idx if c in spec.output or any(c in spec.inputs[m] for m in enc))
+        partner = None
+    elif len(enc) > 1:
+        partner = enc[1]
+        partner_idx = spec.inputs[partner]
+    else:
+        return None
+    others = "".join(spec.inputs[n] for n in range(len(spec.inputs)) if n != enc[0])
+    if any(c not in spec.output and c not in others for c in first):
+        return None
+    base = SlotLayout.compact(spec.shapes[enc[0]], slots)
+    step = max(base.span(), 1)
+    if len(base.tiles) > 1:
+        return None
+    strides = dict(zip(first, base.strides))
+    reps = []
+    for c in partner_idx:
+        if c not in strides:
+            strides[c] = step
+            reps.append((spec.size(c), step))
+            step *= spec.size(c)
+    if step > slots:
+        return None
+    layouts = [None] * len(spec.inputs)
+    layouts[enc[0]] = SlotLayout(base.shape, base.strides, slots, base.tiles, tuple(reps))
+    if partner is not None:
+        labels = spec.inputs[partner]
+        if any(c not in spec.output and c not in first and
+               all(c not in spec.inputs[m] for m in range(len(spec.inputs)) if m != partner) for c in labels):
+            return None
+        layouts[partner] = SlotLayout(spec.shapes[partner], tuple(strides[c] for c in labels), slots,
+                                      (Tile(0, (0,) * len(labels), spec.shapes[partner]),),
+                                      tuple((spec.size(c), strides[c]) for c in first if c not in labels))
+    for n in enc:
+        if layouts[n] is None:
+            layouts[n] = SlotLayout.compact(spec.shapes[n], slots)
+    return tuple(layouts)
 
-    ``params`` (CKKSParameters) gives the slot count and the level budget: a plan deeper than
-    ``params.max_level`` is refused here, before any encryption. ``encrypted`` flags each operand
-    (default: all encrypted); ``layouts`` optionally gives the SlotLayout of encrypted operands
-    (default: row-major compact, tiled if needed).
+
+def plan(expr: str, *shapes, params=None, slots=None, encrypted=None, layouts=None, costs=DEFAULT_COSTS) -> Plan:
+    """Plan ``expr`` for operands of ``shapes`` (tuples or arrays) without any key or ciphertext.
+
+    ``params`` (CKKSParameters or a preset name) gives the slot count and the level budget: a plan
+    deeper than ``params.max_level`` is refused here, before any encryption (LevelError naming the
+    depth needed and available). ``encrypted`` flags each operand (default: all encrypted).
+    ``layouts``: None (row-major compact, tiled if needed), a list with a SlotLayout per encrypted
+    operand (None entries: compact), or ``"auto"``: the planner also tries client-side packing
+    (operands encrypted already replicated, see :func:`prepacked_layouts`) and keeps the cheaper
+    plan; encrypt with ``layout=plan.input_layouts[n]``.
     """
+    if isinstance(params, str):
+        from crypto.params import CKKSParameters
+        params = CKKSParameters.preset(params)
     if params is None and slots is None:
-        raise ShapeError("plan needs params=CKKSParameters (or slots=<power of two> for a plain-only plan)")
-    slots = int(params.slots if params is not None else slots)
+        raise ShapeError("plan needs params=CKKSParameters (or slots=<power of two>)")
+    slots = params.slots if params is not None else slots
+    if isinstance(slots, bool) or not isinstance(slots, (int, np.integer)) or slots < 1 or slots & (slots - 1):
+        raise ShapeError(f"slots={slots!r} must be a power of two")
+    slots = int(slots)
     spec = parse(expr, *shapes)
     encrypted = tuple(bool(e) for e in (encrypted if encrypted is not None else [True] * len(shapes)))
     if len(encrypted) != len(shapes):
         raise ShapeError(f"encrypted has {len(encrypted)} flags for {len(shapes)} operands")
-    layouts = list(layouts) if layouts is not None else [None] * len(shapes)
+    auto = isinstance(layouts, str)
+    if auto and layouts != "auto":
+        raise ShapeError(f"layouts={layouts!r}: expected None, 'auto' or a list of SlotLayouts")
+    layouts = [None] * len(shapes) if layouts is None or auto else list(layouts)
     if len(layouts) != len(shapes):
         raise ShapeError(f"layouts has {len(layouts)} entries for {len(shapes)} operands")
     layouts = tuple(lay if lay is not None or not e else SlotLayout.compact(s, slots)
                     for lay, e, s in zip(layouts, encrypted, spec.shapes))
     for n, lay in enumerate(layouts):
-        if lay is not None and lay.slots != slots:
-            raise ShapeError(f"operand {n}: layout has {lay.slots} slots but the parameters have {slots}")
+        if lay is not None and (lay.slots != slots or lay.shape != spec.shapes[n]):
+            raise ShapeError(f"operand {n}: layout ({lay.describe()}) does not fit shape {spec.shapes[n]} "
+                             f"and {slots} slots")
     max_level = params.max_level if params is not None else None
     p = build_plan(spec, encrypted, layouts, slots, max_level, costs)
+    packed = prepacked_layouts(spec, encrypted, slots) if auto and any(encrypted) else None
+    if packed is not None:
+        q = build_plan(spec, encrypted, packed, slots, max_level, costs)
+        if q.cost()["estimate"] < p.cost()["estimate"] or \
+                (q.cost()["estimate"] == p.cost()["estimate"] and q.depth() < p.depth()):
+            q = replace(q, notes=q.notes + (f"client-side packing (replicated inputs): est. {q.cost()['estimate']} "
+                                            f"vs {p.cost()['estimate']} with row-major inputs",))
+            p = q
     if max_level is not None:
         p.check_levels(max_level)
     return p

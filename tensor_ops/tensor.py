@@ -26,7 +26,7 @@ from .layout import SlotLayout
 from .parse import parse
 from .plan import Plan, build_elementwise, build_plan, build_scalar
 
-__all__ = ["CipherTensor", "encrypt", "einsum", "matmul_expression"]
+__all__ = ["CipherTensor", "encrypt", "einsum", "matmul_expression", "run_plan"]
 
 
 def _backend_of(ctx):
@@ -147,7 +147,7 @@ class CipherTensor:
         if isinstance(other, (int, float, complex, np.number)) and not isinstance(other, bool):
             if op == "sub":
                 other, op = -other, "add"
-            return _run(build_scalar(op, self._layout, other), [self])
+            return run_plan(build_scalar(op, self._layout, other), [self])
         if isinstance(other, CipherTensor):
             _check_same(self, other)
         elif not isinstance(other, np.ndarray):
@@ -159,7 +159,7 @@ class CipherTensor:
         enc = tuple(isinstance(o, CipherTensor) for o in operands)
         layouts = [o.layout if isinstance(o, CipherTensor) else None for o in operands]
         plan = build_elementwise(op, [o.shape for o in operands], enc, layouts, self._layout.slots)
-        return _run(plan, operands)
+        return run_plan(plan, operands)
 
     def __add__(self, other):
         return self._binary(other, "add")
@@ -212,9 +212,16 @@ def _check_same(a: CipherTensor, b: CipherTensor):
         raise ContextMismatchError(f"slot counts differ: {a.layout.slots} and {b.layout.slots}")
 
 
-def _run(plan: Plan, operands) -> CipherTensor:
+def run_plan(plan: Plan, operands) -> CipherTensor:
     """Execute ``plan`` on the backend of the encrypted operands, refusing too-deep plans first."""
     tensors = [o for o in operands if isinstance(o, CipherTensor)]
+    if len(operands) != len(plan.encrypted) or \
+            any(isinstance(o, CipherTensor) != e for o, e in zip(operands, plan.encrypted)):
+        raise ShapeError(f"plan expects operands encrypted={plan.encrypted}, got "
+                         f"{tuple(isinstance(o, CipherTensor) for o in operands)}")
+    for n, (o, lay) in enumerate(zip(operands, plan.input_layouts)):
+        if isinstance(o, CipherTensor) and o.layout != lay:
+            raise ShapeError(f"operand {n} has layout {o.layout.describe()}, the plan expects {lay.describe()}")
     be = tensors[0].backend
     levels = [t.level for t in tensors]
     if None not in levels:
@@ -263,4 +270,4 @@ def einsum(expr: str, *operands):
     enc = tuple(isinstance(o, CipherTensor) for o in arrays)
     layouts = [o.layout if isinstance(o, CipherTensor) else None for o in arrays]
     plan = build_plan(spec, enc, layouts, tensors[0].layout.slots)
-    return _run(plan, arrays)
+    return run_plan(plan, arrays)

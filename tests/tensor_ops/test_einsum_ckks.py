@@ -104,7 +104,7 @@ def test_too_deep_for_the_operands_level(ctx):
 def test_random_expressions_encrypted_within_bound(params, case, seed):
     expr, shapes, enc, _ = case
     p = plan(expr, *shapes, slots=params.slots, encrypted=enc)
-    if p.depth() > params.max_level or len(p.rotations()) > 40 or p.cost()["input_ciphertexts"] > 2:
+    if p.depth() > params.max_level or len(p.rotations()) > 40 or p.cost()["ciphertexts"] > 2:
         return  # too deep for TOY (refusal tested above) or too slow for a default test
     ctx = CKKSContext.keygen(params, rotations=p.rotations(), seed=seed % 1000)
     rng = np.random.default_rng(seed)

@@ -144,7 +144,47 @@ def test_transpose_and_private_sums_use_no_rotation_or_level():
 
 def test_tiling_never_aborts():
     p = plan("ij,jk->ik", (64, 64), (64, 64), slots=2048, encrypted=(True, False))
-    assert p.cost()["input_ciphertexts"] == 2 and p.cost()["output_ciphertexts"] > 1
+    assert p.cost()["ciphertexts"] == 2 and p.cost()["output_ciphertexts"] > 1
     rng = np.random.default_rng(4)
     a, b = _ints(rng, (64, 64)), _ints(rng, (64, 64))
     np.testing.assert_array_equal(p.simulate(a, b), a @ b)
+
+
+@pytest.mark.parametrize("expr,shapes,enc", [
+    ("ij,jk->ik", [(8, 8), (8, 8)], (True, True)),
+    ("ij,jk->ik", [(8, 8), (8, 8)], (False, True)),
+    ("bhqd,bhkd->bhqk", [(2, 2, 4, 8), (2, 2, 4, 8)], (True, True)),
+    ("ik,k->i", [(64, 64), (64,)], (False, True)),
+    ("chw,oc->ohw", [(3, 8, 8), (4, 3)], (True, False)),
+])
+def test_client_side_packing_is_cheaper_and_exact(expr, shapes, enc):
+    default = plan(expr, *shapes, slots=8192, encrypted=enc)
+    auto = plan(expr, *shapes, slots=8192, encrypted=enc, layouts="auto")
+    assert auto.cost()["rotations"] < default.cost()["rotations"]
+    assert any(lay is not None and lay.replicas for lay in auto.input_layouts)
+    rng = np.random.default_rng(8)
+    arrays = [_ints(rng, s) for s in shapes]
+    np.testing.assert_array_equal(PlainBackend(8192).run(auto, *arrays), np.einsum(expr, *arrays))
+    # the encrypted tensors carry the plan's layouts, and einsum follows them
+    be = PlainBackend(8192)
+    ops = [encrypt(be, a, layout=lay) if e else a for a, e, lay in zip(arrays, enc, auto.input_layouts)]
+    np.testing.assert_array_equal(einsum(expr, *ops).decrypt(), np.einsum(expr, *arrays))
+
+
+def test_explain_lists_steps_strategy_and_counts():
+    p = plan("ik,k->i", (256, 256), (256,), slots=8192, encrypted=(False, True))
+    text = p.explain()
+    assert "diagonal" in text and "over" in text  # the strategy chosen and the alternative's estimate
+    assert "MatVecDiagonal" in text and "Rescale" in text and "depth 1" in text
+    assert p.cost()["hoisted_rotations"] > 0
+    kinds = {type(s).__name__ for s in plan("ij,jk->ik", (8, 8), (8, 8), slots=2048).steps}
+    assert {"Input", "Mask", "Replicate", "Multiply", "Rescale", "RotateSum"} <= kinds
+
+
+def test_plain_backend_adopts_plan_slots_and_rejects_a_mismatch():
+    p = plan("ij,jk->ik", (3, 4), (4, 5), slots=64)
+    rng = np.random.default_rng(9)
+    a, b = _ints(rng, (3, 4)), _ints(rng, (4, 5))
+    np.testing.assert_array_equal(PlainBackend().run(p, a, b), a @ b)
+    with pytest.raises(ValueError, match="slots"):
+        PlainBackend(128).run(p, a, b)
