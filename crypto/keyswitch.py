@@ -45,35 +45,43 @@ def _reduce_small(acc, q, q_inv):
     return min(r, r - q)
 
 
+@numba.njit(cache=True, inline="always")
+def _mulmod_lazy(x, y, q, q_inv):
+    """x·y mod q up to one extra q (result in [0, 2q)), for x, y < q < 2^31: float64 quotient estimate."""
+    p = x * y
+    r = p - np.uint64(p * q_inv) * q
+    return min(r, r + q)  # the estimate was one too large: r wrapped around
+
+
 @numba.njit(cache=True)
-def _inner_product(digits, digit_ids, key_b, key_bs, key_a, key_as, key_rows, q, perm, use_perm):
+def _inner_product(digits, digit_ids, key_b, key_a, key_rows, q, perm, use_perm):
     """out_t[r, c] = Σ_j digits[j, r, perm[c]] · key_t[digit_ids[j], key_rows[r], c] mod q[r], t = b, a.
 
-    The key is constant, so its Shoup companions make each product two multiplies; the products are
-    left in [0, 2q) and summed lazily (< 2·dnum·q < 2^40), then reduced once."""
+    Keys are stored as uint32; products are left in [0, 2q) and summed lazily (< 2·dnum·q < 2^40),
+    then reduced once."""
     n_digits, n_rows, n = digits.shape
     out_b = np.zeros((n_rows, n), dtype=np.uint64)
     out_a = np.zeros((n_rows, n), dtype=np.uint64)
     for r in range(n_rows):
         qr = q[r]
+        q_inv = 1.0 / qr
         kr = key_rows[r]
         ob = out_b[r]
         oa = out_a[r]
         for j in range(n_digits):
             kj = digit_ids[j]
             d = digits[j, r]
-            kb, kbs, ka, kas = key_b[kj, kr], key_bs[kj, kr], key_a[kj, kr], key_as[kj, kr]
+            kb, ka = key_b[kj, kr], key_a[kj, kr]
             if use_perm:
                 for c in range(n):
                     x = d[perm[c]]
-                    ob[c] += x * kb[c] - ((x * kbs[c]) >> _U32) * qr
-                    oa[c] += x * ka[c] - ((x * kas[c]) >> _U32) * qr
+                    ob[c] += _mulmod_lazy(x, np.uint64(kb[c]), qr, q_inv)
+                    oa[c] += _mulmod_lazy(x, np.uint64(ka[c]), qr, q_inv)
             else:
                 for c in range(n):
                     x = d[c]
-                    ob[c] += x * kb[c] - ((x * kbs[c]) >> _U32) * qr
-                    oa[c] += x * ka[c] - ((x * kas[c]) >> _U32) * qr
-        q_inv = 1.0 / qr
+                    ob[c] += _mulmod_lazy(x, np.uint64(kb[c]), qr, q_inv)
+                    oa[c] += _mulmod_lazy(x, np.uint64(ka[c]), qr, q_inv)
         for c in range(n):
             ob[c] = _reduce_small(ob[c], qr, q_inv)
             oa[c] = _reduce_small(oa[c], qr, q_inv)
@@ -186,42 +194,41 @@ def conjugation_element(n: int) -> int:
 
 @dataclass(frozen=True, eq=False)
 class SwitchingKey:
-    """dnum RLWE samples (b_j, a_j) over Q·P in NTT form, each of shape (dnum, len(moduli), n)."""
+    """dnum RLWE samples (b_j, a_j) over Q·P in NTT form, each of shape (dnum, len(moduli), n).
+
+    Stored as uint32 (every residue is below 2^31): half the memory of uint64."""
 
     b: np.ndarray = field(repr=False)
     a: np.ndarray = field(repr=False)
     moduli: tuple[int, ...] = field(repr=False)
-    b_shoup: np.ndarray = field(init=False, repr=False)
-    a_shoup: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self):
-        q = np.array(self.moduli, dtype=np.uint64)[None, :, None]
         for name in ("b", "a"):
-            arr = np.ascontiguousarray(getattr(self, name), dtype=np.uint64)
+            arr = np.ascontiguousarray(getattr(self, name), dtype=np.uint32)
             if arr.ndim != 3 or arr.shape[1] != len(self.moduli):
                 raise ParameterError(f"switching key part {name} has shape {arr.shape}; "
                                      f"expected (dnum, {len(self.moduli)}, n)")
-            companion = shoup_precompute(arr, q)
-            for a in (arr, companion):
-                a.setflags(write=False)
+            arr.setflags(write=False)
             object.__setattr__(self, name, arr)
-            object.__setattr__(self, f"{name}_shoup", companion)
 
 
 def make_switching_key(params, ring, sampler, s_ntt: np.ndarray, s_from_ntt: np.ndarray) -> SwitchingKey:
-    """A key from s' to s: s (NTT over Q ∪ P) and s' (NTT over at least the Q primes)."""
-    q = ring.q_column(range(len(params.moduli)))
+    """A key from s' to s: s (NTT over Q ∪ P) and s' (NTT over at least the Q primes).
+
+    b_j = -a_j·s + e_j + (P mod q_i)·s' on the primes q_i of digit j (Gaussian e_j, uniform a_j)."""
+    all_idx = tuple(range(len(params.moduli)))
+    q = ring.q_column(all_idx)
     big_p = math.prod(params.p_moduli)
-    b = np.empty((len(params.digits), len(params.moduli), params.n), dtype=np.uint64)
-    a = np.empty_like(b)
+    shape = (len(params.digits), len(params.moduli), params.n)
+    b, a = np.empty(shape, dtype=np.uint32), np.empty(shape, dtype=np.uint32)
     for j, digit in enumerate(params.digits):
-        a[j] = sampler.uniform(params.moduli, params.n)
-        e = ring.ntt(np.mod(sampler.gaussian(params.n)[None, :], q.astype(np.int64)).astype(np.uint64),
-                     tuple(range(len(params.moduli))))
-        b[j] = (e + q - a[j] * s_ntt % q) % q
+        a_j = sampler.uniform(params.moduli, params.n)
+        e_j = ring.ntt(np.mod(sampler.gaussian(params.n)[None, :], q.astype(np.int64)).astype(np.uint64), all_idx)
+        b_j = ring.sub(e_j, ring.mul(a_j, s_ntt, all_idx), all_idx)
         rows = list(digit)
         gadget = np.array([big_p % params.moduli[i] for i in rows], dtype=np.uint64)[:, None]
-        b[j, rows] = (b[j, rows] + gadget * s_from_ntt[rows] % q[rows]) % q[rows]
+        b_j[rows] = ring.add(b_j[rows], ring.mul(s_from_ntt[rows], gadget, digit), digit)
+        b[j], a[j] = b_j, a_j
     return SwitchingKey(b, a, tuple(params.moduli))
 
 
@@ -298,8 +305,8 @@ class KeySwitcher:
         """Σ_j σ(digits_j) · key_j over Q_ℓ ∪ P (NTT form); ``perm`` is σ's NTT-form permutation."""
         plan = self.plan(level)
         rows = np.array(plan.ext_idx, dtype=np.int64)
-        b, a = _inner_product(digits, plan.digit_ids, key.b, key.b_shoup, key.a, key.a_shoup, rows,
-                              plan.ext_q, self.identity if perm is None else perm, perm is not None)
+        b, a = _inner_product(digits, plan.digit_ids, key.b, key.a, rows, plan.ext_q,
+                              self.identity if perm is None else perm, perm is not None)
         return RNSPoly(self.ring, b, plan.ext_idx, True), RNSPoly(self.ring, a, plan.ext_idx, True)
 
     def lift_by_p(self, acc: RNSPoly, c: RNSPoly) -> RNSPoly:
