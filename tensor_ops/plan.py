@@ -65,6 +65,7 @@ class CostModel:
     pt_mult: float = 0.08
     rescale: float = 0.12
     add: float = 0.01
+    key: float = 0.6  # each distinct rotation key: keygen time, memory and bytes sent to the server
 
     def of(self, counts: Counter) -> float:
         return (counts["rotations"] * self.rotation + counts["hoisted_rotations"] * self.hoisted_rotation
@@ -628,73 +629,110 @@ class PlainSym:
 
 
 class _Builder:
+    """Accumulates steps during lowering; tracks the rotation keys used so far (new keys cost extra)."""
+
     def __init__(self, slots, costs=DEFAULT_COSTS):
         self.slots, self.costs = slots, costs
         self.steps: list[Step] = []
         self.notes: list[str] = []
+        self.keys: set[int] = set()
         self.next = 0
 
     def fork(self):
         b = _Builder(self.slots, self.costs)
-        b.steps, b.notes, b.next = list(self.steps), list(self.notes), self.next
+        b.steps, b.notes, b.keys, b.next = list(self.steps), list(self.notes), set(self.keys), self.next
         return b
 
     def adopt(self, other):
-        self.steps, self.notes, self.next = other.steps, other.notes, other.next
+        self.steps, self.notes, self.keys, self.next = other.steps, other.notes, other.keys, other.next
 
     def emit(self, cls, *args, **kw):
         step = cls(self.next, *args, **kw)
         self.next += 1
         self.steps.append(step)
+        self.keys.update(k for k in step.rotation_steps(self.slots) if k)
         return step.out
 
     def cost_since(self, n_steps):
+        """Cost of the steps from ``n_steps`` on, new rotation keys included."""
         c = Counter()
+        before = {k for s in self.steps[:n_steps] for k in s.rotation_steps(self.slots)}
         for s in self.steps[n_steps:]:
             c.update(s.counts(self.slots))
-        return self.costs.of(c)
+        return self.costs.of(c) + self.costs.key * len(self.keys - before - {0})
+
+    def _new_keys(self, amounts) -> int:
+        return len({_norm(k, self.slots) for k in amounts} - self.keys - {0})
 
     # ---------------------------------------------------------------- primitive tensor ops
     def multiply_rescale(self, a, b, plain=False):
         return self.emit(Rescale, self.emit(Multiply, a, b, plain))
 
-    def mask_move(self, sources, dst_positions, note=""):
-        """One ``Mask`` step: sources = [(reg, src_pos, dst_pos, parts)] where parts are per-axis shift
-        contributions (arrays) used to try axis-aligned baby/giant splits. Returns the (rescaled) register."""
-        slots = self.slots
-        flat = []
-        for reg, src, dst, parts in sources:
-            d = (dst - src) % slots
-            flat.append((reg, src.ravel(), d.ravel(), [p.ravel() % slots for p in parts]))
-        best = None
+    def _decompose(self, flat):
+        """Cheapest baby/giant split of the shifts of ``flat`` = [(reg, src, shift, axis parts)]:
+        baby = shift mod 2^e, or the part due to a subset of axes, or none; returns (cost, parts)."""
+        slots, c = self.slots, self.costs
         n_parts = max((len(f[3]) for f in flat), default=0)
         candidates = [("none", None)] + [("mod", 1 << e) for e in range(1, slots.bit_length())]
         candidates += [("axes", subset) for r in range(1, n_parts + 1)
                        for subset in itertools.combinations(range(n_parts), r)]
+        best = None
         for kind, arg in candidates:
+            if kind == "axes" and any(i >= len(f[3]) for f in flat for i in arg):
+                continue
             parts = []
             for reg, src, d, axparts in flat:
-                if kind == "none":
-                    b = np.zeros_like(d)
-                elif kind == "mod":
-                    b = d % arg
-                else:
-                    if any(i >= len(axparts) for i in arg):
-                        break
-                    b = sum(axparts[i] for i in arg) % slots
+                b = np.zeros_like(d) if kind == "none" else d % arg if kind == "mod" else \
+                    sum(axparts[i] for i in arg) % slots
                 parts.append((reg, src, (d - b) % slots, b))
-            else:
-                babies = sum(len(set(np.unique(b).tolist()) - {0}) for _, _, _, b in parts)
-                giants = len(set().union(*[set(np.unique(g).tolist()) for _, _, g, _ in parts]) - {0})
-                terms = sum(len(np.unique(np.stack([g, b]), axis=1).T) for _, _, g, b in parts)
-                cost = (babies * self.costs.hoisted_rotation + giants * self.costs.rotation
-                        + terms * self.costs.pt_mult)
-                if best is None or cost < best[0]:
-                    best = (cost, parts)
+            baby_sets = [set(np.unique(b).tolist()) - {0} for _, _, _, b in parts]
+            giants = set().union(*[set(np.unique(g).tolist()) for _, _, g, _ in parts]) - {0}
+            terms = sum(len(np.unique(np.stack([g, b]), axis=1).T) for _, _, g, b in parts)
+            amounts = {-b for bs in baby_sets for b in bs} | {-g for g in giants}
+            cost = (sum(map(len, baby_sets)) * c.hoisted_rotation + len(giants) * c.rotation
+                    + terms * c.pt_mult + self._new_keys(amounts) * c.key)
+            if best is None or cost < best[0]:
+                best = (cost, parts)
+        return best
+
+    def mask_move(self, sources, note="", shifts=None):
+        """One ``Mask`` step moving ``sources`` = [(reg, src_pos, dst_pos, axis parts)] (axis parts: the
+        per-axis shift contributions, for axis-aligned baby/giant splits) and a rescale.
+
+        With several tiles to fill from the same sources, ``shifts`` (a dict reg -> (shifted reg, shift))
+        lets each source be rotated first so the remaining shifts -- and so the keys -- repeat from tile
+        to tile; the cheaper of shifting and not shifting is taken."""
+        slots = self.slots
+        flat = [(reg, src.ravel(), ((dst - src) % slots).ravel(), [p.ravel() % slots for p in parts])
+                for reg, src, dst, parts in sources]
+        best = self._decompose(flat)
+        pre = None
+        if shifts is not None:
+            moved, extra, amounts = [], 0.0, []
+            for reg, src, d, parts in flat:
+                cur = shifts.get(reg, (reg, 0))
+                want = int(d[0])
+                if want != cur[1]:
+                    extra += self.costs.rotation
+                    amounts.append(-(want - cur[1]))
+                moved.append((reg, (src + want) % slots, (d - want) % slots, parts))
+            alt = self._decompose(moved)
+            if alt[0] + extra + self._new_keys(amounts) * self.costs.key < best[0]:
+                pre = moved
+                best = alt
+        if pre is not None:
+            rename = {}
+            for (reg, src, d, _), (_, _, d2, _) in zip(flat, pre):
+                want = int((d[0] - d2[0]) % slots)
+                cur_reg, cur = shifts.get(reg, (reg, 0))
+                if want != cur:
+                    cur_reg = self.emit(Rotate, cur_reg, -_norm(want - cur, slots))
+                    shifts[reg] = (cur_reg, want)
+                rename[reg] = cur_reg
+            best = (best[0], [(rename[reg], src, g, b) for reg, src, g, b in best[1]])
         terms = []
         for reg, src, g, b in best[1]:
-            keys = np.stack([g, b], axis=1)
-            uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+            uniq, inv = np.unique(np.stack([g, b], axis=1), axis=0, return_inverse=True)
             inv = inv.ravel()
             for n, (gg, bb) in enumerate(uniq):
                 mask = np.zeros(slots)
@@ -738,7 +776,7 @@ class _Builder:
         regs = []
         for t, reg in zip(lay.tiles, sym.regs):
             pos = (lay.positions(t).reshape(-1, 1) + lay.replica_shifts().reshape(1, -1)).ravel()
-            regs.append(self.mask_move([(reg, pos, pos, [])], pos, note=" (clean garbage slots)"))
+            regs.append(self.mask_move([(reg, pos, pos, [])], note=" (clean garbage slots)"))
         return Sym(tuple(regs), SlotLayout(lay.shape, lay.strides, lay.slots,
                                            tuple(Tile(n, t.start, t.size, t.offset) for n, t in enumerate(lay.tiles)),
                                            lay.replicas, True), sym.indices)
@@ -799,7 +837,7 @@ class _Builder:
         src_lay = other.layout
         axes = [u_indices.index(c) for c in other.indices]
         lacking = [a for a in range(u.ndim) if a not in axes]
-        regs = []
+        regs, shifts = [], {}
         for t in u.tiles:
             fits = self._fits(other, u, t, axes, lacking)
             if fits:
@@ -821,7 +859,7 @@ class _Builder:
                         dst = dst + (g - t.start[a]) * u.strides[a]
                         parts.append(g * (u.strides[a] - src_lay.strides[i]))
                     sources.append((sreg, np.atleast_1d(src), np.atleast_1d(dst), [np.atleast_1d(p) for p in parts]))
-                r = self.mask_move(sources, None)
+                r = self.mask_move(sources, shifts=shifts if len(u.tiles) > 1 else None)
             covered = self._fits_replicas(other, u, t, lacking) if fits else set()
             for a in lacking:
                 if t.size[a] > 1 and a not in covered:
@@ -867,7 +905,11 @@ def _pair(b: _Builder, x, y, keep: str, op: str):
         fb = b.fork()
         n0 = len(fb.steps)
         res = _pair_with(fb, anchor, other, keep, op, swapped)
-        candidates.append((fb.cost_since(n0), fb, res, "anchor operand " + ("2" if swapped else "1")))
+        candidates.append((fb.cost_since(n0), fb, res, f"replicate-multiply-reduce, operand {2 if swapped else 1} "
+                                                        "stays, the other moves to it"))
+    stationary = _pair_stationary(b, x, y, keep, op) if isinstance(y, Sym) else None
+    if stationary is not None:
+        candidates.append(stationary)
     if op == "mul" and isinstance(y, PlainSym):
         diag = _try_diagonal(b, x, y, keep)
         if diag is not None:
@@ -884,33 +926,78 @@ def _pair(b: _Builder, x, y, keep: str, op: str):
 
 
 def _pair_with(b: _Builder, anchor: Sym, other, keep: str, op: str, swapped: bool) -> Sym:
+    """Anchor keeps its layout, the indices it lacks are appended; ``other`` is moved/packed into it."""
     missing = [(c, other.layout.shape[i] if isinstance(other, Sym) else other.shape[i])
                for i, c in enumerate(other.indices) if c not in anchor.indices]
     u, owner, inside = b.extend(anchor, missing)
     u_idx = anchor.indices + "".join(c for c, _ in missing)
     a_u = b.broadcast_anchor(anchor, u, owner, inside)
-    if isinstance(other, PlainSym):
-        o_u = b.pack_into(other, u, u_idx)
-    else:
-        o_u = b.move_into(other, u, u_idx)
-    first, second = (o_u, a_u) if swapped else (a_u, o_u)
     plain = isinstance(other, PlainSym)
-    if swapped and plain:
-        raise AssertionError("a plaintext operand is never the anchor")  # internal invariant
+    o_u = b.pack_into(other, u, u_idx) if plain else b.move_into(other, u, u_idx)
+    first, second = (o_u, a_u) if swapped else (a_u, o_u)
+    # the moved / packed operand is zero outside U's elements, so a product is clean; a sum only
+    # when the anchor was clean without extra replicas
+    clean = op == "mul" or (a_u.layout.clean and not a_u.layout.replicas)
+    return _combine(b, first, second, u, u_idx, keep, op, plain, clean)
+
+
+def _combine(b: _Builder, first: Sym, second: Sym, u: SlotLayout, u_idx: str, keep: str, op: str,
+             plain: bool, clean: bool) -> Sym:
+    """Tile-wise product (rescaled) or sum of two operands laid out in ``u``, then the contraction."""
     regs = []
     for ra, rb in zip(first.regs, second.regs):
         if op == "mul":
             regs.append(b.multiply_rescale(ra, rb, plain))
         else:
             regs.append(b.emit(Add, ra, rb, op == "sub", plain))
-    # the moved / packed operand is zero outside U's elements, so a product is clean; a sum only
-    # when the anchor was clean without extra replicas
-    clean = True if op == "mul" else (a_u.layout.clean and not a_u.layout.replicas)
     out_lay = SlotLayout(u.shape, u.strides, u.slots, tuple(Tile(n, t.start, t.size, t.offset)
                                                           for n, t in enumerate(u.tiles)), (), clean)
     res = Sym(tuple(regs), out_lay, u_idx)
-    summed = [n for n, c in enumerate(u_idx) if c not in keep]
-    return b.rotate_sum_axes(res, summed)
+    return b.rotate_sum_axes(res, [n for n, c in enumerate(u_idx) if c not in keep])
+
+
+def _pair_stationary(b: _Builder, x: Sym, y, keep: str, op: str):
+    """Output-stationary packing: kept indices keep a native stride (from ``x``, else ``y``) when the
+    positions stay distinct; the other indices (contracted ones included) get new outer strides,
+    inside the ciphertext while they fit, across tiles after that. Both operands then move only the
+    axes whose stride changed, so a move has few distinct shifts (few masks), e.g. a large matmul
+    moves only the contracted axis of each operand. None when no kept index has a native stride."""
+    sizes, native = {}, {}
+    for sym in (x, y):
+        shape = sym.layout.shape if isinstance(sym, Sym) else sym.shape
+        for n, c in enumerate(sym.indices):
+            sizes[c] = shape[n]
+            if isinstance(sym, Sym) and c not in native and sym.layout.strides[n] > 0:
+                native[c] = sym.layout.strides[n]
+    union = "".join(dict.fromkeys(x.indices + y.indices))
+    kept = [c for c in union if c in keep]
+    fixed, pos = {}, np.zeros(1, dtype=np.int64)
+    for c in kept:
+        if c in native:
+            cand = (pos[:, None] + np.arange(sizes[c]) * native[c]).ravel()
+            if cand.max() < b.slots and len(np.unique(cand)) == len(cand):
+                fixed[c], pos = native[c], cand
+    if not fixed:
+        return None
+    order = [c for c in kept if c in fixed] + [c for c in union if c not in fixed]
+    strides, chunks = dict(fixed), {c: sizes[c] for c in fixed}
+    step = int(pos.max()) + 1
+    room = b.slots // step
+    for c in order[len(fixed):]:
+        chunks[c] = max(min(sizes[c], room), 1)
+        room //= chunks[c]
+        strides[c] = step if chunks[c] > 1 else 0
+        step *= chunks[c]
+    u = SlotLayout.tiled(tuple(sizes[c] for c in order), tuple(strides[c] for c in order), b.slots,
+                         tuple(chunks[c] for c in order))
+    u_idx = "".join(order)
+    fb = b.fork()
+    n0 = len(fb.steps)
+    x_u = fb.move_into(x, u, u_idx)
+    plain = isinstance(y, PlainSym)
+    y_u = fb.pack_into(y, u, u_idx) if plain else fb.move_into(y, u, u_idx)
+    res = _combine(fb, x_u, y_u, u, u_idx, keep, op, plain, True)
+    return fb.cost_since(n0), fb, res, "output-stationary packing (native strides kept, contracted axes outer)"
 
 
 def _try_diagonal(b: _Builder, x: Sym, y: PlainSym, keep: str):
