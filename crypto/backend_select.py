@@ -1,7 +1,7 @@
 """The ``auto`` NTT backend's choice, measured rather than believed.
 
-For each (operation, N, number of limbs rounded up to a power of two) the candidates (``numba``,
-``cross``, ``numpy`` radix-2) are timed once on the caller's own moduli: one warm-up call (numba
+For each (operation, N, number of limbs rounded up to a power of two) the candidates (``fourstep``,
+``numba`` and ``numpy`` radix-2, ``cross``) are timed once on the caller's own moduli: one warm-up call (numba
 compilation, CROSS matrix construction), then the median of a few calls; a candidate more than
 ``PRUNE_FACTOR`` times slower than the best so far after one timed call is not timed further. The
 result is kept on the selector and, unless ``cache_file=None``, in a JSON file under
@@ -23,7 +23,7 @@ import numpy as np
 from .errors import ParameterError
 from .ntt import BasisConversion, NTTBackend, NTTTables, get_backend
 
-CANDIDATES = ("numba", "cross", "numpy")
+CANDIDATES = ("fourstep", "numba", "cross", "numpy")
 DEFAULT_CACHE_FILE = Path.home() / ".cache" / "hezk" / "ntt_backends.json"
 CACHE_FORMAT = 1
 PRUNE_FACTOR = 3.0

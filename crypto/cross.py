@@ -31,17 +31,23 @@ matrix engines with three rewrites, all reproduced here for word-size primes q <
 
 ``CrossBackend`` implements ``crypto.ntt.NTTBackend`` with these kernels, bit-identical to the
 radix-2 backends. Its matrices are built once per (N, modulus, chunk width) and kept on the backend.
+
+On a CPU the BLAS matmul costs more than the butterflies it replaces, so the same MAT layout also
+runs with compiled butterflies (``FourStepBackend``, kernels in ``crypto._cross_kernels``): each
+sub-transform combines whole rows, so every inner loop is contiguous and SIMD-wide. ``auto``
+(``crypto.backend_select``) measures which one wins per (N, limbs).
 """
 from __future__ import annotations
 
+from abc import abstractmethod
 from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
 
 from .errors import ParameterError, ShapeError
-from .modarith import inv_mod
-from .ntt import BasisConversion, NTTBackend, NTTTables, bit_reverse_indices
+from .modarith import inv_mod, shoup_precompute
+from .ntt import BasisConversion, NTTBackend, NTTTables, bit_reverse_indices, get_backend
 
 RESIDUE_BITS = 31            # every residue (and every modulus) is below 2^31
 FLOAT64_EXACT = 2**53        # float64 represents every integer up to 2^53 exactly
@@ -140,10 +146,13 @@ def _as_uint64(x, name: str, bounds, moduli) -> np.ndarray:
         raise ParameterError(f"{name} of dtype {arr.dtype} must hold integers")
     if arr.size:
         rows = arr.reshape(len(moduli), -1)
-        for l, (low, top) in enumerate(zip(rows.min(axis=1), rows.max(axis=1))):
+        tops = rows.max(axis=1)
+        lows = np.zeros_like(tops) if arr.dtype.kind == "u" else rows.min(axis=1)
+        for l, (low, top) in enumerate(zip(lows, tops)):
             if int(low) < 0 or int(top) >= bounds[l]:
-                raise ParameterError(f"{name}[{l}] holds values in [{int(low)}, {int(top)}], outside "
-                                     f"[0, {_power_text(bounds[l])}) (modulus {moduli[l]})")
+                bad = int(low) if int(low) < 0 else int(top)
+                raise ParameterError(f"{name}[{l}] holds {bad}, outside [0, {_power_text(bounds[l])}) "
+                                     f"(modulus {moduli[l]})")
     return arr.astype(np.uint64, copy=False)
 
 
@@ -318,8 +327,7 @@ class MATPlan:
 
     def __post_init__(self):
         rows, cols = mat_shape(self.n)
-        if not (0 < self.psi < self.q and pow(self.psi, self.n, self.q) == self.q - 1):
-            raise ParameterError(f"psi={self.psi} is not a primitive 2N-th root of unity mod q={self.q} (N={self.n})")
+        _check_root(self.n, self.q, self.psi)
         for name, value in dict(rows=rows, cols=cols, left_spec=ChunkSpec(self.chunk_bits, rows),
                                 right_spec=ChunkSpec(self.chunk_bits, cols)).items():
             object.__setattr__(self, name, value)
@@ -335,6 +343,12 @@ class MATPlan:
         m = mat_constants(self.n, self.q, self.psi)
         return _read_only(bat_matrix(m["F2inv"].T, self.q, self.right_spec).T, m["Tinv"],
                           bat_matrix(m["F1inv"], self.q, self.left_spec))
+
+
+def _check_root(n: int, q: int, psi: int):
+    """ψ must be a primitive 2N-th root of unity mod q (ψ^N = −1 with N a power of two)."""
+    if not (0 < psi < q and pow(psi, n, q) == q - 1):
+        raise ParameterError(f"psi={psi} is not a primitive 2N-th root of unity mod q={q} (N={n})")
 
 
 def _read_only(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -457,7 +471,30 @@ class BasisConversionPlan:
 
 
 # ------------------------------------------------------------------------------------------ backend
-class CrossBackend(NTTBackend):
+class _StackedBackend(NTTBackend):
+    """A backend whose per-limb constants are stacked once per (N, moduli) and kept on the object."""
+
+    def __init__(self):
+        self._stacks: dict[tuple[int, tuple[int, ...]], object] = {}
+
+    @abstractmethod
+    def _build_stack(self, tables: NTTTables):
+        """The stacked constants of these tables, with ``forward(a)`` and ``inverse(a)`` kernels."""
+
+    def _stack(self, tables: NTTTables):
+        key = (tables.n, tuple(tables.moduli))
+        if key not in self._stacks:
+            self._stacks[key] = self._build_stack(tables)
+        return self._stacks[key]
+
+    def forward(self, a, tables):
+        return self._stack(tables).forward(_limbs_input(a, tables))
+
+    def inverse(self, a, tables):
+        return self._stack(tables).inverse(_limbs_input(a, tables))
+
+
+class CrossBackend(_StackedBackend):
     """NTT and basis conversion as CROSS matmul kernels (MAT with BAT chunks on float64 BLAS).
 
     ``chunk_bits=None`` uses the widest chunk proven exact for each matmul; ``chunk_bits=8`` is the
@@ -475,10 +512,10 @@ class CrossBackend(NTTBackend):
         rows, _ = mat_shape(max_n)
         if chunk_bits is not None:
             ChunkSpec(chunk_bits, max(rows, MAX_CONVERSION_LIMBS))   # the bound, proven for every size allowed
+        super().__init__()
         self.chunk_bits = chunk_bits
         self.max_n = int(max_n)
         self._plans: dict[tuple[int, int], MATPlan] = {}
-        self._stacks: dict[tuple[int, tuple[int, ...]], _LimbStack] = {}
         self._conversions: dict[tuple[tuple[int, ...], tuple[int, ...]], BasisConversionPlan] = {}
 
     def __repr__(self):
@@ -502,18 +539,8 @@ class CrossBackend(NTTBackend):
             self._plans[key] = MATPlan(n, q, psi, self.width_for(rows))
         return self._plans[key]
 
-    def _stack(self, tables: NTTTables) -> _LimbStack:
-        key = (tables.n, tuple(tables.moduli))
-        if key not in self._stacks:
-            plans = [self.plan(tables.n, q, psi) for q, psi in zip(tables.moduli, tables.psi)]
-            self._stacks[key] = _LimbStack(plans)
-        return self._stacks[key]
-
-    def forward(self, a, tables):
-        return self._stack(tables).forward(_limbs_input(a, tables))
-
-    def inverse(self, a, tables):
-        return self._stack(tables).inverse(_limbs_input(a, tables))
+    def _build_stack(self, tables: NTTTables) -> _LimbStack:
+        return _LimbStack([self.plan(tables.n, q, psi) for q, psi in zip(tables.moduli, tables.psi)])
 
     def convert_basis(self, x, conv):
         key = (conv.from_moduli, conv.to_moduli)
@@ -523,6 +550,78 @@ class CrossBackend(NTTBackend):
             raise ShapeError(f"x.shape={np.shape(x)}: expected ({len(conv.from_moduli)}, n), one row per source modulus")
         x = _as_uint64(x, "x", [2**RESIDUE_BITS] * len(conv.from_moduli), conv.from_moduli)
         return self._conversions[key].apply(x)
+
+
+# ------------------------------------------------------------------- compiled 4-step (same layout)
+@dataclass(frozen=True, eq=False)
+class FourStepPlan:
+    """Tables of the compiled 4-step NTT of size n mod q: MAT's layout with butterfly sub-transforms.
+
+    F1·X is the negacyclic NTT of size R with root ψ^C applied down the columns, and (Y ∘ T)·F2 is
+    the negacyclic NTT of size C with root ψ^R along the rows once ψ^(-R·j2) is folded into the
+    twiddles: T'[r, j2] = ψ^(j2·(2·brv_R(r) + 1 − R)). The inverse twiddles carry 1/N.
+    """
+
+    n: int
+    q: int
+    psi: int
+    tables: dict = field(init=False, repr=False)
+
+    def __post_init__(self):
+        n, q, psi = self.n, self.q, self.psi
+        rows, cols = mat_shape(n)
+        _check_root(n, q, psi)
+        two_n = 2 * n
+        powers = _powers_of(psi, two_n, q)
+        brv_r, brv_c = bit_reverse_indices(rows), bit_reverse_indices(cols)
+        exp_tw = np.outer(2 * brv_r + 1 - rows, np.arange(cols)) % two_n
+        n_inv = np.uint64(inv_mod(n, q))
+        values = {"w_r": powers[(cols * brv_r) % two_n], "w_c": powers[(rows * brv_c) % two_n],
+                  "winv_r": powers[(-cols * brv_r) % two_n], "winv_c": powers[(-rows * brv_c) % two_n],
+                  "tw": powers[exp_tw], "twinv": (powers[(-exp_tw) % two_n] * n_inv) % np.uint64(q)}
+        for name in list(values):
+            values[name + "_shoup"] = shoup_precompute(values[name], q)
+        for value in values.values():
+            value.setflags(write=False)
+        object.__setattr__(self, "tables", values)
+
+
+class _FourStepStack:
+    """The stacked tables of a list of moduli for the compiled kernels."""
+
+    def __init__(self, plans):
+        first = plans[0]
+        self.shape = mat_shape(first.n)
+        self.q = np.array([p.q for p in plans], dtype=np.uint64)
+        self.arrays = {name: np.stack([p.tables[name] for p in plans]) for name in first.tables}
+
+    def forward(self, a: np.ndarray) -> np.ndarray:
+        from ._cross_kernels import four_step_forward
+        t = self.arrays
+        return four_step_forward(np.ascontiguousarray(a), *self.shape, t["w_r"], t["w_r_shoup"], t["tw"],
+                                 t["tw_shoup"], t["w_c"], t["w_c_shoup"], self.q)
+
+    def inverse(self, a: np.ndarray) -> np.ndarray:
+        from ._cross_kernels import four_step_inverse
+        t = self.arrays
+        return four_step_inverse(np.ascontiguousarray(a), *self.shape, t["winv_r"], t["winv_r_shoup"],
+                                 t["twinv"], t["twinv_shoup"], t["winv_c"], t["winv_c_shoup"], self.q)
+
+
+class FourStepBackend(_StackedBackend):
+    """The MAT layout compiled for the CPU: 4-step NTT whose sub-transforms are numba butterflies
+    vectorized across whole rows (SIMD lanes play the matrix engine). Bit-identical to radix-2.
+
+    Basis conversion uses the compiled radix-2 backend's kernel. Tables are cached per (N, moduli).
+    """
+
+    name = "fourstep"
+
+    def _build_stack(self, tables: NTTTables) -> _FourStepStack:
+        return _FourStepStack([FourStepPlan(tables.n, q, psi) for q, psi in zip(tables.moduli, tables.psi)])
+
+    def convert_basis(self, x, conv):
+        return get_backend("numba").convert_basis(x, conv)
 
 
 def _limbs_input(a, tables: NTTTables) -> np.ndarray:

@@ -272,14 +272,15 @@ class AutoBackend(NTTBackend):
         return self.selector.for_conversion(conv, np.shape(x)[-1]).convert_basis(x, conv)
 
 
-BACKEND_NAMES = ("auto", "numpy", "numba", "cross")
+BACKEND_NAMES = ("auto", "numpy", "numba", "cross", "fourstep")
 
 
 def get_backend(name: str | NTTBackend = "auto") -> NTTBackend:
-    """A backend by name: 'auto', 'numpy', 'numba' or 'cross' (an NTTBackend instance passes through).
+    """A backend by name: 'auto', 'numpy', 'numba', 'cross' or 'fourstep' (an instance passes through).
 
-    'cross' is ``crypto.cross.CrossBackend()`` (widest safe BAT chunks); 'auto' chooses among the
-    others by measurement (``crypto.backend_select``).
+    'cross' is ``crypto.cross.CrossBackend()`` (BAT + MAT on BLAS, widest exact chunks), 'fourstep'
+    ``crypto.cross.FourStepBackend()`` (the MAT layout with compiled butterflies); 'auto' chooses
+    among the others by measurement (``crypto.backend_select``).
     """
     if isinstance(name, NTTBackend):
         return name
@@ -292,4 +293,7 @@ def get_backend(name: str | NTTBackend = "auto") -> NTTBackend:
     if name == "cross":
         from .cross import CrossBackend
         return CrossBackend()
+    if name == "fourstep":
+        from .cross import FourStepBackend
+        return FourStepBackend()
     raise ParameterError(f"backend={name!r} not one of {BACKEND_NAMES}")

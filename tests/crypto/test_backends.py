@@ -11,7 +11,7 @@ from crypto.modarith import find_ntt_primes
 from crypto.ntt import AutoBackend, BasisConversion, NTTTables, get_backend
 from crypto.ring import RingContext, RNSPoly
 
-BACKENDS = ["numpy", "numba", "cross", "auto"]
+BACKENDS = ["numpy", "numba", "cross", "fourstep", "auto"]
 
 
 @pytest.fixture
@@ -55,15 +55,15 @@ def test_ring_results_identical_under_every_backend(tmp_path):
     n = 256
     moduli = find_ntt_primes(31, 3, n) + find_ntt_primes(30, 1, n)
     reference = _ring_ops(RingContext(n, moduli, "numba"))
-    for name in ("numpy", "cross", CrossBackend(8), AutoBackend(BackendSelector(cache_file=None))):
+    for name in ("numpy", "cross", "fourstep", CrossBackend(8), AutoBackend(BackendSelector(cache_file=None))):
         got = _ring_ops(RingContext(n, moduli, name))
         assert all(np.array_equal(x, y) for x, y in zip(got, reference)), name
 
 
-def test_he_multiply_and_rotation_identical_ciphertexts_under_numba_and_cross():
+def test_he_multiply_and_rotation_identical_ciphertexts_under_every_backend():
     context = pytest.importorskip("crypto.context", reason="CKKSContext not available yet")
     limbs = {}
-    for backend in ("numba", "cross"):
+    for backend in ("numba", "cross", "fourstep"):
         try:
             ctx = context.CKKSContext.keygen("TOY", rotations=[1, 3], seed=b"cross-test", backend=backend)
         except TypeError as exc:     # keygen without a seed/backend argument
@@ -75,7 +75,8 @@ def test_he_multiply_and_rotation_identical_ciphertexts_under_numba_and_cross():
         rotated = ev.rotate(product, 3)
         limbs[backend] = [p.data for c in (ct, product, rotated) for p in c.parts]
         np.testing.assert_allclose(ctx.decrypt(rotated)[:13], (x * x)[3:16], atol=1e-3)
-    assert all(np.array_equal(a, b) for a, b in zip(limbs["numba"], limbs["cross"]))
+    for other in ("cross", "fourstep"):
+        assert all(np.array_equal(a, b) for a, b in zip(limbs["numba"], limbs[other]))
 
 
 # ------------------------------------------------------------------------------------ auto choice
@@ -85,7 +86,7 @@ def test_auto_picks_the_measured_fastest_and_remembers(selector):
     chosen = selector.for_ntt(tables)
     (cal,) = selector.calibrations()
     assert cal.key == "ntt:1024:4" and cal.limbs == "4"
-    assert {name for name, _ in cal.seconds} == {"numba", "cross", "numpy"}
+    assert {name for name, _ in cal.seconds} == {"fourstep", "numba", "cross", "numpy"}
     times = [t for _, t in cal.seconds]
     assert times == sorted(times) and all(t > 0 for t in times)
     assert chosen is selector.backend(cal.best) and chosen.name == cal.best
@@ -111,7 +112,7 @@ def test_forced_disk_entry_decides(tmp_path):
     """The choice follows the stored timings, whatever they say (no built-in belief)."""
     path = tmp_path / "cache.json"
     for fake_best in ("numpy", "cross"):
-        others = [c for c in ("numba", "cross", "numpy") if c != fake_best]
+        others = [c for c in ("fourstep", "numba", "cross", "numpy") if c != fake_best]
         entry = {"seconds": [[fake_best, 1e-6]] + [[c, 1.0] for c in others]}
         path.write_text(json.dumps({"fingerprint": machine_fingerprint(), "entries": {"ntt:32:1": entry}}))
         tables = NTTTables(32, find_ntt_primes(31, 1, 32))

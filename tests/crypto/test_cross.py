@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 from hypothesis import assume, example, given, settings, strategies as st
 
-from crypto.cross import (FLOAT64_EXACT, PAPER_CHUNK_BITS, ChunkSpec, CrossBackend, LimbBarrett, MATPlan,
+from crypto.cross import (FLOAT64_EXACT, PAPER_CHUNK_BITS, ChunkSpec, CrossBackend, FourStepBackend, FourStepPlan,
+                          LimbBarrett, MATPlan,
                           barrett_reduce, bat_matrix, bat_mulmod, chunk_maxima, join_chunks, mat_constants, mat_shape,
                           split_chunks, widest_chunk_bits)
 from crypto.errors import ParameterError, ShapeError
@@ -13,6 +14,9 @@ from tests.reference.naive_cross import (naive_basis_conversion, naive_matmul_mo
                                          naive_ntt_rows)
 
 U64 = np.uint64
+# the MAT kernels under test: BLAS with the widest exact chunk, the paper's 8-bit BAT, 4-bit, compiled 4-step
+MAKERS = {"cross-wide": CrossBackend, "cross-8": lambda: CrossBackend(PAPER_CHUNK_BITS),
+          "cross-4": lambda: CrossBackend(4), "fourstep": FourStepBackend}
 
 
 @st.composite
@@ -84,13 +88,13 @@ def test_barrett_reduce_any_uint64(q, values):
 
 
 def test_barrett_rejects_out_of_range_values():
-    with pytest.raises(ParameterError, match=r"x\[0\] holds values in \[-1, 5\], outside \[0, 2\^64"):
+    with pytest.raises(ParameterError, match=r"x\[0\] holds -1, outside \[0, 2\^64\)"):
         barrett_reduce(np.array([5, -1]), 97)
     with pytest.raises(ParameterError, match="outside"):
         barrett_reduce([2**64], 97)
     with pytest.raises(ParameterError, match="dtype float64 must hold integers"):
         barrett_reduce(np.array([1.5]), 97)
-    with pytest.raises(ParameterError, match=r"x\[1\] holds values in \[3, 16384\], outside \[0, 2\^14\) \(modulus 97\)"):
+    with pytest.raises(ParameterError, match=r"x\[1\] holds 16384, outside \[0, 2\^14\) \(modulus 97\)"):
         LimbBarrett([2**31 - 1, 97]).reduce(np.array([[0, 1], [16384, 3]], dtype=np.uint64))
     with pytest.raises(ParameterError, match="bound=2.5"):
         LimbBarrett([97]).reduce_wide(np.zeros((1, 2), dtype=np.uint64), 2.5)
@@ -234,40 +238,41 @@ def test_mat_constants_compose_to_the_ntt_definition(log_n):
     assert back.reshape(n).tolist() == a.tolist()
 
 
-@pytest.mark.parametrize("chunk_bits", [None, PAPER_CHUNK_BITS, 4])
+@pytest.mark.parametrize("kernel", MAKERS)
 @given(log_n=st.integers(1, 6), data=st.data(), seed=st.integers(0, 2**32))
 @settings(max_examples=10)
-def test_cross_ntt_matches_naive_definition(chunk_bits, log_n, data, seed):
+def test_mat_ntt_matches_naive_definition(kernel, log_n, data, seed):
     n = 1 << log_n
     moduli = data.draw(ntt_moduli(n, 2))
     tables = NTTTables(n, moduli)
     a = _random_rows(moduli, n, np.random.default_rng(seed))
-    got = CrossBackend(chunk_bits).forward(a, tables)
+    backend = MAKERS[kernel]()
+    got = backend.forward(a, tables)
     assert got.tolist() == naive_ntt_rows(a.tolist(), moduli)
-    assert np.array_equal(CrossBackend(chunk_bits).inverse(got, tables), a)
+    assert np.array_equal(backend.inverse(got, tables), a)
 
 
-@pytest.mark.parametrize("chunk_bits", [None, PAPER_CHUNK_BITS])
+@pytest.mark.parametrize("kernel", ["cross-wide", "cross-8", "fourstep"])
 @given(log_n=st.integers(4, 11), data=st.data(), seed=st.integers(0, 2**32))
 @settings(max_examples=8)
-def test_cross_ntt_bit_identical_to_radix2(chunk_bits, log_n, data, seed):
-    _check_bit_identical(1 << log_n, data.draw(ntt_moduli(1 << log_n, 3)), chunk_bits, seed)
+def test_mat_ntt_bit_identical_to_radix2(kernel, log_n, data, seed):
+    _check_bit_identical(1 << log_n, data.draw(ntt_moduli(1 << log_n, 3)), MAKERS[kernel](), seed)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("chunk_bits", [None, PAPER_CHUNK_BITS])
+@pytest.mark.parametrize("kernel", ["cross-wide", "cross-8", "fourstep"])
 @given(log_n=st.integers(12, 16), data=st.data(), seed=st.integers(0, 2**32))
 @settings(max_examples=10)
-def test_cross_ntt_bit_identical_to_radix2_large(chunk_bits, log_n, data, seed):
-    _check_bit_identical(1 << log_n, data.draw(ntt_moduli(1 << log_n, 2)), chunk_bits, seed)
+def test_mat_ntt_bit_identical_to_radix2_large(kernel, log_n, data, seed):
+    _check_bit_identical(1 << log_n, data.draw(ntt_moduli(1 << log_n, 2)), MAKERS[kernel](), seed)
 
 
-def _check_bit_identical(n, moduli, chunk_bits, seed):
+def _check_bit_identical(n, moduli, backend, seed):
     tables = NTTTables(n, moduli)
     a = _random_rows(moduli, n, np.random.default_rng(seed))
     a[:, 0] = np.array(moduli, dtype=U64) - 1          # extreme residues included
     before = a.copy()
-    cross, radix2 = CrossBackend(chunk_bits), get_backend("numpy")
+    cross, radix2 = backend, get_backend("numpy")
     got = cross.forward(a, tables)
     assert np.array_equal(got, radix2.forward(a, tables))
     assert np.array_equal(a, before)                   # input untouched
@@ -275,14 +280,15 @@ def _check_bit_identical(n, moduli, chunk_bits, seed):
     assert np.array_equal(back, radix2.inverse(got, tables)) and np.array_equal(back, a)
 
 
+@pytest.mark.parametrize("kernel", ["cross-wide", "fourstep"])
 @pytest.mark.parametrize("log_n", [12, 14])
-def test_cross_ntt_default_sizes_against_numba(log_n):
+def test_mat_ntt_default_sizes_against_numba(kernel, log_n):
     n = 1 << log_n
     moduli = find_ntt_primes(31, 2, n) + find_ntt_primes(24, 1, n)
-    _check_bit_identical(n, moduli, None, log_n)
+    _check_bit_identical(n, moduli, MAKERS[kernel](), log_n)
     tables = NTTTables(n, moduli)
     a = _random_rows(moduli, n, np.random.default_rng(0))
-    assert np.array_equal(CrossBackend().forward(a, tables), get_backend("numba").forward(a, tables))
+    assert np.array_equal(MAKERS[kernel]().forward(a, tables), get_backend("numba").forward(a, tables))
 
 
 def test_cross_accepts_sub_basis_tables_and_caches_plans():
@@ -297,29 +303,39 @@ def test_cross_accepts_sub_basis_tables_and_caches_plans():
     assert cross.plan(n, moduli[1], tables.psi[1]) is cross.plan(n, moduli[1], tables.psi[1])
 
 
-def test_cross_rejects_bad_input():
+@pytest.mark.parametrize("kernel", ["cross-wide", "fourstep"])
+def test_mat_backends_reject_bad_input(kernel):
     n = 64
     moduli = find_ntt_primes(30, 2, n)
     tables = NTTTables(n, moduli)
-    cross = CrossBackend()
+    cross = MAKERS[kernel]()
     with pytest.raises(ShapeError, match=r"a.shape=\(2, 32\)"):
         cross.forward(np.zeros((2, 32), dtype=U64), tables)
     with pytest.raises(ShapeError, match=r"a.shape=\(1, 64\)"):
         cross.inverse(np.zeros((1, 64), dtype=U64), tables)
     bad = np.zeros((2, n), dtype=U64)
     bad[1, 3] = 2**31
-    with pytest.raises(ParameterError, match=r"a\[1\] holds values in \[0, 2147483648\], outside \[0, 2\^31\)"):
+    with pytest.raises(ParameterError, match=r"a\[1\] holds 2147483648, outside \[0, 2\^31\)"):
         cross.forward(bad, tables)
-    with pytest.raises(ParameterError, match=r"a\[0\] holds values in \[-1, 0\]"):
+    with pytest.raises(ParameterError, match=r"a\[0\] holds -1, outside"):
         cross.forward(-np.eye(2, n, dtype=np.int64), tables)
     with pytest.raises(ParameterError, match="a of dtype float64 must hold integers"):
         cross.forward(np.zeros((2, n)), tables)
+
+
+def test_bad_constants_and_widths_rejected():
+    n = 64
+    moduli = find_ntt_primes(30, 2, n)
+    tables = NTTTables(n, moduli)
     with pytest.raises(ParameterError, match="c=1.5 must be an integer"):
         bat_mulmod(np.arange(3), 1.5, 97)
     with pytest.raises(ParameterError, match="chunk_bits=28 unsafe"):
         CrossBackend(28).forward(np.zeros((2, n), dtype=U64), tables)
-    with pytest.raises(ParameterError, match="psi=2 is not a primitive"):
-        MATPlan(n, moduli[0], 2, 8)
+    for plan in (lambda psi: MATPlan(n, moduli[0], psi, 8), lambda psi: FourStepPlan(n, moduli[0], psi)):
+        with pytest.raises(ParameterError, match="psi=2 is not a primitive 2N-th root"):
+            plan(2)
+        with pytest.raises(ParameterError, match="psi=1 is not a primitive 2N-th root"):
+            plan(1)
 
 
 # ---------------------------------------------------------------------------------- basis conversion

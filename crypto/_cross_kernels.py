@@ -1,0 +1,157 @@
+"""numba kernels of the compiled 4-step NTT (``crypto.cross.FourStepBackend``); compiled lazily, cached on disk.
+
+The MAT layout of ``crypto.cross`` (N = R·C, twist and bit reversal folded into the constants) with
+the two sub-transforms run as radix-2 butterflies over whole rows: every butterfly of the R-point
+transform combines two rows of length C, so the innermost loop is contiguous and SIMD-vectorized;
+the C-point transform runs the same way on the transposed matrix. Products use Shoup's method
+(x·w − ⌊x·w'/2^32⌋·q ∈ [0, 2q) for w' = ⌊w·2^32/q⌋, x < 2^32).
+"""
+import numba
+import numpy as np
+
+_U32 = np.uint64(32)
+_TILE = 16      # transpose tile (fixed, so the inner loops unroll)
+
+
+@numba.njit(cache=True, inline="always")
+def _shoup(x, w, ws, q):
+    r = x * w - ((x * ws) >> _U32) * q
+    return min(r, r - q)   # r − q wraps above r exactly when r < q
+
+
+@numba.njit(cache=True, inline="always")
+def _ct(u, v, w, ws, q):
+    """Cooley–Tukey butterfly (u + w·v, u − w·v) mod q."""
+    v = _shoup(v, w, ws, q)
+    s = u + v
+    d = u + q - v
+    return min(s, s - q), min(d, d - q)
+
+
+@numba.njit(cache=True, inline="always")
+def _gs(u, v, w, ws, q):
+    """Gentleman–Sande butterfly (u + v, w·(u − v)) mod q."""
+    s = u + v
+    return min(s, s - q), _shoup(u + q - v, w, ws, q)
+
+
+@numba.njit(cache=True)
+def _ct_rows(x, w, ws, q):
+    """In-place negacyclic Cooley–Tukey NTT along axis 0 of x (m, k): output rows in bit-reversed order.
+
+    Two radix-2 stages per pass over the data (radix-4 blocks of rows j, j+t/2, j+t, j+3t/2), so the
+    rows are loaded and stored half as often; a last single stage when log2(m) is odd.
+    """
+    size, width = x.shape
+    m, t = 1, size
+    while 2 * m < size:
+        half = t >> 2
+        for i in range(m):
+            w1, ws1 = w[m + i], ws[m + i]
+            w2, ws2 = w[2 * m + 2 * i], ws[2 * m + 2 * i]
+            w3, ws3 = w[2 * m + 2 * i + 1], ws[2 * m + 2 * i + 1]
+            for j in range(i * t, i * t + half):
+                r0, r1, r2, r3 = x[j], x[j + half], x[j + 2 * half], x[j + 3 * half]
+                for c in range(width):
+                    a0, a2 = _ct(r0[c], r2[c], w1, ws1, q)
+                    a1, a3 = _ct(r1[c], r3[c], w1, ws1, q)
+                    r0[c], r1[c] = _ct(a0, a1, w2, ws2, q)
+                    r2[c], r3[c] = _ct(a2, a3, w3, ws3, q)
+        m <<= 2
+        t >>= 2
+    if m < size:
+        t >>= 1
+        for i in range(m):
+            wi, wsi = w[m + i], ws[m + i]
+            top, bottom = x[2 * i], x[2 * i + 1]
+            for c in range(width):
+                top[c], bottom[c] = _ct(top[c], bottom[c], wi, wsi, q)
+
+
+@numba.njit(cache=True)
+def _gs_rows(x, w, ws, q):
+    """In-place Gentleman–Sande inverse of ``_ct_rows`` without the factor 1/size (folded elsewhere)."""
+    size, width = x.shape
+    m, t = size, 1
+    stages = 0
+    while (1 << stages) < size:
+        stages += 1
+    if stages % 2:                           # odd number of stages: one radix-2 stage first
+        h = m >> 1
+        for i in range(h):
+            wi, wsi = w[h + i], ws[h + i]
+            top, bottom = x[2 * i], x[2 * i + 1]
+            for c in range(width):
+                top[c], bottom[c] = _gs(top[c], bottom[c], wi, wsi, q)
+        t, m = 2, h
+    while m > 1:
+        h = m >> 1
+        for i in range(h >> 1):
+            w1, ws1 = w[h + 2 * i], ws[h + 2 * i]
+            w2, ws2 = w[h + 2 * i + 1], ws[h + 2 * i + 1]
+            w3, ws3 = w[(h >> 1) + i], ws[(h >> 1) + i]
+            for j in range(4 * i * t, 4 * i * t + t):
+                r0, r1, r2, r3 = x[j], x[j + t], x[j + 2 * t], x[j + 3 * t]
+                for c in range(width):
+                    a0, a1 = _gs(r0[c], r1[c], w1, ws1, q)
+                    a2, a3 = _gs(r2[c], r3[c], w2, ws2, q)
+                    r0[c], r2[c] = _gs(a0, a2, w3, ws3, q)
+                    r1[c], r3[c] = _gs(a1, a3, w3, ws3, q)
+        t <<= 2
+        m >>= 2
+
+
+@numba.njit(cache=True)
+def _transpose(src, dst):
+    """dst = src^T, in fixed 16x16 tiles (contiguous writes) when the shape allows."""
+    rows, cols = src.shape
+    if rows % _TILE or cols % _TILE:
+        for r in range(rows):
+            for c in range(cols):
+                dst[c, r] = src[r, c]
+        return
+    for r0 in range(0, rows, _TILE):
+        for c0 in range(0, cols, _TILE):
+            for c in range(_TILE):
+                for r in range(_TILE):
+                    dst[c0 + c, r0 + r] = src[r0 + r, c0 + c]
+
+
+@numba.njit(cache=True)
+def _twiddle(x, tw, tws, q):
+    """x ∘ tw mod q in place (contiguous, vectorized)."""
+    flat, w, ws = x.reshape(-1), tw.reshape(-1), tws.reshape(-1)
+    for i in range(flat.size):
+        flat[i] = _shoup(flat[i], w[i], ws[i], q)
+
+
+@numba.njit(cache=True)
+def four_step_forward(a, rows, cols, w_r, ws_r, tw, tws, w_c, ws_c, q_arr):
+    """Per limb: X = a.reshape(R, C); R-point NTT down the columns, twiddles, C-point NTT along the rows."""
+    out = np.empty_like(a)
+    work = np.empty((cols, rows), dtype=np.uint64)
+    for l in range(a.shape[0]):
+        q = q_arr[l]
+        x = a[l].reshape(rows, cols).copy()
+        _ct_rows(x, w_r[l], ws_r[l], q)
+        _twiddle(x, tw[l], tws[l], q)
+        _transpose(x, work)
+        _ct_rows(work, w_c[l], ws_c[l], q)
+        _transpose(work, out[l].reshape(rows, cols))
+    return out
+
+
+@numba.njit(cache=True)
+def four_step_inverse(a, rows, cols, w_r, ws_r, tw, tws, w_c, ws_c, q_arr):
+    """Exact inverse of ``four_step_forward``; tw holds the inverse twiddles with 1/N folded in."""
+    out = np.empty_like(a)
+    work = np.empty((cols, rows), dtype=np.uint64)
+    for l in range(a.shape[0]):
+        q = q_arr[l]
+        _transpose(a[l].reshape(rows, cols), work)
+        _gs_rows(work, w_c[l], ws_c[l], q)
+        x = out[l].reshape(rows, cols)
+        _transpose(work, x)
+        _twiddle(x, tw[l], tws[l], q)
+        _gs_rows(x, w_r[l], ws_r[l], q)
+    return out
