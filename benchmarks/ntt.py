@@ -1,12 +1,14 @@
-"""NTT backends on this machine: radix-2 numpy, radix-2 numba, CROSS (8-bit BAT, widest exact chunk).
+"""NTT backends on this machine: radix-2 numpy, radix-2 numba, CROSS (8-bit BAT, widest exact chunk)
+on BLAS, and the MAT layout with compiled butterflies (fourstep).
 
 For N = 2^12 ... 2^16 and 1, 8, 32 limbs of 31-bit primes: the median ms of one forward NTT of all
 limbs and the limb-NTTs per second of each backend, the backend ``auto`` picks (its own
 calibration), the speed-up of the fastest over numpy radix-2 and its ratio to the machine floor.
 
-The floor is measured here: a compiled (numba) loop of radix-2 butterflies with Shoup products on
-contiguous, cache-resident data, i.e. the cost of the N/2·log2(N) butterflies alone, without the
-strided access of a real NTT. BLAS threads are fixed (default 1, one core for every backend).
+The floor is measured here, per cell: a compiled (numba) loop doing the same number of radix-2
+butterflies (L·N/2·log2 N, Shoup products, branch-free reductions) as log2 N contiguous passes over
+an array of the same size, i.e. the arithmetic and memory traffic of an ideal NTT without its
+strided access. BLAS threads are fixed (default 1, one core for every backend).
 
     python benchmarks/ntt.py [--quick] [--threads 1] [--repeats 5] [--max-matrix-mb 1024]
 """
@@ -43,10 +45,12 @@ from crypto.ntt import NTTTables, get_backend  # noqa: E402
 
 
 @numba.njit(cache=True)
-def _butterflies(x, y, w, ws, q, passes):
-    """passes × len(x) Cooley–Tukey butterflies (Shoup product, branch-free reductions)."""
+def _butterflies(data, w, ws, q, passes):
+    """passes × len(data)/2 Cooley–Tukey butterflies between the two halves of data (Shoup, branch-free)."""
+    half = data.shape[0] // 2
+    x, y = data[:half], data[half:]
     for _ in range(passes):
-        for j in range(len(x)):
+        for j in range(half):
             u = x[j]
             t = (y[j] * ws) >> np.uint64(32)
             v = y[j] * w - t * q
@@ -57,16 +61,14 @@ def _butterflies(x, y, w, ws, q, passes):
             y[j] = min(d, d - q)
 
 
-def butterfly_floor_ns() -> float:
-    """Median ns per butterfly of the compiled loop above (4096 pairs, in cache)."""
+def floor_ms(n: int, limbs: int) -> float:
+    """Median ms of L·N/2·log2 N compiled butterflies streaming over an array of L·N residues."""
     q = find_ntt_primes(31, 1, 2)[0]
-    rng = np.random.default_rng(0)
-    x, y = (rng.integers(0, q, 4096).astype(np.uint64) for _ in range(2))
+    data = np.random.default_rng(0).integers(0, q, n * limbs).astype(np.uint64)
     w = np.uint64(123456789 % q)
     ws = np.uint64(int(shoup_precompute(int(w), q)))
-    passes = 200
-    _butterflies(x, y, w, ws, np.uint64(q), 1)
-    return median_seconds(lambda: _butterflies(x, y, w, ws, np.uint64(q), passes), 7) / (passes * 4096) * 1e9
+    passes = n.bit_length() - 1
+    return median_seconds(lambda: _butterflies(data, w, ws, np.uint64(q), passes), 5) * 1e3
 
 
 def matmul_gflops() -> float:
@@ -95,13 +97,13 @@ def main():
     sizes = [12, 14] if ARGS.quick else [12, 13, 14, 15, 16]
     limb_counts = [1, 8] if ARGS.quick else [1, 8, 32]
     repeats = 2 if ARGS.quick else ARGS.repeats
-    floor_ns = butterfly_floor_ns()
+    in_cache = floor_ms(4096, 1) * 1e6 / (2048 * 12)
     gflops = matmul_gflops()
-    print(f"machine floor: {floor_ns:.2f} ns per compiled radix-2 butterfly (Shoup, contiguous, in cache); "
+    print(f"machine floor: {in_cache:.2f} ns per compiled radix-2 butterfly in cache (Shoup, contiguous); "
           f"float64 BLAS {gflops:.1f} GFLOP/s; BLAS threads = {ARGS.threads}")
-    names = ["numpy", "numba", "cross-8", "cross-wide"]
+    names = ["numpy", "numba", "cross-8", "cross-wide", "fourstep"]
     header = (f"{'N':>7} {'limbs':>5} | " + " ".join(f"{n + ' ms':>12}" for n in names)
-              + f" | {'auto picks':>10} | {'best/numpy':>10} | {'best/floor':>10}")
+              + f" | {'auto picks':>10} | {'numpy/best':>10} | {'best/floor':>10}")
     print(header)
     print("-" * len(header))
     rows = []
@@ -114,7 +116,8 @@ def main():
             a = np.array([rng.integers(0, q, n) for q in moduli], dtype=np.uint64)
             wide = widest_chunk_bits(mat_shape(n)[0])
             backends = {"numpy": get_backend("numpy"), "numba": get_backend("numba"),
-                        "cross-8": CrossBackend(8), "cross-wide": CrossBackend(wide, max_n=n)}
+                        "cross-8": CrossBackend(8), "cross-wide": CrossBackend(wide, max_n=n),
+                        "fourstep": get_backend("fourstep")}
             ms = {}
             for name, backend in backends.items():
                 width = 8 if name == "cross-8" else wide
@@ -125,10 +128,10 @@ def main():
                 backends[name] = None               # free CROSS matrices before the next cell
             auto = BackendSelector(cache_file=None).for_ntt(tables).name
             best = np.nanmin(list(ms.values()))
-            floor_ms = limbs * n // 2 * log_n * floor_ns * 1e-6
+            floor = floor_ms(n, limbs)
             rows.append((n, limbs, ms, wide))
             print(f"{'2^' + str(log_n):>7} {limbs:>5} | " + " ".join(f"{ms[k]:>12.3f}" for k in names)
-                  + f" | {auto:>10} | {ms['numpy'] / best:>9.1f}x | {best / floor_ms:>9.2f}x", flush=True)
+                  + f" | {auto:>10} | {ms['numpy'] / best:>9.1f}x | {best / floor:>9.2f}x", flush=True)
     print("\nlimb-NTTs per second (cross-wide uses the widest exact chunk: "
           + ", ".join(f"2^{r[0].bit_length() - 1}: {r[3]} bits" for r in rows if r[1] == limb_counts[0]) + ")")
     print(f"{'N':>7} {'limbs':>5} | " + " ".join(f"{n + ' /s':>12}" for n in names))

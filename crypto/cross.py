@@ -138,6 +138,9 @@ class LimbBarrett:
 
 def _as_uint64(x, name: str, bounds, moduli) -> np.ndarray:
     """x as uint64 with one row per modulus and every value of row l in [0, bounds[l]); else a clear error."""
+    if isinstance(x, np.ndarray) and x.dtype == np.uint64 and x.ndim >= 1 and x.shape[0] == len(moduli) \
+            and (x.size == 0 or int(x.max()) < min(bounds)):
+        return x                                     # the common case, one pass
     arr = np.asarray(x)
     if arr.ndim < 1 or arr.shape[0] != len(moduli):
         raise ShapeError(f"{name}.shape={arr.shape}: first axis must hold one row per modulus ({len(moduli)})")
