@@ -1,9 +1,10 @@
 """The ``auto`` NTT backend's choice, measured rather than believed.
 
 For each (operation, N, number of limbs rounded up to a power of two) the candidates (``fourstep``,
-``numba`` and ``numpy`` radix-2, ``cross``) are timed once on the caller's own moduli: one warm-up call (numba
-compilation, CROSS matrix construction), then the median of a few calls; a candidate more than
-``PRUNE_FACTOR`` times slower than the best so far after one timed call is not timed further. The
+``numba`` and ``numpy`` radix-2, ``cross``) are timed once on the caller's own moduli: one warm-up call
+(numba compilation, CROSS matrix construction), then the median of a few calls. A candidate more
+than ``PRUNE_FACTOR`` times slower than the best on a one-limb pilot, or on its first timed call,
+is not timed further (nor are its constants built for every limb). The
 result is kept on the selector and, unless ``cache_file=None``, in a JSON file under
 ``~/.cache/hezk/`` keyed by a fingerprint of the machine and library versions, so later processes
 skip the measurement. Nothing is measured or read at import or construction.
@@ -104,7 +105,9 @@ class BackendSelector:
         if key not in self._known():
             rng = np.random.default_rng(0)
             a = np.array([rng.integers(0, q, tables.n) for q in tables.moduli], dtype=np.uint64)
-            self._store(self._measure("ntt", tables.n, limbs, lambda b: b.forward(a, tables)))
+            one = tables.subset([0])
+            self._store(self._measure("ntt", tables.n, limbs, lambda b: b.forward(a, tables),
+                                      pilot=lambda b: b.forward(a[:1], one), pilot_scale=len(a)))
         return self.backend(self._results[key].best)
 
     def for_conversion(self, conv: BasisConversion, n: int) -> NTTBackend:
@@ -118,17 +121,35 @@ class BackendSelector:
         return self.backend(self._results[key].best)
 
     # ------------------------------------------------------------------ measurement
-    def _measure(self, operation: str, n: int, limbs: str, call) -> Calibration:
+    def _measure(self, operation: str, n: int, limbs: str, call, pilot=None, pilot_scale=1) -> Calibration:
+        """Median seconds of ``call`` per candidate. With a ``pilot`` (the same work on one limb), every
+        candidate first runs the pilot; one whose pilot is more than ``PRUNE_FACTOR`` times the best is
+        not built at full size and is recorded as pilot·``pilot_scale``. Without, a candidate whose
+        first timed call is that much slower than the best so far is not timed further."""
         timings: dict[str, float] = {}
-        for name in self.candidates:
+        runnable = []
+        if pilot is not None and pilot_scale > 1:
+            pilots = {}
+            for name in self.candidates:
+                try:
+                    pilots[name] = _warm_then_time(pilot, self.backend(name))
+                except ImportError:
+                    continue
+            best_pilot = min(pilots.values(), default=float("inf"))
+            for name, seconds in pilots.items():
+                if seconds <= PRUNE_FACTOR * best_pilot:
+                    runnable.append(name)
+                else:
+                    timings[name] = seconds * pilot_scale
+        else:
+            runnable = list(self.candidates)
+        for name in runnable:
             try:
                 backend = self.backend(name)
-                call(backend)                            # warm-up: compilation, matrix construction
+                samples = [_warm_then_time(call, backend)]
             except ImportError:
                 continue
-            best = min(timings.values(), default=float("inf"))
-            samples = [_timed(call, backend)]
-            if samples[0] <= PRUNE_FACTOR * best:
+            if samples[0] <= PRUNE_FACTOR * min(timings.values(), default=float("inf")):
                 samples += [_timed(call, backend) for _ in range(self.repeats - 1)]
             timings[name] = statistics.median(samples)
         if not timings:
@@ -178,6 +199,12 @@ class BackendSelector:
             return out
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return {}
+
+
+def _warm_then_time(call, backend) -> float:
+    """One untimed call (compilation, constant tables), then one timed call."""
+    call(backend)
+    return _timed(call, backend)
 
 
 def _timed(call, backend) -> float:

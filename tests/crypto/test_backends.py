@@ -1,5 +1,6 @@
 """Every NTT backend bit-identical through the ring and the CKKS evaluator; the measured ``auto`` choice."""
 import json
+import time
 
 import numpy as np
 import pytest
@@ -8,7 +9,7 @@ from crypto.backend_select import BackendSelector, Calibration, limb_bucket, mac
 from crypto.cross import CrossBackend
 from crypto.errors import ParameterError
 from crypto.modarith import find_ntt_primes
-from crypto.ntt import AutoBackend, BasisConversion, NTTTables, get_backend
+from crypto.ntt import AutoBackend, BasisConversion, NTTBackend, NTTTables, get_backend
 from crypto.ring import RingContext, RNSPoly
 
 BACKENDS = ["numpy", "numba", "cross", "fourstep", "auto"]
@@ -175,3 +176,34 @@ def test_nothing_is_measured_before_first_use(tmp_path):
     path = tmp_path / "never.json"
     auto = AutoBackend(BackendSelector(cache_file=path))
     assert auto.selector.calibrations() == [] and not path.exists()
+
+
+class _Sluggish(NTTBackend):
+    """A correct but slow backend (numpy radix-2 plus a sleep per limb) that records its input sizes."""
+
+    name = "cross"
+
+    def __init__(self):
+        self.inner, self.limbs_seen = get_backend("numpy"), []
+
+    def forward(self, a, tables):
+        self.limbs_seen.append(len(a))
+        time.sleep(0.01 * len(a))
+        return self.inner.forward(a, tables)
+
+    def inverse(self, a, tables):
+        return self.inner.inverse(a, tables)
+
+    def convert_basis(self, x, conv):
+        return self.inner.convert_basis(x, conv)
+
+
+def test_a_hopeless_candidate_is_pruned_on_the_one_limb_pilot():
+    n = 256
+    tables = NTTTables(n, find_ntt_primes(31, 4, n))
+    sel = BackendSelector(candidates=("numba", "cross"), cache_file=None)
+    slow = sel._backends["cross"] = _Sluggish()
+    assert sel.for_ntt(tables).name == "numba"
+    assert set(slow.limbs_seen) == {1}                 # never run (nor built) at the full 4 limbs
+    (cal,) = sel.calibrations()
+    assert dict(cal.seconds)["cross"] >= 4 * 0.01       # recorded as pilot time x limbs
