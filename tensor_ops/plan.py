@@ -62,7 +62,7 @@ class CostModel:
     rotation: float = 1.0
     hoisted_rotation: float = 0.45
     ct_mult: float = 1.1
-    pt_mult: float = 0.08
+    pt_mult: float = 0.05
     rescale: float = 0.12
     add: float = 0.01
     key: float = 0.6  # each distinct rotation key: keygen time, memory and bytes sent to the server
@@ -248,7 +248,8 @@ class Multiply(Step):
         return f"r{self.out} = r{self.a} * {'p' if self.plain else 'r'}{self.b}"
 
     def apply(self, be, regs, data):
-        regs[self.out] = be.multiply(regs[self.a], regs[self.b])
+        b = data.constant(regs[self.b]) if self.plain else regs[self.b]
+        regs[self.out] = be.multiply(regs[self.a], b)
 
 
 @dataclass(frozen=True, eq=False)

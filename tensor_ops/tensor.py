@@ -254,11 +254,12 @@ def encrypt(ctx, array, layout: SlotLayout | None = None, level: int | None = No
     return CipherTensor(cts, layout, be)
 
 
-def einsum(expr: str, *operands):
+def einsum(expr: str, *operands, plan: Plan | None = None):
     """``numpy.einsum`` over any mix of CipherTensors and numpy arrays (see tensor_ops.plan).
 
     Returns a CipherTensor when an operand is encrypted, else the numpy result. Raises LevelError
-    before any work when the plan needs more levels than the operands have.
+    before any work when the plan needs more levels than the operands have. ``plan``: a plan made
+    earlier for these operands (same expression, encrypted flags and layouts) to skip planning.
     """
     tensors = [o for o in operands if isinstance(o, CipherTensor)]
     arrays = [o if isinstance(o, CipherTensor) else np.asarray(o) for o in operands]
@@ -268,6 +269,10 @@ def einsum(expr: str, *operands):
     for t in tensors[1:]:
         _check_same(tensors[0], t)
     enc = tuple(isinstance(o, CipherTensor) for o in arrays)
+    if plan is not None:
+        if plan.spec != spec:
+            raise ShapeError(f"plan is for {plan.spec.expression()} with shapes {plan.spec.shapes}, not "
+                             f"{spec.expression()} with shapes {spec.shapes}")
+        return run_plan(plan, arrays)
     layouts = [o.layout if isinstance(o, CipherTensor) else None for o in arrays]
-    plan = build_plan(spec, enc, layouts, tensors[0].layout.slots)
-    return run_plan(plan, arrays)
+    return run_plan(build_plan(spec, enc, layouts, tensors[0].layout.slots), arrays)
