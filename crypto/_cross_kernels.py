@@ -126,32 +126,35 @@ def _twiddle(x, tw, tws, q):
 
 
 @numba.njit(cache=True)
-def four_step_forward(a, rows, cols, w_r, ws_r, tw, tws, w_c, ws_c, q_arr):
-    """Per limb: X = a.reshape(R, C); R-point NTT down the columns, twiddles, C-point NTT along the rows."""
+def four_step_forward(a, rows, cols, idx, w_r, ws_r, tw, tws, w_c, ws_c, q_arr):
+    """Per limb l (tables at row idx[l]): X = a[l].reshape(R, C); R-point NTT down the columns,
+    twiddles, C-point NTT along the rows."""
     out = np.empty_like(a)
     work = np.empty((cols, rows), dtype=np.uint64)
     for l in range(a.shape[0]):
-        q = q_arr[l]
+        k = idx[l]
+        q = q_arr[k]
         x = a[l].reshape(rows, cols).copy()
-        _ct_rows(x, w_r[l], ws_r[l], q)
-        _twiddle(x, tw[l], tws[l], q)
+        _ct_rows(x, w_r[k], ws_r[k], q)
+        _twiddle(x, tw[k], tws[k], q)
         _transpose(x, work)
-        _ct_rows(work, w_c[l], ws_c[l], q)
+        _ct_rows(work, w_c[k], ws_c[k], q)
         _transpose(work, out[l].reshape(rows, cols))
     return out
 
 
 @numba.njit(cache=True)
-def four_step_inverse(a, rows, cols, w_r, ws_r, tw, tws, w_c, ws_c, q_arr):
+def four_step_inverse(a, rows, cols, idx, w_r, ws_r, tw, tws, w_c, ws_c, q_arr):
     """Exact inverse of ``four_step_forward``; tw holds the inverse twiddles with 1/N folded in."""
     out = np.empty_like(a)
     work = np.empty((cols, rows), dtype=np.uint64)
     for l in range(a.shape[0]):
-        q = q_arr[l]
+        k = idx[l]
+        q = q_arr[k]
         _transpose(a[l].reshape(rows, cols), work)
-        _gs_rows(work, w_c[l], ws_c[l], q)
+        _gs_rows(work, w_c[k], ws_c[k], q)
         x = out[l].reshape(rows, cols)
         _transpose(work, x)
-        _twiddle(x, tw[l], tws[l], q)
-        _gs_rows(x, w_r[l], ws_r[l], q)
+        _twiddle(x, tw[k], tws[k], q)
+        _gs_rows(x, w_r[k], ws_r[k], q)
     return out

@@ -402,36 +402,31 @@ def _bat_product(x: np.ndarray, matrices, spec: ChunkSpec, from_left: bool, barr
 
 
 class _LimbStack:
-    """The MAT plans of a list of moduli, their twiddles stacked, for batched calls over all limbs."""
+    """The MAT plans of a list of moduli (shared references), for batched calls over all limbs."""
 
     def __init__(self, plans):
         self.plans = plans
         self.barrett = LimbBarrett([p.q for p in plans])
 
-    @cached_property
-    def _forward(self):
-        left, twiddle, right = zip(*(p.forward for p in self.plans))
-        spec = self.plans[0]
-        return (left, spec.left_spec, True), np.stack(twiddle), (right, spec.right_spec, False)
-
-    @cached_property
-    def _inverse(self):
-        right, twiddle, left = zip(*(p.inverse for p in self.plans))
-        spec = self.plans[0]
-        return (right, spec.right_spec, False), np.stack(twiddle), (left, spec.left_spec, True)
-
-    def _run(self, a: np.ndarray, steps) -> np.ndarray:
+    def _run(self, a: np.ndarray, direction: str) -> np.ndarray:
         """First BAT matmul, twiddle Hadamard product, second BAT matmul (the 4-step transform)."""
-        first, twiddle, second = steps
-        x = a.reshape(len(a), self.plans[0].rows, self.plans[0].cols)
-        y = self.barrett._reduce(_bat_product(x, *first, barrett=self.barrett) * twiddle)
-        return _bat_product(y, *second, barrett=self.barrett).reshape(a.shape)
+        first, twiddle, second = zip(*(getattr(p, direction) for p in self.plans))
+        spec = self.plans[0]
+        sides = (spec.left_spec, True), (spec.right_spec, False)
+        if direction == "inverse":
+            sides = sides[::-1]
+        x = a.reshape(len(a), spec.rows, spec.cols)
+        y = _bat_product(x, first, *sides[0], barrett=self.barrett)
+        for l, tw in enumerate(twiddle):
+            y[l] *= tw
+        y = self.barrett._reduce(y)
+        return _bat_product(y, second, *sides[1], barrett=self.barrett).reshape(a.shape)
 
     def forward(self, a: np.ndarray) -> np.ndarray:
-        return self._run(a, self._forward)
+        return self._run(a, "forward")
 
     def inverse(self, a: np.ndarray) -> np.ndarray:
-        return self._run(a, self._inverse)
+        return self._run(a, "inverse")
 
 
 # ------------------------------------------------------------------------------- basis conversion
@@ -474,30 +469,7 @@ class BasisConversionPlan:
 
 
 # ------------------------------------------------------------------------------------------ backend
-class _StackedBackend(NTTBackend):
-    """A backend whose per-limb constants are stacked once per (N, moduli) and kept on the object."""
-
-    def __init__(self):
-        self._stacks: dict[tuple[int, tuple[int, ...]], object] = {}
-
-    @abstractmethod
-    def _build_stack(self, tables: NTTTables):
-        """The stacked constants of these tables, with ``forward(a)`` and ``inverse(a)`` kernels."""
-
-    def _stack(self, tables: NTTTables):
-        key = (tables.n, tuple(tables.moduli))
-        if key not in self._stacks:
-            self._stacks[key] = self._build_stack(tables)
-        return self._stacks[key]
-
-    def forward(self, a, tables):
-        return self._stack(tables).forward(_limbs_input(a, tables))
-
-    def inverse(self, a, tables):
-        return self._stack(tables).inverse(_limbs_input(a, tables))
-
-
-class CrossBackend(_StackedBackend):
+class CrossBackend(NTTBackend):
     """NTT and basis conversion as CROSS matmul kernels (MAT with BAT chunks on float64 BLAS).
 
     ``chunk_bits=None`` uses the widest chunk proven exact for each matmul; ``chunk_bits=8`` is the
@@ -515,10 +487,10 @@ class CrossBackend(_StackedBackend):
         rows, _ = mat_shape(max_n)
         if chunk_bits is not None:
             ChunkSpec(chunk_bits, max(rows, MAX_CONVERSION_LIMBS))   # the bound, proven for every size allowed
-        super().__init__()
         self.chunk_bits = chunk_bits
         self.max_n = int(max_n)
         self._plans: dict[tuple[int, int], MATPlan] = {}
+        self._stacks: dict[tuple[int, tuple[int, ...]], _LimbStack] = {}
         self._conversions: dict[tuple[tuple[int, ...], tuple[int, ...]], BasisConversionPlan] = {}
 
     def __repr__(self):
@@ -542,8 +514,17 @@ class CrossBackend(_StackedBackend):
             self._plans[key] = MATPlan(n, q, psi, self.width_for(rows))
         return self._plans[key]
 
-    def _build_stack(self, tables: NTTTables) -> _LimbStack:
-        return _LimbStack([self.plan(tables.n, q, psi) for q, psi in zip(tables.moduli, tables.psi)])
+    def _stack(self, tables: NTTTables) -> _LimbStack:
+        key = (tables.n, tuple(tables.moduli))
+        if key not in self._stacks:     # references to the cached per-modulus plans, no copies
+            self._stacks[key] = _LimbStack([self.plan(tables.n, q, psi) for q, psi in zip(tables.moduli, tables.psi)])
+        return self._stacks[key]
+
+    def forward(self, a, tables):
+        return self._stack(tables).forward(_limbs_input(a, tables))
+
+    def inverse(self, a, tables):
+        return self._stack(tables).inverse(_limbs_input(a, tables))
 
     def convert_basis(self, x, conv):
         key = (conv.from_moduli, conv.to_moduli)
@@ -589,39 +570,62 @@ class FourStepPlan:
         object.__setattr__(self, "tables", values)
 
 
-class _FourStepStack:
-    """The stacked tables of a list of moduli for the compiled kernels."""
+class _TablePool:
+    """The FourStepPlan tables of every modulus seen for one n, stacked once (rows looked up per call),
+    so sub-bases of a modulus chain share one copy."""
 
-    def __init__(self, plans):
-        first = plans[0]
-        self.shape = mat_shape(first.n)
-        self.q = np.array([p.q for p in plans], dtype=np.uint64)
-        self.arrays = {name: np.stack([p.tables[name] for p in plans]) for name in first.tables}
+    def __init__(self, n: int):
+        self.n = n
+        self.shape = mat_shape(n)
+        self.row_of: dict[int, int] = {}
+        self.q = np.zeros(0, dtype=np.uint64)
+        self.arrays: dict[str, np.ndarray] = {}
 
-    def forward(self, a: np.ndarray) -> np.ndarray:
-        from ._cross_kernels import four_step_forward
-        t = self.arrays
-        return four_step_forward(np.ascontiguousarray(a), *self.shape, t["w_r"], t["w_r_shoup"], t["tw"],
-                                 t["tw_shoup"], t["w_c"], t["w_c_shoup"], self.q)
+    def rows(self, tables: NTTTables) -> np.ndarray:
+        """Row of each of tables.moduli in the pool (new moduli are added)."""
+        new = [(q, psi) for q, psi in zip(tables.moduli, tables.psi) if q not in self.row_of]
+        if new:
+            plans = [FourStepPlan(self.n, q, psi) for q, psi in dict(new).items()]
+            for plan in plans:
+                self.row_of[plan.q] = len(self.row_of)
+            self.q = np.concatenate([self.q, np.array([p.q for p in plans], dtype=np.uint64)])
+            self.arrays = {name: np.concatenate(([self.arrays[name]] if self.arrays else [])
+                                                + [np.stack([p.tables[name] for p in plans])])
+                           for name in plans[0].tables}
+        return np.array([self.row_of[q] for q in tables.moduli], dtype=np.int64)
 
-    def inverse(self, a: np.ndarray) -> np.ndarray:
-        from ._cross_kernels import four_step_inverse
-        t = self.arrays
-        return four_step_inverse(np.ascontiguousarray(a), *self.shape, t["winv_r"], t["winv_r_shoup"],
-                                 t["twinv"], t["twinv_shoup"], t["winv_c"], t["winv_c_shoup"], self.q)
 
-
-class FourStepBackend(_StackedBackend):
+class FourStepBackend(NTTBackend):
     """The MAT layout compiled for the CPU: 4-step NTT whose sub-transforms are numba butterflies
     vectorized across whole rows (SIMD lanes play the matrix engine). Bit-identical to radix-2.
 
-    Basis conversion uses the compiled radix-2 backend's kernel. Tables are cached per (N, moduli).
+    Basis conversion uses the compiled radix-2 backend's kernel. Tables are kept per (N, modulus).
     """
 
     name = "fourstep"
 
-    def _build_stack(self, tables: NTTTables) -> _FourStepStack:
-        return _FourStepStack([FourStepPlan(tables.n, q, psi) for q, psi in zip(tables.moduli, tables.psi)])
+    def __init__(self):
+        self._pools: dict[int, _TablePool] = {}
+
+    def _pool(self, tables: NTTTables) -> tuple[_TablePool, np.ndarray]:
+        pool = self._pools.setdefault(tables.n, _TablePool(tables.n))
+        return pool, pool.rows(tables)
+
+    def forward(self, a, tables):
+        from ._cross_kernels import four_step_forward
+        a = np.ascontiguousarray(_limbs_input(a, tables))
+        pool, rows = self._pool(tables)
+        t = pool.arrays
+        return four_step_forward(a, *pool.shape, rows, t["w_r"], t["w_r_shoup"], t["tw"], t["tw_shoup"],
+                                 t["w_c"], t["w_c_shoup"], pool.q)
+
+    def inverse(self, a, tables):
+        from ._cross_kernels import four_step_inverse
+        a = np.ascontiguousarray(_limbs_input(a, tables))
+        pool, rows = self._pool(tables)
+        t = pool.arrays
+        return four_step_inverse(a, *pool.shape, rows, t["winv_r"], t["winv_r_shoup"], t["twinv"],
+                                 t["twinv_shoup"], t["winv_c"], t["winv_c_shoup"], pool.q)
 
     def convert_basis(self, x, conv):
         return get_backend("numba").convert_basis(x, conv)

@@ -303,6 +303,24 @@ def test_cross_accepts_sub_basis_tables_and_caches_plans():
     assert cross.plan(n, moduli[1], tables.psi[1]) is cross.plan(n, moduli[1], tables.psi[1])
 
 
+def test_fourstep_sub_bases_share_one_table_pool():
+    n = 128
+    moduli = find_ntt_primes(30, 4, n)
+    tables = NTTTables(n, moduli)
+    backend = FourStepBackend()
+    a = _random_rows(moduli, n, np.random.default_rng(8))
+    full = backend.forward(a, tables)
+    pool = backend._pools[n]
+    assert len(pool.q) == 4
+    for idx in ([2], [0, 3], [3, 1, 0]):
+        assert np.array_equal(backend.forward(a[idx], tables.subset(idx)), full[idx])
+        assert np.array_equal(backend.inverse(full[idx], tables.subset(idx)), a[idx])
+    assert len(pool.q) == 4 and backend._pools[n] is pool      # no new rows for sub-bases
+    more = NTTTables(n, find_ntt_primes(29, 1, n))
+    backend.forward(np.zeros((1, n), dtype=U64), more)
+    assert len(pool.q) == 5 and np.array_equal(backend.forward(a, tables), full)
+
+
 @pytest.mark.parametrize("kernel", ["cross-wide", "fourstep"])
 def test_mat_backends_reject_bad_input(kernel):
     n = 64
