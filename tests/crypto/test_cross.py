@@ -291,34 +291,34 @@ def test_mat_ntt_default_sizes_against_numba(kernel, log_n):
     assert np.array_equal(MAKERS[kernel]().forward(a, tables), get_backend("numba").forward(a, tables))
 
 
-def test_cross_accepts_sub_basis_tables_and_caches_plans():
-    n = 256
+def _check_sub_bases(backend, n=128):
+    """Sub-bases (any order) give the rows of the full-basis transform; returns the tables."""
     moduli = find_ntt_primes(30, 4, n)
     tables = NTTTables(n, moduli)
-    cross = CrossBackend()
-    a = _random_rows(moduli, n, np.random.default_rng(5))
-    full = cross.forward(a, tables)
-    sub = cross.forward(a[[1, 3]], tables.subset([1, 3]))
-    assert np.array_equal(sub, full[[1, 3]])
-    assert cross.plan(n, moduli[1], tables.psi[1]) is cross.plan(n, moduli[1], tables.psi[1])
-
-
-def test_fourstep_sub_bases_share_one_table_pool():
-    n = 128
-    moduli = find_ntt_primes(30, 4, n)
-    tables = NTTTables(n, moduli)
-    backend = FourStepBackend()
     a = _random_rows(moduli, n, np.random.default_rng(8))
     full = backend.forward(a, tables)
-    pool = backend._pools[n]
-    assert len(pool.q) == 4
     for idx in ([2], [0, 3], [3, 1, 0]):
         assert np.array_equal(backend.forward(a[idx], tables.subset(idx)), full[idx])
         assert np.array_equal(backend.inverse(full[idx], tables.subset(idx)), a[idx])
-    assert len(pool.q) == 4 and backend._pools[n] is pool      # no new rows for sub-bases
-    more = NTTTables(n, find_ntt_primes(29, 1, n))
-    backend.forward(np.zeros((1, n), dtype=U64), more)
-    assert len(pool.q) == 5 and np.array_equal(backend.forward(a, tables), full)
+    return tables
+
+
+def test_cross_sub_bases_reuse_the_per_modulus_plans():
+    cross = CrossBackend()
+    tables = _check_sub_bases(cross)
+    assert len(cross._plans) == 4
+    assert cross.plan(128, tables.moduli[1], tables.psi[1]) is cross.plan(128, tables.moduli[1], tables.psi[1])
+
+
+def test_fourstep_sub_bases_share_one_table_pool():
+    backend = FourStepBackend()
+    tables = _check_sub_bases(backend)
+    pool = backend._pools[128]
+    assert len(pool.q) == 4                                    # no new rows for sub-bases
+    backend.forward(np.zeros((1, 128), dtype=U64), NTTTables(128, find_ntt_primes(29, 1, 128)))
+    assert len(pool.q) == 5 and backend._pools[128] is pool
+    a = _random_rows(tables.moduli, 128, np.random.default_rng(1))
+    assert np.array_equal(backend.forward(a, tables), get_backend("numba").forward(a, tables))
 
 
 @pytest.mark.parametrize("kernel", ["cross-wide", "fourstep"])
