@@ -45,14 +45,15 @@ class PlainBackend:
             return None
         return frozenset(k % self.slots for k in self._rotations)
 
-    def run(self, plan, *arrays) -> np.ndarray:
+    def run(self, plan, *arrays, on_step=None) -> np.ndarray:
         """Execute ``plan`` on numpy arrays (packed with the plan's input layouts) and return the numpy
-        result: the very steps the encrypted run performs, rotations as np.roll, masks as products."""
+        result: the very steps the encrypted run performs, rotations as np.roll, masks as products.
+        ``on_step(step, slot_vector)`` sees every intermediate register."""
         if self.slots is None:
             self.slots = plan.slots
         if self.slots != plan.slots:
             raise ShapeError(f"plan has {plan.slots} slots but this backend has {self.slots}")
-        return plan.simulate(*arrays, backend=self)
+        return plan.simulate(*arrays, backend=self, on_step=on_step)
 
     def _check(self, k):
         keys = self.keys

@@ -538,11 +538,12 @@ class Plan:
                              f"level(s) are available")
 
     # -------------------------------------------------------------- execution
-    def run(self, backend, operands):
+    def run(self, backend, operands, on_step=None):
         """Execute on ``backend``; operands are ciphertext lists (encrypted) or arrays (plain).
 
         Returns the list of output registers (one per tile of ``output_layout``) or, when every
-        operand is plaintext, the numpy result.
+        operand is plaintext, the numpy result. ``on_step(step, value)`` is called after each step
+        with the register it wrote (on the plain backend: the slot vector, to debug a packing).
         """
         if len(operands) != len(self.encrypted):
             raise ShapeError(f"plan expects {len(self.encrypted)} operands, got {len(operands)}")
@@ -557,24 +558,26 @@ class Plan:
         keep = set(self.output_regs)
         for n, s in enumerate(self.steps):
             s.apply(backend, regs, data)
+            if on_step is not None:
+                on_step(s, regs[s.out])
             for r in s.inputs():
                 if last_use.get(r) == n and r not in keep:
                     regs.pop(r, None)
         return [regs[r] for r in self.output_regs]
 
 
-    def simulate(self, *arrays, backend=None):
+    def simulate(self, *arrays, backend=None, on_step=None):
         """Run the plan on the :class:`PlainBackend` (numpy slot vectors) and return the numpy result.
 
         Encrypted operands are packed with their input layouts; with ``backend`` given (e.g. one that
-        checks rotation keys) it is used instead.
+        checks rotation keys) it is used instead; ``on_step`` as in :meth:`run`.
         """
         from .backends import PlainBackend
 
         be = backend if backend is not None else PlainBackend(self.slots, rotations=self.rotations())
         ops = [lay.pack(np.asarray(a)) if enc else np.asarray(a)
                for a, enc, lay in zip(arrays, self.encrypted, self.input_layouts)]
-        out = self.run(be, ops)
+        out = self.run(be, ops, on_step)
         if not any(self.encrypted):
             return out
         return self.output_layout.unpack(out)

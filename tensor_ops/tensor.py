@@ -238,8 +238,6 @@ def encrypt(ctx, array, layout: SlotLayout | None = None, level: int | None = No
     arr = np.asarray(array)
     if arr.dtype == object or not np.issubdtype(arr.dtype, np.number):
         raise ShapeError(f"array of dtype {arr.dtype} is not numeric")
-    if arr.ndim == 0:
-        raise ShapeError("array must have at least one axis (encrypt a scalar as np.array([x]))")
     if layout is None:
         layout = SlotLayout.compact(arr.shape, be.slots)
     if layout.shape != arr.shape:

@@ -77,7 +77,7 @@ def einsum_cases(draw):
     sizes = {c: draw(st.integers(1, 9)) for c in pool}
     terms, shapes = [], []
     for _ in range(n_ops):
-        term = "".join(draw(st.lists(st.sampled_from(pool), min_size=1, max_size=4)))
+        term = "".join(draw(st.lists(st.sampled_from(pool), min_size=0, max_size=4)))
         shape = []
         for c in term:
             first = term.index(c)

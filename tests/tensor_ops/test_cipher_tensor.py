@@ -1,0 +1,143 @@
+"""CipherTensor API: operators with numpy broadcasting, sums, transposes, matmul rules, immutability,
+and clear errors for bad input (on the plain backend; one TOY context for the key/level checks)."""
+import numpy as np
+import pytest
+
+from crypto import CKKSContext, CKKSParameters, ContextMismatchError, KeyMissingError, LevelError, ShapeError
+from tensor_ops import CipherTensor, PlainBackend, SlotLayout, einsum, encrypt, plan
+
+BE = PlainBackend(256)
+
+
+def _ints(shape, seed=0):
+    return np.random.default_rng(seed).integers(-4, 5, size=shape).astype(float)
+
+
+@pytest.mark.parametrize("sa,sb", [((3, 4), (3, 4)), ((3, 4), (4,)), ((3, 1), (1, 4)), ((2, 3, 4), (3, 1)),
+                                   ((5,), (2, 5))])
+def test_elementwise_broadcasting_both_orders(sa, sb):
+    a, b = _ints(sa, 1), _ints(sb, 2)
+    A, B = encrypt(BE, a), encrypt(BE, b)
+    for got, want in [(A + B, a + b), (A - B, a - b), (A * B, a * b), (A + b, a + b), (a - B, a - b),
+                      (b * A, b * a), (A - 2, a - 2), (2 - A, 2 - a), (A * 0.5, a * 0.5), (-A, -a)]:
+        assert isinstance(got, CipherTensor)
+        np.testing.assert_array_equal(got.decrypt(), want)
+
+
+@pytest.mark.parametrize("sa,sb", [((3, 4), (4, 5)), ((4,), (4, 5)), ((3, 4), (4,)), ((4,), (4,)),
+                                   ((2, 3, 4), (4, 5)), ((2, 3, 4), (2, 4, 2)), ((3, 4), (2, 4, 5))])
+def test_matmul_follows_numpy_rules(sa, sb):
+    a, b = _ints(sa, 3), _ints(sb, 4)
+    A, B = encrypt(BE, a), encrypt(BE, b)
+    for got in (A @ B, A @ b, a @ B):
+        np.testing.assert_array_equal(got.decrypt(), a @ b)
+
+
+def test_sum_transpose_and_chains():
+    a = _ints((2, 3, 4), 5)
+    A = encrypt(BE, a)
+    np.testing.assert_array_equal(A.sum(1).decrypt(), a.sum(1))
+    np.testing.assert_array_equal(A.sum((0, 2)).decrypt(), a.sum((0, 2)))
+    np.testing.assert_array_equal(A.sum().decrypt(), a.sum())
+    np.testing.assert_array_equal(A.sum(-1, keepdims=True).decrypt(), a.sum(-1, keepdims=True))
+    np.testing.assert_array_equal(A.transpose(2, 0, 1).decrypt(), a.transpose(2, 0, 1))
+    np.testing.assert_array_equal(A.transpose((1, 0, 2)).decrypt(), a.transpose(1, 0, 2))
+    m = _ints((4, 6), 6)
+    M = encrypt(BE, m)
+    np.testing.assert_array_equal(M.T.decrypt(), m.T)
+    # results of earlier operations (strided, dirty layouts) feed later ones
+    C = (M.T @ M) * 2 - M.T @ m + (M.sum(0) * M).T @ M
+    np.testing.assert_array_equal(C.decrypt(), (m.T @ m) * 2 - m.T @ m + (m.sum(0) * m).T @ m)
+    assert A.shape == (2, 3, 4) and A.ndim == 3 and len(A) == 2 and A.size == 24
+
+
+def test_operations_never_mutate_inputs():
+    a = _ints((3, 3), 7)
+    A = encrypt(BE, a)
+    before = [c.copy() for c in A.ciphertexts]
+    _ = (A @ A, A + 1, A.T, A.sum(0), A * A)
+    for c, d in zip(A.ciphertexts, before):
+        np.testing.assert_array_equal(c, d)
+    with pytest.raises(AttributeError):
+        A.layout = None
+
+
+def test_tiled_tensor_operations():
+    a, b = _ints((20, 30), 8), _ints((30, 7), 9)
+    A = encrypt(BE, a)
+    assert len(A.ciphertexts) > 1
+    np.testing.assert_array_equal((A @ b).decrypt(), a @ b)
+    np.testing.assert_array_equal((A + a).decrypt(), 2 * a)
+    np.testing.assert_array_equal(einsum("ij->j", A).decrypt(), a.sum(0))
+
+
+def test_scalars_encrypt_and_broadcast():
+    s = encrypt(BE, 3.0)
+    assert s.shape == () and float(s.decrypt()) == 3.0
+    a = _ints((2, 3))
+    np.testing.assert_array_equal((encrypt(BE, a) * s).decrypt(), a * 3.0)
+    np.testing.assert_array_equal((encrypt(BE, a).sum() + s).decrypt(), a.sum() + 3.0)
+
+
+def test_plain_only_einsum_returns_numpy():
+    a = _ints((2, 3))
+    np.testing.assert_array_equal(einsum("ij->ji", a), a.T)
+
+
+def test_step_by_step_trace_on_plain_backend():
+    p = plan("ij,jk->ik", (3, 4), (4, 2), slots=64)
+    seen = []
+    out = PlainBackend(64).run(p, _ints((3, 4)), _ints((4, 2), 1), on_step=lambda s, v: seen.append((s, v)))
+    assert [s for s, _ in seen] == list(p.steps)
+    assert all(v.shape == (64,) for _, v in seen)
+    np.testing.assert_array_equal(out, _ints((3, 4)) @ _ints((4, 2), 1))
+
+
+def test_bad_input_errors_are_clear():
+    A = encrypt(BE, _ints((3, 4)))
+    with pytest.raises(ShapeError, match="do not broadcast"):
+        A + np.ones((5,))
+    with pytest.raises(ShapeError, match="operand 1"):
+        A @ np.ones((5, 2))
+    with pytest.raises(ShapeError, match="not numeric"):
+        encrypt(BE, np.array(["a"]))
+    with pytest.raises(ShapeError, match="layout shape"):
+        encrypt(BE, np.ones(3), layout=SlotLayout.compact((4,), 256))
+    with pytest.raises(ShapeError, match="permutation"):
+        A.transpose(0, 0)
+    with pytest.raises(ShapeError, match="axis=5"):
+        A.sum(5)
+    with pytest.raises(ContextMismatchError):
+        A + encrypt(PlainBackend(512), _ints((3, 4)))
+    with pytest.raises(ShapeError, match="ctx must be"):
+        encrypt(object(), np.ones(2))
+    with pytest.raises(ShapeError, match="power of two"):
+        plan("i->", (3,), slots=100)
+    with pytest.raises(ShapeError, match="params"):
+        plan("i->", (3,))
+
+
+@pytest.fixture(scope="module")
+def toy():
+    params = CKKSParameters.preset("TOY")
+    return CKKSContext.keygen(params, rotations=plan("ij,jk->ik", (4, 4), (4, 4), params=params,
+                                                     encrypted=(True, False)).rotations(), seed=3)
+
+
+def test_missing_rotation_key_is_reported(toy):
+    A = encrypt(toy, _ints((4, 4)))
+    np.testing.assert_allclose((A @ _ints((4, 4), 1)).decrypt(toy), _ints((4, 4)) @ _ints((4, 4), 1), atol=1e-6)
+    with pytest.raises(KeyMissingError, match="rotation"):
+        A @ A  # needs keys that were not generated
+
+
+def test_level_is_tracked_and_exhaustion_refused(toy):
+    A = encrypt(toy, _ints((4, 4)) / 4)
+    B = A * 0.5
+    assert B.level == A.level - 1
+    x = A
+    for _ in range(toy.params.max_level):
+        x = x * x
+    assert x.level == 0
+    with pytest.raises(LevelError, match="depth 1 but only 0"):
+        x * x
