@@ -39,7 +39,6 @@ sub-transform combines whole rows, so every inner loop is contiguous and SIMD-wi
 """
 from __future__ import annotations
 
-from abc import abstractmethod
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -578,11 +577,19 @@ class _TablePool:
         self.n = n
         self.shape = mat_shape(n)
         self.row_of: dict[int, int] = {}
+        self._rows: dict[tuple[int, ...], np.ndarray] = {}
         self.q = np.zeros(0, dtype=np.uint64)
         self.arrays: dict[str, np.ndarray] = {}
 
     def rows(self, tables: NTTTables) -> np.ndarray:
-        """Row of each of tables.moduli in the pool (new moduli are added)."""
+        """Row of each of tables.moduli in the pool (new moduli are added); cached per basis."""
+        key = tuple(tables.moduli)
+        if key not in self._rows:
+            self._add(tables)
+            self._rows[key] = np.array([self.row_of[q] for q in key], dtype=np.int64)
+        return self._rows[key]
+
+    def _add(self, tables: NTTTables):
         new = [(q, psi) for q, psi in zip(tables.moduli, tables.psi) if q not in self.row_of]
         if new:
             plans = [FourStepPlan(self.n, q, psi) for q, psi in dict(new).items()]
@@ -592,7 +599,6 @@ class _TablePool:
             self.arrays = {name: np.concatenate(([self.arrays[name]] if self.arrays else [])
                                                 + [np.stack([p.tables[name] for p in plans])])
                            for name in plans[0].tables}
-        return np.array([self.row_of[q] for q in tables.moduli], dtype=np.int64)
 
 
 class FourStepBackend(NTTBackend):
@@ -608,7 +614,9 @@ class FourStepBackend(NTTBackend):
         self._pools: dict[int, _TablePool] = {}
 
     def _pool(self, tables: NTTTables) -> tuple[_TablePool, np.ndarray]:
-        pool = self._pools.setdefault(tables.n, _TablePool(tables.n))
+        if tables.n not in self._pools:
+            self._pools[tables.n] = _TablePool(tables.n)
+        pool = self._pools[tables.n]
         return pool, pool.rows(tables)
 
     def forward(self, a, tables):
