@@ -54,12 +54,15 @@ def _mulmod_lazy(x, y, q, q_inv):
 
 
 @numba.njit(cache=True)
-def _inner_product(digits, digit_ids, key_b, key_a, key_rows, q, perm, use_perm):
-    """out_t[r, c] = Σ_j digits[j, r, perm[c]] · key_t[digit_ids[j], key_rows[r], c] mod q[r], t = b, a.
+def _inner_product(base, lifted, src, digit_ids, key_b, key_a, key_rows, q, perm, use_perm):
+    """out_t[r, c] = Σ_j D_j[r, perm[c]] · key_t[digit_ids[j], key_rows[r], c] mod q[r], t = b, a.
 
-    Keys are stored as uint32; products are left in [0, 2q) and summed lazily (< 2·dnum·q < 2^40),
-    then reduced once."""
-    n_digits, n_rows, n = digits.shape
+    Row r of digit j is base[src[j, r]] when src[j, r] < len(base), else lifted[src[j, r] - len(base)]
+    (a decomposition is never copied into one array).  Keys are uint32; products are left in [0, 2q)
+    and summed lazily (< 2·dnum·q < 2^40), then reduced once."""
+    n_digits, n_rows = src.shape
+    n = base.shape[1]
+    n_base = base.shape[0]
     out_b = np.zeros((n_rows, n), dtype=np.uint64)
     out_a = np.zeros((n_rows, n), dtype=np.uint64)
     for r in range(n_rows):
@@ -70,7 +73,8 @@ def _inner_product(digits, digit_ids, key_b, key_a, key_rows, q, perm, use_perm)
         oa = out_a[r]
         for j in range(n_digits):
             kj = digit_ids[j]
-            d = digits[j, r]
+            t = src[j, r]
+            d = base[t] if t < n_base else lifted[t - n_base]
             kb, ka = key_b[kj, kr], key_a[kj, kr]
             if use_perm:
                 for c in range(n):
@@ -90,12 +94,12 @@ def _inner_product(digits, digit_ids, key_b, key_a, key_rows, q, perm, use_perm)
 
 @numba.njit(cache=True)
 def _convert_centered(x, q_from, qhat_inv, qhat_inv_shoup, q_from_inv, q_to, qhat_mod_p, qhat_mod_p_shoup,
-                      big_q_mod_p, big_q_mod_p_shoup):
+                      big_q_mod_p, big_q_mod_p_shoup, out):
     """Exact RNS basis conversion of the centered representative of x mod Q (Q = Π q_from).
 
     With y_i = [x_i · (Q/q_i)^-1]_{q_i}, x ≡ Σ_i y_i·(Q/q_i) - v·Q where v = round(Σ_i y_i/q_i) gives
     the representative in (-Q/2, Q/2] (Halevi, Polyakov, Shoup, "An improved RNS variant of the BFV
-    homomorphic encryption scheme", CT-RSA 2019, Sec. 2.3).  Output row j is that value mod q_to[j]."""
+    homomorphic encryption scheme", CT-RSA 2019, Sec. 2.3).  Row j of ``out`` gets that value mod q_to[j]."""
     k, n = x.shape
     kp = q_to.shape[0]
     y = np.empty((k, n), dtype=np.uint64)
@@ -109,10 +113,10 @@ def _convert_centered(x, q_from, qhat_inv, qhat_inv_shoup, q_from_inv, q_to, qha
             frac[c] += yi * q_from_inv[i]
     for c in range(n):
         v[c] = np.uint64(frac[c] + 0.5)
-    out = np.zeros((kp, n), dtype=np.uint64)
     for j in range(kp):
         p = q_to[j]
         row = out[j]
+        row[:] = 0
         for i in range(k):
             w = qhat_mod_p[i, j]
             ws = qhat_mod_p_shoup[i, j]
@@ -123,7 +127,6 @@ def _convert_centered(x, q_from, qhat_inv, qhat_inv_shoup, q_from_inv, q_to, qha
         for c in range(n):
             t = _mulshoup(v[c], big_q_mod_p[j], big_q_mod_p_shoup[j], p)
             row[c] = _reduce_small(row[c] + p - t, p, p_inv)
-    return out
 
 
 @numba.njit(cache=True)
@@ -155,10 +158,14 @@ class CenteredConversion:
         self.big_q_mod_p = np.array([big_q % p for p in to_moduli], dtype=np.uint64)
         self.big_q_mod_p_shoup = shoup_precompute(self.big_q_mod_p, self.q_to)
 
-    def __call__(self, x: np.ndarray) -> np.ndarray:
-        return _convert_centered(np.ascontiguousarray(x), self.q_from, self.qhat_inv, self.qhat_inv_shoup,
-                                 self.q_from_inv, self.q_to, self.qhat_mod_p, self.qhat_mod_p_shoup,
-                                 self.big_q_mod_p, self.big_q_mod_p_shoup)
+    def __call__(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """The converted rows (into ``out``, shape (len(to_moduli), n), when given)."""
+        if out is None:
+            out = np.empty((len(self.q_to), x.shape[1]), dtype=np.uint64)
+        _convert_centered(np.ascontiguousarray(x), self.q_from, self.qhat_inv, self.qhat_inv_shoup,
+                          self.q_from_inv, self.q_to, self.qhat_mod_p, self.qhat_mod_p_shoup,
+                          self.big_q_mod_p, self.big_q_mod_p_shoup, out)
+        return out
 
 
 class Divider:
@@ -233,6 +240,16 @@ def make_switching_key(params, ring, sampler, s_ntt: np.ndarray, s_from_ntt: np.
 
 
 @dataclass(frozen=True, eq=False)
+class Decomposition:
+    """ModUp digits of one polynomial at ``level``: its own rows (``base``, NTT over Q_ℓ) plus the
+    NTT'd basis extensions of every digit (``lifted``); ``_LevelPlan.src`` says which row is which."""
+
+    base: np.ndarray
+    lifted: np.ndarray
+    level: int
+
+
+@dataclass(frozen=True, eq=False)
 class _LevelPlan:
     """Index bookkeeping and constants of key switching at one level (positions in the Q_ℓ ∪ P basis)."""
 
@@ -242,6 +259,7 @@ class _LevelPlan:
     target_pos: tuple[np.ndarray, ...]       # positions each digit is extended to
     conversions: tuple[CenteredConversion, ...]
     lifted_idx: tuple[int, ...]              # ring indices of all extensions, concatenated
+    src: np.ndarray                          # (J, |ext|): row of digit j in [c's rows; lifted rows]
     ext_q: np.ndarray
     p_mod_q: np.ndarray                      # P mod q_i on Q_ℓ, to lift a part by P before ModDown
 
@@ -275,38 +293,40 @@ class KeySwitcher:
                 targets.append(pos)
                 convs.append(CenteredConversion([moduli[i] for i in d], [moduli[ext[k]] for k in pos]))
                 lifted.extend(ext[k] for k in pos)
+        src = np.empty((len(ids), len(ext)), dtype=np.int64)
+        offset = limbs
+        for j, (d, pos) in enumerate(zip(digit_idx, targets)):
+            src[j, list(d)] = list(d)
+            src[j, pos] = np.arange(offset, offset + len(pos))
+            offset += len(pos)
         big_p = math.prod(moduli[i] for i in self.p_idx)
         return _LevelPlan(ext_idx=ext, digit_ids=np.array(ids, dtype=np.int64), digit_idx=tuple(digit_idx),
                           target_pos=tuple(targets), conversions=tuple(convs), lifted_idx=tuple(lifted),
-                          ext_q=np.array([moduli[i] for i in ext], dtype=np.uint64),
+                          src=src, ext_q=np.array([moduli[i] for i in ext], dtype=np.uint64),
                           p_mod_q=np.array([big_p % moduli[i] for i in range(limbs)], dtype=np.uint64))
 
-    def decompose(self, c: RNSPoly) -> np.ndarray:
-        """ModUp: digits (J, |Q_ℓ ∪ P|, n) of c (NTT form over Q_ℓ), each in NTT form over Q_ℓ ∪ P.
+    def decompose(self, c: RNSPoly) -> "Decomposition":
+        """ModUp: the digits of c (NTT form over Q_ℓ), each in NTT form over Q_ℓ ∪ P.
 
-        Digit j is the centered representative of c mod Q_j, so |d_j| <= Q_j/2."""
+        Digit j is the centered representative of c mod Q_j, so |d_j| <= Q_j/2: on its own primes it
+        is c itself, elsewhere an exact basis conversion (all conversions land in one buffer, NTT'd at once)."""
         level = self.params.level_of(len(c.idx))
         plan, ring = self.plan(level), self.ring
         c_coeff = c.to_coeff().data
-        out = np.empty((len(plan.digit_idx), len(plan.ext_idx), ring.n), dtype=np.uint64)
-        lifted = []
-        for j, (d, conv) in enumerate(zip(plan.digit_idx, plan.conversions)):
-            out[j, list(d)] = c.data[list(d)]
-            lifted.append(conv(c_coeff[list(d)]))
-        lifted_ntt = ring.ntt(np.concatenate(lifted), plan.lifted_idx)
+        lifted = np.empty((len(plan.lifted_idx), ring.n), dtype=np.uint64)
         start = 0
-        for j, pos in enumerate(plan.target_pos):
-            out[j, pos] = lifted_ntt[start: start + len(pos)]
+        for d, pos, conv in zip(plan.digit_idx, plan.target_pos, plan.conversions):
+            conv(c_coeff[d[0]: d[-1] + 1], lifted[start: start + len(pos)])
             start += len(pos)
-        return out
+        return Decomposition(c.data, ring.ntt(lifted, plan.lifted_idx), level)
 
-    def inner_product(self, digits: np.ndarray, key: SwitchingKey, level: int,
+    def inner_product(self, digits: "Decomposition", key: SwitchingKey,
                       perm: np.ndarray | None = None) -> tuple[RNSPoly, RNSPoly]:
         """Σ_j σ(digits_j) · key_j over Q_ℓ ∪ P (NTT form); ``perm`` is σ's NTT-form permutation."""
-        plan = self.plan(level)
+        plan = self.plan(digits.level)
         rows = np.array(plan.ext_idx, dtype=np.int64)
-        b, a = _inner_product(digits, plan.digit_ids, key.b, key.a, rows, plan.ext_q,
-                              self.identity if perm is None else perm, perm is not None)
+        b, a = _inner_product(digits.base, digits.lifted, plan.src, plan.digit_ids, key.b, key.a, rows,
+                              plan.ext_q, self.identity if perm is None else perm, perm is not None)
         return RNSPoly(self.ring, b, plan.ext_idx, True), RNSPoly(self.ring, a, plan.ext_idx, True)
 
     def lift_by_p(self, acc: RNSPoly, c: RNSPoly) -> RNSPoly:
@@ -328,8 +348,7 @@ class KeySwitcher:
 
     def switch(self, c: RNSPoly, key: SwitchingKey) -> tuple[RNSPoly, RNSPoly]:
         """(c0', c1') over Q_ℓ with c0' + c1'·s ≈ c·s' (s' the key's source secret)."""
-        level = self.params.level_of(len(c.idx))
-        b, a = self.inner_product(self.decompose(c), key, level)
+        b, a = self.inner_product(self.decompose(c), key)
         return self.mod_down(b), self.mod_down(a)
 
 

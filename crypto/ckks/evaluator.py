@@ -255,7 +255,7 @@ class Evaluator:
         scale = self._rescaled_scale(a.level, a.scale * op.scale)
         d0, d1, d2 = self._tensor(a, op)
         switcher = self.switcher
-        kb, ka = switcher.inner_product(switcher.decompose(d2), self.relin_key, a.level)
+        kb, ka = switcher.inner_product(switcher.decompose(d2), self.relin_key)
         extra = len(self.params.q_levels[a.level])
         c0 = switcher.mod_down(switcher.lift_by_p(kb, d0), extra)
         c1 = switcher.mod_down(switcher.lift_by_p(ka, d1), extra)
@@ -318,7 +318,7 @@ class Evaluator:
 
     def _apply_galois(self, ct: Ciphertext, digits, g: int, key) -> Ciphertext:
         perm = self.ring.automorphism_indices(g, True)
-        kb, ka = self.switcher.inner_product(digits, key, ct.level, perm)
+        kb, ka = self.switcher.inner_product(digits, key, perm)
         c0 = ct.parts[0].automorphism(g) + self.switcher.mod_down(kb)
         return self._make([c0, self.switcher.mod_down(ka)], ct.level, ct.scale, ct.length, ct.is_complex)
 

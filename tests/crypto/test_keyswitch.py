@@ -41,8 +41,12 @@ def test_inner_product_matches_big_ints(digits, rows, seed, permute):
     d[0, 0, :3] = q[0] - 1                                # largest residues: the lazy sums peak
     keys_b[0, 0, :3] = keys_a[0, 0, :3] = q[0] - 1
     perm = rng.permutation(N) if permute else np.arange(N)
-    b, a = _inner_product(d, np.arange(digits), keys_b.astype(np.uint32), keys_a.astype(np.uint32),
-                          np.arange(rows), q, perm, permute)
+    # half of the digit rows come from ``base``, half from ``lifted``, as a decomposition stores them
+    flat = d.reshape(digits * rows, N)
+    split = (digits * rows) // 2
+    src = np.arange(digits * rows).reshape(digits, rows)
+    b, a = _inner_product(flat[:split], flat[split:], src, np.arange(digits), keys_b.astype(np.uint32),
+                          keys_a.astype(np.uint32), np.arange(rows), q, perm, permute)
     assert np.array_equal(b, naive_inner_product(d, keys_b, moduli, perm))
     assert np.array_equal(a, naive_inner_product(d, keys_a, moduli, perm))
 
@@ -92,11 +96,12 @@ def test_decomposition_digits_are_exact_centered_lifts():
         idx = tuple(range(params.limbs_at(level)))
         c = RNSPoly(ring, Sampler(level).uniform([ring.moduli[i] for i in idx], params.n), idx, True)
         c_coeff = c.to_coeff().data
-        digits = switcher.decompose(c)
+        decomposition = switcher.decompose(c)
         plan = switcher.plan(level)
-        assert digits.shape == (len(plan.digit_idx), len(idx) + len(params.p_moduli), params.n)
+        rows = np.concatenate([decomposition.base, decomposition.lifted])
+        assert plan.src.shape == (len(plan.digit_idx), len(idx) + len(params.p_moduli))
         for j, d in enumerate(plan.digit_idx):
-            lifted = RNSPoly(ring, digits[j], plan.ext_idx, True).to_ints()
+            lifted = RNSPoly(ring, rows[plan.src[j]], plan.ext_idx, True).to_ints()
             q_j = math.prod(ring.moduli[i] for i in d)
             residues = np.array([c_coeff[i] for i in d])
             expected = [centered_int(int(v), q_j) for v in crt_compose(residues, [ring.moduli[i] for i in d])]
