@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import ParameterError
+from .modarith import find_ntt_primes
 from .ntt import BasisConversion, NTTBackend, NTTTables, get_backend
 
 CANDIDATES = ("fourstep", "numba", "cross", "numpy")
@@ -109,6 +110,15 @@ class BackendSelector:
             self._store(self._measure("ntt", tables.n, limbs, lambda b: b.forward(a, tables),
                                       pilot=lambda b: b.forward(a[:1], one), pilot_scale=len(a)))
         return self.backend(self._results[key].best)
+
+    def for_size(self, n: int, limbs: int) -> NTTBackend:
+        """The fastest backend for NTTs of ``limbs`` limbs of size n, calibrated on 31-bit NTT primes."""
+        if limbs < 1 or n < 2 or n & (n - 1):
+            raise ParameterError(f"n={n}, limbs={limbs}: need n a power of two >= 2 and limbs >= 1")
+        key = f"ntt:{n}:{limb_bucket(limbs)}"
+        if key in self._known():
+            return self.backend(self._results[key].best)
+        return self.for_ntt(NTTTables(n, find_ntt_primes(31, limbs, n)))
 
     def for_conversion(self, conv: BasisConversion, n: int) -> NTTBackend:
         """The fastest backend for a basis conversion from len(conv.from_moduli) limbs of n coefficients."""

@@ -258,9 +258,12 @@ class AutoBackend(NTTBackend):
     def __repr__(self):
         return f"AutoBackend({self.selector!r})"
 
-    def choose(self, tables: NTTTables) -> NTTBackend:
-        """The backend the calibration found fastest for NTTs over these tables."""
-        return self.selector.for_ntt(tables)
+    def choose(self, tables_or_n, limbs: int | None = None) -> NTTBackend:
+        """The backend the calibration found fastest for NTTs over these tables, or for ``limbs``
+        limbs of size n (``choose(n, limbs)`` calibrates on 31-bit NTT primes)."""
+        if isinstance(tables_or_n, NTTTables):
+            return self.selector.for_ntt(tables_or_n)
+        return self.selector.for_size(int(tables_or_n), 1 if limbs is None else int(limbs))
 
     def forward(self, a, tables):
         return self.choose(tables).forward(a, tables)
@@ -272,11 +275,12 @@ class AutoBackend(NTTBackend):
         return self.selector.for_conversion(conv, np.shape(x)[-1]).convert_basis(x, conv)
 
 
-BACKEND_NAMES = ("auto", "numpy", "numba", "cross", "fourstep")
+BACKEND_NAMES = ("auto", "numpy", "numba", "radix2", "cross", "fourstep")
 
 
 def get_backend(name: str | NTTBackend = "auto") -> NTTBackend:
-    """A backend by name: 'auto', 'numpy', 'numba', 'cross' or 'fourstep' (an instance passes through).
+    """A backend by name: 'auto', 'numpy', 'numba' (alias 'radix2'), 'cross' or 'fourstep' (an
+    NTTBackend instance passes through).
 
     'cross' is ``crypto.cross.CrossBackend()`` (BAT + MAT on BLAS, widest exact chunks), 'fourstep'
     ``crypto.cross.FourStepBackend()`` (the MAT layout with compiled butterflies); 'auto' chooses
@@ -286,7 +290,7 @@ def get_backend(name: str | NTTBackend = "auto") -> NTTBackend:
         return name
     if name == "numpy":
         return NumpyRadix2()
-    if name == "numba":
+    if name in ("numba", "radix2"):
         return NumbaRadix2()
     if name == "auto":
         return AutoBackend()

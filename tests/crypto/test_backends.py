@@ -143,6 +143,19 @@ def test_entries_measured_without_our_candidates_are_not_trusted(tmp_path):
     assert {name for name, _ in cal.seconds} == {"numpy", "cross"}
 
 
+def test_auto_choose_by_size_and_radix2_alias(tmp_path):
+    auto = AutoBackend(BackendSelector(cache_file=tmp_path / "c.json"))
+    chosen = auto.choose(512, 3)
+    (cal,) = auto.selector.calibrations()
+    assert cal.key == "ntt:512:4" and chosen.name == cal.best
+    tables = NTTTables(512, find_ntt_primes(30, 4, 512))
+    auto.selector._measure = None                      # same (n, bucket): no second measurement
+    assert auto.choose(tables) is chosen
+    assert get_backend("radix2").name == "numba"
+    with pytest.raises(ParameterError, match="n=500, limbs=1"):
+        auto.choose(500, 1)
+
+
 def test_memory_only_selector_and_conversion_choice():
     n = 128
     moduli = find_ntt_primes(31, 5, n)
