@@ -12,7 +12,7 @@ import numpy as np
 
 from .ckks.encoder import CKKSEncoder, check_scale
 from .ckks.evaluator import Evaluator
-from .errors import ParameterError
+from .errors import ContextMismatchError, ParameterError
 from .params import CKKSParameters, CKKSParametersLiteral
 from .ring import RingContext
 from .rlwe import (Ciphertext, Decryptor, Encryptor, KeyGenerator, Plaintext, PublicKey, SecretKey,
@@ -57,15 +57,19 @@ class CKKSContext:
 
     @classmethod
     def keygen(cls, params, rotations=(), conjugation: bool = False, seed=None,
-               backend="auto") -> "CKKSContext":
+               backend="auto", ring: RingContext | None = None) -> "CKKSContext":
         """Secret, public, relinearization and Galois keys (for ``rotations`` and, optionally, conjugation).
 
         ``seed`` makes every key and encryption reproducible: for tests only (default: OS CSPRNG).
-        ``backend`` picks the NTT backend ("auto", "numpy", "numba", "cross").
+        ``backend`` picks the NTT backend ("auto", "numpy", "numba", "cross", "fourstep"); ``ring``
+        reuses the RingContext (NTT tables) of another context with the same parameters.
         """
         params = as_parameters(params)
         steps = _check_rotations(rotations)
-        ring = RingContext(params.n, params.moduli, backend)
+        if ring is None:
+            ring = RingContext(params.n, params.moduli, backend)
+        elif tuple(ring.moduli) != tuple(params.moduli) or ring.n != params.n:
+            raise ContextMismatchError(f"ring={ring!r} does not match the parameters {params!r}")
         sampler = Sampler(seed)
         gen = KeyGenerator(params, ring, sampler)
         sk = gen.secret_key()

@@ -205,3 +205,13 @@ def test_objects_and_their_metadata(ctx, vectors):
     assert ctx.rotation_steps == tuple(sorted(ROTATIONS)) and ctx.has_secret_key
     assert ctx.evaluator is ctx.evaluator and "secret" not in repr(ctx.public_context())
     assert bits(x, ctx.decode(ctx.encode(x))) > 40
+
+
+def test_keygen_on_a_shared_ring(ctx, vectors):
+    other = CKKSContext.keygen(ctx.params, rotations=[1], ring=ctx.ring)
+    assert other.ring is ctx.ring and other.key_id != ctx.key_id
+    x = vectors[0]
+    assert bits(x, other.decrypt(other.encrypt(x))) > FRESH_BITS
+    from crypto import ContextMismatchError
+    with pytest.raises(ContextMismatchError, match="ring"):
+        CKKSContext.keygen("N13", ring=ctx.ring)
