@@ -55,15 +55,17 @@ __all__ = ["Plan", "CostModel", "plan", "build_plan", "Step", "Input", "Pack", "
 class CostModel:
     """Relative cost of the HE primitives (one key-switched rotation = 1).
 
-    Defaults reflect measurements of hoisted vs plain rotations and multiplies at N=2^14 (see
-    benchmarks/einsum.py); a hoisted rotation shares the key-switch decomposition.
+    Defaults are the ratios benchmarks/einsum.py measured for hezk's CKKS at N=2^14 on a 2-core
+    machine: a hoisted rotation (sharing the key-switch decomposition) 0.78, ct*ct with
+    relinearization 0.74, rescale 0.22, ct*pt under 0.01 once encoded (0.05 leaves room for the
+    encoding). Pass another CostModel to ``plan(costs=...)`` for other hardware.
     """
 
     rotation: float = 1.0
-    hoisted_rotation: float = 0.45
-    ct_mult: float = 1.1
+    hoisted_rotation: float = 0.75
+    ct_mult: float = 0.8
     pt_mult: float = 0.05
-    rescale: float = 0.12
+    rescale: float = 0.2
     add: float = 0.01
     key: float = 0.6  # each distinct rotation key: keygen time, memory and bytes sent to the server
 
@@ -389,11 +391,12 @@ class Mask(Step):
 
 @dataclass(frozen=True, eq=False)
 class MatVecDiagonal(Step):
-    """Halevi–Shoup diagonal method with baby-step/giant-step: ``y[j] = sum_t M[j, j+t mod D] x[j+t mod D]``.
+    """Halevi–Shoup diagonal method with baby-step/giant-step: ``y[j] = sum_t M[j, j+t mod D] x[j+t mod D]``,
+    for every vector ``x`` of a batch at once (one per base slot in ``bases``).
 
-    ``src`` holds ``x`` twice (x at ``offset + k*stride`` and again ``D*stride`` later); the matrix is
+    ``src`` holds each ``x`` twice (at ``base + k*stride`` and again ``D*stride`` later); the matrix is
     plaintext tensor ``source`` with axes (row, col) = ``indices``. Baby rotations by ``r*stride``
-    (r < baby) are hoisted; giant rotations by ``g*baby*stride``.
+    (r < baby) are hoisted; giant rotations by ``g*stride`` (g a multiple of baby).
     """
 
     src: int
@@ -403,7 +406,7 @@ class MatVecDiagonal(Step):
     cols: int
     dim: int
     stride: int
-    offset: int
+    bases: tuple
     baby: int
 
     def inputs(self):
@@ -425,8 +428,9 @@ class MatVecDiagonal(Step):
                 f"{self.dim} diagonals, {min(self.baby, self.dim) - 1} hoisted baby + {len(self._giants()) - 1} giant rotations")
 
     def diagonals(self, matrix, slots):
-        """Plaintext vectors ``rot(diag_(g+r), -g*stride)`` for every t = g + r."""
-        d, s, o = self.dim, self.stride, self.offset
+        """Plaintext vectors ``rot(diag_(g+r), -g*stride)`` for every t = g + r (same for every base)."""
+        d, s = self.dim, self.stride
+        bases = np.asarray(self.bases, dtype=np.int64)[:, None]
         j = np.arange(self.rows)
         out = {}
         for t in range(d):
@@ -434,7 +438,8 @@ class MatVecDiagonal(Step):
             ok = col < self.cols
             vec = np.zeros(slots, dtype=matrix.dtype if np.iscomplexobj(matrix) else np.float64)
             g = t - t % self.baby
-            vec[(o + (j[ok] + g) * s) % slots] = matrix[j[ok], col[ok]]
+            vec[((bases + (j[ok] + g) * s) % slots).ravel()] = np.broadcast_to(
+                matrix[j[ok], col[ok]], (len(self.bases), int(ok.sum()))).ravel()
             out[t] = vec
         return out
 
@@ -1004,33 +1009,65 @@ def _pair_stationary(b: _Builder, x: Sym, y, keep: str, op: str):
     return fb.cost_since(n0), fb, res, "output-stationary packing (native strides kept, contracted axes outer)"
 
 
+def _diagonal_ready(lay: SlotLayout, axis: int, dim: int):
+    """Base slots of the vectors along ``axis`` when the layout suits the diagonal method: one tile,
+    clean, and every vector's block of ``2*dim`` slots (the vector, then its copy) disjoint from the
+    others'. Returns (bases, has_copy) or None."""
+    if len(lay.tiles) != 1 or not lay.clean or lay.strides[axis] <= 0:
+        return None
+    s = lay.strides[axis]
+    copy = ((2, dim * s),)
+    if lay.replicas not in ((), copy):
+        return None
+    others = lay.insert_axis(axis).drop_axis(axis + 1) if lay.ndim else lay
+    bases = others.positions(others.tiles[0]).ravel()
+    blocks = (bases[:, None] + np.arange(2 * dim) * s).ravel()
+    if blocks.max() >= lay.slots or len(np.unique(blocks)) != len(blocks):
+        return None
+    return tuple(int(b) for b in bases), bool(lay.replicas)
+
+
 def _try_diagonal(b: _Builder, x: Sym, y: PlainSym, keep: str):
-    """Halevi–Shoup diagonal candidate for ``M[i,k] x[k] -> y[i]`` (x encrypted, one tile, clean)."""
-    lay = x.layout
-    if len(x.indices) != 1 or len(y.indices) != 2 or len(lay.tiles) != 1 or not lay.clean:
+    """Halevi–Shoup diagonal candidate for ``x[..., k] M[j, k] -> y[..., j]`` (x encrypted, M plaintext,
+    k contracted, the other axes of x a batch). x is first moved to a layout where each vector has
+    room for its copy, unless it has one already (client packing)."""
+    summed = [c for c in x.indices if c not in keep]
+    if len(summed) != 1 or len(y.indices) != 2 or summed[0] not in y.indices:
         return None
-    (k,) = x.indices
-    if k not in y.indices or k in keep:
+    k = summed[0]
+    j = y.indices.replace(k, "")
+    if j not in keep or j in x.indices or any(c in y.indices for c in x.indices if c != k):
         return None
-    i = y.indices.replace(k, "")
-    if i not in keep or i == k:
-        return None
-    rows, cols = y.shape[y.indices.index(i)], y.shape[y.indices.index(k)]
-    dim, stride, offset = max(rows, cols), lay.strides[0] or 1, lay.tiles[0].offset
-    if offset + (2 * dim - 1) * stride >= b.slots:
-        return None
-    doubled = lay.replicas == ((2, dim * stride),)  # the client packed x twice already
-    if lay.replicas and not doubled:
-        return None
+    rows, cols = y.shape[y.indices.index(j)], y.shape[y.indices.index(k)]
+    dim, axis = max(rows, cols), x.indices.index(k)
     fb = b.fork()
     n0 = len(fb.steps)
+    ready = _diagonal_ready(x.layout, axis, dim)
+    if ready is None:  # move x so that axis k has stride 1 and each vector owns 2*dim slots
+        shape = x.layout.shape
+        order = [a for a in range(len(shape)) if a != axis] + [axis]
+        strides, step = [0] * len(shape), 1
+        for a in reversed(order):
+            strides[a] = step
+            step *= 2 * dim if a == axis else shape[a]
+        if step > b.slots:
+            return None
+        target = SlotLayout.tiled(shape, strides, b.slots, shape)
+        x = fb.move_into(x, target, x.indices)
+        ready = _diagonal_ready(target, axis, dim)
+    bases, has_copy = ready
+    stride = x.layout.strides[axis]
     c = b.costs
     best = min(range(1, dim + 1), key=lambda bb: (bb - 1) * c.hoisted_rotation + (ceil(dim / bb) - 1) * c.rotation)
-    # x twice, so rotations wrap modulo dim
-    src = x.regs[0] if doubled else fb.emit(Replicate, x.regs[0], 2, dim * stride)
-    r = fb.emit(Rescale, fb.emit(MatVecDiagonal, src, y.source, i + k, rows, cols, dim, stride, offset, best))
-    out = SlotLayout((rows,), (stride,), b.slots, (Tile(0, (0,), (rows,), offset),), (), True)
-    return (fb.cost_since(n0), fb, Sym((r,), out, i), f"diagonal method (BSGS baby={best}, hoisted)")
+    src = x.regs[0] if has_copy else fb.emit(Replicate, x.regs[0], 2, dim * stride)
+    r = fb.emit(Rescale, fb.emit(MatVecDiagonal, src, y.source, j + k, rows, cols, dim, stride, bases, best))
+    lay = x.layout
+    shape = lay.shape[:axis] + (rows,) + lay.shape[axis + 1:]
+    tile = lay.tiles[0]
+    out = SlotLayout(shape, lay.strides, b.slots, (Tile(0, (0,) * len(shape), shape, tile.offset),), (), True)
+    idx = x.indices.replace(k, j)
+    return (fb.cost_since(n0), fb, Sym((r,), out, idx),
+            f"diagonal method (Halevi-Shoup, BSGS baby={best}, hoisted baby steps, {len(bases)} vector(s) at once)")
 
 
 def build_plan(spec: EinsumSpec, encrypted, layouts, slots: int, max_level=None, costs=DEFAULT_COSTS) -> Plan:
@@ -1219,6 +1256,35 @@ def prepacked_layouts(spec: EinsumSpec, encrypted, slots: int):
     return tuple(layouts)
 
 
+def diagonal_layouts(spec: EinsumSpec, encrypted, slots: int):
+    """Client-side packing for the diagonal method: the one encrypted operand with its contracted
+    axis innermost and each vector followed by a copy (replica at ``D`` slots), so the server needs
+    neither a move nor a replication. None when the expression is not x[..., k] * M[k, j]."""
+    enc = [n for n, e in enumerate(encrypted) if e]
+    plain = [n for n, e in enumerate(encrypted) if not e]
+    if len(enc) != 1 or not plain:
+        return None
+    x = spec.inputs[enc[0]]
+    y = "".join(dict.fromkeys(c for n in plain for c in spec.inputs[n]))
+    summed = [c for c in x if c not in spec.output]
+    if len(set(x)) != len(x) or len(summed) != 1 or summed[0] not in y or len(y) != 2:
+        return None
+    (k,), j = summed, y.replace(summed[0], "")
+    if j in x or spec.shapes[enc[0]] != tuple(spec.size(c) for c in x):
+        return None
+    dim, axis, shape = max(spec.size(k), spec.size(j)), x.index(k), spec.shapes[enc[0]]
+    strides, step = [0] * len(x), 2 * dim
+    for a in reversed([a for a in range(len(x)) if a != axis]):
+        strides[a] = step
+        step *= shape[a]
+    strides[axis] = 1
+    if step > slots:
+        return None
+    layouts = [None] * len(spec.inputs)
+    layouts[enc[0]] = SlotLayout.tiled(shape, strides, slots, shape, replicas=((2, dim),))
+    return tuple(layouts)
+
+
 def plan(expr: str, *shapes, params=None, slots=None, encrypted=None, layouts=None, costs=DEFAULT_COSTS) -> Plan:
     """Plan ``expr`` for operands of ``shapes`` (tuples or arrays) without any key or ciphertext.
 
@@ -1257,14 +1323,14 @@ def plan(expr: str, *shapes, params=None, slots=None, encrypted=None, layouts=No
                              f"and {slots} slots")
     max_level = params.max_level if params is not None else None
     p = build_plan(spec, encrypted, layouts, slots, max_level, costs)
-    packed = prepacked_layouts(spec, encrypted, slots) if auto and any(encrypted) else None
-    if packed is not None:
-        q = build_plan(spec, encrypted, packed, slots, max_level, costs)
-        if q.cost()["estimate"] < p.cost()["estimate"] or \
-                (q.cost()["estimate"] == p.cost()["estimate"] and q.depth() < p.depth()):
-            q = replace(q, notes=q.notes + (f"client-side packing (replicated inputs): est. {q.cost()['estimate']} "
-                                            f"vs {p.cost()['estimate']} with row-major inputs",))
-            p = q
+    if auto and any(encrypted):
+        for packed in (prepacked_layouts(spec, encrypted, slots), diagonal_layouts(spec, encrypted, slots)):
+            if packed is None:
+                continue
+            q = build_plan(spec, encrypted, packed, slots, max_level, costs)
+            if (q.cost()["estimate"], q.depth()) < (p.cost()["estimate"], p.depth()):
+                note = f"client-side packing: est. {q.cost()['estimate']} vs {p.cost()['estimate']} otherwise"
+                p = replace(q, notes=q.notes + (note,))
     if max_level is not None:
         p.check_levels(max_level)
     return p

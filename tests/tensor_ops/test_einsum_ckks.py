@@ -99,9 +99,7 @@ def test_too_deep_for_the_operands_level(ctx):
         einsum("ij,jk->ik", a, a)
 
 
-@settings(max_examples=4, deadline=None)
-@given(einsum_cases(), st.integers(0, 2**32 - 1))
-def test_random_expressions_encrypted_within_bound(params, case, seed):
+def _random_case_within_bound(params, case, seed):
     expr, shapes, enc, _ = case
     p = plan(expr, *shapes, slots=params.slots, encrypted=enc)
     if p.depth() > params.max_level or len(p.rotations()) > 40 or p.cost()["ciphertexts"] > 2:
@@ -111,3 +109,34 @@ def test_random_expressions_encrypted_within_bound(params, case, seed):
     arrays = [rng.uniform(-1, 1, size=s) for s in shapes]
     ops = [encrypt(ctx, a) if e else a for a, e in zip(arrays, enc)]
     _check(einsum(expr, *ops).decrypt(ctx), np.einsum(expr, *arrays))
+
+
+@settings(max_examples=4, deadline=None)
+@given(einsum_cases(), st.integers(0, 2**32 - 1))
+def test_random_expressions_encrypted_within_bound(params, case, seed):
+    _random_case_within_bound(params, case, seed)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("expr,shapes,enc", [
+    ("ij,jk->ik", [(8, 8), (8, 8)], (True, True)),
+    ("ik,k->i", [(64, 64), (64,)], (False, True)),
+    ("bij,bjk->bik", [(4, 8, 8), (4, 8, 8)], (True, False)),
+    ("ij,jk->ik", [(32, 32), (32, 32)], (True, True)),
+])
+@pytest.mark.parametrize("layouts", [None, "auto"])
+def test_n14_encrypted_within_bound(expr, shapes, enc, layouts):
+    params = CKKSParameters.preset("N14")
+    p = plan(expr, *shapes, params=params, encrypted=enc, layouts=layouts)
+    ctx = CKKSContext.keygen(params, rotations=p.rotations(), seed=11)
+    rng = np.random.default_rng(12)
+    arrays = [rng.uniform(-1, 1, size=s) for s in shapes]
+    ops = [encrypt(ctx, a, layout=lay) if e else a for a, e, lay in zip(arrays, enc, p.input_layouts)]
+    _check(einsum(expr, *ops, plan=p).decrypt(ctx), np.einsum(expr, *arrays))
+
+
+@pytest.mark.slow
+@settings(max_examples=30, deadline=None)
+@given(einsum_cases(), st.integers(0, 2**32 - 1))
+def test_random_expressions_encrypted_many(params, case, seed):
+    _random_case_within_bound(params, case, seed)
