@@ -1,4 +1,4 @@
-"""numba kernels of the compiled 4-step NTT (``crypto.cross.FourStepBackend``); compiled lazily, cached on disk.
+"""numba kernels of ``crypto.cross.FourStepBackend`` (4-step NTT, basis conversion); compiled lazily, cached on disk.
 
 The MAT layout of ``crypto.cross`` (N = R·C, twist and bit reversal folded into the constants) with
 the two sub-transforms run as radix-2 butterflies over whole rows: every butterfly of the R-point
@@ -11,6 +11,7 @@ import numpy as np
 
 _U32 = np.uint64(32)
 _TILE = 16      # transpose tile (fixed, so the inner loops unroll)
+_CONVERT_TILE = 2048   # coefficients per tile of the basis conversion
 
 
 @numba.njit(cache=True, inline="always")
@@ -157,4 +158,34 @@ def four_step_inverse(a, rows, cols, idx, w_r, ws_r, tw, tws, w_c, ws_c, q_arr):
         _transpose(work, x)
         _twiddle(x, tw[k], tws[k], q)
         _gs_rows(x, w_r[k], ws_r[k], q)
+    return out
+
+
+@numba.njit(cache=True)
+def basis_convert(x, q_from, qhat_inv, qhat_inv_shoup, q_to, qhat_mod_p, qhat_mod_p_shoup):
+    """y_j = Σ_i [x_i·(Q/q_i)^-1]_{q_i}·[Q/q_i]_{p_j} mod p_j as a modular matmul (k' x k) · (k x n).
+
+    Tiles of ``_CONVERT_TILE`` coefficients keep the scaled inputs and the accumulators in cache; every
+    product is a Shoup product below p_j and the accumulator stays in [0, p_j) (one min per term).
+    """
+    k, n = x.shape
+    kp = q_to.shape[0]
+    out = np.empty((kp, n), dtype=np.uint64)
+    scaled = np.empty((k, _CONVERT_TILE), dtype=np.uint64)
+    for c0 in range(0, n, _CONVERT_TILE):
+        width = min(_CONVERT_TILE, n - c0)
+        for i in range(k):
+            q, w, ws = q_from[i], qhat_inv[i], qhat_inv_shoup[i]
+            src, dst = x[i, c0:c0 + width], scaled[i]
+            for c in range(width):
+                dst[c] = _shoup(src[c], w, ws, q)
+        for j in range(kp):
+            p = q_to[j]
+            acc = out[j, c0:c0 + width]
+            acc[:] = 0
+            for i in range(k):
+                w, ws, src = qhat_mod_p[i, j], qhat_mod_p_shoup[i, j], scaled[i]
+                for c in range(width):
+                    s = acc[c] + _shoup(src[c], w, ws, p)
+                    acc[c] = min(s, s - p)
     return out

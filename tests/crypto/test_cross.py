@@ -357,26 +357,37 @@ def test_bad_constants_and_widths_rejected():
 
 
 # ---------------------------------------------------------------------------------- basis conversion
-@pytest.mark.parametrize("chunk_bits", [None, PAPER_CHUNK_BITS])
-@given(k_from=st.integers(1, 6), k_to=st.integers(1, 4), seed=st.integers(0, 2**32))
+CONVERTERS = {"cross-wide": CrossBackend, "cross-8": lambda: CrossBackend(PAPER_CHUNK_BITS),
+              "fourstep": FourStepBackend}
+
+
+@pytest.mark.parametrize("kernel", CONVERTERS)
+@given(k_from=st.integers(1, 6), k_to=st.integers(1, 4), log_n=st.integers(1, 13), seed=st.integers(0, 2**32))
 @settings(max_examples=10)
-def test_basis_conversion_matches_big_ints_and_radix2(chunk_bits, k_from, k_to, seed):
-    n = 16
+def test_basis_conversion_matches_big_ints_and_radix2(kernel, k_from, k_to, log_n, seed):
+    n = 1 << log_n
     primes = find_ntt_primes(31, k_from + k_to, n)
     from_moduli, to_moduli = primes[:k_from], primes[k_from:]
     conv = BasisConversion(from_moduli, to_moduli)
     x = _random_rows(from_moduli, n, np.random.default_rng(seed))
     x[:, 0] = np.array(from_moduli, dtype=U64) - 1
-    got = CrossBackend(chunk_bits).convert_basis(x, conv)
-    assert got.tolist() == naive_basis_conversion(x.tolist(), from_moduli, to_moduli)
+    got = CONVERTERS[kernel]().convert_basis(x, conv)
     assert np.array_equal(got, get_backend("numpy").convert_basis(x, conv))
+    if n <= 16:
+        assert got.tolist() == naive_basis_conversion(x.tolist(), from_moduli, to_moduli)
 
 
-def test_basis_conversion_many_limbs_and_errors():
-    n = 1024
-    primes = find_ntt_primes(31, 40, n)
+@pytest.mark.parametrize("kernel", ["cross-wide", "fourstep"])
+def test_basis_conversion_many_limbs_and_errors(kernel):
+    n = 4096 + 1024                                       # two full conversion tiles and a part
+    primes = find_ntt_primes(31, 40, 1024)
     conv = BasisConversion(primes[:32], primes[32:])
     x = _random_rows(primes[:32], n, np.random.default_rng(9))
-    assert np.array_equal(CrossBackend().convert_basis(x, conv), get_backend("numba").convert_basis(x, conv))
-    with pytest.raises(ShapeError, match=r"x.shape=\(31, 1024\)"):
-        CrossBackend().convert_basis(x[:31], conv)
+    backend = CONVERTERS[kernel]()
+    assert np.array_equal(backend.convert_basis(x, conv), get_backend("numba").convert_basis(x, conv))
+    with pytest.raises(ShapeError, match=r"x.shape=\(31, 5120\)"):
+        backend.convert_basis(x[:31], conv)
+    bad = x.copy()
+    bad[3, 5] = 2**31
+    with pytest.raises(ParameterError, match=r"x\[3\] holds 2147483648"):
+        backend.convert_basis(bad, conv)
