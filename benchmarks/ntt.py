@@ -41,7 +41,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from crypto.backend_select import BackendSelector  # noqa: E402
 from crypto.cross import CrossBackend, ChunkSpec, mat_shape, widest_chunk_bits  # noqa: E402
 from crypto.modarith import find_ntt_primes, shoup_precompute  # noqa: E402
-from crypto.ntt import NTTTables, get_backend  # noqa: E402
+from crypto.ntt import BasisConversion, NTTTables, get_backend  # noqa: E402
 
 
 @numba.njit(cache=True)
@@ -93,6 +93,26 @@ def cross_matrix_mb(n: int, limbs: int, width: int) -> float:
     return limbs * ((count * rows) ** 2 + (count * cols) ** 2) * 8 / 2**20
 
 
+def conversion_table(repeats: int):
+    """Fast basis conversion (ModUp-shaped: a few limbs to many) per backend, median ms."""
+    cases = [(12, 2, 6), (14, 3, 9)] if ARGS.quick else [(12, 2, 6), (14, 3, 9), (15, 6, 20), (16, 8, 32)]
+    names = ["numpy", "numba", "cross", "fourstep"]
+    print(f"\nbasis conversion y_j = Σ_i [x_i·(Q/q_i)^-1]·(Q/q_i) mod p_j, median ms")
+    print(f"{'N':>7} {'from':>5} {'to':>4} | " + " ".join(f"{n + ' ms':>12}" for n in names)
+          + f" | {'auto picks':>10} | {'numba/best':>10}")
+    for log_n, k_from, k_to in cases:
+        n = 1 << log_n
+        primes = find_ntt_primes(31, k_from + k_to, n)
+        conv = BasisConversion(primes[:k_from], primes[k_from:])
+        rng = np.random.default_rng(log_n)
+        x = np.array([rng.integers(0, q, n) for q in primes[:k_from]], dtype=np.uint64)
+        ms = {name: median_seconds(lambda: get_backend(name).convert_basis(x, conv), repeats) * 1e3
+              for name in names}
+        auto = BackendSelector(cache_file=None).for_conversion(conv, n).name
+        print(f"{'2^' + str(log_n):>7} {k_from:>5} {k_to:>4} | " + " ".join(f"{ms[k]:>12.3f}" for k in names)
+              + f" | {auto:>10} | {ms['numba'] / min(ms.values()):>9.1f}x", flush=True)
+
+
 def main():
     sizes = [12, 14] if ARGS.quick else [12, 13, 14, 15, 16]
     limb_counts = [1, 8] if ARGS.quick else [1, 8, 32]
@@ -100,7 +120,8 @@ def main():
     in_cache = floor_ms(4096, 1) * 1e6 / (2048 * 12)
     gflops = matmul_gflops()
     print(f"machine floor: {in_cache:.2f} ns per compiled radix-2 butterfly in cache (Shoup, contiguous); "
-          f"float64 BLAS {gflops:.1f} GFLOP/s; BLAS threads = {ARGS.threads}")
+          f"float64 BLAS {gflops:.1f} GFLOP/s; BLAS threads = {ARGS.threads}; "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     names = ["numpy", "numba", "cross-8", "cross-wide", "fourstep"]
     header = (f"{'N':>7} {'limbs':>5} | " + " ".join(f"{n + ' ms':>12}" for n in names)
               + f" | {'auto picks':>10} | {'numpy/best':>10} | {'best/floor':>10}")
@@ -138,6 +159,7 @@ def main():
     for n, limbs, ms, _ in rows:
         print(f"{'2^' + str(n.bit_length() - 1):>7} {limbs:>5} | "
               + " ".join(f"{limbs / (ms[k] * 1e-3):>12.0f}" if ms[k] == ms[k] else f"{'skipped':>12}" for k in names))
+    conversion_table(repeats)
 
 
 if __name__ == "__main__":
