@@ -281,7 +281,7 @@ def _check_bit_identical(n, moduli, backend, seed):
 
 
 @pytest.mark.parametrize("kernel", ["cross-wide", "fourstep"])
-@pytest.mark.parametrize("log_n", [12, 14])
+@pytest.mark.parametrize("log_n", [12, 14, 16])
 def test_mat_ntt_default_sizes_against_numba(kernel, log_n):
     n = 1 << log_n
     moduli = find_ntt_primes(31, 2, n) + find_ntt_primes(24, 1, n)
