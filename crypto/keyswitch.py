@@ -24,6 +24,7 @@ import numba
 import numpy as np
 
 from .errors import KeyMissingError, ParameterError
+from ._ntt_kernels import mulmod_scalar_rows
 from .modarith import inv_mod, shoup_precompute
 from .ring import RNSPoly
 
@@ -129,18 +130,6 @@ def _convert_centered(x, q_from, qhat_inv, qhat_inv_shoup, q_from_inv, q_to, qha
             row[c] = _reduce_small(row[c] + p - t, p, p_inv)
 
 
-@numba.njit(cache=True)
-def _sub_times_const(a, b, w, ws, q):
-    """(a - b) · w[r] mod q[r], row by row (Shoup)."""
-    rows, n = a.shape
-    out = np.empty((rows, n), dtype=np.uint64)
-    for r in range(rows):
-        qr = q[r]
-        for c in range(n):
-            out[r, c] = _mulshoup(a[r, c] + qr - b[r, c], w[r], ws[r], qr)
-    return out
-
-
 class CenteredConversion:
     """Constants of ``_convert_centered`` from ``from_moduli`` to ``to_moduli`` (exact, centered)."""
 
@@ -185,7 +174,7 @@ class Divider:
     def __call__(self, x: RNSPoly) -> RNSPoly:
         k = len(self.keep)
         lifted = self.ring.ntt(self.conversion(self.ring.intt(x.data[k:], self.drop)), self.keep)
-        data = _sub_times_const(x.data[:k], lifted, self.inv, self.inv_shoup, self.q)
+        data = mulmod_scalar_rows(self.ring.sub(x.data[:k], lifted, self.keep), self.inv, self.inv_shoup, self.q)
         return RNSPoly(self.ring, data, self.keep, True)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
@@ -21,8 +22,24 @@ from .ring import RNSPoly
 ERROR_SIGMA = 3.2
 
 
+class _Serializable:
+    """``to_bytes()`` / ``from_bytes(blob, ctx)`` through the ``crypto.serialize`` functions named by ``_kind``."""
+
+    _kind: ClassVar[str] = ""
+
+    def to_bytes(self) -> bytes:
+        from . import serialize
+        return getattr(serialize, f"{self._kind}_to_bytes")(self)
+
+    @classmethod
+    def from_bytes(cls, blob, ctx):
+        """The object stored in ``blob``, for the context ``ctx`` (a CKKSContext)."""
+        from . import serialize
+        return getattr(serialize, f"{cls._kind}_from_bytes")(blob, ctx)
+
+
 @dataclass(frozen=True, eq=False)
-class Plaintext:
+class Plaintext(_Serializable):
     """An encoded vector: ``poly`` in NTT form over Q_level, with its exact ``scale``.
 
     ``length`` is the caller's vector length, ``is_complex`` whether decoding returns complex values."""
@@ -33,19 +50,11 @@ class Plaintext:
     length: int
     is_complex: bool
     fingerprint: bytes = field(repr=False)
-
-    def to_bytes(self) -> bytes:
-        from .serialize import plaintext_to_bytes
-        return plaintext_to_bytes(self)
-
-    @classmethod
-    def from_bytes(cls, blob, ctx) -> "Plaintext":
-        from .serialize import plaintext_from_bytes
-        return plaintext_from_bytes(blob, ctx)
+    _kind: ClassVar[str] = "plaintext"
 
 
 @dataclass(frozen=True, eq=False)
-class Ciphertext:
+class Ciphertext(_Serializable):
     """RLWE ciphertext (c0, c1) in NTT form over Q_level, with its exact scale and key-set id.
 
     When it knows its evaluator (``evaluator``), ``+``, ``-`` and ``*`` work with ciphertexts,
@@ -60,6 +69,7 @@ class Ciphertext:
     fingerprint: bytes = field(repr=False)
     key_id: bytes = field(repr=False)
     evaluator: object = field(default=None, repr=False)
+    _kind: ClassVar[str] = "ciphertext"
 
     __array_ufunc__ = None  # numpy arrays defer to our reflected operators (array + ct -> ct.__radd__)
 
@@ -96,14 +106,6 @@ class Ciphertext:
 
     __rmul__ = __mul__
 
-    def to_bytes(self) -> bytes:
-        from .serialize import ciphertext_to_bytes
-        return ciphertext_to_bytes(self)
-
-    @classmethod
-    def from_bytes(cls, blob, ctx) -> "Ciphertext":
-        from .serialize import ciphertext_from_bytes
-        return ciphertext_from_bytes(blob, ctx)
 
 
 @dataclass(frozen=True, eq=False)

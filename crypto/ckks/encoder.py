@@ -14,20 +14,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ParameterError, ScaleError, ShapeError
+from ..ntt import bit_reverse_indices
 
 # Above this magnitude float64 rounding is no longer exact to the integer, and int64 may overflow:
 # larger coefficients are returned as Python ints (exact conversions of the float64 values).
 _INT64_SAFE = 2.0 ** 62
-
-
-def bit_reverse_permutation(size: int) -> np.ndarray:
-    """Indices i -> brv(i) over log2(size) bits, as an int64 array."""
-    bits = size.bit_length() - 1
-    idx = np.arange(size, dtype=np.int64)
-    rev = np.zeros(size, dtype=np.int64)
-    for b in range(bits):
-        rev |= ((idx >> b) & 1) << (bits - 1 - b)
-    return rev
 
 
 def as_slot_vector(values, slots: int, name: str = "values") -> tuple[np.ndarray, bool]:
@@ -83,7 +74,7 @@ class CKKSEncoder:
         self.slots = n // 2
         m = 2 * n
         self._rot_group = np.array([pow(5, j, m) for j in range(self.slots)], dtype=np.int64)
-        self._bitrev = bit_reverse_permutation(self.slots)
+        self._bitrev = bit_reverse_indices(self.slots)
         self._forward_twiddles, self._inverse_twiddles = [], []
         length = 2
         while length <= self.slots:

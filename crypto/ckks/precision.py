@@ -21,7 +21,7 @@ _EXACT_BITS = 60.0
 # of benchmarks/ckks.py).  Rotations are limited by hybrid key-switching noise, ~N·(largest digit)/P:
 # at N14 the first digit (85 bits) exceeds P (78 bits), which costs about 6 bits.
 STATED_BITS = {"TOY": 30.0, "N13": 30.0, "N14": 28.0, "N15": 28.0, "N16": 26.0}   # one ct×ct mul + rescale
-ROTATION_BITS = {"TOY": 30.0, "N13": 28.0, "N14": 22.0, "N15": 22.0, "N16": 20.0}  # one rotation
+ROTATION_BITS = {"TOY": 30.0, "N13": 28.0, "N14": 22.0, "N15": 27.0, "N16": 26.0}  # one rotation
 DEPTH_BITS = {"TOY": 28.0, "N13": 28.0, "N14": 26.0, "N15": 24.0, "N16": 22.0}     # a multiply per level
 
 

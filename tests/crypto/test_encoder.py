@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from crypto.ckks.encoder import CKKSEncoder, bit_reverse_permutation
+from crypto.ckks.encoder import CKKSEncoder
 from crypto.errors import HEError, ParameterError, ScaleError, ShapeError
 from tests.reference.naive_embedding import naive_embed, naive_encode
 
@@ -50,12 +50,6 @@ def test_embed_inverse_is_inverse(log_n):
     u = np.random.default_rng(log_n).normal(size=enc.slots) * (1 + 1j)
     assert np.allclose(enc.embed(enc.embed_inverse(u)), u)
     assert np.allclose(enc.embed_inverse(enc.embed(u)), u)
-
-
-def test_bit_reverse_is_an_involution():
-    perm = bit_reverse_permutation(16)
-    assert list(perm[:4]) == [0, 8, 4, 12]
-    assert np.array_equal(perm[perm], np.arange(16))
 
 
 def test_large_scale_gives_exact_python_ints():
