@@ -1,4 +1,4 @@
-"""Linear layer proof: acc = A W^T + b, by Thaler's matmul sumcheck; weights settled by commitment openings.
+"""Linear layer proof: acc = A W^T + b, by Thaler's matmul sumcheck; weight claims go to the model opening.
 
 For a batch A (B x N), weights W (M x N) and bias b (M), all zero-padded to powers of two, the
 accumulator table is acc[i, o] = sum_k A[i, k] W[o, k] + b[o] [i < B] (the bias only on real rows,
@@ -7,9 +7,9 @@ so padded rows stay zero). Its MLE at (r_o, r_i) is
     acc~(r_o, r_i) = sum_{k in {0,1}^n} A~(k, r_i) W~(k, r_o) + b~(r_o) valid~(r_i),
 
 with valid~(r_i) = sum_{i < B} eq(r_i, i) (Thaler, "Time-optimal interactive proofs for circuit
-evaluation", 2013, section 5; zkDL section 4.1). One degree-2 sumcheck over the n contraction
-variables reduces the claim to A~(rho, r_i) (handed to the previous layer) and W~(rho, r_o), b~(r_o)
-(settled by opening the committed weights).
+evaluation", CRYPTO 2013, section 5; zkDL section 4.1). One degree-2 sumcheck over the n contraction
+variables (soundness error 2n/|F_p4|) reduces the claim to A~(rho, r_i), handed to the previous layer,
+and to W~(rho, r_o) and b~(r_o), which the caller settles by opening the committed weights.
 """
 from __future__ import annotations
 
@@ -18,9 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import field as F
-from ..commit import commit, open_commitment, verify_opening
 from ..mle import bind_high, mle_evaluate
-from ..quantize import QuantizedLayer
 from ..sumcheck import SumcheckProof, prove_sumcheck, verify_sumcheck
 from .common import Claim, check_ext, log2, padded, padded_matrix, padded_vector, prefix_sum_of_eq, require
 
@@ -52,39 +50,20 @@ class LinearShape:
         return log2(self.in_padded)
 
 
-@dataclass(frozen=True, eq=False)
-class CommittedLinear:
-    """Prover side of one layer's weights: padded field tables, their commitments and witnesses."""
-
-    weight_table: np.ndarray
-    bias_table: np.ndarray
-    weight_commitment: object
-    bias_commitment: object
-    weight_witness: object
-    bias_witness: object
-
-
-def commit_linear(layer: QuantizedLayer, params) -> CommittedLinear:
-    """Commit to W (padded, row-major, index k + N o) and b (padded) of one layer."""
+def weight_tables(layer) -> tuple:
+    """(W, b) of a :class:`~proofs.quantize.QuantizedLayer` as padded field tables (W index k + N o)."""
     n_pad, m_pad = padded(layer.in_features), padded(layer.out_features)
-    weight_table = padded_matrix(layer.weight, m_pad, n_pad)
-    bias_table = padded_vector(layer.bias, m_pad)
-    weight_commitment, weight_witness = commit(weight_table, params)
-    bias_commitment, bias_witness = commit(bias_table, params)
-    return CommittedLinear(weight_table, bias_table, weight_commitment, bias_commitment,
-                           weight_witness, bias_witness)
+    return padded_matrix(layer.weight, m_pad, n_pad), padded_vector(layer.bias, m_pad)
 
 
 @dataclass(frozen=True, eq=False)
 class LinearProof:
-    """b~(r_o), the sumcheck over the contraction, A~(rho, r_i), W~(rho, r_o) and the two openings."""
+    """b~(r_o), the sumcheck over the contraction, A~(rho, r_i) and W~(rho, r_o)."""
 
     bias_eval: np.ndarray
     sumcheck: SumcheckProof
     input_eval: np.ndarray
     weight_eval: np.ndarray
-    weight_opening: object
-    bias_opening: object
 
 
 def _split(claim: Claim, shape: LinearShape):
@@ -92,41 +71,47 @@ def _split(claim: Claim, shape: LinearShape):
     return claim.point[:k_out], claim.point[k_out:]
 
 
-def prove_linear(committed: CommittedLinear, input_table, shape: LinearShape, claim: Claim, transcript):
+def _sum_claim(claim: Claim, bias_eval, shape: LinearShape, transcript):
+    r_out, r_batch = _split(claim, shape)
+    transcript.absorb("linear.bias_eval", bias_eval)
+    return F.ext_sub(claim.value, F.ext_mul(bias_eval, prefix_sum_of_eq(r_batch, shape.batch)))
+
+
+def _weight_claims(rho, claim: Claim, shape: LinearShape, proof: LinearProof) -> tuple:
+    r_out, _ = _split(claim, shape)
+    return Claim(np.concatenate([rho, r_out]), proof.weight_eval), Claim(r_out, proof.bias_eval)
+
+
+def prove_linear(weight_table, bias_table, input_table, shape: LinearShape, claim: Claim, transcript):
     """Reduce a claim on acc~(r_o, r_i) to a claim on the input A~(rho, r_i).
 
-    ``input_table`` is the padded input batch as a field table (index k + N i). Returns
-    (LinearProof, Claim on the input).
+    Tables are padded field tables (input index k + N i). Returns (LinearProof, input Claim,
+    (weight Claim, bias Claim)); the last two are for the caller to open.
     """
     r_out, r_batch = _split(claim, shape)
-    bias_eval = mle_evaluate(committed.bias_table, r_out)
-    transcript.absorb("linear.bias_eval", bias_eval)
-    sum_claim = F.ext_sub(claim.value, F.ext_mul(bias_eval, prefix_sum_of_eq(r_batch, shape.batch)))
+    bias_eval = mle_evaluate(bias_table, r_out)
+    sum_claim = _sum_claim(claim, bias_eval, shape, transcript)
     input_rows = bind_high(input_table, r_batch)  # A~(k, r_i) for every k, (N, 4)
-    weight_rows = bind_high(committed.weight_table, r_out)  # W~(k, r_o)
-    sumcheck, rho, evals = prove_sumcheck([(F.ext_one(), [input_rows, weight_rows])], sum_claim, transcript)
+    weight_rows = bind_high(weight_table, r_out)  # W~(k, r_o)
+    sumcheck, rho, evals = prove_sumcheck([(F.ext_one(), [input_rows, weight_rows])], sum_claim, transcript,
+                                          "sumcheck.linear")
     input_eval, weight_eval = evals[0]
     transcript.absorb("linear.evals", [input_eval, weight_eval])
-    _, weight_opening = open_commitment(committed.weight_witness, np.concatenate([rho, r_out]), transcript)
-    _, bias_opening = open_commitment(committed.bias_witness, r_out, transcript)
-    proof = LinearProof(bias_eval, sumcheck, input_eval, weight_eval, weight_opening, bias_opening)
-    return proof, Claim(np.concatenate([rho, r_batch]), input_eval)
+    proof = LinearProof(bias_eval, sumcheck, input_eval, weight_eval)
+    return proof, Claim(np.concatenate([rho, r_batch]), input_eval), _weight_claims(rho, claim, shape, proof)
 
 
-def verify_linear(weight_commitment, bias_commitment, shape: LinearShape, claim: Claim,
-                  proof: LinearProof, transcript, where: str) -> Claim:
-    """Check a :class:`LinearProof` against a claim on acc~; returns the claim on the input (ProofRejected)."""
-    bias_eval = check_ext(proof.bias_eval, where, "bias evaluation")
-    input_eval = check_ext(proof.input_eval, where, "input evaluation")
-    weight_eval = check_ext(proof.weight_eval, where, "weight evaluation")
-    r_out, r_batch = _split(claim, shape)
-    transcript.absorb("linear.bias_eval", bias_eval)
-    sum_claim = F.ext_sub(claim.value, F.ext_mul(bias_eval, prefix_sum_of_eq(r_batch, shape.batch)))
-    sub = verify_sumcheck(proof.sumcheck, sum_claim, shape.sumcheck_vars, DEGREE, transcript)
-    require(F.ext_eq(F.ext_mul(input_eval, weight_eval), sub.expected_value),
+def verify_linear(shape: LinearShape, claim: Claim, proof: LinearProof, transcript, where: str):
+    """Check a :class:`LinearProof` against a claim on acc~ (raises ProofRejected).
+
+    Returns (input Claim, (weight Claim, bias Claim)); the caller must settle the last two by an opening.
+    """
+    for name in ("bias_eval", "input_eval", "weight_eval"):
+        check_ext(getattr(proof, name), where, name)
+    sum_claim = _sum_claim(claim, proof.bias_eval, shape, transcript)
+    sub = verify_sumcheck(proof.sumcheck, sum_claim, shape.sumcheck_vars, DEGREE, transcript, "sumcheck.linear")
+    require(F.ext_eq(F.ext_mul(proof.input_eval, proof.weight_eval), sub.expected_value),
             "sumcheck final value != A~ * W~", where)
-    transcript.absorb("linear.evals", [input_eval, weight_eval])
-    verify_opening(weight_commitment, np.concatenate([sub.point, r_out]), weight_eval,
-                   proof.weight_opening, transcript)
-    verify_opening(bias_commitment, r_out, bias_eval, proof.bias_opening, transcript)
-    return Claim(np.concatenate([sub.point, r_batch]), input_eval)
+    transcript.absorb("linear.evals", [proof.input_eval, proof.weight_eval])
+    _, r_batch = _split(claim, shape)
+    return Claim(np.concatenate([sub.point, r_batch]), proof.input_eval), _weight_claims(sub.point, claim, shape, proof)

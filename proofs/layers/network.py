@@ -1,16 +1,18 @@
 """Whole-network proofs: y = model(x) for a public batch x under committed weights.
 
 Statement: the :class:`ModelCommitment` (shapes, quantization parameters, per-layer worst-case
-bounds, commitments to every weight matrix and bias), the public integer input batch x and the
-claimed integer output y. All of it is absorbed into one transcript before the first challenge.
+bounds, one commitment to all weight matrices and biases packed in one table, see
+:mod:`proofs.layers.packing`), the public integer input batch x and the claimed integer output y.
+All of it is absorbed into one transcript before the first challenge.
 
 Protocol (zkDL's layer-by-layer reduction, Sun-Li-Zhang, section 4, made non-interactive by
 Fiat-Shamir): the prover commits to the bits of every requantized/ReLU layer; the verifier draws a
 random point r and evaluates y~(r) itself; from the last layer back to the first, each zkReLU
 reduces the claim on a layer's output to one on its accumulator (:mod:`proofs.layers.relu`) and each
-matmul sumcheck reduces that to one on the layer's input (:mod:`proofs.layers.matmul`), opening the
-committed weights on the way; finally the verifier checks the claim on x~ itself. The whole batch
-(any size) is proved at once: the batch axis is a variable block of every table.
+matmul sumcheck reduces that to one on the layer's input (:mod:`proofs.layers.matmul`) plus claims on
+the weights; the verifier checks the last claim on x~ itself, and one batch opening of the model
+commitment settles every weight and bias claim. The whole batch (any size) is proved at once: the
+batch axis is a variable block of every table.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from .. import field as F
-from ..commit import CommitParams, Commitment, OpeningProof, commit
+from ..commit import CommitParams, Commitment, OpeningProof, commit, open_batch, verify_batch
 from ..errors import ModelError, ProofRejected
 from ..mle import mle_evaluate
 from ..proof_format import ByteReader, ByteWriter, parse_nested
@@ -28,7 +30,8 @@ from ..quantize import FIELD_BITS, FIELD_HALF, QuantizedMLP, check_field, check_
 from ..sumcheck import SumcheckProof
 from ..transcript import Transcript
 from .common import Claim, log2, pad_matrix, padded, require
-from .matmul import CommittedLinear, LinearProof, LinearShape, commit_linear, prove_linear, verify_linear
+from .matmul import LinearProof, LinearShape, prove_linear, verify_linear, weight_tables
+from .packing import Packing
 from .relu import DecompositionProof, prove_decomposition, verify_decomposition
 from .requant import Decomposition, DecompositionWitness, decompose
 
@@ -67,17 +70,24 @@ class LayerInfo:
         return (0 if self.relu else -half), half - 1
 
 
+def weight_packing(layers) -> Packing:
+    """Where each layer's W (index 2i) and b (index 2i + 1) sit in the packed model table."""
+    lengths = []
+    for info in layers:
+        lengths += [padded(info.out_features) * padded(info.in_features), padded(info.out_features)]
+    return Packing(tuple(lengths))
+
+
 @dataclass(frozen=True, eq=False)
 class ModelCommitment:
-    """What the model owner publishes once: layer descriptions and short weight commitments."""
+    """What the model owner publishes once: layer descriptions and one short commitment to all weights."""
 
     scheme: str
     input_frac: int
     input_bound: int
     error_bound: float
     layers: tuple
-    weight_commitments: tuple
-    bias_commitments: tuple
+    weights: Commitment
 
     @property
     def in_features(self) -> int:
@@ -90,26 +100,26 @@ class ModelCommitment:
 
     @property
     def params(self) -> CommitParams:
-        """The commitment parameters (the same for every weight, bias and bits commitment)."""
-        return self.weight_commitments[0].params
+        """The commitment parameters (the bits commitments of a proof must use the same)."""
+        return self.weights.params
 
     def soundness_bits(self, batch: int) -> float:
         """-log2 of the whole proof's soundness error for a batch of ``batch`` inputs (union bound).
 
-        Terms, with |F| = p^4: the output point (kM + kB)/|F|; per zkReLU the batching 2/|F|, the
-        bit-check point and the degree-3 sumcheck 4 (kE + kJ)/|F| and one batch opening; per matmul the
-        degree-2 sumcheck 2 kN/|F| and two openings; each opening fails w.p. 2^-security_bits of its
-        commitment (:attr:`proofs.commit.Commitment.security_bits`).
+        Terms, with |F| = p^4: the output point (kM + kB)/|F|; per zkReLU the select sumcheck 3 kE/|F|,
+        the batching 3/|F|, the bit-check point and the bits sumcheck 4 (kE + kJ)/|F| and one opening;
+        per matmul the sumcheck 2 kN/|F|; one batch opening of the weights. An opening fails w.p.
+        2^-security_bits of its commitment (:attr:`proofs.commit.Commitment.security_bits`).
         """
         batch_vars = log2(padded(batch, 1))
         field_errors = log2(padded(self.layers[-1].out_features)) + batch_vars
-        opening_error = 0.0
-        for info, weight, bias in zip(self.layers, self.weight_commitments, self.bias_commitments):
+        opening_error = 2.0 ** -self.weights.security_bits
+        for info in self.layers:
             field_errors += 2 * log2(padded(info.in_features))
-            opening_error += 2.0 ** -weight.security_bits + 2.0 ** -bias.security_bits
             if info.decomposition is not None:
-                bits_vars = batch_vars + log2(padded(info.out_features)) + log2(info.decomposition.padded_width)
-                field_errors += 2 + 4 * bits_vars
+                element_vars = batch_vars + log2(padded(info.out_features))
+                bits_vars = element_vars + log2(info.decomposition.padded_width)
+                field_errors += 3 * element_vars * info.relu + 3 + 4 * bits_vars
                 opening_error += 2.0 ** -Commitment(b"", bits_vars, self.params).security_bits
         return -math.log2(field_errors * 2.0 ** -F.EXT_BITS + opening_error)
 
@@ -120,12 +130,10 @@ class ModelCommitment:
         writer.i64(self.input_bound)
         writer.f64(self.error_bound)
         writer.u32(len(self.layers))
-        for info, weight, bias in zip(self.layers, self.weight_commitments, self.bias_commitments):
-            for value in (info.in_features, info.out_features, info.weight_frac, info.in_frac, info.shift,
-                          int(info.relu), info.q_bits, info.acc_lo, info.acc_hi):
-                writer.i64(value)
-            writer.blob(weight.to_bytes())
-            writer.blob(bias.to_bytes())
+        for info in self.layers:
+            for item in fields(info):
+                writer.i64(int(getattr(info, item.name)))
+        writer.blob(self.weights.to_bytes())
         return writer.getvalue()
 
     @classmethod
@@ -133,16 +141,14 @@ class ModelCommitment:
         """Parse and validate; anything malformed raises ProofRejected."""
         reader = ByteReader(data, COMMITMENT_MAGIC, FORMAT_VERSION, "model commitment")
         scheme, input_frac, input_bound, error_bound = reader.text(), reader.i64(), reader.i64(), reader.f64()
-        count = reader.bounded("layer count", 1, MAX_LAYERS)
-        layers, weights, biases = [], [], []
-        for _ in range(count):
-            values = [reader.i64() for _ in range(9)]
+        layers = []
+        for _ in range(reader.bounded("layer count", 1, MAX_LAYERS)):
+            values = [reader.i64() for _ in fields(LayerInfo)]
             require(values[5] in (0, 1), f"relu flag {values[5]} is not 0 or 1", reader.what)
             layers.append(LayerInfo(*values[:5], bool(values[5]), *values[6:]))
-            weights.append(parse_nested(Commitment.from_bytes, reader.blob(), "weight commitment"))
-            biases.append(parse_nested(Commitment.from_bytes, reader.blob(), "bias commitment"))
+        weights = parse_nested(Commitment.from_bytes, reader.blob(), "weights commitment")
         reader.finish()
-        commitment = cls(scheme, input_frac, input_bound, error_bound, tuple(layers), tuple(weights), tuple(biases))
+        commitment = cls(scheme, input_frac, input_bound, error_bound, tuple(layers), weights)
         commitment.validate()
         return commitment
 
@@ -150,7 +156,8 @@ class ModelCommitment:
         """Check the description is consistent and provable in the field (ProofRejected otherwise)."""
         where = "model commitment"
         require(0 < self.input_bound <= FIELD_HALF, f"input_bound={self.input_bound} not in (0, {FIELD_HALF}]", where)
-        require(math.isfinite(self.error_bound) or self.error_bound == math.inf, "error_bound is nan", where)
+        require(not math.isnan(self.error_bound), "error_bound is nan", where)
+        require(isinstance(self.weights, Commitment), "weights is not a Commitment", where)
         for i, info in enumerate(self.layers):
             at = f"{where} / layer {i}"
             require(1 <= info.in_features <= MAX_FEATURES and 1 <= info.out_features <= MAX_FEATURES,
@@ -163,11 +170,7 @@ class ModelCommitment:
                     f"accumulator bounds [{info.acc_lo}, {info.acc_hi}] exceed the field's half {FIELD_HALF}", at)
             require(0 <= info.shift and 1 <= info.q_bits and info.shift + info.q_bits <= FIELD_BITS,
                     f"shift {info.shift} + q_bits {info.q_bits} not within [1, {FIELD_BITS}]", at)
-            _check_commitment(self.weight_commitments[i], padded(info.out_features) * padded(info.in_features),
-                              f"{at} / weights")
-            _check_commitment(self.bias_commitments[i], padded(info.out_features), f"{at} / bias")
-            require(self.weight_commitments[i].params == self.params and self.bias_commitments[i].params == self.params,
-                    "commitment parameters differ between layers", at)
+        _check_commitment(self.weights, 1 << weight_packing(self.layers).num_vars, f"{where} / weights")
 
 
 def _check_commitment(commitment, length: int, where: str) -> None:
@@ -206,12 +209,14 @@ class NetworkWitness:
 
 @dataclass(frozen=True, eq=False)
 class NetworkProof:
-    """The claimed output, the bits commitments (one per requantized layer) and per-layer proofs
-    (``layer_proofs[i]`` = (DecompositionProof or None, LinearProof) of layer i)."""
+    """The claimed output, the bits commitments (one per requantized layer), per-layer proofs
+    (``layer_proofs[i]`` = (DecompositionProof or None, LinearProof) of layer i) and the batch opening
+    of the model commitment at every weight and bias claim."""
 
     output: np.ndarray
     bits_commitments: tuple
     layer_proofs: tuple
+    weights_opening: OpeningProof
 
     def to_bytes(self) -> bytes:
         writer = ByteWriter(PROOF_MAGIC, FORMAT_VERSION)
@@ -221,10 +226,9 @@ class NetworkProof:
             writer.blob(bits_commitment.to_bytes())
         writer.u32(len(self.layer_proofs))
         for decomposition, linear in self.layer_proofs:
-            writer.u8(decomposition is not None)
-            if decomposition is not None:
-                _write_fields(writer, decomposition)
+            _write_fields(writer, decomposition, optional=True)
             _write_fields(writer, linear)
+        writer.blob(self.weights_opening.to_bytes())
         return writer.getvalue()
 
     @classmethod
@@ -232,35 +236,60 @@ class NetworkProof:
         """Parse; anything malformed or truncated raises ProofRejected."""
         reader = ByteReader(data, PROOF_MAGIC, FORMAT_VERSION, "network proof")
         output = reader.i64_array()
-        bits = tuple(parse_nested(Commitment.from_bytes, reader.blob(), "bits commitment")
+        bits = tuple(_read_nested(reader, Commitment)
                      for _ in range(reader.bounded("bits commitment count", 0, MAX_LAYERS)))
-        layer_proofs = []
-        for _ in range(reader.bounded("layer count", 1, MAX_LAYERS)):
-            decomposition = _read_fields(reader, DecompositionProof) if reader.flag() else None
-            layer_proofs.append((decomposition, _read_fields(reader, LinearProof)))
+        layer_proofs = tuple((_read_fields(reader, DecompositionProof, optional=True),
+                              _read_fields(reader, LinearProof))
+                             for _ in range(reader.bounded("layer count", 1, MAX_LAYERS)))
+        opening = _read_nested(reader, OpeningProof)
         reader.finish()
-        return cls(output, bits, tuple(layer_proofs))
+        return cls(output, bits, layer_proofs, opening)
 
 
-# Field kinds of each layer proof, in dataclass field order: F_p4 elements or nested objects with bytes.
+# Field kinds of each layer proof, in dataclass field order: F_p4 elements, nested objects with bytes,
+# or (kind, "optional") for a nested object that may be None (a presence byte precedes it).
 _SCHEMAS = {
-    DecompositionProof: ("ext", SumcheckProof, "ext", "ext", OpeningProof),
-    LinearProof: ("ext", SumcheckProof, "ext", "ext", OpeningProof, OpeningProof),
+    DecompositionProof: ((SumcheckProof, "optional"), "ext", "ext", "ext", SumcheckProof, "ext", OpeningProof),
+    LinearProof: ("ext", SumcheckProof, "ext", "ext"),
 }
 
 
-def _write_fields(writer: ByteWriter, proof) -> None:
+def _write_fields(writer: ByteWriter, proof, optional: bool = False) -> None:
+    if optional:
+        writer.u8(proof is not None)
+        if proof is None:
+            return
     for kind, item in zip(_SCHEMAS[type(proof)], fields(proof)):
         value = getattr(proof, item.name)
         if kind == "ext":
             writer.ext(value)
+        elif isinstance(kind, tuple):
+            _write_fields_nested_optional(writer, value)
         else:
             writer.blob(value.to_bytes())
 
 
-def _read_fields(reader: ByteReader, cls):
-    values = [reader.ext() if kind == "ext" else parse_nested(kind.from_bytes, reader.blob(), kind.__name__)
-              for kind in _SCHEMAS[cls]]
+def _write_fields_nested_optional(writer: ByteWriter, value) -> None:
+    writer.u8(value is not None)
+    if value is not None:
+        writer.blob(value.to_bytes())
+
+
+def _read_nested(reader: ByteReader, kind):
+    return parse_nested(kind.from_bytes, reader.blob(), kind.__name__)
+
+
+def _read_fields(reader: ByteReader, cls, optional: bool = False):
+    if optional and not reader.flag():
+        return None
+    values = []
+    for kind in _SCHEMAS[cls]:
+        if kind == "ext":
+            values.append(reader.ext())
+        elif isinstance(kind, tuple):
+            values.append(_read_nested(reader, kind[0]) if reader.flag() else None)
+        else:
+            values.append(_read_nested(reader, kind))
     return cls(*values)
 
 
@@ -294,17 +323,14 @@ class Network:
         bounds = check_field(model)
         self.model = model
         self.params = params if params is not None else CommitParams()
-        self._committed = tuple(commit_linear(layer, self.params) for layer in model.layers)
         infos = tuple(LayerInfo(layer.in_features, layer.out_features, layer.weight_frac, layer.in_frac,
                                 layer.shift, layer.relu, bound.q_bits, bound.acc_lo, bound.acc_hi)
                       for layer, bound in zip(model.layers, bounds))
+        self._weight_tables = tuple(weight_tables(layer) for layer in model.layers)
+        packed = weight_packing(infos).pack([table for pair in self._weight_tables for table in pair])
+        weights, self._weights_witness = commit(packed, self.params)
         self.commitment = ModelCommitment(model.scheme, model.input_frac, model.input_bound, model.error_bound,
-                                          infos, tuple(c.weight_commitment for c in self._committed),
-                                          tuple(c.bias_commitment for c in self._committed))
-
-    @property
-    def committed_layers(self) -> tuple:
-        return self._committed
+                                          infos, weights)
 
     def witness(self, x_int) -> NetworkWitness:
         """The integer forward pass on padded tables with every layer's bit decomposition."""
@@ -328,7 +354,7 @@ class Network:
     def prove_witness(self, witness: NetworkWitness, progress=None) -> NetworkProof:
         """Prove from a (possibly hand-modified, for tests) witness."""
         decomposed = sum(layer.decomposition is not None for layer in witness.layers)
-        report = _Progress(progress, len(witness.layers) + 2 * decomposed)  # matmuls, bit commitments, zkReLUs
+        report = _Progress(progress, len(witness.layers) + 2 * decomposed + 1)
         transcript = Transcript(TRANSCRIPT_LABEL)
         _absorb_statement(transcript, self.commitment, witness.input, witness.output)
         bits_commitments, bits_witnesses = [], {}
@@ -340,26 +366,36 @@ class Network:
                 report(f"committed bits of layer {i}")
         point = _output_point(transcript, self.commitment.layers[-1], witness.batch)
         claim = Claim(point, mle_evaluate(_field_table(witness.layers[-1].out), point))
-        layer_proofs = [None] * len(witness.layers)
+        layer_proofs, weight_claims = [None] * len(witness.layers), []
         for i in reversed(range(len(witness.layers))):
             layer, info = witness.layers[i], self.commitment.layers[i]
             decomposition_proof = None
             if layer.decomposition is not None:
-                decomposition_proof, claim = prove_decomposition(layer.decomposition, bits_witnesses[i],
-                                                                 _field_table(layer.acc), claim, transcript)
+                decomposition_proof, claim = prove_decomposition(layer.decomposition, bits_witnesses[i], claim,
+                                                                 transcript)
                 report(f"proved zkReLU of layer {i}")
             shape = LinearShape(witness.batch, info.in_features, info.out_features)
-            linear_proof, claim = prove_linear(self._committed[i], _field_table(layer.input), shape, claim,
-                                               transcript)
+            linear_proof, claim, claims = prove_linear(*self._weight_tables[i], _field_table(layer.input), shape,
+                                                       claim, transcript)
+            weight_claims = list(claims) + weight_claims
             report(f"proved matmul of layer {i}")
             layer_proofs[i] = (decomposition_proof, linear_proof)
-        report("done")
-        return NetworkProof(np.array(witness.output, dtype=np.int64), tuple(bits_commitments), tuple(layer_proofs))
+        points = _weight_points(self.commitment, weight_claims)
+        _, opening = open_batch(self._weights_witness, points, transcript)
+        report("opened the weights")
+        return NetworkProof(np.array(witness.output, dtype=np.int64), tuple(bits_commitments), tuple(layer_proofs),
+                            opening)
+
+
+def _weight_points(commitment: ModelCommitment, weight_claims) -> np.ndarray:
+    """Packed points of the claims [W_0, b_0, W_1, b_1, ...] in the model table."""
+    packing = weight_packing(commitment.layers)
+    return np.stack([packing.point(index, claim.point) for index, claim in enumerate(weight_claims)])
 
 
 class _Progress:
     def __init__(self, callback, total: int):
-        self.callback, self.total, self.done = callback, total + 1, 0
+        self.callback, self.total, self.done = callback, total, 0
 
     def __call__(self, label: str) -> None:
         self.done += 1
@@ -431,6 +467,7 @@ def _verify(commitment: ModelCommitment, x_int, proof: NetworkProof) -> np.ndarr
     point = _output_point(transcript, last, batch)
     claim = Claim(point, mle_evaluate(_field_table(pad_matrix(proof.output, padded(batch, 1),
                                                                   padded(last.out_features))), point))
+    weight_claims = []
     for i in reversed(range(len(commitment.layers))):
         info, (decomposition_proof, linear_proof) = commitment.layers[i], proof.layer_proofs[i]
         where = f"layer {i}"
@@ -439,12 +476,14 @@ def _verify(commitment: ModelCommitment, x_int, proof: NetworkProof) -> np.ndarr
                 claim = verify_decomposition(bits[i], info.decomposition, claim, decomposition_proof, transcript,
                                              f"{where} / zkReLU")
             shape = LinearShape(batch, info.in_features, info.out_features)
-            claim = verify_linear(commitment.weight_commitments[i], commitment.bias_commitments[i], shape, claim,
-                                  linear_proof, transcript, f"{where} / matmul")
+            claim, claims = verify_linear(shape, claim, linear_proof, transcript, f"{where} / matmul")
+            weight_claims = list(claims) + weight_claims
         except ProofRejected as rejection:
-            raise ProofRejected(rejection.reason, f"{where} / {rejection.where}"
-                                if not rejection.where.startswith(where) else rejection.where) from None
+            raise ProofRejected(rejection.reason, f"{where} / {rejection.where}") from None
     input_table = _field_table(pad_matrix(x, padded(batch, 1), padded(commitment.in_features)))
     require(F.ext_eq(mle_evaluate(input_table, claim.point), claim.value),
             "the final claim does not match the public input", "input")
+    values = np.stack([weight_claim.value for weight_claim in weight_claims])
+    verify_batch(commitment.weights, _weight_points(commitment, weight_claims), values, proof.weights_opening,
+                 transcript)
     return proof.output.copy()

@@ -6,8 +6,8 @@ from hypothesis import given, strategies as st
 from proofs import field as F
 from proofs.commit import CommitParams, commit
 from proofs.errors import ModelError, ProofRejected
-from proofs.layers.common import Claim, pad_matrix, padded, padded_matrix
-from proofs.layers.matmul import LinearShape, commit_linear, prove_linear, verify_linear
+from proofs.layers.common import Claim, pad_matrix, padded_matrix
+from proofs.layers.matmul import LinearShape, prove_linear, verify_linear, weight_tables
 from proofs.layers.relu import prove_decomposition, verify_decomposition
 from proofs.layers.requant import Decomposition, decompose, rebuild
 from proofs.mle import mle_evaluate
@@ -64,16 +64,18 @@ def test_linear_proof_reduces_to_a_true_input_claim(seed, batch, n, m):
     acc = naive_accumulator(a_pad, w_pad, b_pad, batch)
     point = random_point(rng, int(np.log2(shape.out_padded * shape.batch_padded)))
     claim = Claim(point, mle_evaluate(F.to_field(acc.reshape(-1)), point))
-    committed = commit_linear(layer, CommitParams())
+    weight_table, bias_table = weight_tables(layer)
     a_table = padded_matrix(a, shape.batch_padded, shape.in_padded)
-    proof, prover_claim = prove_linear(committed, a_table, shape, claim, Transcript("t"))
-    verifier_claim = verify_linear(committed.weight_commitment, committed.bias_commitment, shape, claim, proof,
-                                   Transcript("t"), "test")
+    proof, prover_claim, prover_weights = prove_linear(weight_table, bias_table, a_table, shape, claim, Transcript("t"))
+    verifier_claim, weight_claims = verify_linear(shape, claim, proof, Transcript("t"), "test")
     assert F.ext_eq(verifier_claim.point, prover_claim.point)
     assert F.ext_eq(verifier_claim.value, mle_evaluate(a_table, verifier_claim.point))
+    # the weight claims the caller must open are true evaluations of W and b
+    for table, weight_claim in zip((weight_table, bias_table), weight_claims):
+        assert F.ext_eq(mle_evaluate(table, weight_claim.point), weight_claim.value)
     wrong = Claim(point, F.ext_add(claim.value, F.ext_one()))
     with pytest.raises(ProofRejected):
-        verify_linear(committed.weight_commitment, committed.bias_commitment, shape, wrong, proof, Transcript("t"), "t")
+        verify_linear(shape, wrong, proof, Transcript("t"), "t")
 
 
 def _relu_instance(seed, shift, q_bits, relu, log_size):
@@ -92,9 +94,9 @@ def _relu_instance(seed, shift, q_bits, relu, log_size):
 def test_zkrelu_reduces_to_a_true_accumulator_claim(seed, shift, q_bits, relu, log_size):
     spec, witness, point, claim, bits_commitment, bits_witness = _relu_instance(seed, shift, q_bits, relu, log_size)
     acc_table = F.to_field(witness.acc)
-    proof, prover_claim = prove_decomposition(witness, bits_witness, acc_table, claim, Transcript("t"))
+    proof, prover_claim = prove_decomposition(witness, bits_witness, claim, Transcript("t"))
     verifier_claim = verify_decomposition(bits_commitment, spec, claim, proof, Transcript("t"), "test")
-    assert F.ext_eq(verifier_claim.value, mle_evaluate(acc_table, point))
+    assert F.ext_eq(verifier_claim.value, mle_evaluate(acc_table, verifier_claim.point))
     assert F.ext_eq(prover_claim.value, verifier_claim.value)
 
 
@@ -103,6 +105,6 @@ def test_zkrelu_rejects_a_wrong_output_claim(relu):
     spec, witness, point, claim, bits_commitment, bits_witness = _relu_instance(7, 4, 6, relu, 4)
     wrong = Claim(point, F.ext_add(claim.value, F.ext_one()))
     with cheating_sumcheck():
-        proof, _ = prove_decomposition(witness, bits_witness, F.to_field(witness.acc), wrong, Transcript("t"))
+        proof, _ = prove_decomposition(witness, bits_witness, wrong, Transcript("t"))
     with pytest.raises(ProofRejected):
         verify_decomposition(bits_commitment, spec, wrong, proof, Transcript("t"), "test")

@@ -8,6 +8,8 @@ from proofs import field as F
 from proofs.errors import ProofRejected
 from proofs.layers.network import LayerWitness, ModelCommitment, Network, NetworkProof, verify_network
 from proofs.layers.requant import decompose
+from proofs.commit import OpeningProof
+from proofs.sumcheck import SumcheckProof
 from proofs.quantize import forward_int, quantize_fixed_point, quantize_input
 
 from .cheating import cheating_sumcheck
@@ -73,9 +75,16 @@ def test_different_weight_commitment_is_rejected(setup):
     other = Network(make_model(5)).commitment
     with pytest.raises(ProofRejected):
         verify_network(other, x, proof)
-    swapped = dataclasses.replace(network.commitment, bias_commitments=other.bias_commitments)
     with pytest.raises(ProofRejected):
-        verify_network(swapped, x, proof)
+        verify_network(dataclasses.replace(network.commitment, weights=other.weights), x, proof)
+    # a model that differs in a single weight by one unit
+    model = network.model
+    weight = model.layers[1].weight.copy()
+    weight[0, 0] += 1
+    layers = (model.layers[0], dataclasses.replace(model.layers[1], weight=weight))
+    nearly = Network(dataclasses.replace(model, layers=layers)).commitment
+    with pytest.raises(ProofRejected):
+        verify_network(nearly, x, proof)
 
 
 def prove_tampered(network, witness):
@@ -128,7 +137,7 @@ def test_cheating_remainder_is_rejected(setup):
         verify_network(network.commitment, x, prove_tampered(network, tampered))
 
 
-def all_sumchecks(proof):
+def layer_parts(proof):
     for i, (decomposition, linear) in enumerate(proof.layer_proofs):
         for name, part in (("zkReLU", decomposition), ("matmul", linear)):
             if part is not None:
@@ -145,20 +154,24 @@ def replace_part(proof, layer, name, new_part):
 def test_every_sumcheck_round_message_perturbed_is_rejected(setup):
     network, x, proof, _ = setup
     count = 0
-    for layer, name, part in all_sumchecks(proof):
-        messages = part.sumcheck.round_messages
-        for j in range(messages.shape[0]):
-            perturbed = messages.copy()
-            k = j % messages.shape[1]
-            perturbed[j, k, j % 4] = (perturbed[j, k, j % 4] + 1) % F.P
-            new_part = dataclasses.replace(part, sumcheck=dataclasses.replace(part.sumcheck, round_messages=perturbed))
-            with pytest.raises(ProofRejected, match="sumcheck"):
-                verify_network(network.commitment, x, replace_part(proof, layer, name, new_part))
-            count += 1
-    assert count >= 15
+    for layer, name, part in layer_parts(proof):
+        for item in dataclasses.fields(part):
+            sumcheck = getattr(part, item.name)
+            if not isinstance(sumcheck, SumcheckProof):
+                continue
+            messages = sumcheck.round_messages
+            for j in range(messages.shape[0]):
+                perturbed = messages.copy()
+                k = j % messages.shape[1]
+                perturbed[j, k, j % 4] = (perturbed[j, k, j % 4] + 1) % F.P
+                new_part = dataclasses.replace(part, **{item.name: SumcheckProof(perturbed)})
+                with pytest.raises(ProofRejected, match="sumcheck"):
+                    verify_network(network.commitment, x, replace_part(proof, layer, name, new_part))
+                count += 1
+    assert count >= 20
 
 
-@pytest.mark.parametrize("field_name", ["bits_eval", "sign_eval", "acc_eval"])
+@pytest.mark.parametrize("field_name", ["bits_eval", "sign_eval", "shifted_eval", "acc_eval"])
 def test_perturbed_zkrelu_evaluations_are_rejected(setup, field_name):
     network, x, proof, _ = setup
     part = proof.layer_proofs[0][0]
@@ -167,25 +180,30 @@ def test_perturbed_zkrelu_evaluations_are_rejected(setup, field_name):
         verify_network(network.commitment, x, replace_part(proof, 0, "zkReLU", new_part))
 
 
+def openings(proof):
+    """(opening, function rebuilding the proof with a replaced opening) for every opening of a proof."""
+    for layer, name, part in layer_parts(proof):
+        for item in dataclasses.fields(part):
+            if isinstance(getattr(part, item.name), OpeningProof):
+                yield getattr(part, item.name), lambda new, layer=layer, name=name, part=part, field=item.name: \
+                    replace_part(proof, layer, name, dataclasses.replace(part, **{field: new}))
+    yield proof.weights_opening, lambda new: dataclasses.replace(proof, weights_opening=new)
+
+
 def test_altered_merkle_path_is_rejected(setup):
     network, x, proof, _ = setup
     altered_paths = 0
-    for layer, name, part in all_sumchecks(proof):
-        for opening_name in [f.name for f in dataclasses.fields(part) if f.name.endswith("opening")]:
-            opening = getattr(part, opening_name)
-            columns = opening.columns.copy()
-            columns[0, 0] = (columns[0, 0] + 1) % F.P  # an opened leaf
-            new_part = dataclasses.replace(part, **{opening_name: dataclasses.replace(opening, columns=columns)})
+    for opening, rebuild in openings(proof):
+        columns = opening.columns.copy()
+        columns[0, 0] = (columns[0, 0] + 1) % F.P  # an opened leaf
+        with pytest.raises(ProofRejected, match="Merkle"):
+            verify_network(network.commitment, x, rebuild(dataclasses.replace(opening, columns=columns)))
+        for position in sorted({0, len(opening.merkle_proof) - 1} if opening.merkle_proof else set()):
+            altered_paths += 1
+            digests = list(opening.merkle_proof)
+            digests[position] = bytes([digests[position][0] ^ 1]) + digests[position][1:]
             with pytest.raises(ProofRejected, match="Merkle"):
-                verify_network(network.commitment, x, replace_part(proof, layer, name, new_part))
-            for position in sorted({0, len(opening.merkle_proof) - 1} if opening.merkle_proof else set()):
-                altered_paths += 1
-                digests = list(opening.merkle_proof)
-                digests[position] = bytes([digests[position][0] ^ 1]) + digests[position][1:]
-                altered = dataclasses.replace(opening, merkle_proof=tuple(digests))
-                new_part = dataclasses.replace(part, **{opening_name: altered})
-                with pytest.raises(ProofRejected, match="Merkle"):
-                    verify_network(network.commitment, x, replace_part(proof, layer, name, new_part))
+                verify_network(network.commitment, x, rebuild(dataclasses.replace(opening, merkle_proof=tuple(digests))))
     assert altered_paths >= 2  # the larger openings carry sibling digests
 
 
