@@ -341,7 +341,8 @@ class Mask(Step):
     Moves every listed slot of the sources to its new slot (element ``e`` shifts by ``g + b``) and zeroes
     everything else; with all shifts 0 it is a plain mask. Baby shifts of each source share one hoisted
     decomposition; giant rotations are shared by all sources (baby-step/giant-step, Halevi–Shoup 2018).
-    ``terms`` holds (giant, source register, baby, 0/1 mask already rotated by -baby).
+    ``terms`` holds (giant, source register, baby, slots where the 0/1 mask -- already rotated by
+    -baby -- is 1); the dense masks are built at run time.
     """
 
     srcs: tuple[int, ...]
@@ -351,11 +352,15 @@ class Mask(Step):
     def inputs(self):
         return self.srcs
 
+    def __post_init__(self):
+        object.__setattr__(self, "babies", frozenset((s, b) for _, s, b, _ in self.terms if b))
+        object.__setattr__(self, "giants", frozenset(g for g, _, _, _ in self.terms if g))
+
     def _babies(self):
-        return {(s, b) for _, s, b, _ in self.terms if b}
+        return self.babies
 
     def _giants(self):
-        return {g for g, _, _, _ in self.terms if g}
+        return self.giants
 
     def rotation_steps(self, slots):
         return sorted({_norm(-b, slots) for _, b in self._babies()} | {_norm(-g, slots) for g in self._giants()})
@@ -380,8 +385,10 @@ class Mask(Step):
         out = None
         for g in sorted({g for g, _, _, _ in self.terms}):
             inner = None
-            for gg, s, b, mask in self.terms:
+            for gg, s, b, ones in self.terms:
                 if gg == g:
+                    mask = np.zeros(data.slots)
+                    mask[ones] = 1.0
                     term = be.multiply(babies[s][-b], data.constant(mask))
                     inner = term if inner is None else be.add(inner, term)
             inner = be.rotate(inner, -g) if g else inner
@@ -646,10 +653,13 @@ class _Builder:
         self.notes: list[str] = []
         self.keys: set[int] = set()
         self.next = 0
+        self.fork_point = None
 
     def fork(self):
+        """A copy to try a strategy on; ``cost_since(len(steps))`` then prices what it adds."""
         b = _Builder(self.slots, self.costs)
         b.steps, b.notes, b.keys, b.next = list(self.steps), list(self.notes), set(self.keys), self.next
+        b.fork_point = (len(self.steps), frozenset(self.keys))
         return b
 
     def adopt(self, other):
@@ -665,7 +675,9 @@ class _Builder:
     def cost_since(self, n_steps):
         """Cost of the steps from ``n_steps`` on, new rotation keys included."""
         c = Counter()
-        before = {k for s in self.steps[:n_steps] for k in s.rotation_steps(self.slots)}
+        point = self.fork_point
+        before = point[1] if point is not None and point[0] == n_steps else \
+            {k for s in self.steps[:n_steps] for k in s.rotation_steps(self.slots)}
         for s in self.steps[n_steps:]:
             c.update(s.counts(self.slots))
         return self.costs.of(c) + self.costs.key * len(self.keys - before - {0})
@@ -744,9 +756,7 @@ class _Builder:
             uniq, inv = np.unique(np.stack([g, b], axis=1), axis=0, return_inverse=True)
             inv = inv.ravel()
             for n, (gg, bb) in enumerate(uniq):
-                mask = np.zeros(slots)
-                mask[src[inv == n]] = 1.0
-                terms.append((int(gg), reg, int(bb), np.roll(mask, int(bb))))
+                terms.append((int(gg), reg, int(bb), np.sort((src[inv == n] + int(bb)) % slots)))
         srcs = tuple(dict.fromkeys(reg for reg, _, _, _ in best[1]))
         return self.emit(Rescale, self.emit(Mask, srcs, tuple(terms), note))
 
@@ -849,8 +859,8 @@ class _Builder:
         regs, shifts = [], {}
         for t in u.tiles:
             fits = self._fits(other, u, t, axes, lacking)
-            if fits:
-                r = other.regs[0]
+            if fits is not None:
+                r = other.regs[fits]
             else:
                 sources = []
                 for st, sreg in zip(src_lay.tiles, other.regs):
@@ -869,7 +879,7 @@ class _Builder:
                         parts.append(g * (u.strides[a] - src_lay.strides[i]))
                     sources.append((sreg, np.atleast_1d(src), np.atleast_1d(dst), [np.atleast_1d(p) for p in parts]))
                 r = self.mask_move(sources, shifts=shifts if len(u.tiles) > 1 else None)
-            covered = self._fits_replicas(other, u, t, lacking) if fits else set()
+            covered = self._fits_replicas(other, u, t, lacking) if fits is not None else set()
             for a in lacking:
                 if t.size[a] > 1 and a not in covered:
                     r = self.emit(Replicate, r, t.size[a], u.strides[a])
@@ -877,16 +887,17 @@ class _Builder:
         return Sym(tuple(regs), u, u_indices)
 
     def _fits(self, other, u, t, axes, lacking):
-        """True when ``other`` already sits in ``u``'s slots (one tile, same strides and offset, clean,
-        every replica standing for a lacking axis)."""
+        """Index of the tile of ``other`` that already sits in the slots of U tile ``t`` (same box,
+        strides and offset, clean, every replica standing for a lacking axis), else None."""
         lay = other.layout
-        if len(lay.tiles) != 1 or len(u.tiles) != 1 or not lay.clean:
-            return False
-        st = lay.tiles[0]
-        same = st.offset == t.offset and all(
-            (lay.strides[i] == u.strides[a] or lay.shape[i] == 1) and st.start[i] == t.start[a]
-            and st.size[i] == t.size[a] for i, a in enumerate(axes))
-        return same and len(self._fits_replicas(other, u, t, lacking)) == len(lay.replicas)
+        if not lay.clean or len(self._fits_replicas(other, u, t, lacking)) != len(lay.replicas) or \
+                any(lay.strides[i] != u.strides[a] and t.size[a] > 1 for i, a in enumerate(axes)):
+            return None
+        for n, st in enumerate(lay.tiles):
+            if st.offset == t.offset and all(st.start[i] == t.start[a] and st.size[i] == t.size[a]
+                                             for i, a in enumerate(axes)):
+                return n
+        return None
 
     @staticmethod
     def _fits_replicas(other, u, t, lacking):
@@ -965,12 +976,9 @@ def _combine(b: _Builder, first: Sym, second: Sym, u: SlotLayout, u_idx: str, ke
     return b.rotate_sum_axes(res, [n for n, c in enumerate(u_idx) if c not in keep])
 
 
-def _pair_stationary(b: _Builder, x: Sym, y, keep: str, op: str):
-    """Output-stationary packing: kept indices keep a native stride (from ``x``, else ``y``) when the
-    positions stay distinct; the other indices (contracted ones included) get new outer strides,
-    inside the ciphertext while they fit, across tiles after that. Both operands then move only the
-    axes whose stride changed, so a move has few distinct shifts (few masks), e.g. a large matmul
-    moves only the contracted axis of each operand. None when no kept index has a native stride."""
+def _stationary_layout(x, y, keep: str, slots: int):
+    """The U layout of output-stationary packing (see :func:`_pair_stationary`), with its index
+    string; None when no kept index has a usable native stride. ``x``/``y``: Sym or PlainSym."""
     sizes, native = {}, {}
     for sym in (x, y):
         shape = sym.layout.shape if isinstance(sym, Sym) else sym.shape
@@ -984,22 +992,34 @@ def _pair_stationary(b: _Builder, x: Sym, y, keep: str, op: str):
     for c in kept:
         if c in native:
             cand = (pos[:, None] + np.arange(sizes[c]) * native[c]).ravel()
-            if cand.max() < b.slots and len(np.unique(cand)) == len(cand):
+            if cand.max() < slots and len(np.unique(cand)) == len(cand):
                 fixed[c], pos = native[c], cand
     if not fixed:
         return None
     order = [c for c in kept if c in fixed] + [c for c in union if c not in fixed]
     strides, chunks = dict(fixed), {c: sizes[c] for c in fixed}
     step = int(pos.max()) + 1
-    room = b.slots // step
+    room = slots // step
     for c in order[len(fixed):]:
         chunks[c] = max(min(sizes[c], room), 1)
         room //= chunks[c]
         strides[c] = step if chunks[c] > 1 else 0
         step *= chunks[c]
-    u = SlotLayout.tiled(tuple(sizes[c] for c in order), tuple(strides[c] for c in order), b.slots,
+    u = SlotLayout.tiled(tuple(sizes[c] for c in order), tuple(strides[c] for c in order), slots,
                          tuple(chunks[c] for c in order))
-    u_idx = "".join(order)
+    return u, "".join(order)
+
+
+def _pair_stationary(b: _Builder, x: Sym, y, keep: str, op: str):
+    """Output-stationary packing: kept indices keep a native stride (from ``x``, else ``y``) when the
+    positions stay distinct; the other indices (contracted ones included) get new outer strides,
+    inside the ciphertext while they fit, across tiles after that. Both operands then move only the
+    axes whose stride changed, so a move has few distinct shifts (few masks), e.g. a large matmul
+    moves only the contracted axis of each operand. None when no kept index has a native stride."""
+    found = _stationary_layout(x, y, keep, b.slots)
+    if found is None:
+        return None
+    u, u_idx = found
     fb = b.fork()
     n0 = len(fb.steps)
     x_u = fb.move_into(x, u, u_idx)
@@ -1007,6 +1027,22 @@ def _pair_stationary(b: _Builder, x: Sym, y, keep: str, op: str):
     y_u = fb.pack_into(y, u, u_idx) if plain else fb.move_into(y, u, u_idx)
     res = _combine(fb, x_u, y_u, u, u_idx, keep, op, plain, True)
     return fb.cost_since(n0), fb, res, "output-stationary packing (native strides kept, contracted axes outer)"
+
+
+def _restrict(u: SlotLayout, u_idx: str, indices: str):
+    """``u`` seen by an operand with ``indices``: its axes at U's strides, one tile per distinct box,
+    and the axes it lacks as replicas (None when a lacking axis is split across tiles)."""
+    axes = [u_idx.index(c) for c in indices]
+    lacking = [a for a in range(u.ndim) if a not in axes]
+    if any(t.start[a] != 0 or t.size[a] != u.shape[a] for t in u.tiles for a in lacking):
+        return None
+    boxes = list(dict.fromkeys((tuple(t.start[a] for a in axes), tuple(t.size[a] for a in axes), t.offset)
+                               for t in u.tiles))
+    if len(boxes) != len(u.tiles):
+        return None
+    tiles = tuple(Tile(n, st, sz, off) for n, (st, sz, off) in enumerate(boxes))
+    return SlotLayout(tuple(u.shape[a] for a in axes), tuple(u.strides[a] for a in axes), u.slots, tiles,
+                      tuple((u.shape[a], u.strides[a]) for a in lacking if u.shape[a] > 1))
 
 
 def _diagonal_ready(lay: SlotLayout, axis: int, dim: int):
@@ -1256,6 +1292,27 @@ def prepacked_layouts(spec: EinsumSpec, encrypted, slots: int):
     return tuple(layouts)
 
 
+def stationary_layouts(spec: EinsumSpec, encrypted, slots: int):
+    """Client-side packing for two encrypted operands of any size: both packed straight into the
+    output-stationary U layout (tiles over the contracted axes, replicas along the indices each one
+    lacks), so the server only multiplies tile by tile and sums. Costs bandwidth: one ciphertext per
+    U tile for each operand. None when the expression does not suit it."""
+    enc = [n for n, e in enumerate(encrypted) if e]
+    if len(enc) != 2 or not all(encrypted) or len(spec.inputs) != 2:
+        return None
+    for n in enc:
+        labels = spec.inputs[n]
+        if len(set(labels)) != len(labels) or spec.shapes[n] != tuple(spec.size(c) for c in labels):
+            return None
+    syms = [Sym((), SlotLayout.compact(spec.shapes[n], slots), spec.inputs[n]) for n in enc]
+    found = _stationary_layout(syms[0], syms[1], spec.output, slots)
+    if found is None:
+        return None
+    u, u_idx = found
+    layouts = tuple(_restrict(u, u_idx, spec.inputs[n]) for n in enc)
+    return None if None in layouts else layouts
+
+
 def diagonal_layouts(spec: EinsumSpec, encrypted, slots: int):
     """Client-side packing for the diagonal method: the one encrypted operand with its contracted
     axis innermost and each vector followed by a copy (replica at ``D`` slots), so the server needs
@@ -1324,7 +1381,8 @@ def plan(expr: str, *shapes, params=None, slots=None, encrypted=None, layouts=No
     max_level = params.max_level if params is not None else None
     p = build_plan(spec, encrypted, layouts, slots, max_level, costs)
     if auto and any(encrypted):
-        for packed in (prepacked_layouts(spec, encrypted, slots), diagonal_layouts(spec, encrypted, slots)):
+        for packed in (prepacked_layouts(spec, encrypted, slots), diagonal_layouts(spec, encrypted, slots),
+                       stationary_layouts(spec, encrypted, slots)):
             if packed is None:
                 continue
             q = build_plan(spec, encrypted, packed, slots, max_level, costs)
