@@ -13,15 +13,17 @@ length is checked before it is read.
 from __future__ import annotations
 
 import json
+import math
 import os
 import struct
 
 import numpy as np
 
-from crypto.context import CKKSContext
-from crypto.errors import ContextMismatchError, KeyMissingError, LevelError, ParameterError, SerializationError
+from crypto.context import CKKSContext, as_parameters
+from crypto.errors import (ContextMismatchError, KeyMissingError, LevelError, ParameterError, SerializationError,
+                           ShapeError)
 from crypto.rlwe import Ciphertext
-from tensor_ops.nn import EncryptedModel, ModelPlan, Sequential
+from tensor_ops.nn import EncryptedModel, ModelPlan, Sequential, batch_of, pack_samples, unpack_samples
 
 MAGIC = b"HEZKINF1"
 _CLIENT_MAGIC = b"HEZKCLI1"
@@ -86,27 +88,35 @@ def _as_plan(plan) -> ModelPlan:
 
 
 class Client:
-    """Owns the secret key. Makes keys for the model's plan only, encrypts inputs, decrypts replies.
+    """Owns the secret key: makes keys, encrypts inputs, decrypts replies.
 
-    ``Client(params, model=model)``, ``Client(plan=model.plan())`` or ``Client(plan=server_plan_dict)``;
-    ``params=None`` takes the plan's (automatically chosen) parameters. ``seed`` is for tests only:
-    by default every key and encryption draws from the OS CSPRNG.
+    - ``Client(plan=model.plan())`` / ``Client(plan=server_plan_dict)`` / ``Client(params, model=model)``:
+      Galois keys for exactly the plan's rotations, many samples packed per ciphertext, inputs at the
+      plan's level (``params=None`` takes the plan's automatically chosen parameters);
+    - ``Client(params)`` alone: the model is unknown, so the client makes the power-of-two Galois keys (the
+      server composes every rotation from them), puts one sample per ciphertext at the top level, and
+      needs ``input_shape=`` in ``encrypt`` only when a single sample has more than one axis.
+    ``seed`` is for tests only: by default every key and encryption draws from the OS CSPRNG.
     """
 
     def __init__(self, params=None, *, model: Sequential | None = None, plan=None, seed=None, backend="auto"):
-        if plan is None and model is None:
-            raise ParameterError("Client needs the model's plan (plan=model.plan() or the server's plan "
-                                 "dict) or the model itself (model=) to know the packing and the rotations")
-        plan = _as_plan(plan) if plan is not None else model.plan(params=params)
-        if params is not None and params != plan.params:
-            raise ParameterError(f"params={params!r} differ from the plan's parameters {plan.params!r}")
-        self.plan = plan
-        self._context = CKKSContext.keygen(plan.params, rotations=plan.rotations, seed=seed, backend=backend)
+        if plan is not None or model is not None:
+            plan = _as_plan(plan) if plan is not None else model.plan(params=params)
+            if params is not None and as_parameters(params) != plan.params:
+                raise ParameterError(f"params={params!r} differ from the plan's parameters {plan.params!r}")
+            params, rotations = plan.params, plan.rotations
+        elif params is not None:
+            params = as_parameters(params)
+            rotations = tuple(1 << i for i in range(params.slots.bit_length() - 1))
+        else:
+            raise ParameterError("Client needs params, the model's plan (plan=) or the model (model=)")
+        self.plan, self.params = plan, params
+        self._context = CKKSContext.keygen(params, rotations=rotations, seed=seed, backend=backend)
         self._public_bytes = None
 
     def save(self, path):
         """Write the plan and the full context, SECRET KEY INCLUDED (file mode 0600); keep it private."""
-        plan = json.dumps(self.plan.to_dict()).encode()
+        plan = json.dumps(self.plan.to_dict() if self.plan else None).encode()
         blob = b"".join([_CLIENT_MAGIC, _U32.pack(len(plan)), plan, self._context.to_bytes(include_secret_key=True)])
         with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as handle:
             handle.write(blob)
@@ -121,13 +131,15 @@ class Client:
         pos = len(_CLIENT_MAGIC)
         (size,) = _U32.unpack_from(blob, pos)
         try:
-            plan = ModelPlan.from_dict(json.loads(blob[pos + _U32.size:pos + _U32.size + size].decode()))
+            plan = json.loads(blob[pos + _U32.size:pos + _U32.size + size].decode())
         except (UnicodeDecodeError, json.JSONDecodeError):
             raise SerializationError(f"{path!s}: the saved plan is not valid JSON") from None
         client = cls.__new__(cls)
-        client.plan, client._public_bytes = plan, None
+        client.plan = None if plan is None else ModelPlan.from_dict(plan)
+        client._public_bytes = None
         client._context = CKKSContext.from_bytes(blob[pos + _U32.size + size:], backend=backend)
-        if not client._context.has_secret_key or client._context.params != plan.params:
+        client.params = client._context.params
+        if not client._context.has_secret_key or (client.plan and client.params != client.plan.params):
             raise SerializationError(f"{path!s}: the saved context has no secret key or other parameters than its plan")
         return client
 
@@ -136,35 +148,53 @@ class Client:
         return self._context.key_id
 
     def public_context(self) -> bytes:
-        """Parameters, public key, relinearization key and the plan's Galois keys; no secret key."""
+        """Parameters, public key, relinearization key and the Galois keys; never the secret key."""
         if self._public_bytes is None:
             self._public_bytes = self._context.public_context().to_bytes()
         return self._public_bytes
 
     def key_report(self) -> dict:
         """Sizes of what the server receives, in bytes, and the rotation keys it holds."""
-        return {"public_context_bytes": len(self.public_context()), "rotation_keys": len(self.plan.rotations),
-                "rotations": list(self.plan.rotations)}
+        steps = list(self._context.rotation_steps)
+        return {"public_context_bytes": len(self.public_context()), "rotation_keys": len(steps), "rotations": steps}
 
-    def encrypt(self, x) -> bytes:
-        """A request: x (one sample of ``plan.input_shape`` or a batch) packed and encrypted at the plan's level."""
+    def encrypt(self, x, input_shape=None) -> bytes:
+        """A request: x (one sample or a batch along axis 0) packed and encrypted."""
         x = np.asarray(x, dtype=np.float64)
-        single = x.shape == self.plan.input_shape
-        vectors = self.plan.pack(x)
-        cts = [self._context.encrypt(v, level=self.plan.input_level) for v in vectors]
-        header = {"key_id": self.key_id.hex(), "samples": 1 if single else int(x.shape[0]), "single": single}
+        if self.plan is not None:
+            shape, block, level = self.plan.input_shape, self.plan.block, self.plan.input_level
+        else:
+            shape = tuple(input_shape) if input_shape is not None else (x.shape if x.ndim == 1 else x.shape[1:])
+            block, level = self.params.slots, self.params.max_level
+        batch, single = batch_of(x, shape)
+        vectors = pack_samples(batch, shape, block, self.params.slots)
+        cts = [self._context.encrypt(v, level=level) for v in vectors]
+        header = {"key_id": self.key_id.hex(), "samples": len(batch), "single": single,
+                  "sample_shape": list(shape), "block": block}
         return pack_message("request", header, cts)
 
     def decrypt(self, reply) -> np.ndarray:
         """The model's outputs from a reply: (samples, *output_shape), or output_shape for a single sample."""
         header, blobs = unpack_message(reply, "reply", max_ciphertexts=1 << 20)
         _check_key(header, self.key_id)
-        samples = header.get("samples")
-        if not isinstance(samples, int) or not 1 <= samples <= len(blobs) * self.plan.batch:
-            raise SerializationError(f"reply header samples={samples!r} does not fit {len(blobs)} ciphertexts")
+        block, samples, output_shape = _layout(header, len(blobs), self.params.slots, "output_shape")
         vectors = [self._context.decrypt(Ciphertext.from_bytes(b, self._context)) for b in blobs]
-        out = self.plan.unpack(vectors, samples)
+        out = unpack_samples(vectors, samples, output_shape, block, self.params.slots)
         return out[0] if header.get("single") else out
+
+
+def _layout(header, n_ciphertexts, slots, shape_key):
+    """(block, samples, shape) from a message header, each checked against the slot count."""
+    block, samples, shape = header.get("block"), header.get("samples"), header.get(shape_key)
+    if not isinstance(block, int) or block < 1 or block & (block - 1) or block > slots:
+        raise SerializationError(f"header block={block!r} must be a power of two <= slots={slots}")
+    if not isinstance(samples, int) or not 1 <= samples <= n_ciphertexts * (slots // block):
+        raise SerializationError(f"header samples={samples!r} does not fit {n_ciphertexts} ciphertexts "
+                                 f"of {slots // block} samples")
+    if not isinstance(shape, list) or not shape or not all(isinstance(d, int) and d > 0 for d in shape) \
+            or math.prod(shape) > block:
+        raise SerializationError(f"header {shape_key}={shape!r} must be positive sizes fitting block={block}")
+    return block, samples, tuple(shape)
 
 
 def _check_key(header, key_id: bytes):
@@ -176,8 +206,9 @@ def _check_key(header, key_id: bytes):
 class Server:
     """Holds the model and a client's public context; evaluates request bytes into reply bytes.
 
-    Refuses a context that holds a secret key it should not see, lacks a Galois key of the plan, or has
-    too few levels; refuses requests under another key, at the wrong level, of the wrong size.
+    A full context handed over by mistake is stripped of its secret key. Refuses a context whose Galois keys
+    cannot make the plan's rotations or that has too few levels; refuses requests under another key, below
+    the model's level, of another sample shape or too large. Inputs above the model's level are dropped to it.
     """
 
     def __init__(self, model: Sequential, public_context, *, input_shape=None,
@@ -191,36 +222,42 @@ class Server:
         if context.has_secret_key:
             context = context.public_context()
         self.plan = model.plan(input_shape, params=context.params)
-        missing = sorted(set(self.plan.rotations) - set(context.rotation_steps))
-        if missing:
-            raise KeyMissingError(f"the public context lacks Galois keys for rotations {missing} the model needs")
         if self.plan.needs_relinearization and context.relin_key is None:
             raise KeyMissingError("the public context has no relinearization key; the model multiplies ciphertexts")
         self.context = context
         self.max_ciphertexts = int(max_ciphertexts)
-        self._model = EncryptedModel(model, self.plan, context)
+        self._model = model
+        self._by_block = {self.plan.block: EncryptedModel(model, self.plan, context)}
 
     @property
     def key_id(self) -> bytes:
         return self.context.key_id
 
+    def _for_block(self, block) -> EncryptedModel:
+        if block not in self._by_block:
+            self._by_block[block] = EncryptedModel(self._model, self.plan.with_block(block), self.context)
+        return self._by_block[block]
+
     def evaluate(self, request) -> bytes:
         """Run the model on every ciphertext of a request; returns the reply bytes."""
         header, blobs = unpack_message(request, "request", self.max_ciphertexts)
         _check_key(header, self.key_id)
-        samples = header.get("samples")
-        if not isinstance(samples, int) or not 1 <= samples <= len(blobs) * self.plan.batch:
-            raise SerializationError(f"request header samples={samples!r} does not fit {len(blobs)} ciphertexts "
-                                     f"of {self.plan.batch} samples")
+        block, samples, shape = _layout(header, len(blobs), self.plan.params.slots, "sample_shape")
+        if shape != self.plan.input_shape:
+            raise ShapeError(f"request samples have shape {shape}, the model takes {self.plan.input_shape}")
+        if block < self.plan.block:
+            raise ShapeError(f"request block={block} is below the model's block {self.plan.block} (its widest layer)")
+        evaluator = self._for_block(block)
         outputs = []
         for i, blob in enumerate(blobs):
             ct = Ciphertext.from_bytes(blob, self.context)
             if ct.key_id != self.key_id:
                 raise ContextMismatchError(f"ciphertext {i} was encrypted under key set {ct.key_id.hex()[:12]}…, "
                                            f"the server holds key set {self.key_id.hex()[:12]}…")
-            if ct.level != self.plan.input_level:
-                raise LevelError(f"ciphertext {i} has level={ct.level}, the model expects inputs at level "
+            if ct.level < self.plan.input_level:
+                raise LevelError(f"ciphertext {i} has level={ct.level}, the model needs inputs at level >= "
                                  f"{self.plan.input_level} (its depth)")
-            outputs.append(self._model.forward(ct))
-        return pack_message("reply", {"key_id": self.key_id.hex(), "samples": samples,
-                                      "single": bool(header.get("single"))}, outputs)
+            outputs.append(evaluator.forward(ct))
+        reply = {"key_id": self.key_id.hex(), "samples": samples, "single": bool(header.get("single")),
+                 "block": block, "output_shape": list(self.plan.output_shape)}
+        return pack_message("reply", reply, outputs)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from crypto.errors import LevelError, ParameterError, ShapeError
+from crypto.errors import KeyMissingError, LevelError, ParameterError, ShapeError
 from crypto.params import CKKSParameters
 from tensor_ops.activations import PolyActivation, fit_activation, square
 
@@ -739,32 +739,58 @@ class ModelPlan:
     # -- packing -------------------------------------------------------------------------------------
     def pack(self, x) -> list[np.ndarray]:
         """Slot vectors (one per ciphertext) holding the samples of x, one per ``block`` slots."""
-        x = np.asarray(x, dtype=np.float64)
-        if x.shape == self.input_shape:
-            x = x[None]
-        if x.ndim == 0 or x.shape[1:] != self.input_shape or x.shape[0] < 1:
-            raise ShapeError(f"input shape {x.shape} is neither the model's {self.input_shape} "
-                             f"nor (batch, *{self.input_shape}) with batch >= 1")
-        if not np.all(np.isfinite(x)):
-            raise ShapeError("input contains non-finite values (nan or inf)")
-        flat = x.reshape(x.shape[0], -1)
-        vectors = []
-        for start in range(0, len(flat), self.batch):
-            chunk = flat[start:start + self.batch]
-            slots = np.zeros((self.batch, self.block))
-            slots[:len(chunk), :flat.shape[1]] = chunk
-            vectors.append(slots.reshape(-1))
-        return vectors
+        return pack_samples(x, self.input_shape, self.block, self.params.slots)
 
     def unpack(self, vectors, count: int) -> np.ndarray:
         """The (count, *output_shape) outputs from decrypted slot vectors."""
-        n_out = math.prod(self.output_shape)
-        rows = np.concatenate([np.asarray(v)[:self.params.slots].real.reshape(self.batch, self.block)[:, :n_out]
-                               for v in vectors])
-        return rows[:count].reshape(count, *self.output_shape)
+        return unpack_samples(vectors, count, self.output_shape, self.block, self.params.slots)
+
+    def with_block(self, block: int) -> "ModelPlan":
+        """The same plan with ``block`` slots per sample (a power of two from the plan's block to slots)."""
+        if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or block & (block - 1) \
+                or not self.block <= block <= self.params.slots:
+            raise ShapeError(f"block={block!r} must be a power of two in [{self.block}, slots={self.params.slots}]")
+        return ModelPlan(self.params, self.input_shape, self.output_shape, int(block), self.stages)
 
     def ciphertexts_for(self, count: int) -> int:
         return -(-int(count) // self.batch)
+
+
+def batch_of(x, sample_shape):
+    """(x as (batch, *sample_shape), single) or a ShapeError naming both shapes."""
+    x = np.asarray(x, dtype=np.float64)
+    single = x.shape == tuple(sample_shape)
+    if single:
+        x = x[None]
+    if x.ndim == 0 or x.shape[1:] != tuple(sample_shape) or x.shape[0] < 1:
+        raise ShapeError(f"input shape {x.shape} is neither the model's {tuple(sample_shape)} "
+                         f"nor (batch, *{tuple(sample_shape)}) with batch >= 1")
+    if not np.all(np.isfinite(x)):
+        raise ShapeError("input contains non-finite values (nan or inf)")
+    return x, single
+
+
+def pack_samples(x, sample_shape, block, slots) -> list[np.ndarray]:
+    """Slot vectors with sample b of each ciphertext, flattened, in slots [b*block, b*block + n), zeros after."""
+    x, _ = batch_of(x, sample_shape)
+    flat = x.reshape(x.shape[0], -1)
+    if flat.shape[1] > block:
+        raise ShapeError(f"a sample of {flat.shape[1]} values does not fit block={block} slots")
+    per_ct = slots // block
+    vectors = []
+    for start in range(0, len(flat), per_ct):
+        chunk = flat[start:start + per_ct]
+        packed = np.zeros((per_ct, block))
+        packed[:len(chunk), :flat.shape[1]] = chunk
+        vectors.append(packed.reshape(-1))
+    return vectors
+
+
+def unpack_samples(vectors, count, output_shape, block, slots) -> np.ndarray:
+    """The (count, *output_shape) values from slot vectors packed like ``pack_samples``."""
+    n_out = math.prod(output_shape)
+    rows = np.concatenate([np.asarray(v)[:slots].real.reshape(slots // block, block)[:, :n_out] for v in vectors])
+    return rows[:count].reshape(count, *output_shape)
 
 
 def _plan_model(model, input_shape, params):
@@ -804,6 +830,41 @@ def _diagonal_plaintexts(matrix, plan_stage, block, slots):
     return result
 
 
+def rotation_routes(needed, available, slots) -> dict:
+    """For each needed step, the shortest sequence of available key steps summing to it modulo ``slots``
+    (breadth-first search in Z_slots), so a context with e.g. power-of-two keys still serves the plan.
+    A step that cannot be reached raises ``KeyMissingError`` naming it."""
+    available = sorted({int(k) % slots for k in available} - {0})
+    routes = {0: ()}
+    missing = [k for k in needed if int(k) % slots not in available and int(k) % slots]
+    for k in needed:
+        if int(k) % slots in available:
+            routes[int(k)] = (int(k),)
+    if missing:
+        parent = {0: None}
+        frontier = [0]
+        while frontier and not all(int(k) % slots in parent for k in missing):
+            following = []
+            for node in frontier:
+                for step in available:
+                    nxt = (node + step) % slots
+                    if nxt not in parent:
+                        parent[nxt] = (node, step)
+                        following.append(nxt)
+            frontier = following
+        unreachable = sorted(int(k) for k in missing if int(k) % slots not in parent)
+        if unreachable:
+            raise KeyMissingError(f"the context lacks Galois keys for rotations {unreachable} and cannot compose "
+                                  f"them from its keys {available}")
+        for k in missing:
+            path, node = [], int(k) % slots
+            while parent[node] is not None:
+                node, step = parent[node]
+                path.append(step)
+            routes[int(k)] = tuple(path)
+    return routes
+
+
 class _Encrypted:
     """A ciphertext with + and * through an explicit evaluator, so the activation schedule runs on it."""
 
@@ -836,6 +897,12 @@ class EncryptedModel:
         self._evaluator = context.evaluator
         self._stages = model.stages(plan.input_shape)
         self._encoded = {}
+        self._routes = rotation_routes(plan.rotations, context.rotation_steps, plan.params.slots)
+
+    def _rotate(self, ct, step):
+        for k in self._routes[step]:
+            ct = self._evaluator.rotate(ct, k)
+        return ct
 
     def _affine(self, index, stage, plan_stage, ct):
         ev, ctx = self._evaluator, self._context
@@ -844,9 +911,9 @@ class EncryptedModel:
             diagonals = _diagonal_plaintexts(stage.matrix, plan_stage, self.plan.block, self.plan.params.slots)
             self._encoded[key] = {m: [(i, ctx.encode(d, level=ct.level)) for i, d in pairs]
                                   for m, pairs in diagonals.items()}
-        baby_steps = [i for i in plan_stage.baby if i]
-        rotated = ev.rotate_hoisted(ct, baby_steps) if baby_steps else {}
-        rotated[0] = ct
+        direct = [i for i in plan_stage.baby if i and self._routes[i] == (i,)]
+        rotated = ev.rotate_hoisted(ct, direct) if direct else {}
+        rotated.update({i: self._rotate(ct, i) for i in plan_stage.baby if i not in rotated})
         total = None
         for m, pairs in self._encoded[key].items():
             inner = None
@@ -854,7 +921,7 @@ class EncryptedModel:
                 product = ev.mul(rotated[i], plaintext)
                 inner = product if inner is None else ev.add(inner, product)
             if m:
-                inner = ev.rotate(inner, m)
+                inner = self._rotate(inner, m)
             total = inner if total is None else ev.add(total, inner)
         total = ev.rescale(total)
         bias = np.zeros(self.plan.block)
@@ -864,7 +931,8 @@ class EncryptedModel:
     def forward(self, ct):
         """The model on one ciphertext of ``plan.batch`` packed samples."""
         if ct.level < self.plan.input_level:
-            raise LevelError(f"ciphertext level={ct.level} is below the model's depth {self.plan.input_level}")
+            raise LevelError(f"ciphertext level={ct.level} is below the model's depth {self.plan.input_level}: "
+                             f"encrypt at level {self.plan.input_level} or higher")
         if ct.level > self.plan.input_level:
             ct = self._evaluator.to_level(ct, self.plan.input_level)
         for index, (stage, plan_stage) in enumerate(zip(self._stages, self.plan.stages)):

@@ -63,6 +63,7 @@ class SimContext:
     def __init__(self, slots, rotations=(), max_level=3):
         self.slots, self.max_level = slots, max_level
         self.evaluator = SimEvaluator(slots, rotations)
+        self.rotation_steps = tuple(rotations)
 
     def encode(self, values, level=None):
         return np.resize(np.asarray(values, dtype=np.float64), self.slots)

@@ -8,6 +8,12 @@ from tensor_ops.inference import Client, Server, pack_message, unpack_message
 from tensor_ops.nn import Linear, Poly, Sequential, Square
 
 
+def _request(client, cts, **header):
+    fields = {"key_id": client.key_id.hex(), "samples": 1, "single": True,
+              "sample_shape": list(client.plan.input_shape), "block": client.plan.block}
+    return pack_message("request", dict(fields, **header), cts)
+
+
 def _model(seed=0, activation=None, n_in=6):
     rng = np.random.default_rng(seed)
     return Sequential([Linear(rng.normal(0, 0.5, (5, n_in)), rng.normal(0, 0.5, 5)), activation or Square(),
@@ -84,7 +90,7 @@ def test_forged_header_with_foreign_ciphertext_is_refused(setup):
     model, client, server = setup
     other = Client(model=model, seed=13)
     ct = other._context.encrypt(other.plan.pack(np.zeros(6))[0], level=other.plan.input_level)
-    forged = pack_message("request", {"key_id": client.key_id.hex(), "samples": 1}, [ct])
+    forged = _request(client, [ct])
     with pytest.raises(ContextMismatchError):
         server.evaluate(forged)
 
@@ -92,7 +98,7 @@ def test_forged_header_with_foreign_ciphertext_is_refused(setup):
 def test_wrong_level_is_refused(setup):
     model, client, server = setup
     ct = client._context.encrypt(client.plan.pack(np.zeros(6))[0], level=client.plan.input_level - 1)
-    request = pack_message("request", {"key_id": client.key_id.hex(), "samples": 1}, [ct])
+    request = _request(client, [ct])
     with pytest.raises(LevelError, match="level=2"):
         server.evaluate(request)
 
@@ -131,22 +137,43 @@ def test_too_many_ciphertexts_are_refused(setup):
     model, client, _ = setup
     server = Server(model, client.public_context(), max_ciphertexts=1)
     ct = client._context.encrypt(np.zeros(8), level=client.plan.input_level)
-    request = pack_message("request", {"key_id": client.key_id.hex(), "samples": 1}, [ct, ct])
+    request = _request(client, [ct, ct])
     with pytest.raises(SerializationError, match=r"\[1, 1\]"):
         server.evaluate(request)
 
 
-def test_server_refuses_a_context_without_the_needed_keys(setup):
-    _, client, _ = setup
+def test_server_refuses_a_context_without_the_needed_keys():
+    keyless = Client(model=Sequential([Linear(np.full((1, 1), 2.0))]), seed=9)
+    assert keyless.key_report()["rotation_keys"] == 0
     wide = Sequential([Linear(np.random.default_rng(8).normal(size=(40, 40)))])
-    assert set(wide.plan(params=client.plan.params).rotations) - set(client.plan.rotations)
     with pytest.raises(KeyMissingError, match="rotations"):
-        Server(wide, client.public_context())
+        Server(wide, keyless.public_context())
 
 
-def test_client_needs_a_plan():
-    with pytest.raises(ParameterError, match="plan"):
+def test_client_needs_params_or_a_plan():
+    with pytest.raises(ParameterError, match="params"):
         Client()
+
+
+def test_params_only_client_with_power_of_two_keys(setup):
+    model, planned, _ = setup
+    client = Client(planned.plan.params, seed=14)
+    assert client.plan is None and len(client.key_report()["rotations"]) == planned.plan.params.log_n - 1
+    server = Server(model, client.public_context())
+    x = np.random.default_rng(15).uniform(-1, 1, (3, 6))
+    request = client.encrypt(x)
+    assert len(unpack_message(request, "request")[1]) == 3  # one sample per ciphertext, model unknown
+    np.testing.assert_allclose(client.decrypt(server.evaluate(request)), model.forward(x), atol=1e-2)
+    with pytest.raises(ShapeError, match=r"\(7,\)"):
+        server.evaluate(client.encrypt(np.zeros(7)))
+
+
+def test_header_lies_are_refused(setup):
+    _, client, server = setup
+    ct = client._context.encrypt(np.zeros(8), level=client.plan.input_level)
+    for header in ({"block": 3}, {"samples": 10**6}, {"sample_shape": [6, 0]}, {"block": 1}):
+        with pytest.raises((SerializationError, ShapeError)):
+            server.evaluate(_request(client, [ct], **header))
 
 
 def test_saved_client_decrypts(setup, tmp_path):

@@ -7,7 +7,7 @@ from hypothesis import given, strategies as st
 
 from crypto.errors import KeyMissingError, LevelError, ParameterError, ShapeError
 from tensor_ops.nn import (AvgPool2d, Conv2d, EncryptedModel, Flatten, Linear, ModelPlan, Poly, Sequential,
-                           Square, choose_parameters)
+                           Square, choose_parameters, rotation_routes)
 from tests.reference.sim_ckks import SimContext
 
 
@@ -25,12 +25,19 @@ def _run_simulated(model, x, plan=None):
     return plan.unpack(outputs, len(x))
 
 
-@given(st.integers(1, 40), st.integers(1, 40), st.integers(1, 12), st.integers(1, 70), st.integers(0, 2**31))
-def test_simulated_mlp_equals_plaintext(n_in, hidden, n_out, batch, seed):
+@pytest.fixture(scope="module")
+def depth4():
+    return choose_parameters(4)
+
+
+@given(n_in=st.integers(1, 40), hidden=st.integers(1, 40), n_out=st.integers(1, 12), batch=st.integers(1, 70),
+       seed=st.integers(0, 2**31))
+def test_simulated_mlp_equals_plaintext(depth4, n_in, hidden, n_out, batch, seed):
     rng = np.random.default_rng(seed)
     model = _mlp(rng, n_in, hidden, n_out, Poly("gelu", 3, (-3, 3)))
     x = rng.normal(size=(batch, n_in))
-    np.testing.assert_allclose(_run_simulated(model, x), model.forward(x), rtol=1e-9, atol=1e-9)
+    plan = model.plan(params=depth4)
+    np.testing.assert_allclose(_run_simulated(model, x, plan), model.forward(x), rtol=1e-9, atol=1e-9)
 
 
 def test_simulated_cnn_equals_plaintext():
@@ -55,13 +62,41 @@ def test_plan_reports_depth_rotations_and_batch():
     assert ModelPlan.from_dict(plan.to_dict()) == plan
 
 
-def test_missing_rotation_key_is_refused():
+def test_missing_rotation_keys_are_refused():
     rng = np.random.default_rng(2)
     model = _mlp(rng, 8, 8, 2, Square())
     plan = model.plan()
-    ctx = SimContext(plan.params.slots, plan.rotations[1:], plan.input_level)
-    with pytest.raises(KeyMissingError):
-        EncryptedModel(model, plan, ctx).forward(ctx.encrypt(plan.pack(np.ones(8))[0], level=3))
+    ctx = SimContext(plan.params.slots, (), plan.input_level)
+    with pytest.raises(KeyMissingError, match="rotations"):
+        EncryptedModel(model, plan, ctx)
+
+
+def test_power_of_two_keys_compose_every_rotation():
+    rng = np.random.default_rng(2)
+    model = _mlp(rng, 20, 12, 3, Square())
+    plan = model.plan()
+    powers = [1 << i for i in range(plan.params.slots.bit_length() - 1)]
+    ctx = SimContext(plan.params.slots, powers, plan.input_level)
+    server = EncryptedModel(model, plan, ctx)
+    x = rng.normal(size=(4, 20))
+    out = [ctx.decrypt(server.forward(ctx.encrypt(v, level=3))) for v in plan.pack(x)]
+    np.testing.assert_allclose(plan.unpack(out, 4), model.forward(x), atol=1e-9)
+
+
+@given(st.lists(st.integers(-70, 70), min_size=1, max_size=6), st.lists(st.integers(1, 127), min_size=1, max_size=4))
+def test_rotation_routes_sum_to_the_step(needed, available):
+    slots = 128
+    try:
+        routes = rotation_routes(needed, available, slots)
+    except KeyMissingError:
+        reachable = {0}
+        for _ in range(slots):
+            reachable |= {(r + a) % slots for r in reachable for a in available}
+        assert any(k % slots not in reachable for k in needed)
+        return
+    for k in needed:
+        assert sum(routes[k]) % slots == k % slots
+        assert all(step % slots in {a % slots for a in available} for step in routes[k])
 
 
 def test_low_level_input_is_refused():

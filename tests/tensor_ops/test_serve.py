@@ -92,7 +92,8 @@ def test_context_mismatch_is_409(url, client, context_id, model):
 
 def test_wrong_level_is_422(url, client, context_id):
     ct = client._context.encrypt(np.zeros(8), level=client.plan.input_level - 1)
-    request = pack_message("request", {"key_id": client.key_id.hex(), "samples": 1}, [ct])
+    request = pack_message("request", {"key_id": client.key_id.hex(), "samples": 1, "block": client.plan.block,
+                                       "sample_shape": [6]}, [ct])
     response = _post(url, "/infer/" + context_id, request)
     assert response.status_code == 422 and "level" in response.json()["detail"]
 
