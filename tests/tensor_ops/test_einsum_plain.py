@@ -153,6 +153,9 @@ def test_tiling_never_aborts():
 @pytest.mark.parametrize("expr,shapes,enc", [
     ("ij,jk->ik", [(8, 8), (8, 8)], (True, True)),
     ("ij,jk->ik", [(8, 8), (8, 8)], (False, True)),
+    ("ij,jk->ik", [(32, 32), (32, 32)], (True, True)),  # tiled: operands packed per tile, with replicas
+    ("ij,jk->ik", [(64, 64), (64, 64)], (True, False)),  # diagonal method, client-packed copies
+    ("bij,bjk->bik", [(4, 16, 16), (4, 16, 16)], (True, True)),
     ("bhqd,bhkd->bhqk", [(2, 2, 4, 8), (2, 2, 4, 8)], (True, True)),
     ("ik,k->i", [(64, 64), (64,)], (False, True)),
     ("chw,oc->ohw", [(3, 8, 8), (4, 3)], (True, False)),
@@ -188,3 +191,18 @@ def test_plain_backend_adopts_plan_slots_and_rejects_a_mismatch():
     np.testing.assert_array_equal(PlainBackend().run(p, a, b), a @ b)
     with pytest.raises(ValueError, match="slots"):
         PlainBackend(128).run(p, a, b)
+
+
+@pytest.mark.parametrize("expr,shapes,enc,slots", [
+    ("ik,k->i", [(256, 256), (256,)], (False, True), 8192),
+    ("bk,kj->bj", [(3, 40), (40, 24)], (True, False), 1024),
+    ("k,jk->j", [(24,), (40, 24)], (True, False), 256),
+    ("ij,jk->ik", [(64, 64), (64, 64)], (True, False), 8192),
+])
+def test_diagonal_method_chosen_when_cheaper_and_exact(expr, shapes, enc, slots):
+    p = plan(expr, *shapes, slots=slots, encrypted=enc)
+    assert any(type(s).__name__ == "MatVecDiagonal" for s in p.steps), p.explain()
+    assert "diagonal method" in p.notes[0] and "over" in p.notes[0]
+    rng = np.random.default_rng(10)
+    arrays = [_ints(rng, s) for s in shapes]
+    np.testing.assert_array_equal(p.simulate(*arrays), np.einsum(expr, *arrays))
