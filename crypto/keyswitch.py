@@ -12,8 +12,11 @@ gadget factor is P mod q_i on the primes of D_j and 0 elsewhere.  To switch c (N
 (Han & Ki, "Better bootstrapping for approximate homomorphic encryption", CT-RSA 2020; Kim, Polyakov,
 Zucca, "Revisiting homomorphic encryption schemes for finite fields", ASIACRYPT 2021.)  Hoisting
 (Halevi & Shoup, "Faster homomorphic linear transformations in HElib", CRYPTO 2018): the ModUp digits
-of c are computed once; X -> X^g permutes them in NTT form, so many rotations share one
-decomposition.  ModDown can also divide by P·q_top at once, fusing the rescale of a product.
+of c are computed once and shared by many rotations.  Since X -> X^g is a permutation σ in NTT form,
+Σ_j σ(d_j)·k_j = σ(Σ_j d_j·σ^-1(k_j)): Galois keys are stored as σ^-1(k_j), so a rotation is an
+inner product with unpermuted digits, ModDown, and one permutation at the end (ModDown commutes with
+σ: the centered rounding is odd-symmetric and D is odd).  ModDown can also divide by P·q_top at once,
+fusing the rescale of a product.
 """
 from __future__ import annotations
 
@@ -55,8 +58,8 @@ def _mulmod_lazy(x, y, q, q_inv):
 
 
 @numba.njit(cache=True)
-def _inner_product(base, lifted, src, digit_ids, key_b, key_a, key_rows, q, perm, use_perm):
-    """out_t[r, c] = Σ_j D_j[r, perm[c]] · key_t[digit_ids[j], key_rows[r], c] mod q[r], t = b, a.
+def _inner_product(base, lifted, src, digit_ids, key_b, key_a, key_rows, q):
+    """out_t[r, c] = Σ_j D_j[r, c] · key_t[digit_ids[j], key_rows[r], c] mod q[r], t = b, a.
 
     Row r of digit j is base[src[j, r]] when src[j, r] < len(base), else lifted[src[j, r] - len(base)]
     (a decomposition is never copied into one array).  Keys are uint32; products are left in [0, 2q)
@@ -77,16 +80,10 @@ def _inner_product(base, lifted, src, digit_ids, key_b, key_a, key_rows, q, perm
             t = src[j, r]
             d = base[t] if t < n_base else lifted[t - n_base]
             kb, ka = key_b[kj, kr], key_a[kj, kr]
-            if use_perm:
-                for c in range(n):
-                    x = d[perm[c]]
-                    ob[c] += _mulmod_lazy(x, np.uint64(kb[c]), qr, q_inv)
-                    oa[c] += _mulmod_lazy(x, np.uint64(ka[c]), qr, q_inv)
-            else:
-                for c in range(n):
-                    x = d[c]
-                    ob[c] += _mulmod_lazy(x, np.uint64(kb[c]), qr, q_inv)
-                    oa[c] += _mulmod_lazy(x, np.uint64(ka[c]), qr, q_inv)
+            for c in range(n):
+                x = d[c]
+                ob[c] += _mulmod_lazy(x, np.uint64(kb[c]), qr, q_inv)
+                oa[c] += _mulmod_lazy(x, np.uint64(ka[c]), qr, q_inv)
         for c in range(n):
             ob[c] = _reduce_small(ob[c], qr, q_inv)
             oa[c] = _reduce_small(oa[c], qr, q_inv)
@@ -259,7 +256,6 @@ class KeySwitcher:
     def __init__(self, params, ring):
         self.params, self.ring = params, ring
         self.p_idx = tuple(range(len(params.q_moduli), len(params.moduli)))
-        self.identity = np.arange(params.n, dtype=np.int64)
         self._plans: dict[int, _LevelPlan] = {}
         self._dividers: dict[tuple[int, int], Divider] = {}
 
@@ -309,13 +305,12 @@ class KeySwitcher:
             start += len(pos)
         return Decomposition(c.data, ring.ntt(lifted, plan.lifted_idx), level)
 
-    def inner_product(self, digits: "Decomposition", key: SwitchingKey,
-                      perm: np.ndarray | None = None) -> tuple[RNSPoly, RNSPoly]:
-        """Σ_j σ(digits_j) · key_j over Q_ℓ ∪ P (NTT form); ``perm`` is σ's NTT-form permutation."""
+    def inner_product(self, digits: "Decomposition", key: SwitchingKey) -> tuple[RNSPoly, RNSPoly]:
+        """Σ_j digits_j · key_j over Q_ℓ ∪ P (NTT form)."""
         plan = self.plan(digits.level)
         rows = np.array(plan.ext_idx, dtype=np.int64)
         b, a = _inner_product(digits.base, digits.lifted, plan.src, plan.digit_ids, key.b, key.a, rows,
-                              plan.ext_q, self.identity if perm is None else perm, perm is not None)
+                              plan.ext_q)
         return RNSPoly(self.ring, b, plan.ext_idx, True), RNSPoly(self.ring, a, plan.ext_idx, True)
 
     def lift_by_p(self, acc: RNSPoly, c: RNSPoly) -> RNSPoly:
@@ -343,7 +338,8 @@ class KeySwitcher:
 
 @dataclass(frozen=True, eq=False)
 class GaloisKeys:
-    """Switching keys from σ_g(s) to s, by Galois element g; ``steps`` are the rotations they serve."""
+    """Switching keys from σ_g(s) to s by Galois element g, stored as σ_g^-1(key) (see the module
+    docstring); ``steps`` are the rotations they serve."""
 
     keys: dict = field(repr=False)
     steps: tuple[int, ...]

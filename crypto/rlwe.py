@@ -163,7 +163,14 @@ class KeyGenerator:
         elements = {galois_element(k, n) for k in steps if k % (n // 2)}
         if conjugation:
             elements.add(conjugation_element(n))
-        keys = {g: self._switching_key(sk, sk.poly.automorphism(g).data) for g in sorted(elements)}
+        keys = {}
+        for g in sorted(elements):
+            key = self._switching_key(sk, sk.poly.automorphism(g).data)
+            perm = self.ring.automorphism_indices(g, True)      # σ_g(x)[c] = x[perm[c]]
+            inverse = [np.empty_like(part) for part in (key.b, key.a)]
+            for dst, src in zip(inverse, (key.b, key.a)):
+                dst[..., perm] = src                            # σ_g^-1 of every row
+            keys[g] = SwitchingKey(inverse[0], inverse[1], key.moduli)
         return GaloisKeys(keys, steps, bool(conjugation))
 
     def _switching_key(self, sk: SecretKey, s_from: np.ndarray) -> SwitchingKey:

@@ -317,10 +317,10 @@ class Evaluator:
         return self._apply_galois(ct, digits, conjugation_element(self.params.n), key)
 
     def _apply_galois(self, ct: Ciphertext, digits, g: int, key) -> Ciphertext:
-        perm = self.ring.automorphism_indices(g, True)
-        kb, ka = self.switcher.inner_product(digits, key, perm)
-        c0 = ct.parts[0].automorphism(g) + self.switcher.mod_down(kb)
-        return self._make([c0, self.switcher.mod_down(ka)], ct.level, ct.scale, ct.length, ct.is_complex)
+        """σ_g(c0) + KS(σ_g(c1)) = σ_g(c0 + ModDown(Σ d_j·σ_g^-1(b_j)), ModDown(Σ d_j·σ_g^-1(a_j)))."""
+        kb, ka = self.switcher.inner_product(digits, key)
+        parts = [ct.parts[0] + self.switcher.mod_down(kb), self.switcher.mod_down(ka)]
+        return self._make([p.automorphism(g) for p in parts], ct.level, ct.scale, ct.length, ct.is_complex)
 
     @staticmethod
     def _check_step(step) -> int:

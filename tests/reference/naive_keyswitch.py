@@ -21,13 +21,12 @@ def naive_centered_conversion(residues, from_moduli, to_moduli):
     return out
 
 
-def naive_inner_product(digits, keys, moduli, perm=None):
-    """Σ_j digits[j][:, perm] · keys[j] mod q row by row, with Python-int products."""
+def naive_inner_product(digits, keys, moduli):
+    """Σ_j digits[j] · keys[j] mod q row by row, with Python-int products."""
     n_digits, rows, n = digits.shape
-    perm = np.arange(n) if perm is None else perm
     out = np.zeros((rows, n), dtype=object)
     for j in range(n_digits):
-        out = out + digits[j][:, perm].astype(object) * keys[j].astype(object)
+        out = out + digits[j].astype(object) * keys[j].astype(object)
     q = np.array(moduli, dtype=object)[:, None]
     return (out % q).astype(np.uint64)
 
