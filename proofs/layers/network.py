@@ -32,7 +32,7 @@ from ..transcript import Transcript
 from .common import Claim, log2, pad_matrix, padded, require
 from .matmul import LinearProof, LinearShape, prove_linear, verify_linear, weight_tables
 from .packing import Packing
-from .relu import DecompositionProof, prove_decomposition, verify_decomposition
+from .relu import BitGroupProof, DecompositionProof, prove_decomposition, verify_decomposition
 from .requant import Decomposition, DecompositionWitness, decompose
 
 TRANSCRIPT_LABEL = "hezk.proofs.network.v1"
@@ -107,7 +107,7 @@ class ModelCommitment:
         """-log2 of the whole proof's soundness error for a batch of ``batch`` inputs (union bound).
 
         Terms, with |F| = p^4: the output point (kM + kB)/|F|; per zkReLU the select sumcheck 3 kE/|F|,
-        the batching 3/|F|, the bit-check point and the bits sumcheck 4 (kE + kJ)/|F| and one opening;
+        the batching 3/|F|, per bit group the bit-check point and sumcheck 4 (kE + kJ)/|F| and one opening;
         per matmul the sumcheck 2 kN/|F|; one batch opening of the weights. An opening fails w.p.
         2^-security_bits of its commitment (:attr:`proofs.commit.Commitment.security_bits`).
         """
@@ -118,9 +118,11 @@ class ModelCommitment:
             field_errors += 2 * log2(padded(info.in_features))
             if info.decomposition is not None:
                 element_vars = batch_vars + log2(padded(info.out_features))
-                bits_vars = element_vars + log2(info.decomposition.padded_width)
-                field_errors += 3 * element_vars * info.relu + 3 + 4 * bits_vars
-                opening_error += 2.0 ** -Commitment(b"", bits_vars, self.params).security_bits
+                field_errors += 3 * element_vars * info.relu + 3
+                for _, count in info.decomposition.groups:
+                    bits_vars = element_vars + log2(count)
+                    field_errors += 4 * bits_vars
+                    opening_error += 2.0 ** -Commitment(b"", bits_vars, self.params).security_bits
         return -math.log2(field_errors * 2.0 ** -F.EXT_BITS + opening_error)
 
     def to_bytes(self) -> bytes:
@@ -247,9 +249,11 @@ class NetworkProof:
 
 
 # Field kinds of each layer proof, in dataclass field order: F_p4 elements, nested objects with bytes,
-# or (kind, "optional") for a nested object that may be None (a presence byte precedes it).
+# (kind, "optional") for a nested object that may be None (a presence byte precedes it), or
+# (BitGroupProof, "list") for a counted list of bit-group records.
 _SCHEMAS = {
-    DecompositionProof: ((SumcheckProof, "optional"), "ext", "ext", "ext", SumcheckProof, "ext", OpeningProof),
+    DecompositionProof: ((SumcheckProof, "optional"), "ext", "ext", "ext", (BitGroupProof, "list")),
+    BitGroupProof: ("ext", SumcheckProof, "ext", OpeningProof),
     LinearProof: ("ext", SumcheckProof, "ext", "ext"),
 }
 
@@ -263,16 +267,16 @@ def _write_fields(writer: ByteWriter, proof, optional: bool = False) -> None:
         value = getattr(proof, item.name)
         if kind == "ext":
             writer.ext(value)
+        elif kind == (BitGroupProof, "list"):
+            writer.u32(len(value))
+            for group in value:
+                _write_fields(writer, group)
         elif isinstance(kind, tuple):
-            _write_fields_nested_optional(writer, value)
+            writer.u8(value is not None)
+            if value is not None:
+                writer.blob(value.to_bytes())
         else:
             writer.blob(value.to_bytes())
-
-
-def _write_fields_nested_optional(writer: ByteWriter, value) -> None:
-    writer.u8(value is not None)
-    if value is not None:
-        writer.blob(value.to_bytes())
 
 
 def _read_nested(reader: ByteReader, kind):
@@ -286,6 +290,8 @@ def _read_fields(reader: ByteReader, cls, optional: bool = False):
     for kind in _SCHEMAS[cls]:
         if kind == "ext":
             values.append(reader.ext())
+        elif kind == (BitGroupProof, "list"):
+            values.append(tuple(_read_fields(reader, BitGroupProof) for _ in range(reader.bounded("groups", 1, 2))))
         elif isinstance(kind, tuple):
             values.append(_read_nested(reader, kind[0]) if reader.flag() else None)
         else:
@@ -360,9 +366,12 @@ class Network:
         bits_commitments, bits_witnesses = [], {}
         for i, layer in enumerate(witness.layers):
             if layer.decomposition is not None:
-                bits_commitment, bits_witnesses[i] = commit(layer.decomposition.table(), self.params)
-                transcript.absorb(f"bits commitment {i}", bits_commitment.to_bytes())
-                bits_commitments.append(bits_commitment)
+                bits_witnesses[i] = []
+                for g in range(len(layer.decomposition.spec.groups)):
+                    bits_commitment, bits_witness = commit(layer.decomposition.table(g), self.params)
+                    transcript.absorb(f"bits commitment {i}", bits_commitment.to_bytes())
+                    bits_commitments.append(bits_commitment)
+                    bits_witnesses[i].append(bits_witness)
                 report(f"committed bits of layer {i}")
         point = _output_point(transcript, self.commitment.layers[-1], witness.batch)
         claim = Claim(point, mle_evaluate(_field_table(witness.layers[-1].out), point))
@@ -422,22 +431,34 @@ def _check_statement(commitment: ModelCommitment, x_int, proof: NetworkProof):
     lo, hi = last.output_range()
     require(bool(np.all((proof.output >= lo) & (proof.output <= hi))),
             f"claimed output outside the declared range [{lo}, {hi}]", where)
-    decomposed = [i for i, info in enumerate(commitment.layers) if info.decomposition is not None]
-    require(len(proof.bits_commitments) == len(decomposed),
-            f"{len(proof.bits_commitments)} bits commitments for {len(decomposed)} requantized layers", where)
+    groups = sum(len(info.decomposition.groups) for info in commitment.layers if info.decomposition is not None)
+    require(len(proof.bits_commitments) == groups,
+            f"{len(proof.bits_commitments)} bits commitments for {groups} groups of bit planes", where)
     require(len(proof.layer_proofs) == len(commitment.layers),
             f"{len(proof.layer_proofs)} layer proofs for {len(commitment.layers)} layers", where)
     for i, (info, (decomposition, _)) in enumerate(zip(commitment.layers, proof.layer_proofs)):
         require((decomposition is None) == (info.decomposition is None),
                 "zkReLU proof present iff the layer is requantized", f"layer {i}")
     batch_padded = padded(x.shape[0], 1)
-    for i, bits in zip(decomposed, proof.bits_commitments):
+    for i, layer_bits in _bits_commitments_by_layer(commitment, proof).items():
         info = commitment.layers[i]
-        require(bits.params == commitment.params, f"bits commitment parameters {bits.params} differ from the "
-                f"model's {commitment.params}", f"layer {i} / bits commitment")
-        _check_commitment(bits, batch_padded * padded(info.out_features) * info.decomposition.padded_width,
-                          f"layer {i} / bits commitment")
+        for bits, (_, count) in zip(layer_bits, info.decomposition.groups):
+            require(isinstance(bits, Commitment) and bits.params == commitment.params,
+                    f"bits commitment parameters differ from the model's {commitment.params}",
+                    f"layer {i} / bits commitment")
+            _check_commitment(bits, batch_padded * padded(info.out_features) * count, f"layer {i} / bits commitment")
     return x.astype(np.int64)
+
+
+def _bits_commitments_by_layer(commitment: ModelCommitment, proof: NetworkProof) -> dict:
+    """{layer index: [bits commitment per group]} for the requantized layers, in order."""
+    by_layer, position = {}, 0
+    for i, info in enumerate(commitment.layers):
+        if info.decomposition is not None:
+            count = len(info.decomposition.groups)
+            by_layer[i] = list(proof.bits_commitments[position:position + count])
+            position += count
+    return by_layer
 
 
 def verify_network(commitment: ModelCommitment, x_int, proof: NetworkProof) -> np.ndarray:
@@ -458,11 +479,10 @@ def _verify(commitment: ModelCommitment, x_int, proof: NetworkProof) -> np.ndarr
     batch = x.shape[0]
     transcript = Transcript(TRANSCRIPT_LABEL)
     _absorb_statement(transcript, commitment, x, proof.output)
-    bits = {}
-    decomposed = [i for i, info in enumerate(commitment.layers) if info.decomposition is not None]
-    for i, bits_commitment in zip(decomposed, proof.bits_commitments):
-        transcript.absorb(f"bits commitment {i}", bits_commitment.to_bytes())
-        bits[i] = bits_commitment
+    bits = _bits_commitments_by_layer(commitment, proof)
+    for i, layer_bits in bits.items():
+        for bits_commitment in layer_bits:
+            transcript.absorb(f"bits commitment {i}", bits_commitment.to_bytes())
     last = commitment.layers[-1]
     point = _output_point(transcript, last, batch)
     claim = Claim(point, mle_evaluate(_field_table(pad_matrix(proof.output, padded(batch, 1),

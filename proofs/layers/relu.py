@@ -17,6 +17,9 @@ S(e) = T(e, sign) the sign bit. A claim out~(r) = v on the layer output is reduc
    from them (so the remainder is in [0, 2^R)), and that every entry of T is a bit (eq(rho, tau) is
    a random point chosen after T was committed). It ends at sigma, where the verifier evaluates eq and
    the public coefficient MLEs itself; T~(sigma) is settled by opening the bits commitment.
+   The bit planes are committed in up to two groups of power-of-two sizes (17 planes as 16 + 1, see
+   :attr:`Decomposition.groups`): the prover splits the claim into the groups' parts, the verifier
+   checks that they add up, and each group runs this sumcheck on its planes with its own opening.
 
 The claim acc~(rho) = a goes on to the layer's matmul. Soundness error (|F| = p^4): select 3 kE/|F|,
 the batching 3/|F|, the bit-check point (kE + kJ)/|F| and the bits sumcheck 3 (kE + kJ)/|F|.
@@ -38,25 +41,33 @@ DEGREE = 3
 
 
 @dataclass(frozen=True, eq=False)
+class BitGroupProof:
+    """One group of bit planes: its part of the bits claim, its sumcheck, T_g~(sigma) and the opening."""
+
+    claim: np.ndarray
+    sumcheck: SumcheckProof
+    bits_eval: np.ndarray
+    opening: object
+
+
+@dataclass(frozen=True, eq=False)
 class DecompositionProof:
-    """The select sumcheck (None without ReLU) with S~(rho) and z'~(rho), acc~(rho), the bits sumcheck,
-    T~(sigma) and the opening of the bits commitment at sigma."""
+    """The select sumcheck (None without ReLU) with S~(rho) and z'~(rho), acc~(rho), and one
+    :class:`BitGroupProof` per group of bit planes."""
 
     select: object
     sign_eval: np.ndarray
     shifted_eval: np.ndarray
     acc_eval: np.ndarray
-    bits: SumcheckProof
-    bits_eval: np.ndarray
-    bits_opening: object
+    groups: tuple
 
 
 def _bits_statement(spec: Decomposition, sign_eval, shifted_eval, acc_eval, transcript):
-    """Absorb the stated values, draw gamma, beta, tau; return (claim, coefficients w (J, 4), beta, tau)."""
+    """Absorb the stated values, draw gamma, beta, tau; return (claim, coefficients w (planes, 4), beta, tau)."""
     transcript.absorb("relu.evals", [sign_eval, shifted_eval, acc_eval])
     gamma = transcript.challenge_ext_vector("relu.gamma", 3)
     beta = transcript.challenge_ext("relu.beta")
-    tau = transcript.challenge_ext_vector("relu.tau", log2(spec.padded_width))
+    tau = transcript.challenge_ext_vector("relu.tau", log2(spec.groups[0][1]))
     claim = F.ext_add(F.ext_add(F.ext_mul(gamma[0], sign_eval), F.ext_mul(gamma[1], shifted_eval)),
                       F.ext_mul(gamma[2], F.ext_add(acc_eval, ext_const(spec.offset))))
     sign_indicator = np.zeros(spec.padded_width, dtype=np.uint64)
@@ -73,10 +84,11 @@ def _outer(per_bit, per_element) -> np.ndarray:
     return F.ext_mul(per_bit[:, None, :], per_element[None, :, :]).reshape(-1, F.EXT_DEGREE)
 
 
-def prove_decomposition(witness: DecompositionWitness, commitment_witness, claim: Claim, transcript):
+def prove_decomposition(witness: DecompositionWitness, commitment_witnesses, claim: Claim, transcript):
     """Reduce a claim on the layer output at r to a claim on its accumulator at rho.
 
-    Returns (DecompositionProof, Claim on acc~).
+    ``commitment_witnesses`` holds one commitment witness per bit group. Returns (DecompositionProof,
+    Claim on acc~).
     """
     spec = witness.spec
     shifted = F.to_field(witness.shifted)
@@ -87,25 +99,34 @@ def prove_decomposition(witness: DecompositionWitness, commitment_witness, claim
                                             claim.value, transcript, "sumcheck.relu.select")
         sign_eval, shifted_eval = ext_one_minus(evals[0][1]), evals[0][2]
     acc_eval = mle_evaluate(F.to_field(witness.acc), rho)
-    bits_claim, weights, beta, tau = _bits_statement(spec, sign_eval, shifted_eval, acc_eval, transcript)
+    _, weights, beta, tau = _bits_statement(spec, sign_eval, shifted_eval, acc_eval, transcript)
     eq_rho = eq_table(rho)
-    bits = witness.table()
-    terms = [(F.ext_one(), [_outer(weights, eq_rho), bits]),
-             (beta, [_outer(eq_table(tau), eq_rho), bits, F.sub(np.uint64(1), bits)])]
-    bits_proof, sigma, evals = prove_sumcheck(terms, bits_claim, transcript, "sumcheck.relu.bits")
-    bits_eval = evals[0][1]
-    transcript.absorb("relu.bits_eval", bits_eval)
-    _, opening = open_commitment(commitment_witness, sigma, transcript)
-    proof = DecompositionProof(select, sign_eval, shifted_eval, acc_eval, bits_proof, bits_eval, opening)
+    plane_evals = F.matmul(witness.bits, eq_rho)  # T~(rho, j) for every plane j, (planes, 4)
+    group_claims = np.stack([F.ext_dot(weights[start:start + count], plane_evals[start:start + count])
+                             for start, count in spec.groups])
+    transcript.absorb("relu.group_claims", group_claims)
+    groups = []
+    for g, (start, count) in enumerate(spec.groups):
+        bits = witness.table(g)
+        terms = [(F.ext_one(), [_outer(weights[start:start + count], eq_rho), bits]),
+                 (beta, [_outer(eq_table(tau[:log2(count)]), eq_rho), bits, F.sub(np.uint64(1), bits)])]
+        sumcheck, sigma, evals = prove_sumcheck(terms, group_claims[g], transcript, "sumcheck.relu.bits")
+        transcript.absorb("relu.bits_eval", evals[0][1])
+        _, opening = open_commitment(commitment_witnesses[g], sigma, transcript)
+        groups.append(BitGroupProof(group_claims[g], sumcheck, evals[0][1], opening))
+    proof = DecompositionProof(select, sign_eval, shifted_eval, acc_eval, tuple(groups))
     return proof, Claim(rho, acc_eval)
 
 
-def verify_decomposition(bits_commitment, spec: Decomposition, claim: Claim, proof: DecompositionProof,
+def verify_decomposition(bits_commitments, spec: Decomposition, claim: Claim, proof: DecompositionProof,
                          transcript, where: str) -> Claim:
-    """Check a :class:`DecompositionProof`; returns the claim on the accumulator (raises ProofRejected)."""
-    for name in ("sign_eval", "shifted_eval", "acc_eval", "bits_eval"):
+    """Check a :class:`DecompositionProof` (one bits commitment per group); returns the claim on the
+    accumulator (raises ProofRejected)."""
+    for name in ("sign_eval", "shifted_eval", "acc_eval"):
         check_ext(getattr(proof, name), where, name)
     require(spec.relu == (proof.select is not None), "select sumcheck present iff the layer has ReLU", where)
+    require(len(proof.groups) == len(spec.groups) == len(bits_commitments),
+            f"{len(proof.groups)} bit groups, expected {len(spec.groups)}", where)
     k_elements = claim.point.shape[0]
     rho, shifted_eval = claim.point, claim.value
     if spec.relu:
@@ -117,15 +138,23 @@ def verify_decomposition(bits_commitment, spec: Decomposition, claim: Claim, pro
         require(F.ext_eq(proof.sign_eval, F.ext_zero()) and F.ext_eq(proof.shifted_eval, claim.value),
                 "without ReLU the sign value must be 0 and the shifted value the claim", where)
     bits_claim, weights, beta, tau = _bits_statement(spec, proof.sign_eval, shifted_eval, proof.acc_eval, transcript)
-    k_bits = log2(spec.padded_width)
-    sub = verify_sumcheck(proof.bits, bits_claim, k_elements + k_bits, DEGREE, transcript, "sumcheck.relu.bits")
-    sigma_e, sigma_j = sub.point[:k_elements], sub.point[k_elements:]
-    t = proof.bits_eval
-    linear = F.ext_mul(mle_evaluate(weights, sigma_j), t)
-    bit_check = F.ext_mul(F.ext_mul(beta, eq_eval(tau, sigma_j)), F.ext_mul(t, ext_one_minus(t)))
-    expected = F.ext_mul(eq_eval(rho, sigma_e), F.ext_add(linear, bit_check))
-    require(F.ext_eq(expected, sub.expected_value), "bits sumcheck final value != eq (w T + beta eq T (1 - T))",
-            where)
-    transcript.absorb("relu.bits_eval", t)
-    verify_opening(bits_commitment, sub.point, t, proof.bits_opening, transcript)
+    for group in proof.groups:
+        check_ext(group.claim, where, "group claim")
+        check_ext(group.bits_eval, where, "bits evaluation")
+    group_claims = np.stack([group.claim for group in proof.groups])
+    require(F.ext_eq(F.ext_sum(group_claims, axis=0), bits_claim), "the groups' claims do not add up", where)
+    transcript.absorb("relu.group_claims", group_claims)
+    for (start, count), group, commitment in zip(spec.groups, proof.groups, bits_commitments):
+        k_bits = log2(count)
+        sub = verify_sumcheck(group.sumcheck, group.claim, k_elements + k_bits, DEGREE, transcript,
+                              "sumcheck.relu.bits")
+        sigma_e, sigma_j = sub.point[:k_elements], sub.point[k_elements:]
+        t = group.bits_eval
+        linear = F.ext_mul(mle_evaluate(weights[start:start + count], sigma_j), t)
+        bit_check = F.ext_mul(F.ext_mul(beta, eq_eval(tau[:k_bits], sigma_j)), F.ext_mul(t, ext_one_minus(t)))
+        expected = F.ext_mul(eq_eval(rho, sigma_e), F.ext_add(linear, bit_check))
+        require(F.ext_eq(expected, sub.expected_value),
+                "bits sumcheck final value != eq (w T + beta eq T (1 - T))", where)
+        transcript.absorb("relu.bits_eval", t)
+        verify_opening(commitment, sub.point, t, group.opening, transcript)
     return Claim(rho, proof.acc_eval)

@@ -37,9 +37,24 @@ class Decomposition:
         return self.shift + self.q_bits
 
     @property
+    def groups(self) -> tuple:
+        """Bit planes split into committed groups (start, count) of power-of-two counts covering the width.
+
+        One group of padded(width) planes, unless two groups (the largest power of two <= width, then
+        the rest padded) cover fewer planes: 17 bits become 16 + 1 planes instead of 32. Planes beyond
+        the width hold zeros and have zero coefficients.
+        """
+        whole = padded(self.width, 1)
+        first = 1 << (self.width.bit_length() - 1)
+        rest = padded(self.width - first, 1)
+        if first == self.width or first + rest >= whole:
+            return ((0, whole),)
+        return ((0, first), (first, rest))
+
+    @property
     def padded_width(self) -> int:
-        """J: the width padded to a power of two (extra bits have zero coefficients)."""
-        return padded(self.width, 1)
+        """The number of committed bit planes (the groups' total)."""
+        return sum(count for _, count in self.groups)
 
     @property
     def sign_index(self) -> int:
@@ -57,20 +72,21 @@ class Decomposition:
         return coefficients
 
     def rebuild_coefficients(self) -> np.ndarray:
-        """c with z = sum_j c_j b_j - h (length J, int64)."""
+        """c with z = sum_j c_j b_j - h (one per committed plane, int64)."""
         coefficients = self._coefficients(self.shift)
         coefficients[:self.shift] = [1 << j for j in range(self.shift)]
         return coefficients
 
     def output_coefficients(self) -> np.ndarray:
-        """c' with z' = sum_j c'_j b_j (length J, int64)."""
+        """c' with z' = sum_j c'_j b_j (one per committed plane, int64)."""
         return self._coefficients(0)
 
 
 @dataclass(frozen=True, eq=False)
 class DecompositionWitness:
-    """The committed bits of one layer: ``bits`` is (J, E) field elements (0/1 when honest), row j = bit j
-    of every element; plus the integer tables they describe (kept for later proofs, e.g. a backward pass)."""
+    """The committed bits of one layer: ``bits`` is (planes, E) field elements (0/1 when honest), row j =
+    bit j of every element; plus the integer tables they describe (kept for later proofs, e.g. a backward
+    pass)."""
 
     spec: Decomposition
     bits: np.ndarray
@@ -88,9 +104,10 @@ class DecompositionWitness:
         """rem = z + h - 2^R z' in [0, 2^R)."""
         return self.acc + self.spec.offset - (self.shifted << self.spec.shift)
 
-    def table(self) -> np.ndarray:
-        """The committed table: index e + E j (element bits low), length J E."""
-        return self.bits.reshape(-1)
+    def table(self, group: int) -> np.ndarray:
+        """The committed table of bit group ``group``: index e + E j (element low), length count E."""
+        start, count = self.spec.groups[group]
+        return self.bits[start:start + count].reshape(-1)
 
 
 def decompose(acc, spec: Decomposition) -> DecompositionWitness:
@@ -113,7 +130,7 @@ def decompose(acc, spec: Decomposition) -> DecompositionWitness:
 
 
 def rebuild(bits, spec: Decomposition) -> tuple:
-    """(z, layer output) as field elements from a (J, E) bits table, by the module's two formulas."""
+    """(z, layer output) as field elements from a (planes, E) bits table, by the module's two formulas."""
     acc = F.to_field(np.full(bits.shape[1], -spec.offset, dtype=np.int64))
     shifted = np.zeros(bits.shape[1], dtype=np.uint64)
     for j, (c, c_out) in enumerate(zip(F.to_field(spec.rebuild_coefficients()),

@@ -6,7 +6,7 @@ from hypothesis import given, strategies as st
 from proofs import field as F
 from proofs.commit import CommitParams, commit
 from proofs.errors import ModelError, ProofRejected
-from proofs.layers.common import Claim, pad_matrix, padded_matrix
+from proofs.layers.common import Claim, pad_matrix, padded, padded_matrix
 from proofs.layers.matmul import LinearShape, prove_linear, verify_linear, weight_tables
 from proofs.layers.relu import prove_decomposition, verify_decomposition
 from proofs.layers.requant import Decomposition, decompose, rebuild
@@ -36,7 +36,7 @@ def test_decomposition_rebuilds_accumulator_and_output(seed, shift, q_bits, relu
     assert np.all((witness.remainder >= 0) & (witness.remainder < 1 << shift))
     acc_field, out_field = rebuild(witness.bits, spec)
     assert np.array_equal(acc_field, F.to_field(acc)) and np.array_equal(out_field, F.to_field(witness.out))
-    assert witness.table().shape == (spec.padded_width * size,)
+    assert sum(witness.table(g).size for g in range(len(spec.groups))) == spec.padded_width * size
 
 
 def test_decomposition_refuses_values_beyond_q_bits():
@@ -86,8 +86,8 @@ def _relu_instance(seed, shift, q_bits, relu, log_size):
     witness = decompose(acc, spec)
     point = random_point(rng, log_size)
     claim = Claim(point, mle_evaluate(F.to_field(witness.out), point))
-    bits_commitment, bits_witness = commit(witness.table(), CommitParams())
-    return spec, witness, point, claim, bits_commitment, bits_witness
+    pairs = [commit(witness.table(g), CommitParams()) for g in range(len(spec.groups))]
+    return spec, witness, point, claim, [c for c, _ in pairs], [w for _, w in pairs]
 
 
 @given(st.integers(0, 2**32 - 1), st.integers(0, 8), st.integers(1, 12), st.booleans(), st.integers(1, 5))
@@ -108,3 +108,14 @@ def test_zkrelu_rejects_a_wrong_output_claim(relu):
         proof, _ = prove_decomposition(witness, bits_witness, wrong, Transcript("t"))
     with pytest.raises(ProofRejected):
         verify_decomposition(bits_commitment, spec, wrong, proof, Transcript("t"), "test")
+
+
+@pytest.mark.parametrize("width", range(1, 31))
+def test_bit_groups_cover_the_width_with_powers_of_two(width):
+    spec = Decomposition(width // 2, width - width // 2, True)
+    groups = spec.groups
+    assert 1 <= len(groups) <= 2 and groups[0][0] == 0
+    assert all(count & (count - 1) == 0 for _, count in groups)
+    assert all(start == prev_start + prev_count for (prev_start, prev_count), (start, _) in zip(groups, groups[1:]))
+    assert width <= spec.padded_width <= padded(width, 1)
+    assert spec.padded_width < 1.5 * width + 1

@@ -137,63 +137,54 @@ def test_cheating_remainder_is_rejected(setup):
         verify_network(network.commitment, x, prove_tampered(network, tampered))
 
 
-def layer_parts(proof):
-    for i, (decomposition, linear) in enumerate(proof.layer_proofs):
-        for name, part in (("zkReLU", decomposition), ("matmul", linear)):
-            if part is not None:
-                yield i, name, part
-
-
-def replace_part(proof, layer, name, new_part):
-    layer_proofs = list(proof.layer_proofs)
-    decomposition, linear = layer_proofs[layer]
-    layer_proofs[layer] = (new_part, linear) if name == "zkReLU" else (decomposition, new_part)
-    return dataclasses.replace(proof, layer_proofs=tuple(layer_proofs))
+def walk(node, rebuild, kind):
+    """Every ``kind`` object inside a proof tree (dataclasses and tuples), each with a function that
+    returns the whole proof with that object replaced."""
+    if isinstance(node, kind):
+        yield node, rebuild
+    elif dataclasses.is_dataclass(node):
+        for item in dataclasses.fields(node):
+            yield from walk(getattr(node, item.name), lambda new, item=item: rebuild(
+                dataclasses.replace(node, **{item.name: new})), kind)
+    elif isinstance(node, tuple):
+        for i, child in enumerate(node):
+            yield from walk(child, lambda new, i=i: rebuild(node[:i] + (new,) + node[i + 1:]), kind)
 
 
 def test_every_sumcheck_round_message_perturbed_is_rejected(setup):
     network, x, proof, _ = setup
     count = 0
-    for layer, name, part in layer_parts(proof):
-        for item in dataclasses.fields(part):
-            sumcheck = getattr(part, item.name)
-            if not isinstance(sumcheck, SumcheckProof):
-                continue
-            messages = sumcheck.round_messages
-            for j in range(messages.shape[0]):
-                perturbed = messages.copy()
-                k = j % messages.shape[1]
-                perturbed[j, k, j % 4] = (perturbed[j, k, j % 4] + 1) % F.P
-                new_part = dataclasses.replace(part, **{item.name: SumcheckProof(perturbed)})
-                with pytest.raises(ProofRejected, match="sumcheck"):
-                    verify_network(network.commitment, x, replace_part(proof, layer, name, new_part))
-                count += 1
+    for sumcheck, rebuild in walk(proof, lambda new: new, SumcheckProof):
+        messages = sumcheck.round_messages
+        for j in range(messages.shape[0]):
+            perturbed = messages.copy()
+            k = j % messages.shape[1]
+            perturbed[j, k, j % 4] = (perturbed[j, k, j % 4] + 1) % F.P
+            with pytest.raises(ProofRejected, match="sumcheck"):
+                verify_network(network.commitment, x, rebuild(SumcheckProof(perturbed)))
+            count += 1
     assert count >= 20
 
 
-@pytest.mark.parametrize("field_name", ["bits_eval", "sign_eval", "shifted_eval", "acc_eval"])
+@pytest.mark.parametrize("field_name", ["sign_eval", "shifted_eval", "acc_eval", "groups"])
 def test_perturbed_zkrelu_evaluations_are_rejected(setup, field_name):
     network, x, proof, _ = setup
-    part = proof.layer_proofs[0][0]
-    new_part = dataclasses.replace(part, **{field_name: F.ext_add(getattr(part, field_name), F.ext_one())})
+    decomposition, linear = proof.layer_proofs[0]
+    if field_name == "groups":
+        group = decomposition.groups[0]
+        changed = (dataclasses.replace(group, bits_eval=F.ext_add(group.bits_eval, F.ext_one())),)
+        changed += decomposition.groups[1:]
+    else:
+        changed = F.ext_add(getattr(decomposition, field_name), F.ext_one())
+    new_layer = (dataclasses.replace(decomposition, **{field_name: changed}), linear)
     with pytest.raises(ProofRejected):
-        verify_network(network.commitment, x, replace_part(proof, 0, "zkReLU", new_part))
-
-
-def openings(proof):
-    """(opening, function rebuilding the proof with a replaced opening) for every opening of a proof."""
-    for layer, name, part in layer_parts(proof):
-        for item in dataclasses.fields(part):
-            if isinstance(getattr(part, item.name), OpeningProof):
-                yield getattr(part, item.name), lambda new, layer=layer, name=name, part=part, field=item.name: \
-                    replace_part(proof, layer, name, dataclasses.replace(part, **{field: new}))
-    yield proof.weights_opening, lambda new: dataclasses.replace(proof, weights_opening=new)
+        verify_network(network.commitment, x, dataclasses.replace(proof, layer_proofs=(new_layer,) + proof.layer_proofs[1:]))
 
 
 def test_altered_merkle_path_is_rejected(setup):
     network, x, proof, _ = setup
     altered_paths = 0
-    for opening, rebuild in openings(proof):
+    for opening, rebuild in walk(proof, lambda new: new, OpeningProof):
         columns = opening.columns.copy()
         columns[0, 0] = (columns[0, 0] + 1) % F.P  # an opened leaf
         with pytest.raises(ProofRejected, match="Merkle"):
