@@ -143,7 +143,7 @@ class BackendSelector:
             for name in self.candidates:
                 try:
                     pilots[name] = _warm_then_time(pilot, self.backend(name))
-                except ImportError:
+                except (ImportError, MemoryError):   # numba missing; matrices too large for this machine
                     continue
             best_pilot = min(pilots.values(), default=float("inf"))
             for name, seconds in pilots.items():
@@ -157,7 +157,7 @@ class BackendSelector:
             try:
                 backend = self.backend(name)
                 samples = [_warm_then_time(call, backend)]
-            except ImportError:
+            except (ImportError, MemoryError):   # numba missing; matrices too large for this machine
                 continue
             if samples[0] <= PRUNE_FACTOR * min(timings.values(), default=float("inf")):
                 samples += [_timed(call, backend) for _ in range(self.repeats - 1)]
