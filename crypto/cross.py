@@ -410,14 +410,14 @@ class _LimbStack:
     def _run(self, a: np.ndarray, direction: str) -> np.ndarray:
         """First BAT matmul, twiddle Hadamard product, second BAT matmul (the 4-step transform)."""
         first, twiddle, second = zip(*(getattr(p, direction) for p in self.plans))
-        spec = self.plans[0]
-        sides = (spec.left_spec, True), (spec.right_spec, False)
+        plan = self.plans[0]
+        sides = (plan.left_spec, True), (plan.right_spec, False)     # (chunking, from the left?)
         if direction == "inverse":
             sides = sides[::-1]
-        x = a.reshape(len(a), spec.rows, spec.cols)
+        x = a.reshape(len(a), plan.rows, plan.cols)
         y = _bat_product(x, first, *sides[0], barrett=self.barrett)
         for l, tw in enumerate(twiddle):
-            y[l] *= tw
+            y[l] *= tw                                    # < q^2 < 2^62
         y = self.barrett._reduce(y)
         return _bat_product(y, second, *sides[1], barrett=self.barrett).reshape(a.shape)
 
