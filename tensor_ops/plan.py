@@ -510,7 +510,8 @@ class Plan:
     def cost(self) -> dict:
         """Operation counts: ``rotations`` (all; ``hoisted_rotations`` of them share a decomposition),
         ``multiplies`` (ct*ct + ct*pt), rescales, additions, ``ciphertexts`` (encrypted inputs, after
-        tiling), output ciphertexts, rotation keys, and the cost model's estimate (1 = one rotation)."""
+        tiling), output ciphertexts, rotation keys, and the cost model's estimate (1 = one rotation;
+        keys included, as in the strategy notes)."""
         c = Counter()
         for s in self.steps:
             c.update(s.counts(self.slots))
@@ -519,7 +520,7 @@ class Plan:
                 "multiplies": c["ct_mults"] + c["pt_mults"], "ct_mults": c["ct_mults"], "pt_mults": c["pt_mults"],
                 "rescales": c["rescales"], "additions": c["additions"], "ciphertexts": inputs,
                 "output_ciphertexts": len(self.output_regs), "rotation_keys": len(self.rotations()),
-                "estimate": round(self.costs.of(c), 2)}
+                "estimate": round(self.costs.of(c) + self.costs.key * len(self.rotations()), 2)}
 
     def explain(self, max_steps: int = 80) -> str:
         """A readable account: expression, layouts, strategy notes, depth, cost, then the steps."""
