@@ -215,3 +215,21 @@ def test_keygen_on_a_shared_ring(ctx, vectors):
     from crypto import ContextMismatchError
     with pytest.raises(ContextMismatchError, match="ring"):
         CKKSContext.keygen("N13", ring=ctx.ring)
+
+
+def test_sparse_ternary_secret():
+    lit = {"log_n": 12, "log_q": [[30, 30], [25, 25], [25, 25]], "log_p": [30, 30, 30], "log_scale": 50,
+           "dnum": 2, "hamming_weight": 64, "insecure": True}
+    ctx = CKKSContext.keygen(lit, rotations=[1], seed=5)
+    coeffs = ctx._secret_key.coeffs
+    assert np.count_nonzero(coeffs) == 64 and set(np.unique(coeffs)) <= {-1, 0, 1}
+    x = np.linspace(-1, 1, 2048)
+    ct = ctx.encrypt(x, use_secret_key=False)
+    assert bits(x * x, ctx.decrypt(ct * ct)) > OP_BITS
+    assert bits(np.roll(x, -1), ctx.decrypt(ctx.evaluator.rotate(ct, 1))) > OP_BITS
+
+
+def test_uniform_ternary_secret_is_balanced(ctx):
+    coeffs = ctx._secret_key.coeffs
+    counts = [np.count_nonzero(coeffs == v) for v in (-1, 0, 1)]
+    assert all(abs(c - 4096 / 3) < 200 for c in counts)
