@@ -520,10 +520,12 @@ class CrossBackend(NTTBackend):
         return self._stacks[key]
 
     def forward(self, a, tables):
-        return self._stack(tables).forward(_limbs_input(a, tables))
+        a = _limbs_input(a, tables)
+        return self._stack(tables).forward(a) if len(a) else a.copy()
 
     def inverse(self, a, tables):
-        return self._stack(tables).inverse(_limbs_input(a, tables))
+        a = _limbs_input(a, tables)
+        return self._stack(tables).inverse(a) if len(a) else a.copy()
 
     def convert_basis(self, x, conv):
         key = (conv.from_moduli, conv.to_moduli)
@@ -619,6 +621,8 @@ class FourStepBackend(NTTBackend):
     def forward(self, a, tables):
         from ._cross_kernels import four_step_forward
         a = np.ascontiguousarray(_limbs_input(a, tables))
+        if not len(a):
+            return a.copy()
         pool, rows = self._pool(tables)
         t = pool.arrays
         return four_step_forward(a, *pool.shape, rows, t["w_r"], t["w_r_shoup"], t["tw"], t["tw_shoup"],
@@ -627,6 +631,8 @@ class FourStepBackend(NTTBackend):
     def inverse(self, a, tables):
         from ._cross_kernels import four_step_inverse
         a = np.ascontiguousarray(_limbs_input(a, tables))
+        if not len(a):
+            return a.copy()
         pool, rows = self._pool(tables)
         t = pool.arrays
         return four_step_inverse(a, *pool.shape, rows, t["winv_r"], t["winv_r_shoup"], t["twinv"],

@@ -40,6 +40,23 @@ def test_every_backend_equals_numpy_radix2(backend, log_n, limbs, tmp_path):
     assert np.array_equal(b.convert_basis(a, conv), ref.convert_basis(a, conv))
 
 
+@pytest.mark.parametrize("backend", BACKENDS[:-1])
+def test_unusual_layouts_and_dtypes_and_no_limbs(backend):
+    n = 64
+    tables = NTTTables(n, find_ntt_primes(31, 3, n))
+    a = _random(tables.moduli, n, np.random.default_rng(2))
+    b, ref = get_backend(backend), get_backend("numpy").forward(a, tables)
+    read_only = a.copy()
+    read_only.setflags(write=False)
+    strided = np.zeros((3, 2 * n), dtype=np.uint64)
+    strided[:, ::2] = a
+    for arr in (read_only, np.asfortranarray(a), a.astype(np.int64), a.tolist(), strided[:, ::2]):
+        assert np.array_equal(b.forward(arr, tables), ref)
+        assert np.array_equal(b.inverse(ref, tables), a)
+    empty = np.zeros((0, n), dtype=np.uint64)
+    assert b.forward(empty, tables.subset([])).shape == (0, n) == b.inverse(empty, tables.subset([])).shape
+
+
 def _ring_ops(ring):
     """Products, automorphisms, basis extension, mod-down and rescale of fixed polynomials."""
     rng = np.random.default_rng(7)
