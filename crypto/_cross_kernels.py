@@ -3,8 +3,10 @@
 The MAT layout of ``crypto.cross`` (N = R·C, twist and bit reversal folded into the constants) with
 the two sub-transforms run as radix-2 butterflies over whole rows: every butterfly of the R-point
 transform combines two rows of length C, so the innermost loop is contiguous and SIMD-vectorized;
-the C-point transform runs the same way on the transposed matrix. Products use Shoup's method
-(x·w − ⌊x·w'/2^32⌋·q ∈ [0, 2q) for w' = ⌊w·2^32/q⌋, x < 2^32).
+the C-point transform runs the same way on the transposed matrix (the 4-step FFT of Bailey, "FFTs
+in external or hierarchical memory", 1990, in the layout of CROSS's MAT). Two radix-2 stages share
+each pass over the rows. Products use Shoup's method (x·w − ⌊x·w'/2^32⌋·q ∈ [0, 2q) for
+w' = ⌊w·2^32/q⌋ and x < 2^32; Harvey, "Faster arithmetic for number-theoretic transforms", 2014).
 """
 import numba
 import numpy as np
