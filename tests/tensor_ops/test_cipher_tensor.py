@@ -141,3 +141,19 @@ def test_level_is_tracked_and_exhaustion_refused(toy):
     assert x.level == 0
     with pytest.raises(LevelError, match="depth 1 but only 0"):
         x * x
+
+
+def test_plan_argument_errors_name_the_parameter():
+    with pytest.raises(ShapeError, match="encrypted has 1 flags for 2 operands"):
+        plan("ij,jk->ik", (2, 3), (3, 4), slots=64, encrypted=(True,))
+    with pytest.raises(ShapeError, match="layouts="):
+        plan("ij->ji", (2, 3), slots=64, layouts="best")
+    with pytest.raises(ShapeError, match="operand 0: layout"):
+        plan("ij->ji", (2, 3), slots=64, layouts=[SlotLayout.compact((3, 2), 64)])
+    with pytest.raises(ShapeError, match="operand 1"):
+        plan("ij,jk->ik", (2, 3), (4, 4), slots=64)
+    p = plan("ij,jk->ik", (2, 3), (3, 4), slots=64)
+    with pytest.raises(ShapeError, match="plan is for"):
+        einsum("ij,jk->ik", encrypt(PlainBackend(64), _ints((2, 3))), _ints((3, 5)), plan=p)
+    with pytest.raises(ShapeError, match="expects operands encrypted"):
+        einsum("ij,jk->ik", encrypt(PlainBackend(64), _ints((2, 3))), _ints((3, 4)), plan=p)
