@@ -1,0 +1,597 @@
+"""Zero knowledge: a hiding Ligero/Brakedown commitment with masked openings, and a zero-knowledge sumcheck.
+
+**Hiding commitment** (Ames-Hazay-Ishai-Venkitasubramaniam, "Ligero", CCS 2017, section 4; Golovnev et al.,
+"Brakedown", CRYPTO 2023). A table of 2^n base-field values is the row-major matrix M (2^a x 2^b, as
+:mod:`proofs.commit`). Three things hide it:
+
+1. *random tails*: every row is Reed-Solomon encoded together with ``t`` uniformly random extra
+   coefficients (t >= the number of column queries), so any t symbols of an encoded row are uniform:
+   opened columns are independent of M;
+2. *salted leaves*: each column leaf is H(0x00 || salt || column) with a fresh 16-byte salt, so unopened
+   columns stay hidden behind the Merkle root;
+3. *masking rows*: an opening of linear functionals v_k = sum_p w_p^T M c_p (an MLE evaluation is one
+   piece, w = eq(z_row), c = eq(z_col)) is done after the functionals are known. The prover commits to
+   fresh random mask rows S_0, S_1, ... (own salted Merkle tree), states v_k and mu_k = sum_p <S_p, c_p>,
+   then the verifier draws gamma and beta; the prover sends Y_0 = gamma^T [M; S] (proximity) and
+   Y_p = w_p^T M + beta S_p. Every sent row is uniform (S_0, S_p are fresh and uniform), so the view is
+   simulatable from the values v_k alone (mu_k is uniform and independent of M).
+
+Soundness: the column checks on the joint matrix [M; S] are Ligero's proximity and consistency tests,
+with query error ((1 + rho)/2)^q for the effective rate rho = (2^b + t) / N <= 1 / rate_inv, plus
+N / |F_p4| per random combination (proximity gaps). Since v_k and mu_k are absorbed before beta,
+sum_p <Y_p, c_p> = v_k + beta mu_k forces v_k to be the true value except w.p. 1/|F_p4|.
+
+**Zero-knowledge sumcheck** (Xie, Zhang, Zhang, Papamanthou, Song, "Libra", CRYPTO 2019, section 4.1;
+Chiesa, Forbes, Spooner, "A zero knowledge sumcheck", 2017). To prove sum_x f(x) = H (f a sum of
+products of multilinear tables, degree d), the prover samples the mask g(x) = sum_i g_i(x_i) with random
+g_i of degree d, commits to its coefficients (hiding, one row), sends G = sum_x g(x); the verifier draws
+rho and both run the sumcheck on f + rho g with claim H + rho G. Each round message is
+f_j(X) + rho g_j(X) + (terms fixed by earlier rounds): g_j's d + 1 fresh coefficients make it uniform
+among degree-d polynomials with the checked sum, so the messages reveal nothing about f. At the end
+g(sigma) is opened (a linear functional of its coefficient row) and the sub-claim on f is
+expected - rho g(sigma). Soundness: the sumcheck's k d / |F_p4| plus 1/|F_p4| for rho.
+:func:`simulate_zk_sumcheck` builds accepting transcripts from the claim and f(sigma) only (challenges
+programmed), the simulator of Libra's theorem 3.
+
+Assumptions and limits, stated: BLAKE2b is modelled as a random oracle (Fiat-Shamir and hiding of salted
+leaves); zero knowledge is honest-verifier in the random-oracle model. What a proof still reveals is the
+*final evaluations* a sumcheck hands to its caller (f's factor values at the random point sigma), one
+random linear functional of a committed table per claim; Libra removes these too by committing to
+f + Z(x) R(x) with Z vanishing on the cube, which this module does not do.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import field as F
+from .commit import DIGEST_SIZE, _hash, _layout, _merkle_levels, _merkle_open, _merkle_root_from, _query_bits, ntt
+from .errors import ProofError, ProofRejected
+from .mle import eq_table, pad_to_pow2
+from .sumcheck import SubClaim, SumcheckProof, SumcheckProver, SumcheckVerifier, _as_ext_scalar, lagrange_eval
+
+SALT_SIZE = 16
+DEFAULT_TARGET_BITS = 104
+MAX_NUM_VARS = 30
+_HIDING_MAGIC, _VERSION = b"HZKHIDE1", 1
+
+
+def _rng_bytes(n: int, rng) -> bytes:
+    """n random bytes: OS CSPRNG unless a seeded numpy Generator (tests only) is given."""
+    return os.urandom(n) if rng is None else rng.bytes(n)
+
+
+def _random_field(shape, rng) -> np.ndarray:
+    if rng is None:
+        return F.random_elements(shape)
+    return rng.integers(0, F.P, size=shape, dtype=np.uint64)
+
+
+@dataclass(frozen=True)
+class HidingParams:
+    """Rate 1/``rate_inv`` (power of two in [2, 64]), ``target_bits`` of query soundness, ``hiding`` on/off.
+
+    With ``hiding=False`` the same code runs without tails, salts or masks (the non-hiding baseline).
+    """
+
+    rate_inv: int = 4
+    target_bits: int = DEFAULT_TARGET_BITS
+    hiding: bool = True
+
+    def __post_init__(self):
+        r = self.rate_inv
+        if not isinstance(r, (int, np.integer)) or r < 2 or r > 64 or r & (r - 1):
+            raise ProofError(f"HidingParams: rate_inv={r!r} must be a power of two in [2, 64]")
+        if not isinstance(self.target_bits, (int, np.integer)) or not 40 <= self.target_bits <= 256:
+            raise ProofError(f"HidingParams: target_bits={self.target_bits!r} not in [40, 256]")
+
+    @property
+    def num_queries(self) -> int:
+        return math.ceil(self.target_bits / _query_bits(self.rate_inv))
+
+    @property
+    def tail(self) -> int:
+        """Random coefficients appended to each row (0 without hiding)."""
+        return self.num_queries if self.hiding else 0
+
+
+@dataclass(frozen=True)
+class HidingCommitment:
+    """Merkle root over the salted columns, and the public shape: 2^log_rows x 2^log_cols, codeword length."""
+
+    root: bytes
+    num_vars: int
+    log_rows: int
+    params: HidingParams
+
+    @property
+    def log_cols(self) -> int:
+        return self.num_vars - self.log_rows
+
+    @property
+    def width(self) -> int:
+        """Coefficients per encoded row: 2^log_cols plus the random tail."""
+        return (1 << self.log_cols) + self.params.tail
+
+    @property
+    def codeword_length(self) -> int:
+        return 1 << (self.params.rate_inv * self.width - 1).bit_length()
+
+    def to_bytes(self) -> bytes:
+        p = self.params
+        return (_HIDING_MAGIC + bytes([_VERSION, self.num_vars, self.log_rows, p.rate_inv, int(p.hiding)])
+                + int(p.target_bits).to_bytes(2, "little") + self.root)
+
+
+@dataclass(frozen=True, eq=False)
+class HidingWitness:
+    """The prover's side: full coefficient rows (data + tail), encoding, salts and Merkle levels."""
+
+    commitment: HidingCommitment
+    rows: np.ndarray
+    encoded: np.ndarray
+    salts: tuple
+    levels: list
+
+
+def _encode(rows, length: int) -> np.ndarray:
+    """RS-encode base rows (..., w) to ``length`` symbols: zero-pad the coefficients, NTT."""
+    padded = np.zeros(rows.shape[:-1] + (length,), dtype=np.uint64)
+    padded[..., :rows.shape[-1]] = rows
+    return ntt(padded)
+
+
+def _encode_ext(vector, length: int) -> np.ndarray:
+    """Encode an F_p4 row (w, 4) coordinate-wise -> (length, 4)."""
+    return _encode(np.asarray(vector).T, length).T
+
+
+def _leaves(encoded: np.ndarray, salts) -> list:
+    data = np.ascontiguousarray(encoded.T, dtype="<u4")
+    return [_hash(b"\x00", salt + column.tobytes()) for salt, column in zip(salts, data)]
+
+
+def _tree(rows: np.ndarray, length: int, hiding: bool, rng):
+    encoded = _encode(rows, length)
+    salts = tuple(_rng_bytes(SALT_SIZE, rng) for _ in range(length)) if hiding else (b"",) * length
+    return encoded, salts, _merkle_levels(_leaves(encoded, salts))
+
+
+def hiding_commit(values, params: HidingParams = HidingParams(), log_rows: int | None = None, seed=None):
+    """Commit to base-field ``values`` (zero-padded to 2^n) -> (HidingCommitment, HidingWitness).
+
+    ``log_rows`` overrides the default matrix layout; ``seed`` (tests only) makes tails and salts reproducible.
+    """
+    values = np.asarray(values)
+    if values.dtype != np.uint64 or not F.is_canonical(values):
+        raise ProofError(f"hiding_commit: values must be canonical field elements (uint64 < p), got {values.dtype}")
+    if not isinstance(params, HidingParams):
+        raise ProofError(f"hiding_commit: params must be HidingParams, got {type(params).__name__}")
+    table = pad_to_pow2(values.reshape(-1)) if values.size else np.zeros(1, dtype=np.uint64)
+    num_vars = table.size.bit_length() - 1
+    if num_vars > MAX_NUM_VARS:
+        raise ProofError(f"hiding_commit: {values.size} values need num_vars={num_vars} > {MAX_NUM_VARS}")
+    log_rows = _layout(num_vars)[0] if log_rows is None else int(log_rows)
+    if not 0 <= log_rows <= num_vars:
+        raise ProofError(f"hiding_commit: log_rows={log_rows} not in [0, {num_vars}]")
+    rng = None if seed is None else np.random.default_rng(seed)
+    matrix = table.reshape(1 << log_rows, -1)
+    rows = np.concatenate([matrix, _random_field((matrix.shape[0], params.tail), rng)], axis=1)
+    shape = HidingCommitment(b"", num_vars, log_rows, params)
+    encoded, salts, levels = _tree(rows, shape.codeword_length, params.hiding, rng)
+    commitment = HidingCommitment(levels[-1][0], num_vars, log_rows, params)
+    return commitment, HidingWitness(commitment, rows, encoded, salts, levels)
+
+
+# ------------------------------------------------------------------------------------- functionals
+def mle_functional(commitment: HidingCommitment, point) -> list:
+    """The MLE evaluation at ``point`` ((n, 4)) as one piece [(eq(z_row), eq(z_col))]."""
+    point = np.asarray(point, dtype=np.uint64).reshape(-1, F.EXT_DEGREE)
+    if point.shape[0] != commitment.num_vars:
+        raise ProofError(f"mle_functional: point has {point.shape[0]} variables, commitment {commitment.num_vars}")
+    b = commitment.log_cols
+    return [(eq_table(point[b:]), eq_table(point[:b]))]
+
+
+def _combine(weights, matrix) -> np.ndarray:
+    """weights^T matrix for F_p4 weights (rows, 4) and a base matrix (rows, m) -> (m, 4)."""
+    return F.matmul(np.ascontiguousarray(weights.T), matrix).T.copy()
+
+
+def _piece_value(y, col_weights) -> np.ndarray:
+    return F.ext_dot(y[:col_weights.shape[0]], col_weights)
+
+
+@dataclass(frozen=True, eq=False)
+class HidingOpening:
+    """Mask root and mask values mu (empty without hiding), sent rows Y (1 + pieces, width, 4), opened
+    columns of M and of the masks, their salts and Merkle multi-proofs."""
+
+    mask_root: bytes
+    mask_values: np.ndarray
+    rows: np.ndarray
+    columns: np.ndarray
+    mask_columns: np.ndarray
+    salts: tuple
+    mask_salts: tuple
+    merkle: tuple
+    mask_merkle: tuple
+
+    def to_bytes(self) -> bytes:
+        parts = [self.mask_root, F.elements_to_bytes(self.mask_values), F.elements_to_bytes(self.rows),
+                 F.elements_to_bytes(self.columns), F.elements_to_bytes(self.mask_columns)]
+        for group in (self.salts, self.mask_salts, self.merkle, self.mask_merkle):
+            parts.append(len(group).to_bytes(4, "little") + b"".join(group))
+        return b"".join(parts)
+
+    @property
+    def num_bytes(self) -> int:
+        return len(self.to_bytes())
+
+
+def _check_functionals(commitment, functionals, error):
+    rows, cols = 1 << commitment.log_rows, 1 << commitment.log_cols
+    for k, pieces in enumerate(functionals):
+        if not pieces:
+            raise error(f"functional {k} has no pieces")
+        for w, c in pieces:
+            if np.shape(w) != (rows, 4) or np.shape(c) != (cols, 4):
+                raise error(f"functional {k}: piece shapes {np.shape(w)}, {np.shape(c)}, expected ({rows}, 4), "
+                            f"({cols}, 4)")
+    return [piece for pieces in functionals for piece in pieces]
+
+
+def _begin(transcript, commitment, pieces):
+    transcript.absorb("zk.commitment", commitment.to_bytes())
+    transcript.absorb("zk.functionals", [np.asarray(a, dtype=np.uint64) for piece in pieces for a in piece])
+
+
+def _challenges(transcript, commitment, num_rows, mask_root, values, mask_values):
+    transcript.absorb("zk.values", [mask_root, np.asarray(values, dtype=np.uint64), mask_values])
+    gamma = transcript.challenge_ext_vector("zk.gamma", num_rows)  # proximity: error <= N / p^4
+    beta = transcript.challenge_ext("zk.beta")  # binds v_k before the masks are added: error 1 / p^4
+    return gamma, beta
+
+
+def _queries(transcript, commitment, rows):
+    transcript.absorb("zk.rows", rows)
+    # each query misses a bad column set of density >= delta/2 w.p. <= (1 + rho)/2
+    drawn = transcript.challenge_indices("zk.queries", commitment.params.num_queries, commitment.codeword_length)
+    return np.unique(drawn)
+
+
+def open_functionals(witness: HidingWitness, functionals, transcript, values=None, seed=None):
+    """Open linear functionals (lists of (row weights, column weights) pieces) -> (values (m, 4), HidingOpening).
+
+    ``values`` lets a caller state values it derived elsewhere (a cheating prover in tests); by default
+    they are computed from the committed matrix.
+    """
+    commitment = witness.commitment
+    pieces = _check_functionals(commitment, functionals, ProofError)
+    rng = None if seed is None else np.random.default_rng(seed)
+    cols, hiding = 1 << commitment.log_cols, commitment.params.hiding
+    matrix = witness.rows[:, :cols]
+    stacked = _combine(np.concatenate([w for w, _ in pieces], axis=1), witness.rows)  # one product for all
+    piece_rows = [np.ascontiguousarray(stacked.reshape(-1, len(pieces), 4)[:, p]) for p in range(len(pieces))]
+    if values is None:
+        values, position = [], 0
+        for pieces_k in functionals:
+            total = F.ext_zero()
+            for _, c in pieces_k:
+                total = F.ext_add(total, _piece_value(piece_rows[position], c))
+                position += 1
+            values.append(total)
+    values = np.asarray(values, dtype=np.uint64).reshape(len(functionals), F.EXT_DEGREE)
+    _begin(transcript, commitment, pieces)
+    mask_root, mask_values, mask_rows = b"", F.ext_zero((0,)), np.zeros((0, commitment.width), dtype=np.uint64)
+    if hiding:
+        mask_rows = _random_field((1 + len(pieces), commitment.width), rng)
+        mask_encoded, mask_salts, mask_levels = _tree(mask_rows, commitment.codeword_length, True, rng)
+        mask_root = mask_levels[-1][0]
+        mask_values, position = [], 1
+        for pieces_k in functionals:
+            total = F.ext_zero()
+            for _, c in pieces_k:
+                total = F.ext_add(total, F.ext_dot(c, mask_rows[position, :cols]))
+                position += 1
+            mask_values.append(total)
+        mask_values = np.asarray(mask_values, dtype=np.uint64).reshape(-1, F.EXT_DEGREE)
+    gamma, beta = _challenges(transcript, commitment, matrix.shape[0] + mask_rows.shape[0], mask_root, values,
+                              mask_values)
+    joint = np.concatenate([witness.rows, mask_rows])
+    sent = [_combine(gamma, joint)]
+    for p, row in enumerate(piece_rows):
+        sent.append(F.ext_add(row, F.ext_mul_base(beta[None, :], mask_rows[1 + p])) if hiding else row)
+    sent = np.stack(sent)
+    indices = _queries(transcript, commitment, sent)
+    opening = HidingOpening(
+        mask_root, mask_values, sent, witness.encoded[:, indices].copy(),
+        mask_encoded[:, indices].copy() if hiding else np.zeros((0, indices.size), dtype=np.uint64),
+        tuple(witness.salts[i] for i in indices) if hiding else (),
+        tuple(mask_salts[i] for i in indices) if hiding else (),
+        tuple(_merkle_open(witness.levels, indices)),
+        tuple(_merkle_open(mask_levels, indices)) if hiding else ())
+    return values, opening
+
+
+def verify_functionals(commitment: HidingCommitment, functionals, values, opening: HidingOpening, transcript,
+                       min_bits: float = 100) -> None:
+    """Raise ProofRejected unless ``opening`` shows the committed table has the functional ``values`` (m, 4)."""
+    where = "hiding opening"
+    if not isinstance(commitment, HidingCommitment) or not isinstance(opening, HidingOpening):
+        raise ProofRejected("expected a HidingCommitment and a HidingOpening", where)
+    if commitment.params.num_queries * _query_bits(commitment.params.rate_inv) < min_bits:
+        raise ProofRejected(f"commitment parameters give fewer than {min_bits} bits", where)
+    pieces = _check_functionals(commitment, functionals, lambda m: ProofRejected(m, where))
+    values = np.asarray(values)
+    m, hiding = len(functionals), commitment.params.hiding
+    rows, cols, width = 1 << commitment.log_rows, 1 << commitment.log_cols, commitment.width
+    mask_count = 1 + len(pieces) if hiding else 0
+    expected = {"values": (values, (m, 4)), "mask values": (opening.mask_values, (m if hiding else 0, 4)),
+                "rows": (opening.rows, (1 + len(pieces), width, 4))}
+    for name, (arr, shape) in expected.items():
+        if not isinstance(arr, np.ndarray) or arr.shape != shape or not F.is_canonical(arr):
+            raise ProofRejected(f"{name} of shape {getattr(arr, 'shape', None)}, expected {shape}", where)
+    if hiding != (len(opening.mask_root) == DIGEST_SIZE):
+        raise ProofRejected("mask root present iff the commitment hides", where)
+    _begin(transcript, commitment, pieces)
+    gamma, beta = _challenges(transcript, commitment, rows + mask_count, opening.mask_root, values,
+                              opening.mask_values)
+    indices = _queries(transcript, commitment, opening.rows)
+    q = indices.size
+    for name, arr, count in (("columns", opening.columns, rows), ("mask columns", opening.mask_columns, mask_count)):
+        if not isinstance(arr, np.ndarray) or arr.shape != (count, q) or not F.is_canonical(arr):
+            raise ProofRejected(f"{name} of shape {getattr(arr, 'shape', None)}, expected ({count}, {q})", where)
+    salts_needed = q if hiding else 0
+    for group in (opening.salts, opening.mask_salts):
+        if len(group) != salts_needed or not all(isinstance(s, bytes) and len(s) == SALT_SIZE for s in group):
+            raise ProofRejected(f"expected {salts_needed} salts of {SALT_SIZE} bytes", where)
+    depth = commitment.codeword_length.bit_length() - 1
+    trees = [(opening.columns, opening.salts or (b"",) * q, opening.merkle, commitment.root)]
+    if hiding:
+        trees.append((opening.mask_columns, opening.mask_salts, opening.mask_merkle, opening.mask_root))
+    for columns, salts, merkle, root in trees:
+        if not all(isinstance(d, bytes) and len(d) == DIGEST_SIZE for d in merkle):
+            raise ProofRejected("Merkle digests must be 32-byte strings", where)
+        if _merkle_root_from(_leaves(columns, salts), indices, list(merkle), depth) != root:
+            raise ProofRejected("opened columns do not hash to the committed Merkle root", where)
+    joint = np.concatenate([opening.columns, opening.mask_columns])
+    length = commitment.codeword_length
+    if not np.array_equal(_encode_ext(opening.rows[0], length)[indices], _combine(gamma, joint)):
+        raise ProofRejected("proximity row is inconsistent with the opened columns", where)
+    for p, (w, _) in enumerate(pieces):
+        expected_columns = _combine(w, opening.columns)
+        if hiding:
+            expected_columns = F.ext_add(expected_columns, F.ext_mul_base(beta[None, :], opening.mask_columns[1 + p]))
+        if not np.array_equal(_encode_ext(opening.rows[1 + p], length)[indices], expected_columns):
+            raise ProofRejected(f"row {p} is inconsistent with the opened columns", where)
+    position = 0
+    for k, pieces_k in enumerate(functionals):
+        total = F.ext_zero()
+        for _, c in pieces_k:
+            total = F.ext_add(total, _piece_value(opening.rows[1 + position], c))
+            position += 1
+        stated = F.ext_add(values[k], F.ext_mul(beta, opening.mask_values[k])) if hiding else values[k]
+        if not F.ext_eq(total, stated):
+            raise ProofRejected(f"value {k} differs from the opened rows", where)
+
+
+def open_points(witness: HidingWitness, points, transcript, values=None, seed=None):
+    """MLE evaluations at ``points`` (m, n, 4) with one opening -> (values (m, 4), HidingOpening)."""
+    functionals = [mle_functional(witness.commitment, z) for z in points]
+    return open_functionals(witness, functionals, transcript, values, seed)
+
+
+def verify_points(commitment: HidingCommitment, points, values, opening, transcript) -> None:
+    """Raise ProofRejected unless the committed MLE takes ``values`` at ``points``."""
+    points = np.asarray(points)
+    if points.ndim != 3 or points.shape[1:] != (commitment.num_vars, 4) or not F.is_canonical(points):
+        raise ProofRejected(f"points of shape {points.shape}, expected (m, {commitment.num_vars}, 4)", "hiding opening")
+    verify_functionals(commitment, [mle_functional(commitment, z) for z in points], values, opening, transcript)
+
+
+# ------------------------------------------------------------------------------------ ZK sumcheck
+def _mask_width(degree: int) -> int:
+    return 1 << degree.bit_length()  # >= degree + 1 coefficients per variable, a power of two
+
+
+def _powers_table(point, degree: int) -> np.ndarray:
+    """Column weights of g(point) = sum_i sum_e c[i, e] point_i^e over the coefficient row (index e + D i)."""
+    width = _mask_width(degree)
+    table = F.ext_zero((point.shape[0], width))
+    power = F.ext_one((point.shape[0],))
+    for e in range(degree + 1):
+        table[:, e] = power
+        power = F.ext_mul(power, point)
+    flat = table.reshape(-1, F.EXT_DEGREE)
+    return np.concatenate([flat, F.ext_zero(((1 << (flat.shape[0] - 1).bit_length()) - flat.shape[0],))])
+
+
+def _poly_at(coefficients, x) -> np.ndarray:
+    """sum_e c_e x^e for base coefficients (d + 1,) at an F_p4 point x (Horner)."""
+    result = F.ext_zero()
+    for c in coefficients[::-1]:
+        result = F.ext_add(F.ext_mul(result, x), F.ext_from_base(c))
+    return result
+
+
+def _mask_round(coefficients, j: int, prefix, num_vars: int, degree: int) -> np.ndarray:
+    """sum over x_(j+1..) of g(r_<j, X, x) at X = 0..degree: 2^(k-1-j) (prefix + g_j(X)) + 2^(k-2-j) suffix."""
+    ends = F.add(coefficients[:, 0], F.sum_(coefficients, axis=1))  # g_i(0) + g_i(1)
+    suffix = F.sum_(ends[j + 1:]) if j + 1 < num_vars else np.uint64(0)
+    out = F.ext_zero((degree + 1,))
+    for x in range(degree + 1):
+        g_x = F.ext_from_base(F.sum_(F.mul(coefficients[j], F.to_field(np.array([x ** e for e in range(degree + 1)],
+                                                                                  dtype=np.int64)))))
+        scaled = F.ext_mul_base(F.ext_add(prefix, g_x), np.uint64(pow(2, num_vars - 1 - j, F.P)))
+        if j + 1 < num_vars:
+            scaled = F.ext_add(scaled, F.ext_from_base(F.mul(suffix, np.uint64(pow(2, num_vars - 2 - j, F.P)))))
+        out[x] = scaled
+    return out
+
+
+def mask_sum(coefficients) -> np.ndarray:
+    """G = sum_{x in {0,1}^k} sum_i g_i(x_i) = 2^(k-1) sum_i (g_i(0) + g_i(1)), as an F_p4 element."""
+    k = coefficients.shape[0]
+    ends = F.add(coefficients[:, 0], F.sum_(coefficients, axis=1))
+    return F.ext_from_base(F.mul(F.sum_(ends), np.uint64(pow(2, k - 1, F.P))))
+
+
+@dataclass(frozen=True, eq=False)
+class ZKSumcheckProof:
+    """Mask commitment and sum G, the round messages of f + rho g, g(sigma) and its opening."""
+
+    mask_commitment: HidingCommitment
+    mask_sum: np.ndarray
+    sumcheck: SumcheckProof
+    mask_eval: np.ndarray
+    mask_opening: HidingOpening
+
+    def to_bytes(self) -> bytes:
+        return (self.mask_commitment.to_bytes() + F.elements_to_bytes(self.mask_sum) + self.sumcheck.to_bytes()
+                + F.elements_to_bytes(self.mask_eval) + self.mask_opening.to_bytes())
+
+    @property
+    def num_bytes(self) -> int:
+        return len(self.to_bytes())
+
+
+def _mask_statement(transcript, label, claim, num_vars, degree, commitment, total):
+    transcript.absorb(f"{label}.zk.statement", [np.asarray(claim, dtype=np.uint64), int(num_vars), int(degree),
+                                                 commitment.to_bytes(), np.asarray(total, dtype=np.uint64)])
+    return transcript.challenge_ext(f"{label}.zk.rho")  # error 1 / p^4
+
+
+def commit_mask(num_vars: int, degree: int, params: HidingParams, rng=None):
+    """Random coefficients (num_vars, degree + 1) of g and their hiding commitment (one row)."""
+    coefficients = _random_field((num_vars, degree + 1), rng)
+    table = np.zeros((num_vars, _mask_width(degree)), dtype=np.uint64)
+    table[:, :degree + 1] = coefficients
+    commitment, witness = hiding_commit(table.reshape(-1), params, log_rows=0,
+                                        seed=None if rng is None else int(rng.integers(1 << 62)))
+    return coefficients, commitment, witness
+
+
+def prove_zk_sumcheck(terms, claim, transcript, label: str = "sumcheck", params: HidingParams = HidingParams(),
+                      seed=None):
+    """Zero-knowledge sumcheck of sum_x sum_t c_t prod f(x) = claim -> (ZKSumcheckProof, point, factor_evals).
+
+    The prover does not check the claim (a false one fails at the verifier). ``seed``: tests only.
+    """
+    prover = SumcheckProver(terms)
+    claim = _as_ext_scalar(claim, "claim")
+    k, d = prover.num_vars, prover.degree
+    rng = None if seed is None else np.random.default_rng(seed)
+    coefficients, commitment, witness = commit_mask(k, d, params, rng)
+    total = mask_sum(coefficients)
+    rho = _mask_statement(transcript, label, claim, k, d, commitment, total)
+    messages = np.zeros((k, d + 1, F.EXT_DEGREE), dtype=np.uint64)
+    prefix = F.ext_zero()
+    for j in range(k):
+        masked = F.ext_mul(_mask_round(coefficients, j, prefix, k, d), rho[None, :])
+        messages[j] = F.ext_add(prover.round_message(), masked)
+        transcript.absorb(f"{label}.round", messages[j])
+        r = transcript.challenge_ext(f"{label}.r")  # error <= degree / p^4 per round
+        prover.bind(r)
+        prefix = F.ext_add(prefix, _poly_at(coefficients[j], r))
+    point = np.array(prover.challenges, dtype=np.uint64).reshape(k, F.EXT_DEGREE)
+    transcript.absorb(f"{label}.zk.mask_eval", prefix)
+    _, opening = open_functionals(witness, [[(F.ext_one((1,)), _powers_table(point, d))]], transcript,
+                                  values=prefix[None], seed=None if rng is None else int(rng.integers(1 << 62)))
+    proof = ZKSumcheckProof(commitment, total, SumcheckProof(messages), prefix, opening)
+    return proof, point, prover.final_evaluations()
+
+
+def verify_zk_sumcheck(proof, claim, num_vars: int, degree: int, transcript, label: str = "sumcheck") -> SubClaim:
+    """Check a :class:`ZKSumcheckProof`; returns the SubClaim on f alone (expected - rho g(sigma))."""
+    num_vars, degree = int(num_vars), int(degree)
+    if not isinstance(proof, ZKSumcheckProof):
+        raise ProofRejected(f"expected a ZKSumcheckProof, got {type(proof).__name__}", label)
+    messages = getattr(proof.sumcheck, "round_messages", None)
+    if not isinstance(messages, np.ndarray) or messages.shape != (num_vars, degree + 1, F.EXT_DEGREE):
+        raise ProofRejected(f"round messages of shape {getattr(messages, 'shape', None)}, expected "
+                            f"({num_vars}, {degree + 1}, 4)", label)
+    for name in ("mask_sum", "mask_eval"):
+        value = getattr(proof, name)
+        if not isinstance(value, np.ndarray) or value.shape != (4,) or not F.is_canonical(value):
+            raise ProofRejected(f"{name} is not a canonical F_p4 element", label)
+    mask = proof.mask_commitment
+    width = num_vars * _mask_width(degree)
+    if not isinstance(mask, HidingCommitment) or mask.log_rows != 0 or \
+            mask.num_vars != (width - 1).bit_length() or not mask.params.hiding:
+        raise ProofRejected("mask commitment has the wrong shape or does not hide", label)
+    try:
+        claim = _as_ext_scalar(claim, "claim")
+    except ProofError as error:
+        raise ProofRejected(str(error), label) from None
+    rho = _mask_statement(transcript, label, claim, num_vars, degree, mask, proof.mask_sum)
+    verifier = SumcheckVerifier(F.ext_add(claim, F.ext_mul(rho, proof.mask_sum)), num_vars, degree, where=label)
+    for message in messages:
+        verifier.check_round(message)
+        transcript.absorb(f"{label}.round", message)
+        verifier.bind(transcript.challenge_ext(f"{label}.r"))
+    sub = verifier.subclaim()
+    transcript.absorb(f"{label}.zk.mask_eval", proof.mask_eval)
+    verify_functionals(mask, [[(F.ext_one((1,)), _powers_table(sub.point, degree))]], proof.mask_eval[None],
+                       proof.mask_opening, transcript)
+    return SubClaim(sub.point, F.ext_sub(sub.expected_value, F.ext_mul(rho, proof.mask_eval)))
+
+
+# -------------------------------------------------------------------------------------- simulator
+@dataclass(frozen=True, eq=False)
+class SimulatedSumcheck:
+    """A simulated transcript: rho, the mask sum G, round messages, programmed challenges, g(sigma)."""
+
+    rho: np.ndarray
+    mask_sum: np.ndarray
+    round_messages: np.ndarray
+    challenges: np.ndarray
+    mask_eval: np.ndarray
+
+
+def simulate_zk_sumcheck(claim, num_vars: int, degree: int, final_oracle, seed=None) -> SimulatedSumcheck:
+    """Accepting transcripts without the witness: only ``claim`` and the oracle value f(sigma) are used.
+
+    The simulator samples its own mask g, rho and the challenges (it programs them), sends uniformly
+    random round polynomials with the required g(0) + g(1), and fixes the last one so that it hits
+    f(sigma) + rho g(sigma) at the last challenge (Libra, theorem 3's simulator).
+    """
+    num_vars, degree = int(num_vars), int(degree)
+    if num_vars < 1 or not 1 <= degree <= 8:
+        raise ProofError(f"simulate_zk_sumcheck: num_vars={num_vars} must be >= 1 and degree={degree} in [1, 8]")
+    rng = np.random.default_rng(seed) if seed is not None else None
+    draw = (lambda shape: F.ext_random(shape)) if rng is None else \
+        (lambda shape: rng.integers(0, F.P, size=tuple(np.atleast_1d(shape)) + (4,), dtype=np.uint64))
+    coefficients = _random_field((num_vars, degree + 1), rng)
+    rho, challenges = draw(1)[0], draw(num_vars)
+    total = mask_sum(coefficients)
+    mask_eval = F.ext_zero()
+    for j in range(num_vars):
+        mask_eval = F.ext_add(mask_eval, _poly_at(coefficients[j], challenges[j]))
+    target = F.ext_add(np.asarray(final_oracle(challenges), dtype=np.uint64), F.ext_mul(rho, mask_eval))
+    running = F.ext_add(_as_ext_scalar(claim, "claim"), F.ext_mul(rho, total))
+    messages = np.zeros((num_vars, degree + 1, 4), dtype=np.uint64)
+    two_inv = F.inv(np.uint64(2))
+    for j in range(num_vars):
+        message = draw(degree + 1)
+        if j == num_vars - 1:  # solve g(0) + g(1) = running and g(r) = target for the values at 0 and 1
+            message[0], message[1] = F.ext_zero(), F.ext_zero()
+            base = lagrange_eval(message, challenges[j])  # contribution of the values at 2..d
+            e0, e1 = message.copy(), message.copy()
+            e0[:] = 0
+            e1[:] = 0
+            e0[0], e1[1] = F.ext_one(), F.ext_one()
+            l0, l1 = lagrange_eval(e0, challenges[j]), lagrange_eval(e1, challenges[j])
+            # a + b = running, l0 a + l1 b = target - base  =>  a (l0 - l1) = target - base - l1 running
+            a = F.ext_mul(F.ext_sub(F.ext_sub(target, base), F.ext_mul(l1, running)), F.ext_inv(F.ext_sub(l0, l1)[None])[0])
+            message[0], message[1] = a, F.ext_sub(running, a)
+        else:
+            half = F.ext_mul_base(running, two_inv)
+            shift = message[0]
+            message[0], message[1] = F.ext_sub(half, shift), F.ext_add(half, shift)
+            running = lagrange_eval(message, challenges[j])
+        messages[j] = message
+    return SimulatedSumcheck(rho, total, messages, challenges, mask_eval)
