@@ -39,6 +39,7 @@ TRANSCRIPT_LABEL = "hezk.proofs.network.v1"
 COMMITMENT_MAGIC, PROOF_MAGIC, FORMAT_VERSION = b"HEZKMCOM", b"HEZKPRF\x00", 1
 MAX_FEATURES = 1 << 24
 MAX_LAYERS = 64
+SPLIT_MIN_ENTRIES = 1 << 15  # below this many bits per layer one group (fewer rounds and openings) is faster
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,14 @@ class LayerInfo:
         if self.relu or self.shift:
             return Decomposition(self.shift, self.q_bits, self.relu)
         return None
+
+    def decomposition_for(self, batch: int):
+        """The decomposition used on a batch: bit planes split into two groups only for large tables."""
+        spec = self.decomposition
+        if spec is None:
+            return None
+        elements = padded(batch, 1) * padded(self.out_features)
+        return Decomposition(spec.shift, spec.q_bits, spec.relu, elements * padded(spec.width, 1) >= SPLIT_MIN_ENTRIES)
 
     def output_range(self) -> tuple:
         """[lo, hi] every output integer lies in."""
@@ -119,7 +128,7 @@ class ModelCommitment:
             if info.decomposition is not None:
                 element_vars = batch_vars + log2(padded(info.out_features))
                 field_errors += 3 * element_vars * info.relu + 3
-                for _, count in info.decomposition.groups:
+                for _, count in info.decomposition_for(batch).groups:
                     bits_vars = element_vars + log2(count)
                     field_errors += 4 * bits_vars
                     opening_error += 2.0 ** -Commitment(b"", bits_vars, self.params).security_bits
@@ -346,7 +355,7 @@ class Network:
         for info, trace in zip(self.commitment.layers, forward_trace(self.model, x)):
             rows = pad_matrix(x, batch_padded, padded(info.in_features))
             acc = pad_matrix(trace.acc, batch_padded, padded(info.out_features))
-            spec = info.decomposition
+            spec = info.decomposition_for(x.shape[0])
             decomposition = decompose(acc.reshape(-1), spec) if spec is not None else None
             out = pad_matrix(trace.out, batch_padded, padded(info.out_features))
             layers.append(LayerWitness(rows, acc, decomposition, out))
@@ -431,7 +440,8 @@ def _check_statement(commitment: ModelCommitment, x_int, proof: NetworkProof):
     lo, hi = last.output_range()
     require(bool(np.all((proof.output >= lo) & (proof.output <= hi))),
             f"claimed output outside the declared range [{lo}, {hi}]", where)
-    groups = sum(len(info.decomposition.groups) for info in commitment.layers if info.decomposition is not None)
+    groups = sum(len(info.decomposition_for(x.shape[0]).groups) for info in commitment.layers
+                 if info.decomposition is not None)
     require(len(proof.bits_commitments) == groups,
             f"{len(proof.bits_commitments)} bits commitments for {groups} groups of bit planes", where)
     require(len(proof.layer_proofs) == len(commitment.layers),
@@ -440,9 +450,9 @@ def _check_statement(commitment: ModelCommitment, x_int, proof: NetworkProof):
         require((decomposition is None) == (info.decomposition is None),
                 "zkReLU proof present iff the layer is requantized", f"layer {i}")
     batch_padded = padded(x.shape[0], 1)
-    for i, layer_bits in _bits_commitments_by_layer(commitment, proof).items():
+    for i, layer_bits in _bits_commitments_by_layer(commitment, proof, x.shape[0]).items():
         info = commitment.layers[i]
-        for bits, (_, count) in zip(layer_bits, info.decomposition.groups):
+        for bits, (_, count) in zip(layer_bits, info.decomposition_for(x.shape[0]).groups):
             require(isinstance(bits, Commitment) and bits.params == commitment.params,
                     f"bits commitment parameters differ from the model's {commitment.params}",
                     f"layer {i} / bits commitment")
@@ -450,12 +460,12 @@ def _check_statement(commitment: ModelCommitment, x_int, proof: NetworkProof):
     return x.astype(np.int64)
 
 
-def _bits_commitments_by_layer(commitment: ModelCommitment, proof: NetworkProof) -> dict:
+def _bits_commitments_by_layer(commitment: ModelCommitment, proof: NetworkProof, batch: int) -> dict:
     """{layer index: [bits commitment per group]} for the requantized layers, in order."""
     by_layer, position = {}, 0
     for i, info in enumerate(commitment.layers):
         if info.decomposition is not None:
-            count = len(info.decomposition.groups)
+            count = len(info.decomposition_for(batch).groups)
             by_layer[i] = list(proof.bits_commitments[position:position + count])
             position += count
     return by_layer
@@ -479,7 +489,7 @@ def _verify(commitment: ModelCommitment, x_int, proof: NetworkProof) -> np.ndarr
     batch = x.shape[0]
     transcript = Transcript(TRANSCRIPT_LABEL)
     _absorb_statement(transcript, commitment, x, proof.output)
-    bits = _bits_commitments_by_layer(commitment, proof)
+    bits = _bits_commitments_by_layer(commitment, proof, batch)
     for i, layer_bits in bits.items():
         for bits_commitment in layer_bits:
             transcript.absorb(f"bits commitment {i}", bits_commitment.to_bytes())
@@ -493,8 +503,8 @@ def _verify(commitment: ModelCommitment, x_int, proof: NetworkProof) -> np.ndarr
         where = f"layer {i}"
         try:
             if decomposition_proof is not None:
-                claim = verify_decomposition(bits[i], info.decomposition, claim, decomposition_proof, transcript,
-                                             f"{where} / zkReLU")
+                claim = verify_decomposition(bits[i], info.decomposition_for(batch), claim, decomposition_proof,
+                                             transcript, f"{where} / zkReLU")
             shape = LinearShape(batch, info.in_features, info.out_features)
             claim, claims = verify_linear(shape, claim, linear_proof, transcript, f"{where} / matmul")
             weight_claims = list(claims) + weight_claims

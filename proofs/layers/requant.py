@@ -25,11 +25,13 @@ from .common import padded
 
 @dataclass(frozen=True)
 class Decomposition:
-    """The public shape of a decomposition: shift R, signed width Q of z', whether ReLU selects."""
+    """The public shape of a decomposition: shift R, signed width Q of z', whether ReLU selects, and
+    whether the bit planes may be split into two committed groups (worth it for large tables only)."""
 
     shift: int
     q_bits: int
     relu: bool
+    split: bool = True
 
     @property
     def width(self) -> int:
@@ -47,7 +49,7 @@ class Decomposition:
         whole = padded(self.width, 1)
         first = 1 << (self.width.bit_length() - 1)
         rest = padded(self.width - first, 1)
-        if first == self.width or first + rest >= whole:
+        if not self.split or first == self.width or first + rest >= whole:
             return ((0, whole),)
         return ((0, first), (first, rest))
 

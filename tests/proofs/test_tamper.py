@@ -178,7 +178,8 @@ def test_perturbed_zkrelu_evaluations_are_rejected(setup, field_name):
         changed = F.ext_add(getattr(decomposition, field_name), F.ext_one())
     new_layer = (dataclasses.replace(decomposition, **{field_name: changed}), linear)
     with pytest.raises(ProofRejected):
-        verify_network(network.commitment, x, dataclasses.replace(proof, layer_proofs=(new_layer,) + proof.layer_proofs[1:]))
+        verify_network(network.commitment, x,
+                       dataclasses.replace(proof, layer_proofs=(new_layer,) + proof.layer_proofs[1:]))
 
 
 def test_altered_merkle_path_is_rejected(setup):
@@ -194,7 +195,8 @@ def test_altered_merkle_path_is_rejected(setup):
             digests = list(opening.merkle_proof)
             digests[position] = bytes([digests[position][0] ^ 1]) + digests[position][1:]
             with pytest.raises(ProofRejected, match="Merkle"):
-                verify_network(network.commitment, x, rebuild(dataclasses.replace(opening, merkle_proof=tuple(digests))))
+                altered = dataclasses.replace(opening, merkle_proof=tuple(digests))
+                verify_network(network.commitment, x, rebuild(altered))
     assert altered_paths >= 2  # the larger openings carry sibling digests
 
 
