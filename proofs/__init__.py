@@ -16,3 +16,15 @@ __all__ = [
     "SubClaim", "SumcheckProof", "prove_sumcheck", "verify_sumcheck",
     "CommitParams", "commit", "open_commitment", "verify_opening",
 ]
+
+# Quantized networks, layer proofs, model files (the layers half of issue 6).
+from .quantize import (QuantizedLayer, QuantizedMLP, check_field, dequantize_output, forward_int, layer_bounds,
+                       quantize_fixed_point, quantize_input, quantize_int8)
+from .model import load_model, save_model
+from .layers.network import ModelCommitment, Network, NetworkProof, verify_network
+
+__all__ += [
+    "QuantizedLayer", "QuantizedMLP", "check_field", "dequantize_output", "forward_int", "layer_bounds",
+    "quantize_fixed_point", "quantize_input", "quantize_int8", "load_model", "save_model",
+    "ModelCommitment", "Network", "NetworkProof", "verify_network",
+]
