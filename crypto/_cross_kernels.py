@@ -167,13 +167,16 @@ def four_step_inverse(a, rows, cols, idx, w_r, ws_r, tw, tws, w_c, ws_c, q_arr):
 def basis_convert(x, q_from, qhat_inv, qhat_inv_shoup, q_to, qhat_mod_p, qhat_mod_p_shoup):
     """y_j = Σ_i [x_i·(Q/q_i)^-1]_{q_i}·[Q/q_i]_{p_j} mod p_j as a modular matmul (k' x k) · (k x n).
 
-    Tiles of ``_CONVERT_TILE`` coefficients keep the scaled inputs and the accumulators in cache; every
-    product is a Shoup product below p_j and the accumulator stays in [0, p_j) (one min per term).
+    Tiles of ``_CONVERT_TILE`` coefficients keep the scaled inputs and the accumulators in cache. The
+    products are lazy Shoup products in [0, 2p_j), summed unreduced (below 2k·p_j < 2^53 for k < 2^21)
+    and reduced once: the float64 quotient estimate ⌊acc·(1/p)⌋ is off by at most one, which the two
+    corrections fix.
     """
     k, n = x.shape
     kp = q_to.shape[0]
     out = np.empty((kp, n), dtype=np.uint64)
     scaled = np.empty((k, _CONVERT_TILE), dtype=np.uint64)
+    acc = np.empty(_CONVERT_TILE, dtype=np.uint64)
     for c0 in range(0, n, _CONVERT_TILE):
         width = min(_CONVERT_TILE, n - c0)
         for i in range(k):
@@ -183,11 +186,20 @@ def basis_convert(x, q_from, qhat_inv, qhat_inv_shoup, q_to, qhat_mod_p, qhat_mo
                 dst[c] = _shoup(src[c], w, ws, q)
         for j in range(kp):
             p = q_to[j]
-            acc = out[j, c0:c0 + width]
-            acc[:] = 0
+            p_inv = 1.0 / float(p)
+            acc[:width] = 0
             for i in range(k):
                 w, ws, src = qhat_mod_p[i, j], qhat_mod_p_shoup[i, j], scaled[i]
                 for c in range(width):
-                    s = acc[c] + _shoup(src[c], w, ws, p)
-                    acc[c] = min(s, s - p)
+                    v = src[c]
+                    acc[c] += v * w - ((v * ws) >> _U32) * p     # in [0, 2p)
+            dst = out[j, c0:c0 + width]
+            for c in range(width):
+                a = acc[c]
+                r = np.int64(a) - np.int64(float(a) * p_inv) * np.int64(p)
+                if r < 0:
+                    r += p
+                if r >= p:
+                    r -= p
+                dst[c] = r
     return out

@@ -641,6 +641,8 @@ class FourStepBackend(NTTBackend):
     def convert_basis(self, x, conv):
         """The fast basis conversion as a compiled modular matmul (coefficients innermost, in tiles)."""
         from ._cross_kernels import basis_convert
+        if len(conv.from_moduli) >= 2**20:    # the kernel's unreduced sums must stay below 2^53
+            raise ParameterError(f"basis conversion from {len(conv.from_moduli)} limbs: at most 2^20 supported")
         x = np.ascontiguousarray(_conversion_input(x, conv))
         return basis_convert(x, conv.q_from, conv.qhat_inv, conv.qhat_inv_shoup, conv.q_to,
                              conv.qhat_mod_p, conv.qhat_mod_p_shoup)
