@@ -1,27 +1,413 @@
-"""Transparent hash-based multilinear commitment (Ligero / Brakedown style). Skeleton: see the contract."""
+"""Transparent hash-based multilinear commitment, Ligero / Brakedown style.
+
+Ames, Hazay, Ishai, Venkitasubramaniam, "Ligero" (CCS 2017); Golovnev, Lee, Setty, Thaler, Wahby,
+"Brakedown" (CRYPTO 2023), section 4. No trusted setup: only a hash function (BLAKE2b-256).
+
+A vector of 2^n base-field values is laid out as a row-major matrix M with 2^a rows and 2^b columns
+(n = a + b); index i = row * 2^b + col, so the low b variables of a point select the column and the
+high a variables the row: f~(z) = eq(z_row)^T M eq(z_col). Each row is Reed-Solomon encoded at rate
+rho = 1/rate_inv (its 2^b entries are the coefficients of a polynomial evaluated on the 2-adic subgroup
+of order 2^b * rate_inv by an NTT); the commitment is the Merkle root over the columns of the encoded matrix.
+
+Opening at points z_1..z_m (all at once): the verifier draws gamma in F_p4^rows (proximity test);
+the prover sends u_rand = gamma^T M and u_k = eq(z_k,row)^T M; the verifier draws ``num_queries``
+column indices and checks, at every queried column j, Enc(u)[j] = (combination of column j), with
+column j authenticated by the Merkle multi-proof; finally f~(z_k) = <u_k, eq(z_k,col)>.
+
+Soundness (stated here, computed in :meth:`CommitParams.security_bits` / :attr:`Commitment.security_bits`):
+the code has relative distance delta = 1 - rho. If the committed matrix is not within delta/2 of the
+interleaved code, or a sent row differs from the true combination's codeword (then it differs in at least
+delta/2 of the positions), one uniform query misses with probability at most 1 - delta/2 = (1 + rho)/2;
+so the query error is ((1 + rho)/2)^num_queries. The random combination over F_p4 adds at most
+codeword_length / |F_p4| per test (proximity gaps for Reed-Solomon codes up to the unique decoding radius,
+Ben-Sasson, Carmon, Ishai, Kopparty, Saraf, FOCS 2020), counted twice.
+
+Hiding (issue 7) would add random masking rows to M and a salt to every leaf hash (see
+:func:`_leaf_digests`); the opening protocol stays the same.
+"""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+import math
+from dataclasses import dataclass, field as dataclass_field
+
+import numpy as np
+
+from . import field as F
+from .errors import ProofError, ProofRejected
+from .mle import eq_table, pad_to_pow2
+
+DEFAULT_TARGET_BITS = 104  #: default commitment security, leaving room for the rest of a proof to stay >= 100
+MIN_VERIFY_BITS = 100  #: verifiers refuse commitments whose parameters promise less
+MAX_NUM_VARS = 30
+DIGEST_SIZE = 32
+_COMMITMENT_MAGIC, _OPENING_MAGIC, _VERSION = b"HZKCMT01", b"HZKOPN01", 1
+
+
+def _query_bits(rate_inv: int) -> float:
+    """-log2 of the probability that one column query misses: -log2((1 + rho) / 2)."""
+    return -math.log2((1 + 1 / rate_inv) / 2)
 
 
 @dataclass(frozen=True)
 class CommitParams:
-    """Reed-Solomon rate 1/rate_inv, number of column queries; ``security_bits`` derived from both."""
+    """Reed-Solomon rate 1/``rate_inv`` (a power of two in [2, 64]) and ``num_queries`` column queries.
+
+    ``num_queries=None`` picks the fewest queries for ``DEFAULT_TARGET_BITS`` (154 at rate 1/4).
+    """
 
     rate_inv: int = 4
     num_queries: int | None = None
 
+    def __post_init__(self):
+        rate_inv = self.rate_inv
+        if not isinstance(rate_inv, (int, np.integer)) or rate_inv < 2 or rate_inv > 64 or rate_inv & (rate_inv - 1):
+            raise ProofError(f"CommitParams: rate_inv={rate_inv!r} must be a power of two in [2, 64]")
+        if self.num_queries is None:
+            object.__setattr__(self, "num_queries", math.ceil(DEFAULT_TARGET_BITS / _query_bits(rate_inv)))
+        queries = self.num_queries
+        if not isinstance(queries, (int, np.integer)) or not 1 <= queries <= 4096:
+            raise ProofError(f"CommitParams: num_queries={queries!r} not in [1, 4096]")
+        object.__setattr__(self, "rate_inv", int(rate_inv))
+        object.__setattr__(self, "num_queries", int(queries))
 
-def commit(values, params=CommitParams()):
-    """Commit to a base-field vector (padded to a power of two) -> (Commitment, CommitmentWitness)."""
-    raise NotImplementedError
+    @property
+    def security_bits(self) -> float:
+        """Query soundness alone: -log2(((1 + 1/rate_inv) / 2)^num_queries)."""
+        return self.num_queries * _query_bits(self.rate_inv)
 
 
-def open_commitment(witness, point, transcript):
-    """Evaluate the committed MLE at ``point`` -> (value (4,), OpeningProof)."""
-    raise NotImplementedError
+def _layout(num_vars: int) -> tuple[int, int]:
+    """(log_rows, log_cols): about 16x more columns than rows, balancing sent rows against opened columns."""
+    log_rows = max(0, (num_vars - 4) // 2)
+    return log_rows, num_vars - log_rows
 
 
-def verify_opening(commitment, point, value, proof, transcript) -> None:
-    """Raise ProofRejected unless ``proof`` shows the committed MLE equals ``value`` at ``point``."""
-    raise NotImplementedError
+# --------------------------------------------------------------------------------------------- NTT / RS
+def _bit_reverse(n: int) -> np.ndarray:
+    bits = n.bit_length() - 1
+    index = np.arange(n, dtype=np.int64)
+    reversed_ = np.zeros(n, dtype=np.int64)
+    for b in range(bits):
+        reversed_ |= ((index >> b) & 1) << (bits - 1 - b)
+    return reversed_
+
+
+def _powers(base: int, count: int) -> np.ndarray:
+    """[base^0, ..., base^(count-1)] mod p by doubling (log count vectorized steps)."""
+    out = np.ones(1, dtype=np.uint64)
+    while out.size < count:
+        out = np.concatenate([out, F.mul(out, np.uint64(pow(base, out.size, F.P)))])
+    return out[:count]
+
+
+def ntt(values) -> np.ndarray:
+    """Evaluate each row of ``values`` (..., n) as a polynomial at omega^j, j < n (omega of order n); radix-2 DIT."""
+    values = np.asarray(values, dtype=np.uint64)
+    n = values.shape[-1]
+    if n & (n - 1) or n > 1 << F.TWO_ADICITY:
+        raise ProofError(f"ntt: length {n} is not a power of two <= 2^{F.TWO_ADICITY}")
+    omega = pow(F.GENERATOR, (F.P - 1) // n, F.P)
+    twiddles = _powers(omega, max(n // 2, 1))
+    batch = values.shape[:-1]
+    a = values[..., _bit_reverse(n)]
+    half = 1
+    while half < n:
+        blocks = a.reshape(batch + (n // (2 * half), 2, half))
+        even = blocks[..., 0, :]
+        odd = F.mul(blocks[..., 1, :], twiddles[:: n // (2 * half)][:half])
+        a = np.stack([F.add(even, odd), F.sub(even, odd)], axis=-2).reshape(batch + (n,))
+        half *= 2
+    return a
+
+
+def rs_encode(rows, rate_inv: int) -> np.ndarray:
+    """Reed-Solomon encode each row (..., k) -> (..., k * rate_inv): zero-pad the coefficients, then NTT."""
+    rows = np.asarray(rows, dtype=np.uint64)
+    padded = np.zeros(rows.shape[:-1] + (rows.shape[-1] * rate_inv,), dtype=np.uint64)
+    padded[..., :rows.shape[-1]] = rows
+    return ntt(padded)
+
+
+def _rs_encode_ext(vector, rate_inv: int) -> np.ndarray:
+    """Encode an F_p4 vector (k, 4) coordinate-wise (the code is F_p-linear) -> (k * rate_inv, 4)."""
+    return rs_encode(np.asarray(vector).T, rate_inv).T
+
+
+# ------------------------------------------------------------------------------------------------ Merkle
+def _hash(prefix: bytes, data: bytes) -> bytes:
+    return hashlib.blake2b(prefix + data, digest_size=DIGEST_SIZE).digest()
+
+
+def _leaf_digests(columns: np.ndarray) -> list[bytes]:
+    """H(0x00 || column bytes) for each column of a (rows, m) array (a hiding variant would append a salt)."""
+    data = np.ascontiguousarray(columns.T, dtype="<u4")
+    return [_hash(b"\x00", row.tobytes()) for row in data]
+
+
+def _merkle_levels(leaves: list[bytes]) -> list[list[bytes]]:
+    levels = [leaves]
+    while len(levels[-1]) > 1:
+        below = levels[-1]
+        levels.append([_hash(b"\x01", below[i] + below[i + 1]) for i in range(0, len(below), 2)])
+    return levels
+
+
+def _multiproof_siblings(indices: np.ndarray, depth: int):
+    """For sorted distinct leaf indices, yield per level the (known indices, sibling indices to send)."""
+    known = indices
+    for _ in range(depth):
+        siblings = np.setdiff1d(known ^ 1, known)
+        yield known, siblings
+        known = np.unique(known >> 1)
+
+
+def _merkle_open(levels, indices: np.ndarray) -> list[bytes]:
+    """The sibling digests a verifier needs to recompute the root from the leaves at ``indices``."""
+    proof = []
+    for level, (_, siblings) in zip(levels, _multiproof_siblings(indices, len(levels) - 1)):
+        proof.extend(level[i] for i in siblings)
+    return proof
+
+
+def _merkle_root_from(leaves: list[bytes], indices: np.ndarray, proof: list[bytes], depth: int) -> bytes:
+    """Recompute the root from the leaves at sorted distinct ``indices`` and the multi-proof (ProofRejected on misuse)."""
+    nodes = dict(zip(indices.tolist(), leaves))
+    position = 0
+    for known, siblings in _multiproof_siblings(indices, depth):
+        if position + len(siblings) > len(proof):
+            raise ProofRejected("Merkle multi-proof has too few digests", "commitment opening")
+        nodes.update(zip(siblings.tolist(), proof[position:position + len(siblings)]))
+        position += len(siblings)
+        nodes = {parent: _hash(b"\x01", nodes[2 * parent] + nodes[2 * parent + 1])
+                 for parent in np.unique(known >> 1).tolist()}
+    if position != len(proof):
+        raise ProofRejected(f"Merkle multi-proof has {len(proof) - position} extra digests", "commitment opening")
+    return nodes[0]
+
+
+# ------------------------------------------------------------------------------------------- objects
+@dataclass(frozen=True)
+class Commitment:
+    """The short public commitment: Merkle root, number of variables, layout and code parameters."""
+
+    root: bytes
+    num_vars: int
+    params: CommitParams = CommitParams()
+
+    @property
+    def log_rows(self) -> int:
+        return _layout(self.num_vars)[0]
+
+    @property
+    def log_cols(self) -> int:
+        return _layout(self.num_vars)[1]
+
+    @property
+    def codeword_length(self) -> int:
+        return (1 << self.log_cols) * self.params.rate_inv
+
+    @property
+    def security_bits(self) -> float:
+        """-log2(((1 + rho)/2)^q + 2 * codeword_length / p^4): queries plus the two random combinations."""
+        error = 2.0 ** -self.params.security_bits + 2 * self.codeword_length * 2.0 ** -F.EXT_BITS
+        return -math.log2(error)
+
+    def to_bytes(self) -> bytes:
+        """magic, version (u8), num_vars (u8), log2(rate_inv) (u8), num_queries (u16), root (32 bytes)."""
+        return (_COMMITMENT_MAGIC + bytes([_VERSION, self.num_vars, self.params.rate_inv.bit_length() - 1])
+                + self.params.num_queries.to_bytes(2, "little") + self.root)
+
+    @classmethod
+    def from_bytes(cls, data) -> "Commitment":
+        """Inverse of :meth:`to_bytes`; malformed data raises ProofRejected."""
+        reader = F.ByteReader(data, where="commitment")
+        _check_header(reader, _COMMITMENT_MAGIC)
+        num_vars, log_rate = reader.uint(1), reader.uint(1)
+        num_queries = reader.uint(2)
+        root = reader.raw(DIGEST_SIZE)
+        reader.finish()
+        if num_vars > MAX_NUM_VARS:
+            raise ProofRejected(f"num_vars={num_vars} > {MAX_NUM_VARS}", "commitment")
+        try:
+            params = CommitParams(rate_inv=1 << min(log_rate, 63), num_queries=num_queries)
+        except ProofError as error:
+            raise ProofRejected(str(error), "commitment") from None
+        return cls(root, num_vars, params)
+
+
+def _check_header(reader, magic: bytes) -> None:
+    if reader.raw(len(magic)) != magic:
+        raise ProofRejected("bad magic bytes", reader.where)
+    version = reader.uint(1)
+    if version != _VERSION:
+        raise ProofRejected(f"unsupported version {version} (expected {_VERSION})", reader.where)
+
+
+@dataclass(frozen=True, eq=False)
+class CommitmentWitness:
+    """The prover's side of a commitment: the matrix, its encoding and the Merkle tree. Reuse it for every opening."""
+
+    commitment: Commitment
+    matrix: np.ndarray  # (rows, cols) base field
+    encoded: np.ndarray  # (rows, cols * rate_inv)
+    levels: list = dataclass_field(repr=False)  # Merkle levels, leaves first
+
+
+@dataclass(frozen=True, eq=False)
+class OpeningProof:
+    """u_rand (cols, 4), u_evals (points, cols, 4), opened columns (rows, distinct queries), Merkle multi-proof."""
+
+    u_rand: np.ndarray
+    u_evals: np.ndarray
+    columns: np.ndarray
+    merkle_proof: tuple
+
+    def to_bytes(self) -> bytes:
+        digests = b"".join(self.merkle_proof)
+        return (_OPENING_MAGIC + bytes([_VERSION]) + F.elements_to_bytes(self.u_rand)
+                + F.elements_to_bytes(self.u_evals) + F.elements_to_bytes(self.columns)
+                + len(self.merkle_proof).to_bytes(4, "little") + digests)
+
+    @classmethod
+    def from_bytes(cls, data) -> "OpeningProof":
+        """Inverse of :meth:`to_bytes`; malformed data raises ProofRejected (shapes are checked on verification)."""
+        reader = F.ByteReader(data, where="opening proof")
+        _check_header(reader, _OPENING_MAGIC)
+        u_rand, u_evals, columns = reader.elements(2), reader.elements(3), reader.elements(2)
+        count = reader.uint(4)
+        digests = reader.raw(DIGEST_SIZE * count)
+        reader.finish()
+        merkle = tuple(digests[i:i + DIGEST_SIZE] for i in range(0, len(digests), DIGEST_SIZE))
+        return cls(u_rand, u_evals, columns, merkle)
+
+    @property
+    def num_bytes(self) -> int:
+        return len(self.to_bytes())
+
+
+# ------------------------------------------------------------------------------------------ protocol
+def commit(values, params: CommitParams = CommitParams()):
+    """Commit to base-field ``values`` (zero-padded to a power of two) -> (Commitment, CommitmentWitness).
+
+    Cost: one NTT per row (rows * cols * rate_inv log), one hash per encoded column and Merkle node.
+    """
+    values = np.asarray(values)
+    if values.dtype != np.uint64 or not F.is_canonical(values):
+        raise ProofError(f"commit: values must be canonical field elements (uint64 < p), got dtype={values.dtype}")
+    if not isinstance(params, CommitParams):
+        raise ProofError(f"commit: params must be a CommitParams, got {type(params).__name__}")
+    table = pad_to_pow2(values.reshape(-1)) if values.size else np.zeros(1, dtype=np.uint64)
+    num_vars = table.size.bit_length() - 1
+    if num_vars > MAX_NUM_VARS:
+        raise ProofError(f"commit: {values.size} values need {num_vars} variables > {MAX_NUM_VARS}")
+    log_rows, log_cols = _layout(num_vars)
+    matrix = table.reshape(1 << log_rows, 1 << log_cols)
+    encoded = rs_encode(matrix, params.rate_inv)
+    levels = _merkle_levels(_leaf_digests(encoded))
+    commitment = Commitment(levels[-1][0], num_vars, params)
+    return commitment, CommitmentWitness(commitment, matrix, encoded, levels)
+
+
+def _split_points(points, commitment: Commitment, error):
+    """(m, n, 4) canonical points -> (column eq tables (m, cols, 4), row eq tables (m, rows, 4))."""
+    points = np.asarray(points)
+    if points.dtype != np.uint64 or points.ndim != 3 or points.shape[1:] != (commitment.num_vars, F.EXT_DEGREE) \
+            or not F.is_canonical(points):
+        raise error(f"points of shape {points.shape} and dtype {points.dtype}, expected canonical "
+                    f"(m, {commitment.num_vars}, 4) uint64")
+    b = commitment.log_cols
+    return [eq_table(z[:b]) for z in points], [eq_table(z[b:]) for z in points]
+
+
+def _begin(transcript, commitment: Commitment, points):
+    transcript.absorb("commit.commitment", commitment.to_bytes())
+    transcript.absorb("commit.points", np.asarray(points, dtype=np.uint64))
+    # each gamma entry is uniform in F_p4: error <= codeword_length / p^4 (proximity gaps)
+    return transcript.challenge_ext_vector("commit.gamma", 1 << commitment.log_rows)
+
+
+def _queries(transcript, commitment: Commitment, values, u_rand, u_evals) -> np.ndarray:
+    transcript.absorb("commit.values", np.asarray(values, dtype=np.uint64))
+    transcript.absorb("commit.rows", [u_rand, u_evals])
+    # uniform column indices: each misses a bad column set of density >= delta/2 w.p. <= (1 + rho)/2
+    drawn = transcript.challenge_indices("commit.queries", commitment.params.num_queries, commitment.codeword_length)
+    return np.unique(drawn)
+
+
+def _combine_rows(weights, matrix) -> np.ndarray:
+    """weights^T matrix for F_p4 weights (rows, 4) and a base matrix (rows, m) -> (m, 4), exact."""
+    return F.matmul(weights.T, matrix).T.copy()
+
+
+def open_batch(witness: CommitmentWitness, points, transcript):
+    """Open the committed MLE at several points with one set of column queries -> (values (m, 4), OpeningProof)."""
+    commitment = witness.commitment
+    col_eqs, row_eqs = _split_points(points, commitment, ProofError)
+    gamma = _begin(transcript, commitment, points)
+    u_rand = _combine_rows(gamma, witness.matrix)
+    u_evals = np.stack([_combine_rows(row_eq, witness.matrix) for row_eq in row_eqs]) if row_eqs else \
+        np.zeros((0, 1 << commitment.log_cols, F.EXT_DEGREE), dtype=np.uint64)
+    values = np.array([F.ext_dot(u, col_eq) for u, col_eq in zip(u_evals, col_eqs)], dtype=np.uint64)
+    values = values.reshape(len(col_eqs), F.EXT_DEGREE)
+    indices = _queries(transcript, commitment, values, u_rand, u_evals)
+    proof = OpeningProof(u_rand, u_evals, witness.encoded[:, indices].copy(),
+                         tuple(_merkle_open(witness.levels, indices)))
+    return values, proof
+
+
+def open_commitment(witness: CommitmentWitness, point, transcript):
+    """Evaluate the committed MLE at ``point`` ((n, 4)) -> (value (4,), OpeningProof)."""
+    values, proof = open_batch(witness, np.asarray(point)[None], transcript)
+    return values[0], proof
+
+
+def verify_batch(commitment: Commitment, points, values, proof: OpeningProof, transcript,
+                 min_security_bits: float = MIN_VERIFY_BITS) -> None:
+    """Raise ProofRejected unless ``proof`` shows the committed MLE takes ``values`` (m, 4) at ``points`` (m, n, 4)."""
+    where = "commitment opening"
+    if not isinstance(commitment, Commitment):
+        raise ProofRejected(f"expected a Commitment, got {type(commitment).__name__}", where)
+    if commitment.security_bits < min_security_bits:
+        raise ProofRejected(f"commitment parameters give {commitment.security_bits:.1f} bits "
+                            f"< {min_security_bits} required", where)
+    col_eqs, row_eqs = _split_points(points, commitment, lambda message: ProofRejected(message, where))
+    values = np.asarray(values)
+    rows, cols = 1 << commitment.log_rows, 1 << commitment.log_cols
+    if values.shape != (len(col_eqs), F.EXT_DEGREE) or not F.is_canonical(values):
+        raise ProofRejected(f"values of shape {values.shape}, expected canonical ({len(col_eqs)}, 4)", where)
+    if not isinstance(proof, OpeningProof):
+        raise ProofRejected(f"expected an OpeningProof, got {type(proof).__name__}", where)
+    expected = {"u_rand": (cols, 4), "u_evals": (len(col_eqs), cols, 4)}
+    for name, shape in expected.items():
+        arr = getattr(proof, name)
+        if not isinstance(arr, np.ndarray) or arr.shape != shape or not F.is_canonical(arr):
+            raise ProofRejected(f"{name} of shape {getattr(arr, 'shape', None)}, expected {shape}", where)
+    gamma = _begin(transcript, commitment, points)
+    indices = _queries(transcript, commitment, values, proof.u_rand, proof.u_evals)
+    columns = proof.columns
+    if not isinstance(columns, np.ndarray) or columns.shape != (rows, indices.size) or not F.is_canonical(columns):
+        raise ProofRejected(f"opened columns of shape {getattr(columns, 'shape', None)}, "
+                            f"expected ({rows}, {indices.size})", where)
+    merkle = proof.merkle_proof
+    if not all(isinstance(d, bytes) and len(d) == DIGEST_SIZE for d in merkle):
+        raise ProofRejected("Merkle digests must be 32-byte strings", where)
+    depth = commitment.codeword_length.bit_length() - 1
+    if _merkle_root_from(_leaf_digests(columns), indices, list(merkle), depth) != commitment.root:
+        raise ProofRejected("opened columns do not hash to the committed Merkle root", where)
+    for name, u, weights in [("proximity row", proof.u_rand, gamma)] + \
+            [(f"evaluation row {k}", u, row_eq) for k, (u, row_eq) in enumerate(zip(proof.u_evals, row_eqs))]:
+        if not np.array_equal(_rs_encode_ext(u, commitment.params.rate_inv)[indices], _combine_rows(weights, columns)):
+            raise ProofRejected(f"{name} is inconsistent with the opened columns", where)
+    for k, (u, col_eq) in enumerate(zip(proof.u_evals, col_eqs)):
+        if not F.ext_eq(F.ext_dot(u, col_eq), values[k]):
+            raise ProofRejected(f"claimed value {k} differs from the evaluation row", where)
+
+
+def verify_opening(commitment: Commitment, point, value, proof: OpeningProof, transcript,
+                   min_security_bits: float = MIN_VERIFY_BITS) -> None:
+    """Raise ProofRejected unless ``proof`` shows the committed MLE equals ``value`` ((4,)) at ``point`` ((n, 4))."""
+    value = np.asarray(value)
+    if value.shape != (F.EXT_DEGREE,):
+        raise ProofRejected(f"value of shape {value.shape}, expected (4,)", "commitment opening")
+    verify_batch(commitment, np.asarray(point)[None], value[None], proof, transcript, min_security_bits)
