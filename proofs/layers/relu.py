@@ -108,8 +108,10 @@ def prove_decomposition(witness: DecompositionWitness, commitment_witnesses, cla
     groups = []
     for g, (start, count) in enumerate(spec.groups):
         bits = witness.table(g)
-        terms = [(F.ext_one(), [_outer(weights[start:start + count], eq_rho), bits]),
-                 (beta, [_outer(eq_table(tau[:log2(count)]), eq_rho), bits, F.sub(np.uint64(1), bits)])]
+        bit_check = _outer(eq_table(tau[:log2(count)]), eq_rho)
+        # w T + beta eq T (1 - T) = (w + beta eq) T - beta eq T T: three tables, T shared by identity
+        linear = F.ext_add(_outer(weights[start:start + count], eq_rho), F.ext_mul(bit_check, beta))
+        terms = [(F.ext_one(), [linear, bits]), (F.ext_neg(beta), [bit_check, bits, bits])]
         sumcheck, sigma, evals = prove_sumcheck(terms, group_claims[g], transcript, "sumcheck.relu.bits")
         transcript.absorb("relu.bits_eval", evals[0][1])
         _, opening = open_commitment(commitment_witnesses[g], sigma, transcript)
