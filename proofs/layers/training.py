@@ -1,0 +1,651 @@
+"""Proof of one SGD training step of a quantized ReLU MLP (zkDL's training proof, with zero knowledge).
+
+Model (all integers; zkDL, Sun-Li-Zhang, sections 3-4): layers i = 0..L-1 with weights W_i (d_(i+1) x d_i),
+inputs A_0 = X (batch B x d_0), targets Y (B x d_L), and
+
+    forward   Z_i = A_i W_i^T,  z'_i = round(Z_i / 2^R),  A_(i+1) = (1 - s_i) * z'_i  (s_i the sign bits; i < L-1)
+    output    O = z'_(L-1),  G_(L-1) = O - Y      (gradient of the squared error / 2, at the output's scale)
+    backward  G_A_i = G_(i+1) W_(i+1),  G_i = (1 - s_i) * round(G_A_i / 2^S)   (the same sign bits s_i)
+    weights   G_W_i = G_i^T A_i,  U_i = round(G_W_i / 2^k),  W'_i = W_i - U_i   (eta = 2^-k)
+
+Every rescale round(x / 2^m) is a bit decomposition (:mod:`proofs.layers.requant`): remainder bits
+(range [0, 2^m)) and two's-complement quotient bits (a declared range), committed; the sign bit of the
+forward quotient is the ReLU mask of both passes. Z, G_A, G_W, A, G are not committed: each is a
+function of committed tensors, reached by a reduction.
+
+Statement: commitments to W (all layers packed), W' and the batch (X and Y packed), hiding when
+``zk=True``. The proof commits to all bit planes (one commitment for every layer when
+``mode="aggregate"``, FAC4DNN; one per tensor with ``mode="layer"``) and then, by Fiat-Shamir:
+
+1. per layer, a random point r: the claims W'~(r), W~(r) and the update's planes at r give U~(r) and
+   G_W~(r); the verifier checks W'~(r) = W~(r) - U~(r);
+2. G_W_i~ -> (sumcheck over the batch) G_i~, A_i~;  G_A_i~ -> (sumcheck over d_(i+2)) G_(i+1)~, W_(i+1)~;
+   Z_i~ -> (sumcheck over d_i) A_i~, W_i~ (Thaler's matmul sumcheck, degree 2);
+3. every claim on a masked tensor T = m * q (A_(i+1), G_i, O with m = 1) is batched with random weights
+   alpha into one sumcheck sum_e (sum_k alpha_k eq(p_k, e)) m(e) q(e) (degree 3), ending at rho where the
+   prover states the planes' values T_bits~(rho, j); these give q~(rho), the sign and the rescaled
+   tensor's value (a claim handed to step 2), and one claim T_bits~(rho, tau) on the commitment;
+4. G_(L-1) = O - Y splits into claims on O and Y; claims on A_0 go to X;
+5. one bit check per bits commitment (:mod:`proofs.aggregate`), then one batch opening per commitment.
+
+Soundness (|F| = p^4): every sumcheck k d / |F|, the batching weights and plane points 1 / |F| each, every
+opening 2^-(commitment bits). All integers stay below p / 2 by the declared bounds
+(:meth:`TrainingSpec.bounds`), so field identities are integer identities and W' is the integer step.
+Zero knowledge (``zk=True``): hiding commitments and Libra-masked sumchecks (:mod:`proofs.zk`); the
+proof still reveals the plane values at the random points of step 3 and the sumchecks' final
+evaluations (random linear functionals of the witness), as stated in :mod:`proofs.zk`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field as dataclass_field
+
+import numpy as np
+
+from .. import field as F
+from ..aggregate import bit_check_terms, bit_check_value, plan_groups, stack
+from ..errors import ModelError, ProofError, ProofRejected
+from ..mle import bind_high, eq_eval, eq_table, mle_evaluate
+from ..quantize import FIELD_BITS, FIELD_HALF
+from ..sumcheck import SumcheckProof, SumcheckProver, _absorb_statement, _as_ext_scalar, verify_sumcheck
+from ..transcript import Transcript
+from ..zk import (HidingCommitment, HidingOpening, HidingParams, ZKSumcheckProof, hiding_commit, open_points,
+                  prove_zk_sumcheck, verify_points, verify_zk_sumcheck)
+from .common import log2, pad_matrix, padded
+from .packing import Packing
+from .requant import Decomposition, decompose
+
+TRANSCRIPT_LABEL = "hezk.proofs.training.v1"
+MAX_LAYERS = 64
+
+
+def _check_int(value, name: str, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not lo <= int(value) <= hi:
+        raise ModelError(f"{name}={value!r} must be an int in [{lo}, {hi}]")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class TrainingSpec:
+    """Public shape of a training step: layer sizes (d_0..d_L), batch, bit widths and shifts.
+
+    Inputs, targets and activations are signed ``act_bits``-bit integers, weights ``weight_bits``-bit;
+    the forward rescale shifts by ``shift``, the backward by ``grad_shift`` into ``grad_bits``-bit
+    gradients, the update by ``lr_shift`` (eta = 2^-lr_shift) into ``update_bits``-bit updates.
+    """
+
+    sizes: tuple
+    batch: int
+    act_bits: int = 8
+    weight_bits: int = 8
+    shift: int = 6
+    grad_shift: int = 6
+    grad_bits: int = 10
+    lr_shift: int = 4
+    update_bits: int = 8
+
+    def __post_init__(self):
+        sizes = tuple(self.sizes) if isinstance(self.sizes, (tuple, list)) else ()
+        if not 2 <= len(sizes) <= MAX_LAYERS + 1:
+            raise ModelError(f"sizes={self.sizes!r} must list 2 to {MAX_LAYERS + 1} layer widths")
+        object.__setattr__(self, "sizes", tuple(_check_int(d, f"sizes[{i}]", 1, 1 << 20) for i, d in enumerate(sizes)))
+        _check_int(self.batch, "batch", 1, 1 << 20)
+        for name in ("act_bits", "weight_bits", "grad_bits", "update_bits"):
+            _check_int(getattr(self, name), name, 2, 24)
+        for name in ("shift", "grad_shift", "lr_shift"):
+            _check_int(getattr(self, name), name, 0, 24)
+        for name, width in (("shift + act_bits", self.shift + self.act_bits),
+                            ("grad_shift + grad_bits", self.grad_shift + self.grad_bits),
+                            ("lr_shift + update_bits", self.lr_shift + self.update_bits)):
+            if width > FIELD_BITS:
+                raise ModelError(f"{name}={width} exceeds the field's {FIELD_BITS} bits")
+        for name, bound in self.bounds().items():
+            if bound > FIELD_HALF:
+                raise ModelError(f"worst case |{name}| <= {bound} exceeds half the field ({FIELD_HALF}); "
+                                 "lower the bit widths or the layer sizes")
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.sizes) - 1
+
+    def bounds(self) -> dict:
+        """Worst-case magnitudes of the integers that are never range-checked directly (must stay < p/2)."""
+        act, weight = 1 << (self.act_bits - 1), 1 << (self.weight_bits - 1)
+        out = {}
+        for i in range(self.num_layers):
+            grad = 1 << self.act_bits if i == self.num_layers - 1 else 1 << (self.grad_bits - 1)
+            out[f"Z_{i}"] = self.sizes[i] * act * weight
+            out[f"G_W_{i}"] = self.batch * grad * act
+            if i + 1 < self.num_layers:
+                next_grad = 1 << self.act_bits if i + 2 == self.num_layers else 1 << (self.grad_bits - 1)
+                out[f"G_A_{i}"] = self.sizes[i + 2] * next_grad * weight
+        return out
+
+    # padded shapes
+    @property
+    def batch_padded(self) -> int:
+        return padded(self.batch)
+
+    def width(self, i: int) -> int:
+        return padded(self.sizes[i])
+
+    def forward_spec(self, i: int) -> Decomposition:
+        return Decomposition(self.shift, self.act_bits, i + 1 < self.num_layers)
+
+    def backward_spec(self) -> Decomposition:
+        return Decomposition(self.grad_shift, self.grad_bits, False)
+
+    def update_spec(self) -> Decomposition:
+        return Decomposition(self.lr_shift, self.update_bits, False)
+
+    def bit_tables(self) -> list:
+        """(name, Decomposition, elements) of every committed bits table, in a fixed order."""
+        L, B = self.num_layers, self.batch_padded
+        tables = [(f"fwd{i}", self.forward_spec(i), B * self.width(i + 1)) for i in range(L)]
+        tables += [(f"bwd{i}", self.backward_spec(), B * self.width(i + 1)) for i in range(L - 1)]
+        tables += [(f"upd{i}", self.update_spec(), self.width(i + 1) * self.width(i)) for i in range(L)]
+        return tables
+
+    def absorb(self, transcript) -> None:
+        transcript.absorb("training.spec", [int(v) for v in (*self.sizes, -1, self.batch, self.act_bits,
+                                                             self.weight_bits, self.shift, self.grad_shift,
+                                                             self.grad_bits, self.lr_shift, self.update_bits)])
+
+
+def _planes(spec: Decomposition) -> int:
+    return padded(spec.padded_width, 1)
+
+
+def _coefficients(spec: Decomposition):
+    """(rebuild c, output c') padded to a power-of-two number of planes, as field elements."""
+    planes = _planes(spec)
+    rebuild, output = np.zeros(planes, dtype=np.int64), np.zeros(planes, dtype=np.int64)
+    rebuild[:spec.padded_width] = spec.rebuild_coefficients()
+    output[:spec.padded_width] = spec.output_coefficients()
+    return F.to_field(rebuild), F.to_field(output)
+
+
+# ------------------------------------------------------------------------------------------ witness
+@dataclass(frozen=True, eq=False)
+class TrainingTrace:
+    """Every padded integer table of one step (the prover's witness). Tests may build tampered copies."""
+
+    spec: TrainingSpec
+    weights: tuple  # W_i padded (d_(i+1) x d_i)
+    x: np.ndarray  # padded B x d_0
+    y: np.ndarray  # padded B x d_L
+    acts: tuple  # A_0..A_(L-1), padded B x d_i
+    fwd: tuple  # DecompositionWitness of Z_i
+    masks: tuple  # 1 - s_i used by the backward pass, B x d_(i+1), i < L-1
+    bwd: tuple  # DecompositionWitness of G_A_i, i < L-1
+    grads: tuple  # G_0..G_(L-1), B x d_(i+1)
+    upd: tuple  # DecompositionWitness of G_W_i
+    new_weights: tuple  # W'_i padded
+
+    def new_weights_unpadded(self) -> list:
+        return [w[:self.spec.sizes[i + 1], :self.spec.sizes[i]].copy() for i, w in enumerate(self.new_weights)]
+
+    def bits(self) -> dict:
+        """name -> bits table (planes x elements, power-of-two planes) flattened (index e + E j)."""
+        out = {}
+        for name, witness in [(f"fwd{i}", w) for i, w in enumerate(self.fwd)] + \
+                             [(f"bwd{i}", w) for i, w in enumerate(self.bwd)] + \
+                             [(f"upd{i}", w) for i, w in enumerate(self.upd)]:
+            table = np.zeros((_planes(witness.spec), witness.bits.shape[1]), dtype=np.uint64)
+            table[:witness.bits.shape[0]] = witness.bits
+            out[name] = table.reshape(-1)
+        return out
+
+
+def _decompose(values, spec: Decomposition, name: str):
+    try:
+        return decompose(values.reshape(-1), spec)
+    except ModelError as error:
+        raise ModelError(f"{name}: {error}") from None
+
+
+def _check_inputs(weights, x, y, spec: TrainingSpec):
+    if len(weights) != spec.num_layers:
+        raise ModelError(f"weights: {len(weights)} matrices for {spec.num_layers} layers")
+    arrays = []
+    checks = [(f"weights[{i}]", w, (spec.sizes[i + 1], spec.sizes[i]), spec.weight_bits) for i, w in enumerate(weights)]
+    checks += [("x", x, (spec.batch, spec.sizes[0]), spec.act_bits), ("y", y, (spec.batch, spec.sizes[-1]), spec.act_bits)]
+    for name, value, shape, bits in checks:
+        value = np.asarray(value)
+        if value.shape != shape or value.dtype.kind not in "iu":
+            raise ModelError(f"{name} must be an integer array of shape {shape}, got {value.dtype} {value.shape}")
+        limit = 1 << (bits - 1)
+        if value.size and (value.min() < -limit or value.max() >= limit):
+            raise ModelError(f"{name} has entries in [{value.min()}, {value.max()}], outside [-{limit}, {limit}) "
+                             f"({bits} bits)")
+        arrays.append(value.astype(np.int64))
+    return arrays[:-2], arrays[-2], arrays[-1]
+
+
+def training_trace(weights, x, y, spec: TrainingSpec) -> TrainingTrace:
+    """Run one integer SGD step (the module's equations) and keep every table the proof needs."""
+    weights, x, y = _check_inputs(weights, x, y, spec)
+    L, B = spec.num_layers, spec.batch_padded
+    w = [pad_matrix(weights[i], spec.width(i + 1), spec.width(i)) for i in range(L)]
+    acts, fwd = [pad_matrix(x, B, spec.width(0))], []
+    for i in range(L):
+        fwd.append(_decompose(acts[i] @ w[i].T, spec.forward_spec(i), f"forward layer {i}"))
+        if i + 1 < L:
+            acts.append(fwd[i].out.reshape(B, spec.width(i + 1)))
+    y_pad = pad_matrix(y, B, spec.width(L))
+    grads = [None] * L
+    grads[L - 1] = fwd[L - 1].shifted.reshape(B, -1) - y_pad
+    masks, bwd = [None] * (L - 1), [None] * (L - 1)
+    for i in range(L - 2, -1, -1):
+        bwd[i] = _decompose(grads[i + 1] @ w[i + 1], spec.backward_spec(), f"backward layer {i}")
+        masks[i] = 1 - fwd[i].sign.astype(np.int64).reshape(B, -1)
+        grads[i] = masks[i] * bwd[i].shifted.reshape(B, -1)
+    upd = [_decompose(grads[i].T @ acts[i], spec.update_spec(), f"update of layer {i}") for i in range(L)]
+    new = [w[i] - upd[i].shifted.reshape(w[i].shape) for i in range(L)]
+    return TrainingTrace(spec, tuple(w), acts[0], y_pad, tuple(acts), tuple(fwd), tuple(masks), tuple(bwd),
+                         tuple(grads), tuple(upd), tuple(new))
+
+
+def training_step(weights, x, y, spec: TrainingSpec) -> list:
+    """W' = W - 2^-k round(G_W) for every layer (unpadded int64), without a proof."""
+    return training_trace(weights, x, y, spec).new_weights_unpadded()
+
+
+# ------------------------------------------------------------------------------------- statement
+def weight_packing(spec: TrainingSpec) -> Packing:
+    return Packing(tuple(spec.width(i + 1) * spec.width(i) for i in range(spec.num_layers)))
+
+
+def batch_packing(spec: TrainingSpec) -> Packing:
+    B = spec.batch_padded
+    return Packing((B * spec.width(0), B * spec.width(spec.num_layers)))
+
+
+def _field(table) -> np.ndarray:
+    return F.to_field(np.asarray(table, dtype=np.int64).reshape(-1))
+
+
+@dataclass(frozen=True, eq=False)
+class CommittedTensors:
+    """Commitments (and, for the prover, witnesses) to the weights, the new weights and the batch."""
+
+    weights: HidingCommitment
+    new_weights: HidingCommitment
+    batch: HidingCommitment
+    witnesses: dict = dataclass_field(default=None, repr=False)
+
+
+def commit_step(trace: TrainingTrace, zk: bool = True, params: HidingParams | None = None,
+                seed=None) -> CommittedTensors:
+    """Commit to W, W' and the batch of ``trace`` (what the verifier receives)."""
+    params = _params(zk, params)
+    spec = trace.spec
+    tables = {"weights": weight_packing(spec).pack([_field(w) for w in trace.weights]),
+              "new_weights": weight_packing(spec).pack([_field(w) for w in trace.new_weights]),
+              "batch": batch_packing(spec).pack([_field(trace.x), _field(trace.y)])}
+    made = {name: hiding_commit(table, params, seed=None if seed is None else seed + k)
+            for k, (name, table) in enumerate(tables.items())}
+    return CommittedTensors(made["weights"][0], made["new_weights"][0], made["batch"][0],
+                            {name: pair[1] for name, pair in made.items()})
+
+
+def _params(zk: bool, params):
+    if params is None:
+        return HidingParams(hiding=bool(zk))
+    if not isinstance(params, HidingParams) or params.hiding != bool(zk):
+        raise ProofError(f"params must be HidingParams with hiding={bool(zk)}, got {params!r}")
+    return params
+
+
+# -------------------------------------------------------------------------------------- the channel
+class _Channel:
+    """What prover and verifier share: the transcript, the proof items (written or read) and the claims
+    on committed tables. The protocol below runs once per side; prover-only values are lambdas."""
+
+    def __init__(self, transcript, zk: bool, params: HidingParams, items=None):
+        self.transcript, self.zk, self.params = transcript, zk, params
+        self.proving = items is None
+        self.items = [] if items is None else list(items)
+        self._position = 0
+        self.claims = {}  # commitment key -> [(point, value)]
+
+    def _next(self, kind, where):
+        if self._position >= len(self.items):
+            raise ProofRejected("the proof ends early", where)
+        item = self.items[self._position]
+        self._position += 1
+        if not isinstance(item, kind):
+            raise ProofRejected(f"expected {kind.__name__}, got {type(item).__name__}", where)
+        return item
+
+    def send(self, label, compute, shape=(4,)) -> np.ndarray:
+        """A value the prover states (computed by ``compute`` on the prover side)."""
+        if self.proving:
+            value = np.asarray(compute(), dtype=np.uint64)
+            self.items.append(value)
+        else:
+            value = self._next(np.ndarray, label)
+            if value.shape != tuple(shape) or not F.is_canonical(value):
+                raise ProofRejected(f"value of shape {value.shape}, expected {tuple(shape)} canonical", label)
+        self.transcript.absorb(label, value)
+        return value
+
+    def sumcheck(self, label, claim, num_vars, degree, terms):
+        """Run a (ZK when hiding) sumcheck; returns (point, expected value of the summand or None for the prover)."""
+        if self.proving:
+            prover_terms = terms()
+            if self.zk:
+                proof, point, _ = prove_zk_sumcheck(prover_terms, claim, self.transcript, label, self.params)
+            else:
+                proof, point = _plain_sumcheck(prover_terms, claim, self.transcript, label)
+            self.items.append(proof)
+            return point, None
+        if self.zk:
+            sub = verify_zk_sumcheck(self._next(ZKSumcheckProof, label), claim, num_vars, degree, self.transcript,
+                                     label)
+        else:
+            sub = verify_sumcheck(self._next(SumcheckProof, label), claim, num_vars, degree, self.transcript, label)
+        return sub.point, sub.expected_value
+
+    def check(self, expected, value, reason) -> None:
+        if not self.proving and not F.ext_eq(expected, value):
+            raise ProofRejected(reason, "training proof")
+
+    def record(self, key, point, value) -> None:
+        self.claims.setdefault(key, []).append((np.asarray(point, dtype=np.uint64), np.asarray(value)))
+
+    def open(self, key, commitment, witness) -> None:
+        points = np.stack([p for p, _ in self.claims.get(key, [])])
+        values = np.stack([v for _, v in self.claims[key]])
+        if self.proving:
+            _, opening = open_points(witness, points, self.transcript, values=values)
+            self.items.append(opening)
+        else:
+            verify_points(commitment, points, values, self._next(HidingOpening, f"opening of {key}"),
+                          self.transcript)
+
+    def finish(self) -> None:
+        if not self.proving and self._position != len(self.items):
+            raise ProofRejected(f"{len(self.items) - self._position} unused proof items", "training proof")
+
+
+def _plain_sumcheck(terms, claim, transcript, label):
+    """The Fiat-Shamir sumcheck of :mod:`proofs.sumcheck`, without the prover-side claim check."""
+    prover = SumcheckProver(terms)
+    _absorb_statement(transcript, label, _as_ext_scalar(claim, "claim"), prover.num_vars, prover.degree)
+    messages = np.zeros((prover.num_vars, prover.degree + 1, F.EXT_DEGREE), dtype=np.uint64)
+    for j in range(prover.num_vars):
+        messages[j] = prover.round_message()
+        transcript.absorb(f"{label}.round", messages[j])
+        prover.bind(transcript.challenge_ext(f"{label}.r"))
+    return SumcheckProof(messages), np.array(prover.challenges, dtype=np.uint64).reshape(-1, F.EXT_DEGREE)
+
+
+def _columns_at(matrix_table, rows: int, point) -> np.ndarray:
+    """sum_c eq(point, c) M[:, c] for a row-major field table (rows x cols): bind the low variables."""
+    return F.matmul(matrix_table.reshape(rows, -1), eq_table(point))
+
+
+def _alpha_combination(channel, label, claims):
+    """Random weights alpha (alpha_0 = 1) for a list of (point, value) claims -> (alphas, combined value)."""
+    alphas = np.concatenate([F.ext_one((1,)), channel.transcript.challenge_ext_vector(label, len(claims) - 1)])
+    total = F.ext_zero()
+    for alpha, (_, value) in zip(alphas, claims):
+        total = F.ext_add(total, F.ext_mul(alpha, value))
+    return alphas, total
+
+
+# ------------------------------------------------------------------------------------- the protocol
+class _Protocol:
+    """The reductions of the module docstring, run identically by prover (with a trace) and verifier."""
+
+    def __init__(self, spec: TrainingSpec, channel: _Channel, groups, trace=None):
+        self.spec, self.ch, self.groups, self.trace = spec, channel, groups, trace
+        self.bit_specs = {name: (index, decomposition, elements)
+                          for index, (name, decomposition, elements) in enumerate(spec.bit_tables())}
+        if trace is not None:
+            self.bits = trace.bits()
+            L = spec.num_layers
+            self.tables = {f"W{i}": _field(trace.weights[i]) for i in range(L)}
+            self.tables.update({f"A{i}": _field(trace.acts[i]) for i in range(L)})
+            self.tables.update({f"G{i}": _field(trace.grads[i]) for i in range(L)})
+            self.tables.update({f"Wn{i}": _field(trace.new_weights[i]) for i in range(L)})
+            self.tables["Y"] = _field(trace.y)
+        self.pending = {}  # virtual tensor -> [(point, value)]
+
+    # claims on committed tables ---------------------------------------------------------------
+    def committed(self, key, packing_index, local_point, value) -> None:
+        packing = {"weights": weight_packing, "new_weights": weight_packing, "batch": batch_packing}[key](self.spec)
+        self.ch.record(key, packing.point(packing_index, local_point), value)
+
+    def bits_claim(self, name, point, value) -> None:
+        index = self.bit_specs[name][0]
+        group, position = self.groups.locate(index)
+        self.ch.record(f"bits{group}", self.groups.packing(group).point(position, point), value)
+
+    def planes(self, name, point):
+        """Plane values T~(point, j) -> (rebuilt value, quotient value, sign value); records one bits claim."""
+        _, decomposition, elements = self.bit_specs[name]
+        planes = _planes(decomposition)
+        values = self.ch.send(f"training.planes.{name}",
+                              lambda: F.matmul(self.bits[name].reshape(planes, elements), eq_table(point)),
+                              (planes, 4))
+        tau = self.ch.transcript.challenge_ext_vector(f"training.tau.{name}", log2(planes))  # error 1/|F| per var
+        self.bits_claim(name, np.concatenate([point, tau]), F.ext_dot(eq_table(tau), values))
+        rebuild, output = _coefficients(decomposition)
+        rebuilt = F.ext_sub(F.ext_dot(values, rebuild), F.ext_from_base(F.to_field(decomposition.offset)))
+        return rebuilt, F.ext_dot(values, output), values[decomposition.sign_index]
+
+    def claim(self, tensor, point, value) -> None:
+        self.pending.setdefault(tensor, []).append((point, value))
+
+    # reductions -------------------------------------------------------------------------------
+    def matmul(self, label, point, value, n_vars, left, right):
+        """sum_k L(k) R(k) = value over n_vars; ``left``/``right`` build the bound tables (prover side)."""
+        ch = self.ch
+        rho, expected = ch.sumcheck(f"sumcheck.training.{label}", value, n_vars, 2,
+                                    lambda: [(F.ext_one(), [left(), right()])])
+        return rho, expected
+
+    def update(self, i):
+        spec, ch, t = self.spec, self.ch, self.trace
+        out_vars, in_vars = log2(spec.width(i + 1)), log2(spec.width(i))
+        r = ch.transcript.challenge_ext_vector(f"training.update{i}", out_vars + in_vars)
+        w_new = ch.send("training.wnew", lambda: mle_evaluate(self.tables[f"Wn{i}"], r))
+        w_old = ch.send("training.wold", lambda: mle_evaluate(self.tables[f"W{i}"], r))
+        self.committed("new_weights", i, r, w_new)
+        self.committed("weights", i, r, w_old)
+        grad_w, step, _ = self.planes(f"upd{i}", r)
+        ch.check(F.ext_sub(w_old, step), w_new, f"layer {i}: W' != W - round(G_W / 2^k) at a random point")
+        # G_W_i[o, k] = sum_b G_i[b, o] A_i[b, k]; point = (r_k, r_o)
+        r_k, r_o = r[:in_vars], r[in_vars:]
+        B = spec.batch_padded
+        rho, expected = self.matmul(f"gradw{i}", r, grad_w, log2(B), lambda: _columns_at(self.tables[f"G{i}"], B, r_o),
+                                    lambda: _columns_at(self.tables[f"A{i}"], B, r_k))
+        g = ch.send("training.eval", lambda: mle_evaluate(self.tables[f"G{i}"], np.concatenate([r_o, rho])))
+        a = ch.send("training.eval", lambda: mle_evaluate(self.tables[f"A{i}"], np.concatenate([r_k, rho])))
+        ch.check(expected, F.ext_mul(g, a), f"layer {i}: weight-gradient sumcheck final value != G * A")
+        self.claim(f"G{i}", np.concatenate([r_o, rho]), g)
+        self.claim(f"A{i}", np.concatenate([r_k, rho]), a)
+
+    def select(self, tensor, mask_name, quotient_name, masked: bool):
+        """All claims on tensor = m * q at once; returns (rho, claim on the rescaled tensor) via the planes."""
+        spec, ch = self.spec, self.ch
+        claims = self.pending.pop(tensor)
+        alphas, total = _alpha_combination(ch, f"training.alpha.{tensor}", claims)
+        k = claims[0][0].shape[0]
+
+        def terms():
+            weights = F.ext_zero((1 << k,))
+            for alpha, (point, _) in zip(alphas, claims):
+                weights = F.ext_add(weights, F.ext_mul(eq_table(point), alpha[None, :]))
+            quotient = self._quotient(quotient_name)
+            if not masked:
+                return [(F.ext_one(), [weights, quotient])]
+            return [(F.ext_one(), [weights, self._mask(tensor, mask_name), quotient])]
+
+        rho, expected = ch.sumcheck(f"sumcheck.training.select.{tensor}", total, k, 3 if masked else 2, terms)
+        weight = F.ext_zero()
+        for alpha, (point, _) in zip(alphas, claims):
+            weight = F.ext_add(weight, F.ext_mul(alpha, eq_eval(point, rho)))
+        rebuilt, quotient, sign = self.planes(quotient_name, rho)
+        value = F.ext_mul(weight, quotient)
+        if masked:
+            if mask_name != quotient_name:  # the backward pass reuses the forward pass's committed sign bits
+                _, _, sign = self.planes(mask_name, rho)
+            value = F.ext_mul(value, F.ext_sub(F.ext_one(), sign))
+        ch.check(expected, value, f"{tensor}: masked-rescale sumcheck final value != w (1 - s) q")
+        return rho, rebuilt
+
+    def _quotient(self, name):
+        witness = self._witness(name)
+        return F.to_field(witness.shifted)
+
+    def _mask(self, tensor, mask_name):
+        if tensor.startswith("G"):
+            return F.to_field(self.trace.masks[int(tensor[1:])].reshape(-1))
+        return F.sub(np.uint64(1), self._witness(mask_name).sign)
+
+    def _witness(self, name):
+        kind, index = name[:3], int(name[3:])
+        return {"fwd": self.trace.fwd, "bwd": self.trace.bwd, "upd": self.trace.upd}[kind][index]
+
+    def run(self):
+        spec, ch = self.spec, self.ch
+        L, B = spec.num_layers, spec.batch_padded
+        for i in range(L):
+            self.update(i)
+        for i in range(L - 1):  # G_i = (1 - s_i) round(G_A_i), G_A_i = G_(i+1) W_(i+1)
+            rho, grad_a = self.select(f"G{i}", f"fwd{i}", f"bwd{i}", True)
+            out_vars = log2(spec.width(i + 2))
+            r_k, r_b = rho[:log2(spec.width(i + 1))], rho[log2(spec.width(i + 1)):]
+            omega, expected = self.matmul(
+                f"grada{i}", rho, grad_a, out_vars,
+                lambda: bind_high(self.tables[f"G{i + 1}"], r_b),
+                lambda: _columns_at(self.tables[f"W{i + 1}"], spec.width(i + 2), r_k))
+            g = ch.send("training.eval", lambda: mle_evaluate(self.tables[f"G{i + 1}"], np.concatenate([omega, r_b])))
+            w = ch.send("training.eval", lambda: mle_evaluate(self.tables[f"W{i + 1}"], np.concatenate([r_k, omega])))
+            ch.check(expected, F.ext_mul(g, w), f"layer {i}: input-gradient sumcheck final value != G * W")
+            self.claim(f"G{i + 1}", np.concatenate([omega, r_b]), g)
+            self.committed("weights", i + 1, np.concatenate([r_k, omega]), w)
+        for point, value in self.pending.pop(f"G{L - 1}"):  # G = O - Y
+            y = ch.send("training.eval", lambda: mle_evaluate(self.tables["Y"], point))
+            self.committed("batch", 1, point, y)
+            self.claim("O", point, F.ext_add(value, y))
+        for i in range(L - 1, -1, -1):  # A_(i+1) = (1 - s_i) round(Z_i), Z_i = A_i W_i^T
+            tensor = "O" if i == L - 1 else f"A{i + 1}"
+            rho, acc = self.select(tensor, f"fwd{i}", f"fwd{i}", tensor != "O")
+            out_vars = log2(spec.width(i + 1))
+            r_o, r_b = rho[:out_vars], rho[out_vars:]
+            kappa, expected = self.matmul(f"forward{i}", rho, acc, log2(spec.width(i)),
+                                          lambda: bind_high(self.tables[f"A{i}"], r_b),
+                                          lambda: bind_high(self.tables[f"W{i}"], r_o))
+            a = ch.send("training.eval", lambda: mle_evaluate(self.tables[f"A{i}"], np.concatenate([kappa, r_b])))
+            w = ch.send("training.eval", lambda: mle_evaluate(self.tables[f"W{i}"], np.concatenate([kappa, r_o])))
+            ch.check(expected, F.ext_mul(a, w), f"layer {i}: forward sumcheck final value != A * W")
+            self.claim(f"A{i}", np.concatenate([kappa, r_b]), a)
+            self.committed("weights", i, np.concatenate([kappa, r_o]), w)
+        for point, value in self.pending.pop("A0"):
+            self.committed("batch", 0, point, value)
+        if self.pending:
+            raise ProofError(f"unreduced claims on {sorted(self.pending)}")
+
+
+# ------------------------------------------------------------------------------------------ public
+@dataclass(frozen=True, eq=False)
+class TrainingProof:
+    """The bits commitments (one per group, see :mod:`proofs.aggregate`) and the protocol's items in order."""
+
+    mode: str
+    bits_commitments: tuple
+    items: tuple
+
+    def to_bytes(self) -> bytes:
+        parts = [self.mode.encode()] + [c.to_bytes() for c in self.bits_commitments]
+        for item in self.items:
+            parts.append(F.elements_to_bytes(item) if isinstance(item, np.ndarray) else item.to_bytes())
+        return b"".join(parts)
+
+    @property
+    def num_bytes(self) -> int:
+        return len(self.to_bytes())
+
+
+def _statement(spec: TrainingSpec, committed, bits_commitments, mode: str):
+    transcript = Transcript(TRANSCRIPT_LABEL)
+    spec.absorb(transcript)
+    transcript.absorb("training.statement", [mode, committed.weights.to_bytes(), committed.new_weights.to_bytes(),
+                                             committed.batch.to_bytes()] + [c.to_bytes() for c in bits_commitments])
+    return transcript
+
+
+def _bit_checks(channel, groups, packed=None) -> None:
+    """One bit-check sumcheck per bits commitment (a single one when aggregated)."""
+    for g in range(len(groups.groups)):
+        n = groups.packing(g).num_vars
+        tau = channel.transcript.challenge_ext_vector(f"training.bits{g}.tau", n)  # error n / |F|
+        sigma, expected = channel.sumcheck(f"sumcheck.training.bits{g}", 0, n, 3,
+                                           lambda: bit_check_terms(packed[g], tau))
+        value = channel.send("training.bits_eval", lambda: mle_evaluate(packed[g], sigma))
+        channel.check(expected, bit_check_value(tau, sigma, value), f"bits commitment {g}: an entry is not a bit")
+        channel.record(f"bits{g}", sigma, value)
+
+
+def _groups(spec: TrainingSpec, mode: str):
+    return plan_groups([_planes(d) * e for _, d, e in spec.bit_tables()], mode)
+
+
+def prove_training_step(trace: TrainingTrace, committed: CommittedTensors, zk: bool = True, mode: str = "aggregate",
+                        params: HidingParams | None = None) -> TrainingProof:
+    """Prove that ``committed.new_weights`` is one SGD step from ``committed.weights`` on ``committed.batch``.
+
+    ``trace`` is the prover's witness (:func:`training_trace`); ``committed`` must come from
+    :func:`commit_step` with the same ``zk``.
+    """
+    params = _params(zk, params)
+    if not isinstance(trace, TrainingTrace) or not isinstance(committed, CommittedTensors) or \
+            committed.witnesses is None:
+        raise ProofError("prove_training_step needs a TrainingTrace and CommittedTensors with witnesses")
+    if committed.weights.params != params:
+        raise ProofError(f"the commitments use {committed.weights.params}, the proof {params}")
+    spec, groups = trace.spec, _groups(trace.spec, mode)
+    bits = trace.bits()
+    names = [name for name, _, _ in spec.bit_tables()]
+    packed = [stack([bits[n] for n in names], groups, g) for g in range(len(groups.groups))]
+    bits_made = [hiding_commit(table, params) for table in packed]
+    channel = _Channel(_statement(spec, committed, [c for c, _ in bits_made], mode), bool(zk), params)
+    _Protocol(spec, channel, groups, trace).run()
+    _bit_checks(channel, groups, packed)
+    for key in ("weights", "new_weights", "batch"):
+        channel.open(key, None, committed.witnesses[key])
+    for g, (_, witness) in enumerate(bits_made):
+        channel.open(f"bits{g}", None, witness)
+    return TrainingProof(mode, tuple(c for c, _ in bits_made), tuple(channel.items))
+
+
+def verify_training_step(spec: TrainingSpec, committed: CommittedTensors, proof: TrainingProof) -> None:
+    """Raise ProofRejected unless ``proof`` shows W' (committed) is one honest SGD step from W on the batch."""
+    where = "training proof"
+    if not isinstance(spec, TrainingSpec) or not isinstance(committed, CommittedTensors):
+        raise ProofRejected("expected a TrainingSpec and CommittedTensors", where)
+    if not isinstance(proof, TrainingProof) or proof.mode not in ("aggregate", "layer"):
+        raise ProofRejected("expected a TrainingProof with mode 'aggregate' or 'layer'", where)
+    params = committed.weights.params
+    groups = _groups(spec, proof.mode)
+    expected = [("weights", committed.weights, weight_packing(spec).num_vars),
+                ("new_weights", committed.new_weights, weight_packing(spec).num_vars),
+                ("batch", committed.batch, batch_packing(spec).num_vars)]
+    if len(proof.bits_commitments) != len(groups.groups):
+        raise ProofRejected(f"{len(proof.bits_commitments)} bits commitments, expected {len(groups.groups)}", where)
+    expected += [(f"bits{g}", c, groups.packing(g).num_vars) for g, c in enumerate(proof.bits_commitments)]
+    for name, commitment, num_vars in expected:
+        if not isinstance(commitment, HidingCommitment) or commitment.num_vars != num_vars or \
+                commitment.params != params:
+            raise ProofRejected(f"{name} commitment does not match the statement (num_vars {num_vars}, {params})",
+                                where)
+    channel = _Channel(_statement(spec, committed, proof.bits_commitments, proof.mode), params.hiding, params,
+                       items=proof.items)
+    _Protocol(spec, channel, groups).run()
+    _bit_checks(channel, groups)
+    for name, commitment, _ in expected:
+        channel.open(name, commitment, None)
+    channel.finish()
