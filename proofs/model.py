@@ -5,15 +5,18 @@ Two layouts are read:
 - a **quantized model** written by :func:`save_model`: ``format = "hezk.qmlp"``, ``version``, the
   scheme, ``input_frac``, ``input_bound``, ``error_bound`` and per layer ``weight_i`` (int),
   ``bias_i`` (int), ``weight_frac_i``, ``shift_i``, ``relu_i``;
-- a **float model**: arrays ``w0, b0, w1, b1, ...`` (``w_i`` of shape (out, in)) and optionally the
-  scalars ``frac_bits`` (default 8) and ``input_bound`` (default 1.0); it is quantized with
-  :func:`proofs.quantize.quantize_fixed_point`, deterministically, so prover and verifier agree.
+- a **float model**: numbered weight matrices and bias vectors, ``w0, b0, w1, b1, ...`` (also ``W1``,
+  ``weight_0``/``bias_0``, ``fc1.weight``/``fc1.bias``; layers in numeric order; matrices (out, in), or
+  (in, out) when only that orientation chains) and optionally the scalars ``frac_bits`` (default 8) and
+  ``input_bound`` (default 1.0); it is quantized with :func:`proofs.quantize.quantize_fixed_point`,
+  deterministically, so prover and verifier agree.
 
 Files are opened with ``allow_pickle=False``; anything malformed raises :class:`ModelError`.
 """
 from __future__ import annotations
 
 import os
+import re
 import zipfile
 
 import numpy as np
@@ -79,20 +82,44 @@ def _read_quantized(data) -> QuantizedMLP:
                         str(_scalar(data, "scheme", "U")), _scalar(data, "error_bound", "f"))
 
 
+_WEIGHT_KEY = re.compile(r"^(?:w|weight|weights|fc|layer|dense|linear)?[_.]?(\d+)(?:[_.]?weight)?$", re.IGNORECASE)
+_BIAS_KEY = re.compile(r"^(?:b|bias|biases|fc|layer|dense|linear)?[_.]?(\d+)(?:[_.]?bias)?$", re.IGNORECASE)
+
+
+def _numbered(data, pattern, ndim: int) -> dict:
+    """{layer number: array} for the numeric arrays of ``ndim`` dimensions whose key matches ``pattern``."""
+    found = {}
+    for key, array in data.items():
+        match = pattern.match(key)
+        if match and array.ndim == ndim and array.dtype.kind in "fiu":
+            if int(match.group(1)) in found:
+                raise ModelError(f"model file: two {ndim}-D arrays for layer {match.group(1)} (e.g. {key!r})")
+            found[int(match.group(1))] = array
+    return found
+
+
+def _chain(weights) -> list:
+    """Weights as (out, in): kept if they chain that way, transposed if they only chain as (in, out)."""
+    def chains(ws):
+        return all(ws[i + 1].shape[1] == ws[i].shape[0] for i in range(len(ws) - 1))
+    if chains(weights):
+        return weights
+    transposed = [w.T for w in weights]
+    if chains(transposed):
+        return transposed
+    raise ModelError(f"model file: weight shapes {[w.shape for w in weights]} do not chain as (out, in) matrices")
+
+
 def _read_float(data) -> QuantizedMLP:
-    weights, biases = [], []
-    while f"w{len(weights)}" in data:
-        i = len(weights)
-        if f"b{i}" not in data:
-            raise ModelError(f"model file: float model has 'w{i}' but no 'b{i}'")
-        weights.append(data[f"w{i}"])
-        biases.append(data[f"b{i}"])
+    weights, biases = _numbered(data, _WEIGHT_KEY, 2), _numbered(data, _BIAS_KEY, 1)
     if not weights:
-        raise ModelError("model file: neither a quantized model (entry 'format') nor a float model (w0, b0, ...)")
-    for i, array in enumerate(weights + biases):
-        if array.dtype.kind not in "fiu":
-            raise ModelError(f"model file: float model arrays must be numeric, got dtype {array.dtype}")
-    return quantize_fixed_point(weights, biases, frac_bits=_scalar(data, "frac_bits", "iu", 8),
+        raise ModelError("model file: neither a quantized model (entry 'format') nor a float model "
+                         "(arrays w0, b0, w1, b1, ...)")
+    if sorted(weights) != sorted(biases):
+        raise ModelError(f"model file: weights for layers {sorted(weights)} but biases for {sorted(biases)}")
+    order = sorted(weights)
+    return quantize_fixed_point(_chain([weights[i] for i in order]), [biases[i] for i in order],
+                                frac_bits=_scalar(data, "frac_bits", "iu", 8),
                                 input_bound=_scalar(data, "input_bound", "fiu", 1.0))
 
 

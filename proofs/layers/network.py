@@ -150,6 +150,10 @@ class ModelCommitment:
     @classmethod
     def from_bytes(cls, data) -> "ModelCommitment":
         """Parse and validate; anything malformed raises ProofRejected."""
+        return parse_nested(cls._parse, data, "model commitment")
+
+    @classmethod
+    def _parse(cls, data) -> "ModelCommitment":
         reader = ByteReader(data, COMMITMENT_MAGIC, FORMAT_VERSION, "model commitment")
         scheme, input_frac, input_bound, error_bound = reader.text(), reader.i64(), reader.i64(), reader.f64()
         layers = []
@@ -245,6 +249,10 @@ class NetworkProof:
     @classmethod
     def from_bytes(cls, data) -> "NetworkProof":
         """Parse; anything malformed or truncated raises ProofRejected."""
+        return parse_nested(cls._parse, data, "network proof")
+
+    @classmethod
+    def _parse(cls, data) -> "NetworkProof":
         reader = ByteReader(data, PROOF_MAGIC, FORMAT_VERSION, "network proof")
         output = reader.i64_array()
         bits = tuple(_read_nested(reader, Commitment)

@@ -156,3 +156,20 @@ def test_malformed_model_files_raise_model_error(tmp_path):
     np.savez(tmp_path / "v.npz", format=np.array("hezk.qmlp"), version=np.array(99))
     with pytest.raises(ModelError, match="version=99"):
         load_model(tmp_path / "v.npz")
+
+
+@pytest.mark.parametrize("names", [("w0", "b0", "w1", "b1"), ("W1", "b1", "W2", "b2"),
+                                   ("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"),
+                                   ("weight_0", "bias_0", "weight_1", "bias_1")])
+@pytest.mark.parametrize("transpose", [False, True])
+def test_float_model_files_with_common_key_names(tmp_path, names, transpose):
+    rng = np.random.default_rng(4)
+    weights, biases = random_float_mlp(rng, (4, 5, 3))
+    stored = [w.T if transpose else w for w in weights]
+    np.savez(tmp_path / "m.npz", **dict(zip(names, (stored[0], biases[0], stored[1], biases[1]))))
+    model = load_model(tmp_path / "m.npz")
+    expected = quantize_fixed_point(weights, biases)
+    assert all(np.array_equal(a.weight, b.weight) for a, b in zip(model.layers, expected.layers))
+    np.savez(tmp_path / "bad.npz", w0=np.ones((5, 4)), b0=np.ones(5), w1=np.ones((3, 4)), b1=np.ones(3))
+    with pytest.raises(ModelError, match="do not chain"):
+        load_model(tmp_path / "bad.npz")
