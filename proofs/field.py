@@ -109,6 +109,8 @@ def inv(a) -> np.ndarray:
     arr = np.asarray(a, dtype=np.uint64)
     if np.any(arr == 0):
         raise FieldError("inv: a field element is 0, which has no inverse")
+    if arr.size <= 16:  # a few scalars: Python's pow beats 31 vectorized squarings
+        return np.array([pow(int(x), P - 2, P) for x in arr.flat], dtype=np.uint64).reshape(arr.shape)
     return pow_(arr, P - 2)
 
 
@@ -214,6 +216,8 @@ def ext_mul(a, b) -> np.ndarray:
     """
     a = np.asarray(a, dtype=np.uint64)
     b = np.asarray(b, dtype=np.uint64)
+    if a.shape == b.shape == (EXT_DEGREE,):
+        return _ext_mul_single(a.tolist(), b.tolist())
     a0, a1, a2, a3 = a[..., 0], a[..., 1], a[..., 2], a[..., 3]
     b0, b1, b2, b3 = b[..., 0], b[..., 1], b[..., 2], b[..., 3]
     high0 = (a1 * b3 + a2 * b2 + a3 * b1) % _P
@@ -224,6 +228,16 @@ def ext_mul(a, b) -> np.ndarray:
     c2 = (a0 * b2 + a1 * b1 + a2 * b0 + _W * high2) % _P
     c3 = (a0 * b3 + a1 * b2 + a2 * b1 + a3 * b0) % _P
     return np.stack([c0, c1, c2, c3], axis=-1)
+
+
+def _ext_mul_single(a, b) -> np.ndarray:
+    """One product in F_p4 with Python ints (the verifier's many scalar products; numpy overhead dominates there)."""
+    a0, a1, a2, a3 = a
+    b0, b1, b2, b3 = b
+    return np.array([(a0 * b0 + W * (a1 * b3 + a2 * b2 + a3 * b1)) % P,
+                     (a0 * b1 + a1 * b0 + W * (a2 * b3 + a3 * b2)) % P,
+                     (a0 * b2 + a1 * b1 + a2 * b0 + W * a3 * b3) % P,
+                     (a0 * b3 + a1 * b2 + a2 * b1 + a3 * b0) % P], dtype=np.uint64)
 
 
 def ext_square(a) -> np.ndarray:

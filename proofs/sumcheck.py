@@ -107,7 +107,7 @@ def lagrange_eval(evals, r) -> np.ndarray:
             if j != i:
                 numerator = F.ext_mul(numerator, nodes[j])
                 denominator *= i - j
-        weight = F.ext_mul_base(numerator, F.inv(F.to_field(denominator)))
+        weight = F.ext_mul_base(numerator, np.uint64(pow(denominator % F.P, F.P - 2, F.P)))
         total = F.ext_add(total, F.ext_mul(weight, evals[i]))
     return total
 

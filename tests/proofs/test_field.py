@@ -126,3 +126,11 @@ def test_random_elements_are_canonical_and_fresh():
     a, b = F.random_elements(1000), F.random_elements(1000)
     assert F.is_canonical(a) and not np.array_equal(a, b)
     assert np.array_equal(F.random_elements(5, seed=3), F.random_elements(5, seed=3))
+
+
+@given(st.lists(st.integers(0, P - 1), min_size=4, max_size=4), st.lists(st.integers(0, P - 1), min_size=4, max_size=4))
+def test_single_element_ext_mul_path(x, y):
+    a, b = u64(x), u64(y)  # shape (4,): the scalar fast path
+    expected = F.ext_mul(a[None], b[None])[0]  # shape (1, 4): the vectorized path
+    assert np.array_equal(F.ext_mul(a, b), expected)
+    assert np.array_equal(expected, galois_to_ext(ext_to_galois(a) * ext_to_galois(b))[0])
