@@ -33,7 +33,7 @@ from .common import Claim, log2, pad_matrix, padded, require
 from .matmul import LinearProof, LinearShape, prove_linear, verify_linear, weight_tables
 from .packing import Packing
 from .relu import BitGroupProof, DecompositionProof, prove_decomposition, verify_decomposition
-from .requant import Decomposition, DecompositionWitness, decompose
+from .requant import Decomposition, decompose
 
 TRANSCRIPT_LABEL = "hezk.proofs.network.v1"
 COMMITMENT_MAGIC, PROOF_MAGIC, FORMAT_VERSION = b"HEZKMCOM", b"HEZKPRF\x00", 1
