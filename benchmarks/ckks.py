@@ -8,7 +8,12 @@ Peers at matching ring degree and depth: Microsoft SEAL through TenSEAL's ``seal
 (``Engine(max_level=depth)``, which picks its own N and scale).  The last column block is our time over
 the fastest peer's.
 
-    python benchmarks/ckks.py [--quick] [--n16] [--repeats 5] [--backend auto]
+Memory: SEAL serves its temporaries from a memory pool; numpy gets fresh pages from the kernel for
+every large temporary unless glibc keeps freed memory.  By default this script raises glibc's mmap and
+trim thresholds (``mallopt``, process-wide, this script only) so numpy reuses memory too; pass
+``--no-malloc-pool`` to measure without (about a third slower at N14 on this machine).
+
+    python benchmarks/ckks.py [--quick] [--n16] [--repeats 5] [--backend auto] [--no-malloc-pool]
 """
 import argparse
 import os
@@ -162,14 +167,29 @@ def bench_desilo(depth, repeats):
     return out
 
 
+def keep_freed_memory() -> bool:
+    """glibc: serve large allocations from the heap and never trim it (a memory pool for numpy)."""
+    import ctypes
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    return bool(libc.mallopt(m_mmap_threshold, 1 << 25) and libc.mallopt(m_trim_threshold, 1 << 30))  # glibc's maxima
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", default=os.environ.get("HEZK_QUICK") == "1",
                         help="N14 only, 3 repeats")
     parser.add_argument("--n16", action="store_true", help="also N16 (slow: minutes, GBs of keys)")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--backend", default="auto", help="NTT backend: auto, numba, numpy, cross")
+    parser.add_argument("--backend", default="auto", help="NTT backend: auto, numba, numpy, cross, fourstep")
+    parser.add_argument("--no-malloc-pool", action="store_true", help="leave glibc's malloc thresholds alone")
     args = parser.parse_args()
+    pool = False if args.no_malloc_pool else keep_freed_memory()
+    print(f"timings: median CPU ms of {args.repeats if not args.quick else 3} runs, one thread; "
+          f"glibc keeps freed memory: {pool}")
     repeats = 3 if args.quick else args.repeats
     presets = ["N14"] if args.quick else ["N14", "N15"] + (["N16"] if args.n16 else [])
     for preset in presets:
