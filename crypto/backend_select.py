@@ -98,6 +98,16 @@ class BackendSelector:
         """Everything measured (or loaded from disk) so far."""
         return list(self._results.values())
 
+    def forget(self):
+        """Drop every calibration, in memory and in the cache file, so the next choice measures again."""
+        self._results.clear()
+        self._disk_loaded = True
+        if self.cache_file is not None:
+            try:
+                self.cache_file.unlink()
+            except OSError:
+                pass
+
     # ------------------------------------------------------------------ choices
     def for_ntt(self, tables: NTTTables) -> NTTBackend:
         """The fastest backend for forward/inverse NTTs of len(tables.moduli) limbs of size tables.n."""

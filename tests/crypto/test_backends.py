@@ -126,6 +126,18 @@ def test_calibration_is_read_back_from_disk_without_measuring(tmp_path):
     assert second.for_ntt(tables).name == best
 
 
+def test_forget_measures_again(tmp_path):
+    path = tmp_path / "cache.json"
+    tables = NTTTables(32, find_ntt_primes(31, 1, 32))
+    sel = BackendSelector(cache_file=path, candidates=("numpy", "fourstep"))
+    sel.for_ntt(tables)
+    assert path.exists() and len(sel.calibrations()) == 1
+    sel.forget()
+    assert not path.exists() and sel.calibrations() == []
+    sel.for_ntt(tables)
+    assert len(sel.calibrations()) == 1 and path.exists()
+
+
 def test_forced_disk_entry_decides(tmp_path):
     """The choice follows the stored timings, whatever they say (no built-in belief)."""
     path = tmp_path / "cache.json"
