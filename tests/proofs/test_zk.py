@@ -1,0 +1,278 @@
+"""Zero knowledge: the hiding commitment, the masked sumcheck, its simulator, and what proofs reveal."""
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from proofs import ProofError, ProofRejected
+from proofs import field as F
+from proofs import zk
+from proofs.layers import training as T
+from proofs.mle import eq_table, mle_evaluate
+from proofs.sumcheck import SumcheckVerifier
+from proofs.transcript import Transcript
+
+
+def _open(values, points, hiding=True, seed=None, log_rows=None):
+    commitment, witness = zk.hiding_commit(values, zk.HidingParams(hiding=hiding), log_rows=log_rows, seed=seed)
+    opened, opening = zk.open_points(witness, points, Transcript("test"), seed=seed)
+    return commitment, opened, opening
+
+
+@settings(max_examples=8)
+@given(st.integers(0, 11), st.integers(1, 3), st.booleans(), st.integers(0, 2 ** 32))
+def test_openings_verify_and_match_the_mle(num_vars, count, hiding, seed):
+    values = F.random_elements(1 << num_vars, seed=seed)
+    points = F.ext_random((count, num_vars), seed=seed + 1)
+    commitment, opened, opening = _open(values, points, hiding, seed)
+    for point, value in zip(points, opened):
+        assert F.ext_eq(value, mle_evaluate(values, point))
+    zk.verify_points(commitment, points, opened, opening, Transcript("test"))
+
+
+@pytest.mark.parametrize("hiding", [True, False])
+def test_tampered_openings_are_rejected(hiding):
+    values = F.random_elements(256, seed=1)
+    points = F.ext_random((2, 8), seed=2)
+    commitment, opened, opening = _open(values, points, hiding)
+    wrong = opened.copy()
+    wrong[1, 2] = (wrong[1, 2] + 1) % F.P
+    cases = [(commitment, wrong, opening)]
+    for name in ("rows", "columns"):
+        array = getattr(opening, name).copy()
+        array.flat[3] = (array.flat[3] + 1) % F.P
+        cases.append((commitment, opened, dataclasses.replace(opening, **{name: array})))
+    cases.append((commitment, opened, dataclasses.replace(opening, merkle=opening.merkle[1:])))
+    cases.append((dataclasses.replace(commitment, root=bytes(32)), opened, opening))
+    if hiding:
+        cases.append((commitment, opened, dataclasses.replace(opening, salts=(bytes(16),) + opening.salts[1:])))
+        mask = opening.mask_values.copy()
+        mask[0, 0] = (mask[0, 0] + 1) % F.P
+        cases.append((commitment, opened, dataclasses.replace(opening, mask_values=mask)))
+    for c, v, o in cases:
+        with pytest.raises(ProofRejected):
+            zk.verify_points(c, points, v, o, Transcript("test"))
+    with pytest.raises(ProofRejected):
+        zk.verify_points(commitment, points[:1], opened, opening, Transcript("test"))
+
+
+def test_a_cheating_prover_cannot_state_another_value():
+    values = F.random_elements(64, seed=3)
+    point = F.ext_random((1, 6), seed=4)
+    commitment, witness = zk.hiding_commit(values, zk.HidingParams())
+    lie = F.ext_add(mle_evaluate(values, point[0]), F.ext_one())[None]
+    _, opening = zk.open_points(witness, point, Transcript("t"), values=lie)
+    with pytest.raises(ProofRejected, match="differs"):
+        zk.verify_points(commitment, point, lie, opening, Transcript("t"))
+
+
+def test_general_functionals_open_on_one_row():
+    values = F.random_elements(32, seed=5)
+    commitment, witness = zk.hiding_commit(values, zk.HidingParams(), log_rows=0)
+    weights = F.ext_random(32, seed=6)
+    functional = [[(F.ext_one((1,)), weights)]]
+    opened, opening = zk.open_functionals(witness, functional, Transcript("f"))
+    assert F.ext_eq(opened[0], F.ext_dot(weights, values))
+    zk.verify_functionals(commitment, functional, opened, opening, Transcript("f"))
+
+
+def _words(values, ext: bool) -> list:
+    """Byte patterns of consecutive witness values as they would be serialized (base or F_p4-embedded)."""
+    arr = np.asarray(values, dtype=np.uint64)
+    embedded = F.ext_from_base(arr) if ext else arr
+    data = embedded.astype("<u4").tobytes()
+    step = (16 if ext else 4)
+    return [data[i:i + 2 * step] for i in range(0, len(data) - 2 * step + 1, step)]
+
+
+def test_no_witness_value_appears_in_hiding_openings_but_does_without_hiding():
+    values = F.random_elements(64, seed=7)
+    points = F.ext_random((2, 6), seed=8)
+    patterns = _words(values, False) + _words(values, True)
+    _, _, opening = _open(values, points, hiding=True, log_rows=0)
+    assert not any(p in opening.to_bytes() for p in patterns)
+    _, _, leaky = _open(values, points, hiding=False, log_rows=0)  # one row: the sent row is the witness
+    assert any(p in leaky.to_bytes() for p in patterns)
+
+
+def test_fresh_masks_make_every_commitment_and_opening_differ():
+    values = F.random_elements(128, seed=9)
+    points = F.ext_random((1, 7), seed=10)
+    first, second = _open(values, points), _open(values, points)
+    assert first[0].root != second[0].root
+    assert first[2].to_bytes() != second[2].to_bytes()
+    plain = _open(values, points, hiding=False), _open(values, points, hiding=False)
+    assert plain[0][0].root == plain[1][0].root  # without hiding the commitment is deterministic
+
+
+def _signature(items) -> list:
+    """Kinds and shapes of proof items, with the query-dependent sizes (distinct columns, digests) left out."""
+    out = []
+    for item in items:
+        if isinstance(item, np.ndarray):
+            out.append(("array", item.shape))
+        elif isinstance(item, zk.HidingOpening):
+            out.append(("opening", item.rows.shape, item.mask_values.shape, item.columns.shape[0], len(item.mask_root)))
+        else:
+            out.append((type(item).__name__, item.sumcheck.round_messages.shape, item.mask_opening.rows.shape))
+    return out
+
+
+def _query_bytes(items) -> int:
+    """Bytes that depend only on the query indices: opened columns, salts and Merkle digests."""
+    total = 0
+    for item in items:
+        openings = [item] if isinstance(item, zk.HidingOpening) else \
+            [item.mask_opening] if isinstance(item, zk.ZKSumcheckProof) else []
+        for o in openings:
+            total += 4 * (o.columns.size + o.mask_columns.size) + 16 * (len(o.salts) + len(o.mask_salts)) + \
+                32 * (len(o.merkle) + len(o.mask_merkle))
+    return total
+
+
+def test_same_statement_different_witnesses_give_proofs_of_the_same_shape():
+    spec = T.TrainingSpec((4, 3, 2), batch=2, act_bits=6, weight_bits=6, shift=3, grad_shift=3, grad_bits=8,
+                          lr_shift=1, update_bits=10)
+    proofs = []
+    for seed in (11, 12):
+        rng = np.random.default_rng(seed)
+        weights = [rng.integers(-6, 6, size=(spec.sizes[i + 1], spec.sizes[i])) for i in range(2)]
+        trace = T.training_trace(weights, rng.integers(-8, 8, (2, 4)), rng.integers(-8, 8, (2, 2)), spec)
+        committed = T.commit_step(trace, zk=True)
+        proofs.append(T.prove_training_step(trace, committed, zk=True))
+        T.verify_training_step(spec, committed, proofs[-1])
+    first, second = proofs
+    assert _signature(first.items) == _signature(second.items)
+    fixed = [p.num_bytes - _query_bytes(p.items) for p in proofs]
+    assert fixed[0] == fixed[1]  # everything but the query-dependent parts has the same size
+    for p in proofs:  # and those are bounded by the query count
+        assert _query_bytes(p.items) > 0
+
+
+def test_training_proof_bytes_contain_no_weight_row():
+    spec = T.TrainingSpec((8, 4, 2), batch=2, act_bits=8, weight_bits=16, shift=17, grad_shift=10, grad_bits=16,
+                          lr_shift=8, update_bits=17)
+    rng = np.random.default_rng(13)
+    weights = [rng.integers(-2 ** 15, 2 ** 15, size=(spec.sizes[i + 1], spec.sizes[i])) for i in range(2)]
+    trace = T.training_trace(weights, rng.integers(-100, 100, (2, 8)), rng.integers(-100, 100, (2, 2)), spec)
+    committed = T.commit_step(trace, zk=True)
+    data = T.prove_training_step(trace, committed, zk=True).to_bytes()
+    for w in trace.weights + trace.new_weights:
+        table = F.to_field(w.reshape(-1))
+        assert not any(p in data for p in _words(table, False) + _words(table, True))
+
+
+# ------------------------------------------------------------------------------------- ZK sumcheck
+@st.composite
+def _sumcheck_case(draw):
+    k = draw(st.integers(1, 6))
+    degree = draw(st.integers(1, 3))
+    seed = draw(st.integers(0, 2 ** 32))
+    tables = [F.random_elements(1 << k, seed=seed + j) for j in range(degree)]
+    return k, degree, tables
+
+
+def _claim(tables):
+    product = tables[0]
+    for t in tables[1:]:
+        product = F.mul(product, t)
+    return F.ext_from_base(F.sum_(product))
+
+
+@settings(max_examples=10)
+@given(_sumcheck_case())
+def test_zk_sumcheck_verifies_and_ends_at_the_factors(case):
+    k, degree, tables = case
+    claim = _claim(tables)
+    proof, point, evals = zk.prove_zk_sumcheck([(F.ext_one(), tables)], claim, Transcript("z"))
+    sub = zk.verify_zk_sumcheck(proof, claim, k, degree, Transcript("z"))
+    value = F.ext_one()
+    for t in tables:
+        value = F.ext_mul(value, mle_evaluate(t, sub.point))
+    assert F.ext_eq(sub.expected_value, value)
+    assert np.array_equal(sub.point, point)
+
+
+def test_zk_sumcheck_rejects_false_claims_and_tampering():
+    tables = [F.random_elements(16, seed=14), F.random_elements(16, seed=15)]
+    claim = _claim(tables)
+    proof, _, _ = zk.prove_zk_sumcheck([(F.ext_one(), tables)], claim, Transcript("z"))
+    with pytest.raises(ProofRejected):
+        zk.verify_zk_sumcheck(proof, F.ext_add(claim, F.ext_one()), 4, 2, Transcript("z"))
+    messages = proof.sumcheck.round_messages.copy()
+    messages[2, 1, 0] = (messages[2, 1, 0] + 1) % F.P
+    bad = dataclasses.replace(proof, sumcheck=dataclasses.replace(proof.sumcheck, round_messages=messages))
+    with pytest.raises(ProofRejected):
+        zk.verify_zk_sumcheck(bad, claim, 4, 2, Transcript("z"))
+    for name in ("mask_eval", "mask_sum"):
+        value = getattr(proof, name).copy()
+        value[0] = (value[0] + 1) % F.P
+        with pytest.raises(ProofRejected):
+            zk.verify_zk_sumcheck(dataclasses.replace(proof, **{name: value}), claim, 4, 2, Transcript("z"))
+    with pytest.raises(ProofRejected):
+        zk.verify_zk_sumcheck(proof, claim, 5, 2, Transcript("z"))
+    # a false claim proved anyway: the rounds or the final value give it away
+    false = F.ext_add(claim, F.ext_one())
+    lie, _, _ = zk.prove_zk_sumcheck([(F.ext_one(), tables)], false, Transcript("z"))
+    with pytest.raises(ProofRejected):
+        sub = zk.verify_zk_sumcheck(lie, false, 4, 2, Transcript("z"))
+        value = F.ext_mul(mle_evaluate(tables[0], sub.point), mle_evaluate(tables[1], sub.point))
+        sub.check(value)
+
+
+def test_zk_sumcheck_messages_differ_for_the_same_witness():
+    tables = [F.random_elements(32, seed=16), F.random_elements(32, seed=17)]
+    claim = _claim(tables)
+    a, _, _ = zk.prove_zk_sumcheck([(F.ext_one(), tables)], claim, Transcript("z"))
+    b, _, _ = zk.prove_zk_sumcheck([(F.ext_one(), tables)], claim, Transcript("z"))
+    assert not np.array_equal(a.sumcheck.round_messages, b.sumcheck.round_messages)
+    assert a.to_bytes() != b.to_bytes()
+
+
+@settings(max_examples=10)
+@given(_sumcheck_case(), st.integers(0, 2 ** 32))
+def test_simulated_transcripts_verify_without_the_witness(case, seed):
+    k, degree, tables = case
+    claim = _claim(tables)
+
+    def oracle(point):  # the only access to the witness: f at the final point
+        value = F.ext_one()
+        for t in tables:
+            value = F.ext_mul(value, mle_evaluate(t, point))
+        return value
+
+    sim = zk.simulate_zk_sumcheck(claim, k, degree, oracle, seed=seed)
+    verifier = SumcheckVerifier(F.ext_add(claim, F.ext_mul(sim.rho, sim.mask_sum)), k, degree)
+    for message, challenge in zip(sim.round_messages, sim.challenges):
+        verifier.check_round(message)
+        verifier.bind(challenge)
+    sub = verifier.subclaim()
+    assert F.ext_eq(sub.expected_value, F.ext_add(oracle(sub.point), F.ext_mul(sim.rho, sim.mask_eval)))
+    real, _, _ = zk.prove_zk_sumcheck([(F.ext_one(), tables)], claim, Transcript("z"))
+    assert sim.round_messages.shape == real.sumcheck.round_messages.shape
+
+
+def test_simulator_does_not_accept_a_wrong_round_structure():
+    sim = zk.simulate_zk_sumcheck(5, 3, 2, lambda point: F.ext_one(), seed=1)
+    verifier = SumcheckVerifier(F.ext_add(F.ext_from_base(np.uint64(6)), F.ext_mul(sim.rho, sim.mask_sum)), 3, 2)
+    with pytest.raises(ProofRejected):  # a transcript for claim 5 does not pass for claim 6
+        verifier.check_round(sim.round_messages[0])
+
+
+def test_parameters_are_validated():
+    with pytest.raises(ProofError, match="rate_inv=3"):
+        zk.HidingParams(rate_inv=3)
+    with pytest.raises(ProofError, match="target_bits=10"):
+        zk.HidingParams(target_bits=10)
+    with pytest.raises(ProofError, match="canonical"):
+        zk.hiding_commit(np.array([F.P], dtype=np.uint64))
+    with pytest.raises(ProofError, match="log_rows=9"):
+        zk.hiding_commit(F.random_elements(16, seed=1), log_rows=9)
+    with pytest.raises(ProofError, match="degree=9"):
+        zk.simulate_zk_sumcheck(0, 2, 9, lambda p: F.ext_zero())
+    assert zk.HidingParams().tail == zk.HidingParams().num_queries
+    assert zk.HidingParams(hiding=False).tail == 0
+    commitment, _ = zk.hiding_commit(F.random_elements(1 << 10, seed=2))
+    assert commitment.codeword_length >= 4 * commitment.width  # the rate stays <= 1/4 with the tail
+    assert eq_table(F.ext_random(2, seed=3)).shape == (4, 4)
