@@ -58,12 +58,13 @@ def _mulmod_lazy(x, y, q, q_inv):
 
 
 @numba.njit(cache=True)
-def _inner_product(base, lifted, src, digit_ids, key_b, key_a, key_rows, q):
-    """out_t[r, c] = Σ_j D_j[r, c] · key_t[digit_ids[j], key_rows[r], c] mod q[r], t = b, a.
+def _inner_product(base, lifted, src, digit_ids, key_b, key_a, key_rows, q, add_b, add_a, add_factor):
+    """out_t[r, c] = Σ_j D_j[r, c] · key_t[digit_ids[j], key_rows[r], c] + add_t[r, c]·add_factor[r] mod q[r].
 
-    Row r of digit j is base[src[j, r]] when src[j, r] < len(base), else lifted[src[j, r] - len(base)]
-    (a decomposition is never copied into one array).  Keys are uint32; products are left in [0, 2q)
-    and summed lazily (< 2·dnum·q < 2^40), then reduced once."""
+    t = b, a.  Row r of digit j is base[src[j, r]] when src[j, r] < len(base), else
+    lifted[src[j, r] - len(base)] (a decomposition is never copied into one array).  The optional
+    add_t (rows < len(add_t)) lifts a part by P before a fused ModDown.  Keys are uint32; products are
+    left in [0, 2q) and summed lazily (< 2·(dnum+1)·q < 2^40), then reduced once."""
     n_digits, n_rows = src.shape
     n = base.shape[1]
     n_base = base.shape[0]
@@ -75,6 +76,12 @@ def _inner_product(base, lifted, src, digit_ids, key_b, key_a, key_rows, q):
         kr = key_rows[r]
         ob = out_b[r]
         oa = out_a[r]
+        if r < add_b.shape[0]:
+            f = add_factor[r]
+            xb, xa = add_b[r], add_a[r]
+            for c in range(n):
+                ob[c] = _mulmod_lazy(xb[c], f, qr, q_inv)
+                oa[c] = _mulmod_lazy(xa[c], f, qr, q_inv)
         for j in range(n_digits):
             kj = digit_ids[j]
             t = src[j, r]
@@ -258,6 +265,7 @@ class KeySwitcher:
         self.p_idx = tuple(range(len(params.q_moduli), len(params.moduli)))
         self._plans: dict[int, _LevelPlan] = {}
         self._dividers: dict[tuple[int, int], Divider] = {}
+        self._no_lift = np.zeros((0, params.n), dtype=np.uint64)
 
     def plan(self, level: int) -> _LevelPlan:
         if level not in self._plans:
@@ -305,21 +313,19 @@ class KeySwitcher:
             start += len(pos)
         return Decomposition(c.data, ring.ntt(lifted, plan.lifted_idx), level)
 
-    def inner_product(self, digits: "Decomposition", key: SwitchingKey) -> tuple[RNSPoly, RNSPoly]:
-        """Σ_j digits_j · key_j over Q_ℓ ∪ P (NTT form)."""
+    def inner_product(self, digits: "Decomposition", key: SwitchingKey,
+                      lift: tuple[RNSPoly, RNSPoly] | None = None) -> tuple[RNSPoly, RNSPoly]:
+        """Σ_j digits_j · key_j over Q_ℓ ∪ P (NTT form); with ``lift`` = (c0, c1) over Q_ℓ, P·c_t is
+        added to part t, so that a later ÷P leaves c_t + (Σ_j digits_j · key_j)/P."""
         plan = self.plan(digits.level)
         rows = np.array(plan.ext_idx, dtype=np.int64)
+        if lift is None:
+            add_b = add_a = self._no_lift
+        else:
+            add_b, add_a = lift[0].data, lift[1].data
         b, a = _inner_product(digits.base, digits.lifted, plan.src, plan.digit_ids, key.b, key.a, rows,
-                              plan.ext_q)
+                              plan.ext_q, add_b, add_a, plan.p_mod_q)
         return RNSPoly(self.ring, b, plan.ext_idx, True), RNSPoly(self.ring, a, plan.ext_idx, True)
-
-    def lift_by_p(self, acc: RNSPoly, c: RNSPoly) -> RNSPoly:
-        """acc + P·c (c over Q_ℓ, acc over Q_ℓ ∪ P, both NTT), so that a later ÷P leaves c + acc/P."""
-        plan = self.plan(self.params.level_of(len(c.idx)))
-        limbs = len(c.idx)
-        data = acc.data.copy()
-        data[:limbs] = self.ring.add(data[:limbs], self.ring.mul(c.data, plan.p_mod_q[:, None], c.idx), c.idx)
-        return RNSPoly(self.ring, data, acc.idx, True)
 
     def mod_down(self, x: RNSPoly, extra: int = 0) -> RNSPoly:
         """round(x / P) over Q_ℓ, or with ``extra`` > 0 round(x / (P · the last ``extra`` primes of Q_ℓ))."""

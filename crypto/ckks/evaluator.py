@@ -255,10 +255,9 @@ class Evaluator:
         scale = self._rescaled_scale(a.level, a.scale * op.scale)
         d0, d1, d2 = self._tensor(a, op)
         switcher = self.switcher
-        kb, ka = switcher.inner_product(switcher.decompose(d2), self.relin_key)
+        kb, ka = switcher.inner_product(switcher.decompose(d2), self.relin_key, lift=(d0, d1))
         extra = len(self.params.q_levels[a.level])
-        c0 = switcher.mod_down(switcher.lift_by_p(kb, d0), extra)
-        c1 = switcher.mod_down(switcher.lift_by_p(ka, d1), extra)
+        c0, c1 = switcher.mod_down(kb, extra), switcher.mod_down(ka, extra)
         return self._make([c0, c1], a.level - 1, scale, length, is_complex)
 
     def _mul_operands(self, a, b):

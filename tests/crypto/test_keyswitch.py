@@ -30,24 +30,32 @@ def test_centered_conversion_matches_big_ints(k_from, k_to, seed):
     assert np.array_equal(got, naive_centered_conversion(x, src, dst))
 
 
-@given(digits=st.integers(1, 4), rows=st.integers(1, 6), seed=st.integers(0, 2**32 - 1))
-def test_inner_product_matches_big_ints(digits, rows, seed):
+@given(digits=st.integers(1, 4), rows=st.integers(1, 6), lifted_rows=st.integers(0, 6),
+       seed=st.integers(0, 2**32 - 1))
+def test_inner_product_matches_big_ints(digits, rows, lifted_rows, seed):
     rng = np.random.default_rng(seed)
     moduli = PRIMES[:rows]
     q = np.array(moduli, dtype=np.uint64)
-    d = np.stack([[rng.integers(0, m, N) for m in moduli] for _ in range(digits)]).astype(np.uint64)
-    keys_b = np.stack([[rng.integers(0, m, N) for m in moduli] for _ in range(digits)]).astype(np.uint64)
-    keys_a = np.stack([[rng.integers(0, m, N) for m in moduli] for _ in range(digits)]).astype(np.uint64)
+
+    def residues(count):
+        return np.stack([[rng.integers(0, m, N) for m in moduli] for _ in range(count)]).astype(np.uint64)
+
+    d, keys_b, keys_a = residues(digits), residues(digits), residues(digits)
     d[0, 0, :3] = q[0] - 1                                # largest residues: the lazy sums peak
     keys_b[0, 0, :3] = keys_a[0, 0, :3] = q[0] - 1
+    lift = min(lifted_rows, rows)                         # P·c added to the first rows (fused ModDown)
+    add_b, add_a = residues(1)[0][:lift], residues(1)[0][:lift]
+    factor = np.array([int(rng.integers(1, m)) for m in moduli], dtype=np.uint64)
     # half of the digit rows come from ``base``, half from ``lifted``, as a decomposition stores them
     flat = d.reshape(digits * rows, N)
     split = (digits * rows) // 2
     src = np.arange(digits * rows).reshape(digits, rows)
     b, a = _inner_product(flat[:split], flat[split:], src, np.arange(digits), keys_b.astype(np.uint32),
-                          keys_a.astype(np.uint32), np.arange(rows), q)
-    assert np.array_equal(b, naive_inner_product(d, keys_b, moduli))
-    assert np.array_equal(a, naive_inner_product(d, keys_a, moduli))
+                          keys_a.astype(np.uint32), np.arange(rows), q, add_b, add_a, factor)
+    for got, keys, add in ((b, keys_b, add_b), (a, keys_a, add_a)):
+        expected = naive_inner_product(d, keys, moduli).astype(object)
+        expected[:lift] += add.astype(object) * factor[:lift, None].astype(object)
+        assert np.array_equal(got, (expected % q[:, None].astype(object)).astype(np.uint64))
 
 
 @given(keep=st.integers(1, 4), drop=st.integers(1, 4), seed=st.integers(0, 2**32 - 1))
