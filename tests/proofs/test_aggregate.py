@@ -1,0 +1,62 @@
+"""Aggregation: grouping, stacked tables keep every table's MLE, one bit check catches a non-bit anywhere."""
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from proofs import ProofError, ProofRejected, zk
+from proofs import field as F
+from proofs.aggregate import bit_check_terms, bit_check_value, plan_groups, stack
+from proofs.mle import mle_evaluate
+from proofs.sumcheck import prove_sumcheck, verify_sumcheck
+from proofs.transcript import Transcript
+from tests.reference.mle_naive import naive_mle
+
+
+def test_groups_per_mode():
+    aggregated = plan_groups([8, 4, 16], "aggregate")
+    assert aggregated.groups == ((0, 1, 2),)
+    assert aggregated.locate(2) == (0, 2)
+    layered = plan_groups([8, 4, 16], "layer")
+    assert layered.groups == ((0,), (1,), (2,))
+    assert layered.locate(1) == (1, 0)
+    with pytest.raises(ProofError, match="mode='both'"):
+        plan_groups([8], "both")
+    with pytest.raises(ProofError, match="powers of two"):
+        plan_groups([6], "aggregate")
+
+
+@given(st.lists(st.integers(0, 5), min_size=1, max_size=5), st.integers(0, 2 ** 32))
+def test_stacked_table_evaluates_every_member(log_lengths, seed):
+    lengths = [1 << k for k in log_lengths]
+    tables = [F.random_elements(n, seed=seed + i) for i, n in enumerate(lengths)]
+    groups = plan_groups(lengths, "aggregate")
+    packed = stack(tables, groups, 0)
+    packing = groups.packing(0)
+    for i, table in enumerate(tables):
+        point = F.ext_random(log_lengths[i], seed=seed + 100 + i)
+        assert F.ext_eq(mle_evaluate(packed, packing.point(i, point)), naive_mle(table, point))
+
+
+def _bit_check(packed, seed=1):
+    n = packed.size.bit_length() - 1
+    tau = F.ext_random(n, seed=seed)
+    proof, _, _ = prove_sumcheck(bit_check_terms(packed, tau), 0, Transcript("b"))
+    sub = verify_sumcheck(proof, 0, n, 3, Transcript("b"))
+    sub.check(bit_check_value(tau, sub.point, mle_evaluate(packed, sub.point)))
+
+
+def test_one_bit_check_covers_all_stacked_tables():
+    rng = np.random.default_rng(2)
+    tables = [rng.integers(0, 2, size=n).astype(np.uint64) for n in (64, 16, 8)]
+    groups = plan_groups([64, 16, 8], "aggregate")
+    _bit_check(stack(tables, groups, 0))
+    tables[2] = tables[2].copy()
+    tables[2][5] = 2  # one non-bit in the smallest table
+    packed = stack(tables, groups, 0)
+    with pytest.raises(ProofError):  # the honest prover's own claim check already fails
+        _bit_check(packed)
+    tau = F.ext_random(7, seed=3)  # a prover that claims 0 anyway (the ZK prover does not check) is rejected
+    proof, _, _ = zk.prove_zk_sumcheck(bit_check_terms(packed, tau), 0, Transcript("b"))
+    with pytest.raises(ProofRejected):
+        sub = zk.verify_zk_sumcheck(proof, 0, 7, 3, Transcript("b"))
+        sub.check(bit_check_value(tau, sub.point, mle_evaluate(packed, sub.point)))
