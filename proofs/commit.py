@@ -110,6 +110,18 @@ def ntt(values) -> np.ndarray:
     omega = pow(F.GENERATOR, (F.P - 1) // n, F.P)
     twiddles = _powers(omega, max(n // 2, 1))
     batch = values.shape[:-1]
+    kernels = F.numba_kernels() if values.size >= F.NUMBA_MIN_SIZE else None
+    if kernels is not None:
+        rows = values.reshape(-1, n).copy()
+        kernels.ntt_rows(rows, twiddles, _bit_reverse(n))
+        return rows.reshape(values.shape)
+    return _ntt_numpy(values, twiddles)
+
+
+def _ntt_numpy(values, twiddles) -> np.ndarray:
+    """The same transform with numpy: one vectorized butterfly stage per level (the numba kernel's twin)."""
+    n = values.shape[-1]
+    batch = values.shape[:-1]
     a = values[..., _bit_reverse(n)]
     half = 1
     while half < n:

@@ -12,6 +12,7 @@ at most d / p^4 ~ d * 2^-124 (Schwartz-Zippel).
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 import struct
@@ -27,9 +28,42 @@ W = 11  #: extension modulus: X^4 = W
 EXT_DEGREE = 4
 EXT_BITS = EXT_DEGREE * math.log2(P)  #: log2 of the extension field size, ~123.9
 
+NUMBA_MIN_SIZE = 1 << 12  #: arrays with at least this many entries use the numba kernels (when numba imports)
+
 _P = np.uint64(P)
 _W = np.uint64(W)
 _MASK16 = np.uint64(0xFFFF)
+
+
+# ----------------------------------------------------------------------------------------- kernels
+@functools.cache
+def numba_kernels():
+    """The compiled kernels of :mod:`proofs._kernels`, or None without numba (the numpy formulas here then run)."""
+    try:
+        from . import _kernels
+    except ImportError:
+        return None
+    return _kernels
+
+
+def _long_pair(a, b):
+    """(kernels, a, b) as C-contiguous uint64 arrays when both are long arrays of one shape, else None."""
+    if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)) or a.shape != b.shape \
+            or a.size < NUMBA_MIN_SIZE or a.dtype != np.uint64 or b.dtype != np.uint64:
+        return None
+    kernels = numba_kernels()
+    return None if kernels is None else (kernels, np.ascontiguousarray(a), np.ascontiguousarray(b))
+
+
+def _elementwise(kernel_name: str, a, b):
+    """Run a one-pass elementwise kernel on a long pair, or return None."""
+    pair = _long_pair(a, b)
+    if pair is None:
+        return None
+    kernels, a, b = pair
+    out = np.empty_like(a)
+    getattr(kernels, kernel_name)(a.reshape(-1), b.reshape(-1), out.reshape(-1))
+    return out
 
 
 # ----------------------------------------------------------------------------------------- base field
@@ -64,12 +98,18 @@ def is_canonical(values) -> bool:
 
 def add(a, b) -> np.ndarray:
     """a + b mod p (inputs canonical)."""
+    fast = _elementwise("add", a, b)
+    if fast is not None:
+        return fast
     s = np.add(a, b, dtype=np.uint64)
     return np.minimum(s, s - _P)  # s - p wraps to a huge value when s < p
 
 
 def sub(a, b) -> np.ndarray:
     """a - b mod p (inputs canonical)."""
+    fast = _elementwise("sub", a, b)
+    if fast is not None:
+        return fast
     d = np.subtract(a, b, dtype=np.uint64)
     return np.minimum(d, d + _P)  # d + p wraps to d + p - 2^64 < p exactly when a < b
 
@@ -81,6 +121,9 @@ def neg(a) -> np.ndarray:
 
 def mul(a, b) -> np.ndarray:
     """a * b mod p (the product is < 2^62, exact in uint64)."""
+    fast = _elementwise("mul", a, b)
+    if fast is not None:
+        return fast
     return np.multiply(a, b, dtype=np.uint64) % _P
 
 
@@ -218,6 +261,9 @@ def ext_mul(a, b) -> np.ndarray:
     b = np.asarray(b, dtype=np.uint64)
     if a.shape == b.shape == (EXT_DEGREE,):
         return _ext_mul_single(a.tolist(), b.tolist())
+    fast = _ext_mul_long(a, b)
+    if fast is not None:
+        return fast
     a0, a1, a2, a3 = a[..., 0], a[..., 1], a[..., 2], a[..., 3]
     b0, b1, b2, b3 = b[..., 0], b[..., 1], b[..., 2], b[..., 3]
     high0 = (a1 * b3 + a2 * b2 + a3 * b1) % _P
@@ -228,6 +274,27 @@ def ext_mul(a, b) -> np.ndarray:
     c2 = (a0 * b2 + a1 * b1 + a2 * b0 + _W * high2) % _P
     c3 = (a0 * b3 + a1 * b2 + a2 * b1 + a3 * b0) % _P
     return np.stack([c0, c1, c2, c3], axis=-1)
+
+
+def _ext_mul_long(a, b):
+    """numba path of :func:`ext_mul` for a long array times an array of its shape or one element; else None."""
+    if b.shape == (EXT_DEGREE,) and a.ndim > 1:
+        a, b = b, a
+    if a.shape == (EXT_DEGREE,) and b.size >= NUMBA_MIN_SIZE and b.shape[-1] == EXT_DEGREE:
+        kernels = numba_kernels()
+        if kernels is None:
+            return None
+        b = np.ascontiguousarray(b)
+        out = np.empty_like(b)
+        kernels.ext_mul_scalar(b.reshape(-1, EXT_DEGREE), a, out.reshape(-1, EXT_DEGREE))
+        return out
+    pair = _long_pair(a, b)
+    if pair is None or a.shape[-1] != EXT_DEGREE:
+        return None
+    kernels, a, b = pair
+    out = np.empty_like(a)
+    kernels.ext_mul(a.reshape(-1, EXT_DEGREE), b.reshape(-1, EXT_DEGREE), out.reshape(-1, EXT_DEGREE))
+    return out
 
 
 def _ext_mul_single(a, b) -> np.ndarray:

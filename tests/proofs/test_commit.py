@@ -185,3 +185,12 @@ def test_commit_input_errors_and_no_mutation():
     saved_points = points.copy()
     open_batch(witness, points, Transcript("t"))
     assert np.array_equal(values, saved) and np.array_equal(points, saved_points)
+
+
+def test_numba_ntt_matches_numpy_ntt():
+    pytest.importorskip("numba")
+    from proofs.commit import _ntt_numpy, _powers
+    values = F.random_elements((3, F.NUMBA_MIN_SIZE), seed=4)
+    n = values.shape[1]
+    twiddles = _powers(pow(F.GENERATOR, (F.P - 1) // n, F.P), n // 2)
+    assert np.array_equal(ntt(values), _ntt_numpy(values, twiddles))

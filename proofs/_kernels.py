@@ -1,0 +1,80 @@
+"""numba kernels for long BabyBear / F_p4 vectors (imported lazily by :mod:`proofs.field`, compiled on first call,
+cached on disk). Each one is a single pass of the numpy formula in :mod:`proofs.field`, its tested twin.
+
+All arithmetic stays in uint64: products of residues are < 2^62 and ``% P`` by the constant compiles to a
+multiply-high; mixing in a signed integer would turn numba's arithmetic into float64, so every constant is uint64.
+"""
+import numba
+import numpy as np
+
+P = np.uint64(2013265921)
+W = np.uint64(11)
+
+
+@numba.njit(cache=True)
+def mul(a, b, out):
+    for i in range(a.size):
+        out[i] = a[i] * b[i] % P
+
+
+@numba.njit(cache=True)
+def add(a, b, out):
+    for i in range(a.size):
+        s = a[i] + b[i]
+        out[i] = s - P if s >= P else s
+
+
+@numba.njit(cache=True)
+def sub(a, b, out):
+    for i in range(a.size):
+        out[i] = a[i] - b[i] if a[i] >= b[i] else a[i] + P - b[i]
+
+
+@numba.njit(cache=True, inline="always")
+def _ext_mul_into(a0, a1, a2, a3, b0, b1, b2, b3, out, i):
+    out[i, 0] = (a0 * b0 + W * ((a1 * b3 + a2 * b2 + a3 * b1) % P)) % P
+    out[i, 1] = (a0 * b1 + a1 * b0 + W * ((a2 * b3 + a3 * b2) % P)) % P
+    out[i, 2] = (a0 * b2 + a1 * b1 + a2 * b0 + W * (a3 * b3 % P)) % P
+    out[i, 3] = (a0 * b3 + a1 * b2 + a2 * b1 + a3 * b0) % P
+
+
+@numba.njit(cache=True)
+def ext_mul(a, b, out):
+    """Row-wise F_p4 products of (n, 4) arrays."""
+    for i in range(a.shape[0]):
+        _ext_mul_into(a[i, 0], a[i, 1], a[i, 2], a[i, 3], b[i, 0], b[i, 1], b[i, 2], b[i, 3], out, i)
+
+
+@numba.njit(cache=True)
+def ext_mul_scalar(a, b, out):
+    """(n, 4) array times one F_p4 element b (4,)."""
+    b0, b1, b2, b3 = b[0], b[1], b[2], b[3]
+    for i in range(a.shape[0]):
+        _ext_mul_into(a[i, 0], a[i, 1], a[i, 2], a[i, 3], b0, b1, b2, b3, out, i)
+
+
+@numba.njit(cache=True)
+def ntt_rows(a, twiddles, bitrev):
+    """In-place radix-2 decimation-in-time NTT of each row of a (rows, n); natural-order output.
+
+    twiddles[j] = omega^j for j < n/2 (omega of order n); bitrev is the bit-reversal permutation of n.
+    """
+    rows, n = a.shape
+    scratch = np.empty(n, dtype=np.uint64)
+    for r in range(rows):
+        row = a[r]
+        for j in range(n):
+            scratch[j] = row[bitrev[j]]
+        half = 1
+        while half < n:
+            stride = n // (2 * half)
+            for start in range(0, n, 2 * half):
+                for j in range(half):
+                    u = scratch[start + j]
+                    v = scratch[start + j + half] * twiddles[j * stride] % P
+                    s = u + v
+                    scratch[start + j] = s - P if s >= P else s
+                    scratch[start + j + half] = u - v if u >= v else u + P - v
+            half *= 2
+        for j in range(n):
+            row[j] = scratch[j]
