@@ -23,12 +23,13 @@ def _shoup(x, w, ws, q):
 
 
 @numba.njit(cache=True, inline="always")
-def _ct(u, v, w, ws, q):
-    """Cooley–Tukey butterfly (u + w·v, u − w·v) mod q."""
-    v = _shoup(v, w, ws, q)
+def _ct(u, v, w, ws, q, q2):
+    """Lazy Cooley–Tukey butterfly (u + w·v, u − w·v) mod q for u, v in [0, 2q), outputs in [0, 2q)
+    (Harvey 2014; 2q < 2^32 keeps every Shoup input in range). q2 = 2q."""
+    v = v * w - ((v * ws) >> _U32) * q      # w·v mod q, in [0, 2q)
     s = u + v
-    d = u + q - v
-    return min(s, s - q), min(d, d - q)
+    d = u + q2 - v
+    return min(s, s - q2), min(d, d - q2)
 
 
 @numba.njit(cache=True, inline="always")
@@ -40,12 +41,14 @@ def _gs(u, v, w, ws, q):
 
 @numba.njit(cache=True)
 def _ct_rows(x, w, ws, q):
-    """In-place negacyclic Cooley–Tukey NTT along axis 0 of x (m, k): output rows in bit-reversed order.
+    """In-place negacyclic Cooley–Tukey NTT along axis 0 of x (m, k): output rows in bit-reversed order,
+    values in [0, 2q) (inputs in [0, 2q) too).
 
     Two radix-2 stages per pass over the data (radix-4 blocks of rows j, j+t/2, j+t, j+3t/2), so the
     rows are loaded and stored half as often; a last single stage when log2(m) is odd.
     """
     size, width = x.shape
+    q2 = q + q
     m, t = 1, size
     while 2 * m < size:
         half = t >> 2
@@ -56,10 +59,10 @@ def _ct_rows(x, w, ws, q):
             for j in range(i * t, i * t + half):
                 r0, r1, r2, r3 = x[j], x[j + half], x[j + 2 * half], x[j + 3 * half]
                 for c in range(width):
-                    a0, a2 = _ct(r0[c], r2[c], w1, ws1, q)
-                    a1, a3 = _ct(r1[c], r3[c], w1, ws1, q)
-                    r0[c], r1[c] = _ct(a0, a1, w2, ws2, q)
-                    r2[c], r3[c] = _ct(a2, a3, w3, ws3, q)
+                    a0, a2 = _ct(r0[c], r2[c], w1, ws1, q, q2)
+                    a1, a3 = _ct(r1[c], r3[c], w1, ws1, q, q2)
+                    r0[c], r1[c] = _ct(a0, a1, w2, ws2, q, q2)
+                    r2[c], r3[c] = _ct(a2, a3, w3, ws3, q, q2)
         m <<= 2
         t >>= 2
     if m < size:
@@ -68,7 +71,7 @@ def _ct_rows(x, w, ws, q):
             wi, wsi = w[m + i], ws[m + i]
             top, bottom = x[2 * i], x[2 * i + 1]
             for c in range(width):
-                top[c], bottom[c] = _ct(top[c], bottom[c], wi, wsi, q)
+                top[c], bottom[c] = _ct(top[c], bottom[c], wi, wsi, q, q2)
 
 
 @numba.njit(cache=True)
@@ -104,25 +107,32 @@ def _gs_rows(x, w, ws, q):
         m >>= 2
 
 
+@numba.njit(cache=True, inline="always")
+def _reduced(v, q):
+    """v mod q for v in [0, 2q)."""
+    return min(v, v - q)
+
+
 @numba.njit(cache=True)
-def _transpose(src, dst):
-    """dst = src^T, in fixed 16x16 tiles (contiguous writes) when the shape allows."""
+def _transpose(src, dst, q):
+    """dst = src^T reduced from [0, 2q) to [0, q), in fixed 16x16 tiles (contiguous writes) when the
+    shape allows."""
     rows, cols = src.shape
     if rows % _TILE or cols % _TILE:
         for r in range(rows):
             for c in range(cols):
-                dst[c, r] = src[r, c]
+                dst[c, r] = _reduced(src[r, c], q)
         return
     for r0 in range(0, rows, _TILE):
         for c0 in range(0, cols, _TILE):
             for c in range(_TILE):
                 for r in range(_TILE):
-                    dst[c0 + c, r0 + r] = src[r0 + r, c0 + c]
+                    dst[c0 + c, r0 + r] = _reduced(src[r0 + r, c0 + c], q)
 
 
 @numba.njit(cache=True)
 def _twiddle(x, tw, tws, q):
-    """x ∘ tw mod q in place (contiguous, vectorized)."""
+    """x ∘ tw mod q in place for x < 2^32 (contiguous, vectorized); results in [0, q)."""
     flat, w, ws = x.reshape(-1), tw.reshape(-1), tws.reshape(-1)
     for i in range(flat.size):
         flat[i] = _shoup(flat[i], w[i], ws[i], q)
@@ -140,9 +150,9 @@ def four_step_forward(a, rows, cols, idx, w_r, ws_r, tw, tws, w_c, ws_c, q_arr):
         x = a[l].reshape(rows, cols).copy()
         _ct_rows(x, w_r[k], ws_r[k], q)
         _twiddle(x, tw[k], tws[k], q)
-        _transpose(x, work)
+        _transpose(x, work, q)
         _ct_rows(work, w_c[k], ws_c[k], q)
-        _transpose(work, out[l].reshape(rows, cols))
+        _transpose(work, out[l].reshape(rows, cols), q)
     return out
 
 
@@ -154,10 +164,10 @@ def four_step_inverse(a, rows, cols, idx, w_r, ws_r, tw, tws, w_c, ws_c, q_arr):
     for l in range(a.shape[0]):
         k = idx[l]
         q = q_arr[k]
-        _transpose(a[l].reshape(rows, cols), work)
+        _transpose(a[l].reshape(rows, cols), work, q)
         _gs_rows(work, w_c[k], ws_c[k], q)
         x = out[l].reshape(rows, cols)
-        _transpose(work, x)
+        _transpose(work, x, q)
         _twiddle(x, tw[k], tws[k], q)
         _gs_rows(x, w_r[k], ws_r[k], q)
     return out

@@ -138,7 +138,8 @@ class LimbBarrett:
 def _as_uint64(x, name: str, bounds, moduli) -> np.ndarray:
     """x as uint64 with one row per modulus and every value of row l in [0, bounds[l]); else a clear error."""
     if isinstance(x, np.ndarray) and x.dtype == np.uint64 and x.ndim >= 1 and x.shape[0] == len(moduli) \
-            and (x.size == 0 or int(x.max()) < min(bounds)):
+            and (x.size == 0 or bool(np.all(x.reshape(len(moduli), -1).max(axis=1)
+                                            <= np.array([b - 1 for b in bounds], dtype=np.uint64)))):
         return x                                     # the common case, one pass
     arr = np.asarray(x)
     if arr.ndim < 1 or arr.shape[0] != len(moduli):
@@ -658,4 +659,4 @@ def _limbs_input(a, tables: NTTTables) -> np.ndarray:
     expected = (len(tables.moduli), tables.n)
     if np.shape(a) != expected:
         raise ShapeError(f"a.shape={np.shape(a)}: expected {expected} (one row per modulus, n coefficients)")
-    return _as_uint64(a, "a", [2**RESIDUE_BITS] * len(tables.moduli), tables.moduli)
+    return _as_uint64(a, "a", tables.moduli, tables.moduli)

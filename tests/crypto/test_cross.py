@@ -332,9 +332,12 @@ def test_mat_backends_reject_bad_input(kernel):
     with pytest.raises(ShapeError, match=r"a.shape=\(1, 64\)"):
         cross.inverse(np.zeros((1, 64), dtype=U64), tables)
     bad = np.zeros((2, n), dtype=U64)
-    bad[1, 3] = 2**31
-    with pytest.raises(ParameterError, match=r"a\[1\] holds 2147483648, outside \[0, 2\^31\)"):
+    bad[1, 3] = moduli[1]                                 # residues must be reduced: row l below q_l
+    with pytest.raises(ParameterError, match=rf"a\[1\] holds {moduli[1]}, outside \[0, {moduli[1]}\)"):
         cross.forward(bad, tables)
+    bad[1, 3] = 2**63
+    with pytest.raises(ParameterError, match=rf"a\[1\] holds {2**63}, outside"):
+        cross.inverse(bad, tables)
     with pytest.raises(ParameterError, match=r"a\[0\] holds -1, outside"):
         cross.forward(-np.eye(2, n, dtype=np.int64), tables)
     with pytest.raises(ParameterError, match="a of dtype float64 must hold integers"):
