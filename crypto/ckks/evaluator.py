@@ -183,6 +183,8 @@ class Evaluator:
         if isinstance(other, Plaintext):
             check_same_context(other, self.fingerprint, None, "plaintext")
             return other
+        if isinstance(other, np.ndarray) and other.ndim == 0:
+            other = other.item()                  # a 0-d array is a scalar: it fills every slot
         if isinstance(other, (int, float, complex, np.number)) and not isinstance(other, bool):
             return self._constant(other, level, scale)
         if isinstance(other, (np.ndarray, list, tuple)):
@@ -239,9 +241,7 @@ class Evaluator:
         a, op = self._mul_operands(a, b)
         length, is_complex = self._meta(a, b)
         if isinstance(op, Ciphertext):
-            d0, d1, d2 = self._tensor(a, op)
-            k0, k1 = self.switcher.switch(d2, self.relin_key)
-            return self._make([d0 + k0, d1 + k1], a.level, a.scale * op.scale, length, is_complex)
+            return self._mul_relinearize(a, op, 0, a.scale * op.scale, length, is_complex)
         poly, a, scale = op
         return self._make([p * poly for p in a.parts], a.level, a.scale * scale, length, is_complex)
 
@@ -253,12 +253,16 @@ class Evaluator:
             return self.rescale(self.mul(a, b))
         length, is_complex = self._meta(a, b)
         scale = self._rescaled_scale(a.level, a.scale * op.scale)
-        d0, d1, d2 = self._tensor(a, op)
+        return self._mul_relinearize(a, op, len(self.params.q_levels[a.level]), scale, length, is_complex)
+
+    def _mul_relinearize(self, a: Ciphertext, b: Ciphertext, rescale_primes: int, scale, length, is_complex):
+        """Tensor, then relinearize: (d0, d1) + ModDown(Σ digits(d2)·rlk) computed as
+        ModDown(P·(d0, d1) + Σ digits(d2)·rlk), dividing by P and the top ``rescale_primes`` primes."""
+        d0, d1, d2 = self._tensor(a, b)
         switcher = self.switcher
         kb, ka = switcher.inner_product(switcher.decompose(d2), self.relin_key, lift=(d0, d1))
-        extra = len(self.params.q_levels[a.level])
-        c0, c1 = switcher.mod_down(kb, extra), switcher.mod_down(ka, extra)
-        return self._make([c0, c1], a.level - 1, scale, length, is_complex)
+        parts = [switcher.mod_down(kb, rescale_primes), switcher.mod_down(ka, rescale_primes)]
+        return self._make(parts, a.level - (rescale_primes > 0), scale, length, is_complex)
 
     def _mul_operands(self, a, b):
         """(ciphertext, Ciphertext) aligned in level, or (ciphertext, (poly, ciphertext, scale))."""

@@ -233,3 +233,10 @@ def test_uniform_ternary_secret_is_balanced(ctx):
     coeffs = ctx._secret_key.coeffs
     counts = [np.count_nonzero(coeffs == v) for v in (-1, 0, 1)]
     assert all(abs(c - 4096 / 3) < 200 for c in counts)
+
+
+def test_zero_dimensional_arrays_are_scalars(ctx, vectors):
+    x = vectors[0]
+    ct = ctx.encrypt(x)
+    assert bits(x + 0.25, ctx.decrypt(ct + np.array(0.25))) > FRESH_BITS
+    assert bits(x * 3.0, ctx.decrypt(ct * np.float64(3.0))) > OP_BITS
