@@ -245,6 +245,28 @@ def training_trace(weights, x, y, spec: TrainingSpec) -> TrainingTrace:
                          tuple(grads), tuple(upd), tuple(new))
 
 
+def fit_spec(weights, x, y, act_bits: int = 8, weight_bits: int = 8, grad_bits: int = 10,
+             update_bits: int = 10) -> TrainingSpec:
+    """The smallest shifts (forward, backward, then learning rate) for which this step fits its bit widths.
+
+    A helper for examples and benchmarks: raises ModelError when no shift up to the field's limit fits.
+    """
+    sizes = (np.shape(weights[0])[1],) + tuple(np.shape(w)[0] for w in weights)
+    shifts = {"shift": 0, "grad_shift": 0, "lr_shift": 0}
+    failing = {"forward": "shift", "backward": "grad_shift", "update": "lr_shift"}
+    while True:
+        spec = TrainingSpec(sizes, batch=len(x), act_bits=act_bits, weight_bits=weight_bits, grad_bits=grad_bits,
+                            update_bits=update_bits, **shifts)
+        try:
+            training_trace(weights, x, y, spec)
+            return spec
+        except ModelError as error:
+            stage = str(error).split(" ")[0]
+            if stage not in failing or shifts[failing[stage]] >= 20:
+                raise
+            shifts[failing[stage]] += 1
+
+
 def training_step(weights, x, y, spec: TrainingSpec) -> list:
     """W' = W - 2^-k round(G_W) for every layer (unpadded int64), without a proof."""
     return training_trace(weights, x, y, spec).new_weights_unpadded()
