@@ -690,22 +690,32 @@ class _Builder:
     def multiply_rescale(self, a, b, plain=False):
         return self.emit(Rescale, self.emit(Multiply, a, b, plain))
 
-    def _decompose(self, flat):
-        """Cheapest baby/giant split of the shifts of ``flat`` = [(reg, src, shift, axis parts)]:
-        baby = shift mod 2^e, or the part due to a subset of axes, or none; returns (cost, parts)."""
+    def _decompose(self, flat, split=True):
+        """Cheapest baby/giant split of the shifts of ``flat`` = [(reg, src, shift, axis parts)], an axis
+        part being (index array, shift per index step). Baby candidates: none, shift mod 2^e, the part
+        due to a subset of axes, or the part due to ``index mod f`` of one axis (classic BSGS along a
+        moved axis). Returns (cost, [(reg, src, giant, baby)])."""
         slots, c = self.slots, self.costs
-        n_parts = max((len(f[3]) for f in flat), default=0)
+        n_parts = min((len(f[3]) for f in flat), default=0)
         candidates = [("none", None)] + [("mod", 1 << e) for e in range(1, slots.bit_length())]
         candidates += [("axes", subset) for r in range(1, n_parts + 1)
                        for subset in itertools.combinations(range(n_parts), r)]
+        for a in range(n_parts if split else 0):
+            top = max(int(f[3][a][0].max(initial=0)) for f in flat)
+            candidates += [("split", (a, 1 << e)) for e in range(1, max(top, 1).bit_length())]
         best = None
         for kind, arg in candidates:
-            if kind == "axes" and any(i >= len(f[3]) for f in flat for i in arg):
-                continue
             parts = []
             for reg, src, d, axparts in flat:
-                b = np.zeros_like(d) if kind == "none" else d % arg if kind == "mod" else \
-                    sum(axparts[i] for i in arg) % slots
+                if kind == "none":
+                    b = np.zeros_like(d)
+                elif kind == "mod":
+                    b = d % arg
+                elif kind == "axes":
+                    b = sum(idx * delta for idx, delta in (axparts[i] for i in arg)) % slots
+                else:
+                    idx, delta = axparts[arg[0]]
+                    b = (idx % arg[1]) * delta % slots
                 parts.append((reg, src, (d - b) % slots, b))
             baby_sets = [set(np.unique(b).tolist()) - {0} for _, _, _, b in parts]
             giants = set().union(*[set(np.unique(g).tolist()) for _, _, g, _ in parts]) - {0}
@@ -718,14 +728,15 @@ class _Builder:
         return best
 
     def mask_move(self, sources, note="", shifts=None):
-        """One ``Mask`` step moving ``sources`` = [(reg, src_pos, dst_pos, axis parts)] (axis parts: the
-        per-axis shift contributions, for axis-aligned baby/giant splits) and a rescale.
+        """One ``Mask`` step moving ``sources`` = [(reg, src_pos, dst_pos, axis parts)] (axis parts:
+        (index array, shift per index step) for each axis, for axis-aligned baby/giant splits) and a
+        rescale.
 
         With several tiles to fill from the same sources, ``shifts`` (a dict reg -> (shifted reg, shift))
         lets each source be rotated first so the remaining shifts -- and so the keys -- repeat from tile
         to tile; the cheaper of shifting and not shifting is taken."""
         slots = self.slots
-        flat = [(reg, src.ravel(), ((dst - src) % slots).ravel(), [p.ravel() % slots for p in parts])
+        flat = [(reg, src.ravel(), ((dst - src) % slots).ravel(), [(idx.ravel(), delta) for idx, delta in parts])
                 for reg, src, dst, parts in sources]
         best = self._decompose(flat)
         pre = None
@@ -739,7 +750,8 @@ class _Builder:
                     amounts.append(-(want - cur[1]))
                 moved.append((reg, (src + want) % slots, (d - want) % slots, parts))
             alt = self._decompose(moved)
-            if alt[0] + extra + self._new_keys(amounts) * self.costs.key < best[0]:
+            # the shift's key is not charged: the next tiles shift by the same step and reuse it
+            if alt[0] + extra <= best[0]:
                 pre = moved
                 best = alt
         if pre is not None:
@@ -877,8 +889,8 @@ class _Builder:
                     for i, (a, g) in enumerate(zip(axes, grids)):
                         src = src + (g - st.start[i]) * src_lay.strides[i]
                         dst = dst + (g - t.start[a]) * u.strides[a]
-                        parts.append(g * (u.strides[a] - src_lay.strides[i]))
-                    sources.append((sreg, np.atleast_1d(src), np.atleast_1d(dst), [np.atleast_1d(p) for p in parts]))
+                        parts.append((np.atleast_1d(g), u.strides[a] - src_lay.strides[i]))
+                    sources.append((sreg, np.atleast_1d(src), np.atleast_1d(dst), parts))
                 r = self.mask_move(sources, shifts=shifts if len(u.tiles) > 1 else None)
             covered = self._fits_replicas(other, u, t, lacking) if fits is not None else set()
             for a in lacking:
