@@ -28,3 +28,19 @@ __all__ += [
     "quantize_fixed_point", "quantize_input", "quantize_int8", "load_model", "save_model",
     "ModelCommitment", "Network", "NetworkProof", "verify_network",
 ]
+
+# Zero knowledge, aggregation and training-step proofs (issue 7).
+from .zk import (HidingCommitment, HidingOpening, HidingParams, ZKSumcheckProof, hiding_commit, open_functionals,
+                 open_points, prove_zk_sumcheck, simulate_zk_sumcheck, verify_functionals, verify_points,
+                 verify_zk_sumcheck)
+from .aggregate import plan_groups
+from .layers.training import (CommittedTensors, TrainingProof, TrainingSpec, TrainingTrace, commit_step, fit_spec,
+                              prove_training_step, training_step, training_trace, verify_training_step)
+
+__all__ += [
+    "HidingCommitment", "HidingOpening", "HidingParams", "ZKSumcheckProof", "hiding_commit", "open_functionals",
+    "open_points", "prove_zk_sumcheck", "simulate_zk_sumcheck", "verify_functionals", "verify_points",
+    "verify_zk_sumcheck", "plan_groups",
+    "CommittedTensors", "TrainingProof", "TrainingSpec", "TrainingTrace", "commit_step", "fit_spec",
+    "prove_training_step", "training_step", "training_trace", "verify_training_step",
+]
