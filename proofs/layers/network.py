@@ -13,6 +13,12 @@ matmul sumcheck reduces that to one on the layer's input (:mod:`proofs.layers.ma
 the weights; the verifier checks the last claim on x~ itself, and one batch opening of the model
 commitment settles every weight and bias claim. The whole batch (any size) is proved at once: the
 batch axis is a variable block of every table.
+
+Trust in the declared bounds: the layer descriptions (Q bits, accumulator bounds) come from the model
+owner, whose quantizer refuses any model that could wrap around the field (:func:`check_field`). The
+bit decompositions prove every requantized value's range, the verifier checks the public input and
+claimed output against their declared ranges, but the committed weights' own range is not proved: a
+dishonest owner committing to huge weights could make field identities differ from integer ones.
 """
 from __future__ import annotations
 
