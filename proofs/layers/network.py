@@ -440,6 +440,7 @@ def _check_statement(commitment: ModelCommitment, x_int, proof: NetworkProof):
     where = "statement"
     require(isinstance(commitment, ModelCommitment), "commitment is not a ModelCommitment", where)
     require(isinstance(proof, NetworkProof), "proof is not a NetworkProof", where)
+    commitment.validate()
     x = np.asarray(x_int)
     if x.ndim == 1:
         x = x[None, :]

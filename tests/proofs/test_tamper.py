@@ -243,3 +243,16 @@ def test_non_proof_objects_are_rejected(setup):
         verify_network("not a commitment", x, proof)
     with pytest.raises(ProofRejected):
         NetworkProof.from_bytes("not bytes")
+
+
+def test_inconsistent_commitment_objects_and_other_batches_are_rejected(setup):
+    network, x, proof, _ = setup
+    layers = network.commitment.layers
+    bad_layers = (dataclasses.replace(layers[0], q_bits=40),) + layers[1:]
+    with pytest.raises(ProofRejected, match="q_bits"):
+        verify_network(dataclasses.replace(network.commitment, layers=bad_layers), x, proof)
+    other_batch = network.prove(x[:2])
+    with pytest.raises(ProofRejected):
+        verify_network(network.commitment, x, other_batch)
+    with pytest.raises(ProofRejected):
+        verify_network(network.commitment, x[:2], proof)
