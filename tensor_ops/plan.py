@@ -6,28 +6,36 @@ Public surface::
     print(p.explain())          # the packing, the strategy chosen and why, every step
     p.rotations()               # exact rotation steps to give CKKSContext.keygen(rotations=...)
     p.depth()                   # levels consumed (multiplications and masks, each followed by a rescale)
-    p.cost()                    # counts: rotations, hoisted rotations, ct*ct / ct*pt multiplies, ciphertexts
+    p.cost()                    # counts: rotations (hoisted ones apart), multiplies, ciphertexts, keys
+    p.input_layouts             # how to encrypt each operand (layouts="auto" may ask for client packing)
     p.run(backend, operands)    # operands: lists of backend ciphertexts (encrypted) or numpy arrays (plain)
+    p.simulate(*arrays)         # the same steps on the PlainBackend (numpy), no keys
 
 Lowering (each operand in its current :class:`SlotLayout`; nothing here touches a key):
 
 1. repeated indices of an encrypted operand become a diagonal layout (free: strides add up), size-1
    broadcast axes are squeezed (free); plaintext operands are combined in the clear with numpy;
 2. indices private to one encrypted operand are summed by rotate-and-sum;
-3. operands are contracted pairwise. The *anchor* keeps its layout; indices it lacks are appended at
-   new slot strides (inside the ciphertext while they fit, across extra ciphertext tiles after that:
-   tiling, never an abort) and filled by rotate-and-add replication. The other operand is moved into
-   that layout by one masked baby-step/giant-step diagonal move (a ``Mask`` step: plaintext 0/1
-   diagonals, hoisted baby rotations, shared giant rotations) and replicated along the anchor's other
-   axes; a plaintext operand is simply packed in that layout in the clear. Both anchors are tried and
-   the cost model keeps the cheaper. SIMD multiply, rescale, rotate-and-sum over contracted axes,
-   add the tiles of a contracted axis;
+3. operands are contracted pairwise, each pair by the cheapest of these strategies (cost model:
+   rotations, hoisted rotations, multiplies, rescales and new rotation keys):
+
+   * replicate-multiply-reduce: one operand (the anchor) keeps its layout; the indices it lacks are
+     appended at new slot strides (inside the ciphertext while they fit, across extra ciphertext
+     tiles after that: tiling, never an abort) and filled by rotate-and-add replication; the other
+     operand is moved there by one masked baby-step/giant-step diagonal move (a ``Mask`` step:
+     plaintext 0/1 diagonals, hoisted baby rotations, shared giant rotations) and replicated along
+     the anchor's other axes; a plaintext operand is simply packed in the clear. Both anchors are
+     tried. SIMD multiply, rescale, rotate-and-sum over contracted axes, add the tiles;
+   * output-stationary: kept indices keep their native strides, contracted ones go outer (and across
+     tiles), so each operand moves only its contracted axis (large encrypted matmuls);
+   * the diagonal method of Halevi and Shoup ("Algorithms in HElib", CRYPTO 2014) with
+     baby-step/giant-step and hoisted rotations ("Faster homomorphic linear transformations in
+     HElib", CRYPTO 2018) for ``x[..., k] M[k, j]`` with ``M`` plaintext, batched over x's other axes;
 4. the result's axes are put in output order (free: a layout transpose).
 
-For a plaintext matrix times an encrypted vector the diagonal method of Halevi and Shoup
-("Algorithms in HElib", CRYPTO 2014) with baby-step/giant-step and hoisted rotations (Halevi and
-Shoup, "Faster homomorphic linear transformations in HElib", CRYPTO 2018) competes with
-replicate-multiply-reduce; the cost model picks one and the plan records both estimates.
+With ``layouts="auto"`` the planner also prices client-side packings (operands encrypted already
+replicated, or with a copy for the diagonal method, or tiled straight into the stationary layout)
+and keeps the cheapest; the notes say which strategy won and the estimates of the others.
 The step vocabulary follows EinHops (Rosenthal et al., 2025): pack, expand by rotations, multiply,
 reduce by rotations.
 """
