@@ -55,6 +55,8 @@ class PlainBackend:
             raise ShapeError(f"plan has {plan.slots} slots but this backend has {self.slots}")
         return plan.simulate(*arrays, backend=self, on_step=on_step)
 
+    execute = run
+
     def _check(self, k):
         keys = self.keys
         if keys is not None and k % self.slots and k % self.slots not in keys:
@@ -126,7 +128,9 @@ class CKKSBackend:
     def run(self, plan, *operands):
         """Execute ``plan`` on CipherTensors / numpy arrays; returns a CipherTensor."""
         from .tensor import run_plan  # tensor.py builds on this module
-        return run_plan(plan, operands)
+        return run_plan(plan, list(operands))
+
+    execute = run
 
     def decrypt(self, x) -> np.ndarray:
         return np.asarray(self.ctx.decrypt(x))

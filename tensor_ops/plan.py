@@ -587,6 +587,17 @@ class Plan:
         return [regs[r] for r in self.output_regs]
 
 
+    def execute(self, backend, *operands, on_step=None):
+        """Run on ``backend`` with operands as the user holds them: CipherTensors or numpy arrays
+        (on a PlainBackend, encrypted operands may be plain numpy arrays: they are packed with the
+        plan's input layouts). Returns a CipherTensor, or a numpy array on the PlainBackend."""
+        from .backends import PlainBackend
+        from .tensor import CipherTensor, run_plan
+
+        if isinstance(backend, PlainBackend) and not any(isinstance(o, CipherTensor) for o in operands):
+            return backend.run(self, *operands, on_step=on_step)
+        return run_plan(self, list(operands))
+
     def simulate(self, *arrays, backend=None, on_step=None):
         """Run the plan on the :class:`PlainBackend` (numpy slot vectors) and return the numpy result.
 

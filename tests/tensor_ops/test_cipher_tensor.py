@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from crypto import CKKSContext, CKKSParameters, ContextMismatchError, KeyMissingError, LevelError, ShapeError
-from tensor_ops import CipherTensor, PlainBackend, SlotLayout, einsum, encrypt, plan
+from tensor_ops import CipherTensor, CKKSBackend, PlainBackend, SlotLayout, einsum, encrypt, plan
 
 BE = PlainBackend(256)
 
@@ -157,3 +157,12 @@ def test_plan_argument_errors_name_the_parameter():
         einsum("ij,jk->ik", encrypt(PlainBackend(64), _ints((2, 3))), _ints((3, 5)), plan=p)
     with pytest.raises(ShapeError, match="expects operands encrypted"):
         einsum("ij,jk->ik", encrypt(PlainBackend(64), _ints((2, 3))), _ints((3, 4)), plan=p)
+
+
+def test_plan_execute_on_both_backends(toy):
+    p = plan("ij,jk->ik", (4, 4), (4, 4), params=toy.params, encrypted=(True, False))
+    a, b = _ints((4, 4), 1), _ints((4, 4), 2)
+    np.testing.assert_array_equal(p.execute(PlainBackend(), a, b), a @ b)
+    res = p.execute(CKKSBackend(toy), encrypt(toy, a), b)
+    assert isinstance(res, CipherTensor)
+    np.testing.assert_allclose(res.decrypt(toy), a @ b, atol=1e-6)
