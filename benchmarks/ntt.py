@@ -8,7 +8,9 @@ calibration), the speed-up of the fastest over numpy radix-2 and its ratio to th
 The floor is measured here, per cell: a compiled (numba) loop doing the same number of radix-2
 butterflies (L·N/2·log2 N, Shoup products, branch-free reductions) as log2 N contiguous passes over
 an array of the same size, i.e. the arithmetic and memory traffic of an ideal NTT without its
-strided access. BLAS threads are fixed (default 1, one core for every backend).
+strided access. "(minima)" repeats the best/floor ratio with the fastest call of each instead of
+the median, which is what a loaded, shared machine distorts least. BLAS threads are fixed
+(default 1, one core for every backend).
 
     python benchmarks/ntt.py [--quick] [--threads 1] [--repeats 5] [--max-matrix-mb 1024]
 """
@@ -61,14 +63,15 @@ def _butterflies(data, w, ws, q, passes):
             y[j] = min(d, d - q)
 
 
-def floor_ms(n: int, limbs: int) -> float:
-    """Median ms of L·N/2·log2 N compiled butterflies streaming over an array of L·N residues."""
+def floor_ms(n: int, limbs: int) -> tuple[float, float]:
+    """(median, min) ms of L·N/2·log2 N compiled butterflies streaming over an array of L·N residues."""
     q = find_ntt_primes(31, 1, 2)[0]
     data = np.random.default_rng(0).integers(0, q, n * limbs).astype(np.uint64)
     w = np.uint64(123456789 % q)
     ws = np.uint64(int(shoup_precompute(int(w), q)))
     passes = n.bit_length() - 1
-    return median_seconds(lambda: _butterflies(data, w, ws, np.uint64(q), passes), 5) * 1e3
+    med, low = timings(lambda: _butterflies(data, w, ws, np.uint64(q), passes), 5)
+    return med * 1e3, low * 1e3
 
 
 def matmul_gflops() -> float:
@@ -78,13 +81,18 @@ def matmul_gflops() -> float:
 
 
 def median_seconds(call, repeats: int) -> float:
+    return timings(call, repeats)[0]
+
+
+def timings(call, repeats: int) -> tuple[float, float]:
+    """(median, minimum) seconds of ``call`` after one warm-up call."""
     call()
     samples = []
     for _ in range(repeats):
         start = time.perf_counter()
         call()
         samples.append(time.perf_counter() - start)
-    return float(np.median(samples))
+    return float(np.median(samples)), float(np.min(samples))
 
 
 def cross_matrix_mb(n: int, limbs: int, width: int) -> float:
@@ -117,14 +125,14 @@ def main():
     sizes = [12, 14] if ARGS.quick else [12, 13, 14, 15, 16]
     limb_counts = [1, 8] if ARGS.quick else [1, 8, 32]
     repeats = 2 if ARGS.quick else ARGS.repeats
-    in_cache = floor_ms(4096, 1) * 1e6 / (2048 * 12)
+    in_cache = floor_ms(4096, 1)[1] * 1e6 / (2048 * 12)
     gflops = matmul_gflops()
     print(f"machine floor: {in_cache:.2f} ns per compiled radix-2 butterfly in cache (Shoup, contiguous); "
           f"float64 BLAS {gflops:.1f} GFLOP/s; BLAS threads = {ARGS.threads}; "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     names = ["numpy", "numba", "cross-8", "cross-wide", "fourstep"]
     header = (f"{'N':>7} {'limbs':>5} | " + " ".join(f"{n + ' ms':>12}" for n in names)
-              + f" | {'auto picks':>10} | {'numpy/best':>10} | {'best/floor':>10}")
+              + f" | {'auto picks':>10} | {'numpy/best':>10} | {'best/floor':>10} | {'(minima)':>8}")
     print(header)
     print("-" * len(header))
     rows = []
@@ -139,20 +147,21 @@ def main():
             backends = {"numpy": get_backend("numpy"), "numba": get_backend("numba"),
                         "cross-8": CrossBackend(8), "cross-wide": CrossBackend(wide, max_n=n),
                         "fourstep": get_backend("fourstep")}
-            ms = {}
+            ms, low = {}, {}
             for name, backend in backends.items():
                 width = 8 if name == "cross-8" else wide
                 if name.startswith("cross") and cross_matrix_mb(n, limbs, width) > ARGS.max_matrix_mb:
-                    ms[name] = float("nan")
+                    ms[name] = low[name] = float("nan")
                     continue
-                ms[name] = median_seconds(lambda: backend.forward(a, tables), repeats) * 1e3
+                ms[name], low[name] = (t * 1e3 for t in timings(lambda: backend.forward(a, tables), repeats))
                 backends[name] = None               # free CROSS matrices before the next cell
             auto = BackendSelector(cache_file=None).for_ntt(tables).name
             best = np.nanmin(list(ms.values()))
-            floor = floor_ms(n, limbs)
+            floor, floor_low = floor_ms(n, limbs)
             rows.append((n, limbs, ms, wide))
             print(f"{'2^' + str(log_n):>7} {limbs:>5} | " + " ".join(f"{ms[k]:>12.3f}" for k in names)
-                  + f" | {auto:>10} | {ms['numpy'] / best:>9.1f}x | {best / floor:>9.2f}x", flush=True)
+                  + f" | {auto:>10} | {ms['numpy'] / best:>9.1f}x | {best / floor:>9.2f}x"
+                  + f" | {np.nanmin(list(low.values())) / floor_low:>7.2f}x", flush=True)
     print("\nlimb-NTTs per second (cross-wide uses the widest exact chunk: "
           + ", ".join(f"2^{r[0].bit_length() - 1}: {r[3]} bits" for r in rows if r[1] == limb_counts[0]) + ")")
     print(f"{'N':>7} {'limbs':>5} | " + " ".join(f"{n + ' /s':>12}" for n in names))
