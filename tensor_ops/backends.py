@@ -38,6 +38,7 @@ class PlainBackend:
         self.slots = None if slots is None else int(slots)
         self._rotations = None if rotations is None else tuple(int(k) for k in rotations)
         self.counts = Counter()
+        self.plans: dict = {}  # plans already made for this backend (see tensor._cached)
 
     @property
     def keys(self):
@@ -121,6 +122,7 @@ class CKKSBackend:
         self.ev = ctx.evaluator
         self.slots = int(ctx.params.slots)
         self._encoded: dict = {}
+        self.plans: dict = {}  # plans already made for this backend (see tensor._cached)
 
     def encrypt(self, vector):
         return self.ctx.encrypt(np.asarray(vector))

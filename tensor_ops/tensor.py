@@ -147,7 +147,9 @@ class CipherTensor:
         if isinstance(other, (int, float, complex, np.number)) and not isinstance(other, bool):
             if op == "sub":
                 other, op = -other, "add"
-            return run_plan(build_scalar(op, self._layout, other), [self])
+            plan = _cached(self._backend, ("scalar", op, self._layout, other),
+                           lambda: build_scalar(op, self._layout, other))
+            return run_plan(plan, [self])
         if isinstance(other, CipherTensor):
             _check_same(self, other)
         elif not isinstance(other, np.ndarray):
@@ -158,7 +160,9 @@ class CipherTensor:
         operands = [other, self] if reflected else [self, other]
         enc = tuple(isinstance(o, CipherTensor) for o in operands)
         layouts = [o.layout if isinstance(o, CipherTensor) else None for o in operands]
-        plan = build_elementwise(op, [o.shape for o in operands], enc, layouts, self._layout.slots)
+        shapes = tuple(o.shape for o in operands)
+        plan = _cached(self._backend, ("elementwise", op, shapes, enc, tuple(layouts)),
+                       lambda: build_elementwise(op, shapes, enc, layouts, self._layout.slots))
         return run_plan(plan, operands)
 
     def __add__(self, other):
@@ -273,4 +277,19 @@ def einsum(expr: str, *operands, plan: Plan | None = None):
                              f"{spec.expression()} with shapes {spec.shapes}")
         return run_plan(plan, arrays)
     layouts = [o.layout if isinstance(o, CipherTensor) else None for o in arrays]
-    return run_plan(build_plan(spec, enc, layouts, tensors[0].layout.slots), arrays)
+    be = tensors[0].backend
+    plan = _cached(be, ("einsum", spec, enc, tuple(layouts)),
+                   lambda: build_plan(spec, enc, layouts, tensors[0].layout.slots))
+    return run_plan(plan, arrays)
+
+
+def _cached(backend, key, make) -> Plan:
+    """Plans are pure functions of expression, shapes and layouts: each backend object keeps the
+    ones it ran (bounded), so repeating an operation does not plan again."""
+    cache = backend.plans
+    plan = cache.get(key)
+    if plan is None:
+        if len(cache) >= 256:
+            cache.pop(next(iter(cache)))
+        plan = cache[key] = make()
+    return plan
