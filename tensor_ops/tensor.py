@@ -12,6 +12,8 @@ changes). Nothing mutates: every operation returns a new CipherTensor.
 
 ``encrypt`` also accepts a :class:`~tensor_ops.backends.PlainBackend` instead of a context: the
 "ciphertexts" are then numpy slot vectors and every plan runs unencrypted, for debugging a packing.
+It accepts a :class:`~tensor_ops.backends.CKKSBackend` too: tensors encrypted through one backend
+object share its caches (plans already made, plaintext masks already encoded).
 """
 from __future__ import annotations
 
@@ -115,7 +117,8 @@ class CipherTensor:
         if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
             axes = tuple(axes[0]) if axes[0] is not None else ()
         axes = tuple(range(self.ndim))[::-1] if not axes else tuple(int(a) for a in axes)
-        if sorted(a % max(self.ndim, 1) for a in axes) != list(range(self.ndim)) or len(axes) != self.ndim:
+        if len(axes) != self.ndim or any(not -self.ndim <= a < self.ndim for a in axes) or \
+                sorted(a % self.ndim for a in axes) != list(range(self.ndim)):
             raise ShapeError(f"axes {axes} are not a permutation of the {self.ndim} axes of shape {self.shape}")
         return CipherTensor(self._cts, self._layout.transpose([a % self.ndim for a in axes]), self._backend)
 

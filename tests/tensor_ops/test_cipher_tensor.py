@@ -105,6 +105,8 @@ def test_bad_input_errors_are_clear():
         encrypt(BE, np.ones(3), layout=SlotLayout.compact((4,), 256))
     with pytest.raises(ShapeError, match="permutation"):
         A.transpose(0, 0)
+    with pytest.raises(ShapeError, match="permutation"):
+        A.transpose(0, 3)
     with pytest.raises(ShapeError, match="axis=5"):
         A.sum(5)
     with pytest.raises(ContextMismatchError):
