@@ -12,7 +12,8 @@ instead of one per layer. With tables T_1..T_m of power-of-two lengths placed by
   sumcheck (degree 3, error 3 n / |F_p4|) ends at sigma with one claim P~(sigma);
 - one **batch opening** of P settles the claims on all T_i (each mapped by ``Packing.point``).
 
-Layer by layer (``mode="layer"``) each T_i gets its own commitment, bit check and opening: m Merkle
+Tables are grouped by kind (FAC4DNN stacks "tensors of the same kind": here forward, backward and update
+bits), which also keeps each packed table near a power of two. Layer by layer (``mode="layer"``) each T_i gets its own commitment, bit check and opening: m Merkle
 trees, m sumchecks and m sets of column queries instead of one. :func:`plan_groups` says which tables
 share a commitment; the training proof (:mod:`proofs.layers.training`) measures both modes.
 """
@@ -25,7 +26,7 @@ import numpy as np
 from . import field as F
 from .errors import ProofError
 from .layers.packing import Packing
-from .mle import eq_eval, eq_table
+from .mle import eq_eval, eq_table, fix_variable, is_ext, num_vars_of
 
 MODES = ("aggregate", "layer")
 
@@ -48,16 +49,21 @@ class TableGroups:
         raise ProofError(f"table {table} is in no group")
 
 
-def plan_groups(lengths, mode: str = "aggregate") -> TableGroups:
-    """One group with every table (``"aggregate"``) or one group per table (``"layer"``)."""
+def plan_groups(lengths, mode: str = "aggregate", kinds=None) -> TableGroups:
+    """Tables of the same kind share one group (``"aggregate"``; all tables when ``kinds`` is None), or one
+    group per table (``"layer"``)."""
     if mode not in MODES:
         raise ProofError(f"mode={mode!r} not in {MODES}")
     lengths = tuple(int(n) for n in lengths)
     if not lengths or any(n < 1 or n & (n - 1) for n in lengths):
         raise ProofError(f"table lengths {lengths} must be non-empty powers of two")
-    if mode == "aggregate":
-        return TableGroups(lengths, (tuple(range(len(lengths))),))
-    return TableGroups(lengths, tuple((i,) for i in range(len(lengths))))
+    kinds = tuple(kinds) if kinds is not None else ("",) * len(lengths)
+    if len(kinds) != len(lengths):
+        raise ProofError(f"{len(kinds)} kinds for {len(lengths)} tables")
+    if mode == "layer":
+        return TableGroups(lengths, tuple((i,) for i in range(len(lengths))))
+    order = list(dict.fromkeys(kinds))
+    return TableGroups(lengths, tuple(tuple(i for i, k in enumerate(kinds) if k == kind) for kind in order))
 
 
 def stack(tables, groups: TableGroups, group: int) -> np.ndarray:
@@ -69,6 +75,57 @@ def bit_check_terms(packed, tau) -> list:
     """Sumcheck terms of sum_x eq(tau, x) (P(x) - P(x)^2) (claim 0, degree 3)."""
     weights = eq_table(tau)
     return [(1, [weights, packed]), (-1, [weights, packed, packed])]
+
+
+class BitCheckProver:
+    """The bit check's sumcheck prover, by the split eq: eq(tau, x) = eq(tau_<=j, x_<=j) eq(tau_>j, x_>j).
+
+    Round j sends g_j(X) = c_j eq(tau_j, X) S_j(X) with c_j = prod_{i<j} eq(tau_i, r_i) and
+    S_j(X) = sum_rest eq(tau_>j, rest) h(r_<j, X, rest), h = T - T^2 (degree 2 in X): one pass of a
+    compiled kernel over the remaining cube, no full eq table and no product tables (Gruen, "Some
+    improvements for the PIOP for ZeroCheck", 2024, section 3; Thaler's book, section 4.1). Same
+    interface as :class:`proofs.sumcheck.SumcheckProver`; ``tests/proofs/test_aggregate.py`` compares
+    its messages with that generic prover's.
+    """
+
+    degree = 3
+
+    def __init__(self, table, tau):
+        self._table = np.asarray(table, dtype=np.uint64)
+        self.num_vars = num_vars_of(self._table)
+        self._tau = np.asarray(tau, dtype=np.uint64).reshape(self.num_vars, F.EXT_DEGREE)
+        if self.num_vars < 1:
+            raise ProofError("bit check: the table needs at least 2 entries")
+        self._suffix = eq_table(self._tau[1:])
+        self._scale = F.ext_one()
+        self.challenges = []
+
+    def _eq1(self, x):
+        """eq(tau_j, x) = (1 - tau_j) + x (2 tau_j - 1) for the current variable j."""
+        t = self._tau[len(self.challenges)]
+        x = np.asarray(x, dtype=np.uint64)
+        x = F.ext_from_base(x) if x.ndim == 0 else x
+        return F.ext_add(F.ext_sub(F.ext_one(), t), F.ext_mul(x, F.ext_sub(F.ext_add(t, t), F.ext_one())))
+
+    def round_message(self) -> np.ndarray:
+        from . import _aggregate_kernels as K
+        low, high = np.ascontiguousarray(self._table[0::2]), np.ascontiguousarray(self._table[1::2])
+        sums = np.zeros((4, F.EXT_DEGREE), dtype=np.uint64)
+        (K.bit_round_ext if is_ext(self._table) else K.bit_round_base)(low, high, self._suffix, sums)
+        return np.stack([F.ext_mul(self._scale, F.ext_mul(self._eq1(np.uint64(x)), sums[x])) for x in range(4)])
+
+    def bind(self, r) -> None:
+        r = np.asarray(r, dtype=np.uint64)
+        self._scale = F.ext_mul(self._scale, self._eq1(r))
+        self._table = fix_variable(self._table, r)
+        self._suffix = F.ext_add(self._suffix[0::2], self._suffix[1::2]) if self._suffix.shape[0] > 1 \
+            else self._suffix
+        self.challenges.append(r)
+
+    def final_evaluations(self):
+        """[[T~(sigma)]] after the last round."""
+        value = self._table[0] if is_ext(self._table) else F.ext_from_base(self._table[0])
+        return [[value]]
 
 
 def bit_check_value(tau, sigma, value) -> np.ndarray:

@@ -479,9 +479,11 @@ def prove_zk_sumcheck(terms, claim, transcript, label: str = "sumcheck", params:
                       seed=None):
     """Zero-knowledge sumcheck of sum_x sum_t c_t prod f(x) = claim -> (ZKSumcheckProof, point, factor_evals).
 
-    The prover does not check the claim (a false one fails at the verifier). ``seed``: tests only.
+    ``terms`` may also be a prover object with the :class:`~proofs.sumcheck.SumcheckProver` interface
+    (``num_vars``, ``degree``, ``round_message``, ``bind``, ``challenges``, ``final_evaluations``), e.g. a
+    specialised one. The prover does not check the claim (a false one fails at the verifier). ``seed``: tests only.
     """
-    prover = SumcheckProver(terms)
+    prover = terms if hasattr(terms, "round_message") else SumcheckProver(terms)
     claim = _as_ext_scalar(claim, "claim")
     k, d = prover.num_vars, prover.degree
     rng = None if seed is None else np.random.default_rng(seed)

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field as dataclass_field
 import numpy as np
 
 from .. import field as F
-from ..aggregate import bit_check_terms, bit_check_value, plan_groups, stack
+from ..aggregate import BitCheckProver, bit_check_value, plan_groups, stack
 from ..errors import ModelError, ProofError, ProofRejected
 from ..mle import bind_high, eq_eval, eq_table, mle_evaluate
 from ..quantize import FIELD_BITS, FIELD_HALF
@@ -391,8 +391,9 @@ class _Channel:
 
 
 def _plain_sumcheck(terms, claim, transcript, label):
-    """The Fiat-Shamir sumcheck of :mod:`proofs.sumcheck`, without the prover-side claim check."""
-    prover = SumcheckProver(terms)
+    """The Fiat-Shamir sumcheck of :mod:`proofs.sumcheck`, without the prover-side claim check
+    (``terms``: a list of terms or a prover object)."""
+    prover = terms if hasattr(terms, "round_message") else SumcheckProver(terms)
     _absorb_statement(transcript, label, _as_ext_scalar(claim, "claim"), prover.num_vars, prover.degree)
     messages = np.zeros((prover.num_vars, prover.degree + 1, F.EXT_DEGREE), dtype=np.uint64)
     for j in range(prover.num_vars):
@@ -606,14 +607,15 @@ def _bit_checks(channel, groups, packed=None) -> None:
         n = groups.packing(g).num_vars
         tau = channel.transcript.challenge_ext_vector(f"training.bits{g}.tau", n)  # error n / |F|
         sigma, expected = channel.sumcheck(f"sumcheck.training.bits{g}", 0, n, 3,
-                                           lambda: bit_check_terms(packed[g], tau))
+                                           lambda: BitCheckProver(packed[g], tau))
         value = channel.send("training.bits_eval", lambda: mle_evaluate(packed[g], sigma))
         channel.check(expected, bit_check_value(tau, sigma, value), f"bits commitment {g}: an entry is not a bit")
         channel.record(f"bits{g}", sigma, value)
 
 
 def _groups(spec: TrainingSpec, mode: str):
-    return plan_groups([_planes(d) * e for _, d, e in spec.bit_tables()], mode)
+    tables = spec.bit_tables()
+    return plan_groups([_planes(d) * e for _, d, e in tables], mode, kinds=[name[:3] for name, _, _ in tables])
 
 
 def prove_training_step(trace: TrainingTrace, committed: CommittedTensors, zk: bool = True, mode: str = "aggregate",
