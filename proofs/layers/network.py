@@ -22,8 +22,7 @@ dishonest owner committing to huge weights could make field identities differ fr
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -32,171 +31,18 @@ from ..commit import CommitParams, Commitment, OpeningProof, commit, open_batch,
 from ..errors import ModelError, ProofRejected
 from ..mle import mle_evaluate
 from ..proof_format import ByteReader, ByteWriter, parse_nested
-from ..quantize import FIELD_BITS, FIELD_HALF, QuantizedMLP, check_field, check_input, forward_trace
-from ..sumcheck import SumcheckProof
+from ..quantize import QuantizedMLP, check_field, check_input, forward_trace
 from ..transcript import Transcript
 from .common import Claim, log2, pad_matrix, padded, require
 from .matmul import LinearProof, LinearShape, prove_linear, verify_linear, weight_tables
-from .packing import Packing
-from .relu import BitGroupProof, DecompositionProof, prove_decomposition, verify_decomposition
-from .requant import Decomposition, decompose
+from .records import read_nested, read_record, write_record
+from .relu import DecompositionProof, prove_decomposition, verify_decomposition
+from .requant import decompose
+from .statement import (FORMAT_VERSION, MAX_LAYERS, LayerInfo, ModelCommitment, check_commitment_size,  # noqa: F401
+                        weight_packing)
 
 TRANSCRIPT_LABEL = "hezk.proofs.network.v1"
-COMMITMENT_MAGIC, PROOF_MAGIC, FORMAT_VERSION = b"HEZKMCOM", b"HEZKPRF\x00", 1
-MAX_FEATURES = 1 << 24
-MAX_LAYERS = 64
-SPLIT_MIN_ENTRIES = 1 << 15  # below this many bits per layer one group (fewer rounds and openings) is faster
-
-
-@dataclass(frozen=True)
-class LayerInfo:
-    """The public description of one layer: shapes, quantization, declared worst-case bounds."""
-
-    in_features: int
-    out_features: int
-    weight_frac: int
-    in_frac: int
-    shift: int
-    relu: bool
-    q_bits: int
-    acc_lo: int
-    acc_hi: int
-
-    @property
-    def decomposition(self):
-        """The layer's :class:`Decomposition`, or None when its output is the raw accumulator."""
-        if self.relu or self.shift:
-            return Decomposition(self.shift, self.q_bits, self.relu)
-        return None
-
-    def decomposition_for(self, batch: int):
-        """The decomposition used on a batch: bit planes split into two groups only for large tables."""
-        spec = self.decomposition
-        if spec is None:
-            return None
-        elements = padded(batch, 1) * padded(self.out_features)
-        return Decomposition(spec.shift, spec.q_bits, spec.relu, elements * padded(spec.width, 1) >= SPLIT_MIN_ENTRIES)
-
-    def output_range(self) -> tuple:
-        """[lo, hi] every output integer lies in."""
-        if self.decomposition is None:
-            return self.acc_lo, self.acc_hi
-        half = 1 << (self.q_bits - 1)
-        return (0 if self.relu else -half), half - 1
-
-
-def weight_packing(layers) -> Packing:
-    """Where each layer's W (index 2i) and b (index 2i + 1) sit in the packed model table."""
-    lengths = []
-    for info in layers:
-        lengths += [padded(info.out_features) * padded(info.in_features), padded(info.out_features)]
-    return Packing(tuple(lengths))
-
-
-@dataclass(frozen=True, eq=False)
-class ModelCommitment:
-    """What the model owner publishes once: layer descriptions and one short commitment to all weights."""
-
-    scheme: str
-    input_frac: int
-    input_bound: int
-    error_bound: float
-    layers: tuple
-    weights: Commitment
-
-    @property
-    def in_features(self) -> int:
-        return self.layers[0].in_features
-
-    @property
-    def output_frac(self) -> int:
-        last = self.layers[-1]
-        return last.in_frac + last.weight_frac - last.shift
-
-    @property
-    def params(self) -> CommitParams:
-        """The commitment parameters (the bits commitments of a proof must use the same)."""
-        return self.weights.params
-
-    def soundness_bits(self, batch: int) -> float:
-        """-log2 of the whole proof's soundness error for a batch of ``batch`` inputs (union bound).
-
-        Terms, with |F| = p^4: the output point (kM + kB)/|F|; per zkReLU the select sumcheck 3 kE/|F|,
-        the batching 3/|F|, per bit group the bit-check point and sumcheck 4 (kE + kJ)/|F| and one opening;
-        per matmul the sumcheck 2 kN/|F|; one batch opening of the weights. An opening fails w.p.
-        2^-security_bits of its commitment (:attr:`proofs.commit.Commitment.security_bits`).
-        """
-        batch_vars = log2(padded(batch, 1))
-        field_errors = log2(padded(self.layers[-1].out_features)) + batch_vars
-        opening_error = 2.0 ** -self.weights.security_bits
-        for info in self.layers:
-            field_errors += 2 * log2(padded(info.in_features))
-            if info.decomposition is not None:
-                element_vars = batch_vars + log2(padded(info.out_features))
-                field_errors += 3 * element_vars * info.relu + 3
-                for _, count in info.decomposition_for(batch).groups:
-                    bits_vars = element_vars + log2(count)
-                    field_errors += 4 * bits_vars
-                    opening_error += 2.0 ** -Commitment(b"", bits_vars, self.params).security_bits
-        return -math.log2(field_errors * 2.0 ** -F.EXT_BITS + opening_error)
-
-    def to_bytes(self) -> bytes:
-        writer = ByteWriter(COMMITMENT_MAGIC, FORMAT_VERSION)
-        writer.text(self.scheme)
-        writer.i64(self.input_frac)
-        writer.i64(self.input_bound)
-        writer.f64(self.error_bound)
-        writer.u32(len(self.layers))
-        for info in self.layers:
-            for item in fields(info):
-                writer.i64(int(getattr(info, item.name)))
-        writer.blob(self.weights.to_bytes())
-        return writer.getvalue()
-
-    @classmethod
-    def from_bytes(cls, data) -> "ModelCommitment":
-        """Parse and validate; anything malformed raises ProofRejected."""
-        return parse_nested(cls._parse, data, "model commitment")
-
-    @classmethod
-    def _parse(cls, data) -> "ModelCommitment":
-        reader = ByteReader(data, COMMITMENT_MAGIC, FORMAT_VERSION, "model commitment")
-        scheme, input_frac, input_bound, error_bound = reader.text(), reader.i64(), reader.i64(), reader.f64()
-        layers = []
-        for _ in range(reader.bounded("layer count", 1, MAX_LAYERS)):
-            values = [reader.i64() for _ in fields(LayerInfo)]
-            require(values[5] in (0, 1), f"relu flag {values[5]} is not 0 or 1", reader.what)
-            layers.append(LayerInfo(*values[:5], bool(values[5]), *values[6:]))
-        weights = parse_nested(Commitment.from_bytes, reader.blob(), "weights commitment")
-        reader.finish()
-        commitment = cls(scheme, input_frac, input_bound, error_bound, tuple(layers), weights)
-        commitment.validate()
-        return commitment
-
-    def validate(self) -> None:
-        """Check the description is consistent and provable in the field (ProofRejected otherwise)."""
-        where = "model commitment"
-        require(0 < self.input_bound <= FIELD_HALF, f"input_bound={self.input_bound} not in (0, {FIELD_HALF}]", where)
-        require(not math.isnan(self.error_bound), "error_bound is nan", where)
-        require(isinstance(self.weights, Commitment), "weights is not a Commitment", where)
-        for i, info in enumerate(self.layers):
-            at = f"{where} / layer {i}"
-            require(1 <= info.in_features <= MAX_FEATURES and 1 <= info.out_features <= MAX_FEATURES,
-                    f"features {info.in_features}->{info.out_features} not in [1, {MAX_FEATURES}]", at)
-            expected_in = self.layers[i - 1].out_features if i else info.in_features
-            require(info.in_features == expected_in, f"takes {info.in_features} features, previous gives {expected_in}",
-                    at)
-            require(abs(info.weight_frac) <= 64 and abs(info.in_frac) <= 64, "scale exponents out of range", at)
-            require(-FIELD_HALF <= info.acc_lo <= info.acc_hi <= FIELD_HALF,
-                    f"accumulator bounds [{info.acc_lo}, {info.acc_hi}] exceed the field's half {FIELD_HALF}", at)
-            require(0 <= info.shift and 1 <= info.q_bits and info.shift + info.q_bits <= FIELD_BITS,
-                    f"shift {info.shift} + q_bits {info.q_bits} not within [1, {FIELD_BITS}]", at)
-        _check_commitment(self.weights, 1 << weight_packing(self.layers).num_vars, f"{where} / weights")
-
-
-def _check_commitment(commitment, length: int, where: str) -> None:
-    require(getattr(commitment, "num_vars", None) == log2(length),
-            f"commitment has num_vars={getattr(commitment, 'num_vars', None)}, the layer needs {log2(length)}", where)
+PROOF_MAGIC = b"HEZKPRF\x00"
 
 
 # ----------------------------------------------------------------------------------------- witness
@@ -247,8 +93,8 @@ class NetworkProof:
             writer.blob(bits_commitment.to_bytes())
         writer.u32(len(self.layer_proofs))
         for decomposition, linear in self.layer_proofs:
-            _write_fields(writer, decomposition, optional=True)
-            _write_fields(writer, linear)
+            write_record(writer, decomposition, optional=True)
+            write_record(writer, linear)
         writer.blob(self.weights_opening.to_bytes())
         return writer.getvalue()
 
@@ -261,65 +107,14 @@ class NetworkProof:
     def _parse(cls, data) -> "NetworkProof":
         reader = ByteReader(data, PROOF_MAGIC, FORMAT_VERSION, "network proof")
         output = reader.i64_array()
-        bits = tuple(_read_nested(reader, Commitment)
+        bits = tuple(read_nested(reader, Commitment)
                      for _ in range(reader.bounded("bits commitment count", 0, MAX_LAYERS)))
-        layer_proofs = tuple((_read_fields(reader, DecompositionProof, optional=True),
-                              _read_fields(reader, LinearProof))
+        layer_proofs = tuple((read_record(reader, DecompositionProof, optional=True),
+                              read_record(reader, LinearProof))
                              for _ in range(reader.bounded("layer count", 1, MAX_LAYERS)))
-        opening = _read_nested(reader, OpeningProof)
+        opening = read_nested(reader, OpeningProof)
         reader.finish()
         return cls(output, bits, layer_proofs, opening)
-
-
-# Field kinds of each layer proof, in dataclass field order: F_p4 elements, nested objects with bytes,
-# (kind, "optional") for a nested object that may be None (a presence byte precedes it), or
-# (BitGroupProof, "list") for a counted list of bit-group records.
-_SCHEMAS = {
-    DecompositionProof: ((SumcheckProof, "optional"), "ext", "ext", "ext", (BitGroupProof, "list")),
-    BitGroupProof: ("ext", SumcheckProof, "ext", OpeningProof),
-    LinearProof: ("ext", SumcheckProof, "ext", "ext"),
-}
-
-
-def _write_fields(writer: ByteWriter, proof, optional: bool = False) -> None:
-    if optional:
-        writer.u8(proof is not None)
-        if proof is None:
-            return
-    for kind, item in zip(_SCHEMAS[type(proof)], fields(proof)):
-        value = getattr(proof, item.name)
-        if kind == "ext":
-            writer.ext(value)
-        elif kind == (BitGroupProof, "list"):
-            writer.u32(len(value))
-            for group in value:
-                _write_fields(writer, group)
-        elif isinstance(kind, tuple):
-            writer.u8(value is not None)
-            if value is not None:
-                writer.blob(value.to_bytes())
-        else:
-            writer.blob(value.to_bytes())
-
-
-def _read_nested(reader: ByteReader, kind):
-    return parse_nested(kind.from_bytes, reader.blob(), kind.__name__)
-
-
-def _read_fields(reader: ByteReader, cls, optional: bool = False):
-    if optional and not reader.flag():
-        return None
-    values = []
-    for kind in _SCHEMAS[cls]:
-        if kind == "ext":
-            values.append(reader.ext())
-        elif kind == (BitGroupProof, "list"):
-            values.append(tuple(_read_fields(reader, BitGroupProof) for _ in range(reader.bounded("groups", 1, 2))))
-        elif isinstance(kind, tuple):
-            values.append(_read_nested(reader, kind[0]) if reader.flag() else None)
-        else:
-            values.append(_read_nested(reader, kind))
-    return cls(*values)
 
 
 # ------------------------------------------------------------------------------- prover and verifier
@@ -468,10 +263,10 @@ def _check_statement(commitment: ModelCommitment, x_int, proof: NetworkProof):
     for i, layer_bits in _bits_commitments_by_layer(commitment, proof, x.shape[0]).items():
         info = commitment.layers[i]
         for bits, (_, count) in zip(layer_bits, info.decomposition_for(x.shape[0]).groups):
+            at = f"layer {i} / bits commitment"
             require(isinstance(bits, Commitment) and bits.params == commitment.params,
-                    f"bits commitment parameters differ from the model's {commitment.params}",
-                    f"layer {i} / bits commitment")
-            _check_commitment(bits, batch_padded * padded(info.out_features) * count, f"layer {i} / bits commitment")
+                    f"bits commitment parameters differ from the model's {commitment.params}", at)
+            check_commitment_size(bits, batch_padded * padded(info.out_features) * count, at)
     return x.astype(np.int64)
 
 

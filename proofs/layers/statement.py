@@ -1,0 +1,176 @@
+"""The public statement of a network proof: layer descriptions and the model owner's weight commitment.
+
+:class:`ModelCommitment` is what the model owner publishes once: for every layer its shapes, its
+quantization (scales, requantization shift, ReLU) and its declared worst-case bounds (accumulator
+interval, signed width Q of the requantized values), plus one short commitment to all weights and
+biases packed in one table (:mod:`proofs.layers.packing`). It serializes to versioned bytes; parsing
+validates it and rejects anything malformed with :class:`ProofRejected`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+from .. import field as F
+from ..commit import CommitParams, Commitment
+from ..proof_format import ByteReader, ByteWriter, parse_nested
+from ..quantize import FIELD_BITS, FIELD_HALF
+from .common import log2, padded, require
+from .packing import Packing
+from .requant import Decomposition
+
+COMMITMENT_MAGIC, FORMAT_VERSION = b"HEZKMCOM", 1
+MAX_FEATURES = 1 << 24
+MAX_LAYERS = 64
+SPLIT_MIN_ENTRIES = 1 << 15  # below this many bits per layer one group (fewer rounds and openings) is faster
+
+
+@dataclass(frozen=True)
+class LayerInfo:
+    """The public description of one layer: shapes, quantization, declared worst-case bounds."""
+
+    in_features: int
+    out_features: int
+    weight_frac: int
+    in_frac: int
+    shift: int
+    relu: bool
+    q_bits: int
+    acc_lo: int
+    acc_hi: int
+
+    @property
+    def decomposition(self):
+        """The layer's :class:`Decomposition`, or None when its output is the raw accumulator."""
+        if self.relu or self.shift:
+            return Decomposition(self.shift, self.q_bits, self.relu)
+        return None
+
+    def decomposition_for(self, batch: int):
+        """The decomposition used on a batch: bit planes split into two groups only for large tables."""
+        spec = self.decomposition
+        if spec is None:
+            return None
+        elements = padded(batch, 1) * padded(self.out_features)
+        return Decomposition(spec.shift, spec.q_bits, spec.relu, elements * padded(spec.width, 1) >= SPLIT_MIN_ENTRIES)
+
+    def output_range(self) -> tuple:
+        """[lo, hi] every output integer lies in."""
+        if self.decomposition is None:
+            return self.acc_lo, self.acc_hi
+        half = 1 << (self.q_bits - 1)
+        return (0 if self.relu else -half), half - 1
+
+
+def weight_packing(layers) -> Packing:
+    """Where each layer's W (index 2i) and b (index 2i + 1) sit in the packed model table."""
+    lengths = []
+    for info in layers:
+        lengths += [padded(info.out_features) * padded(info.in_features), padded(info.out_features)]
+    return Packing(tuple(lengths))
+
+
+@dataclass(frozen=True, eq=False)
+class ModelCommitment:
+    """What the model owner publishes once: layer descriptions and one short commitment to all weights."""
+
+    scheme: str
+    input_frac: int
+    input_bound: int
+    error_bound: float
+    layers: tuple
+    weights: Commitment
+
+    @property
+    def in_features(self) -> int:
+        return self.layers[0].in_features
+
+    @property
+    def output_frac(self) -> int:
+        last = self.layers[-1]
+        return last.in_frac + last.weight_frac - last.shift
+
+    @property
+    def params(self) -> CommitParams:
+        """The commitment parameters (the bits commitments of a proof must use the same)."""
+        return self.weights.params
+
+    def soundness_bits(self, batch: int) -> float:
+        """-log2 of the whole proof's soundness error for a batch of ``batch`` inputs (union bound).
+
+        Terms, with |F| = p^4: the output point (kM + kB)/|F|; per zkReLU the select sumcheck 3 kE/|F|,
+        the batching 3/|F|, per bit group the bit-check point and sumcheck 4 (kE + kJ)/|F| and one opening;
+        per matmul the sumcheck 2 kN/|F|; one batch opening of the weights. An opening fails w.p.
+        2^-security_bits of its commitment (:attr:`proofs.commit.Commitment.security_bits`).
+        """
+        batch_vars = log2(padded(batch, 1))
+        field_errors = log2(padded(self.layers[-1].out_features)) + batch_vars
+        opening_error = 2.0 ** -self.weights.security_bits
+        for info in self.layers:
+            field_errors += 2 * log2(padded(info.in_features))
+            if info.decomposition is not None:
+                element_vars = batch_vars + log2(padded(info.out_features))
+                field_errors += 3 * element_vars * info.relu + 3
+                for _, count in info.decomposition_for(batch).groups:
+                    bits_vars = element_vars + log2(count)
+                    field_errors += 4 * bits_vars
+                    opening_error += 2.0 ** -Commitment(b"", bits_vars, self.params).security_bits
+        return -math.log2(field_errors * 2.0 ** -F.EXT_BITS + opening_error)
+
+    def to_bytes(self) -> bytes:
+        writer = ByteWriter(COMMITMENT_MAGIC, FORMAT_VERSION)
+        writer.text(self.scheme)
+        writer.i64(self.input_frac)
+        writer.i64(self.input_bound)
+        writer.f64(self.error_bound)
+        writer.u32(len(self.layers))
+        for info in self.layers:
+            for item in fields(info):
+                writer.i64(int(getattr(info, item.name)))
+        writer.blob(self.weights.to_bytes())
+        return writer.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data) -> "ModelCommitment":
+        """Parse and validate; anything malformed raises ProofRejected."""
+        return parse_nested(cls._parse, data, "model commitment")
+
+    @classmethod
+    def _parse(cls, data) -> "ModelCommitment":
+        reader = ByteReader(data, COMMITMENT_MAGIC, FORMAT_VERSION, "model commitment")
+        scheme, input_frac, input_bound, error_bound = reader.text(), reader.i64(), reader.i64(), reader.f64()
+        layers = []
+        for _ in range(reader.bounded("layer count", 1, MAX_LAYERS)):
+            values = [reader.i64() for _ in fields(LayerInfo)]
+            require(values[5] in (0, 1), f"relu flag {values[5]} is not 0 or 1", reader.what)
+            layers.append(LayerInfo(*values[:5], bool(values[5]), *values[6:]))
+        weights = parse_nested(Commitment.from_bytes, reader.blob(), "weights commitment")
+        reader.finish()
+        commitment = cls(scheme, input_frac, input_bound, error_bound, tuple(layers), weights)
+        commitment.validate()
+        return commitment
+
+    def validate(self) -> None:
+        """Check the description is consistent and provable in the field (ProofRejected otherwise)."""
+        where = "model commitment"
+        require(0 < self.input_bound <= FIELD_HALF, f"input_bound={self.input_bound} not in (0, {FIELD_HALF}]", where)
+        require(not math.isnan(self.error_bound), "error_bound is nan", where)
+        require(isinstance(self.weights, Commitment), "weights is not a Commitment", where)
+        for i, info in enumerate(self.layers):
+            at = f"{where} / layer {i}"
+            require(1 <= info.in_features <= MAX_FEATURES and 1 <= info.out_features <= MAX_FEATURES,
+                    f"features {info.in_features}->{info.out_features} not in [1, {MAX_FEATURES}]", at)
+            expected_in = self.layers[i - 1].out_features if i else info.in_features
+            require(info.in_features == expected_in, f"takes {info.in_features} features, previous gives {expected_in}",
+                    at)
+            require(abs(info.weight_frac) <= 64 and abs(info.in_frac) <= 64, "scale exponents out of range", at)
+            require(-FIELD_HALF <= info.acc_lo <= info.acc_hi <= FIELD_HALF,
+                    f"accumulator bounds [{info.acc_lo}, {info.acc_hi}] exceed the field's half {FIELD_HALF}", at)
+            require(0 <= info.shift and 1 <= info.q_bits and info.shift + info.q_bits <= FIELD_BITS,
+                    f"shift {info.shift} + q_bits {info.q_bits} not within [1, {FIELD_BITS}]", at)
+        check_commitment_size(self.weights, 1 << weight_packing(self.layers).num_vars, f"{where} / weights")
+
+
+def check_commitment_size(commitment, length: int, where: str) -> None:
+    require(getattr(commitment, "num_vars", None) == log2(length),
+            f"commitment has num_vars={getattr(commitment, 'num_vars', None)}, the layer needs {log2(length)}", where)
