@@ -656,6 +656,10 @@ def _conversion_input(x, conv: BasisConversion) -> np.ndarray:
 
 
 def _limbs_input(a, tables: NTTTables) -> np.ndarray:
+    """a as uint64 (limbs, n) with row l below q_l, else a clear error; one pass when it already is."""
+    if type(a) is np.ndarray and a.dtype == np.uint64 and a.ndim == 2 and a.shape[1] == tables.n \
+            and len(a) == len(tables.moduli) and (not len(a) or bool((a.max(axis=1) < tables.q).all())):
+        return a
     expected = (len(tables.moduli), tables.n)
     if np.shape(a) != expected:
         raise ShapeError(f"a.shape={np.shape(a)}: expected {expected} (one row per modulus, n coefficients)")
