@@ -17,7 +17,8 @@
    simulatable from the values v_k alone (mu_k is uniform and independent of M).
 
 Soundness: the column checks on the joint matrix [M; S] are Ligero's proximity and consistency tests,
-with query error ((1 + rho)/2)^q for the effective rate rho = (2^b + t) / N <= 1 / rate_inv, plus
+with query error ((1 + rho)/2)^q for the effective rate rho = (2^b + t) / N (q raised to keep it below the
+target, :meth:`HidingParams.code_shape`), plus
 N / |F_p4| per random combination (proximity gaps). Since v_k and mu_k are absorbed before beta,
 sum_p <Y_p, c_p> = v_k + beta mu_k forces v_k to be the true value except w.p. 1/|F_p4|.
 
@@ -90,12 +91,27 @@ class HidingParams:
 
     @property
     def num_queries(self) -> int:
+        """Queries at rate exactly 1/rate_inv (without a tail)."""
         return math.ceil(self.target_bits / _query_bits(self.rate_inv))
 
-    @property
-    def tail(self) -> int:
-        """Random coefficients appended to each row (0 without hiding)."""
-        return self.num_queries if self.hiding else 0
+    def code_shape(self, cols: int) -> tuple:
+        """(codeword length, queries) for rows of ``cols`` entries.
+
+        With hiding, a row carries t = queries random coefficients, so the rate is rho = (cols + t) / N; N stays
+        rate_inv * cols while rho <= 1/2 and the queries are raised until ((1 + rho)/2)^q <= 2^-target_bits.
+        """
+        if not self.hiding:
+            return self.rate_inv * cols, self.num_queries
+        queries = self.num_queries
+        while True:
+            length = 1 << (self.rate_inv * cols - 1).bit_length()
+            if 2 * (cols + queries) > length:
+                length = 1 << (self.rate_inv * (cols + queries) - 1).bit_length()
+            rho = (cols + queries) / length
+            needed = math.ceil(self.target_bits / -math.log2((1 + rho) / 2))
+            if needed <= queries:
+                return length, queries
+            queries = needed
 
 
 @dataclass(frozen=True)
@@ -112,13 +128,27 @@ class HidingCommitment:
         return self.num_vars - self.log_rows
 
     @property
+    def num_queries(self) -> int:
+        return self.params.code_shape(1 << self.log_cols)[1]
+
+    @property
+    def tail(self) -> int:
+        """Random coefficients appended to each row: one per query with hiding, none without."""
+        return self.num_queries if self.params.hiding else 0
+
+    @property
     def width(self) -> int:
         """Coefficients per encoded row: 2^log_cols plus the random tail."""
-        return (1 << self.log_cols) + self.params.tail
+        return (1 << self.log_cols) + self.tail
 
     @property
     def codeword_length(self) -> int:
-        return 1 << (self.params.rate_inv * self.width - 1).bit_length()
+        return self.params.code_shape(1 << self.log_cols)[0]
+
+    @property
+    def security_bits(self) -> float:
+        """Query soundness: -log2(((1 + rho)/2)^q) at the effective rate rho = width / codeword_length."""
+        return -self.num_queries * math.log2((1 + self.width / self.codeword_length) / 2)
 
     def to_bytes(self) -> bytes:
         p = self.params
@@ -179,8 +209,8 @@ def hiding_commit(values, params: HidingParams = HidingParams(), log_rows: int |
         raise ProofError(f"hiding_commit: log_rows={log_rows} not in [0, {num_vars}]")
     rng = None if seed is None else np.random.default_rng(seed)
     matrix = table.reshape(1 << log_rows, -1)
-    rows = np.concatenate([matrix, _random_field((matrix.shape[0], params.tail), rng)], axis=1)
     shape = HidingCommitment(b"", num_vars, log_rows, params)
+    rows = np.concatenate([matrix, _random_field((matrix.shape[0], shape.tail), rng)], axis=1)
     encoded, salts, levels = _tree(rows, shape.codeword_length, params.hiding, rng)
     commitment = HidingCommitment(levels[-1][0], num_vars, log_rows, params)
     return commitment, HidingWitness(commitment, rows, encoded, salts, levels)
@@ -259,7 +289,7 @@ def _challenges(transcript, commitment, num_rows, mask_root, values, mask_values
 def _queries(transcript, commitment, rows):
     transcript.absorb("zk.rows", rows)
     # each query misses a bad column set of density >= delta/2 w.p. <= (1 + rho)/2
-    drawn = transcript.challenge_indices("zk.queries", commitment.params.num_queries, commitment.codeword_length)
+    drawn = transcript.challenge_indices("zk.queries", commitment.num_queries, commitment.codeword_length)
     return np.unique(drawn)
 
 
@@ -323,8 +353,8 @@ def verify_functionals(commitment: HidingCommitment, functionals, values, openin
     where = "hiding opening"
     if not isinstance(commitment, HidingCommitment) or not isinstance(opening, HidingOpening):
         raise ProofRejected("expected a HidingCommitment and a HidingOpening", where)
-    if commitment.params.num_queries * _query_bits(commitment.params.rate_inv) < min_bits:
-        raise ProofRejected(f"commitment parameters give fewer than {min_bits} bits", where)
+    if commitment.security_bits < min_bits:
+        raise ProofRejected(f"commitment parameters give {commitment.security_bits:.1f} < {min_bits} bits", where)
     pieces = _check_functionals(commitment, functionals, lambda m: ProofRejected(m, where))
     values = np.asarray(values)
     m, hiding = len(functionals), commitment.params.hiding

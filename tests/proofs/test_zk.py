@@ -271,8 +271,13 @@ def test_parameters_are_validated():
         zk.hiding_commit(F.random_elements(16, seed=1), log_rows=9)
     with pytest.raises(ProofError, match="degree=9"):
         zk.simulate_zk_sumcheck(0, 2, 9, lambda p: F.ext_zero())
-    assert zk.HidingParams().tail == zk.HidingParams().num_queries
-    assert zk.HidingParams(hiding=False).tail == 0
-    commitment, _ = zk.hiding_commit(F.random_elements(1 << 10, seed=2))
-    assert commitment.codeword_length >= 4 * commitment.width  # the rate stays <= 1/4 with the tail
+    for log_n in (0, 4, 10, 16):
+        commitment, _ = zk.hiding_commit(F.random_elements(1 << log_n, seed=2))
+        assert commitment.tail == commitment.num_queries >= zk.HidingParams().num_queries
+        assert commitment.security_bits >= zk.HidingParams().target_bits
+        assert commitment.width <= commitment.codeword_length / 2
+        plain, _ = zk.hiding_commit(F.random_elements(1 << log_n, seed=2), zk.HidingParams(hiding=False))
+        assert plain.tail == 0 and plain.security_bits >= zk.HidingParams().target_bits
+    big, _ = zk.hiding_commit(F.random_elements(1 << 16, seed=2))
+    assert big.codeword_length == 4 << big.log_cols  # a long row keeps the code length: the tail costs no NTT size
     assert eq_table(F.ext_random(2, seed=3)).shape == (4, 4)
