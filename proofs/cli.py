@@ -113,7 +113,8 @@ def _prove(args) -> int:
     data = proof.to_bytes()
     with open(args.out, "wb") as handle:
         handle.write(data)
-    print(f"proved in {elapsed:.2f}s -> {args.out} ({len(data)} bytes)")
+    print(f"proved in {elapsed:.2f}s -> {args.out} ({len(data)} bytes, "
+          f"soundness {network.commitment.soundness_bits(x.shape[0] if x.ndim == 2 else 1):.1f} bits)")
     _print_output(proof.output, network.model.output_frac)
     return 0
 
@@ -131,7 +132,7 @@ def _verify(args) -> int:
     except (ProofRejected, ModelError) as error:
         print(f"reject: {error}")
         return 1
-    print("accept")
+    print(f"accept (soundness {commitment.soundness_bits(output.shape[0]):.1f} bits)")
     _print_output(output, commitment.output_frac)
     return 0
 
