@@ -141,11 +141,6 @@ def rs_encode(rows, rate_inv: int) -> np.ndarray:
     return ntt(padded)
 
 
-def _rs_encode_ext(vector, rate_inv: int) -> np.ndarray:
-    """Encode an F_p4 vector (k, 4) coordinate-wise (the code is F_p-linear) -> (k * rate_inv, 4)."""
-    return rs_encode(np.asarray(vector).T, rate_inv).T
-
-
 # ------------------------------------------------------------------------------------------------ Merkle
 def _hash(prefix: bytes, data: bytes) -> bytes:
     return hashlib.blake2b(prefix + data, digest_size=DIGEST_SIZE).digest()
@@ -348,8 +343,10 @@ def _queries(transcript, commitment: Commitment, values, u_rand, u_evals) -> np.
 
 
 def _combine_rows(weights, matrix) -> np.ndarray:
-    """weights^T matrix for F_p4 weights (rows, 4) and a base matrix (rows, m) -> (m, 4), exact."""
-    return F.matmul(weights.T, matrix).T.copy()
+    """weights (c, rows, 4) in F_p4, base matrix (rows, m) -> (c, m, 4), each weights[i]^T matrix; one exact product."""
+    count, rows, _ = weights.shape
+    stacked = weights.transpose(0, 2, 1).reshape(count * F.EXT_DEGREE, rows)
+    return F.matmul(stacked, matrix).reshape(count, F.EXT_DEGREE, -1).transpose(0, 2, 1).copy()
 
 
 def open_batch(witness: CommitmentWitness, points, transcript):
@@ -357,9 +354,8 @@ def open_batch(witness: CommitmentWitness, points, transcript):
     commitment = witness.commitment
     col_eqs, row_eqs = _split_points(points, commitment, ProofError)
     gamma = _begin(transcript, commitment, points)
-    u_rand = _combine_rows(gamma, witness.matrix)
-    u_evals = np.stack([_combine_rows(row_eq, witness.matrix) for row_eq in row_eqs]) if row_eqs else \
-        np.zeros((0, 1 << commitment.log_cols, F.EXT_DEGREE), dtype=np.uint64)
+    combined = _combine_rows(np.stack([gamma] + row_eqs), witness.matrix)  # the proximity row, then one per point
+    u_rand, u_evals = combined[0], combined[1:]
     values = np.array([F.ext_dot(u, col_eq) for u, col_eq in zip(u_evals, col_eqs)], dtype=np.uint64)
     values = values.reshape(len(col_eqs), F.EXT_DEGREE)
     indices = _queries(transcript, commitment, values, u_rand, u_evals)
@@ -407,9 +403,12 @@ def verify_batch(commitment: Commitment, points, values, proof: OpeningProof, tr
     depth = commitment.codeword_length.bit_length() - 1
     if _merkle_root_from(_leaf_digests(columns), indices, list(merkle), depth) != commitment.root:
         raise ProofRejected("opened columns do not hash to the committed Merkle root", where)
-    for name, u, weights in [("proximity row", proof.u_rand, gamma)] + \
-            [(f"evaluation row {k}", u, row_eq) for k, (u, row_eq) in enumerate(zip(proof.u_evals, row_eqs))]:
-        if not np.array_equal(_rs_encode_ext(u, commitment.params.rate_inv)[indices], _combine_rows(weights, columns)):
+    expected = _combine_rows(np.stack([gamma] + row_eqs), columns)  # (1 + m, queried columns, 4)
+    sent = np.concatenate([proof.u_rand[None], proof.u_evals])  # the F_p-linear code acts coordinate-wise
+    encoded = rs_encode(sent.transpose(0, 2, 1), commitment.params.rate_inv)[..., indices].transpose(0, 2, 1)
+    for k in range(sent.shape[0]):
+        if not np.array_equal(encoded[k], expected[k]):
+            name = "proximity row" if k == 0 else f"evaluation row {k - 1}"
             raise ProofRejected(f"{name} is inconsistent with the opened columns", where)
     for k, (u, col_eq) in enumerate(zip(proof.u_evals, col_eqs)):
         if not F.ext_eq(F.ext_dot(u, col_eq), values[k]):

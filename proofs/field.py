@@ -47,11 +47,19 @@ def numba_kernels():
 
 
 def _long_pair(a, b):
-    """(kernels, a, b) as C-contiguous uint64 arrays when both are long arrays of one shape, else None."""
-    if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)) or a.shape != b.shape \
-            or a.size < NUMBA_MIN_SIZE or a.dtype != np.uint64 or b.dtype != np.uint64:
+    """(kernels, a, b) as C-contiguous uint64 arrays of one (broadcast) shape with at least NUMBA_MIN_SIZE
+    entries, or None (short inputs, other dtypes, no numba: the numpy formulas run)."""
+    a = np.asarray(a) if isinstance(a, np.generic) else a
+    b = np.asarray(b) if isinstance(b, np.generic) else b
+    if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)) or a.dtype != np.uint64 or b.dtype != np.uint64:
         return None
-    kernels = numba_kernels()
+    if a.shape != b.shape:
+        try:
+            shape = np.broadcast_shapes(a.shape, b.shape)
+        except ValueError:
+            return None  # numpy raises its own error on the slow path
+        a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
+    kernels = numba_kernels() if a.size >= NUMBA_MIN_SIZE else None
     return None if kernels is None else (kernels, np.ascontiguousarray(a), np.ascontiguousarray(b))
 
 
@@ -181,15 +189,17 @@ def matmul(a, b) -> np.ndarray:
     b = np.asarray(b, dtype=np.uint64)
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
         raise FieldError(f"matmul: shapes {a.shape} and {b.shape} are not (m, n) and (n, k)")
-    out = np.zeros((a.shape[0], b.shape[1]), dtype=np.uint64)
+    m, k = a.shape[0], b.shape[1]
+    out = np.zeros((m, k), dtype=np.uint64)
     chunk = 1 << 20
     for start in range(0, a.shape[1], chunk):
         a_part, b_part = a[:, start:start + chunk], b[start:start + chunk]
-        a0, a1 = (a_part & _MASK16).astype(np.float64), (a_part >> np.uint64(16)).astype(np.float64)
-        b0, b1 = (b_part & _MASK16).astype(np.float64), (b_part >> np.uint64(16)).astype(np.float64)
-        low = (a0 @ b0).astype(np.uint64) % _P
-        middle = ((a0 @ b1).astype(np.uint64) + (a1 @ b0).astype(np.uint64)) % _P
-        high = (a1 @ b1).astype(np.uint64) % _P
+        # one BLAS call: [a0; a1] @ [b0, b1] holds the four limb products as blocks
+        a_limbs = np.concatenate([a_part & _MASK16, a_part >> np.uint64(16)]).astype(np.float64)
+        b_limbs = np.concatenate([b_part & _MASK16, b_part >> np.uint64(16)], axis=1).astype(np.float64)
+        blocks = (a_limbs @ b_limbs).astype(np.uint64)
+        low, high = blocks[:m, :k] % _P, blocks[m:, k:] % _P
+        middle = (blocks[:m, k:] + blocks[m:, :k]) % _P
         part = add(add(low, (middle << np.uint64(16)) % _P), mul(high, np.uint64((1 << 32) % P)))
         out = add(out, part)
     return out
@@ -277,7 +287,7 @@ def ext_mul(a, b) -> np.ndarray:
 
 
 def _ext_mul_long(a, b):
-    """numba path of :func:`ext_mul` for a long array times an array of its shape or one element; else None."""
+    """numba path of :func:`ext_mul` for long (broadcast) operands; None for short ones or without numba."""
     if b.shape == (EXT_DEGREE,) and a.ndim > 1:
         a, b = b, a
     if a.shape == (EXT_DEGREE,) and b.size >= NUMBA_MIN_SIZE and b.shape[-1] == EXT_DEGREE:
@@ -288,8 +298,10 @@ def _ext_mul_long(a, b):
         out = np.empty_like(b)
         kernels.ext_mul_scalar(b.reshape(-1, EXT_DEGREE), a, out.reshape(-1, EXT_DEGREE))
         return out
+    if a.shape[-1:] != (EXT_DEGREE,) or b.shape[-1:] != (EXT_DEGREE,):
+        return None
     pair = _long_pair(a, b)
-    if pair is None or a.shape[-1] != EXT_DEGREE:
+    if pair is None:
         return None
     kernels, a, b = pair
     out = np.empty_like(a)

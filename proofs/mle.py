@@ -85,7 +85,7 @@ def fix_variable(table, r) -> np.ndarray:
     if table.shape[0] < 2:
         raise ProofError("fix_variable: the table has no variable left to bind")
     r = np.asarray(r, dtype=np.uint64)
-    low, high = table[0::2], table[1::2]
+    low, high = np.ascontiguousarray(table[0::2]), np.ascontiguousarray(table[1::2])
     diff = F.sub(high, low)
     if is_ext(table):
         return F.ext_add(low, F.ext_mul(diff, r))

@@ -167,7 +167,7 @@ class SumcheckProver:
             raise ProofError("sumcheck: every variable is already bound")
         evaluations = []  # per table: [table restricted to x_j = X for X = 0..degree]
         for table in self._tables:
-            low, high = table[0::2], table[1::2]
+            low, high = np.ascontiguousarray(table[0::2]), np.ascontiguousarray(table[1::2])
             diff = F.sub(high, low)
             values = [low]
             for _ in range(self.degree):

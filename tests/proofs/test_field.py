@@ -169,3 +169,14 @@ def test_numba_ext_kernels_match_numpy():
     assert np.array_equal(F.ext_mul(b[7], a), F.ext_mul(a, b[7]))
     assert np.array_equal(F.ext_mul(a.reshape(-1, 1, 4)[:4096], b[:4096].reshape(-1, 1, 4)).reshape(-1, 4),
                           F.ext_mul(a[:4096], b[:4096]))
+
+
+def test_numba_paths_with_broadcasting():
+    pytest.importorskip("numba")
+    per_bit, per_element = F.ext_random(9, seed=5), F.ext_random(F.NUMBA_MIN_SIZE // 8 + 3, seed=6)
+    outer = F.ext_mul(per_bit[:, None, :], per_element[None, :, :])
+    assert np.array_equal(outer, np.stack([chunked(F.ext_mul, per_element, b) for b in per_bit]))
+    base = F.random_elements(F.NUMBA_MIN_SIZE + 1, seed=7)
+    scaled = F.ext_mul_base(per_bit[0], base)
+    assert np.array_equal(scaled, chunked(F.ext_mul_base, np.broadcast_to(per_bit[0], scaled.shape), base))
+    assert np.array_equal(F.sub(np.uint64(1), base), chunked(F.sub, np.ones_like(base), base))
