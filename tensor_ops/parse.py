@@ -100,7 +100,8 @@ def parse(expr: str, *shapes) -> EinsumSpec:
     if not shapes:
         raise EinsumSyntaxError("einsum needs at least one operand")
     if len(terms) != len(shapes):
-        raise EinsumSyntaxError(f"expr '{expr}' has {len(terms)} operand term(s) but {len(shapes)} operand(s) were given")
+        raise EinsumSyntaxError(f"expr '{expr}' has {len(terms)} operand term(s) but {len(shapes)} "
+                                "operand(s) were given")
     parts = [_split_term(t, f"operand {n}") for n, t in enumerate(terms)]
     used = set(lhs + rhs)
     fresh = [c for c in LETTERS if c not in used]

@@ -150,7 +150,8 @@ class Pack(Step):
 
     def __str__(self):
         t = self.layout.tiles[self.tile]
-        return f"p{self.out} = pack plaintext {self.source} [{self.indices}] box {t.start}+{t.size} strides {self.layout.strides}"
+        return (f"p{self.out} = pack plaintext {self.source} [{self.indices}] box {t.start}+{t.size} "
+                f"strides {self.layout.strides}")
 
     def apply(self, be, regs, data):
         arr = data.plain_in(self.source, self.indices, self.layout.shape)
@@ -161,53 +162,52 @@ class Pack(Step):
 
 
 @dataclass(frozen=True, eq=False)
-class Replicate(Step):
-    """Copies at ``k*stride`` for ``k < count`` by rotate-and-add (needs zeros where the copies land)."""
+class UnaryStep(Step):
+    """A step that reads one register, ``src``."""
 
     src: int
-    count: int
-    stride: int
 
     def inputs(self):
         return (self.src,)
-
-    def rotation_steps(self, slots):
-        return [_norm(-m * self.stride, slots) for m, _ in _chain(self.count)]
-
-    def counts(self, slots):
-        n = len(_chain(self.count))
-        return Counter(rotations=n, additions=n)
-
-    def __str__(self):
-        return f"r{self.out} = replicate r{self.src} x{self.count} at stride {self.stride} ({len(_chain(self.count))} rotations)"
-
-    def apply(self, be, regs, data):
-        regs[self.out] = _sum_chain(be, regs[self.src], self.count, -self.stride)
 
 
 @dataclass(frozen=True, eq=False)
-class RotateSum(Step):
-    """``sum_{k<count} rot(x, k*stride)``: the sum over one axis lands at its first index."""
+class _Chain(UnaryStep):
+    """``sum_{m<count} rot(x, sign*m*stride)`` with about 2*log2(count) rotations (see ``_chain``)."""
 
-    src: int
     count: int
     stride: int
-
-    def inputs(self):
-        return (self.src,)
+    sign = 1
 
     def rotation_steps(self, slots):
-        return [_norm(m * self.stride, slots) for m, _ in _chain(self.count)]
+        return [_norm(self.sign * m * self.stride, slots) for m, _ in _chain(self.count)]
 
     def counts(self, slots):
         n = len(_chain(self.count))
         return Counter(rotations=n, additions=n)
 
-    def __str__(self):
-        return f"r{self.out} = rotate-and-sum r{self.src} over {self.count} at stride {self.stride} ({len(_chain(self.count))} rotations)"
-
     def apply(self, be, regs, data):
-        regs[self.out] = _sum_chain(be, regs[self.src], self.count, self.stride)
+        regs[self.out] = _sum_chain(be, regs[self.src], self.count, self.sign * self.stride)
+
+
+@dataclass(frozen=True, eq=False)
+class Replicate(_Chain):
+    """Copies at ``m*stride`` for ``m < count`` by rotate-and-add (needs zeros where the copies land)."""
+
+    sign = -1
+
+    def __str__(self):
+        return (f"r{self.out} = replicate r{self.src} x{self.count} at stride {self.stride} "
+                f"({len(_chain(self.count))} rotations)")
+
+
+@dataclass(frozen=True, eq=False)
+class RotateSum(_Chain):
+    """``sum_{m<count} rot(x, m*stride)``: the sum over one axis lands at its first index."""
+
+    def __str__(self):
+        return (f"r{self.out} = rotate-and-sum r{self.src} over {self.count} at stride {self.stride} "
+                f"({len(_chain(self.count))} rotations)")
 
 
 def _sum_chain(be, x, count, stride):
@@ -218,14 +218,10 @@ def _sum_chain(be, x, count, stride):
 
 
 @dataclass(frozen=True, eq=False)
-class Rotate(Step):
+class Rotate(UnaryStep):
     """``rot(x, k)`` (used to align tiles whose offsets differ)."""
 
-    src: int
     k: int
-
-    def inputs(self):
-        return (self.src,)
 
     def rotation_steps(self, slots):
         return [_norm(self.k, slots)]
@@ -263,14 +259,10 @@ class Multiply(Step):
 
 
 @dataclass(frozen=True, eq=False)
-class MulScalar(Step):
+class MulScalar(UnaryStep):
     """``x * c`` for a Python scalar ``c`` (encoded as a constant plaintext)."""
 
-    src: int
     value: complex
-
-    def inputs(self):
-        return (self.src,)
 
     def counts(self, slots):
         return Counter(pt_mults=1)
@@ -283,13 +275,8 @@ class MulScalar(Step):
 
 
 @dataclass(frozen=True, eq=False)
-class Rescale(Step):
+class Rescale(UnaryStep):
     """Divide by the top level's primes: one level consumed."""
-
-    src: int
-
-    def inputs(self):
-        return (self.src,)
 
     def counts(self, slots):
         return Counter(rescales=1)
@@ -327,13 +314,8 @@ class Add(Step):
 
 
 @dataclass(frozen=True, eq=False)
-class Negate(Step):
+class Negate(UnaryStep):
     """``-x``."""
-
-    src: int
-
-    def inputs(self):
-        return (self.src,)
 
     def __str__(self):
         return f"r{self.out} = -r{self.src}"
@@ -405,7 +387,7 @@ class Mask(Step):
 
 
 @dataclass(frozen=True, eq=False)
-class MatVecDiagonal(Step):
+class MatVecDiagonal(UnaryStep):
     """Halevi–Shoup diagonal method with baby-step/giant-step: ``y[j] = sum_t M[j, j+t mod D] x[j+t mod D]``,
     for every vector ``x`` of a batch at once (one per base slot in ``bases``).
 
@@ -414,7 +396,6 @@ class MatVecDiagonal(Step):
     (r < baby) are hoisted; giant rotations by ``g*stride`` (g a multiple of baby).
     """
 
-    src: int
     source: int
     indices: str
     rows: int
@@ -423,9 +404,6 @@ class MatVecDiagonal(Step):
     stride: int
     bases: tuple
     baby: int
-
-    def inputs(self):
-        return (self.src,)
 
     def _giants(self):
         return range(0, self.dim, self.baby)
@@ -439,8 +417,9 @@ class MatVecDiagonal(Step):
                        pt_mults=self.dim, additions=self.dim)
 
     def __str__(self):
-        return (f"r{self.out} = diagonal matvec plaintext {self.source} [{self.indices}] ({self.rows}x{self.cols}) * r{self.src}: "
-                f"{self.dim} diagonals, {min(self.baby, self.dim) - 1} hoisted baby + {len(self._giants()) - 1} giant rotations")
+        return (f"r{self.out} = diagonal matvec plaintext {self.source} [{self.indices}] ({self.rows}x{self.cols}) "
+                f"* r{self.src}: {self.dim} diagonals, {min(self.baby, self.dim) - 1} hoisted baby + "
+                f"{len(self._giants()) - 1} giant rotations")
 
     def diagonals(self, matrix, slots):
         """Plaintext vectors ``rot(diag_(g+r), -g*stride)`` for every t = g + r (same for every base)."""
@@ -970,7 +949,8 @@ def _pair(b: _Builder, x, y, keep: str, op: str):
     cost, fb, res, why = candidates[0]
     if len(candidates) > 1:
         others = "; ".join(f"{w}: est. {c:.1f}" for c, _, _, w in candidates[1:])
-        fb.notes.append(f"[{x.indices}]x[{y.indices}]->[{res.indices}]: chose {why} (est. cost {cost:.1f}) over {others}")
+        fb.notes.append(f"[{x.indices}]x[{y.indices}]->[{res.indices}]: chose {why} (est. cost {cost:.1f}) "
+                        f"over {others}")
     else:
         fb.notes.append(f"[{x.indices}]x[{y.indices}]->[{res.indices}]: {why} (est. cost {cost:.1f})")
     b.adopt(fb)
