@@ -188,6 +188,12 @@ class CipherTensor:
     def __rmul__(self, other):
         return self._binary(other, "mul", reflected=True)
 
+    def __truediv__(self, other):
+        """Division by a plaintext scalar or array (a multiplication by its inverse)."""
+        if isinstance(other, CipherTensor):
+            return NotImplemented  # no encrypted division in CKKS without a polynomial approximation
+        return self._binary(1.0 / other if np.ndim(other) == 0 else 1.0 / np.asarray(other, dtype=float), "mul")
+
     def __neg__(self):
         return CipherTensor([self._backend.negate(c) for c in self._cts], self._layout, self._backend)
 

@@ -19,7 +19,8 @@ def test_elementwise_broadcasting_both_orders(sa, sb):
     a, b = _ints(sa, 1), _ints(sb, 2)
     A, B = encrypt(BE, a), encrypt(BE, b)
     for got, want in [(A + B, a + b), (A - B, a - b), (A * B, a * b), (A + b, a + b), (a - B, a - b),
-                      (b * A, b * a), (A - 2, a - 2), (2 - A, 2 - a), (A * 0.5, a * 0.5), (-A, -a)]:
+                      (b * A, b * a), (A - 2, a - 2), (2 - A, 2 - a), (A * 0.5, a * 0.5), (-A, -a),
+                      (A / 4, a / 4)]:
         assert isinstance(got, CipherTensor)
         np.testing.assert_array_equal(got.decrypt(), want)
 
