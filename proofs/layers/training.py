@@ -151,16 +151,28 @@ class TrainingSpec:
                                                              self.grad_bits, self.lr_shift, self.update_bits)])
 
 
+def _plane_groups(spec: Decomposition) -> tuple:
+    """Committed groups (start, count) of bit planes, power-of-two counts: one group of padded(width) planes
+    unless the largest power of two <= width plus the rest (padded) is smaller (20 bits: 16 + 4, not 32)."""
+    width = spec.shift + spec.q_bits
+    whole, first = padded(width, 1), 1 << (width.bit_length() - 1)
+    rest = padded(width - first, 1)
+    return ((0, whole),) if first == width or first + rest >= whole else ((0, first), (first, rest))
+
+
 def _planes(spec: Decomposition) -> int:
-    return padded(spec.padded_width, 1)
+    """Committed planes of a decomposition (the groups' total)."""
+    return sum(count for _, count in _plane_groups(spec))
 
 
 def _coefficients(spec: Decomposition):
-    """(rebuild c, output c') padded to a power-of-two number of planes, as field elements."""
-    planes = _planes(spec)
-    rebuild, output = np.zeros(planes, dtype=np.int64), np.zeros(planes, dtype=np.int64)
-    rebuild[:spec.padded_width] = spec.rebuild_coefficients()
-    output[:spec.padded_width] = spec.output_coefficients()
+    """(rebuild c, output c') per committed plane, as field elements: x + h = sum_j c_j b_j, q = sum_j c'_j b_j
+    (:mod:`proofs.layers.requant`; the sign plane R + Q - 1 has the negative weight)."""
+    rebuild, output = np.zeros(_planes(spec), dtype=np.int64), np.zeros(_planes(spec), dtype=np.int64)
+    sign = spec.shift + spec.q_bits - 1
+    rebuild[:sign + 1] = [1 << j for j in range(sign + 1)]
+    output[spec.shift:sign + 1] = [1 << t for t in range(spec.q_bits)]
+    rebuild[sign], output[sign] = -rebuild[sign], -output[sign]
     return F.to_field(rebuild), F.to_field(output)
 
 
@@ -185,15 +197,28 @@ class TrainingTrace:
         return [w[:self.spec.sizes[i + 1], :self.spec.sizes[i]].copy() for i, w in enumerate(self.new_weights)]
 
     def bits(self) -> dict:
-        """name -> bits table (planes x elements, power-of-two planes) flattened (index e + E j)."""
+        """name -> all committed planes of that decomposition (planes x elements, zero planes past the width)."""
         out = {}
         for name, witness in [(f"fwd{i}", w) for i, w in enumerate(self.fwd)] + \
                              [(f"bwd{i}", w) for i, w in enumerate(self.bwd)] + \
                              [(f"upd{i}", w) for i, w in enumerate(self.upd)]:
+            width = witness.spec.shift + witness.spec.q_bits
             table = np.zeros((_planes(witness.spec), witness.bits.shape[1]), dtype=np.uint64)
-            table[:witness.bits.shape[0]] = witness.bits
-            out[name] = table.reshape(-1)
+            table[:width] = witness.bits[:width]
+            out[name] = table
         return out
+
+
+def _committed_tables(spec: TrainingSpec) -> list:
+    """(name, group, start, count, elements) of every committed bits table (one per group of planes)."""
+    return [(name, g, start, count, elements) for name, decomposition, elements in spec.bit_tables()
+            for g, (start, count) in enumerate(_plane_groups(decomposition))]
+
+
+def _packed_bits(trace: TrainingTrace, groups) -> list:
+    bits = trace.bits()
+    tables = [bits[name][start:start + count].reshape(-1) for name, _, start, count, _ in _committed_tables(trace.spec)]
+    return [stack(tables, groups, g) for g in range(len(groups.groups))]
 
 
 def _decompose(values, spec: Decomposition, name: str):
@@ -423,8 +448,8 @@ class _Protocol:
 
     def __init__(self, spec: TrainingSpec, channel: _Channel, groups, trace=None):
         self.spec, self.ch, self.groups, self.trace = spec, channel, groups, trace
-        self.bit_specs = {name: (index, decomposition, elements)
-                          for index, (name, decomposition, elements) in enumerate(spec.bit_tables())}
+        self.bit_specs = {name: (decomposition, elements) for name, decomposition, elements in spec.bit_tables()}
+        self.table_index = {(name, g): k for k, (name, g, _, _, _) in enumerate(_committed_tables(spec))}
         if trace is not None:
             self.bits = trace.bits()
             L = spec.num_layers
@@ -440,23 +465,21 @@ class _Protocol:
         packing = {"weights": weight_packing, "new_weights": weight_packing, "batch": batch_packing}[key](self.spec)
         self.ch.record(key, packing.point(packing_index, local_point), value)
 
-    def bits_claim(self, name, point, value) -> None:
-        index = self.bit_specs[name][0]
-        group, position = self.groups.locate(index)
+    def bits_claim(self, name, plane_group, point, value) -> None:
+        group, position = self.groups.locate(self.table_index[(name, plane_group)])
         self.ch.record(f"bits{group}", self.groups.packing(group).point(position, point), value)
 
     def planes(self, name, point):
         """Plane values T~(point, j) -> (rebuilt value, quotient value, sign value); records one bits claim."""
-        _, decomposition, elements = self.bit_specs[name]
-        planes = _planes(decomposition)
-        values = self.ch.send(f"training.planes.{name}",
-                              lambda: F.matmul(self.bits[name].reshape(planes, elements), eq_table(point)),
-                              (planes, 4))
-        tau = self.ch.transcript.challenge_ext_vector(f"training.tau.{name}", log2(planes))  # error 1/|F| per var
-        self.bits_claim(name, np.concatenate([point, tau]), F.ext_dot(eq_table(tau), values))
+        decomposition, elements = self.bit_specs[name]
+        values = self.ch.send(f"training.planes.{name}", lambda: F.matmul(self.bits[name], eq_table(point)),
+                              (_planes(decomposition), 4))
+        for g, (start, count) in enumerate(_plane_groups(decomposition)):
+            tau = self.ch.transcript.challenge_ext_vector(f"training.tau.{name}", log2(count))  # error 1/|F| per var
+            self.bits_claim(name, g, np.concatenate([point, tau]), F.ext_dot(eq_table(tau), values[start:start + count]))
         rebuild, output = _coefficients(decomposition)
         rebuilt = F.ext_sub(F.ext_dot(values, rebuild), F.ext_from_base(F.to_field(decomposition.offset)))
-        return rebuilt, F.ext_dot(values, output), values[decomposition.sign_index]
+        return rebuilt, F.ext_dot(values, output), values[decomposition.shift + decomposition.q_bits - 1]
 
     def claim(self, tensor, point, value) -> None:
         self.pending.setdefault(tensor, []).append((point, value))
@@ -614,8 +637,9 @@ def _bit_checks(channel, groups, packed=None) -> None:
 
 
 def _groups(spec: TrainingSpec, mode: str):
-    tables = spec.bit_tables()
-    return plan_groups([_planes(d) * e for _, d, e in tables], mode, kinds=[name[:3] for name, _, _ in tables])
+    tables = _committed_tables(spec)
+    return plan_groups([count * elements for _, _, _, count, elements in tables], mode,
+                       kinds=[name[:3] for name, _, _, _, _ in tables])
 
 
 def prove_training_step(trace: TrainingTrace, committed: CommittedTensors, zk: bool = True, mode: str = "aggregate",
@@ -632,9 +656,7 @@ def prove_training_step(trace: TrainingTrace, committed: CommittedTensors, zk: b
     if committed.weights.params != params:
         raise ProofError(f"the commitments use {committed.weights.params}, the proof {params}")
     spec, groups = trace.spec, _groups(trace.spec, mode)
-    bits = trace.bits()
-    names = [name for name, _, _ in spec.bit_tables()]
-    packed = [stack([bits[n] for n in names], groups, g) for g in range(len(groups.groups))]
+    packed = _packed_bits(trace, groups)
     bits_made = [hiding_commit(table, params) for table in packed]
     channel = _Channel(_statement(spec, committed, [c for c, _ in bits_made], mode), bool(zk), params)
     _Protocol(spec, channel, groups, trace).run()

@@ -79,7 +79,7 @@ def test_aggregation_makes_fewer_commitments_and_a_smaller_proof(honest):
     aggregated = T.prove_training_step(trace, committed, zk=False, mode="aggregate")
     layered = T.prove_training_step(trace, committed, zk=False, mode="layer")
     assert len(aggregated.bits_commitments) == 3  # one per kind: forward, backward and update bits
-    assert len(layered.bits_commitments) == len(SPEC.bit_tables())
+    assert len(layered.bits_commitments) >= len(SPEC.bit_tables())  # one per tensor (or per group of its planes)
     assert aggregated.num_bytes < layered.num_bytes
 
 
