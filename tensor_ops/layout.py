@@ -229,6 +229,63 @@ class SlotLayout:
                        tiles=tuple(replace(t, start=t.start[:a] + (0,) + t.start[a:],
                                            size=t.size[:a] + (1,) + t.size[a:]) for t in self.tiles))
 
+    def index_view(self, key) -> "SlotLayout":
+        """The layout of ``tensor[key]`` (free: only the description changes; the view is dirty
+        unless it keeps every element). ``key``: ints, slices with a positive step, ``None`` and one
+        ``...``, as in numpy basic indexing. Tiles the view does not touch are dropped; ``Tile.ct``
+        still names the original ciphertexts."""
+        key = key if isinstance(key, tuple) else (key,)
+        if sum(k is Ellipsis for k in key) > 1:
+            raise ShapeError("an index can only have a single ellipsis ('...')")
+        named = sum(k is not None and k is not Ellipsis for k in key)
+        if named > self.ndim:
+            raise ShapeError(f"too many indices ({named}) for a tensor with {self.ndim} axes")
+        if Ellipsis in key:
+            at = key.index(Ellipsis)
+            key = key[:at] + (slice(None),) * (self.ndim - named) + key[at + 1:]
+        else:
+            key = key + (slice(None),) * (self.ndim - named)
+        lay, axis, full = self, 0, True
+        for k in key:
+            if k is None:
+                lay, axis = lay.insert_axis(axis), axis + 1
+                continue
+            n = lay.shape[axis]
+            if isinstance(k, slice):
+                start, stop, step = k.indices(n)
+                if step < 1:
+                    raise ShapeError(f"slice step {step} on axis {axis}: only positive steps are supported")
+                picks = range(start, stop, step)
+                full = full and len(picks) == n
+                lay, axis = lay._take(axis, start, step, len(picks)), axis + 1
+            elif isinstance(k, (int, np.integer)) and not isinstance(k, bool):
+                if not -n <= int(k) < n:
+                    raise ShapeError(f"index {k} is out of bounds for axis {axis} with size {n}")
+                full = full and n == 1
+                lay = lay._take(axis, int(k) % n, 1, 1).drop_axis(axis)
+            else:
+                raise ShapeError(f"index {k!r}: only ints, slices, None and ... are supported")
+        return lay if full else lay.with_clean(False)
+
+    def _take(self, axis: int, start: int, step: int, count: int) -> "SlotLayout":
+        """Keep indices ``start + step*m`` (m < count) of ``axis``."""
+        tiles = []
+        for t in self.tiles:
+            ts, tn = t.start[axis], t.size[axis]
+            lo = max(0, -(-(ts - start) // step))
+            hi = min(count, -(-(ts + tn - start) // step))
+            if hi <= lo:
+                continue
+            first = start + step * lo
+            offset = t.offset + (first - ts) * self.strides[axis]
+            tiles.append(Tile(t.ct, t.start[:axis] + (lo,) + t.start[axis + 1:],
+                              t.size[:axis] + (hi - lo,) + t.size[axis + 1:], offset))
+        if not tiles:
+            raise ShapeError(f"axis {axis}: an empty selection is not supported")
+        strides = self.strides[:axis] + (self.strides[axis] * step,) + self.strides[axis + 1:]
+        shape = self.shape[:axis] + (count,) + self.shape[axis + 1:]
+        return SlotLayout(shape, strides, self.slots, tuple(tiles), self.replicas, self.clean)
+
     def describe(self) -> str:
         """One line: shape, strides, tiles, replicas, clean."""
         reps = f", replicas {list(self.replicas)}" if self.replicas else ""

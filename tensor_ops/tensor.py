@@ -18,6 +18,7 @@ object share its caches (plans already made, plaintext masks already encoded).
 from __future__ import annotations
 
 import string
+from dataclasses import replace
 
 import numpy as np
 
@@ -125,6 +126,14 @@ class CipherTensor:
     @property
     def T(self) -> "CipherTensor":
         return self.transpose()
+
+    def __getitem__(self, key) -> "CipherTensor":
+        """Basic numpy indexing (ints, positive-step slices, None, ...): free, only the layout changes."""
+        lay = self._layout.index_view(key)
+        used = sorted({t.ct for t in lay.tiles})
+        renumber = {ct: n for n, ct in enumerate(used)}
+        tiles = tuple(replace(t, ct=renumber[t.ct]) for t in lay.tiles)
+        return CipherTensor([self._cts[ct] for ct in used], replace(lay, tiles=tiles), self._backend)
 
     # ------------------------------------------------------------------ lowered operations
     def sum(self, axis=None, keepdims: bool = False) -> "CipherTensor":

@@ -2,6 +2,8 @@
 and clear errors for bad input (on the plain backend; one TOY context for the key/level checks)."""
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from crypto import CKKSContext, CKKSParameters, ContextMismatchError, KeyMissingError, LevelError, ShapeError
 from tensor_ops import CipherTensor, CKKSBackend, PlainBackend, SlotLayout, einsum, encrypt, plan
@@ -169,3 +171,45 @@ def test_plan_execute_on_both_backends(toy):
     res = p.execute(CKKSBackend(toy), encrypt(toy, a), b)
     assert isinstance(res, CipherTensor)
     np.testing.assert_allclose(res.decrypt(toy), a @ b, atol=1e-6)
+
+
+@st.composite
+def index_cases(draw):
+    shape = tuple(draw(st.lists(st.integers(1, 6), min_size=1, max_size=3)))
+    key = []
+    for n in shape:
+        kind = draw(st.sampled_from(["int", "slice", "none", "all"]))
+        if kind == "int":
+            key.append(draw(st.integers(-n, n - 1)))
+        elif kind == "slice":
+            start = draw(st.integers(0, n - 1))
+            key.append(slice(start, draw(st.integers(start + 1, n)), draw(st.integers(1, 3))))
+        elif kind == "none":
+            key += [None, slice(None)]
+        else:
+            key.append(slice(None))
+    return shape, tuple(key), draw(st.sampled_from([4, 16, 256]))
+
+
+@given(index_cases())
+def test_indexing_is_free_and_matches_numpy(case):
+    shape, key, slots = case
+    a = _ints(shape, 11)
+    A = encrypt(PlainBackend(slots), a)
+    view = A[key]
+    np.testing.assert_array_equal(view.decrypt(), a[key])
+    # the view is a real operand: it feeds further operations
+    np.testing.assert_array_equal((view * 2 + 1).decrypt(), a[key] * 2 + 1)
+    np.testing.assert_array_equal(view.sum().decrypt(), a[key].sum())
+
+
+def test_indexing_errors():
+    A = encrypt(BE, _ints((3, 4)))
+    with pytest.raises(ShapeError, match="out of bounds"):
+        A[3]
+    with pytest.raises(ShapeError, match="too many indices"):
+        A[0, 0, 0]
+    with pytest.raises(ShapeError, match="positive steps"):
+        A[::-1]
+    with pytest.raises(ShapeError, match="only ints"):
+        A[[0, 1]]
