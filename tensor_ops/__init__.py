@@ -5,10 +5,15 @@ Public API::
     tensor_ops.encrypt(ctx, array, layout=None) -> CipherTensor
     tensor_ops.einsum(expr, *operands)            # CipherTensors and numpy arrays, every numpy form
     tensor_ops.plan(expr, *shapes, params=..., encrypted=(...), layouts=None) -> Plan
-    CipherTensor: .shape .level .layout .decrypt(ctx) + - * @ .sum(axis) .T .transpose(axes)
-    SlotLayout (frozen): where each element sits in the slots (strides, tiles, replicas)
-    Plan: .explain() .rotations() .depth() .cost() .run(backend, operands) .simulate(*arrays)
+    tensor_ops.plan(..., layouts="auto")          # also price client-side packings; encrypt with
+                                                  # encrypt(ctx, x, layout=plan.input_layouts[n])
+    CipherTensor: .shape .level .layout .decrypt(ctx) + - * / @ .sum(axis) .T .transpose(axes) [index]
+    SlotLayout (frozen): where each element sits in the slots (strides, tiles, replicas, clean)
+    Plan: .explain() .rotations() .depth() .cost() .input_layouts .execute(backend, *operands)
+          .simulate(*arrays) (PlainBackend, no keys) .run(backend, operand registers) (low level)
     PlainBackend (numpy, no keys) and CKKSBackend (a context's evaluator) execute the same plan.
+
+Keys follow the plan: ``CKKSContext.keygen(params, rotations=plan.rotations())``.
 """
 from .backends import CKKSBackend, PlainBackend
 from .layout import SlotLayout, Tile
@@ -18,3 +23,13 @@ from .tensor import CipherTensor, einsum, encrypt
 
 __all__ = ["encrypt", "einsum", "plan", "CipherTensor", "SlotLayout", "Tile", "Plan", "CostModel",
            "PlainBackend", "CKKSBackend", "EinsumSpec", "EinsumSyntaxError", "parse"]
+
+# Encrypted inference (tensor_ops.nn, tensor_ops.activations, tensor_ops.inference; HTTP in tensor_ops.serve).
+from .activations import PolyActivation, fit_activation  # noqa: E402
+from .inference import Client, Server  # noqa: E402
+from .nn import (Activation, AvgPool2d, BatchNorm, BatchNorm1d, BatchNorm2d, Conv2d, Flatten, Linear,  # noqa: E402
+                 ModelPlan, Poly, Sequential, Square, choose_parameters, load_model)
+
+__all__ += ["Sequential", "Linear", "Conv2d", "AvgPool2d", "Flatten", "BatchNorm", "BatchNorm1d", "BatchNorm2d",
+            "Activation", "Square", "Poly", "PolyActivation", "fit_activation", "ModelPlan", "choose_parameters",
+            "load_model", "Client", "Server"]
