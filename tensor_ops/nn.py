@@ -226,7 +226,7 @@ class Flatten(Layer):
 
 
 @dataclass(frozen=True, eq=False)
-class BatchNorm(Layer):
+class BatchNorm(Layer):  # also exported as BatchNorm1d and BatchNorm2d
     """Inference-time batch norm on axis 0 of the sample (channels or features):
     y = gamma (x - mean) / sqrt(var + eps) + beta. Folded into the preceding affine layer."""
 
@@ -304,6 +304,8 @@ def Poly(name: str = "relu", degree: int = 4, interval=(-4.0, 4.0), method: str 
     """A polynomial of ``degree`` fitted to relu / gelu / silu / sigmoid on ``interval``."""
     return Activation(fit_activation(name, degree, interval, method))
 
+
+BatchNorm1d = BatchNorm2d = BatchNorm
 
 LAYER_KINDS = {cls.kind: cls for cls in (Linear, Conv2d, AvgPool2d, Flatten, BatchNorm, Activation)}
 
@@ -517,6 +519,11 @@ class Sequential:
         return f"Sequential([{inner}], input_shape={self._input_shape})"
 
 
+def load_model(path) -> "Sequential":
+    """``Sequential.load(path)``: a model saved as ``.npz``."""
+    return Sequential.load(path)
+
+
 def _is_identity(matrix, bias):
     return matrix.shape[0] == matrix.shape[1] and np.array_equal(matrix, np.eye(matrix.shape[0])) and not np.any(bias)
 
@@ -622,6 +629,20 @@ def choose_parameters(depth: int, min_slots: int = 1, log_scale: int = _LOG_SCAL
     raise ParameterError(f"depth={depth} needs more levels than any 128-bit ring up to N=2^17 holds ({last_error})")
 
 
+class _CallableInt(int):
+    """An int that returns itself when called (``plan.depth`` and ``plan.depth()`` both work)."""
+
+    def __call__(self):
+        return int(self)
+
+
+class _CallableTuple(tuple):
+    """A tuple that returns itself when called (``plan.rotations`` and ``plan.rotations()`` both work)."""
+
+    def __call__(self):
+        return tuple(self)
+
+
 @dataclass(frozen=True)
 class ModelPlan:
     """What encrypted inference of a model will cost, known before any key exists.
@@ -638,11 +659,12 @@ class ModelPlan:
 
     @property
     def depth(self) -> int:
-        return sum(stage.depth for stage in self.stages)
+        """Levels consumed; an int that may also be called, like ``tensor_ops.Plan.depth()``."""
+        return _CallableInt(sum(stage.depth for stage in self.stages))
 
     @property
     def input_level(self) -> int:
-        return self.depth
+        return int(self.depth)
 
     @property
     def batch(self) -> int:
@@ -650,11 +672,22 @@ class ModelPlan:
 
     @property
     def rotations(self) -> tuple[int, ...]:
+        """Rotation steps needing a Galois key (a tuple that may also be called, like ``Plan.rotations()``)."""
         steps = set()
         for stage in self.stages:
             steps.update(stage.rotations)
         steps.discard(0)
-        return tuple(sorted(steps))
+        return _CallableTuple(sorted(steps))
+
+    @property
+    def keys(self) -> dict:
+        """The evaluation keys the client must make: Galois keys (steps, estimated bytes), relinearization."""
+        return {"rotations": tuple(self.rotations), "galois_keys": len(self.rotations),
+                "galois_key_bytes": self.galois_key_bytes, "relinearization": self.needs_relinearization}
+
+    def cost(self) -> dict:
+        """Operation counts per ciphertext and the time estimates in seconds."""
+        return dict(self.operation_counts(), seconds=self.estimated_seconds, setup_seconds=self.estimated_setup_seconds)
 
     @property
     def needs_relinearization(self) -> bool:

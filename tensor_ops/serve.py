@@ -89,7 +89,7 @@ def create_app(model: Sequential, *, max_context_bytes: int = DEFAULT_MAX_CONTEX
         while len(servers) > max_contexts:
             servers.popitem(last=False)
         return {"context_id": context_id, "rotation_keys": len(server.context.rotation_steps),
-                "bytes": len(blob), "depth": server.plan.depth, "batch": server.plan.batch}
+                "bytes": len(blob), "depth": int(server.plan.depth), "batch": server.plan.batch}
 
     @app.post("/infer/{context_id}")
     async def infer(context_id: str, request: Request):

@@ -52,7 +52,9 @@ def test_plan_reports_depth_rotations_and_batch():
     rng = np.random.default_rng(1)
     model = _mlp(rng, 64, 32, 10, Square())
     plan = model.plan()
-    assert plan.depth == 3 == model.depth()
+    assert plan.depth == 3 == model.depth() == plan.depth()
+    assert plan.rotations() == plan.rotations == plan.keys["rotations"]
+    assert plan.cost()["seconds"] == plan.estimated_seconds
     assert plan.params.max_level == 3
     assert plan.block == 64 and plan.batch == plan.params.slots // 64
     assert 0 < len(plan.rotations) < 64 + 32  # baby-step/giant-step beats one key per diagonal
