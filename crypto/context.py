@@ -108,6 +108,8 @@ class CKKSContext:
 
     def decode(self, pt: Plaintext) -> np.ndarray:
         """The values of a plaintext, with the caller's length (real if encoded real)."""
+        if not isinstance(pt, Plaintext):
+            raise ParameterError(f"decode expects a Plaintext, got {type(pt).__name__}")
         check_same_context(pt, self.params.fingerprint, None, "plaintext")
         coeffs = centered_coefficients(pt.poly.to_coeff().data, pt.poly.moduli)
         return self._values(coeffs, pt.scale, pt.length, pt.is_complex)

@@ -205,10 +205,18 @@ def ciphertext_to_bytes(ct) -> bytes:
     return pack("ciphertext", ct.fingerprint, meta, [_residue_array(np.stack([p.data for p in ct.parts]))])
 
 
+def _check_context(ctx):
+    from .context import CKKSContext
+    from .errors import ParameterError
+    if not isinstance(ctx, CKKSContext):
+        raise ParameterError(f"ctx must be a CKKSContext, got {type(ctx).__name__}")
+
+
 def ciphertext_from_bytes(blob, ctx):
     """A ciphertext for ``ctx`` (a CKKSContext); its evaluator is attached."""
     from .ring import RNSPoly
     from .rlwe import Ciphertext
+    _check_context(ctx)
     params = ctx.params
     _, meta, arrays = unpack(blob, "ciphertext", params.fingerprint)
     _check_key_id(_key_id(meta), ctx.key_id, "ciphertext")
@@ -231,6 +239,7 @@ def plaintext_to_bytes(pt) -> bytes:
 def plaintext_from_bytes(blob, ctx):
     from .ring import RNSPoly
     from .rlwe import Plaintext
+    _check_context(ctx)
     params = ctx.params
     _, meta, arrays = unpack(blob, "plaintext", params.fingerprint)
     level = _level(meta, params)

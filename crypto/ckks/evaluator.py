@@ -302,6 +302,8 @@ class Evaluator:
     def rotate_hoisted(self, ct: Ciphertext, steps) -> dict[int, Ciphertext]:
         """{step: rotate(ct, step)} sharing one ModUp decomposition of c1 (hoisting)."""
         self._check(ct)
+        if isinstance(steps, (str, bytes)) or not hasattr(steps, "__iter__"):
+            raise ParameterError(f"steps={steps!r} must be a list of integer rotation steps")
         steps = [self._check_step(k) for k in steps]
         n = self.params.n
         keys = {k: self.galois_keys.key_for_step(k, n) for k in steps if k % (n // 2)}

@@ -142,3 +142,20 @@ def test_every_error_is_an_he_error(ctx):
                  lambda: ctx.public_context().decrypt(ctx.encrypt([1.0]))):
         with pytest.raises(HEError):
             call()
+
+
+def test_wrong_argument_types_are_library_errors(ctx, ct):
+    with pytest.raises(ParameterError, match="steps"):
+        ctx.evaluator.rotate_hoisted(ct, 5)
+    with pytest.raises(ParameterError, match="Plaintext"):
+        ctx.decode(ct)
+    with pytest.raises(ParameterError, match="CKKSContext"):
+        type(ct).from_bytes(ct.to_bytes(), None)
+    with pytest.raises(LevelError, match="level"):
+        ctx.encrypt([1.0], level=1.5)
+    with pytest.raises(ParameterError, match="dtype"):
+        ctx.encrypt(None)
+    with pytest.raises(ParameterError, match="dtype"):
+        ctx.evaluator.mul(ct, [1, "a"])
+    with pytest.raises(ParameterError, match="rotations"):
+        CKKSContext.keygen("TOY", rotations=5)
