@@ -116,18 +116,35 @@ def _reduced(v, q):
 @numba.njit(cache=True)
 def _transpose(src, dst, q):
     """dst = src^T reduced from [0, 2q) to [0, q), in fixed 16x16 tiles (contiguous writes) when the
-    shape allows."""
+    shape allows; returns the largest value of src."""
     rows, cols = src.shape
+    top = np.uint64(0)
     if rows % _TILE or cols % _TILE:
         for r in range(rows):
             for c in range(cols):
-                dst[c, r] = _reduced(src[r, c], q)
-        return
+                v = src[r, c]
+                top = max(top, v)
+                dst[c, r] = _reduced(v, q)
+        return top
     for r0 in range(0, rows, _TILE):
         for c0 in range(0, cols, _TILE):
             for c in range(_TILE):
                 for r in range(_TILE):
-                    dst[c0 + c, r0 + r] = _reduced(src[r0 + r, c0 + c], q)
+                    v = src[r0 + r, c0 + c]
+                    top = max(top, v)
+                    dst[c0 + c, r0 + r] = _reduced(v, q)
+    return top
+
+
+@numba.njit(cache=True)
+def _copy(src, dst):
+    """dst[:] = src (flat, same size); returns the largest value."""
+    top = np.uint64(0)
+    for i in range(src.size):
+        v = src[i]
+        top = max(top, v)
+        dst[i] = v
+    return top
 
 
 @numba.njit(cache=True)
@@ -141,36 +158,41 @@ def _twiddle(x, tw, tws, q):
 @numba.njit(cache=True)
 def four_step_forward(a, rows, cols, idx, w_r, ws_r, tw, tws, w_c, ws_c, q_arr):
     """Per limb l (tables at row idx[l]): X = a[l].reshape(R, C); R-point NTT down the columns,
-    twiddles, C-point NTT along the rows."""
+    twiddles, C-point NTT along the rows. Returns (out, -1), or (out, l) for the first limb l holding a
+    value >= q_l (its result is then not computed)."""
     out = np.empty_like(a)
     work = np.empty((cols, rows), dtype=np.uint64)
+    x = np.empty((rows, cols), dtype=np.uint64)
     for l in range(a.shape[0]):
         k = idx[l]
         q = q_arr[k]
-        x = a[l].reshape(rows, cols).copy()
+        if _copy(a[l], x.reshape(-1)) >= q:
+            return out, l
         _ct_rows(x, w_r[k], ws_r[k], q)
         _twiddle(x, tw[k], tws[k], q)
         _transpose(x, work, q)
         _ct_rows(work, w_c[k], ws_c[k], q)
         _transpose(work, out[l].reshape(rows, cols), q)
-    return out
+    return out, -1
 
 
 @numba.njit(cache=True)
 def four_step_inverse(a, rows, cols, idx, w_r, ws_r, tw, tws, w_c, ws_c, q_arr):
-    """Exact inverse of ``four_step_forward``; tw holds the inverse twiddles with 1/N folded in."""
+    """Exact inverse of ``four_step_forward`` (tw holds the inverse twiddles with 1/N folded in); the
+    same (out, first unreduced limb or -1) result."""
     out = np.empty_like(a)
     work = np.empty((cols, rows), dtype=np.uint64)
     for l in range(a.shape[0]):
         k = idx[l]
         q = q_arr[k]
-        _transpose(a[l].reshape(rows, cols), work, q)
+        if _transpose(a[l].reshape(rows, cols), work, q) >= q:
+            return out, l
         _gs_rows(work, w_c[k], ws_c[k], q)
         x = out[l].reshape(rows, cols)
         _transpose(work, x, q)
         _twiddle(x, tw[k], tws[k], q)
         _gs_rows(x, w_r[k], ws_r[k], q)
-    return out
+    return out, -1
 
 
 @numba.njit(cache=True)

@@ -621,23 +621,27 @@ class FourStepBackend(NTTBackend):
 
     def forward(self, a, tables):
         from ._cross_kernels import four_step_forward
-        a = np.ascontiguousarray(_limbs_input(a, tables))
-        if not len(a):
-            return a.copy()
-        pool, rows = self._pool(tables)
-        t = pool.arrays
-        return four_step_forward(a, *pool.shape, rows, t["w_r"], t["w_r_shoup"], t["tw"], t["tw_shoup"],
-                                 t["w_c"], t["w_c_shoup"], pool.q)
+        return self._run(four_step_forward, a, tables, ("w_r", "tw", "w_c"))
 
     def inverse(self, a, tables):
         from ._cross_kernels import four_step_inverse
-        a = np.ascontiguousarray(_limbs_input(a, tables))
+        return self._run(four_step_inverse, a, tables, ("winv_r", "twinv", "winv_c"))
+
+    def _run(self, kernel, a, tables: NTTTables, names) -> np.ndarray:
+        """Run a kernel; it checks that each limb is reduced while it copies it (one pass saved)."""
+        if not (type(a) is np.ndarray and a.dtype == np.uint64 and a.shape == (len(tables.moduli), tables.n)):
+            a = _limbs_input(a, tables)                  # converts, or raises a clear error
         if not len(a):
             return a.copy()
+        a = np.ascontiguousarray(a)
         pool, rows = self._pool(tables)
         t = pool.arrays
-        return four_step_inverse(a, *pool.shape, rows, t["winv_r"], t["winv_r_shoup"], t["twinv"],
-                                 t["twinv_shoup"], t["winv_c"], t["winv_c_shoup"], pool.q)
+        tables_args = [t[k] for name in names for k in (name, name + "_shoup")]
+        out, bad_limb = kernel(a, *pool.shape, rows, *tables_args, pool.q)
+        if bad_limb >= 0:
+            _limbs_input(a, tables)                      # raises: names the limb, value and modulus
+            raise ParameterError(f"a[{bad_limb}] holds a value >= its modulus {tables.moduli[bad_limb]}")
+        return out
 
     def convert_basis(self, x, conv):
         """The fast basis conversion as a compiled modular matmul (coefficients innermost, in tiles)."""
