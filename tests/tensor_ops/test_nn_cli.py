@@ -1,0 +1,54 @@
+"""``python -m tensor_ops`` with files: plan, keygen, encrypt, infer, decrypt; errors exit 2 with one line."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tensor_ops import cli
+from tensor_ops.nn import Linear, Sequential, Square
+
+
+@pytest.fixture
+def model_path(tmp_path):
+    rng = np.random.default_rng(0)
+    model = Sequential([Linear(rng.normal(0, 0.5, (4, 5)), rng.normal(0, 0.5, 4)), Square(),
+                        Linear(rng.normal(0, 0.5, (2, 4)))], input_shape=(5,))
+    path = tmp_path / "model.npz"
+    model.save(path)
+    return path
+
+
+def test_file_flow_equals_plaintext(tmp_path, model_path, capsys):
+    files = {name: str(tmp_path / name) for name in ("plan.json", "client.key", "public.ctx", "x.npy",
+                                                     "request.bin", "reply.bin", "y.npy")}
+    x = np.random.default_rng(1).uniform(-1, 1, (3, 5))
+    np.save(files["x.npy"], x)
+    steps = [["plan", "--model", model_path, "--out", files["plan.json"]],
+             ["keygen", "--plan", files["plan.json"], "--client", files["client.key"], "--context", files["public.ctx"]],
+             ["encrypt", "--client", files["client.key"], "--input", files["x.npy"], "--out", files["request.bin"]],
+             ["infer", "--model", model_path, "--context", files["public.ctx"], "--request", files["request.bin"],
+              "--out", files["reply.bin"]],
+             ["decrypt", "--client", files["client.key"], "--reply", files["reply.bin"], "--out", files["y.npy"]]]
+    for step in steps:
+        assert cli.main([str(a) for a in step]) == 0, step
+    assert json.loads(open(files["plan.json"]).read())["input_shape"] == [5]
+    np.testing.assert_allclose(np.load(files["y.npy"]), Sequential.load(model_path).forward(x), atol=1e-2)
+    assert "depth 3" in capsys.readouterr().out
+
+
+def test_errors_exit_2_with_a_message(tmp_path, model_path, capsys):
+    garbage = tmp_path / "garbage.bin"
+    garbage.write_bytes(b"garbage")
+    assert cli.main(["infer", "--model", str(model_path), "--context", str(garbage), "--request", str(garbage),
+                     "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.startswith("error: ")
+    assert cli.main(["plan", "--model", str(garbage)]) == 2
+    assert "model file" in capsys.readouterr().err
+
+
+def test_module_entry_point(model_path):
+    result = subprocess.run([sys.executable, "-m", "tensor_ops", "plan", "--model", str(model_path)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and "rotation keys" in result.stdout
