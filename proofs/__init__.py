@@ -5,16 +5,20 @@ Never imports ``crypto`` or ``tensor_ops``.
 from .errors import FieldError, ModelError, ProofError, ProofRejected
 from .field import EXT_BITS, P
 from .transcript import Transcript
-from .mle import eq_table, fix_variable, mle_evaluate, pad_to_pow2
-from .sumcheck import SubClaim, SumcheckProof, prove_sumcheck, verify_sumcheck
-from .commit import CommitParams, commit, open_commitment, verify_opening
+from .mle import bind_high, eq_eval, eq_table, fix_variable, mle_evaluate, pad_to_pow2
+from .sumcheck import (SubClaim, SumcheckProof, SumcheckProver, SumcheckVerifier, combine_evaluations, prove_sumcheck,
+                       verify_sumcheck)
+from .commit import (Commitment, CommitmentWitness, CommitParams, OpeningProof, commit, open_batch, open_commitment,
+                     verify_batch, verify_opening)
 
 __all__ = [
     "ProofError", "ProofRejected", "ModelError", "FieldError",
     "P", "EXT_BITS", "Transcript",
-    "eq_table", "fix_variable", "mle_evaluate", "pad_to_pow2",
-    "SubClaim", "SumcheckProof", "prove_sumcheck", "verify_sumcheck",
-    "CommitParams", "commit", "open_commitment", "verify_opening",
+    "bind_high", "eq_eval", "eq_table", "fix_variable", "mle_evaluate", "pad_to_pow2",
+    "SubClaim", "SumcheckProof", "SumcheckProver", "SumcheckVerifier", "combine_evaluations",
+    "prove_sumcheck", "verify_sumcheck",
+    "Commitment", "CommitmentWitness", "CommitParams", "OpeningProof", "commit", "open_batch", "open_commitment",
+    "verify_batch", "verify_opening",
 ]
 
 # Quantized networks, layer proofs, model files (the layers half of issue 6).

@@ -40,6 +40,7 @@ from .mle import eq_table, pad_to_pow2
 DEFAULT_TARGET_BITS = 104  #: default commitment security, leaving room for the rest of a proof to stay >= 100
 MIN_VERIFY_BITS = 100  #: verifiers refuse commitments whose parameters promise less
 MAX_NUM_VARS = 30
+NTT_NUMBA_MIN_SIZE = 1 << 16  #: NTT inputs with at least this many entries use the numba kernel
 DIGEST_SIZE = 32
 _COMMITMENT_MAGIC, _OPENING_MAGIC, _VERSION = b"HZKCMT01", b"HZKOPN01", 1
 
@@ -110,7 +111,8 @@ def ntt(values) -> np.ndarray:
     omega = pow(F.GENERATOR, (F.P - 1) // n, F.P)
     twiddles = _powers(omega, max(n // 2, 1))
     batch = values.shape[:-1]
-    kernels = F.numba_kernels() if values.size >= F.NUMBA_MIN_SIZE else None
+    # numba only for commitment-sized inputs: a verifier's few short rows should not pay numba's import
+    kernels = F.numba_kernels() if values.size >= NTT_NUMBA_MIN_SIZE else None
     if kernels is not None:
         rows = values.reshape(-1, n).copy()
         kernels.ntt_rows(rows, twiddles, _bit_reverse(n))

@@ -28,7 +28,8 @@ W = 11  #: extension modulus: X^4 = W
 EXT_DEGREE = 4
 EXT_BITS = EXT_DEGREE * math.log2(P)  #: log2 of the extension field size, ~123.9
 
-NUMBA_MIN_SIZE = 1 << 12  #: arrays with at least this many entries use the numba kernels (when numba imports)
+NUMBA_MIN_SIZE = 1 << 15  #: arrays with at least this many entries use the numba kernels (when numba imports);
+# below it numpy is fast enough, and a short computation (a verifier) does not pay numba's ~1 s import
 
 _P = np.uint64(P)
 _W = np.uint64(W)
@@ -58,6 +59,8 @@ def _long_pair(a, b):
             shape = np.broadcast_shapes(a.shape, b.shape)
         except ValueError:
             return None  # numpy raises its own error on the slow path
+        if math.prod(shape) < NUMBA_MIN_SIZE:
+            return None
         a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
     kernels = numba_kernels() if a.size >= NUMBA_MIN_SIZE else None
     return None if kernels is None else (kernels, np.ascontiguousarray(a), np.ascontiguousarray(b))
@@ -75,6 +78,14 @@ def _elementwise(kernel_name: str, a, b):
 
 
 # ----------------------------------------------------------------------------------------- base field
+def _elements(x):
+    """Operands of the field operations: uint64 arrays pass as they are (assumed canonical: no per-call scan);
+    other integer input (Python ints, lists, signed arrays) is reduced by :func:`to_field`; floats raise FieldError."""
+    if isinstance(x, (np.ndarray, np.uint64)) and x.dtype == np.uint64:
+        return x
+    return to_field(x)
+
+
 def to_field(values) -> np.ndarray:
     """Integers (Python ints, signed or unsigned numpy integers, any size) -> canonical residues mod p."""
     arr = np.asarray(values)
@@ -106,6 +117,7 @@ def is_canonical(values) -> bool:
 
 def add(a, b) -> np.ndarray:
     """a + b mod p (inputs canonical)."""
+    a, b = _elements(a), _elements(b)
     fast = _elementwise("add", a, b)
     if fast is not None:
         return fast
@@ -115,6 +127,7 @@ def add(a, b) -> np.ndarray:
 
 def sub(a, b) -> np.ndarray:
     """a - b mod p (inputs canonical)."""
+    a, b = _elements(a), _elements(b)
     fast = _elementwise("sub", a, b)
     if fast is not None:
         return fast
@@ -129,6 +142,7 @@ def neg(a) -> np.ndarray:
 
 def mul(a, b) -> np.ndarray:
     """a * b mod p (the product is < 2^62, exact in uint64)."""
+    a, b = _elements(a), _elements(b)
     fast = _elementwise("mul", a, b)
     if fast is not None:
         return fast
@@ -149,7 +163,7 @@ def _square_and_multiply(base, exponent: int, one, multiply):
 def pow_(a, exponent: int) -> np.ndarray:
     """a^exponent mod p, elementwise, by square-and-multiply; negative exponents invert first."""
     exponent = int(exponent)
-    base = np.asarray(a, dtype=np.uint64)
+    base = _elements(a)
     if exponent < 0:
         return pow_(inv(base), -exponent)
     return _square_and_multiply(base, exponent, np.ones_like(base), mul)
@@ -157,7 +171,7 @@ def pow_(a, exponent: int) -> np.ndarray:
 
 def inv(a) -> np.ndarray:
     """a^-1 = a^(p-2) mod p (Fermat), elementwise; raises FieldError on zero."""
-    arr = np.asarray(a, dtype=np.uint64)
+    arr = _elements(a)
     if np.any(arr == 0):
         raise FieldError("inv: a field element is 0, which has no inverse")
     if arr.size <= 16:  # a few scalars: Python's pow beats 31 vectorized squarings
@@ -170,7 +184,7 @@ batch_inv = inv  # Fermat's inversion is already vectorized over the whole array
 
 def sum_(a, axis=None) -> np.ndarray:
     """Sum mod p along ``axis`` (exact for up to 2^33 terms)."""
-    return np.sum(np.asarray(a, dtype=np.uint64), axis=axis, dtype=np.uint64) % _P
+    return np.sum(_elements(a), axis=axis, dtype=np.uint64) % _P
 
 
 def dot(a, b) -> np.ndarray:
@@ -185,8 +199,8 @@ def matmul(a, b) -> np.ndarray:
     and float64 BLAS sums of up to 2^20 of them stay below 2^53 (exact); the inner dimension is
     processed in chunks of 2^20.
     """
-    a = np.asarray(a, dtype=np.uint64)
-    b = np.asarray(b, dtype=np.uint64)
+    a = _elements(a)
+    b = _elements(b)
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
         raise FieldError(f"matmul: shapes {a.shape} and {b.shape} are not (m, n) and (n, k)")
     m, k = a.shape[0], b.shape[1]
@@ -235,7 +249,7 @@ def ext_one(shape=()) -> np.ndarray:
 
 def ext_from_base(a) -> np.ndarray:
     """Embed base-field elements (shape S) into F_p4 (shape S + (4,))."""
-    a = np.asarray(a, dtype=np.uint64)
+    a = _elements(a)
     out = np.zeros(a.shape + (EXT_DEGREE,), dtype=np.uint64)
     out[..., 0] = a
     return out
@@ -258,7 +272,7 @@ def ext_neg(a) -> np.ndarray:
 
 def ext_mul_base(a, b) -> np.ndarray:
     """Extension element(s) ``a`` (..., 4) times base element(s) ``b`` (...)."""
-    return mul(a, np.asarray(b, dtype=np.uint64)[..., None])
+    return mul(a, _elements(b)[..., None])
 
 
 def ext_mul(a, b) -> np.ndarray:
@@ -267,8 +281,8 @@ def ext_mul(a, b) -> np.ndarray:
     Sums of up to four unreduced products stay below 4 (p-1)^2 < 2^64, so one reduction per
     output coefficient (plus one for the W-folded part) suffices.
     """
-    a = np.asarray(a, dtype=np.uint64)
-    b = np.asarray(b, dtype=np.uint64)
+    a = _elements(a)
+    b = _elements(b)
     if a.shape == b.shape == (EXT_DEGREE,):
         return _ext_mul_single(a.tolist(), b.tolist())
     fast = _ext_mul_long(a, b)
@@ -331,7 +345,7 @@ def ext_inv(a) -> np.ndarray:
     N^-1 = conj(N) / norm(N) needs one base-field inversion; so a^-1 = (A - B X) N^-1.
     Raises FieldError when some element is zero.
     """
-    a = np.asarray(a, dtype=np.uint64)
+    a = _elements(a)
     a0, a1, a2, a3 = a[..., 0], a[..., 1], a[..., 2], a[..., 3]
     # N = A^2 - Y B^2 with A = a0 + a2 Y, B = a1 + a3 Y
     n0 = sub(add(mul(a0, a0), mul(_W, mul(a2, a2))), mul(_W, mul(2 * a1 % _P, a3)))
@@ -350,7 +364,7 @@ def ext_inv(a) -> np.ndarray:
 def ext_pow(a, exponent: int) -> np.ndarray:
     """a^exponent in F_p4 by square-and-multiply (negative exponents invert first)."""
     exponent = int(exponent)
-    base = np.asarray(a, dtype=np.uint64)
+    base = _elements(a)
     if exponent < 0:
         return ext_pow(ext_inv(base), -exponent)
     return _square_and_multiply(base, exponent, ext_one(base.shape[:-1]), ext_mul)
@@ -358,7 +372,7 @@ def ext_pow(a, exponent: int) -> np.ndarray:
 
 def ext_sum(a, axis=0) -> np.ndarray:
     """Sum of extension elements along ``axis`` (must not be the coefficient axis)."""
-    a = np.asarray(a, dtype=np.uint64)
+    a = _elements(a)
     if axis is None:
         a, axis = a.reshape(-1, EXT_DEGREE), 0
     if axis % a.ndim == a.ndim - 1:
@@ -368,7 +382,7 @@ def ext_sum(a, axis=0) -> np.ndarray:
 
 def ext_dot(a, b) -> np.ndarray:
     """Sum over the first axis of a * b, where a is (n, 4) and b is (n, 4) or base (n,)."""
-    b = np.asarray(b, dtype=np.uint64)
+    b = _elements(b)
     products = ext_mul(a, b) if b.ndim == np.ndim(a) else ext_mul_base(a, b)
     return ext_sum(products, axis=0)
 

@@ -66,6 +66,17 @@ def _as_ext_scalar(value, name: str) -> np.ndarray:
     return arr
 
 
+def _split_term(term, t: int):
+    """(coefficient, [tables]) as given; a bare table or a list of tables means coefficient 1."""
+    if isinstance(term, np.ndarray):
+        return 1, [term]
+    if isinstance(term, tuple) and len(term) == 2 and isinstance(term[1], (list, tuple)):
+        return term
+    if isinstance(term, (list, tuple)) and all(isinstance(f, np.ndarray) for f in term):
+        return 1, list(term)
+    raise ProofError(f"sumcheck: term {t} must be (coefficient, [tables]), a list of tables or one table")
+
+
 def _product(arrays):
     """Elementwise product of base (L,) and ext (L, 4) arrays; base factors are multiplied first (cheaper)."""
     base = [a for a in arrays if not is_ext(a)]
@@ -113,7 +124,8 @@ def lagrange_eval(evals, r) -> np.ndarray:
 
 
 class SumcheckProver:
-    """Interactive prover. ``terms``: list of (coefficient, [tables]), coefficient an int or (4,) ext array.
+    """Interactive prover. ``terms``: list of (coefficient, [tables]), coefficient an int or (4,) ext array
+    (a term given as a bare table or a list of tables has coefficient 1).
 
     Per round: :meth:`round_message` -> (degree + 1, 4), then :meth:`bind` the verifier's challenge.
     A zero-knowledge variant (issue 7) would add a masking polynomial's round evaluations in
@@ -126,7 +138,8 @@ class SumcheckProver:
         self._tables = []  # distinct tables, shared between terms by identity
         self._terms = []  # (coefficient, [table indices])
         positions = {}
-        for t, (coefficient, factors) in enumerate(terms):
+        for t, term in enumerate(terms):
+            coefficient, factors = _split_term(term, t)
             if not 1 <= len(factors) <= MAX_DEGREE:
                 raise ProofError(f"sumcheck: term {t} has {len(factors)} factors, allowed 1..{MAX_DEGREE}")
             indices = []
@@ -150,6 +163,8 @@ class SumcheckProver:
             raise ProofError(f"sumcheck: factor of term {t} must be a uint64 (n,) or (n, 4) array, "
                              f"got dtype={table.dtype} shape={table.shape}")
         num_vars_of(table)
+        if not F.is_canonical(table):
+            raise ProofError(f"sumcheck: factor of term {t} has entries >= p (not canonical field elements)")
         return table
 
     def claimed_sum(self) -> np.ndarray:

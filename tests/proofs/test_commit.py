@@ -190,7 +190,8 @@ def test_commit_input_errors_and_no_mutation():
 def test_numba_ntt_matches_numpy_ntt():
     pytest.importorskip("numba")
     from proofs.commit import _ntt_numpy, _powers
-    values = F.random_elements((3, F.NUMBA_MIN_SIZE), seed=4)
+    from proofs.commit import NTT_NUMBA_MIN_SIZE
+    values = F.random_elements((NTT_NUMBA_MIN_SIZE // 2048, 2048), seed=4)
     n = values.shape[1]
     twiddles = _powers(pow(F.GENERATOR, (F.P - 1) // n, F.P), n // 2)
     assert np.array_equal(ntt(values), _ntt_numpy(values, twiddles))

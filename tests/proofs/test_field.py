@@ -180,3 +180,12 @@ def test_numba_paths_with_broadcasting():
     scaled = F.ext_mul_base(per_bit[0], base)
     assert np.array_equal(scaled, chunked(F.ext_mul_base, np.broadcast_to(per_bit[0], scaled.shape), base))
     assert np.array_equal(F.sub(np.uint64(1), base), chunked(F.sub, np.ones_like(base), base))
+
+
+def test_operands_other_than_uint64_are_reduced_or_refused():
+    assert F.mul(np.array([-1, 2]), [3, -4]).tolist() == [P - 3, P - 8]
+    assert F.add(-1, 1) == 0 and F.ext_mul_base(F.ext_one(), [-1]).tolist() == [[P - 1, 0, 0, 0]]
+    with pytest.raises(FieldError, match="dtype=float64"):
+        F.add(np.array([1.0]), np.array([2], dtype=np.uint64))
+    with pytest.raises(FieldError, match="dtype=float64"):
+        F.ext_mul(np.ones((2, 4)), F.ext_one((2,)))

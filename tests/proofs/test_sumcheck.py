@@ -147,3 +147,15 @@ def test_inputs_are_not_mutated():
     prove(terms)
     for (_, factors), saved in zip(terms, copies):
         assert all(np.array_equal(f, s) for f, s in zip(factors, saved))
+
+
+def test_terms_without_coefficients_mean_coefficient_one():
+    a, b = F.random_elements(8, seed=1), F.ext_random(8, seed=2)
+    one = F.ext_one()
+    (proof, _, evals), claim = prove([(one, [a, b]), (one, [a])])
+    (lenient, _, lenient_evals), _ = prove([[a, b], a], claim)
+    assert np.array_equal(proof.round_messages, lenient.round_messages)
+    with pytest.raises(ProofError, match="term 0"):
+        SumcheckProver([("x", 5)])
+    with pytest.raises(ProofError, match="not canonical"):
+        SumcheckProver([(1, [np.full(4, F.P, dtype=np.uint64)])])
