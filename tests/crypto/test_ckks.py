@@ -240,3 +240,18 @@ def test_zero_dimensional_arrays_are_scalars(ctx, vectors):
     ct = ctx.encrypt(x)
     assert bits(x + 0.25, ctx.decrypt(ct + np.array(0.25))) > FRESH_BITS
     assert bits(x * 3.0, ctx.decrypt(ct * np.float64(3.0))) > OP_BITS
+
+
+@given(seed=st.integers(0, 2**32 - 1), level_a=st.integers(1, 4), level_b=st.integers(1, 4),
+       length=st.integers(1, 2048), magnitude=st.sampled_from([1.0, 8.0, 0.01]))
+@settings(max_examples=8)
+def test_random_operands_at_random_levels(ctx, seed, level_a, level_b, length, magnitude):
+    """add, sub and mul of ciphertexts at any two levels agree with numpy (levels aligned automatically)."""
+    rng = np.random.default_rng(seed)
+    x, y = magnitude * uniform(rng, length), magnitude * uniform(rng, length)
+    ev = ctx.evaluator
+    a, b = ctx.encrypt(x, level=level_a), ctx.encrypt(y, level=level_b)
+    tolerance = (1 + magnitude) ** 2 * 2.0**-OP_BITS     # absolute noise grows with the values
+    for ct, expected in ((ev.add(a, b), x + y), (ev.sub(a, b), x - y), (a * b, x * y), (b * a - a, x * y - x)):
+        assert ct.level <= min(level_a, level_b)
+        assert np.abs(ctx.decrypt(ct) - expected).max() < tolerance
