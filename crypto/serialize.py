@@ -330,8 +330,10 @@ def context_from_bytes(blob, backend="auto", secret_key=None):
         if not isinstance(g, int) or g % 2 == 0 or not 0 < g < 2 * n:
             raise SerializationError(f"Galois element {g!r} is not an odd integer in (0, {2 * n})")
         keys[g] = switching_key(arrays[4 + 2 * i], arrays[5 + 2 * i], f"Galois key {g}")
-    if not all(isinstance(k, int) for k in steps):
+    if not all(isinstance(k, int) and not isinstance(k, bool) for k in steps):
         raise SerializationError("field 'steps' must hold integers")
+    if conjugation and 2 * n - 1 not in keys:
+        raise SerializationError("the record claims a conjugation key but holds none")
     galois = GaloisKeys(keys, tuple(steps), conjugation)
     sk = None
     coeffs = arrays[-1] if kind == "full_context" else None
