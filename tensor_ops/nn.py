@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from crypto.errors import KeyMissingError, LevelError, ParameterError, ShapeError
+from crypto.context import as_parameters
 from crypto.params import CKKSParameters
 from tensor_ops.activations import PolyActivation, fit_activation, square
 
@@ -511,7 +512,8 @@ class Sequential:
     def plan(self, input_shape=None, params=None) -> "ModelPlan":
         """Depth, rotations, keys, packing and a time estimate, before any key exists.
 
-        ``params=None`` chooses the smallest secure parameters for the model's depth."""
+        ``params``: CKKSParameters, a preset name ("N14", "TOY", ...) or a literal dict; None chooses the
+        smallest secure parameters for the model's depth."""
         return _plan_model(self, self._resolve(input_shape), params)
 
     def __repr__(self):
@@ -834,6 +836,7 @@ def _plan_model(model, input_shape, params):
     depth = sum(p.depth for p in plans)
     if params is None:
         params = choose_parameters(depth, min_slots=block)
+    params = as_parameters(params)
     if params.slots < block:
         raise ShapeError(f"a sample needs block={block} slots but the parameters have slots={params.slots}")
     if params.max_level < depth:
