@@ -255,3 +255,14 @@ def test_random_operands_at_random_levels(ctx, seed, level_a, level_b, length, m
     for ct, expected in ((ev.add(a, b), x + y), (ev.sub(a, b), x - y), (a * b, x * y), (b * a - a, x * y - x)):
         assert ct.level <= min(level_a, level_b)
         assert np.abs(ctx.decrypt(ct) - expected).max() < tolerance
+
+
+def test_more_rotation_keys_later(ctx, vectors):
+    x = vectors[0]
+    more = ctx.with_rotations([2, -9])
+    assert set(more.rotation_steps) == set(ctx.rotation_steps) | {2, -9} and more.key_id == ctx.key_id
+    ct = ctx.encrypt(x)
+    assert bits(np.roll(x, 9), more.decrypt(more.evaluator.rotate(ct, -9))) > OP_BITS
+    from crypto import ParameterError
+    with pytest.raises(ParameterError, match="secret key"):
+        ctx.public_context().with_rotations([2])
