@@ -78,3 +78,28 @@ def ntt_rows(a, twiddles, bitrev):
             half *= 2
         for j in range(n):
             row[j] = scratch[j]
+
+
+@numba.njit(cache=True)
+def batch_inv(a, out):
+    """Montgomery's trick: prefix products, one Fermat inversion, then a backward sweep (3 products per element).
+
+    Every a[i] must be nonzero (the caller checks)."""
+    n = a.size
+    if n == 0:
+        return
+    out[0] = a[0]
+    for i in range(1, n):
+        out[i] = out[i - 1] * a[i] % P
+    inverse = np.uint64(1)  # (prod a)^(p-2) by square-and-multiply
+    base = out[n - 1]
+    exponent = np.uint64(2013265919)
+    while exponent > 0:
+        if exponent & np.uint64(1):
+            inverse = inverse * base % P
+        base = base * base % P
+        exponent >>= np.uint64(1)
+    for i in range(n - 1, 0, -1):
+        out[i] = inverse * out[i - 1] % P  # 1 / a[i] = (a[0] ... a[i-1]) / (a[0] ... a[i])
+        inverse = inverse * a[i] % P
+    out[0] = inverse

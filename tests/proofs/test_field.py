@@ -150,6 +150,15 @@ def chunked(op, *arrays):
     return np.concatenate([op(*(a[i:i + step] if a.shape[0] == n else a for a in arrays)) for i in range(0, n, step)])
 
 
+def test_numba_batch_inverse_matches_fermat():
+    pytest.importorskip("numba")
+    a = F.random_elements(F.NUMBA_MIN_SIZE + 9, seed=8) | np.uint64(1)
+    a[:2] = [1, P - 1]
+    assert np.array_equal(F.inv(a), F.pow_(a, P - 2))
+    with pytest.raises(FieldError):
+        F.inv(np.concatenate([a, [0]]).astype(np.uint64))
+
+
 @pytest.mark.parametrize("op", [F.add, F.sub, F.mul])
 def test_numba_base_kernels_match_numpy(op):
     pytest.importorskip("numba")
