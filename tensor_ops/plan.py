@@ -653,12 +653,13 @@ class _Builder:
         self.keys: set[int] = set()
         self.next = 0
         self.fork_point = None
+        self._memo: dict = {}  # shift pattern -> best baby/giant candidate (see _decompose)
 
     def fork(self):
         """A copy to try a strategy on; ``cost_since(len(steps))`` then prices what it adds."""
         b = _Builder(self.slots, self.costs)
         b.steps, b.notes, b.keys, b.next = list(self.steps), list(self.notes), set(self.keys), self.next
-        b.fork_point = (len(self.steps), frozenset(self.keys))
+        b.fork_point, b._memo = (len(self.steps), frozenset(self.keys)), self._memo
         return b
 
     def adopt(self, other):
@@ -692,8 +693,16 @@ class _Builder:
         """Cheapest baby/giant split of the shifts of ``flat`` = [(reg, src, shift, axis parts)], an axis
         part being (index array, shift per index step). Baby candidates: none, shift mod 2^e, the part
         due to a subset of axes, or the part due to ``index mod f`` of one axis (classic BSGS along a
-        moved axis). Returns (cost, [(reg, src, giant, baby)])."""
-        slots, c = self.slots, self.costs
+        moved axis). Returns (cost, [(reg, src, giant, baby)]). The winning candidate is remembered per
+        relative shift pattern (tiles of one tensor repeat it) while no new key appears: a heuristic
+        that only affects which split is used, never the result."""
+        slots = self.slots
+        signature = (len(self.keys), split, tuple((((d - d[0]) % slots).tobytes(),
+                                                   tuple((idx.tobytes(), delta) for idx, delta in ax))
+                                                  for _, _, d, ax in flat))
+        known = self._memo.get(signature)
+        if known is not None:
+            return self._price(flat, *known)
         n_parts = min((len(f[3]) for f in flat), default=0)
         candidates = [("none", None)] + [("mod", 1 << e) for e in range(1, slots.bit_length())]
         candidates += [("axes", subset) for r in range(1, n_parts + 1)
@@ -701,29 +710,38 @@ class _Builder:
         for a in range(n_parts if split else 0):
             top = max(int(f[3][a][0].max(initial=0)) for f in flat)
             candidates += [("split", (a, 1 << e)) for e in range(1, max(top, 1).bit_length())]
-        best = None
+        if all(len(np.unique(f[2])) <= 2 for f in flat):
+            candidates = candidates[:1]  # one or two shifts per source: nothing to split
+        best, winner = None, None
         for kind, arg in candidates:
-            parts = []
-            for reg, src, d, axparts in flat:
-                if kind == "none":
-                    b = np.zeros_like(d)
-                elif kind == "mod":
-                    b = d % arg
-                elif kind == "axes":
-                    b = sum(idx * delta for idx, delta in (axparts[i] for i in arg)) % slots
-                else:
-                    idx, delta = axparts[arg[0]]
-                    b = (idx % arg[1]) * delta % slots
-                parts.append((reg, src, (d - b) % slots, b))
-            baby_sets = [set(np.unique(b).tolist()) - {0} for _, _, _, b in parts]
-            giants = set().union(*[set(np.unique(g).tolist()) for _, _, g, _ in parts]) - {0}
-            terms = sum(len(np.unique(np.stack([g, b]), axis=1).T) for _, _, g, b in parts)
-            amounts = {-b for bs in baby_sets for b in bs} | {-g for g in giants}
-            cost = (sum(map(len, baby_sets)) * c.hoisted_rotation + len(giants) * c.rotation
-                    + terms * c.pt_mult + self._new_keys(amounts) * c.key)
-            if best is None or cost < best[0]:
-                best = (cost, parts)
+            priced = self._price(flat, kind, arg)
+            if best is None or priced[0] < best[0]:
+                best, winner = priced, (kind, arg)
+        self._memo[signature] = winner
         return best
+
+    def _price(self, flat, kind, arg):
+        """(cost, parts) of one baby/giant candidate (see ``_decompose``)."""
+        slots, c = self.slots, self.costs
+        parts = []
+        for reg, src, d, axparts in flat:
+            if kind == "none":
+                b = np.zeros_like(d)
+            elif kind == "mod":
+                b = d % arg
+            elif kind == "axes":
+                b = sum(idx * delta for idx, delta in (axparts[i] for i in arg)) % slots
+            else:
+                idx, delta = axparts[arg[0]]
+                b = (idx % arg[1]) * delta % slots
+            parts.append((reg, src, (d - b) % slots, b))
+        baby_sets = [set(np.unique(b).tolist()) - {0} for _, _, _, b in parts]
+        giants = set().union(*[set(np.unique(g).tolist()) for _, _, g, _ in parts]) - {0}
+        terms = sum(len(np.unique(g * slots + b)) for _, _, g, b in parts)
+        amounts = {-b for bs in baby_sets for b in bs} | {-g for g in giants}
+        cost = (sum(map(len, baby_sets)) * c.hoisted_rotation + len(giants) * c.rotation
+                + terms * c.pt_mult + self._new_keys(amounts) * c.key)
+        return cost, parts
 
     def mask_move(self, sources, note="", shifts=None):
         """One ``Mask`` step moving ``sources`` = [(reg, src_pos, dst_pos, axis parts)] (axis parts:
@@ -764,10 +782,11 @@ class _Builder:
             best = (best[0], [(rename[reg], src, g, b) for reg, src, g, b in best[1]])
         terms = []
         for reg, src, g, b in best[1]:
-            uniq, inv = np.unique(np.stack([g, b], axis=1), axis=0, return_inverse=True)
+            uniq, inv = np.unique(g * slots + b, return_inverse=True)
             inv = inv.ravel()
-            for n, (gg, bb) in enumerate(uniq):
-                terms.append((int(gg), reg, int(bb), np.sort((src[inv == n] + int(bb)) % slots)))
+            for n, key in enumerate(uniq):
+                gg, bb = divmod(int(key), slots)
+                terms.append((gg, reg, bb, np.sort((src[inv == n] + bb) % slots)))
         srcs = tuple(dict.fromkeys(reg for reg, _, _, _ in best[1]))
         return self.emit(Rescale, self.emit(Mask, srcs, tuple(terms), note))
 
