@@ -5,7 +5,7 @@ import pytest
 from crypto import CKKSContext
 from crypto.errors import ContextMismatchError, KeyMissingError, LevelError, ParameterError, SerializationError, ShapeError
 from tensor_ops.inference import Client, Server, pack_message, unpack_message
-from tensor_ops.nn import Linear, Poly, Sequential, Square
+from tensor_ops.nn import AvgPool2d, BatchNorm, Conv2d, Flatten, Linear, Poly, Sequential, Square
 
 
 def _request(client, cts, **header):
@@ -185,3 +185,16 @@ def test_saved_client_decrypts(setup, tmp_path):
     (tmp_path / "bad.key").write_bytes(b"nope")
     with pytest.raises(SerializationError):
         Client.load(tmp_path / "bad.key")
+
+
+def test_cnn_with_batchnorm_and_stride_on_toy_parameters():
+    rng = np.random.default_rng(16)
+    model = Sequential([Conv2d(rng.normal(0, 0.5, (2, 1, 3, 3)), rng.normal(0, 0.1, 2), stride=2, padding=1),
+                        BatchNorm(rng.uniform(0.5, 1.5, 2), rng.normal(0, 0.1, 2), rng.normal(0, 0.1, 2),
+                                  rng.uniform(0.5, 1.5, 2)),
+                        AvgPool2d(2), Poly("gelu", 3, (-3, 3)), Flatten(), Linear(rng.normal(0, 0.5, (3, 8)))],
+                       input_shape=(1, 8, 8))
+    client = Client(plan=model.plan(params="TOY"), seed=17)
+    server = Server(model, client.public_context())
+    x = rng.uniform(0, 1, (5, 1, 8, 8))
+    np.testing.assert_allclose(client.decrypt(server.evaluate(client.encrypt(x))), model.forward(x), atol=1e-6)
