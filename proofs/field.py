@@ -50,6 +50,8 @@ def numba_kernels():
 def _long_pair(a, b):
     """(kernels, a, b) as C-contiguous uint64 arrays of one (broadcast) shape with at least NUMBA_MIN_SIZE
     entries, or None (short inputs, other dtypes, no numba: the numpy formulas run)."""
+    if getattr(a, "size", 1) * getattr(b, "size", 1) < NUMBA_MIN_SIZE:  # bounds the broadcast size: short
+        return None
     a = np.asarray(a) if isinstance(a, np.generic) else a
     b = np.asarray(b) if isinstance(b, np.generic) else b
     if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)) or a.dtype != np.uint64 or b.dtype != np.uint64:
@@ -329,14 +331,18 @@ def _ext_mul_long(a, b):
     return out
 
 
-def _ext_mul_single(a, b) -> np.ndarray:
-    """One product in F_p4 with Python ints (the verifier's many scalar products; numpy overhead dominates there)."""
+def ext_mul_ints(a, b) -> list:
+    """One F_p4 product on coefficient lists of Python ints (scalar verifier work, where numpy's overhead dominates)."""
     a0, a1, a2, a3 = a
     b0, b1, b2, b3 = b
-    return np.array([(a0 * b0 + W * (a1 * b3 + a2 * b2 + a3 * b1)) % P,
-                     (a0 * b1 + a1 * b0 + W * (a2 * b3 + a3 * b2)) % P,
-                     (a0 * b2 + a1 * b1 + a2 * b0 + W * a3 * b3) % P,
-                     (a0 * b3 + a1 * b2 + a2 * b1 + a3 * b0) % P], dtype=np.uint64)
+    return [(a0 * b0 + W * (a1 * b3 + a2 * b2 + a3 * b1)) % P,
+            (a0 * b1 + a1 * b0 + W * (a2 * b3 + a3 * b2)) % P,
+            (a0 * b2 + a1 * b1 + a2 * b0 + W * a3 * b3) % P,
+            (a0 * b3 + a1 * b2 + a2 * b1 + a3 * b0) % P]
+
+
+def _ext_mul_single(a, b) -> np.ndarray:
+    return np.array(ext_mul_ints(a, b), dtype=np.uint64)
 
 
 def ext_square(a) -> np.ndarray:

@@ -108,19 +108,24 @@ def combine_evaluations(coefficients, factor_evals) -> np.ndarray:
 
 
 def lagrange_eval(evals, r) -> np.ndarray:
-    """The polynomial of degree d with values ``evals[i]`` at i = 0..d, evaluated at the F_p4 point r."""
+    """The polynomial of degree d with values ``evals[i]`` at i = 0..d, evaluated at the F_p4 point r.
+
+    sum_i evals[i] prod_{j != i} (r - j) / (i - j), in Python ints (d <= 3: a handful of scalar products).
+    """
     d = evals.shape[0] - 1
-    nodes = [F.ext_sub(r, F.ext_from_base(np.uint64(j))) for j in range(d + 1)]  # r - j
-    total = F.ext_zero()
+    values, point = evals.tolist(), [int(c) for c in r]
+    nodes = [[(point[0] - j) % F.P] + point[1:] for j in range(d + 1)]  # r - j
+    total = [0, 0, 0, 0]
     for i in range(d + 1):
-        numerator, denominator = F.ext_one(), 1
+        numerator, denominator = [1, 0, 0, 0], 1
         for j in range(d + 1):
             if j != i:
-                numerator = F.ext_mul(numerator, nodes[j])
+                numerator = F.ext_mul_ints(numerator, nodes[j])
                 denominator *= i - j
-        weight = F.ext_mul_base(numerator, np.uint64(pow(denominator % F.P, F.P - 2, F.P)))
-        total = F.ext_add(total, F.ext_mul(weight, evals[i]))
-    return total
+        scale = pow(denominator % F.P, F.P - 2, F.P)
+        term = F.ext_mul_ints(numerator, values[i])
+        total = [(t + scale * c) % F.P for t, c in zip(total, term)]
+    return np.array(total, dtype=np.uint64)
 
 
 class SumcheckProver:
