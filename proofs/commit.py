@@ -104,13 +104,15 @@ def _powers(base: int, count: int) -> np.ndarray:
 
 def ntt(values) -> np.ndarray:
     """Evaluate each row of ``values`` (..., n) as a polynomial at omega^j, j < n (omega of order n); radix-2 DIT."""
-    values = np.asarray(values, dtype=np.uint64)
+    values = np.asarray(values)
+    if values.dtype != np.uint64 or values.ndim == 0:
+        raise ProofError(f"ntt: values must be a uint64 array of field elements, got dtype={values.dtype} "
+                         f"shape={values.shape}")
     n = values.shape[-1]
-    if n & (n - 1) or n > 1 << F.TWO_ADICITY:
+    if n < 1 or n & (n - 1) or n > 1 << F.TWO_ADICITY:
         raise ProofError(f"ntt: length {n} is not a power of two <= 2^{F.TWO_ADICITY}")
     omega = pow(F.GENERATOR, (F.P - 1) // n, F.P)
     twiddles = _powers(omega, max(n // 2, 1))
-    batch = values.shape[:-1]
     # numba only for commitment-sized inputs: a verifier's few short rows should not pay numba's import
     kernels = F.numba_kernels() if values.size >= NTT_NUMBA_MIN_SIZE else None
     if kernels is not None:

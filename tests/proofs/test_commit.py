@@ -195,3 +195,12 @@ def test_numba_ntt_matches_numpy_ntt():
     n = values.shape[1]
     twiddles = _powers(pow(F.GENERATOR, (F.P - 1) // n, F.P), n // 2)
     assert np.array_equal(ntt(values), _ntt_numpy(values, twiddles))
+
+
+def test_ntt_input_errors():
+    with pytest.raises(ProofError, match="length 3"):
+        ntt(np.zeros(3, dtype=np.uint64))
+    with pytest.raises(ProofError, match="length 0"):
+        ntt(np.zeros((2, 0), dtype=np.uint64))
+    with pytest.raises(ProofError, match="dtype=float64"):
+        ntt(np.zeros(4))
