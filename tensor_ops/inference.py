@@ -6,9 +6,13 @@
     reply = server.evaluate(client.encrypt(x))       # bytes -> bytes
     y = client.decrypt(reply)                        # numpy, equal to model.forward(x) up to CKKS noise
 
+``EncryptedModel`` runs a plan's stages on one ciphertext (diagonal method with baby-step/giant-step
+rotations for the affine stages, the activation schedule on ciphertexts), composing any rotation the
+context has no key for from the keys it has.
+
 Messages (requests and replies) are ``MAGIC | u32 header length | JSON header | (u64 length | ciphertext
-bytes) * n``; the header states the key set, the sample count and the number of ciphertexts, and every
-length is checked before it is read.
+bytes) * n``; the header states the key set, the number of samples and ciphertexts, the sample (or output)
+shape and the slots per sample, and every length and field is checked before it is used.
 """
 from __future__ import annotations
 
@@ -23,7 +27,8 @@ from crypto.context import CKKSContext, as_parameters
 from crypto.errors import (ContextMismatchError, KeyMissingError, LevelError, ParameterError, SerializationError,
                            ShapeError)
 from crypto.rlwe import Ciphertext
-from tensor_ops.nn import EncryptedModel, ModelPlan, Sequential, batch_of, pack_samples, unpack_samples
+from tensor_ops.nn import (AffineStage, ModelPlan, Sequential, batch_of, pack_samples,
+                           unpack_samples)
 
 MAGIC = b"HEZKINF1"
 _CLIENT_MAGIC = b"HEZKCLI1"
@@ -32,6 +37,149 @@ _U64 = struct.Struct("<Q")
 MAX_HEADER_BYTES = 1 << 16
 DEFAULT_MAX_CIPHERTEXTS = 64
 
+
+# ---------------------------------------------------------------------------------------------------------
+# Server-side execution of a ModelPlan (the layout and the diagonal method are described in tensor_ops.nn).
+
+def _diagonal_plaintexts(matrix, plan_stage, block, slots):
+    """For each giant step m: the list of (baby step i, rot(d_{m+i}, -m)) slot vectors, tiled over the blocks."""
+    n_out, n_in = matrix.shape
+    rows = np.arange(n_out)
+    baby_set = plan_stage.baby
+    result = {}
+    for m in plan_stage.giant:
+        pairs = []
+        for i in baby_set:
+            k = m + i
+            cols = rows + k
+            valid = (cols >= 0) & (cols < n_in)
+            if not np.any(matrix[rows[valid], cols[valid]]):
+                continue
+            diagonal = np.zeros(block)
+            diagonal[rows[valid]] = matrix[rows[valid], cols[valid]]
+            pairs.append((i, np.roll(np.tile(diagonal, slots // block), m)))
+        if pairs:
+            result[m] = pairs
+    return result
+
+
+def rotation_routes(needed, available, slots) -> dict:
+    """For each needed step, the shortest sequence of available key steps summing to it modulo ``slots``
+    (breadth-first search in Z_slots), so a context with e.g. power-of-two keys still serves the plan.
+    A step that cannot be reached raises ``KeyMissingError`` naming it."""
+    available = sorted({int(k) % slots for k in available} - {0})
+    routes = {0: ()}
+    missing = [k for k in needed if int(k) % slots not in available and int(k) % slots]
+    for k in needed:
+        if int(k) % slots in available:
+            routes[int(k)] = (int(k),)
+    if missing:
+        parent = {0: None}
+        frontier = [0]
+        while frontier and not all(int(k) % slots in parent for k in missing):
+            following = []
+            for node in frontier:
+                for step in available:
+                    nxt = (node + step) % slots
+                    if nxt not in parent:
+                        parent[nxt] = (node, step)
+                        following.append(nxt)
+            frontier = following
+        unreachable = sorted(int(k) for k in missing if int(k) % slots not in parent)
+        if unreachable:
+            raise KeyMissingError(f"the context lacks Galois keys for rotations {unreachable} and cannot compose "
+                                  f"them from its keys {available}")
+        for k in missing:
+            path, node = [], int(k) % slots
+            while parent[node] is not None:
+                node, step = parent[node]
+                path.append(step)
+            routes[int(k)] = tuple(path)
+    return routes
+
+
+class _Encrypted:
+    """A ciphertext with + and * through an explicit evaluator, so the activation schedule runs on it."""
+
+    __slots__ = ("ct", "evaluator")
+
+    def __init__(self, ct, evaluator):
+        self.ct, self.evaluator = ct, evaluator
+
+    def __mul__(self, other):
+        other = other.ct if isinstance(other, _Encrypted) else other
+        return _Encrypted(self.evaluator.mul_rescale(self.ct, other), self.evaluator)
+
+    def __add__(self, other):
+        other = other.ct if isinstance(other, _Encrypted) else other
+        return _Encrypted(self.evaluator.add(self.ct, other), self.evaluator)
+
+    def __neg__(self):
+        return _Encrypted(self.evaluator.neg(self.ct), self.evaluator)
+
+
+class EncryptedModel:
+    """The server half of a plan: encoded diagonals cached once, then ``forward(ciphertext)``.
+
+    Built from public material only (an evaluator and a context that can encode plaintexts).
+    """
+
+    def __init__(self, model, plan: ModelPlan, context):
+        self.plan = plan
+        self._context = context
+        self._evaluator = context.evaluator
+        self._stages = model.stages(plan.input_shape)
+        self._encoded = {}
+        self._routes = rotation_routes(plan.rotations, context.rotation_steps, plan.params.slots)
+
+    def _rotate(self, ct, step):
+        for k in self._routes[step]:
+            ct = self._evaluator.rotate(ct, k)
+        return ct
+
+    def _affine(self, index, stage, plan_stage, ct):
+        ev, ctx = self._evaluator, self._context
+        key = (index, ct.level)
+        if key not in self._encoded:
+            diagonals = _diagonal_plaintexts(stage.matrix, plan_stage, self.plan.block, self.plan.params.slots)
+            self._encoded[key] = {m: [(i, ctx.encode(d, level=ct.level)) for i, d in pairs]
+                                  for m, pairs in diagonals.items()}
+        direct = [i for i in plan_stage.baby if i and self._routes[i] == (i,)]
+        rotated = ev.rotate_hoisted(ct, direct) if direct else {}
+        rotated.update({i: self._rotate(ct, i) for i in plan_stage.baby if i not in rotated})
+        total = None
+        for m, pairs in self._encoded[key].items():
+            inner = None
+            for i, plaintext in pairs:
+                product = ev.mul(rotated[i], plaintext)
+                inner = product if inner is None else ev.add(inner, product)
+            if m:
+                inner = self._rotate(inner, m)
+            total = inner if total is None else ev.add(total, inner)
+        total = ev.rescale(total)
+        bias = np.zeros(self.plan.block)
+        bias[:stage.bias.shape[0]] = stage.bias
+        return ev.add(total, np.tile(bias, self.plan.batch))
+
+    def forward(self, ct):
+        """The model on one ciphertext of ``plan.batch`` packed samples."""
+        if ct.level < self.plan.input_level:
+            raise LevelError(f"ciphertext level={ct.level} is below the model's depth {self.plan.input_level}: "
+                             f"encrypt at level {self.plan.input_level} or higher")
+        if ct.level > self.plan.input_level:
+            ct = self._evaluator.to_level(ct, self.plan.input_level)
+        for index, (stage, plan_stage) in enumerate(zip(self._stages, self.plan.stages)):
+            if isinstance(stage, AffineStage):
+                ct = self._affine(index, stage, plan_stage, ct)
+            else:
+                result = stage.poly.evaluate(_Encrypted(ct, self._evaluator))
+                ct = result.ct if isinstance(result, _Encrypted) else self._evaluator.add(
+                    self._evaluator.mul(ct, 0.0), result)
+        return ct
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Messages, client and server.
 
 def pack_message(kind: str, header: dict, ciphertexts) -> bytes:
     """Frame ``ciphertexts`` (Ciphertext objects) with a JSON header of ``kind`` ("request" / "reply")."""

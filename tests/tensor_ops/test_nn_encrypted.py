@@ -1,13 +1,11 @@
 """The encrypted forward's packing and diagonal/BSGS logic on a noiseless simulated context, and plans."""
-import math
-
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
 from crypto.errors import KeyMissingError, LevelError, ParameterError, ShapeError
-from tensor_ops.nn import (AvgPool2d, Conv2d, EncryptedModel, Flatten, Linear, ModelPlan, Poly, Sequential,
-                           Square, choose_parameters, rotation_routes)
+from tensor_ops.inference import EncryptedModel, rotation_routes
+from tensor_ops.nn import AvgPool2d, Conv2d, Flatten, Linear, ModelPlan, Poly, Sequential, Square, choose_parameters
 from tests.reference.sim_ckks import SimContext
 
 
