@@ -15,6 +15,16 @@ from . import field as F
 from .errors import ProofError
 
 
+def _elements(values) -> np.ndarray:
+    """uint64 arrays as they are; other integer input reduced mod p; floats and canonical-range violations refused."""
+    arr = np.asarray(values)
+    if arr.dtype != np.uint64:
+        return F.to_field(arr)
+    if arr.size and arr.max() >= F.P:
+        raise ProofError(f"mle: uint64 input has an entry {int(arr.max())} >= p = {F.P} (not a field element)")
+    return arr
+
+
 def num_vars_of(table) -> int:
     """k for a table of length 2^k; raises ProofError otherwise."""
     length = np.shape(table)[0] if np.ndim(table) else 0
@@ -30,7 +40,7 @@ def is_ext(table) -> bool:
 
 def pad_to_pow2(values, fill: int = 0) -> np.ndarray:
     """Flatten and pad a base (or extension, shape (n, 4)) array with ``fill`` to the next power of two length."""
-    values = np.asarray(values, dtype=np.uint64)
+    values = _elements(values)
     if values.ndim != 2:
         values = values.reshape(-1)
     n = values.shape[0]
@@ -47,7 +57,7 @@ def pad_to_pow2(values, fill: int = 0) -> np.ndarray:
 
 
 def _check_point(point, k: int) -> np.ndarray:
-    point = np.asarray(point, dtype=np.uint64)
+    point = _elements(point)
     if point.shape != (k, F.EXT_DEGREE):
         raise ProofError(f"mle: point has shape {point.shape}, expected ({k}, 4)")
     return point
@@ -55,7 +65,7 @@ def _check_point(point, k: int) -> np.ndarray:
 
 def eq_table(point) -> np.ndarray:
     """All 2^k values eq(point, bits(i)), shape (2^k, 4); built one variable at a time (2^k ext products)."""
-    point = np.asarray(point, dtype=np.uint64).reshape(-1, F.EXT_DEGREE)
+    point = _elements(point).reshape(-1, F.EXT_DEGREE)
     table = F.ext_one((1,))
     for r in point:
         high = F.ext_mul(table, r)
@@ -80,11 +90,18 @@ def eq_eval(a, b) -> np.ndarray:
 
 def fix_variable(table, r) -> np.ndarray:
     """Bind x_0 := r (an F_p4 element): t'[j] = t[2j] + r (t[2j+1] - t[2j]); returns an ext table of half length."""
-    table = np.asarray(table, dtype=np.uint64)
+    table = _elements(table)
     num_vars_of(table)
     if table.shape[0] < 2:
         raise ProofError("fix_variable: the table has no variable left to bind")
-    r = np.asarray(r, dtype=np.uint64)
+    r = _elements(r)
+    if r.shape != (F.EXT_DEGREE,):
+        raise ProofError(f"fix_variable: r has shape {r.shape}, expected (4,)")
+    return fold(table, r)
+
+
+def fold(table, r) -> np.ndarray:
+    """:func:`fix_variable` without input checks, for callers that hold valid tables (the sumcheck prover)."""
     low, high = np.ascontiguousarray(table[0::2]), np.ascontiguousarray(table[1::2])
     diff = F.sub(high, low)
     if is_ext(table):
@@ -97,9 +114,9 @@ def bind_high(table, point) -> np.ndarray:
 
     Returns an ext table of length 2^(k - len(point)). Uses one exact limb-split matrix product.
     """
-    table = np.asarray(table, dtype=np.uint64)
+    table = _elements(table)
     k = num_vars_of(table)
-    point = np.asarray(point, dtype=np.uint64).reshape(-1, F.EXT_DEGREE)
+    point = _elements(point).reshape(-1, F.EXT_DEGREE)
     if point.shape[0] > k:
         raise ProofError(f"bind_high: point has {point.shape[0]} variables, table only {k}")
     weights = eq_table(point)  # (2^m, 4)
@@ -112,7 +129,7 @@ def bind_high(table, point) -> np.ndarray:
 
 def mle_evaluate(table, point) -> np.ndarray:
     """t~(point) for a base or extension table of length 2^k and a (k, 4) point; shape (4,)."""
-    table = np.asarray(table, dtype=np.uint64)
+    table = _elements(table)
     k = num_vars_of(table)
     point = _check_point(point, k)
     if k == 0:
@@ -122,7 +139,7 @@ def mle_evaluate(table, point) -> np.ndarray:
 
 def mle_evaluate_by_folding(table, point) -> np.ndarray:
     """Same value as :func:`mle_evaluate`, by binding x_0, x_1, ... one at a time (a second route for tests)."""
-    table = np.asarray(table, dtype=np.uint64)
+    table = _elements(table)
     k = num_vars_of(table)
     point = _check_point(point, k)
     current = table if is_ext(table) else F.ext_from_base(table)

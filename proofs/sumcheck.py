@@ -19,7 +19,7 @@ import numpy as np
 
 from . import field as F
 from .errors import ProofError, ProofRejected
-from .mle import fix_variable, is_ext, num_vars_of
+from .mle import fold, is_ext, num_vars_of
 
 MAX_DEGREE = 3
 
@@ -204,7 +204,7 @@ class SumcheckProver:
     def bind(self, r) -> None:
         """Fix the current variable to the challenge r ((4,) ext): every table halves."""
         r = np.asarray(r, dtype=np.uint64)
-        self._tables = [fix_variable(table, r) for table in self._tables]
+        self._tables = [fold(table, r) for table in self._tables]
         self.challenges.append(r)
 
     def final_evaluations(self):

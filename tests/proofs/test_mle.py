@@ -83,3 +83,13 @@ def test_bad_shapes_raise():
         mle.mle_evaluate(np.zeros(3, dtype=np.uint64), F.ext_zero(2))
     with pytest.raises(ProofError, match=r"\(3, 4\), expected \(2, 4\)"):
         mle.mle_evaluate(np.zeros(4, dtype=np.uint64), F.ext_zero(3))
+
+
+def test_integer_tables_are_reduced_and_bad_tables_refused():
+    point = F.ext_random(2, seed=4)
+    signed = np.array([-1, 2, -3, 4])
+    assert np.array_equal(mle.mle_evaluate(signed, point), mle.mle_evaluate(F.to_field(signed), point))
+    with pytest.raises(ProofError, match=">= p"):
+        mle.mle_evaluate(np.array([F.P, 0, 0, 0], dtype=np.uint64), point)
+    with pytest.raises(ProofError, match="dtype=float64"):
+        mle.fix_variable(np.ones(4), point[0])
