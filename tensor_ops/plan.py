@@ -64,13 +64,14 @@ class CostModel:
     """Relative cost of the HE primitives (one key-switched rotation = 1).
 
     Defaults are the ratios benchmarks/einsum.py measured for hezk's CKKS at N=2^14 on a 2-core
-    machine: a hoisted rotation (sharing the key-switch decomposition) 0.78, ct*ct with
-    relinearization 0.74, rescale 0.22, ct*pt under 0.01 once encoded (0.05 leaves room for the
-    encoding). Pass another CostModel to ``plan(costs=...)`` for other hardware.
+    machine (noisy under load): a hoisted rotation (sharing the key-switch decomposition) 0.43-0.78,
+    0.5 at 3-8 rotations on a quiet machine; ct*ct with relinearization 0.74-0.92; rescale 0.22;
+    ct*pt under 0.01 once encoded (0.05 leaves room for the encoding). Pass another CostModel to
+    ``plan(costs=...)`` for other hardware.
     """
 
     rotation: float = 1.0
-    hoisted_rotation: float = 0.75
+    hoisted_rotation: float = 0.5
     ct_mult: float = 0.8
     pt_mult: float = 0.05
     rescale: float = 0.2
@@ -91,18 +92,23 @@ def _norm(k: int, slots: int) -> int:
     return (int(k) + slots // 2) % slots - slots // 2
 
 
-def _chain(count: int) -> list[tuple[int, str]]:
-    """Shifts (in units of the stride) that sum ``count`` shifted copies with about 2*log2(count) rotations.
+def _chain(count: int, radix: int = 2) -> list[tuple[tuple[int, ...], str]]:
+    """Stages (in units of the stride) that sum ``count`` shifted copies in about log2(count) rounds.
 
-    Returns (multiple, source) pairs applied in order: ``acc += rot(src, multiple*stride)`` where src is
-    ``'acc'`` (doubling) or ``'x'`` (one extra copy of the input). S(2m) = S(m) + rot(S(m), m);
-    S(m+1) = S(m) + rot(x, m).
+    Returns (multiples, source) stages applied in order: ``acc += sum_m rot(src, m*stride)``, where
+    src is ``'acc'`` or ``'x'`` (one extra copy of the input) and a stage with several multiples
+    shares one hoisted decomposition. S(2m) = S(m) + rot(S(m), m); with ``radix=4``
+    S(4m) = S(m) + rot(S(m), m) + rot(S(m), 2m) + rot(S(m), 3m) (3 hoisted rotations instead of 2
+    sequential ones); S(m+1) = S(m) + rot(x, m).
     """
     if count <= 1:
         return []
+    if radix == 4 and count % 4 == 0:
+        q = count // 4
+        return _chain(q, radix) + [((q, 2 * q, 3 * q), "acc")]
     if count % 2:
-        return _chain(count - 1) + [(count - 1, "x")]
-    return _chain(count // 2) + [(count // 2, "acc")]
+        return _chain(count - 1, radix) + [((count - 1,), "x")]
+    return _chain(count // 2, radix) + [((count // 2,), "acc")]
 
 
 # ---------------------------------------------------------------------------------------- steps
@@ -173,21 +179,31 @@ class UnaryStep(Step):
 
 @dataclass(frozen=True, eq=False)
 class _Chain(UnaryStep):
-    """``sum_{m<count} rot(x, sign*m*stride)`` with about 2*log2(count) rotations (see ``_chain``)."""
+    """``sum_{m<count} rot(x, sign*m*stride)`` in about log2(count) rounds (see ``_chain``)."""
 
     count: int
     stride: int
+    radix: int = 2
     sign = 1
 
+    def stages(self):
+        return _chain(self.count, self.radix)
+
     def rotation_steps(self, slots):
-        return [_norm(self.sign * m * self.stride, slots) for m, _ in _chain(self.count)]
+        return [_norm(self.sign * m * self.stride, slots) for ms, _ in self.stages() for m in ms]
 
     def counts(self, slots):
-        n = len(_chain(self.count))
-        return Counter(rotations=n, additions=n)
+        stages = self.stages()
+        single = sum(len(ms) == 1 for ms, _ in stages)
+        hoisted = sum(len(ms) for ms, _ in stages if len(ms) > 1)
+        return Counter(rotations=single, hoisted_rotations=hoisted, additions=single + hoisted)
+
+    def _rotations_text(self):
+        c = self.counts(0)
+        return f"{c['rotations']} rotations" + (f" + {c['hoisted_rotations']} hoisted" if c["hoisted_rotations"] else "")
 
     def apply(self, be, regs, data):
-        regs[self.out] = _sum_chain(be, regs[self.src], self.count, self.sign * self.stride)
+        regs[self.out] = _sum_chain(be, regs[self.src], self.stages(), self.sign * self.stride)
 
 
 @dataclass(frozen=True, eq=False)
@@ -197,8 +213,7 @@ class Replicate(_Chain):
     sign = -1
 
     def __str__(self):
-        return (f"r{self.out} = replicate r{self.src} x{self.count} at stride {self.stride} "
-                f"({len(_chain(self.count))} rotations)")
+        return f"r{self.out} = replicate r{self.src} x{self.count} at stride {self.stride} ({self._rotations_text()})"
 
 
 @dataclass(frozen=True, eq=False)
@@ -207,13 +222,18 @@ class RotateSum(_Chain):
 
     def __str__(self):
         return (f"r{self.out} = rotate-and-sum r{self.src} over {self.count} at stride {self.stride} "
-                f"({len(_chain(self.count))} rotations)")
+                f"({self._rotations_text()})")
 
 
-def _sum_chain(be, x, count, stride):
+def _sum_chain(be, x, stages, stride):
     acc = x
-    for m, src in _chain(count):
-        acc = be.add(acc, be.rotate(acc if src == "acc" else x, m * stride))
+    for multiples, src in stages:
+        base = acc if src == "acc" else x
+        if len(multiples) == 1:
+            acc = be.add(acc, be.rotate(base, multiples[0] * stride))
+            continue
+        for rotated in be.rotate_many(base, [m * stride for m in multiples]).values():
+            acc = be.add(acc, rotated)
     return acc
 
 
@@ -654,6 +674,9 @@ class _Builder:
         self.next = 0
         self.fork_point = None
         self._memo: dict = {}  # shift pattern -> best baby/giant candidate (see _decompose)
+        # rotate-and-add in radix 4 when 3 hoisted rotations (and their keys) cost less than 2
+        # sequential ones (and theirs); measured at N=2^14 the gain was ~3%, not worth 50% more keys
+        self.radix = 4 if 3 * (costs.hoisted_rotation + costs.key) < 2 * (costs.rotation + costs.key) else 2
 
     def fork(self):
         """A copy to try a strategy on; ``cost_since(len(steps))`` then prices what it adds."""
@@ -802,7 +825,7 @@ class _Builder:
             r = reg
             for a in axes:
                 if t.size[a] > 1:
-                    r = self.emit(RotateSum, r, t.size[a], lay.strides[a])
+                    r = self.emit(RotateSum, r, t.size[a], lay.strides[a], self.radix)
             key = (tuple(t.start[a] for a in keep), tuple(t.size[a] for a in keep))
             groups.setdefault(key, []).append((t, r))
         tiles, regs = [], []
@@ -875,7 +898,7 @@ class _Builder:
                 r = anchor.regs[o]
                 for a in range(k, u.ndim):
                     if inside[a - k] and t.size[a] > 1:
-                        r = self.emit(Replicate, r, t.size[a], u.strides[a])
+                        r = self.emit(Replicate, r, t.size[a], u.strides[a], self.radix)
                 cache[key] = r
             regs.append(cache[key])
         return Sym(tuple(regs), u, anchor.indices)
@@ -912,7 +935,7 @@ class _Builder:
             covered = self._fits_replicas(other, u, t, lacking) if fits is not None else set()
             for a in lacking:
                 if t.size[a] > 1 and a not in covered:
-                    r = self.emit(Replicate, r, t.size[a], u.strides[a])
+                    r = self.emit(Replicate, r, t.size[a], u.strides[a], self.radix)
             regs.append(r)
         return Sym(tuple(regs), u, u_indices)
 

@@ -206,3 +206,15 @@ def test_diagonal_method_chosen_when_cheaper_and_exact(expr, shapes, enc, slots)
     rng = np.random.default_rng(10)
     arrays = [_ints(rng, s) for s in shapes]
     np.testing.assert_array_equal(p.simulate(*arrays), np.einsum(expr, *arrays))
+
+
+def test_radix4_rotate_and_add_when_keys_are_free():
+    from tensor_ops.plan import CostModel
+
+    p = plan("i,i->", (64,), (64,), slots=256, costs=CostModel(hoisted_rotation=0.5, key=0.0))
+    assert p.cost()["hoisted_rotations"] == 9 and p.cost()["rotations"] == 9  # 3 radix-4 stages
+    rng = np.random.default_rng(12)
+    a, b = _ints(rng, (64,)), _ints(rng, (64,))
+    assert p.simulate(a, b) == a @ b
+    q = plan("k,ik->i", (64,), (8, 64), slots=1024, encrypted=(True, False), costs=CostModel(key=0.0))
+    np.testing.assert_array_equal(q.simulate(a, _ints(rng, (8, 64))[:, :64] * 0 + 1), np.full(8, a.sum()))
