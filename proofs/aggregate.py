@@ -26,7 +26,7 @@ import numpy as np
 from . import field as F
 from .errors import ProofError
 from .layers.packing import Packing
-from .mle import eq_eval, eq_table, fix_variable, is_ext, num_vars_of
+from .mle import eq_eval, eq_table, is_ext, num_vars_of
 
 MODES = ("aggregate", "layer")
 
@@ -96,7 +96,6 @@ class BitCheckProver:
         self._tau = np.asarray(tau, dtype=np.uint64).reshape(self.num_vars, F.EXT_DEGREE)
         if self.num_vars < 1:
             raise ProofError("bit check: the table needs at least 2 entries")
-        self._suffix = eq_table(self._tau[1:])
         self._scale = F.ext_one()
         self.challenges = []
 
@@ -109,17 +108,22 @@ class BitCheckProver:
 
     def round_message(self) -> np.ndarray:
         from . import _aggregate_kernels as K
+        rest = self._tau[len(self.challenges) + 1:]
+        half = rest.shape[0] // 2
         low, high = np.ascontiguousarray(self._table[0::2]), np.ascontiguousarray(self._table[1::2])
         sums = np.zeros((4, F.EXT_DEGREE), dtype=np.uint64)
-        (K.bit_round_ext if is_ext(self._table) else K.bit_round_base)(low, high, self._suffix, sums)
+        kernel = K.bit_round_ext if is_ext(self._table) else K.bit_round_base
+        kernel(low, high, eq_table(rest[:half]), eq_table(rest[half:]), sums)
         return np.stack([F.ext_mul(self._scale, F.ext_mul(self._eq1(np.uint64(x)), sums[x])) for x in range(4)])
 
     def bind(self, r) -> None:
-        r = np.asarray(r, dtype=np.uint64)
+        from . import _aggregate_kernels as K
+        r = np.ascontiguousarray(r, dtype=np.uint64)
         self._scale = F.ext_mul(self._scale, self._eq1(r))
-        self._table = fix_variable(self._table, r)
-        self._suffix = F.ext_add(self._suffix[0::2], self._suffix[1::2]) if self._suffix.shape[0] > 1 \
-            else self._suffix
+        low, high = np.ascontiguousarray(self._table[0::2]), np.ascontiguousarray(self._table[1::2])
+        folded = np.empty((low.shape[0], F.EXT_DEGREE), dtype=np.uint64)
+        (K.fold_ext if is_ext(self._table) else K.fold_base)(low, high, r, folded)
+        self._table = folded
         self.challenges.append(r)
 
     def final_evaluations(self):

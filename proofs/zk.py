@@ -186,7 +186,11 @@ def _leaves(encoded: np.ndarray, salts) -> list:
 
 def _tree(rows: np.ndarray, length: int, hiding: bool, rng):
     encoded = _encode(rows, length)
-    salts = tuple(_rng_bytes(SALT_SIZE, rng) for _ in range(length)) if hiding else (b"",) * length
+    if hiding:
+        data = _rng_bytes(SALT_SIZE * length, rng)
+        salts = tuple(data[i:i + SALT_SIZE] for i in range(0, len(data), SALT_SIZE))
+    else:
+        salts = (b"",) * length
     return encoded, salts, _merkle_levels(_leaves(encoded, salts))
 
 
