@@ -2,7 +2,8 @@
 
 For each (operation, N, number of limbs rounded up to a power of two) the candidates (``fourstep``,
 ``numba`` and ``numpy`` radix-2, ``cross``) are timed once on the caller's own moduli: one warm-up call
-(numba compilation, CROSS matrix construction), then the median of a few calls. A candidate more
+(numba compilation, CROSS matrix construction), then the fastest of a few calls (a loaded machine
+only ever adds time, so the minimum is the steadiest estimate). A candidate more
 than ``PRUNE_FACTOR`` times slower than the best on a one-limb pilot, or on its first timed call,
 is not timed further (nor are its constants built for every limb). The
 result is kept on the selector and, unless ``cache_file=None``, in a JSON file under
@@ -14,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,12 +46,12 @@ def machine_fingerprint() -> str:
 
 @dataclass(frozen=True)
 class Calibration:
-    """Median seconds per call of each candidate for one (operation, n, limb bucket)."""
+    """Seconds per call of each candidate for one (operation, n, limb bucket)."""
 
     operation: str
     n: int
     limbs: str                                # limb bucket, e.g. "8" (NTT) or "8to4" (conversion)
-    seconds: tuple[tuple[str, float], ...]   # (backend name, median seconds), fastest first
+    seconds: tuple[tuple[str, float], ...]   # (backend name, seconds per call), fastest first
 
     @property
     def best(self) -> str:
@@ -67,7 +67,7 @@ class BackendSelector:
 
     ``candidates``: backend names to compare (a backend whose import fails, e.g. numba missing, is
     skipped). ``cache_file``: JSON file for the measurements, or None to keep them in memory only.
-    ``repeats``: timed calls per candidate (the median is kept).
+    ``repeats``: timed calls per candidate (the fastest is kept).
     """
 
     def __init__(self, candidates=CANDIDATES, cache_file: str | os.PathLike | None = DEFAULT_CACHE_FILE,
@@ -142,7 +142,7 @@ class BackendSelector:
 
     # ------------------------------------------------------------------ measurement
     def _measure(self, operation: str, n: int, limbs: str, call, pilot=None, pilot_scale=1) -> Calibration:
-        """Median seconds of ``call`` per candidate. With a ``pilot`` (the same work on one limb), every
+        """Seconds of ``call`` per candidate (fastest of ``repeats``). With a ``pilot`` (the same work on one limb), every
         candidate first runs the pilot; one whose pilot is more than ``PRUNE_FACTOR`` times the best is
         not built at full size and is recorded as pilot·``pilot_scale``. Without, a candidate whose
         first timed call is that much slower than the best so far is not timed further."""
@@ -171,7 +171,7 @@ class BackendSelector:
                 continue
             if samples[0] <= PRUNE_FACTOR * min(timings.values(), default=float("inf")):
                 samples += [_timed(call, backend) for _ in range(self.repeats - 1)]
-            timings[name] = statistics.median(samples)
+            timings[name] = min(samples)
         if not timings:
             raise ParameterError(f"none of the candidates {self.candidates} could run")
         ranked = tuple(sorted(timings.items(), key=lambda item: item[1]))
