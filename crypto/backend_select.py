@@ -27,7 +27,7 @@ from .ntt import BasisConversion, NTTBackend, NTTTables, get_backend
 
 CANDIDATES = ("fourstep", "numba", "cross", "numpy")
 DEFAULT_CACHE_FILE = Path.home() / ".cache" / "hezk" / "ntt_backends.json"
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 PRUNE_FACTOR = 3.0
 
 
