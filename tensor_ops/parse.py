@@ -87,12 +87,25 @@ def _split_term(term: str, where: str) -> tuple[str, str, bool]:
     return term, "", False
 
 
+def _as_shape(s, n: int) -> tuple[int, ...]:
+    try:
+        return tuple(int(d) for d in getattr(s, "shape", s))
+    except (TypeError, ValueError):
+        raise ShapeError(f"operand {n}: shape {s!r} is not a tuple of ints (or an array)") from None
+
+
+def _is_shape_list(obj) -> bool:
+    return isinstance(obj, (list, tuple)) and all(isinstance(s, (list, tuple)) or hasattr(s, "shape") for s in obj)
+
+
 def parse(expr: str, *shapes) -> EinsumSpec:
     """Parse ``expr`` for operands of the given shapes (tuples, or anything with ``.shape``)."""
     if not isinstance(expr, str):
         raise EinsumSyntaxError(f"expr must be a str like 'ij,jk->ik', got {type(expr).__name__}")
-    shapes = tuple(tuple(int(d) for d in getattr(s, "shape", s)) for s in shapes)
     expr = "".join(expr.split())
+    if len(shapes) == 1 and expr.split("->")[0].count(",") >= 1 and _is_shape_list(shapes[0]):
+        shapes = tuple(shapes[0])  # plan("ij,jk", [(2, 3), (3, 4)]) as well as plan("ij,jk", (2, 3), (3, 4))
+    shapes = tuple(_as_shape(s, n) for n, s in enumerate(shapes))
     if expr.count("->") > 1 or expr.replace("->", "").count(">") or expr.replace("->", "").count("-"):
         raise EinsumSyntaxError(f"expr '{expr}': '->' must appear at most once (and '-'/'>' only as '->')")
     lhs, arrow, rhs = expr.partition("->")

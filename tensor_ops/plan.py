@@ -1417,15 +1417,18 @@ def plan(expr: str, *shapes, params=None, slots=None, encrypted=None, layouts=No
         raise ShapeError(f"slots={slots!r} must be a power of two")
     slots = int(slots)
     spec = parse(expr, *shapes)
-    encrypted = tuple(bool(e) for e in (encrypted if encrypted is not None else [True] * len(shapes)))
-    if len(encrypted) != len(shapes):
-        raise ShapeError(f"encrypted has {len(encrypted)} flags for {len(shapes)} operands")
+    n_ops = len(spec.shapes)
+    if encrypted is None or isinstance(encrypted, (bool, np.bool_)):
+        encrypted = [True if encrypted is None else bool(encrypted)] * n_ops
+    encrypted = tuple(bool(e) for e in encrypted)
+    if len(encrypted) != n_ops:
+        raise ShapeError(f"encrypted has {len(encrypted)} flags for {n_ops} operands")
     auto = isinstance(layouts, str)
     if auto and layouts != "auto":
         raise ShapeError(f"layouts={layouts!r}: expected None, 'auto' or a list of SlotLayouts")
-    layouts = [None] * len(shapes) if layouts is None or auto else list(layouts)
-    if len(layouts) != len(shapes):
-        raise ShapeError(f"layouts has {len(layouts)} entries for {len(shapes)} operands")
+    layouts = [None] * n_ops if layouts is None or auto else list(layouts)
+    if len(layouts) != n_ops:
+        raise ShapeError(f"layouts has {len(layouts)} entries for {n_ops} operands")
     layouts = tuple(lay if lay is not None or not e else SlotLayout.compact(s, slots)
                     for lay, e, s in zip(layouts, encrypted, spec.shapes))
     for n, lay in enumerate(layouts):

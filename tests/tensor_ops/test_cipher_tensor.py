@@ -213,3 +213,15 @@ def test_indexing_errors():
         A[::-1]
     with pytest.raises(ShapeError, match="only ints"):
         A[[0, 1]]
+
+
+def test_plan_accepts_a_shape_list_arrays_and_one_encrypted_flag():
+    a, b = _ints((2, 3)), _ints((3, 4))
+    p = plan("ij,jk->ik", [(2, 3), (3, 4)], slots=64, encrypted=True)
+    q = plan("ij,jk->ik", a, b, slots=64, encrypted=(True, True))
+    assert p.rotations() == q.rotations() and p.encrypted == (True, True)
+    r = plan("ij->ji", (2, 3), slots=64, encrypted=False)
+    assert r.rotations() == [] and r.depth() == 0
+    np.testing.assert_array_equal(r.simulate(a), a.T)
+    with pytest.raises(ShapeError, match="not a tuple of ints"):
+        plan("ij,jk", (2, "a"), (3, 4), slots=64)
