@@ -13,7 +13,7 @@ every large temporary unless glibc keeps freed memory.  By default this script r
 trim thresholds (``mallopt``, process-wide, this script only) so numpy reuses memory too; pass
 ``--no-malloc-pool`` to measure without (about a third slower at N14 on this machine).
 
-    python benchmarks/ckks.py [--quick] [--n16] [--repeats 5] [--backend auto] [--no-malloc-pool]
+    python benchmarks/ckks.py [--quick] [--n16] [--presets N14,N16] [--repeats 5] [--backend auto] [--no-malloc-pool]
 """
 import argparse
 import os
@@ -184,6 +184,7 @@ def main():
     parser.add_argument("--quick", action="store_true", default=os.environ.get("HEZK_QUICK") == "1",
                         help="N14 only, 3 repeats")
     parser.add_argument("--n16", action="store_true", help="also N16 (slow: minutes, GBs of keys)")
+    parser.add_argument("--presets", default=None, help="comma-separated presets (overrides --quick/--n16)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--backend", default="auto", help="NTT backend: auto, numba, numpy, cross, fourstep")
     parser.add_argument("--no-malloc-pool", action="store_true", help="leave glibc's malloc thresholds alone")
@@ -193,6 +194,8 @@ def main():
           f"glibc keeps freed memory: {pool}")
     repeats = 3 if args.quick else args.repeats
     presets = ["N14"] if args.quick else ["N14", "N15"] + (["N16"] if args.n16 else [])
+    if args.presets:
+        presets = [p.strip() for p in args.presets.split(",")]
     for preset in presets:
         params = CKKSParameters.preset(preset)
         results = {"hezk": bench_hezk(preset, repeats, args.backend),
