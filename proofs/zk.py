@@ -308,15 +308,13 @@ def open_functionals(witness: HidingWitness, functionals, transcript, values=Non
     rng = None if seed is None else np.random.default_rng(seed)
     cols, hiding = 1 << commitment.log_cols, commitment.params.hiding
     matrix = witness.rows[:, :cols]
-    stacked = _combine(np.concatenate([w for w, _ in pieces], axis=1), witness.rows)  # one product for all
-    piece_rows = [np.ascontiguousarray(stacked.reshape(-1, len(pieces), 4)[:, p]) for p in range(len(pieces))]
+    gamma_rows = witness.rows.shape[0]
     if values is None:
         values, position = [], 0
         for pieces_k in functionals:
             total = F.ext_zero()
-            for _, c in pieces_k:
-                total = F.ext_add(total, _piece_value(piece_rows[position], c))
-                position += 1
+            for w, c in pieces_k:
+                total = F.ext_add(total, F.ext_dot(_combine(w, matrix), c))
             values.append(total)
     values = np.asarray(values, dtype=np.uint64).reshape(len(functionals), F.EXT_DEGREE)
     _begin(transcript, commitment, pieces)
@@ -335,8 +333,14 @@ def open_functionals(witness: HidingWitness, functionals, transcript, values=Non
         mask_values = np.asarray(mask_values, dtype=np.uint64).reshape(-1, F.EXT_DEGREE)
     gamma, beta = _challenges(transcript, commitment, matrix.shape[0] + mask_rows.shape[0], mask_root, values,
                               mask_values)
-    joint = np.concatenate([witness.rows, mask_rows])
-    sent = [_combine(gamma, joint)]
+    # one exact product for the proximity row and every piece: the committed matrix is converted once
+    weights = np.concatenate([gamma[:gamma_rows]] + [w for w, _ in pieces], axis=1)
+    stacked = _combine(weights, witness.rows).reshape(-1, 1 + len(pieces), 4)
+    proximity = stacked[:, 0]
+    if mask_rows.shape[0]:
+        proximity = F.ext_add(proximity, _combine(gamma[gamma_rows:], mask_rows))
+    piece_rows = [np.ascontiguousarray(stacked[:, 1 + p]) for p in range(len(pieces))]
+    sent = [np.ascontiguousarray(proximity)]
     for p, row in enumerate(piece_rows):
         sent.append(F.ext_add(row, F.ext_mul_base(beta[None, :], mask_rows[1 + p])) if hiding else row)
     sent = np.stack(sent)

@@ -379,12 +379,14 @@ class _Channel:
     def sumcheck(self, label, claim, num_vars, degree, terms):
         """Run a (ZK when hiding) sumcheck; returns (point, expected value of the summand or None for the prover)."""
         if self.proving:
-            prover_terms = terms()
+            prover = terms()
+            prover = prover if hasattr(prover, "round_message") else SumcheckProver(prover)
             if self.zk:
-                proof, point, _ = prove_zk_sumcheck(prover_terms, claim, self.transcript, label, self.params)
+                proof, point, _ = prove_zk_sumcheck(prover, claim, self.transcript, label, self.params)
             else:
-                proof, point = _plain_sumcheck(prover_terms, claim, self.transcript, label)
+                proof, point = _plain_sumcheck(prover, claim, self.transcript, label)
             self.items.append(proof)
+            self.last_prover = prover
             return point, None
         if self.zk:
             sub = verify_zk_sumcheck(self._next(ZKSumcheckProof, label), claim, num_vars, degree, self.transcript,
@@ -631,7 +633,7 @@ def _bit_checks(channel, groups, packed=None) -> None:
         tau = channel.transcript.challenge_ext_vector(f"training.bits{g}.tau", n)  # error n / |F|
         sigma, expected = channel.sumcheck(f"sumcheck.training.bits{g}", 0, n, 3,
                                            lambda: BitCheckProver(packed[g], tau))
-        value = channel.send("training.bits_eval", lambda: mle_evaluate(packed[g], sigma))
+        value = channel.send("training.bits_eval", lambda: channel.last_prover.final_evaluations()[0][0])
         channel.check(expected, bit_check_value(tau, sigma, value), f"bits commitment {g}: an entry is not a bit")
         channel.record(f"bits{g}", sigma, value)
 
