@@ -1100,27 +1100,46 @@ def _restrict(u: SlotLayout, u_idx: str, indices: str):
 
 
 def _diagonal_ready(lay: SlotLayout, axis: int, dim: int):
-    """Base slots of the vectors along ``axis`` when the layout suits the diagonal method: one tile,
-    clean, and every vector's block of ``2*dim`` slots (the vector, then its copy) disjoint from the
-    others'. Returns (bases, has_copy) or None."""
-    if len(lay.tiles) != 1 or not lay.clean or lay.strides[axis] <= 0:
+    """Base slots of the vectors along ``axis``, per tile, when the layout suits the diagonal method:
+    clean, axis ``axis`` whole in every tile, and every vector's block of ``2*dim`` slots (the
+    vector, then its copy) disjoint from the others'. Returns (bases per tile, has_copy) or None."""
+    if not lay.clean or lay.strides[axis] <= 0:
         return None
     s = lay.strides[axis]
-    copy = ((2, dim * s),)
-    if lay.replicas not in ((), copy):
+    if lay.replicas not in ((), ((2, dim * s),)):
         return None
-    others = lay.insert_axis(axis).drop_axis(axis + 1) if lay.ndim else lay
-    bases = others.positions(others.tiles[0]).ravel()
-    blocks = (bases[:, None] + np.arange(2 * dim) * s).ravel()
-    if blocks.max() >= lay.slots or len(np.unique(blocks)) != len(blocks):
+    per_tile = []
+    for t in lay.tiles:
+        if t.start[axis] != 0 or t.size[axis] != lay.shape[axis]:
+            return None
+        bases = np.take(lay.positions(t), 0, axis=axis).ravel()
+        blocks = (bases[:, None] + np.arange(2 * dim) * s).ravel()
+        if blocks.max() >= lay.slots or len(np.unique(blocks)) != len(blocks):
+            return None
+        per_tile.append(tuple(int(v) for v in bases))
+    return per_tile, bool(lay.replicas)
+
+
+def _diagonal_target(shape, axis: int, dim: int, slots: int):
+    """Layout with ``axis`` innermost (stride 1) and ``2*dim`` slots per vector; the other (batch) axes
+    row-major, tiled over several ciphertexts when the vectors do not all fit. None if one vector
+    does not fit."""
+    if 2 * dim > slots:
         return None
-    return tuple(int(b) for b in bases), bool(lay.replicas)
+    order = [a for a in range(len(shape)) if a != axis]
+    chunk, strides, step = list(shape), [0] * len(shape), 2 * dim
+    strides[axis] = 1
+    for a in reversed(order):
+        chunk[a] = max(1, min(shape[a], slots // step))
+        strides[a] = step if chunk[a] > 1 else 0
+        step *= chunk[a]
+    return SlotLayout.tiled(shape, strides, slots, chunk)
 
 
 def _try_diagonal(b: _Builder, x: Sym, y: PlainSym, keep: str):
     """Halevi–Shoup diagonal candidate for ``x[..., k] M[j, k] -> y[..., j]`` (x encrypted, M plaintext,
-    k contracted, the other axes of x a batch). x is first moved to a layout where each vector has
-    room for its copy, unless it has one already (client packing)."""
+    k contracted, the other axes of x a batch, tiled over ciphertexts if needed). x is first moved to
+    a layout where each vector has room for its copy, unless it has one already (client packing)."""
     summed = [c for c in x.indices if c not in keep]
     if len(summed) != 1 or len(y.indices) != 2 or summed[0] not in y.indices:
         return None
@@ -1134,30 +1153,27 @@ def _try_diagonal(b: _Builder, x: Sym, y: PlainSym, keep: str):
     n0 = len(fb.steps)
     ready = _diagonal_ready(x.layout, axis, dim)
     if ready is None:  # move x so that axis k has stride 1 and each vector owns 2*dim slots
-        shape = x.layout.shape
-        order = [a for a in range(len(shape)) if a != axis] + [axis]
-        strides, step = [0] * len(shape), 1
-        for a in reversed(order):
-            strides[a] = step
-            step *= 2 * dim if a == axis else shape[a]
-        if step > b.slots:
+        target = _diagonal_target(x.layout.shape, axis, dim, b.slots)
+        if target is None:
             return None
-        target = SlotLayout.tiled(shape, strides, b.slots, shape)
         x = fb.move_into(x, target, x.indices)
         ready = _diagonal_ready(target, axis, dim)
-    bases, has_copy = ready
+    per_tile, has_copy = ready
     stride = x.layout.strides[axis]
     c = b.costs
     best = min(range(1, dim + 1), key=lambda bb: (bb - 1) * c.hoisted_rotation + (ceil(dim / bb) - 1) * c.rotation)
-    src = x.regs[0] if has_copy else fb.emit(Replicate, x.regs[0], 2, dim * stride)
-    r = fb.emit(Rescale, fb.emit(MatVecDiagonal, src, y.source, j + k, rows, cols, dim, stride, bases, best))
-    lay = x.layout
+    lay, regs, tiles = x.layout, [], []
+    for n, (t, reg, bases) in enumerate(zip(lay.tiles, x.regs, per_tile)):
+        src = reg if has_copy else fb.emit(Replicate, reg, 2, dim * stride)
+        regs.append(fb.emit(Rescale, fb.emit(MatVecDiagonal, src, y.source, j + k, rows, cols, dim, stride,
+                                             bases, best)))
+        tiles.append(Tile(n, t.start, t.size[:axis] + (rows,) + t.size[axis + 1:], t.offset))
     shape = lay.shape[:axis] + (rows,) + lay.shape[axis + 1:]
-    tile = lay.tiles[0]
-    out = SlotLayout(shape, lay.strides, b.slots, (Tile(0, (0,) * len(shape), shape, tile.offset),), (), True)
-    idx = x.indices.replace(k, j)
-    return (fb.cost_since(n0), fb, Sym((r,), out, idx),
-            f"diagonal method (Halevi-Shoup, BSGS baby={best}, hoisted baby steps, {len(bases)} vector(s) at once)")
+    out = SlotLayout(shape, lay.strides, b.slots, tuple(tiles), (), True)
+    vectors = sum(len(v) for v in per_tile)
+    return (fb.cost_since(n0), fb, Sym(tuple(regs), out, x.indices.replace(k, j)),
+            f"diagonal method (Halevi-Shoup, BSGS baby={best}, hoisted baby steps, {vectors} vector(s) "
+            f"in {len(per_tile)} ciphertext(s))")
 
 
 def build_plan(spec: EinsumSpec, encrypted, layouts, slots: int, max_level=None, costs=DEFAULT_COSTS) -> Plan:
@@ -1384,15 +1400,11 @@ def diagonal_layouts(spec: EinsumSpec, encrypted, slots: int):
     if j in x or spec.shapes[enc[0]] != tuple(spec.size(c) for c in x):
         return None
     dim, axis, shape = max(spec.size(k), spec.size(j)), x.index(k), spec.shapes[enc[0]]
-    strides, step = [0] * len(x), 2 * dim
-    for a in reversed([a for a in range(len(x)) if a != axis]):
-        strides[a] = step
-        step *= shape[a]
-    strides[axis] = 1
-    if step > slots:
+    target = _diagonal_target(shape, axis, dim, slots)
+    if target is None:
         return None
     layouts = [None] * len(spec.inputs)
-    layouts[enc[0]] = SlotLayout.tiled(shape, strides, slots, shape, replicas=((2, dim),))
+    layouts[enc[0]] = replace(target, replicas=((2, dim),))
     return tuple(layouts)
 
 

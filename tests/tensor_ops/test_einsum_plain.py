@@ -198,6 +198,8 @@ def test_plain_backend_adopts_plan_slots_and_rejects_a_mismatch():
     ("bk,kj->bj", [(3, 40), (40, 24)], (True, False), 1024),
     ("k,jk->j", [(24,), (40, 24)], (True, False), 256),
     ("ij,jk->ik", [(64, 64), (64, 64)], (True, False), 8192),
+    ("bij,jk->bik", [(2, 64, 64), (64, 64)], (True, False), 8192),  # batch tiled over 2 ciphertexts
+    ("bij,jk->bik", [(3, 20, 24), (24, 16)], (True, False), 256),
 ])
 def test_diagonal_method_chosen_when_cheaper_and_exact(expr, shapes, enc, slots):
     p = plan(expr, *shapes, slots=slots, encrypted=enc)
