@@ -13,7 +13,7 @@ matrix engines with three rewrites, all reproduced here for word-size primes q <
 
   so the constant becomes the small matrix [chunk_s(c·2^(w·t) mod q)]_{s,t}; the inner sums are an
   exact integer matmul, then the chunks are recombined and reduced once. w = 8 is the paper's int8
-  form; wider chunks are allowed while every partial sum stays ≤ 2^53 (float64 is then exact),
+  form; wider chunks are allowed while every partial sum stays below 2^53 (float64 is then exact),
   which ``ChunkSpec`` proves at construction.
 * **MAT** (matrix aligned transformation, ``MATPlan``): the negacyclic NTT of size N = R·C as a
   4-step transform Out = ((F1 · X) ∘ T) · F2 with X the coefficients as an R×C matrix (row major),
@@ -49,7 +49,7 @@ from .modarith import inv_mod, shoup_precompute
 from .ntt import BasisConversion, NTTBackend, NTTTables, bit_reverse_indices
 
 RESIDUE_BITS = 31            # every residue (and every modulus) is below 2^31
-FLOAT64_EXACT = 2**53        # float64 represents every integer up to 2^53 exactly
+FLOAT64_EXACT = 2**53        # float64 represents every integer below 2^53 exactly (we stay strictly below)
 PAPER_CHUNK_BITS = 8         # the int8 matrix engines of the CROSS paper
 MAX_CONVERSION_LIMBS = 64    # an explicit chunk width is proven at construction for conversions up to this many limbs
 _U64_LIMIT = 2**64
@@ -179,7 +179,7 @@ class ChunkSpec:
 
     A BAT matmul multiplies data chunks (≤ 2^width − 1) by constant chunks (≤ 2^width − 1) over
     inner·count terms, so every float64 partial sum is ≤ inner · Σ_t max_t · max_0 (``partial_sum_bound``);
-    construction refuses a width for which that bound exceeds 2^53, or for which the recombined
+    construction refuses a width for which that bound reaches 2^53, or for which the recombined
     accumulator Σ_s 2^(w·s)·Z_s (< ``combined_bound``) does not fit 64 bits.
     """
 
@@ -196,10 +196,10 @@ class ChunkSpec:
             raise ParameterError(f"matmul inner dimension={self.inner!r} must be a positive integer")
         count = -(-RESIDUE_BITS // self.width)
         partial, combined = _bat_bounds(self.width, self.inner)
-        if partial > FLOAT64_EXACT:
+        if partial >= FLOAT64_EXACT:
             raise ParameterError(
                 f"chunk_bits={self.width} unsafe for a float64 matmul of inner dimension {self.inner}: "
-                f"partial sums reach {partial} ≈ 2^{np.log2(float(partial)):.2f} > 2^53 (the exact float64 "
+                f"partial sums reach {partial} ≈ 2^{np.log2(float(partial)):.2f} >= 2^53 (the exact float64 "
                 f"limit); the widest safe chunk here is {widest_chunk_bits(self.inner)} bits")
         if combined > _U64_LIMIT:
             raise ParameterError(f"chunk_bits={self.width}: recombined accumulators reach {combined} > 2^64")
@@ -224,7 +224,7 @@ def widest_chunk_bits(inner: int) -> int:
     """The widest BAT chunk for which a float64 matmul of this inner dimension is exact."""
     for width in range(RESIDUE_BITS, 0, -1):
         partial, combined = _bat_bounds(width, inner)
-        if partial <= FLOAT64_EXACT and combined <= _U64_LIMIT:
+        if partial < FLOAT64_EXACT and combined <= _U64_LIMIT:
             return width
     raise ParameterError(f"matmul inner dimension={inner} too large for an exact float64 BAT (even 1-bit chunks)")
 
@@ -265,7 +265,7 @@ def join_chunks(z: np.ndarray, spec: ChunkSpec, axis: int) -> np.ndarray:
     size = shape[axis] // spec.count
     parts = z.reshape(shape[:axis] + (spec.count, size) + shape[axis + 1:])
     lead = (slice(None),) * axis
-    if spec.combined_bound <= FLOAT64_EXACT:     # the whole sum is exact in float64: one conversion
+    if spec.combined_bound <= FLOAT64_EXACT:     # every value (< combined_bound) is below 2^53: one conversion
         acc = parts[lead + (0,)].copy()
         for s in range(1, spec.count):
             acc += parts[lead + (s,)] * float(2 ** (spec.width * s))

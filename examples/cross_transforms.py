@@ -70,7 +70,7 @@ def ntt_as_two_matmuls():
 
 
 def chunk_widths():
-    print("== widest exact float64 chunk per 4-step size (partial sums ≤ 2^53) ==")
+    print("== widest exact float64 chunk per 4-step size (partial sums below 2^53) ==")
     for log_n in (12, 14, 16):
         rows, _ = mat_shape(1 << log_n)
         width = widest_chunk_bits(rows)
