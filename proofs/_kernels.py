@@ -103,3 +103,66 @@ def batch_inv(a, out):
         out[i] = inverse * out[i - 1] % P  # 1 / a[i] = (a[0] ... a[i-1]) / (a[0] ... a[i])
         inverse = inverse * a[i] % P
     out[0] = inverse
+
+
+@numba.njit(cache=True)
+def round_sums(factors, degree, out):
+    """Sumcheck round sums of one product term: out[x] = sum_j prod_f (f[2j] + x (f[2j+1] - f[2j])), x = 0..degree.
+
+    factors: (m, 2L, 4) F_p4 tables (m <= 3); out: (degree + 1, 4), overwritten. Accumulators hold sums of
+    residues < p, exact in uint64 for up to 2^33 terms; reduced at the end.
+    """
+    m, n, _ = factors.shape
+    acc = np.zeros((degree + 1, 4), dtype=np.uint64)
+    value = np.empty(4, dtype=np.uint64)
+    product = np.empty(4, dtype=np.uint64)
+    scratch = np.empty((1, 4), dtype=np.uint64)
+    for j in range(n // 2):
+        for x in range(degree + 1):
+            ux = np.uint64(x)
+            for f in range(m):
+                for c in range(4):
+                    low = factors[f, 2 * j, c]
+                    high = factors[f, 2 * j + 1, c]
+                    diff = high - low if high >= low else high + P - low
+                    value[c] = (low + ux * diff) % P
+                if f == 0:
+                    for c in range(4):
+                        product[c] = value[c]
+                else:
+                    _ext_mul_into(product[0], product[1], product[2], product[3],
+                                  value[0], value[1], value[2], value[3], scratch, 0)
+                    for c in range(4):
+                        product[c] = scratch[0, c]
+            for c in range(4):
+                acc[x, c] += product[c]
+    for x in range(degree + 1):
+        for c in range(4):
+            out[x, c] = acc[x, c] % P
+
+
+@numba.njit(cache=True)
+def fold_ext(table, r, out):
+    """out[j] = t[2j] + r (t[2j+1] - t[2j]) for an F_p4 table (2L, 4) and r (4,): binds the lowest variable."""
+    diff = np.empty((1, 4), dtype=np.uint64)
+    scaled = np.empty((1, 4), dtype=np.uint64)
+    for j in range(out.shape[0]):
+        for c in range(4):
+            low, high = table[2 * j, c], table[2 * j + 1, c]
+            diff[0, c] = high - low if high >= low else high + P - low
+        _ext_mul_into(diff[0, 0], diff[0, 1], diff[0, 2], diff[0, 3], r[0], r[1], r[2], r[3], scaled, 0)
+        for c in range(4):
+            s = table[2 * j, c] + scaled[0, c]
+            out[j, c] = s - P if s >= P else s
+
+
+@numba.njit(cache=True)
+def fold_base(table, r, out):
+    """The same for a base table (2L,): out[j] = t[2j] + r (t[2j+1] - t[2j]) in F_p4."""
+    for j in range(out.shape[0]):
+        low, high = table[2 * j], table[2 * j + 1]
+        diff = high - low if high >= low else high + P - low
+        for c in range(4):
+            out[j, c] = r[c] * diff % P
+        s = out[j, 0] + low
+        out[j, 0] = s - P if s >= P else s

@@ -102,6 +102,16 @@ def fix_variable(table, r) -> np.ndarray:
 
 def fold(table, r) -> np.ndarray:
     """:func:`fix_variable` without input checks, for callers that hold valid tables (the sumcheck prover)."""
+    kernels = F.numba_kernels() if table.shape[0] >= F.NUMBA_MIN_SIZE else None
+    if kernels is not None:
+        out = np.empty((table.shape[0] // 2, F.EXT_DEGREE), dtype=np.uint64)
+        (kernels.fold_ext if is_ext(table) else kernels.fold_base)(np.ascontiguousarray(table), r, out)
+        return out
+    return _fold_numpy(table, r)
+
+
+def _fold_numpy(table, r) -> np.ndarray:
+    """:func:`fold` with whole-table numpy operations (the numba kernels' twin)."""
     low, high = np.ascontiguousarray(table[0::2]), np.ascontiguousarray(table[1::2])
     diff = F.sub(high, low)
     if is_ext(table):

@@ -160,6 +160,7 @@ class SumcheckProver:
         self.num_vars = num_vars_of(self._tables[0])
         self.degree = max(len(indices) for _, indices in self._terms)
         self.challenges = []
+        self._current_sum = None  # the sum over the current tables, once a round message has given it
 
     @staticmethod
     def _check_table(table, t):
@@ -174,6 +175,8 @@ class SumcheckProver:
 
     def claimed_sum(self) -> np.ndarray:
         """sum_x sum_t c_t prod f(x) over the current (partially bound) tables."""
+        if self._current_sum is not None:
+            return self._current_sum
         total = F.ext_zero()
         for coefficient, indices in self._terms:
             product = _product([self._tables[i] for i in indices])
@@ -185,6 +188,28 @@ class SumcheckProver:
         """g(X) = sum over the remaining variables with x_j = X, evaluated at X = 0..degree; (degree + 1, 4)."""
         if len(self.challenges) >= self.num_vars:
             raise ProofError("sumcheck: every variable is already bound")
+        message = self._round_message_fused()
+        if message is None:
+            message = self._round_message_numpy()
+        self._current_sum = F.ext_add(message[0], message[1])
+        return message
+
+    def _round_message_fused(self):
+        """The round message by one numba pass per term over the tables; None without numba or for short tables."""
+        kernels = F.numba_kernels() if self._tables[0].shape[0] >= F.NUMBA_MIN_SIZE else None
+        if kernels is None:
+            return None
+        message = F.ext_zero((self.degree + 1,))
+        sums = np.empty((self.degree + 1, F.EXT_DEGREE), dtype=np.uint64)
+        for coefficient, indices in self._terms:  # one fused pass per term (numba)
+            factors = np.stack([self._tables[i] if is_ext(self._tables[i]) else F.ext_from_base(self._tables[i])
+                                for i in indices])
+            kernels.round_sums(factors, self.degree, sums)
+            message = F.ext_add(message, F.ext_mul(sums, coefficient))
+        return message
+
+    def _round_message_numpy(self) -> np.ndarray:
+        """:meth:`round_message` with whole-table numpy operations (the fused kernel's twin)."""
         evaluations = []  # per table: [table restricted to x_j = X for X = 0..degree]
         for table in self._tables:
             low, high = np.ascontiguousarray(table[0::2]), np.ascontiguousarray(table[1::2])
@@ -206,6 +231,7 @@ class SumcheckProver:
         r = np.asarray(r, dtype=np.uint64)
         self._tables = [fold(table, r) for table in self._tables]
         self.challenges.append(r)
+        self._current_sum = None
 
     def final_evaluations(self):
         """After all rounds: [[factor value at the point, (4,)] per factor] per term."""
@@ -270,12 +296,15 @@ def prove_sumcheck(terms, claim, transcript, label: str = "sumcheck"):
     """
     prover = SumcheckProver(terms)
     claim = _as_ext_scalar(claim, "claim")
+    messages = np.zeros((prover.num_vars, prover.degree + 1, F.EXT_DEGREE), dtype=np.uint64)
+    if prover.num_vars:
+        messages[0] = prover.round_message()  # then claimed_sum() is g_0(0) + g_0(1), no extra pass
     if not F.ext_eq(prover.claimed_sum(), claim):
         raise ProofError("prove_sumcheck: the claim does not equal the sum of the terms")
     _absorb_statement(transcript, label, claim, prover.num_vars, prover.degree)
-    messages = np.zeros((prover.num_vars, prover.degree + 1, F.EXT_DEGREE), dtype=np.uint64)
     for j in range(prover.num_vars):
-        messages[j] = prover.round_message()
+        if j:
+            messages[j] = prover.round_message()
         transcript.absorb(f"{label}.round", messages[j])
         prover.bind(transcript.challenge_ext(f"{label}.r"))  # error <= degree / p^4 for this round
     point = np.array(prover.challenges, dtype=np.uint64).reshape(prover.num_vars, F.EXT_DEGREE)

@@ -93,3 +93,13 @@ def test_integer_tables_are_reduced_and_bad_tables_refused():
         mle.mle_evaluate(np.array([F.P, 0, 0, 0], dtype=np.uint64), point)
     with pytest.raises(ProofError, match="dtype=float64"):
         mle.fix_variable(np.ones(4), point[0])
+
+
+@pytest.mark.parametrize("extension", [False, True])
+def test_numba_fold_matches_numpy_fold(extension, monkeypatch):
+    pytest.importorskip("numba")
+    monkeypatch.setattr(F, "NUMBA_MIN_SIZE", 4)  # the kernel even for short tables
+    table = F.ext_random(64, seed=9) if extension else F.random_elements(64, seed=9)
+    table[:3] = F.P - 1
+    r = F.ext_random((), seed=10)
+    assert np.array_equal(mle.fold(table, r), mle._fold_numpy(table, r))

@@ -159,3 +159,19 @@ def test_terms_without_coefficients_mean_coefficient_one():
         SumcheckProver([("x", 5)])
     with pytest.raises(ProofError, match="not canonical"):
         SumcheckProver([(1, [np.full(4, F.P, dtype=np.uint64)])])
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_fused_round_kernel_matches_numpy_rounds(seed, monkeypatch):
+    pytest.importorskip("numba")
+    monkeypatch.setattr(F, "NUMBA_MIN_SIZE", 4)  # the fused kernel even for short tables
+    n = 256
+    a, c = F.random_elements(n, seed=seed), F.random_elements(n, seed=seed + 1)
+    b = F.ext_random(n, seed=seed + 2)
+    a[:2], b[:2] = F.P - 1, F.P - 1  # worst-case residues
+    terms = [(F.ext_random((), seed=seed + 3), [a, b, c]), (5, [a]), (F.ext_one(), [b, c]), (2, [a, c])]
+    prover = SumcheckProver(terms)
+    for j in range(6):  # base tables in round 0, extension tables after binding
+        fused = prover._round_message_fused()
+        assert fused is not None and np.array_equal(fused, prover._round_message_numpy())
+        prover.bind(F.ext_random((), seed=seed + 10 + j))
