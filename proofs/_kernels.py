@@ -114,28 +114,28 @@ def round_sums(factors, degree, out):
     """
     m, n, _ = factors.shape
     acc = np.zeros((degree + 1, 4), dtype=np.uint64)
-    value = np.empty(4, dtype=np.uint64)
-    product = np.empty(4, dtype=np.uint64)
-    scratch = np.empty((1, 4), dtype=np.uint64)
+    current = np.empty((m, 4), dtype=np.uint64)  # factor f at x_j = x
+    step = np.empty((m, 4), dtype=np.uint64)  # f[2j+1] - f[2j]
+    product = np.empty((1, 4), dtype=np.uint64)
     for j in range(n // 2):
-        for x in range(degree + 1):
-            ux = np.uint64(x)
-            for f in range(m):
-                for c in range(4):
-                    low = factors[f, 2 * j, c]
-                    high = factors[f, 2 * j + 1, c]
-                    diff = high - low if high >= low else high + P - low
-                    value[c] = (low + ux * diff) % P
-                if f == 0:
-                    for c in range(4):
-                        product[c] = value[c]
-                else:
-                    _ext_mul_into(product[0], product[1], product[2], product[3],
-                                  value[0], value[1], value[2], value[3], scratch, 0)
-                    for c in range(4):
-                        product[c] = scratch[0, c]
+        for f in range(m):
             for c in range(4):
-                acc[x, c] += product[c]
+                low, high = factors[f, 2 * j, c], factors[f, 2 * j + 1, c]
+                current[f, c] = low
+                step[f, c] = high - low if high >= low else high + P - low
+        for x in range(degree + 1):
+            if x:
+                for f in range(m):
+                    for c in range(4):
+                        s = current[f, c] + step[f, c]
+                        current[f, c] = s - P if s >= P else s
+            for c in range(4):
+                product[0, c] = current[0, c]
+            for f in range(1, m):
+                _ext_mul_into(product[0, 0], product[0, 1], product[0, 2], product[0, 3],
+                              current[f, 0], current[f, 1], current[f, 2], current[f, 3], product, 0)
+            for c in range(4):
+                acc[x, c] += product[0, c]
     for x in range(degree + 1):
         for c in range(4):
             out[x, c] = acc[x, c] % P
