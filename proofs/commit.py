@@ -301,11 +301,15 @@ class OpeningProof:
 def commit(values, params: CommitParams = CommitParams()):
     """Commit to base-field ``values`` (zero-padded to a power of two) -> (Commitment, CommitmentWitness).
 
+    ``values``: canonical uint64 residues, or any integer array (reduced mod p, negatives to p - |v|).
+
     Cost: one NTT per row (rows * cols * rate_inv log), one hash per encoded column and Merkle node.
     """
     values = np.asarray(values)
-    if values.dtype != np.uint64 or not F.is_canonical(values):
-        raise ProofError(f"commit: values must be canonical field elements (uint64 < p), got dtype={values.dtype}")
+    if values.dtype != np.uint64:
+        values = F.to_field(values)  # signed or small integers -> residues; floats raise FieldError
+    elif not F.is_canonical(values):
+        raise ProofError(f"commit: uint64 values must be canonical field elements, found {int(values.max())} >= p")
     if not isinstance(params, CommitParams):
         raise ProofError(f"commit: params must be a CommitParams, got {type(params).__name__}")
     table = pad_to_pow2(values.reshape(-1)) if values.size else np.zeros(1, dtype=np.uint64)

@@ -176,6 +176,8 @@ def test_commit_input_errors_and_no_mutation():
         commit(np.ones(4))
     with pytest.raises(ProofError, match="canonical"):
         commit(np.array([F.P], dtype=np.uint64))
+    signed = np.array([-3, 1, 2, -7])
+    assert commit(signed)[0].root == commit(F.to_field(signed))[0].root
     with pytest.raises(ProofError, match="params"):
         commit(F.random_elements(4, seed=1), params=4)
     values = F.random_elements(64, seed=2)
