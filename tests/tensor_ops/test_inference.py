@@ -198,3 +198,19 @@ def test_cnn_with_batchnorm_and_stride_on_toy_parameters():
     server = Server(model, client.public_context())
     x = rng.uniform(0, 1, (5, 1, 8, 8))
     np.testing.assert_allclose(client.decrypt(server.evaluate(client.encrypt(x))), model.forward(x), atol=1e-6)
+
+
+def test_params_only_client_with_an_image_model():
+    rng = np.random.default_rng(18)
+    model = Sequential([Conv2d(rng.normal(0, 0.5, (2, 1, 3, 3)), padding=1), AvgPool2d(2), Square(), Flatten(),
+                        Linear(rng.normal(0, 0.5, (3, 8)))], input_shape=(1, 4, 4))
+    client = Client("TOY", seed=19)
+    server = Server(model, client.public_context())
+    image = rng.uniform(0, 1, (1, 4, 4))
+    single = client.decrypt(server.evaluate(client.encrypt(image)))   # sent as one (4, 4) sample
+    assert single.shape == (3,)
+    np.testing.assert_allclose(single, model.forward(image), atol=1e-6)
+    batch = client.decrypt(server.evaluate(client.encrypt(image[None].repeat(2, axis=0))))
+    np.testing.assert_allclose(batch, model.forward(image[None].repeat(2, axis=0)), atol=1e-6)
+    with pytest.raises(ShapeError, match=r"\(1, 4, 4\)"):
+        server.evaluate(client.encrypt(np.zeros((2, 3, 5))))
