@@ -283,6 +283,18 @@ class Activation(Layer):
     def depth(self):
         return self.poly.depth
 
+    @property
+    def coefficients(self):
+        """Power-basis coefficients in t = (x - center) / radius, lowest degree first."""
+        return self.poly.coefficients
+
+    @property
+    def interval(self):
+        return self.poly.interval
+
+    def max_error(self, samples: int = 4001) -> float:
+        return self.poly.max_error(samples)
+
     def forward(self, x):
         return np.asarray(self.poly(x), dtype=np.float64)
 

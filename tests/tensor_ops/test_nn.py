@@ -7,6 +7,7 @@ from crypto.errors import ParameterError, ShapeError
 from tensor_ops.nn import (AffineStage, AvgPool2d, BatchNorm, Conv2d, Flatten, Linear, Poly, Sequential,
                            Square)
 from tests.reference import naive_nn
+from tests.reference.naive_nn import horner
 
 
 @given(st.integers(1, 3), st.integers(1, 3), st.integers(3, 7), st.integers(1, 3), st.integers(1, 2),
@@ -127,3 +128,11 @@ def test_load_rejects_foreign_files(tmp_path):
     np.savez(other, a=np.ones(3))
     with pytest.raises(ParameterError, match="model file"):
         Sequential.load(other)
+
+
+def test_activation_layer_states_its_fit():
+    layer = Poly("sigmoid", 7, (-6, 6), "least_squares")
+    assert (layer.degree, layer.depth, layer.interval) == (7, 3, (-6.0, 6.0))
+    assert layer.max_error() < 0.05 and len(layer.coefficients) == 8
+    x = np.linspace(-6, 6, 9)
+    np.testing.assert_allclose(layer.forward(x), horner(layer.coefficients, x / 6.0), atol=1e-12)
