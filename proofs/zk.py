@@ -55,6 +55,7 @@ from .mle import eq_table, pad_to_pow2
 from .sumcheck import SubClaim, SumcheckProof, SumcheckProver, SumcheckVerifier, _as_ext_scalar, lagrange_eval
 
 SALT_SIZE = 16
+MAX_RATE = 0.6  #: largest effective code rate a random tail may push a row to (distance 1 - rho >= 0.4)
 DEFAULT_TARGET_BITS = 104
 MAX_NUM_VARS = 30
 _HIDING_MAGIC, _VERSION = b"HZKHIDE1", 1
@@ -98,14 +99,14 @@ class HidingParams:
         """(codeword length, queries) for rows of ``cols`` entries.
 
         With hiding, a row carries t = queries random coefficients, so the rate is rho = (cols + t) / N; N stays
-        rate_inv * cols while rho <= 1/2 and the queries are raised until ((1 + rho)/2)^q <= 2^-target_bits.
+        rate_inv * cols while rho <= MAX_RATE and the queries are raised until ((1 + rho)/2)^q <= 2^-target_bits.
         """
         if not self.hiding:
             return self.rate_inv * cols, self.num_queries
         queries = self.num_queries
         while True:
             length = 1 << (self.rate_inv * cols - 1).bit_length()
-            if 2 * (cols + queries) > length:
+            if cols + queries > MAX_RATE * length:
                 length = 1 << (self.rate_inv * (cols + queries) - 1).bit_length()
             rho = (cols + queries) / length
             needed = math.ceil(self.target_bits / -math.log2((1 + rho) / 2))

@@ -56,6 +56,9 @@ from .requant import Decomposition, decompose
 
 TRANSCRIPT_LABEL = "hezk.proofs.training.v1"
 MAX_LAYERS = 64
+#: Reed-Solomon rate 1/2 for the step's commitments: half the encoding and hashing of rate 1/4, for about
+#: 1.6x the column queries (251 instead of 154 at 104 bits); measured faster end to end on the 1M-parameter step
+DEFAULT_RATE_INV = 2
 
 
 def _check_int(value, name: str, lo: int, hi: int) -> int:
@@ -337,7 +340,7 @@ def commit_step(trace: TrainingTrace, zk: bool = True, params: HidingParams | No
 
 def _params(zk: bool, params):
     if params is None:
-        return HidingParams(hiding=bool(zk))
+        return HidingParams(rate_inv=DEFAULT_RATE_INV, hiding=bool(zk))
     if not isinstance(params, HidingParams) or params.hiding != bool(zk):
         raise ProofError(f"params must be HidingParams with hiding={bool(zk)}, got {params!r}")
     return params

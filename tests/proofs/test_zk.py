@@ -275,7 +275,7 @@ def test_parameters_are_validated():
         commitment, _ = zk.hiding_commit(F.random_elements(1 << log_n, seed=2))
         assert commitment.tail == commitment.num_queries >= zk.HidingParams().num_queries
         assert commitment.security_bits >= zk.HidingParams().target_bits
-        assert commitment.width <= commitment.codeword_length / 2
+        assert commitment.width <= zk.MAX_RATE * commitment.codeword_length
         plain, _ = zk.hiding_commit(F.random_elements(1 << log_n, seed=2), zk.HidingParams(hiding=False))
         assert plain.tail == 0 and plain.security_bits >= zk.HidingParams().target_bits
     big, _ = zk.hiding_commit(F.random_elements(1 << 16, seed=2))
