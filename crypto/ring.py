@@ -40,11 +40,15 @@ class RingContext:
         """The moduli at ``idx`` as a (k, 1) uint64 column, for broadcasting against (k, n) data."""
         return self._q_all[list(idx)][:, None]
 
-    def ntt(self, data: np.ndarray, idx) -> np.ndarray:
-        return self.backend.forward(data, self.tables.subset(idx))
+    def _pick(self, backend):
+        return self.backend if backend is None else get_backend(backend)
 
-    def intt(self, data: np.ndarray, idx) -> np.ndarray:
-        return self.backend.inverse(data, self.tables.subset(idx))
+    def ntt(self, data: np.ndarray, idx, backend=None) -> np.ndarray:
+        """Forward NTT of the limbs ``idx``; ``backend`` overrides the ring's backend for this call."""
+        return self._pick(backend).forward(data, self.tables.subset(idx))
+
+    def intt(self, data: np.ndarray, idx, backend=None) -> np.ndarray:
+        return self._pick(backend).inverse(data, self.tables.subset(idx))
 
     def conversion(self, from_idx, to_idx) -> BasisConversion:
         key = ("conv", tuple(from_idx), tuple(to_idx))
@@ -53,9 +57,9 @@ class RingContext:
                                                tuple(self.moduli[i] for i in to_idx))
         return self._cache[key]
 
-    def convert(self, x: np.ndarray, from_idx, to_idx) -> np.ndarray:
+    def convert(self, x: np.ndarray, from_idx, to_idx, backend=None) -> np.ndarray:
         """Fast basis conversion of coefficient-form residues (exact up to + u·Q_from, u < len(from_idx))."""
-        return self.backend.convert_basis(x, self.conversion(from_idx, to_idx))
+        return self._pick(backend).convert_basis(x, self.conversion(from_idx, to_idx))
 
     def automorphism_indices(self, g: int, is_ntt: bool):
         """Index maps of X -> X^g: NTT form a permutation; coefficient form target indices and sign flips."""

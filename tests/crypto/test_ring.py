@@ -107,3 +107,10 @@ def test_from_ints_big_and_small(ring):
     assert _ints(p) == [int(v) for v in vals]
     small = np.arange(-N // 2, N // 2, dtype=np.int64)
     assert _ints(RNSPoly.from_ints(ring, small, IDX, is_ntt=True)) == small.tolist()
+
+
+def test_backend_per_call_is_bit_identical(ring):
+    a = _poly(ring, 5)
+    for name in ("numpy", "numba", "cross"):
+        assert np.array_equal(ring.ntt(a.data, IDX, backend=name), a.to_ntt().data)
+        assert np.array_equal(ring.intt(ring.ntt(a.data, IDX, backend=name), IDX, backend=name), a.data)
