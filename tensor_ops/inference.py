@@ -301,10 +301,15 @@ class Client:
             self._public_bytes = self._context.public_context().to_bytes()
         return self._public_bytes
 
+    @property
+    def key_bytes(self) -> int:
+        """Size of the exported public context (public, relinearization and Galois keys), in bytes."""
+        return len(self.public_context())
+
     def key_report(self) -> dict:
         """Sizes of what the server receives, in bytes, and the rotation keys it holds."""
         steps = list(self._context.rotation_steps)
-        return {"public_context_bytes": len(self.public_context()), "rotation_keys": len(steps), "rotations": steps}
+        return {"public_context_bytes": self.key_bytes, "rotation_keys": len(steps), "rotations": steps}
 
     def encrypt(self, x, input_shape=None) -> bytes:
         """A request: x (one sample or a batch along axis 0) packed and encrypted."""

@@ -72,7 +72,7 @@ def test_public_context_holds_only_public_keys_of_the_plan(setup):
     assert not context.has_secret_key
     assert tuple(context.rotation_steps) == client.plan.rotations
     report = client.key_report()
-    assert report["public_context_bytes"] == len(client.public_context())
+    assert report["public_context_bytes"] == len(client.public_context()) == client.key_bytes
     assert report["rotation_keys"] == len(client.plan.rotations)
 
 
