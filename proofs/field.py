@@ -8,7 +8,7 @@ Extension: F_p4 = F_p[X]/(X^4 - 11) (as in Plonky3's BabyBear quartic extension;
 irreducible since 11 is a quadratic non-residue mod p and p = 1 mod 4, see tests). Elements are
 uint64 arrays of shape (..., 4) holding the coefficients of 1, X, X^2, X^3. All verifier challenges
 come from this field, so one challenge hits a fixed nonzero polynomial of degree d with probability
-at most d / p^4 ~ d * 2^-124 (Schwartz-Zippel).
+at most d / p^4 ~ d * 2^-123.6 (Schwartz-Zippel).
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ TWO_ADICITY = 27  #: p - 1 = 15 * 2^27
 GENERATOR = 31  #: a generator of the multiplicative group F_p^*
 W = 11  #: extension modulus: X^4 = W
 EXT_DEGREE = 4
-EXT_BITS = EXT_DEGREE * math.log2(P)  #: log2 of the extension field size, ~123.9
+EXT_BITS = EXT_DEGREE * math.log2(P)  #: log2 of the extension field size, ~123.6
 
 NUMBA_MIN_SIZE = 1 << 15  #: arrays with at least this many entries use the numba kernels (when numba imports);
 # below it numpy is fast enough, and a short computation (a verifier) does not pay numba's ~1 s import
@@ -105,7 +105,7 @@ def to_field(values) -> np.ndarray:
 
 
 def to_signed(values) -> np.ndarray:
-    """Canonical residues -> centered representatives in (-p/2, p/2] as int64."""
+    """Canonical residues -> centered representatives in [-(p-1)/2, (p-1)/2] as int64."""
     arr = np.asarray(values, dtype=np.uint64)
     signed = arr.astype(np.int64)
     return np.where(signed > P // 2, signed - P, signed)

@@ -4,8 +4,8 @@ Claim: sum_{x in {0,1}^k} sum_t c_t prod_{f in term_t} f(x) = claim, every f a m
 (base (2^k,) or F_p4 (2^k, 4)) of length 2^k, every coefficient c_t in F_p4, at most 3 factors per term.
 Round j binds x_j (least significant variable first, as :func:`proofs.mle.fix_variable`); the prover
 sends g_j evaluated at 0..d (d = max factors per term), the verifier checks g_j(0) + g_j(1) against
-the running claim and draws r_j in F_p4. Soundness error per round <= d / |F_p4| ~ d 2^-124; whole
-sumcheck <= k d 2^-124 (Schwartz-Zippel).
+the running claim and draws r_j in F_p4. Soundness error per round <= d / |F_p4| ~ d 2^-123.6; whole
+sumcheck <= k d 2^-123.6 (Schwartz-Zippel).
 
 The interactive core (:class:`SumcheckProver`, :class:`SumcheckVerifier`) is apart from the
 Fiat-Shamir wrapper (:func:`prove_sumcheck`, :func:`verify_sumcheck`); verification returns a
