@@ -12,9 +12,9 @@ tensor packed already replicated saves rotations). ``clean`` says the slots that
 are zero; rotate-and-add replication needs a clean input, a rotate-and-sum leaves garbage behind.
 Strides may leave gaps (padding) and may be zero for size-1 axes.
 
-The layout idea (axes mapped to slot strides, packing made explicit) follows EinHops
-(Rosenthal et al., "EinHops: Einsum notation for expressive homomorphic operations on RNS-CKKS
-tensors", 2025), extended with tiles, replicas and a clean flag.
+The layout idea (axes mapped to slot strides, packing made explicit) follows EinHops (Garimella,
+Ebel and Reagen, "EinHops: Einsum Notation for Expressive Homomorphic Operations on RNS-CKKS
+Tensors", arXiv:2507.07972, 2025), extended with tiles, replicas and a clean flag.
 """
 from __future__ import annotations
 

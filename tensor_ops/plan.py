@@ -36,8 +36,8 @@ Lowering (each operand in its current :class:`SlotLayout`; nothing here touches 
 With ``layouts="auto"`` the planner also prices client-side packings (operands encrypted already
 replicated, or with a copy for the diagonal method, or tiled straight into the stationary layout)
 and keeps the cheapest; the notes say which strategy won and the estimates of the others.
-The step vocabulary follows EinHops (Rosenthal et al., 2025): pack, expand by rotations, multiply,
-reduce by rotations.
+The step vocabulary follows EinHops (Garimella, Ebel and Reagen, arXiv:2507.07972, 2025): pack,
+expand by rotations, multiply, reduce by rotations.
 """
 from __future__ import annotations
 
