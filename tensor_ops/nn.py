@@ -581,9 +581,11 @@ def _offsets(matrix):
 
 
 def _split(offsets, g):
+    """(baby steps, giant steps) writing every offset k as low + g*j + i with 0 <= i < g."""
     low = int(offsets[0])
-    giant = tuple(sorted({low + g * ((int(k) - low) // g) for k in offsets}))
-    baby = tuple(sorted({(int(k) - low) % g for k in offsets}))
+    shifted = offsets.astype(np.int64) - low
+    giant = tuple(int(v) for v in np.unique(low + g * (shifted // g)))
+    baby = tuple(int(v) for v in np.unique(shifted % g))
     return baby, giant
 
 
@@ -593,7 +595,9 @@ def _stage_plans(stages, n_in):
     offsets = [_offsets(s.matrix) if isinstance(s, AffineStage) else None for s in stages]
     spans = [int(o[-1] - o[0]) + 1 for o in offsets if o is not None and len(o)]
     best = None
-    for g in range(1, max(spans, default=1) + 1):
+    widest = max(spans, default=1)
+    # about sqrt(span) baby and giant steps each is optimal for a dense band; look a few times beyond it
+    for g in range(1, min(widest, 4 * math.isqrt(widest) + 4) + 1):
         splits = [_split(o, g) if o is not None and len(o) else ((), ()) for o in offsets]
         keys = {k for baby, giant in splits for k in baby + giant} - {0}
         switches = sum(sum(1 for k in baby + giant if k) for baby, giant in splits)
