@@ -49,13 +49,15 @@ class SlotLayout:
     shape: tuple[int, ...]
     strides: tuple[int, ...]
     slots: int
-    tiles: tuple[Tile, ...]
+    tiles: tuple[Tile, ...] | None = None  # None: one tile, the whole tensor in ciphertext 0 from slot 0
     replicas: tuple[tuple[int, int], ...] = ()
     clean: bool = True
 
     def __post_init__(self):
         object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
         object.__setattr__(self, "strides", tuple(int(s) for s in self.strides))
+        if self.tiles is None:
+            object.__setattr__(self, "tiles", (Tile(0, (0,) * len(self.shape), self.shape),))
         object.__setattr__(self, "tiles", tuple(self.tiles))
         object.__setattr__(self, "replicas", tuple((int(c), int(s)) for c, s in self.replicas))
         if len(self.strides) != len(self.shape):

@@ -56,6 +56,13 @@ def test_diagonal_reads_the_diagonal_and_turns_dirty():
         np.testing.assert_array_equal(diag.unpack(lay.pack(arr)), np.diag(arr))
 
 
+def test_single_tile_by_default_with_padding_strides():
+    lay = SlotLayout((2, 3), (4, 1), 16)  # rows padded to 4 slots
+    vec = lay.pack(np.arange(1.0, 7.0).reshape(2, 3))[0]
+    np.testing.assert_array_equal(vec[:8], [1, 2, 3, 0, 4, 5, 6, 0])
+    assert lay.n_ciphertexts == 1 and lay.span() == 7
+
+
 def test_replicas_are_packed():
     lay = SlotLayout((3,), (1,), 16, (Tile(0, (0,), (3,)),), replicas=((2, 4),))
     vec = lay.pack(np.array([1.0, 2.0, 3.0]))[0]
