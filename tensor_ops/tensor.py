@@ -17,19 +17,23 @@ object share its caches (plans already made, plaintext masks already encoded).
 """
 from __future__ import annotations
 
+import json
 import string
+import struct
 from dataclasses import replace
 
 import numpy as np
 
-from crypto.errors import ContextMismatchError, ShapeError
+from crypto.errors import ContextMismatchError, SerializationError, ShapeError
 
 from .backends import CKKSBackend, PlainBackend
-from .layout import SlotLayout
+from .layout import SlotLayout, Tile
 from .parse import parse
 from .plan import Plan, build_elementwise, build_plan, build_scalar
 
 __all__ = ["CipherTensor", "encrypt", "einsum", "matmul_expression", "run_plan"]
+
+_MAGIC = b"hezk/CipherTensor/v1\0"
 
 
 def _backend_of(ctx):
@@ -111,6 +115,46 @@ class CipherTensor:
 
     def _complex(self) -> bool:
         return any(getattr(c, "is_complex", np.iscomplexobj(c)) for c in self._cts)
+
+    # ------------------------------------------------------------------ bytes
+    def to_bytes(self) -> bytes:
+        """Versioned bytes: the layout (JSON) and each ciphertext's own bytes (CKKS backend only)."""
+        if not isinstance(self._backend, CKKSBackend):
+            raise SerializationError("only CipherTensors of a CKKS context have a byte form")
+        lay = self._layout
+        header = json.dumps({"shape": lay.shape, "strides": lay.strides, "slots": lay.slots,
+                             "tiles": [[t.ct, t.start, t.size, t.offset] for t in lay.tiles],
+                             "replicas": lay.replicas, "clean": lay.clean}).encode()
+        parts = [header] + [c.to_bytes() for c in self._cts]
+        return _MAGIC + struct.pack("<I", len(parts)) + b"".join(struct.pack("<Q", len(p)) + p for p in parts)
+
+    @classmethod
+    def from_bytes(cls, blob, ctx) -> "CipherTensor":
+        """A CipherTensor from ``to_bytes`` output, for ``ctx`` (a public context is enough)."""
+        from crypto.rlwe import Ciphertext
+
+        blob = bytes(blob)
+        if not blob.startswith(_MAGIC) or len(blob) < len(_MAGIC) + 4:
+            raise SerializationError("not CipherTensor bytes (bad magic or version)")
+        (count,), pos, parts = struct.unpack_from("<I", blob, len(_MAGIC)), len(_MAGIC) + 4, []
+        for _ in range(count):
+            if pos + 8 > len(blob):
+                raise SerializationError("CipherTensor bytes are truncated")
+            (size,) = struct.unpack_from("<Q", blob, pos)
+            parts.append(blob[pos + 8:pos + 8 + size])
+            pos += 8 + size
+            if pos > len(blob):
+                raise SerializationError("CipherTensor bytes are truncated")
+        if pos != len(blob) or count < 1:
+            raise SerializationError(f"CipherTensor bytes have {len(blob) - pos} trailing bytes or no header")
+        try:
+            head = json.loads(parts[0])
+            layout = SlotLayout(tuple(head["shape"]), tuple(head["strides"]), int(head["slots"]),
+                                tuple(Tile(int(c), tuple(st), tuple(sz), int(off)) for c, st, sz, off in head["tiles"]),
+                                tuple(tuple(r) for r in head["replicas"]), bool(head["clean"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise SerializationError(f"CipherTensor layout header is malformed: {exc}") from None
+        return cls([Ciphertext.from_bytes(p, ctx) for p in parts[1:]], layout, _backend_of(ctx))
 
     # ------------------------------------------------------------------ free layout changes
     def transpose(self, *axes) -> "CipherTensor":

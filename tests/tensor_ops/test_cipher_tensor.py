@@ -5,7 +5,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crypto import CKKSContext, CKKSParameters, ContextMismatchError, KeyMissingError, LevelError, ShapeError
+from crypto import (CKKSContext, CKKSParameters, ContextMismatchError, KeyMissingError, LevelError,
+                    SerializationError, ShapeError)
 from tensor_ops import CipherTensor, CKKSBackend, PlainBackend, SlotLayout, einsum, encrypt, plan
 
 BE = PlainBackend(256)
@@ -225,3 +226,18 @@ def test_plan_accepts_a_shape_list_arrays_and_one_encrypted_flag():
     np.testing.assert_array_equal(r.simulate(a), a.T)
     with pytest.raises(ShapeError, match="not a tuple of ints"):
         plan("ij,jk", (2, "a"), (3, 4), slots=64)
+
+
+def test_bytes_round_trip_through_a_public_server(toy):
+    a, b = _ints((4, 4), 3), _ints((4, 4), 4)
+    blob = encrypt(toy, a).to_bytes()
+    server = CKKSContext.from_bytes(toy.public_context().to_bytes())
+    assert not server.has_secret_key
+    result = (CipherTensor.from_bytes(blob, server) @ b).to_bytes()  # server side: no secret key
+    np.testing.assert_allclose(CipherTensor.from_bytes(result, toy).decrypt(toy), a @ b, atol=1e-6)
+    with pytest.raises(SerializationError):
+        CipherTensor.from_bytes(blob[:-5], toy)
+    with pytest.raises(SerializationError):
+        CipherTensor.from_bytes(b"garbage", toy)
+    with pytest.raises(SerializationError):
+        encrypt(BE, a).to_bytes()
