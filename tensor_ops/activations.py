@@ -32,6 +32,7 @@ from crypto.errors import ParameterError
 
 MAX_DEGREE = 63
 _LSQ_GRID = 4097
+_DUST = 1e-12
 
 
 def _sigmoid(x):
@@ -135,6 +136,9 @@ def fit_activation(name: str, degree: int, interval=(-4.0, 4.0), method: str = "
         t = np.linspace(-1.0, 1.0, _LSQ_GRID)
     cheb = chebyshev.chebfit(t, TARGETS[key](center + radius * t), int(degree))
     coefficients = chebyshev.cheb2poly(cheb)
+    # an odd or even target leaves rounding dust (~1e-17) where a coefficient is zero; dropping it can
+    # save a level (sigmoid at degree 4 is the cubic 0.5 + c1 t + c3 t^3, depth 2)
+    coefficients[np.abs(coefficients) < _DUST * np.max(np.abs(coefficients))] = 0.0
     return PolyActivation(key, tuple(coefficients), center, radius)
 
 

@@ -73,3 +73,10 @@ def test_bad_coefficients():
         PolyActivation("custom", [1.0, float("nan")])
     with pytest.raises(ParameterError, match="radius"):
         PolyActivation("custom", [1.0], radius=0.0)
+
+
+def test_odd_targets_drop_even_dust_and_save_levels():
+    poly = fit_activation("sigmoid", 4, (-6, 6))
+    assert poly.coefficients[2] == 0.0 and poly.coefficients[4] == 0.0
+    assert poly.degree == 3 and poly.depth == 2
+    assert fit_activation("relu", 4, (-6, 6)).depth == 3
