@@ -200,7 +200,8 @@ class _Chain(UnaryStep):
 
     def _rotations_text(self):
         c = self.counts(0)
-        return f"{c['rotations']} rotations" + (f" + {c['hoisted_rotations']} hoisted" if c["hoisted_rotations"] else "")
+        hoisted = f" + {c['hoisted_rotations']} hoisted" if c["hoisted_rotations"] else ""
+        return f"{c['rotations']} rotations{hoisted}"
 
     def apply(self, be, regs, data):
         regs[self.out] = _sum_chain(be, regs[self.src], self.stages(), self.sign * self.stride)
