@@ -38,13 +38,15 @@ from .zk import (HidingCommitment, HidingOpening, HidingParams, ZKSumcheckProof,
                  open_points, prove_zk_sumcheck, simulate_zk_sumcheck, verify_functionals, verify_points,
                  verify_zk_sumcheck)
 from .aggregate import plan_groups
-from .layers.training import (CommittedTensors, TrainingProof, TrainingSpec, TrainingTrace, commit_step, fit_spec,
-                              prove_training_step, training_step, training_trace, verify_training_step)
+from .layers.training import (CommittedSteps, CommittedTensors, TrainingProof, TrainingSpec, TrainingTrace, commit_step,
+                              commit_steps, fit_spec, prove_training_step, prove_training_steps, training_step,
+                              training_trace, verify_training_step, verify_training_steps)
 
 __all__ += [
     "HidingCommitment", "HidingOpening", "HidingParams", "ZKSumcheckProof", "hiding_commit", "open_functionals",
     "open_points", "prove_zk_sumcheck", "simulate_zk_sumcheck", "verify_functionals", "verify_points",
     "verify_zk_sumcheck", "plan_groups",
-    "CommittedTensors", "TrainingProof", "TrainingSpec", "TrainingTrace", "commit_step", "fit_spec",
-    "prove_training_step", "training_step", "training_trace", "verify_training_step",
+    "CommittedSteps", "CommittedTensors", "TrainingProof", "TrainingSpec", "TrainingTrace", "commit_step",
+    "commit_steps", "fit_spec", "prove_training_step", "prove_training_steps", "training_step", "training_trace",
+    "verify_training_step", "verify_training_steps",
 ]

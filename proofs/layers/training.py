@@ -212,15 +212,17 @@ class TrainingTrace:
         return out
 
 
-def _committed_tables(spec: TrainingSpec) -> list:
-    """(name, group, start, count, elements) of every committed bits table (one per group of planes)."""
-    return [(name, g, start, count, elements) for name, decomposition, elements in spec.bit_tables()
+def _committed_tables(spec: TrainingSpec, steps: int = 1) -> list:
+    """(step, name, group, start, count, elements) of every committed bits table (one per group of planes)."""
+    return [(t, name, g, start, count, elements) for t in range(steps)
+            for name, decomposition, elements in spec.bit_tables()
             for g, (start, count) in enumerate(_plane_groups(decomposition))]
 
 
-def _packed_bits(trace: TrainingTrace, groups) -> list:
-    bits = trace.bits()
-    tables = [bits[name][start:start + count].reshape(-1) for name, _, start, count, _ in _committed_tables(trace.spec)]
+def _packed_bits(traces, groups) -> list:
+    bits = [trace.bits() for trace in traces]
+    tables = [bits[t][name][start:start + count].reshape(-1)
+              for t, name, _, start, count, _ in _committed_tables(traces[0].spec, len(traces))]
     return [stack(tables, groups, g) for g in range(len(groups.groups))]
 
 
@@ -324,18 +326,67 @@ class CommittedTensors:
     witnesses: dict = dataclass_field(default=None, repr=False)
 
 
+@dataclass(frozen=True, eq=False)
+class CommittedSteps:
+    """k consecutive steps: commitments to W_0..W_k (W_(t+1) is step t's W') and to each step's batch.
+
+    ``witnesses`` (prover only) maps "w<t>" and "b<t>" to the commitment witnesses."""
+
+    weights: tuple
+    batches: tuple
+    witnesses: dict = dataclass_field(default=None, repr=False)
+
+    def keyed(self) -> list:
+        """(key, commitment, packing) in the order the proof opens them."""
+        return [(f"w{t}", c, "weights") for t, c in enumerate(self.weights)] + \
+            [(f"b{t}", c, "batch") for t, c in enumerate(self.batches)]
+
+
+def _as_steps(committed: CommittedTensors) -> CommittedSteps:
+    witnesses = None if committed.witnesses is None else {
+        "w0": committed.witnesses["weights"], "w1": committed.witnesses["new_weights"], "b0": committed.witnesses["batch"]}
+    return CommittedSteps((committed.weights, committed.new_weights), (committed.batch,), witnesses)
+
+
+def _commit_tables(tables: dict, params, seed):
+    return {name: hiding_commit(table, params, seed=None if seed is None else seed + k)
+            for k, (name, table) in enumerate(tables.items())}
+
+
 def commit_step(trace: TrainingTrace, zk: bool = True, params: HidingParams | None = None,
                 seed=None) -> CommittedTensors:
     """Commit to W, W' and the batch of ``trace`` (what the verifier receives)."""
+    steps = commit_steps([trace], zk, params, seed)
+    return CommittedTensors(steps.weights[0], steps.weights[1], steps.batches[0],
+                            {"weights": steps.witnesses["w0"], "new_weights": steps.witnesses["w1"],
+                             "batch": steps.witnesses["b0"]})
+
+
+def commit_steps(traces, zk: bool = True, params: HidingParams | None = None, seed=None) -> CommittedSteps:
+    """Commit to W_0..W_k and the k batches of consecutive steps (``traces[t + 1].weights`` = ``traces[t]``'s W')."""
     params = _params(zk, params)
-    spec = trace.spec
-    tables = {"weights": weight_packing(spec).pack([_field(w) for w in trace.weights]),
-              "new_weights": weight_packing(spec).pack([_field(w) for w in trace.new_weights]),
-              "batch": batch_packing(spec).pack([_field(trace.x), _field(trace.y)])}
-    made = {name: hiding_commit(table, params, seed=None if seed is None else seed + k)
-            for k, (name, table) in enumerate(tables.items())}
-    return CommittedTensors(made["weights"][0], made["new_weights"][0], made["batch"][0],
-                            {name: pair[1] for name, pair in made.items()})
+    traces = _check_chain(traces)
+    spec = traces[0].spec
+    tables = {"w0": weight_packing(spec).pack([_field(w) for w in traces[0].weights])}
+    for t, trace in enumerate(traces):
+        tables[f"w{t + 1}"] = weight_packing(spec).pack([_field(w) for w in trace.new_weights])
+        tables[f"b{t}"] = batch_packing(spec).pack([_field(trace.x), _field(trace.y)])
+    made = _commit_tables(tables, params, seed)
+    return CommittedSteps(tuple(made[f"w{t}"][0] for t in range(len(traces) + 1)),
+                          tuple(made[f"b{t}"][0] for t in range(len(traces))),
+                          {name: pair[1] for name, pair in made.items()})
+
+
+def _check_chain(traces) -> list:
+    traces = list(traces) if isinstance(traces, (list, tuple)) else []
+    if not traces or not all(isinstance(t, TrainingTrace) for t in traces):
+        raise ProofError("traces must be a non-empty list of TrainingTrace")
+    for t in range(1, len(traces)):
+        if traces[t].spec != traces[0].spec:
+            raise ProofError(f"traces[{t}] has spec {traces[t].spec}, traces[0] {traces[0].spec}")
+        if not all(np.array_equal(a, b) for a, b in zip(traces[t].weights, traces[t - 1].new_weights)):
+            raise ProofError(f"traces[{t}] does not start from the weights traces[{t - 1}] ends with")
+    return traces
 
 
 def _params(zk: bool, params):
@@ -451,10 +502,10 @@ def _alpha_combination(channel, label, claims):
 class _Protocol:
     """The reductions of the module docstring, run identically by prover (with a trace) and verifier."""
 
-    def __init__(self, spec: TrainingSpec, channel: _Channel, groups, trace=None):
-        self.spec, self.ch, self.groups, self.trace = spec, channel, groups, trace
+    def __init__(self, spec: TrainingSpec, channel: _Channel, groups, step: int, steps: int, trace=None):
+        self.spec, self.ch, self.groups, self.step, self.trace = spec, channel, groups, step, trace
         self.bit_specs = {name: (decomposition, elements) for name, decomposition, elements in spec.bit_tables()}
-        self.table_index = {(name, g): k for k, (name, g, _, _, _) in enumerate(_committed_tables(spec))}
+        self.table_index = {(t, name, g): k for k, (t, name, g, _, _, _) in enumerate(_committed_tables(spec, steps))}
         if trace is not None:
             self.bits = trace.bits()
             L = spec.num_layers
@@ -467,11 +518,14 @@ class _Protocol:
 
     # claims on committed tables ---------------------------------------------------------------
     def committed(self, key, packing_index, local_point, value) -> None:
-        packing = {"weights": weight_packing, "new_weights": weight_packing, "batch": batch_packing}[key](self.spec)
-        self.ch.record(key, packing.point(packing_index, local_point), value)
+        """A claim on W (``"weights"``), W' (``"new_weights"``) or the batch of this step."""
+        t = self.step
+        key, packing = {"weights": (f"w{t}", weight_packing), "new_weights": (f"w{t + 1}", weight_packing),
+                        "batch": (f"b{t}", batch_packing)}[key]
+        self.ch.record(key, packing(self.spec).point(packing_index, local_point), value)
 
     def bits_claim(self, name, plane_group, point, value) -> None:
-        group, position = self.groups.locate(self.table_index[(name, plane_group)])
+        group, position = self.groups.locate(self.table_index[(self.step, name, plane_group)])
         self.ch.record(f"bits{group}", self.groups.packing(group).point(position, point), value)
 
     def planes(self, name, point):
@@ -621,16 +675,16 @@ class TrainingProof:
         return len(self.to_bytes())
 
 
-def _statement(spec: TrainingSpec, committed, bits_commitments, mode: str):
+def _statement(spec: TrainingSpec, steps: CommittedSteps, bits_commitments, mode: str):
     transcript = Transcript(TRANSCRIPT_LABEL)
     spec.absorb(transcript)
-    transcript.absorb("training.statement", [mode, committed.weights.to_bytes(), committed.new_weights.to_bytes(),
-                                             committed.batch.to_bytes()] + [c.to_bytes() for c in bits_commitments])
+    transcript.absorb("training.statement", [mode, len(steps.batches)] + [c.to_bytes() for _, c, _ in steps.keyed()]
+                      + [c.to_bytes() for c in bits_commitments])
     return transcript
 
 
 def _bit_checks(channel, groups, packed=None) -> None:
-    """One bit-check sumcheck per bits commitment (a single one when aggregated)."""
+    """One bit-check sumcheck per bits commitment (one per kind when aggregated)."""
     for g in range(len(groups.groups)):
         n = groups.packing(g).num_vars
         tau = channel.transcript.challenge_ext_vector(f"training.bits{g}.tau", n)  # error n / |F|
@@ -641,50 +695,53 @@ def _bit_checks(channel, groups, packed=None) -> None:
         channel.record(f"bits{g}", sigma, value)
 
 
-def _groups(spec: TrainingSpec, mode: str):
-    tables = _committed_tables(spec)
-    return plan_groups([count * elements for _, _, _, count, elements in tables], mode,
-                       kinds=[name[:3] for name, _, _, _, _ in tables])
+def _groups(spec: TrainingSpec, mode: str, steps: int):
+    tables = _committed_tables(spec, steps)
+    return plan_groups([entry[4] * entry[5] for entry in tables], mode, kinds=[entry[1][:3] for entry in tables])
 
 
-def prove_training_step(trace: TrainingTrace, committed: CommittedTensors, zk: bool = True, mode: str = "aggregate",
-                        params: HidingParams | None = None) -> TrainingProof:
-    """Prove that ``committed.new_weights`` is one SGD step from ``committed.weights`` on ``committed.batch``.
+def prove_training_steps(traces, committed: CommittedSteps, zk: bool = True, mode: str = "aggregate",
+                         params: HidingParams | None = None) -> TrainingProof:
+    """Prove that each committed W_(t+1) is one SGD step from W_t on batch t, for consecutive steps at once.
 
-    ``trace`` is the prover's witness (:func:`training_trace`); ``committed`` must come from
-    :func:`commit_step` with the same ``zk``.
+    With ``mode="aggregate"`` the bit planes of a kind are stacked across layers *and* steps: one commitment,
+    one bit check and one opening per kind for the whole run; W_1..W_(k-1) are opened once for both steps
+    that use them.
     """
     params = _params(zk, params)
-    if not isinstance(trace, TrainingTrace) or not isinstance(committed, CommittedTensors) or \
-            committed.witnesses is None:
-        raise ProofError("prove_training_step needs a TrainingTrace and CommittedTensors with witnesses")
-    if committed.weights.params != params:
-        raise ProofError(f"the commitments use {committed.weights.params}, the proof {params}")
-    spec, groups = trace.spec, _groups(trace.spec, mode)
-    packed = _packed_bits(trace, groups)
+    traces = _check_chain(traces)
+    if not isinstance(committed, CommittedSteps) or committed.witnesses is None or \
+            len(committed.batches) != len(traces):
+        raise ProofError(f"committed must be CommittedSteps with witnesses for {len(traces)} steps")
+    if committed.weights[0].params != params:
+        raise ProofError(f"the commitments use {committed.weights[0].params}, the proof {params}")
+    spec, steps = traces[0].spec, len(traces)
+    groups = _groups(spec, mode, steps)
+    packed = _packed_bits(traces, groups)
     bits_made = [hiding_commit(table, params) for table in packed]
     channel = _Channel(_statement(spec, committed, [c for c, _ in bits_made], mode), bool(zk), params)
-    _Protocol(spec, channel, groups, trace).run()
+    for t, trace in enumerate(traces):
+        _Protocol(spec, channel, groups, t, steps, trace).run()
     _bit_checks(channel, groups, packed)
-    for key in ("weights", "new_weights", "batch"):
+    for key, _, _ in committed.keyed():
         channel.open(key, None, committed.witnesses[key])
     for g, (_, witness) in enumerate(bits_made):
         channel.open(f"bits{g}", None, witness)
     return TrainingProof(mode, tuple(c for c, _ in bits_made), tuple(channel.items))
 
 
-def verify_training_step(spec: TrainingSpec, committed: CommittedTensors, proof: TrainingProof) -> None:
-    """Raise ProofRejected unless ``proof`` shows W' (committed) is one honest SGD step from W on the batch."""
+def verify_training_steps(spec: TrainingSpec, committed: CommittedSteps, proof: TrainingProof) -> None:
+    """Raise ProofRejected unless ``proof`` shows every committed W_(t+1) is one honest SGD step from W_t."""
     where = "training proof"
-    if not isinstance(spec, TrainingSpec) or not isinstance(committed, CommittedTensors):
-        raise ProofRejected("expected a TrainingSpec and CommittedTensors", where)
+    if not isinstance(spec, TrainingSpec) or not isinstance(committed, CommittedSteps) or \
+            not 1 <= len(committed.batches) == len(committed.weights) - 1:
+        raise ProofRejected("expected a TrainingSpec and CommittedSteps (k + 1 weights, k batches)", where)
     if not isinstance(proof, TrainingProof) or proof.mode not in ("aggregate", "layer"):
         raise ProofRejected("expected a TrainingProof with mode 'aggregate' or 'layer'", where)
-    params = committed.weights.params
-    groups = _groups(spec, proof.mode)
-    expected = [("weights", committed.weights, weight_packing(spec).num_vars),
-                ("new_weights", committed.new_weights, weight_packing(spec).num_vars),
-                ("batch", committed.batch, batch_packing(spec).num_vars)]
+    params, steps = getattr(committed.weights[0], "params", None), len(committed.batches)
+    groups = _groups(spec, proof.mode, steps)
+    sizes = {"weights": weight_packing(spec).num_vars, "batch": batch_packing(spec).num_vars}
+    expected = [(key, c, sizes[kind]) for key, c, kind in committed.keyed()]
     if len(proof.bits_commitments) != len(groups.groups):
         raise ProofRejected(f"{len(proof.bits_commitments)} bits commitments, expected {len(groups.groups)}", where)
     expected += [(f"bits{g}", c, groups.packing(g).num_vars) for g, c in enumerate(proof.bits_commitments)]
@@ -695,8 +752,28 @@ def verify_training_step(spec: TrainingSpec, committed: CommittedTensors, proof:
                                 where)
     channel = _Channel(_statement(spec, committed, proof.bits_commitments, proof.mode), params.hiding, params,
                        items=proof.items)
-    _Protocol(spec, channel, groups).run()
+    for t in range(steps):
+        _Protocol(spec, channel, groups, t, steps).run()
     _bit_checks(channel, groups)
     for name, commitment, _ in expected:
         channel.open(name, commitment, None)
     channel.finish()
+
+
+def prove_training_step(trace: TrainingTrace, committed: CommittedTensors, zk: bool = True, mode: str = "aggregate",
+                        params: HidingParams | None = None) -> TrainingProof:
+    """Prove that ``committed.new_weights`` is one SGD step from ``committed.weights`` on ``committed.batch``.
+
+    ``trace`` is the prover's witness (:func:`training_trace`); ``committed`` must come from
+    :func:`commit_step` with the same ``zk``.
+    """
+    if not isinstance(committed, CommittedTensors) or committed.witnesses is None:
+        raise ProofError("prove_training_step needs CommittedTensors with witnesses (from commit_step)")
+    return prove_training_steps([trace], _as_steps(committed), zk, mode, params)
+
+
+def verify_training_step(spec: TrainingSpec, committed: CommittedTensors, proof: TrainingProof) -> None:
+    """Raise ProofRejected unless ``proof`` shows W' (committed) is one honest SGD step from W on the batch."""
+    if not isinstance(committed, CommittedTensors):
+        raise ProofRejected("expected CommittedTensors", "training proof")
+    verify_training_steps(spec, _as_steps(committed), proof)

@@ -207,3 +207,45 @@ def test_step_does_not_mutate_inputs():
     T.training_step(weights, x, y, SPEC)
     for a, b in zip(weights + [x, y], copies[0] + [copies[1], copies[2]]):
         np.testing.assert_array_equal(a, b)
+
+
+STEPS_SPEC = T.TrainingSpec((6, 5, 3), batch=3, act_bits=8, weight_bits=8, shift=6, grad_shift=5, grad_bits=12,
+                            lr_shift=5, update_bits=8)
+
+
+def _two_steps():
+    weights, x, y = _data(STEPS_SPEC, 4, weight=6)
+    rng = np.random.default_rng(5)
+    first = T.training_trace(weights, x, y, STEPS_SPEC)
+    x2, y2 = rng.integers(-16, 16, size=x.shape), rng.integers(-10, 10, size=y.shape)
+    second = T.training_trace(first.new_weights_unpadded(), x2, y2, STEPS_SPEC)
+    return first, second
+
+
+def test_two_steps_in_one_proof_share_commitments_and_bit_checks():
+    traces = _two_steps()
+    committed = T.commit_steps(traces, zk=False)
+    assert len(committed.weights) == 3 and len(committed.batches) == 2
+    proof = T.prove_training_steps(traces, committed, zk=False)
+    T.verify_training_steps(STEPS_SPEC, committed, proof)
+    assert len(proof.bits_commitments) == 3  # the bits of both steps stacked by kind
+    separate = [T.prove_training_step(t, T.commit_step(t, zk=False), zk=False) for t in traces]
+    openings = lambda p: sum(isinstance(i, T.HidingOpening) for i in p.items)  # noqa: E731
+    assert openings(proof) < sum(openings(p) for p in separate)
+
+
+def test_a_wrong_second_step_is_rejected():
+    first, second = _two_steps()
+    new = [w.copy() for w in second.new_weights]
+    new[0][1, 1] -= 1
+    traces = [first, dataclasses.replace(second, new_weights=tuple(new))]
+    committed = T.commit_steps(traces, zk=True)
+    proof = T.prove_training_steps(traces, committed, zk=True)
+    with pytest.raises(ProofRejected):
+        T.verify_training_steps(STEPS_SPEC, committed, proof)
+    with pytest.raises(ProofRejected):  # an empty proof
+        T.verify_training_steps(STEPS_SPEC, committed, T.TrainingProof("aggregate", (), ()))
+    with pytest.raises(ProofRejected):  # the steps' weights out of order
+        T.verify_training_steps(STEPS_SPEC, dataclasses.replace(committed, weights=committed.weights[::-1]), proof)
+    with pytest.raises(ProofError, match="does not start from"):
+        T.commit_steps([second, first], zk=False)
