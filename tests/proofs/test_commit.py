@@ -206,3 +206,17 @@ def test_ntt_input_errors():
         ntt(np.zeros((2, 0), dtype=np.uint64))
     with pytest.raises(ProofError, match="dtype=float64"):
         ntt(np.zeros(4))
+
+
+@pytest.mark.parametrize("rate_inv", [2, 8, 16])
+def test_other_rates_open_verify_and_reject(rate_inv):
+    params = CommitParams(rate_inv=rate_inv)
+    assert params.security_bits >= 100
+    values, commitment, points, opened, proof = honest(9, seed=rate_inv, num_points=2, params=params)
+    assert commitment.codeword_length == rate_inv * 2 ** commitment.log_cols
+    verify_batch(commitment, points, opened, proof, Transcript("t"))
+    columns = proof.columns.copy()
+    columns[-1, -1] = (columns[-1, -1] + 1) % F.P
+    expect_rejected(commitment, points, opened, OpeningProof(proof.u_rand, proof.u_evals, columns, proof.merkle_proof))
+    other = Commitment(commitment.root, commitment.num_vars, CommitParams(rate_inv=4))
+    expect_rejected(other, points, opened, proof)
