@@ -107,6 +107,16 @@ def train_cnn(x, y, channels=4, steps=300, seed=0):
                        Square(), Flatten(), Linear(p["w2"], p["b2"])], input_shape=(1, 8, 8))
 
 
+def report_agreement(encrypted, plain, labels):
+    """Print how the decrypted outputs compare with the plaintext model; stop if fewer than 99% agree."""
+    agree = np.mean(encrypted.argmax(1) == plain.argmax(1))
+    print(f"max |encrypted - plaintext| output error {np.max(np.abs(encrypted - plain)):.2e}; encrypted "
+          f"predictions equal the plaintext model's on {100 * agree:.1f}% of the images; encrypted accuracy "
+          f"{np.mean(encrypted.argmax(1) == labels):.3f}")
+    if agree < 0.99:
+        raise SystemExit(f"agreement {agree:.3f} is below 99%")
+
+
 def main():
     x_train, y_train, x_test, y_test = digits_split()
     out = pathlib.Path(os.environ.get("HEZK_OUT", "."))
