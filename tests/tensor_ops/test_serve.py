@@ -114,3 +114,9 @@ def test_nothing_secret_can_be_requested(model):
     routes = {(route.path, method) for route in app.routes if hasattr(route, "methods") for method in route.methods}
     public = {("/health", "GET"), ("/plan", "GET"), ("/contexts", "POST"), ("/infer/{context_id}", "POST")}
     assert {r for r in routes if not r[0].startswith(("/docs", "/openapi", "/redoc"))} == public
+
+
+def test_context_with_too_few_levels_is_400(url):
+    shallow = Client(plan=None, params="N13", seed=23)  # 2 levels, the model needs 3
+    response = _post(url, "/contexts", shallow.public_context())
+    assert response.status_code == 400 and "depth=3" in response.json()["detail"]
