@@ -206,6 +206,15 @@ class Commitment:
     num_vars: int
     params: CommitParams = CommitParams()
 
+    def __post_init__(self):
+        if not isinstance(self.root, bytes):  # a root of another length simply never matches
+            raise ProofError(f"Commitment: root must be bytes, got {type(self.root).__name__}")
+        if not isinstance(self.num_vars, (int, np.integer)) or not 0 <= self.num_vars <= MAX_NUM_VARS:
+            raise ProofError(f"Commitment: num_vars={self.num_vars!r} not in [0, {MAX_NUM_VARS}]")
+        if not isinstance(self.params, CommitParams):
+            raise ProofError(f"Commitment: params must be a CommitParams, got {type(self.params).__name__}")
+        object.__setattr__(self, "num_vars", int(self.num_vars))
+
     @property
     def log_rows(self) -> int:
         return _layout(self.num_vars)[0]
@@ -238,13 +247,10 @@ class Commitment:
         num_queries = reader.uint(2)
         root = reader.raw(DIGEST_SIZE)
         reader.finish()
-        if num_vars > MAX_NUM_VARS:
-            raise ProofRejected(f"num_vars={num_vars} > {MAX_NUM_VARS}", "commitment")
         try:
-            params = CommitParams(rate_inv=1 << min(log_rate, 63), num_queries=num_queries)
+            return cls(root, num_vars, CommitParams(rate_inv=1 << min(log_rate, 63), num_queries=num_queries))
         except ProofError as error:
             raise ProofRejected(str(error), "commitment") from None
-        return cls(root, num_vars, params)
 
 
 def _check_header(reader, magic: bytes) -> None:
@@ -406,7 +412,7 @@ def verify_batch(commitment: Commitment, points, values, proof: OpeningProof, tr
         raise ProofRejected(f"opened columns of shape {getattr(columns, 'shape', None)}, "
                             f"expected ({rows}, {indices.size})", where)
     merkle = proof.merkle_proof
-    if not all(isinstance(d, bytes) and len(d) == DIGEST_SIZE for d in merkle):
+    if not isinstance(merkle, (tuple, list)) or not all(isinstance(d, bytes) and len(d) == DIGEST_SIZE for d in merkle):
         raise ProofRejected("Merkle digests must be 32-byte strings", where)
     depth = commitment.codeword_length.bit_length() - 1
     if _merkle_root_from(_leaf_digests(columns), indices, list(merkle), depth) != commitment.root:

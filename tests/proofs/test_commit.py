@@ -153,6 +153,15 @@ def test_verifier_rejects_weak_parameters_and_malformed_objects():
         expect_rejected(bad, points, opened, proof)
     expect_rejected(commitment, points.astype(np.int64), opened, proof)
     expect_rejected(commitment, points, opened[:, :3], proof)
+    for merkle in (None, 5, [b"x" * 32, None]):
+        expect_rejected(commitment, points, opened, OpeningProof(proof.u_rand, proof.u_evals, proof.columns, merkle))
+    for u_rand in (None, proof.u_rand.tolist(), proof.u_rand[:, :3]):
+        expect_rejected(commitment, points, opened, OpeningProof(u_rand, proof.u_evals, proof.columns,
+                                                                 proof.merkle_proof))
+    with pytest.raises(ProofError, match="root"):
+        Commitment(None, 3)
+    with pytest.raises(ProofError, match="num_vars=99"):
+        Commitment(bytes(32), 99)
 
 
 @given(st.integers(1, 8), st.lists(st.integers(0, 255), min_size=1, max_size=40), seeds)
