@@ -13,7 +13,8 @@ instead of one per layer. With tables T_1..T_m of power-of-two lengths placed by
 - one **batch opening** of P settles the claims on all T_i (each mapped by ``Packing.point``).
 
 Tables are grouped by kind (FAC4DNN stacks "tensors of the same kind": here forward, backward and update
-bits), which also keeps each packed table near a power of two. Layer by layer (``mode="layer"``) each T_i gets its own commitment, bit check and opening: m Merkle
+bits), and a kind is split into a few groups that each fill a power of two, so stacking never pads a total
+of 17.3M entries to 33.5M. Layer by layer (``mode="layer"``) each T_i gets its own commitment, bit check and opening: m Merkle
 trees, m sumchecks and m sets of column queries instead of one. :func:`plan_groups` says which tables
 share a commitment; the training proof (:mod:`proofs.layers.training`) measures both modes.
 """
@@ -50,8 +51,8 @@ class TableGroups:
 
 
 def plan_groups(lengths, mode: str = "aggregate", kinds=None) -> TableGroups:
-    """Tables of the same kind share one group (``"aggregate"``; all tables when ``kinds`` is None), or one
-    group per table (``"layer"``)."""
+    """Tables of the same kind share groups (``"aggregate"``; all tables are one kind when ``kinds`` is None),
+    each group filling a power of two (:func:`_power_of_two_bins`); or one group per table (``"layer"``)."""
     if mode not in MODES:
         raise ProofError(f"mode={mode!r} not in {MODES}")
     lengths = tuple(int(n) for n in lengths)
@@ -62,8 +63,36 @@ def plan_groups(lengths, mode: str = "aggregate", kinds=None) -> TableGroups:
         raise ProofError(f"{len(kinds)} kinds for {len(lengths)} tables")
     if mode == "layer":
         return TableGroups(lengths, tuple((i,) for i in range(len(lengths))))
-    order = list(dict.fromkeys(kinds))
-    return TableGroups(lengths, tuple(tuple(i for i, k in enumerate(kinds) if k == kind) for kind in order))
+    groups = []
+    for kind in dict.fromkeys(kinds):
+        groups += _power_of_two_bins([i for i, k in enumerate(kinds) if k == kind], lengths)
+    return TableGroups(lengths, tuple(groups))
+
+
+def _power_of_two_bins(members, lengths) -> list:
+    """Split tables (power-of-two lengths) into few groups whose padding to a power of two stays small.
+
+    A packed table is padded to a power of two; stacking tables of total 17.3M into one would commit 33.5M.
+    While padding the rest would waste more than 1/8 of the kind's total, the largest tables fill the largest
+    power of two not above the remaining total (powers of two sorted in decreasing order fill it exactly).
+    """
+    remaining = sorted(members, key=lambda i: (-lengths[i], i))
+    budget = sum(lengths[i] for i in members) // 8  # padding accepted to keep one commitment
+    bins = []
+    while remaining:
+        total = sum(lengths[i] for i in remaining)
+        capacity = 1 << (total.bit_length() - 1)
+        if (2 * capacity if capacity < total else capacity) - total <= budget or len(remaining) == 1:
+            bins.append(tuple(sorted(remaining)))
+            break
+        chosen, filled = [], 0
+        for i in remaining:
+            if filled + lengths[i] <= capacity:
+                chosen.append(i)
+                filled += lengths[i]
+        bins.append(tuple(sorted(chosen)))
+        remaining = [i for i in remaining if i not in chosen]
+    return bins
 
 
 def stack(tables, groups: TableGroups, group: int) -> np.ndarray:

@@ -78,7 +78,7 @@ def test_aggregation_makes_fewer_commitments_sumchecks_and_openings(honest):
     committed = T.commit_step(trace, zk=False)
     aggregated = T.prove_training_step(trace, committed, zk=False, mode="aggregate")
     layered = T.prove_training_step(trace, committed, zk=False, mode="layer")
-    assert len(aggregated.bits_commitments) == 3  # one per kind: forward, backward and update bits
+    assert 3 <= len(aggregated.bits_commitments) < len(layered.bits_commitments)  # a few per kind of bits
     assert len(layered.bits_commitments) >= len(SPEC.bit_tables())  # one per tensor (or per group of its planes)
     kinds = [lambda p: len(p.items), lambda p: sum(isinstance(i, T.HidingOpening) for i in p.items)]
     for count in kinds:  # one bit check and one opening per commitment (bytes: see benchmarks/proofs_training.py)
@@ -228,7 +228,7 @@ def test_two_steps_in_one_proof_share_commitments_and_bit_checks():
     assert len(committed.weights) == 3 and len(committed.batches) == 2
     proof = T.prove_training_steps(traces, committed, zk=False)
     T.verify_training_steps(STEPS_SPEC, committed, proof)
-    assert len(proof.bits_commitments) == 3  # the bits of both steps stacked by kind
+    assert len(proof.bits_commitments) < 2 * len(STEPS_SPEC.bit_tables())  # both steps' bits stacked by kind
     separate = [T.prove_training_step(t, T.commit_step(t, zk=False), zk=False) for t in traces]
     openings = lambda p: sum(isinstance(i, T.HidingOpening) for i in p.items)  # noqa: E731
     assert openings(proof) < sum(openings(p) for p in separate)
