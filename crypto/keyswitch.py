@@ -5,9 +5,10 @@ sample over Q·P in NTT form:  b_j = -a_j·s + e_j + P·[Q/Q_j · (Q/Q_j)^-1 mod
 gadget factor is P mod q_i on the primes of D_j and 0 elsewhere.  To switch c (NTT form over Q_ℓ):
 
 1. ModUp: for each digit, the residues of c on D_j ∩ Q_ℓ are extended to the other primes of Q_ℓ·P
-   by fast basis conversion (its u·Q_j error is annihilated by the gadget);
+   by an exact conversion of the centered representative (|d_j| <= Q_j/2: about 2.5 bits less noise
+   than the [0, k·Q_j) output of a fast conversion, whose u·Q_j term the gadget would annihilate);
 2. inner product Σ_j d_j·(b_j, a_j) over Q_ℓ·P, in NTT form;
-3. ModDown: divide by P and round back to Q_ℓ.
+3. ModDown: divide by P with exact rounding (the centered residue mod P is moved to Q_ℓ).
 
 (Han & Ki, "Better bootstrapping for approximate homomorphic encryption", CT-RSA 2020; Kim, Polyakov,
 Zucca, "Revisiting homomorphic encryption schemes for finite fields", ASIACRYPT 2021.)  Hoisting
