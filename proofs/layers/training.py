@@ -14,8 +14,10 @@ forward quotient is the ReLU mask of both passes. Z, G_A, G_W, A, G are not comm
 function of committed tensors, reached by a reduction.
 
 Statement: commitments to W (all layers packed), W' and the batch (X and Y packed), hiding when
-``zk=True``. The proof commits to all bit planes (one commitment for every layer when
-``mode="aggregate"``, FAC4DNN; one per tensor with ``mode="layer"``) and then, by Fiat-Shamir:
+``zk=True``; for k consecutive steps (:func:`prove_training_steps`) W_0..W_k and k batches. The proof
+commits to all bit planes (with ``mode="aggregate"``, FAC4DNN: the planes of one kind, forward, backward
+or update, stacked across layers and steps into a few power-of-two commitments, :mod:`proofs.aggregate`;
+with ``mode="layer"`` one commitment per tensor) and then, by Fiat-Shamir, for each step:
 
 1. per layer, a random point r: the claims W'~(r), W~(r) and the update's planes at r give U~(r) and
    G_W~(r); the verifier checks W'~(r) = W~(r) - U~(r);
@@ -26,11 +28,15 @@ Statement: commitments to W (all layers packed), W' and the batch (X and Y packe
    prover states the planes' values T_bits~(rho, j); these give q~(rho), the sign and the rescaled
    tensor's value (a claim handed to step 2), and one claim T_bits~(rho, tau) on the commitment;
 4. G_(L-1) = O - Y splits into claims on O and Y; claims on A_0 go to X;
-5. one bit check per bits commitment (:mod:`proofs.aggregate`), then one batch opening per commitment.
+5. after all steps, one bit check per bits commitment, then one batch opening per commitment (W_t is
+   opened once for the two steps that use it).
 
 Soundness (|F| = p^4): every sumcheck k d / |F|, the batching weights and plane points 1 / |F| each, every
 opening 2^-(commitment bits). All integers stay below p / 2 by the declared bounds
 (:meth:`TrainingSpec.bounds`), so field identities are integer identities and W' is the integer step.
+Assumed, not proved here: W, X and Y are in their declared ranges (they are the committed model and data;
+a one-off bit check of the same kind shows it). W' is exactly W - U with U range-checked, so its range
+follows from W's.
 Zero knowledge (``zk=True``): hiding commitments and Libra-masked sumchecks (:mod:`proofs.zk`); the
 proof still reveals the plane values at the random points of step 3 and the sumchecks' final
 evaluations (random linear functionals of the witness), as stated in :mod:`proofs.zk`.
