@@ -86,12 +86,11 @@ def _layout(num_vars: int) -> tuple[int, int]:
 
 # --------------------------------------------------------------------------------------------- NTT / RS
 def _bit_reverse(n: int) -> np.ndarray:
-    bits = n.bit_length() - 1
-    index = np.arange(n, dtype=np.int64)
-    reversed_ = np.zeros(n, dtype=np.int64)
-    for b in range(bits):
-        reversed_ |= ((index >> b) & 1) << (bits - 1 - b)
-    return reversed_
+    """The bit-reversal permutation of n = 2^k, built by doubling: rev_2m = [2 rev_m, 2 rev_m + 1]."""
+    order = np.zeros(1, dtype=np.int64)
+    while order.size < n:
+        order = np.concatenate([2 * order, 2 * order + 1])
+    return order
 
 
 def _powers(base: int, count: int) -> np.ndarray:
