@@ -281,3 +281,19 @@ def test_parameters_are_validated():
     big, _ = zk.hiding_commit(F.random_elements(1 << 16, seed=2))
     assert big.codeword_length == 4 << big.log_cols  # a long row keeps the code length: the tail costs no NTT size
     assert eq_table(F.ext_random(2, seed=3)).shape == (4, 4)
+
+
+def test_training_proofs_of_the_same_step_differ():
+    spec = T.TrainingSpec((4, 3, 2), batch=2, act_bits=6, weight_bits=6, shift=3, grad_shift=3, grad_bits=8,
+                          lr_shift=1, update_bits=10)
+    rng = np.random.default_rng(21)
+    weights = [rng.integers(-6, 6, size=(spec.sizes[i + 1], spec.sizes[i])) for i in range(2)]
+    trace = T.training_trace(weights, rng.integers(-8, 8, (2, 4)), rng.integers(-8, 8, (2, 2)), spec)
+    committed = T.commit_step(trace, zk=True)
+    first, second = (T.prove_training_step(trace, committed, zk=True) for _ in range(2))
+    for proof in (first, second):
+        T.verify_training_step(spec, committed, proof)
+    assert first.to_bytes() != second.to_bytes()
+    assert first.bits_commitments[0].root != second.bits_commitments[0].root
+    again = T.commit_step(trace, zk=True)
+    assert again.weights.root != committed.weights.root  # the same weights commit to a fresh root
