@@ -18,6 +18,8 @@ from crypto.errors import ParameterError, ShapeError
 from crypto.context import as_parameters
 from crypto.params import CKKSParameters
 from tensor_ops.activations import PolyActivation, fit_activation, square
+from tensor_ops.backends import PlainBackend
+from tensor_ops.tensor import CipherTensor, encrypt as tensor_encrypt
 
 MAX_AFFINE_ENTRIES = 1 << 24
 
@@ -461,7 +463,11 @@ class Sequential:
         return x.reshape(1 if single else x.shape[0], -1), single
 
     def forward(self, x, input_shape=None):
-        """Plaintext reference of the encrypted computation; x is one sample or a batch."""
+        """Plaintext reference of the encrypted computation; x is one sample or a batch.
+
+        A ``CipherTensor`` input runs the same stages through the einsum planner (``forward_tensor``)."""
+        if isinstance(x, CipherTensor):
+            return self.forward_tensor(x, input_shape)
         shape = self._resolve(input_shape if input_shape is not None else self._infer_shape(x))
         flat, single = self._flat_batch(x, shape)
         for stage in self.stages(shape):
@@ -470,6 +476,35 @@ class Sequential:
         return out[0] if single else out
 
     __call__ = forward
+
+    def forward_tensor(self, x: CipherTensor, input_shape=None) -> CipherTensor:
+        """The stages on a CipherTensor of flattened samples, shape (batch, n) or (n,): each affine stage
+        is ``x @ A.T + b`` and each activation the polynomial schedule, all lowered to einsum plans by
+        ``tensor_ops`` (its packing, its rotations: see ``tensor_rotations``). The Client/Server path packs
+        many samples per ciphertext with fewer levels; this one composes with other CipherTensor code."""
+        shape = self._resolve(input_shape)
+        n = math.prod(shape)
+        if not (x.shape == (n,) or (x.ndim == 2 and x.shape[1] == n)):
+            raise ShapeError(f"CipherTensor of shape {x.shape}: encrypt the flattened samples, shape (batch, {n}) "
+                             f"or ({n},), for the model's input {shape}")
+        for stage in self.stages(shape):
+            if isinstance(stage, AffineStage):
+                x = x @ stage.matrix.T + stage.bias
+            else:
+                result = stage.poly.evaluate(x)
+                x = result if isinstance(result, CipherTensor) else x * 0.0 + result
+        return x
+
+    def tensor_rotations(self, batch=None, params=None, input_shape=None) -> tuple[int, ...]:
+        """The rotation steps ``forward_tensor`` needs on a (batch, n) input (a (n,) input if batch is None),
+        found by a dry run on a recording PlainBackend: pass them to ``CKKSContext.keygen(rotations=...)``."""
+        shape = self._resolve(input_shape)
+        n = math.prod(shape)
+        params = as_parameters(params) if params is not None else choose_parameters(self.depth(shape))
+        recorder = _RotationRecorder(params.slots)
+        dummy = np.zeros((n,) if batch is None else (int(batch), n))
+        self.forward_tensor(tensor_encrypt(recorder, dummy), shape)
+        return tuple(sorted(recorder.steps))
 
     def forward_layers(self, x):
         """Layer by layer, without folding (equal to ``forward`` up to float rounding)."""
@@ -531,6 +566,22 @@ class Sequential:
     def __repr__(self):
         inner = ", ".join(layer.kind for layer in self._layers)
         return f"Sequential([{inner}], input_shape={self._input_shape})"
+
+
+class _RotationRecorder(PlainBackend):
+    """A PlainBackend that notes every rotation step a plan performs."""
+
+    def __init__(self, slots):
+        super().__init__(slots)
+        self.steps = set()
+
+    def rotate(self, x, k):
+        self.steps.add(int(k))
+        return super().rotate(x, k)
+
+    def rotate_many(self, x, ks):
+        self.steps.update(int(k) for k in ks)
+        return super().rotate_many(x, ks)
 
 
 def load_model(path) -> "Sequential":

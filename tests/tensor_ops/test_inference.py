@@ -214,3 +214,13 @@ def test_params_only_client_with_an_image_model():
     np.testing.assert_allclose(batch, model.forward(image[None].repeat(2, axis=0)), atol=1e-6)
     with pytest.raises(ShapeError, match=r"\(1, 4, 4\)"):
         server.evaluate(client.encrypt(np.zeros((2, 3, 5))))
+
+
+def test_forward_on_cipher_tensors_with_real_ckks():
+    import tensor_ops
+
+    model = _model(20)
+    context = CKKSContext.keygen("TOY", rotations=model.tensor_rotations(batch=4, params="TOY"), seed=21)
+    x = np.random.default_rng(22).uniform(-1, 1, (4, 6))
+    y = model(tensor_ops.encrypt(context, x))
+    np.testing.assert_allclose(y.decrypt(context), model.forward(x), atol=1e-6)

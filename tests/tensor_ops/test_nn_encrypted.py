@@ -6,6 +6,8 @@ from hypothesis import given, strategies as st
 from crypto.errors import KeyMissingError, LevelError, ParameterError, ShapeError
 from tensor_ops.inference import EncryptedModel, rotation_routes
 from tensor_ops.nn import AvgPool2d, Conv2d, Flatten, Linear, ModelPlan, Poly, Sequential, Square, choose_parameters
+from tensor_ops.backends import PlainBackend
+from tensor_ops.tensor import encrypt as tensor_encrypt
 from tests.reference.sim_ckks import SimContext
 
 
@@ -131,3 +133,20 @@ def test_explicit_parameters_too_shallow():
     model = _mlp(np.random.default_rng(5), 8, 8, 2, Poly("relu", 7, 4))
     with pytest.raises(ParameterError, match="depth=5"):
         model.plan(params=choose_parameters(2))
+
+
+@pytest.mark.parametrize("batch", [None, 3])
+def test_forward_on_cipher_tensors_through_the_planner(batch):
+    rng = np.random.default_rng(6)
+    model = Sequential([Conv2d(rng.normal(size=(2, 1, 3, 3)), padding=1), AvgPool2d(2), Poly("silu", 3, (-4, 4)),
+                        Flatten(), Linear(rng.normal(size=(3, 8)))], input_shape=(1, 4, 4))
+    x = rng.normal(size=(16,) if batch is None else (batch, 16))
+    backend = PlainBackend(2048, rotations=model.tensor_rotations(batch, params="TOY"))  # TOY: 2048 slots
+    y = model(tensor_encrypt(backend, x))
+    np.testing.assert_allclose(y.decrypt(), model.forward(x.reshape(-1, 1, 4, 4)).reshape(y.shape), atol=1e-9)
+
+
+def test_cipher_tensor_of_unflattened_images_is_refused():
+    model = Sequential([Flatten(), Linear(np.ones((2, 16)))], input_shape=(1, 4, 4))
+    with pytest.raises(ShapeError, match="flattened"):
+        model(tensor_encrypt(PlainBackend(1024), np.zeros((2, 4, 4))))
