@@ -1,10 +1,17 @@
 """Encrypted inference: layers, ``Sequential`` models from numpy weights, and their plans.
 
-Layers are numpy functions of a batch (the plaintext half). Every layer but the activations is affine, x -> A x + b on the flattened sample, and ``affine`` returns
-that (A, b) by probing the layer's own ``forward`` with the basis vectors, so a convolution, a pooling or a
-batch norm becomes one dense matrix and consecutive affine layers fold into a single matrix (batch norm
-folds into the convolution or linear layer before it, Ioffe and Szegedy, ICML 2015). Activations are the
-polynomials of ``tensor_ops.activations``. Input shapes are per sample: (features,) or (channels, H, W).
+Layers are numpy functions of a batch (the plaintext half). Every layer but the activations is affine,
+x -> A x + b on the flattened sample, and ``affine`` returns that (A, b) by probing the layer's own
+``forward`` with the basis vectors, so a convolution, a pooling or a batch norm becomes one dense matrix
+and consecutive affine layers fold into a single matrix (batch norm folds into the convolution or linear
+layer before it, Ioffe and Szegedy, ICML 2015). Activations are the polynomials of
+``tensor_ops.activations``. Input shapes are per sample: (features,) or (channels, H, W).
+
+``Sequential.stages()`` is that folded form; ``forward`` runs it in numpy (the reference every encrypted
+result is compared with). It runs encrypted two ways:
+- ``model.plan()`` -> ``ModelPlan``: the packed server path of ``tensor_ops.inference`` (many samples per
+  ciphertext, one level per affine stage, Galois keys for the plan's rotations only);
+- ``model(cipher_tensor)``: the same stages on a ``CipherTensor`` through the einsum planner.
 """
 from __future__ import annotations
 
