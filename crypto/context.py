@@ -171,6 +171,26 @@ class CKKSContext:
         from .serialize import context_to_bytes
         return context_to_bytes(self, include_secret_key)
 
+    def public_key_bytes(self) -> bytes:
+        """The public key alone (enough to encrypt, with the parameters it carries)."""
+        from .serialize import public_key_to_bytes
+        return public_key_to_bytes(self)
+
+    def relin_key_bytes(self) -> bytes:
+        from .serialize import relin_key_to_bytes
+        return relin_key_to_bytes(self)
+
+    def galois_keys_bytes(self) -> bytes:
+        from .serialize import galois_keys_to_bytes
+        return galois_keys_to_bytes(self)
+
+    @classmethod
+    def from_key_bytes(cls, public_key: bytes, relin_key: bytes, galois_keys: bytes | None = None,
+                       backend="auto") -> "CKKSContext":
+        """A public context from separate key records (``public_key_bytes`` and friends)."""
+        from .serialize import context_from_key_bytes
+        return context_from_key_bytes(public_key, relin_key, galois_keys, backend)
+
     def secret_key_bytes(self) -> bytes:
         """The secret key alone (explicit call; keep these bytes private)."""
         from .serialize import secret_key_to_bytes

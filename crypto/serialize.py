@@ -251,16 +251,38 @@ def plaintext_from_bytes(blob, ctx):
     return Plaintext(RNSPoly(ctx.ring, data, idx, True), level, scale, length, is_complex, params.fingerprint)
 
 
-def _key_arrays(ctx) -> tuple[dict, list]:
-    """Meta and arrays of the public material: public key, relinearization key, Galois keys."""
+def _key_meta(ctx) -> dict:
+    return {"params": ctx.params.to_dict(), "key_id": ctx.key_id.hex()}
+
+
+def _galois_meta(ctx) -> tuple[dict, list]:
     gk = ctx.galois_keys
     elements = sorted(gk.keys)
-    meta = {"params": ctx.params.to_dict(), "key_id": ctx.key_id.hex(), "steps": list(gk.steps),
-            "conjugation": gk.conjugation, "galois_elements": elements}
-    arrays = [ctx.public_key.b.data, ctx.public_key.a.data, ctx.relin_key.b, ctx.relin_key.a]
-    for g in elements:
-        arrays += [gk.keys[g].b, gk.keys[g].a]
-    return meta, [_residue_array(a) for a in arrays]
+    meta = {"steps": list(gk.steps), "conjugation": gk.conjugation, "galois_elements": elements}
+    return meta, [part for g in elements for part in (gk.keys[g].b, gk.keys[g].a)]
+
+
+def _key_arrays(ctx) -> tuple[dict, list]:
+    """Meta and arrays of the public material: public key, relinearization key, Galois keys."""
+    galois_meta, galois_arrays = _galois_meta(ctx)
+    arrays = [ctx.public_key.b.data, ctx.public_key.a.data, ctx.relin_key.b, ctx.relin_key.a] + galois_arrays
+    return {**_key_meta(ctx), **galois_meta}, [_residue_array(a) for a in arrays]
+
+
+def public_key_to_bytes(ctx) -> bytes:
+    return pack("public_key", ctx.params.fingerprint, _key_meta(ctx),
+                [_residue_array(ctx.public_key.b.data), _residue_array(ctx.public_key.a.data)])
+
+
+def relin_key_to_bytes(ctx) -> bytes:
+    return pack("relin_key", ctx.params.fingerprint, _key_meta(ctx),
+                [_residue_array(ctx.relin_key.b), _residue_array(ctx.relin_key.a)])
+
+
+def galois_keys_to_bytes(ctx) -> bytes:
+    galois_meta, arrays = _galois_meta(ctx)
+    return pack("galois_keys", ctx.params.fingerprint, {**_key_meta(ctx), **galois_meta},
+                [_residue_array(a) for a in arrays])
 
 
 def context_to_bytes(ctx, include_secret_key: bool = False) -> bytes:
@@ -292,12 +314,70 @@ def peek_kind(blob) -> str:
     return _KIND_NAMES[kind_code]
 
 
+class _KeyReader:
+    """Parses the key arrays of one parameter set (shapes and residue ranges checked)."""
+
+    def __init__(self, params, backend):
+        from .ring import RingContext
+        self.params = params
+        self.ring = RingContext(params.n, params.moduli, backend)
+
+    def public_key(self, arrays, key_id: bytes):
+        from .ring import RNSPoly
+        from .rlwe import PublicKey
+        params = self.params
+        q_idx = tuple(range(len(params.q_moduli)))
+        pk = PublicKey(*(RNSPoly(self.ring, _checked_residues(a, (len(q_idx), params.n), params.q_moduli,
+                                                              "public key"), q_idx, True) for a in arrays))
+        if pk.key_id != key_id:
+            raise SerializationError("the public key does not match the stored key-set id: corrupted record")
+        return pk
+
+    def switching_key(self, b, a, what: str):
+        from .keyswitch import SwitchingKey
+        params = self.params
+        shape = (len(params.digits), len(params.moduli), params.n)
+        return SwitchingKey(_checked_residues(b, shape, params.moduli, what),
+                            _checked_residues(a, shape, params.moduli, what), params.moduli)
+
+    def galois_keys(self, meta: dict, arrays):
+        from .keyswitch import GaloisKeys
+        n = self.params.n
+        elements = field(meta, "galois_elements", list)
+        steps = field(meta, "steps", list)
+        conjugation = field(meta, "conjugation", bool)
+        if len(arrays) != 2 * len(elements):
+            raise SerializationError(f"{len(arrays)} Galois key arrays for {len(elements)} Galois elements")
+        keys = {}
+        for i, g in enumerate(elements):
+            if not isinstance(g, int) or g % 2 == 0 or not 0 < g < 2 * n:
+                raise SerializationError(f"Galois element {g!r} is not an odd integer in (0, {2 * n})")
+            keys[g] = self.switching_key(arrays[2 * i], arrays[2 * i + 1], f"Galois key {g}")
+        if not all(isinstance(k, int) and not isinstance(k, bool) for k in steps):
+            raise SerializationError("field 'steps' must hold integers")
+        if conjugation and 2 * n - 1 not in keys:
+            raise SerializationError("the record claims a conjugation key but holds none")
+        return GaloisKeys(keys, tuple(steps), conjugation)
+
+    def secret_key(self, coeffs):
+        from .rlwe import KeyGenerator
+        n = self.params.n
+        if coeffs.shape != (n,) or np.abs(coeffs).max(initial=0) > 1:
+            raise SerializationError(f"secret key must be {n} ternary coefficients")
+        return KeyGenerator(self.params, self.ring, None).secret_key_from_coeffs(coeffs)
+
+
+def _read_secret_key(blob, params, key_id: bytes) -> np.ndarray:
+    _, meta, arrays = unpack(blob, "secret_key", params.fingerprint)
+    _check_key_id(_key_id(meta), key_id, "secret key")
+    if len(arrays) != 1:
+        raise SerializationError("a secret key record holds exactly one array")
+    return arrays[0]
+
+
 def context_from_bytes(blob, backend="auto", secret_key=None):
     """A CKKSContext from ``context_to_bytes`` output (plus optional ``secret_key_to_bytes`` output)."""
     from .context import CKKSContext
-    from .keyswitch import GaloisKeys, SwitchingKey
-    from .ring import RingContext, RNSPoly
-    from .rlwe import KeyGenerator, PublicKey
 
     kind = peek_kind(blob)
     if kind not in ("public_context", "full_context"):
@@ -305,48 +385,40 @@ def context_from_bytes(blob, backend="auto", secret_key=None):
     fp, meta, arrays = unpack(blob, kind)
     params = _parameters(meta, fp)
     key_id = _key_id(meta)
-    elements = field(meta, "galois_elements", list)
-    steps = field(meta, "steps", list)
-    conjugation = field(meta, "conjugation", bool)
-    n, n_q, n_all, dnum = params.n, len(params.q_moduli), len(params.moduli), len(params.digits)
-    expected = 4 + 2 * len(elements) + (kind == "full_context")
-    if len(arrays) != expected:
-        raise SerializationError(f"context record holds {len(arrays)} arrays, expected {expected}")
-    ring = RingContext(n, params.moduli, backend)
-    q_idx = tuple(range(n_q))
-    pk = PublicKey(*(RNSPoly(ring, _checked_residues(a, (n_q, n), params.q_moduli, "public key"), q_idx, True)
-                     for a in arrays[:2]))
-    if pk.key_id != key_id:
-        raise SerializationError("the public key does not match the stored key-set id: corrupted record")
-
-    def switching_key(b, a, what):
-        shape = (dnum, n_all, n)
-        return SwitchingKey(_checked_residues(b, shape, params.moduli, what),
-                            _checked_residues(a, shape, params.moduli, what), params.moduli)
-
-    relin = switching_key(arrays[2], arrays[3], "relinearization key")
-    keys = {}
-    for i, g in enumerate(elements):
-        if not isinstance(g, int) or g % 2 == 0 or not 0 < g < 2 * n:
-            raise SerializationError(f"Galois element {g!r} is not an odd integer in (0, {2 * n})")
-        keys[g] = switching_key(arrays[4 + 2 * i], arrays[5 + 2 * i], f"Galois key {g}")
-    if not all(isinstance(k, int) and not isinstance(k, bool) for k in steps):
-        raise SerializationError("field 'steps' must hold integers")
-    if conjugation and 2 * n - 1 not in keys:
-        raise SerializationError("the record claims a conjugation key but holds none")
-    galois = GaloisKeys(keys, tuple(steps), conjugation)
-    sk = None
-    coeffs = arrays[-1] if kind == "full_context" else None
+    has_secret = kind == "full_context"
+    if len(arrays) < 4 + has_secret:
+        raise SerializationError(f"context record holds {len(arrays)} arrays, expected at least {4 + has_secret}")
+    reader = _KeyReader(params, backend)
+    pk = reader.public_key(arrays[:2], key_id)
+    relin = reader.switching_key(arrays[2], arrays[3], "relinearization key")
+    galois = reader.galois_keys(meta, arrays[4: len(arrays) - has_secret])
+    coeffs = arrays[-1] if has_secret else None
     if secret_key is not None:
         if coeffs is not None:
             raise SerializationError("the record already holds a secret key; do not pass secret_key too")
-        _, sk_meta, sk_arrays = unpack(secret_key, "secret_key", params.fingerprint)
-        _check_key_id(_key_id(sk_meta), key_id, "secret key")
-        if len(sk_arrays) != 1:
-            raise SerializationError("a secret key record holds exactly one array")
-        coeffs = sk_arrays[0]
-    if coeffs is not None:
-        if coeffs.shape != (n,) or np.abs(coeffs).max(initial=0) > 1:
-            raise SerializationError(f"secret key must be {n} ternary coefficients")
-        sk = KeyGenerator(params, ring, None).secret_key_from_coeffs(coeffs)
-    return CKKSContext(params, ring, pk, relin, galois, sk)
+        coeffs = _read_secret_key(secret_key, params, key_id)
+    sk = None if coeffs is None else reader.secret_key(coeffs)
+    return CKKSContext(params, reader.ring, pk, relin, galois, sk)
+
+
+def context_from_key_bytes(public_key, relin_key, galois_keys=None, backend="auto"):
+    """A public CKKSContext from separate key records (``public_key_to_bytes`` and friends); the
+    records must share parameters and key set."""
+    from .context import CKKSContext
+    from .keyswitch import GaloisKeys
+
+    fp, meta, pk_arrays = unpack(public_key, "public_key")
+    params = _parameters(meta, fp)
+    key_id = _key_id(meta)
+    _, rk_meta, rk_arrays = unpack(relin_key, "relin_key", fp)
+    _check_key_id(_key_id(rk_meta), key_id, "relinearization key")
+    if len(pk_arrays) != 2 or len(rk_arrays) != 2:
+        raise SerializationError("a public key and a relinearization key hold two arrays each")
+    reader = _KeyReader(params, backend)
+    galois = GaloisKeys({}, (), False)
+    if galois_keys is not None:
+        _, gk_meta, gk_arrays = unpack(galois_keys, "galois_keys", fp)
+        _check_key_id(_key_id(gk_meta), key_id, "Galois keys")
+        galois = reader.galois_keys(gk_meta, gk_arrays)
+    return CKKSContext(params, reader.ring, reader.public_key(pk_arrays, key_id),
+                       reader.switching_key(*rk_arrays, "relinearization key"), galois)

@@ -197,3 +197,21 @@ def test_well_formed_records_with_bad_content(ctx):
     unreduced[0, 0, 0] = 2**32 - 1
     with pytest.raises(SerializationError, match="reduced"):
         load(array=unreduced)
+
+
+def test_separate_key_records(ctx):
+    x = np.linspace(-1, 1, 32)
+    server = CKKSContext.from_key_bytes(ctx.public_key_bytes(), ctx.relin_key_bytes(), ctx.galois_keys_bytes())
+    assert not server.has_secret_key and server.key_id == ctx.key_id
+    assert server.rotation_steps == ctx.rotation_steps
+    ct = Ciphertext.from_bytes(server.encrypt(x).to_bytes(), server)
+    result = Ciphertext.from_bytes(server.evaluator.rotate(ct * ct, 1).to_bytes(), ctx)
+    assert bits(np.roll(x * x, -1)[:31], ctx.decrypt(result)[:31]) > 25
+    no_rotations = CKKSContext.from_key_bytes(ctx.public_key_bytes(), ctx.relin_key_bytes())
+    with pytest.raises(KeyMissingError, match="step 1"):
+        no_rotations.evaluator.rotate(Ciphertext.from_bytes(ct.to_bytes(), no_rotations), 1)
+    other = CKKSContext.keygen("TOY", seed=77)
+    with pytest.raises(ContextMismatchError, match="key set"):
+        CKKSContext.from_key_bytes(ctx.public_key_bytes(), other.relin_key_bytes())
+    with pytest.raises(SerializationError, match="expected a relin_key"):
+        CKKSContext.from_key_bytes(ctx.public_key_bytes(), ctx.galois_keys_bytes())
