@@ -26,8 +26,11 @@ def _elements(values) -> np.ndarray:
 
 
 def num_vars_of(table) -> int:
-    """k for a table of length 2^k; raises ProofError otherwise."""
-    length = np.shape(table)[0] if np.ndim(table) else 0
+    """k for a base (2^k,) or extension (2^k, 4) table; raises ProofError otherwise."""
+    shape = np.shape(table)
+    if len(shape) not in (1, 2) or (len(shape) == 2 and shape[1] != F.EXT_DEGREE):
+        raise ProofError(f"mle: a table has shape (n,) or (n, 4), got {shape}")
+    length = shape[0]
     if length < 1 or length & (length - 1):
         raise ProofError(f"mle: table length {length} is not a power of two")
     return length.bit_length() - 1

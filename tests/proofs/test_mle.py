@@ -79,6 +79,10 @@ def test_pad_to_pow2():
 
 
 def test_bad_shapes_raise():
+    with pytest.raises(ProofError, match=r"\(4, 3\)"):
+        mle.mle_evaluate(np.zeros((4, 3), dtype=np.uint64), F.ext_zero(2))
+    with pytest.raises(ProofError, match=r"got \(\)"):
+        mle.fix_variable(np.uint64(3), F.ext_zero())
     with pytest.raises(ProofError, match="length 3"):
         mle.mle_evaluate(np.zeros(3, dtype=np.uint64), F.ext_zero(2))
     with pytest.raises(ProofError, match=r"\(3, 4\), expected \(2, 4\)"):
