@@ -22,6 +22,7 @@ from .errors import ProofError, ProofRejected
 from .mle import fold, is_ext, num_vars_of
 
 MAX_DEGREE = 3
+_MAGIC, _VERSION = b"HZKSUM01", 1
 
 
 @dataclass(frozen=True)
@@ -44,13 +45,18 @@ class SumcheckProof:
     round_messages: np.ndarray
 
     def to_bytes(self) -> bytes:
-        """num_vars (u32), degree + 1 (u32), then the canonical coefficients as little-endian u32."""
-        return F.elements_to_bytes(self.round_messages)
+        """Magic, version (u8), then the (num_vars, degree + 1, 4) messages (shape as u32s, entries as u32s)."""
+        return _MAGIC + bytes([_VERSION]) + F.elements_to_bytes(self.round_messages)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "SumcheckProof":
         """Inverse of :meth:`to_bytes`; malformed data raises ProofRejected."""
         reader = F.ByteReader(data, where="sumcheck proof")
+        if reader.raw(len(_MAGIC)) != _MAGIC:
+            raise ProofRejected("bad magic bytes", reader.where)
+        version = reader.uint(1)
+        if version != _VERSION:
+            raise ProofRejected(f"unsupported version {version} (expected {_VERSION})", reader.where)
         messages = reader.elements(ndim=3)
         reader.finish()
         return cls(messages)

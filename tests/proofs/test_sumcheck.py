@@ -111,6 +111,10 @@ def test_proof_bytes_round_trip_and_corruption():
         SumcheckProof.from_bytes(data + b"\x00")
     with pytest.raises(ProofRejected, match="non-canonical"):
         SumcheckProof.from_bytes(data[:-4] + b"\xff\xff\xff\xff")
+    with pytest.raises(ProofRejected, match="magic"):
+        SumcheckProof.from_bytes(b"X" + data[1:])
+    with pytest.raises(ProofRejected, match="version"):
+        SumcheckProof.from_bytes(data[:8] + b"\x07" + data[9:])
 
 
 @given(st.integers(0, 2 ** 32), st.integers(1, 4))
@@ -175,3 +179,15 @@ def test_fused_round_kernel_matches_numpy_rounds(seed, monkeypatch):
         fused = prover._round_message_fused()
         assert fused is not None and np.array_equal(fused, prover._round_message_numpy())
         prover.bind(F.ext_random((), seed=seed + 10 + j))
+
+
+def test_every_corrupted_byte_is_rejected():
+    terms = random_instance(7, 3, 2)
+    (proof, _, evals), claim = prove(terms)
+    data = proof.to_bytes()
+    rng = np.random.default_rng(1)
+    for position in range(len(data)):
+        corrupted = bytearray(data)
+        corrupted[position] ^= 1 << int(rng.integers(8))
+        with pytest.raises(ProofRejected):
+            verify_and_settle(SumcheckProof.from_bytes(bytes(corrupted)), claim, terms, evals)
