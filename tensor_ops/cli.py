@@ -75,6 +75,13 @@ def _load_array(path):
         raise HEError(f"--input {path}: not a numpy .npy file ({error})") from None
 
 
+# other spellings accepted on the command line
+_ALIASES = {(c, "--out"): ("--output", "-o") for c in ("plan", "encrypt", "infer", "decrypt")}
+_ALIASES[("infer", "--request")] = ("--input", "-i")
+_ALIASES[("decrypt", "--reply")] = ("--input", "-i")
+_ALIASES[("encrypt", "--input")] = ("-i",)
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="python -m tensor_ops", description="encrypted inference with files")
     commands = root.add_subparsers(dest="command", required=True)
@@ -88,7 +95,8 @@ def parser() -> argparse.ArgumentParser:
     for name, (handler, options) in spec.items():
         command = commands.add_parser(name)
         for option, required in options:
-            command.add_argument(option, required=required)
+            aliases = _ALIASES.get((name, option), ())
+            command.add_argument(option, *aliases, required=required, dest=option[2:])
         command.set_defaults(handler=handler)
     return root
 

@@ -52,3 +52,10 @@ def test_module_entry_point(model_path):
     result = subprocess.run([sys.executable, "-m", "tensor_ops", "plan", "--model", str(model_path)],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and "rotation keys" in result.stdout
+
+
+def test_option_aliases(tmp_path, model_path):
+    args = cli.parser().parse_args(["infer", "--model", "m", "--context", "c", "-i", "r", "--output", "o"])
+    assert (args.request, args.out) == ("r", "o")
+    assert cli.main(["plan", "--model", str(model_path), "-o", str(tmp_path / "p.json")]) == 0
+    assert (tmp_path / "p.json").exists()
