@@ -241,7 +241,7 @@ class Commitment:
     def from_bytes(cls, data) -> "Commitment":
         """Inverse of :meth:`to_bytes`; malformed data raises ProofRejected."""
         reader = F.ByteReader(data, where="commitment")
-        _check_header(reader, _COMMITMENT_MAGIC)
+        reader.header(_COMMITMENT_MAGIC, _VERSION)
         num_vars, log_rate = reader.uint(1), reader.uint(1)
         num_queries = reader.uint(2)
         root = reader.raw(DIGEST_SIZE)
@@ -250,14 +250,6 @@ class Commitment:
             return cls(root, num_vars, CommitParams(rate_inv=1 << min(log_rate, 63), num_queries=num_queries))
         except ProofError as error:
             raise ProofRejected(str(error), "commitment") from None
-
-
-def _check_header(reader, magic: bytes) -> None:
-    if reader.raw(len(magic)) != magic:
-        raise ProofRejected("bad magic bytes", reader.where)
-    version = reader.uint(1)
-    if version != _VERSION:
-        raise ProofRejected(f"unsupported version {version} (expected {_VERSION})", reader.where)
 
 
 @dataclass(frozen=True, eq=False)
@@ -289,7 +281,7 @@ class OpeningProof:
     def from_bytes(cls, data) -> "OpeningProof":
         """Inverse of :meth:`to_bytes`; malformed data raises ProofRejected (shapes are checked on verification)."""
         reader = F.ByteReader(data, where="opening proof")
-        _check_header(reader, _OPENING_MAGIC)
+        reader.header(_OPENING_MAGIC, _VERSION)
         u_rand, u_evals, columns = reader.elements(2), reader.elements(3), reader.elements(2)
         count = reader.uint(4)
         digests = reader.raw(DIGEST_SIZE * count)

@@ -437,6 +437,14 @@ class ByteReader:
         self._pos += n
         return out
 
+    def header(self, magic: bytes, version: int) -> None:
+        """Consume and check a magic string and a one-byte version."""
+        if self.raw(len(magic)) != magic:
+            raise ProofRejected("bad magic bytes", self.where)
+        found = self.uint(1)
+        if found != version:
+            raise ProofRejected(f"unsupported version {found} (expected {version})", self.where)
+
     def uint(self, size: int) -> int:
         """An unsigned little-endian integer of ``size`` bytes."""
         return int.from_bytes(self.raw(size), "little")

@@ -52,11 +52,7 @@ class SumcheckProof:
     def from_bytes(cls, data: bytes) -> "SumcheckProof":
         """Inverse of :meth:`to_bytes`; malformed data raises ProofRejected."""
         reader = F.ByteReader(data, where="sumcheck proof")
-        if reader.raw(len(_MAGIC)) != _MAGIC:
-            raise ProofRejected("bad magic bytes", reader.where)
-        version = reader.uint(1)
-        if version != _VERSION:
-            raise ProofRejected(f"unsupported version {version} (expected {_VERSION})", reader.where)
+        reader.header(_MAGIC, _VERSION)
         messages = reader.elements(ndim=3)
         reader.finish()
         return cls(messages)
