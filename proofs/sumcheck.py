@@ -104,6 +104,10 @@ def combine_evaluations(coefficients, factor_evals) -> np.ndarray:
     for coefficient, values in zip(coefficients, factor_evals):
         product = _as_ext_scalar(coefficient, "coefficient")
         for value in values:
+            value = np.asarray(value)
+            if value.shape != (F.EXT_DEGREE,) or not F.is_canonical(value):
+                raise ProofRejected(f"a factor evaluation of shape {value.shape} is not a canonical (4,) element",
+                                    "sumcheck")
             product = F.ext_mul(product, value)
         total = F.ext_add(total, product)
     return total

@@ -77,6 +77,10 @@ def test_wrong_claim_and_wrong_evaluations_are_rejected(seed, k):
     bad_evals[0][0] = F.ext_add(bad_evals[0][0], F.ext_one())
     with pytest.raises(ProofRejected):
         verify_and_settle(proof, claim, terms, bad_evals)
+    for malformed in (None, [1, 2], np.full(4, F.P, dtype=np.uint64)):
+        bad_evals[0][0] = malformed
+        with pytest.raises(ProofRejected):
+            verify_and_settle(proof, claim, terms, bad_evals)
 
 
 def test_prover_refuses_a_false_claim():
