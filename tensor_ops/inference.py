@@ -121,15 +121,16 @@ class _Encrypted:
 class EncryptedModel:
     """The server half of a plan: encoded diagonals cached once, then ``forward(ciphertext)``.
 
-    Built from public material only (an evaluator and a context that can encode plaintexts).
+    Built from public material only (an evaluator and a context that can encode plaintexts). Encoded
+    diagonals depend on the parameters, not on the keys: servers of one model may share ``encoded``.
     """
 
-    def __init__(self, model, plan: ModelPlan, context):
+    def __init__(self, model, plan: ModelPlan, context, encoded: dict | None = None):
         self.plan = plan
         self._context = context
         self._evaluator = context.evaluator
         self._stages = model.stages(plan.input_shape)
-        self._encoded = {}
+        self._encoded = {} if encoded is None else encoded
         self._routes = rotation_routes(plan.rotations, context.rotation_steps, plan.params.slots)
 
     def _rotate(self, ct, step):
@@ -139,7 +140,7 @@ class EncryptedModel:
 
     def _affine(self, index, stage, plan_stage, ct):
         ev, ctx = self._evaluator, self._context
-        key = (index, ct.level)
+        key = (self.plan.params.fingerprint, self.plan.block, index, ct.level)
         if key not in self._encoded:
             diagonals = _diagonal_plaintexts(stage.matrix, plan_stage, self.plan.block, self.plan.params.slots)
             self._encoded[key] = {m: [(i, ctx.encode(d, level=ct.level)) for i, d in pairs]
@@ -359,13 +360,14 @@ def _check_key(header, key_id: bytes):
 class Server:
     """Holds the model and a client's public context; evaluates request bytes into reply bytes.
 
-    A full context handed over by mistake is stripped of its secret key. Refuses a context whose Galois keys
+    ``encoded``: a dict shared by the servers of one model (the encoded weights depend on the parameters
+    only, not on the keys). A full context handed over by mistake is stripped of its secret key. Refuses a context whose Galois keys
     cannot make the plan's rotations or that has too few levels; refuses requests under another key, below
     the model's level, of another sample shape or too large. Inputs above the model's level are dropped to it.
     """
 
     def __init__(self, model: Sequential, public_context, *, input_shape=None,
-                 max_ciphertexts: int = DEFAULT_MAX_CIPHERTEXTS, backend="auto"):
+                 max_ciphertexts: int = DEFAULT_MAX_CIPHERTEXTS, backend="auto", encoded: dict | None = None):
         if isinstance(public_context, (bytes, bytearray, memoryview)):
             context = CKKSContext.from_bytes(bytes(public_context), backend=backend)
         elif isinstance(public_context, CKKSContext):
@@ -380,7 +382,8 @@ class Server:
         self.context = context
         self.max_ciphertexts = int(max_ciphertexts)
         self._model = model
-        self._by_block = {self.plan.block: EncryptedModel(model, self.plan, context)}
+        self._encoded = {} if encoded is None else encoded
+        self._by_block = {self.plan.block: EncryptedModel(model, self.plan, context, self._encoded)}
 
     @property
     def key_id(self) -> bytes:
@@ -388,7 +391,7 @@ class Server:
 
     def _for_block(self, block) -> EncryptedModel:
         if block not in self._by_block:
-            self._by_block[block] = EncryptedModel(self._model, self.plan.with_block(block), self.context)
+            self._by_block[block] = EncryptedModel(self._model, self.plan.with_block(block), self.context, self._encoded)
         return self._by_block[block]
 
     def evaluate(self, request) -> bytes:

@@ -44,6 +44,7 @@ def create_app(model: Sequential, *, max_context_bytes: int = DEFAULT_MAX_CONTEX
 
     app = FastAPI(title="hezk encrypted inference")
     servers = OrderedDict()  # context id -> Server, least recently registered first
+    encoded = {}  # the model's encoded weights, shared by every client's Server (key-independent)
     plan = model.plan()
 
     async def read_body(request: Request, limit: int, what: str) -> bytes:
@@ -66,7 +67,7 @@ def create_app(model: Sequential, *, max_context_bytes: int = DEFAULT_MAX_CONTEX
         context = CKKSContext.from_bytes(blob, backend=backend)
         if context.has_secret_key:
             raise ParameterError("the context holds a secret key: send only Client.public_context() bytes")
-        return Server(model, context, backend=backend)
+        return Server(model, context, backend=backend, encoded=encoded)
 
     @app.get("/health")
     def health():

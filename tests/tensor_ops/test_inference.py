@@ -224,3 +224,15 @@ def test_forward_on_cipher_tensors_with_real_ckks():
     x = np.random.default_rng(22).uniform(-1, 1, (4, 6))
     y = model(tensor_ops.encrypt(context, x))
     np.testing.assert_allclose(y.decrypt(context), model.forward(x), atol=1e-6)
+
+
+def test_servers_of_two_clients_share_the_encoded_weights(setup):
+    model, client, _ = setup
+    other = Client(model=model, seed=23)
+    shared = {}
+    first, second = (Server(model, c.public_context(), encoded=shared) for c in (client, other))
+    x = np.random.default_rng(24).uniform(-1, 1, (2, 6))
+    np.testing.assert_allclose(client.decrypt(first.evaluate(client.encrypt(x))), model.forward(x), atol=1e-2)
+    filled = len(shared)
+    np.testing.assert_allclose(other.decrypt(second.evaluate(other.encrypt(x))), model.forward(x), atol=1e-2)
+    assert filled > 0 and len(shared) == filled
