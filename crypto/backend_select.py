@@ -26,6 +26,10 @@ from .modarith import find_ntt_primes
 from .ntt import BasisConversion, NTTBackend, NTTTables, get_backend
 
 CANDIDATES = ("fourstep", "numba", "cross", "numpy")
+#: What ``auto`` measures by default: the compiled backends. CROSS-on-BLAS and numpy radix-2 were 10-70x
+#: slower at every size measured here (benchmarks/ntt.py) and their constants cost memory at large N;
+#: pass ``candidates=CANDIDATES`` to measure them too.
+DEFAULT_CANDIDATES = ("fourstep", "numba")
 DEFAULT_CACHE_FILE = Path.home() / ".cache" / "hezk" / "ntt_backends.json"
 CACHE_FORMAT = 2
 PRUNE_FACTOR = 3.0
@@ -70,7 +74,7 @@ class BackendSelector:
     ``repeats``: timed calls per candidate (the fastest is kept).
     """
 
-    def __init__(self, candidates=CANDIDATES, cache_file: str | os.PathLike | None = DEFAULT_CACHE_FILE,
+    def __init__(self, candidates=DEFAULT_CANDIDATES, cache_file: str | os.PathLike | None = DEFAULT_CACHE_FILE,
                  repeats: int = 3):
         candidates = tuple(candidates)
         unknown = [c for c in candidates if c not in CANDIDATES]

@@ -91,11 +91,15 @@ class NTTTables:
 
 
 def _powers(base: int, count: int, q: int) -> np.ndarray:
+    """[base^0, ..., base^(count-1)] mod q, by doubling: block [k, 2k) = block [0, k) · base^k."""
     out = np.empty(count, dtype=np.uint64)
-    acc = 1
-    for i in range(count):
-        out[i] = acc
-        acc = acc * base % q
+    out[0] = 1
+    filled, step = 1, base % q
+    while filled < count:
+        take = min(filled, count - filled)
+        out[filled:filled + take] = out[:take] * np.uint64(step) % np.uint64(q)
+        filled += take
+        step = step * step % q
     return out
 
 

@@ -76,9 +76,7 @@ class CKKSParameters:
         object.__setattr__(self, "slots", n // 2)
         object.__setattr__(self, "q_moduli", q_moduli)
         object.__setattr__(self, "moduli", q_moduli + self.p_moduli)
-        size = -(-len(q_moduli) // self.dnum)
-        digits = tuple(tuple(range(s, min(s + size, len(q_moduli)))) for s in range(0, len(q_moduli), size))
-        object.__setattr__(self, "digits", digits)
+        object.__setattr__(self, "digits", _balanced_digits([math.log2(q) for q in q_moduli], self.dnum))
         _check_security(self)
         _check_digits(self)
 
@@ -183,6 +181,17 @@ class CKKSParameters:
                 raise
             raise ParameterError(f"malformed parameter dictionary: {exc!r}") from None
 
+    def to_bytes(self) -> bytes:
+        """Versioned, checksummed bytes (``crypto.serialize``)."""
+        from .serialize import parameters_to_bytes
+        return parameters_to_bytes(self)
+
+    @classmethod
+    def from_bytes(cls, blob: bytes) -> "CKKSParameters":
+        """Inverse of ``to_bytes``; malformed bytes raise SerializationError."""
+        from .serialize import parameters_from_bytes
+        return parameters_from_bytes(blob)
+
     @property
     def fingerprint(self) -> bytes:
         """SHA-256 of the canonical parameter description: equal iff the parameter sets are equal."""
@@ -235,6 +244,31 @@ def _pick_level(sizes, log_target, n, used, name) -> tuple[int, ...]:
         chosen.append(q)
         used.add(q)
     return tuple(chosen)
+
+
+def _balanced_digits(bits, dnum) -> tuple[tuple[int, ...], ...]:
+    """Split the Q primes into ``dnum`` contiguous key-switching digits minimizing the largest digit's
+    bit size (linear-partition dynamic programme), since key-switching noise grows with digit/P."""
+    n = len(bits)
+    prefix = [0.0]
+    for b in bits:
+        prefix.append(prefix[-1] + b)
+    inf = float("inf")
+    # best[k][i]: smallest possible largest digit when the first i primes form k digits
+    best = [[inf] * (n + 1) for _ in range(dnum + 1)]
+    cut = [[0] * (n + 1) for _ in range(dnum + 1)]
+    best[0][0] = 0.0
+    for k in range(1, dnum + 1):
+        for i in range(k, n + 1):
+            for j in range(k - 1, i):
+                cand = max(best[k - 1][j], prefix[i] - prefix[j])
+                if cand < best[k][i] - 1e-9:
+                    best[k][i], cut[k][i] = cand, j
+    bounds, i = [], n
+    for k in range(dnum, 0, -1):
+        bounds.append((cut[k][i], i))
+        i = cut[k][i]
+    return tuple(tuple(range(a, b)) for a, b in reversed(bounds))
 
 
 def _validate(p: CKKSParameters):

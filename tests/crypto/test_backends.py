@@ -5,7 +5,8 @@ import time
 import numpy as np
 import pytest
 
-from crypto.backend_select import BackendSelector, Calibration, limb_bucket, machine_fingerprint
+from crypto.backend_select import (CANDIDATES, DEFAULT_CANDIDATES, BackendSelector, Calibration, limb_bucket,
+                                   machine_fingerprint)
 from crypto.cross import CrossBackend
 from crypto.errors import ParameterError
 from crypto.modarith import find_ntt_primes
@@ -17,7 +18,7 @@ BACKENDS = ["numpy", "numba", "cross", "fourstep", "auto"]
 
 @pytest.fixture
 def selector(tmp_path):
-    return BackendSelector(cache_file=tmp_path / "ntt_backends.json", repeats=2)
+    return BackendSelector(candidates=CANDIDATES, cache_file=tmp_path / "ntt_backends.json", repeats=2)
 
 
 def _random(moduli, n, rng):
@@ -112,6 +113,10 @@ def test_auto_picks_the_measured_fastest_and_remembers(selector):
     assert selector.for_ntt(tables.subset([0, 1, 2])) is chosen
 
 
+def test_auto_measures_only_compiled_backends_by_default(tmp_path):
+    assert set(BackendSelector(cache_file=None).candidates) == set(DEFAULT_CANDIDATES) == {"fourstep", "numba"}
+
+
 def test_calibration_is_read_back_from_disk_without_measuring(tmp_path):
     path = tmp_path / "cache.json"
     n = 64
@@ -146,7 +151,7 @@ def test_forced_disk_entry_decides(tmp_path):
         entry = {"seconds": [[fake_best, 1e-6]] + [[c, 1.0] for c in others]}
         path.write_text(json.dumps({"fingerprint": machine_fingerprint(), "entries": {"ntt:32:1": entry}}))
         tables = NTTTables(32, find_ntt_primes(31, 1, 32))
-        auto = AutoBackend(BackendSelector(cache_file=path))
+        auto = AutoBackend(BackendSelector(candidates=CANDIDATES, cache_file=path))
         assert auto.choose(tables).name == fake_best
         a = _random(tables.moduli, 32, np.random.default_rng(1))
         assert np.array_equal(auto.forward(a, tables), get_backend("numba").forward(a, tables))

@@ -21,6 +21,9 @@ def test_presets_valid(name):
         assert abs(math.log2(math.prod(p.q_levels[level])) - p.log_scale) < 0.5
     assert sum(len(d) for d in p.digits) == len(p.q_moduli) and len(p.digits) == p.dnum
     assert CKKSParameters.from_dict(p.to_dict()) == p
+    assert CKKSParameters.from_bytes(p.to_bytes()) == p
+    log_p = sum(math.log2(q) for q in p.p_moduli)  # every key-switching digit is covered by P
+    assert max(sum(math.log2(p.q_moduli[i]) for i in d) for d in p.digits) <= log_p + 1e-6
     assert p.fingerprint == CKKSParameters.from_dict(p.to_dict()).fingerprint
 
 
@@ -65,3 +68,11 @@ def test_frozen():
         p.log_n = 3
     assert p.limbs_at(0) == 2 and p.limbs_at(p.max_level) == len(p.q_moduli)
     assert p.level_of(p.limbs_at(2)) == 2
+
+
+def test_malformed_parameter_bytes():
+    from crypto.errors import SerializationError
+    blob = CKKSParameters.preset("TOY").to_bytes()
+    for bad in (blob[:-3], b"garbage", blob[:10] + bytes([blob[10] ^ 1]) + blob[11:]):
+        with pytest.raises(SerializationError):
+            CKKSParameters.from_bytes(bad)
