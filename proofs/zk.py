@@ -10,8 +10,9 @@
 2. *salted leaves*: each column leaf is H(0x00 || salt || column) with a fresh 16-byte salt, so unopened
    columns stay hidden behind the Merkle root;
 3. *masking rows*: an opening of linear functionals v_k = sum_p w_p^T M c_p (an MLE evaluation is one
-   piece, w = eq(z_row), c = eq(z_col)) is done after the functionals are known. The prover commits to
-   fresh random mask rows S_0, S_1, ... (own salted Merkle tree), states v_k and mu_k = sum_p <S_p, c_p>,
+   piece, w = eq(z_row), c = eq(z_col)) uses random mask rows S_0, S_1, ..., one per piece plus one: either
+   committed with the table (``HidingParams.mask_rows``, usable by one opening) or, when there are too
+   few, fresh ones in their own salted Merkle tree. The prover states v_k and mu_k = sum_p <S_p, c_p>,
    then the verifier draws gamma and beta; the prover sends Y_0 = gamma^T [M; S] (proximity) and
    Y_p = w_p^T M + beta S_p. Every sent row is uniform (S_0, S_p are fresh and uniform), so the view is
    simulatable from the values v_k alone (mu_k is uniform and independent of M).
@@ -44,7 +45,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field as dataclass_field
 
 import numpy as np
 
@@ -58,6 +59,7 @@ SALT_SIZE = 16
 MAX_RATE = 0.6  #: largest effective code rate a random tail may push a row to (distance 1 - rho >= 0.4)
 DEFAULT_TARGET_BITS = 104
 MAX_NUM_VARS = 30
+MAX_MASK_ROWS = 4096
 _HIDING_MAGIC, _VERSION = b"HZKHIDE1", 1
 
 
@@ -74,7 +76,9 @@ def _random_field(shape, rng) -> np.ndarray:
 
 @dataclass(frozen=True)
 class HidingParams:
-    """Rate 1/``rate_inv`` (power of two in [2, 64]), ``target_bits`` of query soundness, ``hiding`` on/off.
+    """Rate 1/``rate_inv`` (power of two in [2, 64]), ``target_bits`` of query soundness, ``hiding`` on/off,
+    and ``mask_rows`` random rows committed with the table (an opening of up to mask_rows - 1 pieces then
+    needs no second Merkle tree).
 
     With ``hiding=False`` the same code runs without tails, salts or masks (the non-hiding baseline).
     """
@@ -82,6 +86,7 @@ class HidingParams:
     rate_inv: int = 4
     target_bits: int = DEFAULT_TARGET_BITS
     hiding: bool = True
+    mask_rows: int = 0
 
     def __post_init__(self):
         r = self.rate_inv
@@ -89,6 +94,8 @@ class HidingParams:
             raise ProofError(f"HidingParams: rate_inv={r!r} must be a power of two in [2, 64]")
         if not isinstance(self.target_bits, (int, np.integer)) or not 40 <= self.target_bits <= 256:
             raise ProofError(f"HidingParams: target_bits={self.target_bits!r} not in [40, 256]")
+        if not isinstance(self.mask_rows, (int, np.integer)) or not 0 <= self.mask_rows <= MAX_MASK_ROWS:
+            raise ProofError(f"HidingParams: mask_rows={self.mask_rows!r} not in [0, {MAX_MASK_ROWS}]")
 
     @property
     def num_queries(self) -> int:
@@ -138,6 +145,11 @@ class HidingCommitment:
         return self.num_queries if self.params.hiding else 0
 
     @property
+    def mask_rows(self) -> int:
+        """Random rows committed below the table's 2^log_rows rows (hiding only)."""
+        return self.params.mask_rows if self.params.hiding else 0
+
+    @property
     def width(self) -> int:
         """Coefficients per encoded row: 2^log_cols plus the random tail."""
         return (1 << self.log_cols) + self.tail
@@ -154,7 +166,7 @@ class HidingCommitment:
     def to_bytes(self) -> bytes:
         p = self.params
         return (_HIDING_MAGIC + bytes([_VERSION, self.num_vars, self.log_rows, p.rate_inv, int(p.hiding)])
-                + int(p.target_bits).to_bytes(2, "little") + self.root)
+                + int(p.target_bits).to_bytes(2, "little") + int(p.mask_rows).to_bytes(2, "little") + self.root)
 
 
 @dataclass(frozen=True, eq=False)
@@ -166,6 +178,7 @@ class HidingWitness:
     encoded: np.ndarray
     salts: tuple
     levels: list
+    spent: list = dataclass_field(default_factory=list, repr=False)  # set once the committed masks are used
 
 
 def _encode(rows, length: int) -> np.ndarray:
@@ -216,6 +229,8 @@ def hiding_commit(values, params: HidingParams = HidingParams(), log_rows: int |
     matrix = table.reshape(1 << log_rows, -1)
     shape = HidingCommitment(b"", num_vars, log_rows, params)
     rows = np.concatenate([matrix, _random_field((matrix.shape[0], shape.tail), rng)], axis=1)
+    if shape.mask_rows:
+        rows = np.concatenate([rows, _random_field((shape.mask_rows, shape.width), rng)])
     encoded, salts, levels = _tree(rows, shape.codeword_length, params.hiding, rng)
     commitment = HidingCommitment(levels[-1][0], num_vars, log_rows, params)
     return commitment, HidingWitness(commitment, rows, encoded, salts, levels)
@@ -307,52 +322,56 @@ def open_functionals(witness: HidingWitness, functionals, transcript, values=Non
     commitment = witness.commitment
     pieces = _check_functionals(commitment, functionals, ProofError)
     rng = None if seed is None else np.random.default_rng(seed)
-    cols, hiding = 1 << commitment.log_cols, commitment.params.hiding
-    matrix = witness.rows[:, :cols]
-    gamma_rows = witness.rows.shape[0]
+    cols, hiding, data_rows = 1 << commitment.log_cols, commitment.params.hiding, 1 << commitment.log_rows
+    committed_rows = witness.rows.shape[0]
+    data = witness.rows[:data_rows]
     if values is None:
-        values, position = [], 0
-        for pieces_k in functionals:
-            total = F.ext_zero()
-            for w, c in pieces_k:
-                total = F.ext_add(total, F.ext_dot(_combine(w, matrix), c))
-            values.append(total)
+        values = [F.ext_sum(np.stack([F.ext_dot(_combine(w, data[:, :cols]), c) for w, c in pieces_k]), axis=0)
+                  for pieces_k in functionals]
     values = np.asarray(values, dtype=np.uint64).reshape(len(functionals), F.EXT_DEGREE)
     _begin(transcript, commitment, pieces)
-    mask_root, mask_values, mask_rows = b"", F.ext_zero((0,)), np.zeros((0, commitment.width), dtype=np.uint64)
-    if hiding:
-        mask_rows = _random_field((1 + len(pieces), commitment.width), rng)
-        mask_encoded, mask_salts, mask_levels = _tree(mask_rows, commitment.codeword_length, True, rng)
+    inline = hiding and commitment.mask_rows >= 1 + len(pieces) and not witness.spent
+    mask_root, mask_values = b"", F.ext_zero((0,))
+    fresh = np.zeros((0, commitment.width), dtype=np.uint64)
+    if inline:
+        witness.spent.append(True)  # committed masks are used once; later openings draw fresh ones
+        masks = witness.rows[data_rows:]
+    elif hiding:
+        fresh = masks = _random_field((1 + len(pieces), commitment.width), rng)
+        mask_encoded, mask_salts, mask_levels = _tree(fresh, commitment.codeword_length, True, rng)
         mask_root = mask_levels[-1][0]
+    if hiding:
         mask_values, position = [], 1
         for pieces_k in functionals:
             total = F.ext_zero()
             for _, c in pieces_k:
-                total = F.ext_add(total, F.ext_dot(c, mask_rows[position, :cols]))
+                total = F.ext_add(total, F.ext_dot(c, masks[position, :cols]))
                 position += 1
             mask_values.append(total)
         mask_values = np.asarray(mask_values, dtype=np.uint64).reshape(-1, F.EXT_DEGREE)
-    gamma, beta = _challenges(transcript, commitment, matrix.shape[0] + mask_rows.shape[0], mask_root, values,
+    gamma, beta = _challenges(transcript, commitment, committed_rows + fresh.shape[0], mask_root, values,
                               mask_values)
     # one exact product for the proximity row and every piece: the committed matrix is converted once
-    weights = np.concatenate([gamma[:gamma_rows]] + [w for w, _ in pieces], axis=1)
+    padding = F.ext_zero((committed_rows - data_rows,))
+    weights = np.concatenate([gamma[:committed_rows]] + [np.concatenate([w, padding]) for w, _ in pieces], axis=1)
     stacked = _combine(weights, witness.rows).reshape(-1, 1 + len(pieces), 4)
     proximity = stacked[:, 0]
-    if mask_rows.shape[0]:
-        proximity = F.ext_add(proximity, _combine(gamma[gamma_rows:], mask_rows))
-    piece_rows = [np.ascontiguousarray(stacked[:, 1 + p]) for p in range(len(pieces))]
+    if fresh.shape[0]:
+        proximity = F.ext_add(proximity, _combine(gamma[committed_rows:], fresh))
     sent = [np.ascontiguousarray(proximity)]
-    for p, row in enumerate(piece_rows):
-        sent.append(F.ext_add(row, F.ext_mul_base(beta[None, :], mask_rows[1 + p])) if hiding else row)
+    for p in range(len(pieces)):
+        row = np.ascontiguousarray(stacked[:, 1 + p])
+        sent.append(F.ext_add(row, F.ext_mul_base(beta[None, :], masks[1 + p])) if hiding else row)
     sent = np.stack(sent)
     indices = _queries(transcript, commitment, sent)
+    separate = fresh.shape[0] > 0
     opening = HidingOpening(
         mask_root, mask_values, sent, witness.encoded[:, indices].copy(),
-        mask_encoded[:, indices].copy() if hiding else np.zeros((0, indices.size), dtype=np.uint64),
+        mask_encoded[:, indices].copy() if separate else np.zeros((0, indices.size), dtype=np.uint64),
         tuple(witness.salts[i] for i in indices) if hiding else (),
-        tuple(mask_salts[i] for i in indices) if hiding else (),
+        tuple(mask_salts[i] for i in indices) if separate else (),
         tuple(_merkle_open(witness.levels, indices)),
-        tuple(_merkle_open(mask_levels, indices)) if hiding else ())
+        tuple(_merkle_open(mask_levels, indices)) if separate else ())
     return values, opening
 
 
@@ -367,30 +386,37 @@ def verify_functionals(commitment: HidingCommitment, functionals, values, openin
     pieces = _check_functionals(commitment, functionals, lambda m: ProofRejected(m, where))
     values = np.asarray(values)
     m, hiding = len(functionals), commitment.params.hiding
-    rows, cols, width = 1 << commitment.log_rows, 1 << commitment.log_cols, commitment.width
-    mask_count = 1 + len(pieces) if hiding else 0
+    data_rows, cols, width = 1 << commitment.log_rows, 1 << commitment.log_cols, commitment.width
+    committed_rows = data_rows + commitment.mask_rows
+    if not isinstance(opening.mask_root, bytes) or len(opening.mask_root) not in (0, DIGEST_SIZE):
+        raise ProofRejected("mask root must be empty or a 32-byte digest", where)
+    separate = len(opening.mask_root) == DIGEST_SIZE
+    if separate and not hiding:
+        raise ProofRejected("a mask root without hiding", where)
+    if hiding and not separate and commitment.mask_rows < 1 + len(pieces):
+        raise ProofRejected(f"{len(pieces)} pieces need {1 + len(pieces)} committed mask rows, the commitment has "
+                            f"{commitment.mask_rows}", where)
+    fresh_count = 1 + len(pieces) if separate else 0
     expected = {"values": (values, (m, 4)), "mask values": (opening.mask_values, (m if hiding else 0, 4)),
                 "rows": (opening.rows, (1 + len(pieces), width, 4))}
     for name, (arr, shape) in expected.items():
         if not isinstance(arr, np.ndarray) or arr.shape != shape or not F.is_canonical(arr):
             raise ProofRejected(f"{name} of shape {getattr(arr, 'shape', None)}, expected {shape}", where)
-    if hiding != (len(opening.mask_root) == DIGEST_SIZE):
-        raise ProofRejected("mask root present iff the commitment hides", where)
     _begin(transcript, commitment, pieces)
-    gamma, beta = _challenges(transcript, commitment, rows + mask_count, opening.mask_root, values,
+    gamma, beta = _challenges(transcript, commitment, committed_rows + fresh_count, opening.mask_root, values,
                               opening.mask_values)
     indices = _queries(transcript, commitment, opening.rows)
     q = indices.size
-    for name, arr, count in (("columns", opening.columns, rows), ("mask columns", opening.mask_columns, mask_count)):
+    for name, arr, count in (("columns", opening.columns, committed_rows),
+                             ("mask columns", opening.mask_columns, fresh_count)):
         if not isinstance(arr, np.ndarray) or arr.shape != (count, q) or not F.is_canonical(arr):
             raise ProofRejected(f"{name} of shape {getattr(arr, 'shape', None)}, expected ({count}, {q})", where)
-    salts_needed = q if hiding else 0
-    for group in (opening.salts, opening.mask_salts):
-        if len(group) != salts_needed or not all(isinstance(s, bytes) and len(s) == SALT_SIZE for s in group):
-            raise ProofRejected(f"expected {salts_needed} salts of {SALT_SIZE} bytes", where)
+    for group, needed in ((opening.salts, q if hiding else 0), (opening.mask_salts, q if separate else 0)):
+        if len(group) != needed or not all(isinstance(s, bytes) and len(s) == SALT_SIZE for s in group):
+            raise ProofRejected(f"expected {needed} salts of {SALT_SIZE} bytes", where)
     depth = commitment.codeword_length.bit_length() - 1
     trees = [(opening.columns, opening.salts or (b"",) * q, opening.merkle, commitment.root)]
-    if hiding:
+    if separate:
         trees.append((opening.mask_columns, opening.mask_salts, opening.mask_merkle, opening.mask_root))
     for columns, salts, merkle, root in trees:
         if not all(isinstance(d, bytes) and len(d) == DIGEST_SIZE for d in merkle):
@@ -398,13 +424,14 @@ def verify_functionals(commitment: HidingCommitment, functionals, values, openin
         if _merkle_root_from(_leaves(columns, salts), indices, list(merkle), depth) != root:
             raise ProofRejected("opened columns do not hash to the committed Merkle root", where)
     joint = np.concatenate([opening.columns, opening.mask_columns])
+    mask_columns = opening.mask_columns if separate else opening.columns[data_rows:]
     length = commitment.codeword_length
     if not np.array_equal(_encode_ext(opening.rows[0], length)[indices], _combine(gamma, joint)):
         raise ProofRejected("proximity row is inconsistent with the opened columns", where)
     for p, (w, _) in enumerate(pieces):
-        expected_columns = _combine(w, opening.columns)
+        expected_columns = _combine(w, opening.columns[:data_rows])
         if hiding:
-            expected_columns = F.ext_add(expected_columns, F.ext_mul_base(beta[None, :], opening.mask_columns[1 + p]))
+            expected_columns = F.ext_add(expected_columns, F.ext_mul_base(beta[None, :], mask_columns[1 + p]))
         if not np.array_equal(_encode_ext(opening.rows[1 + p], length)[indices], expected_columns):
             raise ProofRejected(f"row {p} is inconsistent with the opened columns", where)
     position = 0
@@ -509,6 +536,7 @@ def commit_mask(num_vars: int, degree: int, params: HidingParams, rng=None):
     coefficients = _random_field((num_vars, degree + 1), rng)
     table = np.zeros((num_vars, _mask_width(degree)), dtype=np.uint64)
     table[:, :degree + 1] = coefficients
+    params = HidingParams(params.rate_inv, params.target_bits, True, mask_rows=2)  # one piece: g(sigma)
     commitment, witness = hiding_commit(table.reshape(-1), params, log_rows=0,
                                         seed=None if rng is None else int(rng.integers(1 << 62)))
     return coefficients, commitment, witness

@@ -65,6 +65,9 @@ MAX_LAYERS = 64
 #: Reed-Solomon rate 1/2 for the step's commitments: half the encoding and hashing of rate 1/4, for about
 #: 1.6x the column queries (251 instead of 154 at 104 bits); measured faster end to end on the 1M-parameter step
 DEFAULT_RATE_INV = 2
+#: mask rows committed with each hiding table: its one batch opening (3L - 1 points on W for L layers) then
+#: needs no second Merkle tree; more points fall back to fresh masks (:mod:`proofs.zk`)
+DEFAULT_MASK_ROWS = 40
 
 
 def _check_int(value, name: str, lo: int, hi: int) -> int:
@@ -397,7 +400,7 @@ def _check_chain(traces) -> list:
 
 def _params(zk: bool, params):
     if params is None:
-        return HidingParams(rate_inv=DEFAULT_RATE_INV, hiding=bool(zk))
+        return HidingParams(rate_inv=DEFAULT_RATE_INV, hiding=bool(zk), mask_rows=DEFAULT_MASK_ROWS if zk else 0)
     if not isinstance(params, HidingParams) or params.hiding != bool(zk):
         raise ProofError(f"params must be HidingParams with hiding={bool(zk)}, got {params!r}")
     return params

@@ -297,3 +297,32 @@ def test_training_proofs_of_the_same_step_differ():
     assert first.bits_commitments[0].root != second.bits_commitments[0].root
     again = T.commit_step(trace, zk=True)
     assert again.weights.root != committed.weights.root  # the same weights commit to a fresh root
+
+
+def test_committed_mask_rows_serve_one_opening_then_fresh_masks_take_over():
+    values = F.random_elements(512, seed=22)
+    points = F.ext_random((3, 9), seed=23)
+    commitment, witness = zk.hiding_commit(values, zk.HidingParams(mask_rows=4))
+    opened, first = zk.open_points(witness, points, Transcript("m"))
+    assert first.mask_root == b"" and first.columns.shape[0] == (1 << commitment.log_rows) + 4
+    zk.verify_points(commitment, points, opened, first, Transcript("m"))
+    opened2, second = zk.open_points(witness, points, Transcript("m"))  # masks spent: a fresh tree
+    assert len(second.mask_root) == 32
+    zk.verify_points(commitment, points, opened2, second, Transcript("m"))
+    many = F.ext_random((5, 9), seed=24)  # 5 pieces need 6 mask rows: a fresh tree
+    _, fresh_witness = commitment, zk.hiding_commit(values, zk.HidingParams(mask_rows=4))[1]
+    opened3, third = zk.open_points(fresh_witness, many, Transcript("m"))
+    assert len(third.mask_root) == 32
+    zk.verify_points(fresh_witness.commitment, many, opened3, third, Transcript("m"))
+    bad = first.columns.copy()
+    bad[-1, 0] = (bad[-1, 0] + 1) % F.P  # a mask row's column
+    with pytest.raises(ProofRejected):
+        zk.verify_points(commitment, points, opened, dataclasses.replace(first, columns=bad), Transcript("m"))
+    wrong = opened.copy()
+    wrong[0, 0] = (wrong[0, 0] + 1) % F.P
+    with pytest.raises(ProofRejected):
+        zk.verify_points(commitment, points, wrong, first, Transcript("m"))
+    with pytest.raises(ProofRejected, match="committed mask rows"):  # an inline opening with too few rows
+        zk.verify_points(commitment, many, opened3, dataclasses.replace(third, mask_root=b""), Transcript("m"))
+    with pytest.raises(ProofError, match="mask_rows=-1"):
+        zk.HidingParams(mask_rows=-1)
