@@ -207,10 +207,14 @@ class SumcheckProver:
             return None
         message = F.ext_zero((self.degree + 1,))
         sums = np.empty((self.degree + 1, F.EXT_DEGREE), dtype=np.uint64)
+        length = self._tables[0].shape[0]
         for coefficient, indices in self._terms:  # one fused pass per term (numba)
-            factors = np.stack([self._tables[i] if is_ext(self._tables[i]) else F.ext_from_base(self._tables[i])
-                                for i in indices])
-            kernels.round_sums(factors, self.degree, sums)
+            tables = [self._tables[i] for i in indices]
+            ext = [t for t in tables if is_ext(t)]
+            base = [t for t in tables if not is_ext(t)]
+            ext_factors = np.stack(ext) if ext else np.empty((0, length, F.EXT_DEGREE), dtype=np.uint64)
+            base_factors = np.stack(base) if base else np.empty((0, length), dtype=np.uint64)
+            kernels.round_sums(ext_factors, base_factors, self.degree, sums)
             message = F.ext_add(message, F.ext_mul(sums, coefficient))
         return message
 
