@@ -64,37 +64,33 @@ def _diagonal_plaintexts(matrix, plan_stage, block, slots):
 
 
 def rotation_routes(needed, available, slots) -> dict:
-    """For each needed step, the shortest sequence of available key steps summing to it modulo ``slots``
-    (breadth-first search in Z_slots), so a context with e.g. power-of-two keys still serves the plan.
-    A step that cannot be reached raises ``KeyMissingError`` naming it."""
-    available = sorted({int(k) % slots for k in available} - {0})
+    """For each needed step, the shortest sequence of available key steps (as the context names them)
+    whose sum is the step modulo ``slots`` (breadth-first search in Z_slots), so a context with e.g.
+    power-of-two keys still serves the plan. An unreachable step raises ``KeyMissingError`` naming it."""
+    keys = {int(k) % slots: int(k) for k in available if int(k) % slots}
+    parent = {0: None}
+    frontier = [0]
+    targets = {int(k) % slots for k in needed}
+    while frontier and not targets <= parent.keys():
+        following = []
+        for node in frontier:
+            for residue, key in keys.items():
+                nxt = (node + residue) % slots
+                if nxt not in parent:
+                    parent[nxt] = (node, key)
+                    following.append(nxt)
+        frontier = following
+    unreachable = sorted(int(k) for k in needed if int(k) % slots not in parent)
+    if unreachable:
+        raise KeyMissingError(f"the context lacks Galois keys for rotations {unreachable} and cannot compose "
+                              f"them from its keys {sorted(keys.values())}")
     routes = {0: ()}
-    missing = [k for k in needed if int(k) % slots not in available and int(k) % slots]
     for k in needed:
-        if int(k) % slots in available:
-            routes[int(k)] = (int(k),)
-    if missing:
-        parent = {0: None}
-        frontier = [0]
-        while frontier and not all(int(k) % slots in parent for k in missing):
-            following = []
-            for node in frontier:
-                for step in available:
-                    nxt = (node + step) % slots
-                    if nxt not in parent:
-                        parent[nxt] = (node, step)
-                        following.append(nxt)
-            frontier = following
-        unreachable = sorted(int(k) for k in missing if int(k) % slots not in parent)
-        if unreachable:
-            raise KeyMissingError(f"the context lacks Galois keys for rotations {unreachable} and cannot compose "
-                                  f"them from its keys {available}")
-        for k in missing:
-            path, node = [], int(k) % slots
-            while parent[node] is not None:
-                node, step = parent[node]
-                path.append(step)
-            routes[int(k)] = tuple(path)
+        path, node = [], int(k) % slots
+        while parent[node] is not None:
+            node, key = parent[node]
+            path.append(key)
+        routes[int(k)] = tuple(path)
     return routes
 
 
@@ -145,8 +141,9 @@ class EncryptedModel:
             diagonals = _diagonal_plaintexts(stage.matrix, plan_stage, self.plan.block, self.plan.params.slots)
             self._encoded[key] = {m: [(i, ctx.encode(d, level=ct.level)) for i, d in pairs]
                                   for m, pairs in diagonals.items()}
-        direct = [i for i in plan_stage.baby if i and self._routes[i] == (i,)]
-        rotated = ev.rotate_hoisted(ct, direct) if direct else {}
+        single = {i: self._routes[i][0] for i in plan_stage.baby if len(self._routes[i]) == 1}
+        hoisted = ev.rotate_hoisted(ct, sorted(set(single.values()))) if single else {}
+        rotated = {i: hoisted[key] for i, key in single.items()}
         rotated.update({i: self._rotate(ct, i) for i in plan_stage.baby if i not in rotated})
         total = None
         for m, pairs in self._encoded[key].items():

@@ -85,7 +85,7 @@ def test_power_of_two_keys_compose_every_rotation():
     np.testing.assert_allclose(plan.unpack(out, 4), model.forward(x), atol=1e-9)
 
 
-@given(st.lists(st.integers(-70, 70), min_size=1, max_size=6), st.lists(st.integers(1, 127), min_size=1, max_size=4))
+@given(st.lists(st.integers(-300, 300), min_size=1, max_size=6), st.lists(st.integers(-200, 200), min_size=1, max_size=4))
 def test_rotation_routes_sum_to_the_step(needed, available):
     slots = 128
     try:
@@ -98,7 +98,9 @@ def test_rotation_routes_sum_to_the_step(needed, available):
         return
     for k in needed:
         assert sum(routes[k]) % slots == k % slots
-        assert all(step % slots in {a % slots for a in available} for step in routes[k])
+        assert set(routes[k]) <= set(available)  # steps named as the context names its keys
+        if k % slots and k % slots in {a % slots for a in available}:
+            assert len(routes[k]) == 1
 
 
 def test_low_level_input_is_refused():
