@@ -168,6 +168,29 @@ class HidingCommitment:
         return (_HIDING_MAGIC + bytes([_VERSION, self.num_vars, self.log_rows, p.rate_inv, int(p.hiding)])
                 + int(p.target_bits).to_bytes(2, "little") + int(p.mask_rows).to_bytes(2, "little") + self.root)
 
+    @classmethod
+    def read(cls, reader) -> "HidingCommitment":
+        """Parse from a :class:`proofs.field.ByteReader` (ProofRejected on anything malformed)."""
+        if reader.raw(len(_HIDING_MAGIC)) != _HIDING_MAGIC or reader.uint(1) != _VERSION:
+            raise ProofRejected("bad magic or version of a hiding commitment", reader.where)
+        num_vars, log_rows, rate_inv, hiding = (reader.uint(1) for _ in range(4))
+        target_bits, mask_rows = reader.uint(2), reader.uint(2)
+        root = reader.raw(DIGEST_SIZE)
+        if num_vars > MAX_NUM_VARS or log_rows > num_vars or hiding > 1:
+            raise ProofRejected(f"num_vars={num_vars}, log_rows={log_rows}, hiding={hiding} out of range", reader.where)
+        try:
+            params = HidingParams(rate_inv, target_bits, bool(hiding), mask_rows)
+        except ProofError as error:
+            raise ProofRejected(str(error), reader.where) from None
+        return cls(root, num_vars, log_rows, params)
+
+    @classmethod
+    def from_bytes(cls, data) -> "HidingCommitment":
+        reader = F.ByteReader(data, "hiding commitment")
+        commitment = cls.read(reader)
+        reader.finish()
+        return commitment
+
 
 @dataclass(frozen=True, eq=False)
 class HidingWitness:
@@ -271,11 +294,27 @@ class HidingOpening:
     mask_merkle: tuple
 
     def to_bytes(self) -> bytes:
-        parts = [self.mask_root, F.elements_to_bytes(self.mask_values), F.elements_to_bytes(self.rows),
-                 F.elements_to_bytes(self.columns), F.elements_to_bytes(self.mask_columns)]
+        parts = [bytes([len(self.mask_root)]), self.mask_root, F.elements_to_bytes(self.mask_values),
+                 F.elements_to_bytes(self.rows), F.elements_to_bytes(self.columns),
+                 F.elements_to_bytes(self.mask_columns)]
         for group in (self.salts, self.mask_salts, self.merkle, self.mask_merkle):
             parts.append(len(group).to_bytes(4, "little") + b"".join(group))
         return b"".join(parts)
+
+    @classmethod
+    def read(cls, reader) -> "HidingOpening":
+        """Parse from a :class:`proofs.field.ByteReader`; shapes are checked by the verifier."""
+        root_size = reader.uint(1)
+        if root_size not in (0, DIGEST_SIZE):
+            raise ProofRejected(f"mask root of {root_size} bytes", reader.where)
+        mask_root = reader.raw(root_size)
+        arrays = [reader.elements(2), reader.elements(3), reader.elements(2), reader.elements(2)]
+        groups = []
+        for size in (SALT_SIZE, SALT_SIZE, DIGEST_SIZE, DIGEST_SIZE):
+            count = reader.uint(4)
+            data = reader.raw(size * count)
+            groups.append(tuple(data[i:i + size] for i in range(0, len(data), size)))
+        return cls(mask_root, *arrays, *groups)
 
     @property
     def num_bytes(self) -> int:
@@ -517,8 +556,16 @@ class ZKSumcheckProof:
     mask_opening: HidingOpening
 
     def to_bytes(self) -> bytes:
-        return (self.mask_commitment.to_bytes() + F.elements_to_bytes(self.mask_sum) + self.sumcheck.to_bytes()
-                + F.elements_to_bytes(self.mask_eval) + self.mask_opening.to_bytes())
+        return (self.mask_commitment.to_bytes() + F.elements_to_bytes(self.mask_sum)
+                + F.elements_to_bytes(self.sumcheck.round_messages) + F.elements_to_bytes(self.mask_eval)
+                + self.mask_opening.to_bytes())
+
+    @classmethod
+    def read(cls, reader) -> "ZKSumcheckProof":
+        """Parse from a :class:`proofs.field.ByteReader` (ProofRejected on anything malformed)."""
+        commitment = HidingCommitment.read(reader)
+        total, messages, value = reader.elements(1), reader.elements(3), reader.elements(1)
+        return cls(commitment, total, SumcheckProof(messages), value, HidingOpening.read(reader))
 
     @property
     def num_bytes(self) -> int:

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field as dataclass_field
 import numpy as np
 
 from .. import field as F
-from ..aggregate import BitCheckProver, bit_check_value, plan_groups, stack
+from ..aggregate import MODES, BitCheckProver, bit_check_value, plan_groups, stack
 from ..errors import ModelError, ProofError, ProofRejected
 from ..mle import bind_high, eq_eval, eq_table, mle_evaluate
 from ..quantize import FIELD_BITS, FIELD_HALF
@@ -674,14 +674,61 @@ class TrainingProof:
     items: tuple
 
     def to_bytes(self) -> bytes:
-        parts = [self.mode.encode()] + [c.to_bytes() for c in self.bits_commitments]
+        """magic, version, mode (u8), bits commitments (u16 count), items (u32 count, each a u8 tag + body)."""
+        parts = [_PROOF_MAGIC, bytes([_PROOF_VERSION, MODES.index(self.mode)]),
+                 len(self.bits_commitments).to_bytes(2, "little")] + [c.to_bytes() for c in self.bits_commitments]
+        parts.append(len(self.items).to_bytes(4, "little"))
         for item in self.items:
-            parts.append(F.elements_to_bytes(item) if isinstance(item, np.ndarray) else item.to_bytes())
+            tag = next(t for t, kind in enumerate(_ITEM_KINDS) if isinstance(item, kind))
+            if tag < 2:  # F_p4 values (with their dimension count), or a plain sumcheck's messages
+                body = (bytes([item.ndim]) if tag == 0 else b"") + F.elements_to_bytes(
+                    item if tag == 0 else item.round_messages)
+            else:
+                body = item.to_bytes()
+            parts.append(bytes([tag]) + body)
         return b"".join(parts)
+
+    @classmethod
+    def from_bytes(cls, data) -> "TrainingProof":
+        """Inverse of :meth:`to_bytes`; anything malformed, truncated or trailing raises ProofRejected."""
+        reader = F.ByteReader(data, "training proof bytes")
+        if reader.raw(len(_PROOF_MAGIC)) != _PROOF_MAGIC or reader.uint(1) != _PROOF_VERSION:
+            raise ProofRejected("bad magic or version", reader.where)
+        mode = reader.uint(1)
+        if mode >= len(MODES):
+            raise ProofRejected(f"mode {mode} unknown", reader.where)
+        commitments = tuple(HidingCommitment.read(reader) for _ in range(reader.uint(2)))
+        count = reader.uint(4)
+        if count > 1 << 20:
+            raise ProofRejected(f"{count} items", reader.where)
+        items = []
+        for _ in range(count):
+            tag = reader.uint(1)
+            if tag >= len(_ITEM_KINDS):
+                raise ProofRejected(f"item tag {tag} unknown", reader.where)
+            items.append(_read_item(reader, tag))
+        reader.finish()
+        return cls(MODES[mode], commitments, tuple(items))
 
     @property
     def num_bytes(self) -> int:
         return len(self.to_bytes())
+
+
+_PROOF_MAGIC, _PROOF_VERSION = b"HZKTRAIN", 1
+_ITEM_KINDS = (np.ndarray, SumcheckProof, ZKSumcheckProof, HidingOpening)
+
+
+def _read_item(reader, tag: int):
+    """One proof item: an F_p4 array (its dimension count first: 1 or 2), or a proof object."""
+    if tag == 0:
+        ndim = reader.uint(1)
+        if ndim not in (1, 2):
+            raise ProofRejected(f"value array with {ndim} dimensions", reader.where)
+        return reader.elements(ndim)
+    if tag == 1:
+        return SumcheckProof(reader.elements(3))
+    return (ZKSumcheckProof if tag == 2 else HidingOpening).read(reader)
 
 
 def _statement(spec: TrainingSpec, steps: CommittedSteps, bits_commitments, mode: str):

@@ -249,3 +249,27 @@ def test_a_wrong_second_step_is_rejected():
         T.verify_training_steps(STEPS_SPEC, dataclasses.replace(committed, weights=committed.weights[::-1]), proof)
     with pytest.raises(ProofError, match="does not start from"):
         T.commit_steps([second, first], zk=False)
+
+
+@pytest.mark.parametrize("zk", [False, True])
+def test_proof_bytes_round_trip_and_every_corruption_is_rejected(honest, zk):
+    trace, _ = honest
+    committed = T.commit_step(trace, zk=zk)
+    proof = T.prove_training_step(trace, committed, zk=zk)
+    data = proof.to_bytes()
+    parsed = T.TrainingProof.from_bytes(data)
+    assert parsed.to_bytes() == data
+    T.verify_training_step(SPEC, committed, parsed)
+    rng = np.random.default_rng(6)
+    for position in rng.integers(0, len(data), size=12):
+        corrupted = bytearray(data)
+        corrupted[position] ^= 1 << int(rng.integers(8))
+        with pytest.raises(ProofRejected):
+            T.verify_training_step(SPEC, committed, T.TrainingProof.from_bytes(bytes(corrupted)))
+    for cut in (0, 7, len(data) // 2, len(data) - 1):
+        with pytest.raises(ProofRejected):
+            T.TrainingProof.from_bytes(data[:cut])
+    with pytest.raises(ProofRejected):
+        T.TrainingProof.from_bytes(data + b"\x00")
+    with pytest.raises(ProofRejected):
+        T.TrainingProof.from_bytes("not bytes")
