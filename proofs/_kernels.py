@@ -184,3 +184,12 @@ def fold_base(table, r, out):
             out[j, c] = r[c] * diff % P
         s = out[j, 0] + low
         out[j, 0] = s - P if s >= P else s
+
+
+@numba.njit(cache=True)
+def ext_outer(u, v, out):
+    """out[j * E + e] = u[j] v[e] for F_p4 vectors u (J, 4), v (E, 4); out is (J * E, 4)."""
+    count = v.shape[0]
+    for j in range(u.shape[0]):
+        for e in range(count):
+            _ext_mul_into(u[j, 0], u[j, 1], u[j, 2], u[j, 3], v[e, 0], v[e, 1], v[e, 2], v[e, 3], out, j * count + e)

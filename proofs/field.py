@@ -322,6 +322,14 @@ def _ext_mul_long(a, b):
         return out
     if a.shape[-1:] != (EXT_DEGREE,) or b.shape[-1:] != (EXT_DEGREE,):
         return None
+    if a.ndim == b.ndim == 3 and a.shape[0] == 1 and b.shape[1] == 1:
+        a, b = b, a
+    if a.ndim == b.ndim == 3 and a.shape[1] == 1 and b.shape[0] == 1 and a.shape[0] * b.shape[1] >= NUMBA_MIN_SIZE:
+        kernels = numba_kernels()  # outer product (J, 1, 4) x (1, E, 4): no broadcast copies
+        if kernels is not None:
+            out = np.empty((a.shape[0], b.shape[1], EXT_DEGREE), dtype=np.uint64)
+            kernels.ext_outer(np.ascontiguousarray(a[:, 0]), np.ascontiguousarray(b[0]), out.reshape(-1, EXT_DEGREE))
+            return out
     pair = _long_pair(a, b)
     if pair is None:
         return None

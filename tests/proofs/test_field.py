@@ -184,6 +184,9 @@ def test_numba_paths_with_broadcasting():
     pytest.importorskip("numba")
     per_bit, per_element = F.ext_random(9, seed=5), F.ext_random(F.NUMBA_MIN_SIZE // 8 + 3, seed=6)
     outer = F.ext_mul(per_bit[:, None, :], per_element[None, :, :])
+    assert np.array_equal(F.ext_mul(per_element[None, :, :], per_bit[:, None, :]), outer)
+    assert np.array_equal(outer, F.ext_mul(np.broadcast_to(per_bit[:, None, :], outer.shape).copy(),
+                                           np.broadcast_to(per_element[None, :, :], outer.shape).copy()))
     assert np.array_equal(outer, np.stack([chunked(F.ext_mul, per_element, b) for b in per_bit]))
     base = F.random_elements(F.NUMBA_MIN_SIZE + 1, seed=7)
     scaled = F.ext_mul_base(per_bit[0], base)
