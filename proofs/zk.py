@@ -352,6 +352,29 @@ def _queries(transcript, commitment, rows):
     return np.unique(drawn)
 
 
+def _piece_rows(pieces, data) -> list:
+    """w_p^T data for every piece, one exact product per block of rows the weights touch.
+
+    A point of a packed table (:mod:`proofs.layers.packing`) has Boolean selector coordinates, so its row
+    weights vanish outside that table's rows: the product then costs the table's size, not the pack's.
+    """
+    blocks = {}
+    for p, (w, _) in enumerate(pieces):
+        rows = np.flatnonzero(np.asarray(w).any(axis=1))
+        blocks.setdefault((int(rows[0]), int(rows[-1]) + 1) if rows.size else (0, 0), []).append(p)
+    out = [None] * len(pieces)
+    for (lo, hi), members in blocks.items():
+        if hi == lo:
+            for p in members:
+                out[p] = F.ext_zero((data.shape[1],))
+            continue
+        weights = np.concatenate([pieces[p][0][lo:hi] for p in members], axis=1)
+        product = _combine(weights, data[lo:hi]).reshape(-1, len(members), 4)
+        for j, p in enumerate(members):
+            out[p] = np.ascontiguousarray(product[:, j])
+    return out
+
+
 def open_functionals(witness: HidingWitness, functionals, transcript, values=None, seed=None):
     """Open linear functionals (lists of (row weights, column weights) pieces) -> (values (m, 4), HidingOpening).
 
@@ -390,16 +413,11 @@ def open_functionals(witness: HidingWitness, functionals, transcript, values=Non
         mask_values = np.asarray(mask_values, dtype=np.uint64).reshape(-1, F.EXT_DEGREE)
     gamma, beta = _challenges(transcript, commitment, committed_rows + fresh.shape[0], mask_root, values,
                               mask_values)
-    # one exact product for the proximity row and every piece: the committed matrix is converted once
-    padding = F.ext_zero((committed_rows - data_rows,))
-    weights = np.concatenate([gamma[:committed_rows]] + [np.concatenate([w, padding]) for w, _ in pieces], axis=1)
-    stacked = _combine(weights, witness.rows).reshape(-1, 1 + len(pieces), 4)
-    proximity = stacked[:, 0]
+    proximity = _combine(gamma[:committed_rows], witness.rows)
     if fresh.shape[0]:
         proximity = F.ext_add(proximity, _combine(gamma[committed_rows:], fresh))
-    sent = [np.ascontiguousarray(proximity)]
-    for p in range(len(pieces)):
-        row = np.ascontiguousarray(stacked[:, 1 + p])
+    sent = [proximity]
+    for p, row in enumerate(_piece_rows(pieces, data)):
         sent.append(F.ext_add(row, F.ext_mul_base(beta[None, :], masks[1 + p])) if hiding else row)
     sent = np.stack(sent)
     indices = _queries(transcript, commitment, sent)
