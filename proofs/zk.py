@@ -443,7 +443,7 @@ def verify_functionals(commitment: HidingCommitment, functionals, values, openin
     pieces = _check_functionals(commitment, functionals, lambda m: ProofRejected(m, where))
     values = np.asarray(values)
     m, hiding = len(functionals), commitment.params.hiding
-    data_rows, cols, width = 1 << commitment.log_rows, 1 << commitment.log_cols, commitment.width
+    data_rows, width = 1 << commitment.log_rows, commitment.width
     committed_rows = data_rows + commitment.mask_rows
     if not isinstance(opening.mask_root, bytes) or len(opening.mask_root) not in (0, DIGEST_SIZE):
         raise ProofRejected("mask root must be empty or a 32-byte digest", where)

@@ -553,15 +553,13 @@ class _Protocol:
         self.pending.setdefault(tensor, []).append((point, value))
 
     # reductions -------------------------------------------------------------------------------
-    def matmul(self, label, point, value, n_vars, left, right):
+    def matmul(self, label, value, n_vars, left, right):
         """sum_k L(k) R(k) = value over n_vars; ``left``/``right`` build the bound tables (prover side)."""
-        ch = self.ch
-        rho, expected = ch.sumcheck(f"sumcheck.training.{label}", value, n_vars, 2,
-                                    lambda: [(F.ext_one(), [left(), right()])])
-        return rho, expected
+        return self.ch.sumcheck(f"sumcheck.training.{label}", value, n_vars, 2,
+                                lambda: [(F.ext_one(), [left(), right()])])
 
     def update(self, i):
-        spec, ch, t = self.spec, self.ch, self.trace
+        spec, ch = self.spec, self.ch
         out_vars, in_vars = log2(spec.width(i + 1)), log2(spec.width(i))
         r = ch.transcript.challenge_ext_vector(f"training.update{i}", out_vars + in_vars)
         w_new = ch.send("training.wnew", lambda: mle_evaluate(self.tables[f"Wn{i}"], r))
@@ -573,7 +571,7 @@ class _Protocol:
         # G_W_i[o, k] = sum_b G_i[b, o] A_i[b, k]; point = (r_k, r_o)
         r_k, r_o = r[:in_vars], r[in_vars:]
         B = spec.batch_padded
-        rho, expected = self.matmul(f"gradw{i}", r, grad_w, log2(B), lambda: _columns_at(self.tables[f"G{i}"], B, r_o),
+        rho, expected = self.matmul(f"gradw{i}", grad_w, log2(B), lambda: _columns_at(self.tables[f"G{i}"], B, r_o),
                                     lambda: _columns_at(self.tables[f"A{i}"], B, r_k))
         g = ch.send("training.eval", lambda: mle_evaluate(self.tables[f"G{i}"], np.concatenate([r_o, rho])))
         a = ch.send("training.eval", lambda: mle_evaluate(self.tables[f"A{i}"], np.concatenate([r_k, rho])))
@@ -583,7 +581,7 @@ class _Protocol:
 
     def select(self, tensor, mask_name, quotient_name, masked: bool):
         """All claims on tensor = m * q at once; returns (rho, claim on the rescaled tensor) via the planes."""
-        spec, ch = self.spec, self.ch
+        ch = self.ch
         claims = self.pending.pop(tensor)
         alphas, total = _alpha_combination(ch, f"training.alpha.{tensor}", claims)
         k = claims[0][0].shape[0]
@@ -625,7 +623,7 @@ class _Protocol:
 
     def run(self):
         spec, ch = self.spec, self.ch
-        L, B = spec.num_layers, spec.batch_padded
+        L = spec.num_layers
         for i in range(L):
             self.update(i)
         for i in range(L - 1):  # G_i = (1 - s_i) round(G_A_i), G_A_i = G_(i+1) W_(i+1)
@@ -633,7 +631,7 @@ class _Protocol:
             out_vars = log2(spec.width(i + 2))
             r_k, r_b = rho[:log2(spec.width(i + 1))], rho[log2(spec.width(i + 1)):]
             omega, expected = self.matmul(
-                f"grada{i}", rho, grad_a, out_vars,
+                f"grada{i}", grad_a, out_vars,
                 lambda: bind_high(self.tables[f"G{i + 1}"], r_b),
                 lambda: _columns_at(self.tables[f"W{i + 1}"], spec.width(i + 2), r_k))
             g = ch.send("training.eval", lambda: mle_evaluate(self.tables[f"G{i + 1}"], np.concatenate([omega, r_b])))
@@ -650,7 +648,7 @@ class _Protocol:
             rho, acc = self.select(tensor, f"fwd{i}", f"fwd{i}", tensor != "O")
             out_vars = log2(spec.width(i + 1))
             r_o, r_b = rho[:out_vars], rho[out_vars:]
-            kappa, expected = self.matmul(f"forward{i}", rho, acc, log2(spec.width(i)),
+            kappa, expected = self.matmul(f"forward{i}", acc, log2(spec.width(i)),
                                           lambda: bind_high(self.tables[f"A{i}"], r_b),
                                           lambda: bind_high(self.tables[f"W{i}"], r_o))
             a = ch.send("training.eval", lambda: mle_evaluate(self.tables[f"A{i}"], np.concatenate([kappa, r_b])))
