@@ -221,17 +221,17 @@ class TrainingTrace:
         return out
 
 
-def _committed_tables(spec: TrainingSpec, steps: int = 1) -> list:
+def _committed_tables(spec: TrainingSpec, steps: int = 1, forward_only: bool = False) -> list:
     """(step, name, group, start, count, elements) of every committed bits table (one per group of planes)."""
     return [(t, name, g, start, count, elements) for t in range(steps)
-            for name, decomposition, elements in spec.bit_tables()
+            for name, decomposition, elements in spec.bit_tables() if not forward_only or name.startswith("fwd")
             for g, (start, count) in enumerate(_plane_groups(decomposition))]
 
 
-def _packed_bits(traces, groups) -> list:
+def _packed_bits(traces, groups, forward_only: bool = False) -> list:
     bits = [trace.bits() for trace in traces]
     tables = [bits[t][name][start:start + count].reshape(-1)
-              for t, name, _, start, count, _ in _committed_tables(traces[0].spec, len(traces))]
+              for t, name, _, start, count, _ in _committed_tables(traces[0].spec, len(traces), forward_only)]
     return [stack(tables, groups, g) for g in range(len(groups.groups))]
 
 
@@ -260,9 +260,8 @@ def _check_inputs(weights, x, y, spec: TrainingSpec):
     return arrays[:-2], arrays[-2], arrays[-1]
 
 
-def training_trace(weights, x, y, spec: TrainingSpec) -> TrainingTrace:
-    """Run one integer SGD step (the module's equations) and keep every table the proof needs."""
-    weights, x, y = _check_inputs(weights, x, y, spec)
+def _forward(weights, x, spec: TrainingSpec):
+    """Padded weights, activations A_0..A_(L-1) and the forward decompositions."""
     L, B = spec.num_layers, spec.batch_padded
     w = [pad_matrix(weights[i], spec.width(i + 1), spec.width(i)) for i in range(L)]
     acts, fwd = [pad_matrix(x, B, spec.width(0))], []
@@ -270,6 +269,22 @@ def training_trace(weights, x, y, spec: TrainingSpec) -> TrainingTrace:
         fwd.append(_decompose(acts[i] @ w[i].T, spec.forward_spec(i), f"forward layer {i}"))
         if i + 1 < L:
             acts.append(fwd[i].out.reshape(B, spec.width(i + 1)))
+    return w, acts, fwd
+
+
+def forward_trace(weights, x, spec: TrainingSpec) -> TrainingTrace:
+    """The forward pass only (for :func:`prove_forward`): the backward fields stay empty."""
+    weights, x, _ = _check_inputs(weights, x, np.zeros((spec.batch, spec.sizes[-1]), dtype=np.int64), spec)
+    w, acts, fwd = _forward(weights, x, spec)
+    zeros = np.zeros((spec.batch_padded, spec.width(spec.num_layers)), dtype=np.int64)
+    return TrainingTrace(spec, tuple(w), acts[0], zeros, tuple(acts), tuple(fwd), (), (), (), (), ())
+
+
+def training_trace(weights, x, y, spec: TrainingSpec) -> TrainingTrace:
+    """Run one integer SGD step (the module's equations) and keep every table the proof needs."""
+    weights, x, y = _check_inputs(weights, x, y, spec)
+    L, B = spec.num_layers, spec.batch_padded
+    w, acts, fwd = _forward(weights, x, spec)
     y_pad = pad_matrix(y, B, spec.width(L))
     grads = [None] * L
     grads[L - 1] = fwd[L - 1].shifted.reshape(B, -1) - y_pad
@@ -511,17 +526,20 @@ def _alpha_combination(channel, label, claims):
 class _Protocol:
     """The reductions of the module docstring, run identically by prover (with a trace) and verifier."""
 
-    def __init__(self, spec: TrainingSpec, channel: _Channel, groups, step: int, steps: int, trace=None):
+    def __init__(self, spec: TrainingSpec, channel: _Channel, groups, step: int, steps: int, trace=None,
+                 forward_only: bool = False, public_input=None):
         self.spec, self.ch, self.groups, self.step, self.trace = spec, channel, groups, step, trace
+        self.public_input = public_input
         self.bit_specs = {name: (decomposition, elements) for name, decomposition, elements in spec.bit_tables()}
-        self.table_index = {(t, name, g): k for k, (t, name, g, _, _, _) in enumerate(_committed_tables(spec, steps))}
+        self.table_index = {(t, name, g): k for k, (t, name, g, _, _, _)
+                            in enumerate(_committed_tables(spec, steps, forward_only))}
         if trace is not None:
             self.bits = trace.bits()
             L = spec.num_layers
             self.tables = {f"W{i}": _field(trace.weights[i]) for i in range(L)}
             self.tables.update({f"A{i}": _field(trace.acts[i]) for i in range(L)})
-            self.tables.update({f"G{i}": _field(trace.grads[i]) for i in range(L)})
-            self.tables.update({f"Wn{i}": _field(trace.new_weights[i]) for i in range(L)})
+            self.tables.update({f"G{i}": _field(g) for i, g in enumerate(trace.grads)})
+            self.tables.update({f"Wn{i}": _field(w) for i, w in enumerate(trace.new_weights)})
             self.tables["Y"] = _field(trace.y)
         self.pending = {}  # virtual tensor -> [(point, value)]
 
@@ -643,6 +661,19 @@ class _Protocol:
             y = ch.send("training.eval", lambda: mle_evaluate(self.tables["Y"], point))
             self.committed("batch", 1, point, y)
             self.claim("O", point, F.ext_add(value, y))
+        self.forward()
+
+    def infer(self, output_table) -> None:
+        """Forward-only proof: the verifier's random point on the public output O starts the reduction."""
+        spec = self.spec
+        r = self.ch.transcript.challenge_ext_vector("inference.r", log2(spec.batch_padded * spec.width(spec.num_layers)))
+        self.claim("O", r, mle_evaluate(output_table, r))  # both sides evaluate the public output
+        self.forward()
+
+    def forward(self) -> None:
+        """Reduce the claims on O and the activations down to the input (committed, or public)."""
+        spec, ch = self.spec, self.ch
+        L = spec.num_layers
         for i in range(L - 1, -1, -1):  # A_(i+1) = (1 - s_i) round(Z_i), Z_i = A_i W_i^T
             tensor = "O" if i == L - 1 else f"A{i + 1}"
             rho, acc = self.select(tensor, f"fwd{i}", f"fwd{i}", tensor != "O")
@@ -657,7 +688,10 @@ class _Protocol:
             self.claim(f"A{i}", np.concatenate([kappa, r_b]), a)
             self.committed("weights", i, np.concatenate([kappa, r_o]), w)
         for point, value in self.pending.pop("A0"):
-            self.committed("batch", 0, point, value)
+            if self.public_input is None:
+                self.committed("batch", 0, point, value)
+            else:
+                ch.check(mle_evaluate(self.public_input, point), value, "the public input differs from its claim")
         if self.pending:
             raise ProofError(f"unreduced claims on {sorted(self.pending)}")
 
@@ -749,8 +783,8 @@ def _bit_checks(channel, groups, packed=None) -> None:
         channel.record(f"bits{g}", sigma, value)
 
 
-def _groups(spec: TrainingSpec, mode: str, steps: int):
-    tables = _committed_tables(spec, steps)
+def _groups(spec: TrainingSpec, mode: str, steps: int, forward_only: bool = False):
+    tables = _committed_tables(spec, steps, forward_only)
     return plan_groups([entry[4] * entry[5] for entry in tables], mode, kinds=[entry[1][:3] for entry in tables])
 
 
@@ -831,3 +865,109 @@ def verify_training_step(spec: TrainingSpec, committed: CommittedTensors, proof:
     if not isinstance(committed, CommittedTensors):
         raise ProofRejected("expected CommittedTensors", "training proof")
     verify_training_steps(spec, _as_steps(committed), proof)
+
+
+# ------------------------------------------------------------------------------ forward pass alone
+@dataclass(frozen=True, eq=False)
+class CommittedModel:
+    """Commitments for a forward-only proof: the weights and, when private, the input batch."""
+
+    weights: HidingCommitment
+    input: object = None
+    witnesses: dict = dataclass_field(default=None, repr=False)
+
+
+def commit_forward(trace: TrainingTrace, zk: bool = True, private_input: bool = True,
+                   params: HidingParams | None = None) -> CommittedModel:
+    """Commit to the weights and (``private_input``) the input of ``trace``."""
+    params, spec = _params(zk, params), trace.spec
+    tables = {"w0": weight_packing(spec).pack([_field(w) for w in trace.weights])}
+    if private_input:
+        tables["b0"] = batch_packing(spec).pack([_field(trace.x), _field(np.zeros_like(trace.y))])
+    made = _commit_tables(tables, params, None)
+    return CommittedModel(made["w0"][0], made["b0"][0] if private_input else None,
+                          {name: pair[1] for name, pair in made.items()})
+
+
+def forward_output(trace: TrainingTrace) -> np.ndarray:
+    """The public output O (B x d_L, int64) of a forward trace."""
+    spec = trace.spec
+    out = trace.fwd[-1].shifted.reshape(spec.batch_padded, -1)
+    return out[:spec.batch, :spec.sizes[-1]].copy()
+
+
+def _forward_statement(spec, committed, output, public_input, bits_commitments):
+    transcript = Transcript(TRANSCRIPT_LABEL + ".forward")
+    spec.absorb(transcript)
+    parts = ["forward", committed.weights.to_bytes(), np.asarray(output, dtype=np.int64)]
+    parts.append(committed.input.to_bytes() if committed.input is not None else np.asarray(public_input, dtype=np.int64))
+    transcript.absorb("inference.statement", parts + [c.to_bytes() for c in bits_commitments])
+    return transcript
+
+
+def prove_forward(trace: TrainingTrace, committed: CommittedModel, zk: bool = True,
+                  params: HidingParams | None = None) -> TrainingProof:
+    """Prove O = model(X) for committed (hidden, with ``zk``) weights and a committed or public input X;
+    only O is public. The forward half of the training proof: zkReLU, rescales and matmuls."""
+    params = _params(zk, params)
+    if not isinstance(trace, TrainingTrace) or not isinstance(committed, CommittedModel) or \
+            committed.witnesses is None:
+        raise ProofError("prove_forward needs a TrainingTrace and a CommittedModel with witnesses")
+    spec = trace.spec
+    groups = _groups(spec, "aggregate", 1, forward_only=True)
+    packed = _packed_bits([trace], groups, forward_only=True)
+    bits_made = [hiding_commit(table, params) for table in packed]
+    public_input = None if committed.input is not None else trace.x[:spec.batch, :spec.sizes[0]]
+    transcript = _forward_statement(spec, committed, forward_output(trace), public_input, [c for c, _ in bits_made])
+    channel = _Channel(transcript, bool(zk), params)
+    output = _field(trace.fwd[-1].shifted)
+    _Protocol(spec, channel, groups, 0, 1, trace, forward_only=True).infer(output)
+    _bit_checks(channel, groups, packed)
+    for key in ("w0", "b0")[:len(committed.witnesses)]:
+        channel.open(key, None, committed.witnesses[key])
+    for g, (_, witness) in enumerate(bits_made):
+        channel.open(f"bits{g}", None, witness)
+    return TrainingProof("aggregate", tuple(c for c, _ in bits_made), tuple(channel.items))
+
+
+def verify_forward(spec: TrainingSpec, committed: CommittedModel, output, proof: TrainingProof,
+                   public_input=None) -> None:
+    """Raise ProofRejected unless ``proof`` shows ``output`` = model(input) for the committed weights and the
+    committed input (or ``public_input`` when the input was not committed)."""
+    where = "forward proof"
+    if not isinstance(spec, TrainingSpec) or not isinstance(committed, CommittedModel) or \
+            not isinstance(proof, TrainingProof) or proof.mode != "aggregate":
+        raise ProofRejected("expected a TrainingSpec, a CommittedModel and an aggregated TrainingProof", where)
+    if (committed.input is None) == (public_input is None):
+        raise ProofRejected("give exactly one of a committed input and a public input", where)
+    B, out_width = spec.batch_padded, spec.width(spec.num_layers)
+    output = np.asarray(output)
+    if output.shape != (spec.batch, spec.sizes[-1]) or output.dtype.kind not in "iu":
+        raise ProofRejected(f"output of shape {output.shape}, expected integers {(spec.batch, spec.sizes[-1])}", where)
+    x_table = None
+    if public_input is not None:
+        public_input = np.asarray(public_input)
+        if public_input.shape != (spec.batch, spec.sizes[0]) or public_input.dtype.kind not in "iu":
+            raise ProofRejected(f"public input of shape {public_input.shape}, expected {(spec.batch, spec.sizes[0])}",
+                                where)
+        x_table = _field(pad_matrix(public_input, B, spec.width(0)))
+    params = getattr(committed.weights, "params", None)
+    groups = _groups(spec, "aggregate", 1, forward_only=True)
+    expected = [("w0", committed.weights, weight_packing(spec).num_vars)]
+    if committed.input is not None:
+        expected.append(("b0", committed.input, batch_packing(spec).num_vars))
+    if len(proof.bits_commitments) != len(groups.groups):
+        raise ProofRejected(f"{len(proof.bits_commitments)} bits commitments, expected {len(groups.groups)}", where)
+    expected += [(f"bits{g}", c, groups.packing(g).num_vars) for g, c in enumerate(proof.bits_commitments)]
+    for name, commitment, num_vars in expected:
+        if not isinstance(commitment, HidingCommitment) or commitment.num_vars != num_vars or \
+                commitment.params != params:
+            raise ProofRejected(f"{name} commitment does not match the statement", where)
+    transcript = _forward_statement(spec, committed, output, public_input, proof.bits_commitments)
+    channel = _Channel(transcript, params.hiding, params, items=proof.items)
+    _Protocol(spec, channel, groups, 0, 1, forward_only=True, public_input=x_table).infer(
+        _field(pad_matrix(output, B, out_width)))
+    _bit_checks(channel, groups)
+    for name, commitment, _ in expected:
+        channel.open(name, commitment, None)
+    channel.finish()

@@ -273,3 +273,27 @@ def test_proof_bytes_round_trip_and_every_corruption_is_rejected(honest, zk):
         T.TrainingProof.from_bytes(data + b"\x00")
     with pytest.raises(ProofRejected):
         T.TrainingProof.from_bytes("not bytes")
+
+
+@pytest.mark.parametrize("private_input", [True, False])
+def test_forward_proof_with_hidden_weights_and_optional_private_input(private_input):
+    weights, x, _ = _data(SPEC, 7)
+    trace = T.forward_trace(weights, x, SPEC)
+    committed = T.commit_forward(trace, zk=True, private_input=private_input)
+    proof = T.prove_forward(trace, committed, zk=True)
+    output = T.forward_output(trace)
+    public = None if private_input else x
+    T.verify_forward(SPEC, committed, output, proof, public_input=public)
+    _, expected = naive_step(weights, x, np.zeros_like(output), SPEC.shift, SPEC.grad_shift, SPEC.lr_shift)
+    np.testing.assert_array_equal(output, np.array(expected))
+    wrong = output.copy()
+    wrong[0, 0] += 1
+    with pytest.raises(ProofRejected):
+        T.verify_forward(SPEC, committed, wrong, proof, public_input=public)
+    if not private_input:
+        other = x.copy()
+        other[1, 1] += 1
+        with pytest.raises(ProofRejected):
+            T.verify_forward(SPEC, committed, output, proof, public_input=other)
+    with pytest.raises(ProofRejected):  # both or neither input given
+        T.verify_forward(SPEC, committed, output, proof, public_input=None if public is not None else x)
