@@ -82,6 +82,16 @@ class CKKSContext:
         return self._secret_key is not None
 
     @property
+    def backend(self) -> str:
+        """Name of the NTT backend ("auto", "radix2"/"numba", "numpy", "cross", "fourstep")."""
+        return self.ring.backend.name
+
+    def with_backend(self, backend) -> "CKKSContext":
+        """The same keys on another NTT backend (by name or an NTTBackend); results are bit-identical."""
+        return CKKSContext(self.params, self.ring.with_backend(backend), self.public_key, self.relin_key,
+                           self.galois_keys, self._secret_key, self._sampler)
+
+    @property
     def rotation_steps(self) -> tuple[int, ...]:
         """The rotation steps that have Galois keys."""
         return self.galois_keys.steps

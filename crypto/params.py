@@ -114,6 +114,8 @@ class CKKSParameters:
     @classmethod
     def preset(cls, name: str) -> "CKKSParameters":
         """One of ``PRESETS``: "N13", "N14", "N15", "N16" (128-bit secure) or "TOY" (tests only, insecure)."""
+        if isinstance(name, str) and name.upper() in PRESETS:
+            name = name.upper()
         if name not in PRESETS:
             raise ParameterError(f"preset {name!r} not one of {sorted(PRESETS)}")
         return cls.from_literal(CKKSParametersLiteral(**PRESETS[name]))

@@ -18,7 +18,12 @@ class _Shake256Stream:
     """Deterministic byte stream SHAKE-256(seed || counter), for reproducible tests only."""
 
     def __init__(self, seed: int | bytes):
-        self._seed = seed if isinstance(seed, bytes) else int(seed).to_bytes(32, "little", signed=True)
+        if isinstance(seed, bytes):
+            self._seed = seed
+        elif isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and -2**255 <= seed < 2**255:
+            self._seed = int(seed).to_bytes(32, "little", signed=True)
+        else:
+            raise ParameterError(f"seed={seed!r} must be None (OS CSPRNG), bytes or an integer in [-2^255, 2^255)")
         self._counter = 0
 
     def __call__(self, size: int) -> bytes:

@@ -225,6 +225,8 @@ class Evaluator:
         self._check(a)
         return self._make([-p for p in a.parts], a.level, a.scale, a.length, a.is_complex)
 
+    negate = neg
+
     def sub(self, a, b) -> Ciphertext:
         """a - b; one of them a Ciphertext."""
         if isinstance(a, Ciphertext):
@@ -313,6 +315,8 @@ class Evaluator:
             out[k] = self._apply_galois(ct, digits, galois_element(k, n), keys[k]) if k in keys else \
                 self.to_level(ct, ct.level)
         return out
+
+    rotate_many = rotate_hoisted
 
     def conjugate(self, ct: Ciphertext) -> Ciphertext:
         """Complex conjugation of every slot."""
