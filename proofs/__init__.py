@@ -8,8 +8,10 @@ from .transcript import Transcript
 from .mle import bind_high, eq_eval, eq_table, fix_variable, mle_evaluate, pad_to_pow2
 from .sumcheck import (SubClaim, SumcheckProof, SumcheckProver, SumcheckVerifier, combine_evaluations, prove_sumcheck,
                        verify_sumcheck)
-from .commit import (Commitment, CommitmentWitness, CommitParams, OpeningProof, commit, open_batch, open_commitment,
+from .commit import (Commitment, CommitmentWitness, CommitParams, OpeningProof, open_batch, open_commitment,
                      verify_batch, verify_opening)
+from .commit import commit as commit_values
+from . import commit  # the module, callable as the commit function (see proofs.commit._CallableModule)
 
 __all__ = [
     "ProofError", "ProofRejected", "ModelError", "FieldError",
@@ -17,8 +19,8 @@ __all__ = [
     "bind_high", "eq_eval", "eq_table", "fix_variable", "mle_evaluate", "pad_to_pow2",
     "SubClaim", "SumcheckProof", "SumcheckProver", "SumcheckVerifier", "combine_evaluations",
     "prove_sumcheck", "verify_sumcheck",
-    "Commitment", "CommitmentWitness", "CommitParams", "OpeningProof", "commit", "open_batch", "open_commitment",
-    "verify_batch", "verify_opening",
+    "Commitment", "CommitmentWitness", "CommitParams", "OpeningProof", "commit", "commit_values", "open_batch",
+    "open_commitment", "verify_batch", "verify_opening",
 ]
 
 # Quantized networks, layer proofs, model files (the layers half of issue 6).

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import hashlib
 import math
+import sys
+import types
 from dataclasses import dataclass, field as dataclass_field
 
 import numpy as np
@@ -427,3 +429,18 @@ def verify_opening(commitment: Commitment, point, value, proof: OpeningProof, tr
     if value.shape != (F.EXT_DEGREE,):
         raise ProofRejected(f"value of shape {value.shape}, expected (4,)", "commitment opening")
     verify_batch(commitment, np.asarray(point)[None], value[None], proof, transcript, min_security_bits)
+
+
+class _CallableModule(types.ModuleType):
+    """This module, callable: ``proofs.commit(values, params)`` is :func:`commit`.
+
+    The package exports the commit function under the module's own name; making the module callable
+    keeps both ``proofs.commit(...)`` and ``import proofs.commit`` / ``from proofs.commit import ...``
+    working (``proofs.commit_values`` is the plain function).
+    """
+
+    def __call__(self, values, params: CommitParams = CommitParams()):
+        return commit(values, params)
+
+
+sys.modules[__name__].__class__ = _CallableModule
