@@ -1,6 +1,6 @@
 """The prove/verify scripts: ``python -m proofs commit | prove | verify``.
 
-    python -m proofs commit --model model.npz [--out c.bin]
+    python -m proofs commit --model model.npz [--out c.bin]     (default: c.bin in the current folder)
     python -m proofs prove  --model model.npz --input x.npy --out proof.bin
     python -m proofs verify --commitment c.bin --input x.npy --proof proof.bin
 
@@ -24,6 +24,8 @@ from .model import load_model
 from .quantize import quantize_values
 
 BAR_WIDTH = 30
+DEFAULT_COMMITMENT = "c.bin"
+DEFAULT_PROOF = "proof.bin"
 
 
 def _existing_file(path: str) -> str:
@@ -43,23 +45,27 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m proofs",
                                      description="Sumcheck proofs of quantized MLPs (commit, prove, verify).")
     commands = parser.add_subparsers(dest="command", required=True)
-    commit = commands.add_parser("commit", help="commit to a model's weights (prints the commitment)")
-    commit.add_argument("--model", required=True, type=_existing_file, help="model .npz (quantized or float)")
-    commit.add_argument("--out", default="commitment.bin", type=_writable_path,
-                        help="where to write the commitment (default: commitment.bin)")
+    commit = commands.add_parser("commit", help="commit to a model's weights (writes c.bin, prints its digest)")
+    commit.add_argument("--model", "-m", required=True, type=_existing_file, help="model .npz (quantized or float)")
+    commit.add_argument("--out", "-o", "--output", "--commitment", dest="out", default=DEFAULT_COMMITMENT,
+                        type=_writable_path,
+                        help=f"where to write the commitment (default: {DEFAULT_COMMITMENT} in the current folder)")
     prove = commands.add_parser("prove", help="prove y = model(x) for an input batch")
-    prove.add_argument("--model", required=True, type=_existing_file, help="model .npz (quantized or float)")
-    prove.add_argument("--input", required=True, type=_existing_file, help="input .npy (batch, in_features)")
-    prove.add_argument("--out", required=True, type=_writable_path, help="where to write the proof")
+    prove.add_argument("--model", "-m", required=True, type=_existing_file, help="model .npz (quantized or float)")
+    prove.add_argument("--input", "-i", required=True, type=_existing_file, help="input .npy (batch, in_features)")
+    prove.add_argument("--out", "-o", "--output", "--proof", dest="out", default=DEFAULT_PROOF, type=_writable_path,
+                       help=f"where to write the proof (default: {DEFAULT_PROOF} in the current folder)")
     prove.add_argument("--quiet", action="store_true", help="no progress bar")
     verify = commands.add_parser("verify", help="verify a proof; prints accept/reject, exit code 0/1")
-    verify.add_argument("--commitment", required=True, type=_existing_file, help="commitment file from 'commit'")
-    verify.add_argument("--input", required=True, type=_existing_file, help="input .npy the proof is about")
-    verify.add_argument("--proof", required=True, type=_existing_file, help="proof file from 'prove'")
+    verify.add_argument("--commitment", "-c", default=DEFAULT_COMMITMENT, type=_existing_file,
+                        help=f"commitment file from 'commit' (default: {DEFAULT_COMMITMENT})")
+    verify.add_argument("--input", "-i", required=True, type=_existing_file, help="input .npy the proof is about")
+    verify.add_argument("--proof", "-p", default=DEFAULT_PROOF, type=_existing_file,
+                        help=f"proof file from 'prove' (default: {DEFAULT_PROOF})")
     return parser
 
 
-def _load_input(path: str, input_frac: int) -> np.ndarray:
+def _load_input(path: str, input_frac: int, input_bound: int) -> np.ndarray:
     try:
         x = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
@@ -68,7 +74,12 @@ def _load_input(path: str, input_frac: int) -> np.ndarray:
         return x.astype(np.int64)
     if x.dtype.kind != "f":
         raise ModelError(f"input file {path!r} must hold integers or floats, got dtype {x.dtype}")
-    return quantize_values(x, input_frac)
+    values = quantize_values(x, input_frac)
+    bound = input_bound * 2.0 ** -input_frac
+    if values.size and np.max(np.abs(values)) > input_bound:
+        raise ModelError(f"input file {path!r}: an entry of magnitude {np.max(np.abs(x)):.4g} exceeds the model's "
+                         f"input_bound={bound:g} (set input_bound in the model file to accept larger inputs)")
+    return values
 
 
 def progress_bar(stream=None):
@@ -99,14 +110,17 @@ def _commit(args) -> int:
     with open(args.out, "wb") as handle:
         handle.write(data)
     model = network.model
+    largest_input = model.input_bound * 2.0 ** -model.input_frac
     print(f"committed {len(model.layers)} layers, {model.num_parameters} parameters "
-          f"({model.scheme}, input scale 2^{model.input_frac}) -> {args.out} ({len(data)} bytes)")
+          f"({model.scheme}, input scale 2^{model.input_frac}, |input| <= {largest_input:g}, "
+          f"stated output error <= {model.error_bound:.3g}) -> {args.out} ({len(data)} bytes)")
+    print(f"commitment digest {network.commitment.weights.root.hex()}")
     return 0
 
 
 def _prove(args) -> int:
     network = Network(load_model(args.model))
-    x = _load_input(args.input, network.model.input_frac)
+    x = _load_input(args.input, network.model.input_frac, network.model.input_bound)
     start = time.perf_counter()
     proof = network.prove(x, progress=None if args.quiet else progress_bar())
     elapsed = time.perf_counter() - start
@@ -127,7 +141,7 @@ def _read(path: str) -> bytes:
 def _verify(args) -> int:
     try:
         commitment = ModelCommitment.from_bytes(_read(args.commitment))
-        x = _load_input(args.input, commitment.input_frac)
+        x = _load_input(args.input, commitment.input_frac, commitment.input_bound)
         output = verify_network(commitment, x, NetworkProof.from_bytes(_read(args.proof)))
     except (ProofRejected, ModelError) as error:
         print(f"reject: {error}")

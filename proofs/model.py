@@ -5,11 +5,15 @@ Two layouts are read:
 - a **quantized model** written by :func:`save_model`: ``format = "hezk.qmlp"``, ``version``, the
   scheme, ``input_frac``, ``input_bound``, ``error_bound`` and per layer ``weight_i`` (int),
   ``bias_i`` (int), ``weight_frac_i``, ``shift_i``, ``relu_i``;
-- a **float model**: numbered weight matrices and bias vectors, ``w0, b0, w1, b1, ...`` (also ``W1``,
-  ``weight_0``/``bias_0``, ``fc1.weight``/``fc1.bias``; layers in numeric order; matrices (out, in), or
-  (in, out) when only that orientation chains) and optionally the scalars ``frac_bits`` (default 8) and
-  ``input_bound`` (default 1.0); it is quantized with :func:`proofs.quantize.quantize_fixed_point`,
-  deterministically, so prover and verifier agree.
+- a **float model**: the weight matrices and bias vectors of the layers as numpy wrote them from
+  float arrays, e.g. ``np.savez("model.npz", w0=..., b0=..., w1=..., b1=...)``. A 2-D array is a
+  weight and a 1-D array a bias when its key holds a layer number (``w0``, ``W1``, ``weight_0``,
+  ``fc1.weight``, ``layers.0.bias``, ``arr_0`` from ``np.savez(path, w0, b0, ...)``); weights and biases
+  are paired in numeric order. A single layer may use keys without a number (``w``/``b``,
+  ``weight``/``bias``). Matrices are (out, in), or (in, out) when only that orientation fits the biases
+  and chains. Optional scalars: ``frac_bits`` (default 8) and ``input_bound`` (largest |x| of an input;
+  default the largest of 8, 4, 2, 1 for which no layer can wrap around the field). The file is quantized
+  with :func:`proofs.quantize.quantize_fixed_point`, deterministically, so prover and verifier agree.
 
 Files are opened with ``allow_pickle=False``; anything malformed raises :class:`ModelError`.
 """
@@ -82,45 +86,60 @@ def _read_quantized(data) -> QuantizedMLP:
                         str(_scalar(data, "scheme", "U")), _scalar(data, "error_bound", "f"))
 
 
-_WEIGHT_KEY = re.compile(r"^(?:w|weight|weights|fc|layer|dense|linear)?[_.]?(\d+)(?:[_.]?weight)?$", re.IGNORECASE)
-_BIAS_KEY = re.compile(r"^(?:b|bias|biases|fc|layer|dense|linear)?[_.]?(\d+)(?:[_.]?bias)?$", re.IGNORECASE)
+DEFAULT_INPUT_BOUNDS = (8.0, 4.0, 2.0, 1.0)
+_LAYER_NUMBER = re.compile(r"(\d+)")
+_UNNUMBERED = {2: ("w", "weight", "weights", "kernel"), 1: ("b", "bias", "biases")}
 
 
-def _numbered(data, pattern, ndim: int) -> dict:
-    """{layer number: array} for the numeric arrays of ``ndim`` dimensions whose key matches ``pattern``."""
+def _arrays(data, ndim: int) -> dict:
+    """{layer number: array} for the float/int arrays of ``ndim`` dimensions (numbered keys, or one
+    unnumbered ``w``/``weight`` or ``b``/``bias``)."""
     found = {}
     for key, array in data.items():
-        match = pattern.match(key)
-        if match and array.ndim == ndim and array.dtype.kind in "fiu":
-            if int(match.group(1)) in found:
-                raise ModelError(f"model file: two {ndim}-D arrays for layer {match.group(1)} (e.g. {key!r})")
-            found[int(match.group(1))] = array
+        if array.ndim != ndim or array.dtype.kind not in "fiu":
+            continue
+        numbers = _LAYER_NUMBER.findall(key)
+        if not numbers and key.lower() not in _UNNUMBERED[ndim]:
+            continue
+        number = int(numbers[-1]) if numbers else -1
+        if number in found:
+            raise ModelError(f"model file: two {ndim}-D arrays for layer number {number} (e.g. {key!r})")
+        found[number] = array
     return found
 
 
-def _chain(weights) -> list:
-    """Weights as (out, in): kept if they chain that way, transposed if they only chain as (in, out)."""
-    def chains(ws):
-        return all(ws[i + 1].shape[1] == ws[i].shape[0] for i in range(len(ws) - 1))
-    if chains(weights):
-        return weights
-    transposed = [w.T for w in weights]
-    if chains(transposed):
-        return transposed
-    raise ModelError(f"model file: weight shapes {[w.shape for w in weights]} do not chain as (out, in) matrices")
+def _orient(weights, biases) -> list:
+    """Weights as (out, in): kept if they fit the biases and chain that way, transposed if only that fits."""
+    def fits(ws):
+        return (all(w.shape[0] == b.shape[0] for w, b in zip(ws, biases))
+                and all(ws[i + 1].shape[1] == ws[i].shape[0] for i in range(len(ws) - 1)))
+    for candidate in (weights, [w.T for w in weights]):
+        if fits(candidate):
+            return candidate
+    raise ModelError(f"model file: weight shapes {[w.shape for w in weights]} with bias lengths "
+                     f"{[b.shape[0] for b in biases]} do not chain as (out, in) or (in, out) matrices")
 
 
 def _read_float(data) -> QuantizedMLP:
-    weights, biases = _numbered(data, _WEIGHT_KEY, 2), _numbered(data, _BIAS_KEY, 1)
+    weights, biases = _arrays(data, 2), _arrays(data, 1)
     if not weights:
         raise ModelError("model file: neither a quantized model (entry 'format') nor a float model "
-                         "(arrays w0, b0, w1, b1, ...)")
-    if sorted(weights) != sorted(biases):
-        raise ModelError(f"model file: weights for layers {sorted(weights)} but biases for {sorted(biases)}")
-    order = sorted(weights)
-    return quantize_fixed_point(_chain([weights[i] for i in order]), [biases[i] for i in order],
-                                frac_bits=_scalar(data, "frac_bits", "iu", 8),
-                                input_bound=_scalar(data, "input_bound", "fiu", 1.0))
+                         "(arrays w0, b0, w1, b1, ...); found entries " + repr(sorted(data)))
+    if len(weights) != len(biases):
+        raise ModelError(f"model file: {len(weights)} weight matrices (layers {sorted(weights)}) but "
+                         f"{len(biases)} bias vectors (layers {sorted(biases)})")
+    if len(weights) > MAX_LAYERS:
+        raise ModelError(f"model file: {len(weights)} layers > {MAX_LAYERS}")
+    ws = _orient([weights[i] for i in sorted(weights)], [biases[i] for i in sorted(biases)])
+    bs = [biases[i] for i in sorted(biases)]
+    frac_bits = _scalar(data, "frac_bits", "iu", 8)
+    bounds = (_scalar(data, "input_bound", "fiu"),) if "input_bound" in data else DEFAULT_INPUT_BOUNDS
+    for bound in bounds[:-1]:  # the widest default bound the field holds
+        try:
+            return quantize_fixed_point(ws, bs, frac_bits=frac_bits, input_bound=bound)
+        except ModelError:
+            continue
+    return quantize_fixed_point(ws, bs, frac_bits=frac_bits, input_bound=bounds[-1])
 
 
 def load_model(path) -> QuantizedMLP:
