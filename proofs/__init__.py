@@ -28,11 +28,12 @@ from .quantize import (QuantizedLayer, QuantizedMLP, check_field, dequantize_out
                        quantize_fixed_point, quantize_input, quantize_int8)
 from .model import load_model, save_model
 from .layers.network import ModelCommitment, Network, NetworkProof, verify_network
+from .layers.spec import Linear, ReLU, build_model
 
 __all__ += [
     "QuantizedLayer", "QuantizedMLP", "check_field", "dequantize_output", "forward_int", "layer_bounds",
     "quantize_fixed_point", "quantize_input", "quantize_int8", "load_model", "save_model",
-    "ModelCommitment", "Network", "NetworkProof", "verify_network",
+    "ModelCommitment", "Network", "NetworkProof", "verify_network", "Linear", "ReLU", "build_model",
 ]
 
 # Zero knowledge, aggregation and training-step proofs (issue 7).

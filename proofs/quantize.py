@@ -242,6 +242,16 @@ def quantize_values(x, frac_bits: int) -> np.ndarray:
     return scaled.astype(np.int64)
 
 
+def as_integer_input(x, input_frac: int) -> np.ndarray:
+    """An input batch as integers: integer arrays unchanged, floats quantized by round(x * 2^input_frac)."""
+    array = np.asarray(x)
+    if array.dtype.kind == "f":
+        return quantize_values(array, input_frac)
+    if array.dtype.kind not in "iu":
+        raise ModelError(f"input must hold integers (quantized) or floats, got dtype {array.dtype}")
+    return array
+
+
 def quantize_input(model: QuantizedMLP, x) -> np.ndarray:
     """Quantize a float input batch at the model's input scale and check it against input_bound."""
     x = _as_batch(x, model.in_features, "input")
@@ -400,12 +410,13 @@ def _stated_error(model: QuantizedMLP, weights, biases, input_bound: float, relu
 
 
 def quantize_fixed_point(weights, biases, *, frac_bits: int = 8, input_bound: float = 1.0,
-                         rescale_output: bool = False) -> QuantizedMLP:
+                         rescale_output: bool = False, relu_last: bool = False) -> QuantizedMLP:
     """Fixed point with scale 2^R everywhere (zkDL): W, x -> round(. * 2^R), bias at 2^(2R).
 
-    Hidden layers shift by R and apply ReLU; the last layer has no ReLU and keeps scale 2^(2R)
-    unless ``rescale_output``. ``weights[i]`` is (out, in). ``input_bound`` is max |x| accepted.
-    Raises :class:`ModelError` if any layer could wrap around the field.
+    Hidden layers shift by R and apply ReLU; the last layer keeps scale 2^(2R) unless
+    ``rescale_output`` and applies ReLU only if ``relu_last``. ``weights[i]`` is (out, in).
+    ``input_bound`` is max |x| accepted. Raises :class:`ModelError` if any layer could wrap around
+    the field.
     """
     ws, bs = _float_layers(weights, biases)
     bound = _check_input_bound(input_bound)
@@ -416,14 +427,14 @@ def quantize_fixed_point(weights, biases, *, frac_bits: int = 8, input_bound: fl
     for i, (w, b) in enumerate(zip(ws, bs)):
         last = i == len(ws) - 1
         layers.append(QuantizedLayer(quantize_values(w, r), quantize_values(b, 2 * r), r, r,
-                                     r if (not last or rescale_output) else 0, not last))
+                                     r if (not last or rescale_output) else 0, not last or bool(relu_last)))
     model = QuantizedMLP(tuple(layers), r, int(quantize_values(bound, r)), "fixed_point")
-    return _finish(model, ws, bs, bound)
+    return _finish(model, ws, bs, bound, bool(relu_last))
 
 
-def _finish(model: QuantizedMLP, ws, bs, bound: float) -> QuantizedMLP:
+def _finish(model: QuantizedMLP, ws, bs, bound: float, relu_last: bool = False) -> QuantizedMLP:
     check_field(model)
-    error = _stated_error(model, ws, bs, bound, relu_last=False)
+    error = _stated_error(model, ws, bs, bound, relu_last)
     return QuantizedMLP(model.layers, model.input_frac, model.input_bound, model.scheme, error)
 
 

@@ -31,11 +31,12 @@ from ..commit import CommitParams, Commitment, OpeningProof, commit, open_batch,
 from ..errors import ModelError, ProofRejected
 from ..mle import mle_evaluate
 from ..proof_format import ByteReader, ByteWriter, parse_nested
-from ..quantize import QuantizedMLP, check_field, check_input, forward_trace
+from ..quantize import QuantizedMLP, as_integer_input, check_field, check_input, forward_trace
 from ..transcript import Transcript
 from .common import Claim, log2, pad_matrix, padded, require
 from .matmul import LinearProof, LinearShape, prove_linear, verify_linear, weight_tables
 from .records import read_nested, read_record, write_record
+from .spec import build_model
 from .relu import DecompositionProof, prove_decomposition, verify_decomposition
 from .requant import decompose
 from .statement import (FORMAT_VERSION, MAX_LAYERS, LayerInfo, ModelCommitment, check_commitment_size,  # noqa: F401
@@ -43,6 +44,7 @@ from .statement import (FORMAT_VERSION, MAX_LAYERS, LayerInfo, ModelCommitment, 
 
 TRANSCRIPT_LABEL = "hezk.proofs.network.v1"
 PROOF_MAGIC = b"HEZKPRF\x00"
+MAX_BATCH = 1 << 24
 
 
 # ----------------------------------------------------------------------------------------- witness
@@ -137,15 +139,28 @@ def _field_table(values) -> np.ndarray:
 class Network:
     """The prover side: a quantized model whose weights are committed once at construction.
 
+    ``model`` is a :class:`QuantizedMLP` or a list ``[Linear(W0, b0), ReLU(), Linear(W1, b1)]`` of float
+    layers (quantized by :func:`~proofs.layers.spec.build_model` with ``frac_bits`` and ``input_bound``).
     ``Network(model).commitment`` is the short public :class:`ModelCommitment`; :meth:`prove` proves
-    y = model(x) for an integer batch x (shape (batch, in_features), any batch size).
+    y = model(x) for a batch x of shape (batch, in_features) or (in_features,): integers are taken as
+    quantized, floats are quantized at the input scale. ``batch_size``, when given, is the batch every
+    proof must have (any batch size otherwise).
     """
 
-    def __init__(self, model: QuantizedMLP, params: CommitParams | None = None):
+    def __init__(self, model, params: CommitParams | None = None, *, batch_size: int | None = None,
+                 frac_bits: int = 8, input_bound: float = 1.0):
+        if isinstance(model, (list, tuple)):
+            model = build_model(model, frac_bits=frac_bits, input_bound=input_bound)
         if not isinstance(model, QuantizedMLP):
-            raise ModelError(f"model must be a QuantizedMLP, got {type(model).__name__}")
+            raise ModelError(f"model must be a QuantizedMLP or a list of Linear/ReLU layers, got {type(model).__name__}")
+        if params is not None and not isinstance(params, CommitParams):
+            raise ModelError(f"params must be a CommitParams, got {type(params).__name__}")
+        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer))
+                                       or not 1 <= batch_size <= MAX_BATCH):
+            raise ModelError(f"batch_size={batch_size!r} must be an int in [1, {MAX_BATCH}] (or None for any batch)")
         bounds = check_field(model)
         self.model = model
+        self.batch_size = None if batch_size is None else int(batch_size)
         self.params = params if params is not None else CommitParams()
         infos = tuple(LayerInfo(layer.in_features, layer.out_features, layer.weight_frac, layer.in_frac,
                                 layer.shift, layer.relu, bound.q_bits, bound.acc_lo, bound.acc_hi)
@@ -156,9 +171,19 @@ class Network:
         self.commitment = ModelCommitment(model.scheme, model.input_frac, model.input_bound, model.error_bound,
                                           infos, weights)
 
+    def soundness_bits(self, batch: int | None = None) -> float:
+        """-log2 of the soundness error of a proof for ``batch`` inputs (default: batch_size, else 1)."""
+        return self.commitment.soundness_bits(batch or self.batch_size or 1)
+
+    def verify(self, x, proof) -> np.ndarray:
+        """:func:`verify_network` against this network's commitment."""
+        return verify_network(self.commitment, x, proof)
+
     def witness(self, x_int) -> NetworkWitness:
         """The integer forward pass on padded tables with every layer's bit decomposition."""
-        x = inputs = check_input(self.model, x_int)
+        x = inputs = check_input(self.model, as_integer_input(x_int, self.model.input_frac))
+        if self.batch_size is not None and x.shape[0] != self.batch_size:
+            raise ModelError(f"input batch {x.shape[0]} != batch_size={self.batch_size} of this Network")
         batch_padded = padded(x.shape[0], 1)
         layers = []
         for info, trace in zip(self.commitment.layers, forward_trace(self.model, x)):
@@ -241,7 +266,11 @@ def _check_statement(commitment: ModelCommitment, x_int, proof: NetworkProof):
         x = x[None, :]
     require(x.ndim == 2 and x.shape[0] >= 1 and x.shape[1] == commitment.in_features,
             f"input shape {np.shape(x_int)} is not (batch, {commitment.in_features})", where)
-    require(x.dtype.kind in "iu", f"input dtype {x.dtype} is not an integer type", where)
+    require(x.dtype.kind in "iuf", f"input dtype {x.dtype} is not an integer or float type", where)
+    try:
+        x = as_integer_input(x, commitment.input_frac)
+    except ModelError as error:
+        raise ProofRejected(str(error), where) from None
     require(int(np.max(np.abs(x.astype(np.float64)))) <= commitment.input_bound,
             f"input exceeds input_bound={commitment.input_bound}", where)
     last = commitment.layers[-1]

@@ -67,7 +67,11 @@ def test_wrong_input_is_rejected(setup):
     with pytest.raises(ProofRejected, match="input_bound"):
         verify_network(network.commitment, x * 1000, proof)
     with pytest.raises(ProofRejected, match="dtype"):
+        verify_network(network.commitment, x.astype(complex), proof)
+    with pytest.raises(ProofRejected):  # floats are real values, quantized at the input scale
         verify_network(network.commitment, x.astype(float), proof)
+    real = x * 2.0 ** -network.model.input_frac
+    assert np.array_equal(verify_network(network.commitment, real, proof), proof.output)
 
 
 def test_different_weight_commitment_is_rejected(setup):
