@@ -297,19 +297,21 @@ def _absorb_statement(transcript, label, claim, num_vars, degree):
     transcript.absorb(f"{label}.statement", [np.asarray(claim, dtype=np.uint64), int(num_vars), int(degree)])
 
 
-def prove_sumcheck(terms, claim, transcript, label: str = "sumcheck"):
+def prove_sumcheck(terms, claim, transcript, label: str = "sumcheck", *, strict: bool = True):
     """Non-interactive sumcheck (Fiat-Shamir over ``transcript``) of sum_x sum_t c_t prod f(x) = claim.
 
     ``terms`` is a list of (coefficient, [tables]); tables passed as the same object are folded once.
     Returns (SumcheckProof, point (k, 4), factor_evals) with factor_evals[t][j] the j-th factor of term t
     at the point. The caller must send (and absorb) whatever evaluations the verifier will use next.
+    A false claim raises ProofError unless ``strict=False`` (proving a tampered witness for negative
+    tests: the honest round messages of the true sum then fail the verifier's first round check).
     """
     prover = SumcheckProver(terms)
     claim = _as_ext_scalar(claim, "claim")
     messages = np.zeros((prover.num_vars, prover.degree + 1, F.EXT_DEGREE), dtype=np.uint64)
     if prover.num_vars:
         messages[0] = prover.round_message()  # then claimed_sum() is g_0(0) + g_0(1), no extra pass
-    if not F.ext_eq(prover.claimed_sum(), claim):
+    if strict and not F.ext_eq(prover.claimed_sum(), claim):
         raise ProofError("prove_sumcheck: the claim does not equal the sum of the terms")
     _absorb_statement(transcript, label, claim, prover.num_vars, prover.degree)
     for j in range(prover.num_vars):
