@@ -82,11 +82,13 @@ def _weight_claims(rho, claim: Claim, shape: LinearShape, proof: LinearProof) ->
     return Claim(np.concatenate([rho, r_out]), proof.weight_eval), Claim(r_out, proof.bias_eval)
 
 
-def prove_linear(weight_table, bias_table, input_table, shape: LinearShape, claim: Claim, transcript):
+def prove_linear(weight_table, bias_table, input_table, shape: LinearShape, claim: Claim, transcript,
+                 strict: bool = True):
     """Reduce a claim on acc~(r_o, r_i) to a claim on the input A~(rho, r_i).
 
     Tables are padded field tables (input index k + N i). Returns (LinearProof, input Claim,
-    (weight Claim, bias Claim)); the last two are for the caller to open.
+    (weight Claim, bias Claim)); the last two are for the caller to open. ``strict=False`` proves a
+    false claim anyway (see :func:`proofs.sumcheck.prove_sumcheck`).
     """
     r_out, r_batch = _split(claim, shape)
     bias_eval = mle_evaluate(bias_table, r_out)
@@ -94,7 +96,7 @@ def prove_linear(weight_table, bias_table, input_table, shape: LinearShape, clai
     input_rows = bind_high(input_table, r_batch)  # A~(k, r_i) for every k, (N, 4)
     weight_rows = bind_high(weight_table, r_out)  # W~(k, r_o)
     sumcheck, rho, evals = prove_sumcheck([(F.ext_one(), [input_rows, weight_rows])], sum_claim, transcript,
-                                          "sumcheck.linear")
+                                          "sumcheck.linear", strict=strict)
     input_eval, weight_eval = evals[0]
     transcript.absorb("linear.evals", [input_eval, weight_eval])
     proof = LinearProof(bias_eval, sumcheck, input_eval, weight_eval)

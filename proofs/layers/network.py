@@ -198,10 +198,14 @@ class Network:
 
     def prove(self, x_int, progress=None) -> NetworkProof:
         """Prove y = model(x); ``progress(done, total, label)`` is called after each step."""
-        return self.prove_witness(self.witness(x_int), progress)
+        return self.prove_witness(self.witness(x_int), progress, strict=True)
 
-    def prove_witness(self, witness: NetworkWitness, progress=None) -> NetworkProof:
-        """Prove from a (possibly hand-modified, for tests) witness."""
+    def prove_witness(self, witness: NetworkWitness, progress=None, strict: bool = False) -> NetworkProof:
+        """Prove from a (possibly hand-modified, for tests) witness.
+
+        A tampered witness (a flipped sign bit, a cheating remainder) still yields a proof, which the
+        verifier rejects; ``strict=True`` raises ProofError at the first false sumcheck claim instead.
+        """
         decomposed = sum(layer.decomposition is not None for layer in witness.layers)
         report = _Progress(progress, len(witness.layers) + 2 * decomposed + 1)
         transcript = Transcript(TRANSCRIPT_LABEL)
@@ -224,11 +228,11 @@ class Network:
             decomposition_proof = None
             if layer.decomposition is not None:
                 decomposition_proof, claim = prove_decomposition(layer.decomposition, bits_witnesses[i], claim,
-                                                                 transcript)
+                                                                 transcript, strict)
                 report(f"proved zkReLU of layer {i}")
             shape = LinearShape(witness.batch, info.in_features, info.out_features)
             linear_proof, claim, claims = prove_linear(*self._weight_tables[i], _field_table(layer.input), shape,
-                                                       claim, transcript)
+                                                       claim, transcript, strict)
             weight_claims = list(claims) + weight_claims
             report(f"proved matmul of layer {i}")
             layer_proofs[i] = (decomposition_proof, linear_proof)

@@ -84,11 +84,12 @@ def _outer(per_bit, per_element) -> np.ndarray:
     return F.ext_mul(per_bit[:, None, :], per_element[None, :, :]).reshape(-1, F.EXT_DEGREE)
 
 
-def prove_decomposition(witness: DecompositionWitness, commitment_witnesses, claim: Claim, transcript):
+def prove_decomposition(witness: DecompositionWitness, commitment_witnesses, claim: Claim, transcript,
+                        strict: bool = True):
     """Reduce a claim on the layer output at r to a claim on its accumulator at rho.
 
     ``commitment_witnesses`` holds one commitment witness per bit group. Returns (DecompositionProof,
-    Claim on acc~).
+    Claim on acc~). ``strict=False`` proves false claims anyway (see :func:`proofs.sumcheck.prove_sumcheck`).
     """
     spec = witness.spec
     shifted = F.to_field(witness.shifted)
@@ -96,7 +97,8 @@ def prove_decomposition(witness: DecompositionWitness, commitment_witnesses, cla
     if spec.relu:
         not_sign = F.sub(np.uint64(1), witness.bits[spec.sign_index])
         select, rho, evals = prove_sumcheck([(F.ext_one(), [eq_table(claim.point), not_sign, shifted])],
-                                            claim.value, transcript, "sumcheck.relu.select")
+                                            claim.value, transcript, "sumcheck.relu.select",
+                                            strict=strict)
         sign_eval, shifted_eval = ext_one_minus(evals[0][1]), evals[0][2]
     acc_eval = mle_evaluate(F.to_field(witness.acc), rho)
     _, weights, beta, tau = _bits_statement(spec, sign_eval, shifted_eval, acc_eval, transcript)
@@ -112,7 +114,8 @@ def prove_decomposition(witness: DecompositionWitness, commitment_witnesses, cla
         # w T + beta eq T (1 - T) = (w + beta eq) T - beta eq T T: three tables, T shared by identity
         linear = F.ext_add(_outer(weights[start:start + count], eq_rho), F.ext_mul(bit_check, beta))
         terms = [(F.ext_one(), [linear, bits]), (F.ext_neg(beta), [bit_check, bits, bits])]
-        sumcheck, sigma, evals = prove_sumcheck(terms, group_claims[g], transcript, "sumcheck.relu.bits")
+        sumcheck, sigma, evals = prove_sumcheck(terms, group_claims[g], transcript, "sumcheck.relu.bits",
+                                                strict=strict)
         transcript.absorb("relu.bits_eval", evals[0][1])
         _, opening = open_commitment(commitment_witnesses[g], sigma, transcript)
         groups.append(BitGroupProof(group_claims[g], sumcheck, evals[0][1], opening))
