@@ -20,7 +20,47 @@ import numpy as np
 
 from crypto.errors import KeyMissingError, ShapeError
 
-__all__ = ["PlainBackend", "CKKSBackend"]
+__all__ = ["PlainBackend", "CKKSBackend", "has_power_of_two_keys", "rotation_route"]
+
+
+def _powers(slots: int) -> list[int]:
+    return [1 << i for i in range(slots.bit_length() - 1)]
+
+
+def has_power_of_two_keys(keyed, slots: int) -> bool:
+    """Whether the keys hold every power of two below ``slots`` (all positive or all negative steps):
+    SEAL's default Galois key set, from which any rotation is composed."""
+    keys = {int(k) % slots for k in keyed}
+    return all(p in keys for p in _powers(slots)) or all(-p % slots in keys for p in _powers(slots))
+
+
+def rotation_route(step: int, keyed, slots: int) -> tuple[int, ...] | None:
+    """Keyed steps (each in [1, slots)) summing to ``step`` mod ``slots`` from a power-of-two key set:
+    the binary digits of step (positive powers), of −step (negative powers), or with both its
+    non-adjacent form (fewest terms); None when the keys are not a power-of-two set.
+
+    The backends compose only from such sets; keys made from ``plan.rotations()`` must hold every
+    step the plan uses."""
+    keys = {int(k) % slots for k in keyed}
+    target = int(step) % slots
+    pos = all(p in keys for p in _powers(slots))
+    neg = all(-p % slots in keys for p in _powers(slots))
+    routes = []
+    if pos:
+        routes.append([p for p in _powers(slots) if target & p])
+    if neg:
+        routes.append([-p % slots for p in _powers(slots) if (-target % slots) & p])
+    if pos and neg:
+        naf, n, bit = [], target, 1
+        while n:
+            if n & 1:
+                digit = 2 - (n & 3)           # ±1, chosen so that the next bit becomes 0
+                naf.append(digit * bit % slots)
+                n -= digit
+            n >>= 1
+            bit <<= 1
+        routes.append([k for k in naf if k])
+    return tuple(min(routes, key=len)) if routes else None
 
 
 class PlainBackend:
@@ -60,7 +100,8 @@ class PlainBackend:
 
     def _check(self, k):
         keys = self.keys
-        if keys is not None and k % self.slots and k % self.slots not in keys:
+        if keys is not None and k % self.slots and k % self.slots not in keys \
+                and not has_power_of_two_keys(keys, self.slots):
             raise KeyMissingError(f"rotation by {k} needs a Galois key; keys exist for {sorted(self.keys)}")
 
     def encrypt(self, vector) -> np.ndarray:
@@ -121,6 +162,10 @@ class CKKSBackend:
         self.cache_size = int(cache_size)
         self.ev = ctx.evaluator
         self.slots = int(ctx.params.slots)
+        steps = getattr(ctx, "rotation_steps", None)      # None: keys unknown, every rotation goes through
+        self._keys = None if steps is None else frozenset(int(k) % self.slots for k in steps)
+        self._compose = steps is not None and has_power_of_two_keys(self._keys, self.slots)
+        self._routes: dict = {}     # rotation step without a key -> keyed steps composing it
         self._encoded: dict = {}
         self.plans: dict = {}  # plans already made for this backend (see tensor._cached)
 
@@ -137,15 +182,29 @@ class CKKSBackend:
     def decrypt(self, x) -> np.ndarray:
         return np.asarray(self.ctx.decrypt(x))
 
+    def _keyed(self, k: int) -> bool:
+        return not self._compose or k % self.slots == 0 or k % self.slots in self._keys
+
     def rotate(self, x, k):
-        return self.ev.rotate(x, int(k))
+        """Rotation by ``k`` with its Galois key, else (power-of-two key sets only) composed from the
+        keys present; otherwise the evaluator's KeyMissingError names the step and the keys."""
+        k = int(k)
+        if self._keyed(k):
+            return self.ev.rotate(x, k)
+        if k not in self._routes:
+            self._routes[k] = rotation_route(k, self._keys, self.slots)
+        if self._routes[k] is None:             # not reachable within log2(slots) rotations
+            return self.ev.rotate(x, k)         # raises KeyMissingError naming the step and the keys
+        for step in self._routes[k]:
+            x = self.ev.rotate(x, step)
+        return x
 
     def rotate_many(self, x, ks):
         ks = [int(k) for k in ks]
-        hoisted = getattr(self.ev, "rotate_hoisted", None)
-        if hoisted is None:
-            return {k: self.ev.rotate(x, k) for k in ks}
-        return dict(hoisted(x, ks))
+        keyed = [k for k in ks if self._keyed(k)]
+        out = dict(self.ev.rotate_hoisted(x, keyed)) if keyed else {}
+        out.update({k: self.rotate(x, k) for k in ks if k not in out})
+        return out
 
     def add(self, a, b):
         return self.ev.add(a, b)

@@ -318,13 +318,33 @@ def encrypt(ctx, array, layout: SlotLayout | None = None, level: int | None = No
     return CipherTensor(cts, layout, be)
 
 
-def einsum(expr: str, *operands, plan: Plan | None = None):
+def _sublist_form(args) -> tuple[str, list]:
+    """numpy's interleaved form ``einsum(op0, [0, 1], op1, [1, 2], [0, 2])`` as (expression, operands)."""
+    def term(sub) -> str:
+        try:
+            return "".join("..." if i is Ellipsis else string.ascii_letters[int(i)] for i in sub)
+        except (TypeError, ValueError, IndexError):
+            raise ShapeError(f"subscript list {sub!r} must hold integers in [0, 52) or Ellipsis") from None
+    args = list(args)
+    if len(args) < 2 or not all(isinstance(sub, (list, tuple)) for sub in args[1::2]):
+        raise ShapeError(f"expr={args[0]!r} must be an einsum string, or numpy's interleaved form "
+                         "(operand, [indices], operand, [indices], ..., [output indices])")
+    operands, terms = args[0:len(args) - len(args) % 2:2], [term(s) for s in args[1::2]]
+    out = "->" + term(args[-1]) if len(args) % 2 else ""
+    return ",".join(terms[:len(operands)]) + out, operands
+
+
+def einsum(expr: str, *operands, plan: Plan | None = None, optimize=None):
     """``numpy.einsum`` over any mix of CipherTensors and numpy arrays (see tensor_ops.plan).
 
     Returns a CipherTensor when an operand is encrypted, else the numpy result. Raises LevelError
     before any work when the plan needs more levels than the operands have. ``plan``: a plan made
     earlier for these operands (same expression, encrypted flags and layouts) to skip planning.
+    Also numpy's interleaved form ``einsum(A, [0, 1], B, [1, 2], [0, 2])``; ``optimize`` is accepted
+    for numpy compatibility and ignored (the planner orders the contraction itself).
     """
+    if not isinstance(expr, str):
+        expr, operands = _sublist_form((expr,) + operands)
     tensors = [o for o in operands if isinstance(o, CipherTensor)]
     arrays = [o if isinstance(o, CipherTensor) else np.asarray(o) for o in operands]
     spec = parse(expr, *[o.shape for o in arrays])

@@ -1,5 +1,7 @@
 """Acceptance tests of issue 2 (RNS-CKKS core), written from the issue text: public surface only."""
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -339,3 +341,15 @@ def test_bad_keygen_arguments(toy):
         CKKSContext.keygen("TOY", rotations=[1.5])
     with raises_he():
         CKKSContext.keygen(42)
+
+
+def test_nothing_compiled_or_measured_at_import():
+    code = ("import crypto, tensor_ops, sys, numba\n"
+            "from numba.core.registry import CPUDispatcher\n"
+            "mods = [m for n, m in list(sys.modules.items()) if n.startswith(('crypto', 'tensor_ops'))]\n"
+            "compiled = [f'{m.__name__}.{k}' for m in mods for k, v in vars(m).items()\n"
+            "            if isinstance(v, CPUDispatcher) and v.signatures]\n"
+            "print(compiled)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

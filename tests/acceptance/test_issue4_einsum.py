@@ -158,6 +158,29 @@ def test_keys_from_the_plan_are_enough(params):
             tensor_ops.einsum("ij,jk->ik", tensor_ops.encrypt(bare, a), tensor_ops.encrypt(bare, b))
 
 
+def test_keys_must_follow_the_plan_or_be_a_power_of_two_set(params):
+    a, b = arrays_for([(6, 5), (5, 4)], seed=12)
+    p = tensor_ops.plan("ij,jk->ik", a.shape, b.shape, params=params)
+    short = PlainBackend(params.slots, rotations=p.rotations()[1:])
+    with pytest.raises(HEError, match=str(p.rotations()[0])):
+        p.simulate(a, b, backend=short)
+    powers = [1 << i for i in range(params.slots.bit_length() - 1)]
+    assert np.allclose(p.simulate(a, b, backend=PlainBackend(params.slots, rotations=powers)), a @ b)
+    ctx = CKKSContext.keygen(params, rotations=powers + [-k for k in powers], seed=13)
+    A, B = tensor_ops.encrypt(ctx, a), tensor_ops.encrypt(ctx, b)
+    check((A @ B).decrypt(ctx), a @ b)
+    check(A.sum(axis=0).decrypt(ctx), a.sum(0))
+
+
+def test_numpy_call_styles(ctx):
+    a, b = arrays_for([(6, 5), (5, 3)], seed=14)
+    A = tensor_ops.encrypt(ctx, a)
+    check(tensor_ops.einsum(A, [0, 1], b, [1, 2], [0, 2]).decrypt(ctx), a @ b)
+    check(tensor_ops.einsum(A, [0, 1], b, [1, 2]).decrypt(ctx), a @ b)
+    check(tensor_ops.einsum("ij,jk->ik", A, b, optimize=True).decrypt(ctx), a @ b)
+    check(tensor_ops.einsum(" ij , jk -> ik ", A, b).decrypt(ctx), a @ b)
+
+
 def test_matrix_vector_strategy_is_chosen_and_explained():
     p = tensor_ops.plan("ij,j->i", (64, 64), (64,), params=CKKSParameters.preset("N14"), encrypted=(False, True))
     text = p.explain().lower()
