@@ -14,9 +14,9 @@ import proofs.sumcheck as sumcheck_module
 _honest = sumcheck_module.prove_sumcheck
 
 
-def lenient_prove_sumcheck(terms, claim, transcript, label="sumcheck"):
+def lenient_prove_sumcheck(terms, claim, transcript, label="sumcheck", **options):
     with mock.patch.object(sumcheck_module.SumcheckProver, "claimed_sum", lambda self: np.asarray(claim)):
-        return _honest(terms, claim, transcript, label)
+        return _honest(terms, claim, transcript, label, **options)
 
 
 @contextlib.contextmanager

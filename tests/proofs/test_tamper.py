@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from proofs import field as F
-from proofs.errors import ProofRejected
+from proofs.errors import ProofError, ProofRejected
 from proofs.layers.network import LayerWitness, ModelCommitment, Network, NetworkProof, verify_network
 from proofs.layers.requant import decompose
 from proofs.commit import OpeningProof
@@ -92,8 +92,13 @@ def test_different_weight_commitment_is_rejected(setup):
 
 
 def prove_tampered(network, witness):
-    with cheating_sumcheck():
-        return network.prove_witness(witness)
+    with cheating_sumcheck():  # a cheater echoing every claim
+        cheat = network.prove_witness(witness, strict=True)
+    with pytest.raises(ProofError, match="claim does not equal"):  # the honest prover refuses when strict
+        network.prove_witness(witness, strict=True)
+    with pytest.raises(ProofRejected):  # by default it proves the tampered witness anyway
+        verify_network(network.commitment, witness.input, network.prove_witness(witness))
+    return cheat
 
 
 def test_flipped_relu_sign_bit_in_the_witness_is_rejected(setup):
