@@ -32,6 +32,11 @@ class SubClaim:
     point: np.ndarray
     expected_value: np.ndarray
 
+    @property
+    def value(self) -> np.ndarray:
+        """The claimed value of the summand at ``point`` (same as ``expected_value``)."""
+        return self.expected_value
+
     def check(self, value, where: str = "sumcheck") -> None:
         """Settle the sub-claim with the verifier's own value of the summand at ``point``; ProofRejected if unequal."""
         if not F.ext_eq(np.asarray(value), self.expected_value):
