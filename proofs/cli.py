@@ -6,8 +6,9 @@
 
 Model files are described in :mod:`proofs.model`. An input file holds one input (in_features,) or
 a batch (batch, in_features): integers are taken as already quantized, floats are quantized at the
-model's input scale. ``verify`` prints ``accept`` (exit code 0) or ``reject: <reason>`` (exit code 1);
-usage errors exit with code 2.
+model's input scale. ``verify`` prints one word on stdout, ``accept`` (exit code 0) or ``reject``
+(exit code 1), and on stderr the reason of a rejection or the soundness and the verified output;
+usage errors (missing files, a model that could wrap around the field) exit with code 2.
 """
 from __future__ import annotations
 
@@ -98,10 +99,10 @@ def progress_bar(stream=None):
     return draw
 
 
-def _print_output(output: np.ndarray, output_frac: int) -> None:
+def _print_output(output: np.ndarray, output_frac: int, stream=None) -> None:
     values = output * 2.0 ** -output_frac
     with np.printoptions(precision=4, suppress=True, threshold=40):
-        print(f"output (batch {output.shape[0]}, dequantized by 2^-{output_frac}):\n{values}")
+        print(f"output (batch {output.shape[0]}, dequantized by 2^-{output_frac}):\n{values}", file=stream)
 
 
 def _commit(args) -> int:
@@ -144,10 +145,12 @@ def _verify(args) -> int:
         x = _load_input(args.input, commitment.input_frac, commitment.input_bound)
         output = verify_network(commitment, x, NetworkProof.from_bytes(_read(args.proof)))
     except (ProofRejected, ModelError) as error:
-        print(f"reject: {error}")
+        print("reject")
+        print(f"reject: {error}", file=sys.stderr)
         return 1
-    print(f"accept (soundness {commitment.soundness_bits(output.shape[0]):.1f} bits)")
-    _print_output(output, commitment.output_frac)
+    print("accept")
+    print(f"accept (soundness {commitment.soundness_bits(output.shape[0]):.1f} bits)", file=sys.stderr)
+    _print_output(output, commitment.output_frac, sys.stderr)
     return 0
 
 

@@ -8,12 +8,14 @@ Two layouts are read:
 - a **float model**: the weight matrices and bias vectors of the layers as numpy wrote them from
   float arrays, e.g. ``np.savez("model.npz", w0=..., b0=..., w1=..., b1=...)``. A 2-D array is a
   weight and a 1-D array a bias when its key holds a layer number (``w0``, ``W1``, ``weight_0``,
-  ``fc1.weight``, ``layers.0.bias``, ``arr_0`` from ``np.savez(path, w0, b0, ...)``); weights and biases
-  are paired in numeric order. A single layer may use keys without a number (``w``/``b``,
-  ``weight``/``bias``). Matrices are (out, in), or (in, out) when only that orientation fits the biases
-  and chains. Optional scalars: ``frac_bits`` (default 8) and ``input_bound`` (largest |x| of an input;
-  default the largest of 8, 4, 2, 1 for which no layer can wrap around the field). The file is quantized
-  with :func:`proofs.quantize.quantize_fixed_point`, deterministically, so prover and verifier agree.
+  ``fc1.weight``, ``layers.0.bias``, ``arr_0`` from ``np.savez(path, w0, b0, ...)``), else by its
+  order in the file (``hidden_w``, ``hidden_b``, ``out_w``, ``out_b``); weights and biases are paired
+  in that order, and a file without 1-D arrays has zero biases. Matrices are (out, in), or (in, out)
+  when only that orientation fits the biases and chains. Only a bias's length tells (out, in) from
+  (in, out) in a square layer, so ambiguous files are read as (out, in). Optional scalars:
+  ``frac_bits`` (default 8) and ``input_bound`` (largest |x| of an input; default the largest of 8, 4,
+  2, 1 for which no layer can wrap around the field). The file is quantized with
+  :func:`proofs.quantize.quantize_fixed_point`, deterministically, so prover and verifier agree.
 
 Files are opened with ``allow_pickle=False``; anything malformed raises :class:`ModelError`.
 """
@@ -88,20 +90,18 @@ def _read_quantized(data) -> QuantizedMLP:
 
 DEFAULT_INPUT_BOUNDS = (8.0, 4.0, 2.0, 1.0)
 _LAYER_NUMBER = re.compile(r"(\d+)")
-_UNNUMBERED = {2: ("w", "weight", "weights", "kernel"), 1: ("b", "bias", "biases")}
 
 
 def _arrays(data, ndim: int) -> dict:
-    """{layer number: array} for the float/int arrays of ``ndim`` dimensions (numbered keys, or one
-    unnumbered ``w``/``weight`` or ``b``/``bias``)."""
+    """{layer number: array} for the float/int arrays of ``ndim`` dimensions: by the number in their keys,
+    or by their order in the file when no key holds a number."""
+    arrays = [(key, array) for key, array in data.items() if array.ndim == ndim and array.dtype.kind in "fiu"]
+    numbered = [(key, array) for key, array in arrays if _LAYER_NUMBER.search(key)]
+    if not numbered:
+        return dict(enumerate(array for _, array in arrays))
     found = {}
-    for key, array in data.items():
-        if array.ndim != ndim or array.dtype.kind not in "fiu":
-            continue
-        numbers = _LAYER_NUMBER.findall(key)
-        if not numbers and key.lower() not in _UNNUMBERED[ndim]:
-            continue
-        number = int(numbers[-1]) if numbers else -1
+    for key, array in numbered:
+        number = int(_LAYER_NUMBER.findall(key)[-1])
         if number in found:
             raise ModelError(f"model file: two {ndim}-D arrays for layer number {number} (e.g. {key!r})")
         found[number] = array
@@ -125,6 +125,8 @@ def _read_float(data) -> QuantizedMLP:
     if not weights:
         raise ModelError("model file: neither a quantized model (entry 'format') nor a float model "
                          "(arrays w0, b0, w1, b1, ...); found entries " + repr(sorted(data)))
+    if not biases:  # a model without biases
+        biases = {number: np.zeros(weight.shape[0]) for number, weight in weights.items()}
     if len(weights) != len(biases):
         raise ModelError(f"model file: {len(weights)} weight matrices (layers {sorted(weights)}) but "
                          f"{len(biases)} bias vectors (layers {sorted(biases)})")
