@@ -5,6 +5,8 @@ elements are 4-byte words that must be canonical (< p), arrays and nested blobs 
 The reader checks every length against what is left and every value against its range, and raises
 :class:`ProofRejected` (never another exception) for anything malformed or truncated; ``finish``
 rejects trailing bytes. There are no unused bytes: changing any byte changes some checked value.
+The reader extends :class:`proofs.field.ByteReader` (raw bytes, bounds, trailing bytes), which the
+primitives (commitments, openings, sumcheck proofs) read their own bytes with.
 """
 from __future__ import annotations
 
@@ -12,8 +14,9 @@ import struct
 
 import numpy as np
 
+from . import field as F
 from .errors import ProofRejected
-from .field import EXT_DEGREE, P
+from .field import EXT_DEGREE
 
 MAX_BLOB = 1 << 31
 MAX_COUNT = 1 << 28
@@ -65,77 +68,70 @@ class ByteWriter:
         return b"".join(self._parts)
 
 
-class ByteReader:
-    """Reads what :class:`ByteWriter` wrote; every failure is a ProofRejected naming ``what``."""
+class ByteReader(F.ByteReader):
+    """Reads what :class:`ByteWriter` wrote, on top of :class:`proofs.field.ByteReader` (which reads the
+    primitives' bytes); every failure is a ProofRejected naming ``what``."""
 
     def __init__(self, data, magic: bytes, version: int, what: str):
-        if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise ProofRejected(f"expected bytes, got {type(data).__name__}", what)
-        self._data = bytes(data)
-        self._pos = 0
-        self.what = what
-        if self._take(len(magic)) != magic:
+        super().__init__(data, what)
+        if self.raw(len(magic)) != magic:
             raise ProofRejected(f"bad magic (not a {what})", what)
         found = self.u16()
         if found != version:
             raise ProofRejected(f"unsupported version {found} (expected {version})", what)
 
-    def _take(self, count: int) -> bytes:
-        if count < 0 or self._pos + count > len(self._data):
-            raise ProofRejected(f"truncated: needs {count} more bytes at offset {self._pos}, "
-                                f"{len(self._data) - self._pos} left", self.what)
-        chunk = self._data[self._pos:self._pos + count]
-        self._pos += count
-        return chunk
+    @property
+    def what(self) -> str:
+        return self.where
 
     def u8(self) -> int:
-        return self._take(1)[0]
+        return self.uint(1)
 
     def u16(self) -> int:
-        return struct.unpack("<H", self._take(2))[0]
+        return self.uint(2)
 
     def u32(self) -> int:
-        return struct.unpack("<I", self._take(4))[0]
+        return self.uint(4)
 
     def i64(self) -> int:
-        return struct.unpack("<q", self._take(8))[0]
+        return struct.unpack("<q", self.raw(8))[0]
 
     def f64(self) -> float:
-        return struct.unpack("<d", self._take(8))[0]
+        return struct.unpack("<d", self.raw(8))[0]
 
     def flag(self) -> bool:
         value = self.u8()
         if value > 1:
-            raise ProofRejected(f"boolean byte is {value}, not 0 or 1", self.what)
+            raise ProofRejected(f"boolean byte is {value}, not 0 or 1", self.where)
         return bool(value)
 
     def bounded(self, name: str, low: int, high: int) -> int:
         """A u32 that must lie in [low, high]."""
         value = self.u32()
         if not low <= value <= high:
-            raise ProofRejected(f"{name}={value} not in [{low}, {high}]", self.what)
+            raise ProofRejected(f"{name}={value} not in [{low}, {high}]", self.where)
         return value
 
     def text(self) -> str:
         try:
             return self.blob().decode("utf-8")
         except UnicodeDecodeError:
-            raise ProofRejected("text field is not UTF-8", self.what) from None
+            raise ProofRejected("text field is not UTF-8", self.where) from None
 
     def blob(self) -> bytes:
-        return self._take(self.bounded("blob length", 0, MAX_BLOB))
+        return self.raw(self.bounded("blob length", 0, MAX_BLOB))
 
     def i64_array(self) -> np.ndarray:
         rows = self.bounded("rows", 0, MAX_COUNT)
         cols = self.bounded("cols", 0, MAX_COUNT)
         if rows * cols > MAX_COUNT:
-            raise ProofRejected(f"array of {rows} x {cols} entries is too large", self.what)
-        return np.frombuffer(self._take(8 * rows * cols), dtype="<i8").astype(np.int64).reshape(rows, cols)
+            raise ProofRejected(f"array of {rows} x {cols} entries is too large", self.where)
+        return np.frombuffer(self.raw(8 * rows * cols), dtype="<i8").astype(np.int64).reshape(rows, cols)
 
     def _words(self, count: int) -> np.ndarray:
-        words = np.frombuffer(self._take(4 * count), dtype="<u4").astype(np.uint64)
-        if np.any(words >= P):
-            raise ProofRejected("a field element is not canonical (>= p)", self.what)
+        words = np.frombuffer(self.raw(4 * count), dtype="<u4").astype(np.uint64)
+        if not F.is_canonical(words):
+            raise ProofRejected("a field element is not canonical (>= p)", self.where)
         return words
 
     def ext_array(self) -> np.ndarray:
@@ -144,10 +140,6 @@ class ByteReader:
 
     def ext(self) -> np.ndarray:
         return self._words(EXT_DEGREE)
-
-    def finish(self) -> None:
-        if self._pos != len(self._data):
-            raise ProofRejected(f"{len(self._data) - self._pos} trailing bytes", self.what)
 
 
 def parse_nested(parse, data: bytes, what: str):
