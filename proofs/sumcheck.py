@@ -141,7 +141,8 @@ def lagrange_eval(evals, r) -> np.ndarray:
 
 class SumcheckProver:
     """Interactive prover. ``terms``: list of (coefficient, [tables]), coefficient an int or (4,) ext array
-    (a term given as a bare table or a list of tables has coefficient 1).
+    (a term given as a bare table or a list of tables has coefficient 1). Tables are canonical uint64
+    (n,) base or (n, 4) extension arrays; other integer (n,) arrays are reduced mod p.
 
     Per round: :meth:`round_message` -> (degree + 1, 4), then :meth:`bind` the verifier's challenge.
     A zero-knowledge variant (issue 7) would add a masking polynomial's round evaluations in
@@ -176,6 +177,8 @@ class SumcheckProver:
     @staticmethod
     def _check_table(table, t):
         table = np.asarray(table)
+        if table.ndim == 1 and table.dtype.kind in "iu" and table.dtype != np.uint64:
+            table = F.to_field(table)  # signed or small integers -> residues mod p
         if table.dtype != np.uint64 or table.ndim not in (1, 2) or (table.ndim == 2 and table.shape[1] != 4):
             raise ProofError(f"sumcheck: factor of term {t} must be a uint64 (n,) or (n, 4) array, "
                              f"got dtype={table.dtype} shape={table.shape}")
