@@ -95,3 +95,46 @@ def fold_ext(low, high, r, out):
         out[i, 1] = (out[i, 1] + (r[0] * d[1] + r[1] * d[0]) % P + W * ((r[2] * d[3] + r[3] * d[2]) % P)) % P
         out[i, 2] = (out[i, 2] + (r[0] * d[2] + r[1] * d[1]) % P + (r[2] * d[0] + W * (r[3] * d[3] % P)) % P) % P
         out[i, 3] = (out[i, 3] + (r[0] * d[3] + r[1] * d[2]) % P + (r[2] * d[1] + r[3] * d[0]) % P) % P
+
+
+@numba.njit(cache=True)
+def bit_round_lazy(table, r0, eq_lo, eq_hi, out):
+    """Round 1 straight from the base table after x_0 := r0 (no F_p4 table of half the cube is written):
+    low/high of entry i are T[4i] + r0 (T[4i+1] - T[4i]) and T[4i+2] + r0 (T[4i+3] - T[4i+2])."""
+    n_lo = eq_lo.shape[0]
+    block = np.zeros((4, 4), dtype=np.uint64)
+    t = np.zeros(4, dtype=np.uint64)
+    lo = np.zeros(4, dtype=np.uint64)
+    hi = np.zeros(4, dtype=np.uint64)
+    for hb in range(eq_hi.shape[0]):
+        for lb in range(n_lo):
+            i = 4 * (hb * n_lo + lb)
+            d_lo = table[i + 1] + P - table[i]
+            d_hi = table[i + 3] + P - table[i + 2]
+            for c in range(4):
+                lo[c] = r0[c] * d_lo % P
+                hi[c] = r0[c] * d_hi % P
+            lo[0] = (lo[0] + table[i]) % P
+            hi[0] = (hi[0] + table[i + 2]) % P
+            for x in range(4):
+                for c in range(4):
+                    t[c] = (lo[c] + np.uint64(x) * (hi[c] + P - lo[c])) % P
+                s0 = (t[0] * t[0] + W * ((np.uint64(2) * t[1] * t[3] % P + t[2] * t[2]) % P)) % P
+                s1 = (np.uint64(2) * t[0] * t[1] % P + W * (np.uint64(2) * t[2] * t[3] % P)) % P
+                s2 = (np.uint64(2) * t[0] * t[2] % P + t[1] * t[1] + W * (t[3] * t[3] % P)) % P
+                s3 = (np.uint64(2) * t[0] * t[3] % P + np.uint64(2) * t[1] * t[2] % P) % P
+                _mul_acc(eq_lo[lb, 0], eq_lo[lb, 1], eq_lo[lb, 2], eq_lo[lb, 3],
+                         (t[0] + P - s0) % P, (t[1] + P - s1) % P, (t[2] + P - s2) % P, (t[3] + P - s3) % P,
+                         block, x)
+        _flush(eq_hi, hb, block, out)
+
+
+@numba.njit(cache=True)
+def fold_two_base(table, weights, out):
+    """out[i] = sum_b weights[b] T[4i + b] for a base table and F_p4 weights (4, 4): x_0, x_1 bound at once."""
+    for i in range(out.shape[0]):
+        for c in range(4):
+            acc = np.uint64(0)
+            for b in range(4):
+                acc = (acc + weights[b, c] * table[4 * i + b]) % P
+            out[i, c] = acc

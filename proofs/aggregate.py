@@ -139,20 +139,36 @@ class BitCheckProver:
         from . import _aggregate_kernels as K
         rest = self._tau[len(self.challenges) + 1:]
         half = rest.shape[0] // 2
-        low, high = np.ascontiguousarray(self._table[0::2]), np.ascontiguousarray(self._table[1::2])
+        eq_lo, eq_hi = eq_table(rest[:half]), eq_table(rest[half:])
         sums = np.zeros((4, F.EXT_DEGREE), dtype=np.uint64)
-        kernel = K.bit_round_ext if is_ext(self._table) else K.bit_round_base
-        kernel(low, high, eq_table(rest[:half]), eq_table(rest[half:]), sums)
+        if self._lazy:  # round 1 reads the base table: the half-size F_p4 table is never written
+            K.bit_round_lazy(self._table, self.challenges[0], eq_lo, eq_hi, sums)
+        else:
+            low, high = np.ascontiguousarray(self._table[0::2]), np.ascontiguousarray(self._table[1::2])
+            (K.bit_round_ext if is_ext(self._table) else K.bit_round_base)(low, high, eq_lo, eq_hi, sums)
         return np.stack([F.ext_mul(self._scale, F.ext_mul(self._eq1(np.uint64(x)), sums[x])) for x in range(4)])
+
+    @property
+    def _lazy(self) -> bool:
+        """After round 0 of a base table with >= 2 variables, x_0 stays unbound in the table until round 1."""
+        return len(self.challenges) == 1 and not is_ext(self._table)
 
     def bind(self, r) -> None:
         from . import _aggregate_kernels as K
         r = np.ascontiguousarray(r, dtype=np.uint64)
         self._scale = F.ext_mul(self._scale, self._eq1(r))
-        low, high = np.ascontiguousarray(self._table[0::2]), np.ascontiguousarray(self._table[1::2])
-        folded = np.empty((low.shape[0], F.EXT_DEGREE), dtype=np.uint64)
-        (K.fold_ext if is_ext(self._table) else K.fold_base)(low, high, r, folded)
-        self._table = folded
+        if self._lazy:  # bind x_0 and x_1 together: weights (1-r0)(1-r1), r0(1-r1), (1-r0)r1, r0 r1
+            r0, one = self.challenges[0], F.ext_one()
+            w0, w1 = np.stack([F.ext_sub(one, r0), r0]), np.stack([F.ext_sub(one, r), r])
+            weights = np.ascontiguousarray(F.ext_mul(w0[None, :, :], w1[:, None, :]).reshape(4, F.EXT_DEGREE))
+            folded = np.empty((self._table.shape[0] // 4, F.EXT_DEGREE), dtype=np.uint64)
+            K.fold_two_base(self._table, weights, folded)
+            self._table = folded
+        elif is_ext(self._table) or self.num_vars == 1:
+            low, high = np.ascontiguousarray(self._table[0::2]), np.ascontiguousarray(self._table[1::2])
+            folded = np.empty((low.shape[0], F.EXT_DEGREE), dtype=np.uint64)
+            (K.fold_ext if is_ext(self._table) else K.fold_base)(low, high, r, folded)
+            self._table = folded
         self.challenges.append(r)
 
     def final_evaluations(self):
