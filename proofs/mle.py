@@ -59,16 +59,26 @@ def pad_to_pow2(values, fill: int = 0) -> np.ndarray:
     return np.concatenate([values, padding])
 
 
-def _check_point(point, k: int) -> np.ndarray:
+def as_point(point, name: str = "point") -> np.ndarray:
+    """A point as a (k, 4) F_p4 array; a (k,) array of base-field integers is lifted into F_p4."""
     point = _elements(point)
+    if point.ndim == 1:
+        return F.ext_from_base(point)
+    if point.ndim != 2 or point.shape[1] != F.EXT_DEGREE:
+        raise ProofError(f"mle: {name} has shape {point.shape}, expected (k, 4) extension or (k,) base elements")
+    return point
+
+
+def _check_point(point, k: int) -> np.ndarray:
+    point = as_point(point)
     if point.shape != (k, F.EXT_DEGREE):
-        raise ProofError(f"mle: point has shape {point.shape}, expected ({k}, 4)")
+        raise ProofError(f"mle: point has shape {point.shape}, expected ({k}, 4): the table has {k} variables")
     return point
 
 
 def eq_table(point) -> np.ndarray:
     """All 2^k values eq(point, bits(i)), shape (2^k, 4); built one variable at a time (2^k ext products)."""
-    point = _elements(point).reshape(-1, F.EXT_DEGREE)
+    point = as_point(point)
     table = F.ext_one((1,))
     for r in point:
         high = F.ext_mul(table, r)
@@ -77,8 +87,8 @@ def eq_table(point) -> np.ndarray:
 
 
 def eq_eval(a, b) -> np.ndarray:
-    """eq(a, b) = prod_b (a_b b_b + (1 - a_b)(1 - b_b)) for two (k, 4) points, shape (4,)."""
-    a, b = np.asarray(a, dtype=np.uint64), np.asarray(b, dtype=np.uint64)
+    """eq(a, b) = prod_b (a_b b_b + (1 - a_b)(1 - b_b)) for two (k, 4) (or base (k,)) points, shape (4,)."""
+    a, b = as_point(a, "a"), as_point(b, "b")
     if a.shape != b.shape:
         raise ProofError(f"eq_eval: points of shapes {a.shape} and {b.shape}")
     ab = F.ext_mul(a, b)
@@ -129,7 +139,7 @@ def bind_high(table, point) -> np.ndarray:
     """
     table = _elements(table)
     k = num_vars_of(table)
-    point = _elements(point).reshape(-1, F.EXT_DEGREE)
+    point = as_point(point)
     if point.shape[0] > k:
         raise ProofError(f"bind_high: point has {point.shape[0]} variables, table only {k}")
     weights = eq_table(point)  # (2^m, 4)

@@ -87,6 +87,21 @@ def test_bad_shapes_raise():
         mle.mle_evaluate(np.zeros(3, dtype=np.uint64), F.ext_zero(2))
     with pytest.raises(ProofError, match=r"\(3, 4\), expected \(2, 4\)"):
         mle.mle_evaluate(np.zeros(4, dtype=np.uint64), F.ext_zero(3))
+    with pytest.raises(ProofError, match=r"\(2, 3\)"):
+        mle.eq_table(np.zeros((2, 3), dtype=np.uint64))
+
+
+def test_base_field_points_are_lifted():
+    table = np.array([3, -1, 4, 1, -5, 9, 2, 6])
+    base = np.array([2, 7, 5])
+    lifted = F.ext_from_base(F.to_field(base))
+    assert np.array_equal(mle.mle_evaluate(table, base), mle.mle_evaluate(table, lifted))
+    assert np.array_equal(mle.eq_table(base), mle.eq_table(lifted))
+    assert np.array_equal(mle.eq_eval(base, base[::-1]), mle.eq_eval(lifted, lifted[::-1]))
+    # on the Boolean cube the MLE is the table itself
+    for index in range(8):
+        bits = [(index >> j) & 1 for j in range(3)]
+        assert np.array_equal(mle.mle_evaluate(table, bits), F.ext_from_base(F.to_field(table[index])))
 
 
 def test_integer_tables_are_reduced_and_bad_tables_refused():
