@@ -15,6 +15,8 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 
+import numpy as np
+
 from .errors import ParameterError
 from .modarith import MAX_MODULUS_BITS, ntt_primes_of_bits
 
@@ -24,14 +26,16 @@ MIN_LOG_N, MAX_LOG_N = 3, 17
 MIN_SPARSE_HAMMING_WEIGHT = 192  # below this a sparse secret is accepted only with insecure=True
 
 PRESETS = {
-    # base level of two 30-bit primes (headroom over Δ); every other level pairs a prime just below
-    # 2^a with one just above 2^(50-a) so that its product is ≈ Δ = 2^50; special primes cover the
-    # largest key-switching digit.
+    # base level of two 30-bit primes (headroom over Δ); every other level pairs an a-bit prime with a
+    # (51-a)-bit one whose product is ≈ the scale that level rescales (≈ Δ = 2^50, see from_literal);
+    # special primes cover the largest key-switching digit.
     "N13": dict(log_n=13, log_q=[[30, 30]] + [[25, 26]] * 2, log_p=[29, 28], log_scale=50, dnum=3),
     "N14": dict(log_n=14, log_q=[[30, 30]] + [[25, 26]] * 6, log_p=[26, 26, 25], log_scale=50, dnum=5),
     "N15": dict(log_n=15, log_q=[[30, 30]] + [[25, 26]] * 14, log_p=[30, 30, 30, 30], log_scale=50, dnum=8),
-    "N16": dict(log_n=16, log_q=[[30, 30]] + [[25, 26]] * 18 + [[24, 27]] * 11, log_p=[31] * 8,
-                log_scale=50, dnum=7),
+    # N16: only 5, 12 and 18 NTT primes of 23, 24 and 25 bits exist (≡ 1 mod 2^17): spread the levels
+    # over all three pairings so that every level keeps a choice of pairs near its target.
+    "N16": dict(log_n=16, log_q=[[30, 30]] + [[25, 26]] * 12 + [[24, 27]] * 12 + [[23, 28]] * 5,
+                log_p=[31] * 8, log_scale=50, dnum=7),
     # tiny ring for fast tests only: NOT secure.
     "TOY": dict(log_n=12, log_q=[[30, 30]] + [[25, 26]] * 4, log_p=[30, 30, 30], log_scale=50, dnum=4,
                 insecure=True),
@@ -101,10 +105,18 @@ class CKKSParameters:
             raise ParameterError(f"log_p={lit.log_p!r} must be a non-empty list of special prime sizes")
         p_sizes = [_check_int(f"log_p[{i}]", b, 2, MAX_MODULUS_BITS) for i, b in enumerate(lit.log_p)]
         used: set[int] = set()
-        q_levels = []
-        for i, sizes in enumerate(level_sizes):
-            target = log_scale if i > 0 else None
-            q_levels.append(_pick_level(sizes, target, n, used, f"log_q[{i}]"))
+        q_levels = [_pick_level(level_sizes[0], None, n, used, "log_q[0]")]
+        # Levels are chosen from the top down along the squaring chain: a fresh ciphertext has scale
+        # Δ = 2^log_scale; after x·x and a rescale by level ℓ its scale is s_ℓ²/Q_ℓ. Aiming each Q_ℓ at
+        # s_ℓ²/Δ (not at Δ) keeps every level's scale within one prime choice of Δ, instead of letting
+        # the deviations double at each level (Kim, Papadimitriou, Polyakov, "Approximate homomorphic
+        # encryption with reduced approximation error", CT-RSA 2022: level-specific scaling factors).
+        log_s, upper = float(log_scale), []
+        for i in range(len(level_sizes) - 1, 0, -1):
+            level = _pick_level(level_sizes[i], 2 * log_s - log_scale, n, used, f"log_q[{i}]")
+            log_s = 2 * log_s - sum(math.log2(q) for q in level)
+            upper.append(level)
+        q_levels += upper[::-1]
         p_moduli = tuple(_pick_level(p_sizes, None, n, used, "log_p"))
         n_q = sum(len(s) for s in level_sizes)
         dnum = n_q if lit.dnum is None else _check_int("dnum", lit.dnum, 1, n_q)
@@ -229,22 +241,29 @@ def _check_int(name, value, lo, hi) -> int:
 
 
 def _pick_level(sizes, log_target, n, used, name) -> tuple[int, ...]:
-    """Distinct primes of the given bit sizes; the last one chosen so the product is nearest 2^log_target."""
+    """Distinct primes of the given bit sizes (largest unused first); with ``log_target``, the last two
+    are chosen as the pair whose product brings the level's product nearest 2^log_target."""
+    def pool(bits, count):
+        found = [q for _, q in zip(range(count), ntt_primes_of_bits(bits, n, used))]
+        if not found:
+            raise ParameterError(f"{name}: no unused {bits}-bit prime ≡ 1 mod 2N={2 * n} left")
+        return found
+
+    free = min(len(sizes), 2) if log_target is not None else 0
     chosen = []
-    for j, bits in enumerate(sizes):
-        candidates = ntt_primes_of_bits(bits, n, used)
-        if log_target is not None and j == len(sizes) - 1:
-            want = 2.0**log_target / math.prod(chosen)
-            pool = [q for _, q in zip(range(4096), candidates)]
-            if not pool:
-                raise ParameterError(f"{name}: no unused {bits}-bit prime ≡ 1 mod 2N={2 * n} left")
-            q = min(pool, key=lambda c: abs(math.log2(c / want)))
-        else:
-            q = next(candidates, None)
-            if q is None:
-                raise ParameterError(f"{name}: no unused {bits}-bit prime ≡ 1 mod 2N={2 * n} left")
-        chosen.append(q)
-        used.add(q)
+    for bits in sizes[:len(sizes) - free]:
+        chosen.append(pool(bits, 1)[0])
+        used.add(chosen[-1])
+    if free:
+        rest = log_target - sum(math.log2(q) for q in chosen)
+        lasts = np.array(pool(sizes[-1], 4096), dtype=np.float64)
+        firsts = np.array(pool(sizes[-2], 64) if free == 2 else [1], dtype=np.float64)
+        err = np.abs(np.log2(firsts)[:, None] + np.log2(lasts)[None, :] - rest)
+        err[firsts[:, None] == lasts[None, :]] = np.inf          # two distinct primes
+        i, j = np.unravel_index(int(np.argmin(err)), err.shape)
+        for q in ([int(firsts[i])] if free == 2 else []) + [int(lasts[j])]:
+            chosen.append(q)
+            used.add(q)
     return tuple(chosen)
 
 

@@ -66,14 +66,25 @@ def test_n14_precision_after_one_ct_ct_multiply(n14):
     assert bits(x * x, n14.decrypt(ct * ct)) >= 20
 
 
-def test_public_context_bytes_have_no_secret_key(n14):
-    blob = n14.public_context().to_bytes()
-    sk = n14.secret_key_bytes()
-    # the secret polynomial's residues (some 64-byte window of them) must not appear in the public blob
-    payload = sk[-4096:]
-    for start in range(0, len(payload) - 64, 512):
-        assert payload[start:start + 64] not in blob
-    assert not CKKSContext.from_bytes(blob).has_secret_key
+@pytest.mark.parametrize("which", ["n14", "toy"])
+def test_public_context_bytes_have_no_secret_key(which, request):
+    ctx = request.getfixturevalue(which)
+    blobs = [ctx.public_context().to_bytes(), ctx.to_bytes(), ctx.public_key_bytes(), ctx.relin_key_bytes(),
+             ctx.galois_keys_bytes()]
+    sk = ctx.secret_key_bytes()
+    # the secret in every encoding we can think of: the explicit record, coefficients as int64 / int8 /
+    # residues mod q0, and its NTT form (internal, for this check only) must not occur in public bytes
+    secret = ctx._secret_key
+    q0 = ctx.params.moduli[0]
+    encodings = [sk[-4096:], secret.coeffs.astype("<i8").tobytes()[:4096], secret.coeffs.astype("i1").tobytes(),
+                 (secret.coeffs % q0).astype("<u8").tobytes()[:4096],
+                 np.asarray(secret.poly.data[0], dtype="<u8").tobytes()[:4096]]
+    for blob in blobs:
+        for payload in encodings:
+            for start in range(0, len(payload) - 64, 512):
+                assert payload[start:start + 64] not in blob
+    assert not CKKSContext.from_bytes(blobs[0]).has_secret_key
+    assert not CKKSContext.from_bytes(blobs[1]).has_secret_key
 
 
 # ------------------------------------------------------------------ parameters
@@ -204,6 +215,20 @@ def test_depth_multiplies_down_through_every_level(toy):
     while ct.level > 0:
         ct, want = ct * ct, want * want
     assert ct.level == 0 and bits(want, toy.decrypt(ct)) >= 10
+
+
+@pytest.mark.parametrize("name", ["N13", pytest.param("N15", marks=pytest.mark.slow)])
+def test_preset_multiplies_down_through_every_level(name):
+    ctx = CKKSContext.keygen(CKKSParameters.preset(name), rotations=[1])
+    x = np.random.default_rng(11).uniform(-1, 1, ctx.params.slots)
+    ct, want = ctx.encrypt(x), x.copy()
+    ev = ctx.evaluator
+    assert bits(np.roll(x, -1), ctx.decrypt(ev.rotate(ct, 1))) >= 20
+    while ct.level > 0:
+        ct, want = ev.rescale(ev.relinearize(ev.mul(ct, ct))), want * want
+        assert bits(want, ctx.decrypt(ct)) >= 16
+    with raises_he("level"):
+        ct * ct
 
 
 @given(st.lists(st.floats(-1, 1), min_size=1, max_size=64))
