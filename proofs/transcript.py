@@ -89,6 +89,10 @@ class Transcript:
         """One uniform F_p4 challenge, shape (4,). Hits a fixed degree-d polynomial root w.p. <= d / p^4."""
         return self._field_words(label, EXT_DEGREE)
 
+    def challenge(self, label: str, n: int | None = None) -> np.ndarray:
+        """A verifier challenge from the extension field: one (4,) element, or ``n`` of them, shape (n, 4)."""
+        return self.challenge_ext(label) if n is None else self.challenge_ext_vector(label, n)
+
     def challenge_ext_vector(self, label: str, n: int) -> np.ndarray:
         """``n`` uniform F_p4 challenges, shape (n, 4)."""
         n = int(n)
