@@ -84,7 +84,11 @@ class Barrett:
 
     def reduce(self, x: np.ndarray) -> np.ndarray:
         """x mod q for uint64 x < 2^(2k) (any product of two residues)."""
-        x = np.asarray(x, dtype=np.uint64)
+        x = np.asarray(x)
+        if x.size and (np.min(x) < 0 or int(np.max(x)) >= 1 << (2 * self.k)):
+            raise ParameterError(f"Barrett input x in [{int(np.min(x))}, {int(np.max(x))}] outside "
+                                 f"[0, 2^{2 * self.k}) for q={self.q} (k={self.k})")
+        x = x.astype(np.uint64)
         q = np.uint64(self.q)
         xs = x >> np.uint64(self.k - 1)  # < 2^(k+1) <= 2^32: a 32x32-bit product with m below
         t = (xs * np.uint64(self.m)) >> np.uint64(self.k + 1)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from crypto import CKKSContext, CKKSParameters, CKKSParametersLiteral
 from crypto.errors import HEError
+from crypto.modarith import Barrett, mul_shoup, shoup_precompute
 
 BOUNDS = {13: 218, 14: 438, 15: 881, 16: 1772}
 
@@ -131,6 +132,27 @@ def test_sparse_ternary_secret_with_hamming_weight():
     ctx = CKKSContext.keygen(CKKSParameters.from_literal(lit), seed=5)
     x = np.random.default_rng(5).uniform(-1, 1, 100)
     assert bits(x * x, ctx.decrypt(ctx.encrypt(x) * ctx.encrypt(x))) >= 20
+
+
+# ------------------------------------------------------------------ modular arithmetic
+@given(st.integers(2, 2**31 - 1), st.lists(st.tuples(st.integers(0, 2**31), st.integers(0, 2**31)), min_size=1,
+                                           max_size=20))
+def test_barrett_and_shoup_equal_python_mod(q, pairs):
+    a = np.array([x % q for x, _ in pairs], dtype=np.uint64)
+    b = np.array([y % q for _, y in pairs], dtype=np.uint64)
+    want = [int(x) * int(y) % q for x, y in zip(a, b)]
+    barrett = Barrett(q)
+    assert [int(v) for v in barrett.mul(a, b)] == want
+    assert [int(v) for v in barrett.reduce(np.array([2 ** (2 * barrett.k) - 1]))] == [(2 ** (2 * barrett.k) - 1) % q]
+    w = int(b[0])
+    assert [int(v) for v in mul_shoup(a, np.uint64(w), shoup_precompute(w, q), q)] == [int(x) * w % q for x in a]
+
+
+def test_barrett_refuses_inputs_outside_its_range():
+    with raises_he("2\\^62"):
+        Barrett(2**31 - 1).reduce(np.array([2**62], dtype=np.uint64))
+    with raises_he("2\\^31"):
+        Barrett(2**31 + 1)
 
 
 # ------------------------------------------------------------------ operations (TOY ring)
