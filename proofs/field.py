@@ -88,6 +88,15 @@ def _elements(x):
     return to_field(x)
 
 
+def _check_broadcast(name: str, a, b) -> None:
+    """FieldError (not numpy's ValueError) when the operands' shapes do not broadcast."""
+    if np.shape(a) != np.shape(b):
+        try:
+            np.broadcast_shapes(np.shape(a), np.shape(b))
+        except ValueError:
+            raise FieldError(f"{name}: operand shapes {np.shape(a)} and {np.shape(b)} do not broadcast") from None
+
+
 def to_field(values) -> np.ndarray:
     """Integers (Python ints, signed or unsigned numpy integers, any size) -> canonical residues mod p."""
     arr = np.asarray(values)
@@ -123,8 +132,9 @@ def add(a, b) -> np.ndarray:
     fast = _elementwise("add", a, b)
     if fast is not None:
         return fast
+    _check_broadcast("add", a, b)
     s = np.add(a, b, dtype=np.uint64)
-    return np.minimum(s, s - _P)  # s - p wraps to a huge value when s < p
+    return np.minimum(s, np.subtract(s, _P))  # s - p wraps to a huge value when s < p (ufuncs wrap silently)
 
 
 def sub(a, b) -> np.ndarray:
@@ -133,8 +143,9 @@ def sub(a, b) -> np.ndarray:
     fast = _elementwise("sub", a, b)
     if fast is not None:
         return fast
+    _check_broadcast("sub", a, b)
     d = np.subtract(a, b, dtype=np.uint64)
-    return np.minimum(d, d + _P)  # d + p wraps to d + p - 2^64 < p exactly when a < b
+    return np.minimum(d, np.add(d, _P))  # d + p wraps to d + p - 2^64 < p exactly when a < b
 
 
 def neg(a) -> np.ndarray:
@@ -148,6 +159,7 @@ def mul(a, b) -> np.ndarray:
     fast = _elementwise("mul", a, b)
     if fast is not None:
         return fast
+    _check_broadcast("mul", a, b)
     return np.multiply(a, b, dtype=np.uint64) % _P
 
 
@@ -293,6 +305,9 @@ def ext_mul(a, b) -> np.ndarray:
     b = _elements(b)
     if a.shape == b.shape == (EXT_DEGREE,):
         return _ext_mul_single(a.tolist(), b.tolist())
+    if a.shape[-1:] != (EXT_DEGREE,) or b.shape[-1:] != (EXT_DEGREE,):
+        raise FieldError(f"ext_mul: operands must have shape (..., 4), got {a.shape} and {b.shape}")
+    _check_broadcast("ext_mul", a, b)
     fast = _ext_mul_long(a, b)
     if fast is not None:
         return fast

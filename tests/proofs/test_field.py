@@ -201,3 +201,16 @@ def test_operands_other_than_uint64_are_reduced_or_refused():
         F.add(np.array([1.0]), np.array([2], dtype=np.uint64))
     with pytest.raises(FieldError, match="dtype=float64"):
         F.ext_mul(np.ones((2, 4)), F.ext_one((2,)))
+
+
+def test_mismatched_shapes_raise_field_error_and_scalars_wrap_silently():
+    import warnings
+    with pytest.raises(FieldError, match=r"\(2,\) and \(3,\)"):
+        F.mul(np.arange(2), np.arange(3))
+    with pytest.raises(FieldError, match="do not broadcast"):
+        F.ext_add(F.ext_one((2,)), F.ext_one((3,)))
+    with pytest.raises(FieldError, match=r"\(\.\.\., 4\)"):
+        F.ext_mul(np.arange(3), np.arange(3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy scalar overflow warnings would be errors here
+        assert F.sub(0, 1) == F.P - 1 and F.add(F.P - 1, 5) == 4 and F.neg(3) == F.P - 3
