@@ -87,7 +87,16 @@ class NetworkProof:
     layer_proofs: tuple
     weights_opening: OpeningProof
 
+    def __eq__(self, other) -> bool:
+        return isinstance(other, NetworkProof) and self.to_bytes() == other.to_bytes()
+
+    __hash__ = None  # compared by value, holds arrays
+
+    def __bytes__(self) -> bytes:
+        return self.to_bytes()
+
     def to_bytes(self) -> bytes:
+        """Versioned bytes: magic ``HEZKPRF\\0``, u16 version, then the parts (see :meth:`from_bytes`)."""
         writer = ByteWriter(PROOF_MAGIC, FORMAT_VERSION)
         writer.i64_array(self.output)
         writer.u32(len(self.bits_commitments))

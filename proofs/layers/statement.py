@@ -117,7 +117,17 @@ class ModelCommitment:
                     opening_error += 2.0 ** -Commitment(b"", bits_vars, self.params).security_bits
         return -math.log2(field_errors * 2.0 ** -F.EXT_BITS + opening_error)
 
+    def __eq__(self, other) -> bool:
+        return isinstance(other, ModelCommitment) and self.to_bytes() == other.to_bytes()
+
+    def __hash__(self) -> int:
+        return hash(self.to_bytes())
+
+    def __bytes__(self) -> bytes:
+        return self.to_bytes()
+
     def to_bytes(self) -> bytes:
+        """Versioned bytes: magic ``HEZKMCOM``, u16 version, then the statement (see :meth:`from_bytes`)."""
         writer = ByteWriter(COMMITMENT_MAGIC, FORMAT_VERSION)
         writer.text(self.scheme)
         writer.i64(self.input_frac)

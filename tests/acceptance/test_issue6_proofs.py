@@ -155,8 +155,9 @@ def test_soundness_is_at_least_100_bits(setup):
 def test_proof_and_commitment_are_versioned_bytes(setup):
     network, x, proof, data, _ = setup
     commitment = network.commitment.to_bytes()
-    assert NetworkProof.from_bytes(data).to_bytes() == data
+    assert NetworkProof.from_bytes(data).to_bytes() == data == bytes(proof)
     assert ModelCommitment.from_bytes(commitment).to_bytes() == commitment
+    assert NetworkProof.from_bytes(data) == proof and ModelCommitment.from_bytes(commitment) == network.commitment
     assert len(commitment) < 1024  # a short commitment
     for blob, parse in ((data, NetworkProof.from_bytes), (commitment, ModelCommitment.from_bytes)):
         newer = bytearray(blob)
