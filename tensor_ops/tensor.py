@@ -99,6 +99,9 @@ class CipherTensor:
             raise TypeError("len() of a 0-d CipherTensor")
         return self.shape[0]
 
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
     def __repr__(self):
         lv = "" if self.level is None else f", level={self.level}"
         return f"CipherTensor(shape={self.shape}{lv}, {len(self._cts)} ciphertext(s), {self._backend.name})"
@@ -159,8 +162,10 @@ class CipherTensor:
     # ------------------------------------------------------------------ free layout changes
     def transpose(self, *axes) -> "CipherTensor":
         """Permute the axes (no ciphertext work: the layout records the new order)."""
-        if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list, type(None))):
             axes = tuple(axes[0]) if axes[0] is not None else ()
+        if any(isinstance(a, bool) or not isinstance(a, (int, np.integer)) for a in axes):
+            raise ShapeError(f"axes {axes!r} must be integers (a permutation of the {self.ndim} axes)")
         axes = tuple(range(self.ndim))[::-1] if not axes else tuple(int(a) for a in axes)
         if len(axes) != self.ndim or any(not -self.ndim <= a < self.ndim for a in axes) or \
                 sorted(a % self.ndim for a in axes) != list(range(self.ndim)):
@@ -180,15 +185,21 @@ class CipherTensor:
         return CipherTensor([self._cts[ct] for ct in used], replace(lay, tiles=tiles), self._backend)
 
     # ------------------------------------------------------------------ lowered operations
-    def sum(self, axis=None, keepdims: bool = False) -> "CipherTensor":
-        """Sum over ``axis`` (int, tuple or None for all) by rotate-and-sum."""
+    def sum(self, axis=None, keepdims: bool = False, dtype=None, out=None) -> "CipherTensor":
+        """Sum over ``axis`` (int, tuple or None for all) by rotate-and-sum (``np.sum(t, axis)`` works
+        too; ``dtype`` is ignored, ``out`` refused: CipherTensors are immutable)."""
+        if out is not None:
+            raise ShapeError("out= is not supported: a CipherTensor is immutable, sum returns a new one")
         axes = tuple(range(self.ndim)) if axis is None else (axis,) if isinstance(axis, (int, np.integer)) \
-            else tuple(axis)
+            else tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
         norm = []
         for a in axes:
-            if not -self.ndim <= int(a) < self.ndim:
-                raise ShapeError(f"axis={a} out of range for a tensor with {self.ndim} axes")
+            if isinstance(a, bool) or not isinstance(a, (int, np.integer)) or not -self.ndim <= a < self.ndim:
+                raise ShapeError(f"axis={a!r} is not an integer in [{-self.ndim}, {self.ndim}) for a tensor "
+                                 f"with {self.ndim} axes")
             norm.append(int(a) % self.ndim)
+        if len(set(norm)) != len(norm):
+            raise ShapeError(f"axis={axis!r} repeats an axis")
         letters = string.ascii_letters[:self.ndim]
         out = "".join(c for n, c in enumerate(letters) if n not in norm)
         res = einsum(f"{letters}->{out}", self)
@@ -213,6 +224,9 @@ class CipherTensor:
                 other = np.asarray(other, dtype=np.result_type(np.asarray(other), np.float64))
             except (TypeError, ValueError):
                 return NotImplemented
+        if isinstance(other, np.ndarray) and not (np.issubdtype(other.dtype, np.number) or other.dtype == bool):
+            raise ShapeError(f"operand of dtype {other.dtype} is not numeric (expected a CipherTensor, a numeric "
+                             "array or a scalar)")
         operands = [other, self] if reflected else [self, other]
         enc = tuple(isinstance(o, CipherTensor) for o in operands)
         layouts = [o.layout if isinstance(o, CipherTensor) else None for o in operands]
@@ -243,9 +257,15 @@ class CipherTensor:
 
     def __truediv__(self, other):
         """Division by a plaintext scalar or array (a multiplication by its inverse)."""
-        if isinstance(other, CipherTensor):
-            return NotImplemented  # no encrypted division in CKKS without a polynomial approximation
-        return self._binary(1.0 / other if np.ndim(other) == 0 else 1.0 / np.asarray(other, dtype=float), "mul")
+        if isinstance(other, CipherTensor):   # no encrypted division in CKKS without a polynomial approximation
+            raise ShapeError("division by a CipherTensor is not supported (only by plaintext scalars and arrays)")
+        divisor = np.asarray(other)
+        if not np.issubdtype(divisor.dtype, np.number):
+            raise ShapeError(f"divisor of dtype {divisor.dtype} is not numeric")
+        if np.any(divisor == 0):
+            raise ShapeError("division by zero: the divisor has a zero entry")
+        return self._binary(1.0 / other if divisor.ndim == 0 else 1.0 / divisor.astype(np.result_type(divisor, float)),
+                            "mul")
 
     def __neg__(self):
         return CipherTensor([self._backend.negate(c) for c in self._cts], self._layout, self._backend)
@@ -301,7 +321,10 @@ def encrypt(ctx, array, layout: SlotLayout | None = None, level: int | None = No
     """Encrypt a numpy array (default layout: row-major compact, tiled over several ciphertexts when
     it needs more than ``params.slots`` slots)."""
     be = _backend_of(ctx)
-    arr = np.asarray(array)
+    try:
+        arr = np.asarray(array)
+    except ValueError as exc:          # ragged nested lists
+        raise ShapeError(f"array is not a regular numeric array: {exc}") from None
     if arr.dtype == object or not np.issubdtype(arr.dtype, np.number):
         raise ShapeError(f"array of dtype {arr.dtype} is not numeric")
     if layout is None:

@@ -123,6 +123,17 @@ def test_cipher_tensor_is_immutable(ctx):
     assert isinstance(A.layout, SlotLayout)
 
 
+def test_numpy_functions_and_iteration(ctx):
+    (a,) = arrays_for([(3, 4)], seed=15)
+    A = tensor_ops.encrypt(ctx, a)
+    check(np.sum(A, axis=0).decrypt(ctx), a.sum(0))
+    check(np.transpose(A).decrypt(ctx), a.T)
+    rows = [row.decrypt(ctx) for row in A]
+    assert len(rows) == 3
+    check(np.array(rows), a)
+    check((A / 4).decrypt(ctx), a / 4)
+
+
 def test_cipher_tensor_3d_sum_and_transpose(ctx):
     (a,) = arrays_for([(2, 3, 4)], seed=2)
     A = tensor_ops.encrypt(ctx, a)
@@ -262,6 +273,14 @@ def test_bad_einsum_input_raises_library_errors(ctx):
            lambda: A.sum(axis=2),
            lambda: A.transpose((0, 0)),
            lambda: tensor_ops.encrypt(ctx, np.array(["a", "b"])),
+           lambda: tensor_ops.encrypt(ctx, [[1, 2], [3]]),
+           lambda: A + "x",
+           lambda: A * None,
+           lambda: A / 0,
+           lambda: A / A,
+           lambda: A.sum(1.5),
+           lambda: A.sum((0, 0)),
+           lambda: A.transpose(1.5),
            lambda: tensor_ops.plan("ij,jk->ik", (3, 4), (4, 2), params=ctx.params, encrypted=(True,))]
     for make in bad:
         with pytest.raises(HEError):
