@@ -84,14 +84,15 @@ def _load_input(path: str, input_frac: int, input_bound: int) -> np.ndarray:
 
 
 def progress_bar(stream=None):
-    """A callback for :meth:`Network.prove` drawing ``[####....] done/total label`` on ``stream`` (stderr)."""
+    """A callback for :meth:`Network.prove` drawing ``[####....] pct% done/total label`` on ``stream`` (stderr)."""
     stream = stream if stream is not None else sys.stderr
     start = time.perf_counter()
 
     def draw(done: int, total: int, label: str) -> None:
         filled = BAR_WIDTH * done // total
         elapsed = time.perf_counter() - start
-        stream.write(f"\r[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {done}/{total} {elapsed:6.2f}s {label:<32}")
+        stream.write(f"\r[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {100 * done // total:3d}% {done}/{total} "
+                     f"{elapsed:6.2f}s {label:<32}")
         if done == total:
             stream.write("\n")
         stream.flush()
