@@ -1,5 +1,15 @@
 """Sumcheck proofs of quantized neural networks: field, transcript, MLE, sumcheck, commitment, layers.
 
+The statement: the model owner commits to the weights once; a proof shows y = model(x) for a
+public input batch x under the committed weights (zkDL, Sun-Li-Zhang, made non-interactive)::
+
+    network = Network([Linear(w0, b0), ReLU(), Linear(w1, b1)], frac_bits=8)  # or Network(QuantizedMLP)
+    commitment = network.commitment                 # ModelCommitment, bytes(commitment) to publish
+    proof = network.prove(x)                        # x float (quantized at 2^frac_bits) or integer
+    y = verify_network(commitment, x, proof)        # the integer output, or ProofRejected
+
+Scripts: ``python -m proofs commit | prove | verify`` (:mod:`proofs.cli`). ``proofs.commit`` is the
+commitment module and, called, its ``commit`` function (also ``proofs.commit_values``).
 Never imports ``crypto`` or ``tensor_ops``.
 """
 from .errors import FieldError, ModelError, ProofError, ProofRejected
