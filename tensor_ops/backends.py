@@ -22,6 +22,9 @@ from crypto.errors import KeyMissingError, ShapeError
 
 __all__ = ["PlainBackend", "CKKSBackend", "has_power_of_two_keys", "rotation_route"]
 
+#: slot count a PlainBackend() without one takes when it first packs a tensor: the N14 preset's
+DEFAULT_PLAIN_SLOTS = 2**13
+
 
 def _powers(slots: int) -> list[int]:
     return [1 << i for i in range(slots.bit_length() - 1)]
@@ -79,6 +82,12 @@ class PlainBackend:
         self._rotations = None if rotations is None else tuple(int(k) for k in rotations)
         self.counts = Counter()
         self.plans: dict = {}  # plans already made for this backend (see tensor._cached)
+
+    def ensure_slots(self) -> int:
+        """The slot count, adopting ``DEFAULT_PLAIN_SLOTS`` when none was given (or learnt from a plan)."""
+        if self.slots is None:
+            self.slots = DEFAULT_PLAIN_SLOTS
+        return self.slots
 
     @property
     def keys(self):

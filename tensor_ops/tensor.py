@@ -321,6 +321,8 @@ def encrypt(ctx, array, layout: SlotLayout | None = None, level: int | None = No
     """Encrypt a numpy array (default layout: row-major compact, tiled over several ciphertexts when
     it needs more than ``params.slots`` slots)."""
     be = _backend_of(ctx)
+    if isinstance(be, PlainBackend):
+        be.ensure_slots()
     try:
         arr = np.asarray(array)
     except ValueError as exc:          # ragged nested lists

@@ -206,9 +206,11 @@ def test_plain_backend_runs_the_same_plan_without_keys(params):
     steps = []
     p.simulate(a, b, on_step=lambda step, value: steps.append(step))
     assert len(steps) >= 1
-    backend = PlainBackend(params.slots)
-    A, B = tensor_ops.encrypt(backend, a), tensor_ops.encrypt(backend, b)
-    assert np.allclose(tensor_ops.einsum("ij,jk->ik", A, B).decrypt(), a @ b, rtol=1e-12, atol=1e-12)
+    for backend in (PlainBackend(params.slots), PlainBackend()):
+        A, B = tensor_ops.encrypt(backend, a), tensor_ops.encrypt(backend, b)
+        assert np.allclose(tensor_ops.einsum("ij,jk->ik", A, B).decrypt(), a @ b, rtol=1e-12, atol=1e-12)
+        assert np.allclose((A @ b).decrypt(), a @ b, rtol=1e-12, atol=1e-12)
+    assert np.allclose(p.execute(PlainBackend(), a, b), a @ b, rtol=1e-12, atol=1e-12)
 
 
 # ------------------------------------------------------------------ tiling and level management
