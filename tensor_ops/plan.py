@@ -1420,15 +1420,18 @@ def plan(expr: str, *shapes, params=None, slots=None, encrypted=None, layouts=No
     (operands encrypted already replicated, see :func:`prepacked_layouts`) and keeps the cheaper
     plan; encrypt with ``layout=plan.input_layouts[n]``.
     """
-    if isinstance(params, str):
-        from crypto.params import CKKSParameters
-        params = CKKSParameters.preset(params)
+    if params is not None:
+        from crypto.context import as_parameters
+        params = as_parameters(getattr(params, "params", params))   # a context, a preset name, a dict
     if params is None and slots is None:
         raise ShapeError("plan needs params=CKKSParameters (or slots=<power of two>)")
     slots = params.slots if params is not None else slots
     if isinstance(slots, bool) or not isinstance(slots, (int, np.integer)) or slots < 1 or slots & (slots - 1):
         raise ShapeError(f"slots={slots!r} must be a power of two")
     slots = int(slots)
+    if len(shapes) == 1 and isinstance(expr, str) and expr.split("->")[0].count(",") > 0 \
+            and isinstance(shapes[0], (list, tuple)) and all(isinstance(s, (list, tuple)) for s in shapes[0]):
+        shapes = tuple(shapes[0])          # plan("ij,jk->ik", [(3, 4), (4, 5)]): one list of shapes
     spec = parse(expr, *shapes)
     n_ops = len(spec.shapes)
     if encrypted is None or isinstance(encrypted, (bool, np.bool_)):

@@ -156,6 +156,16 @@ def test_plan_surface(params):
     assert cost["ciphertexts"] >= 1
 
 
+def test_plan_call_styles(params):
+    want = tensor_ops.plan("ij,jk->ik", (3, 4), (4, 5), params=params)
+    for p in (tensor_ops.plan("ij,jk->ik", [(3, 4), (4, 5)], params=params),
+              tensor_ops.plan("ij,jk->ik", np.ones((3, 4)), np.ones((4, 5)), params="TOY"),
+              tensor_ops.plan("ij,jk->ik", (3, 4), (4, 5), params=params, encrypted=[1, 1])):
+        assert (p.rotations(), p.depth(), p.cost()) == (want.rotations(), want.depth(), want.cost())
+    with pytest.raises(HEError):
+        tensor_ops.plan("ij,jk->ik", (3, 4), (4, 5), params=42)
+
+
 def test_keys_from_the_plan_are_enough(params):
     a, b = arrays_for([(6, 6), (6, 6)], seed=4)
     p = tensor_ops.plan("ij,jk->ik", a.shape, b.shape, params=params)
