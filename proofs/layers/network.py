@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import field as F
-from ..commit import CommitParams, Commitment, OpeningProof, commit, open_batch, verify_batch
+from ..commit import MIN_VERIFY_BITS, CommitParams, Commitment, OpeningProof, commit, open_batch, verify_batch
 from ..errors import ModelError, ProofRejected
 from ..mle import mle_evaluate
 from ..proof_format import ByteReader, ByteWriter, parse_nested
@@ -164,6 +164,9 @@ class Network:
             raise ModelError(f"model must be a QuantizedMLP or a list of Linear/ReLU layers, got {type(model).__name__}")
         if params is not None and not isinstance(params, CommitParams):
             raise ModelError(f"params must be a CommitParams, got {type(params).__name__}")
+        if params is not None and params.security_bits < MIN_VERIFY_BITS:
+            raise ModelError(f"params {params} give {params.security_bits:.1f} bits of commitment security "
+                             f"< {MIN_VERIFY_BITS} (verifiers refuse them); use more queries")
         if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer))
                                        or not 1 <= batch_size <= MAX_BATCH):
             raise ModelError(f"batch_size={batch_size!r} must be an int in [1, {MAX_BATCH}] (or None for any batch)")

@@ -150,6 +150,10 @@ def test_soundness_is_at_least_100_bits(setup):
     assert network.soundness_bits() >= 100
     assert network.commitment.weights.security_bits >= 100
     assert F.EXT_BITS >= 100
+    with pytest.raises(ModelError, match="100"):  # parameters that would promise less are refused up front
+        Network(network.model, proofs.CommitParams(num_queries=20))
+    other_rate = Network(network.model, proofs.CommitParams(rate_inv=2))
+    assert other_rate.soundness_bits(64) >= 100
 
 
 def test_proof_and_commitment_are_versioned_bytes(setup):
