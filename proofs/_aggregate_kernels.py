@@ -23,6 +23,17 @@ def _mul_acc(a0, a1, a2, a3, b0, b1, b2, b3, out, x):
 
 
 @numba.njit(cache=True, inline="always")
+def _add_bit_defect(t, eq_lo, lb, block, x):
+    """block[x] += eq_lo[lb] * (t - t^2) for an F_p4 value t (4,)."""
+    s0 = (t[0] * t[0] + W * ((np.uint64(2) * t[1] * t[3] % P + t[2] * t[2]) % P)) % P
+    s1 = (np.uint64(2) * t[0] * t[1] % P + W * (np.uint64(2) * t[2] * t[3] % P)) % P
+    s2 = (np.uint64(2) * t[0] * t[2] % P + t[1] * t[1] + W * (t[3] * t[3] % P)) % P
+    s3 = (np.uint64(2) * t[0] * t[3] % P + np.uint64(2) * t[1] * t[2] % P) % P
+    _mul_acc(eq_lo[lb, 0], eq_lo[lb, 1], eq_lo[lb, 2], eq_lo[lb, 3],
+             (t[0] + P - s0) % P, (t[1] + P - s1) % P, (t[2] + P - s2) % P, (t[3] + P - s3) % P, block, x)
+
+
+@numba.njit(cache=True, inline="always")
 def _flush(eq_hi, hb, block, out):
     """out[X] += eq_hi[hb] * block[X], then clear block."""
     for x in range(4):
@@ -63,13 +74,7 @@ def bit_round_ext(low, high, eq_lo, eq_hi, out):
             for x in range(4):
                 for c in range(4):
                     t[c] = (low[i, c] + np.uint64(x) * (high[i, c] + P - low[i, c])) % P
-                s0 = (t[0] * t[0] + W * ((np.uint64(2) * t[1] * t[3] % P + t[2] * t[2]) % P)) % P
-                s1 = (np.uint64(2) * t[0] * t[1] % P + W * (np.uint64(2) * t[2] * t[3] % P)) % P
-                s2 = (np.uint64(2) * t[0] * t[2] % P + t[1] * t[1] + W * (t[3] * t[3] % P)) % P
-                s3 = (np.uint64(2) * t[0] * t[3] % P + np.uint64(2) * t[1] * t[2] % P) % P
-                _mul_acc(eq_lo[lb, 0], eq_lo[lb, 1], eq_lo[lb, 2], eq_lo[lb, 3],
-                         (t[0] + P - s0) % P, (t[1] + P - s1) % P, (t[2] + P - s2) % P, (t[3] + P - s3) % P,
-                         block, x)
+                _add_bit_defect(t, eq_lo, lb, block, x)
         _flush(eq_hi, hb, block, out)
 
 
@@ -119,13 +124,7 @@ def bit_round_lazy(table, r0, eq_lo, eq_hi, out):
             for x in range(4):
                 for c in range(4):
                     t[c] = (lo[c] + np.uint64(x) * (hi[c] + P - lo[c])) % P
-                s0 = (t[0] * t[0] + W * ((np.uint64(2) * t[1] * t[3] % P + t[2] * t[2]) % P)) % P
-                s1 = (np.uint64(2) * t[0] * t[1] % P + W * (np.uint64(2) * t[2] * t[3] % P)) % P
-                s2 = (np.uint64(2) * t[0] * t[2] % P + t[1] * t[1] + W * (t[3] * t[3] % P)) % P
-                s3 = (np.uint64(2) * t[0] * t[3] % P + np.uint64(2) * t[1] * t[2] % P) % P
-                _mul_acc(eq_lo[lb, 0], eq_lo[lb, 1], eq_lo[lb, 2], eq_lo[lb, 3],
-                         (t[0] + P - s0) % P, (t[1] + P - s1) % P, (t[2] + P - s2) % P, (t[3] + P - s3) % P,
-                         block, x)
+                _add_bit_defect(t, eq_lo, lb, block, x)
         _flush(eq_hi, hb, block, out)
 
 

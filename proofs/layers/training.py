@@ -788,6 +788,20 @@ def _groups(spec: TrainingSpec, mode: str, steps: int, forward_only: bool = Fals
     return plan_groups([entry[4] * entry[5] for entry in tables], mode, kinds=[entry[1][:3] for entry in tables])
 
 
+def _checked_commitments(expected, groups, proof, params, where) -> list:
+    """The statement's (key, commitment, num_vars) plus the proof's bits commitments, each checked for its type,
+    size and parameters (ProofRejected otherwise)."""
+    if len(proof.bits_commitments) != len(groups.groups):
+        raise ProofRejected(f"{len(proof.bits_commitments)} bits commitments, expected {len(groups.groups)}", where)
+    expected = expected + [(f"bits{g}", c, groups.packing(g).num_vars) for g, c in enumerate(proof.bits_commitments)]
+    for name, commitment, num_vars in expected:
+        if not isinstance(commitment, HidingCommitment) or commitment.num_vars != num_vars or \
+                commitment.params != params:
+            raise ProofRejected(f"{name} commitment does not match the statement (num_vars {num_vars}, {params})",
+                                where)
+    return expected
+
+
 def prove_training_steps(traces, committed: CommittedSteps, zk: bool = True, mode: str = "aggregate",
                          params: HidingParams | None = None) -> TrainingProof:
     """Prove that each committed W_(t+1) is one SGD step from W_t on batch t, for consecutive steps at once.
@@ -829,15 +843,8 @@ def verify_training_steps(spec: TrainingSpec, committed: CommittedSteps, proof: 
     params, steps = getattr(committed.weights[0], "params", None), len(committed.batches)
     groups = _groups(spec, proof.mode, steps)
     sizes = {"weights": weight_packing(spec).num_vars, "batch": batch_packing(spec).num_vars}
-    expected = [(key, c, sizes[kind]) for key, c, kind in committed.keyed()]
-    if len(proof.bits_commitments) != len(groups.groups):
-        raise ProofRejected(f"{len(proof.bits_commitments)} bits commitments, expected {len(groups.groups)}", where)
-    expected += [(f"bits{g}", c, groups.packing(g).num_vars) for g, c in enumerate(proof.bits_commitments)]
-    for name, commitment, num_vars in expected:
-        if not isinstance(commitment, HidingCommitment) or commitment.num_vars != num_vars or \
-                commitment.params != params:
-            raise ProofRejected(f"{name} commitment does not match the statement (num_vars {num_vars}, {params})",
-                                where)
+    expected = _checked_commitments([(key, c, sizes[kind]) for key, c, kind in committed.keyed()], groups, proof,
+                                    params, where)
     channel = _Channel(_statement(spec, committed, proof.bits_commitments, proof.mode), params.hiding, params,
                        items=proof.items)
     for t in range(steps):
@@ -956,13 +963,7 @@ def verify_forward(spec: TrainingSpec, committed: CommittedModel, output, proof:
     expected = [("w0", committed.weights, weight_packing(spec).num_vars)]
     if committed.input is not None:
         expected.append(("b0", committed.input, batch_packing(spec).num_vars))
-    if len(proof.bits_commitments) != len(groups.groups):
-        raise ProofRejected(f"{len(proof.bits_commitments)} bits commitments, expected {len(groups.groups)}", where)
-    expected += [(f"bits{g}", c, groups.packing(g).num_vars) for g, c in enumerate(proof.bits_commitments)]
-    for name, commitment, num_vars in expected:
-        if not isinstance(commitment, HidingCommitment) or commitment.num_vars != num_vars or \
-                commitment.params != params:
-            raise ProofRejected(f"{name} commitment does not match the statement", where)
+    expected = _checked_commitments(expected, groups, proof, params, where)
     transcript = _forward_statement(spec, committed, output, public_input, proof.bits_commitments)
     channel = _Channel(transcript, params.hiding, params, items=proof.items)
     _Protocol(spec, channel, groups, 0, 1, forward_only=True, public_input=x_table).infer(
