@@ -161,7 +161,8 @@ class Network:
         if isinstance(model, (list, tuple)):
             model = build_model(model, frac_bits=frac_bits, input_bound=input_bound)
         if not isinstance(model, QuantizedMLP):
-            raise ModelError(f"model must be a QuantizedMLP or a list of Linear/ReLU layers, got {type(model).__name__}")
+            raise ModelError(f"model must be a QuantizedMLP or a list of Linear/ReLU layers, "
+                             f"got {type(model).__name__}")
         if params is not None and not isinstance(params, CommitParams):
             raise ModelError(f"params must be a CommitParams, got {type(params).__name__}")
         if params is not None and params.security_bits < MIN_VERIFY_BITS:
