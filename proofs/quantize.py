@@ -189,14 +189,15 @@ def _as_batch(x, features: int, name: str) -> np.ndarray:
     return array
 
 
-def check_input(model: QuantizedMLP, x_int) -> np.ndarray:
-    """Validate an integer input batch: shape (batch, in_features), |x| <= model.input_bound."""
-    array = _as_batch(x_int, model.in_features, "input")
-    if array.dtype.kind not in "iu":
-        raise ModelError(f"integer input must have an integer dtype, got {array.dtype}")
+def check_input(model: QuantizedMLP, x) -> np.ndarray:
+    """Validate an input batch: shape (batch, in_features) or (in_features,), integers taken as quantized
+    (floats are quantized at the input scale 2^input_frac), every |x| <= model.input_bound; int64 (batch, in)."""
+    array = _as_batch(as_integer_input(x, model.input_frac), model.in_features, "input")
     largest = int(np.max(np.abs(array.astype(np.float64))))
     if largest > model.input_bound:
-        raise ModelError(f"input has an entry of magnitude {largest} > input_bound={model.input_bound}")
+        scale = 2.0 ** -model.input_frac
+        raise ModelError(f"input has an entry of magnitude {largest} (real value {largest * scale:g}) > "
+                         f"input_bound={model.input_bound} (real value {model.input_bound * scale:g})")
     return array.astype(np.int64)
 
 

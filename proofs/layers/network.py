@@ -194,7 +194,7 @@ class Network:
 
     def witness(self, x_int) -> NetworkWitness:
         """The integer forward pass on padded tables with every layer's bit decomposition."""
-        x = inputs = check_input(self.model, as_integer_input(x_int, self.model.input_frac))
+        x = inputs = check_input(self.model, x_int)
         if self.batch_size is not None and x.shape[0] != self.batch_size:
             raise ModelError(f"input batch {x.shape[0]} != batch_size={self.batch_size} of this Network")
         batch_padded = padded(x.shape[0], 1)

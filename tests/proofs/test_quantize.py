@@ -121,8 +121,10 @@ def test_inputs_are_checked_against_shape_and_bound():
         quantize_input(model, np.zeros((2, 4)))
     with pytest.raises(ModelError, match="input_bound=16"):
         quantize_input(model, np.full(3, 1.5))
-    with pytest.raises(ModelError, match="integer dtype"):
-        forward_int(model, np.zeros((1, 3)))
+    with pytest.raises(ModelError, match="dtype"):
+        forward_int(model, np.zeros((1, 3), dtype=complex))
+    real = np.array([[0.5, -0.25, 1.0]])  # floats are quantized at the input scale
+    assert np.array_equal(forward_int(model, real), forward_int(model, quantize_input(model, real)))
     x = np.array([1, -2, 3], dtype=np.int64)
     forward_int(model, x)
     assert x.tolist() == [1, -2, 3]  # inputs are not mutated
