@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import sympy
 
 from .errors import ParameterError
 
@@ -25,17 +24,19 @@ def inv_mod(a: int, q: int) -> int:
 
 def is_ntt_prime(q: int, n: int) -> bool:
     """True when q is a prime < 2^31 with q ≡ 1 (mod 2n), i.e. it has a primitive 2n-th root of unity."""
-    return 2 < q < 2**MAX_MODULUS_BITS and q % (2 * n) == 1 and sympy.isprime(q)
+    from sympy import isprime      # sympy is imported on first use, not with the package
+    return 2 < q < 2**MAX_MODULUS_BITS and q % (2 * n) == 1 and isprime(q)
 
 
 def ntt_primes_of_bits(bits: int, n: int, exclude=frozenset()):
     """Yield the primes q with bit length exactly ``bits`` and q ≡ 1 (mod 2n), largest first."""
     if not 2 <= bits <= MAX_MODULUS_BITS:
         raise ParameterError(f"prime bit size {bits} not in [2, {MAX_MODULUS_BITS}]")
+    from sympy import isprime
     step = 2 * n
     q = ((2**bits - 1 - 1) // step) * step + 1
     while q >= 2 ** (bits - 1):
-        if q not in exclude and sympy.isprime(q):
+        if q not in exclude and isprime(q):
             yield q
         q -= step
 
@@ -57,7 +58,8 @@ def primitive_2n_root(q: int, n: int) -> int:
     """
     if (q - 1) % (2 * n):
         raise ParameterError(f"modulus q={q} is not ≡ 1 mod 2N={2 * n}")
-    g = int(sympy.primitive_root(q))
+    from sympy import primitive_root
+    g = int(primitive_root(q))
     return pow(g, (q - 1) // (2 * n), q)
 
 
