@@ -196,6 +196,11 @@ def test_evaluator_operations(toy):
     assert bits(-x, toy.decrypt(neg(a))) >= 25
     dropped = ev.drop_level(a)
     assert dropped.level == a.level - 1 and bits(x, toy.decrypt(dropped)) >= 25
+    pt = toy.encode(y)
+    assert bits(y, toy.decode(pt)) >= 30
+    assert bits(x * y, toy.decrypt(ev.rescale(ev.mul(a, pt)))) >= 20
+    assert bits(x + y, toy.decrypt(ev.add(a, pt))) >= 25
+    assert bits(x * y, toy.decrypt(a * pt)) >= 20
 
 
 def test_hoisted_rotations_match_single_rotations(toy):
