@@ -446,32 +446,49 @@ def _int8_frac(magnitude: float, levels: int = 127) -> int:
     return int(np.clip(math.floor(math.log2(levels / magnitude)), -MAX_FRAC_BITS, MAX_FRAC_BITS))
 
 
-def quantize_int8(weights, biases, calibration, *, input_bound: float = 1.0) -> QuantizedMLP:
+def _activation_magnitudes(ws, bs, calibration, bound: float) -> list:
+    """max |activation| of every layer's float output: on the ``calibration`` batch, or (None) the
+    worst case over inputs with |x| <= bound by interval arithmetic."""
+    if calibration is None:
+        lo, hi = np.full(ws[0].shape[1], -bound), np.full(ws[0].shape[1], bound)
+    else:
+        calib = np.atleast_2d(np.asarray(calibration, dtype=np.float64))
+        if calib.ndim != 2 or calib.shape[1] != ws[0].shape[1] or not np.all(np.isfinite(calib)):
+            raise ModelError(f"calibration must be a finite float batch of shape (batch, {ws[0].shape[1]}), "
+                             f"got shape {np.shape(calibration)}")
+        lo = hi = calib
+    magnitudes = []
+    for i, (w, b) in enumerate(zip(ws, bs)):
+        if calibration is None:
+            lo, hi = _affine_interval(w, b, lo, hi)
+        else:
+            lo = hi = lo @ w.T + b
+        if i < len(ws) - 1:
+            lo, hi = np.maximum(lo, 0.0), np.maximum(hi, 0.0)
+        magnitudes.append(float(max(np.max(np.abs(lo)), np.max(np.abs(hi)))))
+    return magnitudes
+
+
+def quantize_int8(weights, biases, calibration=None, *, input_bound: float = 1.0) -> QuantizedMLP:
     """Symmetric int8 with power-of-two scales; requantization by a per-layer shift.
 
     Each weight matrix gets the largest 2^f_w with |W| * 2^f_w <= 127; the input gets the largest
     scale with input_bound * 2^f <= 127; each layer's output scale is calibrated on the float
-    activations of ``calibration`` (a float input batch) so they fit int8, and the shift is
-    f_in + f_w - f_out (never negative). Requantized values are not clipped (see module doc).
+    activations of ``calibration`` (a float input batch; None: the worst case over |x| <= input_bound)
+    so they fit int8, and the shift is f_in + f_w - f_out (never negative). Requantized values are not
+    clipped (see module doc).
     """
     ws, bs = _float_layers(weights, biases)
     bound = _check_input_bound(input_bound)
-    calib = np.atleast_2d(np.asarray(calibration, dtype=np.float64))
-    if calib.ndim != 2 or calib.shape[1] != ws[0].shape[1]:
-        raise ModelError(f"calibration must have shape (batch, {ws[0].shape[1]}), got {np.shape(calibration)}")
+    magnitudes = _activation_magnitudes(ws, bs, calibration, bound)
     in_frac = _int8_frac(bound)
     frac = in_frac
-    activations = calib
     layers = []
     for i, (w, b) in enumerate(zip(ws, bs)):
-        last = i == len(ws) - 1
         w_frac = _int8_frac(float(np.max(np.abs(w))))
-        activations = activations @ w.T + b
-        if not last:
-            activations = np.maximum(activations, 0.0)
-        out_frac = min(_int8_frac(float(np.max(np.abs(activations)))), frac + w_frac)
+        out_frac = min(_int8_frac(magnitudes[i]), frac + w_frac)
         layers.append(QuantizedLayer(quantize_values(w, w_frac), quantize_values(b, frac + w_frac),
-                                     w_frac, frac, frac + w_frac - out_frac, not last))
+                                     w_frac, frac, frac + w_frac - out_frac, i < len(ws) - 1))
         frac = out_frac
     model = QuantizedMLP(tuple(layers), in_frac, int(quantize_values(bound, in_frac)), "int8")
     return _finish(model, ws, bs, bound)

@@ -24,7 +24,8 @@ from proofs.layers.network import ModelCommitment, NetworkProof, verify_network
 from proofs.layers.requant import decompose
 from proofs.mle import mle_evaluate
 from proofs.model import load_model
-from proofs.quantize import dequantize_output, float_forward, forward_int, quantize_fixed_point, quantize_input
+from proofs.quantize import (dequantize_output, float_forward, forward_int, quantize_fixed_point, quantize_input,
+                             quantize_int8)
 from proofs.sumcheck import SumcheckProof, prove_sumcheck, verify_sumcheck
 from proofs.transcript import Transcript
 
@@ -106,6 +107,21 @@ def test_proven_output_is_the_integer_reference_and_within_the_stated_error(setu
     output = dequantize_output(tight, forward_int(tight, quantize_input(tight, x_float)))
     assert 0 < tight.error_bound < 0.5
     assert np.max(np.abs(output - float_forward(weights, biases, x_float))) <= tight.error_bound
+
+
+@pytest.mark.parametrize("calibrated", [True, False])
+def test_symmetric_int8_models_are_proved(calibrated):
+    weights, biases = float_mlp(8, (10, 12, 5))
+    x_float = np.random.default_rng(9).uniform(-1, 1, (6, 10))
+    model = quantize_int8(weights, biases, x_float if calibrated else None)
+    assert model.scheme == "int8" and all(np.max(np.abs(layer.weight)) <= 127 for layer in model.layers)
+    assert any(layer.shift > 0 for layer in model.layers)  # requantization by a shift
+    network = Network(model)
+    proof = network.prove(quantize_input(model, x_float))
+    output = verify_network(network.commitment, quantize_input(model, x_float), proof)
+    assert np.array_equal(output, forward_int(model, quantize_input(model, x_float)))
+    error = np.max(np.abs(dequantize_output(model, output) - float_forward(weights, biases, x_float)))
+    assert error <= model.error_bound
 
 
 @pytest.mark.parametrize("batch", [1, 2, 5, 8])
