@@ -86,9 +86,14 @@ class CKKSParameters:
 
     # --- construction -------------------------------------------------------------------------
     @classmethod
-    def from_literal(cls, literal: CKKSParametersLiteral | dict) -> "CKKSParameters":
-        """Generate primes for a literal: distinct NTT primes of the requested sizes, each level's
-        product as close to 2^log_scale as the available primes allow."""
+    def from_literal(cls, literal: CKKSParametersLiteral | dict | None = None, **fields) -> "CKKSParameters":
+        """Generate primes for a literal (a CKKSParametersLiteral, a dict, or its fields as keywords):
+        distinct NTT primes of the requested sizes, each level's product as close to the scale it
+        rescales as the available primes allow (≈ 2^log_scale, see below)."""
+        if literal is None:
+            literal = fields
+        elif fields:
+            raise ParameterError(f"pass a literal or keyword fields, not both (got {sorted(fields)} too)")
         lit = literal if isinstance(literal, CKKSParametersLiteral) else _literal_from_dict(literal)
         log_n = _check_int("log_n", lit.log_n, MIN_LOG_N, MAX_LOG_N)
         n = 1 << log_n
@@ -219,15 +224,25 @@ class CKKSParameters:
                 f"dnum={self.dnum}, {sec})")
 
 
+#: other spellings of the literal's fields (compared without case and underscores), e.g. Lattigo's LogN
+_FIELD_ALIASES = {"logdefaultscale": "log_scale", "h": "hamming_weight"}
+
+
 def _literal_from_dict(d: dict) -> CKKSParametersLiteral:
     if not isinstance(d, dict):
         raise ParameterError(f"parameters must be a CKKSParametersLiteral or a dict, got {type(d).__name__}")
     allowed = set(CKKSParametersLiteral.__dataclass_fields__)
-    unknown = set(d) - allowed
-    if unknown:
-        raise ParameterError(f"unknown parameter(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+    spellings = {f.replace("_", ""): f for f in allowed} | _FIELD_ALIASES
+    fields = {}
+    for key, value in d.items():
+        name = spellings.get(str(key).lower().replace("_", ""))
+        if name is None:
+            raise ParameterError(f"unknown parameter {key!r}; allowed: {sorted(allowed)}")
+        if name in fields:
+            raise ParameterError(f"parameter {name} given twice (as {key!r})")
+        fields[name] = value
     try:
-        return CKKSParametersLiteral(**d)
+        return CKKSParametersLiteral(**fields)
     except TypeError as exc:
         raise ParameterError(f"missing parameter: {exc}") from None
 

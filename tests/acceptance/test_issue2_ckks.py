@@ -126,6 +126,16 @@ def test_parameters_are_frozen_and_literal_errors_name_the_parameter():
         CKKSParameters.preset("N99")
 
 
+def test_literal_as_dataclass_dict_or_keywords():
+    fields = dict(log_n=11, log_q=[[30, 30], [25, 26]], log_p=[30, 30], log_scale=50, insecure=True)
+    want = CKKSParameters.from_literal(CKKSParametersLiteral(**fields))
+    assert CKKSParameters.from_literal(fields) == want == CKKSParameters.from_literal(**fields)
+    with raises_he("bogus"):
+        CKKSParameters.from_literal(dict(fields, bogus=1))
+    with raises_he("log_scale"):
+        CKKSParameters.from_literal({k: v for k, v in fields.items() if k != "log_scale"})
+
+
 def test_sparse_ternary_secret_with_hamming_weight():
     lit = CKKSParametersLiteral(log_n=12, log_q=[[30, 30], [25, 26]], log_p=[30, 30], log_scale=50,
                                 hamming_weight=64, insecure=True)
