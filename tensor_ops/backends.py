@@ -160,8 +160,9 @@ class PlainBackend:
 class CKKSBackend:
     """Executes plans on ciphertexts with a context's evaluator (``ctx.evaluator``).
 
-    Needs only public material: rotation keys for ``plan.rotations()``, the relinearization key for
-    ciphertext products. Plaintext constants are encoded at the ciphertext's level and cached.
+    Needs only public material: rotation keys for ``plan.rotations()`` (or a power-of-two key set, from
+    which the other steps are composed, as SEAL does), the relinearization key for ciphertext
+    products. Plaintext constants are encoded at the ciphertext's level and cached.
     """
 
     name = "ckks"
@@ -202,7 +203,7 @@ class CKKSBackend:
             return self.ev.rotate(x, k)
         if k not in self._routes:
             self._routes[k] = rotation_route(k, self._keys, self.slots)
-        if self._routes[k] is None:             # not reachable within log2(slots) rotations
+        if self._routes[k] is None:             # defensive: a power-of-two set reaches every step
             return self.ev.rotate(x, k)         # raises KeyMissingError naming the step and the keys
         for step in self._routes[k]:
             x = self.ev.rotate(x, step)
