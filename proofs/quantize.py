@@ -31,6 +31,8 @@ from .field import P
 FIELD_BITS = P.bit_length() - 1
 # Largest magnitude a signed integer may have so that it is recovered from its residue mod P.
 FIELD_HALF = (P - 1) // 2
+# Accumulators of the int64 reference stay below this (with margin for the float64 interval bounds).
+INT64_SAFE = 1 << 62
 # Largest exponent of a power-of-two scale; keeps every scale exactly representable.
 MAX_FRAC_BITS = 24
 
@@ -212,7 +214,15 @@ class LayerTrace:
 
 
 def forward_trace(model: QuantizedMLP, x_int) -> tuple:
-    """The integer forward pass, keeping every layer's intermediates (the prover's witness)."""
+    """The integer forward pass, keeping every layer's intermediates (the prover's witness).
+
+    Refuses (ModelError) a model whose worst-case accumulator could overflow int64, so the reference
+    is exact for every model it runs.
+    """
+    for i, (layer, bound) in enumerate(zip(model.layers, layer_bounds(model))):
+        if bound.acc_magnitude >= INT64_SAFE:
+            raise ModelError(f"{layer.describe(i)}: worst-case |accumulator| ~2^{math.log2(bound.acc_magnitude):.1f} "
+                             f">= 2^62 could overflow the int64 reference")
     a = check_input(model, x_int)
     trace = []
     for layer in model.layers:

@@ -94,6 +94,14 @@ def test_accumulator_beyond_half_field_is_refused():
     model = QuantizedMLP((layer,), 0, 2**10)
     with pytest.raises(ModelError, match=rf"layer 0 .*{FIELD_HALF}"):
         check_field(model)
+    assert forward_int(model, np.full((1, 4), 2**10)).item() == 4 * 2**30  # the int64 reference still runs
+
+
+def test_reference_refuses_int64_overflow():
+    layer = QuantizedLayer(np.full((1, 16), 2**29), np.zeros(1, dtype=np.int64), 0, 0, 0, False)
+    model = QuantizedMLP((layer,), 0, 2**29)
+    with pytest.raises(ModelError, match=r"layer 0 .*int64"):
+        forward_int(model, np.zeros((1, 16), dtype=np.int64))
 
 
 @pytest.mark.parametrize("make, match", [
