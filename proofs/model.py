@@ -62,6 +62,10 @@ def _scalar(data, key: str, kind: str, default=None):
             return default
         raise ModelError(f"model file: missing entry {key!r}")
     value = data[key]
+    if value.shape == (1,):  # np.savez(..., frac_bits=[8]) or a one-element array
+        value = value.reshape(())
+    if "i" in kind and value.shape == () and value.dtype.kind == "f" and float(value).is_integer():
+        value = value.astype(np.int64)  # frac_bits=8.0
     if value.shape != () or value.dtype.kind not in kind:
         raise ModelError(f"model file: entry {key!r} must be a scalar of kind {kind!r}, "
                          f"got shape {value.shape} dtype {value.dtype}")
