@@ -93,13 +93,15 @@ def _read_quantized(data) -> QuantizedMLP:
 
 
 DEFAULT_INPUT_BOUNDS = (8.0, 4.0, 2.0, 1.0)
+FLOAT_MODEL_SETTINGS = ("frac_bits", "input_bound")
 _LAYER_NUMBER = re.compile(r"(\d+)")
 
 
 def _arrays(data, ndim: int) -> dict:
     """{layer number: array} for the float/int arrays of ``ndim`` dimensions: by the number in their keys,
     or by their order in the file when no key holds a number."""
-    arrays = [(key, array) for key, array in data.items() if array.ndim == ndim and array.dtype.kind in "fiu"]
+    arrays = [(key, array) for key, array in data.items()
+              if array.ndim == ndim and array.dtype.kind in "fiu" and key not in FLOAT_MODEL_SETTINGS]
     numbered = [(key, array) for key, array in arrays if _LAYER_NUMBER.search(key)]
     if not numbered:
         return dict(enumerate(array for _, array in arrays))
