@@ -330,8 +330,13 @@ def _bits_commitments_by_layer(commitment: ModelCommitment, proof: NetworkProof,
 def verify_network(commitment: ModelCommitment, x_int, proof: NetworkProof) -> np.ndarray:
     """Verify ``proof`` that proof.output = model(x) under ``commitment``; return the output (int64).
 
-    Raises :class:`ProofRejected` (and only that) when anything is malformed, inconsistent or false.
+    ``commitment`` and ``proof`` may also be given as their bytes. Raises :class:`ProofRejected` (and
+    only that) when anything is malformed, inconsistent or false.
     """
+    if isinstance(commitment, (bytes, bytearray, memoryview)):
+        commitment = ModelCommitment.from_bytes(commitment)
+    if isinstance(proof, (bytes, bytearray, memoryview)):
+        proof = NetworkProof.from_bytes(proof)
     try:
         return _verify(commitment, x_int, proof)
     except ProofRejected:

@@ -100,6 +100,7 @@ def test_proven_output_is_the_integer_reference_and_within_the_stated_error(setu
     assert proof.output.dtype == np.int64 and np.array_equal(proof.output, reference)
     verified = verify_bytes(network.commitment.to_bytes(), x, data)
     assert np.array_equal(verified, reference)
+    assert np.array_equal(verify_network(network.commitment.to_bytes(), x, data), reference)  # bytes as they are
     error = np.max(np.abs(dequantize_output(network.model, verified) - float_forward(weights, biases, x_float)))
     assert error <= network.model.error_bound and error < 0.05
     # the stated error of the model quantized for inputs in [-1, 1]
@@ -361,8 +362,9 @@ def test_garbage_instead_of_a_proof_is_rejected(setup):
     for junk in (b"", b"\x00" * 100, os.urandom(2000), "proof", None, 42):
         only_rejected(lambda: NetworkProof.from_bytes(junk))
         only_rejected(lambda: ModelCommitment.from_bytes(junk))
-    for junk in (None, proof.layer_proofs, proof.output):
+    for junk in (None, proof.layer_proofs, proof.output, b"junk"):
         only_rejected(lambda: verify_network(network.commitment, x, junk))
+        only_rejected(lambda: verify_network(junk, x, proof))
 
 
 # ------------------------------------------------------------------------------------------ field bounds
