@@ -254,7 +254,8 @@ def test_depth_multiplies_down_through_every_level(toy):
     assert ct.level == 0 and bits(want, toy.decrypt(ct)) >= 10
 
 
-@pytest.mark.parametrize("name", ["N13", pytest.param("N15", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("name", ["N13", pytest.param("N15", marks=pytest.mark.slow),
+                                  pytest.param("N16", marks=pytest.mark.slow)])
 def test_preset_multiplies_down_through_every_level(name):
     ctx = CKKSContext.keygen(CKKSParameters.preset(name), rotations=[1])
     x = np.random.default_rng(11).uniform(-1, 1, ctx.params.slots)
