@@ -330,15 +330,21 @@ def expressions(draw, max_size=9, max_axes=4, max_operands=3):
     return expr, shapes
 
 
-@given(expressions(), st.integers(0, 2**16))
-def test_random_expressions_plain_backend(params, case, seed):
+@given(expressions(), st.integers(0, 2**16), st.sampled_from([16, 64, 2048]), st.data())
+def test_random_expressions_plain_backend_exact(case, seed, slots, data):
+    """Small integers: every sum is exact in float64, so the plain backend must equal numpy exactly
+    (16 and 64 slots force tiling over several "ciphertexts")."""
     expr, shapes = case
-    arrays = arrays_for(shapes, seed)
+    enc = tuple(data.draw(st.lists(st.booleans(), min_size=len(shapes), max_size=len(shapes)).filter(any)))
+    rng = np.random.default_rng(seed)
+    arrays = [rng.integers(-5, 6, s).astype(float) for s in shapes]
     want = np.einsum(expr, *arrays)
-    p = tensor_ops.plan(expr, *shapes, params=params)
+    p = tensor_ops.plan(expr, *shapes, slots=slots, encrypted=enc)
     got = p.simulate(*arrays)
-    assert np.shape(got) == want.shape
-    assert np.allclose(got, want, rtol=1e-12, atol=1e-12)
+    assert np.shape(got) == want.shape and np.array_equal(got, want)
+    backend = PlainBackend(slots)
+    ops = [tensor_ops.encrypt(backend, a) if e else a for a, e in zip(arrays, enc)]
+    assert np.array_equal(tensor_ops.einsum(expr, *ops).decrypt(), want)
 
 
 @settings(max_examples=6)
