@@ -515,3 +515,14 @@ def test_sumcheck_on_random_instances(num_vars, degree, seed):
     assert F.ext_eq(sub.value, product)
     wrong = F.ext_add(claim, F.ext_one())
     only_rejected(lambda: verify_sumcheck(proof, wrong, num_vars, degree, Transcript("acc")))
+
+
+@pytest.mark.slow
+def test_every_byte_of_a_proof_corrupted_is_rejected(setup):
+    network, x, _, data, _ = setup
+    commitment = network.commitment.to_bytes()
+    for position in range(len(data)):
+        for flip in (0x01, 0x80):
+            corrupted = bytearray(data)
+            corrupted[position] ^= flip
+            only_rejected(lambda: verify_bytes(commitment, x, bytes(corrupted)))
