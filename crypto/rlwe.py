@@ -14,7 +14,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from .errors import ContextMismatchError, KeyMissingError, LevelError
+from .errors import ContextMismatchError, KeyMissingError, LevelError, ParameterError
 from .keyswitch import GaloisKeys, SwitchingKey, conjugation_element, galois_element, make_switching_key
 from .modarith import inv_mod
 from .ring import RNSPoly
@@ -105,6 +105,17 @@ class Ciphertext(_Serializable):
         return self._ev().mul_rescale(self, other)
 
     __rmul__ = __mul__
+
+    def __truediv__(self, other):
+        """Division by a plaintext scalar or vector: a product with its reciprocal (CKKS has no
+        encrypted division without a polynomial approximation)."""
+        divisor = np.asarray(other)
+        if isinstance(other, (Ciphertext, Plaintext)) or not np.issubdtype(divisor.dtype, np.number):
+            raise ParameterError(f"cannot divide a ciphertext by {type(other).__name__}: only by plaintext "
+                                 "scalars and arrays")
+        if np.any(divisor == 0):
+            raise ParameterError("division by zero: the divisor has a zero entry")
+        return self * (1 / other if divisor.ndim == 0 else 1 / divisor)
 
 
 

@@ -184,9 +184,12 @@ def test_operators_with_ciphertexts_arrays_and_scalars(toy):
     cases = [(a + b, x + y), (a - b, x - y), (a * b, x * y), (a + y, x + y), (a - y, x - y), (a * y, x * y),
              (a + 0.5, x + 0.5), (a - 2, x - 2), (a * 3, x * 3), (a * -0.25, x * -0.25),
              (y + a, x + y), (y - a, y - x), (y * a, x * y), (2 + a, x + 2), (1 - a, 1 - x), (0.5 * a, 0.5 * x),
-             (-a, -x)]
+             (-a, -x), (a / 4, x / 4), (a / (y + 2), x / (y + 2))]
     for ct, want in cases:
         assert bits(want, toy.decrypt(ct)) >= 18
+    for bad in (b, 0, "x", None):
+        with raises_he():
+            a / bad
 
 
 def test_evaluator_operations(toy):
