@@ -1,7 +1,7 @@
 """The prove/verify scripts: ``python -m proofs commit | prove | verify``.
 
     python -m proofs commit --model model.npz [--out c.bin]     (default: c.bin in the current folder)
-    python -m proofs prove  --model model.npz --input x.npy --out proof.bin
+    python -m proofs prove  --model model.npz --input x.npy --out proof.bin   (default: proof.bin)
     python -m proofs verify --commitment c.bin --input x.npy --proof proof.bin
 
 Model files are described in :mod:`proofs.model`. An input file holds one input (in_features,) or
@@ -69,8 +69,13 @@ def build_parser() -> argparse.ArgumentParser:
 def _load_input(path: str, input_frac: int, input_bound: int) -> np.ndarray:
     try:
         x = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
+        if isinstance(x, np.lib.npyio.NpzFile):  # an .npz archive holding exactly one array is accepted too
+            with x as archive:
+                x = archive[archive.files[0]] if len(archive.files) == 1 else archive.files
+    except (OSError, ValueError, EOFError) as exc:
         raise ModelError(f"input file {path!r} is not a readable .npy array: {exc}") from None
+    if isinstance(x, list):
+        raise ModelError(f"input file {path!r} is an .npz archive with {len(x)} arrays {x}; expected one array")
     if x.dtype.kind in "iu":
         return x.astype(np.int64)
     if x.dtype.kind != "f":

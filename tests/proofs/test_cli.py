@@ -98,3 +98,18 @@ def test_python_dash_m_proofs_runs(files):
                              "--out", str(path / "c.bin")], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "committed 2 layers" in result.stdout
+
+
+def test_input_files_as_npz_or_junk(files, capsys):
+    path, _, x = files
+    np.savez(path / "one.npz", x=x)
+    np.savez(path / "two.npz", a=x, b=x)
+    (path / "junk.npy").write_bytes(b"not an array")
+    assert run("prove", "--model", path / "model.npz", "--input", path / "one.npz", "--out", path / "p.bin",
+               "--quiet") == 0
+    for bad in ("two.npz", "junk.npy"):
+        assert run("prove", "--model", path / "model.npz", "--input", path / bad, "--out", path / "p.bin") == 2
+    assert "2 arrays" in capsys.readouterr().err
+    run("commit", "--model", path / "model.npz", "--out", path / "c.bin")
+    assert run("verify", "--commitment", path / "c.bin", "--input", path / "junk.npy", "--proof", path / "p.bin") == 1
+    assert capsys.readouterr().out.splitlines()[-1] == "reject"
