@@ -36,10 +36,12 @@ expected - rho g(sigma). Soundness: the sumcheck's k d / |F_p4| plus 1/|F_p4| fo
 programmed), the simulator of Libra's theorem 3.
 
 Assumptions and limits, stated: BLAKE2b is modelled as a random oracle (Fiat-Shamir and hiding of salted
-leaves); zero knowledge is honest-verifier in the random-oracle model. What a proof still reveals is the
-*final evaluations* a sumcheck hands to its caller (f's factor values at the random point sigma), one
-random linear functional of a committed table per claim; Libra removes these too by committing to
-f + Z(x) R(x) with Z vanishing on the cube, which this module does not do.
+leaves); zero knowledge is honest-verifier in the random-oracle model. This module's sumcheck still hands
+its caller the *final evaluations* (the factors' multilinear values at the random point sigma), which a
+caller that states them reveals: one random linear functional of the witness each. :mod:`proofs.masked`
+closes that gap for a product of committed tables (Libra's f + Z(x) R(x) masking: the stated values are
+of the masked extension, uniform); the training proof (:mod:`proofs.layers.training`) does not use it yet
+and lists what it reveals.
 """
 from __future__ import annotations
 

@@ -37,9 +37,18 @@ opening 2^-(commitment bits). All integers stay below p / 2 by the declared boun
 Assumed, not proved here: W, X and Y are in their declared ranges (they are the committed model and data;
 a one-off bit check of the same kind shows it). W' is exactly W - U with U range-checked, so its range
 follows from W's.
-Zero knowledge (``zk=True``): hiding commitments and Libra-masked sumchecks (:mod:`proofs.zk`); the
-proof still reveals the plane values at the random points of step 3 and the sumchecks' final
-evaluations (random linear functionals of the witness), as stated in :mod:`proofs.zk`.
+Zero knowledge (``zk=True``): hiding commitments, hiding openings and Libra-masked sumcheck round messages
+(:mod:`proofs.zk`) hide the tables, the opened columns and every round message. NOT hidden -- what a proof
+still reveals, precisely (each an F_p4 value of a witness multilinear extension at a verifier-chosen random
+point, i.e. one random linear functional of a witness table):
+  * the update check's W~(r) and W'~(r), per layer and step;
+  * the final factor values of every matmul sumcheck: G~, A~ (weight gradient), G~, W~ (input gradient),
+    A~, W~ (forward), and the Y~ values of G = O - Y;
+  * all bit-plane values T_bits~(rho, j) at each masked-rescale sumcheck's final point rho (one per plane).
+About 3L + (number of planes) such functionals per layer, against tables of B d or d d' entries.
+:mod:`proofs.masked` shows the fix for a product of committed tables (the stated values become those of
+f + sum_i l_i x_i (1 - x_i), uniform); carrying it through this chain needs the masks of the virtual tensors
+(A, G, O) to be corrected inside the next sumcheck as Libra section 4.2 does, which is not done here.
 """
 from __future__ import annotations
 
