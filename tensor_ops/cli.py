@@ -4,6 +4,7 @@
     python -m tensor_ops keygen  --model model.npz --client client.key --context public.ctx   (client side)
     python -m tensor_ops encrypt --client client.key --input x.npy --out request.bin         (client side)
     python -m tensor_ops infer   --model model.npz --context public.ctx --request request.bin --out reply.bin
+    python -m tensor_ops infer   --model model.npz --input x.npy --out y.npy     (all steps in one process)
     python -m tensor_ops decrypt --client client.key --reply reply.bin --out y.npy            (client side)
 
 ``keygen`` may take ``--plan plan.json`` (the server's public plan) instead of the model. Errors print one
@@ -54,10 +55,33 @@ def _encrypt(args):
 
 
 def _infer(args):
+    if args.context is None:
+        return _infer_locally(args)
+    request = pathlib.Path(args.request).read_bytes()
+    if request.startswith(_NPY_MAGIC):
+        raise HEError(f"--request {args.request} is a plain numpy array: encrypt it first "
+                      f"(python -m tensor_ops encrypt), or omit --context to run the whole flow locally")
     server = Server(Sequential.load(args.model), pathlib.Path(args.context).read_bytes())
-    reply = server.evaluate(pathlib.Path(args.request).read_bytes())
+    reply = server.evaluate(request)
     pathlib.Path(args.out).write_bytes(reply)
     print(f"evaluated {args.request} -> {args.out} ({len(reply)} bytes)")
+
+
+def _infer_locally(args):
+    """Without --context: the whole flow in one process (keys, encrypt, server evaluation, decrypt)."""
+    model = Sequential.load(args.model)
+    x = _load_array(args.request)
+    client = Client(model=model)
+    print(client.plan.explain())
+    server = Server(model, client.public_context())
+    request = client.encrypt(x)
+    print(f"client: public context {client.key_bytes} bytes (no secret key), request {len(request)} bytes")
+    reply = server.evaluate(request)
+    print(f"server: evaluated the encrypted input -> reply {len(reply)} bytes")
+    y = client.decrypt(reply)
+    np.save(args.out, y)
+    print(f"client: decrypted output of shape {y.shape} -> {args.out}")
+    print("predicted classes:", np.argmax(y, axis=-1))
 
 
 def _decrypt(args):
@@ -66,6 +90,9 @@ def _decrypt(args):
     print(f"decrypted output of shape {y.shape} -> {args.out}")
     if y.ndim >= 1:
         print("predicted classes:", np.argmax(y, axis=-1))
+
+
+_NPY_MAGIC = b"\x93NUMPY"
 
 
 def _load_array(path):
@@ -89,7 +116,7 @@ def parser() -> argparse.ArgumentParser:
         "plan": (_plan, [("--model", True), ("--out", False)]),
         "keygen": (_keygen, [("--model", False), ("--plan", False), ("--client", True), ("--context", True)]),
         "encrypt": (_encrypt, [("--client", True), ("--input", True), ("--out", True)]),
-        "infer": (_infer, [("--model", True), ("--context", True), ("--request", True), ("--out", True)]),
+        "infer": (_infer, [("--model", True), ("--context", False), ("--request", True), ("--out", True)]),
         "decrypt": (_decrypt, [("--client", True), ("--reply", True), ("--out", True)]),
     }
     for name, (handler, options) in spec.items():

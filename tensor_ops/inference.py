@@ -225,6 +225,13 @@ def unpack_message(blob, kind: str, max_ciphertexts: int = DEFAULT_MAX_CIPHERTEX
     return header, blobs
 
 
+class _CallableBytes(bytes):
+    """Bytes that return themselves when called."""
+
+    def __call__(self):
+        return bytes(self)
+
+
 def _as_plan(plan) -> ModelPlan:
     if isinstance(plan, ModelPlan):
         return plan
@@ -293,10 +300,12 @@ class Client:
     def key_id(self) -> bytes:
         return self._context.key_id
 
+    @property
     def public_context(self) -> bytes:
-        """Parameters, public key, relinearization key and the Galois keys; never the secret key."""
+        """Parameters, public key, relinearization key and the Galois keys; never the secret key.
+        Bytes that may also be called (``client.public_context`` and ``client.public_context()`` both work)."""
         if self._public_bytes is None:
-            self._public_bytes = self._context.public_context().to_bytes()
+            self._public_bytes = _CallableBytes(self._context.public_context().to_bytes())
         return self._public_bytes
 
     @property
@@ -309,14 +318,18 @@ class Client:
         steps = list(self._context.rotation_steps)
         return {"public_context_bytes": self.key_bytes, "rotation_keys": len(steps), "rotations": steps}
 
-    def encrypt(self, x, input_shape=None) -> bytes:
-        """A request: x (one sample or a batch along axis 0) packed and encrypted."""
+    def encrypt(self, x, input_shape=None, level=None) -> bytes:
+        """A request: x (one sample or a batch along axis 0) packed and encrypted, at ``level`` (default: the
+        plan's input level, or the top level when the model is unknown)."""
         x = np.asarray(x, dtype=np.float64)
         if self.plan is not None:
-            shape, block, level = self.plan.input_shape, self.plan.block, self.plan.input_level
+            shape, block, default_level = self.plan.input_shape, self.plan.block, self.plan.input_level
         else:
             shape = tuple(input_shape) if input_shape is not None else (x.shape if x.ndim == 1 else x.shape[1:])
-            block, level = self.params.slots, self.params.max_level
+            block, default_level = self.params.slots, self.params.max_level
+        level = default_level if level is None else level
+        if isinstance(level, bool) or not isinstance(level, (int, np.integer)) or not 0 <= level <= self.params.max_level:
+            raise ParameterError(f"level={level!r} must be an integer in [0, max_level={self.params.max_level}]")
         batch, single = batch_of(x, shape)
         vectors = pack_samples(batch, shape, block, self.params.slots)
         cts = [self._context.encrypt(v, level=level) for v in vectors]
@@ -419,3 +432,5 @@ class Server:
         reply = {"key_id": self.key_id.hex(), "samples": samples, "single": single,
                  "block": block, "output_shape": list(self.plan.output_shape)}
         return pack_message("reply", reply, outputs)
+
+    __call__ = infer = evaluate

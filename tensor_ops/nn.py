@@ -15,6 +15,7 @@ result is compared with). It runs encrypted two ways:
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from crypto.context import as_parameters
 from crypto.params import CKKSParameters
 from tensor_ops.activations import PolyActivation, fit_activation, square
 from tensor_ops.backends import PlainBackend
+from tensor_ops.lowering import LayerLowering, lower_layers
 from tensor_ops.tensor import CipherTensor, encrypt as tensor_encrypt
 
 MAX_AFFINE_ENTRIES = 1 << 24
@@ -437,26 +439,39 @@ class Sequential:
 
     def stages(self, input_shape=None):
         """The compiled (AffineStage | ActivationStage, ...) on flattened samples."""
+        return self.compile(input_shape)[0]
+
+    def compile(self, input_shape=None):
+        """(stages, stage_of_layer): the compiled stages and, per layer, the index of the stage that
+        evaluates it (None for a layer that folds into nothing, e.g. a Flatten next to activations)."""
         shape = self._resolve(input_shape)
-        stages, pending = [], None
-        for layer in self._layers:
+        stages, pending, waiting, owner = [], None, [], [None] * len(self._layers)
+
+        def emit_pending():
+            if pending is not None and not _is_identity(*pending):
+                for index in waiting:
+                    owner[index] = len(stages)
+                stages.append(AffineStage(*pending))
+            waiting.clear()
+
+        for index, layer in enumerate(self._layers):
             if layer.affine_layer:
                 matrix, bias = layer.affine(shape)
                 pending = (matrix, bias) if pending is None else (matrix @ pending[0], matrix @ pending[1] + bias)
                 shape = layer.output_shape(shape)
+                waiting.append(index)
                 continue
             poly = layer.poly
             if (poly.center, poly.radius) != (0.0, 1.0):
                 n = math.prod(shape)
                 matrix, bias = pending if pending is not None else (np.eye(n), np.zeros(n))
                 pending = (matrix / poly.radius, (bias - poly.center) / poly.radius)
-            if pending is not None and not _is_identity(*pending):
-                stages.append(AffineStage(*pending))
+            emit_pending()
             pending = None
+            owner[index] = len(stages)
             stages.append(ActivationStage(poly))
-        if pending is not None and not _is_identity(*pending):
-            stages.append(AffineStage(*pending))
-        return tuple(stages)
+        emit_pending()
+        return tuple(stages), tuple(owner)
 
     def depth(self, input_shape=None):
         """Multiplicative levels of the encrypted forward (one per affine stage, plus each activation's)."""
@@ -544,12 +559,19 @@ class Sequential:
 
     @classmethod
     def load(cls, path):
-        """Read a model written by ``save``; malformed files raise ``ParameterError`` naming the problem."""
+        """Read a model written by ``save`` (or an ``.npz`` of bare weights, see ``_from_weight_arrays``);
+        malformed files raise ``ParameterError`` naming the problem."""
         try:
             with np.load(path, allow_pickle=False) as data:
-                spec = json.loads(str(data["__model__"]))
+                if not hasattr(data, "files"):
+                    raise ValueError("a single array, not an .npz archive")
                 arrays = {key: np.array(data[key]) for key in data.files if key != "__model__"}
+                if "__model__" not in data.files:
+                    return _from_weight_arrays(arrays, path)
+                spec = json.loads(str(data["__model__"]))
         except (OSError, ValueError, KeyError, json.JSONDecodeError) as error:
+            if isinstance(error, ParameterError):
+                raise
             raise ParameterError(f"model file {path!s}: not a hezk model .npz ({error})") from None
         if not isinstance(spec, dict) or spec.get("format") != _FORMAT or spec.get("version") != _VERSION:
             raise ParameterError(f"model file {path!s}: format/version must be {_FORMAT}/{_VERSION}")
@@ -589,6 +611,48 @@ class _RotationRecorder(PlainBackend):
     def rotate_many(self, x, ks):
         self.steps.update(int(k) for k in ks)
         return super().rotate_many(x, ks)
+
+
+_SETTINGS = ("activation", "degree", "interval", "input_shape", "stride", "padding")
+
+
+def _from_weight_arrays(arrays: dict, path) -> Sequential:
+    """A model from an ``.npz`` of bare weights (``W1, b1, W2, b2``, ``fc1.weight, fc1.bias``, ...): in file
+    order, each 2-D array a ``Linear`` and each 4-D array a ``Conv2d`` (``stride``/``padding`` entries, default
+    1/0), a 1-D array right after a weight of matching length its bias, ``Flatten`` between convolutions and
+    linear layers, and between layers the activation named by an ``activation`` entry ("square" by default,
+    or relu/gelu/silu/sigmoid fitted with ``degree`` on ``interval``). ``input_shape`` is needed for convolutions."""
+    settings = {key: arrays.pop(key) for key in _SETTINGS if key in arrays}
+    name = str(settings.get("activation", "square")).lower()
+    weights = []
+    for key, value in arrays.items():
+        if value.ndim in (2, 4):
+            weights.append([key, value, None])
+        elif value.ndim == 1 and weights and weights[-1][2] is None and value.shape[0] == weights[-1][1].shape[0]:
+            weights[-1][2] = value
+        else:
+            raise ParameterError(f"model file {path!s}: array {key!r} of shape {value.shape} is neither a 2-D/4-D "
+                                 f"weight nor the bias of the weight before it")
+    if not weights:
+        raise ParameterError(f"model file {path!s}: no weight arrays (2-D for Linear, 4-D for Conv2d) found")
+    conv = {k: int(settings[k]) for k in ("stride", "padding") if k in settings}
+    layers = []
+    for i, (key, weight, bias) in enumerate(weights):
+        if i:
+            if name == "square":
+                layers.append(Square())
+            else:
+                interval = tuple(np.asarray(settings.get("interval", (-4.0, 4.0)), dtype=float))
+                layers.append(Poly(name, int(settings.get("degree", 4)), interval))
+        if weight.ndim == 2 and layers and isinstance(_last_affine(layers), Conv2d):
+            layers.append(Flatten())
+        layers.append(Linear(weight, bias) if weight.ndim == 2 else Conv2d(weight, bias, **conv))
+    shape = settings.get("input_shape")
+    return Sequential(layers, None if shape is None else tuple(int(d) for d in np.atleast_1d(shape)))
+
+
+def _last_affine(layers):
+    return next(layer for layer in reversed(layers) if isinstance(layer, (Linear, Conv2d)))
 
 
 def load_model(path) -> "Sequential":
@@ -686,15 +750,22 @@ def choose_parameters(depth: int, min_slots: int = 1, log_scale: int = _LOG_SCAL
 
     Levels are one 30-bit prime each (scale 2^30, about 20 bits of precision after a few levels), the base
     level two primes (2^30 of headroom for the outputs), two special primes, and the fewest key-switching
-    digits the noise check accepts (fewer digits, smaller keys).
+    digits the noise check accepts (fewer digits, smaller keys). Cached: the parameters are immutable and
+    building them (finding NTT primes) takes about a second.
     """
     if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 0:
         raise ParameterError(f"depth={depth!r} must be a non-negative integer")
+    return _choose_parameters(int(depth), max(1, int(min_slots)), int(log_scale))
+
+
+@functools.lru_cache(maxsize=32)
+def _choose_parameters(depth: int, min_slots: int, log_scale: int):
+    """``choose_parameters`` after validation (memoised)."""
     last_error = None
-    for log_n in range(max(13, (2 * int(min_slots) - 1).bit_length()), 18):
-        n_q = 2 + int(depth)
+    for log_n in range(max(13, (2 * min_slots - 1).bit_length()), 18):
+        n_q = 2 + depth
         for dnum in range(1, n_q + 1):
-            literal = dict(log_n=log_n, log_q=[[30, 30]] + [[log_scale]] * int(depth), log_p=[30, 30],
+            literal = dict(log_n=log_n, log_q=[[30, 30]] + [[log_scale]] * depth, log_p=[30, 30],
                            log_scale=log_scale, dnum=dnum)
             try:
                 return CKKSParameters.from_literal(literal)
@@ -732,6 +803,7 @@ class ModelPlan:
     output_shape: tuple[int, ...]
     block: int
     stages: tuple[StagePlan, ...]
+    layers: tuple[LayerLowering, ...] = ()
 
     @property
     def depth(self) -> int:
@@ -815,6 +887,9 @@ class ModelPlan:
                  f"  parameters: {self.params!r}",
                  f"  packing: {self.block} slots per sample, {self.batch} samples per ciphertext, "
                  f"inputs at level {self.input_level}"]
+        if self.layers:
+            lines.append("  layers, each lowered to an einsum with plaintext weights:")
+            lines += [f"    {layer.describe()}" for layer in self.layers]
         for i, stage in enumerate(self.stages):
             if stage.kind == "affine":
                 lines.append(f"  stage {i}: affine {stage.n_in} -> {stage.n_out}, {stage.diagonals} diagonals, "
@@ -832,14 +907,19 @@ class ModelPlan:
         """Public, JSON-serialisable description (what a client needs to make keys and pack inputs)."""
         return {"params": self.params.to_dict(), "input_shape": list(self.input_shape),
                 "output_shape": list(self.output_shape), "block": self.block,
-                "stages": [dict(vars(stage), baby=list(stage.baby), giant=list(stage.giant)) for stage in self.stages]}
+                "stages": [dict(vars(stage), baby=list(stage.baby), giant=list(stage.giant)) for stage in self.stages],
+                "layers": [dict(vars(layer), input_shape=list(layer.input_shape), output_shape=list(layer.output_shape))
+                           for layer in self.layers]}
 
     @classmethod
     def from_dict(cls, data: dict) -> "ModelPlan":
         try:
             stages = tuple(StagePlan(**dict(s, baby=tuple(s["baby"]), giant=tuple(s["giant"]))) for s in data["stages"])
+            layers = tuple(LayerLowering(**dict(layer, input_shape=tuple(layer["input_shape"]),
+                                                output_shape=tuple(layer["output_shape"])))
+                           for layer in data.get("layers", ()))
             return cls(CKKSParameters.from_dict(data["params"]), tuple(data["input_shape"]),
-                       tuple(data["output_shape"]), int(data["block"]), stages)
+                       tuple(data["output_shape"]), int(data["block"]), stages, layers)
         except (KeyError, TypeError, ValueError) as error:
             if isinstance(error, ParameterError):
                 raise
@@ -859,7 +939,7 @@ class ModelPlan:
         if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or block & (block - 1) \
                 or not self.block <= block <= self.params.slots:
             raise ShapeError(f"block={block!r} must be a power of two in [{self.block}, slots={self.params.slots}]")
-        return ModelPlan(self.params, self.input_shape, self.output_shape, int(block), self.stages)
+        return ModelPlan(self.params, self.input_shape, self.output_shape, int(block), self.stages, self.layers)
 
     def ciphertexts_for(self, count: int) -> int:
         return -(-int(count) // self.batch)
@@ -903,7 +983,7 @@ def unpack_samples(vectors, count, output_shape, block, slots) -> np.ndarray:
 
 
 def _plan_model(model, input_shape, params):
-    stages = model.stages(input_shape)
+    stages, stage_of_layer = model.compile(input_shape)
     widths = [math.prod(input_shape)] + [s.matrix.shape[0] for s in stages if isinstance(s, AffineStage)]
     block = 1 << (max(widths) - 1).bit_length()
     plans = _stage_plans(stages, math.prod(input_shape))
@@ -915,4 +995,5 @@ def _plan_model(model, input_shape, params):
         raise ShapeError(f"a sample needs block={block} slots but the parameters have slots={params.slots}")
     if params.max_level < depth:
         raise ParameterError(f"the model needs depth={depth} levels but the parameters have max_level={params.max_level}")
-    return ModelPlan(params, tuple(input_shape), tuple(model.output_shape(input_shape)), block, tuple(plans))
+    layers = lower_layers(model.layers, input_shape, stage_of_layer, params)
+    return ModelPlan(params, tuple(input_shape), tuple(model.output_shape(input_shape)), block, tuple(plans), layers)
