@@ -100,7 +100,9 @@ def masked_functional(commitment: HidingCommitment, point) -> list:
     """f^(point) as pieces of one linear functional of the committed [f, l] table (point: (n, 4))."""
     point = np.asarray(point, dtype=np.uint64).reshape(-1, F.EXT_DEGREE)
     n = table_vars(commitment)
-    if point.shape[0] != n or n < 1:
+    if (1 << n) < MIN_TABLE_SIZE:
+        raise ProofError(f"masked_functional: a masked table has n >= 4 variables, the commitment n={n}")
+    if point.shape[0] != n:
         raise ProofError(f"masked_functional: point has {point.shape[0]} variables, the table {n}")
     pieces = mle_functional(commitment, np.concatenate([point, F.ext_zero((1,))]))
     weights = _mask_weights(point)
@@ -245,8 +247,10 @@ def verify_zk_product(left: HidingCommitment, right: HidingCommitment, claim, pr
     if not isinstance(proof, ZKProductProof) or not isinstance(proof.openings, tuple) or len(proof.openings) != 2:
         raise ProofRejected("expected a ZKProductProof with two openings", label)
     for name, commitment in (("left", left), ("right", right)):
-        if not isinstance(commitment, HidingCommitment) or not commitment.params.hiding or commitment.num_vars < 2:
-            raise ProofRejected(f"{name} commitment must be a hiding masked-table commitment", label)
+        if not isinstance(commitment, HidingCommitment) or not commitment.params.hiding or \
+                (1 << table_vars(commitment)) < MIN_TABLE_SIZE:
+            raise ProofRejected(f"{name} commitment must be a hiding masked-table commitment (n >= 4 variables)",
+                                label)
     n = table_vars(left)
     if table_vars(right) != n:
         raise ProofRejected(f"tables of {n} and {table_vars(right)} variables", label)

@@ -9,7 +9,7 @@ from proofs import masked as M
 from proofs.mle import mle_evaluate
 from proofs.sumcheck import SumcheckVerifier
 from proofs.transcript import Transcript
-from proofs.zk import HidingParams, open_functionals, verify_functionals
+from proofs.zk import HidingParams, hiding_commit, open_functionals, verify_functionals
 from tests.reference.naive_masked import naive_masked_value, naive_round_message
 
 
@@ -167,6 +167,9 @@ def test_bad_inputs_name_the_parameter():
         M.prove_zk_product(a, b, 0, Transcript("t"))
     with pytest.raises(ProofRejected):
         M.verify_zk_product(a, b, 0, "not a proof", Transcript("t"))
+    small, _ = hiding_commit(F.random_elements(8, seed=2))  # n = 2: no room for masks
+    with pytest.raises(ProofRejected, match="n >= 4"):
+        M.verify_zk_product(small, small, 0, _prove(*_pair(16, 3))[4], Transcript("t"))
 
 
 def test_commit_does_not_mutate_inputs():
