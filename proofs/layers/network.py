@@ -210,7 +210,15 @@ class Network:
         return NetworkWitness(inputs, x, tuple(layers))
 
     def prove(self, x_int, progress=None) -> NetworkProof:
-        """Prove y = model(x); ``progress(done, total, label)`` is called after each step."""
+        """Prove y = model(x); ``progress(done, total, label)`` is called after each step
+        (``progress=True``: a text progress bar on stderr)."""
+        if progress is True:
+            from ..cli import progress_bar  # the scripts' bar; imported here, the cli imports this module
+            progress = progress_bar()
+        elif progress is False:
+            progress = None
+        if progress is not None and not callable(progress):
+            raise ModelError(f"progress must be None, True or a callable (done, total, label), got {progress!r}")
         return self.prove_witness(self.witness(x_int), progress, strict=True)
 
     def prove_witness(self, witness: NetworkWitness, progress=None, strict: bool = False) -> NetworkProof:

@@ -151,6 +151,15 @@ def test_linear_and_relu_layers_build_a_network():
         Network([Linear(weights[0], biases[0]), "relu"])
 
 
+def test_progress_is_reported_while_proving(setup, capsys):
+    network, x, proof, _, _ = setup
+    steps = []
+    network.prove(x, progress=lambda done, total, label: steps.append((done, total)))
+    assert steps and steps[-1][0] == steps[-1][1] and [d for d, _ in steps] == list(range(1, len(steps) + 1))
+    assert network.prove(x, progress=True) == proof  # a text bar on stderr; proving is deterministic
+    assert "100%" in capsys.readouterr().err
+
+
 def test_relu_on_the_last_layer_is_proved():
     weights, biases = float_mlp(4, (5, 4))
     network = Network([Linear(weights[0], biases[0]), ReLU()], frac_bits=6)
