@@ -143,6 +143,11 @@ class CKKSParameters:
         return len(self.q_levels) - 1
 
     @property
+    def levels(self) -> int:
+        """Multiplicative levels (rescales) available: ``max_level``, as printed in the repr."""
+        return self.max_level
+
+    @property
     def scale(self) -> float:
         """The default encoding scale Δ = 2^log_scale."""
         return float(2**self.log_scale)
