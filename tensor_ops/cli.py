@@ -7,8 +7,9 @@
     python -m tensor_ops infer   --model model.npz --input x.npy --out y.npy     (all steps in one process)
     python -m tensor_ops decrypt --client client.key --reply reply.bin --out y.npy            (client side)
 
-``keygen`` may take ``--plan plan.json`` (the server's public plan) instead of the model. Errors print one
-line naming the problem and exit with status 2.
+``keygen`` may take ``--plan plan.json`` (the server's public plan) instead of the model; ``plan``, ``keygen``
+and ``infer`` take ``--input-shape 1,8,8`` for a model file that does not record its sample shape. Errors
+print one line naming the problem and exit with status 2.
 """
 from __future__ import annotations
 
@@ -19,13 +20,28 @@ import sys
 
 import numpy as np
 
-from crypto.errors import HEError
+from crypto.errors import HEError, ParameterError
 from tensor_ops.inference import Client, Server
 from tensor_ops.nn import ModelPlan, Sequential
 
 
+def parse_shape(text: str) -> tuple[int, ...]:
+    """``"1,8,8"`` or ``"1x8x8"`` -> (1, 8, 8); anything else raises ``ParameterError`` naming the text."""
+    try:
+        shape = tuple(int(d) for d in text.replace("x", ",").split(",") if d.strip())
+    except ValueError:
+        shape = ()
+    if not shape or min(shape) < 1:
+        raise ParameterError(f"--input-shape={text!r} must be positive sizes like 1,8,8")
+    return shape
+
+
+def _shape(args):
+    return None if args.input_shape is None else parse_shape(args.input_shape)
+
+
 def _plan(args):
-    plan = Sequential.load(args.model).plan()
+    plan = Sequential.load(args.model).plan(_shape(args))
     print(plan.explain())
     if args.out:
         pathlib.Path(args.out).write_text(json.dumps(plan.to_dict()))
@@ -36,7 +52,7 @@ def _keygen(args):
     if args.plan:
         client = Client(plan=ModelPlan.from_dict(json.loads(pathlib.Path(args.plan).read_text())))
     elif args.model:
-        client = Client(model=Sequential.load(args.model))
+        client = Client(model=Sequential.load(args.model), input_shape=_shape(args))
     else:
         raise HEError("keygen needs --model or --plan")
     client.save(args.client)
@@ -61,7 +77,7 @@ def _infer(args):
     if request.startswith(_NPY_MAGIC):
         raise HEError(f"--request {args.request} is a plain numpy array: encrypt it first "
                       f"(python -m tensor_ops encrypt), or omit --context to run the whole flow locally")
-    server = Server(Sequential.load(args.model), pathlib.Path(args.context).read_bytes())
+    server = Server(Sequential.load(args.model), pathlib.Path(args.context).read_bytes(), input_shape=_shape(args))
     reply = server.evaluate(request)
     pathlib.Path(args.out).write_bytes(reply)
     print(f"evaluated {args.request} -> {args.out} ({len(reply)} bytes)")
@@ -71,7 +87,7 @@ def _infer_locally(args):
     """Without --context: the whole flow in one process (keys, encrypt, server evaluation, decrypt)."""
     model = Sequential.load(args.model)
     x = _load_array(args.request)
-    client = Client(model=model)
+    client = Client(model=model, input_shape=_shape(args) or model.sample_shape(x))
     print(client.plan.explain())
     server = Server(model, client.public_context())
     request = client.encrypt(x)
@@ -113,17 +129,19 @@ def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="python -m tensor_ops", description="encrypted inference with files")
     commands = root.add_subparsers(dest="command", required=True)
     spec = {
-        "plan": (_plan, [("--model", True), ("--out", False)]),
-        "keygen": (_keygen, [("--model", False), ("--plan", False), ("--client", True), ("--context", True)]),
+        "plan": (_plan, [("--model", True), ("--out", False), ("--input-shape", False)]),
+        "keygen": (_keygen, [("--model", False), ("--plan", False), ("--client", True), ("--context", True),
+                             ("--input-shape", False)]),
         "encrypt": (_encrypt, [("--client", True), ("--input", True), ("--out", True)]),
-        "infer": (_infer, [("--model", True), ("--context", False), ("--request", True), ("--out", True)]),
+        "infer": (_infer, [("--model", True), ("--context", False), ("--request", True), ("--out", True),
+                           ("--input-shape", False)]),
         "decrypt": (_decrypt, [("--client", True), ("--reply", True), ("--out", True)]),
     }
     for name, (handler, options) in spec.items():
         command = commands.add_parser(name)
         for option, required in options:
             aliases = _ALIASES.get((name, option), ())
-            command.add_argument(option, *aliases, required=required, dest=option[2:])
+            command.add_argument(option, *aliases, required=required, dest=option[2:].replace("-", "_"))
         command.set_defaults(handler=handler)
     return root
 

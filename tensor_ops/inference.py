@@ -243,7 +243,8 @@ def _as_plan(plan) -> ModelPlan:
 class Client:
     """Owns the secret key: makes keys, encrypts inputs, decrypts replies.
 
-    - ``Client(plan=model.plan())`` / ``Client(plan=server_plan_dict)`` / ``Client(params, model=model)``:
+    - ``Client(plan=model.plan())`` / ``Client(plan=server_plan_dict)`` / ``Client(params, model=model)``
+      (``input_shape=`` for a model that does not know it):
       Galois keys for exactly the plan's rotations, many samples packed per ciphertext, inputs at the
       plan's level (``params=None`` takes the plan's automatically chosen parameters);
     - ``Client(params)`` alone: the model is unknown, so the client makes the power-of-two Galois keys (the
@@ -252,9 +253,10 @@ class Client:
     ``seed`` is for tests only: by default every key and encryption draws from the OS CSPRNG.
     """
 
-    def __init__(self, params=None, *, model: Sequential | None = None, plan=None, seed=None, backend="auto"):
+    def __init__(self, params=None, *, model: Sequential | None = None, plan=None, input_shape=None, seed=None,
+                 backend="auto"):
         if plan is not None or model is not None:
-            plan = _as_plan(plan) if plan is not None else model.plan(params=params)
+            plan = _as_plan(plan) if plan is not None else model.plan(input_shape, params=params)
             if params is not None and as_parameters(params) != plan.params:
                 raise ParameterError(f"params={params!r} differ from the plan's parameters {plan.params!r}")
             params, rotations = plan.params, plan.rotations
@@ -371,9 +373,11 @@ class Server:
     """Holds the model and a client's public context; evaluates request bytes into reply bytes.
 
     ``encoded``: a dict shared by the servers of one model (the encoded weights depend on the parameters
-    only, not on the keys). A full context handed over by mistake is stripped of its secret key. Refuses a context whose Galois keys
-    cannot make the plan's rotations or that has too few levels; refuses requests under another key, below
-    the model's level, of another sample shape or too large. Inputs above the model's level are dropped to it.
+    only, not on the keys). A full context handed over by mistake is stripped of its secret key. Refuses a
+    context whose Galois keys cannot make the plan's rotations or that has too few levels; refuses requests
+    under another key, below the model's level, of another sample shape or too large. Inputs above the
+    model's level are dropped to it. A model that does not know its input shape and no ``input_shape``:
+    ``plan`` is None and each request is planned for its sample shape (the checks then happen per request).
     """
 
     def __init__(self, model: Sequential, public_context, *, input_shape=None,
@@ -386,51 +390,72 @@ class Server:
             raise ParameterError(f"public_context must be bytes or a CKKSContext, got {type(public_context).__name__}")
         if context.has_secret_key:
             context = context.public_context()
-        self.plan = model.plan(input_shape, params=context.params)
-        if self.plan.needs_relinearization and context.relin_key is None:
-            raise KeyMissingError("the public context has no relinearization key; the model multiplies ciphertexts")
         self.context = context
         self.max_ciphertexts = int(max_ciphertexts)
         self._model = model
         self._encoded = {} if encoded is None else encoded
-        self._by_block = {self.plan.block: EncryptedModel(model, self.plan, context, self._encoded)}
+        self._by_shape = {}  # sample shape -> (plan, {block: EncryptedModel})
+        self._input_shape = input_shape if input_shape is not None else model.input_shape
+        # a model that does not know its input shape (e.g. a CNN) is planned per request sample shape
+        self.plan = None if self._input_shape is None else self._planned(self._input_shape)[0]
 
     @property
     def key_id(self) -> bytes:
         return self.context.key_id
 
-    def _for_block(self, block) -> EncryptedModel:
-        if block not in self._by_block:
-            self._by_block[block] = EncryptedModel(self._model, self.plan.with_block(block), self.context, self._encoded)
-        return self._by_block[block]
+    def _planned(self, shape):
+        """(plan, {block: EncryptedModel}) for samples of ``shape``, made once."""
+        shape = tuple(int(d) for d in np.atleast_1d(shape))
+        if shape not in self._by_shape:
+            plan = self._model.plan(shape, params=self.context.params)
+            if plan.needs_relinearization and self.context.relin_key is None:
+                raise KeyMissingError("the public context has no relinearization key; the model multiplies ciphertexts")
+            self._by_shape[shape] = (plan, {plan.block: EncryptedModel(self._model, plan, self.context, self._encoded)})
+        return self._by_shape[shape]
+
+    def _model_shape(self, shape, samples):
+        """The model's sample shape for request samples of ``shape`` (samples travel flattened in C order,
+        so a client that does not know the model may have sent e.g. one (1, 8, 8) image as a batch of one
+        (8, 8) sample: equal sizes mean equal data) and whether the request was one unbatched sample."""
+        if self.plan is not None:
+            want = self.plan.input_shape
+            if math.prod(shape) != math.prod(want):
+                raise ShapeError(f"request samples have shape {shape}, the model takes {want}")
+            return want, shape != want and (samples,) + shape == want
+        refusal = None
+        for candidate in (shape, (1,) + shape):
+            try:
+                self._model.output_shape(candidate)
+            except ShapeError as error:
+                refusal = refusal or error
+                continue
+            return candidate, candidate != shape and samples == 1
+        raise ShapeError(f"request samples have shape {shape}, which the model does not take ({refusal})")
 
     def evaluate(self, request) -> bytes:
         """Run the model on every ciphertext of a request; returns the reply bytes."""
         header, blobs = unpack_message(request, "request", self.max_ciphertexts)
         _check_key(header, self.key_id)
-        block, samples, shape = _layout(header, len(blobs), self.plan.params.slots, "sample_shape")
-        single = bool(header.get("single"))
-        if shape != self.plan.input_shape:
-            # samples travel flattened in C order: a client that does not know the model may have split
-            # e.g. one (1, 8, 8) image as a batch of one (8, 8) sample; equal sizes mean equal data
-            if math.prod(shape) != math.prod(self.plan.input_shape):
-                raise ShapeError(f"request samples have shape {shape}, the model takes {self.plan.input_shape}")
-            single = single or (samples,) + shape == self.plan.input_shape
-        if block < self.plan.block:
-            raise ShapeError(f"request block={block} is below the model's block {self.plan.block} (its widest layer)")
-        evaluator = self._for_block(block)
+        block, samples, shape = _layout(header, len(blobs), self.context.params.slots, "sample_shape")
+        model_shape, unbatched = self._model_shape(shape, samples)
+        single = bool(header.get("single")) or unbatched
+        plan, by_block = self._planned(model_shape)
+        if block < plan.block:
+            raise ShapeError(f"request block={block} is below the model's block {plan.block} (its widest layer)")
+        if block not in by_block:
+            by_block[block] = EncryptedModel(self._model, plan.with_block(block), self.context, self._encoded)
         outputs = []
         for i, blob in enumerate(blobs):
             ct = Ciphertext.from_bytes(blob, self.context)
             if ct.key_id != self.key_id:
                 raise ContextMismatchError(f"ciphertext {i} was encrypted under key set {ct.key_id.hex()[:12]}…, "
                                            f"the server holds key set {self.key_id.hex()[:12]}…")
-            if ct.level < self.plan.input_level:
+            if ct.level < plan.input_level:
                 raise LevelError(f"ciphertext {i} has level={ct.level}, the model needs inputs at level >= "
-                                 f"{self.plan.input_level} (its depth)")
-            outputs.append(evaluator.forward(ct))
+                                 f"{plan.input_level} (its depth)")
+            outputs.append(by_block[block].forward(ct))
         reply = {"key_id": self.key_id.hex(), "samples": samples, "single": single,
-                 "block": block, "output_shape": list(self.plan.output_shape)}
+                 "block": block, "output_shape": list(plan.output_shape)}
         return pack_message("reply", reply, outputs)
 
     __call__ = infer = evaluate

@@ -490,7 +490,7 @@ class Sequential:
         A ``CipherTensor`` input runs the same stages through the einsum planner (``forward_tensor``)."""
         if isinstance(x, CipherTensor):
             return self.forward_tensor(x, input_shape)
-        shape = self._resolve(input_shape if input_shape is not None else self._infer_shape(x))
+        shape = self._resolve(input_shape if input_shape is not None else self.sample_shape(x))
         flat, single = self._flat_batch(x, shape)
         for stage in self.stages(shape):
             flat = stage.apply(flat)
@@ -531,7 +531,7 @@ class Sequential:
     def forward_layers(self, x):
         """Layer by layer, without folding (equal to ``forward`` up to float rounding)."""
         x = np.asarray(x, dtype=np.float64)
-        shape = self._resolve(self._infer_shape(x))
+        shape = self._resolve(self.sample_shape(x))
         flat, single = self._flat_batch(x, shape)
         y = flat.reshape(-1, *shape)
         for layer in self._layers:
@@ -542,10 +542,14 @@ class Sequential:
         """Class index: argmax of the last axis of ``forward``."""
         return np.argmax(self.forward(x, input_shape), axis=-1)
 
-    def _infer_shape(self, x):
+    def sample_shape(self, x) -> tuple[int, ...]:
+        """The shape of one sample in x (one sample or a batch): the model's input shape if it knows it,
+        else read from x when the first layer fixes the rank (images (C, H, W) for Conv2d / AvgPool2d)."""
         if self._input_shape is not None:
             return self._input_shape
         x = np.asarray(x)
+        if self._layers[0].kind in ("conv2d", "avgpool2d") and x.ndim in (3, 4):
+            return tuple(x.shape[-3:])
         raise ShapeError(f"input of shape {x.shape}: the model does not know its input shape, pass input_shape=")
 
     # -- persistence ---------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ import numpy as np
 
 from crypto.errors import (ContextMismatchError, HEError, KeyMissingError, LevelError, ParameterError,
                            SerializationError, ShapeError)
+from tensor_ops.cli import parse_shape
 from tensor_ops.inference import Client, Server
 from tensor_ops.nn import Sequential
 
@@ -34,18 +35,19 @@ def _status_of(error: Exception) -> int:
     return next((status for kind, status in _STATUS if isinstance(error, kind)), 400)
 
 
-def create_app(model: Sequential, *, max_context_bytes: int = DEFAULT_MAX_CONTEXT_BYTES,
+def create_app(model: Sequential, *, input_shape=None, max_context_bytes: int = DEFAULT_MAX_CONTEXT_BYTES,
                max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES, max_contexts: int = DEFAULT_MAX_CONTEXTS,
                backend="auto"):
-    """A FastAPI app serving ``model``; registered contexts live in this app only (at most ``max_contexts``,
-    least recently used dropped first)."""
+    """A FastAPI app serving ``model`` on samples of ``input_shape`` (default: the model's own); registered
+    contexts live in this app only (at most ``max_contexts``, least recently used dropped first)."""
     from fastapi import FastAPI, HTTPException, Request, Response
     from fastapi.concurrency import run_in_threadpool
 
     app = FastAPI(title="hezk encrypted inference")
     servers = OrderedDict()  # context id -> Server, least recently registered first
     encoded = {}  # the model's encoded weights, shared by every client's Server (key-independent)
-    plan = model.plan()
+    plan = model.plan(input_shape)
+    input_shape = plan.input_shape
 
     async def read_body(request: Request, limit: int, what: str) -> bytes:
         declared = request.headers.get("content-length")
@@ -67,7 +69,7 @@ def create_app(model: Sequential, *, max_context_bytes: int = DEFAULT_MAX_CONTEX
         context = CKKSContext.from_bytes(blob, backend=backend)
         if context.has_secret_key:
             raise ParameterError("the context holds a secret key: send only Client.public_context() bytes")
-        return Server(model, context, backend=backend, encoded=encoded)
+        return Server(model, context, input_shape=input_shape, backend=backend, encoded=encoded)
 
     @app.get("/health")
     def health():
@@ -154,25 +156,34 @@ def remote_infer(url: str, client: Client, x, context_id: str | None = None, tim
     return client.decrypt(_check(response).content)
 
 
+def _shape(text: str) -> tuple[int, ...]:
+    try:
+        return parse_shape(text)
+    except ParameterError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m tensor_ops.serve", description=__doc__.split("\n")[0])
     parser.add_argument("--model", required=True, help="model .npz written by Sequential.save")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--input-shape", type=_shape, default=None,
+                        help="sample shape, e.g. 1,8,8 (needed when the model file does not record it)")
     parser.add_argument("--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES)
     parser.add_argument("--max-context-bytes", type=int, default=DEFAULT_MAX_CONTEXT_BYTES)
     parser.add_argument("--max-contexts", type=int, default=DEFAULT_MAX_CONTEXTS)
     args = parser.parse_args(argv)
     try:
         model = Sequential.load(args.model)
-        app = create_app(model, max_context_bytes=args.max_context_bytes, max_request_bytes=args.max_request_bytes,
-                         max_contexts=args.max_contexts)
+        app = create_app(model, input_shape=args.input_shape, max_context_bytes=args.max_context_bytes,
+                         max_request_bytes=args.max_request_bytes, max_contexts=args.max_contexts)
     except HEError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     import uvicorn
 
-    print(model.plan().explain())
+    print(model.plan(args.input_shape).explain())
     uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     return 0
 

@@ -301,6 +301,20 @@ def test_wrong_shape_wrong_level_garbage_and_oversize_are_refused(planned):
     close(client.decrypt(server.evaluate(client.encrypt(x))), model.forward(x))  # still serving
 
 
+def test_cnn_built_without_an_input_shape_plans_and_serves(toy_client):
+    rng = np.random.default_rng(18)
+    model = Sequential([Conv2d(rng.normal(0, 0.4, (2, 1, 3, 3)), stride=2, padding=1), Square(), AvgPool2d(2),
+                        Flatten(), Linear(rng.normal(0, 0.4, (3, 8)))])
+    x = rng.uniform(-1, 1, (3, 1, 8, 8))
+    assert model.forward(x).shape == (3, 3) and model.forward(x[0]).shape == (3,)
+    assert model.plan((1, 8, 8), "TOY").depth == 3
+    server = Server(model, toy_client.public_context())
+    close(toy_client.decrypt(server.evaluate(toy_client.encrypt(x))), model.forward(x))
+    close(toy_client.decrypt(server.evaluate(toy_client.encrypt(x[0]))), model.forward(x[0]))
+    with pytest.raises(ShapeError, match="channels"):
+        server.evaluate(toy_client.encrypt(np.zeros((2, 2, 8, 8))))
+
+
 def test_server_with_a_mismatched_model_shape_refuses_requests(toy_client):
     server = Server(mlp(n_in=10), toy_client.public_context())
     with pytest.raises(ShapeError, match="10"):
@@ -403,6 +417,13 @@ def test_cli_infer_with_files(tmp_path):
     done = _cli("infer", "--model", "model.npz", "--input", "x.npy", "--output", "y2.npy", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     close(np.load(tmp_path / "y2.npy"), model.forward(x))
+    rng = np.random.default_rng(19)
+    Sequential([Conv2d(rng.normal(0, 0.4, (2, 1, 3, 3)), stride=2, padding=1), Square(), Flatten(),
+                Linear(rng.normal(0, 0.4, (3, 32)))]).save(tmp_path / "cnn.npz")
+    np.save(tmp_path / "images.npy", rng.uniform(-1, 1, (2, 1, 8, 8)))
+    done = _cli("infer", "--model", "cnn.npz", "--input", "images.npy", "--out", "y3.npy", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    close(np.load(tmp_path / "y3.npy"), Sequential.load(tmp_path / "cnn.npz").forward(np.load(tmp_path / "images.npy")))
     bad = _cli("infer", "--model", "model.npz", "--context", "public.ctx", "--request", "x.npy", "--out", "r.bin",
                cwd=tmp_path)
     assert bad.returncode != 0 and "Traceback" not in bad.stderr and bad.stderr.strip()
