@@ -326,3 +326,35 @@ def test_committed_mask_rows_serve_one_opening_then_fresh_masks_take_over():
         zk.verify_points(commitment, many, opened3, dataclasses.replace(third, mask_root=b""), Transcript("m"))
     with pytest.raises(ProofError, match="mask_rows=-1"):
         zk.HidingParams(mask_rows=-1)
+
+
+def test_training_proof_bytes_contain_no_input_target_or_gradient_row():
+    spec = T.TrainingSpec((8, 4, 2), batch=4, act_bits=8, weight_bits=16, shift=17, grad_shift=10, grad_bits=16,
+                          lr_shift=8, update_bits=17)
+    rng = np.random.default_rng(14)
+    weights = [rng.integers(-2 ** 15, 2 ** 15, size=(spec.sizes[i + 1], spec.sizes[i])) for i in range(2)]
+    trace = T.training_trace(weights, rng.integers(-100, -1, (4, 8)), rng.integers(-100, -1, (4, 2)), spec)
+    committed = T.commit_step(trace, zk=True)
+    data = T.prove_training_step(trace, committed, zk=True, mode="layer").to_bytes()
+    patterns = []
+    for table in [trace.x, trace.y] + list(trace.grads):  # field images of negative integers: large words
+        words = F.to_field(np.asarray(table).reshape(-1))  # that headers and small counts cannot imitate
+        patterns += [p for p in _words(words, False) if np.frombuffer(p, dtype="<u4").min() > 1 << 20]
+    assert len(patterns) > 20 and not any(p in data for p in patterns)
+
+
+@pytest.mark.parametrize("mode", ["layer", "aggregate"])
+def test_shapes_do_not_depend_on_the_witness_in_either_mode(mode):
+    spec = T.TrainingSpec((4, 4, 2), batch=2, act_bits=6, weight_bits=6, shift=3, grad_shift=3, grad_bits=8,
+                          lr_shift=1, update_bits=10)
+    signatures, fixed = [], []
+    for seed in (31, 32, 33):
+        rng = np.random.default_rng(seed)
+        weights = [rng.integers(-6, 6, size=(spec.sizes[i + 1], spec.sizes[i])) for i in range(2)]
+        trace = T.training_trace(weights, rng.integers(-8, 8, (2, 4)), rng.integers(-8, 8, (2, 2)), spec)
+        committed = T.commit_step(trace, zk=True)
+        proof = T.prove_training_step(trace, committed, zk=True, mode=mode)
+        signatures.append(_signature(proof.items))
+        fixed.append(proof.num_bytes - _query_bytes(proof.items))
+    assert signatures[0] == signatures[1] == signatures[2]
+    assert fixed[0] == fixed[1] == fixed[2]
