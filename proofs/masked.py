@@ -66,7 +66,9 @@ def table_vars(commitment: HidingCommitment) -> int:
 
 
 def masked_commit(values, params: HidingParams = HidingParams(), seed=None):
-    """Commit to base-field ``values`` (zero-padded to 2^n, n >= 4) with fresh masks -> (HidingCommitment, MaskedWitness).
+    """Commit to base-field ``values`` (zero-padded to 2^n, n >= 4) with fresh masks.
+
+    Returns (HidingCommitment of the n + 1 variable table [f, l, 0...], MaskedWitness).
 
     ``seed`` (tests only) makes masks, tails and salts reproducible; by default all come from the OS CSPRNG.
     """

@@ -19,7 +19,8 @@ def _pair(size, seed):
 
 
 def _prove(left, right, claim, seed=None):
-    (ca, wa), (cb, wb) = M.masked_commit(left, seed=seed), M.masked_commit(right, seed=None if seed is None else seed + 7)
+    (ca, wa) = M.masked_commit(left, seed=seed)
+    (cb, wb) = M.masked_commit(right, seed=None if seed is None else seed + 7)
     return ca, cb, wa, wb, M.prove_zk_product(wa, wb, claim, Transcript("t"), seed=seed)
 
 
