@@ -225,6 +225,14 @@ def unpack_message(blob, kind: str, max_ciphertexts: int = DEFAULT_MAX_CIPHERTEX
     return header, blobs
 
 
+def _numeric(x) -> np.ndarray:
+    """x as a float64 array, or a ShapeError naming what it got (strings, ragged lists, objects)."""
+    try:
+        return np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ShapeError(f"input x must be a numeric array (one sample or a batch), got {type(x).__name__}") from None
+
+
 class _CallableBytes(bytes):
     """Bytes that return themselves when called."""
 
@@ -323,7 +331,11 @@ class Client:
     def encrypt(self, x, input_shape=None, level=None) -> bytes:
         """A request: x (one sample or a batch along axis 0) packed and encrypted, at ``level`` (default: the
         plan's input level, or the top level when the model is unknown)."""
-        x = np.asarray(x, dtype=np.float64)
+        x = _numeric(x)
+        limit = self.params.modulus_at(0) / (2 * self.params.scale)
+        if x.size and np.max(np.abs(x)) > limit:
+            raise ParameterError(f"input magnitude max|x|={np.max(np.abs(x)):.3g} exceeds the limit {limit:.3g} "
+                                 f"= q_0 / (2 scale) that these parameters can decrypt; scale the inputs down")
         if self.plan is not None:
             shape, block, default_level = self.plan.input_shape, self.plan.block, self.plan.input_level
         else:
@@ -382,6 +394,8 @@ class Server:
 
     def __init__(self, model: Sequential, public_context, *, input_shape=None,
                  max_ciphertexts: int = DEFAULT_MAX_CIPHERTEXTS, backend="auto", encoded: dict | None = None):
+        if not isinstance(model, Sequential):
+            raise ParameterError(f"model must be a Sequential, got {type(model).__name__}")
         if isinstance(public_context, (bytes, bytearray, memoryview)):
             context = CKKSContext.from_bytes(bytes(public_context), backend=backend)
         elif isinstance(public_context, CKKSContext):

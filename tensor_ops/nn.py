@@ -882,6 +882,11 @@ class ModelPlan:
         return self._seconds(("baby_rotation", "giant_rotation", "ct_ct", "ct_pt", "rescale"))
 
     @property
+    def estimated_throughput(self) -> float:
+        """Samples per second of server time with full ciphertexts (``batch`` / ``estimated_seconds``)."""
+        return self.batch / self.estimated_seconds if self.estimated_seconds > 0 else math.inf
+
+    @property
     def estimated_setup_seconds(self) -> float:
         """One-time server cost of encoding the plaintext diagonals."""
         return self._seconds(("encode",))
@@ -904,7 +909,8 @@ class ModelPlan:
         lines.append(f"  depth {self.depth}, {len(self.rotations)} rotation keys "
                      f"(~{self.galois_key_bytes / 2**20:.1f} MiB), relinearization key: {self.needs_relinearization}")
         lines.append(f"  estimated time: {self.estimated_seconds:.2f} s per ciphertext of {self.batch} samples "
-                     f"(+ {self.estimated_setup_seconds:.2f} s once to encode the weights)")
+                     f"(+ {self.estimated_setup_seconds:.2f} s once to encode the weights), "
+                     f"~{self.estimated_throughput:.0f} samples/s with full ciphertexts")
         return "\n".join(lines)
 
     def to_dict(self) -> dict:

@@ -184,6 +184,7 @@ def test_plan_reports_depth_rotations_keys_and_time_before_encryption():
     assert len(plan.rotations()) > 0 and all(isinstance(k, int) for k in plan.rotations())
     assert plan.keys["galois_keys"] == len(plan.rotations()) and plan.keys["relinearization"]
     assert plan.estimated_seconds > 0 and plan.cost()["seconds"] == plan.estimated_seconds
+    assert plan.batch > 1 and plan.estimated_throughput == pytest.approx(plan.batch / plan.estimated_seconds)
     text = plan.explain()
     assert "depth" in text and "rotation" in text and "estimated time" in text
 
@@ -313,6 +314,25 @@ def test_cnn_built_without_an_input_shape_plans_and_serves(toy_client):
     close(toy_client.decrypt(server.evaluate(toy_client.encrypt(x[0]))), model.forward(x[0]))
     with pytest.raises(ShapeError, match="channels"):
         server.evaluate(toy_client.encrypt(np.zeros((2, 2, 8, 8))))
+
+
+@pytest.mark.parametrize("make, error, words", [
+    (lambda c: Server("model.npz", c.public_context()), ParameterError, ["model", "str"]),
+    (lambda c: Server(mlp(), 42), ParameterError, ["public_context", "int"]),
+    (lambda c: Server(mlp(), b"garbage"), SerializationError, []),
+    (lambda c: c.encrypt("abc"), ShapeError, ["str"]),
+    (lambda c: c.encrypt(np.full(12, np.nan)), ShapeError, ["nan"]),
+    (lambda c: c.encrypt(np.full(12, 1e30)), ParameterError, ["1e+30", "limit"]),
+    (lambda c: c.encrypt(np.zeros(12), level=99), ParameterError, ["level=99", "max_level"]),
+    (lambda c: c.decrypt(b"garbage"), SerializationError, ["magic"]),
+    (lambda c: c.decrypt(c.encrypt(np.zeros(12))), SerializationError, ["request"]),
+    (lambda c: Client("N99"), ParameterError, ["N99"]),
+    (lambda c: Client(), ParameterError, ["params"]),
+])
+def test_bad_client_and_server_input_is_a_clear_library_error(toy_client, make, error, words):
+    with pytest.raises(error) as info:
+        make(toy_client)
+    assert all(word in str(info.value) for word in words), str(info.value)
 
 
 def test_server_with_a_mismatched_model_shape_refuses_requests(toy_client):
