@@ -76,6 +76,8 @@ def masked_commit(values, params: HidingParams = HidingParams(), seed=None):
     if values.dtype != np.uint64 or values.ndim != 1 or not F.is_canonical(values):
         raise ProofError(f"masked_commit: values must be a 1-d array of canonical field elements (uint64 < p), "
                          f"got {values.dtype} {values.shape}")
+    if not isinstance(params, HidingParams):
+        raise ProofError(f"masked_commit: params must be HidingParams, got {type(params).__name__}")
     if not params.hiding:
         raise ProofError("masked_commit: params.hiding=False; masked tables only make sense with a hiding commitment")
     table = np.zeros(max(MIN_TABLE_SIZE, pad_to_pow2(values).size if values.size else 1), dtype=np.uint64)

@@ -159,6 +159,8 @@ def test_simulated_product_transcripts_verify_without_the_witness(n, seed):
 def test_bad_inputs_name_the_parameter():
     with pytest.raises(ProofError, match="values"):
         M.masked_commit(np.arange(4))
+    with pytest.raises(ProofError, match="params must be HidingParams"):
+        M.masked_commit(F.random_elements(4, seed=1), {"hiding": True})
     with pytest.raises(ProofError, match="hiding"):
         M.masked_commit(F.random_elements(4, seed=1), HidingParams(hiding=False))
     _, a = M.masked_commit(F.random_elements(4, seed=1))
