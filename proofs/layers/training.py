@@ -44,8 +44,11 @@ point, i.e. one random linear functional of a witness table):
   * the update check's W~(r) and W'~(r), per layer and step;
   * the final factor values of every matmul sumcheck: G~, A~ (weight gradient), G~, W~ (input gradient),
     A~, W~ (forward), and the Y~ values of G = O - Y;
-  * all bit-plane values T_bits~(rho, j) at each masked-rescale sumcheck's final point rho (one per plane).
-About 3L + (number of planes) such functionals per layer, against tables of B d or d d' entries.
+  * all bit-plane values T_bits~(rho, j) at each masked-rescale sumcheck's final point rho (one per plane),
+    and at the update point r;
+  * each bit-check sumcheck's final value, the bits commitment's MLE at its point sigma.
+Per layer and step that is about 8 values plus one per plane (P_upd + P_bwd + 2 P_fwd), against tables of
+B d or d d' entries.
 :mod:`proofs.masked` shows the fix for a product of committed tables (the stated values become those of
 f + sum_i l_i x_i (1 - x_i), uniform); carrying it through this chain needs the masks of the virtual tensors
 (A, G, O) to be corrected inside the next sumcheck as Libra section 4.2 does, which is not done here.
