@@ -623,7 +623,8 @@ _SETTINGS = ("activation", "degree", "interval", "input_shape", "stride", "paddi
 def _from_weight_arrays(arrays: dict, path) -> Sequential:
     """A model from an ``.npz`` of bare weights (``W1, b1, W2, b2``, ``fc1.weight, fc1.bias``, ...): in file
     order, each 2-D array a ``Linear`` and each 4-D array a ``Conv2d`` (``stride``/``padding`` entries, default
-    1/0), a 1-D array right after a weight of matching length its bias, ``Flatten`` between convolutions and
+    1/0), a 1-D array right after a weight of matching length its bias, linear weights as (out, in) or, if
+    only that chains, as (in, out), ``Flatten`` between convolutions and
     linear layers, and between layers the activation named by an ``activation`` entry ("square" by default,
     or relu/gelu/silu/sigmoid fitted with ``degree`` on ``interval``). ``input_shape`` is needed for convolutions."""
     settings = {key: arrays.pop(key) for key in _SETTINGS if key in arrays}
@@ -632,13 +633,15 @@ def _from_weight_arrays(arrays: dict, path) -> Sequential:
     for key, value in arrays.items():
         if value.ndim in (2, 4):
             weights.append([key, value, None])
-        elif value.ndim == 1 and weights and weights[-1][2] is None and value.shape[0] == weights[-1][1].shape[0]:
+        elif value.ndim == 1 and weights and weights[-1][2] is None and value.shape[0] in weights[-1][1].shape[:2]:
             weights[-1][2] = value
         else:
             raise ParameterError(f"model file {path!s}: array {key!r} of shape {value.shape} is neither a 2-D/4-D "
                                  f"weight nor the bias of the weight before it")
     if not weights:
         raise ParameterError(f"model file {path!s}: no weight arrays (2-D for Linear, 4-D for Conv2d) found")
+    if all(weight.ndim == 2 for _, weight, _ in weights):
+        weights = _oriented(weights, path)
     conv = {k: int(settings[k]) for k in ("stride", "padding") if k in settings}
     layers = []
     for i, (key, weight, bias) in enumerate(weights):
@@ -653,6 +656,21 @@ def _from_weight_arrays(arrays: dict, path) -> Sequential:
         layers.append(Linear(weight, bias) if weight.ndim == 2 else Conv2d(weight, bias, **conv))
     shape = settings.get("input_shape")
     return Sequential(layers, None if shape is None else tuple(int(d) for d in np.atleast_1d(shape)))
+
+
+def _oriented(weights, path):
+    """Linear weights as (out, in): kept if they chain that way (PyTorch), transposed if they chain as
+    (in, out) (Keras, ``x @ W``), else a ParameterError naming the shapes."""
+    def chains(out_axis):
+        fits = all(b is None or b.shape[0] == w.shape[out_axis] for _, w, b in weights)
+        return fits and all(nxt.shape[1 - out_axis] == w.shape[out_axis]
+                            for (_, w, _), (_, nxt, _) in zip(weights, weights[1:]))
+    if chains(0):
+        return weights
+    if chains(1):
+        return [[key, weight.T, bias] for key, weight, bias in weights]
+    shapes = {key: weight.shape for key, weight, _ in weights}
+    raise ParameterError(f"model file {path!s}: weights {shapes} chain neither as (out, in) nor as (in, out)")
 
 
 def _last_affine(layers):

@@ -157,7 +157,13 @@ def test_npz_of_plain_weight_arrays_loads_as_an_mlp(tmp_path):
     path = tmp_path / "weights.npz"
     np.savez(path, W1=w1, b1=b1, W2=w2, b2=b2)
     x = rng.uniform(-1, 1, (4, 12))
-    np.testing.assert_allclose(Sequential.load(path).forward(x), ((x @ w1.T + b1) ** 2) @ w2.T + b2, atol=1e-9)
+    want = ((x @ w1.T + b1) ** 2) @ w2.T + b2
+    np.testing.assert_allclose(Sequential.load(path).forward(x), want, atol=1e-9)
+    np.savez(path, **{"fc1.kernel": w1.T, "fc1.bias": b1, "fc2.kernel": w2.T, "fc2.bias": b2})  # (in, out)
+    np.testing.assert_allclose(Sequential.load(path).forward(x), want, atol=1e-9)
+    np.savez(path, W1=w1, W2=w1)
+    with pytest.raises(ParameterError, match="chain"):
+        Sequential.load(path)
 
 
 def test_garbage_npz_is_refused_clearly(tmp_path):
