@@ -530,7 +530,7 @@ def test_sumcheck_on_random_instances(num_vars, degree, seed):
 def test_every_byte_of_a_proof_corrupted_is_rejected(setup):
     network, x, _, data, _ = setup
     commitment = network.commitment.to_bytes()
-    for position in range(len(data)):  # a few minutes: one flip per byte, alternating low and high bit
+    for position in range(len(data)):  # ~8 minutes: one flip per byte, alternating low and high bit
         corrupted = bytearray(data)
         corrupted[position] ^= 0x01 if position % 2 else 0x80
         only_rejected(lambda: verify_bytes(commitment, x, bytes(corrupted)))
