@@ -22,7 +22,8 @@ import numpy as np
 
 from crypto.errors import HEError, ParameterError
 from tensor_ops.inference import Client, Server
-from tensor_ops.nn import ModelPlan, Sequential
+from tensor_ops.model_plan import ModelPlan
+from tensor_ops.nn import Sequential
 
 
 def parse_shape(text: str) -> tuple[int, ...]:

@@ -27,8 +27,8 @@ from crypto.context import CKKSContext, as_parameters
 from crypto.errors import (ContextMismatchError, KeyMissingError, LevelError, ParameterError, SerializationError,
                            ShapeError)
 from crypto.rlwe import Ciphertext
-from tensor_ops.nn import (AffineStage, ModelPlan, Sequential, batch_of, pack_samples,
-                           unpack_samples)
+from tensor_ops.model_plan import AffineStage, ModelPlan, batch_of, pack_samples, unpack_samples
+from tensor_ops.nn import Sequential
 
 MAGIC = b"HEZKINF1"
 _CLIENT_MAGIC = b"HEZKCLI1"
