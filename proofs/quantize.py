@@ -274,12 +274,15 @@ def dequantize_output(model: QuantizedMLP, y_int) -> np.ndarray:
     return np.asarray(y_int, dtype=np.float64) * 2.0 ** (-model.output_frac)
 
 
-def float_forward(weights, biases, x, relu_last: bool = False) -> np.ndarray:
-    """The float model the quantization approximates: ReLU after every layer but the last."""
+def float_forward(weights, biases, x, relu_last: bool = False, relus=None) -> np.ndarray:
+    """The float model the quantization approximates: ReLU after every layer but the last (and after the
+    last if ``relu_last``), or where ``relus`` (one bool per layer) says."""
+    if relus is None:
+        relus = [True] * (len(weights) - 1) + [relu_last]
     a = np.atleast_2d(np.asarray(x, dtype=np.float64))
-    for i, (w, b) in enumerate(zip(weights, biases)):
+    for w, b, relu in zip(weights, biases, relus):
         a = a @ np.asarray(w, dtype=np.float64).T + np.asarray(b, dtype=np.float64)
-        if i < len(weights) - 1 or relu_last:
+        if relu:
             a = np.maximum(a, 0.0)
     return a
 
@@ -397,7 +400,7 @@ def _check_input_bound(input_bound) -> float:
     return float(input_bound)
 
 
-def _stated_error(model: QuantizedMLP, weights, biases, input_bound: float, relu_last: bool) -> float:
+def _stated_error(model: QuantizedMLP, weights, biases, input_bound: float) -> float:
     """Worst-case |dequantized output - float output| over inputs with |x| <= input_bound.
 
     Per layer, with a the float input (|a| <= M) and a' its dequantized approximation (|a - a'| <= e),
@@ -407,7 +410,7 @@ def _stated_error(model: QuantizedMLP, weights, biases, input_bound: float, relu
     float_lo = np.full(model.in_features, -input_bound)
     float_hi = -float_lo
     err = np.full(model.in_features, 0.5 * 2.0 ** -model.input_frac)
-    for i, (layer, w, b) in enumerate(zip(model.layers, weights, biases)):
+    for layer, w, b in zip(model.layers, weights, biases):
         w_q = layer.weight * 2.0 ** -layer.weight_frac
         b_q = layer.bias * 2.0 ** -(layer.in_frac + layer.weight_frac)
         magnitude = np.maximum(np.abs(float_lo), np.abs(float_hi))
@@ -415,37 +418,42 @@ def _stated_error(model: QuantizedMLP, weights, biases, input_bound: float, relu
         if layer.shift:
             err = err + 0.5 * 2.0 ** -layer.out_frac
         float_lo, float_hi = _affine_interval(w, b, float_lo, float_hi)
-        if i < len(weights) - 1 or relu_last:
+        if layer.relu:  # the float model has ReLU where the quantized one has
             float_lo, float_hi = np.maximum(float_lo, 0.0), np.maximum(float_hi, 0.0)
     return float(np.max(err)) * (1 + 1e-9)
 
 
 def quantize_fixed_point(weights, biases, *, frac_bits: int = 8, input_bound: float = 1.0,
-                         rescale_output: bool = False, relu_last: bool = False) -> QuantizedMLP:
+                         rescale_output: bool = False, relu_last: bool = False, relus=None) -> QuantizedMLP:
     """Fixed point with scale 2^R everywhere (zkDL): W, x -> round(. * 2^R), bias at 2^(2R).
 
     Hidden layers shift by R and apply ReLU; the last layer keeps scale 2^(2R) unless
-    ``rescale_output`` and applies ReLU only if ``relu_last``. ``weights[i]`` is (out, in).
-    ``input_bound`` is max |x| accepted. Raises :class:`ModelError` if any layer could wrap around
-    the field.
+    ``rescale_output`` and applies ReLU only if ``relu_last``. ``relus`` (one bool per layer)
+    overrides where ReLU is applied. ``weights[i]`` is (out, in). ``input_bound`` is max |x|
+    accepted. Raises :class:`ModelError` if any layer could wrap around the field.
     """
     ws, bs = _float_layers(weights, biases)
     bound = _check_input_bound(input_bound)
     r = _check_frac(frac_bits, "frac_bits")
     if r < 0:
         raise ModelError(f"frac_bits={frac_bits} must be >= 0")
+    if relus is None:
+        relus = [True] * (len(ws) - 1) + [bool(relu_last)]
+    relus = [bool(flag) for flag in relus]
+    if len(relus) != len(ws):
+        raise ModelError(f"relus has {len(relus)} flags for {len(ws)} layers")
     layers = []
     for i, (w, b) in enumerate(zip(ws, bs)):
         last = i == len(ws) - 1
         layers.append(QuantizedLayer(quantize_values(w, r), quantize_values(b, 2 * r), r, r,
-                                     r if (not last or rescale_output) else 0, not last or bool(relu_last)))
+                                     r if (not last or rescale_output) else 0, relus[i]))
     model = QuantizedMLP(tuple(layers), r, int(quantize_values(bound, r)), "fixed_point")
-    return _finish(model, ws, bs, bound, bool(relu_last))
+    return _finish(model, ws, bs, bound)
 
 
-def _finish(model: QuantizedMLP, ws, bs, bound: float, relu_last: bool = False) -> QuantizedMLP:
+def _finish(model: QuantizedMLP, ws, bs, bound: float) -> QuantizedMLP:
     check_field(model)
-    error = _stated_error(model, ws, bs, bound, relu_last)
+    error = _stated_error(model, ws, bs, bound)
     return QuantizedMLP(model.layers, model.input_frac, model.input_bound, model.scheme, error)
 
 

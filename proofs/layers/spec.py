@@ -39,7 +39,7 @@ class ReLU:
 
 
 def build_model(layers, *, frac_bits: int = 8, input_bound: float = 1.0) -> QuantizedMLP:
-    """Quantize a sequence Linear [ReLU] Linear [ReLU] ... (a ReLU after every hidden Linear) in fixed point."""
+    """Quantize a sequence Linear [ReLU] Linear [ReLU] ... in fixed point (every hidden Linear rescaled by 2^R)."""
     layers = list(layers)
     weights, biases, relus = [], [], []
     for i, layer in enumerate(layers):
@@ -56,8 +56,4 @@ def build_model(layers, *, frac_bits: int = 8, input_bound: float = 1.0) -> Quan
             raise ModelError(f"layers[{i}] must be a Linear or ReLU, got {type(layer).__name__}")
     if not weights:
         raise ModelError("layers must hold at least one Linear")
-    hidden = relus[:-1]
-    if not all(hidden):
-        raise ModelError(f"every hidden Linear must be followed by ReLU (fixed point quantization rescales there); "
-                         f"hidden Linear number(s) {[i for i, r in enumerate(hidden) if not r]} have none")
-    return quantize_fixed_point(weights, biases, frac_bits=frac_bits, input_bound=input_bound, relu_last=relus[-1])
+    return quantize_fixed_point(weights, biases, frac_bits=frac_bits, input_bound=input_bound, relus=relus)

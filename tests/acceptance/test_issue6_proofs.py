@@ -147,6 +147,12 @@ def test_linear_and_relu_layers_build_a_network():
     assert np.array_equal(network.verify(x, proof), forward_int(network.model, quantize_input(network.model, x)))
     with pytest.raises(ModelError, match="ReLU"):
         Network([ReLU(), Linear(weights[0], biases[0])])
+    # two Linear layers without ReLU between them: the hidden one is still rescaled by 2^R and proved
+    linear = Network([Linear(weights[0], biases[0]), Linear(weights[1], biases[1])], frac_bits=6)
+    assert not linear.model.layers[0].relu and linear.model.layers[0].shift == 6
+    output = linear.verify(x, linear.prove(x))
+    expected = float_forward(weights, biases, x, relus=[False, False])
+    assert np.max(np.abs(dequantize_output(linear.model, output) - expected)) <= linear.model.error_bound
     with pytest.raises(ModelError, match="layers\\[1\\]"):
         Network([Linear(weights[0], biases[0]), "relu"])
 
