@@ -2,7 +2,8 @@
 
 Every affine layer is an einsum with plaintext weights on the encrypted activations:
 - ``Linear``: ``bi,oi->bo`` (a matrix product on a batch b of samples);
-- ``Conv2d``: either the dense ``(O*Ho*Wo) x (C*H*W)`` matrix of the convolution, ``bi,ji->bj``, or the einsum
+- ``Conv2d``: either by rotations, the dense ``(O*Ho*Wo) x (C*H*W)`` matrix of the convolution, ``bi,ji->bj``
+  (diagonal method: each nonzero diagonal is a rotation and a plaintext product), or the einsum
   over patches ``bpk,ok->bop`` (im2col: P = Ho*Wo patches of K = C*kh*kw pixels, Chellapilla et al., 2006).
   Patches are free on the client when the convolution reads the model's input (the client packs them);
   deeper in the network they cost an encrypted im2col, itself a dense map. Both options are priced by the
@@ -46,8 +47,9 @@ class LayerLowering:
         where = "folded away" if self.stage is None else f"stage {self.stage}"
         text = f"{self.kind} {self.input_shape} -> {self.output_shape}: {self.einsum} [{where}]"
         if self.preferred is not None:
-            text += (f"; cost model per sample, batched: dense matrix {_show(self.dense_cost)} vs patches "
-                     f"{_show(self.patches_cost)} -> prefers {self.preferred}")
+            text += (f"; cost model per sample, batched: by rotations (dense matrix, diagonal method) "
+                     f"{_show(self.dense_cost)} vs einsum over patches {_show(self.patches_cost)} -> prefers "
+                     f"{self.preferred}")
             if self.preferred == "patches":
                 text += " (the packed server path still runs the folded dense stage)"
         return text
