@@ -59,3 +59,27 @@ def test_option_aliases(tmp_path, model_path):
     assert (args.request, args.out) == ("r", "o")
     assert cli.main(["plan", "--model", str(model_path), "-o", str(tmp_path / "p.json")]) == 0
     assert (tmp_path / "p.json").exists()
+
+
+@pytest.mark.parametrize("text, shape", [("1,8,8", (1, 8, 8)), ("1x8x8", (1, 8, 8)), ("12", (12,))])
+def test_parse_shape(text, shape):
+    assert cli.parse_shape(text) == shape
+
+
+@pytest.mark.parametrize("text", ["", "a,b", "0,8", "-1"])
+def test_parse_shape_refuses(text):
+    with pytest.raises(cli.ParameterError, match="input-shape"):
+        cli.parse_shape(text)
+
+
+def test_input_shape_for_a_model_file_without_one(tmp_path, capsys):
+    from tensor_ops.nn import Conv2d, Flatten
+
+    rng = np.random.default_rng(2)
+    path = tmp_path / "cnn.npz"
+    Sequential([Conv2d(rng.normal(size=(2, 1, 3, 3)), stride=2), Square(), Flatten(),
+                Linear(rng.normal(size=(3, 18)))]).save(path)
+    assert cli.main(["plan", "--model", str(path)]) == 2
+    assert "input shape" in capsys.readouterr().err
+    assert cli.main(["plan", "--model", str(path), "--input-shape", "1,7,7"]) == 0
+    assert "input (1, 7, 7)" in capsys.readouterr().out
