@@ -100,7 +100,8 @@ def _einsum_text(layer, shape, out_shape, on_input):
     if kind == "flatten":
         return "reshape (no operation)"
     poly = layer.poly
-    return f"polynomial {poly.name} of degree {poly.degree}, depth {poly.depth} (power-of-two giant steps)"
+    degree = f"{layer.degree}" + (f" (effective {poly.degree})" if poly.degree != layer.degree else "")
+    return f"polynomial {poly.name} of degree {degree}, depth {poly.depth} (power-of-two giant steps)"
 
 
 def lower_layers(layers, input_shape, stage_of_layer, params) -> tuple[LayerLowering, ...]:

@@ -287,6 +287,12 @@ class Activation(Layer):
 
     @property
     def degree(self):
+        """The chosen degree of the fit (``Poly(name, degree)``), even where its top coefficient is zero."""
+        return len(self.poly.coefficients) - 1
+
+    @property
+    def effective_degree(self):
+        """The degree of the polynomial evaluated (an odd target fitted at even degree loses its top term)."""
         return self.poly.degree
 
     @property
