@@ -303,6 +303,8 @@ class ModelPlan:
                      f"~{self.estimated_throughput:.0f} samples/s with full ciphertexts")
         return "\n".join(lines)
 
+    __str__ = explain
+
     def to_dict(self) -> dict:
         """Public, JSON-serialisable description (what a client needs to make keys and pack inputs)."""
         return {"params": self.params.to_dict(), "input_shape": list(self.input_shape),

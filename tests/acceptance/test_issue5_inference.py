@@ -194,7 +194,7 @@ def test_plan_reports_depth_rotations_keys_and_time_before_encryption():
     assert plan.estimated_seconds > 0 and plan.cost()["seconds"] == plan.estimated_seconds
     assert plan.batch > 1 and plan.estimated_throughput == pytest.approx(plan.batch / plan.estimated_seconds)
     text = plan.explain()
-    assert "depth" in text and "rotation" in text and "estimated time" in text
+    assert "depth" in text and "rotation" in text and "estimated time" in text and str(plan) == text
 
 
 def test_parameters_are_chosen_from_the_depth_when_not_passed():
