@@ -297,6 +297,20 @@ class OpeningProof:
 
 
 # ------------------------------------------------------------------------------------------ protocol
+def committed_table(values, where: str):
+    """Values -> (table zero-padded to 2^n canonical residues, n); integers are reduced mod p."""
+    values = np.asarray(values)
+    if values.dtype != np.uint64:
+        values = F.to_field(values)  # signed or small integers -> residues; floats raise FieldError
+    elif not F.is_canonical(values):
+        raise ProofError(f"{where}: uint64 values must be canonical field elements, found {int(values.max())} >= p")
+    table = pad_to_pow2(values.reshape(-1)) if values.size else np.zeros(1, dtype=np.uint64)
+    num_vars = table.size.bit_length() - 1
+    if num_vars > MAX_NUM_VARS:
+        raise ProofError(f"{where}: {values.size} values need num_vars={num_vars} > {MAX_NUM_VARS}")
+    return table, num_vars
+
+
 def commit(values, params: CommitParams = CommitParams()):
     """Commit to base-field ``values`` (zero-padded to a power of two) -> (Commitment, CommitmentWitness).
 
@@ -304,17 +318,9 @@ def commit(values, params: CommitParams = CommitParams()):
 
     Cost: one NTT per row (rows * cols * rate_inv log), one hash per encoded column and Merkle node.
     """
-    values = np.asarray(values)
-    if values.dtype != np.uint64:
-        values = F.to_field(values)  # signed or small integers -> residues; floats raise FieldError
-    elif not F.is_canonical(values):
-        raise ProofError(f"commit: uint64 values must be canonical field elements, found {int(values.max())} >= p")
     if not isinstance(params, CommitParams):
         raise ProofError(f"commit: params must be a CommitParams, got {type(params).__name__}")
-    table = pad_to_pow2(values.reshape(-1)) if values.size else np.zeros(1, dtype=np.uint64)
-    num_vars = table.size.bit_length() - 1
-    if num_vars > MAX_NUM_VARS:
-        raise ProofError(f"commit: {values.size} values need {num_vars} variables > {MAX_NUM_VARS}")
+    table, num_vars = committed_table(values, "commit")
     log_rows, log_cols = _layout(num_vars)
     matrix = table.reshape(1 << log_rows, 1 << log_cols)
     encoded = rs_encode(matrix, params.rate_inv)

@@ -52,9 +52,10 @@ from dataclasses import dataclass, field as dataclass_field
 import numpy as np
 
 from . import field as F
-from .commit import DIGEST_SIZE, _hash, _layout, _merkle_levels, _merkle_open, _merkle_root_from, _query_bits, ntt
+from .commit import (DIGEST_SIZE, _hash, _layout, _merkle_levels, _merkle_open, _merkle_root_from, _query_bits,
+                     committed_table, ntt)
 from .errors import ProofError, ProofRejected
-from .mle import eq_table, pad_to_pow2
+from .mle import eq_table
 from .sumcheck import SubClaim, SumcheckProof, SumcheckProver, SumcheckVerifier, _as_ext_scalar, lagrange_eval
 
 SALT_SIZE = 16
@@ -238,15 +239,9 @@ def hiding_commit(values, params: HidingParams = HidingParams(), log_rows: int |
 
     ``log_rows`` overrides the default matrix layout; ``seed`` (tests only) makes tails and salts reproducible.
     """
-    values = np.asarray(values)
-    if values.dtype != np.uint64 or not F.is_canonical(values):
-        raise ProofError(f"hiding_commit: values must be canonical field elements (uint64 < p), got {values.dtype}")
     if not isinstance(params, HidingParams):
         raise ProofError(f"hiding_commit: params must be HidingParams, got {type(params).__name__}")
-    table = pad_to_pow2(values.reshape(-1)) if values.size else np.zeros(1, dtype=np.uint64)
-    num_vars = table.size.bit_length() - 1
-    if num_vars > MAX_NUM_VARS:
-        raise ProofError(f"hiding_commit: {values.size} values need num_vars={num_vars} > {MAX_NUM_VARS}")
+    table, num_vars = committed_table(values, "hiding_commit")
     log_rows = _layout(num_vars)[0] if log_rows is None else int(log_rows)
     if not 0 <= log_rows <= num_vars:
         raise ProofError(f"hiding_commit: log_rows={log_rows} not in [0, {num_vars}]")
