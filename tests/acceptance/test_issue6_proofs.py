@@ -24,6 +24,7 @@ from proofs.layers.network import ModelCommitment, NetworkProof, verify_network
 from proofs.layers.requant import decompose
 from proofs.mle import mle_evaluate
 from proofs.model import load_model
+from tests.proofs.cheating import walk
 from proofs.quantize import (dequantize_output, float_forward, forward_int, quantize_fixed_point, quantize_input,
                              quantize_int8)
 from proofs.sumcheck import SumcheckProof, prove_sumcheck, verify_sumcheck
@@ -303,19 +304,6 @@ def test_cheating_remainder_is_rejected(setup):
     tampered = dataclasses.replace(tampered, output=acc[:BATCH, :SIZES[2]])
     assert not np.array_equal(tampered.output, witness.output)
     only_rejected(lambda: verify_network(network.commitment, x, network.prove_witness(tampered)))
-
-
-def walk(node, rebuild, kind):
-    """Every ``kind`` object in a proof tree, with a function returning the proof with it replaced."""
-    if isinstance(node, kind):
-        yield node, rebuild
-    elif dataclasses.is_dataclass(node) and not isinstance(node, type):
-        for item in dataclasses.fields(node):
-            yield from walk(getattr(node, item.name), lambda new, item=item: rebuild(
-                dataclasses.replace(node, **{item.name: new})), kind)
-    elif isinstance(node, tuple):
-        for i, child in enumerate(node):
-            yield from walk(child, lambda new, i=i: rebuild(node[:i] + (new,) + node[i + 1:]), kind)
 
 
 def test_every_sumcheck_round_message_perturbed_is_rejected(setup):

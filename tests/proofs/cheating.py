@@ -5,6 +5,7 @@ terms; a cheater sends the round messages anyway. Patching ``SumcheckProver.clai
 claim turns the honest wrapper into that cheater, so tampered witnesses still yield a proof to reject.
 """
 import contextlib
+import dataclasses
 from unittest import mock
 
 import numpy as np
@@ -25,3 +26,17 @@ def cheating_sumcheck():
     with mock.patch("proofs.layers.matmul.prove_sumcheck", lenient_prove_sumcheck), \
             mock.patch("proofs.layers.relu.prove_sumcheck", lenient_prove_sumcheck):
         yield
+
+
+def walk(node, rebuild, kind):
+    """Every ``kind`` object inside a proof tree (dataclasses and tuples), each with a function that
+    returns the whole proof with that object replaced."""
+    if isinstance(node, kind):
+        yield node, rebuild
+    elif dataclasses.is_dataclass(node) and not isinstance(node, type):
+        for item in dataclasses.fields(node):
+            yield from walk(getattr(node, item.name), lambda new, item=item: rebuild(
+                dataclasses.replace(node, **{item.name: new})), kind)
+    elif isinstance(node, tuple):
+        for i, child in enumerate(node):
+            yield from walk(child, lambda new, i=i: rebuild(node[:i] + (new,) + node[i + 1:]), kind)

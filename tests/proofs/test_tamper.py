@@ -12,7 +12,7 @@ from proofs.commit import OpeningProof
 from proofs.sumcheck import SumcheckProof
 from proofs.quantize import forward_int, quantize_fixed_point, quantize_input
 
-from .cheating import cheating_sumcheck
+from .cheating import cheating_sumcheck, walk
 
 SIZES = (12, 8, 3)
 BATCH = 3
@@ -144,20 +144,6 @@ def test_cheating_remainder_is_rejected(setup):
     assert not np.array_equal(tampered.output, witness.output)
     with pytest.raises(ProofRejected):
         verify_network(network.commitment, x, prove_tampered(network, tampered))
-
-
-def walk(node, rebuild, kind):
-    """Every ``kind`` object inside a proof tree (dataclasses and tuples), each with a function that
-    returns the whole proof with that object replaced."""
-    if isinstance(node, kind):
-        yield node, rebuild
-    elif dataclasses.is_dataclass(node):
-        for item in dataclasses.fields(node):
-            yield from walk(getattr(node, item.name), lambda new, item=item: rebuild(
-                dataclasses.replace(node, **{item.name: new})), kind)
-    elif isinstance(node, tuple):
-        for i, child in enumerate(node):
-            yield from walk(child, lambda new, i=i: rebuild(node[:i] + (new,) + node[i + 1:]), kind)
 
 
 def test_every_sumcheck_round_message_perturbed_is_rejected(setup):
