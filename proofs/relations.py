@@ -1,0 +1,517 @@
+"""Masked tensor stores and relation sumchecks: zero knowledge for chains of sumchecks (Libra, section 4.2).
+
+A zero-knowledge sumcheck (:func:`proofs.zk.prove_zk_sumcheck`) hides its round messages, but it ends at a
+random point sigma where the factors' values are stated; if those are multilinear-extension values of the
+witness, each is a random linear functional of it. This module makes every stated value uniform.
+
+**Masked extensions** (Chiesa-Forbes-Spooner 2017; Libra, Xie et al., CRYPTO 2019, section 4.2). A stored
+tensor T has n_e *element* variables e and n_j *plane* variables j (bit planes of a decomposition; n_j = 0
+for an ordinary tensor). Its committed masks l_i(j) (i < n_e, one F_p4 value per plane) define
+
+    T^(e, j) = T~(e, j) + sum_(i < n_e) e_i (1 - e_i) l~_i(j)
+
+which equals T on the Boolean cube, so any sum over the cube is unchanged, while off the cube the mask
+term is a fresh uniform value: at a point with z_i = e_i (1 - e_i) != 0 (challenges avoid {0, 1} except
+w.p. 2 / |F_p4| each), a value sum_j w(j) T^(e, j) carries the uniform mask sum_i z_i sum_j w(j) l_i(j).
+m stated values of one tensor are jointly uniform when their mask functionals are linearly independent,
+which holds w.h.p. for m <= n_e 2^(n_j) at random points; the protocols state at most a handful per tensor
+and require n_e >= 4 (:data:`MIN_ELEMENT_VARS`).
+
+**Relations with public claims.** Claims are never passed from one sumcheck to the next (that would reveal
+the intermediate value or need Libra's corrections): every relation between stored tensors is one
+sumcheck whose claim is public (0, or a value of public data),
+
+    sum_(x in {0,1}^n) sum_t c_t [x_(m_t..n-1) = 0] prod_(public P) P(x_(<m_t)) prod_(stored F) F^(x_(<m_t)) = claim,
+
+a term t living on the first m_t variables (tensors of different sizes share one sumcheck). A stored
+factor is a view of a tensor: some element variables fixed at public random points (the mask terms of
+fixed variables become constants), the planes contracted with public weights or kept as variables.
+The sumcheck ends at sigma; the prover states every stored factor's value (uniform, masked), the verifier
+checks the summand and records each value as a linear functional of its store, opened at the end by one
+hiding opening per store (:func:`proofs.zk.open_functionals`: only the values are revealed).
+
+What the verifier sees is therefore simulatable: hiding commitments, ZK sumchecks (Libra theorem 3, from
+the public claim and the final summand), and stated values that are uniform subject to the one checked
+relation per sumcheck. Soundness: a sumcheck of degree d over n variables errs w.p. n d / |F_p4|, its mask
+1 / |F_p4|, each opening 2^-(commitment bits); the store binds T and l, and T^ restricted to the cube is
+T, so a relation that holds for T^ at a random point holds for T on the cube except w.p. (Schwartz-Zippel)
+n / |F_p4| for the random point of each zero check.
+Assumptions: as :mod:`proofs.zk` (BLAKE2b a random oracle; honest-verifier ZK made non-interactive by
+Fiat-Shamir). Without hiding (``params.hiding=False``) the same code runs with no masks: the plain baseline.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import field as F
+from .errors import ProofError
+from .layers.packing import Packing
+from .mle import bind_high, eq_eval, eq_table, fold, is_ext, mle_evaluate
+from .zk import HidingCommitment, HidingParams, hiding_commit
+
+MIN_ELEMENT_VARS = 4  #: a masked tensor has >= 4 element variables (>= 4 independent mask values per plane)
+
+
+def zeta(point) -> np.ndarray:
+    """z_i = p_i (1 - p_i) for a point (k, 4): the mask weight of each variable (0 on Boolean values)."""
+    point = np.asarray(point, dtype=np.uint64).reshape(-1, F.EXT_DEGREE)
+    return F.ext_mul(point, F.ext_sub(F.ext_one(point.shape[:1]), point))
+
+
+def _ext(table) -> np.ndarray:
+    return table if is_ext(table) else F.ext_from_base(table)
+
+
+# ---------------------------------------------------------------------------------------------- stores
+@dataclass(frozen=True)
+class Slot:
+    """A stored tensor: ``elem_vars`` element variables (low) and ``plane_vars`` plane variables (high)."""
+
+    name: str
+    elem_vars: int
+    plane_vars: int = 0
+
+    @property
+    def size(self) -> int:
+        return 1 << (self.elem_vars + self.plane_vars)
+
+    @property
+    def mask_count(self) -> int:
+        """Base-field mask coefficients: one F_p4 value per (element variable, plane)."""
+        return self.elem_vars * (1 << self.plane_vars) * F.EXT_DEGREE
+
+
+@dataclass(frozen=True)
+class StoreLayout:
+    """Tensors packed into one committed table (:class:`~proofs.layers.packing.Packing`), followed by the
+    block of their masks when ``hiding``. Public: prover and verifier build the same layout."""
+
+    slots: tuple
+    hiding: bool
+
+    def __post_init__(self):
+        names = [s.name for s in self.slots]
+        if not self.slots or len(set(names)) != len(names):
+            raise ProofError(f"store layout: slot names {names} must be non-empty and distinct")
+        for s in self.slots:
+            if s.elem_vars < MIN_ELEMENT_VARS or s.plane_vars < 0:
+                raise ProofError(f"store layout: slot {s.name} has {s.elem_vars} element variables "
+                                 f"(at least {MIN_ELEMENT_VARS}) and {s.plane_vars} plane variables")
+
+    @property
+    def mask_total(self) -> int:
+        return sum(s.mask_count for s in self.slots) if self.hiding else 0
+
+    @property
+    def packing(self) -> Packing:
+        lengths = [s.size for s in self.slots]
+        if self.mask_total:
+            lengths.append(1 << (self.mask_total - 1).bit_length())
+        return Packing(tuple(lengths))
+
+    @property
+    def num_vars(self) -> int:
+        return self.packing.num_vars
+
+    def slot(self, name: str) -> Slot:
+        for s in self.slots:
+            if s.name == name:
+                return s
+        raise ProofError(f"store layout: no slot {name!r}")
+
+    def offset(self, name: str) -> int:
+        return self.packing.offsets[[s.name for s in self.slots].index(name)]
+
+    def mask_offset(self, name: str) -> int:
+        """Where the slot's masks start in the committed table (hiding layouts only)."""
+        position = self.packing.offsets[-1]
+        for s in self.slots:
+            if s.name == name:
+                return position
+            position += s.mask_count
+        raise ProofError(f"store layout: no slot {name!r}")
+
+
+@dataclass(frozen=True, eq=False)
+class StoreWitness:
+    """The prover's side of a store: tables (name -> base (2^n_j * 2^n_e,), plane-major), masks
+    (name -> (n_e, 2^n_j, 4) ext; None without hiding) and the commitment witness."""
+
+    layout: StoreLayout
+    tables: dict
+    masks: dict
+    commitment_witness: object
+
+    @property
+    def commitment(self) -> HidingCommitment:
+        return self.commitment_witness.commitment
+
+
+def commit_store(layout: StoreLayout, tables: dict, params: HidingParams, seed=None):
+    """Commit to ``tables`` (name -> base-field values, zero-padded to the slot) with fresh masks.
+
+    Returns (HidingCommitment, StoreWitness). ``seed``: tests only (masks, tails and salts reproducible).
+    """
+    if params.hiding != layout.hiding:
+        raise ProofError(f"commit_store: params.hiding={params.hiding}, layout.hiding={layout.hiding}")
+    rng = None if seed is None else np.random.default_rng(seed)
+    full, masks, mask_block = {}, {}, []
+    for s in layout.slots:
+        values = np.asarray(tables[s.name])
+        if values.dtype != np.uint64 or values.ndim != 1 or values.size > s.size or not F.is_canonical(values):
+            raise ProofError(f"commit_store: table {s.name} must be at most {s.size} canonical field elements, "
+                             f"got {values.dtype} {values.shape}")
+        table = np.zeros(s.size, dtype=np.uint64)
+        table[:values.size] = values
+        full[s.name] = table
+        if layout.hiding:
+            coefficients = F.random_elements(s.mask_count) if rng is None else \
+                rng.integers(0, F.P, size=s.mask_count, dtype=np.uint64)
+            masks[s.name] = coefficients.reshape(s.elem_vars, 1 << s.plane_vars, F.EXT_DEGREE)
+            mask_block.append(coefficients)
+    packed_tables = [full[s.name] for s in layout.slots]
+    if layout.mask_total:
+        block = np.zeros(layout.packing.lengths[-1], dtype=np.uint64)
+        block[:layout.mask_total] = np.concatenate(mask_block)
+        packed_tables.append(block)
+    commitment, witness = hiding_commit(layout.packing.pack(packed_tables), params,
+                                        seed=None if rng is None else int(rng.integers(1 << 62)))
+    return commitment, StoreWitness(layout, full, masks if layout.hiding else None, witness)
+
+
+# ----------------------------------------------------------------------------------------------- views
+@dataclass(frozen=True, eq=False)
+class View:
+    """A value of a stored tensor: sum_j w(j) [T~(e, j) + sum_(i active) z_i(e) l~_i(j)] at the element point
+    ``e`` ((n_e, 4)), plane weights ``w`` ((2^n_j, 4); None without planes) and the element variables
+    ``active`` in [lo, hi) (by default all). Variables outside were contracted with public weights over the
+    cube (where their masks vanish); active ones were bound by the sumcheck."""
+
+    name: str
+    e: np.ndarray
+    w: object = None
+    active: tuple = None
+
+    def mask_weights(self, slot: Slot) -> np.ndarray:
+        """z_i(e) on the active element variables, 0 elsewhere: (n_e, 4)."""
+        z = zeta(self.e)
+        lo, hi = (0, slot.elem_vars) if self.active is None else self.active
+        z[:lo] = 0
+        z[hi:] = 0
+        return z
+
+
+def _plane_weights(slot: Slot, view: View) -> np.ndarray:
+    if slot.plane_vars == 0:
+        return F.ext_one((1,))
+    w = np.asarray(view.w, dtype=np.uint64)
+    if w.shape != (1 << slot.plane_vars, F.EXT_DEGREE):
+        raise ProofError(f"view of {slot.name}: plane weights of shape {w.shape}, expected "
+                         f"({1 << slot.plane_vars}, 4)")
+    return w
+
+
+def _unit_weights(weights) -> np.ndarray:
+    """The weights of the 4 base coefficients of an F_p4 value v = sum_k v_k u^k, times each weight: (m * 4, 4)."""
+    units = np.eye(F.EXT_DEGREE, dtype=np.uint64)
+    return F.ext_mul(weights[:, None, :], units[None, :, :]).reshape(-1, F.EXT_DEGREE)
+
+
+def _dense_pieces(start: int, weights, rows: int, cols: int) -> list:
+    """Pieces (one per matrix row touched) of the functional with ``weights`` at table positions start...."""
+    pieces, position, end = [], start, start + weights.shape[0]
+    while position < end:
+        row, col = divmod(position, cols)
+        take = min(cols - col, end - position)
+        row_weights, col_weights = F.ext_zero((rows,)), F.ext_zero((cols,))
+        row_weights[row] = F.ext_one()
+        col_weights[col:col + take] = weights[position - start:position - start + take]
+        pieces.append((row_weights, col_weights))
+        position += take
+    return pieces
+
+
+def view_pieces(layout: StoreLayout, commitment: HidingCommitment, view: View) -> list:
+    """The view's value as pieces (row weights, column weights) of one linear functional of the store."""
+    slot = layout.slot(view.name)
+    e = np.asarray(view.e, dtype=np.uint64).reshape(-1, F.EXT_DEGREE)
+    if e.shape[0] != slot.elem_vars:
+        raise ProofError(f"view of {slot.name}: element point of {e.shape[0]} variables, expected {slot.elem_vars}")
+    w = _plane_weights(slot, view)
+    rows, b = 1 << commitment.log_rows, commitment.log_cols
+    cols, offset = 1 << b, layout.offset(view.name)
+    if slot.elem_vars >= b:  # columns hold low element variables only: one product piece
+        row_weights = F.ext_zero((rows,))
+        block = F.ext_mul(w[:, None, :], eq_table(e[b:])[None, :, :]).reshape(-1, F.EXT_DEGREE)
+        row_weights[offset >> b:(offset >> b) + block.shape[0]] = block
+        pieces = [(row_weights, eq_table(e[:b]))]
+    else:
+        dense = F.ext_mul(w[:, None, :], eq_table(e)[None, :, :]).reshape(-1, F.EXT_DEGREE)
+        pieces = _dense_pieces(offset, dense, rows, cols)
+    if layout.hiding:
+        mask_weights = F.ext_mul(view.mask_weights(slot)[:, None, :], w[None, :, :]).reshape(-1, F.EXT_DEGREE)
+        pieces += _dense_pieces(layout.mask_offset(view.name), _unit_weights(mask_weights), rows, cols)
+    return pieces
+
+
+def view_value(witness: StoreWitness, view: View) -> np.ndarray:
+    """The view's value computed from the witness (what its opening reveals)."""
+    slot = witness.layout.slot(view.name)
+    e = np.asarray(view.e, dtype=np.uint64).reshape(-1, F.EXT_DEGREE)
+    w = _plane_weights(slot, view)
+    table = witness.tables[view.name].reshape(1 << slot.plane_vars, 1 << slot.elem_vars)
+    contracted = F.matmul(table.T, w) if slot.plane_vars else table[0]
+    value = mle_evaluate(contracted, e)
+    if witness.masks is not None:
+        mask = F.ext_sum(F.ext_mul(witness.masks[view.name], w[None, :, :]), axis=1)  # (n_e, 4)
+        value = F.ext_add(value, F.ext_sum(F.ext_mul(view.mask_weights(slot), mask), axis=0))
+    return value
+
+
+# --------------------------------------------------------------------------------------------- factors
+@dataclass(frozen=True, eq=False)
+class Stored:
+    """A sumcheck factor that is a view of a stored tensor: element variables ``low`` (the lowest ones) or
+    ``high`` (the highest) fixed at a public point, planes contracted with ``planes`` weights or kept as
+    the highest sumcheck variables (``planes=None``). Remaining variables: element ones, then planes."""
+
+    store: str
+    name: str
+    low: object = None
+    high: object = None
+    planes: object = None
+
+    def num_vars(self, slot: Slot) -> int:
+        return self.elem_remaining(slot) + (slot.plane_vars if self.planes is None else 0)
+
+    def elem_remaining(self, slot: Slot) -> int:
+        fixed = sum(0 if p is None else np.asarray(p).reshape(-1, F.EXT_DEGREE).shape[0] for p in (self.low, self.high))
+        return slot.elem_vars - fixed
+
+    def view_at(self, slot: Slot, sigma) -> View:
+        """The View whose value is this factor at the sumcheck point ``sigma`` (its first num_vars coordinates)."""
+        r = self.elem_remaining(slot)
+        parts = [p for p in (self.low, sigma[:r], self.high) if p is not None]
+        e = np.concatenate([np.asarray(p, dtype=np.uint64).reshape(-1, F.EXT_DEGREE) for p in parts])
+        lo = 0 if self.low is None else np.asarray(self.low).reshape(-1, F.EXT_DEGREE).shape[0]
+        w = None
+        if slot.plane_vars:
+            w = eq_table(sigma[r:r + slot.plane_vars]) if self.planes is None else self.planes
+        return View(self.name, e, w, (lo, lo + r))
+
+
+@dataclass(frozen=True, eq=False)
+class Public:
+    """A public sumcheck factor: ``table()`` (prover, 2^m entries) and ``at(point)`` (verifier, its MLE)."""
+
+    table: object
+    at: object
+
+
+def eq_factor(point) -> Public:
+    point = np.asarray(point, dtype=np.uint64).reshape(-1, F.EXT_DEGREE)
+    return Public(lambda: eq_table(point), lambda sigma: eq_eval(point, sigma[:point.shape[0]]))
+
+
+def table_factor(table) -> Public:
+    """A public factor given by its (small or cheap) table; the verifier evaluates the MLE itself."""
+    return Public(lambda: table, lambda sigma: mle_evaluate(table, sigma[:int(table.shape[0]).bit_length() - 1]))
+
+
+@dataclass(frozen=True, eq=False)
+class Term:
+    """c * [x_(m..n-1) = 0] * prod publics * prod stored, on the first m = the factors' variables."""
+
+    coefficient: object
+    publics: tuple = ()
+    stored: tuple = ()
+    num_vars: int = 0
+
+
+@dataclass(frozen=True, eq=False)
+class Relation:
+    """A relation sumcheck's public description: terms and the claim (the sum over the cube)."""
+
+    terms: tuple
+    claim: object
+
+    def num_vars(self) -> int:
+        return max(t.num_vars for t in self.terms)
+
+    def degree(self, layouts: dict) -> int:
+        """Per-round degree: 1 per public factor, 2 per stored factor with masked element variables left."""
+        def factor_degree(f):
+            slot = layouts[f.store].slot(f.name)
+            return 2 if layouts[f.store].hiding and f.elem_remaining(slot) else 1
+        return max(1, max(len(t.publics) + sum(factor_degree(f) for f in t.stored) for t in self.terms))
+
+
+def check_relation(relation: Relation, layouts: dict) -> None:
+    """Every stored factor of a term has the term's number of variables (a programming error otherwise)."""
+    for k, term in enumerate(relation.terms):
+        for f in term.stored:
+            if f.num_vars(layouts[f.store].slot(f.name)) != term.num_vars:
+                raise ProofError(f"relation term {k}: factor {f.name} has "
+                                 f"{f.num_vars(layouts[f.store].slot(f.name))} variables, the term {term.num_vars}")
+
+
+# ---------------------------------------------------------------------------------------------- prover
+class _MaskedState:
+    """A stored factor on the prover's side: the table over its remaining variables with the constant mask
+    terms (fixed variables) added, and the masks l_i of its remaining element variables ((r, 2^k, 4))."""
+
+    def __init__(self, factor: Stored, witness: StoreWitness):
+        slot = witness.layout.slot(factor.name)
+        table = witness.tables[factor.name].reshape(1 << slot.plane_vars, 1 << slot.elem_vars)
+        masks = None if witness.masks is None else witness.masks[factor.name]  # (n_e, 2^n_j, 4)
+        if factor.planes is not None and slot.plane_vars:
+            w = np.asarray(factor.planes, dtype=np.uint64)
+            table = F.matmul(table.T, w)[None]  # (1, 2^n_e, 4)
+            if masks is not None:
+                masks = F.ext_sum(F.ext_mul(masks, w[None, :, :]), axis=1)[:, None, :]
+        if factor.low is not None:  # contracted with eq(low) over the cube: those variables' masks drop out
+            low = np.asarray(factor.low, dtype=np.uint64).reshape(-1, F.EXT_DEGREE)
+            table = _contract_low(table, low)
+            masks = None if masks is None else masks[low.shape[0]:]
+        if factor.high is not None:
+            high = np.asarray(factor.high, dtype=np.uint64).reshape(-1, F.EXT_DEGREE)
+            if table.shape[0] != 1:
+                raise ProofError(f"factor {factor.name}: fixing high element variables needs contracted planes")
+            table = bind_high(table[0], high)[None]
+            masks = None if masks is None else masks[:masks.shape[0] - high.shape[0]]
+        self.table = table.reshape((-1,) + table.shape[2:])  # plane-major, element variables low
+        self.masks = masks if masks is not None and masks.shape[0] else None
+        self.bound = 0
+
+    def mask_now(self):
+        """(2^k, 4) masks of the variable bound this round, or None (no masks, or planes reached)."""
+        if self.masks is None or self.bound >= self.masks.shape[0]:
+            return None
+        return self.masks[self.bound]
+
+    def add_broadcast(self, table, values):
+        """table (plane-major) + values[plane], broadcast over the element entries."""
+        shaped = _ext(table).reshape(values.shape[0], -1, F.EXT_DEGREE)
+        return F.ext_add(shaped, values[:, None, :]).reshape(-1, F.EXT_DEGREE)
+
+    def bind(self, r) -> None:
+        mask = self.mask_now()
+        self.table = fold(self.table, r)
+        if mask is not None:
+            self.table = self.add_broadcast(self.table, F.ext_mul(mask, zeta(r)[0][None, :]))
+        self.bound += 1
+
+
+def _contract_low(table, point) -> np.ndarray:
+    """(planes, 2^n, [4]) -> (planes, 2^(n-f), 4): the lowest f element variables bound to ``point``."""
+    f = point.shape[0]
+    planes = table.shape[0]
+    if table.ndim == 3:
+        shaped = table.reshape(-1, 1 << f, F.EXT_DEGREE)
+        return F.ext_sum(F.ext_mul(shaped, eq_table(point)[None]), axis=1).reshape(planes, -1, F.EXT_DEGREE)
+    return F.matmul(table.reshape(-1, 1 << f), eq_table(point)).reshape(planes, -1, F.EXT_DEGREE)
+
+
+def _lines(table, degree: int) -> list:
+    """The table restricted to x_0 = X for X = 0..degree (each of half length)."""
+    low, high = np.ascontiguousarray(table[0::2]), np.ascontiguousarray(table[1::2])
+    diff = F.sub(high, low)
+    values = [low]
+    for _ in range(degree):
+        values.append(F.add(values[-1], diff))
+    return values
+
+
+def _sum_product(arrays) -> np.ndarray:
+    product = arrays[0]
+    for a in arrays[1:]:
+        if is_ext(product) and is_ext(a):
+            product = F.ext_mul(product, a)
+        elif is_ext(product):
+            product = F.ext_mul_base(product, a)
+        elif is_ext(a):
+            product = F.ext_mul_base(a, product)
+        else:
+            product = F.mul(product, a)
+    return F.ext_sum(product, axis=0) if is_ext(product) else F.ext_from_base(F.sum_(product))
+
+
+class RelationProver:
+    """Sumcheck prover of a :class:`Relation` (the :class:`proofs.sumcheck.SumcheckProver` interface)."""
+
+    def __init__(self, relation: Relation, witnesses: dict, layouts: dict):
+        check_relation(relation, layouts)
+        self.num_vars = relation.num_vars()
+        self.degree = relation.degree(layouts)
+        self.challenges = []
+        self._terms = []
+        for term in relation.terms:
+            publics = [np.asarray(p.table(), dtype=np.uint64) for p in term.publics]
+            states = [_MaskedState(f, witnesses[f.store]) for f in term.stored]
+            self._terms.append([term, publics, states, F.ext_one()])  # the last: prod (1 - r_i) past m
+
+    def round_message(self) -> np.ndarray:
+        j, d = len(self.challenges), self.degree
+        z = [F.to_field(np.array([x * (1 - x)]))[0] for x in range(d + 1)]
+        message = F.ext_zero((d + 1,))
+        for term, publics, states, tail in self._terms:
+            coefficient = np.asarray(term.coefficient, dtype=np.uint64)
+            if j >= term.num_vars:  # the term is a constant times eq(0, x_j)
+                value = F.ext_mul(F.ext_mul(coefficient, tail), self._final_product(publics, states))
+                message[0] = F.ext_add(message[0], value)
+                for x in range(2, d + 1):  # (1 - X) at X = x
+                    message[x] = F.ext_sub(message[x], F.ext_mul_base(value, F.to_field(np.array([x - 1])))[0])
+                continue
+            lines = [_lines(p, d) for p in publics]
+            for s in states:
+                state_lines, mask = _lines(s.table, d), s.mask_now()
+                if mask is not None:
+                    state_lines = [state_lines[0], state_lines[1]] + [
+                        s.add_broadcast(state_lines[x], F.ext_mul_base(mask, z[x])) for x in range(2, d + 1)]
+                lines.append(state_lines)
+            for x in range(d + 1):
+                summed = _sum_product([line[x] for line in lines]) if lines else F.ext_one()
+                message[x] = F.ext_add(message[x], F.ext_mul(coefficient, summed))
+        return message
+
+    @staticmethod
+    def _final_product(publics, states) -> np.ndarray:
+        value = F.ext_one()
+        for table in publics + [s.table for s in states]:
+            value = F.ext_mul(value, _ext(table)[0])
+        return value
+
+    def bind(self, r) -> None:
+        r = np.asarray(r, dtype=np.uint64)
+        j = len(self.challenges)
+        for entry in self._terms:
+            term, publics, states, tail = entry
+            if j >= term.num_vars:
+                entry[3] = F.ext_mul(tail, F.ext_sub(F.ext_one(), r))
+                continue
+            entry[1] = [fold(p, r) for p in publics]
+            for s in states:
+                s.bind(r)
+        self.challenges.append(r)
+
+    def final_evaluations(self):
+        """[[stored factor values] per term] (the values the prover states)."""
+        return [[_ext(s.table)[0] for s in states] for _, _, states, _ in self._terms]
+
+
+def expected_summand(relation: Relation, sigma, values) -> np.ndarray:
+    """The verifier's value of the summand at sigma from the stated stored-factor values (per term)."""
+    total = F.ext_zero()
+    n = sigma.shape[0]
+    for term, term_values in zip(relation.terms, values):
+        value = np.asarray(term.coefficient, dtype=np.uint64)
+        for p in term.publics:
+            value = F.ext_mul(value, p.at(sigma))
+        for v in term_values:
+            value = F.ext_mul(value, v)
+        for i in range(term.num_vars, n):
+            value = F.ext_mul(value, F.ext_sub(F.ext_one(), sigma[i]))
+        total = F.ext_add(total, value)
+    return total

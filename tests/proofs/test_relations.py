@@ -1,0 +1,150 @@
+"""Masked stores and relation sumchecks (proofs.relations) against plain recomputation."""
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from proofs import field as F
+from proofs.errors import ProofError, ProofRejected
+from proofs.layers.training import _plain_sumcheck
+from proofs.mle import eq_table, mle_evaluate
+from proofs.relations import (Public, Relation, RelationProver, Slot, StoreLayout, Stored, Term, View, commit_store,
+                              eq_factor, expected_summand, table_factor, view_pieces, view_value)
+from proofs.sumcheck import verify_sumcheck
+from proofs.transcript import Transcript
+from proofs.zk import HidingParams, open_functionals, prove_zk_sumcheck, verify_functionals, verify_zk_sumcheck
+
+SLOTS = (Slot("A", 5), Slot("W", 6), Slot("B", 4, 2))
+
+
+def _store(hiding, seed=1):
+    rng = np.random.default_rng(seed)
+    layout = StoreLayout(SLOTS, hiding)
+    tables = {s.name: rng.integers(0, 2 if s.plane_vars else F.P, size=s.size, dtype=np.uint64) for s in SLOTS}
+    commitment, witness = commit_store(layout, tables, HidingParams(hiding=hiding), seed=seed)
+    return layout, tables, commitment, witness
+
+
+def _plain_view(tables, slot, e, w):
+    """sum_j w_j T_j~(e) without masks (the value on the cube, or with every variable contracted)."""
+    table = tables[slot.name].reshape(1 << slot.plane_vars, 1 << slot.elem_vars)
+    w = F.ext_one((1,)) if w is None else w
+    total = F.ext_zero()
+    for j in range(table.shape[0]):
+        total = F.ext_add(total, F.ext_mul(w[j], mle_evaluate(table[j], e)))
+    return total
+
+
+@pytest.mark.parametrize("hiding", [True, False])
+def test_views_open_to_their_values_and_agree_on_the_cube(hiding):
+    layout, tables, commitment, witness = _store(hiding)
+    views = []
+    for s in SLOTS:
+        e = F.ext_random((s.elem_vars,), seed=len(views))
+        w = F.ext_random((1 << s.plane_vars,), seed=9) if s.plane_vars else None
+        views += [View(s.name, e, w), View(s.name, e, w, (1, s.elem_vars - 1))]
+    values = np.stack([view_value(witness, v) for v in views])
+    opened, opening = open_functionals(witness.commitment_witness,
+                                       [view_pieces(layout, commitment, v) for v in views], Transcript("t"))
+    assert np.array_equal(opened, values)
+    verify_functionals(commitment, [view_pieces(layout, commitment, v) for v in views], values, opening,
+                       Transcript("t"))
+    bad = values.copy()
+    bad[2, 0] = (bad[2, 0] + 1) % F.P
+    with pytest.raises(ProofRejected):
+        verify_functionals(commitment, [view_pieces(layout, commitment, v) for v in views], bad, opening,
+                           Transcript("t"))
+    for s in SLOTS:  # on Boolean points the masked extension is the table
+        index = 5 % (1 << s.elem_vars)
+        e = F.ext_from_base(np.array([(index >> i) & 1 for i in range(s.elem_vars)], dtype=np.uint64))
+        w = F.ext_zero((1 << s.plane_vars,)) if s.plane_vars else None
+        if w is not None:
+            w[1] = F.ext_one()
+        entry = tables[s.name][(1 << s.elem_vars if s.plane_vars else 0) + index]
+        assert np.array_equal(view_value(witness, View(s.name, e, w)), F.ext_from_base(np.array([entry]))[0])
+
+
+def test_masks_change_values_off_the_cube():
+    layout, tables, _, witness = _store(True)
+    e = F.ext_random((5,), seed=3)
+    assert not np.array_equal(view_value(witness, View("A", e)), _plain_view(tables, layout.slot("A"), e, None))
+    assert np.array_equal(view_value(witness, View("A", e, active=(0, 0))), _plain_view(tables, layout.slot("A"), e, None))
+
+
+def _relation(seed):
+    rng = np.random.default_rng(seed)
+    tau_b, tau_o, tau = F.ext_random((2,), seed=seed), F.ext_random((3,), seed=seed + 1), F.ext_random((4,), seed=seed + 2)
+    c = F.ext_from_base(rng.integers(0, F.P, size=4, dtype=np.uint64))
+    sign = F.ext_zero((4,))
+    sign[3] = F.ext_one()
+    kron = F.ext_mul(c[:, None, :], eq_table(tau)[None, :, :]).reshape(-1, 4)
+    terms = (
+        Term(F.ext_one(), (), (Stored("s", "A", high=tau_b), Stored("s", "W", high=tau_o)), 3),
+        Term(F.ext_neg(F.ext_one()), (table_factor(kron),), (Stored("s", "B"),), 6),
+        Term(F.ext_from_base(np.array([5], dtype=np.uint64))[0], (), (), 0),
+        Term(F.ext_one(), (eq_factor(tau),), (Stored("s", "B", planes=sign), Stored("s", "B", planes=c)), 4),
+    )
+    return terms, (tau_b, tau_o, tau, c, sign, kron)
+
+
+def _brute_claim(terms, tables):
+    """sum over the cube of every term, from plain MLE values (masks vanish there)."""
+    slots = {s.name: s for s in SLOTS}
+    total = F.ext_zero()
+    for term in terms:
+        for bits in itertools.product([0, 1], repeat=term.num_vars):
+            x = F.ext_from_base(np.array(bits[::-1] if False else bits, dtype=np.uint64)).reshape(-1, 4)
+            value = np.asarray(term.coefficient, dtype=np.uint64)
+            for p in term.publics:
+                value = F.ext_mul(value, p.at(x))
+            for f in term.stored:
+                view = f.view_at(slots[f.name], x)
+                value = F.ext_mul(value, _plain_view(tables, slots[f.name], view.e, view.w))
+            total = F.ext_add(total, value)
+    return total
+
+
+@pytest.mark.parametrize("hiding", [True, False])
+def test_relation_sumcheck_matches_brute_force_and_verifies(hiding):
+    layout, tables, commitment, witness = _store(hiding)
+    terms, _ = _relation(7)
+    claim = _brute_claim(terms, tables)
+    relation = Relation(terms, claim)
+    layouts = {"s": layout}
+    prover = RelationProver(relation, {"s": witness}, layouts)
+    assert prover.num_vars == 6 and prover.degree == (5 if hiding else 3)
+    if hiding:
+        proof, sigma, finals = prove_zk_sumcheck(prover, claim, Transcript("r"), "rel", HidingParams())
+        sub = verify_zk_sumcheck(proof, claim, 6, prover.degree, Transcript("r"), "rel")
+    else:
+        proof, sigma = _plain_sumcheck(prover, claim, Transcript("r"), "rel")
+        finals = prover.final_evaluations()
+        sub = verify_sumcheck(proof, claim, 6, prover.degree, Transcript("r"), "rel")
+    assert np.array_equal(sub.point, sigma)
+    assert F.ext_eq(expected_summand(relation, sigma, finals), sub.expected_value)
+    for term, values in zip(terms, finals):  # stated values are the views' values (what the openings show)
+        for f, v in zip(term.stored, values):
+            assert np.array_equal(v, view_value(witness, f.view_at(layout.slot(f.name), sigma)))
+
+
+def test_a_false_claim_is_caught():
+    layout, tables, _, witness = _store(True)
+    terms, _ = _relation(8)
+    claim = F.ext_add(_brute_claim(terms, tables), F.ext_one())
+    relation = Relation(terms, claim)
+    prover = RelationProver(relation, {"s": witness}, {"s": layout})
+    proof, sigma, finals = prove_zk_sumcheck(prover, claim, Transcript("r"), "rel", HidingParams())
+    with pytest.raises(ProofRejected):
+        sub = verify_zk_sumcheck(proof, claim, 6, prover.degree, Transcript("r"), "rel")
+        if not F.ext_eq(expected_summand(relation, sigma, finals), sub.expected_value):
+            raise ProofRejected("summand", "test")
+
+
+def test_factor_variable_counts_are_checked():
+    layout, _, _, witness = _store(False)
+    bad = Relation((Term(F.ext_one(), (), (Stored("s", "A"), Stored("s", "W")), 5),), F.ext_zero())
+    with pytest.raises(ProofError):
+        RelationProver(bad, {"s": witness}, {"s": layout})
+    with pytest.raises(ProofError):
+        StoreLayout((Slot("tiny", 3),), True)
