@@ -149,10 +149,11 @@ class StoreWitness:
         return self.commitment_witness.commitment
 
 
-def commit_store(layout: StoreLayout, tables: dict, params: HidingParams, seed=None):
+def commit_store(layout: StoreLayout, tables: dict, params: HidingParams, seed=None, log_rows=None):
     """Commit to ``tables`` (name -> base-field values, zero-padded to the slot) with fresh masks.
 
-    Returns (HidingCommitment, StoreWitness). ``seed``: tests only (masks, tails and salts reproducible).
+    Returns (HidingCommitment, StoreWitness). ``log_rows`` overrides the matrix layout (:func:`proofs.zk.hiding_commit`);
+    ``seed``: tests only (masks, tails and salts reproducible).
     """
     if params.hiding != layout.hiding:
         raise ProofError(f"commit_store: params.hiding={params.hiding}, layout.hiding={layout.hiding}")
@@ -176,7 +177,7 @@ def commit_store(layout: StoreLayout, tables: dict, params: HidingParams, seed=N
         block = np.zeros(layout.packing.lengths[-1], dtype=np.uint64)
         block[:layout.mask_total] = np.concatenate(mask_block)
         packed_tables.append(block)
-    commitment, witness = hiding_commit(layout.packing.pack(packed_tables), params,
+    commitment, witness = hiding_commit(layout.packing.pack(packed_tables), params, log_rows=log_rows,
                                         seed=None if rng is None else int(rng.integers(1 << 62)))
     return commitment, StoreWitness(layout, full, masks if layout.hiding else None, witness)
 

@@ -1,0 +1,765 @@
+"""Zero-knowledge proofs of SGD training steps and of inference, as relations between masked stores.
+
+The integer model is :mod:`proofs.layers.training`'s (zkDL, Sun-Li-Zhang, sections 3-4): per layer i,
+Z_i = A_i W_i^T rescaled by bit decomposition (:mod:`proofs.layers.requant`) into z'_i with sign bits s_i,
+A_(i+1) = (1 - s_i) z'_i, O = z'_(L-1); backward G_(L-1) = O - Y, G_A_i = G_(i+1) W_(i+1) rescaled into
+g_i, G_i = (1 - s_i) g_i (the forward sign bits); update G_W_i = G_i^T A_i rescaled into U_i, W'_i = W_i - U_i.
+
+**What is committed.** The statement: W_t for each step boundary and each batch (X, Y), or for inference
+W and (optionally) X. The proof first commits, in masked stores (:mod:`proofs.relations`), every
+intermediate tensor: activations A_i, gradients G_i and every bit decomposition (planes as variables).
+With ``mode="aggregate"`` (FAC4DNN) all of them, of every layer and step, share one store: one
+commitment, one batched bit check, one opening; with ``mode="layer"`` each (step, layer) has its own.
+
+**The relations** (each one sumcheck with a public claim, tau a fresh random point per relation; c, c', h
+a decomposition's rebuild and output coefficients and offset, s its sign plane):
+
+- rescaled matmul, per product P = L R^T (forward Z_i, backward G_A_i, update G_W_i):
+  sum_k L(tau_1, k) R(tau_2, k) - sum_(e, j) eq(tau, e) c(j) B(e, j) + h = 0;
+- ReLU select: sum_e eq(tau, e) [A_(i+1)(e) - q(e) + s(e) q(e)] = 0 with q = sum_j c'_j B(., j)
+  (the same for G_i with the backward q and the forward sign bits);
+- output: G_(L-1) = q_(L-1) - Y (training), or sum_e eq(tau, e) q_(L-1)(e) = O~(tau) for a public O;
+- update: W'_i = W_i - q_upd;   bits: sum_x eq(tau_d, x) B_d(x) (1 - B_d(x)) = 0 for every decomposition d
+  (batched with random weights).
+
+Every factor value stated at a sumcheck's end is a masked-extension value, uniform (:mod:`proofs.relations`),
+and the openings reveal only those values: the proof is zero knowledge (honest verifier, random oracle)
+about W, W', X, Y and every intermediate tensor; the verifier learns the statement and that it holds.
+Soundness (|F| = p^4): each relation's random point n / |F|, each sumcheck n d / |F| (+ 1 / |F| for its
+mask), the bit-check weights 1 / |F|, each opening 2^-(commitment bits) (>= 100). All integers stay below
+p / 2 by :meth:`TrainingSpec.bounds`, so the field relations are the integer ones and W' is the integer step.
+Assumed, not proved: W, X and Y lie in their declared ranges (the committed model and data).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field as dataclass_field
+
+import numpy as np
+
+from .. import field as F
+from ..aggregate import MODES
+from ..errors import ProofError, ProofRejected
+from ..mle import bind_high, eq_eval, eq_table, mle_evaluate
+from ..relations import (Public, Relation, RelationProver, Slot, StoreLayout, Stored, Term, commit_store, eq_factor,
+                         expected_summand, view_pieces)
+from ..sumcheck import SumcheckProof, verify_sumcheck
+from ..transcript import Transcript
+from ..zk import HidingCommitment, HidingOpening, HidingParams, ZKSumcheckProof, open_functionals, \
+    prove_zk_sumcheck, verify_functionals, verify_zk_sumcheck
+from .common import log2, pad_matrix
+from .requant import Decomposition
+from .training import TrainingSpec, TrainingTrace, _check_chain, _field, _plain_sumcheck
+
+TRANSCRIPT_LABEL = "hezk.proofs.training.v2"
+#: Reed-Solomon rate 1/2: half the encoding and hashing of rate 1/4 for 1.6x the column queries
+DEFAULT_RATE_INV = 2
+#: random rows committed with each store, so one opening of up to 39 pieces needs no second Merkle tree
+DEFAULT_MASK_ROWS = 40
+
+
+def params_for(zk: bool, params=None) -> HidingParams:
+    """The commitment parameters of a proof: ``params`` checked, or the defaults for ``zk``."""
+    if params is None:
+        return HidingParams(rate_inv=DEFAULT_RATE_INV, hiding=bool(zk), mask_rows=DEFAULT_MASK_ROWS if zk else 0)
+    if not isinstance(params, HidingParams) or params.hiding != bool(zk):
+        raise ProofError(f"params must be HidingParams with hiding={bool(zk)}, got {params!r}")
+    return params
+
+
+# ------------------------------------------------------------------------------------------- layouts
+def _planes(decomposition: Decomposition) -> int:
+    return log2(1 << (decomposition.width - 1).bit_length())
+
+
+def weight_layout(spec: TrainingSpec, hiding: bool) -> StoreLayout:
+    return StoreLayout(tuple(Slot(f"W{i}", log2(spec.width(i + 1) * spec.width(i))) for i in range(spec.num_layers)),
+                       hiding)
+
+
+def batch_layout(spec: TrainingSpec, hiding: bool, targets: bool = True) -> StoreLayout:
+    B = spec.batch_padded
+    slots = [Slot("X", log2(B * spec.width(0)))]
+    if targets:
+        slots.append(Slot("Y", log2(B * spec.width(spec.num_layers))))
+    return StoreLayout(tuple(slots), hiding)
+
+
+def _layer_slots(spec: TrainingSpec, t: int, i: int, forward_only: bool) -> list:
+    """The proof's tensors of step t, layer i: activation A_i (i >= 1), gradient G_i and the decompositions."""
+    B, L = spec.batch_padded, spec.num_layers
+    slots = []
+    if i:
+        slots.append(Slot(f"t{t}.A{i}", log2(B * spec.width(i))))
+    slots.append(Slot(f"t{t}.fwd{i}", log2(B * spec.width(i + 1)), _planes(spec.forward_spec(i))))
+    if not forward_only:
+        slots.append(Slot(f"t{t}.G{i}", log2(B * spec.width(i + 1))))
+        if i < L - 1:
+            slots.append(Slot(f"t{t}.bwd{i}", log2(B * spec.width(i + 1)), _planes(spec.backward_spec())))
+        slots.append(Slot(f"t{t}.upd{i}", log2(spec.width(i + 1) * spec.width(i)), _planes(spec.update_spec())))
+    return slots
+
+
+def proof_layouts(spec: TrainingSpec, steps: int, mode: str, hiding: bool, forward_only: bool = False) -> dict:
+    """Store key -> layout of the tensors the proof commits (one store, or one per step and layer)."""
+    if mode not in MODES:
+        raise ProofError(f"mode={mode!r} not in {MODES}")
+    per_layer = {(t, i): _layer_slots(spec, t, i, forward_only) for t in range(steps) for i in range(spec.num_layers)}
+    if mode == "aggregate":
+        return {"p": StoreLayout(tuple(s for slots in per_layer.values() for s in slots), hiding)}
+    return {f"p{t}.{i}": StoreLayout(tuple(slots), hiding) for (t, i), slots in per_layer.items()}
+
+
+def _bits_table(witness, planes: int) -> np.ndarray:
+    width = witness.spec.width
+    table = np.zeros((1 << planes, witness.bits.shape[1]), dtype=np.uint64)
+    table[:width] = witness.bits[:width]
+    return table.reshape(-1)
+
+
+def _proof_tables(trace: TrainingTrace, t: int, forward_only: bool) -> dict:
+    spec = trace.spec
+    tables = {}
+    for i in range(spec.num_layers):
+        if i:
+            tables[f"t{t}.A{i}"] = _field(trace.acts[i])
+        tables[f"t{t}.fwd{i}"] = _bits_table(trace.fwd[i], _planes(spec.forward_spec(i)))
+        if not forward_only:
+            tables[f"t{t}.G{i}"] = _field(trace.grads[i])
+            if i < spec.num_layers - 1:
+                tables[f"t{t}.bwd{i}"] = _bits_table(trace.bwd[i], _planes(spec.backward_spec()))
+            tables[f"t{t}.upd{i}"] = _bits_table(trace.upd[i], _planes(spec.update_spec()))
+    return tables
+
+
+def _balanced_rows(layout: StoreLayout) -> int:
+    """A square-ish matrix: a proof opens many functionals per store (one sent row each), so fewer columns
+    than :mod:`proofs.commit`'s default layout keep the proof small."""
+    return layout.num_vars // 2
+
+
+def _commit(layouts: dict, tables: dict, params: HidingParams, seed=None) -> dict:
+    made = {}
+    for k, (key, layout) in enumerate(layouts.items()):
+        mine = {s.name: tables[s.name] for s in layout.slots}
+        made[key] = commit_store(layout, mine, params, seed=None if seed is None else seed + k,
+                                 log_rows=_balanced_rows(layout))
+    return made
+
+
+# ------------------------------------------------------------------------------------------- statement
+@dataclass(frozen=True, eq=False)
+class CommittedSteps:
+    """k consecutive steps: commitments to W_0..W_k (W_(t+1) is step t's W') and to each step's batch (X, Y).
+
+    ``witnesses`` (prover only) maps "w<t>" and "b<t>" to the store witnesses."""
+
+    weights: tuple
+    batches: tuple
+    witnesses: dict = dataclass_field(default=None, repr=False)
+
+    def keyed(self) -> list:
+        """(key, commitment, kind) in the order the statement lists them."""
+        return [(f"w{t}", c, "weights") for t, c in enumerate(self.weights)] + \
+            [(f"b{t}", c, "batch") for t, c in enumerate(self.batches)]
+
+
+@dataclass(frozen=True, eq=False)
+class CommittedTensors:
+    """Commitments (and, for the prover, witnesses) to the weights, the new weights and the batch of one step."""
+
+    weights: HidingCommitment
+    new_weights: HidingCommitment
+    batch: HidingCommitment
+    witnesses: dict = dataclass_field(default=None, repr=False)
+
+
+def _as_steps(committed: CommittedTensors) -> CommittedSteps:
+    witnesses = None if committed.witnesses is None else {
+        "w0": committed.witnesses["weights"], "w1": committed.witnesses["new_weights"], "b0": committed.witnesses["batch"]}
+    return CommittedSteps((committed.weights, committed.new_weights), (committed.batch,), witnesses)
+
+
+def _weight_tables(spec, weights) -> dict:
+    return {f"W{i}": _field(w) for i, w in enumerate(weights)}
+
+
+def _statement_layouts(spec: TrainingSpec, steps: int, hiding: bool) -> dict:
+    layouts = {f"w{t}": weight_layout(spec, hiding) for t in range(steps + 1)}
+    layouts.update({f"b{t}": batch_layout(spec, hiding) for t in range(steps)})
+    return layouts
+
+
+def commit_steps(traces, zk: bool = True, params: HidingParams | None = None, seed=None) -> CommittedSteps:
+    """Commit to W_0..W_k and the k batches of consecutive steps (``traces[t + 1].weights`` = ``traces[t]``'s W')."""
+    params = params_for(zk, params)
+    traces = _check_chain(traces)
+    spec = traces[0].spec
+    tables = {f"w0.{name}": table for name, table in _weight_tables(spec, traces[0].weights).items()}
+    for t, trace in enumerate(traces):
+        tables.update({f"w{t + 1}.{name}": table for name, table in _weight_tables(spec, trace.new_weights).items()})
+        tables.update({f"b{t}.X": _field(trace.x), f"b{t}.Y": _field(trace.y)})
+    layouts = _statement_layouts(spec, len(traces), params.hiding)
+    made = {}
+    for k, (key, layout) in enumerate(layouts.items()):
+        made[key] = commit_store(layout, {s.name: tables[f"{key}.{s.name}"] for s in layout.slots}, params,
+                                 seed=None if seed is None else seed + k, log_rows=_balanced_rows(layout))
+    return CommittedSteps(tuple(made[f"w{t}"][0] for t in range(len(traces) + 1)),
+                          tuple(made[f"b{t}"][0] for t in range(len(traces))),
+                          {key: pair[1] for key, pair in made.items()})
+
+
+def commit_step(trace: TrainingTrace, zk: bool = True, params: HidingParams | None = None,
+                seed=None) -> CommittedTensors:
+    """Commit to W, W' and the batch of ``trace`` (what the verifier receives)."""
+    steps = commit_steps([trace], zk, params, seed)
+    return CommittedTensors(steps.weights[0], steps.weights[1], steps.batches[0],
+                            {"weights": steps.witnesses["w0"], "new_weights": steps.witnesses["w1"],
+                             "batch": steps.witnesses["b0"]})
+
+
+# ------------------------------------------------------------------------------------------- the proof
+@dataclass(frozen=True, eq=False)
+class TrainingProof:
+    """The proof's store commitments and its items in protocol order: stated F_p4 values, sumchecks
+    (ZK or plain) and one hiding opening per store."""
+
+    mode: str
+    bits_commitments: tuple
+    items: tuple
+
+    @property
+    def commitments(self) -> tuple:
+        """The commitments to the proof's own tensors (activations, gradients, bit planes)."""
+        return self.bits_commitments
+
+    def to_bytes(self) -> bytes:
+        """Magic, version, mode (u8), commitments (u16 count), items (u32 count, each a u8 tag + body)."""
+        parts = [_PROOF_MAGIC, bytes([_PROOF_VERSION, MODES.index(self.mode)]),
+                 len(self.bits_commitments).to_bytes(2, "little")] + [c.to_bytes() for c in self.bits_commitments]
+        parts.append(len(self.items).to_bytes(4, "little"))
+        for item in self.items:
+            tag = next(t for t, kind in enumerate(_ITEM_KINDS) if isinstance(item, kind))
+            if tag < 2:  # F_p4 values (with their dimension count), or a plain sumcheck's messages
+                body = (bytes([item.ndim]) if tag == 0 else b"") + F.elements_to_bytes(
+                    item if tag == 0 else item.round_messages)
+            else:
+                body = item.to_bytes()
+            parts.append(bytes([tag]) + body)
+        return b"".join(parts)
+
+    @classmethod
+    def from_bytes(cls, data) -> "TrainingProof":
+        """Inverse of :meth:`to_bytes`; anything malformed, truncated or trailing raises ProofRejected."""
+        reader = F.ByteReader(data, "training proof bytes")
+        if reader.raw(len(_PROOF_MAGIC)) != _PROOF_MAGIC or reader.uint(1) != _PROOF_VERSION:
+            raise ProofRejected("bad magic or version", reader.where)
+        mode = reader.uint(1)
+        if mode >= len(MODES):
+            raise ProofRejected(f"mode {mode} unknown", reader.where)
+        commitments = tuple(HidingCommitment.read(reader) for _ in range(reader.uint(2)))
+        count = reader.uint(4)
+        if count > 1 << 20:
+            raise ProofRejected(f"{count} items", reader.where)
+        items = []
+        for _ in range(count):
+            tag = reader.uint(1)
+            if tag >= len(_ITEM_KINDS):
+                raise ProofRejected(f"item tag {tag} unknown", reader.where)
+            items.append(_read_item(reader, tag))
+        reader.finish()
+        return cls(MODES[mode], commitments, tuple(items))
+
+    @property
+    def num_bytes(self) -> int:
+        return len(self.to_bytes())
+
+
+_PROOF_MAGIC, _PROOF_VERSION = b"HZKTRAIN", 2
+_ITEM_KINDS = (np.ndarray, SumcheckProof, ZKSumcheckProof, HidingOpening)
+
+
+def _read_item(reader, tag: int):
+    """One proof item: an F_p4 array (its dimension count first: 1 or 2), or a proof object."""
+    if tag == 0:
+        ndim = reader.uint(1)
+        if ndim not in (1, 2):
+            raise ProofRejected(f"value array with {ndim} dimensions", reader.where)
+        return reader.elements(ndim)
+    if tag == 1:
+        return SumcheckProof(reader.elements(3))
+    return (ZKSumcheckProof if tag == 2 else HidingOpening).read(reader)
+
+
+# ------------------------------------------------------------------------------------------ the channel
+class _Channel:
+    """What prover and verifier share: the transcript, the stores, the proof items (written or read) and the
+    values stated on each store. The protocol runs once per side."""
+
+    def __init__(self, transcript, params: HidingParams, layouts: dict, commitments: dict, witnesses=None,
+                 items=None):
+        self.transcript, self.params, self.layouts, self.commitments = transcript, params, layouts, commitments
+        self.witnesses = witnesses
+        self.proving = items is None
+        self.items = [] if items is None else list(items)
+        self._position = 0
+        self.claims = {key: [] for key in layouts}  # store key -> [(View, value)]
+
+    def _next(self, kind, where):
+        if self._position >= len(self.items):
+            raise ProofRejected("the proof ends early", where)
+        item = self.items[self._position]
+        self._position += 1
+        if not isinstance(item, kind):
+            raise ProofRejected(f"expected {kind.__name__}, got {type(item).__name__}", where)
+        return item
+
+    def point(self, label: str, num_vars: int) -> np.ndarray:
+        return self.transcript.challenge_ext_vector(label, num_vars)  # error num_vars / |F| for a zero check
+
+    def relation(self, label: str, terms, claim=None) -> None:
+        """One relation sumcheck; the prover states every distinct stored factor's value at its end."""
+        claim = F.ext_zero() if claim is None else np.asarray(claim, dtype=np.uint64)
+        relation = Relation(tuple(terms), claim)
+        n, d = relation.num_vars(), relation.degree(self.layouts)
+        unique = list({id(f): f for term in relation.terms for f in term.stored}.values())
+        label = f"sumcheck.training.{label}"
+        if self.proving:
+            prover = RelationProver(relation, self.witnesses, self.layouts)
+            if self.params.hiding:
+                proof, sigma, finals = prove_zk_sumcheck(prover, claim, self.transcript, label, self.params)
+            else:
+                proof, sigma = _plain_sumcheck(prover, claim, self.transcript, label)
+                finals = prover.final_evaluations()
+            self.items.append(proof)
+            by_id = {id(f): v for term, values in zip(relation.terms, finals) for f, v in zip(term.stored, values)}
+            values = np.stack([by_id[id(f)] for f in unique])
+            self.items.append(values)
+        else:
+            if self.params.hiding:
+                sub = verify_zk_sumcheck(self._next(ZKSumcheckProof, label), claim, n, d, self.transcript, label)
+            else:
+                sub = verify_sumcheck(self._next(SumcheckProof, label), claim, n, d, self.transcript, label)
+            sigma = sub.point
+            values = self._next(np.ndarray, label)
+            if values.shape != (len(unique), F.EXT_DEGREE) or not F.is_canonical(values):
+                raise ProofRejected(f"values of shape {values.shape}, expected ({len(unique)}, 4) canonical", label)
+            by_id = {id(f): v for f, v in zip(unique, values)}
+            finals = [[by_id[id(f)] for f in term.stored] for term in relation.terms]
+            if not F.ext_eq(expected_summand(relation, sigma, finals), sub.expected_value):
+                raise ProofRejected("the stated values do not satisfy the relation at the sumcheck's point", label)
+        self.transcript.absorb(f"{label}.values", values)
+        for f, v in zip(unique, values):
+            self.claims[f.store].append((f.view_at(self.layouts[f.store].slot(f.name), sigma), v))
+
+    def open_all(self) -> None:
+        """One hiding opening per store of every value stated on it (in the layouts' order)."""
+        for key, layout in self.layouts.items():
+            claims = self.claims[key]
+            if not claims:
+                continue
+            values = np.stack([v for _, v in claims])
+            if self.proving:
+                witness = self.witnesses[key]
+                functionals = [view_pieces(layout, witness.commitment, view) for view, _ in claims]
+                _, opening = open_functionals(witness.commitment_witness, functionals, self.transcript, values=values)
+                self.items.append(opening)
+            else:
+                commitment = self.commitments[key]
+                functionals = [view_pieces(layout, commitment, view) for view, _ in claims]
+                verify_functionals(commitment, functionals, values, self._next(HidingOpening, f"opening of {key}"),
+                                   self.transcript)
+
+    def finish(self) -> None:
+        if not self.proving and self._position != len(self.items):
+            raise ProofRejected(f"{len(self.items) - self._position} unused proof items", "training proof")
+
+
+# ------------------------------------------------------------------------------------------ the protocol
+def _ext_vector(values, planes: int) -> np.ndarray:
+    out = np.zeros(1 << planes, dtype=np.int64)
+    out[:len(values)] = values
+    return F.ext_from_base(F.to_field(out))
+
+
+def _ext_int(value: int) -> np.ndarray:
+    return F.ext_from_base(F.to_field(np.array([value], dtype=np.int64)))[0]
+
+
+def _kron_factor(c, tau) -> Public:
+    """c(j) eq(tau, e) over (e low, j high)."""
+    n_e = tau.shape[0]
+    return Public(lambda: F.ext_mul(c[:, None, :], eq_table(tau)[None, :, :]).reshape(-1, F.EXT_DEGREE),
+                  lambda sigma: F.ext_mul(eq_eval(tau, sigma[:n_e]),
+                                          mle_evaluate(c, sigma[n_e:n_e + log2(c.shape[0])])))
+
+
+class _Protocol:
+    """The relations of the module docstring, run identically by prover and verifier."""
+
+    def __init__(self, spec: TrainingSpec, channel: _Channel, where: dict, public_input=None):
+        self.spec, self.ch, self.where, self.public_input = spec, channel, where, public_input
+        self.one, self.minus = F.ext_one(), F.ext_neg(F.ext_one())
+
+    def stored(self, t: int, name: str, **fix) -> Stored:
+        key = f"t{t}.{name}"
+        return Stored(self.where[key], key, **fix)
+
+    def coefficients(self, decomposition: Decomposition):
+        planes = _planes(decomposition)
+        sign = np.zeros(decomposition.padded_width, dtype=np.int64)
+        sign[decomposition.sign_index] = 1
+        return (_ext_vector(decomposition.rebuild_coefficients(), planes),
+                _ext_vector(decomposition.output_coefficients(), planes), _ext_vector(sign, planes))
+
+    def rescaled_matmul(self, label, left, right, k_vars, bits: Stored, decomposition, tau) -> None:
+        """sum_k left(k) right(k) - sum_(e, j) eq(tau, e) c(j) B(e, j) + h = 0."""
+        rebuild, _, _ = self.coefficients(decomposition)
+        n = bits.num_vars(self.ch.layouts[bits.store].slot(bits.name))
+        publics = tuple(f for f in (left,) if isinstance(f, Public))
+        stored = tuple(f for f in (left, right) if isinstance(f, Stored))
+        self.ch.relation(label, [Term(self.one, publics, stored, k_vars),
+                                 Term(self.minus, (_kron_factor(rebuild, tau),), (bits,), n),
+                                 Term(_ext_int(decomposition.offset), (), (), 0)])
+
+    def select(self, label, target, quotient: Stored, sign: Stored, tau, extra=None) -> None:
+        """sum_e eq(tau, e) [target(e) - q(e) + s(e) q(e) (+ extra(e))] = 0 (no sign: no ReLU)."""
+        eq, n = eq_factor(tau), tau.shape[0]
+        terms = [Term(self.one, (eq,), (target,), n), Term(self.minus, (eq,), (quotient,), n)]
+        if sign is not None:
+            terms.append(Term(self.one, (eq,), (sign, quotient), n))
+        if extra is not None:
+            terms.append(Term(self.one, (eq,), (extra,), n))
+        self.ch.relation(label, terms)
+
+    def input_factor(self, t: int, tau_b, k_vars: int):
+        """A_0 = X contracted over the batch at tau_b: the committed batch, or the public input."""
+        if self.public_input is None:
+            return Stored(self.where[f"x{t}"], "X", high=tau_b)
+        x = self.public_input
+        return Public(lambda: bind_high(x, tau_b), lambda sigma: mle_evaluate(x, np.concatenate([sigma[:k_vars], tau_b])))
+
+    def forward(self, t: int) -> None:
+        spec, ch = self.spec, self.ch
+        B, L = spec.batch_padded, spec.num_layers
+        for i in range(L):
+            decomposition = spec.forward_spec(i)
+            out_vars, in_vars, b_vars = log2(spec.width(i + 1)), log2(spec.width(i)), log2(B)
+            tau = ch.point(f"training.t{t}.forward{i}", out_vars + b_vars)
+            tau_o, tau_b = tau[:out_vars], tau[out_vars:]
+            left = self.stored(t, f"A{i}", high=tau_b) if i else self.input_factor(t, tau_b, in_vars)
+            self.rescaled_matmul(f"t{t}.forward{i}", left, Stored(self.where[f"w{t}"], f"W{i}", high=tau_o), in_vars,
+                                 self.stored(t, f"fwd{i}"), decomposition, tau)
+            _, output, sign = self.coefficients(decomposition)
+            if i + 1 < L:
+                tau = ch.point(f"training.t{t}.relu{i}", out_vars + b_vars)
+                self.select(f"t{t}.relu{i}", self.stored(t, f"A{i + 1}"), self.stored(t, f"fwd{i}", planes=output),
+                            self.stored(t, f"fwd{i}", planes=sign), tau)
+
+    def output(self, t: int, public_output) -> None:
+        """O = q_(L-1): equal to the public output, or G_(L-1) = O - Y (training)."""
+        spec, ch = self.spec, self.ch
+        i = spec.num_layers - 1
+        tau = ch.point(f"training.t{t}.output", log2(spec.batch_padded * spec.width(i + 1)))
+        _, output, _ = self.coefficients(spec.forward_spec(i))
+        quotient = self.stored(t, f"fwd{i}", planes=output)
+        if public_output is not None:
+            ch.relation(f"t{t}.output", [Term(self.one, (eq_factor(tau),), (quotient,), tau.shape[0])],
+                        mle_evaluate(public_output, tau))
+            return
+        self.select(f"t{t}.output", self.stored(t, f"G{i}"), quotient, None, tau,
+                    extra=Stored(self.where[f"x{t}"], "Y"))
+
+    def backward(self, t: int) -> None:
+        spec, ch = self.spec, self.ch
+        B, L = spec.batch_padded, spec.num_layers
+        b_vars = log2(B)
+        for i in range(L - 2, -1, -1):  # G_A_i = G_(i+1) W_(i+1);  G_i = (1 - s_i) round(G_A_i)
+            decomposition = spec.backward_spec()
+            k_vars, o_vars = log2(spec.width(i + 1)), log2(spec.width(i + 2))
+            tau = ch.point(f"training.t{t}.backward{i}", k_vars + b_vars)
+            tau_k, tau_b = tau[:k_vars], tau[k_vars:]
+            self.rescaled_matmul(f"t{t}.backward{i}", self.stored(t, f"G{i + 1}", high=tau_b),
+                                 Stored(self.where[f"w{t}"], f"W{i + 1}", low=tau_k), o_vars,
+                                 self.stored(t, f"bwd{i}"), decomposition, tau)
+            _, output, _ = self.coefficients(decomposition)
+            _, _, sign = self.coefficients(spec.forward_spec(i))
+            tau = ch.point(f"training.t{t}.mask{i}", k_vars + b_vars)
+            self.select(f"t{t}.mask{i}", self.stored(t, f"G{i}"), self.stored(t, f"bwd{i}", planes=output),
+                        self.stored(t, f"fwd{i}", planes=sign), tau)
+
+    def update(self, t: int) -> None:
+        spec, ch = self.spec, self.ch
+        b_vars = log2(spec.batch_padded)
+        for i in range(spec.num_layers):  # G_W_i = G_i^T A_i;  W'_i = W_i - round(G_W_i / 2^k)
+            decomposition = spec.update_spec()
+            k_vars, o_vars = log2(spec.width(i)), log2(spec.width(i + 1))
+            tau = ch.point(f"training.t{t}.gradw{i}", k_vars + o_vars)
+            tau_k, tau_o = tau[:k_vars], tau[k_vars:]
+            activation = self.stored(t, f"A{i}", low=tau_k) if i else Stored(self.where[f"x{t}"], "X", low=tau_k)
+            self.rescaled_matmul(f"t{t}.gradw{i}", self.stored(t, f"G{i}", low=tau_o), activation, b_vars,
+                                 self.stored(t, f"upd{i}"), decomposition, tau)
+            _, output, _ = self.coefficients(decomposition)
+            tau = ch.point(f"training.t{t}.update{i}", k_vars + o_vars)
+            eq, n = eq_factor(tau), tau.shape[0]
+            ch.relation(f"t{t}.update{i}", [
+                Term(self.one, (eq,), (Stored(self.where[f"w{t + 1}"], f"W{i}"),), n),
+                Term(self.minus, (eq,), (Stored(self.where[f"w{t}"], f"W{i}"),), n),
+                Term(self.one, (eq,), (self.stored(t, f"upd{i}", planes=output),), n)])
+
+    def bits(self, keys) -> None:
+        """Every entry of every decomposition is a bit: batched over ``keys`` with random weights."""
+        ch = self.ch
+        betas = ch.point("training.bits.beta", len(keys))
+        terms = []
+        for key, beta in zip(keys, betas):
+            store = self.where[key]
+            slot = ch.layouts[store].slot(key)
+            n = slot.elem_vars + slot.plane_vars
+            eq, bits = eq_factor(ch.point(f"training.bits.{key}", n)), Stored(store, key)
+            terms += [Term(beta, (eq,), (bits,), n), Term(F.ext_neg(beta), (eq,), (bits, bits), n)]
+        ch.relation("bits", terms)
+
+
+def _decomposition_keys(layouts: dict) -> list:
+    return [s.name for layout in layouts.values() for s in layout.slots if s.plane_vars]
+
+
+def _where(statement_keys: dict, layouts: dict) -> dict:
+    """Slot or statement name -> store key."""
+    where = dict(statement_keys)
+    for key, layout in layouts.items():
+        where.update({s.name: key for s in layout.slots})
+    return where
+
+
+def _transcript(label, spec: TrainingSpec, mode: str, statement: list, proof_commitments) -> Transcript:
+    transcript = Transcript(label)
+    spec.absorb(transcript)
+    transcript.absorb("training.statement", [mode] + statement + [c.to_bytes() for c in proof_commitments])
+    return transcript
+
+
+def _bit_check_groups(layouts: dict, mode: str) -> list:
+    """Decompositions checked by one sumcheck: all of them (aggregate) or one each (layer)."""
+    keys = _decomposition_keys(layouts)
+    return [keys] if mode == "aggregate" else [[k] for k in keys]
+
+
+def _checked(commitments: dict, layouts: dict, params, where: str) -> None:
+    for key, layout in layouts.items():
+        c = commitments.get(key)
+        if not isinstance(c, HidingCommitment) or c.num_vars != layout.num_vars or c.params != params:
+            raise ProofRejected(f"commitment {key} does not match the statement (num_vars {layout.num_vars}, "
+                                f"{params})", where)
+
+
+def prove_training_steps(traces, committed: CommittedSteps, zk: bool = True, mode: str = "aggregate",
+                         params: HidingParams | None = None) -> TrainingProof:
+    """Prove that each committed W_(t+1) is one SGD step from W_t on batch t, for consecutive steps at once."""
+    params = params_for(zk, params)
+    traces = _check_chain(traces)
+    if not isinstance(committed, CommittedSteps) or committed.witnesses is None or \
+            len(committed.batches) != len(traces):
+        raise ProofError(f"committed must be CommittedSteps with witnesses for {len(traces)} steps")
+    if committed.weights[0].params != params:
+        raise ProofError(f"the commitments use {committed.weights[0].params}, the proof {params}")
+    spec, steps = traces[0].spec, len(traces)
+    layouts = proof_layouts(spec, steps, mode, params.hiding)
+    tables = {}
+    for t, trace in enumerate(traces):
+        tables.update(_proof_tables(trace, t, False))
+    made = _commit(layouts, tables, params)
+    all_layouts = {**_statement_layouts(spec, steps, params.hiding), **layouts}
+    witnesses = {**committed.witnesses, **{key: pair[1] for key, pair in made.items()}}
+    commitments = {key: w.commitment for key, w in witnesses.items()}
+    proof_commitments = tuple(made[key][0] for key in layouts)
+    transcript = _transcript(TRANSCRIPT_LABEL, spec, mode, _statement_bytes(committed), proof_commitments)
+    channel = _Channel(transcript, params, all_layouts, commitments, witnesses)
+    _run_training(spec, channel, steps, layouts, mode)
+    channel.open_all()
+    return TrainingProof(mode, proof_commitments, tuple(channel.items))
+
+
+def _statement_bytes(committed: CommittedSteps) -> list:
+    return [len(committed.batches)] + [c.to_bytes() for _, c, _ in committed.keyed()]
+
+
+def _statement_where(steps: int) -> dict:
+    where = {f"w{t}": f"w{t}" for t in range(steps + 1)}
+    where.update({f"x{t}": f"b{t}" for t in range(steps)})
+    return where
+
+
+def _run_training(spec, channel, steps, layouts, mode) -> None:
+    protocol = _Protocol(spec, channel, _where(_statement_where(steps), layouts))
+    for t in range(steps):
+        protocol.forward(t)
+        protocol.output(t, None)
+        protocol.backward(t)
+        protocol.update(t)
+    for keys in _bit_check_groups(layouts, mode):
+        protocol.bits(keys)
+
+
+def verify_training_steps(spec: TrainingSpec, committed: CommittedSteps, proof: TrainingProof) -> None:
+    """Raise ProofRejected unless ``proof`` shows every committed W_(t+1) is one honest SGD step from W_t."""
+    where = "training proof"
+    if not isinstance(spec, TrainingSpec) or not isinstance(committed, CommittedSteps) or \
+            not 1 <= len(committed.batches) == len(committed.weights) - 1:
+        raise ProofRejected("expected a TrainingSpec and CommittedSteps (k + 1 weights, k batches)", where)
+    if not isinstance(proof, TrainingProof) or proof.mode not in MODES:
+        raise ProofRejected(f"expected a TrainingProof with mode in {MODES}", where)
+    params, steps = getattr(committed.weights[0], "params", None), len(committed.batches)
+    if not isinstance(params, HidingParams):
+        raise ProofRejected("the weights commitment is not a HidingCommitment", where)
+    layouts = proof_layouts(spec, steps, proof.mode, params.hiding)
+    if len(proof.bits_commitments) != len(layouts):
+        raise ProofRejected(f"{len(proof.bits_commitments)} proof commitments, expected {len(layouts)}", where)
+    commitments = {key: c for key, c, _ in committed.keyed()}
+    commitments.update(dict(zip(layouts, proof.bits_commitments)))
+    all_layouts = {**_statement_layouts(spec, steps, params.hiding), **layouts}
+    _checked(commitments, all_layouts, params, where)
+    transcript = _transcript(TRANSCRIPT_LABEL, spec, proof.mode, _statement_bytes(committed), proof.bits_commitments)
+    channel = _Channel(transcript, params, all_layouts, commitments, items=proof.items)
+    _run_training(spec, channel, steps, layouts, proof.mode)
+    channel.open_all()
+    channel.finish()
+
+
+def prove_training_step(trace: TrainingTrace, committed: CommittedTensors, zk: bool = True, mode: str = "aggregate",
+                        params: HidingParams | None = None) -> TrainingProof:
+    """Prove that ``committed.new_weights`` is one SGD step from ``committed.weights`` on ``committed.batch``.
+
+    ``trace`` is the prover's witness (:func:`~proofs.layers.training.training_trace`); ``committed`` must
+    come from :func:`commit_step` with the same ``zk``.
+    """
+    if not isinstance(committed, CommittedTensors) or committed.witnesses is None:
+        raise ProofError("prove_training_step needs CommittedTensors with witnesses (from commit_step)")
+    return prove_training_steps([trace], _as_steps(committed), zk, mode, params)
+
+
+def verify_training_step(spec: TrainingSpec, committed: CommittedTensors, proof: TrainingProof) -> None:
+    """Raise ProofRejected unless ``proof`` shows W' (committed) is one honest SGD step from W on the batch."""
+    if not isinstance(committed, CommittedTensors):
+        raise ProofRejected("expected CommittedTensors", "training proof")
+    verify_training_steps(spec, _as_steps(committed), proof)
+
+
+# ------------------------------------------------------------------------------ forward pass alone
+@dataclass(frozen=True, eq=False)
+class CommittedModel:
+    """Commitments for an inference proof: the weights and, when private, the input batch."""
+
+    weights: HidingCommitment
+    input: object = None
+    witnesses: dict = dataclass_field(default=None, repr=False)
+
+
+def commit_forward(trace: TrainingTrace, zk: bool = True, private_input: bool = True,
+                   params: HidingParams | None = None) -> CommittedModel:
+    """Commit to the weights and (``private_input``) the input of ``trace``."""
+    params, spec = params_for(zk, params), trace.spec
+    w_layout = weight_layout(spec, params.hiding)
+    weights = commit_store(w_layout, _weight_tables(spec, trace.weights), params, log_rows=_balanced_rows(w_layout))
+    made = {"w0": weights}
+    if private_input:
+        x_layout = batch_layout(spec, params.hiding, targets=False)
+        made["b0"] = commit_store(x_layout, {"X": _field(trace.x)}, params, log_rows=_balanced_rows(x_layout))
+    return CommittedModel(weights[0], made["b0"][0] if private_input else None,
+                          {key: pair[1] for key, pair in made.items()})
+
+
+def forward_output(trace: TrainingTrace) -> np.ndarray:
+    """The public output O (B x d_L, int64) of a forward trace."""
+    spec = trace.spec
+    out = trace.fwd[-1].shifted.reshape(spec.batch_padded, -1)
+    return out[:spec.batch, :spec.sizes[-1]].copy()
+
+
+def _forward_layouts(spec, committed: CommittedModel, hiding: bool) -> dict:
+    layouts = {"w0": weight_layout(spec, hiding)}
+    if committed.input is not None:
+        layouts["b0"] = batch_layout(spec, hiding, targets=False)
+    return layouts
+
+
+def _forward_transcript(spec, committed, output, public_input, proof_commitments) -> Transcript:
+    statement = [committed.weights.to_bytes(), np.asarray(output, dtype=np.int64)]
+    statement.append(committed.input.to_bytes() if committed.input is not None else
+                     np.asarray(public_input, dtype=np.int64))
+    return _transcript(TRANSCRIPT_LABEL + ".forward", spec, "aggregate", statement, proof_commitments)
+
+
+def _run_forward(spec, channel, layouts, output_table, public_input) -> None:
+    where = _where({"w0": "w0", "x0": "b0"}, layouts)
+    protocol = _Protocol(spec, channel, where, public_input)
+    protocol.forward(0)
+    protocol.output(0, output_table)
+    for keys in _bit_check_groups(layouts, "aggregate"):
+        protocol.bits(keys)
+
+
+def prove_forward(trace: TrainingTrace, committed: CommittedModel, zk: bool = True,
+                  params: HidingParams | None = None) -> TrainingProof:
+    """Prove O = model(X) for committed (hidden, with ``zk``) weights and a committed or public input X;
+    only O is public."""
+    params = params_for(zk, params)
+    if not isinstance(trace, TrainingTrace) or not isinstance(committed, CommittedModel) or \
+            committed.witnesses is None:
+        raise ProofError("prove_forward needs a TrainingTrace and a CommittedModel with witnesses")
+    spec = trace.spec
+    layouts = proof_layouts(spec, 1, "aggregate", params.hiding, forward_only=True)
+    made = _commit(layouts, _proof_tables(trace, 0, True), params)
+    proof_commitments = tuple(made[key][0] for key in layouts)
+    public_input = None if committed.input is not None else trace.x[:spec.batch, :spec.sizes[0]]
+    output = forward_output(trace)
+    transcript = _forward_transcript(spec, committed, output, public_input, proof_commitments)
+    witnesses = {**committed.witnesses, **{key: pair[1] for key, pair in made.items()}}
+    all_layouts = {**_forward_layouts(spec, committed, params.hiding), **layouts}
+    channel = _Channel(transcript, params, all_layouts, {k: w.commitment for k, w in witnesses.items()}, witnesses)
+    _run_forward(spec, channel, layouts, _output_table(spec, output),
+                 None if public_input is None else _field(trace.x))
+    channel.open_all()
+    return TrainingProof("aggregate", proof_commitments, tuple(channel.items))
+
+
+def _output_table(spec: TrainingSpec, output) -> np.ndarray:
+    return _field(pad_matrix(output, spec.batch_padded, spec.width(spec.num_layers)))
+
+
+def verify_forward(spec: TrainingSpec, committed: CommittedModel, output, proof: TrainingProof,
+                   public_input=None) -> None:
+    """Raise ProofRejected unless ``proof`` shows ``output`` = model(input) for the committed weights and the
+    committed input (or ``public_input`` when the input was not committed)."""
+    where = "forward proof"
+    if not isinstance(spec, TrainingSpec) or not isinstance(committed, CommittedModel) or \
+            not isinstance(proof, TrainingProof) or proof.mode != "aggregate":
+        raise ProofRejected("expected a TrainingSpec, a CommittedModel and an aggregated TrainingProof", where)
+    if (committed.input is None) == (public_input is None):
+        raise ProofRejected("give exactly one of a committed input and a public input", where)
+    output = np.asarray(output)
+    if output.shape != (spec.batch, spec.sizes[-1]) or output.dtype.kind not in "iu":
+        raise ProofRejected(f"output of shape {output.shape}, expected integers {(spec.batch, spec.sizes[-1])}", where)
+    x_table = None
+    if public_input is not None:
+        public_input = np.asarray(public_input)
+        if public_input.shape != (spec.batch, spec.sizes[0]) or public_input.dtype.kind not in "iu":
+            raise ProofRejected(f"public input of shape {public_input.shape}, expected {(spec.batch, spec.sizes[0])}",
+                                where)
+        x_table = _field(pad_matrix(public_input, spec.batch_padded, spec.width(0)))
+    params = getattr(committed.weights, "params", None)
+    if not isinstance(params, HidingParams):
+        raise ProofRejected("the weights commitment is not a HidingCommitment", where)
+    layouts = proof_layouts(spec, 1, "aggregate", params.hiding, forward_only=True)
+    if len(proof.bits_commitments) != len(layouts):
+        raise ProofRejected(f"{len(proof.bits_commitments)} proof commitments, expected {len(layouts)}", where)
+    commitments = {"w0": committed.weights, **dict(zip(layouts, proof.bits_commitments))}
+    if committed.input is not None:
+        commitments["b0"] = committed.input
+    all_layouts = {**_forward_layouts(spec, committed, params.hiding), **layouts}
+    _checked(commitments, all_layouts, params, where)
+    transcript = _forward_transcript(spec, committed, output, public_input, proof.bits_commitments)
+    channel = _Channel(transcript, params, all_layouts, commitments, items=proof.items)
+    _run_forward(spec, channel, layouts, _output_table(spec, output), x_table)
+    channel.open_all()
+    channel.finish()
