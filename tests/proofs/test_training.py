@@ -8,6 +8,7 @@ from hypothesis import given, settings, strategies as st
 from proofs import ModelError, ProofError, ProofRejected
 from proofs.layers import training as T
 from proofs.layers.requant import decompose
+from proofs.zk import HidingOpening
 from tests.reference.naive_training import naive_step
 
 SPEC = T.TrainingSpec((6, 5, 3), batch=3, act_bits=6, weight_bits=6, shift=4, grad_shift=3, grad_bits=8,
@@ -78,10 +79,10 @@ def test_aggregation_makes_fewer_commitments_sumchecks_and_openings(honest):
     committed = T.commit_step(trace, zk=False)
     aggregated = T.prove_training_step(trace, committed, zk=False, mode="aggregate")
     layered = T.prove_training_step(trace, committed, zk=False, mode="layer")
-    assert 3 <= len(aggregated.bits_commitments) < len(layered.bits_commitments)  # a few per kind of bits
-    assert len(layered.bits_commitments) >= len(SPEC.bit_tables())  # one per tensor (or per group of its planes)
-    kinds = [lambda p: len(p.items), lambda p: sum(isinstance(i, T.HidingOpening) for i in p.items)]
-    for count in kinds:  # one bit check and one opening per commitment (bytes: see benchmarks/proofs_training.py)
+    assert len(aggregated.commitments) == 1  # every layer's tensors in one store (FAC4DNN)
+    assert len(layered.commitments) == SPEC.num_layers  # one store per layer
+    kinds = [lambda p: len(p.items), lambda p: sum(isinstance(i, HidingOpening) for i in p.items)]
+    for count in kinds:  # one bit check and one opening per store (bytes: see benchmarks/proofs_training.py)
         assert count(aggregated) < count(layered)
 
 
@@ -228,9 +229,9 @@ def test_two_steps_in_one_proof_share_commitments_and_bit_checks():
     assert len(committed.weights) == 3 and len(committed.batches) == 2
     proof = T.prove_training_steps(traces, committed, zk=False)
     T.verify_training_steps(STEPS_SPEC, committed, proof)
-    assert len(proof.bits_commitments) < 2 * len(STEPS_SPEC.bit_tables())  # both steps' bits stacked by kind
+    assert len(proof.commitments) == 1  # both steps' tensors in one store
     separate = [T.prove_training_step(t, T.commit_step(t, zk=False), zk=False) for t in traces]
-    openings = lambda p: sum(isinstance(i, T.HidingOpening) for i in p.items)  # noqa: E731
+    openings = lambda p: sum(isinstance(i, HidingOpening) for i in p.items)  # noqa: E731
     assert openings(proof) < sum(openings(p) for p in separate)
 
 
