@@ -193,3 +193,134 @@ def ext_outer(u, v, out):
     for j in range(u.shape[0]):
         for e in range(count):
             _ext_mul_into(u[j, 0], u[j, 1], u[j, 2], u[j, 3], v[e, 0], v[e, 1], v[e, 2], v[e, 3], out, j * count + e)
+
+
+@numba.njit(cache=True)
+def masked_round_sums(ext_factors, masks, blocks, base_factors, zs, degree, out):
+    """Round sums of one product term whose F_p4 factors may carry a per-plane mask:
+    out[x] = sum_j prod_f (f[2j] + x (f[2j+1] - f[2j]) + zs[x] masks[f, j // blocks[f]]), x = 0..degree.
+
+    ext_factors: (me, 2L, 4); masks: (me, P, 4), factor f's planes in blocks of ``blocks[f]`` half-table
+    entries (plane-major tables), blocks[f] = 0 for a factor without a mask this round; base_factors: (mb, 2L);
+    zs[x] = x (1 - x) mod p. The numpy twin is :meth:`proofs.relations.RelationProver.round_message`.
+    """
+    me, mb = ext_factors.shape[0], base_factors.shape[0]
+    n = ext_factors.shape[1] if me else base_factors.shape[1]
+    half = n // 2
+    acc = np.zeros((degree + 1, 4), dtype=np.uint64)
+    current = np.empty((me, 4), dtype=np.uint64)
+    step = np.empty((me, 4), dtype=np.uint64)
+    value = np.empty((me, 4), dtype=np.uint64)
+    base_current = np.empty(mb, dtype=np.uint64)
+    base_step = np.empty(mb, dtype=np.uint64)
+    product = np.empty((1, 4), dtype=np.uint64)
+    for j in range(half):
+        for f in range(me):
+            for c in range(4):
+                low, high = ext_factors[f, 2 * j, c], ext_factors[f, 2 * j + 1, c]
+                current[f, c] = low
+                step[f, c] = high - low if high >= low else high + P - low
+        for f in range(mb):
+            low, high = base_factors[f, 2 * j], base_factors[f, 2 * j + 1]
+            base_current[f] = low
+            base_step[f] = high - low if high >= low else high + P - low
+        for x in range(degree + 1):
+            if x:
+                for f in range(me):
+                    for c in range(4):
+                        s = current[f, c] + step[f, c]
+                        current[f, c] = s - P if s >= P else s
+                for f in range(mb):
+                    s = base_current[f] + base_step[f]
+                    base_current[f] = s - P if s >= P else s
+            scale = np.uint64(1)
+            for f in range(mb):
+                scale = scale * base_current[f] % P
+            if me == 0:
+                acc[x, 0] += scale
+                continue
+            for f in range(me):
+                if blocks[f]:
+                    plane = j // blocks[f]
+                    for c in range(4):
+                        s = current[f, c] + zs[x] * masks[f, plane, c] % P
+                        value[f, c] = s - P if s >= P else s
+                else:
+                    for c in range(4):
+                        value[f, c] = current[f, c]
+            for c in range(4):
+                product[0, c] = value[0, c]
+            for f in range(1, me):
+                _ext_mul_into(product[0, 0], product[0, 1], product[0, 2], product[0, 3],
+                              value[f, 0], value[f, 1], value[f, 2], value[f, 3], product, 0)
+            for c in range(4):
+                acc[x, c] += product[0, c] * scale % P
+    for x in range(degree + 1):
+        for c in range(4):
+            out[x, c] = acc[x, c] % P
+
+
+@numba.njit(cache=True)
+def add_plane_constants(table, values, out):
+    """out[i] = table[i] + values[i // (n / P)] for a plane-major F_p4 table (n, 4) and values (P, 4)."""
+    block = table.shape[0] // values.shape[0]
+    for i in range(table.shape[0]):
+        plane = i // block
+        for c in range(4):
+            s = table[i, c] + values[plane, c]
+            out[i, c] = s - P if s >= P else s
+
+
+@numba.njit(cache=True)
+def masked_bit_round(table, masks, block, zs, eq_lo, eq_hi, degree, out):
+    """Bit-check round sums with the split eq: out[x] = sum_j eq_lo[j_lo] eq_hi[j_hi] h(t_j(x)), h(t) = t - t^2,
+    t_j(x) = T[2j] + x (T[2j+1] - T[2j]) + zs[x] masks[j // block] (no mask when block = 0), x = 0..degree.
+
+    table: (2L, 4) F_p4 (plane-major); eq_lo, eq_hi: the eq tables of the low and high halves of the remaining
+    variables (len(eq_lo) * len(eq_hi) = L). No full eq table is formed (Gruen 2024, section 3).
+    """
+    lo_size = eq_lo.shape[0]
+    acc = np.zeros((degree + 1, 4), dtype=np.uint64)
+    part = np.zeros((degree + 1, 4), dtype=np.uint64)
+    t = np.empty((1, 4), dtype=np.uint64)
+    sq = np.empty((1, 4), dtype=np.uint64)
+    h = np.empty((1, 4), dtype=np.uint64)
+    term = np.empty((1, 4), dtype=np.uint64)
+    step = np.empty(4, dtype=np.uint64)
+    for hb in range(eq_hi.shape[0]):
+        for x in range(degree + 1):
+            for c in range(4):
+                part[x, c] = 0
+        for lb in range(lo_size):
+            j = hb * lo_size + lb
+            for c in range(4):
+                low, high = table[2 * j, c], table[2 * j + 1, c]
+                t[0, c] = low
+                step[c] = high - low if high >= low else high + P - low
+            for x in range(degree + 1):
+                if x:
+                    for c in range(4):
+                        s = t[0, c] + step[c]
+                        t[0, c] = s - P if s >= P else s
+                for c in range(4):
+                    h[0, c] = t[0, c]
+                    if block:
+                        s = h[0, c] + zs[x] * masks[j // block, c] % P
+                        h[0, c] = s - P if s >= P else s
+                _ext_mul_into(h[0, 0], h[0, 1], h[0, 2], h[0, 3], h[0, 0], h[0, 1], h[0, 2], h[0, 3], sq, 0)
+                for c in range(4):
+                    h[0, c] = h[0, c] - sq[0, c] if h[0, c] >= sq[0, c] else h[0, c] + P - sq[0, c]
+                _ext_mul_into(eq_lo[lb, 0], eq_lo[lb, 1], eq_lo[lb, 2], eq_lo[lb, 3],
+                              h[0, 0], h[0, 1], h[0, 2], h[0, 3], term, 0)
+                for c in range(4):
+                    part[x, c] += term[0, c]
+        for x in range(degree + 1):
+            for c in range(4):
+                part[x, c] %= P
+            _ext_mul_into(eq_hi[hb, 0], eq_hi[hb, 1], eq_hi[hb, 2], eq_hi[hb, 3],
+                          part[x, 0], part[x, 1], part[x, 2], part[x, 3], term, 0)
+            for c in range(4):
+                acc[x, c] = (acc[x, c] + term[0, c]) % P
+    for x in range(degree + 1):
+        for c in range(4):
+            out[x, c] = acc[x, c]

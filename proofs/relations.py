@@ -106,9 +106,11 @@ class StoreLayout:
 
     @property
     def packing(self) -> Packing:
+        """The slots, then (hiding) each slot's mask block padded to a power of two: blocks are aligned to their
+        size, so a block no wider than a matrix row lies in one row (one extra piece per opened value)."""
         lengths = [s.size for s in self.slots]
-        if self.mask_total:
-            lengths.append(1 << (self.mask_total - 1).bit_length())
+        if self.hiding:
+            lengths += [1 << (s.mask_count - 1).bit_length() for s in self.slots]
         return Packing(tuple(lengths))
 
     @property
@@ -126,12 +128,7 @@ class StoreLayout:
 
     def mask_offset(self, name: str) -> int:
         """Where the slot's masks start in the committed table (hiding layouts only)."""
-        position = self.packing.offsets[-1]
-        for s in self.slots:
-            if s.name == name:
-                return position
-            position += s.mask_count
-        raise ProofError(f"store layout: no slot {name!r}")
+        return self.packing.offsets[len(self.slots) + [s.name for s in self.slots].index(name)]
 
 
 @dataclass(frozen=True, eq=False)
@@ -158,7 +155,7 @@ def commit_store(layout: StoreLayout, tables: dict, params: HidingParams, seed=N
     if params.hiding != layout.hiding:
         raise ProofError(f"commit_store: params.hiding={params.hiding}, layout.hiding={layout.hiding}")
     rng = None if seed is None else np.random.default_rng(seed)
-    full, masks, mask_block = {}, {}, []
+    full, masks, blocks = {}, {}, []
     for s in layout.slots:
         values = np.asarray(tables[s.name])
         if values.dtype != np.uint64 or values.ndim != 1 or values.size > s.size or not F.is_canonical(values):
@@ -171,12 +168,10 @@ def commit_store(layout: StoreLayout, tables: dict, params: HidingParams, seed=N
             coefficients = F.random_elements(s.mask_count) if rng is None else \
                 rng.integers(0, F.P, size=s.mask_count, dtype=np.uint64)
             masks[s.name] = coefficients.reshape(s.elem_vars, 1 << s.plane_vars, F.EXT_DEGREE)
-            mask_block.append(coefficients)
-    packed_tables = [full[s.name] for s in layout.slots]
-    if layout.mask_total:
-        block = np.zeros(layout.packing.lengths[-1], dtype=np.uint64)
-        block[:layout.mask_total] = np.concatenate(mask_block)
-        packed_tables.append(block)
+            blocks.append(coefficients)
+    lengths = layout.packing.lengths
+    packed_tables = [full[s.name] for s in layout.slots] + [
+        np.concatenate([b, np.zeros(n - b.size, dtype=np.uint64)]) for b, n in zip(blocks, lengths[len(layout.slots):])]
     commitment, witness = hiding_commit(layout.packing.pack(packed_tables), params, log_rows=log_rows,
                                         seed=None if rng is None else int(rng.integers(1 << 62)))
     return commitment, StoreWitness(layout, full, masks if layout.hiding else None, witness)
@@ -332,6 +327,28 @@ class Term:
 
 
 @dataclass(frozen=True, eq=False)
+class BitTerm:
+    """c * eq(tau, x) F^(x) (1 - F^(x)) on the first m = len(tau) variables: zero over the cube iff every entry
+    of F is a bit (for tau random, Schwartz-Zippel). ``factor`` is a stored factor with m variables."""
+
+    coefficient: object
+    tau: np.ndarray
+    factor: Stored
+
+    @property
+    def num_vars(self) -> int:
+        return self.tau.shape[0]
+
+    @property
+    def publics(self) -> tuple:
+        return ()
+
+    @property
+    def stored(self) -> tuple:
+        return (self.factor,)
+
+
+@dataclass(frozen=True, eq=False)
 class Relation:
     """A relation sumcheck's public description: terms and the claim (the sum over the cube)."""
 
@@ -346,7 +363,8 @@ class Relation:
         def factor_degree(f):
             slot = layouts[f.store].slot(f.name)
             return 2 if layouts[f.store].hiding and f.elem_remaining(slot) else 1
-        return max(1, max(len(t.publics) + sum(factor_degree(f) for f in t.stored) for t in self.terms))
+        return max(1, max((1 + 2 * factor_degree(t.factor)) if isinstance(t, BitTerm) else
+                          len(t.publics) + sum(factor_degree(f) for f in t.stored) for t in self.terms))
 
 
 def check_relation(relation: Relation, layouts: dict) -> None:
@@ -392,17 +410,24 @@ class _MaskedState:
             return None
         return self.masks[self.bound]
 
-    def add_broadcast(self, table, values):
-        """table (plane-major) + values[plane], broadcast over the element entries."""
-        shaped = _ext(table).reshape(values.shape[0], -1, F.EXT_DEGREE)
-        return F.ext_add(shaped, values[:, None, :]).reshape(-1, F.EXT_DEGREE)
-
     def bind(self, r) -> None:
         mask = self.mask_now()
         self.table = fold(self.table, r)
         if mask is not None:
-            self.table = self.add_broadcast(self.table, F.ext_mul(mask, zeta(r)[0][None, :]))
+            self.table = _add_planes(self.table, F.ext_mul(mask, zeta(r)[0][None, :]))
         self.bound += 1
+
+
+def _add_planes(table, values) -> np.ndarray:
+    """table (plane-major, (n,) or (n, 4)) + values[plane] ((P, 4)), broadcast over each plane's entries."""
+    table = _ext(table)
+    kernels = F.numba_kernels() if table.shape[0] >= F.NUMBA_MIN_SIZE else None
+    if kernels is not None:
+        out = np.empty_like(table)
+        kernels.add_plane_constants(np.ascontiguousarray(table), np.ascontiguousarray(values), out)
+        return out
+    shaped = table.reshape(values.shape[0], -1, F.EXT_DEGREE)
+    return F.ext_add(shaped, values[:, None, :]).reshape(-1, F.EXT_DEGREE)
 
 
 def _contract_low(table, point) -> np.ndarray:
@@ -440,66 +465,151 @@ def _sum_product(arrays) -> np.ndarray:
 
 
 class RelationProver:
-    """Sumcheck prover of a :class:`Relation` (the :class:`proofs.sumcheck.SumcheckProver` interface)."""
+    """Sumcheck prover of a :class:`Relation` (the :class:`proofs.sumcheck.SumcheckProver` interface).
 
-    def __init__(self, relation: Relation, witnesses: dict, layouts: dict):
+    Factors are shared between terms by identity (a stored factor used twice is folded once). Long tables go
+    through one numba pass per term (``_kernels.masked_round_sums``); short ones through numpy (the twin).
+    """
+
+    def __init__(self, relation: Relation, witnesses: dict, layouts: dict, fused: bool = True):
         check_relation(relation, layouts)
         self.num_vars = relation.num_vars()
         self.degree = relation.degree(layouts)
         self.challenges = []
-        self._terms = []
+        self._fused = fused
+        self._publics, self._states = {}, {}
         for term in relation.terms:
-            publics = [np.asarray(p.table(), dtype=np.uint64) for p in term.publics]
-            states = [_MaskedState(f, witnesses[f.store]) for f in term.stored]
-            self._terms.append([term, publics, states, F.ext_one()])  # the last: prod (1 - r_i) past m
+            for p in term.publics:
+                if id(p) not in self._publics:
+                    self._publics[id(p)] = np.asarray(p.table(), dtype=np.uint64)
+            for f in term.stored:
+                if id(f) not in self._states:
+                    self._states[id(f)] = _MaskedState(f, witnesses[f.store])
+        self._terms = [(term, [id(p) for p in term.publics], [id(f) for f in term.stored]) for term in relation.terms]
+        self._tails = [F.ext_one() for _ in relation.terms]  # prod (1 - r_i) over the rounds past a term's m
+
+    def _factors(self, public_ids, state_ids):
+        """(table, mask this round or None) of every factor of a term."""
+        return [(self._publics[i], None) for i in public_ids] + \
+            [(self._states[i].table, self._states[i].mask_now()) for i in state_ids]
 
     def round_message(self) -> np.ndarray:
         j, d = len(self.challenges), self.degree
-        z = [F.to_field(np.array([x * (1 - x)]))[0] for x in range(d + 1)]
         message = F.ext_zero((d + 1,))
-        for term, publics, states, tail in self._terms:
+        for (term, public_ids, state_ids), tail in zip(self._terms, self._tails):
             coefficient = np.asarray(term.coefficient, dtype=np.uint64)
+            factors = self._factors(public_ids, state_ids)
             if j >= term.num_vars:  # the term is a constant times eq(0, x_j)
-                value = F.ext_mul(F.ext_mul(coefficient, tail), self._final_product(publics, states))
+                value = F.ext_mul(F.ext_mul(coefficient, tail), self._final_product(factors, term))
                 message[0] = F.ext_add(message[0], value)
                 for x in range(2, d + 1):  # (1 - X) at X = x
                     message[x] = F.ext_sub(message[x], F.ext_mul_base(value, F.to_field(np.array([x - 1])))[0])
                 continue
-            lines = [_lines(p, d) for p in publics]
-            for s in states:
-                state_lines, mask = _lines(s.table, d), s.mask_now()
-                if mask is not None:
-                    state_lines = [state_lines[0], state_lines[1]] + [
-                        s.add_broadcast(state_lines[x], F.ext_mul_base(mask, z[x])) for x in range(2, d + 1)]
-                lines.append(state_lines)
-            for x in range(d + 1):
-                summed = _sum_product([line[x] for line in lines]) if lines else F.ext_one()
-                message[x] = F.ext_add(message[x], F.ext_mul(coefficient, summed))
+            if isinstance(term, BitTerm):
+                sums = self._bit_sums(term, tail, factors[0], d)
+            else:
+                sums = self._fused_sums(factors, d) if factors else None
+                if sums is None:
+                    sums = self._numpy_sums(factors, d)
+            message = F.ext_add(message, F.ext_mul(sums, coefficient[None, :]))
         return message
 
+    def _bit_sums(self, term: BitTerm, scale, factor, d) -> np.ndarray:
+        """g(X) = scale eq(tau_j, X) S(X), S(X) = sum_rest eq(tau_rest, rest) h(F^(r, X, rest)), h(t) = t - t^2;
+        ``scale`` = prod_(i < j) eq(tau_i, r_i) (kept in the term's tail slot while j < m)."""
+        j = len(self.challenges)
+        table, mask = factor
+        rest = term.tau[j + 1:]
+        kernels = F.numba_kernels() if self._fused and table.shape[0] >= F.NUMBA_MIN_SIZE else None
+        if kernels is not None:
+            half = rest.shape[0] // 2
+            eq_lo, eq_hi = eq_table(rest[:half]), eq_table(rest[half:])
+            table = np.ascontiguousarray(_ext(table))
+            block = 0 if mask is None else (table.shape[0] // 2) // mask.shape[0]
+            masks = F.ext_zero((1,)) if mask is None else np.ascontiguousarray(mask)
+            zs = F.to_field(np.array([x * (1 - x) for x in range(d + 1)], dtype=np.int64))
+            sums = np.empty((d + 1, F.EXT_DEGREE), dtype=np.uint64)
+            kernels.masked_bit_round(table, masks, block, zs, eq_lo, eq_hi, d, sums)
+        else:
+            eq_rest = np.repeat(eq_table(rest), 2, axis=0)  # constant in the current variable
+            sums = self._numpy_sums([(eq_rest, None), factor], d)
+            square = self._numpy_sums([(eq_rest, None), factor, factor], d)
+            sums = F.ext_sub(sums, square)
+        t = term.tau[j]
+        xs = F.ext_from_base(np.arange(d + 1, dtype=np.uint64))
+        eq_x = F.ext_add(F.ext_sub(F.ext_one((d + 1,)), t[None, :]),
+                         F.ext_mul(xs, F.ext_sub(F.ext_add(t, t), F.ext_one())[None, :]))
+        return F.ext_mul(F.ext_mul(eq_x, sums), scale[None, :])
+
+    def _fused_sums(self, factors, d):
+        kernels = F.numba_kernels() if self._fused and factors[0][0].shape[0] >= F.NUMBA_MIN_SIZE else None
+        if kernels is None:
+            return None
+        length = factors[0][0].shape[0]
+        ext = [(_ext(t), m) for t, m in factors if is_ext(t) or m is not None]
+        base = [t for t, m in factors if not is_ext(t) and m is None]
+        widest = max([1] + [m.shape[0] for _, m in ext if m is not None])
+        masks = np.zeros((len(ext), widest, F.EXT_DEGREE), dtype=np.uint64)
+        blocks = np.zeros(len(ext), dtype=np.int64)
+        for k, (_, m) in enumerate(ext):
+            if m is not None:
+                masks[k, :m.shape[0]] = m
+                blocks[k] = (length // 2) // m.shape[0]
+        ext_factors = np.stack([t for t, _ in ext]) if ext else np.empty((0, length, F.EXT_DEGREE), dtype=np.uint64)
+        base_factors = np.stack(base) if base else np.empty((0, length), dtype=np.uint64)
+        zs = F.to_field(np.array([x * (1 - x) for x in range(d + 1)], dtype=np.int64))
+        out = np.empty((d + 1, F.EXT_DEGREE), dtype=np.uint64)
+        kernels.masked_round_sums(ext_factors, masks, blocks, base_factors, zs, d, out)
+        return out
+
     @staticmethod
-    def _final_product(publics, states) -> np.ndarray:
+    def _numpy_sums(factors, d) -> np.ndarray:
+        """The round sums by whole-table numpy operations (the fused kernel's twin)."""
+        z = [F.to_field(np.array([x * (1 - x)]))[0] for x in range(d + 1)]
+        lines = []
+        for table, mask in factors:
+            table_lines = _lines(table, d)
+            if mask is not None:
+                table_lines = [table_lines[0], table_lines[1]] + [
+                    _add_planes(table_lines[x], F.ext_mul_base(mask, z[x])) for x in range(2, d + 1)]
+            lines.append(table_lines)
+        sums = F.ext_zero((d + 1,))
+        for x in range(d + 1):
+            sums[x] = _sum_product([line[x] for line in lines]) if lines else F.ext_one()
+        return sums
+
+    @staticmethod
+    def _final_product(factors, term) -> np.ndarray:
+        """The term's value at the bound point, without its coefficient (and tail, for a BitTerm its eq)."""
+        if isinstance(term, BitTerm):
+            v = _ext(factors[0][0])[0]
+            return F.ext_sub(v, F.ext_mul(v, v))
         value = F.ext_one()
-        for table in publics + [s.table for s in states]:
+        for table, _ in factors:
             value = F.ext_mul(value, _ext(table)[0])
         return value
 
     def bind(self, r) -> None:
         r = np.asarray(r, dtype=np.uint64)
         j = len(self.challenges)
-        for entry in self._terms:
-            term, publics, states, tail = entry
+        live_publics, live_states = set(), set()
+        for k, (term, public_ids, state_ids) in enumerate(self._terms):
             if j >= term.num_vars:
-                entry[3] = F.ext_mul(tail, F.ext_sub(F.ext_one(), r))
-                continue
-            entry[1] = [fold(p, r) for p in publics]
-            for s in states:
-                s.bind(r)
+                self._tails[k] = F.ext_mul(self._tails[k], F.ext_sub(F.ext_one(), r))
+            else:
+                if isinstance(term, BitTerm):  # the tail holds prod eq(tau_i, r_i) while j < m
+                    self._tails[k] = F.ext_mul(self._tails[k], eq_eval(term.tau[j:j + 1], r[None, :]))
+                live_publics.update(public_ids)
+                live_states.update(state_ids)
+        for i in live_publics:
+            self._publics[i] = fold(self._publics[i], r)
+        for i in live_states:
+            self._states[i].bind(r)
         self.challenges.append(r)
 
     def final_evaluations(self):
         """[[stored factor values] per term] (the values the prover states)."""
-        return [[_ext(s.table)[0] for s in states] for _, _, states, _ in self._terms]
+        return [[_ext(self._states[i].table)[0] for i in state_ids] for _, _, state_ids in self._terms]
 
 
 def expected_summand(relation: Relation, sigma, values) -> np.ndarray:
@@ -508,6 +618,11 @@ def expected_summand(relation: Relation, sigma, values) -> np.ndarray:
     n = sigma.shape[0]
     for term, term_values in zip(relation.terms, values):
         value = np.asarray(term.coefficient, dtype=np.uint64)
+        if isinstance(term, BitTerm):
+            v = term_values[0]
+            value = F.ext_mul(F.ext_mul(value, eq_eval(term.tau, sigma[:term.num_vars])),
+                              F.ext_sub(v, F.ext_mul(v, v)))
+            term_values = ()
         for p in term.publics:
             value = F.ext_mul(value, p.at(sigma))
         for v in term_values:

@@ -15,7 +15,7 @@ commitment, one batched bit check, one opening; with ``mode="layer"`` each (step
 a decomposition's rebuild and output coefficients and offset, s its sign plane):
 
 - rescaled matmul, per product P = L R^T (forward Z_i, backward G_A_i, update G_W_i):
-  sum_k L(tau_1, k) R(tau_2, k) - sum_(e, j) eq(tau, e) c(j) B(e, j) + h = 0;
+  sum_k L(tau_1, k) R(tau_2, k) - sum_e eq(tau, e) sum_j c_j B(e, j) + h = 0;
 - ReLU select: sum_e eq(tau, e) [A_(i+1)(e) - q(e) + s(e) q(e)] = 0 with q = sum_j c'_j B(., j)
   (the same for G_i with the backward q and the forward sign bits);
 - output: G_(L-1) = q_(L-1) - Y (training), or sum_e eq(tau, e) q_(L-1)(e) = O~(tau) for a public O;
@@ -39,8 +39,8 @@ import numpy as np
 from .. import field as F
 from ..aggregate import MODES
 from ..errors import ProofError, ProofRejected
-from ..mle import bind_high, eq_eval, eq_table, mle_evaluate
-from ..relations import (Public, Relation, RelationProver, Slot, StoreLayout, Stored, Term, commit_store, eq_factor,
+from ..mle import bind_high, mle_evaluate
+from ..relations import (BitTerm, Public, Relation, RelationProver, Slot, StoreLayout, Stored, Term, commit_store, eq_factor,
                          expected_summand, view_pieces)
 from ..sumcheck import SumcheckProof, verify_sumcheck
 from ..transcript import Transcript
@@ -55,6 +55,7 @@ TRANSCRIPT_LABEL = "hezk.proofs.training.v2"
 DEFAULT_RATE_INV = 2
 #: random rows committed with each store, so one opening of up to 39 pieces needs no second Merkle tree
 DEFAULT_MASK_ROWS = 40
+VIEWS_PER_SLOT, QUERIES = 3.5, 256  #: for choosing the stores' matrix shapes (:func:`_balanced_rows`)
 
 
 def params_for(zk: bool, params=None) -> HidingParams:
@@ -132,9 +133,19 @@ def _proof_tables(trace: TrainingTrace, t: int, forward_only: bool) -> dict:
 
 
 def _balanced_rows(layout: StoreLayout) -> int:
-    """A square-ish matrix: a proof opens many functionals per store (one sent row each), so fewer columns
-    than :mod:`proofs.commit`'s default layout keep the proof small."""
-    return layout.num_vars // 2
+    """log_rows minimising the opening's size: each opened value sends one row (2^c + tail F_p4 entries) per
+    piece (:func:`proofs.relations.view_pieces`: one for the data, or one per matrix row when a tensor with
+    planes is narrower than a row, plus one for its masks), against QUERIES opened columns of 2^(n - c)
+    base entries. About VIEWS_PER_SLOT values are opened per tensor."""
+    n = layout.num_vars
+
+    def pieces(c):
+        data = sum(1 if s.elem_vars >= c else max(1, s.size >> c) for s in layout.slots)
+        return VIEWS_PER_SLOT * (data + (len(layout.slots) if layout.hiding else 0))
+
+    cost = {c: pieces(c) * ((1 << c) + QUERIES) * 16 + QUERIES * ((1 << (n - c)) + pieces(c)) * 4
+            for c in range(n + 1)}
+    return n - min(cost, key=cost.get)
 
 
 def _commit(layouts: dict, tables: dict, params: HidingParams, seed=None) -> dict:
@@ -385,14 +396,6 @@ def _ext_int(value: int) -> np.ndarray:
     return F.ext_from_base(F.to_field(np.array([value], dtype=np.int64)))[0]
 
 
-def _kron_factor(c, tau) -> Public:
-    """c(j) eq(tau, e) over (e low, j high)."""
-    n_e = tau.shape[0]
-    return Public(lambda: F.ext_mul(c[:, None, :], eq_table(tau)[None, :, :]).reshape(-1, F.EXT_DEGREE),
-                  lambda sigma: F.ext_mul(eq_eval(tau, sigma[:n_e]),
-                                          mle_evaluate(c, sigma[n_e:n_e + log2(c.shape[0])])))
-
-
 class _Protocol:
     """The relations of the module docstring, run identically by prover and verifier."""
 
@@ -411,14 +414,14 @@ class _Protocol:
         return (_ext_vector(decomposition.rebuild_coefficients(), planes),
                 _ext_vector(decomposition.output_coefficients(), planes), _ext_vector(sign, planes))
 
-    def rescaled_matmul(self, label, left, right, k_vars, bits: Stored, decomposition, tau) -> None:
-        """sum_k left(k) right(k) - sum_(e, j) eq(tau, e) c(j) B(e, j) + h = 0."""
+    def rescaled_matmul(self, label, left, right, k_vars, bits: str, decomposition, tau) -> None:
+        """sum_k left(k) right(k) - sum_e eq(tau, e) sum_j c_j B(e, j) + h = 0 (Z(tau) = rebuilt(tau))."""
         rebuild, _, _ = self.coefficients(decomposition)
-        n = bits.num_vars(self.ch.layouts[bits.store].slot(bits.name))
         publics = tuple(f for f in (left,) if isinstance(f, Public))
         stored = tuple(f for f in (left, right) if isinstance(f, Stored))
+        rebuilt = Stored(self.where[bits], bits, planes=rebuild)
         self.ch.relation(label, [Term(self.one, publics, stored, k_vars),
-                                 Term(self.minus, (_kron_factor(rebuild, tau),), (bits,), n),
+                                 Term(self.minus, (eq_factor(tau),), (rebuilt,), tau.shape[0]),
                                  Term(_ext_int(decomposition.offset), (), (), 0)])
 
     def select(self, label, target, quotient: Stored, sign: Stored, tau, extra=None) -> None:
@@ -448,7 +451,7 @@ class _Protocol:
             tau_o, tau_b = tau[:out_vars], tau[out_vars:]
             left = self.stored(t, f"A{i}", high=tau_b) if i else self.input_factor(t, tau_b, in_vars)
             self.rescaled_matmul(f"t{t}.forward{i}", left, Stored(self.where[f"w{t}"], f"W{i}", high=tau_o), in_vars,
-                                 self.stored(t, f"fwd{i}"), decomposition, tau)
+                                 f"t{t}.fwd{i}", decomposition, tau)
             _, output, sign = self.coefficients(decomposition)
             if i + 1 < L:
                 tau = ch.point(f"training.t{t}.relu{i}", out_vars + b_vars)
@@ -480,7 +483,7 @@ class _Protocol:
             tau_k, tau_b = tau[:k_vars], tau[k_vars:]
             self.rescaled_matmul(f"t{t}.backward{i}", self.stored(t, f"G{i + 1}", high=tau_b),
                                  Stored(self.where[f"w{t}"], f"W{i + 1}", low=tau_k), o_vars,
-                                 self.stored(t, f"bwd{i}"), decomposition, tau)
+                                 f"t{t}.bwd{i}", decomposition, tau)
             _, output, _ = self.coefficients(decomposition)
             _, _, sign = self.coefficients(spec.forward_spec(i))
             tau = ch.point(f"training.t{t}.mask{i}", k_vars + b_vars)
@@ -497,7 +500,7 @@ class _Protocol:
             tau_k, tau_o = tau[:k_vars], tau[k_vars:]
             activation = self.stored(t, f"A{i}", low=tau_k) if i else Stored(self.where[f"x{t}"], "X", low=tau_k)
             self.rescaled_matmul(f"t{t}.gradw{i}", self.stored(t, f"G{i}", low=tau_o), activation, b_vars,
-                                 self.stored(t, f"upd{i}"), decomposition, tau)
+                                 f"t{t}.upd{i}", decomposition, tau)
             _, output, _ = self.coefficients(decomposition)
             tau = ch.point(f"training.t{t}.update{i}", k_vars + o_vars)
             eq, n = eq_factor(tau), tau.shape[0]
@@ -515,8 +518,7 @@ class _Protocol:
             store = self.where[key]
             slot = ch.layouts[store].slot(key)
             n = slot.elem_vars + slot.plane_vars
-            eq, bits = eq_factor(ch.point(f"training.bits.{key}", n)), Stored(store, key)
-            terms += [Term(beta, (eq,), (bits,), n), Term(F.ext_neg(beta), (eq,), (bits, bits), n)]
+            terms.append(BitTerm(beta, ch.point(f"training.bits.{key}", n), Stored(store, key)))
         ch.relation("bits", terms)
 
 

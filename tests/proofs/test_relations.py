@@ -9,7 +9,7 @@ from proofs import field as F
 from proofs.errors import ProofError, ProofRejected
 from proofs.layers.training import _plain_sumcheck
 from proofs.mle import eq_table, mle_evaluate
-from proofs.relations import (Public, Relation, RelationProver, Slot, StoreLayout, Stored, Term, View, commit_store,
+from proofs.relations import (BitTerm, Public, Relation, RelationProver, Slot, StoreLayout, Stored, Term, View, commit_store,
                               eq_factor, expected_summand, table_factor, view_pieces, view_value)
 from proofs.sumcheck import verify_sumcheck
 from proofs.transcript import Transcript
@@ -148,3 +148,65 @@ def test_factor_variable_counts_are_checked():
         RelationProver(bad, {"s": witness}, {"s": layout})
     with pytest.raises(ProofError):
         StoreLayout((Slot("tiny", 3),), True)
+
+
+@pytest.mark.parametrize("hiding", [True, False])
+def test_fused_round_messages_equal_the_numpy_twin(hiding):
+    """Tables of 2^15 entries go through the numba kernel: every round message equals numpy's."""
+    slots = (Slot("A", 14), Slot("B", 13, 2))
+    layout = StoreLayout(slots, hiding)
+    rng = np.random.default_rng(5)
+    tables = {"A": rng.integers(0, F.P, size=1 << 14, dtype=np.uint64),
+              "B": rng.integers(0, 2, size=1 << 15, dtype=np.uint64)}
+    _, witness = commit_store(layout, tables, HidingParams(hiding=hiding), seed=5)
+    tau, c = F.ext_random((13,), seed=6), F.ext_random((4,), seed=7)
+    bits = Stored("s", "B")
+    terms = (Term(F.ext_one(), (eq_factor(F.ext_random((15,), seed=8)),), (bits, bits), 15),
+             Term(F.ext_random((), seed=9), (), (Stored("s", "A", high=F.ext_random((1,), seed=10)),
+                                                 Stored("s", "B", planes=c)), 13),
+             Term(F.ext_one(), (table_factor(F.ext_from_base(F.to_field(np.arange(1 << 13)))),),
+                  (Stored("s", "B", planes=F.ext_random((4,), seed=11)),), 13))
+    relation = Relation(terms, F.ext_zero())
+    fused = RelationProver(relation, {"s": witness}, {"s": layout}, fused=True)
+    plain = RelationProver(relation, {"s": witness}, {"s": layout}, fused=False)
+    for j in range(15):
+        assert np.array_equal(fused.round_message(), plain.round_message()), f"round {j}"
+        r = F.ext_random((), seed=100 + j)
+        fused.bind(r)
+        plain.bind(r)
+    assert all(np.array_equal(a, b) for u, v in zip(fused.final_evaluations(), plain.final_evaluations())
+               for a, b in zip(u, v))
+
+
+@pytest.mark.parametrize("log_size", [6, 15])
+@pytest.mark.parametrize("hiding", [True, False])
+def test_bit_term_equals_the_generic_terms(hiding, log_size):
+    """BitTerm's split-eq prover (numba for 2^15 entries, numpy below) sends the messages of eq B - eq B B."""
+    layout = StoreLayout((Slot("B", log_size - 2, 2),), hiding)
+    table = np.random.default_rng(3).integers(0, 2, size=1 << log_size, dtype=np.uint64)
+    _, witness = commit_store(layout, {"B": table}, HidingParams(hiding=hiding), seed=3)
+    tau, beta = F.ext_random((log_size,), seed=4), F.ext_random((), seed=5)
+    bits = Stored("s", "B")
+    special = Relation((BitTerm(beta, tau, bits), Term(F.ext_one(), (), (), 0)), F.ext_one())
+    generic = Relation((Term(beta, (eq_factor(tau),), (bits,), log_size),
+                        Term(F.ext_neg(beta), (eq_factor(tau),), (bits, bits), log_size),
+                        Term(F.ext_one(), (), (), 0)), F.ext_one())
+    provers = [RelationProver(special, {"s": witness}, {"s": layout}),
+               RelationProver(special, {"s": witness}, {"s": layout}, fused=False),
+               RelationProver(generic, {"s": witness}, {"s": layout})]
+    assert provers[0].degree == provers[2].degree
+    claim = None
+    for j in range(log_size):
+        messages = [p.round_message() for p in provers]
+        assert np.array_equal(messages[0], messages[2]) and np.array_equal(messages[1], messages[2]), f"round {j}"
+        if claim is not None:
+            assert F.ext_eq(F.ext_add(messages[0][0], messages[0][1]), claim)
+        r = F.ext_random((), seed=50 + j)
+        from proofs.sumcheck import lagrange_eval
+        claim = lagrange_eval(messages[0], r)
+        for p in provers:
+            p.bind(r)
+    sigma = np.stack(provers[0].challenges)
+    assert F.ext_eq(expected_summand(special, sigma, provers[0].final_evaluations()), claim)
+    v = view_value(witness, bits.view_at(layout.slot("B"), sigma))
+    assert np.array_equal(provers[0].final_evaluations()[0][0], v)
