@@ -631,3 +631,50 @@ def expected_summand(relation: Relation, sigma, values) -> np.ndarray:
             value = F.ext_mul(value, F.ext_sub(F.ext_one(), sigma[i]))
         total = F.ext_add(total, value)
     return total
+
+
+def simulate_relation(relation: Relation, layouts: dict, seed=None):
+    """The verifier's view of one relation without the witness (Libra, theorem 3): the stated values drawn
+    uniform (as the masks make them), and a ZK sumcheck transcript ending at the summand they give.
+
+    Returns (:class:`proofs.zk.SimulatedSumcheck`, values per term). ``seed``: tests only.
+    """
+    from .zk import simulate_zk_sumcheck
+    unique = list({id(f): f for term in relation.terms for f in term.stored}.values())
+    drawn = F.ext_random((len(unique),), seed=seed)
+    by_id = {id(f): v for f, v in zip(unique, drawn)}
+    values = [[by_id[id(f)] for f in term.stored] for term in relation.terms]
+    transcript = simulate_zk_sumcheck(relation.claim, relation.num_vars(), relation.degree(layouts),
+                                      lambda sigma: expected_summand(relation, sigma, values),
+                                      seed=None if seed is None else seed + 1)
+    return transcript, values
+
+
+def mask_rank(layout: StoreLayout, views) -> int:
+    """The F_p4 rank of the views' mask functionals (z_i(e) w(j) on the slot's masks l_i(j)): stated values of
+    one slot are jointly uniform exactly when this equals their number. Views of different slots use
+    different masks, so the rank is summed slot by slot."""
+    total = 0
+    for slot in layout.slots:
+        rows = [F.ext_mul(v.mask_weights(slot)[:, None, :], _plane_weights(slot, v)[None, :, :]).reshape(-1, 4)
+                for v in views if v.name == slot.name]
+        total += _ext_rank(rows)
+    return total
+
+
+def _ext_rank(rows) -> int:
+    """Rank over F_p4 of a list of (k, 4) vectors, by Gaussian elimination."""
+    matrix = [r.copy() for r in rows]
+    rank, columns = 0, matrix[0].shape[0] if matrix else 0
+    for col in range(columns):
+        pivot = next((i for i in range(rank, len(matrix)) if matrix[i][col].any()), None)
+        if pivot is None:
+            continue
+        matrix[rank], matrix[pivot] = matrix[pivot], matrix[rank]
+        inverse = F.ext_inv(matrix[rank][col][None])[0]
+        for i in range(len(matrix)):
+            if i != rank and matrix[i][col].any():
+                factor = F.ext_mul(matrix[i][col], inverse)
+                matrix[i] = F.ext_sub(matrix[i], F.ext_mul(matrix[rank], factor[None, :]))
+        rank += 1
+    return rank

@@ -314,6 +314,7 @@ class _Channel:
         self.items = [] if items is None else list(items)
         self._position = 0
         self.claims = {key: [] for key in layouts}  # store key -> [(View, value)]
+        self.relations = []  # (label, Relation) in protocol order
 
     def _next(self, kind, where):
         if self._position >= len(self.items):
@@ -331,6 +332,7 @@ class _Channel:
         """One relation sumcheck; the prover states every distinct stored factor's value at its end."""
         claim = F.ext_zero() if claim is None else np.asarray(claim, dtype=np.uint64)
         relation = Relation(tuple(terms), claim)
+        self.relations.append((label, relation))
         n, d = relation.num_vars(), relation.degree(self.layouts)
         unique = list({id(f): f for term in relation.terms for f in term.stored}.values())
         label = f"sumcheck.training.{label}"
@@ -605,6 +607,11 @@ def _run_training(spec, channel, steps, layouts, mode) -> None:
 
 def verify_training_steps(spec: TrainingSpec, committed: CommittedSteps, proof: TrainingProof) -> None:
     """Raise ProofRejected unless ``proof`` shows every committed W_(t+1) is one honest SGD step from W_t."""
+    _verify_training(spec, committed, proof)
+
+
+def _verify_training(spec, committed, proof) -> _Channel:
+    """:func:`verify_training_steps`, returning the channel (its ``claims``: every value stated on each store)."""
     where = "training proof"
     if not isinstance(spec, TrainingSpec) or not isinstance(committed, CommittedSteps) or \
             not 1 <= len(committed.batches) == len(committed.weights) - 1:
@@ -626,6 +633,7 @@ def verify_training_steps(spec: TrainingSpec, committed: CommittedSteps, proof: 
     _run_training(spec, channel, steps, layouts, proof.mode)
     channel.open_all()
     channel.finish()
+    return channel
 
 
 def prove_training_step(trace: TrainingTrace, committed: CommittedTensors, zk: bool = True, mode: str = "aggregate",
@@ -733,6 +741,10 @@ def verify_forward(spec: TrainingSpec, committed: CommittedModel, output, proof:
                    public_input=None) -> None:
     """Raise ProofRejected unless ``proof`` shows ``output`` = model(input) for the committed weights and the
     committed input (or ``public_input`` when the input was not committed)."""
+    _verify_forward(spec, committed, output, proof, public_input)
+
+
+def _verify_forward(spec, committed, output, proof, public_input) -> _Channel:
     where = "forward proof"
     if not isinstance(spec, TrainingSpec) or not isinstance(committed, CommittedModel) or \
             not isinstance(proof, TrainingProof) or proof.mode != "aggregate":
@@ -765,3 +777,4 @@ def verify_forward(spec: TrainingSpec, committed: CommittedModel, output, proof:
     _run_forward(spec, channel, layouts, _output_table(spec, output), x_table)
     channel.open_all()
     channel.finish()
+    return channel
