@@ -12,8 +12,9 @@ shifts are the smallest that fit (``fit_spec``). Times are the best of 3 runs (2
 CPU time (the machine is shared; wall time of the prover is shown too); "commit" is committing W, W' and the batch,
 "prove" everything after that. zkDL reports < 1 s per step
 of an 8-layer 10M-parameter network at batch 64 on an A100 GPU; the target here is <= 30 s for (t2) on 2 CPU
-cores and a ZK prover within 1.5x of the non-hiding one. A last table prices hiding the sumcheck's final
-values too (:mod:`proofs.masked`) on one product of two committed tables.
+cores and a ZK prover within 1.5x of the non-hiding one. Zero knowledge is complete: every value a proof states
+is a masked-extension value (:mod:`proofs.relations`). Further tables: an inference proof of the same
+network with private weights and input (only the output public), and two consecutive steps in one proof.
 """
 import argparse
 import dataclasses
@@ -33,9 +34,8 @@ sys.path.insert(0, str(HERE.parent))
 from benchmarks._timing import print_table  # noqa: E402
 
 from proofs import ModelError  # noqa: E402
-from proofs import field as F, masked as M, zk as Z  # noqa: E402
+from proofs.layers import step_proof as S  # noqa: E402
 from proofs.layers import training as T  # noqa: E402
-from proofs.transcript import Transcript  # noqa: E402
 
 CASES = {
     "t1 784-128-10": (784, 128, 10),
@@ -74,9 +74,9 @@ def measure(sizes, batch=BATCH, repeats=1):
     samples, sizes_kib = {name: [] for name, _, _ in RUNS}, {}
     for _ in range(repeats):
         for name, zk, mode in RUNS:
-            committed, _, commit_cpu = _timed(lambda: T.commit_step(trace, zk=zk))
-            proof, wall, cpu = _timed(lambda: T.prove_training_step(trace, committed, zk=zk, mode=mode))
-            _, _, verify_cpu = _timed(lambda: T.verify_training_step(spec, committed, proof))
+            committed, _, commit_cpu = _timed(lambda: S.commit_step(trace, zk=zk))
+            proof, wall, cpu = _timed(lambda: S.prove_training_step(trace, committed, zk=zk, mode=mode))
+            _, _, verify_cpu = _timed(lambda: S.verify_training_step(spec, committed, proof))
             samples[name].append([commit_cpu, cpu, wall, verify_cpu])
             sizes_kib[name] = proof.num_bytes / 1024
     rows = [[name] + [min(column) for column in zip(*samples[name])] + [sizes_kib[name]] for name, _, _ in RUNS]
@@ -93,40 +93,29 @@ def measure_steps(sizes, steps=2, batch=BATCH):
     for _ in range(steps - 1):
         x, y = rng.permutation(x), rng.permutation(y)  # another batch, from the weights the last step made
         traces.append(T.training_trace(traces[-1].new_weights_unpadded(), x, y, spec))
-    committed, _, commit_cpu = _timed(lambda: T.commit_steps(traces, zk=True))
-    proof, wall, cpu = _timed(lambda: T.prove_training_steps(traces, committed, zk=True))
+    committed, _, commit_cpu = _timed(lambda: S.commit_steps(traces, zk=True))
+    proof, wall, cpu = _timed(lambda: S.prove_training_steps(traces, committed, zk=True))
     rows = [[f"{steps} steps, one proof", commit_cpu, cpu, wall, proof.num_bytes / 1024]]
     separate = [0.0, 0.0, 0.0, 0.0]
     for trace in traces:
-        one, _, one_commit = _timed(lambda: T.commit_step(trace, zk=True))
-        one_proof, one_wall, one_cpu = _timed(lambda: T.prove_training_step(trace, one, zk=True))
+        one, _, one_commit = _timed(lambda: S.commit_step(trace, zk=True))
+        one_proof, one_wall, one_cpu = _timed(lambda: S.prove_training_step(trace, one, zk=True))
         for k, value in enumerate((one_commit, one_cpu, one_wall, one_proof.num_bytes / 1024)):
             separate[k] += value
     rows.append([f"{steps} steps, one proof each"] + separate)
     return rows
 
 
-def measure_masked(log_size: int):
-    """One product sum_x f(x) g(x) over two committed tables of 2^log_size entries: final values stated in the
-    clear (ZK sumcheck + hiding openings of f~, g~) against Libra-masked tables (:mod:`proofs.masked`)."""
-    left, right = F.random_elements(1 << log_size, seed=1), F.random_elements(1 << log_size, seed=2)
-    claim = F.ext_from_base(F.sum_(F.mul(left, right)))
-
-    def revealed():
-        made = [Z.hiding_commit(t) for t in (left, right)]
-        transcript = Transcript("bench")
-        proof, point, _ = Z.prove_zk_sumcheck([(F.ext_one(), [left, right])], claim, transcript)
-        openings = [Z.open_points(w, point[None], transcript)[1] for _, w in made]
-        return proof.num_bytes + sum(o.num_bytes for o in openings)
-
-    def hidden():
-        (_, wa), (_, wb) = M.masked_commit(left), M.masked_commit(right)
-        return M.prove_zk_product(wa, wb, claim, Transcript("bench")).num_bytes
-
+def measure_inference(sizes, batch=BATCH):
+    """The forward pass alone with private weights and input (only the output public): ZK against plain."""
+    weights, x, y, spec = make_step(sizes, batch)
+    trace = T.forward_trace(weights, x, spec)
     rows = []
-    for name, fn in (("final values revealed", revealed), ("final values masked", hidden)):
-        size, wall, cpu = _timed(fn)
-        rows.append([name, cpu, wall, size / 1024])
+    for name, zk in (("inference, zk", True), ("inference, plain", False)):
+        committed, _, commit_cpu = _timed(lambda: S.commit_forward(trace, zk=zk, private_input=True))
+        proof, wall, cpu = _timed(lambda: S.prove_forward(trace, committed, zk=zk))
+        _, _, verify_cpu = _timed(lambda: S.verify_forward(spec, committed, S.forward_output(trace), proof))
+        rows.append([name, commit_cpu, cpu, wall, verify_cpu, proof.num_bytes / 1024])
     return rows
 
 
@@ -135,8 +124,8 @@ def run(quick: bool = False) -> None:
     warm_weights, warm_x, warm_y, warm_spec = make_step((8, 8, 4), 4)  # compile the kernels first
     warm = T.training_trace(warm_weights, warm_x, warm_y, warm_spec)
     for zk in (False, True):
-        committed = T.commit_step(warm, zk=zk)
-        T.verify_training_step(warm_spec, committed, T.prove_training_step(warm, committed, zk=zk))
+        committed = S.commit_step(warm, zk=zk)
+        S.verify_training_step(warm_spec, committed, S.prove_training_step(warm, committed, zk=zk))
     names = ["t1 784-128-10", "quick 4 layers"] if quick else ["t1 784-128-10", "t2 8 layers ~1.08M"]
     for name in names:
         sizes = CASES[name]
@@ -149,12 +138,11 @@ def run(quick: bool = False) -> None:
         print(f"ZK / plain prover (commit + prove, CPU): {total['zk, aggregated'] / total['plain, aggregated']:.2f}x; "
               f"layer by layer / aggregated: {total['plain, layer by layer'] / total['plain, aggregated']:.2f}x "
               f"time, {rows[2][5] / rows[1][5]:.2f}x bytes")
-    log_size = 14 if quick else 18
-    measure_masked(8)  # compile first
-    rows = measure_masked(log_size)
-    print_table(f"ZK product sumcheck over two committed 2^{log_size} tables (commit + prove)",
-                ["run", "CPU s", "wall s", "proof KiB"], rows)
-    print(f"masked / revealed: {rows[1][1] / rows[0][1]:.2f}x CPU, {rows[1][3] / rows[0][3]:.2f}x bytes")
+    name = "t1 784-128-10"
+    rows = measure_inference(CASES[name])
+    print_table(f"inference proof of {name}, batch {BATCH}: weights and input committed, output public",
+                ["run", "commit CPU s", "prove CPU s", "prove wall s", "verify CPU s", "proof KiB"], rows)
+    print(f"ZK / plain prover (commit + prove, CPU): {(rows[0][1] + rows[0][2]) / (rows[1][1] + rows[1][2]):.2f}x")
     name = "t1 784-128-10" if not quick else "quick 4 layers"
     try:
         rows = measure_steps(CASES[name])

@@ -15,7 +15,7 @@ term is a fresh uniform value: at a point with z_i = e_i (1 - e_i) != 0 (challen
 w.p. 2 / |F_p4| each), a value sum_j w(j) T^(e, j) carries the uniform mask sum_i z_i sum_j w(j) l_i(j).
 m stated values of one tensor are jointly uniform when their mask functionals are linearly independent,
 which holds w.h.p. for m <= n_e 2^(n_j) at random points; the protocols state at most a handful per tensor
-and require n_e >= 4 (:data:`MIN_ELEMENT_VARS`).
+and require n_e >= 4 (:data:`MIN_ELEMENT_VARS`); :func:`mask_rank` checks the condition on a real proof.
 
 **Relations with public claims.** Claims are never passed from one sumcheck to the next (that would reveal
 the intermediate value or need Libra's corrections): every relation between stored tensors is one
@@ -24,8 +24,10 @@ sumcheck whose claim is public (0, or a value of public data),
     sum_(x in {0,1}^n) sum_t c_t [x_(m_t..n-1) = 0] prod_(public P) P(x_(<m_t)) prod_(stored F) F^(x_(<m_t)) = claim,
 
 a term t living on the first m_t variables (tensors of different sizes share one sumcheck). A stored
-factor is a view of a tensor: some element variables fixed at public random points (the mask terms of
-fixed variables become constants), the planes contracted with public weights or kept as variables.
+factor is a view of a tensor: some element variables contracted with public weights eq(tau, .) over the
+cube (where their masks vanish, so the term still sums to the unmasked value), the planes contracted with
+public weights or kept as variables; the remaining element variables are bound by the sumcheck, and their
+masks make the factor's final value uniform.
 The sumcheck ends at sigma; the prover states every stored factor's value (uniform, masked), the verifier
 checks the summand and records each value as a linear functional of its store, opened at the end by one
 hiding opening per store (:func:`proofs.zk.open_functionals`: only the values are revealed).

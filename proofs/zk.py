@@ -37,11 +37,11 @@ programmed), the simulator of Libra's theorem 3.
 
 Assumptions and limits, stated: BLAKE2b is modelled as a random oracle (Fiat-Shamir and hiding of salted
 leaves); zero knowledge is honest-verifier in the random-oracle model. This module's sumcheck still hands
-its caller the *final evaluations* (the factors' multilinear values at the random point sigma), which a
-caller that states them reveals: one random linear functional of the witness each. :mod:`proofs.masked`
-closes that gap for a product of committed tables (Libra's f + Z(x) R(x) masking: the stated values are
-of the masked extension, uniform); the training proof (:mod:`proofs.layers.training`) does not use it yet
-and lists what it reveals.
+its caller the *final evaluations* (the factors' values at the random point sigma); stating multilinear
+values would reveal one random linear functional of the witness each. :mod:`proofs.relations` closes that
+gap for whole protocols (masked extensions, Libra section 4.2, so every stated value is uniform), and the
+training and inference proofs (:mod:`proofs.layers.step_proof`) are built on it; :mod:`proofs.masked`
+is the single-product case.
 """
 from __future__ import annotations
 
