@@ -50,7 +50,6 @@ __all__ += [
 from .zk import (HidingCommitment, HidingOpening, HidingParams, ZKSumcheckProof, hiding_commit, open_functionals,
                  open_points, prove_zk_sumcheck, simulate_zk_sumcheck, verify_functionals, verify_points,
                  verify_zk_sumcheck)
-from .aggregate import plan_groups
 from .layers.training import TrainingSpec, TrainingTrace, fit_spec, forward_trace, training_step, training_trace
 from .layers.step_proof import (CommittedModel, CommittedSteps, CommittedTensors, TrainingProof, commit_forward,
                                 commit_step, commit_steps, forward_output, prove_forward, prove_training_step,
@@ -59,7 +58,7 @@ from .layers.step_proof import (CommittedModel, CommittedSteps, CommittedTensors
 __all__ += [
     "HidingCommitment", "HidingOpening", "HidingParams", "ZKSumcheckProof", "hiding_commit", "open_functionals",
     "open_points", "prove_zk_sumcheck", "simulate_zk_sumcheck", "verify_functionals", "verify_points",
-    "verify_zk_sumcheck", "plan_groups",
+    "verify_zk_sumcheck",
     "CommittedSteps", "CommittedTensors", "TrainingProof", "TrainingSpec", "TrainingTrace", "commit_step",
     "commit_steps", "fit_spec", "prove_training_step", "prove_training_steps", "training_step", "training_trace",
     "verify_training_step", "verify_training_steps", "CommittedModel", "commit_forward", "forward_output",

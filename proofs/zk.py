@@ -40,8 +40,7 @@ leaves); zero knowledge is honest-verifier in the random-oracle model. This modu
 its caller the *final evaluations* (the factors' values at the random point sigma); stating multilinear
 values would reveal one random linear functional of the witness each. :mod:`proofs.relations` closes that
 gap for whole protocols (masked extensions, Libra section 4.2, so every stated value is uniform), and the
-training and inference proofs (:mod:`proofs.layers.step_proof`) are built on it; :mod:`proofs.masked`
-is the single-product case.
+training and inference proofs (:mod:`proofs.layers.step_proof`) are built on it.
 """
 from __future__ import annotations
 

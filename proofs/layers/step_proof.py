@@ -37,7 +37,6 @@ from dataclasses import dataclass, field as dataclass_field
 import numpy as np
 
 from .. import field as F
-from ..aggregate import MODES
 from ..errors import ProofError, ProofRejected
 from ..mle import bind_high, mle_evaluate
 from ..relations import (BitTerm, Public, Relation, RelationProver, Slot, StoreLayout, Stored, Term, commit_store, eq_factor,
@@ -51,6 +50,8 @@ from .requant import Decomposition
 from .training import TrainingSpec, TrainingTrace, _check_chain, _field, _plain_sumcheck
 
 TRANSCRIPT_LABEL = "hezk.proofs.training.v2"
+#: "aggregate": every tensor of every layer and step in one store (FAC4DNN); "layer": one store per step and layer
+MODES = ("aggregate", "layer")
 #: Reed-Solomon rate 1/2: half the encoding and hashing of rate 1/4 for 1.6x the column queries
 DEFAULT_RATE_INV = 2
 #: random rows committed with each store, so one opening of up to 39 pieces needs no second Merkle tree

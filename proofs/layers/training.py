@@ -110,14 +110,6 @@ class TrainingSpec:
     def update_spec(self) -> Decomposition:
         return Decomposition(self.lr_shift, self.update_bits, False)
 
-    def bit_tables(self) -> list:
-        """(name, Decomposition, elements) of every committed bits table, in a fixed order."""
-        L, B = self.num_layers, self.batch_padded
-        tables = [(f"fwd{i}", self.forward_spec(i), B * self.width(i + 1)) for i in range(L)]
-        tables += [(f"bwd{i}", self.backward_spec(), B * self.width(i + 1)) for i in range(L - 1)]
-        tables += [(f"upd{i}", self.update_spec(), self.width(i + 1) * self.width(i)) for i in range(L)]
-        return tables
-
     def absorb(self, transcript) -> None:
         transcript.absorb("training.spec", [int(v) for v in (*self.sizes, -1, self.batch, self.act_bits,
                                                              self.weight_bits, self.shift, self.grad_shift,
