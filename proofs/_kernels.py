@@ -271,56 +271,123 @@ def add_plane_constants(table, values, out):
             out[i, c] = s - P if s >= P else s
 
 
-@numba.njit(cache=True)
-def masked_bit_round(table, masks, block, zs, eq_lo, eq_hi, degree, out):
-    """Bit-check round sums with the split eq: out[x] = sum_j eq_lo[j_lo] eq_hi[j_hi] h(t_j(x)), h(t) = t - t^2,
-    t_j(x) = T[2j] + x (T[2j+1] - T[2j]) + zs[x] masks[j // block] (no mask when block = 0), x = 0..degree.
+@numba.njit(cache=True, inline="always")
+def _acc_scaled(acc, row, e, k):
+    """acc[row] += e * k for an F_p4 e (4,) and a base k (reduced later by the caller)."""
+    for c in range(4):
+        acc[row, c] += e[c] * k % P
 
-    table: (2L, 4) F_p4 (plane-major); eq_lo, eq_hi: the eq tables of the low and high halves of the remaining
-    variables (len(eq_lo) * len(eq_hi) = L). No full eq table is formed (Gruen 2024, section 3).
+
+@numba.njit(cache=True)
+def bit_round_sums(table, block, eq_lo, eq_hi, plain, buckets):
+    """One bit-check round by the split eq, with the mask handled in closed form.
+
+    For entries j of the half table, u_j(x) = T[2j] + x (T[2j+1] - T[2j]) and w_j = eq_lo[j_lo] eq_hi[j_hi]:
+    plain[x] = sum_j w_j (u_j(x) - u_j(x)^2) for x = 0, 1, 2 (a degree-2 polynomial in x), and per plane p
+    (entries j // block = p; block = 0: no planes) buckets[0, p] = sum w_j (1 - 2 T[2j]),
+    buckets[1, p] = sum w_j (T[2j+1] - T[2j]), buckets[2, p] = sum w_j. With t = u + z(x) m_p the masked
+    h(t) = t - t^2 is then (u - u^2) + z m_p (1 - 2u) - z^2 m_p^2 (:meth:`RelationProver._bit_sums`).
+    ``table``: (2L,) base or (2L, 4) F_p4; outputs overwritten (plain (3, 4), buckets (3, P, 4)).
     """
+    ext = table.ndim == 2
     lo_size = eq_lo.shape[0]
-    acc = np.zeros((degree + 1, 4), dtype=np.uint64)
-    part = np.zeros((degree + 1, 4), dtype=np.uint64)
-    t = np.empty((1, 4), dtype=np.uint64)
-    sq = np.empty((1, 4), dtype=np.uint64)
-    h = np.empty((1, 4), dtype=np.uint64)
-    term = np.empty((1, 4), dtype=np.uint64)
-    step = np.empty(4, dtype=np.uint64)
+    planes = buckets.shape[1]
+    acc = np.zeros((3, 4), dtype=np.uint64)
+    part = np.zeros((3, 4), dtype=np.uint64)
+    totals = np.zeros((3 * planes, 4), dtype=np.uint64)
+    pb = np.zeros((3 * planes, 4), dtype=np.uint64)
+    low = np.zeros((1, 4), dtype=np.uint64)
+    diff = np.zeros((1, 4), dtype=np.uint64)
+    u = np.zeros((1, 4), dtype=np.uint64)
+    sq = np.zeros((1, 4), dtype=np.uint64)
+    term = np.zeros((1, 4), dtype=np.uint64)
+    e = np.zeros(4, dtype=np.uint64)
     for hb in range(eq_hi.shape[0]):
-        for x in range(degree + 1):
+        for x in range(3):
             for c in range(4):
                 part[x, c] = 0
+        for k in range(3 * planes):
+            for c in range(4):
+                pb[k, c] = 0
+        touched_lo, touched_hi = planes, -1
         for lb in range(lo_size):
             j = hb * lo_size + lb
             for c in range(4):
-                low, high = table[2 * j, c], table[2 * j + 1, c]
-                t[0, c] = low
-                step[c] = high - low if high >= low else high + P - low
-            for x in range(degree + 1):
-                if x:
+                e[c] = eq_lo[lb, c]
+            if ext:
+                for c in range(4):
+                    a, b = table[2 * j, c], table[2 * j + 1, c]
+                    low[0, c] = a
+                    diff[0, c] = b - a if b >= a else b + P - a
+            else:
+                a, b = table[2 * j], table[2 * j + 1]
+                low[0, 0] = a
+                diff[0, 0] = b - a if b >= a else b + P - a
+            for x in range(3):
+                for c in range(4):
+                    v = low[0, c] + np.uint64(x) * diff[0, c] % P
+                    u[0, c] = v % P
+                if ext:
+                    _ext_mul_into(u[0, 0], u[0, 1], u[0, 2], u[0, 3], u[0, 0], u[0, 1], u[0, 2], u[0, 3], sq, 0)
                     for c in range(4):
-                        s = t[0, c] + step[c]
-                        t[0, c] = s - P if s >= P else s
+                        h = u[0, c] - sq[0, c] if u[0, c] >= sq[0, c] else u[0, c] + P - sq[0, c]
+                        u[0, c] = h
+                    _ext_mul_into(e[0], e[1], e[2], e[3], u[0, 0], u[0, 1], u[0, 2], u[0, 3], term, 0)
+                    for c in range(4):
+                        part[x, c] += term[0, c]
+                else:
+                    v = u[0, 0]
+                    sqv = v * v % P
+                    h = v - sqv if v >= sqv else v + P - sqv
+                    _acc_scaled(part, x, e, h)
+            if block:
+                plane = j // block
+                touched_lo = min(touched_lo, plane)
+                touched_hi = max(touched_hi, plane)
+                if ext:
+                    for c in range(4):  # 1 - 2 low
+                        two = (low[0, c] + low[0, c]) % P
+                        u[0, c] = (np.uint64(1) if c == 0 else np.uint64(0)) + P - two
+                        u[0, c] %= P
+                    _ext_mul_into(e[0], e[1], e[2], e[3], u[0, 0], u[0, 1], u[0, 2], u[0, 3], term, 0)
+                    for c in range(4):
+                        pb[plane, c] += term[0, c]
+                    _ext_mul_into(e[0], e[1], e[2], e[3], diff[0, 0], diff[0, 1], diff[0, 2], diff[0, 3], term, 0)
+                    for c in range(4):
+                        pb[planes + plane, c] += term[0, c]
+                else:
+                    two = (low[0, 0] + low[0, 0]) % P
+                    _acc_scaled(pb, plane, e, (np.uint64(1) + P - two) % P)
+                    _acc_scaled(pb, planes + plane, e, diff[0, 0])
                 for c in range(4):
-                    h[0, c] = t[0, c]
-                    if block:
-                        s = h[0, c] + zs[x] * masks[j // block, c] % P
-                        h[0, c] = s - P if s >= P else s
-                _ext_mul_into(h[0, 0], h[0, 1], h[0, 2], h[0, 3], h[0, 0], h[0, 1], h[0, 2], h[0, 3], sq, 0)
-                for c in range(4):
-                    h[0, c] = h[0, c] - sq[0, c] if h[0, c] >= sq[0, c] else h[0, c] + P - sq[0, c]
-                _ext_mul_into(eq_lo[lb, 0], eq_lo[lb, 1], eq_lo[lb, 2], eq_lo[lb, 3],
-                              h[0, 0], h[0, 1], h[0, 2], h[0, 3], term, 0)
-                for c in range(4):
-                    part[x, c] += term[0, c]
-        for x in range(degree + 1):
+                    pb[2 * planes + plane, c] += e[c]
+            if lb % 1024 == 1023:  # keep the accumulators far below 2^64
+                for x in range(3):
+                    for c in range(4):
+                        part[x, c] %= P
+                for k in range(3 * planes):
+                    for c in range(4):
+                        pb[k, c] %= P
+        for x in range(3):
             for c in range(4):
                 part[x, c] %= P
             _ext_mul_into(eq_hi[hb, 0], eq_hi[hb, 1], eq_hi[hb, 2], eq_hi[hb, 3],
                           part[x, 0], part[x, 1], part[x, 2], part[x, 3], term, 0)
             for c in range(4):
                 acc[x, c] = (acc[x, c] + term[0, c]) % P
-    for x in range(degree + 1):
+        for plane in range(touched_lo, touched_hi + 1):
+            for kind in range(3):
+                k = kind * planes + plane
+                for c in range(4):
+                    pb[k, c] %= P
+                _ext_mul_into(eq_hi[hb, 0], eq_hi[hb, 1], eq_hi[hb, 2], eq_hi[hb, 3],
+                              pb[k, 0], pb[k, 1], pb[k, 2], pb[k, 3], term, 0)
+                for c in range(4):
+                    totals[k, c] = (totals[k, c] + term[0, c]) % P
+    for x in range(3):
         for c in range(4):
-            out[x, c] = acc[x, c]
+            plain[x, c] = acc[x, c]
+    for kind in range(3):
+        for plane in range(planes):
+            for c in range(4):
+                buckets[kind, plane, c] = totals[kind * planes + plane, c]

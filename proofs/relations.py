@@ -524,14 +524,7 @@ class RelationProver:
         rest = term.tau[j + 1:]
         kernels = F.numba_kernels() if self._fused and table.shape[0] >= F.NUMBA_MIN_SIZE else None
         if kernels is not None:
-            half = rest.shape[0] // 2
-            eq_lo, eq_hi = eq_table(rest[:half]), eq_table(rest[half:])
-            table = np.ascontiguousarray(_ext(table))
-            block = 0 if mask is None else (table.shape[0] // 2) // mask.shape[0]
-            masks = F.ext_zero((1,)) if mask is None else np.ascontiguousarray(mask)
-            zs = F.to_field(np.array([x * (1 - x) for x in range(d + 1)], dtype=np.int64))
-            sums = np.empty((d + 1, F.EXT_DEGREE), dtype=np.uint64)
-            kernels.masked_bit_round(table, masks, block, zs, eq_lo, eq_hi, d, sums)
+            sums = self._bit_sums_fused(kernels, table, mask, rest, d)
         else:
             eq_rest = np.repeat(eq_table(rest), 2, axis=0)  # constant in the current variable
             sums = self._numpy_sums([(eq_rest, None), factor], d)
@@ -578,6 +571,33 @@ class RelationProver:
         sums = F.ext_zero((d + 1,))
         for x in range(d + 1):
             sums[x] = _sum_product([line[x] for line in lines]) if lines else F.ext_one()
+        return sums
+
+    @staticmethod
+    def _bit_sums_fused(kernels, table, mask, rest, d) -> np.ndarray:
+        """S(x), x = 0..d, from one kernel pass: with t = u + z(x) m_p (u linear in x, m_p the plane's mask),
+        h(t) = (u - u^2) + z m_p (1 - 2u) - z^2 m_p^2, so S is U(x) (degree 2, from x = 0, 1, 2) plus the
+        per-plane sums A_p = sum eq (1 - 2 u(0)), B_p = sum eq (u(1) - u(0)), C_p = sum eq times the masks."""
+        half = rest.shape[0] // 2
+        eq_lo, eq_hi = eq_table(rest[:half]), eq_table(rest[half:])
+        planes = 1 if mask is None else mask.shape[0]
+        block = 0 if mask is None else (table.shape[0] // 2) // planes
+        plain = np.empty((3, F.EXT_DEGREE), dtype=np.uint64)
+        buckets = np.empty((3, planes, F.EXT_DEGREE), dtype=np.uint64)
+        kernels.bit_round_sums(np.ascontiguousarray(table), block, eq_lo, eq_hi, plain, buckets)
+        sums = F.ext_zero((d + 1,))
+        for x in range(d + 1):
+            weights = F.to_field(np.array([(x - 1) * (x - 2) // 2, -x * (x - 2), x * (x - 1) // 2], dtype=np.int64))
+            sums[x] = F.ext_sum(F.ext_mul_base(plain, weights), axis=0)
+        if mask is not None:
+            m_a = F.ext_sum(F.ext_mul(mask, buckets[0]), axis=0)
+            m_b = F.ext_sum(F.ext_mul(mask, buckets[1]), axis=0)
+            m_2 = F.ext_sum(F.ext_mul(F.ext_mul(mask, mask), buckets[2]), axis=0)
+            for x in range(2, d + 1):
+                z = F.to_field(np.array([x * (1 - x), 2 * x], dtype=np.int64))
+                linear = F.ext_sub(m_a, F.ext_mul_base(m_b, z[1:2])[0])
+                sums[x] = F.ext_add(sums[x], F.ext_mul_base(linear, z[0:1])[0])
+                sums[x] = F.ext_sub(sums[x], F.ext_mul_base(m_2, F.mul(z[0:1], z[0:1]))[0])
         return sums
 
     @staticmethod
