@@ -202,7 +202,7 @@ class View:
 
 
 def _plane_weights(slot: Slot, view: View) -> np.ndarray:
-    if slot.plane_vars == 0:
+    if view.w is None and slot.plane_vars == 0:
         return F.ext_one((1,))
     w = np.asarray(view.w, dtype=np.uint64)
     if w.shape != (1 << slot.plane_vars, F.EXT_DEGREE):
@@ -260,7 +260,7 @@ def view_value(witness: StoreWitness, view: View) -> np.ndarray:
     e = np.asarray(view.e, dtype=np.uint64).reshape(-1, F.EXT_DEGREE)
     w = _plane_weights(slot, view)
     table = witness.tables[view.name].reshape(1 << slot.plane_vars, 1 << slot.elem_vars)
-    contracted = F.matmul(table.T, w) if slot.plane_vars else table[0]
+    contracted = F.matmul(table.T, w)
     value = mle_evaluate(contracted, e)
     if witness.masks is not None:
         mask = F.ext_sum(F.ext_mul(witness.masks[view.name], w[None, :, :]), axis=1)  # (n_e, 4)
@@ -294,9 +294,9 @@ class Stored:
         parts = [p for p in (self.low, sigma[:r], self.high) if p is not None]
         e = np.concatenate([np.asarray(p, dtype=np.uint64).reshape(-1, F.EXT_DEGREE) for p in parts])
         lo = 0 if self.low is None else np.asarray(self.low).reshape(-1, F.EXT_DEGREE).shape[0]
-        w = None
-        if slot.plane_vars:
-            w = eq_table(sigma[r:r + slot.plane_vars]) if self.planes is None else self.planes
+        w = self.planes
+        if w is None and slot.plane_vars:
+            w = eq_table(sigma[r:r + slot.plane_vars])
         return View(self.name, e, w, (lo, lo + r))
 
 
@@ -387,7 +387,7 @@ class _MaskedState:
         slot = witness.layout.slot(factor.name)
         table = witness.tables[factor.name].reshape(1 << slot.plane_vars, 1 << slot.elem_vars)
         masks = None if witness.masks is None else witness.masks[factor.name]  # (n_e, 2^n_j, 4)
-        if factor.planes is not None and slot.plane_vars:
+        if factor.planes is not None:
             w = np.asarray(factor.planes, dtype=np.uint64)
             table = F.matmul(table.T, w)[None]  # (1, 2^n_e, 4)
             if masks is not None:

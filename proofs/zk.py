@@ -481,8 +481,7 @@ def verify_functionals(commitment: HidingCommitment, functionals, values, openin
     length = commitment.codeword_length
     if not np.array_equal(_encode_ext(opening.rows[0], length)[indices], _combine(gamma, joint)):
         raise ProofRejected("proximity row is inconsistent with the opened columns", where)
-    for p, (w, _) in enumerate(pieces):
-        expected_columns = _combine(w, opening.columns[:data_rows])
+    for p, expected_columns in enumerate(_piece_rows(pieces, opening.columns[:data_rows])):
         if hiding:
             expected_columns = F.ext_add(expected_columns, F.ext_mul_base(beta[None, :], mask_columns[1 + p]))
         if not np.array_equal(_encode_ext(opening.rows[1 + p], length)[indices], expected_columns):

@@ -69,8 +69,11 @@ def params_for(zk: bool, params=None) -> HidingParams:
 
 
 # ------------------------------------------------------------------------------------------- layouts
-def _planes(decomposition: Decomposition) -> int:
-    return log2(1 << (decomposition.width - 1).bit_length())
+def _group_slots(name: str, elem_vars: int, decomposition: Decomposition) -> list:
+    """One slot per committed group of bit planes (:attr:`Decomposition.groups`: 18 bits are 16 + 2 planes,
+    not 32): ``name`` for the first group, ``name.g1`` for the second."""
+    return [Slot(name if g == 0 else f"{name}.g{g}", elem_vars, log2(count))
+            for g, (_, count) in enumerate(decomposition.groups)]
 
 
 def weight_layout(spec: TrainingSpec, hiding: bool) -> StoreLayout:
@@ -92,12 +95,12 @@ def _layer_slots(spec: TrainingSpec, t: int, i: int, forward_only: bool) -> list
     slots = []
     if i:
         slots.append(Slot(f"t{t}.A{i}", log2(B * spec.width(i))))
-    slots.append(Slot(f"t{t}.fwd{i}", log2(B * spec.width(i + 1)), _planes(spec.forward_spec(i))))
+    slots += _group_slots(f"t{t}.fwd{i}", log2(B * spec.width(i + 1)), spec.forward_spec(i))
     if not forward_only:
         slots.append(Slot(f"t{t}.G{i}", log2(B * spec.width(i + 1))))
         if i < L - 1:
-            slots.append(Slot(f"t{t}.bwd{i}", log2(B * spec.width(i + 1)), _planes(spec.backward_spec())))
-        slots.append(Slot(f"t{t}.upd{i}", log2(spec.width(i + 1) * spec.width(i)), _planes(spec.update_spec())))
+            slots += _group_slots(f"t{t}.bwd{i}", log2(B * spec.width(i + 1)), spec.backward_spec())
+        slots += _group_slots(f"t{t}.upd{i}", log2(spec.width(i + 1) * spec.width(i)), spec.update_spec())
     return slots
 
 
@@ -111,11 +114,15 @@ def proof_layouts(spec: TrainingSpec, steps: int, mode: str, hiding: bool, forwa
     return {f"p{t}.{i}": StoreLayout(tuple(slots), hiding) for (t, i), slots in per_layer.items()}
 
 
-def _bits_table(witness, planes: int) -> np.ndarray:
-    width = witness.spec.width
-    table = np.zeros((1 << planes, witness.bits.shape[1]), dtype=np.uint64)
-    table[:width] = witness.bits[:width]
-    return table.reshape(-1)
+def _bits_tables(name: str, witness) -> dict:
+    """The slot tables of a decomposition's planes, one per plane group (planes past the width are zero)."""
+    tables = {}
+    for g, (start, count) in enumerate(witness.spec.groups):
+        table = np.zeros((count, witness.bits.shape[1]), dtype=np.uint64)
+        stop = min(start + count, witness.spec.width)
+        table[:stop - start] = witness.bits[start:stop]
+        tables[name if g == 0 else f"{name}.g{g}"] = table.reshape(-1)
+    return tables
 
 
 def _proof_tables(trace: TrainingTrace, t: int, forward_only: bool) -> dict:
@@ -124,12 +131,12 @@ def _proof_tables(trace: TrainingTrace, t: int, forward_only: bool) -> dict:
     for i in range(spec.num_layers):
         if i:
             tables[f"t{t}.A{i}"] = _field(trace.acts[i])
-        tables[f"t{t}.fwd{i}"] = _bits_table(trace.fwd[i], _planes(spec.forward_spec(i)))
+        tables.update(_bits_tables(f"t{t}.fwd{i}", trace.fwd[i]))
         if not forward_only:
             tables[f"t{t}.G{i}"] = _field(trace.grads[i])
             if i < spec.num_layers - 1:
-                tables[f"t{t}.bwd{i}"] = _bits_table(trace.bwd[i], _planes(spec.backward_spec()))
-            tables[f"t{t}.upd{i}"] = _bits_table(trace.upd[i], _planes(spec.update_spec()))
+                tables.update(_bits_tables(f"t{t}.bwd{i}", trace.bwd[i]))
+            tables.update(_bits_tables(f"t{t}.upd{i}", trace.upd[i]))
     return tables
 
 
@@ -389,12 +396,6 @@ class _Channel:
 
 
 # ------------------------------------------------------------------------------------------ the protocol
-def _ext_vector(values, planes: int) -> np.ndarray:
-    out = np.zeros(1 << planes, dtype=np.int64)
-    out[:len(values)] = values
-    return F.ext_from_base(F.to_field(out))
-
-
 def _ext_int(value: int) -> np.ndarray:
     return F.ext_from_base(F.to_field(np.array([value], dtype=np.int64)))[0]
 
@@ -410,29 +411,44 @@ class _Protocol:
         key = f"t{t}.{name}"
         return Stored(self.where[key], key, **fix)
 
-    def coefficients(self, decomposition: Decomposition):
-        planes = _planes(decomposition)
-        sign = np.zeros(decomposition.padded_width, dtype=np.int64)
-        sign[decomposition.sign_index] = 1
-        return (_ext_vector(decomposition.rebuild_coefficients(), planes),
-                _ext_vector(decomposition.output_coefficients(), planes), _ext_vector(sign, planes))
+    def combination(self, t: int, name: str, decomposition: Decomposition, coefficients) -> list:
+        """sum_j c_j B(., j) as stored factors, one per plane group the coefficients touch."""
+        coefficients = np.asarray(coefficients, dtype=np.int64)
+        out = []
+        for g, (start, count) in enumerate(decomposition.groups):
+            part = coefficients[start:start + count]
+            if part.any():
+                out.append(self.stored(t, name if g == 0 else f"{name}.g{g}",
+                                       planes=F.ext_from_base(F.to_field(part))))
+        return out
 
-    def rescaled_matmul(self, label, left, right, k_vars, bits: str, decomposition, tau) -> None:
+    def rebuilt(self, t, name, decomposition):
+        return self.combination(t, name, decomposition, decomposition.rebuild_coefficients())
+
+    def quotient(self, t, name, decomposition):
+        return self.combination(t, name, decomposition, decomposition.output_coefficients())
+
+    def sign(self, t, name, decomposition):
+        indicator = np.zeros(decomposition.padded_width, dtype=np.int64)
+        indicator[decomposition.sign_index] = 1
+        (factor,) = self.combination(t, name, decomposition, indicator)
+        return factor
+
+    def rescaled_matmul(self, label, left, right, k_vars, rebuilt: list, decomposition, tau) -> None:
         """sum_k left(k) right(k) - sum_e eq(tau, e) sum_j c_j B(e, j) + h = 0 (Z(tau) = rebuilt(tau))."""
-        rebuild, _, _ = self.coefficients(decomposition)
         publics = tuple(f for f in (left,) if isinstance(f, Public))
         stored = tuple(f for f in (left, right) if isinstance(f, Stored))
-        rebuilt = Stored(self.where[bits], bits, planes=rebuild)
-        self.ch.relation(label, [Term(self.one, publics, stored, k_vars),
-                                 Term(self.minus, (eq_factor(tau),), (rebuilt,), tau.shape[0]),
-                                 Term(_ext_int(decomposition.offset), (), (), 0)])
+        eq = eq_factor(tau)
+        self.ch.relation(label, [Term(self.one, publics, stored, k_vars)]
+                         + [Term(self.minus, (eq,), (part,), tau.shape[0]) for part in rebuilt]
+                         + [Term(_ext_int(decomposition.offset), (), (), 0)])
 
-    def select(self, label, target, quotient: Stored, sign: Stored, tau, extra=None) -> None:
+    def select(self, label, target, quotient: list, sign, tau, extra=None) -> None:
         """sum_e eq(tau, e) [target(e) - q(e) + s(e) q(e) (+ extra(e))] = 0 (no sign: no ReLU)."""
         eq, n = eq_factor(tau), tau.shape[0]
-        terms = [Term(self.one, (eq,), (target,), n), Term(self.minus, (eq,), (quotient,), n)]
+        terms = [Term(self.one, (eq,), (target,), n)] + [Term(self.minus, (eq,), (q,), n) for q in quotient]
         if sign is not None:
-            terms.append(Term(self.one, (eq,), (sign, quotient), n))
+            terms += [Term(self.one, (eq,), (sign, q), n) for q in quotient]
         if extra is not None:
             terms.append(Term(self.one, (eq,), (extra,), n))
         self.ch.relation(label, terms)
@@ -454,22 +470,20 @@ class _Protocol:
             tau_o, tau_b = tau[:out_vars], tau[out_vars:]
             left = self.stored(t, f"A{i}", high=tau_b) if i else self.input_factor(t, tau_b, in_vars)
             self.rescaled_matmul(f"t{t}.forward{i}", left, Stored(self.where[f"w{t}"], f"W{i}", high=tau_o), in_vars,
-                                 f"t{t}.fwd{i}", decomposition, tau)
-            _, output, sign = self.coefficients(decomposition)
+                                 self.rebuilt(t, f"fwd{i}", decomposition), decomposition, tau)
             if i + 1 < L:
                 tau = ch.point(f"training.t{t}.relu{i}", out_vars + b_vars)
-                self.select(f"t{t}.relu{i}", self.stored(t, f"A{i + 1}"), self.stored(t, f"fwd{i}", planes=output),
-                            self.stored(t, f"fwd{i}", planes=sign), tau)
+                self.select(f"t{t}.relu{i}", self.stored(t, f"A{i + 1}"), self.quotient(t, f"fwd{i}", decomposition),
+                            self.sign(t, f"fwd{i}", decomposition), tau)
 
     def output(self, t: int, public_output) -> None:
         """O = q_(L-1): equal to the public output, or G_(L-1) = O - Y (training)."""
         spec, ch = self.spec, self.ch
         i = spec.num_layers - 1
         tau = ch.point(f"training.t{t}.output", log2(spec.batch_padded * spec.width(i + 1)))
-        _, output, _ = self.coefficients(spec.forward_spec(i))
-        quotient = self.stored(t, f"fwd{i}", planes=output)
+        quotient = self.quotient(t, f"fwd{i}", spec.forward_spec(i))
         if public_output is not None:
-            ch.relation(f"t{t}.output", [Term(self.one, (eq_factor(tau),), (quotient,), tau.shape[0])],
+            ch.relation(f"t{t}.output", [Term(self.one, (eq_factor(tau),), (q,), tau.shape[0]) for q in quotient],
                         mle_evaluate(public_output, tau))
             return
         self.select(f"t{t}.output", self.stored(t, f"G{i}"), quotient, None, tau,
@@ -486,12 +500,10 @@ class _Protocol:
             tau_k, tau_b = tau[:k_vars], tau[k_vars:]
             self.rescaled_matmul(f"t{t}.backward{i}", self.stored(t, f"G{i + 1}", high=tau_b),
                                  Stored(self.where[f"w{t}"], f"W{i + 1}", low=tau_k), o_vars,
-                                 f"t{t}.bwd{i}", decomposition, tau)
-            _, output, _ = self.coefficients(decomposition)
-            _, _, sign = self.coefficients(spec.forward_spec(i))
+                                 self.rebuilt(t, f"bwd{i}", decomposition), decomposition, tau)
             tau = ch.point(f"training.t{t}.mask{i}", k_vars + b_vars)
-            self.select(f"t{t}.mask{i}", self.stored(t, f"G{i}"), self.stored(t, f"bwd{i}", planes=output),
-                        self.stored(t, f"fwd{i}", planes=sign), tau)
+            self.select(f"t{t}.mask{i}", self.stored(t, f"G{i}"), self.quotient(t, f"bwd{i}", decomposition),
+                        self.sign(t, f"fwd{i}", spec.forward_spec(i)), tau)
 
     def update(self, t: int) -> None:
         spec, ch = self.spec, self.ch
@@ -503,14 +515,13 @@ class _Protocol:
             tau_k, tau_o = tau[:k_vars], tau[k_vars:]
             activation = self.stored(t, f"A{i}", low=tau_k) if i else Stored(self.where[f"x{t}"], "X", low=tau_k)
             self.rescaled_matmul(f"t{t}.gradw{i}", self.stored(t, f"G{i}", low=tau_o), activation, b_vars,
-                                 f"t{t}.upd{i}", decomposition, tau)
-            _, output, _ = self.coefficients(decomposition)
+                                 self.rebuilt(t, f"upd{i}", decomposition), decomposition, tau)
             tau = ch.point(f"training.t{t}.update{i}", k_vars + o_vars)
             eq, n = eq_factor(tau), tau.shape[0]
             ch.relation(f"t{t}.update{i}", [
                 Term(self.one, (eq,), (Stored(self.where[f"w{t + 1}"], f"W{i}"),), n),
-                Term(self.minus, (eq,), (Stored(self.where[f"w{t}"], f"W{i}"),), n),
-                Term(self.one, (eq,), (self.stored(t, f"upd{i}", planes=output),), n)])
+                Term(self.minus, (eq,), (Stored(self.where[f"w{t}"], f"W{i}"),), n)]
+                + [Term(self.one, (eq,), (q,), n) for q in self.quotient(t, f"upd{i}", decomposition)])
 
     def bits(self, keys) -> None:
         """Every entry of every decomposition is a bit: batched over ``keys`` with random weights."""
@@ -526,7 +537,9 @@ class _Protocol:
 
 
 def _decomposition_keys(layouts: dict) -> list:
-    return [s.name for layout in layouts.values() for s in layout.slots if s.plane_vars]
+    """The slots holding bit planes (a plane group may be a single plane)."""
+    return [s.name for layout in layouts.values() for s in layout.slots
+            if s.name.split(".")[1][:3] in ("fwd", "bwd", "upd")]
 
 
 def _where(statement_keys: dict, layouts: dict) -> dict:

@@ -112,3 +112,19 @@ def test_same_witness_gives_fresh_values():
     values = [[i for i in p.items if isinstance(i, np.ndarray)] for p in (first, second)]
     assert [v.shape for v in values[0]] == [v.shape for v in values[1]]
     assert all(not np.array_equal(a, b) for a, b in zip(*values))
+
+
+@pytest.mark.parametrize("zk", [False, True])
+def test_a_decomposition_split_into_16_plus_1_planes_is_bit_checked(zk):
+    """17-bit updates are committed as a 16-plane and a 1-plane slot: both are bit-checked, and a proof verifies."""
+    spec = T.TrainingSpec((6, 5, 3), batch=3, act_bits=6, weight_bits=6, shift=4, grad_shift=3, grad_bits=8,
+                          lr_shift=1, update_bits=16)
+    assert spec.update_spec().groups == ((0, 16), (16, 1))
+    trace, _ = _trace(1, spec)
+    committed = S.commit_step(trace, zk=zk)
+    channel = S._verify_training(spec, S._as_steps(committed), S.prove_training_step(trace, committed, zk=zk))
+    (bits_label, bits), = [(label, r) for label, r in channel.relations if label.endswith("bits")]
+    checked = {term.factor.name for term in bits.terms}
+    assert {"t0.upd0", "t0.upd0.g1", "t0.upd1.g1"} <= checked
+    if zk:
+        _assert_all_masked(channel)
