@@ -391,3 +391,33 @@ def bit_round_sums(table, block, eq_lo, eq_hi, plain, buckets):
         for plane in range(planes):
             for c in range(4):
                 buckets[kind, plane, c] = totals[kind * planes + plane, c]
+
+
+@numba.njit(cache=True)
+def fold_add_planes(table, r, values, out):
+    """out[j] = t[2j] + r (t[2j+1] - t[2j]) + values[j // (L / P)]: a fold of a plane-major table ((2L,) base or
+    (2L, 4) F_p4) fused with adding one F_p4 constant per plane (values (P, 4))."""
+    block = out.shape[0] // values.shape[0]
+    diff = np.empty((1, 4), dtype=np.uint64)
+    scaled = np.empty((1, 4), dtype=np.uint64)
+    ext = table.ndim == 2
+    for j in range(out.shape[0]):
+        plane = j // block
+        if ext:
+            for c in range(4):
+                low, high = table[2 * j, c], table[2 * j + 1, c]
+                diff[0, c] = high - low if high >= low else high + P - low
+            _ext_mul_into(diff[0, 0], diff[0, 1], diff[0, 2], diff[0, 3], r[0], r[1], r[2], r[3], scaled, 0)
+            for c in range(4):
+                s = table[2 * j, c] + scaled[0, c]
+                s = s - P if s >= P else s
+                s = s + values[plane, c]
+                out[j, c] = s - P if s >= P else s
+        else:
+            low, high = table[2 * j], table[2 * j + 1]
+            d = high - low if high >= low else high + P - low
+            for c in range(4):
+                s = r[c] * d % P + values[plane, c]
+                if c == 0:
+                    s += low
+                out[j, c] = s % P

@@ -414,9 +414,16 @@ class _MaskedState:
 
     def bind(self, r) -> None:
         mask = self.mask_now()
-        self.table = fold(self.table, r)
-        if mask is not None:
-            self.table = _add_planes(self.table, F.ext_mul(mask, zeta(r)[0][None, :]))
+        kernels = F.numba_kernels() if mask is not None and self.table.shape[0] >= F.NUMBA_MIN_SIZE else None
+        if kernels is not None:  # fold and add z(r) l_j in one pass
+            out = np.empty((self.table.shape[0] // 2, F.EXT_DEGREE), dtype=np.uint64)
+            kernels.fold_add_planes(np.ascontiguousarray(self.table), np.ascontiguousarray(r),
+                                    np.ascontiguousarray(F.ext_mul(mask, zeta(r)[0][None, :])), out)
+            self.table = out
+        else:
+            self.table = fold(self.table, r)
+            if mask is not None:
+                self.table = _add_planes(self.table, F.ext_mul(mask, zeta(r)[0][None, :]))
         self.bound += 1
 
 

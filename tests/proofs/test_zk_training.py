@@ -3,6 +3,7 @@ simulatable, and no witness bytes appear (proofs.layers.step_proof, proofs.relat
 import numpy as np
 import pytest
 
+from proofs import ProofRejected
 from proofs import field as F
 from proofs.layers import step_proof as S
 from proofs.layers import training as T
@@ -128,3 +129,23 @@ def test_a_decomposition_split_into_16_plus_1_planes_is_bit_checked(zk):
     assert {"t0.upd0", "t0.upd0.g1", "t0.upd1.g1"} <= checked
     if zk:
         _assert_all_masked(channel)
+
+
+@pytest.mark.parametrize("zk", [False, True])
+def test_corrupted_proof_bytes_are_only_ever_rejected(zk):
+    trace, _ = _trace(8)
+    committed = S.commit_step(trace, zk=zk)
+    data = S.prove_training_step(trace, committed, zk=zk).to_bytes()
+    rng = np.random.default_rng(9)
+    positions = list(rng.choice(len(data), size=40, replace=False)) + list(range(0, 40, 3))
+    for position in positions:
+        corrupted = bytearray(data)
+        corrupted[position] ^= 1 + int(rng.integers(0, 255))
+        with pytest.raises(ProofRejected):
+            S.verify_training_step(SPEC, committed, S.TrainingProof.from_bytes(bytes(corrupted)))
+    for cut in (0, 9, len(data) // 3, len(data) - 1):
+        with pytest.raises(ProofRejected):
+            S.verify_training_step(SPEC, committed, S.TrainingProof.from_bytes(data[:cut]))
+    if zk:  # the same tensors committed again: other masks, another statement
+        with pytest.raises(ProofRejected):
+            S.verify_training_step(SPEC, S.commit_step(trace, zk=True), S.TrainingProof.from_bytes(data))
