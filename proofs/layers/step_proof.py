@@ -37,16 +37,16 @@ from dataclasses import dataclass, field as dataclass_field
 import numpy as np
 
 from .. import field as F
-from ..errors import ProofError, ProofRejected
+from ..errors import ModelError, ProofError, ProofRejected
 from ..mle import bind_high, mle_evaluate
-from ..relations import (BitTerm, Public, Relation, RelationProver, Slot, StoreLayout, Stored, Term, commit_store, eq_factor,
-                         expected_summand, view_pieces)
+from ..relations import (BitTerm, Public, Relation, RelationProver, Slot, StoreLayout, Stored, Term, commit_store,
+                         eq_factor, expected_summand, mask_rank, view_pieces)
 from ..sumcheck import SumcheckProof, verify_sumcheck
 from ..transcript import Transcript
 from ..zk import HidingCommitment, HidingOpening, HidingParams, ZKSumcheckProof, open_functionals, \
     prove_zk_sumcheck, verify_functionals, verify_zk_sumcheck
 from .common import log2, pad_matrix
-from .requant import Decomposition
+from .requant import Decomposition, decompose
 from .training import TrainingSpec, TrainingTrace, _check_chain, _field, _plain_sumcheck
 
 TRANSCRIPT_LABEL = "hezk.proofs.training.v2"
@@ -89,10 +89,25 @@ def batch_layout(spec: TrainingSpec, hiding: bool, targets: bool = True) -> Stor
     return StoreLayout(tuple(slots), hiding)
 
 
-def _layer_slots(spec: TrainingSpec, t: int, i: int, forward_only: bool) -> list:
-    """The proof's tensors of step t, layer i: activation A_i (i >= 1), gradient G_i and the decompositions."""
+def weight_range(spec: TrainingSpec) -> Decomposition:
+    """W's two's-complement bits (range [-2^(b-1), 2^(b-1)) for b = weight_bits)."""
+    return Decomposition(0, spec.weight_bits, False)
+
+
+def data_range(spec: TrainingSpec) -> Decomposition:
+    """X's and Y's two's-complement bits (act_bits)."""
+    return Decomposition(0, spec.act_bits, False)
+
+
+def _layer_slots(spec: TrainingSpec, t: int, i: int, forward_only: bool, private_input: bool = True) -> list:
+    """The proof's tensors of step t, layer i: activation A_i (i >= 1), gradient G_i, the decompositions, and
+    the range bits of the step's inputs (W_i; X and Y with layer 0)."""
     B, L = spec.batch_padded, spec.num_layers
-    slots = []
+    slots = _group_slots(f"t{t}.rngw{i}", log2(spec.width(i + 1) * spec.width(i)), weight_range(spec))
+    if i == 0 and private_input:
+        slots += _group_slots(f"t{t}.rngx", log2(B * spec.width(0)), data_range(spec))
+    if i == 0 and not forward_only:
+        slots += _group_slots(f"t{t}.rngy", log2(B * spec.width(L)), data_range(spec))
     if i:
         slots.append(Slot(f"t{t}.A{i}", log2(B * spec.width(i))))
     slots += _group_slots(f"t{t}.fwd{i}", log2(B * spec.width(i + 1)), spec.forward_spec(i))
@@ -104,11 +119,13 @@ def _layer_slots(spec: TrainingSpec, t: int, i: int, forward_only: bool) -> list
     return slots
 
 
-def proof_layouts(spec: TrainingSpec, steps: int, mode: str, hiding: bool, forward_only: bool = False) -> dict:
+def proof_layouts(spec: TrainingSpec, steps: int, mode: str, hiding: bool, forward_only: bool = False,
+                  private_input: bool = True) -> dict:
     """Store key -> layout of the tensors the proof commits (one store, or one per step and layer)."""
     if mode not in MODES:
         raise ProofError(f"mode={mode!r} not in {MODES}")
-    per_layer = {(t, i): _layer_slots(spec, t, i, forward_only) for t in range(steps) for i in range(spec.num_layers)}
+    per_layer = {(t, i): _layer_slots(spec, t, i, forward_only, private_input)
+                 for t in range(steps) for i in range(spec.num_layers)}
     if mode == "aggregate":
         return {"p": StoreLayout(tuple(s for slots in per_layer.values() for s in slots), hiding)}
     return {f"p{t}.{i}": StoreLayout(tuple(slots), hiding) for (t, i), slots in per_layer.items()}
@@ -125,9 +142,23 @@ def _bits_tables(name: str, witness) -> dict:
     return tables
 
 
-def _proof_tables(trace: TrainingTrace, t: int, forward_only: bool) -> dict:
+def _range_tables(name: str, values, decomposition: Decomposition) -> dict:
+    try:
+        witness = decompose(np.asarray(values).reshape(-1), decomposition)
+    except ModelError as error:
+        raise ModelError(f"{name}: {error}") from None
+    return _bits_tables(name, witness)
+
+
+def _proof_tables(trace: TrainingTrace, t: int, forward_only: bool, private_input: bool = True) -> dict:
     spec = trace.spec
     tables = {}
+    for i, w in enumerate(trace.weights):
+        tables.update(_range_tables(f"t{t}.rngw{i}", w, weight_range(spec)))
+    if private_input:
+        tables.update(_range_tables(f"t{t}.rngx", trace.x, data_range(spec)))
+    if not forward_only:
+        tables.update(_range_tables(f"t{t}.rngy", trace.y, data_range(spec)))
     for i in range(spec.num_layers):
         if i:
             tables[f"t{t}.A{i}"] = _field(trace.acts[i])
@@ -310,6 +341,13 @@ def _read_item(reader, tag: int):
 
 
 # ------------------------------------------------------------------------------------------ the channel
+def _factor_key(factor: Stored) -> tuple:
+    """Stored factors with equal fields are one view: its value is stated once."""
+    def raw(a):
+        return None if a is None else np.asarray(a, dtype=np.uint64).tobytes()
+    return factor.store, factor.name, raw(factor.low), raw(factor.high), raw(factor.planes)
+
+
 class _Channel:
     """What prover and verifier share: the transcript, the stores, the proof items (written or read) and the
     values stated on each store. The protocol runs once per side."""
@@ -342,7 +380,7 @@ class _Channel:
         relation = Relation(tuple(terms), claim)
         self.relations.append((label, relation))
         n, d = relation.num_vars(), relation.degree(self.layouts)
-        unique = list({id(f): f for term in relation.terms for f in term.stored}.values())
+        unique = list({_factor_key(f): f for term in relation.terms for f in term.stored}.values())
         label = f"sumcheck.training.{label}"
         if self.proving:
             prover = RelationProver(relation, self.witnesses, self.layouts)
@@ -352,8 +390,9 @@ class _Channel:
                 proof, sigma = _plain_sumcheck(prover, claim, self.transcript, label)
                 finals = prover.final_evaluations()
             self.items.append(proof)
-            by_id = {id(f): v for term, values in zip(relation.terms, finals) for f, v in zip(term.stored, values)}
-            values = np.stack([by_id[id(f)] for f in unique])
+            by_key = {_factor_key(f): v for term, values in zip(relation.terms, finals)
+                      for f, v in zip(term.stored, values)}
+            values = np.stack([by_key[_factor_key(f)] for f in unique])
             self.items.append(values)
         else:
             if self.params.hiding:
@@ -364,8 +403,8 @@ class _Channel:
             values = self._next(np.ndarray, label)
             if values.shape != (len(unique), F.EXT_DEGREE) or not F.is_canonical(values):
                 raise ProofRejected(f"values of shape {values.shape}, expected ({len(unique)}, 4) canonical", label)
-            by_id = {id(f): v for f, v in zip(unique, values)}
-            finals = [[by_id[id(f)] for f in term.stored] for term in relation.terms]
+            by_key = {_factor_key(f): v for f, v in zip(unique, values)}
+            finals = [[by_key[_factor_key(f)] for f in term.stored] for term in relation.terms]
             if not F.ext_eq(expected_summand(relation, sigma, finals), sub.expected_value):
                 raise ProofRejected("the stated values do not satisfy the relation at the sumcheck's point", label)
         self.transcript.absorb(f"{label}.values", values)
@@ -380,6 +419,9 @@ class _Channel:
                 continue
             values = np.stack([v for _, v in claims])
             if self.proving:
+                if self.params.hiding and mask_rank(layout, [view for view, _ in claims]) != len(claims):
+                    raise ProofError(f"store {key}: the stated values' masks are dependent, zero knowledge would be "
+                                     "lost (a tensor with too few variables for its values)")
                 witness = self.witnesses[key]
                 functionals = [view_pieces(layout, witness.commitment, view) for view, _ in claims]
                 _, opening = open_functionals(witness.commitment_witness, functionals, self.transcript, values=values)
@@ -412,14 +454,17 @@ class _Protocol:
         return Stored(self.where[key], key, **fix)
 
     def combination(self, t: int, name: str, decomposition: Decomposition, coefficients) -> list:
-        """sum_j c_j B(., j) as stored factors, one per plane group the coefficients touch."""
+        """sum_j c_j B(., j) as (scale, stored factor) pairs, one per plane group the coefficients touch; a
+        one-plane group is the plane itself times its coefficient (so equal views are stated once)."""
         coefficients = np.asarray(coefficients, dtype=np.int64)
         out = []
         for g, (start, count) in enumerate(decomposition.groups):
             part = coefficients[start:start + count]
-            if part.any():
-                out.append(self.stored(t, name if g == 0 else f"{name}.g{g}",
-                                       planes=F.ext_from_base(F.to_field(part))))
+            key = name if g == 0 else f"{name}.g{g}"
+            if count == 1 and part[0]:
+                out.append((_ext_int(int(part[0])), self.stored(t, key)))
+            elif part.any():
+                out.append((self.one, self.stored(t, key, planes=F.ext_from_base(F.to_field(part)))))
         return out
 
     def rebuilt(self, t, name, decomposition):
@@ -431,8 +476,8 @@ class _Protocol:
     def sign(self, t, name, decomposition):
         indicator = np.zeros(decomposition.padded_width, dtype=np.int64)
         indicator[decomposition.sign_index] = 1
-        (factor,) = self.combination(t, name, decomposition, indicator)
-        return factor
+        (pair,) = self.combination(t, name, decomposition, indicator)
+        return pair
 
     def rescaled_matmul(self, label, left, right, k_vars, rebuilt: list, decomposition, tau) -> None:
         """sum_k left(k) right(k) - sum_e eq(tau, e) sum_j c_j B(e, j) + h = 0 (Z(tau) = rebuilt(tau))."""
@@ -440,15 +485,16 @@ class _Protocol:
         stored = tuple(f for f in (left, right) if isinstance(f, Stored))
         eq = eq_factor(tau)
         self.ch.relation(label, [Term(self.one, publics, stored, k_vars)]
-                         + [Term(self.minus, (eq,), (part,), tau.shape[0]) for part in rebuilt]
+                         + [Term(F.ext_neg(c), (eq,), (part,), tau.shape[0]) for c, part in rebuilt]
                          + [Term(_ext_int(decomposition.offset), (), (), 0)])
 
     def select(self, label, target, quotient: list, sign, tau, extra=None) -> None:
         """sum_e eq(tau, e) [target(e) - q(e) + s(e) q(e) (+ extra(e))] = 0 (no sign: no ReLU)."""
         eq, n = eq_factor(tau), tau.shape[0]
-        terms = [Term(self.one, (eq,), (target,), n)] + [Term(self.minus, (eq,), (q,), n) for q in quotient]
+        terms = [Term(self.one, (eq,), (target,), n)] + [Term(F.ext_neg(c), (eq,), (q,), n) for c, q in quotient]
         if sign is not None:
-            terms += [Term(self.one, (eq,), (sign, q), n) for q in quotient]
+            scale, factor = sign
+            terms += [Term(F.ext_mul(scale, c), (eq,), (factor, q), n) for c, q in quotient]
         if extra is not None:
             terms.append(Term(self.one, (eq,), (extra,), n))
         self.ch.relation(label, terms)
@@ -483,7 +529,7 @@ class _Protocol:
         tau = ch.point(f"training.t{t}.output", log2(spec.batch_padded * spec.width(i + 1)))
         quotient = self.quotient(t, f"fwd{i}", spec.forward_spec(i))
         if public_output is not None:
-            ch.relation(f"t{t}.output", [Term(self.one, (eq_factor(tau),), (q,), tau.shape[0]) for q in quotient],
+            ch.relation(f"t{t}.output", [Term(c, (eq_factor(tau),), (q,), tau.shape[0]) for c, q in quotient],
                         mle_evaluate(public_output, tau))
             return
         self.select(f"t{t}.output", self.stored(t, f"G{i}"), quotient, None, tau,
@@ -521,7 +567,28 @@ class _Protocol:
             ch.relation(f"t{t}.update{i}", [
                 Term(self.one, (eq,), (Stored(self.where[f"w{t + 1}"], f"W{i}"),), n),
                 Term(self.minus, (eq,), (Stored(self.where[f"w{t}"], f"W{i}"),), n)]
-                + [Term(self.one, (eq,), (q,), n) for q in self.quotient(t, f"upd{i}", decomposition)])
+                + [Term(c, (eq,), (q,), n) for c, q in self.quotient(t, f"upd{i}", decomposition)])
+
+    def in_range(self, label, tensor: Stored, name: str, t: int, decomposition: Decomposition, n: int) -> None:
+        """sum_e eq(tau, e) [T(e) - sum_j c_j B(e, j)] = 0: T is its own bit decomposition (range checked)."""
+        tau = self.ch.point(f"training.t{t}.{label}", n)
+        eq = eq_factor(tau)
+        self.ch.relation(f"t{t}.{label}", [Term(self.one, (eq,), (tensor,), n)]
+                         + [Term(F.ext_neg(c), (eq,), (part,), n) for c, part in self.rebuilt(t, name, decomposition)])
+
+    def ranges(self, t: int, private_input: bool, targets: bool) -> None:
+        """The step's inputs lie in their declared ranges: W_t (weight_bits), X and Y (act_bits)."""
+        spec = self.spec
+        B = spec.batch_padded
+        for i in range(spec.num_layers):
+            self.in_range(f"range.w{i}", Stored(self.where[f"w{t}"], f"W{i}"), f"rngw{i}", t, weight_range(spec),
+                          log2(spec.width(i + 1) * spec.width(i)))
+        if private_input:
+            self.in_range("range.x", Stored(self.where[f"x{t}"], "X"), "rngx", t, data_range(spec),
+                          log2(B * spec.width(0)))
+        if targets:
+            self.in_range("range.y", Stored(self.where[f"x{t}"], "Y"), "rngy", t, data_range(spec),
+                          log2(B * spec.width(spec.num_layers)))
 
     def bits(self, keys) -> None:
         """Every entry of every decomposition is a bit: batched over ``keys`` with random weights."""
@@ -539,7 +606,7 @@ class _Protocol:
 def _decomposition_keys(layouts: dict) -> list:
     """The slots holding bit planes (a plane group may be a single plane)."""
     return [s.name for layout in layouts.values() for s in layout.slots
-            if s.name.split(".")[1][:3] in ("fwd", "bwd", "upd")]
+            if s.name.split(".")[1][:3] in ("fwd", "bwd", "upd", "rng")]
 
 
 def _where(statement_keys: dict, layouts: dict) -> dict:
@@ -615,6 +682,7 @@ def _run_training(spec, channel, steps, layouts, mode) -> None:
         protocol.output(t, None)
         protocol.backward(t)
         protocol.update(t)
+        protocol.ranges(t, True, True)
     for keys in _bit_check_groups(layouts, mode):
         protocol.bits(keys)
 
@@ -719,6 +787,7 @@ def _run_forward(spec, channel, layouts, output_table, public_input) -> None:
     protocol = _Protocol(spec, channel, where, public_input)
     protocol.forward(0)
     protocol.output(0, output_table)
+    protocol.ranges(0, public_input is None, False)
     for keys in _bit_check_groups(layouts, "aggregate"):
         protocol.bits(keys)
 
@@ -731,9 +800,9 @@ def prove_forward(trace: TrainingTrace, committed: CommittedModel, zk: bool = Tr
     if not isinstance(trace, TrainingTrace) or not isinstance(committed, CommittedModel) or \
             committed.witnesses is None:
         raise ProofError("prove_forward needs a TrainingTrace and a CommittedModel with witnesses")
-    spec = trace.spec
-    layouts = proof_layouts(spec, 1, "aggregate", params.hiding, forward_only=True)
-    made = _commit(layouts, _proof_tables(trace, 0, True), params)
+    spec, private = trace.spec, committed.input is not None
+    layouts = proof_layouts(spec, 1, "aggregate", params.hiding, forward_only=True, private_input=private)
+    made = _commit(layouts, _proof_tables(trace, 0, True, private), params)
     proof_commitments = tuple(made[key][0] for key in layouts)
     public_input = None if committed.input is not None else trace.x[:spec.batch, :spec.sizes[0]]
     output = forward_output(trace)
@@ -774,11 +843,15 @@ def _verify_forward(spec, committed, output, proof, public_input) -> _Channel:
         if public_input.shape != (spec.batch, spec.sizes[0]) or public_input.dtype.kind not in "iu":
             raise ProofRejected(f"public input of shape {public_input.shape}, expected {(spec.batch, spec.sizes[0])}",
                                 where)
+        limit = 1 << (spec.act_bits - 1)
+        if public_input.size and (public_input.min() < -limit or public_input.max() >= limit):
+            raise ProofRejected(f"public input outside [-{limit}, {limit}) (act_bits={spec.act_bits})", where)
         x_table = _field(pad_matrix(public_input, spec.batch_padded, spec.width(0)))
     params = getattr(committed.weights, "params", None)
     if not isinstance(params, HidingParams):
         raise ProofRejected("the weights commitment is not a HidingCommitment", where)
-    layouts = proof_layouts(spec, 1, "aggregate", params.hiding, forward_only=True)
+    layouts = proof_layouts(spec, 1, "aggregate", params.hiding, forward_only=True,
+                            private_input=committed.input is not None)
     if len(proof.bits_commitments) != len(layouts):
         raise ProofRejected(f"{len(proof.bits_commitments)} proof commitments, expected {len(layouts)}", where)
     commitments = {"w0": committed.weights, **dict(zip(layouts, proof.bits_commitments))}

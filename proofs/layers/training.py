@@ -27,8 +27,9 @@ from ..sumcheck import SumcheckProof, SumcheckProver, _absorb_statement, _as_ext
 from .common import pad_matrix, padded
 from .requant import Decomposition, decompose
 
-#: batch and layer widths are padded to >= 4, so every committed tensor has >= 16 entries (4 masked variables)
-MIN_PADDED = 4
+#: batch and layer widths are padded to >= 8: every committed tensor has >= 64 entries, so its 6 masked variables
+#: cover the (at most 5) values a proof states of it (:mod:`proofs.relations`)
+MIN_PADDED = 8
 MAX_LAYERS = 64
 
 def _check_int(value, name: str, lo: int, hi: int) -> int:

@@ -158,9 +158,9 @@ def test_training_proof_bytes_contain_no_weight_row():
     trace = T.training_trace(weights, rng.integers(-100, 100, (2, 8)), rng.integers(-100, 100, (2, 2)), spec)
     committed = T.commit_step(trace, zk=True)
     data = T.prove_training_step(trace, committed, zk=True).to_bytes()
-    for i, w in enumerate(trace.weights + trace.new_weights):  # the real rows (padding rows are zeros)
+    for i, w in enumerate(trace.weights + trace.new_weights):  # the real entries (padding is zeros)
         layer = i % spec.num_layers
-        table = F.to_field(w[:spec.sizes[layer + 1]].reshape(-1))
+        table = F.to_field(w[:spec.sizes[layer + 1], :spec.sizes[layer]].reshape(-1))
         assert not any(p in data for p in _words(table, False) + _words(table, True))
 
 
