@@ -149,3 +149,33 @@ def test_corrupted_proof_bytes_are_only_ever_rejected(zk):
     if zk:  # the same tensors committed again: other masks, another statement
         with pytest.raises(ProofRejected):
             S.verify_training_step(SPEC, S.commit_step(trace, zk=True), S.TrainingProof.from_bytes(data))
+
+
+@pytest.mark.parametrize("name", ["rngw1", "rngx", "rngy"])
+def test_inputs_must_equal_their_range_bits(monkeypatch, name):
+    """W, X and Y are range-checked: range bits that do not rebuild the committed tensor are rejected."""
+    trace, _ = _trace(10)
+    real = S._proof_tables
+
+    def forged(*args, **kwargs):
+        tables = real(*args, **kwargs)
+        key = f"t0.{name}"
+        tables[key] = tables[key].copy()
+        tables[key][0] ^= np.uint64(1)  # still a bit, another value
+        return tables
+
+    monkeypatch.setattr(S, "_proof_tables", forged)
+    committed = S.commit_step(trace, zk=True)
+    with pytest.raises(ProofRejected, match="range"):
+        S.verify_training_step(SPEC, committed, S.prove_training_step(trace, committed, zk=True))
+
+
+def test_inference_refuses_a_public_input_out_of_range():
+    trace = T.forward_trace(*_trace(3)[1][:2], SPEC)
+    committed = S.commit_forward(trace, zk=True, private_input=False)
+    proof = S.prove_forward(trace, committed, zk=True)
+    x = _trace(3)[1][1].copy()
+    S.verify_forward(SPEC, committed, S.forward_output(trace), proof, public_input=x)
+    x[0, 0] = 1 << SPEC.act_bits
+    with pytest.raises(ProofRejected, match="act_bits"):
+        S.verify_forward(SPEC, committed, S.forward_output(trace), proof, public_input=x)
