@@ -20,15 +20,20 @@ a decomposition's rebuild and output coefficients and offset, s its sign plane):
   (the same for G_i with the backward q and the forward sign bits);
 - output: G_(L-1) = q_(L-1) - Y (training), or sum_e eq(tau, e) q_(L-1)(e) = O~(tau) for a public O;
 - update: W'_i = W_i - q_upd;   bits: sum_x eq(tau_d, x) B_d(x) (1 - B_d(x)) = 0 for every decomposition d
-  (batched with random weights).
+  (batched with random weights);
+- ranges: every step's inputs equal their own two's-complement bits, W_t in weight_bits, X_t and Y_t in
+  act_bits (for inference: W and a private X; a public X is checked by the verifier directly).
 
 Every factor value stated at a sumcheck's end is a masked-extension value, uniform (:mod:`proofs.relations`),
 and the openings reveal only those values: the proof is zero knowledge (honest verifier, random oracle)
 about W, W', X, Y and every intermediate tensor; the verifier learns the statement and that it holds.
 Soundness (|F| = p^4): each relation's random point n / |F|, each sumcheck n d / |F| (+ 1 / |F| for its
 mask), the bit-check weights 1 / |F|, each opening 2^-(commitment bits) (>= 100). All integers stay below
-p / 2 by :meth:`TrainingSpec.bounds`, so the field relations are the integer ones and W' is the integer step.
-Assumed, not proved: W, X and Y lie in their declared ranges (the committed model and data).
+p / 2 by :meth:`TrainingSpec.bounds` (the inputs are range-checked, every rescaled value is a bit
+decomposition), so the field relations are the integer ones and W' is the integer step. W' itself is not
+range-checked (it may outgrow weight_bits; a next step's proof checks it as that step's input).
+A tensor of n element variables hides at most n stated values; widths are padded to >= 8 and the prover
+refuses (ProofError) a configuration whose stated values' masks would be dependent (:func:`mask_rank`).
 """
 from __future__ import annotations
 
