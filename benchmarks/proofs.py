@@ -1,6 +1,6 @@
 """Proof benchmark: prover time, verifier time and proof bytes of hezk's sumcheck proofs of quantized MLPs.
 
-    python benchmarks/proofs.py [--quick] [--no-ezkl]
+    python benchmarks/proofs.py [--quick] [--no-ezkl] [--no-training]
 
 Cases: (a) a 16 -> 16 -> 4 ReLU MLP, batch 1; (b) 784 -> 128 -> 10, batch 64; (c) 784 -> 1024 -> 256 -> 10
 (about 1.07M parameters), batch 64 (skipped with --quick). Weights are uniform in +-1/sqrt(fan_in), inputs
@@ -12,6 +12,10 @@ count the time other processes hold the cores).
 Peer: EZKL (the ``bench`` extra, with ``onnx``; skipped when it does not import) on case (a) in the same run:
 the same float weights as an ONNX graph, settings calibrated for resources, a local test SRS, setup, prove,
 verify. EZKL's setup needs the SRS and produces a proving key; hezk has no setup.
+
+Then the training-step benchmark (:mod:`benchmarks.proofs_training`: one SGD step of 784 -> 128 -> 10 and of an
+8-layer ~1M-parameter MLP at batch 64, zero knowledge against plain, aggregated against layer by layer, an
+inference proof with private weights and input), unless ``--no-training``.
 """
 import argparse
 import asyncio
@@ -152,7 +156,17 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="cases (a) and (b) only, fewer repeats")
     parser.add_argument("--no-ezkl", action="store_true", help="skip EZKL even if it imports")
+    parser.add_argument("--no-training", action="store_true", help="skip the training-step benchmark")
     args = parser.parse_args()
+    inference_proofs(args)
+    if not args.no_training:
+        from benchmarks import proofs_training
+        print()
+        proofs_training.run(args.quick)
+
+
+def inference_proofs(args) -> None:
+    """The inference cases (a)-(c) and EZKL on (a)."""
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"hezk proofs benchmark ({os.cpu_count()} cores, load average {load:.1f}; BabyBear field, "
           f"F_p^4 challenges, Ligero-style commitment at rate 1/4)")
