@@ -78,8 +78,8 @@ def measure(sizes, batch=BATCH, repeats=1):
             proof, wall, cpu = _timed(lambda: S.prove_training_step(trace, committed, zk=zk, mode=mode))
             _, _, verify_cpu = _timed(lambda: S.verify_training_step(spec, committed, proof))
             samples[name].append([commit_cpu, cpu, wall, verify_cpu])
-            sizes_kib[name] = proof.num_bytes / 1024
-    rows = [[name] + [min(column) for column in zip(*samples[name])] + [sizes_kib[name]] for name, _, _ in RUNS]
+            sizes_kib[name] = proof.num_bytes / 1024, S.soundness_bits(spec, mode=mode, zk=zk)
+    rows = [[name] + [min(column) for column in zip(*samples[name])] + list(sizes_kib[name]) for name, _, _ in RUNS]
     return rows, spec
 
 
@@ -134,7 +134,8 @@ def run(quick: bool = False) -> None:
         total = {row[0]: row[1] + row[2] for row in rows}
         print_table(f"training step {name}: {params} parameters, batch {BATCH}, shifts {spec.shift}/"
                     f"{spec.grad_shift}/{spec.lr_shift} (forward/backward/learning rate)",
-                    ["run", "commit CPU s", "prove CPU s", "prove wall s", "verify CPU s", "proof KiB"], rows)
+                    ["run", "commit CPU s", "prove CPU s", "prove wall s", "verify CPU s", "proof KiB",
+                     "soundness bits"], rows)
         print(f"ZK / plain prover (commit + prove, CPU): {total['zk, aggregated'] / total['plain, aggregated']:.2f}x; "
               f"layer by layer / aggregated: {total['plain, layer by layer'] / total['plain, aggregated']:.2f}x "
               f"time, {rows[2][5] / rows[1][5]:.2f}x bytes")

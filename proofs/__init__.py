@@ -54,6 +54,7 @@ from .layers.training import TrainingSpec, TrainingTrace, fit_spec, forward_trac
 from .layers.step_proof import (CommittedModel, CommittedSteps, CommittedTensors, TrainingProof, commit_forward,
                                 commit_step, commit_steps, forward_output, prove_forward, prove_training_step,
                                 prove_training_steps, verify_forward, verify_training_step, verify_training_steps)
+from .layers.step_proof import soundness_bits as training_soundness_bits
 
 __all__ += [
     "HidingCommitment", "HidingOpening", "HidingParams", "ZKSumcheckProof", "hiding_commit", "open_functionals",
@@ -62,5 +63,5 @@ __all__ += [
     "CommittedSteps", "CommittedTensors", "TrainingProof", "TrainingSpec", "TrainingTrace", "commit_step",
     "commit_steps", "fit_spec", "prove_training_step", "prove_training_steps", "training_step", "training_trace",
     "verify_training_step", "verify_training_steps", "CommittedModel", "commit_forward", "forward_output",
-    "forward_trace", "prove_forward", "verify_forward",
+    "forward_trace", "prove_forward", "verify_forward", "training_soundness_bits",
 ]

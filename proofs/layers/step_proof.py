@@ -37,6 +37,7 @@ refuses (ProofError) a configuration whose stated values' masks would be depende
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field as dataclass_field
 
 import numpy as np
@@ -440,6 +441,43 @@ class _Channel:
     def finish(self) -> None:
         if not self.proving and self._position != len(self.items):
             raise ProofRejected(f"{len(self.items) - self._position} unused proof items", "training proof")
+
+
+class _ShapeChannel(_Channel):
+    """Runs the protocol's structure only: records each relation's (variables, degree), proves nothing."""
+
+    def __init__(self, params: HidingParams, layouts: dict):
+        super().__init__(Transcript("hezk.proofs.training.shape"), params, layouts, {}, {})
+        self.shapes = []
+
+    def relation(self, label: str, terms, claim=None) -> None:
+        relation = Relation(tuple(terms), F.ext_zero())
+        self.shapes.append((relation.num_vars(), relation.degree(self.layouts)))
+
+
+def soundness_bits(spec: TrainingSpec, steps: int = 1, mode: str = "aggregate", zk: bool = True,
+                   params: HidingParams | None = None, forward_only: bool = False) -> float:
+    """-log2 of a training (or inference) proof's soundness error, a union bound over its parts:
+    per relation, the zero check's random point n / |F|, the sumcheck's n d / |F| and its mask's 1 / |F|;
+    the bit check's batching weights 1 / |F| each; per opened store, the query error 2^-(security bits)
+    plus 2 N / |F| for the proximity and value combinations (N the codeword length). |F| = p^4."""
+    params = params_for(zk, params)
+    layouts = proof_layouts(spec, steps, mode, params.hiding, forward_only)
+    statement = _forward_layouts(spec, CommittedModel(None, True), params.hiding) if forward_only else \
+        _statement_layouts(spec, steps, params.hiding)
+    all_layouts = {**statement, **layouts}
+    channel = _ShapeChannel(params, all_layouts)
+    if forward_only:
+        outputs = np.zeros(spec.batch_padded * spec.width(spec.num_layers), dtype=np.uint64)  # shapes only
+        _run_forward(spec, channel, layouts, outputs, None)
+    else:
+        _run_training(spec, channel, steps, layouts, mode)
+    field = float(F.P) ** F.EXT_DEGREE
+    error = sum(n * d + n + 1 for n, d in channel.shapes) / field + len(_decomposition_keys(layouts)) / field
+    for layout in all_layouts.values():
+        shape = HidingCommitment(b"", layout.num_vars, _balanced_rows(layout), params)
+        error += 2.0 ** -shape.security_bits + 2 * shape.codeword_length / field
+    return -math.log2(error)
 
 
 # ------------------------------------------------------------------------------------------ the protocol

@@ -179,3 +179,11 @@ def test_inference_refuses_a_public_input_out_of_range():
     x[0, 0] = 1 << SPEC.act_bits
     with pytest.raises(ProofRejected, match="act_bits"):
         S.verify_forward(SPEC, committed, S.forward_output(trace), proof, public_input=x)
+
+
+def test_soundness_is_stated_in_bits():
+    one = S.soundness_bits(SPEC)
+    assert 100 <= one < 124  # every opening >= 100 bits, each relation ~ n d / p^4
+    assert S.soundness_bits(SPEC, steps=3) < one  # more relations and stores, a larger union bound
+    assert S.soundness_bits(SPEC, mode="layer") < one  # one opening per layer instead of one
+    assert S.soundness_bits(SPEC, forward_only=True) > one
