@@ -103,8 +103,10 @@ def _powers(base: int, count: int) -> np.ndarray:
     return out[:count]
 
 
-def ntt(values) -> np.ndarray:
-    """Evaluate each row of ``values`` (..., n) as a polynomial at omega^j, j < n (omega of order n); radix-2 DIT."""
+def ntt(values, inplace: bool = False) -> np.ndarray:
+    """Evaluate each row of ``values`` (..., n) as a polynomial at omega^j, j < n (omega of order n); radix-2 DIT.
+
+    ``inplace`` lets a caller that owns a contiguous ``values`` have it overwritten (no copy, for large tables)."""
     values = np.asarray(values)
     if values.dtype != np.uint64 or values.ndim == 0:
         raise ProofError(f"ntt: values must be a uint64 array of field elements, got dtype={values.dtype} "
@@ -117,7 +119,7 @@ def ntt(values) -> np.ndarray:
     # numba only for commitment-sized inputs: a verifier's few short rows should not pay numba's import
     kernels = F.numba_kernels() if values.size >= NTT_NUMBA_MIN_SIZE else None
     if kernels is not None:
-        rows = values.reshape(-1, n).copy()
+        rows = values.reshape(-1, n) if inplace and values.flags.c_contiguous else values.reshape(-1, n).copy()
         kernels.ntt_rows(rows, twiddles, _bit_reverse(n))
         return rows.reshape(values.shape)
     return _ntt_numpy(values, twiddles)

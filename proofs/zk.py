@@ -210,7 +210,7 @@ def _encode(rows, length: int) -> np.ndarray:
     """RS-encode base rows (..., w) to ``length`` symbols: zero-pad the coefficients, NTT."""
     padded = np.zeros(rows.shape[:-1] + (length,), dtype=np.uint64)
     padded[..., :rows.shape[-1]] = rows
-    return ntt(padded)
+    return ntt(padded, inplace=True)
 
 
 def _encode_ext(vector, length: int) -> np.ndarray:

@@ -8,8 +8,10 @@ g_i, G_i = (1 - s_i) g_i (the forward sign bits); update G_W_i = G_i^T A_i resca
 **What is committed.** The statement: W_t for each step boundary and each batch (X, Y), or for inference
 W and (optionally) X. The proof first commits, in masked stores (:mod:`proofs.relations`), every
 intermediate tensor: activations A_i, gradients G_i and every bit decomposition (planes as variables).
-With ``mode="aggregate"`` (FAC4DNN) all of them, of every layer and step, share one store: one
-commitment, one batched bit check, one opening; with ``mode="layer"`` each (step, layer) has its own.
+With ``mode="aggregate"`` (FAC4DNN) the tensors of every layer and step are stacked into a few stores
+(power-of-two bins of at most 2^23 entries, so padding stays small: one store for small networks), with one
+batched bit check for all decompositions and one opening per store; with ``mode="layer"`` each (step,
+layer) has its own store and bit checks.
 
 **The relations** (each one sumcheck with a public claim, tau a fresh random point per relation; c, c', h
 a decomposition's rebuild and output coefficients and offset, s its sign plane):
@@ -62,6 +64,9 @@ MODES = ("aggregate", "layer")
 DEFAULT_RATE_INV = 2
 #: random rows committed with each store, so one opening of up to 39 pieces needs no second Merkle tree
 DEFAULT_MASK_ROWS = 40
+#: a store holds at most 2^23 entries: larger matrices cost more in memory traffic than the commitments they save
+MAX_STORE_VARS = 23
+SMALL_STORE_VARS = 21  #: the tensors left over once the large stores are full share one store up to 2^21
 VIEWS_PER_SLOT, QUERIES = 3.5, 256  #: for choosing the stores' matrix shapes (:func:`_balanced_rows`)
 
 
@@ -133,8 +138,40 @@ def proof_layouts(spec: TrainingSpec, steps: int, mode: str, hiding: bool, forwa
     per_layer = {(t, i): _layer_slots(spec, t, i, forward_only, private_input)
                  for t in range(steps) for i in range(spec.num_layers)}
     if mode == "aggregate":
-        return {"p": StoreLayout(tuple(s for slots in per_layer.values() for s in slots), hiding)}
+        bins = _power_of_two_bins([s for slots in per_layer.values() for s in slots], hiding)
+        return {("p" if k == 0 else f"p{k}"): StoreLayout(tuple(b), hiding) for k, b in enumerate(bins)}
     return {f"p{t}.{i}": StoreLayout(tuple(slots), hiding) for (t, i), slots in per_layer.items()}
+
+
+def _power_of_two_bins(slots, hiding: bool) -> list:
+    """Tensors of every layer and step stacked into as few stores as keep the padding small (FAC4DNN).
+
+    A store is padded to a power of two, so stacking 27.6M entries in one would commit 33.5M. While padding all
+    the rest would waste more than 1/8 of it, the largest tensors fill the largest power of two not above the
+    remaining total (sizes, with each tensor's mask block, are powers of two: largest first fills it exactly).
+    """
+    def footprint(slot):  # the tensor and its mask block
+        return slot.size + (1 << (slot.mask_count - 1).bit_length() if hiding else 0)
+
+    remaining = sorted(slots, key=lambda s: -footprint(s))
+    bins = []
+    while remaining:
+        total = sum(footprint(s) for s in remaining)
+        capacity = max(min(1 << (total.bit_length() - 1), 1 << MAX_STORE_VARS), footprint(remaining[0]))
+        padded_total = capacity if capacity == total else 2 * capacity
+        small = padded_total <= 1 << SMALL_STORE_VARS  # padding a small remainder costs little
+        if total <= capacity or len(remaining) == 1 or \
+                ((small or padded_total - total <= total // 8) and padded_total <= 1 << MAX_STORE_VARS):
+            bins.append(remaining)
+            break
+        chosen, filled = [], 0
+        for slot in remaining:
+            if filled + footprint(slot) <= capacity:
+                chosen.append(slot)
+                filled += footprint(slot)
+        bins.append(chosen)
+        remaining = [s for s in remaining if all(s is not c for c in chosen)]
+    return bins
 
 
 def _bits_tables(name: str, witness) -> dict:
