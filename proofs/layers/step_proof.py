@@ -39,6 +39,7 @@ refuses (ProofError) a configuration whose stated values' masks would be depende
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field as dataclass_field
 
@@ -51,7 +52,7 @@ from ..relations import (BitTerm, Public, Relation, RelationProver, Slot, StoreL
                          eq_factor, expected_summand, mask_rank, view_pieces)
 from ..sumcheck import SumcheckProof, verify_sumcheck
 from ..transcript import Transcript
-from ..zk import HidingCommitment, HidingOpening, HidingParams, ZKSumcheckProof, open_functionals, \
+from ..zk import MAX_MASK_ROWS, HidingCommitment, HidingOpening, HidingParams, ZKSumcheckProof, open_functionals, \
     prove_zk_sumcheck, verify_functionals, verify_zk_sumcheck
 from .common import log2, pad_matrix
 from .requant import Decomposition, decompose
@@ -67,7 +68,7 @@ DEFAULT_MASK_ROWS = 40
 #: a store holds at most 2^23 entries: larger matrices cost more in memory traffic than the commitments they save
 MAX_STORE_VARS = 23
 SMALL_STORE_VARS = 21  #: the tensors left over once the large stores are full share one store up to 2^21
-VIEWS_PER_SLOT, QUERIES = 3.5, 256  #: for choosing the stores' matrix shapes (:func:`_balanced_rows`)
+VIEWS_PER_SLOT = 3.5  #: values opened per tensor, for choosing the stores' matrix shapes (:func:`_balanced_rows`)
 
 
 def params_for(zk: bool, params=None) -> HidingParams:
@@ -214,28 +215,49 @@ def _proof_tables(trace: TrainingTrace, t: int, forward_only: bool, private_inpu
     return tables
 
 
-def _balanced_rows(layout: StoreLayout) -> int:
+def _expected_pieces(layout: StoreLayout, log_cols: int) -> float:
+    """About how many pieces the store's opening has (VIEWS_PER_SLOT values per tensor, each one data piece or
+    one per matrix row, plus one mask piece with hiding)."""
+    data = sum(1 if s.elem_vars >= log_cols else max(1, s.size >> log_cols) for s in layout.slots)
+    return VIEWS_PER_SLOT * (data + (len(layout.slots) if layout.hiding else 0))
+
+
+def _balanced_rows(layout: StoreLayout, params: HidingParams) -> int:
     """log_rows minimising the opening's size: each opened value sends one row (2^c + tail F_p4 entries) per
     piece (:func:`proofs.relations.view_pieces`: one for the data, or one per matrix row when a tensor with
-    planes is narrower than a row, plus one for its masks), against QUERIES opened columns of 2^(n - c)
-    base entries. About VIEWS_PER_SLOT values are opened per tensor."""
+    planes is narrower than a row, plus one for its masks), against the queries' opened columns of 2^(n - c)
+    base entries. About VIEWS_PER_SLOT values are opened per tensor. Shapes whose random tail would push the
+    code to twice the length (:meth:`HidingParams.code_shape`) are skipped: they double the encoding."""
     n = layout.num_vars
 
     def pieces(c):
-        data = sum(1 if s.elem_vars >= c else max(1, s.size >> c) for s in layout.slots)
-        return VIEWS_PER_SLOT * (data + (len(layout.slots) if layout.hiding else 0))
+        return _expected_pieces(layout, c)
 
-    cost = {c: pieces(c) * ((1 << c) + QUERIES) * 16 + QUERIES * ((1 << (n - c)) + pieces(c)) * 4
-            for c in range(n + 1)}
+    cost = {}
+    for c in range(n + 1):
+        shape = HidingCommitment(b"", n, n - c, params)
+        if c < n and shape.codeword_length > params.rate_inv << c:
+            continue
+        queries = shape.num_queries
+        cost[c] = pieces(c) * shape.width * 16 + queries * ((1 << (n - c)) + pieces(c)) * 4
     return n - min(cost, key=cost.get)
+
+
+def _store_params(layout: StoreLayout, params: HidingParams) -> HidingParams:
+    """With hiding, enough mask rows committed with the store for its one opening (about two pieces per stated
+    value), so the opening needs no second Merkle tree of fresh masks."""
+    if not params.hiding:
+        return params
+    rows = int(1.5 * _expected_pieces(layout, layout.num_vars - _balanced_rows(layout, params))) + 2
+    return dataclasses.replace(params, mask_rows=min(max(params.mask_rows, rows), MAX_MASK_ROWS))
 
 
 def _commit(layouts: dict, tables: dict, params: HidingParams, seed=None) -> dict:
     made = {}
     for k, (key, layout) in enumerate(layouts.items()):
         mine = {s.name: tables[s.name] for s in layout.slots}
-        made[key] = commit_store(layout, mine, params, seed=None if seed is None else seed + k,
-                                 log_rows=_balanced_rows(layout))
+        made[key] = commit_store(layout, mine, _store_params(layout, params), log_rows=_balanced_rows(layout, params),
+                                 seed=None if seed is None else seed + k)
     return made
 
 
@@ -295,7 +317,7 @@ def commit_steps(traces, zk: bool = True, params: HidingParams | None = None, se
     made = {}
     for k, (key, layout) in enumerate(layouts.items()):
         made[key] = commit_store(layout, {s.name: tables[f"{key}.{s.name}"] for s in layout.slots}, params,
-                                 seed=None if seed is None else seed + k, log_rows=_balanced_rows(layout))
+                                 seed=None if seed is None else seed + k, log_rows=_balanced_rows(layout, params))
     return CommittedSteps(tuple(made[f"w{t}"][0] for t in range(len(traces) + 1)),
                           tuple(made[f"b{t}"][0] for t in range(len(traces))),
                           {key: pair[1] for key, pair in made.items()})
@@ -512,7 +534,7 @@ def soundness_bits(spec: TrainingSpec, steps: int = 1, mode: str = "aggregate", 
     field = float(F.P) ** F.EXT_DEGREE
     error = sum(n * d + n + 1 for n, d in channel.shapes) / field + len(_decomposition_keys(layouts)) / field
     for layout in all_layouts.values():
-        shape = HidingCommitment(b"", layout.num_vars, _balanced_rows(layout), params)
+        shape = HidingCommitment(b"", layout.num_vars, _balanced_rows(layout, params), params)
         error += 2.0 ** -shape.security_bits + 2 * shape.codeword_length / field
     return -math.log2(error)
 
@@ -711,9 +733,12 @@ def _bit_check_groups(layouts: dict, mode: str) -> list:
 
 
 def _checked(commitments: dict, layouts: dict, params, where: str) -> None:
+    """Every commitment has its layout's size and the proof's code parameters (its mask rows are the prover's
+    choice: they only decide whether an opening needs fresh masks)."""
     for key, layout in layouts.items():
         c = commitments.get(key)
-        if not isinstance(c, HidingCommitment) or c.num_vars != layout.num_vars or c.params != params:
+        if not isinstance(c, HidingCommitment) or c.num_vars != layout.num_vars or \
+                dataclasses.replace(c.params, mask_rows=params.mask_rows) != params:
             raise ProofRejected(f"commitment {key} does not match the statement (num_vars {layout.num_vars}, "
                                 f"{params})", where)
 
@@ -832,11 +857,13 @@ def commit_forward(trace: TrainingTrace, zk: bool = True, private_input: bool = 
     """Commit to the weights and (``private_input``) the input of ``trace``."""
     params, spec = params_for(zk, params), trace.spec
     w_layout = weight_layout(spec, params.hiding)
-    weights = commit_store(w_layout, _weight_tables(spec, trace.weights), params, log_rows=_balanced_rows(w_layout))
+    weights = commit_store(w_layout, _weight_tables(spec, trace.weights), params,
+                           log_rows=_balanced_rows(w_layout, params))
     made = {"w0": weights}
     if private_input:
         x_layout = batch_layout(spec, params.hiding, targets=False)
-        made["b0"] = commit_store(x_layout, {"X": _field(trace.x)}, params, log_rows=_balanced_rows(x_layout))
+        made["b0"] = commit_store(x_layout, {"X": _field(trace.x)}, params,
+                                  log_rows=_balanced_rows(x_layout, params))
     return CommittedModel(weights[0], made["b0"][0] if private_input else None,
                           {key: pair[1] for key, pair in made.items()})
 
