@@ -155,7 +155,7 @@ def test_corrupted_proof_bytes_are_only_ever_rejected(zk):
 def test_inputs_must_equal_their_range_bits(monkeypatch, name):
     """W, X and Y are range-checked: range bits that do not rebuild the committed tensor are rejected."""
     trace, _ = _trace(10)
-    real = S._proof_tables
+    real = S.proof_tables
 
     def forged(*args, **kwargs):
         tables = real(*args, **kwargs)
@@ -164,7 +164,7 @@ def test_inputs_must_equal_their_range_bits(monkeypatch, name):
         tables[key][0] ^= np.uint64(1)  # still a bit, another value
         return tables
 
-    monkeypatch.setattr(S, "_proof_tables", forged)
+    monkeypatch.setattr(S, "proof_tables", forged)
     committed = S.commit_step(trace, zk=True)
     with pytest.raises(ProofRejected, match="range"):
         S.verify_training_step(SPEC, committed, S.prove_training_step(trace, committed, zk=True))

@@ -1,0 +1,313 @@
+"""The relations of a training-step or inference proof, run identically by prover and verifier.
+
+Every relation is one sumcheck with a public claim over masked stores (:mod:`proofs.relations`); the list
+is in :mod:`proofs.layers.step_proof`'s docstring. :class:`Channel` carries the transcript, the proof items
+(written or read) and the values stated on each store, opened once per store at the end.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import field as F
+from ..errors import ProofError, ProofRejected
+from ..mle import bind_high, mle_evaluate
+from ..relations import (BitTerm, Public, Relation, RelationProver, Stored, Term, eq_factor, expected_summand,
+                         mask_rank, view_pieces)
+from ..sumcheck import SumcheckProof, verify_sumcheck
+from ..transcript import Transcript
+from ..zk import HidingOpening, HidingParams, ZKSumcheckProof, open_functionals, prove_zk_sumcheck, \
+    verify_functionals, verify_zk_sumcheck
+from .common import log2
+from .requant import Decomposition
+from .step_stores import data_range, decomposition_keys, weight_range
+from .training import TrainingSpec, _plain_sumcheck
+
+
+# ------------------------------------------------------------------------------------------ the channel
+def _factor_key(factor: Stored) -> tuple:
+    """Stored factors with equal fields are one view: its value is stated once."""
+    def raw(a):
+        return None if a is None else np.asarray(a, dtype=np.uint64).tobytes()
+    return factor.store, factor.name, raw(factor.low), raw(factor.high), raw(factor.planes)
+
+
+class Channel:
+    """What prover and verifier share: the transcript, the stores, the proof items (written or read) and the
+    values stated on each store. The protocol runs once per side."""
+
+    def __init__(self, transcript, params: HidingParams, layouts: dict, commitments: dict, witnesses=None,
+                 items=None):
+        self.transcript, self.params, self.layouts, self.commitments = transcript, params, layouts, commitments
+        self.witnesses = witnesses
+        self.proving = items is None
+        self.items = [] if items is None else list(items)
+        self._position = 0
+        self.claims = {key: [] for key in layouts}  # store key -> [(View, value)]
+        self.relations = []  # (label, Relation) in protocol order
+
+    def _next(self, kind, where):
+        if self._position >= len(self.items):
+            raise ProofRejected("the proof ends early", where)
+        item = self.items[self._position]
+        self._position += 1
+        if not isinstance(item, kind):
+            raise ProofRejected(f"expected {kind.__name__}, got {type(item).__name__}", where)
+        return item
+
+    def point(self, label: str, num_vars: int) -> np.ndarray:
+        return self.transcript.challenge_ext_vector(label, num_vars)  # error num_vars / |F| for a zero check
+
+    def relation(self, label: str, terms, claim=None) -> None:
+        """One relation sumcheck; the prover states every distinct stored factor's value at its end."""
+        claim = F.ext_zero() if claim is None else np.asarray(claim, dtype=np.uint64)
+        relation = Relation(tuple(terms), claim)
+        self.relations.append((label, relation))
+        n, d = relation.num_vars(), relation.degree(self.layouts)
+        unique = list({_factor_key(f): f for term in relation.terms for f in term.stored}.values())
+        label = f"sumcheck.training.{label}"
+        if self.proving:
+            prover = RelationProver(relation, self.witnesses, self.layouts)
+            if self.params.hiding:
+                proof, sigma, finals = prove_zk_sumcheck(prover, claim, self.transcript, label, self.params)
+            else:
+                proof, sigma = _plain_sumcheck(prover, claim, self.transcript, label)
+                finals = prover.final_evaluations()
+            self.items.append(proof)
+            by_key = {_factor_key(f): v for term, values in zip(relation.terms, finals)
+                      for f, v in zip(term.stored, values)}
+            values = np.stack([by_key[_factor_key(f)] for f in unique])
+            self.items.append(values)
+        else:
+            if self.params.hiding:
+                sub = verify_zk_sumcheck(self._next(ZKSumcheckProof, label), claim, n, d, self.transcript, label)
+            else:
+                sub = verify_sumcheck(self._next(SumcheckProof, label), claim, n, d, self.transcript, label)
+            sigma = sub.point
+            values = self._next(np.ndarray, label)
+            if values.shape != (len(unique), F.EXT_DEGREE) or not F.is_canonical(values):
+                raise ProofRejected(f"values of shape {values.shape}, expected ({len(unique)}, 4) canonical", label)
+            by_key = {_factor_key(f): v for f, v in zip(unique, values)}
+            finals = [[by_key[_factor_key(f)] for f in term.stored] for term in relation.terms]
+            if not F.ext_eq(expected_summand(relation, sigma, finals), sub.expected_value):
+                raise ProofRejected("the stated values do not satisfy the relation at the sumcheck's point", label)
+        self.transcript.absorb(f"{label}.values", values)
+        for f, v in zip(unique, values):
+            self.claims[f.store].append((f.view_at(self.layouts[f.store].slot(f.name), sigma), v))
+
+    def open_all(self) -> None:
+        """One hiding opening per store of every value stated on it (in the layouts' order)."""
+        for key, layout in self.layouts.items():
+            claims = self.claims[key]
+            if not claims:
+                continue
+            values = np.stack([v for _, v in claims])
+            if self.proving:
+                if self.params.hiding and mask_rank(layout, [view for view, _ in claims]) != len(claims):
+                    raise ProofError(f"store {key}: the stated values' masks are dependent, zero knowledge would be "
+                                     "lost (a tensor with too few variables for its values)")
+                witness = self.witnesses[key]
+                functionals = [view_pieces(layout, witness.commitment, view) for view, _ in claims]
+                _, opening = open_functionals(witness.commitment_witness, functionals, self.transcript, values=values)
+                self.items.append(opening)
+            else:
+                commitment = self.commitments[key]
+                functionals = [view_pieces(layout, commitment, view) for view, _ in claims]
+                verify_functionals(commitment, functionals, values, self._next(HidingOpening, f"opening of {key}"),
+                                   self.transcript)
+
+    def finish(self) -> None:
+        if not self.proving and self._position != len(self.items):
+            raise ProofRejected(f"{len(self.items) - self._position} unused proof items", "training proof")
+
+
+class ShapeChannel(Channel):
+    """Runs the protocol's structure only: records each relation's (variables, degree), proves nothing."""
+
+    def __init__(self, params: HidingParams, layouts: dict):
+        super().__init__(Transcript("hezk.proofs.training.shape"), params, layouts, {}, {})
+        self.shapes = []
+
+    def relation(self, label: str, terms, claim=None) -> None:
+        relation = Relation(tuple(terms), F.ext_zero())
+        self.shapes.append((relation.num_vars(), relation.degree(self.layouts)))
+
+
+# ------------------------------------------------------------------------------------------ the protocol
+def _ext_int(value: int) -> np.ndarray:
+    return F.ext_from_base(F.to_field(np.array([value], dtype=np.int64)))[0]
+
+
+class Protocol:
+    """The relations of the module docstring, run identically by prover and verifier."""
+
+    def __init__(self, spec: TrainingSpec, channel: Channel, where: dict, public_input=None):
+        self.spec, self.ch, self.where, self.public_input = spec, channel, where, public_input
+        self.one, self.minus = F.ext_one(), F.ext_neg(F.ext_one())
+
+    def stored(self, t: int, name: str, **fix) -> Stored:
+        key = f"t{t}.{name}"
+        return Stored(self.where[key], key, **fix)
+
+    def combination(self, t: int, name: str, decomposition: Decomposition, coefficients) -> list:
+        """sum_j c_j B(., j) as (scale, stored factor) pairs, one per plane group the coefficients touch; a
+        one-plane group is the plane itself times its coefficient (so equal views are stated once)."""
+        coefficients = np.asarray(coefficients, dtype=np.int64)
+        out = []
+        for g, (start, count) in enumerate(decomposition.groups):
+            part = coefficients[start:start + count]
+            key = name if g == 0 else f"{name}.g{g}"
+            if count == 1 and part[0]:
+                out.append((_ext_int(int(part[0])), self.stored(t, key)))
+            elif part.any():
+                out.append((self.one, self.stored(t, key, planes=F.ext_from_base(F.to_field(part)))))
+        return out
+
+    def rebuilt(self, t, name, decomposition):
+        return self.combination(t, name, decomposition, decomposition.rebuild_coefficients())
+
+    def quotient(self, t, name, decomposition):
+        return self.combination(t, name, decomposition, decomposition.output_coefficients())
+
+    def sign(self, t, name, decomposition):
+        indicator = np.zeros(decomposition.padded_width, dtype=np.int64)
+        indicator[decomposition.sign_index] = 1
+        (pair,) = self.combination(t, name, decomposition, indicator)
+        return pair
+
+    def rescaled_matmul(self, label, left, right, k_vars, rebuilt: list, decomposition, tau) -> None:
+        """sum_k left(k) right(k) - sum_e eq(tau, e) sum_j c_j B(e, j) + h = 0 (Z(tau) = rebuilt(tau))."""
+        publics = tuple(f for f in (left,) if isinstance(f, Public))
+        stored = tuple(f for f in (left, right) if isinstance(f, Stored))
+        eq = eq_factor(tau)
+        self.ch.relation(label, [Term(self.one, publics, stored, k_vars)]
+                         + [Term(F.ext_neg(c), (eq,), (part,), tau.shape[0]) for c, part in rebuilt]
+                         + [Term(_ext_int(decomposition.offset), (), (), 0)])
+
+    def select(self, label, target, quotient: list, sign, tau, extra=None) -> None:
+        """sum_e eq(tau, e) [target(e) - q(e) + s(e) q(e) (+ extra(e))] = 0 (no sign: no ReLU)."""
+        eq, n = eq_factor(tau), tau.shape[0]
+        terms = [Term(self.one, (eq,), (target,), n)] + [Term(F.ext_neg(c), (eq,), (q,), n) for c, q in quotient]
+        if sign is not None:
+            scale, factor = sign
+            terms += [Term(F.ext_mul(scale, c), (eq,), (factor, q), n) for c, q in quotient]
+        if extra is not None:
+            terms.append(Term(self.one, (eq,), (extra,), n))
+        self.ch.relation(label, terms)
+
+    def input_factor(self, t: int, tau_b, k_vars: int):
+        """A_0 = X contracted over the batch at tau_b: the committed batch, or the public input."""
+        if self.public_input is None:
+            return Stored(self.where[f"x{t}"], "X", high=tau_b)
+        x = self.public_input
+        return Public(lambda: bind_high(x, tau_b),
+                      lambda sigma: mle_evaluate(x, np.concatenate([sigma[:k_vars], tau_b])))
+
+    def forward(self, t: int) -> None:
+        spec, ch = self.spec, self.ch
+        B, L = spec.batch_padded, spec.num_layers
+        for i in range(L):
+            decomposition = spec.forward_spec(i)
+            out_vars, in_vars, b_vars = log2(spec.width(i + 1)), log2(spec.width(i)), log2(B)
+            tau = ch.point(f"training.t{t}.forward{i}", out_vars + b_vars)
+            tau_o, tau_b = tau[:out_vars], tau[out_vars:]
+            left = self.stored(t, f"A{i}", high=tau_b) if i else self.input_factor(t, tau_b, in_vars)
+            self.rescaled_matmul(f"t{t}.forward{i}", left, Stored(self.where[f"w{t}"], f"W{i}", high=tau_o), in_vars,
+                                 self.rebuilt(t, f"fwd{i}", decomposition), decomposition, tau)
+            if i + 1 < L:
+                tau = ch.point(f"training.t{t}.relu{i}", out_vars + b_vars)
+                self.select(f"t{t}.relu{i}", self.stored(t, f"A{i + 1}"), self.quotient(t, f"fwd{i}", decomposition),
+                            self.sign(t, f"fwd{i}", decomposition), tau)
+
+    def output(self, t: int, public_output) -> None:
+        """O = q_(L-1): equal to the public output, or G_(L-1) = O - Y (training)."""
+        spec, ch = self.spec, self.ch
+        i = spec.num_layers - 1
+        tau = ch.point(f"training.t{t}.output", log2(spec.batch_padded * spec.width(i + 1)))
+        quotient = self.quotient(t, f"fwd{i}", spec.forward_spec(i))
+        if public_output is not None:
+            ch.relation(f"t{t}.output", [Term(c, (eq_factor(tau),), (q,), tau.shape[0]) for c, q in quotient],
+                        mle_evaluate(public_output, tau))
+            return
+        self.select(f"t{t}.output", self.stored(t, f"G{i}"), quotient, None, tau,
+                    extra=Stored(self.where[f"x{t}"], "Y"))
+
+    def backward(self, t: int) -> None:
+        spec, ch = self.spec, self.ch
+        B, L = spec.batch_padded, spec.num_layers
+        b_vars = log2(B)
+        for i in range(L - 2, -1, -1):  # G_A_i = G_(i+1) W_(i+1);  G_i = (1 - s_i) round(G_A_i)
+            decomposition = spec.backward_spec()
+            k_vars, o_vars = log2(spec.width(i + 1)), log2(spec.width(i + 2))
+            tau = ch.point(f"training.t{t}.backward{i}", k_vars + b_vars)
+            tau_k, tau_b = tau[:k_vars], tau[k_vars:]
+            self.rescaled_matmul(f"t{t}.backward{i}", self.stored(t, f"G{i + 1}", high=tau_b),
+                                 Stored(self.where[f"w{t}"], f"W{i + 1}", low=tau_k), o_vars,
+                                 self.rebuilt(t, f"bwd{i}", decomposition), decomposition, tau)
+            tau = ch.point(f"training.t{t}.mask{i}", k_vars + b_vars)
+            self.select(f"t{t}.mask{i}", self.stored(t, f"G{i}"), self.quotient(t, f"bwd{i}", decomposition),
+                        self.sign(t, f"fwd{i}", spec.forward_spec(i)), tau)
+
+    def update(self, t: int) -> None:
+        spec, ch = self.spec, self.ch
+        b_vars = log2(spec.batch_padded)
+        for i in range(spec.num_layers):  # G_W_i = G_i^T A_i;  W'_i = W_i - round(G_W_i / 2^k)
+            decomposition = spec.update_spec()
+            k_vars, o_vars = log2(spec.width(i)), log2(spec.width(i + 1))
+            tau = ch.point(f"training.t{t}.gradw{i}", k_vars + o_vars)
+            tau_k, tau_o = tau[:k_vars], tau[k_vars:]
+            activation = self.stored(t, f"A{i}", low=tau_k) if i else Stored(self.where[f"x{t}"], "X", low=tau_k)
+            self.rescaled_matmul(f"t{t}.gradw{i}", self.stored(t, f"G{i}", low=tau_o), activation, b_vars,
+                                 self.rebuilt(t, f"upd{i}", decomposition), decomposition, tau)
+            tau = ch.point(f"training.t{t}.update{i}", k_vars + o_vars)
+            eq, n = eq_factor(tau), tau.shape[0]
+            ch.relation(f"t{t}.update{i}", [
+                Term(self.one, (eq,), (Stored(self.where[f"w{t + 1}"], f"W{i}"),), n),
+                Term(self.minus, (eq,), (Stored(self.where[f"w{t}"], f"W{i}"),), n)]
+                + [Term(c, (eq,), (q,), n) for c, q in self.quotient(t, f"upd{i}", decomposition)])
+
+    def in_range(self, label, tensor: Stored, name: str, t: int, decomposition: Decomposition, n: int) -> None:
+        """sum_e eq(tau, e) [T(e) - sum_j c_j B(e, j)] = 0: T is its own bit decomposition (range checked)."""
+        tau = self.ch.point(f"training.t{t}.{label}", n)
+        eq = eq_factor(tau)
+        self.ch.relation(f"t{t}.{label}", [Term(self.one, (eq,), (tensor,), n)]
+                         + [Term(F.ext_neg(c), (eq,), (part,), n) for c, part in self.rebuilt(t, name, decomposition)])
+
+    def ranges(self, t: int, private_input: bool, targets: bool) -> None:
+        """The step's inputs lie in their declared ranges: W_t (weight_bits), X and Y (act_bits)."""
+        spec = self.spec
+        B = spec.batch_padded
+        for i in range(spec.num_layers):
+            self.in_range(f"range.w{i}", Stored(self.where[f"w{t}"], f"W{i}"), f"rngw{i}", t, weight_range(spec),
+                          log2(spec.width(i + 1) * spec.width(i)))
+        if private_input:
+            self.in_range("range.x", Stored(self.where[f"x{t}"], "X"), "rngx", t, data_range(spec),
+                          log2(B * spec.width(0)))
+        if targets:
+            self.in_range("range.y", Stored(self.where[f"x{t}"], "Y"), "rngy", t, data_range(spec),
+                          log2(B * spec.width(spec.num_layers)))
+
+    def bits(self, keys) -> None:
+        """Every entry of every decomposition is a bit: batched over ``keys`` with random weights."""
+        ch = self.ch
+        betas = ch.point("training.bits.beta", len(keys))
+        terms = []
+        for key, beta in zip(keys, betas):
+            store = self.where[key]
+            slot = ch.layouts[store].slot(key)
+            n = slot.elem_vars + slot.plane_vars
+            terms.append(BitTerm(beta, ch.point(f"training.bits.{key}", n), Stored(store, key)))
+        ch.relation("bits", terms)
+
+
+def locate(statement_keys: dict, layouts: dict) -> dict:
+    """Slot or statement name -> store key."""
+    where = dict(statement_keys)
+    for key, layout in layouts.items():
+        where.update({s.name: key for s in layout.slots})
+    return where
+
+
+def bit_check_groups(layouts: dict, mode: str) -> list:
+    """Decompositions checked by one sumcheck: all of them (aggregate) or one each (layer)."""
+    keys = decomposition_keys(layouts)
+    return [keys] if mode == "aggregate" else [[k] for k in keys]
