@@ -380,8 +380,9 @@ def check_relation(relation: Relation, layouts: dict) -> None:
 
 # ---------------------------------------------------------------------------------------------- prover
 class _MaskedState:
-    """A stored factor on the prover's side: the table over its remaining variables with the constant mask
-    terms (fixed variables) added, and the masks l_i of its remaining element variables ((r, 2^k, 4))."""
+    """A stored factor on the prover's side: the table over its remaining variables (planes contracted or kept,
+    fixed element variables contracted with eq weights, their masks dropped) and the masks l_i of its remaining
+    element variables ((r, 2^k, 4)); binding element variable i adds z(r_i) l_i to every entry of its plane."""
 
     def __init__(self, factor: Stored, witness: StoreWitness):
         slot = witness.layout.slot(factor.name)
