@@ -106,60 +106,6 @@ def batch_inv(a, out):
 
 
 @numba.njit(cache=True)
-def round_sums(ext_factors, base_factors, degree, out):
-    """Sumcheck round sums of one product term: out[x] = sum_j prod_f (f[2j] + x (f[2j+1] - f[2j])), x = 0..degree.
-
-    ext_factors: (me, 2L, 4) F_p4 tables; base_factors: (mb, 2L) base tables (me + mb <= 3, either may be 0);
-    base values are multiplied in F_p first (1 product each), then into the F_p4 product (4 products).
-    out: (degree + 1, 4), overwritten. Accumulators hold sums of residues < p (exact in uint64 up to 2^33
-    terms) and are reduced at the end.
-    """
-    me, mb = ext_factors.shape[0], base_factors.shape[0]
-    n = ext_factors.shape[1] if me else base_factors.shape[1]
-    acc = np.zeros((degree + 1, 4), dtype=np.uint64)
-    current = np.empty((me, 4), dtype=np.uint64)  # ext factor f at x_j = x
-    step = np.empty((me, 4), dtype=np.uint64)  # f[2j+1] - f[2j]
-    base_current = np.empty(mb, dtype=np.uint64)
-    base_step = np.empty(mb, dtype=np.uint64)
-    product = np.empty((1, 4), dtype=np.uint64)
-    for j in range(n // 2):
-        for f in range(me):
-            for c in range(4):
-                low, high = ext_factors[f, 2 * j, c], ext_factors[f, 2 * j + 1, c]
-                current[f, c] = low
-                step[f, c] = high - low if high >= low else high + P - low
-        for f in range(mb):
-            low, high = base_factors[f, 2 * j], base_factors[f, 2 * j + 1]
-            base_current[f] = low
-            base_step[f] = high - low if high >= low else high + P - low
-        for x in range(degree + 1):
-            if x:
-                for f in range(me):
-                    for c in range(4):
-                        s = current[f, c] + step[f, c]
-                        current[f, c] = s - P if s >= P else s
-                for f in range(mb):
-                    s = base_current[f] + base_step[f]
-                    base_current[f] = s - P if s >= P else s
-            scale = np.uint64(1)
-            for f in range(mb):
-                scale = scale * base_current[f] % P
-            if me == 0:
-                acc[x, 0] += scale
-                continue
-            for c in range(4):
-                product[0, c] = current[0, c]
-            for f in range(1, me):
-                _ext_mul_into(product[0, 0], product[0, 1], product[0, 2], product[0, 3],
-                              current[f, 0], current[f, 1], current[f, 2], current[f, 3], product, 0)
-            for c in range(4):
-                acc[x, c] += product[0, c] * scale % P
-    for x in range(degree + 1):
-        for c in range(4):
-            out[x, c] = acc[x, c] % P
-
-
-@numba.njit(cache=True)
 def fold_ext(table, r, out):
     """out[j] = t[2j] + r (t[2j+1] - t[2j]) for an F_p4 table (2L, 4) and r (4,): binds the lowest variable."""
     diff = np.empty((1, 4), dtype=np.uint64)
@@ -202,7 +148,9 @@ def masked_round_sums(ext_factors, masks, blocks, base_factors, zs, degree, out)
 
     ext_factors: (me, 2L, 4); masks: (me, P, 4), factor f's planes in blocks of ``blocks[f]`` half-table
     entries (plane-major tables), blocks[f] = 0 for a factor without a mask this round; base_factors: (mb, 2L);
-    zs[x] = x (1 - x) mod p. The numpy twin is :meth:`proofs.relations.RelationProver.round_message`.
+    zs[x] = x (1 - x) mod p. Without masks (all blocks 0) it is the plain sumcheck's round (:mod:`proofs.sumcheck`).
+    Accumulators hold sums of residues < p (exact in uint64 up to 2^33 terms) and are reduced at the end.
+    The numpy twins are :meth:`proofs.relations.RelationProver._numpy_sums` and the plain prover's numpy rounds.
     """
     me, mb = ext_factors.shape[0], base_factors.shape[0]
     n = ext_factors.shape[1] if me else base_factors.shape[1]

@@ -222,7 +222,9 @@ class SumcheckProver:
             base = [t for t in tables if not is_ext(t)]
             ext_factors = np.stack(ext) if ext else np.empty((0, length, F.EXT_DEGREE), dtype=np.uint64)
             base_factors = np.stack(base) if base else np.empty((0, length), dtype=np.uint64)
-            kernels.round_sums(ext_factors, base_factors, self.degree, sums)
+            kernels.masked_round_sums(ext_factors, np.zeros((len(ext), 1, F.EXT_DEGREE), dtype=np.uint64),
+                                      np.zeros(len(ext), dtype=np.int64), base_factors,
+                                      np.zeros(self.degree + 1, dtype=np.uint64), self.degree, sums)
             message = F.ext_add(message, F.ext_mul(sums, coefficient))
         return message
 
