@@ -106,33 +106,6 @@ def batch_inv(a, out):
 
 
 @numba.njit(cache=True)
-def fold_ext(table, r, out):
-    """out[j] = t[2j] + r (t[2j+1] - t[2j]) for an F_p4 table (2L, 4) and r (4,): binds the lowest variable."""
-    diff = np.empty((1, 4), dtype=np.uint64)
-    scaled = np.empty((1, 4), dtype=np.uint64)
-    for j in range(out.shape[0]):
-        for c in range(4):
-            low, high = table[2 * j, c], table[2 * j + 1, c]
-            diff[0, c] = high - low if high >= low else high + P - low
-        _ext_mul_into(diff[0, 0], diff[0, 1], diff[0, 2], diff[0, 3], r[0], r[1], r[2], r[3], scaled, 0)
-        for c in range(4):
-            s = table[2 * j, c] + scaled[0, c]
-            out[j, c] = s - P if s >= P else s
-
-
-@numba.njit(cache=True)
-def fold_base(table, r, out):
-    """The same for a base table (2L,): out[j] = t[2j] + r (t[2j+1] - t[2j]) in F_p4."""
-    for j in range(out.shape[0]):
-        low, high = table[2 * j], table[2 * j + 1]
-        diff = high - low if high >= low else high + P - low
-        for c in range(4):
-            out[j, c] = r[c] * diff % P
-        s = out[j, 0] + low
-        out[j, 0] = s - P if s >= P else s
-
-
-@numba.njit(cache=True)
 def ext_outer(u, v, out):
     """out[j * E + e] = u[j] v[e] for F_p4 vectors u (J, 4), v (E, 4); out is (J * E, 4)."""
     count = v.shape[0]
@@ -226,6 +199,17 @@ def _acc_scaled(acc, row, e, k):
         acc[row, c] += e[c] * k % P
 
 
+@numba.njit(cache=True, inline="always")
+def _flush(part, i, eq_hi, hb, total, k, term):
+    """total[k] += eq_hi[hb] * (part[i] mod p) in F_p4 (``term``: (1, 4) scratch)."""
+    for c in range(4):
+        part[i, c] %= P
+    _ext_mul_into(eq_hi[hb, 0], eq_hi[hb, 1], eq_hi[hb, 2], eq_hi[hb, 3],
+                  part[i, 0], part[i, 1], part[i, 2], part[i, 3], term, 0)
+    for c in range(4):
+        total[k, c] = (total[k, c] + term[0, c]) % P
+
+
 @numba.njit(cache=True)
 def bit_round_sums(table, block, eq_lo, eq_hi, plain, buckets):
     """One bit-check round by the split eq, with the mask handled in closed form.
@@ -317,21 +301,10 @@ def bit_round_sums(table, block, eq_lo, eq_hi, plain, buckets):
                     for c in range(4):
                         pb[k, c] %= P
         for x in range(3):
-            for c in range(4):
-                part[x, c] %= P
-            _ext_mul_into(eq_hi[hb, 0], eq_hi[hb, 1], eq_hi[hb, 2], eq_hi[hb, 3],
-                          part[x, 0], part[x, 1], part[x, 2], part[x, 3], term, 0)
-            for c in range(4):
-                acc[x, c] = (acc[x, c] + term[0, c]) % P
+            _flush(part, x, eq_hi, hb, acc, x, term)
         for plane in range(touched_lo, touched_hi + 1):
             for kind in range(3):
-                k = kind * planes + plane
-                for c in range(4):
-                    pb[k, c] %= P
-                _ext_mul_into(eq_hi[hb, 0], eq_hi[hb, 1], eq_hi[hb, 2], eq_hi[hb, 3],
-                              pb[k, 0], pb[k, 1], pb[k, 2], pb[k, 3], term, 0)
-                for c in range(4):
-                    totals[k, c] = (totals[k, c] + term[0, c]) % P
+                _flush(pb, kind * planes + plane, eq_hi, hb, totals, kind * planes + plane, term)
     for x in range(3):
         for c in range(4):
             plain[x, c] = acc[x, c]
@@ -343,8 +316,9 @@ def bit_round_sums(table, block, eq_lo, eq_hi, plain, buckets):
 
 @numba.njit(cache=True)
 def fold_add_planes(table, r, values, out):
-    """out[j] = t[2j] + r (t[2j+1] - t[2j]) + values[j // (L / P)]: a fold of a plane-major table ((2L,) base or
-    (2L, 4) F_p4) fused with adding one F_p4 constant per plane (values (P, 4))."""
+    """out[j] = t[2j] + r (t[2j+1] - t[2j]) + values[j // (L / P)]: binds the lowest variable of a plane-major
+    table ((2L,) base or (2L, 4) F_p4), adding one F_p4 constant per plane (values (P, 4); one zero plane for a
+    plain fold, :func:`proofs.mle.fold`, whose numpy twin is ``_fold_numpy``)."""
     block = out.shape[0] // values.shape[0]
     diff = np.empty((1, 4), dtype=np.uint64)
     scaled = np.empty((1, 4), dtype=np.uint64)

@@ -118,7 +118,8 @@ def fold(table, r) -> np.ndarray:
     kernels = F.numba_kernels() if table.shape[0] >= F.NUMBA_MIN_SIZE else None
     if kernels is not None:
         out = np.empty((table.shape[0] // 2, F.EXT_DEGREE), dtype=np.uint64)
-        (kernels.fold_ext if is_ext(table) else kernels.fold_base)(np.ascontiguousarray(table), r, out)
+        kernels.fold_add_planes(np.ascontiguousarray(table), np.ascontiguousarray(r, dtype=np.uint64),
+                                F.ext_zero((1,)), out)
         return out
     return _fold_numpy(table, r)
 
