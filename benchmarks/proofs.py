@@ -23,19 +23,16 @@ import json
 import os
 import pathlib
 import statistics
-import sys
 import tempfile
 import time
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+try:
+    import _repo  # noqa: F401  (run as a script: threads and import path first)
+except ImportError:
+    from benchmarks import _repo  # noqa: F401  (imported as benchmarks.<name>)
 
 import numpy as np  # noqa: E402
 
-# this script is named like the package it measures: take its own folder off the path, import from the repo
-HERE = pathlib.Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if pathlib.Path(p or ".").resolve() != HERE]
-sys.path.insert(0, str(HERE.parent))
 from benchmarks._timing import print_table  # noqa: E402
 
 from proofs.layers.network import Network, verify_network  # noqa: E402

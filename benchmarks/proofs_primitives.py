@@ -6,18 +6,13 @@ Times are medians of this process's CPU time in ms (single thread; the machine i
 galois (the test oracle) on the same arrays in the same run; "ratio" is galois time / hezk time.
 """
 import argparse
-import os
-import pathlib
-import sys
 import time
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+try:
+    import _repo  # noqa: F401  (run as a script: threads and import path first)
+except ImportError:
+    from benchmarks import _repo  # noqa: F401  (imported as benchmarks.<name>)
 
-# this folder holds a script named like the package it measures: import from the repository root
-HERE = pathlib.Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if pathlib.Path(p or ".").resolve() != HERE]
-sys.path.insert(0, str(HERE.parent))
 from benchmarks._timing import median_ms, print_table  # noqa: E402
 
 import galois  # noqa: E402

@@ -18,19 +18,15 @@ network with private weights and input (only the output public), and two consecu
 """
 import argparse
 import dataclasses
-import os
-import pathlib
-import sys
 import time
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+try:
+    import _repo  # noqa: F401  (run as a script: threads and import path first)
+except ImportError:
+    from benchmarks import _repo  # noqa: F401  (imported as benchmarks.<name>)
 
 import numpy as np  # noqa: E402
 
-HERE = pathlib.Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if pathlib.Path(p or ".").resolve() != HERE]
-sys.path.insert(0, str(HERE.parent))
 from benchmarks._timing import print_table  # noqa: E402
 
 from proofs import ModelError  # noqa: E402

@@ -310,13 +310,15 @@ def _absorb_statement(transcript, label, claim, num_vars, degree):
 def prove_sumcheck(terms, claim, transcript, label: str = "sumcheck", *, strict: bool = True):
     """Non-interactive sumcheck (Fiat-Shamir over ``transcript``) of sum_x sum_t c_t prod f(x) = claim.
 
-    ``terms`` is a list of (coefficient, [tables]); tables passed as the same object are folded once.
+    ``terms`` is a list of (coefficient, [tables]); tables passed as the same object are folded once. It may
+    also be a prover object with :class:`SumcheckProver`'s interface (e.g. :class:`proofs.relations.RelationProver`),
+    then with ``strict=False`` (such a prover need not compute its own sum).
     Returns (SumcheckProof, point (k, 4), factor_evals) with factor_evals[t][j] the j-th factor of term t
     at the point. The caller must send (and absorb) whatever evaluations the verifier will use next.
     A false claim raises ProofError unless ``strict=False`` (proving a tampered witness for negative
     tests: the honest round messages of the true sum then fail the verifier's first round check).
     """
-    prover = SumcheckProver(terms)
+    prover = terms if hasattr(terms, "round_message") else SumcheckProver(terms)
     claim = _as_ext_scalar(claim, "claim")
     messages = np.zeros((prover.num_vars, prover.degree + 1, F.EXT_DEGREE), dtype=np.uint64)
     if prover.num_vars:

@@ -129,18 +129,13 @@ class TrainingProof:
     (ZK or plain) and one hiding opening per store."""
 
     mode: str
-    bits_commitments: tuple
+    commitments: tuple  #: the proof's own stores (activations, gradients, bit planes, range bits)
     items: tuple
-
-    @property
-    def commitments(self) -> tuple:
-        """The commitments to the proof's own tensors (activations, gradients, bit planes)."""
-        return self.bits_commitments
 
     def to_bytes(self) -> bytes:
         """Magic, version, mode (u8), commitments (u16 count), items (u32 count, each a u8 tag + body)."""
         parts = [_PROOF_MAGIC, bytes([_PROOF_VERSION, MODES.index(self.mode)]),
-                 len(self.bits_commitments).to_bytes(2, "little")] + [c.to_bytes() for c in self.bits_commitments]
+                 len(self.commitments).to_bytes(2, "little")] + [c.to_bytes() for c in self.commitments]
         parts.append(len(self.items).to_bytes(4, "little"))
         for item in self.items:
             tag = next(t for t, kind in enumerate(_ITEM_KINDS) if isinstance(item, kind))
@@ -304,13 +299,13 @@ def _verify_training(spec, committed, proof) -> Channel:
     if not isinstance(params, HidingParams):
         raise ProofRejected("the weights commitment is not a HidingCommitment", where)
     layouts = proof_layouts(spec, steps, proof.mode, params.hiding)
-    if len(proof.bits_commitments) != len(layouts):
-        raise ProofRejected(f"{len(proof.bits_commitments)} proof commitments, expected {len(layouts)}", where)
+    if len(proof.commitments) != len(layouts):
+        raise ProofRejected(f"{len(proof.commitments)} proof commitments, expected {len(layouts)}", where)
     commitments = {key: c for key, c, _ in committed.keyed()}
-    commitments.update(dict(zip(layouts, proof.bits_commitments)))
+    commitments.update(dict(zip(layouts, proof.commitments)))
     all_layouts = {**statement_layouts(spec, steps, params.hiding), **layouts}
     _checked(commitments, all_layouts, params, where)
-    transcript = _transcript(TRANSCRIPT_LABEL, spec, proof.mode, _statement_bytes(committed), proof.bits_commitments)
+    transcript = _transcript(TRANSCRIPT_LABEL, spec, proof.mode, _statement_bytes(committed), proof.commitments)
     channel = Channel(transcript, params, all_layouts, commitments, items=proof.items)
     _run_training(spec, channel, steps, layouts, proof.mode)
     channel.open_all()
@@ -454,14 +449,14 @@ def _verify_forward(spec, committed, output, proof, public_input) -> Channel:
         raise ProofRejected("the weights commitment is not a HidingCommitment", where)
     layouts = proof_layouts(spec, 1, "aggregate", params.hiding, forward_only=True,
                             private_input=committed.input is not None)
-    if len(proof.bits_commitments) != len(layouts):
-        raise ProofRejected(f"{len(proof.bits_commitments)} proof commitments, expected {len(layouts)}", where)
-    commitments = {"w0": committed.weights, **dict(zip(layouts, proof.bits_commitments))}
+    if len(proof.commitments) != len(layouts):
+        raise ProofRejected(f"{len(proof.commitments)} proof commitments, expected {len(layouts)}", where)
+    commitments = {"w0": committed.weights, **dict(zip(layouts, proof.commitments))}
     if committed.input is not None:
         commitments["b0"] = committed.input
     all_layouts = {**_forward_layouts(spec, committed, params.hiding), **layouts}
     _checked(commitments, all_layouts, params, where)
-    transcript = _forward_transcript(spec, committed, output, public_input, proof.bits_commitments)
+    transcript = _forward_transcript(spec, committed, output, public_input, proof.commitments)
     channel = Channel(transcript, params, all_layouts, commitments, items=proof.items)
     _run_forward(spec, channel, layouts, _output_table(spec, output), x_table)
     channel.open_all()

@@ -13,14 +13,14 @@ from ..errors import ProofError, ProofRejected
 from ..mle import bind_high, mle_evaluate
 from ..relations import (BitTerm, Public, Relation, RelationProver, Stored, Term, eq_factor, expected_summand,
                          mask_rank, view_pieces)
-from ..sumcheck import SumcheckProof, verify_sumcheck
+from ..sumcheck import SumcheckProof, prove_sumcheck, verify_sumcheck
 from ..transcript import Transcript
 from ..zk import HidingOpening, HidingParams, ZKSumcheckProof, open_functionals, prove_zk_sumcheck, \
     verify_functionals, verify_zk_sumcheck
 from .common import log2
 from .requant import Decomposition
 from .step_stores import data_range, decomposition_keys, weight_range
-from .training import TrainingSpec, _plain_sumcheck
+from .training import TrainingSpec
 
 
 # ------------------------------------------------------------------------------------------ the channel
@@ -70,8 +70,7 @@ class Channel:
             if self.params.hiding:
                 proof, sigma, finals = prove_zk_sumcheck(prover, claim, self.transcript, label, self.params)
             else:
-                proof, sigma = _plain_sumcheck(prover, claim, self.transcript, label)
-                finals = prover.final_evaluations()
+                proof, sigma, finals = prove_sumcheck(prover, claim, self.transcript, label, strict=False)
             self.items.append(proof)
             by_key = {_factor_key(f): v for term, values in zip(relation.terms, finals)
                       for f, v in zip(term.stored, values)}

@@ -205,20 +205,22 @@ def balanced_rows(layout: StoreLayout, params: HidingParams) -> int:
     return n - min(cost, key=cost.get)
 
 
-def store_params(layout: StoreLayout, params: HidingParams) -> HidingParams:
+def store_params(layout: StoreLayout, params: HidingParams, log_rows: int) -> HidingParams:
     """With hiding, enough mask rows committed with the store for its one opening (about two pieces per stated
-    value), so the opening needs no second Merkle tree of fresh masks."""
+    value, with 50% to spare), so the opening needs no second Merkle tree of fresh masks."""
     if not params.hiding:
         return params
-    rows = int(1.5 * _expected_pieces(layout, layout.num_vars - balanced_rows(layout, params))) + 2
+    rows = int(1.5 * _expected_pieces(layout, layout.num_vars - log_rows)) + 2
     return dataclasses.replace(params, mask_rows=min(max(params.mask_rows, rows), MAX_MASK_ROWS))
 
 
 def commit_stores(layouts: dict, tables: dict, params: HidingParams, seed=None) -> dict:
+    """Commit each proof store (shape by :func:`balanced_rows`, mask rows by :func:`store_params`)."""
     made = {}
     for k, (key, layout) in enumerate(layouts.items()):
-        mine = {s.name: tables[s.name] for s in layout.slots}
-        made[key] = commit_store(layout, mine, store_params(layout, params), log_rows=balanced_rows(layout, params),
+        log_rows = balanced_rows(layout, params)
+        made[key] = commit_store(layout, {s.name: tables[s.name] for s in layout.slots},
+                                 store_params(layout, params, log_rows), log_rows=log_rows,
                                  seed=None if seed is None else seed + k)
     return made
 

@@ -23,7 +23,6 @@ import numpy as np
 from .. import field as F
 from ..errors import ModelError, ProofError
 from ..quantize import FIELD_BITS, FIELD_HALF
-from ..sumcheck import SumcheckProof, SumcheckProver, _absorb_statement, _as_ext_scalar
 from .common import pad_matrix, padded
 from .requant import Decomposition, decompose
 
@@ -245,19 +244,6 @@ def _check_chain(traces) -> list:
         if not all(np.array_equal(a, b) for a, b in zip(traces[t].weights, traces[t - 1].new_weights)):
             raise ProofError(f"traces[{t}] does not start from the weights traces[{t - 1}] ends with")
     return traces
-
-
-def _plain_sumcheck(terms, claim, transcript, label):
-    """The Fiat-Shamir sumcheck of :mod:`proofs.sumcheck`, without the prover-side claim check
-    (``terms``: a list of terms or a prover object)."""
-    prover = terms if hasattr(terms, "round_message") else SumcheckProver(terms)
-    _absorb_statement(transcript, label, _as_ext_scalar(claim, "claim"), prover.num_vars, prover.degree)
-    messages = np.zeros((prover.num_vars, prover.degree + 1, F.EXT_DEGREE), dtype=np.uint64)
-    for j in range(prover.num_vars):
-        messages[j] = prover.round_message()
-        transcript.absorb(f"{label}.round", messages[j])
-        prover.bind(transcript.challenge_ext(f"{label}.r"))
-    return SumcheckProof(messages), np.array(prover.challenges, dtype=np.uint64).reshape(-1, F.EXT_DEGREE)
 
 
 _MOVED = ("CommittedModel", "CommittedSteps", "CommittedTensors", "TrainingProof", "commit_forward", "commit_step",

@@ -1,5 +1,7 @@
 """Zero knowledge of the training and inference proofs: every stated value is masked, the sumcheck part is
 simulatable, and no witness bytes appear (proofs.layers.step_proof, proofs.relations)."""
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -60,14 +62,15 @@ def test_every_value_an_inference_proof_states_is_masked(private_input):
 
 
 def test_the_rank_check_sees_an_unmasked_value():
-    """The check can fail: without hiding nothing is masked, and a view with every variable contracted
-    (or two equal views) adds no rank."""
+    """The check can fail: a value stated twice, or a view with every variable contracted (no mask), adds no rank."""
     trace, _ = _trace(4)
     committed = S.commit_step(trace, zk=True)
     channel = S._verify_training(SPEC, S._as_steps(committed), S.prove_training_step(trace, committed, zk=True))
     key, claims = next((k, c) for k, c in channel.claims.items() if len(c) >= 2)
     views = [view for view, _ in claims]
     assert mask_rank(channel.layouts[key], views + [views[0]]) == len(views)
+    unmasked = dataclasses.replace(views[0], active=(0, 0))
+    assert mask_rank(channel.layouts[key], views[1:] + [unmasked]) == len(views) - 1
 
 
 def test_the_sumcheck_part_is_simulated_without_the_witness():

@@ -1,0 +1,13 @@
+"""Imported first by the proof benchmarks: one BLAS and numba thread (comparable with single-threaded peers),
+and the repository root ahead of this folder on the import path (``benchmarks/proofs.py`` is named like the
+``proofs`` package it measures)."""
+import os
+import pathlib
+import sys
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if pathlib.Path(p or ".").resolve() != HERE]
+if str(HERE.parent) not in sys.path:
+    sys.path.insert(0, str(HERE.parent))
