@@ -295,7 +295,7 @@ def test_training_proofs_of_the_same_step_differ():
     for proof in (first, second):
         T.verify_training_step(spec, committed, proof)
     assert first.to_bytes() != second.to_bytes()
-    assert first.bits_commitments[0].root != second.bits_commitments[0].root
+    assert first.commitments[0].root != second.commitments[0].root
     again = T.commit_step(trace, zk=True)
     assert again.weights.root != committed.weights.root  # the same weights commit to a fresh root
 
