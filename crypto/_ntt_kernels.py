@@ -176,3 +176,70 @@ def permute_rows(a, perm):
         for i in range(n):
             out[l, i] = a[l, perm[i]]
     return out
+
+
+@numba.njit(cache=True, inline="always")
+def _mulshoup_lazy(x, w, ws, q):
+    """x·w mod q up to one extra q: a value in [0, 2q) (x < 2^32, Shoup companion ws of w < q)."""
+    return x * w - ((x * ws) >> _U32) * q
+
+
+@numba.njit(cache=True, inline="always")
+def _reduce_small(acc, q, q_inv):
+    """acc mod q for acc < 2^52 (a float64 quotient estimate, off by at most one, then corrected)."""
+    r = acc - np.uint64(acc * q_inv) * q
+    r = min(r, r + q)   # the estimate was one too large: r wrapped around
+    return min(r, r - q)
+
+
+@numba.njit(cache=True)
+def divide_round_correction(tail, q_tail, half_tail, garner, garner_shoup, radix_inv, radix_inv_shoup,
+                            q_head, weight, weight_shoup, half_head):
+    """c_p = (⌊D/2⌋ − t)·D^-1 mod p for every head prime p, t = (x + ⌊D/2⌋) mod D ∈ [0, D) exactly.
+
+    t is found in mixed radix (Garner): t = Σ_j d_j·M_j, M_j = t_0···t_(j−1), d_j ∈ [0, t_j), with
+    d_i = (y_i − Σ_(j<i) d_j·M_j)·M_i^-1 mod t_i and y_i = x_i + ⌊D/2⌋ mod t_i: integers only.
+    ``garner[i, j]`` = −M_j mod t_i, ``radix_inv[i]`` = M_i^-1 mod t_i, ``weight[p, j]`` =
+    −M_j·D^-1 mod p, ``half_head[p]`` = ⌊D/2⌋·D^-1 mod p (Shoup companions alongside).  Digits are
+    below 2^31, so Shoup products by constants of any prime are valid; sums of k lazy products
+    (< 2k·2^31) are reduced once."""
+    k, n = tail.shape
+    digits = np.empty((k, n), dtype=np.uint64)
+    for i in range(k):
+        ti = q_tail[i]
+        ti_inv = 1.0 / ti
+        acc = tail[i] + half_tail[i]
+        for j in range(i):
+            g, gs, dj = garner[i, j], garner_shoup[i, j], digits[j]
+            for c in range(n):
+                acc[c] += _mulshoup_lazy(dj[c], g, gs, ti)
+        w, ws, row = radix_inv[i], radix_inv_shoup[i], digits[i]
+        for c in range(n):
+            row[c] = _mulshoup(_reduce_small(acc[c], ti, ti_inv), w, ws, ti)
+    kh = q_head.shape[0]
+    out = np.empty((kh, n), dtype=np.uint64)
+    for p in range(kh):
+        qp = q_head[p]
+        qp_inv = 1.0 / qp
+        row = out[p]
+        row[:] = half_head[p]
+        for j in range(k):
+            w, ws, dj = weight[p, j], weight_shoup[p, j], digits[j]
+            for c in range(n):
+                row[c] += _mulshoup_lazy(dj[c], w, ws, qp)
+        for c in range(n):
+            row[c] = _reduce_small(row[c], qp, qp_inv)
+    return out
+
+
+@numba.njit(cache=True)
+def muladd_scalar_rows(a, w, ws, b, q):
+    """(a·w_l + b) mod q_l for one constant per row (Shoup companions ws), b already reduced."""
+    k, n = a.shape
+    out = np.empty((k, n), dtype=np.uint64)
+    for l in range(k):
+        ql = q[l]
+        for c in range(n):
+            s = _mulshoup(a[l, c], w[l], ws[l], ql) + b[l, c]
+            out[l, c] = min(s, s - ql)
+    return out

@@ -8,7 +8,8 @@ gadget factor is P mod q_i on the primes of D_j and 0 elsewhere.  To switch c (N
    by an exact conversion of the centered representative (|d_j| <= Q_j/2: about 2.5 bits less noise
    than the [0, k·Q_j) output of a fast conversion, whose u·Q_j term the gadget would annihilate);
 2. inner product Σ_j d_j·(b_j, a_j) over Q_ℓ·P, in NTT form;
-3. ModDown: divide by P with exact rounding (the centered residue mod P is moved to Q_ℓ).
+3. ModDown: divide by P with exact rounding (the residue mod P, found exactly in mixed radix,
+   is subtracted on Q_ℓ: ``ring.DivideRound``).
 
 (Han & Ki, "Better bootstrapping for approximate homomorphic encryption", CT-RSA 2020; Kim, Polyakov,
 Zucca, "Revisiting homomorphic encryption schemes for finite fields", ASIACRYPT 2021.)  Hoisting
@@ -28,26 +29,11 @@ import numba
 import numpy as np
 
 from .errors import KeyMissingError, ParameterError
-from ._ntt_kernels import mulmod_scalar_rows
+from ._ntt_kernels import _mulshoup, _reduce_small
 from .modarith import inv_mod, shoup_precompute
 from .ring import RNSPoly
 
 _U32 = np.uint64(32)
-
-
-@numba.njit(cache=True, inline="always")
-def _mulshoup(x, w, ws, q):
-    t = (x * ws) >> _U32
-    r = x * w - t * q
-    return min(r, r - q)  # unsigned wrap-around: r - q is huge exactly when r < q
-
-
-@numba.njit(cache=True, inline="always")
-def _reduce_small(acc, q, q_inv):
-    """acc mod q for acc < 2^52 (a float64 quotient estimate, off by at most one, then corrected)."""
-    r = acc - np.uint64(acc * q_inv) * q
-    r = min(r, r + q)   # the estimate was one too large: r wrapped around
-    return min(r, r - q)
 
 
 @numba.njit(cache=True, inline="always")
@@ -165,22 +151,16 @@ class CenteredConversion:
 class Divider:
     """x -> round(x / D) from the primes ``keep + drop`` to ``keep`` (D = product of ``drop``), NTT form.
 
-    The centered residue x mod D is moved to ``keep`` exactly, so (x - [x]_D) / D is the rounded quotient."""
+    Exact for every input: the ring's ``DivideRound`` (mixed-radix residue mod D, integers only), the
+    same rounding as ``RNSPoly.rescale``."""
 
     def __init__(self, ring, keep: tuple[int, ...], drop: tuple[int, ...]):
-        self.ring, self.keep, self.drop = ring, keep, drop
-        moduli = ring.moduli
-        self.conversion = CenteredConversion([moduli[i] for i in drop], [moduli[i] for i in keep])
-        big_d = math.prod(moduli[i] for i in drop)
-        self.q = np.array([moduli[i] for i in keep], dtype=np.uint64)
-        self.inv = np.array([inv_mod(big_d % moduli[i], moduli[i]) for i in keep], dtype=np.uint64)
-        self.inv_shoup = shoup_precompute(self.inv, self.q)
+        self.ring, self.keep, self.drop = ring, tuple(keep), tuple(drop)
+        self._divide = ring.divider(self.keep, self.drop)
 
     def __call__(self, x: RNSPoly) -> RNSPoly:
         k = len(self.keep)
-        lifted = self.ring.ntt(self.conversion(self.ring.intt(x.data[k:], self.drop)), self.keep)
-        data = mulmod_scalar_rows(self.ring.sub(x.data[:k], lifted, self.keep), self.inv, self.inv_shoup, self.q)
-        return RNSPoly(self.ring, data, self.keep, True)
+        return RNSPoly(self.ring, self._divide(self.ring, x.data[:k], x.data[k:], True), self.keep, True)
 
 
 def galois_element(step: int, n: int) -> int:

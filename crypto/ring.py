@@ -12,8 +12,9 @@ import math
 import numpy as np
 
 from .errors import ContextMismatchError, ParameterError
-from .modarith import crt_compose, centered, inv_mod
-from ._ntt_kernels import addmod_rows, mulmod_rows, negmod_rows, permute_rows, submod_rows
+from .modarith import crt_compose, centered, inv_mod, shoup_precompute
+from ._ntt_kernels import (addmod_rows, divide_round_correction, muladd_scalar_rows, mulmod_rows, negmod_rows,
+                           permute_rows, submod_rows)
 from .ntt import BasisConversion, NTTTables, bit_reverse_indices, get_backend
 
 
@@ -100,18 +101,59 @@ class RingContext:
         q, bk, bm = self._barrett(idx)
         return mulmod_rows(np.ascontiguousarray(a), _full(b, a.shape), q, bk, bm)
 
-    def divide_round_constants(self, head_idx, tail_idx):
-        """Constants of x -> round(x / T), T the product of the tail moduli (see RNSPoly.rescale)."""
+    def divider(self, head_idx, tail_idx) -> "DivideRound":
+        """The exact x -> round(x / T) from head ∪ tail to head, T the product of the tail moduli (cached)."""
         key = ("divround", tuple(head_idx), tuple(tail_idx))
         if key not in self._cache:
-            tail_mod = math.prod(self.moduli[i] for i in tail_idx)
-            half = tail_mod // 2
-            half_tail = np.array([half % self.moduli[i] for i in tail_idx], dtype=np.uint64)[:, None]
-            half_head = np.array([half % self.moduli[i] for i in head_idx], dtype=np.uint64)[:, None]
-            t_inv = np.array([inv_mod(tail_mod % self.moduli[i], self.moduli[i]) for i in head_idx],
-                             dtype=np.uint64)[:, None]
-            self._cache[key] = (half_tail, half_head, t_inv)
+            self._cache[key] = DivideRound(self, tuple(head_idx), tuple(tail_idx))
         return self._cache[key]
+
+
+class DivideRound:
+    """round(x / T) exactly, from the moduli head ∪ tail to head (T = Π tail, odd, so no ties).
+
+    With t = (x + ⌊T/2⌋) mod T ∈ [0, T) computed exactly in mixed radix (Garner) from the tail
+    residues, r = t − ⌊T/2⌋ is the centred residue of x mod T and (x − r)/T = round(x/T) is an
+    integer, taken on each head limb as x·T^-1 + (⌊T/2⌋ − t)·T^-1.  No floating point, so the result
+    equals big-integer rounding of the centred coefficient for every input (the divide-and-round of
+    Cheon, Han, Kim, Kim, Song, "A full RNS variant of approximate homomorphic encryption", SAC 2018,
+    made exact for a product of primes; mixed radix: Garner, IRE Trans. Electronic Computers, 1959).
+    """
+
+    def __init__(self, ring: RingContext, head_idx: tuple[int, ...], tail_idx: tuple[int, ...]):
+        head = [ring.moduli[i] for i in head_idx]
+        tail = [ring.moduli[i] for i in tail_idx]
+        self.head_idx, self.tail_idx = head_idx, tail_idx
+        big_t = math.prod(tail)
+        half = big_t // 2
+        radix = [math.prod(tail[:j]) for j in range(len(tail))]        # M_j = t_0 ... t_(j-1)
+        k = len(tail)
+        self.q_tail = np.array(tail, dtype=np.uint64)
+        self.q_head = np.array(head, dtype=np.uint64)
+        self.half_tail = np.array([half % t for t in tail], dtype=np.uint64)
+        self.garner = np.array([[-radix[j] % t for j in range(k)] for t in tail], dtype=np.uint64).reshape(k, k)
+        self.garner_shoup = shoup_precompute(self.garner, self.q_tail[:, None])
+        self.radix_inv = np.array([inv_mod(m % t, t) for m, t in zip(radix, tail)], dtype=np.uint64)
+        self.radix_inv_shoup = shoup_precompute(self.radix_inv, self.q_tail)
+        t_inv = [inv_mod(big_t % p, p) for p in head]
+        self.t_inv = np.array(t_inv, dtype=np.uint64)
+        self.t_inv_shoup = shoup_precompute(self.t_inv, self.q_head)
+        self.weight = np.array([[-m * ti % p for m in radix] for p, ti in zip(head, t_inv)],
+                               dtype=np.uint64).reshape(len(head), k)
+        self.weight_shoup = shoup_precompute(self.weight, self.q_head[:, None])
+        self.half_head = np.array([half * ti % p for p, ti in zip(head, t_inv)], dtype=np.uint64)
+
+    def __call__(self, ring: RingContext, head_data: np.ndarray, tail_data: np.ndarray, is_ntt: bool) -> np.ndarray:
+        """The head limbs of round(x / T), in the form of the input (``tail_data`` in the same form)."""
+        if is_ntt:
+            tail_data = ring.intt(tail_data, self.tail_idx)
+        correction = divide_round_correction(
+            np.ascontiguousarray(tail_data), self.q_tail, self.half_tail, self.garner, self.garner_shoup,
+            self.radix_inv, self.radix_inv_shoup, self.q_head, self.weight, self.weight_shoup, self.half_head)
+        if is_ntt:
+            correction = ring.ntt(correction, self.head_idx)
+        return muladd_scalar_rows(np.ascontiguousarray(head_data), self.t_inv, self.t_inv_shoup, correction,
+                                  self.q_head)
 
 
 def _full(b, shape):
@@ -251,24 +293,15 @@ class RNSPoly:
     def rescale(self, count: int = 1) -> "RNSPoly":
         """round(x / T) over the remaining limbs, T the product of the last ``count`` moduli.
 
-        With t = (x + ⌊T/2⌋) mod T taken from the tail limbs and moved to the head by fast basis
-        conversion, the head becomes (x − (t − ⌊T/2⌋)) · T^-1; exact rounding up to the conversion's
-        small u·T term (|error| <= count). Any form in, the same form out.
+        Exact: equal to big-integer rounding of the centred coefficient, whatever ``count`` (see
+        ``DivideRound``).  Any form in, the same form out.
         """
-        if not 1 <= count < len(self.idx):
-            raise ParameterError(f"rescale count={count} not in [1, {len(self.idx) - 1}] for {len(self.idx)} limbs")
+        if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or not 1 <= count < len(self.idx):
+            raise ParameterError(f"rescale count={count!r} not in [1, {len(self.idx) - 1}] for {len(self.idx)} limbs")
+        count = int(count)
         head, tail = self.idx[:-count], self.idx[-count:]
-        half_tail, half_head, t_inv = self.ring.divide_round_constants(head, tail)
-        tail_data = self.data[-count:]
-        if self.is_ntt:
-            tail_data = self.ring.intt(tail_data, tail)
-        ring = self.ring
-        shifted = ring.add(tail_data, half_tail, tail)
-        correction = ring.sub(ring.convert(shifted, tail, head), half_head, head)
-        if self.is_ntt:
-            correction = ring.ntt(correction, head)
-        diff = ring.sub(self.data[:-count], correction, head)
-        return RNSPoly(ring, ring.mul(diff, t_inv, head), head, self.is_ntt)
+        data = self.ring.divider(head, tail)(self.ring, self.data[:-count], self.data[-count:], self.is_ntt)
+        return RNSPoly(self.ring, data, head, self.is_ntt)
 
     def mod_down(self, p_idx) -> "RNSPoly":
         """For x over Q ∪ P (P the trailing limbs ``p_idx``): round(x / P) over Q (hybrid key switching)."""

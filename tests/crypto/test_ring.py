@@ -57,32 +57,65 @@ def test_automorphism_both_forms(ring, g):
     assert _ints(a.to_ntt().automorphism(g)) == ref
 
 
+def _round_div(x: int, t: int) -> int:
+    """round(x / t) for odd t (no ties): the big-integer reference of rescale and mod_down."""
+    return (2 * x + t) // (2 * t)
+
+
+def _values(rng, limbs, count):
+    """Random centred coefficients over the first ``limbs`` moduli, with the hard cases planted: the
+    ends of the range, and x ≡ ±⌊T/2⌋ mod T (the nearest a quotient gets to a tie, T = the dropped primes)."""
+    big, t = math.prod(MODULI[:limbs]), math.prod(MODULI[limbs - count:limbs])
+    values = [int.from_bytes(rng.bytes(24), "little") % big - big // 2 for _ in range(N)]
+    m = int.from_bytes(rng.bytes(16), "little") % (big // t) - big // t // 2
+    values[:6] = [big // 2, -(big // 2), m * t + t // 2, m * t - t // 2, t // 2 + 1, 0]
+    return values
+
+
+@given(seed=st.integers(0, 2**32 - 1), limbs=st.integers(2, len(MODULI)), data=st.data())
+@settings(max_examples=40, deadline=None)
+def test_rescale_is_exact_round(ring, seed, limbs, data):
+    """rescale(count) == round(c / T) coefficient by coefficient, c the centred CRT value (exact)."""
+    count = data.draw(st.integers(1, limbs - 1), label="count")
+    ntt = data.draw(st.booleans(), label="ntt")
+    rng = np.random.default_rng(seed)
+    values = _values(rng, limbs, count)
+    idx = IDX[:limbs]
+    a = RNSPoly.from_ints(ring, np.array(values, dtype=object), idx, is_ntt=ntt)
+    out = a.rescale(count)
+    assert out.is_ntt == ntt and out.idx == idx[:-count]
+    t = math.prod(MODULI[limbs - count:limbs])
+    assert _ints(out) == [_round_div(x, t) for x in values]
+
+
 @pytest.mark.parametrize("count", [1, 2, 3])
-@pytest.mark.parametrize("ntt", [False, True])
-def test_rescale_rounds(ring, count, ntt):
-    a = _poly(ring, count)
+def test_rescale_near_ties(ring, count):
+    """Quotients a hair from x.5 (c ≡ ±(⌊T/2⌋ − j) mod T): one exact rounding by T, for a level of
+    one, two or three primes (a float estimate of c mod T cannot tell these apart for T > 2^53)."""
     t = math.prod(MODULI[-count:])
-    out = (a.to_ntt() if ntt else a).rescale(count)
-    assert out.is_ntt == ntt and out.idx == IDX[:-count]
-    for got, x in zip(_ints(out), _ints(a)):
-        assert abs(got - (2 * x + t) // (2 * t)) <= count  # fast conversion's u·T term: at most `count` off
+    values = [k * t + s * (t // 2 - j) for k in range(-2, 2) for s in (1, -1) for j in range(4)]
+    a = RNSPoly.from_ints(ring, np.array(values, dtype=object), IDX, is_ntt=True)
+    assert _ints(a.rescale(count)) == [_round_div(x, t) for x in values]
 
 
-def test_extend_and_mod_down(ring):
+@given(seed=st.integers(0, 2**32 - 1))
+@settings(max_examples=10, deadline=None)
+def test_extend_and_mod_down_are_exact(ring, seed):
     q_idx, p_idx = IDX[:3], IDX[3:]
-    a = _poly(ring, 9, q_idx)
+    a = _poly(ring, seed, q_idx)
     ext = a.to_ntt().extend(p_idx)
     assert ext.idx == IDX and ext.is_ntt
     q = math.prod(MODULI[:3])
     for x, y in zip(_ints(a), _ints(ext)):
         assert (y - x) % q == 0 and abs(y - x) // q <= 3  # [x]_Q + u·Q, u < 3, vs centered x
-    # mod_down(x·P) == x: multiply by P then divide by P
+    # mod_down(x·P) == x exactly: multiply by P then divide by P
     p = math.prod(MODULI[3:])
-    scaled = ext * (p % BIG)
-    back = scaled.mod_down(p_idx)
-    assert back.idx == q_idx
-    diff = [(u - v) % q for u, v in zip(_ints(back), _ints(a))]
-    assert all(d in (0, 1, 2, q - 1, q - 2) for d in diff)
+    back = (ext * (p % BIG)).mod_down(p_idx)
+    assert back.idx == q_idx and _ints(back) == _ints(a)
+    # and round(c / P) for any c over Q·P
+    values = _values(np.random.default_rng(seed), len(MODULI), len(p_idx))
+    c = RNSPoly.from_ints(ring, np.array(values, dtype=object), IDX, is_ntt=True)
+    assert _ints(c.mod_down(p_idx)) == [_round_div(x, p) for x in values]
 
 
 def test_errors(ring):
@@ -97,6 +130,11 @@ def test_errors(ring):
         a.automorphism(4)
     with pytest.raises(ParameterError, match="shape"):
         RNSPoly(ring, np.zeros((2, N), dtype=np.uint64), IDX, False)
+    for count in (0, len(IDX), True):
+        with pytest.raises(ParameterError, match="rescale count"):
+            a.rescale(count)
+    with pytest.raises(ParameterError, match="trailing"):
+        a.mod_down(IDX[:2])
     with pytest.raises(ValueError):
         a.data[0, 0] = 1  # immutable
 
