@@ -123,7 +123,11 @@ class Evaluator:
         return self._make([p.keep(idx) for p in ct.parts], level, ct.scale, ct.length, ct.is_complex)
 
     def rescale(self, ct: Ciphertext) -> Ciphertext:
-        """Divide by the primes of the top level: level ℓ -> ℓ-1, scale -> scale / Π q_ℓ (exact)."""
+        """Divide by the primes of the top level: level ℓ -> ℓ-1, scale -> scale / Π q_ℓ.
+
+        Each coefficient c of each part becomes round(c / Π q_ℓ) exactly (one rounding by the product,
+        integers only: ``RNSPoly.rescale``), so ct×plaintext, ct×scalar and scale alignment lose no more
+        than the fused ModDown of ct×ct."""
         self._check(ct)
         new_scale = self._rescaled_scale(ct.level, ct.scale)
         count = len(self.params.q_levels[ct.level])
