@@ -62,7 +62,8 @@ MAX_RATE = 0.6  #: largest effective code rate a random tail may push a row to (
 DEFAULT_TARGET_BITS = 104
 MAX_NUM_VARS = 30
 MAX_MASK_ROWS = 4096
-_HIDING_MAGIC, _VERSION = b"HZKHIDE1", 1
+MAX_OPENINGS = 255
+_HIDING_MAGIC, _VERSION = b"HZKHIDE1", 2  # version 2 adds the openings byte
 
 
 def _rng_bytes(n: int, rng) -> bytes:
@@ -82,6 +83,11 @@ class HidingParams:
     and ``mask_rows`` random rows committed with the table (an opening of up to mask_rows - 1 pieces then
     needs no second Merkle tree).
 
+    ``openings``: how many openings the commitment stays hiding for. Every opening reveals ``q`` fresh columns,
+    so each row carries t = openings * q random coefficients: any t symbols of an encoded row are uniform, and
+    the columns of all its openings together reveal nothing (a commitment opened more often than this would,
+    once more than t positions are known, leak linear combinations of its rows).
+
     With ``hiding=False`` the same code runs without tails, salts or masks (the non-hiding baseline).
     """
 
@@ -89,6 +95,7 @@ class HidingParams:
     target_bits: int = DEFAULT_TARGET_BITS
     hiding: bool = True
     mask_rows: int = 0
+    openings: int = 1
 
     def __post_init__(self):
         r = self.rate_inv
@@ -98,6 +105,8 @@ class HidingParams:
             raise ProofError(f"HidingParams: target_bits={self.target_bits!r} not in [40, 256]")
         if not isinstance(self.mask_rows, (int, np.integer)) or not 0 <= self.mask_rows <= MAX_MASK_ROWS:
             raise ProofError(f"HidingParams: mask_rows={self.mask_rows!r} not in [0, {MAX_MASK_ROWS}]")
+        if not isinstance(self.openings, (int, np.integer)) or not 1 <= self.openings <= MAX_OPENINGS:
+            raise ProofError(f"HidingParams: openings={self.openings!r} not in [1, {MAX_OPENINGS}]")
 
     @property
     def num_queries(self) -> int:
@@ -107,17 +116,19 @@ class HidingParams:
     def code_shape(self, cols: int) -> tuple:
         """(codeword length, queries) for rows of ``cols`` entries.
 
-        With hiding, a row carries t = queries random coefficients, so the rate is rho = (cols + t) / N; N stays
-        rate_inv * cols while rho <= MAX_RATE and the queries are raised until ((1 + rho)/2)^q <= 2^-target_bits.
+        With hiding, a row carries t = openings * queries random coefficients, so the rate is rho = (cols + t) / N;
+        N stays rate_inv * cols while rho <= MAX_RATE and the queries are raised until ((1 + rho)/2)^q <=
+        2^-target_bits.
         """
         if not self.hiding:
             return self.rate_inv * cols, self.num_queries
         queries = self.num_queries
         while True:
+            width = cols + self.openings * queries
             length = 1 << (self.rate_inv * cols - 1).bit_length()
-            if cols + queries > MAX_RATE * length:
-                length = 1 << (self.rate_inv * (cols + queries) - 1).bit_length()
-            rho = (cols + queries) / length
+            if width > MAX_RATE * length:
+                length = 1 << (self.rate_inv * width - 1).bit_length()
+            rho = width / length
             needed = math.ceil(self.target_bits / -math.log2((1 + rho) / 2))
             if needed <= queries:
                 return length, queries
@@ -143,8 +154,8 @@ class HidingCommitment:
 
     @property
     def tail(self) -> int:
-        """Random coefficients appended to each row: one per query with hiding, none without."""
-        return self.num_queries if self.params.hiding else 0
+        """Random coefficients appended to each row: one per query and opening with hiding, none without."""
+        return self.params.openings * self.num_queries if self.params.hiding else 0
 
     @property
     def mask_rows(self) -> int:
@@ -168,7 +179,8 @@ class HidingCommitment:
     def to_bytes(self) -> bytes:
         p = self.params
         return (_HIDING_MAGIC + bytes([_VERSION, self.num_vars, self.log_rows, p.rate_inv, int(p.hiding)])
-                + int(p.target_bits).to_bytes(2, "little") + int(p.mask_rows).to_bytes(2, "little") + self.root)
+                + int(p.target_bits).to_bytes(2, "little") + int(p.mask_rows).to_bytes(2, "little")
+                + bytes([p.openings]) + self.root)
 
     @classmethod
     def read(cls, reader) -> "HidingCommitment":
@@ -176,12 +188,12 @@ class HidingCommitment:
         if reader.raw(len(_HIDING_MAGIC)) != _HIDING_MAGIC or reader.uint(1) != _VERSION:
             raise ProofRejected("bad magic or version of a hiding commitment", reader.where)
         num_vars, log_rows, rate_inv, hiding = (reader.uint(1) for _ in range(4))
-        target_bits, mask_rows = reader.uint(2), reader.uint(2)
+        target_bits, mask_rows, openings = reader.uint(2), reader.uint(2), reader.uint(1)
         root = reader.raw(DIGEST_SIZE)
         if num_vars > MAX_NUM_VARS or log_rows > num_vars or hiding > 1:
             raise ProofRejected(f"num_vars={num_vars}, log_rows={log_rows}, hiding={hiding} out of range", reader.where)
         try:
-            params = HidingParams(rate_inv, target_bits, bool(hiding), mask_rows)
+            params = HidingParams(rate_inv, target_bits, bool(hiding), mask_rows, openings)
         except ProofError as error:
             raise ProofRejected(str(error), reader.where) from None
         return cls(root, num_vars, log_rows, params)
@@ -307,7 +319,7 @@ class HidingOpening:
         arrays = [reader.elements(2), reader.elements(3), reader.elements(2), reader.elements(2)]
         groups = []
         for size in (SALT_SIZE, SALT_SIZE, DIGEST_SIZE, DIGEST_SIZE):
-            count = reader.uint(4)
+            count = reader.count(4, size, "salt or digest count")
             data = reader.raw(size * count)
             groups.append(tuple(data[i:i + size] for i in range(0, len(data), size)))
         return cls(mask_root, *arrays, *groups)

@@ -53,6 +53,7 @@ from ..transcript import Transcript
 from ..zk import HidingCommitment, HidingOpening, HidingParams, ZKSumcheckProof
 from .common import pad_matrix
 from .step_relations import Channel, Protocol, ShapeChannel, bit_check_groups, locate
+from .reusable import DEFAULT_MAX_PROOFS, Reusable, commit_reusable, verify_reusable
 from .step_stores import (MODES, balanced_rows, batch_layout, commit_stores, decomposition_keys, params_for,
                           proof_layouts, proof_tables, statement_layouts, weight_layout, weight_tables)
 from .training import TrainingSpec, TrainingTrace, _check_chain, _field
@@ -131,10 +132,11 @@ class TrainingProof:
     mode: str
     commitments: tuple  #: the proof's own stores (activations, gradients, bit planes, range bits)
     items: tuple
+    copy: int = 0  #: which copy of each reusable statement commitment the proof uses (:mod:`.reusable`)
 
     def to_bytes(self) -> bytes:
-        """Magic, version, mode (u8), commitments (u16 count), items (u32 count, each a u8 tag + body)."""
-        parts = [_PROOF_MAGIC, bytes([_PROOF_VERSION, MODES.index(self.mode)]),
+        """Magic, version, mode (u8), copy (u16), commitments (u16 count), items (u32 count, each a u8 tag + body)."""
+        parts = [_PROOF_MAGIC, bytes([_PROOF_VERSION, MODES.index(self.mode)]), int(self.copy).to_bytes(2, "little"),
                  len(self.commitments).to_bytes(2, "little")] + [c.to_bytes() for c in self.commitments]
         parts.append(len(self.items).to_bytes(4, "little"))
         for item in self.items:
@@ -156,10 +158,10 @@ class TrainingProof:
         mode = reader.uint(1)
         if mode >= len(MODES):
             raise ProofRejected(f"mode {mode} unknown", reader.where)
-        commitments = tuple(HidingCommitment.read(reader) for _ in range(reader.uint(2)))
-        count = reader.uint(4)
-        if count > 1 << 20:
-            raise ProofRejected(f"{count} items", reader.where)
+        copy = reader.uint(2)
+        commitments = tuple(HidingCommitment.read(reader)
+                            for _ in range(reader.count(2, _commitment_bytes(), "commitment count")))
+        count = reader.count(4, _MIN_ITEM_BYTES, "item count", limit=1 << 20)
         items = []
         for _ in range(count):
             tag = reader.uint(1)
@@ -167,15 +169,21 @@ class TrainingProof:
                 raise ProofRejected(f"item tag {tag} unknown", reader.where)
             items.append(_read_item(reader, tag))
         reader.finish()
-        return cls(MODES[mode], commitments, tuple(items))
+        return cls(MODES[mode], commitments, tuple(items), copy)
 
     @property
     def num_bytes(self) -> int:
         return len(self.to_bytes())
 
 
-_PROOF_MAGIC, _PROOF_VERSION = b"HZKTRAIN", 2
+_PROOF_MAGIC, _PROOF_VERSION = b"HZKTRAIN", 3
 _ITEM_KINDS = (np.ndarray, SumcheckProof, ZKSumcheckProof, HidingOpening)
+def _commitment_bytes() -> int:
+    """The (fixed) length of a HidingCommitment's bytes."""
+    return len(HidingCommitment(bytes(32), 0, 0, HidingParams()).to_bytes())
+
+
+_MIN_ITEM_BYTES = 7  # the smallest item: tag, ndim, an empty 1-D array's header (1 + 4 bytes)
 
 
 def _read_item(reader, tag: int):
@@ -192,10 +200,9 @@ def _read_item(reader, tag: int):
 
 def soundness_bits(spec: TrainingSpec, steps: int = 1, mode: str = "aggregate", zk: bool = True,
                    params: HidingParams | None = None, forward_only: bool = False) -> float:
-    """-log2 of a training (or inference) proof's soundness error, a union bound over its parts:
-    per relation, the zero check's random point n / |F|, the sumcheck's n d / |F| and its mask's 1 / |F|;
-    the bit check's batching weights 1 / |F| each; per opened store, the query error 2^-(security bits)
-    plus 2 N / |F| for the proximity and value combinations (N the codeword length). |F| = p^4."""
+    """-log2 of a training (or inference) proof's soundness error per attempt (:func:`union_bound_error`).
+
+    Per attempt: a prover who grinds 2^k Fiat-Shamir transcripts succeeds w.p. about 2^(k - bits)."""
     params = params_for(zk, params)
     layouts = proof_layouts(spec, steps, mode, params.hiding, forward_only)
     statement = _forward_layouts(spec, CommittedModel(None, True), params.hiding) if forward_only else \
@@ -207,12 +214,37 @@ def soundness_bits(spec: TrainingSpec, steps: int = 1, mode: str = "aggregate", 
         _run_forward(spec, channel, layouts, outputs, None)
     else:
         _run_training(spec, channel, steps, layouts, mode)
+    return -math.log2(union_bound_error(channel.shapes, len(decomposition_keys(layouts)), all_layouts, params))
+
+
+def union_bound_error(shapes, bit_weights: int, layouts: dict, params: HidingParams,
+                      store_params: dict | None = None) -> float:
+    """The soundness error of a relation proof, a union bound over every check the verifier relies on
+    (|F| = p^4): per relation sumcheck of n variables and degree d, its zero check's random point n / |F|,
+    the rounds n d / |F|, and with zero knowledge the mask's batching 1 / |F| and the opening of its mask
+    commitment 2^-(its bits) + 2 N_g / |F|; the bit check's ``bit_weights`` batching weights 1 / |F| each;
+    per store opening the query error 2^-(security bits) plus 2 N / |F| for the proximity and value
+    combinations (N the codeword length); ``store_params`` (key -> params) for stores committed otherwise."""
     field = float(F.P) ** F.EXT_DEGREE
-    error = sum(n * d + n + 1 for n, d in channel.shapes) / field + len(decomposition_keys(layouts)) / field
-    for layout in all_layouts.values():
-        shape = HidingCommitment(b"", layout.num_vars, balanced_rows(layout, params), params)
+    error = bit_weights / field
+    for n, d in shapes:
+        error += (n * d + n) / field
+        if params.hiding:
+            mask = zk_mask_shape(n, d, params)
+            error += 1 / field + 2.0 ** -mask.security_bits + 2 * mask.codeword_length / field
+    for key, layout in layouts.items():
+        shape = HidingCommitment(b"", layout.num_vars, balanced_rows(layout, params),
+                                 (store_params or {}).get(key, params))
         error += 2.0 ** -shape.security_bits + 2 * shape.codeword_length / field
-    return -math.log2(error)
+    return error
+
+
+def zk_mask_shape(num_vars: int, degree: int, params: HidingParams) -> HidingCommitment:
+    """The shape of a zero-knowledge sumcheck's mask commitment (:func:`proofs.zk.commit_mask`: one row of
+    num_vars blocks of 2^bitlen(degree) coefficients, two mask rows)."""
+    width = num_vars * (1 << int(degree).bit_length())
+    return HidingCommitment(b"", (width - 1).bit_length(), 0,
+                            HidingParams(params.rate_inv, params.target_bits, True, mask_rows=2))
 
 
 def _transcript(label, spec: TrainingSpec, mode: str, statement: list, proof_commitments) -> Transcript:
@@ -228,7 +260,7 @@ def _checked(commitments: dict, layouts: dict, params, where: str) -> None:
     for key, layout in layouts.items():
         c = commitments.get(key)
         if not isinstance(c, HidingCommitment) or c.num_vars != layout.num_vars or \
-                dataclasses.replace(c.params, mask_rows=params.mask_rows) != params:
+                dataclasses.replace(c.params, mask_rows=params.mask_rows, openings=params.openings) != params:
             raise ProofRejected(f"commitment {key} does not match the statement (num_vars {layout.num_vars}, "
                                 f"{params})", where)
 
@@ -335,26 +367,37 @@ def verify_training_step(spec: TrainingSpec, committed: CommittedTensors, proof:
 # ------------------------------------------------------------------------------ forward pass alone
 @dataclass(frozen=True, eq=False)
 class CommittedModel:
-    """Commitments for an inference proof: the weights and, when private, the input batch."""
+    """Commitments for inference proofs: the weights and, when private, the input batch, each a
+    :class:`~proofs.layers.reusable.Reusable` (``max_proofs`` hiding copies and their agreement proof, so that
+    up to that many zero-knowledge proofs can use them). ``witnesses`` (prover only): key -> ReusableWitness."""
 
-    weights: HidingCommitment
+    weights: Reusable
     input: object = None
     witnesses: dict = dataclass_field(default=None, repr=False)
 
+    @property
+    def max_proofs(self) -> int:
+        return len(self.weights)
+
+    def proofs_left(self) -> int:
+        """Copies not yet used by a proof (prover side)."""
+        if self.witnesses is None:
+            raise ProofError("proofs_left needs the prover's CommittedModel (with witnesses)")
+        return len(self.weights) - len(self.witnesses["w0"].spent)
+
 
 def commit_forward(trace: TrainingTrace, zk: bool = True, private_input: bool = True,
-                   params: HidingParams | None = None) -> CommittedModel:
-    """Commit to the weights and (``private_input``) the input of ``trace``."""
+                   params: HidingParams | None = None, max_proofs: int = DEFAULT_MAX_PROOFS) -> CommittedModel:
+    """Commit to the weights and (``private_input``) the input of ``trace``, for up to ``max_proofs``
+    zero-knowledge proofs (each uses fresh hiding copies: :mod:`proofs.layers.reusable`; without ``zk`` one
+    plain commitment serves any number of proofs)."""
     params, spec = params_for(zk, params), trace.spec
-    w_layout = weight_layout(spec, params.hiding)
-    weights = commit_store(w_layout, weight_tables(spec, trace.weights), params,
-                           log_rows=balanced_rows(w_layout, params))
-    made = {"w0": weights}
+    stores = {"w0": (weight_layout(spec, params.hiding), weight_tables(spec, trace.weights))}
     if private_input:
-        x_layout = batch_layout(spec, params.hiding, targets=False)
-        made["b0"] = commit_store(x_layout, {"X": _field(trace.x)}, params,
-                                  log_rows=balanced_rows(x_layout, params))
-    return CommittedModel(weights[0], made["b0"][0] if private_input else None,
+        stores["b0"] = (batch_layout(spec, params.hiding, targets=False), {"X": _field(trace.x)})
+    made = {key: commit_reusable(layout, tables, params, max_proofs, balanced_rows(layout, params))
+            for key, (layout, tables) in stores.items()}
+    return CommittedModel(made["w0"][0], made["b0"][0] if private_input else None,
                           {key: pair[1] for key, pair in made.items()})
 
 
@@ -372,9 +415,9 @@ def _forward_layouts(spec, committed: CommittedModel, hiding: bool) -> dict:
     return layouts
 
 
-def _forward_transcript(spec, committed, output, public_input, proof_commitments) -> Transcript:
-    statement = [committed.weights.to_bytes(), np.asarray(output, dtype=np.int64)]
-    statement.append(committed.input.to_bytes() if committed.input is not None else
+def _forward_transcript(spec, committed, output, public_input, proof_commitments, copy: int) -> Transcript:
+    statement = [committed.weights.digest(), copy, np.asarray(output, dtype=np.int64)]
+    statement.append(committed.input.digest() if committed.input is not None else
                      np.asarray(public_input, dtype=np.int64))
     return _transcript(TRANSCRIPT_LABEL + ".forward", spec, "aggregate", statement, proof_commitments)
 
@@ -397,20 +440,29 @@ def prove_forward(trace: TrainingTrace, committed: CommittedModel, zk: bool = Tr
     if not isinstance(trace, TrainingTrace) or not isinstance(committed, CommittedModel) or \
             committed.witnesses is None:
         raise ProofError("prove_forward needs a TrainingTrace and a CommittedModel with witnesses")
+    if committed.weights.params != params and dataclasses.replace(committed.weights.params, openings=1,
+                                                                    mask_rows=params.mask_rows) != params:
+        raise ProofError(f"the commitments use {committed.weights.params}, the proof {params}")
     spec, private = trace.spec, committed.input is not None
     layouts = proof_layouts(spec, 1, "aggregate", params.hiding, forward_only=True, private_input=private)
+    statement = committed.witnesses
+    copy = statement["w0"].take("prove_forward") if params.hiding else 0
+    if private and params.hiding:
+        statement["b0"].spent.append(copy)
     made = commit_stores(layouts, proof_tables(trace, 0, True, private), params)
     proof_commitments = tuple(made[key][0] for key in layouts)
     public_input = None if committed.input is not None else trace.x[:spec.batch, :spec.sizes[0]]
     output = forward_output(trace)
-    transcript = _forward_transcript(spec, committed, output, public_input, proof_commitments)
-    witnesses = {**committed.witnesses, **{key: pair[1] for key, pair in made.items()}}
+    transcript = _forward_transcript(spec, committed, output, public_input, proof_commitments, copy)
+    witnesses = {**{key: w.witnesses[copy] for key, w in statement.items()},
+                 **{key: pair[1] for key, pair in made.items()}}
     all_layouts = {**_forward_layouts(spec, committed, params.hiding), **layouts}
     channel = Channel(transcript, params, all_layouts, {k: w.commitment for k, w in witnesses.items()}, witnesses)
+    channel.prior_views = {key: w.agreement_views[copy] for key, w in statement.items()}
     _run_forward(spec, channel, layouts, _output_table(spec, output),
                  None if public_input is None else _field(trace.x))
     channel.open_all()
-    return TrainingProof("aggregate", proof_commitments, tuple(channel.items))
+    return TrainingProof("aggregate", proof_commitments, tuple(channel.items), copy)
 
 
 def _output_table(spec: TrainingSpec, output) -> np.ndarray:
@@ -444,19 +496,27 @@ def _verify_forward(spec, committed, output, proof, public_input) -> Channel:
         if public_input.size and (public_input.min() < -limit or public_input.max() >= limit):
             raise ProofRejected(f"public input outside [-{limit}, {limit}) (act_bits={spec.act_bits})", where)
         x_table = _field(pad_matrix(public_input, spec.batch_padded, spec.width(0)))
-    params = getattr(committed.weights, "params", None)
-    if not isinstance(params, HidingParams):
-        raise ProofRejected("the weights commitment is not a HidingCommitment", where)
+    if not isinstance(committed.weights, Reusable) or not committed.weights.copies or \
+            not isinstance(committed.weights.copies[0], HidingCommitment) or \
+            (committed.input is not None and not isinstance(committed.input, Reusable)):
+        raise ProofRejected("the statement's commitments are not Reusable hiding commitments", where)
+    params = dataclasses.replace(committed.weights.params, openings=1)
+    statement = {"w0": committed.weights} if committed.input is None else \
+        {"w0": committed.weights, "b0": committed.input}
+    statement_layouts_ = _forward_layouts(spec, committed, params.hiding)
+    if len({len(r) for r in statement.values()}) != 1 or not 0 <= proof.copy < len(committed.weights):
+        raise ProofRejected(f"copy {proof.copy} of statement commitments with "
+                            f"{[len(r) for r in statement.values()]} copies", where)
+    for key, reusable in statement.items():
+        verify_reusable(statement_layouts_[key], reusable, params, f"{where}: {key} commitment")
     layouts = proof_layouts(spec, 1, "aggregate", params.hiding, forward_only=True,
                             private_input=committed.input is not None)
     if len(proof.commitments) != len(layouts):
         raise ProofRejected(f"{len(proof.commitments)} proof commitments, expected {len(layouts)}", where)
-    commitments = {"w0": committed.weights, **dict(zip(layouts, proof.commitments))}
-    if committed.input is not None:
-        commitments["b0"] = committed.input
-    all_layouts = {**_forward_layouts(spec, committed, params.hiding), **layouts}
+    commitments = {**{key: r.copies[proof.copy] for key, r in statement.items()}, **dict(zip(layouts, proof.commitments))}
+    all_layouts = {**statement_layouts_, **layouts}
     _checked(commitments, all_layouts, params, where)
-    transcript = _forward_transcript(spec, committed, output, public_input, proof.commitments)
+    transcript = _forward_transcript(spec, committed, output, public_input, proof.commitments, proof.copy)
     channel = Channel(transcript, params, all_layouts, commitments, items=proof.items)
     _run_forward(spec, channel, layouts, _output_table(spec, output), x_table)
     channel.open_all()

@@ -12,14 +12,14 @@ from .. import field as F
 from ..errors import ProofError, ProofRejected
 from ..mle import bind_high, mle_evaluate
 from ..relations import (BitTerm, Public, Relation, RelationProver, Stored, Term, eq_factor, expected_summand,
-                         mask_rank, view_pieces)
+                         mask_rank, padding_factor, view_pieces)
 from ..sumcheck import SumcheckProof, prove_sumcheck, verify_sumcheck
 from ..transcript import Transcript
 from ..zk import HidingOpening, HidingParams, ZKSumcheckProof, open_functionals, prove_zk_sumcheck, \
     verify_functionals, verify_zk_sumcheck
 from .common import log2
 from .requant import Decomposition
-from .step_stores import data_range, decomposition_keys, weight_range
+from .step_stores import batch_box, data_range, decomposition_keys, weight_box, weight_range
 from .training import TrainingSpec
 
 
@@ -43,6 +43,7 @@ class Channel:
         self.items = [] if items is None else list(items)
         self._position = 0
         self.claims = {key: [] for key in layouts}  # store key -> [(View, value)]
+        self.prior_views = {}  # store key -> views its masks already answered (a reusable copy's agreement value)
         self.relations = []  # (label, Relation) in protocol order
 
     def _next(self, kind, where):
@@ -101,7 +102,8 @@ class Channel:
                 continue
             values = np.stack([v for _, v in claims])
             if self.proving:
-                if self.params.hiding and mask_rank(layout, [view for view, _ in claims]) != len(claims):
+                views = list(self.prior_views.get(key, ())) + [view for view, _ in claims]
+                if self.params.hiding and mask_rank(layout, views) != len(views):
                     raise ProofError(f"store {key}: the stated values' masks are dependent, zero knowledge would be "
                                      "lost (a tensor with too few variables for its values)")
                 witness = self.witnesses[key]
@@ -147,22 +149,28 @@ class Protocol:
         key = f"t{t}.{name}"
         return Stored(self.where[key], key, **fix)
 
-    def combination(self, t: int, name: str, decomposition: Decomposition, coefficients) -> list:
+    def combination(self, t: int, name: str, decomposition: Decomposition, coefficients, pad_planes=False) -> list:
         """sum_j c_j B(., j) as (scale, stored factor) pairs, one per plane group the coefficients touch; a
-        one-plane group is the plane itself times its coefficient (so equal views are stated once)."""
-        coefficients = np.asarray(coefficients, dtype=np.int64)
+        one-plane group is the plane itself times its coefficient (so equal views are stated once).
+        ``pad_planes``: each plane past the width (c_j = 0) gets a fresh random weight instead (:meth:`rebuilt`)."""
+        coefficients = F.ext_from_base(F.to_field(np.asarray(coefficients, dtype=np.int64)))
+        if pad_planes and decomposition.padded_width > decomposition.width:
+            coefficients[decomposition.width:] = self.ch.point(
+                f"training.t{t}.{name}.planes", decomposition.padded_width - decomposition.width)
         out = []
         for g, (start, count) in enumerate(decomposition.groups):
             part = coefficients[start:start + count]
             key = name if g == 0 else f"{name}.g{g}"
-            if count == 1 and part[0]:
-                out.append((_ext_int(int(part[0])), self.stored(t, key)))
+            if count == 1 and part[0].any():
+                out.append((part[0], self.stored(t, key)))
             elif part.any():
-                out.append((self.one, self.stored(t, key, planes=F.ext_from_base(F.to_field(part)))))
+                out.append((self.one, self.stored(t, key, planes=part)))
         return out
 
     def rebuilt(self, t, name, decomposition):
-        return self.combination(t, name, decomposition, decomposition.rebuild_coefficients())
+        """sum_j c_j B(., j) + sum_(j >= width) gamma_j B(., j), gamma_j fresh: a relation Z = rebuilt - h then
+        also forces every plane past the width to zero (the planes no other relation reads; error 1 / |F|)."""
+        return self.combination(t, name, decomposition, decomposition.rebuild_coefficients(), pad_planes=True)
 
     def quotient(self, t, name, decomposition):
         return self.combination(t, name, decomposition, decomposition.output_coefficients())
@@ -182,8 +190,19 @@ class Protocol:
                          + [Term(F.ext_neg(c), (eq,), (part,), tau.shape[0]) for c, part in rebuilt]
                          + [Term(_ext_int(decomposition.offset), (), (), 0)])
 
-    def select(self, label, target, quotient: list, sign, tau, extra=None) -> None:
-        """sum_e eq(tau, e) [target(e) - q(e) + s(e) q(e) (+ extra(e))] = 0 (no sign: no ReLU)."""
+    def padding(self, label: str, tensor: Stored, box, tau) -> list:
+        """[gamma eq(tau, x) (1 - box(x)) T(x)] with gamma fresh, joined to a relation sum_x eq(tau, x) R(x) = 0:
+        it then also shows T = 0 outside its declared box (:func:`proofs.relations.padding_factor`). The term
+        reuses the relation's factor T (no value is stated for it); [] when nothing is padded."""
+        extents, log_sizes = box
+        if all(e == 1 << k for e, k in zip(extents, log_sizes)):
+            return []
+        gamma = self.ch.point(f"training.{label}.padding", 1)[0]  # error 1 / |F|
+        return [Term(gamma, (padding_factor(tau, extents, log_sizes),), (tensor,), tau.shape[0])]
+
+    def select(self, label, target, quotient: list, sign, tau, extra=None, box=None) -> None:
+        """sum_e eq(tau, e) [target(e) - q(e) + s(e) q(e) (+ extra(e))] = 0 (no sign: no ReLU), and target = 0
+        outside ``box``."""
         eq, n = eq_factor(tau), tau.shape[0]
         terms = [Term(self.one, (eq,), (target,), n)] + [Term(F.ext_neg(c), (eq,), (q,), n) for c, q in quotient]
         if sign is not None:
@@ -191,6 +210,8 @@ class Protocol:
             terms += [Term(F.ext_mul(scale, c), (eq,), (factor, q), n) for c, q in quotient]
         if extra is not None:
             terms.append(Term(self.one, (eq,), (extra,), n))
+        if box is not None:
+            terms += self.padding(label, target, box, tau)
         self.ch.relation(label, terms)
 
     def input_factor(self, t: int, tau_b, k_vars: int):
@@ -215,7 +236,7 @@ class Protocol:
             if i + 1 < L:
                 tau = ch.point(f"training.t{t}.relu{i}", out_vars + b_vars)
                 self.select(f"t{t}.relu{i}", self.stored(t, f"A{i + 1}"), self.quotient(t, f"fwd{i}", decomposition),
-                            self.sign(t, f"fwd{i}", decomposition), tau)
+                            self.sign(t, f"fwd{i}", decomposition), tau, box=batch_box(spec, i + 1))
 
     def output(self, t: int, public_output) -> None:
         """O = q_(L-1): equal to the public output, or G_(L-1) = O - Y (training)."""
@@ -228,7 +249,7 @@ class Protocol:
                         mle_evaluate(public_output, tau))
             return
         self.select(f"t{t}.output", self.stored(t, f"G{i}"), quotient, None, tau,
-                    extra=Stored(self.where[f"x{t}"], "Y"))
+                    extra=Stored(self.where[f"x{t}"], "Y"), box=batch_box(spec, i + 1))
 
     def backward(self, t: int) -> None:
         spec, ch = self.spec, self.ch
@@ -244,7 +265,7 @@ class Protocol:
                                  self.rebuilt(t, f"bwd{i}", decomposition), decomposition, tau)
             tau = ch.point(f"training.t{t}.mask{i}", k_vars + b_vars)
             self.select(f"t{t}.mask{i}", self.stored(t, f"G{i}"), self.quotient(t, f"bwd{i}", decomposition),
-                        self.sign(t, f"fwd{i}", spec.forward_spec(i)), tau)
+                        self.sign(t, f"fwd{i}", spec.forward_spec(i)), tau, box=batch_box(spec, i + 1))
 
     def update(self, t: int) -> None:
         spec, ch = self.spec, self.ch
@@ -259,31 +280,34 @@ class Protocol:
                                  self.rebuilt(t, f"upd{i}", decomposition), decomposition, tau)
             tau = ch.point(f"training.t{t}.update{i}", k_vars + o_vars)
             eq, n = eq_factor(tau), tau.shape[0]
+            new = Stored(self.where[f"w{t + 1}"], f"W{i}")
             ch.relation(f"t{t}.update{i}", [
-                Term(self.one, (eq,), (Stored(self.where[f"w{t + 1}"], f"W{i}"),), n),
+                Term(self.one, (eq,), (new,), n),
                 Term(self.minus, (eq,), (Stored(self.where[f"w{t}"], f"W{i}"),), n)]
-                + [Term(c, (eq,), (q,), n) for c, q in self.quotient(t, f"upd{i}", decomposition)])
+                + [Term(c, (eq,), (q,), n) for c, q in self.quotient(t, f"upd{i}", decomposition)]
+                + self.padding(f"t{t}.update{i}", new, weight_box(spec, i), tau))
 
-    def in_range(self, label, tensor: Stored, name: str, t: int, decomposition: Decomposition, n: int) -> None:
-        """sum_e eq(tau, e) [T(e) - sum_j c_j B(e, j)] = 0: T is its own bit decomposition (range checked)."""
+    def in_range(self, label, tensor: Stored, name: str, t: int, decomposition: Decomposition, box) -> None:
+        """sum_e eq(tau, e) [T(e) - sum_j c_j B(e, j)] = 0: T is its own bit decomposition (range checked), and
+        T = 0 outside its declared ``box`` (a statement tensor: the committer is not trusted with its padding)."""
+        n = sum(box[1])
         tau = self.ch.point(f"training.t{t}.{label}", n)
         eq = eq_factor(tau)
         self.ch.relation(f"t{t}.{label}", [Term(self.one, (eq,), (tensor,), n)]
-                         + [Term(F.ext_neg(c), (eq,), (part,), n) for c, part in self.rebuilt(t, name, decomposition)])
+                         + [Term(F.ext_neg(c), (eq,), (part,), n) for c, part in self.rebuilt(t, name, decomposition)]
+                         + self.padding(f"t{t}.{label}", tensor, box, tau))
 
     def ranges(self, t: int, private_input: bool, targets: bool) -> None:
         """The step's inputs lie in their declared ranges: W_t (weight_bits), X and Y (act_bits)."""
         spec = self.spec
-        B = spec.batch_padded
         for i in range(spec.num_layers):
             self.in_range(f"range.w{i}", Stored(self.where[f"w{t}"], f"W{i}"), f"rngw{i}", t, weight_range(spec),
-                          log2(spec.width(i + 1) * spec.width(i)))
+                          weight_box(spec, i))
         if private_input:
-            self.in_range("range.x", Stored(self.where[f"x{t}"], "X"), "rngx", t, data_range(spec),
-                          log2(B * spec.width(0)))
+            self.in_range("range.x", Stored(self.where[f"x{t}"], "X"), "rngx", t, data_range(spec), batch_box(spec, 0))
         if targets:
             self.in_range("range.y", Stored(self.where[f"x{t}"], "Y"), "rngy", t, data_range(spec),
-                          log2(B * spec.width(spec.num_layers)))
+                          batch_box(spec, spec.num_layers))
 
     def bits(self, keys) -> None:
         """Every entry of every decomposition is a bit: batched over ``keys`` with random weights."""

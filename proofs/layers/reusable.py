@@ -1,0 +1,203 @@
+"""Commitments that many zero-knowledge proofs can use: K hiding copies of one store and a proof they agree.
+
+**Why copies.** A masked store (:mod:`proofs.relations`) is zero knowledge for *one* proof: its masks l_i and
+the random tails of its rows are fixed when it is committed. A second proof against the same store states
+fresh linear functionals of the same tensor and the same masks (after about n_e + |T| proofs the system
+T~(e_k) + z(e_k) l = v_k is solved for T), and its opening reveals fresh columns of the same encoded rows
+(once more positions are known than a row has random tail coefficients, the rows are determined). With
+hash-based commitments this is unavoidable for one committed string: every opening reveals symbols of it.
+
+So a reusable commitment is K independent hiding commitments C_0..C_(K-1) to the same tables (fresh masks,
+tails and salts each), and one zero-knowledge proof, made at commit time, that they agree on the whole
+Boolean cube (padding included):
+
+    sum_x eq(tau, x) sum_k alpha_k C_k(x) = 0   with sum_k alpha_k = 0 (alpha_1..alpha_(K-1) random),
+
+one sumcheck per store layout with every slot batched by random weights (Schwartz-Zippel: if some C_k differs
+from C_0 on the cube, the sum is nonzero except w.p. (n + 1) / |F_p4|). Proof j then uses copy j alone:
+each copy is opened twice in its life (by the agreement proof and by its one proof), so it is committed
+with ``openings=2`` (:class:`proofs.zk.HidingParams`: a random tail of 2 q coefficients per row), and its
+stated values are those of one proof plus one agreement value per slot, with independent masks (the prover
+checks the joint mask rank). Copies are never reused: the prover refuses a proof once all K are spent.
+
+The verifier checks the agreement proof once per :class:`Reusable` object (memoized on it); each proof names
+its copy, and the transcript absorbs the whole bundle's digest and the copy index.
+Cost: K commitments and K openings at commit time; proofs are unchanged.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from dataclasses import dataclass, field as dataclass_field
+
+import numpy as np
+
+from .. import field as F
+from ..errors import ProofError, ProofRejected
+from ..relations import StoreLayout, Stored, Term, commit_store, eq_factor
+from ..transcript import Transcript
+from ..zk import HidingCommitment, HidingParams
+
+TRANSCRIPT_LABEL = "hezk.proofs.reusable.v1"
+#: proofs one commitment supports by default (each is one more hiding copy at commit time)
+DEFAULT_MAX_PROOFS = 64
+MAX_COPIES = 4096
+_MAGIC, _VERSION = b"HZKREUSE", 1
+
+
+def _copy_key(k: int) -> str:
+    return f"c{k}"
+
+
+@dataclass(frozen=True, eq=False)
+class Reusable:
+    """The public part: the K copies' commitments and the agreement proof's items."""
+
+    copies: tuple
+    agreement: tuple
+    _verified: list = dataclass_field(default_factory=list, repr=False, compare=False)
+
+    def __len__(self) -> int:
+        return len(self.copies)
+
+    @property
+    def max_proofs(self) -> int:
+        return len(self.copies)
+
+    def digest(self) -> bytes:
+        """BLAKE2b of every copy's commitment (what a proof's transcript absorbs)."""
+        h = hashlib.blake2b(digest_size=32, person=b"hezk.reusable")
+        for c in self.copies:
+            h.update(c.to_bytes())
+        return h.digest()
+
+    @property
+    def root(self) -> bytes:
+        """The bundle's identity (:meth:`digest`), as a single commitment's Merkle root is."""
+        return self.digest()
+
+    @property
+    def params(self) -> HidingParams:
+        return self.copies[0].params
+
+    def to_bytes(self) -> bytes:
+        from .step_proof import TrainingProof
+        parts = [_MAGIC, bytes([_VERSION]), len(self.copies).to_bytes(2, "little")]
+        parts += [c.to_bytes() for c in self.copies]
+        parts.append(TrainingProof("aggregate", (), self.agreement).to_bytes())
+        return b"".join(parts)
+
+    @classmethod
+    def from_bytes(cls, data) -> "Reusable":
+        from .step_proof import TrainingProof
+        reader = F.ByteReader(data, "reusable commitment")
+        if reader.raw(len(_MAGIC)) != _MAGIC or reader.uint(1) != _VERSION:
+            raise ProofRejected("bad magic or version of a reusable commitment", reader.where)
+        count = reader.uint(2)
+        if not 1 <= count <= MAX_COPIES:
+            raise ProofRejected(f"{count} copies, expected 1..{MAX_COPIES}", reader.where)
+        copies = tuple(HidingCommitment.read(reader) for _ in range(count))
+        agreement = TrainingProof.from_bytes(reader.raw(reader.remaining))
+        return cls(copies, agreement.items)
+
+
+@dataclass(frozen=True, eq=False)
+class ReusableWitness:
+    """The prover's side: the copies' store witnesses, the views each copy's agreement value states (for the
+    joint mask-rank check) and the indices already spent by proofs (mutable: a copy is used once)."""
+
+    public: Reusable
+    witnesses: tuple
+    agreement_views: tuple
+    spent: list = dataclass_field(default_factory=list)
+
+    def take(self, where: str) -> int:
+        """The next unused copy (ProofError when all are spent: zero knowledge would be lost)."""
+        free = next((k for k in range(len(self.witnesses)) if k not in self.spent), None)
+        if free is None:
+            raise ProofError(f"{where}: all max_proofs={len(self.witnesses)} copies of this commitment are used; "
+                             "another proof would reveal the committed values: commit again (with a larger "
+                             "max_proofs)")
+        self.spent.append(free)
+        return free
+
+
+def _transcript(layout: StoreLayout, copies) -> Transcript:
+    transcript = Transcript(TRANSCRIPT_LABEL)
+    transcript.absorb("reusable.layout", [int(layout.hiding)] + [[s.name, s.elem_vars, s.plane_vars]
+                                                                  for s in layout.slots])
+    transcript.absorb("reusable.copies", [c.to_bytes() for c in copies])
+    return transcript
+
+
+def _agreement(channel, layout: StoreLayout, count: int) -> None:
+    """sum_x eq(tau, x) sum_s beta_s sum_k alpha_k C_k[s](x) = 0, sum_k alpha_k = 0 (the module's relation)."""
+    if count < 2:
+        return
+    n = max(s.elem_vars + s.plane_vars for s in layout.slots)
+    tau = channel.point("reusable.tau", n)
+    alphas = channel.transcript.challenge_ext_vector("reusable.alpha", count - 1)  # each 1/|F| (SZ in alpha)
+    alphas = np.concatenate([F.ext_neg(F.ext_sum(alphas, axis=0))[None], alphas])
+    betas = channel.transcript.challenge_ext_vector("reusable.beta", len(layout.slots))
+    terms = []
+    for s, beta in zip(layout.slots, betas):
+        m = s.elem_vars + s.plane_vars
+        eq = eq_factor(tau[:m])
+        for k in range(count):
+            terms.append(Term(F.ext_mul(beta, alphas[k]), (eq,), (Stored(_copy_key(k), s.name),), m))
+    channel.relation("reusable.agreement", terms)
+
+
+def commit_reusable(layout: StoreLayout, tables: dict, params: HidingParams, max_proofs: int, log_rows: int,
+                    store_params=None):
+    """K = ``max_proofs`` hiding copies of ``tables`` and their agreement proof -> (Reusable, ReusableWitness).
+
+    ``store_params(layout, params, log_rows)`` may raise the copies' mask rows (default: ``params``)."""
+    from .step_relations import Channel
+    if not isinstance(max_proofs, (int, np.integer)) or not 1 <= max_proofs <= MAX_COPIES:
+        raise ProofError(f"max_proofs={max_proofs!r} not in [1, {MAX_COPIES}]")
+    if not params.hiding:
+        made = commit_store(layout, tables, params, log_rows=log_rows)  # nothing to hide: one store, any reuse
+        public = Reusable((made[0],), ())
+        return public, ReusableWitness(public, (made[1],), ((),), [])
+    copy_params = dataclasses.replace(params, openings=2) if max_proofs > 1 else params
+    if store_params is not None:
+        copy_params = store_params(layout, copy_params, log_rows)
+    made = [commit_store(layout, tables, copy_params, log_rows=log_rows) for _ in range(max_proofs)]
+    commitments = tuple(c for c, _ in made)
+    keys = [_copy_key(k) for k in range(max_proofs)]
+    witnesses = {key: w for key, (_, w) in zip(keys, made)}
+    channel = Channel(_transcript(layout, commitments), params, {key: layout for key in keys},
+                      dict(zip(keys, commitments)), witnesses)
+    _agreement(channel, layout, max_proofs)
+    views = tuple(tuple(view for view, _ in channel.claims[key]) for key in keys)
+    channel.open_all()
+    public = Reusable(commitments, tuple(channel.items))
+    return public, ReusableWitness(public, tuple(w for _, w in made), views, [])
+
+
+def verify_reusable(layout: StoreLayout, reusable: Reusable, params: HidingParams, where: str) -> None:
+    """Raise ProofRejected unless the copies have the layout's size and ``params`` (2 openings each when
+    there are several) and the agreement proof holds. Checked once per object."""
+    from .step_relations import Channel
+    if not isinstance(reusable, Reusable) or not 1 <= len(reusable.copies) <= MAX_COPIES:
+        raise ProofRejected("expected a Reusable commitment", where)
+    key = (tuple((sl.name, sl.elem_vars, sl.plane_vars) for sl in layout.slots), layout.hiding, params)
+    if key in reusable._verified:
+        return
+    expected = dataclasses.replace(params, openings=2 if len(reusable.copies) > 1 and params.hiding else 1)
+    for k, c in enumerate(reusable.copies):
+        if not isinstance(c, HidingCommitment) or c.num_vars != layout.num_vars or \
+                dataclasses.replace(c.params, mask_rows=params.mask_rows) != \
+                dataclasses.replace(expected, mask_rows=params.mask_rows):
+            raise ProofRejected(f"copy {k} does not match the statement (num_vars {layout.num_vars}, {expected})",
+                                where)
+    if not params.hiding and len(reusable.copies) != 1:
+        raise ProofRejected("a non-hiding commitment has exactly one copy", where)
+    keys = [_copy_key(k) for k in range(len(reusable.copies))]
+    channel = Channel(_transcript(layout, reusable.copies), params, {key: layout for key in keys},
+                      dict(zip(keys, reusable.copies)), items=reusable.agreement)
+    _agreement(channel, layout, len(reusable.copies))
+    channel.open_all()
+    channel.finish()
+    reusable._verified.append(key)
