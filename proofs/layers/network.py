@@ -39,6 +39,8 @@ from .records import read_nested, read_record, write_record
 from .spec import build_model
 from .relu import DecompositionProof, prove_decomposition, verify_decomposition
 from .requant import decompose
+from . import network_zk
+from .network_zk import HidingNetworkProof
 from .statement import (FORMAT_VERSION, MAX_LAYERS, LayerInfo, ModelCommitment, check_commitment_size,  # noqa: F401
                         weight_packing)
 
@@ -156,16 +158,23 @@ class Network:
     proof must have (any batch size otherwise).
     """
 
-    def __init__(self, model, params: CommitParams | None = None, *, batch_size: int | None = None,
-                 frac_bits: int = 8, input_bound: float = 1.0):
+    def __init__(self, model, params=None, *, zk: bool = True, max_proofs: int = network_zk.DEFAULT_MAX_PROOFS,
+                 batch_size: int | None = None, frac_bits: int = 8, input_bound: float = 1.0):
         if isinstance(model, (list, tuple)):
             model = build_model(model, frac_bits=frac_bits, input_bound=input_bound)
         if not isinstance(model, QuantizedMLP):
             raise ModelError(f"model must be a QuantizedMLP or a list of Linear/ReLU layers, "
                              f"got {type(model).__name__}")
-        if params is not None and not isinstance(params, CommitParams):
-            raise ModelError(f"params must be a CommitParams, got {type(params).__name__}")
-        if params is not None and params.security_bits < MIN_VERIFY_BITS:
+        if not isinstance(zk, bool):
+            raise ModelError(f"zk must be True or False, got {zk!r}")
+        if zk:
+            params = network_zk.check_params(params)
+            if params.target_bits < MIN_VERIFY_BITS:
+                raise ModelError(f"params {params} give {params.target_bits} bits of commitment security "
+                                 f"< {MIN_VERIFY_BITS} (verifiers refuse them)")
+        elif params is not None and not isinstance(params, CommitParams):
+            raise ModelError(f"params must be a CommitParams for zk=False, got {type(params).__name__}")
+        elif params is not None and params.security_bits < MIN_VERIFY_BITS:
             raise ModelError(f"params {params} give {params.security_bits:.1f} bits of commitment security "
                              f"< {MIN_VERIFY_BITS} (verifiers refuse them); use more queries")
         if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer))
@@ -174,15 +183,22 @@ class Network:
         bounds = check_field(model)
         self.model = model
         self.batch_size = None if batch_size is None else int(batch_size)
+        self.zk = zk
         self.params = params if params is not None else CommitParams()
         infos = tuple(LayerInfo(layer.in_features, layer.out_features, layer.weight_frac, layer.in_frac,
                                 layer.shift, layer.relu, bound.q_bits, bound.acc_lo, bound.acc_hi)
                       for layer, bound in zip(model.layers, bounds))
         self._weight_tables = tuple(weight_tables(layer) for layer in model.layers)
-        packed = weight_packing(infos).pack([table for pair in self._weight_tables for table in pair])
-        weights, self._weights_witness = commit(packed, self.params)
+        if zk:
+            weights, self._weights_witness = network_zk.commit_model(model, infos, self.params, max_proofs)
+        else:
+            packed = weight_packing(infos).pack([table for pair in self._weight_tables for table in pair])
+            weights, self._weights_witness = commit(packed, self.params)
         self.commitment = ModelCommitment(model.scheme, model.input_frac, model.input_bound, model.error_bound,
                                           infos, weights)
+        if zk and self.commitment.soundness_bits(self.batch_size or 1) < network_zk.MIN_SOUNDNESS_BITS:
+            raise ModelError(f"params {params} give {self.commitment.soundness_bits(self.batch_size or 1):.1f} "
+                             f"bits of proof soundness < {network_zk.MIN_SOUNDNESS_BITS} (verifiers refuse them)")
 
     def soundness_bits(self, batch: int | None = None) -> float:
         """-log2 of the soundness error of a proof for ``batch`` inputs (default: batch_size, else 1)."""
@@ -219,14 +235,24 @@ class Network:
             progress = None
         if progress is not None and not callable(progress):
             raise ModelError(f"progress must be None, True or a callable (done, total, label), got {progress!r}")
+        if self.zk:
+            x = check_input(self.model, x_int)
+            if self.batch_size is not None and x.shape[0] != self.batch_size:
+                raise ModelError(f"input batch {x.shape[0]} != batch_size={self.batch_size} of this Network")
+            proof = network_zk.prove(self, x, forward_trace(self.model, x))
+            if progress is not None:
+                progress(1, 1, "proved (zero knowledge)")
+            return proof
         return self.prove_witness(self.witness(x_int), progress, strict=True)
 
     def prove_witness(self, witness: NetworkWitness, progress=None, strict: bool = False) -> NetworkProof:
-        """Prove from a (possibly hand-modified, for tests) witness.
+        """Prove from a (possibly hand-modified, for tests) witness (zk=False networks only).
 
         A tampered witness (a flipped sign bit, a cheating remainder) still yields a proof, which the
         verifier rejects; ``strict=True`` raises ProofError at the first false sumcheck claim instead.
         """
+        if self.zk:
+            raise ModelError("prove_witness proves with the plain protocol: build the Network with zk=False")
         decomposed = sum(layer.decomposition is not None for layer in witness.layers)
         report = _Progress(progress, len(witness.layers) + 2 * decomposed + 1)
         transcript = Transcript(TRANSCRIPT_LABEL)
@@ -284,7 +310,9 @@ def _check_statement(commitment: ModelCommitment, x_int, proof: NetworkProof):
     """Shape-first checks of the statement; returns the int64 input batch."""
     where = "statement"
     require(isinstance(commitment, ModelCommitment), "commitment is not a ModelCommitment", where)
-    require(isinstance(proof, NetworkProof), "proof is not a NetworkProof", where)
+    kind = HidingNetworkProof if commitment.zk else NetworkProof
+    require(isinstance(proof, kind), f"proof is not a {kind.__name__} (the model was committed with "
+            f"zk={commitment.zk})", where)
     commitment.validate()
     x = np.asarray(x_int)
     if x.ndim == 1:
@@ -304,6 +332,8 @@ def _check_statement(commitment: ModelCommitment, x_int, proof: NetworkProof):
     lo, hi = last.output_range()
     require(bool(np.all((proof.output >= lo) & (proof.output <= hi))),
             f"claimed output outside the declared range [{lo}, {hi}]", where)
+    if commitment.zk:
+        return x.astype(np.int64)
     groups = sum(len(info.decomposition_for(x.shape[0]).groups) for info in commitment.layers
                  if info.decomposition is not None)
     require(len(proof.bits_commitments) == groups,
@@ -335,7 +365,14 @@ def _bits_commitments_by_layer(commitment: ModelCommitment, proof: NetworkProof,
     return by_layer
 
 
-def verify_network(commitment: ModelCommitment, x_int, proof: NetworkProof) -> np.ndarray:
+def read_proof(data):
+    """A NetworkProof or a HidingNetworkProof from its bytes (by its magic); ProofRejected if malformed."""
+    if bytes(data[:len(network_zk.PROOF_MAGIC)]) == network_zk.PROOF_MAGIC:
+        return HidingNetworkProof.from_bytes(data)
+    return NetworkProof.from_bytes(data)
+
+
+def verify_network(commitment: ModelCommitment, x_int, proof) -> np.ndarray:
     """Verify ``proof`` that proof.output = model(x) under ``commitment``; return the output (int64).
 
     ``commitment`` and ``proof`` may also be given as their bytes. Raises :class:`ProofRejected` (and
@@ -344,8 +381,10 @@ def verify_network(commitment: ModelCommitment, x_int, proof: NetworkProof) -> n
     if isinstance(commitment, (bytes, bytearray, memoryview)):
         commitment = ModelCommitment.from_bytes(commitment)
     if isinstance(proof, (bytes, bytearray, memoryview)):
-        proof = NetworkProof.from_bytes(proof)
+        proof = read_proof(proof)
     try:
+        if isinstance(commitment, ModelCommitment) and commitment.zk:
+            return network_zk.verify(commitment, _check_statement(commitment, x_int, proof), proof)
         return _verify(commitment, x_int, proof)
     except ProofRejected:
         raise

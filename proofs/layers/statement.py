@@ -18,6 +18,7 @@ from ..quantize import FIELD_BITS, FIELD_HALF
 from .common import log2, padded, require
 from .packing import Packing
 from .requant import Decomposition
+from .reusable import _MAGIC as REUSABLE_MAGIC, Reusable
 
 COMMITMENT_MAGIC, FORMAT_VERSION = b"HEZKMCOM", 1
 MAX_FEATURES = 1 << 24
@@ -91,18 +92,36 @@ class ModelCommitment:
         return last.in_frac + last.weight_frac - last.shift
 
     @property
-    def params(self) -> CommitParams:
-        """The commitment parameters (the bits commitments of a proof must use the same)."""
+    def params(self):
+        """The commitment parameters (CommitParams, or the hiding copies' HidingParams with zk)."""
         return self.weights.params
 
+    @property
+    def zk(self) -> bool:
+        """True when the weights are hidden (a :class:`~proofs.layers.reusable.Reusable` hiding commitment)."""
+        return not isinstance(self.weights, Commitment)
+
+    def statement_bytes(self) -> bytes:
+        """What a proof's transcript absorbs: the bytes, with the weights' part replaced by its digest for a
+        hiding commitment (the copies' agreement proof is checked once, not hashed into every proof)."""
+        if not self.zk:
+            return self.to_bytes()
+        return self._bytes(self.weights.digest())
+
     def soundness_bits(self, batch: int) -> float:
-        """-log2 of the whole proof's soundness error for a batch of ``batch`` inputs (union bound).
+        """-log2 of a proof's soundness error for a batch of ``batch`` inputs, per attempt (union bound): a
+        prover who grinds 2^k Fiat-Shamir transcripts succeeds w.p. about 2^(k - bits).
+
+        Hiding (zk) commitments: :func:`proofs.layers.network_zk.soundness_bits`. Plain ones:
 
         Terms, with |F| = p^4: the output point (kM + kB)/|F|; per zkReLU the select sumcheck 3 kE/|F|,
         the batching 3/|F|, per bit group the bit-check point and sumcheck 4 (kE + kJ)/|F| and one opening;
         per matmul the sumcheck 2 kN/|F|; one batch opening of the weights. An opening fails w.p.
         2^-security_bits of its commitment (:attr:`proofs.commit.Commitment.security_bits`).
         """
+        if self.zk:
+            from .network_zk import soundness_bits
+            return soundness_bits(self, batch)
         batch_vars = log2(padded(batch, 1))
         field_errors = log2(padded(self.layers[-1].out_features)) + batch_vars
         opening_error = 2.0 ** -self.weights.security_bits
@@ -128,6 +147,9 @@ class ModelCommitment:
 
     def to_bytes(self) -> bytes:
         """Versioned bytes: magic ``HEZKMCOM``, u16 version, then the statement (see :meth:`from_bytes`)."""
+        return self._bytes(self.weights.to_bytes())
+
+    def _bytes(self, weights: bytes) -> bytes:
         writer = ByteWriter(COMMITMENT_MAGIC, FORMAT_VERSION)
         writer.text(self.scheme)
         writer.i64(self.input_frac)
@@ -137,7 +159,7 @@ class ModelCommitment:
         for info in self.layers:
             for item in fields(info):
                 writer.i64(int(getattr(info, item.name)))
-        writer.blob(self.weights.to_bytes())
+        writer.blob(weights)
         return writer.getvalue()
 
     @classmethod
@@ -154,7 +176,9 @@ class ModelCommitment:
             values = [reader.i64() for _ in fields(LayerInfo)]
             require(values[5] in (0, 1), f"relu flag {values[5]} is not 0 or 1", reader.what)
             layers.append(LayerInfo(*values[:5], bool(values[5]), *values[6:]))
-        weights = parse_nested(Commitment.from_bytes, reader.blob(), "weights commitment")
+        blob = reader.blob()
+        kind = Reusable if bytes(blob[:len(REUSABLE_MAGIC)]) == REUSABLE_MAGIC else Commitment
+        weights = parse_nested(kind.from_bytes, blob, "weights commitment")
         reader.finish()
         commitment = cls(scheme, input_frac, input_bound, error_bound, tuple(layers), weights)
         commitment.validate()
@@ -165,7 +189,7 @@ class ModelCommitment:
         where = "model commitment"
         require(0 < self.input_bound <= FIELD_HALF, f"input_bound={self.input_bound} not in (0, {FIELD_HALF}]", where)
         require(not math.isnan(self.error_bound), "error_bound is nan", where)
-        require(isinstance(self.weights, Commitment), "weights is not a Commitment", where)
+        require(isinstance(self.weights, (Commitment, Reusable)), "weights is not a Commitment or Reusable", where)
         for i, info in enumerate(self.layers):
             at = f"{where} / layer {i}"
             require(1 <= info.in_features <= MAX_FEATURES and 1 <= info.out_features <= MAX_FEATURES,
@@ -178,7 +202,11 @@ class ModelCommitment:
                     f"accumulator bounds [{info.acc_lo}, {info.acc_hi}] exceed the field's half {FIELD_HALF}", at)
             require(0 <= info.shift and 1 <= info.q_bits and info.shift + info.q_bits <= FIELD_BITS,
                     f"shift {info.shift} + q_bits {info.q_bits} not within [1, {FIELD_BITS}]", at)
-        check_commitment_size(self.weights, 1 << weight_packing(self.layers).num_vars, f"{where} / weights")
+        if self.zk:
+            from .network_zk import check_commitment
+            check_commitment(self, f"{where} / weights")
+        else:
+            check_commitment_size(self.weights, 1 << weight_packing(self.layers).num_vars, f"{where} / weights")
 
 
 def check_commitment_size(commitment, length: int, where: str) -> None:

@@ -1,4 +1,7 @@
-"""Negative tests: every tampered statement, witness or proof is rejected with ProofRejected, nothing else."""
+"""Negative tests: every tampered statement, witness or proof is rejected with ProofRejected, nothing else.
+
+``setup`` is the plain protocol (``zk=False``: its witness and proof internals are tampered with); ``both``
+runs the statement-level and byte-level tampering against the plain and the default hiding proofs."""
 import dataclasses
 
 import numpy as np
@@ -6,7 +9,7 @@ import pytest
 
 from proofs import field as F
 from proofs.errors import ProofError, ProofRejected
-from proofs.layers.network import LayerWitness, ModelCommitment, Network, NetworkProof, verify_network
+from proofs.layers.network import LayerWitness, ModelCommitment, Network, NetworkProof, read_proof, verify_network
 from proofs.layers.requant import decompose
 from proofs.commit import OpeningProof
 from proofs.sumcheck import SumcheckProof
@@ -25,42 +28,55 @@ def make_model(seed):
     return quantize_fixed_point(weights, biases, frac_bits=6)
 
 
-@pytest.fixture(scope="module")
-def setup():
+def _setup(zk):
     model = make_model(0)
-    network = Network(model)
+    network = Network(model, zk=zk, max_proofs=3) if zk else Network(model, zk=False)
     x = quantize_input(model, np.random.default_rng(1).uniform(-1, 1, (BATCH, SIZES[0])))
     proof = network.prove(x)
     return network, x, proof, proof.to_bytes()
 
 
+@pytest.fixture(scope="module")
+def setup():
+    return _setup(False)
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["plain", "zk"])
+def both(request):
+    return _setup(request.param)
+
+
+def other_network(model, like):
+    return Network(model, zk=like.zk, max_proofs=1) if like.zk else Network(model, zk=False)
+
+
 def verify_bytes(commitment_bytes, x, proof_bytes):
-    return verify_network(ModelCommitment.from_bytes(commitment_bytes), x, NetworkProof.from_bytes(proof_bytes))
+    return verify_network(ModelCommitment.from_bytes(commitment_bytes), x, read_proof(proof_bytes))
 
 
-def test_honest_proof_is_accepted(setup):
-    network, x, proof, data = setup
+def test_honest_proof_is_accepted(both):
+    network, x, proof, data = both
     assert np.array_equal(verify_bytes(network.commitment.to_bytes(), x, data), forward_int(network.model, x))
 
 
 @pytest.mark.parametrize("delta", [1, -1, 1000])
-def test_wrong_output_is_rejected(setup, delta):
-    network, x, proof, _ = setup
+def test_wrong_output_is_rejected(both, delta):
+    network, x, proof, _ = both
     output = proof.output.copy()
     output[BATCH - 1, 2] += delta
     with pytest.raises(ProofRejected):
         verify_network(network.commitment, x, dataclasses.replace(proof, output=output))
 
 
-def test_output_outside_the_declared_range_or_shape_is_rejected(setup):
-    network, x, proof, _ = setup
+def test_output_outside_the_declared_range_or_shape_is_rejected(both):
+    network, x, proof, _ = both
     for output in (proof.output + F.P, proof.output[:1], proof.output[:, :2]):
         with pytest.raises(ProofRejected):
             verify_network(network.commitment, x, dataclasses.replace(proof, output=output))
 
 
-def test_wrong_input_is_rejected(setup):
-    network, x, proof, _ = setup
+def test_wrong_input_is_rejected(both):
+    network, x, proof, _ = both
     for changed in (x + np.eye(*x.shape, dtype=np.int64), x[:1], x[::-1], np.zeros_like(x)):
         with pytest.raises(ProofRejected):
             verify_network(network.commitment, changed, proof)
@@ -74,9 +90,9 @@ def test_wrong_input_is_rejected(setup):
     assert np.array_equal(verify_network(network.commitment, real, proof), proof.output)
 
 
-def test_different_weight_commitment_is_rejected(setup):
-    network, x, proof, _ = setup
-    other = Network(make_model(5)).commitment
+def test_different_weight_commitment_is_rejected(both):
+    network, x, proof, _ = both
+    other = other_network(make_model(5), network).commitment
     with pytest.raises(ProofRejected):
         verify_network(other, x, proof)
     with pytest.raises(ProofRejected):
@@ -86,7 +102,7 @@ def test_different_weight_commitment_is_rejected(setup):
     weight = model.layers[1].weight.copy()
     weight[0, 0] += 1
     layers = (model.layers[0], dataclasses.replace(model.layers[1], weight=weight))
-    nearly = Network(dataclasses.replace(model, layers=layers)).commitment
+    nearly = other_network(dataclasses.replace(model, layers=layers), network).commitment
     with pytest.raises(ProofRejected):
         verify_network(nearly, x, proof)
 
@@ -195,8 +211,8 @@ def test_altered_merkle_path_is_rejected(setup):
     assert altered_paths >= 2  # the larger openings carry sibling digests
 
 
-def test_truncated_proof_is_rejected(setup):
-    network, x, _, data = setup
+def test_truncated_proof_is_rejected(both):
+    network, x, _, data = both
     commitment = network.commitment.to_bytes()
     cuts = sorted(set(np.linspace(0, len(data) - 1, 60).astype(int)) | {len(data) - 1, len(data) - 4, 10})
     for cut in cuts:
@@ -206,11 +222,12 @@ def test_truncated_proof_is_rejected(setup):
         verify_bytes(commitment, x, data + b"\x00")
 
 
-def test_random_byte_corruption_is_rejected(setup):
-    network, x, _, data = setup
+def test_random_byte_corruption_is_rejected(both):
+    network, x, _, data = both
     commitment = network.commitment.to_bytes()
     rng = np.random.default_rng(7)
-    positions = np.concatenate([np.arange(0, 64), rng.choice(len(data), 200, replace=False)])
+    count = 24 if network.zk else 200  # a hiding proof takes ~0.4 s to verify
+    positions = np.concatenate([np.arange(0, 64, 4 if network.zk else 1), rng.choice(len(data), count, replace=False)])
     for position in positions:
         corrupted = bytearray(data)
         corrupted[position] ^= int(rng.integers(1, 256))
@@ -218,11 +235,11 @@ def test_random_byte_corruption_is_rejected(setup):
             verify_bytes(commitment, x, bytes(corrupted))
 
 
-def test_corrupted_commitment_bytes_are_rejected(setup):
-    network, x, _, data = setup
+def test_corrupted_commitment_bytes_are_rejected(both):
+    network, x, _, data = both
     commitment = network.commitment.to_bytes()
     rng = np.random.default_rng(8)
-    for position in rng.choice(len(commitment), 60, replace=False):
+    for position in rng.choice(len(commitment), 20 if network.zk else 60, replace=False):
         corrupted = bytearray(commitment)
         corrupted[position] ^= int(rng.integers(1, 256))
         with pytest.raises(ProofRejected):
@@ -240,8 +257,8 @@ def test_non_proof_objects_are_rejected(setup):
         NetworkProof.from_bytes("not bytes")
 
 
-def test_inconsistent_commitment_objects_and_other_batches_are_rejected(setup):
-    network, x, proof, _ = setup
+def test_inconsistent_commitment_objects_and_other_batches_are_rejected(both):
+    network, x, proof, _ = both
     layers = network.commitment.layers
     bad_layers = (dataclasses.replace(layers[0], q_bits=40),) + layers[1:]
     with pytest.raises(ProofRejected, match="q_bits"):

@@ -1,0 +1,369 @@
+"""Zero-knowledge network proofs: the :class:`~proofs.layers.network.Network` statement over masked stores.
+
+**Why a second protocol.** The plain Network proof (:mod:`proofs.layers.network`) hands claims from layer to
+layer and settles the weight claims by one opening of a non-hiding Ligero commitment: its opened columns are
+plain Reed-Solomon symbols of the weight rows (for a 16->16->4 model the queries cover a whole row length,
+so one proof reveals all the weights), and every stated value is an MLE value of the witness. Hiding needs
+three things: (1) a hiding commitment (random tails, salted leaves, masking rows: :mod:`proofs.zk`), (2)
+zero-knowledge sumchecks and (3) stated values that are uniform. :mod:`proofs.relations` already gives all
+three for chains of sumchecks (Libra, Xie et al., CRYPTO 2019, section 4.2: masked extensions, each relation
+one sumcheck with a public claim), and :mod:`proofs.layers.step_relations` runs such relations through a
+:class:`~proofs.layers.step_relations.Channel`. This module reuses both: it only states the Network's
+relations (biases, per-layer shifts, widths and ReLU flags) over two masked stores.
+
+**Stores.** The model store ``w`` (committed once, by :class:`Network` with ``zk=True``) holds W_i
+(index k + N o) and b_i (padded to >= 16 entries); the proof store ``p`` (fresh per proof) holds the hidden
+activations A_i (i >= 1) and every requantized layer's bit planes (:mod:`proofs.layers.requant`). Feature
+and batch axes are padded to >= 8 (so each tensor has enough masked variables for the values it states).
+
+**Relations** (tau a fresh point per relation; c, c' and h a layer's rebuild and output coefficients and
+offset, s its sign plane, valid_B(b) = [b < batch], valid_N(k) = [k < in_features]):
+
+- layer i: sum_k valid_N(k) A_i(tau_b, k) W_i(tau_o, k) + valid_B~(tau_b) sum_o eq(tau_o, o) b_i(o)
+  - sum_e eq(tau, e) sum_j c_j B_i(e, j) + h = 0 (the public input X in place of A_0; without a
+  decomposition the last term is A_(i+1), or the claim is O~(tau) for the last layer);
+- select: sum_e eq(tau, e) [A_(i+1)(e) - q_i(e) + s_i(e) q_i(e)] = 0 (no s without ReLU), q_i = sum_j c'_j B_i;
+- output: sum_e eq(tau, e) [q(e) - s(e) q(e)] = O~(tau) for the public output O (zero on padded positions);
+- bits: every entry of every plane is a bit (one batched relation).
+
+The valid_N and valid_B indicators make the padded positions of the weights, biases and hidden activations
+irrelevant (so the committed tensors prove the declared shape); the output relation forces the padded
+output to zero. Soundness: the union bound of :func:`soundness_bits` (every sumcheck, its mask opening,
+every store opening). Zero knowledge: as :mod:`proofs.relations` (honest verifier, random oracle).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import field as F
+from ..errors import ModelError, ProofRejected
+from ..proof_format import ByteReader, ByteWriter, parse_nested
+from ..mle import mle_evaluate
+from ..relations import Slot, StoreLayout, Stored, Term, eq_factor, table_factor
+from ..transcript import Transcript
+from ..zk import HidingCommitment, HidingParams, ZKSumcheckProof
+from .common import log2, pad_matrix, padded, prefix_sum_of_eq, require
+from .requant import decompose
+from .reusable import DEFAULT_MAX_PROOFS, Reusable, commit_reusable, verify_reusable
+from .step_proof import TrainingProof, union_bound_error
+from .step_relations import Channel, Protocol, ShapeChannel, locate
+from .step_stores import balanced_rows, commit_stores, decomposition_keys, params_for, store_params
+from .training import MIN_PADDED
+
+TRANSCRIPT_LABEL = "hezk.proofs.network.zk.v1"
+PROOF_MAGIC, PROOF_VERSION = b"HEZKZPRF", 1
+MIN_BIAS_VARS = 4  #: a masked tensor needs >= 4 element variables (:data:`proofs.relations.MIN_ELEMENT_VARS`)
+
+
+def default_params() -> HidingParams:
+    """The hiding parameters of a zero-knowledge Network (those of the relation proofs)."""
+    return params_for(True)
+
+
+def width(n: int) -> int:
+    return padded(n, MIN_PADDED)
+
+
+def _sizes(layers) -> list:
+    return [layers[0].in_features] + [info.out_features for info in layers]
+
+
+def model_layout(layers) -> StoreLayout:
+    """The model store: W_i (width(i+1) x width(i)) and b_i (>= 16 entries) for every layer."""
+    sizes, slots = _sizes(layers), []
+    for i in range(len(layers)):
+        slots.append(Slot(f"W{i}", log2(width(sizes[i + 1]) * width(sizes[i]))))
+        slots.append(Slot(f"b{i}", max(MIN_BIAS_VARS, log2(width(sizes[i + 1])))))
+    return StoreLayout(tuple(slots), True)
+
+
+def model_tables(model) -> dict:
+    tables = {}
+    for i, layer in enumerate(model.layers):
+        tables[f"W{i}"] = F.to_field(pad_matrix(layer.weight, width(layer.out_features),
+                                                width(layer.in_features)).reshape(-1))
+        tables[f"b{i}"] = F.to_field(layer.bias.astype(np.int64))
+    return tables
+
+
+def commit_model(model, layers, params: HidingParams, max_proofs: int = DEFAULT_MAX_PROOFS):
+    """(Reusable, ReusableWitness): ``max_proofs`` hiding copies of the model store and their agreement proof
+    (:mod:`proofs.layers.reusable`; each proof uses a fresh copy), shaped by :func:`balanced_rows`."""
+    layout = model_layout(layers)
+    return commit_reusable(layout, model_tables(model), params, max_proofs, balanced_rows(layout, params),
+                           store_params=store_params)
+
+
+def proof_layout(layers, batch: int):
+    """The proof store (None when the network has neither hidden layers nor decompositions)."""
+    sizes, b_vars = _sizes(layers), log2(width(batch))
+    slots = []
+    for i, info in enumerate(layers):
+        if i:
+            slots.append(Slot(f"t0.A{i}", b_vars + log2(width(sizes[i]))))
+        spec = info.decomposition
+        if spec is not None:
+            elem_vars = b_vars + log2(width(sizes[i + 1]))
+            slots += [Slot(f"t0.fwd{i}" if g == 0 else f"t0.fwd{i}.g{g}", elem_vars, log2(count))
+                      for g, (_, count) in enumerate(spec.groups)]
+    return StoreLayout(tuple(slots), True) if slots else None
+
+
+def _layouts(layers, batch: int) -> dict:
+    layouts = {"w": model_layout(layers)}
+    proof = proof_layout(layers, batch)
+    if proof is not None:
+        layouts["p"] = proof
+    return layouts
+
+
+def _bits_tables(name: str, witness) -> dict:
+    tables = {}
+    for g, (start, count) in enumerate(witness.spec.groups):
+        table = np.zeros((count, witness.bits.shape[1]), dtype=np.uint64)
+        stop = min(start + count, witness.spec.width)
+        table[:stop - start] = witness.bits[start:stop]
+        tables[name if g == 0 else f"{name}.g{g}"] = table.reshape(-1)
+    return tables
+
+
+def proof_tables(model, layers, trace, batch: int) -> dict:
+    """The proof store's tables from the integer forward trace (padded, decompositions of every layer)."""
+    tables, b_pad = {}, width(batch)
+    for i, (info, layer_trace) in enumerate(zip(layers, trace)):
+        out_pad = width(info.out_features)
+        if i + 1 < len(layers):
+            tables[f"t0.A{i + 1}"] = F.to_field(pad_matrix(layer_trace.out, b_pad, out_pad).reshape(-1))
+        if info.decomposition is not None:
+            acc = pad_matrix(layer_trace.acc, b_pad, out_pad).reshape(-1)
+            tables.update(_bits_tables(f"t0.fwd{i}", decompose(acc, info.decomposition)))
+    return tables
+
+
+# ------------------------------------------------------------------------------------------- relations
+def _ext_table(values) -> np.ndarray:
+    return F.ext_from_base(F.to_field(np.asarray(values, dtype=np.int64)))
+
+
+def _run(layers, batch: int, channel: Channel, x_table, output_table) -> None:
+    """The module's relations, identical for prover, verifier and the shape count."""
+    where = locate({}, {k: v for k, v in channel.layouts.items() if k != "w"})
+    protocol = Protocol(None, channel, where, x_table)
+    sizes, b_vars = _sizes(layers), log2(width(batch))
+    one = F.ext_one()
+    valid_b = None
+    for i, info in enumerate(layers):
+        in_vars, out_vars = log2(width(sizes[i])), log2(width(sizes[i + 1]))
+        last = i + 1 == len(layers)
+        tau = channel.point(f"network.layer{i}", out_vars + b_vars)
+        tau_o, tau_b = tau[:out_vars], tau[out_vars:]
+        valid_b = prefix_sum_of_eq(tau_b, batch)
+        weight = Stored("w", f"W{i}", high=tau_o)
+        if i == 0:
+            product = Term(one, (protocol.input_factor(0, tau_b, in_vars),), (weight,), in_vars)
+        else:
+            publics = ()
+            if sizes[i] < width(sizes[i]):
+                indicator = np.zeros(width(sizes[i]), dtype=np.int64)
+                indicator[:sizes[i]] = 1
+                publics = (table_factor(_ext_table(indicator)),)
+            product = Term(one, publics, (Stored(where[f"t0.A{i}"], f"t0.A{i}", high=tau_b), weight), in_vars)
+        bias_vars = channel.layouts["w"].slot(f"b{i}").elem_vars
+        tau_bias = np.concatenate([tau_o, F.ext_zero((bias_vars - out_vars,))])
+        bias = Term(valid_b, (eq_factor(tau_bias),), (Stored("w", f"b{i}"),), bias_vars)
+        spec = info.decomposition
+        eq, n = eq_factor(tau), tau.shape[0]
+        if spec is not None:
+            rebuilt = protocol.rebuilt(0, f"fwd{i}", spec)
+            channel.relation(f"network.layer{i}", [product, bias]
+                             + [Term(F.ext_neg(c), (eq,), (part,), n) for c, part in rebuilt]
+                             + [Term(_ext_table(spec.offset), (), (), 0)])
+            quotient = protocol.quotient(0, f"fwd{i}", spec)
+            sign = protocol.sign(0, f"fwd{i}", spec) if spec.relu else None
+            tau = channel.point(f"network.select{i}", out_vars + b_vars)
+            if not last:
+                protocol.select(f"network.select{i}", Stored(where[f"t0.A{i + 1}"], f"t0.A{i + 1}"), quotient,
+                                sign, tau)
+                continue
+            eq = eq_factor(tau)
+            terms = [Term(c, (eq,), (q,), n) for c, q in quotient]
+            if sign is not None:
+                scale, factor = sign
+                terms += [Term(F.ext_neg(F.ext_mul(scale, c)), (eq,), (factor, q), n) for c, q in quotient]
+            channel.relation("network.output", terms, _output_value(output_table, tau))
+        elif not last:
+            channel.relation(f"network.layer{i}", [product, bias, Term(F.ext_neg(one), (eq,),
+                                                                       (Stored(where[f"t0.A{i + 1}"],
+                                                                               f"t0.A{i + 1}"),), n)])
+        else:
+            channel.relation("network.output", [product, bias], _output_value(output_table, tau))
+    keys = decomposition_keys({k: v for k, v in channel.layouts.items() if k != "w"})
+    if keys:
+        protocol.bits(keys)
+
+
+def _output_value(output_table, tau) -> np.ndarray:
+    return F.ext_zero() if output_table is None else mle_evaluate(output_table, tau)
+
+
+def _field_matrix(values, rows: int, cols: int) -> np.ndarray:
+    return F.to_field(pad_matrix(values, rows, cols).reshape(-1))
+
+
+def _transcript(commitment, x, output, proof_commitments, copy: int) -> Transcript:
+    transcript = Transcript(TRANSCRIPT_LABEL)
+    transcript.absorb("model", commitment.statement_bytes())
+    transcript.absorb("copy", int(copy))
+    transcript.absorb("input", np.asarray(x, dtype=np.int64))
+    transcript.absorb("output", np.asarray(output, dtype=np.int64))
+    transcript.absorb("proof commitments", [c.to_bytes() for c in proof_commitments])
+    return transcript
+
+
+# ------------------------------------------------------------------------------------------- the proof
+@dataclass(frozen=True, eq=False)
+class HidingNetworkProof:
+    """A zero-knowledge Network proof: the claimed output and the relation proof (its store commitments and
+    items in protocol order, serialized as :class:`~proofs.layers.step_proof.TrainingProof`)."""
+
+    output: np.ndarray
+    relations: TrainingProof
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, HidingNetworkProof) and self.to_bytes() == other.to_bytes()
+
+    __hash__ = None
+
+    def __bytes__(self) -> bytes:
+        return self.to_bytes()
+
+    def to_bytes(self) -> bytes:
+        """Magic ``HEZKZPRF``, u16 version, the output (i64 array), the relation proof (blob)."""
+        writer = ByteWriter(PROOF_MAGIC, PROOF_VERSION)
+        writer.i64_array(self.output)
+        writer.blob(self.relations.to_bytes())
+        return writer.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data) -> "HidingNetworkProof":
+        """Parse; anything malformed or truncated raises ProofRejected."""
+        return parse_nested(cls._parse, data, "hiding network proof")
+
+    @classmethod
+    def _parse(cls, data) -> "HidingNetworkProof":
+        reader = ByteReader(data, PROOF_MAGIC, PROOF_VERSION, "hiding network proof")
+        output = reader.i64_array()
+        relations = parse_nested(TrainingProof.from_bytes, reader.blob(), "relation proof")
+        reader.finish()
+        return cls(output, relations)
+
+
+def base_params(commitment) -> HidingParams:
+    """The statement's parameters: the model copies' with one opening (each copy is opened twice)."""
+    return dataclasses.replace(commitment.weights.params, openings=1, mask_rows=default_params().mask_rows)
+
+
+def prove(network, x, trace) -> HidingNetworkProof:
+    """Prove y = model(x) for ``network`` (committed with zk=True) on a fresh copy of its model store;
+    ``trace`` is the integer forward trace of x (int64, checked)."""
+    commitment, statement = network.commitment, network._weights_witness
+    layers, batch = commitment.layers, x.shape[0]
+    layouts = _layouts(layers, batch)
+    params = base_params(commitment)
+    proof_layouts = {k: v for k, v in layouts.items() if k != "w"}
+    copy = statement.take("Network.prove")
+    made = commit_stores(proof_layouts, proof_tables(network.model, layers, trace, batch), params)
+    proof_commitments = tuple(made[key][0] for key in proof_layouts)
+    output = trace[-1].out
+    witnesses = {"w": statement.witnesses[copy], **{key: pair[1] for key, pair in made.items()}}
+    transcript = _transcript(commitment, x, output, proof_commitments, copy)
+    channel = Channel(transcript, params, layouts, {k: w.commitment for k, w in witnesses.items()}, witnesses)
+    channel.prior_views = {"w": statement.agreement_views[copy]}
+    b_pad = width(batch)
+    _run(layers, batch, channel, _field_matrix(x, b_pad, width(layers[0].in_features)),
+         _field_matrix(output, b_pad, width(layers[-1].out_features)))
+    channel.open_all()
+    return HidingNetworkProof(np.array(output, dtype=np.int64),
+                              TrainingProof("aggregate", proof_commitments, tuple(channel.items), copy))
+
+
+def _mask_params(params: HidingParams) -> HidingParams:
+    """The parameters every ZK sumcheck's mask commitment must use (:func:`proofs.zk.commit_mask`)."""
+    return HidingParams(params.rate_inv, params.target_bits, True, mask_rows=2)
+
+
+def verify(commitment, x, proof: HidingNetworkProof) -> np.ndarray:
+    """Raise ProofRejected unless ``proof`` shows proof.output = model(x) (x already checked, int64)."""
+    where = "hiding network proof"
+    require(isinstance(proof, HidingNetworkProof) and isinstance(proof.relations, TrainingProof),
+            "a model committed with zk=True needs a HidingNetworkProof", where)
+    layers, batch, relations = commitment.layers, x.shape[0], proof.relations
+    params = base_params(commitment)
+    bits = soundness_bits(commitment, batch)
+    require(bits >= MIN_SOUNDNESS_BITS, f"the statement's soundness is {bits:.1f} bits < {MIN_SOUNDNESS_BITS}", where)
+    layouts = _layouts(layers, batch)
+    verify_reusable(layouts["w"], commitment.weights, dataclasses.replace(params, openings=1), f"{where}: model")
+    require(0 <= relations.copy < len(commitment.weights), f"copy {relations.copy} of a model committed "
+            f"{len(commitment.weights)} times", where)
+    proof_layouts = [k for k in layouts if k != "w"]
+    require(len(relations.commitments) == len(proof_layouts),
+            f"{len(relations.commitments)} proof commitments, expected {len(proof_layouts)}", where)
+    commitments = {"w": commitment.weights.copies[relations.copy], **dict(zip(proof_layouts, relations.commitments))}
+    for key, layout in layouts.items():
+        c, expected = commitments[key], params if key != "w" else commitment.weights.params
+        require(isinstance(c, HidingCommitment) and c.num_vars == layout.num_vars
+                and c.log_rows == balanced_rows(layout, params)
+                and dataclasses.replace(c.params, mask_rows=0) == dataclasses.replace(expected, mask_rows=0),
+                f"commitment {key} does not have the statement's shape and parameters", where)
+    for item in relations.items:
+        if isinstance(item, ZKSumcheckProof):
+            require(item.mask_commitment.params == _mask_params(params) and item.mask_commitment.log_rows == 0,
+                    "a sumcheck mask commitment does not use the statement's parameters", where)
+    transcript = _transcript(commitment, x, proof.output, relations.commitments, relations.copy)
+    channel = Channel(transcript, params, layouts, commitments, items=relations.items)
+    b_pad = width(batch)
+    _run(layers, batch, channel, _field_matrix(x, b_pad, width(layers[0].in_features)),
+         _field_matrix(proof.output, b_pad, width(layers[-1].out_features)))
+    channel.open_all()
+    channel.finish()
+    return proof.output.copy()
+
+
+MIN_SOUNDNESS_BITS = 100
+
+
+def soundness_bits(commitment, batch: int) -> float:
+    """-log2 of a proof's soundness error per attempt: :func:`proofs.layers.step_proof.union_bound_error`
+    over the relations (each sumcheck, its random point, its mask's batching and opening; the bit-check
+    weights) and the openings of the proof store and of the model copy (a prover who grinds 2^k Fiat-Shamir
+    transcripts succeeds w.p. about 2^(k - bits)). The agreement of the model's copies is checked once per
+    commitment (:func:`proofs.layers.reusable.verify_reusable`), not per proof."""
+    params = base_params(commitment)
+    layouts = _layouts(commitment.layers, batch)
+    channel = ShapeChannel(params, layouts)
+    _run(commitment.layers, batch, channel, np.zeros(1, dtype=np.uint64), None)
+    keys = decomposition_keys({k: v for k, v in layouts.items() if k != "w"})
+    return -math.log2(union_bound_error(channel.shapes, len(keys), layouts, params,
+                                        {"w": commitment.weights.params}))
+
+
+def check_commitment(commitment, where: str) -> None:
+    """The model copies have the model store's size and hiding parameters (ProofRejected otherwise)."""
+    layout = model_layout(commitment.layers)
+    weights = commitment.weights
+    require(isinstance(weights, Reusable) and len(weights) >= 1, "the weights are not a Reusable commitment", where)
+    for k, c in enumerate(weights.copies):
+        require(isinstance(c, HidingCommitment) and c.params.hiding and c.num_vars == layout.num_vars,
+                f"model copy {k} is not a hiding commitment with num_vars={layout.num_vars}", where)
+
+
+def check_params(params) -> HidingParams:
+    if params is None:
+        return default_params()
+    if not isinstance(params, HidingParams) or not params.hiding:
+        raise ModelError(f"params must be HidingParams with hiding=True for zk=True, got {params!r}")
+    return params
