@@ -6,14 +6,16 @@ is given (tests only: every key and encryption is then reproducible).
 """
 from __future__ import annotations
 
+import math
+import warnings
 from functools import cached_property
 
 import numpy as np
 
-from .ckks.encoder import CKKSEncoder, check_scale
+from .ckks.encoder import CKKSEncoder, as_slot_vector, check_scale
 from .ckks.evaluator import Evaluator
-from .errors import ContextMismatchError, ParameterError
-from .params import CKKSParameters, CKKSParametersLiteral
+from .errors import ContextMismatchError, ParameterError, ValueRangeError, WrapAroundWarning
+from .params import WRAP_MARGIN, CKKSParameters, CKKSParametersLiteral
 from .ring import RingContext
 from .rlwe import (Ciphertext, Decryptor, Encryptor, KeyGenerator, Plaintext, PublicKey, SecretKey,
                    centered_coefficients, check_level, check_same_context)
@@ -30,6 +32,48 @@ def as_parameters(params) -> CKKSParameters:
         return CKKSParameters.from_literal(params)
     raise ParameterError(f"params of type {type(params).__name__} is not CKKSParameters, a literal, "
                          "a dict or a preset name")
+
+
+_MARGIN = f"(1 - 2^{math.log2(WRAP_MARGIN):.0f})"
+
+
+def check_value_bound(params: CKKSParameters, values, name: str = "values") -> None:
+    """Refuse values that could not be decrypted at level 0: ValueRangeError unless every
+    |x| < ``params.value_bound(0)`` = (1 - 2^-6) q_0 / (2 Δ), naming the limit and the largest value.
+    Δ, not the encoding scale, because Δ is the scale a ciphertext returns to at every rescale (a larger
+    encoding scale is divided down on the way to level 0; a larger product with it is refused by encode).
+    ``values``: any numeric array (real or complex); non-finite ones are refused."""
+    arr = np.asarray(values)
+    if arr.size == 0:
+        return
+    with np.errstate(over="ignore", invalid="ignore"):     # |1e308 + 1e308j| is inf: refused below
+        magnitude = np.abs(arr).ravel()
+    worst = int(np.argmax(np.where(np.isnan(magnitude), np.inf, magnitude)))
+    largest = float(magnitude[worst])
+    if not np.isfinite(largest):
+        raise ParameterError(f"{name}[{worst}]={arr.ravel()[worst]} is not finite; every value must be finite")
+    bound = params.value_bound(0)
+    if largest >= bound:
+        raise ValueRangeError(
+            f"{name}: max|x| = {largest:.6g} (at index {worst}) is not below the limit {bound:.6g} = {_MARGIN} "
+            f"q_0 / (2 scale) (level-0 modulus q_0 = 2^{math.log2(params.modulus_at(0)):.2f}, scale = "
+            f"2^{params.log_scale}): a larger value would wrap when decrypted at level 0; scale the inputs down")
+
+
+def _warn_if_wrapped(coeffs: np.ndarray, params: CKKSParameters, level: int, scale: float) -> None:
+    """WrapAroundWarning when a decrypted (centred) coefficient lies in the top WRAP_MARGIN of
+    (-Q_level/2, Q_level/2], i.e. |c| / scale >= ``params.value_bound(level, scale)``.  Encryption keeps
+    that band free; a result that wrapped mod Q_level fills the range about uniformly, and escapes with
+    probability about (1 - WRAP_MARGIN)^N.  (Slot magnitudes would not do: a large value in a few slots
+    has small coefficients.)  A wrap onto small coefficients passes unnoticed: a heuristic, not a proof."""
+    with np.errstate(invalid="ignore"):
+        largest = float(np.max(np.abs(coeffs))) / scale if coeffs.size else 0.0
+    bound = params.value_bound(level, scale)
+    if largest >= bound:
+        warnings.warn(f"decrypted coefficient max|c| / scale = {largest:.6g} at level {level} reaches the band "
+                      f"kept free by encryption (>= {bound:.6g} = {_MARGIN} Q_{level} / (2 scale)): "
+                      f"the result has most likely wrapped modulo Q_{level}; scale the inputs down",
+                      WrapAroundWarning, stacklevel=3)
 
 
 def _check_rotations(rotations) -> tuple[int, ...]:
@@ -133,6 +177,9 @@ class CKKSContext:
                 use_secret_key: bool | None = None) -> Ciphertext:
         """Encrypt a vector or a Plaintext at ``level`` (default: the top level) and ``scale``.
 
+        Values must satisfy |x| < (1 - 2^-6) q_0 / (2 Δ) (``check_value_bound``; ValueRangeError otherwise):
+        larger ones would wrap once the ciphertext reaches level 0.
+
         Uses the secret key when this context holds it (secret-key encryption: smaller noise) unless
         ``use_secret_key=False``; a public context always encrypts with the public key.
         """
@@ -140,8 +187,10 @@ class CKKSContext:
             if level is not None or scale is not None:
                 raise ParameterError("level and scale come from the Plaintext; do not pass them")
             check_same_context(values, self.params.fingerprint, None, "plaintext")
+            check_value_bound(self.params, self.decode(values), "plaintext values")
             pt = values
         else:
+            check_value_bound(self.params, as_slot_vector(values, self.params.slots)[0])
             pt = self.encode(values, level, scale)
         use_sk = self.has_secret_key if use_secret_key is None else bool(use_secret_key)
         if use_sk and not self.has_secret_key:
@@ -153,11 +202,16 @@ class CKKSContext:
                           self.key_id, self.evaluator)
 
     def decrypt(self, ct: Ciphertext) -> np.ndarray:
-        """The values of ``ct`` with the caller's length (real if encrypted real); needs the secret key."""
+        """The values of ``ct`` with the caller's length (real if encrypted real); needs the secret key.
+
+        Warns (WrapAroundWarning) when the result has most likely wrapped modulo Q_level
+        (``_warn_if_wrapped``).
+        """
         if not isinstance(ct, Ciphertext):
             raise ParameterError(f"decrypt expects a Ciphertext, got {type(ct).__name__}")
         check_same_context(ct, self.params.fingerprint, self.key_id, "ciphertext")
         coeffs = Decryptor(self.params, self.ring, self._secret_key).decrypt(ct.parts)
+        _warn_if_wrapped(coeffs, self.params, ct.level, ct.scale)
         return self._values(coeffs, ct.scale, ct.length, ct.is_complex)
 
     # -- keys and bytes -----------------------------------------------------------------------------

@@ -21,6 +21,10 @@ class ScaleError(HEError, ValueError):
     """A scale would overflow the modulus, fall below the minimum, or cannot be aligned."""
 
 
+class ValueRangeError(ParameterError, ScaleError):
+    """A value too large to decrypt at level 0, |x| >= (1 - 2^-6) q_0 / (2 Δ): an input and a scale limit at once."""
+
+
 class KeyMissingError(HEError, KeyError):
     """An operation needs a key the context does not hold (a rotation key, the secret key)."""
 
@@ -34,3 +38,11 @@ class ContextMismatchError(HEError, ValueError):
 
 class SerializationError(HEError, ValueError):
     """Bytes that are truncated, corrupted, of an unknown version or of the wrong kind."""
+
+
+class HEWarning(UserWarning):
+    """Base class of every warning issued by ``crypto`` and ``tensor_ops``."""
+
+
+class WrapAroundWarning(HEWarning):
+    """A decrypted coefficient in the top 2^-6 of the centred range mod Q_l: the result has most likely wrapped."""

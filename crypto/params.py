@@ -5,8 +5,13 @@ Moduli are word-size NTT primes (< 2^31, ≡ 1 mod 2N). A *level* may hold sever
 A ciphertext at level ℓ lives modulo the primes of levels 0..ℓ; rescaling divides by the primes of
 level ℓ, the scale becoming Δ·Δ / Π q_ℓ.
 
-Security: log2(Q·P) must not exceed the HomomorphicEncryption.org standard bound for 128-bit security
-with a ternary secret (Albrecht et al., "Homomorphic Encryption Security Standard", 2018, Table 1).
+Security: log2(Q·P) must not exceed the 128-bit classical bound for a uniform ternary secret, error
+σ = 3.2 (``HE_STANDARD_128``).  N = 2^10..2^15: the HomomorphicEncryption.org standard (Albrecht et al.,
+"Homomorphic Encryption Security Standard", 2018, Table 1; "Homomorphic Encryption Standard", 2021).
+N = 2^16, 2^17, beyond that table: OpenFHE's extension of it (HEStd_ternary, HEStd_128_classic in
+openfhe-development, src/core/lib/lattice/stdlatticeparms.cpp: 1747 and 3523; earlier releases listed
+1772 for 2^16, since lowered).  Sparse secrets (``hamming_weight``) are weaker (hybrid and
+meet-in-the-middle attacks) and no table here covers them: they need ``insecure=True``.
 """
 from __future__ import annotations
 
@@ -20,10 +25,12 @@ import numpy as np
 from .errors import ParameterError
 from .modarith import MAX_MODULUS_BITS, ntt_primes_of_bits
 
-#: log2(n) -> the largest log2(QP) at 128-bit classical security, uniform ternary secret.
-HE_STANDARD_128 = {10: 27, 11: 54, 12: 109, 13: 218, 14: 438, 15: 881, 16: 1772, 17: 3544}
+#: log2(n) -> the largest log2(QP) at 128-bit classical security, uniform ternary secret (sources above:
+#: HE standard for 10..15, OpenFHE's std128 ternary rows for 16 and 17).
+HE_STANDARD_128 = {10: 27, 11: 54, 12: 109, 13: 218, 14: 438, 15: 881, 16: 1747, 17: 3523}
 MIN_LOG_N, MAX_LOG_N = 3, 17
-MIN_SPARSE_HAMMING_WEIGHT = 192  # below this a sparse secret is accepted only with insecure=True
+#: the top fraction of the centred range (-Q/2, Q/2] that encryption keeps free (see ``value_bound``)
+WRAP_MARGIN = 2.0**-6
 
 PRESETS = {
     # base level of two 30-bit primes (headroom over Δ); every other level pairs an a-bit prime with a
@@ -33,9 +40,10 @@ PRESETS = {
     "N14": dict(log_n=14, log_q=[[30, 30]] + [[25, 26]] * 6, log_p=[26, 26, 25], log_scale=50, dnum=5),
     "N15": dict(log_n=15, log_q=[[30, 30]] + [[25, 26]] * 14, log_p=[30, 30, 30, 30], log_scale=50, dnum=8),
     # N16: only 5, 12 and 18 NTT primes of 23, 24 and 25 bits exist (≡ 1 mod 2^17): spread the levels
-    # over all three pairings so that every level keeps a choice of pairs near its target.
+    # over all three pairings so that every level keeps a choice of pairs near its target.  Seven
+    # special primes and dnum=8 (digits <= 200 bits < log2(P) = 217) keep all 29 levels within 1747.
     "N16": dict(log_n=16, log_q=[[30, 30]] + [[25, 26]] * 12 + [[24, 27]] * 12 + [[23, 28]] * 5,
-                log_p=[31] * 8, log_scale=50, dnum=7),
+                log_p=[31] * 7, log_scale=50, dnum=8),
     # tiny ring for fast tests only: NOT secure.
     "TOY": dict(log_n=12, log_q=[[30, 30]] + [[25, 26]] * 4, log_p=[30, 30, 30], log_scale=50, dnum=4,
                 insecure=True),
@@ -182,6 +190,23 @@ class CKKSParameters:
     def log_qp(self) -> float:
         return sum(math.log2(q) for q in self.moduli)
 
+    def value_bound(self, level: int = 0, scale: float | None = None) -> float:
+        """(1 - WRAP_MARGIN) · Q_level / (2 scale) (default scale Δ): the slot magnitude a ciphertext at
+        ``level`` can hold.  Decryption centres coefficients mod Q_level and the inverse embedding averages
+        the slots, so every coefficient is at most scale · max|x| (plus noise); the margin keeps the top
+        1/64 of the centred range free, where ``CKKSContext.decrypt`` reads a coefficient as wrapped."""
+        scale = self.scale if scale is None else float(scale)
+        log_bound = math.log2(self.modulus_at(level)) - 1 - math.log2(scale) + math.log2(1 - WRAP_MARGIN)
+        return 2.0 ** log_bound if log_bound < 1023 else math.inf
+
+    @property
+    def security(self) -> str:
+        """What the parameters claim: "128-bit" (dense ternary secret within ``HE_STANDARD_128``) or
+        "INSECURE" (``insecure=True``: test rings, sparse secrets)."""
+        if not self.insecure:
+            return "128-bit"
+        return "INSECURE" + ("" if self.hamming_weight is None else f" (sparse secret h={self.hamming_weight})")
+
     @property
     def security_bound(self) -> int | None:
         """The HE-standard 128-bit bound on log2(QP) for this ring degree (None if not tabulated)."""
@@ -223,7 +248,7 @@ class CKKSParameters:
         return hashlib.sha256(b"hezk/ckks-params/v1" + blob).digest()
 
     def __repr__(self):
-        sec = "INSECURE" if self.insecure else "128-bit"
+        sec = self.security
         return (f"CKKSParameters(N=2^{self.log_n}, levels={self.max_level}, log_scale={self.log_scale}, "
                 f"logQP={self.log_qp:.1f}, Q limbs={len(self.q_moduli)}, P limbs={len(self.p_moduli)}, "
                 f"dnum={self.dnum}, {sec})")
@@ -331,9 +356,10 @@ def _validate(p: CKKSParameters):
                              "(decryption needs headroom over the scale)")
     if p.hamming_weight is not None:
         _check_int("hamming_weight", p.hamming_weight, 1, n)
-        if p.hamming_weight < MIN_SPARSE_HAMMING_WEIGHT and not p.insecure:
-            raise ParameterError(f"hamming_weight={p.hamming_weight} < {MIN_SPARSE_HAMMING_WEIGHT}: sparse "
-                                 "secrets this small are not covered by the 128-bit table (insecure=True to force)")
+        if not p.insecure:
+            raise ParameterError(f"hamming_weight={p.hamming_weight}: a sparse secret is weaker than the dense "
+                                 "ternary secret of the 128-bit table (hybrid and meet-in-the-middle attacks) "
+                                 "and no cited sparse bound is implemented; only insecure=True (test rings) allows it")
 
 
 def _check_security(p: CKKSParameters):

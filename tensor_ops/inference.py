@@ -23,7 +23,7 @@ import struct
 
 import numpy as np
 
-from crypto.context import CKKSContext, as_parameters
+from crypto.context import CKKSContext, as_parameters, check_value_bound
 from crypto.errors import (ContextMismatchError, KeyMissingError, LevelError, ParameterError, SerializationError,
                            ShapeError)
 from crypto.rlwe import Ciphertext
@@ -332,10 +332,6 @@ class Client:
         """A request: x (one sample or a batch along axis 0) packed and encrypted, at ``level`` (default: the
         plan's input level, or the top level when the model is unknown)."""
         x = _numeric(x)
-        limit = self.params.modulus_at(0) / (2 * self.params.scale)
-        if x.size and np.max(np.abs(x)) > limit:
-            raise ParameterError(f"input magnitude max|x|={np.max(np.abs(x)):.3g} exceeds the limit {limit:.3g} "
-                                 f"= q_0 / (2 scale) that these parameters can decrypt; scale the inputs down")
         if self.plan is not None:
             shape, block, default_level = self.plan.input_shape, self.plan.block, self.plan.input_level
         else:
@@ -345,6 +341,7 @@ class Client:
         if isinstance(level, bool) or not isinstance(level, (int, np.integer)) or not 0 <= level <= self.params.max_level:
             raise ParameterError(f"level={level!r} must be an integer in [0, max_level={self.params.max_level}]")
         batch, single = batch_of(x, shape)
+        check_value_bound(self.params, batch, name="input x")
         vectors = pack_samples(batch, shape, block, self.params.slots)
         cts = [self._context.encrypt(v, level=level) for v in vectors]
         header = {"key_id": self.key_id.hex(), "samples": len(batch), "single": single,

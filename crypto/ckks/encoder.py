@@ -115,7 +115,9 @@ class CKKSEncoder:
     def coefficients(self, values, scale: float) -> np.ndarray:
         """Real coefficients Δ · σ^-1(z) before rounding (float64, length n)."""
         z, _ = as_slot_vector(values, self.slots)
-        u = self.embed_inverse(z) * check_scale(scale)
+        scale = check_scale(scale)
+        with np.errstate(over="ignore", invalid="ignore"):     # overflow gives inf, refused by encode
+            u = self.embed_inverse(z) * scale
         return np.concatenate([u.real, u.imag])
 
     def encode(self, values, scale: float, modulus_bits: float | None = None) -> np.ndarray:
@@ -128,7 +130,8 @@ class CKKSEncoder:
         coeffs = np.round(self.coefficients(values, scale))
         largest = float(np.max(np.abs(coeffs))) if coeffs.size else 0.0
         if not np.isfinite(largest):
-            raise ScaleError(f"scale={scale} overflows float64 for these values")
+            raise ScaleError(f"scale={scale:.6g} (2^{np.log2(scale):.2f}) times values up to "
+                             f"{np.max(np.abs(as_slot_vector(values, self.slots)[0])):.6g} overflows float64")
         if modulus_bits is not None and largest > 0 and np.log2(largest) + 1 >= modulus_bits:
             raise ScaleError(
                 f"scale={scale:.6g} (2^{np.log2(scale):.2f}) makes a coefficient of 2^{np.log2(largest):.2f}, "

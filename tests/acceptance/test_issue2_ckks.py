@@ -12,7 +12,7 @@ from crypto import CKKSContext, CKKSParameters, CKKSParametersLiteral
 from crypto.errors import HEError
 from crypto.modarith import Barrett, mul_shoup, shoup_precompute
 
-BOUNDS = {13: 218, 14: 438, 15: 881, 16: 1772}
+BOUNDS = {13: 218, 14: 438, 15: 881, 16: 1747}
 
 
 def bits(expected, actual) -> float:

@@ -1,9 +1,14 @@
 """Bad input raises a typed library error that names the parameter, the value and the limit."""
+import warnings
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from crypto import (CKKSContext, ContextMismatchError, HEError, KeyMissingError, LevelError, ParameterError,
                     ScaleError, ShapeError)
+from crypto.errors import ValueRangeError, WrapAroundWarning
 from tests.crypto.ckks_helpers import context
 
 
@@ -159,3 +164,96 @@ def test_wrong_argument_types_are_library_errors(ctx, ct):
         ctx.evaluator.mul(ct, [1, "a"])
     with pytest.raises(ParameterError, match="rotations"):
         CKKSContext.keygen("TOY", rotations=5)
+
+
+# ---------------------------------------------------------------- values that would not decrypt at level 0
+def _unchecked_encrypt(ctx, values):
+    """A ciphertext of ``values`` made without the value bound (what encrypt did before it checked)."""
+    from crypto import Ciphertext
+    from crypto.rlwe import Encryptor
+    from crypto.sampling import Sampler
+    pt = ctx.encode(values)
+    parts = Encryptor(ctx.params, ctx.ring, Sampler(11), ctx.public_key, None).encrypt(pt)
+    return Ciphertext(parts, pt.level, pt.scale, pt.length, pt.is_complex, ctx.params.fingerprint, ctx.key_id,
+                      ctx.evaluator)
+
+
+@pytest.mark.parametrize("values, shown", [([2e6], "2e+06"), ([0.5, -3e3], "3000 (at index 1)"),
+                                           ([400 + 400j], "565.685"), ([1e300], "1e+300")])
+def test_encrypt_refuses_values_beyond_the_level0_bound(ctx, values, shown):
+    limit = ctx.params.value_bound()                # (1 - 2^-6) q_0 / (2 Δ) = 503.942 at TOY
+    assert f"{limit:.6g}" == "503.942"
+    for call in (lambda: ctx.encrypt(values), lambda: ctx.encrypt(values, level=0, scale=2.0**40),
+                 lambda: ctx.public_context().encrypt(values)):
+        with pytest.raises(ValueRangeError) as info:
+            call()
+        message = str(info.value)
+        assert shown in message and "503.942 = (1 - 2^-6) q_0 / (2 scale)" in message and "2^60.00" in message
+        assert isinstance(info.value, ParameterError) and isinstance(info.value, ScaleError)
+
+
+def test_encrypting_a_plaintext_checks_its_values(ctx):
+    pt = ctx.encode([1.0, 2e6])                     # encode alone may hold it (top level: 260 bits)
+    with pytest.raises(ValueRangeError, match=r"plaintext values: max\|x\| = 2e\+06 \(at index 1\)"):
+        ctx.encrypt(pt)
+
+
+def test_the_limit_is_sharp(ctx):
+    limit = ctx.params.value_bound()
+    below = np.nextafter(limit, 0)
+    np.testing.assert_allclose(ctx.decrypt(ctx.encrypt([below, -below])), [below, -below], atol=1e-6)
+    with pytest.raises(ValueRangeError, match="not below the limit"):
+        ctx.encrypt([0.0, -limit])
+
+
+@pytest.mark.parametrize("bad", [[1e300], [-1e308], [1e308 + 1e308j], [np.nan], [np.inf], [1.0, -np.inf],
+                                 [complex(np.nan, 1)]])
+def test_huge_and_non_finite_values_raise_without_numpy_warnings(ctx, bad):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")               # a numpy RuntimeWarning would fail here
+        with pytest.raises(HEError):
+            ctx.encrypt(bad)
+        with pytest.raises(HEError):
+            ctx.encrypt(bad, level=0, scale=2.0**40)
+        with pytest.raises(HEError):
+            ctx.encode(bad)
+        with pytest.raises(HEError):
+            ctx.evaluator.mul(ctx.encrypt([1.0]), np.array(bad))
+
+
+def test_decrypt_warns_when_the_result_wrapped(ctx):
+    ct = _unchecked_encrypt(ctx, [2e6])              # the audit's case: fine at the top level ...
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_allclose(ctx.decrypt(ct), [2e6], rtol=1e-9)
+    with pytest.warns(WrapAroundWarning, match=r"at level 0 .* wrapped modulo Q_0") as record:
+        wrong = ctx.decrypt(ctx.evaluator.to_level(ct, 0))     # ... wrong by far more than 1e5 at level 0
+    assert abs(wrong[0] - 2e6) > 1e5 and "503.94" in str(record[0].message)
+    x = np.random.default_rng(3).uniform(-400, 400, ctx.params.slots)
+    ev = ctx.evaluator
+    square = ev.to_level(ev.rescale(ev.mul(ctx.encrypt(x), ctx.encrypt(x))), 0)   # x² up to 1.6e5: wraps
+    with pytest.warns(WrapAroundWarning):
+        ctx.decrypt(square)
+
+
+def test_large_values_in_few_slots_are_not_wraps(ctx):
+    """Slot magnitude is not the test: 250000 in one slot has coefficients of ~122 and decrypts right."""
+    ev = ctx.evaluator
+    ct = ctx.encrypt([500.0])
+    square = ev.to_level(ev.rescale(ev.mul(ct, ct)), 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_allclose(ctx.decrypt(square), [250000.0], atol=1e-3)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.floats(-1.0, 1.0), min_size=1, max_size=40), st.sampled_from([0, 2, 4]),
+       st.booleans())
+def test_accepted_values_decrypt_at_level_0_without_warning(ctx, fractions, level, constant):
+    """Everything encrypt accepts decrypts at level 0, right and without a WrapAroundWarning."""
+    limit = np.nextafter(ctx.params.value_bound(), 0)
+    x = np.full(ctx.params.slots, fractions[0] * limit) if constant else np.array(fractions) * limit
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ct = ctx.evaluator.to_level(ctx.encrypt(x, level=level), 0)
+        np.testing.assert_allclose(ctx.decrypt(ct), x, atol=1e-6)

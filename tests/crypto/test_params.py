@@ -31,7 +31,60 @@ def test_presets_valid(name):
 
 def test_preset_levels():
     assert CKKSParameters.preset("N14").max_level == 6
-    assert CKKSParameters.preset("N16").max_level >= 25
+    assert CKKSParameters.preset("N16").max_level == 29
+
+
+def test_security_table_is_the_cited_one():
+    """HE standard (2018, Table 1) for 2^10..2^15, OpenFHE's ternary std128 rows for 2^16 and 2^17."""
+    assert HE_STANDARD_128 == {10: 27, 11: 54, 12: 109, 13: 218, 14: 438, 15: 881, 16: 1747, 17: 3523}
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_every_preset_within_the_cited_bound(name):
+    p = CKKSParameters.preset(name)
+    assert p.security_bound == HE_STANDARD_128[p.log_n]
+    if p.insecure:                                   # TOY: above the bound, and says so
+        assert p.log_qp > p.security_bound and repr(p).endswith("INSECURE)")
+    else:
+        assert p.log_qp <= p.security_bound and repr(p).endswith("128-bit)")
+
+
+def test_n16_recut_under_1747_keeps_its_levels():
+    p = CKKSParameters.preset("N16")
+    assert 1700 < p.log_qp <= 1747 and p.max_level == 29 and p.dnum == 8 and len(p.p_moduli) == 7
+    assert all(len(level) == 2 and abs(math.log2(math.prod(level)) - 50) < 0.05 for level in p.q_levels[1:])
+    literal = dict(PRESETS["N16"], log_p=[31] * 8, dnum=7)      # the old cut: logQP 1758
+    with pytest.raises(ParameterError, match=r"log2\(QP\)=1758\.0 exceeds the 128-bit HE-standard bound 1747"):
+        CKKSParameters.from_literal(literal)
+
+
+@pytest.mark.parametrize("log_n, h", [(16, 192), (14, 192), (13, 8192), (12, 64)])
+def test_sparse_secret_refused_without_insecure(log_n, h):
+    """A sparse secret is weaker than the dense ternary secret the table assumes: never labelled 128-bit."""
+    literal = dict(PRESETS[f"N{log_n}"] if f"N{log_n}" in PRESETS else PRESETS["TOY"], hamming_weight=h,
+                   insecure=False)
+    with pytest.raises(ParameterError, match=rf"hamming_weight={h}: a sparse secret .* insecure=True"):
+        CKKSParameters.from_literal(literal)
+
+
+def test_sparse_secret_with_insecure_is_labelled_insecure():
+    p = CKKSParameters.from_literal(dict(PRESETS["TOY"], hamming_weight=64))
+    assert p.insecure and p.security == "INSECURE (sparse secret h=64)"
+    assert "128-bit" not in repr(p) and "sparse secret h=64" in repr(p)
+    with pytest.raises(ParameterError, match="only allowed for test rings"):   # no insecure escape at N16
+        CKKSParameters.from_literal(dict(PRESETS["N16"], hamming_weight=192, insecure=True))
+    with pytest.raises(ParameterError, match="hamming_weight"):                 # nor through bytes
+        CKKSParameters.from_dict(dict(CKKSParameters.preset("N14").to_dict(), hamming_weight=192))
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_value_bound(name):
+    """(1 - 2^-6) Q_l / (2 scale), the same figure Client.encrypt and CKKSContext.encrypt refuse at."""
+    p = CKKSParameters.preset(name)
+    assert p.value_bound() == pytest.approx((1 - 2**-6) * p.modulus_at(0) / 2**(p.log_scale + 1), rel=1e-12)
+    assert 502 < p.value_bound() < 504           # base level of two ~30-bit primes, Δ = 2^50
+    assert p.value_bound(1, 2.0**40) == pytest.approx((1 - 2**-6) * p.modulus_at(1) / 2**41, rel=1e-12)
+    assert p.value_bound(p.max_level) > p.value_bound(0)
 
 
 def test_security_bound_refused():
