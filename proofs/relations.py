@@ -318,6 +318,82 @@ def table_factor(table) -> Public:
     return Public(lambda: table, lambda sigma: mle_evaluate(table, sigma[:int(table.shape[0]).bit_length() - 1]))
 
 
+def _prefix_sum(w0, w1, count: int) -> np.ndarray:
+    """sum_(i < count) prod_b w_(i_b)[b] for per-bit weights w0, w1 (k, 4), in O(k). Splitting on the top bit b:
+    S_n = w0_b Full_(<b) + w1_b S'_(n - 2^b) when bit b of n is set, else w0_b S'_n, Full_(<b) = prod_(c < b) (w0_c + w1_c)."""
+    k = w0.shape[0]
+    full = [F.ext_one()]
+    for b in range(k):
+        full.append(F.ext_mul(full[-1], F.ext_add(w0[b], w1[b])))
+    if count >= 1 << k:
+        return full[k]
+    total, prefix = F.ext_zero(), F.ext_one()
+    for b in range(k - 1, -1, -1):
+        if (count >> b) & 1:
+            total = F.ext_add(total, F.ext_mul(prefix, F.ext_mul(w0[b], full[b])))
+            prefix = F.ext_mul(prefix, w1[b])
+        else:
+            prefix = F.ext_mul(prefix, w0[b])
+    return total
+
+
+def _box_sum(w0, w1, extents, log_sizes) -> np.ndarray:
+    """sum over the box of prod_b w_(x_b)[b]: a product over the axes (each a run of bits) of :func:`_prefix_sum`."""
+    value, start = F.ext_one(), 0
+    for extent, k in zip(extents, log_sizes):
+        value = F.ext_mul(value, _prefix_sum(w0[start:start + k], w1[start:start + k], extent))
+        start += k
+    return value
+
+
+def prefix_indicator(point, count: int) -> np.ndarray:
+    """sum_(i < count) eq(point, i) at ``point`` (k, 4), in O(k): the MLE of [index < count] on {0,1}^k."""
+    point = np.asarray(point, dtype=np.uint64).reshape(-1, F.EXT_DEGREE)
+    return _prefix_sum(F.ext_sub(F.ext_one(point.shape[:1]), point), point, count)
+
+
+def box_indicator(point, extents, log_sizes) -> np.ndarray:
+    """The MLE at ``point`` of the box indicator prod_a [coordinate_a < extents[a]] of a table whose axes, lowest
+    first, take ``log_sizes[a]`` variables each: a product of :func:`prefix_indicator`, O(sum log_sizes)."""
+    point = np.asarray(point, dtype=np.uint64).reshape(-1, F.EXT_DEGREE)
+    return _box_sum(F.ext_sub(F.ext_one(point.shape[:1]), point), point, extents, log_sizes)
+
+
+def box_table(extents, log_sizes) -> np.ndarray:
+    """The box indicator as a base table of 0/1 (axis 0 lowest: index = sum_a coordinate_a 2^(sum_(b < a) k_b))."""
+    table = np.ones(1, dtype=np.uint64)
+    for extent, k in zip(extents, log_sizes):
+        table = np.kron((np.arange(1 << k) < extent).astype(np.uint64), table)
+    return table
+
+
+def padding_factor(tau, extents, log_sizes) -> Public:
+    """P(x) = eq(tau, x) (1 - box(x)) for a tensor declared on the box ``extents`` and padded to 2^(log_sizes):
+    a term gamma P(x) T(x) joined to a relation sum_x eq(tau, x) R(x) = 0 with gamma random forces R = 0 on the
+    cube and T = 0 off the box (Schwartz-Zippel in tau and gamma: error (n + 1) / |F|).
+
+    One multilinear factor (degree 1): its MLE at sigma is eq(tau, sigma) - sum_(x in box) eq(sigma, x) eq(tau, x),
+    and eq(sigma, x) eq(tau, x) = prod_b w_(x_b)[b] with w1 = sigma tau, w0 = (1 - sigma)(1 - tau), so the
+    verifier's value is O(n) (:func:`_box_sum`)."""
+    tau = np.asarray(tau, dtype=np.uint64).reshape(-1, F.EXT_DEGREE)
+    n = tau.shape[0]
+    if sum(log_sizes) != n or len(extents) != len(log_sizes) or \
+            any(not 0 <= e <= 1 << k for e, k in zip(extents, log_sizes)):
+        raise ProofError(f"padding factor: box {tuple(extents)} in 2^{tuple(log_sizes)} for a point of {n} variables")
+
+    def table():
+        outside = np.uint64(1) - box_table(extents, log_sizes)
+        return F.ext_mul_base(eq_table(tau), outside)
+
+    def at(sigma):
+        x = np.asarray(sigma, dtype=np.uint64).reshape(-1, F.EXT_DEGREE)[:n]
+        one = F.ext_one((n,))
+        w0 = F.ext_mul(F.ext_sub(one, x), F.ext_sub(one, tau))
+        return F.ext_sub(eq_eval(tau, x), _box_sum(w0, F.ext_mul(x, tau), extents, log_sizes))
+
+    return Public(table, at)
+
+
 @dataclass(frozen=True, eq=False)
 class Term:
     """c * [x_(m..n-1) = 0] * prod publics * prod stored, on the first m = the factors' variables."""

@@ -63,6 +63,18 @@ def batch_layout(spec: TrainingSpec, hiding: bool, targets: bool = True) -> Stor
     return StoreLayout(tuple(slots), hiding)
 
 
+def weight_box(spec: TrainingSpec, i: int) -> tuple:
+    """(extents, log sizes) of W_i's declared region, columns (low variables) first: d_i x d_(i+1) in the padded
+    width(i) x width(i + 1). Every entry outside it must be zero (:func:`proofs.relations.padding_factor`)."""
+    return (spec.sizes[i], spec.sizes[i + 1]), (log2(spec.width(i)), log2(spec.width(i + 1)))
+
+
+def batch_box(spec: TrainingSpec, j: int) -> tuple:
+    """(extents, log sizes) of the declared region of a batch tensor of width d_j (X: j = 0, Y: j = L, A_i: i,
+    G_i: i + 1): d_j columns (low variables) of ``batch`` rows, in width(j) x batch_padded."""
+    return (spec.sizes[j], spec.batch), (log2(spec.width(j)), log2(spec.batch_padded))
+
+
 def weight_range(spec: TrainingSpec) -> Decomposition:
     """W's two's-complement bits (range [-2^(b-1), 2^(b-1)) for b = weight_bits)."""
     return Decomposition(0, spec.weight_bits, False)

@@ -8,8 +8,9 @@ from hypothesis import given, settings, strategies as st
 from proofs import field as F
 from proofs.errors import ProofError, ProofRejected
 from proofs.mle import eq_table, mle_evaluate
-from proofs.relations import (BitTerm, Relation, RelationProver, Slot, StoreLayout, Stored, Term, View, commit_store,
-                              eq_factor, expected_summand, table_factor, view_pieces, view_value)
+from proofs.relations import (BitTerm, Relation, RelationProver, Slot, StoreLayout, Stored, Term, View, box_indicator,
+                              box_table, commit_store, eq_factor, expected_summand, padding_factor, prefix_indicator,
+                              table_factor, view_pieces, view_value)
 from proofs.sumcheck import prove_sumcheck, verify_sumcheck
 from proofs.transcript import Transcript
 from proofs.zk import HidingParams, open_functionals, prove_zk_sumcheck, verify_functionals, verify_zk_sumcheck
@@ -210,3 +211,72 @@ def test_bit_term_equals_the_generic_terms(hiding, log_size):
     assert F.ext_eq(expected_summand(special, sigma, provers[0].final_evaluations()), claim)
     v = view_value(witness, bits.view_at(layout.slot("B"), sigma))
     assert np.array_equal(provers[0].final_evaluations()[0][0], v)
+
+
+@st.composite
+def _boxes(draw):
+    """Axes of 0..3 variables, each with an extent in [0, 2^k]."""
+    logs = tuple(draw(st.lists(st.integers(0, 3), min_size=1, max_size=3)))
+    extents = tuple(draw(st.integers(0, 1 << k)) for k in logs)
+    return extents, logs, draw(st.integers(0, 2 ** 30))
+
+
+@settings(max_examples=40, deadline=None)
+@given(_boxes())
+def test_box_indicator_and_padding_factor_are_the_mles_of_their_tables(case):
+    """The O(n) evaluations equal the MLEs of the explicit tables (the naive twins) at random points."""
+    extents, logs, seed = case
+    n = sum(logs)
+    table = box_table(extents, logs)
+    index = np.arange(1 << n)
+    expected, start = np.ones(1 << n, dtype=bool), 0
+    for extent, k in zip(extents, logs):
+        expected &= ((index >> start) & ((1 << k) - 1)) < extent
+        start += k
+    assert np.array_equal(table, expected.astype(np.uint64))
+    point, tau = F.ext_random((n,), seed=seed), F.ext_random((n,), seed=seed + 1)
+    assert np.array_equal(box_indicator(point, extents, logs), mle_evaluate(table, point))
+    factor = padding_factor(tau, extents, logs)
+    outside = F.ext_mul_base(eq_table(tau), np.uint64(1) - table)
+    assert np.array_equal(factor.table(), outside)
+    sigma = F.ext_random((n + 1,), seed=seed + 2)  # at() reads the first n coordinates
+    assert np.array_equal(factor.at(sigma), mle_evaluate(outside, sigma[:n]))
+    if logs[0] <= 2:
+        count = extents[0]
+        assert np.array_equal(prefix_indicator(point[:logs[0]], count),
+                              F.ext_sum(eq_table(point[:logs[0]])[:count], axis=0) if count else F.ext_zero())
+
+
+def test_padding_factor_refuses_a_box_that_does_not_fit():
+    tau = F.ext_random((5,), seed=1)
+    for extents, logs in (((3, 5), (2, 2)), ((5, 2), (2, 3)), ((3,), (2, 3))):
+        with pytest.raises(ProofError, match="padding factor"):
+            padding_factor(tau, extents, logs)
+
+
+@pytest.mark.parametrize("hiding", [True, False])
+def test_a_padding_term_rejects_a_tensor_dirty_outside_its_box(hiding):
+    """sum_x eq(tau, x) [T(x) + gamma (1 - box(x)) T(x)] = T~(tau): true for T zero outside the 5 x 3 box of
+    its 8 x 4 table, false (so the verifier rejects) once one padded entry is set."""
+    box = ((3, 5), (2, 3))
+    layout = StoreLayout((Slot("T", 5),), hiding)
+    rng = np.random.default_rng(2)
+    clean = rng.integers(0, F.P, size=32, dtype=np.uint64) * box_table(*box)
+    tau, gamma = F.ext_random((5,), seed=3), F.ext_random((), seed=4)
+    for table, accepted in ((clean, True), (np.where(np.arange(32) == 3 + 4 * 6, np.uint64(7), clean), False)):
+        _, witness = commit_store(layout, {"T": table}, HidingParams(hiding=hiding), seed=5)
+        tensor = Stored("s", "T")
+        relation = Relation((Term(F.ext_one(), (eq_factor(tau),), (tensor,), 5),
+                             Term(gamma, (padding_factor(tau, *box),), (tensor,), 5)), mle_evaluate(clean, tau))
+        prover = RelationProver(relation, {"s": witness}, {"s": layout})
+        assert prover.degree == (3 if hiding else 2)  # the padding term adds no degree and no stated value
+        prove = prove_zk_sumcheck if hiding else lambda *a: prove_sumcheck(*a, strict=False)
+        verify = verify_zk_sumcheck if hiding else verify_sumcheck
+        args = (relation.claim, Transcript("p"), "pad") + ((HidingParams(),) if hiding else ())
+        proof, sigma, finals = prove(prover, *args)
+        try:
+            sub = verify(proof, relation.claim, 5, prover.degree, Transcript("p"), "pad")
+            ok = F.ext_eq(expected_summand(relation, sigma, finals), sub.expected_value)
+        except ProofRejected:
+            ok = False
+        assert ok == accepted
