@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from crypto import CKKSContext, CKKSParameters
-from crypto.ckks.precision import precision_bits
+from crypto.ckks.precision import precision_bits, precision_stats
 from crypto.keyswitch import KeySwitcher
 from crypto.ring import RNSPoly
 
@@ -64,14 +64,16 @@ def test_keyswitch_mod_down_is_exact_at_near_ties(toy, extra):
 
 
 def test_plaintext_product_precision_equals_ciphertext_product_at_n14():
-    """N14, secret-key encryption: |bits(ct×pt + rescale) − bits(ct×ct + relin + rescale)| <= 0.5."""
+    """N14, secret-key encryption: |bits(ct×pt + rescale) − bits(ct×ct + relin + rescale)| <= 0.5 in the
+    worst slot (``precision_bits``), and <= 0.1 on the mean over the slots."""
     ctx = CKKSContext.keygen(CKKSParameters.preset("N14"), seed=2024)
     ev = ctx.evaluator
     rng = np.random.default_rng(7)
     x, y = rng.uniform(-1, 1, ctx.params.slots), rng.uniform(-1, 1, ctx.params.slots)
     a, b = ctx.encrypt(x), ctx.encrypt(y)
-    ct_ct = precision_bits(x * y, ctx.decrypt(a * b))        # relinearize + rescale (fused ModDown)
+    ct_ct = ctx.decrypt(a * b)                     # relinearize + rescale (fused ModDown)
     pt = ctx.encode(y, scale=float(math.prod(ctx.params.q_levels[a.level])))
-    ct_pt = precision_bits(x * y, ctx.decrypt(ev.rescale(ev.mul(a, pt))))
-    assert ct_ct >= 30
-    assert abs(ct_pt - ct_ct) <= 0.5, (ct_pt, ct_ct)
+    ct_pt = ctx.decrypt(ev.rescale(ev.mul(a, pt)))
+    assert precision_bits(x * y, ct_ct) >= 30
+    assert abs(precision_bits(x * y, ct_pt) - precision_bits(x * y, ct_ct)) <= 0.5
+    assert abs(precision_stats(x * y, ct_pt).mean_bits - precision_stats(x * y, ct_ct).mean_bits) <= 0.1

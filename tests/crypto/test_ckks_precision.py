@@ -57,29 +57,37 @@ def test_multiply_down_through_every_level(preset):
 
 @pytest.mark.parametrize("preset", ["TOY", "N13", "N14"])
 def test_plaintext_product_as_precise_as_ciphertext_product(preset):
-    """An exact rescale: ct×plaintext (vector, Plaintext, scalar) + rescale keeps the precision of
-    ct×ct + relinearize + rescale (fused ModDown) within 0.5 bit.
+    """An exact rescale: ct×plaintext + rescale is as precise as ct×ct + relinearize + rescale (fused
+    ModDown), within 0.5 bit in the worst slot and 0.1 bit on average over the slots.
 
-    Secret-key encryption (small noise: the rescale's rounding dominates) asserts |difference| <= 0.5
-    at every preset; an inexact rescale lost 2-4 bits here.  With public-key encryption ct×ct carries
-    two encryption noises and ct×plaintext one, so at TOY and N13 the plaintext product is up to
-    0.6 bit *better*: there only "no worse by more than 0.5 bit" is asserted, at N14 both ways."""
-    ctx, pub, x, y = _setup(preset)
+    Secret-key encryption (small noise: the rescale's rounding dominates): both ways, for a vector, a
+    Plaintext, a scalar (mean only: its worst slot varies by ~0.25 bit between encryptions) and the
+    unfused ct×ct; an inexact rescale lost 2-4 bits (worst) and 0.5 bit (mean) here.  Public-key
+    encryption: ct×ct carries two encryption noises and ct×plaintext one, so the plaintext product
+    may be better (up to 0.6 bit at TOY): only "no worse by more than 0.5 bit" is asserted.  A fresh
+    context with fixed seeds keeps the figures independent of which tests ran before."""
+    ctx = CKKSContext.keygen(preset, seed=2024)
+    pub = ctx.public_context()
+    rng = np.random.default_rng(7)
+    x, y = rng.uniform(-1, 1, ctx.params.slots), rng.uniform(-1, 1, ctx.params.slots)
     ev = ctx.evaluator
-    for encrypt in (ctx.encrypt, pub.encrypt):
+    for secret_key, encrypt in ((True, ctx.encrypt), (False, pub.encrypt)):
         a, b = encrypt(x), encrypt(y)
         top = ev._top_modulus(a.level)
-        reference = precision_bits(x * y, ctx.decrypt(ev.mul_rescale(a, b)))
+        reference = precision_stats(x * y, ctx.decrypt(ev.mul_rescale(a, b)))
         products = {"ct*vector": (ev.rescale(ev.mul(a, y)), x * y),
                     "ct*Plaintext": (ev.rescale(ev.mul(a, ctx.encode(y, scale=float(top)))), x * y),
                     "ct*ct unfused": (ev.rescale(ev.mul(a, b)), x * y),
                     "ct*scalar": (ev.rescale(ev.mul(a, 0.71)), x * 0.71)}
-        two_sided = encrypt is ctx.encrypt or preset == "N14"
         for name, (ct, expected) in products.items():
-            bits = precision_bits(expected, ctx.decrypt(ct))
-            message = f"{name}: {bits:.2f} bits vs ct*ct {reference:.2f}"
-            assert bits >= reference - 0.5, message
-            assert bits <= reference + 0.5 or not two_sided, message
+            got = precision_stats(expected, ctx.decrypt(ct))
+            message = f"{name}: {got} vs ct*ct {reference}"
+            if not secret_key:
+                assert got.min_bits >= reference.min_bits - 0.5, message
+                continue
+            assert abs(got.mean_bits - reference.mean_bits) <= 0.1, message
+            if name != "ct*scalar":
+                assert abs(got.min_bits - reference.min_bits) <= 0.5, message
 
 
 def test_precision_stats():
