@@ -1,8 +1,13 @@
 """The prove/verify scripts: ``python -m proofs commit | prove | verify``.
 
     python -m proofs commit --model model.npz [--out c.bin]     (default: c.bin in the current folder)
-    python -m proofs prove  --model model.npz --input x.npy --out proof.bin   (default: proof.bin)
+    python -m proofs prove  --model model.npz --input x.npy [--commitment c.bin] --out proof.bin
     python -m proofs verify --commitment c.bin --input x.npy --proof proof.bin
+
+By default the weights stay private: ``commit`` makes a hiding commitment (for ``--max-proofs`` proofs) and
+writes the prover's secret state next to it (``c.bin.state``: keep it as private as the weights), ``prove``
+proves in zero knowledge against that commitment (each proof uses up one of its copies). ``--public-weights``
+(on commit and prove) uses the plain protocol instead, whose proofs reveal every weight and bias.
 
 Model files are described in :mod:`proofs.model`. An input file holds one input (in_features,) or
 a batch (batch, in_features): integers are taken as already quantized, floats are quantized at the
@@ -19,12 +24,15 @@ import time
 
 import numpy as np
 
-from .errors import ModelError, ProofRejected
-from .layers.network import ModelCommitment, Network, NetworkProof, verify_network
+from .errors import ModelError, ProofError, ProofRejected
+from .layers.network import ModelCommitment, Network, read_proof, verify_network
+from .layers.network_zk import DEFAULT_MAX_PROOFS
 from .model import load_model
 from .quantize import quantize_values
 
 BAR_WIDTH = 30
+PUBLIC_WEIGHTS_HELP = ("plain (non-hiding) commitment and proofs: they REVEAL THE WEIGHTS (anyone holding one "
+                       "proof can recover every weight and bias from its opened columns); only for public models")
 DEFAULT_COMMITMENT = "c.bin"
 DEFAULT_PROOF = "proof.bin"
 
@@ -51,11 +59,23 @@ def build_parser() -> argparse.ArgumentParser:
     commit.add_argument("--out", "-o", "--output", "--commitment", dest="out", default=DEFAULT_COMMITMENT,
                         type=_writable_path,
                         help=f"where to write the commitment (default: {DEFAULT_COMMITMENT} in the current folder)")
+    commit.add_argument("--max-proofs", type=int, default=DEFAULT_MAX_PROOFS,
+                        help=f"proofs the hiding commitment supports (default {DEFAULT_MAX_PROOFS}; each is one "
+                             "more hiding copy of the weights)")
+    commit.add_argument("--state", type=_writable_path, default=None,
+                        help="where to write the secret prover state (default: the commitment's path + .state)")
+    commit.add_argument("--public-weights", action="store_true", help=PUBLIC_WEIGHTS_HELP)
     prove = commands.add_parser("prove", help="prove y = model(x) for an input batch")
     prove.add_argument("--model", "-m", required=True, type=_existing_file, help="model .npz (quantized or float)")
     prove.add_argument("--input", "-i", required=True, type=_existing_file, help="input .npy (batch, in_features)")
     prove.add_argument("--out", "-o", "--output", "--proof", dest="out", default=DEFAULT_PROOF, type=_writable_path,
                        help=f"where to write the proof (default: {DEFAULT_PROOF} in the current folder)")
+    prove.add_argument("--commitment", "-c", default=DEFAULT_COMMITMENT,
+                       help=f"the commitment made by 'commit' (default: {DEFAULT_COMMITMENT}); its prover state "
+                            "is read from --state")
+    prove.add_argument("--state", default=None,
+                       help="the secret prover state written by 'commit' (default: the commitment's path + .state)")
+    prove.add_argument("--public-weights", action="store_true", help=PUBLIC_WEIGHTS_HELP)
     prove.add_argument("--quiet", action="store_true", help="no progress bar")
     verify = commands.add_parser("verify", help="verify a proof; prints accept/reject, exit code 0/1")
     verify.add_argument("--commitment", "-c", default=DEFAULT_COMMITMENT, type=_existing_file,
@@ -111,31 +131,60 @@ def _print_output(output: np.ndarray, output_frac: int, stream=None) -> None:
         print(f"output (batch {output.shape[0]}, dequantized by 2^-{output_frac}):\n{values}", file=stream)
 
 
+def soundness_text(bits: float) -> str:
+    """The soundness figure with what it means: per attempt, so grinding 2^k Fiat-Shamir hashes gives 2^(k - bits)."""
+    return f"soundness {bits:.1f} bits per attempt (grinding 2^k hashes: 2^(k-{bits:.1f}))"
+
+
+def _state_path(args, commitment_path) -> str:
+    return args.state if args.state is not None else f"{commitment_path}.state"
+
+
 def _commit(args) -> int:
-    network = Network(load_model(args.model))
+    model = load_model(args.model)
+    zk = not args.public_weights
+    network = Network(model, zk=zk, max_proofs=args.max_proofs) if zk else Network(model, zk=False)
     data = network.commitment.to_bytes()
     with open(args.out, "wb") as handle:
         handle.write(data)
-    model = network.model
     largest_input = model.input_bound * 2.0 ** -model.input_frac
     print(f"committed {len(model.layers)} layers, {model.num_parameters} parameters "
           f"({model.scheme}, input scale 2^{model.input_frac}, |input| <= {largest_input:g}, "
           f"stated output error <= {model.error_bound:.3g}) -> {args.out} ({len(data)} bytes)")
-    print(f"commitment digest {network.commitment.weights.root.hex()}")
+    if zk:
+        state = _state_path(args, args.out)
+        network.save_state(state)
+        print(f"hiding commitment for {args.max_proofs} zero-knowledge proofs, digest "
+              f"{network.commitment.weights.digest().hex()}; secret prover state -> {state} (keep it private)")
+    else:
+        print(f"PUBLIC WEIGHTS: proofs reveal every weight; commitment digest {network.commitment.weights.root.hex()}")
     return 0
 
 
 def _prove(args) -> int:
-    network = Network(load_model(args.model))
+    model = load_model(args.model)
+    if args.public_weights:
+        network = Network(model, zk=False)
+    else:
+        state = _state_path(args, args.commitment)
+        if not os.path.isfile(state):
+            raise ModelError(f"no prover state {state!r}: run 'commit' first (it writes the commitment and its "
+                             "state), or pass --public-weights for a plain proof that reveals the weights")
+        network = Network(model, state=state)
+        if not os.path.isfile(args.commitment) or _read(args.commitment) != network.commitment.to_bytes():
+            raise ModelError(f"the prover state {state!r} is not that of the commitment {args.commitment!r}")
     x = _load_input(args.input, network.model.input_frac, network.model.input_bound)
     start = time.perf_counter()
     proof = network.prove(x, progress=None if args.quiet else progress_bar())
     elapsed = time.perf_counter() - start
+    if network.zk:
+        network.save_state(state)  # the copy this proof used is spent
     data = proof.to_bytes()
     with open(args.out, "wb") as handle:
         handle.write(data)
-    print(f"proved in {elapsed:.2f}s -> {args.out} ({len(data)} bytes, "
-          f"soundness {network.commitment.soundness_bits(x.shape[0] if x.ndim == 2 else 1):.1f} bits)")
+    bits = network.commitment.soundness_bits(x.shape[0] if x.ndim == 2 else 1)
+    mode = f"zero knowledge, {network.proofs_left} proofs left" if network.zk else "PUBLIC WEIGHTS"
+    print(f"proved in {elapsed:.2f}s -> {args.out} ({len(data)} bytes, {mode}, {soundness_text(bits)})")
     _print_output(proof.output, network.model.output_frac)
     return 0
 
@@ -149,13 +198,14 @@ def _verify(args) -> int:
     try:
         commitment = ModelCommitment.from_bytes(_read(args.commitment))
         x = _load_input(args.input, commitment.input_frac, commitment.input_bound)
-        output = verify_network(commitment, x, NetworkProof.from_bytes(_read(args.proof)))
+        output = verify_network(commitment, x, read_proof(_read(args.proof)))
     except (ProofRejected, ModelError) as error:
         print("reject")
         print(f"reject: {error}", file=sys.stderr)
         return 1
     print("accept")
-    print(f"accept (soundness {commitment.soundness_bits(output.shape[0]):.1f} bits)", file=sys.stderr)
+    print(f"accept ({'zero knowledge' if commitment.zk else 'public weights'}, "
+          f"{soundness_text(commitment.soundness_bits(output.shape[0]))})", file=sys.stderr)
     _print_output(output, commitment.output_frac, sys.stderr)
     return 0
 
@@ -167,6 +217,6 @@ def main(argv=None) -> int:
         return _verify(args)
     try:
         return _commit(args) if args.command == "commit" else _prove(args)
-    except ModelError as error:
+    except (ModelError, ProofError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -39,7 +39,7 @@ from .records import read_nested, read_record, write_record
 from .spec import build_model
 from .relu import DecompositionProof, prove_decomposition, verify_decomposition
 from .requant import decompose
-from . import network_zk
+from . import network_zk, prover_state
 from .network_zk import HidingNetworkProof
 from .statement import (FORMAT_VERSION, MAX_LAYERS, LayerInfo, ModelCommitment, check_commitment_size,  # noqa: F401
                         weight_packing)
@@ -159,7 +159,7 @@ class Network:
     """
 
     def __init__(self, model, params=None, *, zk: bool = True, max_proofs: int = network_zk.DEFAULT_MAX_PROOFS,
-                 batch_size: int | None = None, frac_bits: int = 8, input_bound: float = 1.0):
+                 batch_size: int | None = None, frac_bits: int = 8, input_bound: float = 1.0, state=None):
         if isinstance(model, (list, tuple)):
             model = build_model(model, frac_bits=frac_bits, input_bound=input_bound)
         if not isinstance(model, QuantizedMLP):
@@ -189,9 +189,17 @@ class Network:
                                 layer.shift, layer.relu, bound.q_bits, bound.acc_lo, bound.acc_hi)
                       for layer, bound in zip(model.layers, bounds))
         self._weight_tables = tuple(weight_tables(layer) for layer in model.layers)
-        if zk:
+        if zk and state is not None:
+            saved, self._weights_witness = prover_state.load(state, network_zk.model_tables(model),
+                                                             network_zk.model_layout(infos))
+            if saved.layers != infos or saved.input_frac != model.input_frac:
+                raise ModelError(f"prover state {state!r} was saved for another model")
+            weights = saved.weights
+        elif zk:
             weights, self._weights_witness = network_zk.commit_model(model, infos, self.params, max_proofs)
         else:
+            if state is not None:
+                raise ModelError("state is the prover state of a hiding commitment: zk=False commits anew")
             packed = weight_packing(infos).pack([table for pair in self._weight_tables for table in pair])
             weights, self._weights_witness = commit(packed, self.params)
         self.commitment = ModelCommitment(model.scheme, model.input_frac, model.input_bound, model.error_bound,
@@ -199,6 +207,22 @@ class Network:
         if zk and self.commitment.soundness_bits(self.batch_size or 1) < network_zk.MIN_SOUNDNESS_BITS:
             raise ModelError(f"params {params} give {self.commitment.soundness_bits(self.batch_size or 1):.1f} "
                              f"bits of proof soundness < {network_zk.MIN_SOUNDNESS_BITS} (verifiers refuse them)")
+
+    def save_state(self, path) -> None:
+        """Write the secret prover state of a hiding commitment (masks, row tails, salts, spent copies) to
+        ``path``, so that ``Network(model, state=path)`` proves against the same commitment later. Keep it as
+        private as the weights."""
+        if not self.zk:
+            raise ModelError("save_state: a zk=False commitment is deterministic, it has no prover state")
+        prover_state.save(path, self.commitment, self._weights_witness,
+                          network_zk.model_layout(self.commitment.layers))
+
+    @property
+    def proofs_left(self) -> int:
+        """How many more proofs this hiding commitment supports (each uses a fresh copy); None with zk=False."""
+        if not self.zk:
+            return None
+        return len(self._weights_witness.witnesses) - len(self._weights_witness.spent)
 
     def soundness_bits(self, batch: int | None = None) -> float:
         """-log2 of the soundness error of a proof for ``batch`` inputs (default: batch_size, else 1)."""
@@ -239,10 +263,8 @@ class Network:
             x = check_input(self.model, x_int)
             if self.batch_size is not None and x.shape[0] != self.batch_size:
                 raise ModelError(f"input batch {x.shape[0]} != batch_size={self.batch_size} of this Network")
-            proof = network_zk.prove(self, x, forward_trace(self.model, x))
-            if progress is not None:
-                progress(1, 1, "proved (zero knowledge)")
-            return proof
+            report = _Progress(progress, network_zk.PROVE_STEPS)
+            return network_zk.prove(self, x, forward_trace(self.model, x), report)
         return self.prove_witness(self.witness(x_int), progress, strict=True)
 
     def prove_witness(self, witness: NetworkWitness, progress=None, strict: bool = False) -> NetworkProof:

@@ -51,7 +51,7 @@ from .requant import decompose
 from .reusable import DEFAULT_MAX_PROOFS, Reusable, commit_reusable, verify_reusable
 from .step_proof import TrainingProof, union_bound_error
 from .step_relations import Channel, Protocol, ShapeChannel, locate
-from .step_stores import balanced_rows, commit_stores, decomposition_keys, params_for, store_params
+from .step_stores import balanced_rows, commit_stores, decomposition_keys, params_for
 from .training import MIN_PADDED
 
 TRANSCRIPT_LABEL = "hezk.proofs.network.zk.v1"
@@ -94,8 +94,7 @@ def commit_model(model, layers, params: HidingParams, max_proofs: int = DEFAULT_
     """(Reusable, ReusableWitness): ``max_proofs`` hiding copies of the model store and their agreement proof
     (:mod:`proofs.layers.reusable`; each proof uses a fresh copy), shaped by :func:`balanced_rows`."""
     layout = model_layout(layers)
-    return commit_reusable(layout, model_tables(model), params, max_proofs, balanced_rows(layout, params),
-                           store_params=store_params)
+    return commit_reusable(layout, model_tables(model), params, max_proofs, balanced_rows(layout, params))
 
 
 def proof_layout(layers, batch: int):
@@ -267,9 +266,14 @@ def base_params(commitment) -> HidingParams:
     return dataclasses.replace(commitment.weights.params, openings=1, mask_rows=default_params().mask_rows)
 
 
-def prove(network, x, trace) -> HidingNetworkProof:
+PROVE_STEPS = 3
+
+
+def prove(network, x, trace, report=None) -> HidingNetworkProof:
     """Prove y = model(x) for ``network`` (committed with zk=True) on a fresh copy of its model store;
-    ``trace`` is the integer forward trace of x (int64, checked)."""
+    ``trace`` is the integer forward trace of x (int64, checked); ``report(label)`` after each of the
+    PROVE_STEPS steps."""
+    report = report or (lambda label: None)
     commitment, statement = network.commitment, network._weights_witness
     layers, batch = commitment.layers, x.shape[0]
     layouts = _layouts(layers, batch)
@@ -278,6 +282,7 @@ def prove(network, x, trace) -> HidingNetworkProof:
     copy = statement.take("Network.prove")
     made = commit_stores(proof_layouts, proof_tables(network.model, layers, trace, batch), params)
     proof_commitments = tuple(made[key][0] for key in proof_layouts)
+    report("committed the proof's tensors")
     output = trace[-1].out
     witnesses = {"w": statement.witnesses[copy], **{key: pair[1] for key, pair in made.items()}}
     transcript = _transcript(commitment, x, output, proof_commitments, copy)
@@ -286,7 +291,9 @@ def prove(network, x, trace) -> HidingNetworkProof:
     b_pad = width(batch)
     _run(layers, batch, channel, _field_matrix(x, b_pad, width(layers[0].in_features)),
          _field_matrix(output, b_pad, width(layers[-1].out_features)))
+    report("proved the relations")
     channel.open_all()
+    report("opened the stores")
     return HidingNetworkProof(np.array(output, dtype=np.int64),
                               TrainingProof("aggregate", proof_commitments, tuple(channel.items), copy))
 

@@ -22,8 +22,8 @@ from proofs.layers import network_zk
 from proofs.layers.network import Network, verify_network
 from proofs.layers.statement import weight_packing
 from proofs.layers.step_proof import soundness_bits as step_soundness_bits
-from proofs.layers.step_proof import commit_step, prove_training_step
-from proofs.layers.training import TrainingSpec, training_trace
+from proofs.layers.step_proof import commit_forward, commit_step, prove_forward, prove_training_step
+from proofs.layers.training import TrainingSpec, forward_trace, training_trace
 from proofs.quantize import forward_int, quantize_fixed_point, quantize_input
 from proofs.sumcheck import SumcheckProof
 from proofs.zk import HidingCommitment, HidingOpening, HidingParams, ZKSumcheckProof
@@ -248,13 +248,30 @@ def test_training_soundness_counts_every_mask_and_store_opening():
     proof = prove_training_step(trace, committed)
     from proofs.layers.step_stores import decomposition_keys, proof_layouts
     layouts = proof_layouts(spec, 1, "aggregate", True)
-    statement = [committed.weights, committed.new_weights, committed.batch]
+    statement = [c.copies[proof.copy] if hasattr(c, "copies") else c  # the copy this proof opens
+                 for c in (committed.weights, committed.new_weights, committed.batch)]
     expected = independent_union_bound(proof.items, statement + list(proof.commitments),
                                        len(decomposition_keys(layouts)))
     assert abs(step_soundness_bits(spec) - expected) < 1e-9
     old = independent_union_bound(proof.items, statement + list(proof.commitments), len(decomposition_keys(layouts)),
                                   mask_openings=False)
     assert expected < old - 1e-3
+
+
+def test_inference_soundness_counts_the_opened_copy():
+    """Inference proofs open one copy of a reusable statement (random tails for two openings): its shape counts."""
+    spec = TrainingSpec((8, 8, 4), batch=4)
+    rng = np.random.default_rng(4)
+    trace = forward_trace([rng.integers(-20, 20, (8, 8)), rng.integers(-20, 20, (4, 8))],
+                          rng.integers(-50, 50, (4, 8)), spec)
+    committed = commit_forward(trace, max_proofs=2)
+    proof = prove_forward(trace, committed)
+    from proofs.layers.step_stores import decomposition_keys, proof_layouts
+    layouts = proof_layouts(spec, 1, "aggregate", True, forward_only=True)
+    statement = [committed.weights.copies[proof.copy], committed.input.copies[proof.copy]]
+    expected = independent_union_bound(proof.items, statement + list(proof.commitments),
+                                       len(decomposition_keys(layouts)))
+    assert abs(step_soundness_bits(spec, forward_only=True, max_proofs=2) - expected) < 1e-9
 
 
 def test_verifiers_refuse_parameters_below_100_bits(model, x):

@@ -1,11 +1,15 @@
-"""The prove/verify scripts: commit, prove, verify round trip, rejections and usage errors."""
+"""The prove/verify scripts: commit, prove, verify round trip, rejections and usage errors.
+
+The default is the hiding (zero-knowledge) mode; ``--public-weights`` is the plain mode that reveals the weights."""
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from proofs.cli import main
+from proofs.cli import build_parser, main
+from proofs.layers.network import ModelCommitment, NetworkProof, read_proof
+from proofs.layers.network_zk import HidingNetworkProof
 from proofs.model import save_float_model, save_model
 from proofs.quantize import forward_int, quantize_fixed_point, quantize_input
 
@@ -31,25 +35,42 @@ def run(*args):
     return main([str(a) for a in args])
 
 
-def test_commit_prove_verify_accepts(files, capsys):
+def commit(path, model="model.npz", out="c.bin", *extra):
+    return run("commit", "--model", path / model, "--out", path / out, "--max-proofs", 2, *extra)
+
+
+def prove(path, out="p.bin", x="x.npy", model="model.npz", *extra):
+    return run("prove", "--model", path / model, "--input", path / x, "--commitment", path / "c.bin",
+               "--out", path / out, *extra)
+
+
+@pytest.mark.parametrize("public", [False, True])
+def test_commit_prove_verify_accepts(files, capsys, public):
     path, model, x = files
-    assert run("commit", "--model", path / "model.npz", "--out", path / "c.bin") == 0
+    flag = ("--public-weights",) if public else ()
+    assert commit(path, "model.npz", "c.bin", *flag) == 0
     assert (path / "c.bin").stat().st_size > 0
-    assert run("prove", "--model", path / "model.npz", "--input", path / "x.npy", "--out", path / "p.bin") == 0
+    assert (path / "c.bin.state").exists() != public  # the secret prover state of a hiding commitment
+    assert ModelCommitment.from_bytes((path / "c.bin").read_bytes()).zk != public
+    out = capsys.readouterr().out
+    assert ("PUBLIC WEIGHTS" in out) == public
+    assert prove(path, "p.bin", "x.npy", "model.npz", *flag) == 0
     captured = capsys.readouterr()
-    assert "5/5" in captured.err and "#####" in captured.err  # the progress bar went to stderr
+    assert ("5/5" if public else "3/3") in captured.err and "#####" in captured.err  # progress bar on stderr
+    assert "soundness" in captured.out and "bits per attempt (grinding 2^k hashes: 2^(k-" in captured.out
+    assert isinstance(read_proof((path / "p.bin").read_bytes()), NetworkProof if public else HidingNetworkProof)
     assert run("verify", "--commitment", path / "c.bin", "--input", path / "x.npy", "--proof", path / "p.bin") == 0
     captured = capsys.readouterr()
     assert captured.out == "accept\n"  # the verdict alone on stdout, the details on stderr
-    assert "soundness" in captured.err
+    assert "bits per attempt" in captured.err and ("public weights" in captured.err) == public
     expected = forward_int(model, quantize_input(model, x)) * 2.0 ** -model.output_frac
     assert f"{expected[0, 0]:.4f}".rstrip("0")[:5] in captured.err
 
 
 def test_verify_rejects_other_input_tampered_proof_and_other_model(files, capsys):
     path, model, x = files
-    run("commit", "--model", path / "model.npz", "--out", path / "c.bin")
-    run("prove", "--model", path / "model.npz", "--input", path / "x.npy", "--out", path / "p.bin", "--quiet")
+    commit(path)
+    prove(path, "p.bin", "x.npy", "model.npz", "--quiet")
     np.save(path / "y.npy", x + 0.25)
     assert run("verify", "--commitment", path / "c.bin", "--input", path / "y.npy", "--proof", path / "p.bin") == 1
     data = bytearray((path / "p.bin").read_bytes())
@@ -57,7 +78,7 @@ def test_verify_rejects_other_input_tampered_proof_and_other_model(files, capsys
     (path / "bad.bin").write_bytes(bytes(data))
     assert run("verify", "--commitment", path / "c.bin", "--input", path / "x.npy", "--proof", path / "bad.bin") == 1
     save_float_model(path / "other.npz", *float_weights(seed=9), frac_bits=6)
-    run("commit", "--model", path / "other.npz", "--out", path / "other.bin")
+    commit(path, "other.npz", "other.bin")
     assert run("verify", "--commitment", path / "other.bin", "--input", path / "x.npy", "--proof", path / "p.bin") == 1
     (path / "junk.bin").write_bytes(b"junk")
     assert run("verify", "--commitment", path / "junk.bin", "--input", path / "x.npy", "--proof", path / "p.bin") == 1
@@ -71,9 +92,8 @@ def test_integer_inputs_and_float_model_files(tmp_path, capsys):
     save_float_model(tmp_path / "f.npz", weights, biases, frac_bits=5)
     model = quantize_fixed_point(weights, biases, frac_bits=5)
     np.save(tmp_path / "x.npy", quantize_input(model, np.full(6, 0.5)))  # one input, already quantized
-    assert run("commit", "--model", tmp_path / "f.npz", "--out", tmp_path / "c.bin") == 0
-    assert run("prove", "--model", tmp_path / "f.npz", "--input", tmp_path / "x.npy", "--out", tmp_path / "p.bin",
-               "--quiet") == 0
+    assert commit(tmp_path, "f.npz") == 0
+    assert prove(tmp_path, "p.bin", "x.npy", "f.npz", "--quiet") == 0
     assert run("verify", "--commitment", tmp_path / "c.bin", "--input", tmp_path / "x.npy",
                "--proof", tmp_path / "p.bin") == 0
 
@@ -88,7 +108,10 @@ def test_usage_errors_exit_with_code_2(files, capsys):
         assert exit_info.value.code == 2
     assert "does not exist" in capsys.readouterr().err
     np.save(path / "wide.npy", np.zeros((2, 9)))
-    assert run("prove", "--model", path / "model.npz", "--input", path / "wide.npy", "--out", path / "p.bin") == 2
+    assert prove(path, "p.bin", "x.npy") == 2  # no commitment yet: no prover state
+    assert "run 'commit' first" in capsys.readouterr().err
+    commit(path)
+    assert prove(path, "p.bin", "wide.npy") == 2
     assert "shape" in capsys.readouterr().err
 
 
@@ -105,11 +128,34 @@ def test_input_files_as_npz_or_junk(files, capsys):
     np.savez(path / "one.npz", x=x)
     np.savez(path / "two.npz", a=x, b=x)
     (path / "junk.npy").write_bytes(b"not an array")
-    assert run("prove", "--model", path / "model.npz", "--input", path / "one.npz", "--out", path / "p.bin",
-               "--quiet") == 0
+    commit(path)
+    assert prove(path, "p.bin", "one.npz", "model.npz", "--quiet") == 0
     for bad in ("two.npz", "junk.npy"):
-        assert run("prove", "--model", path / "model.npz", "--input", path / bad, "--out", path / "p.bin") == 2
+        assert prove(path, "p.bin", bad) == 2
     assert "2 arrays" in capsys.readouterr().err
-    run("commit", "--model", path / "model.npz", "--out", path / "c.bin")
     assert run("verify", "--commitment", path / "c.bin", "--input", path / "junk.npy", "--proof", path / "p.bin") == 1
     assert capsys.readouterr().out.splitlines()[-1] == "reject"
+
+
+def test_public_weights_flag_says_it_reveals_the_weights(capsys):
+    for command in ("commit", "prove"):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args([command, "--help"])
+        text = " ".join(capsys.readouterr().out.split())
+        assert "--public-weights" in text and "REVEAL THE WEIGHTS" in text
+
+
+def test_each_proof_spends_a_copy_and_the_state_must_match(files, capsys):
+    path, _, _ = files
+    commit(path)
+    assert prove(path, "p1.bin", "x.npy", "model.npz", "--quiet") == 0
+    assert prove(path, "p2.bin", "x.npy", "model.npz", "--quiet") == 0
+    proofs = [read_proof((path / name).read_bytes()) for name in ("p1.bin", "p2.bin")]
+    assert sorted(p.relations.copy for p in proofs) == [0, 1]  # the state file remembers the spent copy
+    for name in ("p1.bin", "p2.bin"):
+        assert run("verify", "--commitment", path / "c.bin", "--input", path / "x.npy", "--proof", path / name) == 0
+    assert prove(path, "p3.bin", "x.npy", "model.npz", "--quiet") == 2
+    assert "copies of this commitment are used" in capsys.readouterr().err
+    save_float_model(path / "other.npz", *float_weights(seed=9), frac_bits=6)
+    assert prove(path, "p4.bin", "x.npy", "other.npz", "--quiet") == 2  # another model's weights
+    assert "does not belong to this model" in capsys.readouterr().err

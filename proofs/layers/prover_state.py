@@ -1,0 +1,113 @@
+"""The model owner's secret prover state of a hiding Network commitment, saved between commit and prove.
+
+A hiding commitment is randomized (masks, random row tails, salted leaves: :mod:`proofs.zk`), so proving
+later against the published commitment needs the same randomness, and each of its copies may serve one proof
+only (:mod:`proofs.layers.reusable`), so the state also records which copies are spent. The file is an
+``.npz`` archive of plain arrays (read with ``allow_pickle=False``): per copy its masks, its coefficient rows
+(data, tails and mask rows), its salts, and the views its agreement value stated; plus the public commitment.
+The tables, encodings and Merkle trees are rebuilt from the model and checked against the commitment's roots.
+The file reveals the weights' masks: keep it as private as the weights.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+
+import numpy as np
+
+from ..commit import _merkle_levels
+from ..errors import ModelError, ProofRejected
+from ..relations import StoreWitness, View
+from ..zk import SALT_SIZE, HidingWitness, _encode, _leaves
+from .reusable import ReusableWitness
+
+STATE_VERSION = 1
+
+
+def save(path, commitment, witness: ReusableWitness, layout) -> None:
+    """Write the prover state (atomically, readable by the owner only)."""
+    arrays = {"version": np.array(STATE_VERSION), "commitment": np.frombuffer(commitment.to_bytes(), dtype=np.uint8),
+              "spent": np.array(sorted(witness.spent), dtype=np.int64)}
+    for k, store in enumerate(witness.witnesses):
+        hidden = store.commitment_witness
+        arrays[f"c{k}.rows"] = hidden.rows
+        arrays[f"c{k}.salts"] = np.frombuffer(b"".join(hidden.salts), dtype=np.uint8)
+        arrays[f"c{k}.masks_spent"] = np.array(len(hidden.spent))
+        for slot in layout.slots:
+            arrays[f"c{k}.mask.{slot.name}"] = store.masks[slot.name]
+        for v, view in enumerate(witness.agreement_views[k]):
+            arrays[f"c{k}.view{v}.name"] = np.array(view.name)
+            arrays[f"c{k}.view{v}.e"] = view.e
+            arrays[f"c{k}.view{v}.active"] = np.array(view.active if view.active is not None else (-1, -1))
+            if view.w is not None:
+                arrays[f"c{k}.view{v}.w"] = view.w
+    folder = os.path.dirname(os.path.abspath(path))
+    handle, temporary = tempfile.mkstemp(dir=folder, suffix=".npz")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            np.savez(stream, **arrays)
+        os.chmod(temporary, 0o600)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+
+
+def load(path, tables: dict, layout):
+    """(commitment bytes, ReusableWitness) from a state file, checked against the copies' Merkle roots
+    (ModelError when the file is not a prover state of this model)."""
+    from .statement import ModelCommitment
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            data = {name: archive[name] for name in archive.files}
+    except (OSError, ValueError, EOFError) as error:
+        raise ModelError(f"prover state {path!r} is not readable: {error}") from None
+    if int(data.get("version", -1)) != STATE_VERSION:
+        raise ModelError(f"prover state {path!r} has no version {STATE_VERSION} marker")
+    try:
+        commitment = ModelCommitment.from_bytes(data["commitment"].tobytes())
+    except ProofRejected as error:
+        raise ModelError(f"prover state {path!r}: its commitment does not parse ({error})") from None
+    reusable = commitment.weights
+    full = {}
+    for slot in layout.slots:
+        table = np.zeros(slot.size, dtype=np.uint64)
+        table[:tables[slot.name].size] = tables[slot.name]
+        full[slot.name] = table
+    stores, views = [], []
+    for k, copy in enumerate(reusable.copies):
+        rows = data[f"c{k}.rows"]
+        salts = data[f"c{k}.salts"].tobytes()
+        salts = tuple(salts[i:i + SALT_SIZE] for i in range(0, len(salts), SALT_SIZE))
+        encoded = _encode(rows, copy.codeword_length)
+        levels = _merkle_levels(_leaves(encoded, salts))
+        data_rows = 1 << copy.log_rows
+        expected = np.asarray(rows[:data_rows, :1 << copy.log_cols]).reshape(-1)
+        if levels[-1][0] != copy.root or not np.array_equal(expected[:1 << layout.num_vars],
+                                                            _packed(layout, full, data, k)):
+            raise ModelError(f"prover state {path!r} does not belong to this model (copy {k})")
+        hidden = HidingWitness(copy, rows, encoded, salts, levels, [True] * int(data[f"c{k}.masks_spent"]))
+        masks = {slot.name: data[f"c{k}.mask.{slot.name}"] for slot in layout.slots}
+        stores.append(StoreWitness(layout, full, masks, hidden))
+        count = sum(1 for name in data if name.startswith(f"c{k}.view") and name.endswith(".name"))
+        views.append(tuple(View(str(data[f"c{k}.view{v}.name"]), data[f"c{k}.view{v}.e"],
+                                data.get(f"c{k}.view{v}.w"), _active(data[f"c{k}.view{v}.active"]))
+                           for v in range(count)))
+    witness = ReusableWitness(reusable, tuple(stores), tuple(views), [int(k) for k in data["spent"]])
+    return commitment, witness
+
+
+def _active(pair):
+    lo, hi = (int(v) for v in pair)
+    return None if lo < 0 else (lo, hi)
+
+
+def _packed(layout, full: dict, data: dict, k: int) -> np.ndarray:
+    """The committed table of copy k: the slots, then each slot's mask block (as :func:`commit_store` packs)."""
+    lengths = layout.packing.lengths
+    blocks = [data[f"c{k}.mask.{s.name}"].reshape(-1) for s in layout.slots]
+    padded = [np.concatenate([b, np.zeros(n - b.size, dtype=np.uint64)])
+              for b, n in zip(blocks, lengths[len(layout.slots):])]
+    return layout.packing.pack([full[s.name] for s in layout.slots] + padded)
+
