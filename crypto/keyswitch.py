@@ -160,7 +160,7 @@ class Divider:
 
     def __call__(self, x: RNSPoly) -> RNSPoly:
         k = len(self.keep)
-        return RNSPoly(self.ring, self._divide(self.ring, x.data[:k], x.data[k:], True), self.keep, True)
+        return RNSPoly(self.ring, self._divide(x.data[:k], x.data[k:], True), self.keep, True)
 
 
 def galois_element(step: int, n: int) -> int:

@@ -123,7 +123,7 @@ class DivideRound:
     def __init__(self, ring: RingContext, head_idx: tuple[int, ...], tail_idx: tuple[int, ...]):
         head = [ring.moduli[i] for i in head_idx]
         tail = [ring.moduli[i] for i in tail_idx]
-        self.head_idx, self.tail_idx = head_idx, tail_idx
+        self.ring, self.head_idx, self.tail_idx = ring, head_idx, tail_idx
         big_t = math.prod(tail)
         half = big_t // 2
         radix = [math.prod(tail[:j]) for j in range(len(tail))]        # M_j = t_0 ... t_(j-1)
@@ -143,8 +143,9 @@ class DivideRound:
         self.weight_shoup = shoup_precompute(self.weight, self.q_head[:, None])
         self.half_head = np.array([half * ti % p for p, ti in zip(head, t_inv)], dtype=np.uint64)
 
-    def __call__(self, ring: RingContext, head_data: np.ndarray, tail_data: np.ndarray, is_ntt: bool) -> np.ndarray:
+    def __call__(self, head_data: np.ndarray, tail_data: np.ndarray, is_ntt: bool) -> np.ndarray:
         """The head limbs of round(x / T), in the form of the input (``tail_data`` in the same form)."""
+        ring = self.ring
         if is_ntt:
             tail_data = ring.intt(tail_data, self.tail_idx)
         correction = divide_round_correction(
@@ -300,7 +301,7 @@ class RNSPoly:
             raise ParameterError(f"rescale count={count!r} not in [1, {len(self.idx) - 1}] for {len(self.idx)} limbs")
         count = int(count)
         head, tail = self.idx[:-count], self.idx[-count:]
-        data = self.ring.divider(head, tail)(self.ring, self.data[:-count], self.data[-count:], self.is_ntt)
+        data = self.ring.divider(head, tail)(self.data[:-count], self.data[-count:], self.is_ntt)
         return RNSPoly(self.ring, data, head, self.is_ntt)
 
     def mod_down(self, p_idx) -> "RNSPoly":
