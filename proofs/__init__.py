@@ -8,6 +8,9 @@ public input batch x under the committed weights (zkDL, Sun-Li-Zhang, made non-i
     proof = network.prove(x)                        # x float (quantized at 2^frac_bits) or integer
     y = verify_network(commitment, x, proof)        # the integer output, or ProofRejected
 
+Proofs are zero knowledge by default (the weights stay private); ``Network(model, zk=False)`` is the plain
+protocol, whose proofs reveal the weights.
+
 Scripts: ``python -m proofs commit | prove | verify`` (:mod:`proofs.cli`). ``proofs.commit`` is the
 commitment module and, called, its ``commit`` function (also ``proofs.commit_values``).
 Never imports ``crypto`` or ``tensor_ops``.
@@ -37,13 +40,15 @@ __all__ = [
 from .quantize import (QuantizedLayer, QuantizedMLP, check_field, dequantize_output, forward_int, layer_bounds,
                        quantize_fixed_point, quantize_input, quantize_int8)
 from .model import load_model, save_model
-from .layers.network import ModelCommitment, Network, NetworkProof, verify_network
+from .layers.network import ModelCommitment, Network, NetworkProof, read_proof, verify_network
+from .layers.network_zk import HidingNetworkProof
 from .layers.spec import Linear, ReLU, build_model
 
 __all__ += [
     "QuantizedLayer", "QuantizedMLP", "check_field", "dequantize_output", "forward_int", "layer_bounds",
     "quantize_fixed_point", "quantize_input", "quantize_int8", "load_model", "save_model",
-    "ModelCommitment", "Network", "NetworkProof", "verify_network", "Linear", "ReLU", "build_model",
+    "ModelCommitment", "Network", "NetworkProof", "HidingNetworkProof", "read_proof", "verify_network", "Linear",
+    "ReLU", "build_model",
 ]
 
 # Zero knowledge, aggregation and training-step proofs (issue 7).

@@ -1,5 +1,13 @@
 """Whole-network proofs: y = model(x) for a public batch x under committed weights.
 
+Two protocols prove the same statement. **By default (``zk=True``) the weights stay private**: a hiding
+commitment (one fresh copy per proof) and relation sumchecks over masked stores, :mod:`proofs.layers.network_zk`
+(its docstring argues the design). **``zk=False`` is the plain protocol below, which REVEALS THE WEIGHTS**: its
+opening sends columns of the Reed-Solomon encoded weight rows, and once the queried positions reach a row's
+length (154 queries cover the 128-entry rows of a 16->16->4 model) every weight and bias can be interpolated
+from one proof; use it for public models only (measured: 35x smaller proofs and 10x less prover time on
+16->16->4 at batch 1, 3.4x and 2x on 784->128->10 at batch 64).
+
 Statement: the :class:`ModelCommitment` (shapes, quantization parameters, per-layer worst-case
 bounds, one commitment to all weight matrices and biases packed in one table, see
 :mod:`proofs.layers.packing`), the public integer input batch x and the claimed integer output y.
@@ -152,10 +160,17 @@ class Network:
 
     ``model`` is a :class:`QuantizedMLP` or a list ``[Linear(W0, b0), ReLU(), Linear(W1, b1)]`` of float
     layers (quantized by :func:`~proofs.layers.spec.build_model` with ``frac_bits`` and ``input_bound``).
-    ``Network(model).commitment`` is the short public :class:`ModelCommitment`; :meth:`prove` proves
+    ``Network(model).commitment`` is the public :class:`ModelCommitment`; :meth:`prove` proves
     y = model(x) for a batch x of shape (batch, in_features) or (in_features,): integers are taken as
     quantized, floats are quantized at the input scale. ``batch_size``, when given, is the batch every
     proof must have (any batch size otherwise).
+
+    ``zk=True`` (the default): zero-knowledge proofs, the weights stay private; the commitment holds
+    ``max_proofs`` hiding copies and each proof uses one (then :meth:`prove` refuses: commit again);
+    ``params`` are :class:`~proofs.zk.HidingParams`; ``state`` is a file from :meth:`save_state` (prove later
+    against the same commitment). ``zk=False``: the plain protocol, whose proofs REVEAL THE WEIGHTS (every
+    weight and bias can be decoded from one proof's opened columns); ``params`` are
+    :class:`~proofs.commit.CommitParams`. Parameters giving a verifier less than 100 bits are refused.
     """
 
     def __init__(self, model, params=None, *, zk: bool = True, max_proofs: int = network_zk.DEFAULT_MAX_PROOFS,

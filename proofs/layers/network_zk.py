@@ -11,10 +11,19 @@ one sumcheck with a public claim), and :mod:`proofs.layers.step_relations` runs 
 :class:`~proofs.layers.step_relations.Channel`. This module reuses both: it only states the Network's
 relations (biases, per-layer shifts, widths and ReLU flags) over two masked stores.
 
-**Stores.** The model store ``w`` (committed once, by :class:`Network` with ``zk=True``) holds W_i
-(index k + N o) and b_i (padded to >= 16 entries); the proof store ``p`` (fresh per proof) holds the hidden
+**Stores.** The model store ``w`` holds W_i (index k + N o) and b_i (padded to >= 16 entries); it is
+committed once by :class:`~proofs.layers.network.Network` with ``zk=True`` as ``max_proofs`` hiding copies
+with a proof that they agree (:mod:`proofs.layers.reusable`), and each proof opens its own copy, so any
+number of proofs up to ``max_proofs`` stays zero knowledge (a store's masks and row tails hide one proof's
+values and columns, not an unbounded number). The proof store ``p`` (fresh per proof) holds the hidden
 activations A_i (i >= 1) and every requantized layer's bit planes (:mod:`proofs.layers.requant`). Feature
 and batch axes are padded to >= 8 (so each tensor has enough masked variables for the values it states).
+
+**Alternative considered.** Calling :func:`~proofs.layers.step_proof.prove_forward` directly: its model has
+no biases, one shift and one activation width for every layer, ReLU on every hidden layer; the Network's
+statement (biases, per-layer shifts, widths and ReLU flags, a public input) would not fit without changing
+its relations, which the training proofs share. Stating the Network's relations over the same Channel
+reuses the whole machinery instead (hiding commitment, ZK sumcheck, masked values, copies).
 
 **Relations** (tau a fresh point per relation; c, c' and h a layer's rebuild and output coefficients and
 offset, s its sign plane, valid_B(b) = [b < batch], valid_N(k) = [k < in_features]):
@@ -40,7 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import field as F
-from ..errors import ModelError, ProofRejected
+from ..errors import ModelError
 from ..proof_format import ByteReader, ByteWriter, parse_nested
 from ..mle import mle_evaluate
 from ..relations import Slot, StoreLayout, Stored, Term, eq_factor, table_factor
@@ -130,7 +139,7 @@ def _bits_tables(name: str, witness) -> dict:
     return tables
 
 
-def proof_tables(model, layers, trace, batch: int) -> dict:
+def proof_tables(layers, trace, batch: int) -> dict:
     """The proof store's tables from the integer forward trace (padded, decompositions of every layer)."""
     tables, b_pad = {}, width(batch)
     for i, (info, layer_trace) in enumerate(zip(layers, trace)):
@@ -154,7 +163,6 @@ def _run(layers, batch: int, channel: Channel, x_table, output_table) -> None:
     protocol = Protocol(None, channel, where, x_table)
     sizes, b_vars = _sizes(layers), log2(width(batch))
     one = F.ext_one()
-    valid_b = None
     for i, info in enumerate(layers):
         in_vars, out_vars = log2(width(sizes[i])), log2(width(sizes[i + 1]))
         last = i + 1 == len(layers)
@@ -280,7 +288,7 @@ def prove(network, x, trace, report=None) -> HidingNetworkProof:
     params = base_params(commitment)
     proof_layouts = {k: v for k, v in layouts.items() if k != "w"}
     copy = statement.take("Network.prove")
-    made = commit_stores(proof_layouts, proof_tables(network.model, layers, trace, batch), params)
+    made = commit_stores(proof_layouts, proof_tables(layers, trace, batch), params)
     proof_commitments = tuple(made[key][0] for key in proof_layouts)
     report("committed the proof's tensors")
     output = trace[-1].out

@@ -2,9 +2,12 @@
 
 :class:`ModelCommitment` is what the model owner publishes once: for every layer its shapes, its
 quantization (scales, requantization shift, ReLU) and its declared worst-case bounds (accumulator
-interval, signed width Q of the requantized values), plus one short commitment to all weights and
-biases packed in one table (:mod:`proofs.layers.packing`). It serializes to versioned bytes; parsing
-validates it and rejects anything malformed with :class:`ProofRejected`.
+interval, signed width Q of the requantized values), plus the commitment to all weights and biases: a
+:class:`~proofs.layers.reusable.Reusable` hiding commitment (zero knowledge, the default) or one plain
+commitment to the packed table (:mod:`proofs.layers.packing`; ``zk=False``, which reveals the weights).
+It serializes to versioned bytes (the weights' blob is told apart by its magic); parsing validates it and
+rejects anything malformed with :class:`ProofRejected`. The declared bounds are public: they reveal, per
+layer, the extreme accumulator values over all admissible inputs (a few numbers about the weights).
 """
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ import math
 from dataclasses import dataclass, fields
 
 from .. import field as F
-from ..commit import CommitParams, Commitment
+from ..commit import Commitment
 from ..proof_format import ByteReader, ByteWriter, parse_nested
 from ..quantize import FIELD_BITS, FIELD_HALF
 from .common import log2, padded, require

@@ -26,7 +26,7 @@ from proofs.layers.step_proof import commit_forward, commit_step, prove_forward,
 from proofs.layers.training import TrainingSpec, forward_trace, training_trace
 from proofs.quantize import forward_int, quantize_fixed_point, quantize_input
 from proofs.sumcheck import SumcheckProof
-from proofs.zk import HidingCommitment, HidingOpening, HidingParams, ZKSumcheckProof
+from proofs.zk import HidingOpening, HidingParams, ZKSumcheckProof
 
 GF = galois.GF(F.P)
 SIZES = (16, 16, 4)
