@@ -287,7 +287,7 @@ class OpeningProof:
         reader = F.ByteReader(data, where="opening proof")
         reader.header(_OPENING_MAGIC, _VERSION)
         u_rand, u_evals, columns = reader.elements(2), reader.elements(3), reader.elements(2)
-        count = reader.uint(4)
+        count = reader.count(4, DIGEST_SIZE, "Merkle digest count")
         digests = reader.raw(DIGEST_SIZE * count)
         reader.finish()
         merkle = tuple(digests[i:i + DIGEST_SIZE] for i in range(0, len(digests), DIGEST_SIZE))

@@ -442,20 +442,34 @@ def elements_to_bytes(arr) -> bytes:
     return header + arr.astype("<u4").tobytes()
 
 
+MAX_ARRAY_ELEMENTS = 1 << 28  #: most entries one serialized array may declare (1 GiB of u32 words)
+
+
 class ByteReader:
-    """Reads serialized proof parts; every malformed input (short, oversized, non-canonical) raises ProofRejected."""
+    """Reads serialized proof parts; every malformed input (short, oversized, non-canonical) raises ProofRejected.
+
+    Nothing is allocated from a declared size before the size is checked: array shapes against
+    :data:`MAX_ARRAY_ELEMENTS` and the bytes left, item counts against the bytes left (:meth:`count`).
+    """
 
     def __init__(self, data, where: str):
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise ProofRejected(f"expected bytes, got {type(data).__name__}", where)
-        self._data = bytes(data)
+        try:
+            self._data = bytes(data)
+        except (TypeError, ValueError, BufferError) as exc:  # e.g. a non-contiguous memoryview
+            raise ProofRejected(f"unreadable buffer: {exc}", where) from None
         self._pos = 0
         self.where = where
 
+    @property
+    def remaining(self) -> int:
+        """Bytes not read yet."""
+        return len(self._data) - self._pos
+
     def raw(self, n: int) -> bytes:
-        if n < 0 or self._pos + n > len(self._data):
-            raise ProofRejected(f"truncated: need {n} bytes at offset {self._pos}, have {len(self._data) - self._pos}",
-                                self.where)
+        if n < 0 or n > self.remaining:
+            raise ProofRejected(f"truncated: need {n} bytes at offset {self._pos}, have {self.remaining}", self.where)
         out = self._data[self._pos:self._pos + n]
         self._pos += n
         return out
@@ -472,15 +486,36 @@ class ByteReader:
         """An unsigned little-endian integer of ``size`` bytes."""
         return int.from_bytes(self.raw(size), "little")
 
+    def count(self, size: int, item_bytes: int, name: str, limit: int | None = None) -> int:
+        """An item count (``size``-byte unsigned) for a loop or a block whose items take at least ``item_bytes``
+        each: rejected when count * item_bytes exceeds the bytes left or the count exceeds ``limit``."""
+        value = self.uint(size)
+        if limit is not None and value > limit:
+            raise ProofRejected(f"{name}={value} > {limit}", self.where)
+        if value * item_bytes > self.remaining:
+            raise ProofRejected(f"truncated: {name}={value} items of at least {item_bytes} bytes, "
+                                f"{self.remaining} bytes left", self.where)
+        return value
+
     def elements(self, ndim: int) -> np.ndarray:
-        """An array written by :func:`elements_to_bytes` with exactly ``ndim`` dimensions."""
+        """An array written by :func:`elements_to_bytes` with exactly ``ndim`` dimensions.
+
+        The shape is checked in Python integers (no overflow) before anything is allocated: the product of
+        the dimensions, zero ones counted as 1 (what numpy's shape arithmetic sees), is at most
+        :data:`MAX_ARRAY_ELEMENTS`, and 4 bytes per entry must remain.
+        """
         found = self.uint(1)
         if found != ndim:
             raise ProofRejected(f"array with {found} dimensions, expected {ndim}", self.where)
         shape = tuple(self.uint(4) for _ in range(ndim))
-        count = int(np.prod(shape, dtype=object))
-        if 4 * count > len(self._data) - self._pos:
-            raise ProofRejected(f"truncated: array of shape {shape} does not fit the remaining bytes", self.where)
+        span = math.prod(max(n, 1) for n in shape)
+        if span > MAX_ARRAY_ELEMENTS:
+            raise ProofRejected(f"array of shape {shape} spans {span} entries (zero dimensions counted as 1) "
+                                f"> MAX_ARRAY_ELEMENTS={MAX_ARRAY_ELEMENTS}", self.where)
+        count = math.prod(shape)
+        if 4 * count > self.remaining:
+            raise ProofRejected(f"truncated: array of shape {shape} needs {4 * count} bytes, "
+                                f"{self.remaining} left", self.where)
         arr = np.frombuffer(self.raw(4 * count), dtype="<u4").astype(np.uint64).reshape(shape)
         if not is_canonical(arr):
             raise ProofRejected("non-canonical field element (>= p)", self.where)
