@@ -39,8 +39,11 @@ from ..transcript import Transcript
 from ..zk import HidingCommitment, HidingParams
 
 TRANSCRIPT_LABEL = "hezk.proofs.reusable.v1"
-#: proofs one commitment supports by default (each is one more hiding copy at commit time)
+#: proofs one model commitment supports by default (each is one more hiding copy at commit time): a model
+#: serves many inferences
 DEFAULT_MAX_PROOFS = 64
+#: the same for the commitments of a training step, usually proved once
+DEFAULT_STEP_PROOFS = 8
 MAX_COPIES = 4096
 _MAGIC, _VERSION = b"HZKREUSE", 1
 
@@ -149,21 +152,21 @@ def _agreement(channel, layout: StoreLayout, count: int) -> None:
 
 
 def commit_reusable(layout: StoreLayout, tables: dict, params: HidingParams, max_proofs: int, log_rows: int,
-                    store_params=None):
+                    seed=None):
     """K = ``max_proofs`` hiding copies of ``tables`` and their agreement proof -> (Reusable, ReusableWitness).
-
-    ``store_params(layout, params, log_rows)`` may raise the copies' mask rows (default: ``params``)."""
+    ``seed``: tests only (the copies' masks, tails and salts reproducible)."""
     from .step_relations import Channel
     if not isinstance(max_proofs, (int, np.integer)) or not 1 <= max_proofs <= MAX_COPIES:
         raise ProofError(f"max_proofs={max_proofs!r} not in [1, {MAX_COPIES}]")
-    if not params.hiding:
-        made = commit_store(layout, tables, params, log_rows=log_rows)  # nothing to hide: one store, any reuse
+    def seeded(k):
+        return None if seed is None else seed * MAX_COPIES + k
+
+    if not params.hiding:  # nothing to hide: one store serves any number of proofs
+        made = commit_store(layout, tables, params, log_rows=log_rows, seed=seeded(0))
         public = Reusable((made[0],), ())
         return public, ReusableWitness(public, (made[1],), ((),), [])
     copy_params = dataclasses.replace(params, openings=2) if max_proofs > 1 else params
-    if store_params is not None:
-        copy_params = store_params(layout, copy_params, log_rows)
-    made = [commit_store(layout, tables, copy_params, log_rows=log_rows) for _ in range(max_proofs)]
+    made = [commit_store(layout, tables, copy_params, log_rows=log_rows, seed=seeded(k)) for k in range(max_proofs)]
     commitments = tuple(c for c, _ in made)
     keys = [_copy_key(k) for k in range(max_proofs)]
     witnesses = {key: w for key, (_, w) in zip(keys, made)}

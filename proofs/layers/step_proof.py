@@ -47,13 +47,12 @@ import numpy as np
 
 from .. import field as F
 from ..errors import ProofError, ProofRejected
-from ..relations import commit_store
 from ..sumcheck import SumcheckProof
 from ..transcript import Transcript
 from ..zk import HidingCommitment, HidingOpening, HidingParams, ZKSumcheckProof
 from .common import pad_matrix
 from .step_relations import Channel, Protocol, ShapeChannel, bit_check_groups, locate
-from .reusable import DEFAULT_MAX_PROOFS, Reusable, commit_reusable, verify_reusable
+from .reusable import DEFAULT_MAX_PROOFS, DEFAULT_STEP_PROOFS, Reusable, commit_reusable, verify_reusable
 from .step_stores import (MODES, balanced_rows, batch_layout, commit_stores, decomposition_keys, params_for,
                           proof_layouts, proof_tables, statement_layouts, weight_layout, weight_tables)
 from .training import TrainingSpec, TrainingTrace, _check_chain, _field
@@ -64,9 +63,10 @@ TRANSCRIPT_LABEL = "hezk.proofs.training.v2"
 # ------------------------------------------------------------------------------------------- statement
 @dataclass(frozen=True, eq=False)
 class CommittedSteps:
-    """k consecutive steps: commitments to W_0..W_k (W_(t+1) is step t's W') and to each step's batch (X, Y).
+    """k consecutive steps: commitments to W_0..W_k (W_(t+1) is step t's W') and to each step's batch (X, Y),
+    each a :class:`~proofs.layers.reusable.Reusable` (``max_proofs`` hiding copies).
 
-    ``witnesses`` (prover only) maps "w<t>" and "b<t>" to the store witnesses."""
+    ``witnesses`` (prover only) maps "w<t>" and "b<t>" to the ReusableWitness of each."""
 
     weights: tuple
     batches: tuple
@@ -82,9 +82,9 @@ class CommittedSteps:
 class CommittedTensors:
     """Commitments (and, for the prover, witnesses) to the weights, the new weights and the batch of one step."""
 
-    weights: HidingCommitment
-    new_weights: HidingCommitment
-    batch: HidingCommitment
+    weights: Reusable
+    new_weights: Reusable
+    batch: Reusable
     witnesses: dict = dataclass_field(default=None, repr=False)
 
 
@@ -95,8 +95,43 @@ def _as_steps(committed: CommittedTensors) -> CommittedSteps:
     return CommittedSteps((committed.weights, committed.new_weights), (committed.batch,), witnesses)
 
 
-def commit_steps(traces, zk: bool = True, params: HidingParams | None = None, seed=None) -> CommittedSteps:
-    """Commit to W_0..W_k and the k batches of consecutive steps (``traces[t + 1].weights`` = ``traces[t]``'s W')."""
+def _commit_statement(layouts: dict, tables: dict, params: HidingParams, max_proofs: int, seed=None) -> dict:
+    """Key -> (Reusable, ReusableWitness): every statement store as ``max_proofs`` hiding copies."""
+    return {key: commit_reusable(layout, {s.name: tables[f"{key}.{s.name}"] for s in layout.slots}, params,
+                                 max_proofs, balanced_rows(layout, params), seed=None if seed is None else seed + k)
+            for k, (key, layout) in enumerate(layouts.items())}
+
+
+def _take_copy(statement: dict, params: HidingParams, where: str):
+    """The prover's copy of every statement store for one proof -> (copy, witnesses by key, prior views)."""
+    copy = 0
+    if params.hiding:
+        first, *rest = statement.values()
+        copy = first.take(where)
+        for witness in rest:
+            witness.spent.append(copy)
+    return copy, {key: w.witnesses[copy] for key, w in statement.items()}, \
+        {key: w.agreement_views[copy] for key, w in statement.items()}
+
+
+def _statement_copies(statement: dict, layouts: dict, copy: int, where: str):
+    """The verifier's side of :func:`_take_copy`: the statement's proof parameters (those of its copies, one
+    opening each) and the commitments of copy ``copy`` of every store, each store's agreement proof checked."""
+    reusables = list(statement.values())
+    if not all(isinstance(r, Reusable) and r.copies and isinstance(r.copies[0], HidingCommitment) for r in reusables):
+        raise ProofRejected("the statement's commitments are not Reusable hiding commitments", where)
+    if len({len(r) for r in reusables}) != 1 or not 0 <= copy < len(reusables[0]):
+        raise ProofRejected(f"copy {copy} of statement commitments with {[len(r) for r in reusables]} copies", where)
+    params = dataclasses.replace(reusables[0].params, openings=1)
+    for key, reusable in statement.items():
+        verify_reusable(layouts[key], reusable, params, f"{where}: {key} commitment")
+    return params, {key: r.copies[copy] for key, r in statement.items()}
+
+
+def commit_steps(traces, zk: bool = True, params: HidingParams | None = None, seed=None,
+                 max_proofs: int = DEFAULT_STEP_PROOFS) -> CommittedSteps:
+    """Commit to W_0..W_k and the k batches of consecutive steps (``traces[t + 1].weights`` = ``traces[t]``'s W'),
+    for up to ``max_proofs`` zero-knowledge proofs (:mod:`proofs.layers.reusable`)."""
     params = params_for(zk, params)
     traces = _check_chain(traces)
     spec = traces[0].spec
@@ -104,20 +139,16 @@ def commit_steps(traces, zk: bool = True, params: HidingParams | None = None, se
     for t, trace in enumerate(traces):
         tables.update({f"w{t + 1}.{name}": table for name, table in weight_tables(spec, trace.new_weights).items()})
         tables.update({f"b{t}.X": _field(trace.x), f"b{t}.Y": _field(trace.y)})
-    layouts = statement_layouts(spec, len(traces), params.hiding)
-    made = {}
-    for k, (key, layout) in enumerate(layouts.items()):
-        made[key] = commit_store(layout, {s.name: tables[f"{key}.{s.name}"] for s in layout.slots}, params,
-                                 seed=None if seed is None else seed + k, log_rows=balanced_rows(layout, params))
+    made = _commit_statement(statement_layouts(spec, len(traces), params.hiding), tables, params, max_proofs, seed)
     return CommittedSteps(tuple(made[f"w{t}"][0] for t in range(len(traces) + 1)),
                           tuple(made[f"b{t}"][0] for t in range(len(traces))),
                           {key: pair[1] for key, pair in made.items()})
 
 
 def commit_step(trace: TrainingTrace, zk: bool = True, params: HidingParams | None = None,
-                seed=None) -> CommittedTensors:
-    """Commit to W, W' and the batch of ``trace`` (what the verifier receives)."""
-    steps = commit_steps([trace], zk, params, seed)
+                seed=None, max_proofs: int = DEFAULT_STEP_PROOFS) -> CommittedTensors:
+    """Commit to W, W' and the batch of ``trace`` (what the verifier receives), for ``max_proofs`` proofs."""
+    steps = commit_steps([trace], zk, params, seed, max_proofs)
     return CommittedTensors(steps.weights[0], steps.weights[1], steps.batches[0],
                             {"weights": steps.witnesses["w0"], "new_weights": steps.witnesses["w1"],
                              "batch": steps.witnesses["b0"]})
@@ -199,10 +230,13 @@ def _read_item(reader, tag: int):
 
 
 def soundness_bits(spec: TrainingSpec, steps: int = 1, mode: str = "aggregate", zk: bool = True,
-                   params: HidingParams | None = None, forward_only: bool = False) -> float:
+                   params: HidingParams | None = None, forward_only: bool = False,
+                   max_proofs: int | None = None) -> float:
     """-log2 of a training (or inference) proof's soundness error per attempt (:func:`union_bound_error`).
 
-    Per attempt: a prover who grinds 2^k Fiat-Shamir transcripts succeeds w.p. about 2^(k - bits)."""
+    Per attempt: a prover who grinds 2^k Fiat-Shamir transcripts succeeds w.p. about 2^(k - bits).
+    ``max_proofs``: the statement's commitments were made for that many proofs (default: as
+    :func:`commit_forward` / :func:`commit_steps` do), so its copies are opened twice (:mod:`.reusable`)."""
     params = params_for(zk, params)
     layouts = proof_layouts(spec, steps, mode, params.hiding, forward_only)
     statement = _forward_layouts(spec, CommittedModel(None, True), params.hiding) if forward_only else \
@@ -214,7 +248,11 @@ def soundness_bits(spec: TrainingSpec, steps: int = 1, mode: str = "aggregate", 
         _run_forward(spec, channel, layouts, outputs, None)
     else:
         _run_training(spec, channel, steps, layouts, mode)
-    return -math.log2(union_bound_error(channel.shapes, len(decomposition_keys(layouts)), all_layouts, params))
+    if max_proofs is None:
+        max_proofs = DEFAULT_MAX_PROOFS if forward_only else DEFAULT_STEP_PROOFS
+    copies = dataclasses.replace(params, openings=2) if params.hiding and max_proofs > 1 else params
+    return -math.log2(union_bound_error(channel.shapes, len(decomposition_keys(layouts)), all_layouts, params,
+                                        {key: copies for key in statement}))
 
 
 def union_bound_error(shapes, bit_weights: int, layouts: dict, params: HidingParams,
@@ -273,27 +311,35 @@ def prove_training_steps(traces, committed: CommittedSteps, zk: bool = True, mod
     if not isinstance(committed, CommittedSteps) or committed.witnesses is None or \
             len(committed.batches) != len(traces):
         raise ProofError(f"committed must be CommittedSteps with witnesses for {len(traces)} steps")
-    if committed.weights[0].params != params:
-        raise ProofError(f"the commitments use {committed.weights[0].params}, the proof {params}")
+    _check_params(committed.weights[0], params)
     spec, steps = traces[0].spec, len(traces)
     layouts = proof_layouts(spec, steps, mode, params.hiding)
     tables = {}
     for t, trace in enumerate(traces):
         tables.update(proof_tables(trace, t, False))
+    copy, statement, prior = _take_copy(committed.witnesses, params, "prove_training_steps")
     made = commit_stores(layouts, tables, params)
     all_layouts = {**statement_layouts(spec, steps, params.hiding), **layouts}
-    witnesses = {**committed.witnesses, **{key: pair[1] for key, pair in made.items()}}
+    witnesses = {**statement, **{key: pair[1] for key, pair in made.items()}}
     commitments = {key: w.commitment for key, w in witnesses.items()}
     proof_commitments = tuple(made[key][0] for key in layouts)
-    transcript = _transcript(TRANSCRIPT_LABEL, spec, mode, _statement_bytes(committed), proof_commitments)
+    transcript = _transcript(TRANSCRIPT_LABEL, spec, mode, _statement_bytes(committed, copy), proof_commitments)
     channel = Channel(transcript, params, all_layouts, commitments, witnesses)
+    channel.prior_views = prior
     _run_training(spec, channel, steps, layouts, mode)
     channel.open_all()
-    return TrainingProof(mode, proof_commitments, tuple(channel.items))
+    return TrainingProof(mode, proof_commitments, tuple(channel.items), copy)
 
 
-def _statement_bytes(committed: CommittedSteps) -> list:
-    return [len(committed.batches)] + [c.to_bytes() for _, c, _ in committed.keyed()]
+def _check_params(reusable: Reusable, params: HidingParams) -> None:
+    """The statement was committed with the proof's parameters (its copies may carry two openings' tails)."""
+    found = dataclasses.replace(reusable.params, openings=1)
+    if found != params:
+        raise ProofError(f"the commitments use {found}, the proof {params}")
+
+
+def _statement_bytes(committed: CommittedSteps, copy: int) -> list:
+    return [len(committed.batches), copy] + [c.digest() for _, c, _ in committed.keyed()]
 
 
 def _statement_where(steps: int) -> dict:
@@ -327,17 +373,21 @@ def _verify_training(spec, committed, proof) -> Channel:
         raise ProofRejected("expected a TrainingSpec and CommittedSteps (k + 1 weights, k batches)", where)
     if not isinstance(proof, TrainingProof) or proof.mode not in MODES:
         raise ProofRejected(f"expected a TrainingProof with mode in {MODES}", where)
-    params, steps = getattr(committed.weights[0], "params", None), len(committed.batches)
-    if not isinstance(params, HidingParams):
-        raise ProofRejected("the weights commitment is not a HidingCommitment", where)
+    steps = len(committed.batches)
+    statement = {key: c for key, c, _ in committed.keyed()}
+    hiding = getattr(getattr(committed.weights[0], "params", None), "hiding", None)
+    if hiding is None:
+        raise ProofRejected("the weights commitment is not a Reusable hiding commitment", where)
+    statement_layouts_ = statement_layouts(spec, steps, bool(hiding))
+    params, commitments = _statement_copies(statement, statement_layouts_, proof.copy, where)
     layouts = proof_layouts(spec, steps, proof.mode, params.hiding)
     if len(proof.commitments) != len(layouts):
         raise ProofRejected(f"{len(proof.commitments)} proof commitments, expected {len(layouts)}", where)
-    commitments = {key: c for key, c, _ in committed.keyed()}
     commitments.update(dict(zip(layouts, proof.commitments)))
-    all_layouts = {**statement_layouts(spec, steps, params.hiding), **layouts}
+    all_layouts = {**statement_layouts_, **layouts}
     _checked(commitments, all_layouts, params, where)
-    transcript = _transcript(TRANSCRIPT_LABEL, spec, proof.mode, _statement_bytes(committed), proof.commitments)
+    transcript = _transcript(TRANSCRIPT_LABEL, spec, proof.mode, _statement_bytes(committed, proof.copy),
+                             proof.commitments)
     channel = Channel(transcript, params, all_layouts, commitments, items=proof.items)
     _run_training(spec, channel, steps, layouts, proof.mode)
     channel.open_all()
@@ -395,8 +445,9 @@ def commit_forward(trace: TrainingTrace, zk: bool = True, private_input: bool = 
     stores = {"w0": (weight_layout(spec, params.hiding), weight_tables(spec, trace.weights))}
     if private_input:
         stores["b0"] = (batch_layout(spec, params.hiding, targets=False), {"X": _field(trace.x)})
-    made = {key: commit_reusable(layout, tables, params, max_proofs, balanced_rows(layout, params))
-            for key, (layout, tables) in stores.items()}
+    made = _commit_statement({key: layout for key, (layout, _) in stores.items()},
+                             {f"{key}.{name}": t for key, (_, tables) in stores.items() for name, t in tables.items()},
+                             params, max_proofs)
     return CommittedModel(made["w0"][0], made["b0"][0] if private_input else None,
                           {key: pair[1] for key, pair in made.items()})
 
@@ -440,25 +491,19 @@ def prove_forward(trace: TrainingTrace, committed: CommittedModel, zk: bool = Tr
     if not isinstance(trace, TrainingTrace) or not isinstance(committed, CommittedModel) or \
             committed.witnesses is None:
         raise ProofError("prove_forward needs a TrainingTrace and a CommittedModel with witnesses")
-    if committed.weights.params != params and dataclasses.replace(committed.weights.params, openings=1,
-                                                                    mask_rows=params.mask_rows) != params:
-        raise ProofError(f"the commitments use {committed.weights.params}, the proof {params}")
+    _check_params(committed.weights, params)
     spec, private = trace.spec, committed.input is not None
     layouts = proof_layouts(spec, 1, "aggregate", params.hiding, forward_only=True, private_input=private)
-    statement = committed.witnesses
-    copy = statement["w0"].take("prove_forward") if params.hiding else 0
-    if private and params.hiding:
-        statement["b0"].spent.append(copy)
+    copy, statement, prior = _take_copy(committed.witnesses, params, "prove_forward")
     made = commit_stores(layouts, proof_tables(trace, 0, True, private), params)
     proof_commitments = tuple(made[key][0] for key in layouts)
     public_input = None if committed.input is not None else trace.x[:spec.batch, :spec.sizes[0]]
     output = forward_output(trace)
     transcript = _forward_transcript(spec, committed, output, public_input, proof_commitments, copy)
-    witnesses = {**{key: w.witnesses[copy] for key, w in statement.items()},
-                 **{key: pair[1] for key, pair in made.items()}}
+    witnesses = {**statement, **{key: pair[1] for key, pair in made.items()}}
     all_layouts = {**_forward_layouts(spec, committed, params.hiding), **layouts}
     channel = Channel(transcript, params, all_layouts, {k: w.commitment for k, w in witnesses.items()}, witnesses)
-    channel.prior_views = {key: w.agreement_views[copy] for key, w in statement.items()}
+    channel.prior_views = prior
     _run_forward(spec, channel, layouts, _output_table(spec, output),
                  None if public_input is None else _field(trace.x))
     channel.open_all()
@@ -496,24 +541,18 @@ def _verify_forward(spec, committed, output, proof, public_input) -> Channel:
         if public_input.size and (public_input.min() < -limit or public_input.max() >= limit):
             raise ProofRejected(f"public input outside [-{limit}, {limit}) (act_bits={spec.act_bits})", where)
         x_table = _field(pad_matrix(public_input, spec.batch_padded, spec.width(0)))
-    if not isinstance(committed.weights, Reusable) or not committed.weights.copies or \
-            not isinstance(committed.weights.copies[0], HidingCommitment) or \
-            (committed.input is not None and not isinstance(committed.input, Reusable)):
-        raise ProofRejected("the statement's commitments are not Reusable hiding commitments", where)
-    params = dataclasses.replace(committed.weights.params, openings=1)
     statement = {"w0": committed.weights} if committed.input is None else \
         {"w0": committed.weights, "b0": committed.input}
-    statement_layouts_ = _forward_layouts(spec, committed, params.hiding)
-    if len({len(r) for r in statement.values()}) != 1 or not 0 <= proof.copy < len(committed.weights):
-        raise ProofRejected(f"copy {proof.copy} of statement commitments with "
-                            f"{[len(r) for r in statement.values()]} copies", where)
-    for key, reusable in statement.items():
-        verify_reusable(statement_layouts_[key], reusable, params, f"{where}: {key} commitment")
+    hiding = getattr(getattr(committed.weights, "params", None), "hiding", None)
+    if hiding is None:
+        raise ProofRejected("the weights commitment is not a Reusable hiding commitment", where)
+    statement_layouts_ = _forward_layouts(spec, committed, bool(hiding))
+    params, commitments = _statement_copies(statement, statement_layouts_, proof.copy, where)
     layouts = proof_layouts(spec, 1, "aggregate", params.hiding, forward_only=True,
                             private_input=committed.input is not None)
     if len(proof.commitments) != len(layouts):
         raise ProofRejected(f"{len(proof.commitments)} proof commitments, expected {len(layouts)}", where)
-    commitments = {**{key: r.copies[proof.copy] for key, r in statement.items()}, **dict(zip(layouts, proof.commitments))}
+    commitments.update(dict(zip(layouts, proof.commitments)))
     all_layouts = {**statement_layouts_, **layouts}
     _checked(commitments, all_layouts, params, where)
     transcript = _forward_transcript(spec, committed, output, public_input, proof.commitments, proof.copy)
