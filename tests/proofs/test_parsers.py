@@ -14,6 +14,8 @@ import struct
 from dataclasses import dataclass
 
 import numpy as np
+
+from proofs.layers import proof_items
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -24,14 +26,17 @@ from proofs.commit import Commitment, OpeningProof, commit, open_batch
 from proofs.errors import ProofRejected
 from proofs.layers import step_proof as S
 from proofs.layers import training as T
-from proofs.layers.network import ModelCommitment, Network, NetworkProof
+from proofs.layers.network import ModelCommitment, Network, NetworkProof, read_proof
+from proofs.layers.network_zk import HidingNetworkProof
+from proofs.layers.reusable import Reusable
 from proofs.quantize import quantize_fixed_point, quantize_input
 from proofs.sumcheck import SumcheckProof, prove_sumcheck
 from proofs.transcript import Transcript
 from proofs.zk import HidingCommitment, HidingOpening, ZKSumcheckProof, hiding_commit, open_points, prove_zk_sumcheck
 
 SHORT = 4096  # samples up to this many bytes are truncated at every byte
-FAST_FIELDS = 120  # header fields mutated per sample by default (all of them in the slow sweep)
+FAST_FIELDS, LONG, LONG_FIELDS = 120, 100_000, 40  # header fields mutated per sample by default (fewer in
+# samples over LONG bytes; all of them in the slow sweep)
 FAST_CUTS, SLOW_CUTS = 200, 3000  # sampled truncation points of a long sample
 
 
@@ -69,8 +74,9 @@ def _samples():
     rng = np.random.default_rng(5)
     model = quantize_fixed_point([rng.normal(0, 0.4, (3, 4)), rng.normal(0, 0.4, (2, 3))],
                                  [rng.normal(0, 0.1, 3), rng.normal(0, 0.1, 2)], frac_bits=6)
-    network = Network(model, zk=False)  # the plain proof format (the hiding one: HidingNetworkProof)
-    network_proof = network.prove(quantize_input(model, rng.uniform(-1, 1, (2, 4))))
+    x = quantize_input(model, rng.uniform(-1, 1, (2, 4)))
+    plain_network, hiding_network = Network(model, zk=False), Network(model, zk=True, max_proofs=2)
+    plain_proof, hiding_proof = plain_network.prove(x).to_bytes(), hiding_network.prove(x).to_bytes()
     plain_training, hiding_training = _training_proofs()
     return {
         "Commitment.from_bytes": (Commitment.from_bytes, commitment.to_bytes()),
@@ -80,8 +86,13 @@ def _samples():
         "HidingCommitment.read": (_via_reader(HidingCommitment.read), hiding.to_bytes()),
         "HidingOpening.read": (_via_reader(HidingOpening.read), hiding_opening.to_bytes()),
         "ZKSumcheckProof.read": (_via_reader(ZKSumcheckProof.read), zk_sumcheck.to_bytes()),
-        "ModelCommitment.from_bytes": (ModelCommitment.from_bytes, network.commitment.to_bytes()),
-        "NetworkProof.from_bytes": (NetworkProof.from_bytes, network_proof.to_bytes()),
+        "Reusable.from_bytes": (Reusable.from_bytes, hiding_network.commitment.weights.to_bytes()),
+        "ModelCommitment.from_bytes (plain)": (ModelCommitment.from_bytes, plain_network.commitment.to_bytes()),
+        "ModelCommitment.from_bytes (zk)": (ModelCommitment.from_bytes, hiding_network.commitment.to_bytes()),
+        "NetworkProof.from_bytes": (NetworkProof.from_bytes, plain_proof),
+        "HidingNetworkProof.from_bytes": (HidingNetworkProof.from_bytes, hiding_proof),
+        "read_proof (plain)": (read_proof, plain_proof),
+        "read_proof (zk)": (read_proof, hiding_proof),
         "TrainingProof.from_bytes (plain)": (S.TrainingProof.from_bytes, plain_training),
         "TrainingProof.from_bytes (zk)": (S.TrainingProof.from_bytes, hiding_training),
     }
@@ -89,8 +100,9 @@ def _samples():
 
 PARSERS = ["Commitment.from_bytes", "OpeningProof.from_bytes", "SumcheckProof.from_bytes",
            "HidingCommitment.from_bytes", "HidingCommitment.read", "HidingOpening.read", "ZKSumcheckProof.read",
-           "ModelCommitment.from_bytes", "NetworkProof.from_bytes", "TrainingProof.from_bytes (plain)",
-           "TrainingProof.from_bytes (zk)"]
+           "Reusable.from_bytes", "ModelCommitment.from_bytes (plain)", "ModelCommitment.from_bytes (zk)",
+           "NetworkProof.from_bytes", "HidingNetworkProof.from_bytes", "read_proof (plain)", "read_proof (zk)",
+           "TrainingProof.from_bytes (plain)", "TrainingProof.from_bytes (zk)"]
 
 
 # ------------------------------------------------------------------------- the header fields of a sample
@@ -219,13 +231,14 @@ def test_every_sample_parses_and_every_kind_of_field_is_found(samples):
         assert fields, name
     kinds = {f.kind for _, _, fields in samples.values() for f in fields}
     assert kinds == {"uint", "ndim", "i64", "f64"}
-    assert S._commitment_bytes() == len(samples["HidingCommitment.from_bytes"][1])
+    assert proof_items._commitment_bytes() == len(samples["HidingCommitment.from_bytes"][1])
 
 
 @pytest.mark.parametrize("name", PARSERS)
 def test_crafted_header_fields_raise_only_proof_rejected(samples, name):
     parse, data, fields = samples[name]
-    for case, mutated in _mutations(data, _pick(fields, FAST_FIELDS, seed=len(data))):
+    limit = FAST_FIELDS if len(data) <= LONG else LONG_FIELDS
+    for case, mutated in _mutations(data, _pick(fields, limit, seed=len(data))):
         only_rejected(parse, mutated, f"{name}: {case}")
 
 
@@ -296,9 +309,11 @@ def test_reader_checks_counts_against_the_bytes_left():
     assert empty.shape == (0, 1 << 28) and empty.dtype == np.uint64
 
 
-def test_cli_verify_rejects_crafted_files_with_exit_code_one(tmp_path, samples, capsys):
-    _, proof, fields = samples["NetworkProof.from_bytes"]
-    _, commitment, _ = samples["ModelCommitment.from_bytes"]
+@pytest.mark.parametrize("kind", ["plain", "zk"])
+def test_cli_verify_rejects_crafted_files_with_exit_code_one(tmp_path, samples, capsys, kind):
+    proof_name = "NetworkProof.from_bytes" if kind == "plain" else "HidingNetworkProof.from_bytes"
+    _, proof, fields = samples[proof_name]
+    _, commitment, _ = samples[f"ModelCommitment.from_bytes ({kind})"]
     np.save(tmp_path / "x.npy", np.zeros((2, 4)))
     (tmp_path / "c.bin").write_bytes(commitment)
     at = next(f.offset for f in fields if f.kind == "ndim" and f.ndim == 3)  # a sumcheck's round messages
