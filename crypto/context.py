@@ -40,8 +40,9 @@ _MARGIN = f"(1 - 2^{math.log2(WRAP_MARGIN):.0f})"
 def check_value_bound(params: CKKSParameters, values, name: str = "values") -> None:
     """Refuse values that could not be decrypted at level 0: ValueRangeError unless every
     |x| < ``params.value_bound(0)`` = (1 - 2^-6) q_0 / (2 Δ), naming the limit and the largest value.
-    Δ, not the encoding scale, because Δ is the scale a ciphertext returns to at every rescale (a larger
-    encoding scale is divided down on the way to level 0; a larger product with it is refused by encode).
+    Δ, not the encoding scale: rescaling keeps a computation's scale near Δ at every level, so Δ is the
+    scale a ciphertext has when it reaches level 0 (a scale too large for the encoding level is refused
+    by ``encode``).  One limit for ``CKKSContext.encrypt`` and ``tensor_ops`` ``Client.encrypt``.
     ``values``: any numeric array (real or complex); non-finite ones are refused."""
     arr = np.asarray(values)
     if arr.size == 0:
