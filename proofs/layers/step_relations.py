@@ -3,6 +3,15 @@
 Every relation is one sumcheck with a public claim over masked stores (:mod:`proofs.relations`); the list
 is in :mod:`proofs.layers.step_proof`'s docstring. :class:`Channel` carries the transcript, the proof items
 (written or read) and the values stated on each store, opened once per store at the end.
+
+**Padding.** Tensors are padded to powers of two; the statement is about the declared shapes, so every
+padded entry must be zero (or the padding would hold extra hidden units or samples that change W' and O).
+Each tensor that a relation holds entrywise (sum_x eq(tau, x) R(x) = 0) gets, in that relation, a term
+gamma eq(tau, x) (1 - box(x)) T(x) (:meth:`Protocol.padding`): W_t, X_t, Y_t in their range relations (the
+committer is not trusted), W' in the update, A_i in the ReLU select, G_i in its select. It reuses the factor
+T, so it adds no stated value and no degree. Then, inductively, every product of the padded network is zero
+outside the declared box, and the bit decompositions there are those of 0 (fixed by the rebuild relations);
+planes past a decomposition's width get random rebuild weights (:meth:`Protocol.rebuilt`), so they are zero.
 """
 from __future__ import annotations
 
