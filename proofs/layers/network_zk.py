@@ -52,15 +52,15 @@ from .. import field as F
 from ..errors import ModelError
 from ..proof_format import ByteReader, ByteWriter, parse_nested
 from ..mle import mle_evaluate
-from ..relations import Slot, StoreLayout, Stored, Term, eq_factor, table_factor
+from ..relations import Slot, StoreLayout, Stored, Term, commit_store, eq_factor, table_factor
 from ..transcript import Transcript
 from ..zk import HidingCommitment, HidingParams, ZKSumcheckProof
 from .common import log2, pad_matrix, padded, prefix_sum_of_eq, require
 from .requant import decompose
 from .reusable import DEFAULT_MAX_PROOFS, Reusable, commit_reusable, verify_reusable
 from .step_proof import TrainingProof, union_bound_error
-from .step_relations import Channel, Protocol, ShapeChannel, locate
-from .step_stores import balanced_rows, commit_stores, decomposition_keys, params_for
+from .step_relations import Channel, Protocol, ShapeChannel, _factor_key, locate
+from .step_stores import balanced_rows, decomposition_keys, params_for, store_params
 from .training import MIN_PADDED
 
 TRANSCRIPT_LABEL = "hezk.proofs.network.zk.v1"
@@ -150,6 +150,55 @@ def proof_tables(layers, trace, batch: int) -> dict:
             acc = pad_matrix(layer_trace.acc, b_pad, out_pad).reshape(-1)
             tables.update(_bits_tables(f"t0.fwd{i}", decompose(acc, info.decomposition)))
     return tables
+
+
+class _StatedViews(ShapeChannel):
+    """The protocol's structure: each relation's (variables, degree) and the slots of the values it states."""
+
+    def __init__(self, params, layouts):
+        super().__init__(params, layouts)
+        self.stated = []
+
+    def relation(self, label, terms, claim=None) -> None:
+        super().relation(label, terms, claim)
+        unique = {_factor_key(f): f for term in terms for f in term.stored}
+        self.stated += [(f.store, f.name) for f in unique.values()]
+
+
+def _structure(layers, batch: int):
+    layouts = _layouts(layers, batch)
+    channel = _StatedViews(default_params(), layouts)
+    _run(layers, batch, channel, np.zeros(1, dtype=np.uint64), None)
+    return layouts, channel
+
+
+def proof_rows(layers, batch: int, params: HidingParams):
+    """log_rows of the proof store minimising its opening's bytes, from the exact pieces of the values the
+    protocol states (:func:`proofs.relations.view_pieces`: a value of a tensor narrower than a row is one data
+    piece, a wider one one piece per row, plus its mask block's pieces), each sending a row of 2^c + tail F_p4
+    entries, against the opened columns (2^(n - c) data and the mask rows per query) and their Merkle paths.
+    Shapes whose
+    random tail doubles the code are allowed only for stores below 2^20 entries (where encoding is cheap)."""
+    layouts, channel = _structure(layers, batch)
+    layout = layouts.get("p")
+    if layout is None:
+        return None
+    n, cost = layout.num_vars, {}
+    names = [name for store, name in channel.stated if store == "p"]
+    for c in range(n + 1):
+        shape = HidingCommitment(b"", n, n - c, params)
+        if n >= 20 and c < n and shape.codeword_length > params.rate_inv << c:
+            continue
+        pieces = 0
+        for name in names:
+            slot = layout.slot(name)
+            block = 1 << (slot.mask_count - 1).bit_length()
+            pieces += (1 if slot.elem_vars >= c else max(1, slot.size >> c)) + max(1, block >> c)
+        q, length = shape.num_queries, shape.codeword_length
+        mask_rows = store_params(layout, params, n - c).mask_rows
+        merkle = q * max(0, length.bit_length() - q.bit_length()) * 32  # about the multiproof's siblings
+        cost[c] = (1 + pieces) * shape.width * 16 + q * ((1 << (n - c)) + mask_rows) * 4 + merkle
+    return n - min(cost, key=cost.get)
 
 
 # ------------------------------------------------------------------------------------------- relations
@@ -288,7 +337,12 @@ def prove(network, x, trace, report=None) -> HidingNetworkProof:
     params = base_params(commitment)
     proof_layouts = {k: v for k, v in layouts.items() if k != "w"}
     copy = statement.take("Network.prove")
-    made = commit_stores(proof_layouts, proof_tables(layers, trace, batch), params)
+    made = {}
+    if "p" in layouts:
+        log_rows = proof_rows(layers, batch, params)
+        tables = proof_tables(layers, trace, batch)
+        made["p"] = commit_store(layouts["p"], {s.name: tables[s.name] for s in layouts["p"].slots},
+                                 store_params(layouts["p"], params, log_rows), log_rows=log_rows)
     proof_commitments = tuple(made[key][0] for key in proof_layouts)
     report("committed the proof's tensors")
     output = trace[-1].out
@@ -328,10 +382,11 @@ def verify(commitment, x, proof: HidingNetworkProof) -> np.ndarray:
     require(len(relations.commitments) == len(proof_layouts),
             f"{len(relations.commitments)} proof commitments, expected {len(proof_layouts)}", where)
     commitments = {"w": commitment.weights.copies[relations.copy], **dict(zip(proof_layouts, relations.commitments))}
+    rows = {"w": balanced_rows(layouts["w"], params), "p": proof_rows(layers, batch, params)}
     for key, layout in layouts.items():
         c, expected = commitments[key], params if key != "w" else commitment.weights.params
         require(isinstance(c, HidingCommitment) and c.num_vars == layout.num_vars
-                and c.log_rows == balanced_rows(layout, params)
+                and c.log_rows == rows[key]
                 and dataclasses.replace(c.params, mask_rows=0) == dataclasses.replace(expected, mask_rows=0),
                 f"commitment {key} does not have the statement's shape and parameters", where)
     for item in relations.items:
@@ -358,12 +413,13 @@ def soundness_bits(commitment, batch: int) -> float:
     transcripts succeeds w.p. about 2^(k - bits)). The agreement of the model's copies is checked once per
     commitment (:func:`proofs.layers.reusable.verify_reusable`), not per proof."""
     params = base_params(commitment)
-    layouts = _layouts(commitment.layers, batch)
-    channel = ShapeChannel(params, layouts)
-    _run(commitment.layers, batch, channel, np.zeros(1, dtype=np.uint64), None)
+    layouts, channel = _structure(commitment.layers, batch)
     keys = decomposition_keys({k: v for k, v in layouts.items() if k != "w"})
-    return -math.log2(union_bound_error(channel.shapes, len(keys), layouts, params,
-                                        {"w": commitment.weights.params}))
+    error = union_bound_error(channel.shapes, len(keys), {"w": layouts["w"]}, params, {"w": commitment.weights.params})
+    if "p" in layouts:  # the proof store's opening, at its own shape (:func:`proof_rows`)
+        shape = HidingCommitment(b"", layouts["p"].num_vars, proof_rows(commitment.layers, batch, params), params)
+        error += 2.0 ** -shape.security_bits + 2 * shape.codeword_length / float(F.P) ** F.EXT_DEGREE
+    return -math.log2(error)
 
 
 def check_commitment(commitment, where: str) -> None:

@@ -118,7 +118,8 @@ def test_usage_errors_exit_with_code_2(files, capsys):
 def test_python_dash_m_proofs_runs(files):
     path, _, _ = files
     result = subprocess.run([sys.executable, "-m", "proofs", "commit", "--model", str(path / "model.npz"),
-                             "--out", str(path / "c.bin")], capture_output=True, text=True, timeout=120)
+                             "--out", str(path / "c.bin"), "--max-proofs", "2"], capture_output=True, text=True,
+                            timeout=120)
     assert result.returncode == 0, result.stderr
     assert "committed 2 layers" in result.stdout
 
