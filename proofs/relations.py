@@ -320,7 +320,8 @@ def table_factor(table) -> Public:
 
 def _prefix_sum(w0, w1, count: int) -> np.ndarray:
     """sum_(i < count) prod_b w_(i_b)[b] for per-bit weights w0, w1 (k, 4), in O(k). Splitting on the top bit b:
-    S_n = w0_b Full_(<b) + w1_b S'_(n - 2^b) when bit b of n is set, else w0_b S'_n, Full_(<b) = prod_(c < b) (w0_c + w1_c)."""
+    S_n = w0_b Full_(<b) + w1_b S'_(n - 2^b) when bit b of n is set, else w0_b S'_n, with
+    Full_(<b) = prod_(c < b) (w0_c + w1_c)."""
     k = w0.shape[0]
     full = [F.ext_one()]
     for b in range(k):
