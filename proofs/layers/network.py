@@ -5,8 +5,8 @@ commitment (one fresh copy per proof) and relation sumchecks over masked stores,
 (its docstring argues the design). **``zk=False`` is the plain protocol below, which REVEALS THE WEIGHTS**: its
 opening sends columns of the Reed-Solomon encoded weight rows, and once the queried positions reach a row's
 length (154 queries cover the 128-entry rows of a 16->16->4 model) every weight and bias can be interpolated
-from one proof; use it for public models only (measured: 35x smaller proofs and 10x less prover time on
-16->16->4 at batch 1, 3.4x and 2x on 784->128->10 at batch 64).
+from one proof; use it for public models only (measured: 18x smaller proofs and 4x less prover time on
+16->16->4 at batch 1, 3x and 2x on 784->128->10 at batch 64).
 
 Statement: the :class:`ModelCommitment` (shapes, quantization parameters, per-layer worst-case
 bounds, one commitment to all weight matrices and biases packed in one table, see

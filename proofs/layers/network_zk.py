@@ -177,8 +177,8 @@ def proof_rows(layers, batch: int, params: HidingParams):
     protocol states (:func:`proofs.relations.view_pieces`: a value of a tensor narrower than a row is one data
     piece, a wider one one piece per row, plus its mask block's pieces), each sending a row of 2^c + tail F_p4
     entries, against the opened columns (2^(n - c) data and the mask rows per query) and their Merkle paths.
-    Shapes whose
-    random tail doubles the code are allowed only for stores below 2^20 entries (where encoding is cheap)."""
+    Shapes whose random tail doubles the code are allowed only below 2^20 entries (where encoding is cheap).
+    Prover and verifier compute it from the public shapes alone."""
     layouts, channel = _structure(layers, batch)
     layout = layouts.get("p")
     if layout is None:
