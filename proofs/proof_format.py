@@ -19,7 +19,7 @@ from .errors import ProofRejected
 from .field import EXT_DEGREE
 
 MAX_BLOB = 1 << 31
-MAX_COUNT = 1 << 28
+MAX_COUNT = F.MAX_ARRAY_ELEMENTS  # most entries of one array (the same cap as the primitives' arrays)
 
 
 class ByteWriter:
@@ -143,7 +143,10 @@ class ByteReader(F.ByteReader):
 
 
 def parse_nested(parse, data: bytes, what: str):
-    """Run another module's ``from_bytes`` on a nested blob, turning any failure into ProofRejected."""
+    """Run another module's ``from_bytes`` on a nested blob, turning any failure into ProofRejected.
+
+    A last guard only: the readers reject malformed bytes themselves before anything else can raise, and
+    tests/proofs/test_parsers.py fails on any rejection made here ("malformed nested ...")."""
     try:
         return parse(data)
     except ProofRejected:
