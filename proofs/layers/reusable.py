@@ -37,6 +37,8 @@ from ..errors import ProofError, ProofRejected
 from ..relations import StoreLayout, Stored, Term, commit_store, eq_factor
 from ..transcript import Transcript
 from ..zk import HidingCommitment, HidingParams
+from .proof_items import TrainingProof
+from .step_relations import Channel
 
 TRANSCRIPT_LABEL = "hezk.proofs.reusable.v1"
 #: proofs one model commitment supports by default (each is one more hiding copy at commit time): a model
@@ -84,7 +86,6 @@ class Reusable:
         return self.copies[0].params
 
     def to_bytes(self) -> bytes:
-        from .step_proof import TrainingProof
         parts = [_MAGIC, bytes([_VERSION]), len(self.copies).to_bytes(2, "little")]
         parts += [c.to_bytes() for c in self.copies]
         parts.append(TrainingProof("aggregate", (), self.agreement).to_bytes())
@@ -92,7 +93,6 @@ class Reusable:
 
     @classmethod
     def from_bytes(cls, data) -> "Reusable":
-        from .step_proof import TrainingProof
         reader = F.ByteReader(data, "reusable commitment")
         if reader.raw(len(_MAGIC)) != _MAGIC or reader.uint(1) != _VERSION:
             raise ProofRejected("bad magic or version of a reusable commitment", reader.where)
@@ -155,7 +155,6 @@ def commit_reusable(layout: StoreLayout, tables: dict, params: HidingParams, max
                     seed=None):
     """K = ``max_proofs`` hiding copies of ``tables`` and their agreement proof -> (Reusable, ReusableWitness).
     ``seed``: tests only (the copies' masks, tails and salts reproducible)."""
-    from .step_relations import Channel
     if not isinstance(max_proofs, (int, np.integer)) or not 1 <= max_proofs <= MAX_COPIES:
         raise ProofError(f"max_proofs={max_proofs!r} not in [1, {MAX_COPIES}]")
     def seeded(k):
@@ -182,7 +181,6 @@ def commit_reusable(layout: StoreLayout, tables: dict, params: HidingParams, max
 def verify_reusable(layout: StoreLayout, reusable: Reusable, params: HidingParams, where: str) -> None:
     """Raise ProofRejected unless the copies have the layout's size and ``params`` (2 openings each when
     there are several) and the agreement proof holds. Checked once per object."""
-    from .step_relations import Channel
     if not isinstance(reusable, Reusable) or not 1 <= len(reusable.copies) <= MAX_COPIES:
         raise ProofRejected("expected a Reusable commitment", where)
     key = (tuple((sl.name, sl.elem_vars, sl.plane_vars) for sl in layout.slots), layout.hiding, params)

@@ -47,11 +47,11 @@ import numpy as np
 
 from .. import field as F
 from ..errors import ProofError, ProofRejected
-from ..sumcheck import SumcheckProof
 from ..transcript import Transcript
-from ..zk import HidingCommitment, HidingOpening, HidingParams, ZKSumcheckProof
+from ..zk import HidingCommitment, HidingParams
 from .common import pad_matrix
 from .step_relations import Channel, Protocol, ShapeChannel, bit_check_groups, locate
+from .proof_items import TrainingProof
 from .reusable import DEFAULT_MAX_PROOFS, DEFAULT_STEP_PROOFS, Reusable, commit_reusable, verify_reusable
 from .step_stores import (MODES, balanced_rows, batch_layout, commit_stores, decomposition_keys, params_for,
                           proof_layouts, proof_tables, statement_layouts, weight_layout, weight_tables)
@@ -155,80 +155,6 @@ def commit_step(trace: TrainingTrace, zk: bool = True, params: HidingParams | No
 
 
 # ------------------------------------------------------------------------------------------- the proof
-@dataclass(frozen=True, eq=False)
-class TrainingProof:
-    """The proof's store commitments and its items in protocol order: stated F_p4 values, sumchecks
-    (ZK or plain) and one hiding opening per store."""
-
-    mode: str
-    commitments: tuple  #: the proof's own stores (activations, gradients, bit planes, range bits)
-    items: tuple
-    copy: int = 0  #: which copy of each reusable statement commitment the proof uses (:mod:`.reusable`)
-
-    def to_bytes(self) -> bytes:
-        """Magic, version, mode (u8), copy (u16), commitments (u16 count), items (u32 count, each a u8 tag + body)."""
-        parts = [_PROOF_MAGIC, bytes([_PROOF_VERSION, MODES.index(self.mode)]), int(self.copy).to_bytes(2, "little"),
-                 len(self.commitments).to_bytes(2, "little")] + [c.to_bytes() for c in self.commitments]
-        parts.append(len(self.items).to_bytes(4, "little"))
-        for item in self.items:
-            tag = next(t for t, kind in enumerate(_ITEM_KINDS) if isinstance(item, kind))
-            if tag < 2:  # F_p4 values (with their dimension count), or a plain sumcheck's messages
-                body = (bytes([item.ndim]) if tag == 0 else b"") + F.elements_to_bytes(
-                    item if tag == 0 else item.round_messages)
-            else:
-                body = item.to_bytes()
-            parts.append(bytes([tag]) + body)
-        return b"".join(parts)
-
-    @classmethod
-    def from_bytes(cls, data) -> "TrainingProof":
-        """Inverse of :meth:`to_bytes`; anything malformed, truncated or trailing raises ProofRejected."""
-        reader = F.ByteReader(data, "training proof bytes")
-        if reader.raw(len(_PROOF_MAGIC)) != _PROOF_MAGIC or reader.uint(1) != _PROOF_VERSION:
-            raise ProofRejected("bad magic or version", reader.where)
-        mode = reader.uint(1)
-        if mode >= len(MODES):
-            raise ProofRejected(f"mode {mode} unknown", reader.where)
-        copy = reader.uint(2)
-        commitments = tuple(HidingCommitment.read(reader)
-                            for _ in range(reader.count(2, _commitment_bytes(), "commitment count")))
-        count = reader.count(4, _MIN_ITEM_BYTES, "item count", limit=1 << 20)
-        items = []
-        for _ in range(count):
-            tag = reader.uint(1)
-            if tag >= len(_ITEM_KINDS):
-                raise ProofRejected(f"item tag {tag} unknown", reader.where)
-            items.append(_read_item(reader, tag))
-        reader.finish()
-        return cls(MODES[mode], commitments, tuple(items), copy)
-
-    @property
-    def num_bytes(self) -> int:
-        return len(self.to_bytes())
-
-
-_PROOF_MAGIC, _PROOF_VERSION = b"HZKTRAIN", 3
-_ITEM_KINDS = (np.ndarray, SumcheckProof, ZKSumcheckProof, HidingOpening)
-def _commitment_bytes() -> int:
-    """The (fixed) length of a HidingCommitment's bytes."""
-    return len(HidingCommitment(bytes(32), 0, 0, HidingParams()).to_bytes())
-
-
-_MIN_ITEM_BYTES = 7  # the smallest item: tag, ndim, an empty 1-D array's header (1 + 4 bytes)
-
-
-def _read_item(reader, tag: int):
-    """One proof item: an F_p4 array (its dimension count first: 1 or 2), or a proof object."""
-    if tag == 0:
-        ndim = reader.uint(1)
-        if ndim not in (1, 2):
-            raise ProofRejected(f"value array with {ndim} dimensions", reader.where)
-        return reader.elements(ndim)
-    if tag == 1:
-        return SumcheckProof(reader.elements(3))
-    return (ZKSumcheckProof if tag == 2 else HidingOpening).read(reader)
-
-
 def soundness_bits(spec: TrainingSpec, steps: int = 1, mode: str = "aggregate", zk: bool = True,
                    params: HidingParams | None = None, forward_only: bool = False,
                    max_proofs: int | None = None) -> float:

@@ -17,12 +17,10 @@ from ..errors import ModelError, ProofError
 from ..relations import Slot, StoreLayout, commit_store
 from ..zk import MAX_MASK_ROWS, HidingCommitment, HidingParams
 from .common import log2
+from .proof_items import MODES
 from .requant import Decomposition, decompose
 from .training import TrainingSpec, TrainingTrace, _field
 
-#: "aggregate": every tensor of every layer and step in a few power-of-two stores (FAC4DNN); "layer": one
-#: store per step and layer
-MODES = ("aggregate", "layer")
 #: Reed-Solomon rate 1/2: half the encoding and hashing of rate 1/4 for 1.6x the column queries
 DEFAULT_RATE_INV = 2
 #: random rows committed with each store, so one opening of up to 39 pieces needs no second Merkle tree
