@@ -57,7 +57,7 @@ from ..transcript import Transcript
 from ..zk import HidingCommitment, HidingParams, ZKSumcheckProof
 from .common import log2, pad_matrix, padded, prefix_sum_of_eq, require
 from .requant import decompose
-from .reusable import DEFAULT_MAX_PROOFS, Reusable, commit_reusable, verify_reusable
+from .reusable import Reusable, _agreement, commit_reusable, verify_reusable
 from .step_proof import TrainingProof, union_bound_error
 from .step_relations import Channel, Protocol, ShapeChannel, _factor_key, locate
 from .step_stores import balanced_rows, decomposition_keys, params_for, store_params
@@ -65,12 +65,18 @@ from .training import MIN_PADDED
 
 TRANSCRIPT_LABEL = "hezk.proofs.network.zk.v1"
 PROOF_MAGIC, PROOF_VERSION = b"HEZKZPRF", 1
+#: proofs a hiding Network commitment supports by default (its copies' agreement proof costs log2(copies) bits)
+DEFAULT_MAX_PROOFS = 16
 MIN_BIAS_VARS = 4  #: a masked tensor needs >= 4 element variables (:data:`proofs.relations.MIN_ELEMENT_VARS`)
 
 
-def default_params() -> HidingParams:
-    """The hiding parameters of a zero-knowledge Network (those of the relation proofs)."""
-    return params_for(True)
+def default_params(max_proofs: int = 1) -> HidingParams:
+    """The hiding parameters of a zero-knowledge Network (those of the relation proofs), with the query target
+    raised by log2(max_proofs) - 3 bits beyond 8 copies: the agreement proof opens every copy, so its error
+    grows with their number (:func:`soundness_bits` stays >= 100 bits)."""
+    params = params_for(True)
+    extra = max(0, math.ceil(math.log2(max(int(max_proofs), 1))) - 3)
+    return dataclasses.replace(params, target_bits=params.target_bits + extra)
 
 
 def width(n: int) -> int:
@@ -320,7 +326,7 @@ class HidingNetworkProof:
 
 def base_params(commitment) -> HidingParams:
     """The statement's parameters: the model copies' with one opening (each copy is opened twice)."""
-    return dataclasses.replace(commitment.weights.params, openings=1, mask_rows=default_params().mask_rows)
+    return dataclasses.replace(commitment.weights.params, openings=1, mask_rows=params_for(True).mask_rows)
 
 
 PROVE_STEPS = 3
@@ -409,9 +415,9 @@ MIN_SOUNDNESS_BITS = 100
 def soundness_bits(commitment, batch: int) -> float:
     """-log2 of a proof's soundness error per attempt: :func:`proofs.layers.step_proof.union_bound_error`
     over the relations (each sumcheck, its random point, its mask's batching and opening; the bit-check
-    weights) and the openings of the proof store and of the model copy (a prover who grinds 2^k Fiat-Shamir
-    transcripts succeeds w.p. about 2^(k - bits)). The agreement of the model's copies is checked once per
-    commitment (:func:`proofs.layers.reusable.verify_reusable`), not per proof."""
+    weights) and the openings of the proof store and of the model copy, plus the agreement proof of the
+    model's copies that the verifier relies on (:func:`agreement_error`). A prover who grinds 2^k
+    Fiat-Shamir transcripts succeeds w.p. about 2^(k - bits)."""
     params = base_params(commitment)
     layouts, channel = _structure(commitment.layers, batch)
     keys = decomposition_keys({k: v for k, v in layouts.items() if k != "w"})
@@ -419,7 +425,24 @@ def soundness_bits(commitment, batch: int) -> float:
     if "p" in layouts:  # the proof store's opening, at its own shape (:func:`proof_rows`)
         shape = HidingCommitment(b"", layouts["p"].num_vars, proof_rows(commitment.layers, batch, params), params)
         error += 2.0 ** -shape.security_bits + 2 * shape.codeword_length / float(F.P) ** F.EXT_DEGREE
-    return -math.log2(error)
+    return -math.log2(error + agreement_error(commitment))
+
+
+def agreement_error(commitment) -> float:
+    """The soundness error of the copies' agreement proof (:mod:`proofs.layers.reusable`): its sumcheck (random
+    point, rounds, mask batching and opening), the bilinear batching by alpha and beta 2 / |F|, and the opening
+    of every copy; 0 for a single copy (nothing to agree)."""
+    copies = commitment.weights.copies
+    if len(copies) < 2:
+        return 0.0
+    params = base_params(commitment)
+    layout = model_layout(commitment.layers)
+    keys = {f"c{k}": layout for k in range(len(copies))}
+    channel = ShapeChannel(params, keys)
+    _agreement(channel, layout, len(copies))
+    shape = HidingCommitment(b"", layout.num_vars, balanced_rows(layout, params), commitment.weights.params)
+    return (union_bound_error(channel.shapes, 2, {}, params)
+            + len(copies) * (2.0 ** -shape.security_bits + 2 * shape.codeword_length / float(F.P) ** F.EXT_DEGREE))
 
 
 def check_commitment(commitment, where: str) -> None:
@@ -432,9 +455,9 @@ def check_commitment(commitment, where: str) -> None:
                 f"model copy {k} is not a hiding commitment with num_vars={layout.num_vars}", where)
 
 
-def check_params(params) -> HidingParams:
+def check_params(params, max_proofs: int = 1) -> HidingParams:
     if params is None:
-        return default_params()
+        return default_params(max_proofs)
     if not isinstance(params, HidingParams) or not params.hiding:
         raise ModelError(f"params must be HidingParams with hiding=True for zk=True, got {params!r}")
     return params

@@ -233,7 +233,10 @@ def test_network_soundness_counts_every_mask_and_store_opening(model, x, hiding)
     commitments = [network.commitment.weights.copies[proof.relations.copy], *proof.relations.commitments]
     assert len(openings) == len(commitments)
     bit_weights = len(network_zk.proof_layout(network.commitment.layers, 1).slots) - 1  # all but A1
-    expected = independent_union_bound(proof.relations.items, commitments, bit_weights)
+    reusable = network.commitment.weights  # the copies' agreement proof (bilinear batching: 2 / |F|)
+    assert len(reusable.copies) == 2 and [type(i) for i in reusable.agreement].count(HidingOpening) == 2
+    agreement = 2.0 ** -independent_union_bound(reusable.agreement, reusable.copies, 2)
+    expected = -np.log2(2.0 ** -independent_union_bound(proof.relations.items, commitments, bit_weights) + agreement)
     assert abs(network.commitment.soundness_bits(1) - expected) < 1e-9
     old = independent_union_bound(proof.relations.items, commitments, bit_weights, mask_openings=False)
     assert expected < old - 1e-3  # the mask openings count (the old bound left them out)
