@@ -183,7 +183,7 @@ class Network:
         if not isinstance(zk, bool):
             raise ModelError(f"zk must be True or False, got {zk!r}")
         if zk:
-            params = network_zk.check_params(params, max_proofs)
+            params = network_zk.check_params(params)
             if params.target_bits < MIN_VERIFY_BITS:
                 raise ModelError(f"params {params} give {params.target_bits} bits of commitment security "
                                  f"< {MIN_VERIFY_BITS} (verifiers refuse them)")

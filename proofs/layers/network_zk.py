@@ -57,7 +57,8 @@ from ..transcript import Transcript
 from ..zk import HidingCommitment, HidingParams, ZKSumcheckProof
 from .common import log2, pad_matrix, padded, prefix_sum_of_eq, require
 from .requant import decompose
-from .reusable import Reusable, _agreement, commit_reusable, verify_reusable
+from . import reusable as reusable_module
+from .reusable import Reusable, agreement_shapes, commit_reusable, verify_reusable
 from .step_proof import TrainingProof, union_bound_error
 from .step_relations import Channel, Protocol, ShapeChannel, _factor_key, locate
 from .step_stores import balanced_rows, decomposition_keys, params_for, store_params
@@ -65,18 +66,15 @@ from .training import MIN_PADDED
 
 TRANSCRIPT_LABEL = "hezk.proofs.network.zk.v1"
 PROOF_MAGIC, PROOF_VERSION = b"HEZKZPRF", 1
-#: proofs a hiding Network commitment supports by default (its copies' agreement proof costs log2(copies) bits)
+#: proofs a hiding Network commitment supports by default (each is one more hiding copy at commit time)
 DEFAULT_MAX_PROOFS = 16
 MIN_BIAS_VARS = 4  #: a masked tensor needs >= 4 element variables (:data:`proofs.relations.MIN_ELEMENT_VARS`)
 
 
-def default_params(max_proofs: int = 1) -> HidingParams:
-    """The hiding parameters of a zero-knowledge Network (those of the relation proofs), with the query target
-    raised by log2(max_proofs) - 3 bits beyond 8 copies: the agreement proof opens every copy, so its error
-    grows with their number (:func:`soundness_bits` stays >= 100 bits)."""
-    params = params_for(True)
-    extra = max(0, math.ceil(math.log2(max(int(max_proofs), 1))) - 3)
-    return dataclasses.replace(params, target_bits=params.target_bits + extra)
+def default_params() -> HidingParams:
+    """The hiding parameters of a zero-knowledge Network (those of the relation proofs; the model's copies get
+    log2(copies) more query bits, :func:`proofs.layers.reusable.copy_params`)."""
+    return params_for(True)
 
 
 def width(n: int) -> int:
@@ -325,8 +323,8 @@ class HidingNetworkProof:
 
 
 def base_params(commitment) -> HidingParams:
-    """The statement's parameters: the model copies' with one opening (each copy is opened twice)."""
-    return dataclasses.replace(commitment.weights.params, openings=1, mask_rows=params_for(True).mask_rows)
+    """The statement's parameters: those the model's copies were made for (:func:`reusable.base_params`)."""
+    return dataclasses.replace(reusable_module.base_params(commitment.weights), mask_rows=params_for(True).mask_rows)
 
 
 PROVE_STEPS = 3
@@ -436,13 +434,8 @@ def agreement_error(commitment) -> float:
     if len(copies) < 2:
         return 0.0
     params = base_params(commitment)
-    layout = model_layout(commitment.layers)
-    keys = {f"c{k}": layout for k in range(len(copies))}
-    channel = ShapeChannel(params, keys)
-    _agreement(channel, layout, len(copies))
-    shape = HidingCommitment(b"", layout.num_vars, balanced_rows(layout, params), commitment.weights.params)
-    return (union_bound_error(channel.shapes, 2, {}, params)
-            + len(copies) * (2.0 ** -shape.security_bits + 2 * shape.codeword_length / float(F.P) ** F.EXT_DEGREE))
+    shapes, layouts, batching = agreement_shapes(model_layout(commitment.layers), len(copies), params)
+    return union_bound_error(shapes, batching, layouts, params, {key: commitment.weights.params for key in layouts})
 
 
 def check_commitment(commitment, where: str) -> None:
@@ -455,9 +448,9 @@ def check_commitment(commitment, where: str) -> None:
                 f"model copy {k} is not a hiding commitment with num_vars={layout.num_vars}", where)
 
 
-def check_params(params, max_proofs: int = 1) -> HidingParams:
+def check_params(params) -> HidingParams:
     if params is None:
-        return default_params(max_proofs)
+        return default_params()
     if not isinstance(params, HidingParams) or not params.hiding:
         raise ModelError(f"params must be HidingParams with hiding=True for zk=True, got {params!r}")
     return params

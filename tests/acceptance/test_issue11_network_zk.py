@@ -227,15 +227,20 @@ def independent_union_bound(proof_items, commitments, bit_weights: int, mask_ope
     return -np.log2(error)
 
 
+def agreements_error(reusables) -> float:
+    """The agreement proofs of reusable statement commitments (each copy opened once; bilinear batching 2 / |F|)."""
+    return sum(2.0 ** -independent_union_bound(r.agreement, r.copies, 2) for r in reusables if len(r.copies) > 1)
+
+
 def test_network_soundness_counts_every_mask_and_store_opening(model, x, hiding):
     network, proof = hiding
     openings = [item for item in proof.relations.items if isinstance(item, HidingOpening)]
     commitments = [network.commitment.weights.copies[proof.relations.copy], *proof.relations.commitments]
     assert len(openings) == len(commitments)
     bit_weights = len(network_zk.proof_layout(network.commitment.layers, 1).slots) - 1  # all but A1
-    reusable = network.commitment.weights  # the copies' agreement proof (bilinear batching: 2 / |F|)
+    reusable = network.commitment.weights  # the copies' agreement proof
     assert len(reusable.copies) == 2 and [type(i) for i in reusable.agreement].count(HidingOpening) == 2
-    agreement = 2.0 ** -independent_union_bound(reusable.agreement, reusable.copies, 2)
+    agreement = agreements_error([reusable])
     expected = -np.log2(2.0 ** -independent_union_bound(proof.relations.items, commitments, bit_weights) + agreement)
     assert abs(network.commitment.soundness_bits(1) - expected) < 1e-9
     old = independent_union_bound(proof.relations.items, commitments, bit_weights, mask_openings=False)
@@ -251,14 +256,14 @@ def test_training_soundness_counts_every_mask_and_store_opening():
     proof = prove_training_step(trace, committed)
     from proofs.layers.step_stores import decomposition_keys, proof_layouts
     layouts = proof_layouts(spec, 1, "aggregate", True)
-    statement = [c.copies[proof.copy] if hasattr(c, "copies") else c  # the copy this proof opens
-                 for c in (committed.weights, committed.new_weights, committed.batch)]
-    expected = independent_union_bound(proof.items, statement + list(proof.commitments),
-                                       len(decomposition_keys(layouts)))
-    assert abs(step_soundness_bits(spec) - expected) < 1e-9
+    reusables = (committed.weights, committed.new_weights, committed.batch)
+    statement = [r.copies[proof.copy] for r in reusables]  # the copy this proof opens
+    own = independent_union_bound(proof.items, statement + list(proof.commitments), len(decomposition_keys(layouts)))
+    expected = -np.log2(2.0 ** -own + agreements_error(reusables))
+    assert abs(step_soundness_bits(spec, max_proofs=len(committed.weights.copies)) - expected) < 1e-9
     old = independent_union_bound(proof.items, statement + list(proof.commitments), len(decomposition_keys(layouts)),
                                   mask_openings=False)
-    assert expected < old - 1e-3
+    assert own < old - 1e-3
 
 
 def test_inference_soundness_counts_the_opened_copy():
@@ -272,8 +277,8 @@ def test_inference_soundness_counts_the_opened_copy():
     from proofs.layers.step_stores import decomposition_keys, proof_layouts
     layouts = proof_layouts(spec, 1, "aggregate", True, forward_only=True)
     statement = [committed.weights.copies[proof.copy], committed.input.copies[proof.copy]]
-    expected = independent_union_bound(proof.items, statement + list(proof.commitments),
-                                       len(decomposition_keys(layouts)))
+    own = independent_union_bound(proof.items, statement + list(proof.commitments), len(decomposition_keys(layouts)))
+    expected = -np.log2(2.0 ** -own + agreements_error((committed.weights, committed.input)))
     assert abs(step_soundness_bits(spec, forward_only=True, max_proofs=2) - expected) < 1e-9
 
 
