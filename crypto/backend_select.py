@@ -23,7 +23,8 @@ import numpy as np
 
 from .errors import ParameterError
 from .modarith import find_ntt_primes
-from .ntt import BasisConversion, NTTBackend, NTTTables, get_backend
+from .cross import CrossBackend, FourStepBackend
+from .ntt_base import BasisConversion, NTTBackend, NTTTables, NumbaRadix2, NumpyRadix2
 
 CANDIDATES = ("fourstep", "numba", "cross", "numpy")
 #: What ``auto`` measures by default: the compiled backends. CROSS-on-BLAS and numpy radix-2 were 10-70x
@@ -33,6 +34,14 @@ DEFAULT_CANDIDATES = ("fourstep", "numba")
 DEFAULT_CACHE_FILE = Path.home() / ".cache" / "hezk" / "ntt_backends.json"
 CACHE_FORMAT = 2
 PRUNE_FACTOR = 3.0
+
+
+def candidate_backend(name: str) -> NTTBackend:
+    """A new instance of the fixed backend ``name``, one of ``CANDIDATES`` ('auto' is ``crypto.ntt``'s)."""
+    makers = {"fourstep": FourStepBackend, "numba": NumbaRadix2, "cross": CrossBackend, "numpy": NumpyRadix2}
+    if name not in makers:
+        raise ParameterError(f"backend={name!r} not one of {CANDIDATES}")
+    return makers[name]()
 
 
 def limb_bucket(limbs: int) -> int:
@@ -95,7 +104,7 @@ class BackendSelector:
     def backend(self, name: str) -> NTTBackend:
         """This selector's instance of a candidate backend (kept, so CROSS matrices are reused)."""
         if name not in self._backends:
-            self._backends[name] = get_backend(name)
+            self._backends[name] = candidate_backend(name)
         return self._backends[name]
 
     def calibrations(self) -> list[Calibration]:

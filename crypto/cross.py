@@ -46,7 +46,7 @@ import numpy as np
 
 from .errors import ParameterError, ShapeError
 from .modarith import inv_mod, shoup_precompute
-from .ntt import BasisConversion, NTTBackend, NTTTables, bit_reverse_indices
+from .ntt_base import BasisConversion, NTTBackend, NTTTables, bit_reverse_indices
 
 RESIDUE_BITS = 31            # every residue (and every modulus) is below 2^31
 FLOAT64_EXACT = 2**53        # float64 represents every integer below 2^53 exactly (we stay strictly below)

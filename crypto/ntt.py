@@ -14,235 +14,14 @@ with Shoup multiplication), ``cross`` (CROSS matmul form, ``crypto.cross``), and
 """
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
-
 import numpy as np
 
+from .backend_select import BackendSelector, candidate_backend
 from .errors import ParameterError
-from .modarith import inv_mod, is_ntt_prime, primitive_2n_root, shoup_precompute
+from .ntt_base import BasisConversion, NTTBackend, NTTTables, NumbaRadix2, NumpyRadix2, bit_reverse_indices
 
-
-def bit_reverse_indices(n: int) -> np.ndarray:
-    """brv(i) for i < n, n a power of two."""
-    bits = n.bit_length() - 1
-    idx = np.arange(n, dtype=np.int64)
-    rev = np.zeros(n, dtype=np.int64)
-    for b in range(bits):
-        rev |= ((idx >> b) & 1) << (bits - 1 - b)
-    return rev
-
-
-class NTTTables:
-    """Constants of the negacyclic NTT of size n for each modulus (rows follow ``moduli``).
-
-    ``psi_rev[l, i] = ψ_l^brv(i)``, ``psi_inv_rev[l, i] = ψ_l^-brv(i)``, with Shoup companions.
-    Immutable after construction; ``subset`` gives the tables of a sub-basis (cached).
-    """
-
-    def __init__(self, n: int, moduli):
-        if n < 2 or n & (n - 1):
-            raise ParameterError(f"ring degree n={n} is not a power of two >= 2")
-        moduli = tuple(int(q) for q in moduli)
-        for q in moduli:
-            if not is_ntt_prime(q, n):
-                raise ParameterError(f"modulus {q} is not a prime < 2^31 with q ≡ 1 mod 2N={2 * n}")
-        self.n = n
-        self.moduli = moduli
-        self.psi = tuple(primitive_2n_root(q, n) for q in moduli)
-        rev = bit_reverse_indices(n)
-        k = len(moduli)
-        self.q = np.array(moduli, dtype=np.uint64)
-        self.psi_rev = np.empty((k, n), dtype=np.uint64)
-        self.psi_inv_rev = np.empty((k, n), dtype=np.uint64)
-        for l, (q, psi) in enumerate(zip(moduli, self.psi)):
-            powers = _powers(psi, n, q)
-            inv_powers = _powers(inv_mod(psi, q), n, q)
-            self.psi_rev[l] = powers[rev]
-            self.psi_inv_rev[l] = inv_powers[rev]
-        self.psi_rev_shoup = shoup_precompute(self.psi_rev, self.q[:, None])
-        self.psi_inv_rev_shoup = shoup_precompute(self.psi_inv_rev, self.q[:, None])
-        self.n_inv = np.array([inv_mod(n, q) for q in moduli], dtype=np.uint64)
-        self.n_inv_shoup = shoup_precompute(self.n_inv, self.q)
-        for arr in (self.q, self.psi_rev, self.psi_inv_rev, self.psi_rev_shoup,
-                    self.psi_inv_rev_shoup, self.n_inv, self.n_inv_shoup):
-            arr.setflags(write=False)
-        self._subsets: dict[tuple[int, ...], NTTTables] = {}
-
-    def subset(self, idx) -> "NTTTables":
-        """Tables for the moduli at positions ``idx`` (no recomputation)."""
-        key = tuple(int(i) for i in idx)
-        if key == tuple(range(len(self.moduli))):
-            return self
-        if key not in self._subsets:
-            sub = object.__new__(NTTTables)
-            sub.n = self.n
-            sub.moduli = tuple(self.moduli[i] for i in key)
-            sub.psi = tuple(self.psi[i] for i in key)
-            rows = np.array(key, dtype=np.int64)
-            for name in ("q", "psi_rev", "psi_inv_rev", "psi_rev_shoup", "psi_inv_rev_shoup",
-                         "n_inv", "n_inv_shoup"):
-                arr = np.ascontiguousarray(getattr(self, name)[rows])
-                arr.setflags(write=False)
-                setattr(sub, name, arr)
-            sub._subsets = {}
-            self._subsets[key] = sub
-        return self._subsets[key]
-
-
-def _powers(base: int, count: int, q: int) -> np.ndarray:
-    """[base^0, ..., base^(count-1)] mod q, by doubling: block [k, 2k) = block [0, k) · base^k."""
-    out = np.empty(count, dtype=np.uint64)
-    out[0] = 1
-    filled, step = 1, base % q
-    while filled < count:
-        take = min(filled, count - filled)
-        out[filled:filled + take] = out[:take] * np.uint64(step) % np.uint64(q)
-        filled += take
-        step = step * step % q
-    return out
-
-
-@dataclass(frozen=True, eq=False)
-class BasisConversion:
-    """Constants of the fast RNS basis conversion from ``from_moduli`` (product Q) to ``to_moduli``.
-
-    y_j = Σ_i [x_i · (Q/q_i)^-1]_{q_i} · (Q/q_i) mod p_j  (Bajard et al. 2016; Halevi–Polyakov–Shoup 2019):
-    exact up to adding u·Q with 0 <= u < len(from_moduli).
-    """
-
-    from_moduli: tuple[int, ...]
-    to_moduli: tuple[int, ...]
-    q_from: np.ndarray = field(init=False, repr=False)
-    q_to: np.ndarray = field(init=False, repr=False)
-    qhat_inv: np.ndarray = field(init=False, repr=False)        # (k,)   [(Q/q_i)^-1]_{q_i}
-    qhat_inv_shoup: np.ndarray = field(init=False, repr=False)
-    qhat_mod_p: np.ndarray = field(init=False, repr=False)      # (k, k') (Q/q_i) mod p_j
-    qhat_mod_p_shoup: np.ndarray = field(init=False, repr=False)
-
-    def __post_init__(self):
-        big_q = 1
-        for q in self.from_moduli:
-            big_q *= q
-        qhat = [big_q // q for q in self.from_moduli]
-        q_from = np.array(self.from_moduli, dtype=np.uint64)
-        q_to = np.array(self.to_moduli, dtype=np.uint64)
-        qhat_inv = np.array([inv_mod(h % q, q) for h, q in zip(qhat, self.from_moduli)], dtype=np.uint64)
-        qhat_mod_p = np.array([[h % p for p in self.to_moduli] for h in qhat], dtype=np.uint64)
-        qhat_mod_p = qhat_mod_p.reshape(len(self.from_moduli), len(self.to_moduli))
-        values = dict(q_from=q_from, q_to=q_to, qhat_inv=qhat_inv,
-                      qhat_inv_shoup=shoup_precompute(qhat_inv, q_from),
-                      qhat_mod_p=qhat_mod_p,
-                      qhat_mod_p_shoup=shoup_precompute(qhat_mod_p, q_to[None, :]))
-        for name, arr in values.items():
-            arr.setflags(write=False)
-            object.__setattr__(self, name, arr)
-
-
-class NTTBackend(ABC):
-    """Interface of an NTT backend: all methods take and return uint64 arrays of shape (k, n)."""
-
-    name: str = "abstract"
-
-    @abstractmethod
-    def forward(self, a: np.ndarray, tables: NTTTables) -> np.ndarray:
-        """Negacyclic NTT of each row (row l mod tables.moduli[l]); bit-reversed output order."""
-
-    @abstractmethod
-    def inverse(self, a: np.ndarray, tables: NTTTables) -> np.ndarray:
-        """Exact inverse of ``forward``."""
-
-    @abstractmethod
-    def convert_basis(self, x: np.ndarray, conv: BasisConversion) -> np.ndarray:
-        """Fast basis conversion of coefficient-form residues (len(conv.from_moduli), n) -> (len(conv.to_moduli), n)."""
-
-    def __repr__(self):
-        return f"{type(self).__name__}()"
-
-
-class NumpyRadix2(NTTBackend):
-    """Radix-2 Cooley–Tukey / Gentleman–Sande, each stage one vectorized numpy expression over all limbs."""
-
-    name = "numpy"
-
-    def forward(self, a, tables):
-        a = np.array(a, dtype=np.uint64, copy=True)
-        k, n = a.shape
-        q = tables.q[:, None, None]
-        m, t = 1, n
-        while m < n:
-            t //= 2
-            blocks = a.reshape(k, m, 2, t)
-            w = tables.psi_rev[:, m:2 * m, None]
-            ws = tables.psi_rev_shoup[:, m:2 * m, None]
-            u = blocks[:, :, 0, :]
-            v = _mul_shoup(blocks[:, :, 1, :], w, ws, q)
-            hi = u + q - v
-            lo = u + v
-            blocks[:, :, 0, :] = np.where(lo >= q, lo - q, lo)
-            blocks[:, :, 1, :] = np.where(hi >= q, hi - q, hi)
-            m *= 2
-        return a
-
-    def inverse(self, a, tables):
-        a = np.array(a, dtype=np.uint64, copy=True)
-        k, n = a.shape
-        q = tables.q[:, None, None]
-        m, t = n, 1
-        while m > 1:
-            h = m // 2
-            blocks = a.reshape(k, h, 2, t)
-            w = tables.psi_inv_rev[:, h:m, None]
-            ws = tables.psi_inv_rev_shoup[:, h:m, None]
-            u = blocks[:, :, 0, :].copy()
-            v = blocks[:, :, 1, :]
-            s = u + v
-            blocks[:, :, 0, :] = np.where(s >= q, s - q, s)
-            blocks[:, :, 1, :] = _mul_shoup(u + q - v, w, ws, q)
-            t *= 2
-            m = h
-        return _mul_shoup(a, tables.n_inv[:, None], tables.n_inv_shoup[:, None], tables.q[:, None])
-
-    def convert_basis(self, x, conv):
-        x = np.asarray(x, dtype=np.uint64)
-        xi = _mul_shoup(x, conv.qhat_inv[:, None], conv.qhat_inv_shoup[:, None], conv.q_from[:, None])
-        out = np.zeros((len(conv.to_moduli), x.shape[1]), dtype=np.uint64)
-        p = conv.q_to[:, None]
-        for i in range(len(conv.from_moduli)):
-            out += _mul_shoup(xi[i][None, :], conv.qhat_mod_p[i][:, None], conv.qhat_mod_p_shoup[i][:, None], p)
-        return out % p
-
-
-def _mul_shoup(x, w, w_shoup, q):
-    """x·w mod q for x < 2^32 (broadcasting), result in [0, q)."""
-    t = (x * w_shoup) >> np.uint64(32)
-    r = x * w - t * q
-    return np.where(r >= q, r - q, r)
-
-
-class NumbaRadix2(NTTBackend):
-    """The same butterflies as ``NumpyRadix2``, compiled with numba (Shoup products, one pass per limb)."""
-
-    name = "numba"
-
-    def forward(self, a, tables):
-        from ._ntt_kernels import ntt_forward_inplace
-        out = np.array(a, dtype=np.uint64, copy=True, order="C")
-        ntt_forward_inplace(out, tables.psi_rev, tables.psi_rev_shoup, tables.q)
-        return out
-
-    def inverse(self, a, tables):
-        from ._ntt_kernels import ntt_inverse_inplace
-        out = np.array(a, dtype=np.uint64, copy=True, order="C")
-        ntt_inverse_inplace(out, tables.psi_inv_rev, tables.psi_inv_rev_shoup, tables.q,
-                            tables.n_inv, tables.n_inv_shoup)
-        return out
-
-    def convert_basis(self, x, conv):
-        from ._ntt_kernels import fast_basis_convert
-        x = np.ascontiguousarray(x, dtype=np.uint64)
-        return fast_basis_convert(x, conv.q_from, conv.qhat_inv, conv.qhat_inv_shoup,
-                                  conv.q_to, conv.qhat_mod_p, conv.qhat_mod_p_shoup)
+__all__ = ["AutoBackend", "BACKEND_NAMES", "BasisConversion", "NTTBackend", "NTTTables", "NumbaRadix2", "NumpyRadix2",
+           "bit_reverse_indices", "get_backend"]
 
 
 class AutoBackend(NTTBackend):
@@ -255,7 +34,6 @@ class AutoBackend(NTTBackend):
 
     def __init__(self, selector=None):
         if selector is None:
-            from .backend_select import BackendSelector
             selector = BackendSelector()
         self.selector = selector
 
@@ -292,16 +70,8 @@ def get_backend(name: str | NTTBackend = "auto") -> NTTBackend:
     """
     if isinstance(name, NTTBackend):
         return name
-    if name == "numpy":
-        return NumpyRadix2()
-    if name in ("numba", "radix2"):
-        return NumbaRadix2()
     if name == "auto":
         return AutoBackend()
-    if name == "cross":
-        from .cross import CrossBackend
-        return CrossBackend()
-    if name == "fourstep":
-        from .cross import FourStepBackend
-        return FourStepBackend()
+    if name in BACKEND_NAMES:
+        return candidate_backend("numba" if name == "radix2" else name)
     raise ParameterError(f"backend={name!r} not one of {BACKEND_NAMES}")
