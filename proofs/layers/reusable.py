@@ -38,7 +38,7 @@ from ..relations import StoreLayout, Stored, Term, commit_store, eq_factor
 from ..transcript import Transcript
 from ..zk import HidingCommitment, HidingParams
 from .proof_items import TrainingProof
-from .step_relations import Channel
+from .step_relations import Channel, ShapeChannel
 
 TRANSCRIPT_LABEL = "hezk.proofs.reusable.v1"
 #: proofs one model commitment supports by default (each is one more hiding copy at commit time): a model
@@ -125,6 +125,31 @@ class ReusableWitness:
         return free
 
 
+def copy_params(params: HidingParams, copies: int) -> HidingParams:
+    """The copies' commitment parameters: two openings' random tails each, and log2(K) more query bits, so
+    that the agreement proof's K openings together err w.p. at most 2^-target_bits (a union bound)."""
+    if not params.hiding or copies == 1:
+        return params
+    return dataclasses.replace(params, openings=2, target_bits=params.target_bits + (copies - 1).bit_length())
+
+
+def base_params(reusable: "Reusable") -> HidingParams:
+    """The proof parameters a reusable commitment was made for (the inverse of :func:`copy_params`)."""
+    params = reusable.params
+    if not params.hiding or len(reusable.copies) == 1:
+        return params
+    return dataclasses.replace(params, openings=1, target_bits=params.target_bits - (len(reusable.copies) - 1).bit_length())
+
+
+def agreement_shapes(layout: StoreLayout, copies: int, params: HidingParams):
+    """The agreement proof's structure for a soundness count: ([(variables, degree)] of its sumchecks, its
+    stores key -> layout, the challenges it batches with (alpha, beta: 1 / |F| each))."""
+    keys = [_copy_key(k) for k in range(copies)]
+    channel = ShapeChannel(params, {key: layout for key in keys})
+    _agreement(channel, layout, copies)
+    return channel.shapes, ({key: layout for key in keys} if copies > 1 else {}), 2 if copies > 1 else 0
+
+
 def _transcript(layout: StoreLayout, copies) -> Transcript:
     transcript = Transcript(TRANSCRIPT_LABEL)
     transcript.absorb("reusable.layout", [int(layout.hiding)] + [[s.name, s.elem_vars, s.plane_vars]
@@ -164,8 +189,8 @@ def commit_reusable(layout: StoreLayout, tables: dict, params: HidingParams, max
         made = commit_store(layout, tables, params, log_rows=log_rows, seed=seeded(0))
         public = Reusable((made[0],), ())
         return public, ReusableWitness(public, (made[1],), ((),), [])
-    copy_params = dataclasses.replace(params, openings=2) if max_proofs > 1 else params
-    made = [commit_store(layout, tables, copy_params, log_rows=log_rows, seed=seeded(k)) for k in range(max_proofs)]
+    made = [commit_store(layout, tables, copy_params(params, max_proofs), log_rows=log_rows, seed=seeded(k))
+            for k in range(max_proofs)]
     commitments = tuple(c for c, _ in made)
     keys = [_copy_key(k) for k in range(max_proofs)]
     witnesses = {key: w for key, (_, w) in zip(keys, made)}
@@ -186,7 +211,7 @@ def verify_reusable(layout: StoreLayout, reusable: Reusable, params: HidingParam
     key = (tuple((sl.name, sl.elem_vars, sl.plane_vars) for sl in layout.slots), layout.hiding, params)
     if key in reusable._verified:
         return
-    expected = dataclasses.replace(params, openings=2 if len(reusable.copies) > 1 and params.hiding else 1)
+    expected = copy_params(params, len(reusable.copies))
     for k, c in enumerate(reusable.copies):
         if not isinstance(c, HidingCommitment) or c.num_vars != layout.num_vars or \
                 dataclasses.replace(c.params, mask_rows=params.mask_rows) != \

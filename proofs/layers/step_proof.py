@@ -52,7 +52,8 @@ from ..zk import HidingCommitment, HidingParams
 from .common import pad_matrix
 from .step_relations import Channel, Protocol, ShapeChannel, bit_check_groups, locate
 from .proof_items import TrainingProof
-from .reusable import DEFAULT_MAX_PROOFS, DEFAULT_STEP_PROOFS, Reusable, commit_reusable, verify_reusable
+from .reusable import (DEFAULT_MAX_PROOFS, DEFAULT_STEP_PROOFS, Reusable, agreement_shapes, base_params,
+                       commit_reusable, copy_params, verify_reusable)
 from .step_stores import (MODES, balanced_rows, batch_layout, commit_stores, decomposition_keys, params_for,
                           proof_layouts, proof_tables, statement_layouts, weight_layout, weight_tables)
 from .training import TrainingSpec, TrainingTrace, _check_chain, _field
@@ -122,7 +123,7 @@ def _statement_copies(statement: dict, layouts: dict, copy: int, where: str):
         raise ProofRejected("the statement's commitments are not Reusable hiding commitments", where)
     if len({len(r) for r in reusables}) != 1 or not 0 <= copy < len(reusables[0]):
         raise ProofRejected(f"copy {copy} of statement commitments with {[len(r) for r in reusables]} copies", where)
-    params = dataclasses.replace(reusables[0].params, openings=1)
+    params = base_params(reusables[0])
     for key, reusable in statement.items():
         verify_reusable(layouts[key], reusable, params, f"{where}: {key} commitment")
     return params, {key: r.copies[copy] for key, r in statement.items()}
@@ -176,9 +177,13 @@ def soundness_bits(spec: TrainingSpec, steps: int = 1, mode: str = "aggregate", 
         _run_training(spec, channel, steps, layouts, mode)
     if max_proofs is None:
         max_proofs = DEFAULT_MAX_PROOFS if forward_only else DEFAULT_STEP_PROOFS
-    copies = dataclasses.replace(params, openings=2) if params.hiding and max_proofs > 1 else params
-    return -math.log2(union_bound_error(channel.shapes, len(decomposition_keys(layouts)), all_layouts, params,
-                                        {key: copies for key in statement}))
+    copies = copy_params(params, max_proofs)
+    agreements = 0.0  # each statement commitment's agreement proof, checked once, relied on by every proof
+    for layout in statement.values():
+        shapes, stores, weights = agreement_shapes(layout, max_proofs, params)
+        agreements += union_bound_error(shapes, weights, stores, params, {key: copies for key in stores})
+    return -math.log2(agreements + union_bound_error(channel.shapes, len(decomposition_keys(layouts)), all_layouts,
+                                                     params, {key: copies for key in statement}))
 
 
 def union_bound_error(shapes, bit_weights: int, layouts: dict, params: HidingParams,
@@ -259,7 +264,7 @@ def prove_training_steps(traces, committed: CommittedSteps, zk: bool = True, mod
 
 def _check_params(reusable: Reusable, params: HidingParams) -> None:
     """The statement was committed with the proof's parameters (its copies may carry two openings' tails)."""
-    found = dataclasses.replace(reusable.params, openings=1)
+    found = base_params(reusable)
     if found != params:
         raise ProofError(f"the commitments use {found}, the proof {params}")
 
@@ -311,7 +316,7 @@ def _verify_training(spec, committed, proof) -> Channel:
         raise ProofRejected(f"{len(proof.commitments)} proof commitments, expected {len(layouts)}", where)
     commitments.update(dict(zip(layouts, proof.commitments)))
     all_layouts = {**statement_layouts_, **layouts}
-    _checked(commitments, all_layouts, params, where)
+    _checked(commitments, layouts, params, where)  # the statement's copies: verify_reusable
     transcript = _transcript(TRANSCRIPT_LABEL, spec, proof.mode, _statement_bytes(committed, proof.copy),
                              proof.commitments)
     channel = Channel(transcript, params, all_layouts, commitments, items=proof.items)
@@ -480,7 +485,7 @@ def _verify_forward(spec, committed, output, proof, public_input) -> Channel:
         raise ProofRejected(f"{len(proof.commitments)} proof commitments, expected {len(layouts)}", where)
     commitments.update(dict(zip(layouts, proof.commitments)))
     all_layouts = {**statement_layouts_, **layouts}
-    _checked(commitments, all_layouts, params, where)
+    _checked(commitments, layouts, params, where)  # the statement's copies: verify_reusable
     transcript = _forward_transcript(spec, committed, output, public_input, proof.commitments, proof.copy)
     channel = Channel(transcript, params, all_layouts, commitments, items=proof.items)
     _run_forward(spec, channel, layouts, _output_table(spec, output), x_table)

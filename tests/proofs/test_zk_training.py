@@ -189,4 +189,7 @@ def test_soundness_is_stated_in_bits():
     assert 100 <= one < 124  # every opening >= 100 bits, each relation ~ n d / p^4
     assert S.soundness_bits(SPEC, steps=3) < one  # more relations and stores, a larger union bound
     assert S.soundness_bits(SPEC, mode="layer") < one  # one opening per layer instead of one
-    assert S.soundness_bits(SPEC, forward_only=True) > one
+    assert S.soundness_bits(SPEC, forward_only=True, max_proofs=S.DEFAULT_STEP_PROOFS) > one
+    # a commitment made for more proofs has more copies to agree: a larger union bound, still >= 100 bits
+    assert 100 <= S.soundness_bits(SPEC, forward_only=True, max_proofs=256) < \
+        S.soundness_bits(SPEC, forward_only=True, max_proofs=8)
