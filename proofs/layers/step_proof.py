@@ -6,7 +6,9 @@ A_(i+1) = (1 - s_i) z'_i, O = z'_(L-1); backward G_(L-1) = O - Y, G_A_i = G_(i+1
 g_i, G_i = (1 - s_i) g_i (the forward sign bits); update G_W_i = G_i^T A_i rescaled into U_i, W'_i = W_i - U_i.
 
 **What is committed.** The statement: W_t for each step boundary and each batch (X, Y), or for inference
-W and (optionally) X. The proof first commits, in masked stores (:mod:`proofs.relations`), every
+W and (optionally) X, each as a reusable commitment (:mod:`proofs.layers.reusable`: ``max_proofs`` hiding
+copies and one proof that they agree; a proof names its copy and uses it alone, so any number of proofs up
+to ``max_proofs`` against one commitment stay zero knowledge; the prover refuses more). The proof first commits, in masked stores (:mod:`proofs.relations`), every
 intermediate tensor: activations A_i, gradients G_i and every bit decomposition (planes as variables).
 With ``mode="aggregate"`` (FAC4DNN) the tensors of every layer and step are stacked into a few stores
 (power-of-two bins of at most 2^23 entries, so padding stays small: one store for small networks), with one
