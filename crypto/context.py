@@ -15,6 +15,8 @@ import numpy as np
 from .ckks.encoder import CKKSEncoder, as_slot_vector, check_scale
 from .ckks.evaluator import Evaluator
 from .errors import ContextMismatchError, ParameterError, ValueRangeError, WrapAroundWarning
+from .key_records import (context_to_bytes, galois_keys_to_bytes, public_key_to_bytes, read_context,
+                          read_key_records, relin_key_to_bytes, secret_key_to_bytes)
 from .params import WRAP_MARGIN, CKKSParameters, CKKSParametersLiteral
 from .ring import RingContext
 from .rlwe import (Ciphertext, Decryptor, Encryptor, KeyGenerator, Plaintext, PublicKey, SecretKey,
@@ -102,12 +104,13 @@ class CKKSContext:
 
     @classmethod
     def keygen(cls, params, rotations=(), conjugation: bool = False, seed=None,
-               backend="auto", ring: RingContext | None = None) -> "CKKSContext":
+               backend="auto", ring: RingContext | None = None, progress=None) -> "CKKSContext":
         """Secret, public, relinearization and Galois keys (for ``rotations`` and, optionally, conjugation).
 
         ``seed`` makes every key and encryption reproducible: for tests only (default: OS CSPRNG).
         ``backend`` picks the NTT backend ("auto", "numpy", "numba", "cross", "fourstep"); ``ring``
-        reuses the RingContext (NTT tables) of another context with the same parameters.
+        reuses the RingContext (NTT tables) of another context with the same parameters. ``progress``: None
+        or a callable ``progress(done, total, label)`` called after each Galois key (the slow part).
         """
         params = as_parameters(params)
         steps = _check_rotations(rotations)
@@ -119,7 +122,7 @@ class CKKSContext:
         gen = KeyGenerator(params, ring, sampler)
         sk = gen.secret_key()
         return cls(params, ring, gen.public_key(sk), gen.relin_key(sk),
-                   gen.galois_keys(sk, steps, conjugation), sk, sampler)
+                   gen.galois_keys(sk, steps, conjugation, progress=progress), sk, sampler)
 
     # -- properties ---------------------------------------------------------------------------------
     @property
@@ -233,36 +236,29 @@ class CKKSContext:
 
     def to_bytes(self, include_secret_key: bool = False) -> bytes:
         """Parameters, public key, relinearization and Galois keys; the secret key only if asked."""
-        from .serialize import context_to_bytes
         return context_to_bytes(self, include_secret_key)
 
     def public_key_bytes(self) -> bytes:
         """The public key alone (enough to encrypt, with the parameters it carries)."""
-        from .serialize import public_key_to_bytes
         return public_key_to_bytes(self)
 
     def relin_key_bytes(self) -> bytes:
-        from .serialize import relin_key_to_bytes
         return relin_key_to_bytes(self)
 
     def galois_keys_bytes(self) -> bytes:
-        from .serialize import galois_keys_to_bytes
         return galois_keys_to_bytes(self)
 
     @classmethod
     def from_key_bytes(cls, public_key: bytes, relin_key: bytes, galois_keys: bytes | None = None,
                        backend="auto") -> "CKKSContext":
         """A public context from separate key records (``public_key_bytes`` and friends)."""
-        from .serialize import context_from_key_bytes
-        return context_from_key_bytes(public_key, relin_key, galois_keys, backend)
+        return cls(*read_key_records(public_key, relin_key, galois_keys, backend))
 
     def secret_key_bytes(self) -> bytes:
         """The secret key alone (explicit call; keep these bytes private)."""
-        from .serialize import secret_key_to_bytes
         return secret_key_to_bytes(self)
 
     @classmethod
     def from_bytes(cls, blob, backend="auto", secret_key: bytes | None = None) -> "CKKSContext":
         """A context from ``to_bytes`` output; ``secret_key`` optionally adds ``secret_key_bytes()`` output."""
-        from .serialize import context_from_bytes
-        return context_from_bytes(blob, backend, secret_key)
+        return cls(*read_context(blob, backend, secret_key))

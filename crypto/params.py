@@ -22,8 +22,9 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .errors import ParameterError
+from .errors import ParameterError, SerializationError
 from .modarith import MAX_MODULUS_BITS, ntt_primes_of_bits
+from .record import field as record_field, pack, unpack
 
 #: log2(n) -> the largest log2(QP) at 128-bit classical security, uniform ternary secret (sources above:
 #: HE standard for 10..15, OpenFHE's std128 ternary rows for 16 and 17).
@@ -231,14 +232,12 @@ class CKKSParameters:
             raise ParameterError(f"malformed parameter dictionary: {exc!r}") from None
 
     def to_bytes(self) -> bytes:
-        """Versioned, checksummed bytes (``crypto.serialize``)."""
-        from .serialize import parameters_to_bytes
+        """Versioned, checksummed bytes (one ``crypto.record`` record)."""
         return parameters_to_bytes(self)
 
     @classmethod
     def from_bytes(cls, blob: bytes) -> "CKKSParameters":
         """Inverse of ``to_bytes``; malformed bytes raise SerializationError."""
-        from .serialize import parameters_from_bytes
         return parameters_from_bytes(blob)
 
     @property
@@ -252,6 +251,29 @@ class CKKSParameters:
         return (f"CKKSParameters(N=2^{self.log_n}, levels={self.max_level}, log_scale={self.log_scale}, "
                 f"logQP={self.log_qp:.1f}, Q limbs={len(self.q_moduli)}, P limbs={len(self.p_moduli)}, "
                 f"dnum={self.dnum}, {sec})")
+
+
+# -- bytes -------------------------------------------------------------------------------------------
+def parameters_to_bytes(params) -> bytes:
+    """One ``parameters`` record."""
+    return pack("parameters", params.fingerprint, {"params": params.to_dict()})
+
+
+def parameters_from_bytes(blob) -> CKKSParameters:
+    """Inverse of ``parameters_to_bytes`` (SerializationError on malformed bytes)."""
+    fp, meta, _ = unpack(blob, "parameters")
+    return parameters_from_meta(meta, fp)
+
+
+def parameters_from_meta(meta: dict, fp: bytes) -> CKKSParameters:
+    """The parameters stored in a record's meta, checked against the record's fingerprint ``fp``."""
+    try:
+        params = CKKSParameters.from_dict(record_field(meta, "params", dict))
+    except ParameterError as exc:
+        raise SerializationError(f"stored parameters are invalid: {exc}") from None
+    if params.fingerprint != fp:
+        raise SerializationError("stored parameters do not match the record's fingerprint")
+    return params
 
 
 #: other spellings of the literal's fields (compared without case and underscores), e.g. Lattigo's LogN

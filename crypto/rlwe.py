@@ -14,28 +14,28 @@ from typing import ClassVar
 
 import numpy as np
 
-from .errors import ContextMismatchError, KeyMissingError, LevelError, ParameterError
+from .errors import ContextMismatchError, KeyMissingError, LevelError, ParameterError, SerializationError
 from .keyswitch import GaloisKeys, SwitchingKey, conjugation_element, galois_element, make_switching_key
 from .modarith import inv_mod
+from .params import CKKSParameters
+from .record import check_key_id, checked_residues, key_id_of, level_of, pack, residue_array, unpack, value_meta
 from .ring import RNSPoly
 
 ERROR_SIGMA = 3.2
 
 
 class _Serializable:
-    """``to_bytes()`` / ``from_bytes(blob, ctx)`` through the ``crypto.serialize`` functions named by ``_kind``."""
+    """``to_bytes()`` / ``from_bytes(blob, ctx)`` through this module's codec functions named by ``_kind``."""
 
     _kind: ClassVar[str] = ""
 
     def to_bytes(self) -> bytes:
-        from . import serialize
-        return getattr(serialize, f"{self._kind}_to_bytes")(self)
+        return _CODECS[self._kind][0](self)
 
     @classmethod
     def from_bytes(cls, blob, ctx):
         """The object stored in ``blob``, for the context ``ctx`` (a CKKSContext)."""
-        from . import serialize
-        return getattr(serialize, f"{cls._kind}_from_bytes")(blob, ctx)
+        return _CODECS[cls._kind][1](blob, ctx)
 
 
 @dataclass(frozen=True, eq=False)
@@ -118,7 +118,6 @@ class Ciphertext(_Serializable):
         return self * (1 / other if divisor.ndim == 0 else 1 / divisor)
 
 
-
 @dataclass(frozen=True, eq=False)
 class SecretKey:
     """Ternary secret s: integer coefficients and the NTT form over all moduli (Q ∪ P)."""
@@ -168,7 +167,8 @@ class KeyGenerator:
         s = sk.poly.data
         return self._switching_key(sk, (s * s) % self.ring.q_column(self.all_idx))
 
-    def galois_keys(self, sk: SecretKey, steps=(), conjugation: bool = False) -> GaloisKeys:
+    def galois_keys(self, sk: SecretKey, steps=(), conjugation: bool = False, progress=None) -> GaloisKeys:
+        """One switching key per Galois element; ``progress(done, total, label)`` after each, if given."""
         n = self.params.n
         steps = tuple(sorted({int(k) for k in steps}))
         elements = {galois_element(k, n) for k in steps if k % (n // 2)}
@@ -182,6 +182,8 @@ class KeyGenerator:
             for dst, src in zip(inverse, (key.b, key.a)):
                 dst[..., perm] = src                            # σ_g^-1 of every row
             keys[g] = SwitchingKey(inverse[0], inverse[1], key.moduli)
+            if progress is not None:
+                progress(len(keys), len(elements), f"Galois element {g}")
         return GaloisKeys(keys, steps, bool(conjugation))
 
     def _switching_key(self, sk: SecretKey, s_from: np.ndarray) -> SwitchingKey:
@@ -274,3 +276,56 @@ def check_level(level, max_level: int, name: str = "level") -> int:
     if isinstance(level, bool) or not isinstance(level, (int, np.integer)) or not 0 <= level <= max_level:
         raise LevelError(f"{name}={level!r} not in [0, {max_level}]")
     return int(level)
+
+
+# -- bytes -------------------------------------------------------------------------------------------
+def ciphertext_to_bytes(ct) -> bytes:
+    meta = {"level": ct.level, "scale": ct.scale, "length": ct.length, "is_complex": ct.is_complex,
+            "key_id": ct.key_id.hex()}
+    return pack("ciphertext", ct.fingerprint, meta, [residue_array(np.stack([p.data for p in ct.parts]))])
+
+
+def _check_context(ctx):
+    """``ctx`` must be a CKKSContext (checked by what this module uses of it: parameters, ring, key set id)."""
+    if not (isinstance(getattr(ctx, "params", None), CKKSParameters) and hasattr(ctx, "ring")
+            and hasattr(ctx, "key_id") and hasattr(ctx, "evaluator")):
+        raise ParameterError(f"ctx must be a CKKSContext, got {type(ctx).__name__}")
+
+
+def ciphertext_from_bytes(blob, ctx):
+    """A ciphertext for ``ctx`` (a CKKSContext); its evaluator is attached."""
+    _check_context(ctx)
+    params = ctx.params
+    _, meta, arrays = unpack(blob, "ciphertext", params.fingerprint)
+    check_key_id(key_id_of(meta), ctx.key_id, "ciphertext")
+    level = level_of(meta, params)
+    scale, length, is_complex = value_meta(meta, params)
+    if len(arrays) != 1 or arrays[0].ndim != 3 or arrays[0].shape[0] not in (2, 3):
+        raise SerializationError("a ciphertext holds one array of 2 or 3 parts")
+    idx = tuple(range(params.limbs_at(level)))
+    shape = (arrays[0].shape[0], len(idx), params.n)
+    data = checked_residues(arrays[0], shape, params.q_moduli[: len(idx)], "ciphertext data")
+    parts = tuple(RNSPoly(ctx.ring, d, idx, True) for d in data)
+    return Ciphertext(parts, level, scale, length, is_complex, params.fingerprint, ctx.key_id, ctx.evaluator)
+
+
+def plaintext_to_bytes(pt) -> bytes:
+    meta = {"level": pt.level, "scale": pt.scale, "length": pt.length, "is_complex": pt.is_complex}
+    return pack("plaintext", pt.fingerprint, meta, [residue_array(pt.poly.data)])
+
+
+def plaintext_from_bytes(blob, ctx):
+    _check_context(ctx)
+    params = ctx.params
+    _, meta, arrays = unpack(blob, "plaintext", params.fingerprint)
+    level = level_of(meta, params)
+    scale, length, is_complex = value_meta(meta, params)
+    if len(arrays) != 1:
+        raise SerializationError("a plaintext holds exactly one array")
+    idx = tuple(range(params.limbs_at(level)))
+    data = checked_residues(arrays[0], (len(idx), params.n), params.q_moduli[: len(idx)], "plaintext data")
+    return Plaintext(RNSPoly(ctx.ring, data, idx, True), level, scale, length, is_complex, params.fingerprint)
+
+
+_CODECS = {"plaintext": (plaintext_to_bytes, plaintext_from_bytes),
+           "ciphertext": (ciphertext_to_bytes, ciphertext_from_bytes)}

@@ -1,0 +1,166 @@
+"""Byte records of a context's key material (public, relinearization, Galois and secret keys).
+
+Writers take a CKKSContext; readers return the parts a CKKSContext is made of (``CKKSContext.from_bytes``
+and ``from_key_bytes`` assemble them), so this module sits below ``crypto.context``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import SerializationError
+from .keyswitch import GaloisKeys, SwitchingKey
+from .params import parameters_from_meta
+from .record import check_key_id, checked_residues, field, key_id_of, pack, peek_kind, residue_array, unpack
+from .ring import RingContext, RNSPoly
+from .rlwe import KeyGenerator, PublicKey
+
+
+def _key_meta(ctx) -> dict:
+    return {"params": ctx.params.to_dict(), "key_id": ctx.key_id.hex()}
+
+
+def _galois_meta(ctx) -> tuple[dict, list]:
+    gk = ctx.galois_keys
+    elements = sorted(gk.keys)
+    meta = {"steps": list(gk.steps), "conjugation": gk.conjugation, "galois_elements": elements}
+    return meta, [part for g in elements for part in (gk.keys[g].b, gk.keys[g].a)]
+
+
+def _key_arrays(ctx) -> tuple[dict, list]:
+    """Meta and arrays of the public material: public key, relinearization key, Galois keys."""
+    galois_meta, galois_arrays = _galois_meta(ctx)
+    arrays = [ctx.public_key.b.data, ctx.public_key.a.data, ctx.relin_key.b, ctx.relin_key.a] + galois_arrays
+    return {**_key_meta(ctx), **galois_meta}, [residue_array(a) for a in arrays]
+
+
+def public_key_to_bytes(ctx) -> bytes:
+    return pack("public_key", ctx.params.fingerprint, _key_meta(ctx),
+                [residue_array(ctx.public_key.b.data), residue_array(ctx.public_key.a.data)])
+
+
+def relin_key_to_bytes(ctx) -> bytes:
+    return pack("relin_key", ctx.params.fingerprint, _key_meta(ctx),
+                [residue_array(ctx.relin_key.b), residue_array(ctx.relin_key.a)])
+
+
+def galois_keys_to_bytes(ctx) -> bytes:
+    galois_meta, arrays = _galois_meta(ctx)
+    return pack("galois_keys", ctx.params.fingerprint, {**_key_meta(ctx), **galois_meta},
+                [residue_array(a) for a in arrays])
+
+
+def context_to_bytes(ctx, include_secret_key: bool = False) -> bytes:
+    meta, arrays = _key_arrays(ctx)
+    if not include_secret_key:
+        return pack("public_context", ctx.params.fingerprint, meta, arrays)
+    if not ctx.has_secret_key:
+        raise SerializationError("include_secret_key=True but this is a public context (no secret key)")
+    return pack("full_context", ctx.params.fingerprint, meta,
+                arrays + [np.asarray(ctx._secret_key.coeffs, dtype="<i8")])
+
+
+def secret_key_to_bytes(ctx) -> bytes:
+    if not ctx.has_secret_key:
+        raise SerializationError("this is a public context: it has no secret key to serialize")
+    return pack("secret_key", ctx.params.fingerprint, {"key_id": ctx.key_id.hex()},
+                [np.asarray(ctx._secret_key.coeffs, dtype="<i8")])
+
+
+class _KeyReader:
+    """Parses the key arrays of one parameter set (shapes and residue ranges checked)."""
+
+    def __init__(self, params, backend):
+        self.params = params
+        self.ring = RingContext(params.n, params.moduli, backend)
+
+    def public_key(self, arrays, key_id: bytes):
+        params = self.params
+        q_idx = tuple(range(len(params.q_moduli)))
+        pk = PublicKey(*(RNSPoly(self.ring, checked_residues(a, (len(q_idx), params.n), params.q_moduli,
+                                                              "public key"), q_idx, True) for a in arrays))
+        if pk.key_id != key_id:
+            raise SerializationError("the public key does not match the stored key-set id: corrupted record")
+        return pk
+
+    def switching_key(self, b, a, what: str):
+        params = self.params
+        shape = (len(params.digits), len(params.moduli), params.n)
+        return SwitchingKey(checked_residues(b, shape, params.moduli, what),
+                            checked_residues(a, shape, params.moduli, what), params.moduli)
+
+    def galois_keys(self, meta: dict, arrays):
+        n = self.params.n
+        elements = field(meta, "galois_elements", list)
+        steps = field(meta, "steps", list)
+        conjugation = field(meta, "conjugation", bool)
+        if len(arrays) != 2 * len(elements):
+            raise SerializationError(f"{len(arrays)} Galois key arrays for {len(elements)} Galois elements")
+        keys = {}
+        for i, g in enumerate(elements):
+            if not isinstance(g, int) or g % 2 == 0 or not 0 < g < 2 * n:
+                raise SerializationError(f"Galois element {g!r} is not an odd integer in (0, {2 * n})")
+            keys[g] = self.switching_key(arrays[2 * i], arrays[2 * i + 1], f"Galois key {g}")
+        if not all(isinstance(k, int) and not isinstance(k, bool) for k in steps):
+            raise SerializationError("field 'steps' must hold integers")
+        if conjugation and 2 * n - 1 not in keys:
+            raise SerializationError("the record claims a conjugation key but holds none")
+        return GaloisKeys(keys, tuple(steps), conjugation)
+
+    def secret_key(self, coeffs):
+        n = self.params.n
+        if coeffs.shape != (n,) or np.abs(coeffs).max(initial=0) > 1:
+            raise SerializationError(f"secret key must be {n} ternary coefficients")
+        return KeyGenerator(self.params, self.ring, None).secret_key_from_coeffs(coeffs)
+
+
+def _read_secret_key(blob, params, key_id: bytes) -> np.ndarray:
+    _, meta, arrays = unpack(blob, "secret_key", params.fingerprint)
+    check_key_id(key_id_of(meta), key_id, "secret key")
+    if len(arrays) != 1:
+        raise SerializationError("a secret key record holds exactly one array")
+    return arrays[0]
+
+
+def read_context(blob, backend="auto", secret_key=None):
+    """The parts of a CKKSContext stored by ``context_to_bytes`` (plus optional ``secret_key_to_bytes`` output):
+    (parameters, ring, public key, relinearization key, Galois keys, secret key or None)."""
+    kind = peek_kind(blob)
+    if kind not in ("public_context", "full_context"):
+        raise SerializationError(f"record holds a {kind}, expected a public_context or full_context")
+    fp, meta, arrays = unpack(blob, kind)
+    params = parameters_from_meta(meta, fp)
+    key_id = key_id_of(meta)
+    has_secret = kind == "full_context"
+    if len(arrays) < 4 + has_secret:
+        raise SerializationError(f"context record holds {len(arrays)} arrays, expected at least {4 + has_secret}")
+    reader = _KeyReader(params, backend)
+    pk = reader.public_key(arrays[:2], key_id)
+    relin = reader.switching_key(arrays[2], arrays[3], "relinearization key")
+    galois = reader.galois_keys(meta, arrays[4: len(arrays) - has_secret])
+    coeffs = arrays[-1] if has_secret else None
+    if secret_key is not None:
+        if coeffs is not None:
+            raise SerializationError("the record already holds a secret key; do not pass secret_key too")
+        coeffs = _read_secret_key(secret_key, params, key_id)
+    sk = None if coeffs is None else reader.secret_key(coeffs)
+    return params, reader.ring, pk, relin, galois, sk
+
+
+def read_key_records(public_key, relin_key, galois_keys=None, backend="auto"):
+    """The parts of a public CKKSContext from separate key records (``public_key_to_bytes`` and friends;
+    they must share parameters and key set): (parameters, ring, public key, relinearization key, Galois keys)."""
+    fp, meta, pk_arrays = unpack(public_key, "public_key")
+    params = parameters_from_meta(meta, fp)
+    key_id = key_id_of(meta)
+    _, rk_meta, rk_arrays = unpack(relin_key, "relin_key", fp)
+    check_key_id(key_id_of(rk_meta), key_id, "relinearization key")
+    if len(pk_arrays) != 2 or len(rk_arrays) != 2:
+        raise SerializationError("a public key and a relinearization key hold two arrays each")
+    reader = _KeyReader(params, backend)
+    galois = GaloisKeys({}, (), False)
+    if galois_keys is not None:
+        _, gk_meta, gk_arrays = unpack(galois_keys, "galois_keys", fp)
+        check_key_id(key_id_of(gk_meta), key_id, "Galois keys")
+        galois = reader.galois_keys(gk_meta, gk_arrays)
+    return (params, reader.ring, reader.public_key(pk_arrays, key_id),
+            reader.switching_key(*rk_arrays, "relinearization key"), galois)
