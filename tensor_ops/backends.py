@@ -183,9 +183,8 @@ class CKKSBackend:
         return self.ctx.encrypt(np.asarray(vector))
 
     def run(self, plan, *operands):
-        """Execute ``plan`` on CipherTensors / numpy arrays; returns a CipherTensor."""
-        from .tensor import run_plan  # tensor.py builds on this module
-        return run_plan(plan, list(operands))
+        """Execute ``plan`` on CipherTensors / numpy arrays; returns a CipherTensor (``plan.execute``)."""
+        return plan.execute(self, *operands)
 
     execute = run
 

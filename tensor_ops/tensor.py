@@ -17,172 +17,26 @@ object share its caches (plans already made, plaintext masks already encoded).
 """
 from __future__ import annotations
 
-import json
 import string
-import struct
-from dataclasses import replace
 
 import numpy as np
 
-from crypto.errors import ContextMismatchError, SerializationError, ShapeError
+from crypto.errors import ShapeError
 
 from .backends import CKKSBackend, PlainBackend
-from .layout import SlotLayout, Tile
+from .layout import SlotLayout
 from .parse import parse
 from .plan import Plan, build_elementwise, build_plan, build_scalar
+from .tensor_base import CipherTensorBase, backend_of, check_same_backend, run_plan
 
 __all__ = ["CipherTensor", "encrypt", "einsum", "matmul_expression", "run_plan"]
 
-_MAGIC = b"hezk/CipherTensor/v1\0"
 
+class CipherTensor(CipherTensorBase):
+    """Ciphertexts (one per tile) and the SlotLayout that says where each element lives; the operators below
+    lower to plans (properties, ``decrypt``, bytes, ``transpose`` and indexing come from CipherTensorBase)."""
 
-def _backend_of(ctx):
-    if isinstance(ctx, (PlainBackend, CKKSBackend)):
-        return ctx
-    if hasattr(ctx, "evaluator") and hasattr(ctx, "params"):
-        return CKKSBackend(ctx)
-    raise ShapeError(f"ctx must be a CKKSContext or a PlainBackend, got {type(ctx).__name__}")
-
-
-class CipherTensor:
-    """Ciphertexts (one per tile) and the SlotLayout that says where each element lives."""
-
-    __slots__ = ("_cts", "_layout", "_backend")
-    __array_ufunc__ = None  # numpy defers ``array op CipherTensor`` to our reflected operators
-
-    def __init__(self, ciphertexts, layout: SlotLayout, backend):
-        cts = tuple(ciphertexts)
-        if not isinstance(layout, SlotLayout):
-            raise ShapeError(f"layout must be a SlotLayout, got {type(layout).__name__}")
-        if len(cts) != layout.n_ciphertexts:
-            raise ShapeError(f"layout needs {layout.n_ciphertexts} ciphertexts, got {len(cts)}")
-        object.__setattr__(self, "_cts", cts)
-        object.__setattr__(self, "_layout", layout)
-        object.__setattr__(self, "_backend", backend)
-
-    def __setattr__(self, name, value):
-        raise AttributeError("CipherTensor is immutable")
-
-    # ------------------------------------------------------------------ properties
-    @property
-    def ciphertexts(self) -> tuple:
-        return self._cts
-
-    @property
-    def layout(self) -> SlotLayout:
-        return self._layout
-
-    @property
-    def backend(self):
-        return self._backend
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self._layout.shape
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        return int(np.prod(self.shape))
-
-    @property
-    def level(self):
-        """The lowest level of the ciphertexts (None on the plain backend)."""
-        levels = [getattr(c, "level", None) for c in self._cts]
-        return None if None in levels else min(levels)
-
-    def __len__(self):
-        if not self.shape:
-            raise TypeError("len() of a 0-d CipherTensor")
-        return self.shape[0]
-
-    def __iter__(self):
-        return (self[i] for i in range(len(self)))
-
-    def __repr__(self):
-        lv = "" if self.level is None else f", level={self.level}"
-        return f"CipherTensor(shape={self.shape}{lv}, {len(self._cts)} ciphertext(s), {self._backend.name})"
-
-    # ------------------------------------------------------------------ decryption
-    def decrypt(self, ctx=None) -> np.ndarray:
-        """The numpy array of the logical shape (``ctx`` must hold the secret key; on the plain
-        backend it may be omitted)."""
-        be = self._backend if ctx is None else _backend_of(ctx)
-        vectors = [be.decrypt(c) for c in self._cts]
-        vectors = [np.pad(v, (0, self._layout.slots - len(v))) if len(v) < self._layout.slots else v for v in vectors]
-        out = self._layout.unpack(vectors)
-        return out.real.copy() if np.iscomplexobj(out) and not self._complex() else out
-
-    def _complex(self) -> bool:
-        return any(getattr(c, "is_complex", np.iscomplexobj(c)) for c in self._cts)
-
-    # ------------------------------------------------------------------ bytes
-    def to_bytes(self) -> bytes:
-        """Versioned bytes: the layout (JSON) and each ciphertext's own bytes (CKKS backend only)."""
-        if not isinstance(self._backend, CKKSBackend):
-            raise SerializationError("only CipherTensors of a CKKS context have a byte form")
-        lay = self._layout
-        header = json.dumps({"shape": lay.shape, "strides": lay.strides, "slots": lay.slots,
-                             "tiles": [[t.ct, t.start, t.size, t.offset] for t in lay.tiles],
-                             "replicas": lay.replicas, "clean": lay.clean}).encode()
-        parts = [header] + [c.to_bytes() for c in self._cts]
-        return _MAGIC + struct.pack("<I", len(parts)) + b"".join(struct.pack("<Q", len(p)) + p for p in parts)
-
-    @classmethod
-    def from_bytes(cls, blob, ctx) -> "CipherTensor":
-        """A CipherTensor from ``to_bytes`` output, for ``ctx`` (a public context is enough)."""
-        from crypto.rlwe import Ciphertext
-
-        blob = bytes(blob)
-        if not blob.startswith(_MAGIC) or len(blob) < len(_MAGIC) + 4:
-            raise SerializationError("not CipherTensor bytes (bad magic or version)")
-        (count,), pos, parts = struct.unpack_from("<I", blob, len(_MAGIC)), len(_MAGIC) + 4, []
-        for _ in range(count):
-            if pos + 8 > len(blob):
-                raise SerializationError("CipherTensor bytes are truncated")
-            (size,) = struct.unpack_from("<Q", blob, pos)
-            parts.append(blob[pos + 8:pos + 8 + size])
-            pos += 8 + size
-            if pos > len(blob):
-                raise SerializationError("CipherTensor bytes are truncated")
-        if pos != len(blob) or count < 1:
-            raise SerializationError(f"CipherTensor bytes have {len(blob) - pos} trailing bytes or no header")
-        try:
-            head = json.loads(parts[0])
-            layout = SlotLayout(tuple(head["shape"]), tuple(head["strides"]), int(head["slots"]),
-                                tuple(Tile(int(c), tuple(st), tuple(sz), int(off)) for c, st, sz, off in head["tiles"]),
-                                tuple(tuple(r) for r in head["replicas"]), bool(head["clean"]))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise SerializationError(f"CipherTensor layout header is malformed: {exc}") from None
-        return cls([Ciphertext.from_bytes(p, ctx) for p in parts[1:]], layout, _backend_of(ctx))
-
-    # ------------------------------------------------------------------ free layout changes
-    def transpose(self, *axes) -> "CipherTensor":
-        """Permute the axes (no ciphertext work: the layout records the new order)."""
-        if len(axes) == 1 and isinstance(axes[0], (tuple, list, type(None))):
-            axes = tuple(axes[0]) if axes[0] is not None else ()
-        if any(isinstance(a, bool) or not isinstance(a, (int, np.integer)) for a in axes):
-            raise ShapeError(f"axes {axes!r} must be integers (a permutation of the {self.ndim} axes)")
-        axes = tuple(range(self.ndim))[::-1] if not axes else tuple(int(a) for a in axes)
-        if len(axes) != self.ndim or any(not -self.ndim <= a < self.ndim for a in axes) or \
-                sorted(a % self.ndim for a in axes) != list(range(self.ndim)):
-            raise ShapeError(f"axes {axes} are not a permutation of the {self.ndim} axes of shape {self.shape}")
-        return CipherTensor(self._cts, self._layout.transpose([a % self.ndim for a in axes]), self._backend)
-
-    @property
-    def T(self) -> "CipherTensor":
-        return self.transpose()
-
-    def __getitem__(self, key) -> "CipherTensor":
-        """Basic numpy indexing (ints, positive-step slices, None, ...): free, only the layout changes."""
-        lay = self._layout.index_view(key)
-        used = sorted({t.ct for t in lay.tiles})
-        renumber = {ct: n for n, ct in enumerate(used)}
-        tiles = tuple(replace(t, ct=renumber[t.ct]) for t in lay.tiles)
-        return CipherTensor([self._cts[ct] for ct in used], replace(lay, tiles=tiles), self._backend)
+    __slots__ = ()
 
     # ------------------------------------------------------------------ lowered operations
     def sum(self, axis=None, keepdims: bool = False, dtype=None, out=None) -> "CipherTensor":
@@ -218,7 +72,7 @@ class CipherTensor:
                            lambda: build_scalar(op, self._layout, other))
             return run_plan(plan, [self])
         if isinstance(other, CipherTensor):
-            _check_same(self, other)
+            check_same_backend(self, other)
         elif not isinstance(other, np.ndarray):
             try:
                 other = np.asarray(other, dtype=np.result_type(np.asarray(other), np.float64))
@@ -287,40 +141,10 @@ def matmul_expression(ndim_a: int, ndim_b: int) -> str:
     return f"{a},{b}->{out}"
 
 
-def _check_same(a: CipherTensor, b: CipherTensor):
-    if a.backend is not b.backend:
-        pa, pb = getattr(a.backend, "ctx", None), getattr(b.backend, "ctx", None)
-        same = pa is not None and pb is not None and getattr(pa, "key_id", 1) == getattr(pb, "key_id", 2)
-        if not same and not (isinstance(a.backend, PlainBackend) and isinstance(b.backend, PlainBackend)
-                             and a.backend.slots == b.backend.slots):
-            raise ContextMismatchError("CipherTensors come from different contexts/backends (keys differ)")
-    if a.layout.slots != b.layout.slots:
-        raise ContextMismatchError(f"slot counts differ: {a.layout.slots} and {b.layout.slots}")
-
-
-def run_plan(plan: Plan, operands) -> CipherTensor:
-    """Execute ``plan`` on the backend of the encrypted operands, refusing too-deep plans first."""
-    tensors = [o for o in operands if isinstance(o, CipherTensor)]
-    if len(operands) != len(plan.encrypted) or \
-            any(isinstance(o, CipherTensor) != e for o, e in zip(operands, plan.encrypted)):
-        raise ShapeError(f"plan expects operands encrypted={plan.encrypted}, got "
-                         f"{tuple(isinstance(o, CipherTensor) for o in operands)}")
-    for n, (o, lay) in enumerate(zip(operands, plan.input_layouts)):
-        if isinstance(o, CipherTensor) and o.layout != lay:
-            raise ShapeError(f"operand {n} has layout {o.layout.describe()}, the plan expects {lay.describe()}")
-    be = tensors[0].backend
-    levels = [t.level for t in tensors]
-    if None not in levels:
-        plan.check_levels(min(levels))
-    ops = [list(o.ciphertexts) if isinstance(o, CipherTensor) else np.asarray(o) for o in operands]
-    regs = plan.run(be, ops)
-    return CipherTensor(regs, plan.output_layout, be)
-
-
 def encrypt(ctx, array, layout: SlotLayout | None = None, level: int | None = None) -> CipherTensor:
     """Encrypt a numpy array (default layout: row-major compact, tiled over several ciphertexts when
     it needs more than ``params.slots`` slots)."""
-    be = _backend_of(ctx)
+    be = backend_of(ctx)
     if isinstance(be, PlainBackend):
         be.ensure_slots()
     try:
@@ -376,7 +200,7 @@ def einsum(expr: str, *operands, plan: Plan | None = None, optimize=None):
     if not tensors:
         return np.einsum(spec.expression(), *arrays)
     for t in tensors[1:]:
-        _check_same(tensors[0], t)
+        check_same_backend(tensors[0], t)
     enc = tuple(isinstance(o, CipherTensor) for o in arrays)
     if plan is not None:
         if plan.spec != spec:

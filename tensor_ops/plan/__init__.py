@@ -1,0 +1,57 @@
+"""Einsum -> a printable HE plan: Pack, Replicate, Multiply, RotateSum, Mask, Rescale (and a few helpers).
+
+Public surface::
+
+    p = tensor_ops.plan("ij,jk->ik", (8, 8), (8, 8), params=params, encrypted=(True, False))
+    print(p.explain())          # the packing, the strategy chosen and why, every step
+    p.rotations()               # exact rotation steps to give CKKSContext.keygen(rotations=...)
+    p.depth()                   # levels consumed (multiplications and masks, each followed by a rescale)
+    p.cost()                    # counts: rotations (hoisted ones apart), multiplies, ciphertexts, keys
+    p.input_layouts             # how to encrypt each operand (layouts="auto" may ask for client packing)
+    p.run(backend, operands)    # operands: lists of backend ciphertexts (encrypted) or numpy arrays (plain)
+    p.simulate(*arrays)         # the same steps on the PlainBackend (numpy), no keys
+
+Lowering (each operand in its current :class:`SlotLayout`; nothing here touches a key):
+
+1. repeated indices of an encrypted operand become a diagonal layout (free: strides add up), size-1
+   broadcast axes are squeezed (free); plaintext operands are combined in the clear with numpy;
+2. indices private to one encrypted operand are summed by rotate-and-sum;
+3. operands are contracted pairwise, each pair by the cheapest of these strategies (cost model:
+   rotations, hoisted rotations, multiplies, rescales and new rotation keys):
+
+   * replicate-multiply-reduce: one operand (the anchor) keeps its layout; the indices it lacks are
+     appended at new slot strides (inside the ciphertext while they fit, across extra ciphertext
+     tiles after that: tiling, never an abort) and filled by rotate-and-add replication; the other
+     operand is moved there by one masked baby-step/giant-step diagonal move (a ``Mask`` step:
+     plaintext 0/1 diagonals, hoisted baby rotations, shared giant rotations) and replicated along
+     the anchor's other axes; a plaintext operand is simply packed in the clear. Both anchors are
+     tried. SIMD multiply, rescale, rotate-and-sum over contracted axes, add the tiles;
+   * output-stationary: kept indices keep their native strides, contracted ones go outer (and across
+     tiles), so each operand moves only its contracted axis (large encrypted matmuls);
+   * the diagonal method of Halevi and Shoup ("Algorithms in HElib", CRYPTO 2014) with
+     baby-step/giant-step and hoisted rotations ("Faster homomorphic linear transformations in
+     HElib", CRYPTO 2018) for ``x[..., k] M[k, j]`` with ``M`` plaintext, batched over x's other axes;
+4. the result's axes are put in output order (free: a layout transpose).
+
+With ``layouts="auto"`` the planner also prices client-side packings (operands encrypted already
+replicated, or with a copy for the diagonal method, or tiled straight into the stationary layout)
+and keeps the cheapest; the notes say which strategy won and the estimates of the others.
+The step vocabulary follows EinHops (Garimella, Ebel and Reagen, arXiv:2507.07972, 2025): pack,
+expand by rotations, multiply, reduce by rotations.
+"""
+from __future__ import annotations
+
+from .build import build_elementwise, build_plan, build_scalar
+from .core import Plan, PlainPrep
+from .cost import DEFAULT_COSTS, CostModel
+from .diagonal import diagonal_layouts
+from .planner import plan
+from .replicate import prepacked_layouts
+from .stationary import stationary_layouts
+from .steps import (Add, Input, Mask, MatVecDiagonal, MulScalar, Multiply, Negate, Pack, Replicate, Rescale, Rotate,
+                    RotateSum, Step, UnaryStep)
+
+__all__ = ["Plan", "CostModel", "plan", "build_plan", "Step", "Input", "Pack", "Replicate", "RotateSum",
+           "Multiply", "Rescale", "Mask", "MatVecDiagonal", "Add", "Rotate", "MulScalar", "Negate"]
+__all__ += ["UnaryStep", "PlainPrep", "DEFAULT_COSTS", "build_elementwise", "build_scalar", "prepacked_layouts",
+            "stationary_layouts", "diagonal_layouts"]
