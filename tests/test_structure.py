@@ -1,0 +1,164 @@
+"""Layering (DESIGN.md rule 11): no import cycles among crypto.* and tensor_ops.* modules, and the engines
+stay apart (crypto never imports tensor_ops or proofs; proofs never imports crypto or tensor_ops).
+
+The checker reads the sources (``import`` and ``from ... import`` statements anywhere, those inside functions
+included: a lazy import is still an import) and finds strongly connected components of the module graph.
+"""
+import ast
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PACKAGES = ("crypto", "tensor_ops", "proofs")
+
+
+def module_files(root: pathlib.Path, packages) -> dict[str, pathlib.Path]:
+    """Dotted module name -> source file, for every .py file of ``packages`` under ``root``."""
+    files = {}
+    for pkg in packages:
+        for path in sorted((root / pkg).rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            files[".".join(parts)] = path
+    return files
+
+
+def imported_modules(path: pathlib.Path, module: str, known) -> set[str]:
+    """The modules of ``known`` that ``module`` (at ``path``) imports, anywhere in its source."""
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[:len(package) - node.level + 1]
+                prefix = ".".join(base + ([node.module] if node.module else []))
+            else:
+                prefix = node.module or ""
+            names = [prefix] + [f"{prefix}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for name in names:
+            while name and name not in known:       # `from pkg.mod import func` -> pkg.mod
+                name = name.rpartition(".")[0]
+            if name and name != module:
+                found.add(name)
+    return found
+
+
+def import_graph(root: pathlib.Path, packages=PACKAGES) -> dict[str, set[str]]:
+    """module -> modules it imports. An edge from a module to a package containing it is left out: a
+    package's ``__init__`` re-exporting its children is how packages are made, not a cycle of design."""
+    files = module_files(root, packages)
+    return {m: {d for d in imported_modules(f, m, files) if not m.startswith(d + ".")} for m, f in files.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan, iterative), each sorted."""
+    index, low, on_stack, stack, out = {}, {}, set(), [], []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            v, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[v] = min(low[v], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    out.append(sorted(comp))
+    return out
+
+
+def _top(module: str) -> str:
+    return module.split(".")[0]
+
+
+def upward_imports(graph: dict[str, set[str]], engine: str, forbidden) -> list[str]:
+    """Edges 'module -> dependency' from package ``engine`` into any package of ``forbidden``."""
+    return sorted(f"{m} -> {d}" for m, deps in graph.items() if _top(m) == engine for d in deps if _top(d) in forbidden)
+
+
+# -- the checker itself ---------------------------------------------------------------------------------
+def _write(root: pathlib.Path, files: dict[str, str]):
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def test_checker_finds_lazy_relative_and_absolute_cycles(tmp_path):
+    _write(tmp_path, {
+        "pkg/__init__.py": "from .a import f\n",
+        "pkg/a.py": "def f():\n    from .sub.b import g\n    return g\n",          # lazy and relative
+        "pkg/sub/__init__.py": "",
+        "pkg/sub/b.py": "from ..c import h\n",
+        "pkg/c.py": "import pkg.a\nfrom pkg import a as again\n",                  # absolute, both forms
+        "pkg/d.py": "from pkg.c import h\n",                                       # on no cycle
+    })
+    graph = import_graph(tmp_path, ("pkg",))
+    assert graph["pkg.a"] == {"pkg.sub.b"} and graph["pkg.sub.b"] == {"pkg.c"} and graph["pkg.c"] == {"pkg.a"}
+    assert "pkg" not in graph["pkg.c"]                     # child -> own package: left out
+    assert cycles(graph) == [["pkg.a", "pkg.c", "pkg.sub.b"]]
+
+
+def test_checker_passes_a_layered_package(tmp_path):
+    _write(tmp_path, {"pkg/__init__.py": "from .top import t\n", "pkg/low.py": "X = 1\n",
+                      "pkg/mid.py": "from .low import X\n", "pkg/top.py": "from . import mid\nfrom .low import X\n"})
+    graph = import_graph(tmp_path, ("pkg",))
+    assert graph["pkg.top"] == {"pkg.mid", "pkg.low"}
+    assert cycles(graph) == []
+
+
+def test_checker_finds_an_engine_importing_upward(tmp_path):
+    _write(tmp_path, {"low/__init__.py": "", "low/x.py": "def f():\n    import high.y\n",
+                      "high/__init__.py": "", "high/y.py": "from low.x import f\n"})
+    graph = import_graph(tmp_path, ("low", "high"))
+    assert upward_imports(graph, "low", ("high",)) == ["low.x -> high.y"]
+    assert upward_imports(graph, "high", ("low",)) == ["high.y -> low.x"]
+
+
+# -- the repository -------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def graph():
+    return import_graph(ROOT)
+
+
+def test_no_import_cycle_in_crypto_or_tensor_ops(graph):
+    found = cycles(graph)
+    for comp in found:
+        print("import cycle:", " <-> ".join(comp))          # proofs cycles are shown, not yet asserted
+    bad = [comp for comp in found if any(_top(m) in ("crypto", "tensor_ops") for m in comp)]
+    assert not bad, "import cycles: " + "; ".join(" <-> ".join(c) for c in bad)
+
+
+@pytest.mark.parametrize("engine, forbidden", [("crypto", ("tensor_ops", "proofs")),
+                                               ("proofs", ("crypto", "tensor_ops"))])
+def test_engines_do_not_import_upward(graph, engine, forbidden):
+    assert any(_top(m) == engine for m in graph)
+    wrong = upward_imports(graph, engine, forbidden)
+    assert not wrong, f"{engine} must not import {forbidden}: {wrong}"
