@@ -15,3 +15,10 @@ __all__ = [
     "HEError", "ParameterError", "ShapeError", "LevelError", "ScaleError", "KeyMissingError",
     "ContextMismatchError", "SerializationError",
 ]
+
+from importlib.metadata import PackageNotFoundError as _NotInstalled, version as _version  # noqa: E402
+
+try:
+    __version__ = _version("hezk")  # one source: the version in pyproject.toml
+except _NotInstalled:  # a source tree that was never installed
+    __version__ = "0+unknown"

@@ -101,6 +101,9 @@ def _parse_payload(payload: bytes) -> tuple[dict, list[np.ndarray]]:
         (meta_length,) = _LEN32.unpack_from(payload, 0)
         doc = json.loads(payload[_LEN32.size: _LEN32.size + meta_length].decode())
         meta, specs = doc["meta"], doc["arrays"]
+        if not isinstance(meta, dict):
+            raise SerializationError(f"record meta is a JSON {type(meta).__name__}, not an object: corrupted or "
+                                     f"crafted bytes")
         offset = _LEN32.size + meta_length
         arrays = []
         for code, shape in specs:
@@ -166,7 +169,8 @@ def key_id_of(meta: dict) -> bytes:
     try:
         return bytes.fromhex(field(meta, "key_id", str))
     except ValueError:
-        raise SerializationError(f"field 'key_id'={meta.get('key_id')!r} is not hex") from None
+        value = meta.get("key_id") if isinstance(meta, dict) else None
+        raise SerializationError(f"field 'key_id'={value!r} is missing or not hex") from None
 
 
 def check_key_id(found: bytes, expected: bytes, what: str):

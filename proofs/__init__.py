@@ -70,3 +70,10 @@ __all__ += [
     "verify_training_step", "verify_training_steps", "CommittedModel", "commit_forward", "forward_output",
     "forward_trace", "prove_forward", "verify_forward", "training_soundness_bits",
 ]
+
+from importlib.metadata import PackageNotFoundError as _NotInstalled, version as _version  # noqa: E402
+
+try:
+    __version__ = _version("hezk")  # one source: the version in pyproject.toml
+except _NotInstalled:  # a source tree that was never installed
+    __version__ = "0+unknown"

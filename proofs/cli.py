@@ -86,6 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class InputFileError(ModelError):
+    """The input file is not a usable input (unreadable, not numeric, NaN or infinite): a usage error (exit 2),
+    where an input the proof does not fit is a rejection (exit 1)."""
+
+
 def _load_input(path: str, input_frac: int, input_bound: int) -> np.ndarray:
     try:
         x = np.load(path, allow_pickle=False)
@@ -93,13 +98,15 @@ def _load_input(path: str, input_frac: int, input_bound: int) -> np.ndarray:
             with x as archive:
                 x = archive[archive.files[0]] if len(archive.files) == 1 else archive.files
     except (OSError, ValueError, EOFError) as exc:
-        raise ModelError(f"input file {path!r} is not a readable .npy array: {exc}") from None
+        raise InputFileError(f"input file {path!r} is not a readable .npy array: {exc}") from None
     if isinstance(x, list):
-        raise ModelError(f"input file {path!r} is an .npz archive with {len(x)} arrays {x}; expected one array")
+        raise InputFileError(f"input file {path!r} is an .npz archive with {len(x)} arrays {x}; expected one array")
     if x.dtype.kind in "iu":
         return x.astype(np.int64)
     if x.dtype.kind != "f":
-        raise ModelError(f"input file {path!r} must hold integers or floats, got dtype {x.dtype}")
+        raise InputFileError(f"input file {path!r} must hold integers or floats, got dtype {x.dtype}")
+    if not np.all(np.isfinite(x)):
+        raise InputFileError(f"input file {path!r} holds NaN or infinite values; every entry must be finite")
     values = quantize_values(x, input_frac)
     bound = input_bound * 2.0 ** -input_frac
     if values.size and np.max(np.abs(values)) > input_bound:
@@ -199,6 +206,9 @@ def _verify(args) -> int:
         commitment = ModelCommitment.from_bytes(_read(args.commitment))
         x = _load_input(args.input, commitment.input_frac, commitment.input_bound)
         output = verify_network(commitment, x, read_proof(_read(args.proof)))
+    except InputFileError as error:  # unreadable, not numeric, NaN: a usage error, not a rejection
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     except (ProofRejected, ModelError) as error:
         print("reject")
         print(f"reject: {error}", file=sys.stderr)

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import os
 import re
+import struct
 import zipfile
+import zlib
 
 import numpy as np
 
@@ -154,11 +156,17 @@ def load_model(path) -> QuantizedMLP:
     """Read a quantized or float model file (see the module doc); raises ModelError if malformed."""
     if not os.path.isfile(path):
         raise ModelError(f"model file {str(path)!r} does not exist")
+    with open(path, "rb") as handle:
+        head = handle.read(6)
+    if not head.startswith(b"PK\x03\x04"):  # np.load would return an .npy array or try to unpickle
+        what = "a single .npy array" if head.startswith(b"\x93NUMPY") else "not a zip archive (a text file?)"
+        raise ModelError(f"model file {str(path)!r} is not a readable .npz archive: it is {what} (see proofs.model)")
     try:
         with np.load(path, allow_pickle=False) as archive:
             data = {key: archive[key] for key in archive.files}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-        raise ModelError(f"model file {str(path)!r} is not a readable .npz archive: {exc}") from None
+    except (OSError, ValueError, EOFError, KeyError, RuntimeError, zipfile.BadZipFile, zlib.error, struct.error) as exc:
+        raise ModelError(f"model file {str(path)!r} is not a readable .npz archive (truncated or corrupted): "
+                         f"{type(exc).__name__}: {exc}") from None
     if "format" in data:
         if _scalar(data, "format", "U") != FORMAT:
             raise ModelError(f"model file: format={data['format'].item()!r} is not {FORMAT!r}")

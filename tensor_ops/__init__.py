@@ -33,3 +33,10 @@ from .nn import (Activation, AvgPool2d, BatchNorm, BatchNorm1d, BatchNorm2d, Con
 __all__ += ["Sequential", "Linear", "Conv2d", "AvgPool2d", "Flatten", "BatchNorm", "BatchNorm1d", "BatchNorm2d",
             "Activation", "Square", "Poly", "PolyActivation", "fit_activation", "ModelPlan", "choose_parameters",
             "load_model", "Client", "Server"]
+
+from importlib.metadata import PackageNotFoundError as _NotInstalled, version as _version  # noqa: E402
+
+try:
+    __version__ = _version("hezk")  # one source: the version in pyproject.toml
+except _NotInstalled:  # a source tree that was never installed
+    __version__ = "0+unknown"

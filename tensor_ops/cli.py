@@ -1,4 +1,4 @@
-"""``python -m tensor_ops``: encrypted inference with files, the same flow as the HTTP endpoint.
+"""``python -m tensor_ops`` (also ``hezk``): encrypted inference with files, the same flow as the HTTP endpoint.
 
     python -m tensor_ops plan    --model model.npz [--out plan.json]
     python -m tensor_ops keygen  --model model.npz --client client.key --context public.ctx   (client side)
@@ -6,10 +6,13 @@
     python -m tensor_ops infer   --model model.npz --context public.ctx --request request.bin --out reply.bin
     python -m tensor_ops infer   --model model.npz --input x.npy --out y.npy     (all steps in one process)
     python -m tensor_ops decrypt --client client.key --reply reply.bin --out y.npy            (client side)
+    python -m tensor_ops serve   --model model.npz [--port 8000]                       (HTTP, the serve extra)
 
-``keygen`` may take ``--plan plan.json`` (the server's public plan) instead of the model; ``plan``, ``keygen``
-and ``infer`` take ``--input-shape 1,8,8`` for a model file that does not record its sample shape. Errors
-print one line naming the problem and exit with status 2.
+``client.key`` is SECRET (it holds the secret key); every other file may be shared. ``keygen`` may take
+``--plan plan.json`` (the server's public plan) instead of the model; ``plan``, ``keygen`` and ``infer`` take
+``--input-shape 1,8,8`` for a model file that does not record its sample shape. Key generation and
+evaluation show a progress bar on stderr when it is a terminal (``--progress`` / ``--no-progress``).
+Errors print one line naming the problem and exit with status 2.
 """
 from __future__ import annotations
 
@@ -20,25 +23,25 @@ import sys
 
 import numpy as np
 
-from crypto.errors import HEError, ParameterError
-from tensor_ops.inference import Client, Server
+from crypto.errors import HEError, SerializationError
+from tensor_ops import serve
+from tensor_ops.inference import Client, Server, describe_bytes
 from tensor_ops.model_plan import ModelPlan
 from tensor_ops.nn import Sequential
+from tensor_ops.progress import progress_bar
+from tensor_ops.serve import parse_shape
 
-
-def parse_shape(text: str) -> tuple[int, ...]:
-    """``"1,8,8"`` or ``"1x8x8"`` -> (1, 8, 8); anything else raises ``ParameterError`` naming the text."""
-    try:
-        shape = tuple(int(d) for d in text.replace("x", ",").split(",") if d.strip())
-    except ValueError:
-        shape = ()
-    if not shape or min(shape) < 1:
-        raise ParameterError(f"--input-shape={text!r} must be positive sizes like 1,8,8")
-    return shape
+__all__ = ["main", "parser", "add_commands", "run", "parse_shape"]
 
 
 def _shape(args):
     return None if args.input_shape is None else parse_shape(args.input_shape)
+
+
+def _progress(args, label: str):
+    """A tqdm bar on stderr if --progress, or by default when stderr is a terminal; else None."""
+    wanted = args.progress if args.progress is not None else sys.stderr.isatty()
+    return progress_bar(label) if wanted else None
 
 
 def _plan(args):
@@ -49,23 +52,40 @@ def _plan(args):
         print(f"plan written to {args.out}")
 
 
+def _read(path, what: str) -> bytes:
+    try:
+        return pathlib.Path(path).read_bytes()
+    except OSError as error:
+        raise SerializationError(f"{what} {path}: {error.strerror or error}") from None
+
+
+def _read_plan(path) -> ModelPlan:
+    blob = _read(path, "--plan")
+    try:
+        return ModelPlan.from_dict(json.loads(blob.decode()))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise SerializationError(f"--plan {path} is {describe_bytes(blob)}, not a plan: pass the JSON written by "
+                                 f"'plan --out' (or served at GET /plan)") from None
+
+
 def _keygen(args):
+    progress = _progress(args, "rotation keys")
     if args.plan:
-        client = Client(plan=ModelPlan.from_dict(json.loads(pathlib.Path(args.plan).read_text())))
+        client = Client(plan=_read_plan(args.plan), progress=progress)
     elif args.model:
-        client = Client(model=Sequential.load(args.model), input_shape=_shape(args))
+        client = Client(model=Sequential.load(args.model), input_shape=_shape(args), progress=progress)
     else:
         raise HEError("keygen needs --model or --plan")
     client.save(args.client)
     pathlib.Path(args.context).write_bytes(client.public_context())
     report = client.key_report()
-    print(f"secret client state -> {args.client} (keep private); public context -> {args.context} "
+    print(f"SECRET client state -> {args.client} (keep private, never send it); public context -> {args.context} "
           f"({report['public_context_bytes']} bytes, {report['rotation_keys']} rotation keys)")
 
 
 def _encrypt(args):
     client = Client.load(args.client)
-    x = _load_array(args.input)
+    x = _load_array(args.input, "--input")
     request = client.encrypt(x)
     pathlib.Path(args.out).write_bytes(request)
     print(f"encrypted input of shape {x.shape} -> {args.out} ({len(request)} bytes)")
@@ -74,12 +94,13 @@ def _encrypt(args):
 def _infer(args):
     if args.context is None:
         return _infer_locally(args)
-    request = pathlib.Path(args.request).read_bytes()
+    request = _read(args.request, "--request")
     if request.startswith(_NPY_MAGIC):
         raise HEError(f"--request {args.request} is a plain numpy array: encrypt it first "
                       f"(python -m tensor_ops encrypt), or omit --context to run the whole flow locally")
-    server = Server(Sequential.load(args.model), pathlib.Path(args.context).read_bytes(), input_shape=_shape(args))
-    reply = server.evaluate(request)
+    model = Sequential.load(args.model)
+    server = Server(model, _read(args.context, "--context"), input_shape=_shape(args))
+    reply = server.evaluate(request, progress=_progress(args, "evaluate"))
     pathlib.Path(args.out).write_bytes(reply)
     print(f"evaluated {args.request} -> {args.out} ({len(reply)} bytes)")
 
@@ -87,13 +108,14 @@ def _infer(args):
 def _infer_locally(args):
     """Without --context: the whole flow in one process (keys, encrypt, server evaluation, decrypt)."""
     model = Sequential.load(args.model)
-    x = _load_array(args.request)
-    client = Client(model=model, input_shape=_shape(args) or model.sample_shape(x))
+    x = _load_array(args.request, "--input")
+    client = Client(model=model, input_shape=_shape(args) or model.sample_shape(x),
+                    progress=_progress(args, "rotation keys"))
     print(client.plan.explain())
     server = Server(model, client.public_context())
     request = client.encrypt(x)
     print(f"client: public context {client.key_bytes} bytes (no secret key), request {len(request)} bytes")
-    reply = server.evaluate(request)
+    reply = server.evaluate(request, progress=_progress(args, "evaluate"))
     print(f"server: evaluated the encrypted input -> reply {len(reply)} bytes")
     y = client.decrypt(reply)
     np.save(args.out, y)
@@ -102,7 +124,7 @@ def _infer_locally(args):
 
 
 def _decrypt(args):
-    y = Client.load(args.client).decrypt(pathlib.Path(args.reply).read_bytes())
+    y = Client.load(args.client).decrypt(_read(args.reply, "--reply"))
     np.save(args.out, y)
     print(f"decrypted output of shape {y.shape} -> {args.out}")
     if y.ndim >= 1:
@@ -112,46 +134,94 @@ def _decrypt(args):
 _NPY_MAGIC = b"\x93NUMPY"
 
 
-def _load_array(path):
+def _load_array(path, option: str):
+    blob = _read(path, option)
+    if not blob.startswith(_NPY_MAGIC):
+        raise SerializationError(f"{option} {path} is {describe_bytes(blob)}, not a numpy .npy array "
+                                 f"(write one with numpy.save)")
     try:
         return np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as error:
-        raise HEError(f"--input {path}: not a numpy .npy file ({error})") from None
+    except (OSError, ValueError, EOFError) as error:
+        raise SerializationError(f"{option} {path}: a damaged .npy array ({error})") from None
 
 
-# other spellings accepted on the command line
-_ALIASES = {(c, "--out"): ("--output", "-o") for c in ("plan", "encrypt", "infer", "decrypt")}
-_ALIASES[("infer", "--request")] = ("--input", "-i")
-_ALIASES[("decrypt", "--reply")] = ("--input", "-i")
-_ALIASES[("encrypt", "--input")] = ("-i",)
+SECRET = "SECRET: holds the secret key, keep it private and never send it"
+_COMMANDS = {
+    "plan": ("print the model's public plan (parameters, packing, rotations, depth, time estimate); server side",
+             _plan),
+    "keygen": ("make the keys (client side): writes the SECRET client file (--client) and the public context "
+               "(--context) to send to the server", _keygen),
+    "encrypt": ("encrypt an input .npy into a request (client side, needs the SECRET client file)", _encrypt),
+    "infer": ("evaluate an encrypted request under a public context (server side); without --context, run "
+              "keygen, encrypt, infer and decrypt in one process", _infer),
+    "decrypt": ("decrypt a reply into an output .npy (client side, needs the SECRET client file)", _decrypt),
+    "serve": ("serve the model over HTTP (needs the serve extra); the server never holds a secret key",
+              serve.run),
+}
+# (command, option) -> (aliases, required, help)
+_OPTIONS = {
+    "plan": {"--model": ((), True, "model .npz (written by Sequential.save, or bare weight arrays)"),
+             "--out": (("--output", "-o"), False, "also write the plan as JSON here (public: send it to clients)"),
+             "--input-shape": ((), False, "sample shape, e.g. 1,8,8 (for a model file that does not record it)")},
+    "keygen": {"--model": ((), False, "model .npz to plan the keys for (or give --plan)"),
+               "--plan": ((), False, "the server's public plan JSON (from 'plan --out' or GET /plan) instead of "
+                                     "the model"),
+               "--client": ((), True, f"where to write the client file ({SECRET})"),
+               "--context": ((), True, "where to write the public context (public keys only: send it to the "
+                                       "server)"),
+               "--input-shape": ((), False, "sample shape, e.g. 1,8,8 (for a model file that does not record "
+                                            "it)")},
+    "encrypt": {"--client": ((), True, f"the client file written by keygen ({SECRET})"),
+                "--input": (("-i",), True, "input .npy: one sample or a batch along axis 0"),
+                "--out": (("--output", "-o"), True, "where to write the encrypted request (safe to send)")},
+    "infer": {"--model": ((), True, "model .npz (written by Sequential.save, or bare weight arrays)"),
+              "--context": ((), False, "the client's public context written by keygen --context (never the "
+                                       "secret client file); without it the whole flow runs locally"),
+              "--request": (("--input", "-i"), True, "encrypted request from 'encrypt' (or, without --context, "
+                                                     "a plain input .npy)"),
+              "--out": (("--output", "-o"), True, "where to write the encrypted reply (or, without --context, "
+                                                  "the decrypted output .npy)"),
+              "--input-shape": ((), False, "sample shape, e.g. 1,8,8 (for a model file that does not record "
+                                           "it)")},
+    "decrypt": {"--client": ((), True, f"the client file written by keygen ({SECRET})"),
+                "--reply": (("--input", "-i"), True, "encrypted reply from 'infer'"),
+                "--out": (("--output", "-o"), True, "where to write the decrypted output .npy")},
+}
+_PROGRESS_COMMANDS = ("keygen", "infer")
+
+
+def add_commands(commands) -> None:
+    """Add this CLI's subcommands to ``commands`` (an ``add_subparsers()`` result): used by ``parser()``
+    and by the ``hezk`` console script."""
+    for name, (text, handler) in _COMMANDS.items():
+        command = commands.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
+        if name == "serve":
+            serve.add_arguments(command)
+        for option, (aliases, required, help_text) in _OPTIONS.get(name, {}).items():
+            command.add_argument(option, *aliases, required=required, dest=option[2:].replace("-", "_"),
+                                 help=help_text)
+        if name in _PROGRESS_COMMANDS:
+            command.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                                 help="show a progress bar on stderr (default: only when stderr is a terminal)")
+        command.set_defaults(handler=handler)
 
 
 def parser() -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser(prog="python -m tensor_ops", description="encrypted inference with files")
-    commands = root.add_subparsers(dest="command", required=True)
-    spec = {
-        "plan": (_plan, [("--model", True), ("--out", False), ("--input-shape", False)]),
-        "keygen": (_keygen, [("--model", False), ("--plan", False), ("--client", True), ("--context", True),
-                             ("--input-shape", False)]),
-        "encrypt": (_encrypt, [("--client", True), ("--input", True), ("--out", True)]),
-        "infer": (_infer, [("--model", True), ("--context", False), ("--request", True), ("--out", True),
-                           ("--input-shape", False)]),
-        "decrypt": (_decrypt, [("--client", True), ("--reply", True), ("--out", True)]),
-    }
-    for name, (handler, options) in spec.items():
-        command = commands.add_parser(name)
-        for option, required in options:
-            aliases = _ALIASES.get((name, option), ())
-            command.add_argument(option, *aliases, required=required, dest=option[2:].replace("-", "_"))
-        command.set_defaults(handler=handler)
+    """The parser of ``python -m tensor_ops``."""
+    root = argparse.ArgumentParser(prog="python -m tensor_ops", description="Encrypted inference with files "
+                                   "(the client keeps the SECRET client file; the server sees public bytes only).")
+    add_commands(root.add_subparsers(dest="command", required=True, metavar="COMMAND"))
     return root
 
 
-def main(argv=None) -> int:
-    args = parser().parse_args(argv)
+def run(args) -> int:
+    """Run parsed arguments; library errors print one line and give exit status 2."""
     try:
-        args.handler(args)
+        return args.handler(args) or 0
     except (HEError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    return 0
+
+
+def main(argv=None) -> int:
+    return run(parser().parse_args(argv))

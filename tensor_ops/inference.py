@@ -23,12 +23,14 @@ import struct
 
 import numpy as np
 
+from crypto import serialize
 from crypto.context import CKKSContext, as_parameters, check_value_bound
 from crypto.errors import (ContextMismatchError, KeyMissingError, LevelError, ParameterError, SerializationError,
                            ShapeError)
 from crypto.rlwe import Ciphertext
 from tensor_ops.model_plan import AffineStage, ModelPlan, batch_of, pack_samples, unpack_samples
 from tensor_ops.nn import Sequential
+from tensor_ops.progress import as_progress
 
 MAGIC = b"HEZKINF1"
 _CLIENT_MAGIC = b"HEZKCLI1"
@@ -159,8 +161,8 @@ class EncryptedModel:
         bias[:stage.bias.shape[0]] = stage.bias
         return ev.add(total, np.tile(bias, self.plan.batch))
 
-    def forward(self, ct):
-        """The model on one ciphertext of ``plan.batch`` packed samples."""
+    def forward(self, ct, on_stage=None):
+        """The model on one ciphertext of ``plan.batch`` packed samples; ``on_stage(index)`` after each stage."""
         if ct.level < self.plan.input_level:
             raise LevelError(f"ciphertext level={ct.level} is below the model's depth {self.plan.input_level}: "
                              f"encrypt at level {self.plan.input_level} or higher")
@@ -173,6 +175,8 @@ class EncryptedModel:
                 result = stage.poly.evaluate(_Encrypted(ct, self._evaluator))
                 ct = result.ct if isinstance(result, _Encrypted) else self._evaluator.add(
                     self._evaluator.mul(ct, 0.0), result)
+            if on_stage is not None:
+                on_stage(index)
         return ct
 
 
@@ -184,6 +188,42 @@ def pack_message(kind: str, header: dict, ciphertexts) -> bytes:
     blobs = [ct.to_bytes() for ct in ciphertexts]
     head = json.dumps(dict(header, kind=kind, ciphertexts=len(blobs)), separators=(",", ":")).encode()
     return b"".join([MAGIC, _U32.pack(len(head)), head] + [_U64.pack(len(b)) + b for b in blobs])
+
+
+def describe_bytes(blob: bytes) -> str:
+    """What a file's bytes are, in words, for error messages: a saved (secret) client, a request or reply, a
+    crypto record of some kind, a numpy array or archive, text, or unknown bytes."""
+    if blob.startswith(_CLIENT_MAGIC):
+        return "the SECRET client file (written by Client.save / keygen --client)"
+    if blob.startswith(MAGIC):
+        try:
+            kind = unpack_message(blob, "request")[0]["kind"]
+        except SerializationError as error:
+            kind = str(error).partition("kind=")[2].split(",")[0].strip("'") or "damaged"
+        return f"an encrypted-inference message ({kind})"
+    if blob.startswith(serialize.MAGIC):
+        try:
+            kind = serialize.peek_kind(blob)
+        except SerializationError:
+            return "a damaged or foreign hezk record"
+        return {"public_context": "a public context", "full_context": "a context holding a SECRET key",
+                "secret_key": "a SECRET key record"}.get(kind, f"a {kind.replace('_', ' ')} record")
+    if blob.startswith(b"\x93NUMPY"):
+        return "a numpy .npy array"
+    if blob.startswith(b"PK\x03\x04"):
+        return "a zip archive (a model .npz?)"
+    if not blob:
+        return "an empty file"
+    try:
+        blob[:256].decode("utf-8")
+        return "a text file"
+    except UnicodeDecodeError:
+        return f"unknown bytes (starting {blob[:8]!r})"
+
+
+def _is_int(value) -> bool:
+    """A JSON integer: bool is an int subclass in Python, and ``true`` is not a count."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def unpack_message(blob, kind: str, max_ciphertexts: int = DEFAULT_MAX_CIPHERTEXTS) -> tuple[dict, list[bytes]]:
@@ -208,7 +248,7 @@ def unpack_message(blob, kind: str, max_ciphertexts: int = DEFAULT_MAX_CIPHERTEX
         raise SerializationError(f"message kind={header.get('kind') if isinstance(header, dict) else None!r}, "
                                  f"expected {kind!r}")
     count = header.get("ciphertexts")
-    if not isinstance(count, int) or not 1 <= count <= max_ciphertexts:
+    if not _is_int(count) or not 1 <= count <= max_ciphertexts:
         raise SerializationError(f"ciphertexts={count!r} must be an integer in [1, {max_ciphertexts}]")
     blobs = []
     for i in range(count):
@@ -258,11 +298,12 @@ class Client:
     - ``Client(params)`` alone: the model is unknown, so the client makes the power-of-two Galois keys (the
       server composes every rotation from them), puts one sample per ciphertext at the top level, and
       needs ``input_shape=`` in ``encrypt`` only when a single sample has more than one axis.
-    ``seed`` is for tests only: by default every key and encryption draws from the OS CSPRNG.
+    ``seed`` is for tests only: by default every key and encryption draws from the OS CSPRNG. ``progress``:
+    off by default; True draws a bar on stderr during key generation, a callable gets ``(done, total, label)``.
     """
 
     def __init__(self, params=None, *, model: Sequential | None = None, plan=None, input_shape=None, seed=None,
-                 backend="auto"):
+                 backend="auto", progress=None):
         if plan is not None or model is not None:
             plan = _as_plan(plan) if plan is not None else model.plan(input_shape, params=params)
             if params is not None and as_parameters(params) != plan.params:
@@ -274,7 +315,8 @@ class Client:
         else:
             raise ParameterError("Client needs params, the model's plan (plan=) or the model (model=)")
         self.plan, self.params = plan, params
-        self._context = CKKSContext.keygen(params, rotations=rotations, seed=seed, backend=backend)
+        self._context = CKKSContext.keygen(params, rotations=rotations, seed=seed, backend=backend,
+                                           progress=as_progress(progress, "rotation keys"))
         self._public_bytes = None
 
     def save(self, path):
@@ -290,7 +332,8 @@ class Client:
         with open(path, "rb") as handle:
             blob = handle.read()
         if blob[:len(_CLIENT_MAGIC)] != _CLIENT_MAGIC or len(blob) < len(_CLIENT_MAGIC) + _U32.size:
-            raise SerializationError(f"{path!s} is not a saved inference client (expected magic {_CLIENT_MAGIC!r})")
+            raise SerializationError(f"{path!s} is {describe_bytes(blob)}, not a saved inference client: pass the "
+                                     f"secret client file written by Client.save (keygen --client)")
         pos = len(_CLIENT_MAGIC)
         (size,) = _U32.unpack_from(blob, pos)
         try:
@@ -361,14 +404,16 @@ class Client:
 def _layout(header, n_ciphertexts, slots, shape_key):
     """(block, samples, shape) from a message header, each checked against the slot count."""
     block, samples, shape = header.get("block"), header.get("samples"), header.get(shape_key)
-    if not isinstance(block, int) or block < 1 or block & (block - 1) or block > slots:
+    if not _is_int(block) or block < 1 or block & (block - 1) or block > slots:
         raise SerializationError(f"header block={block!r} must be a power of two <= slots={slots}")
-    if not isinstance(samples, int) or not 1 <= samples <= n_ciphertexts * (slots // block):
+    if not _is_int(samples) or not 1 <= samples <= n_ciphertexts * (slots // block):
         raise SerializationError(f"header samples={samples!r} does not fit {n_ciphertexts} ciphertexts "
                                  f"of {slots // block} samples")
-    if not isinstance(shape, list) or not shape or not all(isinstance(d, int) and d > 0 for d in shape) \
+    if not isinstance(shape, list) or not shape or not all(_is_int(d) and d > 0 for d in shape) \
             or math.prod(shape) > block:
         raise SerializationError(f"header {shape_key}={shape!r} must be positive sizes fitting block={block}")
+    if not isinstance(header.get("single", False), bool):
+        raise SerializationError(f"header single={header.get('single')!r} must be true or false")
     return block, samples, tuple(shape)
 
 
@@ -394,7 +439,11 @@ class Server:
         if not isinstance(model, Sequential):
             raise ParameterError(f"model must be a Sequential, got {type(model).__name__}")
         if isinstance(public_context, (bytes, bytearray, memoryview)):
-            context = CKKSContext.from_bytes(bytes(public_context), backend=backend)
+            public_context = bytes(public_context)
+            if not public_context.startswith(serialize.MAGIC) or public_context.startswith((MAGIC, _CLIENT_MAGIC)):
+                raise SerializationError(f"public_context is {describe_bytes(public_context)}, not a public context: "
+                                         f"pass Client.public_context() (the file keygen --context wrote)")
+            context = CKKSContext.from_bytes(public_context, backend=backend)
         elif isinstance(public_context, CKKSContext):
             context = public_context
         else:
@@ -443,8 +492,12 @@ class Server:
             return candidate, candidate != shape and samples == 1
         raise ShapeError(f"request samples have shape {shape}, which the model does not take ({refusal})")
 
-    def evaluate(self, request) -> bytes:
-        """Run the model on every ciphertext of a request; returns the reply bytes."""
+    def evaluate(self, request, progress=None) -> bytes:
+        """Run the model on every ciphertext of a request; returns the reply bytes. ``progress``: off by
+        default; True draws a bar on stderr, a callable gets ``(done, total, label)`` after each layer stage."""
+        if isinstance(request, (bytes, bytearray, memoryview)) and bytes(request[:len(MAGIC)]) != MAGIC:
+            raise SerializationError(f"request is {describe_bytes(bytes(request))}, not an encrypted request: pass "
+                                     f"the bytes of Client.encrypt (the file 'encrypt --out' wrote)")
         header, blobs = unpack_message(request, "request", self.max_ciphertexts)
         _check_key(header, self.key_id)
         block, samples, shape = _layout(header, len(blobs), self.context.params.slots, "sample_shape")
@@ -456,6 +509,8 @@ class Server:
         if block not in by_block:
             by_block[block] = EncryptedModel(self._model, plan.with_block(block), self.context, self._encoded)
         outputs = []
+        report = as_progress(progress, "evaluate")
+        total = len(blobs) * len(plan.stages)
         for i, blob in enumerate(blobs):
             ct = Ciphertext.from_bytes(blob, self.context)
             if ct.key_id != self.key_id:
@@ -464,7 +519,9 @@ class Server:
             if ct.level < plan.input_level:
                 raise LevelError(f"ciphertext {i} has level={ct.level}, the model needs inputs at level >= "
                                  f"{plan.input_level} (its depth)")
-            outputs.append(by_block[block].forward(ct))
+            def on_stage(index, first=i * len(plan.stages), label=f"ciphertext {i + 1}/{len(blobs)}"):
+                report(first + index + 1, total, label)
+            outputs.append(by_block[block].forward(ct, None if report is None else on_stage))
         reply = {"key_id": self.key_id.hex(), "samples": samples, "single": single,
                  "block": block, "output_shape": list(plan.output_shape)}
         return pack_message("reply", reply, outputs)

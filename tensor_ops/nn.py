@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import json
 import math
+import struct
+import zipfile
+import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -530,20 +533,16 @@ class Sequential:
     @classmethod
     def load(cls, path):
         """Read a model written by ``save`` (or an ``.npz`` of bare weights, see ``_from_weight_arrays``);
-        malformed files raise ``ParameterError`` naming the problem."""
+        malformed, truncated or foreign files raise ``ParameterError`` naming the problem."""
+        arrays = read_archive(path)
+        if "__model__" not in arrays:
+            return _from_weight_arrays(arrays, path)
         try:
-            with np.load(path, allow_pickle=False) as data:
-                if not hasattr(data, "files"):
-                    raise ValueError("a single array, not an .npz archive")
-                arrays = {key: np.array(data[key]) for key in data.files if key != "__model__"}
-                if "__model__" not in data.files:
-                    return _from_weight_arrays(arrays, path)
-                spec = json.loads(str(data["__model__"]))
-        except (OSError, ValueError, KeyError, json.JSONDecodeError) as error:
-            if isinstance(error, ParameterError):
-                raise
-            raise ParameterError(f"model file {path!s}: not a hezk model .npz ({error})") from None
-        if not isinstance(spec, dict) or spec.get("format") != _FORMAT or spec.get("version") != _VERSION:
+            spec = json.loads(str(arrays.pop("__model__")))
+        except ValueError:
+            spec = None
+        if not isinstance(spec, dict) or spec.get("format") != _FORMAT or spec.get("version") != _VERSION \
+                or not isinstance(spec.get("layers", []), list):
             raise ParameterError(f"model file {path!s}: format/version must be {_FORMAT}/{_VERSION}")
         layers = []
         for i, entry in enumerate(spec.get("layers", [])):
@@ -584,6 +583,38 @@ class _RotationRecorder(PlainBackend):
 
 
 _SETTINGS = ("activation", "degree", "interval", "input_shape", "stride", "padding")
+# what numpy's .npz reader raises on damaged bytes: zip framing, compression, the .npy headers inside
+_ARCHIVE_ERRORS = (OSError, ValueError, EOFError, KeyError, IndexError, TypeError, OverflowError, RuntimeError,
+                   MemoryError, zipfile.BadZipFile, zlib.error, struct.error)
+
+
+def read_archive(path) -> dict:
+    """Every array of the ``.npz`` at ``path`` (never unpickling); a file that is not one (an ``.npy``, text,
+    a truncated or corrupted archive) raises ``ParameterError`` saying what it is."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(64)
+    except OSError as error:
+        raise ParameterError(f"model file {path!s}: cannot be read ({error.strerror or error})") from None
+    if not head.startswith(b"PK\x03\x04"):
+        if head.startswith(b"\x93NUMPY"):
+            what = "a single .npy array"
+        elif not head:
+            what = "empty"
+        else:
+            try:
+                head.decode("utf-8")
+                what = "a text file"
+            except UnicodeDecodeError:
+                what = f"unknown bytes (starting {head[:8]!r})"
+        raise ParameterError(f"model file {path!s} is {what}, not an .npz model archive "
+                             f"(write one with Sequential.save or numpy.savez)")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {key: np.array(data[key]) for key in data.files}
+    except _ARCHIVE_ERRORS as error:
+        raise ParameterError(f"model file {path!s}: a damaged .npz archive, truncated or corrupted "
+                             f"({type(error).__name__}: {error})") from None
 
 
 def _from_weight_arrays(arrays: dict, path) -> Sequential:

@@ -6,6 +6,7 @@ import sys
 import numpy as np
 import pytest
 
+from crypto.errors import ParameterError
 from tensor_ops import cli
 from tensor_ops.nn import Linear, Sequential, Square
 
@@ -68,7 +69,7 @@ def test_parse_shape(text, shape):
 
 @pytest.mark.parametrize("text", ["", "a,b", "0,8", "-1"])
 def test_parse_shape_refuses(text):
-    with pytest.raises(cli.ParameterError, match="input-shape"):
+    with pytest.raises(ParameterError, match="input-shape"):
         cli.parse_shape(text)
 
 

@@ -73,7 +73,7 @@ def test_remote_inference_equals_plaintext(url, client, context_id, model):
 
 def test_errors_are_4xx_with_a_message_and_the_server_keeps_serving(url, client, context_id, model):
     assert _post(url, "/infer/" + context_id, b"garbage").status_code == 400
-    assert "magic" in _post(url, "/infer/" + context_id, b"garbage").json()["detail"]
+    assert "not an encrypted request" in _post(url, "/infer/" + context_id, b"garbage").json()["detail"]
     unknown = _post(url, "/infer/" + "ab" * 16, client.encrypt(np.zeros(6)))
     assert unknown.status_code == 404 and "POST /contexts" in unknown.json()["detail"]
     big = _post(url, "/infer/" + context_id, b"\x00" * (MAX_REQUEST + 1))
