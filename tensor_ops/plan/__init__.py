@@ -38,6 +38,11 @@ replicated, or with a copy for the diagonal method, or tiled straight into the s
 and keeps the cheapest; the notes say which strategy won and the estimates of the others.
 The step vocabulary follows EinHops (Garimella, Ebel and Reagen, arXiv:2507.07972, 2025): pack,
 expand by rotations, multiply, reduce by rotations.
+
+Modules, each importing only those above it: ``cost`` (CostModel), ``steps`` (the step types), ``core``
+(Plan: queries, explain, run, simulate, execute), ``builder`` (symbolic tensors and the step builder),
+one per strategy with its client-side packing (``replicate``, ``stationary``, ``diagonal``), ``build``
+(build_plan / build_elementwise / build_scalar: the strategy chosen per pair) and ``planner`` (plan()).
 """
 from __future__ import annotations
 
