@@ -3,7 +3,7 @@
 
 Who holds what: the server holds the model (weights in model.npz) and, per client, a public context
 (public key, relinearization key and only the Galois keys its plan needs). The client holds the secret
-key (client.key) and never sends it; the server only ever sees ciphertexts.
+key (out/client.key, or in $HEZK_OUT) and never sends it; the server only ever sees ciphertexts.
 """
 import os
 import pathlib
@@ -19,7 +19,7 @@ from tensor_ops import cli
 from tensor_ops.inference import Client
 from tensor_ops.serve import fetch_plan, register_context, remote_infer
 
-OUT = pathlib.Path(os.environ.get("HEZK_OUT", "."))
+OUT = pathlib.Path(os.environ.get("HEZK_OUT", "out"))
 
 
 def run(*args):
@@ -87,6 +87,7 @@ def over_http(model_path, x, expected):
 
 
 def main():
+    OUT.mkdir(parents=True, exist_ok=True)
     x_train, y_train, x_test, _ = digits_split()
     x = x_test[:16] if QUICK else x_test[:64]
     model = train_mlp(x_train, y_train, steps=150 if QUICK else 400)

@@ -6,7 +6,7 @@ is exact under CKKS and costs one level.
 - MLP: 64 -> Linear 32 -> x^2 -> Linear 10
 - CNN: 1x8x8 -> Conv 4@3x3 (padding 1) -> AvgPool 2 -> x^2 -> Flatten -> Linear 10
 Training is full-batch Adam (Kingma and Ba, ICLR 2015) on softmax cross-entropy, hand-written backprop.
-Run it to train both, print test accuracies and save them as .npz files in $HEZK_OUT.
+Run it to train both, print test accuracies and save them as .npz files in ./out/ (or $HEZK_OUT).
 """
 import os
 import pathlib
@@ -119,7 +119,8 @@ def report_agreement(encrypted, plain, labels):
 
 def main():
     x_train, y_train, x_test, y_test = digits_split()
-    out = pathlib.Path(os.environ.get("HEZK_OUT", "."))
+    out = pathlib.Path(os.environ.get("HEZK_OUT", "out"))
+    out.mkdir(parents=True, exist_ok=True)
     steps = 150 if QUICK else 400
     print(f"digits: {len(y_train)} training and {len(y_test)} test images of 8x8 pixels; {steps} Adam steps")
     for name, model, inputs in (("mlp", train_mlp(x_train, y_train, steps=steps), x_test),

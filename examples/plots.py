@@ -1,4 +1,4 @@
-"""Two plots for encrypted inference (PNG files in $HEZK_OUT):
+"""Two plots for encrypted inference (PNG files in ./out/, or $HEZK_OUT):
 
 - ``precision_vs_depth.png``: bits of precision (-log2 of the worst absolute error over all slots) of a
   chain of ciphertext x ciphertext multiplications, each followed by a rescale, against the depth used;
@@ -20,7 +20,7 @@ from tensor_ops.activations import fit_activation  # noqa: E402
 from tensor_ops.nn import choose_parameters  # noqa: E402
 
 QUICK = os.environ.get("HEZK_QUICK") == "1"
-OUT = pathlib.Path(os.environ.get("HEZK_OUT", "."))
+OUT = pathlib.Path(os.environ.get("HEZK_OUT", "out"))
 
 
 def precision_by_depth(max_depth):
@@ -46,6 +46,7 @@ def precision_by_depth(max_depth):
 
 
 def main():
+    OUT.mkdir(parents=True, exist_ok=True)
     params, points = precision_by_depth(3 if QUICK else 6)
     fig, ax = plt.subplots(figsize=(5, 3.5))
     ax.plot([d for d, _ in points], [b for _, b in points], "o-")

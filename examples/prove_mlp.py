@@ -11,7 +11,7 @@
 ``Network(model, zk=False)`` is the plain protocol: smaller and faster proofs that REVEAL THE WEIGHTS (for
 public models only).
 
-Run: python examples/prove_mlp.py   (HEZK_QUICK=1 for a smaller batch; HEZK_OUT=dir for the files)
+Run: python examples/prove_mlp.py   (HEZK_QUICK=1 for a smaller batch; files in ./out/, or HEZK_OUT=dir)
 """
 import dataclasses
 import os
@@ -29,7 +29,7 @@ from proofs.model import save_model
 from proofs.quantize import dequantize_output, float_forward, forward_int, quantize_fixed_point, quantize_input
 
 QUICK = os.environ.get("HEZK_QUICK") == "1"
-OUT = pathlib.Path(os.environ.get("HEZK_OUT", "."))
+OUT = pathlib.Path(os.environ.get("HEZK_OUT", "out"))
 
 
 def train_mlp(x, labels, hidden=32, epochs=60, lr=0.1, seed=0):

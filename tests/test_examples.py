@@ -1,4 +1,5 @@
-"""Every example runs to completion (in quick mode, HEZK_QUICK=1), so the examples never rot."""
+"""Every example runs to completion (in quick mode, HEZK_QUICK=1), so the examples never rot; run in an empty
+working directory, it writes only under ./out/ (or under $HEZK_OUT when set), and a secret key only there."""
 import os
 import pathlib
 import subprocess
@@ -7,12 +8,58 @@ import sys
 import pytest
 
 EXAMPLES = sorted((pathlib.Path(__file__).resolve().parent.parent / "examples").glob("*.py"))
+# records that carry a secret key: a saved inference client, a crypto full context or secret-key record
+SECRET_MAGICS = (b"HEZKCLI1",)
+SECRET_RECORD_KINDS = (8, 9)  # crypto.serialize.KINDS["secret_key"], KINDS["full_context"]
+
+
+def _files(root: pathlib.Path) -> list[pathlib.Path]:
+    return sorted(p.relative_to(root) for p in root.rglob("*") if p.is_file())
+
+
+def _holds_secret(path: pathlib.Path) -> bool:
+    head = path.read_bytes()[:8]
+    return head.startswith(SECRET_MAGICS) or (head[:4] == b"HEZK" and len(head) > 6 and head[6] in SECRET_RECORD_KINDS)
 
 
 @pytest.mark.parametrize("script", EXAMPLES, ids=[p.name for p in EXAMPLES])
-def test_example_runs(script, tmp_path):
-    env = dict(os.environ, HEZK_QUICK="1", MPLBACKEND="Agg", HEZK_OUT=str(tmp_path))
-    result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, timeout=600)
+def test_example_runs_and_writes_only_under_out(script, tmp_path):
+    env = dict(os.environ)
+    env.pop("HEZK_OUT", None)
+    env.update(HEZK_QUICK="1", MPLBACKEND="Agg")
+    result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=600)
     assert result.returncode == 0, f"{script.name} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     assert result.stdout.strip(), f"{script.name} printed nothing"
+    stray = [str(p) for p in _files(tmp_path) if p.parts[0] != "out"]
+    assert not stray, f"{script.name} left files outside ./out/: {stray}"
+
+
+@pytest.mark.parametrize("name", ["client_server.py", "prove_mlp.py"])
+def test_hezk_out_is_honoured(name, tmp_path):
+    """With HEZK_OUT set, the working directory stays empty; the secret client file lies only in HEZK_OUT."""
+    script = next(p for p in EXAMPLES if p.name == name)
+    cwd, out = tmp_path / "cwd", tmp_path / "elsewhere"
+    cwd.mkdir()
+    env = dict(os.environ, HEZK_QUICK="1", MPLBACKEND="Agg", HEZK_OUT=str(out))
+    result = subprocess.run([sys.executable, str(script)], cwd=cwd, env=env, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, f"{name} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    assert _files(cwd) == [], f"{name} wrote into the working directory: {_files(cwd)}"
+    written = _files(out)
+    assert written, f"{name} wrote nothing into HEZK_OUT"
+    secrets = [p for p in written if _holds_secret(out / p)]
+    if name == "client_server.py":
+        assert [p.name for p in secrets] == ["client.key"], secrets  # the one path the example names
+
+
+def test_secret_detector_sees_a_saved_client(tmp_path):
+    """The check above can fail: a saved client is recognised as secret, its public context is not."""
+    from tensor_ops.inference import Client
+
+    client = Client("TOY", seed=1)
+    client.save(tmp_path / "c.key")
+    (tmp_path / "public.ctx").write_bytes(client.public_context())
+    (tmp_path / "full.ctx").write_bytes(client._context.to_bytes(include_secret_key=True))
+    assert _holds_secret(tmp_path / "c.key") and _holds_secret(tmp_path / "full.ctx")
+    assert not _holds_secret(tmp_path / "public.ctx")
