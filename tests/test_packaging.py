@@ -29,3 +29,93 @@ def test_layering(package):
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))
 def test_imports(package):
     __import__(package)
+
+
+# -- issue 16 (item 7): package hygiene ----------------------------------------------------------------------
+import os  # noqa: E402
+import re  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tomllib  # noqa: E402
+
+PACKAGES = ("crypto", "tensor_ops", "proofs", "hezk_cli")
+
+
+def _pyproject():
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_typed_and_versioned(package):
+    from importlib.resources import files
+
+    module = __import__(package)
+    assert files(package).joinpath("py.typed").is_file(), f"{package} has no py.typed marker"
+    assert module.__version__ == _pyproject()["project"]["version"]
+    assert "py.typed" in _pyproject()["tool"]["setuptools"]["package-data"]["*"]
+
+
+def test_galois_only_in_the_test_and_bench_extras():
+    """galois is the tests' field oracle: no library module imports it, so it is not a core dependency."""
+    project = _pyproject()["project"]
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            assert "galois" not in set(_imported_top_levels(path)), f"{path.relative_to(ROOT)} imports galois"
+    names = lambda deps: {re.split(r"[<>=;\[ ]", d)[0].lower() for d in deps}  # noqa: E731
+    assert "galois" not in names(project["dependencies"])
+    assert {"galois"} <= names(project["optional-dependencies"]["test"])
+    assert {"galois"} <= names(project["optional-dependencies"]["bench"])
+    assert "tqdm" in names(project["dependencies"])
+
+
+IMPORT_CHECK = """
+import os, sys, threading
+before = set(os.listdir("."))
+import crypto, tensor_ops, proofs
+assert threading.active_count() == 1, [t.name for t in threading.enumerate()]
+assert set(os.listdir(".")) == before, sorted(set(os.listdir(".")) - before)
+"""
+
+
+def test_importing_the_packages_has_no_side_effects(tmp_path):
+    """Importing crypto, tensor_ops and proofs prints nothing, starts no thread and creates no file."""
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", HOME=str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    result = subprocess.run([sys.executable, "-c", IMPORT_CHECK], cwd=tmp_path, env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "" and result.stderr == ""
+    assert os.listdir(tmp_path) == ["home"] and os.listdir(tmp_path / "home") == []
+
+
+def _readme_blocks():
+    return re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+
+
+def test_readme_python_blocks_run(tmp_path):
+    """Every python block of README.md runs as written, in order, in one fresh interpreter in an empty folder."""
+    blocks = _readme_blocks()
+    assert len(blocks) >= 3
+    script = "\n".join(f"# --- README block {i}\n{block}" for i, block in enumerate(blocks))
+    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert os.listdir(tmp_path) == []
+
+
+def test_readme_blocks_define_every_name_they_use():
+    """Fast guard for the above: each name a block reads is a builtin or bound by it or a block before it
+    (the third block once used weights, x and y without defining them)."""
+    import builtins
+
+    bound = set(dir(builtins))
+    for i, block in enumerate(_readme_blocks()):
+        tree = ast.parse(block)
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+        for node in ast.walk(tree):  # a name bound anywhere in the block counts (straight-line code)
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                bound.add(node.id)
+        used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+        assert used <= bound, f"README block {i} uses undefined names {sorted(used - bound)}"
