@@ -1,4 +1,6 @@
 """The HTTP endpoint over loopback: a real uvicorn server started in the test, bounded requests, stopped after."""
+import contextlib
+import logging
 import socket
 import threading
 import time
@@ -29,9 +31,9 @@ def model():
                        Linear(rng.normal(0, 0.5, (3, 4)))], input_shape=(6,))
 
 
-@pytest.fixture(scope="module")
-def url(model):
-    app = create_app(model, max_request_bytes=MAX_REQUEST, max_contexts=4)
+@contextlib.contextmanager
+def _running(app):
+    """The app served by uvicorn on a free loopback port; yields its URL, stops it afterwards."""
     port = _free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -41,9 +43,17 @@ def url(model):
         if time.monotonic() > deadline or not thread.is_alive():
             pytest.fail("the test server did not start")
         time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=30)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def url(model):
+    with _running(create_app(model, max_request_bytes=MAX_REQUEST, max_contexts=4)) as address:
+        yield address
 
 
 @pytest.fixture(scope="module")
@@ -120,3 +130,37 @@ def test_context_with_too_few_levels_is_400(url):
     shallow = Client(plan=None, params="N13", seed=23)  # 2 levels, the model needs 3
     response = _post(url, "/contexts", shallow.public_context())
     assert response.status_code == 400 and "depth=3" in response.json()["detail"]
+
+
+def test_contexts_are_evicted_least_recently_used_and_logged(model, caplog):
+    """max_contexts=2: A and B registered, A used, C registered -> B (least recently used) is dropped, A stays
+    (it was dropped before: eviction followed registration order); registration, eviction and the refusal are
+    logged by the module logger, with no payload."""
+    app = create_app(model, max_contexts=2)
+    plan = model.plan()
+    clients = [Client(plan=plan, seed=40 + i) for i in range(3)]
+    x = np.full(6, 0.5)
+    with _running(app) as address, caplog.at_level(logging.INFO, logger="tensor_ops.serve"):
+        ids = [register_context(address, client) for client in clients[:2]]
+        reply = _post(address, f"/infer/{ids[0]}", clients[0].encrypt(x))  # A is now the most recent
+        np.testing.assert_allclose(clients[0].decrypt(reply.content), model.forward(x), atol=1e-2)
+        ids.append(register_context(address, clients[2]))
+        assert httpx.get(address + "/health", timeout=TIMEOUT).json()["contexts"] == 2
+        assert _post(address, f"/infer/{ids[0]}", clients[0].encrypt(x)).status_code == 200
+        assert _post(address, f"/infer/{ids[2]}", clients[2].encrypt(x)).status_code == 200
+        dropped = _post(address, f"/infer/{ids[1]}", clients[1].encrypt(x))
+        assert dropped.status_code == 404 and "evicted" in dropped.json()["detail"]
+    messages = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "tensor_ops.serve"]
+    assert sum(m.startswith("registered context") for _, m in messages) == 3
+    evictions = [m for _, m in messages if m.startswith("evicted")]
+    assert len(evictions) == 1 and ids[1][:16] in evictions[0] and ids[0][:16] not in evictions[0]
+    assert any(level == "WARNING" and "refused (404)" in m for level, m in messages)
+    assert all(len(m) < 400 for _, m in messages)  # ids and sizes, never key or ciphertext bytes
+
+
+def test_refusals_are_logged_as_warnings(model, caplog):
+    with _running(create_app(model)) as address, caplog.at_level(logging.INFO, "tensor_ops.serve"):
+        assert _post(address, "/contexts", b"not a context").status_code == 400
+        assert _post(address, "/infer/" + "ab" * 16, b"x").status_code == 404
+    refusals = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and r.name == "tensor_ops.serve"]
+    assert len(refusals) == 2 and refusals[0].startswith("refused (400)") and refusals[1].startswith("refused (404)")
