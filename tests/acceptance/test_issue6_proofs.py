@@ -71,7 +71,7 @@ def setup(tmp_path_factory):
     weights, biases = float_mlp()
     save_npz(path, weights, biases)
     model = load_model(path)
-    network = Network(model)
+    network = Network(model, zk=False)  # the plain protocol of issue 6 (issue 11 made hiding the default)
     x_float = np.random.default_rng(1).uniform(-1, 1, (BATCH, SIZES[0]))
     x = quantize_input(model, x_float)
     proof = network.prove(x)
@@ -184,8 +184,8 @@ def test_soundness_is_at_least_100_bits(setup):
     assert network.commitment.weights.security_bits >= 100
     assert F.EXT_BITS >= 100
     with pytest.raises(ModelError, match="100"):  # parameters that would promise less are refused up front
-        Network(network.model, proofs.CommitParams(num_queries=20))
-    other_rate = Network(network.model, proofs.CommitParams(rate_inv=2))
+        Network(network.model, proofs.CommitParams(num_queries=20), zk=False)
+    other_rate = Network(network.model, proofs.CommitParams(rate_inv=2), zk=False)
     assert other_rate.soundness_bits(64) >= 100
 
 
@@ -254,8 +254,8 @@ def test_different_weight_commitment_is_rejected(setup):
     network, x, proof, _, (weights, biases, _) = setup
     nudged = [w.copy() for w in weights]
     nudged[1][0, 0] += 2.0 ** -7
-    for other in (Network(quantize_fixed_point(nudged, biases, input_bound=8.0)),
-                  Network(quantize_fixed_point(*float_mlp(9), input_bound=8.0))):
+    for other in (Network(quantize_fixed_point(nudged, biases, input_bound=8.0), zk=False),
+                  Network(quantize_fixed_point(*float_mlp(9), input_bound=8.0), zk=False)):
         assert other.commitment.to_bytes() != network.commitment.to_bytes()
         only_rejected(lambda: verify_network(other.commitment, x, proof))
         swapped = dataclasses.replace(network.commitment, weights=other.commitment.weights)
@@ -441,7 +441,8 @@ def test_scripts_with_another_model_and_other_key_styles(tmp_path):
         reference = output if reference is None else reference
         assert np.array_equal(output, reference), style
     assert run_cli(tmp_path, "commit", "--model", "torch.npz", "--out", "mine.bin").returncode == 0
-    assert run_cli(tmp_path, "prove", "--model", "in_out.npz", "--input", "x.npy", "--out", "p.bin").returncode == 0
+    assert run_cli(tmp_path, "prove", "--model", "in_out.npz", "--input", "x.npy", "--commitment", "mine.bin",
+                   "--out", "p.bin").returncode == 0  # the same weights in another file: the same commitment
     assert run_cli(tmp_path, "verify", "--commitment", "mine.bin", "--input", "x.npy",
                    "--proof", "p.bin").returncode == 0
     save_npz(tmp_path / "theirs.npz", *float_mlp(7, (6, 5, 3)))
