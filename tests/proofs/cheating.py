@@ -1,4 +1,10 @@
-"""A cheating prover's sumcheck for negative tests: it proves claims that are false.
+"""Cheating provers for negative tests: they prove claims that are false.
+
+Two kinds. The *echoing* cheater (:func:`cheating_sumcheck`) is caught at the first round check. The
+*consistent* cheaters keep every earlier check satisfied and lie only where one chosen check must catch
+the lie, so a test built on them fails when that check alone is removed: :class:`ConsistentCheater`
+(every sumcheck round passes, the sub-claim is off), :func:`forge_opening` and :func:`forge_hiding_opening`
+(an opening of value + delta with honest columns: only the row-against-columns consistency check catches it).
 
 The honest :func:`proofs.sumcheck.prove_sumcheck` refuses a claim that differs from the sum of its
 terms; a cheater sends the round messages anyway. Patching ``SumcheckProver.claimed_sum`` to echo the
@@ -6,11 +12,17 @@ claim turns the honest wrapper into that cheater, so tampered witnesses still yi
 """
 import contextlib
 import dataclasses
+import importlib
 from unittest import mock
 
 import numpy as np
 
+import proofs.commit as commit_module
 import proofs.sumcheck as sumcheck_module
+import proofs.zk as zk_module
+from proofs import field as F
+from proofs.errors import ProofError
+from proofs.mle import mle_evaluate
 
 _honest = sumcheck_module.prove_sumcheck
 
@@ -40,3 +52,126 @@ def walk(node, rebuild, kind):
     elif isinstance(node, tuple):
         for i, child in enumerate(node):
             yield from walk(child, lambda new, i=i: rebuild(node[:i] + (new,) + node[i + 1:]), kind)
+
+
+# ------------------------------------------------------------------------------- consistent cheaters
+def _ramp(delta, degree):
+    """delta * X at X = 0..degree, (degree + 1, 4): adds delta to g(0) + g(1) and delta r to g(r)."""
+    return F.ext_mul_base(np.asarray(delta, dtype=np.uint64)[None, :], np.arange(degree + 1, dtype=np.uint64))
+
+
+class ConsistentCheater:
+    """A sumcheck prover for a *false* claim whose every round passes g(0) + g(1) = running claim.
+
+    It wraps an honest prover (same interface as :class:`proofs.sumcheck.SumcheckProver`) and adds delta_j X
+    to round j's message, delta_0 = claim - true sum, delta_(j+1) = delta_j r_j. Every round check passes; the
+    sub-claim's expected value ends ``delta_final`` away from the true summand at the point, so only the
+    check that settles the sub-claim (the final-value check) can catch the lie, given honest evaluations.
+    """
+
+    def __init__(self, prover, claim):
+        self._prover, self._claim = prover, np.asarray(claim, dtype=np.uint64)
+        self.num_vars, self.degree = prover.num_vars, prover.degree
+        self.delta = None
+
+    @property
+    def challenges(self):
+        return self._prover.challenges
+
+    def round_message(self):
+        message = self._prover.round_message()
+        if self.delta is None:
+            self.delta = F.ext_sub(self._claim, F.ext_add(message[0], message[1]))
+        return F.ext_add(message, _ramp(self.delta, self.degree))
+
+    def claimed_sum(self):
+        return self._claim if self.delta is None else F.ext_add(self._prover.claimed_sum(), self.delta)
+
+    def bind(self, r):
+        self._prover.bind(r)
+        self.delta = F.ext_mul(self.delta, np.asarray(r, dtype=np.uint64))
+
+    def final_evaluations(self):
+        return self._prover.final_evaluations()
+
+
+def _as_prover(terms):
+    return terms if hasattr(terms, "round_message") else sumcheck_module.SumcheckProver(terms)
+
+
+def consistent_prove_sumcheck(terms, claim, transcript, label="sumcheck", **options):
+    """:func:`proofs.sumcheck.prove_sumcheck` for any claim, every round consistent (a :class:`ConsistentCheater`)."""
+    options["strict"] = False
+    return _honest(ConsistentCheater(_as_prover(terms), sumcheck_module._as_ext_scalar(claim, "claim")), claim,
+                   transcript, label, **options)
+
+
+def consistent_prove_zk_sumcheck(terms, claim, transcript, label="sumcheck", *args, **options):
+    """:func:`proofs.zk.prove_zk_sumcheck` for any claim, every round consistent."""
+    return zk_module.prove_zk_sumcheck(ConsistentCheater(_as_prover(terms), sumcheck_module._as_ext_scalar(
+        claim, "claim")), claim, transcript, label, *args, **options)
+
+
+@contextlib.contextmanager
+def consistent_cheating(*modules):
+    """Within the block the named prover modules (default: every layer prover) use the consistent cheaters."""
+    modules = modules or ("proofs.layers.matmul", "proofs.layers.relu", "proofs.layers.step_relations")
+    with contextlib.ExitStack() as stack:
+        for name in modules:
+            module = importlib.import_module(name)
+            if hasattr(module, "prove_sumcheck"):
+                stack.enter_context(mock.patch.object(module, "prove_sumcheck", consistent_prove_sumcheck))
+            if hasattr(module, "prove_zk_sumcheck"):
+                stack.enter_context(mock.patch.object(module, "prove_zk_sumcheck", consistent_prove_zk_sumcheck))
+        yield
+
+
+# ------------------------------------------------------------------------------------ opening forgers
+def forge_opening(witness, points, delta, transcript, row=0, column=0):
+    """A plain Ligero opening (:func:`proofs.commit.open_batch`) claiming value_row + delta at ``points[row]``.
+
+    Evaluation row ``row`` is shifted by delta / eq(z_col)[column] at ``column`` (so <u, eq(z_col)> gains delta),
+    the queries are re-derived from the transcript over the forged rows, and honest columns are opened there.
+    Only the consistency check of the evaluation rows against the opened columns can catch it.
+    Returns (values, OpeningProof)."""
+    commitment = witness.commitment
+    points = np.asarray(points, dtype=np.uint64)
+    col_eqs, row_eqs = commit_module._split_points(points, commitment, ProofError)
+    gamma = commit_module._begin(transcript, commitment, points)
+    combined = commit_module._combine_rows(np.stack([gamma] + row_eqs), witness.matrix)
+    u_rand, u_evals = combined[0], combined[1:].copy()
+    shift = F.ext_mul(np.asarray(delta, dtype=np.uint64), F.ext_inv(col_eqs[row][column][None])[0])
+    u_evals[row, column] = F.ext_add(u_evals[row, column], shift)
+    values = np.stack([F.ext_dot(u, c) for u, c in zip(u_evals, col_eqs)])
+    indices = commit_module._queries(transcript, commitment, values, u_rand, u_evals)
+    proof = commit_module.OpeningProof(u_rand, u_evals, witness.encoded[:, indices].copy(),
+                                       tuple(commit_module._merkle_open(witness.levels, indices)))
+    return values, proof
+
+
+def forge_hiding_opening(witness, points, delta, transcript, row=0, column=0):
+    """A hiding opening (:func:`proofs.zk.open_functionals`, separate fresh masks) claiming value_row + delta.
+
+    As :func:`forge_opening`: sent row ``1 + row`` is shifted by delta / eq(z_col)[column], the stated value by
+    delta, the queries re-derived from the transcript, honest (salted) columns opened. Only the consistency
+    check of the sent rows against the opened columns can catch it. Returns (values, HidingOpening)."""
+    commitment = witness.commitment
+    table = witness.rows[:1 << commitment.log_rows, :1 << commitment.log_cols].reshape(-1)
+    honest_values = np.stack([mle_evaluate(table, z) for z in np.asarray(points, dtype=np.uint64)])
+    functionals = [zk_module.mle_functional(commitment, z) for z in points]
+    values = honest_values.copy()
+    values[row] = F.ext_add(values[row], delta)
+    captured = {}
+    real_queries = zk_module._queries
+
+    def queries(transcript_, commitment_, rows):
+        rows = rows.copy()
+        c = functionals[row][0][1]
+        rows[1 + row, column] = F.ext_add(rows[1 + row, column],
+                                         F.ext_mul(np.asarray(delta, dtype=np.uint64), F.ext_inv(c[column][None])[0]))
+        captured["rows"] = rows
+        return real_queries(transcript_, commitment_, rows)
+
+    with mock.patch.object(zk_module, "_queries", queries):
+        _, opening = zk_module.open_functionals(witness, functionals, transcript, values=values)
+    return values, dataclasses.replace(opening, rows=captured["rows"])
