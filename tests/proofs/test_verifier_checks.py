@@ -299,3 +299,57 @@ def test_training_non_boolean_range_bits_are_caught_by_the_bit_relation(monkeypa
     with pytest.raises(ProofRejected, match="do not satisfy the relation") as caught:
         S.verify_training_step(SPEC, committed, proof)
     assert "bits" in str(caught.value)
+
+
+# ---------------------------------------------------------------------------------- reusable commitments
+def test_reusable_copies_that_disagree_are_caught_by_the_agreement_relation(monkeypatch):
+    """Copy 1 commits to weights with one entry changed; the agreement sumcheck is proven by the consistent
+    cheater and every opening is honest, so only the agreement relation's final check can reject."""
+    from proofs.layers import reusable as R
+    from proofs.layers import step_proof as S
+
+    from tests.acceptance.test_issue11_reuse import _forward
+
+    trace = _forward(1)
+    real, made = R.commit_store, []
+
+    def second_copy_differs(layout, tables, params, **kwargs):
+        made.append(1)
+        if len(made) == 2:
+            tables = dict(tables)
+            key = next(iter(tables))
+            tables[key] = tables[key].copy()
+            tables[key][0] = (tables[key][0] + np.uint64(1)) % np.uint64(F.P)
+        return real(layout, tables, params, **kwargs)
+
+    monkeypatch.setattr(R, "commit_store", second_copy_differs)
+    with consistent_cheating("proofs.layers.step_relations"):
+        committed = S.commit_forward(trace, zk=True, private_input=False, max_proofs=2)
+    layout = S.weight_layout(trace.spec, True)
+    reusable = committed.weights["w0"] if isinstance(committed.weights, dict) else committed.weights
+    params = R.base_params(reusable)
+    with pytest.raises(ProofRejected, match="do not satisfy the relation") as caught:
+        R.verify_reusable(layout, reusable, params, "test")
+    assert "agreement" in str(caught.value)
+
+
+# ------------------------------------------------------------------------------------------ plain Network
+def test_network_non_boolean_bits_are_caught_by_the_zkrelu_final_value():
+    """The whole plain Network proof with the hidden layer's bits made non-Boolean (same values): every other
+    check passes (rounds consistent, openings honest), the zkReLU bits final value rejects."""
+    from proofs.layers.network import Network, verify_network
+    from proofs.quantize import quantize_input
+
+    from .test_tamper import BATCH, SIZES, make_model
+
+    model = make_model(0)
+    network = Network(model, zk=False)
+    x = quantize_input(model, np.random.default_rng(1).uniform(-1, 1, (BATCH, SIZES[0])))
+    witness = network.witness(x)
+    hidden = witness.layers[0].decomposition
+    layer = dataclasses.replace(witness.layers[0], decomposition=_non_boolean(hidden, hidden.spec))
+    tampered = dataclasses.replace(witness, layers=(layer,) + witness.layers[1:])
+    with consistent_cheating("proofs.layers.relu"):
+        proof = network.prove_witness(tampered)
+    with pytest.raises(ProofRejected, match="bits sumcheck final value"):
+        verify_network(network.commitment, x, proof)
