@@ -39,6 +39,7 @@ from ..commit import MIN_VERIFY_BITS, CommitParams, Commitment, OpeningProof, co
 from ..errors import ModelError, ProofRejected
 from ..mle import mle_evaluate
 from ..proof_format import ByteReader, ByteWriter, parse_nested
+from ..progress import as_progress
 from ..quantize import QuantizedMLP, as_integer_input, check_field, check_input, forward_trace
 from ..transcript import Transcript
 from .common import Claim, log2, pad_matrix, padded, require
@@ -266,14 +267,8 @@ class Network:
 
     def prove(self, x_int, progress=None) -> NetworkProof:
         """Prove y = model(x); ``progress(done, total, label)`` is called after each step
-        (``progress=True``: a text progress bar on stderr)."""
-        if progress is True:
-            from ..cli import progress_bar  # the scripts' bar; imported here, the cli imports this module
-            progress = progress_bar()
-        elif progress is False:
-            progress = None
-        if progress is not None and not callable(progress):
-            raise ModelError(f"progress must be None, True or a callable (done, total, label), got {progress!r}")
+        (``progress=True``: a tqdm bar on stderr)."""
+        progress = as_progress(progress, "proving")
         if self.zk:
             x = check_input(self.model, x_int)
             if self.batch_size is not None and x.shape[0] != self.batch_size:

@@ -12,7 +12,7 @@ Every rescale round(x / 2^m) is a bit decomposition (:mod:`proofs.layers.requant
 (range [0, 2^m)) and two's-complement quotient bits (a declared range); the sign bit of the forward
 quotient is the ReLU mask of both passes. This module holds the public shape (:class:`TrainingSpec`), the
 integer step and the prover's witness (:class:`TrainingTrace`); the zero-knowledge proofs of training
-steps and of inference are :mod:`proofs.layers.step_proof` (their names are also reachable from here).
+steps and of inference are :mod:`proofs.layers.step_proof` (which imports this module, never the reverse).
 """
 from __future__ import annotations
 
@@ -244,16 +244,3 @@ def _check_chain(traces) -> list:
         if not all(np.array_equal(a, b) for a, b in zip(traces[t].weights, traces[t - 1].new_weights)):
             raise ProofError(f"traces[{t}] does not start from the weights traces[{t - 1}] ends with")
     return traces
-
-
-_MOVED = ("CommittedModel", "CommittedSteps", "CommittedTensors", "TrainingProof", "commit_forward", "commit_step",
-          "commit_steps", "forward_output", "prove_forward", "prove_training_step", "prove_training_steps",
-          "verify_forward", "verify_training_step", "verify_training_steps")
-
-
-def __getattr__(name):
-    """The proofs moved to :mod:`proofs.layers.step_proof`; they stay reachable here (imported on first use)."""
-    if name in _MOVED:
-        from . import step_proof
-        return getattr(step_proof, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from proofs import ModelError, ProofError, ProofRejected
+from proofs.layers import step_proof as S
 from proofs.layers import training as T
 from proofs.layers.requant import decompose
 from proofs.zk import HidingOpening
@@ -60,25 +61,25 @@ def test_step_matches_naive_twin(case):
 def test_random_steps_prove_and_verify(case):
     spec, (weights, x, y) = case
     trace = T.training_trace(weights, x, y, spec)
-    committed = T.commit_step(trace, zk=False)
-    T.verify_training_step(spec, committed, T.prove_training_step(trace, committed, zk=False))
+    committed = S.commit_step(trace, zk=False)
+    S.verify_training_step(spec, committed, S.prove_training_step(trace, committed, zk=False))
 
 
 @pytest.mark.parametrize("zk", [False, True])
 @pytest.mark.parametrize("mode", ["aggregate", "layer"])
 def test_honest_step_verifies(honest, zk, mode):
     trace, _ = honest
-    committed = T.commit_step(trace, zk=zk)
-    proof = T.prove_training_step(trace, committed, zk=zk, mode=mode)
-    T.verify_training_step(SPEC, committed, proof)
+    committed = S.commit_step(trace, zk=zk)
+    proof = S.prove_training_step(trace, committed, zk=zk, mode=mode)
+    S.verify_training_step(SPEC, committed, proof)
     assert proof.num_bytes == len(proof.to_bytes()) > 0
 
 
 def test_aggregation_makes_fewer_commitments_sumchecks_and_openings(honest):
     trace, _ = honest
-    committed = T.commit_step(trace, zk=False)
-    aggregated = T.prove_training_step(trace, committed, zk=False, mode="aggregate")
-    layered = T.prove_training_step(trace, committed, zk=False, mode="layer")
+    committed = S.commit_step(trace, zk=False)
+    aggregated = S.prove_training_step(trace, committed, zk=False, mode="aggregate")
+    layered = S.prove_training_step(trace, committed, zk=False, mode="layer")
     assert len(aggregated.commitments) == 1  # every layer's tensors in one store (FAC4DNN)
     assert len(layered.commitments) == SPEC.num_layers  # one store per layer
     kinds = [lambda p: len(p.items), lambda p: sum(isinstance(i, HidingOpening) for i in p.items)]
@@ -87,10 +88,10 @@ def test_aggregation_makes_fewer_commitments_sumchecks_and_openings(honest):
 
 
 def _rejected(trace, committed=None, zk=False):
-    committed = committed or T.commit_step(trace, zk=zk)
-    proof = T.prove_training_step(trace, committed, zk=zk)
+    committed = committed or S.commit_step(trace, zk=zk)
+    proof = S.prove_training_step(trace, committed, zk=zk)
     with pytest.raises(ProofRejected):
-        T.verify_training_step(trace.spec, committed, proof)
+        S.verify_training_step(trace.spec, committed, proof)
 
 
 @pytest.mark.parametrize("zk", [False, True])
@@ -132,7 +133,7 @@ def test_batch_other_than_the_committed_one_is_rejected(honest):
     other_x = x.copy()
     other_x[0, 0] += 1
     other = T.training_trace(weights, other_x, y, SPEC)
-    committed = T.commit_step(dataclasses.replace(trace, x=other.x), zk=False)  # batch X', W' from X
+    committed = S.commit_step(dataclasses.replace(trace, x=other.x), zk=False)  # batch X', W' from X
     _rejected(trace, committed)
 
 
@@ -141,40 +142,40 @@ def test_new_weights_of_another_batch_are_rejected(honest):
     other_y = y.copy()
     other_y[1, 2] += 3
     other = T.training_trace(weights, x, other_y, SPEC)
-    committed = T.commit_step(dataclasses.replace(other, y=trace.y), zk=False)  # batch (X, Y), W' from (X, Y')
+    committed = S.commit_step(dataclasses.replace(other, y=trace.y), zk=False)  # batch (X, Y), W' from (X, Y')
     _rejected(other, committed)
 
 
 def test_tampered_and_truncated_proofs_are_rejected(honest):
     trace, _ = honest
-    committed = T.commit_step(trace, zk=False)
-    proof = T.prove_training_step(trace, committed, zk=False)
+    committed = S.commit_step(trace, zk=False)
+    proof = S.prove_training_step(trace, committed, zk=False)
     arrays = [k for k, item in enumerate(proof.items) if isinstance(item, np.ndarray)]
     for k in (arrays[0], arrays[len(arrays) // 2], arrays[-1]):
         items = list(proof.items)
         items[k] = items[k].copy()
         items[k].flat[0] = (int(items[k].flat[0]) + 1) % 2013265921
         with pytest.raises(ProofRejected):
-            T.verify_training_step(SPEC, committed, dataclasses.replace(proof, items=tuple(items)))
+            S.verify_training_step(SPEC, committed, dataclasses.replace(proof, items=tuple(items)))
     for items in (proof.items[:-1], proof.items + (proof.items[0],), proof.items[1:]):
         with pytest.raises(ProofRejected):
-            T.verify_training_step(SPEC, committed, dataclasses.replace(proof, items=items))
+            S.verify_training_step(SPEC, committed, dataclasses.replace(proof, items=items))
     with pytest.raises(ProofRejected):
-        T.verify_training_step(SPEC, committed, dataclasses.replace(proof, mode="other"))
+        S.verify_training_step(SPEC, committed, dataclasses.replace(proof, mode="other"))
     with pytest.raises(ProofRejected):
-        T.verify_training_step(SPEC, committed, "not a proof")
+        S.verify_training_step(SPEC, committed, "not a proof")
 
 
 def test_proof_does_not_verify_against_other_commitments(honest):
     trace, (weights, x, y) = honest
-    committed = T.commit_step(trace, zk=False)
-    proof = T.prove_training_step(trace, committed, zk=False)
-    other = T.commit_step(T.training_trace([w + 1 for w in weights], x, y, SPEC), zk=False)
+    committed = S.commit_step(trace, zk=False)
+    proof = S.prove_training_step(trace, committed, zk=False)
+    other = S.commit_step(T.training_trace([w + 1 for w in weights], x, y, SPEC), zk=False)
     with pytest.raises(ProofRejected):
-        T.verify_training_step(SPEC, dataclasses.replace(committed, new_weights=other.new_weights), proof)
-    zk_committed = T.commit_step(trace, zk=True)
+        S.verify_training_step(SPEC, dataclasses.replace(committed, new_weights=other.new_weights), proof)
+    zk_committed = S.commit_step(trace, zk=True)
     with pytest.raises(ProofRejected):  # non-hiding proof against hiding commitments
-        T.verify_training_step(SPEC, zk_committed, proof)
+        S.verify_training_step(SPEC, zk_committed, proof)
 
 
 def test_bad_inputs_name_the_parameter():
@@ -199,7 +200,7 @@ def test_bad_inputs_name_the_parameter():
         T.training_trace(weights + weights[:1], x, y, SPEC)
     trace = T.training_trace(weights, x, y, SPEC)
     with pytest.raises(ProofError, match="hiding"):
-        T.prove_training_step(trace, T.commit_step(trace, zk=True), zk=False)
+        S.prove_training_step(trace, S.commit_step(trace, zk=True), zk=False)
 
 
 def test_step_does_not_mutate_inputs():
@@ -225,12 +226,12 @@ def _two_steps():
 
 def test_two_steps_in_one_proof_share_commitments_and_bit_checks():
     traces = _two_steps()
-    committed = T.commit_steps(traces, zk=False)
+    committed = S.commit_steps(traces, zk=False)
     assert len(committed.weights) == 3 and len(committed.batches) == 2
-    proof = T.prove_training_steps(traces, committed, zk=False)
-    T.verify_training_steps(STEPS_SPEC, committed, proof)
+    proof = S.prove_training_steps(traces, committed, zk=False)
+    S.verify_training_steps(STEPS_SPEC, committed, proof)
     assert len(proof.commitments) == 1  # both steps' tensors in one store
-    separate = [T.prove_training_step(t, T.commit_step(t, zk=False), zk=False) for t in traces]
+    separate = [S.prove_training_step(t, S.commit_step(t, zk=False), zk=False) for t in traces]
     openings = lambda p: sum(isinstance(i, HidingOpening) for i in p.items)  # noqa: E731
     assert openings(proof) < sum(openings(p) for p in separate)
 
@@ -240,61 +241,61 @@ def test_a_wrong_second_step_is_rejected():
     new = [w.copy() for w in second.new_weights]
     new[0][1, 1] -= 1
     traces = [first, dataclasses.replace(second, new_weights=tuple(new))]
-    committed = T.commit_steps(traces, zk=True)
-    proof = T.prove_training_steps(traces, committed, zk=True)
+    committed = S.commit_steps(traces, zk=True)
+    proof = S.prove_training_steps(traces, committed, zk=True)
     with pytest.raises(ProofRejected):
-        T.verify_training_steps(STEPS_SPEC, committed, proof)
+        S.verify_training_steps(STEPS_SPEC, committed, proof)
     with pytest.raises(ProofRejected):  # an empty proof
-        T.verify_training_steps(STEPS_SPEC, committed, T.TrainingProof("aggregate", (), ()))
+        S.verify_training_steps(STEPS_SPEC, committed, S.TrainingProof("aggregate", (), ()))
     with pytest.raises(ProofRejected):  # the steps' weights out of order
-        T.verify_training_steps(STEPS_SPEC, dataclasses.replace(committed, weights=committed.weights[::-1]), proof)
+        S.verify_training_steps(STEPS_SPEC, dataclasses.replace(committed, weights=committed.weights[::-1]), proof)
     with pytest.raises(ProofError, match="does not start from"):
-        T.commit_steps([second, first], zk=False)
+        S.commit_steps([second, first], zk=False)
 
 
 @pytest.mark.parametrize("zk", [False, True])
 def test_proof_bytes_round_trip_and_every_corruption_is_rejected(honest, zk):
     trace, _ = honest
-    committed = T.commit_step(trace, zk=zk)
-    proof = T.prove_training_step(trace, committed, zk=zk)
+    committed = S.commit_step(trace, zk=zk)
+    proof = S.prove_training_step(trace, committed, zk=zk)
     data = proof.to_bytes()
-    parsed = T.TrainingProof.from_bytes(data)
+    parsed = S.TrainingProof.from_bytes(data)
     assert parsed.to_bytes() == data
-    T.verify_training_step(SPEC, committed, parsed)
+    S.verify_training_step(SPEC, committed, parsed)
     rng = np.random.default_rng(6)
     for position in rng.integers(0, len(data), size=12):
         corrupted = bytearray(data)
         corrupted[position] ^= 1 << int(rng.integers(8))
         with pytest.raises(ProofRejected):
-            T.verify_training_step(SPEC, committed, T.TrainingProof.from_bytes(bytes(corrupted)))
+            S.verify_training_step(SPEC, committed, S.TrainingProof.from_bytes(bytes(corrupted)))
     for cut in (0, 7, len(data) // 2, len(data) - 1):
         with pytest.raises(ProofRejected):
-            T.TrainingProof.from_bytes(data[:cut])
+            S.TrainingProof.from_bytes(data[:cut])
     with pytest.raises(ProofRejected):
-        T.TrainingProof.from_bytes(data + b"\x00")
+        S.TrainingProof.from_bytes(data + b"\x00")
     with pytest.raises(ProofRejected):
-        T.TrainingProof.from_bytes("not bytes")
+        S.TrainingProof.from_bytes("not bytes")
 
 
 @pytest.mark.parametrize("private_input", [True, False])
 def test_forward_proof_with_hidden_weights_and_optional_private_input(private_input):
     weights, x, _ = _data(SPEC, 7)
     trace = T.forward_trace(weights, x, SPEC)
-    committed = T.commit_forward(trace, zk=True, private_input=private_input)
-    proof = T.prove_forward(trace, committed, zk=True)
-    output = T.forward_output(trace)
+    committed = S.commit_forward(trace, zk=True, private_input=private_input)
+    proof = S.prove_forward(trace, committed, zk=True)
+    output = S.forward_output(trace)
     public = None if private_input else x
-    T.verify_forward(SPEC, committed, output, proof, public_input=public)
+    S.verify_forward(SPEC, committed, output, proof, public_input=public)
     _, expected = naive_step(weights, x, np.zeros_like(output), SPEC.shift, SPEC.grad_shift, SPEC.lr_shift)
     np.testing.assert_array_equal(output, np.array(expected))
     wrong = output.copy()
     wrong[0, 0] += 1
     with pytest.raises(ProofRejected):
-        T.verify_forward(SPEC, committed, wrong, proof, public_input=public)
+        S.verify_forward(SPEC, committed, wrong, proof, public_input=public)
     if not private_input:
         other = x.copy()
         other[1, 1] += 1
         with pytest.raises(ProofRejected):
-            T.verify_forward(SPEC, committed, output, proof, public_input=other)
+            S.verify_forward(SPEC, committed, output, proof, public_input=other)
     with pytest.raises(ProofRejected):  # both or neither input given
-        T.verify_forward(SPEC, committed, output, proof, public_input=None if public is not None else x)
+        S.verify_forward(SPEC, committed, output, proof, public_input=None if public is not None else x)

@@ -8,6 +8,7 @@ from hypothesis import given, settings, strategies as st
 from proofs import ProofError, ProofRejected
 from proofs import field as F
 from proofs import zk
+from proofs.layers import step_proof as S
 from proofs.layers import training as T
 from proofs.mle import eq_table, mle_evaluate
 from proofs.sumcheck import SumcheckVerifier
@@ -139,9 +140,9 @@ def test_same_statement_different_witnesses_give_proofs_of_the_same_shape():
         rng = np.random.default_rng(seed)
         weights = [rng.integers(-6, 6, size=(spec.sizes[i + 1], spec.sizes[i])) for i in range(2)]
         trace = T.training_trace(weights, rng.integers(-8, 8, (2, 4)), rng.integers(-8, 8, (2, 2)), spec)
-        committed = T.commit_step(trace, zk=True)
-        proofs.append(T.prove_training_step(trace, committed, zk=True))
-        T.verify_training_step(spec, committed, proofs[-1])
+        committed = S.commit_step(trace, zk=True)
+        proofs.append(S.prove_training_step(trace, committed, zk=True))
+        S.verify_training_step(spec, committed, proofs[-1])
     first, second = proofs
     assert _signature(first.items) == _signature(second.items)
     fixed = [p.num_bytes - _query_bytes(p.items) for p in proofs]
@@ -156,8 +157,8 @@ def test_training_proof_bytes_contain_no_weight_row():
     rng = np.random.default_rng(13)
     weights = [rng.integers(-2 ** 15, 2 ** 15, size=(spec.sizes[i + 1], spec.sizes[i])) for i in range(2)]
     trace = T.training_trace(weights, rng.integers(-100, 100, (2, 8)), rng.integers(-100, 100, (2, 2)), spec)
-    committed = T.commit_step(trace, zk=True)
-    data = T.prove_training_step(trace, committed, zk=True).to_bytes()
+    committed = S.commit_step(trace, zk=True)
+    data = S.prove_training_step(trace, committed, zk=True).to_bytes()
     for i, w in enumerate(trace.weights + trace.new_weights):  # the real entries (padding is zeros)
         layer = i % spec.num_layers
         table = F.to_field(w[:spec.sizes[layer + 1], :spec.sizes[layer]].reshape(-1))
@@ -290,13 +291,13 @@ def test_training_proofs_of_the_same_step_differ():
     rng = np.random.default_rng(21)
     weights = [rng.integers(-6, 6, size=(spec.sizes[i + 1], spec.sizes[i])) for i in range(2)]
     trace = T.training_trace(weights, rng.integers(-8, 8, (2, 4)), rng.integers(-8, 8, (2, 2)), spec)
-    committed = T.commit_step(trace, zk=True)
-    first, second = (T.prove_training_step(trace, committed, zk=True) for _ in range(2))
+    committed = S.commit_step(trace, zk=True)
+    first, second = (S.prove_training_step(trace, committed, zk=True) for _ in range(2))
     for proof in (first, second):
-        T.verify_training_step(spec, committed, proof)
+        S.verify_training_step(spec, committed, proof)
     assert first.to_bytes() != second.to_bytes()
     assert first.commitments[0].root != second.commitments[0].root
-    again = T.commit_step(trace, zk=True)
+    again = S.commit_step(trace, zk=True)
     assert again.weights.root != committed.weights.root  # the same weights commit to a fresh root
 
 
@@ -335,8 +336,8 @@ def test_training_proof_bytes_contain_no_input_target_or_gradient_row():
     rng = np.random.default_rng(14)
     weights = [rng.integers(-2 ** 15, 2 ** 15, size=(spec.sizes[i + 1], spec.sizes[i])) for i in range(2)]
     trace = T.training_trace(weights, rng.integers(-100, -1, (4, 8)), rng.integers(-100, -1, (4, 2)), spec)
-    committed = T.commit_step(trace, zk=True)
-    data = T.prove_training_step(trace, committed, zk=True, mode="layer").to_bytes()
+    committed = S.commit_step(trace, zk=True)
+    data = S.prove_training_step(trace, committed, zk=True, mode="layer").to_bytes()
     patterns = []
     for table in [trace.x, trace.y] + list(trace.grads):  # field images of negative integers: large words
         words = F.to_field(np.asarray(table).reshape(-1))  # that headers and small counts cannot imitate
@@ -353,8 +354,8 @@ def test_shapes_do_not_depend_on_the_witness_in_either_mode(mode):
         rng = np.random.default_rng(seed)
         weights = [rng.integers(-6, 6, size=(spec.sizes[i + 1], spec.sizes[i])) for i in range(2)]
         trace = T.training_trace(weights, rng.integers(-8, 8, (2, 4)), rng.integers(-8, 8, (2, 2)), spec)
-        committed = T.commit_step(trace, zk=True)
-        proof = T.prove_training_step(trace, committed, zk=True, mode=mode)
+        committed = S.commit_step(trace, zk=True)
+        proof = S.prove_training_step(trace, committed, zk=True, mode=mode)
         signatures.append(_signature(proof.items))
         fixed.append(proof.num_bytes - _query_bytes(proof.items))
     assert signatures[0] == signatures[1] == signatures[2]
