@@ -1,11 +1,12 @@
 """The prove/verify scripts: ``python -m proofs commit | prove | verify``.
 
-    python -m proofs commit --model model.npz [--out c.bin]     (default: c.bin in the current folder)
+    python -m proofs commit --model model.npz --out c.bin       (secret prover state: c.bin.state, or --state)
     python -m proofs prove  --model model.npz --input x.npy [--commitment c.bin] --out proof.bin
     python -m proofs verify --commitment c.bin --input x.npy --proof proof.bin
 
 By default the weights stay private: ``commit`` makes a hiding commitment (for ``--max-proofs`` proofs) and
-writes the prover's secret state next to it (``c.bin.state``: keep it as private as the weights), ``prove``
+writes the prover's secret state where the user names it (``--state PATH``, or ``--out PATH`` and then
+``PATH.state``; never a default path: keep it as private as the weights), ``prove``
 proves in zero knowledge against that commitment (each proof uses up one of its copies). ``--public-weights``
 (on commit and prove) uses the plain protocol instead, whose proofs reveal every weight and bias.
 
@@ -28,9 +29,9 @@ from .errors import ModelError, ProofError, ProofRejected
 from .layers.network import ModelCommitment, Network, read_proof, verify_network
 from .layers.network_zk import DEFAULT_MAX_PROOFS
 from .model import load_model
+from .progress import progress_bar
 from .quantize import quantize_values
 
-BAR_WIDTH = 30
 PUBLIC_WEIGHTS_HELP = ("plain (non-hiding) commitment and proofs: they REVEAL THE WEIGHTS (anyone holding one "
                        "proof can recover every weight and bias from its opened columns); only for public models")
 DEFAULT_COMMITMENT = "c.bin"
@@ -56,14 +57,16 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     commit = commands.add_parser("commit", help="commit to a model's weights (writes c.bin, prints its digest)")
     commit.add_argument("--model", "-m", required=True, type=_existing_file, help="model .npz (quantized or float)")
-    commit.add_argument("--out", "-o", "--output", "--commitment", dest="out", default=DEFAULT_COMMITMENT,
-                        type=_writable_path,
-                        help=f"where to write the commitment (default: {DEFAULT_COMMITMENT} in the current folder)")
+    commit.add_argument("--out", "-o", "--output", "--commitment", dest="out", default=None, type=_writable_path,
+                        help=f"where to write the commitment (default: {DEFAULT_COMMITMENT} in the current folder); "
+                             "when given, a hiding commitment's SECRET prover state goes to this path + .state "
+                             "unless --state names it")
     commit.add_argument("--max-proofs", type=int, default=DEFAULT_MAX_PROOFS,
                         help=f"proofs the hiding commitment supports (default {DEFAULT_MAX_PROOFS}; each is one "
                              "more hiding copy of the weights)")
     commit.add_argument("--state", type=_writable_path, default=None,
-                        help="where to write the secret prover state (default: the commitment's path + .state)")
+                        help="where to write the SECRET prover state of a hiding commitment (keep it as private "
+                             "as the weights); required unless --out is given (then: that path + .state)")
     commit.add_argument("--public-weights", action="store_true", help=PUBLIC_WEIGHTS_HELP)
     prove = commands.add_parser("prove", help="prove y = model(x) for an input batch")
     prove.add_argument("--model", "-m", required=True, type=_existing_file, help="model .npz (quantized or float)")
@@ -115,23 +118,6 @@ def _load_input(path: str, input_frac: int, input_bound: int) -> np.ndarray:
     return values
 
 
-def progress_bar(stream=None):
-    """A callback for :meth:`Network.prove` drawing ``[####....] pct% done/total label`` on ``stream`` (stderr)."""
-    stream = stream if stream is not None else sys.stderr
-    start = time.perf_counter()
-
-    def draw(done: int, total: int, label: str) -> None:
-        filled = BAR_WIDTH * done // total
-        elapsed = time.perf_counter() - start
-        stream.write(f"\r[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {100 * done // total:3d}% {done}/{total} "
-                     f"{elapsed:6.2f}s {label:<32}")
-        if done == total:
-            stream.write("\n")
-        stream.flush()
-
-    return draw
-
-
 def _print_output(output: np.ndarray, output_frac: int, stream=None) -> None:
     values = output * 2.0 ** -output_frac
     with np.printoptions(precision=4, suppress=True, threshold=40):
@@ -148,8 +134,12 @@ def _state_path(args, commitment_path) -> str:
 
 
 def _commit(args) -> int:
-    model = load_model(args.model)
     zk = not args.public_weights
+    if zk and args.state is None and args.out is None:
+        raise ModelError("a hiding commitment writes a SECRET prover state: name its path with --state PATH "
+                         "(or name the commitment with --out PATH: the state then goes to PATH.state)")
+    args.out = DEFAULT_COMMITMENT if args.out is None else args.out
+    model = load_model(args.model)
     network = Network(model, zk=zk, max_proofs=args.max_proofs) if zk else Network(model, zk=False)
     data = network.commitment.to_bytes()
     with open(args.out, "wb") as handle:
@@ -182,7 +172,7 @@ def _prove(args) -> int:
             raise ModelError(f"the prover state {state!r} is not that of the commitment {args.commitment!r}")
     x = _load_input(args.input, network.model.input_frac, network.model.input_bound)
     start = time.perf_counter()
-    proof = network.prove(x, progress=None if args.quiet else progress_bar())
+    proof = network.prove(x, progress=None if args.quiet else progress_bar("proving"))
     elapsed = time.perf_counter() - start
     if network.zk:
         network.save_state(state)  # the copy this proof used is spent

@@ -17,9 +17,21 @@ def _files(root: pathlib.Path) -> list[pathlib.Path]:
     return sorted(p.relative_to(root) for p in root.rglob("*") if p.is_file())
 
 
+def _is_prover_state(path: pathlib.Path) -> bool:
+    """A proofs prover state (the hiding copies' rows, salts and masks): an .npz holding ``c0.salts``."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return "c0.salts.npy" in archive.namelist()
+    except (zipfile.BadZipFile, OSError):
+        return False
+
+
 def _holds_secret(path: pathlib.Path) -> bool:
     head = path.read_bytes()[:8]
-    return head.startswith(SECRET_MAGICS) or (head[:4] == b"HEZK" and len(head) > 6 and head[6] in SECRET_RECORD_KINDS)
+    return (head.startswith(SECRET_MAGICS) or (head[:4] == b"HEZK" and len(head) > 6 and head[6] in SECRET_RECORD_KINDS)
+            or _is_prover_state(path))
 
 
 @pytest.mark.parametrize("script", EXAMPLES, ids=[p.name for p in EXAMPLES])
@@ -49,8 +61,8 @@ def test_hezk_out_is_honoured(name, tmp_path):
     written = _files(out)
     assert written, f"{name} wrote nothing into HEZK_OUT"
     secrets = [p for p in written if _holds_secret(out / p)]
-    if name == "client_server.py":
-        assert [p.name for p in secrets] == ["client.key"], secrets  # the one path the example names
+    named = {"client_server.py": ["client.key"], "prove_mlp.py": ["c.bin.state"]}[name]
+    assert [p.name for p in secrets] == named, secrets  # the one path the example names
 
 
 def test_secret_detector_sees_a_saved_client(tmp_path):
@@ -63,3 +75,18 @@ def test_secret_detector_sees_a_saved_client(tmp_path):
     (tmp_path / "full.ctx").write_bytes(client._context.to_bytes(include_secret_key=True))
     assert _holds_secret(tmp_path / "c.key") and _holds_secret(tmp_path / "full.ctx")
     assert not _holds_secret(tmp_path / "public.ctx")
+
+
+def test_secret_detector_sees_a_prover_state(tmp_path):
+    """A hiding commitment's prover state is secret; the commitment and the model file are not."""
+    import numpy as np
+
+    from proofs.cli import main
+    from proofs.model import save_float_model
+
+    rng = np.random.default_rng(0)
+    save_float_model(tmp_path / "m.npz", [rng.normal(0, 0.4, (3, 4))], [np.zeros(3)], frac_bits=6)
+    assert main(["commit", "--model", str(tmp_path / "m.npz"), "--out", str(tmp_path / "c.bin"),
+                 "--max-proofs", "1"]) == 0
+    assert _holds_secret(tmp_path / "c.bin.state")
+    assert not _holds_secret(tmp_path / "c.bin") and not _holds_secret(tmp_path / "m.npz")

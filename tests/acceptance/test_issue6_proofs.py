@@ -402,7 +402,9 @@ def test_scripts_as_written_in_the_issue(tmp_path):
     np.save(tmp_path / "x.npy", x)
     help_text = run_cli(tmp_path, "commit", "--help").stdout
     assert "c.bin" in help_text
-    committed = run_cli(tmp_path, "commit", "--model", "model.npz")
+    committed = run_cli(tmp_path, "commit", "--model", "model.npz")  # issue 16: the secret state needs a name
+    assert committed.returncode == 2 and "--state" in committed.stderr and not (tmp_path / "c.bin").exists()
+    committed = run_cli(tmp_path, "commit", "--model", "model.npz", "--state", "c.bin.state")
     assert committed.returncode == 0, committed.stderr
     assert (tmp_path / "c.bin").is_file()  # the name the verify script expects
     proved = run_cli(tmp_path, "prove", "--model", "model.npz", "--input", "x.npy", "--out", "proof.bin")

@@ -56,7 +56,7 @@ def test_commit_prove_verify_accepts(files, capsys, public):
     assert ("PUBLIC WEIGHTS" in out) == public
     assert prove(path, "p.bin", "x.npy", "model.npz", *flag) == 0
     captured = capsys.readouterr()
-    assert ("5/5" if public else "3/3") in captured.err and "#####" in captured.err  # progress bar on stderr
+    assert ("5/5" if public else "3/3") in captured.err and "proving" in captured.err  # tqdm bar on stderr
     assert "soundness" in captured.out and "bits per attempt (grinding 2^k hashes: 2^(k-" in captured.out
     assert isinstance(read_proof((path / "p.bin").read_bytes()), NetworkProof if public else HidingNetworkProof)
     assert run("verify", "--commitment", path / "c.bin", "--input", path / "x.npy", "--proof", path / "p.bin") == 0
@@ -162,3 +162,28 @@ def test_each_proof_spends_a_copy_and_the_state_must_match(files, capsys):
     save_float_model(path / "other.npz", *float_weights(seed=9), frac_bits=6)
     assert prove(path, "p4.bin", "x.npy", "other.npz", "--quiet") == 2  # another model's weights
     assert "does not belong to this model" in capsys.readouterr().err
+
+
+def test_the_secret_prover_state_goes_only_where_the_user_names_it(files, capsys, monkeypatch):
+    """A hiding commit names its secret state: --state PATH, or --out PATH (then PATH.state); with neither, it
+    is a usage error (exit 2) and nothing is written (the old default wrote ./c.bin.state)."""
+    path, _, _ = files
+    work = path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    assert run("commit", "--model", path / "model.npz", "--max-proofs", 2) == 2
+    assert "--state" in capsys.readouterr().err and list(work.iterdir()) == []
+    assert run("commit", "--model", path / "model.npz", "--max-proofs", 2, "--state", path / "secret.st") == 0
+    assert sorted(p.name for p in work.iterdir()) == ["c.bin"] and (path / "secret.st").is_file()
+    assert (path / "secret.st").stat().st_mode & 0o077 == 0  # readable by the owner only
+    assert run("commit", "--model", path / "model.npz", "--max-proofs", 2, "--out", path / "named.bin") == 0
+    assert (path / "named.bin.state").is_file()
+    assert run("commit", "--model", path / "model.npz", "--public-weights") == 0  # no secret: default c.bin
+    assert sorted(p.name for p in work.iterdir()) == ["c.bin"]
+
+
+def test_commit_help_says_the_state_is_secret(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["commit", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "SECRET prover state" in text and "required unless --out" in text
