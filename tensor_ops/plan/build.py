@@ -28,7 +28,8 @@ def _pair(b: Builder, x, y, keep: str, op: str):
         res = pair_with(fb, anchor, other, keep, op, swapped)
         candidates.append((fb.cost_since(n0), fb, res, f"replicate-multiply-reduce, operand {2 if swapped else 1} "
                                                         "stays, the other moves to it"))
-    stationary = pair_stationary(b, x, y, keep, op) if isinstance(y, Sym) else None
+    best = min(c[0] for c in candidates)
+    stationary = pair_stationary(b, x, y, keep, op, bound=best) if isinstance(y, Sym) else None
     if stationary is not None:
         candidates.append(stationary)
     if op == "mul" and isinstance(y, PlainSym):

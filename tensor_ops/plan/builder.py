@@ -136,8 +136,8 @@ class Builder:
 
     def mask_move(self, sources, note="", shifts=None):
         """One ``Mask`` step moving ``sources`` = [(reg, src_pos, dst_pos, axis parts)] (axis parts:
-        (index array, shift per index step) for each axis, for axis-aligned baby/giant splits) and a
-        rescale.
+        (index array counted from the first index moved, shift per index step) for each axis, for
+        axis-aligned baby/giant splits) and a rescale.
 
         With several tiles to fill from the same sources, ``shifts`` (a dict reg -> (shifted reg, shift))
         lets each source be rotated first so the remaining shifts -- and so the keys -- repeat from tile
@@ -173,36 +173,49 @@ class Builder:
             best = (best[0], [(rename[reg], src, g, b) for reg, src, g, b in best[1]])
         terms = []
         for reg, src, g, b in best[1]:
-            uniq, inv = np.unique(g * slots + b, return_inverse=True)
-            inv = inv.ravel()
-            for n, key in enumerate(uniq):
-                gg, bb = divmod(int(key), slots)
-                terms.append((gg, reg, bb, np.sort((src[inv == n] + bb) % slots)))
+            keys = (g * slots + b).ravel()
+            order = np.argsort(keys, kind="stable")     # one sort groups the elements by (giant, baby)
+            cuts = np.flatnonzero(np.diff(keys[order])) + 1
+            for group in np.split(order, cuts):
+                gg, bb = divmod(int(keys[group[0]]), slots)
+                terms.append((gg, reg, bb, np.sort((src.ravel()[group] + bb) % slots)))
         srcs = tuple(dict.fromkeys(reg for reg, _, _, _ in best[1]))
         return self.emit(Rescale, self.emit(Mask, srcs, tuple(terms), note))
 
     # ---------------------------------------------------------------- tensor-level ops
     def rotate_sum_axes(self, sym: Sym, axes: list[int]) -> Sym:
-        """Sum ``sym`` over ``axes`` (rotate-and-sum inside tiles, add across tiles); axes removed."""
+        """Sum ``sym`` over ``axes``; axes removed. Tiles that differ only along ``axes`` are added first
+        and rotated-and-summed once (``sum_t RotSum(x_t) = RotSum(sum_t x_t)``: rotations are linear),
+        so a reduction over T tiles of one ciphertext each costs log2(slots) rotations, not T times as
+        many; tiles at different offsets are then aligned by one rotation each and added."""
         if not axes:
             return sym
         lay = sym.layout
         keep = [a for a in range(lay.ndim) if a not in axes]
+        # a smaller tile may share the rotate-and-sum of a larger one when the slots past its box are
+        # zero (clean, no replica copies) and the larger box contains it (same offset and strides)
+        pad_ok = lay.clean and not lay.replicas
         groups: dict = {}
         for t, reg in zip(lay.tiles, sym.regs):
-            r = reg
-            for a in axes:
-                if t.size[a] > 1:
-                    r = self.emit(RotateSum, r, t.size[a], lay.strides[a], self.radix)
             key = (tuple(t.start[a] for a in keep), tuple(t.size[a] for a in keep))
-            groups.setdefault(key, []).append((t, r))
+            sub = groups.setdefault(key, {})
+            sizes = tuple(t.size[a] for a in axes)
+            sub.setdefault((t.offset, None if pad_ok else sizes), []).append((sizes, reg))
         tiles, regs = [], []
-        for n, ((start, size), members) in enumerate(groups.items()):
-            ref = members[0][0].offset
+        for n, ((start, size), subs) in enumerate(groups.items()):
+            ref = next(iter(subs))[0]
             acc = None
-            for t, r in members:
-                r = self.emit(Rotate, r, t.offset - ref) if t.offset != ref else r
-                acc = r if acc is None else self.emit(Add, acc, r)
+            for (offset, _), members in subs.items():
+                for cls in _size_classes(members):
+                    r = None
+                    for _, reg in cls:
+                        r = reg if r is None else self.emit(Add, r, reg)
+                    top = tuple(max(sz[i] for sz, _ in cls) for i in range(len(axes)))
+                    for a, count in zip(axes, top):
+                        if count > 1:
+                            r = self.emit(RotateSum, r, count, lay.strides[a], self.radix)
+                    r = self.emit(Rotate, r, offset - ref) if offset != ref else r
+                    acc = r if acc is None else self.emit(Add, acc, r)
             tiles.append(Tile(n, start, size, ref))
             regs.append(acc)
         summed = any(lay.shape[a] > 1 for a in axes)
@@ -277,8 +290,15 @@ class Builder:
         src_lay = other.layout
         axes = [u_indices.index(c) for c in other.indices]
         lacking = [a for a in range(u.ndim) if a not in axes]
-        regs, shifts = [], {}
+        regs, shifts, done = [], {}, {}
         for t in u.tiles:
+            # the moved register depends only on the tile's box along other's axes, its offset and its
+            # sizes along the lacking axes: U tiles that agree on these share one register
+            key = (t.offset, tuple(t.start[a] for a in axes), tuple(t.size[a] for a in axes),
+                   tuple(t.size[a] for a in lacking))
+            if key in done:
+                regs.append(done[key])
+                continue
             fits = self._fits(other, u, t, axes, lacking)
             if fits is not None:
                 r = other.regs[fits]
@@ -297,13 +317,14 @@ class Builder:
                     for i, (a, g) in enumerate(zip(axes, grids)):
                         src = src + (g - st.start[i]) * src_lay.strides[i]
                         dst = dst + (g - t.start[a]) * u.strides[a]
-                        parts.append((np.atleast_1d(g), u.strides[a] - src_lay.strides[i]))
+                        parts.append((np.atleast_1d(g - lo[i]), u.strides[a] - src_lay.strides[i]))
                     sources.append((sreg, np.atleast_1d(src), np.atleast_1d(dst), parts))
                 r = self.mask_move(sources, shifts=shifts if len(u.tiles) > 1 else None)
             covered = self._fits_replicas(other, u, t, lacking) if fits is not None else set()
             for a in lacking:
                 if t.size[a] > 1 and a not in covered:
                     r = self.emit(Replicate, r, t.size[a], u.strides[a], self.radix)
+            done[key] = r
             regs.append(r)
         return Sym(tuple(regs), u, u_indices)
 
@@ -332,9 +353,15 @@ class Builder:
         return covered
 
     def pack_into(self, other: PlainSym, u: SlotLayout, u_indices: str) -> Sym:
-        regs = [self.emit(Pack, other.source, SlotLayout(u.shape, u.strides, u.slots, u.tiles), u_indices, n)
-                for n in range(len(u.tiles))]
+        lay = SlotLayout(u.shape, u.strides, u.slots, u.tiles)  # one layout shared by every tile's Pack
+        regs = [self.emit(Pack, other.source, lay, u_indices, n) for n in range(len(u.tiles))]
         return Sym(tuple(regs), u, u_indices)
+
+
+def tile_floor(b: Builder, op: str, plain: bool) -> float:
+    """The least :func:`combine` spends per U tile: a multiply and a rescale (``mul``) or an addition."""
+    c = b.costs
+    return (c.pt_mult if plain else c.ct_mult) + c.rescale if op == "mul" else c.add
 
 
 def combine(b: Builder, first: Sym, second: Sym, u: SlotLayout, u_idx: str, keep: str, op: str,
@@ -350,3 +377,18 @@ def combine(b: Builder, first: Sym, second: Sym, u: SlotLayout, u_idx: str, keep
                                                           for n, t in enumerate(u.tiles)), (), clean)
     res = Sym(tuple(regs), out_lay, u_idx)
     return b.rotate_sum_axes(res, [n for n, c in enumerate(u_idx) if c not in keep])
+
+
+def _size_classes(members):
+    """Split [(sizes along the summed axes, reg)] into classes summed together before one rotate-and-sum:
+    each class has a member whose box contains every other member's (sizes elementwise >= the others').
+    Members of equal sizes always share a class."""
+    classes = []
+    for m in sorted(members, key=lambda m: m[0], reverse=True):
+        for cls in classes:
+            if all(a >= b for a, b in zip(cls[0][0], m[0])):
+                cls.append(m)
+                break
+        else:
+            classes.append([m])
+    return classes

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -15,7 +16,8 @@ def norm_shift(k: int, slots: int) -> int:
     return (int(k) + slots // 2) % slots - slots // 2
 
 
-def _chain(count: int, radix: int = 2) -> list[tuple[tuple[int, ...], str]]:
+@lru_cache(maxsize=None)
+def _chain(count: int, radix: int = 2) -> tuple[tuple[tuple[int, ...], str], ...]:
     """Stages (in units of the stride) that sum ``count`` shifted copies in about log2(count) rounds.
 
     Returns (multiples, source) stages applied in order: ``acc += sum_m rot(src, m*stride)``, where
@@ -25,13 +27,13 @@ def _chain(count: int, radix: int = 2) -> list[tuple[tuple[int, ...], str]]:
     sequential ones); S(m+1) = S(m) + rot(x, m).
     """
     if count <= 1:
-        return []
+        return ()
     if radix == 4 and count % 4 == 0:
         q = count // 4
-        return _chain(q, radix) + [((q, 2 * q, 3 * q), "acc")]
+        return _chain(q, radix) + (((q, 2 * q, 3 * q), "acc"),)
     if count % 2:
-        return _chain(count - 1, radix) + [((count - 1,), "x")]
-    return _chain(count // 2, radix) + [((count // 2,), "acc")]
+        return _chain(count - 1, radix) + (((count - 1,), "x"),)
+    return _chain(count // 2, radix) + (((count // 2,), "acc"),)
 
 
 @dataclass(frozen=True, eq=False)
