@@ -19,23 +19,32 @@ from .steps import Input, MulScalar, Negate, Rescale
 
 def _pair(b: Builder, x, y, keep: str, op: str):
     """Contract or combine ``x`` (encrypted Sym) with ``y`` (Sym or PlainSym); returns a Sym over the
-    kept indices in U order. ``op`` is 'mul', 'add' or 'sub' (x - y)."""
-    candidates = []
-    anchors = [(x, y, False)] + ([(y, x, True)] if isinstance(y, Sym) else [])
-    for anchor, other, swapped in anchors:
-        fb = b.fork()
-        n0 = len(fb.steps)
-        res = pair_with(fb, anchor, other, keep, op, swapped)
-        candidates.append((fb.cost_since(n0), fb, res, f"replicate-multiply-reduce, operand {2 if swapped else 1} "
-                                                        "stays, the other moves to it"))
-    best = min(c[0] for c in candidates)
-    stationary = pair_stationary(b, x, y, keep, op, bound=best) if isinstance(y, Sym) else None
-    if stationary is not None:
-        candidates.append(stationary)
+    kept indices in U order. ``op`` is 'mul', 'add' or 'sub' (x - y).
+
+    The diagonal method is tried first, then both anchors, then output-stationary; a strategy whose
+    lower bound (from its tiles) exceeds the cheapest so far is not built. Ties go to the earlier
+    strategy in the order replicate (x anchored, y anchored), stationary, diagonal."""
+    found = {}  # rank -> (cost, fork, result, why)
     if op == "mul" and isinstance(y, PlainSym):
         diag = try_diagonal(b, x, y, keep)
         if diag is not None:
-            candidates.append(diag)
+            found[3] = diag
+
+    def bound():
+        return min((c[0] for c in found.values()), default=None)
+
+    anchors = [(x, y, False)] + ([(y, x, True)] if isinstance(y, Sym) else [])
+    for rank, (anchor, other, swapped) in enumerate(anchors):
+        fb = b.fork()
+        n0 = len(fb.steps)
+        res = pair_with(fb, anchor, other, keep, op, swapped, bound=bound())
+        if res is not None:
+            found[rank] = (fb.cost_since(n0), fb, res, f"replicate-multiply-reduce, operand {2 if swapped else 1} "
+                                                       "stays, the other moves to it")
+    stationary = pair_stationary(b, x, y, keep, op, bound=bound()) if isinstance(y, Sym) else None
+    if stationary is not None:
+        found[2] = stationary
+    candidates = [found[r] for r in sorted(found)]
     candidates.sort(key=lambda c: c[0])
     cost, fb, res, why = candidates[0]
     if len(candidates) > 1:

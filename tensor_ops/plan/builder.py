@@ -174,11 +174,13 @@ class Builder:
         terms = []
         for reg, src, g, b in best[1]:
             keys = (g * slots + b).ravel()
-            order = np.argsort(keys, kind="stable")     # one sort groups the elements by (giant, baby)
-            cuts = np.flatnonzero(np.diff(keys[order])) + 1
-            for group in np.split(order, cuts):
-                gg, bb = divmod(int(keys[group[0]]), slots)
-                terms.append((gg, reg, bb, np.sort((src.ravel()[group] + bb) % slots)))
+            pos = (src.ravel() + b.ravel()) % slots
+            order = np.lexsort((pos, keys))     # one sort: grouped by (giant, baby), slots ascending
+            keys, pos = keys[order], pos[order]
+            bounds = [0, *(np.flatnonzero(np.diff(keys)) + 1).tolist(), len(keys)]
+            for lo, hi in zip(bounds[:-1], bounds[1:]):
+                gg, bb = divmod(int(keys[lo]), slots)
+                terms.append((gg, reg, bb, pos[lo:hi]))
         srcs = tuple(dict.fromkeys(reg for reg, _, _, _ in best[1]))
         return self.emit(Rescale, self.emit(Mask, srcs, tuple(terms), note))
 
@@ -358,10 +360,18 @@ class Builder:
         return Sym(tuple(regs), u, u_indices)
 
 
-def tile_floor(b: Builder, op: str, plain: bool) -> float:
-    """The least :func:`combine` spends per U tile: a multiply and a rescale (``mul``) or an addition."""
+def combine_floor(b: Builder, u: SlotLayout, u_idx: str, keep: str, op: str, plain: bool) -> float:
+    """A lower bound on what :func:`combine` spends on operands laid out in ``u``, from the tiles alone
+    (nothing is built): per tile a multiply and a rescale (``mul``) or an addition, and per output tile
+    with something to sum inside at least one rotation. A strategy whose bound exceeds the cheapest
+    plan found so far is skipped (the plan chosen is the same)."""
     c = b.costs
-    return (c.pt_mult if plain else c.ct_mult) + c.rescale if op == "mul" else c.add
+    per_tile = (c.pt_mult if plain else c.ct_mult) + c.rescale if op == "mul" else c.add
+    summed = [a for a, ch in enumerate(u_idx) if ch not in keep]
+    kept = [a for a, ch in enumerate(u_idx) if ch in keep]
+    groups = {(tuple(t.start[a] for a in kept), tuple(t.size[a] for a in kept))
+              for t in u.tiles if any(t.size[a] > 1 for a in summed)}
+    return len(u.tiles) * per_tile + len(groups) * min(c.rotation, c.hoisted_rotation)
 
 
 def combine(b: Builder, first: Sym, second: Sym, u: SlotLayout, u_idx: str, keep: str, op: str,

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 from ..layout import SlotLayout, Tile
 from ..parse import EinsumSpec
-from .builder import Builder, PlainSym, Sym, combine
+from .builder import Builder, PlainSym, Sym, combine, combine_floor
 
 
-def pair_with(b: Builder, anchor: Sym, other, keep: str, op: str, swapped: bool) -> Sym:
-    """Anchor keeps its layout, the indices it lacks are appended; ``other`` is moved/packed into it."""
+def pair_with(b: Builder, anchor: Sym, other, keep: str, op: str, swapped: bool, bound=None):
+    """Anchor keeps its layout, the indices it lacks are appended; ``other`` is moved/packed into it.
+    None (nothing built) when the U layout's :func:`combine_floor` exceeds ``bound``."""
     missing = [(c, other.layout.shape[i] if isinstance(other, Sym) else other.shape[i])
                for i, c in enumerate(other.indices) if c not in anchor.indices]
     u, owner, inside = b.extend(anchor, missing)
     u_idx = anchor.indices + "".join(c for c, _ in missing)
-    a_u = b.broadcast_anchor(anchor, u, owner, inside)
     plain = isinstance(other, PlainSym)
+    if bound is not None and combine_floor(b, u, u_idx, keep, op, plain) > bound:
+        return None
+    a_u = b.broadcast_anchor(anchor, u, owner, inside)
     o_u = b.pack_into(other, u, u_idx) if plain else b.move_into(other, u, u_idx)
     first, second = (o_u, a_u) if swapped else (a_u, o_u)
     # the moved / packed operand is zero outside U's elements, so a product is clean; a sum only

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..layout import SlotLayout, Tile
 from ..parse import EinsumSpec
-from .builder import Builder, PlainSym, Sym, combine, tile_floor
+from .builder import Builder, PlainSym, Sym, combine, combine_floor
 
 
 def stationary_layout(x, y, keep: str, slots: int):
@@ -49,13 +49,13 @@ def pair_stationary(b: Builder, x: Sym, y, keep: str, op: str, bound=None):
     inside the ciphertext while they fit, across tiles after that. Both operands then move only the
     axes whose stride changed, so a move has few distinct shifts (few masks), e.g. a large matmul
     moves only the contracted axis of each operand. None when no kept index has a native stride, or
-    when it cannot beat ``bound``: every U tile costs at least a multiply (or add) and a rescale, so a
-    U layout of many tiles is priced out before anything is built (the plan chosen is the same)."""
+    when it cannot beat ``bound`` (:func:`combine_floor`: a U layout of many tiles is priced out before
+    anything is built)."""
     found = stationary_layout(x, y, keep, b.slots)
     if found is None:
         return None
     u, u_idx = found
-    if bound is not None and len(u.tiles) * tile_floor(b, op, isinstance(y, PlainSym)) >= bound:
+    if bound is not None and combine_floor(b, u, u_idx, keep, op, isinstance(y, PlainSym)) > bound:
         return None
     fb = b.fork()
     n0 = len(fb.steps)
