@@ -1,20 +1,17 @@
-"""Model files (.npz) for the prove/verify scripts.
+"""Model files (.npz, .onnx) for the prove/verify scripts.
 
 Two layouts are read:
 
 - a **quantized model** written by :func:`save_model`: ``format = "hezk.qmlp"``, ``version``, the
   scheme, ``input_frac``, ``input_bound``, ``error_bound`` and per layer ``weight_i`` (int),
   ``bias_i`` (int), ``weight_frac_i``, ``shift_i``, ``relu_i``;
-- a **float model**: the weight matrices and bias vectors of the layers as numpy wrote them from
-  float arrays, e.g. ``np.savez("model.npz", w0=..., b0=..., w1=..., b1=...)``. A 2-D array is a
-  weight and a 1-D array a bias when its key holds a layer number (``w0``, ``W1``, ``weight_0``,
-  ``fc1.weight``, ``layers.0.bias``, ``arr_0`` from ``np.savez(path, w0, b0, ...)``), else by its
-  order in the file (``hidden_w``, ``hidden_b``, ``out_w``, ``out_b``); weights and biases are paired
-  in that order, and a file without 1-D arrays has zero biases. Matrices are (out, in), or (in, out)
-  when only that orientation fits the biases and chains. Only a bias's length tells (out, in) from
-  (in, out) in a square layer, so ambiguous files are read as (out, in). Optional scalars:
-  ``frac_bits`` (default 8) and ``input_bound`` (largest |x| of an input; default the largest of 8, 4,
-  2, 1 for which no layer can wrap around the field). The file is quantized with
+- any file of the shared model description (:mod:`hezk_model`): ONNX (opset >= 13), a ``hezk_model.save_npz``
+  file, or float weights that NAME their activation, e.g. ``np.savez("model.npz", w0=..., b0=..., w1=...,
+  b1=..., activation="relu")`` (see ``hezk_model.npz`` for the key names; a file of bare weights without an
+  activation is refused, never guessed). The description must be a chain of Gemm / MatMul layers with
+  biases and ReLU; any other operator is refused by name (``operator Conv (node 'conv1') is not provable
+  yet``). Optional scalars: ``frac_bits`` (default 8) and ``input_bound`` (largest |x| of an input; default
+  the largest of 8, 4, 2, 1 for which no layer can wrap around the field). The float model is quantized with
   :func:`proofs.quantize.quantize_fixed_point`, deterministically, so prover and verifier agree.
 
 Files are opened with ``allow_pickle=False``; anything malformed raises :class:`ModelError`.
@@ -22,12 +19,13 @@ Files are opened with ``allow_pickle=False``; anything malformed raises :class:`
 from __future__ import annotations
 
 import os
-import re
 import struct
 import zipfile
 import zlib
 
 import numpy as np
+
+import hezk_model
 
 from .errors import ModelError
 from .quantize import QuantizedLayer, QuantizedMLP, quantize_fixed_point
@@ -51,11 +49,13 @@ def save_model(path, model: QuantizedMLP) -> None:
 
 
 def save_float_model(path, weights, biases, *, frac_bits: int = 8, input_bound: float = 1.0) -> None:
-    """Write float weights (``weights[i]`` of shape (out, in)) as a float model file."""
+    """Write float weights (``weights[i]`` of shape (out, in)) as a float model file: a ReLU MLP (the
+    activation named in the file, ``activation="relu"``, between the layers)."""
     arrays = {f"w{i}": np.asarray(w, dtype=np.float64) for i, w in enumerate(weights)}
     arrays.update({f"b{i}": np.asarray(b, dtype=np.float64) for i, b in enumerate(biases)})
     with open(path, "wb") as handle:
-        np.savez(handle, frac_bits=np.array(frac_bits), input_bound=np.array(float(input_bound)), **arrays)
+        np.savez(handle, frac_bits=np.array(frac_bits), input_bound=np.array(float(input_bound)),
+                 activation=np.array("relu"), **arrays)
 
 
 def _scalar(data, key: str, kind: str, default=None):
@@ -96,66 +96,65 @@ def _read_quantized(data) -> QuantizedMLP:
 
 DEFAULT_INPUT_BOUNDS = (8.0, 4.0, 2.0, 1.0)
 FLOAT_MODEL_SETTINGS = ("frac_bits", "input_bound")
-_LAYER_NUMBER = re.compile(r"(\d+)")
 
 
-def _arrays(data, ndim: int) -> dict:
-    """{layer number: array} for the float/int arrays of ``ndim`` dimensions: by the number in their keys,
-    or by their order in the file when no key holds a number."""
-    arrays = [(key, array) for key, array in data.items()
-              if array.ndim == ndim and array.dtype.kind in "fiu" and key not in FLOAT_MODEL_SETTINGS]
-    numbered = [(key, array) for key, array in arrays if _LAYER_NUMBER.search(key)]
-    if not numbered:
-        return dict(enumerate(array for _, array in arrays))
-    found = {}
-    for key, array in numbered:
-        number = int(_LAYER_NUMBER.findall(key)[-1])
-        if number in found:
-            raise ModelError(f"model file: two {ndim}-D arrays for layer number {number} (e.g. {key!r})")
-        found[number] = array
-    return found
+def not_provable(node) -> ModelError:
+    """The refusal of an operator the proofs cannot prove yet, naming the operator and its node."""
+    what = node.op if node.kind != "activation" or node.op.lower() == node.function else f"{node.op} ({node.function})"
+    return ModelError(f"operator {what} (node {node.name!r}) is not provable yet: the proofs prove chains of "
+                      f"Gemm / MatMul layers with biases and ReLU")
 
 
-def _orient(weights, biases) -> list:
-    """Weights as (out, in): kept if they fit the biases and chain that way, transposed if only that fits."""
-    def fits(ws):
-        return (all(w.shape[0] == b.shape[0] for w, b in zip(ws, biases))
-                and all(ws[i + 1].shape[1] == ws[i].shape[0] for i in range(len(ws) - 1)))
-    for candidate in (weights, [w.T for w in weights]):
-        if fits(candidate):
-            return candidate
-    raise ModelError(f"model file: weight shapes {[w.shape for w in weights]} with bias lengths "
-                     f"{[b.shape[0] for b in biases]} do not chain as (out, in) or (in, out) matrices")
-
-
-def _read_float(data) -> QuantizedMLP:
-    weights, biases = _arrays(data, 2), _arrays(data, 1)
+def graph_layers(graph) -> tuple[list, list, list]:
+    """(weights (out, in), biases, relu flags) of a ``hezk_model.Graph`` that is a ReLU MLP: a chain of dense
+    contractions on vectors, each optionally followed by a Relu; anything else raises ``not_provable``."""
+    weights, biases, relus, tensor = [], [], [], graph.input
+    for node in graph.nodes:
+        if node.inputs != (tensor,):
+            raise not_provable(node)
+        shape = graph.shape_of(tensor)
+        if node.kind == "contraction" and node.patches is None and len(shape) == 1 \
+                and node.equation in ("bk,nk->bn", "bk,kn->bn"):
+            weight = node.weight if node.equation == "bk,nk->bn" else node.weight.T
+            weights.append(np.array(weight))
+            biases.append(np.zeros(weight.shape[0]) if node.bias is None
+                          else np.array(np.broadcast_to(node.bias, (weight.shape[0],))))
+            relus.append(False)
+        elif node.kind == "activation" and node.function == "relu" and relus and not relus[-1]:
+            relus[-1] = True
+        elif node.kind == "reshape" and node.shape == shape:
+            pass  # a Flatten of vectors: the identity
+        else:
+            raise not_provable(node)
+        tensor = node.output
     if not weights:
-        raise ModelError("model file: neither a quantized model (entry 'format') nor a float model "
-                         "(arrays w0, b0, w1, b1, ...); found entries " + repr(sorted(data)))
-    if not biases:  # a model without biases
-        biases = {number: np.zeros(weight.shape[0]) for number, weight in weights.items()}
-    if len(weights) != len(biases):
-        raise ModelError(f"model file: {len(weights)} weight matrices (layers {sorted(weights)}) but "
-                         f"{len(biases)} bias vectors (layers {sorted(biases)})")
+        raise ModelError("model file: no Gemm / MatMul layer to prove")
     if len(weights) > MAX_LAYERS:
         raise ModelError(f"model file: {len(weights)} layers > {MAX_LAYERS}")
-    ws = _orient([weights[i] for i in sorted(weights)], [biases[i] for i in sorted(biases)])
-    bs = [biases[i] for i in sorted(biases)]
+    return weights, biases, relus
+
+
+def _from_graph(graph, data: dict) -> QuantizedMLP:
+    """Quantize the float ReLU MLP a model description holds (fixed point, ``frac_bits`` and ``input_bound``
+    from the file when it has them)."""
+    ws, bs, relus = graph_layers(graph)
     frac_bits = _scalar(data, "frac_bits", "iu", 8)
     bounds = (_scalar(data, "input_bound", "fiu"),) if "input_bound" in data else DEFAULT_INPUT_BOUNDS
     for bound in bounds[:-1]:  # the widest default bound the field holds
         try:
-            return quantize_fixed_point(ws, bs, frac_bits=frac_bits, input_bound=bound)
+            return quantize_fixed_point(ws, bs, frac_bits=frac_bits, input_bound=bound, relus=relus)
         except ModelError:
             continue
-    return quantize_fixed_point(ws, bs, frac_bits=frac_bits, input_bound=bounds[-1])
+    return quantize_fixed_point(ws, bs, frac_bits=frac_bits, input_bound=bounds[-1], relus=relus)
 
 
 def load_model(path) -> QuantizedMLP:
-    """Read a quantized or float model file (see the module doc); raises ModelError if malformed."""
+    """Read a quantized model file, or any model file of the shared description (ONNX, hezk ``.npz``: see
+    ``hezk_model``) that is a ReLU MLP; raises ModelError if malformed or not provable yet."""
     if not os.path.isfile(path):
         raise ModelError(f"model file {str(path)!r} does not exist")
+    if hezk_model.is_onnx(path):
+        return _from_graph(_described(hezk_model.read_onnx, path), {})
     with open(path, "rb") as handle:
         head = handle.read(6)
     if not head.startswith(b"PK\x03\x04"):  # np.load would return an .npy array or try to unpickle
@@ -171,4 +170,12 @@ def load_model(path) -> QuantizedMLP:
         if _scalar(data, "format", "U") != FORMAT:
             raise ModelError(f"model file: format={data['format'].item()!r} is not {FORMAT!r}")
         return _read_quantized(data)
-    return _read_float(data)
+    return _from_graph(_described(lambda p: hezk_model.read_npz(p, arrays=data), path), data)
+
+
+def _described(read, path):
+    """``read(path)``, a ``hezk_model.Graph``, its errors as ModelError."""
+    try:
+        return read(path)
+    except hezk_model.ModelFileError as error:
+        raise ModelError(str(error)) from None

@@ -1,6 +1,6 @@
 """``python -m tensor_ops`` (also ``hezk``): encrypted inference with files, the same flow as the HTTP endpoint.
 
-    python -m tensor_ops plan    --model model.npz [--out plan.json]
+    python -m tensor_ops plan    --model model.onnx|model.npz [--out plan.json]
     python -m tensor_ops keygen  --model model.npz --client client.key --context public.ctx   (client side)
     python -m tensor_ops encrypt --client client.key --input x.npy --out request.bin         (client side)
     python -m tensor_ops infer   --model model.npz --context public.ctx --request request.bin --out reply.bin
@@ -8,7 +8,8 @@
     python -m tensor_ops decrypt --client client.key --reply reply.bin --out y.npy            (client side)
     python -m tensor_ops serve   --model model.npz [--port 8000]                       (HTTP, the serve extra)
 
-``client.key`` is SECRET (it holds the secret key); every other file may be shared. ``keygen`` may take
+A model file is ONNX or hezk's ``.npz`` (read through the shared description ``hezk_model``; the same file
+means the same network to ``python -m proofs``). ``client.key`` is SECRET (it holds the secret key); every other file may be shared. ``keygen`` may take
 ``--plan plan.json`` (the server's public plan) instead of the model; ``plan``, ``keygen`` and ``infer`` take
 ``--input-shape 1,8,8`` for a model file that does not record its sample shape. Key generation and
 evaluation show a progress bar on stderr when it is a terminal (``--progress`` / ``--no-progress``).
@@ -23,7 +24,7 @@ import sys
 
 import numpy as np
 
-from crypto.errors import HEError, SerializationError
+from crypto.errors import HEError, SerializationError, ShapeError
 from tensor_ops import serve
 from tensor_ops.inference import Client, Server, describe_bytes
 from tensor_ops.model_plan import ModelPlan
@@ -38,6 +39,19 @@ def _shape(args):
     return None if args.input_shape is None else parse_shape(args.input_shape)
 
 
+def _load(args, x=None) -> Sequential:
+    """The model of --model (ONNX or .npz, see ``Sequential.load``) at --input-shape; a file that does not
+    state its sample shape takes it from the input x when there is one."""
+    try:
+        return Sequential.load(args.model, _shape(args))
+    except ShapeError:
+        if x is None or args.input_shape is not None:
+            raise
+        x = np.asarray(x)
+        sample = x.shape[-3:] if x.ndim in (3, 4) else x.shape[1:] if x.ndim == 2 else x.shape
+        return Sequential.load(args.model, sample)
+
+
 def _progress(args, label: str):
     """A tqdm bar on stderr if --progress, or by default when stderr is a terminal; else None."""
     wanted = args.progress if args.progress is not None else sys.stderr.isatty()
@@ -45,8 +59,11 @@ def _progress(args, label: str):
 
 
 def _plan(args):
-    plan = Sequential.load(args.model).plan(_shape(args))
+    model = _load(args)
+    plan = model.plan(_shape(args))
     print(plan.explain())
+    if model.digest is not None:
+        print(f"  model digest (sha256 of the model description): {model.digest.hex()}")
     if args.out:
         pathlib.Path(args.out).write_text(json.dumps(plan.to_dict()))
         print(f"plan written to {args.out}")
@@ -73,7 +90,7 @@ def _keygen(args):
     if args.plan:
         client = Client(plan=_read_plan(args.plan), progress=progress)
     elif args.model:
-        client = Client(model=Sequential.load(args.model), input_shape=_shape(args), progress=progress)
+        client = Client(model=_load(args), input_shape=_shape(args), progress=progress)
     else:
         raise HEError("keygen needs --model or --plan")
     client.save(args.client)
@@ -98,7 +115,7 @@ def _infer(args):
     if request.startswith(_NPY_MAGIC):
         raise HEError(f"--request {args.request} is a plain numpy array: encrypt it first "
                       f"(python -m tensor_ops encrypt), or omit --context to run the whole flow locally")
-    model = Sequential.load(args.model)
+    model = _load(args)
     server = Server(model, _read(args.context, "--context"), input_shape=_shape(args))
     reply = server.evaluate(request, progress=_progress(args, "evaluate"))
     pathlib.Path(args.out).write_bytes(reply)
@@ -107,8 +124,8 @@ def _infer(args):
 
 def _infer_locally(args):
     """Without --context: the whole flow in one process (keys, encrypt, server evaluation, decrypt)."""
-    model = Sequential.load(args.model)
     x = _load_array(args.request, "--input")
+    model = _load(args, x)
     client = Client(model=model, input_shape=_shape(args) or model.sample_shape(x),
                     progress=_progress(args, "rotation keys"))
     print(client.plan.explain())
@@ -145,6 +162,8 @@ def _load_array(path, option: str):
         raise SerializationError(f"{option} {path}: a damaged .npy array ({error})") from None
 
 
+_MODEL_HELP = ("model file: ONNX (opset >= 13), or .npz written by Sequential.save / hezk_model.save_npz, or "
+               "weight arrays that name their activation (activation='relu')")
 SECRET = "SECRET: holds the secret key, keep it private and never send it"
 _COMMANDS = {
     "plan": ("print the model's public plan (parameters, packing, rotations, depth, time estimate); server side",
@@ -160,10 +179,10 @@ _COMMANDS = {
 }
 # (command, option) -> (aliases, required, help)
 _OPTIONS = {
-    "plan": {"--model": ((), True, "model .npz (written by Sequential.save, or bare weight arrays)"),
+    "plan": {"--model": ((), True, _MODEL_HELP),
              "--out": (("--output", "-o"), False, "also write the plan as JSON here (public: send it to clients)"),
              "--input-shape": ((), False, "sample shape, e.g. 1,8,8 (for a model file that does not record it)")},
-    "keygen": {"--model": ((), False, "model .npz to plan the keys for (or give --plan)"),
+    "keygen": {"--model": ((), False, _MODEL_HELP + " to plan the keys for (or give --plan)"),
                "--plan": ((), False, "the server's public plan JSON (from 'plan --out' or GET /plan) instead of "
                                      "the model"),
                "--client": ((), True, f"where to write the client file ({SECRET})"),
@@ -174,7 +193,7 @@ _OPTIONS = {
     "encrypt": {"--client": ((), True, f"the client file written by keygen ({SECRET})"),
                 "--input": (("-i",), True, "input .npy: one sample or a batch along axis 0"),
                 "--out": (("--output", "-o"), True, "where to write the encrypted request (safe to send)")},
-    "infer": {"--model": ((), True, "model .npz (written by Sequential.save, or bare weight arrays)"),
+    "infer": {"--model": ((), True, _MODEL_HELP),
               "--context": ((), False, "the client's public context written by keygen --context (never the "
                                        "secret client file); without it the whole flow runs locally"),
               "--request": (("--input", "-i"), True, "encrypted request from 'encrypt' (or, without --context, "

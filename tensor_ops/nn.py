@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+import hezk_model
 from crypto.errors import ParameterError, ShapeError
 from crypto.context import as_parameters
 from tensor_ops.activations import PolyActivation, fit_activation, square
@@ -364,6 +365,8 @@ class Sequential:
     activation normalisation folded into them, the same polynomial schedule) that the encrypted path runs.
     """
 
+    digest = None  # the sha256 identity of the model description it was lowered from (hezk_model), if any
+
     def __init__(self, layers, input_shape=None):
         layers = tuple(layers)
         if not layers or not all(isinstance(layer, Layer) for layer in layers):
@@ -524,6 +527,10 @@ class Sequential:
     # -- persistence ---------------------------------------------------------------------------------------
     def save(self, path):
         """Write an ``.npz`` (no pickles): the architecture as JSON plus one array per weight."""
+        foreign = [layer.kind for layer in self._layers if layer.kind not in LAYER_KINDS]
+        if foreign:
+            raise ParameterError(f"Sequential.save: layer kind {foreign[0]!r} (from a model description) has no "
+                                 f"hezk-model entry; write the description with hezk_model.save_npz instead")
         spec = {"format": _FORMAT, "version": _VERSION, "input_shape": self._input_shape,
                 "layers": [{"kind": layer.kind, "config": layer.config()} for layer in self._layers]}
         arrays = {f"layer{i}.{name}": value for i, layer in enumerate(self._layers) for name, value in layer.arrays().items()}
@@ -531,12 +538,27 @@ class Sequential:
             np.savez(handle, __model__=np.array(json.dumps(spec)), **arrays)
 
     @classmethod
-    def load(cls, path):
-        """Read a model written by ``save`` (or an ``.npz`` of bare weights, see ``_from_weight_arrays``);
-        malformed, truncated or foreign files raise ``ParameterError`` naming the problem."""
-        arrays = read_archive(path)
-        if "__model__" not in arrays:
-            return _from_weight_arrays(arrays, path)
+    def load(cls, path, input_shape=None):
+        """Read a model file: ONNX, or an ``.npz`` written by ``save`` (read natively, its polynomials
+        exact), by ``hezk_model.save_npz``, or of weights that name their activation (``hezk_model.npz``).
+        Every file but ``save``'s goes through the shared description (``hezk_model``) and ``from_graph``;
+        malformed, truncated, foreign or unsupported files raise ``ParameterError`` naming the problem."""
+        try:
+            onnx_file = hezk_model.is_onnx(path)
+        except OSError:
+            onnx_file = False  # read_archive names the problem
+        arrays = None if onnx_file else read_archive(path)
+        if arrays is None or "__model__" not in arrays:
+            try:
+                graph = (hezk_model.read_onnx(path, input_shape) if onnx_file
+                         else hezk_model.read_npz(path, input_shape, arrays=arrays))
+            except hezk_model.MissingInputShape as error:
+                raise ShapeError(str(error)) from None
+            except hezk_model.ModelFileError as error:
+                raise ParameterError(str(error)) from None
+            settings = {} if arrays is None else arrays
+            interval = tuple(np.asarray(settings.get("interval", (-4.0, 4.0)), dtype=float))
+            return from_graph(graph, degree=int(settings.get("degree", 4)), interval=interval)
         try:
             spec = json.loads(str(arrays.pop("__model__")))
         except ValueError:
@@ -582,7 +604,6 @@ class _RotationRecorder(PlainBackend):
         return super().rotate_many(x, ks)
 
 
-_SETTINGS = ("activation", "degree", "interval", "input_shape", "stride", "padding")
 # what numpy's .npz reader raises on damaged bytes: zip framing, compression, the .npy headers inside
 _ARCHIVE_ERRORS = (OSError, ValueError, EOFError, KeyError, IndexError, TypeError, OverflowError, RuntimeError,
                    MemoryError, zipfile.BadZipFile, zlib.error, struct.error)
@@ -617,61 +638,109 @@ def read_archive(path) -> dict:
                              f"({type(error).__name__}: {error})") from None
 
 
-def _from_weight_arrays(arrays: dict, path) -> Sequential:
-    """A model from an ``.npz`` of bare weights (``W1, b1, W2, b2``, ``fc1.weight, fc1.bias``, ...): in file
-    order, each 2-D array a ``Linear`` and each 4-D array a ``Conv2d`` (``stride``/``padding`` entries, default
-    1/0), a 1-D array right after a weight of matching length its bias, linear weights as (out, in) or, if
-    only that chains, as (in, out), ``Flatten`` between convolutions and
-    linear layers, and between layers the activation named by an ``activation`` entry ("square" by default,
-    or relu/gelu/silu/sigmoid fitted with ``degree`` on ``interval``). ``input_shape`` is needed for convolutions."""
-    settings = {key: arrays.pop(key) for key in _SETTINGS if key in arrays}
-    name = str(settings.get("activation", "square")).lower()
-    weights = []
-    for key, value in arrays.items():
-        if value.ndim in (2, 4):
-            weights.append([key, value, None])
-        elif value.ndim == 1 and weights and weights[-1][2] is None and value.shape[0] in weights[-1][1].shape[:2]:
-            weights[-1][2] = value
+@dataclass(frozen=True, eq=False)
+class GraphNode(Layer):
+    """An affine node of a ``hezk_model.Graph`` that has no layer of its own here (a grouped or dilated
+    convolution, a padded pool, a per-position bias, an elementwise affine, a reshape or transpose): its
+    ``forward`` is the description's, and ``affine`` probes it into the dense map the stages fold."""
+
+    node: object
+    input_shape: tuple
+    kind = "einsum"
+
+    def output_shape(self, input_shape):
+        if tuple(input_shape) != tuple(self.input_shape):
+            raise ShapeError(f"{self.node.where()}: input shape {tuple(input_shape)} must be {self.input_shape}")
+        return tuple(self.node.output_shape((tuple(input_shape),)))
+
+    def forward(self, x):
+        return self.node.forward(_batched(x, self.input_shape, self.kind))
+
+    def einsum_text(self, shape, out_shape):
+        node = self.node
+        if node.kind == "contraction":
+            view = "" if node.patches is None else f" over the patches {node.patches}"
+            return f"{node.op}: einsum {node.equation!r}{view} (plaintext weights)"
+        return f"{node.op}: {node.kind} (a linear map, folded into the neighbouring affine stage)"
+
+
+def _dense(node, shape):
+    """The Linear layer of a dense contraction on (K,) samples, or None."""
+    if node.patches is not None or len(shape) != 1 or node.weight.ndim != 2:
+        return None
+    bias = None if node.bias is None else np.broadcast_to(node.bias, node.out_shape)
+    if node.equation == "bk,nk->bn":
+        return Linear(node.weight, bias)
+    if node.equation == "bk,kn->bn":
+        return Linear(node.weight.T, bias)
+    return None
+
+
+def _native(node, shape):
+    """The layer of tensor_ops that computes ``node`` exactly, or None (then a ``GraphNode``)."""
+    if node.kind == "contraction":
+        patches = node.patches
+        if patches is None:
+            return _dense(node, shape)
+        square = patches.stride[0] == patches.stride[1] and len(set(patches.pads)) == 1 \
+            and patches.dilation == (1, 1)
+        if node.equation == "bgcuvij,gocuv->bgoij" and square and patches.groups == 1 \
+                and (node.bias is None or node.bias.shape in ((node.out_shape[0], 1, 1), (1, 1, 1), ())):
+            bias = None if node.bias is None else np.broadcast_to(node.bias, (node.out_shape[0], 1, 1)).reshape(-1)
+            return Conv2d(node.weight[0], bias, stride=patches.stride[0], padding=patches.pads[0])
+        if node.equation == "bgcuvij,uv->bgcij" and square and patches.pads == (0,) * 4 \
+                and patches.kernel[0] == patches.kernel[1] and node.bias is None:
+            return AvgPool2d(patches.kernel[0], patches.stride[0])
+        return None
+    if node.kind == "reshape" and node.shape == (math.prod(shape),) and len(shape) == 3:
+        return Flatten()
+    if node.kind == "reshape" and node.shape == tuple(shape):
+        return False  # the identity: no layer
+    return None
+
+
+def _activation_layer(node, degree, interval) -> "Activation":
+    """square exactly; tanh(x) = 2 sigmoid(2 x) - 1 from the sigmoid fit on twice the interval (the same t);
+    relu, sigmoid, gelu, silu fitted by ``Poly``."""
+    if node.function == "square":
+        return Square()
+    if node.function == "tanh":
+        fit = fit_activation("sigmoid", degree, tuple(2.0 * np.asarray(interval, dtype=float)))
+        coefficients = 2.0 * np.array(fit.coefficients)
+        coefficients[0] -= 1.0
+        return Activation(PolyActivation("tanh", tuple(coefficients), fit.center / 2.0, fit.radius / 2.0))
+    if node.function not in ("relu", "sigmoid", "gelu", "silu"):
+        raise ParameterError(f"activation {node.function} ({node.where()}) has no polynomial form in the "
+                             f"encrypted path yet")
+    return Poly(node.function, degree, interval)
+
+
+def from_graph(graph, *, degree: int = 4, interval=(-4.0, 4.0)) -> Sequential:
+    """The ``Sequential`` that evaluates a ``hezk_model.Graph``: a chain of contractions (Linear, Conv2d,
+    AvgPool2d where they fit, else ``GraphNode``), affine maps, reshapes and activations (square exactly;
+    relu, sigmoid, tanh, gelu, silu as polynomials of ``degree`` fitted on ``interval``). A node that is
+    not a chain link (a residual ``Add``) raises ParameterError naming it."""
+    layers, tensor, shape = [], graph.input, graph.input_shape
+    for node in graph.nodes:
+        if node.kind == "add" or node.inputs != (tensor,):
+            raise ParameterError(f"operator {node.op} (node {node.name!r}) is not supported by the encrypted "
+                                 f"path yet: it reads {node.inputs}, the encrypted models are chains")
+        if node.kind == "activation":
+            layers.append(_activation_layer(node, degree, interval))
         else:
-            raise ParameterError(f"model file {path!s}: array {key!r} of shape {value.shape} is neither a 2-D/4-D "
-                                 f"weight nor the bias of the weight before it")
-    if not weights:
-        raise ParameterError(f"model file {path!s}: no weight arrays (2-D for Linear, 4-D for Conv2d) found")
-    if all(weight.ndim == 2 for _, weight, _ in weights):
-        weights = _oriented(weights, path)
-    conv = {k: int(settings[k]) for k in ("stride", "padding") if k in settings}
-    layers = []
-    for i, (key, weight, bias) in enumerate(weights):
-        if i:
-            if name == "square":
-                layers.append(Square())
-            else:
-                interval = tuple(np.asarray(settings.get("interval", (-4.0, 4.0)), dtype=float))
-                layers.append(Poly(name, int(settings.get("degree", 4)), interval))
-        if weight.ndim == 2 and layers and isinstance(_last_affine(layers), Conv2d):
-            layers.append(Flatten())
-        layers.append(Linear(weight, bias) if weight.ndim == 2 else Conv2d(weight, bias, **conv))
-    shape = settings.get("input_shape")
-    return Sequential(layers, None if shape is None else tuple(int(d) for d in np.atleast_1d(shape)))
-
-
-def _oriented(weights, path):
-    """Linear weights as (out, in): kept if they chain that way (PyTorch), transposed if they chain as
-    (in, out) (Keras, ``x @ W``), else a ParameterError naming the shapes."""
-    def chains(out_axis):
-        fits = all(b is None or b.shape[0] == w.shape[out_axis] for _, w, b in weights)
-        return fits and all(nxt.shape[1 - out_axis] == w.shape[out_axis]
-                            for (_, w, _), (_, nxt, _) in zip(weights, weights[1:]))
-    if chains(0):
-        return weights
-    if chains(1):
-        return [[key, weight.T, bias] for key, weight, bias in weights]
-    shapes = {key: weight.shape for key, weight, _ in weights}
-    raise ParameterError(f"model file {path!s}: weights {shapes} chain neither as (out, in) nor as (in, out)")
-
-
-def _last_affine(layers):
-    return next(layer for layer in reversed(layers) if isinstance(layer, (Linear, Conv2d)))
+            layer = _native(node, shape)
+            if layer is None:
+                layer = GraphNode(node, tuple(shape))
+            if layer is not False:
+                layers.append(layer)
+        tensor, shape = node.output, graph.shape_of(node.output)
+    if tensor != graph.output:
+        raise ParameterError(f"the model's output {graph.output!r} is not the last node's")
+    if not layers:
+        layers.append(GraphNode(hezk_model.Reshape("identity", "Identity", (graph.input,), "y", shape), shape))
+    model = Sequential(layers, graph.input_shape)
+    model.digest = graph.digest()
+    return model
 
 
 def load_model(path) -> "Sequential":

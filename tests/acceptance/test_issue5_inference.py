@@ -159,13 +159,14 @@ def test_npz_of_plain_weight_arrays_loads_as_an_mlp(tmp_path):
     rng = np.random.default_rng(5)
     w1, b1, w2, b2 = rng.normal(size=(6, 12)), rng.normal(size=6), rng.normal(size=(3, 6)), rng.normal(size=3)
     path = tmp_path / "weights.npz"
-    np.savez(path, W1=w1, b1=b1, W2=w2, b2=b2)
+    np.savez(path, W1=w1, b1=b1, W2=w2, b2=b2, activation="square")  # issue 12: the activation is named
     x = rng.uniform(-1, 1, (4, 12))
     want = ((x @ w1.T + b1) ** 2) @ w2.T + b2
     np.testing.assert_allclose(Sequential.load(path).forward(x), want, atol=1e-9)
-    np.savez(path, **{"fc1.kernel": w1.T, "fc1.bias": b1, "fc2.kernel": w2.T, "fc2.bias": b2})  # (in, out)
+    np.savez(path, activation="square",
+             **{"fc1.kernel": w1.T, "fc1.bias": b1, "fc2.kernel": w2.T, "fc2.bias": b2})  # (in, out)
     np.testing.assert_allclose(Sequential.load(path).forward(x), want, atol=1e-9)
-    np.savez(path, W1=w1, W2=w1)
+    np.savez(path, W1=w1, W2=w1, activation="square")
     with pytest.raises(ParameterError, match="chain"):
         Sequential.load(path)
 

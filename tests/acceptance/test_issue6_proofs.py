@@ -60,9 +60,9 @@ def save_npz(path, weights, biases, style="w0"):
             arrays.update({f"{'hidden' if i < len(weights) - 1 else 'out'}_w": w,
                            f"{'hidden' if i < len(weights) - 1 else 'out'}_b": b})
     if style == "positional":
-        np.savez(path, *[a for pair in zip(weights, biases) for a in pair])
+        np.savez(path, *[a for pair in zip(weights, biases) for a in pair], activation="relu")
         return
-    np.savez(path, **arrays)
+    np.savez(path, activation="relu", **arrays)  # issue 12: a file of weights names its activation
 
 
 @pytest.fixture(scope="module")
@@ -455,7 +455,8 @@ def test_scripts_with_another_model_and_other_key_styles(tmp_path):
 
 def test_script_refuses_a_model_that_could_wrap_the_field(tmp_path):
     weights, biases = float_mlp(1, (64, 64, 8), scale=50.0)
-    np.savez(tmp_path / "huge.npz", w0=weights[0], b0=biases[0], w1=weights[1], b1=biases[1], frac_bits=12)
+    np.savez(tmp_path / "huge.npz", w0=weights[0], b0=biases[0], w1=weights[1], b1=biases[1], frac_bits=12,
+             activation="relu")
     result = run_cli(tmp_path, "commit", "--model", "huge.npz")
     assert result.returncode == 2
     assert "layer 0" in result.stderr and "wrap" in result.stderr and "Traceback" not in result.stderr

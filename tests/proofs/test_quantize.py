@@ -176,10 +176,11 @@ def test_float_model_files_with_common_key_names(tmp_path, names, transpose):
     rng = np.random.default_rng(4)
     weights, biases = random_float_mlp(rng, (4, 5, 3))
     stored = [w.T if transpose else w for w in weights]
-    np.savez(tmp_path / "m.npz", **dict(zip(names, (stored[0], biases[0], stored[1], biases[1]))))
+    np.savez(tmp_path / "m.npz", activation="relu", **dict(zip(names, (stored[0], biases[0], stored[1], biases[1]))))
     model = load_model(tmp_path / "m.npz")
     expected = quantize_fixed_point(weights, biases)
     assert all(np.array_equal(a.weight, b.weight) for a, b in zip(model.layers, expected.layers))
-    np.savez(tmp_path / "bad.npz", w0=np.ones((5, 4)), b0=np.ones(5), w1=np.ones((3, 4)), b1=np.ones(3))
+    np.savez(tmp_path / "bad.npz", w0=np.ones((5, 4)), b0=np.ones(5), w1=np.ones((3, 4)), b1=np.ones(3),
+             activation="relu")
     with pytest.raises(ModelError, match="do not chain"):
         load_model(tmp_path / "bad.npz")

@@ -1,0 +1,445 @@
+"""ONNX (opset 13 and later) -> ``Graph``.
+
+Initializers and Constant nodes are constants; the one graph input that is not an initializer is the data,
+batch first, its sample shape taken from the graph's declared input shape (``input_shape`` overrides it
+where the file leaves it symbolic). Operators covered: Gemm (alpha, beta, transB, C broadcast; transA on a
+constant), MatMul, Conv (stride, pads, auto_pad, dilation, group), AveragePool (count_include_pad),
+GlobalAveragePool, Add / Sub / Mul / Div by a constant, Add of two tensors (residual), Mul(x, x) and
+Pow(x, 2) as square, Mul(x, Sigmoid(x)) as silu, Relu, Sigmoid, Tanh, Gelu, BatchNormalization (folded into
+the contraction before it when that contraction feeds nothing else), Flatten, Reshape, Transpose, Identity,
+Dropout. Any other operator raises ``UnsupportedOperator`` naming it and its node.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import MissingInputShape, ModelFileError, UnsupportedOperator
+from .graph import Activation, Add, Affine, Contraction, Graph, Patches, Reshape, Transpose, constant
+
+MIN_OPSET = 13
+_LETTERS = "acdefghijklmnopqrstuvwxyz"  # never 'b', the batch axis
+
+
+def read_onnx(source, input_shape=None) -> Graph:
+    """The description of the ONNX model at ``source`` (a path, bytes or an ``onnx.ModelProto``)."""
+    import onnx
+    from onnx import numpy_helper
+
+    if isinstance(source, onnx.ModelProto):
+        model = source
+    else:
+        try:
+            model = onnx.load_from_string(source) if isinstance(source, bytes) else onnx.load(str(source))
+        except Exception as error:  # noqa: BLE001 (protobuf raises its own DecodeError family)
+            raise ModelFileError(f"model file {source!s:.200}: not a readable ONNX model ({error})") from None
+    opsets = {entry.domain or "ai.onnx": entry.version for entry in model.opset_import}
+    if opsets.get("ai.onnx", 0) < MIN_OPSET:
+        raise ModelFileError(f"ONNX opset {opsets.get('ai.onnx')} < {MIN_OPSET}: re-export the model with "
+                             f"opset_version >= {MIN_OPSET}")
+    return _Reader(model.graph, numpy_helper, input_shape).graph()
+
+
+def _attrs(node) -> dict:
+    import onnx
+
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+
+class _Reader:
+    def __init__(self, graph, numpy_helper, input_shape):
+        self.source, self.helper = graph, numpy_helper
+        self.const = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+        self.nodes: list = []
+        self.producer: dict[str, int] = {}
+        self.alias: dict[str, str] = {}
+        self.uses: dict[str, int] = {}
+        for node in graph.node:
+            for name in node.input:
+                self.uses[name] = self.uses.get(name, 0) + 1
+        for out in graph.output:
+            self.uses[out.name] = self.uses.get(out.name, 0) + 1
+        inputs = [i for i in graph.input if i.name not in self.const]
+        if len(inputs) != 1:
+            raise ModelFileError(f"the ONNX graph has {len(inputs)} data inputs {[i.name for i in inputs]}; "
+                                 f"exactly one is supported")
+        self.input = inputs[0].name
+        dims = inputs[0].type.tensor_type.shape.dim
+        declared = [d.dim_value if d.HasField("dim_value") else None for d in dims]
+        if input_shape is not None:
+            self.input_shape = tuple(int(d) for d in input_shape)
+        elif len(declared) < 2 or any(d is None or d < 1 for d in declared[1:]):
+            raise MissingInputShape(f"ONNX input {self.input!r} declares the shape {declared} (None: symbolic); the "
+                                 f"sample axes after the batch must be fixed numbers (or pass input_shape)")
+        else:
+            self.input_shape = tuple(declared[1:])
+        self.shapes = {self.input: self.input_shape}
+        if len(graph.output) != 1:
+            raise ModelFileError(f"the ONNX graph has {len(graph.output)} outputs; exactly one is supported")
+
+    # -- helpers ------------------------------------------------------------------------------------------
+    def name(self, tensor: str) -> str:
+        while tensor in self.alias:
+            tensor = self.alias[tensor]
+        return tensor
+
+    def is_const(self, tensor: str) -> bool:
+        return tensor in self.const
+
+    def emit(self, node) -> None:
+        shapes = tuple(self.shapes[i] for i in node.inputs)
+        self.shapes[node.output] = tuple(node.output_shape(shapes))
+        self.producer[node.output] = len(self.nodes)
+        self.nodes.append(node)
+
+    def sole_use(self, tensor: str) -> bool:
+        """``tensor`` feeds exactly one node and is not the graph output."""
+        return self.uses.get(tensor, 0) == 1 and tensor != self.source.output[0].name
+
+    def replace(self, tensor: str, node) -> None:
+        """Put ``node`` where the producer of ``tensor`` was (a fold), under the new output name."""
+        index = self.producer.pop(tensor)
+        del self.shapes[tensor]
+        self.nodes[index] = node
+        self.producer[node.output] = index
+        self.shapes[node.output] = tuple(node.output_shape(tuple(self.shapes[i] for i in node.inputs)))
+
+    def sample_const(self, value, tensor: str, where: str) -> np.ndarray:
+        """A constant operand of an elementwise op, as broadcast over the sample (a leading 1 dropped)."""
+        shape = self.shapes[tensor]
+        array = np.asarray(value, dtype=np.float64)
+        if array.ndim == len(shape) + 1:
+            if array.shape[0] != 1:
+                raise ModelFileError(f"{where}: constant of shape {array.shape} varies along the batch axis")
+            array = array[0]
+        if array.ndim > len(shape) or np.broadcast_shapes(shape, array.shape) != shape:
+            raise ModelFileError(f"{where}: constant of shape {array.shape} does not broadcast to the sample "
+                                 f"shape {shape}")
+        return array
+
+    # -- the graph ----------------------------------------------------------------------------------------
+    def graph(self) -> Graph:
+        for index, node in enumerate(self.source.node):
+            name = node.name or f"{node.op_type}_{index}"
+            handler = getattr(self, f"op_{node.op_type}", None)
+            if node.domain not in ("", "ai.onnx") or handler is None:
+                raise UnsupportedOperator(node.op_type, name)
+            if node.op_type != "Constant":
+                for tensor in node.input:
+                    if tensor and not self.is_const(tensor) and self.name(tensor) not in self.shapes:
+                        raise ModelFileError(f"{node.op_type} (node {name!r}) reads {tensor!r}, which no earlier "
+                                             f"node produces")
+            handler(node, name, _attrs(node))
+        output = self.name(self.source.output[0].name)
+        if output not in self.shapes:
+            raise ModelFileError(f"the ONNX graph output {output!r} is a constant, not computed from the input")
+        return Graph(self.input, self.input_shape, tuple(self.nodes), output)
+
+    def data_and_const(self, node, name):
+        """(data tensor, constant array, data_first) of a binary node with one data and one constant input."""
+        a, b = node.input[0], node.input[1]
+        if self.is_const(a) == self.is_const(b):
+            raise UnsupportedOperator(node.op_type, name, "needs exactly one constant operand" if self.is_const(a)
+                                      else "of two computed tensors (only Add of two tensors, and Mul(x, x), are "
+                                           "supported)")
+        return (self.name(b), self.const[a], False) if self.is_const(a) else (self.name(a), self.const[b], True)
+
+    # -- operators ----------------------------------------------------------------------------------------
+    def op_Constant(self, node, name, attrs):
+        if "value" not in attrs:
+            raise UnsupportedOperator("Constant", name, f"only the 'value' attribute is supported, got {sorted(attrs)}")
+        self.const[node.output[0]] = self.helper.to_array(attrs["value"])
+
+    def op_Identity(self, node, name, attrs):
+        if self.is_const(node.input[0]):
+            self.const[node.output[0]] = self.const[node.input[0]]
+        else:
+            self.alias[node.output[0]] = self.name(node.input[0])
+
+    op_Dropout = op_Identity  # inference: the identity (its mask output, if any, is never read here)
+
+    def contraction(self, node, name, equation, weight, bias, out_shape, patches=None):
+        x = self.name(node.input[0]) if not self.is_const(node.input[0]) else self.name(node.input[1])
+        self.emit(Contraction(name, node.op_type, (x,), node.output[0], equation, weight, bias, patches,
+                              tuple(out_shape)))
+
+    def op_Gemm(self, node, name, attrs):
+        alpha, beta = float(attrs.get("alpha", 1.0)), float(attrs.get("beta", 1.0))
+        trans_a, trans_b = int(attrs.get("transA", 0)), int(attrs.get("transB", 0))
+        a, b = node.input[0], node.input[1]
+        if self.is_const(a) or not self.is_const(b):
+            raise UnsupportedOperator("Gemm", name, "the data must be operand A (batch first) and B a constant")
+        if trans_a:
+            raise UnsupportedOperator("Gemm", name, "transA=1 on the data operand would contract the batch axis")
+        x = self.name(a)
+        if len(self.shapes[x]) != 1:
+            raise ModelFileError(f"Gemm (node {name!r}): input sample shape {self.shapes[x]} must be (K,)")
+        weight = alpha * np.asarray(self.const[b], dtype=np.float64)
+        weight = weight if trans_b else weight.T  # (N, K)
+        bias = None
+        if len(node.input) > 2 and node.input[2]:
+            c = np.asarray(self.const.get(node.input[2], None) if self.is_const(node.input[2]) else np.nan)
+            if not self.is_const(node.input[2]):
+                raise UnsupportedOperator("Gemm", name, "C must be a constant")
+            c = beta * c.astype(np.float64)
+            if c.ndim == 2:
+                if c.shape[0] != 1:
+                    raise ModelFileError(f"Gemm (node {name!r}): C of shape {c.shape} varies along the batch axis")
+                c = c[0]
+            bias = np.broadcast_to(c, (weight.shape[0],))
+        self.emit(Contraction(name, "Gemm", (x,), node.output[0], "bk,nk->bn", weight, bias, None,
+                              (weight.shape[0],)))
+
+    def op_MatMul(self, node, name, attrs):
+        x, w, data_first = self.data_and_const(node, name)
+        shape, w = self.shapes[x], np.asarray(w, dtype=np.float64)
+        if w.ndim != 2:
+            raise UnsupportedOperator("MatMul", name, f"a constant operand of shape {w.shape} (only matrices)")
+        if data_first:  # (..., K) @ (K, N)
+            lead = _LETTERS[:len(shape) - 1]
+            equation = f"b{lead}k,kn->b{lead}n"
+            if shape[-1] != w.shape[0]:
+                raise ModelFileError(f"MatMul (node {name!r}): sample shape {shape} does not end in {w.shape[0]}")
+            out = (*shape[:-1], w.shape[1])
+        else:  # (M, K) @ (..., K, N): the data needs a batch-free matrix part
+            if len(shape) < 2:
+                raise UnsupportedOperator("MatMul", name, "a constant times a batch of vectors contracts the batch")
+            lead = _LETTERS[:len(shape) - 2]
+            equation = f"b{lead}kn,mk->b{lead}mn"
+            out = (*shape[:-2], w.shape[0], shape[-1])
+        self.emit(Contraction(name, "MatMul", (x,), node.output[0], equation, w, None, None, out))
+
+    def window(self, node, name, attrs, kernel):
+        if len(kernel) != 2:
+            raise UnsupportedOperator(node.op_type, name, f"only 2-D windows (kernel_shape {tuple(kernel)})")
+        stride = tuple(attrs.get("strides", (1, 1)))
+        dilation = tuple(attrs.get("dilations", (1, 1)))
+        pads = tuple(attrs.get("pads", (0, 0, 0, 0)))
+        auto_pad = attrs.get("auto_pad", b"NOTSET")
+        auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else str(auto_pad)
+        x = self.name(node.input[0])
+        shape = self.shapes[x]
+        if len(shape) != 3:
+            raise UnsupportedOperator(node.op_type, name, f"input sample shape {shape} is not (C, H, W)")
+        if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            pads = [0] * 4
+            for axis, (size, k, s, d) in enumerate(zip(shape[1:], kernel, stride, dilation)):
+                total = max(0, (-(-size // s) - 1) * s + d * (k - 1) + 1 - size)
+                small, big = total // 2, total - total // 2
+                pads[axis], pads[axis + 2] = (small, big) if auto_pad == "SAME_UPPER" else (big, small)
+        elif auto_pad == "VALID":
+            pads = (0, 0, 0, 0)
+        elif auto_pad != "NOTSET":
+            raise UnsupportedOperator(node.op_type, name, f"auto_pad={auto_pad!r}")
+        if int(attrs.get("ceil_mode", 0)):
+            raise UnsupportedOperator(node.op_type, name, "ceil_mode=1")
+        return x, shape, Patches(tuple(kernel), stride, tuple(pads), dilation, int(attrs.get("group", 1)))
+
+    def op_Conv(self, node, name, attrs):
+        if not self.is_const(node.input[1]):
+            raise UnsupportedOperator("Conv", name, "the weight W must be a constant")
+        w = np.asarray(self.const[node.input[1]], dtype=np.float64)
+        x, shape, patches = self.window(node, name, attrs, attrs.get("kernel_shape", w.shape[2:]))
+        groups, (out_c, in_c) = patches.groups, w.shape[:2]
+        if out_c % groups or shape[0] != in_c * groups:
+            raise ModelFileError(f"Conv (node {name!r}): weight {w.shape} with group={groups} does not fit "
+                                 f"{shape[0]} input channels")
+        weight = w.reshape(groups, out_c // groups, in_c, *w.shape[2:])
+        bias = None
+        if len(node.input) > 2 and node.input[2]:
+            if not self.is_const(node.input[2]):
+                raise UnsupportedOperator("Conv", name, "the bias B must be a constant")
+            bias = np.asarray(self.const[node.input[2]], dtype=np.float64).reshape(out_c, 1, 1)
+        oh, ow = patches.output_hw(*shape[1:])
+        self.emit(Contraction(name, "Conv", (x,), node.output[0], "bgcuvij,gocuv->bgoij", weight, bias, patches,
+                              (out_c, oh, ow)))
+
+    def op_AveragePool(self, node, name, attrs):
+        x, shape, patches = self.window(node, name, attrs, attrs["kernel_shape"])
+        kh, kw = patches.kernel
+        oh, ow = patches.output_hw(*shape[1:])
+        if any(patches.pads) and not int(attrs.get("count_include_pad", 0)):
+            # windows count only the input's own pixels: 1 / (real pixels in window (i, j))
+            ones = patches.apply(np.ones((1, 1, *shape[1:])))[0, 0, 0]  # (kh, kw, Ho, Wo)
+            weight = np.broadcast_to(1.0 / ones.sum(axis=(0, 1)), ones.shape)
+            equation = "bgcuvij,uvij->bgcij"
+        else:
+            weight, equation = np.full((kh, kw), 1.0 / (kh * kw)), "bgcuvij,uv->bgcij"
+        self.emit(Contraction(name, "AveragePool", (x,), node.output[0], equation, weight, None, patches,
+                              (shape[0], oh, ow)))
+
+    def op_GlobalAveragePool(self, node, name, attrs):
+        x = self.name(node.input[0])
+        shape = self.shapes[x]
+        if len(shape) != 3:
+            raise UnsupportedOperator("GlobalAveragePool", name, f"input sample shape {shape} is not (C, H, W)")
+        weight = np.full(shape[1:], 1.0 / (shape[1] * shape[2]))
+        self.emit(Contraction(name, "GlobalAveragePool", (x,), node.output[0], "bchw,hw->bc", weight, None, None,
+                              (shape[0], 1, 1)))
+
+    def affine(self, node, name, x, scale, shift):
+        """Emit x * scale + shift, folded into the contraction (or affine node) that produced x if that
+        node feeds nothing else."""
+        index = self.producer.get(x)
+        previous = None if index is None else self.nodes[index]
+        if previous is not None and self.sole_use(x) and isinstance(previous, Affine):
+            old_scale = 1.0 if previous.scale is None else previous.scale
+            old_shift = 0.0 if previous.shift is None else previous.shift
+            new_scale = old_scale * (1.0 if scale is None else scale)
+            new_shift = old_shift * (1.0 if scale is None else scale) + (0.0 if shift is None else shift)
+            self.replace(x, Affine(previous.name, previous.op, previous.inputs, node.output[0],
+                                   None if scale is None and previous.scale is None else new_scale,
+                                   None if shift is None and previous.shift is None else new_shift))
+            return
+        if previous is not None and self.sole_use(x) and isinstance(previous, Contraction):
+            folded = _fold_into(previous, self.shapes[previous.inputs[0]], scale, shift, node.output[0])
+            if folded is not None:
+                self.replace(x, folded)
+                return
+        self.emit(Affine(name, node.op_type, (x,), node.output[0], scale, shift))
+
+    def elementwise_const(self, node, name):
+        x, c, data_first = self.data_and_const(node, name)
+        c = self.sample_const(c, x, f"{node.op_type} (node {name!r})")
+        return x, c, data_first
+
+    def op_Add(self, node, name, attrs):
+        a, b = node.input[0], node.input[1]
+        if not self.is_const(a) and not self.is_const(b):
+            self.emit(Add(name, "Add", (self.name(a), self.name(b)), node.output[0]))
+            return
+        x, c, _ = self.elementwise_const(node, name)
+        self.affine(node, name, x, None, c)
+
+    def op_Sub(self, node, name, attrs):
+        x, c, data_first = self.elementwise_const(node, name)
+        self.affine(node, name, x, None if data_first else np.full(self.shapes[x], -1.0),
+                    -c if data_first else c)
+
+    def op_Mul(self, node, name, attrs):
+        a, b = (self.name(t) if not self.is_const(t) else t for t in node.input[:2])
+        if a == b and not self.is_const(a):
+            self.emit(Activation(name, "Mul", (a,), node.output[0], "square"))
+            return
+        if not self.is_const(a) and not self.is_const(b):
+            for x, s in ((a, b), (b, a)):
+                index = self.producer.get(s)
+                sig = None if index is None else self.nodes[index]
+                if isinstance(sig, Activation) and sig.function == "sigmoid" and sig.inputs == (x,) \
+                        and self.sole_use(s):
+                    self.replace(s, Activation(sig.name, "Mul", (x,), node.output[0], "silu"))
+                    return
+        x, c, _ = self.elementwise_const(node, name)
+        self.affine(node, name, x, c, None)
+
+    def op_Div(self, node, name, attrs):
+        x, c, data_first = self.elementwise_const(node, name)
+        if not data_first:
+            raise UnsupportedOperator("Div", name, "a constant divided by a tensor")
+        self.affine(node, name, x, 1.0 / c, None)
+
+    def op_Pow(self, node, name, attrs):
+        exponent = self.const.get(node.input[1])
+        if exponent is None or np.asarray(exponent).size != 1 or float(np.asarray(exponent).reshape(())) != 2.0:
+            raise UnsupportedOperator("Pow", name, "only Pow(x, 2) (square)")
+        self.emit(Activation(name, "Pow", (self.name(node.input[0]),), node.output[0], "square"))
+
+    def activation(self, node, name, function):
+        self.emit(Activation(name, node.op_type, (self.name(node.input[0]),), node.output[0], function))
+
+    def op_Relu(self, node, name, attrs):
+        self.activation(node, name, "relu")
+
+    def op_Sigmoid(self, node, name, attrs):
+        self.activation(node, name, "sigmoid")
+
+    def op_Tanh(self, node, name, attrs):
+        self.activation(node, name, "tanh")
+
+    def op_Gelu(self, node, name, attrs):
+        approximate = attrs.get("approximate", b"none")
+        approximate = approximate.decode() if isinstance(approximate, bytes) else str(approximate)
+        self.activation(node, name, "gelu_tanh" if approximate == "tanh" else "gelu")
+
+    def op_BatchNormalization(self, node, name, attrs):
+        if int(attrs.get("training_mode", 0)) or len(node.output) > 1 and any(node.output[1:]):
+            raise UnsupportedOperator("BatchNormalization", name, "training mode")
+        if not all(self.is_const(t) for t in node.input[1:5]):
+            raise UnsupportedOperator("BatchNormalization", name, "scale, B, mean and var must be constants")
+        gamma, beta, mean, var = (np.asarray(self.const[t], dtype=np.float64) for t in node.input[1:5])
+        x = self.name(node.input[0])
+        eps = float(attrs.get("epsilon", 1e-5))
+        expand = (slice(None),) + (None,) * (len(self.shapes[x]) - 1)
+        factor = gamma / np.sqrt(var + eps)
+        self.affine(node, name, x, factor[expand], (beta - factor * mean)[expand])
+
+    def op_Flatten(self, node, name, attrs):
+        x = self.name(node.input[0])
+        axis, shape = int(attrs.get("axis", 1)), self.shapes[x]
+        axis = axis + len(shape) + 1 if axis < 0 else axis
+        if axis < 1:
+            raise UnsupportedOperator("Flatten", name, f"axis={axis} merges the batch axis")
+        target = (int(np.prod(shape)),) if axis == 1 else (int(np.prod(shape[:axis - 1])), int(np.prod(shape[axis - 1:])))
+        self.emit(Reshape(name, "Flatten", (x,), node.output[0], target))
+
+    def op_Reshape(self, node, name, attrs):
+        x = self.name(node.input[0])
+        if not self.is_const(node.input[1]):
+            raise UnsupportedOperator("Reshape", name, "the target shape must be a constant")
+        target = [int(v) for v in np.asarray(self.const[node.input[1]]).reshape(-1)]
+        shape = self.shapes[x]
+        if not target:
+            raise ModelFileError(f"Reshape (node {name!r}): an empty target shape")
+        sample = target[1:]
+        if target[0] not in (0, -1) and target[0] < 1:
+            raise ModelFileError(f"Reshape (node {name!r}): target {target} has a batch entry {target[0]}")
+        if target[0] == -1 and -1 in sample:
+            raise ModelFileError(f"Reshape (node {name!r}): target {target} has two -1 entries")
+        zero = not int(attrs.get("allowzero", 0))
+        sample = [shape[i] if (v == 0 and zero and i < len(shape)) else v for i, v in enumerate(sample)]
+        if -1 in sample:
+            known = int(np.prod([v for v in sample if v != -1]))
+            sample[sample.index(-1)] = int(np.prod(shape)) // max(known, 1)
+        self.emit(Reshape(name, "Reshape", (x,), node.output[0], tuple(sample)))
+
+    def op_Transpose(self, node, name, attrs):
+        x = self.name(node.input[0])
+        shape = self.shapes[x]
+        perm = tuple(attrs.get("perm", tuple(range(len(shape), -1, -1))))
+        if not perm or perm[0] != 0:
+            raise UnsupportedOperator("Transpose", name, f"perm={perm} moves the batch axis")
+        self.emit(Transpose(name, "Transpose", (x,), node.output[0], tuple(p - 1 for p in perm[1:])))
+
+
+def _fold_into(previous: Contraction, in_shape, scale, shift, output: str):
+    """``previous`` followed by x * scale + shift as one contraction, or None where the scale varies along
+    an axis the weight does not carry (then the affine stays a node of its own)."""
+    out_shape = previous.out_shape
+    bias = previous.bias
+    if scale is not None:
+        operands, result = previous.equation.split("->")
+        w_letters = operands.split(",")[1]
+        einsum_shape = previous.einsum_shape(in_shape)
+        full = np.broadcast_to(scale, out_shape).reshape(einsum_shape)
+        keep = [axis for axis in range(full.ndim) if not np.all(full == full.take([0], axis=axis))]
+        letters = [result[1 + axis] for axis in keep]
+        if any(letter not in w_letters for letter in letters):
+            return None
+        reduced = full[tuple(slice(None) if axis in keep else 0 for axis in range(full.ndim))]
+        weight = np.einsum(f"{w_letters},{''.join(letters)}->{w_letters}", previous.weight, reduced)
+        bias = None if bias is None else bias * scale
+    else:
+        weight = previous.weight
+    if shift is not None:
+        bias = shift if bias is None else bias + shift
+    if bias is not None:
+        bias = _compact(np.broadcast_to(bias, np.broadcast_shapes(np.shape(bias), (1,) * len(out_shape))))
+    return Contraction(previous.name, previous.op, previous.inputs, output, previous.equation, weight, bias,
+                       previous.patches, out_shape)
+
+
+def _compact(array: np.ndarray) -> np.ndarray:
+    """``array`` with the axes it is constant along kept at length 1 (a per-channel bias stays (C, 1, 1))."""
+    for axis in range(array.ndim):
+        if array.shape[axis] > 1 and np.all(array == array.take([0], axis=axis)):
+            array = array.take([0], axis=axis)
+    return np.ascontiguousarray(array)
