@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -17,6 +17,7 @@ from crypto.errors import ParameterError, ShapeError
 from crypto.params import CKKSParameters
 from tensor_ops.activations import PolyActivation
 from tensor_ops.lowering import LayerLowering
+from tensor_ops.plan.cost import CostModel
 
 
 @dataclass(frozen=True, eq=False)
@@ -198,6 +199,7 @@ class ModelPlan:
     block: int
     stages: tuple[StagePlan, ...]
     layers: tuple[LayerLowering, ...] = ()
+    costs: CostModel | None = field(default=None, compare=False, repr=False)  # measured times (``calibrated``)
 
     @property
     def depth(self) -> int:
@@ -256,13 +258,32 @@ class ModelPlan:
                 counts[op] = counts.get(op, 0) + count
         return counts
 
+    def calibrated(self, costs: CostModel | None = None) -> "ModelPlan":
+        """This plan with its time estimates from ``costs`` (default: ``CostModel.measure(self.params)``, about a
+        second: per-operation times measured on this machine) instead of the built-in table."""
+        costs = CostModel.measure(self.params) if costs is None else costs
+        if not isinstance(costs, CostModel) or not costs.rotation_seconds:
+            raise ParameterError(f"costs={costs!r} must be a measured CostModel (CostModel.measure(params))")
+        return replace(self, costs=costs)
+
+    def _table(self, size: int) -> dict:
+        """Seconds per operation at parameters of ``size`` = N x (limbs + P limbs): measured (``calibrated``) or
+        the built-in table scaled from its reference size."""
+        if self.costs is None:
+            return {op: t * size / _REFERENCE_SIZE for op, t in _SECONDS.items()}
+        c = self.costs
+        return {"baby_rotation": c.seconds("hoisted_rotation", size), "giant_rotation": c.seconds("rotation", size),
+                "ct_ct": c.seconds("ct_mult", size) + c.seconds("rescale", size),
+                "ct_pt": c.seconds("pt_mult", size), "rescale": c.seconds("rescale", size),
+                "encode": c.seconds("encode", size)}
+
     def _seconds(self, operations) -> float:
         """The time model, each stage scaled by the limbs of the level it runs at."""
         total, level = 0.0, self.input_level
         for stage in self.stages:
-            size = self.params.n * (self.params.limbs_at(level) + len(self.params.p_moduli)) / _REFERENCE_SIZE
+            table = self._table(self.params.n * (self.params.limbs_at(level) + len(self.params.p_moduli)))
             counts = self._stage_counts(stage)
-            total += size * sum(_SECONDS[op] * counts[op] for op in operations)
+            total += sum(table[op] * counts[op] for op in operations)
             level -= stage.depth
         return total
 
@@ -298,9 +319,12 @@ class ModelPlan:
                              f"multiplications, depth {stage.depth}")
         lines.append(f"  depth {self.depth}, {len(self.rotations)} rotation keys "
                      f"(~{self.galois_key_bytes / 2**20:.1f} MiB), relinearization key: {self.needs_relinearization}")
+        source = ("per-operation times measured on this machine" if self.costs is not None else
+                  "built-in per-operation times of the development machine; plan.calibrated() measures this one")
         lines.append(f"  estimated time: {self.estimated_seconds:.2f} s per ciphertext of {self.batch} samples "
                      f"(+ {self.estimated_setup_seconds:.2f} s once to encode the weights), "
-                     f"~{self.estimated_throughput:.0f} samples/s with full ciphertexts")
+                     f"~{self.estimated_throughput:.0f} samples/s with full ciphertexts; warm: excludes JIT "
+                     f"compilation on a fresh install's first run (seconds) ({source})")
         return "\n".join(lines)
 
     __str__ = explain

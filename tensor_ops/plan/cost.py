@@ -23,11 +23,67 @@ class CostModel:
     rescale: float = 0.2
     add: float = 0.01
     key: float = 0.6  # each distinct rotation key: keygen time, memory and bytes sent to the server
+    encode: float = 0.3  # encoding one plaintext (a one-time server cost for weights)
+    # Set by :meth:`measure`: seconds of one rotation, at parameters of ``measured_size`` = N x (Q + P limbs).
+    rotation_seconds: float = 0.0
+    measured_size: int = 0
 
     def of(self, counts: Counter) -> float:
         return (counts["rotations"] * self.rotation + counts["hoisted_rotations"] * self.hoisted_rotation
                 + counts["ct_mults"] * self.ct_mult + counts["pt_mults"] * self.pt_mult
                 + counts["rescales"] * self.rescale + counts["additions"] * self.add)
+
+
+    @classmethod
+    def measure(cls, params, repeats: int = 7, seed: int = 0) -> "CostModel":
+        """Per-operation times measured on this machine at ``params`` (top level), warm: every operation runs
+        once untimed first (JIT compilation excluded), then the fastest of ``repeats`` runs (the least disturbed
+        by other processes). Returned as the
+        ratios to one rotation plus ``rotation_seconds``; ``hoisted_rotation`` is the marginal cost of one more
+        rotation sharing a decomposition, ``pt_mult`` a ct*pt product with its accumulation (one addition).
+        Costs about a second at N=2^13 (keygen of 4 rotation keys included)."""
+        import time
+
+        import numpy as np
+
+        from crypto import CKKSContext
+
+        if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+            from crypto.errors import ParameterError
+            raise ParameterError(f"repeats={repeats!r} must be a positive integer")
+        steps = (1, 2, 3, 4)
+        ctx = CKKSContext.keygen(params, rotations=steps, seed=seed)
+        ev = ctx.evaluator
+        values = np.random.default_rng(seed).uniform(-1, 1, ctx.params.slots)
+        ct = ctx.encrypt(values)
+        pt = ctx.encode(values, level=ct.level)
+        product = ev.mul(ct, pt)
+
+        def timed(run) -> float:
+            run()
+            times = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                run()
+                times.append(time.perf_counter() - start)
+            return min(times)
+
+        rotation = timed(lambda: ev.rotate(ct, 1))
+        hoisted = max(timed(lambda: ev.rotate_hoisted(ct, steps)) - rotation, 0.0) / (len(steps) - 1)
+        ratios = dict(hoisted_rotation=hoisted, ct_mult=timed(lambda: ev.mul(ct, ct)),
+                      pt_mult=timed(lambda: ev.add(ev.mul(ct, pt), product)), rescale=timed(lambda: ev.rescale(product)),
+                      add=timed(lambda: ev.add(product, product)), encode=timed(lambda: ctx.encode(values, level=ct.level)))
+        size = ctx.params.n * (ctx.params.limbs_at(ct.level) + len(ctx.params.p_moduli))
+        return cls(**{k: v / rotation for k, v in ratios.items()}, rotation=1.0, key=cls.key,
+                   rotation_seconds=rotation, measured_size=size)
+
+    def seconds(self, name: str, size: int) -> float:
+        """Seconds of one operation ``name`` (a field: "rotation", "ct_mult", ...) at parameters of ``size`` =
+        N x (limbs + P limbs), scaled linearly from the measurement; requires :meth:`measure`'s model."""
+        if not self.rotation_seconds:
+            from crypto.errors import ParameterError
+            raise ParameterError("this CostModel holds relative costs only: make one with CostModel.measure(params)")
+        return getattr(self, name) * self.rotation_seconds * size / self.measured_size
 
 
 DEFAULT_COSTS = CostModel()
