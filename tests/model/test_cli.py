@@ -1,0 +1,154 @@
+"""The command-line contract of issue 12: one model file means one network to every command of both halves.
+
+``python -m tensor_ops infer --model M.onnx`` decrypts the shape onnxruntime gives, within 1e-3 of the
+output's largest magnitude (Square MLP); ``plan`` prints the per-layer einsums, rotations, key bytes, depth,
+parameters and the model digest; ``python -m proofs commit | prove | verify --model M.onnx`` proves a ReLU
+MLP and refuses by operator name what it cannot prove; a file of bare weights is refused by both (exit 2).
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+
+import hezk_cli
+from proofs import cli as proofs_cli
+from tensor_ops import cli as tensor_cli
+from tests.model.onnx_models import lenet, mlp, residual_block, run_onnx
+
+pytest.importorskip("onnxruntime")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def python_m(module, *args, cwd):
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.run([sys.executable, "-m", module, *map(str, args)], cwd=cwd, capture_output=True, text=True,
+                          timeout=300, env=env)
+
+
+def test_tensor_ops_infer_on_an_onnx_square_mlp_agrees_with_onnxruntime(tmp_path):
+    model = mlp((20, 12, 10), "square", seed=3)
+    onnx.save(model, tmp_path / "m.onnx")
+    x = np.random.default_rng(0).uniform(-1, 1, (3, 20)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    result = python_m("tensor_ops", "infer", "--model", "m.onnx", "--input", "x.npy", "--out", "y.npy", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    y, want = np.load(tmp_path / "y.npy"), run_onnx(model, x)
+    assert y.shape == want.shape == (3, 10) and y.dtype.kind == "f"
+    assert np.max(np.abs(y - want)) <= 1e-3 * np.max(np.abs(want))
+
+
+def test_tensor_ops_plan_prints_einsums_rotations_keys_depth_parameters_and_digest(tmp_path, capsys):
+    onnx.save(mlp((20, 12, 10), "square"), tmp_path / "m.onnx")
+    assert tensor_cli.main(["plan", "--model", str(tmp_path / "m.onnx")]) == 0
+    text = capsys.readouterr().out
+    for words in ("einsum 'bi,oi->bo'", "rotation keys", "MiB", "depth 3", "parameters: CKKSParameters",
+                  "polynomial square", "model digest"):
+        assert words in text, words
+    assert hezk_cli.main(["plan", "--model", str(tmp_path / "m.onnx")]) == 0  # the hezk script too
+
+
+def test_a_lenet_onnx_lowers_to_the_encrypted_models_layers_exactly(tmp_path):
+    from tensor_ops.nn import Sequential
+
+    onnx.save(lenet("square"), tmp_path / "lenet.onnx")
+    model = Sequential.load(tmp_path / "lenet.onnx")
+    assert [layer.kind for layer in model.layers][:3] == ["conv2d", "activation", "avgpool2d"]
+    x = np.random.default_rng(1).uniform(0, 1, (2, 1, 28, 28))
+    want = run_onnx(lenet("square"), x)
+    np.testing.assert_allclose(model.forward_layers(x), want, atol=1e-4 * np.abs(want).max())
+
+
+def test_bare_weights_are_refused_by_both_halves(tmp_path, capsys):
+    rng = np.random.default_rng(2)
+    np.savez(tmp_path / "m.npz", w0=rng.normal(size=(5, 4)), b0=rng.normal(size=5), w1=rng.normal(size=(3, 5)),
+             b1=rng.normal(size=3))
+    np.save(tmp_path / "x.npy", rng.uniform(-1, 1, (2, 4)))
+    runs = [(tensor_cli.main, ["plan", "--model", "m.npz"]),
+            (tensor_cli.main, ["infer", "--model", "m.npz", "--input", "x.npy", "--out", "y.npy"]),
+            (proofs_cli.main, ["commit", "--model", "m.npz", "--out", "c.bin", "--public-weights"]),
+            (proofs_cli.main, ["prove", "--model", "m.npz", "--input", "x.npy", "--public-weights"])]
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        for main, argv in runs:
+            assert main(argv) == 2, argv
+            err = capsys.readouterr().err
+            assert "names no activation" in err and "activation='relu'" in err and "Traceback" not in err, argv
+    finally:
+        os.chdir(cwd)
+    assert not (tmp_path / "c.bin").exists() and not (tmp_path / "y.npy").exists()
+
+
+def test_a_file_that_names_its_activation_means_the_same_network_to_both_halves(tmp_path, capsys):
+    rng = np.random.default_rng(3)
+    arrays = dict(w0=rng.normal(0, .3, (5, 4)), b0=rng.normal(0, .1, 5), w1=rng.normal(0, .3, (3, 5)),
+                  b1=rng.normal(0, .1, 3))
+    np.savez(tmp_path / "relu.npz", activation="relu", **arrays)
+    np.savez(tmp_path / "square.npz", activation="square", **arrays)
+    assert tensor_cli.main(["plan", "--model", str(tmp_path / "relu.npz")]) == 0
+    assert "polynomial relu" in capsys.readouterr().out
+    assert tensor_cli.main(["plan", "--model", str(tmp_path / "square.npz")]) == 0
+    assert "polynomial square" in capsys.readouterr().out
+    from proofs.model import load_model
+    assert [layer.relu for layer in load_model(tmp_path / "relu.npz").layers] == [True, False]
+    assert proofs_cli.main(["commit", "--model", str(tmp_path / "square.npz"), "--out", str(tmp_path / "c.bin"),
+                            "--public-weights"]) == 2
+    assert "operator Square (node 'act0') is not provable yet" in capsys.readouterr().err
+
+
+def test_proofs_commit_prove_verify_an_onnx_relu_mlp(tmp_path, capsys):
+    onnx.save(mlp((12, 8, 4), "relu", seed=4), tmp_path / "m.onnx")
+    np.save(tmp_path / "x.npy", np.random.default_rng(4).uniform(-1, 1, (2, 12)))
+    steps = [("commit", "--model", "m.onnx", "--out", "c.bin", "--state", "c.bin.state"),
+             ("prove", "--model", "m.onnx", "--input", "x.npy", "--commitment", "c.bin", "--out", "p.bin", "--quiet"),
+             ("verify", "--commitment", "c.bin", "--input", "x.npy", "--proof", "p.bin")]
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        for step in steps:
+            assert proofs_cli.main(list(step)) == 0, step
+    finally:
+        os.chdir(cwd)
+    assert capsys.readouterr().out.strip().endswith("accept")
+
+
+@pytest.mark.parametrize("make, refused", [(lenet, "operator Conv (node 'conv1') is not provable yet"),
+                                           (residual_block, "operator Conv (node 'conv1') is not provable yet"),
+                                           (lambda: mlp((6, 5, 3), "square"), "operator Mul (square) (node")])
+def test_proofs_refuse_what_they_cannot_prove_by_operator_name(tmp_path, capsys, make, refused):
+    onnx.save(make(), tmp_path / "m.onnx")
+    assert proofs_cli.main(["commit", "--model", str(tmp_path / "m.onnx"), "--out", str(tmp_path / "c.bin"),
+                            "--public-weights"]) == 2
+    assert refused in capsys.readouterr().err
+    assert not (tmp_path / "c.bin").exists()
+
+
+def test_tensor_ops_refuses_a_residual_block_by_node(tmp_path, capsys):
+    onnx.save(residual_block(), tmp_path / "r.onnx")
+    assert tensor_cli.main(["plan", "--model", str(tmp_path / "r.onnx")]) == 2
+    assert "operator Add (node 'residual')" in capsys.readouterr().err
+
+
+def test_an_unsupported_onnx_operator_is_an_error_of_both_clis(tmp_path, capsys):
+    from tests.model.onnx_models import Builder
+
+    b = Builder((4,))
+    b.node("Softmax", [b.gemm("x", 4, 3)], "probabilities")
+    onnx.save(b.model(), tmp_path / "s.onnx")
+    assert tensor_cli.main(["plan", "--model", str(tmp_path / "s.onnx")]) == 2
+    assert "unsupported operator Softmax (node 'probabilities')" in capsys.readouterr().err
+    assert proofs_cli.main(["commit", "--model", str(tmp_path / "s.onnx"), "--public-weights",
+                            "--out", str(tmp_path / "c.bin")]) == 2
+    assert "unsupported operator Softmax (node 'probabilities')" in capsys.readouterr().err
+
+
+def test_python_m_proofs_refuses_a_cnn_by_operator_name(tmp_path):
+    onnx.save(lenet("relu"), tmp_path / "lenet.onnx")
+    result = python_m("proofs", "commit", "--model", "lenet.onnx", "--out", "c.bin", "--public-weights", cwd=tmp_path)
+    assert result.returncode == 2 and "operator Conv (node 'conv1') is not provable yet" in result.stderr
+    assert "Traceback" not in result.stderr
