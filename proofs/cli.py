@@ -38,6 +38,10 @@ DEFAULT_COMMITMENT = "c.bin"
 DEFAULT_PROOF = "proof.bin"
 
 
+MODEL_HELP = ("model file: ONNX (opset >= 13) or .npz (a quantized model, or float weights that name their "
+              "activation, activation='relu'); a ReLU MLP (see proofs.model)")
+
+
 def _existing_file(path: str) -> str:
     if not os.path.isfile(path):
         raise argparse.ArgumentTypeError(f"file {path!r} does not exist")
@@ -56,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      description="Sumcheck proofs of quantized MLPs (commit, prove, verify).")
     commands = parser.add_subparsers(dest="command", required=True)
     commit = commands.add_parser("commit", help="commit to a model's weights (writes c.bin, prints its digest)")
-    commit.add_argument("--model", "-m", required=True, type=_existing_file, help="model .npz (quantized or float)")
+    commit.add_argument("--model", "-m", required=True, type=_existing_file, help=MODEL_HELP)
     commit.add_argument("--out", "-o", "--output", "--commitment", dest="out", default=None, type=_writable_path,
                         help=f"where to write the commitment (default: {DEFAULT_COMMITMENT} in the current folder); "
                              "when given, a hiding commitment's SECRET prover state goes to this path + .state "
@@ -69,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "as the weights); required unless --out is given (then: that path + .state)")
     commit.add_argument("--public-weights", action="store_true", help=PUBLIC_WEIGHTS_HELP)
     prove = commands.add_parser("prove", help="prove y = model(x) for an input batch")
-    prove.add_argument("--model", "-m", required=True, type=_existing_file, help="model .npz (quantized or float)")
+    prove.add_argument("--model", "-m", required=True, type=_existing_file, help=MODEL_HELP)
     prove.add_argument("--input", "-i", required=True, type=_existing_file, help="input .npy (batch, in_features)")
     prove.add_argument("--out", "-o", "--output", "--proof", dest="out", default=DEFAULT_PROOF, type=_writable_path,
                        help=f"where to write the proof (default: {DEFAULT_PROOF} in the current folder)")
