@@ -19,6 +19,7 @@ usage errors (missing files, a model that could wrap around the field) exit with
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -71,6 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
     commit.add_argument("--state", type=_writable_path, default=None,
                         help="where to write the SECRET prover state of a hiding commitment (keep it as private "
                              "as the weights); required unless --out is given (then: that path + .state)")
+    commit.add_argument("--calibration", type=_existing_file, default=None,
+                        help="float .npy of representative inputs: a float model's input bound (and so its stated "
+                             "worst-case output error) is their largest |x| rounded up to a power of two "
+                             "(default: the model file's input_bound, else the widest of 8, 4, 2, 1 that fits)")
     commit.add_argument("--public-weights", action="store_true", help=PUBLIC_WEIGHTS_HELP)
     prove = commands.add_parser("prove", help="prove y = model(x) for an input batch")
     prove.add_argument("--model", "-m", required=True, type=_existing_file, help=MODEL_HELP)
@@ -137,21 +142,58 @@ def _state_path(args, commitment_path) -> str:
     return args.state if args.state is not None else f"{commitment_path}.state"
 
 
+def _calibration_bound(path: str) -> tuple[float, float]:
+    """(largest |x| of the calibration inputs, that rounded up to a power of two: the input bound)."""
+    try:
+        x = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        raise InputFileError(f"calibration file {path!r} is not a readable .npy array: {exc}") from None
+    if not isinstance(x, np.ndarray) or x.dtype.kind != "f" or x.size == 0 or not np.all(np.isfinite(x)):
+        raise InputFileError(f"calibration file {path!r} must be a non-empty .npy array of finite floats (inputs "
+                             f"as the model sees them)")
+    largest = float(np.max(np.abs(x)))
+    return largest, 2.0 ** math.ceil(math.log2(largest)) if largest > 0 else 1.0
+
+
+def _committed_model(args):
+    """The model quantized as the commitment file states (its input bound may come from --calibration)."""
+    model = load_model(args.model)
+    if os.path.isfile(args.commitment):
+        try:
+            committed = ModelCommitment.from_bytes(_read(args.commitment))
+        except ProofRejected:
+            return model  # reported below, where the commitment is checked
+        if committed.input_bound != model.input_bound and committed.input_frac == model.input_frac:
+            model = load_model(args.model, input_bound=committed.input_bound * 2.0 ** -committed.input_frac)
+    return model
+
+
 def _commit(args) -> int:
     zk = not args.public_weights
     if zk and args.state is None and args.out is None:
         raise ModelError("a hiding commitment writes a SECRET prover state: name its path with --state PATH "
                          "(or name the commitment with --out PATH: the state then goes to PATH.state)")
     args.out = DEFAULT_COMMITMENT if args.out is None else args.out
-    model = load_model(args.model)
+    if args.calibration is not None:
+        largest, bound = _calibration_bound(args.calibration)
+        model = load_model(args.model, input_bound=bound)
+        if largest > model.input_bound * 2.0 ** -model.input_frac:
+            raise ModelError(f"calibration data reach |x| = {largest:g}, above the quantized model's input_bound="
+                             f"{model.input_bound * 2.0 ** -model.input_frac:g}")
+        source = f"from the calibration data {args.calibration} (largest |x| {largest:g}, rounded up to a power of 2)"
+    else:
+        model = load_model(args.model)
+        source = ("the model's input bound; a float model without one gets the widest of 8, 4, 2, 1 that fits: "
+                  "pass --calibration inputs.npy to fit it to your inputs")
     network = Network(model, zk=zk, max_proofs=args.max_proofs) if zk else Network(model, zk=False)
     data = network.commitment.to_bytes()
     with open(args.out, "wb") as handle:
         handle.write(data)
     largest_input = model.input_bound * 2.0 ** -model.input_frac
     print(f"committed {len(model.layers)} layers, {model.num_parameters} parameters "
-          f"({model.scheme}, input scale 2^{model.input_frac}, |input| <= {largest_input:g}, "
-          f"stated output error <= {model.error_bound:.3g}) -> {args.out} ({len(data)} bytes)")
+          f"({model.scheme}, input scale 2^{model.input_frac}) -> {args.out} ({len(data)} bytes)")
+    print(f"worst-case output error <= {model.error_bound:.3g} (quantized vs float model) over every input with "
+          f"|x| <= {largest_input:g}, {source}")
     if zk:
         state = _state_path(args, args.out)
         network.save_state(state)
@@ -163,7 +205,7 @@ def _commit(args) -> int:
 
 
 def _prove(args) -> int:
-    model = load_model(args.model)
+    model = _committed_model(args)
     if args.public_weights:
         network = Network(model, zk=False)
     else:

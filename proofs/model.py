@@ -134,12 +134,13 @@ def graph_layers(graph) -> tuple[list, list, list]:
     return weights, biases, relus
 
 
-def _from_graph(graph, data: dict) -> QuantizedMLP:
+def _from_graph(graph, data: dict, input_bound=None) -> QuantizedMLP:
     """Quantize the float ReLU MLP a model description holds (fixed point, ``frac_bits`` and ``input_bound``
-    from the file when it has them)."""
+    from the file when it has them; an ``input_bound`` given here, e.g. from calibration data, wins)."""
     ws, bs, relus = graph_layers(graph)
     frac_bits = _scalar(data, "frac_bits", "iu", 8)
     bounds = (_scalar(data, "input_bound", "fiu"),) if "input_bound" in data else DEFAULT_INPUT_BOUNDS
+    bounds = (input_bound,) if input_bound is not None else bounds
     for bound in bounds[:-1]:  # the widest default bound the field holds
         try:
             return quantize_fixed_point(ws, bs, frac_bits=frac_bits, input_bound=bound, relus=relus)
@@ -148,13 +149,15 @@ def _from_graph(graph, data: dict) -> QuantizedMLP:
     return quantize_fixed_point(ws, bs, frac_bits=frac_bits, input_bound=bounds[-1], relus=relus)
 
 
-def load_model(path) -> QuantizedMLP:
+def load_model(path, input_bound=None) -> QuantizedMLP:
     """Read a quantized model file, or any model file of the shared description (ONNX, hezk ``.npz``: see
-    ``hezk_model``) that is a ReLU MLP; raises ModelError if malformed or not provable yet."""
+    ``hezk_model``) that is a ReLU MLP; raises ModelError if malformed or not provable yet. ``input_bound``
+    (largest |x| of an input, e.g. from calibration data) overrides the file's or the default bound of a float
+    model; a quantized model keeps its own."""
     if not os.path.isfile(path):
         raise ModelError(f"model file {str(path)!r} does not exist")
     if hezk_model.is_onnx(path):
-        return _from_graph(_described(hezk_model.read_onnx, path), {})
+        return _from_graph(_described(hezk_model.read_onnx, path), {}, input_bound)
     with open(path, "rb") as handle:
         head = handle.read(6)
     if not head.startswith(b"PK\x03\x04"):  # np.load would return an .npy array or try to unpickle
@@ -170,7 +173,7 @@ def load_model(path) -> QuantizedMLP:
         if _scalar(data, "format", "U") != FORMAT:
             raise ModelError(f"model file: format={data['format'].item()!r} is not {FORMAT!r}")
         return _read_quantized(data)
-    return _from_graph(_described(lambda p: hezk_model.read_npz(p, arrays=data), path), data)
+    return _from_graph(_described(lambda p: hezk_model.read_npz(p, arrays=data), path), data, input_bound)
 
 
 def _described(read, path):

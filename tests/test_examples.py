@@ -90,3 +90,18 @@ def test_secret_detector_sees_a_prover_state(tmp_path):
                  "--max-proofs", "1"]) == 0
     assert _holds_secret(tmp_path / "c.bin.state")
     assert not _holds_secret(tmp_path / "c.bin") and not _holds_secret(tmp_path / "m.npz")
+
+
+def test_plots_measure_precision_at_the_presets_scale():
+    """examples/plots.py plots precision with a preset's parameters (scale 2^50), not the planner's 2^30."""
+    import importlib.util
+
+    from crypto import CKKSParameters
+
+    script = next(p for p in EXAMPLES if p.name == "plots.py")
+    spec = importlib.util.spec_from_file_location("hezk_example_plots", script)
+    plots = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plots)
+    params, points = plots.precision_by_depth(1)
+    assert params.log_scale == CKKSParameters.preset("N14").log_scale == 50
+    assert 30 < points[0][1] < 50  # bits: well above what a 2^30 scale gives (~14-16 bits)

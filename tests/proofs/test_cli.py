@@ -187,3 +187,39 @@ def test_commit_help_says_the_state_is_secret(capsys):
         build_parser().parse_args(["commit", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "SECRET prover state" in text and "required unless --out" in text
+
+
+def test_calibration_data_set_the_input_bound_and_the_stated_error(tmp_path, capsys):
+    """Inputs in [0, 1]: without calibration a float model without an input_bound is committed for |x| <= 8
+    and its worst-case error is stated for that box; --calibration fits the bound (1) and the statement shrinks;
+    prove (which reads the bound from the commitment) and verify accept."""
+    weights, biases = float_weights(seed=3, sizes=(6, 8, 3))
+    np.savez(tmp_path / "m.npz", w0=weights[0], b0=biases[0], w1=weights[1], b1=biases[1], activation="relu")
+    x = np.random.default_rng(4).uniform(0, 1, (8, 6))
+    np.save(tmp_path / "cal.npy", x)
+    np.save(tmp_path / "x.npy", x[:2])
+
+    def stated(out):
+        line = next(line for line in out.splitlines() if line.startswith("worst-case output error <= "))
+        return float(line.split("<= ")[1].split()[0]), float(line.split("|x| <= ")[1].split(",")[0])
+
+    assert run("commit", "--model", tmp_path / "m.npz", "--out", tmp_path / "wide.bin", "--public-weights") == 0
+    out = capsys.readouterr().out
+    wide_error, wide_bound = stated(out)
+    assert wide_bound == 8 and "--calibration" in out
+    assert run("commit", "--model", tmp_path / "m.npz", "--out", tmp_path / "c.bin", "--max-proofs", 1,
+               "--calibration", tmp_path / "cal.npy") == 0
+    out = capsys.readouterr().out
+    error, bound = stated(out)
+    assert bound == 1 and "calibration data" in out and error < wide_error / 4
+    assert f"{ModelCommitment.from_bytes((tmp_path / 'c.bin').read_bytes()).error_bound:.3g}" == f"{error:.3g}"
+    assert run("prove", "--model", tmp_path / "m.npz", "--input", tmp_path / "x.npy", "--commitment",
+               tmp_path / "c.bin", "--out", tmp_path / "p.bin", "--quiet") == 0
+    assert run("verify", "--commitment", tmp_path / "c.bin", "--input", tmp_path / "x.npy",
+               "--proof", tmp_path / "p.bin") == 0
+    capsys.readouterr()
+    for bad in (np.arange(6), np.array([[np.nan] * 6])):  # integers are ambiguous; NaN is no input
+        np.save(tmp_path / "bad.npy", bad)
+        assert run("commit", "--model", tmp_path / "m.npz", "--out", tmp_path / "b.bin", "--public-weights",
+                   "--calibration", tmp_path / "bad.npy") == 2
+        assert "calibration file" in capsys.readouterr().err
