@@ -124,10 +124,8 @@ def _read_secret_key(blob, params, key_id: bytes) -> np.ndarray:
 def read_context(blob, backend="auto", secret_key=None):
     """The parts of a CKKSContext stored by ``context_to_bytes`` (plus optional ``secret_key_to_bytes`` output):
     (parameters, ring, public key, relinearization key, Galois keys, secret key or None)."""
+    fp, meta, arrays = unpack(blob, ("public_context", "full_context"))
     kind = peek_kind(blob)
-    if kind not in ("public_context", "full_context"):
-        raise SerializationError(f"record holds a {kind}, expected a public_context or full_context")
-    fp, meta, arrays = unpack(blob, kind)
     params = parameters_from_meta(meta, fp)
     key_id = key_id_of(meta)
     has_secret = kind == "full_context"

@@ -1,150 +1,76 @@
-"""The record container of ``crypto``'s byte forms (``crypto.serialize`` lists every object's).
+"""crypto's records in the one hezk container (:mod:`hezk_record`; ``crypto.serialize`` lists every object's).
 
-Layout of one record (all integers little-endian)::
+Layout (see :mod:`hezk_record`)::
 
     b"HEZK" | version u16 | kind u8 | fingerprint length u8 | fingerprint | payload length u64 |
     payload | SHA-256(everything before)[:16]
 
-The payload is ``meta length u32 | meta (UTF-8 JSON) | arrays``; the meta lists each array's dtype
-and shape, so every length is checked before a byte is read.  The fingerprint is the parameter
-set's, so bytes made under other parameters raise ContextMismatchError; truncated, corrupted, foreign
-or future-version bytes raise SerializationError.  Residues are stored as uint32 (all primes < 2^31).
+crypto names its kinds briefly ("ciphertext" is the container's ``crypto.Ciphertext``). The fingerprint
+is the parameter set's, so bytes made under other parameters raise ContextMismatchError; truncated,
+corrupted, foreign (another kind, e.g. a proof or a request, named in the message) or future-version bytes
+raise SerializationError. Residues are stored as uint32 (all primes < 2^31).
 """
 from __future__ import annotations
 
-import hashlib
-import json
-import struct
-
 import numpy as np
+
+import hezk_record
+from hezk_record import MAGIC, VERSION, RecordError
 
 from .errors import ContextMismatchError, SerializationError
 
-MAGIC = b"HEZK"
-VERSION = 1
-_DIGEST = 16
-_HEAD = struct.Struct("<4sHBB")
-_LEN64 = struct.Struct("<Q")
-_LEN32 = struct.Struct("<I")
-_DTYPES = {"u4": np.dtype("<u4"), "u8": np.dtype("<u8"), "i8": np.dtype("<i8"), "f8": np.dtype("<f8"),
-           "u1": np.dtype("u1")}
+_FULL = {"parameters": "crypto.Parameters", "plaintext": "crypto.Plaintext", "ciphertext": "crypto.Ciphertext",
+         "public_key": "crypto.PublicKey", "relin_key": "crypto.RelinKey", "galois_keys": "crypto.GaloisKeys",
+         "public_context": "crypto.PublicContext", "secret_key": "crypto.SecretKey",
+         "full_context": "crypto.FullContext"}
+_SHORT = {full: short for short, full in _FULL.items()}
+KINDS = {short: hezk_record.KINDS[full] for short, full in _FULL.items()}
 
-KINDS = {
-    "parameters": 1, "plaintext": 2, "ciphertext": 3, "public_key": 4, "relin_key": 5,
-    "galois_keys": 6, "public_context": 7, "secret_key": 8, "full_context": 9,
-}
-_KIND_NAMES = {v: k for k, v in KINDS.items()}
-
-
-def _checksum(data: bytes) -> bytes:
-    return hashlib.sha256(data).digest()[:_DIGEST]
+__all__ = ["MAGIC", "VERSION", "KINDS", "pack", "unpack", "field", "peek_kind"]
 
 
 def pack(kind: str, fingerprint: bytes, meta: dict, arrays=()) -> bytes:
     """One record of ``kind``: JSON-serialisable ``meta`` plus numpy ``arrays`` (stored in order)."""
-    arrays = [np.ascontiguousarray(a) for a in arrays]
-    specs = []
-    for a in arrays:
-        code = next((c for c, dt in _DTYPES.items() if a.dtype == dt), None)
-        if code is None:
-            raise SerializationError(f"array dtype {a.dtype} cannot be stored; use one of {sorted(_DTYPES)}")
-        specs.append([code, list(a.shape)])
-    meta_bytes = json.dumps({"meta": meta, "arrays": specs}, separators=(",", ":")).encode()
-    payload = b"".join([_LEN32.pack(len(meta_bytes)), meta_bytes]
-                       + [a.astype(_DTYPES[s[0]], copy=False).tobytes() for a, s in zip(arrays, specs)])
-    body = b"".join([_HEAD.pack(MAGIC, VERSION, KINDS[kind], len(fingerprint)), fingerprint,
-                     _LEN64.pack(len(payload)), payload])
-    return body + _checksum(body)
-
-
-def unpack(blob, kind: str, fingerprint: bytes | None = None) -> tuple[bytes, dict, list[np.ndarray]]:
-    """Parse a record made by :func:`pack`: returns (fingerprint, meta, arrays).
-
-    Checks magic, version, kind, every length and the checksum (SerializationError), then, when
-    ``fingerprint`` is given, that the record was made under those parameters (ContextMismatchError).
-    """
-    if not isinstance(blob, (bytes, bytearray, memoryview)):
-        raise SerializationError(f"expected bytes, got {type(blob).__name__}")
-    blob = bytes(blob)
-    if len(blob) < _HEAD.size + _LEN64.size + _DIGEST:
-        raise SerializationError(f"{len(blob)} bytes is too short for a hezk record "
-                                 f"(at least {_HEAD.size + _LEN64.size + _DIGEST})")
-    magic, version, kind_code, fp_len = _HEAD.unpack_from(blob, 0)
-    if magic != MAGIC:
-        raise SerializationError(f"magic={magic!r} is not a hezk record (expected {MAGIC!r})")
-    if version != VERSION:
-        raise SerializationError(f"version={version} is not supported (this library reads version {VERSION})")
-    expected_length = _HEAD.size + fp_len + _LEN64.size
-    if len(blob) < expected_length + _DIGEST:
-        raise SerializationError(f"record truncated: {len(blob)} bytes, header alone needs {expected_length}")
-    (payload_length,) = _LEN64.unpack_from(blob, _HEAD.size + fp_len)
-    expected_length += payload_length
-    if len(blob) != expected_length + _DIGEST:
-        raise SerializationError(f"record length {len(blob)} bytes does not match its header "
-                                 f"({expected_length + _DIGEST} bytes): truncated or padded")
-    if _checksum(blob[:expected_length]) != blob[expected_length:]:
-        raise SerializationError("checksum mismatch: the bytes are corrupted")
-    if kind_code not in _KIND_NAMES or _KIND_NAMES[kind_code] != kind:
-        found = _KIND_NAMES.get(kind_code, f"unknown kind {kind_code}")
-        raise SerializationError(f"record holds a {found}, expected a {kind}")
-    record_fp = blob[_HEAD.size: _HEAD.size + fp_len]
-    if fingerprint is not None and record_fp != fingerprint:
-        raise ContextMismatchError(f"{kind} was made under parameters with fingerprint {record_fp.hex()[:16]}…, "
-                                   f"this context has {fingerprint.hex()[:16]}…")
-    payload = blob[_HEAD.size + fp_len + _LEN64.size: expected_length]
-    meta, arrays = _parse_payload(payload)
-    return record_fp, meta, arrays
-
-
-def _parse_payload(payload: bytes) -> tuple[dict, list[np.ndarray]]:
     try:
-        (meta_length,) = _LEN32.unpack_from(payload, 0)
-        doc = json.loads(payload[_LEN32.size: _LEN32.size + meta_length].decode())
-        meta, specs = doc["meta"], doc["arrays"]
-        if not isinstance(meta, dict):
-            raise SerializationError(f"record meta is a JSON {type(meta).__name__}, not an object: corrupted or "
-                                     f"crafted bytes")
-        offset = _LEN32.size + meta_length
-        arrays = []
-        for code, shape in specs:
-            dtype = _DTYPES[code]
-            count = int(np.prod(shape, dtype=np.int64))
-            if count < 0 or any(int(d) < 0 for d in shape):
-                raise ValueError(f"negative shape {shape}")
-            end = offset + count * dtype.itemsize
-            if end > len(payload):
-                raise ValueError(f"array of shape {shape} runs past the payload end")
-            arrays.append(np.frombuffer(payload, dtype=dtype, count=count, offset=offset).reshape(shape))
-            offset = end
-        if offset != len(payload):
-            raise ValueError(f"{len(payload) - offset} unexpected bytes after the last array")
-    except SerializationError:
-        raise
-    except Exception as exc:  # malformed JSON, missing fields, wrong types: all the same to the caller
-        raise SerializationError(f"malformed payload: {exc}") from None
-    return meta, arrays
+        return hezk_record.pack(_FULL[kind], meta, arrays, fingerprint)
+    except RecordError as error:
+        raise SerializationError(str(error)) from None
+
+
+def unpack(blob, kind, fingerprint: bytes | None = None) -> tuple[bytes, dict, list[np.ndarray]]:
+    """Parse a record made by :func:`pack` of ``kind`` (a name or a tuple of names): (fingerprint, meta, arrays).
+
+    Checks magic, version, every length, the checksum and the kind (SerializationError, naming the record's
+    kind and the expected one), then, when ``fingerprint`` is given, that the record was made under those
+    parameters (ContextMismatchError).
+    """
+    kinds = (kind,) if isinstance(kind, str) else tuple(kind)
+    try:
+        record = hezk_record.unpack(blob, tuple(_FULL[k] for k in kinds))
+    except RecordError as error:
+        raise SerializationError(str(error)) from None
+    if fingerprint is not None and record.fingerprint != fingerprint:
+        raise ContextMismatchError(f"{_SHORT[record.kind]} was made under parameters with fingerprint "
+                                   f"{record.fingerprint.hex()[:16]}…, this context has {fingerprint.hex()[:16]}…")
+    return record.fingerprint, record.meta, record.arrays
 
 
 def field(meta: dict, name: str, kind: type):
     """meta[name] checked to be of ``kind``; SerializationError otherwise."""
-    value = meta.get(name) if isinstance(meta, dict) else None
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise SerializationError(f"field {name!r}={value!r} is missing or not a {kind.__name__}")
-    return value
+    try:
+        return hezk_record.field(meta, name, kind)
+    except RecordError as error:
+        raise SerializationError(str(error)) from None
 
 
 def peek_kind(blob) -> str:
-    """The kind of a record, after checking only its magic and version."""
-    if not isinstance(blob, (bytes, bytearray, memoryview)) or len(blob) < _HEAD.size:
-        raise SerializationError("not a hezk record: too short or not bytes")
-    magic, version, kind_code, _ = _HEAD.unpack_from(bytes(blob[: _HEAD.size]), 0)
-    if magic != MAGIC:
-        raise SerializationError(f"magic={magic!r} is not a hezk record (expected {MAGIC!r})")
-    if kind_code not in _KIND_NAMES:
-        raise SerializationError(f"unknown record kind {kind_code}")
-    return _KIND_NAMES[kind_code]
+    """The kind of a record (crypto's short name, or the container's full name for another package's record),
+    after checking only its magic, version and kind code."""
+    try:
+        kind = hezk_record.peek_kind(blob)
+    except RecordError as error:
+        raise SerializationError(str(error)) from None
+    return _SHORT.get(kind, kind)
 
 
 # -- checks shared by the scheme's records -----------------------------------------------------------

@@ -1,5 +1,6 @@
 """Layering (DESIGN.md rule 11): no import cycles among crypto.*, tensor_ops.* and proofs.* modules, and the engines
-stay apart (crypto never imports tensor_ops or proofs; proofs never imports crypto or tensor_ops).
+stay apart (crypto never imports tensor_ops or proofs; proofs never imports crypto or tensor_ops; the record
+container hezk_record, which both use, imports none of them).
 
 The checker reads the sources (``import`` and ``from ... import`` statements anywhere, those inside functions
 included: a lazy import is still an import) and finds strongly connected components of the module graph.
@@ -10,7 +11,7 @@ import pathlib
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-PACKAGES = ("crypto", "tensor_ops", "proofs")
+PACKAGES = ("crypto", "tensor_ops", "proofs", "hezk_record")
 
 
 def module_files(root: pathlib.Path, packages) -> dict[str, pathlib.Path]:
@@ -156,7 +157,8 @@ def test_no_import_cycle(graph, package):
 
 
 @pytest.mark.parametrize("engine, forbidden", [("crypto", ("tensor_ops", "proofs")),
-                                               ("proofs", ("crypto", "tensor_ops"))])
+                                               ("proofs", ("crypto", "tensor_ops")),
+                                               ("hezk_record", ("crypto", "tensor_ops", "proofs"))])
 def test_engines_do_not_import_upward(graph, engine, forbidden):
     assert any(_top(m) == engine for m in graph)
     wrong = upward_imports(graph, engine, forbidden)
