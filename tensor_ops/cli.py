@@ -59,11 +59,8 @@ def _progress(args, label: str):
 
 
 def _plan(args):
-    model = _load(args)
-    plan = model.plan(_shape(args))
+    plan = _load(args).plan(_shape(args))
     print(plan.explain())
-    if model.digest is not None:
-        print(f"  model digest (sha256 of the model description): {model.digest.hex()}")
     if args.out:
         pathlib.Path(args.out).write_text(json.dumps(plan.to_dict()))
         print(f"plan written to {args.out}")

@@ -388,7 +388,7 @@ class Client:
         vectors = pack_samples(batch, shape, block, self.params.slots)
         cts = [self._context.encrypt(v, level=level) for v in vectors]
         header = {"key_id": self.key_id.hex(), "samples": len(batch), "single": single,
-                  "sample_shape": list(shape), "block": block}
+                  "sample_shape": list(shape), "block": block, "model": self.plan.model if self.plan else None}
         return pack_message("request", header, cts)
 
     def decrypt(self, reply) -> np.ndarray:
@@ -396,6 +396,11 @@ class Client:
         header, blobs = unpack_message(reply, "reply", max_ciphertexts=1 << 20)
         _check_key(header, self.key_id)
         block, samples, output_shape = _layout(header, len(blobs), self.params.slots, "output_shape")
+        if self.plan is not None:  # the reply must be the planned model's, in the planned layout
+            _check_model(header, self.plan.model, "reply from", "this client planned for")
+            if (block, output_shape) != (self.plan.block, self.plan.output_shape):
+                raise ShapeError(f"reply layout block={block}, output_shape={output_shape} differs from the plan's "
+                                 f"block={self.plan.block}, output_shape={self.plan.output_shape}")
         vectors = [self._context.decrypt(Ciphertext.from_bytes(b, self._context)) for b in blobs]
         out = unpack_samples(vectors, samples, output_shape, block, self.params.slots)
         return out[0] if header.get("single") else out
@@ -417,6 +422,16 @@ def _layout(header, n_ciphertexts, slots, shape_key):
     return block, samples, tuple(shape)
 
 
+def _check_model(header, model, said: str, have: str):
+    """A message made for another model than ``model`` (hex digests; None on either side: not checked)."""
+    other = header.get("model")
+    if other is not None and not isinstance(other, str):
+        raise SerializationError(f"header model={other!r:.80} must be a hex digest or null")
+    if other is not None and model is not None and other != model:
+        raise ContextMismatchError(f"{said} model {other[:12]}…, {have} model {model[:12]}… (a request is "
+                                   f"answered only by the model it was planned for)")
+
+
 def _check_key(header, key_id: bytes):
     if header.get("key_id") != key_id.hex():
         raise ContextMismatchError(f"message made under key set {str(header.get('key_id'))[:12]}…, "
@@ -429,9 +444,10 @@ class Server:
     ``encoded``: a dict shared by the servers of one model (the encoded weights depend on the parameters
     only, not on the keys). A full context handed over by mistake is stripped of its secret key. Refuses a
     context whose Galois keys cannot make the plan's rotations or that has too few levels; refuses requests
-    under another key, below the model's level, of another sample shape or too large. Inputs above the
-    model's level are dropped to it. A model that does not know its input shape and no ``input_shape``:
-    ``plan`` is None and each request is planned for its sample shape (the checks then happen per request).
+    under another key or made for another model (its ``identity``), below the model's level, of another
+    sample shape or too large. Inputs above the model's level are dropped to it. A model that does not know
+    its input shape and no ``input_shape``: ``plan`` is None and each request is planned for its sample shape
+    (the checks then happen per request).
     """
 
     def __init__(self, model: Sequential, public_context, *, input_shape=None,
@@ -453,6 +469,7 @@ class Server:
         self.context = context
         self.max_ciphertexts = int(max_ciphertexts)
         self._model = model
+        self.model_id = model.identity().hex()  # requests made for another model are refused (409)
         self._encoded = {} if encoded is None else encoded
         self._by_shape = {}  # sample shape -> (plan, {block: EncryptedModel})
         self._input_shape = input_shape if input_shape is not None else model.input_shape
@@ -500,6 +517,7 @@ class Server:
                                      f"the bytes of Client.encrypt (the file 'encrypt --out' wrote)")
         header, blobs = unpack_message(request, "request", self.max_ciphertexts)
         _check_key(header, self.key_id)
+        _check_model(header, self.model_id, "request made for", "this server runs")
         block, samples, shape = _layout(header, len(blobs), self.context.params.slots, "sample_shape")
         model_shape, unbatched = self._model_shape(shape, samples)
         single = bool(header.get("single")) or unbatched
@@ -523,7 +541,7 @@ class Server:
                 report(first + index + 1, total, label)
             outputs.append(by_block[block].forward(ct, None if report is None else on_stage))
         reply = {"key_id": self.key_id.hex(), "samples": samples, "single": single,
-                 "block": block, "output_shape": list(plan.output_shape)}
+                 "block": block, "output_shape": list(plan.output_shape), "model": self.model_id}
         return pack_message("reply", reply, outputs)
 
     __call__ = infer = evaluate

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -200,6 +201,7 @@ class ModelPlan:
     stages: tuple[StagePlan, ...]
     layers: tuple[LayerLowering, ...] = ()
     costs: CostModel | None = field(default=None, compare=False, repr=False)  # measured times (``calibrated``)
+    model: str | None = None  # the model's identity: hex sha256 digest (``Sequential.identity``), carried by requests
 
     @property
     def depth(self) -> int:
@@ -317,6 +319,8 @@ class ModelPlan:
             else:
                 lines.append(f"  stage {i}: polynomial activation, {stage.ct_ct_multiplications} ct x ct "
                              f"multiplications, depth {stage.depth}")
+        if self.model is not None:
+            lines.append(f"  model digest (sha256 of the model, carried by requests and replies): {self.model}")
         lines.append(f"  depth {self.depth}, {len(self.rotations)} rotation keys "
                      f"(~{self.galois_key_bytes / 2**20:.1f} MiB), relinearization key: {self.needs_relinearization}")
         source = ("per-operation times measured on this machine" if self.costs is not None else
@@ -335,7 +339,7 @@ class ModelPlan:
                 "output_shape": list(self.output_shape), "block": self.block,
                 "stages": [dict(vars(stage), baby=list(stage.baby), giant=list(stage.giant)) for stage in self.stages],
                 "layers": [dict(vars(layer), input_shape=list(layer.input_shape), output_shape=list(layer.output_shape))
-                           for layer in self.layers]}
+                           for layer in self.layers], "model": self.model}
 
     @classmethod
     def from_dict(cls, data: dict) -> "ModelPlan":
@@ -344,8 +348,11 @@ class ModelPlan:
             layers = tuple(LayerLowering(**dict(layer, input_shape=tuple(layer["input_shape"]),
                                                 output_shape=tuple(layer["output_shape"])))
                            for layer in data.get("layers", ()))
+            model = data.get("model")
+            if model is not None and not (isinstance(model, str) and re.fullmatch(r"[0-9a-f]{64}", model)):
+                raise ParameterError(f"model plan: model={model!r:.80} must be a hex sha256 digest or null")
             return cls(CKKSParameters.from_dict(data["params"]), tuple(data["input_shape"]),
-                       tuple(data["output_shape"]), int(data["block"]), stages, layers)
+                       tuple(data["output_shape"]), int(data["block"]), stages, layers, model=model)
         except (KeyError, TypeError, ValueError) as error:
             if isinstance(error, ParameterError):
                 raise
@@ -365,7 +372,7 @@ class ModelPlan:
         if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or block & (block - 1) \
                 or not self.block <= block <= self.params.slots:
             raise ShapeError(f"block={block!r} must be a power of two in [{self.block}, slots={self.params.slots}]")
-        return ModelPlan(self.params, self.input_shape, self.output_shape, int(block), self.stages, self.layers)
+        return replace(self, block=int(block))
 
     def ciphertexts_for(self, count: int) -> int:
         return -(-int(count) // self.batch)

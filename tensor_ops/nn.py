@@ -15,6 +15,7 @@ result is compared with). It runs encrypted two ways:
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import struct
@@ -583,6 +584,20 @@ class Sequential:
         smallest secure parameters for the model's depth."""
         return _plan_model(self, self._resolve(input_shape), params)
 
+    def identity(self) -> bytes:
+        """The model's sha256 identity: the digest of the description it was read from (``hezk_model``), else
+        of its layers (kinds, settings, weights) and input shape. Plans, requests and replies carry it."""
+        if self.digest is not None:
+            return self.digest
+        hasher = hashlib.sha256(json.dumps({"input_shape": self._input_shape, "layers": [
+            {"kind": layer.kind, "config": layer.config()} for layer in self._layers]}, sort_keys=True).encode())
+        for i, layer in enumerate(self._layers):
+            for name, value in sorted(layer.arrays().items()):
+                array = np.ascontiguousarray(value, dtype="<f8")
+                hasher.update(f"layer{i}.{name}:{array.shape}".encode())
+                hasher.update(array.tobytes())
+        return hasher.digest()
+
     def __repr__(self):
         inner = ", ".join(layer.kind for layer in self._layers)
         return f"Sequential([{inner}], input_shape={self._input_shape})"
@@ -766,4 +781,5 @@ def _plan_model(model, input_shape, params):
     if params.max_level < depth:
         raise ParameterError(f"the model needs depth={depth} levels but the parameters have max_level={params.max_level}")
     layers = lower_layers(model.layers, input_shape, stage_of_layer, params)
-    return ModelPlan(params, tuple(input_shape), tuple(model.output_shape(input_shape)), block, tuple(plans), layers)
+    return ModelPlan(params, tuple(input_shape), tuple(model.output_shape(input_shape)), block, tuple(plans), layers,
+                     model=model.identity().hex())

@@ -107,7 +107,8 @@ def create_app(model: Sequential, *, input_shape=None, max_context_bytes: int = 
             evicted, _ = servers.popitem(last=False)
             logger.info("evicted context %s, the least recently used (max_contexts=%d)", evicted[:16], max_contexts)
         return {"context_id": context_id, "rotation_keys": len(server.context.rotation_steps),
-                "bytes": len(blob), "depth": int(server.plan.depth), "batch": server.plan.batch}
+                "bytes": len(blob), "depth": int(server.plan.depth), "batch": server.plan.batch,
+                "model": server.model_id}
 
     @app.post("/infer/{context_id}")
     async def infer(context_id: str, request: Request):

@@ -1,0 +1,102 @@
+"""Issue 12 item 6, model identity: the plan, the registered context, the request and the reply carry the
+model's digest; a server refuses a request made for another model (ContextMismatchError: HTTP 409, CLI exit
+2) and a client checks the reply's model, shape and layout against its plan."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import onnx
+import pytest
+
+from crypto.errors import ContextMismatchError, ParameterError, ShapeError
+from tensor_ops import cli as tensor_cli
+from tensor_ops.inference import Client, Server, pack_message, unpack_message
+from tensor_ops.model_plan import ModelPlan
+from tensor_ops.nn import Linear, Sequential, Square
+from tests.model.onnx_models import mlp
+
+
+def two_models():
+    """Two MLPs of the same shapes (the old server evaluated either's requests without complaint)."""
+    rng = np.random.default_rng(0)
+    make = lambda: Sequential([Linear(rng.normal(0, .5, (4, 6)), rng.normal(0, .5, 4)), Square(),  # noqa: E731
+                               Linear(rng.normal(0, .5, (3, 4)))], input_shape=(6,))
+    return make(), make()
+
+
+def test_plans_carry_the_models_identity_and_keep_it_as_json():
+    one, two = two_models()
+    plan = one.plan(params="TOY")
+    assert plan.model == one.identity().hex() != two.identity().hex()
+    assert ModelPlan.from_dict(plan.to_dict()).model == plan.model
+    assert plan.with_block(plan.block * 2).model == plan.model
+    assert "model digest" in plan.explain()
+    with pytest.raises(ParameterError, match="model="):
+        ModelPlan.from_dict({**plan.to_dict(), "model": "not a digest"})
+
+
+def test_a_model_read_from_onnx_is_identified_by_its_descriptions_digest(tmp_path):
+    import hezk_model
+
+    onnx.save(mlp((6, 4, 3)), tmp_path / "m.onnx")
+    assert Sequential.load(tmp_path / "m.onnx").identity() == hezk_model.load(tmp_path / "m.onnx").digest()
+
+
+def test_a_server_refuses_a_request_made_for_another_model():
+    one, two = two_models()
+    client = Client(model=one, params="TOY", seed=1)
+    request = client.encrypt(np.zeros((2, 6)))
+    with pytest.raises(ContextMismatchError, match="request made for model"):
+        Server(two, client.public_context()).evaluate(request)
+    reply = Server(one, client.public_context()).evaluate(request)
+    assert client.decrypt(reply).shape == (2, 3)
+
+
+def test_a_client_checks_the_replys_model_shape_and_layout():
+    one, _ = two_models()
+    client = Client(model=one, params="TOY", seed=2)
+    reply = Server(one, client.public_context()).evaluate(client.encrypt(np.zeros((2, 6))))
+    header, blobs = unpack_message(reply, "reply")
+    for change, error, words in (({"model": "ab" * 32}, ContextMismatchError, "reply from model"),
+                                 ({"output_shape": [1]}, ShapeError, "output_shape"),
+                                 ({"block": header["block"] * 2}, ShapeError, "block")):
+        forged = pack_message("reply", {**header, **change}, [SimpleNamespace(to_bytes=lambda b=b: bytes(b))
+                                                               for b in blobs])
+        with pytest.raises(error, match=words):
+            client.decrypt(forged)
+
+
+def test_cli_infer_with_another_models_request_exits_2(tmp_path, capsys):
+    one, two = two_models()
+    one.save(tmp_path / "one.npz")
+    two.save(tmp_path / "two.npz")
+    np.save(tmp_path / "x.npy", np.zeros((1, 6)))
+    keys = ["--client", str(tmp_path / "c.key"), "--context", str(tmp_path / "ctx.bin")]
+    assert tensor_cli.main(["keygen", "--model", str(tmp_path / "one.npz"), *keys]) == 0
+    assert tensor_cli.main(["encrypt", "--client", str(tmp_path / "c.key"), "--input", str(tmp_path / "x.npy"),
+                            "--out", str(tmp_path / "req.bin")]) == 0
+    capsys.readouterr()
+    assert tensor_cli.main(["infer", "--model", str(tmp_path / "two.npz"), "--context", str(tmp_path / "ctx.bin"),
+                            "--request", str(tmp_path / "req.bin"), "--out", str(tmp_path / "reply.bin")]) == 2
+    assert "request made for model" in capsys.readouterr().err
+    assert not (tmp_path / "reply.bin").exists()
+
+
+def test_http_answers_409_to_a_request_made_for_another_model():
+    pytest.importorskip("fastapi")
+    pytest.importorskip("httpx")
+    from fastapi.testclient import TestClient
+
+    from tensor_ops.serve import create_app
+
+    one, two = two_models()
+    client = Client(model=one, params="TOY", seed=3)
+    with TestClient(create_app(two, input_shape=(6,))) as http:
+        registered = http.post("/contexts", content=client.public_context(),
+                               headers={"content-type": "application/octet-stream"})
+        assert registered.status_code == 201, registered.text
+        assert registered.json()["model"] == two.identity().hex()
+        response = http.post("/infer/" + registered.json()["context_id"], content=client.encrypt(np.zeros(6)),
+                             headers={"content-type": "application/octet-stream"})
+        assert response.status_code == 409 and "request made for model" in response.json()["detail"]
