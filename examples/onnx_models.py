@@ -55,8 +55,13 @@ def torch_export(layers, activation, path) -> bool:
         modules.append(linear)
         if i < len(layers) - 1:
             modules.append(Square() if activation == "square" else torch.nn.ReLU())
-    torch.onnx.export(torch.nn.Sequential(*modules).eval(), torch.zeros(1, SIZES[0]), str(path), input_names=["x"],
-                      output_names=["y"], dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, opset_version=17)
+    arguments = dict(input_names=["x"], output_names=["y"], dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}},
+                     opset_version=17)
+    net, sample = torch.nn.Sequential(*modules).eval(), torch.zeros(1, SIZES[0])
+    try:  # the TorchScript exporter (torch >= 2.5 names it dynamo=False; older versions have no such option)
+        torch.onnx.export(net, sample, str(path), dynamo=False, **arguments)
+    except TypeError:
+        torch.onnx.export(net, sample, str(path), **arguments)
     return True
 
 
