@@ -10,20 +10,20 @@
 rotations for the affine stages, the activation schedule on ciphertexts), composing any rotation the
 context has no key for from the keys it has.
 
-Messages (requests and replies) are ``MAGIC | u32 header length | JSON header | (u64 length | ciphertext
-bytes) * n``; the header states the key set, the number of samples and ciphertexts, the sample (or output)
-shape and the slots per sample, and every length and field is checked before it is used.
+Requests, replies and the saved client are records of the one hezk container (:mod:`hezk_record`, kinds
+``tensor_ops.Request`` / ``Reply`` / ``Client``): a request or reply's meta is its header (the key set, the
+number of samples and ciphertexts, the sample (or output) shape and the slots per sample), its arrays the
+ciphertexts' own records; every length, the checksum, the kind and every field are checked before use.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
-import struct
 
 import numpy as np
 
-from crypto import serialize
+import hezk_record
+from hezk_record import RecordError
 from crypto.context import CKKSContext, as_parameters, check_value_bound
 from crypto.errors import (ContextMismatchError, KeyMissingError, LevelError, ParameterError, SerializationError,
                            ShapeError)
@@ -32,11 +32,10 @@ from tensor_ops.model_plan import AffineStage, ModelPlan, batch_of, pack_samples
 from tensor_ops.nn import Sequential
 from tensor_ops.progress import as_progress
 
-MAGIC = b"HEZKINF1"
-_CLIENT_MAGIC = b"HEZKCLI1"
-_U32 = struct.Struct("<I")
-_U64 = struct.Struct("<Q")
-MAX_HEADER_BYTES = 1 << 16
+MAGIC = hezk_record.MAGIC  # every record's, messages included
+REQUEST_KIND, REPLY_KIND, CLIENT_KIND = "tensor_ops.Request", "tensor_ops.Reply", "tensor_ops.Client"
+_MESSAGE_KINDS = {"request": REQUEST_KIND, "reply": REPLY_KIND}
+_CONTEXT_KINDS = ("crypto.PublicContext", "crypto.FullContext")
 DEFAULT_MAX_CIPHERTEXTS = 64
 
 
@@ -184,30 +183,24 @@ class EncryptedModel:
 # Messages, client and server.
 
 def pack_message(kind: str, header: dict, ciphertexts) -> bytes:
-    """Frame ``ciphertexts`` (Ciphertext objects) with a JSON header of ``kind`` ("request" / "reply")."""
+    """One record of ``kind`` ("request" / "reply"): the header as its meta, each ciphertext's bytes an array."""
     blobs = [ct.to_bytes() for ct in ciphertexts]
-    head = json.dumps(dict(header, kind=kind, ciphertexts=len(blobs)), separators=(",", ":")).encode()
-    return b"".join([MAGIC, _U32.pack(len(head)), head] + [_U64.pack(len(b)) + b for b in blobs])
+    return hezk_record.pack(_MESSAGE_KINDS[kind], dict(header, kind=kind, ciphertexts=len(blobs)), blobs)
+
+
+def _record_kind(blob) -> str | None:
+    """The container kind of ``blob``, or None when it is no (readable) record."""
+    try:
+        return hezk_record.peek_kind(blob)
+    except RecordError:
+        return None
 
 
 def describe_bytes(blob: bytes) -> str:
     """What a file's bytes are, in words, for error messages: a saved (secret) client, a request or reply, a
     crypto record of some kind, a numpy array or archive, text, or unknown bytes."""
-    if blob.startswith(_CLIENT_MAGIC):
-        return "the SECRET client file (written by Client.save / keygen --client)"
-    if blob.startswith(MAGIC):
-        try:
-            kind = unpack_message(blob, "request")[0]["kind"]
-        except SerializationError as error:
-            kind = str(error).partition("kind=")[2].split(",")[0].strip("'") or "damaged"
-        return f"an encrypted-inference message ({kind})"
-    if blob.startswith(serialize.MAGIC):
-        try:
-            kind = serialize.peek_kind(blob)
-        except SerializationError:
-            return "a damaged or foreign hezk record"
-        return {"public_context": "a public context", "full_context": "a context holding a SECRET key",
-                "secret_key": "a SECRET key record"}.get(kind, f"a {kind.replace('_', ' ')} record")
+    if hezk_record.is_record(blob):
+        return hezk_record.describe(blob)
     if blob.startswith(b"\x93NUMPY"):
         return "a numpy .npy array"
     if blob.startswith(b"PK\x03\x04"):
@@ -230,38 +223,23 @@ def unpack_message(blob, kind: str, max_ciphertexts: int = DEFAULT_MAX_CIPHERTEX
     """(header, ciphertext blobs) of a framed message; malformed bytes raise ``SerializationError``."""
     if not isinstance(blob, (bytes, bytearray, memoryview)):
         raise SerializationError(f"message must be bytes, got {type(blob).__name__}")
-    blob = bytes(blob)
-    if len(blob) < len(MAGIC) + _U32.size or blob[:len(MAGIC)] != MAGIC:
-        raise SerializationError(f"not an encrypted-inference message (expected magic {MAGIC!r})")
-    pos = len(MAGIC)
-    (head_len,) = _U32.unpack_from(blob, pos)
-    pos += _U32.size
-    if head_len > MAX_HEADER_BYTES or pos + head_len > len(blob):
-        raise SerializationError(f"header length {head_len} exceeds the message ({len(blob)} bytes) "
-                                 f"or the limit {MAX_HEADER_BYTES}")
     try:
-        header = json.loads(blob[pos:pos + head_len].decode())
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise SerializationError("message header is not valid JSON") from None
-    pos += head_len
-    if not isinstance(header, dict) or header.get("kind") != kind:
+        record = hezk_record.unpack(blob, _MESSAGE_KINDS[kind])
+    except RecordError as error:
+        raise SerializationError(f"not a readable encrypted-inference {kind}: {error}") from None
+    header = record.meta
+    if header.get("kind") != kind:
         raise SerializationError(f"message kind={header.get('kind') if isinstance(header, dict) else None!r}, "
                                  f"expected {kind!r}")
     count = header.get("ciphertexts")
     if not _is_int(count) or not 1 <= count <= max_ciphertexts:
         raise SerializationError(f"ciphertexts={count!r} must be an integer in [1, {max_ciphertexts}]")
-    blobs = []
-    for i in range(count):
-        if pos + _U64.size > len(blob):
-            raise SerializationError(f"message truncated before ciphertext {i} of {count}")
-        (size,) = _U64.unpack_from(blob, pos)
-        pos += _U64.size
-        if pos + size > len(blob):
-            raise SerializationError(f"ciphertext {i} claims {size} bytes, only {len(blob) - pos} remain")
-        blobs.append(blob[pos:pos + size])
-        pos += size
-    if pos != len(blob):
-        raise SerializationError(f"{len(blob) - pos} trailing bytes after the last ciphertext")
+    if len(record.arrays) != count:
+        raise SerializationError(f"message header says ciphertexts={count}, the record holds {len(record.arrays)}")
+    try:
+        blobs = [hezk_record.array_bytes(record, i, f"ciphertext {i}") for i in range(count)]
+    except RecordError as error:
+        raise SerializationError(str(error)) from None
     return header, blobs
 
 
@@ -321,8 +299,8 @@ class Client:
 
     def save(self, path):
         """Write the plan and the full context, SECRET KEY INCLUDED (file mode 0600); keep it private."""
-        plan = json.dumps(self.plan.to_dict() if self.plan else None).encode()
-        blob = b"".join([_CLIENT_MAGIC, _U32.pack(len(plan)), plan, self._context.to_bytes(include_secret_key=True)])
+        blob = hezk_record.pack(CLIENT_KIND, {"plan": self.plan.to_dict() if self.plan else None},
+                                [self._context.to_bytes(include_secret_key=True)])
         with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as handle:
             handle.write(blob)
 
@@ -331,19 +309,22 @@ class Client:
         """A client written by ``save``."""
         with open(path, "rb") as handle:
             blob = handle.read()
-        if blob[:len(_CLIENT_MAGIC)] != _CLIENT_MAGIC or len(blob) < len(_CLIENT_MAGIC) + _U32.size:
+        if _record_kind(blob) != CLIENT_KIND:
             raise SerializationError(f"{path!s} is {describe_bytes(blob)}, not a saved inference client: pass the "
                                      f"secret client file written by Client.save (keygen --client)")
-        pos = len(_CLIENT_MAGIC)
-        (size,) = _U32.unpack_from(blob, pos)
         try:
-            plan = json.loads(blob[pos + _U32.size:pos + _U32.size + size].decode())
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            raise SerializationError(f"{path!s}: the saved plan is not valid JSON") from None
+            record = hezk_record.unpack(blob, CLIENT_KIND)
+            context = hezk_record.array_bytes(record, 0, "the saved context")
+        except RecordError as error:
+            raise SerializationError(f"{path!s}: damaged client file: {error}") from None
+        plan = record.meta.get("plan")
+        if plan is not None and not isinstance(plan, dict) or len(record.arrays) != 1:
+            raise SerializationError(f"{path!s}: the saved plan is not an object or null, or the file holds "
+                                     f"{len(record.arrays)} contexts (expected 1)")
         client = cls.__new__(cls)
         client.plan = None if plan is None else ModelPlan.from_dict(plan)
         client._public_bytes = None
-        client._context = CKKSContext.from_bytes(blob[pos + _U32.size + size:], backend=backend)
+        client._context = CKKSContext.from_bytes(context, backend=backend)
         client.params = client._context.params
         if not client._context.has_secret_key or (client.plan and client.params != client.plan.params):
             raise SerializationError(f"{path!s}: the saved context has no secret key or other parameters than its plan")
@@ -456,7 +437,7 @@ class Server:
             raise ParameterError(f"model must be a Sequential, got {type(model).__name__}")
         if isinstance(public_context, (bytes, bytearray, memoryview)):
             public_context = bytes(public_context)
-            if not public_context.startswith(serialize.MAGIC) or public_context.startswith((MAGIC, _CLIENT_MAGIC)):
+            if _record_kind(public_context) not in _CONTEXT_KINDS:
                 raise SerializationError(f"public_context is {describe_bytes(public_context)}, not a public context: "
                                          f"pass Client.public_context() (the file keygen --context wrote)")
             context = CKKSContext.from_bytes(public_context, backend=backend)
@@ -512,7 +493,7 @@ class Server:
     def evaluate(self, request, progress=None) -> bytes:
         """Run the model on every ciphertext of a request; returns the reply bytes. ``progress``: off by
         default; True draws a bar on stderr, a callable gets ``(done, total, label)`` after each layer stage."""
-        if isinstance(request, (bytes, bytearray, memoryview)) and bytes(request[:len(MAGIC)]) != MAGIC:
+        if isinstance(request, (bytes, bytearray, memoryview)) and _record_kind(request) != REQUEST_KIND:
             raise SerializationError(f"request is {describe_bytes(bytes(request))}, not an encrypted request: pass "
                                      f"the bytes of Client.encrypt (the file 'encrypt --out' wrote)")
         header, blobs = unpack_message(request, "request", self.max_ciphertexts)

@@ -1,12 +1,12 @@
 """Misused or damaged files give the library's own error (and exit status 2 from the command lines), never a
 traceback: .npy or text passed as a model, truncated and corrupted .npz models, the secret client file or a
 request where a public context is expected, crafted record metas and message headers (issue 16, item 3)."""
-import json
 
 import numpy as np
 import pytest
 
 import hezk_cli
+import hezk_record
 from crypto import CKKSContext, CKKSParameters
 from crypto import record
 from crypto.errors import HEError, SerializationError
@@ -15,7 +15,7 @@ from proofs import cli as proofs_cli
 from proofs.errors import ModelError
 from proofs.model import load_model, save_float_model
 from tensor_ops import cli as tensor_cli
-from tensor_ops.inference import MAGIC, Client, Server, describe_bytes
+from tensor_ops.inference import Client, Server, describe_bytes
 from tensor_ops.nn import Linear, Sequential, Square
 
 MUTANTS = 120  # per model file: half truncations, half byte flips
@@ -150,12 +150,9 @@ def test_record_meta_that_is_not_an_object(toy, meta):
 
 
 def _with_header(blob, **fields):
-    start = len(MAGIC) + 4
-    size = int.from_bytes(blob[len(MAGIC):start], "little")
-    header = json.loads(blob[start:start + size])
-    header.update(fields)
-    text = json.dumps(header).encode()
-    return MAGIC + len(text).to_bytes(4, "little") + text + blob[start + size:]
+    """The message re-packed with changed header fields (a valid record: what a crafted reply can be)."""
+    message = hezk_record.unpack(blob, hezk_record.peek_kind(blob))
+    return hezk_record.pack(message.kind, dict(message.meta, **fields), message.arrays)
 
 
 @pytest.mark.parametrize("field, value", [("samples", True), ("block", True), ("ciphertexts", True),

@@ -8,9 +8,8 @@ import sys
 import pytest
 
 EXAMPLES = sorted((pathlib.Path(__file__).resolve().parent.parent / "examples").glob("*.py"))
-# records that carry a secret key: a saved inference client, a crypto full context or secret-key record
-SECRET_MAGICS = (b"HEZKCLI1",)
-SECRET_RECORD_KINDS = (8, 9)  # crypto.serialize.KINDS["secret_key"], KINDS["full_context"]
+# records that carry a secret: a saved inference client, a crypto full context or secret-key record, a proofs
+# prover state (hezk_record.SECRET_KINDS: the container's kind byte says what a record is)
 
 
 def _files(root: pathlib.Path) -> list[pathlib.Path]:
@@ -29,9 +28,13 @@ def _is_prover_state(path: pathlib.Path) -> bool:
 
 
 def _holds_secret(path: pathlib.Path) -> bool:
-    head = path.read_bytes()[:8]
-    return (head.startswith(SECRET_MAGICS) or (head[:4] == b"HEZK" and len(head) > 6 and head[6] in SECRET_RECORD_KINDS)
-            or _is_prover_state(path))
+    import hezk_record
+
+    try:
+        kind = hezk_record.peek_kind(path.read_bytes()[:8])
+    except hezk_record.RecordError:
+        return _is_prover_state(path)
+    return kind in hezk_record.SECRET_KINDS
 
 
 @pytest.mark.parametrize("script", EXAMPLES, ids=[p.name for p in EXAMPLES])
