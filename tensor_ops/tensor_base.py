@@ -3,19 +3,18 @@ backend; properties, decryption, bytes, free layout changes (transpose, indexing
 executes a Plan on such tensors. ``tensor_ops.tensor.CipherTensor`` adds the operations lowered to plans."""
 from __future__ import annotations
 
-import json
-import struct
 from dataclasses import replace
 
 import numpy as np
 
+import hezk_record
 from crypto.errors import ContextMismatchError, SerializationError, ShapeError
 from crypto.rlwe import Ciphertext
 
 from .backends import CKKSBackend, PlainBackend
 from .layout import SlotLayout, Tile
 
-_MAGIC = b"hezk/CipherTensor/v1\0"
+RECORD_KIND = "tensor_ops.CipherTensor"
 
 
 def backend_of(ctx):
@@ -105,41 +104,32 @@ class CipherTensorBase:
 
     # ------------------------------------------------------------------ bytes
     def to_bytes(self) -> bytes:
-        """Versioned bytes: the layout (JSON) and each ciphertext's own bytes (CKKS backend only)."""
+        """A ``tensor_ops.CipherTensor`` record (:mod:`hezk_record`): the layout as its meta, each ciphertext's
+        own record as an array (CKKS backend only)."""
         if not isinstance(self._backend, CKKSBackend):
             raise SerializationError("only CipherTensors of a CKKS context have a byte form")
         lay = self._layout
-        header = json.dumps({"shape": lay.shape, "strides": lay.strides, "slots": lay.slots,
-                             "tiles": [[t.ct, t.start, t.size, t.offset] for t in lay.tiles],
-                             "replicas": lay.replicas, "clean": lay.clean}).encode()
-        parts = [header] + [c.to_bytes() for c in self._cts]
-        return _MAGIC + struct.pack("<I", len(parts)) + b"".join(struct.pack("<Q", len(p)) + p for p in parts)
+        header = {"shape": list(lay.shape), "strides": list(lay.strides), "slots": lay.slots,
+                  "tiles": [[t.ct, list(t.start), list(t.size), t.offset] for t in lay.tiles],
+                  "replicas": [list(r) for r in lay.replicas], "clean": lay.clean}
+        return hezk_record.pack(RECORD_KIND, header, [c.to_bytes() for c in self._cts])
 
     @classmethod
     def from_bytes(cls, blob, ctx) -> "CipherTensorBase":
         """A CipherTensor from ``to_bytes`` output, for ``ctx`` (a public context is enough)."""
-        blob = bytes(blob)
-        if not blob.startswith(_MAGIC) or len(blob) < len(_MAGIC) + 4:
-            raise SerializationError("not CipherTensor bytes (bad magic or version)")
-        (count,), pos, parts = struct.unpack_from("<I", blob, len(_MAGIC)), len(_MAGIC) + 4, []
-        for _ in range(count):
-            if pos + 8 > len(blob):
-                raise SerializationError("CipherTensor bytes are truncated")
-            (size,) = struct.unpack_from("<Q", blob, pos)
-            parts.append(blob[pos + 8:pos + 8 + size])
-            pos += 8 + size
-            if pos > len(blob):
-                raise SerializationError("CipherTensor bytes are truncated")
-        if pos != len(blob) or count < 1:
-            raise SerializationError(f"CipherTensor bytes have {len(blob) - pos} trailing bytes or no header")
         try:
-            head = json.loads(parts[0])
+            record = hezk_record.unpack(blob, RECORD_KIND)
+            parts = [hezk_record.array_bytes(record, i, f"ciphertext {i}") for i in range(len(record.arrays))]
+        except hezk_record.RecordError as error:
+            raise SerializationError(f"not readable CipherTensor bytes: {error}") from None
+        try:
+            head = record.meta
             layout = SlotLayout(tuple(head["shape"]), tuple(head["strides"]), int(head["slots"]),
                                 tuple(Tile(int(c), tuple(st), tuple(sz), int(off)) for c, st, sz, off in head["tiles"]),
                                 tuple(tuple(r) for r in head["replicas"]), bool(head["clean"]))
         except (ValueError, KeyError, TypeError) as exc:
             raise SerializationError(f"CipherTensor layout header is malformed: {exc}") from None
-        return cls([Ciphertext.from_bytes(p, ctx) for p in parts[1:]], layout, backend_of(ctx))
+        return cls([Ciphertext.from_bytes(p, ctx) for p in parts], layout, backend_of(ctx))
 
     # ------------------------------------------------------------------ free layout changes
     def transpose(self, *axes) -> "CipherTensorBase":
