@@ -45,6 +45,8 @@ def main():
         back = Ciphertext.from_bytes(ct.to_bytes(), client)
         stats = precision_stats(expected, client.decrypt(back))
         print(f"  {name:32s} level {ct.level}  {stats}")
+        error = np.max(np.abs(client.decrypt(back) - expected))  # the scale 2^log_scale less 16 bits of noise
+        assert error <= 2.0 ** -(params.log_scale - 16) * max(1.0, np.max(np.abs(expected))), (name, error)
 
 
 if __name__ == "__main__":

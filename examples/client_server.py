@@ -41,6 +41,7 @@ def on_disk(model_path, x, expected):
         "--out", files["reply.bin"])                                           # server side, no secret key
     run("decrypt", "--client", files["client.key"], "--reply", files["reply.bin"], "--out", files["y.npy"])
     y = np.load(files["y.npy"])
+    assert np.max(np.abs(y - expected)) <= 2.0 ** -14 * max(1.0, np.max(np.abs(expected)))  # scale 2^30, 16 bits noise
     print(f"on disk: max |decrypted - plaintext model| = {np.max(np.abs(y - expected)):.2e}, "
           f"predictions agree on {100 * np.mean(y.argmax(1) == expected.argmax(1)):.1f}%")
 
@@ -75,6 +76,7 @@ def over_http(model_path, x, expected):
         print(f"registered a public context of {len(client.public_context()) / 2**20:.1f} MiB as {context_id[:12]}…")
         t0 = time.perf_counter()
         y = remote_infer(url, client, x, context_id)              # POST /infer/<id>: ciphertexts both ways
+        assert np.max(np.abs(y - expected)) <= 2.0 ** -14 * max(1.0, np.max(np.abs(expected)))
         print(f"over HTTP: {len(x)} images in {time.perf_counter() - t0:.2f} s; max |decrypted - plaintext| "
               f"= {np.max(np.abs(y - expected)):.2e}, predictions agree on "
               f"{100 * np.mean(y.argmax(1) == expected.argmax(1)):.1f}%")

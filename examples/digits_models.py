@@ -115,6 +115,8 @@ def report_agreement(encrypted, plain, labels):
           f"{np.mean(encrypted.argmax(1) == labels):.3f}")
     if agree < 0.99:
         raise SystemExit(f"agreement {agree:.3f} is below 99%")
+    error = np.max(np.abs(encrypted - plain))  # scale 2^30 less 16 bits of noise, relative to the outputs
+    assert error <= 2.0 ** -14 * max(1.0, np.max(np.abs(plain))), f"output error {error:.2e}"
 
 
 def main():

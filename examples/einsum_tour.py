@@ -46,6 +46,7 @@ def main():
         print(plan.explain(max_steps=12))
         simulated = tensor_ops.PlainBackend(params).run(plan, *arrays)
         print(f"plain backend (no keys) matches numpy: {np.allclose(simulated, np.einsum(expr, *arrays))}")
+        np.testing.assert_allclose(simulated, np.einsum(expr, *arrays), rtol=1e-12, atol=1e-12)
         jobs.append((name, expr, arrays, enc, plan))
 
     rotations = sorted({k for *_, plan in jobs for k in plan.rotations()})

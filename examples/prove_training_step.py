@@ -38,6 +38,15 @@ def numpy_step(weights, x, y, spec):
     return new
 
 
+def numpy_forward(weights, x, spec):
+    """The integer forward pass with numpy alone: z_i = round(a_i W_i^T / 2^shift), a_(i+1) = ReLU(z_i)."""
+    a = x
+    for i, w in enumerate(weights):
+        z = (a @ w.T + (1 << spec.shift >> 1)) >> spec.shift if spec.shift else a @ w.T
+        a = np.maximum(z, 0)
+    return z
+
+
 def main():
     quick = os.environ.get("HEZK_QUICK") == "1"
     sizes, batch = ((16, 8, 4), 8) if quick else ((64, 32, 10), 16)
@@ -84,6 +93,7 @@ def main():
     output = S.forward_output(forward)
     proof = S.prove_forward(forward, committed, zk=True)
     S.verify_forward(spec, committed, output, proof)
+    assert np.array_equal(output, numpy_forward(weights, x, spec)), "the proven output is the numpy forward pass"
     print(f"inference proof (weights and input hidden, output public): {proof.num_bytes / 1024:.0f} KiB, verified")
 
 

@@ -1,4 +1,4 @@
-"""The three packages import without side effects and keep their layering."""
+"""The packages import without side effects and keep their layering."""
 import ast
 import pathlib
 
@@ -69,16 +69,26 @@ def test_galois_only_in_the_test_and_bench_extras():
 
 
 IMPORT_CHECK = """
-import os, sys, threading
+import logging, os, sys, threading, warnings
+import numpy as np
 before = set(os.listdir("."))
-import crypto, tensor_ops, proofs
+environ, rng = dict(os.environ), np.random.get_state()[1].copy()
+printing, errors, filters = np.get_printoptions(), np.geterr(), list(warnings.filters)
+root = (logging.getLogger().level, list(logging.getLogger().handlers))
+import crypto, tensor_ops, proofs, hezk_cli
 assert threading.active_count() == 1, [t.name for t in threading.enumerate()]
 assert set(os.listdir(".")) == before, sorted(set(os.listdir(".")) - before)
+assert dict(os.environ) == environ, "environment changed"
+assert np.array_equal(np.random.get_state()[1], rng), "numpy's global random state used"
+assert np.get_printoptions() == printing and np.geterr() == errors, "numpy options changed"
+assert list(warnings.filters) == filters, "warning filters changed"
+assert (logging.getLogger().level, list(logging.getLogger().handlers)) == root, "root logger configured"
 """
 
 
 def test_importing_the_packages_has_no_side_effects(tmp_path):
-    """Importing crypto, tensor_ops and proofs prints nothing, starts no thread and creates no file."""
+    """Importing crypto, tensor_ops, proofs and hezk_cli prints nothing, starts no thread, creates no file, and
+    leaves the environment, numpy's global state, the warning filters and the root logger as they were."""
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", HOME=str(tmp_path / "home"))
     (tmp_path / "home").mkdir()
     result = subprocess.run([sys.executable, "-c", IMPORT_CHECK], cwd=tmp_path, env=env, capture_output=True,

@@ -152,3 +152,26 @@ def test_backend_per_call_is_bit_identical(ring):
     for name in ("numpy", "numba", "cross"):
         assert np.array_equal(ring.ntt(a.data, IDX, backend=name), a.to_ntt().data)
         assert np.array_equal(ring.intt(ring.ntt(a.data, IDX, backend=name), IDX, backend=name), a.data)
+
+
+# -- issue 19: the overshoot branch of the key switch's lazy modular product ------------------------------------
+@pytest.mark.parametrize("bits", [30, 31])
+def test_mulmod_lazy_overshoot_matches_big_integers(bits):
+    """x*y = k q - s for small s with x*y > 2^53: float64 rounds p up past k q, the quotient estimate is k, r = p - k q
+    wraps below zero, and min(r, r + q) must give q - s. Checked against Python integers; the wrapping branch
+    is hit (asserted: each s gets a (x, y) pair that overshoots)."""
+    from crypto.keyswitch import _mulmod_lazy
+
+    q = find_ntt_primes(bits, 1, 1 << 10)[0]
+    rng = np.random.default_rng(bits)
+    overshoots = 0
+    for s in range(1, 33):
+        for _ in range(400):
+            y = int(rng.integers(q // 2, q))
+            x = (-s * pow(y, -1, q)) % q
+            got = int(_mulmod_lazy(np.uint64(x), np.uint64(y), np.uint64(q), 1.0 / q))
+            assert got < 2 * q and got % q == (x * y) % q == q - s
+            if int(np.uint64(float(x * y) * (1.0 / q))) * q > x * y:  # the estimate overshot
+                overshoots += 1
+                break
+    assert overshoots == 32

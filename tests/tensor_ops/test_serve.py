@@ -13,6 +13,8 @@ from tensor_ops.inference import Client, pack_message
 from tensor_ops.nn import Linear, Sequential, Square
 from tensor_ops.serve import RemoteError, create_app, fetch_plan, register_context, remote_infer
 
+from .test_inference import assert_precise
+
 uvicorn = pytest.importorskip("uvicorn")
 TIMEOUT = 60.0
 MAX_REQUEST = 1 << 20
@@ -78,7 +80,7 @@ def test_health_and_plan(url, model):
 
 def test_remote_inference_equals_plaintext(url, client, context_id, model):
     x = np.random.default_rng(1).uniform(-1, 1, (10, 6))
-    np.testing.assert_allclose(remote_infer(url, client, x, context_id), model.forward(x), atol=1e-2)
+    assert_precise(remote_infer(url, client, x, context_id), model.forward(x), client.plan.params)
 
 
 def test_errors_are_4xx_with_a_message_and_the_server_keeps_serving(url, client, context_id, model):
@@ -91,7 +93,7 @@ def test_errors_are_4xx_with_a_message_and_the_server_keeps_serving(url, client,
     assert _post(url, "/infer/" + context_id, b"").status_code == 400
     assert _post(url, "/contexts", b"not a context").status_code == 400
     x = np.full(6, 0.25)
-    np.testing.assert_allclose(remote_infer(url, client, x, context_id), model.forward(x), atol=1e-2)
+    assert_precise(remote_infer(url, client, x, context_id), model.forward(x), client.plan.params)
 
 
 def test_context_mismatch_is_409(url, client, context_id, model):
@@ -143,7 +145,7 @@ def test_contexts_are_evicted_least_recently_used_and_logged(model, caplog):
     with _running(app) as address, caplog.at_level(logging.INFO, logger="tensor_ops.serve"):
         ids = [register_context(address, client) for client in clients[:2]]
         reply = _post(address, f"/infer/{ids[0]}", clients[0].encrypt(x))  # A is now the most recent
-        np.testing.assert_allclose(clients[0].decrypt(reply.content), model.forward(x), atol=1e-2)
+        assert_precise(clients[0].decrypt(reply.content), model.forward(x), plan.params)
         ids.append(register_context(address, clients[2]))
         assert httpx.get(address + "/health", timeout=TIMEOUT).json()["contexts"] == 2
         assert _post(address, f"/infer/{ids[0]}", clients[0].encrypt(x)).status_code == 200
