@@ -17,6 +17,7 @@ from .errors import MissingInputShape, ModelFileError, UnsupportedOperator
 from .graph import Activation, Add, Affine, Contraction, Graph, Patches, Reshape, Transpose, constant
 
 MIN_OPSET = 13
+_SHAPE_OPS = ("Gather", "Unsqueeze", "Squeeze", "Concat", "Cast", "Identity")
 _LETTERS = "acdefghijklmnopqrstuvwxyz"  # never 'b', the batch axis
 
 
@@ -49,6 +50,7 @@ class _Reader:
     def __init__(self, graph, numpy_helper, input_shape):
         self.source, self.helper = graph, numpy_helper
         self.const = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+        self.batch_mask: dict[str, np.ndarray] = {}  # constants from Shape: where they hold the batch size
         self.nodes: list = []
         self.producer: dict[str, int] = {}
         self.alias: dict[str, str] = {}
@@ -123,6 +125,10 @@ class _Reader:
             handler = getattr(self, f"op_{node.op_type}", None)
             if node.domain not in ("", "ai.onnx") or handler is None:
                 raise UnsupportedOperator(node.op_type, name)
+            marked = [t for t in node.input if t in self.batch_mask and np.any(self.batch_mask[t])]
+            if marked and node.op_type not in _SHAPE_OPS and not (node.op_type == "Reshape" and marked == [node.input[1]]):
+                raise UnsupportedOperator(node.op_type, name, f"computes with the batch size (from Shape), which is "
+                                                              f"unknown when the model is read")
             if node.op_type != "Constant":
                 for tensor in node.input:
                     if tensor and not self.is_const(tensor) and self.name(tensor) not in self.shapes:
@@ -145,22 +151,86 @@ class _Reader:
 
     # -- operators ----------------------------------------------------------------------------------------
     def op_Constant(self, node, name, attrs):
-        if "value" not in attrs:
-            raise UnsupportedOperator("Constant", name, f"only the 'value' attribute is supported, got {sorted(attrs)}")
-        self.const[node.output[0]] = self.helper.to_array(attrs["value"])
+        if "value" in attrs:
+            self.const[node.output[0]] = self.helper.to_array(attrs["value"])
+            return
+        for key, dtype in (("value_float", np.float32), ("value_floats", np.float32), ("value_int", np.int64),
+                           ("value_ints", np.int64)):
+            if key in attrs:
+                self.const[node.output[0]] = np.array(attrs[key], dtype=dtype)
+                return
+        raise UnsupportedOperator("Constant", name, f"attributes {sorted(attrs)}")
+
+    # -- shape arithmetic on constants (torch's x.view(x.size(0), -1) exports Shape, Gather, Unsqueeze, Concat)
+    def op_Shape(self, node, name, attrs):
+        x = self.name(node.input[0])
+        full = np.array([0, *self.shapes[x]], dtype=np.int64)  # the batch size is not known: 0, "copy it"
+        mask = np.arange(len(full)) == 0
+        start, end = int(attrs.get("start", 0)), attrs.get("end")
+        cut = slice(start, None if end is None else int(end))
+        self.const[node.output[0]], self.batch_mask[node.output[0]] = full[cut], mask[cut]
+
+    def fold(self, node, compute) -> None:
+        """A node on constants only: its value, and where it holds the batch size."""
+        if not all(self.is_const(t) for t in node.input if t):
+            raise UnsupportedOperator(node.op_type, node.name, "only on constants")
+        values = [self.const[t] if t else None for t in node.input]
+        masks = [self.batch_mask.get(t, np.zeros(np.shape(v), bool)) if t else None for t, v in zip(node.input, values)]
+        self.const[node.output[0]] = compute(*values)
+        mask = compute(*masks) if any(m is not None and np.any(m) for m in masks) else None
+        if mask is not None:
+            self.batch_mask[node.output[0]] = np.asarray(mask, dtype=bool)
+
+    def op_Gather(self, node, name, attrs):
+        axis = int(attrs.get("axis", 0))
+        index = self.const.get(node.input[1])
+        self.fold(node, lambda data, *_: np.take(data, np.asarray(index, dtype=np.int64), axis=axis))
+
+    def squeeze_axes(self, node, attrs):
+        if len(node.input) > 1 and node.input[1]:
+            return [int(a) for a in np.asarray(self.const[node.input[1]]).reshape(-1)]
+        return [int(a) for a in attrs.get("axes", ())]
+
+    def op_Unsqueeze(self, node, name, attrs):
+        axes = self.squeeze_axes(node, attrs)
+        if not self.is_const(node.input[0]):
+            return self.data_reshape(node, name, lambda full: np.expand_dims(np.zeros(full), axes).shape)
+        self.fold(node, lambda data, *_: np.expand_dims(data, [a if a >= 0 else a + np.ndim(data) + len(axes)
+                                                               for a in axes]))
+
+    def op_Squeeze(self, node, name, attrs):
+        axes = self.squeeze_axes(node, attrs)
+        if not self.is_const(node.input[0]):
+            return self.data_reshape(node, name, lambda full: np.squeeze(np.zeros(full), tuple(axes) or None).shape)
+        self.fold(node, lambda data, *_: np.squeeze(data, tuple(axes) or None))
+
+    def op_Concat(self, node, name, attrs):
+        axis = int(attrs["axis"])
+        self.fold(node, lambda *parts: np.concatenate([np.atleast_1d(p) for p in parts], axis=axis))
+
+    def op_Cast(self, node, name, attrs):
+        if not self.is_const(node.input[0]):
+            raise UnsupportedOperator("Cast", name, "on a computed tensor")
+        self.fold(node, lambda data: data)
+
+    def data_reshape(self, node, name, new_full_shape):
+        """Squeeze / Unsqueeze of a computed tensor: a Reshape, as long as the batch axis stays first."""
+        x = self.name(node.input[0])
+        probe = (2, *self.shapes[x])  # a batch of 2 tells the batch axis apart from unit axes
+        full = tuple(new_full_shape(probe))
+        if not full or full[0] != 2:
+            raise UnsupportedOperator(node.op_type, name, "moves or removes the batch axis")
+        self.emit(Reshape(name, node.op_type, (x,), node.output[0], full[1:]))
 
     def op_Identity(self, node, name, attrs):
         if self.is_const(node.input[0]):
             self.const[node.output[0]] = self.const[node.input[0]]
+            if node.input[0] in self.batch_mask:
+                self.batch_mask[node.output[0]] = self.batch_mask[node.input[0]]
         else:
             self.alias[node.output[0]] = self.name(node.input[0])
 
     op_Dropout = op_Identity  # inference: the identity (its mask output, if any, is never read here)
-
-    def contraction(self, node, name, equation, weight, bias, out_shape, patches=None):
-        x = self.name(node.input[0]) if not self.is_const(node.input[0]) else self.name(node.input[1])
-        self.emit(Contraction(name, node.op_type, (x,), node.output[0], equation, weight, bias, patches,
-                              tuple(out_shape)))
 
     def op_Gemm(self, node, name, attrs):
         alpha, beta = float(attrs.get("alpha", 1.0)), float(attrs.get("beta", 1.0))
@@ -386,6 +456,9 @@ class _Reader:
         if not self.is_const(node.input[1]):
             raise UnsupportedOperator("Reshape", name, "the target shape must be a constant")
         target = [int(v) for v in np.asarray(self.const[node.input[1]]).reshape(-1)]
+        mask = self.batch_mask.get(node.input[1])
+        if mask is not None and (np.any(mask.reshape(-1)[1:]) or target[0] != 0):
+            raise UnsupportedOperator("Reshape", name, "puts the batch size elsewhere than the first axis")
         shape = self.shapes[x]
         if not target:
             raise ModelFileError(f"Reshape (node {name!r}): an empty target shape")

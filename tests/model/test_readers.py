@@ -95,6 +95,26 @@ def test_pow_sub_div_transpose_reshape():
     agree(b.model(), np.random.default_rng(8).normal(size=(2, 2, 3, 4)))
 
 
+def test_torch_style_view_of_the_batch_size_and_squeeze_unsqueeze():
+    """x.view(x.size(0), -1) exports Shape -> Gather(0) -> Unsqueeze -> Concat(-1) -> Reshape."""
+    b = Builder((2, 5, 5), 19)
+    h = b.conv("x", 2, 3, 3, name="conv")
+    size = b.node("Unsqueeze", [b.node("Gather", [b.node("Shape", [h]), b.const(np.array(0))], axis=0),
+                                b.const(np.array([0]))])
+    flat = b.node("Reshape", [h, b.node("Concat", [size, b.const(np.array([-1]))], axis=0)], "view")
+    b.node("Squeeze", [b.node("Unsqueeze", [b.gemm(flat, 27, 4), b.const(np.array([2]))]), b.const(np.array([2]))])
+    agree(b.model(), np.random.default_rng(19).normal(size=(3, 2, 5, 5)))
+
+
+def test_arithmetic_on_the_batch_size_is_refused():
+    b = Builder((4,))
+    size = b.node("Gather", [b.node("Shape", ["x"]), b.const(np.array([0]))], axis=0)
+    doubled = b.node("Mul", [size, b.const(np.array([2]))], "double")
+    b.node("Reshape", ["x", b.node("Concat", [doubled, b.const(np.array([-1]))], axis=0)])
+    with pytest.raises(UnsupportedOperator, match="Mul \\(node 'double'\\).*batch size"):
+        read_onnx(b.model())
+
+
 @pytest.mark.parametrize("trans_b", [0, 1])
 @pytest.mark.parametrize("c_shape", [None, (), (5,), (1, 5)])
 @pytest.mark.parametrize("alpha, beta", [(1.0, 1.0), (0.5, -2.0)])
