@@ -42,14 +42,22 @@ def _shape(args):
 def _load(args, x=None) -> Sequential:
     """The model of --model (ONNX or .npz, see ``Sequential.load``) at --input-shape; a file that does not
     state its sample shape takes it from the input x when there is one."""
+    calibration = None
+    if getattr(args, "calibration", None):
+        calibration = _load_array(args.calibration, "--calibration")
     try:
-        return Sequential.load(args.model, _shape(args))
+        model = Sequential.load(args.model, _shape(args), calibration=calibration)
     except ShapeError:
         if x is None or args.input_shape is not None:
             raise
         x = np.asarray(x)
         sample = x.shape[-3:] if x.ndim in (3, 4) else x.shape[1:] if x.ndim == 2 else x.shape
-        return Sequential.load(args.model, sample)
+        model = Sequential.load(args.model, sample, calibration=calibration)
+    if model.calibration_report is not None:
+        mean, worst = model.calibration_report
+        print(f"calibration: activations fitted on the ranges their inputs take on {args.calibration} "
+              f"({len(calibration)} samples); error against the float model there: mean {mean:.3g}, max {worst:.3g}")
+    return model
 
 
 def _progress(args, label: str):
@@ -161,6 +169,9 @@ def _load_array(path, option: str):
 
 _MODEL_HELP = ("model file: ONNX (opset >= 13), or .npz written by Sequential.save / hezk_model.save_npz, or "
                "weight arrays that name their activation (activation='relu')")
+_CALIBRATION_HELP = ("representative inputs .npy (samples, *input shape): each fitted activation (relu, sigmoid, ...) "
+                     "is fitted on the range its input takes on them, and the error against the float model "
+                     "there is printed (default interval [-4, 4])")
 SECRET = "SECRET: holds the secret key, keep it private and never send it"
 _COMMANDS = {
     "plan": ("print the model's public plan (parameters, packing, rotations, depth, time estimate); server side",
@@ -177,9 +188,11 @@ _COMMANDS = {
 # (command, option) -> (aliases, required, help)
 _OPTIONS = {
     "plan": {"--model": ((), True, _MODEL_HELP),
+             "--calibration": ((), False, _CALIBRATION_HELP),
              "--out": (("--output", "-o"), False, "also write the plan as JSON here (public: send it to clients)"),
              "--input-shape": ((), False, "sample shape, e.g. 1,8,8 (for a model file that does not record it)")},
     "keygen": {"--model": ((), False, _MODEL_HELP + " to plan the keys for (or give --plan)"),
+               "--calibration": ((), False, _CALIBRATION_HELP),
                "--plan": ((), False, "the server's public plan JSON (from 'plan --out' or GET /plan) instead of "
                                      "the model"),
                "--client": ((), True, f"where to write the client file ({SECRET})"),
@@ -191,6 +204,7 @@ _OPTIONS = {
                 "--input": (("-i",), True, "input .npy: one sample or a batch along axis 0"),
                 "--out": (("--output", "-o"), True, "where to write the encrypted request (safe to send)")},
     "infer": {"--model": ((), True, _MODEL_HELP),
+              "--calibration": ((), False, _CALIBRATION_HELP),
               "--context": ((), False, "the client's public context written by keygen --context (never the "
                                        "secret client file); without it the whole flow runs locally"),
               "--request": (("--input", "-i"), True, "encrypted request from 'encrypt' (or, without --context, "

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import warnings
 import struct
 import zipfile
 import zlib
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import hezk_model
-from crypto.errors import ParameterError, ShapeError
+from crypto.errors import HEWarning, ParameterError, ShapeError
 from crypto.context import as_parameters
 from tensor_ops.activations import PolyActivation, fit_activation, square
 from tensor_ops.backends import PlainBackend
@@ -367,6 +368,7 @@ class Sequential:
     """
 
     digest = None  # the sha256 identity of the model description it was lowered from (hezk_model), if any
+    calibration_report = None  # (mean, max) error against the float model on the calibration inputs, if any
 
     def __init__(self, layers, input_shape=None):
         layers = tuple(layers)
@@ -466,6 +468,8 @@ class Sequential:
         shape = self._resolve(input_shape if input_shape is not None else self.sample_shape(x))
         flat, single = self._flat_batch(x, shape)
         for stage in self.stages(shape):
+            if isinstance(stage, ActivationStage) and stage.poly.name != "square" and flat.size:
+                _warn_outside(stage.poly, flat)
             flat = stage.apply(flat)
         out = flat.reshape(flat.shape[0], *self.output_shape(shape))
         return out[0] if single else out
@@ -539,11 +543,14 @@ class Sequential:
             np.savez(handle, __model__=np.array(json.dumps(spec)), **arrays)
 
     @classmethod
-    def load(cls, path, input_shape=None):
+    def load(cls, path, input_shape=None, calibration=None):
         """Read a model file: ONNX, or an ``.npz`` written by ``save`` (read natively, its polynomials
         exact), by ``hezk_model.save_npz``, or of weights that name their activation (``hezk_model.npz``).
         Every file but ``save``'s goes through the shared description (``hezk_model``) and ``from_graph``;
-        malformed, truncated, foreign or unsupported files raise ``ParameterError`` naming the problem."""
+        malformed, truncated, foreign or unsupported files raise ``ParameterError`` naming the problem.
+        ``calibration``: representative inputs (samples, *input_shape); each fitted activation is fitted on
+        the range its input takes on them (``calibrate``), and ``calibration_report`` holds the (mean, max)
+        error of the result against the float model there."""
         try:
             onnx_file = hezk_model.is_onnx(path)
         except OSError:
@@ -559,7 +566,14 @@ class Sequential:
                 raise ParameterError(str(error)) from None
             settings = {} if arrays is None else arrays
             interval = tuple(np.asarray(settings.get("interval", (-4.0, 4.0)), dtype=float))
-            return from_graph(graph, degree=int(settings.get("degree", 4)), interval=interval)
+            model = from_graph(graph, degree=int(settings.get("degree", 4)), interval=interval,
+                               calibration=calibration)
+            if calibration is not None:
+                model.calibration_report = calibration_error(model, graph, calibration)
+            return model
+        if calibration is not None:
+            raise ParameterError(f"model file {path!s} was written by Sequential.save with its polynomials "
+                                 f"fitted: calibration applies to ONNX and hezk_model files")
         try:
             spec = json.loads(str(arrays.pop("__model__")))
         except ValueError:
@@ -730,18 +744,64 @@ def _activation_layer(node, degree, interval) -> "Activation":
     return Poly(node.function, degree, interval)
 
 
-def from_graph(graph, *, degree: int = 4, interval=(-4.0, 4.0)) -> Sequential:
+class ActivationRangeWarning(HEWarning):
+    """An activation's input left the interval its polynomial was fitted on: the encrypted result (and the
+    plain reference) may be far from the float model there."""
+
+
+def _warn_outside(poly, t):
+    """Warn if the normalised input t of ``poly`` leaves [-1, 1] (its fitted interval)."""
+    worst = float(np.max(np.abs(t)))
+    if worst > 1.0 + 1e-9:
+        low, high = poly.interval
+        reach = (poly.center - worst * poly.radius, poly.center + worst * poly.radius)
+        warnings.warn(ActivationRangeWarning(
+            f"activation {poly.name}: inputs reach [{reach[0]:.4g}, {reach[1]:.4g}], outside the fitted interval "
+            f"[{low:.4g}, {high:.4g}]; calibrate on representative inputs (Sequential.load(..., calibration=x), "
+            f"--calibration x.npy)"), stacklevel=3)
+
+
+def calibrate(graph, x, margin: float = 0.05) -> dict:
+    """{activation node name: (low, high)}: the range of each activation's input when the float model runs on
+    the calibration inputs x, widened by ``margin`` of its width on each side (as EZKL's calibrate-settings
+    and Concrete ML's compile(X) take ranges from representative data)."""
+    x = np.asarray(x, dtype=np.float64)
+    x = x[None] if x.shape == graph.input_shape else x
+    if x.shape[1:] != graph.input_shape or not x.shape[0] or not np.all(np.isfinite(x)):
+        raise ShapeError(f"calibration inputs of shape {x.shape} must be finite, (samples, *{graph.input_shape})")
+    values, ranges = {graph.input: x}, {}
+    for node in graph.nodes:
+        inputs = [values[name] for name in node.inputs]
+        if node.kind == "activation":
+            low, high = float(inputs[0].min()), float(inputs[0].max())
+            pad = margin * max(high - low, 1e-6)
+            ranges[node.name] = (low - pad, high + pad)
+        values[node.output] = node.forward(*inputs)
+    return ranges
+
+
+def calibration_error(model, graph, x) -> tuple[float, float]:
+    """(mean, max) |model(x) - graph(x)|: the polynomial model's plain reference against the float model on x."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ActivationRangeWarning)
+        error = np.abs(model.forward(np.asarray(x, dtype=np.float64)) - graph.forward(x))
+    return float(error.mean()), float(error.max())
+
+
+def from_graph(graph, *, degree: int = 4, interval=(-4.0, 4.0), calibration=None) -> Sequential:
     """The ``Sequential`` that evaluates a ``hezk_model.Graph``: a chain of contractions (Linear, Conv2d,
     AvgPool2d where they fit, else ``GraphNode``), affine maps, reshapes and activations (square exactly;
-    relu, sigmoid, tanh, gelu, silu as polynomials of ``degree`` fitted on ``interval``). A node that is
-    not a chain link (a residual ``Add``) raises ParameterError naming it."""
+    relu, sigmoid, tanh, gelu, silu as polynomials of ``degree`` fitted on ``interval``, or, given
+    ``calibration`` inputs, each on the range its input takes on them: ``calibrate``). A node that is not a
+    chain link (a residual ``Add``) raises ParameterError naming it."""
+    ranges = {} if calibration is None else calibrate(graph, calibration)
     layers, tensor, shape = [], graph.input, graph.input_shape
     for node in graph.nodes:
         if node.kind == "add" or node.inputs != (tensor,):
             raise ParameterError(f"operator {node.op} (node {node.name!r}) is not supported by the encrypted "
                                  f"path yet: it reads {node.inputs}, the encrypted models are chains")
         if node.kind == "activation":
-            layers.append(_activation_layer(node, degree, interval))
+            layers.append(_activation_layer(node, degree, ranges.get(node.name, interval)))
         else:
             layer = _native(node, shape)
             if layer is None:
