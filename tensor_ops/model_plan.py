@@ -186,6 +186,9 @@ class _CallableTuple(tuple):
         return tuple(self)
 
 
+DEFAULT_KEY_BUDGET = 12 << 30  # bytes: half of a 24 GB machine (the keys share it with weights and ciphertexts)
+
+
 @dataclass(frozen=True)
 class ModelPlan:
     """What encrypted inference of a model will cost, known before any key exists.
@@ -202,6 +205,7 @@ class ModelPlan:
     layers: tuple[LayerLowering, ...] = ()
     costs: CostModel | None = field(default=None, compare=False, repr=False)  # measured times (``calibrated``)
     model: str | None = None  # the model's identity: hex sha256 digest (``Sequential.identity``), carried by requests
+    key_budget: int | None = None  # bytes the public keys may take (``Sequential.plan`` refuses a plan above it)
 
     @property
     def depth(self) -> int:
@@ -321,8 +325,10 @@ class ModelPlan:
                              f"multiplications, depth {stage.depth}")
         if self.model is not None:
             lines.append(f"  model digest (sha256 of the model, carried by requests and replies): {self.model}")
+        budget = "" if self.key_budget is None else f" of a key budget of {self.key_budget / 2**30:.3g} GiB"
         lines.append(f"  depth {self.depth}, {len(self.rotations)} rotation keys "
-                     f"(~{self.galois_key_bytes / 2**20:.1f} MiB), relinearization key: {self.needs_relinearization}")
+                     f"(~{self.galois_key_bytes / 2**20:.1f} MiB{budget}), relinearization key: "
+                     f"{self.needs_relinearization}")
         source = ("per-operation times measured on this machine" if self.costs is not None else
                   "built-in per-operation times of the development machine; plan.calibrated() measures this one")
         lines.append(f"  estimated time: {self.estimated_seconds:.2f} s per ciphertext of {self.batch} samples "
@@ -339,7 +345,7 @@ class ModelPlan:
                 "output_shape": list(self.output_shape), "block": self.block,
                 "stages": [dict(vars(stage), baby=list(stage.baby), giant=list(stage.giant)) for stage in self.stages],
                 "layers": [dict(vars(layer), input_shape=list(layer.input_shape), output_shape=list(layer.output_shape))
-                           for layer in self.layers], "model": self.model}
+                           for layer in self.layers], "model": self.model, "key_budget": self.key_budget}
 
     @classmethod
     def from_dict(cls, data: dict) -> "ModelPlan":
@@ -352,7 +358,8 @@ class ModelPlan:
             if model is not None and not (isinstance(model, str) and re.fullmatch(r"[0-9a-f]{64}", model)):
                 raise ParameterError(f"model plan: model={model!r:.80} must be a hex sha256 digest or null")
             return cls(CKKSParameters.from_dict(data["params"]), tuple(data["input_shape"]),
-                       tuple(data["output_shape"]), int(data["block"]), stages, layers, model=model)
+                       tuple(data["output_shape"]), int(data["block"]), stages, layers, model=model,
+                       key_budget=None if data.get("key_budget") is None else int(data["key_budget"]))
         except (KeyError, TypeError, ValueError) as error:
             if isinstance(error, ParameterError):
                 raise

@@ -32,7 +32,8 @@ from crypto.context import as_parameters
 from tensor_ops.activations import PolyActivation, fit_activation, square
 from tensor_ops.backends import PlainBackend
 from tensor_ops.lowering import lower_layers
-from tensor_ops.model_plan import ActivationStage, AffineStage, ModelPlan, choose_parameters, stage_plans
+from tensor_ops.model_plan import (DEFAULT_KEY_BUDGET, ActivationStage, AffineStage, ModelPlan, choose_parameters,
+                                   stage_plans)
 from tensor_ops.tensor import CipherTensor, encrypt as tensor_encrypt
 
 MAX_AFFINE_ENTRIES = 1 << 24
@@ -591,12 +592,13 @@ class Sequential:
                 raise ParameterError(f"model file {path!s}: layer {i} is malformed ({error})") from None
         return cls(layers, spec.get("input_shape"))
 
-    def plan(self, input_shape=None, params=None) -> "ModelPlan":
+    def plan(self, input_shape=None, params=None, key_budget: int = DEFAULT_KEY_BUDGET) -> "ModelPlan":
         """Depth, rotations, keys, packing and a time estimate, before any key exists.
 
         ``params``: CKKSParameters, a preset name ("N14", "TOY", ...) or a literal dict; None chooses the
-        smallest secure parameters for the model's depth."""
-        return _plan_model(self, self._resolve(input_shape), params)
+        smallest secure parameters for the model's depth. ``key_budget``: bytes the rotation keys may take
+        (default sized for a 24 GB machine); a plan above it raises ParameterError."""
+        return _plan_model(self, self._resolve(input_shape), params, key_budget)
 
     def identity(self) -> bytes:
         """The model's sha256 identity: the digest of the description it was read from (``hezk_model``), else
@@ -827,7 +829,7 @@ def _is_identity(matrix, bias):
     return matrix.shape[0] == matrix.shape[1] and np.array_equal(matrix, np.eye(matrix.shape[0])) and not np.any(bias)
 
 
-def _plan_model(model, input_shape, params):
+def _plan_model(model, input_shape, params, key_budget=None):
     stages, stage_of_layer = model.compile(input_shape)
     widths = [math.prod(input_shape)] + [s.matrix.shape[0] for s in stages if isinstance(s, AffineStage)]
     block = 1 << (max(widths) - 1).bit_length()
@@ -841,5 +843,9 @@ def _plan_model(model, input_shape, params):
     if params.max_level < depth:
         raise ParameterError(f"the model needs depth={depth} levels but the parameters have max_level={params.max_level}")
     layers = lower_layers(model.layers, input_shape, stage_of_layer, params)
-    return ModelPlan(params, tuple(input_shape), tuple(model.output_shape(input_shape)), block, tuple(plans), layers,
-                     model=model.identity().hex())
+    plan = ModelPlan(params, tuple(input_shape), tuple(model.output_shape(input_shape)), block, tuple(plans), layers,
+                     model=model.identity().hex(), key_budget=None if key_budget is None else int(key_budget))
+    if key_budget is not None and plan.galois_key_bytes > key_budget:
+        raise ParameterError(f"the plan's {len(plan.rotations)} rotation keys take {plan.galois_key_bytes} bytes > "
+                             f"key_budget={int(key_budget)} bytes: raise the budget or use a smaller model")
+    return plan

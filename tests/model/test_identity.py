@@ -100,3 +100,13 @@ def test_http_answers_409_to_a_request_made_for_another_model():
         response = http.post("/infer/" + registered.json()["context_id"], content=client.encrypt(np.zeros(6)),
                              headers={"content-type": "application/octet-stream"})
         assert response.status_code == 409 and "request made for model" in response.json()["detail"]
+
+
+def test_the_plan_reports_and_respects_a_key_budget():
+    one, _ = two_models()
+    plan = one.plan(params="TOY")
+    assert plan.key_budget == 12 << 30 and "key budget of 12 GiB" in plan.explain()
+    assert ModelPlan.from_dict(plan.to_dict()).key_budget == plan.key_budget
+    with pytest.raises(ParameterError, match=f"take {plan.galois_key_bytes} bytes > key_budget=1000 bytes"):
+        one.plan(params="TOY", key_budget=1000)
+    assert one.plan(params="TOY", key_budget=plan.galois_key_bytes).rotations == plan.rotations
