@@ -86,9 +86,11 @@ class Builder:
         due to a subset of axes, or the part due to ``index mod f`` of one axis (classic BSGS along a
         moved axis). Returns (cost, [(reg, src, giant, baby)]). The winning candidate is remembered per
         relative shift pattern (tiles of one tensor repeat it) while no new key appears: a heuristic
-        that only affects which split is used, never the result."""
+        that only affects which split is used, never the result. Index arrays count from the first index
+        moved, so the tiles of one tensor share an entry; shifts that start at 0 (a source rotated first)
+        have their own."""
         slots = self.slots
-        signature = (len(self.keys), split, tuple((((d - d[0]) % slots).tobytes(),
+        signature = (len(self.keys), split, tuple((bool(d[0] % slots), ((d - d[0]) % slots).tobytes(),
                                                    tuple((idx.tobytes(), delta) for idx, delta in ax))
                                                   for _, _, d, ax in flat))
         known = self._memo.get(signature)
