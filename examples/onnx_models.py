@@ -51,7 +51,8 @@ def torch_export(layers, activation, path) -> bool:
     modules = []
     for i, (w, b) in enumerate(layers):
         linear = torch.nn.Linear(w.shape[1], w.shape[0])
-        linear.weight.data, linear.bias.data = torch.tensor(w, dtype=torch.float32), torch.tensor(b, dtype=torch.float32)
+        linear.weight.data = torch.tensor(w, dtype=torch.float32)
+        linear.bias.data = torch.tensor(b, dtype=torch.float32)
         modules.append(linear)
         if i < len(layers) - 1:
             modules.append(Square() if activation == "square" else torch.nn.ReLU())
@@ -78,7 +79,8 @@ def helper_export(layers, activation, path) -> None:
             nodes.append(helper.make_node("Mul" if activation == "square" else "Relu", inputs, [f"a{i}"],
                                           name=f"{activation}{i}"))
             x = f"a{i}"
-    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", SIZES[0]])],
+    graph = helper.make_graph(nodes, "mlp",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", SIZES[0]])],
                               [helper.make_tensor_value_info(x, TensorProto.FLOAT, ["batch", SIZES[-1]])], inits)
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
 

@@ -211,7 +211,8 @@ def _from_sequential(arrays: dict, path, input_shape) -> Graph:
                 w, s, p = own["weight"], int(config.get("stride", 1)), int(config.get("padding", 0))
                 patches = Patches(w.shape[2:], (s, s), (p,) * 4)
                 node = Contraction(name, "Conv2d", (tensor,), out, "bgcuvij,gocuv->bgoij", w[None],
-                                   own["bias"].reshape(-1, 1, 1), patches, (w.shape[0], *patches.output_hw(*current[1:])))
+                                   own["bias"].reshape(-1, 1, 1), patches,
+                                   (w.shape[0], *patches.output_hw(*current[1:])))
             elif kind == "avgpool2d":
                 k, s = int(config["kernel_size"]), int(config.get("stride") or config["kernel_size"])
                 patches = Patches((k, k), (s, s))

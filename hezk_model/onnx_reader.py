@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import MissingInputShape, ModelFileError, UnsupportedOperator
-from .graph import Activation, Add, Affine, Contraction, Graph, Patches, Reshape, Transpose, constant
+from .graph import Activation, Add, Affine, Contraction, Graph, Patches, Reshape, Transpose
 
 MIN_OPSET = 13
 _SHAPE_OPS = ("Gather", "Unsqueeze", "Squeeze", "Concat", "Cast", "Identity")
@@ -126,9 +126,10 @@ class _Reader:
             if node.domain not in ("", "ai.onnx") or handler is None:
                 raise UnsupportedOperator(node.op_type, name)
             marked = [t for t in node.input if t in self.batch_mask and np.any(self.batch_mask[t])]
-            if marked and node.op_type not in _SHAPE_OPS and not (node.op_type == "Reshape" and marked == [node.input[1]]):
-                raise UnsupportedOperator(node.op_type, name, f"computes with the batch size (from Shape), which is "
-                                                              f"unknown when the model is read")
+            shape_input = node.op_type == "Reshape" and marked == [node.input[1]]
+            if marked and node.op_type not in _SHAPE_OPS and not shape_input:
+                raise UnsupportedOperator(node.op_type, name, "computes with the batch size (from Shape), which is "
+                                                              "unknown when the model is read")
             if node.op_type != "Constant":
                 for tensor in node.input:
                     if tensor and not self.is_const(tensor) and self.name(tensor) not in self.shapes:
@@ -448,7 +449,8 @@ class _Reader:
         axis = axis + len(shape) + 1 if axis < 0 else axis
         if axis < 1:
             raise UnsupportedOperator("Flatten", name, f"axis={axis} merges the batch axis")
-        target = (int(np.prod(shape)),) if axis == 1 else (int(np.prod(shape[:axis - 1])), int(np.prod(shape[axis - 1:])))
+        target = ((int(np.prod(shape)),) if axis == 1
+                  else (int(np.prod(shape[:axis - 1])), int(np.prod(shape[axis - 1:]))))
         self.emit(Reshape(name, "Flatten", (x,), node.output[0], target))
 
     def op_Reshape(self, node, name, attrs):

@@ -9,9 +9,11 @@
     python -m tensor_ops serve   --model model.npz [--port 8000]                       (HTTP, the serve extra)
 
 A model file is ONNX or hezk's ``.npz`` (read through the shared description ``hezk_model``; the same file
-means the same network to ``python -m proofs``). ``client.key`` is SECRET (it holds the secret key); every other file may be shared. ``keygen`` may take
+means the same network to ``python -m proofs``).
+``client.key`` is SECRET (it holds the secret key); every other file may be shared. ``keygen`` may take
 ``--plan plan.json`` (the server's public plan) instead of the model; ``plan``, ``keygen`` and ``infer`` take
-``--input-shape 1,8,8`` for a model file that does not record its sample shape. Key generation and
+``--input-shape 1,8,8`` for a model file that does not record its sample shape, and ``--calibration x.npy``
+(representative inputs: each fitted activation is fitted on the range its input takes there). Key generation and
 evaluation show a progress bar on stderr when it is a terminal (``--progress`` / ``--no-progress``).
 Errors print one line naming the problem and exit with status 2.
 """
