@@ -110,7 +110,7 @@ def pack(kind: str, meta: dict, arrays=(), fingerprint: bytes = b"") -> bytes:
     if len(fingerprint) > 255:
         raise RecordError(f"fingerprint of {len(fingerprint)} bytes exceeds 255")
     arrays = [np.frombuffer(bytes(a), dtype="u1") if isinstance(a, (bytes, bytearray, memoryview))
-              else np.ascontiguousarray(a) for a in arrays]
+              else np.asarray(a, order="C") for a in arrays]
     specs = []
     for a in arrays:
         code_name = next((c for c, dt in _DTYPES.items() if a.dtype == dt), None)

@@ -170,10 +170,6 @@ def _committed_model(args):
 
 def _commit(args) -> int:
     zk = not args.public_weights
-    if zk and args.state is None and args.out is None:
-        raise ModelError("a hiding commitment writes a SECRET prover state: name its path with --state PATH "
-                         "(or name the commitment with --out PATH: the state then goes to PATH.state)")
-    args.out = DEFAULT_COMMITMENT if args.out is None else args.out
     if args.calibration is not None:
         largest, bound = _calibration_bound(args.calibration)
         model = load_model(args.model, input_bound=bound)
@@ -185,6 +181,10 @@ def _commit(args) -> int:
         model = load_model(args.model)
         source = ("the model's input bound; a float model without one gets the widest of 8, 4, 2, 1 that fits: "
                   "pass --calibration inputs.npy to fit it to your inputs")
+    if zk and args.state is None and args.out is None:  # checked after the model, before any work or file
+        raise ModelError("a hiding commitment writes a SECRET prover state: name its path with --state PATH "
+                         "(or name the commitment with --out PATH: the state then goes to PATH.state)")
+    args.out = DEFAULT_COMMITMENT if args.out is None else args.out
     network = Network(model, zk=zk, max_proofs=args.max_proofs) if zk else Network(model, zk=False)
     data = network.commitment.to_bytes()
     with open(args.out, "wb") as handle:

@@ -309,12 +309,14 @@ class Client:
         """A client written by ``save``."""
         with open(path, "rb") as handle:
             blob = handle.read()
-        if _record_kind(blob) != CLIENT_KIND:
-            raise SerializationError(f"{path!s} is {describe_bytes(blob)}, not a saved inference client: pass the "
-                                     f"secret client file written by Client.save (keygen --client)")
+        advice = "pass the secret client file written by Client.save (keygen --client)"
+        if _record_kind(blob) is None:
+            raise SerializationError(f"{path!s} is {describe_bytes(blob)}, not a saved inference client: {advice}")
         try:
             record = hezk_record.unpack(blob, CLIENT_KIND)
             context = hezk_record.array_bytes(record, 0, "the saved context")
+        except hezk_record.KindError as error:
+            raise SerializationError(f"{path!s}: {error}: {advice}") from None
         except RecordError as error:
             raise SerializationError(f"{path!s}: damaged client file: {error}") from None
         plan = record.meta.get("plan")

@@ -104,3 +104,9 @@ def test_packaged_typed_and_versioned():
     assert "hezk_record*" in project["tool"]["setuptools"]["packages"]["find"]["include"]
     assert files("hezk_record").joinpath("py.typed").is_file()
     assert R.__version__ == project["project"]["version"]
+
+
+def test_zero_dimensional_arrays_keep_their_shape():
+    """np.ascontiguousarray would make a 0-d array 1-d; the container keeps scalars' shape ()."""
+    record = R.unpack(R.pack("proofs.ProverState", {}, [np.array(5), np.zeros((0, 3))]), "proofs.ProverState")
+    assert record.arrays[0].shape == () and int(record.arrays[0]) == 5 and record.arrays[1].shape == (0, 3)

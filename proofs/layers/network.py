@@ -38,7 +38,7 @@ from .. import field as F
 from ..commit import MIN_VERIFY_BITS, CommitParams, Commitment, OpeningProof, commit, open_batch, verify_batch
 from ..errors import ModelError, ProofRejected
 from ..mle import mle_evaluate
-from ..proof_format import ByteReader, ByteWriter, parse_nested
+from ..proof_format import ByteReader, ByteWriter, from_record, parse_nested, record_kind, to_record
 from ..progress import as_progress
 from ..quantize import QuantizedMLP, as_integer_input, check_field, check_input, forward_trace
 from ..transcript import Transcript
@@ -106,8 +106,14 @@ class NetworkProof:
     def __bytes__(self) -> bytes:
         return self.to_bytes()
 
+    KIND = "proofs.NetworkProof"
+
     def to_bytes(self) -> bytes:
-        """Versioned bytes: magic ``HEZKPRF\\0``, u16 version, then the parts (see :meth:`from_bytes`)."""
+        """A ``proofs.NetworkProof`` record (:func:`proofs.proof_format.to_record`) of :meth:`inner_bytes`."""
+        return to_record(self.KIND, self.inner_bytes())
+
+    def inner_bytes(self) -> bytes:
+        """Versioned bytes: magic ``HEZKPRF\\0``, u16 version, then the parts (see :meth:`from_inner_bytes`)."""
         writer = ByteWriter(PROOF_MAGIC, FORMAT_VERSION)
         writer.i64_array(self.output)
         writer.u32(len(self.bits_commitments))
@@ -122,7 +128,11 @@ class NetworkProof:
 
     @classmethod
     def from_bytes(cls, data) -> "NetworkProof":
-        """Parse; anything malformed or truncated raises ProofRejected."""
+        """Parse; anything malformed, truncated or of another kind raises ProofRejected."""
+        return cls.from_inner_bytes(from_record(data, cls.KIND, "network proof"))
+
+    @classmethod
+    def from_inner_bytes(cls, data) -> "NetworkProof":
         return parse_nested(cls._parse, data, "network proof")
 
     @classmethod
@@ -398,8 +408,9 @@ def _bits_commitments_by_layer(commitment: ModelCommitment, proof: NetworkProof,
 
 
 def read_proof(data):
-    """A NetworkProof or a HidingNetworkProof from its bytes (by its magic); ProofRejected if malformed."""
-    if bytes(data[:len(network_zk.PROOF_MAGIC)]) == network_zk.PROOF_MAGIC:
+    """A NetworkProof or a HidingNetworkProof from its bytes (by its record kind); ProofRejected if malformed or
+    another record (naming what it is)."""
+    if record_kind(data) == HidingNetworkProof.KIND:
         return HidingNetworkProof.from_bytes(data)
     return NetworkProof.from_bytes(data)
 

@@ -50,7 +50,7 @@ import numpy as np
 
 from .. import field as F
 from ..errors import ModelError
-from ..proof_format import ByteReader, ByteWriter, parse_nested
+from ..proof_format import ByteReader, ByteWriter, from_record, parse_nested, to_record
 from ..mle import mle_evaluate
 from ..relations import Slot, StoreLayout, Stored, Term, commit_store, eq_factor, table_factor
 from ..transcript import Transcript
@@ -301,8 +301,14 @@ class HidingNetworkProof:
     def __bytes__(self) -> bytes:
         return self.to_bytes()
 
+    KIND = "proofs.HidingNetworkProof"
+
     def to_bytes(self) -> bytes:
-        """Magic ``HEZKZPRF``, u16 version, the output (i64 array), the relation proof (blob)."""
+        """A ``proofs.HidingNetworkProof`` record (:func:`proofs.proof_format.to_record`) of :meth:`inner_bytes`."""
+        return to_record(self.KIND, self.inner_bytes())
+
+    def inner_bytes(self) -> bytes:
+        """Magic ``HEZKZPRF``, u16 version, the output (i64 array), the relation proof's record (blob)."""
         writer = ByteWriter(PROOF_MAGIC, PROOF_VERSION)
         writer.i64_array(self.output)
         writer.blob(self.relations.to_bytes())
@@ -310,7 +316,11 @@ class HidingNetworkProof:
 
     @classmethod
     def from_bytes(cls, data) -> "HidingNetworkProof":
-        """Parse; anything malformed or truncated raises ProofRejected."""
+        """Parse; anything malformed, truncated or of another kind raises ProofRejected."""
+        return cls.from_inner_bytes(from_record(data, cls.KIND, "hiding network proof"))
+
+    @classmethod
+    def from_inner_bytes(cls, data) -> "HidingNetworkProof":
         return parse_nested(cls._parse, data, "hiding network proof")
 
     @classmethod

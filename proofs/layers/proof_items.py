@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import field as F
 from ..errors import ProofRejected
+from ..proof_format import from_record, to_record
 from ..sumcheck import SumcheckProof
 from ..zk import HidingCommitment, HidingOpening, HidingParams, ZKSumcheckProof
 
@@ -29,7 +30,19 @@ class TrainingProof:
     items: tuple
     copy: int = 0  #: which copy of each reusable statement commitment the proof uses (:mod:`.reusable`)
 
+    KIND = "proofs.TrainingProof"
+
     def to_bytes(self) -> bytes:
+        """A ``proofs.TrainingProof`` record (:func:`proofs.proof_format.to_record`) of :meth:`inner_bytes`."""
+        return to_record(self.KIND, self.inner_bytes())
+
+    @classmethod
+    def from_bytes(cls, data) -> "TrainingProof":
+        """Inverse of :meth:`to_bytes`; anything malformed, truncated, trailing or of another kind raises
+        ProofRejected."""
+        return cls.from_inner_bytes(from_record(data, cls.KIND, "training proof"))
+
+    def inner_bytes(self) -> bytes:
         """Magic, version, mode (u8), copy (u16), commitments (u16 count), items (u32 count, each a u8 tag + body)."""
         parts = [_PROOF_MAGIC, bytes([_PROOF_VERSION, MODES.index(self.mode)]), int(self.copy).to_bytes(2, "little"),
                  len(self.commitments).to_bytes(2, "little")] + [c.to_bytes() for c in self.commitments]
@@ -45,8 +58,8 @@ class TrainingProof:
         return b"".join(parts)
 
     @classmethod
-    def from_bytes(cls, data) -> "TrainingProof":
-        """Inverse of :meth:`to_bytes`; anything malformed, truncated or trailing raises ProofRejected."""
+    def from_inner_bytes(cls, data) -> "TrainingProof":
+        """Inverse of :meth:`inner_bytes`; anything malformed, truncated or trailing raises ProofRejected."""
         reader = F.ByteReader(data, "training proof bytes")
         if reader.raw(len(_PROOF_MAGIC)) != _PROOF_MAGIC or reader.uint(1) != _PROOF_VERSION:
             raise ProofRejected("bad magic or version", reader.where)

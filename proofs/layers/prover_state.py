@@ -2,9 +2,10 @@
 
 A hiding commitment is randomized (masks, random row tails, salted leaves: :mod:`proofs.zk`), so proving
 later against the published commitment needs the same randomness, and each of its copies may serve one proof
-only (:mod:`proofs.layers.reusable`), so the state also records which copies are spent. The file is an
-``.npz`` archive of plain arrays (read with ``allow_pickle=False``): per copy its masks, its coefficient rows
-(data, tails and mask rows), its salts, and the views its agreement value stated; plus the public commitment.
+only (:mod:`proofs.layers.reusable`), so the state also records which copies are spent. The file is a
+``proofs.ProverState`` record of the one hezk container (:mod:`hezk_record`, a kind listed as secret): named
+plain arrays, per copy its masks, its coefficient rows (data, tails and mask rows), its salts, and the views
+its agreement value stated; plus the public commitment.
 The tables, encodings and Merkle trees are rebuilt from the model and checked against the commitment's roots.
 The file reveals the weights' masks: keep it as private as the weights.
 """
@@ -15,6 +16,8 @@ import tempfile
 
 import numpy as np
 
+import hezk_record
+
 from ..commit import _merkle_levels
 from ..errors import ModelError, ProofRejected
 from ..relations import StoreWitness, View
@@ -22,6 +25,32 @@ from ..zk import SALT_SIZE, HidingWitness, _encode, _leaves
 from .reusable import ReusableWitness
 
 STATE_VERSION = 1
+KIND = "proofs.ProverState"
+
+
+def _to_record(arrays: dict) -> bytes:
+    """Named arrays as one record: names (and text values) in the meta, the arrays in that order."""
+    names, values, text = [], [], {}
+    for name, value in arrays.items():
+        value = np.asarray(value)
+        if value.dtype.kind == "U":
+            text[name] = str(value)
+        else:
+            names.append(name)
+            values.append(value)
+    return hezk_record.pack(KIND, {"names": names, "text": text}, values)
+
+
+def _from_record(blob: bytes, path) -> dict:
+    try:
+        record = hezk_record.unpack(blob, KIND)
+    except hezk_record.RecordError as error:
+        raise ModelError(f"prover state {path!r} is not readable: {error}") from None
+    names, text = record.meta.get("names"), record.meta.get("text")
+    if not (isinstance(names, list) and len(names) == len(record.arrays) and all(isinstance(n, str) for n in names)
+            and isinstance(text, dict) and all(isinstance(v, str) for v in text.values())):
+        raise ModelError(f"prover state {path!r}: its names do not match its arrays")
+    return {**dict(zip(names, record.arrays)), **{k: np.array(v) for k, v in text.items()}}
 
 
 def save(path, commitment, witness: ReusableWitness, layout) -> None:
@@ -42,10 +71,10 @@ def save(path, commitment, witness: ReusableWitness, layout) -> None:
             if view.w is not None:
                 arrays[f"c{k}.view{v}.w"] = view.w
     folder = os.path.dirname(os.path.abspath(path))
-    handle, temporary = tempfile.mkstemp(dir=folder, suffix=".npz")
+    handle, temporary = tempfile.mkstemp(dir=folder, suffix=".state")
     try:
         with os.fdopen(handle, "wb") as stream:
-            np.savez(stream, **arrays)
+            stream.write(_to_record(arrays))
         os.chmod(temporary, 0o600)
         os.replace(temporary, path)
     except BaseException:
@@ -59,9 +88,9 @@ def load(path, tables: dict, layout):
     (ModelError when the file is not a prover state of this model)."""
     from .statement import ModelCommitment
     try:
-        with np.load(path, allow_pickle=False) as archive:
-            data = {name: archive[name] for name in archive.files}
-    except (OSError, ValueError, EOFError) as error:
+        with open(path, "rb") as handle:
+            data = _from_record(handle.read(), path)
+    except OSError as error:
         raise ModelError(f"prover state {path!r} is not readable: {error}") from None
     if int(data.get("version", -1)) != STATE_VERSION:
         raise ModelError(f"prover state {path!r} has no version {STATE_VERSION} marker")

@@ -34,6 +34,7 @@ import numpy as np
 
 from .. import field as F
 from ..errors import ProofError, ProofRejected
+from ..proof_format import from_record, to_record
 from ..relations import StoreLayout, Stored, Term, commit_store, eq_factor
 from ..transcript import Transcript
 from ..zk import HidingCommitment, HidingParams
@@ -85,14 +86,25 @@ class Reusable:
     def params(self) -> HidingParams:
         return self.copies[0].params
 
+    KIND = "proofs.Reusable"
+
     def to_bytes(self) -> bytes:
+        """A ``proofs.Reusable`` record (:func:`proofs.proof_format.to_record`) of :meth:`inner_bytes`."""
+        return to_record(self.KIND, self.inner_bytes())
+
+    @classmethod
+    def from_bytes(cls, data) -> "Reusable":
+        return cls.from_inner_bytes(from_record(data, cls.KIND, "reusable commitment"))
+
+    def inner_bytes(self) -> bytes:
+        """Magic, version, copies (u16 count, each a hiding commitment), the agreement proof's record."""
         parts = [_MAGIC, bytes([_VERSION]), len(self.copies).to_bytes(2, "little")]
         parts += [c.to_bytes() for c in self.copies]
         parts.append(TrainingProof("aggregate", (), self.agreement).to_bytes())
         return b"".join(parts)
 
     @classmethod
-    def from_bytes(cls, data) -> "Reusable":
+    def from_inner_bytes(cls, data) -> "Reusable":
         reader = F.ByteReader(data, "reusable commitment")
         if reader.raw(len(_MAGIC)) != _MAGIC or reader.uint(1) != _VERSION:
             raise ProofRejected("bad magic or version of a reusable commitment", reader.where)

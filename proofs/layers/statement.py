@@ -16,12 +16,12 @@ from dataclasses import dataclass, fields
 
 from .. import field as F
 from ..commit import Commitment
-from ..proof_format import ByteReader, ByteWriter, parse_nested
+from ..proof_format import ByteReader, ByteWriter, from_record, parse_nested, record_kind, to_record
 from ..quantize import FIELD_BITS, FIELD_HALF
 from .common import log2, padded, require
 from .packing import Packing
 from .requant import Decomposition
-from .reusable import _MAGIC as REUSABLE_MAGIC, Reusable
+from .reusable import Reusable
 
 COMMITMENT_MAGIC, FORMAT_VERSION = b"HEZKMCOM", 1
 MAX_FEATURES = 1 << 24
@@ -148,8 +148,14 @@ class ModelCommitment:
     def __bytes__(self) -> bytes:
         return self.to_bytes()
 
+    KIND = "proofs.ModelCommitment"
+
     def to_bytes(self) -> bytes:
-        """Versioned bytes: magic ``HEZKMCOM``, u16 version, then the statement (see :meth:`from_bytes`)."""
+        """A ``proofs.ModelCommitment`` record (:func:`proofs.proof_format.to_record`) of :meth:`inner_bytes`."""
+        return to_record(self.KIND, self.inner_bytes())
+
+    def inner_bytes(self) -> bytes:
+        """Versioned bytes: magic ``HEZKMCOM``, u16 version, then the statement (see :meth:`from_inner_bytes`)."""
         return self._bytes(self.weights.to_bytes())
 
     def _bytes(self, weights: bytes) -> bytes:
@@ -167,7 +173,12 @@ class ModelCommitment:
 
     @classmethod
     def from_bytes(cls, data) -> "ModelCommitment":
-        """Parse and validate; anything malformed raises ProofRejected."""
+        """Parse and validate; anything malformed or of another kind raises ProofRejected."""
+        return cls.from_inner_bytes(from_record(data, cls.KIND, "model commitment"))
+
+    @classmethod
+    def from_inner_bytes(cls, data) -> "ModelCommitment":
+        """Inverse of :meth:`inner_bytes` (parsed and validated; ProofRejected otherwise)."""
         return parse_nested(cls._parse, data, "model commitment")
 
     @classmethod
@@ -180,7 +191,7 @@ class ModelCommitment:
             require(values[5] in (0, 1), f"relu flag {values[5]} is not 0 or 1", reader.what)
             layers.append(LayerInfo(*values[:5], bool(values[5]), *values[6:]))
         blob = reader.blob()
-        kind = Reusable if bytes(blob[:len(REUSABLE_MAGIC)]) == REUSABLE_MAGIC else Commitment
+        kind = Reusable if record_kind(blob) == Reusable.KIND else Commitment
         weights = parse_nested(kind.from_bytes, blob, "weights commitment")
         reader.finish()
         commitment = cls(scheme, input_frac, input_bound, error_bound, tuple(layers), weights)

@@ -198,7 +198,7 @@ def test_proof_and_commitment_are_versioned_bytes(setup):
     assert len(commitment) < 1024  # a short commitment
     for blob, parse in ((data, NetworkProof.from_bytes), (commitment, ModelCommitment.from_bytes)):
         newer = bytearray(blob)
-        newer[8] ^= 0x7  # the version field follows the 8-byte magic
+        newer[4] ^= 0x7  # the version field follows the record container's 4-byte magic (issue 16)
         assert "version" in str(only_rejected(lambda: parse(bytes(newer))))
         assert "magic" in str(only_rejected(lambda: parse(b"XXXXXXXX" + blob[8:])))
 

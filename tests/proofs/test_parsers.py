@@ -96,6 +96,19 @@ def _samples():
         "read_proof (zk)": (read_proof, hiding_proof),
         "TrainingProof.from_bytes (plain)": (S.TrainingProof.from_bytes, plain_training),
         "TrainingProof.from_bytes (zk)": (S.TrainingProof.from_bytes, hiding_training),
+        # the top-level objects are hezk_record records (checksummed): their inner encodings are fuzzed here
+        "Reusable.from_inner_bytes": (Reusable.from_inner_bytes, hiding_network.commitment.weights.inner_bytes()),
+        "ModelCommitment.from_inner_bytes (plain)": (ModelCommitment.from_inner_bytes,
+                                                     plain_network.commitment.inner_bytes()),
+        "ModelCommitment.from_inner_bytes (zk)": (ModelCommitment.from_inner_bytes,
+                                                  hiding_network.commitment.inner_bytes()),
+        "NetworkProof.from_inner_bytes": (NetworkProof.from_inner_bytes, NetworkProof.from_bytes(plain_proof).inner_bytes()),
+        "HidingNetworkProof.from_inner_bytes": (HidingNetworkProof.from_inner_bytes,
+                                                HidingNetworkProof.from_bytes(hiding_proof).inner_bytes()),
+        "TrainingProof.from_inner_bytes (plain)": (S.TrainingProof.from_inner_bytes,
+                                                   S.TrainingProof.from_bytes(plain_training).inner_bytes()),
+        "TrainingProof.from_inner_bytes (zk)": (S.TrainingProof.from_inner_bytes,
+                                                S.TrainingProof.from_bytes(hiding_training).inner_bytes()),
     }
 
 
@@ -103,7 +116,10 @@ PARSERS = ["Commitment.from_bytes", "OpeningProof.from_bytes", "SumcheckProof.fr
            "HidingCommitment.from_bytes", "HidingCommitment.read", "HidingOpening.read", "ZKSumcheckProof.read",
            "Reusable.from_bytes", "ModelCommitment.from_bytes (plain)", "ModelCommitment.from_bytes (zk)",
            "NetworkProof.from_bytes", "HidingNetworkProof.from_bytes", "read_proof (plain)", "read_proof (zk)",
-           "TrainingProof.from_bytes (plain)", "TrainingProof.from_bytes (zk)"]
+           "TrainingProof.from_bytes (plain)", "TrainingProof.from_bytes (zk)", "Reusable.from_inner_bytes",
+           "ModelCommitment.from_inner_bytes (plain)", "ModelCommitment.from_inner_bytes (zk)",
+           "NetworkProof.from_inner_bytes", "HidingNetworkProof.from_inner_bytes",
+           "TrainingProof.from_inner_bytes (plain)", "TrainingProof.from_inner_bytes (zk)"]
 
 
 # ------------------------------------------------------------------------- the header fields of a sample

@@ -218,7 +218,7 @@ def test_truncated_proof_is_rejected(both):
     for cut in cuts:
         with pytest.raises(ProofRejected):
             verify_bytes(commitment, x, data[:cut])
-    with pytest.raises(ProofRejected, match="trailing"):
+    with pytest.raises(ProofRejected, match="trailing|padded"):  # the record's length is in its header
         verify_bytes(commitment, x, data + b"\x00")
 
 
