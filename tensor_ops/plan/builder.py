@@ -90,6 +90,12 @@ class Builder:
         moved, so the tiles of one tensor share an entry; shifts that start at 0 (a source rotated first)
         have their own."""
         slots = self.slots
+        if all(d.size and not (d != d[0]).any() for _, _, d, _ in flat):
+            # one shift per source (a tile translated): nothing to split, priced without the search
+            giants = {int(d[0]) % slots for _, _, d, _ in flat} - {0}
+            c = self.costs
+            cost = (len(giants) * c.rotation + len(flat) * c.pt_mult + self._new_keys({-g for g in giants}) * c.key)
+            return cost, [(reg, src, d, np.zeros_like(d)) for reg, src, d, _ in flat]
         signature = (len(self.keys), split, tuple((bool(d[0] % slots), ((d - d[0]) % slots).tobytes(),
                                                    tuple((idx.tobytes(), delta) for idx, delta in ax))
                                                   for _, _, d, ax in flat))
@@ -295,6 +301,8 @@ class Builder:
         axes = [u_indices.index(c) for c in other.indices]
         lacking = [a for a in range(u.ndim) if a not in axes]
         regs, shifts, done = [], {}, {}
+        box_lo = np.array([st.start for st in src_lay.tiles], dtype=np.int64).reshape(len(src_lay.tiles), len(axes))
+        box_hi = box_lo + np.array([st.size for st in src_lay.tiles], dtype=np.int64).reshape(box_lo.shape)
         for t in u.tiles:
             # the moved register depends only on the tile's box along other's axes, its offset and its
             # sizes along the lacking axes: U tiles that agree on these share one register
@@ -308,11 +316,11 @@ class Builder:
                 r = other.regs[fits]
             else:
                 sources = []
-                for st, sreg in zip(src_lay.tiles, other.regs):
-                    lo = [max(st.start[i], t.start[a]) for i, a in enumerate(axes)]
-                    hi = [min(st.start[i] + st.size[i], t.start[a] + t.size[a]) for i, a in enumerate(axes)]
-                    if any(h <= l for l, h in zip(lo, hi)):
-                        continue
+                t_lo = np.array([t.start[a] for a in axes], dtype=np.int64)
+                t_hi = t_lo + np.array([t.size[a] for a in axes], dtype=np.int64)
+                los, his = np.maximum(box_lo, t_lo), np.minimum(box_hi, t_hi)
+                for n in np.flatnonzero((his > los).all(axis=1)).tolist():   # source tiles meeting t
+                    st, sreg, lo, hi = src_lay.tiles[n], other.regs[n], los[n].tolist(), his[n].tolist()
                     grids = np.meshgrid(*[np.arange(l, h) for l, h in zip(lo, hi)], indexing="ij") \
                         if axes else []
                     src = np.full(grids[0].shape if axes else (), st.offset, dtype=np.int64)
