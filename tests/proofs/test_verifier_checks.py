@@ -353,3 +353,36 @@ def test_network_non_boolean_bits_are_caught_by_the_zkrelu_final_value():
         proof = network.prove_witness(tampered)
     with pytest.raises(ProofRejected, match="bits sumcheck final value"):
         verify_network(network.commitment, x, proof)
+
+
+# ------------------------------------------------------------------------- opening shape checks (mutation)
+def test_plain_opening_shape_checks_each_reject_on_their_own():
+    """Each malformed part is refused by its own shape/canonicity check (not by a later failure)."""
+    values = F.random_elements(256, seed=21)
+    commitment, witness = commit(values, CommitParams())
+    points = _points(1, 8, seed=22)
+    opened, proof = open_batch(witness, points, Transcript("t"))
+    p = np.uint64(F.P)
+    cases = [("values of shape", opened + p, proof),  # same residues, not canonical
+             ("u_rand of shape", opened, dataclasses.replace(proof, u_rand=proof.u_rand + p)),
+             ("u_evals of shape", opened, dataclasses.replace(proof, u_evals=proof.u_evals[:, :-1])),
+             ("u_evals of shape", opened, dataclasses.replace(proof, u_evals=proof.u_evals + p)),
+             ("32-byte", opened, dataclasses.replace(proof, merkle_proof=proof.merkle_proof[:1] + (b"x" * 31,))),
+             ("32-byte", opened, dataclasses.replace(proof, merkle_proof=list(proof.merkle_proof[:1]) + [None]))]
+    for match, stated, bad in cases:
+        with pytest.raises(ProofRejected, match=match):
+            verify_batch(commitment, points, stated, bad, Transcript("t"))
+
+
+def test_verify_opening_passes_its_security_threshold_on():
+    """verify_opening(min_security_bits=10) accepts a 20-query (13.6-bit) commitment; the default refuses it."""
+    from proofs.commit import Commitment, open_commitment, verify_opening
+
+    values = F.random_elements(64, seed=23)
+    commitment, witness = commit(values, CommitParams(num_queries=20))
+    point = _points(1, 6, seed=24)[0]
+    value, proof = open_commitment(witness, point, Transcript("t"))
+    verify_opening(commitment, point, value, proof, Transcript("t"), min_security_bits=10)
+    with pytest.raises(ProofRejected, match="required"):
+        verify_opening(commitment, point, value, proof, Transcript("t"))
+    assert Commitment(bytes(32), 30).num_vars == 30  # MAX_NUM_VARS itself is allowed
