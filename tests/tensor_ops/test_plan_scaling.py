@@ -125,3 +125,17 @@ def test_tiled_sum_encrypted_within_bound():
     got = einsum("i,i->", encrypt(ctx, a), encrypt(ctx, b), plan=p).decrypt(ctx)
     want = a @ b
     assert abs(float(np.real(got)) - want) <= 1e-6 * max(1.0, abs(want))
+
+
+@pytest.mark.parametrize("shapes", [((48, 40), (40, 48)), pytest.param(((64, 64), (64, 64)), marks=pytest.mark.slow)])
+def test_tiled_matmul_encrypted_within_bound(shapes):
+    """Output-stationary (moves shared by U tiles) and replicate-multiply-reduce over several tiles, at TOY."""
+    params = CKKSParameters.preset("TOY")
+    p = plan("ij,jk->ik", *shapes, params=params)
+    assert p.cost()["ciphertexts"] >= 2
+    ctx = CKKSContext.keygen(params, rotations=p.rotations(), seed=5)
+    rng = np.random.default_rng(6)
+    a, b = rng.uniform(-1, 1, shapes[0]), rng.uniform(-1, 1, shapes[1])
+    got = einsum("ij,jk->ik", encrypt(ctx, a), encrypt(ctx, b), plan=p).decrypt(ctx)
+    want = a @ b
+    assert float(np.max(np.abs(got - want))) <= 1e-6 * max(1.0, float(np.max(np.abs(want))))
