@@ -290,6 +290,11 @@ class ModelPlan:
             table = self._table(self.params.n * (self.params.limbs_at(level) + len(self.params.p_moduli)))
             counts = self._stage_counts(stage)
             total += sum(table[op] * counts[op] for op in operations)
+            if self.costs is not None and "rescale" in operations and stage.kind == "affine":
+                # measured model only: the baby steps' shared decomposition (the first one costs a whole
+                # rotation) and the bias, encoded and added on every evaluation
+                total += (table["giant_rotation"] - table["baby_rotation"]) * bool(counts["baby_rotation"])
+                total += table["encode"]
             level -= stage.depth
         return total
 
