@@ -29,8 +29,8 @@ try:
 except PackageNotFoundError:  # a source tree that is not installed
     __version__ = "0+unknown"
 
-__all__ = ["__version__", "MAGIC", "VERSION", "KINDS", "SECRET_KINDS", "Record", "RecordError", "KindError", "pack", "unpack",
-           "peek_kind", "is_record", "describe", "field", "array_bytes"]
+__all__ = ["__version__", "MAGIC", "VERSION", "KINDS", "SECRET_KINDS", "Record", "RecordError", "KindError", "pack",
+           "unpack", "peek_kind", "is_record", "describe", "field", "array_bytes"]
 
 MAGIC = b"HEZK"
 VERSION = 1

@@ -152,3 +152,12 @@ def test_the_secret_kinds_are_the_files_holding_secrets(samples):
     secret = {kind for kind, blob in blobs.items() if "SECRET" in hezk_record.describe(blob)}
     assert secret == hezk_record.SECRET_KINDS
     assert isinstance(ProofRejected("x"), ProofError) and issubclass(SerializationError, HEError)
+
+
+def test_only_records_start_with_the_container_magic(samples):
+    """The proofs' inner encodings have their own magics (HZK...), so nothing but a record starts with HEZK."""
+    blobs, _, _ = samples
+    for kind in ("proofs.ModelCommitment", "proofs.NetworkProof", "proofs.HidingNetworkProof", "proofs.Reusable",
+                 "proofs.TrainingProof"):
+        inner = hezk_record.array_bytes(hezk_record.unpack(blobs[kind], kind), 0, kind)
+        assert inner[:3] == b"HZK" and not inner.startswith(hezk_record.MAGIC), kind

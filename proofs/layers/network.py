@@ -54,7 +54,7 @@ from .statement import (FORMAT_VERSION, MAX_LAYERS, LayerInfo, ModelCommitment, 
                         weight_packing)
 
 TRANSCRIPT_LABEL = "hezk.proofs.network.v1"
-PROOF_MAGIC = b"HEZKPRF\x00"
+PROOF_MAGIC = b"HZKNPRF1"  # inner encoding (the record container alone starts with HEZK)
 MAX_BATCH = 1 << 24
 
 
@@ -113,7 +113,7 @@ class NetworkProof:
         return to_record(self.KIND, self.inner_bytes())
 
     def inner_bytes(self) -> bytes:
-        """Versioned bytes: magic ``HEZKPRF\\0``, u16 version, then the parts (see :meth:`from_inner_bytes`)."""
+        """Versioned bytes: magic ``HZKNPRF1``, u16 version, then the parts (see :meth:`from_inner_bytes`)."""
         writer = ByteWriter(PROOF_MAGIC, FORMAT_VERSION)
         writer.i64_array(self.output)
         writer.u32(len(self.bits_commitments))

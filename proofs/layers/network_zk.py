@@ -65,7 +65,7 @@ from .step_stores import balanced_rows, decomposition_keys, params_for, store_pa
 from .training import MIN_PADDED
 
 TRANSCRIPT_LABEL = "hezk.proofs.network.zk.v1"
-PROOF_MAGIC, PROOF_VERSION = b"HEZKZPRF", 1
+PROOF_MAGIC, PROOF_VERSION = b"HZKZPRF1", 1  # inner encoding (the record container alone starts with HEZK)
 #: proofs a hiding Network commitment supports by default (each is one more hiding copy at commit time)
 DEFAULT_MAX_PROOFS = 16
 MIN_BIAS_VARS = 4  #: a masked tensor needs >= 4 element variables (:data:`proofs.relations.MIN_ELEMENT_VARS`)
@@ -308,7 +308,7 @@ class HidingNetworkProof:
         return to_record(self.KIND, self.inner_bytes())
 
     def inner_bytes(self) -> bytes:
-        """Magic ``HEZKZPRF``, u16 version, the output (i64 array), the relation proof's record (blob)."""
+        """Magic ``HZKZPRF1``, u16 version, the output (i64 array), the relation proof's record (blob)."""
         writer = ByteWriter(PROOF_MAGIC, PROOF_VERSION)
         writer.i64_array(self.output)
         writer.blob(self.relations.to_bytes())

@@ -23,7 +23,7 @@ from .packing import Packing
 from .requant import Decomposition
 from .reusable import Reusable
 
-COMMITMENT_MAGIC, FORMAT_VERSION = b"HEZKMCOM", 1
+COMMITMENT_MAGIC, FORMAT_VERSION = b"HZKMCOM1", 1  # inner encoding (the record container alone starts with HEZK)
 MAX_FEATURES = 1 << 24
 MAX_LAYERS = 64
 SPLIT_MIN_ENTRIES = 1 << 15  # below this many bits per layer one group (fewer rounds and openings) is faster
@@ -155,7 +155,7 @@ class ModelCommitment:
         return to_record(self.KIND, self.inner_bytes())
 
     def inner_bytes(self) -> bytes:
-        """Versioned bytes: magic ``HEZKMCOM``, u16 version, then the statement (see :meth:`from_inner_bytes`)."""
+        """Versioned bytes: magic ``HZKMCOM1``, u16 version, then the statement (see :meth:`from_inner_bytes`)."""
         return self._bytes(self.weights.to_bytes())
 
     def _bytes(self, weights: bytes) -> bytes:
