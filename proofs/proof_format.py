@@ -155,9 +155,10 @@ def to_record(kind: str, inner: bytes) -> bytes:
     return hezk_record.pack(kind, {}, [inner])
 
 
-def from_record(data, kind: str, what: str) -> bytes:
-    """The inner encoding of a record of ``kind`` made by :func:`to_record`; ProofRejected names what the
-    bytes are when they are another record ("this is a crypto.PublicContext record, expected a ...")."""
+def from_record(data, kind, what: str) -> bytes:
+    """The inner encoding of a record of ``kind`` (a name, or a tuple of accepted names) made by
+    :func:`to_record`; ProofRejected names what the bytes are when they are another record ("this is a
+    crypto.PublicContext record, expected a ...")."""
     try:
         record = hezk_record.unpack(data, kind)
         if len(record.arrays) != 1:

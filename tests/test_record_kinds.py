@@ -125,7 +125,8 @@ def test_each_kind_round_trips_and_refuses_every_other_kind_by_name(samples, loa
         with pytest.raises(errors) as info:
             load(blob)
         text = str(info.value)
-        assert f"this is a {found} record" in text and "expected a" in text and accepts[0] in text, (loader, text)
+        assert f"this is a {found} record" in text and "expected a" in text, (loader, text)
+        assert all(kind in text for kind in accepts), (loader, text)  # every kind the loader takes is named
 
 
 @pytest.mark.parametrize("kind", ["crypto.PublicContext", "tensor_ops.Reply", "tensor_ops.Client",

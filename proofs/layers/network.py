@@ -410,8 +410,11 @@ def _bits_commitments_by_layer(commitment: ModelCommitment, proof: NetworkProof,
 def read_proof(data):
     """A NetworkProof or a HidingNetworkProof from its bytes (by its record kind); ProofRejected if malformed or
     another record (naming what it is)."""
-    if record_kind(data) == HidingNetworkProof.KIND:
+    kind = record_kind(data)
+    if kind == HidingNetworkProof.KIND:
         return HidingNetworkProof.from_bytes(data)
+    if kind is not None and kind != NetworkProof.KIND:  # another record: name both proof kinds
+        from_record(data, (NetworkProof.KIND, HidingNetworkProof.KIND), "proof")
     return NetworkProof.from_bytes(data)
 
 
