@@ -36,6 +36,12 @@ Lowering (each operand in its current :class:`SlotLayout`; nothing here touches 
 With ``layouts="auto"`` the planner also prices client-side packings (operands encrypted already
 replicated, or with a copy for the diagonal method, or tiled straight into the stationary layout)
 and keeps the cheapest; the notes say which strategy won and the estimates of the others.
+Scaling: a sum over many tiles adds the tiles first and rotates-and-sums once (rotations are linear),
+so ``'i,i->'`` costs log2(slots) rotations however many ciphertexts it spans; U tiles that need the same
+moved operand share one register; a strategy whose floor (a multiply and rescale per U tile, a rotation
+per output tile that sums) exceeds the cheapest plan found so far is not built. Planning work is linear in
+the steps of the strategies built (``benchmarks/planning.py``; ``tests/tensor_ops/test_plan_scaling.py``).
+
 The step vocabulary follows EinHops (Garimella, Ebel and Reagen, arXiv:2507.07972, 2025): pack,
 expand by rotations, multiply, reduce by rotations.
 
