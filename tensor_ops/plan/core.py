@@ -80,6 +80,9 @@ class Plan:
         lines.append(f"  rotations {self.rotations()}")
         if self.output_layout is not None:
             lines.append(f"  output: {self.output_layout.describe()}")
+        if len(self.steps) > max_steps:  # a large plan: what its steps are, in one line
+            kinds = Counter(type(s).__name__ for s in self.steps)
+            lines.append(f"  {len(self.steps)} steps: " + ", ".join(f"{n} {k}" for k, n in kinds.most_common()))
         for s in self.steps[:max_steps]:
             lines.append(f"    {type(s).__name__:<14} {s}")
         if len(self.steps) > max_steps:

@@ -55,6 +55,8 @@ def test_matmul_512_plans_with_linearly_many_step_objects(emitted):
     cts = p.cost()["ciphertexts"] + p.cost()["output_ciphertexts"]      # 32 in, 64 out
     assert emitted[0] <= 8 * cts, emitted[0]                             # 384 now; 65,920 before
     assert len(p.steps) <= emitted[0]
+    text = p.explain(max_steps=10)   # a large plan's steps summarized in one line, then the first ten
+    assert f"{len(p.steps)} steps: " in text and f"... {len(p.steps) - 10} more steps" in text
 
 
 def test_encrypted_matmul_steps_grow_like_its_tiles(emitted):
