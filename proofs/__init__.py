@@ -71,6 +71,15 @@ __all__ += [
     "forward_trace", "prove_forward", "verify_forward", "training_soundness_bits",
 ]
 
+# Einsum contractions, convolutions by their patch map, pools, bias and residual Add (issue 13, item 1).
+from .layers.contraction import (ContractionProof, PatchProof, contraction_claim_reduction, parse_einsum,
+                                 patch_claim_reduction, verify_contraction, verify_patches)
+
+__all__ += [
+    "ContractionProof", "PatchProof", "contraction_claim_reduction", "parse_einsum", "patch_claim_reduction",
+    "verify_contraction", "verify_patches",
+]
+
 from importlib.metadata import PackageNotFoundError as _NotInstalled, version as _version  # noqa: E402
 
 try:
