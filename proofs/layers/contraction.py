@@ -20,11 +20,13 @@ s1 j + d1 v - left] (zero outside) is linear in X, so for Y = einsum(eq, P, W)
 a degree-2 sumcheck over X's bits (no im2col copy is committed; the prover builds G_r in O(|view|)).
 It leaves X~(rho) and G_r~(rho); the second is linear in W: G_r~(rho) = sum_q W[q] M[q] with the public
 M[q] = sum_v eq(rho, gather(v)) prod_{l in out} eq(r_l, l) (restricted to W's letters q), a second degree-2
-sumcheck over W's bits leaving W~(sigma); the verifier evaluates M~(sigma) itself, for now from the whole
-M table in O(|view| |out-only W letters|) time (M factors over (b), (g, c), (u, i), (v, j), so an O(C + kh Ho
-+ kw Wo) evaluation is possible; not done yet). Sumcheck over (c, u, v) with X~ at the gathered point
-would not work: X~(s i + d u - pad) is not multilinear in the bits of u (nor is the index map), which is
-why the sum runs over X's own bits. Pools are the same relation with a public W (the verifier checks
+sumcheck over W's bits leaving W~(sigma). M is an outer product over the connected groups of its factors,
+eq(rho, gather(v)) = Zb[b] Zc[g, c] Zh[u, i] Zw[v, j] and the eq(r_l, l), so the verifier evaluates M~(sigma)
+as the product of the groups' MLEs: O(B + C + kh Ho + kw Wo + O) for a Conv, never the view nor M.
+Why not a sumcheck over (c, u, v) with X~ at the gathered point: X~(s i + d u - pad) is not multilinear in
+the bits of u (the index map is not), so the sum runs over X's own bits; zkCNN's FFT route would need
+stride 1 and a committed transform, the patch map handles stride, padding, dilation and groups directly.
+The prover's work is O(|view|) (building G_r, a scatter of R_r) plus the two sumchecks, linear in |X| + |W|. Pools are the same relation with a public W (the verifier checks
 W~(sigma) itself). Bias and residual Add are linear: Y~(r) = Z~(r) + b~(r_b) valid~(r_rest).
 
 Non-zero-knowledge (plain sumcheck over F_p4). Soundness: a false claim survives one sumcheck of degree d
@@ -159,9 +161,9 @@ def _as_ext(array: np.ndarray, ndim: int) -> np.ndarray:
     return array if array.ndim == ndim + 1 else F.ext_from_base(array)
 
 
-def _contract(factors, keep: str, sizes: dict) -> np.ndarray:
+def _contract_dense(factors, keep: str, sizes: dict) -> np.ndarray:
     """sum over letters not in ``keep`` of prod factors, as an ext array over ``keep`` (size 1 broadcast to
-    ``sizes``). ``factors``: (array, letters), base or ext (trailing 4). Dense broadcasting: small tensors."""
+    ``sizes``). ``factors``: (array, letters), base or ext (trailing 4). Dense broadcasting over all letters."""
     letters = "".join(dict.fromkeys("".join(l for _, l in factors) + keep))
     result = F.ext_one((1,) * len(letters))
     for array, sub in factors:
@@ -175,6 +177,35 @@ def _contract(factors, keep: str, sizes: dict) -> np.ndarray:
     kept = [l for l in letters if l in keep]
     result = np.transpose(result, [kept.index(l) for l in keep] + [len(keep)])
     return np.ascontiguousarray(np.broadcast_to(result, tuple(sizes[l] for l in keep) + (F.EXT_DEGREE,)))
+
+
+def _contract_parts(factors, keep: str, sizes: dict) -> list:
+    """The contraction split by connected components (factors linked by a shared letter): [(ext table, kept
+    letters)], whose outer product is the whole result; each component is contracted densely on its own."""
+    groups = []  # (letters, factors)
+    for factor in factors:
+        letters = set(factor[1])
+        linked = [g for g in groups if g[0] & letters]
+        groups = [g for g in groups if not g[0] & letters]
+        groups.append((letters.union(*[g[0] for g in linked]), [f for g in linked for f in g[1]] + [factor]))
+    parts = []
+    for letters, group in groups:
+        kept = "".join(l for l in keep if l in letters)
+        parts.append((_contract_dense(group, kept, sizes), kept))
+    return parts
+
+
+def _contract(factors, keep: str, sizes: dict) -> np.ndarray:
+    """:func:`_contract_dense` by components, then their outer product (dense work only within a component)."""
+    return _contract_dense(_contract_parts(factors, keep, sizes), keep, sizes)
+
+
+def _parts_evaluate(parts, point_parts: dict) -> np.ndarray:
+    """The MLE of the outer product of ``parts`` at a point: the product of each part's MLE at its letters."""
+    value = F.ext_one()
+    for table, letters in parts:
+        value = F.ext_mul(value, mle_evaluate(table.reshape(-1, F.EXT_DEGREE), join_point(point_parts, letters)))
+    return value
 
 
 def _arrange(table: np.ndarray, letters: str, target: str, sizes: dict) -> np.ndarray:
@@ -375,10 +406,11 @@ def _masked_eq(point, positions) -> np.ndarray:
     return out
 
 
-def _m_table(geometry: PatchGeometry, spec: Einsum, r: dict, rho: dict) -> np.ndarray:
-    """M[q] over W's padded letters: sum_{real v} eq(rho, gather(v)) prod_{l in out} eq(r_l, l)."""
+def _m_factors(geometry: PatchGeometry, spec: Einsum, r: dict, rho: dict) -> list:
+    """Factors of M[q] = sum_{real v} eq(rho, gather(v)) prod_{l in out} eq(r_l, l) (summed to W's letters q):
+    eq(rho, gather(v)) = Zb[b] Zc[g, c] Zh[u, i] Zw[v, j], each zero off the real view and the image."""
     size = spec.size
-    vb, g, cg, kh, kw, oh, ow = geometry.view_shape
+    vb, g, cg = geometry.view_shape[:3]
 
     def padded(array, letters):
         full = np.zeros(tuple(size[l] for l in letters) + (F.EXT_DEGREE,), dtype=np.uint64)
@@ -389,8 +421,19 @@ def _m_table(geometry: PatchGeometry, spec: Einsum, r: dict, rho: dict) -> np.nd
     zc = padded(eq_table(rho["c"])[:g * cg].reshape(g, cg, F.EXT_DEGREE), "gc")
     zh = padded(_masked_eq(rho["h"], geometry.positions(0)), "ui")
     zw = padded(_masked_eq(rho["w"], geometry.positions(1)), "vj")
-    factors = [(zb, "b"), (zc, "gc"), (zh, "ui"), (zw, "vj")] + [(eq_table(r[l]), l) for l in spec.output]
-    return _contract(factors, spec.weight, size)
+    return [(zb, "b"), (zc, "gc"), (zh, "ui"), (zw, "vj")] + [(eq_table(r[l]), l) for l in spec.output]
+
+
+def _m_table(geometry: PatchGeometry, spec: Einsum, r: dict, rho: dict) -> np.ndarray:
+    """M as the flat table over the padded weight's layout (the prover's factor)."""
+    m = _contract(_m_factors(geometry, spec, r, rho), spec.weight, spec.size)
+    return _arrange(m, spec.weight, spec.weight[::-1], spec.size)
+
+
+def _m_evaluate(geometry: PatchGeometry, spec: Einsum, r: dict, rho: dict, sigma) -> np.ndarray:
+    """M~(sigma) by components, O(|b| + |g||c| + kh Ho + kw Wo + sum of W's letter sizes) for a conv."""
+    parts = _contract_parts(_m_factors(geometry, spec, r, rho), spec.weight, spec.size)
+    return _parts_evaluate(parts, split_point(sigma, spec.weight, spec.bits))
 
 
 @dataclass(frozen=True, eq=False)
@@ -425,8 +468,7 @@ def patch_claim_reduction(equation: str, x, weight, window, claim: Claim, transc
     sc1, rho, evals = prove_sumcheck([(1, [x_table, gather])], claim.value, transcript, f"{label}.x", strict=strict)
     x_eval, gather_eval = evals[0]
     transcript.absorb(f"{label}.x_evals", [x_eval, gather_eval])
-    m = _arrange(_m_table(geometry, spec, r, _x_point_parts(geometry, rho)), spec.weight, spec.weight[::-1],
-                 spec.size)
+    m = _m_table(geometry, spec, r, _x_point_parts(geometry, rho))
     sc2, sigma, evals2 = prove_sumcheck([(1, [w_table.reshape(-1), m])], gather_eval, transcript, f"{label}.w",
                                         strict=strict)
     weight_eval = evals2[0][0]
@@ -438,7 +480,7 @@ def patch_claim_reduction(equation: str, x, weight, window, claim: Claim, transc
 def verify_patches(equation: str, x_shape, weight_shape, window, claim: Claim, proof: PatchProof, transcript,
                    label: str = "patches", *, public_weight=None):
     """Check a :class:`PatchProof`; returns (x Claim, weight Claim) or raises ProofRejected. The verifier builds
-    the public M table (O(|view|) time, see the module docstring); ``public_weight`` settles W itself (pools)."""
+    M~(sigma) by its factor groups (see the module docstring); ``public_weight`` settles W itself (pools)."""
     geometry = PatchGeometry.of(x_shape, window)
     spec = _patch_spec(equation, geometry, weight_shape)
     for name in ("x_eval", "gather_eval", "weight_eval"):
@@ -450,8 +492,7 @@ def verify_patches(equation: str, x_shape, weight_shape, window, claim: Claim, p
     transcript.absorb(f"{label}.x_evals", [proof.x_eval, proof.gather_eval])
     w_vars = sum(spec.bits(l) for l in spec.weight)
     sub2 = verify_sumcheck(proof.w_sumcheck, proof.gather_eval, w_vars, 2, transcript, f"{label}.w")
-    m = _m_table(geometry, spec, r, _x_point_parts(geometry, sub1.point))
-    m_value = mle_evaluate(_arrange(m, spec.weight, spec.weight[::-1], spec.size), sub2.point)
+    m_value = _m_evaluate(geometry, spec, r, _x_point_parts(geometry, sub1.point), sub2.point)
     sub2.check(F.ext_mul(proof.weight_eval, m_value), f"{label}.w")
     transcript.absorb(f"{label}.w_eval", proof.weight_eval)
     weight_claim = Claim(sub2.point, proof.weight_eval)

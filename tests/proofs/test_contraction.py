@@ -199,6 +199,22 @@ def conv_case(seed=4):
     return rng.integers(-20, 20, (2, 4, 5, 6)), rng.integers(-5, 5, (2, 3, 2, 3, 3))
 
 
+def test_m_by_factor_groups_equals_the_whole_table():
+    """The verifier's M~(sigma) by factor groups equals the MLE of the prover's whole M table (twin)."""
+    x, w = conv_case()
+    geometry = C.PatchGeometry.of(x.shape, CONV)
+    spec = C._patch_spec("bgcuvij,gocuv->bgoij", geometry, w.shape)
+    seeds = iter(range(100, 200))
+    r = {l: F.ext_random((spec.bits(l),), seed=next(seeds)) for l in spec.output}
+    rho = {l: F.ext_random((int(np.log2(C._pow2(n))),), seed=next(seeds)) for l, n in zip("bchw", x.shape)}
+    sigma = F.ext_random((sum(spec.bits(l) for l in spec.weight),), seed=7)
+    whole = C._m_table(geometry, spec, r, rho)
+    assert F.ext_eq(mle_evaluate(whole, sigma), C._m_evaluate(geometry, spec, r, rho, sigma))
+    dense = C._arrange(C._contract_dense(C._m_factors(geometry, spec, r, rho), spec.weight, spec.size),
+                       spec.weight, spec.weight[::-1], spec.size)
+    assert np.array_equal(dense, whole)
+
+
 def test_conv_wrong_output_is_rejected():
     x, w = conv_case()
     y = off_by_one(C.patch_output("bgcuvij,gocuv->bgoij", x, w, CONV), np.random.default_rng(1))
