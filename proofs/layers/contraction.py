@@ -380,21 +380,22 @@ def _x_padded_shape(geometry: PatchGeometry) -> tuple:
     return tuple(_pow2(n) for n in geometry.x_shape)
 
 
-def _gather_table(geometry: PatchGeometry, spec: Einsum, r_view: np.ndarray) -> np.ndarray:
-    """G[p] = sum_{real v, gather(v) = p} R[v] over X's padded shape, R an ext tensor over the padded view."""
+def _gather_table(geometry: PatchGeometry, r_view: np.ndarray, eq_b: np.ndarray) -> np.ndarray:
+    """G[p] = sum_{real v, gather(v) = p} R[v] over X's padded shape, with R[b, ...] = eq_b[b] R'[...] and R' an
+    ext tensor over the real (g, c, u, v, i, j): the scatter of R' (per kernel offset, i -> row is injective),
+    then the outer product with eq_b (W has no batch letter, so the batch factor splits off)."""
     b, c, h, w = geometry.x_shape
-    vb, g, cg, kh, kw, oh, ow = geometry.view_shape
-    real = r_view[:vb, :g, :cg, :kh, :kw, :oh, :ow]
-    acc = np.zeros((b, g, cg, h, w, F.EXT_DEGREE), dtype=np.uint64)
+    g, cg, kh, kw = geometry.view_shape[1:5]
+    acc = np.zeros((g, cg, h, w, F.EXT_DEGREE), dtype=np.uint64)
     rows, cols = geometry.positions(0), geometry.positions(1)
     for u in range(kh):
         for v in range(kw):
             i_ok, j_ok = np.flatnonzero(rows[u] >= 0), np.flatnonzero(cols[v] >= 0)
-            part = real[:, :, :, u, v][:, :, :, i_ok][:, :, :, :, j_ok]
-            acc[:, :, :, rows[u][i_ok][:, None], cols[v][j_ok][None, :]] += part  # one (u, v): i -> row injective
-    acc = (acc % np.uint64(F.P)).reshape(b, c, h, w, F.EXT_DEGREE)
+            part = r_view[:, :, u, v][:, :, i_ok][:, :, :, j_ok]
+            acc[:, :, rows[u][i_ok][:, None], cols[v][j_ok][None, :]] += part  # < kh kw 2^31: no overflow
+    acc = (acc % np.uint64(F.P)).reshape(1, c, h, w, F.EXT_DEGREE)
     full = np.zeros(_x_padded_shape(geometry) + (F.EXT_DEGREE,), dtype=np.uint64)
-    full[:b, :c, :h, :w] = acc
+    full[:b, :c, :h, :w] = F.ext_mul(acc, eq_b[:b, None, None, None, :])
     return full.reshape(-1, F.EXT_DEGREE)
 
 
@@ -461,9 +462,13 @@ def patch_claim_reduction(equation: str, x, weight, window, claim: Claim, transc
     geometry = PatchGeometry.of(np.shape(x), window)
     spec = _patch_spec(equation, geometry, np.shape(weight))
     r = split_point(claim.point, spec.output, spec.bits)
+    w_real = _field(weight)
     w_table = _field(pad_operand(weight))
-    r_view = _contract([(w_table, spec.weight)] + [(eq_table(r[l]), l) for l in spec.output], VIEW, spec.size)
-    gather = _gather_table(geometry, spec, r_view)
+    real = dict(zip(VIEW, geometry.view_shape))
+    real.update(zip(spec.weight, w_real.shape))
+    eqs = [(eq_table(r[l])[:real[l]], l) for l in spec.output if l != "b"]
+    r_view = _contract([(w_real, spec.weight)] + eqs, VIEW[1:], real)  # R' over the real view, no batch
+    gather = _gather_table(geometry, r_view, eq_table(r["b"]))
     x_table = _field(pad_operand(x)).reshape(-1)
     sc1, rho, evals = prove_sumcheck([(1, [x_table, gather])], claim.value, transcript, f"{label}.x", strict=strict)
     x_eval, gather_eval = evals[0]
