@@ -26,7 +26,8 @@ as the product of the groups' MLEs: O(B + C + kh Ho + kw Wo + O) for a Conv, nev
 Why not a sumcheck over (c, u, v) with X~ at the gathered point: X~(s i + d u - pad) is not multilinear in
 the bits of u (the index map is not), so the sum runs over X's own bits; zkCNN's FFT route would need
 stride 1 and a committed transform, the patch map handles stride, padding, dilation and groups directly.
-The prover's work is O(|view|) (building G_r, a scatter of R_r) plus the two sumchecks, linear in |X| + |W|. Pools are the same relation with a public W (the verifier checks
+The prover's work is O(|view| / B) (R_r per sample, scattered once; the batch factor eq(r_b, b) splits off)
+plus the two sumchecks, linear in |X| + |W|. Pools are the same relation with a public W (the verifier checks
 W~(sigma) itself). Bias and residual Add are linear: Y~(r) = Z~(r) + b~(r_b) valid~(r_rest).
 
 Non-zero-knowledge (plain sumcheck over F_p4). Soundness: a false claim survives one sumcheck of degree d
