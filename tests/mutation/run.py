@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parents[2]
 MODULES = {
     "proofs/commit.py": ["tests/proofs/test_commit.py", "tests/proofs/test_verifier_checks.py"],
     "proofs/zk.py": ["tests/proofs/test_zk.py", "tests/proofs/test_verifier_checks.py"],
-    "proofs/sumcheck.py": ["tests/proofs/test_sumcheck.py", "tests/proofs/test_verifier_checks.py"],
+    "proofs/sumcheck.py": ["tests/proofs/test_sumcheck.py", "tests/proofs/test_sumcheck_inputs.py",
+                           "tests/proofs/test_verifier_checks.py"],
     "proofs/transcript.py": ["tests/proofs/test_transcript.py", "tests/proofs/test_verifier_checks.py"],
     "proofs/layers/relu.py": ["tests/proofs/test_layers.py", "tests/proofs/test_verifier_checks.py",
                               "tests/proofs/test_tamper.py"],

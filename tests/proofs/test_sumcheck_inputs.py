@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from proofs import field as F
-from proofs.errors import ProofError
-from proofs.sumcheck import SumcheckProver, lagrange_eval, prove_sumcheck, verify_sumcheck
+from proofs.errors import ProofError, ProofRejected
+from proofs.sumcheck import SumcheckProver, combine_evaluations, lagrange_eval, prove_sumcheck, verify_sumcheck
 from proofs.transcript import Transcript
 from tests.reference.sumcheck_naive import naive_sum
 
@@ -76,3 +76,13 @@ def test_fused_round_kernel_on_a_single_table(ext, monkeypatch):
     monkeypatch.setattr(F, "NUMBA_MIN_SIZE", 4)  # the fused kernel for this short table
     fused = SumcheckProver(terms)._round_message_fused()
     assert fused is not None and np.array_equal(fused, expected)
+
+
+@pytest.mark.parametrize("value", [np.array([1, 2, 3], dtype=np.uint64), np.array([F.P, 0, 0, 0], dtype=np.uint64),
+                                   np.uint64(5), np.array([1, 2, 3, 4], dtype=np.int64)])
+def test_combine_evaluations_refuses_each_malformed_factor_value(value):
+    """Shape and canonicity are checked apart: a canonical value of the wrong shape, or a (4,) one with an
+    entry >= p, is each a ProofRejected (never a numpy error, never accepted)."""
+    good = F.ext_random((), seed=8)
+    with pytest.raises(ProofRejected, match="canonical"):
+        combine_evaluations([1], [[good, value]])
