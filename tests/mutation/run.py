@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 #: module -> the fast tests that exercise it
 MODULES = {
     "proofs/commit.py": ["tests/proofs/test_commit.py", "tests/proofs/test_verifier_checks.py"],
-    "proofs/zk.py": ["tests/proofs/test_zk.py", "tests/proofs/test_verifier_checks.py"],
+    "proofs/zk.py": ["tests/proofs/test_zk.py", "tests/proofs/test_zk_seeding.py", "tests/proofs/test_verifier_checks.py"],
     "proofs/sumcheck.py": ["tests/proofs/test_sumcheck.py", "tests/proofs/test_sumcheck_inputs.py",
                            "tests/proofs/test_verifier_checks.py"],
     "proofs/transcript.py": ["tests/proofs/test_transcript.py", "tests/proofs/test_verifier_checks.py"],
@@ -47,7 +47,7 @@ MODULES = {
     "crypto/ckks/evaluator.py": ["tests/crypto/test_evaluator.py"],
 }
 #: functions whose mutants are always run: the verifiers' checks
-CHECKS = re.compile(r"verify|check|_queries|_begin|_challenges|_absorb|combine_evaluations|subclaim|require|"
+CHECKS = re.compile(r"verify|(?<!sum)check|_queries|_begin|_challenges|_absorb|combine_evaluations|subclaim|require|"
                     r"_merkle_root_from|_statement|_agreement")
 _DIAGNOSTIC = re.compile(r"raise \w+\(|ProofRejected\(|ProofError\(|ParameterError\(|\.absorb\(|challenge\w*\(\s*f?\"")
 
@@ -91,17 +91,24 @@ def _diff(work: Path, name: str) -> str:
                      if line[:1] in "+-" and not line.startswith(("+++", "---")))
 
 
-def run_module(module: str, work: Path, sample: int, seed: int, children: int) -> dict:
-    _copy_tree(work)
-    _configure(work, module, MODULES[module])
-    # generation, the clean run and the per-test stats; a name that matches nothing runs no mutant
-    _mutmut(work, "run", "--max-children", str(children), "no-such-mutant*")
+def run_module(module: str, work: Path, sample: int, seed: int, children: int, reuse: bool = False,
+               functions: str = "") -> dict:
+    if not (reuse and (work / "mutants" / (module + ".meta")).exists()):
+        _copy_tree(work)
+        _configure(work, module, MODULES[module])
+        # generation, the clean run and the per-test stats; a name that matches nothing runs no mutant
+        _mutmut(work, "run", "--max-children", str(children), "no-such-mutant*")
     names = sorted(_results(work, module))
+    if functions:
+        names = [n for n in names if re.search(functions, n.rsplit(".", 1)[-1])]
     checks = [n for n in names if CHECKS.search(n.rsplit(".", 1)[-1])]
+    checks.sort(key=lambda n: "verify" not in n)  # the verifiers' own functions first
     others = [n for n in names if n not in checks]
     chosen = checks + (others if sample <= 0 else random.Random(seed).sample(others, min(sample, len(others))))
-    for start in range(0, len(chosen), 200):  # command-line length
-        _mutmut(work, "run", "--max-children", str(children), *chosen[start:start + 200])
+    done = _results(work, module)
+    pending = [n for n in chosen if done.get(n) is None]  # with --reuse: results of an earlier run are kept
+    for start in range(0, len(pending), 50):  # command-line length; results land in the .meta per batch
+        _mutmut(work, "run", "--max-children", str(children), *pending[start:start + 50])
     codes = _results(work, module)
     report = {"module": module, "generated": len(names), "run": 0, "killed": 0, "diagnostic": [], "survived": []}
     for name in chosen:
@@ -127,13 +134,17 @@ def main(argv=None) -> int:
     parser.add_argument("--children", type=int, default=2, help="parallel test runs")
     parser.add_argument("--work", default="/tmp/hezk-mutation", help="scratch folder (deleted and rebuilt)")
     parser.add_argument("--json", help="write the full report here")
+    parser.add_argument("--reuse", action="store_true",
+                        help="keep the scratch folder's mutants and results when it has them for the module")
+    parser.add_argument("--functions", default="", help="only mutants of functions matching this regex")
     args = parser.parse_args(argv)
     unknown = sorted(set(args.modules) - set(MODULES))
     if unknown:
         parser.error(f"unknown modules {unknown}; choose from {sorted(MODULES)}")
     reports = []
     for module in args.modules:
-        report = run_module(module, Path(args.work), args.sample, args.seed, args.children)
+        report = run_module(module, Path(args.work), args.sample, args.seed, args.children, args.reuse,
+                            args.functions)
         reports.append(report)
         live = len(report["survived"])
         score = (report["killed"] + len(report["diagnostic"])) / max(1, report["run"])

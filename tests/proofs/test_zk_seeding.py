@@ -1,0 +1,47 @@
+"""Zero-knowledge sumcheck randomness: a seed (tests only) makes the proof reproducible, and without one every
+random byte of the mask and its commitment comes from the OS CSPRNG (kills the seeding mutants of
+proofs/zk.py: prove_zk_sumcheck, tests/mutation/survivors.md)."""
+import numpy as np
+
+from proofs import field as F
+from proofs import zk
+from proofs.transcript import Transcript
+
+
+def _terms():
+    a, b = F.random_elements(16, seed=31), F.ext_random(16, seed=32)
+    return [(F.ext_one(), [a, b])]
+
+
+def _claim(terms):
+    (coefficient, (a, b)), = terms
+    return F.ext_sum(F.ext_mul_base(b, a), axis=0)
+
+
+def _prove(seed):
+    terms = _terms()
+    return zk.prove_zk_sumcheck(terms, _claim(terms), Transcript("s"), seed=seed)[0]
+
+
+def test_a_seeded_proof_is_reproducible_and_depends_on_the_seed():
+    first, again, other = _prove(5), _prove(5), _prove(6)
+    assert first.to_bytes() == again.to_bytes()
+    assert not F.ext_eq(first.mask_sum, other.mask_sum)
+    assert first.mask_commitment.to_bytes() != other.mask_commitment.to_bytes()
+
+
+def test_an_unseeded_proof_draws_from_the_os_csprng(monkeypatch):
+    calls = []
+    real = zk.os.urandom
+
+    def counting(n):
+        calls.append(n)
+        return real(n)
+
+    monkeypatch.setattr(zk.os, "urandom", counting)
+    first, second = _prove(None), _prove(None)
+    assert calls, "the unseeded prover must draw its salts from os.urandom, not from a numpy generator"
+    assert not F.ext_eq(first.mask_sum, second.mask_sum)
+    terms = _terms()
+    sub = zk.verify_zk_sumcheck(first, _claim(terms), 4, 2, Transcript("s"))
+    assert sub.point.shape == (4, 4)
