@@ -133,7 +133,7 @@ def is_record(blob) -> bool:
 def peek_kind(blob) -> str:
     """The kind's name of a record, after checking only its magic, version and kind code."""
     if not isinstance(blob, (bytes, bytearray, memoryview)) or len(blob) < _HEAD.size:
-        raise RecordError("not a hezk record: too short or not bytes")
+        raise RecordError(f"not a hezk record: too short for its magic {MAGIC!r} and header, or not bytes")
     magic, version, code, _ = _HEAD.unpack_from(bytes(blob[:_HEAD.size]), 0)
     if magic != MAGIC:
         raise RecordError(f"magic={magic!r} is not a hezk record (expected {MAGIC!r})")
@@ -164,7 +164,7 @@ def unpack(blob, kind) -> Record:
         raise RecordError(f"expected bytes, got {type(blob).__name__}")
     blob = bytes(blob)
     if len(blob) < MIN_SIZE:
-        raise RecordError(f"{len(blob)} bytes is too short for a hezk record (at least {MIN_SIZE})")
+        raise RecordError(f"{len(blob)} bytes is too short for a hezk record (at least {MIN_SIZE}: its magic {MAGIC!r}, version, kind, lengths and checksum)")
     magic, version, code, fp_len = _HEAD.unpack_from(blob, 0)
     if magic != MAGIC:
         raise RecordError(f"magic={magic!r} is not a hezk record (expected {MAGIC!r})")
