@@ -30,8 +30,8 @@ ROOT = Path(__file__).resolve().parents[2]
 #: module -> the fast tests that exercise it
 MODULES = {
     "proofs/commit.py": ["tests/proofs/test_commit.py", "tests/proofs/test_verifier_checks.py"],
-    "proofs/zk.py": ["tests/proofs/test_zk.py", "tests/proofs/test_zk_seeding.py", "tests/proofs/test_zk_opening_checks.py",
-                     "tests/proofs/test_verifier_checks.py"],
+    "proofs/zk.py": ["tests/proofs/test_zk.py", "tests/proofs/test_zk_seeding.py",
+                     "tests/proofs/test_zk_opening_checks.py", "tests/proofs/test_verifier_checks.py"],
     "proofs/sumcheck.py": ["tests/proofs/test_sumcheck.py", "tests/proofs/test_sumcheck_inputs.py",
                            "tests/proofs/test_verifier_checks.py"],
     "proofs/transcript.py": ["tests/proofs/test_transcript.py", "tests/proofs/test_verifier_checks.py"],
