@@ -3,6 +3,7 @@ surviving mutants, tests/mutation/survivors.md): the security threshold is "at l
 hiding opening must be a 16-byte string, exactly as many as queries."""
 import dataclasses
 
+import numpy as np
 import pytest
 
 from proofs import field as F
@@ -62,3 +63,46 @@ def test_each_malformed_merkle_digest_is_rejected_by_the_digest_check(change):
     tampered = dataclasses.replace(opening, merkle=tuple(merkle))
     with pytest.raises(ProofRejected, match="32-byte"):
         zk.verify_functionals(commitment, functionals, opened, tampered, Transcript("o"))
+
+
+@pytest.mark.parametrize("which", ["commitment", "opening"])
+def test_each_argument_type_is_checked(which):
+    commitment, functionals, opened, opening = _opening()
+    if which == "commitment":
+        commitment = None
+    else:
+        opening = None
+    with pytest.raises(ProofRejected, match="expected a HidingCommitment"):
+        zk.verify_functionals(commitment, functionals, opened, opening, Transcript("o"))
+
+
+@pytest.mark.parametrize("root", [b"\x01" * 31, None, "r" * 32])
+def test_a_malformed_mask_root_is_rejected(root):
+    commitment, functionals, opened, opening = _opening()
+    with pytest.raises(ProofRejected, match="mask root"):
+        zk.verify_functionals(commitment, functionals, opened, dataclasses.replace(opening, mask_root=root),
+                              Transcript("o"))
+
+
+@pytest.mark.parametrize("change", ["non-canonical", "one row too many"])
+def test_values_shape_and_canonicity_are_checked_apart(change):
+    commitment, functionals, opened, opening = _opening()
+    if change == "non-canonical":
+        bad = opened.copy()
+        bad[0, 0] = F.P
+    else:
+        bad = np.concatenate([opened, opened])
+    with pytest.raises(ProofRejected, match="values of shape"):
+        zk.verify_functionals(commitment, functionals, bad, opening, Transcript("o"))
+
+
+@pytest.mark.parametrize("change", ["non-canonical", "wrong length"])
+def test_points_shape_and_canonicity_are_checked_apart(change):
+    commitment, functionals, opened, opening = _opening()
+    points = F.ext_random((1, 6), seed=42)
+    if change == "non-canonical":
+        points[0, 0, 0] = F.P
+    else:
+        points = F.ext_random((1, 7), seed=42)
+    with pytest.raises(ProofRejected, match="points of shape"):
+        zk.verify_points(commitment, points, opened, opening, Transcript("o"))
