@@ -1,10 +1,15 @@
-"""Zero-knowledge sumcheck randomness: a seed (tests only) makes the proof reproducible, and without one every
-random byte of the mask and its commitment comes from the OS CSPRNG (kills the seeding mutants of
-proofs/zk.py: prove_zk_sumcheck, tests/mutation/survivors.md)."""
+"""Zero-knowledge sumcheck: a seed (tests only) makes the proof reproducible, and without one every random byte
+of the mask and its commitment comes from the OS CSPRNG; verify_zk_sumcheck's shape checks each tested apart
+(kills surviving mutants of proofs/zk.py, tests/mutation/survivors.md)."""
+import dataclasses
+
 import numpy as np
+import pytest
 
 from proofs import field as F
 from proofs import zk
+from proofs.errors import ProofRejected
+from proofs.sumcheck import SumcheckProof
 from proofs.transcript import Transcript
 
 
@@ -45,3 +50,23 @@ def test_an_unseeded_proof_draws_from_the_os_csprng(monkeypatch):
     terms = _terms()
     sub = zk.verify_zk_sumcheck(first, _claim(terms), 4, 2, Transcript("s"))
     assert sub.point.shape == (4, 4)
+
+
+@pytest.mark.parametrize("change", ["no messages", "one round short"])
+def test_zk_round_messages_are_checked_before_use(change):
+    """verify_zk_sumcheck checks the messages' presence and whole shape itself (not a round check's error)."""
+    proof = _prove(7)
+    messages = proof.sumcheck.round_messages
+    sumcheck = None if change == "no messages" else SumcheckProof(messages[:-1])
+    with pytest.raises(ProofRejected, match="round messages of shape"):
+        zk.verify_zk_sumcheck(dataclasses.replace(proof, sumcheck=sumcheck), _claim(_terms()), 4, 2, Transcript("s"))
+
+
+@pytest.mark.parametrize("name", ["mask_sum", "mask_eval"])
+@pytest.mark.parametrize("change", ["non-canonical", "wrong shape"])
+def test_zk_mask_values_shape_and_canonicity_are_checked_apart(name, change):
+    proof = _prove(8)
+    value = getattr(proof, name)
+    bad = np.array([F.P, 0, 0, 0], dtype=np.uint64) if change == "non-canonical" else np.concatenate([value, value])
+    with pytest.raises(ProofRejected, match=f"{name} is not a canonical"):
+        zk.verify_zk_sumcheck(dataclasses.replace(proof, **{name: bad}), _claim(_terms()), 4, 2, Transcript("s"))
