@@ -70,3 +70,12 @@ def test_zk_mask_values_shape_and_canonicity_are_checked_apart(name, change):
     bad = np.array([F.P, 0, 0, 0], dtype=np.uint64) if change == "non-canonical" else np.concatenate([value, value])
     with pytest.raises(ProofRejected, match=f"{name} is not a canonical"):
         zk.verify_zk_sumcheck(dataclasses.replace(proof, **{name: bad}), _claim(_terms()), 4, 2, Transcript("s"))
+
+
+@pytest.mark.parametrize("change", ["none", "other size"])
+def test_zk_mask_commitment_type_and_size_are_checked_apart(change):
+    proof = _prove(9)
+    other = None if change == "none" else zk.commit_mask(5, 2, zk.HidingParams())[1]  # log_rows 0, 5 variables
+    with pytest.raises(ProofRejected, match="wrong shape"):
+        zk.verify_zk_sumcheck(dataclasses.replace(proof, mask_commitment=other), _claim(_terms()), 4, 2,
+                              Transcript("s"))
