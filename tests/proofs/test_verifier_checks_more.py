@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
 import pytest
 
 from proofs import field as F
@@ -14,6 +13,7 @@ from proofs.layers.relu import prove_decomposition, verify_decomposition
 from proofs.transcript import Transcript
 
 from .test_verifier_checks import _relu_case
+
 
 # ----------------------------------------------------------------------------------------------- zkReLU
 def _relu_proof(relu):
@@ -34,3 +34,84 @@ def test_zkrelu_without_relu_each_stated_value_is_checked_on_its_own(field):
     changed = F.ext_add(getattr(proof, field), F.ext_one())
     with pytest.raises(ProofRejected, match="without ReLU"):
         _verify(spec, claim, commitments, dataclasses.replace(proof, **{field: changed}))
+
+
+# ---------------------------------------------------------------------------------- reusable commitments
+@pytest.fixture(scope="module")
+def reusable_case():
+    """An honest hiding Reusable with 2 copies, its layout and base params."""
+    from proofs.layers import reusable as R
+    from proofs.layers import step_proof as S
+
+    from tests.acceptance.test_issue11_reuse import _forward
+
+    trace = _forward(1)
+    committed = S.commit_forward(trace, zk=True, private_input=False, max_proofs=2)
+    reusable = committed.weights["w0"] if isinstance(committed.weights, dict) else committed.weights
+    return S.weight_layout(trace.spec, True), reusable, R.base_params(reusable)
+
+
+def _fresh(reusable):
+    """The same public object with an empty verified-cache."""
+    from proofs.layers.reusable import Reusable
+
+    return Reusable(reusable.copies, reusable.agreement)
+
+
+def test_reusable_honest_passes_and_is_cached(reusable_case):
+    from proofs.layers.reusable import verify_reusable
+
+    layout, reusable, params = reusable_case
+    fresh = _fresh(reusable)
+    verify_reusable(layout, fresh, params, "test")
+    assert len(fresh._verified) == 1
+    verify_reusable(layout, fresh, params, "test")  # cached: no second entry
+    assert len(fresh._verified) == 1
+
+
+def test_reusable_copy_count_limits(reusable_case):
+    """Zero copies, and more than MAX_COPIES, are refused before anything else."""
+    from proofs.layers import reusable as R
+
+    layout, reusable, params = reusable_case
+    for copies in ((), reusable.copies[:1] * (R.MAX_COPIES + 1)):
+        with pytest.raises(ProofRejected, match="expected a Reusable"):
+            R.verify_reusable(layout, R.Reusable(copies, reusable.agreement), params, "test")
+    with pytest.raises(ProofRejected, match="expected a Reusable"):
+        R.verify_reusable(layout, reusable.copies, params, "test")
+
+
+def test_reusable_each_copy_condition_is_checked_on_its_own(reusable_case):
+    """A copy that is not a HidingCommitment, one of another size, one with other params: each refused."""
+    from proofs.layers import reusable as R
+
+    layout, reusable, params = reusable_case
+    first = reusable.copies[0]
+    wrong_size = dataclasses.replace(first, num_vars=first.num_vars + 1)
+    wrong_params = dataclasses.replace(first, params=dataclasses.replace(first.params, rate_inv=2 * first.params.rate_inv))
+    for bad in ("not a commitment", wrong_size, wrong_params):
+        copies = (reusable.copies[0], bad)
+        with pytest.raises(ProofRejected, match="copy 1 does not match"):
+            R.verify_reusable(layout, R.Reusable(copies, reusable.agreement), params, "test")
+
+
+def test_reusable_mask_rows_may_differ_from_the_base(reusable_case):
+    """The copies' mask_rows are not compared (they follow the copy count); only the rest of the params are."""
+    from proofs.layers import reusable as R
+
+    layout, reusable, params = reusable_case
+    other = dataclasses.replace(params, mask_rows=params.mask_rows + 1)
+    R.verify_reusable(layout, _fresh(reusable), other, "test")
+
+
+def test_reusable_cache_is_per_statement(reusable_case):
+    """A Reusable verified for one statement is checked again (and refused) for another: the cache key holds the
+    layout and the params, not just "verified once"."""
+    from proofs.layers.reusable import verify_reusable
+
+    layout, reusable, params = reusable_case
+    fresh = _fresh(reusable)
+    verify_reusable(layout, fresh, params, "test")
+    other = dataclasses.replace(params, target_bits=params.target_bits + 1)
+    with pytest.raises(ProofRejected, match="does not match"):
+        verify_reusable(layout, fresh, other, "test")
