@@ -115,3 +115,13 @@ def test_reusable_cache_is_per_statement(reusable_case):
     other = dataclasses.replace(params, target_bits=params.target_bits + 1)
     with pytest.raises(ProofRejected, match="does not match"):
         verify_reusable(layout, fresh, other, "test")
+
+
+def test_reusable_exactly_max_copies_passes_the_count_check(reusable_case):
+    """MAX_COPIES copies are within the limit: the next check (the copies' params) is the one that refuses."""
+    from proofs.layers import reusable as R
+
+    layout, reusable, params = reusable_case
+    copies = reusable.copies[:1] * R.MAX_COPIES
+    with pytest.raises(ProofRejected, match="copy 0 does not match"):
+        R.verify_reusable(layout, R.Reusable(copies, reusable.agreement), params, "test")
