@@ -125,3 +125,20 @@ def test_reusable_exactly_max_copies_passes_the_count_check(reusable_case):
     copies = reusable.copies[:1] * R.MAX_COPIES
     with pytest.raises(ProofRejected, match="copy 0 does not match"):
         R.verify_reusable(layout, R.Reusable(copies, reusable.agreement), params, "test")
+
+
+# ------------------------------------------------------------------------------------------------ training
+@pytest.mark.parametrize("mode", ["aggregate", "layer"])
+def test_training_bit_check_groups_follow_the_mode(mode):
+    """aggregate: one batched bit check over every decomposition; layer: one bit check per decomposition."""
+    from proofs.layers.step_proof import proof_layouts
+    from proofs.layers.step_relations import bit_check_groups
+    from proofs.layers.step_stores import decomposition_keys
+
+    from .test_zk_training import SPEC
+
+    layouts = proof_layouts(SPEC, 1, mode, True)
+    keys = decomposition_keys(layouts)
+    assert len(keys) > 1
+    expected = [keys] if mode == "aggregate" else [[k] for k in keys]
+    assert bit_check_groups(layouts, mode) == expected
