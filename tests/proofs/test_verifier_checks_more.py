@@ -142,3 +142,30 @@ def test_training_bit_check_groups_follow_the_mode(mode):
     assert len(keys) > 1
     expected = [keys] if mode == "aggregate" else [[k] for k in keys]
     assert bit_check_groups(layouts, mode) == expected
+
+
+@pytest.fixture(scope="module")
+def training_case():
+    """A plain (non-hiding) training step, committed and proven honestly."""
+    from proofs.layers import step_proof as S
+
+    from .test_zk_training import SPEC, _trace
+
+    trace, _ = _trace(10)
+    committed = S.commit_step(trace, zk=False)
+    return SPEC, committed, S.prove_training_step(trace, committed, zk=False)
+
+
+def test_training_proof_items_are_read_in_order_and_all_used(training_case):
+    """Items missing at the end, one item of the wrong kind, one item too many: each refused by the channel."""
+    from proofs.layers import step_proof as S
+
+    spec, committed, proof = training_case
+    S.verify_training_step(spec, committed, proof)
+    items = proof.items
+    cases = {"the proof ends early": items[:-1],
+             "expected SumcheckProof, got str": ("not a sumcheck",) + items[1:],
+             "1 unused proof items": items + (items[-1],)}
+    for match, changed in cases.items():
+        with pytest.raises(ProofRejected, match=match):
+            S.verify_training_step(spec, committed, dataclasses.replace(proof, items=changed))
