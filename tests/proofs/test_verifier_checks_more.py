@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 
 from proofs import field as F
@@ -169,3 +170,19 @@ def test_training_proof_items_are_read_in_order_and_all_used(training_case):
     for match, changed in cases.items():
         with pytest.raises(ProofRejected, match=match):
             S.verify_training_step(spec, committed, dataclasses.replace(proof, items=changed))
+
+
+def test_training_stated_values_shape_and_canonicity_each_checked(training_case):
+    """The first relation's stated values with one row dropped, or one entry p (not canonical): each refused by
+    the values check itself."""
+    from proofs.layers import step_proof as S
+
+    spec, committed, proof = training_case
+    index = next(i for i, item in enumerate(proof.items) if isinstance(item, np.ndarray))
+    values = proof.items[index]
+    non_canonical = values.copy()
+    non_canonical[0, 0] = np.uint64(F.P)
+    for changed in (values[:-1], non_canonical):
+        items = proof.items[:index] + (changed,) + proof.items[index + 1:]
+        with pytest.raises(ProofRejected, match="values of shape"):
+            S.verify_training_step(spec, committed, dataclasses.replace(proof, items=items))
