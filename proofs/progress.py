@@ -1,53 +1,20 @@
-"""Progress reporting for proofs: the library takes ``progress(done, total, label)`` callbacks;
-:func:`progress_bar` makes one drawing a tqdm bar on stderr (what ``python -m proofs prove`` passes).
-Low module: imports only :mod:`proofs.errors` (and tqdm when a bar is drawn)."""
+"""Progress reporting for proofs (:mod:`hezk_progress` bound to the proofs' error type): the library takes
+``progress(done, total, label)`` callbacks; :func:`progress_bar` draws a tqdm bar (what ``python -m proofs
+prove`` passes)."""
 from __future__ import annotations
 
-import sys
+import hezk_progress
 
 from .errors import ModelError
 
 __all__ = ["progress_bar", "as_progress"]
 
 
-class _TqdmProgress:
-    """``progress(done, total, label)`` drawn as a tqdm bar; a new bar starts whenever ``total`` changes."""
-
-    def __init__(self, description: str, stream=None):
-        self.description, self.stream, self._bar = description, stream, None
-
-    def __call__(self, done: int, total: int, label: str = "") -> None:
-        from tqdm import tqdm
-
-        if self._bar is None or self._bar.total != total:
-            self.close()
-            self._bar = tqdm(total=total, desc=self.description, file=self.stream or sys.stderr, unit="step",
-                             leave=True, dynamic_ncols=True)
-        if label:
-            self._bar.set_postfix_str(label, refresh=False)
-        self._bar.update(done - self._bar.n)
-        if done >= total:
-            self.close()
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-            self._bar = None
-
-
-def progress_bar(description: str = "proving", stream=None) -> _TqdmProgress:
-    """A ``progress(done, total, label)`` callback drawing a tqdm bar named ``description`` on ``stream``
-    (stderr by default)."""
-    return _TqdmProgress(description, stream)
+def progress_bar(description: str = "proving", stream=None):
+    """A ``progress(done, total, label)`` callback drawing a tqdm bar named ``description``."""
+    return hezk_progress.progress_bar(description, stream)
 
 
 def as_progress(progress, description: str = "proving"):
-    """``progress`` as a callback: None/False -> None, True -> a tqdm bar on stderr, a callable as given;
-    anything else raises ``ModelError``."""
-    if progress is None or progress is False:
-        return None
-    if progress is True:
-        return progress_bar(description)
-    if callable(progress):
-        return progress
-    raise ModelError(f"progress must be None, True, False or a callable (done, total, label), got {progress!r}")
+    """``progress`` as a callback (:func:`hezk_progress.as_progress`); a bad value raises ``ModelError``."""
+    return hezk_progress.as_progress(progress, description, ModelError)

@@ -19,9 +19,6 @@ import hashlib
 import json
 import math
 import warnings
-import struct
-import zipfile
-import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -636,8 +633,6 @@ class _RotationRecorder(PlainBackend):
 
 
 # what numpy's .npz reader raises on damaged bytes: zip framing, compression, the .npy headers inside
-_ARCHIVE_ERRORS = (OSError, ValueError, EOFError, KeyError, IndexError, TypeError, OverflowError, RuntimeError,
-                   MemoryError, zipfile.BadZipFile, zlib.error, struct.error)
 
 
 def read_archive(path) -> dict:
@@ -662,11 +657,9 @@ def read_archive(path) -> dict:
         raise ParameterError(f"model file {path!s} is {what}, not an .npz model archive "
                              f"(write one with Sequential.save or numpy.savez)")
     try:
-        with np.load(path, allow_pickle=False) as data:
-            return {key: np.array(data[key]) for key in data.files}
-    except _ARCHIVE_ERRORS as error:
-        raise ParameterError(f"model file {path!s}: a damaged .npz archive, truncated or corrupted "
-                             f"({type(error).__name__}: {error})") from None
+        return hezk_model.read_archive(path)
+    except hezk_model.ModelFileError as error:
+        raise ParameterError(str(error)) from None
 
 
 @dataclass(frozen=True, eq=False)

@@ -61,7 +61,7 @@ from . import reusable as reusable_module
 from .reusable import Reusable, agreement_shapes, commit_reusable, verify_reusable
 from .step_proof import TrainingProof, union_bound_error
 from .step_relations import Channel, Protocol, ShapeChannel, _factor_key, locate
-from .step_stores import balanced_rows, decomposition_keys, params_for, store_params
+from .step_stores import balanced_rows, bits_tables, decomposition_keys, params_for, store_params
 from .training import MIN_PADDED
 
 TRANSCRIPT_LABEL = "hezk.proofs.network.zk.v1"
@@ -133,16 +133,6 @@ def _layouts(layers, batch: int) -> dict:
     return layouts
 
 
-def _bits_tables(name: str, witness) -> dict:
-    tables = {}
-    for g, (start, count) in enumerate(witness.spec.groups):
-        table = np.zeros((count, witness.bits.shape[1]), dtype=np.uint64)
-        stop = min(start + count, witness.spec.width)
-        table[:stop - start] = witness.bits[start:stop]
-        tables[name if g == 0 else f"{name}.g{g}"] = table.reshape(-1)
-    return tables
-
-
 def proof_tables(layers, trace, batch: int) -> dict:
     """The proof store's tables from the integer forward trace (padded, decompositions of every layer)."""
     tables, b_pad = {}, width(batch)
@@ -152,7 +142,7 @@ def proof_tables(layers, trace, batch: int) -> dict:
             tables[f"t0.A{i + 1}"] = F.to_field(pad_matrix(layer_trace.out, b_pad, out_pad).reshape(-1))
         if info.decomposition is not None:
             acc = pad_matrix(layer_trace.acc, b_pad, out_pad).reshape(-1)
-            tables.update(_bits_tables(f"t0.fwd{i}", decompose(acc, info.decomposition)))
+            tables.update(bits_tables(f"t0.fwd{i}", decompose(acc, info.decomposition)))
     return tables
 
 

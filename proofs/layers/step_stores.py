@@ -147,7 +147,7 @@ def _power_of_two_bins(slots, hiding: bool) -> list:
     return bins
 
 
-def _bits_tables(name: str, witness) -> dict:
+def bits_tables(name: str, witness) -> dict:
     """The slot tables of a decomposition's planes, one per plane group (planes past the width are zero)."""
     tables = {}
     for g, (start, count) in enumerate(witness.spec.groups):
@@ -163,7 +163,7 @@ def _range_tables(name: str, values, decomposition: Decomposition) -> dict:
         witness = decompose(np.asarray(values).reshape(-1), decomposition)
     except ModelError as error:
         raise ModelError(f"{name}: {error}") from None
-    return _bits_tables(name, witness)
+    return bits_tables(name, witness)
 
 
 def proof_tables(trace: TrainingTrace, t: int, forward_only: bool, private_input: bool = True) -> dict:
@@ -178,12 +178,12 @@ def proof_tables(trace: TrainingTrace, t: int, forward_only: bool, private_input
     for i in range(spec.num_layers):
         if i:
             tables[f"t{t}.A{i}"] = _field(trace.acts[i])
-        tables.update(_bits_tables(f"t{t}.fwd{i}", trace.fwd[i]))
+        tables.update(bits_tables(f"t{t}.fwd{i}", trace.fwd[i]))
         if not forward_only:
             tables[f"t{t}.G{i}"] = _field(trace.grads[i])
             if i < spec.num_layers - 1:
-                tables.update(_bits_tables(f"t{t}.bwd{i}", trace.bwd[i]))
-            tables.update(_bits_tables(f"t{t}.upd{i}", trace.upd[i]))
+                tables.update(bits_tables(f"t{t}.bwd{i}", trace.bwd[i]))
+            tables.update(bits_tables(f"t{t}.upd{i}", trace.upd[i]))
     return tables
 
 
