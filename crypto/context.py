@@ -14,13 +14,13 @@ import numpy as np
 
 from .ckks.encoder import CKKSEncoder, as_slot_vector, check_scale
 from .ckks.evaluator import Evaluator
-from .errors import ContextMismatchError, ParameterError, ValueRangeError, WrapAroundWarning
+from .errors import ContextMismatchError, ParameterError, SerializationError, ValueRangeError, WrapAroundWarning
 from .key_records import (context_to_bytes, galois_keys_to_bytes, public_key_to_bytes, read_context,
                           read_key_records, relin_key_to_bytes, secret_key_to_bytes)
 from .params import WRAP_MARGIN, CKKSParameters, CKKSParametersLiteral
 from .ring import RingContext
 from .rlwe import (Ciphertext, Decryptor, Encryptor, KeyGenerator, Plaintext, PublicKey, SecretKey,
-                   centered_coefficients, check_level, check_same_context)
+                   centered_coefficients, check_level, check_same_context, register_public_context)
 from .sampling import Sampler
 
 
@@ -101,6 +101,8 @@ class CKKSContext:
         self._sampler = sampler if sampler is not None else Sampler()
         self.key_id = public_key.key_id
         self.encoder = CKKSEncoder(params.n)
+        if secret_key is None:
+            register_public_context(self)  # unpickled ciphertexts of this key set find its evaluator
 
     @classmethod
     def keygen(cls, params, rotations=(), conjugation: bool = False, seed=None,
@@ -238,6 +240,17 @@ class CKKSContext:
         """Parameters, public key, relinearization and Galois keys; the secret key only if asked."""
         return context_to_bytes(self, include_secret_key)
 
+    def __reduce__(self):
+        """Pickle (Dask, multiprocessing, concurrent.futures) through ``to_bytes()``: public material only. A
+        context holding the secret key refuses: its key travels only as ``to_bytes(include_secret_key=True)``
+        (or ``secret_key_bytes()``), sent explicitly."""
+        if self.has_secret_key:
+            raise SerializationError(
+                "pickling a CKKSContext that holds the secret key is refused (it would copy the key to every "
+                "process that receives it): pickle ctx.public_context(), or send the bytes of "
+                "ctx.to_bytes(include_secret_key=True) explicitly and read them with CKKSContext.from_bytes")
+        return _public_context_from_pickle, (self.to_bytes(),)
+
     def public_key_bytes(self) -> bytes:
         """The public key alone (enough to encrypt, with the parameters it carries)."""
         return public_key_to_bytes(self)
@@ -262,3 +275,9 @@ class CKKSContext:
     def from_bytes(cls, blob, backend="auto", secret_key: bytes | None = None) -> "CKKSContext":
         """A context from ``to_bytes`` output; ``secret_key`` optionally adds ``secret_key_bytes()`` output."""
         return cls(*read_context(blob, backend, secret_key))
+
+
+def _public_context_from_pickle(blob) -> CKKSContext:
+    """Inverse of ``CKKSContext.__reduce__`` (the receiving process picks its own NTT backend: results are
+    bit-identical)."""
+    return CKKSContext.from_bytes(blob)

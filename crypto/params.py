@@ -240,6 +240,10 @@ class CKKSParameters:
         """Inverse of ``to_bytes``; malformed bytes raise SerializationError."""
         return parameters_from_bytes(blob)
 
+    def __reduce__(self):
+        """Pickle (Dask, multiprocessing, concurrent.futures) through the versioned bytes of ``to_bytes``."""
+        return parameters_from_bytes, (self.to_bytes(),)
+
     @property
     def fingerprint(self) -> bytes:
         """SHA-256 of the canonical parameter description: equal iff the parameter sets are equal."""

@@ -9,6 +9,7 @@ Regev, "On ideal lattices and learning with errors over rings", EUROCRYPT 2010).
 from __future__ import annotations
 
 import hashlib
+import weakref
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -17,9 +18,9 @@ import numpy as np
 from .errors import ContextMismatchError, KeyMissingError, LevelError, ParameterError, SerializationError
 from .keyswitch import GaloisKeys, SwitchingKey, conjugation_element, galois_element, make_switching_key
 from .modarith import inv_mod
-from .params import CKKSParameters
+from .params import CKKSParameters, parameters_from_bytes
 from .record import check_key_id, checked_residues, key_id_of, level_of, pack, residue_array, unpack, value_meta
-from .ring import RNSPoly
+from .ring import RingContext, RNSPoly
 
 ERROR_SIGMA = 3.2
 
@@ -69,6 +70,7 @@ class Ciphertext(_Serializable):
     fingerprint: bytes = field(repr=False)
     key_id: bytes = field(repr=False)
     evaluator: object = field(default=None, repr=False)
+    params: object = field(default=None, repr=False)  # CKKSParameters of a detached (unpickled) ciphertext
     _kind: ClassVar[str] = "ciphertext"
 
     __array_ufunc__ = None  # numpy arrays defer to our reflected operators (array + ct -> ct.__radd__)
@@ -80,6 +82,17 @@ class Ciphertext(_Serializable):
     def with_evaluator(self, evaluator) -> "Ciphertext":
         return Ciphertext(self.parts, self.level, self.scale, self.length, self.is_complex,
                           self.fingerprint, self.key_id, evaluator)
+
+    def __reduce__(self):
+        """Pickle through the versioned bytes (``to_bytes``) plus the parameters' record: the keys never travel
+        with a ciphertext. Unpickling attaches the evaluator of a live public context of the same key set in
+        the receiving process (e.g. one scattered to a Dask worker), else gives a detached ciphertext (it
+        decrypts; evaluating it needs ``Ciphertext.from_bytes(ct.to_bytes(), ctx)``)."""
+        params = self.params if self.evaluator is None else self.evaluator.params
+        if params is None:
+            raise SerializationError("this ciphertext knows neither its evaluator nor its parameters: it cannot "
+                                     "be pickled; pickle ct.to_bytes() and read it with Ciphertext.from_bytes")
+        return ciphertext_from_pickle, (self.to_bytes(), params.to_bytes())
 
     def _ev(self):
         if self.evaluator is None:
@@ -295,9 +308,55 @@ def _check_context(ctx):
 def ciphertext_from_bytes(blob, ctx):
     """A ciphertext for ``ctx`` (a CKKSContext); its evaluator is attached."""
     _check_context(ctx)
-    params = ctx.params
+    return _read_ciphertext(blob, ctx.params, lambda key_id: (check_key_id(key_id, ctx.key_id, "ciphertext")
+                                                              or (ctx.ring, ctx.evaluator)))
+
+
+# -- pickling: a weak, process-wide index of the live public contexts by key set -------------------------------
+_PUBLIC_CONTEXTS: "dict[bytes, weakref.WeakSet]" = {}
+_RINGS: "weakref.WeakValueDictionary[bytes, RingContext]" = weakref.WeakValueDictionary()
+
+
+def register_public_context(ctx) -> None:
+    """Note a public context (no secret key) so that ciphertexts unpickled in this process while it lives find
+    its evaluator (held weakly: the index never keeps a context alive)."""
+    for key in [k for k, live in _PUBLIC_CONTEXTS.items() if not live]:
+        del _PUBLIC_CONTEXTS[key]
+    _PUBLIC_CONTEXTS.setdefault(bytes(ctx.key_id), weakref.WeakSet()).add(ctx)
+
+
+def live_public_context(key_id: bytes, params):
+    """The live public context of key set ``key_id`` and these parameters in this process, or None."""
+    return next((ctx for ctx in list(_PUBLIC_CONTEXTS.get(bytes(key_id), ())) if ctx.params == params), None)
+
+
+def _live_ring(params):
+    """A ring of ``params`` already in use in this process (a live context's or an unpickled ciphertext's),
+    else a new one (its NTT tables take milliseconds)."""
+    ring = _RINGS.get(params.fingerprint)
+    if ring is None:
+        ring = next((c.ring for live in list(_PUBLIC_CONTEXTS.values()) for c in list(live) if c.params == params),
+                    None) or RingContext(params.n, params.moduli)
+        _RINGS[params.fingerprint] = ring
+    return ring
+
+
+def ciphertext_from_pickle(blob, params_blob):
+    """Inverse of ``Ciphertext.__reduce__``: attached to a live public context of its key set, else detached."""
+    params = parameters_from_bytes(params_blob)
+
+    def resolve(key_id):
+        ctx = live_public_context(key_id, params)
+        return (_live_ring(params), None) if ctx is None else (ctx.ring, ctx.evaluator)
+    return _read_ciphertext(blob, params, resolve)
+
+
+def _read_ciphertext(blob, params, resolve):
+    """A ciphertext from its record; ``resolve(key_id) -> (ring, evaluator or None)`` (may raise on a foreign
+    key set). A detached ciphertext (no evaluator) keeps ``params``."""
     _, meta, arrays = unpack(blob, "ciphertext", params.fingerprint)
-    check_key_id(key_id_of(meta), ctx.key_id, "ciphertext")
+    key_id = key_id_of(meta)
+    ring, evaluator = resolve(key_id)
     level = level_of(meta, params)
     scale, length, is_complex = value_meta(meta, params)
     if len(arrays) != 1 or arrays[0].ndim != 3 or arrays[0].shape[0] not in (2, 3):
@@ -305,8 +364,9 @@ def ciphertext_from_bytes(blob, ctx):
     idx = tuple(range(params.limbs_at(level)))
     shape = (arrays[0].shape[0], len(idx), params.n)
     data = checked_residues(arrays[0], shape, params.q_moduli[: len(idx)], "ciphertext data")
-    parts = tuple(RNSPoly(ctx.ring, d, idx, True) for d in data)
-    return Ciphertext(parts, level, scale, length, is_complex, params.fingerprint, ctx.key_id, ctx.evaluator)
+    parts = tuple(RNSPoly(ring, d, idx, True) for d in data)
+    return Ciphertext(parts, level, scale, length, is_complex, params.fingerprint, key_id, evaluator,
+                      params if evaluator is None else None)
 
 
 def plaintext_to_bytes(pt) -> bytes:

@@ -241,6 +241,10 @@ class Commitment:
         return (_COMMITMENT_MAGIC + bytes([_VERSION, self.num_vars, self.params.rate_inv.bit_length() - 1])
                 + self.params.num_queries.to_bytes(2, "little") + self.root)
 
+    def __reduce__(self):
+        """Pickle (Dask, multiprocessing, concurrent.futures) through the versioned bytes of ``to_bytes``."""
+        return type(self).from_bytes, (self.to_bytes(),)
+
     @classmethod
     def from_bytes(cls, data) -> "Commitment":
         """Inverse of :meth:`to_bytes`; malformed data raises ProofRejected."""
@@ -280,6 +284,10 @@ class OpeningProof:
         return (_OPENING_MAGIC + bytes([_VERSION]) + F.elements_to_bytes(self.u_rand)
                 + F.elements_to_bytes(self.u_evals) + F.elements_to_bytes(self.columns)
                 + len(self.merkle_proof).to_bytes(4, "little") + digests)
+
+    def __reduce__(self):
+        """Pickle (Dask, multiprocessing, concurrent.futures) through the versioned bytes of ``to_bytes``."""
+        return type(self).from_bytes, (self.to_bytes(),)
 
     @classmethod
     def from_bytes(cls, data) -> "OpeningProof":

@@ -53,6 +53,10 @@ class SumcheckProof:
         """Magic, version (u8), then the (num_vars, degree + 1, 4) messages (shape as u32s, entries as u32s)."""
         return _MAGIC + bytes([_VERSION]) + F.elements_to_bytes(self.round_messages)
 
+    def __reduce__(self):
+        """Pickle (Dask, multiprocessing, concurrent.futures) through the versioned bytes of ``to_bytes``."""
+        return type(self).from_bytes, (self.to_bytes(),)
+
     @classmethod
     def from_bytes(cls, data: bytes) -> "SumcheckProof":
         """Inverse of :meth:`to_bytes`; malformed data raises ProofRejected."""

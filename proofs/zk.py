@@ -198,6 +198,10 @@ class HidingCommitment:
             raise ProofRejected(str(error), reader.where) from None
         return cls(root, num_vars, log_rows, params)
 
+    def __reduce__(self):
+        """Pickle (Dask, multiprocessing, concurrent.futures) through the versioned bytes of ``to_bytes``."""
+        return type(self).from_bytes, (self.to_bytes(),)
+
     @classmethod
     def from_bytes(cls, data) -> "HidingCommitment":
         reader = F.ByteReader(data, "hiding commitment")

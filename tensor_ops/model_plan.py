@@ -370,6 +370,11 @@ class ModelPlan:
                 raise
             raise ParameterError(f"malformed model plan: {error!r}") from None
 
+    def __reduce__(self):
+        """Pickle through the public description (``to_dict``, validated again by ``from_dict``) and the cost
+        model, if any."""
+        return _plan_from_pickle, (self.to_dict(), self.costs)
+
     # -- packing -------------------------------------------------------------------------------------
     def pack(self, x) -> list[np.ndarray]:
         """Slot vectors (one per ciphertext) holding the samples of x, one per ``block`` slots."""
@@ -425,3 +430,9 @@ def unpack_samples(vectors, count, output_shape, block, slots) -> np.ndarray:
     n_out = math.prod(output_shape)
     rows = np.concatenate([np.asarray(v)[:slots].real.reshape(slots // block, block)[:, :n_out] for v in vectors])
     return rows[:count].reshape(count, *output_shape)
+
+
+def _plan_from_pickle(data: dict, costs) -> ModelPlan:
+    """Inverse of ``ModelPlan.__reduce__``."""
+    plan = ModelPlan.from_dict(data)
+    return plan if costs is None else replace(plan, costs=costs)

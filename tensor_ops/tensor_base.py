@@ -8,8 +8,9 @@ from dataclasses import replace
 import numpy as np
 
 import hezk_record
-from crypto.errors import ContextMismatchError, SerializationError, ShapeError
-from crypto.rlwe import Ciphertext
+from crypto.errors import ContextMismatchError, KeyMissingError, SerializationError, ShapeError
+from crypto.params import parameters_from_bytes
+from crypto.rlwe import Ciphertext, ciphertext_from_pickle, live_public_context
 
 from .backends import CKKSBackend, PlainBackend
 from .layout import SlotLayout, Tile
@@ -24,6 +25,25 @@ def backend_of(ctx):
     if hasattr(ctx, "evaluator") and hasattr(ctx, "params"):
         return CKKSBackend(ctx)
     raise ShapeError(f"ctx must be a CKKSContext or a PlainBackend, got {type(ctx).__name__}")
+
+
+class DetachedBackend:
+    """The backend of a CipherTensor unpickled in a process where no public context of its key set lives: it
+    decrypts with a context passed in (``tensor.decrypt(ctx)``) and refuses to compute (KeyMissingError)."""
+
+    name = "detached"
+    ctx = None
+
+    def __init__(self, params, key_id: bytes):
+        self.params, self.key_id, self.slots = params, key_id, params.slots
+
+    def _refuse(self, *args, **kwargs):
+        raise KeyMissingError(f"this CipherTensor was unpickled where no public context of its key set "
+                              f"{self.key_id.hex()[:12]}… lives: unpickle (or scatter) that public context first, "
+                              f"or read it with CipherTensor.from_bytes(tensor.to_bytes(), ctx); decrypt(ctx) works")
+
+    decrypt = encrypt = run = rotate = rotate_many = add = mul = _refuse
+    plans = property(_refuse)  # every lowered operation looks up its plan here first
 
 
 class CipherTensorBase:
@@ -106,7 +126,7 @@ class CipherTensorBase:
     def to_bytes(self) -> bytes:
         """A ``tensor_ops.CipherTensor`` record (:mod:`hezk_record`): the layout as its meta, each ciphertext's
         own record as an array (CKKS backend only)."""
-        if not isinstance(self._backend, CKKSBackend):
+        if not isinstance(self._backend, (CKKSBackend, DetachedBackend)):
             raise SerializationError("only CipherTensors of a CKKS context have a byte form")
         lay = self._layout
         header = {"shape": list(lay.shape), "strides": list(lay.strides), "slots": lay.slots,
@@ -114,9 +134,18 @@ class CipherTensorBase:
                   "replicas": [list(r) for r in lay.replicas], "clean": lay.clean}
         return hezk_record.pack(RECORD_KIND, header, [c.to_bytes() for c in self._cts])
 
-    @classmethod
-    def from_bytes(cls, blob, ctx) -> "CipherTensorBase":
-        """A CipherTensor from ``to_bytes`` output, for ``ctx`` (a public context is enough)."""
+    def __reduce__(self):
+        """Pickle through ``to_bytes`` plus the parameters' record (never the keys); unpickling attaches a live
+        public context of the key set in the receiving process (one scattered to a Dask worker), else a
+        :class:`DetachedBackend`. Plain-backend tensors pickle their slot vectors."""
+        if isinstance(self._backend, PlainBackend):
+            return type(self), (self._cts, self._layout, self._backend)
+        params = self._backend.params if isinstance(self._backend, DetachedBackend) else self._backend.ctx.params
+        return _tensor_from_pickle, (type(self), self.to_bytes(), params.to_bytes())
+
+    @staticmethod
+    def _read(blob) -> tuple[list, SlotLayout]:
+        """(ciphertext records, layout) of a ``tensor_ops.CipherTensor`` record."""
         try:
             record = hezk_record.unpack(blob, RECORD_KIND)
             parts = [hezk_record.array_bytes(record, i, f"ciphertext {i}") for i in range(len(record.arrays))]
@@ -129,6 +158,12 @@ class CipherTensorBase:
                                 tuple(tuple(r) for r in head["replicas"]), bool(head["clean"]))
         except (ValueError, KeyError, TypeError) as exc:
             raise SerializationError(f"CipherTensor layout header is malformed: {exc}") from None
+        return parts, layout
+
+    @classmethod
+    def from_bytes(cls, blob, ctx) -> "CipherTensorBase":
+        """A CipherTensor from ``to_bytes`` output, for ``ctx`` (a public context is enough)."""
+        parts, layout = cls._read(blob)
         return cls([Ciphertext.from_bytes(p, ctx) for p in parts], layout, backend_of(ctx))
 
     # ------------------------------------------------------------------ free layout changes
@@ -155,6 +190,16 @@ class CipherTensorBase:
         renumber = {ct: n for n, ct in enumerate(used)}
         tiles = tuple(replace(t, ct=renumber[t.ct]) for t in lay.tiles)
         return type(self)([self._cts[ct] for ct in used], replace(lay, tiles=tiles), self._backend)
+
+
+def _tensor_from_pickle(cls, blob, params_blob) -> CipherTensorBase:
+    """Inverse of ``CipherTensorBase.__reduce__``."""
+    parts, layout = cls._read(blob)
+    params = parameters_from_bytes(params_blob)
+    cts = [ciphertext_from_pickle(p, params_blob) for p in parts]
+    key_id = cts[0].key_id if cts else b""
+    ctx = live_public_context(key_id, params)
+    return cls(cts, layout, DetachedBackend(params, key_id) if ctx is None else backend_of(ctx))
 
 
 def check_same_backend(a: CipherTensorBase, b: CipherTensorBase):

@@ -126,6 +126,10 @@ class NetworkProof:
         writer.blob(self.weights_opening.to_bytes())
         return writer.getvalue()
 
+    def __reduce__(self):
+        """Pickle (Dask, multiprocessing, concurrent.futures) through the versioned bytes of ``to_bytes``."""
+        return type(self).from_bytes, (self.to_bytes(),)
+
     @classmethod
     def from_bytes(cls, data) -> "NetworkProof":
         """Parse; anything malformed, truncated or of another kind raises ProofRejected."""
@@ -178,8 +182,8 @@ class Network:
 
     ``zk=True`` (the default): zero-knowledge proofs, the weights stay private; the commitment holds
     ``max_proofs`` hiding copies and each proof uses one (then :meth:`prove` refuses: commit again);
-    ``params`` are :class:`~proofs.zk.HidingParams`; ``state`` is a file from :meth:`save_state` (prove later
-    against the same commitment). ``zk=False``: the plain protocol, whose proofs REVEAL THE WEIGHTS (every
+    ``params`` are :class:`~proofs.zk.HidingParams`; ``state`` is a file from :meth:`save_state` (or the bytes
+    of :meth:`state_bytes`: prove later against the same commitment). ``zk=False``: the plain protocol, whose proofs REVEAL THE WEIGHTS (every
     weight and bias can be decoded from one proof's opened columns); ``params`` are
     :class:`~proofs.commit.CommitParams`. Parameters giving a verifier less than 100 bits are refused.
     """
@@ -219,7 +223,8 @@ class Network:
             saved, self._weights_witness = prover_state.load(state, network_zk.model_tables(model),
                                                              network_zk.model_layout(infos))
             if saved.layers != infos or saved.input_frac != model.input_frac:
-                raise ModelError(f"prover state {state!r} was saved for another model")
+                where = "<bytes>" if isinstance(state, (bytes, bytearray, memoryview)) else repr(state)
+                raise ModelError(f"prover state {where} was saved for another model")
             weights = saved.weights
         elif zk:
             weights, self._weights_witness = network_zk.commit_model(model, infos, self.params, max_proofs)
@@ -233,6 +238,23 @@ class Network:
         if zk and self.commitment.soundness_bits(self.batch_size or 1) < network_zk.MIN_SOUNDNESS_BITS:
             raise ModelError(f"params {params} give {self.commitment.soundness_bits(self.batch_size or 1):.1f} "
                              f"bits of proof soundness < {network_zk.MIN_SOUNDNESS_BITS} (verifiers refuse them)")
+
+    def __reduce_ex__(self, protocol):
+        """A zero-knowledge Network refuses to pickle: it holds the SECRET prover state; send
+        :meth:`state_bytes` explicitly and rebuild it with ``Network(model, state=blob)``."""
+        if self.zk:
+            raise ModelError("pickling a zero-knowledge Network is refused: it holds the secret prover state (the "
+                             "weights' masks); send network.state_bytes() explicitly and rebuild the prover with "
+                             "Network(model, state=blob)")
+        return super().__reduce_ex__(protocol)
+
+    def state_bytes(self) -> bytes:
+        """The SECRET prover state of a hiding commitment as bytes (what :meth:`save_state` writes);
+        ``Network(model, state=blob)`` reads them."""
+        if not self.zk:
+            raise ModelError("state_bytes: a zk=False commitment is deterministic, it has no prover state")
+        return prover_state.to_bytes(self.commitment, self._weights_witness,
+                                     network_zk.model_layout(self.commitment.layers))
 
     def save_state(self, path) -> None:
         """Write the secret prover state of a hiding commitment (masks, row tails, salts, spent copies) to
@@ -275,16 +297,17 @@ class Network:
             x = trace.out
         return NetworkWitness(inputs, x, tuple(layers))
 
-    def prove(self, x_int, progress=None) -> NetworkProof:
+    def prove(self, x_int, progress=None, copy: int | None = None) -> NetworkProof:
         """Prove y = model(x); ``progress(done, total, label)`` is called after each step
-        (``progress=True``: a tqdm bar on stderr)."""
+        (``progress=True``: a tqdm bar on stderr). ``copy``: the hiding copy to use (zk only; default the next
+        unused one)."""
         progress = as_progress(progress, "proving")
         if self.zk:
             x = check_input(self.model, x_int)
             if self.batch_size is not None and x.shape[0] != self.batch_size:
                 raise ModelError(f"input batch {x.shape[0]} != batch_size={self.batch_size} of this Network")
             report = _Progress(progress, network_zk.PROVE_STEPS)
-            return network_zk.prove(self, x, forward_trace(self.model, x), report)
+            return network_zk.prove(self, x, forward_trace(self.model, x), report, copy)
         return self.prove_witness(self.witness(x_int), progress, strict=True)
 
     def prove_witness(self, witness: NetworkWitness, progress=None, strict: bool = False) -> NetworkProof:

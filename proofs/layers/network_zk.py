@@ -304,6 +304,10 @@ class HidingNetworkProof:
         writer.blob(self.relations.to_bytes())
         return writer.getvalue()
 
+    def __reduce__(self):
+        """Pickle (Dask, multiprocessing, concurrent.futures) through the versioned bytes of ``to_bytes``."""
+        return type(self).from_bytes, (self.to_bytes(),)
+
     @classmethod
     def from_bytes(cls, data) -> "HidingNetworkProof":
         """Parse; anything malformed, truncated or of another kind raises ProofRejected."""
@@ -330,17 +334,17 @@ def base_params(commitment) -> HidingParams:
 PROVE_STEPS = 3
 
 
-def prove(network, x, trace, report=None) -> HidingNetworkProof:
-    """Prove y = model(x) for ``network`` (committed with zk=True) on a fresh copy of its model store;
-    ``trace`` is the integer forward trace of x (int64, checked); ``report(label)`` after each of the
-    PROVE_STEPS steps."""
+def prove(network, x, trace, report=None, copy: int | None = None) -> HidingNetworkProof:
+    """Prove y = model(x) for ``network`` (committed with zk=True) on a fresh copy of its model store (copy
+    ``copy`` when given); ``trace`` is the integer forward trace of x (int64, checked); ``report(label)`` after
+    each of the PROVE_STEPS steps."""
     report = report or (lambda label: None)
     commitment, statement = network.commitment, network._weights_witness
     layers, batch = commitment.layers, x.shape[0]
     layouts = _layouts(layers, batch)
     params = base_params(commitment)
     proof_layouts = {k: v for k, v in layouts.items() if k != "w"}
-    copy = statement.take("Network.prove")
+    copy = statement.take("Network.prove", copy)
     made = {}
     if "p" in layouts:
         log_rows = proof_rows(layers, batch, params)

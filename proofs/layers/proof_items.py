@@ -36,6 +36,10 @@ class TrainingProof:
         """A ``proofs.TrainingProof`` record (:func:`proofs.proof_format.to_record`) of :meth:`inner_bytes`."""
         return to_record(self.KIND, self.inner_bytes())
 
+    def __reduce__(self):
+        """Pickle (Dask, multiprocessing, concurrent.futures) through the versioned bytes of ``to_bytes``."""
+        return type(self).from_bytes, (self.to_bytes(),)
+
     @classmethod
     def from_bytes(cls, data) -> "TrainingProof":
         """Inverse of :meth:`to_bytes`; anything malformed, truncated, trailing or of another kind raises

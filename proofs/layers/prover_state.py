@@ -55,6 +55,22 @@ def _from_record(blob: bytes, path) -> dict:
 
 def save(path, commitment, witness: ReusableWitness, layout) -> None:
     """Write the prover state (atomically, readable by the owner only)."""
+    blob = to_bytes(commitment, witness, layout)
+    folder = os.path.dirname(os.path.abspath(path))
+    handle, temporary = tempfile.mkstemp(dir=folder, suffix=".state")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(blob)
+        os.chmod(temporary, 0o600)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+
+
+def to_bytes(commitment, witness: ReusableWitness, layout) -> bytes:
+    """The prover state as one ``proofs.ProverState`` record (SECRET: the weights' masks)."""
     arrays = {"version": np.array(STATE_VERSION), "commitment": np.frombuffer(commitment.to_bytes(), dtype=np.uint8),
               "spent": np.array(sorted(witness.spent), dtype=np.int64)}
     for k, store in enumerate(witness.witnesses):
@@ -70,28 +86,21 @@ def save(path, commitment, witness: ReusableWitness, layout) -> None:
             arrays[f"c{k}.view{v}.active"] = np.array(view.active if view.active is not None else (-1, -1))
             if view.w is not None:
                 arrays[f"c{k}.view{v}.w"] = view.w
-    folder = os.path.dirname(os.path.abspath(path))
-    handle, temporary = tempfile.mkstemp(dir=folder, suffix=".state")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(_to_record(arrays))
-        os.chmod(temporary, 0o600)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
+    return _to_record(arrays)
 
 
 def load(path, tables: dict, layout):
-    """(commitment bytes, ReusableWitness) from a state file, checked against the copies' Merkle roots
-    (ModelError when the file is not a prover state of this model)."""
+    """(commitment bytes, ReusableWitness) from a state file (or the bytes of :func:`to_bytes`), checked against
+    the copies' Merkle roots (ModelError when the file is not a prover state of this model)."""
     from .statement import ModelCommitment
-    try:
-        with open(path, "rb") as handle:
-            data = _from_record(handle.read(), path)
-    except OSError as error:
-        raise ModelError(f"prover state {path!r} is not readable: {error}") from None
+    if isinstance(path, (bytes, bytearray, memoryview)):
+        data, path = _from_record(bytes(path), "<bytes>"), "<bytes>"
+    else:
+        try:
+            with open(path, "rb") as handle:
+                data = _from_record(handle.read(), path)
+        except OSError as error:
+            raise ModelError(f"prover state {path!r} is not readable: {error}") from None
     if int(data.get("version", -1)) != STATE_VERSION:
         raise ModelError(f"prover state {path!r} has no version {STATE_VERSION} marker")
     try:

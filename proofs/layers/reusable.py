@@ -92,6 +92,10 @@ class Reusable:
         """A ``proofs.Reusable`` record (:func:`proofs.proof_format.to_record`) of :meth:`inner_bytes`."""
         return to_record(self.KIND, self.inner_bytes())
 
+    def __reduce__(self):
+        """Pickle (Dask, multiprocessing, concurrent.futures) through the versioned bytes of ``to_bytes``."""
+        return type(self).from_bytes, (self.to_bytes(),)
+
     @classmethod
     def from_bytes(cls, data) -> "Reusable":
         return cls.from_inner_bytes(from_record(data, cls.KIND, "reusable commitment"))
@@ -126,8 +130,16 @@ class ReusableWitness:
     agreement_views: tuple
     spent: list = dataclass_field(default_factory=list)
 
-    def take(self, where: str) -> int:
-        """The next unused copy (ProofError when all are spent: zero knowledge would be lost)."""
+    def take(self, where: str, copy: int | None = None) -> int:
+        """The next unused copy, or copy ``copy`` when given (a batch prover hands out copies ahead of the
+        proofs); ProofError when all are spent or ``copy`` is: zero knowledge would be lost."""
+        if copy is not None:
+            if isinstance(copy, bool) or not isinstance(copy, (int, np.integer)) \
+                    or not 0 <= copy < len(self.witnesses) or copy in self.spent:
+                raise ProofError(f"{where}: copy={copy!r} is not an unused copy in [0, {len(self.witnesses)}) "
+                                 f"(spent: {sorted(self.spent)})")
+            self.spent.append(int(copy))
+            return int(copy)
         free = next((k for k in range(len(self.witnesses)) if k not in self.spent), None)
         if free is None:
             raise ProofError(f"{where}: all max_proofs={len(self.witnesses)} copies of this commitment are used; "

@@ -171,6 +171,10 @@ class ModelCommitment:
         writer.blob(weights)
         return writer.getvalue()
 
+    def __reduce__(self):
+        """Pickle (Dask, multiprocessing, concurrent.futures) through the versioned bytes of ``to_bytes``."""
+        return type(self).from_bytes, (self.to_bytes(),)
+
     @classmethod
     def from_bytes(cls, data) -> "ModelCommitment":
         """Parse and validate; anything malformed or of another kind raises ProofRejected."""
