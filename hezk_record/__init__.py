@@ -64,6 +64,8 @@ _TABLE = {
     "proofs.ProverState": (35, "the SECRET prover state of a hiding commitment"),
     "proofs.Reusable": (36, "a reusable hiding commitment"),
     "proofs.TrainingProof": (37, "a training-step proof"),
+    "proofs.GraphCommitment": (38, "a model-graph commitment (written by proofs commit --model M.onnx)"),
+    "proofs.GraphProof": (39, "a model-graph proof"),
 }
 KINDS = {name: code for name, (code, _) in _TABLE.items()}
 _NAMES = {code: name for name, code in KINDS.items()}

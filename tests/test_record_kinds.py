@@ -15,6 +15,9 @@ from proofs.layers import training as T
 from proofs.layers.network import ModelCommitment, Network, NetworkProof, read_proof
 from proofs.layers.network_zk import HidingNetworkProof
 from proofs.layers.reusable import Reusable
+from proofs.layers.graph import GraphCommitment, GraphNetwork, GraphProof
+from proofs.graph_quantize import quantize_graph
+from hezk_model import Contraction, Graph
 from proofs.quantize import quantize_fixed_point, quantize_input
 from tensor_ops.inference import Client, Server, unpack_message
 from tensor_ops.nn import Linear, Sequential, Square
@@ -42,6 +45,9 @@ def samples(tmp_path_factory):
     trace = T.training_trace([rng.integers(-3, 3, (2, 2))], rng.integers(-3, 3, (1, 2)), rng.integers(-3, 3, (1, 2)),
                              spec)
     training = S.prove_training_step(trace, S.commit_step(trace, zk=False, seed=1), zk=False)
+    graph = GraphNetwork(quantize_graph(Graph("x", (4,), (Contraction("fc", "Gemm", ("x",), "y", "bk,nk->bn",
+                                                                       rng.normal(size=(3, 4)), None, None, (3,)),),
+                                              "y"), rng.normal(size=(2, 4))))
     blobs = {
         "crypto.Parameters": ctx.params.to_bytes(),
         "crypto.Plaintext": ctx.encode([1.0]).to_bytes(),
@@ -62,6 +68,8 @@ def samples(tmp_path_factory):
         "proofs.ProverState": (path / "c.state").read_bytes(),
         "proofs.Reusable": hiding.commitment.weights.to_bytes(),
         "proofs.TrainingProof": training.to_bytes(),
+        "proofs.GraphCommitment": graph.commitment.to_bytes(),
+        "proofs.GraphProof": graph.prove(np.zeros((1, 4))).to_bytes(),
     }
     return blobs, ctx, path
 
@@ -98,6 +106,8 @@ def _loaders(ctx, path):
         "proofs.ProverState": (("proofs.ProverState",), lambda b: prover_state._from_record(b, "state"), model),
         "proofs.Reusable": (("proofs.Reusable",), Reusable.from_bytes, proofs),
         "proofs.TrainingProof": (("proofs.TrainingProof",), S.TrainingProof.from_bytes, proofs),
+        "proofs.GraphCommitment": (("proofs.GraphCommitment",), GraphCommitment.from_bytes, proofs),
+        "proofs.GraphProof": (("proofs.GraphProof",), GraphProof.from_bytes, proofs),
     }
 
 

@@ -534,3 +534,106 @@ def residual_claim_reduction(claim: Claim, first_eval) -> tuple:
     """Y = Z1 + Z2: Y~(r) = Z1~(r) + Z2~(r); the prover sends Z1~(r), Z2~(r) is implied. Returns both Claims."""
     first_eval = check_ext(first_eval, "residual", "first_eval")
     return Claim(claim.point, first_eval), Claim(claim.point, F.ext_sub(claim.value, first_eval))
+
+
+# ---------------------------------------------------------------------------------- reshape, claim merging
+def padded_positions(shape) -> np.ndarray:
+    """Index in the per-axis power-of-two padded layout of every real entry of ``shape``, in row-major order."""
+    shape = tuple(int(n) for n in shape)
+    padded_shape = tuple(_pow2(n) for n in shape)
+    return np.ravel_multi_index(np.unravel_index(np.arange(math.prod(shape)), shape), padded_shape)
+
+
+def _padded_size(shape) -> int:
+    return math.prod(_pow2(n) for n in shape)
+
+
+def reshape_is_free(x_shape, y_shape) -> bool:
+    """Whether Y = reshape(X) has the same padded table as X (a claim passes through unchanged)."""
+    return _padded_size(x_shape) == _padded_size(y_shape) and \
+        np.array_equal(padded_positions(x_shape), padded_positions(y_shape))
+
+
+@dataclass(frozen=True, eq=False)
+class GatherProof:
+    """Sumcheck over X's bits of X~ G_r~ (a reshape, or several claims merged into one), then X~(rho)."""
+
+    sumcheck: SumcheckProof
+    x_eval: np.ndarray
+
+
+def _gather_weights(x_shape, y_shape, point) -> np.ndarray:
+    """G_r over X's padded layout: G[pos_x(n)] = eq(r, pos_y(n)) for the n-th real entry (row-major)."""
+    table = F.ext_zero(_padded_size(x_shape))
+    table[padded_positions(x_shape)] = eq_table(point)[padded_positions(y_shape)]
+    return table
+
+
+def reshape_claim_reduction(x_table, x_shape, y_shape, claim: Claim, transcript, label: str = "reshape",
+                            *, strict: bool = True):
+    """Y = reshape(X) (row-major, both per-axis padded): Y~(r) = sum_p X[p] G_r[p] with
+    G_r[pos_x(n)] = eq(r, pos_y(n)), one degree-2 sumcheck over X's bits. Returns (GatherProof or None when
+    the layouts coincide, Claim on X)."""
+    if reshape_is_free(x_shape, y_shape):
+        return None, claim
+    gather = _gather_weights(x_shape, y_shape, claim.point)
+    sumcheck, rho, evals = prove_sumcheck([(1, [_field(x_table).reshape(-1), gather])], claim.value, transcript,
+                                          label, strict=strict)
+    transcript.absorb(f"{label}.x_eval", evals[0][0])
+    return GatherProof(sumcheck, evals[0][0]), Claim(rho, evals[0][0])
+
+
+def verify_reshape(x_shape, y_shape, claim: Claim, proof, transcript, label: str = "reshape") -> Claim:
+    """Check a reshape's :class:`GatherProof` (None when free); the verifier sums eq(rho, pos_x) eq(r, pos_y)
+    over the real entries (O(|X|)). Returns the claim on X."""
+    if reshape_is_free(x_shape, y_shape):
+        require(proof is None, "a reshape of the same padded layout carries no proof", label)
+        return claim
+    require(isinstance(proof, GatherProof), "reshape proof missing", label)
+    x_eval = check_ext(proof.x_eval, label, "x_eval")
+    k = int(math.log2(_padded_size(x_shape)))
+    sub = verify_sumcheck(proof.sumcheck, claim.value, k, 2, transcript, label)
+    g_value = F.ext_sum(F.ext_mul(eq_table(sub.point)[padded_positions(x_shape)],
+                                  eq_table(claim.point)[padded_positions(y_shape)]), axis=0)
+    sub.check(F.ext_mul(x_eval, g_value), label)
+    transcript.absorb(f"{label}.x_eval", x_eval)
+    return Claim(sub.point, x_eval)
+
+
+def merge_claims(table, claims, transcript, label: str = "merge", *, strict: bool = True):
+    """Several claims T~(r_i) = v_i on one table as one: with alpha_i drawn after the claims,
+    sum_p T[p] sum_i alpha_i eq(r_i, p) = sum_i alpha_i v_i, a degree-2 sumcheck ending at T~(rho)
+    (error <= (2k + 1) / p^4). Returns (GatherProof, Claim)."""
+    alphas = _merge_challenges(claims, transcript, label)
+    weights = F.ext_zero(np.asarray(table).reshape(-1).shape[0])
+    total = F.ext_zero()
+    for alpha, claim in zip(alphas, claims):
+        weights = F.ext_add(weights, F.ext_mul(eq_table(claim.point), alpha))
+        total = F.ext_add(total, F.ext_mul(alpha, claim.value))
+    sumcheck, rho, evals = prove_sumcheck([(1, [_field(table).reshape(-1), weights])], total, transcript, label,
+                                          strict=strict)
+    transcript.absorb(f"{label}.x_eval", evals[0][0])
+    return GatherProof(sumcheck, evals[0][0]), Claim(rho, evals[0][0])
+
+
+def _merge_challenges(claims, transcript, label):
+    transcript.absorb(f"{label}.claims", [np.concatenate([np.asarray(c.point).reshape(-1),
+                                                          np.asarray(c.value).reshape(-1)]) for c in claims])
+    return transcript.challenge_ext_vector(f"{label}.alpha", len(claims))
+
+
+def verify_merge(claims, proof, transcript, label: str = "merge") -> Claim:
+    """Check :func:`merge_claims`' proof; returns the one claim (raises ProofRejected)."""
+    require(isinstance(proof, GatherProof), "merge proof missing", label)
+    x_eval = check_ext(proof.x_eval, label, "x_eval")
+    alphas = _merge_challenges(claims, transcript, label)
+    total, k = F.ext_zero(), claims[0].point.shape[0]
+    for alpha, claim in zip(alphas, claims):
+        total = F.ext_add(total, F.ext_mul(alpha, claim.value))
+    sub = verify_sumcheck(proof.sumcheck, total, k, 2, transcript, label)
+    g_value = F.ext_zero()
+    for alpha, claim in zip(alphas, claims):
+        g_value = F.ext_add(g_value, F.ext_mul(alpha, eq_eval(claim.point, sub.point)))
+    sub.check(F.ext_mul(x_eval, g_value), label)
+    transcript.absorb(f"{label}.x_eval", x_eval)
+    return Claim(sub.point, x_eval)

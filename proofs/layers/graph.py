@@ -1,0 +1,530 @@
+"""Proofs for a whole model graph (issue 13): y = graph(x) for a public input batch under committed weights.
+
+Statement: a :class:`GraphCommitment` (the model's digest, the quantized graph's public structure from
+:mod:`proofs.graph_quantize` and one commitment to every weight and bias, packed as in
+:mod:`proofs.layers.packing`), the public integer input batch x and the claimed integer output y.
+
+Layout: every tensor (batch first) is its row-major table with each axis zero-padded to a power of two
+(:mod:`proofs.layers.contraction`), so a transpose is a relabelling of the point's coordinates, and a
+reshape whose padded layouts agree is free (otherwise a gather sumcheck, :func:`reshape_claim_reduction`).
+
+Protocol (zkDL's layer-by-layer reduction, Sun-Li-Zhang; GKR-style, Fiat-Shamir): the prover commits to
+the bits of every requantized tensor (:mod:`proofs.layers.requant`); the verifier draws r and evaluates the
+claimed output's MLE at r itself; ops are walked from the last back: a tensor read by several ops has its
+claims merged into one (:func:`merge_claims`); zkReLU/requantization reduces a claim on an op's output to
+its accumulator (:mod:`proofs.layers.relu`); the bias is linear (:func:`bias_claim_reduction`); a Conv or
+pool goes to its input by the patch map (:func:`patch_claim_reduction`), other contractions by one
+sumcheck (:func:`contraction_claim_reduction`); a residual add sends one operand's value
+(y = 2^k1 x1 + 2^k2 x2). The input's claims are checked on x by the verifier, the weight claims by one
+batch opening of the weights commitment.
+
+**This protocol reveals the weights** (the opening sends columns of the encoded weight table, as the plain
+Network protocol: see :mod:`proofs.layers.network`); it is the ``--public-weights`` mode.
+Soundness: every sumcheck contributes d k / p^4, the commitment its own ``security_bits``
+(:meth:`GraphCommitment.soundness_bits`).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import field as F
+from ..commit import MIN_VERIFY_BITS, CommitParams, Commitment, OpeningProof, commit, open_batch, verify_batch
+from ..errors import ModelError, ProofRejected
+from ..graph_quantize import QuantizedGraph
+from ..mle import mle_evaluate
+from ..progress import as_progress
+from ..proof_format import ByteReader, ByteWriter, from_record, parse_nested, to_record
+from ..sumcheck import SumcheckProof
+from ..transcript import Transcript
+from .common import Claim, require
+from .contraction import (ContractionProof, GatherProof, PatchProof, _pow2, bias_claim_reduction,
+                          contraction_claim_reduction, join_point, merge_claims, pad_operand, patch_claim_reduction,
+                          reshape_claim_reduction, reshape_is_free, split_point, verify_contraction, verify_merge,
+                          verify_patches, verify_reshape)
+from .packing import Packing
+from .records import read_nested, read_record, write_record
+from .relu import DecompositionProof, prove_decomposition, verify_decomposition
+from .requant import Decomposition, decompose
+
+TRANSCRIPT_LABEL = "hezk.proofs.graph.v1"
+COMMITMENT_MAGIC, PROOF_MAGIC, FORMAT_VERSION = b"HZKGCOM1", b"HZKGPRF1", 1
+MAX_ITEMS, MAX_BITS_COMMITMENTS = 1 << 16, 1 << 12
+
+
+# --------------------------------------------------------------------------------------------- layout
+def _letters(rank: int) -> str:
+    """Subscripts of a batch-first tensor of ``rank`` axes: 'b' then sample letters."""
+    return "b" + "pqrstuvwxyzacdefghijklmno"[:rank - 1]
+
+
+def _bits_of(shape) -> dict:
+    return {letter: _pow2(n).bit_length() - 1 for letter, n in zip(_letters(len(shape)), shape)}
+
+
+def _num_vars(shape) -> int:
+    return sum(_bits_of(shape).values())
+
+
+def _table(values) -> np.ndarray:
+    """An int64 tensor as its padded field table, flat."""
+    return F.to_field(pad_operand(values).reshape(-1))
+
+
+def _decomposition(op, batch: int) -> Decomposition:
+    return Decomposition(op.shift if op.kind == "contraction" else 0, op.q_bits, op.relu or op.kind == "relu")
+
+
+def _full(qgraph: QuantizedGraph, tensor: str, batch: int) -> tuple:
+    return (batch, *qgraph.shapes[tensor])
+
+
+# --------------------------------------------------------------------------------------- commitment
+def _weight_tables(qgraph: QuantizedGraph):
+    """[(op index, 'w' or 'b', padded flat table)] for every committed constant, in op order."""
+    tables = []
+    for index, op in enumerate(qgraph.ops):
+        if op.kind == "contraction":
+            tables.append((index, "w", _table(op.weight)))
+            if op.bias is not None:
+                tables.append((index, "b", _table(op.bias)))
+    return tables
+
+
+def _weight_lengths(qgraph: QuantizedGraph) -> list:
+    """[(op index, 'w'/'b', padded length)] from the public shapes (the verifier's view of the packing)."""
+    lengths = []
+    for index, op in enumerate(qgraph.ops):
+        if op.kind == "contraction":
+            lengths.append((index, "w", math.prod(_pow2(n) for n in op.weight_shape)))
+            if op.has_bias:
+                lengths.append((index, "b", math.prod(_pow2(n) for n in op.bias_shape)))
+    return lengths
+
+
+@dataclass(frozen=True, eq=False)
+class GraphCommitment:
+    """The public statement of a committed graph: its quantized structure and the weights commitment."""
+
+    structure: QuantizedGraph
+    weights: Commitment
+
+    KIND = "proofs.GraphCommitment"
+
+    @property
+    def zk(self) -> bool:
+        return False
+
+    def to_bytes(self) -> bytes:
+        writer = ByteWriter(COMMITMENT_MAGIC, FORMAT_VERSION)
+        writer.text(json.dumps(self.structure.public(), sort_keys=True, separators=(",", ":")))
+        writer.blob(self.weights.to_bytes())
+        return to_record(self.KIND, writer.getvalue())
+
+    @classmethod
+    def from_bytes(cls, data) -> "GraphCommitment":
+        return parse_nested(cls._parse, from_record(data, cls.KIND, "graph commitment"), "graph commitment")
+
+    @classmethod
+    def _parse(cls, data) -> "GraphCommitment":
+        reader = ByteReader(data, COMMITMENT_MAGIC, FORMAT_VERSION, "graph commitment")
+        try:
+            structure = QuantizedGraph.from_public(json.loads(reader.text()))
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            raise ProofRejected(f"malformed structure: {type(error).__name__}: {error}", "graph commitment") from None
+        weights = read_nested(reader, Commitment)
+        reader.finish()
+        return cls(structure, weights)
+
+    def soundness_bits(self, batch: int = 1) -> float:
+        """-log2 of the total error: each sumcheck's d k / p^4 (bounded generously) plus the commitment's."""
+        s = self.structure
+        vars_total = sum(_num_vars(_full(s, t, batch)) + 64 for t in s.shapes) * 4 * (len(s.ops) + 1)
+        error = 2.0 ** -self.weights.security_bits + 3 * vars_total * 2.0 ** -F.EXT_BITS
+        return -math.log2(error)
+
+
+# -------------------------------------------------------------------------------------------- proof
+_TAGS = {"merge": 1, "decomposition": 2, "bias": 3, "reshape": 4, "contraction": 5, "patches": 6, "add": 7}
+
+
+@dataclass(frozen=True, eq=False)
+class GraphProof:
+    """The claimed output (batch, prod of the output shape), the bits commitments (in op order), the items
+    of the backward walk in the order they were produced ((tag, object)) and the weights opening."""
+
+    output: np.ndarray
+    bits_commitments: tuple
+    items: tuple
+    weights_opening: OpeningProof
+
+    KIND = "proofs.GraphProof"
+
+    def to_bytes(self) -> bytes:
+        writer = ByteWriter(PROOF_MAGIC, FORMAT_VERSION)
+        writer.i64_array(np.asarray(self.output, dtype=np.int64).reshape(len(self.output), -1))
+        writer.u32(len(self.bits_commitments))
+        for c in self.bits_commitments:
+            writer.blob(c.to_bytes())
+        writer.u32(len(self.items))
+        for tag, item in self.items:
+            writer.u8(_TAGS[tag])
+            if tag in ("merge", "reshape"):
+                writer.blob(item.sumcheck.to_bytes())
+                writer.ext(item.x_eval)
+            elif tag == "decomposition":
+                write_record(writer, item)
+            elif tag in ("bias", "add"):
+                writer.ext(item)
+            elif tag == "contraction":
+                writer.blob(item.sumcheck.to_bytes())
+                writer.ext(item.data_eval)
+                writer.ext(item.weight_eval)
+            else:
+                writer.blob(item.x_sumcheck.to_bytes())
+                writer.ext(item.x_eval)
+                writer.ext(item.gather_eval)
+                writer.blob(item.w_sumcheck.to_bytes())
+                writer.ext(item.weight_eval)
+        writer.blob(self.weights_opening.to_bytes())
+        return to_record(self.KIND, writer.getvalue())
+
+    @classmethod
+    def from_bytes(cls, data) -> "GraphProof":
+        return parse_nested(cls._parse, from_record(data, cls.KIND, "graph proof"), "graph proof")
+
+    @classmethod
+    def _parse(cls, data) -> "GraphProof":
+        reader = ByteReader(data, PROOF_MAGIC, FORMAT_VERSION, "graph proof")
+        output = reader.i64_array()
+        bits = tuple(read_nested(reader, Commitment)
+                     for _ in range(reader.bounded("bits commitments", 0, MAX_BITS_COMMITMENTS)))
+        names = {v: k for k, v in _TAGS.items()}
+        items = []
+        for _ in range(reader.bounded("items", 0, MAX_ITEMS)):
+            code = reader.u8()
+            if code not in names:
+                raise ProofRejected(f"item tag {code} is not one of {sorted(names)}", "graph proof")
+            tag = names[code]
+            if tag in ("merge", "reshape"):
+                item = GatherProof(read_nested(reader, SumcheckProof), reader.ext())
+            elif tag == "decomposition":
+                item = read_record(reader, DecompositionProof)
+            elif tag in ("bias", "add"):
+                item = reader.ext()
+            elif tag == "contraction":
+                item = ContractionProof(read_nested(reader, SumcheckProof), reader.ext(), reader.ext())
+            else:
+                item = PatchProof(read_nested(reader, SumcheckProof), reader.ext(), reader.ext(),
+                                  read_nested(reader, SumcheckProof), reader.ext())
+            items.append((tag, item))
+        opening = read_nested(reader, OpeningProof)
+        reader.finish()
+        return cls(output, bits, tuple(items), opening)
+
+    def __bytes__(self) -> bytes:
+        return self.to_bytes()
+
+
+# --------------------------------------------------------------------------------------- the walk
+def _absorb_statement(transcript, commitment: GraphCommitment, x, y) -> None:
+    transcript.absorb("graph commitment", commitment.to_bytes())
+    transcript.absorb("input", np.asarray(x, dtype=np.int64).reshape(-1))
+    transcript.absorb("output", np.asarray(y, dtype=np.int64).reshape(-1))
+
+
+def _output_claim(transcript, shape, output) -> Claim:
+    point = transcript.challenge_ext_vector("output point", _num_vars(shape))
+    return Claim(point, mle_evaluate(_table(np.asarray(output).reshape(shape)), point))
+
+
+def _op_weight_index(qgraph: QuantizedGraph) -> dict:
+    return {(op_index, part): position for position, (op_index, part, _) in enumerate(_weight_lengths(qgraph))}
+
+
+class GraphNetwork:
+    """The prover: a :class:`QuantizedGraph` whose weights are committed once (``.commitment``).
+
+    This is the non-hiding protocol: proofs reveal the weights (public models only)."""
+
+    def __init__(self, qgraph: QuantizedGraph, params: CommitParams | None = None):
+        if not isinstance(qgraph, QuantizedGraph):
+            raise ModelError(f"qgraph must be a QuantizedGraph, got {type(qgraph).__name__}")
+        params = CommitParams() if params is None else params
+        if not isinstance(params, CommitParams) or params.security_bits < MIN_VERIFY_BITS:
+            raise ModelError(f"params {params!r} must be a CommitParams with >= {MIN_VERIFY_BITS} bits")
+        self.qgraph = qgraph
+        tables = _weight_tables(qgraph)
+        self._packing = Packing(tuple(len(t) for _, _, t in tables))
+        weights, self._weights_witness = commit(self._packing.pack([t for _, _, t in tables]), params)
+        self._tables = {(i, part): t for i, part, t in tables}
+        self.commitment = GraphCommitment(qgraph, weights)
+
+    def prove(self, x, progress=None) -> GraphProof:
+        """Prove y = graph(x) for a float (quantized at the input scale) or integer batch x."""
+        progress = as_progress(progress, "proving")
+        q = self.qgraph
+        x_int = q.quantize_input(x)
+        batch = x_int.shape[0]
+        values, accs = q.forward_int(x_int, trace=True)
+        steps = sum(op.has_bits for op in q.ops) + len(q.ops) + 1
+        done = [0]
+
+        def report(label):
+            done[0] += 1
+            if progress is not None:
+                progress(done[0], steps, label)
+
+        transcript = Transcript(TRANSCRIPT_LABEL)
+        output = values[q.output]
+        _absorb_statement(transcript, self.commitment, x_int, output)
+        bits_commitments, bits_witnesses, witnesses = [], {}, {}
+        for index, op in enumerate(q.ops):
+            if not op.has_bits:
+                continue
+            try:
+                witness = decompose(pad_operand(accs[index]).reshape(-1), _decomposition(op, batch))
+            except ModelError as error:
+                raise ModelError(f"op {op.name!r}: {error} (an input outside the calibrated range)") from None
+            witnesses[index], bits_witnesses[index] = witness, []
+            for g in range(len(witness.spec.groups)):
+                c, w = commit(witness.table(g), self._weights_witness.commitment.params)
+                transcript.absorb(f"bits commitment {index}", c.to_bytes())
+                bits_commitments.append(c)
+                bits_witnesses[index].append(w)
+            report(f"committed bits of {op.name}")
+        pending = {q.output: [_output_claim(transcript, _full(q, q.output, batch), output)]}
+        items, weight_claims = [], []
+        index_of = _op_weight_index(q)
+        for index in reversed(range(len(q.ops))):
+            op = q.ops[index]
+            claims = pending.pop(op.output, [])
+            if not claims:
+                continue
+            label = f"op {index}"
+            out_shape = _full(q, op.output, batch)
+            if len(claims) > 1:
+                proof, claim = merge_claims(_table(values[op.output]), claims, transcript, f"{label} / merge")
+                items.append(("merge", proof))
+            else:
+                claim = claims[0]
+            if op.has_bits:
+                proof, claim = prove_decomposition(witnesses[index], bits_witnesses[index], claim, transcript)
+                items.append(("decomposition", proof))
+            if op.kind == "contraction":
+                if op.bias is not None:
+                    parts = split_point(claim.point, _letters(len(out_shape)), _bits_of(out_shape).get)
+                    bias_letters = _bias_letters(op)
+                    bias_eval = mle_evaluate(self._tables[(index, "b")], join_point(parts, bias_letters))
+                    transcript.absorb(f"{label}.bias", bias_eval)
+                    items.append(("bias", bias_eval))
+                    claim, b_claim = bias_claim_reduction(claim, _letters(len(out_shape)), out_shape, bias_letters,
+                                                          bias_eval)
+                    weight_claims.append((index_of[(index, "b")], b_claim))
+                x = values[op.inputs[0]]
+                z_shape = (batch, *op.einsum_shape)
+                z = contract_einsum(op, x)
+                proof, claim = reshape_claim_reduction(_table(z), z_shape, out_shape, claim, transcript,
+                                                       f"{label} / reshape")
+                if proof is not None:
+                    items.append(("reshape", proof))
+                if op.patches is None:
+                    proof, x_claim, w_claim = contraction_claim_reduction(op.equation, pad_operand(x),
+                                                                          pad_operand(op.weight), claim, transcript,
+                                                                          f"{label} / contraction")
+                    items.append(("contraction", proof))
+                else:
+                    proof, x_claim, w_claim = patch_claim_reduction(op.equation, x, op.weight, op.patches, claim,
+                                                                    transcript, f"{label} / patches")
+                    items.append(("patches", proof))
+                weight_claims.append((index_of[(index, "w")], w_claim))
+                pending.setdefault(op.inputs[0], []).append(x_claim)
+            elif op.kind == "relu":
+                pending.setdefault(op.inputs[0], []).append(claim)
+            elif op.kind == "add":
+                first = mle_evaluate(_table(values[op.inputs[0]]), claim.point)
+                transcript.absorb(f"{label}.add", first)
+                items.append(("add", first))
+                for tensor, sub in zip(op.inputs, _add_claims(op, claim, first)):
+                    pending.setdefault(tensor, []).append(sub)
+            elif op.kind == "reshape":
+                source = op.inputs[0]
+                proof, claim = reshape_claim_reduction(_table(values[source]), _full(q, source, batch), out_shape,
+                                                       claim, transcript, f"{label} / reshape")
+                if proof is not None:
+                    items.append(("reshape", proof))
+                pending.setdefault(source, []).append(claim)
+            else:
+                pending.setdefault(op.inputs[0], []).append(_transpose_claim(op, claim, out_shape))
+            report(f"proved {op.kind} {op.name}")
+        points = np.stack([self._packing.point(i, c.point) for i, c in weight_claims])
+        _, opening = open_batch(self._weights_witness, points, transcript)
+        report("opened the weights")
+        return GraphProof(output.reshape(batch, -1).copy(), tuple(bits_commitments), tuple(items), opening)
+
+
+def contract_einsum(op, x) -> np.ndarray:
+    """The einsum's own output (batch, *einsum_shape), int64, before the reshape and bias."""
+    view = x if op.patches is None else op.patches.apply(x)
+    y = np.einsum(op.equation, view.astype(np.float64), op.weight.astype(np.float64), optimize=True)
+    return np.rint(y).astype(np.int64)
+
+
+def _bias_letters(op) -> str:
+    """The bias letters in the graph layout's lettering (the quantizer names sample axes p, q, r, ...)."""
+    from ..graph_quantize import _AXES
+    return "".join(_letters(len(op.shape) + 1)[1 + _AXES.index(letter)] for letter in op.bias_letters)
+
+
+def _add_claims(op, claim: Claim, first) -> tuple:
+    """y = 2^k1 x1 + 2^k2 x2: claims x1~(r) = first, x2~(r) = (v - 2^k1 first) / 2^k2."""
+    k1, k2 = op.lefts
+    rest = F.ext_sub(claim.value, F.ext_mul_base(first, F.to_field(np.int64(1 << k1))))
+    rest = F.ext_mul_base(rest, F.inv(F.to_field(np.int64(1 << k2))))
+    return Claim(claim.point, np.asarray(first)), Claim(claim.point, rest)
+
+
+def _transpose_claim(op, claim: Claim, out_shape) -> Claim:
+    """y = x.transpose(perm): the same padded table with permuted axes, so the point is relabelled."""
+    x_letters = _letters(len(out_shape))
+    y_letters = "b" + "".join(x_letters[1 + p] for p in op.shape)
+    sizes = {y_letters[i]: out_shape[i] for i in range(len(out_shape))}
+    bits = {l: _pow2(n).bit_length() - 1 for l, n in sizes.items()}
+    parts = split_point(claim.point, y_letters, bits.get)
+    return Claim(join_point(parts, x_letters), claim.value)
+
+
+# ------------------------------------------------------------------------------------------ verifier
+class _Items:
+    def __init__(self, items):
+        self.items, self.position = list(items), 0
+
+    def take(self, tag: str, where: str):
+        require(self.position < len(self.items), f"proof ends before its {tag} item", where)
+        found, item = self.items[self.position]
+        require(found == tag, f"expected a {tag} item, found {found}", where)
+        self.position += 1
+        return item
+
+
+def verify_graph(commitment, x, proof) -> np.ndarray:
+    """Verify that ``proof.output`` = graph(x) under ``commitment``; returns the output (int64, batch first,
+    the output's sample shape). ``commitment``/``proof`` may be bytes. Raises only ProofRejected."""
+    try:
+        if isinstance(commitment, (bytes, bytearray, memoryview)):
+            commitment = GraphCommitment.from_bytes(bytes(commitment))
+        if isinstance(proof, (bytes, bytearray, memoryview)):
+            proof = GraphProof.from_bytes(bytes(proof))
+        require(isinstance(commitment, GraphCommitment), "commitment is not a GraphCommitment", "statement")
+        require(isinstance(proof, GraphProof), "proof is not a GraphProof", "statement")
+        return _verify(commitment, x, proof)
+    except ProofRejected:
+        raise
+    except Exception as error:  # a malformed object must never escape as another exception
+        raise ProofRejected(f"malformed proof: {type(error).__name__}: {error}", "graph") from None
+
+
+def _verify(commitment: GraphCommitment, x, proof: GraphProof) -> np.ndarray:
+    q = commitment.structure
+    require(commitment.weights.security_bits >= MIN_VERIFY_BITS,
+            f"weights commitment gives {commitment.weights.security_bits:.1f} < {MIN_VERIFY_BITS} bits", "statement")
+    try:
+        x_int = q.quantize_input(x)
+    except ModelError as error:
+        raise ProofRejected(str(error), "input") from None
+    batch = x_int.shape[0]
+    out_full = _full(q, q.output, batch)
+    require(proof.output.shape == (batch, math.prod(out_full[1:])),
+            f"claimed output shape {proof.output.shape} is not ({batch}, {math.prod(out_full[1:])})", "statement")
+    bound = q.bounds[q.output]
+    require(bool(np.all(np.abs(proof.output) <= bound)), f"claimed output outside the declared bound {bound}",
+            "statement")
+    transcript = Transcript(TRANSCRIPT_LABEL)
+    _absorb_statement(transcript, commitment, x_int, proof.output)
+    bits_ops = [i for i, op in enumerate(q.ops) if op.has_bits]
+    specs = {i: _decomposition(q.ops[i], batch) for i in bits_ops}
+    expected = sum(len(specs[i].groups) for i in bits_ops)
+    require(len(proof.bits_commitments) == expected, f"{len(proof.bits_commitments)} bits commitments, expected "
+            f"{expected}", "statement")
+    bits, position = {}, 0
+    for i in bits_ops:
+        count = len(specs[i].groups)
+        bits[i] = proof.bits_commitments[position:position + count]
+        position += count
+        for c, (_, planes) in zip(bits[i], specs[i].groups):
+            require(c.params == commitment.weights.params and
+                    c.num_vars == _num_vars(_full(q, q.ops[i].output, batch)) + int(planes).bit_length() - 1,
+                    "bits commitment of the wrong size or parameters", f"op {i}")
+            transcript.absorb(f"bits commitment {i}", c.to_bytes())
+    output = proof.output.reshape(out_full)
+    pending = {q.output: [_output_claim(transcript, out_full, output)]}
+    items, weight_claims = _Items(proof.items), []
+    index_of = _op_weight_index(q)
+    lengths = _weight_lengths(q)
+    for index in reversed(range(len(q.ops))):
+        op = q.ops[index]
+        claims = pending.pop(op.output, [])
+        if not claims:
+            continue
+        label = f"op {index}"
+        out_shape = _full(q, op.output, batch)
+        try:
+            if len(claims) > 1:
+                claim = verify_merge(claims, items.take("merge", label), transcript, f"{label} / merge")
+            else:
+                claim = claims[0]
+            if op.has_bits:
+                claim = verify_decomposition(bits[index], specs[index], claim, items.take("decomposition", label),
+                                             transcript, f"{label} / zkReLU")
+            if op.kind == "contraction":
+                if op.has_bias:
+                    bias_eval = items.take("bias", label)
+                    transcript.absorb(f"{label}.bias", bias_eval)
+                    claim, b_claim = bias_claim_reduction(claim, _letters(len(out_shape)), out_shape,
+                                                          _bias_letters(op), bias_eval)
+                    weight_claims.append((index_of[(index, "b")], b_claim))
+                x_shape = _full(q, op.inputs[0], batch)
+                z_shape = (batch, *op.einsum_shape)
+                proof_r = None if reshape_is_free(z_shape, out_shape) else items.take("reshape", label)
+                claim = verify_reshape(z_shape, out_shape, claim, proof_r, transcript, f"{label} / reshape")
+                if op.patches is None:
+                    x_claim, w_claim = verify_contraction(op.equation, tuple(_pow2(n) for n in x_shape),
+                                                          tuple(_pow2(n) for n in op.weight_shape), claim,
+                                                          items.take("contraction", label), transcript,
+                                                          f"{label} / contraction")
+                else:
+                    x_claim, w_claim = verify_patches(op.equation, x_shape, op.weight_shape, op.patches, claim,
+                                                      items.take("patches", label), transcript, f"{label} / patches")
+                weight_claims.append((index_of[(index, "w")], w_claim))
+                pending.setdefault(op.inputs[0], []).append(x_claim)
+            elif op.kind == "relu":
+                pending.setdefault(op.inputs[0], []).append(claim)
+            elif op.kind == "add":
+                first = items.take("add", label)
+                transcript.absorb(f"{label}.add", first)
+                for tensor, sub in zip(op.inputs, _add_claims(op, claim, first)):
+                    pending.setdefault(tensor, []).append(sub)
+            elif op.kind == "reshape":
+                source = op.inputs[0]
+                x_shape = _full(q, source, batch)
+                proof_r = None if reshape_is_free(x_shape, out_shape) else items.take("reshape", label)
+                claim = verify_reshape(x_shape, out_shape, claim, proof_r, transcript, f"{label} / reshape")
+                pending.setdefault(source, []).append(claim)
+            else:
+                pending.setdefault(op.inputs[0], []).append(_transpose_claim(op, claim, out_shape))
+        except ProofRejected as rejection:
+            raise ProofRejected(rejection.reason, f"{op.name} ({label}) / {rejection.where}") from None
+    require(items.position == len(items.items), "unused items at the end of the proof", "graph proof")
+    require(set(pending) <= {q.input}, f"claims left on {sorted(set(pending) - {q.input})}", "graph proof")
+    x_table = _table(x_int)
+    for claim in pending.get(q.input, []):
+        require(F.ext_eq(mle_evaluate(x_table, claim.point), claim.value),
+                "the final claim does not match the public input", "input")
+    packing = Packing(tuple(n for _, _, n in lengths))
+    points = np.stack([packing.point(i, c.point) for i, c in weight_claims])
+    values = np.stack([np.asarray(c.value) for _, c in weight_claims])
+    verify_batch(commitment.weights, points, values, proof.weights_opening, transcript)
+    return output.copy()

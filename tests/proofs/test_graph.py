@@ -1,0 +1,238 @@
+"""Graph proofs (issue 13): quantized model graphs proved end to end, relations' naive twins, tampering."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from hezk_model import Activation, Add, Contraction, Graph, Patches, Reshape, Transpose, read_onnx
+from proofs import field as F
+from proofs.errors import ModelError, ProofRejected
+from proofs.graph_quantize import QuantizedGraph, contract_int, expand_bias, quantize_graph
+from proofs.layers.common import Claim
+from proofs.layers.contraction import (merge_claims, pad_operand, reshape_claim_reduction, reshape_is_free,
+                                       verify_merge, verify_reshape)
+from proofs.layers.graph import GraphCommitment, GraphNetwork, GraphProof, verify_graph
+from proofs.mle import mle_evaluate
+from proofs.proof_format import from_record, to_record
+from proofs.transcript import Transcript
+
+onnx = pytest.importorskip("onnx")
+from tests.model import onnx_models as M  # noqa: E402
+
+SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _graph(model, tmp_path, name="m.onnx"):
+    path = tmp_path / name
+    onnx.save(model, str(path))
+    return read_onnx(str(path))
+
+
+def _prove(graph, batch=1, seed=0, **quant):
+    rng = np.random.default_rng(seed)
+    calibration = rng.normal(size=(16, *graph.input_shape))
+    q = quantize_graph(graph, calibration, **quant)
+    net = GraphNetwork(q)
+    x = calibration[:batch]
+    return q, net, x, net.prove(x)
+
+
+MODELS = {"mlp": lambda: M.mlp((64, 32, 10), activation="relu"), "lenet": lambda: M.lenet("relu"),
+          "batchnorm": M.batchnorm_model, "residual": M.residual_block}
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_model_proved_equals_integer_reference_and_float_model(name, tmp_path):
+    graph = _graph(MODELS[name](), tmp_path)
+    q, net, x, proof = _prove(graph)
+    y = verify_graph(net.commitment.to_bytes(), x, proof.to_bytes())
+    assert np.array_equal(y, q.forward_int(q.quantize_input(x)))  # bit for bit
+    reference = M.run_onnx(MODELS[name](), x.astype(np.float32))
+    error = np.abs(q.dequantize(y) - reference).max()
+    assert error <= 0.05 * np.abs(reference).max() + 1e-3, error
+    report = q.error_report(graph, x)
+    assert report["max_error"] >= report["mean_error"] >= 0
+
+
+@pytest.mark.slow
+def test_cifar_cnn_and_lenet_batch(tmp_path):
+    for model, batch in ((M.cifar("relu"), 1), (M.lenet("relu"), 4)):
+        graph = _graph(model, tmp_path)
+        q, net, x, proof = _prove(graph, batch=batch)
+        y = verify_graph(net.commitment, x, proof)
+        assert np.array_equal(y, q.forward_int(q.quantize_input(x)))
+
+
+@pytest.fixture(scope="module")
+def residual(tmp_path_factory):
+    graph = _graph(M.residual_block(), tmp_path_factory.mktemp("res"))
+    q, net, x, proof = _prove(graph)
+    return q, net, x, proof
+
+
+def test_wrong_output_input_and_commitment_rejected(residual):
+    q, net, x, proof = residual
+    for delta in (1, -1):
+        output = proof.output.copy()
+        output[0, 0] += delta
+        with pytest.raises(ProofRejected):
+            verify_graph(net.commitment, x, GraphProof(output, proof.bits_commitments, proof.items,
+                                                       proof.weights_opening))
+    with pytest.raises(ProofRejected):
+        verify_graph(net.commitment, x + 0.5, proof)
+    other = GraphNetwork(quantize_graph(q_graph_with_other_weights(), np.ones((2, 4, 6, 6))))
+    with pytest.raises(ProofRejected):
+        verify_graph(other.commitment, x, proof)
+
+
+def q_graph_with_other_weights():
+    rng = np.random.default_rng(9)
+    conv = Contraction("c", "Conv", ("x",), "y", "bgcuvij,gocuv->bgoij", rng.normal(size=(1, 4, 4, 3, 3)),
+                       rng.normal(size=(4, 1, 1)), Patches((3, 3), pads=(1, 1, 1, 1)), (4, 6, 6))
+    gap = Contraction("g", "GlobalAveragePool", ("y",), "z", "bchw,hw->bc", np.full((6, 6), 1 / 36), None, None,
+                      (4, 1, 1))
+    flat = Reshape("f", "Flatten", ("z",), "v", (4,))
+    fc = Contraction("fc", "Gemm", ("v",), "o", "bk,nk->bn", rng.normal(size=(3, 4)), rng.normal(size=3), None, (3,))
+    return Graph("x", (4, 6, 6), (conv, gap, flat, fc), "o")
+
+
+def test_every_sampled_tampered_byte_rejected(residual):
+    _, net, x, proof = residual
+    inner = bytearray(from_record(proof.to_bytes(), GraphProof.KIND, "proof"))
+    rng = np.random.default_rng(3)
+    positions = sorted(set(rng.integers(0, len(inner), 120).tolist()) | {0, 9, len(inner) - 1})
+    for position in positions:
+        damaged = bytearray(inner)
+        damaged[position] ^= 1 + int(rng.integers(0, 255))
+        with pytest.raises(ProofRejected):
+            verify_graph(net.commitment, x, to_record(GraphProof.KIND, bytes(damaged)))
+    for cut in (0, 10, len(inner) // 2, len(inner) - 1):
+        with pytest.raises(ProofRejected):
+            verify_graph(net.commitment, x, to_record(GraphProof.KIND, bytes(inner[:cut])))
+
+
+def test_items_reordered_or_dropped_rejected(residual):
+    _, net, x, proof = residual
+    items = list(proof.items)
+    for changed in (items[1:], items[:-1], items[::-1], items + items[-1:]):
+        with pytest.raises(ProofRejected):
+            verify_graph(net.commitment, x, GraphProof(proof.output, proof.bits_commitments, tuple(changed),
+                                                       proof.weights_opening))
+
+
+def test_commitment_round_trip_and_garbage(residual):
+    q, net, x, proof = residual
+    again = GraphCommitment.from_bytes(net.commitment.to_bytes())
+    assert again.to_bytes() == net.commitment.to_bytes()
+    assert isinstance(again.structure, QuantizedGraph) and again.structure.digest == q.digest
+    for data in (b"", b"HEZK", net.commitment.to_bytes()[:-3], proof.to_bytes()):
+        with pytest.raises(ProofRejected):
+            verify_graph(data, x, proof)
+
+
+def test_unsupported_activation_and_field_overflow_refused_by_name(tmp_path):
+    graph = _graph(M.mlp((8, 4, 2), activation="sigmoid"), tmp_path)
+    with pytest.raises(ModelError, match="sigmoid"):
+        quantize_graph(graph, np.ones((2, 8)))
+    rng = np.random.default_rng(0)
+    wide = Contraction("huge_fc", "Gemm", ("x",), "y", "bk,nk->bn", rng.normal(size=(4, 4096)), None, None, (4,))
+    with pytest.raises(ModelError, match="huge_fc"):
+        quantize_graph(Graph("x", (4096,), (wide,), "y"), rng.normal(size=(2, 4096)), act_bits=20, weight_bits=12)
+
+
+def test_input_outside_calibrated_range_refused(residual):
+    q, net, x, _ = residual
+    with pytest.raises(ModelError, match="input"):
+        net.prove(x * 1e3)
+
+
+# ------------------------------------------------------------------------------ random convolution graphs
+def _naive_conv(x, w, stride, pads, groups):
+    """Direct loops: y[b, o, i, j] = sum_{c in o's group, u, v} xpad[b, c, s i + u, s j + v] w[o, c', u, v]."""
+    b, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    ho = (h + pads[0] + pads[2] - kh) // stride + 1
+    wo = (wd + pads[1] + pads[3] - kw) // stride + 1
+    y = np.zeros((b, o, ho, wo), dtype=np.int64)
+    per = o // groups
+    for n in range(b):
+        for out in range(o):
+            g = out // per
+            for i in range(ho):
+                for j in range(wo):
+                    patch = xp[n, g * cg:(g + 1) * cg, stride * i:stride * i + kh, stride * j:stride * j + kw]
+                    y[n, out, i, j] = int(np.sum(patch * w[out]))
+    return y
+
+
+conv_cases = st.tuples(st.integers(1, 2), st.sampled_from([1, 2]), st.integers(1, 3), st.integers(1, 3),
+                       st.integers(0, 1), st.integers(1, 2), st.integers(4, 7), st.integers(0, 2 ** 31 - 1))
+
+
+@SETTINGS
+@given(conv_cases)
+def test_random_conv_graphs_proved(case):
+    batch, groups, per_in, per_out, pad, stride, size, seed = case
+    rng = np.random.default_rng(seed)
+    c_in, c_out, k = groups * per_in, groups * per_out, 3
+    w = rng.normal(size=(c_out, c_in // groups, k, k))
+    patches = Patches((k, k), (stride, stride), (pad,) * 4, groups=groups)
+    ho = (size + 2 * pad - k) // stride + 1
+    conv = Contraction("conv", "Conv", ("x",), "y", "bgcuvij,gocuv->bgoij",
+                       w.reshape(groups, per_out, per_in, k, k), rng.normal(size=(c_out, 1, 1)), patches,
+                       (c_out, ho, ho))
+    nodes = [conv, Activation("relu", "Relu", ("y",), "r", "relu"),
+             Transpose("t", "Transpose", ("r",), "tr", (0, 2, 1)),
+             Reshape("flat", "Flatten", ("tr",), "f", (c_out * ho * ho,)),
+             Contraction("fc", "Gemm", ("f",), "o", "bk,nk->bn", rng.normal(size=(3, c_out * ho * ho)),
+                         rng.normal(size=3), None, (3,))]
+    graph = Graph("x", (c_in, size, size), tuple(nodes), "o")
+    q, net, x, proof = _prove(graph, batch=batch, seed=seed)
+    y = verify_graph(net.commitment, x, proof)
+    assert np.array_equal(y, q.forward_int(q.quantize_input(x)))
+    # the integer conv of the reference equals direct loops (the naive twin)
+    x_int = q.quantize_input(x)
+    op = q.ops[0]
+    assert np.array_equal(contract_int(op, x_int) - expand_bias(op),
+                          _naive_conv(x_int, op.weight.reshape(c_out, per_in, k, k), stride, (pad,) * 4, groups))
+
+
+# ------------------------------------------------------------------------- reshape and merge: naive twins
+shapes = st.lists(st.integers(1, 5), min_size=1, max_size=3)
+
+
+@SETTINGS
+@given(shapes, st.integers(0, 2 ** 31 - 1))
+def test_reshape_relation_against_direct_mle(sample, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-50, 50, size=(2, *sample))
+    y_shape = (2, int(np.prod(sample)))
+    y = x.reshape(y_shape)
+    point = F.ext_random((int(np.log2(pad_operand(y).size)),), seed=seed)
+    claim = Claim(point, mle_evaluate(F.to_field(pad_operand(y).reshape(-1)), point))
+    proof, x_claim = reshape_claim_reduction(F.to_field(pad_operand(x).reshape(-1)), x.shape, y_shape, claim,
+                                             Transcript("t"))
+    assert F.ext_eq(mle_evaluate(F.to_field(pad_operand(x).reshape(-1)), x_claim.point), x_claim.value)
+    assert (proof is None) == reshape_is_free(x.shape, y_shape)
+    back = verify_reshape(x.shape, y_shape, claim, proof, Transcript("t"))
+    assert F.ext_eq(back.value, x_claim.value)
+    if proof is not None:
+        wrong = Claim(point, F.ext_add(claim.value, F.ext_one()))
+        with pytest.raises(ProofRejected):
+            verify_reshape(x.shape, y_shape, wrong, proof, Transcript("t"))
+
+
+@SETTINGS
+@given(st.integers(1, 6), st.integers(1, 4), st.integers(0, 2 ** 31 - 1))
+def test_merge_claims_against_direct_mle(k, count, seed):
+    rng = np.random.default_rng(seed)
+    table = F.to_field(rng.integers(-100, 100, size=1 << k))
+    claims = [Claim(p, mle_evaluate(table, p)) for p in (F.ext_random((k,), seed=seed + i) for i in range(count))]
+    proof, merged = merge_claims(table, claims, Transcript("m"))
+    assert F.ext_eq(mle_evaluate(table, merged.point), merged.value)
+    assert F.ext_eq(verify_merge(claims, proof, Transcript("m")).value, merged.value)
+    claims[-1] = Claim(claims[-1].point, F.ext_add(claims[-1].value, F.ext_one()))
+    with pytest.raises(ProofRejected):
+        verify_merge(claims, proof, Transcript("m"))
