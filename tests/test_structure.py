@@ -11,7 +11,7 @@ import pathlib
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-PACKAGES = ("crypto", "tensor_ops", "proofs", "hezk_record", "hezk_progress")
+PACKAGES = ("crypto", "tensor_ops", "proofs", "hezk_record", "hezk_progress", "hezk_tasks")
 
 
 def module_files(root: pathlib.Path, packages) -> dict[str, pathlib.Path]:
@@ -159,7 +159,8 @@ def test_no_import_cycle(graph, package):
 @pytest.mark.parametrize("engine, forbidden", [("crypto", ("tensor_ops", "proofs")),
                                                ("proofs", ("crypto", "tensor_ops")),
                                                ("hezk_record", ("crypto", "tensor_ops", "proofs")),
-                                               ("hezk_progress", ("crypto", "tensor_ops", "proofs"))])
+                                               ("hezk_progress", ("crypto", "tensor_ops", "proofs")),
+                                               ("hezk_tasks", ("crypto", "tensor_ops", "proofs"))])
 def test_engines_do_not_import_upward(graph, engine, forbidden):
     assert any(_top(m) == engine for m in graph)
     wrong = upward_imports(graph, engine, forbidden)

@@ -1,0 +1,144 @@
+"""Batch encrypted inference and batch proving as tasks (issue 15): on a loopback dask.distributed cluster the
+outputs equal the single-process run's (the same reply bytes, so the same decrypted values; proofs that
+verify), each result arrives once and in input order, a killed worker's tasks are rerun elsewhere, and without
+``distributed`` installed the same calls run in this process."""
+import os
+import signal
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import hezk_tasks
+from proofs.batch import prove_batch, verify_batch
+from proofs.errors import ModelError, ProofRejected
+from proofs.layers.network import Network
+from proofs.layers.spec import Linear as ProofLinear, ReLU
+from tensor_ops.distributed import batch_infer, batch_requests, evaluate_batches
+from tensor_ops.inference import Client
+from tensor_ops.nn import Linear, Sequential, Square
+
+distributed = pytest.importorskip("distributed")
+
+
+@pytest.fixture(scope="module")
+def model():
+    rng = np.random.default_rng(0)
+    return Sequential([Linear(rng.normal(0, .3, (8, 16)), rng.normal(0, .1, 8)), Square(),
+                       Linear(rng.normal(0, .3, (3, 8)), rng.normal(0, .1, 3))], input_shape=(16,))
+
+
+@pytest.fixture(scope="module")
+def client(model):
+    return Client("TOY", model=model, seed=11)
+
+
+@pytest.fixture(scope="module")
+def inputs():
+    return np.random.default_rng(1).uniform(-1, 1, (7, 16))
+
+
+@pytest.fixture(scope="module")
+def requests(client, inputs):
+    return batch_requests(client, inputs, batch=2)                       # 4 tasks: 2, 2, 2 and 1 samples
+
+
+@pytest.fixture(scope="module")
+def single_process(model, client, requests):
+    return evaluate_batches(model, client.public_context(), requests)
+
+
+@pytest.fixture(scope="module")
+def proof_layers():
+    rng = np.random.default_rng(2)
+    return [ProofLinear(rng.normal(0, .3, (8, 16)), rng.normal(0, .1, 8)), ReLU(),
+            ProofLinear(rng.normal(0, .3, (4, 8)), rng.normal(0, .1, 4))]
+
+
+@pytest.fixture(scope="module")
+def threads_cluster():
+    """Two in-process workers, one thread each (fast: no process start)."""
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) \
+            as cluster, distributed.Client(cluster) as dask_client:
+        yield dask_client
+
+
+def test_single_process_batches_match_the_model(model, client, inputs, requests, single_process):
+    assert len(requests) == 4
+    y = np.concatenate([client.decrypt(reply) for reply in single_process])
+    np.testing.assert_allclose(y, model.forward(inputs), atol=1e-6)
+
+
+def test_batch_inference_on_dask_equals_single_process(model, client, inputs, requests, single_process,
+                                                       threads_cluster):
+    seen = []
+    replies = evaluate_batches(model, client.public_context(), requests, dask=threads_cluster,
+                               progress=lambda done, total, label: seen.append((done, total)))
+    assert replies == single_process                                     # same bytes, in input order
+    assert seen == [(i, 4) for i in range(1, 5)]                         # one report per task
+    y = batch_infer(model, client, inputs, batch=3, dask=threads_cluster)
+    np.testing.assert_allclose(y, model.forward(inputs), atol=1e-6)
+
+
+def test_batch_proving_on_dask(proof_layers, threads_cluster):
+    network = Network(proof_layers, max_proofs=4)
+    x = np.random.default_rng(3).uniform(-1, 1, (3, 16))
+    proofs = prove_batch(network, x, dask=threads_cluster)
+    assert sorted(p.relations.copy for p in proofs) == [0, 1, 2] and network.proofs_left == 1
+    outputs = verify_batch(network.commitment, x, proofs, dask=threads_cluster)
+    for i, output in enumerate(outputs):
+        np.testing.assert_array_equal(output, network.verify(x[i:i + 1], proofs[i]))
+    with pytest.raises(ProofRejected, match=r"proofs \[0\] rejected"):
+        verify_batch(network.commitment, x[[1, 1, 2]], proofs, dask=threads_cluster)
+    with pytest.raises(ModelError, match="2 unused copies"):
+        prove_batch(network, x[:2], dask=threads_cluster)               # one copy left: refused before work
+    assert network.proofs_left == 1
+
+
+def test_plain_batch_proving_in_process(proof_layers):
+    network = Network(proof_layers, zk=False)
+    x = np.random.default_rng(4).uniform(-1, 1, (4, 16))
+    proofs = prove_batch(network, x, per_proof=2)
+    assert [p.to_bytes() for p in proofs] == [network.prove(x[:2]).to_bytes(), network.prove(x[2:]).to_bytes()]
+    assert len(verify_batch(network.commitment, x, proofs, per_proof=2)) == 2
+
+
+def test_without_distributed_the_same_tasks_run_in_process(monkeypatch, model, client, requests, single_process):
+    monkeypatch.setitem(sys.modules, "distributed", None)                # import distributed -> ImportError
+    assert not hezk_tasks.distributed_available()
+    with pytest.warns(RuntimeWarning, match="not installed"):
+        replies = evaluate_batches(model, client.public_context(), requests, dask="local:2")
+    assert replies == single_process
+
+
+def test_dask_option_is_checked():
+    for bad in ("local:0", "local:x", "http://host:1", "2"):
+        with pytest.raises(ModelError, match="local:K"):
+            prove_batch(Network([ProofLinear(np.eye(8), np.zeros(8))], zk=False), np.zeros((1, 8)), dask=bad)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert hezk_tasks.connect(None).client is None
+
+
+@pytest.mark.slow
+def test_killed_worker_tasks_rerun_elsewhere(model, client, requests, single_process):
+    """Two worker processes (one thread each); when the first reply arrives, one worker is killed (SIGKILL) with
+    tasks still queued on it: they are rerun elsewhere, every reply arrives once and equals the single-process
+    run's bytes."""
+    many = requests * 3                                                  # 12 tasks
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) \
+            as cluster, distributed.Client(cluster) as dask_client:
+        pids = dask_client.run(os.getpid)
+        killed, reports = [], []
+
+        def progress(done, total, label):
+            reports.append(done)
+            if not killed:
+                victim = max(pids.values())
+                os.kill(victim, signal.SIGKILL)
+                killed.append(victim)
+
+        replies = evaluate_batches(model, client.public_context(), many, dask=dask_client, progress=progress)
+    assert killed and reports == list(range(1, 13))
+    assert replies == single_process * 3
