@@ -26,11 +26,13 @@ import time
 
 import numpy as np
 
+from . import graph_cli
 from .errors import ModelError, ProofError, ProofRejected
 from .layers.network import ModelCommitment, Network, read_proof, verify_network
 from .layers.network_zk import DEFAULT_MAX_PROOFS
 from .model import load_model
 from .progress import progress_bar
+from .proof_format import record_kind
 from .quantize import quantize_values
 
 PUBLIC_WEIGHTS_HELP = ("plain (non-hiding) commitment and proofs: they REVEAL THE WEIGHTS (anyone holding one "
@@ -46,6 +48,12 @@ MODEL_HELP = ("model file: ONNX (opset >= 13) or .npz (a quantized model, or flo
 def _existing_file(path: str) -> str:
     if not os.path.isfile(path):
         raise argparse.ArgumentTypeError(f"file {path!r} does not exist")
+    return path
+
+
+def _existing_path(path: str) -> str:
+    if not os.path.exists(path):
+        raise argparse.ArgumentTypeError(f"{path!r} does not exist")
     return path
 
 
@@ -79,7 +87,17 @@ def build_parser() -> argparse.ArgumentParser:
     commit.add_argument("--public-weights", action="store_true", help=PUBLIC_WEIGHTS_HELP)
     prove = commands.add_parser("prove", help="prove y = model(x) for an input batch")
     prove.add_argument("--model", "-m", required=True, type=_existing_file, help=MODEL_HELP)
-    prove.add_argument("--input", "-i", required=True, type=_existing_file, help="input .npy (batch, in_features)")
+    inputs = prove.add_mutually_exclusive_group(required=True)
+    inputs.add_argument("--input", "-i", type=_existing_file, help="input .npy (batch, in_features): one proof")
+    inputs.add_argument("--inputs", type=_existing_path,
+                        help="batch mode: a stacked .npy (N, in_features), one proof per --per-proof rows, or a "
+                             "folder of .npy files, one proof each; proofs go to the folder --out as proof_00000.bin, "
+                             "... (each uses one hiding copy)")
+    prove.add_argument("--per-proof", type=int, default=1, help="batch mode: rows of a stacked --inputs per proof")
+    prove.add_argument("--dask", default=None,
+                       help="batch mode: prove as tasks on dask.distributed, local:K (K local worker processes, one "
+                            "thread each) or tcp://HOST:PORT (a scheduler); the SECRET prover state is sent to each "
+                            "worker once; without the distributed extra installed, in this process")
     prove.add_argument("--out", "-o", "--output", "--proof", dest="out", default=DEFAULT_PROOF, type=_writable_path,
                        help=f"where to write the proof (default: {DEFAULT_PROOF} in the current folder)")
     prove.add_argument("--commitment", "-c", default=DEFAULT_COMMITMENT,
@@ -95,6 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--input", "-i", required=True, type=_existing_file, help="input .npy the proof is about")
     verify.add_argument("--proof", "-p", default=DEFAULT_PROOF, type=_existing_file,
                         help=f"proof file from 'prove' (default: {DEFAULT_PROOF})")
+    verify.add_argument("--output", "-y", default=None, type=_writable_path,
+                        help="where to write the proven output (.npy, dequantized floats, batch first) on accept")
     return parser
 
 
@@ -169,6 +189,9 @@ def _committed_model(args):
 
 
 def _commit(args) -> int:
+    graph = graph_cli.graph_model(args.model)
+    if graph is not None:  # convolutions, pools, residual adds: the graph proof (issue 13)
+        return graph_cli.commit(args, graph)
     zk = not args.public_weights
     if args.calibration is not None:
         largest, bound = _calibration_bound(args.calibration)
@@ -205,17 +228,14 @@ def _commit(args) -> int:
 
 
 def _prove(args) -> int:
-    model = _committed_model(args)
-    if args.public_weights:
-        network = Network(model, zk=False)
-    else:
-        state = _state_path(args, args.commitment)
-        if not os.path.isfile(state):
-            raise ModelError(f"no prover state {state!r}: run 'commit' first (it writes the commitment and its "
-                             "state), or pass --public-weights for a plain proof that reveals the weights")
-        network = Network(model, state=state)
-        if not os.path.isfile(args.commitment) or _read(args.commitment) != network.commitment.to_bytes():
-            raise ModelError(f"the prover state {state!r} is not that of the commitment {args.commitment!r}")
+    if args.inputs is not None:
+        return _prove_batch(args)
+    if args.dask is not None:
+        raise ModelError("--dask proves a batch: pass --inputs (a stacked .npy or a folder of .npy files)")
+    graph = graph_cli.graph_model(args.model)
+    if graph is not None:
+        return graph_cli.prove(args, graph)
+    network, state = _prover(args)
     x = _load_input(args.input, network.model.input_frac, network.model.input_bound)
     start = time.perf_counter()
     proof = network.prove(x, progress=None if args.quiet else progress_bar("proving"))
@@ -232,14 +252,64 @@ def _prove(args) -> int:
     return 0
 
 
+def _prover(args):
+    """(Network, prover state path or None) of --model and --commitment / --state (or --public-weights)."""
+    model = _committed_model(args)
+    if args.public_weights:
+        return Network(model, zk=False), None
+    state = _state_path(args, args.commitment)
+    if not os.path.isfile(state):
+        raise ModelError(f"no prover state {state!r}: run 'commit' first (it writes the commitment and its "
+                         "state), or pass --public-weights for a plain proof that reveals the weights")
+    network = Network(model, state=state)
+    if not os.path.isfile(args.commitment) or _read(args.commitment) != network.commitment.to_bytes():
+        raise ModelError(f"the prover state {state!r} is not that of the commitment {args.commitment!r}")
+    return network, state
+
+
+def _prove_batch(args) -> int:
+    """--inputs: one proof per group of inputs, as tasks (proofs.batch), written into the folder --out."""
+    from .batch import input_groups, prove_batch
+    network, state = _prover(args)
+    frac, bound = network.model.input_frac, network.model.input_bound
+    if os.path.isdir(args.inputs):
+        names = sorted(name for name in os.listdir(args.inputs) if name.endswith(".npy"))
+        if not names:
+            raise InputFileError(f"--inputs folder {args.inputs!r} holds no .npy file")
+        groups = [_load_input(os.path.join(args.inputs, name), frac, bound) for name in names]
+    else:
+        groups = input_groups(_load_input(args.inputs, frac, bound), args.per_proof)
+    out = DEFAULT_PROOF[:-len(".bin")] + "s" if args.out == DEFAULT_PROOF else args.out
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ModelError(f"--out {out!r} is a file; batch mode writes its proofs into a folder")
+    os.makedirs(out, exist_ok=True)
+    start = time.perf_counter()
+    try:
+        proofs = prove_batch(network, groups, dask=args.dask, progress=None if args.quiet else progress_bar("proofs"))
+    finally:
+        if network.zk:
+            network.save_state(state)  # the copies handed to the tasks are spent, whatever happened
+    elapsed = time.perf_counter() - start
+    for i, proof in enumerate(proofs):
+        with open(os.path.join(out, f"proof_{i:05d}.bin"), "wb") as handle:
+            handle.write(proof.to_bytes())
+    mode = f"zero knowledge, {network.proofs_left} proofs left" if network.zk else "PUBLIC WEIGHTS"
+    print(f"proved {len(proofs)} proofs in {elapsed:.2f}s ({len(proofs) / elapsed:.2f} proofs/s, --dask "
+          f"{args.dask or 'none: in process'}) -> {out}/proof_00000.bin ... ({mode})")
+    return 0
+
+
 def _read(path: str) -> bytes:
     with open(path, "rb") as handle:
         return handle.read()
 
 
 def _verify(args) -> int:
+    data = _read(args.commitment)
+    if record_kind(data) == graph_cli.GraphCommitment.KIND:
+        return graph_cli.verify(args, data)
     try:
-        commitment = ModelCommitment.from_bytes(_read(args.commitment))
+        commitment = ModelCommitment.from_bytes(data)
         x = _load_input(args.input, commitment.input_frac, commitment.input_bound)
         output = verify_network(commitment, x, read_proof(_read(args.proof)))
     except InputFileError as error:  # unreadable, not numeric, NaN: a usage error, not a rejection
@@ -253,6 +323,8 @@ def _verify(args) -> int:
     print(f"accept ({'zero knowledge' if commitment.zk else 'public weights'}, "
           f"{soundness_text(commitment.soundness_bits(output.shape[0]))})", file=sys.stderr)
     _print_output(output, commitment.output_frac, sys.stderr)
+    if args.output:
+        np.save(args.output, output * 2.0 ** -commitment.output_frac)
     return 0
 
 

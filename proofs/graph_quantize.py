@@ -227,9 +227,10 @@ def _reduce_bias(bias, out_shape) -> tuple:
     return np.ascontiguousarray(full[index]), letters
 
 
-def quantize_graph(graph, calibration, *, act_bits: int = 12, weight_bits: int = 8,
-                   margin_bits: int = 1) -> QuantizedGraph:
-    """Quantize a :class:`hezk_model.Graph` with scales chosen on ``calibration`` (a float batch).
+def quantize_graph(graph, calibration=None, *, act_bits: int = 12, weight_bits: int = 8,
+                   margin_bits: int = 1, like: QuantizedGraph | None = None) -> QuantizedGraph:
+    """Quantize a :class:`hezk_model.Graph` with scales chosen on ``calibration`` (a float batch), or with
+    the scales and ranges of ``like`` (a committed structure: the prover re-quantizes the same weights).
 
     Raises ModelError naming the node for an operator the proof cannot prove (an activation other than
     Relu) or a layer whose integers could wrap around the field."""
@@ -239,30 +240,40 @@ def quantize_graph(graph, calibration, *, act_bits: int = 12, weight_bits: int =
                                    ("margin_bits", margin_bits, 0, 8)):
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             raise ModelError(f"{name}={value!r} must be an int in [{low}, {high}]")
-    x = np.asarray(calibration, dtype=np.float64)
-    if x.shape == graph.input_shape:
-        x = x[None]
-    if x.shape[1:] != graph.input_shape or not len(x):
-        raise ModelError(f"calibration data of shape {x.shape} is not (n, *{graph.input_shape})")
-    floats = {graph.input: x}
-    for node in graph.nodes:
-        floats[node.output] = node.forward(*(floats[name] for name in node.inputs))
+    floats, chosen = {}, {}
+    if like is not None:
+        if not isinstance(like, QuantizedGraph) or like.digest != graph.digest():
+            raise ModelError("like= is the quantized structure of another model (its digest differs)")
+        chosen = {op.output: op for op in like.ops}
+    elif calibration is None:
+        raise ModelError("quantize_graph needs calibration data (a float batch of inputs) or like=")
+    else:
+        x = np.asarray(calibration, dtype=np.float64)
+        if x.shape == graph.input_shape:
+            x = x[None]
+        if x.shape[1:] != graph.input_shape or not len(x):
+            raise ModelError(f"calibration data of shape {x.shape} is not (n, *{graph.input_shape})")
+        floats = {graph.input: x}
+        for node in graph.nodes:
+            floats[node.output] = node.forward(*(floats[name] for name in node.inputs))
 
     def magnitude(tensor):
         return float(np.max(np.abs(floats[tensor])))
 
     fracs, bounds, shapes = {}, {}, {}
-    f_in = _frac(magnitude(graph.input), act_bits)
+    f_in = like.input_frac if like else _frac(magnitude(graph.input), act_bits)
     fracs[graph.input] = f_in
-    bounds[graph.input] = (1 << (act_bits - 1 + margin_bits)) - 1
+    bounds[graph.input] = like.input_bound if like else (1 << (act_bits - 1 + margin_bits)) - 1
     shapes[graph.input] = graph.input_shape
     ops, fused, alias = [], set(), {}  # fused: contractions whose Relu is folded in; alias: relu out -> theirs
     for node in graph.nodes:
         where = node.where()
         if isinstance(node, Activation):
             if node.function != "relu":
-                raise ModelError(f"{where}: activation {node.function!r} cannot be proven (the proof proves Relu; "
-                                 f"use a Relu model)")
+                what = node.op if node.op.lower() == node.function else f"{node.op} ({node.function})"
+                raise ModelError(f"operator {what} (node {node.name!r}) is not provable yet: the graph proof "
+                                 f"proves Relu activations (with Gemm, MatMul, Conv, pools, Add, BatchNormalization, "
+                                 f"Flatten, Reshape, Transpose)")
             source = alias.get(node.inputs[0], node.inputs[0])
             if source in fused:
                 fused.discard(source)
@@ -286,7 +297,7 @@ def quantize_graph(graph, calibration, *, act_bits: int = 12, weight_bits: int =
                 equation = f"b{letters},{letters}->b{letters}"
                 weight = np.broadcast_to(1.0 if node.scale is None else node.scale, in_shape)
                 patches, bias, einsum_shape = None, node.shift, in_shape
-            f_w = _frac(float(np.max(np.abs(weight))), weight_bits)
+            f_w = chosen[node.output].weight_frac if like else _frac(float(np.max(np.abs(weight))), weight_bits)
             w_int = np.floor(np.asarray(weight) * 2.0 ** f_w + 0.5).astype(np.int64)
             f_acc = fracs[source] + f_w
             b_int, b_letters = None, ""
@@ -305,11 +316,15 @@ def quantize_graph(graph, calibration, *, act_bits: int = 12, weight_bits: int =
             relu = len(graph.consumers(node.output)) == 1 and node.output != graph.output and \
                 isinstance(graph.consumers(node.output)[0], Activation) and \
                 graph.consumers(node.output)[0].function == "relu"
-            f_out = min(_frac(magnitude(node.output), act_bits), f_acc)
-            shift = f_acc - f_out
-            typical = math.ceil(magnitude(node.output) * 2.0 ** f_out) << margin_bits
-            out_bound = min(int(worst) + (1 << max(shift - 1, 0)) >> shift, max(typical, 1))
-            q_bits = _signed_bits(out_bound)
+            if like:
+                f_out, q_bits = like.fracs[node.output], chosen[node.output].q_bits
+                shift = f_acc - f_out
+            else:
+                f_out = min(_frac(magnitude(node.output), act_bits), f_acc)
+                shift = f_acc - f_out
+                typical = math.ceil(magnitude(node.output) * 2.0 ** f_out) << margin_bits
+                out_bound = min(int(worst) + (1 << max(shift - 1, 0)) >> shift, max(typical, 1))
+                q_bits = _signed_bits(out_bound)
             if shift + q_bits > FIELD_BITS:
                 raise ModelError(f"{where}: requantization needs {shift} + {q_bits} bits > {FIELD_BITS} (the field)")
             op = QOp("contraction", node.name, (source,), node.output, equation, patches, w_int, w_int.shape,

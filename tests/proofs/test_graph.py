@@ -236,3 +236,35 @@ def test_merge_claims_against_direct_mle(k, count, seed):
     claims[-1] = Claim(claims[-1].point, F.ext_add(claims[-1].value, F.ext_one()))
     with pytest.raises(ProofRejected):
         verify_merge(claims, proof, Transcript("m"))
+
+
+# ------------------------------------------------------------------------------------------ command line
+def test_cli_commit_prove_verify_writes_the_proven_output(tmp_path, capsys, monkeypatch):
+    from proofs import cli
+
+    monkeypatch.chdir(tmp_path)
+    model = M.residual_block()
+    onnx.save(model, "r.onnx")
+    rng = np.random.default_rng(5)
+    np.save("cal.npy", rng.uniform(-1, 1, (16, 4, 6, 6)))
+    np.save("x.npy", rng.uniform(-1, 1, (2, 4, 6, 6)))
+    assert cli.main(["commit", "--model", "r.onnx", "--out", "c.bin"]) == 2  # hiding graph proofs: not yet
+    assert "--public-weights" in capsys.readouterr().err
+    assert cli.main(["commit", "--model", "r.onnx", "--out", "c.bin", "--public-weights",
+                     "--calibration", "cal.npy"]) == 0
+    assert "mean error" in capsys.readouterr().out
+    assert cli.main(["prove", "--model", "r.onnx", "--input", "x.npy", "--commitment", "c.bin", "--out", "p.bin",
+                     "--public-weights", "--quiet"]) == 0
+    assert cli.main(["verify", "--commitment", "c.bin", "--input", "x.npy", "--proof", "p.bin",
+                     "--output", "y.npy"]) == 0
+    assert capsys.readouterr().out.strip().endswith("accept")
+    y, want = np.load("y.npy"), M.run_onnx(model, np.load("x.npy").astype(np.float32))
+    assert y.shape == want.shape and np.abs(y - want).max() <= 0.05 * np.abs(want).max()
+    np.save("other.npy", np.load("x.npy")[::-1])
+    assert cli.main(["verify", "--commitment", "c.bin", "--input", "other.npy", "--proof", "p.bin"]) == 1
+    (tmp_path / "junk.npy").write_bytes(b"junk")
+    assert cli.main(["verify", "--commitment", "c.bin", "--input", "junk.npy", "--proof", "p.bin"]) == 2
+    data = bytearray((tmp_path / "p.bin").read_bytes())
+    data[len(data) // 2] ^= 4
+    (tmp_path / "p.bin").write_bytes(bytes(data))
+    assert cli.main(["verify", "--commitment", "c.bin", "--input", "x.npy", "--proof", "p.bin"]) == 1

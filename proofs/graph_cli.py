@@ -1,0 +1,140 @@
+"""The graph path of ``python -m proofs commit | prove | verify`` (issue 13): models that are not a ReLU MLP chain
+(convolutions, pools, residual adds, BatchNormalization, reshapes) are quantized from calibration data
+(:mod:`proofs.graph_quantize`) and proved by :mod:`proofs.layers.graph`.
+
+``commit`` writes a :class:`GraphCommitment` (the quantized structure and the weights commitment) and reports
+the mean and max error of the integer model against the float model on the calibration data; ``prove``
+re-quantizes the model file with the committed scales (and refuses a commitment of another model);
+``verify`` writes the dequantized proven output with ``--output`` when it accepts.
+"""
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+import hezk_model
+
+from .errors import ModelError, ProofRejected
+from .graph_quantize import quantize_graph
+from .layers.graph import GraphCommitment, GraphNetwork, GraphProof, verify_graph
+from .progress import progress_bar
+
+CALIBRATION_SAMPLES = 64
+
+
+class GraphInputError(ModelError):
+    """An unreadable or non-numeric input file (a usage error, exit 2)."""
+
+
+def graph_model(path):
+    """The model's :class:`hezk_model.Graph` when the graph path proves it (anything but a ReLU MLP chain, which
+    the MLP path proves); None when the MLP path should read the file (and report its own errors)."""
+    from .model import graph_layers
+
+    try:
+        graph = hezk_model.load(path)
+    except (hezk_model.ModelFileError, OSError, ValueError):
+        return None
+    try:
+        graph_layers(graph)
+    except ModelError:
+        return graph
+    return None
+
+
+def load_array(path: str, what: str = "input") -> np.ndarray:
+    try:
+        x = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as error:
+        raise GraphInputError(f"{what} file {path!r} is not a readable .npy array: {error}") from None
+    if not isinstance(x, np.ndarray) or x.dtype.kind not in "iuf":
+        raise GraphInputError(f"{what} file {path!r} must hold one array of integers or floats")
+    if x.dtype.kind == "f" and not np.all(np.isfinite(x)):
+        raise GraphInputError(f"{what} file {path!r} holds NaN or infinite values")
+    return x
+
+
+def _calibration(args, graph):
+    if getattr(args, "calibration", None):
+        return load_array(args.calibration, "calibration"), f"the calibration data {args.calibration}"
+    rng = np.random.default_rng(0)
+    return (rng.uniform(-1.0, 1.0, (CALIBRATION_SAMPLES, *graph.input_shape)),
+            f"{CALIBRATION_SAMPLES} seeded uniform [-1, 1] inputs (pass --calibration inputs.npy for your data)")
+
+
+def commit(args, graph) -> int:
+    if not args.public_weights:
+        raise ModelError("hiding graph commitments are not available yet: pass --public-weights (the proofs then "
+                         "REVEAL THE WEIGHTS) for models beyond a ReLU MLP")
+    calibration, source = _calibration(args, graph)
+    q = quantize_graph(graph, calibration)
+    network = GraphNetwork(q)
+    out = args.out or "c.bin"
+    data = network.commitment.to_bytes()
+    with open(out, "wb") as handle:
+        handle.write(data)
+    report = q.error_report(graph, calibration)
+    print(f"committed a graph of {len(q.ops)} proven ops, {q.num_parameters} parameters (input scale "
+          f"2^{q.input_frac}, output scale 2^{q.output_frac}) -> {out} ({len(data)} bytes)")
+    print(f"proven output vs the float model on {source}: mean error {report['mean_error']:.4g}, max error "
+          f"{report['max_error']:.4g} (largest |output| {report['output_magnitude']:.4g}, argmax agreement "
+          f"{100 * report['argmax_agreement']:.1f}%)")
+    print(f"PUBLIC WEIGHTS: proofs reveal every weight; model digest {q.digest.hex()}")
+    return 0
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def prove(args, graph) -> int:
+    try:
+        committed = GraphCommitment.from_bytes(_read(args.commitment))
+    except (OSError, ProofRejected) as error:
+        raise ModelError(f"commitment {args.commitment!r} is not a graph commitment: {error}") from None
+    q = quantize_graph(graph, like=committed.structure)
+    network = GraphNetwork(q, committed.weights.params)
+    if network.commitment.to_bytes() != committed.to_bytes():
+        raise ModelError(f"the commitment {args.commitment!r} was made for other weights than {args.model!r}")
+    x = load_array(args.input)
+    start = time.perf_counter()
+    proof = network.prove(x, progress=None if args.quiet else progress_bar("proving"))
+    elapsed = time.perf_counter() - start
+    data = proof.to_bytes()
+    with open(args.out, "wb") as handle:
+        handle.write(data)
+    bits = network.commitment.soundness_bits(len(proof.output))
+    print(f"proved in {elapsed:.2f}s -> {args.out} ({len(data)} bytes, PUBLIC WEIGHTS, soundness {bits:.1f} bits)")
+    _print(q.dequantize(proof.output), q.output_frac)
+    return 0
+
+
+def _print(values, frac, stream=None) -> None:
+    with np.printoptions(precision=4, suppress=True, threshold=40):
+        print(f"output (batch {values.shape[0]}, dequantized by 2^-{frac}):\n{values}", file=stream)
+
+
+def verify(args, commitment_bytes: bytes) -> int:
+    try:
+        x = load_array(args.input)
+        commitment = GraphCommitment.from_bytes(commitment_bytes)
+        output = verify_graph(commitment, x, _read(args.proof))
+    except GraphInputError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except ProofRejected as error:
+        print("reject")
+        print(f"reject: {error}", file=sys.stderr)
+        return 1
+    q = commitment.structure
+    values = q.dequantize(output)
+    if getattr(args, "output", None):
+        np.save(args.output, values)
+    print("accept")
+    print(f"accept (public weights, soundness {commitment.soundness_bits(len(output)):.1f} bits)", file=sys.stderr)
+    _print(np.atleast_2d(values.reshape(len(output), -1)), q.output_frac, sys.stderr)
+    return 0
+
