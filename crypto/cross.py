@@ -39,6 +39,7 @@ sub-transform combines whole rows, so every inner loop is contiguous and SIMD-wi
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -580,14 +581,20 @@ class _TablePool:
         self._rows: dict[tuple[int, ...], np.ndarray] = {}
         self.q = np.zeros(0, dtype=np.uint64)
         self.arrays: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()
 
     def rows(self, tables: NTTTables) -> np.ndarray:
-        """Row of each of tables.moduli in the pool (new moduli are added); cached per basis."""
+        """Row of each of tables.moduli in the pool (new moduli are added); cached per basis. Thread-safe:
+        rows are published only after ``arrays`` and ``q`` hold them (both only grow, swapped whole)."""
         key = tuple(tables.moduli)
-        if key not in self._rows:
-            self._add(tables)
-            self._rows[key] = np.array([self.row_of[q] for q in key], dtype=np.int64)
-        return self._rows[key]
+        rows = self._rows.get(key)
+        if rows is None:
+            with self._lock:
+                if key not in self._rows:
+                    self._add(tables)
+                    self._rows[key] = np.array([self.row_of[q] for q in key], dtype=np.int64)
+                rows = self._rows[key]
+        return rows
 
     def _add(self, tables: NTTTables):
         new = [(q, psi) for q, psi in zip(tables.moduli, tables.psi) if q not in self.row_of]

@@ -1,38 +1,51 @@
 """HTTP endpoint for encrypted inference (FastAPI + uvicorn, the ``serve`` extra).
 
-    python -m tensor_ops.serve --model model.npz --port 8000
+    python -m tensor_ops.serve --model model.npz --port 8000 --tokens-file tokens.txt
 
 Routes (bodies are raw bytes, ``application/octet-stream``):
 - ``GET  /plan``                   the model's public plan (parameters, packing, rotations) as JSON;
 - ``POST /contexts``               register a client's public context -> ``{"context_id": ...}``;
 - ``POST /infer/{context_id}``     a request made by ``Client.encrypt`` -> the reply bytes;
-- ``GET  /health``.
+- ``GET  /health``                 status, the number of contexts, whether access is open, every limit.
 The server never holds a secret key (a context carrying one is refused) and has no route that returns
 keys or contexts. Bodies above the size limits get 413, malformed bytes 400, an unknown context 404, a
 ciphertext under another key 409, a wrong shape or level 422; the server keeps serving after each.
 
-Limits (each a ``create_app`` argument and a ``serve`` option): a public context of at most
-``max_context_bytes`` (512 MiB), a request of at most ``max_request_bytes`` (64 MiB), at most
-``max_contexts`` (16) registered contexts, the least recently used (registered or used for inference)
-dropped first; a dropped client gets 404 and registers again. Registrations, evictions and refusals are
-logged through :mod:`logging` (logger ``tensor_ops.serve``, context ids and sizes only, never payloads).
+Access (:mod:`tensor_ops.access`): with tokens (``--tokens-file``, or ``$HEZK_TOKENS``), every route but
+``/health`` needs ``Authorization: Bearer <token>`` (401 without a known token, 403 on a context another token
+registered). A context belongs to the token that registered it; each token keeps at most
+``max_contexts_per_token`` contexts and ``max_bytes_per_token`` bytes, its own least recently used dropped
+first (a dropped client gets 404 and registers again: ``Endpoint.infer`` does it by itself), never another
+token's; the server as a whole keeps ``max_contexts`` and ``max_total_bytes`` (503 when the rest is other
+tokens' contexts). Each token sends at most ``rate`` requests per second (bursts of ``burst``) with at most
+``max_concurrent`` in flight, else 429 with Retry-After. Without tokens every caller is one client (the
+server-wide quota) and the start-up log says the endpoint is open; it listens on 127.0.0.1 unless ``--host``
+says otherwise. Registrations, evictions, refusals and per-request timings are logged through
+:mod:`logging` (logger ``tensor_ops.serve``: token names, context ids, sizes and times, never tokens or
+payloads).
 """
 
 import argparse
+import contextlib
+import dataclasses
 import logging
+import os
 import sys
-from collections import OrderedDict
+import time
 
 import numpy as np
 
 from crypto.errors import (ContextMismatchError, HEError, KeyMissingError, LevelError, ParameterError,
                            SerializationError, ShapeError)
+from tensor_ops.access import TOKENS_ENV, Limits, Quota, Refused, Throttle, Tokens, bearer
 from tensor_ops.inference import Client, Server
 from tensor_ops.nn import Sequential
 
-DEFAULT_MAX_CONTEXT_BYTES = 512 << 20
-DEFAULT_MAX_REQUEST_BYTES = 64 << 20
-DEFAULT_MAX_CONTEXTS = 16
+_DEFAULTS = Limits()
+DEFAULT_MAX_CONTEXT_BYTES = _DEFAULTS.max_context_bytes
+DEFAULT_MAX_REQUEST_BYTES = _DEFAULTS.max_request_bytes
+DEFAULT_MAX_CONTEXTS = _DEFAULTS.max_contexts
+TOKEN_ENV = "HEZK_TOKEN"
 logger = logging.getLogger(__name__)
 _STATUS = ((ContextMismatchError, 409), (LevelError, 422), (ShapeError, 422), (KeyMissingError, 422),
            (SerializationError, 400), (ParameterError, 400), (HEError, 400))
@@ -42,38 +55,84 @@ def _status_of(error: Exception) -> int:
     return next((status for kind, status in _STATUS if isinstance(error, kind)), 400)
 
 
-def create_app(model: Sequential, *, input_shape=None, max_context_bytes: int = DEFAULT_MAX_CONTEXT_BYTES,
-               max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES, max_contexts: int = DEFAULT_MAX_CONTEXTS,
-               backend="auto"):
-    """A FastAPI app serving ``model`` on samples of ``input_shape`` (default: the model's own); registered
-    contexts live in this app only (at most ``max_contexts``, least recently used dropped first: registering
-    or running an inference counts as a use)."""
+def create_app(model: Sequential, *, input_shape=None, tokens: Tokens | None = None, limits: Limits | None = None,
+               backend="auto", **bounds):
+    """A FastAPI app serving ``model`` on samples of ``input_shape`` (default: the model's own).
+
+    ``tokens``: a :class:`~tensor_ops.access.Tokens` (every route but ``/health`` then needs
+    ``Authorization: Bearer <token>``: 401 without a known one, 403 on another token's context); None serves
+    everyone as one client and logs that the endpoint is open. ``limits``: a :class:`~tensor_ops.access.Limits`,
+    or its fields as keywords (``max_contexts=4, rate=5.0``). A context belongs to the token that registered it;
+    past a token's quota its own least recently used contexts are dropped (registering or running an
+    inference counts as a use), never another token's."""
     from fastapi import FastAPI, HTTPException, Request, Response
     from fastapi.concurrency import run_in_threadpool
 
+    if limits is None:
+        limits = Limits(**bounds)
+    elif bounds:
+        limits = dataclasses.replace(limits, **bounds)
     app = FastAPI(title="hezk encrypted inference")
-    servers = OrderedDict()  # context id -> Server, least recently used first
+    quota, throttle = Quota(limits), Throttle(limits)
     encoded = {}  # the model's encoded weights, shared by every client's Server (key-independent)
     plan = model.plan(input_shape)
     input_shape = plan.input_shape
+    if tokens is None:
+        logger.warning("no access tokens: the endpoint is OPEN to every caller that reaches it, served as one "
+                       "client (give tokens, e.g. --tokens-file, before listening beyond 127.0.0.1)")
+    else:
+        logger.info("access by bearer token: %d clients (%s)", len(tokens), ", ".join(tokens.names))
 
-    async def read_body(request: Request, limit: int, what: str) -> bytes:
+    def label(principal) -> str:
+        return "open" if principal is None else principal
+
+    def refused(status: int, message: str, retry_after: int | None = None, principal=None) -> HTTPException:
+        logger.warning("refused (%d) %s: %s", status, label(principal), message)
+        headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
+        if status == 401:
+            headers = {"WWW-Authenticate": "Bearer"}
+        return HTTPException(status, message, headers=headers)
+
+    def from_rule(error: Refused, principal) -> HTTPException:
+        return refused(error.status, error.message, error.retry_after, principal)
+
+    def principal_of(request: Request):
+        """The token's name (None when open); 401 without a known token."""
+        if tokens is None:
+            return None
+        presented = bearer(request.headers.get("authorization"))
+        name = tokens.match(presented)
+        if name is None:
+            raise refused(401, "a valid access token is needed: send 'Authorization: Bearer <token>'"
+                          if presented is None else "the access token is not known to this server")
+        return name
+
+    @contextlib.asynccontextmanager
+    async def admitted(request: Request):
+        """Authenticate, then hold one of the principal's request slots (429 past its rate or concurrency)."""
+        principal = principal_of(request)
+        try:
+            throttle.enter(principal)
+        except Refused as error:
+            raise from_rule(error, principal) from None
+        try:
+            yield principal
+        finally:
+            throttle.leave(principal)
+
+    async def read_body(request: Request, limit: int, what: str, principal) -> bytes:
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
-            raise refused(413, f"{what} of {declared} bytes exceeds the limit of {limit} bytes")
+            raise refused(413, f"{what} of {declared} bytes exceeds the limit of {limit} bytes", principal=principal)
         chunks, size = [], 0
         async for chunk in request.stream():
             size += len(chunk)
             if size > limit:
-                raise refused(413, f"{what} exceeds the limit of {limit} bytes")
+                raise refused(413, f"{what} exceeds the limit of {limit} bytes", principal=principal)
             chunks.append(chunk)
         if not size:
-            raise refused(400, f"{what} is empty")
+            raise refused(400, f"{what} is empty", principal=principal)
         return b"".join(chunks)
-
-    def refused(status: int, message: str) -> HTTPException:
-        logger.warning("refused (%d): %s", status, message)
-        return HTTPException(status, message)
 
     def register(blob: bytes) -> Server:
         from crypto.context import CKKSContext
@@ -85,44 +144,55 @@ def create_app(model: Sequential, *, input_shape=None, max_context_bytes: int = 
 
     @app.get("/health")
     def health():
-        return {"status": "ok", "contexts": len(servers)}
+        return {"status": "ok", "contexts": len(quota), "access": "open" if tokens is None else "token",
+                "limits": limits.report()}
 
     @app.get("/plan")
-    def get_plan():
-        return {"plan": plan.to_dict(), "explain": plan.explain()}
+    async def get_plan(request: Request):
+        async with admitted(request):
+            return {"plan": plan.to_dict(), "explain": plan.explain()}
 
     @app.post("/contexts", status_code=201)
     async def post_context(request: Request):
-        blob = await read_body(request, max_context_bytes, "public context")
-        try:
-            server = await run_in_threadpool(register, blob)
-        except HEError as error:
-            raise refused(_status_of(error), f"public context refused: {error}") from None
-        context_id = server.key_id.hex()
-        servers[context_id] = server
-        servers.move_to_end(context_id)
-        logger.info("registered context %s (%d bytes, %d rotation keys; %d registered)", context_id[:16], len(blob),
-                    len(server.context.rotation_steps), len(servers))
-        while len(servers) > max_contexts:
-            evicted, _ = servers.popitem(last=False)
-            logger.info("evicted context %s, the least recently used (max_contexts=%d)", evicted[:16], max_contexts)
-        return {"context_id": context_id, "rotation_keys": len(server.context.rotation_steps),
-                "bytes": len(blob), "depth": int(server.plan.depth), "batch": server.plan.batch,
-                "model": server.model_id}
+        async with admitted(request) as principal:
+            started = time.perf_counter()
+            blob = await read_body(request, min(limits.max_context_bytes, limits.quota(principal)[1]),
+                                   "public context", principal)
+            try:
+                server = await run_in_threadpool(register, blob)
+            except HEError as error:
+                raise refused(_status_of(error), f"public context refused: {error}", principal=principal) from None
+            context_id = server.key_id.hex()
+            try:
+                dropped = quota.admit(context_id, principal, len(blob), server)
+            except Refused as error:
+                raise from_rule(error, principal) from None
+            logger.info("registered context %s for %s (%d bytes, %d rotation keys; %d registered, %d of theirs) "
+                        "in %.3f s", context_id[:16], label(principal), len(blob), len(server.context.rotation_steps),
+                        len(quota), len(quota.owned(principal)), time.perf_counter() - started)
+            for evicted in dropped:
+                logger.info("evicted context %s of %s, its least recently used (quota %d contexts, %d bytes)",
+                            evicted[:16], label(principal), *limits.quota(principal))
+            return {"context_id": context_id, "rotation_keys": len(server.context.rotation_steps),
+                    "bytes": len(blob), "depth": int(server.plan.depth), "batch": server.plan.batch,
+                    "model": server.model_id}
 
     @app.post("/infer/{context_id}")
     async def infer(context_id: str, request: Request):
-        server = servers.get(context_id)
-        if server is None:
-            raise refused(404, f"context_id={context_id[:40]!r} is not registered (or was evicted): "
-                               "POST /contexts first")
-        servers.move_to_end(context_id)  # least recently used goes first
-        blob = await read_body(request, max_request_bytes, "request")
-        try:
-            reply = await run_in_threadpool(server.evaluate, blob)
-        except HEError as error:
-            raise refused(_status_of(error), f"request refused: {error}") from None
-        return Response(content=reply, media_type="application/octet-stream")
+        async with admitted(request) as principal:
+            started = time.perf_counter()
+            try:
+                server = quota.get(context_id, principal)  # now its owner's most recently used
+            except Refused as error:
+                raise from_rule(error, principal) from None
+            blob = await read_body(request, limits.max_request_bytes, "request", principal)
+            try:
+                reply = await run_in_threadpool(server.evaluate, blob)
+            except HEError as error:
+                raise refused(_status_of(error), f"request refused: {error}", principal=principal) from None
+            logger.info("inference on context %s for %s: %d bytes in, %d bytes out, %.3f s", context_id[:16],
+                        label(principal), len(blob), len(reply), time.perf_counter() - started)
+            return Response(content=reply, media_type="application/octet-stream")
 
     return app
 
@@ -131,11 +201,12 @@ def create_app(model: Sequential, *, input_shape=None, max_context_bytes: int = 
 # Client side over HTTP (httpx).
 
 class RemoteError(RuntimeError):
-    """The server answered with an error status; ``status`` and the server's message are kept."""
+    """The server answered with an error status; ``status``, the server's message and ``retry_after`` (seconds,
+    from a 429 or 503, else None) are kept."""
 
-    def __init__(self, status: int, message: str):
+    def __init__(self, status: int, message: str, retry_after: int | None = None):
         super().__init__(f"HTTP {status}: {message}")
-        self.status, self.message = status, message
+        self.status, self.message, self.retry_after = status, message, retry_after
 
 
 def _check(response):
@@ -144,34 +215,95 @@ def _check(response):
             message = response.json().get("detail", response.text)
         except ValueError:
             message = response.text
-        raise RemoteError(response.status_code, str(message))
+        retry = response.headers.get("retry-after", "")
+        raise RemoteError(response.status_code, str(message), int(retry) if retry.isdigit() else None)
     return response
 
 
-def fetch_plan(url: str, timeout: float = 30.0) -> dict:
+class Endpoint:
+    """A connection to the HTTP endpoint at ``url``, sending ``token`` (``Authorization: Bearer``) when one
+    is given; reuses one HTTP connection pool (use as a context manager, or call ``close``)."""
+
+    def __init__(self, url: str, token: str | None = None, timeout: float = 300.0):
+        import httpx
+
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        self.url = url.rstrip("/")
+        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return f"Endpoint({self.url!r})"  # never the token
+
+    def close(self):
+        self._http.close()
+
+    def _post(self, path: str, body: bytes):
+        return self._http.post(path, content=body, headers={"content-type": "application/octet-stream"})
+
+    def health(self) -> dict:
+        return _check(self._http.get("/health")).json()
+
+    def plan(self) -> dict:
+        """The server model's public plan (pass it as ``Client(plan=...)``)."""
+        return _check(self._http.get("/plan")).json()["plan"]
+
+    def register(self, client: Client) -> str:
+        """Upload ``client``'s public context; returns its context id (``client.key_id.hex()``)."""
+        return _check(self._post("/contexts", client.public_context())).json()["context_id"]
+
+    def infer(self, client: Client, x, context_id: str | None = None) -> np.ndarray:
+        """Encrypt x, have the server evaluate it, decrypt the reply. Registers the context if no id is given,
+        and again, once, when the server answers 404 for the client's own context (it was evicted)."""
+        own = client.key_id.hex()
+        context_id = context_id or self.register(client)
+        request = client.encrypt(x)
+        response = self._post(f"/infer/{context_id}", request)
+        if response.status_code == 404 and context_id == own:
+            logger.info("context %s is no longer registered (evicted): registering it again", own[:16])
+            self.register(client)
+            response = self._post(f"/infer/{context_id}", request)
+        return client.decrypt(_check(response).content)
+
+
+def fetch_plan(url: str, timeout: float = 30.0, token: str | None = None) -> dict:
     """The server model's public plan (pass it as ``Client(plan=...)``)."""
-    import httpx
+    with Endpoint(url, token, timeout) as endpoint:
+        return endpoint.plan()
 
-    return _check(httpx.get(f"{url.rstrip('/')}/plan", timeout=timeout)).json()["plan"]
 
-
-def register_context(url: str, client: Client, timeout: float = 120.0) -> str:
+def register_context(url: str, client: Client, timeout: float = 120.0, token: str | None = None) -> str:
     """Upload ``client``'s public context; returns the context id to use with ``remote_infer``."""
-    import httpx
-
-    response = httpx.post(f"{url.rstrip('/')}/contexts", content=client.public_context(), timeout=timeout,
-                          headers={"content-type": "application/octet-stream"})
-    return _check(response).json()["context_id"]
+    with Endpoint(url, token, timeout) as endpoint:
+        return endpoint.register(client)
 
 
-def remote_infer(url: str, client: Client, x, context_id: str | None = None, timeout: float = 300.0) -> np.ndarray:
-    """Encrypt x, have the server evaluate it, decrypt the reply (registers the context if no id is given)."""
-    import httpx
+def remote_infer(url: str, client: Client, x, context_id: str | None = None, timeout: float = 300.0,
+                 token: str | None = None) -> np.ndarray:
+    """Encrypt x, have the server evaluate it, decrypt the reply (registers the context if no id is given, and
+    registers it again once if the server evicted it: see ``Endpoint.infer``)."""
+    with Endpoint(url, token, timeout) as endpoint:
+        return endpoint.infer(client, x, context_id)
 
-    context_id = context_id or register_context(url, client, timeout)
-    response = httpx.post(f"{url.rstrip('/')}/infer/{context_id}", content=client.encrypt(x), timeout=timeout,
-                          headers={"content-type": "application/octet-stream"})
-    return client.decrypt(_check(response).content)
+
+def read_token(path=None, environ=None) -> str | None:
+    """A client's token: the first line of the file at ``path``, else environment variable ``HEZK_TOKEN``
+    (None when neither is given); refuses an empty file with ParameterError naming it."""
+    if path is not None:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                token = handle.readline().strip()
+        except (OSError, UnicodeDecodeError) as error:
+            raise ParameterError(f"--token-file {path}: {getattr(error, 'strerror', None) or error}") from None
+        if not token:
+            raise ParameterError(f"--token-file {path} is empty: its first line must be the token")
+        return token
+    return (os.environ if environ is None else environ).get(TOKEN_ENV, "").strip() or None
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
@@ -202,6 +334,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The server's options (shared by ``python -m tensor_ops.serve`` and ``python -m tensor_ops serve``)."""
     parser.add_argument("--model", required=True, help="model .npz written by Sequential.save (stays on the server)")
@@ -215,8 +357,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help=f"largest public context, larger ones get HTTP 413 "
                              f"(default {DEFAULT_MAX_CONTEXT_BYTES >> 20} MiB)")
     parser.add_argument("--max-contexts", type=_positive, default=DEFAULT_MAX_CONTEXTS,
-                        help=f"client contexts kept at once, the least recently used dropped first "
-                             f"(default {DEFAULT_MAX_CONTEXTS})")
+                        help=f"client contexts kept at once by the whole server (default {DEFAULT_MAX_CONTEXTS})")
+    parser.add_argument("--max-total-bytes", type=_positive, default=_DEFAULTS.max_total_bytes,
+                        help=f"public-context bytes kept at once by the whole server "
+                             f"(default {_DEFAULTS.max_total_bytes >> 30} GiB)")
+    parser.add_argument("--tokens-file", default=None,
+                        help=f"file of access tokens, one 'name:token' per line (default: ${TOKENS_ENV}, same "
+                             f"format, comma-separated); without tokens the endpoint is open to every caller")
+    parser.add_argument("--max-contexts-per-token", type=_positive, default=_DEFAULTS.max_contexts_per_token,
+                        help=f"contexts one token keeps, its own least recently used dropped first "
+                             f"(default {_DEFAULTS.max_contexts_per_token})")
+    parser.add_argument("--max-bytes-per-token", type=_positive, default=_DEFAULTS.max_bytes_per_token,
+                        help=f"public-context bytes one token keeps (default {_DEFAULTS.max_bytes_per_token >> 30} GiB)")
+    parser.add_argument("--rate", type=_positive_float, default=_DEFAULTS.rate,
+                        help=f"requests per second per token, past it HTTP 429 with Retry-After "
+                             f"(default {_DEFAULTS.rate:g})")
+    parser.add_argument("--burst", type=_positive, default=_DEFAULTS.burst,
+                        help=f"requests one token may send at once above --rate (default {_DEFAULTS.burst})")
+    parser.add_argument("--max-concurrent", type=_positive, default=_DEFAULTS.max_concurrent,
+                        help=f"requests in flight per token, past it HTTP 429 (default {_DEFAULTS.max_concurrent})")
     return parser
 
 
@@ -226,18 +385,26 @@ def build_parser() -> argparse.ArgumentParser:
                                                  description=__doc__.split("\n")[0]))
 
 
+_LIMIT_OPTIONS = ("max_request_bytes", "max_context_bytes", "max_contexts", "max_total_bytes",
+                  "max_contexts_per_token", "max_bytes_per_token", "rate", "burst", "max_concurrent")
+
+
 def run(args) -> int:
-    """Serve ``args.model`` until interrupted (``args``: the options of :func:`add_arguments`)."""
+    """Serve ``args.model`` until interrupted (``args``: the options of :func:`add_arguments`); tokens from
+    ``--tokens-file``, else from ``$HEZK_TOKENS``, else none (open: logged, and loopback unless --host)."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s: %(message)s")
     try:
+        tokens = Tokens.from_file(args.tokens_file) if args.tokens_file else Tokens.from_env()
+        limits = Limits(**{name: getattr(args, name) for name in _LIMIT_OPTIONS})
         model = Sequential.load(args.model)
-        app = create_app(model, input_shape=args.input_shape, max_context_bytes=args.max_context_bytes,
-                         max_request_bytes=args.max_request_bytes, max_contexts=args.max_contexts)
+        app = create_app(model, input_shape=args.input_shape, tokens=tokens, limits=limits)
     except HEError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     import uvicorn
 
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s: %(message)s")
+    if tokens is None and args.host not in ("127.0.0.1", "localhost", "::1"):
+        logger.warning("listening on %s WITHOUT access tokens: anyone who reaches this port may use it", args.host)
     print(model.plan(args.input_shape).explain())
     uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     return 0
