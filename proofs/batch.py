@@ -66,7 +66,13 @@ def verify_task(job, commitment):
 
 
 def input_groups(x, per_proof: int = 1) -> list[np.ndarray]:
-    """The inputs (N, in_features) (or one input (in_features,)) cut into groups of ``per_proof`` rows."""
+    """The inputs (N, in_features) (or one input (in_features,)) cut into groups of ``per_proof`` rows; a list
+    of arrays is taken as the groups themselves (each (batch, in_features) or (in_features,))."""
+    if isinstance(x, (list, tuple)):
+        groups = [np.asarray(g)[None] if np.ndim(g) == 1 else np.asarray(g) for g in x]
+        if not groups or any(g.ndim != 2 or g.shape[0] < 1 for g in groups):
+            raise ModelError("input groups must be a non-empty list of (batch, in_features) arrays")
+        return groups
     x = np.asarray(x)
     if x.ndim == 1:
         x = x[None]

@@ -116,6 +116,9 @@ def _encrypt(args):
 
 
 def _infer(args):
+    if args.dask is not None and args.context is not None:
+        raise HEError("--dask runs the whole flow as tasks (keys, encryption and decryption here, evaluation on the "
+                      "workers): omit --context and pass the plain input .npy")
     if args.context is None:
         return _infer_locally(args)
     request = _read(args.request, "--request")
@@ -136,15 +139,35 @@ def _infer_locally(args):
     client = Client(model=model, input_shape=_shape(args) or model.sample_shape(x),
                     progress=_progress(args, "rotation keys"))
     print(client.plan.explain())
-    server = Server(model, client.public_context())
-    request = client.encrypt(x)
-    print(f"client: public context {client.key_bytes} bytes (no secret key), request {len(request)} bytes")
-    reply = server.evaluate(request, progress=_progress(args, "evaluate"))
-    print(f"server: evaluated the encrypted input -> reply {len(reply)} bytes")
-    y = client.decrypt(reply)
+    if args.dask is not None:
+        y = _infer_on_dask(args, model, client, x)
+    else:
+        server = Server(model, client.public_context())
+        request = client.encrypt(x)
+        print(f"client: public context {client.key_bytes} bytes (no secret key), request {len(request)} bytes")
+        reply = server.evaluate(request, progress=_progress(args, "evaluate"))
+        print(f"server: evaluated the encrypted input -> reply {len(reply)} bytes")
+        y = client.decrypt(reply)
     np.save(args.out, y)
     print(f"client: decrypted output of shape {y.shape} -> {args.out}")
     print("predicted classes:", np.argmax(y, axis=-1))
+
+
+def _infer_on_dask(args, model, client, x):
+    """--dask: one task per batch of samples (tensor_ops.distributed), the keys sent to each worker once."""
+    from tensor_ops.distributed import batch_requests, evaluate_batches
+    try:
+        batch = None if args.batch is None else int(args.batch)
+    except ValueError:
+        raise HEError(f"--batch {args.batch!r} must be a positive integer (samples per task)") from None
+    requests = batch_requests(client, x if x.shape != client.plan.input_shape else x[None], batch)
+    print(f"client: public context {client.key_bytes} bytes (no secret key), {len(requests)} requests "
+          f"({sum(map(len, requests))} bytes) -> tasks on --dask {args.dask}")
+    replies = evaluate_batches(model, client.public_context(), requests, input_shape=client.plan.input_shape,
+                               dask=args.dask, progress=_progress(args, "tasks"))
+    print(f"workers: evaluated {len(replies)} requests")
+    y = np.concatenate([client.decrypt(reply) for reply in replies], axis=0)
+    return y[0] if x.shape == client.plan.input_shape else y
 
 
 def _decrypt(args):
@@ -214,7 +237,11 @@ _OPTIONS = {
               "--out": (("--output", "-o"), True, "where to write the encrypted reply (or, without --context, "
                                                   "the decrypted output .npy)"),
               "--input-shape": ((), False, "sample shape, e.g. 1,8,8 (for a model file that does not record "
-                                           "it)")},
+                                           "it)"),
+              "--dask": ((), False, "run the evaluation as tasks on dask.distributed (without --context): local:K "
+                                    "(K local worker processes, one thread each) or tcp://HOST:PORT (a scheduler); "
+                                    "without the distributed extra installed, in this process"),
+              "--batch": ((), False, "samples per task with --dask (default: the samples one ciphertext packs)")},
     "decrypt": {"--client": ((), True, f"the client file written by keygen ({SECRET})"),
                 "--reply": (("--input", "-i"), True, "encrypted reply from 'infer'"),
                 "--out": (("--output", "-o"), True, "where to write the decrypted output .npy")},

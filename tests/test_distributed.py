@@ -142,3 +142,48 @@ def test_killed_worker_tasks_rerun_elsewhere(model, client, requests, single_pro
         replies = evaluate_batches(model, client.public_context(), many, dask=dask_client, progress=progress)
     assert killed and reports == list(range(1, 13))
     assert replies == single_process * 3
+
+
+# -- command lines ----------------------------------------------------------------------------------------------
+def test_tensor_ops_infer_on_dask(tmp_path, model, threads_cluster, capsys):
+    from tensor_ops.cli import main
+    model.save(tmp_path / "m.npz")
+    x = np.random.default_rng(5).uniform(-1, 1, (5, 16))
+    np.save(tmp_path / "x.npy", x)
+    address = threads_cluster.scheduler.address
+    assert main(["infer", "--model", str(tmp_path / "m.npz"), "--input", str(tmp_path / "x.npy"), "--out",
+                 str(tmp_path / "y.npy"), "--dask", address, "--batch", "2", "--no-progress"]) == 0
+    assert "3 requests" in capsys.readouterr().out
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), model.forward(x), atol=1e-3)
+    assert main(["infer", "--model", str(tmp_path / "m.npz"), "--input", str(tmp_path / "x.npy"), "--out",
+                 str(tmp_path / "y.npy"), "--dask", "local:0"]) == 2
+    assert "local:K" in capsys.readouterr().err
+
+
+def test_proofs_prove_batch_without_distributed(tmp_path, monkeypatch, capsys):
+    from proofs.cli import main
+    rng = np.random.default_rng(6)
+    np.savez(tmp_path / "m.npz", w0=rng.normal(0, .3, (8, 16)), b0=rng.normal(0, .1, 8),
+             w1=rng.normal(0, .3, (4, 8)), b1=rng.normal(0, .1, 4), activation="relu")
+    x = rng.uniform(-1, 1, (3, 16))
+    np.save(tmp_path / "x.npy", x)
+    folder = tmp_path / "inputs"
+    folder.mkdir()
+    for i in range(2):
+        np.save(folder / f"x{i}.npy", x[i])
+    args = ["--model", str(tmp_path / "m.npz"), "--commitment", str(tmp_path / "c.bin"), "--quiet"]
+    assert main(["commit", "--model", str(tmp_path / "m.npz"), "--out", str(tmp_path / "c.bin"),
+                 "--max-proofs", "5"]) == 0
+    monkeypatch.setitem(sys.modules, "distributed", None)
+    with pytest.warns(RuntimeWarning, match="not installed"):
+        assert main(["prove", *args, "--inputs", str(tmp_path / "x.npy"), "--out", str(tmp_path / "p"),
+                     "--dask", "local:2"]) == 0
+    assert main(["prove", *args, "--inputs", str(folder), "--out", str(tmp_path / "q")]) == 0
+    assert "0 proofs left" in capsys.readouterr().out
+    assert main(["prove", *args, "--inputs", str(folder), "--out", str(tmp_path / "r")]) == 2   # no copy left
+    assert "unused copies" in capsys.readouterr().err
+    for i in range(3):
+        np.save(tmp_path / "xi.npy", x[i])
+        for out in ("p", "q")[: 1 + (i < 2)]:
+            assert main(["verify", "--commitment", str(tmp_path / "c.bin"), "--input", str(tmp_path / "xi.npy"),
+                         "--proof", str(tmp_path / out / f"proof_{i:05d}.bin")]) == 0
