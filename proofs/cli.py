@@ -26,11 +26,13 @@ import time
 
 import numpy as np
 
+from . import graph_cli
 from .errors import ModelError, ProofError, ProofRejected
 from .layers.network import ModelCommitment, Network, read_proof, verify_network
 from .layers.network_zk import DEFAULT_MAX_PROOFS
 from .model import load_model
 from .progress import progress_bar
+from .proof_format import record_kind
 from .quantize import quantize_values
 
 PUBLIC_WEIGHTS_HELP = ("plain (non-hiding) commitment and proofs: they REVEAL THE WEIGHTS (anyone holding one "
@@ -111,6 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--input", "-i", required=True, type=_existing_file, help="input .npy the proof is about")
     verify.add_argument("--proof", "-p", default=DEFAULT_PROOF, type=_existing_file,
                         help=f"proof file from 'prove' (default: {DEFAULT_PROOF})")
+    verify.add_argument("--output", "-y", default=None, type=_writable_path,
+                        help="where to write the proven output (.npy, dequantized floats, batch first) on accept")
     return parser
 
 
@@ -185,6 +189,9 @@ def _committed_model(args):
 
 
 def _commit(args) -> int:
+    graph = graph_cli.graph_model(args.model)
+    if graph is not None:  # convolutions, pools, residual adds: the graph proof (issue 13)
+        return graph_cli.commit(args, graph)
     zk = not args.public_weights
     if args.calibration is not None:
         largest, bound = _calibration_bound(args.calibration)
@@ -225,6 +232,9 @@ def _prove(args) -> int:
         return _prove_batch(args)
     if args.dask is not None:
         raise ModelError("--dask proves a batch: pass --inputs (a stacked .npy or a folder of .npy files)")
+    graph = graph_cli.graph_model(args.model)
+    if graph is not None:
+        return graph_cli.prove(args, graph)
     network, state = _prover(args)
     x = _load_input(args.input, network.model.input_frac, network.model.input_bound)
     start = time.perf_counter()
@@ -295,8 +305,11 @@ def _read(path: str) -> bytes:
 
 
 def _verify(args) -> int:
+    data = _read(args.commitment)
+    if record_kind(data) == graph_cli.GraphCommitment.KIND:
+        return graph_cli.verify(args, data)
     try:
-        commitment = ModelCommitment.from_bytes(_read(args.commitment))
+        commitment = ModelCommitment.from_bytes(data)
         x = _load_input(args.input, commitment.input_frac, commitment.input_bound)
         output = verify_network(commitment, x, read_proof(_read(args.proof)))
     except InputFileError as error:  # unreadable, not numeric, NaN: a usage error, not a rejection
@@ -310,6 +323,8 @@ def _verify(args) -> int:
     print(f"accept ({'zero knowledge' if commitment.zk else 'public weights'}, "
           f"{soundness_text(commitment.soundness_bits(output.shape[0]))})", file=sys.stderr)
     _print_output(output, commitment.output_frac, sys.stderr)
+    if args.output:
+        np.save(args.output, output * 2.0 ** -commitment.output_frac)
     return 0
 
 
