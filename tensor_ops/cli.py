@@ -6,7 +6,8 @@
     python -m tensor_ops infer   --model model.npz --context public.ctx --request request.bin --out reply.bin
     python -m tensor_ops infer   --model model.npz --input x.npy --out y.npy     (all steps in one process)
     python -m tensor_ops decrypt --client client.key --reply reply.bin --out y.npy            (client side)
-    python -m tensor_ops serve   --model model.npz [--port 8000]                       (HTTP, the serve extra)
+    python -m tensor_ops serve   --model model.npz [--port 8000] [--tokens-file tokens.txt]  (HTTP, serve extra)
+    python -m tensor_ops remote  --url URL --client client.key --input x.npy --out y.npy [--token-file t] (client)
 
 A model file is ONNX or hezk's ``.npz`` (read through the shared description ``hezk_model``; the same file
 means the same network to ``python -m proofs``).
@@ -178,6 +179,24 @@ def _decrypt(args):
         print("predicted classes:", np.argmax(y, axis=-1))
 
 
+def _remote(args):
+    """Client side over HTTP: the context is registered on first use, and again if the server evicted it."""
+    import httpx
+
+    client = Client.load(args.client)
+    x = _load_array(args.input, "--input")
+    token = serve.read_token(args.token_file)
+    try:
+        with serve.Endpoint(args.url, token) as endpoint:
+            y = endpoint.infer(client, x, client.key_id.hex())
+    except serve.RemoteError as error:
+        raise HEError(f"{args.url}: {error}") from None
+    except httpx.TransportError as error:
+        raise HEError(f"{args.url}: cannot reach the server ({error})") from None
+    np.save(args.out, y)
+    print(f"remote inference at {args.url}: output of shape {y.shape} -> {args.out}")
+
+
 _NPY_MAGIC = b"\x93NUMPY"
 
 
@@ -209,6 +228,8 @@ _COMMANDS = {
     "decrypt": ("decrypt a reply into an output .npy (client side, needs the SECRET client file)", _decrypt),
     "serve": ("serve the model over HTTP (needs the serve extra); the server never holds a secret key",
               serve.run),
+    "remote": ("encrypt an input, have an HTTP server (serve) evaluate it, decrypt the reply (client side, needs "
+               "the SECRET client file)", _remote),
 }
 # (command, option) -> (aliases, required, help)
 _OPTIONS = {
@@ -245,6 +266,12 @@ _OPTIONS = {
     "decrypt": {"--client": ((), True, f"the client file written by keygen ({SECRET})"),
                 "--reply": (("--input", "-i"), True, "encrypted reply from 'infer'"),
                 "--out": (("--output", "-o"), True, "where to write the decrypted output .npy")},
+    "remote": {"--url": ((), True, "the server's address, e.g. http://127.0.0.1:8000"),
+               "--client": ((), True, f"the client file written by keygen ({SECRET})"),
+               "--input": (("-i",), True, "input .npy: one sample or a batch along axis 0"),
+               "--out": (("--output", "-o"), True, "where to write the decrypted output .npy"),
+               "--token-file": ((), False, "file whose first line is the access token (SECRET; default: "
+                                           "$HEZK_TOKEN, or none for an open server)")},
 }
 _PROGRESS_COMMANDS = ("keygen", "infer")
 

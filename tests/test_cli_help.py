@@ -15,7 +15,7 @@ from proofs import cli as proofs_cli
 from tensor_ops import cli as tensor_cli
 from tensor_ops import serve
 
-TENSOR_COMMANDS = {"plan", "keygen", "encrypt", "infer", "decrypt", "serve"}
+TENSOR_COMMANDS = {"plan", "keygen", "encrypt", "infer", "decrypt", "serve", "remote"}
 PROOFS_COMMANDS = {"commit", "prove", "verify"}
 PARSERS = {"tensor_ops": tensor_cli.parser, "proofs": proofs_cli.build_parser, "hezk": hezk_cli.build_parser,
            "tensor_ops.serve": serve.build_parser}

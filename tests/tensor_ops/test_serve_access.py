@@ -461,3 +461,25 @@ def test_load_with_tokens_small(model, clients):
 @pytest.mark.slow
 def test_load_with_tokens_200_requests_concurrency_8(model, clients):
     _check_load(model, clients, requests=200, concurrency=8)
+
+
+def test_cli_remote_sends_the_token_and_registers_by_itself(model, clients, tmp_path, capsys):
+    from tensor_ops import cli
+
+    client = clients[2]
+    client.save(tmp_path / "client.key")
+    np.save(tmp_path / "x.npy", np.stack([X, -X]))
+    (tmp_path / "token").write_text(BOB + "\n")
+    (tmp_path / "wrong").write_text("z" * 30 + "\n")
+    args = ["remote", "--client", tmp_path / "client.key", "--input", tmp_path / "x.npy", "--out", tmp_path / "y.npy"]
+    with _running(create_app(model, tokens=TOKENS)) as url:
+        args = [str(a) for a in args + ["--url", url]]
+        assert cli.main(args + ["--token-file", str(tmp_path / "wrong")]) == 2
+        assert "HTTP 401" in capsys.readouterr().err
+        assert cli.main(args + ["--token-file", str(tmp_path / "token")]) == 0  # 404 -> registered -> retried
+        assert cli.main(args + ["--token-file", str(tmp_path / "token")]) == 0  # registered already
+        assert _get(url, "/health").json()["contexts"] == 1
+    y = np.load(tmp_path / "y.npy")
+    assert_precise(y, model.forward(np.stack([X, -X])), client.plan.params)
+    assert cli.main(args + ["--token-file", str(tmp_path / "token")]) == 2  # the server is gone
+    assert "cannot reach" in capsys.readouterr().err
