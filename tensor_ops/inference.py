@@ -28,7 +28,8 @@ from crypto.context import CKKSContext, as_parameters, check_value_bound
 from crypto.errors import (ContextMismatchError, KeyMissingError, LevelError, ParameterError, SerializationError,
                            ShapeError)
 from crypto.rlwe import Ciphertext
-from tensor_ops.model_plan import AffineStage, ModelPlan, batch_of, pack_samples, unpack_samples
+from tensor_ops.model_plan import ActivationStage, ModelPlan, batch_of, pack_samples, unpack_samples
+from tensor_ops.packing import PackedAffine, packed_stages
 from tensor_ops.nn import Sequential
 from tensor_ops.progress import as_progress
 
@@ -42,25 +43,12 @@ DEFAULT_MAX_CIPHERTEXTS = 64
 # ---------------------------------------------------------------------------------------------------------
 # Server-side execution of a ModelPlan (the layout and the diagonal method are described in tensor_ops.nn).
 
-def _diagonal_plaintexts(matrix, plan_stage, block, slots):
+def _diagonal_plaintexts(stage, plan_stage, block, slots):
     """For each giant step m: the list of (baby step i, rot(d_{m+i}, -m)) slot vectors, tiled over the blocks."""
-    n_out, n_in = matrix.shape
-    rows = np.arange(n_out)
-    baby_set = plan_stage.baby
     result = {}
-    for m in plan_stage.giant:
-        pairs = []
-        for i in baby_set:
-            k = m + i
-            cols = rows + k
-            valid = (cols >= 0) & (cols < n_in)
-            if not np.any(matrix[rows[valid], cols[valid]]):
-                continue
-            diagonal = np.zeros(block)
-            diagonal[rows[valid]] = matrix[rows[valid], cols[valid]]
-            pairs.append((i, np.roll(np.tile(diagonal, slots // block), m)))
-        if pairs:
-            result[m] = pairs
+    for k, diagonal in sorted(stage.diagonals(block).items()):
+        m, i = plan_stage.split(k)
+        result.setdefault(m, []).append((i, np.roll(np.tile(diagonal, slots // block), m)))
     return result
 
 
@@ -126,9 +114,11 @@ class EncryptedModel:
         self.plan = plan
         self._context = context
         self._evaluator = context.evaluator
-        self._stages = model.stages(plan.input_shape)
+        self._stages, _ = packed_stages(model, plan.input_shape, plan.choices, ActivationStage)
+        if len(self._stages) != len(plan.stages):
+            raise ShapeError(f"the model compiles to {len(self._stages)} stages, the plan has {len(plan.stages)}")
         self._encoded = {} if encoded is None else encoded
-        self._routes = rotation_routes(plan.rotations, context.rotation_steps, plan.params.slots)
+        self._routes = rotation_routes(plan.stage_rotations, context.rotation_steps, plan.params.slots)
 
     def _rotate(self, ct, step):
         for k in self._routes[step]:
@@ -137,9 +127,11 @@ class EncryptedModel:
 
     def _affine(self, index, stage, plan_stage, ct):
         ev, ctx = self._evaluator, self._context
-        key = (self.plan.params.fingerprint, self.plan.block, index, ct.level)
+        for step in plan_stage.presum:  # window sums (average pools): no level
+            ct = ev.add(ct, self._rotate(ct, step))
+        key = (self.plan.params.fingerprint, self.plan.block, self.plan.choices_key, index, ct.level)
         if key not in self._encoded:
-            diagonals = _diagonal_plaintexts(stage.matrix, plan_stage, self.plan.block, self.plan.params.slots)
+            diagonals = _diagonal_plaintexts(stage, plan_stage, self.plan.block, self.plan.params.slots)
             self._encoded[key] = {m: [(i, ctx.encode(d, level=ct.level)) for i, d in pairs]
                                   for m, pairs in diagonals.items()}
         single = {i: self._routes[i][0] for i in plan_stage.baby if len(self._routes[i]) == 1}
@@ -156,9 +148,7 @@ class EncryptedModel:
                 inner = self._rotate(inner, m)
             total = inner if total is None else ev.add(total, inner)
         total = ev.rescale(total)
-        bias = np.zeros(self.plan.block)
-        bias[:stage.bias.shape[0]] = stage.bias
-        return ev.add(total, np.tile(bias, self.plan.batch))
+        return ev.add(total, np.tile(stage.bias_vector(self.plan.block), self.plan.batch))
 
     def forward(self, ct, on_stage=None):
         """The model on one ciphertext of ``plan.batch`` packed samples; ``on_stage(index)`` after each stage."""
@@ -168,7 +158,7 @@ class EncryptedModel:
         if ct.level > self.plan.input_level:
             ct = self._evaluator.to_level(ct, self.plan.input_level)
         for index, (stage, plan_stage) in enumerate(zip(self._stages, self.plan.stages)):
-            if isinstance(stage, AffineStage):
+            if isinstance(stage, PackedAffine):
                 ct = self._affine(index, stage, plan_stage, ct)
             else:
                 result = stage.poly.evaluate(_Encrypted(ct, self._evaluator))

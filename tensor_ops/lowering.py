@@ -33,6 +33,9 @@ class LayerLowering:
     einsum: str
     dense_cost: float | None = None
     patches_cost: float | None = None
+    lowering: str | None = None  # what the packed server path runs for a convolution: "rotations" / "dense"
+    rotations_cost: float | None = None  # the whole plan's estimated seconds per sample with each lowering
+    dense_plan_cost: float | None = None
 
     @property
     def preferred(self) -> str | None:
@@ -50,8 +53,9 @@ class LayerLowering:
             text += (f"; cost model per sample, batched: by rotations (dense matrix, diagonal method) "
                      f"{_show(self.dense_cost)} vs einsum over patches {_show(self.patches_cost)} -> prefers "
                      f"{self.preferred}")
-            if self.preferred == "patches":
-                text += " (the packed server path still runs the folded dense stage)"
+        if self.lowering is not None:
+            text += (f"; packed server path: rotations {_show(self.rotations_cost)} s/sample vs dense "
+                     f"{_show(self.dense_plan_cost)} s/sample (plan estimates) -> runs {self.lowering}")
         return text
 
 

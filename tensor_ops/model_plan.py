@@ -18,28 +18,41 @@ from crypto.errors import ParameterError, ShapeError
 from crypto.params import CKKSParameters
 from tensor_ops.activations import PolyActivation
 from tensor_ops.lowering import LayerLowering
+from tensor_ops.packing import SparseMap
 from tensor_ops.plan.cost import CostModel
 
 
-@dataclass(frozen=True, eq=False)
 class AffineStage:
-    """x -> matrix @ x + bias on flattened samples; what the server evaluates as one encrypted matmul."""
+    """x -> matrix @ x + bias on flattened samples (the matrix held sparse: ``tensor_ops.packing.SparseMap``)."""
 
-    matrix: np.ndarray
-    bias: np.ndarray
+    depth = 1
 
-    def __post_init__(self):
-        for name in ("matrix", "bias"):
-            array = np.array(getattr(self, name), dtype=np.float64)
-            array.setflags(write=False)
-            object.__setattr__(self, name, array)
+    def __init__(self, matrix, bias):
+        self.sparse = matrix if isinstance(matrix, SparseMap) else SparseMap.from_dense(matrix)
+        bias = np.array(bias, dtype=np.float64)
+        bias.setflags(write=False)
+        self.bias = bias
 
     @property
-    def depth(self):
-        return 1
+    def matrix(self) -> np.ndarray:
+        """The dense matrix (refused above ``MAX_DENSE_ENTRIES`` entries)."""
+        n_out, n_in = self.sparse.shape
+        if n_out * n_in > MAX_DENSE_ENTRIES:
+            raise ShapeError(f"affine stage: dense matrix {n_out}x{n_in} exceeds the limit of {MAX_DENSE_ENTRIES} "
+                             f"entries (use .sparse)")
+        dense = self.sparse.toarray()
+        dense.setflags(write=False)
+        return dense
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.sparse.shape
 
     def apply(self, x):
-        return x @ self.matrix.T + self.bias
+        return self.sparse.apply(x) + self.bias
+
+
+MAX_DENSE_ENTRIES = 1 << 24
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,7 +87,9 @@ class ActivationStage:
 
 @dataclass(frozen=True)
 class StagePlan:
-    """Public description of one stage: an affine map's rotations, or an activation's depth."""
+    """Public description of one stage: an affine map's rotations (``presum``: window sums v += rot(v, k) run
+    first; then the diagonal method with offsets k = m + i, m a giant step, i a baby step, split as
+    m = low + g * ((k - low) // g) with low the smallest giant step), or an activation's depth."""
 
     kind: str
     n_in: int
@@ -84,10 +99,24 @@ class StagePlan:
     giant: tuple[int, ...] = ()
     diagonals: int = 0
     ct_ct_multiplications: int = 0
+    presum: tuple[int, ...] = ()
+    g: int = 0
 
     @property
     def rotations(self) -> tuple[int, ...]:
-        return tuple(sorted(set(self.baby) | set(self.giant)))
+        return tuple(sorted(set(self.baby) | set(self.giant) | set(self.presum)))
+
+    def split(self, k: int) -> tuple[int, int]:
+        """(giant step m, baby step i) with m + i = k."""
+        if self.g:
+            low = min(self.giant)
+            m = low + self.g * ((k - low) // self.g)
+            return m, k - m
+        babies = set(self.baby)
+        for m in self.giant:
+            if k - m in babies:
+                return m, k - m
+        raise ShapeError(f"offset {k} is not a giant step plus a baby step of this stage")
 
 
 def _offsets(matrix):
@@ -105,29 +134,91 @@ def _split(offsets, g):
     return baby, giant
 
 
-def stage_plans(stages, n_in):
-    """One StagePlan per stage; the baby-step size g is shared by all affine stages and chosen to minimise
-    the number of distinct rotations (Galois keys), then the number of key switches."""
-    offsets = [_offsets(s.matrix) if isinstance(s, AffineStage) else None for s in stages]
-    spans = [int(o[-1] - o[0]) + 1 for o in offsets if o is not None and len(o)]
-    best = None
-    widest = max(spans, default=1)
-    # about sqrt(span) baby and giant steps each is optimal for a dense band; look a few times beyond it
-    for g in range(1, min(widest, 4 * math.isqrt(widest) + 4) + 1):
-        splits = [_split(o, g) if o is not None and len(o) else ((), ()) for o in offsets]
-        keys = {k for baby, giant in splits for k in baby + giant} - {0}
-        switches = sum(sum(1 for k in baby + giant if k) for baby, giant in splits)
-        if best is None or (len(keys), switches) < best[0]:
-            best = ((len(keys), switches), splits)
+def _candidate_gs(span):
+    """Baby-step sizes worth trying: 1 .. about 4 sqrt(span), and the powers of two up to span (the strides
+    of channel-major layouts)."""
+    small = range(1, min(span, 4 * math.isqrt(span) + 4) + 1)
+    return sorted(set(small) | {1 << e for e in range(span.bit_length() + 1) if 1 << e <= 2 * span})
+
+
+# relative costs for choosing splits (a key switch = 1): a hoisted baby rotation shares its decomposition
+_HOISTED, _KEY_WEIGHTS = 0.5, (1.0, 4.0, 16.0, 64.0, 256.0, 4096.0)
+
+
+def _splits(offset_sets, weight):
+    """Per stage, the (g, baby, giant) minimising rotations + ``weight`` x keys not already chosen (greedy
+    in stage order)."""
+    chosen, keys = [], set()
+    for offsets in offset_sets:
+        if offsets is None or not len(offsets):
+            chosen.append((0, (), ()))
+            continue
+        span = int(offsets[-1] - offsets[0]) + 1
+        best = None
+        for g in _candidate_gs(span):
+            baby, giant = _split(offsets, g)
+            new = ({b for b in baby if b} | {m for m in giant if m}) - keys
+            cost = _HOISTED * sum(1 for b in baby if b) + sum(1 for m in giant if m) + weight * len(new)
+            if best is None or cost < best[0]:
+                best = (cost, g, baby, giant)
+        chosen.append(best[1:])
+        keys |= {k for k in best[2] + best[3] if k}
+    return chosen, keys
+
+
+def power_of_two_keys(steps, slots) -> tuple[int, ...]:
+    """The power-of-two rotation keys whose sums make every step of ``steps`` (modulo ``slots``)."""
+    keys = set()
+    for step in steps:
+        residue = int(step) % slots
+        keys |= {1 << e for e in range(residue.bit_length()) if residue >> e & 1}
+    return tuple(sorted(keys))
+
+
+def stage_plans(stages, n_in, *, slots=None, key_bytes=0, key_budget=None):
+    """(StagePlans, key steps or None): one StagePlan per stage (``AffineStage`` / ``PackedAffine`` /
+    ``ActivationStage``). Each affine stage gets the baby-step size g that minimises its key switches plus a
+    weight per new Galois key; when the keys exceed ``key_budget`` bytes (``key_bytes`` per key) the weight
+    grows (fewer baby steps, fewer keys), and past the largest weight the keys become the powers of two and
+    every step a composite rotation (returned as the key steps). A budget below even that raises
+    ParameterError naming it."""
+    offsets = []
+    for stage in stages:
+        if isinstance(stage, ActivationStage):
+            offsets.append(None)
+        elif isinstance(stage, AffineStage):
+            offsets.append(np.unique(stage.sparse.cols - stage.sparse.rows))
+        else:
+            offsets.append(stage.distinct_offsets)
+    presums = [tuple(getattr(stage, "presum", ())) for stage in stages]
+    key_steps, splits, fewest = None, None, None
+    for weight in _KEY_WEIGHTS:
+        splits, keys = _splits(offsets, weight)
+        keys |= {k for p in presums for k in p if k}
+        if fewest is None or len(keys) < len(fewest[1]):
+            fewest = (splits, keys)
+        if key_budget is None or len(keys) * key_bytes <= key_budget:
+            break
+    else:
+        splits = fewest[0]
+        keys = power_of_two_keys(fewest[1], slots)
+        composite = len(keys) < len(fewest[1])
+        if not composite:
+            keys = tuple(sorted(fewest[1]))
+        if len(keys) * key_bytes > key_budget:
+            raise ParameterError(f"key_budget={int(key_budget)} bytes is too small for any plan: the fewest keys "
+                                 f"({len(keys)} rotation keys{' of powers of two' if composite else ''}) take {len(keys) * key_bytes} bytes")
+        key_steps = keys if composite else None
     plans = []
-    for stage, offs, (baby, giant) in zip(stages, offsets, best[1]):
+    for stage, offs, (g, baby, giant), presum in zip(stages, offsets, splits, presums):
         if isinstance(stage, ActivationStage):
             ct_ct, _ = stage.poly.multiplications
             plans.append(StagePlan("activation", n_in, n_in, stage.depth, ct_ct_multiplications=ct_ct))
         else:
-            plans.append(StagePlan("affine", stage.matrix.shape[1], stage.matrix.shape[0], 1, baby, giant, len(offs)))
-            n_in = stage.matrix.shape[0]
-    return tuple(plans)
+            n_out, width = (stage.sparse.shape if isinstance(stage, AffineStage) else (stage.n_out, stage.n_in))
+            plans.append(StagePlan("affine", width, n_out, 1, baby, giant, len(offs), presum=presum, g=g))
+            n_in = n_out
+    return tuple(plans), key_steps
 
 
 # Time model: seconds per operation at N = 2^13 with 5 + 2 limbs of 30 bits, measured on this machine (re-measured
@@ -206,6 +297,26 @@ class ModelPlan:
     costs: CostModel | None = field(default=None, compare=False, repr=False)  # measured times (``calibrated``)
     model: str | None = None  # the model's identity: hex sha256 digest (``Sequential.identity``), carried by requests
     key_budget: int | None = None  # bytes the public keys may take (``Sequential.plan`` refuses a plan above it)
+    key_steps: tuple[int, ...] | None = None  # Galois keys when over budget: powers of two, composite rotations
+
+    @property
+    def choices(self) -> dict:
+        """{layer index: lowering} for the layers with a choice (convolutions: "rotations" / "dense")."""
+        return {i: layer.lowering for i, layer in enumerate(self.layers) if getattr(layer, "lowering", None)}
+
+    @property
+    def choices_key(self) -> str:
+        """The lowerings as a hashable key (servers sharing ``encoded`` may run plans of other lowerings)."""
+        return ",".join(f"{i}:{v}" for i, v in sorted(self.choices.items()))
+
+    @property
+    def stage_rotations(self) -> tuple[int, ...]:
+        """The rotation steps the stages perform (each a Galois key, or composed from ``key_steps``)."""
+        steps = set()
+        for stage in self.stages:
+            steps.update(stage.rotations)
+        steps.discard(0)
+        return tuple(sorted(steps))
 
     @property
     def depth(self) -> int:
@@ -223,11 +334,7 @@ class ModelPlan:
     @property
     def rotations(self) -> tuple[int, ...]:
         """Rotation steps needing a Galois key (a tuple that may also be called, like ``Plan.rotations()``)."""
-        steps = set()
-        for stage in self.stages:
-            steps.update(stage.rotations)
-        steps.discard(0)
-        return _CallableTuple(sorted(steps))
+        return _CallableTuple(self.key_steps if self.key_steps is not None else self.stage_rotations)
 
     @property
     def keys(self) -> dict:
@@ -250,9 +357,16 @@ class ModelPlan:
         limbs = len(params.q_moduli) + len(params.p_moduli)
         return len(self.rotations) * len(params.digits) * 2 * limbs * params.n * 4
 
-    @staticmethod
-    def _stage_counts(stage) -> dict:
-        return {"baby_rotation": sum(1 for b in stage.baby if b), "giant_rotation": sum(1 for m in stage.giant if m),
+    def _hops(self, step) -> int:
+        """Key switches of one rotation by ``step``: 1, or the route's length when keys are powers of two."""
+        return 1 if self.key_steps is None else bin(int(step) % self.params.slots).count("1")
+
+    def _stage_counts(self, stage) -> dict:
+        babies = [b for b in stage.baby if b]
+        hoisted = babies if self.key_steps is None else [b for b in babies if self._hops(b) == 1]
+        giant = sum(self._hops(m) for m in stage.giant if m) + sum(self._hops(k) for k in stage.presum if k) \
+            + sum(self._hops(b) for b in babies if b not in hoisted)
+        return {"baby_rotation": len(hoisted), "giant_rotation": giant,
                 "ct_pt": stage.diagonals, "encode": stage.diagonals, "ct_ct": stage.ct_ct_multiplications,
                 "rescale": 1 if stage.kind == "affine" else 0}
 
@@ -323,14 +437,19 @@ class ModelPlan:
             lines += [f"    {layer.describe()}" for layer in self.layers]
         for i, stage in enumerate(self.stages):
             if stage.kind == "affine":
-                lines.append(f"  stage {i}: affine {stage.n_in} -> {stage.n_out}, {stage.diagonals} diagonals, "
-                             f"baby steps {len(stage.baby)}, giant steps {len(stage.giant)}, depth 1")
+                presum = f"window sums by rotations {list(stage.presum)}, then " if stage.presum else ""
+                lines.append(f"  stage {i}: affine {stage.n_in} -> {stage.n_out}, {presum}{stage.diagonals} diagonals, "
+                             f"baby steps {len(stage.baby)}, giant steps {len(stage.giant)} (g={stage.g}), depth 1; "
+                             f"rotation steps {[k for k in stage.rotations if k]}")
             else:
                 lines.append(f"  stage {i}: polynomial activation, {stage.ct_ct_multiplications} ct x ct "
                              f"multiplications, depth {stage.depth}")
         if self.model is not None:
             lines.append(f"  model digest (sha256 of the model, carried by requests and replies): {self.model}")
         budget = "" if self.key_budget is None else f" of a key budget of {self.key_budget / 2**30:.3g} GiB"
+        if self.key_steps is not None:
+            lines.append(f"  over the key budget with one key per step: keys are the powers of two {list(self.key_steps)}, "
+                         f"every other step a composite rotation")
         lines.append(f"  depth {self.depth}, {len(self.rotations)} rotation keys "
                      f"(~{self.galois_key_bytes / 2**20:.1f} MiB{budget}), relinearization key: "
                      f"{self.needs_relinearization}")
@@ -348,14 +467,17 @@ class ModelPlan:
         """Public, JSON-serialisable description (what a client needs to make keys and pack inputs)."""
         return {"params": self.params.to_dict(), "input_shape": list(self.input_shape),
                 "output_shape": list(self.output_shape), "block": self.block,
-                "stages": [dict(vars(stage), baby=list(stage.baby), giant=list(stage.giant)) for stage in self.stages],
+                "stages": [dict(vars(stage), baby=list(stage.baby), giant=list(stage.giant), presum=list(stage.presum))
+                           for stage in self.stages],
                 "layers": [dict(vars(layer), input_shape=list(layer.input_shape), output_shape=list(layer.output_shape))
-                           for layer in self.layers], "model": self.model, "key_budget": self.key_budget}
+                           for layer in self.layers], "model": self.model, "key_budget": self.key_budget,
+                "key_steps": None if self.key_steps is None else list(self.key_steps)}
 
     @classmethod
     def from_dict(cls, data: dict) -> "ModelPlan":
         try:
-            stages = tuple(StagePlan(**dict(s, baby=tuple(s["baby"]), giant=tuple(s["giant"]))) for s in data["stages"])
+            stages = tuple(StagePlan(**dict(s, baby=tuple(s["baby"]), giant=tuple(s["giant"]),
+                                            presum=tuple(s.get("presum", ())))) for s in data["stages"])
             layers = tuple(LayerLowering(**dict(layer, input_shape=tuple(layer["input_shape"]),
                                                 output_shape=tuple(layer["output_shape"])))
                            for layer in data.get("layers", ()))
@@ -364,7 +486,8 @@ class ModelPlan:
                 raise ParameterError(f"model plan: model={model!r:.80} must be a hex sha256 digest or null")
             return cls(CKKSParameters.from_dict(data["params"]), tuple(data["input_shape"]),
                        tuple(data["output_shape"]), int(data["block"]), stages, layers, model=model,
-                       key_budget=None if data.get("key_budget") is None else int(data["key_budget"]))
+                       key_budget=None if data.get("key_budget") is None else int(data["key_budget"]),
+                       key_steps=None if data.get("key_steps") is None else tuple(int(k) for k in data["key_steps"]))
         except (KeyError, TypeError, ValueError) as error:
             if isinstance(error, ParameterError):
                 raise

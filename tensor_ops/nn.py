@@ -16,10 +16,11 @@ result is compared with). It runs encrypted two ways:
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -31,6 +32,7 @@ from tensor_ops.backends import PlainBackend
 from tensor_ops.lowering import lower_layers
 from tensor_ops.model_plan import (DEFAULT_KEY_BUDGET, ActivationStage, AffineStage, ModelPlan, choose_parameters,
                                    stage_plans)
+from tensor_ops.packing import SparseMap, conv_sparse, packed_stages, pool_sparse, probe_sparse
 from tensor_ops.tensor import CipherTensor, encrypt as tensor_encrypt
 
 MAX_AFFINE_ENTRIES = 1 << 24
@@ -94,6 +96,11 @@ class Layer:
         matrix = (self.forward(basis).reshape(n_in, -1) - zero).T
         return matrix, zero
 
+    def sparse(self, input_shape):
+        """(SparseMap M, b) with forward(x).reshape(-1) == M x.reshape(-1) + b (probed a chunk of basis
+        vectors at a time, so no dense matrix is formed)."""
+        return probe_sparse(self.forward, tuple(input_shape), self.output_shape(input_shape))
+
 
 @dataclass(frozen=True, eq=False)
 class Linear(Layer):
@@ -124,6 +131,10 @@ class Linear(Layer):
     def affine(self, input_shape):
         self.output_shape(input_shape)
         return np.array(self.weight), np.array(self.bias)
+
+    def sparse(self, input_shape):
+        self.output_shape(input_shape)
+        return SparseMap.from_dense(self.weight), np.array(self.bias)
 
     def arrays(self):
         return {"weight": self.weight, "bias": self.bias}
@@ -198,6 +209,11 @@ class Conv2d(Layer):
     def config(self):
         return {"stride": self.stride, "padding": self.padding}
 
+    def sparse(self, input_shape):
+        out = self.output_shape(input_shape)
+        bias = np.repeat(self.bias, out[1] * out[2])
+        return conv_sparse(self.weight, tuple(input_shape), self.stride, self.padding), bias
+
     def arrays(self):
         return {"weight": self.weight, "bias": self.bias}
 
@@ -225,6 +241,10 @@ class AvgPool2d(Layer):
     def config(self):
         return {"kernel_size": self.kernel_size, "stride": self.stride}
 
+    def sparse(self, input_shape):
+        out = self.output_shape(input_shape)
+        return pool_sparse(self.kernel_size, self.stride, tuple(input_shape)), np.zeros(math.prod(out))
+
 
 @dataclass(frozen=True, eq=False)
 class Flatten(Layer):
@@ -238,6 +258,10 @@ class Flatten(Layer):
     def forward(self, x):
         x = np.asarray(x, dtype=np.float64)
         return x.reshape(x.shape[0], -1)
+
+    def sparse(self, input_shape):
+        n = math.prod(input_shape)
+        return SparseMap.diagonal(np.ones(n)), np.zeros(n)
 
 
 @dataclass(frozen=True, eq=False)
@@ -276,6 +300,13 @@ class BatchNorm(Layer):  # also exported as BatchNorm1d and BatchNorm2d
 
     def config(self):
         return {"eps": self.eps}
+
+    def sparse(self, input_shape):
+        self.output_shape(input_shape)
+        factor = self.gamma / np.sqrt(self.var + self.eps)
+        shift = self.beta - factor * self.mean
+        inner = math.prod(input_shape[1:])
+        return SparseMap.diagonal(np.repeat(factor, inner)), np.repeat(shift, inner)
 
     def arrays(self):
         return {"gamma": self.gamma, "beta": self.beta, "mean": self.mean, "var": self.var}
@@ -429,16 +460,17 @@ class Sequential:
 
         for index, layer in enumerate(self._layers):
             if layer.affine_layer:
-                matrix, bias = layer.affine(shape)
-                pending = (matrix, bias) if pending is None else (matrix @ pending[0], matrix @ pending[1] + bias)
+                matrix, bias = layer.sparse(shape)
+                pending = (matrix, bias) if pending is None else (matrix.compose(pending[0]),
+                                                                  matrix.apply(pending[1][None])[0] + bias)
                 shape = layer.output_shape(shape)
                 waiting.append(index)
                 continue
             poly = layer.poly
             if (poly.center, poly.radius) != (0.0, 1.0):
                 n = math.prod(shape)
-                matrix, bias = pending if pending is not None else (np.eye(n), np.zeros(n))
-                pending = (matrix / poly.radius, (bias - poly.center) / poly.radius)
+                matrix, bias = pending if pending is not None else (SparseMap.diagonal(np.ones(n)), np.zeros(n))
+                pending = (matrix.scaled(1.0 / poly.radius), (bias - poly.center) / poly.radius)
             emit_pending()
             pending = None
             owner[index] = len(stages)
@@ -819,26 +851,58 @@ def load_model(path) -> "Sequential":
 
 
 def _is_identity(matrix, bias):
-    return matrix.shape[0] == matrix.shape[1] and np.array_equal(matrix, np.eye(matrix.shape[0])) and not np.any(bias)
+    return matrix.is_identity() and not np.any(bias)
+
+
+def _plan_for(model, input_shape, params, key_budget, choices, layers):
+    """The ModelPlan of ``model`` with the convolution lowerings ``choices`` (``tensor_ops.packing``)."""
+    stages, block = packed_stages(model, input_shape, choices, ActivationStage)
+    depth = sum(stage.depth for stage in stages)
+    chosen = choose_parameters(depth, min_slots=block) if params is None else as_parameters(params)
+    if chosen.slots < block:
+        raise ShapeError(f"a sample needs block={block} slots but the parameters have slots={chosen.slots}")
+    if chosen.max_level < depth:
+        raise ParameterError(f"the model needs depth={depth} levels but the parameters have max_level={chosen.max_level}")
+    key_bytes = len(chosen.digits) * 2 * (len(chosen.q_moduli) + len(chosen.p_moduli)) * chosen.n * 4
+    plans, key_steps = stage_plans(stages, math.prod(input_shape), slots=chosen.slots, key_bytes=key_bytes,
+                                   key_budget=key_budget)
+    return ModelPlan(chosen, tuple(input_shape), tuple(model.output_shape(input_shape)), block, tuple(plans), layers,
+                     model=model.identity().hex(), key_budget=None if key_budget is None else int(key_budget),
+                     key_steps=key_steps)
 
 
 def _plan_model(model, input_shape, params, key_budget=None):
-    stages, stage_of_layer = model.compile(input_shape)
-    widths = [math.prod(input_shape)] + [s.matrix.shape[0] for s in stages if isinstance(s, AffineStage)]
-    block = 1 << (max(widths) - 1).bit_length()
-    plans = stage_plans(stages, math.prod(input_shape))
-    depth = sum(p.depth for p in plans)
-    if params is None:
-        params = choose_parameters(depth, min_slots=block)
-    params = as_parameters(params)
-    if params.slots < block:
-        raise ShapeError(f"a sample needs block={block} slots but the parameters have slots={params.slots}")
-    if params.max_level < depth:
-        raise ParameterError(f"the model needs depth={depth} levels but the parameters have max_level={params.max_level}")
-    layers = lower_layers(model.layers, input_shape, stage_of_layer, params)
-    plan = ModelPlan(params, tuple(input_shape), tuple(model.output_shape(input_shape)), block, tuple(plans), layers,
-                     model=model.identity().hex(), key_budget=None if key_budget is None else int(key_budget))
-    if key_budget is not None and plan.galois_key_bytes > key_budget:
-        raise ParameterError(f"the plan's {len(plan.rotations)} rotation keys take {plan.galois_key_bytes} bytes > "
-                             f"key_budget={int(key_budget)} bytes: raise the budget or use a smaller model")
-    return plan
+    """The cheapest plan (estimated server seconds per sample) over the lowerings of the convolutions
+    ("rotations" / "dense" each; beyond 4 convolutions all-rotations or all-dense)."""
+    _, stage_of_layer = model.compile(input_shape)
+    layers = lower_layers(model.layers, input_shape, stage_of_layer,
+                          as_parameters(params) if params is not None else _lowering_params(model, input_shape))
+    convs = [i for i, layer in enumerate(model.layers) if layer.kind == "conv2d"]
+    combos = (list(itertools.product(("rotations", "dense"), repeat=len(convs))) if len(convs) <= 4
+              else [("rotations",) * len(convs), ("dense",) * len(convs)])
+    best, errors, per_choice = None, [], {}
+    for combo in combos:
+        choices = dict(zip(convs, combo))
+        try:
+            plan = _plan_for(model, input_shape, params, key_budget, choices, layers)
+        except ParameterError as error:
+            errors.append(error)
+            continue
+        cost = plan.estimated_seconds / plan.batch
+        for i, lowering in choices.items():
+            per_choice[(i, lowering)] = min(per_choice.get((i, lowering), math.inf), cost)
+        if best is None or cost < best[0]:
+            best = (cost, choices, plan)
+    if best is None:
+        raise errors[0]
+    _, choices, plan = best
+    layers = tuple(replace(layer, lowering=choices.get(i), rotations_cost=per_choice.get((i, "rotations")),
+                           dense_plan_cost=per_choice.get((i, "dense"))) if i in choices else layer
+                   for i, layer in enumerate(layers))
+    return replace(plan, layers=layers)
+
+
+def _lowering_params(model, input_shape):
+    """Parameters for pricing the einsum lowerings of the layers (the packed plan's own choice may differ)."""
+    stages, block = packed_stages(model, input_shape, {}, ActivationStage)
+    return choose_parameters(sum(stage.depth for stage in stages), min_slots=block)

@@ -1,0 +1,364 @@
+"""Sparse affine maps and the slot layouts of the packed server path.
+
+``SparseMap``: an affine layer as a sorted COO matrix (never the dense ``n_out x n_in`` array: a CIFAR
+convolution 3x32x32 -> 16x32x32 has 442k nonzeros of 50M entries); ``compose`` folds consecutive layers.
+
+``packed_stages`` lowers a ``Sequential`` to what the server evaluates: each run of affine layers between
+two activations is one ``PackedAffine`` stage on a slot vector where tensor element e of sample b sits at
+slot ``b*block + pos[e]``. With positions in slot space the stage is the sparse matrix S[pos_out(r),
+pos_in(c)] = M[r, c], and its nonzero diagonals d_k (k = pos_in(c) - pos_out(r)) are the rotations of the
+diagonal method (Halevi and Shoup, CRYPTO 2014). A convolution's lowering picks its output layout:
+- "rotations": each output pixel stays at the slot of the input pixel it is centred on (spatial strides
+  times the conv stride) and the output channels fill the free slots (multiplexed packing, Lee et al.,
+  ICML 2022), so only about (C_in + C_out) * kh * kw distinct offsets occur;
+- "dense": the output flattened in C order (the dense matrix's nonzero diagonals, about n_in + n_out).
+An average pool with kernel = stride (and a global average pool) that starts a run is a window sum by
+rotations (``presum``: v += rot(v, step), no level) read at the windows' anchors by the next map.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from crypto.errors import ShapeError
+
+PROBE_ENTRIES = 1 << 22  # basis entries probed at once when a layer has no sparse form of its own
+
+
+@dataclass(frozen=True, eq=False)
+class SparseMap:
+    """An (n_out, n_in) matrix as canonical COO: sorted by (row, col), no duplicates, no zeros."""
+
+    shape: tuple[int, int]
+    rows: np.ndarray
+    cols: np.ndarray
+    vals: np.ndarray
+
+    @classmethod
+    def from_coo(cls, shape, rows, cols, vals) -> "SparseMap":
+        n_out, n_in = (int(s) for s in shape)
+        rows, cols = np.asarray(rows, dtype=np.int64).ravel(), np.asarray(cols, dtype=np.int64).ravel()
+        vals = np.asarray(vals, dtype=np.float64).ravel()
+        key = rows * n_in + cols
+        unique, inverse = np.unique(key, return_inverse=True)
+        summed = np.bincount(inverse, weights=vals, minlength=len(unique)) if len(unique) else vals[:0]
+        keep = summed != 0
+        unique, summed = unique[keep], summed[keep]
+        for array in (unique, summed):
+            array.setflags(write=False)
+        r, c = unique // max(n_in, 1), unique % max(n_in, 1)
+        r.setflags(write=False)
+        c.setflags(write=False)
+        return cls((n_out, n_in), r, c, summed)
+
+    @classmethod
+    def from_dense(cls, matrix) -> "SparseMap":
+        matrix = np.asarray(matrix, dtype=np.float64)
+        rows, cols = np.nonzero(matrix)
+        return cls.from_coo(matrix.shape, rows, cols, matrix[rows, cols])
+
+    @classmethod
+    def diagonal(cls, values) -> "SparseMap":
+        values = np.asarray(values, dtype=np.float64).ravel()
+        index = np.arange(len(values))
+        return cls.from_coo((len(values), len(values)), index, index, values)
+
+    @property
+    def nnz(self) -> int:
+        return len(self.vals)
+
+    def scaled(self, factor: float) -> "SparseMap":
+        return SparseMap.from_coo(self.shape, self.rows, self.cols, self.vals * factor)
+
+    def compose(self, first: "SparseMap") -> "SparseMap":
+        """self @ first (``first`` applied first)."""
+        if first.shape[0] != self.shape[1]:
+            raise ShapeError(f"cannot compose maps of shapes {self.shape} and {first.shape}")
+        order = np.argsort(first.rows, kind="stable")
+        f_rows, f_cols, f_vals = first.rows[order], first.cols[order], first.vals[order]
+        start = np.searchsorted(f_rows, np.arange(first.shape[0]))
+        count = np.bincount(f_rows, minlength=first.shape[0])
+        repeats = count[self.cols]
+        a = np.repeat(np.arange(self.nnz), repeats)
+        offsets = np.arange(len(a)) - np.repeat(np.cumsum(repeats) - repeats, repeats)
+        b = start[self.cols[a]] + offsets
+        return SparseMap.from_coo((self.shape[0], first.shape[1]), self.rows[a], f_cols[b], self.vals[a] * f_vals[b])
+
+    def apply(self, x) -> np.ndarray:
+        """x (batch, n_in) -> x @ M.T, (batch, n_out)."""
+        x = np.asarray(x, dtype=np.float64)
+        out = np.zeros((x.shape[0], self.shape[0]))
+        if self.nnz:
+            products = x[:, self.cols] * self.vals
+            starts = np.flatnonzero(np.r_[True, self.rows[1:] != self.rows[:-1]])
+            out[:, self.rows[starts]] = np.add.reduceat(products, starts, axis=1)
+        return out
+
+    def toarray(self) -> np.ndarray:
+        dense = np.zeros(self.shape)
+        dense[self.rows, self.cols] = self.vals
+        return dense
+
+    def is_identity(self) -> bool:
+        return self.shape[0] == self.shape[1] and self.nnz == self.shape[0] \
+            and np.array_equal(self.rows, self.cols) and np.all(self.vals == 1.0)
+
+
+def probe_sparse(forward, input_shape, output_shape) -> tuple[SparseMap, np.ndarray]:
+    """(M, b) of an affine ``forward`` on one sample, probed with basis vectors a chunk at a time."""
+    n_in, n_out = math.prod(input_shape), math.prod(output_shape)
+    zero = np.asarray(forward(np.zeros((1, *input_shape)))).reshape(-1)
+    chunk = max(1, PROBE_ENTRIES // max(n_in, n_out))
+    rows, cols, vals = [], [], []
+    for first in range(0, n_in, chunk):
+        count = min(chunk, n_in - first)
+        basis = np.zeros((count, n_in))
+        basis[np.arange(count), first + np.arange(count)] = 1.0
+        columns = np.asarray(forward(basis.reshape(count, *input_shape))).reshape(count, -1) - zero
+        c, r = np.nonzero(columns)
+        rows.append(r)
+        cols.append(c + first)
+        vals.append(columns[c, r])
+    return SparseMap.from_coo((n_out, n_in), np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)), zero
+
+
+def conv_sparse(weight, input_shape, stride, padding) -> SparseMap:
+    """The cross-correlation of ``nn.Conv2d`` as a sparse (O*Ho*Wo, C*H*W) map."""
+    o_, c_, kh, kw = weight.shape
+    _, h, w = input_shape
+    ho, wo = (h + 2 * padding - kh) // stride + 1, (w + 2 * padding - kw) // stride + 1
+    o, c, u, v, i, j = np.meshgrid(*(np.arange(n) for n in (o_, c_, kh, kw, ho, wo)), indexing="ij", sparse=True)
+    y, x = stride * i + u - padding, stride * j + v - padding
+    valid = (y >= 0) & (y < h) & (x >= 0) & (x < w)
+    shape = (o_, c_, kh, kw, ho, wo)
+    valid = np.broadcast_to(valid, shape)
+    rows = np.broadcast_to((o * ho + i) * wo + j, shape)[valid]
+    cols = np.broadcast_to((c * h + y) * w + x, shape)[valid]
+    vals = np.broadcast_to(weight[:, :, :, :, None, None], shape)[valid]
+    return SparseMap.from_coo((o_ * ho * wo, c_ * h * w), rows, cols, vals)
+
+
+def pool_sparse(kernel, stride, input_shape) -> SparseMap:
+    """Average pooling (no padding) as a sparse map."""
+    c_, h, w = input_shape
+    ho, wo = (h - kernel) // stride + 1, (w - kernel) // stride + 1
+    c, u, v, i, j = np.meshgrid(*(np.arange(n) for n in (c_, kernel, kernel, ho, wo)), indexing="ij")
+    rows = (c * ho + i) * wo + j
+    cols = (c * h + stride * i + u) * w + stride * j + v
+    return SparseMap.from_coo((c_ * ho * wo, c_ * h * w), rows, cols, np.full(rows.shape, 1.0 / kernel ** 2))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Packed stages.
+
+@dataclass(frozen=True, eq=False)
+class PackedAffine:
+    """One affine stage in slot space: ``presum`` window-sum rotations, then y = sum_k d_k * rot(v, k) + bias.
+
+    ``rows``/``offsets``/``vals``: the nonzeros of the slot-space matrix (output slot, k = input slot -
+    output slot, value); ``bias``: (slot, value) pairs; positions are within one sample's block."""
+
+    presum: tuple[int, ...]
+    rows: np.ndarray
+    offsets: np.ndarray
+    vals: np.ndarray
+    bias_slots: np.ndarray
+    bias_vals: np.ndarray
+    n_in: int
+    n_out: int
+    depth = 1
+
+    @property
+    def distinct_offsets(self) -> np.ndarray:
+        return np.unique(self.offsets)
+
+    def diagonals(self, block: int) -> dict[int, np.ndarray]:
+        """{k: d_k} with d_k a vector of ``block`` slots."""
+        result = {}
+        order = np.argsort(self.offsets, kind="stable")
+        offsets, rows, vals = self.offsets[order], self.rows[order], self.vals[order]
+        bounds = np.flatnonzero(np.r_[True, offsets[1:] != offsets[:-1], True])
+        for start, stop in zip(bounds[:-1], bounds[1:]):
+            d = np.zeros(block)
+            np.add.at(d, rows[start:stop], vals[start:stop])
+            result[int(offsets[start])] = d
+        return result
+
+    def bias_vector(self, block: int) -> np.ndarray:
+        bias = np.zeros(block)
+        bias[self.bias_slots] = self.bias_vals
+        return bias
+
+    def apply_slots(self, v, block: int) -> np.ndarray:
+        """The naive twin of the encrypted stage on plain slot vectors (rotations with np.roll)."""
+        v = np.asarray(v, dtype=np.float64)
+        for step in self.presum:
+            v = v + np.roll(v, -step)
+        out = np.zeros_like(v)
+        for k, d in self.diagonals(block).items():
+            out += np.tile(d, len(v) // block) * np.roll(v, -k)
+        return out + np.tile(self.bias_vector(block), len(v) // block)
+
+
+def _regular(positions, shape):
+    """(base per channel, R, Q) when positions of a (C, H, W) tensor are base[c] + i R + j Q, else None."""
+    if len(shape) != 3:
+        return None
+    pos = positions.reshape(shape)
+    c, h, w = shape
+    base = pos[:, 0, 0]
+    row = int(pos[0, 1, 0] - pos[0, 0, 0]) if h > 1 else 0
+    col = int(pos[0, 0, 1] - pos[0, 0, 0]) if w > 1 else 0
+    expect = base[:, None, None] + np.arange(h)[:, None] * row + np.arange(w)[None, :] * col
+    return (base, row, col) if np.array_equal(expect, pos) else None
+
+
+def _window_steps(extent, step):
+    """Rotation steps summing ``extent`` consecutive positions ``step`` apart: doubling for a power of two
+    (v += rot(v, step), then 2*step, ...), else one chain of extent - 1 steps of ``step`` each."""
+    if extent <= 1 or step == 0:
+        return ()
+    if extent & (extent - 1) == 0:
+        return tuple(step << e for e in range(extent.bit_length() - 1))
+    return None
+
+
+def pool_window(layer, shape):
+    """(kh, kw, stride_h, stride_w) of an average pool without padding whose windows tile the input, or None."""
+    if layer.kind == "avgpool2d" and layer.kernel_size == layer.stride and len(shape) == 3:
+        return layer.kernel_size, layer.kernel_size, layer.stride, layer.stride
+    node = getattr(layer, "node", None)
+    if node is not None and node.op == "GlobalAveragePool" and len(shape) == 3:
+        return shape[1], shape[2], shape[1], shape[2]
+    return None
+
+
+def _presum(positions, shape, window):
+    """(steps, anchor positions of the pooled tensor) for a window sum by rotations, or None."""
+    regular = _regular(positions, shape)
+    if regular is None:
+        return None
+    base, row, col = regular
+    kh, kw, sh, sw = window
+    c, h, w = shape
+    ho, wo = (h - kh) // sh + 1, (w - kw) // sw + 1
+    cols, rows = _window_steps(kw, col), _window_steps(kh, row)
+    if cols is None or rows is None:
+        return None
+    anchors = base[:, None, None] + (sh * np.arange(ho))[:, None] * row + (sw * np.arange(wo))[None, :] * col
+    return cols + rows, anchors.reshape(-1), (c, ho, wo)
+
+
+def _aligned(conv, in_positions, in_shape, out_shape, limit):
+    """Output positions keeping each output pixel at the slot of its input pixel, channels in free slots."""
+    regular = _regular(in_positions, in_shape)
+    if regular is None:
+        return None
+    base, row, col = regular
+    _, h, w = in_shape
+    o_, ho, wo = out_shape
+    kh, kw = conv.weight.shape[2:]
+    s, p = conv.stride, conv.padding
+    a0 = min(max((kh - 1) // 2 - p, 0), h - 1 - s * (ho - 1))
+    a1 = min(max((kw - 1) // 2 - p, 0), w - 1 - s * (wo - 1))
+    if a0 < 0 or a1 < 0:
+        return None
+    spatial = ((s * np.arange(ho) + a0)[:, None] * row + (s * np.arange(wo) + a1)[None, :] * col).reshape(-1)
+    spatial = spatial - spatial.min()
+    used = np.zeros(limit, dtype=bool)
+    out, candidate, top = [], 0, limit - int(spatial.max())
+    for _ in range(o_):
+        while candidate < top and used[candidate + spatial].any():
+            candidate += 1
+        if candidate >= top:
+            return None
+        used[candidate + spatial] = True
+        out.append(candidate + spatial)
+    return np.concatenate(out)
+
+
+def _pow2(n):
+    return 1 << max(int(n) - 1, 0).bit_length()
+
+
+def packed_stages(model, input_shape, choices, activation_stage):
+    """(stages, block): ``PackedAffine`` / ``activation_stage(poly)`` objects of ``model`` on samples of
+    ``input_shape`` and the slots one sample needs; ``choices``: {layer index: "rotations" | "dense"} for the
+    convolutions (default "rotations")."""
+    choices = {} if choices is None else dict(choices)
+    layers = model.layers
+    shape = tuple(input_shape)
+    positions = np.arange(math.prod(shape))
+    stages, state = [], {}
+    extent = [len(positions)]
+
+    def start_run():
+        state.update(presum=[], run_in=positions, run_shape=shape, scale=None, pending=None, aligned=None)
+
+    def emit(final, normalise=None):
+        nonlocal positions
+        n_in = len(state["run_in"])
+        pending = state["pending"]
+        matrix, bias = pending if pending is not None else (SparseMap.diagonal(np.ones(n_in)), np.zeros(n_in))
+        if state["scale"] is not None:
+            matrix = matrix.compose(SparseMap.diagonal(state["scale"]))
+        if normalise is not None:
+            center, radius = normalise
+            matrix, bias = matrix.scaled(1.0 / radius), (bias - center) / radius
+        elementwise = matrix.shape[0] == matrix.shape[1] and np.array_equal(matrix.rows, matrix.cols)
+        if final:
+            out = np.arange(matrix.shape[0])
+        elif state["aligned"] is not None:
+            out = state["aligned"]
+        elif elementwise:
+            out = state["run_in"]
+        else:
+            out = np.arange(matrix.shape[0])
+        if not final and not state["presum"] and matrix.is_identity() and not np.any(bias) \
+                and np.array_equal(out, state["run_in"]):
+            positions = out
+            return
+        rows = out[matrix.rows]
+        offsets = state["run_in"][matrix.cols] - rows
+        nonzero = bias != 0
+        stages.append(PackedAffine(tuple(state["presum"]), rows, offsets, matrix.vals, out[nonzero], bias[nonzero],
+                                   n_in, matrix.shape[0]))
+        positions = out
+        extent.append(int(out.max()) + 1 if len(out) else 1)
+
+    start_run()
+    for index, layer in enumerate(layers):
+        if layer.affine_layer:
+            out_shape = tuple(layer.output_shape(shape))
+            window = pool_window(layer, shape)
+            if window is not None and state["pending"] is None and state["scale"] is None:
+                summed = _presum(state["run_in"], shape, window)
+                if summed is not None:
+                    steps, anchors, _ = summed
+                    state["presum"] += list(steps)
+                    state["run_in"], state["run_shape"] = anchors, out_shape
+                    state["scale"] = np.full(len(anchors), 1.0 / (window[0] * window[1]))
+                    shape = out_shape
+                    continue
+            matrix, bias = layer.sparse(shape)
+            if state["pending"] is None:
+                if layer.kind == "conv2d" and choices.get(index, "rotations") == "rotations":
+                    limit = _pow2(max(int(state["run_in"].max()) + 1, math.prod(out_shape)))
+                    state["aligned"] = _aligned(layer, state["run_in"], shape, out_shape, limit)
+                state["pending"] = (matrix, bias)
+            else:
+                old, old_bias = state["pending"]
+                state["pending"] = (matrix.compose(old), matrix.apply(old_bias[None])[0] + bias)
+                if layer.kind not in ("batchnorm", "flatten"):
+                    state["aligned"] = None
+            shape = out_shape
+            continue
+        poly = layer.poly
+        normalise = None if (poly.center, poly.radius) == (0.0, 1.0) else (poly.center, poly.radius)
+        emit(False, normalise)
+        stages.append(activation_stage(poly))
+        start_run()
+    emit(True)
+    return tuple(stages), _pow2(max(extent))
