@@ -81,7 +81,7 @@ def create_app(model: Sequential, *, input_shape=None, tokens: Tokens | None = N
         logger.warning("no access tokens: the endpoint is OPEN to every caller that reaches it, served as one "
                        "client (give tokens, e.g. --tokens-file, before listening beyond 127.0.0.1)")
     else:
-        logger.info("access by bearer token: %d clients (%s)", len(tokens), ", ".join(tokens.names))
+        logger.info("access by bearer token; clients: %s", ", ".join(tokens.names))
 
     def label(principal) -> str:
         return "open" if principal is None else principal
@@ -104,7 +104,8 @@ def create_app(model: Sequential, *, input_shape=None, tokens: Tokens | None = N
         name = tokens.match(presented)
         if name is None:
             raise refused(401, "a valid access token is needed: send 'Authorization: Bearer <token>'"
-                          if presented is None else "the access token is not known to this server")
+                          if presented is None else "the access token is not known to this server",
+                          principal="(no valid token)")
         return name
 
     @contextlib.asynccontextmanager
