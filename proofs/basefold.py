@@ -1,0 +1,679 @@
+"""Basefold: a transparent multilinear commitment with O(log^2 n) openings, batched over many commitments.
+
+Zeilberger, Chen, Fisch, "BaseFold: Efficient Field-Agnostic Polynomial Commitment Schemes from Foldable
+Codes" (CRYPTO 2024). Why Basefold here rather than FRI-Binius (Diamond, Posen, 2024) or WHIR (Arnon,
+Chiesa, Fenzi, Yogev, 2024): FRI-Binius is built for binary tower fields (its packing gains nothing over
+BabyBear, a 31-bit prime field with 2-adicity 27); WHIR gives the smallest proofs but its soundness rests on
+mutual correlated agreement, proven only up to the Johnson bound with large constants, and its constrained
+Reed-Solomon machinery is far more code to audit. Basefold over a Reed-Solomon code is FRI in disguise (the
+foldable code the paper instantiates with an RS code on a 2-adic subgroup) whose folding challenges are the
+sumcheck challenges of the evaluation claim, so its soundness reduces to FRI's (proven in the unique decoding
+regime, below) and the sumcheck's; one sumcheck folds every claim of every committed table at once.
+
+Encoding. A table t of 2^n base-field values (the evaluations of f~ on the hypercube, proofs.mle's order) is
+read as the coefficients of g(X) = sum_i t_i X^i and evaluated on the subgroup <w_N> of order N = 2^n rho^-1
+(commit.rs_encode); the commitment is the Merkle root of the codeword, whose leaves are cosets of 2^b points
+{j + s N/2^b}. Folding with r: writing g(X) = g_e(X^2) + X g_o(X^2), the fold (1 - r) g_e + r g_o is the RS
+encoding of the folded table t'_j = (1 - r) t_2j + r t_2j+1, i.e. of f~ with x_0 := r, and it is computed
+pointwise from the pair (g(x), g(-x)): with s = (g(x) + g(-x))/2, d = (g(x) - g(-x))/(2x), the value at x^2 is
+s + r (d - s). After n folds the table is the constant f~(r).
+
+Opening claims f_k~(z_kj) = v_kj (several commitments k of any sizes n_k, several points each): the verifier
+draws c_kj; the prover runs one degree-2 sumcheck of sum_k 2^(n_max - n_k) sum_x f_k(x) W_k(x), with
+W_k = sum_j c_kj eq(z_kj, .), binding x_0 first; a table of n_k variables joins when n_k variables remain
+(before that its part is a constant). After each round every joined codeword is folded with the round's
+challenge; every ``arity`` rounds (a grid of remaining-variable counts final + i * arity) the folded codewords
+of all joined tables are committed in ONE Merkle tree (leaf j: each table's coset of 2^arity values). Folding
+stops at ``final_vars`` variables; the prover sends each table's final table (2^final_vars F_p4 values), the
+verifier checks the last sumcheck claim against them, then draws ``num_queries`` positions of the largest
+domain and checks at each, for every table and layer, that folding the opened coset gives the value the next
+layer (or the encoding of the final table) holds there. Tables of at most ``final_vars`` variables are sent
+whole (the verifier rebuilds their Merkle root); this is the non-hiding commitment.
+
+Soundness (BCIKS20: Ben-Sasson, Carmon, Ishai, Kopparty, Saraf, "Proximity gaps for Reed-Solomon codes",
+FOCS 2020, unique decoding regime; the FRI analysis of Ben-Sasson, Bentov, Horesh, Riabzev, ICALP 2018; the
+Basefold paper's reduction): with delta = 1 - rho, a codeword farther than delta/2 from the code stays far
+after a fold except with probability N/|F_p4| per fold (at most 2 N_k/|F_p4| along a chain), and then one
+uniform query misses w.p. at most 1 - delta/2 = (1 + rho)/2; the sumcheck adds 2/|F_p4| per round and the
+claim combination 1/|F_p4| per claim. Proven query error: ((1 + rho)/2)^num_queries. ``conjectured=True`` (off
+by default) uses rho^num_queries instead (the Reed-Solomon proximity conjecture up to capacity, e.g. ethSTARK's
+conjecture 2.3): smaller proofs whose bits are labelled conjectured in :meth:`BasefoldParams.describe`.
+
+Hiding: not provided here. A zero-knowledge variant needs both a masked sumcheck (the round messages reveal
+partial sums of f) and a blinded encoding (opened codeword positions reveal linear functions of f), e.g. a
+random table appended as a top variable with at least num_queries * 2^arity entries and a Libra-style masked
+sumcheck; the hiding proofs keep the Ligero-style :mod:`proofs.zk` / :mod:`proofs.layers.reusable` openings.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import field as F
+from .commit import _hash, _merkle_levels, _merkle_open, _merkle_root_from, _powers, committed_table, rs_encode
+from .errors import ProofError, ProofRejected
+from .mle import eq_eval, eq_table, fold
+
+DEFAULT_TARGET_BITS = 104  #: query bits the default num_queries reaches (the rest of a proof stays >= 100)
+MIN_VERIFY_BITS = 100  #: verifiers refuse openings whose parameters promise less
+MAX_CLAIMS = 1 << 16  #: most (commitment, point) claims one batch opening takes
+DIGEST_SIZE = 32
+_COMMITMENT_MAGIC, _PROOF_MAGIC, _VERSION = b"HZKBFC01", b"HZKBFP01", 1
+_INV2 = (F.P + 1) // 2
+
+
+def _query_error_bits(rate_inv: int, conjectured: bool) -> float:
+    """-log2 of one query's miss probability: (1 + rho)/2 proven (unique decoding), rho conjectured."""
+    return math.log2(rate_inv) if conjectured else -math.log2((1 + 1 / rate_inv) / 2)
+
+
+@dataclass(frozen=True)
+class BasefoldParams:
+    """Code rate 1/``rate_inv`` (power of two in [2, 64]), ``num_queries`` (None: fewest for 104 query bits),
+    ``arity`` folds per committed layer (leaves are cosets of 2^arity values, in [1, 6]), ``final_vars``
+    (folding stops there and the final table is sent, in [0, 12]), ``conjectured`` (off: proven bound),
+    ``max_log_codeword`` (in [2, 27]: a larger table is committed as 2^s interleaved codewords of at most
+    2^max_log_codeword symbols, which bounds the folding error (s + 2) N'/|F_p4|)."""
+
+    rate_inv: int = 8
+    num_queries: int | None = None
+    arity: int = 4
+    final_vars: int = 4
+    conjectured: bool = False
+    max_log_codeword: int = 19
+
+    def __post_init__(self):
+        rate_inv = self.rate_inv
+        if not isinstance(rate_inv, (int, np.integer)) or not 2 <= rate_inv <= 64 or rate_inv & (rate_inv - 1):
+            raise ProofError(f"BasefoldParams: rate_inv={rate_inv!r} must be a power of two in [2, 64]")
+        for name, low, high in (("arity", 1, 6), ("final_vars", 0, 12), ("max_log_codeword", 2, 27)):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or not low <= value <= high:
+                raise ProofError(f"BasefoldParams: {name}={value!r} not in [{low}, {high}]")
+            object.__setattr__(self, name, int(value))
+        object.__setattr__(self, "rate_inv", int(rate_inv))
+        object.__setattr__(self, "conjectured", bool(self.conjectured))
+        if self.num_queries is None:
+            bits = _query_error_bits(self.rate_inv, self.conjectured)
+            object.__setattr__(self, "num_queries", math.ceil(DEFAULT_TARGET_BITS / bits))
+        queries = self.num_queries
+        if not isinstance(queries, (int, np.integer)) or not 1 <= queries <= 4096:
+            raise ProofError(f"BasefoldParams: num_queries={queries!r} not in [1, 4096]")
+        object.__setattr__(self, "num_queries", int(queries))
+
+    @property
+    def query_bits(self) -> float:
+        """-log2 of the query error: num_queries * -log2((1 + rho)/2), or * log2(rate_inv) if conjectured."""
+        return self.num_queries * _query_error_bits(self.rate_inv, self.conjectured)
+
+    def describe(self) -> str:
+        label = "conjectured (RS proximity up to capacity)" if self.conjectured else "proven (unique decoding)"
+        return (f"Basefold rate 1/{self.rate_inv}, {self.num_queries} queries, arity {self.arity}, final "
+                f"{self.final_vars} vars: {self.query_bits:.1f} query bits, {label}")
+
+    def next_layer(self, m: int) -> int:
+        """The remaining-variable count of the next committed layer (or the final table) below m > final_vars."""
+        excess = (m - self.final_vars) % self.arity
+        return m - (excess or self.arity)
+
+    def block(self, m: int) -> int:
+        """log2 of the leaf coset size of a layer with m remaining variables (0: no folding, one value a leaf)."""
+        return m - self.next_layer(m) if m > self.final_vars else 0
+
+    def interleave(self, n: int) -> int:
+        """log2 of the number of interleaved codewords of a table of n variables (the first variables folded
+        by plain row combinations): n + log2(rate_inv) - max_log_codeword, within [0, n - final_vars]."""
+        return max(0, min(n + self.rate_inv.bit_length() - 1 - self.max_log_codeword, n - self.final_vars))
+
+    def to_bytes(self) -> bytes:
+        return bytes([self.rate_inv.bit_length() - 1, self.arity, self.final_vars, int(self.conjectured),
+                      self.max_log_codeword]) + self.num_queries.to_bytes(2, "little")
+
+
+def _max_vars(params: BasefoldParams) -> int:
+    """The largest table whose codeword fits the 2-adic subgroup: 2^n rate_inv <= 2^27."""
+    return F.TWO_ADICITY - (params.rate_inv.bit_length() - 1)
+
+
+@dataclass(frozen=True)
+class BasefoldCommitment:
+    """Merkle root of the codeword of a table of 2^num_vars base-field values, and the code parameters."""
+
+    root: bytes
+    num_vars: int
+    params: BasefoldParams = BasefoldParams()
+
+    def __post_init__(self):
+        if not isinstance(self.root, bytes):
+            raise ProofError(f"BasefoldCommitment: root must be bytes, got {type(self.root).__name__}")
+        if not isinstance(self.params, BasefoldParams):
+            raise ProofError(f"BasefoldCommitment: params must be BasefoldParams, got {type(self.params).__name__}")
+        limit = _max_vars(self.params)
+        if not isinstance(self.num_vars, (int, np.integer)) or not 0 <= self.num_vars <= limit:
+            raise ProofError(f"BasefoldCommitment: num_vars={self.num_vars!r} not in [0, {limit}] at rate "
+                             f"1/{self.params.rate_inv}")
+        object.__setattr__(self, "num_vars", int(self.num_vars))
+
+    @property
+    def codeword_length(self) -> int:
+        return (1 << self.num_vars) * self.params.rate_inv
+
+    @property
+    def security_bits(self) -> float:
+        """-log2(query error + (s + 2) N' / |F_p4| (s row folds and the code folds, N' = one interleaved
+        codeword's length) + 2 num_vars / |F_p4| (sumcheck) + 1 / |F_p4| (claim combination))."""
+        s = self.params.interleave(self.num_vars)
+        field_terms = (s + 2) * (self.codeword_length >> s) + 2 * self.num_vars + 1
+        return -math.log2(2.0 ** -self.params.query_bits + field_terms * 2.0 ** -F.EXT_BITS)
+
+    def to_bytes(self) -> bytes:
+        """magic, version (u8), num_vars (u8), params (log2 rate, arity, final, conjectured, max_log_codeword:
+        u8 each; queries u16), root (32 bytes)."""
+        return _COMMITMENT_MAGIC + bytes([_VERSION, self.num_vars]) + self.params.to_bytes() + self.root
+
+    @classmethod
+    def from_bytes(cls, data) -> "BasefoldCommitment":
+        """Inverse of :meth:`to_bytes`; malformed data raises ProofRejected."""
+        reader = F.ByteReader(data, where="basefold commitment")
+        reader.header(_COMMITMENT_MAGIC, _VERSION)
+        num_vars, log_rate, arity, final, conjectured, max_log = (reader.uint(1) for _ in range(6))
+        queries = reader.uint(2)
+        root = reader.raw(DIGEST_SIZE)
+        reader.finish()
+        if conjectured > 1:
+            raise ProofRejected(f"conjectured flag {conjectured} is not 0 or 1", "basefold commitment")
+        try:
+            params = BasefoldParams(1 << min(log_rate, 63), queries, arity, final, bool(conjectured), max_log)
+            return cls(root, num_vars, params)
+        except ProofError as error:
+            raise ProofRejected(str(error), "basefold commitment") from None
+
+
+@dataclass(frozen=True, eq=False)
+class BasefoldWitness:
+    """The prover's side: the table (2^n base values), its codeword (N', 2^s): row c is the encoding of the
+    entries t[j 2^s + c]) and the Merkle levels. Reuse it freely."""
+
+    commitment: BasefoldCommitment
+    table: np.ndarray
+    codeword: np.ndarray
+    levels: list
+
+
+# ----------------------------------------------------------------------------------------- helpers
+def _leaves(codeword: np.ndarray, block: int) -> np.ndarray:
+    """(N, ...) codeword -> (N / 2^block, 2^block, ...): leaf j holds positions j + s N / 2^block."""
+    n = codeword.shape[0]
+    shaped = codeword.reshape((1 << block, n >> block) + codeword.shape[1:])
+    return np.ascontiguousarray(np.swapaxes(shaped, 0, 1))
+
+
+def _digests(leaves: np.ndarray) -> list:
+    """H(0x00 || leaf bytes) for each leaf (first axis); entries as little-endian u32."""
+    data = np.ascontiguousarray(leaves, dtype="<u4").reshape(leaves.shape[0], -1)
+    width = data.shape[1] * 4
+    raw = data.tobytes()
+    return [_hash(b"\x00", raw[i:i + width]) for i in range(0, len(raw), width)]
+
+
+def _encode_table(table: np.ndarray, num_vars: int, params: BasefoldParams) -> np.ndarray:
+    """(N', 2^s) base codeword: column c encodes the entries t[j 2^s + c] (s = params.interleave(num_vars))."""
+    s = params.interleave(num_vars)
+    rows = np.ascontiguousarray(table.reshape(1 << (num_vars - s), 1 << s).T)
+    return np.ascontiguousarray(rs_encode(rows, params.rate_inv).T)
+
+
+def _omega(n: int) -> int:
+    return pow(F.GENERATOR, (F.P - 1) // n, F.P)
+
+
+def _encode_ext(table: np.ndarray, rate_inv: int) -> np.ndarray:
+    """RS encoding of an F_p4 table (2^m, 4), coordinate-wise (the code is F_p-linear)."""
+    return np.ascontiguousarray(rs_encode(np.ascontiguousarray(table.T), rate_inv).T)
+
+
+def _fold_codeword(codeword: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """One fold of a whole codeword (N,) base or (N, 4) ext: value at x^2 = s + r (d - s), s = (a + b)/2,
+    d = (a - b)/(2x), a = g(x) at position j < N/2, b = g(-x) at j + N/2."""
+    n = codeword.shape[0]
+    half = n // 2
+    a, b = codeword[:half], codeword[half:]
+    scale = F.mul(_powers(pow(_omega(n), F.P - 2, F.P), half), np.uint64(_INV2))  # (2 w^j)^-1
+    s = F.mul(F.add(a, b), np.uint64(_INV2))
+    if codeword.ndim == 1:
+        d = F.mul(F.sub(a, b), scale)
+        return F.ext_add(F.ext_from_base(s), F.ext_mul_base(r, F.sub(d, s)))
+    d = F.mul(F.sub(a, b), scale[:, None])
+    return F.ext_add(s, F.ext_mul(F.sub(d, s), r))
+
+
+def _fold_rows(codeword: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """Fold the interleaved axis 1 of (N, 2^s[, 4]) codewords: rows 2c and 2c + 1 -> (1 - r) a + r b."""
+    low, high = codeword[:, 0::2], codeword[:, 1::2]
+    if codeword.ndim == 2:
+        return F.ext_add(F.ext_from_base(low), F.ext_mul_base(r, F.sub(high, low)))
+    return F.ext_add(low, F.ext_mul(F.sub(high, low), r))
+
+
+def _combine_rows(codeword: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """(N', 2^s) base codeword times (2^s, 4) F_p4 weights -> (N', 4): all s row folds at once (the twin of
+    s :func:`_fold_rows` calls, with weights = eq(r_rows, .))."""
+    columns = np.ascontiguousarray(codeword.T)
+    out = np.zeros((codeword.shape[0], F.EXT_DEGREE), dtype=np.uint64)
+    for column, weight in zip(columns, weights):  # each reduced product < p; 2^s <= 2^27 of them fit a uint64
+        out += column[:, None] * weight[None, :] % F.P
+    return out % F.P
+
+
+def _fold_any(codeword: np.ndarray, r: np.ndarray, interleaved: bool) -> np.ndarray:
+    """A row fold while interleaved rows remain, else a code fold of the (N[, 4]) codeword."""
+    if interleaved:
+        return _fold_rows(codeword, r)
+    if codeword.ndim >= 2 and codeword.shape[1] == 1:  # the last row: drop the interleave axis
+        codeword = codeword[:, 0]
+    return _fold_codeword(codeword, r)
+
+
+def fold_leaves(values: np.ndarray, positions: np.ndarray, n: int, challenges) -> np.ndarray:
+    """Fold opened cosets: ``values`` (Q, 2^b, 4) at positions j + s n/2^b of the domain of size n (j =
+    ``positions``, (Q,)), by the b ``challenges`` in order -> (Q, 4), the values at j in the domain n / 2^b."""
+    current = values
+    # w_n^-j per query (Python ints: Q exponentiations), squared as the domain halves
+    xinv = np.array([pow(_omega(n), (F.P - 2) * int(j) % (F.P - 1), F.P) for j in positions], dtype=np.uint64)
+    size = n
+    for r in challenges:
+        half = current.shape[1] // 2
+        a, b = current[:, :half], current[:, half:]
+        offsets = _powers(pow(_omega(size), F.P - 1 - size // (2 * half) % (F.P - 1), F.P), half)  # w^(-s n/2^b)
+        scale = F.mul(F.mul(xinv[:, None], offsets[None, :]), np.uint64(_INV2))
+        s = F.mul(F.add(a, b), np.uint64(_INV2))
+        d = F.mul(F.sub(a, b), scale[..., None])
+        current = F.ext_add(s, F.ext_mul(F.sub(d, s), r))
+        xinv = F.mul(xinv, xinv)
+        size //= 2
+    return current[:, 0]
+
+
+# ------------------------------------------------------------------------------------------- commit
+def commit(values, params: BasefoldParams = BasefoldParams()):
+    """Commit to base-field ``values`` (zero-padded to 2^n) -> (BasefoldCommitment, BasefoldWitness)."""
+    if not isinstance(params, BasefoldParams):
+        raise ProofError(f"basefold.commit: params must be BasefoldParams, got {type(params).__name__}")
+    table, num_vars = committed_table(values, "basefold.commit")
+    if num_vars > _max_vars(params):
+        raise ProofError(f"basefold.commit: num_vars={num_vars} > {_max_vars(params)} at rate 1/{params.rate_inv}")
+    codeword = _encode_table(table, num_vars, params)
+    first = num_vars - params.interleave(num_vars)
+    levels = _merkle_levels(_digests(_leaves(codeword, params.block(first))))
+    commitment = BasefoldCommitment(levels[-1][0], num_vars, params)
+    return commitment, BasefoldWitness(commitment, table, codeword, levels)
+
+
+# -------------------------------------------------------------------------------------------- proof
+@dataclass(frozen=True, eq=False)
+class BasefoldProof:
+    """rounds (rounds, 3, 4): h(0), h(1), h(2) per sumcheck round; layer_roots: one per shared layer;
+    finals: each folded table's final table (2^final, 4); tables: each small table, whole (2^n,);
+    initial_leaves / initial_paths: per folded commitment its opened cosets (u, 2^b, 2^s) and multi-proof;
+    layer_leaves / layer_paths: per shared layer the opened cosets (u, tables, 2^arity, 4) and multi-proof."""
+
+    rounds: np.ndarray
+    layer_roots: tuple
+    finals: tuple
+    tables: tuple
+    initial_leaves: tuple
+    initial_paths: tuple
+    layer_leaves: tuple
+    layer_paths: tuple
+
+    def to_bytes(self) -> bytes:
+        out = [_PROOF_MAGIC, bytes([_VERSION]), F.elements_to_bytes(self.rounds), _count(self.layer_roots),
+               b"".join(self.layer_roots)]
+        for arrays in (self.finals, self.tables, self.initial_leaves):
+            out.append(_count(arrays))
+            out.extend(F.elements_to_bytes(a) for a in arrays)
+        out.extend(_paths_bytes(self.initial_paths))
+        out.append(_count(self.layer_leaves))
+        out.extend(F.elements_to_bytes(a) for a in self.layer_leaves)
+        out.extend(_paths_bytes(self.layer_paths))
+        return b"".join(out)
+
+    @classmethod
+    def from_bytes(cls, data) -> "BasefoldProof":
+        """Inverse of :meth:`to_bytes`; malformed data raises ProofRejected (shapes are checked on verification)."""
+        reader = F.ByteReader(data, where="basefold proof")
+        reader.header(_PROOF_MAGIC, _VERSION)
+        rounds = reader.elements(3)
+        roots = _read_digests(reader)
+        finals = tuple(reader.elements(2) for _ in range(reader.count(4, 9, "final count")))
+        tables = tuple(reader.elements(1) for _ in range(reader.count(4, 5, "table count")))
+        initial = tuple(reader.elements(3) for _ in range(reader.count(4, 13, "initial leaves count")))
+        initial_paths = tuple(_read_digests(reader) for _ in range(reader.count(4, 4, "path count")))
+        layers = tuple(reader.elements(4) for _ in range(reader.count(4, 17, "layer leaves count")))
+        layer_paths = tuple(_read_digests(reader) for _ in range(reader.count(4, 4, "path count")))
+        reader.finish()
+        return cls(rounds, roots, finals, tables, initial, initial_paths, layers, layer_paths)
+
+    @property
+    def num_bytes(self) -> int:
+        return len(self.to_bytes())
+
+
+def _count(items) -> bytes:
+    return len(items).to_bytes(4, "little")
+
+
+def _paths_bytes(paths) -> list:
+    return [_count(paths)] + [_count(path) + b"".join(path) for path in paths]
+
+
+def _read_digests(reader) -> tuple:
+    count = reader.count(4, DIGEST_SIZE, "digest count")
+    raw = reader.raw(DIGEST_SIZE * count)
+    return tuple(raw[i:i + DIGEST_SIZE] for i in range(0, len(raw), DIGEST_SIZE))
+
+
+# ----------------------------------------------------------------------------------------- protocol
+def _check_points(points, num_vars: int, error, where: str) -> np.ndarray:
+    points = np.asarray(points)
+    if points.dtype != np.uint64 or points.ndim != 3 or points.shape[1:] != (num_vars, F.EXT_DEGREE) \
+            or not F.is_canonical(points):
+        raise error(f"points of shape {points.shape} and dtype {points.dtype}, expected canonical "
+                    f"(m, {num_vars}, 4) uint64", where)
+    return points
+
+
+def _schedule(num_vars_list, params: BasefoldParams):
+    """(n_max, number of rounds, shared layers [(m, [indices of the tables in its tree])])."""
+    folded = [n for n in num_vars_list if n > params.final_vars]
+    n_max = max(folded, default=params.final_vars)
+    layers = []
+    m = n_max
+    while m > params.final_vars:
+        m = params.next_layer(m)
+        members = [k for k, n in enumerate(num_vars_list) if n > params.final_vars and n - params.interleave(n) > m]
+        if m > params.final_vars and members:
+            layers.append((m, members))
+    return n_max, n_max - params.final_vars if folded else 0, layers
+
+
+def _begin(transcript, commitments, points_list, values_list):
+    transcript.absorb("basefold.commitments", [c.to_bytes() for c in commitments])
+    transcript.absorb("basefold.points", [np.asarray(p, dtype=np.uint64) for p in points_list])
+    transcript.absorb("basefold.values", [np.asarray(v, dtype=np.uint64) for v in values_list])
+    total = sum(len(p) for p in points_list)
+    # one uniform F_p4 coefficient per claim: a false claim survives the combination w.p. <= 1/|F_p4|
+    coefficients = transcript.challenge_ext_vector("basefold.claim_coefficients", total)
+    out, start = [], 0
+    for p in points_list:
+        out.append(coefficients[start:start + len(p)])
+        start += len(p)
+    return out
+
+
+def _combined_claim(values, coefficients) -> np.ndarray:
+    return F.ext_sum(F.ext_mul(values, coefficients), axis=0) if len(values) else F.ext_zero()
+
+
+def _lagrange3(h: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """h(r) for the degree-2 polynomial with values h[0], h[1], h[2] at 0, 1, 2."""
+    one = F.ext_one()
+    l0 = F.ext_mul(F.ext_mul(F.ext_sub(r, one), F.ext_sub(r, F.ext_from_base(2))), F.ext_from_base(_INV2))
+    l1 = F.ext_neg(F.ext_mul(r, F.ext_sub(r, F.ext_from_base(2))))
+    l2 = F.ext_mul(F.ext_mul(r, F.ext_sub(r, one)), F.ext_from_base(_INV2))
+    return F.ext_add(F.ext_add(F.ext_mul(l0, h[0]), F.ext_mul(l1, h[1])), F.ext_mul(l2, h[2]))
+
+
+def _round_message(f: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """(h(0), h(1), h(2)) of sum_x (f w)(X, x) for tables f (base or ext) and w (ext) binding x_0."""
+    f_lo, f_hi, w_lo, w_hi = f[0::2], f[1::2], w[0::2], w[1::2]
+    f_2, w_2 = F.sub(F.add(f_hi, f_hi), f_lo), F.sub(F.add(w_hi, w_hi), w_lo)
+    product = F.ext_mul_base if f.ndim == 1 else F.ext_mul
+    return np.stack([F.ext_sum(product(w_, f_), axis=0) for f_, w_ in ((f_lo, w_lo), (f_hi, w_hi), (f_2, w_2))])
+
+
+def open_batch(witnesses, points_list, transcript):
+    """Open every committed table k at its points ``points_list[k]`` ((m_k, n_k, 4)) in one proof
+    -> (values: list of (m_k, 4) arrays, BasefoldProof). All commitments must share one BasefoldParams."""
+    witnesses = list(witnesses)
+    if not witnesses or len(witnesses) != len(points_list):
+        raise ProofError(f"basefold.open_batch: {len(witnesses)} witnesses for {len(points_list)} point sets")
+    params = witnesses[0].commitment.params
+    if any(w.commitment.params != params for w in witnesses):
+        raise ProofError("basefold.open_batch: the commitments' parameters differ")
+    nums = [w.commitment.num_vars for w in witnesses]
+    points_list = [_check_points(p, n, lambda m, _: ProofError(m), "") for p, n in zip(points_list, nums)]
+    eqs = [[eq_table(z) for z in points] for points in points_list]
+    values = [np.stack([F.ext_sum(F.ext_mul_base(e, w.table), axis=0) for e in tables])
+              if tables else F.ext_zero((0,)) for w, tables in zip(witnesses, eqs)]
+    coefficients = _begin(transcript, [w.commitment for w in witnesses], points_list, values)
+    weights = [F.ext_zero((1 << n,)) for n in nums]
+    for k, (tables, c) in enumerate(zip(eqs, coefficients)):
+        for e, ck in zip(tables, c):
+            weights[k] = F.ext_add(weights[k], F.ext_mul(e, ck))
+    n_max, num_rounds, layers = _schedule(nums, params)
+    sums = [_combined_claim(v, c) for v, c in zip(values, coefficients)]
+    folding = [k for k, n in enumerate(nums) if n > params.final_vars]
+    tables = {k: witnesses[k].table for k in folding}
+    codewords = {k: witnesses[k].codeword for k in folding}
+    layer_at = {m: members for m, members in layers}
+    shared, messages, challenges = [], [], []
+    for i in range(num_rounds):
+        m = n_max - i
+        h = F.ext_zero((3,))
+        for k in folding:
+            if nums[k] >= m:
+                h = F.ext_add(h, _round_message(tables[k], weights[k]))
+            else:  # not joined: a constant part sums_k 2^(m - 1 - n_k)
+                h = F.ext_add(h, F.ext_mul_base(sums[k], np.uint64(pow(2, m - 1 - nums[k], F.P)))[None])
+        transcript.absorb("basefold.round", h)
+        r = transcript.challenge_ext("basefold.r")  # sumcheck round error <= 2/|F_p4|; fold error <= N/|F_p4|
+        messages.append(h)
+        challenges.append(r)
+        for k in folding:
+            if nums[k] >= m:
+                tables[k], weights[k] = fold(tables[k], r), fold(weights[k], r)
+                first = nums[k] - params.interleave(nums[k])
+                if m == first + 1 and first < nums[k]:  # the row folds at once: codeword (N', 2^s) @ eq(r_rows)
+                    codewords[k] = _combine_rows(codewords[k], eq_table(np.stack(challenges[i + first + 1 - nums[k]:])))
+                elif m <= first:
+                    codewords[k] = _fold_any(codewords[k], r, False)
+        if m - 1 in layer_at:
+            leaves = np.stack([_leaves(codewords[k], params.arity) for k in layer_at[m - 1]], axis=1)
+            levels = _merkle_levels(_digests(leaves))
+            transcript.absorb("basefold.layer_root", levels[-1][0])
+            shared.append((leaves, levels))
+    finals = tuple(tables[k] for k in folding)
+    small = tuple(witnesses[k].table for k, n in enumerate(nums) if n <= params.final_vars)
+    transcript.absorb("basefold.finals", [np.asarray(t) for t in finals + small])
+    queries = _queries(transcript, params, n_max, bool(folding))
+    initial_leaves, initial_paths = [], []
+    for k in folding:
+        block = params.block(nums[k] - params.interleave(nums[k]))
+        index = np.unique(queries % (witnesses[k].codeword.shape[0] >> block))
+        initial_leaves.append(_leaves(witnesses[k].codeword, block)[index])
+        initial_paths.append(tuple(_merkle_open(witnesses[k].levels, index)))
+    layer_leaves, layer_paths = [], []
+    for (m, _), (leaves, levels) in zip(layers, shared):
+        index = np.unique(queries % leaves.shape[0])
+        layer_leaves.append(leaves[index])
+        layer_paths.append(tuple(_merkle_open(levels, index)))
+    rounds = np.stack(messages) if messages else np.zeros((0, 3, F.EXT_DEGREE), dtype=np.uint64)
+    proof = BasefoldProof(rounds, tuple(levels[-1][0] for _, levels in shared), finals, small,
+                          tuple(initial_leaves), tuple(initial_paths), tuple(layer_leaves), tuple(layer_paths))
+    return values, proof
+
+
+def _queries(transcript, params: BasefoldParams, n_max: int, any_folding: bool) -> np.ndarray:
+    if not any_folding:
+        return np.zeros(0, dtype=np.int64)
+    # uniform positions of the largest domain: each misses a far codeword w.p. <= (1 + rho)/2 (proven)
+    return transcript.challenge_indices("basefold.queries", params.num_queries, (1 << n_max) * params.rate_inv)
+
+
+def open_commitment(witness: BasefoldWitness, point, transcript):
+    """One commitment at one point ((n, 4)) -> (value (4,), BasefoldProof)."""
+    values, proof = open_batch([witness], [np.asarray(point)[None]], transcript)
+    return values[0][0], proof
+
+
+def verify_batch(commitments, points_list, values_list, proof: BasefoldProof, transcript,
+                 min_security_bits: float = MIN_VERIFY_BITS) -> None:
+    """Raise ProofRejected unless ``proof`` shows every committed table k takes ``values_list[k]`` ((m_k, 4))
+    at ``points_list[k]`` ((m_k, n_k, 4))."""
+    try:
+        _verify(list(commitments), list(points_list), list(values_list), proof, transcript, min_security_bits)
+    except ProofRejected:
+        raise
+    except Exception as exc:  # a malformed object must never escape as another exception
+        raise ProofRejected(f"malformed input: {type(exc).__name__}: {exc}", "basefold opening") from None
+
+
+def verify_opening(commitment: BasefoldCommitment, point, value, proof: BasefoldProof, transcript,
+                   min_security_bits: float = MIN_VERIFY_BITS) -> None:
+    """Raise ProofRejected unless the committed MLE equals ``value`` ((4,)) at ``point`` ((n, 4))."""
+    value = np.asarray(value)
+    if value.shape != (F.EXT_DEGREE,):
+        raise ProofRejected(f"value of shape {value.shape}, expected (4,)", "basefold opening")
+    verify_batch([commitment], [np.asarray(point)[None]], [value[None]], proof, transcript, min_security_bits)
+
+
+def _require(condition, reason: str, where: str = "basefold opening") -> None:
+    if not condition:
+        raise ProofRejected(reason, where)
+
+
+def _check_array(arr, shape, name: str) -> None:
+    _require(isinstance(arr, np.ndarray) and arr.shape == shape and F.is_canonical(arr),
+             f"{name} of shape {getattr(arr, 'shape', None)}, expected canonical {shape}")
+
+
+def _check_digests(path, name: str) -> list:
+    _require(isinstance(path, (tuple, list)) and all(isinstance(d, bytes) and len(d) == DIGEST_SIZE for d in path),
+             f"{name}: Merkle digests must be 32-byte strings")
+    return list(path)
+
+
+def _verify(commitments, points_list, values_list, proof, transcript, min_security_bits) -> None:
+    where = "basefold opening"
+    _require(len(commitments) >= 1 and len(commitments) == len(points_list) == len(values_list),
+             f"{len(commitments)} commitments, {len(points_list)} point sets, {len(values_list)} value sets")
+    _require(all(isinstance(c, BasefoldCommitment) for c in commitments), "expected BasefoldCommitments")
+    params = commitments[0].params
+    _require(all(c.params == params for c in commitments), "the commitments' parameters differ")
+    bits = -math.log2(sum(2.0 ** -c.security_bits for c in commitments))
+    _require(bits >= min_security_bits, f"parameters give {bits:.1f} bits < {min_security_bits} required")
+    _require(isinstance(proof, BasefoldProof), f"expected a BasefoldProof, got {type(proof).__name__}")
+    nums = [c.num_vars for c in commitments]
+    points_list = [_check_points(p, n, ProofRejected, where) for p, n in zip(points_list, nums)]
+    _require(sum(len(p) for p in points_list) <= MAX_CLAIMS, f"more than {MAX_CLAIMS} claims")
+    values_list = [np.asarray(v) for v in values_list]
+    for k, (v, p) in enumerate(zip(values_list, points_list)):
+        _check_array(v, (len(p), F.EXT_DEGREE), f"values of commitment {k}")
+    n_max, num_rounds, layers = _schedule(nums, params)
+    folding = [k for k, n in enumerate(nums) if n > params.final_vars]
+    small = [k for k, n in enumerate(nums) if n <= params.final_vars]
+    _check_array(proof.rounds, (num_rounds, 3, F.EXT_DEGREE), "round messages")
+    _require(isinstance(proof.layer_roots, (tuple, list)) and len(proof.layer_roots) == len(layers),
+             f"{len(proof.layer_roots)} layer roots, expected {len(layers)}")
+    _check_digests(proof.layer_roots, "layer roots")
+    _require(len(proof.finals) == len(folding) and len(proof.tables) == len(small),
+             "wrong number of final or small tables")
+    for k, final in zip(folding, proof.finals):
+        _check_array(final, (1 << params.final_vars, F.EXT_DEGREE), f"final table of commitment {k}")
+    for k, table in zip(small, proof.tables):
+        _check_array(table, (1 << nums[k],), f"table of commitment {k}")
+    coefficients = _begin(transcript, commitments, points_list, values_list)
+    sums = [_combined_claim(v, c) for v, c in zip(values_list, coefficients)]
+    claim = F.ext_zero()
+    for k in folding:
+        claim = F.ext_add(claim, F.ext_mul_base(sums[k], np.uint64(pow(2, n_max - nums[k], F.P))))
+    challenges = []
+    layer_ms = [m for m, _ in layers]
+    for i in range(num_rounds):
+        h = proof.rounds[i]
+        _require(F.ext_eq(F.ext_add(h[0], h[1]), claim), f"sumcheck round {i}: h(0) + h(1) != the running claim")
+        transcript.absorb("basefold.round", h)
+        r = transcript.challenge_ext("basefold.r")
+        challenges.append(r)
+        claim = _lagrange3(h, r)
+        if n_max - i - 1 in layer_ms:
+            transcript.absorb("basefold.layer_root", proof.layer_roots[layer_ms.index(n_max - i - 1)])
+    # the last claim: sum over the final cube of each final table times its folded weight table
+    expected = F.ext_zero()
+    for k, final in zip(folding, proof.finals):
+        bound = challenges[n_max - nums[k]:]
+        weight = F.ext_zero((1 << params.final_vars,))
+        for z, c in zip(points_list[k], coefficients[k]):
+            low = nums[k] - params.final_vars
+            factor = F.ext_mul(c, eq_eval(z[:low], np.stack(bound)) if low else F.ext_one())
+            weight = F.ext_add(weight, F.ext_mul(eq_table(z[low:]), factor))
+        expected = F.ext_add(expected, F.ext_sum(F.ext_mul(final, weight), axis=0))
+    _require(F.ext_eq(expected, claim), "the final tables do not match the last sumcheck claim")
+    for k, table in zip(small, proof.tables):
+        for j, z in enumerate(points_list[k]):
+            value = F.ext_sum(F.ext_mul_base(eq_table(z), table), axis=0) if nums[k] else F.ext_from_base(table[0])
+            _require(F.ext_eq(value, values_list[k][j]), f"claimed value {j} of commitment {k} differs from its table")
+        codeword = _encode_table(table, nums[k], params)
+        root = _merkle_levels(_digests(_leaves(codeword, 0)))[-1][0]
+        _require(root == commitments[k].root, f"the table of commitment {k} does not hash to its root")
+    transcript.absorb("basefold.finals", [np.asarray(t) for t in tuple(proof.finals) + tuple(proof.tables)])
+    queries = _queries(transcript, params, n_max, bool(folding))
+    _check_queries(commitments, params, layers, folding, proof, queries, challenges, n_max)
+
+
+def _opened(leaves, paths, index_space: int, queries, depth: int, root: bytes, name: str, shape_tail):
+    """Check one tree's opened cosets against its root; return (the leaf row of each query)."""
+    index = np.unique(queries % index_space)
+    _check_array(leaves, (index.size,) + shape_tail, name)
+    path = _check_digests(paths, name)
+    _require(_merkle_root_from(_digests(leaves), index, path, depth) == root,
+             f"{name}: opened cosets do not hash to the root")
+    return leaves[np.searchsorted(index, queries % index_space)]
+
+
+def _check_queries(commitments, params, layers, folding, proof, queries, challenges, n_max) -> None:
+    rate = params.rate_inv
+    _require(len(proof.initial_leaves) == len(folding) == len(proof.initial_paths),
+             "wrong number of opened initial layers")
+    _require(len(proof.layer_leaves) == len(layers) == len(proof.layer_paths), "wrong number of opened layers")
+    shared = {}
+    for (m, members), leaves, paths, root in zip(layers, proof.layer_leaves, proof.layer_paths, proof.layer_roots):
+        space = ((1 << m) * rate) >> params.arity
+        rows = _opened(leaves, paths, space, queries, space.bit_length() - 1, root, f"layer {m}",
+                       (len(members), 1 << params.arity, F.EXT_DEGREE))
+        shared[m] = (members, rows)
+    for k, leaves, paths in zip(folding, proof.initial_leaves, proof.initial_paths):
+        n_k = commitments[k].num_vars
+        s = params.interleave(n_k)
+        m = n_k - s
+        block = params.block(m)
+        space = ((1 << m) * rate) >> block
+        rows = _opened(leaves, paths, space, queries, space.bit_length() - 1, commitments[k].root,
+                       f"commitment {k}", (1 << block, 1 << s))
+        current = F.ext_from_base(rows)  # (Q, 2^b, 2^s, 4)
+        for r in challenges[n_max - n_k:n_max - m]:  # the row folds, at every opened position
+            low, high = current[:, :, 0::2], current[:, :, 1::2]
+            current = F.ext_add(low, F.ext_mul(F.sub(high, low), r))
+        current = current[:, :, 0]
+        while True:
+            size = (1 << m) * rate
+            block = current.shape[1].bit_length() - 1
+            start = n_max - m
+            folded = fold_leaves(current, queries % (size >> block), size, challenges[start:start + block])
+            m -= block
+            size >>= block
+            position = queries % size
+            if m == params.final_vars:
+                encoded = _encode_ext(proof.finals[folding.index(k)], rate)
+                _require(F.ext_eq(folded, encoded[position]),
+                         f"commitment {k}: the last fold differs from the final table's encoding")
+                break
+            members, rows = shared[m]
+            space = size >> params.arity
+            slot = rows[:, members.index(k)]  # (Q, 2^arity, 4)
+            found = slot[np.arange(len(queries)), position // space]
+            _require(F.ext_eq(folded, found), f"commitment {k}: fold into layer {m} differs from the opened value")
+            current = slot

@@ -1,0 +1,313 @@
+"""Basefold commitment: folding against direct evaluation and naive encodings, honest batch openings of tables
+of many sizes, every tampered component and fuzzed bytes rejected with ProofRejected only."""
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from proofs import basefold as B
+from proofs import field as F
+from proofs.errors import ProofError, ProofRejected
+from proofs.mle import eq_table, fold, mle_evaluate
+from proofs.transcript import Transcript
+from tests.reference.mle_naive import naive_mle
+from tests.reference.rs_naive import naive_rs_encode
+
+seeds = st.integers(0, 2 ** 32)
+SMALL = B.BasefoldParams(rate_inv=4, arity=2, final_vars=2, max_log_codeword=8)  # folds, shares, interleaves
+
+
+def _naive_encode_ext(table, rate_inv):
+    return np.stack([naive_rs_encode(table[:, e], rate_inv) for e in range(4)], axis=1)
+
+
+@given(st.integers(1, 6), st.sampled_from([2, 4, 8]), seeds)
+def test_codeword_fold_is_the_encoding_of_the_folded_table(n, rate_inv, seed):
+    table = F.random_elements(1 << n, seed=seed)
+    r = F.ext_random((), seed=seed + 1)
+    codeword = naive_rs_encode(table, rate_inv)
+    folded = B._fold_codeword(codeword, r)
+    assert np.array_equal(folded, _naive_encode_ext(fold(table, r), rate_inv))
+    again = F.ext_random((), seed=seed + 2)  # and an F_p4 codeword folds the same way
+    if n > 1:
+        assert np.array_equal(B._fold_codeword(folded, again), _naive_encode_ext(fold(fold(table, r), again),
+                                                                                 rate_inv))
+
+
+@given(st.integers(0, 7), seeds)
+def test_folding_every_variable_gives_the_mle_value(n, seed):
+    table = F.random_elements(1 << n, seed=seed)
+    point = F.ext_random((n,), seed=seed + 1)
+    current = F.ext_from_base(table)
+    for r in point:
+        current = fold(current, r)
+    assert np.array_equal(current[0], naive_mle(table, point))
+
+
+@given(st.integers(1, 4), st.integers(0, 3), seeds)
+def test_row_combination_is_the_row_folds(s, log_n, seed):
+    codeword = F.random_elements((1 << log_n, 1 << s), seed=seed)
+    challenges = F.ext_random((s,), seed=seed + 1)
+    one_by_one = codeword
+    for r in challenges:
+        one_by_one = B._fold_rows(one_by_one, r)
+    assert np.array_equal(B._combine_rows(codeword, eq_table(challenges)), one_by_one[:, 0])
+
+
+@given(st.integers(3, 7), st.integers(1, 3), seeds)
+def test_folding_opened_cosets_matches_the_whole_layer_fold(log_n, block, seed):
+    n = 1 << log_n
+    codeword = F.ext_random((n,), seed=seed)
+    challenges = F.ext_random((block,), seed=seed + 1)
+    whole = codeword
+    for r in challenges:
+        whole = B._fold_codeword(whole, r)
+    leaves = B._leaves(codeword, block)  # (n / 2^block, 2^block, 4)
+    positions = np.arange(n >> block)
+    assert np.array_equal(B.fold_leaves(leaves, positions, n, challenges), whole)
+
+
+def test_interleaved_encoding_layout():
+    params = B.BasefoldParams(rate_inv=2, final_vars=1, max_log_codeword=4)
+    table = F.random_elements(1 << 6, seed=3)
+    assert params.interleave(6) == 3
+    codeword = B._encode_table(table, 6, params)
+    assert codeword.shape == (16, 8)
+    for c in range(8):
+        assert np.array_equal(codeword[:, c], naive_rs_encode(table[c::8], 2))
+
+
+def _claims(sizes, counts, seed, params=SMALL):
+    rng = np.random.default_rng(seed)
+    witnesses, points = [], []
+    for n, m in zip(sizes, counts):
+        table = rng.integers(0, F.P, 1 << n, dtype=np.uint64)
+        witnesses.append(B.commit(table, params)[1])
+        points.append(F.ext_random((m, n), seed=int(rng.integers(2 ** 32))))
+    return witnesses, points
+
+
+def _opened(sizes, counts, seed=0, params=SMALL):
+    witnesses, points = _claims(sizes, counts, seed, params)
+    values, proof = B.open_batch(witnesses, points, Transcript("test"))
+    return [w.commitment for w in witnesses], points, values, proof, witnesses
+
+
+def _verify(commitments, points, values, proof, bits=0):
+    B.verify_batch(commitments, points, values, proof, Transcript("test"), min_security_bits=bits)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 9), st.integers(0, 3)), min_size=1, max_size=3), seeds,
+       st.sampled_from([SMALL, B.BasefoldParams(rate_inv=2, arity=3, final_vars=0, max_log_codeword=9),
+                        B.BasefoldParams()]))
+def test_honest_batch_openings_verify_with_the_mle_values(claims, seed, params):
+    sizes, counts = [n for n, _ in claims], [m for _, m in claims]
+    commitments, points, values, proof, witnesses = _opened(sizes, counts, seed, params)
+    for witness, zs, vs in zip(witnesses, points, values):
+        for z, v in zip(zs, vs):
+            assert np.array_equal(v, naive_mle(witness.table, z))
+    _verify(commitments, points, values, B.BasefoldProof.from_bytes(proof.to_bytes()))
+
+
+def test_single_opening_and_default_security():
+    table = np.arange(1 << 12) % 300
+    commitment, witness = B.commit(table)
+    point = F.ext_random((12,), seed=5)
+    value, proof = B.open_commitment(witness, point, Transcript("t"))
+    assert np.array_equal(value, mle_evaluate(F.to_field(table), point))  # (mle_evaluate: naive twin in test_mle)
+    B.verify_opening(commitment, point, value, proof, Transcript("t"))
+    assert commitment.security_bits >= B.MIN_VERIFY_BITS
+    assert B.BasefoldCommitment.from_bytes(commitment.to_bytes()) == commitment
+    with pytest.raises(ProofRejected):
+        B.verify_opening(commitment, point, F.ext_add(value, F.ext_one()), proof, Transcript("t"))
+    with pytest.raises(ProofRejected):
+        B.verify_opening(commitment, point, value, proof, Transcript("other label"))
+
+
+def test_security_bits_proven_and_conjectured():
+    proven = B.BasefoldParams(rate_inv=4)
+    assert proven.num_queries == 154  # ceil(104 / -log2(5/8))
+    assert 104 <= proven.query_bits < 105
+    conjectured = B.BasefoldParams(rate_inv=4, conjectured=True)
+    assert conjectured.num_queries == 52 and "conjectured" in conjectured.describe()
+    assert "proven" in proven.describe()
+    # 20 variables at rate 1/8 interleave 2^4 codewords of 2^19: (4 + 2) 2^19 / p^4 caps the bits near 102
+    big = B.BasefoldCommitment(b"\0" * 32, 20, B.BasefoldParams())
+    assert 101 < big.security_bits < 103
+    weak = B.BasefoldCommitment(b"\0" * 32, 8, B.BasefoldParams(num_queries=20))
+    assert weak.security_bits < 20
+    commitments, points, values, proof, _ = _opened([6], [1], params=B.BasefoldParams(num_queries=20))
+    with pytest.raises(ProofRejected, match="bits"):
+        _verify(commitments, points, values, proof, bits=B.MIN_VERIFY_BITS)
+
+
+@pytest.mark.parametrize("kwargs, name", [({"rate_inv": 3}, "rate_inv"), ({"rate_inv": 128}, "rate_inv"),
+                                          ({"arity": 0}, "arity"), ({"final_vars": 13}, "final_vars"),
+                                          ({"num_queries": 0}, "num_queries"),
+                                          ({"max_log_codeword": 1}, "max_log_codeword")])
+def test_parameter_errors_name_the_parameter(kwargs, name):
+    with pytest.raises(ProofError, match=name):
+        B.BasefoldParams(**kwargs)
+
+
+def test_commit_refuses_floats_and_mixed_parameters():
+    with pytest.raises(ProofError):
+        B.commit(np.ones(4) * 0.5)
+    a = B.commit(np.arange(8), SMALL)[1]
+    b = B.commit(np.arange(8), B.BasefoldParams())[1]
+    with pytest.raises(ProofError, match="parameters"):
+        B.open_batch([a, b], [F.ext_random((1, 3), seed=1)] * 2, Transcript("t"))
+    commitments = [a.commitment, b.commitment]
+    with pytest.raises(ProofRejected, match="parameters"):
+        _verify(commitments, [F.ext_random((1, 3), seed=1)] * 2, [F.ext_zero((1,))] * 2,
+                B.open_batch([a], [F.ext_random((1, 3), seed=1)], Transcript("t"))[1])
+
+
+# ------------------------------------------------------------------------------------------- tampering
+SIZES, COUNTS = [9, 6, 2, 8], [2, 1, 1, 3]  # folded (interleaved) tables, a small one, shared layers
+
+
+@pytest.fixture(scope="module")
+def honest():
+    commitments, points, values, proof, _ = _opened(SIZES, COUNTS, seed=11)
+    _verify(commitments, points, values, proof)
+    assert proof.layer_roots and proof.tables and proof.finals and proof.initial_leaves
+    assert any(leaves.shape[2] > 1 for leaves in proof.initial_leaves)  # interleaved rows
+    return commitments, points, values, proof
+
+
+def _bump(arr, index=0):
+    out = np.array(arr, copy=True)
+    flat = out.reshape(-1)
+    flat[index % flat.size] = (flat[index % flat.size] + 1) % F.P
+    return out
+
+
+def _tampered_proofs(proof):
+    """(name, proof) for a change to every component of the proof."""
+    yield "rounds", dataclasses.replace(proof, rounds=_bump(proof.rounds, 5))
+    for field in ("finals", "tables", "initial_leaves", "layer_leaves"):
+        items = getattr(proof, field)
+        for i in range(len(items)):
+            for index in (0, items[i].size - 1):
+                changed = list(items)
+                changed[i] = _bump(items[i], index)
+                yield f"{field}[{i}]@{index}", dataclasses.replace(proof, **{field: tuple(changed)})
+        yield f"{field} dropped", dataclasses.replace(proof, **{field: tuple(items[:-1])})
+    for field in ("layer_roots",):
+        items = list(getattr(proof, field))
+        for i in range(len(items)):
+            changed = list(items)
+            changed[i] = bytes([items[i][0] ^ 1]) + items[i][1:]
+            yield f"{field}[{i}]", dataclasses.replace(proof, **{field: tuple(changed)})
+    for field in ("initial_paths", "layer_paths"):
+        paths = getattr(proof, field)
+        for i, path in enumerate(paths):
+            if path:
+                changed = list(paths)
+                changed[i] = (bytes([path[0][0] ^ 1]) + path[0][1:],) + tuple(path[1:])
+                yield f"{field}[{i}] digest", dataclasses.replace(proof, **{field: tuple(changed)})
+                changed[i] = tuple(path[:-1])
+                yield f"{field}[{i}] short", dataclasses.replace(proof, **{field: tuple(changed)})
+            changed = list(paths)
+            changed[i] = tuple(path) + (b"\0" * 32,)
+            yield f"{field}[{i}] long", dataclasses.replace(proof, **{field: tuple(changed)})
+    yield "rounds shape", dataclasses.replace(proof, rounds=proof.rounds[:-1])
+    yield "not a proof", "proof"
+
+
+def test_every_tampered_component_is_rejected(honest):
+    commitments, points, values, proof = honest
+    names = []
+    for name, bad in _tampered_proofs(proof):
+        with pytest.raises(ProofRejected):
+            _verify(commitments, points, values, bad)
+        names.append(name)
+    assert len(names) > 30
+
+
+def test_tampered_statement_is_rejected(honest):
+    commitments, points, values, proof = honest
+    for k in range(len(commitments)):
+        root = commitments[k].root
+        changed = list(commitments)
+        changed[k] = dataclasses.replace(commitments[k], root=bytes([root[0] ^ 1]) + root[1:])
+        with pytest.raises(ProofRejected):
+            _verify(changed, points, values, proof)
+        bad_values = list(values)
+        bad_values[k] = _bump(values[k], 3)
+        with pytest.raises(ProofRejected):
+            _verify(commitments, points, bad_values, proof)
+        bad_points = list(points)
+        bad_points[k] = _bump(points[k], 1) if points[k].size else points[k]
+        if points[k].size:
+            with pytest.raises(ProofRejected):
+                _verify(commitments, bad_points, values, proof)
+    with pytest.raises(ProofRejected):  # claims swapped between two commitments of one size: other tables
+        _verify(commitments[::-1], points[::-1], values[::-1], proof)
+    with pytest.raises(ProofRejected):
+        _verify(commitments[:-1], points[:-1], values[:-1], proof)
+    with pytest.raises(ProofRejected):
+        _verify(commitments, [p.astype(np.int64) for p in points], values, proof)
+
+
+def test_a_prover_opening_another_table_is_rejected():
+    """The sumcheck and folds run on a table t' while the Merkle root commits to t: caught by the queries."""
+    table = F.random_elements(1 << 9, seed=1)
+    other = table.copy()
+    other[7] = (other[7] + 1) % F.P
+    commitment, witness = B.commit(table, SMALL)
+    _, fake = B.commit(other, SMALL)
+    cheat = B.BasefoldWitness(commitment, fake.table, fake.codeword, witness.levels)  # true Merkle tree, t' data
+    point = F.ext_random((1, 9), seed=2)
+    values, proof = B.open_batch([cheat], [point], Transcript("test"))
+    assert np.array_equal(values[0][0], naive_mle(other, point[0]))
+    with pytest.raises(ProofRejected):
+        _verify([commitment], [point], values, proof)
+    lying = B.BasefoldWitness(commitment, fake.table, witness.codeword, witness.levels)  # t' only in the sumcheck
+    values, proof = B.open_batch([lying], [point], Transcript("test"))
+    with pytest.raises(ProofRejected):
+        _verify([commitment], [point], values, proof)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_fuzzed_bytes_give_only_proof_rejected(honest, data):
+    commitments, points, values, proof = honest
+    raw = bytearray(proof.to_bytes())
+    kind = data.draw(st.sampled_from(["flip", "truncate", "insert"]))
+    position = data.draw(st.integers(0, len(raw) - 1))
+    if kind == "flip":
+        raw[position] ^= 1 << data.draw(st.integers(0, 7))
+    elif kind == "truncate":
+        del raw[position:]
+    else:
+        raw[position:position] = bytes(data.draw(st.binary(min_size=1, max_size=8)))
+    with pytest.raises(ProofRejected):
+        _verify(commitments, points, values, B.BasefoldProof.from_bytes(bytes(raw)))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.binary(max_size=64))
+def test_fuzzed_commitment_bytes_give_only_proof_rejected(data):
+    with pytest.raises(ProofRejected):
+        B.BasefoldCommitment.from_bytes(b"HZKBFC01\x01" + data[:1] + data)
+    good = B.commit(np.arange(16), SMALL)[0].to_bytes()
+    mutated = bytearray(good)
+    if data:
+        mutated[len(data) % len(good)] ^= data[0] | 1
+        try:
+            assert B.BasefoldCommitment.from_bytes(bytes(mutated)) != B.BasefoldCommitment.from_bytes(good)
+        except ProofRejected:
+            pass
+
+
+def test_proof_is_polylogarithmic():
+    """Opening bytes grow like log^2 n: 2^12 -> 2^18 entries (x64) gives at most (18/12)^2 + 10% = 2.5x the bytes
+    (a sqrt(n) opening like Ligero's grows 8x)."""
+    params = B.BasefoldParams(rate_inv=8, arity=3)
+    medium = _opened([12], [1], params=params)[3].num_bytes
+    large = _opened([18], [1], params=params)[3].num_bytes
+    assert large < 2.5 * medium
