@@ -12,6 +12,7 @@ from functools import cached_property
 
 import numpy as np
 
+from .ckks.bootstrap import BootstrapConfig, BootstrapPlan, as_config
 from .ckks.encoder import CKKSEncoder, as_slot_vector, check_scale
 from .ckks.evaluator import Evaluator
 from .errors import ContextMismatchError, ParameterError, SerializationError, ValueRangeError, WrapAroundWarning
@@ -94,8 +95,10 @@ class CKKSContext:
     """Everything needed to encode, encrypt, evaluate and (with the secret key) decrypt."""
 
     def __init__(self, params: CKKSParameters, ring: RingContext, public_key: PublicKey, relin_key,
-                 galois_keys, secret_key: SecretKey | None = None, sampler: Sampler | None = None):
+                 galois_keys, secret_key: SecretKey | None = None, sampler: Sampler | None = None,
+                 bootstrap_config: BootstrapConfig | None = None):
         self.params, self.ring = params, ring
+        self.bootstrap_config = bootstrap_config
         self.public_key, self.relin_key, self.galois_keys = public_key, relin_key, galois_keys
         self._secret_key = secret_key
         self._sampler = sampler if sampler is not None else Sampler()
@@ -106,16 +109,23 @@ class CKKSContext:
 
     @classmethod
     def keygen(cls, params, rotations=(), conjugation: bool = False, seed=None,
-               backend="auto", ring: RingContext | None = None, progress=None) -> "CKKSContext":
+               backend="auto", ring: RingContext | None = None, progress=None, bootstrap=False) -> "CKKSContext":
         """Secret, public, relinearization and Galois keys (for ``rotations`` and, optionally, conjugation).
 
         ``seed`` makes every key and encryption reproducible: for tests only (default: OS CSPRNG).
         ``backend`` picks the NTT backend ("auto", "numpy", "numba", "cross", "fourstep"); ``ring``
         reuses the RingContext (NTT tables) of another context with the same parameters. ``progress``: None
         or a callable ``progress(done, total, label)`` called after each Galois key (the slow part).
+        ``bootstrap``: True (full slots), a slot count or a ``BootstrapConfig``: adds the rotation keys and
+        the conjugation key ``evaluator.bootstrap`` needs (LevelError if the parameters have too few levels).
         """
         params = as_parameters(params)
         steps = _check_rotations(rotations)
+        boot = None
+        if bootstrap is not False and bootstrap is not None:
+            boot = as_config(bootstrap)
+            steps = tuple(sorted(set(steps) | set(BootstrapPlan(params, boot).rotation_steps)))
+            conjugation = True
         if ring is None:
             ring = RingContext(params.n, params.moduli, backend)
         elif tuple(ring.moduli) != tuple(params.moduli) or ring.n != params.n:
@@ -124,7 +134,7 @@ class CKKSContext:
         gen = KeyGenerator(params, ring, sampler)
         sk = gen.secret_key()
         return cls(params, ring, gen.public_key(sk), gen.relin_key(sk),
-                   gen.galois_keys(sk, steps, conjugation, progress=progress), sk, sampler)
+                   gen.galois_keys(sk, steps, conjugation, progress=progress), sk, sampler, boot)
 
     # -- properties ---------------------------------------------------------------------------------
     @property
@@ -139,7 +149,7 @@ class CKKSContext:
     def with_backend(self, backend) -> "CKKSContext":
         """The same keys on another NTT backend (by name or an NTTBackend); results are bit-identical."""
         return CKKSContext(self.params, self.ring.with_backend(backend), self.public_key, self.relin_key,
-                           self.galois_keys, self._secret_key, self._sampler)
+                           self.galois_keys, self._secret_key, self._sampler, self.bootstrap_config)
 
     @property
     def rotation_steps(self) -> tuple[int, ...]:
@@ -153,7 +163,8 @@ class CKKSContext:
     @cached_property
     def evaluator(self) -> Evaluator:
         """The evaluator, built from public material only."""
-        return Evaluator(self.params, self.ring, self.relin_key, self.galois_keys, self.key_id, self.encoder)
+        return Evaluator(self.params, self.ring, self.relin_key, self.galois_keys, self.key_id, self.encoder,
+                         bootstrap_config=self.bootstrap_config)
 
     def __repr__(self):
         kind = "secret" if self.has_secret_key else "public"
@@ -224,7 +235,7 @@ class CKKSContext:
     def public_context(self) -> "CKKSContext":
         """The same context without the secret key (what a server gets)."""
         return CKKSContext(self.params, self.ring, self.public_key, self.relin_key, self.galois_keys,
-                           None, self._sampler if self._sampler.seeded else Sampler())
+                           None, self._sampler if self._sampler.seeded else Sampler(), self.bootstrap_config)
 
     def with_rotations(self, rotations=(), conjugation: bool = False) -> "CKKSContext":
         """A context with Galois keys for more rotation steps (needs the secret key)."""
@@ -234,7 +245,7 @@ class CKKSContext:
         gen = KeyGenerator(self.params, self.ring, self._sampler)
         keys = gen.galois_keys(self._secret_key, steps, conjugation or self.has_conjugation_key)
         return CKKSContext(self.params, self.ring, self.public_key, self.relin_key, keys,
-                           self._secret_key, self._sampler)
+                           self._secret_key, self._sampler, self.bootstrap_config)
 
     def to_bytes(self, include_secret_key: bool = False) -> bytes:
         """Parameters, public key, relinearization and Galois keys; the secret key only if asked."""

@@ -25,6 +25,7 @@ from ..errors import LevelError, ParameterError, ScaleError
 from ..keyswitch import KeySwitcher, conjugation_element, galois_element
 from ..ring import RNSPoly
 from ..rlwe import Ciphertext, Plaintext, check_level, check_same_context
+from .bootstrap import Bootstrapper, BootstrapPlan, as_config
 from .encoder import CKKSEncoder, as_slot_vector
 
 #: a rescale that would leave a scale below 2^MIN_SCALE_BITS is refused (no precision would be left)
@@ -36,8 +37,11 @@ SCALE_TOLERANCE = 2.0**-45
 class Evaluator:
     """Homomorphic operations for one parameter set and one key set (public keys only)."""
 
-    def __init__(self, params, ring, relin_key, galois_keys, key_id: bytes, encoder: CKKSEncoder | None = None):
+    def __init__(self, params, ring, relin_key, galois_keys, key_id: bytes, encoder: CKKSEncoder | None = None,
+                 bootstrap_config=None):
         self.params, self.ring = params, ring
+        self.bootstrap_config = bootstrap_config
+        self._bootstrappers: dict = {}
         self.relin_key, self.galois_keys, self.key_id = relin_key, galois_keys, key_id
         self.fingerprint = params.fingerprint
         self.encoder = encoder or CKKSEncoder(params.n)
@@ -338,6 +342,24 @@ class Evaluator:
         kb, ka = self.switcher.inner_product(digits, key)
         parts = [ct.parts[0] + self.switcher.mod_down(kb), self.switcher.mod_down(ka)]
         return self._make([p.automorphism(g) for p in parts], ct.level, ct.scale, ct.length, ct.is_complex)
+
+    # -- bootstrapping ------------------------------------------------------------------------------
+    def bootstrap(self, ct: Ciphertext, config=None) -> Ciphertext:
+        """The values of ``ct`` in a ciphertext with ``bootstrap_plan(config).levels_left`` levels left
+        (``crypto.ckks.bootstrap``).  ``config``: a BootstrapConfig, a slot count or None (the config the
+        keys were made for, else full slots); its rotation keys and the conjugation key must exist."""
+        self._check(ct)
+        return self._bootstrapper(config).bootstrap(ct)
+
+    def bootstrap_plan(self, config=None):
+        """The BootstrapPlan ``bootstrap`` follows: levels used and left, rotation steps, polynomial."""
+        return self._bootstrapper(config).plan
+
+    def _bootstrapper(self, config):
+        cfg = as_config(self.bootstrap_config if config is None else config)
+        if cfg not in self._bootstrappers:
+            self._bootstrappers[cfg] = Bootstrapper(self, BootstrapPlan(self.params, cfg))
+        return self._bootstrappers[cfg]
 
     @staticmethod
     def _check_step(step) -> int:

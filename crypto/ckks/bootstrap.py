@@ -1,0 +1,584 @@
+"""CKKS bootstrapping: ModRaise, CoeffToSlot, EvalMod, SlotToCoeff (Cheon, Han, Kim, Kim, Song,
+"Bootstrapping for approximate homomorphic encryption", EUROCRYPT 2018).
+
+A ciphertext at level 0 decrypts to m(X) modulo q_0 (the base level's modulus).  The pipeline:
+
+1. **ModRaise**: the centred residues of (c0, c1) mod q_0 are lifted exactly to every prime of the top
+   level; the result decrypts to m + q_0·I over Q_L, with I an integer polynomial, |I_k| < K
+   (``k_bound``).  Its scale is declared q_0·K, so the coefficients read as t/K, t = I + m/q_0.
+   A multiplication by an integer and one rescale bring the scale down to the working scale (one level).
+2. **SubSum** (sparse slot counts n_s < N/2 only): Σ_{i<g} rot(ct, i·n_s), g = N/(2 n_s), computed in
+   log2(g) rotations, is the trace onto the subring Z[X^g] (times g, removed from the scale): the
+   message becomes an n_s-slot polynomial of 2·n_s coefficients and slot j holds x_{j mod n_s}.
+3. **CoeffToSlot**: the inverse special FFT as log2(n_s) sparse butterfly matrices (3 diagonals each),
+   merged into ``cts_levels`` groups (level collapsing: a group of k stages has 2^(k+1)-1 diagonals),
+   each evaluated with baby-step giant-step rotations (Halevi, Shoup, CRYPTO 2014 and 2018; Chen,
+   Chillotti, Song, "Improved bootstrapping for approximate homomorphic encryption", EUROCRYPT 2019).
+   The bit reversal of the FFT is skipped: the slots come out in bit-reversed order, which EvalMod (slot
+   by slot) ignores and SlotToCoeff expects.  The real and imaginary parts are split with one
+   conjugation: two ciphertexts of N/2 real slots (full slots) or one of 2·n_s (sparse).
+4. **EvalMod**: t - round(t) ≈ sin(2πt)/(2π) for |t - round(t)| = |m/q_0| ≪ 1.  sin(2πt) = cos(2π(t -
+   1/4)) is computed as cos(2π(t - 1/4)/2^r) by a Chebyshev interpolant on y = t/K ∈ [-1, 1], then r
+   double-angle steps cos 2θ = 2cos²θ - 1 (Han, Ki, "Better bootstrapping for approximate homomorphic
+   encryption", CT-RSA 2020: a scaled cosine keeps the interpolated argument range 2π·K/2^r small, so the
+   degree stays low while the depth grows only by r; Bossuat, Mouchet, Troncoso-Pastoriza, Hubaux,
+   "Efficient bootstrapping for approximate homomorphic encryption with non-sparse keys", EUROCRYPT 2021,
+   choose the same cosine family for dense keys).  Error: the interpolant is accurate to 2^-46 on
+   [-1, 1]; a double-angle step multiplies an absolute error δ by at most 4|cos θ| ≤ 4, so r steps by
+   at most 4^r.  The sine itself errs by (2π ε)³/6 relative to 2πε (ε = m/q_0 ≈ 2^-10·x at the presets'
+   scale ratio): about 17 bits, so by default the first two terms of arcsin, y + y³/6 (two more levels),
+   are applied: their error is 3y⁵/40, relative 2^-33.
+5. **SlotToCoeff**: the special FFT (butterflies without bit reversal), ``stc_levels`` merged groups;
+   its input is recombined as t_lo + i·t_hi (multiplication by i is the exact monomial X^(N/2)).
+
+Constants are folded into the scales (a scale is metadata: a ciphertext holding v at scale S holds c·v
+at scale S/c), and every plaintext is encoded at the scale that makes its level land on the *natural
+scale* of the next level (the scale a fresh top-level ciphertext reaches there by squarings), so that
+scales never drift through the squarings of EvalMod.
+
+Every stage has a plaintext numpy twin here (``apply_diagonals``, ``cts_reference``, ``stc_reference``,
+``eval_mod_reference``), against which the tests check it.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from functools import cached_property
+
+import numpy as np
+from numpy.polynomial import chebyshev as cheb
+
+from ..errors import LevelError, ParameterError
+from ..keyswitch import CenteredConversion
+from ..ntt import bit_reverse_indices
+from ..ring import RNSPoly
+from ..rlwe import Ciphertext
+from .encoder import CKKSEncoder
+
+#: log2 of the tolerated probability that some |I_k| reaches K in one bootstrap (Gaussian estimate)
+FAILURE_LOG2 = 40
+#: accuracy the Chebyshev interpolant of the scaled cosine is built to on [-1, 1]
+INTERPOLATION_BITS = 46
+MAX_DEGREE = 255
+
+
+@dataclass(frozen=True)
+class BootstrapConfig:
+    """What a bootstrap does; ``None`` fields are derived from the parameters (``BootstrapPlan``).
+
+    ``slots``: n_s, a power of two <= N/2 (None: N/2); ``cts_levels``/``stc_levels``: levels of the
+    CoeffToSlot/SlotToCoeff transforms (level collapsing); ``k_bound``: K with |I_k| < K after ModRaise;
+    ``double_angles``: r; ``degree``: the Chebyshev degree; ``arcsin``: apply y + y³/6 (two levels)."""
+
+    slots: int | None = None
+    cts_levels: int = 3
+    stc_levels: int = 3
+    k_bound: float | None = None
+    double_angles: int | None = None
+    degree: int | None = None
+    arcsin: bool = True
+
+    def __post_init__(self):
+        for name in ("cts_levels", "stc_levels"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 16:
+                raise ParameterError(f"{name}={v!r} must be an integer in [1, 16]")
+        for name, lo, hi in (("double_angles", 0, 16), ("degree", 2, MAX_DEGREE)):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi):
+                raise ParameterError(f"{name}={v!r} must be None or an integer in [{lo}, {hi}]")
+        if self.k_bound is not None and not (isinstance(self.k_bound, (int, float)) and 1 <= self.k_bound <= 2**16):
+            raise ParameterError(f"k_bound={self.k_bound!r} must be None or a number in [1, 65536]")
+
+
+def as_config(config) -> BootstrapConfig:
+    """A BootstrapConfig from None/True (defaults), an int (the slot count) or a BootstrapConfig."""
+    if config is None or config is True:
+        return BootstrapConfig()
+    if isinstance(config, BootstrapConfig):
+        return config
+    if isinstance(config, (int, np.integer)) and not isinstance(config, bool):
+        return BootstrapConfig(slots=int(config))
+    raise ParameterError(f"bootstrap={config!r} must be True, a slot count or a BootstrapConfig")
+
+
+# -- matrices in diagonal form ----------------------------------------------------------------------
+# A linear map of the slot vector (length M = N/2) is {k: d_k}: v -> Σ_k d_k ⊙ rot_k(v), rot_k(v)[j] =
+# v[(j + k) mod M] (``Evaluator.rotate`` by k).
+
+def apply_diagonals(diags: dict, v: np.ndarray) -> np.ndarray:
+    """Σ_k d_k ⊙ rot_k(v) (plaintext twin of the homomorphic linear transform)."""
+    v = np.asarray(v, dtype=np.complex128)
+    out = np.zeros_like(v)
+    for k, d in diags.items():
+        out += d * np.roll(v, -k)
+    return out
+
+
+def compose(a: dict, b: dict, length: int) -> dict:
+    """The diagonals of a∘b (b applied first): d_k = Σ_{i+j=k} a_i ⊙ rot_i(b_j)."""
+    out: dict = {}
+    for i, da in a.items():
+        for j, db in b.items():
+            k = (i + j) % length
+            term = da * np.roll(db, -i)
+            out[k] = out[k] + term if k in out else term
+    return {k: d for k, d in out.items() if np.any(d != 0)}
+
+
+def _stage(slots: int, length: int, half: int, w_low, w_high_diag, w_plus, w_minus, total: int) -> dict:
+    """A butterfly stage on blocks of ``length`` (within each n_s chunk, tiled to ``total``)."""
+    d0 = np.empty(slots, dtype=np.complex128)
+    dp = np.zeros(slots, dtype=np.complex128)
+    dm = np.zeros(slots, dtype=np.complex128)
+    blocks = slots // length
+    d0.reshape(blocks, length)[:, :half] = w_low
+    d0.reshape(blocks, length)[:, half:] = w_high_diag
+    dp.reshape(blocks, length)[:, :half] = w_plus
+    dm.reshape(blocks, length)[:, half:] = w_minus
+    reps = total // slots
+    out = {0: np.tile(d0, reps), half % total: np.tile(dp, reps)}
+    minus = (-half) % total                      # = +half when half = total/2: the two diagonals add
+    out[minus] = out[minus] + np.tile(dm, reps) if minus in out else np.tile(dm, reps)
+    return out
+
+
+def inverse_stages(slots: int, total: int) -> list[dict]:
+    """The inverse special FFT of ``slots`` values without its bit reversal, as butterfly stages in the
+    order applied, each with a factor 1/2 (so that their product is embed_inverse up to bit reversal)."""
+    enc = CKKSEncoder(2 * slots)
+    stages, length = [], slots
+    for tw in reversed(enc._inverse_twiddles):
+        half = length // 2
+        stages.append(_stage(slots, length, half, 0.5, -0.5 * tw, 0.5, 0.5 * tw, total))
+        length //= 2
+    return stages
+
+
+def forward_stages(slots: int, total: int) -> list[dict]:
+    """The special FFT of ``slots`` values after its bit reversal, as butterfly stages in the order applied."""
+    enc = CKKSEncoder(2 * slots)
+    stages, length = [], 2
+    for tw in enc._forward_twiddles:
+        half = length // 2
+        stages.append(_stage(slots, length, half, 1.0, -tw, tw, 1.0, total))
+        length *= 2
+    return stages
+
+
+def _groups(stages: list[dict], count: int, total: int) -> list[dict]:
+    """Merge consecutive stages into ``count`` matrices (level collapsing), sizes as even as possible."""
+    count = min(count, len(stages))
+    sizes = [len(stages) // count + (i < len(stages) % count) for i in range(count)]
+    out, start = [], 0
+    for size in sizes:
+        m = stages[start]
+        for s in stages[start + 1: start + size]:
+            m = compose(s, m, total)
+        out.append(m)
+        start += size
+    return out
+
+
+@dataclass(frozen=True)
+class _Transform:
+    """One level of a linear transform: diagonals and their BSGS split {giant shift: [(baby, k)]}."""
+
+    diags: dict
+    split: dict
+
+    @property
+    def steps(self) -> set[int]:
+        return {b for terms in self.split.values() for b, _ in terms if b} | {s for s in self.split if s}
+
+
+def bsgs_split(offsets, total: int) -> dict:
+    """{giant shift: [(baby step, offset)]}, offset = shift + baby (mod total); offsets are read as
+    signed multiples j·h of their gcd h, babies h·(0..G-1), G ≈ sqrt of the span of j."""
+    signed = [k if k <= total // 2 else k - total for k in offsets]
+    h = 0
+    for k in signed:
+        h = math.gcd(h, abs(k))
+    h = h or 1
+    js = [k // h for k in signed]
+    jmin, span = min(js), max(js) - min(js) + 1
+    g = 1 << max(0, round(math.log2(math.sqrt(span))))
+    split: dict = {}
+    for k, j in zip(offsets, js):
+        a, b = divmod(j - jmin, g)
+        split.setdefault((h * (jmin + g * a)) % total, []).append(((h * b) % total, k))
+    return split
+
+
+def _transform(diags: dict, total: int) -> _Transform:
+    return _Transform(diags, bsgs_split(sorted(diags), total))
+
+
+# -- plan ------------------------------------------------------------------------------------------
+def natural_scales(params) -> list[float]:
+    """s_L = Δ and s_(ℓ-1) = s_ℓ² / q_ℓ (q_ℓ the product of level ℓ's primes): the scale a fresh
+    top-level ciphertext has at each level after squarings, the scale the presets' primes keep near Δ."""
+    scales = [0.0] * (params.max_level + 1)
+    s = params.scale
+    for level in range(params.max_level, -1, -1):
+        scales[level] = s
+        s = s * s / math.prod(params.q_levels[level])
+    return scales
+
+
+def default_k_bound(params) -> float:
+    """K such that |I_k| < K with probability about 1 - 2^-FAILURE_LOG2 over all N coefficients.
+
+    I_k = round((c0 + c1·s)_k / q_0) with c1 uniform: a sum of h (the secret's weight) terms uniform in
+    [-1/2, 1/2], plus one: variance (h + 1)/12, tail taken as Gaussian (central limit, a heuristic;
+    Hoeffding's bound would be √3 larger).  Dense ternary secrets: h = 2N/3 + 6 standard deviations."""
+    n = params.n
+    h = params.hamming_weight
+    if h is None:
+        h = 2 * n / 3 + 6 * math.sqrt(n * 2 / 9)
+    sigma = math.sqrt((h + 1) / 12)
+    tau = math.sqrt(2 * (math.log(2 * n) + FAILURE_LOG2 * math.log(2)))
+    return float(math.ceil(tau * sigma + 1))
+
+
+def _cosine(k_bound: float, r: int):
+    """y -> cos(2π(K·y - 1/4) / 2^r)."""
+    return lambda y: np.cos(2 * np.pi * (k_bound * np.asarray(y) - 0.25) / 2**r)
+
+
+def chebyshev_fit(k_bound: float, r: int, degree: int | None = None) -> np.ndarray:
+    """Chebyshev coefficients of the scaled cosine on [-1, 1]: the given degree, or the smallest one
+    accurate to 2^-INTERPOLATION_BITS on a dense grid."""
+    f = _cosine(k_bound, r)
+    if degree is not None:
+        return cheb.chebinterpolate(f, degree)
+    grid = np.linspace(-1, 1, 20001)
+    exact = f(grid)
+    tol = 2.0**-INTERPOLATION_BITS
+    c = np.abs(cheb.chebinterpolate(f, MAX_DEGREE))
+    # past the argument range the coefficients decay faster than geometrically (down to float64's floor):
+    # the truncation error of degree d is about |c_(d+1)| + |c_(d+2)|; start there, confirm on the grid
+    start = next((d for d in range(4, MAX_DEGREE - 1) if c[d + 1] + c[d + 2] <= tol / 4), None)
+    for d in range(start or MAX_DEGREE + 1, MAX_DEGREE + 1):
+        coeffs = cheb.chebinterpolate(f, d)
+        if np.max(np.abs(cheb.chebval(grid, coeffs) - exact)) <= tol:
+            return coeffs
+    raise ParameterError(f"k_bound={k_bound} with double_angles={r} needs a Chebyshev degree above "
+                         f"{MAX_DEGREE}: raise double_angles")
+
+
+def _depth(degree: int) -> int:
+    return max(1, math.ceil(math.log2(degree)))
+
+
+class BootstrapPlan:
+    """Everything a bootstrap needs that depends only on the parameters and the config: the merged
+    CoeffToSlot/SlotToCoeff matrices, the EvalMod polynomial, the levels and the rotation steps."""
+
+    def __init__(self, params, config: BootstrapConfig | None = None):
+        config = as_config(config)
+        self.params, self.config = params, config
+        n = params.n
+        self.total = n // 2
+        slots = self.total if config.slots is None else config.slots
+        if isinstance(slots, bool) or not isinstance(slots, (int, np.integer)) or slots < 2 or slots & (slots - 1) \
+                or slots > self.total:
+            raise ParameterError(f"slots={slots!r} must be a power of two in [2, N/2={self.total}]")
+        self.slots = int(slots)
+        self.sparse = self.slots < self.total
+        self.k_bound = float(config.k_bound) if config.k_bound is not None else default_k_bound(params)
+        self.double_angles, self.coeffs = self._choose_polynomial()
+        self.degree = len(self.coeffs) - 1
+        self.eval_mod_levels = _depth(self.degree) + 1 + self.double_angles + 2 * config.arcsin
+        stages_c, stages_s = inverse_stages(self.slots, self.total), forward_stages(self.slots, self.total)
+        self.cts_count = min(config.cts_levels, len(stages_c))
+        self.stc_count = min(config.stc_levels, len(stages_s))
+        self.levels_used = 1 + self.cts_count + self.eval_mod_levels + self.stc_count
+        self.levels_left = params.max_level - self.levels_used
+        if self.levels_left < 0:
+            raise LevelError(f"bootstrapping needs {self.levels_used} levels (1 + CoeffToSlot {self.cts_count} + "
+                             f"EvalMod {self.eval_mod_levels} + SlotToCoeff {self.stc_count}); the parameters "
+                             f"have {params.max_level}: use more levels or fewer transform levels")
+        # CoeffToSlot: its last group also takes the factor 1/2 of Re(w) = (w + conj w)/2 and, for sparse
+        # slots, e = [1 | -i] (period 2 n_s), so that y + conj(y) = [Re w | Im w].
+        cts = _groups(stages_c, self.cts_count, self.total)
+        e = np.full(self.total, 0.5, dtype=np.complex128)
+        if self.sparse:
+            e = np.tile(np.concatenate([np.full(self.slots, 0.5), np.full(self.slots, -0.5j)]),
+                        self.total // (2 * self.slots))
+        cts[-1] = compose({0: e}, cts[-1], self.total)
+        self.cts = [_transform(m, self.total) for m in cts]
+        # SlotToCoeff: for sparse slots the first group also recombines [a | b] into a + i·b on both halves.
+        stc = _groups(stages_s, self.stc_count, self.total)
+        if self.sparse:
+            ns, reps = self.slots, self.total // (2 * self.slots)
+            ones, zeros = np.ones(ns), np.zeros(ns)
+            combine = {0: np.tile(np.concatenate([ones, 1j * ones]), reps)}
+            plus = np.tile(np.concatenate([1j * ones, zeros]), reps)
+            minus = np.tile(np.concatenate([zeros, ones]), reps)
+            for k, d in ((ns % self.total, plus), ((-ns) % self.total, minus)):
+                combine[k] = combine[k] + d if k in combine else d
+            stc[0] = compose(stc[0], combine, self.total)
+        self.stc = [_transform(m, self.total) for m in stc]
+
+    def _choose_polynomial(self):
+        cfg = self.config
+        if cfg.double_angles is not None:
+            return cfg.double_angles, chebyshev_fit(self.k_bound, cfg.double_angles, cfg.degree)
+        best = None
+        for r in range(0, 13):
+            try:
+                coeffs = chebyshev_fit(self.k_bound, r, cfg.degree)
+            except ParameterError:
+                continue
+            key = (_depth(len(coeffs) - 1) + r, r)       # fewest levels, then fewest double angles
+            if best is None or key < best[0]:
+                best = (key, r, coeffs)
+        return best[1], best[2]
+
+    @property
+    def precision_bits(self) -> float:
+        """The precision this library states for the bootstrap (bits, worst slot, |x| <= 1, input scale Δ;
+        tests/crypto/test_bootstrap.py asserts it).  An error δ in the EvalMod variable y = t/K is an error
+        K·δ·q_0/Δ per coefficient and about sqrt(2 n_s) times that per slot (the sparse trace divides the
+        message by g first: g times more); δ ≈ 2^12·sqrt(N/2^12)/Δ_EvalMod, the noise of a few rotations
+        and products at the working scale.  Calibrated on N = 2^12 (measured 1.5-2 bits above)."""
+        p = self.params
+        log_ratio = math.log2(p.modulus_at(0)) - p.log_scale
+        g = self.total // self.slots
+        return (p.log_scale - 12 - 0.5 * (p.log_n - 12) - math.log2(self.k_bound) - log_ratio
+                - 0.5 * math.log2(2 * self.slots) - math.log2(g))
+
+    @cached_property
+    def subsum_steps(self) -> tuple[int, ...]:
+        steps, k = [], self.slots
+        while k < self.total:
+            steps.append(k)
+            k *= 2
+        return tuple(steps)
+
+    @cached_property
+    def rotation_steps(self) -> tuple[int, ...]:
+        """Every rotation step the bootstrap uses (the keys ``keygen(bootstrap=...)`` makes, with conjugation)."""
+        steps = set(self.subsum_steps)
+        for t in self.cts + self.stc:
+            steps |= t.steps
+        return tuple(sorted(steps))
+
+    def __repr__(self):
+        return (f"BootstrapPlan(slots={self.slots}, K={self.k_bound:g}, degree={self.degree}, "
+                f"double_angles={self.double_angles}, arcsin={self.config.arcsin}, levels used={self.levels_used}, "
+                f"levels left={self.levels_left}, precision={self.precision_bits:.1f} bits, "
+                f"rotation keys={len(self.rotation_steps)})")
+
+    # -- plaintext twins ---------------------------------------------------------------------------
+    def cts_reference(self, z: np.ndarray) -> np.ndarray:
+        """The slots after CoeffToSlot (before the conjugation split) for input slots z."""
+        v = np.asarray(z, dtype=np.complex128)
+        for t in self.cts:
+            v = apply_diagonals(t.diags, v)
+        return v
+
+    def stc_reference(self, v: np.ndarray) -> np.ndarray:
+        """The slots after SlotToCoeff for input slots v (full slots: v = t_lo + i·t_hi)."""
+        v = np.asarray(v, dtype=np.complex128)
+        for t in self.stc:
+            v = apply_diagonals(t.diags, v)
+        return v
+
+    def eval_mod_reference(self, y: np.ndarray) -> np.ndarray:
+        """What EvalMod computes slot-wise, in float: ≈ 2π·(t - round(t)) for t = K·y."""
+        c = cheb.chebval(np.asarray(y, dtype=np.float64), self.coeffs)
+        for _ in range(self.double_angles):
+            c = 2 * c * c - 1
+        return c + c**3 / 6 if self.config.arcsin else c
+
+
+# -- the homomorphic pipeline ----------------------------------------------------------------------
+class Bootstrapper:
+    """Runs a ``BootstrapPlan`` with an evaluator (public keys: the plan's rotation keys and conjugation)."""
+
+    def __init__(self, evaluator, plan: BootstrapPlan):
+        self.ev, self.plan, self.params = evaluator, plan, evaluator.params
+        self.natural = natural_scales(self.params)
+        self._mono: dict = {}
+
+    # helpers
+    def _relabel(self, ct: Ciphertext, scale: float) -> Ciphertext:
+        return replace(ct, scale=float(scale))
+
+    def _mul_int(self, ct: Ciphertext, c: int, scale: float | None = None) -> Ciphertext:
+        """ct·c for an integer c (exact); the scale is unchanged unless given."""
+        parts = tuple(p.mul_scalars([c] * len(p.idx)) for p in ct.parts)
+        return replace(ct, parts=parts, scale=float(ct.scale if scale is None else scale))
+
+    def _times_i(self, ct: Ciphertext) -> Ciphertext:
+        """i·ct exactly: the product by X^(N/2) (ζ^(5^j·N/2) = i in every slot)."""
+        idx = ct.parts[0].idx
+        if idx not in self._mono:
+            coeffs = np.zeros(self.params.n, dtype=np.int64)
+            coeffs[self.params.n // 2] = 1
+            self._mono[idx] = RNSPoly.from_ints(ct.parts[0].ring, coeffs, idx, is_ntt=True)
+        mono = self._mono[idx]
+        return replace(ct, parts=tuple(p * mono for p in ct.parts), is_complex=True)
+
+    def _top(self, level: int) -> int:
+        return math.prod(self.params.q_levels[level])
+
+    # 1. ModRaise
+    def mod_raise(self, ct: Ciphertext) -> Ciphertext:
+        """The level-0 ciphertext (after dropping ``ct`` to level 0) lifted to the top level: the centred
+        residues mod q_0 of each part, exactly converted to every prime of Q_L.  Decrypts to m + q_0·I;
+        the scale is kept (use ``raise_and_scale`` for the scale the pipeline needs)."""
+        ev, params = self.ev, self.params
+        ct = ev.to_level(ct, 0)
+        base = tuple(range(params.limbs_at(0)))
+        top = tuple(range(params.limbs_at(params.max_level)))
+        rest = top[len(base):]
+        ring = ct.parts[0].ring
+        conv = CenteredConversion([ring.moduli[i] for i in base], [ring.moduli[i] for i in rest])
+        parts = []
+        for p in ct.parts:
+            coeff = p.to_coeff().data
+            lifted = np.concatenate([coeff, conv(coeff)])
+            parts.append(RNSPoly(ring, lifted, top, False).to_ntt())
+        return replace(ct, parts=tuple(parts), level=params.max_level, evaluator=ev)
+
+    def raise_and_scale(self, ct: Ciphertext) -> Ciphertext:
+        """ModRaise, the scale declared q_0·K (slots read as y = t/K, the EvalMod variable), brought to the
+        working scale by an exact integer product and a rescale (level L-1), then SubSum for sparse slots."""
+        plan, params = self.plan, self.params
+        q0 = params.modulus_at(0)
+        raised = self._relabel(self.mod_raise(ct), q0 * plan.k_bound)
+        level = params.max_level
+        g = plan.total // plan.slots
+        target = self.natural[level - 1] / g
+        c = round(target * self._top(level) / raised.scale)
+        out = self.ev.rescale(self._mul_int(raised, c, scale=raised.scale * c))
+        out = self._relabel(out, raised.scale * c / self._top(level))
+        for step in plan.subsum_steps:
+            out = self.ev.add(out, self.ev.rotate(out, step))
+        return self._relabel(out, out.scale * g)
+
+    # 3. linear transforms
+    def linear_transform(self, ct: Ciphertext, t: _Transform, target_scale: float) -> Ciphertext:
+        """Σ_k d_k ⊙ rot_k(ct) by baby-step giant-step (hoisted babies), one rescale; the diagonals are
+        encoded at the scale that makes the result's scale ``target_scale``."""
+        ev = self.ev
+        p = target_scale * self._top(ct.level) / ct.scale
+        babies = ev.rotate_hoisted(ct, sorted({b for terms in t.split.values() for b, _ in terms}))
+        acc = None
+        for shift, terms in sorted(t.split.items()):
+            inner = None
+            for baby, k in terms:
+                pt = ev.encode(np.roll(t.diags[k], shift), ct.level, p)
+                term = ev.mul(babies[baby], pt)
+                inner = term if inner is None else ev.add(inner, term)
+            if shift:
+                inner = ev.rotate(inner, shift)
+            acc = inner if acc is None else ev.add(acc, inner)
+        out = ev.rescale(acc)
+        return self._relabel(out, target_scale)
+
+    def coeff_to_slot(self, ct: Ciphertext) -> list[Ciphertext]:
+        """[t_lo, t_hi] (full slots) or [ [t_lo | t_hi] ] (sparse), real slots in bit-reversed order."""
+        for i, t in enumerate(self.plan.cts):
+            ct = self.linear_transform(ct, t, self.natural[ct.level - 1])
+        ev = self.ev
+        out = [ev.add(ct, ev.conjugate(ct))]
+        if not self.plan.sparse:
+            y = ev.neg(self._times_i(ct))
+            out.append(ev.add(y, ev.conjugate(y)))
+        return [replace(o, is_complex=False) for o in out]
+
+    # 4. EvalMod
+    def _chebyshev_basis(self, y: Ciphertext, degree: int) -> dict[int, Ciphertext]:
+        """T_0..T_degree (T_0 omitted): T_2a = 2T_a² - 1, T_(a+b) = 2 T_a T_b - T_(a-b), a the largest
+        power of two below a+b: T_k at depth ceil(log2 k).  The subtrahend is brought to the product's
+        scale by an exact integer product and added before the rescale."""
+        ev = self.ev
+        t = {1: y}
+        for k in range(2, degree + 1):
+            a = 1 << (k.bit_length() - 1)
+            if a == k:
+                a = b = k // 2
+            else:
+                b = k - a
+            ta, tb = t[a], t[b]
+            level = min(ta.level, tb.level)
+            prod = ev.mul(ev.to_level(ta, level), ev.to_level(tb, level))
+            prod = self._mul_int(prod, 2)
+            if a == b:
+                prod = ev.sub(prod, 1.0)
+            else:
+                sub = t[a - b]
+                c = round(prod.scale / sub.scale)
+                sub = self._mul_int(ev.to_level(sub, level), c, scale=sub.scale * c)
+                prod = ev.sub(prod, self._relabel(sub, prod.scale))
+            t[k] = ev.rescale(prod)
+        return t
+
+    def _poly(self, y: Ciphertext, coeffs) -> Ciphertext:
+        """Σ_k coeffs[k] T_k(y), landing at the natural scale of its level."""
+        ev = self.ev
+        degree = len(coeffs) - 1
+        basis = self._chebyshev_basis(y, degree)
+        level = min(ct.level for ct in basis.values())
+        target = self.natural[level - 1]
+        big = target * self._top(level)
+        acc = None
+        for k in range(1, degree + 1):
+            c = round(coeffs[k] * big / basis[k].scale)
+            if c == 0:
+                continue
+            term = self._relabel(self._mul_int(ev.to_level(basis[k], level), c), big)
+            acc = term if acc is None else ev.add(acc, term)
+        acc = ev.add(acc, float(coeffs[0]))
+        return self._relabel(ev.rescale(acc), target)
+
+    def eval_mod(self, y: Ciphertext) -> Ciphertext:
+        """Slot-wise ≈ 2π(t - round(t)) for slots y = t/K (``eval_mod_reference``)."""
+        ev, plan = self.ev, self.plan
+        c = self._poly(y, plan.coeffs)
+        for _ in range(plan.double_angles):
+            c = ev.sub(self._mul_int(ev.mul_rescale(c, c), 2), 1.0)
+        if plan.config.arcsin:
+            sq = ev.mul_rescale(c, c)                         # y²
+            sq = ev.add(self._relabel(sq, sq.scale * 6), 1.0)  # 1 + y²/6
+            c = ev.mul_rescale(c, sq)
+        return c
+
+    # 5. SlotToCoeff
+    def slot_to_coeff(self, parts: list[Ciphertext], scale_in: float) -> Ciphertext:
+        """The special FFT of t_lo + i·t_hi (or of the sparse [t_lo | t_hi]); ``scale_in`` relabels the
+        input; the output lands on the natural scale of its level."""
+        ev = self.ev
+        ct = parts[0] if len(parts) == 1 else ev.add(parts[0], self._times_i(parts[1]))
+        ct = self._relabel(ct, scale_in)
+        final_level = ct.level - len(self.plan.stc)
+        ratio = self.natural[final_level] / ct.scale
+        for i, t in enumerate(self.plan.stc):
+            ct = self.linear_transform(ct, t, ct.scale * ratio ** (1 / len(self.plan.stc)))
+        return self._relabel(ct, self.natural[final_level])
+
+    def bootstrap(self, ct: Ciphertext) -> Ciphertext:
+        """A ciphertext of the same values at level ``plan.levels_left`` (natural scale there)."""
+        ev, plan = self.ev, self.plan
+        ev._check(ct)
+        s0, length, is_complex = ct.scale, ct.length, ct.is_complex
+        if length > plan.slots:
+            raise ParameterError(f"ciphertext length {length} exceeds the bootstrap slot count {plan.slots}")
+        x = self.raise_and_scale(ct)
+        ts = [self.eval_mod(t) for t in self.coeff_to_slot(x)]
+        # slots ≈ 2π·m'/q_0, m' the coefficients at scale s0 (sparse slots: of the trace, divided by g):
+        # relabel so they read as g·m'/s0 = m/s0
+        g = plan.total // plan.slots
+        scale_in = ts[0].scale * 2 * math.pi * s0 / (self.params.modulus_at(0) * g)
+        out = self.slot_to_coeff(ts, scale_in)
+        return replace(out, length=length, is_complex=is_complex)
+
+
+def bit_reversed(v: np.ndarray) -> np.ndarray:
+    """v permuted by the bit reversal of its length (the order CoeffToSlot leaves the coefficients in)."""
+    v = np.asarray(v)
+    return v[bit_reverse_indices(len(v))]

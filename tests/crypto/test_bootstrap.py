@@ -1,0 +1,265 @@
+"""CKKS bootstrapping (crypto/ckks/bootstrap.py): each stage against its numpy twin, the whole against numpy."""
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from crypto import CKKSContext
+from crypto.ckks.bootstrap import (BootstrapConfig, BootstrapPlan, Bootstrapper, apply_diagonals, bit_reversed,
+                                   bsgs_split, chebyshev_fit, compose, natural_scales)
+from crypto.ckks.encoder import CKKSEncoder
+from crypto.errors import KeyMissingError, LevelError, ParameterError
+from crypto.params import CKKSParameters
+from crypto.rlwe import Decryptor
+
+# N = 2^12, 20 levels, sparse secret (h = 32, so K = 16): insecure, for speed.  Digits (<= 6 primes, 153
+# bits) far below P (180 bits): key-switching noise stays at the level of rescaling noise.
+BOOT_TOY = dict(log_n=12, log_q=[[30, 30]] + [[25, 26]] * 20, log_p=[30] * 6, log_scale=50, dnum=7,
+                hamming_weight=32, insecure=True)
+SPARSE = 64
+_CACHE: dict = {}
+
+
+def params():
+    if "params" not in _CACHE:
+        _CACHE["params"] = CKKSParameters.from_literal(BOOT_TOY)
+    return _CACHE["params"]
+
+
+def plan(slots=None) -> BootstrapPlan:
+    key = ("plan", slots)
+    if key not in _CACHE:
+        _CACHE[key] = BootstrapPlan(params(), BootstrapConfig(slots=slots))
+    return _CACHE[key]
+
+
+def context() -> CKKSContext:
+    """One keygen with the keys of both the full and the sparse bootstrap."""
+    if "ctx" not in _CACHE:
+        steps = set(plan().rotation_steps) | set(plan(SPARSE).rotation_steps)
+        _CACHE["ctx"] = CKKSContext.keygen(params(), rotations=sorted(steps), conjugation=True, seed=3)
+    return _CACHE["ctx"]
+
+
+def slots_of(ctx, ct):
+    """All N/2 slots of ``ct`` (complex), decrypted."""
+    coeffs = Decryptor(ctx.params, ctx.ring, ctx._secret_key).decrypt(ct.parts)
+    return ctx.encoder.decode(coeffs, ct.scale)
+
+
+def bits(expected, actual) -> float:
+    err = np.abs(np.asarray(actual) - np.asarray(expected)).max()
+    return float(-np.log2(err)) if err > 0 else 60.0
+
+
+# -- plaintext twins -------------------------------------------------------------------------------
+@settings(max_examples=20, deadline=None)
+@given(st.integers(2, 6), st.integers(0, 2**31))
+def test_compose_and_apply_match_dense_matrices(log_m, seed):
+    rng = np.random.default_rng(seed)
+    m = 1 << log_m
+    offsets = lambda: rng.choice(m, size=rng.integers(1, m + 1), replace=False)
+    a = {int(k): rng.normal(size=m) + 1j * rng.normal(size=m) for k in offsets()}
+    b = {int(k): rng.normal(size=m) + 1j * rng.normal(size=m) for k in offsets()}
+
+    def dense(d):
+        out = np.zeros((m, m), dtype=complex)
+        for k, diag in d.items():
+            for j in range(m):
+                out[j, (j + k) % m] += diag[j]
+        return out
+
+    v = rng.normal(size=m) + 1j * rng.normal(size=m)
+    assert np.allclose(apply_diagonals(a, v), dense(a) @ v)
+    assert np.allclose(dense(compose(a, b, m)), dense(a) @ dense(b))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(0, 1023), min_size=1, max_size=60, unique=True))
+def test_bsgs_split_covers_every_offset_once(offsets):
+    split = bsgs_split(offsets, 1024)
+    got = sorted(k for terms in split.values() for _, k in terms)
+    assert got == sorted(offsets)
+    for shift, terms in split.items():
+        for baby, k in terms:
+            assert (shift + baby) % 1024 == k
+
+
+@pytest.mark.parametrize("slots", [4, SPARSE, None])
+def test_coeff_to_slot_twin_is_the_inverse_embedding(slots):
+    """CoeffToSlot's matrices (before the conjugation split) = embed_inverse without its bit reversal,
+    times 1/2 (full) or [1/2 | -i/2] (sparse, period 2 n_s), on an n_s-periodic input."""
+    p = plan(slots)
+    n, total = p.slots, p.total
+    rng = np.random.default_rng(1)
+    z = rng.normal(size=n) + 1j * rng.normal(size=n)
+    w = bit_reversed(CKKSEncoder(2 * n).embed_inverse(z))
+    got = p.cts_reference(np.tile(z, total // n))
+    if p.sparse:
+        expected = np.tile(np.concatenate([w / 2, -0.5j * w]), total // (2 * n))
+    else:
+        expected = w / 2
+    np.testing.assert_allclose(got, expected, atol=1e-12)
+
+
+@pytest.mark.parametrize("slots", [4, SPARSE, None])
+def test_slot_to_coeff_twin_is_the_embedding(slots):
+    """SlotToCoeff's matrices = the special FFT of a + i·b (bit-reversed input), n_s-periodic output."""
+    p = plan(slots)
+    n, total = p.slots, p.total
+    rng = np.random.default_rng(2)
+    a, b = rng.normal(size=n), rng.normal(size=n)
+    v = np.tile(np.concatenate([a, b]), total // (2 * n)) if p.sparse else a + 1j * b
+    expected = np.tile(CKKSEncoder(2 * n).embed(bit_reversed(a + 1j * b)), total // n)
+    np.testing.assert_allclose(p.stc_reference(v), expected, atol=1e-10)
+
+
+def test_stage_twins_fail_on_a_wrong_matrix():
+    """The twin comparison detects a dropped diagonal (the negative case of the tests above)."""
+    p = plan(SPARSE)
+    t = p.cts[0]
+    broken = dict(t.diags)
+    broken.pop(max(broken))
+    z = np.random.default_rng(0).normal(size=p.total)
+    assert np.abs(apply_diagonals(broken, z) - apply_diagonals(t.diags, z)).max() > 1e-3
+
+
+def test_eval_mod_twin_matches_sine_and_the_modular_reduction():
+    """The interpolant vs np.cos on [-1, 1]; the whole EvalMod polynomial vs 2π(t - round(t)) for t within
+    2^-9 of an integer in [-K+1, K-1]."""
+    p = plan(SPARSE)
+    y = np.linspace(-1, 1, 4001)
+    approx = np.polynomial.chebyshev.chebval(y, p.coeffs)
+    exact = np.cos(2 * np.pi * (p.k_bound * y - 0.25) / 2**p.double_angles)
+    assert np.abs(approx - exact).max() < 2.0**-45
+    rng = np.random.default_rng(4)
+    eps = rng.uniform(-2**-9, 2**-9, 2000)
+    t = rng.integers(-int(p.k_bound) + 1, int(p.k_bound), 2000) + eps
+    got = p.eval_mod_reference(t / p.k_bound)
+    assert np.abs(got - 2 * np.pi * eps).max() < 2.0**-30 * 2 * np.pi * 2**-9 * 2**6
+    without = BootstrapPlan(params(), BootstrapConfig(slots=SPARSE, arcsin=False)).eval_mod_reference(t / p.k_bound)
+    assert np.abs(without - 2 * np.pi * eps).max() > 2.0**-23     # the sine alone: (2πε)³/6
+
+
+def test_plan_levels_and_errors():
+    p = plan(SPARSE)
+    assert p.levels_used == 1 + p.cts_count + p.eval_mod_levels + p.stc_count
+    assert p.levels_left == params().max_level - p.levels_used >= 0
+    assert set(p.subsum_steps) == {64, 128, 256, 512, 1024}
+    with pytest.raises(LevelError, match="levels"):
+        BootstrapPlan(CKKSParameters.preset("TOY"))
+    with pytest.raises(ParameterError, match="slots"):
+        BootstrapPlan(params(), BootstrapConfig(slots=48))
+    with pytest.raises(ParameterError, match="cts_levels"):
+        BootstrapConfig(cts_levels=0)
+    with pytest.raises(ParameterError, match="degree above"):
+        chebyshev_fit(16, 0)
+    scales = natural_scales(params())
+    assert scales[-1] == params().scale and all(abs(math.log2(s) - 50) < 1 for s in scales)
+
+
+# -- homomorphic stages ----------------------------------------------------------------------------
+def test_mod_raise_decrypts_to_m_plus_q0_times_small_integers():
+    ctx, p = context(), plan(SPARSE)
+    ev = ctx.evaluator
+    x = np.random.default_rng(5).uniform(-1, 1, SPARSE)
+    ct = ctx.encrypt(x, level=0)
+    raised = Bootstrapper(ev, p).mod_raise(ct)
+    assert raised.level == ctx.params.max_level
+    s = ctx._secret_key.poly
+    low = (ct.parts[0] + ct.parts[1] * s.keep(ct.parts[0].idx)).to_ints()
+    high = (raised.parts[0] + raised.parts[1] * s.keep(raised.parts[0].idx)).to_ints()
+    q0 = ctx.params.modulus_at(0)
+    diff = [int(h) - int(lo) for h, lo in zip(high, low)]
+    assert all(d % q0 == 0 for d in diff)
+    integers = np.array([d // q0 for d in diff])
+    assert np.abs(integers).max() < p.k_bound
+    assert np.abs(integers).max() >= 1          # the lift is not trivial: ModRaise adds multiples of q_0
+
+
+@pytest.mark.parametrize("slots", [SPARSE, None])
+def test_coeff_to_slot_homomorphic_matches_twin(slots):
+    ctx, p = context(), plan(slots)
+    bs = Bootstrapper(ctx.evaluator, p)
+    rng = np.random.default_rng(6)
+    z = rng.uniform(-1, 1, p.total) + 1j * rng.uniform(-1, 1, p.total)
+    if p.sparse:
+        z = np.tile(z[:p.slots], p.total // p.slots)
+    ct = ctx.encrypt(z, level=ctx.params.max_level - 1)
+    outs = bs.coeff_to_slot(ct)
+    w = p.cts_reference(z)
+    expected = [w + np.conj(w)] if p.sparse else [w + np.conj(w), -1j * w + np.conj(-1j * w)]
+    assert len(outs) == len(expected)
+    for o, e in zip(outs, expected):
+        assert o.level == ctx.params.max_level - 1 - p.cts_count
+        assert bits(e, slots_of(ctx, o)) > 35
+
+
+def test_eval_mod_homomorphic_matches_twin():
+    ctx, p = context(), plan(SPARSE)
+    bs = Bootstrapper(ctx.evaluator, p)
+    rng = np.random.default_rng(7)
+    t = rng.integers(-int(p.k_bound) + 1, int(p.k_bound), p.total) + rng.uniform(-2**-9, 2**-9, p.total)
+    level = ctx.params.max_level - 1 - p.cts_count
+    ct = ctx.encrypt(t / p.k_bound, level=level, scale=bs.natural[level])
+    out = bs.eval_mod(ct)
+    assert out.level == level - p.eval_mod_levels
+    assert bits(p.eval_mod_reference(t / p.k_bound), slots_of(ctx, out).real) > 25
+
+
+def test_slot_to_coeff_homomorphic_matches_twin():
+    ctx, p = context(), plan(SPARSE)
+    bs = Bootstrapper(ctx.evaluator, p)
+    rng = np.random.default_rng(8)
+    v = np.tile(rng.uniform(-1, 1, 2 * SPARSE), p.total // (2 * SPARSE))
+    level = p.stc_count + 1
+    ct = ctx.encrypt(v, level=level, scale=bs.natural[level])
+    out = bs.slot_to_coeff([ct], ct.scale)
+    assert out.level == 1 and out.scale == bs.natural[1]
+    assert bits(p.stc_reference(v), slots_of(ctx, out)) > 30
+
+
+# -- the whole bootstrap ---------------------------------------------------------------------------
+@pytest.mark.parametrize("complex_values", [False, True])
+def test_sparse_bootstrap_matches_input(complex_values):
+    ctx, p = context(), plan(SPARSE)
+    rng = np.random.default_rng(9)
+    x = rng.uniform(-1, 1, SPARSE) + (1j * rng.uniform(-1, 1, SPARSE) if complex_values else 0)
+    ct = ctx.evaluator.drop_level(ctx.encrypt(x), ctx.params.max_level)
+    out = ctx.evaluator.bootstrap(ct, SPARSE)
+    assert out.level == p.levels_left and out.scale == natural_scales(ctx.params)[p.levels_left]
+    assert out.is_complex == complex_values and out.length == SPARSE
+    got = ctx.decrypt(out)
+    assert bits(x, got) >= p.precision_bits
+    # slots beyond n_s repeat the first n_s (sparse packing)
+    every = slots_of(ctx, out)
+    assert bits(np.tile(x, p.total // SPARSE), every) >= p.precision_bits - 1
+
+
+def test_full_bootstrap_matches_input_and_allows_a_multiplication():
+    ctx, p = context(), plan()
+    x = np.random.default_rng(10).uniform(-1, 1, p.total)
+    out = ctx.evaluator.bootstrap(ctx.encrypt(x, level=0))
+    assert out.level == p.levels_left >= 1
+    assert bits(x, ctx.decrypt(out)) >= p.precision_bits
+    assert bits(x * x, ctx.decrypt(out * out)) >= p.precision_bits - 1
+
+
+def test_bootstrap_needs_its_keys_and_the_slot_count():
+    ctx = CKKSContext.keygen(params(), rotations=[1], seed=4)
+    ct = ctx.encrypt([0.5], level=0)
+    with pytest.raises(KeyMissingError):
+        ctx.evaluator.bootstrap(ct, SPARSE)
+    big = context().encrypt(np.zeros(SPARSE + 1), level=0)
+    with pytest.raises(ParameterError, match="slot count"):
+        context().evaluator.bootstrap(big, SPARSE)
+
+
+@pytest.mark.slow
+def test_keygen_bootstrap_option_makes_the_keys():
+    ctx = CKKSContext.keygen(params(), seed=5, bootstrap=SPARSE)
+    assert set(plan(SPARSE).rotation_steps) <= set(ctx.rotation_steps) and ctx.has_conjugation_key
+    x = np.linspace(-1, 1, SPARSE)
+    out = ctx.evaluator.bootstrap(ctx.encrypt(x, level=0))     # the config the keys were made for
+    assert bits(x, ctx.decrypt(out)) >= plan(SPARSE).precision_bits
