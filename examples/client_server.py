@@ -7,6 +7,7 @@ key (out/client.key, or in $HEZK_OUT) and never sends it; the server only ever s
 """
 import os
 import pathlib
+import secrets
 import socket
 import subprocess
 import sys
@@ -57,8 +58,10 @@ def over_http(model_path, x, expected):
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     command = [sys.executable, "-m", "tensor_ops.serve", "--model", str(model_path), "--port", str(port)]
-    print("$ python " + " ".join(command[1:]))
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    token = secrets.token_urlsafe(32)  # this client's access token: the server reads it from $HEZK_TOKENS
+    print("$ HEZK_TOKENS=demo:<token> python " + " ".join(command[1:]))
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env=dict(os.environ, HEZK_TOKENS=f"demo:{token}"))
     try:
         import httpx
 
@@ -71,16 +74,18 @@ def over_http(model_path, x, expected):
                 if time.monotonic() > deadline or server.poll() is not None:
                     raise SystemExit("the server did not start")
                 time.sleep(0.2)
-        client = Client(plan=fetch_plan(url))                     # GET /plan: packing and rotations
-        context_id = register_context(url, client)                # POST /contexts: public keys only
+        client = Client(plan=fetch_plan(url, token=token))        # GET /plan: packing and rotations
+        context_id = register_context(url, client, token=token)   # POST /contexts: public keys only
         print(f"registered a public context of {len(client.public_context()) / 2**20:.1f} MiB as {context_id[:12]}…")
         t0 = time.perf_counter()
-        y = remote_infer(url, client, x, context_id)              # POST /infer/<id>: ciphertexts both ways
+        y = remote_infer(url, client, x, context_id, token=token)  # POST /infer/<id>: ciphertexts both ways
         assert np.max(np.abs(y - expected)) <= 2.0 ** -14 * max(1.0, np.max(np.abs(expected)))
         print(f"over HTTP: {len(x)} images in {time.perf_counter() - t0:.2f} s; max |decrypted - plaintext| "
               f"= {np.max(np.abs(y - expected)):.2e}, predictions agree on "
               f"{100 * np.mean(y.argmax(1) == expected.argmax(1)):.1f}%")
-        bad = httpx.post(f"{url}/infer/{context_id}", content=b"not a ciphertext", timeout=30.0)
+        print(f"without the token -> HTTP {httpx.post(f'{url}/infer/{context_id}', content=b'', timeout=30.0).status_code}")
+        bad = httpx.post(f"{url}/infer/{context_id}", content=b"not a ciphertext", timeout=30.0,
+                         headers={"authorization": f"Bearer {token}"})
         print(f"garbage bytes -> HTTP {bad.status_code}: {bad.json()['detail']}")
         print(f"and the server still answers: GET /health -> {httpx.get(url + '/health', timeout=10.0).json()}")
     finally:
