@@ -1,0 +1,66 @@
+"""CKKS bootstrapping: time (one thread), precision (worst slot, bits), levels left and peak RSS.
+
+Reference (same machine, /work/shared/PEERS.md): OpenFHE 1.6 bootstraps N = 2^16 with 2^15 slots in
+14.1 s single thread at 16.3 bits with 7 levels left, 10.9 GB peak RSS.
+
+    python benchmarks/bootstrap.py [--preset N16] [--slots 32768] [--toy]
+
+``--toy``: the insecure N = 2^12 test literal of tests/crypto/test_bootstrap.py (sparse secret h = 32,
+20 levels), the size that fits a shared two-core machine; N16 needs about 40 rotation keys of 280 MB.
+"""
+import argparse
+import os
+import resource
+import sys
+import time
+
+if __name__ == "__main__":
+    for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import numpy as np  # noqa: E402
+
+from crypto import CKKSContext, CKKSParameters  # noqa: E402
+from crypto.ckks.bootstrap import BootstrapConfig, BootstrapPlan  # noqa: E402
+from crypto.ckks.precision import precision_bits  # noqa: E402
+
+TOY = dict(log_n=12, log_q=[[30, 30]] + [[25, 26]] * 20, log_p=[30] * 6, log_scale=50, dnum=7,
+           hamming_weight=32, insecure=True)
+OPENFHE = dict(seconds=14.1, bits=16.3, levels_left=7, rss_gb=10.9)
+
+
+def run(params, slots=None, seed=1):
+    plan = BootstrapPlan(params, BootstrapConfig(slots=slots))
+    t0 = time.perf_counter()
+    ctx = CKKSContext.keygen(params, seed=seed, bootstrap=BootstrapConfig(slots=slots))
+    keygen = time.perf_counter() - t0
+    x = np.random.default_rng(seed).uniform(-1, 1, plan.slots)
+    ct = ctx.encrypt(x, level=0)
+    ctx.evaluator.bootstrap_plan()                      # the plan (matrices, polynomial) outside the timing
+    t0 = time.perf_counter()
+    out = ctx.evaluator.bootstrap(ct)
+    seconds = time.perf_counter() - t0
+    bits = precision_bits(x, ctx.decrypt(out))
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20       # KiB -> GiB
+    return dict(plan=plan, keygen=keygen, seconds=seconds, bits=bits, levels_left=out.level, rss_gb=rss)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--preset", default="N16")
+    ap.add_argument("--slots", type=int, default=None)
+    ap.add_argument("--toy", action="store_true")
+    args = ap.parse_args(argv)
+    params = CKKSParameters.from_literal(TOY) if args.toy else CKKSParameters.preset(args.preset)
+    r = run(params, args.slots)
+    print(f"{params!r}\n{r['plan']!r}")
+    print(f"hezk:    bootstrap {r['seconds']:.2f} s (keygen {r['keygen']:.1f} s), precision {r['bits']:.1f} bits "
+          f"(stated {r['plan'].precision_bits:.1f}), levels left {r['levels_left']}, peak RSS {r['rss_gb']:.2f} GB")
+    print(f"OpenFHE: bootstrap {OPENFHE['seconds']} s, {OPENFHE['bits']} bits, {OPENFHE['levels_left']} levels "
+          f"left, {OPENFHE['rss_gb']} GB (N = 2^16, 2^15 slots; PEERS.md)")
+    return r
+
+
+if __name__ == "__main__":
+    main()
