@@ -32,7 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import field as F
-from ..commit import MIN_VERIFY_BITS, CommitParams, Commitment, OpeningProof, commit, open_batch, verify_batch
+from ..commit import (MIN_VERIFY_BITS, CommitParams, Commitment, OpeningProof, commit, open_commitment,
+                      verify_opening)
 from ..errors import ModelError, ProofRejected
 from ..graph_quantize import QuantizedGraph
 from ..mle import mle_evaluate
@@ -46,13 +47,13 @@ from .contraction import (ContractionProof, GatherProof, PatchProof, _pow2, bias
                           reshape_claim_reduction, reshape_is_free, split_point, verify_contraction, verify_merge,
                           verify_patches, verify_reshape)
 from .packing import Packing
-from .records import read_nested, read_record, write_record
-from .relu import DecompositionProof, prove_decomposition, verify_decomposition
+from .records import read_nested
+from .relu import BitGroupProof, DecompositionProof, prove_decomposition, verify_decomposition
 from .requant import Decomposition, decompose
 
 TRANSCRIPT_LABEL = "hezk.proofs.graph.v1"
 COMMITMENT_MAGIC, PROOF_MAGIC, FORMAT_VERSION = b"HZKGCOM1", b"HZKGPRF1", 1
-MAX_ITEMS, MAX_BITS_COMMITMENTS = 1 << 16, 1 << 12
+MAX_ITEMS = 1 << 16
 
 
 # --------------------------------------------------------------------------------------------- layout
@@ -153,12 +154,14 @@ _TAGS = {"merge": 1, "decomposition": 2, "bias": 3, "reshape": 4, "contraction":
 
 @dataclass(frozen=True, eq=False)
 class GraphProof:
-    """The claimed output (batch, prod of the output shape), the bits commitments (in op order), the items
-    of the backward walk in the order they were produced ((tag, object)) and the weights opening."""
+    """The claimed output (batch, prod of the output shape), the one commitment to every requantized op's bit
+    planes (packed; None when no op has bits), the items of the backward walk in the order they were produced
+    ((tag, object)), the batch opening of the bits at every group's claim and that of the weights."""
 
     output: np.ndarray
-    bits_commitments: tuple
+    bits_commitment: object
     items: tuple
+    bits_opening: object
     weights_opening: OpeningProof
 
     KIND = "proofs.GraphProof"
@@ -166,9 +169,9 @@ class GraphProof:
     def to_bytes(self) -> bytes:
         writer = ByteWriter(PROOF_MAGIC, FORMAT_VERSION)
         writer.i64_array(np.asarray(self.output, dtype=np.int64).reshape(len(self.output), -1))
-        writer.u32(len(self.bits_commitments))
-        for c in self.bits_commitments:
-            writer.blob(c.to_bytes())
+        writer.u8(self.bits_commitment is not None)
+        if self.bits_commitment is not None:
+            writer.blob(self.bits_commitment.to_bytes())
         writer.u32(len(self.items))
         for tag, item in self.items:
             writer.u8(_TAGS[tag])
@@ -176,7 +179,7 @@ class GraphProof:
                 writer.blob(item.sumcheck.to_bytes())
                 writer.ext(item.x_eval)
             elif tag == "decomposition":
-                write_record(writer, item)
+                _write_decomposition(writer, item)
             elif tag in ("bias", "add"):
                 writer.ext(item)
             elif tag == "contraction":
@@ -189,6 +192,9 @@ class GraphProof:
                 writer.ext(item.gather_eval)
                 writer.blob(item.w_sumcheck.to_bytes())
                 writer.ext(item.weight_eval)
+        writer.u8(self.bits_opening is not None)
+        if self.bits_opening is not None:
+            writer.blob(self.bits_opening.to_bytes())
         writer.blob(self.weights_opening.to_bytes())
         return to_record(self.KIND, writer.getvalue())
 
@@ -200,8 +206,7 @@ class GraphProof:
     def _parse(cls, data) -> "GraphProof":
         reader = ByteReader(data, PROOF_MAGIC, FORMAT_VERSION, "graph proof")
         output = reader.i64_array()
-        bits = tuple(read_nested(reader, Commitment)
-                     for _ in range(reader.bounded("bits commitments", 0, MAX_BITS_COMMITMENTS)))
+        bits = read_nested(reader, Commitment) if reader.flag() else None
         names = {v: k for k, v in _TAGS.items()}
         items = []
         for _ in range(reader.bounded("items", 0, MAX_ITEMS)):
@@ -212,7 +217,7 @@ class GraphProof:
             if tag in ("merge", "reshape"):
                 item = GatherProof(read_nested(reader, SumcheckProof), reader.ext())
             elif tag == "decomposition":
-                item = read_record(reader, DecompositionProof)
+                item = _read_decomposition(reader)
             elif tag in ("bias", "add"):
                 item = reader.ext()
             elif tag == "contraction":
@@ -221,12 +226,51 @@ class GraphProof:
                 item = PatchProof(read_nested(reader, SumcheckProof), reader.ext(), reader.ext(),
                                   read_nested(reader, SumcheckProof), reader.ext())
             items.append((tag, item))
+        bits_opening = read_nested(reader, OpeningProof) if reader.flag() else None
         opening = read_nested(reader, OpeningProof)
         reader.finish()
-        return cls(output, bits, tuple(items), opening)
+        return cls(output, bits, tuple(items), bits_opening, opening)
 
     def __bytes__(self) -> bytes:
         return self.to_bytes()
+
+
+def _write_decomposition(writer, proof: DecompositionProof) -> None:
+    """The select sumcheck (optional), S~, z'~, acc~, then per bit group its claim, sumcheck and T_g~(sigma) (the
+    groups are opened together at the end)."""
+    writer.u8(proof.select is not None)
+    if proof.select is not None:
+        writer.blob(proof.select.to_bytes())
+    for value in (proof.sign_eval, proof.shifted_eval, proof.acc_eval):
+        writer.ext(value)
+    writer.u8(len(proof.groups))
+    for group in proof.groups:
+        writer.ext(group.claim)
+        writer.blob(group.sumcheck.to_bytes())
+        writer.ext(group.bits_eval)
+
+
+def _read_decomposition(reader) -> DecompositionProof:
+    select = read_nested(reader, SumcheckProof) if reader.flag() else None
+    sign, shifted, acc = reader.ext(), reader.ext(), reader.ext()
+    count = reader.u8()
+    if not 1 <= count <= 2:
+        raise ProofRejected(f"{count} bit groups (1 or 2)", "graph proof")
+    groups = tuple(BitGroupProof(reader.ext(), read_nested(reader, SumcheckProof), reader.ext(), None)
+                   for _ in range(count))
+    return DecompositionProof(select, sign, shifted, acc, groups)
+
+
+def _bits_packing(qgraph: QuantizedGraph, batch: int):
+    """[(op index, group)] and the Packing of every bit group's table (count x padded elements)."""
+    keys, lengths = [], []
+    for index, op in enumerate(qgraph.ops):
+        if op.has_bits:
+            elements = math.prod(_pow2(n) for n in _full(qgraph, op.output, batch))
+            for g, (_, count) in enumerate(_decomposition(op, batch).groups):
+                keys.append((index, g))
+                lengths.append(count * elements)
+    return keys, (Packing(tuple(lengths)) if lengths else None)
 
 
 # --------------------------------------------------------------------------------------- the walk
@@ -281,21 +325,22 @@ class GraphNetwork:
         transcript = Transcript(TRANSCRIPT_LABEL)
         output = values[q.output]
         _absorb_statement(transcript, self.commitment, x_int, output)
-        bits_commitments, bits_witnesses, witnesses = [], {}, {}
+        witnesses = {}
         for index, op in enumerate(q.ops):
             if not op.has_bits:
                 continue
             try:
-                witness = decompose(pad_operand(accs[index]).reshape(-1), _decomposition(op, batch))
+                witnesses[index] = decompose(pad_operand(accs[index]).reshape(-1), _decomposition(op, batch))
             except ModelError as error:
                 raise ModelError(f"op {op.name!r}: {error} (an input outside the calibrated range)") from None
-            witnesses[index], bits_witnesses[index] = witness, []
-            for g in range(len(witness.spec.groups)):
-                c, w = commit(witness.table(g), self._weights_witness.commitment.params)
-                transcript.absorb(f"bits commitment {index}", c.to_bytes())
-                bits_commitments.append(c)
-                bits_witnesses[index].append(w)
-            report(f"committed bits of {op.name}")
+        keys, packing = _bits_packing(q, batch)
+        bits_commitment = bits_witness = None
+        if packing is not None:
+            packed = packing.pack([witnesses[index].table(g) for index, g in keys])
+            bits_commitment, bits_witness = commit(packed, self._weights_witness.commitment.params)
+            transcript.absorb("bits commitment", bits_commitment.to_bytes())
+        report("committed the bits")
+        bits_claims = {}
         pending = {q.output: [_output_claim(transcript, _full(q, q.output, batch), output)]}
         items, weight_claims = [], []
         index_of = _op_weight_index(q)
@@ -312,7 +357,9 @@ class GraphNetwork:
             else:
                 claim = claims[0]
             if op.has_bits:
-                proof, claim = prove_decomposition(witnesses[index], bits_witnesses[index], claim, transcript)
+                bits_claims[index] = []
+                proof, claim = prove_decomposition(witnesses[index], None, claim, transcript,
+                                                   deferred=bits_claims[index])
                 items.append(("decomposition", proof))
             if op.kind == "contraction":
                 if op.bias is not None:
@@ -360,10 +407,15 @@ class GraphNetwork:
             else:
                 pending.setdefault(op.inputs[0], []).append(_transpose_claim(op, claim, out_shape))
             report(f"proved {op.kind} {op.name}")
-        points = np.stack([self._packing.point(i, c.point) for i, c in weight_claims])
-        _, opening = open_batch(self._weights_witness, points, transcript)
-        report("opened the weights")
-        return GraphProof(output.reshape(batch, -1).copy(), tuple(bits_commitments), tuple(items), opening)
+        bits_opening = None
+        if packing is not None:
+            claims = [Claim(packing.point(k, bits_claims[index][g].point), bits_claims[index][g].value)
+                      for k, (index, g) in enumerate(keys)]
+            bits_opening = _open_merged(bits_witness, claims, transcript, "bits", items)
+        claims = [Claim(self._packing.point(i, c.point), c.value) for i, c in weight_claims]
+        opening = _open_merged(self._weights_witness, claims, transcript, "weights", items)
+        report("opened the bits and the weights")
+        return GraphProof(output.reshape(batch, -1).copy(), bits_commitment, tuple(items), bits_opening, opening)
 
 
 def contract_einsum(op, x) -> np.ndarray:
@@ -444,21 +496,16 @@ def _verify(commitment: GraphCommitment, x, proof: GraphProof) -> np.ndarray:
             "statement")
     transcript = Transcript(TRANSCRIPT_LABEL)
     _absorb_statement(transcript, commitment, x_int, proof.output)
-    bits_ops = [i for i, op in enumerate(q.ops) if op.has_bits]
-    specs = {i: _decomposition(q.ops[i], batch) for i in bits_ops}
-    expected = sum(len(specs[i].groups) for i in bits_ops)
-    require(len(proof.bits_commitments) == expected, f"{len(proof.bits_commitments)} bits commitments, expected "
-            f"{expected}", "statement")
-    bits, position = {}, 0
-    for i in bits_ops:
-        count = len(specs[i].groups)
-        bits[i] = proof.bits_commitments[position:position + count]
-        position += count
-        for c, (_, planes) in zip(bits[i], specs[i].groups):
-            require(c.params == commitment.weights.params and
-                    c.num_vars == _num_vars(_full(q, q.ops[i].output, batch)) + int(planes).bit_length() - 1,
-                    "bits commitment of the wrong size or parameters", f"op {i}")
-            transcript.absorb(f"bits commitment {i}", c.to_bytes())
+    specs = {i: _decomposition(op, batch) for i, op in enumerate(q.ops) if op.has_bits}
+    keys, packing = _bits_packing(q, batch)
+    c = proof.bits_commitment
+    require((c is None) == (packing is None) and (proof.bits_opening is None) == (packing is None),
+            "bits commitment and opening present iff some op is requantized", "statement")
+    if packing is not None:
+        require(isinstance(c, Commitment) and c.params == commitment.weights.params
+                and c.num_vars == packing.num_vars, "bits commitment of the wrong size or parameters", "statement")
+        transcript.absorb("bits commitment", c.to_bytes())
+    bits_claims = {}
     output = proof.output.reshape(out_full)
     pending = {q.output: [_output_claim(transcript, out_full, output)]}
     items, weight_claims = _Items(proof.items), []
@@ -477,8 +524,9 @@ def _verify(commitment: GraphCommitment, x, proof: GraphProof) -> np.ndarray:
             else:
                 claim = claims[0]
             if op.has_bits:
-                claim = verify_decomposition(bits[index], specs[index], claim, items.take("decomposition", label),
-                                             transcript, f"{label} / zkReLU")
+                bits_claims[index] = []
+                claim = verify_decomposition(None, specs[index], claim, items.take("decomposition", label),
+                                             transcript, f"{label} / zkReLU", deferred=bits_claims[index])
             if op.kind == "contraction":
                 if op.has_bias:
                     bias_eval = items.take("bias", label)
@@ -517,14 +565,36 @@ def _verify(commitment: GraphCommitment, x, proof: GraphProof) -> np.ndarray:
                 pending.setdefault(op.inputs[0], []).append(_transpose_claim(op, claim, out_shape))
         except ProofRejected as rejection:
             raise ProofRejected(rejection.reason, f"{op.name} ({label}) / {rejection.where}") from None
-    require(items.position == len(items.items), "unused items at the end of the proof", "graph proof")
     require(set(pending) <= {q.input}, f"claims left on {sorted(set(pending) - {q.input})}", "graph proof")
     x_table = _table(x_int)
     for claim in pending.get(q.input, []):
         require(F.ext_eq(mle_evaluate(x_table, claim.point), claim.value),
                 "the final claim does not match the public input", "input")
+    if packing is not None:
+        require(set(bits_claims) == set(specs), "an op's bits were never checked", "graph proof")
+        claims = [Claim(packing.point(k, bits_claims[index][g].point), bits_claims[index][g].value)
+                  for k, (index, g) in enumerate(keys)]
+        _verify_merged(c, claims, proof.bits_opening, transcript, "bits", items)
     packing = Packing(tuple(n for _, _, n in lengths))
-    points = np.stack([packing.point(i, c.point) for i, c in weight_claims])
-    values = np.stack([np.asarray(c.value) for _, c in weight_claims])
-    verify_batch(commitment.weights, points, values, proof.weights_opening, transcript)
+    claims = [Claim(packing.point(i, c.point), c.value) for i, c in weight_claims]
+    _verify_merged(commitment.weights, claims, proof.weights_opening, transcript, "weights", items)
+    require(items.position == len(items.items), "unused items at the end of the proof", "graph proof")
     return output.copy()
+
+
+def _open_merged(witness, claims, transcript, label: str, items: list):
+    """Merge the claims on a committed table into one (:func:`merge_claims`, an item) and open it there: one
+    point, so the opening carries one combined row instead of one per claim."""
+    claim = claims[0]
+    if len(claims) > 1:
+        proof, claim = merge_claims(witness.matrix.reshape(-1), claims, transcript, f"{label} / merge")
+        items.append(("merge", proof))
+    _, opening = open_commitment(witness, claim.point, transcript)
+    return opening
+
+
+def _verify_merged(commitment, claims, opening, transcript, label: str, items) -> None:
+    claim = claims[0]
+    if len(claims) > 1:
+        claim = verify_merge(claims, items.take("merge", label), transcript, f"{label} / merge")
+    verify_opening(commitment, claim.point, claim.value, opening, transcript)

@@ -85,11 +85,13 @@ def _outer(per_bit, per_element) -> np.ndarray:
 
 
 def prove_decomposition(witness: DecompositionWitness, commitment_witnesses, claim: Claim, transcript,
-                        strict: bool = True):
+                        strict: bool = True, deferred: list | None = None):
     """Reduce a claim on the layer output at r to a claim on its accumulator at rho.
 
     ``commitment_witnesses`` holds one commitment witness per bit group. Returns (DecompositionProof,
     Claim on acc~). ``strict=False`` proves false claims anyway (see :func:`proofs.sumcheck.prove_sumcheck`).
+    With a ``deferred`` list (and no commitment witnesses) the groups are not opened here: each group's claim
+    T_g~(sigma) = t is appended to it for the caller's one batch opening (openings are then None).
     """
     spec = witness.spec
     shifted = F.to_field(witness.shifted)
@@ -117,16 +119,23 @@ def prove_decomposition(witness: DecompositionWitness, commitment_witnesses, cla
         sumcheck, sigma, evals = prove_sumcheck(terms, group_claims[g], transcript, "sumcheck.relu.bits",
                                                 strict=strict)
         transcript.absorb("relu.bits_eval", evals[0][1])
-        _, opening = open_commitment(commitment_witnesses[g], sigma, transcript)
+        if deferred is not None:
+            deferred.append(Claim(sigma, evals[0][1]))
+            opening = None
+        else:
+            _, opening = open_commitment(commitment_witnesses[g], sigma, transcript)
         groups.append(BitGroupProof(group_claims[g], sumcheck, evals[0][1], opening))
     proof = DecompositionProof(select, sign_eval, shifted_eval, acc_eval, tuple(groups))
     return proof, Claim(rho, acc_eval)
 
 
 def verify_decomposition(bits_commitments, spec: Decomposition, claim: Claim, proof: DecompositionProof,
-                         transcript, where: str) -> Claim:
+                         transcript, where: str, deferred: list | None = None) -> Claim:
     """Check a :class:`DecompositionProof` (one bits commitment per group); returns the claim on the
-    accumulator (raises ProofRejected)."""
+    accumulator (raises ProofRejected). With a ``deferred`` list (bits_commitments None) each group's claim
+    T_g~(sigma) = t is appended to it for the caller's batch opening instead of being opened here."""
+    if deferred is not None:
+        bits_commitments = (None,) * len(spec.groups)
     for name in ("sign_eval", "shifted_eval", "acc_eval"):
         check_ext(getattr(proof, name), where, name)
     require(spec.relu == (proof.select is not None), "select sumcheck present iff the layer has ReLU", where)
@@ -161,5 +170,8 @@ def verify_decomposition(bits_commitments, spec: Decomposition, claim: Claim, pr
         require(F.ext_eq(expected, sub.expected_value),
                 "bits sumcheck final value != eq (w T + beta eq T (1 - T))", where)
         transcript.absorb("relu.bits_eval", t)
-        verify_opening(commitment, sub.point, t, group.opening, transcript)
+        if deferred is not None:
+            deferred.append(Claim(sub.point, t))
+        else:
+            verify_opening(commitment, sub.point, t, group.opening, transcript)
     return Claim(rho, proof.acc_eval)

@@ -77,8 +77,8 @@ def test_wrong_output_input_and_commitment_rejected(residual):
         output = proof.output.copy()
         output[0, 0] += delta
         with pytest.raises(ProofRejected):
-            verify_graph(net.commitment, x, GraphProof(output, proof.bits_commitments, proof.items,
-                                                       proof.weights_opening))
+            verify_graph(net.commitment, x, GraphProof(output, proof.bits_commitment, proof.items,
+                                                       proof.bits_opening, proof.weights_opening))
     with pytest.raises(ProofRejected):
         verify_graph(net.commitment, x + 0.5, proof)
     other = GraphNetwork(quantize_graph(q_graph_with_other_weights(), np.ones((2, 4, 6, 6))))
@@ -117,8 +117,8 @@ def test_items_reordered_or_dropped_rejected(residual):
     items = list(proof.items)
     for changed in (items[1:], items[:-1], items[::-1], items + items[-1:]):
         with pytest.raises(ProofRejected):
-            verify_graph(net.commitment, x, GraphProof(proof.output, proof.bits_commitments, tuple(changed),
-                                                       proof.weights_opening))
+            verify_graph(net.commitment, x, GraphProof(proof.output, proof.bits_commitment, tuple(changed),
+                                                       proof.bits_opening, proof.weights_opening))
 
 
 def test_commitment_round_trip_and_garbage(residual):

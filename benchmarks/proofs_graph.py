@@ -1,0 +1,181 @@
+"""Graph-proof benchmark (issue 13): CNNs from ONNX proved by :mod:`proofs.layers.graph`, single thread.
+
+    python benchmarks/proofs_graph.py [--quick] [--no-ezkl]
+
+Cases: LeNet-5 (1x28x28: conv 5x5 -> 6, avgpool, conv 5x5 -> 16, avgpool, 120, 84, 10) at batch 1 and 64;
+the CIFAR CNN (3x32x32: conv 3x3 -> 16 pad 1, relu, avgpool 2, conv 3x3 -> 32 pad 1, relu, global average
+pool, 10); a CNN of about 266k parameters on 3x32x32 (three conv 3x3 pad 1 -> 32, 64, 64 each with relu and
+avgpool 2, then 1024 -> 192 -> 64 -> 10), the size of DeepProve's published CNN. Random weights (seeded),
+Relu activations, scales calibrated on 64 seeded normal inputs. Mode: PUBLIC WEIGHTS (the non-hiding graph
+protocol; hiding graph proofs are not implemented yet). Reported: commit (weights commitment), prove,
+verify (medians of wall clock), proof bytes, peak traced memory of one proof (tracemalloc), soundness bits,
+and the mean / max error of the proven output against the float model on the calibration data.
+EZKL on LeNet-5 in the same run when ``ezkl`` imports (the ``bench`` extra).
+"""
+import argparse
+import os
+import statistics
+import tempfile
+import time
+import tracemalloc
+
+try:
+    import _repo  # noqa: F401  (run as a script: threads and import path first)
+except ImportError:
+    from benchmarks import _repo  # noqa: F401
+
+import numpy as np  # noqa: E402
+
+from benchmarks._timing import print_table  # noqa: E402
+
+TARGETS = {"LeNet-5, batch 1": (0.5, 0.05), "CNN 266k, batch 1": (1.2, 0.2)}
+
+
+def cnn_264k(seed=5):
+    """Three conv 3x3 pad 1 (32, 64, 64) + relu + avgpool 2, then 1024 -> 192 -> 64 -> 10 (266,122 parameters)."""
+    from tests.model.onnx_models import Builder
+
+    b = Builder((3, 32, 32), seed)
+    x, c = "x", 3
+    for i, width in enumerate((32, 64, 64)):
+        x = b.node("Relu", [b.conv(x, c, width, 3, name=f"conv{i + 1}", pads=[1, 1, 1, 1])])
+        x = b.node("AveragePool", [x], f"pool{i + 1}", kernel_shape=[2, 2], strides=[2, 2])
+        c = width
+    x = b.node("Flatten", [x], "flatten")
+    x = b.node("Relu", [b.gemm(x, 1024, 192, "fc1")])
+    x = b.node("Relu", [b.gemm(x, 192, 64, "fc2")])
+    b.gemm(x, 64, 10, "fc3")
+    return b.model()
+
+
+def _models():
+    from tests.model.onnx_models import cifar, lenet
+
+    return {"LeNet-5": lambda: lenet("relu"), "CIFAR CNN": lambda: cifar("relu"), "CNN 266k": cnn_264k}
+
+
+def _median(fn, repeats):
+    times, result = [], None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), result
+
+
+def bench_graph(name, make, batch, repeats, workdir):
+    import onnx
+
+    from hezk_model import read_onnx
+    from proofs.graph_quantize import quantize_graph
+    from proofs.layers.graph import GraphNetwork, verify_graph
+
+    path = os.path.join(workdir, f"{name.replace(' ', '_')}.onnx")
+    onnx.save(make(), path)
+    graph = read_onnx(path)
+    rng = np.random.default_rng(0)
+    calibration = rng.normal(size=(64, *graph.input_shape))
+    q = quantize_graph(graph, calibration)
+    commit_s, network = _median(lambda: GraphNetwork(q), 1)
+    x = calibration[:batch]
+    network.prove(x)  # warm-up (numba compilation)
+    prove_s, proof = _median(lambda: network.prove(x), repeats)
+    data, commitment = proof.to_bytes(), network.commitment.to_bytes()
+    verify_s, y = _median(lambda: verify_graph(commitment, x, data), max(repeats, 3))
+    assert np.array_equal(y, q.forward_int(q.quantize_input(x)))
+    tracemalloc.start()
+    network.prove(x)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    report = q.error_report(graph, calibration)
+    return {"case": f"{name}, batch {batch}", "params": q.num_parameters, "commit": commit_s, "prove": prove_s,
+            "verify": verify_s, "proof_kb": len(data) / 1024, "peak_mb": peak / 2 ** 20,
+            "bits": network.commitment.soundness_bits(batch), "mean_error": report["mean_error"],
+            "max_error": report["max_error"], "magnitude": report["output_magnitude"]}
+
+
+def bench_ezkl_lenet(workdir):
+    """EZKL on LeNet-5 (batch 1): setup (settings, calibration, compile, SRS, keys), prove, verify; None if absent."""
+    try:
+        import ezkl  # noqa: F401
+    except ImportError:
+        return None
+    import json
+
+    import onnx
+
+    from benchmarks.proofs import _run
+
+    paths = {k: os.path.join(workdir, v) for k, v in dict(model="lenet.onnx", data="input.json",
+                                                         settings="settings.json", compiled="lenet.ezkl",
+                                                         srs="kzg.srs", vk="vk.key", pk="pk.key",
+                                                         witness="witness.json", proof="proof.json").items()}
+    onnx.save(_models()["LeNet-5"](), paths["model"])
+    x = np.random.default_rng(0).normal(size=(1, 1, 28, 28))
+    with open(paths["data"], "w") as handle:
+        json.dump({"input_data": [x.reshape(-1).tolist()]}, handle)
+    start = time.perf_counter()
+    _run(ezkl.gen_settings(paths["model"], paths["settings"]))
+    _run(ezkl.calibrate_settings(paths["data"], paths["model"], paths["settings"], "resources"))
+    _run(ezkl.compile_circuit(paths["model"], paths["compiled"], paths["settings"]))
+    with open(paths["settings"]) as handle:
+        logrows = json.load(handle)["run_args"]["logrows"]
+    _run(ezkl.gen_srs(paths["srs"], logrows))
+    _run(ezkl.gen_witness(paths["data"], paths["compiled"], paths["witness"]))
+    _run(ezkl.setup(paths["compiled"], paths["vk"], paths["pk"], paths["srs"]))
+    setup = time.perf_counter() - start
+    prove_start = time.perf_counter()
+    _run(ezkl.prove(paths["witness"], paths["compiled"], paths["pk"], paths["proof"], paths["srs"]))
+    prove = time.perf_counter() - prove_start
+    verify_start = time.perf_counter()
+    ok = _run(ezkl.verify(paths["proof"], paths["settings"], paths["vk"], paths["srs"]))
+    return {"setup": setup, "prove": prove, "verify": time.perf_counter() - verify_start, "ok": ok,
+            "logrows": logrows, "proof_kb": os.path.getsize(paths["proof"]) / 1024,
+            "pk_mb": os.path.getsize(paths["pk"]) / 2 ** 20, "vk_kb": os.path.getsize(paths["vk"]) / 1024}
+
+
+def run(quick=False, ezkl=True):
+    models = _models()
+    cases = [("LeNet-5", 1, 5), ("LeNet-5", 64, 1), ("CIFAR CNN", 1, 3), ("CNN 266k", 1, 3)]
+    if quick:
+        cases = cases[:1]
+    results = []
+    with tempfile.TemporaryDirectory() as workdir:
+        for name, batch, repeats in cases:
+            results.append(bench_graph(name, models[name], batch, repeats, workdir))
+        peer = bench_ezkl_lenet(workdir) if ezkl else None
+    print_table("hezk graph proofs, PUBLIC WEIGHTS (medians, one thread; commit = one-time weight commitment, "
+                "no setup)",
+                ["case", "params", "commit s", "prove s", "verify ms", "proof KB", "peak MB", "soundness bits",
+                 "mean err", "max err", "|y| max"],
+                [[r["case"], f"{r['params']:,}", f"{r['commit']:.3f}", f"{r['prove']:.3f}",
+                  f"{r['verify'] * 1e3:.1f}", f"{r['proof_kb']:.1f}", f"{r['peak_mb']:.1f}", f"{r['bits']:.1f}",
+                  f"{r['mean_error']:.2g}", f"{r['max_error']:.2g}", f"{r['magnitude']:.2g}"] for r in results])
+    for r in results:
+        if r["case"] in TARGETS:
+            prove, verify = TARGETS[r["case"]]
+            print(f"target {r['case']}: prove <= {prove} s: {r['prove']:.3f} s; verify <= {verify * 1e3:.0f} ms: "
+                  f"{r['verify'] * 1e3:.1f} ms")
+    if not ezkl:
+        return results
+    if peer is None:
+        print("EZKL: not installed (pip install -e '.[bench]'); skipped")
+        return results
+    lenet = results[0]
+    print(f"EZKL on LeNet-5 (logrows {peer['logrows']}, verified {peer['ok']}): setup {peer['setup']:.1f} s, prove "
+          f"{peer['prove']:.2f} s, verify {peer['verify'] * 1e3:.1f} ms, proof {peer['proof_kb']:.1f} KB, proving key "
+          f"{peer['pk_mb']:.1f} MB, verifying key {peer['vk_kb']:.1f} KB; prover ratio EZKL / hezk "
+          f"{peer['prove'] / lenet['prove']:.0f}x")
+    return results
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="LeNet-5 batch 1 only")
+    parser.add_argument("--no-ezkl", action="store_true", help="skip EZKL even if it imports")
+    args = parser.parse_args()
+    run(args.quick, not args.no_ezkl)
+
+
+if __name__ == "__main__":
+    main()
