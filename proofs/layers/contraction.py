@@ -600,15 +600,22 @@ def verify_reshape(x_shape, y_shape, claim: Claim, proof, transcript, label: str
     return Claim(sub.point, x_eval)
 
 
-def merge_claims(table, claims, transcript, label: str = "merge", *, strict: bool = True):
+def merge_claims(table, claims, transcript, label: str = "merge", *, strict: bool = True, blocks=None):
     """Several claims T~(r_i) = v_i on one table as one: with alpha_i drawn after the claims,
     sum_p T[p] sum_i alpha_i eq(r_i, p) = sum_i alpha_i v_i, a degree-2 sumcheck ending at T~(rho)
-    (error <= (2k + 1) / p^4). Returns (GatherProof, Claim)."""
+    (error <= (2k + 1) / p^4). ``blocks`` (prover speed only): per claim (offset, k_i) when r_i is a packed
+    point (:meth:`Packing.point`: its first k_i coordinates local, the rest the Boolean block selector), so
+    eq(r_i, .) is eq(local, .) at the block and zero elsewhere. Returns (GatherProof, Claim)."""
     alphas = _merge_challenges(claims, transcript, label)
     weights = F.ext_zero(np.asarray(table).reshape(-1).shape[0])
     total = F.ext_zero()
-    for alpha, claim in zip(alphas, claims):
-        weights = F.ext_add(weights, F.ext_mul(eq_table(claim.point), alpha))
+    for i, (alpha, claim) in enumerate(zip(alphas, claims)):
+        if blocks is None:
+            weights = F.ext_add(weights, F.ext_mul(eq_table(claim.point), alpha))
+        else:
+            offset, k = blocks[i]
+            part = weights[offset:offset + (1 << k)]
+            part[:] = F.ext_add(part, F.ext_mul(eq_table(claim.point[:k]), alpha))
         total = F.ext_add(total, F.ext_mul(alpha, claim.value))
     sumcheck, rho, evals = prove_sumcheck([(1, [_field(table).reshape(-1), weights])], total, transcript, label,
                                           strict=strict)

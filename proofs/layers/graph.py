@@ -409,11 +409,9 @@ class GraphNetwork:
             report(f"proved {op.kind} {op.name}")
         bits_opening = None
         if packing is not None:
-            claims = [Claim(packing.point(k, bits_claims[index][g].point), bits_claims[index][g].value)
-                      for k, (index, g) in enumerate(keys)]
-            bits_opening = _open_merged(bits_witness, claims, transcript, "bits", items)
-        claims = [Claim(self._packing.point(i, c.point), c.value) for i, c in weight_claims]
-        opening = _open_merged(self._weights_witness, claims, transcript, "weights", items)
+            claims = [(k, bits_claims[index][g]) for k, (index, g) in enumerate(keys)]
+            bits_opening = _open_merged(bits_witness, packing, claims, transcript, "bits", items)
+        opening = _open_merged(self._weights_witness, self._packing, weight_claims, transcript, "weights", items)
         report("opened the bits and the weights")
         return GraphProof(output.reshape(batch, -1).copy(), bits_commitment, tuple(items), bits_opening, opening)
 
@@ -582,12 +580,17 @@ def _verify(commitment: GraphCommitment, x, proof: GraphProof) -> np.ndarray:
     return output.copy()
 
 
-def _open_merged(witness, claims, transcript, label: str, items: list):
-    """Merge the claims on a committed table into one (:func:`merge_claims`, an item) and open it there: one
-    point, so the opening carries one combined row instead of one per claim."""
+def _open_merged(witness, packing: Packing, local_claims, transcript, label: str, items: list):
+    """Merge the claims [(packed table index, Claim on that table)] on a committed packed table into one
+    (:func:`merge_claims`, an item) and open it there: one point, so the opening carries one combined row
+    instead of one per claim."""
+    claims = [Claim(packing.point(i, c.point), c.value) for i, c in local_claims]
     claim = claims[0]
     if len(claims) > 1:
-        proof, claim = merge_claims(witness.matrix.reshape(-1), claims, transcript, f"{label} / merge")
+        blocks = [(packing.offsets[i], np.asarray(c.point).reshape(-1, F.EXT_DEGREE).shape[0])
+                  for i, c in local_claims]
+        proof, claim = merge_claims(witness.matrix.reshape(-1), claims, transcript, f"{label} / merge",
+                                    blocks=blocks)
         items.append(("merge", proof))
     _, opening = open_commitment(witness, claim.point, transcript)
     return opening
