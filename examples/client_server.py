@@ -83,7 +83,8 @@ def over_http(model_path, x, expected):
         print(f"over HTTP: {len(x)} images in {time.perf_counter() - t0:.2f} s; max |decrypted - plaintext| "
               f"= {np.max(np.abs(y - expected)):.2e}, predictions agree on "
               f"{100 * np.mean(y.argmax(1) == expected.argmax(1)):.1f}%")
-        print(f"without the token -> HTTP {httpx.post(f'{url}/infer/{context_id}', content=b'', timeout=30.0).status_code}")
+        anonymous = httpx.post(f"{url}/infer/{context_id}", content=b"", timeout=30.0)
+        print(f"without the token -> HTTP {anonymous.status_code}")
         bad = httpx.post(f"{url}/infer/{context_id}", content=b"not a ciphertext", timeout=30.0,
                          headers={"authorization": f"Bearer {token}"})
         print(f"garbage bytes -> HTTP {bad.status_code}: {bad.json()['detail']}")

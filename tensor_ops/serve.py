@@ -353,7 +353,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--input-shape", type=_shape, default=None,
                         help="sample shape, e.g. 1,8,8 (needed when the model file does not record it)")
     parser.add_argument("--max-request-bytes", type=_positive, default=DEFAULT_MAX_REQUEST_BYTES,
-                        help=f"largest request body, larger ones get HTTP 413 (default {DEFAULT_MAX_REQUEST_BYTES >> 20} MiB)")
+                        help=f"largest request body, larger ones get HTTP 413 "
+                             f"(default {DEFAULT_MAX_REQUEST_BYTES >> 20} MiB)")
     parser.add_argument("--max-context-bytes", type=_positive, default=DEFAULT_MAX_CONTEXT_BYTES,
                         help=f"largest public context, larger ones get HTTP 413 "
                              f"(default {DEFAULT_MAX_CONTEXT_BYTES >> 20} MiB)")
@@ -369,7 +370,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help=f"contexts one token keeps, its own least recently used dropped first "
                              f"(default {_DEFAULTS.max_contexts_per_token})")
     parser.add_argument("--max-bytes-per-token", type=_positive, default=_DEFAULTS.max_bytes_per_token,
-                        help=f"public-context bytes one token keeps (default {_DEFAULTS.max_bytes_per_token >> 30} GiB)")
+                        help=f"public-context bytes one token keeps "
+                             f"(default {_DEFAULTS.max_bytes_per_token >> 30} GiB)")
     parser.add_argument("--rate", type=_positive_float, default=_DEFAULTS.rate,
                         help=f"requests per second per token, past it HTTP 429 with Retry-After "
                              f"(default {_DEFAULTS.rate:g})")

@@ -483,3 +483,18 @@ def test_cli_remote_sends_the_token_and_registers_by_itself(model, clients, tmp_
     assert_precise(y, model.forward(np.stack([X, -X])), client.plan.params)
     assert cli.main(args + ["--token-file", str(tmp_path / "token")]) == 2  # the server is gone
     assert "cannot reach" in capsys.readouterr().err
+
+
+def test_serve_refuses_bad_tokens_and_limits_before_listening(model, tmp_path, capsys):
+    from tensor_ops.serve import main
+
+    model.save(tmp_path / "m.npz")
+    (tmp_path / "weak").write_text("alice:short\n")
+    base = ["--model", str(tmp_path / "m.npz"), "--port", "1"]
+    assert main(base + ["--tokens-file", str(tmp_path / "missing")]) == 2
+    assert "--tokens-file" in capsys.readouterr().err
+    assert main(base + ["--tokens-file", str(tmp_path / "weak")]) == 2
+    assert "at least 16" in capsys.readouterr().err
+    assert main(base + ["--tokens-file", str(tmp_path / "weak"), "--max-bytes-per-token", "10"]) == 2
+    assert main(base + ["--max-context-bytes", "100", "--max-bytes-per-token", "99"]) == 2
+    assert "max_bytes_per_token=99" in capsys.readouterr().err
