@@ -162,8 +162,13 @@ def main():
     parser.add_argument("--quick", action="store_true", help="cases (a) and (b) only, fewer repeats")
     parser.add_argument("--no-ezkl", action="store_true", help="skip EZKL even if it imports")
     parser.add_argument("--no-training", action="store_true", help="skip the training-step benchmark")
+    parser.add_argument("--no-graph", action="store_true", help="skip the CNN graph proofs (benchmarks/proofs_graph.py)")
     args = parser.parse_args()
     inference_proofs(args)
+    if not args.no_graph:
+        from benchmarks import proofs_graph
+        print()
+        proofs_graph.run(args.quick, not args.no_ezkl)
     if not args.no_training:
         from benchmarks import proofs_training
         print()

@@ -42,7 +42,9 @@ DEFAULT_PROOF = "proof.bin"
 
 
 MODEL_HELP = ("model file: ONNX (opset >= 13) or .npz (a quantized model, or float weights that name their "
-              "activation, activation='relu'); a ReLU MLP (see proofs.model)")
+              "activation, activation='relu'); a ReLU MLP (see proofs.model), or any graph of Gemm, MatMul, Conv, "
+              "pools, Add, BatchNormalization, Relu, Flatten, Reshape, Transpose (the graph proof, with "
+              "--public-weights for now)")
 
 
 def _existing_file(path: str) -> str:
@@ -83,7 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     commit.add_argument("--calibration", type=_existing_file, default=None,
                         help="float .npy of representative inputs: a float model's input bound (and so its stated "
                              "worst-case output error) is their largest |x| rounded up to a power of two "
-                             "(default: the model file's input_bound, else the widest of 8, 4, 2, 1 that fits)")
+                             "(default: the model file's input_bound, else the widest of 8, 4, 2, 1 that fits); "
+                             "a graph model's per-layer scales (default: 64 seeded uniform [-1, 1] inputs)")
     commit.add_argument("--public-weights", action="store_true", help=PUBLIC_WEIGHTS_HELP)
     prove = commands.add_parser("prove", help="prove y = model(x) for an input batch")
     prove.add_argument("--model", "-m", required=True, type=_existing_file, help=MODEL_HELP)
