@@ -108,6 +108,11 @@ class BasefoldParams:
         """-log2 of the query error: num_queries * -log2((1 + rho)/2), or * log2(rate_inv) if conjectured."""
         return self.num_queries * _query_error_bits(self.rate_inv, self.conjectured)
 
+    @property
+    def security_bits(self) -> float:
+        """The query bits (as :attr:`proofs.commit.CommitParams.security_bits`; a commitment adds field terms)."""
+        return self.query_bits
+
     def describe(self) -> str:
         label = "conjectured (RS proximity up to capacity)" if self.conjectured else "proven (unique decoding)"
         return (f"Basefold rate 1/{self.rate_inv}, {self.num_queries} queries, arity {self.arity}, final "
@@ -161,12 +166,16 @@ class BasefoldCommitment:
         return (1 << self.num_vars) * self.params.rate_inv
 
     @property
-    def security_bits(self) -> float:
-        """-log2(query error + (s + 2) N' / |F_p4| (s row folds and the code folds, N' = one interleaved
-        codeword's length) + 2 num_vars / |F_p4| (sumcheck) + 1 / |F_p4| (claim combination))."""
+    def field_terms(self) -> int:
+        """(s + 2) N' (s row folds and the code folds, N' = one interleaved codeword's length) + 2 num_vars
+        (sumcheck rounds) + 1 (claim combination): the field error is field_terms / |F_p4|."""
         s = self.params.interleave(self.num_vars)
-        field_terms = (s + 2) * (self.codeword_length >> s) + 2 * self.num_vars + 1
-        return -math.log2(2.0 ** -self.params.query_bits + field_terms * 2.0 ** -F.EXT_BITS)
+        return (s + 2) * (self.codeword_length >> s) + 2 * self.num_vars + 1
+
+    @property
+    def security_bits(self) -> float:
+        """-log2(query error + field_terms / |F_p4|): this commitment opened alone."""
+        return batch_security_bits([self])
 
     def to_bytes(self) -> bytes:
         """magic, version (u8), num_vars (u8), params (log2 rate, arity, final, conjectured, max_log_codeword:
@@ -189,6 +198,15 @@ class BasefoldCommitment:
             return cls(root, num_vars, params)
         except ProofError as error:
             raise ProofRejected(str(error), "basefold commitment") from None
+
+
+def batch_security_bits(commitments) -> float:
+    """-log2 of the error of one batch opening: query error + sum_k field_terms_k / |F_p4|. The query error
+    counts once: if any table's chain is still far after folding, the shared queries must all miss ITS far
+    positions, w.p. <= ((1 + rho)/2)^num_queries; the folding errors add up over the chains (union bound)."""
+    commitments = list(commitments)
+    field_terms = sum(c.field_terms for c in commitments)
+    return -math.log2(2.0 ** -commitments[0].params.query_bits + field_terms * 2.0 ** -F.EXT_BITS)
 
 
 @dataclass(frozen=True, eq=False)
@@ -563,7 +581,7 @@ def _verify(commitments, points_list, values_list, proof, transcript, min_securi
     _require(all(isinstance(c, BasefoldCommitment) for c in commitments), "expected BasefoldCommitments")
     params = commitments[0].params
     _require(all(c.params == params for c in commitments), "the commitments' parameters differ")
-    bits = -math.log2(sum(2.0 ** -c.security_bits for c in commitments))
+    bits = batch_security_bits(commitments)
     _require(bits >= min_security_bits, f"parameters give {bits:.1f} bits < {min_security_bits} required")
     _require(isinstance(proof, BasefoldProof), f"expected a BasefoldProof, got {type(proof).__name__}")
     nums = [c.num_vars for c in commitments]

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import basefold
 from .. import field as F
 from ..commit import MIN_VERIFY_BITS, CommitParams, Commitment, OpeningProof, commit, open_batch, verify_batch
 from ..errors import ModelError, ProofRejected
@@ -44,7 +45,8 @@ from ..quantize import QuantizedMLP, as_integer_input, check_field, check_input,
 from ..transcript import Transcript
 from .common import Claim, log2, pad_matrix, padded, require
 from .matmul import LinearProof, LinearShape, prove_linear, verify_linear, weight_tables
-from .records import read_nested, read_record, write_record
+from .commitments import PARAMS_TYPES, commit_table, is_basefold, read_commitment, read_opening
+from .records import read_record, write_record
 from .spec import build_model
 from .relu import DecompositionProof, prove_decomposition, verify_decomposition
 from .requant import decompose
@@ -143,12 +145,12 @@ class NetworkProof:
     def _parse(cls, data) -> "NetworkProof":
         reader = ByteReader(data, PROOF_MAGIC, FORMAT_VERSION, "network proof")
         output = reader.i64_array()
-        bits = tuple(read_nested(reader, Commitment)
+        bits = tuple(read_commitment(reader.blob())
                      for _ in range(reader.bounded("bits commitment count", 0, MAX_LAYERS)))
         layer_proofs = tuple((read_record(reader, DecompositionProof, optional=True),
                               read_record(reader, LinearProof))
                              for _ in range(reader.bounded("layer count", 1, MAX_LAYERS)))
-        opening = read_nested(reader, OpeningProof)
+        opening = read_opening(reader.blob())
         reader.finish()
         return cls(output, bits, layer_proofs, opening)
 
@@ -202,8 +204,9 @@ class Network:
             if params.target_bits < MIN_VERIFY_BITS:
                 raise ModelError(f"params {params} give {params.target_bits} bits of commitment security "
                                  f"< {MIN_VERIFY_BITS} (verifiers refuse them)")
-        elif params is not None and not isinstance(params, CommitParams):
-            raise ModelError(f"params must be a CommitParams for zk=False, got {type(params).__name__}")
+        elif params is not None and not isinstance(params, PARAMS_TYPES):
+            raise ModelError(f"params must be a CommitParams or BasefoldParams for zk=False, got "
+                             f"{type(params).__name__}")
         elif params is not None and params.security_bits < MIN_VERIFY_BITS:
             raise ModelError(f"params {params} give {params.security_bits:.1f} bits of commitment security "
                              f"< {MIN_VERIFY_BITS} (verifiers refuse them); use more queries")
@@ -232,7 +235,7 @@ class Network:
             if state is not None:
                 raise ModelError("state is the prover state of a hiding commitment: zk=False commits anew")
             packed = weight_packing(infos).pack([table for pair in self._weight_tables for table in pair])
-            weights, self._weights_witness = commit(packed, self.params)
+            weights, self._weights_witness = commit_table(packed, self.params)
         self.commitment = ModelCommitment(model.scheme, model.input_frac, model.input_bound, model.error_bound,
                                           infos, weights)
         if zk and self.commitment.soundness_bits(self.batch_size or 1) < network_zk.MIN_SOUNDNESS_BITS:
@@ -327,7 +330,7 @@ class Network:
             if layer.decomposition is not None:
                 bits_witnesses[i] = []
                 for g in range(len(layer.decomposition.spec.groups)):
-                    bits_commitment, bits_witness = commit(layer.decomposition.table(g), self.params)
+                    bits_commitment, bits_witness = commit_table(layer.decomposition.table(g), self.params)
                     transcript.absorb(f"bits commitment {i}", bits_commitment.to_bytes())
                     bits_commitments.append(bits_commitment)
                     bits_witnesses[i].append(bits_witness)
@@ -335,12 +338,13 @@ class Network:
         point = _output_point(transcript, self.commitment.layers[-1], witness.batch)
         claim = Claim(point, mle_evaluate(_field_table(witness.layers[-1].out), point))
         layer_proofs, weight_claims = [None] * len(witness.layers), []
+        deferred = {i: [] for i in bits_witnesses} if is_basefold(self.params) else {}  # bits claims, one opening
         for i in reversed(range(len(witness.layers))):
             layer, info = witness.layers[i], self.commitment.layers[i]
             decomposition_proof = None
             if layer.decomposition is not None:
                 decomposition_proof, claim = prove_decomposition(layer.decomposition, bits_witnesses[i], claim,
-                                                                 transcript, strict)
+                                                                 transcript, strict, deferred.get(i))
                 report(f"proved zkReLU of layer {i}")
             shape = LinearShape(witness.batch, info.in_features, info.out_features)
             linear_proof, claim, claims = prove_linear(*self._weight_tables[i], _field_table(layer.input), shape,
@@ -349,7 +353,14 @@ class Network:
             report(f"proved matmul of layer {i}")
             layer_proofs[i] = (decomposition_proof, linear_proof)
         points = _weight_points(self.commitment, weight_claims)
-        _, opening = open_batch(self._weights_witness, points, transcript)
+        if deferred:  # Basefold: the weights and every bits group in one batched opening
+            witnesses = [self._weights_witness] + [w for i in sorted(deferred) for w in bits_witnesses[i]]
+            claims = [c.point[None] for i in sorted(deferred) for c in deferred[i]]
+            _, opening = basefold.open_batch(witnesses, [points] + claims, transcript)
+        elif is_basefold(self.params):
+            _, opening = basefold.open_batch([self._weights_witness], [points], transcript)
+        else:
+            _, opening = open_batch(self._weights_witness, points, transcript)
         report("opened the weights")
         return NetworkProof(np.array(witness.output, dtype=np.int64), tuple(bits_commitments), tuple(layer_proofs),
                             opening)
@@ -413,7 +424,7 @@ def _check_statement(commitment: ModelCommitment, x_int, proof: NetworkProof):
         info = commitment.layers[i]
         for bits, (_, count) in zip(layer_bits, info.decomposition_for(x.shape[0]).groups):
             at = f"layer {i} / bits commitment"
-            require(isinstance(bits, Commitment) and bits.params == commitment.params,
+            require(isinstance(bits, type(commitment.weights)) and bits.params == commitment.params,
                     f"bits commitment parameters differ from the model's {commitment.params}", at)
             check_commitment_size(bits, batch_padded * padded(info.out_features) * count, at)
     return x.astype(np.int64)
@@ -475,13 +486,14 @@ def _verify(commitment: ModelCommitment, x_int, proof: NetworkProof) -> np.ndarr
     claim = Claim(point, mle_evaluate(_field_table(pad_matrix(proof.output, padded(batch, 1),
                                                                   padded(last.out_features))), point))
     weight_claims = []
+    deferred = {i: [] for i in bits} if is_basefold(commitment.params) else {}
     for i in reversed(range(len(commitment.layers))):
         info, (decomposition_proof, linear_proof) = commitment.layers[i], proof.layer_proofs[i]
         where = f"layer {i}"
         try:
             if decomposition_proof is not None:
                 claim = verify_decomposition(bits[i], info.decomposition_for(batch), claim, decomposition_proof,
-                                             transcript, f"{where} / zkReLU")
+                                             transcript, f"{where} / zkReLU", deferred.get(i))
             shape = LinearShape(batch, info.in_features, info.out_features)
             claim, claims = verify_linear(shape, claim, linear_proof, transcript, f"{where} / matmul")
             weight_claims = list(claims) + weight_claims
@@ -491,6 +503,16 @@ def _verify(commitment: ModelCommitment, x_int, proof: NetworkProof) -> np.ndarr
     require(F.ext_eq(mle_evaluate(input_table, claim.point), claim.value),
             "the final claim does not match the public input", "input")
     values = np.stack([weight_claim.value for weight_claim in weight_claims])
-    verify_batch(commitment.weights, _weight_points(commitment, weight_claims), values, proof.weights_opening,
-                 transcript)
+    if is_basefold(commitment.params):  # the weights and every bits group in one batched opening
+        require(all(group.opening is None for pair in proof.layer_proofs if pair[0] is not None
+                    for group in pair[0].groups), "Basefold proofs open the bits groups in the batch only", "bits")
+        order = sorted(deferred)
+        commitments = [commitment.weights] + [c for i in order for c in bits[i]]
+        claims = [c for i in order for c in deferred[i]]
+        points = [_weight_points(commitment, weight_claims)] + [c.point[None] for c in claims]
+        basefold.verify_batch(commitments, points, [values] + [c.value[None] for c in claims], proof.weights_opening,
+                              transcript)
+    else:
+        verify_batch(commitment.weights, _weight_points(commitment, weight_claims), values, proof.weights_opening,
+                     transcript)
     return proof.output.copy()

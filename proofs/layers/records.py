@@ -40,8 +40,8 @@ def write_record(writer: ByteWriter, proof, optional: bool = False) -> None:
             writer.u8(value is not None)
             if value is not None:
                 writer.blob(value.to_bytes())
-        else:
-            writer.blob(value.to_bytes())
+        else:  # a deferred opening (settled by the proof's one batch opening) is an empty blob
+            writer.blob(b"" if value is None and kind is OpeningProof else value.to_bytes())
 
 
 def read_nested(reader: ByteReader, kind):
@@ -59,6 +59,9 @@ def read_record(reader: ByteReader, cls, optional: bool = False):
             values.append(tuple(read_record(reader, BitGroupProof) for _ in range(reader.bounded("groups", 1, 2))))
         elif isinstance(kind, tuple):
             values.append(read_nested(reader, kind[0]) if reader.flag() else None)
+        elif kind is OpeningProof:
+            blob = reader.blob()
+            values.append(parse_nested(kind.from_bytes, blob, kind.__name__) if blob else None)
         else:
             values.append(read_nested(reader, kind))
     return cls(*values)

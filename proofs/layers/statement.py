@@ -18,6 +18,7 @@ from .. import field as F
 from ..commit import Commitment
 from ..proof_format import ByteReader, ByteWriter, from_record, parse_nested, record_kind, to_record
 from ..quantize import FIELD_BITS, FIELD_HALF
+from .commitments import COMMITMENT_TYPES, opening_error, read_commitment
 from .common import log2, padded, require
 from .packing import Packing
 from .requant import Decomposition
@@ -102,7 +103,7 @@ class ModelCommitment:
     @property
     def zk(self) -> bool:
         """True when the weights are hidden (a :class:`~proofs.layers.reusable.Reusable` hiding commitment)."""
-        return not isinstance(self.weights, Commitment)
+        return not isinstance(self.weights, COMMITMENT_TYPES)
 
     def statement_bytes(self) -> bytes:
         """What a proof's transcript absorbs: the bytes, with the weights' part replaced by its digest for a
@@ -127,7 +128,7 @@ class ModelCommitment:
             return soundness_bits(self, batch)
         batch_vars = log2(padded(batch, 1))
         field_errors = log2(padded(self.layers[-1].out_features)) + batch_vars
-        opening_error = 2.0 ** -self.weights.security_bits
+        opened = [self.weights]  # Ligero: each opened alone; Basefold: all in one batch (commitments.opening_error)
         for info in self.layers:
             field_errors += 2 * log2(padded(info.in_features))
             if info.decomposition is not None:
@@ -136,8 +137,8 @@ class ModelCommitment:
                 for _, count in info.decomposition_for(batch).groups:
                     bits_vars = element_vars + log2(count)
                     field_errors += 4 * bits_vars
-                    opening_error += 2.0 ** -Commitment(b"", bits_vars, self.params).security_bits
-        return -math.log2(field_errors * 2.0 ** -F.EXT_BITS + opening_error)
+                    opened.append(type(self.weights)(b"", bits_vars, self.params))
+        return -math.log2(field_errors * 2.0 ** -F.EXT_BITS + opening_error(opened))
 
     def __eq__(self, other) -> bool:
         return isinstance(other, ModelCommitment) and self.to_bytes() == other.to_bytes()
@@ -195,8 +196,10 @@ class ModelCommitment:
             require(values[5] in (0, 1), f"relu flag {values[5]} is not 0 or 1", reader.what)
             layers.append(LayerInfo(*values[:5], bool(values[5]), *values[6:]))
         blob = reader.blob()
-        kind = Reusable if record_kind(blob) == Reusable.KIND else Commitment
-        weights = parse_nested(kind.from_bytes, blob, "weights commitment")
+        if record_kind(blob) == Reusable.KIND:
+            weights = parse_nested(Reusable.from_bytes, blob, "weights commitment")
+        else:
+            weights = read_commitment(blob)
         reader.finish()
         commitment = cls(scheme, input_frac, input_bound, error_bound, tuple(layers), weights)
         commitment.validate()
@@ -207,7 +210,8 @@ class ModelCommitment:
         where = "model commitment"
         require(0 < self.input_bound <= FIELD_HALF, f"input_bound={self.input_bound} not in (0, {FIELD_HALF}]", where)
         require(not math.isnan(self.error_bound), "error_bound is nan", where)
-        require(isinstance(self.weights, (Commitment, Reusable)), "weights is not a Commitment or Reusable", where)
+        require(isinstance(self.weights, COMMITMENT_TYPES + (Reusable,)),
+                "weights is not a Commitment, BasefoldCommitment or Reusable", where)
         for i, info in enumerate(self.layers):
             at = f"{where} / layer {i}"
             require(1 <= info.in_features <= MAX_FEATURES and 1 <= info.out_features <= MAX_FEATURES,
