@@ -167,10 +167,11 @@ class BasefoldCommitment:
 
     @property
     def field_terms(self) -> int:
-        """(s + 2) N' (s row folds and the code folds, N' = one interleaved codeword's length) + 2 num_vars
-        (sumcheck rounds) + 1 (claim combination): the field error is field_terms / |F_p4|."""
+        """(s + 1) N' (its s row folds and its join into the combined codeword, N' = one interleaved codeword's
+        length) + 4 num_vars + 2 (the two sumchecks' rounds, its claim and its evaluation): this table's share of
+        a batch opening's field error, field_terms / |F_p4|."""
         s = self.params.interleave(self.num_vars)
-        return (s + 2) * (self.codeword_length >> s) + 2 * self.num_vars + 1
+        return (s + 1) * (self.codeword_length >> s) + 4 * self.num_vars + 2
 
     @property
     def security_bits(self) -> float:
@@ -201,11 +202,13 @@ class BasefoldCommitment:
 
 
 def batch_security_bits(commitments) -> float:
-    """-log2 of the error of one batch opening: query error + sum_k field_terms_k / |F_p4|. The query error
-    counts once: if any table's chain is still far after folding, the shared queries must all miss ITS far
-    positions, w.p. <= ((1 + rho)/2)^num_queries; the folding errors add up over the chains (union bound)."""
+    """-log2 of the error of one batch opening: query error + (sum_k field_terms_k + 2 N_top) / |F_p4|, with
+    2 N_top for the folds of the combined codeword (its largest length N_top; N/|F_p4| per fold, geometric).
+    The query error counts once: if some codeword in the chain is far, the queries must all miss its far
+    positions, w.p. <= ((1 + rho)/2)^num_queries; the field errors add up (union bound)."""
     commitments = list(commitments)
-    field_terms = sum(c.field_terms for c in commitments)
+    top = max(c.codeword_length >> c.params.interleave(c.num_vars) for c in commitments)
+    field_terms = sum(c.field_terms for c in commitments) + 2 * top
     return -math.log2(2.0 ** -commitments[0].params.query_bits + field_terms * 2.0 ** -F.EXT_BITS)
 
 
@@ -285,18 +288,10 @@ def _combine_rows(codeword: np.ndarray, weights: np.ndarray) -> np.ndarray:
     return out % F.P
 
 
-def _fold_any(codeword: np.ndarray, r: np.ndarray, interleaved: bool) -> np.ndarray:
-    """A row fold while interleaved rows remain, else a code fold of the (N[, 4]) codeword."""
-    if interleaved:
-        return _fold_rows(codeword, r)
-    if codeword.ndim >= 2 and codeword.shape[1] == 1:  # the last row: drop the interleave axis
-        codeword = codeword[:, 0]
-    return _fold_codeword(codeword, r)
-
-
 def fold_leaves(values: np.ndarray, positions: np.ndarray, n: int, challenges) -> np.ndarray:
     """Fold opened cosets: ``values`` (Q, 2^b, 4) at positions j + s n/2^b of the domain of size n (j =
-    ``positions``, (Q,)), by the b ``challenges`` in order -> (Q, 4), the values at j in the domain n / 2^b."""
+    ``positions``, (Q,)), by c <= b ``challenges`` in order -> (Q, 2^(b - c), 4), the cosets of j in the domain
+    of size n / 2^c."""
     current = values
     # w_n^-j per query (Python ints: Q exponentiations), squared as the domain halves
     xinv = np.array([pow(_omega(n), (F.P - 2) * int(j) % (F.P - 1), F.P) for j in positions], dtype=np.uint64)
@@ -311,7 +306,7 @@ def fold_leaves(values: np.ndarray, positions: np.ndarray, n: int, challenges) -
         current = F.ext_add(s, F.ext_mul(F.sub(d, s), r))
         xinv = F.mul(xinv, xinv)
         size //= 2
-    return current[:, 0]
+    return current
 
 
 # ------------------------------------------------------------------------------------------- commit
@@ -332,14 +327,18 @@ def commit(values, params: BasefoldParams = BasefoldParams()):
 # -------------------------------------------------------------------------------------------- proof
 @dataclass(frozen=True, eq=False)
 class BasefoldProof:
-    """rounds (rounds, 3, 4): h(0), h(1), h(2) per sumcheck round; layer_roots: one per shared layer;
-    finals: each folded table's final table (2^final, 4); tables: each small table, whole (2^n,);
+    """reduction (rounds, 3, 4): the claim-reduction sumcheck, h(0), h(1), h(2) per round (empty when one
+    table has one claim); evals (K, 4): each folded table at its part of the reduced point r; rounds (rounds, 3,
+    4): the opening sumcheck of the combined table; layer_roots: one per committed layer of the combined
+    codeword; final (2^final, 4): the combined final table; tables: each small table, whole (2^n,);
     initial_leaves / initial_paths: per folded commitment its opened cosets (u, 2^b, 2^s) and multi-proof;
-    layer_leaves / layer_paths: per shared layer the opened cosets (u, tables, 2^arity, 4) and multi-proof."""
+    layer_leaves / layer_paths: per committed layer the opened cosets (u, 2^arity, 4) and multi-proof."""
 
+    reduction: np.ndarray
+    evals: np.ndarray
     rounds: np.ndarray
     layer_roots: tuple
-    finals: tuple
+    final: np.ndarray
     tables: tuple
     initial_leaves: tuple
     initial_paths: tuple
@@ -347,9 +346,10 @@ class BasefoldProof:
     layer_paths: tuple
 
     def to_bytes(self) -> bytes:
-        out = [_PROOF_MAGIC, bytes([_VERSION]), F.elements_to_bytes(self.rounds), _count(self.layer_roots),
-               b"".join(self.layer_roots)]
-        for arrays in (self.finals, self.tables, self.initial_leaves):
+        out = [_PROOF_MAGIC, bytes([_VERSION])]
+        out.extend(F.elements_to_bytes(a) for a in (self.reduction, self.evals, self.rounds))
+        out.extend([_count(self.layer_roots), b"".join(self.layer_roots), F.elements_to_bytes(self.final)])
+        for arrays in (self.tables, self.initial_leaves):
             out.append(_count(arrays))
             out.extend(F.elements_to_bytes(a) for a in arrays)
         out.extend(_paths_bytes(self.initial_paths))
@@ -363,16 +363,16 @@ class BasefoldProof:
         """Inverse of :meth:`to_bytes`; malformed data raises ProofRejected (shapes are checked on verification)."""
         reader = F.ByteReader(data, where="basefold proof")
         reader.header(_PROOF_MAGIC, _VERSION)
-        rounds = reader.elements(3)
+        reduction, evals, rounds = reader.elements(3), reader.elements(2), reader.elements(3)
         roots = _read_digests(reader)
-        finals = tuple(reader.elements(2) for _ in range(reader.count(4, 9, "final count")))
+        final = reader.elements(2)
         tables = tuple(reader.elements(1) for _ in range(reader.count(4, 5, "table count")))
         initial = tuple(reader.elements(3) for _ in range(reader.count(4, 13, "initial leaves count")))
         initial_paths = tuple(_read_digests(reader) for _ in range(reader.count(4, 4, "path count")))
-        layers = tuple(reader.elements(4) for _ in range(reader.count(4, 17, "layer leaves count")))
+        layers = tuple(reader.elements(3) for _ in range(reader.count(4, 13, "layer leaves count")))
         layer_paths = tuple(_read_digests(reader) for _ in range(reader.count(4, 4, "path count")))
         reader.finish()
-        return cls(rounds, roots, finals, tables, initial, initial_paths, layers, layer_paths)
+        return cls(reduction, evals, rounds, roots, final, tables, initial, initial_paths, layers, layer_paths)
 
     @property
     def num_bytes(self) -> int:
@@ -403,18 +403,35 @@ def _check_points(points, num_vars: int, error, where: str) -> np.ndarray:
     return points
 
 
-def _schedule(num_vars_list, params: BasefoldParams):
-    """(n_max, number of rounds, shared layers [(m, [indices of the tables in its tree])])."""
-    folded = [n for n in num_vars_list if n > params.final_vars]
-    n_max = max(folded, default=params.final_vars)
-    layers = []
-    m = n_max
+@dataclass(frozen=True)
+class _Schedule:
+    """Who folds when: ``folding`` (tables above final_vars), ``firsts[k]`` (the size at which table k's
+    codeword joins the combined one, after its row folds), ``top`` (the largest), ``layers`` (committed layers
+    of the combined codeword, largest first), ``rounds`` (sumcheck rounds of the opening)."""
+
+    n_max: int
+    folding: tuple
+    small: tuple
+    firsts: dict
+    top: int
+    layers: tuple
+    rounds: int
+    reduce: bool
+
+
+def _schedule(nums, params: BasefoldParams, claim_counts) -> _Schedule:
+    folding = tuple(k for k, n in enumerate(nums) if n > params.final_vars)
+    small = tuple(k for k, n in enumerate(nums) if n <= params.final_vars)
+    n_max = max((nums[k] for k in folding), default=params.final_vars)
+    firsts = {k: nums[k] - params.interleave(nums[k]) for k in folding}
+    top = max(firsts.values(), default=params.final_vars)
+    layers, m = [], top
     while m > params.final_vars:
         m = params.next_layer(m)
-        members = [k for k, n in enumerate(num_vars_list) if n > params.final_vars and n - params.interleave(n) > m]
-        if m > params.final_vars and members:
-            layers.append((m, members))
-    return n_max, n_max - params.final_vars if folded else 0, layers
+        if m > params.final_vars:
+            layers.append(m)
+    reduce = bool(folding) and not (len(folding) == 1 and claim_counts[folding[0]] == 1)
+    return _Schedule(n_max, folding, small, firsts, top, tuple(layers), n_max - params.final_vars, reduce)
 
 
 def _begin(transcript, commitments, points_list, values_list):
@@ -444,12 +461,45 @@ def _lagrange3(h: np.ndarray, r: np.ndarray) -> np.ndarray:
     return F.ext_add(F.ext_add(F.ext_mul(l0, h[0]), F.ext_mul(l1, h[1])), F.ext_mul(l2, h[2]))
 
 
+def _eq1(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """eq(a, b) = a b + (1 - a)(1 - b) for single F_p4 elements."""
+    ab = F.ext_mul(a, b)
+    return F.ext_add(F.ext_sub(F.ext_sub(F.ext_one(), a), b), F.ext_add(ab, ab))
+
+
 def _round_message(f: np.ndarray, w: np.ndarray) -> np.ndarray:
     """(h(0), h(1), h(2)) of sum_x (f w)(X, x) for tables f (base or ext) and w (ext) binding x_0."""
     f_lo, f_hi, w_lo, w_hi = f[0::2], f[1::2], w[0::2], w[1::2]
     f_2, w_2 = F.sub(F.add(f_hi, f_hi), f_lo), F.sub(F.add(w_hi, w_hi), w_lo)
     product = F.ext_mul_base if f.ndim == 1 else F.ext_mul
     return np.stack([F.ext_sum(product(w_, f_), axis=0) for f_, w_ in ((f_lo, w_lo), (f_hi, w_hi), (f_2, w_2))])
+
+
+def _reduce_claims(tables, weights, nums, folding, n_max, transcript):
+    """The claim-reduction sumcheck of sum_k 2^(n_max - n_k) sum_x f_k(x) W_k(x) (a table of n_k variables
+    joins when n_k variables remain; before, its part is the constant s_k 2^(m - 1 - n_k) in each h(X)).
+    Returns (messages, r, evals: f_k at r[n_max - n_k:])."""
+    tables = {k: tables[k] for k in folding}
+    weights = {k: weights[k] for k in folding}
+    sums = {k: F.ext_sum(F.ext_mul_base(weights[k], tables[k]), axis=0) for k in folding}
+    messages, point = [], []
+    for i in range(n_max):
+        m = n_max - i
+        h = F.ext_zero((3,))
+        for k in folding:
+            if nums[k] >= m:
+                h = F.ext_add(h, _round_message(tables[k], weights[k]))
+            else:
+                h = F.ext_add(h, F.ext_mul_base(sums[k], np.uint64(pow(2, m - 1 - nums[k], F.P)))[None])
+        transcript.absorb("basefold.reduction", h)
+        r = transcript.challenge_ext("basefold.reduction_r")  # sumcheck round error <= 2/|F_p4|
+        messages.append(h)
+        point.append(r)
+        for k in folding:
+            if nums[k] >= m:
+                tables[k], weights[k] = fold(tables[k], r), fold(weights[k], r)
+    evals = np.stack([tables[k][0] for k in folding])
+    return np.stack(messages), np.stack(point), evals
 
 
 def open_batch(witnesses, points_list, transcript):
@@ -467,59 +517,66 @@ def open_batch(witnesses, points_list, transcript):
     values = [np.stack([F.ext_sum(F.ext_mul_base(e, w.table), axis=0) for e in tables])
               if tables else F.ext_zero((0,)) for w, tables in zip(witnesses, eqs)]
     coefficients = _begin(transcript, [w.commitment for w in witnesses], points_list, values)
-    weights = [F.ext_zero((1 << n,)) for n in nums]
-    for k, (tables, c) in enumerate(zip(eqs, coefficients)):
-        for e, ck in zip(tables, c):
-            weights[k] = F.ext_add(weights[k], F.ext_mul(e, ck))
-    n_max, num_rounds, layers = _schedule(nums, params)
-    sums = [_combined_claim(v, c) for v, c in zip(values, coefficients)]
-    folding = [k for k, n in enumerate(nums) if n > params.final_vars]
-    tables = {k: witnesses[k].table for k in folding}
-    codewords = {k: witnesses[k].codeword for k in folding}
-    layer_at = {m: members for m, members in layers}
-    shared, messages, challenges = [], [], []
-    for i in range(num_rounds):
-        m = n_max - i
-        h = F.ext_zero((3,))
-        for k in folding:
-            if nums[k] >= m:
-                h = F.ext_add(h, _round_message(tables[k], weights[k]))
-            else:  # not joined: a constant part sums_k 2^(m - 1 - n_k)
-                h = F.ext_add(h, F.ext_mul_base(sums[k], np.uint64(pow(2, m - 1 - nums[k], F.P)))[None])
+    plan = _schedule(nums, params, [len(p) for p in points_list])
+    if plan.reduce:
+        weights = [F.ext_zero((1 << n,)) for n in nums]
+        for k, (tables, c) in enumerate(zip(eqs, coefficients)):
+            for e, ck in zip(tables, c):
+                weights[k] = F.ext_add(weights[k], F.ext_mul(e, ck))
+        reduction, point, evals = _reduce_claims([w.table for w in witnesses], weights, nums, plan.folding,
+                                                 plan.n_max, transcript)
+    else:
+        reduction = np.zeros((0, 3, F.EXT_DEGREE), dtype=np.uint64)
+        point = points_list[plan.folding[0]][0] if plan.folding else np.zeros((0, 4), dtype=np.uint64)
+        evals = np.stack([values[k][0] for k in plan.folding]) if plan.folding else F.ext_zero((0,))
+    transcript.absorb("basefold.evals", evals)
+    combined, weight, codeword, betas = None, eq_table(point) if plan.folding else None, None, {}
+    challenges, messages, shared = [], [], []
+    for i in range(plan.rounds):
+        m = plan.n_max - i
+        for k in plan.folding:
+            if nums[k] == m:  # table k joins: beta_k drawn after the claims, earlier challenges and its commitment
+                betas[k] = transcript.challenge_ext("basefold.beta")  # line proximity error <= N'_k / |F_p4|
+                part = F.ext_mul_base(betas[k], witnesses[k].table)
+                combined = part if combined is None else F.ext_add(combined, part)
+        for k in plan.folding:
+            if plan.firsts[k] == m:  # its codeword joins after its row folds (r of rounds n_k .. m + 1)
+                rows = witnesses[k].codeword
+                s = rows.shape[1].bit_length() - 1
+                joined = _combine_rows(rows, eq_table(np.stack(challenges[i - s:i]))) if s else \
+                    F.ext_from_base(rows[:, 0])
+                joined = F.ext_mul(joined, betas[k])
+                codeword = joined if codeword is None else F.ext_add(codeword, joined)
+        h = _round_message(combined, weight)
         transcript.absorb("basefold.round", h)
         r = transcript.challenge_ext("basefold.r")  # sumcheck round error <= 2/|F_p4|; fold error <= N/|F_p4|
         messages.append(h)
         challenges.append(r)
-        for k in folding:
-            if nums[k] >= m:
-                tables[k], weights[k] = fold(tables[k], r), fold(weights[k], r)
-                first = nums[k] - params.interleave(nums[k])
-                if m == first + 1 and first < nums[k]:  # the row folds at once: codeword (N', 2^s) @ eq(r_rows)
-                    codewords[k] = _combine_rows(codewords[k], eq_table(np.stack(challenges[i + first + 1 - nums[k]:])))
-                elif m <= first:
-                    codewords[k] = _fold_any(codewords[k], r, False)
-        if m - 1 in layer_at:
-            leaves = np.stack([_leaves(codewords[k], params.arity) for k in layer_at[m - 1]], axis=1)
+        combined, weight = fold(combined, r), fold(weight, r)
+        if codeword is not None:
+            codeword = _fold_codeword(codeword, r)
+        if m - 1 in plan.layers:
+            leaves = _leaves(codeword, params.arity)
             levels = _merkle_levels(_digests(leaves))
             transcript.absorb("basefold.layer_root", levels[-1][0])
             shared.append((leaves, levels))
-    finals = tuple(tables[k] for k in folding)
-    small = tuple(witnesses[k].table for k, n in enumerate(nums) if n <= params.final_vars)
-    transcript.absorb("basefold.finals", [np.asarray(t) for t in finals + small])
-    queries = _queries(transcript, params, n_max, bool(folding))
+    final = combined if plan.folding else F.ext_zero((0,))
+    small = tuple(witnesses[k].table for k in plan.small)
+    transcript.absorb("basefold.finals", [np.asarray(final)] + list(small))
+    queries = _queries(transcript, params, plan.n_max, bool(plan.folding))
     initial_leaves, initial_paths = [], []
-    for k in folding:
-        block = params.block(nums[k] - params.interleave(nums[k]))
+    for k in plan.folding:
+        block = params.block(plan.firsts[k])
         index = np.unique(queries % (witnesses[k].codeword.shape[0] >> block))
         initial_leaves.append(_leaves(witnesses[k].codeword, block)[index])
         initial_paths.append(tuple(_merkle_open(witnesses[k].levels, index)))
     layer_leaves, layer_paths = [], []
-    for (m, _), (leaves, levels) in zip(layers, shared):
+    for leaves, levels in shared:
         index = np.unique(queries % leaves.shape[0])
         layer_leaves.append(leaves[index])
         layer_paths.append(tuple(_merkle_open(levels, index)))
     rounds = np.stack(messages) if messages else np.zeros((0, 3, F.EXT_DEGREE), dtype=np.uint64)
-    proof = BasefoldProof(rounds, tuple(levels[-1][0] for _, levels in shared), finals, small,
+    proof = BasefoldProof(reduction, evals, rounds, tuple(levels[-1][0] for _, levels in shared), final, small,
                           tuple(initial_leaves), tuple(initial_paths), tuple(layer_leaves), tuple(layer_paths))
     return values, proof
 
@@ -590,60 +647,88 @@ def _verify(commitments, points_list, values_list, proof, transcript, min_securi
     values_list = [np.asarray(v) for v in values_list]
     for k, (v, p) in enumerate(zip(values_list, points_list)):
         _check_array(v, (len(p), F.EXT_DEGREE), f"values of commitment {k}")
-    n_max, num_rounds, layers = _schedule(nums, params)
-    folding = [k for k, n in enumerate(nums) if n > params.final_vars]
-    small = [k for k, n in enumerate(nums) if n <= params.final_vars]
-    _check_array(proof.rounds, (num_rounds, 3, F.EXT_DEGREE), "round messages")
-    _require(isinstance(proof.layer_roots, (tuple, list)) and len(proof.layer_roots) == len(layers),
-             f"{len(proof.layer_roots)} layer roots, expected {len(layers)}")
+    plan = _schedule(nums, params, [len(p) for p in points_list])
+    _check_array(proof.reduction, (plan.n_max if plan.reduce else 0, 3, F.EXT_DEGREE), "reduction messages")
+    _check_array(proof.evals, (len(plan.folding), F.EXT_DEGREE), "evaluations")
+    _check_array(proof.rounds, (plan.rounds, 3, F.EXT_DEGREE), "round messages")
+    _require(isinstance(proof.layer_roots, (tuple, list)) and len(proof.layer_roots) == len(plan.layers),
+             f"{len(proof.layer_roots)} layer roots, expected {len(plan.layers)}")
     _check_digests(proof.layer_roots, "layer roots")
-    _require(len(proof.finals) == len(folding) and len(proof.tables) == len(small),
-             "wrong number of final or small tables")
-    for k, final in zip(folding, proof.finals):
-        _check_array(final, (1 << params.final_vars, F.EXT_DEGREE), f"final table of commitment {k}")
-    for k, table in zip(small, proof.tables):
+    _check_array(proof.final, (1 << params.final_vars if plan.folding else 0, F.EXT_DEGREE), "final table")
+    _require(isinstance(proof.tables, (tuple, list)) and len(proof.tables) == len(plan.small),
+             "wrong number of small tables")
+    for k, table in zip(plan.small, proof.tables):
         _check_array(table, (1 << nums[k],), f"table of commitment {k}")
     coefficients = _begin(transcript, commitments, points_list, values_list)
-    sums = [_combined_claim(v, c) for v, c in zip(values_list, coefficients)]
-    claim = F.ext_zero()
-    for k in folding:
-        claim = F.ext_add(claim, F.ext_mul_base(sums[k], np.uint64(pow(2, n_max - nums[k], F.P))))
-    challenges = []
-    layer_ms = [m for m, _ in layers]
-    for i in range(num_rounds):
+    evals = {k: proof.evals[i] for i, k in enumerate(plan.folding)}
+    if plan.reduce:
+        point = _check_reduction(proof.reduction, plan, nums, points_list, values_list, coefficients, evals,
+                                 transcript)
+    elif plan.folding:
+        k = plan.folding[0]
+        point = points_list[k][0]
+        _require(F.ext_eq(evals[k], values_list[k][0]), "the evaluation differs from the claimed value")
+    transcript.absorb("basefold.evals", proof.evals)
+    claim, scale, challenges, betas = F.ext_zero(), F.ext_one(), [], {}
+    for i in range(plan.rounds):
+        m = plan.n_max - i
+        for k in plan.folding:
+            if nums[k] == m:  # joins: its claim f_k(r_k) = y_k enters, weighted by eq(r, rho) on the bound prefix
+                betas[k] = transcript.challenge_ext("basefold.beta")
+                claim = F.ext_add(claim, F.ext_mul(F.ext_mul(betas[k], scale), evals[k]))
         h = proof.rounds[i]
         _require(F.ext_eq(F.ext_add(h[0], h[1]), claim), f"sumcheck round {i}: h(0) + h(1) != the running claim")
         transcript.absorb("basefold.round", h)
         r = transcript.challenge_ext("basefold.r")
         challenges.append(r)
         claim = _lagrange3(h, r)
-        if n_max - i - 1 in layer_ms:
-            transcript.absorb("basefold.layer_root", proof.layer_roots[layer_ms.index(n_max - i - 1)])
-    # the last claim: sum over the final cube of each final table times its folded weight table
-    expected = F.ext_zero()
-    for k, final in zip(folding, proof.finals):
-        bound = challenges[n_max - nums[k]:]
-        weight = F.ext_zero((1 << params.final_vars,))
-        for z, c in zip(points_list[k], coefficients[k]):
-            low = nums[k] - params.final_vars
-            factor = F.ext_mul(c, eq_eval(z[:low], np.stack(bound)) if low else F.ext_one())
-            weight = F.ext_add(weight, F.ext_mul(eq_table(z[low:]), factor))
-        expected = F.ext_add(expected, F.ext_sum(F.ext_mul(final, weight), axis=0))
-    _require(F.ext_eq(expected, claim), "the final tables do not match the last sumcheck claim")
-    for k, table in zip(small, proof.tables):
+        scale = F.ext_mul(scale, _eq1(point[i], r))
+        if m - 1 in plan.layers:
+            transcript.absorb("basefold.layer_root", proof.layer_roots[plan.layers.index(m - 1)])
+    if plan.folding:
+        weight = F.ext_mul(eq_table(point[plan.rounds:]), scale)
+        _require(F.ext_eq(F.ext_sum(F.ext_mul(proof.final, weight), axis=0), claim),
+                 "the final table does not match the last sumcheck claim")
+    for k, table in zip(plan.small, proof.tables):
         for j, z in enumerate(points_list[k]):
             value = F.ext_sum(F.ext_mul_base(eq_table(z), table), axis=0) if nums[k] else F.ext_from_base(table[0])
             _require(F.ext_eq(value, values_list[k][j]), f"claimed value {j} of commitment {k} differs from its table")
         codeword = _encode_table(table, nums[k], params)
         root = _merkle_levels(_digests(_leaves(codeword, 0)))[-1][0]
         _require(root == commitments[k].root, f"the table of commitment {k} does not hash to its root")
-    transcript.absorb("basefold.finals", [np.asarray(t) for t in tuple(proof.finals) + tuple(proof.tables)])
-    queries = _queries(transcript, params, n_max, bool(folding))
-    _check_queries(commitments, params, layers, folding, proof, queries, challenges, n_max)
+    transcript.absorb("basefold.finals", [np.asarray(proof.final)] + [np.asarray(t) for t in proof.tables])
+    queries = _queries(transcript, params, plan.n_max, bool(plan.folding))
+    if plan.folding:
+        _check_queries(commitments, params, plan, proof, queries, challenges, betas)
+
+
+def _check_reduction(messages, plan, nums, points_list, values_list, coefficients, evals, transcript):
+    """Verify the claim-reduction sumcheck; return its point r (n_max, 4)."""
+    claim = F.ext_zero()
+    for k in plan.folding:
+        claim = F.ext_add(claim, F.ext_mul_base(_combined_claim(values_list[k], coefficients[k]),
+                                                np.uint64(pow(2, plan.n_max - nums[k], F.P))))
+    point = []
+    for i, h in enumerate(messages):
+        _require(F.ext_eq(F.ext_add(h[0], h[1]), claim), f"reduction round {i}: h(0) + h(1) != the running claim")
+        transcript.absorb("basefold.reduction", h)
+        r = transcript.challenge_ext("basefold.reduction_r")
+        point.append(r)
+        claim = _lagrange3(h, r)
+    point = np.stack(point)
+    expected = F.ext_zero()
+    for k in plan.folding:
+        tail = point[plan.n_max - nums[k]:]
+        weight = F.ext_zero()
+        for z, c in zip(points_list[k], coefficients[k]):
+            weight = F.ext_add(weight, F.ext_mul(c, eq_eval(z, tail)))
+        expected = F.ext_add(expected, F.ext_mul(weight, evals[k]))
+    _require(F.ext_eq(expected, claim), "the evaluations do not match the reduction's last claim")
+    return point
 
 
 def _opened(leaves, paths, index_space: int, queries, depth: int, root: bytes, name: str, shape_tail):
-    """Check one tree's opened cosets against its root; return (the leaf row of each query)."""
+    """Check one tree's opened cosets against its root; return the leaf row of each query."""
     index = np.unique(queries % index_space)
     _check_array(leaves, (index.size,) + shape_tail, name)
     path = _check_digests(paths, name)
@@ -652,46 +737,59 @@ def _opened(leaves, paths, index_space: int, queries, depth: int, root: bytes, n
     return leaves[np.searchsorted(index, queries % index_space)]
 
 
-def _check_queries(commitments, params, layers, folding, proof, queries, challenges, n_max) -> None:
+def _joined_rows(commitment, params, plan, k, leaves, paths, queries, challenges) -> np.ndarray:
+    """Table k's opened cosets at every query, its rows folded: (Q, 2^b, 4) at the domain of size 2^first R."""
+    first = plan.firsts[k]
+    s, block = commitment.num_vars - first, params.block(first)
+    space = ((1 << first) * params.rate_inv) >> block
+    rows = _opened(leaves, paths, space, queries, space.bit_length() - 1, commitment.root,
+                   f"commitment {k}", (1 << block, 1 << s))
+    start = plan.n_max - commitment.num_vars
+    return _fold_opened_rows(rows, challenges[start:start + s])
+
+
+def _fold_opened_rows(rows: np.ndarray, challenges) -> np.ndarray:
+    """(Q, 2^b, 2^s) base -> (Q, 2^b, 4): the rows combined by eq(challenges, .) (s row folds)."""
+    weights = eq_table(np.stack(challenges)) if len(challenges) else F.ext_one((1,))
+    flat = rows.reshape(-1, rows.shape[-1])
+    return _combine_rows(flat, weights).reshape(rows.shape[:-1] + (F.EXT_DEGREE,))
+
+
+def _check_queries(commitments, params, plan, proof, queries, challenges, betas) -> None:
     rate = params.rate_inv
-    _require(len(proof.initial_leaves) == len(folding) == len(proof.initial_paths),
+    _require(isinstance(proof.initial_leaves, (tuple, list)) and isinstance(proof.initial_paths, (tuple, list))
+             and len(proof.initial_leaves) == len(plan.folding) == len(proof.initial_paths),
              "wrong number of opened initial layers")
-    _require(len(proof.layer_leaves) == len(layers) == len(proof.layer_paths), "wrong number of opened layers")
-    shared = {}
-    for (m, members), leaves, paths, root in zip(layers, proof.layer_leaves, proof.layer_paths, proof.layer_roots):
+    _require(isinstance(proof.layer_leaves, (tuple, list)) and isinstance(proof.layer_paths, (tuple, list))
+             and len(proof.layer_leaves) == len(plan.layers) == len(proof.layer_paths), "wrong number of opened layers")
+    joining = {}
+    for k, leaves, paths in zip(plan.folding, proof.initial_leaves, proof.initial_paths):
+        joined = _joined_rows(commitments[k], params, plan, k, leaves, paths, queries, challenges)
+        joining.setdefault(plan.firsts[k], []).append(F.ext_mul(joined, betas[k]))
+    layers = {}
+    for m, leaves, paths, root in zip(plan.layers, proof.layer_leaves, proof.layer_paths, proof.layer_roots):
         space = ((1 << m) * rate) >> params.arity
-        rows = _opened(leaves, paths, space, queries, space.bit_length() - 1, root, f"layer {m}",
-                       (len(members), 1 << params.arity, F.EXT_DEGREE))
-        shared[m] = (members, rows)
-    for k, leaves, paths in zip(folding, proof.initial_leaves, proof.initial_paths):
-        n_k = commitments[k].num_vars
-        s = params.interleave(n_k)
-        m = n_k - s
-        block = params.block(m)
-        space = ((1 << m) * rate) >> block
-        rows = _opened(leaves, paths, space, queries, space.bit_length() - 1, commitments[k].root,
-                       f"commitment {k}", (1 << block, 1 << s))
-        current = F.ext_from_base(rows)  # (Q, 2^b, 2^s, 4)
-        for r in challenges[n_max - n_k:n_max - m]:  # the row folds, at every opened position
-            low, high = current[:, :, 0::2], current[:, :, 1::2]
-            current = F.ext_add(low, F.ext_mul(F.sub(high, low), r))
-        current = current[:, :, 0]
-        while True:
-            size = (1 << m) * rate
-            block = current.shape[1].bit_length() - 1
-            start = n_max - m
-            folded = fold_leaves(current, queries % (size >> block), size, challenges[start:start + block])
-            m -= block
-            size >>= block
-            position = queries % size
-            if m == params.final_vars:
-                encoded = _encode_ext(proof.finals[folding.index(k)], rate)
-                _require(F.ext_eq(folded, encoded[position]),
-                         f"commitment {k}: the last fold differs from the final table's encoding")
-                break
-            members, rows = shared[m]
+        layers[m] = _opened(leaves, paths, space, queries, space.bit_length() - 1, root, f"layer {m}",
+                            (1 << params.arity, F.EXT_DEGREE))
+    current, m = None, plan.top
+    rows = np.arange(len(queries))
+    while True:
+        for part in joining.get(m, ()):  # codewords joining at this size: + beta_k (rows of k folded)
+            current = part if current is None else F.ext_add(current, part)
+        if m == params.final_vars:
+            encoded = _encode_ext(proof.final, rate)
+            _require(F.ext_eq(current[:, 0], encoded[queries % ((1 << m) * rate)]),
+                     "the last fold differs from the final table's encoding")
+            return
+        size, target = (1 << m) * rate, max([params.next_layer(m)] + [j for j in joining if j < m])
+        steps = m - target
+        folded = fold_leaves(current, queries % (size >> current.shape[1].bit_length() - 1), size,
+                             challenges[plan.n_max - m:][:steps])
+        m, size = target, size >> steps
+        if m in layers:
             space = size >> params.arity
-            slot = rows[:, members.index(k)]  # (Q, 2^arity, 4)
-            found = slot[np.arange(len(queries)), position // space]
-            _require(F.ext_eq(folded, found), f"commitment {k}: fold into layer {m} differs from the opened value")
-            current = slot
+            _require(F.ext_eq(folded[:, 0], layers[m][rows, (queries % size) // space]),
+                     f"the fold into layer {m} differs from the opened value")
+            current = layers[m]
+        else:
+            current = folded

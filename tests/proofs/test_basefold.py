@@ -66,7 +66,7 @@ def test_folding_opened_cosets_matches_the_whole_layer_fold(log_n, block, seed):
         whole = B._fold_codeword(whole, r)
     leaves = B._leaves(codeword, block)  # (n / 2^block, 2^block, 4)
     positions = np.arange(n >> block)
-    assert np.array_equal(B.fold_leaves(leaves, positions, n, challenges), whole)
+    assert np.array_equal(B.fold_leaves(leaves, positions, n, challenges)[:, 0], whole)
 
 
 def test_interleaved_encoding_layout():
@@ -167,14 +167,14 @@ def test_commit_refuses_floats_and_mixed_parameters():
 
 
 # ------------------------------------------------------------------------------------------- tampering
-SIZES, COUNTS = [9, 6, 2, 8], [2, 1, 1, 3]  # folded (interleaved) tables, a small one, shared layers
+SIZES, COUNTS = [9, 7, 2, 5], [2, 1, 1, 3]  # interleaved tables, a small one, a join inside a fold block
 
 
 @pytest.fixture(scope="module")
 def honest():
     commitments, points, values, proof, _ = _opened(SIZES, COUNTS, seed=11)
     _verify(commitments, points, values, proof)
-    assert proof.layer_roots and proof.tables and proof.finals and proof.initial_leaves
+    assert proof.layer_roots and proof.tables and proof.reduction.size and proof.initial_leaves
     assert any(leaves.shape[2] > 1 for leaves in proof.initial_leaves)  # interleaved rows
     return commitments, points, values, proof
 
@@ -188,8 +188,12 @@ def _bump(arr, index=0):
 
 def _tampered_proofs(proof):
     """(name, proof) for a change to every component of the proof."""
-    yield "rounds", dataclasses.replace(proof, rounds=_bump(proof.rounds, 5))
-    for field in ("finals", "tables", "initial_leaves", "layer_leaves"):
+    for field in ("reduction", "evals", "rounds", "final"):
+        array = getattr(proof, field)
+        for index in (0, 5, array.size - 1):
+            yield f"{field}@{index}", dataclasses.replace(proof, **{field: _bump(array, index)})
+        yield f"{field} shape", dataclasses.replace(proof, **{field: array[:-1]})
+    for field in ("tables", "initial_leaves", "layer_leaves"):
         items = getattr(proof, field)
         for i in range(len(items)):
             for index in (0, items[i].size - 1):
@@ -215,7 +219,6 @@ def _tampered_proofs(proof):
             changed = list(paths)
             changed[i] = tuple(path) + (b"\0" * 32,)
             yield f"{field}[{i}] long", dataclasses.replace(proof, **{field: tuple(changed)})
-    yield "rounds shape", dataclasses.replace(proof, rounds=proof.rounds[:-1])
     yield "not a proof", "proof"
 
 
