@@ -138,8 +138,8 @@ def connect(dask=None, error=ValueError, *, memory_limit="auto", silence_logs: b
     if kind == "local":
         import logging
         cluster = distributed.LocalCluster(n_workers=value, threads_per_worker=1, processes=True,
-                                           dashboard_address=None, memory_limit=memory_limit,
-                                           silence_logs=logging.ERROR if silence_logs else logging.INFO)
+                                           dashboard_address=":0", memory_limit=memory_limit,
+                                           silence_logs=logging.CRITICAL if silence_logs else logging.INFO)
         client = distributed.Client(cluster)
         return Runner(client, (cluster, client), error)
     client = distributed.Client(value)

@@ -59,7 +59,7 @@ def proof_layers():
 @pytest.fixture(scope="module")
 def threads_cluster():
     """Two in-process workers, one thread each (fast: no process start)."""
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) \
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") \
             as cluster, distributed.Client(cluster) as dask_client:
         yield dask_client
 
@@ -127,7 +127,7 @@ def test_killed_worker_tasks_rerun_elsewhere(model, client, requests, single_pro
     tasks still queued on it: they are rerun elsewhere, every reply arrives once and equals the single-process
     run's bytes."""
     many = requests * 3                                                  # 12 tasks
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) \
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") \
             as cluster, distributed.Client(cluster) as dask_client:
         pids = dask_client.run(os.getpid)
         killed, reports = [], []
