@@ -9,7 +9,9 @@ A ciphertext at level 0 decrypts to m(X) modulo q_0 (the base level's modulus). 
    A multiplication by an integer and one rescale bring the scale down to the working scale (one level).
 2. **SubSum** (sparse slot counts n_s < N/2 only): Σ_{i<g} rot(ct, i·n_s), g = N/(2 n_s), computed in
    log2(g) rotations, is the trace onto the subring Z[X^g] (times g, removed from the scale): the
-   message becomes an n_s-slot polynomial of 2·n_s coefficients and slot j holds x_{j mod n_s}.
+   message becomes an n_s-slot polynomial of 2·n_s coefficients and slot j holds Σ_i x_{j + i·n_s} (the
+   input is zero-padded beyond n_s, as ``encrypt`` makes it: slot j holds x_{j mod n_s}); SlotToCoeff
+   masks the output back to zero-padded (``BootstrapPlan.stc``).
 3. **CoeffToSlot**: the inverse special FFT as log2(n_s) sparse butterfly matrices (3 diagonals each),
    merged into ``cts_levels`` groups (level collapsing: a group of k stages has 2^(k+1)-1 diagonals),
    each evaluated with baby-step giant-step rotations (Halevi, Shoup, CRYPTO 2014 and 2018; Chen,
@@ -319,6 +321,12 @@ class BootstrapPlan:
             for k, d in ((ns % self.total, plus), ((-ns) % self.total, minus)):
                 combine[k] = combine[k] + d if k in combine else d
             stc[0] = compose(stc[0], combine, self.total)
+            # and the last group keeps slots [0, n_s) only (a free diagonal mask): the output is zero-padded
+            # like a fresh encryption, so a bootstrapped ciphertext can be bootstrapped again (SubSum sums
+            # the g blocks: a periodic input would come back multiplied by g)
+            mask = np.zeros(self.total)
+            mask[:ns] = 1.0
+            stc[-1] = compose({0: mask}, stc[-1], self.total)
         self.stc = [_transform(m, self.total) for m in stc]
 
     def _choose_polynomial(self):
@@ -364,6 +372,36 @@ class BootstrapPlan:
         for t in self.cts + self.stc:
             steps |= t.steps
         return tuple(sorted(steps))
+
+    def operation_counts(self) -> list[tuple[str, int, dict]]:
+        """[(phase, level it starts at, {operation: count})] of one bootstrap (operations: "rotations"
+        (key-switched, conjugations included), "hoisted_rotations" (babies sharing one decomposition),
+        "ct_mults", "pt_mults", "rescales", "additions"), for pricing in a cost model."""
+        top = self.params.max_level
+        parts = 1 if self.sparse else 2
+        phases = [("mod_raise", top, {"rescales": 1, "pt_mults": 1})]
+        if self.subsum_steps:
+            phases.append(("subsum", top - 1, {"rotations": len(self.subsum_steps),
+                                               "additions": len(self.subsum_steps)}))
+
+        def transform(name, level, transforms, copies):
+            counts: dict = {}
+            for i, t in enumerate(transforms):
+                babies = {b for terms in t.split.values() for b, _ in terms if b}
+                c = {"hoisted_rotations": len(babies), "rotations": sum(1 for s in t.split if s),
+                     "pt_mults": len(t.diags), "additions": len(t.diags), "rescales": 1}
+                for k, v in c.items():
+                    counts[k] = counts.get(k, 0) + v * copies
+            phases.append((name, level, counts))
+
+        transform("coeff_to_slot", top - 1, self.cts, 1)
+        phases[-1][2]["rotations"] += parts                        # the conjugations
+        level = top - 1 - self.cts_count
+        mults = (self.degree - 1) + self.double_angles + 2 * self.config.arcsin
+        phases.append(("eval_mod", level, {"ct_mults": parts * mults, "rescales": parts * (mults + 1),
+                                           "additions": parts * (self.degree + mults)}))
+        transform("slot_to_coeff", level - self.eval_mod_levels, self.stc, 1)
+        return phases
 
     def __repr__(self):
         return (f"BootstrapPlan(slots={self.slots}, K={self.k_bound:g}, degree={self.degree}, "

@@ -87,7 +87,7 @@ class Evaluator:
             raise ParameterError(f"scalar={value!r} is not finite")
         bound = self._log_modulus(level) - 1
         largest = max(abs(v.real), abs(v.imag)) * scale
-        if largest >= 2.0**bound:
+        if largest > 0 and math.log2(largest) >= bound:          # (2.0**bound overflows above 1024 bits)
             raise ScaleError(f"scalar {value!r} at scale 2^{math.log2(scale):.1f} is 2^{math.log2(largest):.1f}; "
                              f"the modulus at level {level} allows < 2^{bound:.1f}")
         re, im = round(v.real * scale), round(v.imag * scale)

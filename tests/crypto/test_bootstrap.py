@@ -112,6 +112,8 @@ def test_slot_to_coeff_twin_is_the_embedding(slots):
     a, b = rng.normal(size=n), rng.normal(size=n)
     v = np.tile(np.concatenate([a, b]), total // (2 * n)) if p.sparse else a + 1j * b
     expected = np.tile(CKKSEncoder(2 * n).embed(bit_reversed(a + 1j * b)), total // n)
+    if p.sparse:
+        expected[n:] = 0                      # zero-padded beyond n_s, like a fresh encryption
     np.testing.assert_allclose(p.stc_reference(v), expected, atol=1e-10)
 
 
@@ -232,9 +234,19 @@ def test_sparse_bootstrap_matches_input(complex_values):
     assert out.is_complex == complex_values and out.length == SPARSE
     got = ctx.decrypt(out)
     assert bits(x, got) >= p.precision_bits
-    # slots beyond n_s repeat the first n_s (sparse packing)
+    # slots beyond n_s are zero, as in a fresh encryption
     every = slots_of(ctx, out)
-    assert bits(np.tile(x, p.total // SPARSE), every) >= p.precision_bits - 1
+    assert bits(np.concatenate([x, np.zeros(p.total - SPARSE)]), every) >= p.precision_bits - 1
+
+
+def test_sparse_bootstrap_twice():
+    """A bootstrapped sparse ciphertext bootstraps again (its output is zero-padded beyond n_s; a periodic
+    output would come back g times larger)."""
+    ctx, p = context(), plan(SPARSE)
+    x = np.random.default_rng(11).uniform(-1, 1, SPARSE)
+    once = ctx.evaluator.bootstrap(ctx.encrypt(x, level=0), SPARSE)
+    twice = ctx.evaluator.bootstrap(once, SPARSE)
+    assert bits(x, ctx.decrypt(twice)) >= p.precision_bits - 1
 
 
 def test_full_bootstrap_matches_input_and_allows_a_multiplication():
@@ -263,3 +275,14 @@ def test_keygen_bootstrap_option_makes_the_keys():
     x = np.linspace(-1, 1, SPARSE)
     out = ctx.evaluator.bootstrap(ctx.encrypt(x, level=0))     # the config the keys were made for
     assert bits(x, ctx.decrypt(out)) >= plan(SPARSE).precision_bits
+
+
+def test_scalar_add_above_a_1024_bit_modulus():
+    """Bootstrappable moduli exceed 2^1024: the scalar range check must not overflow float (it raised
+    OverflowError in EvalMod at 24 levels)."""
+    p = CKKSParameters.from_literal(dict(log_n=10, log_q=[[30, 30]] + [[25, 26]] * 20, log_p=[30] * 6, log_scale=50,
+                                         dnum=7, hamming_weight=32, insecure=True))
+    assert math.log2(p.modulus_at(p.max_level)) > 1024
+    ctx = CKKSContext.keygen(p, seed=6)
+    x = np.linspace(-1, 1, 8)
+    assert bits(x + 0.5, ctx.decrypt(ctx.evaluator.add(ctx.encrypt(x), 0.5))) > 30
