@@ -66,6 +66,8 @@ _TABLE = {
     "proofs.TrainingProof": (37, "a training-step proof"),
     "proofs.GraphCommitment": (38, "a model-graph commitment (written by proofs commit --model M.onnx)"),
     "proofs.GraphProof": (39, "a model-graph proof"),
+    "proofs.HidingGraphCommitment": (40, "a hiding model-graph commitment (written by proofs commit --model M.onnx)"),
+    "proofs.HidingGraphProof": (41, "a zero-knowledge model-graph proof"),
 }
 KINDS = {name: code for name, (code, _) in _TABLE.items()}
 _NAMES = {code: name for name, code in KINDS.items()}

@@ -16,6 +16,7 @@ from proofs.layers.network import ModelCommitment, Network, NetworkProof, read_p
 from proofs.layers.network_zk import HidingNetworkProof
 from proofs.layers.reusable import Reusable
 from proofs.layers.graph import GraphCommitment, GraphNetwork, GraphProof
+from proofs.layers.graph_zk import HidingGraphCommitment, HidingGraphNetwork, HidingGraphProof
 from proofs.graph_quantize import quantize_graph
 from hezk_model import Contraction, Graph
 from proofs.quantize import quantize_fixed_point, quantize_input
@@ -45,9 +46,10 @@ def samples(tmp_path_factory):
     trace = T.training_trace([rng.integers(-3, 3, (2, 2))], rng.integers(-3, 3, (1, 2)), rng.integers(-3, 3, (1, 2)),
                              spec)
     training = S.prove_training_step(trace, S.commit_step(trace, zk=False, seed=1), zk=False)
-    graph = GraphNetwork(quantize_graph(Graph("x", (4,), (Contraction("fc", "Gemm", ("x",), "y", "bk,nk->bn",
-                                                                       rng.normal(size=(3, 4)), None, None, (3,)),),
-                                              "y"), rng.normal(size=(2, 4))))
+    quantized_graph = quantize_graph(Graph("x", (16,), (Contraction("fc", "Gemm", ("x",), "y", "bk,nk->bn",
+                                                                    rng.normal(size=(3, 16)), None, None, (3,)),),
+                                           "y"), rng.normal(size=(2, 16)))
+    graph, hiding_graph = GraphNetwork(quantized_graph), HidingGraphNetwork(quantized_graph, max_proofs=1)
     blobs = {
         "crypto.Parameters": ctx.params.to_bytes(),
         "crypto.Plaintext": ctx.encode([1.0]).to_bytes(),
@@ -69,7 +71,9 @@ def samples(tmp_path_factory):
         "proofs.Reusable": hiding.commitment.weights.to_bytes(),
         "proofs.TrainingProof": training.to_bytes(),
         "proofs.GraphCommitment": graph.commitment.to_bytes(),
-        "proofs.GraphProof": graph.prove(np.zeros((1, 4))).to_bytes(),
+        "proofs.GraphProof": graph.prove(np.zeros((1, 16))).to_bytes(),
+        "proofs.HidingGraphCommitment": hiding_graph.commitment.to_bytes(),
+        "proofs.HidingGraphProof": hiding_graph.prove(np.zeros((1, 16))).to_bytes(),
     }
     return blobs, ctx, path
 
@@ -108,6 +112,8 @@ def _loaders(ctx, path):
         "proofs.TrainingProof": (("proofs.TrainingProof",), S.TrainingProof.from_bytes, proofs),
         "proofs.GraphCommitment": (("proofs.GraphCommitment",), GraphCommitment.from_bytes, proofs),
         "proofs.GraphProof": (("proofs.GraphProof",), GraphProof.from_bytes, proofs),
+        "proofs.HidingGraphCommitment": (("proofs.HidingGraphCommitment",), HidingGraphCommitment.from_bytes, proofs),
+        "proofs.HidingGraphProof": (("proofs.HidingGraphProof",), HidingGraphProof.from_bytes, proofs),
     }
 
 

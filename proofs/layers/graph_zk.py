@@ -1,0 +1,662 @@
+"""Zero-knowledge graph proofs (issue 13, item 3): the :mod:`proofs.layers.graph` statement with the weights private.
+
+The plain graph proof passes claims from op to op (GKR style) and opens the weights: every stated value is an
+MLE value of the witness. Here, as in :mod:`proofs.layers.network_zk` (whose docstring argues the design), every
+relation between tensors is one zero-knowledge sumcheck with a public claim over masked stores
+(:mod:`proofs.relations`, Libra section 4.2): the model store ``w`` (every contraction's weight and bias) is
+committed as K hiding copies with an agreement proof (:mod:`proofs.layers.reusable`; each proof uses its own
+copy), the proof store ``p`` (fresh per proof) holds every hidden tensor, every op's bit planes and, for a Conv
+or a pool, its patch view P (the im2col copy: the patch index map is not multilinear, so a hidden convolution
+is a contraction of a committed P, and P = patches(X) is one more relation whose public factor is the gather
+weight table). The input and the claimed output are public.
+
+**Layout.** As the plain proof: batch first, each axis padded to a power of two, but the batch axis padded
+further when some stored tensor would have fewer than 4 variables (a masked tensor needs >= 4,
+:data:`proofs.relations.MIN_ELEMENT_VARS`). A tensor's letters are 'b' then its sample axes.
+
+**Relations** (tau fresh per relation, over the op's output):
+
+- contraction Y = requant(einsum(view(X), W) + bias): sum_S X(tau_H, S, tau_L) W(tau_H', S, tau_L')
+  + valid~(tau) b~(tau_bias) - sum_e eq(tau, e) sum_j c_j B(e, j) + h = 0, the summed letters S a contiguous block
+  of both operands (the free letters fixed at tau: ``high``/``low`` views); shared letters (an elementwise Affine)
+  add eq(tau_S, S). Then the select: Y - q + s q = 0 (or the public output's value);
+- patches: sum_v eq(tau, v) P(v) = sum_p G_tau(p) X(p), G_tau(p) = sum_(real v, gather(v) = p) eq(tau, v)
+  (public: the verifier builds it in O(|P|));
+- relu (after an add): X - rebuilt + h = 0, then the select;  add: Y - 2^k1 X1 - 2^k2 X2 = 0;
+  reshape: Y(tau) - sum_p G_tau(p) X(p) = 0 (a reshape of the same padded layout is the same tensor);
+  transpose: Y(tau) - X(tau permuted) = 0;  bits: every plane entry is a bit (one batched relation).
+
+A public tensor's part of a relation moves to its claim (the verifier evaluates it). Every stored tensor is
+the target of one relation over its whole padded cube, so its padding is fixed by its inputs; the weights'
+padding is the committer's (as in the plain proof: the model owner is trusted to commit zeros there).
+Not yet: grouped convolutions (G > 1), a contraction whose summed letters are not one block of both operands,
+a private input. Soundness: the union bound of :func:`soundness_bits`; zero knowledge as :mod:`proofs.relations`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import field as F
+from ..errors import ModelError, ProofRejected
+from ..graph_quantize import QuantizedGraph, contract_int
+from ..mle import bind_high, eq_table, mle_evaluate
+from ..proof_format import ByteReader, ByteWriter, from_record, parse_nested, to_record
+from ..relations import Public, Slot, StoreLayout, Stored, Term, commit_store, eq_factor, table_factor
+from ..transcript import Transcript
+from ..zk import HidingCommitment, HidingParams, ZKSumcheckProof
+from . import reusable as reusable_module
+from .common import prefix_sum_of_eq, require
+from .contraction import _subscripts, join_point, split_point
+from .network_zk import _mask_params, default_params
+from .proof_items import TrainingProof
+from .requant import Decomposition, decompose
+from .reusable import Reusable, commit_reusable, verify_reusable
+from .step_proof import union_bound_error
+from .step_relations import Channel, Protocol, ShapeChannel, _ext_int, locate
+from .step_stores import balanced_rows, bits_tables, decomposition_keys, store_params
+
+TRANSCRIPT_LABEL = "hezk.proofs.graph.zk.v1"
+COMMITMENT_MAGIC, PROOF_MAGIC, FORMAT_VERSION = b"HZKGZCM1", b"HZKGZPF1", 1
+DEFAULT_MAX_PROOFS = 16
+MIN_VARS = 4
+MIN_SOUNDNESS_BITS = 100
+_SAMPLE = "pqrstuvwxyzacdefghijklmno"
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(int(n) - 1, 0).bit_length()
+
+
+def _bits(n: int) -> int:
+    return _pow2(n).bit_length() - 1
+
+
+# ------------------------------------------------------------------------------------------- structure
+class Shapes:
+    """Public shapes of one proof: padded batch, every tensor's padded shape, aliases (free reshapes), which
+    tensors are stored, the patch views' letters; refuses (ModelError) what the hiding proof cannot state."""
+
+    def __init__(self, q: QuantizedGraph, batch: int):
+        self.q, self.batch = q, int(batch)
+        self.alias = {}
+        for op in q.ops:
+            source = self.alias.get(op.inputs[0], op.inputs[0])
+            if op.kind == "reshape" and _same_layout(q.shapes[source], q.shapes[op.output]):
+                self.alias[op.output] = source
+        self.views = {}  # op index -> (P letters, summed letters) for patch contractions
+        for index, op in enumerate(q.ops):
+            if op.kind == "contraction" and op.patches is not None:
+                if op.patches.groups != 1:
+                    raise ModelError(f"{op.name}: grouped convolutions (groups={op.patches.groups}) are not provable "
+                                     f"with hidden weights yet (use --public-weights)")
+                data, weight, out = _subscripts(op.equation)
+                summed = "".join(l for l in weight if l in data and l not in out)
+                free = "".join(l for l in out if l in data)
+                self.views[index] = (free + summed, summed)
+        self.input_name, self.output_name = self.alias.get(q.input, q.input), self.alias.get(q.output, q.output)
+        stored = [t for t in q.shapes if t not in (self.input_name, self.output_name) and t not in self.alias]
+        self.stored = stored
+        pb = _pow2(batch)
+        smallest = [self.sample_vars(q.shapes[t]) for t in stored] + \
+            [self.sample_vars(q.shapes[op.output]) for op in q.ops if op.has_bits] + \
+            [self.sample_vars(self.view_shape(i)[1:]) for i in self.views]
+        while smallest and min(smallest) + _bits(pb) < MIN_VARS:
+            pb *= 2
+        self.pb = pb
+
+    @staticmethod
+    def sample_vars(shape) -> int:
+        return sum(_bits(n) for n in shape)
+
+    def real(self, tensor: str) -> tuple:
+        return (self.batch, *self.q.shapes[self.alias.get(tensor, tensor)])
+
+    def padded(self, tensor: str) -> tuple:
+        return (self.pb, *(_pow2(n) for n in self.q.shapes[self.alias.get(tensor, tensor)]))
+
+    def vars(self, tensor: str) -> int:
+        return sum(_bits(n) for n in self.padded(tensor))
+
+    def name(self, tensor: str) -> str:
+        return self.alias.get(tensor, tensor)
+
+    def view_shape(self, index: int) -> tuple:
+        """P's real shape in its letters' order (batch first)."""
+        op = self.q.ops[index]
+        letters, _ = self.views[index]
+        x_shape = (self.batch, *self.q.shapes[op.inputs[0]])
+        c, h, w = x_shape[1:]
+        oh, ow = op.patches.output_hw(h, w)
+        sizes = dict(zip("bgcuvij", (self.batch, 1, c, *op.patches.kernel, oh, ow)))
+        return tuple(sizes[l] for l in letters)
+
+    def letter_bits(self, letters: str, real) -> dict:
+        out = {}
+        for l, n in zip(letters, real):
+            out[l] = _bits(self.pb) if l == "b" else _bits(n)
+        return out
+
+
+def _same_layout(a, b) -> bool:
+    from .contraction import reshape_is_free
+    return reshape_is_free((1, *a), (1, *b))
+
+
+def _decomposition(op) -> Decomposition:
+    return Decomposition(op.shift if op.kind == "contraction" else 0, op.q_bits, op.relu or op.kind == "relu")
+
+
+def model_layout(q: QuantizedGraph) -> StoreLayout:
+    slots = []
+    for index, op in enumerate(q.ops):
+        if op.kind == "contraction":
+            slots.append(Slot(f"W{index}", max(MIN_VARS, sum(_bits(n) for n in op.weight_shape))))
+            if op.has_bias:
+                slots.append(Slot(f"b{index}", max(MIN_VARS, sum(_bits(n) for n in op.bias_shape))))
+    return StoreLayout(tuple(slots), True)
+
+
+def model_tables(q: QuantizedGraph) -> dict:
+    tables = {}
+    for index, op in enumerate(q.ops):
+        if op.kind == "contraction":
+            tables[f"W{index}"] = _field(op.weight, tuple(_pow2(n) for n in op.weight.shape))
+            if op.has_bias:
+                tables[f"b{index}"] = _field(op.bias, tuple(_pow2(n) for n in op.bias.shape))
+    return tables
+
+
+def _field(values, padded_shape) -> np.ndarray:
+    values = np.asarray(values, dtype=np.int64)
+    table = np.zeros(padded_shape, dtype=np.int64)
+    table[tuple(slice(0, n) for n in values.shape)] = values
+    return F.to_field(table.reshape(-1))
+
+
+def proof_layout(shapes: Shapes) -> StoreLayout:
+    slots = [Slot(f"a.{t}", shapes.vars(t)) for t in shapes.stored]
+    for index in shapes.views:
+        slots.append(Slot(f"v.{index}", sum(shapes.letter_bits(shapes.views[index][0], shapes.view_shape(index))
+                                            .values())))
+    for index, op in enumerate(shapes.q.ops):
+        if op.has_bits:
+            for g, (_, count) in enumerate(_decomposition(op).groups):
+                slots.append(Slot(f"t0.fwd{index}" if g == 0 else f"t0.fwd{index}.g{g}", shapes.vars(op.output),
+                                  count.bit_length() - 1))
+    return StoreLayout(tuple(slots), True)
+
+
+def _view_tables(shapes: Shapes, index: int, x) -> np.ndarray:
+    op = shapes.q.ops[index]
+    letters, _ = shapes.views[index]
+    view = op.patches.apply(x)  # (B, G, C, kh, kw, Ho, Wo): letters b g c u v i j
+    view = np.transpose(view, ["bgcuvij".index(l) for l in letters])
+    return view
+
+
+def proof_tables(shapes: Shapes, values: dict, accs: dict) -> dict:
+    tables = {}
+    for t in shapes.stored:
+        tables[f"a.{t}"] = _field(values[t], shapes.padded(t))
+    for index in shapes.views:
+        op = shapes.q.ops[index]
+        view = _view_tables(shapes, index, values[op.inputs[0]])
+        padded = tuple(shapes.pb if l == "b" else _pow2(n) for l, n in zip(shapes.views[index][0], view.shape))
+        tables[f"v.{index}"] = _field(view, padded)
+    for index, op in enumerate(shapes.q.ops):
+        if op.has_bits:
+            acc = np.zeros(shapes.padded(op.output), dtype=np.int64)
+            a = accs[index]
+            acc[tuple(slice(0, n) for n in a.shape)] = a
+            tables.update(bits_tables(f"t0.fwd{index}", decompose(acc.reshape(-1), _decomposition(op))))
+    return tables
+
+
+# ------------------------------------------------------------------------------------------- relations
+def _positions(real, padded) -> np.ndarray:
+    return np.ravel_multi_index(np.unravel_index(np.arange(math.prod(real)), real), padded)
+
+
+class _Run:
+    """The relations of the module docstring, identical for prover, verifier and the shape count."""
+
+    def __init__(self, shapes: Shapes, channel: Channel, x_table, y_table):
+        self.s, self.ch = shapes, channel
+        self.public = {shapes.input_name: x_table, shapes.output_name: y_table}
+        self.where = locate({}, {k: v for k, v in channel.layouts.items() if k != "w"})
+        self.protocol = Protocol(None, channel, self.where, None)
+        self.one, self.minus = F.ext_one(), F.ext_neg(F.ext_one())
+
+    # -- factors ----------------------------------------------------------------------------------------
+    def is_public(self, tensor: str) -> bool:
+        return self.s.name(tensor) in self.public
+
+    def value(self, tensor: str, point) -> np.ndarray:
+        table = self.public[self.s.name(tensor)]
+        return F.ext_zero() if table is None else mle_evaluate(table, point)
+
+    def stored(self, tensor: str, **fix) -> Stored:
+        name = f"a.{self.s.name(tensor)}"
+        return Stored(self.where[name], name, **fix)
+
+    def operand(self, tensor: str, high, low, k: int):
+        """The tensor with its high/low variables fixed, as a factor over the k variables left."""
+        if not self.is_public(tensor):
+            return self.stored(tensor, high=high, low=low)
+        table = self.public[self.s.name(tensor)]
+        if table is None:  # the shape pass
+            return Public(lambda: F.ext_zero(1 << k), lambda sigma: F.ext_zero())
+        lo = 0 if low is None else low.shape[0]
+        if lo:
+            table = F.matmul(table.reshape(-1, 1 << lo), eq_table(low))
+        bound = table if high is None else bind_high(table, high)
+        return Public(lambda: bound, lambda sigma: mle_evaluate(bound, sigma[:k]))
+
+    def tensor_term(self, coefficient, tensor: str, tau, claim):
+        """coefficient sum_e eq(tau, e) T(e): a Term (stored) or its value moved to the claim (public)."""
+        if self.is_public(tensor):
+            return None, F.ext_sub(claim, F.ext_mul(coefficient, self.value(tensor, tau)))
+        return Term(coefficient, (eq_factor(tau),), (self.stored(tensor),), tau.shape[0]), claim
+
+    def gather_term(self, coefficient, tensor: str, gather, claim):
+        """coefficient sum_p G(p) X(p) for a public weight table G over X's padded layout."""
+        if self.is_public(tensor):
+            table = self.public[self.s.name(tensor)]
+            value = F.ext_zero() if table is None else F.ext_sum(F.ext_mul_base(gather, table), axis=0)
+            return None, F.ext_sub(claim, F.ext_mul(coefficient, value))
+        return Term(coefficient, (table_factor(gather),), (self.stored(tensor),), self.s.vars(tensor)), claim
+
+    def relation(self, label, terms, claim=None):
+        self.ch.relation(label, [t for t in terms if t is not None], claim)
+
+    # -- the walk ----------------------------------------------------------------------------------------
+    def run(self) -> None:
+        for index, op in enumerate(self.s.q.ops):
+            if op.kind == "contraction":
+                self.contraction(index, op)
+            elif op.kind == "relu":
+                self.requantized(index, op, [], F.ext_zero(), op.inputs[0])
+            elif op.kind == "add":
+                tau = self.ch.point(f"graph.add{index}", self.s.vars(op.output))
+                claim = F.ext_zero()
+                y, claim = self.tensor_term(self.one, op.output, tau, claim)
+                a, claim = self.tensor_term(F.ext_neg(_ext_int(1 << op.lefts[0])), op.inputs[0], tau, claim)
+                b, claim = self.tensor_term(F.ext_neg(_ext_int(1 << op.lefts[1])), op.inputs[1], tau, claim)
+                self.relation(f"graph.add{index}", [y, a, b], claim)
+            elif op.kind == "reshape":
+                if op.output in self.s.alias:
+                    continue
+                tau = self.ch.point(f"graph.reshape{index}", self.s.vars(op.output))
+                x = op.inputs[0]
+                gather = F.ext_zero(math.prod(self.s.padded(x)))
+                gather[_positions(self.s.real(x), self.s.padded(x))] = \
+                    eq_table(tau)[_positions(self.s.real(op.output), self.s.padded(op.output))]
+                y, claim = self.tensor_term(self.one, op.output, tau, F.ext_zero())
+                g, claim = self.gather_term(self.minus, x, gather, claim)
+                self.relation(f"graph.reshape{index}", [y, g], claim)
+            else:  # transpose: the padded table with permuted axes
+                tau = self.ch.point(f"graph.transpose{index}", self.s.vars(op.output))
+                rank = len(self.s.padded(op.output))
+                x_letters = "b" + _SAMPLE[:rank - 1]
+                y_letters = "b" + "".join(x_letters[1 + p] for p in op.shape)
+                parts = split_point(tau, y_letters, self.s.letter_bits(y_letters, self.s.padded(op.output)).get)
+                y, claim = self.tensor_term(self.one, op.output, tau, F.ext_zero())
+                x, claim = self.tensor_term(self.minus, op.inputs[0], join_point(parts, x_letters), claim)
+                self.relation(f"graph.transpose{index}", [y, x], claim)
+        keys = decomposition_keys({k: v for k, v in self.ch.layouts.items() if k != "w"})
+        if keys:
+            self.protocol.bits(keys)
+
+    def contraction(self, index: int, op) -> None:
+        s = self.s
+        data, weight, out = _subscripts(op.equation)
+        x = op.inputs[0]
+        if index in s.views:  # P = patches(X), then the contraction reads P
+            letters, _ = s.views[index]
+            view_real = s.view_shape(index)
+            view_padded = tuple(s.pb if l == "b" else _pow2(n) for l, n in zip(letters, view_real))
+            tau = self.ch.point(f"graph.patches{index}", sum(_bits(n) for n in view_padded))
+            gather = self.patch_gather(index, tau, letters, view_real, view_padded)
+            name = f"v.{index}"
+            p_term = Term(self.one, (eq_factor(tau),), (Stored(self.where[name], name),), tau.shape[0])
+            g_term, claim = self.gather_term(self.minus, x, gather, F.ext_zero())
+            self.relation(f"graph.patches{index}", [p_term, g_term], claim)
+            data_letters, data_real = letters, view_real
+        else:
+            data_letters, data_real = data, (s.batch, *s.q.shapes[x])
+        out_real = (s.batch, *op.einsum_shape)
+        if not _same_layout(op.einsum_shape, s.q.shapes[op.output]):
+            raise ModelError(f"{op.name}: its einsum output {op.einsum_shape} and its output {s.q.shapes[op.output]} "
+                             f"have different layouts: not provable with hidden weights yet (use --public-weights)")
+        tau = self.ch.point(f"graph.layer{index}", s.vars(op.output))
+        parts = split_point(tau, out, s.letter_bits(out, out_real).get)
+        sizes = dict(zip(data_letters, data_real))
+        sizes.update(zip(weight, op.weight_shape))
+        summed = "".join(l for l in weight if l in data_letters and (l not in out or _bits(sizes[l])))
+        shared = "".join(l for l in summed if l in out)
+        if shared and shared != summed:
+            raise ModelError(f"{op.name}: einsum {op.equation!r} mixes shared and contracted letters: not provable "
+                             f"with hidden weights yet")
+        sizes = dict(zip(data_letters, data_real))
+        sizes.update(zip(weight, op.weight_shape))
+        k = sum(_bits(sizes[l]) for l in summed)
+        factors, publics = [], []
+        for letters, tensor in ((data_letters, None), (weight, "W")):
+            at = letters.find(summed) if summed else len(letters)
+            if summed and at < 0:
+                raise ModelError(f"{op.name}: einsum {op.equation!r}: the summed letters {summed!r} are not one block "
+                                 f"of {letters!r}: not provable with hidden weights yet")
+            high_letters, low_letters = letters[:at], letters[at + len(summed):]
+            high = join_point(parts, high_letters) if high_letters else None
+            low = join_point(parts, low_letters) if low_letters else None
+            if tensor is None:
+                if index in s.views:
+                    name = f"v.{index}"
+                    factors.append(Stored(self.where[name], name, high=high, low=low))
+                else:
+                    factor = self.operand(x, high, low, k)
+                    (publics if isinstance(factor, Public) else factors).append(factor)
+            else:
+                slot = self.ch.layouts["w"].slot(f"W{index}")
+                extra = slot.elem_vars - sum(_bits(n) for n in op.weight_shape)
+                if extra:
+                    high = np.concatenate([np.zeros((0, F.EXT_DEGREE), np.uint64) if high is None else high,
+                                           F.ext_zero((extra,))])
+                factors.append(Stored("w", f"W{index}", high=high, low=low))
+        if shared:
+            publics.append(eq_factor(join_point(parts, shared)))
+        terms = [Term(self.one, tuple(publics), tuple(factors), k)]
+        if op.has_bias:
+            sample = _SAMPLE[:len(op.shape)]
+            out_letters = "b" + sample
+            out_parts = split_point(tau, out_letters, s.letter_bits(out_letters, s.padded(op.output)).get)
+            bias_letters = op.bias_letters
+            valid = F.ext_one()
+            for l, n in zip(out_letters, (s.batch, *op.shape)):
+                if l not in bias_letters:
+                    valid = F.ext_mul(valid, prefix_sum_of_eq(out_parts[l], n))
+            slot = self.ch.layouts["w"].slot(f"b{index}")
+            point = join_point(out_parts, bias_letters)
+            point = np.concatenate([point, F.ext_zero((slot.elem_vars - point.shape[0],))])
+            terms.append(Term(valid, (eq_factor(point),), (Stored("w", f"b{index}"),), slot.elem_vars))
+        self.requantized(index, op, terms, F.ext_zero(), None, tau)
+
+    def patch_gather(self, index, tau, letters, view_real, view_padded) -> np.ndarray:
+        """G_tau over X's padded layout: sum of eq(tau, v) over the real view entries v gathering from p."""
+        s, op = self.s, self.s.q.ops[index]
+        x = op.inputs[0]
+        x_real, x_padded = s.real(x), s.padded(x)
+        positions = _positions(x_real, x_padded).reshape(x_real) + 1  # 0: the zero padding of the window
+        view = _view_tables(s, index, positions)
+        p_positions = _positions(view_real, view_padded)
+        valid = view.reshape(-1) > 0
+        weights = eq_table(tau)[p_positions[valid]]
+        gather = np.zeros((math.prod(x_padded), F.EXT_DEGREE), dtype=np.uint64)
+        np.add.at(gather, view.reshape(-1)[valid] - 1, weights)  # < kh kw 2^31 per entry: no overflow
+        return gather % np.uint64(F.P)
+
+    def requantized(self, index, op, terms, claim, source=None, tau=None) -> None:
+        """The layer relation (terms - rebuilt + h = 0, or source - rebuilt + h) and the select."""
+        spec = _decomposition(op)
+        n = self.s.vars(op.output)
+        if tau is None:
+            tau = self.ch.point(f"graph.layer{index}", n)
+        if source is not None:
+            term, claim = self.tensor_term(self.one, source, tau, claim)
+            terms = [term]
+        rebuilt = self.protocol.rebuilt(0, f"fwd{index}", spec)
+        eq = eq_factor(tau)
+        terms = terms + [Term(F.ext_neg(c), (eq,), (part,), n) for c, part in rebuilt] + \
+            [Term(_ext_int(spec.offset), (), (), 0)]
+        self.relation(f"graph.layer{index}", terms, claim)
+        quotient = self.protocol.quotient(0, f"fwd{index}", spec)
+        sign = self.protocol.sign(0, f"fwd{index}", spec) if spec.relu else None
+        tau = self.ch.point(f"graph.select{index}", n)
+        if not self.is_public(op.output):
+            self.protocol.select(f"graph.select{index}", self.stored(op.output), quotient, sign, tau)
+            return
+        eq = eq_factor(tau)
+        terms = [Term(c, (eq,), (q,), n) for c, q in quotient]
+        if sign is not None:
+            scale, factor = sign
+            terms += [Term(F.ext_neg(F.ext_mul(scale, c)), (eq,), (factor, q), n) for c, q in quotient]
+        self.relation(f"graph.output{index}", terms, self.value(op.output, tau))
+
+
+# ------------------------------------------------------------------------------------------- objects
+@dataclass(frozen=True, eq=False)
+class HidingGraphCommitment:
+    """The public statement of a hiding graph commitment: the quantized structure and the model's copies."""
+
+    structure: QuantizedGraph
+    weights: Reusable
+
+    KIND = "proofs.HidingGraphCommitment"
+
+    @property
+    def zk(self) -> bool:
+        return True
+
+    def statement_bytes(self) -> bytes:
+        return self.to_bytes()
+
+    def to_bytes(self) -> bytes:
+        writer = ByteWriter(COMMITMENT_MAGIC, FORMAT_VERSION)
+        writer.text(json.dumps(self.structure.public(), sort_keys=True, separators=(",", ":")))
+        writer.blob(self.weights.to_bytes())
+        return to_record(self.KIND, writer.getvalue())
+
+    @classmethod
+    def from_bytes(cls, data) -> "HidingGraphCommitment":
+        return parse_nested(cls._parse, from_record(data, cls.KIND, "hiding graph commitment"),
+                            "hiding graph commitment")
+
+    @classmethod
+    def _parse(cls, data) -> "HidingGraphCommitment":
+        reader = ByteReader(data, COMMITMENT_MAGIC, FORMAT_VERSION, "hiding graph commitment")
+        try:
+            structure = QuantizedGraph.from_public(json.loads(reader.text()))
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            raise ProofRejected(f"malformed structure: {type(error).__name__}: {error}",
+                                "hiding graph commitment") from None
+        weights = parse_nested(Reusable.from_bytes, reader.blob(), "model copies")
+        reader.finish()
+        return cls(structure, weights)
+
+    def soundness_bits(self, batch: int = 1) -> float:
+        return soundness_bits(self, batch)
+
+
+@dataclass(frozen=True, eq=False)
+class HidingGraphProof:
+    """The claimed output (batch, prod of the output shape) and the relation proof (store commitments, items)."""
+
+    output: np.ndarray
+    relations: TrainingProof
+
+    KIND = "proofs.HidingGraphProof"
+
+    def to_bytes(self) -> bytes:
+        writer = ByteWriter(PROOF_MAGIC, FORMAT_VERSION)
+        writer.i64_array(np.asarray(self.output, dtype=np.int64).reshape(len(self.output), -1))
+        writer.blob(self.relations.to_bytes())
+        return to_record(self.KIND, writer.getvalue())
+
+    @classmethod
+    def from_bytes(cls, data) -> "HidingGraphProof":
+        return parse_nested(cls._parse, from_record(data, cls.KIND, "hiding graph proof"), "hiding graph proof")
+
+    @classmethod
+    def _parse(cls, data) -> "HidingGraphProof":
+        reader = ByteReader(data, PROOF_MAGIC, FORMAT_VERSION, "hiding graph proof")
+        output = reader.i64_array()
+        relations = parse_nested(TrainingProof.from_bytes, reader.blob(), "relation proof")
+        reader.finish()
+        return cls(output, relations)
+
+
+def _params(reusable: Reusable) -> HidingParams:
+    return dataclasses.replace(reusable_module.base_params(reusable), mask_rows=default_params().mask_rows)
+
+
+def _layouts(shapes: Shapes, q: QuantizedGraph) -> dict:
+    return {"w": model_layout(q), "p": proof_layout(shapes)}
+
+
+def _public_tables(shapes: Shapes, x_int, output):
+    q = shapes.q
+    return _field(x_int, shapes.padded(q.input)), _field(output.reshape(shapes.real(q.output)),
+                                                         shapes.padded(q.output))
+
+
+def _transcript(commitment, x_int, output, proof_commitments, copy: int) -> Transcript:
+    transcript = Transcript(TRANSCRIPT_LABEL)
+    transcript.absorb("model", commitment.statement_bytes())
+    transcript.absorb("copy", int(copy))
+    transcript.absorb("input", np.asarray(x_int, dtype=np.int64).reshape(-1))
+    transcript.absorb("output", np.asarray(output, dtype=np.int64).reshape(-1))
+    transcript.absorb("proof commitments", [c.to_bytes() for c in proof_commitments])
+    return transcript
+
+
+class HidingGraphNetwork:
+    """The prover of zero-knowledge graph proofs: ``max_proofs`` hiding copies of the weights (each proof uses
+    one: commit again when they are spent)."""
+
+    def __init__(self, qgraph: QuantizedGraph, params: HidingParams | None = None,
+                 max_proofs: int = DEFAULT_MAX_PROOFS):
+        if not isinstance(qgraph, QuantizedGraph):
+            raise ModelError(f"qgraph must be a QuantizedGraph, got {type(qgraph).__name__}")
+        params = default_params() if params is None else params
+        if not isinstance(params, HidingParams) or not params.hiding:
+            raise ModelError(f"params must be hiding HidingParams, got {params!r}")
+        self.qgraph = qgraph
+        shapes = Shapes(qgraph, 1)
+        _Run(shapes, ShapeChannel(params, _layouts(shapes, qgraph)), None, None).run()  # refuses unsupported ops
+        layout = model_layout(qgraph)
+        self._weights = commit_reusable(layout, model_tables(qgraph), params, max_proofs,
+                                        balanced_rows(layout, params))
+        self.commitment = HidingGraphCommitment(qgraph, self._weights[0])
+
+    @property
+    def proofs_left(self) -> int:
+        witness = self._weights[1]
+        return len(witness.witnesses) - len(witness.spent)
+
+    def prove(self, x, progress=None) -> HidingGraphProof:
+        q = self.qgraph
+        x_int = q.quantize_input(x)
+        shapes = Shapes(q, x_int.shape[0])
+        values, accs = q.forward_int(x_int, trace=True)
+        for index, op in enumerate(q.ops):  # range check first: an input outside the calibration is refused
+            if op.has_bits:
+                try:
+                    decompose(accs[index].reshape(-1), _decomposition(op))
+                except ModelError as error:
+                    raise ModelError(f"op {op.name!r}: {error} (an input outside the calibrated range)") from None
+        output = values[q.output]
+        public, statement = self.commitment.weights, self._weights[1]
+        params = _params(public)
+        layouts = _layouts(shapes, q)
+        tables = proof_tables(shapes, values, accs)
+        log_rows = balanced_rows(layouts["p"], params)
+        made = commit_store(layouts["p"], {s.name: tables[s.name] for s in layouts["p"].slots},
+                            store_params(layouts["p"], params, log_rows), log_rows=log_rows)
+        copy = statement.take("HidingGraphNetwork.prove")
+        if progress is not None:
+            progress(1, 3, "committed the proof's tensors")
+        transcript = _transcript(self.commitment, x_int, output, (made[0],), copy)
+        witnesses = {"w": statement.witnesses[copy], "p": made[1]}
+        channel = Channel(transcript, params, layouts, {k: w.commitment for k, w in witnesses.items()}, witnesses)
+        channel.prior_views = {"w": statement.agreement_views[copy]}
+        _Run(shapes, channel, *_public_tables(shapes, x_int, output)).run()
+        if progress is not None:
+            progress(2, 3, "proved the relations")
+        channel.open_all()
+        if progress is not None:
+            progress(3, 3, "opened the stores")
+        return HidingGraphProof(output.reshape(len(output), -1).copy(),
+                                TrainingProof("aggregate", (made[0],), tuple(channel.items), copy))
+
+
+def soundness_bits(commitment: HidingGraphCommitment, batch: int = 1) -> float:
+    """-log2 of the union bound over the relations, their masks and the openings (as network_zk)."""
+    shapes = Shapes(commitment.structure, batch)
+    layouts = _layouts(shapes, commitment.structure)
+    params = _params(commitment.weights)
+    channel = ShapeChannel(params, layouts)
+    _Run(shapes, channel, None, None).run()
+    keys = decomposition_keys({"p": layouts["p"]})
+    error = union_bound_error(channel.shapes, len(keys), {"w": layouts["w"]}, params,
+                              {"w": commitment.weights.params})
+    shape = HidingCommitment(b"", layouts["p"].num_vars, balanced_rows(layouts["p"], params), params)
+    error += 2.0 ** -shape.security_bits + 2 * shape.codeword_length / float(F.P) ** F.EXT_DEGREE
+    return -math.log2(error)
+
+
+def verify_graph_zk(commitment, x, proof) -> np.ndarray:
+    """Verify a zero-knowledge graph proof; returns the output (int64, batch first). Raises only ProofRejected."""
+    try:
+        if isinstance(commitment, (bytes, bytearray, memoryview)):
+            commitment = HidingGraphCommitment.from_bytes(bytes(commitment))
+        if isinstance(proof, (bytes, bytearray, memoryview)):
+            proof = HidingGraphProof.from_bytes(bytes(proof))
+        return _verify(commitment, x, proof)
+    except ProofRejected:
+        raise
+    except Exception as error:  # a malformed object must never escape as another exception
+        raise ProofRejected(f"malformed proof: {type(error).__name__}: {error}", "hiding graph") from None
+
+
+def _verify(commitment, x, proof) -> np.ndarray:
+    where = "hiding graph proof"
+    require(isinstance(commitment, HidingGraphCommitment), "commitment is not a HidingGraphCommitment", where)
+    require(isinstance(proof, HidingGraphProof) and isinstance(proof.relations, TrainingProof),
+            "proof is not a HidingGraphProof", where)
+    q = commitment.structure
+    try:
+        x_int = q.quantize_input(x)
+    except ModelError as error:
+        raise ProofRejected(str(error), "input") from None
+    batch = x_int.shape[0]
+    shapes = Shapes(q, batch)
+    out_real = shapes.real(q.output)
+    require(proof.output.shape == (batch, math.prod(out_real[1:])),
+            f"claimed output shape {proof.output.shape} is not ({batch}, {math.prod(out_real[1:])})", where)
+    bound = q.bounds[q.output]
+    require(bool(np.all(np.abs(proof.output) <= bound)), f"claimed output outside the declared bound {bound}", where)
+    params = _params(commitment.weights)
+    bits = soundness_bits(commitment, batch)
+    require(bits >= MIN_SOUNDNESS_BITS, f"the statement's soundness is {bits:.1f} bits < {MIN_SOUNDNESS_BITS}", where)
+    layouts = _layouts(shapes, q)
+    verify_reusable(layouts["w"], commitment.weights, dataclasses.replace(params, openings=1), f"{where}: model")
+    relations = proof.relations
+    require(0 <= relations.copy < len(commitment.weights), f"copy {relations.copy} of a model committed "
+            f"{len(commitment.weights)} times", where)
+    require(len(relations.commitments) == 1, f"{len(relations.commitments)} proof commitments, expected 1", where)
+    commitments = {"w": commitment.weights.copies[relations.copy], "p": relations.commitments[0]}
+    rows = {"w": balanced_rows(layouts["w"], params), "p": balanced_rows(layouts["p"], params)}
+    for key, layout in layouts.items():
+        c, expected = commitments[key], params if key != "w" else commitment.weights.params
+        require(isinstance(c, HidingCommitment) and c.num_vars == layout.num_vars and c.log_rows == rows[key]
+                and dataclasses.replace(c.params, mask_rows=0) == dataclasses.replace(expected, mask_rows=0),
+                f"commitment {key} does not have the statement's shape and parameters", where)
+    for item in relations.items:
+        if isinstance(item, ZKSumcheckProof):
+            require(item.mask_commitment.params == _mask_params(params) and item.mask_commitment.log_rows == 0,
+                    "a sumcheck mask commitment does not use the statement's parameters", where)
+    transcript = _transcript(commitment, x_int, proof.output, relations.commitments, relations.copy)
+    channel = Channel(transcript, params, layouts, commitments, items=relations.items)
+    _Run(shapes, channel, *_public_tables(shapes, x_int, proof.output)).run()
+    channel.open_all()
+    channel.finish()
+    return proof.output.reshape(out_real).copy()
+
+
+__all__ = ["HidingGraphCommitment", "HidingGraphNetwork", "HidingGraphProof", "soundness_bits", "verify_graph_zk",
+           "contract_int"]

@@ -1,0 +1,132 @@
+"""Zero-knowledge graph proofs (issue 13, item 3): hidden weights, the same statement as the plain graph proof."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings, strategies as st
+
+from hezk_model import Activation, Add, Contraction, Graph, Patches, Reshape, read_onnx
+from proofs.errors import ModelError, ProofError, ProofRejected
+from proofs.graph_quantize import quantize_graph
+from proofs.layers.graph import GraphNetwork, verify_graph
+from proofs.layers.graph_zk import HidingGraphCommitment, HidingGraphNetwork, HidingGraphProof, verify_graph_zk
+from proofs.proof_format import from_record, to_record
+
+onnx = pytest.importorskip("onnx")
+from tests.model import onnx_models as M  # noqa: E402
+
+
+def _small_cnn(seed=0, groups=1, residual=True):
+    """conv 3x3 pad 1 (4 -> 4) + relu, (+ x, relu), global average pool, flatten, Gemm 4 -> 3 on 4x5x5."""
+    rng = np.random.default_rng(seed)
+    nodes = [Contraction("conv", "Conv", ("x",), "h", "bgcuvij,gocuv->bgoij",
+                         rng.normal(size=(groups, 4 // groups, 4 // groups, 3, 3)), rng.normal(size=(4, 1, 1)) * .1,
+                         Patches((3, 3), pads=(1, 1, 1, 1), groups=groups), (4, 5, 5)),
+             Activation("relu1", "Relu", ("h",), "r", "relu")]
+    last = "r"
+    if residual:
+        nodes += [Add("residual", "Add", ("r", "x"), "s"), Activation("relu2", "Relu", ("s",), "t", "relu")]
+        last = "t"
+    nodes += [Contraction("gap", "GlobalAveragePool", (last,), "g", "bchw,hw->bc", np.full((5, 5), 1 / 25), None,
+                          None, (4, 1, 1)),
+              Reshape("flat", "Flatten", ("g",), "f", (4,)),
+              Contraction("fc", "Gemm", ("f",), "o", "bk,nk->bn", rng.normal(size=(3, 4)), rng.normal(size=3), None,
+                          (3,))]
+    return Graph("x", (4, 5, 5), tuple(nodes), "o")
+
+
+def _quantized(graph, seed=0):
+    calibration = np.random.default_rng(seed).normal(size=(16, *graph.input_shape))
+    return quantize_graph(graph, calibration), calibration
+
+
+@pytest.fixture(scope="module")
+def small():
+    q, calibration = _quantized(_small_cnn())
+    net = HidingGraphNetwork(q, max_proofs=3)
+    x = calibration[:2]
+    return q, net, x, net.prove(x)
+
+
+def test_hidden_weights_proof_equals_the_integer_reference_and_the_plain_proof(small):
+    q, net, x, proof = small
+    y = verify_graph_zk(net.commitment.to_bytes(), x, proof.to_bytes())
+    assert np.array_equal(y, q.forward_int(q.quantize_input(x)))
+    plain = GraphNetwork(q)
+    assert np.array_equal(verify_graph(plain.commitment, x, plain.prove(x)), y)
+    assert HidingGraphCommitment.from_bytes(net.commitment.to_bytes()).to_bytes() == net.commitment.to_bytes()
+    assert net.commitment.soundness_bits(2) >= 100
+
+
+def test_no_weight_appears_in_the_commitment_or_the_proof(small):
+    """A weak leak check (not a proof of zero knowledge): no run of 3 consecutive weight words in the bytes."""
+    q, net, _, proof = small
+    blob = net.commitment.to_bytes() + proof.to_bytes()
+    weight = np.asarray(q.ops[0].weight.reshape(-1)[:3] % 2013265921, dtype="<u4").tobytes()
+    assert weight not in blob
+
+
+def test_wrong_output_input_and_tampering_rejected(small):
+    q, net, x, proof = small
+    output = proof.output.copy()
+    output[0, 0] += 1
+    with pytest.raises(ProofRejected):
+        verify_graph_zk(net.commitment, x, HidingGraphProof(output, proof.relations))
+    with pytest.raises(ProofRejected):
+        verify_graph_zk(net.commitment, x[::-1], proof)
+    inner = bytearray(from_record(proof.to_bytes(), HidingGraphProof.KIND, "proof"))
+    rng = np.random.default_rng(7)
+    for position in sorted(set(rng.integers(0, len(inner), 12).tolist()) | {0, len(inner) - 1}):
+        damaged = bytearray(inner)
+        damaged[position] ^= 1 + int(rng.integers(0, 255))
+        with pytest.raises(ProofRejected):
+            verify_graph_zk(net.commitment, x, to_record(HidingGraphProof.KIND, bytes(damaged)))
+    with pytest.raises(ProofRejected):
+        verify_graph_zk(net.commitment.to_bytes()[:-5], x, proof)
+    with pytest.raises(ProofRejected):  # a plain graph proof is not a hiding one
+        verify_graph_zk(net.commitment, x, GraphNetwork(q).prove(x).to_bytes())
+
+
+def test_each_proof_spends_a_copy():
+    q, calibration = _quantized(_small_cnn(residual=False))
+    net = HidingGraphNetwork(q, max_proofs=1)
+    proof = net.prove(calibration[:1])
+    assert net.proofs_left == 0
+    verify_graph_zk(net.commitment, calibration[:1], proof)
+    with pytest.raises(ProofError, match="copy|spent|copies"):
+        net.prove(calibration[:1])
+
+
+def test_grouped_convolution_refused_by_name():
+    q, _ = _quantized(_small_cnn(groups=2, residual=False))
+    with pytest.raises(ModelError, match="conv"):
+        HidingGraphNetwork(q, max_proofs=1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("make", [lambda: M.lenet("relu"), M.batchnorm_model, M.residual_block])
+def test_onnx_models_with_hidden_weights(make, tmp_path):
+    onnx.save(make(), str(tmp_path / "m.onnx"))
+    q, calibration = _quantized(read_onnx(str(tmp_path / "m.onnx")))
+    net = HidingGraphNetwork(q, max_proofs=1)
+    y = verify_graph_zk(net.commitment, calibration[:1], net.prove(calibration[:1]))
+    assert np.array_equal(y, q.forward_int(q.quantize_input(calibration[:1])))
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow], phases=(Phase.explicit, Phase.generate))
+@given(st.integers(1, 2), st.integers(1, 2), st.integers(0, 1), st.integers(5, 7), st.integers(0, 2 ** 31 - 1))
+def test_random_conv_graphs_with_hidden_weights(batch, stride, pad, size, seed):
+    rng = np.random.default_rng(seed)
+    ho = (size + 2 * pad - 3) // stride + 1
+    po = ho - 1
+    nodes = [Contraction("conv", "Conv", ("x",), "y", "bgcuvij,gocuv->bgoij", rng.normal(size=(1, 3, 2, 3, 3)),
+                         rng.normal(size=(3, 1, 1)), Patches((3, 3), (stride, stride), (pad,) * 4), (3, ho, ho)),
+             Activation("relu", "Relu", ("y",), "r", "relu"),
+             Contraction("pool", "AveragePool", ("r",), "p", "bgcuvij,uv->bgcij", np.full((2, 2), .25), None,
+                         Patches((2, 2)), (3, po, po)),
+             Reshape("flat", "Flatten", ("p",), "f", (3 * po * po,)),
+             Contraction("fc", "Gemm", ("f",), "o", "bk,nk->bn", rng.normal(size=(2, 3 * po * po)), None, None, (2,))]
+    q, calibration = _quantized(Graph("x", (2, size, size), tuple(nodes), "o"), seed)
+    net = HidingGraphNetwork(q, max_proofs=1)
+    x = calibration[:batch]
+    assert np.array_equal(verify_graph_zk(net.commitment, x, net.prove(x)), q.forward_int(q.quantize_input(x)))
