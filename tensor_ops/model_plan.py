@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from crypto.errors import ParameterError, ShapeError
-from crypto.params import CKKSParameters
+from crypto.params import HE_STANDARD_128, CKKSParameters
 from tensor_ops.activations import PolyActivation
 from tensor_ops.lowering import LayerLowering
 from tensor_ops.packing import SparseMap
@@ -230,37 +230,97 @@ _SECONDS = {"baby_rotation": 0.0015, "giant_rotation": 0.0025, "ct_ct": 0.0026, 
 _REFERENCE_SIZE = (1 << 13) * 7
 
 _LOG_SCALE = 30
+_WIDE_SCALE = 50  # levels of two primes (25 + 26 bits) where the ring chosen for 30-bit levels has room
 
 
-def choose_parameters(depth: int, min_slots: int = 1, log_scale: int = _LOG_SCALE):
+def choose_parameters(depth: int, min_slots: int = 1, log_scale: int | None = None):
     """The smallest 128-bit-secure CKKS parameters with exactly ``depth`` levels and >= ``min_slots`` slots.
 
-    Levels are one 30-bit prime each (scale 2^30, about 20 bits of precision after a few levels), the base
-    level two primes (2^30 of headroom for the outputs), two special primes, and the fewest key-switching
-    digits the noise check accepts (fewer digits, smaller keys). Cached: the parameters are immutable and
-    building them (finding NTT primes) takes about a second.
+    The ring is the smallest that holds ``depth`` levels of one 30-bit prime each (scale 2^30), a base level
+    of two primes (2^30 of headroom for the outputs) and two special primes with the fewest key-switching
+    digits the noise check accepts. ``log_scale=None`` (automatic) then takes, in that same ring, the wider
+    scale 2^50 (levels of two primes, base level of three: 2^40 of headroom; special primes covering every
+    key-switching digit) when it fits the security bound: one rescale's or key switch's rounding noise is
+    about sqrt(N^2 / 18) (uniform ternary secret), 2^-15 of a 2^30 scale at N = 2^15 but 2^-35 of a 2^50
+    one (``precision_bits``), at twice the limbs. ``log_scale=30`` / ``50`` forces one layout. Cached: the
+    parameters are immutable and building them (finding NTT primes) takes about a second.
     """
     if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 0:
         raise ParameterError(f"depth={depth!r} must be a non-negative integer")
-    return _choose_parameters(int(depth), max(1, int(min_slots)), int(log_scale))
+    if log_scale is not None and log_scale not in (_LOG_SCALE, _WIDE_SCALE):
+        raise ParameterError(f"log_scale={log_scale!r} must be None (automatic), {_LOG_SCALE} or {_WIDE_SCALE}")
+    return _choose_parameters(int(depth), max(1, int(min_slots)), log_scale)
+
+
+def precision_bits(params) -> float:
+    """Bits of precision one operation keeps: log2(scale / rounding noise), the noise of a rescale or a key
+    switch's ModDown about 4 standard deviations of sqrt(N (1 + 2N/3) / 12) in a slot (rounding error
+    uniform in [-1/2, 1/2] per coefficient, times a uniform ternary secret of about 2N/3 nonzero
+    coefficients, through the canonical embedding). Errors then grow with the model's depth and width."""
+    n = params.n
+    return float(params.log_scale - math.log2(4.0 * math.sqrt(n * (1 + 2 * n / 3) / 12)))
 
 
 @functools.lru_cache(maxsize=32)
-def _choose_parameters(depth: int, min_slots: int, log_scale: int):
+def _choose_parameters(depth: int, min_slots: int, log_scale):
     """``choose_parameters`` after validation (memoised)."""
     last_error = None
     for log_n in range(max(13, (2 * min_slots - 1).bit_length()), 18):
-        n_q = 2 + depth
-        for dnum in range(1, n_q + 1):
-            literal = dict(log_n=log_n, log_q=[[30, 30]] + [[log_scale]] * depth, log_p=[30, 30],
-                           log_scale=log_scale, dnum=dnum)
-            try:
-                return CKKSParameters.from_literal(literal)
-            except ParameterError as error:
-                last_error = error
-                if "HE-standard" in str(error):
-                    break
+        narrow = None
+        if log_scale != _WIDE_SCALE:
+            narrow, last_error = _narrow(log_n, depth, last_error)
+            if narrow is not None and log_scale == _LOG_SCALE:
+                return narrow
+        if narrow is not None or log_scale == _WIDE_SCALE:
+            wide = _wide(log_n, depth)
+            if wide is not None:
+                return wide
+        if narrow is not None:
+            return narrow
     raise ParameterError(f"depth={depth} needs more levels than any 128-bit ring up to N=2^17 holds ({last_error})")
+
+
+def _narrow(log_n, depth, last_error):
+    """(parameters with 30-bit levels in the ring 2^log_n or None, the last refusal)."""
+    if 120 + 30 * depth > HE_STANDARD_128.get(log_n, 0):
+        return None, ParameterError(f"log2(QP) of {120 + 30 * depth} bits exceeds the 128-bit HE-standard bound "
+                                    f"for N=2^{log_n}")
+    for dnum in range(1, depth + 3):
+        literal = dict(log_n=log_n, log_q=[[30, 30]] + [[_LOG_SCALE]] * depth, log_p=[30, 30],
+                       log_scale=_LOG_SCALE, dnum=dnum)
+        try:
+            return CKKSParameters.from_literal(literal), last_error
+        except ParameterError as error:
+            last_error = error
+            if "HE-standard" in str(error):
+                break
+    return None, last_error
+
+
+def _wide(log_n, depth):
+    """Parameters with 2^50 levels in the ring 2^log_n whose key-switching digits are at most the special
+    primes' product (key-switching noise no larger than the rounding), with the smallest Galois keys; None
+    when none fits the security bound."""
+    best = None
+    q_bits = 90 + 51 * depth
+    for specials in range(2, 7):
+        if q_bits + 30 * specials > HE_STANDARD_128.get(log_n, 0):
+            break
+        for dnum in range(max(1, -(-q_bits // (30 * specials))), depth + 2):
+            try:
+                params = CKKSParameters.from_literal(dict(
+                    log_n=log_n, log_q=[[30, 30, 30]] + [[25, 26]] * depth, log_p=[30] * specials,
+                    log_scale=_WIDE_SCALE, dnum=dnum))
+            except ParameterError:
+                continue
+            log_p = sum(math.log2(p) for p in params.p_moduli)
+            if max(sum(math.log2(params.q_moduli[i]) for i in digit) for digit in params.digits) > log_p:
+                continue
+            size = dnum * (len(params.q_moduli) + specials)
+            if best is None or size < best[0]:
+                best = (size, params)
+            break
+    return None if best is None else best[1]
 
 
 class _CallableInt(int):
@@ -322,6 +382,11 @@ class ModelPlan:
     def depth(self) -> int:
         """Levels consumed; an int that may also be called, like ``tensor_ops.Plan.depth()``."""
         return _CallableInt(sum(stage.depth for stage in self.stages))
+
+    @property
+    def precision_bits(self) -> float:
+        """Bits one rescale or key switch keeps at these parameters (``model_plan.precision_bits``)."""
+        return precision_bits(self.params)
 
     @property
     def input_level(self) -> int:
@@ -450,6 +515,9 @@ class ModelPlan:
         if self.key_steps is not None:
             lines.append(f"  over the key budget with one key per step: keys are the powers of two {list(self.key_steps)}, "
                          f"every other step a composite rotation")
+        lines.append(f"  precision: scale 2^{self.params.log_scale}, one rescale or key switch keeps about "
+                     f"{self.precision_bits:.0f} bits (its rounding noise against the scale; the error then grows "
+                     f"with depth and fan-in)")
         lines.append(f"  depth {self.depth}, {len(self.rotations)} rotation keys "
                      f"(~{self.galois_key_bytes / 2**20:.1f} MiB{budget}), relinearization key: "
                      f"{self.needs_relinearization}")
