@@ -9,6 +9,7 @@ Regev, "On ideal lattices and learning with errors over rings", EUROCRYPT 2010).
 from __future__ import annotations
 
 import hashlib
+import threading
 import weakref
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -315,30 +316,35 @@ def ciphertext_from_bytes(blob, ctx):
 # -- pickling: a weak, process-wide index of the live public contexts by key set -------------------------------
 _PUBLIC_CONTEXTS: "dict[bytes, weakref.WeakSet]" = {}
 _RINGS: "weakref.WeakValueDictionary[bytes, RingContext]" = weakref.WeakValueDictionary()
+_INDEX_LOCK = threading.Lock()  # Dask workers may unpickle on several threads at once
 
 
 def register_public_context(ctx) -> None:
     """Note a public context (no secret key) so that ciphertexts unpickled in this process while it lives find
     its evaluator (held weakly: the index never keeps a context alive)."""
-    for key in [k for k, live in _PUBLIC_CONTEXTS.items() if not live]:
-        del _PUBLIC_CONTEXTS[key]
-    _PUBLIC_CONTEXTS.setdefault(bytes(ctx.key_id), weakref.WeakSet()).add(ctx)
+    with _INDEX_LOCK:
+        for key in [k for k, live in _PUBLIC_CONTEXTS.items() if not live]:
+            del _PUBLIC_CONTEXTS[key]
+        _PUBLIC_CONTEXTS.setdefault(bytes(ctx.key_id), weakref.WeakSet()).add(ctx)
 
 
 def live_public_context(key_id: bytes, params):
     """The live public context of key set ``key_id`` and these parameters in this process, or None."""
-    return next((ctx for ctx in list(_PUBLIC_CONTEXTS.get(bytes(key_id), ())) if ctx.params == params), None)
+    with _INDEX_LOCK:
+        live = list(_PUBLIC_CONTEXTS.get(bytes(key_id), ()))
+    return next((ctx for ctx in live if ctx.params == params), None)
 
 
 def _live_ring(params):
     """A ring of ``params`` already in use in this process (a live context's or an unpickled ciphertext's),
     else a new one (its NTT tables take milliseconds)."""
-    ring = _RINGS.get(params.fingerprint)
-    if ring is None:
-        ring = next((c.ring for live in list(_PUBLIC_CONTEXTS.values()) for c in list(live) if c.params == params),
-                    None) or RingContext(params.n, params.moduli)
-        _RINGS[params.fingerprint] = ring
-    return ring
+    with _INDEX_LOCK:
+        ring = _RINGS.get(params.fingerprint)
+        if ring is None:
+            ring = next((c.ring for live in _PUBLIC_CONTEXTS.values() for c in list(live) if c.params == params),
+                        None) or RingContext(params.n, params.moduli)
+            _RINGS[params.fingerprint] = ring
+        return ring
 
 
 def ciphertext_from_pickle(blob, params_blob):

@@ -165,3 +165,24 @@ def test_zk_prover_refuses_to_pickle_and_moves_as_explicit_state(proof_layers):
     with pytest.raises(ProofError, match="copy=3"):
         worker.prove(x, copy=3)
     assert pickle.loads(pickle.dumps(Network(proof_layers, zk=False))).commitment.to_bytes()
+
+
+def _double(public_context, ct):
+    """In another process: the ciphertext arrives after a public context of its key set, so it attaches to one."""
+    assert ct.evaluator is not None and ct.evaluator.key_id == public_context.key_id
+    return ct + ct
+
+
+def test_process_pool_and_threads(ctx, public):
+    import concurrent.futures
+    import multiprocessing
+    x = np.linspace(-1, 1, 8)
+    ct = ctx.encrypt(x)
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
+        doubled = pool.submit(_double, public, ct).result()
+    assert doubled.evaluator is not None                          # back here: attached to a live public context
+    np.testing.assert_allclose(ctx.decrypt(doubled), 2 * x, atol=1e-6)
+    blob = pickle.dumps(ct)
+    with concurrent.futures.ThreadPoolExecutor(4) as threads:    # the key-set index under concurrent unpickling
+        back = list(threads.map(lambda _: pickle.loads(blob), range(16)))
+    assert all(b.evaluator is not None and b.to_bytes() == ct.to_bytes() for b in back)
