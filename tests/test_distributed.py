@@ -121,6 +121,22 @@ def test_dask_option_is_checked():
         assert hezk_tasks.connect(None).client is None
 
 
+def _fail_on_two(item, shared):
+    if item == 2:
+        raise ArithmeticError(f"task {item} fails")
+    return item * shared
+
+
+def test_runner_keeps_order_and_raises_a_failing_task(threads_cluster):
+    runner = hezk_tasks.connect(threads_cluster)
+    assert runner.workers == 2
+    assert runner.map(_fail_on_two, [5, 4, 3, 1, 0], runner.share(10)) == [50, 40, 30, 10, 0]
+    with pytest.raises(ArithmeticError, match="task 2 fails"):
+        runner.map(_fail_on_two, [0, 1, 2, 3], runner.share(1))
+    with pytest.raises(ModelError, match="distributed.Client"):
+        prove_batch(Network([ProofLinear(np.eye(8), np.zeros(8))], zk=False), np.zeros((1, 8)), dask=42)
+
+
 @pytest.mark.slow
 def test_killed_worker_tasks_rerun_elsewhere(model, client, requests, single_process):
     """Two worker processes (one thread each); when the first reply arrives, one worker is killed (SIGKILL) with
