@@ -43,8 +43,7 @@ DEFAULT_PROOF = "proof.bin"
 
 MODEL_HELP = ("model file: ONNX (opset >= 13) or .npz (a quantized model, or float weights that name their "
               "activation, activation='relu'); a ReLU MLP (see proofs.model), or any graph of Gemm, MatMul, Conv, "
-              "pools, Add, BatchNormalization, Relu, Flatten, Reshape, Transpose (the graph proof, with "
-              "--public-weights for now)")
+              "pools, Add, BatchNormalization, Relu, Flatten, Reshape, Transpose (the graph proof)")
 
 
 def _existing_file(path: str) -> str:
@@ -309,7 +308,7 @@ def _read(path: str) -> bytes:
 
 def _verify(args) -> int:
     data = _read(args.commitment)
-    if record_kind(data) == graph_cli.GraphCommitment.KIND:
+    if record_kind(data) in (graph_cli.GraphCommitment.KIND, graph_cli.HidingGraphCommitment.KIND):
         return graph_cli.verify(args, data)
     try:
         commitment = ModelCommitment.from_bytes(data)

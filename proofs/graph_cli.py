@@ -2,13 +2,16 @@
 (convolutions, pools, residual adds, BatchNormalization, reshapes) are quantized from calibration data
 (:mod:`proofs.graph_quantize`) and proved by :mod:`proofs.layers.graph`.
 
-``commit`` writes a :class:`GraphCommitment` (the quantized structure and the weights commitment) and reports
+``commit`` writes a :class:`HidingGraphCommitment` (default: the weights stay private, K hiding copies, a SECRET
+prover state beside it) or with ``--public-weights`` a :class:`GraphCommitment` (the quantized structure and the
+weights commitment), and reports
 the mean and max error of the integer model against the float model on the calibration data; ``prove``
 re-quantizes the model file with the committed scales (and refuses a commitment of another model);
 ``verify`` writes the dequantized proven output with ``--output`` when it accepts.
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -18,8 +21,10 @@ import hezk_model
 
 from .errors import ModelError, ProofRejected
 from .graph_quantize import quantize_graph
-from .layers.graph import GraphCommitment, GraphNetwork, GraphProof, verify_graph
+from .layers.graph import GraphCommitment, GraphNetwork, verify_graph
+from .layers.graph_zk import HidingGraphCommitment, HidingGraphNetwork, verify_graph_zk
 from .progress import progress_bar
+from .proof_format import record_kind
 
 CALIBRATION_SAMPLES = 64
 
@@ -65,12 +70,13 @@ def _calibration(args, graph):
 
 
 def commit(args, graph) -> int:
-    if not args.public_weights:
-        raise ModelError("hiding graph commitments are not available yet: pass --public-weights (the proofs then "
-                         "REVEAL THE WEIGHTS) for models beyond a ReLU MLP")
+    hiding = not args.public_weights
+    if hiding and args.state is None and args.out is None:  # before any work or file
+        raise ModelError("a hiding commitment writes a SECRET prover state: name its path with --state PATH "
+                         "(or name the commitment with --out PATH: the state then goes to PATH.state)")
     calibration, source = _calibration(args, graph)
     q = quantize_graph(graph, calibration)
-    network = GraphNetwork(q)
+    network = HidingGraphNetwork(q, max_proofs=args.max_proofs) if hiding else GraphNetwork(q)
     out = args.out or "c.bin"
     data = network.commitment.to_bytes()
     with open(out, "wb") as handle:
@@ -81,7 +87,13 @@ def commit(args, graph) -> int:
     print(f"proven output vs the float model on {source}: mean error {report['mean_error']:.4g}, max error "
           f"{report['max_error']:.4g} (largest |output| {report['output_magnitude']:.4g}, argmax agreement "
           f"{100 * report['argmax_agreement']:.1f}%)")
-    print(f"PUBLIC WEIGHTS: proofs reveal every weight; model digest {q.digest.hex()}")
+    if hiding:
+        state = args.state if args.state is not None else f"{out}.state"
+        network.save_state(state)
+        print(f"hiding commitment for {args.max_proofs} zero-knowledge proofs, model digest {q.digest.hex()}; "
+              f"secret prover state -> {state} (keep it private)")
+    else:
+        print(f"PUBLIC WEIGHTS: proofs reveal every weight; model digest {q.digest.hex()}")
     return 0
 
 
@@ -90,24 +102,42 @@ def _read(path: str) -> bytes:
         return handle.read()
 
 
+def _commitment(data: bytes):
+    """A GraphCommitment or a HidingGraphCommitment, by its record kind (ProofRejected otherwise)."""
+    if record_kind(data) == HidingGraphCommitment.KIND:
+        return HidingGraphCommitment.from_bytes(data)
+    return GraphCommitment.from_bytes(data)
+
+
 def prove(args, graph) -> int:
     try:
-        committed = GraphCommitment.from_bytes(_read(args.commitment))
+        committed = _commitment(_read(args.commitment))
     except (OSError, ProofRejected) as error:
         raise ModelError(f"commitment {args.commitment!r} is not a graph commitment: {error}") from None
     q = quantize_graph(graph, like=committed.structure)
-    network = GraphNetwork(q, committed.weights.params)
+    state = None
+    if committed.zk:
+        state = args.state if args.state is not None else f"{args.commitment}.state"
+        if not os.path.isfile(state):
+            raise ModelError(f"no prover state {state!r}: run 'commit' first (it writes the commitment and its "
+                             "state)")
+        network = HidingGraphNetwork(q, state=state)
+    else:
+        network = GraphNetwork(q, committed.weights.params)
     if network.commitment.to_bytes() != committed.to_bytes():
         raise ModelError(f"the commitment {args.commitment!r} was made for other weights than {args.model!r}")
     x = load_array(args.input)
     start = time.perf_counter()
     proof = network.prove(x, progress=None if args.quiet else progress_bar("proving"))
     elapsed = time.perf_counter() - start
+    if state is not None:
+        network.save_state(state)  # the copy this proof used is spent
     data = proof.to_bytes()
     with open(args.out, "wb") as handle:
         handle.write(data)
     bits = network.commitment.soundness_bits(len(proof.output))
-    print(f"proved in {elapsed:.2f}s -> {args.out} ({len(data)} bytes, PUBLIC WEIGHTS, soundness {bits:.1f} bits)")
+    mode = f"zero knowledge, {network.proofs_left} proofs left" if state is not None else "PUBLIC WEIGHTS"
+    print(f"proved in {elapsed:.2f}s -> {args.out} ({len(data)} bytes, {mode}, soundness {bits:.1f} bits)")
     _print(q.dequantize(proof.output), q.output_frac)
     return 0
 
@@ -120,8 +150,9 @@ def _print(values, frac, stream=None) -> None:
 def verify(args, commitment_bytes: bytes) -> int:
     try:
         x = load_array(args.input)
-        commitment = GraphCommitment.from_bytes(commitment_bytes)
-        output = verify_graph(commitment, x, _read(args.proof))
+        commitment = _commitment(commitment_bytes)
+        check = verify_graph_zk if commitment.zk else verify_graph
+        output = check(commitment, x, _read(args.proof))
     except GraphInputError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -134,7 +165,8 @@ def verify(args, commitment_bytes: bytes) -> int:
     if getattr(args, "output", None):
         np.save(args.output, values)
     print("accept")
-    print(f"accept (public weights, soundness {commitment.soundness_bits(len(output)):.1f} bits)", file=sys.stderr)
+    mode = "zero knowledge" if commitment.zk else "public weights"
+    print(f"accept ({mode}, soundness {commitment.soundness_bits(len(output)):.1f} bits)", file=sys.stderr)
     _print(np.atleast_2d(values.reshape(len(output), -1)), q.output_frac, sys.stderr)
     return 0
 

@@ -49,7 +49,7 @@ from ..proof_format import ByteReader, ByteWriter, from_record, parse_nested, to
 from ..relations import Public, Slot, StoreLayout, Stored, Term, commit_store, eq_factor, table_factor
 from ..transcript import Transcript
 from ..zk import HidingCommitment, HidingParams, ZKSumcheckProof
-from . import reusable as reusable_module
+from . import prover_state, reusable as reusable_module
 from .common import prefix_sum_of_eq, require
 from .contraction import _subscripts, join_point, split_point
 from .network_zk import _mask_params, default_params
@@ -529,7 +529,7 @@ class HidingGraphNetwork:
     one: commit again when they are spent)."""
 
     def __init__(self, qgraph: QuantizedGraph, params: HidingParams | None = None,
-                 max_proofs: int = DEFAULT_MAX_PROOFS):
+                 max_proofs: int = DEFAULT_MAX_PROOFS, state=None):
         if not isinstance(qgraph, QuantizedGraph):
             raise ModelError(f"qgraph must be a QuantizedGraph, got {type(qgraph).__name__}")
         params = default_params() if params is None else params
@@ -539,9 +539,22 @@ class HidingGraphNetwork:
         shapes = Shapes(qgraph, 1)
         _Run(shapes, ShapeChannel(params, _layouts(shapes, qgraph)), None, None).run()  # refuses unsupported ops
         layout = model_layout(qgraph)
-        self._weights = commit_reusable(layout, model_tables(qgraph), params, max_proofs,
-                                        balanced_rows(layout, params))
+        if state is not None:  # prove later against a published commitment (``save_state``)
+            commitment, witness = prover_state.load(state, model_tables(qgraph), layout,
+                                                    HidingGraphCommitment.from_bytes)
+            if json.dumps(commitment.structure.public(), sort_keys=True) != \
+                    json.dumps(qgraph.public(), sort_keys=True):
+                raise ModelError(f"prover state {state!r} was saved for another quantized model")
+            self._weights = (commitment.weights, witness)
+        else:
+            self._weights = commit_reusable(layout, model_tables(qgraph), params, max_proofs,
+                                            balanced_rows(layout, params))
         self.commitment = HidingGraphCommitment(qgraph, self._weights[0])
+
+    def save_state(self, path) -> None:
+        """Write the SECRET prover state (masks, row tails, salts, spent copies) to ``path``, so that
+        ``HidingGraphNetwork(qgraph, state=path)`` proves against the same commitment later."""
+        prover_state.save(path, self.commitment, self._weights[1], model_layout(self.qgraph))
 
     @property
     def proofs_left(self) -> int:

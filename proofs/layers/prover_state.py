@@ -89,10 +89,12 @@ def to_bytes(commitment, witness: ReusableWitness, layout) -> bytes:
     return _to_record(arrays)
 
 
-def load(path, tables: dict, layout):
+def load(path, tables: dict, layout, parse=None):
     """(commitment bytes, ReusableWitness) from a state file (or the bytes of :func:`to_bytes`), checked against
-    the copies' Merkle roots (ModelError when the file is not a prover state of this model)."""
+    the copies' Merkle roots (ModelError when the file is not a prover state of this model). ``parse`` reads the
+    commitment (default: ``ModelCommitment.from_bytes``; a graph commitment passes its own)."""
     from .statement import ModelCommitment
+    parse = ModelCommitment.from_bytes if parse is None else parse
     if isinstance(path, (bytes, bytearray, memoryview)):
         data, path = _from_record(bytes(path), "<bytes>"), "<bytes>"
     else:
@@ -104,7 +106,7 @@ def load(path, tables: dict, layout):
     if int(data.get("version", -1)) != STATE_VERSION:
         raise ModelError(f"prover state {path!r} has no version {STATE_VERSION} marker")
     try:
-        commitment = ModelCommitment.from_bytes(data["commitment"].tobytes())
+        commitment = parse(data["commitment"].tobytes())
     except ProofRejected as error:
         raise ModelError(f"prover state {path!r}: its commitment does not parse ({error})") from None
     reusable = commitment.weights

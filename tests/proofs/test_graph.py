@@ -248,8 +248,6 @@ def test_cli_commit_prove_verify_writes_the_proven_output(tmp_path, capsys, monk
     rng = np.random.default_rng(5)
     np.save("cal.npy", rng.uniform(-1, 1, (16, 4, 6, 6)))
     np.save("x.npy", rng.uniform(-1, 1, (2, 4, 6, 6)))
-    assert cli.main(["commit", "--model", "r.onnx", "--out", "c.bin"]) == 2  # hiding graph proofs: not yet
-    assert "--public-weights" in capsys.readouterr().err
     assert cli.main(["commit", "--model", "r.onnx", "--out", "c.bin", "--public-weights",
                      "--calibration", "cal.npy"]) == 0
     assert "mean error" in capsys.readouterr().out
@@ -268,3 +266,28 @@ def test_cli_commit_prove_verify_writes_the_proven_output(tmp_path, capsys, monk
     data[len(data) // 2] ^= 4
     (tmp_path / "p.bin").write_bytes(bytes(data))
     assert cli.main(["verify", "--commitment", "c.bin", "--input", "x.npy", "--proof", "p.bin"]) == 1
+
+
+def test_cli_hiding_by_default_spends_a_copy_per_proof(tmp_path, capsys, monkeypatch):
+    from proofs import cli
+
+    monkeypatch.chdir(tmp_path)
+    model = M.residual_block()
+    onnx.save(model, "r.onnx")
+    np.save("x.npy", np.random.default_rng(6).uniform(-1, 1, (1, 4, 6, 6)))
+    assert cli.main(["commit", "--model", "r.onnx"]) == 2  # the secret state needs a named path
+    assert "SECRET" in capsys.readouterr().err
+    assert cli.main(["commit", "--model", "r.onnx", "--out", "c.bin", "--max-proofs", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "hiding commitment" in out and "mean error" in out and (tmp_path / "c.bin.state").exists()
+    assert cli.main(["prove", "--model", "r.onnx", "--input", "x.npy", "--commitment", "c.bin", "--out", "p.bin",
+                     "--quiet"]) == 0
+    assert "zero knowledge, 0 proofs left" in capsys.readouterr().out
+    assert cli.main(["verify", "--commitment", "c.bin", "--input", "x.npy", "--proof", "p.bin",
+                     "--output", "y.npy"]) == 0
+    assert capsys.readouterr().out.strip().endswith("accept")
+    want = M.run_onnx(model, np.load("x.npy").astype(np.float32))
+    assert np.abs(np.load("y.npy") - want).max() <= 0.05 * np.abs(want).max()
+    assert cli.main(["prove", "--model", "r.onnx", "--input", "x.npy", "--commitment", "c.bin", "--out", "q.bin",
+                     "--quiet"]) == 2  # its one copy is spent
+    assert "copies of this commitment are used" in capsys.readouterr().err

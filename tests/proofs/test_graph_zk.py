@@ -113,7 +113,8 @@ def test_onnx_models_with_hidden_weights(make, tmp_path):
     assert np.array_equal(y, q.forward_int(q.quantize_input(calibration[:1])))
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow], phases=(Phase.explicit, Phase.generate))
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+          phases=(Phase.explicit, Phase.generate))
 @given(st.integers(1, 2), st.integers(1, 2), st.integers(0, 1), st.integers(5, 7), st.integers(0, 2 ** 31 - 1))
 def test_random_conv_graphs_with_hidden_weights(batch, stride, pad, size, seed):
     rng = np.random.default_rng(seed)
