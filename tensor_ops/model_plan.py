@@ -285,15 +285,28 @@ def _narrow(log_n, depth, last_error):
     if 120 + 30 * depth > HE_STANDARD_128.get(log_n, 0):
         return None, ParameterError(f"log2(QP) of {120 + 30 * depth} bits exceeds the 128-bit HE-standard bound "
                                     f"for N=2^{log_n}")
-    for dnum in range(1, depth + 3):
-        literal = dict(log_n=log_n, log_q=[[30, 30]] + [[_LOG_SCALE]] * depth, log_p=[30, 30],
-                       log_scale=_LOG_SCALE, dnum=dnum)
+    try:
+        primes = CKKSParameters.from_literal(dict(log_n=log_n, log_q=[[30, 30]] + [[_LOG_SCALE]] * depth,
+                                                  log_p=[30, 30], log_scale=_LOG_SCALE, dnum=depth + 2))
+    except ParameterError as error:
+        return None, error
+    return _fewest_digits(primes, lambda params, log_p: True)
+
+
+def _fewest_digits(primes, accept):
+    """(``primes``' moduli with the fewest key-switching digits the noise check and ``accept(params, log2 P)``
+    accept, or None; the last refusal). The moduli do not depend on the digits: found once."""
+    last_error = None
+    log_p = sum(math.log2(p) for p in primes.p_moduli)
+    for dnum in range(1, len(primes.q_moduli) + 1):
         try:
-            return CKKSParameters.from_literal(literal), last_error
+            params = CKKSParameters(log_n=primes.log_n, q_levels=primes.q_levels, p_moduli=primes.p_moduli,
+                                    log_scale=primes.log_scale, dnum=dnum)
         except ParameterError as error:
             last_error = error
-            if "HE-standard" in str(error):
-                break
+            continue
+        if accept(params, log_p):
+            return params, last_error
     return None, last_error
 
 
@@ -303,23 +316,24 @@ def _wide(log_n, depth):
     when none fits the security bound."""
     best = None
     q_bits = 90 + 51 * depth
+
+    def within(params, log_p):
+        return max(sum(math.log2(params.q_moduli[i]) for i in digit) for digit in params.digits) <= log_p
+
     for specials in range(2, 7):
         if q_bits + 30 * specials > HE_STANDARD_128.get(log_n, 0):
             break
-        for dnum in range(max(1, -(-q_bits // (30 * specials))), depth + 2):
-            try:
-                params = CKKSParameters.from_literal(dict(
-                    log_n=log_n, log_q=[[30, 30, 30]] + [[25, 26]] * depth, log_p=[30] * specials,
-                    log_scale=_WIDE_SCALE, dnum=dnum))
-            except ParameterError:
-                continue
-            log_p = sum(math.log2(p) for p in params.p_moduli)
-            if max(sum(math.log2(params.q_moduli[i]) for i in digit) for digit in params.digits) > log_p:
-                continue
-            size = dnum * (len(params.q_moduli) + specials)
+        try:
+            primes = CKKSParameters.from_literal(dict(
+                log_n=log_n, log_q=[[30, 30, 30]] + [[25, 26]] * depth, log_p=[30] * specials,
+                log_scale=_WIDE_SCALE, dnum=1 + 2 * depth))
+        except ParameterError:
+            continue
+        params, _ = _fewest_digits(primes, within)
+        if params is not None:
+            size = params.dnum * (len(params.q_moduli) + specials)
             if best is None or size < best[0]:
                 best = (size, params)
-            break
     return None if best is None else best[1]
 
 
