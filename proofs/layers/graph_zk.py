@@ -52,7 +52,7 @@ from ..zk import HidingCommitment, HidingParams, ZKSumcheckProof
 from . import prover_state, reusable as reusable_module
 from .common import prefix_sum_of_eq, require
 from .contraction import _subscripts, join_point, split_point
-from .network_zk import _mask_params, default_params
+from .network_zk import _StatedViews, _mask_params, best_rows, default_params
 from .proof_items import TrainingProof
 from .requant import Decomposition, decompose
 from .reusable import Reusable, commit_reusable, verify_reusable
@@ -548,7 +548,7 @@ class HidingGraphNetwork:
             self._weights = (commitment.weights, witness)
         else:
             self._weights = commit_reusable(layout, model_tables(qgraph), params, max_proofs,
-                                            balanced_rows(layout, params))
+                                            model_rows(qgraph, params))
         self.commitment = HidingGraphCommitment(qgraph, self._weights[0])
 
     def save_state(self, path) -> None:
@@ -577,7 +577,7 @@ class HidingGraphNetwork:
         params = _params(public)
         layouts = _layouts(shapes, q)
         tables = proof_tables(shapes, values, accs)
-        log_rows = balanced_rows(layouts["p"], params)
+        log_rows = proof_rows(shapes, params)
         made = commit_store(layouts["p"], {s.name: tables[s.name] for s in layouts["p"].slots},
                             store_params(layouts["p"], params, log_rows), log_rows=log_rows)
         copy = statement.take("HidingGraphNetwork.prove")
@@ -597,6 +597,26 @@ class HidingGraphNetwork:
                                 TrainingProof("aggregate", (made[0],), tuple(channel.items), copy))
 
 
+def _stated(shapes: Shapes, params: HidingParams, store: str) -> tuple:
+    layouts = _layouts(shapes, shapes.q)
+    channel = _StatedViews(params, layouts)
+    _Run(shapes, channel, None, None).run()
+    return layouts[store], [name for key, name in channel.stated if key == store]
+
+
+def proof_rows(shapes: Shapes, params: HidingParams) -> int:
+    """log_rows of the proof store minimising its opening's bytes for the values the relations state on it
+    (:func:`proofs.layers.network_zk.best_rows`), from the public shapes alone."""
+    return best_rows(*_stated(shapes, params, "p"), params)
+
+
+def model_rows(q: QuantizedGraph, params: HidingParams) -> int:
+    """log_rows of the model's copies: the same for the values one proof states on the model store (the same at
+    any batch) and the agreement proof's one value per slot."""
+    layout, names = _stated(Shapes(q, 1), params, "w")
+    return best_rows(layout, names + [slot.name for slot in layout.slots], params)
+
+
 def soundness_bits(commitment: HidingGraphCommitment, batch: int = 1) -> float:
     """-log2 of the union bound over the relations, their masks and the openings (as network_zk)."""
     shapes = Shapes(commitment.structure, batch)
@@ -607,7 +627,7 @@ def soundness_bits(commitment: HidingGraphCommitment, batch: int = 1) -> float:
     keys = decomposition_keys({"p": layouts["p"]})
     error = union_bound_error(channel.shapes, len(keys), {"w": layouts["w"]}, params,
                               {"w": commitment.weights.params})
-    shape = HidingCommitment(b"", layouts["p"].num_vars, balanced_rows(layouts["p"], params), params)
+    shape = HidingCommitment(b"", layouts["p"].num_vars, proof_rows(shapes, params), params)
     error += 2.0 ** -shape.security_bits + 2 * shape.codeword_length / float(F.P) ** F.EXT_DEGREE
     return -math.log2(error)
 
@@ -653,7 +673,7 @@ def _verify(commitment, x, proof) -> np.ndarray:
             f"{len(commitment.weights)} times", where)
     require(len(relations.commitments) == 1, f"{len(relations.commitments)} proof commitments, expected 1", where)
     commitments = {"w": commitment.weights.copies[relations.copy], "p": relations.commitments[0]}
-    rows = {"w": balanced_rows(layouts["w"], params), "p": balanced_rows(layouts["p"], params)}
+    rows = {"w": model_rows(q, params), "p": proof_rows(shapes, params)}
     for key, layout in layouts.items():
         c, expected = commitments[key], params if key != "w" else commitment.weights.params
         require(isinstance(c, HidingCommitment) and c.num_vars == layout.num_vars and c.log_rows == rows[key]

@@ -177,8 +177,13 @@ def proof_rows(layers, batch: int, params: HidingParams):
     layout = layouts.get("p")
     if layout is None:
         return None
+    return best_rows(layout, [name for store, name in channel.stated if store == "p"], params)
+
+
+def best_rows(layout, names, params: HidingParams) -> int:
+    """log_rows of a proof store minimising its opening's bytes for values stated on the slots ``names`` (one
+    entry per stated value; the cost model of :func:`proof_rows`)."""
     n, cost = layout.num_vars, {}
-    names = [name for store, name in channel.stated if store == "p"]
     for c in range(n + 1):
         shape = HidingCommitment(b"", n, n - c, params)
         if n >= 20 and c < n and shape.codeword_length > params.rate_inv << c:
