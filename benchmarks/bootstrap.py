@@ -3,10 +3,12 @@
 Reference (same machine, /work/shared/PEERS.md): OpenFHE 1.6 bootstraps N = 2^16 with 2^15 slots in
 14.1 s single thread at 16.3 bits with 7 levels left, 10.9 GB peak RSS.
 
-    python benchmarks/bootstrap.py [--preset N16] [--slots 32768] [--toy]
+    python benchmarks/bootstrap.py [--preset N16] [--slots 32768] [--toy | --precise] [--log-n 15]
 
 ``--toy``: the insecure N = 2^12 test literal of tests/crypto/test_bootstrap.py (sparse secret h = 32,
 20 levels), the size that fits a shared two-core machine; N16 needs about 40 rotation keys of 280 MB.
+``--precise``: q_0 of 58 bits (q_0/Δ = 2^8) and 24 levels (BOOT_PRECISE of the tests): >= 20 bits full
+slots, 5 levels left; ``--log-n`` runs either literal at another ring degree (same moduli: insecure).
 """
 import argparse
 import os
@@ -27,6 +29,8 @@ from crypto.ckks.precision import precision_bits  # noqa: E402
 
 TOY = dict(log_n=12, log_q=[[30, 30]] + [[25, 26]] * 20, log_p=[30] * 6, log_scale=50, dnum=7,
            hamming_weight=32, insecure=True)
+PRECISE = dict(log_n=12, log_q=[[29, 29]] + [[25, 26]] * 24, log_p=[30] * 6, log_scale=50, dnum=9,
+               hamming_weight=32, insecure=True)
 OPENFHE = dict(seconds=14.1, bits=16.3, levels_left=7, rss_gb=10.9)
 
 
@@ -51,8 +55,13 @@ def main(argv=None):
     ap.add_argument("--preset", default="N16")
     ap.add_argument("--slots", type=int, default=None)
     ap.add_argument("--toy", action="store_true")
+    ap.add_argument("--precise", action="store_true")
+    ap.add_argument("--log-n", type=int, default=None)
     args = ap.parse_args(argv)
-    params = CKKSParameters.from_literal(TOY) if args.toy else CKKSParameters.preset(args.preset)
+    literal = TOY if args.toy else PRECISE if args.precise else None
+    if literal is not None and args.log_n:
+        literal = dict(literal, log_n=args.log_n)
+    params = CKKSParameters.from_literal(literal) if literal else CKKSParameters.preset(args.preset)
     r = run(params, args.slots)
     print(f"{params!r}\n{r['plan']!r}")
     print(f"hezk:    bootstrap {r['seconds']:.2f} s (keygen {r['keygen']:.1f} s), precision {r['bits']:.1f} bits "

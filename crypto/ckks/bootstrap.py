@@ -269,6 +269,18 @@ def chebyshev_fit(k_bound: float, r: int, degree: int | None = None) -> np.ndarr
                          f"{MAX_DEGREE}: raise double_angles")
 
 
+def approximation_error(params, slots: int, arcsin: bool) -> float:
+    """Slot error of sin(2πε)/(2π) (or of its arcsin correction y + y³/6) against ε = m/q_0, for a
+    coefficient m of the message as large as Δ (a constant input; the sparse trace divides it by g = N/(2 n_s),
+    the slots multiply the error back by g): (q_0/Δ)·g/(2π)·e(2π·Δ/(g·q_0)), e(y) = y³/6 (the sine alone) or
+    3y⁵/40 (arcsin's next term).  The interpolant's own 2^-46 is below both at the presets' ratios."""
+    ratio = params.modulus_at(0) / params.scale
+    g = params.n // (2 * slots)
+    y = 2 * math.pi / (g * ratio)
+    e = 3 * y**5 / 40 if arcsin else y**3 / 6
+    return ratio * g / (2 * math.pi) * e
+
+
 def _depth(degree: int) -> int:
     return max(1, math.ceil(math.log2(degree)))
 
@@ -350,12 +362,21 @@ class BootstrapPlan:
         tests/crypto/test_bootstrap.py asserts it).  An error δ in the EvalMod variable y = t/K is an error
         K·δ·q_0/Δ per coefficient and about sqrt(2 n_s) times that per slot (the sparse trace divides the
         message by g first: g times more); δ ≈ 2^12·sqrt(N/2^12)/Δ_EvalMod, the noise of a few rotations
-        and products at the working scale.  Calibrated on N = 2^12 (measured 1.5-2 bits above)."""
+        and products at the working scale.  Calibrated on N = 2^12 (measured 1.5-2 bits above).
+
+        Plus the approximation error of EvalMod (``approximation_error``), the worst case of a coefficient
+        as large as Δ (a constant input): the two add."""
         p = self.params
         log_ratio = math.log2(p.modulus_at(0)) - p.log_scale
         g = self.total // self.slots
-        return (p.log_scale - 12 - 0.5 * (p.log_n - 12) - math.log2(self.k_bound) - log_ratio
-                - 0.5 * math.log2(2 * self.slots) - math.log2(g))
+        noise = (p.log_scale - 12 - 0.5 * (p.log_n - 12) - math.log2(self.k_bound) - log_ratio
+                 - 0.5 * math.log2(2 * self.slots) - math.log2(g))
+        return -math.log2(2.0**-noise + self.approximation_error)
+
+    @property
+    def approximation_error(self) -> float:
+        """EvalMod's approximation error in a slot (``approximation_error``)."""
+        return approximation_error(self.params, self.slots, self.config.arcsin)
 
     @cached_property
     def subsum_steps(self) -> tuple[int, ...]:

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from crypto import CKKSContext
-from crypto.ckks.bootstrap import (BootstrapConfig, BootstrapPlan, Bootstrapper, apply_diagonals, bit_reversed,
-                                   bsgs_split, chebyshev_fit, compose, natural_scales)
+from crypto.ckks.bootstrap import (BootstrapConfig, BootstrapPlan, Bootstrapper, apply_diagonals, approximation_error,
+                                   bit_reversed, bsgs_split, chebyshev_fit, compose, natural_scales)
 from crypto.ckks.encoder import CKKSEncoder
 from crypto.errors import KeyMissingError, LevelError, ParameterError
 from crypto.params import CKKSParameters
@@ -286,3 +286,51 @@ def test_scalar_add_above_a_1024_bit_modulus():
     ctx = CKKSContext.keygen(p, seed=6)
     x = np.linspace(-1, 1, 8)
     assert bits(x + 0.5, ctx.decrypt(ctx.evaluator.add(ctx.encrypt(x), 0.5))) > 30
+
+
+# -- precision --------------------------------------------------------------------------------------
+# q_0 of 58 bits (q_0/Δ = 2^8 instead of 2^10: the EvalMod error is amplified 4 times less, the arcsin
+# correction still leaves the sine's error at 2^-25 for a coefficient as large as Δ), 24 levels: full-slot
+# bootstrap at >= 20 bits with 5 levels left.  Insecure (N = 2^12, sparse secret), like BOOT_TOY.
+BOOT_PRECISE = dict(log_n=12, log_q=[[29, 29]] + [[25, 26]] * 24, log_p=[30] * 6, log_scale=50, dnum=9,
+                    hamming_weight=32, insecure=True)
+
+
+def test_stated_precision_counts_the_sine_error():
+    """approximation_error = (q_0/Δ)·g/(2π)·e(2πΔ/(g q_0)): checked against float64 sine/arcsin at the
+    worst coefficient; a q_0 only 2^4 above Δ is refused its precision (the sine's error dominates)."""
+    def literal(q0):
+        return CKKSParameters.from_literal(dict(log_n=12, log_q=[q0] + [[25, 26]] * 4, log_p=[30] * 2,
+                                                log_scale=50, dnum=5, hamming_weight=32, insecure=True))
+    for q0 in ([30, 30], [29, 29], [27, 27]):
+        p = literal(q0)
+        ratio = p.modulus_at(0) / p.scale
+        for slots in (2048, 64):
+            g = p.n // (2 * slots)
+            eps = 1 / (g * ratio)                      # ε = m/q_0 for m = Δ/g
+            y = np.sin(2 * np.pi * eps)
+            for arcsin, approx in ((False, y), (True, y + y**3 / 6)):
+                exact = ratio * g / (2 * np.pi) * abs(approx - 2 * np.pi * eps)
+                stated = approximation_error(p, slots, arcsin)
+                if stated > 1e-10:                     # below, float64's rounding of the sine dominates
+                    assert 0.8 < stated / exact < 1.25, (q0, slots, arcsin, stated, exact)
+                else:
+                    assert exact < 1e-9
+    assert -math.log2(approximation_error(literal([27, 27]), 2048, True)) < 10
+    assert -math.log2(approximation_error(literal([29, 29]), 2048, True)) > 25
+
+
+@pytest.mark.slow
+def test_precise_full_bootstrap_20_bits_with_5_levels_left():
+    """The full-slot bootstrap at BOOT_PRECISE: >= 20 bits stated and measured, worst slot, on random,
+    constant (a coefficient as large as Δ) and alternating inputs; 5 levels left, one product after it."""
+    p = CKKSParameters.from_literal(BOOT_PRECISE)
+    ctx = CKKSContext.keygen(p, seed=7, bootstrap=True)
+    plan_ = ctx.evaluator.bootstrap_plan()
+    assert plan_.precision_bits >= 19.9 and plan_.levels_left == 5
+    for x in (np.random.default_rng(12).uniform(-1, 1, plan_.slots), np.ones(plan_.slots),
+              np.resize([1.0, -1.0], plan_.slots)):
+        out = ctx.evaluator.bootstrap(ctx.encrypt(x, level=0))
+        assert out.level == 5
+        assert bits(x, ctx.decrypt(out)) >= max(20.0, plan_.precision_bits)
+    assert bits(x * x, ctx.decrypt(out * out)) >= 19
