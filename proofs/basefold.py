@@ -18,24 +18,29 @@ encoding of the folded table t'_j = (1 - r) t_2j + r t_2j+1, i.e. of f~ with x_0
 pointwise from the pair (g(x), g(-x)): with s = (g(x) + g(-x))/2, d = (g(x) - g(-x))/(2x), the value at x^2 is
 s + r (d - s). After n folds the table is the constant f~(r).
 
-Opening claims f_k~(z_kj) = v_kj (several commitments k of any sizes n_k, several points each): the verifier
-draws c_kj; the prover runs one degree-2 sumcheck of sum_k 2^(n_max - n_k) sum_x f_k(x) W_k(x), with
-W_k = sum_j c_kj eq(z_kj, .), binding x_0 first; a table of n_k variables joins when n_k variables remain
-(before that its part is a constant). After each round every joined codeword is folded with the round's
-challenge; every ``arity`` rounds (a grid of remaining-variable counts final + i * arity) the folded codewords
-of all joined tables are committed in ONE Merkle tree (leaf j: each table's coset of 2^arity values). Folding
-stops at ``final_vars`` variables; the prover sends each table's final table (2^final_vars F_p4 values), the
-verifier checks the last sumcheck claim against them, then draws ``num_queries`` positions of the largest
-domain and checks at each, for every table and layer, that folding the opened coset gives the value the next
-layer (or the encoding of the final table) holds there. Tables of at most ``final_vars`` variables are sent
-whole (the verifier rebuilds their Merkle root); this is the non-hiding commitment.
+Opening claims f_k~(z_kj) = v_kj (several commitments k of any sizes n_k, several points each), in one proof:
+(1) claim reduction: the verifier draws c_kj; a degree-2 sumcheck of sum_k 2^(n_max - n_k) sum_x f_k(x) W_k(x),
+W_k = sum_j c_kj eq(z_kj, .), binding x_0 first (a table of n_k variables joins when n_k variables remain;
+before, its part is a constant) ends at one point r; the prover states y_k = f_k~(r_k), r_k the last n_k
+coordinates of r (skipped for one table with one claim: r = z, y = v). (2) One Basefold opening of the combined
+table H = sum_k beta_k f_k (f_k constant in r's first n_max - n_k variables) at r: a sumcheck of
+sum_x eq(r, x) H(x); when n_k variables remain, beta_k is drawn (after y_k and every earlier challenge) and
+beta_k eq(r, rho)_prefix y_k joins the running claim; table k's codeword (its 2^s interleaved rows folded by
+the challenges of its first s rounds, see ``max_log_codeword``) joins the combined codeword with the same
+beta_k. After each round the combined codeword is folded; at the layers final + i * arity it is committed in
+one Merkle tree (leaf j: a coset of 2^arity values). Folding stops at ``final_vars`` variables; the prover sends
+the final table, the verifier checks the last claim against it, then draws ``num_queries`` positions of the
+largest domain and checks at each, along the one fold chain, that folding the opened coset (plus the joining
+tables' opened cosets, rows folded) gives the next layer's opened value, and at the end the final table's
+encoding. Tables of at most ``final_vars`` variables are sent whole (the verifier rebuilds their Merkle root).
 
 Soundness (BCIKS20: Ben-Sasson, Carmon, Ishai, Kopparty, Saraf, "Proximity gaps for Reed-Solomon codes",
 FOCS 2020, unique decoding regime; the FRI analysis of Ben-Sasson, Bentov, Horesh, Riabzev, ICALP 2018; the
-Basefold paper's reduction): with delta = 1 - rho, a codeword farther than delta/2 from the code stays far
-after a fold except with probability N/|F_p4| per fold (at most 2 N_k/|F_p4| along a chain), and then one
-uniform query misses w.p. at most 1 - delta/2 = (1 + rho)/2; the sumcheck adds 2/|F_p4| per round and the
-claim combination 1/|F_p4| per claim. Proven query error: ((1 + rho)/2)^num_queries. ``conjectured=True`` (off
+Basefold paper's reduction): with delta = 1 - rho, a word farther than delta/2 from the code stays far after a
+random affine combination (a fold, a row fold, a join) except with probability N/|F_p4| (N its length; the
+folds of the combined codeword add up to 2 N_top/|F_p4|), and then one uniform query misses w.p. at most
+1 - delta/2 = (1 + rho)/2; each sumcheck round adds 2/|F_p4| and each claim 1/|F_p4|
+(:func:`batch_security_bits`). Proven query error: ((1 + rho)/2)^num_queries. ``conjectured=True`` (off
 by default) uses rho^num_queries instead (the Reed-Solomon proximity conjecture up to capacity, e.g. ethSTARK's
 conjecture 2.3): smaller proofs whose bits are labelled conjectured in :meth:`BasefoldParams.describe`.
 
@@ -46,6 +51,7 @@ sumcheck; the hiding proofs keep the Ligero-style :mod:`proofs.zk` / :mod:`proof
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -77,9 +83,9 @@ class BasefoldParams:
     ``max_log_codeword`` (in [2, 27]: a larger table is committed as 2^s interleaved codewords of at most
     2^max_log_codeword symbols, which bounds the folding error (s + 2) N'/|F_p4|)."""
 
-    rate_inv: int = 8
+    rate_inv: int = 4
     num_queries: int | None = None
-    arity: int = 4
+    arity: int = 3
     final_vars: int = 4
     conjectured: bool = False
     max_log_codeword: int = 19
@@ -255,13 +261,37 @@ def _encode_ext(table: np.ndarray, rate_inv: int) -> np.ndarray:
     return np.ascontiguousarray(rs_encode(np.ascontiguousarray(table.T), rate_inv).T)
 
 
+@functools.cache
+def _kernels():
+    """:mod:`proofs._basefold_kernels`, or None without numba (the numpy twins here run)."""
+    if F.numba_kernels() is None:
+        return None
+    from . import _basefold_kernels
+    return _basefold_kernels
+
+
+def _fast(size: int):
+    """The kernels for tables of at least F.NUMBA_MIN_SIZE entries, else None."""
+    return _kernels() if size >= F.NUMBA_MIN_SIZE else None
+
+
 def _fold_codeword(codeword: np.ndarray, r: np.ndarray) -> np.ndarray:
     """One fold of a whole codeword (N,) base or (N, 4) ext: value at x^2 = s + r (d - s), s = (a + b)/2,
     d = (a - b)/(2x), a = g(x) at position j < N/2, b = g(-x) at j + N/2."""
     n = codeword.shape[0]
     half = n // 2
-    a, b = codeword[:half], codeword[half:]
     scale = F.mul(_powers(pow(_omega(n), F.P - 2, F.P), half), np.uint64(_INV2))  # (2 w^j)^-1
+    kernels = _fast(n)
+    if kernels is not None:
+        out = np.empty((half, F.EXT_DEGREE), dtype=np.uint64)
+        kernels.fold_codeword(np.ascontiguousarray(codeword), scale, np.ascontiguousarray(r, dtype=np.uint64), out)
+        return out
+    return _fold_codeword_numpy(codeword, r, scale)
+
+
+def _fold_codeword_numpy(codeword: np.ndarray, r: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    half = codeword.shape[0] // 2
+    a, b = codeword[:half], codeword[half:]
     s = F.mul(F.add(a, b), np.uint64(_INV2))
     if codeword.ndim == 1:
         d = F.mul(F.sub(a, b), scale)
@@ -281,6 +311,15 @@ def _fold_rows(codeword: np.ndarray, r: np.ndarray) -> np.ndarray:
 def _combine_rows(codeword: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """(N', 2^s) base codeword times (2^s, 4) F_p4 weights -> (N', 4): all s row folds at once (the twin of
     s :func:`_fold_rows` calls, with weights = eq(r_rows, .))."""
+    kernels = _fast(codeword.size)
+    if kernels is not None:
+        out = np.empty((codeword.shape[0], F.EXT_DEGREE), dtype=np.uint64)
+        kernels.combine_rows(np.ascontiguousarray(codeword), np.ascontiguousarray(weights), out)
+        return out
+    return _combine_rows_numpy(codeword, weights)
+
+
+def _combine_rows_numpy(codeword: np.ndarray, weights: np.ndarray) -> np.ndarray:
     columns = np.ascontiguousarray(codeword.T)
     out = np.zeros((codeword.shape[0], F.EXT_DEGREE), dtype=np.uint64)
     for column, weight in zip(columns, weights):  # each reduced product < p; 2^s <= 2^27 of them fit a uint64
@@ -469,10 +508,50 @@ def _eq1(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _round_message(f: np.ndarray, w: np.ndarray) -> np.ndarray:
     """(h(0), h(1), h(2)) of sum_x (f w)(X, x) for tables f (base or ext) and w (ext) binding x_0."""
+    kernels = _fast(w.shape[0])
+    if kernels is not None:
+        out = np.empty((3, F.EXT_DEGREE), dtype=np.uint64)
+        kernels.round_sums(np.ascontiguousarray(f), np.ascontiguousarray(w), out)
+        return out
+    return _round_message_numpy(f, w)
+
+
+def _round_message_numpy(f: np.ndarray, w: np.ndarray) -> np.ndarray:
     f_lo, f_hi, w_lo, w_hi = f[0::2], f[1::2], w[0::2], w[1::2]
     f_2, w_2 = F.sub(F.add(f_hi, f_hi), f_lo), F.sub(F.add(w_hi, w_hi), w_lo)
     product = F.ext_mul_base if f.ndim == 1 else F.ext_mul
     return np.stack([F.ext_sum(product(w_, f_), axis=0) for f_, w_ in ((f_lo, w_lo), (f_hi, w_hi), (f_2, w_2))])
+
+
+def _eq_scaled(point: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """scale * eq(point, .) as a (2^k, 4) table."""
+    kernels = _fast(1 << point.shape[0])
+    if kernels is not None:
+        out = np.empty((1 << point.shape[0], F.EXT_DEGREE), dtype=np.uint64)
+        kernels.eq_scaled(np.ascontiguousarray(point), np.ascontiguousarray(scale, dtype=np.uint64), out)
+        return out
+    return F.ext_mul(eq_table(point), scale)
+
+
+def _add_eq_scaled(out: np.ndarray, point: np.ndarray, scale: np.ndarray) -> None:
+    """out += scale * eq(point, .), in place (out: a (2^k, 4) table this function's caller owns)."""
+    kernels = _fast(out.shape[0])
+    if kernels is not None:
+        buffer = np.empty_like(out)
+        kernels.eq_scaled(np.ascontiguousarray(point), np.ascontiguousarray(scale, dtype=np.uint64), buffer)
+        kernels.add_into(buffer.reshape(-1), out.reshape(-1))
+    else:
+        out[:] = F.ext_add(out, _eq_scaled(point, scale))
+
+
+def _dot_base(e: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """sum_i e[i] table[i] for an F_p4 (n, 4) and a base (n,) table."""
+    kernels = _fast(e.shape[0])
+    if kernels is not None:
+        out = np.empty(F.EXT_DEGREE, dtype=np.uint64)
+        kernels.dot_base(np.ascontiguousarray(e), np.ascontiguousarray(table), out)
+        return out
+    return F.ext_sum(F.ext_mul_base(e, table), axis=0)
 
 
 def _reduce_claims(tables, weights, nums, folding, n_max, transcript):
@@ -502,9 +581,12 @@ def _reduce_claims(tables, weights, nums, folding, n_max, transcript):
     return np.stack(messages), np.stack(point), evals
 
 
-def open_batch(witnesses, points_list, transcript):
+def open_batch(witnesses, points_list, transcript, values=None):
     """Open every committed table k at its points ``points_list[k]`` ((m_k, n_k, 4)) in one proof
-    -> (values: list of (m_k, 4) arrays, BasefoldProof). All commitments must share one BasefoldParams."""
+    -> (values: list of (m_k, 4) arrays, BasefoldProof). All commitments must share one BasefoldParams.
+
+    ``values``: the claimed values when the caller already has them (skips one pass over every table per
+    point; a wrong value only makes the proof fail verification)."""
     witnesses = list(witnesses)
     if not witnesses or len(witnesses) != len(points_list):
         raise ProofError(f"basefold.open_batch: {len(witnesses)} witnesses for {len(points_list)} point sets")
@@ -513,16 +595,17 @@ def open_batch(witnesses, points_list, transcript):
         raise ProofError("basefold.open_batch: the commitments' parameters differ")
     nums = [w.commitment.num_vars for w in witnesses]
     points_list = [_check_points(p, n, lambda m, _: ProofError(m), "") for p, n in zip(points_list, nums)]
-    eqs = [[eq_table(z) for z in points] for points in points_list]
-    values = [np.stack([F.ext_sum(F.ext_mul_base(e, w.table), axis=0) for e in tables])
-              if tables else F.ext_zero((0,)) for w, tables in zip(witnesses, eqs)]
+    if values is None:
+        values = [np.stack([_dot_base(_eq_scaled(z, F.ext_one()), w.table) for z in points])
+                  if len(points) else F.ext_zero((0,)) for w, points in zip(witnesses, points_list)]
+    values = [np.asarray(v, dtype=np.uint64).reshape(len(p), F.EXT_DEGREE) for v, p in zip(values, points_list)]
     coefficients = _begin(transcript, [w.commitment for w in witnesses], points_list, values)
     plan = _schedule(nums, params, [len(p) for p in points_list])
     if plan.reduce:
         weights = [F.ext_zero((1 << n,)) for n in nums]
-        for k, (tables, c) in enumerate(zip(eqs, coefficients)):
-            for e, ck in zip(tables, c):
-                weights[k] = F.ext_add(weights[k], F.ext_mul(e, ck))
+        for k, (points, c) in enumerate(zip(points_list, coefficients)):
+            for z, ck in zip(points, c):
+                _add_eq_scaled(weights[k], z, ck)
         reduction, point, evals = _reduce_claims([w.table for w in witnesses], weights, nums, plan.folding,
                                                  plan.n_max, transcript)
     else:
@@ -530,7 +613,7 @@ def open_batch(witnesses, points_list, transcript):
         point = points_list[plan.folding[0]][0] if plan.folding else np.zeros((0, 4), dtype=np.uint64)
         evals = np.stack([values[k][0] for k in plan.folding]) if plan.folding else F.ext_zero((0,))
     transcript.absorb("basefold.evals", evals)
-    combined, weight, codeword, betas = None, eq_table(point) if plan.folding else None, None, {}
+    combined, weight, codeword, betas = None, _eq_scaled(point, F.ext_one()) if plan.folding else None, None, {}
     challenges, messages, shared = [], [], []
     for i in range(plan.rounds):
         m = plan.n_max - i

@@ -187,7 +187,10 @@ class Network:
     ``params`` are :class:`~proofs.zk.HidingParams`; ``state`` is a file from :meth:`save_state` (or the bytes
     of :meth:`state_bytes`: prove later against the same commitment). ``zk=False``: the plain protocol, whose proofs REVEAL THE WEIGHTS (every
     weight and bias can be decoded from one proof's opened columns); ``params`` are
-    :class:`~proofs.commit.CommitParams`. Parameters giving a verifier less than 100 bits are refused.
+    :class:`~proofs.commit.CommitParams` (Ligero-style, the default) or :class:`~proofs.basefold.BasefoldParams`
+    (Basefold: the weights and every bits table in one O(log^2 n) batched opening; measured on 784-1024-256-10
+    at batch 64: 4.5x smaller proofs, 2.5x faster verification, about 2.3x the prover CPU time).
+    Parameters giving a verifier less than 100 bits are refused.
     """
 
     def __init__(self, model, params=None, *, zk: bool = True, max_proofs: int = network_zk.DEFAULT_MAX_PROOFS,
@@ -353,12 +356,12 @@ class Network:
             report(f"proved matmul of layer {i}")
             layer_proofs[i] = (decomposition_proof, linear_proof)
         points = _weight_points(self.commitment, weight_claims)
-        if deferred:  # Basefold: the weights and every bits group in one batched opening
+        if is_basefold(self.params):  # the weights and every bits group in one batched opening
             witnesses = [self._weights_witness] + [w for i in sorted(deferred) for w in bits_witnesses[i]]
-            claims = [c.point[None] for i in sorted(deferred) for c in deferred[i]]
-            _, opening = basefold.open_batch(witnesses, [points] + claims, transcript)
-        elif is_basefold(self.params):
-            _, opening = basefold.open_batch([self._weights_witness], [points], transcript)
+            claims = [c for i in sorted(deferred) for c in deferred[i]]
+            values = [np.stack([c.value for c in weight_claims])] + [c.value[None] for c in claims]
+            _, opening = basefold.open_batch(witnesses, [points] + [c.point[None] for c in claims], transcript,
+                                             values)
         else:
             _, opening = open_batch(self._weights_witness, points, transcript)
         report("opened the weights")

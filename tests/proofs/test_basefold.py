@@ -134,7 +134,7 @@ def test_security_bits_proven_and_conjectured():
     conjectured = B.BasefoldParams(rate_inv=4, conjectured=True)
     assert conjectured.num_queries == 52 and "conjectured" in conjectured.describe()
     assert "proven" in proven.describe()
-    # 20 variables at rate 1/8 interleave 2^4 codewords of 2^19: (4 + 2) 2^19 / p^4 caps the bits near 102
+    # 20 variables at rate 1/4 interleave 2^3 codewords of 2^19: (3 + 1 + 2) 2^19 / p^4 caps the bits near 102
     big = B.BasefoldCommitment(b"\0" * 32, 20, B.BasefoldParams())
     assert 101 < big.security_bits < 103
     weak = B.BasefoldCommitment(b"\0" * 32, 8, B.BasefoldParams(num_queries=20))
@@ -315,3 +315,24 @@ def test_proof_is_polylogarithmic():
     medium = _opened([12], [1], params=params)[3].num_bytes
     large = _opened([18], [1], params=params)[3].num_bytes
     assert large < 2.5 * medium
+
+
+@pytest.mark.skipif(B._kernels() is None, reason="numba not installed")
+@settings(max_examples=4, deadline=None)
+@given(seeds)
+def test_numba_kernels_match_their_numpy_twins(seed):
+    n = F.NUMBA_MIN_SIZE
+    kernels = B._kernels()
+    base, ext = F.random_elements(n, seed=seed), F.ext_random((n,), seed=seed + 1)
+    weights, r = F.ext_random((n,), seed=seed + 2), F.ext_random((), seed=seed + 3)
+    for table in (base, ext):
+        out = np.empty((3, 4), dtype=np.uint64)
+        kernels.round_sums(table, weights, out)
+        assert np.array_equal(out, B._round_message_numpy(table, weights))
+        scale = F.mul(B._powers(pow(B._omega(n), F.P - 2, F.P), n // 2), np.uint64(B._INV2))
+        assert np.array_equal(B._fold_codeword(table, r), B._fold_codeword_numpy(table, r, scale))
+    point, factor = F.ext_random((15,), seed=seed + 4), F.ext_random((), seed=seed + 5)
+    assert np.array_equal(B._eq_scaled(point, factor), F.ext_mul(eq_table(point), factor))
+    rows, row_weights = F.random_elements((n // 4, 8), seed=seed + 6), F.ext_random((8,), seed=seed + 7)
+    assert np.array_equal(B._combine_rows(rows, row_weights), B._combine_rows_numpy(rows, row_weights))
+    assert np.array_equal(B._dot_base(ext, base), F.ext_sum(F.ext_mul_base(ext, base), axis=0))
