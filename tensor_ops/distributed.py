@@ -84,7 +84,8 @@ def batch_infer(model, client: Client, x, *, batch: int | None = None, dask=None
     ``distributed.Client``, "local:K" or "tcp://HOST:PORT". ``progress``: True draws a bar over the tasks, a
     callable gets ``(done, total, label)``."""
     if not isinstance(client, Client):
-        raise ParameterError(f"client must be a tensor_ops Client (it holds the secret key), got {type(client).__name__}")
+        raise ParameterError(f"client must be a tensor_ops Client (it holds the secret key), got "
+                             f"{type(client).__name__}")
     requests = batch_requests(client, x, batch)
     replies = evaluate_batches(model, client.public_context(), requests, input_shape=client.plan.input_shape,
                                dask=dask, progress=progress)
