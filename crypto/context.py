@@ -285,7 +285,8 @@ class CKKSContext:
     @classmethod
     def from_bytes(cls, blob, backend="auto", secret_key: bytes | None = None) -> "CKKSContext":
         """A context from ``to_bytes`` output; ``secret_key`` optionally adds ``secret_key_bytes()`` output."""
-        return cls(*read_context(blob, backend, secret_key))
+        *parts, config = read_context(blob, backend, secret_key, with_config=True)
+        return cls(*parts, bootstrap_config=config)
 
 
 def _public_context_from_pickle(blob) -> CKKSContext:

@@ -5,9 +5,12 @@ and ``from_key_bytes`` assemble them), so this module sits below ``crypto.contex
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
-from .errors import SerializationError
+from .ckks.bootstrap import BootstrapConfig
+from .errors import ParameterError, SerializationError
 from .keyswitch import GaloisKeys, SwitchingKey
 from .params import parameters_from_meta
 from .record import check_key_id, checked_residues, field, key_id_of, pack, peek_kind, residue_array, unpack
@@ -51,6 +54,8 @@ def galois_keys_to_bytes(ctx) -> bytes:
 
 def context_to_bytes(ctx, include_secret_key: bool = False) -> bytes:
     meta, arrays = _key_arrays(ctx)
+    if getattr(ctx, "bootstrap_config", None) is not None:
+        meta = {**meta, "bootstrap": dataclasses.asdict(ctx.bootstrap_config)}
     if not include_secret_key:
         return pack("public_context", ctx.params.fingerprint, meta, arrays)
     if not ctx.has_secret_key:
@@ -121,9 +126,10 @@ def _read_secret_key(blob, params, key_id: bytes) -> np.ndarray:
     return arrays[0]
 
 
-def read_context(blob, backend="auto", secret_key=None):
+def read_context(blob, backend="auto", secret_key=None, with_config: bool = False):
     """The parts of a CKKSContext stored by ``context_to_bytes`` (plus optional ``secret_key_to_bytes`` output):
-    (parameters, ring, public key, relinearization key, Galois keys, secret key or None)."""
+    (parameters, ring, public key, relinearization key, Galois keys, secret key or None), and with
+    ``with_config`` the BootstrapConfig the keys were made for (or None)."""
     fp, meta, arrays = unpack(blob, ("public_context", "full_context"))
     kind = peek_kind(blob)
     params = parameters_from_meta(meta, fp)
@@ -141,7 +147,20 @@ def read_context(blob, backend="auto", secret_key=None):
             raise SerializationError("the record already holds a secret key; do not pass secret_key too")
         coeffs = _read_secret_key(secret_key, params, key_id)
     sk = None if coeffs is None else reader.secret_key(coeffs)
+    if with_config:
+        return params, reader.ring, pk, relin, galois, sk, _bootstrap_config(meta)
     return params, reader.ring, pk, relin, galois, sk
+
+
+def _bootstrap_config(meta: dict):
+    """The BootstrapConfig stored in a context record's meta (None when absent: records before it)."""
+    stored = meta.get("bootstrap")
+    if stored is None:
+        return None
+    try:
+        return BootstrapConfig(**stored)
+    except (TypeError, ParameterError) as exc:
+        raise SerializationError(f"context record: invalid bootstrap config {stored!r}: {exc}") from None
 
 
 def read_key_records(public_key, relin_key, galois_keys=None, backend="auto"):

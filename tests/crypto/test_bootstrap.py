@@ -334,3 +334,27 @@ def test_precise_full_bootstrap_20_bits_with_5_levels_left():
         assert out.level == 5
         assert bits(x, ctx.decrypt(out)) >= max(20.0, plan_.precision_bits)
     assert bits(x * x, ctx.decrypt(out * out)) >= 19
+
+
+def test_bootstrap_config_survives_to_bytes():
+    """from_bytes restores the config the keys were made for (public and full contexts, pickling); a
+    context without one stays without; a corrupted config is a SerializationError."""
+    import pickle
+
+    from crypto.errors import SerializationError
+    from crypto.key_records import _bootstrap_config
+
+    cfg = BootstrapConfig(slots=SPARSE, cts_levels=2, arcsin=False)
+    ctx = context()
+    ctx.bootstrap_config = cfg                  # the keys cover it (context() holds both plans' keys)
+    try:
+        for blob in (ctx.to_bytes(), ctx.to_bytes(include_secret_key=True)):
+            assert CKKSContext.from_bytes(blob).bootstrap_config == cfg
+        assert pickle.loads(pickle.dumps(ctx.public_context())).bootstrap_config == cfg
+    finally:
+        ctx.bootstrap_config = None
+    assert CKKSContext.from_bytes(ctx.to_bytes()).bootstrap_config is None
+    with pytest.raises(SerializationError, match="bootstrap config"):
+        _bootstrap_config({"bootstrap": {"slots": 64, "cts_levels": 0}})
+    with pytest.raises(SerializationError, match="bootstrap config"):
+        _bootstrap_config({"bootstrap": {"bogus": 1}})
