@@ -358,3 +358,42 @@ def test_bootstrap_config_survives_to_bytes():
         _bootstrap_config({"bootstrap": {"slots": 64, "cts_levels": 0}})
     with pytest.raises(SerializationError, match="bootstrap config"):
         _bootstrap_config({"bootstrap": {"bogus": 1}})
+
+
+# -- baby-step giant-step Chebyshev evaluation --------------------------------------------------------
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 6), st.integers(0, 2**31), st.data())
+def test_chebyshev_split_is_exact(log_n, seed, data):
+    """Σ c_k T_k = q·T_n + r (the split the BSGS evaluation recurses on), checked with numpy's Chebyshev."""
+    from crypto.ckks.bootstrap import chebyshev_split
+
+    n = 1 << log_n
+    d = data.draw(st.integers(n, 2 * n - 1))
+    c = np.random.default_rng(seed).normal(size=d + 1)
+    q, r = chebyshev_split(c, n)
+    assert len(q) == d - n + 1 and len(r) == n
+    x = np.linspace(-1, 1, 201)
+    tn = np.polynomial.chebyshev.chebval(x, np.eye(n + 1)[n])
+    cv = np.polynomial.chebyshev.chebval
+    assert np.allclose(cv(x, c), cv(x, q) * tn + cv(x, r), atol=1e-11)
+    with pytest.raises(ParameterError, match="degree"):
+        chebyshev_split(c, 2 * n)
+
+
+def test_bsgs_polynomial_matches_the_naive_twin():
+    """_poly (baby-step giant-step) against _poly_naive (every T_k) and numpy: same level, same scale, same
+    precision; a polynomial with a wrong coefficient is detected."""
+    ctx, p = context(), plan(SPARSE)
+    bs = Bootstrapper(ctx.evaluator, p)
+    y = np.random.default_rng(13).uniform(-1, 1, p.total)
+    level = ctx.params.max_level - 4
+    ct = ctx.encrypt(y, level=level, scale=bs.natural[level])
+    fast, naive = bs._poly(ct, p.coeffs), bs._poly_naive(ct, p.coeffs)
+    assert fast.level == naive.level == level - (math.ceil(math.log2(p.degree)) + 1)
+    assert fast.scale == naive.scale
+    expected = np.polynomial.chebyshev.chebval(y, p.coeffs)
+    got = slots_of(ctx, fast).real
+    assert bits(expected, got) > 30 and bits(slots_of(ctx, naive).real, got) > 30
+    wrong = p.coeffs.copy()
+    wrong[17] += 1e-6
+    assert bits(expected, slots_of(ctx, bs._poly(ct, wrong)).real) < 21
