@@ -40,6 +40,7 @@ import numpy as np  # noqa: E402
 
 from benchmarks._timing import print_table  # noqa: E402
 
+from proofs.basefold import BasefoldParams  # noqa: E402
 from proofs.layers.network import Network, verify_network  # noqa: E402
 from proofs.quantize import quantize_fixed_point, quantize_input  # noqa: E402
 
@@ -68,18 +69,18 @@ def timed(fn, repeats):
     return statistics.median(walls), statistics.median(cpus), result
 
 
-def bench_hezk(key, repeats, zk=True):
+def bench_hezk(key, repeats, zk=True, params=None):
     name, sizes, batch, frac_bits = CASES[key]
     weights, biases = float_mlp(sizes)
     model = quantize_fixed_point(weights, biases, frac_bits=frac_bits)
     x = quantize_input(model, np.random.default_rng(1).uniform(-1, 1, (batch, sizes[0])))
     proofs = repeats + 2
     commit_wall, _, network = timed(lambda: Network(model, zk=True, max_proofs=proofs) if zk else
-                                    Network(model, zk=False), 1)
+                                    Network(model, zk=False, params=params), 1)
     verify_network(network.commitment, x, network.prove(x))  # warm-up (compiles; checks the copies once)
     prove_wall, prove_cpu, proof = timed(lambda: network.prove(x), repeats)
     verify_wall, verify_cpu, _ = timed(lambda: verify_network(network.commitment, x, proof), max(repeats, 3))
-    name += " hiding" if zk else " public weights"
+    name += " hiding" if zk else " public weights" + (", Basefold" if params is not None else "")
     return {"name": name, "params": model.num_parameters, "commit": commit_wall, "prove": prove_wall,
             "prove_cpu": prove_cpu, "verify": verify_wall, "verify_cpu": verify_cpu,
             "proof_kb": len(proof.to_bytes()) / 1024, "commitment_b": len(network.commitment.to_bytes()),
@@ -186,6 +187,7 @@ def inference_proofs(args) -> None:
     for key in keys:
         results[key] = bench_hezk(key, repeats[key], zk=True)
         results[key + " public"] = bench_hezk(key, repeats[key], zk=False)
+        results[key + " basefold"] = bench_hezk(key, repeats[key], zk=False, params=BasefoldParams())  # issue 17
     rows = [[r["name"], f"{r['params']:,}", r["widths"], f"{r['commit']:.3f}", f"{r['prove']:.3f}",
              f"{r['prove_cpu']:.3f}", f"{r['verify'] * 1e3:.1f}", f"{r['verify_cpu'] * 1e3:.1f}",
              f"{r['proof_kb']:.1f}", str(r["commitment_b"]), f"{r['bits']:.1f}"] for r in results.values()]
@@ -196,6 +198,11 @@ def inference_proofs(args) -> None:
     a, a_public = results["a"], results["a public"]
     print(f"\nhiding / public weights on (a): proof bytes {a['proof_kb'] / a_public['proof_kb']:.1f}x, prove "
           f"{a['prove'] / a_public['prove']:.1f}x, verify {a['verify'] / a_public['verify']:.1f}x")
+    for key in keys:  # issue 17: one O(log^2 n) Basefold batch opening against Ligero openings (public weights)
+        ligero, basefold = results[key + " public"], results[key + " basefold"]
+        print(f"Basefold / Ligero on ({key}): proof bytes {basefold['proof_kb'] / ligero['proof_kb']:.2f}x, prove cpu "
+              f"{basefold['prove_cpu'] / ligero['prove_cpu']:.2f}x, verify cpu "
+              f"{basefold['verify_cpu'] / ligero['verify_cpu']:.2f}x")
     print(f"targets (hiding): (a) prove <= 0.13 s: {a['prove']:.3f} s; (a) verify <= 30 ms: {a['verify'] * 1e3:.1f} ms"
           + (f"; (c) prove <= 10 s: {results['c']['prove']:.2f} s" if "c" in results else ""))
     if args.no_ezkl:

@@ -46,6 +46,7 @@ from ..transcript import Transcript
 from .common import Claim, log2, pad_matrix, padded, require
 from .matmul import LinearProof, LinearShape, prove_linear, verify_linear, weight_tables
 from .commitments import PARAMS_TYPES, commit_table, is_basefold, read_commitment, read_opening
+from .packing import Packing
 from .records import read_record, write_record
 from .spec import build_model
 from .relu import DecompositionProof, prove_decomposition, verify_decomposition
@@ -329,8 +330,19 @@ class Network:
         transcript = Transcript(TRANSCRIPT_LABEL)
         _absorb_statement(transcript, self.commitment, witness.input, witness.output)
         bits_commitments, bits_witnesses = [], {}
+        if is_basefold(self.params):  # Basefold: every bits group of the proof in one packed table
+            bits_tables = [layer.decomposition.table(g) for layer in witness.layers if layer.decomposition
+                           is not None for g in range(len(layer.decomposition.spec.groups))]
+            if bits_tables:
+                packing = Packing(tuple(table.size for table in bits_tables))
+                packed_commitment, packed_witness = commit_table(packing.pack(bits_tables), self.params)
+                transcript.absorb("bits commitment", packed_commitment.to_bytes())
+                bits_commitments.append(packed_commitment)
         for i, layer in enumerate(witness.layers):
-            if layer.decomposition is not None:
+            if layer.decomposition is not None and is_basefold(self.params):
+                bits_witnesses[i] = None  # opened in the batch, through the packed commitment
+                report(f"committed bits of layer {i}")
+            elif layer.decomposition is not None:
                 bits_witnesses[i] = []
                 for g in range(len(layer.decomposition.spec.groups)):
                     bits_commitment, bits_witness = commit_table(layer.decomposition.table(g), self.params)
@@ -356,12 +368,15 @@ class Network:
             report(f"proved matmul of layer {i}")
             layer_proofs[i] = (decomposition_proof, linear_proof)
         points = _weight_points(self.commitment, weight_claims)
-        if is_basefold(self.params):  # the weights and every bits group in one batched opening
-            witnesses = [self._weights_witness] + [w for i in sorted(deferred) for w in bits_witnesses[i]]
+        if is_basefold(self.params):  # the weights and the packed bits in one batched opening
             claims = [c for i in sorted(deferred) for c in deferred[i]]
-            values = [np.stack([c.value for c in weight_claims])] + [c.value[None] for c in claims]
-            _, opening = basefold.open_batch(witnesses, [points] + [c.point[None] for c in claims], transcript,
-                                             values)
+            witnesses, point_sets, values = [self._weights_witness], [points], [np.stack([c.value for c in
+                                                                                          weight_claims])]
+            if claims:
+                witnesses.append(packed_witness)
+                point_sets.append(np.stack([packing.point(j, c.point) for j, c in enumerate(claims)]))
+                values.append(np.stack([c.value for c in claims]))
+            _, opening = basefold.open_batch(witnesses, point_sets, transcript, values)
         else:
             _, opening = open_batch(self._weights_witness, points, transcript)
         report("opened the weights")
@@ -415,6 +430,14 @@ def _check_statement(commitment: ModelCommitment, x_int, proof: NetworkProof):
         return x.astype(np.int64)
     groups = sum(len(info.decomposition_for(x.shape[0]).groups) for info in commitment.layers
                  if info.decomposition is not None)
+    if is_basefold(commitment.params):  # one packed bits commitment for every group
+        require(len(proof.bits_commitments) == min(groups, 1),
+                f"{len(proof.bits_commitments)} bits commitments, expected {min(groups, 1)} (packed)", where)
+        for bits in proof.bits_commitments:
+            require(isinstance(bits, type(commitment.weights)) and bits.params == commitment.params,
+                    f"bits commitment parameters differ from the model's {commitment.params}", "bits commitment")
+            check_commitment_size(bits, 1 << _bits_packing(commitment, x.shape[0]).num_vars, "bits commitment")
+        groups = len(proof.bits_commitments)
     require(len(proof.bits_commitments) == groups,
             f"{len(proof.bits_commitments)} bits commitments for {groups} groups of bit planes", where)
     require(len(proof.layer_proofs) == len(commitment.layers),
@@ -423,7 +446,8 @@ def _check_statement(commitment: ModelCommitment, x_int, proof: NetworkProof):
         require((decomposition is None) == (info.decomposition is None),
                 "zkReLU proof present iff the layer is requantized", f"layer {i}")
     batch_padded = padded(x.shape[0], 1)
-    for i, layer_bits in _bits_commitments_by_layer(commitment, proof, x.shape[0]).items():
+    for i, layer_bits in ({} if is_basefold(commitment.params) else
+                          _bits_commitments_by_layer(commitment, proof, x.shape[0])).items():
         info = commitment.layers[i]
         for bits, (_, count) in zip(layer_bits, info.decomposition_for(x.shape[0]).groups):
             at = f"layer {i} / bits commitment"
@@ -431,6 +455,13 @@ def _check_statement(commitment: ModelCommitment, x_int, proof: NetworkProof):
                     f"bits commitment parameters differ from the model's {commitment.params}", at)
             check_commitment_size(bits, batch_padded * padded(info.out_features) * count, at)
     return x.astype(np.int64)
+
+
+def _bits_packing(commitment: ModelCommitment, batch: int) -> Packing:
+    """Where each bits group (layers in order, then groups) sits in a Basefold proof's packed bits table."""
+    batch_padded = padded(batch, 1)
+    return Packing(tuple(batch_padded * padded(info.out_features) * count for info in commitment.layers
+                         if info.decomposition is not None for _, count in info.decomposition_for(batch).groups))
 
 
 def _bits_commitments_by_layer(commitment: ModelCommitment, proof: NetworkProof, batch: int) -> dict:
@@ -480,10 +511,15 @@ def _verify(commitment: ModelCommitment, x_int, proof: NetworkProof) -> np.ndarr
     batch = x.shape[0]
     transcript = Transcript(TRANSCRIPT_LABEL)
     _absorb_statement(transcript, commitment, x, proof.output)
-    bits = _bits_commitments_by_layer(commitment, proof, batch)
-    for i, layer_bits in bits.items():
-        for bits_commitment in layer_bits:
-            transcript.absorb(f"bits commitment {i}", bits_commitment.to_bytes())
+    if is_basefold(commitment.params):  # one packed bits commitment, opened in the batch
+        bits = {i: None for i, info in enumerate(commitment.layers) if info.decomposition is not None}
+        for bits_commitment in proof.bits_commitments:
+            transcript.absorb("bits commitment", bits_commitment.to_bytes())
+    else:
+        bits = _bits_commitments_by_layer(commitment, proof, batch)
+        for i, layer_bits in bits.items():
+            for bits_commitment in layer_bits:
+                transcript.absorb(f"bits commitment {i}", bits_commitment.to_bytes())
     last = commitment.layers[-1]
     point = _output_point(transcript, last, batch)
     claim = Claim(point, mle_evaluate(_field_table(pad_matrix(proof.output, padded(batch, 1),
@@ -509,12 +545,14 @@ def _verify(commitment: ModelCommitment, x_int, proof: NetworkProof) -> np.ndarr
     if is_basefold(commitment.params):  # the weights and every bits group in one batched opening
         require(all(group.opening is None for pair in proof.layer_proofs if pair[0] is not None
                     for group in pair[0].groups), "Basefold proofs open the bits groups in the batch only", "bits")
-        order = sorted(deferred)
-        commitments = [commitment.weights] + [c for i in order for c in bits[i]]
-        claims = [c for i in order for c in deferred[i]]
-        points = [_weight_points(commitment, weight_claims)] + [c.point[None] for c in claims]
-        basefold.verify_batch(commitments, points, [values] + [c.value[None] for c in claims], proof.weights_opening,
-                              transcript)
+        claims = [c for i in sorted(deferred) for c in deferred[i]]
+        commitments, points, all_values = [commitment.weights], [_weight_points(commitment, weight_claims)], [values]
+        if claims:
+            packing = _bits_packing(commitment, batch)
+            commitments.append(proof.bits_commitments[0])
+            points.append(np.stack([packing.point(j, c.point) for j, c in enumerate(claims)]))
+            all_values.append(np.stack([c.value for c in claims]))
+        basefold.verify_batch(commitments, points, all_values, proof.weights_opening, transcript)
     else:
         verify_batch(commitment.weights, _weight_points(commitment, weight_claims), values, proof.weights_opening,
                      transcript)

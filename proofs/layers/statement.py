@@ -138,6 +138,9 @@ class ModelCommitment:
                     bits_vars = element_vars + log2(count)
                     field_errors += 4 * bits_vars
                     opened.append(type(self.weights)(b"", bits_vars, self.params))
+        if len(opened) > 1 and not isinstance(self.weights, Commitment):  # Basefold: the groups packed in one table
+            packed = log2(padded(sum(1 << c.num_vars for c in opened[1:]), 1))
+            opened = [self.weights, type(self.weights)(b"", packed, self.params)]
         return -math.log2(field_errors * 2.0 ** -F.EXT_BITS + opening_error(opened))
 
     def __eq__(self, other) -> bool:

@@ -29,6 +29,7 @@ def test_basefold_network_proof_verifies_and_round_trips(setup):
     assert isinstance(network.commitment.weights, BasefoldCommitment)
     assert isinstance(proof.weights_opening, BasefoldProof)
     assert all(group.opening is None for pair in proof.layer_proofs if pair[0] for group in pair[0].groups)
+    assert len(proof.bits_commitments) == 1  # every bits group packed in one table
     assert np.array_equal(verify_network(network.commitment, x, proof), forward_int(model, x))
     commitment = ModelCommitment.from_bytes(network.commitment.to_bytes())
     assert commitment == network.commitment and not commitment.zk
@@ -45,6 +46,8 @@ def test_basefold_proof_tampering_is_rejected(setup):
     bad_rounds[0, 0, 0] = (bad_rounds[0, 0, 0] + 1) % 2013265921
     for bad in (dataclasses.replace(proof, weights_opening=dataclasses.replace(opening, rounds=bad_rounds)),
                 dataclasses.replace(proof, output=proof.output + 1),
+                dataclasses.replace(proof, bits_commitments=proof.bits_commitments * 2),
+                dataclasses.replace(proof, bits_commitments=()),
                 dataclasses.replace(proof, bits_commitments=tuple(dataclasses.replace(c, root=bytes(32))
                                                                   for c in proof.bits_commitments))):
         with pytest.raises(ProofRejected):
