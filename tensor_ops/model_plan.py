@@ -474,7 +474,7 @@ class ModelPlan:
         return {"baby_rotation": c.seconds("hoisted_rotation", size), "giant_rotation": c.seconds("rotation", size),
                 "ct_ct": c.seconds("ct_mult", size) + c.seconds("rescale", size),
                 "ct_pt": c.seconds("pt_mult", size), "rescale": c.seconds("rescale", size),
-                "encode": c.seconds("encode", size)}
+                "encode": c.seconds("encode", size), "add": c.seconds("add", size)}
 
     def _seconds(self, operations) -> float:
         """The time model, each stage scaled by the limbs of the level it runs at."""
@@ -485,9 +485,11 @@ class ModelPlan:
             total += sum(table[op] * counts[op] for op in operations)
             if self.costs is not None and "rescale" in operations and stage.kind == "affine":
                 # measured model only: the baby steps' shared decomposition (the first one costs a whole
-                # rotation) and the bias, encoded and added on every evaluation
+                # rotation), the bias encoded on every evaluation, and the additions outside the ct x pt
+                # accumulations (one sum per giant step after the first, the window sums, the bias)
                 total += (table["giant_rotation"] - table["baby_rotation"]) * bool(counts["baby_rotation"])
                 total += table["encode"]
+                total += table["add"] * (max(len(stage.giant) - 1, 0) + len(stage.presum) + 1)
             level -= stage.depth
         return total
 
@@ -540,7 +542,8 @@ class ModelPlan:
         lines.append(f"  estimated time: {self.estimated_seconds:.2f} s per ciphertext of {self.batch} samples "
                      f"(+ {self.estimated_setup_seconds:.2f} s once to encode the weights), "
                      f"~{self.estimated_throughput:.0f} samples/s with full ciphertexts; warm: excludes JIT "
-                     f"compilation on a fresh install's first run (seconds) ({source})")
+                     f"compilation on a fresh install's first run (seconds) and the first run's weight encoding "
+                     f"({source})")
         return "\n".join(lines)
 
     __str__ = explain

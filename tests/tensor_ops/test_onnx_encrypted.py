@@ -79,3 +79,32 @@ def test_precision_bits_follows_the_rounding_noise():
     """log2(scale) - log2(4 sqrt(N (1 + 2N/3) / 12)): about 15 bits at 2^30, N = 2^15."""
     params = choose_parameters(5, 1 << 14, log_scale=30)
     assert abs(precision_bits(params) - 15.1) < 0.1
+
+
+def warm_and_estimate(model, repeats=5):
+    """(median warm server seconds of one full ciphertext, the calibrated plan's estimate), the server's
+    first run (weight encoding, JIT compilation) excluded as the plan text says."""
+    import statistics
+    import time
+
+    client = Client(model=model, seed=3)
+    plan = client.plan.calibrated()
+    server = Server(model, client.public_context())
+    request = client.encrypt(np.random.default_rng(3).uniform(-1, 1, (plan.batch, *model.input_shape)))
+    server.evaluate(request)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        server.evaluate(request)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), plan
+
+
+@pytest.mark.slow
+def test_calibrated_estimate_within_30_percent_of_warm_time(tmp_path):
+    """The tiny CNN (conv, square, pool, fc): calibrated estimate within 30% of the median warm time."""
+    onnx.save(tiny_cnn(), tmp_path / "m.onnx")
+    warm, plan = warm_and_estimate(Sequential.load(tmp_path / "m.onnx"))
+    assert abs(plan.estimated_seconds / warm - 1) <= 0.3, (plan.estimated_seconds, warm)
+    text = plan.explain()
+    assert "excludes JIT compilation" in text and "encode the weights" in text and "measured on this machine" in text
