@@ -6,8 +6,8 @@ Cases: LeNet-5 (1x28x28: conv 5x5 -> 6, avgpool, conv 5x5 -> 16, avgpool, 120, 8
 the CIFAR CNN (3x32x32: conv 3x3 -> 16 pad 1, relu, avgpool 2, conv 3x3 -> 32 pad 1, relu, global average
 pool, 10); a CNN of about 266k parameters on 3x32x32 (three conv 3x3 pad 1 -> 32, 64, 64 each with relu and
 avgpool 2, then 1024 -> 192 -> 64 -> 10), the size of DeepProve's published CNN. Random weights (seeded),
-Relu activations, scales calibrated on 64 seeded normal inputs. Mode: PUBLIC WEIGHTS (the non-hiding graph
-protocol; hiding graph proofs are not implemented yet). Reported: commit (weights commitment), prove,
+Relu activations, scales calibrated on 64 seeded normal inputs. Modes: PUBLIC WEIGHTS (the non-hiding graph
+protocol) and hiding (the default: weights private, :mod:`proofs.layers.graph_zk`). Reported: commit (weights commitment), prove,
 verify (medians of wall clock), proof bytes, peak traced memory of one proof (tracemalloc), soundness bits,
 and the mean / max error of the proven output against the float model on the calibration data.
 EZKL on LeNet-5 in the same run when ``ezkl`` imports (the ``bench`` extra).
@@ -63,12 +63,13 @@ def _median(fn, repeats):
     return statistics.median(times), result
 
 
-def bench_graph(name, make, batch, repeats, workdir):
+def bench_graph(name, make, batch, repeats, workdir, zk=True):
     import onnx
 
     from hezk_model import read_onnx
     from proofs.graph_quantize import quantize_graph
     from proofs.layers.graph import GraphNetwork, verify_graph
+    from proofs.layers.graph_zk import HidingGraphNetwork, verify_graph_zk
 
     path = os.path.join(workdir, f"{name.replace(' ', '_')}.onnx")
     onnx.save(make(), path)
@@ -76,19 +77,22 @@ def bench_graph(name, make, batch, repeats, workdir):
     rng = np.random.default_rng(0)
     calibration = rng.normal(size=(64, *graph.input_shape))
     q = quantize_graph(graph, calibration)
-    commit_s, network = _median(lambda: GraphNetwork(q), 1)
     x = calibration[:batch]
-    network.prove(x)  # warm-up (numba compilation)
+    GraphNetwork(q).prove(x)  # warm-up (numba compilation)
+    make_network = (lambda: HidingGraphNetwork(q, max_proofs=repeats + 2)) if zk else (lambda: GraphNetwork(q))
+    check = verify_graph_zk if zk else verify_graph
+    commit_s, network = _median(make_network, 1)
     prove_s, proof = _median(lambda: network.prove(x), repeats)
     data, commitment = proof.to_bytes(), network.commitment.to_bytes()
-    verify_s, y = _median(lambda: verify_graph(commitment, x, data), max(repeats, 3))
+    check(commitment, x, data)  # the first verification checks the copies' agreement once
+    verify_s, y = _median(lambda: check(commitment, x, data), max(repeats, 3))
     assert np.array_equal(y, q.forward_int(q.quantize_input(x)))
     tracemalloc.start()
     network.prove(x)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     report = q.error_report(graph, calibration)
-    return {"case": f"{name}, batch {batch}", "params": q.num_parameters, "commit": commit_s, "prove": prove_s,
+    return {"case": f"{name}, batch {batch}", "mode": "hiding" if zk else "public", "params": q.num_parameters, "commit": commit_s, "prove": prove_s,
             "verify": verify_s, "proof_kb": len(data) / 1024, "peak_mb": peak / 2 ** 20,
             "bits": network.commitment.soundness_bits(batch), "mean_error": report["mean_error"],
             "max_error": report["max_error"], "magnitude": report["output_magnitude"]}
@@ -142,19 +146,20 @@ def run(quick=False, ezkl=True):
     results = []
     with tempfile.TemporaryDirectory() as workdir:
         for name, batch, repeats in cases:
-            results.append(bench_graph(name, models[name], batch, repeats, workdir))
+            for zk in (True, False):
+                results.append(bench_graph(name, models[name], batch, repeats, workdir, zk))
         peer = bench_ezkl_lenet(workdir) if ezkl else None
-    print_table("hezk graph proofs, PUBLIC WEIGHTS (medians, one thread; commit = one-time weight commitment, "
-                "no setup)",
-                ["case", "params", "commit s", "prove s", "verify ms", "proof KB", "peak MB", "soundness bits",
+    print_table("hezk graph proofs (medians, one thread; hiding: weights private, one copy per proof, commit makes "
+                "repeats + 2 copies; public: proofs REVEAL the weights; commit = one-time, no setup)",
+                ["case", "mode", "params", "commit s", "prove s", "verify ms", "proof KB", "peak MB", "soundness bits",
                  "mean err", "max err", "|y| max"],
-                [[r["case"], f"{r['params']:,}", f"{r['commit']:.3f}", f"{r['prove']:.3f}",
+                [[r["case"], r["mode"], f"{r['params']:,}", f"{r['commit']:.3f}", f"{r['prove']:.3f}",
                   f"{r['verify'] * 1e3:.1f}", f"{r['proof_kb']:.1f}", f"{r['peak_mb']:.1f}", f"{r['bits']:.1f}",
                   f"{r['mean_error']:.2g}", f"{r['max_error']:.2g}", f"{r['magnitude']:.2g}"] for r in results])
     for r in results:
         if r["case"] in TARGETS:
             prove, verify = TARGETS[r["case"]]
-            print(f"target {r['case']}: prove <= {prove} s: {r['prove']:.3f} s; verify <= {verify * 1e3:.0f} ms: "
+            print(f"target {r['case']} ({r['mode']}): prove <= {prove} s: {r['prove']:.3f} s; verify <= {verify * 1e3:.0f} ms: "
                   f"{r['verify'] * 1e3:.1f} ms")
     if not ezkl:
         return results

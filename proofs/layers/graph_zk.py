@@ -99,7 +99,9 @@ class Shapes:
                 free = "".join(l for l in out if l in data)
                 self.views[index] = (free + summed, summed)
         self.input_name, self.output_name = self.alias.get(q.input, q.input), self.alias.get(q.output, q.output)
-        stored = [t for t in q.shapes if t not in (self.input_name, self.output_name) and t not in self.alias]
+        # in op order (not the shapes dict's order, which a parsed structure does not keep)
+        stored = [op.output for op in q.ops if op.output not in (self.input_name, self.output_name)
+                  and op.output not in self.alias]
         self.stored = stored
         pb = _pow2(batch)
         smallest = [self.sample_vars(q.shapes[t]) for t in stored] + \

@@ -131,3 +131,22 @@ def test_random_conv_graphs_with_hidden_weights(batch, stride, pad, size, seed):
     net = HidingGraphNetwork(q, max_proofs=1)
     x = calibration[:batch]
     assert np.array_equal(verify_graph_zk(net.commitment, x, net.prove(x)), q.forward_int(q.quantize_input(x)))
+
+
+def test_verifier_from_bytes_whatever_the_tensor_names_order():
+    """Equal-sized hidden tensors named against their op order: the verifier's structure, parsed from bytes,
+    must lay the proof store out as the prover did (a regression: it followed the parsed names' order)."""
+    rng = np.random.default_rng(3)
+    conv = Contraction("conv", "Conv", ("x",), "zz", "bgcuvij,gocuv->bgoij", rng.normal(size=(1, 4, 4, 3, 3)),
+                       None, Patches((3, 3), pads=(1, 1, 1, 1)), (4, 5, 5))
+    nodes = [conv, Activation("relu1", "Relu", ("zz",), "yy", "relu"), Add("residual", "Add", ("yy", "x"), "aa"),
+             Activation("relu2", "Relu", ("aa",), "mm", "relu"),
+             Contraction("gap", "GlobalAveragePool", ("mm",), "g", "bchw,hw->bc", np.full((5, 5), 1 / 25), None,
+                         None, (4, 1, 1)),
+             Reshape("flat", "Flatten", ("g",), "f", (4,)),
+             Contraction("fc", "Gemm", ("f",), "o", "bk,nk->bn", rng.normal(size=(3, 4)), None, None, (3,))]
+    q, calibration = _quantized(Graph("x", (4, 5, 5), tuple(nodes), "o"))
+    net = HidingGraphNetwork(q, max_proofs=1)
+    x = calibration[:1]
+    assert np.array_equal(verify_graph_zk(net.commitment.to_bytes(), x, net.prove(x).to_bytes()),
+                          q.forward_int(q.quantize_input(x)))
