@@ -46,12 +46,16 @@ MODULES = {
     "proofs/layers/reusable.py": ["tests/proofs/test_verifier_checks.py", "tests/acceptance/test_issue11_reuse.py",
                                   "tests/proofs/test_verifier_checks_more.py"],
     "crypto/ring.py": ["tests/crypto/test_ring.py"],
-    "crypto/keyswitch.py": ["tests/crypto/test_ring.py", "tests/crypto/test_keyswitch.py"],
-    "crypto/ckks/evaluator.py": ["tests/crypto/test_evaluator.py"],
+    "crypto/keyswitch.py": ["tests/crypto/test_ring.py", "tests/crypto/test_keyswitch.py",
+                            "tests/crypto/test_ckks.py"],
+    "crypto/ckks/evaluator.py": ["tests/crypto/test_ckks.py", "tests/crypto/test_ckks_errors.py",
+                                 "tests/crypto/test_ckks_precision.py"],
 }
 #: functions whose mutants are always run: the verifiers' checks
 CHECKS = re.compile(r"verify|(?<!sum)check|_queries|_begin|_challenges|_absorb|combine_evaluations|subclaim|require|"
                     r"_merkle_root_from|_statement|_agreement")
+#: mutmut's exit codes for "no test reaches this function" (mutmut.stats.status_by_exit_code)
+_NO_TESTS = {5, 33}
 _DIAGNOSTIC = re.compile(r"raise \w+\(|ProofRejected\(|ProofError\(|ParameterError\(|\.absorb\(|challenge\w*\(\s*f?\"")
 
 
@@ -69,10 +73,12 @@ def _copy_tree(work: Path) -> None:
 
 def _configure(work: Path, module: str, tests: list) -> None:
     tests = [t for t in tests if (work / t).exists()]
+    # every top-level package of the tree (the mutated module imports its siblings)
+    packages = sorted({p.parent.name for p in work.glob("*/__init__.py")} | {"tests"})
     config = ("\n[tool.mutmut]\n"
               f"source_paths = [{json.dumps(module)}]\n"
               f"pytest_add_cli_args_test_selection = {json.dumps(tests)}\n"
-              'also_copy = ["proofs", "crypto", "tensor_ops", "hezk_cli", "hezk_model", "tests"]\n'
+              f"also_copy = {json.dumps(packages)}\n"
               'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x", "-m", "not slow"]\n')
     with open(work / "pyproject.toml", "a") as handle:
         handle.write(config)
@@ -113,12 +119,16 @@ def run_module(module: str, work: Path, sample: int, seed: int, children: int, r
     for start in range(0, len(pending), 50):  # command-line length; results land in the .meta per batch
         _mutmut(work, "run", "--max-children", str(children), *pending[start:start + 50])
     codes = _results(work, module)
-    report = {"module": module, "generated": len(names), "run": 0, "killed": 0, "diagnostic": [], "survived": []}
+    report = {"module": module, "generated": len(names), "run": 0, "killed": 0, "diagnostic": [], "survived": [],
+              "no_tests": []}
     for name in chosen:
         code = codes.get(name)
         if code is None:
             continue
         report["run"] += 1
+        if code in _NO_TESTS:  # no selected test reaches the function: not killed, listed apart
+            report["no_tests"].append(name)
+            continue
         if code != 0:  # non-zero: a test failed (or timed out / crashed): killed
             report["killed"] += 1
             continue
@@ -152,7 +162,10 @@ def main(argv=None) -> int:
         live = len(report["survived"])
         score = (report["killed"] + len(report["diagnostic"])) / max(1, report["run"])
         print(f"{module}: {report['generated']} mutants, {report['run']} run, {report['killed']} killed, "
-              f"{len(report['diagnostic'])} diagnostic-only, {live} survived; score {100 * score:.1f}%", flush=True)
+              f"{len(report['diagnostic'])} diagnostic-only, {live} survived, {len(report['no_tests'])} reached "
+              f"by no test; score {100 * score:.1f}%", flush=True)
+        for name in report["no_tests"]:
+            print(f"  no test: {name}", flush=True)
         for item in report["survived"]:
             print(f"  survived{' (check)' if item['check'] else ''}: {item['name']}\n    " +
                   item["diff"].replace("\n", "\n    "), flush=True)
