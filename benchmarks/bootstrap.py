@@ -8,7 +8,7 @@ Reference (same machine, /work/shared/PEERS.md): OpenFHE 1.6 bootstraps N = 2^16
 ``--toy``: the insecure N = 2^12 test literal of tests/crypto/test_bootstrap.py (sparse secret h = 32,
 20 levels), the size that fits a shared two-core machine; N16 needs about 40 rotation keys of 280 MB.
 ``--precise``: q_0 of 58 bits (q_0/Δ = 2^8) and 24 levels (BOOT_PRECISE of the tests): >= 20 bits full
-slots, 5 levels left; ``--log-n`` runs either literal at another ring degree (same moduli: insecure).
+slots, 6 levels left; ``--log-n`` runs either literal at another ring degree (same moduli: insecure).
 """
 import argparse
 import os

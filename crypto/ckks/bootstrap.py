@@ -300,6 +300,49 @@ def _depth(degree: int) -> int:
     return max(1, math.ceil(math.log2(degree)))
 
 
+def bsgs_schedule(degree: int) -> tuple[int, int, int]:
+    """(b, levels, products) of the cheapest baby-step giant-step evaluation of a degree-d Chebyshev
+    series (``Bootstrapper._poly``): babies T_1..T_(b-1) (T_k at depth ceil(log2 k)), giants T_(b·2^j) at
+    depth log2(b) + j; a leaf (degree < b) needs its babies one level above its own, a split q·T_n + r
+    needs T_n and q one level above.  Fewest levels first (ceil(log2 d) when some b allows it, else one
+    more: the naive evaluation's), then fewest ciphertext products; b = 0: the naive evaluation."""
+    depth = _depth(degree)
+
+    def level_of(k, b):
+        if k < b:
+            return -math.ceil(math.log2(k)) if k > 1 else 0
+        return -(int(math.log2(b)) + int(math.log2(k // b)))
+
+    def rec(d, t, b):
+        """Products of evaluating degree d at level t (relative to the input's), or None if infeasible."""
+        if d < b:
+            return 0 if d == 0 or level_of(d, b) >= t + 1 else None
+        n = b
+        while 2 * n <= d:
+            n *= 2
+        if level_of(n, b) < t + 1:
+            return None
+        q, r = rec(d - n, t + 1, b), rec(n - 1, t, b)
+        return None if q is None or r is None else q + r + 1
+
+    best = (depth + 1, degree - 1, 0)
+    for levels in (depth, depth + 1):
+        for log_b in range(1, depth + 1):
+            b = 1 << log_b
+            if 2 * b > degree:
+                break
+            inner = rec(degree, -levels, b)
+            if inner is None:
+                continue
+            giants = 0
+            while b << giants <= degree:
+                giants += 1
+            products = (b - 2) + giants + inner
+            if (levels, products) < best[:2]:
+                best = (levels, products, b)
+    return best[2], best[0], best[1]
+
+
 class BootstrapPlan:
     """Everything a bootstrap needs that depends only on the parameters and the config: the merged
     CoeffToSlot/SlotToCoeff matrices, the EvalMod polynomial, the levels and the rotation steps."""
@@ -318,7 +361,8 @@ class BootstrapPlan:
         self.k_bound = float(config.k_bound) if config.k_bound is not None else default_k_bound(params)
         self.double_angles, self.coeffs = self._choose_polynomial()
         self.degree = len(self.coeffs) - 1
-        self.eval_mod_levels = _depth(self.degree) + 1 + self.double_angles + 2 * config.arcsin
+        self.poly_levels = bsgs_schedule(self.degree)[1]
+        self.eval_mod_levels = self.poly_levels + self.double_angles + 2 * config.arcsin
         stages_c, stages_s = inverse_stages(self.slots, self.total), forward_stages(self.slots, self.total)
         self.cts_count = min(config.cts_levels, len(stages_c))
         self.stc_count = min(config.stc_levels, len(stages_s))
@@ -366,7 +410,7 @@ class BootstrapPlan:
                 coeffs = chebyshev_fit(self.k_bound, r, cfg.degree)
             except ParameterError:
                 continue
-            key = (_depth(len(coeffs) - 1) + r, r)       # fewest levels, then fewest double angles
+            key = (bsgs_schedule(len(coeffs) - 1)[1] + r, r)     # fewest levels, then fewest double angles
             if best is None or key < best[0]:
                 best = (key, r, coeffs)
         return best[1], best[2]
@@ -596,13 +640,11 @@ class Bootstrapper:
         """Σ_k coeffs[k] T_k(y) by baby-step giant-step (``chebyshev_split``): babies T_1..T_(b-1),
         giants T_b, T_2b, T_4b, ...; the same level and natural scale as ``_poly_naive`` (its twin), with
         about 2·sqrt(d) + d/b products instead of d - 1."""
-        ev = self.ev
         degree = len(coeffs) - 1
-        depth = _depth(degree)
-        final = y.level - depth - 1
-        b = 1 << ((depth + 1) // 2)
-        if degree < 2 * b:
+        b, levels, _ = bsgs_schedule(degree)
+        if not b:
             return self._poly_naive(y, coeffs)
+        final = y.level - levels
         t = self._chebyshev_basis(y, b - 1)
         n = b
         while n <= degree:

@@ -291,7 +291,7 @@ def test_scalar_add_above_a_1024_bit_modulus():
 # -- precision --------------------------------------------------------------------------------------
 # q_0 of 58 bits (q_0/Δ = 2^8 instead of 2^10: the EvalMod error is amplified 4 times less, the arcsin
 # correction still leaves the sine's error at 2^-25 for a coefficient as large as Δ), 24 levels: full-slot
-# bootstrap at >= 20 bits with 5 levels left.  Insecure (N = 2^12, sparse secret), like BOOT_TOY.
+# bootstrap at >= 20 bits with 6 levels left.  Insecure (N = 2^12, sparse secret), like BOOT_TOY.
 BOOT_PRECISE = dict(log_n=12, log_q=[[29, 29]] + [[25, 26]] * 24, log_p=[30] * 6, log_scale=50, dnum=9,
                     hamming_weight=32, insecure=True)
 
@@ -321,17 +321,17 @@ def test_stated_precision_counts_the_sine_error():
 
 
 @pytest.mark.slow
-def test_precise_full_bootstrap_20_bits_with_5_levels_left():
+def test_precise_full_bootstrap_20_bits_with_6_levels_left():
     """The full-slot bootstrap at BOOT_PRECISE: >= 20 bits stated and measured, worst slot, on random,
-    constant (a coefficient as large as Δ) and alternating inputs; 5 levels left, one product after it."""
+    constant (a coefficient as large as Δ) and alternating inputs; 6 levels left, one product after it."""
     p = CKKSParameters.from_literal(BOOT_PRECISE)
     ctx = CKKSContext.keygen(p, seed=7, bootstrap=True)
     plan_ = ctx.evaluator.bootstrap_plan()
-    assert plan_.precision_bits >= 19.9 and plan_.levels_left == 5
+    assert plan_.precision_bits >= 19.9 and plan_.levels_left == 6
     for x in (np.random.default_rng(12).uniform(-1, 1, plan_.slots), np.ones(plan_.slots),
               np.resize([1.0, -1.0], plan_.slots)):
         out = ctx.evaluator.bootstrap(ctx.encrypt(x, level=0))
-        assert out.level == 5
+        assert out.level == 6
         assert bits(x, ctx.decrypt(out)) >= max(20.0, plan_.precision_bits)
     assert bits(x * x, ctx.decrypt(out * out)) >= 19
 
@@ -381,19 +381,33 @@ def test_chebyshev_split_is_exact(log_n, seed, data):
 
 
 def test_bsgs_polynomial_matches_the_naive_twin():
-    """_poly (baby-step giant-step) against _poly_naive (every T_k) and numpy: same level, same scale, same
-    precision; a polynomial with a wrong coefficient is detected."""
+    """_poly (baby-step giant-step) against _poly_naive (every T_k) and numpy: the same precision with one
+    level less (degree 39 in 6 levels, ``bsgs_schedule``); a polynomial with a wrong coefficient is detected."""
     ctx, p = context(), plan(SPARSE)
     bs = Bootstrapper(ctx.evaluator, p)
     y = np.random.default_rng(13).uniform(-1, 1, p.total)
     level = ctx.params.max_level - 4
     ct = ctx.encrypt(y, level=level, scale=bs.natural[level])
     fast, naive = bs._poly(ct, p.coeffs), bs._poly_naive(ct, p.coeffs)
-    assert fast.level == naive.level == level - (math.ceil(math.log2(p.degree)) + 1)
-    assert fast.scale == naive.scale
+    depth = math.ceil(math.log2(p.degree))
+    assert fast.level == level - p.poly_levels == level - depth              # one level less than the twin
+    assert naive.level == level - depth - 1
+    assert fast.scale == bs.natural[fast.level] and naive.scale == bs.natural[naive.level]
     expected = np.polynomial.chebyshev.chebval(y, p.coeffs)
     got = slots_of(ctx, fast).real
     assert bits(expected, got) > 30 and bits(slots_of(ctx, naive).real, got) > 30
     wrong = p.coeffs.copy()
     wrong[17] += 1e-6
     assert bits(expected, slots_of(ctx, bs._poly(ct, wrong)).real) < 21
+
+
+def test_bsgs_schedule_levels_and_products():
+    """Depth ceil(log2 d) where a baby count allows it (the naive evaluation takes one more), fewer products."""
+    from crypto.ckks.bootstrap import bsgs_schedule
+
+    assert bsgs_schedule(39) == (8, 6, 13)
+    for d in range(2, 130):
+        b, levels, products = bsgs_schedule(d)
+        depth = max(1, math.ceil(math.log2(d)))
+        assert levels in (depth, depth + 1) and products <= d - 1
+        assert (b == 0) == (products == d - 1 and levels == depth + 1)
