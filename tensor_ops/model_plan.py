@@ -129,9 +129,10 @@ def _split(offsets, g):
     """(baby steps, giant steps) writing every offset k as low + g*j + i with 0 <= i < g."""
     low = int(offsets[0])
     shifted = offsets.astype(np.int64) - low
-    giant = tuple(int(v) for v in np.unique(low + g * (shifted // g)))
-    baby = tuple(int(v) for v in np.unique(shifted % g))
-    return baby, giant
+    quotient = shifted // g  # non-decreasing (offsets sorted): distinct values where it changes, no sort
+    giant = low + g * quotient[np.concatenate(([True], quotient[1:] != quotient[:-1]))]
+    baby = np.flatnonzero(np.bincount(shifted % g, minlength=g))
+    return tuple(baby.tolist()), tuple(giant.tolist())
 
 
 def _candidate_gs(span):

@@ -6,10 +6,11 @@ import math
 import numpy as np
 import onnx
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from crypto.errors import ParameterError
 from tensor_ops.inference import Client, Server
-from tensor_ops.model_plan import choose_parameters, precision_bits
+from tensor_ops.model_plan import _split, choose_parameters, precision_bits
 from tensor_ops.nn import Sequential
 from tests.model.onnx_models import Builder, cifar, lenet, run_onnx
 
@@ -108,3 +109,14 @@ def test_calibrated_estimate_within_30_percent_of_warm_time(tmp_path):
     assert abs(plan.estimated_seconds / warm - 1) <= 0.3, (plan.estimated_seconds, warm)
     text = plan.explain()
     assert "excludes JIT compilation" in text and "encode the weights" in text and "measured on this machine" in text
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(-500, 500), min_size=1, max_size=60, unique=True), st.integers(1, 70))
+def test_split_equals_its_naive_twin(offsets, g):
+    """The sort-free split of diagonal offsets k = low + g*j + i (planning speed) equals np.unique's."""
+    offsets = np.array(sorted(offsets))
+    shifted = offsets - offsets[0]
+    naive = (tuple(int(v) for v in np.unique(shifted % g)),
+             tuple(int(v) for v in np.unique(offsets[0] + g * (shifted // g))))
+    assert _split(offsets, g) == naive
