@@ -337,3 +337,93 @@ def test_numba_kernels_match_their_numpy_twins(seed):
     rows, row_weights = F.random_elements((n // 4, 8), seed=seed + 6), F.ext_random((8,), seed=seed + 7)
     assert np.array_equal(B._combine_rows(rows, row_weights), B._combine_rows_numpy(rows, row_weights))
     assert np.array_equal(B._dot_base(ext, base), F.ext_sum(F.ext_mul_base(ext, base), axis=0))
+
+
+# ------------------------------------------------------------------------------- consistent cheaters
+# Each proves a false statement with every later message computed consistently (the transcript absorbs the
+# lie), so exactly one verifier check stands between it and acceptance (killing the mutant without that check).
+
+def _lie(values, k, j=0):
+    out = [np.array(v, copy=True) for v in values]
+    out[k][j] = F.ext_add(out[k][j], F.ext_one())
+    return out
+
+
+def _honest_values(witnesses, points):
+    return [np.stack([mle_evaluate(w.table, z) for z in p]) if len(p) else F.ext_zero((0,))
+            for w, p in zip(witnesses, points)]
+
+
+@pytest.mark.parametrize("k, expected", [(2, "differs from its table"),  # a small table, sent whole
+                                         (0, "reduction round 0"),  # a folded table: the reduction's first round
+                                         ])
+def test_a_consistent_false_claim_is_caught_by_its_check(k, expected):
+    witnesses, points = _claims(SIZES, COUNTS, seed=11)
+    values = _lie(_honest_values(witnesses, points), k)
+    _, proof = B.open_batch(witnesses, points, Transcript("test"), values)
+    with pytest.raises(ProofRejected, match=expected):
+        _verify([w.commitment for w in witnesses], points, values, proof)
+
+
+def test_a_false_single_claim_is_caught_by_the_opening_sumcheck():
+    """One table, one claim (no reduction): the lie enters the opening sumcheck's first round."""
+    witnesses, points = _claims([7], [1], seed=4)
+    values = _lie(_honest_values(witnesses, points), 0)
+    _, proof = B.open_batch(witnesses, points, Transcript("test"), values)
+    with pytest.raises(ProofRejected, match="sumcheck round 0"):
+        _verify([witnesses[0].commitment], points, values, proof)
+
+
+class _ShiftingTranscript(Transcript):
+    """A cheating prover's transcript: before each absorbed round message of ``label`` it adds delta/2 to the
+    three values (a constant), delta the running lie, so every round sum check holds and the lie halves."""
+
+    def __init__(self, label, message_label, delta):
+        super().__init__(label)
+        self.message_label, self.delta = message_label, delta
+
+    def absorb(self, label, value):
+        if label == self.message_label and self.delta is not None:
+            self.delta = F.ext_mul(self.delta, F.ext_from_base(B._INV2))
+            value[...] = F.ext_add(value, self.delta[None])  # in place: the prover keeps this array as its message
+        super().absorb(label, value)
+
+
+def test_a_reduction_that_hides_a_lie_is_caught_at_its_end():
+    witnesses, points = _claims(SIZES, COUNTS, seed=11)
+    values = _lie(_honest_values(witnesses, points), 0)
+    transcript = _ShiftingTranscript("test", "basefold.reduction", F.ext_mul_base(
+        B._begin(Transcript("test"), [w.commitment for w in witnesses], points, values)[0][0],
+        np.uint64(pow(2, max(SIZES) - SIZES[0], F.P))))  # the lie in the first claim: c_00 2^(n_max - n_0)
+    _, proof = B.open_batch(witnesses, points, transcript, values)
+    with pytest.raises(ProofRejected, match="evaluations do not match"):
+        _verify([w.commitment for w in witnesses], points, values, proof)
+
+
+def test_a_small_table_other_than_the_committed_one_is_caught_by_its_root():
+    witnesses, points = _claims(SIZES, COUNTS, seed=11)
+    small = witnesses[2]
+    other = small.table.copy()
+    other[0] = (other[0] + 1) % F.P
+    witnesses[2] = B.BasefoldWitness(small.commitment, other, small.codeword, small.levels)
+    values, proof = B.open_batch(witnesses, points, Transcript("test"))
+    with pytest.raises(ProofRejected, match="does not hash to its root"):
+        _verify([w.commitment for w in witnesses], points, values, proof)
+
+
+class _ShiftingOpening(_ShiftingTranscript):
+    """The same cheat on the opening sumcheck: the lie (1 in the table's value) enters as beta * 1 at the join."""
+
+    def challenge_ext(self, label):
+        beta = super().challenge_ext(label)
+        if label == "basefold.beta":
+            self.delta = beta
+        return beta
+
+
+def test_an_opening_sumcheck_that_hides_a_lie_is_caught_by_the_final_table():
+    witnesses, points = _claims([7], [1], seed=4)
+    values = _lie(_honest_values(witnesses, points), 0)
+    _, proof = B.open_batch(witnesses, points, _ShiftingOpening("test", "basefold.round", None), values)
+    with pytest.raises(ProofRejected, match="final table does not match"):
+        _verify([witnesses[0].commitment], points, values, proof)
