@@ -6,7 +6,7 @@ Each layer is x -> p(W x + b) with p(t) = t + c·t², computed as t·(1 + c·t):
 ciphertext product: 2 levels a layer, 40 in all, against the parameters' 24.  The vector x (8 features)
 is held twice, [x, x, 0, ...], so that rotations by 1..7 read slots 0..7 cyclically; the diagonals
 are zero beyond slot 8, and one rotation by -8 copies the layer's output back into slots 8..15.  The
-64-slot sparse bootstrap (``crypto.ckks.bootstrap``) refreshes it to 9 levels.
+64-slot sparse bootstrap (``crypto.ckks.bootstrap``) refreshes it to 10 levels.
 
 INSECURE toy parameters (N = 2^12, sparse secret of weight 32, 24 levels of two 25/26-bit primes at
 scale 2^50), chosen so the example runs in well under a minute on one core; real parameters for
@@ -31,7 +31,7 @@ from tensor_ops.bootstrap_placement import bootstrap_cost, place_bootstraps, sta
 PARAMS = dict(log_n=12, log_q=[[30, 30]] + [[25, 26]] * 24, log_p=[30] * 6, log_scale=50, dnum=9,
               hamming_weight=32, insecure=True)
 FEATURES, SLOTS, C = 8, 64, 0.3
-#: two transform levels each way, no arcsin correction: 15 levels a bootstrap, 9 left at 24 levels
+#: two transform levels each way, no arcsin correction: 14 levels a bootstrap, 10 left at 24 levels
 BOOT = BootstrapConfig(slots=SLOTS, cts_levels=2, stc_levels=2, arcsin=False)
 
 
