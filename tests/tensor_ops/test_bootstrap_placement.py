@@ -104,3 +104,24 @@ def test_priced_from_a_bootstrap_plan_and_a_model_plan():
     _valid(p)
     assert p.count == naive_bootstraps([1, 2] * 6, boot.levels_left, params.max_level) >= 1
     assert p.bootstrap_cost == pytest.approx(bootstrap_cost(boot))
+
+
+def test_a_real_model_plan_is_read():
+    """place_for_model_plan reads a ModelPlan of tensor_ops.nn (stage depths and counts): within the levels,
+    no bootstrap; its stages priced."""
+    import numpy as np
+
+    from crypto.ckks.bootstrap import BootstrapConfig, BootstrapPlan
+    from tensor_ops.nn import Linear, Sequential, Square
+
+    rng = np.random.default_rng(0)
+    layers = []
+    for _ in range(3):
+        layers += [Linear(rng.normal(size=(4, 4)) * 0.3), Square()]
+    literal = dict(log_n=10, log_q=[[30, 30]] + [[25, 26]] * 16, log_p=[30] * 6, log_scale=50, dnum=6,
+                   hamming_weight=32, insecure=True)
+    plan = Sequential(layers, input_shape=(4,)).plan(params=literal)
+    boot = BootstrapPlan(plan.params, BootstrapConfig(slots=16, cts_levels=2, stc_levels=2, arcsin=False))
+    p = place_for_model_plan(plan, boot)
+    assert p.count == 0 and p.depths == tuple(s.depth for s in plan.stages)
+    assert p.output_level == plan.params.max_level - int(plan.depth) and p.cost > 0
