@@ -534,7 +534,15 @@ def _eq_scaled(point: np.ndarray, scale: np.ndarray) -> np.ndarray:
 
 
 def _add_eq_scaled(out: np.ndarray, point: np.ndarray, scale: np.ndarray) -> None:
-    """out += scale * eq(point, .), in place (out: a (2^k, 4) table this function's caller owns)."""
+    """out += scale * eq(point, .), in place (out: a (2^k, 4) table this function's caller owns). Trailing
+    coordinates in {0, 1} (a packed table's block selector) confine eq to one block: only that block is built."""
+    low = point.shape[0]
+    while low and not point[low - 1, 1:].any() and point[low - 1, 0] <= 1:
+        low -= 1
+    if low < point.shape[0]:
+        offset = sum(int(point[b, 0]) << (b - low) for b in range(low, point.shape[0]))
+        _add_eq_scaled(out[offset << low:(offset + 1) << low], point[:low], scale)
+        return
     kernels = _fast(out.shape[0])
     if kernels is not None:
         buffer = np.empty_like(out)

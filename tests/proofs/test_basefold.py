@@ -427,3 +427,15 @@ def test_an_opening_sumcheck_that_hides_a_lie_is_caught_by_the_final_table():
     _, proof = B.open_batch(witnesses, points, _ShiftingOpening("test", "basefold.round", None), values)
     with pytest.raises(ProofRejected, match="final table does not match"):
         _verify([witnesses[0].commitment], points, values, proof)
+
+
+@given(st.integers(0, 6), st.integers(0, 3), seeds)
+def test_eq_accumulation_with_a_boolean_block_selector(k, selector_bits, seed):
+    rng = np.random.default_rng(seed)
+    free = F.ext_random((k,), seed=seed)
+    selector = F.ext_from_base(rng.integers(0, 2, selector_bits).astype(np.uint64))
+    point = np.concatenate([free, selector])
+    out = F.ext_random((1 << (k + selector_bits),), seed=seed + 1)
+    expected = F.ext_add(out, F.ext_mul(eq_table(point), F.ext_one()))
+    B._add_eq_scaled(out, point, F.ext_one())
+    assert np.array_equal(out, expected)
