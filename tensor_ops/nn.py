@@ -414,6 +414,12 @@ class Sequential:
     def layers(self):
         return self._layers
 
+    def __getstate__(self):
+        """Pickled without the memoised plans (``plan``)."""
+        state = dict(self.__dict__)
+        state.pop("_plans", None)
+        return state
+
     @property
     def input_shape(self):
         return self._input_shape
@@ -626,8 +632,18 @@ class Sequential:
 
         ``params``: CKKSParameters, a preset name ("N14", "TOY", ...) or a literal dict; None chooses the
         smallest secure parameters for the model's depth. ``key_budget``: bytes the rotation keys may take
-        (default sized for a 24 GB machine); a plan above it raises ParameterError."""
-        return _plan_model(self, self._resolve(input_shape), params, key_budget)
+        (default sized for a 24 GB machine); a plan above it raises ParameterError. Memoised on the model (per
+        identity, shape, parameters and budget): a server planning with the parameters a client's plan chose
+        gets that plan back without planning again."""
+        shape = self._resolve(input_shape)
+        chosen = None if params is None else as_parameters(params).fingerprint
+        memo = self.__dict__.setdefault("_plans", {})
+        key = (self.identity(), shape, chosen, key_budget)
+        if key not in memo:
+            plan = _plan_model(self, shape, params, key_budget)
+            memo[key] = plan
+            memo.setdefault((key[0], shape, plan.params.fingerprint, key_budget), plan)
+        return memo[key]
 
     def identity(self) -> bytes:
         """The model's sha256 identity: the digest of the description it was read from (``hezk_model``), else
