@@ -439,3 +439,51 @@ def test_eq_accumulation_with_a_boolean_block_selector(k, selector_bits, seed):
     expected = F.ext_add(out, F.ext_mul(eq_table(point), F.ext_one()))
     B._add_eq_scaled(out, point, F.ext_one())
     assert np.array_equal(out, expected)
+
+
+class _SwitchingWitness:
+    """A cheating prover's witness: the opening runs on table t' (sumcheck, joins, every folded layer), while
+    the opened initial cosets come from the committed table t (their Merkle paths verify)."""
+
+    def __init__(self, committed, fake):
+        self.commitment, self.table, self.levels = committed.commitment, fake.table, committed.levels
+        self._codewords = [fake.codeword, committed.codeword]  # first read: the join; second: the opening
+
+    @property
+    def codeword(self):
+        return self._codewords.pop(0) if len(self._codewords) > 1 else self._codewords[0]
+
+
+def test_a_chain_folded_from_another_table_is_caught_at_the_first_layer():
+    table = F.random_elements(1 << 9, seed=8)
+    other = table.copy()
+    other[3] = (other[3] + 5) % F.P
+    committed, fake = B.commit(table, SMALL)[1], B.commit(other, SMALL)[1]
+    point = F.ext_random((1, 9), seed=9)
+    values, proof = B.open_batch([_SwitchingWitness(committed, fake)], [point], Transcript("test"))
+    assert proof.layer_roots  # a committed layer between the join and the final table
+    with pytest.raises(ProofRejected, match="fold into layer"):
+        _verify([committed.commitment], [point], values, proof)
+
+
+class _EvalSwappingTranscript(Transcript):
+    """A cheating prover states a false value but puts the true evaluation in the proof (and the transcript)."""
+
+    def __init__(self, label, true_evals):
+        super().__init__(label)
+        self.true_evals = true_evals
+
+    def absorb(self, label, value):
+        if label == "basefold.evals":
+            value[...] = self.true_evals  # in place: the proof carries this very array
+        super().absorb(label, value)
+
+
+def test_a_single_claim_whose_evaluation_is_not_the_claimed_value_is_caught():
+    witnesses, points = _claims([7], [1], seed=4)
+    honest = _honest_values(witnesses, points)
+    values = _lie(honest, 0)
+    _, proof = B.open_batch(witnesses, points, _EvalSwappingTranscript("test", honest[0]), values)
+    assert np.array_equal(proof.evals, honest[0])
+    with pytest.raises(ProofRejected, match="evaluation differs from the claimed value"):
+        _verify([witnesses[0].commitment], points, values, proof)
