@@ -118,3 +118,11 @@ def add_into(a, out):
     for i in range(a.size):
         s = a[i] + out[i]
         out[i] = s - P if s >= P else s
+
+
+@numba.njit(cache=True)
+def scale_base(table, factor, out):
+    """out[i] = factor * table[i] for a base table (n,) and one F_p4 element (twin: field.ext_mul_base)."""
+    for i in range(table.shape[0]):
+        for c in range(4):
+            out[i, c] = table[i] * factor[c] % P

@@ -552,6 +552,16 @@ def _add_eq_scaled(out: np.ndarray, point: np.ndarray, scale: np.ndarray) -> Non
         out[:] = F.ext_add(out, _eq_scaled(point, scale))
 
 
+def _scale_base(table: np.ndarray, factor: np.ndarray) -> np.ndarray:
+    """factor * table: a base (n,) table times one F_p4 element -> (n, 4)."""
+    kernels = _fast(table.shape[0])
+    if kernels is not None:
+        out = np.empty((table.shape[0], F.EXT_DEGREE), dtype=np.uint64)
+        kernels.scale_base(np.ascontiguousarray(table), np.ascontiguousarray(factor, dtype=np.uint64), out)
+        return out
+    return F.ext_mul_base(factor, table)
+
+
 def _dot_base(e: np.ndarray, table: np.ndarray) -> np.ndarray:
     """sum_i e[i] table[i] for an F_p4 (n, 4) and a base (n,) table."""
     kernels = _fast(e.shape[0])
@@ -562,13 +572,12 @@ def _dot_base(e: np.ndarray, table: np.ndarray) -> np.ndarray:
     return F.ext_sum(F.ext_mul_base(e, table), axis=0)
 
 
-def _reduce_claims(tables, weights, nums, folding, n_max, transcript):
+def _reduce_claims(tables, weights, sums, nums, folding, n_max, transcript):
     """The claim-reduction sumcheck of sum_k 2^(n_max - n_k) sum_x f_k(x) W_k(x) (a table of n_k variables
     joins when n_k variables remain; before, its part is the constant s_k 2^(m - 1 - n_k) in each h(X)).
     Returns (messages, r, evals: f_k at r[n_max - n_k:])."""
     tables = {k: tables[k] for k in folding}
     weights = {k: weights[k] for k in folding}
-    sums = {k: F.ext_sum(F.ext_mul_base(weights[k], tables[k]), axis=0) for k in folding}
     messages, point = [], []
     for i in range(n_max):
         m = n_max - i
@@ -614,7 +623,8 @@ def open_batch(witnesses, points_list, transcript, values=None):
         for k, (points, c) in enumerate(zip(points_list, coefficients)):
             for z, ck in zip(points, c):
                 _add_eq_scaled(weights[k], z, ck)
-        reduction, point, evals = _reduce_claims([w.table for w in witnesses], weights, nums, plan.folding,
+        sums = [_combined_claim(v, c) for v, c in zip(values, coefficients)]  # = sum_x f_k W_k when honest
+        reduction, point, evals = _reduce_claims([w.table for w in witnesses], weights, sums, nums, plan.folding,
                                                  plan.n_max, transcript)
     else:
         reduction = np.zeros((0, 3, F.EXT_DEGREE), dtype=np.uint64)
@@ -628,7 +638,7 @@ def open_batch(witnesses, points_list, transcript, values=None):
         for k in plan.folding:
             if nums[k] == m:  # table k joins: beta_k drawn after the claims, earlier challenges and its commitment
                 betas[k] = transcript.challenge_ext("basefold.beta")  # line proximity error <= N'_k / |F_p4|
-                part = F.ext_mul_base(betas[k], witnesses[k].table)
+                part = _scale_base(witnesses[k].table, betas[k])
                 combined = part if combined is None else F.ext_add(combined, part)
         for k in plan.folding:
             if plan.firsts[k] == m:  # its codeword joins after its row folds (r of rounds n_k .. m + 1)

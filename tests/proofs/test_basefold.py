@@ -337,6 +337,7 @@ def test_numba_kernels_match_their_numpy_twins(seed):
     rows, row_weights = F.random_elements((n // 4, 8), seed=seed + 6), F.ext_random((8,), seed=seed + 7)
     assert np.array_equal(B._combine_rows(rows, row_weights), B._combine_rows_numpy(rows, row_weights))
     assert np.array_equal(B._dot_base(ext, base), F.ext_sum(F.ext_mul_base(ext, base), axis=0))
+    assert np.array_equal(B._scale_base(base, r), F.ext_mul_base(r, base))
 
 
 # ------------------------------------------------------------------------------- consistent cheaters
