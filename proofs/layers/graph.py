@@ -19,7 +19,10 @@ sumcheck (:func:`contraction_claim_reduction`); a residual add sends one operand
 batch opening of the weights commitment.
 
 **This protocol reveals the weights** (the opening sends columns of the encoded weight table, as the plain
-Network protocol: see :mod:`proofs.layers.network`); it is the ``--public-weights`` mode.
+Network protocol: see :mod:`proofs.layers.network`); it is the ``--public-weights`` mode. The default, with the
+weights private, is :mod:`proofs.layers.graph_zk` (the same statement over masked stores).
+Trust: as the plain Network proof, the weights' padding is the model owner's (committed zeros are assumed, not
+proved); every other padded entry is fixed by the relations.
 Soundness: every sumcheck contributes d k / p^4, the commitment its own ``security_bits``
 (:meth:`GraphCommitment.soundness_bits`).
 """

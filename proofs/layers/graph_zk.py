@@ -43,7 +43,7 @@ import numpy as np
 
 from .. import field as F
 from ..errors import ModelError, ProofRejected
-from ..graph_quantize import QuantizedGraph, contract_int
+from ..graph_quantize import QuantizedGraph
 from ..mle import bind_high, eq_table, mle_evaluate
 from ..proof_format import ByteReader, ByteWriter, from_record, parse_nested, to_record
 from ..relations import Public, Slot, StoreLayout, Stored, Term, commit_store, eq_factor, table_factor
@@ -58,7 +58,7 @@ from .requant import Decomposition, decompose
 from .reusable import Reusable, commit_reusable, verify_reusable
 from .step_proof import union_bound_error
 from .step_relations import Channel, Protocol, ShapeChannel, _ext_int, locate
-from .step_stores import balanced_rows, bits_tables, decomposition_keys, store_params
+from .step_stores import bits_tables, decomposition_keys, store_params
 
 TRANSCRIPT_LABEL = "hezk.proofs.graph.zk.v1"
 COMMITMENT_MAGIC, PROOF_MAGIC, FORMAT_VERSION = b"HZKGZCM1", b"HZKGZPF1", 1
@@ -693,5 +693,4 @@ def _verify(commitment, x, proof) -> np.ndarray:
     return proof.output.reshape(out_real).copy()
 
 
-__all__ = ["HidingGraphCommitment", "HidingGraphNetwork", "HidingGraphProof", "soundness_bits", "verify_graph_zk",
-           "contract_int"]
+__all__ = ["HidingGraphCommitment", "HidingGraphNetwork", "HidingGraphProof", "soundness_bits", "verify_graph_zk"]
