@@ -190,7 +190,7 @@ class Network:
     weight and bias can be decoded from one proof's opened columns); ``params`` are
     :class:`~proofs.commit.CommitParams` (Ligero-style, the default) or :class:`~proofs.basefold.BasefoldParams`
     (Basefold: the weights and the packed bits tables in one O(log^2 n) batched opening; measured on
-    784-1024-256-10 at batch 64: 267 KB against 1747 KB, verification 47 against 87 ms of CPU, the prover 3.3x
+    784-1024-256-10 at batch 64: 267 KB against 1747 KB, verification 46 against 96 ms of CPU, the prover 2.4x
     the CPU time; on 16-16-4 at batch 1: 26 against 32 KB, 1.4x the prover time).
     Parameters giving a verifier less than 100 bits are refused.
     """
