@@ -8,7 +8,8 @@ mutual correlated agreement, proven only up to the Johnson bound with large cons
 Reed-Solomon machinery is far more code to audit. Basefold over a Reed-Solomon code is FRI in disguise (the
 foldable code the paper instantiates with an RS code on a 2-adic subgroup) whose folding challenges are the
 sumcheck challenges of the evaluation claim, so its soundness reduces to FRI's (proven in the unique decoding
-regime, below) and the sumcheck's; one sumcheck folds every claim of every committed table at once.
+regime, below) and the sumcheck's; one claim-reduction sumcheck and one fold chain settle every claim of
+every committed table at once.
 
 Encoding. A table t of 2^n base-field values (the evaluations of f~ on the hypercube, proofs.mle's order) is
 read as the coefficients of g(X) = sum_i t_i X^i and evaluated on the subgroup <w_N> of order N = 2^n rho^-1
