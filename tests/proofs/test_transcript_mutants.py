@@ -91,3 +91,23 @@ def test_transcript_matches_the_documented_hash_chain():
     words = [int.from_bytes(stream[8 * i: 8 * i + 8], "little") for i in range(9)]
     assert got.tolist() == [w % 1000 for w in words if w < limit][:5]
     assert t.state_digest() == hashlib.sha3_256(prev + b"squeezed" + encode("q#0") + encode(9)).digest()
+
+
+def test_uniform_stops_once_it_has_enough():
+    """Rejection sampling draws count + 4 words and stops as soon as count are accepted, even when exactly
+    count are (a label chosen so that 4 of 5 words are rejected: bound ⌊2^64/5⌋ + 1 rejects about 1 word in 5)."""
+    bound = (1 << 64) // 5 + 1
+    limit = (1 << 64) - (1 << 64) % bound
+    start = hashlib.sha3_256(b"hezk.transcript.v1" + encode("r")).digest()
+    for i in range(5000):
+        label = f"q{i}"
+        stream = hashlib.shake_256(start + b"squeeze" + encode(f"{label}#0") + encode(5)).digest(40)
+        words = [int.from_bytes(stream[8 * j: 8 * j + 8], "little") for j in range(5)]
+        if sum(w < limit for w in words) == 1:
+            break
+    else:
+        pytest.fail("no label found")
+    t = Transcript("r")
+    got = t.challenge_indices(label, 1, bound)
+    assert got.tolist() == [w % bound for w in words if w < limit]
+    assert t.state_digest() == hashlib.sha3_256(start + b"squeezed" + encode(f"{label}#0") + encode(5)).digest()
