@@ -102,3 +102,33 @@ def test_evaluators_sharing_keys():
     assert with_encoder.encoder is ev.encoder
     x = _x(seed=9)
     assert np.abs(ctx.decrypt(twin.add(ctx.encrypt(x), 1.5)) - (x + 1.5)).max() < TOL
+
+
+def test_product_scale_limit_is_exclusive():
+    """A product scale of exactly 2^(log2 Q_level − 1) does not fit (the limit is strict); just below it does."""
+    import math
+
+    ev = _ctx().evaluator
+    level = ev.params.max_level
+    bound = ev._log_modulus(level) - 1
+    scale = 2.0**bound
+    while math.log2(scale) < bound:
+        scale = math.nextafter(scale, math.inf)
+    while math.log2(scale) > bound:
+        scale = math.nextafter(scale, 0.0)
+    assert math.log2(scale) == bound
+    with pytest.raises(ScaleError, match="does not fit"):
+        ev._check_product_scale(level, scale)
+    ev._check_product_scale(level, scale * (1 - 2**-40))
+
+
+def test_scales_exactly_at_the_tolerance_count_as_equal():
+    """|a.scale / b.scale − 1| = 2^-45 exactly is within SCALE_TOLERANCE (inclusive): no alignment, no level spent."""
+    ctx = _ctx()
+    ev, x, y = ctx.evaluator, _x(seed=7), _x(seed=8)
+    a = ctx.encrypt(x, scale=2.0**50 + 2.0**5)
+    b = ctx.encrypt(y, scale=2.0**50)
+    assert abs(a.scale / b.scale - 1) == 2.0**-45
+    out = ev.add(a, b)
+    assert out.level == ctx.params.max_level and out.scale == a.scale
+    assert np.abs(ctx.decrypt(out) - (x + y)).max() < TOL
