@@ -43,7 +43,11 @@ folds of the combined codeword add up to 2 N_top/|F_p4|), and then one uniform q
 1 - delta/2 = (1 + rho)/2; each sumcheck round adds 2/|F_p4| and each claim 1/|F_p4|
 (:func:`batch_security_bits`). Proven query error: ((1 + rho)/2)^num_queries. ``conjectured=True`` (off
 by default) uses rho^num_queries instead (the Reed-Solomon proximity conjecture up to capacity, e.g. ethSTARK's
-conjecture 2.3): smaller proofs whose bits are labelled conjectured in :meth:`BasefoldParams.describe`.
+conjecture 2.3): smaller proofs whose bits are labelled conjectured in :meth:`BasefoldParams.describe` and
+:attr:`BasefoldCommitment.soundness_label`. The prover picks the parameters and they travel in the commitment's
+bytes, so the VERIFIER decides: :func:`verify_batch` refuses conjectured parameters unless called with
+``allow_conjectured=True``, and its minimum bits are checked against the bound the parameters claim (proven by
+default).
 
 Hiding: not provided here. A zero-knowledge variant needs both a masked sumcheck (the round messages reveal
 partial sums of f) and a blinded encoding (opened codeword positions reveal linear functions of f), e.g. a
@@ -185,6 +189,16 @@ class BasefoldCommitment:
         """-log2(query error + field_terms / |F_p4|): this commitment opened alone."""
         return batch_security_bits([self])
 
+    @property
+    def conjectured(self) -> bool:
+        """True when :attr:`security_bits` rests on the RS proximity conjecture (``params.conjectured``)."""
+        return self.params.conjectured
+
+    @property
+    def soundness_label(self) -> str:
+        """"conjectured" or "proven": what :attr:`security_bits` rests on."""
+        return "conjectured" if self.conjectured else "proven"
+
     def to_bytes(self) -> bytes:
         """magic, version (u8), num_vars (u8), params (log2 rate, arity, final, conjectured, max_log_codeword:
         u8 each; queries u16), root (32 bytes)."""
@@ -208,15 +222,18 @@ class BasefoldCommitment:
             raise ProofRejected(str(error), "basefold commitment") from None
 
 
-def batch_security_bits(commitments) -> float:
+def batch_security_bits(commitments, proven: bool = False) -> float:
     """-log2 of the error of one batch opening: query error + (sum_k field_terms_k + 2 N_top) / |F_p4|, with
     2 N_top for the folds of the combined codeword (its largest length N_top; N/|F_p4| per fold, geometric).
     The query error counts once: if some codeword in the chain is far, the queries must all miss its far
-    positions, w.p. <= ((1 + rho)/2)^num_queries; the field errors add up (union bound)."""
+    positions, w.p. <= ((1 + rho)/2)^num_queries; the field errors add up (union bound). The query error is the
+    parameters' (conjectured rho^num_queries when ``params.conjectured``), or the proven one if ``proven``."""
     commitments = list(commitments)
     top = max(c.codeword_length >> c.params.interleave(c.num_vars) for c in commitments)
     field_terms = sum(c.field_terms for c in commitments) + 2 * top
-    return -math.log2(2.0 ** -commitments[0].params.query_bits + field_terms * 2.0 ** -F.EXT_BITS)
+    params = commitments[0].params
+    query_bits = params.num_queries * _query_error_bits(params.rate_inv, False) if proven else params.query_bits
+    return -math.log2(2.0 ** -query_bits + field_terms * 2.0 ** -F.EXT_BITS)
 
 
 @dataclass(frozen=True, eq=False)
@@ -697,11 +714,13 @@ def open_commitment(witness: BasefoldWitness, point, transcript):
 
 
 def verify_batch(commitments, points_list, values_list, proof: BasefoldProof, transcript,
-                 min_security_bits: float = MIN_VERIFY_BITS) -> None:
+                 min_security_bits: float = MIN_VERIFY_BITS, *, allow_conjectured: bool = False) -> None:
     """Raise ProofRejected unless ``proof`` shows every committed table k takes ``values_list[k]`` ((m_k, 4))
-    at ``points_list[k]`` ((m_k, n_k, 4))."""
+    at ``points_list[k]`` ((m_k, n_k, 4)), with parameters giving at least ``min_security_bits``. Parameters
+    with ``conjectured=True`` are refused unless ``allow_conjectured`` (then their bits are the conjectured ones)."""
     try:
-        _verify(list(commitments), list(points_list), list(values_list), proof, transcript, min_security_bits)
+        _verify(list(commitments), list(points_list), list(values_list), proof, transcript, min_security_bits,
+                allow_conjectured)
     except ProofRejected:
         raise
     except Exception as exc:  # a malformed object must never escape as another exception
@@ -709,12 +728,14 @@ def verify_batch(commitments, points_list, values_list, proof: BasefoldProof, tr
 
 
 def verify_opening(commitment: BasefoldCommitment, point, value, proof: BasefoldProof, transcript,
-                   min_security_bits: float = MIN_VERIFY_BITS) -> None:
-    """Raise ProofRejected unless the committed MLE equals ``value`` ((4,)) at ``point`` ((n, 4))."""
+                   min_security_bits: float = MIN_VERIFY_BITS, *, allow_conjectured: bool = False) -> None:
+    """Raise ProofRejected unless the committed MLE equals ``value`` ((4,)) at ``point`` ((n, 4))
+    (``allow_conjectured``: as :func:`verify_batch`)."""
     value = np.asarray(value)
     if value.shape != (F.EXT_DEGREE,):
         raise ProofRejected(f"value of shape {value.shape}, expected (4,)", "basefold opening")
-    verify_batch([commitment], [np.asarray(point)[None]], [value[None]], proof, transcript, min_security_bits)
+    verify_batch([commitment], [np.asarray(point)[None]], [value[None]], proof, transcript, min_security_bits,
+                 allow_conjectured=allow_conjectured)
 
 
 def _require(condition, reason: str, where: str = "basefold opening") -> None:
@@ -733,15 +754,27 @@ def _check_digests(path, name: str) -> list:
     return list(path)
 
 
-def _verify(commitments, points_list, values_list, proof, transcript, min_security_bits) -> None:
+def check_conjectured(params: BasefoldParams, allow_conjectured: bool, where: str = "basefold opening") -> None:
+    """ProofRejected if ``params`` claim conjectured soundness and the verifier did not opt in."""
+    if params.conjectured and allow_conjectured is not True:
+        proven = BasefoldParams(params.rate_inv, params.num_queries, params.arity, params.final_vars, False,
+                                params.max_log_codeword).query_bits
+        raise ProofRejected(f"parameter conjectured=True ({params.num_queries} queries at rate 1/{params.rate_inv}: "
+                            f"{params.query_bits:.1f} conjectured query bits, {proven:.1f} proven): the verifier did "
+                            f"not allow conjectured soundness (allow_conjectured=True opts in)", where)
+
+
+def _verify(commitments, points_list, values_list, proof, transcript, min_security_bits, allow_conjectured) -> None:
     where = "basefold opening"
     _require(len(commitments) >= 1 and len(commitments) == len(points_list) == len(values_list),
              f"{len(commitments)} commitments, {len(points_list)} point sets, {len(values_list)} value sets")
     _require(all(isinstance(c, BasefoldCommitment) for c in commitments), "expected BasefoldCommitments")
     params = commitments[0].params
     _require(all(c.params == params for c in commitments), "the commitments' parameters differ")
+    check_conjectured(params, allow_conjectured, where)
     bits = batch_security_bits(commitments)
-    _require(bits >= min_security_bits, f"parameters give {bits:.1f} bits < {min_security_bits} required")
+    label = "conjectured" if params.conjectured else "proven"
+    _require(bits >= min_security_bits, f"parameters give {bits:.1f} {label} bits < {min_security_bits} required")
     _require(isinstance(proof, BasefoldProof), f"expected a BasefoldProof, got {type(proof).__name__}")
     nums = [c.num_vars for c in commitments]
     points_list = [_check_points(p, n, ProofRejected, where) for p, n in zip(points_list, nums)]

@@ -27,6 +27,7 @@ import time
 import numpy as np
 
 from . import graph_cli
+from .basefold import BasefoldParams
 from .errors import ModelError, ProofError, ProofRejected
 from .layers.network import ModelCommitment, Network, read_proof, verify_network
 from .layers.network_zk import DEFAULT_MAX_PROOFS
@@ -87,6 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "(default: the model file's input_bound, else the widest of 8, 4, 2, 1 that fits); "
                              "a graph model's per-layer scales (default: 64 seeded uniform [-1, 1] inputs)")
     commit.add_argument("--public-weights", action="store_true", help=PUBLIC_WEIGHTS_HELP)
+    commit.add_argument("--scheme", choices=("ligero", "basefold"), default="ligero",
+                        help="with --public-weights: the plain commitment, ligero (default; Ligero-style, faster "
+                             "for small models) or basefold (O(log^2 n) batched openings, smaller proofs of large "
+                             "models); prove and verify read it from the commitment's bytes")
     prove = commands.add_parser("prove", help="prove y = model(x) for an input batch")
     prove.add_argument("--model", "-m", required=True, type=_existing_file, help=MODEL_HELP)
     inputs = prove.add_mutually_exclusive_group(required=True)
@@ -117,6 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"proof file from 'prove' (default: {DEFAULT_PROOF})")
     verify.add_argument("--output", "-y", default=None, type=_writable_path,
                         help="where to write the proven output (.npy, dequantized floats, batch first) on accept")
+    verify.add_argument("--allow-conjectured", action="store_true",
+                        help="accept Basefold parameters whose soundness rests on the Reed-Solomon proximity "
+                             "conjecture (refused by default; the reported bits are then conjectured)")
     return parser
 
 
@@ -155,9 +163,10 @@ def _print_output(output: np.ndarray, output_frac: int, stream=None) -> None:
         print(f"output (batch {output.shape[0]}, dequantized by 2^-{output_frac}):\n{values}", file=stream)
 
 
-def soundness_text(bits: float) -> str:
-    """The soundness figure with what it means: per attempt, so grinding 2^k Fiat-Shamir hashes gives 2^(k - bits)."""
-    return f"soundness {bits:.1f} bits per attempt (grinding 2^k hashes: 2^(k-{bits:.1f}))"
+def soundness_text(bits: float, label: str = "proven") -> str:
+    """The soundness figure with what it means: per attempt, so grinding 2^k Fiat-Shamir hashes gives 2^(k - bits),
+    and what it rests on (``label``: "proven", or "conjectured" for Basefold's conjectured parameters)."""
+    return f"{label} soundness {bits:.1f} bits per attempt (grinding 2^k hashes: 2^(k-{bits:.1f}))"
 
 
 def _state_path(args, commitment_path) -> str:
@@ -191,7 +200,13 @@ def _committed_model(args):
 
 
 def _commit(args) -> int:
+    scheme = getattr(args, "scheme", "ligero")
+    if scheme == "basefold" and not args.public_weights:
+        raise ModelError("--scheme basefold needs --public-weights: no hiding Basefold commitment exists yet (the "
+                         "hiding default uses ligero)")
     graph = graph_cli.graph_model(args.model)
+    if graph is not None and scheme != "ligero":
+        raise ModelError(f"--scheme {scheme}: graph models (convolutions, pools, residual adds) commit with ligero")
     if graph is not None:  # convolutions, pools, residual adds: the graph proof (issue 13)
         return graph_cli.commit(args, graph)
     zk = not args.public_weights
@@ -210,7 +225,8 @@ def _commit(args) -> int:
         raise ModelError("a hiding commitment writes a SECRET prover state: name its path with --state PATH "
                          "(or name the commitment with --out PATH: the state then goes to PATH.state)")
     args.out = DEFAULT_COMMITMENT if args.out is None else args.out
-    network = Network(model, zk=zk, max_proofs=args.max_proofs) if zk else Network(model, zk=False)
+    plain = BasefoldParams() if scheme == "basefold" else None
+    network = Network(model, zk=zk, max_proofs=args.max_proofs) if zk else Network(model, zk=False, params=plain)
     data = network.commitment.to_bytes()
     with open(args.out, "wb") as handle:
         handle.write(data)
@@ -225,7 +241,8 @@ def _commit(args) -> int:
         print(f"hiding commitment for {args.max_proofs} zero-knowledge proofs, digest "
               f"{network.commitment.weights.digest().hex()}; secret prover state -> {state} (keep it private)")
     else:
-        print(f"PUBLIC WEIGHTS: proofs reveal every weight; commitment digest {network.commitment.weights.root.hex()}")
+        print(f"PUBLIC WEIGHTS: proofs reveal every weight; commitment digest {network.commitment.weights.root.hex()}"
+              + (f" ({plain.describe()})" if plain is not None else ""))
     return 0
 
 
@@ -249,7 +266,8 @@ def _prove(args) -> int:
         handle.write(data)
     bits = network.commitment.soundness_bits(x.shape[0] if x.ndim == 2 else 1)
     mode = f"zero knowledge, {network.proofs_left} proofs left" if network.zk else "PUBLIC WEIGHTS"
-    print(f"proved in {elapsed:.2f}s -> {args.out} ({len(data)} bytes, {mode}, {soundness_text(bits)})")
+    print(f"proved in {elapsed:.2f}s -> {args.out} ({len(data)} bytes, {mode}, "
+          f"{soundness_text(bits, network.soundness_label)})")
     _print_output(proof.output, network.model.output_frac)
     return 0
 
@@ -257,8 +275,8 @@ def _prove(args) -> int:
 def _prover(args):
     """(Network, prover state path or None) of --model and --commitment / --state (or --public-weights)."""
     model = _committed_model(args)
-    if args.public_weights:
-        return Network(model, zk=False), None
+    if args.public_weights:  # the plain scheme (ligero or basefold) as the commitment file's bytes say
+        return Network(model, zk=False, params=_plain_params(args.commitment)), None
     state = _state_path(args, args.commitment)
     if not os.path.isfile(state):
         raise ModelError(f"no prover state {state!r}: run 'commit' first (it writes the commitment and its "
@@ -267,6 +285,15 @@ def _prover(args):
     if not os.path.isfile(args.commitment) or _read(args.commitment) != network.commitment.to_bytes():
         raise ModelError(f"the prover state {state!r} is not that of the commitment {args.commitment!r}")
     return network, state
+
+
+def _plain_params(path: str):
+    """The parameters of a plain commitment file at ``path`` (None: no such file, or not a plain commitment)."""
+    try:
+        committed = ModelCommitment.from_bytes(_read(path)) if os.path.isfile(path) else None
+    except ProofRejected:
+        return None
+    return None if committed is None or committed.zk else committed.params
 
 
 def _prove_batch(args) -> int:
@@ -313,7 +340,8 @@ def _verify(args) -> int:
     try:
         commitment = ModelCommitment.from_bytes(data)
         x = _load_input(args.input, commitment.input_frac, commitment.input_bound)
-        output = verify_network(commitment, x, read_proof(_read(args.proof)))
+        output = verify_network(commitment, x, read_proof(_read(args.proof)),
+                                allow_conjectured=getattr(args, "allow_conjectured", False))
     except InputFileError as error:  # unreadable, not numeric, NaN: a usage error, not a rejection
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -323,7 +351,7 @@ def _verify(args) -> int:
         return 1
     print("accept")
     print(f"accept ({'zero knowledge' if commitment.zk else 'public weights'}, "
-          f"{soundness_text(commitment.soundness_bits(output.shape[0]))})", file=sys.stderr)
+          f"{soundness_text(commitment.soundness_bits(output.shape[0]), commitment.soundness_label)})", file=sys.stderr)
     _print_output(output, commitment.output_frac, sys.stderr)
     if args.output:
         np.save(args.output, output * 2.0 ** -commitment.output_frac)

@@ -42,6 +42,11 @@ def read_opening(blob: bytes):
     return _by_magic(blob, ((OpeningProof, b"HZKOPN01"), (basefold.BasefoldProof, b"HZKBFP01")), "opening")
 
 
+def soundness_label(params) -> str:
+    """"conjectured" for Basefold parameters resting on the RS proximity conjecture, else "proven"."""
+    return "conjectured" if is_basefold(params) and params.conjectured else "proven"
+
+
 def opening_error(commitments) -> float:
     """The soundness error of opening ``commitments``: each on its own (Ligero: the sum of 2^-security_bits)
     or all in one Basefold batch (:func:`proofs.basefold.batch_security_bits`)."""

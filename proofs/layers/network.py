@@ -284,9 +284,14 @@ class Network:
         """-log2 of the soundness error of a proof for ``batch`` inputs (default: batch_size, else 1)."""
         return self.commitment.soundness_bits(batch or self.batch_size or 1)
 
-    def verify(self, x, proof) -> np.ndarray:
+    @property
+    def soundness_label(self) -> str:
+        """"conjectured" or "proven": what :meth:`soundness_bits` rests on (:attr:`ModelCommitment.soundness_label`)."""
+        return self.commitment.soundness_label
+
+    def verify(self, x, proof, *, allow_conjectured: bool = False) -> np.ndarray:
         """:func:`verify_network` against this network's commitment."""
-        return verify_network(self.commitment, x, proof)
+        return verify_network(self.commitment, x, proof, allow_conjectured=allow_conjectured)
 
     def witness(self, x_int) -> NetworkWitness:
         """The integer forward pass on padded tables with every layer's bit decomposition."""
@@ -487,11 +492,13 @@ def read_proof(data):
     return NetworkProof.from_bytes(data)
 
 
-def verify_network(commitment: ModelCommitment, x_int, proof) -> np.ndarray:
+def verify_network(commitment: ModelCommitment, x_int, proof, *, allow_conjectured: bool = False) -> np.ndarray:
     """Verify ``proof`` that proof.output = model(x) under ``commitment``; return the output (int64).
 
     ``commitment`` and ``proof`` may also be given as their bytes. Raises :class:`ProofRejected` (and
-    only that) when anything is malformed, inconsistent or false.
+    only that) when anything is malformed, inconsistent or false. Basefold parameters ``conjectured=True``
+    (chosen by the prover, in the commitment's bytes) are refused unless ``allow_conjectured=True``; then the
+    soundness is conjectured (:attr:`ModelCommitment.soundness_label`).
     """
     if isinstance(commitment, (bytes, bytearray, memoryview)):
         commitment = ModelCommitment.from_bytes(commitment)
@@ -500,15 +507,17 @@ def verify_network(commitment: ModelCommitment, x_int, proof) -> np.ndarray:
     try:
         if isinstance(commitment, ModelCommitment) and commitment.zk:
             return network_zk.verify(commitment, _check_statement(commitment, x_int, proof), proof)
-        return _verify(commitment, x_int, proof)
+        return _verify(commitment, x_int, proof, allow_conjectured)
     except ProofRejected:
         raise
     except Exception as exc:  # a malformed proof object must never escape as another exception
         raise ProofRejected(f"malformed proof: {type(exc).__name__}: {exc}", "network") from None
 
 
-def _verify(commitment: ModelCommitment, x_int, proof: NetworkProof) -> np.ndarray:
+def _verify(commitment: ModelCommitment, x_int, proof: NetworkProof, allow_conjectured: bool) -> np.ndarray:
     x = _check_statement(commitment, x_int, proof)
+    if is_basefold(commitment.params):  # the verifier's choice, before any work
+        basefold.check_conjectured(commitment.params, allow_conjectured, "model commitment")
     batch = x.shape[0]
     transcript = Transcript(TRANSCRIPT_LABEL)
     _absorb_statement(transcript, commitment, x, proof.output)
@@ -553,7 +562,8 @@ def _verify(commitment: ModelCommitment, x_int, proof: NetworkProof) -> np.ndarr
             commitments.append(proof.bits_commitments[0])
             points.append(np.stack([packing.point(j, c.point) for j, c in enumerate(claims)]))
             all_values.append(np.stack([c.value for c in claims]))
-        basefold.verify_batch(commitments, points, all_values, proof.weights_opening, transcript)
+        basefold.verify_batch(commitments, points, all_values, proof.weights_opening, transcript,
+                              allow_conjectured=allow_conjectured)
     else:
         verify_batch(commitment.weights, _weight_points(commitment, weight_claims), values, proof.weights_opening,
                      transcript)

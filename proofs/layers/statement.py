@@ -18,7 +18,7 @@ from .. import field as F
 from ..commit import Commitment
 from ..proof_format import ByteReader, ByteWriter, from_record, parse_nested, record_kind, to_record
 from ..quantize import FIELD_BITS, FIELD_HALF
-from .commitments import COMMITMENT_TYPES, opening_error, read_commitment
+from .commitments import COMMITMENT_TYPES, opening_error, read_commitment, soundness_label
 from .common import log2, padded, require
 from .packing import Packing
 from .requant import Decomposition
@@ -121,7 +121,8 @@ class ModelCommitment:
         Terms, with |F| = p^4: the output point (kM + kB)/|F|; per zkReLU the select sumcheck 3 kE/|F|,
         the batching 3/|F|, per bit group the bit-check point and sumcheck 4 (kE + kJ)/|F| and one opening;
         per matmul the sumcheck 2 kN/|F|; one batch opening of the weights. An opening fails w.p.
-        2^-security_bits of its commitment (:attr:`proofs.commit.Commitment.security_bits`).
+        2^-security_bits of its commitment (:attr:`proofs.commit.Commitment.security_bits`). With Basefold
+        parameters ``conjectured=True`` the figure is conjectured (:attr:`soundness_label`).
         """
         if self.zk:
             from .network_zk import soundness_bits
@@ -142,6 +143,12 @@ class ModelCommitment:
             packed = log2(padded(sum(1 << c.num_vars for c in opened[1:]), 1))
             opened = [self.weights, type(self.weights)(b"", packed, self.params)]
         return -math.log2(field_errors * 2.0 ** -F.EXT_BITS + opening_error(opened))
+
+    @property
+    def soundness_label(self) -> str:
+        """"conjectured" when :meth:`soundness_bits` rests on the RS proximity conjecture (Basefold parameters
+        ``conjectured=True``, which verifiers refuse unless they opt in), else "proven"."""
+        return "proven" if self.zk else soundness_label(self.params)
 
     def __eq__(self, other) -> bool:
         return isinstance(other, ModelCommitment) and self.to_bytes() == other.to_bytes()

@@ -145,6 +145,28 @@ def test_security_bits_proven_and_conjectured():
         _verify(commitments, points, values, proof, bits=B.MIN_VERIFY_BITS)
 
 
+def test_conjectured_parameters_are_refused_unless_the_verifier_allows_them():
+    """The prover picks the parameters (they travel in the commitment's bytes): the verifier decides."""
+    params = B.BasefoldParams(conjectured=True)  # 52 queries at rate 1/4: 104 conjectured bits, ~35 proven
+    commitments, points, values, proof, _ = _opened([6], [2], params=params)
+    parsed = [B.BasefoldCommitment.from_bytes(c.to_bytes()) for c in commitments]
+    assert parsed[0].conjectured and parsed[0].soundness_label == "conjectured"
+    assert not B.BasefoldCommitment(b"\0" * 32, 6).conjectured
+    assert B.BasefoldCommitment(b"\0" * 32, 6).soundness_label == "proven"
+    for bits in (0, B.MIN_VERIFY_BITS):
+        with pytest.raises(ProofRejected, match=r"conjectured=True.*did not allow conjectured soundness"):
+            B.verify_batch(parsed, points, values, proof, Transcript("test"), min_security_bits=bits)
+    B.verify_batch(parsed, points, values, proof, Transcript("test"), allow_conjectured=True)  # opted in
+    with pytest.raises(ProofRejected):  # opting in does not switch the checks off
+        B.verify_batch(parsed, points, [F.ext_add(values[0], F.ext_one())], proof, Transcript("test"),
+                       allow_conjectured=True)
+    assert 34 < B.batch_security_bits(parsed, proven=True) < 36 < 100 < B.batch_security_bits(parsed)
+    weak = B.BasefoldParams(conjectured=True, num_queries=40)  # 80 conjectured bits: refused even when allowed
+    commitments, points, values, proof, _ = _opened([6], [1], params=weak)
+    with pytest.raises(ProofRejected, match="bits"):
+        B.verify_batch(commitments, points, values, proof, Transcript("test"), allow_conjectured=True)
+
+
 @pytest.mark.parametrize("kwargs, name", [({"rate_inv": 3}, "rate_inv"), ({"rate_inv": 128}, "rate_inv"),
                                           ({"arity": 0}, "arity"), ({"final_vars": 13}, "final_vars"),
                                           ({"num_queries": 0}, "num_queries"),

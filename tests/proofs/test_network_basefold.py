@@ -5,9 +5,11 @@ import numpy as np
 import pytest
 
 from proofs.basefold import BasefoldCommitment, BasefoldParams, BasefoldProof
+from proofs import cli
 from proofs.commit import CommitParams, OpeningProof
 from proofs.errors import ModelError, ProofRejected
 from proofs.layers.network import ModelCommitment, Network, NetworkProof, read_proof, verify_network
+from proofs.model import save_model
 from proofs.quantize import forward_int, quantize_fixed_point, quantize_input
 from tests.proofs.test_network import float_mlp
 
@@ -102,3 +104,89 @@ def test_basefold_params_are_checked():
     proof = network.prove(x)
     assert isinstance(proof, NetworkProof) and proof.bits_commitments == ()
     verify_network(network.commitment, x, proof)
+
+
+@pytest.fixture(scope="module")
+def conjectured(setup):
+    model, _, x, _ = setup
+    network = Network(model, zk=False, params=BasefoldParams(conjectured=True))
+    return network, network.prove(x)
+
+
+def test_conjectured_parameters_are_refused_unless_the_verifier_allows_them(setup, conjectured):
+    """The prover chose conjectured=True (it travels in the commitment's bytes): refused by default."""
+    _, proven, x, _ = setup
+    network, proof = conjectured
+    commitment = ModelCommitment.from_bytes(network.commitment.to_bytes())
+    for verify in (lambda **kw: verify_network(commitment, x, proof.to_bytes(), **kw),
+                   lambda **kw: verify_network(commitment.to_bytes(), x, proof, **kw),
+                   lambda **kw: network.verify(x, proof, **kw)):
+        with pytest.raises(ProofRejected, match=r"conjectured=True.*did not allow conjectured soundness"):
+            verify()
+        assert np.array_equal(verify(allow_conjectured=True), proof.output)  # the verifier opted in
+    assert commitment.soundness_label == "conjectured" and network.soundness_label == "conjectured"
+    assert proven.soundness_label == "proven" and proven.commitment.soundness_label == "proven"
+    assert "conjectured" in cli.soundness_text(network.soundness_bits(3), network.soundness_label)
+    assert "conjectured" not in cli.soundness_text(proven.soundness_bits(3), proven.soundness_label)
+    with pytest.raises(ProofRejected):  # opting in does not switch the checks off
+        verify_network(commitment, x, dataclasses.replace(proof, output=proof.output + 1), allow_conjectured=True)
+
+
+def test_weak_basefold_parameters_are_refused_by_the_verifier(setup, monkeypatch):
+    """A prover skipping the constructor's check (here: patched off) still meets the verifier's 100 bits."""
+    import proofs.layers.network as network_module
+    model, _, x, _ = setup
+    monkeypatch.setattr(network_module, "MIN_VERIFY_BITS", 0)
+    for params, allow in ((BasefoldParams(num_queries=40), False), (BasefoldParams(num_queries=40), True),
+                          (BasefoldParams(num_queries=40, conjectured=True), True)):
+        weak = Network(model, zk=False, params=params)
+        with pytest.raises(ProofRejected, match="bits"):
+            verify_network(weak.commitment, x, weak.prove(x), allow_conjectured=allow)
+
+
+def test_cli_commit_prove_verify_with_basefold(tmp_path, capsys):
+    weights, biases = float_mlp(3, (6, 5, 3))
+    model = quantize_fixed_point(weights, biases, frac_bits=6)
+    save_model(tmp_path / "m.npz", model)
+    np.save(tmp_path / "x.npy", np.random.default_rng(1).uniform(-1, 1, (2, 6)))
+    paths = {name: str(tmp_path / name) for name in ("m.npz", "x.npy", "c.bin", "p.bin", "bad.bin", "l.bin")}
+    with pytest.raises(SystemExit):  # only ligero or basefold
+        cli.main(["commit", "--model", paths["m.npz"], "--out", paths["c.bin"], "--public-weights",
+                  "--scheme", "fri"])
+    assert cli.main(["commit", "--model", paths["m.npz"], "--out", paths["c.bin"], "--scheme", "basefold"]) == 2
+    assert "--public-weights" in capsys.readouterr().err  # no hiding Basefold yet: refused, naming the way out
+    assert not (tmp_path / "c.bin").exists()
+    assert cli.main(["commit", "--model", paths["m.npz"], "--out", paths["c.bin"], "--public-weights",
+                     "--scheme", "basefold"]) == 0
+    assert "Basefold" in capsys.readouterr().out
+    commitment = ModelCommitment.from_bytes((tmp_path / "c.bin").read_bytes())
+    assert isinstance(commitment.weights, BasefoldCommitment)
+    assert cli.main(["prove", "--model", paths["m.npz"], "--input", paths["x.npy"], "--commitment", paths["c.bin"],
+                     "--out", paths["p.bin"], "--public-weights", "--quiet"]) == 0  # the kind read from c.bin
+    assert isinstance(read_proof((tmp_path / "p.bin").read_bytes()).weights_opening, BasefoldProof)
+    verify = ["verify", "--commitment", paths["c.bin"], "--input", paths["x.npy"], "--proof"]
+    assert cli.main(verify + [paths["p.bin"]]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.endswith("accept\n") and "proven" in captured.err and "conjectured" not in captured.err
+    data = bytearray((tmp_path / "p.bin").read_bytes())
+    data[len(data) // 2] ^= 0x01
+    (tmp_path / "bad.bin").write_bytes(bytes(data))
+    assert cli.main(verify + [paths["bad.bin"]]) == 1
+    assert capsys.readouterr().out == "reject\n"
+    assert cli.main(["commit", "--model", paths["m.npz"], "--out", paths["l.bin"], "--public-weights"]) == 0
+    assert not isinstance(ModelCommitment.from_bytes((tmp_path / "l.bin").read_bytes()).weights,
+                          BasefoldCommitment)  # ligero stays the default
+
+
+def test_cli_verify_refuses_conjectured_parameters_unless_allowed(setup, conjectured, tmp_path, capsys):
+    _, _, x, _ = setup
+    network, proof = conjectured
+    (tmp_path / "c.bin").write_bytes(network.commitment.to_bytes())
+    (tmp_path / "p.bin").write_bytes(proof.to_bytes())
+    np.save(tmp_path / "x.npy", x)
+    verify = ["verify", "--commitment", str(tmp_path / "c.bin"), "--input", str(tmp_path / "x.npy"),
+              "--proof", str(tmp_path / "p.bin")]
+    assert cli.main(verify) == 1
+    assert "did not allow conjectured soundness" in capsys.readouterr().err
+    assert cli.main(verify + ["--allow-conjectured"]) == 0
+    assert "conjectured soundness" in capsys.readouterr().err
