@@ -8,7 +8,10 @@ By default the weights stay private: ``commit`` makes a hiding commitment (for `
 writes the prover's secret state where the user names it (``--state PATH``, or ``--out PATH`` and then
 ``PATH.state``; never a default path: keep it as private as the weights), ``prove``
 proves in zero knowledge against that commitment (each proof uses up one of its copies). ``--public-weights``
-(on commit and prove) uses the plain protocol instead, whose proofs reveal every weight and bias.
+(on commit and prove) uses the plain protocol instead, whose proofs reveal every weight and bias; with it,
+``commit --scheme basefold`` picks the Basefold commitment (default ligero; prove and verify read the scheme from
+the commitment's bytes). ``verify`` refuses Basefold parameters resting on a conjectured bound unless given
+``--allow-conjectured`` (then the soundness it prints is labelled conjectured).
 
 Model files are described in :mod:`proofs.model`. An input file holds one input (in_features,) or
 a batch (batch, in_features): integers are taken as already quantized, floats are quantized at the
