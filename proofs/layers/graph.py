@@ -21,10 +21,13 @@ batch opening of the weights commitment.
 **This protocol reveals the weights** (the opening sends columns of the encoded weight table, as the plain
 Network protocol: see :mod:`proofs.layers.network`); it is the ``--public-weights`` mode. The default, with the
 weights private, is :mod:`proofs.layers.graph_zk` (the same statement over masked stores).
-Trust: as the plain Network proof, the weights' padding is the model owner's (committed zeros are assumed, not
-proved); every other padded entry is fixed by the relations.
-Soundness: every sumcheck contributes d k / p^4, the commitment its own ``security_bits``
-(:meth:`GraphCommitment.soundness_bits`).
+Padding: the weights' merge sumcheck also shows every weight and bias is zero off its declared box
+(:func:`_open_weights`, a gamma-weighted :func:`proofs.relations.padding_factor` term over the packed table: no
+stated value added), so a model owner cannot hide extra units there; then a contraction reads an activation's
+padding only through zero weights, and the other ops read real entries only, so the output is the declared
+model's.
+Soundness: every sumcheck contributes d k / p^4 (the padding term (n + 1) / p^4), the commitment its own
+``security_bits`` (:meth:`GraphCommitment.soundness_bits`).
 """
 from __future__ import annotations
 
@@ -39,12 +42,13 @@ from ..commit import (MIN_VERIFY_BITS, CommitParams, Commitment, OpeningProof, c
                       verify_opening)
 from ..errors import ModelError, ProofRejected
 from ..graph_quantize import QuantizedGraph
-from ..mle import mle_evaluate
+from ..mle import eq_eval, eq_table, mle_evaluate
 from ..progress import as_progress
 from ..proof_format import ByteReader, ByteWriter, from_record, parse_nested, to_record
-from ..sumcheck import SumcheckProof
+from ..relations import box_table, padding_factor
+from ..sumcheck import SumcheckProof, prove_sumcheck, verify_sumcheck
 from ..transcript import Transcript
-from .common import Claim, require
+from .common import Claim, check_ext, require
 from .contraction import (ContractionProof, GatherProof, PatchProof, _pow2, bias_claim_reduction,
                           contraction_claim_reduction, join_point, merge_claims, pad_operand, patch_claim_reduction,
                           reshape_claim_reduction, reshape_is_free, split_point, verify_contraction, verify_merge,
@@ -414,7 +418,8 @@ class GraphNetwork:
         if packing is not None:
             claims = [(k, bits_claims[index][g]) for k, (index, g) in enumerate(keys)]
             bits_opening = _open_merged(bits_witness, packing, claims, transcript, "bits", items)
-        opening = _open_merged(self._weights_witness, self._packing, weight_claims, transcript, "weights", items)
+        opening = _open_weights(self._weights_witness, self._packing, _weight_boxes(q), weight_claims, transcript,
+                                items)
         report("opened the bits and the weights")
         return GraphProof(output.reshape(batch, -1).copy(), bits_commitment, tuple(items), bits_opening, opening)
 
@@ -578,7 +583,7 @@ def _verify(commitment: GraphCommitment, x, proof: GraphProof) -> np.ndarray:
         _verify_merged(c, claims, proof.bits_opening, transcript, "bits", items)
     packing = Packing(tuple(n for _, _, n in lengths))
     claims = [Claim(packing.point(i, c.point), c.value) for i, c in weight_claims]
-    _verify_merged(commitment.weights, claims, proof.weights_opening, transcript, "weights", items)
+    _verify_weights(commitment.weights, packing, _weight_boxes(q), claims, proof.weights_opening, transcript, items)
     require(items.position == len(items.items), "unused items at the end of the proof", "graph proof")
     return output.copy()
 
@@ -604,3 +609,89 @@ def _verify_merged(commitment, claims, opening, transcript, label: str, items) -
     if len(claims) > 1:
         claim = verify_merge(claims, items.take("merge", label), transcript, f"{label} / merge")
     verify_opening(commitment, claim.point, claim.value, opening, transcript)
+
+
+# ------------------------------------------------------------------------------- the weights' padding
+def _weight_boxes(qgraph: QuantizedGraph) -> list:
+    """Each packed weight table's declared box (extents, log sizes), axis 0 lowest (the tensor's last axis), in
+    :func:`_weight_lengths`' order."""
+    shapes = []
+    for op in qgraph.ops:
+        if op.kind == "contraction":
+            shapes += [op.weight_shape] + ([op.bias_shape] if op.has_bias else [])
+    return [(tuple(int(n) for n in shape[::-1]), tuple(_pow2(n).bit_length() - 1 for n in shape[::-1]))
+            for shape in shapes]
+
+
+def _padding_challenges(claims, num_vars: int, transcript, label: str):
+    """alpha (one per claim), then tau (the packed table's variables) and gamma, drawn after the claims."""
+    transcript.absorb(f"{label}.claims", [np.concatenate([np.asarray(c.point).reshape(-1),
+                                                          np.asarray(c.value).reshape(-1)]) for c in claims])
+    alphas = transcript.challenge_ext_vector(f"{label}.alpha", len(claims))
+    tau = transcript.challenge_ext_vector(f"{label}.padding tau", num_vars)
+    gamma = transcript.challenge_ext_vector(f"{label}.padding gamma", 1)[0]
+    return alphas, tau, gamma
+
+
+def _padding_table(tau, packing: Packing, boxes) -> np.ndarray:
+    """P(x) = eq(tau, x) (1 - inside(x)) over the packed table, inside = every table's declared box at its block."""
+    inside = packing.pack([box_table(*box) for box in boxes])
+    return F.ext_mul_base(eq_table(tau), np.uint64(1) - inside)
+
+
+def _padding_eval(tau, sigma, packing: Packing, boxes) -> np.ndarray:
+    """P~(sigma) = eq(tau, sigma) - sum_i eq(tau_h, s_i) eq(sigma_h, s_i) sum_(x in box_i) eq(tau_l, x) eq(sigma_l, x)
+    (block i: local variables l, selector s_i), the inner sum eq(tau_l, sigma_l) - padding_factor_i~(sigma_l):
+    O(n) per table."""
+    value = eq_eval(tau, sigma)
+    for i, (extents, log_sizes) in enumerate(boxes):
+        k = sum(log_sizes)
+        selector = packing.point(i, F.ext_zero((k,)))[k:]
+        inner = eq_eval(tau[:k], sigma[:k]) if k else F.ext_one()
+        if any(e < 1 << b for e, b in zip(extents, log_sizes)):
+            inner = F.ext_sub(inner, padding_factor(tau[:k], extents, log_sizes).at(sigma[:k]))
+        block = F.ext_mul(eq_eval(tau[k:], selector), eq_eval(sigma[k:], selector))
+        value = F.ext_sub(value, F.ext_mul(block, inner))
+    return value
+
+
+def _open_weights(witness, packing: Packing, boxes, local_claims, transcript, items: list):
+    """The weights' claims merged into one, with the padding folded in (:func:`proofs.relations.padding_factor`):
+    sum_x T(x) [sum_i alpha_i eq(r_i, x) + gamma P(x)] = sum_i alpha_i v_i, a degree-2 sumcheck (one item, no
+    stated value beyond T~(rho)) that also shows every weight and bias is zero off its declared box; then the
+    opening at rho."""
+    label = "weights / merge"
+    claims = [Claim(packing.point(i, c.point), c.value) for i, c in local_claims]
+    table = witness.matrix.reshape(-1)
+    alphas, tau, gamma = _padding_challenges(claims, packing.num_vars, transcript, label)
+    weights = F.ext_mul(_padding_table(tau, packing, boxes), gamma)
+    total = F.ext_zero()
+    for alpha, (i, claim) in zip(alphas, local_claims):
+        offset, k = packing.offsets[i], np.asarray(claim.point).reshape(-1, F.EXT_DEGREE).shape[0]
+        part = weights[offset:offset + (1 << k)]
+        part[:] = F.ext_add(part, F.ext_mul(eq_table(claim.point), alpha))
+        total = F.ext_add(total, F.ext_mul(alpha, claim.value))
+    sumcheck, rho, evals = prove_sumcheck([(1, [F.to_field(table), weights])], total, transcript, label)
+    transcript.absorb(f"{label}.x_eval", evals[0][0])
+    items.append(("merge", GatherProof(sumcheck, evals[0][0])))
+    _, opening = open_commitment(witness, rho, transcript)
+    return opening
+
+
+def _verify_weights(commitment, packing: Packing, boxes, claims, opening, transcript, items) -> None:
+    """Check :func:`_open_weights` (claims already on the packed table)."""
+    label = "weights / merge"
+    proof = items.take("merge", label)
+    require(isinstance(proof, GatherProof), "merge proof missing", label)
+    x_eval = check_ext(proof.x_eval, label, "x_eval")
+    alphas, tau, gamma = _padding_challenges(claims, packing.num_vars, transcript, label)
+    total = F.ext_zero()
+    for alpha, claim in zip(alphas, claims):
+        total = F.ext_add(total, F.ext_mul(alpha, claim.value))
+    sub = verify_sumcheck(proof.sumcheck, total, packing.num_vars, 2, transcript, label)
+    g_value = F.ext_mul(gamma, _padding_eval(tau, sub.point, packing, boxes))
+    for alpha, claim in zip(alphas, claims):
+        g_value = F.ext_add(g_value, F.ext_mul(alpha, eq_eval(claim.point, sub.point)))
+    sub.check(F.ext_mul(x_eval, g_value), label)
+    transcript.absorb(f"{label}.x_eval", x_eval)
+    verify_opening(commitment, sub.point, x_eval, opening, transcript)

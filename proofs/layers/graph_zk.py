@@ -27,8 +27,11 @@ further when some stored tensor would have fewer than 4 variables (a masked tens
   transpose: Y(tau) - X(tau permuted) = 0;  bits: every plane entry is a bit (one batched relation).
 
 A public tensor's part of a relation moves to its claim (the verifier evaluates it). Every stored tensor is
-the target of one relation over its whole padded cube, so its padding is fixed by its inputs; the weights'
-padding is the committer's (as in the plain proof: the model owner is trusted to commit zeros there).
+the target of one relation over its whole padded cube, so its padding is fixed by its inputs; a requantized
+one's select relation also shows it is zero off its declared box (:meth:`Protocol.select` with a box: a
+gamma-weighted :func:`proofs.relations.padding_factor` term, no stated value added). By induction every stored
+tensor (adds, reshapes, patch copies included) is then zero-padded, so a contraction reads the weights' padding
+only against zeros and the weights' padding (the committer's) cannot change the output.
 Not yet: grouped convolutions (G > 1), a contraction whose summed letters are not one block of both operands,
 a private input. Soundness: the union bound of :func:`soundness_bits`; zero knowledge as :mod:`proofs.relations`.
 """
@@ -420,7 +423,9 @@ class _Run:
         sign = self.protocol.sign(0, f"fwd{index}", spec) if spec.relu else None
         tau = self.ch.point(f"graph.select{index}", n)
         if not self.is_public(op.output):
-            self.protocol.select(f"graph.select{index}", self.stored(op.output), quotient, sign, tau)
+            real, padded = self.s.real(op.output), self.s.padded(op.output)
+            box = tuple(int(n) for n in real[::-1]), tuple(_bits(n) for n in padded[::-1])  # axis 0 lowest
+            self.protocol.select(f"graph.select{index}", self.stored(op.output), quotient, sign, tau, box=box)
             return
         eq = eq_factor(tau)
         terms = [Term(c, (eq,), (q,), n) for c, q in quotient]

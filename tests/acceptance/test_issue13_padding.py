@@ -1,0 +1,97 @@
+"""Issue 13: the padding of a graph proof's committed tensors cannot change the proven statement.
+
+Every axis of every tensor is padded to a power of two. A cheating model owner commits a *wider* model in the
+padding: a 16 -> 5 -> 3 MLP is committed with 3 more hidden units in the padded rows of fc1 (weights and/or
+bias) and the padded columns of fc2, and the proof is made by the honest prover code for that wider model
+under the declared (narrow) structure. The padded layouts are identical, so every relation other than the
+padding checks holds: before the fix both graph proofs (plain and hiding) accepted an output that the
+declared model, with the committed weights' real entries, does not produce (checked against the old modules).
+Now the plain proof shows the weights' and biases' padding is zero (in the weights' merge sumcheck) and the
+hiding proof shows every stored activation's padding is zero (in its select relation), so both reject.
+"""
+import dataclasses
+
+import numpy as np
+import pytest
+
+from proofs import ProofRejected
+from proofs.graph_quantize import quantize_graph
+from proofs.layers.graph import GraphCommitment, GraphNetwork, verify_graph
+from proofs.layers.graph_zk import HidingGraphCommitment, HidingGraphNetwork, verify_graph_zk
+
+onnx = pytest.importorskip("onnx")
+from hezk_model import read_onnx  # noqa: E402
+from tests.model import onnx_models as M  # noqa: E402
+
+WIDTH = 8  # the hidden width 5 padded
+
+
+@pytest.fixture(scope="module")
+def declared(tmp_path_factory):
+    path = tmp_path_factory.mktemp("m") / "mlp.onnx"
+    onnx.save(M.mlp((16, 5, 3), activation="relu"), str(path))
+    graph = read_onnx(str(path))
+    calibration = np.random.default_rng(0).normal(size=(16, 16))
+    return quantize_graph(graph, calibration), calibration[:1]
+
+
+def _widened(q, weights: bool, bias: bool):
+    """The declared graph with fc1/fc2 widened to WIDTH hidden units: its real entries are the declared ones,
+    the extra ones (the declared padding) copy hidden units 0..2 (fc1 rows, bias) and feed fc2's output."""
+    fc1, fc2 = q.ops
+    hidden = fc1.output
+    w1 = np.zeros((WIDTH, fc1.weight.shape[1]), dtype=np.int64)
+    w1[:5] = fc1.weight
+    b1 = np.zeros(WIDTH, dtype=np.int64)
+    b1[:5] = fc1.bias
+    if weights:
+        w1[5:] = fc1.weight[:3]
+        b1[5:] = fc1.bias[:3]
+    if bias:
+        b1[5:] = np.abs(fc1.bias).max() * 4 + 64
+    w2 = np.zeros((fc2.weight.shape[0], WIDTH), dtype=np.int64)
+    w2[:, :5] = fc2.weight
+    w2[:, 5:] = np.maximum(np.abs(fc2.weight[:, :3]) // 2, 1)
+    fc1 = dataclasses.replace(fc1, weight=w1, bias=b1, weight_shape=w1.shape, bias_shape=b1.shape,
+                              einsum_shape=(WIDTH,), shape=(WIDTH,))
+    fc2 = dataclasses.replace(fc2, weight=w2, weight_shape=w2.shape)
+    return dataclasses.replace(q, ops=(fc1, fc2), shapes={**q.shapes, hidden: (WIDTH,)})
+
+
+CHEATS = {"weights": (True, False), "bias": (False, True)}
+
+
+@pytest.mark.parametrize("cheat", sorted(CHEATS))
+def test_plain_graph_proof_rejects_a_wider_model_in_the_padding(declared, cheat):
+    q, x = declared
+    wide = _widened(q, *CHEATS[cheat])
+    net = GraphNetwork(wide)
+    net.commitment = GraphCommitment(q, net.commitment.weights)  # the declared structure, the dirty weights
+    proof = net.prove(x)
+    honest = q.forward_int(q.quantize_input(x))
+    assert not np.array_equal(proof.output, honest.reshape(len(x), -1))  # the cheat changes the output
+    with pytest.raises(ProofRejected):
+        verify_graph(net.commitment.to_bytes(), x, proof.to_bytes())
+
+
+@pytest.mark.parametrize("cheat", sorted(CHEATS))
+def test_hiding_graph_proof_rejects_a_wider_model_in_the_padding(declared, cheat):
+    q, x = declared
+    wide = _widened(q, *CHEATS[cheat])
+    net = HidingGraphNetwork(wide, max_proofs=1)
+    net.commitment = HidingGraphCommitment(q, net.commitment.weights)
+    proof = net.prove(x)
+    honest = q.forward_int(q.quantize_input(x))
+    assert not np.array_equal(proof.output, honest.reshape(len(x), -1))
+    with pytest.raises(ProofRejected):
+        verify_graph_zk(net.commitment.to_bytes(), x, proof.to_bytes())
+
+
+def test_honest_padded_model_still_accepted(declared):
+    """The declared model (zero padding) is proved and accepted by both proofs."""
+    q, x = declared
+    honest = q.forward_int(q.quantize_input(x))
+    net = GraphNetwork(q)
+    assert np.array_equal(verify_graph(net.commitment.to_bytes(), x, net.prove(x).to_bytes()), honest)
+    hnet = HidingGraphNetwork(q, max_proofs=1)
+    assert np.array_equal(verify_graph_zk(hnet.commitment.to_bytes(), x, hnet.prove(x).to_bytes()), honest)
