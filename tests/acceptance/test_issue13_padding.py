@@ -87,6 +87,92 @@ def test_hiding_graph_proof_rejects_a_wider_model_in_the_padding(declared, cheat
         verify_graph_zk(net.commitment.to_bytes(), x, proof.to_bytes())
 
 
+def _cnn():
+    """conv 3x3 pad 1 (2 -> 3 channels, padded to 4) + relu, global average pool, flatten, Gemm 3 -> 2."""
+    from hezk_model import Activation, Contraction, Graph, Patches, Reshape
+    rng = np.random.default_rng(0)
+    nodes = (Contraction("conv", "Conv", ("x",), "h", "bgcuvij,gocuv->bgoij", rng.normal(size=(1, 3, 2, 3, 3)),
+                         rng.normal(size=(3, 1, 1)) * .1, Patches((3, 3), pads=(1, 1, 1, 1)), (3, 4, 4)),
+             Activation("relu", "Relu", ("h",), "r", "relu"),
+             Contraction("gap", "GlobalAveragePool", ("r",), "g", "bchw,hw->bc", np.full((4, 4), 1 / 16), None, None,
+                         (3, 1, 1)),
+             Reshape("flat", "Flatten", ("g",), "f", (3,)),
+             Contraction("fc", "Gemm", ("f",), "o", "bk,nk->bn", rng.normal(size=(2, 3)), rng.normal(size=2), None,
+                         (2,)))
+    graph = Graph("x", (2, 4, 4), nodes, "o")
+    calibration = rng.normal(size=(16, 2, 4, 4))
+    return quantize_graph(graph, calibration), calibration[:1]
+
+
+def _widened_cnn(q):
+    """A 4th conv output channel in the padding (a copy of channel 0), carried by the pool and the free flatten
+    into fc's padded column."""
+    conv, gap, flat, fc = q.ops
+    w = np.zeros((1, 4, *conv.weight.shape[2:]), dtype=np.int64)
+    w[:, :3], w[:, 3] = conv.weight, conv.weight[:, 0]
+    b = np.zeros(4, dtype=np.int64)
+    b[:3], b[3] = conv.bias, conv.bias[0]
+    w2 = np.zeros((fc.weight.shape[0], 4), dtype=np.int64)
+    w2[:, :3], w2[:, 3] = fc.weight, np.maximum(np.abs(fc.weight[:, 0]), 1)
+    ops = (dataclasses.replace(conv, weight=w, bias=b, weight_shape=w.shape, bias_shape=b.shape,
+                               einsum_shape=(1, 4, 4, 4), shape=(4, 4, 4)),
+           dataclasses.replace(gap, einsum_shape=(4,), shape=(4, 1, 1)), dataclasses.replace(flat, shape=(4,)),
+           dataclasses.replace(fc, weight=w2, weight_shape=w2.shape))
+    return dataclasses.replace(q, ops=ops, shapes={**q.shapes, conv.output: (4, 4, 4), gap.output: (4, 1, 1),
+                                                  flat.output: (4,)})
+
+
+@pytest.mark.parametrize("zk", [False, True])
+def test_conv_output_channel_in_the_padding_is_rejected(zk):
+    """The cheat through a convolution: the patch relations read only real view entries, but the hidden channel
+    reaches the output through the pool and a free flatten (same padded layout) into fc's padded column."""
+    q, x = _cnn()
+    wide = _widened_cnn(q)
+    if zk:
+        net = HidingGraphNetwork(wide, max_proofs=1)
+        net.commitment, verify = HidingGraphCommitment(q, net.commitment.weights), verify_graph_zk
+    else:
+        net = GraphNetwork(wide)
+        net.commitment, verify = GraphCommitment(q, net.commitment.weights), verify_graph
+    proof = net.prove(x)
+    honest = q.forward_int(q.quantize_input(x))
+    assert not np.array_equal(proof.output, honest.reshape(len(x), -1))
+    with pytest.raises(ProofRejected):
+        verify(net.commitment.to_bytes(), x, proof.to_bytes())
+
+
+@pytest.mark.parametrize("prefix", ["v.", "a."])
+def test_hiding_proof_rejects_dirty_padding_in_its_own_store(prefix):
+    """The hiding prover's store: a patch copy (v.) or a stored activation (a.) with a nonzero padded entry (the
+    rest honest) is rejected (the patch relation's gather, the select relation); the old code rejected these too:
+    a lone dirty entry breaks a relation over the whole cube, only a consistent wider trace (above) got through."""
+    from unittest import mock
+
+    from proofs.layers import graph_zk as Z
+    q, x = _cnn()
+    honest_tables = Z.proof_tables
+
+    def dirty(shapes, values, accs):
+        tables = honest_tables(shapes, values, accs)
+        for key, table in tables.items():
+            if key.startswith(prefix):
+                if prefix == "v.":
+                    index = int(key[2:])
+                    real = shapes.view_shape(index)
+                    padded = tuple(shapes.pb if l == "b" else Z._pow2(n) for l, n in zip(shapes.views[index][0], real))
+                else:
+                    real, padded = shapes.real(key[2:]), shapes.padded(key[2:])
+                outside = np.setdiff1d(np.arange(table.shape[0]), Z._positions(real, padded))
+                table[outside[len(outside) // 2]] = 5
+        return tables
+
+    net = HidingGraphNetwork(q, max_proofs=1)
+    with mock.patch.object(Z, "proof_tables", dirty):
+        proof = net.prove(x)
+    with pytest.raises(ProofRejected):
+        verify_graph_zk(net.commitment.to_bytes(), x, proof.to_bytes())
+
+
 def test_honest_padded_model_still_accepted(declared):
     """The declared model (zero padding) is proved and accepted by both proofs."""
     q, x = declared
