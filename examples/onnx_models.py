@@ -6,8 +6,9 @@
    its digest (the model's identity, carried by plans, requests and replies);
 3. encrypted inference of the x^2 model: ``python -m tensor_ops infer --model mlp_square.onnx`` does the same;
 4. a zero-knowledge proof of the ReLU model: ``python -m proofs commit | prove | verify --model mlp_relu.onnx``;
-5. what a half cannot run yet is refused by name (a convolution is not provable yet; bare weights that name
-   no activation are refused by both halves).
+5. what a path cannot run is refused by name (a convolution, refused by the MLP proof loader used above: the
+   graph proofs, ``python -m proofs commit | prove | verify --model cnn.onnx``, prove it; bare weights that
+   name no activation are refused by both halves).
 
 Run: python examples/onnx_models.py   (HEZK_QUICK=1 for a smaller model; files in ./out/, or HEZK_OUT=dir)
 """
@@ -128,7 +129,7 @@ def main():
         opset_imports=[helper.make_opsetid("", 17)]), str(cnn))
     bare = OUT / "bare.npz"
     np.savez(bare, w0=layers[0][0], b0=layers[0][1], w1=layers[1][0], b1=layers[1][1])
-    for what, load in (("a CNN, to the proofs", lambda: load_proof_model(cnn)),
+    for what, load in (("a CNN, to the MLP proof loader (the graph proofs prove it)", lambda: load_proof_model(cnn)),
                        ("bare weights, to tensor_ops", lambda: Sequential.load(bare)),
                        ("bare weights, to the proofs", lambda: load_proof_model(bare))):
         try:
