@@ -358,10 +358,13 @@ class Client:
             raise ParameterError(f"level={level!r} must be an integer in [0, max_level={self.params.max_level}]")
         batch, single = batch_of(x, shape)
         check_value_bound(self.params, batch, name="input x")
-        vectors = pack_samples(batch, shape, block, self.params.slots)
+        patches = self.plan is not None and self.plan.patches is not None
+        vectors = self.plan.pack(batch) if patches else pack_samples(batch, shape, block, self.params.slots)
         cts = [self._context.encrypt(v, level=level) for v in vectors]
         header = {"key_id": self.key_id.hex(), "samples": len(batch), "single": single,
                   "sample_shape": list(shape), "block": block, "model": self.plan.model if self.plan else None}
+        if patches:  # only then: requests in the flat layout keep their header as before
+            header["layout"] = "patches"
         return pack_message("request", header, cts)
 
     def decrypt(self, reply) -> np.ndarray:
@@ -495,6 +498,10 @@ class Server:
         model_shape, unbatched = self._model_shape(shape, samples)
         single = bool(header.get("single")) or unbatched
         plan, by_block = self._planned(model_shape)
+        layout = header.get("layout", "flat")
+        if layout != plan.layout:
+            raise ShapeError(f"request samples are packed in the {layout!r} layout, this server's plan reads "
+                             f"{plan.layout!r} (plan the client with the server's parameters: Client(plan=...))")
         if block < plan.block:
             raise ShapeError(f"request block={block} is below the model's block {plan.block} (its widest layer)")
         if block not in by_block:

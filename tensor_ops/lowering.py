@@ -36,6 +36,7 @@ class LayerLowering:
     lowering: str | None = None  # what the packed server path runs for a convolution: "rotations" / "dense"
     rotations_cost: float | None = None  # the whole plan's estimated seconds per sample with each lowering
     dense_plan_cost: float | None = None
+    patches_plan_cost: float | None = None  # None: the convolution does not read the model input (or was refused)
 
     @property
     def preferred(self) -> str | None:
@@ -54,8 +55,9 @@ class LayerLowering:
                      f"{_show(self.dense_cost)} vs einsum over patches {_show(self.patches_cost)} -> prefers "
                      f"{self.preferred}")
         if self.lowering is not None:
+            patches = "" if self.patches_plan_cost is None else f" vs patches {_show(self.patches_plan_cost)}"
             text += (f"; packed server path: rotations {_show(self.rotations_cost)} s/sample vs dense "
-                     f"{_show(self.dense_plan_cost)} s/sample (plan estimates) -> runs {self.lowering}")
+                     f"{_show(self.dense_plan_cost)}{patches} s/sample (plan estimates) -> runs {self.lowering}")
         return text
 
 

@@ -18,7 +18,7 @@ from crypto.errors import ParameterError, ShapeError
 from crypto.params import HE_STANDARD_128, CKKSParameters
 from tensor_ops.activations import PolyActivation
 from tensor_ops.lowering import LayerLowering
-from tensor_ops.packing import SparseMap
+from tensor_ops.packing import SparseMap, gather_patches, patch_gather
 from tensor_ops.plan.cost import CostModel
 
 
@@ -155,8 +155,12 @@ def _splits(offset_sets, weight):
             chosen.append((0, (), ()))
             continue
         span = int(offsets[-1] - offsets[0]) + 1
+        q = int(np.gcd.reduce(offsets - offsets[0])) if len(offsets) > 1 else 1
+        candidates = set(_candidate_gs(span))
+        if q > 1:  # offsets on a lattice (the patches layout: multiples of P): baby steps along it
+            candidates |= {q * g for g in _candidate_gs(span // q + 1)}
         best = None
-        for g in _candidate_gs(span):
+        for g in sorted(candidates):
             baby, giant = _split(offsets, g)
             new = ({b for b in baby if b} | {m for m in giant if m}) - keys
             cost = _HOISTED * sum(1 for b in baby if b) + sum(1 for m in giant if m) + weight * len(new)
@@ -373,10 +377,12 @@ class ModelPlan:
     model: str | None = None  # the model's identity: hex sha256 digest (``Sequential.identity``), carried by requests
     key_budget: int | None = None  # bytes the public keys may take (``Sequential.plan`` refuses a plan above it)
     key_steps: tuple[int, ...] | None = None  # Galois keys when over budget: powers of two, composite rotations
+    patches: tuple[int, int, int, int] | None = None  # (kh, kw, stride, padding): inputs packed as im2col patches
 
     @property
     def choices(self) -> dict:
-        """{layer index: lowering} for the layers with a choice (convolutions: "rotations" / "dense")."""
+        """{layer index: lowering} for the layers with a choice (convolutions: "rotations" / "dense" /
+        "patches")."""
         return {i: layer.lowering for i, layer in enumerate(self.layers) if getattr(layer, "lowering", None)}
 
     @property
@@ -526,6 +532,11 @@ class ModelPlan:
             else:
                 lines.append(f"  stage {i}: polynomial activation, {stage.ct_ct_multiplications} ct x ct "
                              f"multiplications, depth {stage.depth}")
+        if self.patches is not None:
+            kh, kw, stride, padding = self.patches
+            lines.append(f"  input layout: im2col patches of the first convolution ({kh}x{kw}, stride {stride}, "
+                         f"padding {padding}): the client packs {self.packed_width} slots per sample (pixels "
+                         f"duplicated on the client), the server multiplies by the weights along the patches")
         if self.model is not None:
             lines.append(f"  model digest (sha256 of the model, carried by requests and replies): {self.model}")
         budget = "" if self.key_budget is None else f" of a key budget of {self.key_budget / 2**30:.3g} GiB"
@@ -557,7 +568,8 @@ class ModelPlan:
                            for stage in self.stages],
                 "layers": [dict(vars(layer), input_shape=list(layer.input_shape), output_shape=list(layer.output_shape))
                            for layer in self.layers], "model": self.model, "key_budget": self.key_budget,
-                "key_steps": None if self.key_steps is None else list(self.key_steps)}
+                "key_steps": None if self.key_steps is None else list(self.key_steps),
+                "patches": None if self.patches is None else list(self.patches)}
 
     @classmethod
     def from_dict(cls, data: dict) -> "ModelPlan":
@@ -573,7 +585,8 @@ class ModelPlan:
             return cls(CKKSParameters.from_dict(data["params"]), tuple(data["input_shape"]),
                        tuple(data["output_shape"]), int(data["block"]), stages, layers, model=model,
                        key_budget=None if data.get("key_budget") is None else int(data["key_budget"]),
-                       key_steps=None if data.get("key_steps") is None else tuple(int(k) for k in data["key_steps"]))
+                       key_steps=None if data.get("key_steps") is None else tuple(int(k) for k in data["key_steps"]),
+                       patches=_patches_field(data.get("patches")))
         except (KeyError, TypeError, ValueError) as error:
             if isinstance(error, ParameterError):
                 raise
@@ -585,9 +598,28 @@ class ModelPlan:
         return _plan_from_pickle, (self.to_dict(), self.costs)
 
     # -- packing -------------------------------------------------------------------------------------
+    @property
+    def layout(self) -> str:
+        """How samples are packed: "flat" (C order) or "patches" (``tensor_ops.packing.patch_gather``)."""
+        return "flat" if self.patches is None else "patches"
+
+    def _gather(self):
+        kh, kw, stride, padding = self.patches
+        return patch_gather(self.input_shape, (kh, kw), stride, padding)
+
+    @property
+    def packed_width(self) -> int:
+        """Slots one sample's input occupies in the plan's layout (C*H*W, or K*P im2col patches)."""
+        return math.prod(self.input_shape) if self.patches is None else len(self._gather())
+
     def pack(self, x) -> list[np.ndarray]:
-        """Slot vectors (one per ciphertext) holding the samples of x, one per ``block`` slots."""
-        return pack_samples(x, self.input_shape, self.block, self.params.slots)
+        """Slot vectors (one per ciphertext) holding the samples of x, one per ``block`` slots, in the plan's
+        input layout."""
+        if self.patches is None:
+            return pack_samples(x, self.input_shape, self.block, self.params.slots)
+        x, _ = batch_of(x, self.input_shape)
+        patches = gather_patches(x, self._gather())
+        return pack_samples(patches, patches.shape[1:], self.block, self.params.slots)
 
     def unpack(self, vectors, count: int) -> np.ndarray:
         """The (count, *output_shape) outputs from decrypted slot vectors."""
@@ -639,6 +671,16 @@ def unpack_samples(vectors, count, output_shape, block, slots) -> np.ndarray:
     n_out = math.prod(output_shape)
     rows = np.concatenate([np.asarray(v)[:slots].real.reshape(slots // block, block)[:, :n_out] for v in vectors])
     return rows[:count].reshape(count, *output_shape)
+
+
+def _patches_field(value):
+    """The ``patches`` entry of a plan's dict: None or four non-negative ints (kh, kw, stride, padding)."""
+    if value is None:
+        return None
+    if not isinstance(value, (list, tuple)) or len(value) != 4 or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value) or min(value[:3]) < 1:
+        raise ParameterError(f"model plan: patches={value!r:.80} must be null or [kh, kw, stride, padding]")
+    return tuple(value)
 
 
 def _plan_from_pickle(data: dict, costs) -> ModelPlan:

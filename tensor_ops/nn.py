@@ -32,7 +32,7 @@ from tensor_ops.backends import PlainBackend
 from tensor_ops.lowering import lower_layers
 from tensor_ops.model_plan import (DEFAULT_KEY_BUDGET, ActivationStage, AffineStage, ModelPlan, choose_parameters,
                                    stage_plans)
-from tensor_ops.packing import SparseMap, conv_sparse, packed_stages, pool_sparse, probe_sparse
+from tensor_ops.packing import SparseMap, conv_sparse, input_layout, packed_stages, pool_sparse, probe_sparse
 from tensor_ops.tensor import CipherTensor, encrypt as tensor_encrypt
 
 MAX_AFFINE_ENTRIES = 1 << 24
@@ -884,24 +884,27 @@ def _plan_for(model, input_shape, params, key_budget, choices, layers):
                                    key_budget=key_budget)
     return ModelPlan(chosen, tuple(input_shape), tuple(model.output_shape(input_shape)), block, tuple(plans), layers,
                      model=model.identity().hex(), key_budget=None if key_budget is None else int(key_budget),
-                     key_steps=key_steps)
+                     key_steps=key_steps, patches=input_layout(model, input_shape, choices))
 
 
 def _plan_model(model, input_shape, params, key_budget=None):
     """The cheapest plan (estimated server seconds per sample) over the lowerings of the convolutions
-    ("rotations" / "dense" each; beyond 4 convolutions all-rotations or all-dense)."""
+    ("rotations" / "dense" each, and "patches" for a first layer that is a convolution: it reads the model
+    input; beyond 4 convolutions all-rotations or all-dense, each with the first as patches too)."""
     _, stage_of_layer = model.compile(input_shape)
     layers = lower_layers(model.layers, input_shape, stage_of_layer,
                           as_parameters(params) if params is not None else _lowering_params(model, input_shape))
     convs = [i for i, layer in enumerate(model.layers) if layer.kind == "conv2d"]
     combos = (list(itertools.product(("rotations", "dense"), repeat=len(convs))) if len(convs) <= 4
               else [("rotations",) * len(convs), ("dense",) * len(convs)])
+    if convs and convs[0] == 0:  # the convolution reads the model input: the client may pack its patches
+        combos += sorted({("patches",) + combo[1:] for combo in combos})
     best, errors, per_choice = None, [], {}
     for combo in combos:
         choices = dict(zip(convs, combo))
         try:
             plan = _plan_for(model, input_shape, params, key_budget, choices, layers)
-        except ParameterError as error:
+        except (ParameterError, ShapeError) as error:
             errors.append(error)
             continue
         cost = plan.estimated_seconds / plan.batch
@@ -913,7 +916,8 @@ def _plan_model(model, input_shape, params, key_budget=None):
         raise errors[0]
     _, choices, plan = best
     layers = tuple(replace(layer, lowering=choices.get(i), rotations_cost=per_choice.get((i, "rotations")),
-                           dense_plan_cost=per_choice.get((i, "dense"))) if i in choices else layer
+                           dense_plan_cost=per_choice.get((i, "dense")),
+                           patches_plan_cost=per_choice.get((i, "patches"))) if i in choices else layer
                    for i, layer in enumerate(layers))
     return replace(plan, layers=layers)
 

@@ -11,7 +11,12 @@ diagonal method (Halevi and Shoup, CRYPTO 2014). A convolution's lowering picks 
 - "rotations": each output pixel stays at the slot of the input pixel it is centred on (spatial strides
   times the conv stride) and the output channels fill the free slots (multiplexed packing, Lee et al.,
   ICML 2022), so only about (C_in + C_out) * kh * kw distinct offsets occur;
-- "dense": the output flattened in C order (the dense matrix's nonzero diagonals, about n_in + n_out).
+- "dense": the output flattened in C order (the dense matrix's nonzero diagonals, about n_in + n_out);
+- "patches" (a convolution that reads the model input only): the client packs the im2col patches of its
+  input, K = C*kh*kw rows of P = Ho*Wo pixels (slot k*P + p holds pixel k of patch p; a pixel in several
+  patches is duplicated, free on the client; padding is zero), so the convolution is the matrix product
+  out[o, p] = sum_k W[o, k] X[k, p]: its only offsets are (k - o) * P, K + O - 1 diagonals (the im2col
+  encoding of Benaissa et al., "TenSEAL", 2021, as a slot layout), at K * P slots per sample.
 An average pool with kernel = stride (and a global average pool) that starts a run is a window sum by
 rotations (``presum``: v += rot(v, step), no level) read at the windows' anchors by the next map.
 """
@@ -22,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from crypto.errors import ShapeError
+from crypto.errors import ParameterError, ShapeError
 
 PROBE_ENTRIES = 1 << 22  # basis entries probed at once when a layer has no sparse form of its own
 
@@ -138,6 +143,38 @@ def conv_sparse(weight, input_shape, stride, padding) -> SparseMap:
     cols = np.broadcast_to((c * h + y) * w + x, shape)[valid]
     vals = np.broadcast_to(weight[:, :, :, :, None, None], shape)[valid]
     return SparseMap.from_coo((o_ * ho * wo, c_ * h * w), rows, cols, vals)
+
+
+def patch_gather(input_shape, kernel, stride, padding) -> np.ndarray:
+    """The patches layout of a (C, H, W) sample for a kh x kw convolution: g[k*P + p] = the C-order index
+    of pixel k = (c, u, v) of patch p = (i, j), i.e. (c, s i + u - pad, s j + v - pad), or -1 in the padding."""
+    c_, h, w = (int(d) for d in input_shape)
+    kh, kw = (int(d) for d in kernel)
+    ho, wo = (h + 2 * padding - kh) // stride + 1, (w + 2 * padding - kw) // stride + 1
+    c, u, v, i, j = np.meshgrid(*(np.arange(n) for n in (c_, kh, kw, ho, wo)), indexing="ij", sparse=True)
+    y, x = stride * i + u - padding, stride * j + v - padding
+    inside = (y >= 0) & (y < h) & (x >= 0) & (x < w)
+    return np.where(inside, (c * h + y) * w + x, -1).reshape(-1)
+
+
+def gather_patches(x, gather) -> np.ndarray:
+    """Samples x (batch, *shape) in the patches layout ``gather`` (``patch_gather``): (batch, len(gather))."""
+    flat = np.asarray(x, dtype=np.float64).reshape(len(x), -1)
+    return np.where(gather >= 0, flat[:, np.maximum(gather, 0)], 0.0)
+
+
+def patches_sparse(weight, input_shape, stride, padding) -> SparseMap:
+    """The convolution on the patches layout: the (O*P, K*P) map (o*P + p, k*P + p) -> W[o, k]."""
+    o_ = weight.shape[0]
+    k_ = math.prod(weight.shape[1:])
+    _, h, w = input_shape
+    kh, kw = weight.shape[2:]
+    p_ = ((h + 2 * padding - kh) // stride + 1) * ((w + 2 * padding - kw) // stride + 1)
+    o, k, p = np.meshgrid(np.arange(o_), np.arange(k_), np.arange(p_), indexing="ij", sparse=True)
+    shape = (o_, k_, p_)
+    vals = np.broadcast_to(weight.reshape(o_, k_)[:, :, None], shape)
+    return SparseMap.from_coo((o_ * p_, k_ * p_), np.broadcast_to(o * p_ + p, shape), np.broadcast_to(k * p_ + p, shape),
+                              vals)
 
 
 def pool_sparse(kernel, stride, input_shape) -> SparseMap:
@@ -283,12 +320,30 @@ def _pow2(n):
     return 1 << max(int(n) - 1, 0).bit_length()
 
 
+LOWERINGS = ("rotations", "dense", "patches")
+
+
+def input_layout(model, input_shape, choices):
+    """The patches layout's (kh, kw, stride, padding) when ``choices`` lowers the convolution that reads the
+    model input by "patches", else None (samples travel flattened in C order)."""
+    for index, lowering in (choices or {}).items():
+        if lowering == "patches":
+            layer = model.layers[index]
+            return (*(int(d) for d in layer.weight.shape[2:]), int(layer.stride), int(layer.padding))
+    return None
+
+
 def packed_stages(model, input_shape, choices, activation_stage):
     """(stages, block): ``PackedAffine`` / ``activation_stage(poly)`` objects of ``model`` on samples of
-    ``input_shape`` and the slots one sample needs; ``choices``: {layer index: "rotations" | "dense"} for the
-    convolutions (default "rotations")."""
+    ``input_shape`` and the slots one sample needs; ``choices``: {layer index: "rotations" | "dense" |
+    "patches"} for the convolutions (default "rotations"; "patches" only for a convolution reading the model
+    input: the samples then arrive in ``patch_gather``'s layout)."""
     choices = {} if choices is None else dict(choices)
     layers = model.layers
+    for index, lowering in choices.items():
+        if lowering not in LOWERINGS or not 0 <= index < len(layers) or layers[index].kind != "conv2d":
+            raise ParameterError(f"choices[{index!r}]={lowering!r}: a lowering of a conv2d layer must be one of "
+                                 f"{LOWERINGS}")
     shape = tuple(input_shape)
     positions = np.arange(math.prod(shape))
     stages, state = [], {}
@@ -343,6 +398,15 @@ def packed_stages(model, input_shape, choices, activation_stage):
                     shape = out_shape
                     continue
             matrix, bias = layer.sparse(shape)
+            if choices.get(index) == "patches":
+                reads_input = not stages and state["pending"] is None and state["scale"] is None \
+                    and not state["presum"] and shape == tuple(input_shape)
+                if not reads_input:
+                    raise ParameterError(f"choices[{index}]='patches': layer {index} does not read the model input "
+                                         f"(only the first convolution's input can be packed as patches)")
+                matrix = patches_sparse(layer.weight, shape, layer.stride, layer.padding)
+                state["run_in"] = np.arange(matrix.shape[1])
+                extent.append(matrix.shape[1])
             if state["pending"] is None:
                 if layer.kind == "conv2d" and choices.get(index, "rotations") == "rotations":
                     limit = _pow2(max(int(state["run_in"].max()) + 1, math.prod(out_shape)))
