@@ -13,6 +13,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from proofs import ProofRejected
 from proofs.graph_quantize import quantize_graph
@@ -171,6 +172,26 @@ def test_hiding_proof_rejects_dirty_padding_in_its_own_store(prefix):
         proof = net.prove(x)
     with pytest.raises(ProofRejected):
         verify_graph_zk(net.commitment.to_bytes(), x, proof.to_bytes())
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.lists(st.integers(1, 6), min_size=1, max_size=3), min_size=1, max_size=4), st.integers(0, 2 ** 32))
+def test_packed_padding_factor_matches_its_table(shapes, seed):
+    """Naive twin: the verifier's O(n) P~(sigma) of the packed weights equals the MLE of the prover's table, and
+    the table is zero exactly on every table's declared box (eq(tau, x) elsewhere)."""
+    from proofs import field as F
+    from proofs.layers import graph as G
+    from proofs.layers.contraction import pad_operand
+    from proofs.layers.packing import Packing
+    from proofs.mle import eq_table, mle_evaluate
+    boxes = [(tuple(s[::-1]), tuple((max(n, 1) - 1).bit_length() for n in s[::-1])) for s in shapes]
+    packing = Packing(tuple(int(np.prod([1 << b for b in box[1]])) for box in boxes))
+    rng = np.random.default_rng(seed)
+    tau, sigma = (F.to_field(rng.integers(0, 2 ** 62, size=(packing.num_vars, 4))) for _ in range(2))
+    table = G._padding_table(tau, packing, boxes)
+    assert F.ext_eq(mle_evaluate(table, sigma), G._padding_eval(tau, sigma, packing, boxes))
+    inside = packing.pack([F.to_field(pad_operand(np.ones(s, dtype=np.int64)).reshape(-1)) for s in shapes])
+    assert np.array_equal(table, F.ext_mul_base(eq_table(tau), np.uint64(1) - inside))
 
 
 def test_honest_padded_model_still_accepted(declared):
