@@ -101,7 +101,7 @@ def _diff(work: Path, name: str) -> str:
 
 
 def run_module(module: str, work: Path, sample: int, seed: int, children: int, reuse: bool = False,
-               functions: str = "") -> dict:
+               functions: str = "", run: bool = True) -> dict:
     if not (reuse and (work / "mutants" / (module + ".meta")).exists()):
         _copy_tree(work)
         _configure(work, module, MODULES[module])
@@ -116,7 +116,7 @@ def run_module(module: str, work: Path, sample: int, seed: int, children: int, r
     chosen = checks + (others if sample <= 0 else random.Random(seed).sample(others, min(sample, len(others))))
     done = _results(work, module)
     pending = [n for n in chosen if done.get(n) is None]  # with --reuse: results of an earlier run are kept
-    for start in range(0, len(pending), 50):  # command-line length; results land in the .meta per batch
+    for start in range(0, len(pending) if run else 0, 50):  # command-line length; results land in the .meta per batch
         _mutmut(work, "run", "--max-children", str(children), *pending[start:start + 50])
     codes = _results(work, module)
     report = {"module": module, "generated": len(names), "run": 0, "killed": 0, "diagnostic": [], "survived": [],
@@ -150,6 +150,8 @@ def main(argv=None) -> int:
     parser.add_argument("--reuse", action="store_true",
                         help="keep the scratch folder's mutants and results when it has them for the module")
     parser.add_argument("--functions", default="", help="only mutants of functions matching this regex")
+    parser.add_argument("--report-only", action="store_true",
+                        help="with --reuse: report the results already in the scratch folder, run nothing")
     args = parser.parse_args(argv)
     unknown = sorted(set(args.modules) - set(MODULES))
     if unknown:
@@ -157,7 +159,7 @@ def main(argv=None) -> int:
     reports = []
     for module in args.modules:
         report = run_module(module, Path(args.work), args.sample, args.seed, args.children, args.reuse,
-                            args.functions)
+                            args.functions, run=not args.report_only)
         reports.append(report)
         live = len(report["survived"])
         score = (report["killed"] + len(report["diagnostic"])) / max(1, report["run"])

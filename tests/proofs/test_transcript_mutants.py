@@ -111,3 +111,40 @@ def test_uniform_stops_once_it_has_enough():
     got = t.challenge_indices(label, 1, bound)
     assert got.tolist() == [w % bound for w in words if w < limit]
     assert t.state_digest() == hashlib.sha3_256(start + b"squeezed" + encode(f"{label}#0") + encode(5)).digest()
+
+
+def test_challenge_is_one_element_or_a_vector():
+    """challenge(label) is challenge_ext(label); challenge(label, n) is challenge_ext_vector(label, n)."""
+    a, b = Transcript("p"), Transcript("p")
+    assert np.array_equal(a.challenge("c"), b.challenge_ext("c")) and a.challenge("d").shape == (4,)
+    b.challenge_ext("d")
+    assert np.array_equal(a.challenge("e", 3), b.challenge_ext_vector("e", 3)) and a.state_digest() == b.state_digest()
+    expected, _ = _naive_challenges("p", [], "c", 4)
+    assert Transcript("p").challenge("c").tolist() == expected
+
+
+def _naive_uniform(state, label, count, bound):
+    limit = (1 << 64) - (1 << 64) % bound
+    out, attempt = [], 0
+    while len(out) < count:
+        sub, n = f"{label}#{attempt}", count - len(out) + 4
+        stream = hashlib.shake_256(state + b"squeeze" + encode(sub) + encode(n)).digest(8 * n)
+        state = hashlib.sha3_256(state + b"squeezed" + encode(sub) + encode(n)).digest()
+        out += [w % bound for w in (int.from_bytes(stream[8 * i: 8 * i + 8], "little") for i in range(n)) if w < limit]
+        attempt += 1
+    return out[:count], state, attempt
+
+
+def test_uniform_retries_with_the_next_attempt_label():
+    """Each further draw is labelled '#1', '#2', … and sized count − got + 4: 40 values with bound ⌊2^64/5⌋ + 1
+    (about one word in 5 rejected), a label found by search that needs three draws."""
+    bound = (1 << 64) // 5 + 1
+    start = hashlib.sha3_256(b"hezk.transcript.v1" + encode("r")).digest()
+    for i in range(2000):
+        expected, state, attempts = _naive_uniform(start, f"w{i}", 40, bound)
+        if attempts >= 3:
+            break
+    else:
+        pytest.fail("no label found")
+    t = Transcript("r")
+    assert t.challenge_indices(f"w{i}", 40, bound).tolist() == expected and t.state_digest() == state
