@@ -22,7 +22,7 @@ from .errors import ModelError, ProofRejected
 from .layers.network import Network, read_proof, verify_network
 from .progress import as_progress
 
-__all__ = ["ProverShare", "connect", "prove_batch", "verify_batch", "input_groups"]
+__all__ = ["ProverShare", "connect", "prove_batch", "verify_batch", "verify_each", "input_groups"]
 
 
 def connect(dask=None) -> hezk_tasks.Runner:
@@ -56,11 +56,11 @@ def prove_task(job, share) -> bytes:
     return network.prove(x, copy=copy).to_bytes()
 
 
-def verify_task(job, commitment):
+def verify_task(job, commitment, allow_conjectured: bool = False):
     """One task: (True, output) for a proof of ``job = (inputs, proof bytes)`` that verifies, else (False, reason)."""
     x, proof = job
     try:
-        return True, verify_network(commitment, x, read_proof(proof))
+        return True, verify_network(commitment, x, read_proof(proof), allow_conjectured=allow_conjectured)
     except ProofRejected as rejection:
         return False, str(rejection)
 
@@ -106,16 +106,26 @@ def prove_batch(network: Network, x, *, per_proof: int = 1, dask=None, progress=
     return [read_proof(blob) for blob in blobs]
 
 
-def verify_batch(commitment, x, proofs, *, per_proof: int = 1, dask=None, progress=None) -> list[np.ndarray]:
-    """The verified outputs of ``proofs`` (objects or bytes) for the groups of :func:`input_groups`, one task per
-    proof; ProofRejected naming every rejected proof (by index) and the first reason."""
+def verify_each(commitment, x, proofs, *, per_proof: int = 1, dask=None, progress=None,
+                allow_conjectured: bool = False) -> list[tuple[bool, object]]:
+    """Per proof, in order: (True, verified output) or (False, the reason it was rejected), one task per proof
+    against the public commitment (sent to each worker once). ``proofs``: objects or bytes, one per group of
+    :func:`input_groups`; a count that differs raises ProofRejected (no proof is checked)."""
     groups = input_groups(x, per_proof)
-    proofs = [p if isinstance(p, (bytes, bytearray)) else p.to_bytes() for p in proofs]
+    proofs = [bytes(p) if isinstance(p, (bytes, bytearray, memoryview)) else p.to_bytes() for p in proofs]
     if len(proofs) != len(groups):
         raise ProofRejected(f"{len(proofs)} proofs for {len(groups)} input groups", "batch")
     with connect(dask) as runner:
-        results = runner.map(verify_task, list(zip(groups, proofs)), runner.share(commitment), label="proofs",
-                             progress=as_progress(progress, "verifying"))
+        return runner.map(verify_task, list(zip(groups, proofs)), runner.share(commitment), bool(allow_conjectured),
+                          label="proofs", progress=as_progress(progress, "verifying"))
+
+
+def verify_batch(commitment, x, proofs, *, per_proof: int = 1, dask=None, progress=None,
+                 allow_conjectured: bool = False) -> list[np.ndarray]:
+    """The verified outputs of ``proofs`` (objects or bytes) for the groups of :func:`input_groups`, one task per
+    proof (:func:`verify_each`); ProofRejected naming every rejected proof (by index) and the first reason."""
+    results = verify_each(commitment, x, proofs, per_proof=per_proof, dask=dask, progress=progress,
+                          allow_conjectured=allow_conjectured)
     rejected = [i for i, (ok, _) in enumerate(results) if not ok]
     if rejected:
         raise ProofRejected(f"proofs {rejected} rejected; proof {rejected[0]}: {results[rejected[0]][1]}", "batch")

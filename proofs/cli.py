@@ -3,6 +3,7 @@
     python -m proofs commit --model model.npz --out c.bin       (secret prover state: c.bin.state, or --state)
     python -m proofs prove  --model model.npz --input x.npy [--commitment c.bin] --out proof.bin
     python -m proofs verify --commitment c.bin --input x.npy --proof proof.bin
+    python -m proofs verify --commitment c.bin --inputs X.npy --proofs DIR [--dask local:K]   (batch mode)
 
 By default the weights stay private: ``commit`` makes a hiding commitment (for ``--max-proofs`` proofs) and
 writes the prover's secret state where the user names it (``--state PATH``, or ``--out PATH`` and then
@@ -120,11 +121,25 @@ def build_parser() -> argparse.ArgumentParser:
     verify = commands.add_parser("verify", help="verify a proof; prints accept/reject, exit code 0/1")
     verify.add_argument("--commitment", "-c", default=DEFAULT_COMMITMENT, type=_existing_file,
                         help=f"commitment file from 'commit' (default: {DEFAULT_COMMITMENT})")
-    verify.add_argument("--input", "-i", required=True, type=_existing_file, help="input .npy the proof is about")
-    verify.add_argument("--proof", "-p", default=DEFAULT_PROOF, type=_existing_file,
+    verify_inputs = verify.add_mutually_exclusive_group(required=True)
+    verify_inputs.add_argument("--input", "-i", type=_existing_file, help="input .npy the proof is about")
+    verify_inputs.add_argument("--inputs", type=_existing_path,
+                               help="batch mode: the --inputs given to 'prove' (a stacked .npy cut by --per-proof, "
+                                    "or a folder of .npy files), checked against the folder --proofs; one line per "
+                                    "proof, exit code 0 only if every proof verifies")
+    verify.add_argument("--proof", "-p", default=None, type=_existing_file,
                         help=f"proof file from 'prove' (default: {DEFAULT_PROOF})")
+    verify.add_argument("--proofs", default=None,
+                        help="batch mode: the folder of proof_NNNNN.bin written by 'prove --inputs' (default: proofs)")
+    verify.add_argument("--per-proof", type=int, default=1, help="batch mode: rows of a stacked --inputs per proof")
+    verify.add_argument("--dask", default=None,
+                        help="batch mode: verify as tasks on dask.distributed, local:K (K local worker processes) or "
+                             "tcp://HOST:PORT; without the distributed extra installed, in this process")
     verify.add_argument("--output", "-y", default=None, type=_writable_path,
                         help="where to write the proven output (.npy, dequantized floats, batch first) on accept")
+    verify.add_argument("--outputs", default=None,
+                        help="batch mode: a folder for the proven outputs, output_NNNNN.npy per accepted proof")
+    verify.add_argument("--quiet", action="store_true", help="batch mode: no progress bar")
     verify.add_argument("--allow-conjectured", action="store_true",
                         help="accept Basefold parameters whose soundness rests on the Reed-Solomon proximity "
                              "conjecture (refused by default; the reported bits are then conjectured)")
@@ -301,16 +316,9 @@ def _plain_params(path: str):
 
 def _prove_batch(args) -> int:
     """--inputs: one proof per group of inputs, as tasks (proofs.batch), written into the folder --out."""
-    from .batch import input_groups, prove_batch
+    from .batch import prove_batch
     network, state = _prover(args)
-    frac, bound = network.model.input_frac, network.model.input_bound
-    if os.path.isdir(args.inputs):
-        names = sorted(name for name in os.listdir(args.inputs) if name.endswith(".npy"))
-        if not names:
-            raise InputFileError(f"--inputs folder {args.inputs!r} holds no .npy file")
-        groups = [_load_input(os.path.join(args.inputs, name), frac, bound) for name in names]
-    else:
-        groups = input_groups(_load_input(args.inputs, frac, bound), args.per_proof)
+    groups = _input_groups(args, network.model.input_frac, network.model.input_bound)
     out = DEFAULT_PROOF[:-len(".bin")] + "s" if args.out == DEFAULT_PROOF else args.out
     if os.path.exists(out) and not os.path.isdir(out):
         raise ModelError(f"--out {out!r} is a file; batch mode writes its proofs into a folder")
@@ -331,6 +339,71 @@ def _prove_batch(args) -> int:
     return 0
 
 
+def _input_groups(args, frac: int, bound: int) -> list:
+    """The input groups of batch mode: one per .npy of the folder --inputs (sorted by name), or the rows of the
+    stacked .npy --inputs cut into groups of --per-proof."""
+    from .batch import input_groups
+    if os.path.isdir(args.inputs):
+        names = sorted(name for name in os.listdir(args.inputs) if name.endswith(".npy"))
+        if not names:
+            raise InputFileError(f"--inputs folder {args.inputs!r} holds no .npy file")
+        return [_load_input(os.path.join(args.inputs, name), frac, bound) for name in names]
+    return input_groups(_load_input(args.inputs, frac, bound), args.per_proof)
+
+
+def _verify_batch(args, data: bytes) -> int:
+    """--inputs and --proofs: every proof_NNNNN.bin of the folder against its input group, one task each
+    (proofs.batch.verify_each); a line per proof on stdout, then accept (exit 0: all verify) or reject (exit 1,
+    naming the rejected proofs); exit 2 on usage errors."""
+    from .batch import verify_each
+    folder = DEFAULT_PROOF[:-len(".bin")] + "s" if args.proofs is None else args.proofs
+    try:
+        if record_kind(data) in (graph_cli.GraphCommitment.KIND, graph_cli.HidingGraphCommitment.KIND):
+            raise ModelError("batch verification (--inputs) takes an MLP commitment; verify a graph model's "
+                             "proofs one at a time (--input, --proof)")
+        if not os.path.isdir(folder):
+            raise ModelError(f"--proofs {folder!r} is not a folder (batch mode reads proof_NNNNN.bin from it)")
+        if args.outputs is not None and os.path.exists(args.outputs) and not os.path.isdir(args.outputs):
+            raise ModelError(f"--outputs {args.outputs!r} is a file; batch mode writes its outputs into a folder")
+        names = sorted(n for n in os.listdir(folder) if n.startswith("proof_") and n.endswith(".bin"))
+        if not names:
+            raise ModelError(f"--proofs folder {folder!r} holds no proof_NNNNN.bin")
+        try:
+            commitment = ModelCommitment.from_bytes(data)
+        except ProofRejected as error:
+            print("reject")
+            print(f"reject: the commitment: {error}", file=sys.stderr)
+            return 1
+        groups = _input_groups(args, commitment.input_frac, commitment.input_bound)
+        if len(names) != len(groups):
+            print("reject")
+            print(f"reject: {len(names)} proofs in {folder!r} for {len(groups)} input groups", file=sys.stderr)
+            return 1
+        results = verify_each(commitment, groups, [_read(os.path.join(folder, n)) for n in names], dask=args.dask,
+                              progress=None if args.quiet else progress_bar("verifying"),
+                              allow_conjectured=args.allow_conjectured)
+    except (ModelError, ProofError) as error:   # InputFileError included: unreadable inputs are usage errors
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if args.outputs is not None:
+        os.makedirs(args.outputs, exist_ok=True)
+    for i, (name, (ok, result)) in enumerate(zip(names, results)):
+        print(f"{name}: accept" if ok else f"{name}: reject: {result}")
+        if ok and args.outputs is not None:
+            np.save(os.path.join(args.outputs, f"output_{i:05d}.npy"), result * 2.0 ** -commitment.output_frac)
+    rejected = [name for name, (ok, _) in zip(names, results) if not ok]
+    if rejected:
+        print("reject")
+        print(f"reject: {len(rejected)} of {len(names)} proofs rejected: {', '.join(rejected)}", file=sys.stderr)
+        return 1
+    print("accept")
+    rows = [len(output) for _, output in results]
+    mode = "zero knowledge" if commitment.zk else "public weights"
+    print(f"accept: {len(names)} proofs of {sum(rows)} inputs ({mode}, "
+          f"{soundness_text(commitment.soundness_bits(max(rows)), commitment.soundness_label)} each)", file=sys.stderr)
+    return 0
+
+
 def _read(path: str) -> bytes:
     with open(path, "rb") as handle:
         return handle.read()
@@ -338,6 +411,17 @@ def _read(path: str) -> bytes:
 
 def _verify(args) -> int:
     data = _read(args.commitment)
+    if args.inputs is not None:
+        return _verify_batch(args, data)
+    if args.dask is not None or args.proofs is not None or args.outputs is not None:
+        print("error: --dask, --proofs and --outputs verify a batch: pass --inputs (a stacked .npy or a folder of "
+              ".npy files)", file=sys.stderr)
+        return 2
+    if args.proof is None:
+        args.proof = DEFAULT_PROOF
+        if not os.path.isfile(args.proof):
+            print(f"error: argument --proof/-p: file {args.proof!r} does not exist", file=sys.stderr)
+            return 2
     if record_kind(data) in (graph_cli.GraphCommitment.KIND, graph_cli.HidingGraphCommitment.KIND):
         return graph_cli.verify(args, data)
     try:

@@ -203,3 +203,62 @@ def test_proofs_prove_batch_without_distributed(tmp_path, monkeypatch, capsys):
         for out in ("p", "q")[: 1 + (i < 2)]:
             assert main(["verify", "--commitment", str(tmp_path / "c.bin"), "--input", str(tmp_path / "xi.npy"),
                          "--proof", str(tmp_path / out / f"proof_{i:05d}.bin")]) == 0
+
+
+def test_proofs_verify_batch_cli(tmp_path, threads_cluster, capsys):
+    """``verify --inputs --proofs``: a line per proof, exit 0 only when all verify, in process and as tasks on a
+    cluster; a tampered proof and swapped inputs give exit 1 naming the proof; usage errors exit 2."""
+    import shutil
+    from proofs.cli import main
+    rng = np.random.default_rng(7)
+    np.savez(tmp_path / "m.npz", w0=rng.normal(0, .3, (8, 16)), b0=rng.normal(0, .1, 8),
+             w1=rng.normal(0, .3, (4, 8)), b1=rng.normal(0, .1, 4), activation="relu")
+    x = rng.uniform(-1, 1, (3, 16))
+    np.save(tmp_path / "x.npy", x)
+    c = str(tmp_path / "c.bin")
+    assert main(["commit", "--model", str(tmp_path / "m.npz"), "--out", c, "--max-proofs", "3"]) == 0
+    assert main(["prove", "--model", str(tmp_path / "m.npz"), "--commitment", c, "--quiet", "--inputs",
+                 str(tmp_path / "x.npy"), "--out", str(tmp_path / "p")]) == 0
+    capsys.readouterr()
+    verify = ["verify", "--commitment", c, "--inputs", str(tmp_path / "x.npy"), "--quiet"]
+    names = [f"proof_{i:05d}.bin" for i in range(3)]
+
+    assert main([*verify, "--proofs", str(tmp_path / "p"), "--outputs", str(tmp_path / "y")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == [f"{name}: accept" for name in names] + ["accept"]
+    np.save(tmp_path / "x1.npy", x[1])
+    assert main(["verify", "--commitment", c, "--input", str(tmp_path / "x1.npy"), "--proof",
+                 str(tmp_path / "p" / names[1]), "--output", str(tmp_path / "y1.npy")]) == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "y" / "output_00001.npy"), np.load(tmp_path / "y1.npy"))
+    capsys.readouterr()
+
+    address = threads_cluster.scheduler.address
+    assert main([*verify, "--proofs", str(tmp_path / "p"), "--dask", address]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "accept"
+
+    shutil.copytree(tmp_path / "p", tmp_path / "t")
+    blob = bytearray((tmp_path / "t" / names[1]).read_bytes())
+    blob[len(blob) // 2] ^= 1
+    (tmp_path / "t" / names[1]).write_bytes(bytes(blob))
+    assert main([*verify, "--proofs", str(tmp_path / "t"), "--dask", address]) == 1
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert lines[0] == f"{names[0]}: accept" and lines[1].startswith(f"{names[1]}: reject")
+    assert lines[2:] == [f"{names[2]}: accept", "reject"]
+    assert f"1 of 3 proofs rejected: {names[1]}" in captured.err
+
+    np.save(tmp_path / "swapped.npy", x[[0, 2, 1]])
+    assert main(["verify", "--commitment", c, "--inputs", str(tmp_path / "swapped.npy"), "--proofs",
+                 str(tmp_path / "p"), "--quiet"]) == 1
+    assert f"2 of 3 proofs rejected: {names[1]}, {names[2]}" in capsys.readouterr().err
+    np.save(tmp_path / "two.npy", x[:2])
+    assert main(["verify", "--commitment", c, "--inputs", str(tmp_path / "two.npy"), "--proofs",
+                 str(tmp_path / "p"), "--quiet"]) == 1
+    assert "3 proofs in" in capsys.readouterr().err
+
+    for bad in (["--proofs", str(tmp_path / "p"), "--dask", "local:0"], ["--proofs", str(tmp_path / "none")],
+                ["--proofs", str(tmp_path / "p"), "--per-proof", "0"]):
+        assert main([*verify, *bad]) == 2, bad
+        assert "error:" in capsys.readouterr().err
+    assert main(["verify", "--commitment", c, "--input", str(tmp_path / "x1.npy"), "--proof",
+                 str(tmp_path / "p" / names[1]), "--dask", address]) == 2
