@@ -186,3 +186,23 @@ def test_process_pool_and_threads(ctx, public):
     with concurrent.futures.ThreadPoolExecutor(4) as threads:    # the key-set index under concurrent unpickling
         back = list(threads.map(lambda _: pickle.loads(blob), range(16)))
     assert all(b.evaluator is not None and b.to_bytes() == ct.to_bytes() for b in back)
+
+
+@pytest.mark.parametrize("which", ["cnn", "batchnorm"])
+def test_onnx_lowered_model_roundtrip(tmp_path, which):
+    """A Sequential lowered from ONNX (conv, pool, folded BatchNormalization, GraphNode affine nodes) has no byte
+    form of its own: it pickles by default pickling, to the same forward, identity, digest and plan; the plan
+    travels as its versioned public description (to_dict; ModelPlan has no binary record)."""
+    import onnx
+    from tests.model.onnx_models import batchnorm_model
+    from tests.tensor_ops.test_onnx_encrypted import tiny_cnn
+    onnx.save(tiny_cnn() if which == "cnn" else batchnorm_model(), tmp_path / "m.onnx")
+    model = Sequential.load(tmp_path / "m.onnx")
+    plan = model.plan()
+    back = roundtrip(model)
+    assert back.digest == model.digest and back.identity() == model.identity()
+    x = np.random.default_rng(4).uniform(-1, 1, (2, *model.input_shape))
+    np.testing.assert_array_equal(back.forward(x), model.forward(x))
+    assert "_plans" not in vars(back)                                    # memoised plans stay behind
+    assert roundtrip(plan) == plan and roundtrip(plan).layout == plan.layout
+    assert back.plan(params=plan.params).to_dict() == plan.to_dict()
