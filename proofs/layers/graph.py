@@ -23,9 +23,9 @@ Network protocol: see :mod:`proofs.layers.network`); it is the ``--public-weight
 weights private, is :mod:`proofs.layers.graph_zk` (the same statement over masked stores).
 Padding: the weights' merge sumcheck also shows every weight and bias is zero off its declared box
 (:func:`_open_weights`: a gamma-weighted term P T, P = eq(tau, x)(1 - inside(x)) the packed table's form
-of :func:`proofs.relations.padding_factor` with one box per weight table: no stated value added), so a model owner cannot hide extra units there; then a contraction reads an activation's
-padding only through zero weights, and the other ops read real entries only, so the output is the declared
-model's.
+of :func:`proofs.relations.padding_factor` with one box per weight table: no stated value added), so a model owner
+cannot hide extra units there; then a contraction reads an activation's padding only through zero weights, and
+the other ops read real entries only, so the output is the declared model's.
 Soundness: every sumcheck contributes d k / p^4 (the padding term (n + 1) / p^4), the commitment its own
 ``security_bits`` (:meth:`GraphCommitment.soundness_bits`).
 """
