@@ -126,3 +126,95 @@ def scale_base(table, factor, out):
     for i in range(table.shape[0]):
         for c in range(4):
             out[i, c] = table[i] * factor[c] % P
+
+
+_IV = np.array([0x6A09E667F3BCC908, 0xBB67AE8584CAA73B, 0x3C6EF372FE94F82B, 0xA54FF53A5F1D36F1,
+                0x510E527FADE682D1, 0x9B05688C2B3E6C1F, 0x1F83D9ABFB41BD6B, 0x5BE0CD19137E2179], dtype=np.uint64)
+_SIGMA = np.array([[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15],
+                   [14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3],
+                   [11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4],
+                   [7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8],
+                   [9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13],
+                   [2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9],
+                   [12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11],
+                   [13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10],
+                   [6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5],
+                   [10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0]], dtype=np.int64)
+
+
+@numba.njit(cache=True, inline="always")
+def _rotr(x, n):
+    return (x >> np.uint64(n)) | (x << np.uint64(64 - n))
+
+
+@numba.njit(cache=True, inline="always")
+def _g(a, b, c, d, x, y):
+    a = a + b + x
+    d = _rotr(d ^ a, 32)
+    c = c + d
+    b = _rotr(b ^ c, 24)
+    a = a + b + y
+    d = _rotr(d ^ a, 16)
+    c = c + d
+    b = _rotr(b ^ c, 63)
+    return a, b, c, d
+
+
+@numba.njit(cache=True)
+def _compress(h, m, iv, sigma, counter, last):
+    """The BLAKE2b compression function F(h, m, t, f) in place on h (RFC 7693 section 3.2)."""
+    v0, v1, v2, v3, v4, v5, v6, v7 = h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]
+    v8, v9, v10, v11, v12, v13, v14, v15 = iv[0], iv[1], iv[2], iv[3], iv[4], iv[5], iv[6], iv[7]
+    v12 ^= counter
+    if last:
+        v14 ^= np.uint64(0xFFFFFFFFFFFFFFFF)
+    for rnd in range(12):
+        r = rnd % 10
+        v0, v4, v8, v12 = _g(v0, v4, v8, v12, m[sigma[r, 0]], m[sigma[r, 1]])
+        v1, v5, v9, v13 = _g(v1, v5, v9, v13, m[sigma[r, 2]], m[sigma[r, 3]])
+        v2, v6, v10, v14 = _g(v2, v6, v10, v14, m[sigma[r, 4]], m[sigma[r, 5]])
+        v3, v7, v11, v15 = _g(v3, v7, v11, v15, m[sigma[r, 6]], m[sigma[r, 7]])
+        v0, v5, v10, v15 = _g(v0, v5, v10, v15, m[sigma[r, 8]], m[sigma[r, 9]])
+        v1, v6, v11, v12 = _g(v1, v6, v11, v12, m[sigma[r, 10]], m[sigma[r, 11]])
+        v2, v7, v8, v13 = _g(v2, v7, v8, v13, m[sigma[r, 12]], m[sigma[r, 13]])
+        v3, v4, v9, v14 = _g(v3, v4, v9, v14, m[sigma[r, 14]], m[sigma[r, 15]])
+    h[0] ^= v0 ^ v8
+    h[1] ^= v1 ^ v9
+    h[2] ^= v2 ^ v10
+    h[3] ^= v3 ^ v11
+    h[4] ^= v4 ^ v12
+    h[5] ^= v5 ^ v13
+    h[6] ^= v6 ^ v14
+    h[7] ^= v7 ^ v15
+
+
+@numba.njit(cache=True)
+def blake2b_rows(prefix, data, iv, sigma, out):
+    """out[i] = BLAKE2b-256(prefix || data[i]) (RFC 7693, unkeyed, 32-byte digest) for each row of data (n, L)
+    uint8 (twin: hashlib.blake2b(..., digest_size=32), as proofs.commit._hash)."""
+    length = data.shape[1] + 1
+    blocks = max(1, (length + 127) // 128)
+    buf = np.zeros(blocks * 128, dtype=np.uint8)
+    words = buf.view(np.uint64)  # little-endian words (x86 / ARM hosts)
+    h = np.empty(8, dtype=np.uint64)
+    for i in range(data.shape[0]):
+        buf[0] = prefix
+        for j in range(length - 1):
+            buf[j + 1] = data[i, j]
+        for k in range(8):
+            h[k] = iv[k]
+        h[0] ^= np.uint64(0x01010020)  # digest length 32, no key, fanout 1, depth 1
+        for blk in range(blocks):
+            last = blk == blocks - 1
+            _compress(h, words[16 * blk:16 * blk + 16], iv, sigma, np.uint64(length if last else 128 * (blk + 1)),
+                      last)
+        for k in range(4):
+            for b in range(8):
+                out[i, 8 * k + b] = np.uint8((h[k] >> np.uint64(8 * b)) & np.uint64(0xFF))
+
+
+@numba.njit(cache=True)
+def merkle_parents(children, iv, sigma, out):
+    """out[i] = BLAKE2b-256(0x01 || children[2i] || children[2i + 1]) ((2n, 32) -> (n, 32) uint8)."""
+    pairs = children.reshape(out.shape[0], 64)
+    blake2b_rows(np.uint8(1), pairs, iv, sigma, out)

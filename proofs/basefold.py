@@ -63,7 +63,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import field as F
-from .commit import _hash, _merkle_levels, _merkle_open, _merkle_root_from, _powers, committed_table, rs_encode
+from .commit import (_hash, _merkle_levels, _merkle_root_from, _multiproof_siblings, _powers, committed_table,
+                     rs_encode)
 from .errors import ProofError, ProofRejected
 from .mle import eq_eval, eq_table, fold
 
@@ -239,7 +240,7 @@ def batch_security_bits(commitments, proven: bool = False) -> float:
 @dataclass(frozen=True, eq=False)
 class BasefoldWitness:
     """The prover's side: the table (2^n base values), its codeword (N', 2^s): row c is the encoding of the
-    entries t[j 2^s + c]) and the Merkle levels. Reuse it freely."""
+    entries t[j 2^s + c]) and the Merkle levels ((n / 2^l, 32) uint8 digests, leaves first). Reuse it freely."""
 
     commitment: BasefoldCommitment
     table: np.ndarray
@@ -261,6 +262,47 @@ def _digests(leaves: np.ndarray) -> list:
     width = data.shape[1] * 4
     raw = data.tobytes()
     return [_hash(b"\x00", raw[i:i + width]) for i in range(0, len(raw), width)]
+
+
+def _digest_array(leaves: np.ndarray) -> np.ndarray:
+    """(n, 32) uint8: row i = H(0x00 || leaf i's bytes) (as :func:`_digests`; BLAKE2b in numba for many leaves)."""
+    data = np.ascontiguousarray(leaves, dtype="<u4").reshape(leaves.shape[0], -1).view(np.uint8)
+    kernels = _fast(data.shape[0])
+    if kernels is None:
+        return np.frombuffer(b"".join(_digests(leaves)), dtype=np.uint8).reshape(-1, DIGEST_SIZE)
+    out = np.empty((data.shape[0], DIGEST_SIZE), dtype=np.uint8)
+    kernels.blake2b_rows(np.uint8(0), data, kernels._IV, kernels._SIGMA, out)
+    return out
+
+
+def _merkle_tree(digests: np.ndarray) -> list:
+    """The Merkle levels over (n, 32) leaf digests, leaves first, each an (n / 2^l, 32) uint8 array: node =
+    H(0x01 || left || right), as :func:`proofs.commit._merkle_levels` (n a power of two)."""
+    levels = [digests]
+    while levels[-1].shape[0] > 1:
+        below = levels[-1]
+        kernels = _fast(below.shape[0])
+        if kernels is None:
+            raw = below.tobytes()
+            parents = b"".join(_hash(b"\x01", raw[i:i + 2 * DIGEST_SIZE]) for i in range(0, len(raw), 2 * DIGEST_SIZE))
+            levels.append(np.frombuffer(parents, dtype=np.uint8).reshape(-1, DIGEST_SIZE))
+        else:
+            out = np.empty((below.shape[0] // 2, DIGEST_SIZE), dtype=np.uint8)
+            kernels.blake2b_rows(np.uint8(1), below.reshape(-1, 2 * DIGEST_SIZE), kernels._IV, kernels._SIGMA, out)
+            levels.append(out)
+    return levels
+
+
+def _root(levels: list) -> bytes:
+    return levels[-1][0].tobytes()
+
+
+def _merkle_paths(levels: list, indices: np.ndarray) -> list:
+    """The multi-proof of the leaves at sorted distinct ``indices`` (as :func:`proofs.commit._merkle_open`)."""
+    proof = []
+    for level, (_, siblings) in zip(levels, _multiproof_siblings(indices, len(levels) - 1)):
+        proof.extend(level[i].tobytes() for i in siblings.tolist())
+    return proof
 
 
 def _encode_table(table: np.ndarray, num_vars: int, params: BasefoldParams) -> np.ndarray:
@@ -376,8 +418,8 @@ def commit(values, params: BasefoldParams = BasefoldParams()):
         raise ProofError(f"basefold.commit: num_vars={num_vars} > {_max_vars(params)} at rate 1/{params.rate_inv}")
     codeword = _encode_table(table, num_vars, params)
     first = num_vars - params.interleave(num_vars)
-    levels = _merkle_levels(_digests(_leaves(codeword, params.block(first))))
-    commitment = BasefoldCommitment(levels[-1][0], num_vars, params)
+    levels = _merkle_tree(_digest_array(_leaves(codeword, params.block(first))))
+    commitment = BasefoldCommitment(_root(levels), num_vars, params)
     return commitment, BasefoldWitness(commitment, table, codeword, levels)
 
 
@@ -676,8 +718,8 @@ def open_batch(witnesses, points_list, transcript, values=None):
             codeword = _fold_codeword(codeword, r)
         if m - 1 in plan.layers:
             leaves = _leaves(codeword, params.arity)
-            levels = _merkle_levels(_digests(leaves))
-            transcript.absorb("basefold.layer_root", levels[-1][0])
+            levels = _merkle_tree(_digest_array(leaves))
+            transcript.absorb("basefold.layer_root", _root(levels))
             shared.append((leaves, levels))
     final = combined if plan.folding else F.ext_zero((0,))
     small = tuple(witnesses[k].table for k in plan.small)
@@ -688,14 +730,14 @@ def open_batch(witnesses, points_list, transcript, values=None):
         block = params.block(plan.firsts[k])
         index = np.unique(queries % (witnesses[k].codeword.shape[0] >> block))
         initial_leaves.append(_leaves(witnesses[k].codeword, block)[index])
-        initial_paths.append(tuple(_merkle_open(witnesses[k].levels, index)))
+        initial_paths.append(tuple(_merkle_paths(witnesses[k].levels, index)))
     layer_leaves, layer_paths = [], []
     for leaves, levels in shared:
         index = np.unique(queries % leaves.shape[0])
         layer_leaves.append(leaves[index])
-        layer_paths.append(tuple(_merkle_open(levels, index)))
+        layer_paths.append(tuple(_merkle_paths(levels, index)))
     rounds = np.stack(messages) if messages else np.zeros((0, 3, F.EXT_DEGREE), dtype=np.uint64)
-    proof = BasefoldProof(reduction, evals, rounds, tuple(levels[-1][0] for _, levels in shared), final, small,
+    proof = BasefoldProof(reduction, evals, rounds, tuple(_root(levels) for _, levels in shared), final, small,
                           tuple(initial_leaves), tuple(initial_paths), tuple(layer_leaves), tuple(layer_paths))
     return values, proof
 

@@ -362,6 +362,31 @@ def test_numba_kernels_match_their_numpy_twins(seed):
     assert np.array_equal(B._scale_base(base, r), F.ext_mul_base(r, base))
 
 
+@pytest.mark.skipif(B._kernels() is None, reason="numba not installed")
+@settings(max_examples=6, deadline=None)
+@given(st.integers(0, 300), st.integers(0, 255), seeds)
+def test_numba_blake2b_matches_hashlib(length, prefix, seed):
+    import hashlib
+    data = np.random.default_rng(seed).integers(0, 256, (3, length), dtype=np.uint8)
+    out = np.empty((3, 32), dtype=np.uint8)
+    kernels = B._kernels()
+    kernels.blake2b_rows(np.uint8(prefix), data, kernels._IV, kernels._SIGMA, out)
+    for row, digest in zip(data, out):
+        assert digest.tobytes() == hashlib.blake2b(bytes([prefix]) + row.tobytes(), digest_size=32).digest()
+
+
+@pytest.mark.parametrize("block, width", [(0, 1), (1, 16), (3, 4)])  # 5, 129 and 129 bytes a leaf
+def test_merkle_tree_and_paths_match_the_hashlib_twins(block, width):
+    from proofs.commit import _merkle_open
+    codeword = F.random_elements((F.NUMBA_MIN_SIZE << block, width), seed=block).reshape(-1, width).squeeze()
+    leaves = B._leaves(codeword, block)
+    naive = B._merkle_levels(B._digests(leaves))
+    levels = B._merkle_tree(B._digest_array(leaves))
+    assert [[d.tobytes() for d in level] for level in levels] == naive
+    index = np.array([0, 3, 4, leaves.shape[0] - 1])
+    assert B._merkle_paths(levels, index) == _merkle_open(naive, index)
+
+
 # ------------------------------------------------------------------------------- consistent cheaters
 # Each proves a false statement with every later message computed consistently (the transcript absorbs the
 # lie), so exactly one verifier check stands between it and acceptance (killing the mutant without that check).
