@@ -12,6 +12,12 @@ calibration batch (A = ``act_bits``); a constant gets the largest f with max|W| 
 - add: y = x1 2^k1 + x2 2^k2 at the finer of the two scales (one of k1, k2 is 0);
 - reshape, transpose: index relabelling.
 
+Public constants: a pool's kernel (AveragePool with or without its padding counted, GlobalAveragePool) is fixed
+by the graph (the mean over the window), so it is no model weight: the op carries ``constant`` (its kind) and
+both sides derive the quantized kernel round(K 2^f_W) from the public structure (:func:`public_weight`); the
+proofs never commit it and the verifier evaluates its MLE itself (the node's weight must equal the mean, to
+1e-12 relative, or it stays a committed weight, e.g. a pool with a folded scale).
+
 Ranges: every requantized value is proven to have Q signed bits (Q covers the calibration range with
 ``margin_bits`` to spare, never more than the worst case needs); a contraction's worst-case accumulator,
 |x|max sum|W| + |b|, must stay below p/2 and R + Q <= 30 bits, else the model is refused naming the node
@@ -54,13 +60,14 @@ class QOp:
     shape: tuple = ()  # reshape target / transpose perm
     weight_frac: int = 0
     has_bias: bool = False
+    constant: str = ""  # a public kernel's kind (:data:`PUBLIC_CONSTANTS`); "" = a committed weight
 
     def public(self) -> dict:
         out = {"kind": self.kind, "name": self.name, "inputs": list(self.inputs), "output": self.output,
                "equation": self.equation, "weight_shape": list(self.weight_shape), "bias_letters": self.bias_letters,
                "bias_shape": list(self.bias_shape), "einsum_shape": list(self.einsum_shape), "shift": self.shift,
                "q_bits": self.q_bits, "relu": self.relu, "lefts": list(self.lefts), "shape": list(self.shape),
-               "weight_frac": self.weight_frac, "has_bias": self.has_bias}
+               "weight_frac": self.weight_frac, "has_bias": self.has_bias, "constant": self.constant}
         if self.patches is not None:
             p = self.patches
             out["patches"] = {"kernel": list(p.kernel), "stride": list(p.stride), "pads": list(p.pads),
@@ -74,7 +81,15 @@ class QOp:
         patches = entry.pop("patches", None)
         for key in ("inputs", "weight_shape", "bias_shape", "einsum_shape", "lefts", "shape"):
             entry[key] = tuple(int(v) if key != "inputs" else str(v) for v in entry[key])
+        entry["constant"] = str(entry.get("constant", ""))
+        if entry["constant"] and entry["constant"] not in PUBLIC_CONSTANTS:
+            raise ValueError(f"constant {entry['constant']!r} is not one of {sorted(PUBLIC_CONSTANTS)}")
         return cls(patches=None if patches is None else Patches(**patches), **entry)
+
+    @property
+    def committed_weight(self) -> bool:
+        """Whether the op's einsum constant is a committed (private) weight, not a public kernel."""
+        return self.kind == "contraction" and not self.constant
 
     @property
     def has_bits(self) -> bool:
@@ -107,8 +122,8 @@ class QuantizedGraph:
 
     @property
     def num_parameters(self) -> int:
-        return sum(op.weight.size + (0 if op.bias is None else op.bias.size) for op in self.ops
-                   if op.kind == "contraction")
+        return sum((op.weight.size if op.committed_weight else 0) + (0 if op.bias is None else op.bias.size)
+                   for op in self.ops if op.kind == "contraction")
 
     def public(self) -> dict:
         """The JSON-able structure a verifier needs (no weights)."""
@@ -193,6 +208,53 @@ def contract_int(op: QOp, x: np.ndarray) -> np.ndarray:
     y = np.einsum(op.equation, view.astype(np.float64), op.weight.astype(np.float64), optimize=True)
     y = np.rint(y).astype(np.int64).reshape(x.shape[0], -1)
     return y.reshape(x.shape[0], *op_out_shape(op)) + (0 if op.bias is None else expand_bias(op))
+
+
+# equation of each public kernel's contraction
+PUBLIC_CONSTANTS = {"average": "bgcuvij,uv->bgcij", "average_valid": "bgcuvij,uvij->bgcij",
+                    "global_average": "bchw,hw->bc"}
+
+
+def average_kernel(kind: str, equation: str, patches, in_shape) -> np.ndarray:
+    """The float kernel of a pool of ``kind`` on an input of sample shape (C, H, W): 1/(kh kw) over the window
+    ("average"), 1/(real pixels of window (i, j)) ("average_valid", the padding not counted), 1/(H W) over
+    the image ("global_average"). Raises ModelError when the equation or the window does not fit the kind."""
+    if kind not in PUBLIC_CONSTANTS or equation != PUBLIC_CONSTANTS[kind]:
+        raise ModelError(f"public constant {kind!r} with equation {equation!r}: expected one of {PUBLIC_CONSTANTS}")
+    if len(in_shape) != 3 or (patches is None) != (kind == "global_average"):
+        raise ModelError(f"public constant {kind!r} on input shape {tuple(in_shape)} with window {patches!r}")
+    if kind == "global_average":
+        return np.full(tuple(in_shape[1:]), 1.0 / (in_shape[1] * in_shape[2]))
+    kh, kw = patches.kernel
+    if kind == "average":
+        return np.full((kh, kw), 1.0 / (kh * kw))
+    real = patches.apply(np.ones((1, 1, *in_shape[1:])))[0, 0, 0]  # (kh, kw, Ho, Wo): 1 on real pixels
+    return np.ascontiguousarray(np.broadcast_to(1.0 / real.sum(axis=(0, 1)), real.shape))
+
+
+def public_weight(op: QOp, in_shape) -> np.ndarray:
+    """A public-constant op's quantized kernel floor(K 2^weight_frac + 1/2) (int64), from its public fields and
+    its input's sample shape only (what prover and verifier both compute). ModelError if it does not fit."""
+    kernel = average_kernel(op.constant, op.equation, op.patches, in_shape)
+    if kernel.shape != tuple(op.weight_shape):
+        raise ModelError(f"op {op.name!r}: public constant of shape {kernel.shape} != weight_shape {op.weight_shape}")
+    if not -MAX_FRAC_BITS <= op.weight_frac <= MAX_FRAC_BITS:
+        raise ModelError(f"op {op.name!r}: weight_frac={op.weight_frac} outside [-{MAX_FRAC_BITS}, {MAX_FRAC_BITS}]")
+    return np.floor(kernel * 2.0 ** op.weight_frac + 0.5).astype(np.int64)
+
+
+def _public_kind(node, in_shape) -> str:
+    """The public-constant kind whose kernel the node's weight is (to 1e-12 relative), or ""."""
+    for kind, equation in PUBLIC_CONSTANTS.items():
+        if node.equation != equation:
+            continue
+        try:
+            kernel = average_kernel(kind, equation, node.patches, in_shape)
+        except ModelError:
+            continue
+        if kernel.shape == node.weight.shape and np.allclose(node.weight, kernel, rtol=1e-12, atol=0):
+            return kind
+    return ""
 
 
 def op_out_shape(op: QOp) -> tuple:
@@ -289,16 +351,20 @@ def quantize_graph(graph, calibration=None, *, act_bits: int = 12, weight_bits: 
             source = alias.get(node.inputs[0], node.inputs[0])
             in_shape = graph.shape_of(source)
             out_shape = graph.shape_of(node.output)
+            constant = ""
             if isinstance(node, Contraction):
                 equation, weight, patches, bias = node.equation, node.weight, node.patches, node.bias
                 einsum_shape = node.einsum_shape(in_shape)
+                constant = _public_kind(node, in_shape)
+                if constant:
+                    weight = average_kernel(constant, equation, patches, in_shape)
             else:
                 letters = _AXES[:len(in_shape)]
                 equation = f"b{letters},{letters}->b{letters}"
                 weight = np.broadcast_to(1.0 if node.scale is None else node.scale, in_shape)
                 patches, bias, einsum_shape = None, node.shift, in_shape
             f_w = chosen[node.output].weight_frac if like else _frac(float(np.max(np.abs(weight))), weight_bits)
-            w_int = np.floor(np.asarray(weight) * 2.0 ** f_w + 0.5).astype(np.int64)
+            w_int = np.floor(np.asarray(weight) * 2.0 ** f_w + 0.5).astype(np.int64)  # = public_weight if constant
             f_acc = fracs[source] + f_w
             b_int, b_letters = None, ""
             if bias is not None:
@@ -329,7 +395,7 @@ def quantize_graph(graph, calibration=None, *, act_bits: int = 12, weight_bits: 
                 raise ModelError(f"{where}: requantization needs {shift} + {q_bits} bits > {FIELD_BITS} (the field)")
             op = QOp("contraction", node.name, (source,), node.output, equation, patches, w_int, w_int.shape,
                      b_int, b_letters, () if b_int is None else b_int.shape, tuple(einsum_shape), shift, q_bits,
-                     relu, shape=tuple(out_shape), weight_frac=f_w, has_bias=b_int is not None)
+                     relu, shape=tuple(out_shape), weight_frac=f_w, has_bias=b_int is not None, constant=constant)
             ops.append(op)
             fracs[node.output] = f_out
             bounds[node.output] = (1 << (q_bits - 1))

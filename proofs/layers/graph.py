@@ -16,7 +16,9 @@ its accumulator (:mod:`proofs.layers.relu`); the bias is linear (:func:`bias_cla
 pool goes to its input by the patch map (:func:`patch_claim_reduction`), other contractions by one
 sumcheck (:func:`contraction_claim_reduction`); a residual add sends one operand's value
 (y = 2^k1 x1 + 2^k2 x2). The input's claims are checked on x by the verifier, the weight claims by one
-batch opening of the weights commitment.
+batch opening of the weights commitment. A pool's kernel is public (:func:`proofs.graph_quantize.public_weight`):
+never committed, its claim is settled by the verifier's own MLE evaluation (:func:`settle_public`), so a
+prover cannot average with another kernel.
 
 **This protocol reveals the weights** (the opening sends columns of the encoded weight table, as the plain
 Network protocol: see :mod:`proofs.layers.network`); it is the ``--public-weights`` mode. The default, with the
@@ -41,7 +43,7 @@ from .. import field as F
 from ..commit import (MIN_VERIFY_BITS, CommitParams, Commitment, OpeningProof, commit, open_commitment,
                       verify_opening)
 from ..errors import ModelError, ProofRejected
-from ..graph_quantize import QuantizedGraph
+from ..graph_quantize import QuantizedGraph, public_weight
 from ..mle import eq_eval, eq_table, mle_evaluate
 from ..progress import as_progress
 from ..proof_format import ByteReader, ByteWriter, from_record, parse_nested, to_record
@@ -96,7 +98,8 @@ def _weight_tables(qgraph: QuantizedGraph):
     tables = []
     for index, op in enumerate(qgraph.ops):
         if op.kind == "contraction":
-            tables.append((index, "w", _table(op.weight)))
+            if op.committed_weight:
+                tables.append((index, "w", _table(op.weight)))
             if op.bias is not None:
                 tables.append((index, "b", _table(op.bias)))
     return tables
@@ -107,7 +110,8 @@ def _weight_lengths(qgraph: QuantizedGraph) -> list:
     lengths = []
     for index, op in enumerate(qgraph.ops):
         if op.kind == "contraction":
-            lengths.append((index, "w", math.prod(_pow2(n) for n in op.weight_shape)))
+            if op.committed_weight:
+                lengths.append((index, "w", math.prod(_pow2(n) for n in op.weight_shape)))
             if op.has_bias:
                 lengths.append((index, "b", math.prod(_pow2(n) for n in op.bias_shape)))
     return lengths
@@ -394,7 +398,8 @@ class GraphNetwork:
                     proof, x_claim, w_claim = patch_claim_reduction(op.equation, x, op.weight, op.patches, claim,
                                                                     transcript, f"{label} / patches")
                     items.append(("patches", proof))
-                weight_claims.append((index_of[(index, "w")], w_claim))
+                if op.committed_weight:  # a public kernel's claim the verifier settles itself
+                    weight_claims.append((index_of[(index, "w")], w_claim))
                 pending.setdefault(op.inputs[0], []).append(x_claim)
             elif op.kind == "relu":
                 pending.setdefault(op.inputs[0], []).append(claim)
@@ -544,15 +549,19 @@ def _verify(commitment: GraphCommitment, x, proof: GraphProof) -> np.ndarray:
                 z_shape = (batch, *op.einsum_shape)
                 proof_r = None if reshape_is_free(z_shape, out_shape) else items.take("reshape", label)
                 claim = verify_reshape(z_shape, out_shape, claim, proof_r, transcript, f"{label} / reshape")
+                kernel = None if op.committed_weight else public_weight(op, q.shapes[op.inputs[0]])
                 if op.patches is None:
                     x_claim, w_claim = verify_contraction(op.equation, tuple(_pow2(n) for n in x_shape),
                                                           tuple(_pow2(n) for n in op.weight_shape), claim,
                                                           items.take("contraction", label), transcript,
-                                                          f"{label} / contraction")
+                                                          f"{label} / contraction",
+                                                          public_weight=None if kernel is None else pad_operand(kernel))
                 else:
                     x_claim, w_claim = verify_patches(op.equation, x_shape, op.weight_shape, op.patches, claim,
-                                                      items.take("patches", label), transcript, f"{label} / patches")
-                weight_claims.append((index_of[(index, "w")], w_claim))
+                                                      items.take("patches", label), transcript, f"{label} / patches",
+                                                      public_weight=kernel)
+                if kernel is None:
+                    weight_claims.append((index_of[(index, "w")], w_claim))
                 pending.setdefault(op.inputs[0], []).append(x_claim)
             elif op.kind == "relu":
                 pending.setdefault(op.inputs[0], []).append(claim)
@@ -618,7 +627,7 @@ def _weight_boxes(qgraph: QuantizedGraph) -> list:
     shapes = []
     for op in qgraph.ops:
         if op.kind == "contraction":
-            shapes += [op.weight_shape] + ([op.bias_shape] if op.has_bias else [])
+            shapes += ([op.weight_shape] if op.committed_weight else []) + ([op.bias_shape] if op.has_bias else [])
     return [(tuple(int(n) for n in shape[::-1]), tuple(_pow2(n).bit_length() - 1 for n in shape[::-1]))
             for shape in shapes]
 

@@ -26,7 +26,9 @@ further when some stored tensor would have fewer than 4 variables (a masked tens
   reshape: Y(tau) - sum_p G_tau(p) X(p) = 0 (a reshape of the same padded layout is the same tensor);
   transpose: Y(tau) - X(tau permuted) = 0;  bits: every plane entry is a bit (one batched relation).
 
-A public tensor's part of a relation moves to its claim (the verifier evaluates it). Every stored tensor is
+A public tensor's part of a relation moves to its claim (the verifier evaluates it); a pool's kernel is
+public (:func:`proofs.graph_quantize.public_weight`, derived from the structure by both sides, never in the
+model store), a public factor of its contraction's term, so a prover cannot average with another kernel. Every stored tensor is
 the target of one relation over its whole padded cube, so its padding is fixed by its inputs; a requantized
 one's select relation also shows it is zero off its declared box (:meth:`Protocol.select` with a box: a
 gamma-weighted :func:`proofs.relations.padding_factor` term, no stated value added). By induction every stored
@@ -46,7 +48,7 @@ import numpy as np
 
 from .. import field as F
 from ..errors import ModelError, ProofRejected
-from ..graph_quantize import QuantizedGraph
+from ..graph_quantize import QuantizedGraph, public_weight
 from ..mle import bind_high, eq_table, mle_evaluate
 from ..proof_format import ByteReader, ByteWriter, from_record, parse_nested, to_record
 from ..relations import Public, Slot, StoreLayout, Stored, Term, commit_store, eq_factor, table_factor
@@ -147,6 +149,15 @@ class Shapes:
         return out
 
 
+def _bound_public(table, high, low, k: int) -> Public:
+    """A public table T(high, S, low) with high/low fixed: the factor S -> T(high, S, low) over k variables."""
+    lo = 0 if low is None else low.shape[0]
+    if lo:
+        table = F.matmul(table.reshape(-1, 1 << lo), eq_table(low))
+    bound = table if high is None else bind_high(table, high)
+    return Public(lambda: bound, lambda sigma: mle_evaluate(bound, sigma[:k]))
+
+
 def _same_layout(a, b) -> bool:
     from .contraction import reshape_is_free
     return reshape_is_free((1, *a), (1, *b))
@@ -160,7 +171,8 @@ def model_layout(q: QuantizedGraph) -> StoreLayout:
     slots = []
     for index, op in enumerate(q.ops):
         if op.kind == "contraction":
-            slots.append(Slot(f"W{index}", max(MIN_VARS, sum(_bits(n) for n in op.weight_shape))))
+            if op.committed_weight:
+                slots.append(Slot(f"W{index}", max(MIN_VARS, sum(_bits(n) for n in op.weight_shape))))
             if op.has_bias:
                 slots.append(Slot(f"b{index}", max(MIN_VARS, sum(_bits(n) for n in op.bias_shape))))
     return StoreLayout(tuple(slots), True)
@@ -170,7 +182,8 @@ def model_tables(q: QuantizedGraph) -> dict:
     tables = {}
     for index, op in enumerate(q.ops):
         if op.kind == "contraction":
-            tables[f"W{index}"] = _field(op.weight, tuple(_pow2(n) for n in op.weight.shape))
+            if op.committed_weight:
+                tables[f"W{index}"] = _field(op.weight, tuple(_pow2(n) for n in op.weight.shape))
             if op.has_bias:
                 tables[f"b{index}"] = _field(op.bias, tuple(_pow2(n) for n in op.bias.shape))
     return tables
@@ -256,11 +269,7 @@ class _Run:
         table = self.public[self.s.name(tensor)]
         if table is None:  # the shape pass
             return Public(lambda: F.ext_zero(1 << k), lambda sigma: F.ext_zero())
-        lo = 0 if low is None else low.shape[0]
-        if lo:
-            table = F.matmul(table.reshape(-1, 1 << lo), eq_table(low))
-        bound = table if high is None else bind_high(table, high)
-        return Public(lambda: bound, lambda sigma: mle_evaluate(bound, sigma[:k]))
+        return _bound_public(table, high, low, k)
 
     def tensor_term(self, coefficient, tensor: str, tau, claim):
         """coefficient sum_e eq(tau, e) T(e): a Term (stored) or its value moved to the claim (public)."""
@@ -366,6 +375,9 @@ class _Run:
                 else:
                     factor = self.operand(x, high, low, k)
                     (publics if isinstance(factor, Public) else factors).append(factor)
+            elif op.constant:  # a public kernel: the verifier's own table, bound like a public operand
+                kernel = _field(public_weight(op, s.q.shapes[x]), tuple(_pow2(n) for n in op.weight_shape))
+                publics.append(_bound_public(kernel, high, low, k))
             else:
                 slot = self.ch.layouts["w"].slot(f"W{index}")
                 extra = slot.elem_vars - sum(_bits(n) for n in op.weight_shape)
