@@ -161,6 +161,30 @@ def place_for_model_plan(model_plan, bootstrap_plan, costs: CostModel | None = N
                             bootstrap_cost=bootstrap_cost(bootstrap_plan, costs))
 
 
+@lru_cache(maxsize=8)
+def cached_bootstrap_plan(params, config):
+    """``crypto.ckks.bootstrap.BootstrapPlan(params, config)``, memoised (building its matrices takes seconds;
+    a plan is immutable once built)."""
+    from crypto.ckks.bootstrap import BootstrapPlan
+
+    return BootstrapPlan(params, config)
+
+
+def stage_levels(depths, before, input_level: int, levels_after: int) -> tuple[int, ...]:
+    """The level each stage starts at when bootstraps precede the stages ``before``; LevelError naming the
+    first stage that does not fit (the check of a placement read from a plan)."""
+    levels, level, before = [], input_level, set(before)
+    for i, d in enumerate(depths):
+        if i in before:
+            level = levels_after
+        if d > level:
+            raise LevelError(f"stage {i} needs {d} levels, {level} are left there (bootstraps before stages "
+                             f"{sorted(before)}, {levels_after} levels after each)")
+        levels.append(level)
+        level -= d
+    return tuple(levels)
+
+
 def naive_bootstraps(depths, levels_after: int, input_level: int | None = None) -> int:
     """The greedy count (bootstrap only when the next stage does not fit): the twin of the minimum."""
     level = levels_after if input_level is None else input_level

@@ -119,6 +119,14 @@ class EncryptedModel:
             raise ShapeError(f"the model compiles to {len(self._stages)} stages, the plan has {len(plan.stages)}")
         self._encoded = {} if encoded is None else encoded
         self._routes = rotation_routes(plan.stage_rotations, context.rotation_steps, plan.params.slots)
+        if plan.bootstraps:  # the bootstrap rotates by its own steps: each needs its key
+            missing = sorted(set(plan.bootstrap_plan.rotation_steps) - set(context.rotation_steps))
+            if missing or not context.has_conjugation_key:
+                raise KeyMissingError(f"the plan bootstraps before stages {list(plan.bootstraps)}; the context lacks "
+                                      f"the bootstrap's Galois keys for rotations {missing[:8]}"
+                                      f"{'...' if len(missing) > 8 else ''}"
+                                      f"{'' if context.has_conjugation_key else ' and the conjugation key'} "
+                                      f"(make keys with Client(plan=...))")
 
     def _rotate(self, ct, step):
         for k in self._routes[step]:
@@ -151,13 +159,17 @@ class EncryptedModel:
         return ev.add(total, np.tile(stage.bias_vector(self.plan.block), self.plan.batch))
 
     def forward(self, ct, on_stage=None):
-        """The model on one ciphertext of ``plan.batch`` packed samples; ``on_stage(index)`` after each stage."""
+        """The model on one ciphertext of ``plan.batch`` packed samples; ``on_stage(index)`` after each stage.
+        A bootstrap runs before each stage of ``plan.bootstraps`` (``Evaluator.bootstrap``)."""
         if ct.level < self.plan.input_level:
             raise LevelError(f"ciphertext level={ct.level} is below the model's depth {self.plan.input_level}: "
                              f"encrypt at level {self.plan.input_level} or higher")
         if ct.level > self.plan.input_level:
             ct = self._evaluator.to_level(ct, self.plan.input_level)
+        bootstraps = set(self.plan.bootstraps)
         for index, (stage, plan_stage) in enumerate(zip(self._stages, self.plan.stages)):
+            if index in bootstraps:
+                ct = self._evaluator.bootstrap(ct, self.plan.bootstrap)
             if isinstance(stage, PackedAffine):
                 ct = self._affine(index, stage, plan_stage, ct)
             else:
@@ -283,8 +295,9 @@ class Client:
         else:
             raise ParameterError("Client needs params, the model's plan (plan=) or the model (model=)")
         self.plan, self.params = plan, params
+        boot = plan.bootstrap if plan is not None and plan.bootstraps else False
         self._context = CKKSContext.keygen(params, rotations=rotations, seed=seed, backend=backend,
-                                           progress=as_progress(progress, "rotation keys"))
+                                           progress=as_progress(progress, "rotation keys"), bootstrap=boot)
         self._public_bytes = None
 
     def save(self, path):
@@ -460,7 +473,9 @@ class Server:
         """(plan, {block: EncryptedModel}) for samples of ``shape``, made once."""
         shape = tuple(int(d) for d in np.atleast_1d(shape))
         if shape not in self._by_shape:
-            plan = self._model.plan(shape, params=self.context.params)
+            # bootstraps only where the client made their keys (its context carries the config)
+            boot = self.context.bootstrap_config if self.context.bootstrap_config is not None else False
+            plan = self._model.plan(shape, params=self.context.params, bootstrap=boot)
             if plan.needs_relinearization and self.context.relin_key is None:
                 raise KeyMissingError("the public context has no relinearization key; the model multiplies ciphertexts")
             self._by_shape[shape] = (plan, {plan.block: EncryptedModel(self._model, plan, self.context, self._encoded)})

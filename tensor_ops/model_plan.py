@@ -14,9 +14,11 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from crypto.ckks.bootstrap import BootstrapConfig
 from crypto.errors import ParameterError, ShapeError
 from crypto.params import HE_STANDARD_128, CKKSParameters
 from tensor_ops.activations import PolyActivation
+from tensor_ops.bootstrap_placement import bootstrap_cost, cached_bootstrap_plan, stage_levels
 from tensor_ops.lowering import LayerLowering
 from tensor_ops.packing import SparseMap, gather_patches, patch_gather
 from tensor_ops.plan.cost import CostModel
@@ -378,6 +380,27 @@ class ModelPlan:
     key_budget: int | None = None  # bytes the public keys may take (``Sequential.plan`` refuses a plan above it)
     key_steps: tuple[int, ...] | None = None  # Galois keys when over budget: powers of two, composite rotations
     patches: tuple[int, int, int, int] | None = None  # (kh, kw, stride, padding): inputs packed as im2col patches
+    bootstrap: BootstrapConfig | None = None  # the bootstrap run before the stages ``bootstraps`` (None: none)
+    bootstraps: tuple[int, ...] = ()  # stage indices a bootstrap precedes (``tensor_ops.bootstrap_placement``)
+
+    def __post_init__(self):
+        """Checks a placement of bootstraps (plans without one are not touched): a full-slot config (the
+        packed layout fills every slot), stage indices increasing and in range, every stage fitting the
+        levels it starts at."""
+        if self.bootstrap is None and not self.bootstraps:
+            return
+        if not isinstance(self.bootstrap, BootstrapConfig) or not self.bootstraps:
+            raise ParameterError(f"model plan: bootstrap={self.bootstrap!r} and bootstraps={self.bootstraps!r} must "
+                                 f"be a BootstrapConfig and a non-empty tuple of stage indices together")
+        if self.bootstrap.slots not in (None, self.params.slots):
+            raise ParameterError(f"model plan: bootstrap slots={self.bootstrap.slots} must be the parameters' slots="
+                                 f"{self.params.slots} (the packed layout fills every slot)")
+        b = self.bootstraps
+        if not all(isinstance(i, int) and not isinstance(i, bool) for i in b) or list(b) != sorted(set(b)) \
+                or b[0] < 0 or b[-1] >= len(self.stages):
+            raise ParameterError(f"model plan: bootstraps={list(b)!r:.80} must be increasing stage indices in "
+                                 f"[0, {len(self.stages)})")
+        stage_levels([s.depth for s in self.stages], b, self.params.max_level, self.bootstrap_plan.levels_left)
 
     @property
     def choices(self) -> dict:
@@ -411,7 +434,38 @@ class ModelPlan:
 
     @property
     def input_level(self) -> int:
-        return int(self.depth)
+        """The level inputs are encrypted at: the depth (outputs at level 0), or the top level when the plan
+        bootstraps."""
+        return self.params.max_level if self.bootstraps else int(self.depth)
+
+    @property
+    def bootstrap_plan(self):
+        """The ``crypto.ckks.bootstrap.BootstrapPlan`` of the plan's bootstraps (None without)."""
+        return None if self.bootstrap is None else cached_bootstrap_plan(self.params, self.bootstrap)
+
+    @property
+    def stage_levels(self) -> tuple[int, ...]:
+        """The level each stage starts at (after the bootstrap before it, if any)."""
+        levels_after = self.bootstrap_plan.levels_left if self.bootstraps else 0
+        return stage_levels([s.depth for s in self.stages], self.bootstraps, self.input_level, levels_after)
+
+    @property
+    def output_level(self) -> int:
+        return self.stage_levels[-1] - self.stages[-1].depth if self.stages else self.input_level
+
+    @property
+    def bootstrap_cost(self) -> float:
+        """One bootstrap in ``CostModel`` units (a key-switched rotation at the top level = 1), from its
+        operation counts (``tensor_ops.bootstrap_placement.bootstrap_cost``); 0 without bootstraps."""
+        return bootstrap_cost(self.bootstrap_plan, self.costs) if self.bootstraps else 0.0
+
+    @property
+    def bootstrap_seconds(self) -> float:
+        """Estimated seconds of one bootstrap: its cost in rotations times a rotation at the top level."""
+        if not self.bootstraps:
+            return 0.0
+        top = self.params.n * (self.params.limbs_at(self.params.max_level) + len(self.params.p_moduli))
+        return self.bootstrap_cost * self._table(top)["giant_rotation"]
 
     @property
     def batch(self) -> int:
@@ -420,13 +474,19 @@ class ModelPlan:
     @property
     def rotations(self) -> tuple[int, ...]:
         """Rotation steps needing a Galois key (a tuple that may also be called, like ``Plan.rotations()``)."""
-        return _CallableTuple(self.key_steps if self.key_steps is not None else self.stage_rotations)
+        steps = self.key_steps if self.key_steps is not None else self.stage_rotations
+        if self.bootstraps:
+            steps = tuple(sorted(set(steps) | set(self.bootstrap_plan.rotation_steps)))
+        return _CallableTuple(steps)
 
     @property
     def keys(self) -> dict:
         """The evaluation keys the client must make: Galois keys (steps, estimated bytes), relinearization."""
-        return {"rotations": tuple(self.rotations), "galois_keys": len(self.rotations),
+        keys = {"rotations": tuple(self.rotations), "galois_keys": len(self.rotations),
                 "galois_key_bytes": self.galois_key_bytes, "relinearization": self.needs_relinearization}
+        if self.bootstraps:
+            keys["conjugation"] = True
+        return keys
 
     def cost(self) -> dict:
         """Operation counts per ciphertext and the time estimates in seconds."""
@@ -434,14 +494,14 @@ class ModelPlan:
 
     @property
     def needs_relinearization(self) -> bool:
-        return any(stage.ct_ct_multiplications for stage in self.stages)
+        return bool(self.bootstraps) or any(stage.ct_ct_multiplications for stage in self.stages)
 
     @property
     def galois_key_bytes(self) -> int:
         """Estimated bytes of the Galois keys: per key, digits x 2 polynomials x (Q + P limbs) x N x 4."""
         params = self.params
         limbs = len(params.q_moduli) + len(params.p_moduli)
-        return len(self.rotations) * len(params.digits) * 2 * limbs * params.n * 4
+        return (len(self.rotations) + bool(self.bootstraps)) * len(params.digits) * 2 * limbs * params.n * 4
 
     def _hops(self, step) -> int:
         """Key switches of one rotation by ``step``: 1, or the route's length when keys are powers of two."""
@@ -462,6 +522,8 @@ class ModelPlan:
         for stage in self.stages:
             for op, count in self._stage_counts(stage).items():
                 counts[op] = counts.get(op, 0) + count
+        if self.bootstraps:
+            counts["bootstrap"] = len(self.bootstraps)
         return counts
 
     def calibrated(self, costs: CostModel | None = None) -> "ModelPlan":
@@ -485,8 +547,8 @@ class ModelPlan:
 
     def _seconds(self, operations) -> float:
         """The time model, each stage scaled by the limbs of the level it runs at."""
-        total, level = 0.0, self.input_level
-        for stage in self.stages:
+        total = self.bootstrap_seconds * len(self.bootstraps) if "giant_rotation" in operations else 0.0
+        for stage, level in zip(self.stages, self.stage_levels):
             table = self._table(self.params.n * (self.params.limbs_at(level) + len(self.params.p_moduli)))
             counts = self._stage_counts(stage)
             total += sum(table[op] * counts[op] for op in operations)
@@ -497,7 +559,6 @@ class ModelPlan:
                 total += (table["giant_rotation"] - table["baby_rotation"]) * bool(counts["baby_rotation"])
                 total += table["encode"]
                 total += table["add"] * (max(len(stage.giant) - 1, 0) + len(stage.presum) + 1)
-            level -= stage.depth
         return total
 
     @property
@@ -524,6 +585,8 @@ class ModelPlan:
             lines.append("  layers, each lowered to an einsum with plaintext weights:")
             lines += [f"    {layer.describe()}" for layer in self.layers]
         for i, stage in enumerate(self.stages):
+            if i in self.bootstraps:
+                lines.append(f"  bootstrap -> level {self.bootstrap_plan.levels_left}")
             if stage.kind == "affine":
                 presum = f"window sums by rotations {list(stage.presum)}, then " if stage.presum else ""
                 lines.append(f"  stage {i}: affine {stage.n_in} -> {stage.n_out}, {presum}{stage.diagonals} diagonals, "
@@ -546,12 +609,21 @@ class ModelPlan:
         lines.append(f"  precision: scale 2^{self.params.log_scale}, one rescale or key switch keeps about "
                      f"{self.precision_bits:.0f} bits (its rounding noise against the scale; the error then grows "
                      f"with depth and fan-in)")
+        if self.bootstraps:
+            boot = self.bootstrap_plan
+            lines.append(f"  bootstraps: {len(self.bootstraps)} (the fewest for depth {self.depth} at {self.params.max_level} "
+                         f"levels), before stages {list(self.bootstraps)}; each uses {boot.levels_used} levels and "
+                         f"leaves {boot.levels_left}, keeps about {boot.precision_bits:.1f} bits (values |x| <= 1), "
+                         f"needs {len(boot.rotation_steps)} rotation keys and the conjugation key; priced "
+                         f"{self.bootstrap_cost:.0f} rotations (~{self.bootstrap_seconds:.2f} s) each; output at "
+                         f"level {self.output_level}")
         lines.append(f"  depth {self.depth}, {len(self.rotations)} rotation keys "
                      f"(~{self.galois_key_bytes / 2**20:.1f} MiB{budget}), relinearization key: "
                      f"{self.needs_relinearization}")
         source = ("per-operation times measured on this machine" if self.costs is not None else
                   "built-in per-operation times of the development machine; plan.calibrated() measures this one")
-        lines.append(f"  estimated time: {self.estimated_seconds:.2f} s per ciphertext of {self.batch} samples "
+        boots = " (bootstraps included)" if self.bootstraps else ""
+        lines.append(f"  estimated time: {self.estimated_seconds:.2f} s per ciphertext of {self.batch} samples{boots} "
                      f"(+ {self.estimated_setup_seconds:.2f} s once to encode the weights), "
                      f"~{self.estimated_throughput:.0f} samples/s with full ciphertexts; warm: excludes JIT "
                      f"compilation on a fresh install's first run (seconds) and the first run's weight encoding "
@@ -561,8 +633,9 @@ class ModelPlan:
     __str__ = explain
 
     def to_dict(self) -> dict:
-        """Public, JSON-serialisable description (what a client needs to make keys and pack inputs)."""
-        return {"params": self.params.to_dict(), "input_shape": list(self.input_shape),
+        """Public, JSON-serialisable description (what a client needs to make keys and pack inputs); the keys
+        "bootstrap" (the config) and "bootstraps" (stage indices) only when the plan bootstraps."""
+        data = {"params": self.params.to_dict(), "input_shape": list(self.input_shape),
                 "output_shape": list(self.output_shape), "block": self.block,
                 "stages": [dict(vars(stage), baby=list(stage.baby), giant=list(stage.giant), presum=list(stage.presum))
                            for stage in self.stages],
@@ -570,6 +643,10 @@ class ModelPlan:
                            for layer in self.layers], "model": self.model, "key_budget": self.key_budget,
                 "key_steps": None if self.key_steps is None else list(self.key_steps),
                 "patches": None if self.patches is None else list(self.patches)}
+        if self.bootstraps:
+            data["bootstrap"] = {f: getattr(self.bootstrap, f) for f in BootstrapConfig.__dataclass_fields__}
+            data["bootstraps"] = list(self.bootstraps)
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> "ModelPlan":
@@ -586,7 +663,7 @@ class ModelPlan:
                        tuple(data["output_shape"]), int(data["block"]), stages, layers, model=model,
                        key_budget=None if data.get("key_budget") is None else int(data["key_budget"]),
                        key_steps=None if data.get("key_steps") is None else tuple(int(k) for k in data["key_steps"]),
-                       patches=_patches_field(data.get("patches")))
+                       patches=_patches_field(data.get("patches")), **_bootstrap_fields(data))
         except (KeyError, TypeError, ValueError) as error:
             if isinstance(error, ParameterError):
                 raise
@@ -681,6 +758,17 @@ def _patches_field(value):
             isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value) or min(value[:3]) < 1:
         raise ParameterError(f"model plan: patches={value!r:.80} must be null or [kh, kw, stride, padding]")
     return tuple(value)
+
+
+def _bootstrap_fields(data) -> dict:
+    """``bootstrap`` / ``bootstraps`` of a plan's dict (absent: none); the plan's constructor checks them."""
+    if data.get("bootstrap") is None and data.get("bootstraps") is None:
+        return {}
+    config, before = data.get("bootstrap"), data.get("bootstraps")
+    if not isinstance(config, dict) or not isinstance(before, list):
+        raise ParameterError(f"model plan: bootstrap={config!r:.80} must be an object and bootstraps="
+                             f"{before!r:.80} a list of stage indices")
+    return {"bootstrap": BootstrapConfig(**config), "bootstraps": tuple(before)}
 
 
 def _plan_from_pickle(data: dict, costs) -> ModelPlan:

@@ -25,10 +25,12 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 import hezk_model
-from crypto.errors import HEWarning, ParameterError, ShapeError
+from crypto.ckks.bootstrap import BootstrapConfig, as_config
+from crypto.errors import HEWarning, LevelError, ParameterError, ShapeError
 from crypto.context import as_parameters
 from tensor_ops.activations import PolyActivation, fit_activation, square
 from tensor_ops.backends import PlainBackend
+from tensor_ops.bootstrap_placement import cached_bootstrap_plan, place_for_model_plan
 from tensor_ops.lowering import lower_layers
 from tensor_ops.model_plan import (DEFAULT_KEY_BUDGET, ActivationStage, AffineStage, ModelPlan, choose_parameters,
                                    stage_plans)
@@ -627,22 +629,33 @@ class Sequential:
                 raise ParameterError(f"model file {path!s}: layer {i} is malformed ({error})") from None
         return cls(layers, spec.get("input_shape"))
 
-    def plan(self, input_shape=None, params=None, key_budget: int = DEFAULT_KEY_BUDGET) -> "ModelPlan":
+    def plan(self, input_shape=None, params=None, key_budget: int = DEFAULT_KEY_BUDGET, *,
+             bootstrap=None) -> "ModelPlan":
         """Depth, rotations, keys, packing and a time estimate, before any key exists.
 
         ``params``: CKKSParameters, a preset name ("N14", "TOY", ...) or a literal dict; None chooses the
         smallest secure parameters for the model's depth. ``key_budget``: bytes the rotation keys may take
         (default sized for a 24 GB machine); a plan above it raises ParameterError. Memoised on the model (per
         identity, shape, parameters and budget): a server planning with the parameters a client's plan chose
-        gets that plan back without planning again."""
+        gets that plan back without planning again.
+
+        ``bootstrap``: when the model is deeper than ``params``' levels, bootstraps are placed (the fewest,
+        ``tensor_ops.bootstrap_placement``; ``plan.bootstraps``) if the parameters can bootstrap: None tries
+        the default full-slot ``BootstrapConfig`` and otherwise refuses as False does (ParameterError naming
+        the depth and the levels); True or a full-slot ``BootstrapConfig`` requires it."""
         shape = self._resolve(input_shape)
         chosen = None if params is None else as_parameters(params).fingerprint
+        if bootstrap not in (None, False):
+            bootstrap = as_config(bootstrap)
         memo = self.__dict__.setdefault("_plans", {})
-        key = (self.identity(), shape, chosen, key_budget)
+        key = (self.identity(), shape, chosen, key_budget, bootstrap)
         if key not in memo:
-            plan = _plan_model(self, shape, params, key_budget)
+            plan = _plan_model(self, shape, params, key_budget, bootstrap)
             memo[key] = plan
-            memo.setdefault((key[0], shape, plan.params.fingerprint, key_budget), plan)
+            # a plan without bootstraps fits its levels: the same whatever ``bootstrap`` said
+            for option in {bootstrap} if plan.bootstraps else {bootstrap, None, False}:
+                memo.setdefault((key[0], shape, chosen, key_budget, option), plan)
+                memo.setdefault((key[0], shape, plan.params.fingerprint, key_budget, option), plan)
         return memo[key]
 
     def identity(self) -> bytes:
@@ -870,24 +883,49 @@ def _is_identity(matrix, bias):
     return matrix.is_identity() and not np.any(bias)
 
 
-def _plan_for(model, input_shape, params, key_budget, choices, layers):
-    """The ModelPlan of ``model`` with the convolution lowerings ``choices`` (``tensor_ops.packing``)."""
+def _bootstrap_for(params, depth, stages, bootstrap):
+    """(BootstrapConfig, BootstrapPlan) for a model of ``depth`` deeper than ``params``' levels, or the
+    refusal: ParameterError naming the depth and the levels (and why no bootstrap fits)."""
+    refusal = f"the model needs depth={depth} levels but the parameters have max_level={params.max_level}"
+    if bootstrap is False:
+        raise ParameterError(f"{refusal} (bootstrap=False)")
+    config = BootstrapConfig() if bootstrap is None else bootstrap
+    try:
+        if config.slots not in (None, params.slots):
+            raise ParameterError(f"bootstrap slots={config.slots} must be the parameters' slots={params.slots} "
+                                 f"(the packed layout fills every slot)")
+        boot = cached_bootstrap_plan(params, config)
+        deepest = max(stage.depth for stage in stages)
+        if deepest > boot.levels_left:
+            raise LevelError(f"a stage of depth {deepest} exceeds the {boot.levels_left} levels a bootstrap leaves")
+    except (LevelError, ParameterError) as error:
+        hint = "" if bootstrap is not None else " and cannot bootstrap"
+        raise ParameterError(f"{refusal}{hint} ({error})") from None
+    return config, boot
+
+
+def _plan_for(model, input_shape, params, key_budget, choices, layers, bootstrap=None):
+    """The ModelPlan of ``model`` with the convolution lowerings ``choices`` (``tensor_ops.packing``), with
+    bootstraps placed when it is deeper than the parameters' levels (``_bootstrap_for``)."""
     stages, block = packed_stages(model, input_shape, choices, ActivationStage)
     depth = sum(stage.depth for stage in stages)
     chosen = choose_parameters(depth, min_slots=block) if params is None else as_parameters(params)
     if chosen.slots < block:
         raise ShapeError(f"a sample needs block={block} slots but the parameters have slots={chosen.slots}")
-    if chosen.max_level < depth:
-        raise ParameterError(f"the model needs depth={depth} levels but the parameters have max_level={chosen.max_level}")
+    boot = _bootstrap_for(chosen, depth, stages, bootstrap) if chosen.max_level < depth else None
     key_bytes = len(chosen.digits) * 2 * (len(chosen.q_moduli) + len(chosen.p_moduli)) * chosen.n * 4
     plans, key_steps = stage_plans(stages, math.prod(input_shape), slots=chosen.slots, key_bytes=key_bytes,
                                    key_budget=key_budget)
-    return ModelPlan(chosen, tuple(input_shape), tuple(model.output_shape(input_shape)), block, tuple(plans), layers,
+    plan = ModelPlan(chosen, tuple(input_shape), tuple(model.output_shape(input_shape)), block, tuple(plans), layers,
                      model=model.identity().hex(), key_budget=None if key_budget is None else int(key_budget),
                      key_steps=key_steps, patches=input_layout(model, input_shape, choices))
+    if boot is not None:
+        placement = place_for_model_plan(plan, boot[1])
+        plan = replace(plan, bootstrap=boot[0], bootstraps=placement.before)
+    return plan
 
 
-def _plan_model(model, input_shape, params, key_budget=None):
+def _plan_model(model, input_shape, params, key_budget=None, bootstrap=None):
     """The cheapest plan (estimated server seconds per sample) over the lowerings of the convolutions
     ("rotations" / "dense" each, and "patches" for a first layer that is a convolution: it reads the model
     input; beyond 4 convolutions all-rotations or all-dense, each with the first as patches too)."""
@@ -903,7 +941,7 @@ def _plan_model(model, input_shape, params, key_budget=None):
     for combo in combos:
         choices = dict(zip(convs, combo))
         try:
-            plan = _plan_for(model, input_shape, params, key_budget, choices, layers)
+            plan = _plan_for(model, input_shape, params, key_budget, choices, layers, bootstrap)
         except (ParameterError, ShapeError) as error:
             errors.append(error)
             continue
