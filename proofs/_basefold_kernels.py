@@ -128,6 +128,76 @@ def scale_base(table, factor, out):
             out[i, c] = table[i] * factor[c] % P
 
 
+
+@numba.njit(cache=True, inline="always")
+def _lerp_into(t, row, ext, r, tmp, out, j):
+    """out[j] = t[2 row] + r (t[2 row + 1] - t[2 row]) for a base (2n,) or F_p4 (2n, 4) table t."""
+    if ext:
+        for c in range(4):
+            low, high = t[2 * row, c], t[2 * row + 1, c]
+            tmp[0, c] = high - low if high >= low else high + P - low
+        _ext_mul_into(tmp[0, 0], tmp[0, 1], tmp[0, 2], tmp[0, 3], r[0], r[1], r[2], r[3], tmp, 1)
+        for c in range(4):
+            s = t[2 * row, c] + tmp[1, c]
+            out[j, c] = s - P if s >= P else s
+    else:
+        low, high = t[2 * row], t[2 * row + 1]
+        d = high - low if high >= low else high + P - low
+        for c in range(4):
+            out[j, c] = (r[c] * d + (low if c == 0 else np.uint64(0))) % P
+
+
+@numba.njit(cache=True)
+def fold_sums(f, w, r, f_out, w_out, out):
+    """One fused pass: f_out = fold(f, r), w_out = fold(w, r) (f base (2n,) or F_p4 (2n, 4), w (2n, 4); fold
+    as proofs.mle.fold) and out = the next round's (h(0), h(1), h(2)) of sum (f_out w_out) (as round_sums on
+    f_out, w_out; zero when n < 2). Twin: mle.fold twice, then round_sums / basefold._round_message."""
+    n = f_out.shape[0]
+    tmp = np.empty((2, 4), dtype=np.uint64)
+    prod = np.empty((1, 4), dtype=np.uint64)
+    f_x = np.empty((3, 4), dtype=np.uint64)
+    w_x = np.empty((3, 4), dtype=np.uint64)
+    acc = np.zeros((3, 4), dtype=np.uint64)
+    ext = f.ndim == 2
+    for j in range(n):
+        _lerp_into(f, j, ext, r, tmp, f_out, j)
+        _lerp_into(w, j, True, r, tmp, w_out, j)
+        if j % 2 == 1:
+            for c in range(4):
+                f0, f1, w0, w1 = f_out[j - 1, c], f_out[j, c], w_out[j - 1, c], w_out[j, c]
+                f_x[0, c], f_x[1, c], f_x[2, c] = f0, f1, (2 * f1 + P - f0) % P
+                w_x[0, c], w_x[1, c], w_x[2, c] = w0, w1, (2 * w1 + P - w0) % P
+            for x in range(3):
+                _ext_mul_into(f_x[x, 0], f_x[x, 1], f_x[x, 2], f_x[x, 3], w_x[x, 0], w_x[x, 1], w_x[x, 2],
+                              w_x[x, 3], prod, 0)
+                for c in range(4):
+                    acc[x, c] += prod[0, c]
+    for x in range(3):
+        for c in range(4):
+            out[x, c] = acc[x, c] % P
+
+
+@numba.njit(cache=True)
+def dot_pairs(f, e, out):
+    """out[b] = sum_j f[2j + b] e[j], b = 0, 1 (f base (2n,) or F_p4 (2n, 4), e (n, 4); twin:
+    basefold._dot_pairs_numpy)."""
+    acc = np.zeros((2, 4), dtype=np.uint64)
+    prod = np.empty((1, 4), dtype=np.uint64)
+    ext = f.ndim == 2
+    for j in range(e.shape[0]):
+        for b in range(2):
+            if ext:
+                _ext_mul_into(f[2 * j + b, 0], f[2 * j + b, 1], f[2 * j + b, 2], f[2 * j + b, 3], e[j, 0], e[j, 1],
+                              e[j, 2], e[j, 3], prod, 0)
+                for c in range(4):
+                    acc[b, c] += prod[0, c]
+            else:
+                for c in range(4):
+                    acc[b, c] += f[2 * j + b] * e[j, c] % P
+    for b in range(2):
+        for c in range(4):
+            out[b, c] = acc[b, c] % P
+
 _IV = np.array([0x6A09E667F3BCC908, 0xBB67AE8584CAA73B, 0x3C6EF372FE94F82B, 0xA54FF53A5F1D36F1,
                 0x510E527FADE682D1, 0x9B05688C2B3E6C1F, 0x1F83D9ABFB41BD6B, 0x5BE0CD19137E2179], dtype=np.uint64)
 _SIGMA = np.array([[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15],

@@ -583,6 +583,33 @@ def _round_message_numpy(f: np.ndarray, w: np.ndarray) -> np.ndarray:
     return np.stack([F.ext_sum(product(w_, f_), axis=0) for f_, w_ in ((f_lo, w_lo), (f_hi, w_hi), (f_2, w_2))])
 
 
+def _dot_pairs(f: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """(sum_j f[2j] e[j], sum_j f[2j + 1] e[j]) -> (2, 4), for f base (2n,) or F_p4 (2n, 4) and e (n, 4)."""
+    kernels = _fast(f.shape[0])
+    if kernels is not None:
+        out = np.empty((2, F.EXT_DEGREE), dtype=np.uint64)
+        kernels.dot_pairs(np.ascontiguousarray(f), np.ascontiguousarray(e), out)
+        return out
+    return _dot_pairs_numpy(f, e)
+
+
+def _dot_pairs_numpy(f: np.ndarray, e: np.ndarray) -> np.ndarray:
+    product = F.ext_mul_base if f.ndim == 1 else F.ext_mul
+    return np.stack([F.ext_sum(product(e, f[b::2]), axis=0) for b in (0, 1)])
+
+
+def _eq_round_message(f: np.ndarray, suffix: np.ndarray, z: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """(h(0), h(1), h(2)) of sum_x f(X, x) w(X, x) for w = scale eq(z, X) eq(z', x), ``suffix`` = eq(z', .):
+    h(X) = scale eq(z, X) g(X) with g(X) = sum_x f(X, x) eq(z', x) linear (g(2) = 2 g(1) - g(0)) and eq(z, X)
+    = 1 - z, z, 3 z - 1 at X = 0, 1, 2 (Gruen's factoring of eq: 2 products a pair instead of 3 plus the
+    weight's fold). Equals :func:`_round_message` (f, scale eq(z || z', .))."""
+    g = _dot_pairs(f, suffix)
+    g2 = F.ext_sub(F.ext_add(g[1], g[1]), g[0])
+    one = F.ext_one()
+    eq = [F.ext_sub(one, z), z, F.ext_sub(F.ext_mul_base(z, np.uint64(3)), one)]
+    return np.stack([F.ext_mul(F.ext_mul(scale, e), v) for e, v in zip(eq, (g[0], g[1], g2))])
+
+
 def _eq_scaled(point: np.ndarray, scale: np.ndarray) -> np.ndarray:
     """scale * eq(point, .) as a (2^k, 4) table."""
     kernels = _fast(1 << point.shape[0])
@@ -691,7 +718,10 @@ def open_batch(witnesses, points_list, transcript, values=None):
         point = points_list[plan.folding[0]][0] if plan.folding else np.zeros((0, 4), dtype=np.uint64)
         evals = np.stack([values[k][0] for k in plan.folding]) if plan.folding else F.ext_zero((0,))
     transcript.absorb("basefold.evals", evals)
-    combined, weight, codeword, betas = None, _eq_scaled(point, F.ext_one()) if plan.folding else None, None, {}
+    # the weight eq(r, .) is never built: round i uses scale_i eq(r_i, X) and eq(r_{>i}, .) (suffix, halved by
+    # summing pairs: sum_x eq(r_{i+1}, x) = 1)
+    combined, codeword, betas, scale = None, None, {}, F.ext_one()
+    suffix = _eq_scaled(point[1:], F.ext_one()) if plan.folding else None
     challenges, messages, shared = [], [], []
     for i in range(plan.rounds):
         m = plan.n_max - i
@@ -708,12 +738,14 @@ def open_batch(witnesses, points_list, transcript, values=None):
                     F.ext_from_base(rows[:, 0])
                 joined = F.ext_mul(joined, betas[k])
                 codeword = joined if codeword is None else F.ext_add(codeword, joined)
-        h = _round_message(combined, weight)
+        h = _eq_round_message(combined, suffix, point[i], scale)
         transcript.absorb("basefold.round", h)
         r = transcript.challenge_ext("basefold.r")  # sumcheck round error <= 2/|F_p4|; fold error <= N/|F_p4|
         messages.append(h)
         challenges.append(r)
-        combined, weight = fold(combined, r), fold(weight, r)
+        combined, scale = fold(combined, r), F.ext_mul(scale, _eq1(point[i], r))
+        if suffix.shape[0] > 1:
+            suffix = F.add(suffix[0::2], suffix[1::2])
         if codeword is not None:
             codeword = _fold_codeword(codeword, r)
         if m - 1 in plan.layers:

@@ -360,6 +360,24 @@ def test_numba_kernels_match_their_numpy_twins(seed):
     assert np.array_equal(B._combine_rows(rows, row_weights), B._combine_rows_numpy(rows, row_weights))
     assert np.array_equal(B._dot_base(ext, base), F.ext_sum(F.ext_mul_base(ext, base), axis=0))
     assert np.array_equal(B._scale_base(base, r), F.ext_mul_base(r, base))
+    half = F.ext_random((n // 2,), seed=seed + 8)
+    for table in (base, ext):
+        out = np.empty((2, 4), dtype=np.uint64)
+        kernels.dot_pairs(table, half, out)
+        assert np.array_equal(out, B._dot_pairs_numpy(table, half))
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(1, 16), st.booleans(), seeds)
+def test_eq_factored_round_message_is_the_plain_one(n, base, seed):
+    """Gruen's factoring (scale eq(z_0, X) times a linear g) against the message over the whole weight table."""
+    table = F.random_elements(1 << n, seed=seed) if base else F.ext_random((1 << n,), seed=seed)
+    point, scale = F.ext_random((n,), seed=seed + 1), F.ext_random((), seed=seed + 2)
+    weight = F.ext_mul(eq_table(point), scale)
+    suffix = eq_table(point[1:])
+    assert np.array_equal(B._eq_round_message(table, suffix, point[0], scale), B._round_message(table, weight))
+    if n > 1:  # the next suffix is the pair sums of this one
+        assert np.array_equal(F.add(suffix[0::2], suffix[1::2]), eq_table(point[2:]))
 
 
 @pytest.mark.skipif(B._kernels() is None, reason="numba not installed")
