@@ -125,6 +125,13 @@ class QuantizedGraph:
         return sum((op.weight.size if op.committed_weight else 0) + (0 if op.bias is None else op.bias.size)
                    for op in self.ops if op.kind == "contraction")
 
+    def require_private_constants(self) -> None:
+        """Refuse (ModelError) a graph with no committed weight or bias (its pool kernels are public): a
+        weights commitment to nothing cannot be made; such a graph is a public function of its input."""
+        if not any(op.committed_weight or op.has_bias for op in self.ops):
+            raise ModelError("the graph has no weight or bias to commit (its pool kernels are public constants): "
+                             "it is a public function of the input, nothing to prove against a commitment")
+
     def public(self) -> dict:
         """The JSON-able structure a verifier needs (no weights)."""
         return {"input": self.input, "input_shape": list(self.input_shape), "input_frac": self.input_frac,

@@ -311,6 +311,7 @@ class GraphNetwork:
         params = CommitParams() if params is None else params
         if not isinstance(params, CommitParams) or params.security_bits < MIN_VERIFY_BITS:
             raise ModelError(f"params {params!r} must be a CommitParams with >= {MIN_VERIFY_BITS} bits")
+        qgraph.require_private_constants()
         self.qgraph = qgraph
         tables = _weight_tables(qgraph)
         self._packing = Packing(tuple(len(t) for _, _, t in tables))

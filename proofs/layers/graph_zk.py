@@ -26,14 +26,14 @@ further when some stored tensor would have fewer than 4 variables (a masked tens
   reshape: Y(tau) - sum_p G_tau(p) X(p) = 0 (a reshape of the same padded layout is the same tensor);
   transpose: Y(tau) - X(tau permuted) = 0;  bits: every plane entry is a bit (one batched relation).
 
-A public tensor's part of a relation moves to its claim (the verifier evaluates it); a pool's kernel is
-public (:func:`proofs.graph_quantize.public_weight`, derived from the structure by both sides, never in the
-model store), a public factor of its contraction's term, so a prover cannot average with another kernel. Every stored tensor is
-the target of one relation over its whole padded cube, so its padding is fixed by its inputs; a requantized
-one's select relation also shows it is zero off its declared box (:meth:`Protocol.select` with a box: a
-gamma-weighted :func:`proofs.relations.padding_factor` term, no stated value added). By induction every stored
-tensor (adds, reshapes, patch copies included) is then zero-padded, so a contraction reads the weights' padding
-only against zeros and the weights' padding (the committer's) cannot change the output.
+A public tensor's part of a relation moves to its claim (the verifier evaluates it); a pool's kernel is public
+(:func:`proofs.graph_quantize.public_weight`, derived from the structure by both sides, never in the model store), a
+public factor of its contraction's term, so a prover cannot average with another kernel. Every stored tensor is the
+target of one relation over its whole padded cube, so its padding is fixed by its inputs; a requantized one's select
+relation also shows it is zero off its declared box (:meth:`Protocol.select` with a box: a gamma-weighted
+:func:`proofs.relations.padding_factor` term, no stated value added). By induction every stored tensor (adds,
+reshapes, patch copies included) is then zero-padded, so a contraction reads the weights' padding only against zeros
+and the weights' padding (the committer's) cannot change the output.
 Not yet: grouped convolutions (G > 1), a contraction whose summed letters are not one block of both operands,
 a private input. Soundness: the union bound of :func:`soundness_bits`; zero knowledge as :mod:`proofs.relations`.
 """
@@ -554,6 +554,7 @@ class HidingGraphNetwork:
         params = default_params() if params is None else params
         if not isinstance(params, HidingParams) or not params.hiding:
             raise ModelError(f"params must be hiding HidingParams, got {params!r}")
+        qgraph.require_private_constants()
         self.qgraph = qgraph
         shapes = Shapes(qgraph, 1)
         _Run(shapes, ShapeChannel(params, _layouts(shapes, qgraph)), None, None).run()  # refuses unsupported ops

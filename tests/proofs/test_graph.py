@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from hezk_model import Activation, Contraction, Graph, Patches, Reshape, Transpose, read_onnx
 from proofs import field as F
@@ -291,3 +291,97 @@ def test_cli_hiding_by_default_spends_a_copy_per_proof(tmp_path, capsys, monkeyp
     assert cli.main(["prove", "--model", "r.onnx", "--input", "x.npy", "--commitment", "c.bin", "--out", "q.bin",
                      "--quiet"]) == 2  # its one copy is spent
     assert "copies of this commitment are used" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------- public pool kernels
+def _pool_graph(kernel, stride, pad, size, count_pad, rng):
+    """conv 3x3 (2 -> 3) + relu, AveragePool (kernel, stride, pad; the padding counted or not), flatten, Gemm."""
+    from proofs.graph_quantize import PUBLIC_CONSTANTS
+    pads = (pad,) * 4
+    window = Patches((kernel, kernel), (stride, stride), pads)
+    ho = (size + 2 * pad - kernel) // stride + 1
+    if count_pad or not pad:
+        weight, equation = np.full((kernel, kernel), 1 / kernel ** 2), PUBLIC_CONSTANTS["average"]
+    else:  # naive twin of the reader's exclude-pad kernel: 1 / (real pixels of window (i, j))
+        real = np.zeros((ho, ho))
+        for i in range(ho):
+            for j in range(ho):
+                real[i, j] = sum(0 <= i * stride - pad + u < size and 0 <= j * stride - pad + v < size
+                                 for u in range(kernel) for v in range(kernel))
+        weight, equation = np.broadcast_to(1 / real, (kernel, kernel, ho, ho)), PUBLIC_CONSTANTS["average_valid"]
+    nodes = (Contraction("conv", "Conv", ("x",), "y", "bgcuvij,gocuv->bgoij", rng.normal(size=(1, 3, 2, 3, 3)),
+                         rng.normal(size=(3, 1, 1)), Patches((3, 3), pads=(1, 1, 1, 1)), (3, size, size)),
+             Activation("relu", "Relu", ("y",), "r", "relu"),
+             Contraction("pool", "AveragePool", ("r",), "p", equation, weight, None, window, (3, ho, ho)),
+             Reshape("flat", "Flatten", ("p",), "f", (3 * ho * ho,)),
+             Contraction("fc", "Gemm", ("f",), "o", "bk,nk->bn", rng.normal(size=(2, 3 * ho * ho)), None, None, (2,)))
+    return Graph("x", (2, size, size), nodes, "o")
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(2, 3), st.integers(1, 2), st.integers(0, 1), st.integers(4, 6), st.booleans(),
+       st.integers(0, 2 ** 31 - 1))
+@example(3, 2, 1, 5, False, 0)
+@example(2, 1, 1, 4, False, 1)
+@example(2, 2, 0, 4, True, 2)
+def test_pool_kernels_are_public_constants(kernel, stride, pad, size, count_pad, seed):
+    """A pool's quantized kernel is derived from the public structure alone (equal to the prover's, to the naive
+    round(K 2^f)), is not committed, and the proof with it verifies."""
+    from proofs.graph_quantize import public_weight
+    rng = np.random.default_rng(seed)
+    graph = _pool_graph(kernel, stride, pad, size, count_pad, rng)
+    calibration = rng.normal(size=(8, 2, size, size))
+    q = quantize_graph(graph, calibration)
+    pool = q.ops[1]
+    assert pool.constant == ("average" if count_pad or not pad else "average_valid")
+    public = QuantizedGraph.from_public(q.public())
+    derived = public_weight(public.ops[1], public.shapes[public.ops[1].inputs[0]])
+    assert public.ops[1].weight is None and np.array_equal(derived, pool.weight)
+    naive = np.floor(graph.nodes[2].weight * 2.0 ** pool.weight_frac + 0.5)
+    assert np.array_equal(derived, naive)
+    assert q.num_parameters == graph.nodes[0].weight.size + 3 + graph.nodes[4].weight.size  # no pool kernel
+    net = GraphNetwork(q)
+    x = calibration[:1]
+    assert np.array_equal(verify_graph(net.commitment.to_bytes(), x, net.prove(x).to_bytes()),
+                          q.forward_int(q.quantize_input(x)))
+
+
+def test_a_scaled_pool_stays_a_committed_weight():
+    """A pool whose kernel is not the mean (a folded scale) is an ordinary private weight."""
+    graph = _pool_graph(2, 2, 0, 4, True, np.random.default_rng(1))
+    nodes = list(graph.nodes)
+    nodes[2] = Contraction("pool", "AveragePool", ("r",), "p", nodes[2].equation, nodes[2].weight * 3, None,
+                           nodes[2].patches, nodes[2].out_shape)
+    q = quantize_graph(Graph("x", graph.input_shape, tuple(nodes), "o"), np.ones((2, 2, 4, 4)))
+    assert q.ops[1].constant == "" and q.ops[1].committed_weight
+
+
+def test_a_structure_declaring_a_weight_public_is_rejected():
+    """A structure marking a Gemm's weight as a pool kernel (or an unknown kind) does not verify."""
+    import json
+    from proofs.proof_format import ByteReader
+    graph = _pool_graph(2, 2, 0, 4, True, np.random.default_rng(2))
+    q, net, x, proof = _prove(graph)
+    for kind in ("average", "global_average", "median"):
+        header = q.public()
+        header["ops"][-1]["constant"] = kind
+        other = GraphCommitment(q, net.commitment.weights).to_bytes()
+        inner = from_record(other, GraphCommitment.KIND, "c")
+        reader = ByteReader(inner, b"HZKGCOM1", 1, "c")
+        old_text = reader.text()
+        forged = inner.replace(old_text.encode(), json.dumps(header, sort_keys=True, separators=(",", ":")).encode())
+        assert forged != inner
+        with pytest.raises(ProofRejected):
+            verify_graph(to_record(GraphCommitment.KIND, forged), x, proof)
+
+
+def test_a_graph_without_private_constants_is_refused():
+    from proofs.layers.graph_zk import HidingGraphNetwork
+    gap = Contraction("gap", "GlobalAveragePool", ("x",), "g", "bchw,hw->bc", np.full((4, 4), 1 / 16), None, None,
+                      (2, 1, 1))
+    q = quantize_graph(Graph("x", (2, 4, 4), (gap,), "g"), np.ones((2, 2, 4, 4)))
+    assert q.ops[0].constant == "global_average"
+    with pytest.raises(ModelError, match="no weight or bias to commit"):
+        GraphNetwork(q)
+    with pytest.raises(ModelError, match="no weight or bias to commit"):
+        HidingGraphNetwork(q, max_proofs=1)
