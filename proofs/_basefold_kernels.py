@@ -71,7 +71,9 @@ def combine_rows(codeword, weights, out):
         for c in range(4):
             s = np.uint64(0)
             for k in range(codeword.shape[1]):
-                s += codeword[i, k] * weights[k, c] % P
+                s += codeword[i, k] * weights[k, c]  # s < p + 4 (p - 1)^2 < 2^64 before each reduction
+                if k % 4 == 3:
+                    s %= P
             out[i, c] = s % P
 
 

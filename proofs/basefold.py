@@ -659,19 +659,33 @@ def _dot_base(e: np.ndarray, table: np.ndarray) -> np.ndarray:
     return F.ext_sum(F.ext_mul_base(e, table), axis=0)
 
 
+def _fold_pair(f: np.ndarray, w: np.ndarray, r: np.ndarray):
+    """(fold(f, r), fold(w, r), the next round's message of their product or None): one fused pass (kernel
+    fold_sums) for large tables, else the two folds and None (the caller computes the message)."""
+    kernels = _fast(w.shape[0])
+    if kernels is None or w.shape[0] < 4:
+        return fold(f, r), fold(w, r), None
+    half = w.shape[0] // 2
+    f_out, w_out = np.empty((half, F.EXT_DEGREE), dtype=np.uint64), np.empty((half, F.EXT_DEGREE), dtype=np.uint64)
+    message = np.empty((3, F.EXT_DEGREE), dtype=np.uint64)
+    kernels.fold_sums(np.ascontiguousarray(f), np.ascontiguousarray(w), np.ascontiguousarray(r, dtype=np.uint64),
+                      f_out, w_out, message)
+    return f_out, w_out, message
+
+
 def _reduce_claims(tables, weights, sums, nums, folding, n_max, transcript):
     """The claim-reduction sumcheck of sum_k 2^(n_max - n_k) sum_x f_k(x) W_k(x) (a table of n_k variables
     joins when n_k variables remain; before, its part is the constant s_k 2^(m - 1 - n_k) in each h(X)).
     Returns (messages, r, evals: f_k at r[n_max - n_k:])."""
     tables = {k: tables[k] for k in folding}
     weights = {k: weights[k] for k in folding}
-    messages, point = [], []
+    messages, point, pending = [], [], {}  # pending[k]: this round's message of k, from its last fused fold
     for i in range(n_max):
         m = n_max - i
         h = F.ext_zero((3,))
         for k in folding:
             if nums[k] >= m:
-                h = F.ext_add(h, _round_message(tables[k], weights[k]))
+                h = F.ext_add(h, pending.pop(k) if k in pending else _round_message(tables[k], weights[k]))
             else:
                 h = F.ext_add(h, F.ext_mul_base(sums[k], np.uint64(pow(2, m - 1 - nums[k], F.P)))[None])
         transcript.absorb("basefold.reduction", h)
@@ -680,7 +694,9 @@ def _reduce_claims(tables, weights, sums, nums, folding, n_max, transcript):
         point.append(r)
         for k in folding:
             if nums[k] >= m:
-                tables[k], weights[k] = fold(tables[k], r), fold(weights[k], r)
+                tables[k], weights[k], following = _fold_pair(tables[k], weights[k], r)
+                if following is not None:
+                    pending[k] = following
     evals = np.stack([tables[k][0] for k in folding])
     return np.stack(messages), np.stack(point), evals
 

@@ -365,6 +365,9 @@ def test_numba_kernels_match_their_numpy_twins(seed):
         out = np.empty((2, 4), dtype=np.uint64)
         kernels.dot_pairs(table, half, out)
         assert np.array_equal(out, B._dot_pairs_numpy(table, half))
+        folded, folded_weights, message = B._fold_pair(table, weights, r)  # the fused kernel fold_sums
+        assert np.array_equal(folded, fold(table, r)) and np.array_equal(folded_weights, fold(weights, r))
+        assert np.array_equal(message, B._round_message_numpy(folded, folded_weights))
 
 
 @settings(max_examples=15, deadline=None)
