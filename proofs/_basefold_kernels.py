@@ -122,15 +122,6 @@ def add_into(a, out):
         out[i] = s - P if s >= P else s
 
 
-@numba.njit(cache=True)
-def scale_base(table, factor, out):
-    """out[i] = factor * table[i] for a base table (n,) and one F_p4 element (twin: field.ext_mul_base)."""
-    for i in range(table.shape[0]):
-        for c in range(4):
-            out[i, c] = table[i] * factor[c] % P
-
-
-
 @numba.njit(cache=True, inline="always")
 def _lerp_into(t, row, ext, r, tmp, out, j):
     """out[j] = t[2 row] + r (t[2 row + 1] - t[2 row]) for a base (2n,) or F_p4 (2n, 4) table t."""
@@ -199,6 +190,20 @@ def dot_pairs(f, e, out):
     for b in range(2):
         for c in range(4):
             out[b, c] = acc[b, c] % P
+
+
+@numba.njit(cache=True)
+def fold_scaled_into(table, r, beta, out):
+    """out[j] += beta (t[2j] + r (t[2j + 1] - t[2j])) for a base table t (2n,) (twin: basefold._fold_joined's
+    numpy path): beta t[2j] + (beta r) (t[2j + 1] - t[2j]), base times F_p4 only."""
+    br = np.empty((1, 4), dtype=np.uint64)
+    _ext_mul_into(beta[0], beta[1], beta[2], beta[3], r[0], r[1], r[2], r[3], br, 0)
+    for j in range(out.shape[0]):
+        low, high = table[2 * j], table[2 * j + 1]
+        d = high - low if high >= low else high + P - low
+        for c in range(4):
+            s = (beta[c] * low + br[0, c] * d) % P + out[j, c]
+            out[j, c] = s - P if s >= P else s
 
 _IV = np.array([0x6A09E667F3BCC908, 0xBB67AE8584CAA73B, 0x3C6EF372FE94F82B, 0xA54FF53A5F1D36F1,
                 0x510E527FADE682D1, 0x9B05688C2B3E6C1F, 0x1F83D9ABFB41BD6B, 0x5BE0CD19137E2179], dtype=np.uint64)

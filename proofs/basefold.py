@@ -598,16 +598,34 @@ def _dot_pairs_numpy(f: np.ndarray, e: np.ndarray) -> np.ndarray:
     return np.stack([F.ext_sum(product(e, f[b::2]), axis=0) for b in (0, 1)])
 
 
-def _eq_round_message(f: np.ndarray, suffix: np.ndarray, z: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """(h(0), h(1), h(2)) of sum_x f(X, x) w(X, x) for w = scale eq(z, X) eq(z', x), ``suffix`` = eq(z', .):
+def _eq_round_message(combined, joining, suffix: np.ndarray, z: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """(h(0), h(1), h(2)) of sum_x f(X, x) w(X, x) for f = combined + sum beta t over ``joining`` = [(base
+    table t, beta)] (``combined`` F_p4 or None) and w = scale eq(z, X) eq(z', x), ``suffix`` = eq(z', .):
     h(X) = scale eq(z, X) g(X) with g(X) = sum_x f(X, x) eq(z', x) linear (g(2) = 2 g(1) - g(0)) and eq(z, X)
     = 1 - z, z, 3 z - 1 at X = 0, 1, 2 (Gruen's factoring of eq: 2 products a pair instead of 3 plus the
-    weight's fold). Equals :func:`_round_message` (f, scale eq(z || z', .))."""
-    g = _dot_pairs(f, suffix)
+    weight's fold; the base tables' products stay base times F_p4). Equals :func:`_round_message` (f, scale
+    eq(z || z', .))."""
+    g = _dot_pairs(combined, suffix) if combined is not None else F.ext_zero((2,))
+    for table, beta in joining:
+        g = F.ext_add(g, F.ext_mul(_dot_pairs(table, suffix), beta))
     g2 = F.ext_sub(F.ext_add(g[1], g[1]), g[0])
     one = F.ext_one()
     eq = [F.ext_sub(one, z), z, F.ext_sub(F.ext_mul_base(z, np.uint64(3)), one)]
     return np.stack([F.ext_mul(F.ext_mul(scale, e), v) for e, v in zip(eq, (g[0], g[1], g2))])
+
+
+def _fold_joined(combined, joining, r: np.ndarray) -> np.ndarray:
+    """fold(combined + sum beta t, r) for ``joining`` = [(base table t, beta)], without building beta t."""
+    half = (combined if combined is not None else joining[0][0]).shape[0] // 2
+    out = fold(combined, r) if combined is not None else F.ext_zero((half,))
+    for table, beta in joining:
+        kernels = _fast(table.shape[0])
+        if kernels is not None:
+            kernels.fold_scaled_into(np.ascontiguousarray(table), np.ascontiguousarray(r, dtype=np.uint64),
+                                     np.ascontiguousarray(beta, dtype=np.uint64), out)
+        else:
+            out = F.ext_add(out, F.ext_mul(fold(table, r), beta))
+    return out
 
 
 def _eq_scaled(point: np.ndarray, scale: np.ndarray) -> np.ndarray:
@@ -637,16 +655,6 @@ def _add_eq_scaled(out: np.ndarray, point: np.ndarray, scale: np.ndarray) -> Non
         kernels.add_into(buffer.reshape(-1), out.reshape(-1))
     else:
         out[:] = F.ext_add(out, _eq_scaled(point, scale))
-
-
-def _scale_base(table: np.ndarray, factor: np.ndarray) -> np.ndarray:
-    """factor * table: a base (n,) table times one F_p4 element -> (n, 4)."""
-    kernels = _fast(table.shape[0])
-    if kernels is not None:
-        out = np.empty((table.shape[0], F.EXT_DEGREE), dtype=np.uint64)
-        kernels.scale_base(np.ascontiguousarray(table), np.ascontiguousarray(factor, dtype=np.uint64), out)
-        return out
-    return F.ext_mul_base(factor, table)
 
 
 def _dot_base(e: np.ndarray, table: np.ndarray) -> np.ndarray:
@@ -740,12 +748,11 @@ def open_batch(witnesses, points_list, transcript, values=None):
     suffix = _eq_scaled(point[1:], F.ext_one()) if plan.folding else None
     challenges, messages, shared = [], [], []
     for i in range(plan.rounds):
-        m = plan.n_max - i
+        m, joining = plan.n_max - i, []
         for k in plan.folding:
             if nums[k] == m:  # table k joins: beta_k drawn after the claims, earlier challenges and its commitment
                 betas[k] = transcript.challenge_ext("basefold.beta")  # line proximity error <= N'_k / |F_p4|
-                part = _scale_base(witnesses[k].table, betas[k])
-                combined = part if combined is None else F.ext_add(combined, part)
+                joining.append((witnesses[k].table, betas[k]))  # + beta_k f_k, kept base until the fold
         for k in plan.folding:
             if plan.firsts[k] == m:  # its codeword joins after its row folds (r of rounds n_k .. m + 1)
                 rows = witnesses[k].codeword
@@ -754,12 +761,12 @@ def open_batch(witnesses, points_list, transcript, values=None):
                     F.ext_from_base(rows[:, 0])
                 joined = F.ext_mul(joined, betas[k])
                 codeword = joined if codeword is None else F.ext_add(codeword, joined)
-        h = _eq_round_message(combined, suffix, point[i], scale)
+        h = _eq_round_message(combined, joining, suffix, point[i], scale)
         transcript.absorb("basefold.round", h)
         r = transcript.challenge_ext("basefold.r")  # sumcheck round error <= 2/|F_p4|; fold error <= N/|F_p4|
         messages.append(h)
         challenges.append(r)
-        combined, scale = fold(combined, r), F.ext_mul(scale, _eq1(point[i], r))
+        combined, scale = _fold_joined(combined, joining, r), F.ext_mul(scale, _eq1(point[i], r))
         if suffix.shape[0] > 1:
             suffix = F.add(suffix[0::2], suffix[1::2])
         if codeword is not None:

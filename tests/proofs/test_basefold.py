@@ -359,7 +359,6 @@ def test_numba_kernels_match_their_numpy_twins(seed):
     rows, row_weights = F.random_elements((n // 4, 8), seed=seed + 6), F.ext_random((8,), seed=seed + 7)
     assert np.array_equal(B._combine_rows(rows, row_weights), B._combine_rows_numpy(rows, row_weights))
     assert np.array_equal(B._dot_base(ext, base), F.ext_sum(F.ext_mul_base(ext, base), axis=0))
-    assert np.array_equal(B._scale_base(base, r), F.ext_mul_base(r, base))
     half = F.ext_random((n // 2,), seed=seed + 8)
     for table in (base, ext):
         out = np.empty((2, 4), dtype=np.uint64)
@@ -368,6 +367,10 @@ def test_numba_kernels_match_their_numpy_twins(seed):
         folded, folded_weights, message = B._fold_pair(table, weights, r)  # the fused kernel fold_sums
         assert np.array_equal(folded, fold(table, r)) and np.array_equal(folded_weights, fold(weights, r))
         assert np.array_equal(message, B._round_message_numpy(folded, folded_weights))
+    into = F.ext_random((n // 2,), seed=seed + 9)
+    expected = F.ext_add(into, F.ext_mul(fold(base, r), weights[0]))
+    kernels.fold_scaled_into(base, r, weights[0], into)
+    assert np.array_equal(into, expected)
 
 
 @settings(max_examples=15, deadline=None)
@@ -378,7 +381,17 @@ def test_eq_factored_round_message_is_the_plain_one(n, base, seed):
     point, scale = F.ext_random((n,), seed=seed + 1), F.ext_random((), seed=seed + 2)
     weight = F.ext_mul(eq_table(point), scale)
     suffix = eq_table(point[1:])
-    assert np.array_equal(B._eq_round_message(table, suffix, point[0], scale), B._round_message(table, weight))
+    assert np.array_equal(B._eq_round_message(table, [], suffix, point[0], scale), B._round_message(table, weight))
+    if base:  # joining base tables, kept base: beta t + beta' t'
+        other, beta, beta2 = F.random_elements(1 << n, seed=seed + 3), F.ext_random((), seed=seed + 4), \
+            F.ext_random((), seed=seed + 5)
+        joined = F.ext_add(F.ext_mul_base(beta, table), F.ext_mul_base(beta2, other))
+        message = B._eq_round_message(None, [(table, beta), (other, beta2)], suffix, point[0], scale)
+        assert np.array_equal(message, B._round_message(joined, weight))
+        r = F.ext_random((), seed=seed + 6)
+        assert np.array_equal(B._fold_joined(None, [(table, beta), (other, beta2)], r), fold(joined, r))
+        assert np.array_equal(B._fold_joined(joined, [(table, beta)], r),
+                              fold(F.ext_add(joined, F.ext_mul_base(beta, table)), r))
     if n > 1:  # the next suffix is the pair sums of this one
         assert np.array_equal(F.add(suffix[0::2], suffix[1::2]), eq_table(point[2:]))
 
