@@ -63,7 +63,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import field as F
-from .commit import (_hash, _merkle_levels, _merkle_root_from, _multiproof_siblings, _powers, committed_table,
+from .commit import (_bit_reverse, _hash, _merkle_levels, _merkle_root_from, _multiproof_siblings, _powers, committed_table,
                      rs_encode)
 from .errors import ProofError, ProofRejected
 from .mle import eq_eval, eq_table, fold
@@ -307,6 +307,29 @@ def _merkle_paths(levels: list, indices: np.ndarray) -> list:
 
 def _encode_table(table: np.ndarray, num_vars: int, params: BasefoldParams) -> np.ndarray:
     """(N', 2^s) base codeword: column c encodes the entries t[j 2^s + c] (s = params.interleave(num_vars))."""
+    s = params.interleave(num_vars)
+    kernels = _fast(table.size * params.rate_inv)
+    if kernels is None:
+        return _encode_table_numpy(table, num_vars, params)
+    n = (1 << (num_vars - s)) * params.rate_inv
+    out = np.empty((1 << s, n), dtype=np.uint64)
+    rows = np.ascontiguousarray(table.reshape(1 << (num_vars - s), 1 << s).T)
+    kernels.encode_interleaved(rows, params.rate_inv.bit_length() - 1,
+                               _stage_twiddles(n), _bit_reverse(1 << (num_vars - s)), out)
+    return np.ascontiguousarray(out.T)
+
+
+def _stage_twiddles(n: int) -> np.ndarray:
+    """(n,): entry h + j = w_2h^j 2^32 mod p for each stage h = 1, 2, ..., n/2 and j < h (Montgomery form)."""
+    out = np.zeros(max(n, 1), dtype=np.uint64)
+    half = 1
+    while half < n:
+        out[half:2 * half] = F.mul(_powers(_omega(2 * half), half), np.uint64((1 << 32) % F.P))
+        half *= 2
+    return out
+
+
+def _encode_table_numpy(table: np.ndarray, num_vars: int, params: BasefoldParams) -> np.ndarray:
     s = params.interleave(num_vars)
     rows = np.ascontiguousarray(table.reshape(1 << (num_vars - s), 1 << s).T)
     return np.ascontiguousarray(rs_encode(rows, params.rate_inv).T)

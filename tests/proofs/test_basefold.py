@@ -373,6 +373,14 @@ def test_numba_kernels_match_their_numpy_twins(seed):
     assert np.array_equal(into, expected)
 
 
+@pytest.mark.parametrize("num_vars, params", [(15, B.BasefoldParams()), (13, B.BasefoldParams(rate_inv=8, final_vars=0)),
+                                              (16, B.BasefoldParams(rate_inv=2, max_log_codeword=12))])
+def test_interleaved_encoding_kernel_matches_rs_encode(num_vars, params):
+    """The Montgomery-twiddle NTT that skips the zero padding's copy stages against commit.rs_encode."""
+    table = F.random_elements(1 << num_vars, seed=num_vars)
+    assert np.array_equal(B._encode_table(table, num_vars, params), B._encode_table_numpy(table, num_vars, params))
+
+
 @settings(max_examples=15, deadline=None)
 @given(st.integers(1, 16), st.booleans(), seeds)
 def test_eq_factored_round_message_is_the_plain_one(n, base, seed):
