@@ -58,13 +58,14 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 from dataclasses import dataclass
 
 import numpy as np
 
 from . import field as F
-from .commit import (_bit_reverse, _hash, _merkle_levels, _merkle_root_from, _multiproof_siblings, _powers, committed_table,
-                     rs_encode)
+from .commit import (_bit_reverse, _hash, _merkle_levels, _merkle_root_from, _multiproof_siblings, _powers,
+                     committed_table, rs_encode)
 from .errors import ProofError, ProofRejected
 from .mle import eq_eval, eq_table, fold
 
@@ -264,10 +265,15 @@ def _digests(leaves: np.ndarray) -> list:
     return [_hash(b"\x00", raw[i:i + width]) for i in range(0, len(raw), width)]
 
 
+def _hash_kernels(count: int):
+    """The kernels for hashing ``count`` messages (their BLAKE2b reads message words little-endian), else None."""
+    return _fast(count) if sys.byteorder == "little" else None
+
+
 def _digest_array(leaves: np.ndarray) -> np.ndarray:
     """(n, 32) uint8: row i = H(0x00 || leaf i's bytes) (as :func:`_digests`; BLAKE2b in numba for many leaves)."""
     data = np.ascontiguousarray(leaves, dtype="<u4").reshape(leaves.shape[0], -1).view(np.uint8)
-    kernels = _fast(data.shape[0])
+    kernels = _hash_kernels(data.shape[0])
     if kernels is None:
         return np.frombuffer(b"".join(_digests(leaves)), dtype=np.uint8).reshape(-1, DIGEST_SIZE)
     out = np.empty((data.shape[0], DIGEST_SIZE), dtype=np.uint8)
@@ -281,10 +287,10 @@ def _merkle_tree(digests: np.ndarray) -> list:
     levels = [digests]
     while levels[-1].shape[0] > 1:
         below = levels[-1]
-        kernels = _fast(below.shape[0])
+        kernels = _hash_kernels(below.shape[0])
         if kernels is None:
-            raw = below.tobytes()
-            parents = b"".join(_hash(b"\x01", raw[i:i + 2 * DIGEST_SIZE]) for i in range(0, len(raw), 2 * DIGEST_SIZE))
+            raw, width = below.tobytes(), 2 * DIGEST_SIZE
+            parents = b"".join(_hash(b"\x01", raw[i:i + width]) for i in range(0, len(raw), width))
             levels.append(np.frombuffer(parents, dtype=np.uint8).reshape(-1, DIGEST_SIZE))
         else:
             out = np.empty((below.shape[0] // 2, DIGEST_SIZE), dtype=np.uint8)

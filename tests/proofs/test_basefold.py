@@ -373,7 +373,8 @@ def test_numba_kernels_match_their_numpy_twins(seed):
     assert np.array_equal(into, expected)
 
 
-@pytest.mark.parametrize("num_vars, params", [(15, B.BasefoldParams()), (13, B.BasefoldParams(rate_inv=8, final_vars=0)),
+@pytest.mark.parametrize("num_vars, params", [(15, B.BasefoldParams()),
+                                              (13, B.BasefoldParams(rate_inv=8, final_vars=0)),
                                               (16, B.BasefoldParams(rate_inv=2, max_log_codeword=12))])
 def test_interleaved_encoding_kernel_matches_rs_encode(num_vars, params):
     """The Montgomery-twiddle NTT that skips the zero padding's copy stages against commit.rs_encode."""
