@@ -25,12 +25,13 @@ Ranges: every requantized value is proven to have Q signed bits (Q covers the ca
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import ModelError
+from .errors import ModelError, ProofRejected
 from .quantize import FIELD_BITS, FIELD_HALF, MAX_FRAC_BITS, round_shift
 
 _AXES = "pqrstuvwxyz"  # letters of an Affine's elementwise einsum (never 'b')
@@ -147,6 +148,18 @@ class QuantizedGraph:
                    str(header["output"]), {t: tuple(int(n) for n in v[0]) for t, v in tensors.items()},
                    {t: int(v[1]) for t, v in tensors.items()}, {t: int(v[2]) for t, v in tensors.items()},
                    bytes.fromhex(header["digest"]))
+
+    def public_text(self) -> str:
+        """The canonical JSON text of :meth:`public` (sorted keys, no spaces): what a commitment carries."""
+        return json.dumps(self.public(), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_public_text(cls, text: str, where: str) -> "QuantizedGraph":
+        """:meth:`from_public` of a commitment's text; anything malformed is ProofRejected at ``where``."""
+        try:
+            return cls.from_public(json.loads(text))
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            raise ProofRejected(f"malformed structure: {type(error).__name__}: {error}", where) from None
 
     # ---------------------------------------------------------------------------------------- reference
     def quantize_input(self, x) -> np.ndarray:

@@ -33,7 +33,6 @@ Soundness: every sumcheck contributes d k / p^4 (the padding term (n + 1) / p^4)
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 
@@ -132,7 +131,7 @@ class GraphCommitment:
 
     def to_bytes(self) -> bytes:
         writer = ByteWriter(COMMITMENT_MAGIC, FORMAT_VERSION)
-        writer.text(json.dumps(self.structure.public(), sort_keys=True, separators=(",", ":")))
+        writer.text(self.structure.public_text())
         writer.blob(self.weights.to_bytes())
         return to_record(self.KIND, writer.getvalue())
 
@@ -143,10 +142,7 @@ class GraphCommitment:
     @classmethod
     def _parse(cls, data) -> "GraphCommitment":
         reader = ByteReader(data, COMMITMENT_MAGIC, FORMAT_VERSION, "graph commitment")
-        try:
-            structure = QuantizedGraph.from_public(json.loads(reader.text()))
-        except (KeyError, TypeError, ValueError, AttributeError) as error:
-            raise ProofRejected(f"malformed structure: {type(error).__name__}: {error}", "graph commitment") from None
+        structure = QuantizedGraph.from_public_text(reader.text(), "graph commitment")
         weights = read_nested(reader, Commitment)
         reader.finish()
         return cls(structure, weights)

@@ -40,7 +40,6 @@ a private input. Soundness: the union bound of :func:`soundness_bits`; zero know
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from dataclasses import dataclass
 
@@ -466,7 +465,7 @@ class HidingGraphCommitment:
 
     def to_bytes(self) -> bytes:
         writer = ByteWriter(COMMITMENT_MAGIC, FORMAT_VERSION)
-        writer.text(json.dumps(self.structure.public(), sort_keys=True, separators=(",", ":")))
+        writer.text(self.structure.public_text())
         writer.blob(self.weights.to_bytes())
         return to_record(self.KIND, writer.getvalue())
 
@@ -478,11 +477,7 @@ class HidingGraphCommitment:
     @classmethod
     def _parse(cls, data) -> "HidingGraphCommitment":
         reader = ByteReader(data, COMMITMENT_MAGIC, FORMAT_VERSION, "hiding graph commitment")
-        try:
-            structure = QuantizedGraph.from_public(json.loads(reader.text()))
-        except (KeyError, TypeError, ValueError, AttributeError) as error:
-            raise ProofRejected(f"malformed structure: {type(error).__name__}: {error}",
-                                "hiding graph commitment") from None
+        structure = QuantizedGraph.from_public_text(reader.text(), "hiding graph commitment")
         weights = parse_nested(Reusable.from_bytes, reader.blob(), "model copies")
         reader.finish()
         return cls(structure, weights)
@@ -562,8 +557,7 @@ class HidingGraphNetwork:
         if state is not None:  # prove later against a published commitment (``save_state``)
             commitment, witness = prover_state.load(state, model_tables(qgraph), layout,
                                                     HidingGraphCommitment.from_bytes)
-            if json.dumps(commitment.structure.public(), sort_keys=True) != \
-                    json.dumps(qgraph.public(), sort_keys=True):
+            if commitment.structure.public_text() != qgraph.public_text():
                 raise ModelError(f"prover state {state!r} was saved for another quantized model")
             self._weights = (commitment.weights, witness)
         else:
