@@ -52,11 +52,11 @@ from ..mle import bind_high, eq_table, mle_evaluate
 from ..proof_format import ByteReader, ByteWriter, from_record, parse_nested, to_record
 from ..relations import Public, Slot, StoreLayout, Stored, Term, commit_store, eq_factor, table_factor
 from ..transcript import Transcript
-from ..zk import HidingCommitment, HidingParams, ZKSumcheckProof
+from ..zk import HidingCommitment, HidingParams
 from . import prover_state, reusable as reusable_module
 from .common import prefix_sum_of_eq, require
 from .contraction import _subscripts, join_point, split_point
-from .network_zk import _StatedViews, _mask_params, best_rows, default_params
+from .network_zk import _StatedViews, best_rows, check_store_commitments, default_params
 from .proof_items import TrainingProof
 from .requant import Decomposition, decompose
 from .reusable import Reusable, commit_reusable, verify_reusable
@@ -688,15 +688,7 @@ def _verify(commitment, x, proof) -> np.ndarray:
     require(len(relations.commitments) == 1, f"{len(relations.commitments)} proof commitments, expected 1", where)
     commitments = {"w": commitment.weights.copies[relations.copy], "p": relations.commitments[0]}
     rows = {"w": model_rows(q, params), "p": proof_rows(shapes, params)}
-    for key, layout in layouts.items():
-        c, expected = commitments[key], params if key != "w" else commitment.weights.params
-        require(isinstance(c, HidingCommitment) and c.num_vars == layout.num_vars and c.log_rows == rows[key]
-                and dataclasses.replace(c.params, mask_rows=0) == dataclasses.replace(expected, mask_rows=0),
-                f"commitment {key} does not have the statement's shape and parameters", where)
-    for item in relations.items:
-        if isinstance(item, ZKSumcheckProof):
-            require(item.mask_commitment.params == _mask_params(params) and item.mask_commitment.log_rows == 0,
-                    "a sumcheck mask commitment does not use the statement's parameters", where)
+    check_store_commitments(layouts, commitments, rows, params, commitment.weights.params, relations.items, where)
     transcript = _transcript(commitment, x_int, proof.output, relations.commitments, relations.copy)
     channel = Channel(transcript, params, layouts, commitments, items=relations.items)
     _Run(shapes, channel, *_public_tables(shapes, x_int, proof.output)).run()

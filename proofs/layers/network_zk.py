@@ -378,6 +378,22 @@ def _mask_params(params: HidingParams) -> HidingParams:
     return HidingParams(params.rate_inv, params.target_bits, True, mask_rows=2)
 
 
+def check_store_commitments(layouts, commitments, rows, params, model_params, items, where: str) -> None:
+    """Raise ProofRejected unless every store commitment has its layout's variables, the statement's rows and
+    parameters (``model_params`` for the model's copy "w", masks aside), and every zero-knowledge sumcheck's mask
+    commitment the statement's mask parameters (one row)."""
+    for key, layout in layouts.items():
+        c, expected = commitments[key], params if key != "w" else model_params
+        require(isinstance(c, HidingCommitment) and c.num_vars == layout.num_vars
+                and c.log_rows == rows[key]
+                and dataclasses.replace(c.params, mask_rows=0) == dataclasses.replace(expected, mask_rows=0),
+                f"commitment {key} does not have the statement's shape and parameters", where)
+    for item in items:
+        if isinstance(item, ZKSumcheckProof):
+            require(item.mask_commitment.params == _mask_params(params) and item.mask_commitment.log_rows == 0,
+                    "a sumcheck mask commitment does not use the statement's parameters", where)
+
+
 def verify(commitment, x, proof: HidingNetworkProof) -> np.ndarray:
     """Raise ProofRejected unless ``proof`` shows proof.output = model(x) (x already checked, int64)."""
     where = "hiding network proof"
@@ -396,16 +412,7 @@ def verify(commitment, x, proof: HidingNetworkProof) -> np.ndarray:
             f"{len(relations.commitments)} proof commitments, expected {len(proof_layouts)}", where)
     commitments = {"w": commitment.weights.copies[relations.copy], **dict(zip(proof_layouts, relations.commitments))}
     rows = {"w": balanced_rows(layouts["w"], params), "p": proof_rows(layers, batch, params)}
-    for key, layout in layouts.items():
-        c, expected = commitments[key], params if key != "w" else commitment.weights.params
-        require(isinstance(c, HidingCommitment) and c.num_vars == layout.num_vars
-                and c.log_rows == rows[key]
-                and dataclasses.replace(c.params, mask_rows=0) == dataclasses.replace(expected, mask_rows=0),
-                f"commitment {key} does not have the statement's shape and parameters", where)
-    for item in relations.items:
-        if isinstance(item, ZKSumcheckProof):
-            require(item.mask_commitment.params == _mask_params(params) and item.mask_commitment.log_rows == 0,
-                    "a sumcheck mask commitment does not use the statement's parameters", where)
+    check_store_commitments(layouts, commitments, rows, params, commitment.weights.params, relations.items, where)
     transcript = _transcript(commitment, x, proof.output, relations.commitments, relations.copy)
     channel = Channel(transcript, params, layouts, commitments, items=relations.items)
     b_pad = width(batch)
