@@ -257,6 +257,23 @@ def _leaves(codeword: np.ndarray, block: int) -> np.ndarray:
     return np.ascontiguousarray(np.swapaxes(shaped, 0, 1))
 
 
+def _leaf_group(coset_values: int, count: int) -> int:
+    """Cosets per leaf of a table's own tree: the most (a power of two, at most ``count``, the cosets) whose
+    values (4 bytes each) and the prefix byte fit one 128-byte BLAKE2b block; a query opens its whole leaf."""
+    group = 1
+    while 2 * group <= count and 2 * group * coset_values * 4 + 1 <= 128:
+        group *= 2
+    return group
+
+
+def _table_leaves(codeword: np.ndarray, block: int) -> np.ndarray:
+    """(N', 2^s) codeword -> (M / g, g 2^block, 2^s): leaf i holds the cosets g i, ..., g i + g - 1 of
+    :func:`_leaves` (M = N' / 2^block of them; g = :func:`_leaf_group`)."""
+    leaves = _leaves(codeword, block)
+    group = _leaf_group(leaves[0].size, leaves.shape[0])
+    return leaves.reshape((leaves.shape[0] // group, group * leaves.shape[1]) + leaves.shape[2:])
+
+
 def _digests(leaves: np.ndarray) -> list:
     """H(0x00 || leaf bytes) for each leaf (first axis); entries as little-endian u32."""
     data = np.ascontiguousarray(leaves, dtype="<u4").reshape(leaves.shape[0], -1)
@@ -447,7 +464,7 @@ def commit(values, params: BasefoldParams = BasefoldParams()):
         raise ProofError(f"basefold.commit: num_vars={num_vars} > {_max_vars(params)} at rate 1/{params.rate_inv}")
     codeword = _encode_table(table, num_vars, params)
     first = num_vars - params.interleave(num_vars)
-    levels = _merkle_tree(_digest_array(_leaves(codeword, params.block(first))))
+    levels = _merkle_tree(_digest_array(_table_leaves(codeword, params.block(first))))
     commitment = BasefoldCommitment(_root(levels), num_vars, params)
     return commitment, BasefoldWitness(commitment, table, codeword, levels)
 
@@ -459,7 +476,7 @@ class BasefoldProof:
     table has one claim); evals (K, 4): each folded table at its part of the reduced point r; rounds (rounds, 3,
     4): the opening sumcheck of the combined table; layer_roots: one per committed layer of the combined
     codeword; final (2^final, 4): the combined final table; tables: each small table, whole (2^n,);
-    initial_leaves / initial_paths: per folded commitment its opened cosets (u, 2^b, 2^s) and multi-proof;
+    initial_leaves / initial_paths: per folded commitment its opened leaves (u, g 2^b, 2^s) and multi-proof;
     layer_leaves / layer_paths: per committed layer the opened cosets (u, 2^arity, 4) and multi-proof."""
 
     reduction: np.ndarray
@@ -811,9 +828,10 @@ def open_batch(witnesses, points_list, transcript, values=None):
     queries = _queries(transcript, params, plan.n_max, bool(plan.folding))
     initial_leaves, initial_paths = [], []
     for k in plan.folding:
-        block = params.block(plan.firsts[k])
-        index = np.unique(queries % (witnesses[k].codeword.shape[0] >> block))
-        initial_leaves.append(_leaves(witnesses[k].codeword, block)[index])
+        leaves = _table_leaves(witnesses[k].codeword, params.block(plan.firsts[k]))
+        group = leaves.shape[1] >> params.block(plan.firsts[k])
+        index = np.unique(queries % (leaves.shape[0] * group) // group)
+        initial_leaves.append(leaves[index])
         initial_paths.append(tuple(_merkle_paths(witnesses[k].levels, index)))
     layer_leaves, layer_paths = [], []
     for leaves, levels in shared:
@@ -955,7 +973,7 @@ def _verify(commitments, points_list, values_list, proof, transcript, min_securi
             value = F.ext_sum(F.ext_mul_base(eq_table(z), table), axis=0) if nums[k] else F.ext_from_base(table[0])
             _require(F.ext_eq(value, values_list[k][j]), f"claimed value {j} of commitment {k} differs from its table")
         codeword = _encode_table(table, nums[k], params)
-        root = _merkle_levels(_digests(_leaves(codeword, 0)))[-1][0]
+        root = _merkle_levels(_digests(_table_leaves(codeword, 0)))[-1][0]
         _require(root == commitments[k].root, f"the table of commitment {k} does not hash to its root")
     transcript.absorb("basefold.finals", [np.asarray(proof.final)] + [np.asarray(t) for t in proof.tables])
     queries = _queries(transcript, params, plan.n_max, bool(plan.folding))
@@ -988,14 +1006,17 @@ def _check_reduction(messages, plan, nums, points_list, values_list, coefficient
     return point
 
 
-def _opened(leaves, paths, index_space: int, queries, depth: int, root: bytes, name: str, shape_tail):
-    """Check one tree's opened cosets against its root; return the leaf row of each query."""
-    index = np.unique(queries % index_space)
-    _check_array(leaves, (index.size,) + shape_tail, name)
+def _opened(leaves, paths, index_space: int, queries, depth: int, root: bytes, name: str, shape_tail, group=1):
+    """Check one tree's opened cosets against its root; return the coset of each query (position q mod
+    index_space; ``group`` cosets a leaf, leaf (q mod index_space) // group)."""
+    position = queries % index_space
+    index = np.unique(position // group)
+    _check_array(leaves, (index.size, group * shape_tail[0]) + shape_tail[1:], name)
     path = _check_digests(paths, name)
-    _require(_merkle_root_from(_digests(leaves), index, path, depth) == root,
+    _require(_merkle_root_from(_digests(leaves), index, path, depth - (group.bit_length() - 1)) == root,
              f"{name}: opened cosets do not hash to the root")
-    return leaves[np.searchsorted(index, queries % index_space)]
+    rows = leaves[np.searchsorted(index, position // group)].reshape((len(queries), group) + shape_tail)
+    return rows[np.arange(len(queries)), position % group]
 
 
 def _joined_rows(commitment, params, plan, k, leaves, paths, queries, challenges) -> np.ndarray:
@@ -1004,7 +1025,7 @@ def _joined_rows(commitment, params, plan, k, leaves, paths, queries, challenges
     s, block = commitment.num_vars - first, params.block(first)
     space = ((1 << first) * params.rate_inv) >> block
     rows = _opened(leaves, paths, space, queries, space.bit_length() - 1, commitment.root,
-                   f"commitment {k}", (1 << block, 1 << s))
+                   f"commitment {k}", (1 << block, 1 << s), _leaf_group((1 << block) << s, space))
     start = plan.n_max - commitment.num_vars
     return _fold_opened_rows(rows, challenges[start:start + s])
 

@@ -578,3 +578,13 @@ def test_a_single_claim_whose_evaluation_is_not_the_claimed_value_is_caught():
     assert np.array_equal(proof.evals, honest[0])
     with pytest.raises(ProofRejected, match="evaluation differs from the claimed value"):
         _verify([witnesses[0].commitment], points, values, proof)
+
+
+def test_small_cosets_share_a_leaf_of_one_hash_block():
+    """A table's tree puts the most cosets in a leaf whose bytes (and prefix) fit one BLAKE2b block."""
+    assert [B._leaf_group(values, 1 << 10) for values in (1, 4, 8, 32, 64)] == [16, 4, 2, 1, 1]
+    assert B._leaf_group(1, 2) == 2  # never more cosets than the codeword has
+    codeword = F.random_elements((64, 2), seed=1)
+    leaves = B._table_leaves(codeword, 1)  # cosets of 2 positions x 2 rows: 4 to a leaf
+    assert leaves.shape == (8, 8, 2)
+    assert np.array_equal(leaves[1, 2:4], B._leaves(codeword, 1)[5])
