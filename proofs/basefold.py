@@ -14,7 +14,8 @@ every committed table at once.
 Encoding. A table t of 2^n base-field values (the evaluations of f~ on the hypercube, proofs.mle's order) is
 read as the coefficients of g(X) = sum_i t_i X^i and evaluated on the subgroup <w_N> of order N = 2^n rho^-1
 (commit.rs_encode); the commitment is the Merkle root of the codeword, whose leaves are cosets of 2^b points
-{j + s N/2^b} (adjacent cosets share a leaf while their bytes fit one BLAKE2b block: ``_leaf_group``). Folding with r: writing g(X) = g_e(X^2) + X g_o(X^2), the fold (1 - r) g_e + r g_o is the RS
+{j + s N/2^b} (in a table's own tree adjacent cosets share a leaf while their bytes fit one BLAKE2b block:
+``_leaf_group``). Folding with r: writing g(X) = g_e(X^2) + X g_o(X^2), the fold (1 - r) g_e + r g_o is the RS
 encoding of the folded table t'_j = (1 - r) t_2j + r t_2j+1, i.e. of f~ with x_0 := r, and it is computed
 pointwise from the pair (g(x), g(-x)): with s = (g(x) + g(-x))/2, d = (g(x) - g(-x))/(2x), the value at x^2 is
 s + r (d - s). After n folds the table is the constant f~(r).
