@@ -6,6 +6,7 @@ proof work: a proof that is also wrong elsewhere (a changed output entry, inside
 layer sumchecks) is refused *as conjectured*, at the model commitment (kills `_verify` 8: the early check skipped,
 so the tampering is found first; 11, 14, 15, 16: the refusal's location changed)."""
 import dataclasses
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from proofs.basefold import BasefoldParams
 from proofs.errors import ProofRejected
 from proofs.layers.network import Network, verify_network
 from proofs.quantize import quantize_fixed_point, quantize_input
+from proofs.zk import ZKSumcheckProof
 from tests.proofs.test_network import float_mlp
 
 
@@ -45,3 +47,64 @@ def test_conjectured_refusal_comes_first_and_names_the_model_commitment(conjectu
         with pytest.raises(ProofRejected, match="did not allow conjectured soundness") as refused:
             verify_network(network.commitment, x, candidate)
         assert refused.value.where == "model commitment"
+
+
+# ------------------------------------------------------------------ the hiding Network verifier (network_zk.verify)
+@pytest.fixture(scope="module")
+def hiding():
+    weights, biases = float_mlp(1, (16, 16, 4))
+    model = quantize_fixed_point(weights, biases, frac_bits=8)
+    x = quantize_input(model, np.random.default_rng(2).uniform(-1, 1, (1, 16)))
+    network = Network(model, zk=True, max_proofs=1)
+    return network, x, network.prove(x)
+
+
+def _with_relations(proof, **changes):
+    return dataclasses.replace(proof, relations=dataclasses.replace(proof.relations, **changes))
+
+
+def test_hiding_relations_must_be_a_training_proof_even_with_honest_fields(hiding):
+    """An object carrying an honest proof's mode, commitments and items is not a TrainingProof: refused by
+    the type check (kills network_zk.verify 10: `and` -> `or`, under which it verified)."""
+    network, x, proof = hiding
+    assert np.array_equal(verify_network(network.commitment, x, proof), proof.output)
+    r = proof.relations
+    fake = SimpleNamespace(mode=r.mode, commitments=r.commitments, items=r.items, copy=r.copy)
+    with pytest.raises(ProofRejected, match="needs a HidingNetworkProof"):
+        verify_network(network.commitment, x, dataclasses.replace(proof, relations=fake))
+
+
+def test_hiding_copy_index_is_checked_at_the_top(hiding):
+    """copy = the number of model copies is refused by the copy check, naming it (kills 58: `<` -> `<=`)."""
+    network, x, proof = hiding
+    with pytest.raises(ProofRejected, match="copy 1 of a model committed 1 times"):
+        verify_network(network.commitment, x, _with_relations(proof, copy=len(network.commitment.weights)))
+
+
+@pytest.mark.parametrize("change", ["type", "num_vars", "log_rows", "params"])
+def test_hiding_each_store_commitment_condition_is_checked_on_its_own(hiding, change):
+    """One store commitment wrong in one respect only (type, size, row split, parameters) is refused by the
+    shape check (kills 107, 108, 109: an `and` of the four conditions turned into `or`)."""
+    network, x, proof = hiding
+    c = proof.relations.commitments[0]
+    bad = {"type": SimpleNamespace(**c.__dict__),
+           "num_vars": dataclasses.replace(c, num_vars=c.num_vars + 1),
+           "log_rows": dataclasses.replace(c, log_rows=c.log_rows + 1),
+           "params": dataclasses.replace(c, params=dataclasses.replace(c.params, rate_inv=8))}[change]
+    commitments = (bad,) + tuple(proof.relations.commitments[1:])
+    with pytest.raises(ProofRejected, match="does not have the statement's shape and parameters"):
+        verify_network(network.commitment, x, _with_relations(proof, commitments=commitments))
+
+
+def test_hiding_sumcheck_mask_commitment_parameters_are_checked_with_log_rows_zero(hiding):
+    """A ZK sumcheck's mask commitment with other parameters (its log_rows still 0) is refused (kills 129:
+    `and` -> `or` between the parameters and log_rows conditions)."""
+    network, x, proof = hiding
+    items = list(proof.relations.items)
+    k = next(i for i, item in enumerate(items) if isinstance(item, ZKSumcheckProof))
+    mask = items[k].mask_commitment
+    assert mask.log_rows == 0
+    items[k] = dataclasses.replace(items[k], mask_commitment=dataclasses.replace(
+        mask, params=dataclasses.replace(mask.params, rate_inv=8)))
+    with pytest.raises(ProofRejected, match="mask commitment does not use the statement's parameters"):
+        verify_network(network.commitment, x, _with_relations(proof, items=tuple(items)))
