@@ -12,7 +12,7 @@ from functools import cached_property
 
 import numpy as np
 
-from .ckks.bootstrap import BootstrapConfig, BootstrapPlan, as_config
+from .ckks.bootstrap import BootstrapConfig, as_config, plan_for
 from .ckks.encoder import CKKSEncoder, as_slot_vector, check_scale
 from .ckks.evaluator import Evaluator
 from .errors import ContextMismatchError, ParameterError, SerializationError, ValueRangeError, WrapAroundWarning
@@ -124,7 +124,7 @@ class CKKSContext:
         boot = None
         if bootstrap is not False and bootstrap is not None:
             boot = as_config(bootstrap)
-            steps = tuple(sorted(set(steps) | set(BootstrapPlan(params, boot).rotation_steps)))
+            steps = tuple(sorted(set(steps) | set(plan_for(params, boot).rotation_steps)))
             conjugation = True
         if ring is None:
             ring = RingContext(params.n, params.moduli, backend)

@@ -327,9 +327,3 @@ def blake2b_rows(prefix, data, iv, sigma, out):
             for b in range(8):
                 out[i, 8 * k + b] = np.uint8((h[k] >> np.uint64(8 * b)) & np.uint64(0xFF))
 
-
-@numba.njit(cache=True)
-def merkle_parents(children, iv, sigma, out):
-    """out[i] = BLAKE2b-256(0x01 || children[2i] || children[2i + 1]) ((2n, 32) -> (n, 32) uint8)."""
-    pairs = children.reshape(out.shape[0], 64)
-    blake2b_rows(np.uint8(1), pairs, iv, sigma, out)

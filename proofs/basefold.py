@@ -235,6 +235,9 @@ def batch_security_bits(commitments, proven: bool = False) -> float:
     top = max(c.codeword_length >> c.params.interleave(c.num_vars) for c in commitments)
     field_terms = sum(c.field_terms for c in commitments) + 2 * top
     params = commitments[0].params
+    if any(c.params != params for c in commitments):
+        raise ProofRejected("the commitments' parameters differ (one batch opening needs one parameter set)",
+                            "basefold batch")
     query_bits = params.num_queries * _query_error_bits(params.rate_inv, False) if proven else params.query_bits
     return -math.log2(2.0 ** -query_bits + field_terms * 2.0 ** -F.EXT_BITS)
 
@@ -440,7 +443,8 @@ def fold_leaves(values: np.ndarray, positions: np.ndarray, n: int, challenges) -
     of size n / 2^c."""
     current = values
     # w_n^-j per query (Python ints: Q exponentiations), squared as the domain halves
-    xinv = np.array([pow(_omega(n), (F.P - 2) * int(j) % (F.P - 1), F.P) for j in positions], dtype=np.uint64)
+    w_inv = pow(_omega(n), F.P - 2, F.P)
+    xinv = np.array([pow(w_inv, int(j), F.P) for j in positions], dtype=np.uint64)
     size = n
     for r in challenges:
         half = current.shape[1] // 2
@@ -605,12 +609,6 @@ def _lagrange3(h: np.ndarray, r: np.ndarray) -> np.ndarray:
     l1 = F.ext_neg(F.ext_mul(r, F.ext_sub(r, F.ext_from_base(2))))
     l2 = F.ext_mul(F.ext_mul(r, F.ext_sub(r, one)), F.ext_from_base(_INV2))
     return F.ext_add(F.ext_add(F.ext_mul(l0, h[0]), F.ext_mul(l1, h[1])), F.ext_mul(l2, h[2]))
-
-
-def _eq1(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """eq(a, b) = a b + (1 - a)(1 - b) for single F_p4 elements."""
-    ab = F.ext_mul(a, b)
-    return F.ext_add(F.ext_sub(F.ext_sub(F.ext_one(), a), b), F.ext_add(ab, ab))
 
 
 def _round_message(f: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -813,7 +811,7 @@ def open_batch(witnesses, points_list, transcript, values=None):
         r = transcript.challenge_ext("basefold.r")  # sumcheck round error <= 2/|F_p4|; fold error <= N/|F_p4|
         messages.append(h)
         challenges.append(r)
-        combined, scale = _fold_joined(combined, joining, r), F.ext_mul(scale, _eq1(point[i], r))
+        combined, scale = _fold_joined(combined, joining, r), F.ext_mul(scale, eq_eval(point[i][None], r[None]))
         if suffix.shape[0] > 1:
             suffix = F.add(suffix[0::2], suffix[1::2])
         if codeword is not None:
@@ -962,7 +960,7 @@ def _verify(commitments, points_list, values_list, proof, transcript, min_securi
         r = transcript.challenge_ext("basefold.r")
         challenges.append(r)
         claim = _lagrange3(h, r)
-        scale = F.ext_mul(scale, _eq1(point[i], r))
+        scale = F.ext_mul(scale, eq_eval(point[i][None], r[None]))
         if m - 1 in plan.layers:
             transcript.absorb("basefold.layer_root", proof.layer_roots[plan.layers.index(m - 1)])
     if plan.folding:

@@ -161,13 +161,11 @@ def place_for_model_plan(model_plan, bootstrap_plan, costs: CostModel | None = N
                             bootstrap_cost=bootstrap_cost(bootstrap_plan, costs))
 
 
-@lru_cache(maxsize=8)
 def cached_bootstrap_plan(params, config):
-    """``crypto.ckks.bootstrap.BootstrapPlan(params, config)``, memoised (building its matrices takes seconds;
-    a plan is immutable once built)."""
-    from crypto.ckks.bootstrap import BootstrapPlan
+    """The memoised ``crypto.ckks.bootstrap.plan_for(params, config)`` (shared with key generation)."""
+    from crypto.ckks.bootstrap import plan_for
 
-    return BootstrapPlan(params, config)
+    return plan_for(params, config)
 
 
 def stage_levels(depths, before, input_level: int, levels_after: int) -> tuple[int, ...]:

@@ -27,6 +27,7 @@ from hezk_record import RecordError
 from crypto.context import CKKSContext, as_parameters, check_value_bound
 from crypto.errors import (ContextMismatchError, KeyMissingError, LevelError, ParameterError, SerializationError,
                            ShapeError)
+from crypto.ckks.linear import bsgs_sum
 from crypto.rlwe import Ciphertext
 from tensor_ops.model_plan import ActivationStage, ModelPlan, batch_of, pack_samples, unpack_samples
 from tensor_ops.packing import PackedAffine, packed_stages
@@ -146,16 +147,7 @@ class EncryptedModel:
         hoisted = ev.rotate_hoisted(ct, sorted(set(single.values()))) if single else {}
         rotated = {i: hoisted[key] for i, key in single.items()}
         rotated.update({i: self._rotate(ct, i) for i in plan_stage.baby if i not in rotated})
-        total = None
-        for m, pairs in self._encoded[key].items():
-            inner = None
-            for i, plaintext in pairs:
-                product = ev.mul(rotated[i], plaintext)
-                inner = product if inner is None else ev.add(inner, product)
-            if m:
-                inner = self._rotate(inner, m)
-            total = inner if total is None else ev.add(total, inner)
-        total = ev.rescale(total)
+        total = ev.rescale(bsgs_sum(ev, rotated, self._encoded[key].items(), rotate=self._rotate))
         return ev.add(total, np.tile(stage.bias_vector(self.plan.block), self.plan.batch))
 
     def forward(self, ct, on_stage=None):

@@ -350,7 +350,7 @@ def packed_stages(model, input_shape, choices, activation_stage):
     extent = [len(positions)]
 
     def start_run():
-        state.update(presum=[], run_in=positions, run_shape=shape, scale=None, pending=None, aligned=None)
+        state.update(presum=[], run_in=positions, scale=None, pending=None, aligned=None)
 
     def emit(final, normalise=None):
         nonlocal positions
@@ -393,7 +393,7 @@ def packed_stages(model, input_shape, choices, activation_stage):
                 if summed is not None:
                     steps, anchors, _ = summed
                     state["presum"] += list(steps)
-                    state["run_in"], state["run_shape"] = anchors, out_shape
+                    state["run_in"] = anchors
                     state["scale"] = np.full(len(anchors), 1.0 / (window[0] * window[1]))
                     shape = out_shape
                     continue

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 from numpy.polynomial import chebyshev as cheb
@@ -59,6 +59,7 @@ from ..ntt import bit_reverse_indices
 from ..ring import RNSPoly
 from ..rlwe import Ciphertext
 from .encoder import CKKSEncoder
+from .linear import bsgs_sum
 
 #: log2 of the tolerated probability that some |I_k| reaches K in one bootstrap (Gaussian estimate)
 FAILURE_LOG2 = 40
@@ -588,17 +589,9 @@ class Bootstrapper:
         ev = self.ev
         p = target_scale * self._top(ct.level) / ct.scale
         babies = ev.rotate_hoisted(ct, sorted({b for terms in t.split.values() for b, _ in terms}))
-        acc = None
-        for shift, terms in sorted(t.split.items()):
-            inner = None
-            for baby, k in terms:
-                pt = ev.encode(np.roll(t.diags[k], shift), ct.level, p)
-                term = ev.mul(babies[baby], pt)
-                inner = term if inner is None else ev.add(inner, term)
-            if shift:
-                inner = ev.rotate(inner, shift)
-            acc = inner if acc is None else ev.add(acc, inner)
-        out = ev.rescale(acc)
+        groups = ((shift, ((baby, ev.encode(np.roll(t.diags[k], shift), ct.level, p)) for baby, k in terms))
+                  for shift, terms in sorted(t.split.items()))       # diagonals encoded as they are used
+        out = ev.rescale(bsgs_sum(ev, babies, groups))
         return self._relabel(out, target_scale)
 
     def coeff_to_slot(self, ct: Ciphertext) -> list[Ciphertext]:
@@ -752,3 +745,10 @@ def bit_reversed(v: np.ndarray) -> np.ndarray:
     """v permuted by the bit reversal of its length (the order CoeffToSlot leaves the coefficients in)."""
     v = np.asarray(v)
     return v[bit_reverse_indices(len(v))]
+
+
+@lru_cache(maxsize=8)
+def plan_for(params, config) -> BootstrapPlan:
+    """``BootstrapPlan(params, config)``, memoised: building its matrices takes seconds and a plan is immutable,
+    so key generation, the evaluator and the planner share one per (parameters, configuration)."""
+    return BootstrapPlan(params, config)

@@ -25,7 +25,7 @@ from ..errors import LevelError, ParameterError, ScaleError
 from ..keyswitch import KeySwitcher, conjugation_element, galois_element
 from ..ring import RNSPoly
 from ..rlwe import Ciphertext, Plaintext, check_level, check_same_context
-from .bootstrap import Bootstrapper, BootstrapPlan, as_config
+from .bootstrap import Bootstrapper, as_config, plan_for
 from .encoder import CKKSEncoder, as_slot_vector
 
 #: a rescale that would leave a scale below 2^MIN_SCALE_BITS is refused (no precision would be left)
@@ -358,7 +358,7 @@ class Evaluator:
     def _bootstrapper(self, config):
         cfg = as_config(self.bootstrap_config if config is None else config)
         if cfg not in self._bootstrappers:
-            self._bootstrappers[cfg] = Bootstrapper(self, BootstrapPlan(self.params, cfg))
+            self._bootstrappers[cfg] = Bootstrapper(self, plan_for(self.params, cfg))
         return self._bootstrappers[cfg]
 
     @staticmethod

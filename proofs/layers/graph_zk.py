@@ -53,10 +53,10 @@ from ..proof_format import ByteReader, ByteWriter, from_record, parse_nested, to
 from ..relations import Public, Slot, StoreLayout, Stored, Term, commit_store, eq_factor, table_factor
 from ..transcript import Transcript
 from ..zk import HidingCommitment, HidingParams
-from . import prover_state, reusable as reusable_module
+from . import prover_state
 from .common import prefix_sum_of_eq, require
 from .contraction import _subscripts, join_point, split_point
-from .network_zk import _StatedViews, best_rows, check_store_commitments, default_params
+from .network_zk import _StatedViews, base_params, best_rows, check_store_commitments, default_params
 from .proof_items import TrainingProof
 from .requant import Decomposition, decompose
 from .reusable import Reusable, commit_reusable, verify_reusable
@@ -514,10 +514,6 @@ class HidingGraphProof:
         return cls(output, relations)
 
 
-def _params(reusable: Reusable) -> HidingParams:
-    return dataclasses.replace(reusable_module.base_params(reusable), mask_rows=default_params().mask_rows)
-
-
 def _layouts(shapes: Shapes, q: QuantizedGraph) -> dict:
     return {"w": model_layout(q), "p": proof_layout(shapes)}
 
@@ -587,8 +583,8 @@ class HidingGraphNetwork:
                 except ModelError as error:
                     raise ModelError(f"op {op.name!r}: {error} (an input outside the calibrated range)") from None
         output = values[q.output]
-        public, statement = self.commitment.weights, self._weights[1]
-        params = _params(public)
+        statement = self._weights[1]
+        params = base_params(self.commitment)
         layouts = _layouts(shapes, q)
         tables = proof_tables(shapes, values, accs)
         log_rows = proof_rows(shapes, params)
@@ -635,7 +631,7 @@ def soundness_bits(commitment: HidingGraphCommitment, batch: int = 1) -> float:
     """-log2 of the union bound over the relations, their masks and the openings (as network_zk)."""
     shapes = Shapes(commitment.structure, batch)
     layouts = _layouts(shapes, commitment.structure)
-    params = _params(commitment.weights)
+    params = base_params(commitment)
     channel = ShapeChannel(params, layouts)
     _Run(shapes, channel, None, None).run()
     keys = decomposition_keys({"p": layouts["p"]})
@@ -677,7 +673,7 @@ def _verify(commitment, x, proof) -> np.ndarray:
             f"claimed output shape {proof.output.shape} is not ({batch}, {math.prod(out_real[1:])})", where)
     bound = q.bounds[q.output]
     require(bool(np.all(np.abs(proof.output) <= bound)), f"claimed output outside the declared bound {bound}", where)
-    params = _params(commitment.weights)
+    params = base_params(commitment)
     bits = soundness_bits(commitment, batch)
     require(bits >= MIN_SOUNDNESS_BITS, f"the statement's soundness is {bits:.1f} bits < {MIN_SOUNDNESS_BITS}", where)
     layouts = _layouts(shapes, q)
