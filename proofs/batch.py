@@ -106,13 +106,25 @@ def prove_batch(network: Network, x, *, per_proof: int = 1, dask=None, progress=
     return [read_proof(blob) for blob in blobs]
 
 
+def _proof_bytes(proof, index: int) -> bytes:
+    """A proof's bytes (bytes-like or an object with ``to_bytes``); anything else is ProofRejected."""
+    if isinstance(proof, (bytes, bytearray, memoryview)):
+        return bytes(proof)
+    if hasattr(proof, "to_bytes"):
+        return proof.to_bytes()
+    raise ProofRejected(f"proof {index}: a {type(proof).__name__} is neither bytes nor a proof", "batch")
+
+
 def verify_each(commitment, x, proofs, *, per_proof: int = 1, dask=None, progress=None,
                 allow_conjectured: bool = False) -> list[tuple[bool, object]]:
     """Per proof, in order: (True, verified output) or (False, the reason it was rejected), one task per proof
     against the public commitment (sent to each worker once). ``proofs``: objects or bytes, one per group of
     :func:`input_groups`; a count that differs raises ProofRejected (no proof is checked)."""
-    groups = input_groups(x, per_proof)
-    proofs = [bytes(p) if isinstance(p, (bytes, bytearray, memoryview)) else p.to_bytes() for p in proofs]
+    try:
+        groups = input_groups(x, per_proof)
+    except ModelError as error:
+        raise ProofRejected(str(error), "input") from None
+    proofs = [_proof_bytes(p, i) for i, p in enumerate(proofs)]
     if len(proofs) != len(groups):
         raise ProofRejected(f"{len(proofs)} proofs for {len(groups)} input groups", "batch")
     with connect(dask) as runner:

@@ -68,6 +68,10 @@ class Tokens:
             raise ParameterError("tokens: two names share one token (each client needs its own)")
         self._entries = tuple((name, secret.encode()) for name, secret in entries)
 
+    def __reduce__(self):
+        raise TypeError("Tokens holds bearer secrets and does not pickle: give each process the token file "
+                        "(--tokens-file) or $HEZK_TOKENS")
+
     @classmethod
     def parse(cls, text: str, where: str = "tokens") -> "Tokens":
         lines = (line.split("#", 1)[0] for line in text.splitlines())

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import hezk_tasks
-from proofs.batch import prove_batch, verify_batch
+from proofs.batch import prove_batch, verify_batch, verify_each
 from proofs.errors import ModelError, ProofRejected
 from proofs.layers.network import Network
 from proofs.layers.spec import Linear as ProofLinear, ReLU
@@ -262,3 +262,14 @@ def test_proofs_verify_batch_cli(tmp_path, threads_cluster, capsys):
         assert "error:" in capsys.readouterr().err
     assert main(["verify", "--commitment", c, "--input", str(tmp_path / "x1.npy"), "--proof",
                  str(tmp_path / "p" / names[1]), "--dask", address]) == 2
+
+
+def test_verify_each_rejects_malformed_proofs_and_inputs(proof_layers):
+    """A batch verifier raises only ProofRejected: a proof that is neither bytes nor a proof, or malformed inputs."""
+    network = Network(proof_layers, zk=False)
+    x = np.random.default_rng(1).uniform(-1, 1, (2, 16))
+    proofs = prove_batch(network, x)
+    with pytest.raises(ProofRejected, match="proof 1: a NoneType"):
+        verify_each(network.commitment, x, [proofs[0], None])
+    with pytest.raises(ProofRejected, match="input"):
+        verify_each(network.commitment, np.zeros((2, 3, 4)), proofs)

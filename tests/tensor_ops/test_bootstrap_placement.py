@@ -104,6 +104,7 @@ def test_priced_from_a_bootstrap_plan_and_a_model_plan():
     _valid(p)
     assert p.count == naive_bootstraps([1, 2] * 6, boot.levels_left, params.max_level) >= 1
     assert p.bootstrap_cost == pytest.approx(bootstrap_cost(boot))
+    assert p.cost > p.count * p.bootstrap_cost > 0                # the stages are priced on top of the bootstraps
 
 
 def test_a_real_model_plan_is_read():

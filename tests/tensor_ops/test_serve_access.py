@@ -498,3 +498,12 @@ def test_serve_refuses_bad_tokens_and_limits_before_listening(model, tmp_path, c
     assert main(base + ["--tokens-file", str(tmp_path / "weak"), "--max-bytes-per-token", "10"]) == 2
     assert main(base + ["--max-context-bytes", "100", "--max-bytes-per-token", "99"]) == 2
     assert "max_bytes_per_token=99" in capsys.readouterr().err
+
+
+def test_tokens_refuse_to_pickle():
+    """Bearer secrets never travel implicitly: pickling Tokens raises, naming what to pass instead."""
+    import pickle
+
+    tokens = Tokens({"alice": "a" * 32})
+    with pytest.raises(TypeError, match="HEZK_TOKENS"):
+        pickle.dumps(tokens)
