@@ -2,6 +2,12 @@
 
 Writers take a CKKSContext; readers return the parts a CKKSContext is made of (``CKKSContext.from_bytes``
 and ``from_key_bytes`` assemble them), so this module sits below ``crypto.context``.
+
+A switching key is stored as its ``b`` half plus the 32-byte seed of its uniform ``a`` half (meta
+``a_seeds``, one hex string per switching key in the record's order: relinearization key, then Galois keys
+by element), which the reader expands again (``keyswitch.uniform_part``): half the bytes.  A key without a
+seed (``null``) stores ``a`` after ``b``.  Records without ``a_seeds`` (the earlier format) hold both
+halves of every key and are still read.
 """
 from __future__ import annotations
 
@@ -11,29 +17,42 @@ import numpy as np
 
 from .ckks.bootstrap import BootstrapConfig
 from .errors import ParameterError, SerializationError
-from .keyswitch import GaloisKeys, SwitchingKey
+from .keyswitch import GaloisKeys, SwitchingKey, uniform_part
 from .params import parameters_from_meta
 from .record import check_key_id, checked_residues, field, key_id_of, pack, peek_kind, residue_array, unpack
 from .ring import RingContext, RNSPoly
 from .rlwe import KeyGenerator, PublicKey
+from .sampling import SEED_BYTES
 
 
 def _key_meta(ctx) -> dict:
     return {"params": ctx.params.to_dict(), "key_id": ctx.key_id.hex()}
 
 
+def _switching_arrays(keys) -> tuple[dict, list]:
+    """Meta ``a_seeds`` and the arrays of switching keys: b, and a only for a key without a seed."""
+    seeds, arrays = [], []
+    for key in keys:
+        seeds.append(None if key.a_seed is None else key.a_seed.hex())
+        arrays.append(residue_array(key.b))
+        if key.a_seed is None:
+            arrays.append(residue_array(key.a))
+    return {"a_seeds": seeds}, arrays
+
+
 def _galois_meta(ctx) -> tuple[dict, list]:
     gk = ctx.galois_keys
     elements = sorted(gk.keys)
     meta = {"steps": list(gk.steps), "conjugation": gk.conjugation, "galois_elements": elements}
-    return meta, [part for g in elements for part in (gk.keys[g].b, gk.keys[g].a)]
+    return meta, [gk.keys[g] for g in elements]
 
 
 def _key_arrays(ctx) -> tuple[dict, list]:
     """Meta and arrays of the public material: public key, relinearization key, Galois keys."""
-    galois_meta, galois_arrays = _galois_meta(ctx)
-    arrays = [ctx.public_key.b.data, ctx.public_key.a.data, ctx.relin_key.b, ctx.relin_key.a] + galois_arrays
-    return {**_key_meta(ctx), **galois_meta}, [residue_array(a) for a in arrays]
+    galois_meta, galois_keys = _galois_meta(ctx)
+    seeds, arrays = _switching_arrays([ctx.relin_key] + galois_keys)
+    arrays = [residue_array(ctx.public_key.b.data), residue_array(ctx.public_key.a.data)] + arrays
+    return {**_key_meta(ctx), **galois_meta, **seeds}, arrays
 
 
 def public_key_to_bytes(ctx) -> bytes:
@@ -42,14 +61,14 @@ def public_key_to_bytes(ctx) -> bytes:
 
 
 def relin_key_to_bytes(ctx) -> bytes:
-    return pack("relin_key", ctx.params.fingerprint, _key_meta(ctx),
-                [residue_array(ctx.relin_key.b), residue_array(ctx.relin_key.a)])
+    seeds, arrays = _switching_arrays([ctx.relin_key])
+    return pack("relin_key", ctx.params.fingerprint, {**_key_meta(ctx), **seeds}, arrays)
 
 
 def galois_keys_to_bytes(ctx) -> bytes:
-    galois_meta, arrays = _galois_meta(ctx)
-    return pack("galois_keys", ctx.params.fingerprint, {**_key_meta(ctx), **galois_meta},
-                [residue_array(a) for a in arrays])
+    galois_meta, keys = _galois_meta(ctx)
+    seeds, arrays = _switching_arrays(keys)
+    return pack("galois_keys", ctx.params.fingerprint, {**_key_meta(ctx), **galois_meta, **seeds}, arrays)
 
 
 def context_to_bytes(ctx, include_secret_key: bool = False) -> bytes:
@@ -87,24 +106,29 @@ class _KeyReader:
             raise SerializationError("the public key does not match the stored key-set id: corrupted record")
         return pk
 
-    def switching_key(self, b, a, what: str):
+    def switching_key(self, arrays: "_Arrays", seed: bytes | None, what: str, galois: int | None = None):
+        """The next key of ``arrays``: b, then a (stored, or expanded from ``seed``)."""
         params = self.params
         shape = (len(params.digits), len(params.moduli), params.n)
-        return SwitchingKey(checked_residues(b, shape, params.moduli, what),
-                            checked_residues(a, shape, params.moduli, what), params.moduli)
+        b = checked_residues(arrays.next(what), shape, params.moduli, what, np.uint32)
+        if seed is None:
+            a = checked_residues(arrays.next(what), shape, params.moduli, what, np.uint32)
+        else:
+            a = uniform_part(params, seed, galois, self.ring)
+        return SwitchingKey(b, a, params.moduli, seed)
 
-    def galois_keys(self, meta: dict, arrays):
+    def galois_keys(self, meta: dict, arrays: "_Arrays", seeds: list):
         n = self.params.n
         elements = field(meta, "galois_elements", list)
         steps = field(meta, "steps", list)
         conjugation = field(meta, "conjugation", bool)
-        if len(arrays) != 2 * len(elements):
-            raise SerializationError(f"{len(arrays)} Galois key arrays for {len(elements)} Galois elements")
+        if len(seeds) != len(elements):
+            raise SerializationError(f"{len(seeds)} key seeds for {len(elements)} Galois elements")
         keys = {}
-        for i, g in enumerate(elements):
-            if not isinstance(g, int) or g % 2 == 0 or not 0 < g < 2 * n:
-                raise SerializationError(f"Galois element {g!r} is not an odd integer in (0, {2 * n})")
-            keys[g] = self.switching_key(arrays[2 * i], arrays[2 * i + 1], f"Galois key {g}")
+        for g, seed in zip(elements, seeds):
+            if not isinstance(g, int) or isinstance(g, bool) or g % 2 == 0 or not 0 < g < 2 * n or g in keys:
+                raise SerializationError(f"Galois element {g!r} is not a new odd integer in (0, {2 * n})")
+            keys[g] = self.switching_key(arrays, seed, f"Galois key {g}", g)
         if not all(isinstance(k, int) and not isinstance(k, bool) for k in steps):
             raise SerializationError("field 'steps' must hold integers")
         if conjugation and 2 * n - 1 not in keys:
@@ -116,6 +140,46 @@ class _KeyReader:
         if coeffs.shape != (n,) or np.abs(coeffs).max(initial=0) > 1:
             raise SerializationError(f"secret key must be {n} ternary coefficients")
         return KeyGenerator(self.params, self.ring, None).secret_key_from_coeffs(coeffs)
+
+
+class _Arrays:
+    """A record's arrays read in order; ``done`` refuses leftovers."""
+
+    def __init__(self, arrays, start: int = 0, stop: int | None = None):
+        self._arrays, self._next = arrays, start
+        self._stop = len(arrays) if stop is None else stop
+
+    def next(self, what: str) -> np.ndarray:
+        if self._next >= self._stop:
+            raise SerializationError(f"the record ends before the arrays of {what}")
+        self._next += 1
+        return self._arrays[self._next - 1]
+
+    def done(self, what: str) -> None:
+        if self._next != self._stop:
+            raise SerializationError(f"{what}: {self._stop - self._next} arrays left over")
+
+
+def _seeds(meta: dict, count: int, what: str) -> list:
+    """The ``a_seeds`` of a record holding ``count`` switching keys (all None in the earlier format)."""
+    if "a_seeds" not in meta:
+        return [None] * count
+    seeds = field(meta, "a_seeds", list)
+    if len(seeds) != count:
+        raise SerializationError(f"{what}: {len(seeds)} key seeds for {count} switching keys")
+    out = []
+    for seed in seeds:
+        if seed is None:
+            out.append(None)
+            continue
+        try:
+            raw = bytes.fromhex(seed) if isinstance(seed, str) else None
+        except ValueError:
+            raw = None
+        if raw is None or len(raw) != SEED_BYTES:
+            raise SerializationError(f"{what}: key seed {seed!r} is not {SEED_BYTES} bytes of hex")
+        out.append(raw)
+    return out
 
 
 def _read_secret_key(blob, params, key_id: bytes) -> np.ndarray:
@@ -135,12 +199,15 @@ def read_context(blob, backend="auto", secret_key=None, with_config: bool = Fals
     params = parameters_from_meta(meta, fp)
     key_id = key_id_of(meta)
     has_secret = kind == "full_context"
-    if len(arrays) < 4 + has_secret:
-        raise SerializationError(f"context record holds {len(arrays)} arrays, expected at least {4 + has_secret}")
+    if len(arrays) < 3 + has_secret:
+        raise SerializationError(f"context record holds {len(arrays)} arrays, expected at least {3 + has_secret}")
     reader = _KeyReader(params, backend)
     pk = reader.public_key(arrays[:2], key_id)
-    relin = reader.switching_key(arrays[2], arrays[3], "relinearization key")
-    galois = reader.galois_keys(meta, arrays[4: len(arrays) - has_secret])
+    seeds = _seeds(meta, 1 + len(field(meta, "galois_elements", list)), "context record")
+    keys = _Arrays(arrays, 2, len(arrays) - has_secret)
+    relin = reader.switching_key(keys, seeds[0], "relinearization key")
+    galois = reader.galois_keys(meta, keys, seeds[1:])
+    keys.done("context record")
     coeffs = arrays[-1] if has_secret else None
     if secret_key is not None:
         if coeffs is not None:
@@ -171,13 +238,18 @@ def read_key_records(public_key, relin_key, galois_keys=None, backend="auto"):
     key_id = key_id_of(meta)
     _, rk_meta, rk_arrays = unpack(relin_key, "relin_key", fp)
     check_key_id(key_id_of(rk_meta), key_id, "relinearization key")
-    if len(pk_arrays) != 2 or len(rk_arrays) != 2:
-        raise SerializationError("a public key and a relinearization key hold two arrays each")
+    if len(pk_arrays) != 2:
+        raise SerializationError("a public key holds two arrays")
     reader = _KeyReader(params, backend)
     galois = GaloisKeys({}, (), False)
     if galois_keys is not None:
         _, gk_meta, gk_arrays = unpack(galois_keys, "galois_keys", fp)
         check_key_id(key_id_of(gk_meta), key_id, "Galois keys")
-        galois = reader.galois_keys(gk_meta, gk_arrays)
-    return (params, reader.ring, reader.public_key(pk_arrays, key_id),
-            reader.switching_key(*rk_arrays, "relinearization key"), galois)
+        arrays = _Arrays(gk_arrays)
+        galois = reader.galois_keys(gk_meta, arrays,
+                                    _seeds(gk_meta, len(field(gk_meta, "galois_elements", list)), "Galois keys"))
+        arrays.done("Galois keys record")
+    arrays = _Arrays(rk_arrays)
+    relin = reader.switching_key(arrays, _seeds(rk_meta, 1, "relinearization key")[0], "relinearization key")
+    arrays.done("relinearization key record")
+    return params, reader.ring, reader.public_key(pk_arrays, key_id), relin, galois

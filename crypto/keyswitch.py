@@ -32,6 +32,7 @@ from .errors import KeyMissingError, ParameterError
 from ._ntt_kernels import _mulshoup, _reduce_small
 from .modarith import inv_mod, shoup_precompute
 from .ring import RNSPoly
+from .sampling import SEED_BYTES, expand_uniform
 
 _U32 = np.uint64(32)
 
@@ -177,11 +178,15 @@ def conjugation_element(n: int) -> int:
 class SwitchingKey:
     """dnum RLWE samples (b_j, a_j) over Q·P in NTT form, each of shape (dnum, len(moduli), n).
 
-    Stored as uint32 (every residue is below 2^31): half the memory of uint64."""
+    Stored as uint32 (every residue is below 2^31): half the memory of uint64.  ``a_seed``: the 32-byte
+    public seed the uniform parts were expanded from (``sampling.expand_uniform``; a Galois key holds
+    σ_g^-1 of that expansion), so that records store the seed instead of ``a`` (half the bytes); None
+    for a key whose ``a`` has no seed (read from a record of an earlier format)."""
 
     b: np.ndarray = field(repr=False)
     a: np.ndarray = field(repr=False)
     moduli: tuple[int, ...] = field(repr=False)
+    a_seed: bytes | None = field(default=None, repr=False)
 
     def __post_init__(self):
         for name in ("b", "a"):
@@ -191,26 +196,46 @@ class SwitchingKey:
                                      f"expected (dnum, {len(self.moduli)}, n)")
             arr.setflags(write=False)
             object.__setattr__(self, name, arr)
+        if self.a_seed is not None and (not isinstance(self.a_seed, bytes) or len(self.a_seed) != SEED_BYTES):
+            raise ParameterError(f"a_seed must be None or {SEED_BYTES} bytes")
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held in memory (both halves)."""
+        return self.b.nbytes + self.a.nbytes
+
+
+def uniform_part(params, seed: bytes, galois: int | None = None, ring=None) -> np.ndarray:
+    """The uniform half ``a`` of a switching key from its seed: ``expand_uniform`` over all moduli, one
+    row block per digit; for a Galois key of element g (``ring`` needed), σ_g^-1 of it (see GaloisKeys)."""
+    a = expand_uniform(seed, params.moduli, params.n, len(params.digits))
+    if galois is None:
+        return a
+    perm = ring.automorphism_indices(galois, True)
+    out = np.empty_like(a)
+    out[..., perm] = a
+    return out
 
 
 def make_switching_key(params, ring, sampler, s_ntt: np.ndarray, s_from_ntt: np.ndarray) -> SwitchingKey:
     """A key from s' to s: s (NTT over Q ∪ P) and s' (NTT over at least the Q primes).
 
-    b_j = -a_j·s + e_j + (P mod q_i)·s' on the primes q_i of digit j (Gaussian e_j, uniform a_j)."""
+    b_j = -a_j·s + e_j + (P mod q_i)·s' on the primes q_i of digit j (Gaussian e_j); the uniform a_j are
+    expanded from a fresh 32-byte seed drawn from ``sampler`` (the key keeps the seed, see SwitchingKey)."""
     all_idx = tuple(range(len(params.moduli)))
     q = ring.q_column(all_idx)
     big_p = math.prod(params.p_moduli)
-    shape = (len(params.digits), len(params.moduli), params.n)
-    b, a = np.empty(shape, dtype=np.uint32), np.empty(shape, dtype=np.uint32)
+    seed = sampler.random_bytes(SEED_BYTES)
+    a = uniform_part(params, seed)
+    b = np.empty_like(a)
     for j, digit in enumerate(params.digits):
-        a_j = sampler.uniform(params.moduli, params.n)
         e_j = ring.ntt(np.mod(sampler.gaussian(params.n)[None, :], q.astype(np.int64)).astype(np.uint64), all_idx)
-        b_j = ring.sub(e_j, ring.mul(a_j, s_ntt, all_idx), all_idx)
+        b_j = ring.sub(e_j, ring.mul(a[j].astype(np.uint64), s_ntt, all_idx), all_idx)
         rows = list(digit)
         gadget = np.array([big_p % params.moduli[i] for i in rows], dtype=np.uint64)[:, None]
         b_j[rows] = ring.add(b_j[rows], ring.mul(s_from_ntt[rows], gadget, digit), digit)
-        b[j], a[j] = b_j, a_j
-    return SwitchingKey(b, a, tuple(params.moduli))
+        b[j] = b_j
+    return SwitchingKey(b, a, tuple(params.moduli), seed)
 
 
 @dataclass(frozen=True, eq=False)

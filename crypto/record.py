@@ -75,17 +75,19 @@ def peek_kind(blob) -> str:
 
 # -- checks shared by the scheme's records -----------------------------------------------------------
 def residue_array(data: np.ndarray) -> np.ndarray:
-    """Residues as stored: little-endian uint32 (every prime is below 2^31)."""
-    return np.asarray(data).astype("<u4")
+    """Residues as stored: little-endian uint32 (every prime is below 2^31); no copy when already so."""
+    return np.asarray(data).astype("<u4", copy=False)
 
 
-def checked_residues(arr: np.ndarray, shape: tuple, moduli, what: str) -> np.ndarray:
-    """uint64 copy of ``arr`` after checking its shape and that row i is below moduli[i] (axis -2)."""
+def checked_residues(arr: np.ndarray, shape: tuple, moduli, what: str, dtype=np.uint64) -> np.ndarray:
+    """A copy of ``arr`` as ``dtype`` (uint64, or uint32 for keys: no widened copy) after checking its shape
+    and that row i is below moduli[i] (axis -2)."""
     if tuple(arr.shape) != tuple(shape):
         raise SerializationError(f"{what} has shape {tuple(arr.shape)}, expected {tuple(shape)}")
-    out = arr.astype(np.uint64)
-    q = np.array(moduli, dtype=np.uint64)[:, None]
-    if out.size and (out >= q).any():
+    out = np.array(arr, dtype=dtype, order="C")
+    q = np.array(moduli, dtype=out.dtype)[:, None]
+    rows = out.reshape(-1, *out.shape[-2:]) if out.ndim >= 2 else out
+    if out.size and any((block >= q).any() for block in rows):      # one block at a time: small temporaries
         raise SerializationError(f"{what} holds residues that are not reduced modulo their primes")
     return out
 

@@ -195,7 +195,9 @@ class KeyGenerator:
             inverse = [np.empty_like(part) for part in (key.b, key.a)]
             for dst, src in zip(inverse, (key.b, key.a)):
                 dst[..., perm] = src                            # σ_g^-1 of every row
-            keys[g] = SwitchingKey(inverse[0], inverse[1], key.moduli)
+            seed = key.a_seed
+            del key                                             # one copy of a key at a time
+            keys[g] = SwitchingKey(inverse[0], inverse[1], tuple(self.params.moduli), seed)
             if progress is not None:
                 progress(len(keys), len(elements), f"Galois element {g}")
         return GaloisKeys(keys, steps, bool(conjugation))

@@ -2,6 +2,9 @@
 
 Randomness comes from the operating system's CSPRNG (``os.urandom``) unless a seed is given; a seed
 (tests only) switches to a SHAKE-256 stream of that seed, so runs are reproducible.
+
+``expand_uniform`` is the public expansion of a uniform key part from a 32-byte seed (the seed itself is
+drawn from the sampler): a key stores its seed instead of its uniform half.
 """
 from __future__ import annotations
 
@@ -30,6 +33,44 @@ class _Shake256Stream:
         block = hashlib.shake_256(b"hezk/sampler" + self._seed + self._counter.to_bytes(8, "little"))
         self._counter += 1
         return block.digest(size)
+
+
+SEED_BYTES = 32
+_EXPAND_DOMAIN = b"hezk/uniform-key-part/v1"
+
+
+def _row_stream(seed: bytes, index: int, q: int, n: int) -> np.ndarray:
+    """The first n words w < floor(2^32/q)·q of the SHAKE-128 stream of (seed, index), reduced mod q.
+
+    A longer digest has the shorter one as its prefix, so the result does not depend on the read size."""
+    xof = hashlib.shake_128(_EXPAND_DOMAIN + seed + index.to_bytes(8, "little"))
+    limit = np.uint32((2**32 // q) * q - 1)       # accepted: w <= limit (acceptance > 1/2 for q < 2^31)
+    words = n + n // 2 + 64
+    while True:
+        w = np.frombuffer(xof.digest(4 * words), dtype="<u4")
+        kept = w[w <= limit]
+        if kept.size >= n:
+            return kept[:n] % np.uint32(q)
+        words *= 2
+
+
+def expand_uniform(seed: bytes, moduli, n: int, count: int = 1) -> np.ndarray:
+    """Shape (count, len(moduli), n) uint32: entry [j, i] uniform in [0, moduli[i]), a deterministic
+    function of the public ``seed`` (SHAKE-128 (FIPS 202) with rejection sampling, one stream per row:
+    the expansion Kyber uses for its public matrix).  Regenerating a key's uniform part from its seed
+    gives the same array on every machine."""
+    if not isinstance(seed, bytes) or len(seed) != SEED_BYTES:
+        raise ParameterError(f"seed must be {SEED_BYTES} bytes, got {type(seed).__name__} "
+                             f"of length {len(seed) if isinstance(seed, bytes) else '?'}")
+    moduli = [int(q) for q in moduli]
+    for q in moduli:
+        if not 2 <= q < 2**31:
+            raise ParameterError(f"modulus {q} not in [2, 2^31)")
+    out = np.empty((count, len(moduli), n), dtype=np.uint32)
+    for j in range(count):
+        for i, q in enumerate(moduli):
+            out[j, i] = _row_stream(seed, j * len(moduli) + i, q, n)
+    return out
 
 
 class Sampler:
