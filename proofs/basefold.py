@@ -543,6 +543,119 @@ def _read_digests(reader) -> tuple:
     return tuple(raw[i:i + DIGEST_SIZE] for i in range(0, len(raw), DIGEST_SIZE))
 
 
+# -------------------------------------------------------------------------------------- functionals
+def _point_bytes(point) -> bytes:
+    return np.ascontiguousarray(point, dtype="<u4").tobytes()
+
+
+@dataclass(frozen=True, eq=False)
+class Functional:
+    """A linear functional of a table of 2^num_vars values, sum_x W(x) t(x), with W a sum of structured terms
+    W(x) = a eq(lo, x_lo) D(x_mid) eq(hi, x_hi) (x_lo the lowest len(lo) variables, x_mid the next log2 len(D),
+    x_hi the rest; ``terms`` = ((a (4,), lo (l, 4), D (2^d, 4) or None, hi (h, 4)), ...)). Its MLE at r is
+    sum a eq(lo, r_lo) <D, eq(r_mid, .)> eq(hi, r_hi): the verifier evaluates it in O(sum 2^d + n) (an MLE
+    evaluation at z is one term with lo = z; a value with arbitrary weights on a small block is a D)."""
+
+    num_vars: int
+    terms: tuple
+
+    def __post_init__(self):
+        for a, lo, dense, hi in self.terms:
+            width = 0 if dense is None else dense.shape[0].bit_length() - 1
+            if lo.shape[0] + width + hi.shape[0] != self.num_vars or (dense is not None and dense.shape[0] != 1 << width):
+                raise ProofError(f"Functional: a term of {lo.shape[0]} + {width} + {hi.shape[0]} variables, "
+                                 f"expected {self.num_vars}")
+
+    @classmethod
+    def point(cls, z) -> "Functional":
+        z = np.asarray(z, dtype=np.uint64).reshape(-1, F.EXT_DEGREE)
+        return cls(z.shape[0], ((F.ext_one(), z, None, F.ext_zero((0,))),))
+
+    def to_bytes(self) -> bytes:
+        out = [self.num_vars.to_bytes(1, "little"), len(self.terms).to_bytes(4, "little")]
+        for a, lo, dense, hi in self.terms:
+            width = -1 if dense is None else dense.shape[0].bit_length() - 1
+            out += [bytes([lo.shape[0], width + 1, hi.shape[0]]), _point_bytes(a), _point_bytes(lo),
+                    b"" if dense is None else _point_bytes(dense), _point_bytes(hi)]
+        return b"".join(out)
+
+    def at(self, r) -> np.ndarray:
+        """W~(r) for r (num_vars, 4)."""
+        total = F.ext_zero()
+        for a, lo, dense, hi in self.terms:
+            l, h = lo.shape[0], hi.shape[0]
+            value = F.ext_mul(a, eq_eval(lo, r[:l]) if l else F.ext_one())
+            if dense is not None:
+                value = F.ext_mul(value, F.ext_sum(F.ext_mul(dense, eq_table(r[l:self.num_vars - h])), axis=0))
+            if h:
+                value = F.ext_mul(value, eq_eval(hi, r[self.num_vars - h:]))
+            total = F.ext_add(total, value)
+        return total
+
+    def add_table(self, out: np.ndarray, scale) -> None:
+        """out += scale W as a (2^num_vars, 4) table, in place (a Boolean ``hi`` fills one block only)."""
+        for a, lo, dense, hi in self.terms:
+            low = F.ext_mul(eq_table(lo), F.ext_mul(a, scale))
+            if dense is not None:
+                low = F.ext_mul(dense[:, None, :], low[None, :, :]).reshape(-1, F.EXT_DEGREE)
+            if hi.shape[0] and (hi[:, 1:].any() or (hi[:, 0] > 1).any()):
+                block = F.ext_mul(eq_table(hi)[:, None, :], low[None, :, :]).reshape(-1, F.EXT_DEGREE)
+                out[:] = F.ext_add(out, block)
+                continue
+            offset = sum(int(hi[b, 0]) << b for b in range(hi.shape[0])) * low.shape[0]
+            out[offset:offset + low.shape[0]] = F.ext_add(out[offset:offset + low.shape[0]], low)
+
+    def is_point(self) -> bool:
+        return len(self.terms) == 1 and self.terms[0][2] is None and not self.terms[0][3].shape[0] \
+            and F.ext_eq(self.terms[0][0], F.ext_one())
+
+
+def _check_functionals(claims, num_vars: int, error, where: str) -> list:
+    """A claim set as a list of :class:`Functional` of ``num_vars`` variables (points (m, n, 4) are converted)."""
+    if isinstance(claims, np.ndarray):
+        return [Functional.point(z) for z in _check_points(claims, num_vars, error, where)]
+    claims = list(claims)
+    for f in claims:
+        if not isinstance(f, Functional) or f.num_vars != num_vars:
+            raise error(f"expected Functionals of {num_vars} variables", where)
+        for a, lo, dense, hi in f.terms:
+            for arr in (a, lo, hi) + (() if dense is None else (dense,)):
+                if not isinstance(arr, np.ndarray) or arr.dtype != np.uint64 or arr.shape[-1:] != (4,) \
+                        or not F.is_canonical(arr):
+                    raise error("a functional's term is not canonical F_p4 data", where)
+    return claims
+
+
+def _claim_sets(claims_list, nums, error, where: str) -> list:
+    """Each claim set as points (m, n, 4) when every set is points (the point protocol), else as Functionals."""
+    if all(isinstance(c, np.ndarray) or not isinstance(c, (list, tuple)) for c in claims_list):
+        return [_check_points(c, n, error, where) for c, n in zip(claims_list, nums)]
+    return [_check_functionals(c if isinstance(c, (list, tuple)) else np.asarray(c), n, error, where)
+            for c, n in zip(claims_list, nums)]
+
+
+def _functional_mode(claims_list) -> bool:
+    return any(not isinstance(c, np.ndarray) for c in claims_list)
+
+
+def _add_claim(out: np.ndarray, claim, scale) -> None:
+    if isinstance(claim, Functional):
+        claim.add_table(out, scale)
+    else:
+        _add_eq_scaled(out, claim, scale)
+
+
+def _claim_table(claim, num_vars: int) -> np.ndarray:
+    """The claim's weights as a (2^num_vars, 4) table."""
+    out = F.ext_zero((1 << num_vars,))
+    _add_claim(out, claim, F.ext_one())
+    return out
+
+
+def _claim_at(claim, r) -> np.ndarray:
+    return claim.at(r) if isinstance(claim, Functional) else eq_eval(claim, r)
+
+
 # ----------------------------------------------------------------------------------------- protocol
 def _check_points(points, num_vars: int, error, where: str) -> np.ndarray:
     points = np.asarray(points)
@@ -569,7 +682,7 @@ class _Schedule:
     reduce: bool
 
 
-def _schedule(nums, params: BasefoldParams, claim_counts) -> _Schedule:
+def _schedule(nums, params: BasefoldParams, claim_counts, functionals: bool = False) -> _Schedule:
     folding = tuple(k for k, n in enumerate(nums) if n > params.final_vars)
     small = tuple(k for k, n in enumerate(nums) if n <= params.final_vars)
     n_max = max((nums[k] for k in folding), default=params.final_vars)
@@ -580,13 +693,16 @@ def _schedule(nums, params: BasefoldParams, claim_counts) -> _Schedule:
         m = params.next_layer(m)
         if m > params.final_vars:
             layers.append(m)
-    reduce = bool(folding) and not (len(folding) == 1 and claim_counts[folding[0]] == 1)
+    reduce = bool(folding) and (functionals or not (len(folding) == 1 and claim_counts[folding[0]] == 1))
     return _Schedule(n_max, folding, small, firsts, top, tuple(layers), n_max - params.final_vars, reduce)
 
 
 def _begin(transcript, commitments, points_list, values_list):
     transcript.absorb("basefold.commitments", [c.to_bytes() for c in commitments])
-    transcript.absorb("basefold.points", [np.asarray(p, dtype=np.uint64) for p in points_list])
+    if _functional_mode(points_list):  # claims by functionals (a separate label: no point set reads as one)
+        transcript.absorb("basefold.functionals", [b"".join(f.to_bytes() for f in p) for p in points_list])
+    else:
+        transcript.absorb("basefold.points", [np.asarray(p, dtype=np.uint64) for p in points_list])
     transcript.absorb("basefold.values", [np.asarray(v, dtype=np.uint64) for v in values_list])
     total = sum(len(p) for p in points_list)
     # one uniform F_p4 coefficient per claim: a false claim survives the combination w.p. <= 1/|F_p4|
@@ -767,18 +883,19 @@ def open_batch(witnesses, points_list, transcript, values=None):
     if any(w.commitment.params != params for w in witnesses):
         raise ProofError("basefold.open_batch: the commitments' parameters differ")
     nums = [w.commitment.num_vars for w in witnesses]
-    points_list = [_check_points(p, n, lambda m, _: ProofError(m), "") for p, n in zip(points_list, nums)]
+    points_list = _claim_sets(points_list, nums, lambda m, _: ProofError(m), "")
+    functionals = _functional_mode(points_list)
     if values is None:
-        values = [np.stack([_dot_base(_eq_scaled(z, F.ext_one()), w.table) for z in points])
-                  if len(points) else F.ext_zero((0,)) for w, points in zip(witnesses, points_list)]
+        values = [np.stack([_dot_base(_claim_table(z, n), w.table) for z in points])
+                  if len(points) else F.ext_zero((0,)) for w, points, n in zip(witnesses, points_list, nums)]
     values = [np.asarray(v, dtype=np.uint64).reshape(len(p), F.EXT_DEGREE) for v, p in zip(values, points_list)]
     coefficients = _begin(transcript, [w.commitment for w in witnesses], points_list, values)
-    plan = _schedule(nums, params, [len(p) for p in points_list])
+    plan = _schedule(nums, params, [len(p) for p in points_list], functionals)
     if plan.reduce:
         weights = [F.ext_zero((1 << n,)) for n in nums]
         for k, (points, c) in enumerate(zip(points_list, coefficients)):
             for z, ck in zip(points, c):
-                _add_eq_scaled(weights[k], z, ck)
+                _add_claim(weights[k], z, ck)
         sums = [_combined_claim(v, c) for v, c in zip(values, coefficients)]  # = sum_x f_k W_k when honest
         reduction, point, evals = _reduce_claims([w.table for w in witnesses], weights, sums, nums, plan.folding,
                                                  plan.n_max, transcript)
@@ -920,12 +1037,12 @@ def _verify(commitments, points_list, values_list, proof, transcript, min_securi
     _require(bits >= min_security_bits, f"parameters give {bits:.1f} {label} bits < {min_security_bits} required")
     _require(isinstance(proof, BasefoldProof), f"expected a BasefoldProof, got {type(proof).__name__}")
     nums = [c.num_vars for c in commitments]
-    points_list = [_check_points(p, n, ProofRejected, where) for p, n in zip(points_list, nums)]
+    points_list = _claim_sets(points_list, nums, ProofRejected, where)
     _require(sum(len(p) for p in points_list) <= MAX_CLAIMS, f"more than {MAX_CLAIMS} claims")
     values_list = [np.asarray(v) for v in values_list]
     for k, (v, p) in enumerate(zip(values_list, points_list)):
         _check_array(v, (len(p), F.EXT_DEGREE), f"values of commitment {k}")
-    plan = _schedule(nums, params, [len(p) for p in points_list])
+    plan = _schedule(nums, params, [len(p) for p in points_list], _functional_mode(points_list))
     _check_array(proof.reduction, (plan.n_max if plan.reduce else 0, 3, F.EXT_DEGREE), "reduction messages")
     _check_array(proof.evals, (len(plan.folding), F.EXT_DEGREE), "evaluations")
     _check_array(proof.rounds, (plan.rounds, 3, F.EXT_DEGREE), "round messages")
@@ -969,7 +1086,7 @@ def _verify(commitments, points_list, values_list, proof, transcript, min_securi
                  "the final table does not match the last sumcheck claim")
     for k, table in zip(plan.small, proof.tables):
         for j, z in enumerate(points_list[k]):
-            value = F.ext_sum(F.ext_mul_base(eq_table(z), table), axis=0) if nums[k] else F.ext_from_base(table[0])
+            value = F.ext_sum(F.ext_mul_base(_claim_table(z, nums[k]), table), axis=0)
             _require(F.ext_eq(value, values_list[k][j]), f"claimed value {j} of commitment {k} differs from its table")
         codeword = _encode_table(table, nums[k], params)
         root = _merkle_levels(_digests(_table_leaves(codeword, 0)))[-1][0]
@@ -999,7 +1116,7 @@ def _check_reduction(messages, plan, nums, points_list, values_list, coefficient
         tail = point[plan.n_max - nums[k]:]
         weight = F.ext_zero()
         for z, c in zip(points_list[k], coefficients[k]):
-            weight = F.ext_add(weight, F.ext_mul(c, eq_eval(z, tail)))
+            weight = F.ext_add(weight, F.ext_mul(c, _claim_at(z, tail)))
         expected = F.ext_add(expected, F.ext_mul(weight, evals[k]))
     _require(F.ext_eq(expected, claim), "the evaluations do not match the reduction's last claim")
     return point
