@@ -12,6 +12,7 @@ skip the measurement. Nothing is measured or read at import or construction.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import platform
@@ -26,11 +27,12 @@ from .modarith import find_ntt_primes
 from .cross import CrossBackend, FourStepBackend
 from .ntt_base import BasisConversion, NTTBackend, NTTTables, NumbaRadix2, NumpyRadix2
 
-CANDIDATES = ("fourstep", "numba", "cross", "numpy")
+CANDIDATES = ("fourstep", "numba", "cross", "numpy", "jax")
 #: What ``auto`` measures by default: the compiled backends. CROSS-on-BLAS and numpy radix-2 were 10-70x
 #: slower at every size measured here (benchmarks/ntt.py) and their constants cost memory at large N;
-#: pass ``candidates=CANDIDATES`` to measure them too.
-DEFAULT_CANDIDATES = ("fourstep", "numba")
+#: pass ``candidates=CANDIDATES`` to measure them too. ``jax`` (``crypto.jax_backend``) is measured only where
+#: JAX is installed (a selector drops it otherwise, without importing anything).
+DEFAULT_CANDIDATES = ("fourstep", "numba", "jax")
 DEFAULT_CACHE_FILE = Path.home() / ".cache" / "hezk" / "ntt_backends.json"
 CACHE_FORMAT = 2
 PRUNE_FACTOR = 3.0
@@ -38,10 +40,21 @@ PRUNE_FACTOR = 3.0
 
 def candidate_backend(name: str) -> NTTBackend:
     """A new instance of the fixed backend ``name``, one of ``CANDIDATES`` ('auto' is ``crypto.ntt``'s)."""
-    makers = {"fourstep": FourStepBackend, "numba": NumbaRadix2, "cross": CrossBackend, "numpy": NumpyRadix2}
+    makers = {"fourstep": FourStepBackend, "numba": NumbaRadix2, "cross": CrossBackend, "numpy": NumpyRadix2,
+              "jax": _jax_backend}
     if name not in makers:
         raise ParameterError(f"backend={name!r} not one of {CANDIDATES}")
     return makers[name]()
+
+
+def _jax_backend() -> NTTBackend:
+    from .jax_backend import JaxBackend      # imports JAX: only when asked for
+    return JaxBackend()
+
+
+def jax_installed() -> bool:
+    """True when the ``jax`` package can be found (nothing is imported)."""
+    return importlib.util.find_spec("jax") is not None
 
 
 def limb_bucket(limbs: int) -> int:
@@ -85,7 +98,7 @@ class BackendSelector:
 
     def __init__(self, candidates=DEFAULT_CANDIDATES, cache_file: str | os.PathLike | None = DEFAULT_CACHE_FILE,
                  repeats: int = 3):
-        candidates = tuple(candidates)
+        candidates = tuple(c for c in candidates if c != "jax" or jax_installed())
         unknown = [c for c in candidates if c not in CANDIDATES]
         if not candidates or unknown:
             raise ParameterError(f"candidates={candidates!r}: each must be one of {CANDIDATES}")

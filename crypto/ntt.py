@@ -10,7 +10,8 @@ transform without a final permutation produces; Longa & Naehrig, "Speeding up th
 ``inverse`` is its exact inverse, n^-1 included.
 
 Backends: ``numpy`` (radix-2, vectorized over limbs and butterflies), ``numba`` (compiled radix-2
-with Shoup multiplication), ``cross`` (CROSS matmul form, ``crypto.cross``), and ``auto``.
+with Shoup multiplication), ``cross`` (CROSS matmul form, ``crypto.cross``), ``jax`` (the CROSS form as
+int8 matmuls on XLA devices, ``crypto.jax_backend``), and ``auto``.
 """
 from __future__ import annotations
 
@@ -57,15 +58,16 @@ class AutoBackend(NTTBackend):
         return self.selector.for_conversion(conv, np.shape(x)[-1]).convert_basis(x, conv)
 
 
-BACKEND_NAMES = ("auto", "numpy", "numba", "radix2", "cross", "fourstep")
+BACKEND_NAMES = ("auto", "numpy", "numba", "radix2", "cross", "fourstep", "jax")
 
 
 def get_backend(name: str | NTTBackend = "auto") -> NTTBackend:
-    """A backend by name: 'auto', 'numpy', 'numba' (alias 'radix2'), 'cross' or 'fourstep' (an
+    """A backend by name: 'auto', 'numpy', 'numba' (alias 'radix2'), 'cross', 'fourstep' or 'jax' (an
     NTTBackend instance passes through).
 
     'cross' is ``crypto.cross.CrossBackend()`` (BAT + MAT on BLAS, widest exact chunks), 'fourstep'
-    ``crypto.cross.FourStepBackend()`` (the MAT layout with compiled butterflies); 'auto' chooses
+    ``crypto.cross.FourStepBackend()`` (the MAT layout with compiled butterflies), 'jax'
+    ``crypto.jax_backend.JaxBackend()`` (MAT/BAT as int8 matmuls on XLA; needs the ``jax`` extra); 'auto' chooses
     among the others by measurement (``crypto.backend_select``).
     """
     if isinstance(name, NTTBackend):

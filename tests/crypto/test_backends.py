@@ -5,8 +5,8 @@ import time
 import numpy as np
 import pytest
 
-from crypto.backend_select import (CANDIDATES, DEFAULT_CANDIDATES, BackendSelector, Calibration, limb_bucket,
-                                   machine_fingerprint)
+from crypto.backend_select import (CANDIDATES, DEFAULT_CANDIDATES, BackendSelector, Calibration, jax_installed,
+                                   limb_bucket, machine_fingerprint)
 from crypto.cross import CrossBackend
 from crypto.errors import ParameterError
 from crypto.modarith import find_ntt_primes
@@ -14,6 +14,7 @@ from crypto.ntt import AutoBackend, BasisConversion, NTTBackend, NTTTables, get_
 from crypto.ring import RingContext, RNSPoly
 
 BACKENDS = ["numpy", "numba", "cross", "fourstep", "auto"]
+_JAX = {"jax"} if jax_installed() else set()      # a candidate only where JAX is installed
 
 
 @pytest.fixture
@@ -106,7 +107,7 @@ def test_auto_picks_the_measured_fastest_and_remembers(selector):
     chosen = selector.for_ntt(tables)
     (cal,) = selector.calibrations()
     assert cal.key == "ntt:1024:4" and cal.limbs == "4"
-    assert {name for name, _ in cal.seconds} == {"fourstep", "numba", "cross", "numpy"}
+    assert {name for name, _ in cal.seconds} == {"fourstep", "numba", "cross", "numpy"} | _JAX
     times = [t for _, t in cal.seconds]
     assert times == sorted(times) and all(t > 0 for t in times)
     assert chosen is selector.backend(cal.best) and chosen.name == cal.best
@@ -115,7 +116,8 @@ def test_auto_picks_the_measured_fastest_and_remembers(selector):
 
 
 def test_auto_measures_only_compiled_backends_by_default(tmp_path):
-    assert set(BackendSelector(cache_file=None).candidates) == set(DEFAULT_CANDIDATES) == {"fourstep", "numba"}
+    assert set(BackendSelector(cache_file=None).candidates) == set(DEFAULT_CANDIDATES) - ({"jax"} - _JAX) \
+        == {"fourstep", "numba"} | _JAX
 
 
 def test_calibration_is_read_back_from_disk_without_measuring(tmp_path):
@@ -148,7 +150,7 @@ def test_forced_disk_entry_decides(tmp_path):
     """The choice follows the stored timings, whatever they say (no built-in belief)."""
     path = tmp_path / "cache.json"
     for fake_best in ("numpy", "cross"):
-        others = [c for c in ("fourstep", "numba", "cross", "numpy") if c != fake_best]
+        others = [c for c in ("fourstep", "numba", "cross", "numpy", *_JAX) if c != fake_best]
         entry = {"seconds": [[fake_best, 1e-6]] + [[c, 1.0] for c in others]}
         path.write_text(json.dumps({"fingerprint": machine_fingerprint(), "entries": {"ntt:32:1": entry}}))
         tables = NTTTables(32, find_ntt_primes(31, 1, 32))
