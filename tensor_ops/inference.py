@@ -30,7 +30,7 @@ from crypto.errors import (ContextMismatchError, KeyMissingError, LevelError, Pa
 from crypto.ckks.linear import bsgs_sum
 from crypto.rlwe import Ciphertext
 from tensor_ops.model_plan import ActivationStage, ModelPlan, batch_of, pack_samples, unpack_samples
-from tensor_ops.packing import PackedAffine, packed_stages
+from tensor_ops.packing import PackedAffine, PackedFork, PackedJoin, packed_stages
 from tensor_ops.nn import Sequential
 from tensor_ops.progress import as_progress
 
@@ -116,8 +116,10 @@ class EncryptedModel:
         self._context = context
         self._evaluator = context.evaluator
         self._stages, _ = packed_stages(model, plan.input_shape, plan.choices, ActivationStage)
-        if len(self._stages) != len(plan.stages):
-            raise ShapeError(f"the model compiles to {len(self._stages)} stages, the plan has {len(plan.stages)}")
+        kinds = tuple("fork" if isinstance(s, PackedFork) else "join" if isinstance(s, PackedJoin) else "affine"
+                      if isinstance(s, PackedAffine) else "activation" for s in self._stages)
+        if kinds != tuple(s.kind for s in plan.stages):
+            raise ShapeError(f"the model compiles to the stages {kinds}, the plan has {tuple(s.kind for s in plan.stages)}")
         self._encoded = {} if encoded is None else encoded
         self._routes = rotation_routes(plan.stage_rotations, context.rotation_steps, plan.params.slots)
         if plan.bootstraps:  # the bootstrap rotates by its own steps: each needs its key
@@ -134,14 +136,16 @@ class EncryptedModel:
             ct = self._evaluator.rotate(ct, k)
         return ct
 
-    def _affine(self, index, stage, plan_stage, ct):
+    def _affine(self, index, stage, plan_stage, ct, scale=None):
+        """The stage's map on ``ct``, rescaled; ``scale``: the diagonals' scale (default the parameters')."""
         ev, ctx = self._evaluator, self._context
         for step in plan_stage.presum:  # window sums (average pools): no level
             ct = ev.add(ct, self._rotate(ct, step))
-        key = (self.plan.params.fingerprint, self.plan.block, self.plan.choices_key, index, ct.level)
+        key = (self.plan.params.fingerprint, self.plan.block, self.plan.choices_key, index, ct.level, scale)
         if key not in self._encoded:
             diagonals = _diagonal_plaintexts(stage, plan_stage, self.plan.block, self.plan.params.slots)
-            self._encoded[key] = {m: [(i, ctx.encode(d, level=ct.level)) for i, d in pairs]
+            extra = {} if scale is None else {"scale": scale}
+            self._encoded[key] = {m: [(i, ctx.encode(d, level=ct.level, **extra)) for i, d in pairs]
                                   for m, pairs in diagonals.items()}
         single = {i: self._routes[i][0] for i in plan_stage.baby if len(self._routes[i]) == 1}
         hoisted = ev.rotate_hoisted(ct, sorted(set(single.values()))) if single else {}
@@ -149,6 +153,19 @@ class EncryptedModel:
         rotated.update({i: self._rotate(ct, i) for i in plan_stage.baby if i not in rotated})
         total = ev.rescale(bsgs_sum(ev, rotated, self._encoded[key].items(), rotate=self._rotate))
         return ev.add(total, np.tile(stage.bias_vector(self.plan.block), self.plan.batch))
+
+    def _join(self, index, stage, plan_stage, ct, skip):
+        """ct + T(skip): the kept ciphertext dropped to one level above ``ct``, through the join's map with
+        diagonals encoded at scale ct.scale * q_top / skip.scale, so the rescaled product's scale is exactly
+        ct.scale (no rounding alignment), then added."""
+        target = ct.level + 1
+        if skip.level < target:
+            raise LevelError(f"stage {index}: the residual skip is at level {skip.level}, the branch's output at "
+                             f"{ct.level}: the skip needs level >= {target} (a bootstrap inside the block?)")
+        skip = self._evaluator.to_level(skip, target)
+        scale = ct.scale * math.prod(self.plan.params.q_levels[target]) / skip.scale
+        branch = self._affine(index, stage, plan_stage, skip, scale=scale)
+        return self._evaluator.add(ct, branch)
 
     def forward(self, ct, on_stage=None):
         """The model on one ciphertext of ``plan.batch`` packed samples; ``on_stage(index)`` after each stage.
@@ -158,11 +175,15 @@ class EncryptedModel:
                              f"encrypt at level {self.plan.input_level} or higher")
         if ct.level > self.plan.input_level:
             ct = self._evaluator.to_level(ct, self.plan.input_level)
-        bootstraps = set(self.plan.bootstraps)
+        bootstraps, kept = set(self.plan.bootstraps), []
         for index, (stage, plan_stage) in enumerate(zip(self._stages, self.plan.stages)):
             if index in bootstraps:
                 ct = self._evaluator.bootstrap(ct, self.plan.bootstrap)
-            if isinstance(stage, PackedAffine):
+            if isinstance(stage, PackedFork):
+                kept.append(ct)
+            elif isinstance(stage, PackedJoin):
+                ct = self._join(index, stage, plan_stage, ct, kept.pop())
+            elif isinstance(stage, PackedAffine):
                 ct = self._affine(index, stage, plan_stage, ct)
             else:
                 result = stage.poly.evaluate(_Encrypted(ct, self._evaluator))

@@ -57,6 +57,23 @@ class AffineStage:
 MAX_DENSE_ENTRIES = 1 << 24
 
 
+class ForkStage:
+    """Keep the current value for a residual block's skip connection (no level)."""
+
+    depth = 0
+    kind = "fork"
+
+    def __init__(self, n):
+        self.n = int(n)
+
+
+class JoinStage(AffineStage):
+    """x -> x + matrix @ kept + bias, ``kept`` the value of the matching ``ForkStage`` (innermost first): the
+    residual add, with the shortcut and the affine layers after the block folded into the map (no level)."""
+
+    depth = 0
+
+
 @dataclass(frozen=True, eq=False)
 class ActivationStage:
     """t -> p(t) elementwise, t already normalised by the affine stage before."""
@@ -191,8 +208,8 @@ def stage_plans(stages, n_in, *, slots=None, key_bytes=0, key_budget=None):
     ParameterError naming it."""
     offsets = []
     for stage in stages:
-        if isinstance(stage, ActivationStage):
-            offsets.append(None)
+        if isinstance(stage, ActivationStage) or getattr(stage, "kind", None) == "fork":
+            offsets.append(None)  # no rotations
         elif isinstance(stage, AffineStage):
             offsets.append(np.unique(stage.sparse.cols - stage.sparse.rows))
         else:
@@ -221,6 +238,11 @@ def stage_plans(stages, n_in, *, slots=None, key_bytes=0, key_budget=None):
         if isinstance(stage, ActivationStage):
             ct_ct, _ = stage.poly.multiplications
             plans.append(StagePlan("activation", n_in, n_in, stage.depth, ct_ct_multiplications=ct_ct))
+        elif offs is None:
+            plans.append(StagePlan("fork", n_in, n_in, 0))
+        elif stage.depth == 0:  # a join: the skip's map, on the skip, then one addition
+            n_out, width = (stage.sparse.shape if isinstance(stage, AffineStage) else (stage.n_out, stage.n_in))
+            plans.append(StagePlan("join", width, n_out, 0, baby, giant, len(offs), presum=presum, g=g))
         else:
             n_out, width = (stage.sparse.shape if isinstance(stage, AffineStage) else (stage.n_out, stage.n_in))
             plans.append(StagePlan("affine", width, n_out, 1, baby, giant, len(offs), presum=presum, g=g))
@@ -514,7 +536,7 @@ class ModelPlan:
             + sum(self._hops(b) for b in babies if b not in hoisted)
         return {"baby_rotation": len(hoisted), "giant_rotation": giant,
                 "ct_pt": stage.diagonals, "encode": stage.diagonals, "ct_ct": stage.ct_ct_multiplications,
-                "rescale": 1 if stage.kind == "affine" else 0}
+                "rescale": 1 if stage.kind in ("affine", "join") else 0}
 
     def operation_counts(self) -> dict:
         """Homomorphic operations per ciphertext (``encode``: plaintext diagonals, once per server)."""
@@ -549,16 +571,18 @@ class ModelPlan:
         """The time model, each stage scaled by the limbs of the level it runs at."""
         total = self.bootstrap_seconds * len(self.bootstraps) if "giant_rotation" in operations else 0.0
         for stage, level in zip(self.stages, self.stage_levels):
+            level += stage.kind == "join"  # a join's map runs on the skip, one level above the branch's output
             table = self._table(self.params.n * (self.params.limbs_at(level) + len(self.params.p_moduli)))
             counts = self._stage_counts(stage)
             total += sum(table[op] * counts[op] for op in operations)
-            if self.costs is not None and "rescale" in operations and stage.kind == "affine":
+            if self.costs is not None and "rescale" in operations and stage.kind in ("affine", "join"):
                 # measured model only: the baby steps' shared decomposition (the first one costs a whole
                 # rotation), the bias encoded on every evaluation, and the additions outside the ct x pt
                 # accumulations (one sum per giant step after the first, the window sums, the bias)
                 total += (table["giant_rotation"] - table["baby_rotation"]) * bool(counts["baby_rotation"])
                 total += table["encode"]
-                total += table["add"] * (max(len(stage.giant) - 1, 0) + len(stage.presum) + 1)
+                total += table["add"] * (max(len(stage.giant) - 1, 0) + len(stage.presum) + 1
+                                         + (stage.kind == "join"))
         return total
 
     @property
@@ -592,6 +616,18 @@ class ModelPlan:
                 lines.append(f"  stage {i}: affine {stage.n_in} -> {stage.n_out}, {presum}{stage.diagonals} diagonals, "
                              f"baby steps {len(stage.baby)}, giant steps {len(stage.giant)} (g={stage.g}), depth 1; "
                              f"rotation steps {[k for k in stage.rotations if k]}")
+            elif stage.kind == "fork":
+                lines.append(f"  stage {i}: residual fork: keep the ciphertext ({stage.n_in} values) for the skip "
+                             f"connection, depth 0")
+            elif stage.kind == "join":
+                level = self.stage_levels[i]
+                presum = f"window sums by rotations {list(stage.presum)}, then " if stage.presum else ""
+                lines.append(f"  stage {i}: residual add: the kept ciphertext ({stage.n_in} values) dropped to level "
+                             f"{level + 1}, {presum}its map to the branch's {stage.n_out} output slots ("
+                             f"{stage.diagonals} diagonals encoded at the scale that lands exactly on the branch's "
+                             f"scale, baby steps {len(stage.baby)}, giant steps {len(stage.giant)} (g={stage.g}); "
+                             f"rotation steps {[k for k in stage.rotations if k]}), rescaled to level {level} and "
+                             f"added; depth 0 on the main path")
             else:
                 lines.append(f"  stage {i}: polynomial activation, {stage.ct_ct_multiplications} ct x ct "
                              f"multiplications, depth {stage.depth}")

@@ -32,9 +32,10 @@ from tensor_ops.activations import PolyActivation, fit_activation, square
 from tensor_ops.backends import PlainBackend
 from tensor_ops.bootstrap_placement import cached_bootstrap_plan, place_for_model_plan
 from tensor_ops.lowering import lower_layers
-from tensor_ops.model_plan import (DEFAULT_KEY_BUDGET, ActivationStage, AffineStage, ModelPlan, choose_parameters,
-                                   stage_plans)
-from tensor_ops.packing import SparseMap, conv_sparse, input_layout, packed_stages, pool_sparse, probe_sparse
+from tensor_ops.model_plan import (DEFAULT_KEY_BUDGET, ActivationStage, AffineStage, ForkStage, JoinStage, ModelPlan,
+                                   choose_parameters, stage_plans)
+from tensor_ops.packing import (SparseMap, conv_sparse, input_layout, packed_stages, pool_sparse, probe_sparse,
+                                walk_layers)
 from tensor_ops.tensor import CipherTensor, encrypt as tensor_encrypt
 
 MAX_AFFINE_ENTRIES = 1 << 24
@@ -373,13 +374,118 @@ def Poly(name: str = "relu", degree: int = 4, interval=(-4.0, 4.0), method: str 
 
 BatchNorm1d = BatchNorm2d = BatchNorm
 
-LAYER_KINDS = {cls.kind: cls for cls in (Linear, Conv2d, AvgPool2d, Flatten, BatchNorm, Activation)}
+
+@dataclass(frozen=True, eq=False)
+class Residual(Layer):
+    """A residual block y = s(x) + f(x) (He et al., CVPR 2016): f the chain ``layers`` (activations and
+    nested blocks allowed), s the affine chain ``shortcut`` (empty: the identity; e.g. a 1x1 convolution, a
+    projection shortcut). A block without activations is affine and folds like any affine layer; otherwise
+    the encrypted path keeps x's ciphertext and adds it, through s, where f's last run of affine layers
+    ends (``tensor_ops.packing``)."""
+
+    layers: tuple
+    shortcut: tuple = ()
+    kind = "residual"
+
+    def __post_init__(self):
+        for name in ("layers", "shortcut"):
+            value = getattr(self, name)
+            value = tuple(value) if isinstance(value, (list, tuple)) else value
+            if not isinstance(value, tuple) or not all(isinstance(layer, Layer) for layer in value):
+                raise ParameterError(f"Residual {name} must be a sequence of Layer objects, got {value!r:.120}")
+            object.__setattr__(self, name, value)
+        if not self.layers:
+            raise ParameterError("Residual layers must not be empty (the branch f of y = s(x) + f(x))")
+        if not all(layer.affine_layer for layer in self.shortcut):
+            raise ParameterError("Residual shortcut must be affine (no activation): "
+                                 f"{[layer.kind for layer in self.shortcut]}")
+
+    @property
+    def affine_layer(self):
+        return all(layer.affine_layer for layer in self.layers)
+
+    def output_shape(self, input_shape):
+        branch = shortcut = tuple(input_shape)
+        for layer in self.layers:
+            branch = tuple(layer.output_shape(branch))
+        for layer in self.shortcut:
+            shortcut = tuple(layer.output_shape(shortcut))
+        if branch != shortcut:
+            raise ShapeError(f"residual: the branch gives {branch}, the shortcut "
+                             f"{'(identity) ' if not self.shortcut else ''}{shortcut}; they must be equal")
+        return branch
+
+    def forward(self, x):
+        y = s = np.asarray(x, dtype=np.float64)
+        for layer in self.layers:
+            y = layer.forward(y)
+        for layer in self.shortcut:
+            s = layer.forward(s)
+        return y + s.reshape(y.shape)
+
+    def sparse(self, input_shape):
+        if not self.affine_layer:
+            raise ShapeError("residual: a block with an activation is not affine")
+        result = []
+        for chain in (self.layers, self.shortcut):
+            shape, n = tuple(input_shape), math.prod(input_shape)
+            matrix, bias = SparseMap.diagonal(np.ones(n)), np.zeros(n)
+            for layer in chain:
+                m, b = layer.sparse(shape)
+                matrix, bias = m.compose(matrix), m.apply(bias[None])[0] + b
+                shape = tuple(layer.output_shape(shape))
+            result.append((matrix, bias))
+        (f, fb), (s_, sb) = result
+        return f.plus(s_), fb + sb
+
+    def einsum_text(self, shape, out_shape):
+        inner = " -> ".join(layer.kind for layer in self.layers)
+        return f"residual block x + ({inner}) without activation: one affine map (S + F) x + b, folded"
+
+    def config(self):
+        return {"layers": [{"kind": layer.kind, "config": layer.config()} for layer in self.layers],
+                "shortcut": [{"kind": layer.kind, "config": layer.config()} for layer in self.shortcut]}
+
+    def arrays(self):
+        return {f"{name}.{i}.{key}": value for name in ("layers", "shortcut")
+                for i, layer in enumerate(getattr(self, name)) for key, value in layer.arrays().items()}
+
+
+def _residual_from_config(config, arrays) -> Residual:
+    chains = {}
+    for name in ("layers", "shortcut"):
+        entries = config.get(name, [])
+        if not isinstance(entries, list):
+            raise ParameterError(f"residual {name} must be a list of layers, got {entries!r:.80}")
+        chain = []
+        for i, entry in enumerate(entries):
+            prefix = f"{name}.{i}."
+            own = {key[len(prefix):]: value for key, value in arrays.items() if key.startswith(prefix)}
+            chain.append(layer_from_config(entry["kind"], dict(entry.get("config", {})), own))
+        chains[name] = tuple(chain)
+    return Residual(chains["layers"], chains["shortcut"])
+
+
+def _foreign_kinds(layers):
+    """Kinds without a hezk-model entry (nodes of a model description), nested blocks included."""
+    foreign = []
+    for layer in layers:
+        if layer.kind == "residual":
+            foreign += _foreign_kinds(layer.layers + layer.shortcut)
+        elif layer.kind not in LAYER_KINDS:
+            foreign.append(layer.kind)
+    return foreign
+
+
+LAYER_KINDS = {cls.kind: cls for cls in (Linear, Conv2d, AvgPool2d, Flatten, BatchNorm, Activation, Residual)}
 
 
 def layer_from_config(kind: str, config: dict, arrays: dict) -> Layer:
     """Rebuild a layer saved by ``config()`` and ``arrays()``."""
     if kind not in LAYER_KINDS:
         raise ParameterError(f"layer kind={kind!r} is not one of {sorted(LAYER_KINDS)}")
+    if kind == "residual":
+        return _residual_from_config(config, arrays)
     if kind == "activation":
         poly = PolyActivation(config.get("name", "custom"), tuple(arrays["coefficients"]),
                               float(config.get("center", 0.0)), float(config.get("radius", 1.0)))
@@ -454,10 +560,18 @@ class Sequential:
         return self.compile(input_shape)[0]
 
     def compile(self, input_shape=None):
-        """(stages, stage_of_layer): the compiled stages and, per layer, the index of the stage that
-        evaluates it (None for a layer that folds into nothing, e.g. a Flatten next to activations)."""
+        """(stages, stage_of_layer): the compiled stages and, per layer of ``plan_layers`` (the layers with
+        residual blocks expanded, ``tensor_ops.packing.walk_layers``), the index of the stage that evaluates
+        it (None for a layer that folds into nothing, e.g. a Flatten next to activations). A residual block
+        is a ``ForkStage`` (x kept) and, where the run of affine layers after its branch ends, a ``JoinStage``
+        adding x through its shortcut and those affine layers."""
         shape = self._resolve(input_shape)
-        stages, pending, waiting, owner = [], None, [], [None] * len(self._layers)
+        layers = self.plan_layers
+        stages, pending, waiting, owner = [], None, [], [None] * len(layers)
+        joins, forks = [], []  # pending joins: [kept map, fork stage, marker index]; forks: [map, stage, shape]
+
+        def compose(run, matrix, bias):
+            return (matrix, bias) if run is None else (matrix.compose(run[0]), matrix.apply(run[1][None])[0] + bias)
 
         def emit_pending():
             if pending is not None and not _is_identity(*pending):
@@ -465,12 +579,35 @@ class Sequential:
                     owner[index] = len(stages)
                 stages.append(AffineStage(*pending))
             waiting.clear()
+            for run, fork_stage, marker in joins:
+                if sum(stage.depth for stage in stages[fork_stage + 1:]) < 1:
+                    raise ParameterError("a residual block whose branch uses no level cannot be scale-matched")
+                owner[marker] = len(stages)
+                n = math.prod(shape)
+                stages.append(JoinStage(*(run if run is not None else (SparseMap.diagonal(np.ones(n)), np.zeros(n)))))
+            joins.clear()
 
-        for index, layer in enumerate(self._layers):
+        for index, layer in enumerate(layers):
+            if layer.kind == "fork":
+                if joins:
+                    emit_pending()
+                    pending = None
+                owner[index] = len(stages)
+                forks.append([pending, len(stages), shape])
+                stages.append(ForkStage(math.prod(shape)))
+                continue
+            if layer.kind == "join":
+                run, fork_stage, fork_shape = forks.pop()
+                for sub in layer.residual.shortcut:
+                    run = compose(run, *sub.sparse(fork_shape))
+                    fork_shape = sub.output_shape(fork_shape)
+                joins.append([run, fork_stage, index])
+                continue
             if layer.affine_layer:
                 matrix, bias = layer.sparse(shape)
-                pending = (matrix, bias) if pending is None else (matrix.compose(pending[0]),
-                                                                  matrix.apply(pending[1][None])[0] + bias)
+                pending = compose(pending, matrix, bias)
+                for join in joins:
+                    join[0] = compose(join[0], matrix, bias)
                 shape = layer.output_shape(shape)
                 waiting.append(index)
                 continue
@@ -479,12 +616,22 @@ class Sequential:
                 n = math.prod(shape)
                 matrix, bias = pending if pending is not None else (SparseMap.diagonal(np.ones(n)), np.zeros(n))
                 pending = (matrix.scaled(1.0 / poly.radius), (bias - poly.center) / poly.radius)
+                for join in joins:
+                    m, b = join[0] if join[0] is not None else (SparseMap.diagonal(np.ones(n)), np.zeros(n))
+                    join[0] = (m.scaled(1.0 / poly.radius), b / poly.radius)
             emit_pending()
             pending = None
             owner[index] = len(stages)
             stages.append(ActivationStage(poly))
         emit_pending()
         return tuple(stages), tuple(owner)
+
+    @property
+    def plan_layers(self) -> tuple:
+        """The layers as the compiler walks them: residual blocks with an activation expanded into a
+        ``Fork`` marker, their branch and a ``Join`` marker (``tensor_ops.packing.walk_layers``); lowering
+        choices are indexed in this sequence."""
+        return walk_layers(self._layers)
 
     def depth(self, input_shape=None):
         """Multiplicative levels of the encrypted forward (one per affine stage, plus each activation's)."""
@@ -505,10 +652,16 @@ class Sequential:
             return self.forward_tensor(x, input_shape)
         shape = self._resolve(input_shape if input_shape is not None else self.sample_shape(x))
         flat, single = self._flat_batch(x, shape)
+        kept = []
         for stage in self.stages(shape):
             if isinstance(stage, ActivationStage) and stage.poly.name != "square" and flat.size:
                 _warn_outside(stage.poly, flat)
-            flat = stage.apply(flat)
+            if isinstance(stage, ForkStage):
+                kept.append(flat)
+            elif isinstance(stage, JoinStage):
+                flat = flat + stage.apply(kept.pop())
+            else:
+                flat = stage.apply(flat)
         out = flat.reshape(flat.shape[0], *self.output_shape(shape))
         return out[0] if single else out
 
@@ -524,8 +677,13 @@ class Sequential:
         if not (x.shape == (n,) or (x.ndim == 2 and x.shape[1] == n)):
             raise ShapeError(f"CipherTensor of shape {x.shape}: encrypt the flattened samples, shape (batch, {n}) "
                              f"or ({n},), for the model's input {shape}")
+        kept = []
         for stage in self.stages(shape):
-            if isinstance(stage, AffineStage):
+            if isinstance(stage, ForkStage):
+                kept.append(x)
+            elif isinstance(stage, JoinStage):
+                x = x + (kept.pop() @ stage.matrix.T + stage.bias)
+            elif isinstance(stage, AffineStage):
                 x = x @ stage.matrix.T + stage.bias
             else:
                 result = stage.poly.evaluate(x)
@@ -570,7 +728,7 @@ class Sequential:
     # -- persistence ---------------------------------------------------------------------------------------
     def save(self, path):
         """Write an ``.npz`` (no pickles): the architecture as JSON plus one array per weight."""
-        foreign = [layer.kind for layer in self._layers if layer.kind not in LAYER_KINDS]
+        foreign = _foreign_kinds(self._layers)
         if foreign:
             raise ParameterError(f"Sequential.save: layer kind {foreign[0]!r} (from a model description) has no "
                                  f"hezk-model entry; write the description with hezk_model.save_npz instead")
@@ -844,30 +1002,61 @@ def calibration_error(model, graph, x) -> tuple[float, float]:
     return float(error.mean()), float(error.max())
 
 
+def _residual_of(node, a, b):
+    """The layers after the shared prefix of the chains ``a`` and ``b`` (tuples of layers from the model
+    input) joined by the ``Add`` ``node``: prefix + [Residual(branch, shortcut)], the shortcut the affine one."""
+    common = 0
+    while common < min(len(a), len(b)) and a[common] is b[common]:
+        common += 1
+    first, second = a[common:], b[common:]
+    if not all(layer.affine_layer for layer in second):
+        first, second = second, first
+    if not all(layer.affine_layer for layer in second):
+        raise ParameterError(f"operator Add (node {node.name!r}) joins two branches that both have activations: "
+                             f"the encrypted path adds a branch and an affine shortcut (y = s(x) + f(x))")
+    if not first:
+        first, second = second, first
+    if not first:
+        raise ParameterError(f"operator Add (node {node.name!r}) adds a tensor to itself: write it as a scale")
+    return a[:common] + (Residual(first, second),)
+
+
 def from_graph(graph, *, degree: int = 4, interval=(-4.0, 4.0), calibration=None) -> Sequential:
-    """The ``Sequential`` that evaluates a ``hezk_model.Graph``: a chain of contractions (Linear, Conv2d,
-    AvgPool2d where they fit, else ``GraphNode``), affine maps, reshapes and activations (square exactly;
-    relu, sigmoid, tanh, gelu, silu as polynomials of ``degree`` fitted on ``interval``, or, given
-    ``calibration`` inputs, each on the range its input takes on them: ``calibrate``). A node that is not a
-    chain link (a residual ``Add``) raises ParameterError naming it."""
+    """The ``Sequential`` that evaluates a ``hezk_model.Graph``: contractions (Linear, Conv2d, AvgPool2d
+    where they fit, else ``GraphNode``), affine maps, reshapes and activations (square exactly; relu,
+    sigmoid, tanh, gelu, silu as polynomials of ``degree`` fitted on ``interval``, or, given ``calibration``
+    inputs, each on the range its input takes on them: ``calibrate``), chained; an ``Add`` of two tensors
+    that share a prefix of the chain is a ``Residual`` block (the branch with activations f, the other an
+    affine shortcut s, or the identity when it is the fork itself). Two branches that both have activations
+    raise ParameterError naming the node."""
     ranges = {} if calibration is None else calibrate(graph, calibration)
-    layers, tensor, shape = [], graph.input, graph.input_shape
+    chains = {graph.input: ()}  # tensor -> the layers that compute it from the model input
     for node in graph.nodes:
-        if node.kind == "add" or node.inputs != (tensor,):
+        missing = [name for name in node.inputs if name not in chains]
+        if missing:
+            raise ParameterError(f"operator {node.op} (node {node.name!r}) reads {missing}, which the encrypted "
+                                 f"path cannot compute from the input")
+        if node.kind == "add":
+            if len(node.inputs) != 2:
+                raise ParameterError(f"operator Add (node {node.name!r}) must add two tensors")
+            chains[node.output] = _residual_of(node, chains[node.inputs[0]], chains[node.inputs[1]])
+            continue
+        if len(node.inputs) != 1:
             raise ParameterError(f"operator {node.op} (node {node.name!r}) is not supported by the encrypted "
-                                 f"path yet: it reads {node.inputs}, the encrypted models are chains")
+                                 f"path yet: it reads {node.inputs}")
+        chain, shape = chains[node.inputs[0]], graph.shape_of(node.inputs[0])
         if node.kind == "activation":
-            layers.append(_activation_layer(node, degree, ranges.get(node.name, interval)))
+            chain += (_activation_layer(node, degree, ranges.get(node.name, interval)),)
         else:
             layer = _native(node, shape)
             if layer is None:
                 layer = GraphNode(node, tuple(shape))
             if layer is not False:
-                layers.append(layer)
-        tensor, shape = node.output, graph.shape_of(node.output)
-    if tensor != graph.output:
-        raise ParameterError(f"the model's output {graph.output!r} is not the last node's")
+                chain += (layer,)
+        chains[node.output] = chain
+    layers = list(chains[graph.output])
     if not layers:
+        shape = graph.input_shape
         layers.append(GraphNode(hezk_model.Reshape("identity", "Identity", (graph.input,), "y", shape), shape))
     model = Sequential(layers, graph.input_shape)
     model.digest = graph.digest()
@@ -921,8 +1110,25 @@ def _plan_for(model, input_shape, params, key_budget, choices, layers, bootstrap
                      key_steps=key_steps, patches=input_layout(model, input_shape, choices))
     if boot is not None:
         placement = place_for_model_plan(plan, boot[1])
+        _check_no_bootstrap_inside_blocks(plan.stages, placement.before)
         plan = replace(plan, bootstrap=boot[0], bootstraps=placement.before)
     return plan
+
+
+def _check_no_bootstrap_inside_blocks(stages, before):
+    """ParameterError if a bootstrap falls inside a residual block (after its fork, up to its join): the kept
+    skip ciphertext would then sit below the refreshed branch."""
+    forks = []
+    for index, stage in enumerate(stages):
+        if stage.kind == "fork":
+            forks.append(index)
+        elif stage.kind == "join":
+            fork = forks.pop()
+            inside = [b for b in before if fork < b <= index]
+            if inside:
+                raise ParameterError(f"a bootstrap is needed before stage {inside[0]}, inside the residual block of "
+                                     f"stages {fork}..{index}: bootstrapping inside residual blocks is not "
+                                     f"supported yet (use parameters with more levels)")
 
 
 def _plan_model(model, input_shape, params, key_budget=None, bootstrap=None):
@@ -930,9 +1136,9 @@ def _plan_model(model, input_shape, params, key_budget=None, bootstrap=None):
     ("rotations" / "dense" each, and "patches" for a first layer that is a convolution: it reads the model
     input; beyond 4 convolutions all-rotations or all-dense, each with the first as patches too)."""
     _, stage_of_layer = model.compile(input_shape)
-    layers = lower_layers(model.layers, input_shape, stage_of_layer,
+    layers = lower_layers(model.plan_layers, input_shape, stage_of_layer,
                           as_parameters(params) if params is not None else _lowering_params(model, input_shape))
-    convs = [i for i, layer in enumerate(model.layers) if layer.kind == "conv2d"]
+    convs = [i for i, layer in enumerate(model.plan_layers) if layer.kind == "conv2d"]
     combos = (list(itertools.product(("rotations", "dense"), repeat=len(convs))) if len(convs) <= 4
               else [("rotations",) * len(convs), ("dense",) * len(convs)])
     if convs and convs[0] == 0:  # the convolution reads the model input: the client may pack its patches

@@ -19,6 +19,15 @@ diagonal method (Halevi and Shoup, CRYPTO 2014). A convolution's lowering picks 
   encoding of Benaissa et al., "TenSEAL", 2021, as a slot layout), at K * P slots per sample.
 An average pool with kernel = stride (and a global average pool) that starts a run is a window sum by
 rotations (``presum``: v += rot(v, step), no level) read at the windows' anchors by the next map.
+
+Residual blocks y = s(x) + f(x) (``walk_layers``: a ``Fork`` before f's layers, a ``Join`` after them, s affine)
+become a ``PackedFork`` (the ciphertext of x is kept) and, where the run of affine layers after f's last
+activation ends, a ``PackedJoin``: the kept ciphertext through the affine map T from it to that run's output
+(the affine prefix of the run x was taken in, the shortcut s, and the affine layers after the join, all folded)
+laid out at the run's output positions, added to the run's output. T runs on the skip at one level above the
+branch's output, its diagonals encoded at the scale that makes its rescaled product land exactly on the
+branch's scale (no scale alignment by rounding, no level of the main path), as in He et al., "Deep residual
+learning", CVPR 2016, with the skip ciphertext level-aligned as in Lee et al., ICML 2022 (ResNet on CKKS).
 """
 from __future__ import annotations
 
@@ -105,6 +114,13 @@ class SparseMap:
         dense = np.zeros(self.shape)
         dense[self.rows, self.cols] = self.vals
         return dense
+
+    def plus(self, other: "SparseMap") -> "SparseMap":
+        """self + other (same shape)."""
+        if other.shape != self.shape:
+            raise ShapeError(f"cannot add maps of shapes {self.shape} and {other.shape}")
+        return SparseMap.from_coo(self.shape, np.r_[self.rows, other.rows], np.r_[self.cols, other.cols],
+                                  np.r_[self.vals, other.vals])
 
     def is_identity(self) -> bool:
         return self.shape[0] == self.shape[1] and self.nnz == self.shape[0] \
@@ -239,6 +255,70 @@ class PackedAffine:
         return out + np.tile(self.bias_vector(block), len(v) // block)
 
 
+@dataclass(frozen=True, eq=False)
+class PackedFork:
+    """Keep the current ciphertext for a residual block's skip connection (no operation, no level)."""
+
+    n: int
+    depth = 0
+    kind = "fork"
+
+
+@dataclass(frozen=True, eq=False)
+class PackedJoin(PackedAffine):
+    """Add the ciphertext kept by the matching ``PackedFork`` (innermost first) through the affine map T of the
+    ``PackedAffine`` fields (positions: T's input at the kept ciphertext's slots, its output at the current
+    one's): v + T(skip). No level on the main path (T spends one of the skip's)."""
+
+    depth = 0
+
+
+@dataclass(frozen=True, eq=False)
+class Fork:
+    """Marker of ``walk_layers``: a residual block starts here (its input is kept)."""
+
+    residual: object
+    kind = "fork"
+    affine_layer = False
+
+    def output_shape(self, input_shape):
+        return tuple(input_shape)
+
+    def einsum_text(self, shape, out_shape):
+        skip = "the identity" if not self.residual.shortcut else \
+            "the affine shortcut " + " -> ".join(layer.kind for layer in self.residual.shortcut)
+        return f"residual block: keep x for the skip connection ({skip})"
+
+
+@dataclass(frozen=True, eq=False)
+class Join:
+    """Marker of ``walk_layers``: a residual block ends here, y = shortcut(x) + f(x)."""
+
+    residual: object
+    kind = "join"
+    affine_layer = False
+
+    def output_shape(self, input_shape):
+        return tuple(input_shape)
+
+    def einsum_text(self, shape, out_shape):
+        return ("residual add y = s(x) + f(x): the kept x through the shortcut and the affine layers after it, "
+                "re-laid out to f's output positions at one level above it and scale-matched exactly, then added")
+
+
+def walk_layers(layers) -> tuple:
+    """``layers`` with every residual block that is not affine (``layer.kind == "residual"``, with
+    ``.layers`` and ``.shortcut``) expanded as ``Fork``, its branch's layers (walked), ``Join``; an affine
+    residual block stays one layer (it folds: y = (S + F) x + b)."""
+    out = []
+    for layer in layers:
+        if layer.kind == "residual" and not layer.affine_layer:
+            out += [Fork(layer), *walk_layers(layer.layers), Join(layer)]
+        else:
+            out.append(layer)
+    return tuple(out)
+
+
 def _regular(positions, shape):
     """(base per channel, R, Q) when positions of a (C, H, W) tensor are base[c] + i R + j Q, else None."""
     if len(shape) != 3:
@@ -326,42 +406,69 @@ LOWERINGS = ("rotations", "dense", "patches")
 def input_layout(model, input_shape, choices):
     """The patches layout's (kh, kw, stride, padding) when ``choices`` lowers the convolution that reads the
     model input by "patches", else None (samples travel flattened in C order)."""
+    layers = walk_layers(model.layers)
     for index, lowering in (choices or {}).items():
         if lowering == "patches":
-            layer = model.layers[index]
+            layer = layers[index]
             return (*(int(d) for d in layer.weight.shape[2:]), int(layer.stride), int(layer.padding))
     return None
 
 
+def _run_map(run, normalise=None, shift=True):
+    """(M, b): the affine map of a run of layers from the slots ``run["run_in"]`` (after its window sums),
+    normalised by an activation's (center, radius) (``shift``: subtract the center, once per sum)."""
+    n_in = len(run["run_in"])
+    pending = run["pending"]
+    matrix, bias = pending if pending is not None else (SparseMap.diagonal(np.ones(n_in)), np.zeros(n_in))
+    if run["scale"] is not None:
+        matrix = matrix.compose(SparseMap.diagonal(run["scale"]))
+    if normalise is not None:
+        center, radius = normalise
+        matrix, bias = matrix.scaled(1.0 / radius), (bias - (center if shift else 0.0)) / radius
+    return matrix, bias
+
+
+def _packed(cls, run, matrix, bias, out):
+    """The ``cls`` (PackedAffine / PackedJoin) of (M, b) from ``run``'s input slots to the slots ``out``."""
+    rows = out[matrix.rows]
+    offsets = run["run_in"][matrix.cols] - rows
+    nonzero = bias != 0
+    return cls(tuple(run["presum"]), rows, offsets, matrix.vals, out[nonzero], bias[nonzero],
+               len(run["run_in"]), matrix.shape[0])
+
+
+def _compose(run, matrix, bias):
+    """Fold the affine layer (matrix, bias) into ``run``'s pending map."""
+    if run["pending"] is None:
+        run["pending"] = (matrix, bias)
+    else:
+        old, old_bias = run["pending"]
+        run["pending"] = (matrix.compose(old), matrix.apply(old_bias[None])[0] + bias)
+
+
 def packed_stages(model, input_shape, choices, activation_stage):
-    """(stages, block): ``PackedAffine`` / ``activation_stage(poly)`` objects of ``model`` on samples of
-    ``input_shape`` and the slots one sample needs; ``choices``: {layer index: "rotations" | "dense" |
-    "patches"} for the convolutions (default "rotations"; "patches" only for a convolution reading the model
-    input: the samples then arrive in ``patch_gather``'s layout)."""
+    """(stages, block): ``PackedAffine`` / ``activation_stage(poly)`` / ``PackedFork`` / ``PackedJoin`` objects
+    of ``model`` on samples of ``input_shape`` and the slots one sample needs; ``choices``: {index in
+    ``walk_layers(model.layers)``: "rotations" | "dense" | "patches"} for the convolutions (default
+    "rotations"; "patches" only for a convolution reading the model input: the samples then arrive in
+    ``patch_gather``'s layout)."""
     choices = {} if choices is None else dict(choices)
-    layers = model.layers
+    layers = walk_layers(model.layers)
     for index, lowering in choices.items():
         if lowering not in LOWERINGS or not 0 <= index < len(layers) or layers[index].kind != "conv2d":
             raise ParameterError(f"choices[{index!r}]={lowering!r}: a lowering of a conv2d layer must be one of "
                                  f"{LOWERINGS}")
     shape = tuple(input_shape)
     positions = np.arange(math.prod(shape))
-    stages, state = [], {}
+    stages, state, forks = [], {}, []
     extent = [len(positions)]
 
     def start_run():
-        state.update(presum=[], run_in=positions, scale=None, pending=None, aligned=None)
+        state.update(presum=[], run_in=positions, scale=None, pending=None, aligned=None, joins=[])
 
     def emit(final, normalise=None):
         nonlocal positions
-        n_in = len(state["run_in"])
-        pending = state["pending"]
-        matrix, bias = pending if pending is not None else (SparseMap.diagonal(np.ones(n_in)), np.zeros(n_in))
-        if state["scale"] is not None:
-            matrix = matrix.compose(SparseMap.diagonal(state["scale"]))
-        if normalise is not None:
-            center, radius = normalise
-            matrix, bias = matrix.scaled(1.0 / radius), (bias - center) / radius
+        matrix, bias = _run_map(state, normalise)
         elementwise = matrix.shape[0] == matrix.shape[1] and np.array_equal(matrix.rows, matrix.cols)
         if final:
             out = np.arange(matrix.shape[0])
@@ -371,20 +478,39 @@ def packed_stages(model, input_shape, choices, activation_stage):
             out = state["run_in"]
         else:
             out = np.arange(matrix.shape[0])
-        if not final and not state["presum"] and matrix.is_identity() and not np.any(bias) \
-                and np.array_equal(out, state["run_in"]):
-            positions = out
-            return
-        rows = out[matrix.rows]
-        offsets = state["run_in"][matrix.cols] - rows
-        nonzero = bias != 0
-        stages.append(PackedAffine(tuple(state["presum"]), rows, offsets, matrix.vals, out[nonzero], bias[nonzero],
-                                   n_in, matrix.shape[0]))
+        if final or state["presum"] or not matrix.is_identity() or np.any(bias) \
+                or not np.array_equal(out, state["run_in"]):
+            stages.append(_packed(PackedAffine, state, matrix, bias, out))
+        for join in state["joins"]:  # innermost block first: the kept ciphertexts are a stack
+            fork_index = join.pop("fork")
+            if sum(stage.depth for stage in stages[fork_index + 1:]) < 1:
+                raise ParameterError(f"a residual block whose branch uses no level (stages {fork_index + 1}.."
+                                     f"{len(stages) - 1}) cannot be scale-matched: fold it as an affine block")
+            skip, skip_bias = _run_map(join, normalise, shift=False)
+            stages.append(_packed(PackedJoin, join, skip, skip_bias, out))
+        state["joins"] = []
         positions = out
         extent.append(int(out.max()) + 1 if len(out) else 1)
 
     start_run()
     for index, layer in enumerate(layers):
+        if layer.kind == "fork":
+            if state["joins"]:  # the value here is a sum of kept ciphertexts: materialise it first
+                emit(False)
+                start_run()
+            forks.append((dict(state, presum=list(state["presum"]), joins=None), len(stages), shape))
+            stages.append(PackedFork(len(positions)))
+            continue
+        if layer.kind == "join":
+            run, fork_index, fork_shape = forks.pop()
+            for sub in layer.residual.shortcut:
+                _compose(run, *sub.sparse(fork_shape))
+                fork_shape = tuple(sub.output_shape(fork_shape))
+            if fork_shape != shape:
+                raise ShapeError(f"residual block: the shortcut gives {fork_shape}, the branch {shape}")
+            run["fork"] = fork_index
+            state["joins"].append(run)
+            continue
         if layer.affine_layer:
             out_shape = tuple(layer.output_shape(shape))
             window = pool_window(layer, shape)
@@ -395,9 +521,15 @@ def packed_stages(model, input_shape, choices, activation_stage):
                     state["presum"] += list(steps)
                     state["run_in"] = anchors
                     state["scale"] = np.full(len(anchors), 1.0 / (window[0] * window[1]))
+                    if state["joins"]:  # the skips are pooled by their maps
+                        matrix, bias = layer.sparse(shape)
+                        for join in state["joins"]:
+                            _compose(join, matrix, bias)
                     shape = out_shape
                     continue
             matrix, bias = layer.sparse(shape)
+            for join in state["joins"]:
+                _compose(join, matrix, bias)
             if choices.get(index) == "patches":
                 reads_input = not stages and state["pending"] is None and state["scale"] is None \
                     and not state["presum"] and shape == tuple(input_shape)
@@ -413,8 +545,7 @@ def packed_stages(model, input_shape, choices, activation_stage):
                     state["aligned"] = _aligned(layer, state["run_in"], shape, out_shape, limit)
                 state["pending"] = (matrix, bias)
             else:
-                old, old_bias = state["pending"]
-                state["pending"] = (matrix.compose(old), matrix.apply(old_bias[None])[0] + bias)
+                _compose(state, matrix, bias)
                 if layer.kind not in ("batchnorm", "flatten"):
                     state["aligned"] = None
             shape = out_shape

@@ -127,10 +127,18 @@ def test_proofs_refuse_what_they_cannot_prove_by_operator_name(tmp_path, capsys,
     assert not (tmp_path / "c.bin").exists()
 
 
-def test_tensor_ops_refuses_a_residual_block_by_node(tmp_path, capsys):
-    onnx.save(residual_block(), tmp_path / "r.onnx")
+def test_tensor_ops_refuses_an_add_of_two_activated_branches_by_node(tmp_path, capsys):
+    """A residual block runs encrypted (tests/tensor_ops/test_onnx_residual.py); an Add of two branches that
+    both have activations does not (the skip must be affine) and is refused naming the node."""
+    from tests.model.onnx_models import Builder
+
+    b = Builder((2, 4, 4))
+    left = b.node("Relu", [b.conv("x", 2, 2, 3, pads=[1, 1, 1, 1])])
+    right = b.node("Relu", [b.conv("x", 2, 2, 1)])
+    b.node("Add", [left, right], "both")
+    onnx.save(b.model(), tmp_path / "r.onnx")
     assert tensor_cli.main(["plan", "--model", str(tmp_path / "r.onnx")]) == 2
-    assert "operator Add (node 'residual')" in capsys.readouterr().err
+    assert "operator Add (node 'both')" in capsys.readouterr().err
 
 
 def test_an_unsupported_onnx_operator_is_an_error_of_both_clis(tmp_path, capsys):
