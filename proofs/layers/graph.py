@@ -12,11 +12,12 @@ Protocol (zkDL's layer-by-layer reduction, Sun-Li-Zhang; GKR-style, Fiat-Shamir)
 the bits of every requantized tensor (:mod:`proofs.layers.requant`); the verifier draws r and evaluates the
 claimed output's MLE at r itself; ops are walked from the last back: a tensor read by several ops has its
 claims merged into one (:func:`merge_claims`); zkReLU/requantization reduces a claim on an op's output to
-its accumulator (:mod:`proofs.layers.relu`); the bias is linear (:func:`bias_claim_reduction`); a Conv or
+its accumulator by its select, leaving a linear claim on its bits that one sumcheck over the packed bits table
+checks for every op at the end, with every entry a bit (:mod:`proofs.layers.relu_batch`); the bias is linear (:func:`bias_claim_reduction`); a Conv or
 pool goes to its input by the patch map (:func:`patch_claim_reduction`), other contractions by one
 sumcheck (:func:`contraction_claim_reduction`); a residual add sends one operand's value
 (y = 2^k1 x1 + 2^k2 x2). The input's claims are checked on x by the verifier, the weight claims by one
-batch opening of the weights commitment. A pool's kernel is public (:func:`proofs.graph_quantize.public_weight`):
+batch opening of the weights commitment, the bits' by one opening at the bits sumcheck's point. A pool's kernel is public (:func:`proofs.graph_quantize.public_weight`):
 never committed, its claim is settled by the verifier's own MLE evaluation (:func:`settle_public`), so a
 prover cannot average with another kernel.
 
@@ -56,11 +57,12 @@ from .contraction import (ContractionProof, GatherProof, PatchProof, _pow2, bias
                           verify_patches, verify_reshape)
 from .packing import Packing
 from .records import read_nested
-from .relu import BitGroupProof, DecompositionProof, prove_decomposition, verify_decomposition
+from .relu_batch import BitsProof, SelectProof, prove_bits, prove_select, verify_bits, verify_select
 from .requant import Decomposition, decompose
 
-TRANSCRIPT_LABEL = "hezk.proofs.graph.v1"
+TRANSCRIPT_LABEL = "hezk.proofs.graph.v2"
 COMMITMENT_MAGIC, PROOF_MAGIC, FORMAT_VERSION = b"HZKGCOM1", b"HZKGPRF1", 1
+PROOF_VERSION = 2  # 2: the bits of every op checked by one sumcheck (relu_batch)
 MAX_ITEMS = 1 << 16
 
 
@@ -156,7 +158,7 @@ class GraphCommitment:
 
 
 # -------------------------------------------------------------------------------------------- proof
-_TAGS = {"merge": 1, "decomposition": 2, "bias": 3, "reshape": 4, "contraction": 5, "patches": 6, "add": 7}
+_TAGS = {"merge": 1, "bias": 3, "reshape": 4, "contraction": 5, "patches": 6, "add": 7, "select": 8, "bits": 9}
 
 
 @dataclass(frozen=True, eq=False)
@@ -174,7 +176,7 @@ class GraphProof:
     KIND = "proofs.GraphProof"
 
     def to_bytes(self) -> bytes:
-        writer = ByteWriter(PROOF_MAGIC, FORMAT_VERSION)
+        writer = ByteWriter(PROOF_MAGIC, PROOF_VERSION)
         writer.i64_array(np.asarray(self.output, dtype=np.int64).reshape(len(self.output), -1))
         writer.u8(self.bits_commitment is not None)
         if self.bits_commitment is not None:
@@ -185,8 +187,11 @@ class GraphProof:
             if tag in ("merge", "reshape"):
                 writer.blob(item.sumcheck.to_bytes())
                 writer.ext(item.x_eval)
-            elif tag == "decomposition":
-                _write_decomposition(writer, item)
+            elif tag == "select":
+                _write_select(writer, item)
+            elif tag == "bits":
+                writer.blob(item.sumcheck.to_bytes())
+                writer.ext(item.bits_eval)
             elif tag in ("bias", "add"):
                 writer.ext(item)
             elif tag == "contraction":
@@ -211,7 +216,7 @@ class GraphProof:
 
     @classmethod
     def _parse(cls, data) -> "GraphProof":
-        reader = ByteReader(data, PROOF_MAGIC, FORMAT_VERSION, "graph proof")
+        reader = ByteReader(data, PROOF_MAGIC, PROOF_VERSION, "graph proof")
         output = reader.i64_array()
         bits = read_nested(reader, Commitment) if reader.flag() else None
         names = {v: k for k, v in _TAGS.items()}
@@ -223,8 +228,10 @@ class GraphProof:
             tag = names[code]
             if tag in ("merge", "reshape"):
                 item = GatherProof(read_nested(reader, SumcheckProof), reader.ext())
-            elif tag == "decomposition":
-                item = _read_decomposition(reader)
+            elif tag == "select":
+                item = _read_select(reader)
+            elif tag == "bits":
+                item = BitsProof(read_nested(reader, SumcheckProof), reader.ext())
             elif tag in ("bias", "add"):
                 item = reader.ext()
             elif tag == "contraction":
@@ -242,30 +249,18 @@ class GraphProof:
         return self.to_bytes()
 
 
-def _write_decomposition(writer, proof: DecompositionProof) -> None:
-    """The select sumcheck (optional), S~, z'~, acc~, then per bit group its claim, sumcheck and T_g~(sigma) (the
-    groups are opened together at the end)."""
+def _write_select(writer, proof: SelectProof) -> None:
+    """The select sumcheck (optional), then S~, z'~, acc~ at its point."""
     writer.u8(proof.select is not None)
     if proof.select is not None:
         writer.blob(proof.select.to_bytes())
     for value in (proof.sign_eval, proof.shifted_eval, proof.acc_eval):
         writer.ext(value)
-    writer.u8(len(proof.groups))
-    for group in proof.groups:
-        writer.ext(group.claim)
-        writer.blob(group.sumcheck.to_bytes())
-        writer.ext(group.bits_eval)
 
 
-def _read_decomposition(reader) -> DecompositionProof:
+def _read_select(reader) -> SelectProof:
     select = read_nested(reader, SumcheckProof) if reader.flag() else None
-    sign, shifted, acc = reader.ext(), reader.ext(), reader.ext()
-    count = reader.u8()
-    if not 1 <= count <= 2:
-        raise ProofRejected(f"{count} bit groups (1 or 2)", "graph proof")
-    groups = tuple(BitGroupProof(reader.ext(), read_nested(reader, SumcheckProof), reader.ext(), None)
-                   for _ in range(count))
-    return DecompositionProof(select, sign, shifted, acc, groups)
+    return SelectProof(select, reader.ext(), reader.ext(), reader.ext())
 
 
 def _bits_packing(qgraph: QuantizedGraph, batch: int):
@@ -278,6 +273,17 @@ def _bits_packing(qgraph: QuantizedGraph, batch: int):
                 keys.append((index, g))
                 lengths.append(count * elements)
     return keys, (Packing(tuple(lengths)) if lengths else None)
+
+
+def _bits_blocks(qgraph: QuantizedGraph, keys, statements: dict) -> tuple:
+    """The ops' statements in op order and, per packed bit group, (statement position, plane start, count)."""
+    ops = sorted(statements)
+    position = {index: i for i, index in enumerate(ops)}
+    blocks = []
+    for index, g in keys:
+        start, count = _decomposition(qgraph.ops[index], 1).groups[g]
+        blocks.append((position[index], start, count))
+    return [statements[index] for index in ops], blocks
 
 
 # --------------------------------------------------------------------------------------- the walk
@@ -348,7 +354,7 @@ class GraphNetwork:
             bits_commitment, bits_witness = commit(packed, self._weights_witness.commitment.params)
             transcript.absorb("bits commitment", bits_commitment.to_bytes())
         report("committed the bits")
-        bits_claims = {}
+        statements = {}
         pending = {q.output: [_output_claim(transcript, _full(q, q.output, batch), output)]}
         items, weight_claims = [], []
         index_of = _op_weight_index(q)
@@ -365,10 +371,8 @@ class GraphNetwork:
             else:
                 claim = claims[0]
             if op.has_bits:
-                bits_claims[index] = []
-                proof, claim = prove_decomposition(witnesses[index], None, claim, transcript,
-                                                   deferred=bits_claims[index])
-                items.append(("decomposition", proof))
+                proof, claim, statements[index] = prove_select(witnesses[index], claim, transcript)
+                items.append(("select", proof))
             if op.kind == "contraction":
                 if op.bias is not None:
                     parts = split_point(claim.point, _letters(len(out_shape)), _bits_of(out_shape).get)
@@ -418,8 +422,10 @@ class GraphNetwork:
             report(f"proved {op.kind} {op.name}")
         bits_opening = None
         if packing is not None:
-            claims = [(k, bits_claims[index][g]) for k, (index, g) in enumerate(keys)]
-            bits_opening = _open_merged(bits_witness, packing, claims, transcript, "bits", items)
+            order, blocks = _bits_blocks(q, keys, statements)
+            proof, claim = prove_bits(packed, packing, blocks, order, transcript)
+            items.append(("bits", proof))
+            _, bits_opening = open_commitment(bits_witness, claim.point, transcript)
         opening = _open_weights(self._weights_witness, self._packing, _weight_boxes(q), weight_claims, transcript,
                                 items)
         report("opened the bits and the weights")
@@ -513,7 +519,7 @@ def _verify(commitment: GraphCommitment, x, proof: GraphProof) -> np.ndarray:
         require(isinstance(c, Commitment) and c.params == commitment.weights.params
                 and c.num_vars == packing.num_vars, "bits commitment of the wrong size or parameters", "statement")
         transcript.absorb("bits commitment", c.to_bytes())
-    bits_claims = {}
+    statements = {}
     output = proof.output.reshape(out_full)
     pending = {q.output: [_output_claim(transcript, out_full, output)]}
     items, weight_claims = _Items(proof.items), []
@@ -532,9 +538,8 @@ def _verify(commitment: GraphCommitment, x, proof: GraphProof) -> np.ndarray:
             else:
                 claim = claims[0]
             if op.has_bits:
-                bits_claims[index] = []
-                claim = verify_decomposition(None, specs[index], claim, items.take("decomposition", label),
-                                             transcript, f"{label} / zkReLU", deferred=bits_claims[index])
+                claim, statements[index] = verify_select(specs[index], claim, items.take("select", label),
+                                                         f"{label} / zkReLU", transcript)
             if op.kind == "contraction":
                 if op.has_bias:
                     bias_eval = items.take("bias", label)
@@ -583,38 +588,15 @@ def _verify(commitment: GraphCommitment, x, proof: GraphProof) -> np.ndarray:
         require(F.ext_eq(mle_evaluate(x_table, claim.point), claim.value),
                 "the final claim does not match the public input", "input")
     if packing is not None:
-        require(set(bits_claims) == set(specs), "an op's bits were never checked", "graph proof")
-        claims = [Claim(packing.point(k, bits_claims[index][g].point), bits_claims[index][g].value)
-                  for k, (index, g) in enumerate(keys)]
-        _verify_merged(c, claims, proof.bits_opening, transcript, "bits", items)
+        require(set(statements) == set(specs), "an op's bits were never checked", "graph proof")
+        order, blocks = _bits_blocks(q, keys, statements)
+        claim = verify_bits(packing, blocks, order, items.take("bits", "bits"), transcript)
+        verify_opening(c, claim.point, claim.value, proof.bits_opening, transcript)
     packing = Packing(tuple(n for _, _, n in lengths))
     claims = [Claim(packing.point(i, c.point), c.value) for i, c in weight_claims]
     _verify_weights(commitment.weights, packing, _weight_boxes(q), claims, proof.weights_opening, transcript, items)
     require(items.position == len(items.items), "unused items at the end of the proof", "graph proof")
     return output.copy()
-
-
-def _open_merged(witness, packing: Packing, local_claims, transcript, label: str, items: list):
-    """Merge the claims [(packed table index, Claim on that table)] on a committed packed table into one
-    (:func:`merge_claims`, an item) and open it there: one point, so the opening carries one combined row
-    instead of one per claim."""
-    claims = [Claim(packing.point(i, c.point), c.value) for i, c in local_claims]
-    claim = claims[0]
-    if len(claims) > 1:
-        blocks = [(packing.offsets[i], np.asarray(c.point).reshape(-1, F.EXT_DEGREE).shape[0])
-                  for i, c in local_claims]
-        proof, claim = merge_claims(witness.matrix.reshape(-1), claims, transcript, f"{label} / merge",
-                                    blocks=blocks)
-        items.append(("merge", proof))
-    _, opening = open_commitment(witness, claim.point, transcript)
-    return opening
-
-
-def _verify_merged(commitment, claims, opening, transcript, label: str, items) -> None:
-    claim = claims[0]
-    if len(claims) > 1:
-        claim = verify_merge(claims, items.take("merge", label), transcript, f"{label} / merge")
-    verify_opening(commitment, claim.point, claim.value, opening, transcript)
 
 
 # ------------------------------------------------------------------------------- the weights' padding

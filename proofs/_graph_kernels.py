@@ -1,0 +1,97 @@
+"""numba kernels of the batched bits sumcheck (:mod:`proofs.layers.relu_batch`), imported lazily by its prover.
+
+One pass per round over the tables (no stacked copies): for pairs j, l(x) = W[2j] + x (W[2j+1] - W[2j]) and
+likewise t(x), accumulate sum_j l_j(x) t_j(x) and sum_j E[j] (t_j(x)^2 - t_j(x)) at x = 0, 1, 2 (E: the split-off eq table
+of the higher variables, Gruen). Sums of residues < p are exact in uint64 up to 2^33 terms and are reduced at
+the end. The twin is :func:`proofs.layers.relu_batch.round_sums_numpy`.
+"""
+import numba
+import numpy as np
+
+from ._kernels import P, _ext_mul_into
+
+
+@numba.njit(cache=True, inline="always")
+def _line(a0, a1):
+    """(a0, a1 - a0) mod p."""
+    return a0, a1 - a0 if a1 >= a0 else a1 + P - a0
+
+
+@numba.njit(cache=True, inline="always")
+def _step(a, d):
+    s = a + d
+    return s - P if s >= P else s
+
+
+@numba.njit(cache=True)
+def bits_round_base(lin, eq, bits, out):
+    """out[0, x] = sum_j l_j(x) t_j(x), out[1, x] = sum_j eq[j] (t_j(x)^2 - t_j(x)) (x = 0, 1, 2), base-field T."""
+    half = bits.shape[0] // 2
+    acc = np.zeros((2, 3, 4), dtype=np.uint64)
+    for j in range(half):
+        t, dt = _line(bits[2 * j], bits[2 * j + 1])
+        l0, dl0 = _line(lin[2 * j, 0], lin[2 * j + 1, 0])
+        l1, dl1 = _line(lin[2 * j, 1], lin[2 * j + 1, 1])
+        l2, dl2 = _line(lin[2 * j, 2], lin[2 * j + 1, 2])
+        l3, dl3 = _line(lin[2 * j, 3], lin[2 * j + 1, 3])
+        for x in range(3):
+            if x:
+                t = _step(t, dt)
+                l0, l1, l2, l3 = _step(l0, dl0), _step(l1, dl1), _step(l2, dl2), _step(l3, dl3)
+            if t == 0:
+                continue
+            acc[0, x, 0] += l0 * t % P
+            acc[0, x, 1] += l1 * t % P
+            acc[0, x, 2] += l2 * t % P
+            acc[0, x, 3] += l3 * t % P
+            t2 = t * t % P
+            t2 = t2 - t if t2 >= t else t2 + P - t  # t^2 - t
+            for c in range(4):
+                acc[1, x, c] += eq[j, c] * t2 % P
+    for a in range(2):
+        for x in range(3):
+            for c in range(4):
+                out[a, x, c] = acc[a, x, c] % P
+
+
+@numba.njit(cache=True)
+def bits_round_ext(lin, eq, bits, out):
+    """:func:`bits_round_base` for an F_p4 T (after the first round)."""
+    half = bits.shape[0] // 2
+    acc = np.zeros((2, 3, 4), dtype=np.uint64)
+    cur = np.empty((2, 4), dtype=np.uint64)
+    dif = np.empty((2, 4), dtype=np.uint64)
+    prod = np.empty((3, 4), dtype=np.uint64)
+    for j in range(half):
+        for c in range(4):
+            cur[0, c], dif[0, c] = _line(lin[2 * j, c], lin[2 * j + 1, c])
+            cur[1, c], dif[1, c] = _line(bits[2 * j, c], bits[2 * j + 1, c])
+        for x in range(3):
+            if x:
+                for r in range(2):
+                    for c in range(4):
+                        cur[r, c] = _step(cur[r, c], dif[r, c])
+            _ext_mul_into(cur[0, 0], cur[0, 1], cur[0, 2], cur[0, 3], cur[1, 0], cur[1, 1], cur[1, 2], cur[1, 3],
+                          prod, 0)
+            _ext_mul_into(cur[1, 0], cur[1, 1], cur[1, 2], cur[1, 3], cur[1, 0], cur[1, 1], cur[1, 2], cur[1, 3],
+                          prod, 1)
+            for c in range(4):  # t^2 - t
+                prod[1, c] = prod[1, c] - cur[1, c] if prod[1, c] >= cur[1, c] else prod[1, c] + P - cur[1, c]
+            _ext_mul_into(eq[j, 0], eq[j, 1], eq[j, 2], eq[j, 3], prod[1, 0], prod[1, 1], prod[1, 2], prod[1, 3],
+                          prod, 2)
+            for c in range(4):
+                acc[0, x, c] += prod[0, c]
+                acc[1, x, c] += prod[2, c]
+    for a in range(2):
+        for x in range(3):
+            for c in range(4):
+                out[a, x, c] = acc[a, x, c] % P
+
+
+@numba.njit(cache=True)
+def pair_sums(table, out):
+    """out[j] = table[2j] + table[2j + 1] for an F_p4 table (the eq table of one variable fewer)."""
+    for j in range(out.shape[0]):
+        for c in range(4):
+            s = table[2 * j, c] + table[2 * j + 1, c]
+            out[j, c] = s - P if s >= P else s
