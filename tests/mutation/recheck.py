@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("work", help="the scratch folder of an earlier run.py")
-    parser.add_argument("tests", nargs="+", help="test files (repository paths) to run against each mutant")
+    parser.add_argument("tests", nargs="+", help="test files or node ids (repository paths) to run against each mutant")
+    parser.add_argument("--copy", nargs="*", default=[], help="helper files the tests import, copied but not run")
     parser.add_argument("--mutants", nargs="*", default=[], help="mutant names")
     parser.add_argument("--status", type=int, nargs="*", default=[], help="recorded exit codes to re-run")
     parser.add_argument("--json", help="write {mutant: 'killed' | 'survived'} here")
@@ -36,9 +37,9 @@ def main(argv=None) -> int:
         for meta in mutants_dir.rglob("*.meta"):
             codes = json.loads(meta.read_text())["exit_code_by_key"]
             names += sorted(n for n, c in codes.items() if c in args.status and n not in names)
-    for test in args.tests:
-        (mutants_dir / test).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / test, mutants_dir / test)
+    for path in {test.split("::")[0] for test in args.tests} | set(args.copy):
+        (mutants_dir / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / path, mutants_dir / path)
     results = {}
     for name in names:
         env = dict(os.environ, MUTANT_UNDER_TEST=name, PYTHONDONTWRITEBYTECODE="1")

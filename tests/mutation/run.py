@@ -29,11 +29,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: module -> the fast tests that exercise it
 MODULES = {
-    "proofs/commit.py": ["tests/proofs/test_commit.py", "tests/proofs/test_verifier_checks.py"],
+    "proofs/commit.py": ["tests/proofs/test_commit.py", "tests/proofs/test_verifier_checks.py",
+                         "tests/proofs/test_rejection_reasons.py", "tests/proofs/test_fiat_shamir_known_answers.py"],
     "proofs/zk.py": ["tests/proofs/test_zk.py", "tests/proofs/test_zk_seeding.py",
-                     "tests/proofs/test_zk_opening_checks.py", "tests/proofs/test_verifier_checks.py"],
+                     "tests/proofs/test_zk_opening_checks.py", "tests/proofs/test_verifier_checks.py",
+                     "tests/proofs/test_rejection_reasons_zk.py", "tests/proofs/test_fiat_shamir_known_answers.py"],
     "proofs/sumcheck.py": ["tests/proofs/test_sumcheck.py", "tests/proofs/test_sumcheck_inputs.py",
-                           "tests/proofs/test_verifier_checks.py", "tests/proofs/test_sumcheck_pickle.py"],
+                           "tests/proofs/test_verifier_checks.py", "tests/proofs/test_sumcheck_pickle.py",
+                           "tests/proofs/test_rejection_reasons_sumcheck.py",
+                           "tests/proofs/test_fiat_shamir_known_answers.py"],
     "proofs/transcript.py": ["tests/proofs/test_transcript.py", "tests/proofs/test_verifier_checks.py"],
     "proofs/layers/relu.py": ["tests/proofs/test_layers.py", "tests/proofs/test_verifier_checks.py",
                               "tests/proofs/test_tamper.py", "tests/proofs/test_verifier_checks_more.py",

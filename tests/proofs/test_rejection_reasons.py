@@ -6,7 +6,6 @@ check refuses (the forgers re-derive the Fiat-Shamir queries, so the earlier che
 that matter (the shape received, the shape or bound expected, the row or value index) are pinned exactly.
 """
 import dataclasses
-import re
 
 import numpy as np
 import pytest
@@ -18,22 +17,13 @@ from proofs.errors import ProofError, ProofRejected
 from proofs.transcript import Transcript
 
 from .cheating import forge_opening
+from .rejection_helpers import rejected as _rejected
 
 WHERE = "commitment opening"
 
 
 def rejected(call, reason, where=WHERE):
-    """``call()`` raises ProofRejected whose reason equals ``reason`` (a str) or fully matches it (a Pattern)."""
-    with pytest.raises(ProofRejected) as info:
-        call()
-    error = info.value
-    assert error.where == where, error
-    if isinstance(reason, re.Pattern):
-        assert reason.fullmatch(error.reason), error
-    else:
-        assert error.reason == reason, error
-    assert str(error) == f"{where}: {error.reason}"
-    return error
+    return _rejected(call, reason, where)
 
 
 @pytest.fixture(scope="module")

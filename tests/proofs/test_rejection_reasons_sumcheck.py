@@ -4,21 +4,12 @@ import numpy as np
 import pytest
 
 from proofs import field as F
-from proofs.errors import ProofError, ProofRejected
 from proofs.sumcheck import (SubClaim, SumcheckProof, SumcheckProver, SumcheckVerifier, combine_evaluations,
                              prove_sumcheck, verify_sumcheck)
 from proofs.transcript import Transcript
 
 from .cheating import consistent_prove_sumcheck
-from .test_rejection_reasons import rejected
-
-
-def raises_error(call, message):
-    """``call()`` raises ProofError (not ProofRejected) with exactly ``message``."""
-    with pytest.raises(ProofError) as info:
-        call()
-    assert not isinstance(info.value, ProofRejected)
-    assert str(info.value) == message
+from .rejection_helpers import raises_error, rejected
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +85,8 @@ def test_combine_evaluations_names_the_count_and_the_shape():
              "a factor evaluation of shape (3,) is not a canonical (4,) element", "sumcheck")
     rejected(lambda: combine_evaluations([1], [[one + np.uint64(F.P)]]),
              "a factor evaluation of shape (4,) is not a canonical (4,) element", "sumcheck")
+    raises_error(lambda: combine_evaluations([[1, 2]], [[one]]),
+                 "sumcheck: coefficient must be an int or a canonical (4,) uint64 array, got shape (2,)")
 
 
 def test_proof_bytes_errors_are_named(proved):

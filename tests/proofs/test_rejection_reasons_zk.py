@@ -13,11 +13,10 @@ import pytest
 
 from proofs import field as F
 from proofs import zk
-from proofs.errors import ProofRejected
 from proofs.transcript import Transcript
 
 from .cheating import consistent_prove_zk_sumcheck, forge_hiding_opening
-from .test_rejection_reasons import rejected
+from .rejection_helpers import rejected
 
 WHERE = "hiding opening"
 
