@@ -106,7 +106,7 @@ class _KeyReader:
             raise SerializationError("the public key does not match the stored key-set id: corrupted record")
         return pk
 
-    def switching_key(self, arrays: "_Arrays", seed: bytes | None, what: str, galois: int | None = None):
+    def switching_key(self, arrays: "_Arrays", seed: bytes | None, what: str):
         """The next key of ``arrays``: b, then a (stored, or expanded from ``seed``)."""
         params = self.params
         shape = (len(params.digits), len(params.moduli), params.n)
@@ -114,7 +114,7 @@ class _KeyReader:
         if seed is None:
             a = checked_residues(arrays.next(what), shape, params.moduli, what, np.uint32)
         else:
-            a = uniform_part(params, seed, galois, self.ring)
+            a = uniform_part(params, seed)
         return SwitchingKey(b, a, params.moduli, seed)
 
     def galois_keys(self, meta: dict, arrays: "_Arrays", seeds: list):
@@ -128,7 +128,7 @@ class _KeyReader:
         for g, seed in zip(elements, seeds):
             if not isinstance(g, int) or isinstance(g, bool) or g % 2 == 0 or not 0 < g < 2 * n or g in keys:
                 raise SerializationError(f"Galois element {g!r} is not a new odd integer in (0, {2 * n})")
-            keys[g] = self.switching_key(arrays, seed, f"Galois key {g}", g)
+            keys[g] = self.switching_key(arrays, seed, f"Galois key {g}")
         if not all(isinstance(k, int) and not isinstance(k, bool) for k in steps):
             raise SerializationError("field 'steps' must hold integers")
         if conjugation and 2 * n - 1 not in keys:

@@ -179,9 +179,8 @@ class SwitchingKey:
     """dnum RLWE samples (b_j, a_j) over Q·P in NTT form, each of shape (dnum, len(moduli), n).
 
     Stored as uint32 (every residue is below 2^31): half the memory of uint64.  ``a_seed``: the 32-byte
-    public seed the uniform parts were expanded from (``sampling.expand_uniform``; a Galois key holds
-    σ_g^-1 of that expansion), so that records store the seed instead of ``a`` (half the bytes); None
-    for a key whose ``a`` has no seed (read from a record of an earlier format)."""
+    public seed ``a`` is the expansion of (``uniform_part``), so that records store the seed instead of
+    ``a`` (half the bytes); None for a key whose ``a`` has no seed (read from a record of an earlier format)."""
 
     b: np.ndarray = field(repr=False)
     a: np.ndarray = field(repr=False)
@@ -205,36 +204,52 @@ class SwitchingKey:
         return self.b.nbytes + self.a.nbytes
 
 
-def uniform_part(params, seed: bytes, galois: int | None = None, ring=None) -> np.ndarray:
+def uniform_part(params, seed: bytes) -> np.ndarray:
     """The uniform half ``a`` of a switching key from its seed: ``expand_uniform`` over all moduli, one
-    row block per digit; for a Galois key of element g (``ring`` needed), σ_g^-1 of it (see GaloisKeys)."""
-    a = expand_uniform(seed, params.moduli, params.n, len(params.digits))
-    if galois is None:
-        return a
-    perm = ring.automorphism_indices(galois, True)
-    out = np.empty_like(a)
-    out[..., perm] = a
-    return out
+    row block per digit, shape (dnum, len(moduli), n) uint32."""
+    return expand_uniform(seed, params.moduli, params.n, len(params.digits))
+
+
+@numba.njit(cache=True)
+def _key_rows(e, a, s, gadget, s_from, q, out):
+    """out[r] = e[r] - a[r]·s[r] + gadget[r]·s_from[r] mod q[r] (all NTT form; a and out uint32, the
+    others uint64 < q < 2^31; gadget[r] = 0 off the digit's primes): one pass per key digit."""
+    for r in range(out.shape[0]):
+        qr = q[r]
+        q_inv = 1.0 / qr
+        g = gadget[r]
+        for c in range(out.shape[1]):
+            neg = _reduce_small(_mulmod_lazy(np.uint64(a[r, c]), s[r, c], qr, q_inv), qr, q_inv)
+            x = e[r, c] + qr - neg
+            if g:
+                x += _mulmod_lazy(g, s_from[r, c], qr, q_inv)
+            out[r, c] = np.uint32(_reduce_small(x, qr, q_inv))
 
 
 def make_switching_key(params, ring, sampler, s_ntt: np.ndarray, s_from_ntt: np.ndarray) -> SwitchingKey:
     """A key from s' to s: s (NTT over Q ∪ P) and s' (NTT over at least the Q primes).
 
     b_j = -a_j·s + e_j + (P mod q_i)·s' on the primes q_i of digit j (Gaussian e_j); the uniform a_j are
-    expanded from a fresh 32-byte seed drawn from ``sampler`` (the key keeps the seed, see SwitchingKey)."""
+    expanded from a fresh 32-byte seed drawn from ``sampler`` (the key keeps the seed, see SwitchingKey).
+    The Gaussian errors of all digits are drawn at once; each digit is one NTT and one fused pass."""
     all_idx = tuple(range(len(params.moduli)))
     q = ring.q_column(all_idx)
+    q_int = q.astype(np.int64)
     big_p = math.prod(params.p_moduli)
+    dnum, n = len(params.digits), params.n
     seed = sampler.random_bytes(SEED_BYTES)
     a = uniform_part(params, seed)
+    errors = sampler.gaussian(dnum * n).reshape(dnum, n)
+    s_ntt = np.ascontiguousarray(s_ntt, dtype=np.uint64)
+    s_from = np.zeros_like(s_ntt)
+    s_from[: len(s_from_ntt)] = s_from_ntt[: len(s_ntt)]
+    q_flat = q[:, 0].copy()
     b = np.empty_like(a)
     for j, digit in enumerate(params.digits):
-        e_j = ring.ntt(np.mod(sampler.gaussian(params.n)[None, :], q.astype(np.int64)).astype(np.uint64), all_idx)
-        b_j = ring.sub(e_j, ring.mul(a[j].astype(np.uint64), s_ntt, all_idx), all_idx)
-        rows = list(digit)
-        gadget = np.array([big_p % params.moduli[i] for i in rows], dtype=np.uint64)[:, None]
-        b_j[rows] = ring.add(b_j[rows], ring.mul(s_from_ntt[rows], gadget, digit), digit)
-        b[j] = b_j
+        e_j = ring.ntt((errors[j][None, :] % q_int).astype(np.uint64), all_idx)
+        gadget = np.zeros(len(all_idx), dtype=np.uint64)
+        gadget[list(digit)] = [big_p % params.moduli[i] for i in digit]
+        _key_rows(e_j, a[j], s_ntt, gadget, s_from, q_flat, b[j])
     return SwitchingKey(b, a, tuple(params.moduli), seed)
 
 

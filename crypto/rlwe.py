@@ -190,14 +190,12 @@ class KeyGenerator:
             elements.add(conjugation_element(n))
         keys = {}
         for g in sorted(elements):
-            key = self._switching_key(sk, sk.poly.automorphism(g).data)
-            perm = self.ring.automorphism_indices(g, True)      # σ_g(x)[c] = x[perm[c]]
-            inverse = [np.empty_like(part) for part in (key.b, key.a)]
-            for dst, src in zip(inverse, (key.b, key.a)):
-                dst[..., perm] = src                            # σ_g^-1 of every row
-            seed = key.a_seed
-            del key                                             # one copy of a key at a time
-            keys[g] = SwitchingKey(inverse[0], inverse[1], tuple(self.params.moduli), seed)
+            # stored form σ_g^-1(k) of the key k from σ_g(s) to s, generated directly: σ_g^-1 maps a uniform
+            # a and a Gaussian e to the same distributions, so σ_g^-1(k) = (-a'·σ_g^-1(s) + e' + P·s, a')
+            # is a key from s to σ_g^-1(s) with fresh a', e' (no permutation of the key's rows)
+            g_inv = pow(g, -1, 2 * n)
+            keys[g] = make_switching_key(self.params, self.ring, self.sampler, sk.poly.automorphism(g_inv).data,
+                                         sk.poly.data)
             if progress is not None:
                 progress(len(keys), len(elements), f"Galois element {g}")
         return GaloisKeys(keys, steps, bool(conjugation))

@@ -44,8 +44,9 @@ def _row_stream(seed: bytes, index: int, q: int, n: int) -> np.ndarray:
 
     A longer digest has the shorter one as its prefix, so the result does not depend on the read size."""
     xof = hashlib.shake_128(_EXPAND_DOMAIN + seed + index.to_bytes(8, "little"))
-    limit = np.uint32((2**32 // q) * q - 1)       # accepted: w <= limit (acceptance > 1/2 for q < 2^31)
-    words = n + n // 2 + 64
+    accepted = (2**32 // q) * q                    # w < accepted is kept: a fraction > 2/3 for q < 2^31
+    limit = np.uint32(accepted - 1)
+    words = math.ceil((n + 8 * math.sqrt(n) + 64) * 2**32 / accepted)   # short with probability < 2^-40
     while True:
         w = np.frombuffer(xof.digest(4 * words), dtype="<u4")
         kept = w[w <= limit]

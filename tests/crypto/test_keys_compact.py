@@ -66,7 +66,7 @@ def _keys(c):
 def test_keygen_keys_are_their_seeds_expansion(ctx):
     for g, key in _keys(ctx):
         assert isinstance(key.a_seed, bytes) and len(key.a_seed) == SEED_BYTES
-        expected = uniform_part(ctx.params, key.a_seed, None if g == "relin" else g, ctx.ring)
+        expected = uniform_part(ctx.params, key.a_seed)
         assert np.array_equal(key.a, expected)
     seeds = [key.a_seed for _, key in _keys(ctx)]
     assert len(set(seeds)) == len(seeds)          # a fresh seed per key
@@ -177,3 +177,48 @@ def test_unreduced_key_residues_are_refused(ctx):
         arrays[2] = b
     with pytest.raises(SerializationError, match="not reduced"):
         CKKSContext.from_bytes(_repack(ctx.public_context().to_bytes(), "public_context", None, bump))
+
+
+@settings(max_examples=30, deadline=None)
+@given(rows=st.integers(1, 4), n=st.integers(1, 40), seed=st.integers(0, 2**32 - 1))
+def test_key_rows_kernel_matches_big_ints(rows, n, seed):
+    from crypto.keyswitch import _key_rows
+    rng = np.random.default_rng(seed)
+    q = rng.choice([12289, 40961, 2**31 - 1, 1073479681, 3 * 2**29 + 1], rows).astype(np.uint64)
+    col = q[:, None].astype(object)
+    e, s, s_from = (rng.integers(0, 2**31, (rows, n)).astype(np.uint64) % q[:, None] for _ in range(3))
+    a = (rng.integers(0, 2**31, (rows, n)).astype(np.uint64) % q[:, None]).astype(np.uint32)
+    gadget = rng.integers(0, 2**31, rows).astype(np.uint64) % q * rng.integers(0, 2, rows).astype(np.uint64)
+    out = np.empty((rows, n), dtype=np.uint32)
+    _key_rows(e, a, s, gadget, s_from, q, out)
+    big = lambda x: x.astype(object)
+    expected = (big(e) - big(a) * big(s) + big(gadget)[:, None] * big(s_from)) % col
+    assert out.astype(object).tolist() == expected.tolist()
+
+
+def _centered_small(ring, data, idx, bound):
+    from crypto.ring import RNSPoly
+    from crypto.rlwe import centered_coefficients
+    coeffs = centered_coefficients(RNSPoly(ring, data, idx, True).to_coeff().data, [ring.moduli[i] for i in idx])
+    return np.abs(coeffs).max() <= bound
+
+
+def test_every_key_is_an_rlwe_sample_of_its_gadget(ctx):
+    """b_j + a_j·s_to - (P mod q_i)·s_from vanishes up to the Gaussian error (|e| <= 6σ) on every prime:
+    relinearization (s_to = s, s_from = s²) and Galois keys in their stored form (s_to = σ_g^-1(s), s_from = s)."""
+    import math
+    params, ring = ctx.params, ctx.ring
+    idx = tuple(range(len(params.moduli)))
+    q = ring.q_column(idx)
+    s = ctx._secret_key.poly
+    big_p = math.prod(params.p_moduli)
+    keys = [(ctx.relin_key, s.data, s.data * s.data % q)]
+    keys += [(k, s.automorphism(pow(g, -1, 2 * params.n)).data, s.data) for g, k in ctx.galois_keys.keys.items()]
+    for key, s_to, s_from in keys:
+        for j, digit in enumerate(params.digits):
+            gadget = np.zeros((len(idx), 1), dtype=np.uint64)
+            gadget[list(digit), 0] = [big_p % params.moduli[i] for i in digit]
+            x = (key.b[j].astype(np.uint64) + key.a[j].astype(np.uint64) * s_to % q) % q
+            x = (x + q - gadget * s_from % q) % q
+            assert _centered_small(ring, x, idx, 20)
+            assert not _centered_small(ring, (x + gadget * s_from % q) % q, idx, 20)   # no gadget: not small
