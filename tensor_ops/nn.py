@@ -606,8 +606,8 @@ class Sequential:
             if layer.affine_layer:
                 matrix, bias = layer.sparse(shape)
                 pending = compose(pending, matrix, bias)
-                for join in joins:
-                    join[0] = compose(join[0], matrix, bias)
+                for join in joins:  # the layer acts on the sum: its bias is added once, by the main path
+                    join[0] = compose(join[0], matrix, np.zeros_like(bias))
                 shape = layer.output_shape(shape)
                 waiting.append(index)
                 continue

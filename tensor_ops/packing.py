@@ -524,12 +524,12 @@ def packed_stages(model, input_shape, choices, activation_stage):
                     if state["joins"]:  # the skips are pooled by their maps
                         matrix, bias = layer.sparse(shape)
                         for join in state["joins"]:
-                            _compose(join, matrix, bias)
+                            _compose(join, matrix, np.zeros_like(bias))
                     shape = out_shape
                     continue
             matrix, bias = layer.sparse(shape)
-            for join in state["joins"]:
-                _compose(join, matrix, bias)
+            for join in state["joins"]:  # the layer acts on the sum: its bias is added once, by the main path
+                _compose(join, matrix, np.zeros_like(bias))
             if choices.get(index) == "patches":
                 reads_input = not stages and state["pending"] is None and state["scale"] is None \
                     and not state["presum"] and shape == tuple(input_shape)
