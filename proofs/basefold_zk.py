@@ -45,6 +45,8 @@ from . import basefold as B
 from . import field as F
 from .commit import committed_table
 from .errors import ProofError, ProofRejected
+from .sumcheck import SubClaim, SumcheckProof, SumcheckVerifier, _as_ext_scalar
+from .zk import _mask_round, _poly_at, mask_sum
 
 MAX_OPENINGS = 8
 SPARE_DIMS = 5  #: random slot dimensions per entry beyond the openings' 4 each (5 x 31 >= 128 bits per leaf)
@@ -74,6 +76,16 @@ class HidingBasefoldParams:
     @property
     def slot_vars(self) -> int:
         return slot_vars(self.openings)
+
+    @property
+    def target_bits(self) -> float:
+        """The code's query bits (as :attr:`proofs.zk.HidingParams.target_bits`)."""
+        return self.base.query_bits
+
+    @property
+    def hiding(self) -> bool:
+        """Always True (as :attr:`proofs.zk.HidingParams.hiding` for the hiding Ligero stores)."""
+        return True
 
 
 def _revealed(params: HidingBasefoldParams, m: int):
@@ -257,3 +269,75 @@ def verify_batch(commitments, claims_list, values_list, proof, transcript,
         raise ProofRejected(f"malformed claims: {type(exc).__name__}: {exc}", where) from None
     B.verify_batch([c.inner for c in commitments], lifted, values_list, proof, transcript, min_security_bits,
                    allow_conjectured=allow_conjectured)
+
+
+# ------------------------------------------------------------------------------------ masked sumcheck
+@dataclass(frozen=True, eq=False)
+class MaskedSumcheckProof:
+    """A zero-knowledge sumcheck whose mask g was committed with the proof's stores: the sum G of g, the round
+    messages of f + rho g and g(sigma) (opened in the proof's batch)."""
+
+    mask_sum: np.ndarray
+    sumcheck: SumcheckProof
+    mask_eval: np.ndarray
+
+    def to_bytes(self) -> bytes:
+        return (F.elements_to_bytes(self.mask_sum) + F.elements_to_bytes(self.sumcheck.round_messages)
+                + F.elements_to_bytes(self.mask_eval))
+
+    @classmethod
+    def read(cls, reader) -> "MaskedSumcheckProof":
+        total, messages, value = reader.elements(1), reader.elements(3), reader.elements(1)
+        return cls(total, SumcheckProof(messages), value)
+
+
+def _statement(transcript, label, claim, num_vars, degree, total):
+    transcript.absorb(f"{label}.zk.statement", [np.asarray(claim, dtype=np.uint64), int(num_vars), int(degree),
+                                                 np.asarray(total, dtype=np.uint64)])
+    return transcript.challenge_ext(f"{label}.zk.rho")  # error 1 / p^4 (g was committed before)
+
+
+def prove_masked(prover, claim, transcript, label: str, coefficients):
+    """Libra's zero-knowledge sumcheck with the committed mask ``coefficients`` (n, d + 1)
+    -> (MaskedSumcheckProof, point, factor evaluations)."""
+    claim = _as_ext_scalar(claim, "claim")
+    k, d = prover.num_vars, prover.degree
+    total = mask_sum(coefficients)
+    rho = _statement(transcript, label, claim, k, d, total)
+    messages = np.zeros((k, d + 1, F.EXT_DEGREE), dtype=np.uint64)
+    prefix = F.ext_zero()
+    for j in range(k):
+        masked = F.ext_mul(_mask_round(coefficients, j, prefix, k, d), rho[None, :])
+        messages[j] = F.ext_add(prover.round_message(), masked)
+        transcript.absorb(f"{label}.round", messages[j])
+        r = transcript.challenge_ext(f"{label}.r")  # error <= degree / p^4 per round
+        prover.bind(r)
+        prefix = F.ext_add(prefix, _poly_at(coefficients[j], r))
+    point = np.array(prover.challenges, dtype=np.uint64).reshape(k, F.EXT_DEGREE)
+    transcript.absorb(f"{label}.zk.mask_eval", prefix)
+    return MaskedSumcheckProof(total, SumcheckProof(messages), prefix), point, prover.final_evaluations()
+
+
+def verify_masked(proof, claim, num_vars: int, degree: int, transcript, label: str) -> SubClaim:
+    """Check the rounds of a :class:`MaskedSumcheckProof`; the SubClaim on f alone (expected - rho g(sigma)).
+    g(sigma) = proof.mask_eval is the caller's claim on the mask store."""
+    if not isinstance(proof, MaskedSumcheckProof):
+        raise ProofRejected(f"expected a MaskedSumcheckProof, got {type(proof).__name__}", label)
+    messages = getattr(proof.sumcheck, "round_messages", None)
+    if not isinstance(messages, np.ndarray) or messages.shape != (num_vars, degree + 1, F.EXT_DEGREE) \
+            or not F.is_canonical(messages):
+        raise ProofRejected(f"round messages of shape {getattr(messages, 'shape', None)}, expected "
+                            f"({num_vars}, {degree + 1}, 4)", label)
+    for name in ("mask_sum", "mask_eval"):
+        value = getattr(proof, name)
+        if not isinstance(value, np.ndarray) or value.shape != (4,) or not F.is_canonical(value):
+            raise ProofRejected(f"{name} is not a canonical F_p4 element", label)
+    rho = _statement(transcript, label, claim, num_vars, degree, proof.mask_sum)
+    verifier = SumcheckVerifier(F.ext_add(claim, F.ext_mul(rho, proof.mask_sum)), num_vars, degree, where=label)
+    for message in messages:
+        verifier.check_round(message)
+        transcript.absorb(f"{label}.round", message)
+        verifier.bind(transcript.challenge_ext(f"{label}.r"))
+    sub = verifier.subclaim()
+    transcript.absorb(f"{label}.zk.mask_eval", proof.mask_eval)
+    return SubClaim(sub.point, F.ext_sub(sub.expected_value, F.ext_mul(rho, proof.mask_eval)))

@@ -157,6 +157,15 @@ def commit_store(layout: StoreLayout, tables: dict, params: HidingParams, seed=N
     if params.hiding != layout.hiding:
         raise ProofError(f"commit_store: params.hiding={params.hiding}, layout.hiding={layout.hiding}")
     rng = None if seed is None else np.random.default_rng(seed)
+    packed, full, masks = packed_store(layout, tables, rng)
+    commitment, witness = hiding_commit(packed, params, log_rows=log_rows,
+                                        seed=None if rng is None else int(rng.integers(1 << 62)))
+    return commitment, StoreWitness(layout, full, masks if layout.hiding else None, witness)
+
+
+def packed_store(layout: StoreLayout, tables: dict, rng=None):
+    """(packed table, name -> zero-padded table, name -> masks (n_e, 2^n_j, 4)) with fresh masks (``rng``:
+    tests only): what :func:`commit_store` commits."""
     full, masks, blocks = {}, {}, []
     for s in layout.slots:
         values = np.asarray(tables[s.name])
@@ -174,9 +183,7 @@ def commit_store(layout: StoreLayout, tables: dict, params: HidingParams, seed=N
     lengths = layout.packing.lengths
     packed_tables = [full[s.name] for s in layout.slots] + [
         np.concatenate([b, np.zeros(n - b.size, dtype=np.uint64)]) for b, n in zip(blocks, lengths[len(layout.slots):])]
-    commitment, witness = hiding_commit(layout.packing.pack(packed_tables), params, log_rows=log_rows,
-                                        seed=None if rng is None else int(rng.integers(1 << 62)))
-    return commitment, StoreWitness(layout, full, masks if layout.hiding else None, witness)
+    return layout.packing.pack(packed_tables), full, masks
 
 
 # ----------------------------------------------------------------------------------------------- views

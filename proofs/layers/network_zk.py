@@ -48,6 +48,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import basefold as B
+from .. import basefold_zk as BZ
 from .. import field as F
 from ..errors import ModelError
 from ..proof_format import ByteReader, ByteWriter, from_record, parse_nested, to_record
@@ -55,6 +57,7 @@ from ..mle import mle_evaluate
 from ..relations import Slot, StoreLayout, Stored, Term, commit_store, eq_factor, table_factor
 from ..transcript import Transcript
 from ..zk import HidingCommitment, HidingParams, ZKSumcheckProof
+from .basefold_channel import BasefoldChannel, StorePlan, commit_hosted
 from .common import log2, pad_matrix, padded, prefix_sum_of_eq, require
 from .requant import decompose
 from . import reusable as reusable_module
@@ -107,7 +110,13 @@ def commit_model(model, layers, params: HidingParams, max_proofs: int = DEFAULT_
     """(Reusable, ReusableWitness): ``max_proofs`` hiding copies of the model store and their agreement proof
     (:mod:`proofs.layers.reusable`; each proof uses a fresh copy), shaped by :func:`balanced_rows`."""
     layout = model_layout(layers)
-    return commit_reusable(layout, model_tables(model), params, max_proofs, balanced_rows(layout, params))
+    rows = None if is_basefold(params) else balanced_rows(layout, params)
+    return commit_reusable(layout, model_tables(model), params, max_proofs, rows)
+
+
+def is_basefold(params) -> bool:
+    """True for hiding Basefold stores (:mod:`proofs.basefold_zk`): one batch opening per proof."""
+    return isinstance(params, BZ.HidingBasefoldParams)
 
 
 def proof_layout(layers, batch: int):
@@ -333,7 +342,10 @@ class HidingNetworkProof:
 
 def base_params(commitment) -> HidingParams:
     """The statement's parameters: those the model's copies were made for (:func:`reusable.base_params`)."""
-    return dataclasses.replace(reusable_module.base_params(commitment.weights), mask_rows=params_for(True).mask_rows)
+    params = reusable_module.base_params(commitment.weights)
+    if is_basefold(params):
+        return params
+    return dataclasses.replace(params, mask_rows=params_for(True).mask_rows)
 
 
 PROVE_STEPS = 3
@@ -348,6 +360,8 @@ def prove(network, x, trace, report=None, copy: int | None = None) -> HidingNetw
     layers, batch = commitment.layers, x.shape[0]
     layouts = _layouts(layers, batch)
     params = base_params(commitment)
+    if is_basefold(params):
+        return _prove_basefold(network, x, trace, report, copy)
     proof_layouts = {k: v for k, v in layouts.items() if k != "w"}
     copy = statement.take("Network.prove", copy)
     made = {}
@@ -371,6 +385,59 @@ def prove(network, x, trace, report=None, copy: int | None = None) -> HidingNetw
     report("opened the stores")
     return HidingNetworkProof(np.array(output, dtype=np.int64),
                               TrainingProof("aggregate", proof_commitments, tuple(channel.items), copy))
+
+
+def _plans(layers, batch: int) -> dict:
+    """The stores of a Basefold proof: the model copy "w" and the proof store "p" (its tensors, if any, and
+    every relation's zero-knowledge mask: the relations' shapes are public, :func:`_structure`)."""
+    layouts, channel = _structure(layers, batch)
+    return {"w": StorePlan(layouts["w"]), "p": StorePlan(layouts.get("p"), tuple(channel.shapes))}
+
+
+def _prove_basefold(network, x, trace, report, copy) -> HidingNetworkProof:
+    commitment, statement = network.commitment, network._weights_witness
+    layers, batch = commitment.layers, x.shape[0]
+    layouts, plans, params = _layouts(layers, batch), _plans(layers, batch), base_params(commitment)
+    copy = statement.take("Network.prove", copy)
+    tables = proof_tables(layers, trace, batch) if "p" in layouts else {}
+    tables = {s.name: tables[s.name] for s in layouts["p"].slots} if "p" in layouts else {}
+    p_commitment, p_store, coefficients, p_opener = commit_hosted(plans["p"], tables, params)
+    report("committed the proof's tensors")
+    output = trace[-1].out
+    w_store = statement.witnesses[copy]
+    witnesses = {"w": w_store, **({"p": p_store} if p_store is not None else {})}
+    transcript = _transcript(commitment, x, output, (p_commitment,), copy)
+    channel = BasefoldChannel(transcript, params, layouts, plans, {"w": w_store.commitment, "p": p_commitment}, "p",
+                              witnesses=witnesses, openers={"w": w_store.commitment_witness, "p": p_opener},
+                              mask_coefficients=coefficients)
+    channel.prior_views = {"w": statement.agreement_views[copy]}
+    b_pad = width(batch)
+    _run(layers, batch, channel, _field_matrix(x, b_pad, width(layers[0].in_features)),
+         _field_matrix(output, b_pad, width(layers[-1].out_features)))
+    report("proved the relations")
+    channel.open_all()
+    report("opened the stores")
+    return HidingNetworkProof(np.array(output, dtype=np.int64),
+                              TrainingProof("aggregate", (p_commitment,), tuple(channel.items), copy))
+
+
+def _verify_basefold(commitment, x, proof, params, where: str) -> np.ndarray:
+    layers, batch, relations = commitment.layers, x.shape[0], proof.relations
+    layouts, plans = _layouts(layers, batch), _plans(layers, batch)
+    require(len(relations.commitments) == 1, f"{len(relations.commitments)} proof commitments, expected 1", where)
+    p_commitment = relations.commitments[0]
+    require(isinstance(p_commitment, BZ.HidingBasefoldCommitment) and p_commitment.params == params
+            and p_commitment.num_vars == plans["p"].num_vars,
+            "the proof store's commitment does not have the statement's shape and parameters", where)
+    commitments = {"w": commitment.weights.copies[relations.copy], "p": p_commitment}
+    transcript = _transcript(commitment, x, proof.output, relations.commitments, relations.copy)
+    channel = BasefoldChannel(transcript, params, layouts, plans, commitments, "p", items=relations.items)
+    b_pad = width(batch)
+    _run(layers, batch, channel, _field_matrix(x, b_pad, width(layers[0].in_features)),
+         _field_matrix(proof.output, b_pad, width(layers[-1].out_features)))
+    channel.open_all()
+    channel.finish()
+    return proof.output.copy()
 
 
 def _mask_params(params: HidingParams) -> HidingParams:
@@ -407,6 +474,8 @@ def verify(commitment, x, proof: HidingNetworkProof) -> np.ndarray:
     verify_reusable(layouts["w"], commitment.weights, dataclasses.replace(params, openings=1), f"{where}: model")
     require(0 <= relations.copy < len(commitment.weights), f"copy {relations.copy} of a model committed "
             f"{len(commitment.weights)} times", where)
+    if is_basefold(params):
+        return _verify_basefold(commitment, x, proof, params, where)
     proof_layouts = [k for k in layouts if k != "w"]
     require(len(relations.commitments) == len(proof_layouts),
             f"{len(relations.commitments)} proof commitments, expected {len(proof_layouts)}", where)
@@ -435,11 +504,27 @@ def soundness_bits(commitment, batch: int) -> float:
     params = base_params(commitment)
     layouts, channel = _structure(commitment.layers, batch)
     keys = decomposition_keys({k: v for k, v in layouts.items() if k != "w"})
+    if is_basefold(params):
+        return -math.log2(_basefold_error(commitment, batch) + agreement_error(commitment))
     error = union_bound_error(channel.shapes, len(keys), {"w": layouts["w"]}, params, {"w": commitment.weights.params})
     if "p" in layouts:  # the proof store's opening, at its own shape (:func:`proof_rows`)
         shape = HidingCommitment(b"", layouts["p"].num_vars, proof_rows(commitment.layers, batch, params), params)
         error += 2.0 ** -shape.security_bits + 2 * shape.codeword_length / float(F.P) ** F.EXT_DEGREE
     return -math.log2(error + agreement_error(commitment))
+
+
+def _basefold_error(commitment, batch: int) -> float:
+    """A Basefold proof's error: per relation its point, rounds and rho ((n + n d + 1) / |F|), the bit-check
+    weights, and ONE batch opening of the model copy and the proof store (:func:`proofs.basefold.batch_security_bits`)."""
+    params = base_params(commitment)
+    layouts, channel = _structure(commitment.layers, batch)
+    keys = decomposition_keys({k: v for k, v in layouts.items() if k != "w"})
+    field = float(F.P) ** F.EXT_DEGREE
+    error = (len(keys) + sum(n + n * d + 1 for n, d in channel.shapes)) / field
+    plans = _plans(commitment.layers, batch)
+    p_vars = params.slot_vars + BZ.tail_vars(plans["p"].num_vars, params)
+    stores = [commitment.weights.copies[0].inner, B.BasefoldCommitment(bytes(32), p_vars, params.base)]
+    return error + 2.0 ** -B.batch_security_bits(stores)
 
 
 def agreement_error(commitment) -> float:
@@ -450,6 +535,12 @@ def agreement_error(commitment) -> float:
     if len(copies) < 2:
         return 0.0
     params = base_params(commitment)
+    if is_basefold(params):
+        field = float(F.P) ** F.EXT_DEGREE
+        plan = reusable_module._mask_plan(model_layout(commitment.layers), len(copies))
+        masks = B.BasefoldCommitment(bytes(32), params.slot_vars + BZ.tail_vars(plan.num_vars, params), params.base)
+        return (2 + sum(n + n * d + 1 for n, d in plan.mask_shapes)) / field + \
+            2.0 ** -B.batch_security_bits([c.inner for c in copies] + [masks])
     shapes, layouts, batching = agreement_shapes(model_layout(commitment.layers), len(copies), params)
     return union_bound_error(shapes, batching, layouts, params, {key: commitment.weights.params for key in layouts})
 
@@ -460,6 +551,10 @@ def check_commitment(commitment, where: str) -> None:
     weights = commitment.weights
     require(isinstance(weights, Reusable) and len(weights) >= 1, "the weights are not a Reusable commitment", where)
     for k, c in enumerate(weights.copies):
+        if isinstance(c, BZ.HidingBasefoldCommitment):
+            require(c.num_vars == StorePlan(layout).num_vars,
+                    f"model copy {k} is not a hiding commitment with num_vars={layout.num_vars}", where)
+            continue
         require(isinstance(c, HidingCommitment) and c.params.hiding and c.num_vars == layout.num_vars,
                 f"model copy {k} is not a hiding commitment with num_vars={layout.num_vars}", where)
 
@@ -467,6 +562,8 @@ def check_commitment(commitment, where: str) -> None:
 def check_params(params) -> HidingParams:
     if params is None:
         return default_params()
+    if is_basefold(params):
+        return dataclasses.replace(params, openings=1)
     if not isinstance(params, HidingParams) or not params.hiding:
         raise ModelError(f"params must be HidingParams with hiding=True for zk=True, got {params!r}")
     return params

@@ -12,6 +12,8 @@ import numpy as np
 from .. import field as F
 from ..errors import ProofRejected
 from ..proof_format import from_record, to_record
+from ..basefold import BasefoldProof
+from ..basefold_zk import HidingBasefoldCommitment, MaskedSumcheckProof
 from ..sumcheck import SumcheckProof
 from ..zk import HidingCommitment, HidingOpening, HidingParams, ZKSumcheckProof
 
@@ -56,6 +58,9 @@ class TrainingProof:
             if tag < 2:  # F_p4 values (with their dimension count), or a plain sumcheck's messages
                 body = (bytes([item.ndim]) if tag == 0 else b"") + F.elements_to_bytes(
                     item if tag == 0 else item.round_messages)
+            elif tag == 5:  # a Basefold batch opening: its length first (its own parser reads to the end)
+                raw = item.to_bytes()
+                body = len(raw).to_bytes(4, "little") + raw
             else:
                 body = item.to_bytes()
             parts.append(bytes([tag]) + body)
@@ -71,7 +76,7 @@ class TrainingProof:
         if mode >= len(MODES):
             raise ProofRejected(f"mode {mode} unknown", reader.where)
         copy = reader.uint(2)
-        commitments = tuple(HidingCommitment.read(reader)
+        commitments = tuple(read_store_commitment(reader)
                             for _ in range(reader.count(2, _commitment_bytes(), "commitment count")))
         count = reader.count(4, _MIN_ITEM_BYTES, "item count", limit=1 << 20)
         items = []
@@ -89,7 +94,15 @@ class TrainingProof:
 
 
 _PROOF_MAGIC, _PROOF_VERSION = b"HZKTRAIN", 3
-_ITEM_KINDS = (np.ndarray, SumcheckProof, ZKSumcheckProof, HidingOpening)
+_ITEM_KINDS = (np.ndarray, SumcheckProof, ZKSumcheckProof, HidingOpening,
+               MaskedSumcheckProof, BasefoldProof, HidingBasefoldCommitment)  # the last three: Basefold stores
+
+
+def read_store_commitment(reader):
+    """A store commitment: a (Ligero) HidingCommitment or a HidingBasefoldCommitment, by its magic."""
+    if reader.remaining >= 8 and reader._data[reader._pos:reader._pos + 8] == b"HZKBFH01":
+        return HidingBasefoldCommitment.read(reader)
+    return HidingCommitment.read(reader)
 def _commitment_bytes() -> int:
     """The (fixed) length of a HidingCommitment's bytes."""
     return len(HidingCommitment(bytes(32), 0, 0, HidingParams()).to_bytes())
@@ -107,4 +120,7 @@ def _read_item(reader, tag: int):
         return reader.elements(ndim)
     if tag == 1:
         return SumcheckProof(reader.elements(3))
-    return (ZKSumcheckProof if tag == 2 else HidingOpening).read(reader)
+    if tag == 5:
+        size = reader.count(4, 1, "basefold proof length")
+        return BasefoldProof.from_bytes(reader.raw(size))
+    return {2: ZKSumcheckProof, 3: HidingOpening, 4: MaskedSumcheckProof, 6: HidingBasefoldCommitment}[tag].read(reader)

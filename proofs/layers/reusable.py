@@ -32,13 +32,15 @@ from dataclasses import dataclass, field as dataclass_field
 
 import numpy as np
 
+from .. import basefold_zk as BZ
 from .. import field as F
 from ..errors import ProofError, ProofRejected
 from ..proof_format import from_record, to_record
 from ..relations import StoreLayout, Stored, Term, commit_store, eq_factor
 from ..transcript import Transcript
 from ..zk import HidingCommitment, HidingParams
-from .proof_items import TrainingProof
+from .basefold_channel import BasefoldChannel, StorePlan, commit_hosted
+from .proof_items import TrainingProof, read_store_commitment
 from .step_relations import Channel, ShapeChannel
 
 TRANSCRIPT_LABEL = "hezk.proofs.reusable.v1"
@@ -115,7 +117,7 @@ class Reusable:
         count = reader.uint(2)
         if not 1 <= count <= MAX_COPIES:
             raise ProofRejected(f"{count} copies, expected 1..{MAX_COPIES}", reader.where)
-        copies = tuple(HidingCommitment.read(reader) for _ in range(count))
+        copies = tuple(read_store_commitment(reader) for _ in range(count))
         agreement = TrainingProof.from_bytes(reader.raw(reader.remaining))
         return cls(copies, agreement.items)
 
@@ -152,6 +154,8 @@ class ReusableWitness:
 def copy_params(params: HidingParams, copies: int) -> HidingParams:
     """The copies' commitment parameters: two openings' random tails each, and log2(K) more query bits, so
     that the agreement proof's K openings together err w.p. at most 2^-target_bits (a union bound)."""
+    if isinstance(params, BZ.HidingBasefoldParams):  # the agreement opens all K copies in ONE batch: no extra bits
+        return dataclasses.replace(params, openings=1 if copies == 1 else 2)
     if not params.hiding or copies == 1:
         return params
     return dataclasses.replace(params, openings=2, target_bits=params.target_bits + (copies - 1).bit_length())
@@ -160,6 +164,8 @@ def copy_params(params: HidingParams, copies: int) -> HidingParams:
 def base_params(reusable: "Reusable") -> HidingParams:
     """The proof parameters a reusable commitment was made for (the inverse of :func:`copy_params`)."""
     params = reusable.params
+    if isinstance(params, BZ.HidingBasefoldParams):
+        return dataclasses.replace(params, openings=1)
     if not params.hiding or len(reusable.copies) == 1:
         return params
     return dataclasses.replace(params, openings=1, target_bits=params.target_bits - (len(reusable.copies) - 1).bit_length())
@@ -206,6 +212,8 @@ def commit_reusable(layout: StoreLayout, tables: dict, params: HidingParams, max
     ``seed``: tests only (the copies' masks, tails and salts reproducible)."""
     if not isinstance(max_proofs, (int, np.integer)) or not 1 <= max_proofs <= MAX_COPIES:
         raise ProofError(f"max_proofs={max_proofs!r} not in [1, {MAX_COPIES}]")
+    if isinstance(params, BZ.HidingBasefoldParams):
+        return _commit_basefold(layout, tables, params, max_proofs, seed)
     def seeded(k):
         return None if seed is None else seed * MAX_COPIES + k
 
@@ -227,6 +235,71 @@ def commit_reusable(layout: StoreLayout, tables: dict, params: HidingParams, max
     return public, ReusableWitness(public, tuple(w for _, w in made), views, [])
 
 
+def _mask_plan(layout: StoreLayout, copies: int) -> StorePlan:
+    """The agreement proof's mask store: one Libra mask per relation of :func:`_agreement` (shapes public)."""
+    keys = [_copy_key(k) for k in range(copies)]
+    channel = ShapeChannel(HidingParams(), {key: layout for key in keys})
+    _agreement(channel, layout, copies)
+    return StorePlan(None, tuple(channel.shapes))
+
+
+def _basefold_channel(layout, copies, mask_commitment, params, **side) -> BasefoldChannel:
+    keys = [_copy_key(k) for k in range(len(copies))]
+    transcript = _transcript(layout, copies)
+    transcript.absorb("reusable.masks", mask_commitment.to_bytes())
+    plans = {**{key: StorePlan(layout) for key in keys}, "m": _mask_plan(layout, len(copies))}
+    return BasefoldChannel(transcript, params, {key: layout for key in keys}, plans,
+                           {**dict(zip(keys, copies)), "m": mask_commitment}, "m", **side)
+
+
+def _commit_basefold(layout, tables, params, max_proofs: int, seed):
+    """K hiding Basefold copies (openings=2 each when K > 1) and their agreement proof, all its claims and masks
+    in one batch opening; the agreement's mask commitment is the first agreement item."""
+    def seeded(k):
+        return None if seed is None else seed * MAX_COPIES + k
+
+    made = [commit_hosted(StorePlan(layout), tables, copy_params(params, max_proofs), seed=seeded(k))
+            for k in range(max_proofs)]
+    commitments = tuple(c for c, *_ in made)
+    if max_proofs == 1:
+        public = Reusable(commitments, ())
+        return public, ReusableWitness(public, (made[0][1],), ((),), [])
+    mask_commitment, _, coefficients, mask_witness = commit_hosted(
+        _mask_plan(layout, max_proofs), {}, dataclasses.replace(params, openings=1), seed=seeded(max_proofs))
+    keys = [_copy_key(k) for k in range(max_proofs)]
+    channel = _basefold_channel(layout, commitments, mask_commitment, params,
+                                witnesses={key: m[1] for key, m in zip(keys, made)},
+                                openers={**{key: m[3] for key, m in zip(keys, made)}, "m": mask_witness},
+                                mask_coefficients=coefficients)
+    _agreement(channel, layout, max_proofs)
+    views = tuple(tuple(view for view, _ in channel.claims[key]) for key in keys)
+    channel.open_all()
+    public = Reusable(commitments, (mask_commitment,) + tuple(channel.items))
+    return public, ReusableWitness(public, tuple(m[1] for m in made), views, [])
+
+
+def _verify_basefold(layout: StoreLayout, reusable: Reusable, params, where: str) -> None:
+    expected = copy_params(params, len(reusable.copies))
+    plan = StorePlan(layout)
+    for k, c in enumerate(reusable.copies):
+        if not isinstance(c, BZ.HidingBasefoldCommitment) or c.params != expected or c.num_vars != plan.num_vars:
+            raise ProofRejected(f"copy {k} does not match the statement (num_vars {plan.num_vars}, {expected})", where)
+    if len(reusable.copies) == 1:
+        if reusable.agreement:
+            raise ProofRejected("a single copy has no agreement proof", where)
+        return
+    if not reusable.agreement or not isinstance(reusable.agreement[0], BZ.HidingBasefoldCommitment):
+        raise ProofRejected("the agreement proof does not start with its mask commitment", where)
+    masks = reusable.agreement[0]
+    if masks.params != dataclasses.replace(params, openings=1) or \
+            masks.num_vars != _mask_plan(layout, len(reusable.copies)).num_vars:
+        raise ProofRejected("the agreement's mask commitment does not have the statement's shape", where)
+    channel = _basefold_channel(layout, reusable.copies, masks, params, items=reusable.agreement[1:])
+    _agreement(channel, layout, len(reusable.copies))
+    channel.open_all()
+    channel.finish()
+
+
 def verify_reusable(layout: StoreLayout, reusable: Reusable, params: HidingParams, where: str) -> None:
     """Raise ProofRejected unless the copies have the layout's size and ``params`` (2 openings each when
     there are several) and the agreement proof holds. Checked once per object."""
@@ -234,6 +307,10 @@ def verify_reusable(layout: StoreLayout, reusable: Reusable, params: HidingParam
         raise ProofRejected("expected a Reusable commitment", where)
     key = (tuple((sl.name, sl.elem_vars, sl.plane_vars) for sl in layout.slots), layout.hiding, params)
     if key in reusable._verified:
+        return
+    if isinstance(params, BZ.HidingBasefoldParams):
+        _verify_basefold(layout, reusable, params, where)
+        reusable._verified.append(key)
         return
     expected = copy_params(params, len(reusable.copies))
     for k, c in enumerate(reusable.copies):

@@ -1,0 +1,181 @@
+"""Zero-knowledge network proofs over hiding Basefold stores: one batched opening of the model copy, the proof
+store and every sumcheck mask; the views' functionals against the witness (naive twin), copies spent once,
+what masking must change between two proofs, every tampered item and fuzzed bytes rejected (ProofRejected)."""
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from proofs import basefold as B
+from proofs import basefold_zk as BZ
+from proofs import field as F
+from proofs.errors import ProofError, ProofRejected
+from proofs.layers import network_zk
+from proofs.layers.basefold_channel import MaskedSumcheckProof, StorePlan, commit_hosted, mask_functional, \
+    view_functional
+from proofs.layers.network import ModelCommitment, Network, verify_network
+from proofs.layers.network_zk import HidingNetworkProof
+from proofs.layers.reusable import Reusable
+from proofs.quantize import forward_int, quantize_fixed_point, quantize_input
+from proofs.relations import Slot, StoreLayout, View, view_value
+from proofs.zk import _poly_at
+from tests.proofs.test_network import float_mlp
+
+PARAMS = BZ.HidingBasefoldParams(B.BasefoldParams(rate_inv=8, arity=4, final_vars=8))
+
+
+@pytest.fixture(scope="module")
+def setup():
+    weights, biases = float_mlp(1, (16, 16, 4))
+    model = quantize_fixed_point(weights, biases, frac_bits=8)
+    x = quantize_input(model, np.random.default_rng(2).uniform(-1, 1, (1, 16)))
+    network = Network(model, zk=True, params=PARAMS, max_proofs=3)
+    proofs = [network.prove(x) for _ in range(2)]
+    return model, network, x, proofs
+
+
+def test_hiding_basefold_proof_verifies_and_round_trips(setup):
+    model, network, x, proofs = setup
+    commitment = ModelCommitment.from_bytes(network.commitment.to_bytes())
+    assert commitment.zk and isinstance(commitment.weights.copies[0], BZ.HidingBasefoldCommitment)
+    for proof in proofs:
+        assert sum(isinstance(item, B.BasefoldProof) for item in proof.relations.items) == 1  # one opening
+        assert not any(type(item).__name__ in ("HidingOpening", "ZKSumcheckProof") for item in proof.relations.items)
+        again = HidingNetworkProof.from_bytes(proof.to_bytes())
+        assert np.array_equal(verify_network(commitment, x, again), forward_int(model, x))
+    assert network.soundness_bits(1) >= 100 and network.proofs_left == 1
+
+
+def test_masking_changes_what_two_proofs_show(setup):
+    """Two proofs of the same input on two copies: the proof stores, every stated value, every masked round
+    message and the openings differ (the witness is the same: only the masks make them differ)."""
+    _, _, _, (a, b) = setup
+    assert a.relations.copy != b.relations.copy
+    assert a.relations.commitments[0].root != b.relations.commitments[0].root
+    shown = 0
+    for x, y in zip(a.relations.items, b.relations.items):
+        if isinstance(x, np.ndarray):
+            assert not np.array_equal(x, y)
+        elif isinstance(x, MaskedSumcheckProof):
+            assert not np.array_equal(x.sumcheck.round_messages, y.sumcheck.round_messages)
+            assert not np.array_equal(x.mask_sum, y.mask_sum) and not np.array_equal(x.mask_eval, y.mask_eval)
+        else:
+            assert not np.array_equal(x.final, y.final) and not np.array_equal(x.evals, y.evals)
+        shown += 1
+    assert shown == len(a.relations.items) > 4
+
+
+def test_copies_are_spent_once(setup):
+    _, network, x, _ = setup
+    network.prove(x)
+    with pytest.raises(ProofError, match="copies"):
+        network.prove(x)
+
+
+def _bump(arr, index=0):
+    out = np.array(arr, copy=True)
+    flat = out.reshape(-1)
+    flat[index % flat.size] = (flat[index % flat.size] + 1) % F.P
+    return out
+
+
+def _tampered(proof):
+    items = list(proof.relations.items)
+    for i, item in enumerate(items):
+        if isinstance(item, np.ndarray):
+            changed = [_bump(item, 1)]
+        elif isinstance(item, MaskedSumcheckProof):
+            changed = [dataclasses.replace(item, mask_sum=_bump(item.mask_sum)),
+                       dataclasses.replace(item, mask_eval=_bump(item.mask_eval)),
+                       dataclasses.replace(item, sumcheck=type(item.sumcheck)(_bump(item.sumcheck.round_messages, 7)))]
+        else:
+            changed = [dataclasses.replace(item, **{f: _bump(getattr(item, f), 3)})
+                       for f in ("reduction", "evals", "rounds", "final")]
+            changed += [dataclasses.replace(item, initial_leaves=tuple(_bump(leaves, 2) if k == j else leaves
+                                                                       for j, leaves in enumerate(item.initial_leaves)))
+                        for k in range(len(item.initial_leaves))]
+            changed += [dataclasses.replace(item, layer_leaves=(_bump(item.layer_leaves[0]),) + item.layer_leaves[1:])]
+        for bad in changed:
+            yield dataclasses.replace(proof, relations=dataclasses.replace(
+                proof.relations, items=tuple(items[:i] + [bad] + items[i + 1:])))
+        yield dataclasses.replace(proof, relations=dataclasses.replace(proof.relations,
+                                                                       items=tuple(items[:i] + items[i + 1:])))
+    yield dataclasses.replace(proof, output=proof.output + 1)
+    yield dataclasses.replace(proof, relations=dataclasses.replace(proof.relations, copy=proof.relations.copy ^ 1))
+    other = dataclasses.replace(proof.relations.commitments[0], inner=dataclasses.replace(
+        proof.relations.commitments[0].inner, root=bytes(32)))
+    yield dataclasses.replace(proof, relations=dataclasses.replace(proof.relations, commitments=(other,)))
+    yield dataclasses.replace(proof, relations=dataclasses.replace(proof.relations, commitments=()))
+
+
+def test_every_tampered_item_is_rejected(setup):
+    _, network, x, (proof, _) = setup
+    count = 0
+    for bad in _tampered(proof):
+        with pytest.raises(ProofRejected):
+            verify_network(network.commitment, x, bad)
+        count += 1
+    assert count > 20
+    with pytest.raises(ProofRejected):  # another input
+        verify_network(network.commitment, x + 1, proof)
+
+
+def test_a_tampered_agreement_proof_is_rejected(setup):
+    _, network, x, (proof, _) = setup
+    weights = network.commitment.weights
+    mask, *rest = weights.agreement
+    for i in range(len(rest)):
+        item = rest[i]
+        if isinstance(item, np.ndarray):
+            bad = _bump(item)
+        elif isinstance(item, MaskedSumcheckProof):
+            bad = dataclasses.replace(item, mask_eval=_bump(item.mask_eval))
+        else:
+            bad = dataclasses.replace(item, final=_bump(item.final))
+        changed = Reusable(weights.copies, (mask,) + tuple(rest[:i] + [bad] + rest[i + 1:]))
+        commitment = dataclasses.replace(network.commitment, weights=changed)
+        with pytest.raises(ProofRejected):
+            verify_network(commitment, x, proof)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.data())
+def test_fuzzed_proof_bytes_give_only_proof_rejected(setup, data):
+    _, network, x, (proof, _) = setup
+    raw = bytearray(proof.to_bytes())
+    position = data.draw(st.integers(0, len(raw) - 1))
+    raw[position] ^= 1 << data.draw(st.integers(0, 7))
+    with pytest.raises(ProofRejected):
+        verify_network(network.commitment, x, HidingNetworkProof.from_bytes(bytes(raw)))
+
+
+@pytest.mark.parametrize("hiding", [True, False])
+def test_view_functionals_give_the_view_values(hiding):
+    """Naive twin: a view's functional applied to the committed table equals view_value from the witness."""
+    layout = StoreLayout((Slot("a", 5), Slot("b", 4, 2), Slot("c", 6)), hiding)
+    rng = np.random.default_rng(3)
+    tables = {s.name: rng.integers(0, F.P, s.size, dtype=np.uint64) for s in layout.slots}
+    plan = StorePlan(layout, ((3, 2), (5, 3)))
+    commitment, store, coefficients, witness = commit_hosted(plan, tables, BZ.HidingBasefoldParams(
+        B.BasefoldParams(rate_inv=4, num_queries=8, arity=2, final_vars=2)), seed=1)
+    packed = witness.table
+    for name, w in (("a", None), ("b", F.ext_random((4,), seed=5)), ("c", None)):
+        slot = layout.slot(name)
+        view = View(name, F.ext_random((slot.elem_vars,), seed=6), w, (1, slot.elem_vars))
+        functional = view_functional(plan, view)
+        value = F.ext_sum(F.ext_mul_base(B._claim_table(functional, plan.num_vars), packed), axis=0)
+        assert np.array_equal(value, view_value(store, view))
+    for j, (n, d) in enumerate(plan.mask_shapes):
+        point = F.ext_random((n,), seed=7 + j)
+        functional = mask_functional(plan, j, point)
+        value = F.ext_sum(F.ext_mul_base(B._claim_table(functional, plan.num_vars), packed), axis=0)
+        expected = F.ext_zero()
+        for i in range(n):
+            expected = F.ext_add(expected, _poly_at(coefficients[j][i], point[i]))
+        assert np.array_equal(value, expected)
+
+
+def test_params_choice_and_refusals():
+    assert network_zk.check_params(PARAMS) == PARAMS
+    assert network_zk.is_basefold(PARAMS) and not network_zk.is_basefold(network_zk.default_params())
