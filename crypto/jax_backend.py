@@ -9,7 +9,8 @@ exact only below 2^24, and JAX's default float32 matmul on GPUs is TF32, 10-bit 
 is split into four *balanced* 8-bit digits d_t ∈ [-128, 127] (d_3 ∈ [-64, 64]) of a representative
 v with |v| ≤ 2^30 (the centred residue, or x − 2^30 for data that must keep its integer value):
 v = Σ_t d_t·2^(8t). A constant K mod q becomes the int8 matrix M[s, i, t, j] = digit_s(K[i, j]·2^(8t)
-mod q, centred), and Σ_s 2^(8s)·Z_s ≡ K·X (mod q) with Z = M·D the int8 matmul. Every partial sum of
+mod q, centred), and Σ_s 2^(8s)·Z_s ≡ K·X (mod q) with Z = M·D the int8 matmul (D[j, t] = digit_t(X[j]):
+the four digits of a value are the bytes of one uint32, ``_digit_bytes``). Every partial sum of
 Z_s is bounded by the sum of absolute products, A·128·(3·128 + 64) = 57344·A for inner dimension A
 (before chunking), so with A ≤ ``MAX_INNER`` = 18724 every int32 partial sum is below 2^30, in any
 summation order. The NTT's matmuls have A = R or C ≤ 256 at N = 2^16 (2^24 at most), a basis
@@ -95,20 +96,21 @@ def _centred(x: np.ndarray, q) -> np.ndarray:
 def bat_left_matrix(constants: np.ndarray, q) -> np.ndarray:
     """int8 BAT expansion of K (A_out × A_in, entries < q) for left products K·X mod q.
 
-    M[s·A_out + i, t·A_in + j] = digit_s(centred(K[i, j]·2^(8t) mod q)); ``q`` a scalar or an (A_out, 1)
-    column (row i reduced mod q_i). With D[t·A_in + j, :] the digits of X, Σ_s 2^(8s)·(M·D)_s ≡ K·X.
+    M[s·A_out + i, 4·j + t] = digit_s(centred(K[i, j]·2^(8t) mod q)); ``q`` a scalar or an (A_out, 1)
+    column (row i reduced mod q_i). With D[4·j + t, :] = digit_t(X[j, :]), Σ_s 2^(8s)·(M·D)_s ≡ K·X
+    (the data digit index is innermost: it is the byte order of a uint32, so digits are a bitcast).
     """
     constants = np.asarray(constants, dtype=np.uint64)
     a_out, a_in = constants.shape
     if a_in > MAX_INNER:
         raise ParameterError(f"BAT inner dimension {a_in} > MAX_INNER={MAX_INNER} (int32 sums would not be exact)")
     q = np.asarray(q, dtype=np.uint64)
-    out = np.empty((CHUNKS, a_out, CHUNKS, a_in), dtype=np.int8)
+    out = np.empty((CHUNKS, a_out, a_in, CHUNKS), dtype=np.int8)
     for t in range(CHUNKS):
         factor = np.asarray([pow(2, CHUNK_BITS * t, int(p)) for p in q.reshape(-1)], dtype=np.uint64).reshape(q.shape)
         shifted = constants * factor % q                              # < 2^62: exact in uint64
-        out[:, :, t, :] = balanced_digits(_centred(shifted, q))
-    return out.reshape(CHUNKS * a_out, CHUNKS * a_in)
+        out[..., t] = balanced_digits(_centred(shifted, q))
+    return out.reshape(CHUNKS * a_out, a_in * CHUNKS)
 
 
 def _shoup(w: np.ndarray, q) -> np.ndarray:
@@ -350,20 +352,23 @@ def barrett_constants(q) -> _BarrettConstants:
     k = jnp.uint32(32) - jax.lax.clz(q - 1)
     two_k = 2 * k
 
-    def step(i, state):
-        rem, quo = state
-        bit = (jnp.uint32(63 - i) == two_k).astype(jnp.uint32)
-        rem = (rem << 1) | bit
-        ge = rem >= q
-        return jnp.where(ge, rem - q, rem), (quo << 1) | ge.astype(jnp.uint32)
-
     zero = jnp.zeros_like(q)
-    _, m = jax.lax.fori_loop(0, 64, step, (zero, zero))
+    _, m, _, _ = jax.lax.fori_loop(0, 64, _division_step, (zero, zero, q, two_k))
     wide = two_k >= 32
     shift = jnp.where(wide, two_k - 32, two_k)
     word = jnp.uint32(0xFFFFFFFF) // q
     r32 = _csub(jnp.uint32(0xFFFFFFFF) % q + 1, q)
     return _BarrettConstants(q, m, wide, shift, word, r32)
+
+
+def _division_step(i, state):
+    """One step of the binary long division 2^(2k) / q (bits 63 down to 0; rem < q < 2^31 never overflows)."""
+    _, jnp = _jax()
+    rem, quo, q, two_k = state
+    bit = (jnp.uint32(63 - i) == two_k).astype(jnp.uint32)
+    rem = (rem << 1) | bit
+    ge = rem >= q
+    return jnp.where(ge, rem - q, rem), (quo << 1) | ge.astype(jnp.uint32), q, two_k
 
 
 def _barrett_wide(hi, lo, c: _BarrettConstants):
@@ -442,16 +447,13 @@ def keyswitch_inner(digits, key_b, key_a, q):
 
 
 # ------------------------------------------------------------------------------------ BAT matmuls
-def _digits(v):
-    """Balanced int8 digits of int32 |v| <= 2^30 (list of CHUNKS arrays)."""
-    _, jnp = _jax()
-    out = []
-    for _ in range(CHUNKS - 1):
-        d = ((v + 128) & 255) - 128
-        out.append(d.astype(jnp.int8))
-        v = (v - d) >> 8
-    out.append(v.astype(jnp.int8))
-    return out
+def _digit_bytes(v):
+    """Balanced int8 digits of int32 |v| <= 2^30, shape v.shape + (4,): the bytes of w = (v + B) ^ B with
+    B = 0x808080. Byte t < 3 of v + B is the unsigned digit u_t = d_t + 128 and XOR 0x80 makes it the int8
+    d_t; byte 3 is the signed top digit. One elementwise op and a bitcast, so XLA computes each value once."""
+    jax, jnp = _jax()
+    w = (v + 0x808080).astype(jnp.uint32) ^ jnp.uint32(0x808080)
+    return jax.lax.bitcast_convert_type(w, jnp.int8)
 
 
 def _centred_i32(x, q):
@@ -483,16 +485,15 @@ def _left(matrix, x, q, dt):
     """Per limb: K_l·X_l mod q_l for X (L, A, B) uint32 residues; ``matrix`` (L, 4A', 4A) int8."""
     _, jnp = _jax()
     L, a, b = x.shape
-    d = jnp.stack(_digits(_centred_i32(x, q)), axis=1).reshape(L, CHUNKS * a, b)
+    d = jnp.swapaxes(_digit_bytes(_centred_i32(x, q)), 2, 3).reshape(L, a * CHUNKS, b)
     z = _dot(matrix, d).reshape(L, CHUNKS, matrix.shape[1] // CHUNKS, b)
     return _recombine(z, 1, q, dt.scale[:, None, None, :], dt.scale_shoup[:, None, None, :], dt.bias[:, :, None])
 
 
 def _right(x, matrix, q, dt):
     """Per limb: X_l·K_l mod q_l for X (L, A, B) uint32 residues; ``matrix`` (L, 4B, 4B') int8."""
-    _, jnp = _jax()
     L, a, b = x.shape
-    d = jnp.stack(_digits(_centred_i32(x, q)), axis=2).reshape(L, a, CHUNKS * b)
+    d = _digit_bytes(_centred_i32(x, q)).reshape(L, a, b * CHUNKS)
     z = _dot(d, matrix).reshape(L, a, CHUNKS, matrix.shape[2] // CHUNKS)
     return _recombine(z, 2, q, dt.scale[:, None, None, :], dt.scale_shoup[:, None, None, :], dt.bias[:, :, None])
 
@@ -545,7 +546,7 @@ def convert_basis(x, dc: DeviceConversion):
     if x.ndim != 2 or x.shape[0] != k:
         raise ShapeError(f"convert_basis: x.shape={x.shape}, expected ({k}, n)")
     xh = _mul_shoup(x.astype(jnp.uint32), dc.qhat_inv, dc.qhat_inv_shoup, dc.q_from)     # < q_i < 2^31
-    d = jnp.concatenate(_digits(xh.astype(jnp.int32) - OFFSET), axis=0)                  # (4k, n), t-major
+    d = jnp.swapaxes(_digit_bytes(xh.astype(jnp.int32) - OFFSET), 1, 2).reshape(k * CHUNKS, x.shape[1])
     z = _dot(dc.matrix[None], d[None])[0].reshape(CHUNKS, kp, x.shape[1])
     y = _recombine(z, 0, dc.q_to, dc.scale[:, None, :], dc.scale_shoup[:, None, :], dc.bias)
     return y.astype(x.dtype)

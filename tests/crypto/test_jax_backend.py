@@ -107,7 +107,7 @@ def test_ntt_of_uint64_inside_enable_x64_keeps_the_dtype(kernels):
     tables = NTTTables(n, find_ntt_primes(30, 2, n))
     a = _random_limbs(tables.moduli, n, np.random.default_rng(3))
     with jax.enable_x64(True):
-        out = jb.ntt(jnp.asarray(a), jb.DeviceTables.of(tables))
+        out = kernels["ntt"](jnp.asarray(a), jb.DeviceTables.of(tables))
         assert out.dtype == jnp.uint64
         assert np.array_equal(np.asarray(out), get_backend("numba").forward(a, tables))
     assert not jax.config.jax_enable_x64       # never flipped globally
@@ -148,10 +148,10 @@ def test_barrett_reduces_words_pairs_and_uint64(kernels, moduli, seed):
     got = np.asarray(kernels["barrett"](lo.astype(np.uint32), q.astype(np.uint32)))
     assert got.tolist() == (lo % q).tolist()
     wide = [[((int(h) << 32) + int(l)) % int(p) for h, l in zip(rh, rl)] for rh, rl, p in zip(hi, lo, q[:, 0])]
-    got = jb.barrett((jnp.asarray(hi.astype(np.uint32)), jnp.asarray(lo.astype(np.uint32))), q.astype(np.uint32))
+    got = kernels["barrett"]((hi.astype(np.uint32), lo.astype(np.uint32)), q.astype(np.uint32))
     assert np.asarray(got).tolist() == wide
     with jax.enable_x64(True):
-        got = jb.barrett(jnp.asarray((hi << np.uint64(32)) | lo), jnp.asarray(q))
+        got = kernels["barrett"](jnp.asarray((hi << np.uint64(32)) | lo), jnp.asarray(q))
         assert got.dtype == jnp.uint64 and np.asarray(got).tolist() == wide
 
 
@@ -171,6 +171,8 @@ def test_balanced_digits_recombine_and_refuse_wide_values():
     d = jb.balanced_digits(v).astype(np.int64)
     assert np.array_equal(sum(d[t] << (8 * t) for t in range(jb.CHUNKS)), v)
     assert np.abs(d[:-1]).max() <= jb.DIGIT_MAX and np.abs(d[-1]).max() <= jb.TOP_DIGIT_MAX
+    on_device = np.asarray(jb._digit_bytes(jnp.asarray(v.astype(np.int32))))         # the bytes of one uint32
+    assert np.array_equal(np.moveaxis(on_device, -1, 0), d)
     with pytest.raises(ParameterError):
         jb.balanced_digits(np.array([2**30 + 1]))
     with pytest.raises(ParameterError):
