@@ -229,11 +229,6 @@ def _encode(rows, length: int) -> np.ndarray:
     return ntt(padded, inplace=True)
 
 
-def _encode_ext(vector, length: int) -> np.ndarray:
-    """Encode an F_p4 row (w, 4) coordinate-wise -> (length, 4)."""
-    return _encode(np.asarray(vector).T, length).T
-
-
 def _leaves(encoded: np.ndarray, salts) -> list:
     data = np.ascontiguousarray(encoded.T, dtype="<u4")
     return [_hash(b"\x00", salt + column.tobytes()) for salt, column in zip(salts, data)]
@@ -495,12 +490,13 @@ def verify_functionals(commitment: HidingCommitment, functionals, values, openin
     joint = np.concatenate([opening.columns, opening.mask_columns])
     mask_columns = opening.mask_columns if separate else opening.columns[data_rows:]
     length = commitment.codeword_length
-    if not np.array_equal(_encode_ext(opening.rows[0], length)[indices], _combine(gamma, joint)):
+    encoded = _encode(np.transpose(opening.rows, (0, 2, 1)), length)  # every sent row coordinate-wise, one NTT call
+    if not np.array_equal(encoded[0][:, indices].T, _combine(gamma, joint)):
         raise ProofRejected("proximity row is inconsistent with the opened columns", where)
     for p, expected_columns in enumerate(_piece_rows(pieces, opening.columns[:data_rows])):
         if hiding:
             expected_columns = F.ext_add(expected_columns, F.ext_mul_base(beta[None, :], mask_columns[1 + p]))
-        if not np.array_equal(_encode_ext(opening.rows[1 + p], length)[indices], expected_columns):
+        if not np.array_equal(encoded[1 + p][:, indices].T, expected_columns):
             raise ProofRejected(f"row {p} is inconsistent with the opened columns", where)
     position = 0
     for k, pieces_k in enumerate(functionals):

@@ -607,37 +607,43 @@ class HidingGraphNetwork:
                                 TrainingProof("aggregate", (made[0],), tuple(channel.items), copy))
 
 
-def _stated(shapes: Shapes, params: HidingParams, store: str) -> tuple:
+def _structure(shapes: Shapes, params: HidingParams):
+    """One dry run of the relations on the public shapes: (layouts, channel with each relation's shape and the
+    stated values' slots), shared by the soundness count and both stores' row choices."""
     layouts = _layouts(shapes, shapes.q)
     channel = _StatedViews(params, layouts)
     _Run(shapes, channel, None, None).run()
+    return layouts, channel
+
+
+def _stated(structure, store: str) -> tuple:
+    layouts, channel = structure
     return layouts[store], [name for key, name in channel.stated if key == store]
 
 
-def proof_rows(shapes: Shapes, params: HidingParams) -> int:
+def proof_rows(shapes: Shapes, params: HidingParams, structure=None) -> int:
     """log_rows of the proof store minimising its opening's bytes for the values the relations state on it
-    (:func:`proofs.layers.network_zk.best_rows`), from the public shapes alone."""
-    return best_rows(*_stated(shapes, params, "p"), params)
+    (:func:`proofs.layers.network_zk.best_rows`), from the public shapes alone (``structure``: a
+    :func:`_structure` of ``shapes`` already run)."""
+    return best_rows(*_stated(structure or _structure(shapes, params), "p"), params)
 
 
-def model_rows(q: QuantizedGraph, params: HidingParams) -> int:
+def model_rows(q: QuantizedGraph, params: HidingParams, structure=None) -> int:
     """log_rows of the model's copies: the same for the values one proof states on the model store (the same at
-    any batch) and the agreement proof's one value per slot."""
-    layout, names = _stated(Shapes(q, 1), params, "w")
+    any batch: ``structure`` may be that of any batch) and the agreement proof's one value per slot."""
+    layout, names = _stated(structure or _structure(Shapes(q, 1), params), "w")
     return best_rows(layout, names + [slot.name for slot in layout.slots], params)
 
 
-def soundness_bits(commitment: HidingGraphCommitment, batch: int = 1) -> float:
+def soundness_bits(commitment: HidingGraphCommitment, batch: int = 1, structure=None) -> float:
     """-log2 of the union bound over the relations, their masks and the openings (as network_zk)."""
     shapes = Shapes(commitment.structure, batch)
-    layouts = _layouts(shapes, commitment.structure)
     params = base_params(commitment)
-    channel = ShapeChannel(params, layouts)
-    _Run(shapes, channel, None, None).run()
+    layouts, channel = structure or _structure(shapes, params)
     keys = decomposition_keys({"p": layouts["p"]})
     error = union_bound_error(channel.shapes, len(keys), {"w": layouts["w"]}, params,
                               {"w": commitment.weights.params})
-    shape = HidingCommitment(b"", layouts["p"].num_vars, proof_rows(shapes, params), params)
+    shape = HidingCommitment(b"", layouts["p"].num_vars, proof_rows(shapes, params, (layouts, channel)), params)
     error += 2.0 ** -shape.security_bits + 2 * shape.codeword_length / float(F.P) ** F.EXT_DEGREE
     return -math.log2(error)
 
@@ -674,16 +680,17 @@ def _verify(commitment, x, proof) -> np.ndarray:
     bound = q.bounds[q.output]
     require(bool(np.all(np.abs(proof.output) <= bound)), f"claimed output outside the declared bound {bound}", where)
     params = base_params(commitment)
-    bits = soundness_bits(commitment, batch)
+    structure = _structure(shapes, params)
+    bits = soundness_bits(commitment, batch, structure)
     require(bits >= MIN_SOUNDNESS_BITS, f"the statement's soundness is {bits:.1f} bits < {MIN_SOUNDNESS_BITS}", where)
-    layouts = _layouts(shapes, q)
+    layouts = structure[0]
     verify_reusable(layouts["w"], commitment.weights, dataclasses.replace(params, openings=1), f"{where}: model")
     relations = proof.relations
     require(0 <= relations.copy < len(commitment.weights), f"copy {relations.copy} of a model committed "
             f"{len(commitment.weights)} times", where)
     require(len(relations.commitments) == 1, f"{len(relations.commitments)} proof commitments, expected 1", where)
     commitments = {"w": commitment.weights.copies[relations.copy], "p": relations.commitments[0]}
-    rows = {"w": model_rows(q, params), "p": proof_rows(shapes, params)}
+    rows = {"w": model_rows(q, params, structure if batch == 1 else None), "p": proof_rows(shapes, params, structure)}
     check_store_commitments(layouts, commitments, rows, params, commitment.weights.params, relations.items, where)
     transcript = _transcript(commitment, x_int, proof.output, relations.commitments, relations.copy)
     channel = Channel(transcript, params, layouts, commitments, items=relations.items)
