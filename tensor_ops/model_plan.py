@@ -19,6 +19,7 @@ from crypto.errors import ParameterError, ShapeError
 from crypto.params import HE_STANDARD_128, CKKSParameters
 from tensor_ops.activations import PolyActivation
 from tensor_ops.bootstrap_placement import bootstrap_cost, cached_bootstrap_plan, stage_levels
+from tensor_ops.layout import SlotLayout
 from tensor_ops.lowering import LayerLowering
 from tensor_ops.packing import SparseMap, gather_patches, patch_gather
 from tensor_ops.plan.cost import CostModel
@@ -604,7 +605,8 @@ class ModelPlan:
         lines = [f"encrypted inference plan: input {self.input_shape} -> output {self.output_shape}",
                  f"  parameters: {self.params!r}",
                  f"  packing: {self.block} slots per sample, {self.batch} samples per ciphertext, "
-                 f"inputs at level {self.input_level}"]
+                 f"inputs at level {self.input_level}; the samples are the batch axis b of the slot layout "
+                 f"(strides: b {self.block}, value 1) and every affine stage is 'bi,oi->bo' along it"]
         if self.layers:
             lines.append("  layers, each lowered to an einsum with plaintext weights:")
             lines += [f"    {layer.describe()}" for layer in self.layers]
@@ -734,6 +736,14 @@ class ModelPlan:
         patches = gather_patches(x, self._gather())
         return pack_samples(patches, patches.shape[1:], self.block, self.params.slots)
 
+    def input_layout(self, count: int) -> SlotLayout:
+        """The layout of ``count`` requests' samples (``batch_layout``: a batch axis of stride ``block``)."""
+        return batch_layout(count, self.packed_width, self.block, self.params.slots)
+
+    def output_layout(self, count: int) -> SlotLayout:
+        """The layout of ``count`` outputs in a reply (the same batch axis)."""
+        return batch_layout(count, math.prod(self.output_shape), self.block, self.params.slots)
+
     def unpack(self, vectors, count: int) -> np.ndarray:
         """The (count, *output_shape) outputs from decrypted slot vectors."""
         return unpack_samples(vectors, count, self.output_shape, self.block, self.params.slots)
@@ -763,27 +773,32 @@ def batch_of(x, sample_shape):
     return x, single
 
 
+def batch_layout(count: int, width: int, block: int, slots: int) -> SlotLayout:
+    """The packed layout of ``count`` samples of ``width`` values as a ``SlotLayout`` (the einsum planner's):
+    axes (batch, value) with strides (block, 1), tiled ``slots // block`` samples per ciphertext, so value
+    i of sample b sits in ciphertext b // (slots // block) at slot (b mod (slots // block)) * block + i.
+    Every stage is block-diagonal on it (I (x) M), i.e. the einsum 'bi,oi->bo' along the batch axis b."""
+    if width > block:
+        raise ShapeError(f"a sample of {width} values does not fit block={block} slots")
+    return SlotLayout.tiled((int(count), int(width)), (int(block), 1), int(slots), (slots // block, int(width)))
+
+
 def pack_samples(x, sample_shape, block, slots) -> list[np.ndarray]:
-    """Slot vectors with sample b of each ciphertext, flattened, in slots [b*block, b*block + n), zeros after."""
+    """Slot vectors with sample b of each ciphertext, flattened, in slots [b*block, b*block + n), zeros after
+    (``batch_layout(...).pack``)."""
     x, _ = batch_of(x, sample_shape)
     flat = x.reshape(x.shape[0], -1)
-    if flat.shape[1] > block:
-        raise ShapeError(f"a sample of {flat.shape[1]} values does not fit block={block} slots")
-    per_ct = slots // block
-    vectors = []
-    for start in range(0, len(flat), per_ct):
-        chunk = flat[start:start + per_ct]
-        packed = np.zeros((per_ct, block))
-        packed[:len(chunk), :flat.shape[1]] = chunk
-        vectors.append(packed.reshape(-1))
-    return vectors
+    return batch_layout(len(flat), flat.shape[1], block, slots).pack(flat)
 
 
 def unpack_samples(vectors, count, output_shape, block, slots) -> np.ndarray:
-    """The (count, *output_shape) values from slot vectors packed like ``pack_samples``."""
-    n_out = math.prod(output_shape)
-    rows = np.concatenate([np.asarray(v)[:slots].real.reshape(slots // block, block)[:, :n_out] for v in vectors])
-    return rows[:count].reshape(count, *output_shape)
+    """The (count, *output_shape) values from slot vectors packed like ``pack_samples``
+    (``batch_layout(...).unpack``)."""
+    layout = batch_layout(count, math.prod(output_shape), block, slots)
+    if len(vectors) < layout.n_ciphertexts:
+        raise ShapeError(f"{count} samples need {layout.n_ciphertexts} ciphertexts of {slots // block}, got "
+                         f"{len(vectors)}")
+    return layout.unpack([np.asarray(v)[:slots].real for v in vectors]).reshape(count, *output_shape)
 
 
 def _patches_field(value):

@@ -369,3 +369,21 @@ def test_relu_residual_block_agrees_in_argmax_with_calibration(tmp_path):
                             "--input", str(tmp_path / "x.npy"), "--out", str(tmp_path / "y.npy")]) == 0
     y, want = np.load(tmp_path / "y.npy"), run_onnx(proto, x)
     assert np.mean(np.argmax(y, 1) == np.argmax(want, 1)) >= 7 / 8
+
+
+def test_a_residual_model_served_over_http():
+    """The HTTP endpoint (``tensor_ops.serve``) runs the residual MLP's plan; the remote client decrypts
+    onnxruntime's output."""
+    pytest.importorskip("uvicorn")
+    from tensor_ops.serve import create_app, fetch_plan, remote_infer
+    from tests.tensor_ops.test_serve import _running
+
+    proto = gemm_block()
+    model = Sequential.load(_save(proto))
+    with _running(create_app(model)) as url:
+        client = Client(plan=fetch_plan(url), seed=4)
+        x = np.random.default_rng(4).uniform(-1, 1, (3, 6))
+        y = remote_infer(url, client, x)
+    assert any(stage.kind == "join" for stage in client.plan.stages)
+    want = run_onnx(proto, x)
+    assert np.max(np.abs(y - want)) <= 1e-3 * np.max(np.abs(want))
