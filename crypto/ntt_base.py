@@ -61,7 +61,10 @@ class NTTTables:
         self._subsets: dict[tuple[int, ...], NTTTables] = {}
 
     def subset(self, idx) -> "NTTTables":
-        """Tables for the moduli at positions ``idx`` (no recomputation)."""
+        """Tables for the moduli at positions ``idx`` (no recomputation).  The arrays of a subset are made on
+        first use (a backend with its own tables, e.g. fourstep, reads only ``moduli`` and ``psi``), as views
+        when ``idx`` is a contiguous range: key switching touches hundreds of sub-bases, and copied rows of
+        every one of them cost gigabytes at N = 2^16."""
         key = tuple(int(i) for i in idx)
         if key == tuple(range(len(self.moduli))):
             return self
@@ -70,15 +73,28 @@ class NTTTables:
             sub.n = self.n
             sub.moduli = tuple(self.moduli[i] for i in key)
             sub.psi = tuple(self.psi[i] for i in key)
-            rows = np.array(key, dtype=np.int64)
-            for name in ("q", "psi_rev", "psi_inv_rev", "psi_rev_shoup", "psi_inv_rev_shoup",
-                         "n_inv", "n_inv_shoup"):
-                arr = np.ascontiguousarray(getattr(self, name)[rows])
-                arr.setflags(write=False)
-                setattr(sub, name, arr)
+            sub._parent, sub._rows = self, key
             sub._subsets = {}
             self._subsets[key] = sub
         return self._subsets[key]
+
+    def __getattr__(self, name):
+        """A subset's table ``name`` (see ``subset``), made on first access."""
+        parent = self.__dict__.get("_parent")
+        if parent is None or name not in _TABLE_ARRAYS:
+            raise AttributeError(name)
+        rows = self.__dict__["_rows"]
+        start = rows[0] if rows else 0
+        if rows == tuple(range(start, start + len(rows))):
+            arr = getattr(parent, name)[start: start + len(rows)]        # a view: no copy
+        else:
+            arr = np.ascontiguousarray(getattr(parent, name)[np.array(rows, dtype=np.int64)])
+            arr.setflags(write=False)
+        self.__dict__[name] = arr
+        return arr
+
+
+_TABLE_ARRAYS = ("q", "psi_rev", "psi_inv_rev", "psi_rev_shoup", "psi_inv_rev_shoup", "n_inv", "n_inv_shoup")
 
 
 def _powers(base: int, count: int, q: int) -> np.ndarray:

@@ -222,3 +222,26 @@ def test_every_key_is_an_rlwe_sample_of_its_gadget(ctx):
             x = (x + q - gadget * s_from % q) % q
             assert _centered_small(ring, x, idx, 20)
             assert not _centered_small(ring, (x + gadget * s_from % q) % q, idx, 20)   # no gadget: not small
+
+
+def test_ntt_subset_tables_are_lazy_views_and_equal_copies():
+    """Sub-basis tables: nothing copied until a table is read; a contiguous range is a view of the parent's
+    rows; any subset (gathered rows) equals the parent's rows and transforms like them."""
+    from crypto.ntt_base import NTTTables, _TABLE_ARRAYS
+    from crypto.params import CKKSParameters
+    from crypto.ring import RingContext
+    params = CKKSParameters.preset("TOY")
+    tables = NTTTables(params.n, params.moduli)
+    for idx in [(2, 3, 4), (0, 5, 1), (4,), ()]:
+        sub = tables.subset(idx)
+        assert not any(name in sub.__dict__ for name in _TABLE_ARRAYS)
+        for name in _TABLE_ARRAYS:
+            assert np.array_equal(getattr(sub, name), getattr(tables, name)[list(idx)])
+            assert np.shares_memory(getattr(sub, name), getattr(tables, name)) == (idx == (2, 3, 4) or idx == (4,))
+        with pytest.raises(AttributeError):
+            sub.not_a_table
+    ring = RingContext(params.n, params.moduli, "numba")
+    x = np.random.default_rng(3).integers(0, 2**20, (len(params.moduli), params.n)).astype(np.uint64)
+    full = ring.ntt(x, tuple(range(len(params.moduli))))
+    for idx in [(0, 5, 1), (2, 3, 4)]:
+        assert np.array_equal(ring.ntt(x[list(idx)], idx), full[list(idx)])
