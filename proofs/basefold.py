@@ -592,6 +592,39 @@ class Functional:
             total = F.ext_add(total, value)
         return total
 
+    @staticmethod
+    def at_many(functionals, r) -> np.ndarray:
+        """(k, 4): every functional's MLE at the same r, the eq factors of all terms in one vectorised product
+        (the twin of :meth:`at`)."""
+        terms = [(i, term) for i, f in enumerate(functionals) for term in f.terms]
+        if not terms:
+            return F.ext_zero((len(functionals),))
+        n = functionals[0].num_vars
+        length = max(t[1].shape[0] + t[3].shape[0] for _, t in terms)
+        a, b = F.ext_zero((len(terms), length)), F.ext_zero((len(terms), length))  # eq(0, 0) = 1 pads
+        dense_value = F.ext_one((len(terms),))
+        tables = {}
+        for j, (_, (scale, lo, dense, hi)) in enumerate(terms):
+            l, h = lo.shape[0], hi.shape[0]
+            a[j, :l], b[j, :l] = lo, r[:l]
+            a[j, l:l + h], b[j, l:l + h] = hi, r[n - h:]
+            value = scale
+            if dense is not None:
+                key = (l, n - h)
+                if key not in tables:
+                    tables[key] = eq_table(r[l:n - h])
+                value = F.ext_mul(value, F.ext_sum(F.ext_mul(dense, tables[key]), axis=0))
+            dense_value[j] = value
+        ab = F.ext_mul(a, b)
+        factors = F.ext_add(F.ext_sub(F.ext_sub(F.ext_one(a.shape[:-1]), a), b), F.ext_add(ab, ab))
+        product = dense_value
+        for column in range(length):
+            product = F.ext_mul(product, factors[:, column])
+        out = F.ext_zero((len(functionals),))
+        for j, (i, _) in enumerate(terms):
+            out[i] = F.ext_add(out[i], product[j])
+        return out
+
     def add_table(self, out: np.ndarray, scale) -> None:
         """out += scale W as a (2^num_vars, 4) table, in place (a Boolean ``hi`` fills one block only)."""
         for a, lo, dense, hi in self.terms:
@@ -1115,8 +1148,12 @@ def _check_reduction(messages, plan, nums, points_list, values_list, coefficient
     for k in plan.folding:
         tail = point[plan.n_max - nums[k]:]
         weight = F.ext_zero()
+        if len(points_list[k]) and isinstance(points_list[k][0], Functional):  # all at once
+            at = Functional.at_many(points_list[k], tail)
+            weight = F.ext_sum(F.ext_mul(at, coefficients[k]), axis=0)
         for z, c in zip(points_list[k], coefficients[k]):
-            weight = F.ext_add(weight, F.ext_mul(c, _claim_at(z, tail)))
+            if not isinstance(z, Functional):
+                weight = F.ext_add(weight, F.ext_mul(c, _claim_at(z, tail)))
         expected = F.ext_add(expected, F.ext_mul(weight, evals[k]))
     _require(F.ext_eq(expected, claim), "the evaluations do not match the reduction's last claim")
     return point

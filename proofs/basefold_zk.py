@@ -99,16 +99,18 @@ def _revealed(params: HidingBasefoldParams, m: int):
     group = B._leaf_group((1 << block) << s, ((1 << first) * base.rate_inv) >> block)
     if s >= v:  # S_0 is 2^(s - v) rows, each RS-encoded: every opened symbol of a row counts
         return group << block, 1 << (s - v), (group << block) << s
+    if block + s < v:  # a coset's 2^b values are independent combinations of the row's 2^(v - s) > 2^b slot
+        return 0, 1, (group << block) << s  # encodings at one point, 2^(v - s) - 1 of them random: S_0 unseen
     # row 0 holds the slots c = 0 mod 2^s as Y^c' G(Y^(2^(v - s))): a coset shows G_0 at 2^(b - v + s) points
     return group << max(0, block - (v - s)), 1, (group << block) << s
 
 
 def tail_vars(num_vars: int, params: HidingBasefoldParams) -> int:
-    """m: the fewest slot variables (> num_vars) whose tail hides every opening's symbols of S_0 and whose random
+    """m: the fewest slot variables (>= num_vars) whose tail hides every opening's symbols of S_0 and whose random
     slots keep SPARE_DIMS dimensions per entry beyond the leaves' revealed values."""
     queries, openings = params.base.num_queries, params.openings
     spare = (1 << params.slot_vars) - 1 - 4 * openings
-    m = num_vars + 1
+    m = num_vars
     while m <= B._max_vars(params.base) - params.slot_vars:
         per_row, rows, leaf = _revealed(params, m)
         if openings * queries * per_row <= ((1 << m) - (1 << num_vars)) // rows \

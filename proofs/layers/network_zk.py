@@ -43,6 +43,7 @@ every store opening). Zero knowledge: as :mod:`proofs.relations` (honest verifie
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 
@@ -387,11 +388,19 @@ def prove(network, x, trace, report=None, copy: int | None = None) -> HidingNetw
                               TrainingProof("aggregate", proof_commitments, tuple(channel.items), copy))
 
 
-def _plans(layers, batch: int) -> dict:
-    """The stores of a Basefold proof: the model copy "w" and the proof store "p" (its tensors, if any, and
-    every relation's zero-knowledge mask: the relations' shapes are public, :func:`_structure`)."""
+@functools.lru_cache(maxsize=32)
+def _basefold_structure(layers, batch: int):
+    """(layouts, plans, relation shapes, decomposition keys) of a Basefold proof, from the public shapes alone
+    (memoised: prover and verifier rebuild it for every proof). Plans: the model copy "w" and the proof store
+    "p" (its tensors, if any, and every relation's zero-knowledge mask)."""
     layouts, channel = _structure(layers, batch)
-    return {"w": StorePlan(layouts["w"]), "p": StorePlan(layouts.get("p"), tuple(channel.shapes))}
+    plans = {"w": StorePlan(layouts["w"]), "p": StorePlan(layouts.get("p"), tuple(channel.shapes))}
+    keys = decomposition_keys({k: v for k, v in layouts.items() if k != "w"})
+    return layouts, plans, tuple(channel.shapes), len(keys)
+
+
+def _plans(layers, batch: int) -> dict:
+    return _basefold_structure(layers, batch)[1]
 
 
 def _prove_basefold(network, x, trace, report, copy) -> HidingNetworkProof:
@@ -502,10 +511,10 @@ def soundness_bits(commitment, batch: int) -> float:
     model's copies that the verifier relies on (:func:`agreement_error`). A prover who grinds 2^k
     Fiat-Shamir transcripts succeeds w.p. about 2^(k - bits)."""
     params = base_params(commitment)
-    layouts, channel = _structure(commitment.layers, batch)
-    keys = decomposition_keys({k: v for k, v in layouts.items() if k != "w"})
     if is_basefold(params):
         return -math.log2(_basefold_error(commitment, batch) + agreement_error(commitment))
+    layouts, channel = _structure(commitment.layers, batch)
+    keys = decomposition_keys({k: v for k, v in layouts.items() if k != "w"})
     error = union_bound_error(channel.shapes, len(keys), {"w": layouts["w"]}, params, {"w": commitment.weights.params})
     if "p" in layouts:  # the proof store's opening, at its own shape (:func:`proof_rows`)
         shape = HidingCommitment(b"", layouts["p"].num_vars, proof_rows(commitment.layers, batch, params), params)
@@ -517,11 +526,9 @@ def _basefold_error(commitment, batch: int) -> float:
     """A Basefold proof's error: per relation its point, rounds and rho ((n + n d + 1) / |F|), the bit-check
     weights, and ONE batch opening of the model copy and the proof store (:func:`proofs.basefold.batch_security_bits`)."""
     params = base_params(commitment)
-    layouts, channel = _structure(commitment.layers, batch)
-    keys = decomposition_keys({k: v for k, v in layouts.items() if k != "w"})
+    _, plans, shapes, keys = _basefold_structure(commitment.layers, batch)
     field = float(F.P) ** F.EXT_DEGREE
-    error = (len(keys) + sum(n + n * d + 1 for n, d in channel.shapes)) / field
-    plans = _plans(commitment.layers, batch)
+    error = (keys + sum(n + n * d + 1 for n, d in shapes)) / field
     p_vars = params.slot_vars + BZ.tail_vars(plans["p"].num_vars, params)
     stores = [commitment.weights.copies[0].inner, B.BasefoldCommitment(bytes(32), p_vars, params.base)]
     return error + 2.0 ** -B.batch_security_bits(stores)

@@ -27,6 +27,7 @@ Cost: K commitments and K openings at commit time; proofs are unchanged.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 from dataclasses import dataclass, field as dataclass_field
 
@@ -235,6 +236,7 @@ def commit_reusable(layout: StoreLayout, tables: dict, params: HidingParams, max
     return public, ReusableWitness(public, tuple(w for _, w in made), views, [])
 
 
+@functools.lru_cache(maxsize=32)
 def _mask_plan(layout: StoreLayout, copies: int) -> StorePlan:
     """The agreement proof's mask store: one Libra mask per relation of :func:`_agreement` (shapes public)."""
     keys = [_copy_key(k) for k in range(copies)]

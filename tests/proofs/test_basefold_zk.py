@@ -122,7 +122,7 @@ def test_slot_table_layout_and_tail_bound():
     for openings in (1, 2, 3):
         params = Z.HidingBasefoldParams(FAST, openings)
         v, m = params.slot_vars, Z.tail_vars(6, params)
-        assert (1 << v) - 1 >= 4 * openings + Z.SPARE_DIMS and m > 6
+        assert (1 << v) - 1 >= 4 * openings + Z.SPARE_DIMS and m >= 6
         slots = Z.slot_table(table, 6, params, np.random.default_rng(0)).reshape(1 << m, 1 << v)
         assert np.array_equal(slots[:64, 0], table)  # S_0 = (f || T); the claims read f only
         per_row, rows, _ = Z._revealed(params, m)
@@ -267,3 +267,12 @@ def test_commitment_bytes_round_trip_and_fuzz(honest, data):
             assert Z.HidingBasefoldCommitment.from_bytes(bytes(mutated)) != commitments[0]
         except ProofRejected:
             pass
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(1, 6), seeds)
+def test_vectorised_functional_values_are_the_one_by_one_values(n, seed):
+    functionals = [_functional(n, seed + k, k % 2 == 1) for k in range(3)] + [B.Functional.point(
+        F.ext_random((n,), seed=seed))]
+    r = F.ext_random((n,), seed=seed + 7)
+    assert np.array_equal(B.Functional.at_many(functionals, r), np.stack([f.at(r) for f in functionals]))
