@@ -542,9 +542,9 @@ def _verify(commitment: ModelCommitment, x_int, proof: NetworkProof, allow_conje
         try:
             if decomposition_proof is not None:
                 claim = verify_decomposition(bits[i], info.decomposition_for(batch), claim, decomposition_proof,
-                                             transcript, f"{where} / zkReLU", deferred.get(i))
+                                             transcript, "zkReLU", deferred.get(i))
             shape = LinearShape(batch, info.in_features, info.out_features)
-            claim, claims = verify_linear(shape, claim, linear_proof, transcript, f"{where} / matmul")
+            claim, claims = verify_linear(shape, claim, linear_proof, transcript, "matmul")  # prefixed below
             weight_claims = list(claims) + weight_claims
         except ProofRejected as rejection:
             raise ProofRejected(rejection.reason, f"{where} / {rejection.where}") from None
