@@ -155,7 +155,8 @@ class DeviceTables(NamedTuple):
         is gathered on the device instead of rebuilt)."""
         if not isinstance(tables, NTTTables):
             raise ParameterError(f"tables must be NTTTables, got {type(tables).__name__}")
-        with _CACHE_LOCK:
+        jax, _ = _jax()
+        with _CACHE_LOCK, jax.ensure_compile_time_eval():      # concrete arrays even when called under a trace
             found = _TABLES_CACHE.get(tables)
             if found is None:
                 found = _subset_of_cached(tables)
@@ -244,7 +245,8 @@ class DeviceConversion(NamedTuple):
         """The device form of ``conv`` (cached per conversion object)."""
         if not isinstance(conv, BasisConversion):
             raise ParameterError(f"conv must be a BasisConversion, got {type(conv).__name__}")
-        with _CACHE_LOCK:
+        jax, _ = _jax()
+        with _CACHE_LOCK, jax.ensure_compile_time_eval():
             found = _CONV_CACHE.get(conv)
             if found is None:
                 found = _CONV_CACHE[conv] = _build_conversion(conv)

@@ -102,6 +102,22 @@ def test_device_tables_cached_and_sub_bases_gathered():
         assert a.dtype == b.dtype and np.array_equal(np.asarray(a), np.asarray(b)), name
 
 
+def test_device_tables_made_under_a_trace_are_concrete():
+    """DeviceTables.of inside a jitted function (a sub-basis gathered there) must not cache tracers."""
+    n = 16
+    tables = NTTTables(n, find_ntt_primes(31, 3, n))
+    jb.DeviceTables.of(tables)
+    sub = tables.subset([1])
+
+    @jax.jit
+    def forward(a):
+        return jb.ntt(a, jb.DeviceTables.of(sub))
+
+    a = _random_limbs(sub.moduli, n, np.random.default_rng(2))
+    assert np.array_equal(np.asarray(forward(a.astype(np.uint32))), get_backend("numba").forward(a, sub))
+    assert all(not isinstance(f, jax.core.Tracer) for f in jb.DeviceTables.of(sub))
+
+
 def test_ntt_of_uint64_inside_enable_x64_keeps_the_dtype(kernels):
     n = 64
     tables = NTTTables(n, find_ntt_primes(30, 2, n))
