@@ -343,3 +343,20 @@ def fold_add_planes(table, r, values, out):
                 if c == 0:
                     s += low
                 out[j, c] = s % P
+
+
+@numba.njit(cache=True)
+def eq_table_into(point, out):
+    """out[i] = eq(point, bits(i)) for a (k, 4) point, out (2^k, 4): one variable at a time in place (x_b the
+    high bit of the table so far: the x_b = 1 half is table r_b, the x_b = 0 half table - table r_b).
+    The twin is :func:`proofs.mle._eq_table_numpy`."""
+    out[0, 0], out[0, 1], out[0, 2], out[0, 3] = 1, 0, 0, 0
+    size = 1
+    for b in range(point.shape[0]):
+        r0, r1, r2, r3 = point[b, 0], point[b, 1], point[b, 2], point[b, 3]
+        for i in range(size):
+            _ext_mul_into(out[i, 0], out[i, 1], out[i, 2], out[i, 3], r0, r1, r2, r3, out, i + size)
+            for c in range(4):
+                a, h = out[i, c], out[i + size, c]
+                out[i, c] = a - h if a >= h else a + P - h
+        size *= 2

@@ -79,6 +79,16 @@ def _check_point(point, k: int) -> np.ndarray:
 def eq_table(point) -> np.ndarray:
     """All 2^k values eq(point, bits(i)), shape (2^k, 4); built one variable at a time (2^k ext products)."""
     point = as_point(point)
+    kernels = F.numba_kernels() if (1 << point.shape[0]) >= F.NUMBA_MIN_SIZE else None
+    if kernels is not None:  # one in-place pass per variable
+        out = np.empty((1 << point.shape[0], F.EXT_DEGREE), dtype=np.uint64)
+        kernels.eq_table_into(np.ascontiguousarray(point), out)
+        return out
+    return _eq_table_numpy(point)
+
+
+def _eq_table_numpy(point) -> np.ndarray:
+    """:func:`eq_table` by whole-array numpy steps (the kernel's twin)."""
     table = F.ext_one((1,))
     for r in point:
         high = F.ext_mul(table, r)

@@ -150,10 +150,12 @@ class GraphCommitment:
         return cls(structure, weights)
 
     def soundness_bits(self, batch: int = 1) -> float:
-        """-log2 of the total error: each sumcheck's d k / p^4 (bounded generously) plus the commitment's."""
+        """-log2 of the total error: each sumcheck's d k / p^4 (bounded generously) plus the weights' and the
+        bits' commitments' (:func:`bits_params`)."""
         s = self.structure
         vars_total = sum(_num_vars(_full(s, t, batch)) + 64 for t in s.shapes) * 4 * (len(s.ops) + 1)
-        error = 2.0 ** -self.weights.security_bits + 3 * vars_total * 2.0 ** -F.EXT_BITS
+        error = 2.0 ** -self.weights.security_bits + 2.0 ** -bits_params(self.weights.params).security_bits + \
+            3 * vars_total * 2.0 ** -F.EXT_BITS
         return -math.log2(error)
 
 
@@ -263,6 +265,13 @@ def _read_select(reader) -> SelectProof:
     return SelectProof(select, reader.ext(), reader.ext(), reader.ext())
 
 
+def bits_params(params: CommitParams) -> CommitParams:
+    """The per-proof bits commitment's parameters: rate 1/2 (half the encoding and hashing of rate 1/4: it is
+    committed in every proof) with the fewest queries giving at least the weights commitment's query soundness
+    (each query misses with probability 3/4)."""
+    return CommitParams(2, math.ceil(params.security_bits / -math.log2(0.75)))
+
+
 def _bits_packing(qgraph: QuantizedGraph, batch: int):
     """[(op index, group)] and the Packing of every bit group's table (count x padded elements)."""
     keys, lengths = [], []
@@ -351,7 +360,7 @@ class GraphNetwork:
         bits_commitment = bits_witness = None
         if packing is not None:
             packed = packing.pack([witnesses[index].table(g) for index, g in keys])
-            bits_commitment, bits_witness = commit(packed, self._weights_witness.commitment.params)
+            bits_commitment, bits_witness = commit(packed, bits_params(self._weights_witness.commitment.params))
             transcript.absorb("bits commitment", bits_commitment.to_bytes())
         report("committed the bits")
         statements = {}
@@ -516,7 +525,7 @@ def _verify(commitment: GraphCommitment, x, proof: GraphProof) -> np.ndarray:
     require((c is None) == (packing is None) and (proof.bits_opening is None) == (packing is None),
             "bits commitment and opening present iff some op is requantized", "statement")
     if packing is not None:
-        require(isinstance(c, Commitment) and c.params == commitment.weights.params
+        require(isinstance(c, Commitment) and c.params == bits_params(commitment.weights.params)
                 and c.num_vars == packing.num_vars, "bits commitment of the wrong size or parameters", "statement")
         transcript.absorb("bits commitment", c.to_bytes())
     statements = {}

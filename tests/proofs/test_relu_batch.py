@@ -147,3 +147,15 @@ def test_a_nonzero_gap_of_the_packed_table_is_rejected():
     packed[-1] = 5
     with pytest.raises(ProofRejected):
         _run(witnesses, packed=packed, strict=False)
+
+
+@pytest.mark.parametrize("k", [0, 1, 15, 16])
+def test_eq_table_kernel_equals_its_numpy_twin(k):
+    """proofs.mle.eq_table's in-place numba kernel (tables of >= 2^15 entries) against the numpy steps."""
+    from proofs import _kernels
+    from proofs.mle import _eq_table_numpy
+    point = _ext(np.random.default_rng(k), k)
+    out = np.empty((1 << k, F.EXT_DEGREE), dtype=np.uint64)
+    _kernels.eq_table_into(point, out)
+    assert np.array_equal(out, _eq_table_numpy(point))
+    assert np.array_equal(eq_table(point), out)
