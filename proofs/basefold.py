@@ -50,10 +50,12 @@ bytes, so the VERIFIER decides: :func:`verify_batch` refuses conjectured paramet
 ``allow_conjectured=True``, and its minimum bits are checked against the bound the parameters claim (proven by
 default).
 
-Hiding: not provided here. A zero-knowledge variant needs both a masked sumcheck (the round messages reveal
-partial sums of f) and a blinded encoding (opened codeword positions reveal linear functions of f), e.g. a
-random table appended as a top variable with at least num_queries * 2^arity entries and a Libra-style masked
-sumcheck; the hiding proofs keep the Ligero-style :mod:`proofs.zk` / :mod:`proofs.layers.reusable` openings.
+Claims may also be structured linear functionals (:class:`Functional`: sum_x W(x) t(x) with W a sum of
+eq(lo) x dense block x eq(hi) terms, whose MLE the verifier evaluates cheaply): the claim reduction then uses
+W_k = sum_j c_kj W_kj and checks sum_j c_kj W_kj~(r_k) at its end (always run for functionals).
+
+Hiding: not here. :mod:`proofs.basefold_zk` commits a slot table (the table, a random tail and random slots)
+through this module and opens it with the same batch; its docstring argues why that hides.
 """
 from __future__ import annotations
 

@@ -37,6 +37,7 @@ changes the weights.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field as dataclass_field
 
 import numpy as np
@@ -54,7 +55,8 @@ _MAGIC, _VERSION = b"HZKBFH01", 1
 
 
 def slot_vars(openings: int) -> int:
-    """v: the fewest slot variables with 2^v - 1 >= 4 openings + SPARE_DIMS random slots."""
+    """The fewest slot variables v with 2^v - 1 >= 4 openings + SPARE_DIMS random slots (:func:`shape` may use
+    more, for short interleaved rows)."""
     return (4 * openings + SPARE_DIMS).bit_length()
 
 
@@ -88,10 +90,10 @@ class HidingBasefoldParams:
         return True
 
 
-def _revealed(params: HidingBasefoldParams, m: int):
-    """(S_0 symbols one query reveals per sub-row of S_0, sub-rows, leaf values one query reveals) for slots of
-    m variables: with s interleaved rows and leaf cosets of 2^b points (g of them a leaf)."""
-    base, v = params.base, params.slot_vars
+def _revealed(params: HidingBasefoldParams, v: int, m: int):
+    """(S_0 symbols one query reveals per sub-row of S_0, sub-rows, leaf values one query reveals) for 2^v slots
+    of m variables: with s interleaved rows and leaf cosets of 2^b points (g of them a leaf)."""
+    base = params.base
     n_c = v + m
     s = base.interleave(n_c)
     first = n_c - s
@@ -105,19 +107,36 @@ def _revealed(params: HidingBasefoldParams, m: int):
     return group << max(0, block - (v - s)), 1, (group << block) << s
 
 
-def tail_vars(num_vars: int, params: HidingBasefoldParams) -> int:
-    """m: the fewest slot variables (>= num_vars) whose tail hides every opening's symbols of S_0 and whose random
-    slots keep SPARE_DIMS dimensions per entry beyond the leaves' revealed values."""
+def _fits(num_vars: int, params: HidingBasefoldParams, v: int, m: int) -> bool:
+    """The tail hides every opening's symbols of S_0, and the random slots keep SPARE_DIMS dimensions per entry
+    beyond the openings' 4 each and the leaves' revealed values (per interleaved row)."""
     queries, openings = params.base.num_queries, params.openings
-    spare = (1 << params.slot_vars) - 1 - 4 * openings
-    m = num_vars
-    while m <= B._max_vars(params.base) - params.slot_vars:
-        per_row, rows, leaf = _revealed(params, m)
-        if openings * queries * per_row <= ((1 << m) - (1 << num_vars)) // rows \
-                and (spare - SPARE_DIMS) * (1 << m) >= openings * queries * leaf:
-            return m
-        m += 1
-    raise ProofError(f"hiding basefold: no slot size for num_vars={num_vars} at rate 1/{params.base.rate_inv}")
+    spare = (1 << v) - 1 - 4 * openings
+    per_row, rows, leaf = _revealed(params, v, m)
+    return openings * queries * per_row <= ((1 << m) - (1 << num_vars)) // rows \
+        and (spare - SPARE_DIMS) * (1 << m) >= openings * queries * leaf
+
+
+@functools.lru_cache(maxsize=256)
+def shape(num_vars: int, params: HidingBasefoldParams) -> tuple:
+    """(v, m): the slot table of a hidden table of num_vars variables, 2^v slots of 2^m entries, the smallest
+    v + m (then the fewest slots) satisfying :func:`_fits`."""
+    low = slot_vars(params.openings)
+    for total in range(num_vars + low, B._max_vars(params.base) + 1):
+        for v in range(low, total - num_vars + 1):
+            if _fits(num_vars, params, v, total - v):
+                return v, total - v
+    raise ProofError(f"hiding basefold: no slot table for num_vars={num_vars} at rate 1/{params.base.rate_inv}")
+
+
+def tail_vars(num_vars: int, params: HidingBasefoldParams) -> int:
+    """m of :func:`shape`."""
+    return shape(num_vars, params)[1]
+
+
+def inner_vars(num_vars: int, params: HidingBasefoldParams) -> int:
+    """v + m: the variables of the committed slot table."""
+    return sum(shape(num_vars, params))
 
 
 @dataclass(frozen=True)
@@ -134,7 +153,7 @@ class HidingBasefoldCommitment:
         params = self.params  # validates openings
         if not isinstance(self.num_vars, (int, np.integer)) or not 0 <= self.num_vars <= B._max_vars(params.base):
             raise ProofError(f"HidingBasefoldCommitment: num_vars={self.num_vars!r} out of range")
-        expected = params.slot_vars + tail_vars(int(self.num_vars), params)
+        expected = inner_vars(int(self.num_vars), params)
         if self.inner.num_vars != expected:
             raise ProofError(f"HidingBasefoldCommitment: inner num_vars={self.inner.num_vars}, expected {expected}")
         object.__setattr__(self, "num_vars", int(self.num_vars))
@@ -194,7 +213,7 @@ class HidingBasefoldWitness:
 
 def slot_table(table: np.ndarray, num_vars: int, params: HidingBasefoldParams, rng=None) -> np.ndarray:
     """C of the module docstring: (2^(v + m),) with C[c + 2^v x] = S_c[x], S_0 = (f || T), S_c>0 uniform."""
-    v, m = params.slot_vars, tail_vars(num_vars, params)
+    v, m = shape(num_vars, params)
     slots = F.random_elements((1 << m, 1 << v)) if rng is None else \
         rng.integers(0, F.P, size=(1 << m, 1 << v), dtype=np.uint64)
     slots[:1 << num_vars, 0] = table
@@ -215,7 +234,7 @@ def commit(values, params: HidingBasefoldParams = HidingBasefoldParams(), seed=N
 
 def lift(claim, commitment: HidingBasefoldCommitment) -> B.Functional:
     """The claim (a point (n, 4) or a Functional of n variables) on C: W'(c, x) = [c = 0] W(x), zero on T."""
-    n, v = commitment.num_vars, commitment.params.slot_vars
+    n, v = commitment.num_vars, shape(commitment.num_vars, commitment.params)[0]
     top = commitment.inner.num_vars - v - n
     if not isinstance(claim, B.Functional):
         claim = B.Functional.point(claim)

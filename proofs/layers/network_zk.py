@@ -19,6 +19,12 @@ values and columns, not an unbounded number). The proof store ``p`` (fresh per p
 activations A_i (i >= 1) and every requantized layer's bit planes (:mod:`proofs.layers.requant`). Feature
 and batch axes are padded to >= 8 (so each tensor has enough masked variables for the values it states).
 
+**Basefold stores** (``params=basefold_params()``, :mod:`proofs.basefold_zk`): the same relations over a
+:class:`~proofs.layers.basefold_channel.BasefoldChannel`: the model copies are hiding Basefold commitments
+(two openings each: the agreement and one proof), the proof store also holds every relation's sumcheck mask
+(committed before the first challenge; the relation shapes are public), and the copy, the proof store and the
+masks open in ONE batch at the end (one proof item instead of one opening per store and per mask).
+
 **Alternative considered.** Calling :func:`~proofs.layers.step_proof.prove_forward` directly: its model has
 no biases, one shift and one activation width for every layer, ReLU on every hidden layer; the Network's
 statement (biases, per-layer shifts, widths and ReLU flags, a public input) would not fit without changing
@@ -113,6 +119,13 @@ def commit_model(model, layers, params: HidingParams, max_proofs: int = DEFAULT_
     layout = model_layout(layers)
     rows = None if is_basefold(params) else balanced_rows(layout, params)
     return commit_reusable(layout, model_tables(model), params, max_proofs, rows)
+
+
+def basefold_params() -> BZ.HidingBasefoldParams:
+    """The hiding Basefold parameters of a zero-knowledge Network (``Network(zk=True, params=basefold_params())``):
+    rate 1/8 (126 proven queries), leaves of 2^4 values, folding to 2^8: the smallest 16->16->4 proofs measured
+    among rates 1/4..1/16, arities 2..5 and final sizes 4..10 (146 KB against 139..190 KB)."""
+    return BZ.HidingBasefoldParams(B.BasefoldParams(rate_inv=8, arity=4, final_vars=8, max_log_codeword=16))
 
 
 def is_basefold(params) -> bool:
@@ -529,7 +542,7 @@ def _basefold_error(commitment, batch: int) -> float:
     _, plans, shapes, keys = _basefold_structure(commitment.layers, batch)
     field = float(F.P) ** F.EXT_DEGREE
     error = (keys + sum(n + n * d + 1 for n, d in shapes)) / field
-    p_vars = params.slot_vars + BZ.tail_vars(plans["p"].num_vars, params)
+    p_vars = BZ.inner_vars(plans["p"].num_vars, params)
     stores = [commitment.weights.copies[0].inner, B.BasefoldCommitment(bytes(32), p_vars, params.base)]
     return error + 2.0 ** -B.batch_security_bits(stores)
 
@@ -545,7 +558,7 @@ def agreement_error(commitment) -> float:
     if is_basefold(params):
         field = float(F.P) ** F.EXT_DEGREE
         plan = reusable_module._mask_plan(model_layout(commitment.layers), len(copies))
-        masks = B.BasefoldCommitment(bytes(32), params.slot_vars + BZ.tail_vars(plan.num_vars, params), params.base)
+        masks = B.BasefoldCommitment(bytes(32), BZ.inner_vars(plan.num_vars, params), params.base)
         return (2 + sum(n + n * d + 1 for n, d in plan.mask_shapes)) / field + \
             2.0 ** -B.batch_security_bits([c.inner for c in copies] + [masks])
     shapes, layouts, batching = agreement_shapes(model_layout(commitment.layers), len(copies), params)

@@ -121,11 +121,11 @@ def test_slot_table_layout_and_tail_bound():
     table = F.random_elements(1 << 6, seed=1)
     for openings in (1, 2, 3):
         params = Z.HidingBasefoldParams(FAST, openings)
-        v, m = params.slot_vars, Z.tail_vars(6, params)
+        v, m = Z.shape(6, params)
         assert (1 << v) - 1 >= 4 * openings + Z.SPARE_DIMS and m >= 6
         slots = Z.slot_table(table, 6, params, np.random.default_rng(0)).reshape(1 << m, 1 << v)
         assert np.array_equal(slots[:64, 0], table)  # S_0 = (f || T); the claims read f only
-        per_row, rows, _ = Z._revealed(params, m)
+        per_row, rows, _ = Z._revealed(params, v, m)
         assert openings * FAST.num_queries * per_row <= ((1 << m) - 64) // rows  # the promised tail
         point = F.ext_random((6,), seed=2)
         commitment = Z.commit(table, params, seed=3)[0]
@@ -151,7 +151,7 @@ def test_masking_changes_every_shown_value():
     (a, va, pa), (b, vb, pb) = shown
     assert all(np.array_equal(x, y) for x, y in zip(va, vb))
     assert a[0][0].root != b[0][0].root and a[1][0].root != b[1][0].root
-    v = HIDE.slot_vars
+    v = Z.shape(8, HIDE)[0]
     assert not np.array_equal(pa.evals, pb.evals) and not np.array_equal(pa.final, pb.final)
     assert not np.array_equal(pa.reduction[v:], pb.reduction[v:]) and not np.array_equal(pa.rounds[v:], pb.rounds[v:])
     assert all(not np.array_equal(x, y) for x, y in zip(pa.initial_leaves, pb.initial_leaves))
