@@ -37,8 +37,8 @@ class CostModel:
     @classmethod
     def measure(cls, params, repeats: int = 7, seed: int = 0) -> "CostModel":
         """Per-operation times measured on this machine at ``params`` (top level), warm: every operation runs
-        once untimed first (JIT compilation excluded), then the fastest of ``repeats`` runs (the least disturbed
-        by other processes). Returned as the
+        once untimed first (JIT compilation excluded), then the fastest of ``repeats`` runs in CPU time (the
+        least disturbed by other processes; single-threaded kernels). Returned as the
         ratios to one rotation plus ``rotation_seconds``; ``hoisted_rotation`` is the marginal cost of one more
         rotation sharing a decomposition, ``pt_mult`` a ct*pt product with its accumulation (one addition).
         Costs about a second at N=2^13 (keygen of 12 rotation keys included)."""
@@ -60,12 +60,14 @@ class CostModel:
         product = ev.mul(ct, pt)
 
         def timed(run) -> float:
+            # CPU time of this process: what one thread takes on a free core (wall time on a shared machine
+            # measured rotations 3x slower under a load of 10 on 2 cores, short operations not at all)
             run()
             times = []
             for _ in range(repeats):
-                start = time.perf_counter()
+                start = time.process_time()
                 run()
-                times.append(time.perf_counter() - start)
+                times.append(time.process_time() - start)
             return min(times)
 
         # distinct steps in turn, as a plan runs them: one step repeated keeps its key in the CPU cache and

@@ -12,7 +12,7 @@ from crypto.errors import ParameterError
 from tensor_ops.inference import Client, Server
 from tensor_ops.model_plan import _split, choose_parameters, precision_bits
 from tensor_ops.nn import Sequential
-from tests.model.onnx_models import Builder, cifar, lenet, run_onnx
+from tests.model.onnx_models import Builder, cifar, lenet, mlp, run_onnx
 
 
 def tiny_cnn(seed=5):
@@ -83,8 +83,9 @@ def test_precision_bits_follows_the_rounding_noise():
 
 
 def warm_and_estimate(model, repeats=5):
-    """(median warm server seconds of one full ciphertext, the calibrated plan's estimate), the server's
-    first run (weight encoding, JIT compilation) excluded as the plan text says."""
+    """(median warm server CPU seconds of one full ciphertext, the calibrated plan's estimate), the server's
+    first run (weight encoding, JIT compilation) excluded as the plan text says. CPU time, as the calibration
+    measures: one thread's time on a free core, whatever else the shared machine runs."""
     import statistics
     import time
 
@@ -95,16 +96,19 @@ def warm_and_estimate(model, repeats=5):
     server.evaluate(request)
     times = []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = time.process_time()
         server.evaluate(request)
-        times.append(time.perf_counter() - start)
+        times.append(time.process_time() - start)
     return statistics.median(times), plan
 
 
 @pytest.mark.slow
-def test_calibrated_estimate_within_30_percent_of_warm_time(tmp_path):
-    """The tiny CNN (conv, square, pool, fc): calibrated estimate within 30% of the median warm time."""
-    onnx.save(tiny_cnn(), tmp_path / "m.onnx")
+@pytest.mark.parametrize("make", [tiny_cnn, lambda: mlp((784, 128, 10), "square"), lambda: lenet("square")],
+                         ids=["tiny-cnn", "mlp", "lenet5"])
+def test_calibrated_estimate_within_30_percent_of_warm_time(tmp_path, make):
+    """The tiny CNN (conv, square, pool, fc), the 784-128-10 MLP and LeNet-5: calibrated estimate within 30%
+    of the median warm CPU time (measured 0.86x for the MLP, 0.92x for LeNet-5 at a load of 10 on 2 cores)."""
+    onnx.save(make(), tmp_path / "m.onnx")
     warm, plan = warm_and_estimate(Sequential.load(tmp_path / "m.onnx"))
     assert abs(plan.estimated_seconds / warm - 1) <= 0.3, (plan.estimated_seconds, warm)
     text = plan.explain()

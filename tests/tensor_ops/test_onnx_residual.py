@@ -387,3 +387,17 @@ def test_a_residual_model_served_over_http():
     assert any(stage.kind == "join" for stage in client.plan.stages)
     want = run_onnx(proto, x)
     assert np.max(np.abs(y - want)) <= 1e-3 * np.max(np.abs(want))
+
+
+def test_residual_blocks_on_cipher_tensors_through_the_planner():
+    """``model(cipher_tensor)``: the same fork/join stages on a CipherTensor (plain backend) equal ``forward``."""
+    from tensor_ops.backends import PlainBackend
+    from tensor_ops.tensor import encrypt as tensor_encrypt
+
+    rng = np.random.default_rng(7)
+    model = Sequential([_linear(rng, 6, 6), Residual([Square(), _linear(rng, 6, 6)], [_linear(rng, 6, 6)]),
+                        _linear(rng, 2, 6)], input_shape=(6,))
+    x = rng.uniform(-1, 1, (3, 6))
+    backend = PlainBackend(2048, rotations=model.tensor_rotations(3, params="TOY"))
+    y = model(tensor_encrypt(backend, x))
+    np.testing.assert_allclose(y.decrypt(), model.forward_layers(x), atol=1e-9)
