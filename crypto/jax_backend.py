@@ -283,8 +283,13 @@ def _u32(x):
 
 
 def mul_wide(a, b):
-    """(hi, lo) of the 64-bit product of uint32 arrays, from four 16×16 → 32-bit products."""
-    _, jnp = _jax()
+    """(hi, lo) of the 64-bit product of uint32 arrays: from four 16×16 → 32-bit products, or, when the
+    caller traces inside ``jax.enable_x64(True)``, from one 32×32 → 64-bit product (a single widening
+    multiply on CPUs, mul.hi on GPUs). Both give the same bits."""
+    jax, jnp = _jax()
+    if jax.config.jax_enable_x64:
+        p = a.astype(jnp.uint64) * b.astype(jnp.uint64)
+        return (p >> 32).astype(jnp.uint32), p.astype(jnp.uint32)
     mask = jnp.uint32(0xFFFF)
     a0, a1 = a & mask, a >> 16
     b0, b1 = b & mask, b >> 16
@@ -513,13 +518,20 @@ def ntt(a, dt: DeviceTables):
     _, jnp = _jax()
     a = jnp.asarray(a)
     _check_limbs(a, dt, "ntt")
+    return _ntt_second(_ntt_first(a.astype(jnp.uint32), dt), dt).astype(a.dtype)
+
+
+def _ntt_first(a, dt: DeviceTables):
+    """(F1·X) ∘ T as (L, R, C) uint32, for uint32 a of shape (L, n)."""
     rows, cols = dt.tw.shape[1:]
     q = dt.q[:, :, None]
-    x = a.astype(jnp.uint32).reshape(dt.limbs, rows, cols)
-    y = _left(dt.f1, x, q, dt)
-    y = _mul_shoup(y, dt.tw, dt.tw_shoup, q)
-    y = _right(y, dt.f2, q, dt)
-    return y.reshape(a.shape).astype(a.dtype)
+    y = _left(dt.f1, a.reshape(dt.limbs, rows, cols), q, dt)
+    return _mul_shoup(y, dt.tw, dt.tw_shoup, q)
+
+
+def _ntt_second(y, dt: DeviceTables):
+    """Y·F2 as (L, n) uint32."""
+    return _right(y, dt.f2, dt.q[:, :, None], dt).reshape(dt.limbs, dt.n)
 
 
 def intt(a, dt: DeviceTables):
@@ -527,13 +539,20 @@ def intt(a, dt: DeviceTables):
     _, jnp = _jax()
     a = jnp.asarray(a)
     _check_limbs(a, dt, "intt")
+    return _intt_second(_intt_first(a.astype(jnp.uint32), dt), dt).astype(a.dtype)
+
+
+def _intt_first(a, dt: DeviceTables):
+    """(Out·F2⁻¹) ∘ T⁻¹ as (L, R, C) uint32."""
     rows, cols = dt.tw.shape[1:]
     q = dt.q[:, :, None]
-    x = a.astype(jnp.uint32).reshape(dt.limbs, rows, cols)
-    y = _right(x, dt.f2inv, q, dt)
-    y = _mul_shoup(y, dt.twinv, dt.twinv_shoup, q)
-    y = _left(dt.f1inv, y, q, dt)
-    return y.reshape(a.shape).astype(a.dtype)
+    y = _right(a.reshape(dt.limbs, rows, cols), dt.f2inv, q, dt)
+    return _mul_shoup(y, dt.twinv, dt.twinv_shoup, q)
+
+
+def _intt_second(y, dt: DeviceTables):
+    """F1⁻¹·Y as (L, n) uint32."""
+    return _left(dt.f1inv, y, dt.q[:, :, None], dt).reshape(dt.limbs, dt.n)
 
 
 def convert_basis(x, dc: DeviceConversion):
@@ -568,8 +587,9 @@ class JaxBackend(NTTBackend):
 
     def __init__(self):
         jax, _ = _jax()
-        self._forward = jax.jit(ntt)
-        self._inverse = jax.jit(intt)
+        self._jax = jax
+        self._forward = (jax.jit(_ntt_first), jax.jit(_ntt_second))
+        self._inverse = (jax.jit(_intt_first), jax.jit(_intt_second))
         self._convert = jax.jit(convert_basis)
 
     def forward(self, a, tables):
@@ -578,11 +598,16 @@ class JaxBackend(NTTBackend):
     def inverse(self, a, tables):
         return self._run(self._inverse, a, tables)
 
-    def _run(self, kernel, a, tables):
+    def _run(self, stages, a, tables):
+        """Two jitted stages (each one int8 matmul with its reductions): on CPU XLA one program for both
+        recomputes the middle reductions per output byte and runs 1.2-2x slower. Traced with 64-bit types
+        enabled in this scope only (``mul_wide``'s widening multiply)."""
         a = _limbs_input(a, tables)
         if not len(a):
             return a.copy()
-        out = kernel(a.astype(np.uint32), DeviceTables.of(tables))
+        dt = DeviceTables.of(tables)
+        with self._jax.enable_x64(True):
+            out = stages[1](stages[0](a.astype(np.uint32), dt), dt)
         return np.asarray(out).astype(np.uint64)
 
     def convert_basis(self, x, conv):
@@ -591,5 +616,7 @@ class JaxBackend(NTTBackend):
             return np.zeros((len(conv.to_moduli), x.shape[1]), dtype=np.uint64)
         if not len(conv.from_moduli):
             return np.zeros((len(conv.to_moduli), x.shape[1]), dtype=np.uint64)
-        out = self._convert(x.astype(np.uint32), DeviceConversion.of(conv))
+        conv_dev = DeviceConversion.of(conv)
+        with self._jax.enable_x64(True):
+            out = self._convert(x.astype(np.uint32), conv_dev)
         return np.asarray(out).astype(np.uint64)

@@ -143,6 +143,8 @@ def test_mulmod_matches_python_ints_including_the_worst_cases(kernels, moduli, s
     got = np.asarray(kernels["mulmod"](a.astype(np.uint32), b.astype(np.uint32), q.astype(np.uint32)))
     expected = [[int(x) * int(y) % int(p) for x, y in zip(ra, rb)] for ra, rb, p in zip(a, b, q[:, 0])]
     assert got.tolist() == expected
+    with jax.enable_x64(True):                                # the widening-multiply form, uint64 in and out
+        assert np.asarray(kernels["mulmod"](a, b, q)).tolist() == expected
     qs = q.astype(np.uint32)
     assert np.asarray(kernels["addmod"](a.astype(np.uint32), b.astype(np.uint32), qs)).tolist() == \
         ((a + b) % q).tolist()
@@ -169,6 +171,18 @@ def test_barrett_reduces_words_pairs_and_uint64(kernels, moduli, seed):
     with jax.enable_x64(True):
         got = kernels["barrett"](jnp.asarray((hi << np.uint64(32)) | lo), jnp.asarray(q))
         assert got.dtype == jnp.uint64 and np.asarray(got).tolist() == wide
+
+
+@pytest.mark.parametrize("x64", [False, True], ids=["16-bit halves", "widening multiply"])
+def test_mul_wide_both_forms_match_python_ints(x64):
+    rng = np.random.default_rng(11)
+    a = np.concatenate([rng.integers(0, 2**32, 500, dtype=np.uint64), [2**32 - 1, 2**32 - 1, 0, 2**16, 2**16 - 1]])
+    b = np.concatenate([rng.integers(0, 2**32, 500, dtype=np.uint64), [2**32 - 1, 0, 2**32 - 1, 2**16, 2**16 - 1]])
+    with jax.enable_x64(x64):
+        hi, lo = jax.jit(jb.mul_wide)(a.astype(np.uint32), b.astype(np.uint32))
+    products = [int(x) * int(y) for x, y in zip(a, b)]
+    assert np.asarray(hi).astype(object).tolist() == [p >> 32 for p in products]
+    assert np.asarray(lo).astype(object).tolist() == [p & 0xFFFFFFFF for p in products]
 
 
 def test_barrett_constants_are_the_cross_ones():
