@@ -439,14 +439,24 @@ def _combine_rows_numpy(codeword: np.ndarray, weights: np.ndarray) -> np.ndarray
     return out % F.P
 
 
+def _pow_vector(base: int, exponents: np.ndarray) -> np.ndarray:
+    """base^e mod p for every e >= 0 of ``exponents`` (square-and-multiply over the vector: one F.mul a bit)."""
+    out = np.ones(exponents.shape, dtype=np.uint64)
+    power, e = np.uint64(base), exponents.copy()
+    while e.any():
+        odd = (e & 1).astype(bool)
+        out[odd] = F.mul(out[odd], power)
+        power, e = F.mul(power, power), e >> 1
+    return out
+
+
 def fold_leaves(values: np.ndarray, positions: np.ndarray, n: int, challenges) -> np.ndarray:
     """Fold opened cosets: ``values`` (Q, 2^b, 4) at positions j + s n/2^b of the domain of size n (j =
     ``positions``, (Q,)), by c <= b ``challenges`` in order -> (Q, 2^(b - c), 4), the cosets of j in the domain
     of size n / 2^c."""
     current = values
     # w_n^-j per query (Python ints: Q exponentiations), squared as the domain halves
-    w_inv = pow(_omega(n), F.P - 2, F.P)
-    xinv = np.array([pow(w_inv, int(j), F.P) for j in positions], dtype=np.uint64)
+    xinv = _pow_vector(pow(_omega(n), F.P - 2, F.P), np.asarray(positions, dtype=np.int64))
     size = n
     for r in challenges:
         half = current.shape[1] // 2

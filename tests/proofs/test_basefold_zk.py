@@ -276,3 +276,9 @@ def test_vectorised_functional_values_are_the_one_by_one_values(n, seed):
         F.ext_random((n,), seed=seed))]
     r = F.ext_random((n,), seed=seed + 7)
     assert np.array_equal(B.Functional.at_many(functionals, r), np.stack([f.at(r) for f in functionals]))
+
+
+@given(st.integers(1, F.P - 1), st.lists(st.integers(0, 1 << 27), min_size=0, max_size=20))
+def test_vector_powers_are_python_powers(base, exponents):
+    out = B._pow_vector(base, np.array(exponents, dtype=np.int64))
+    assert out.tolist() == [pow(base, e, F.P) for e in exponents]
