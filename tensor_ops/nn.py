@@ -33,7 +33,7 @@ from tensor_ops.backends import PlainBackend
 from tensor_ops.bootstrap_placement import cached_bootstrap_plan, place_for_model_plan
 from tensor_ops.lowering import lower_layers
 from tensor_ops.model_plan import (DEFAULT_KEY_BUDGET, ActivationStage, AffineStage, ForkStage, JoinStage, ModelPlan,
-                                   choose_parameters, stage_plans)
+                                   StagePlan, choose_parameters, stage_plans)
 from tensor_ops.packing import (SparseMap, conv_sparse, input_layout, packed_stages, pool_sparse, probe_sparse,
                                 walk_layers)
 from tensor_ops.tensor import CipherTensor, encrypt as tensor_encrypt
@@ -1109,10 +1109,50 @@ def _plan_for(model, input_shape, params, key_budget, choices, layers, bootstrap
                      model=model.identity().hex(), key_budget=None if key_budget is None else int(key_budget),
                      key_steps=key_steps, patches=input_layout(model, input_shape, choices))
     if boot is not None:
-        placement = place_for_model_plan(plan, boot[1])
-        _check_no_bootstrap_inside_blocks(plan.stages, placement.before)
-        plan = replace(plan, bootstrap=boot[0], bootstraps=placement.before)
+        before = _place_around_blocks(plan, boot[1])
+        _check_no_bootstrap_inside_blocks(plan.stages, before)
+        plan = replace(plan, bootstrap=boot[0], bootstraps=before)
     return plan
+
+
+def _block_groups(stages) -> list[list[int]]:
+    """The stage indices in groups: each outermost residual block (its fork to its join) one group, every
+    other stage its own."""
+    groups, open_blocks = [], 0
+    for index, stage in enumerate(stages):
+        if open_blocks:
+            groups[-1].append(index)
+        else:
+            groups.append([index])
+        open_blocks += (stage.kind == "fork") - (stage.kind == "join")
+    return groups
+
+
+def _place_around_blocks(plan, bootstrap_plan) -> tuple[int, ...]:
+    """The bootstrap positions (stage indices) of ``place_for_model_plan``, with each residual block placed as
+    one stage (its main-path depth, its operations summed): a bootstrap never falls between a fork and its
+    join, where the kept skip would sit below the refreshed branch. A block deeper than the levels a bootstrap
+    leaves raises ParameterError."""
+    groups = _block_groups(plan.stages)
+    if len(groups) == len(plan.stages):
+        return place_for_model_plan(plan, bootstrap_plan).before
+    merged = []
+    for group in groups:
+        parts = [plan.stages[i] for i in group]
+        if len(parts) == 1:
+            merged.append(parts[0])
+            continue
+        kind = "affine" if any(p.kind in ("affine", "join") for p in parts) else "activation"
+        merged.append(StagePlan(kind, parts[0].n_in, parts[-1].n_out, sum(p.depth for p in parts),
+                                tuple(b for p in parts for b in p.baby), tuple(m for p in parts for m in p.giant),
+                                sum(p.diagonals for p in parts), sum(p.ct_ct_multiplications for p in parts),
+                                tuple(k for p in parts for k in p.presum)))
+    try:
+        placement = place_for_model_plan(replace(plan, stages=tuple(merged)), bootstrap_plan)
+    except LevelError as error:
+        raise ParameterError(f"a residual block is deeper than the {bootstrap_plan.levels_left} levels a bootstrap "
+                             f"leaves and cannot be bootstrapped inside ({error})") from None
+    return tuple(groups[g][0] for g in placement.before)
 
 
 def _check_no_bootstrap_inside_blocks(stages, before):

@@ -401,3 +401,24 @@ def test_residual_blocks_on_cipher_tensors_through_the_planner():
     backend = PlainBackend(2048, rotations=model.tensor_rotations(3, params="TOY"))
     y = model(tensor_encrypt(backend, x))
     np.testing.assert_allclose(y.decrypt(), model.forward_layers(x), atol=1e-9)
+
+
+def test_bootstraps_are_placed_around_residual_blocks():
+    """A residual model deeper than its (INSECURE toy, tests/tensor_ops/test_model_bootstrap.py) parameters'
+    levels: bootstraps only between blocks, every stage fits its level, the fewest for blocks as units."""
+    from tensor_ops.bootstrap_placement import min_bootstraps_brute_force
+    from tests.tensor_ops.test_model_bootstrap import CONFIG, params
+
+    rng = np.random.default_rng(8)
+    blocks = [Residual([_linear(rng, 4, 4), Square(), _linear(rng, 4, 4), Square()]) for _ in range(5)]
+    model = Sequential([*blocks, _linear(rng, 2, 4)], input_shape=(4,))
+    plan = model.plan(params=params(), bootstrap=CONFIG)
+    assert plan.depth > params().max_level and plan.bootstraps
+    _check_no_bootstrap_inside_blocks(plan.stages, plan.bootstraps)
+    forks = [i for i, s in enumerate(plan.stages) if s.kind == "fork"]
+    assert set(plan.bootstraps) <= set(forks) | {len(plan.stages) - 1}
+    block_depths = [sum(s.depth for s in plan.stages[f:j + 1]) for f, j in
+                    zip(forks, [i for i, s in enumerate(plan.stages) if s.kind == "join"])]
+    assert len(plan.bootstraps) == min_bootstraps_brute_force(block_depths + [plan.stages[-1].depth],
+                                                              plan.bootstrap_plan.levels_left, params().max_level)
+    assert ModelPlan.from_dict(plan.to_dict()) == plan
