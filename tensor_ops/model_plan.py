@@ -1,6 +1,7 @@
 """The compiled form of a model and its encrypted-inference plan (public, known before any key exists).
 
-``AffineStage`` / ``ActivationStage``: what ``Sequential.compile`` folds a model's layers into. ``ModelPlan``:
+``AffineStage`` / ``ActivationStage`` (and ``ForkStage`` / ``JoinStage`` for residual blocks): what
+``Sequential.compile`` folds a model's layers into. ``ModelPlan``:
 the packed layout (``block`` slots per sample, ``batch`` samples per ciphertext), each stage's baby-step /
 giant-step rotations, the Galois keys they need, operation counts and a time model; ``choose_parameters``:
 the smallest secure CKKS parameters for a depth. The server half that runs a plan is ``tensor_ops.inference``.

@@ -7,6 +7,10 @@ and consecutive affine layers fold into a single matrix (batch norm folds into t
 layer before it, Ioffe and Szegedy, ICML 2015). Activations are the polynomials of
 ``tensor_ops.activations``. Input shapes are per sample: (features,) or (channels, H, W).
 
+A ``Residual(layers, shortcut)`` block computes y = s(x) + f(x): folded like any affine layer when f has no
+activation, else a fork (x kept) and a join (x added through s and the affine layers after the block), see
+``tensor_ops.packing``.
+
 ``Sequential.stages()`` is that folded form (``tensor_ops.model_plan``); ``forward`` runs it in numpy (the reference every encrypted
 result is compared with). It runs encrypted two ways:
 - ``model.plan()`` -> ``ModelPlan``: the packed server path of ``tensor_ops.inference`` (many samples per

@@ -18,12 +18,16 @@ from tensor_ops.model_plan import ActivationStage
 from tests.model.onnx_models import Builder, residual_block, run_onnx
 
 
-def square_block(seed=4, shortcut=False):
-    """x -> conv 3x3 pad 1 -> square -> conv 3x3 pad 1 -> + x (or + conv1x1(x)) -> square -> GAP -> Gemm."""
+def square_block(seed=4, shortcut=False, shortcut_first=False):
+    """x -> conv 3x3 pad 1 -> square -> conv 3x3 pad 1 -> + x (or + conv1x1(x), whose node may come first in
+    the graph) -> square -> GAP -> Gemm."""
     b = Builder((2, 4, 4), seed)
+    if shortcut_first:
+        skip = b.conv("x", 2, 2, 1, name="projection")
     h = b.act(b.conv("x", 2, 2, 3, name="conv1", pads=[1, 1, 1, 1]), "square")
     h = b.conv(h, 2, 2, 3, name="conv2", pads=[1, 1, 1, 1])
-    skip = b.conv("x", 2, 2, 1, name="projection") if shortcut else "x"
+    if not shortcut_first:
+        skip = b.conv("x", 2, 2, 1, name="projection") if shortcut else "x"
     s = b.act(b.node("Add", [h, skip], "residual"), "square")
     g = b.node("Flatten", [b.node("GlobalAveragePool", [s], "gap")])
     b.gemm(g, 2, 3, "fc")
@@ -344,7 +348,8 @@ def test_onnx_residual_block_through_python_m_tensor_ops_infer(tmp_path, monkeyp
 
 def test_onnx_projection_shortcut_and_residual_mlp_against_onnxruntime():
     """Two branches from one fork (a 1x1 conv shortcut) and a Gemm residual MLP, client/server bytes."""
-    for proto, shape in ((square_block(shortcut=True), (2, 4, 4)), (gemm_block(), (6,))):
+    for proto, shape in ((square_block(shortcut=True), (2, 4, 4)), (gemm_block(), (6,)),
+                         (square_block(shortcut=True, shortcut_first=True), (2, 4, 4))):
         model = Sequential.load(_save(proto))
         client = Client(model=model, seed=1)
         server = Server(model, client.public_context())
