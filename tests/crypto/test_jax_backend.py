@@ -67,6 +67,8 @@ def test_ntt_matches_numba_limb_for_limb(kernels, case):
 
 @settings(max_examples=4, deadline=None)
 @given(ntt_case(max_log=6, max_limbs=2))
+@example((2, (5, 13), 0))                             # N = 2 (R = 2, C = 1) and tiny moduli
+@example((4, (17, 41), 1))
 def test_ntt_matches_the_quadratic_transform(case):
     n, moduli, seed = case
     tables = NTTTables(n, moduli)
@@ -222,11 +224,12 @@ def test_int8_matmul_at_the_inner_limit_is_exact():
 
 # ------------------------------------------------------------------------------------- basis conversion
 @FAST
-@given(st.integers(1, 6), st.integers(1, 5), st.integers(0, 2**32 - 1))
-def test_convert_basis_matches_numba_and_the_exact_conversion(kernels, k_from, k_to, seed):
+@given(st.integers(1, 6), st.integers(1, 5), st.integers(18, 31), st.integers(18, 31), st.integers(0, 2**32 - 1))
+@example(6, 5, 31, 31, 0)                             # the largest residues and constants
+def test_convert_basis_matches_numba_and_the_exact_conversion(kernels, k_from, k_to, from_bits, to_bits, seed):
     n = 64
-    primes = find_ntt_primes(31, k_from + k_to, n)
-    conv = BasisConversion(primes[:k_from], primes[k_from:])
+    from_moduli = find_ntt_primes(from_bits, k_from, n)
+    conv = BasisConversion(from_moduli, find_ntt_primes(to_bits, k_to, n, exclude=frozenset(from_moduli)))
     x = _random_limbs(conv.from_moduli, n, np.random.default_rng(seed))
     got = np.asarray(kernels["convert_basis"](x.astype(np.uint32), jb.DeviceConversion.of(conv))).astype(np.uint64)
     assert np.array_equal(got, get_backend("numba").convert_basis(x, conv))
