@@ -55,7 +55,7 @@ from ..transcript import Transcript
 from ..zk import HidingCommitment, HidingParams
 from . import prover_state
 from .common import prefix_sum_of_eq, require
-from .contraction import _subscripts, join_point, split_point
+from .contraction import PatchGeometry, _masked_eq, _subscripts, join_point, split_point
 from .network_zk import _StatedViews, base_params, best_rows, check_store_commitments, default_params
 from .proof_items import TrainingProof
 from .requant import Decomposition, decompose
@@ -277,12 +277,14 @@ class _Run:
         return Term(coefficient, (eq_factor(tau),), (self.stored(tensor),), tau.shape[0]), claim
 
     def gather_term(self, coefficient, tensor: str, gather, claim):
-        """coefficient sum_p G(p) X(p) for a public weight table G over X's padded layout."""
+        """coefficient sum_p G(p) X(p) for a public weight table G over X's padded layout (a table, or a
+        :class:`Public` whose MLE the verifier evaluates without the table)."""
+        factor = gather if isinstance(gather, Public) else table_factor(gather)
         if self.is_public(tensor):
             table = self.public[self.s.name(tensor)]
-            value = F.ext_zero() if table is None else F.ext_sum(F.ext_mul_base(gather, table), axis=0)
+            value = F.ext_zero() if table is None else F.ext_sum(F.ext_mul_base(factor.table(), table), axis=0)
             return None, F.ext_sub(claim, F.ext_mul(coefficient, value))
-        return Term(coefficient, (table_factor(gather),), (self.stored(tensor),), self.s.vars(tensor)), claim
+        return Term(coefficient, (factor,), (self.stored(tensor),), self.s.vars(tensor)), claim
 
     def relation(self, label, terms, claim=None):
         self.ch.relation(label, [t for t in terms if t is not None], claim)
@@ -334,10 +336,16 @@ class _Run:
             view_real = s.view_shape(index)
             view_padded = tuple(s.pb if l == "b" else _pow2(n) for l, n in zip(letters, view_real))
             tau = self.ch.point(f"graph.patches{index}", sum(_bits(n) for n in view_padded))
-            gather = self.patch_gather(index, tau, letters, view_real, view_padded)
+            gather = Public(lambda: self.patch_gather(index, tau, letters, view_real, view_padded),
+                            lambda sigma: self.patch_gather_eval(index, tau, letters, view_real, sigma))
             name = f"v.{index}"
             p_term = Term(self.one, (eq_factor(tau),), (Stored(self.where[name], name),), tau.shape[0])
-            g_term, claim = self.gather_term(self.minus, x, gather, F.ext_zero())
+            if self.is_public(x):  # sum_p G(p) X(p) = P~(tau) for the public view P = patches(X): no G
+                table = self.public[s.name(x)]
+                value = F.ext_zero() if table is None else mle_evaluate(self.public_view(index, table, view_padded), tau)
+                g_term, claim = None, value  # 0 - (-1) P~(tau)
+            else:
+                g_term, claim = self.gather_term(self.minus, x, gather, F.ext_zero())
             self.relation(f"graph.patches{index}", [p_term, g_term], claim)
             data_letters, data_real = letters, view_real
         else:
@@ -415,6 +423,38 @@ class _Run:
         gather = np.zeros((math.prod(x_padded), F.EXT_DEGREE), dtype=np.uint64)
         np.add.at(gather, view.reshape(-1)[valid] - 1, weights)  # < kh kw 2^31 per entry: no overflow
         return gather % np.uint64(F.P)
+
+    def public_view(self, index, x_table, view_padded) -> np.ndarray:
+        """The padded view table of a public X (field table over X's padded layout)."""
+        s, x = self.s, self.s.q.ops[index].inputs[0]
+        real = s.real(x)
+        values = x_table.reshape(s.padded(x))[tuple(slice(0, n) for n in real)].astype(np.int64)
+        view = _view_tables(s, index, values)
+        table = np.zeros(view_padded, dtype=np.uint64)
+        table[tuple(slice(0, n) for n in view.shape)] = view
+        return table.reshape(-1)
+
+    def patch_gather_eval(self, index, tau, letters, view_real, sigma) -> np.ndarray:
+        """G_tau~(sigma) without G (the verifier's side): eq(tau, v) factors over P's letters and
+        eq(sigma, gather(v)) = eq(sigma_b, b) eq(sigma_c, c) eq(sigma_h, row(u, i)) eq(sigma_w, col(v, j)) (zero
+        where the window reads padding), so the sum over the real view is a product of four small sums,
+        O(B + C + kh Ho + kw Wo) (one group: G = 1)."""
+        s, op = self.s, self.s.q.ops[index]
+        x = op.inputs[0]
+        geometry = PatchGeometry.of(s.real(x), op.patches)
+        real = dict(zip(letters, view_real))
+        t = split_point(tau, letters, s.letter_bits(letters, view_real).get)
+        x_bits = dict(zip("bchw", (_bits(n) for n in s.padded(x))))
+        sg = split_point(np.asarray(sigma)[:sum(x_bits.values())], "bchw", x_bits.get)
+        value = F.ext_one()
+        for letter in "bc":
+            n = real[letter]
+            value = F.ext_mul(value, F.ext_sum(F.ext_mul(eq_table(t[letter])[:n], eq_table(sg[letter])[:n]), axis=0))
+        for axis, (k_letter, o_letter, x_letter) in enumerate((("u", "i", "h"), ("v", "j", "w"))):
+            weights = F.ext_mul(eq_table(t[k_letter])[:real[k_letter], None], eq_table(t[o_letter])[None, :real[o_letter]])
+            reads = _masked_eq(sg[x_letter], geometry.positions(axis))  # (k, out, 4)
+            value = F.ext_mul(value, F.ext_sum(F.ext_mul(weights, reads).reshape(-1, F.EXT_DEGREE), axis=0))
+        return value
 
     def requantized(self, index, op, terms, claim, source=None, tau=None) -> None:
         """The layer relation (terms - rebuilt + h = 0, or source - rebuilt + h) and the select."""

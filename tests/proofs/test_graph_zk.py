@@ -150,3 +150,34 @@ def test_verifier_from_bytes_whatever_the_tensor_names_order():
     x = calibration[:1]
     assert np.array_equal(verify_graph_zk(net.commitment.to_bytes(), x, net.prove(x).to_bytes()),
                           q.forward_int(q.quantize_input(x)))
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(1, 3), st.integers(1, 2), st.integers(0, 2), st.integers(4, 7), st.integers(1, 3),
+       st.integers(0, 2 ** 31 - 1))
+def test_patch_gather_mle_by_factors_equals_the_table(batch, stride, pad, size, kernel, seed):
+    """The verifier's G_tau~(sigma) from four small sums equals the MLE of the prover's gather table."""
+    from proofs import field as F
+    from proofs.layers.graph_zk import Shapes, _layouts, _Run
+    from proofs.layers.network_zk import default_params
+    from proofs.layers.step_relations import ShapeChannel
+    from proofs.mle import mle_evaluate
+    rng = np.random.default_rng(seed)
+    if (size + 2 * pad - kernel) // stride + 1 < 1 or pad >= kernel:
+        return
+    ho = (size + 2 * pad - kernel) // stride + 1
+    nodes = [Contraction("conv0", "Conv", ("x",), "h", "bgcuvij,gocuv->bgoij", rng.normal(size=(1, 2, 2, 1, 1)),
+                         None, Patches((1, 1)), (2, size, size)),
+             Contraction("conv", "Conv", ("h",), "y", "bgcuvij,gocuv->bgoij", rng.normal(size=(1, 3, 2, kernel, kernel)),
+                         None, Patches((kernel, kernel), (stride, stride), (pad,) * 4), (3, ho, ho))]
+    q, _ = _quantized(Graph("x", (2, size, size), tuple(nodes), "y"), seed)
+    shapes = Shapes(q, batch)
+    run = _Run(shapes, ShapeChannel(default_params(), _layouts(shapes, q)), None, None)
+    index = 1
+    letters, _ = shapes.views[index]
+    real = shapes.view_shape(index)
+    padded = tuple(shapes.pb if l == "b" else 1 << max(n - 1, 0).bit_length() for l, n in zip(letters, real))
+    tau = F.to_field(rng.integers(0, F.P, size=(sum(n.bit_length() - 1 for n in padded), 4)))
+    sigma = F.to_field(rng.integers(0, F.P, size=(shapes.vars("h"), 4)))
+    table = run.patch_gather(index, tau, letters, real, padded)
+    assert np.array_equal(run.patch_gather_eval(index, tau, letters, real, sigma), mle_evaluate(table, sigma))
