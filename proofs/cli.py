@@ -9,9 +9,9 @@ By default the weights stay private: ``commit`` makes a hiding commitment (for `
 writes the prover's secret state where the user names it (``--state PATH``, or ``--out PATH`` and then
 ``PATH.state``; never a default path: keep it as private as the weights), ``prove``
 proves in zero knowledge against that commitment (each proof uses up one of its copies). ``--public-weights``
-(on commit and prove) uses the plain protocol instead, whose proofs reveal every weight and bias; with it,
-``commit --scheme basefold`` picks the Basefold commitment (default ligero; prove and verify read the scheme from
-the commitment's bytes). ``verify`` refuses Basefold parameters resting on a conjectured bound unless given
+(on commit and prove) uses the plain protocol instead, whose proofs reveal every weight and bias.
+``commit --scheme basefold`` picks the Basefold commitment (default ligero; hiding or, with ``--public-weights``,
+plain; prove and verify read the scheme from the commitment's bytes). ``verify`` refuses Basefold parameters resting on a conjectured bound unless given
 ``--allow-conjectured`` (then the soundness it prints is labelled conjectured).
 
 Model files are described in :mod:`proofs.model`. An input file holds one input (in_features,) or
@@ -34,7 +34,7 @@ from . import graph_cli
 from .basefold import BasefoldParams
 from .errors import ModelError, ProofError, ProofRejected
 from .layers.network import ModelCommitment, Network, read_proof, verify_network
-from .layers.network_zk import DEFAULT_MAX_PROOFS
+from .layers.network_zk import DEFAULT_MAX_PROOFS, basefold_params
 from .model import load_model
 from .progress import progress_bar
 from .proof_format import record_kind
@@ -93,9 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "a graph model's per-layer scales (default: 64 seeded uniform [-1, 1] inputs)")
     commit.add_argument("--public-weights", action="store_true", help=PUBLIC_WEIGHTS_HELP)
     commit.add_argument("--scheme", choices=("ligero", "basefold"), default="ligero",
-                        help="with --public-weights: the plain commitment, ligero (default; Ligero-style, faster "
-                             "for small models) or basefold (O(log^2 n) batched openings, smaller proofs of large "
-                             "models); prove and verify read it from the commitment's bytes")
+                        help="the commitment, ligero (default; Ligero-style, faster for small models) or basefold "
+                             "(O(log^2 n) batched openings: smaller proofs of large models with --public-weights, "
+                             "zero-knowledge proofs about 4x smaller without); prove and verify read it from the "
+                             "commitment's bytes")
     prove = commands.add_parser("prove", help="prove y = model(x) for an input batch")
     prove.add_argument("--model", "-m", required=True, type=_existing_file, help=MODEL_HELP)
     inputs = prove.add_mutually_exclusive_group(required=True)
@@ -219,9 +220,6 @@ def _committed_model(args):
 
 def _commit(args) -> int:
     scheme = getattr(args, "scheme", "ligero")
-    if scheme == "basefold" and not args.public_weights:
-        raise ModelError("--scheme basefold needs --public-weights: no hiding Basefold commitment exists yet (the "
-                         "hiding default uses ligero)")
     graph = graph_cli.graph_model(args.model)
     if graph is not None and scheme != "ligero":
         raise ModelError(f"--scheme {scheme}: graph models (convolutions, pools, residual adds) commit with ligero")
@@ -244,7 +242,9 @@ def _commit(args) -> int:
                          "(or name the commitment with --out PATH: the state then goes to PATH.state)")
     args.out = DEFAULT_COMMITMENT if args.out is None else args.out
     plain = BasefoldParams() if scheme == "basefold" else None
-    network = Network(model, zk=zk, max_proofs=args.max_proofs) if zk else Network(model, zk=False, params=plain)
+    hiding = {"params": basefold_params()} if scheme == "basefold" else {}  # issue 17: one batched opening
+    network = Network(model, zk=zk, max_proofs=args.max_proofs, **hiding) if zk else \
+        Network(model, zk=False, params=plain)
     data = network.commitment.to_bytes()
     with open(args.out, "wb") as handle:
         handle.write(data)

@@ -18,6 +18,8 @@ import numpy as np
 
 import hezk_record
 
+from .. import basefold
+from ..basefold_zk import HidingBasefoldCommitment, HidingBasefoldWitness, shape
 from ..commit import _merkle_levels
 from ..errors import ModelError, ProofRejected
 from ..relations import StoreWitness, View
@@ -75,8 +77,11 @@ def to_bytes(commitment, witness: ReusableWitness, layout) -> bytes:
               "spent": np.array(sorted(witness.spent), dtype=np.int64)}
     for k, store in enumerate(witness.witnesses):
         hidden = store.commitment_witness
-        arrays[f"c{k}.rows"] = hidden.rows
-        arrays[f"c{k}.salts"] = np.frombuffer(b"".join(hidden.salts), dtype=np.uint8)
+        if isinstance(hidden, HidingBasefoldWitness):  # hiding Basefold: the slot table (tail, random slots)
+            arrays[f"c{k}.slots"] = hidden.inner.table
+        else:
+            arrays[f"c{k}.rows"] = hidden.rows
+            arrays[f"c{k}.salts"] = np.frombuffer(b"".join(hidden.salts), dtype=np.uint8)
         arrays[f"c{k}.masks_spent"] = np.array(len(hidden.spent))
         for slot in layout.slots:
             arrays[f"c{k}.mask.{slot.name}"] = store.masks[slot.name]
@@ -117,6 +122,10 @@ def load(path, tables: dict, layout, parse=None):
         full[slot.name] = table
     stores, views = [], []
     for k, copy in enumerate(reusable.copies):
+        if isinstance(copy, HidingBasefoldCommitment):
+            stores.append(_basefold_store(copy, layout, full, data, k, path))
+            views.append(_views(data, k))
+            continue
         rows = data[f"c{k}.rows"]
         salts = data[f"c{k}.salts"].tobytes()
         salts = tuple(salts[i:i + SALT_SIZE] for i in range(0, len(salts), SALT_SIZE))
@@ -130,12 +139,31 @@ def load(path, tables: dict, layout, parse=None):
         hidden = HidingWitness(copy, rows, encoded, salts, levels, [True] * int(data[f"c{k}.masks_spent"]))
         masks = {slot.name: data[f"c{k}.mask.{slot.name}"] for slot in layout.slots}
         stores.append(StoreWitness(layout, full, masks, hidden))
-        count = sum(1 for name in data if name.startswith(f"c{k}.view") and name.endswith(".name"))
-        views.append(tuple(View(str(data[f"c{k}.view{v}.name"]), data[f"c{k}.view{v}.e"],
-                                data.get(f"c{k}.view{v}.w"), _active(data[f"c{k}.view{v}.active"]))
-                           for v in range(count)))
+        views.append(_views(data, k))
     witness = ReusableWitness(reusable, tuple(stores), tuple(views), [int(k) for k in data["spent"]])
     return commitment, witness
+
+
+def _views(data: dict, k: int) -> tuple:
+    count = sum(1 for name in data if name.startswith(f"c{k}.view") and name.endswith(".name"))
+    return tuple(View(str(data[f"c{k}.view{v}.name"]), data[f"c{k}.view{v}.e"], data.get(f"c{k}.view{v}.w"),
+                      _active(data[f"c{k}.view{v}.active"])) for v in range(count))
+
+
+def _basefold_store(copy, layout, full: dict, data: dict, k: int, path) -> StoreWitness:
+    """Copy k of a hiding Basefold commitment: its slot table re-committed and checked against the root, its
+    slot 0 against the model's packed tables and masks."""
+    slots = data.get(f"c{k}.slots")
+    v, m = shape(copy.num_vars, copy.params)
+    packed = _packed(layout, full, data, k)
+    if slots is None or slots.shape != (1 << (v + m),):
+        raise ModelError(f"prover state {path!r} does not belong to this model (copy {k})")
+    inner_commitment, inner = basefold.commit(slots, copy.inner.params)
+    if inner_commitment.root != copy.root or not np.array_equal(slots.reshape(1 << m, 1 << v)[:packed.size, 0],
+                                                                 packed):
+        raise ModelError(f"prover state {path!r} does not belong to this model (copy {k})")
+    hidden = HidingBasefoldWitness(copy, packed, inner, [1] * int(data[f"c{k}.masks_spent"]))
+    return StoreWitness(layout, full, {s.name: data[f"c{k}.mask.{s.name}"] for s in layout.slots}, hidden)
 
 
 def _active(pair):

@@ -153,9 +153,17 @@ def test_cli_commit_prove_verify_with_basefold(tmp_path, capsys):
     with pytest.raises(SystemExit):  # only ligero or basefold
         cli.main(["commit", "--model", paths["m.npz"], "--out", paths["c.bin"], "--public-weights",
                   "--scheme", "fri"])
-    assert cli.main(["commit", "--model", paths["m.npz"], "--out", paths["c.bin"], "--scheme", "basefold"]) == 2
-    assert "--public-weights" in capsys.readouterr().err  # no hiding Basefold yet: refused, naming the way out
-    assert not (tmp_path / "c.bin").exists()
+    # hiding Basefold (issue 17): commit, prove from the saved prover state, verify
+    assert cli.main(["commit", "--model", paths["m.npz"], "--out", paths["c.bin"], "--scheme", "basefold",
+                     "--max-proofs", "2"]) == 0
+    capsys.readouterr()
+    hidden = ModelCommitment.from_bytes((tmp_path / "c.bin").read_bytes())
+    assert hidden.zk and type(hidden.weights.copies[0]).__name__ == "HidingBasefoldCommitment"
+    assert cli.main(["prove", "--model", paths["m.npz"], "--input", paths["x.npy"], "--commitment", paths["c.bin"],
+                     "--out", paths["p.bin"], "--quiet"]) == 0
+    assert cli.main(["verify", "--commitment", paths["c.bin"], "--input", paths["x.npy"], "--proof",
+                     paths["p.bin"]]) == 0
+    assert capsys.readouterr().out.endswith("accept\n")
     assert cli.main(["commit", "--model", paths["m.npz"], "--out", paths["c.bin"], "--public-weights",
                      "--scheme", "basefold"]) == 0
     assert "Basefold" in capsys.readouterr().out

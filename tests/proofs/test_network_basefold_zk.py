@@ -179,3 +179,19 @@ def test_view_functionals_give_the_view_values(hiding):
 def test_params_choice_and_refusals():
     assert network_zk.check_params(PARAMS) == PARAMS
     assert network_zk.is_basefold(PARAMS) and not network_zk.is_basefold(network_zk.default_params())
+
+
+def test_prover_state_round_trip_and_refusal():
+    """The saved state of a hiding Basefold commitment proves later on the next copy; another model's is refused."""
+    from proofs.errors import ModelError
+    weights, biases = float_mlp(4, (8, 8, 4))
+    model = quantize_fixed_point(weights, biases, frac_bits=6)
+    x = quantize_input(model, np.random.default_rng(5).uniform(-1, 1, (1, 8)))
+    network = Network(model, zk=True, params=PARAMS, max_proofs=2)
+    network.prove(x)
+    later = Network(model, state=network.state_bytes())
+    assert later.commitment == network.commitment and later.proofs_left == 1
+    assert np.array_equal(verify_network(network.commitment, x, later.prove(x)), forward_int(model, x))
+    other = quantize_fixed_point(*float_mlp(5, (8, 8, 4)), frac_bits=6)
+    with pytest.raises(ModelError, match="does not belong"):
+        Network(other, state=network.state_bytes())
