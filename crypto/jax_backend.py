@@ -67,12 +67,18 @@ OFFSET = 2**30              # |Z_s| < OFFSET, so Z_s + OFFSET is a uint32 below 
 MAX_INNER = (OFFSET - 1) // (DIGIT_MAX * (3 * DIGIT_MAX + TOP_DIGIT_MAX))   # 18724
 
 
+class JaxUnavailableError(ParameterError, ImportError):
+    """backend='jax' (or a device kernel) was asked for where JAX is not installed. An ImportError too, so
+    ``crypto.backend_select`` skips the candidate like any backend whose import fails."""
+
+
 def _jax():
     try:
         import jax
         import jax.numpy as jnp
-    except ImportError as exc:          # pragma: no cover - exercised only without the extra
-        raise ImportError("backend='jax' needs JAX: pip install 'hezk[jax]' (or jax[cpu], jax[cuda12])") from exc
+    except ImportError as exc:
+        raise JaxUnavailableError("backend='jax' needs JAX, which is not installed: pip install 'hezk[jax]' "
+                                  "(jax[cpu]; jax[cuda12] on an NVIDIA GPU)") from exc
     return jax, jnp
 
 

@@ -284,6 +284,25 @@ def test_importing_crypto_does_not_import_jax():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+def test_without_jax_the_backend_is_refused_by_name_and_auto_skips_it():
+    code = "\n".join([
+        "import sys; sys.modules['jax'] = None            # as if JAX were not installed",
+        "from crypto.errors import ParameterError",
+        "from crypto.ntt import NTTTables, get_backend",
+        "from crypto.backend_select import BackendSelector",
+        "from crypto.modarith import find_ntt_primes",
+        "try:",
+        "    get_backend('jax')",
+        "except ParameterError as e:",
+        "    assert isinstance(e, ImportError) and \"backend='jax'\" in str(e) and 'hezk[jax]' in str(e), e",
+        "else:",
+        "    raise AssertionError('no error')",
+        "sel = BackendSelector(candidates=('numba', 'jax'), cache_file=None)",
+        "assert sel.for_ntt(NTTTables(16, find_ntt_primes(31, 1, 16))).name == 'numba'",
+    ])
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 # ------------------------------------------------------------------------------------------------ GPU
 @pytest.mark.skipif(not HAS_GPU, reason="needs a GPU: JAX sees no GPU device here")
 def test_gpu_ntt_2_16_with_32_limbs_equals_numba():
