@@ -140,13 +140,15 @@ def weight_table(packing, blocks, statements, alphas) -> np.ndarray:
 def weight_eval(packing, blocks, statements, alphas, sigma) -> np.ndarray:
     """W~(sigma) = sum_k alpha_i eq(sigma_high, block k) w_i~(sigma_j) eq(rho_i, sigma_e), O(blocks n)."""
     sigma = np.asarray(sigma).reshape(-1, F.EXT_DEGREE)
-    total = F.ext_zero()
+    total, eq_rho = F.ext_zero(), {}
     for k, (i, start, count) in enumerate(blocks):
         s = statements[i]
         k_e, k_j = s.rho.shape[0], log2(count)
         local = k_e + k_j
+        if i not in eq_rho:  # an op's groups share eq(rho_i, sigma_e)
+            eq_rho[i] = eq_eval(s.rho, sigma[:k_e])
         selector = boolean_point(packing.offsets[k] >> local, packing.num_vars - local)
-        value = F.ext_mul(eq_eval(sigma[local:], selector), eq_eval(s.rho, sigma[:k_e]))
+        value = F.ext_mul(eq_eval(sigma[local:], selector), eq_rho[i])
         value = F.ext_mul(value, mle_evaluate(s.weights[start:start + count], sigma[k_e:local]))
         total = F.ext_add(total, F.ext_mul(alphas[i], value))
     return total
