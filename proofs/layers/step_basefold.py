@@ -1,0 +1,113 @@
+"""Zero-knowledge training-step proofs over hiding Basefold stores: the relations of
+:mod:`proofs.layers.step_proof` (forward, output, backward, update, ranges, bit checks), run through a
+:class:`~proofs.layers.basefold_channel.BasefoldChannel`, so the statement's copies (W, W', the batch), the
+proof stores and every sumcheck mask open in ONE batched opening (instead of one hiding Ligero opening per store
+and per mask). The statement is committed by :func:`commit_step` (``max_proofs`` hiding Basefold copies of each
+tensor store with their agreement proofs, :mod:`proofs.layers.reusable`); the first proof store hosts the
+relations' masks (their shapes are public: a shape-only run of the relations).
+"""
+from __future__ import annotations
+
+import functools
+
+from .. import basefold_zk as BZ
+from ..errors import ProofError, ProofRejected
+from ..zk import HidingParams
+from .basefold_channel import BasefoldChannel, StorePlan, commit_hosted
+from .proof_items import TrainingProof
+from .reusable import Reusable, base_params, commit_reusable, verify_reusable
+from .step_proof import TRANSCRIPT_LABEL, CommittedTensors, _run_training, _statement_bytes, _as_steps, _transcript
+from .step_relations import ShapeChannel
+from .step_stores import proof_layouts, proof_tables, statement_layouts, weight_tables
+from .training import TrainingTrace, _field
+
+MODE = "aggregate"
+
+
+def commit_step(trace: TrainingTrace, params: BZ.HidingBasefoldParams, max_proofs: int = 2,
+                seed=None) -> CommittedTensors:
+    """Hiding Basefold commitments to W, W' and the batch of ``trace`` (``max_proofs`` copies each)."""
+    if not isinstance(params, BZ.HidingBasefoldParams):
+        raise ProofError(f"params must be HidingBasefoldParams, got {type(params).__name__}")
+    spec = trace.spec
+    tables = {f"w0.{name}": table for name, table in weight_tables(spec, trace.weights).items()}
+    tables.update({f"w1.{name}": table for name, table in weight_tables(spec, trace.new_weights).items()})
+    tables.update({"b0.X": _field(trace.x), "b0.Y": _field(trace.y)})
+    made = {key: commit_reusable(layout, {s.name: tables[f"{key}.{s.name}"] for s in layout.slots}, params,
+                                 max_proofs, None, seed=None if seed is None else seed + k)
+            for k, (key, layout) in enumerate(statement_layouts(spec, 1, True).items())}
+    return CommittedTensors(made["w0"][0], made["w1"][0], made["b0"][0],
+                            {"weights": made["w0"][1], "new_weights": made["w1"][1], "batch": made["b0"][1]})
+
+
+@functools.lru_cache(maxsize=8)
+def _structure(spec):
+    """(statement layouts, proof layouts, plans): the first proof store hosts every relation's mask."""
+    statement = statement_layouts(spec, 1, True)
+    layouts = proof_layouts(spec, 1, MODE, True)
+    channel = ShapeChannel(HidingParams(), {**statement, **layouts})
+    _run_training(spec, channel, 1, layouts, MODE)
+    host = next(iter(layouts))
+    plans = {key: StorePlan(layout) for key, layout in statement.items()}
+    plans.update({key: StorePlan(layout, tuple(channel.shapes) if key == host else ())
+                  for key, layout in layouts.items()})
+    return statement, layouts, plans, host
+
+
+def prove_step(trace: TrainingTrace, committed: CommittedTensors) -> TrainingProof:
+    """Prove that the committed W' is one SGD step from W on the committed batch (zero knowledge)."""
+    steps = _as_steps(committed)
+    params = base_params(steps.weights[0])
+    if not isinstance(params, BZ.HidingBasefoldParams) or steps.witnesses is None:
+        raise ProofError("prove_step needs a committed step (with witnesses) from commit_step")
+    statement, layouts, plans, host = _structure(trace.spec)
+    first, *rest = steps.witnesses.values()
+    copy = first.take("prove_step")
+    for witness in rest:
+        witness.spent.append(copy)
+    stores = {key: w.witnesses[copy] for key, w in steps.witnesses.items()}
+    tables = proof_tables(trace, 0, False)
+    openers = {key: store.commitment_witness for key, store in stores.items()}
+    witnesses, commitments, coefficients = dict(stores), {}, None
+    for key, layout in layouts.items():
+        c, store, masks, opener = commit_hosted(plans[key], {s.name: tables[s.name] for s in layout.slots}, params)
+        witnesses[key], commitments[key], openers[key] = store, c, opener
+        coefficients = masks if key == host else coefficients
+    proof_commitments = tuple(commitments[key] for key in layouts)
+    commitments.update({key: store.commitment for key, store in stores.items()})
+    transcript = _transcript(TRANSCRIPT_LABEL, trace.spec, MODE, _statement_bytes(steps, copy), proof_commitments)
+    channel = BasefoldChannel(transcript, params, {**statement, **layouts}, plans, commitments, host,
+                              witnesses=witnesses, openers=openers, mask_coefficients=coefficients)
+    channel.prior_views = {key: w.agreement_views[copy] for key, w in steps.witnesses.items()}
+    _run_training(trace.spec, channel, 1, layouts, MODE)
+    channel.open_all()
+    return TrainingProof(MODE, proof_commitments, tuple(channel.items), copy)
+
+
+def verify_step(spec, committed: CommittedTensors, proof: TrainingProof) -> None:
+    """Raise ProofRejected unless ``proof`` shows the committed W' is one honest SGD step from W."""
+    where = "basefold training proof"
+    steps = _as_steps(committed)
+    keyed = {key: c for key, c, _ in steps.keyed()}
+    if not all(isinstance(c, Reusable) and c.copies and isinstance(c.copies[0], BZ.HidingBasefoldCommitment)
+               for c in keyed.values()) or not isinstance(proof, TrainingProof) or proof.mode != MODE:
+        raise ProofRejected("expected hiding Basefold statement commitments and an aggregate TrainingProof", where)
+    statement, layouts, plans, host = _structure(spec)
+    params = base_params(steps.weights[0])
+    if len({len(c) for c in keyed.values()}) != 1 or not 0 <= proof.copy < len(steps.weights[0]):
+        raise ProofRejected(f"copy {proof.copy} of the statement's commitments", where)
+    for key, reusable in keyed.items():
+        verify_reusable(statement[key], reusable, params, f"{where}: {key} commitment")
+    if len(proof.commitments) != len(layouts):
+        raise ProofRejected(f"{len(proof.commitments)} proof commitments, expected {len(layouts)}", where)
+    commitments = {key: c.copies[proof.copy] for key, c in keyed.items()}
+    for key, c in zip(layouts, proof.commitments):
+        if not isinstance(c, BZ.HidingBasefoldCommitment) or c.params != params or c.num_vars != plans[key].num_vars:
+            raise ProofRejected(f"proof commitment {key} does not have the statement's shape and parameters", where)
+        commitments[key] = c
+    transcript = _transcript(TRANSCRIPT_LABEL, spec, MODE, _statement_bytes(steps, proof.copy), proof.commitments)
+    channel = BasefoldChannel(transcript, params, {**statement, **layouts}, plans, commitments, host,
+                              items=proof.items)
+    _run_training(spec, channel, 1, layouts, MODE)
+    channel.open_all()
+    channel.finish()
