@@ -195,3 +195,13 @@ def test_prover_state_round_trip_and_refusal():
     other = quantize_fixed_point(*float_mlp(5, (8, 8, 4)), frac_bits=6)
     with pytest.raises(ModelError, match="does not belong"):
         Network(other, state=network.state_bytes())
+
+
+def test_proofs_of_the_other_hiding_scheme_are_rejected(setup):
+    model, network, x, (proof, _) = setup
+    ligero = Network(model, zk=True, max_proofs=1)
+    other = ligero.prove(x)
+    with pytest.raises(ProofRejected):
+        verify_network(network.commitment, x, other)
+    with pytest.raises(ProofRejected):
+        verify_network(ligero.commitment, x, proof)
