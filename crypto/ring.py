@@ -46,10 +46,28 @@ class RingContext:
 
     def ntt(self, data: np.ndarray, idx, backend=None) -> np.ndarray:
         """Forward NTT of the limbs ``idx``; ``backend`` overrides the ring's backend for this call."""
-        return self._pick(backend).forward(data, self.tables.subset(idx))
+        return self._by_runs(self._pick(backend).forward, data, idx)
 
     def intt(self, data: np.ndarray, idx, backend=None) -> np.ndarray:
-        return self._pick(backend).inverse(data, self.tables.subset(idx))
+        return self._by_runs(self._pick(backend).inverse, data, idx)
+
+    def _by_runs(self, transform, data, idx):
+        """``transform`` over each run of consecutive moduli in ``idx`` (one call when ``idx`` is a range):
+        the tables of a range are views of the ring's (``NTTTables.subset``), those of a scattered basis
+        copies, and key switching meets hundreds of scattered bases (gigabytes of copies at N = 2^16)."""
+        idx = tuple(idx)
+        key = ("runs", idx)
+        if key not in self._cache:
+            cuts = [0] + [k for k in range(1, len(idx)) if idx[k] != idx[k - 1] + 1] + [len(idx)]
+            self._cache[key] = tuple(zip(cuts[:-1], cuts[1:]))
+        runs = self._cache[key]
+        if len(runs) <= 1:
+            return transform(data, self.tables.subset(idx))
+        data = np.asarray(data)
+        out = np.empty((len(idx), self.n), dtype=np.uint64)
+        for a, b in runs:
+            out[a:b] = transform(data[a:b], self.tables.subset(idx[a:b]))
+        return out
 
     def conversion(self, from_idx, to_idx) -> BasisConversion:
         key = ("conv", tuple(from_idx), tuple(to_idx))

@@ -245,3 +245,22 @@ def test_ntt_subset_tables_are_lazy_views_and_equal_copies():
     full = ring.ntt(x, tuple(range(len(params.moduli))))
     for idx in [(0, 5, 1), (2, 3, 4)]:
         assert np.array_equal(ring.ntt(x[list(idx)], idx), full[list(idx)])
+
+
+@settings(max_examples=15, deadline=None)
+@given(idx=st.lists(st.integers(0, 12), min_size=1, max_size=8, unique=True), seed=st.integers(0, 2**32 - 1))
+def test_ring_ntt_of_scattered_limbs_runs_over_ranges(idx, seed):
+    """ring.ntt/intt of any basis equal the rows of the full transform, and leave no copied tables behind
+    (a scattered basis is transformed run by run, each run a view of the ring's tables)."""
+    from crypto.ntt_base import _TABLE_ARRAYS
+    from crypto.params import CKKSParameters
+    from crypto.ring import RingContext
+    params = CKKSParameters.preset("TOY")
+    ring = RingContext(params.n, params.moduli, "numba")
+    x = np.random.default_rng(seed).integers(0, 2**20, (len(params.moduli), params.n)).astype(np.uint64)
+    everything = tuple(range(len(params.moduli)))
+    full, back = ring.ntt(x, everything), ring.intt(x, everything)
+    assert np.array_equal(ring.ntt(x[idx], idx), full[idx]) and np.array_equal(ring.intt(x[idx], idx), back[idx])
+    for key, sub in ring.tables._subsets.items():
+        if any(name in sub.__dict__ for name in _TABLE_ARRAYS):
+            assert key == tuple(range(key[0], key[0] + len(key)))
