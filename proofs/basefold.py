@@ -765,11 +765,10 @@ def _combined_claim(values, coefficients) -> np.ndarray:
 
 def _lagrange3(h: np.ndarray, r: np.ndarray) -> np.ndarray:
     """h(r) for the degree-2 polynomial with values h[0], h[1], h[2] at 0, 1, 2."""
-    one = F.ext_one()
-    l0 = F.ext_mul(F.ext_mul(F.ext_sub(r, one), F.ext_sub(r, F.ext_from_base(2))), F.ext_from_base(_INV2))
-    l1 = F.ext_neg(F.ext_mul(r, F.ext_sub(r, F.ext_from_base(2))))
-    l2 = F.ext_mul(F.ext_mul(r, F.ext_sub(r, one)), F.ext_from_base(_INV2))
-    return F.ext_add(F.ext_add(F.ext_mul(l0, h[0]), F.ext_mul(l1, h[1])), F.ext_mul(l2, h[2]))
+    # Newton form: h(r) = h0 + r (d1 + (r - 1) d2), d1 = h1 - h0, d2 = (h2 - 2 h1 + h0) / 2 (two F_p4 products)
+    d1 = F.ext_sub(h[1], h[0])
+    d2 = F.ext_mul_base(F.ext_add(F.ext_sub(h[2], F.ext_add(h[1], h[1])), h[0]), np.uint64(_INV2))
+    return F.ext_add(h[0], F.ext_mul(r, F.ext_add(d1, F.ext_mul(F.ext_sub(r, F.ext_one()), d2))))
 
 
 def _round_message(f: np.ndarray, w: np.ndarray) -> np.ndarray:

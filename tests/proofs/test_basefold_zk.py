@@ -282,3 +282,11 @@ def test_vectorised_functional_values_are_the_one_by_one_values(n, seed):
 def test_vector_powers_are_python_powers(base, exponents):
     out = B._pow_vector(base, np.array(exponents, dtype=np.int64))
     assert out.tolist() == [pow(base, e, F.P) for e in exponents]
+
+
+@settings(max_examples=20, deadline=None)
+@given(seeds)
+def test_degree_two_interpolation_is_the_lagrange_twin(seed):
+    from proofs.sumcheck import lagrange_eval
+    h, r = F.ext_random((3,), seed=seed), F.ext_random((), seed=seed + 1)
+    assert np.array_equal(B._lagrange3(h, r), lagrange_eval(h, r))
