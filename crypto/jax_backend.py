@@ -289,8 +289,22 @@ def _build_conversion(conv: BasisConversion) -> DeviceConversion:
 
 # ----------------------------------------------------------------------------- 32-bit word kernels
 def _u32(x):
+    """x as a uint32 device array; host values (numpy, Python ints) are narrowed on the host, so no 64-bit
+    dtype is requested from JAX where x64 is off (values must be below 2^32)."""
     _, jnp = _jax()
-    return jnp.asarray(x).astype(jnp.uint32)
+    if not hasattr(x, "dtype") or isinstance(x, (np.ndarray, np.generic)):
+        return jnp.asarray(np.asarray(x).astype(np.uint32))
+    return x.astype(jnp.uint32)
+
+
+def _is_wide(x) -> bool:
+    return hasattr(x, "dtype") and np.dtype(x.dtype).itemsize == 8
+
+
+def _out_dtype(*xs):
+    """uint64 when an input is 64-bit and the caller traces with x64 enabled (``jax.enable_x64``), else uint32."""
+    jax, jnp = _jax()
+    return jnp.uint64 if jax.config.jax_enable_x64 and any(_is_wide(x) for x in xs) else jnp.uint32
 
 
 def mul_wide(a, b):
@@ -328,29 +342,22 @@ def _mul_shoup(x, w, w_shoup, q):
 
 def addmod(a, b, q):
     """(a + b) mod q for residues a, b < q < 2^31 (any unsigned dtype; result in a's dtype)."""
-    dtype = _result_dtype(a, b)
+    dtype = _out_dtype(a, b)
     return _csub(_u32(a) + _u32(b), _u32(q)).astype(dtype)
 
 
 def submod(a, b, q):
     """(a − b) mod q for residues a, b < q < 2^31."""
-    dtype = _result_dtype(a, b)
+    dtype = _out_dtype(a, b)
     q = _u32(q)
     return _csub(_u32(a) + q - _u32(b), q).astype(dtype)
 
 
 def negmod(a, q):
     """(−a) mod q for residues a < q."""
-    dtype = _result_dtype(a, a)
+    dtype = _out_dtype(a)
     q = _u32(q)
     return _csub(q - _u32(a), q).astype(dtype)
-
-
-def _result_dtype(a, b):
-    """uint64 when either input is 64-bit (callers inside ``jax.enable_x64``), else uint32."""
-    _, jnp = _jax()
-    wide = jnp.asarray(a).dtype.itemsize == 8 or jnp.asarray(b).dtype.itemsize == 8
-    return jnp.uint64 if wide else jnp.uint32
 
 
 class _BarrettConstants(NamedTuple):
@@ -416,7 +423,7 @@ def _mulmod(a, b, c: _BarrettConstants):
 def mulmod(a, b, q):
     """a·b mod q elementwise (broadcasting) for residues a, b < q, odd moduli 3 <= q < 2^31 (q any
     broadcastable array, e.g. (L, 1) against (L, n) data). Barrett in 32-bit words; dtype of the inputs."""
-    dtype = _result_dtype(a, b)
+    dtype = _out_dtype(a, b)
     return _mulmod(_u32(a), _u32(b), barrett_constants(q)).astype(dtype)
 
 
@@ -429,12 +436,13 @@ def barrett(x, q):
             raise ShapeError(f"barrett: x as a sequence must be a pair (hi, lo), got {len(x)} parts")
         hi, lo, dtype = _u32(x[0]), _u32(x[1]), jnp.uint32
     else:
-        x = jnp.asarray(x)
-        dtype = x.dtype
-        if x.dtype.itemsize == 8:
+        dtype = _out_dtype(x)
+        if _is_wide(x) and isinstance(x, np.ndarray):            # split on the host: no 64-bit request
+            hi, lo = _u32(x >> np.uint64(32)), _u32(x & np.uint64(0xFFFFFFFF))
+        elif _is_wide(x):
             hi, lo = (x >> 32).astype(jnp.uint32), x.astype(jnp.uint32)
         else:
-            hi, lo = None, x.astype(jnp.uint32)
+            hi, lo = None, _u32(x)
     c = barrett_constants(q)
     r = _barrett_word(lo, c)
     if hi is not None:
@@ -449,11 +457,10 @@ def keyswitch_inner(digits, key_b, key_a, q):
     key's rows for the same moduli (uint32 as ``SwitchingKey`` stores them, or uint64); ``q``: the moduli,
     broadcastable to (L, n) (e.g. (L, 1)). Returns two (L, n) arrays in the digits' dtype."""
     _, jnp = _jax()
-    digits = jnp.asarray(digits)
-    if digits.ndim != 3 or jnp.shape(key_b) != digits.shape or jnp.shape(key_a) != digits.shape:
-        raise ShapeError(f"keyswitch_inner: digits {digits.shape}, key_b {jnp.shape(key_b)}, key_a "
-                         f"{jnp.shape(key_a)}: expected three equal (J, L, n) shapes")
-    dtype = digits.dtype if digits.dtype.itemsize == 8 else jnp.uint32
+    if np.ndim(digits) != 3 or np.shape(key_b) != np.shape(digits) or np.shape(key_a) != np.shape(digits):
+        raise ShapeError(f"keyswitch_inner: digits {np.shape(digits)}, key_b {np.shape(key_b)}, key_a "
+                         f"{np.shape(key_a)}: expected three equal (J, L, n) shapes")
+    dtype = _out_dtype(digits)
     c = barrett_constants(q)
     d, kb, ka = _u32(digits), _u32(key_b), _u32(key_a)
     out_b = jnp.zeros(d.shape[1:], dtype=jnp.uint32)
@@ -517,8 +524,8 @@ def _right(x, matrix, q, dt):
 
 
 def _check_limbs(a, dt: DeviceTables, name: str):
-    if a.ndim != 2 or a.shape != (dt.limbs, dt.n):
-        raise ShapeError(f"{name}: a.shape={a.shape}, expected ({dt.limbs}, {dt.n}) (limbs, n) of these tables")
+    if np.shape(a) != (dt.limbs, dt.n):
+        raise ShapeError(f"{name}: a.shape={np.shape(a)}, expected ({dt.limbs}, {dt.n}) (limbs, n) of these tables")
 
 
 def ntt(a, dt: DeviceTables):
@@ -526,10 +533,8 @@ def ntt(a, dt: DeviceTables):
 
     ``a``: (L, n) residues < q_l, uint32 (or uint64); ``dt = DeviceTables.of(tables)``. Returns (L, n)
     in a's dtype. MAT form: ((F1·X) ∘ T)·F2, two batched int8 BAT matmuls and one Shoup twiddle."""
-    _, jnp = _jax()
-    a = jnp.asarray(a)
     _check_limbs(a, dt, "ntt")
-    return _ntt_second(_ntt_first(a.astype(jnp.uint32), dt), dt).astype(a.dtype)
+    return _ntt_second(_ntt_first(_u32(a), dt), dt).astype(_out_dtype(a))
 
 
 def _ntt_first(a, dt: DeviceTables):
@@ -547,10 +552,8 @@ def _ntt_second(y, dt: DeviceTables):
 
 def intt(a, dt: DeviceTables):
     """Exact inverse of ``ntt`` (n^-1 included): F1⁻¹·((Out·F2⁻¹) ∘ T⁻¹). Shapes and dtypes as ``ntt``."""
-    _, jnp = _jax()
-    a = jnp.asarray(a)
     _check_limbs(a, dt, "intt")
-    return _intt_second(_intt_first(a.astype(jnp.uint32), dt), dt).astype(a.dtype)
+    return _intt_second(_intt_first(_u32(a), dt), dt).astype(_out_dtype(a))
 
 
 def _intt_first(a, dt: DeviceTables):
@@ -573,15 +576,15 @@ def convert_basis(x, dc: DeviceConversion):
     Returns (k', n) in x's dtype: one Shoup product per source limb, then one int8 BAT matmul
     (4k' × 4k) · (4k × n) and a recombination per target row."""
     _, jnp = _jax()
-    x = jnp.asarray(x)
     k, kp = dc.q_from.shape[0], dc.q_to.shape[0]
-    if x.ndim != 2 or x.shape[0] != k:
-        raise ShapeError(f"convert_basis: x.shape={x.shape}, expected ({k}, n)")
-    xh = _mul_shoup(x.astype(jnp.uint32), dc.qhat_inv, dc.qhat_inv_shoup, dc.q_from)     # < q_i < 2^31
-    d = jnp.swapaxes(_digit_bytes(xh.astype(jnp.int32) - OFFSET), 1, 2).reshape(k * CHUNKS, x.shape[1])
-    z = _dot(dc.matrix[None], d[None])[0].reshape(CHUNKS, kp, x.shape[1])
+    if np.ndim(x) != 2 or np.shape(x)[0] != k:
+        raise ShapeError(f"convert_basis: x.shape={np.shape(x)}, expected ({k}, n)")
+    dtype, n = _out_dtype(x), np.shape(x)[1]
+    xh = _mul_shoup(_u32(x), dc.qhat_inv, dc.qhat_inv_shoup, dc.q_from)                  # < q_i < 2^31
+    d = jnp.swapaxes(_digit_bytes(xh.astype(jnp.int32) - OFFSET), 1, 2).reshape(k * CHUNKS, n)
+    z = _dot(dc.matrix[None], d[None])[0].reshape(CHUNKS, kp, n)
     y = _recombine(z, 0, dc.q_to, dc.scale[:, None, :], dc.scale_shoup[:, None, :], dc.bias)
-    return y.astype(x.dtype)
+    return y.astype(dtype)
 
 
 # ------------------------------------------------------------------------------------------ backend

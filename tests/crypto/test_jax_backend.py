@@ -1,6 +1,7 @@
 """JAX kernels (crypto.jax_backend) limb for limb against numba, the O(n²) transform and Python ints."""
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -173,6 +174,19 @@ def test_barrett_reduces_words_pairs_and_uint64(kernels, moduli, seed):
     with jax.enable_x64(True):
         got = kernels["barrett"](jnp.asarray((hi << np.uint64(32)) | lo), jnp.asarray(q))
         assert got.dtype == jnp.uint64 and np.asarray(got).tolist() == wide
+
+
+def test_host_uint64_without_x64_is_split_on_the_host():
+    """Without x64 JAX would narrow a numpy uint64 to uint32: barrett splits it first; ntt takes residues."""
+    q = np.array([[97], [2**31 - 1]], dtype=np.uint64)
+    x = np.array([[2**64 - 1, 2**32, 5], [2**63 + 12345, 2**40 + 7, 2**31 - 1]], dtype=np.uint64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                       # JAX's "uint64 not available" warning
+        got = jb.barrett(x, q)
+        assert got.dtype == jnp.uint32 and np.asarray(got).tolist() == (x % q).tolist()
+        tables = NTTTables(16, find_ntt_primes(31, 2, 16))
+        a = _random_limbs(tables.moduli, 16, np.random.default_rng(4))
+        assert np.array_equal(np.asarray(jb.ntt(a, jb.DeviceTables.of(tables))), get_backend("numba").forward(a, tables))
 
 
 @pytest.mark.parametrize("x64", [False, True], ids=["16-bit halves", "widening multiply"])
