@@ -280,7 +280,7 @@ def main():
     parser.add_argument("--n16", action="store_true", help="also N16 (slow: minutes, GBs of keys)")
     parser.add_argument("--presets", default=None, help="comma-separated presets (overrides --quick/--n16)")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--backend", default="auto", help="NTT backend: auto, numba, numpy, cross, fourstep")
+    parser.add_argument("--backend", default="auto", help="NTT backend: auto, numba, numpy, cross, fourstep, jax")
     args = parser.parse_args()
     repeats = 3 if args.quick else args.repeats
     print(f"timings: median CPU ms of {repeats} runs, one thread for every library, default allocator")
