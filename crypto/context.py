@@ -113,7 +113,7 @@ class CKKSContext:
         """Secret, public, relinearization and Galois keys (for ``rotations`` and, optionally, conjugation).
 
         ``seed`` makes every key and encryption reproducible: for tests only (default: OS CSPRNG).
-        ``backend`` picks the NTT backend ("auto", "numpy", "numba", "cross", "fourstep"); ``ring``
+        ``backend`` picks the NTT backend ("auto", "numpy", "numba", "cross", "fourstep", "jax"); ``ring``
         reuses the RingContext (NTT tables) of another context with the same parameters. ``progress``: None
         or a callable ``progress(done, total, label)`` called after each Galois key (the slow part).
         ``bootstrap``: True (full slots), a slot count or a ``BootstrapConfig``: adds the rotation keys and
