@@ -200,6 +200,7 @@ def _subset_of_cached(tables: NTTTables) -> DeviceTables | None:
 
 
 def _build_tables(tables: NTTTables) -> DeviceTables:
+    """BAT matrices and twiddles of every limb (``crypto.cross.mat_constants``), built on the host, uploaded once."""
     _, jnp = _jax()
     n = tables.n
     rows, cols = mat_shape(n)
@@ -268,6 +269,7 @@ _CONV_CACHE: "weakref.WeakKeyDictionary[BasisConversion, DeviceConversion]" = we
 
 
 def _build_conversion(conv: BasisConversion) -> DeviceConversion:
+    """The conversion's constants and its (4k', 4k) BAT matrix, built on the host, uploaded once."""
     _, jnp = _jax()
     k, kp = len(conv.from_moduli), len(conv.to_moduli)
     if k > MAX_INNER:
@@ -429,7 +431,8 @@ def mulmod(a, b, q):
 
 def barrett(x, q):
     """x mod q for unsigned integers x < 2^64: a uint32/uint64 array, or a pair (hi, lo) of uint32 arrays
-    meaning hi·2^32 + lo. x = hi·2^32 + lo ≡ [hi]_q·(2^32 mod q) + [lo]_q. Returns x's dtype (uint32 for a pair)."""
+    meaning hi·2^32 + lo. x = hi·2^32 + lo ≡ [hi]_q·(2^32 mod q) + [lo]_q. Returns uint64 for 64-bit x under
+    ``jax.enable_x64``, else uint32."""
     _, jnp = _jax()
     if isinstance(x, (tuple, list)):
         if len(x) != 2:
