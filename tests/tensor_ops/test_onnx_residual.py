@@ -427,3 +427,17 @@ def test_bootstraps_are_placed_around_residual_blocks():
     assert len(plan.bootstraps) == min_bootstraps_brute_force(block_depths + [plan.stages[-1].depth],
                                                               plan.bootstrap_plan.levels_left, params().max_level)
     assert ModelPlan.from_dict(plan.to_dict()) == plan
+
+
+def test_a_skip_below_the_branch_is_refused_not_aligned():
+    """A kept ciphertext without a level above the branch's output (as a bootstrap inside the block would
+    leave it) raises LevelError naming both levels; the join never rounds one scale onto the other."""
+    rng = np.random.default_rng(9)
+    model = Sequential([Residual([Square(), _linear(rng, 3, 3)]), _linear(rng, 2, 3)], input_shape=(3,))
+    plan = model.plan()
+    ctx = _ScaledContext(plan.params, plan.rotations)
+    server = EncryptedModel(model, plan, ctx)
+    index = next(i for i, s in enumerate(plan.stages) if s.kind == "join")
+    ct = _Ct(np.zeros(plan.params.slots), 1, plan.params.scale)
+    with pytest.raises(LevelError, match="skip is at level 1, the branch's output at 1"):
+        server._join(index, server._stages[index], plan.stages[index], ct, ct)
