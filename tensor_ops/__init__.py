@@ -28,11 +28,11 @@ __all__ = ["encrypt", "einsum", "plan", "CipherTensor", "SlotLayout", "Tile", "P
 from .activations import PolyActivation, fit_activation  # noqa: E402
 from .inference import Client, Server  # noqa: E402
 from .nn import (Activation, AvgPool2d, BatchNorm, BatchNorm1d, BatchNorm2d, Conv2d, Flatten, Linear,  # noqa: E402
-                 ModelPlan, Poly, Sequential, Square, choose_parameters, load_model)
+                 ModelPlan, Poly, Residual, Sequential, Square, choose_parameters, load_model)
 
 __all__ += ["Sequential", "Linear", "Conv2d", "AvgPool2d", "Flatten", "BatchNorm", "BatchNorm1d", "BatchNorm2d",
-            "Activation", "Square", "Poly", "PolyActivation", "fit_activation", "ModelPlan", "choose_parameters",
-            "load_model", "Client", "Server"]
+            "Activation", "Square", "Poly", "Residual", "PolyActivation", "fit_activation", "ModelPlan",
+            "choose_parameters", "load_model", "Client", "Server"]
 
 from importlib.metadata import PackageNotFoundError as _NotInstalled, version as _version  # noqa: E402
 
