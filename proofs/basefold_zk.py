@@ -120,6 +120,8 @@ def _fits(num_vars: int, params: HidingBasefoldParams, v: int, m: int) -> bool:
     """The tail hides every opening's symbols of S_0, and the random slots keep SPARE_DIMS dimensions per entry
     beyond the openings' 4 each and the leaves' revealed values (per interleaved row)."""
     queries, openings = params.base.num_queries, params.openings
+    if v + m <= params.base.final_vars:  # a table that small would be sent whole: S_0 = (f || T) in the clear
+        return False
     spare = (1 << v) - 1 - 4 * openings
     per_row, rows, leaf = _revealed(params, v, m)
     return openings * queries * per_row <= ((1 << m) - (1 << num_vars)) // rows \

@@ -290,3 +290,14 @@ def test_degree_two_interpolation_is_the_lagrange_twin(seed):
     from proofs.sumcheck import lagrange_eval
     h, r = F.ext_random((3,), seed=seed), F.ext_random((), seed=seed + 1)
     assert np.array_equal(B._lagrange3(h, r), lagrange_eval(h, r))
+
+
+@pytest.mark.parametrize("num_vars", [0, 1, 3])
+def test_a_hidden_table_is_never_sent_whole(num_vars):
+    """Tables of at most final_vars variables are sent in the clear by Basefold: a slot table never is one."""
+    params = Z.HidingBasefoldParams(B.BasefoldParams(rate_inv=4, num_queries=2, arity=2, final_vars=12), 1)
+    v, m = Z.shape(num_vars, params)
+    assert v + m > 12
+    commitment, witness = Z.commit(np.arange(1 << num_vars), params, seed=1)
+    values, proof = Z.open_batch([witness], [F.ext_random((1, num_vars), seed=2)], Transcript("s"))
+    assert not proof.tables and proof.final.size
