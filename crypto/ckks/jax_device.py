@@ -215,11 +215,13 @@ class DeviceEvaluator:
         unrotated = sum(1 for m, _ in groups if not m % half)
         level = levels.pop()
         plains = np.zeros((len(groups), len(babies), self.params.limbs_at(level), self.params.n), dtype=np.uint32)
-        for g, (_, pairs) in enumerate(groups):
+        for g, (m, pairs) in enumerate(groups):
+            seen = set()
             for i, pt in pairs:
                 b = pos[i] if i % half else 0
-                if plains[g, b].any() or (i % half == 0 and any(j % half == 0 and j != i for j, _ in pairs)):
-                    raise ParameterError(f"group {groups[g][0]} has two plaintexts for baby step {i}")
+                if b in seen:
+                    raise ParameterError(f"group {m} has two plaintexts for baby step {i} (mod N/2 = {half})")
+                seen.add(b)
                 plains[g, b] = pt.poly.data
         giants = tuple(m for m, _ in groups)
         steps = babies[1:] + [m for m in giants[unrotated:]]
@@ -293,8 +295,8 @@ class DeviceEvaluator:
             c = {k: self._put(v) for k, v in dict(
                 half_tail=_col(d.half_tail), garner=d.garner.astype(np.uint32), radix_inv=_col(d.radix_inv),
                 weight=d.weight.astype(np.uint32), half_head=_col(d.half_head), t_inv=_col(d.t_inv)).items()}
-            c.update(tail_bc=self._bc(d.q_tail), head_bc=self._bc(d.q_head),           # both parts at once:
-                     tail_tables=self._tables(tail + tail), head_tables=self._tables(head + head))  # tables twice
+            c.update(tail_bc=self._bc(d.q_tail), head_bc=self._bc(d.q_head), tail_tables=self._tables(tail),
+                     head_tables=self._tables(head))
             return c
         return self._cached(("div", tuple(head), tuple(tail)), make)
 
@@ -321,9 +323,9 @@ class DeviceEvaluator:
                                                                             tuple(int(p) for p in conv.q_to))))
                 convs.append(cv)
             c = {k: self._put(v) for k, v in dict(
-                src=plan.src.astype(np.int32), digit_ids=plan.digit_ids.astype(np.int32),
-                key_rows=np.array(plan.ext_idx, dtype=np.int32), p_mod_q=_col(plan.p_mod_q)).items()}
-            c.update(convs=convs, ext_bc=self._bc(plan.ext_q), lifted_tables=self._tables(plan.lifted_idx),
+                digit_ids=plan.digit_ids.astype(np.int32), key_rows=np.array(plan.ext_idx, dtype=np.int32),
+                p_mod_q=_col(plan.p_mod_q)).items()}
+            c.update(convs=convs, ext_bc=self._bc(plan.ext_q), ext_tables=self._tables(plan.ext_idx),
                      q_tables=self._tables(range(self.params.limbs_at(level))))
             return c
         return self._cached(("ks", level), make)
@@ -554,11 +556,18 @@ def _centred_convert(kb, jnp, x, c):
 
 
 def _decompose(kb, jnp, plan, c, ks):
-    """ModUp digits of c (NTT over Q_ℓ) as one (J, |ext|, N) array, row r of digit j from ``plan.src``."""
+    """ModUp digits of c (NTT over Q_ℓ) as one (J, |ext|, N) array over Q_ℓ ∪ P: digit j is c itself on its
+    own primes D_j and the centred conversion of c mod Q_j elsewhere (``KeySwitcher.decompose``).  Each
+    digit is assembled in coefficient form over the whole basis and the J digits go through one NTT
+    batched over j with the basis's tables (no per-digit table copies; the D_j rows are transformed back
+    to c's own rows)."""
+    import jax
     coeff = kb.intt(c, ks["q_tables"])
-    lifted = [_centred_convert(kb, jnp, coeff[d[0]: d[-1] + 1], cv) for d, cv in zip(plan.digit_idx, ks["convs"])]
-    lifted = kb.ntt(jnp.concatenate(lifted, axis=0), ks["lifted_tables"])
-    return jnp.concatenate([c, lifted], axis=0)[ks["src"]]
+    digits = []
+    for d, cv in zip(plan.digit_idx, ks["convs"]):
+        conv = _centred_convert(kb, jnp, coeff[d[0]: d[-1] + 1], cv)     # rows: the basis without D_j, in order
+        digits.append(jnp.concatenate([conv[: d[0]], coeff[d[0]: d[-1] + 1], conv[d[0]:]], axis=0))
+    return jax.vmap(kb.ntt, in_axes=(0, None))(jnp.stack(digits), ks["ext_tables"])
 
 
 def _inner(kb, jnp, digits, key, ks, lift=None):
@@ -581,12 +590,13 @@ def _divide_round(kb, jnp, x, c):
     """round(x / T) for both parts of x (2, kh + k, N) in NTT form, T = Π of the last k primes
     (``ring.DivideRound``): the residue t = (x + ⌊T/2⌋) mod T in mixed radix (Garner digits d_i), the
     correction (⌊T/2⌋ − t)·T^-1 on each head prime, then head·T^-1 + correction; (2, kh, N) out.  The two
-    parts go through each NTT together (2k and 2kh rows)."""
+    parts go through each NTT together (batched over the parts, one set of tables)."""
+    import jax
     hc = c["head_bc"]
     heads = hc.q.shape[0]
     head, tail = x[:, :heads], x[:, heads:]
-    k, n = tail.shape[1], tail.shape[2]
-    tail = kb.intt(tail.reshape(2 * k, n), c["tail_tables"]).reshape(2, k, n)
+    k = tail.shape[1]
+    tail = jax.vmap(kb.intt, in_axes=(0, None))(tail, c["tail_tables"])
     digits = []
     for i in range(k):
         ti = _row(c["tail_bc"], i)
@@ -597,7 +607,7 @@ def _divide_round(kb, jnp, x, c):
     corr = jnp.broadcast_to(c["half_head"], head.shape)
     for j, d in enumerate(digits):
         corr = kb.addmod(corr, _mulc(kb, d[:, None, :], c["weight"][:, j:j + 1], hc), hc.q)
-    corr = kb.ntt(corr.reshape(2 * heads, n), c["head_tables"]).reshape(2, heads, n)
+    corr = jax.vmap(kb.ntt, in_axes=(0, None))(corr, c["head_tables"])
     return kb.addmod(_mulc(kb, head, c["t_inv"], hc), corr, hc.q)
 
 

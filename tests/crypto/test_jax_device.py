@@ -4,7 +4,6 @@ A small insecure ring (N = 2^10, three levels, dnum = 3 so the lower levels have
 keygen and the XLA compilations within seconds; every device result is brought back with ``to_host`` and
 compared with the numba evaluator's ciphertext array for array, level and scale included.
 """
-import math
 
 import numpy as np
 import pytest
