@@ -361,8 +361,8 @@ def test_onnx_projection_shortcut_and_residual_mlp_against_onnxruntime():
 
 @pytest.mark.filterwarnings("ignore::tensor_ops.nn.ActivationRangeWarning")
 def test_relu_residual_block_agrees_in_argmax_with_calibration(tmp_path):
-    """tests/model's block (conv, relu, conv, + x, relu, GAP, Gemm), relu fitted on calibration data: the
-    decrypted outputs' argmax equals onnxruntime's."""
+    """tests/model's block (conv, relu, conv, + x, relu, GAP, Gemm), relu fitted on calibration data, by
+    ``python -m tensor_ops infer`` in a subprocess: the decrypted outputs' argmax equals onnxruntime's."""
     proto = residual_block()
     onnx.save(proto, tmp_path / "r.onnx")
     rng = np.random.default_rng(2)
@@ -370,8 +370,11 @@ def test_relu_residual_block_agrees_in_argmax_with_calibration(tmp_path):
     x = rng.uniform(-1, 1, (8, 4, 6, 6)).astype(np.float32)
     np.save(tmp_path / "cal.npy", calibration)
     np.save(tmp_path / "x.npy", x)
-    assert tensor_cli.main(["infer", "--model", str(tmp_path / "r.onnx"), "--calibration", str(tmp_path / "cal.npy"),
-                            "--input", str(tmp_path / "x.npy"), "--out", str(tmp_path / "y.npy")]) == 0
+    from tests.model.test_cli import python_m
+
+    result = python_m("tensor_ops", "infer", "--model", "r.onnx", "--calibration", "cal.npy", "--input", "x.npy",
+                      "--out", "y.npy", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
     y, want = np.load(tmp_path / "y.npy"), run_onnx(proto, x)
     np.testing.assert_array_equal(np.argmax(y, 1), np.argmax(want, 1))  # the plain reference: 500 of 500
 
