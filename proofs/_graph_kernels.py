@@ -95,3 +95,57 @@ def pair_sums(table, out):
         for c in range(4):
             s = table[2 * j, c] + table[2 * j + 1, c]
             out[j, c] = s - P if s >= P else s
+
+
+@numba.njit(cache=True, inline="always")
+def _fold_into(table, i, r, out, k):
+    """out[k] = table[2i] + r (table[2i+1] - table[2i]) for an F_p4 table (one row of a fold)."""
+    d0 = table[2 * i + 1, 0] - table[2 * i, 0] if table[2 * i + 1, 0] >= table[2 * i, 0] else \
+        table[2 * i + 1, 0] + P - table[2 * i, 0]
+    d1 = table[2 * i + 1, 1] - table[2 * i, 1] if table[2 * i + 1, 1] >= table[2 * i, 1] else \
+        table[2 * i + 1, 1] + P - table[2 * i, 1]
+    d2 = table[2 * i + 1, 2] - table[2 * i, 2] if table[2 * i + 1, 2] >= table[2 * i, 2] else \
+        table[2 * i + 1, 2] + P - table[2 * i, 2]
+    d3 = table[2 * i + 1, 3] - table[2 * i, 3] if table[2 * i + 1, 3] >= table[2 * i, 3] else \
+        table[2 * i + 1, 3] + P - table[2 * i, 3]
+    _ext_mul_into(d0, d1, d2, d3, r[0], r[1], r[2], r[3], out, k)
+    for c in range(4):
+        s = out[k, c] + table[2 * i, c]
+        out[k, c] = s - P if s >= P else s
+
+
+@numba.njit(cache=True)
+def bits_fold_round(lin, bits, r, eq, lin_out, bits_out, out):
+    """Bind the previous variable to r (lin, bits: F_p4 tables of 2M rows -> lin_out, bits_out of M) and, in the
+    same pass, the next round's sums of :func:`bits_round_ext` over the folded tables (eq: M / 2 rows)."""
+    acc = np.zeros((2, 3, 4), dtype=np.uint64)
+    cur = np.empty((2, 4), dtype=np.uint64)
+    dif = np.empty((2, 4), dtype=np.uint64)
+    prod = np.empty((3, 4), dtype=np.uint64)
+    for j in range(lin_out.shape[0] // 2):
+        for h in range(2):
+            _fold_into(lin, 2 * j + h, r, lin_out, 2 * j + h)
+            _fold_into(bits, 2 * j + h, r, bits_out, 2 * j + h)
+        for c in range(4):
+            cur[0, c], dif[0, c] = _line(lin_out[2 * j, c], lin_out[2 * j + 1, c])
+            cur[1, c], dif[1, c] = _line(bits_out[2 * j, c], bits_out[2 * j + 1, c])
+        for x in range(3):
+            if x:
+                for q in range(2):
+                    for c in range(4):
+                        cur[q, c] = _step(cur[q, c], dif[q, c])
+            _ext_mul_into(cur[0, 0], cur[0, 1], cur[0, 2], cur[0, 3], cur[1, 0], cur[1, 1], cur[1, 2], cur[1, 3],
+                          prod, 0)
+            _ext_mul_into(cur[1, 0], cur[1, 1], cur[1, 2], cur[1, 3], cur[1, 0], cur[1, 1], cur[1, 2], cur[1, 3],
+                          prod, 1)
+            for c in range(4):  # t^2 - t
+                prod[1, c] = prod[1, c] - cur[1, c] if prod[1, c] >= cur[1, c] else prod[1, c] + P - cur[1, c]
+            _ext_mul_into(eq[j, 0], eq[j, 1], eq[j, 2], eq[j, 3], prod[1, 0], prod[1, 1], prod[1, 2], prod[1, 3],
+                          prod, 2)
+            for c in range(4):
+                acc[0, x, c] += prod[0, c]
+                acc[1, x, c] += prod[2, c]
+    for a in range(2):
+        for x in range(3):
+            for c in range(4):
+                out[a, x, c] = acc[a, x, c] % P

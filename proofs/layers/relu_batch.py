@@ -191,7 +191,8 @@ class BitsProver:
     eq(tau, (r, X, y)) = C_j eq(tau_j, X) E_j[y] with C_j = prod_(i < j) eq(tau_i, r_i) and E_j = eq(tau_(> j), .),
     so g_j(X) = sum_y l(X, y) t(X, y) - beta C_j eq(tau_j, X) sum_y E_j[y] (t(X, y)^2 - t(X, y)), both sums of degree 2 in X
     evaluated at 0, 1, 2 by one pass (:mod:`proofs._graph_kernels`, numpy when short) and extended to 3;
-    E_(j+1)[y] = E_j[2y] + E_j[2y + 1] (the bound variable summed out)."""
+    E_(j+1)[y] = E_j[2y] + E_j[2y + 1] (the bound variable summed out). Long F_p4 tables are bound lazily: the
+    next round's pass folds them as it sums (one pass over memory instead of two)."""
 
     degree = DEGREE
 
@@ -199,6 +200,7 @@ class BitsProver:
         self._lin, self._bits, self._beta, self._tau = lin, bits, beta, tau
         self._eq = eq_table(tau[1:])
         self._scale = F.ext_one()
+        self._pending = None  # a challenge not yet folded into lin and bits
         self.num_vars = log2(bits.shape[0])
         self.challenges = []
         self._sum = None
@@ -207,7 +209,14 @@ class BitsProver:
         kernels = None
         if self._bits.shape[0] >= F.NUMBA_MIN_SIZE and F.numba_kernels() is not None:
             from .. import _graph_kernels as kernels
-        if kernels is None:
+        if self._pending is not None:  # fold and sum in one pass
+            half = self._bits.shape[0] // 2
+            lin, bits = (np.empty((half, F.EXT_DEGREE), dtype=np.uint64) for _ in range(2))
+            sums = np.zeros((2, 3, F.EXT_DEGREE), dtype=np.uint64)
+            kernels.bits_fold_round(self._lin, self._bits, self._pending, self._eq, lin, bits, sums)
+            self._lin, self._bits, self._pending = lin, bits, None
+            first, second = sums[0], sums[1]
+        elif kernels is None:
             first, second = round_sums_numpy(self._lin, self._eq, self._bits)
         else:
             sums = np.zeros((2, 3, F.EXT_DEGREE), dtype=np.uint64)
@@ -234,13 +243,18 @@ class BitsProver:
         r = np.asarray(r, dtype=np.uint64)
         tau = self._tau[len(self.challenges)]
         self._scale = F.ext_mul(self._scale, eq_eval(tau[None], r[None]))
-        self._lin, self._bits = fold(self._lin, r), fold(self._bits, r)
+        if self._bits.ndim == 2 and self._bits.shape[0] >= max(F.NUMBA_MIN_SIZE, 4) and F.numba_kernels() is not None:
+            self._pending = r
+        else:
+            self._lin, self._bits = fold(self._lin, r), fold(self._bits, r)
         if self._eq.shape[0] > 1:
             self._eq = _pair_sums(self._eq)
         self.challenges.append(r)
         self._sum = None
 
     def final_evaluations(self):
+        if self._pending is not None:
+            self._lin, self._bits, self._pending = fold(self._lin, self._pending), fold(self._bits, self._pending), None
         t = self._bits[0] if self._bits.ndim == 2 else F.ext_from_base(self._bits[0])
         lin = F.ext_add(self._lin[0], F.ext_mul(self._beta, self._scale))  # W~ + beta eq(tau, sigma)
         return [[lin, t], [self._scale, t, t]]

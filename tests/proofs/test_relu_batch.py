@@ -159,3 +159,17 @@ def test_eq_table_kernel_equals_its_numpy_twin(k):
     _kernels.eq_table_into(point, out)
     assert np.array_equal(out, _eq_table_numpy(point))
     assert np.array_equal(eq_table(point), out)
+
+
+def test_fused_fold_round_kernel_equals_fold_then_round():
+    from proofs import _graph_kernels as kernels
+    from proofs.mle import fold
+    rng = np.random.default_rng(5)
+    n = 1 << 10
+    lin, bits, eq, r = _ext(rng, n), _ext(rng, n), _ext(rng, n // 4), _ext(rng)
+    lin_out, bits_out = (np.empty((n // 2, F.EXT_DEGREE), dtype=np.uint64) for _ in range(2))
+    out = np.zeros((2, 3, F.EXT_DEGREE), dtype=np.uint64)
+    kernels.bits_fold_round(lin, bits, r, eq, lin_out, bits_out, out)
+    assert np.array_equal(lin_out, fold(lin, r)) and np.array_equal(bits_out, fold(bits, r))
+    first, second = round_sums_numpy(fold(lin, r), eq, fold(bits, r))
+    assert np.array_equal(out[0], first) and np.array_equal(out[1], second)
