@@ -322,6 +322,34 @@ def _merkle_tree(digests: np.ndarray) -> list:
     return levels
 
 
+def _root_from(leaves: np.ndarray, indices: np.ndarray, path: list, depth: int) -> bytes:
+    """The root from the opened ``leaves`` (first axis) at sorted distinct ``indices`` and their multi-proof,
+    level by level with one BLAKE2b kernel call per level (the twin of :func:`proofs.commit._merkle_root_from`,
+    which runs on big-endian hosts and without numba)."""
+    kernels = _kernels() if sys.byteorder == "little" else None
+    if kernels is None:
+        return _merkle_root_from(_digests(leaves), indices, path, depth)
+    data = np.ascontiguousarray(leaves, dtype="<u4").reshape(leaves.shape[0], -1).view(np.uint8)
+    digests = np.empty((data.shape[0], DIGEST_SIZE), dtype=np.uint8)
+    kernels.blake2b_rows(np.uint8(0), data, kernels._IV, kernels._SIGMA, digests)
+    sent = np.frombuffer(b"".join(path), dtype=np.uint8).reshape(-1, DIGEST_SIZE)
+    known, position = np.asarray(indices, dtype=np.int64), 0
+    for _ in range(depth):
+        siblings = np.setdiff1d(known ^ 1, known)
+        if position + siblings.size > sent.shape[0]:
+            raise ProofRejected("Merkle multi-proof has too few digests", "commitment opening")
+        nodes = np.concatenate([known, siblings])
+        order = np.argsort(nodes, kind="stable")
+        pairs = np.ascontiguousarray(np.concatenate([digests, sent[position:position + siblings.size]])[order])
+        position += siblings.size
+        digests = np.empty((pairs.shape[0] // 2, DIGEST_SIZE), dtype=np.uint8)
+        kernels.blake2b_rows(np.uint8(1), pairs.reshape(-1, 2 * DIGEST_SIZE), kernels._IV, kernels._SIGMA, digests)
+        known = nodes[order][0::2] >> 1
+    if position != sent.shape[0]:
+        raise ProofRejected(f"Merkle multi-proof has {sent.shape[0] - position} extra digests", "commitment opening")
+    return digests[0].tobytes()
+
+
 def _root(levels: list) -> bytes:
     return levels[-1][0].tobytes()
 
@@ -1177,7 +1205,7 @@ def _opened(leaves, paths, index_space: int, queries, depth: int, root: bytes, n
     index = np.unique(position // group)
     _check_array(leaves, (index.size, group * shape_tail[0]) + shape_tail[1:], name)
     path = _check_digests(paths, name)
-    _require(_merkle_root_from(_digests(leaves), index, path, depth - (group.bit_length() - 1)) == root,
+    _require(_root_from(leaves, index, path, depth - (group.bit_length() - 1)) == root,
              f"{name}: opened cosets do not hash to the root")
     rows = leaves[np.searchsorted(index, position // group)].reshape((len(queries), group) + shape_tail)
     return rows[np.arange(len(queries)), position % group]

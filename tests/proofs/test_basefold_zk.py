@@ -301,3 +301,21 @@ def test_a_hidden_table_is_never_sent_whole(num_vars):
     commitment, witness = Z.commit(np.arange(1 << num_vars), params, seed=1)
     values, proof = Z.open_batch([witness], [F.ext_random((1, num_vars), seed=2)], Transcript("s"))
     assert not proof.tables and proof.final.size
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 7), st.integers(1, 3), seeds)
+def test_kernel_merkle_root_is_the_hashlib_twin(depth, width, seed):
+    from proofs.commit import _merkle_root_from
+    rng = np.random.default_rng(seed)
+    leaves = rng.integers(0, F.P, (1 << depth, width), dtype=np.uint64)
+    levels = B._merkle_tree(B._digest_array(leaves))
+    index = np.unique(rng.integers(0, 1 << depth, int(rng.integers(1, 6))))
+    path = B._merkle_paths(levels, index)
+    root = B._root_from(leaves[index], index, path, depth)
+    assert root == B._root(levels) == _merkle_root_from(B._digests(leaves[index]), index, path, depth)
+    if path:
+        with pytest.raises(ProofRejected):
+            B._root_from(leaves[index], index, path[:-1], depth)
+    with pytest.raises(ProofRejected):
+        B._root_from(leaves[index], index, path + [b"\0" * 32], depth)
