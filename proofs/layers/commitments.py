@@ -9,11 +9,11 @@ The hiding commitments of zero-knowledge proofs are chosen the same way: :class:
 (Ligero with random tails and salted columns, one opening per store and per sumcheck mask; the default) or
 :class:`~proofs.basefold_zk.HidingBasefoldParams` (every store and every sumcheck mask in one batched opening,
 :mod:`proofs.layers.basefold_channel`; ``Network(zk=True, params=network_zk.basefold_params())``).
-Measured on the 16->16->4 MLP (batch 1, both at >= 100 proven bits; CPU times, load average ~14 on 2 cores):
-hiding Ligero 611 KB, prove 0.126 s, verify 44.5 ms, commitment 2.46 MB; hiding Basefold
-(:func:`~proofs.layers.network_zk.basefold_params`) 133 KB, prove 0.260 s, verify 25.3 ms, commitment 381 KB.
+Measured on the 16->16->4 MLP (batch 1, both at >= 100 proven bits; CPU times, load average ~13 on 2 cores):
+hiding Ligero 615 KB, prove 0.121 s, verify 44.5 ms, commitment 2.46 MB; hiding Basefold
+(:func:`~proofs.layers.network_zk.basefold_params`) 131 KB, prove 0.274 s, verify 24.1 ms, commitment 383 KB.
 A training step (6->5->3, batch 3): Ligero 5.6 MB, prove 0.75 s; Basefold 218 KB, prove 0.81 s. Basefold wins
-bytes 4.6-26x and verification 1.8-2.7x but costs 2.1x prover time on the small network (its slot tables are
+bytes 4.6-26x and verification 1.8-2.7x but costs 2.1-2.3x prover time on the small network (its slot tables are
 8-32x the data) and cannot hide tables above about 2^19 entries (a 784->128->10 step at batch 64 stores 2^23):
 the default stays Ligero, Basefold is the choice for small proofs.
 """
