@@ -269,7 +269,7 @@ def bits_params(params: CommitParams) -> CommitParams:
     """The per-proof bits commitment's parameters: rate 1/2 (half the encoding and hashing of rate 1/4: it is
     committed in every proof) with the fewest queries giving at least the weights commitment's query soundness
     (each query misses with probability 3/4)."""
-    return CommitParams(2, math.ceil(params.security_bits / -math.log2(0.75)))
+    return CommitParams(2, min(4096, math.ceil(params.security_bits / -math.log2(0.75))))  # 4096: 1700 bits
 
 
 def _bits_packing(qgraph: QuantizedGraph, batch: int):

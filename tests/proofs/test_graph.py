@@ -385,3 +385,19 @@ def test_a_graph_without_private_constants_is_refused():
         GraphNetwork(q)
     with pytest.raises(ModelError, match="no weight or bias to commit"):
         HidingGraphNetwork(q, max_proofs=1)
+
+
+def test_bits_commitment_parameters_are_the_derived_ones(residual):
+    """The per-proof bits commitment is at rate 1/2 with at least the weights' query soundness; one committed at
+    other parameters (here the weights' own, rate 1/4) is rejected before its opening is read."""
+    from proofs.commit import CommitParams, commit
+    from proofs.layers.graph import bits_params
+    q, net, x, proof = residual
+    weights = net.commitment.weights.params
+    assert proof.bits_commitment.params == bits_params(weights) and bits_params(weights).rate_inv == 2
+    assert bits_params(weights).security_bits >= weights.security_bits
+    assert bits_params(CommitParams(64, 4096)).num_queries == 4096
+    other, _ = commit(np.zeros(1 << proof.bits_commitment.num_vars, dtype=np.uint64), weights)
+    forged = GraphProof(proof.output, other, proof.items, proof.bits_opening, proof.weights_opening)
+    with pytest.raises(ProofRejected, match="bits commitment"):
+        verify_graph(net.commitment, x, forged)
