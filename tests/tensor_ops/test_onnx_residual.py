@@ -444,3 +444,41 @@ def test_a_skip_below_the_branch_is_refused_not_aligned():
     ct = _Ct(np.zeros(plan.params.slots), 1, plan.params.scale)
     with pytest.raises(LevelError, match="skip is at level 1, the branch's output at 1"):
         server._join(index, server._stages[index], plan.stages[index], ct, ct)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(1, 3), st.integers(1, 3), st.booleans(), st.booleans(), st.sampled_from(["rotations", "dense"]),
+       st.booleans(), st.integers(0, 2**31))
+def test_random_conv_residual_blocks_on_plain_slots(c, o, pool, projection, choice, nested, seed):
+    """Convolutional blocks (a pool inside the branch and the shortcut, a 1x1 projection, a nested block,
+    a pool after the join) through the packed stages' naive twin equal the layer-by-layer reference."""
+    from tensor_ops.nn import AvgPool2d
+
+    rng = np.random.default_rng(seed)
+    conv = lambda o_, c_, k, p: Conv2d(rng.normal(size=(o_, c_, k, k)) / k, rng.normal(size=o_) * 0.1, padding=p)
+    inner = [Square(), conv(o, o, 3, 1)]
+    if nested:
+        inner = [Residual(inner)]
+    branch = inner + [AvgPool2d(2)] * pool
+    shortcut = [conv(o, o, 1, 0)] * projection + [AvgPool2d(2)] * pool
+    side = 8 // (2 * (1 + pool))
+    model = Sequential([conv(o, c, 3, 1), Residual(branch, shortcut), AvgPool2d(2), Square(), Flatten(),
+                        _linear(rng, 3, o * side ** 2)], input_shape=(c, 8, 8))
+    assert [layer.kind for layer in model.plan_layers][3 + nested] == "conv2d"
+    stages, block = packed_stages(model, model.input_shape, {0: choice, 3 + nested: choice}, ActivationStage)
+    x = rng.uniform(-1, 1, (2, c, 8, 8))
+    v, kept = np.zeros(4 * block), []
+    for b in range(2):
+        v[b * block:b * block + x[b].size] = x[b].ravel()
+    for stage in stages:
+        if isinstance(stage, PackedFork):
+            kept.append(v)
+        elif isinstance(stage, PackedJoin):
+            v = v + stage.apply_slots(kept.pop(), block)
+        elif isinstance(stage, PackedAffine):
+            v = stage.apply_slots(v, block)
+        else:
+            v = stage.apply(v)
+    got = np.stack([v[b * block:b * block + 3] for b in range(2)])
+    np.testing.assert_allclose(got, model.forward_layers(x), atol=1e-8)
+    np.testing.assert_allclose(model.forward(x), model.forward_layers(x), atol=1e-8)
