@@ -119,7 +119,8 @@ class EncryptedModel:
         kinds = tuple("fork" if isinstance(s, PackedFork) else "join" if isinstance(s, PackedJoin) else "affine"
                       if isinstance(s, PackedAffine) else "activation" for s in self._stages)
         if kinds != tuple(s.kind for s in plan.stages):
-            raise ShapeError(f"the model compiles to the stages {kinds}, the plan has {tuple(s.kind for s in plan.stages)}")
+            raise ShapeError(f"the model compiles to the stages {kinds}, the plan has "
+                             f"{tuple(s.kind for s in plan.stages)}")
         self._encoded = {} if encoded is None else encoded
         self._routes = rotation_routes(plan.stage_rotations, context.rotation_steps, plan.params.slots)
         if plan.bootstraps:  # the bootstrap rotates by its own steps: each needs its key

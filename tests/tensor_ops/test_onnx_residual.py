@@ -161,7 +161,8 @@ def residual_chains(draw):
     def chain(width, budget, allow_block):
         layers, depth = [], 0
         for _ in range(draw(st.integers(1, 3))):
-            kind = draw(st.sampled_from(["linear", "act", "block", "affine_block"] if allow_block else ["linear", "act"]))
+            kinds = ["linear", "act", "block", "affine_block"] if allow_block else ["linear", "act"]
+            kind = draw(st.sampled_from(kinds))
             if kind == "linear":
                 layers.append(_linear(rng, width, width))
             elif kind == "act" and depth < budget:
