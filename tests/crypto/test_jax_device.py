@@ -192,7 +192,7 @@ def test_operations_make_no_host_transfers(ctx, dev):
     da, db = dev.to_device(a), dev.to_device(b)
     dev.mul_rescale(da, db).block_until_ready()
     dev.rotate(da, 5).block_until_ready()
-    with jax.transfer_guard("disallow"):
+    with jax.transfer_guard("disallow_explicit"):          # explicit uploads (device_put) too
         dev.mul_rescale(da, db).block_until_ready()
         dev.rotate(da, 5).block_until_ready()
 
