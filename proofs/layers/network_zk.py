@@ -17,7 +17,8 @@ with a proof that they agree (:mod:`proofs.layers.reusable`), and each proof ope
 number of proofs up to ``max_proofs`` stays zero knowledge (a store's masks and row tails hide one proof's
 values and columns, not an unbounded number). The proof store ``p`` (fresh per proof) holds the hidden
 activations A_i (i >= 1) and every requantized layer's bit planes (:mod:`proofs.layers.requant`). Feature
-and batch axes are padded to >= 8 (so each tensor has enough masked variables for the values it states).
+axes are padded to >= 8 and the batch axis to the fewest rows giving each stored tensor >= 4 element
+variables (:func:`batch_width`: enough masked variables for the values it states).
 
 **Basefold stores** (``params=basefold_params()``, :mod:`proofs.basefold_zk`): the same relations over a
 :class:`~proofs.layers.basefold_channel.BasefoldChannel`: the model copies are hiding Basefold commitments
@@ -61,7 +62,7 @@ from .. import field as F
 from ..errors import ModelError
 from ..proof_format import ByteReader, ByteWriter, from_record, parse_nested, to_record
 from ..mle import mle_evaluate
-from ..relations import Slot, StoreLayout, Stored, Term, commit_store, eq_factor, table_factor
+from ..relations import MIN_ELEMENT_VARS, Slot, StoreLayout, Stored, Term, commit_store, eq_factor, table_factor
 from ..transcript import Transcript
 from ..zk import HidingCommitment, HidingParams, ZKSumcheckProof
 from .basefold_channel import BasefoldChannel, StorePlan, commit_hosted
@@ -89,6 +90,21 @@ def default_params() -> HidingParams:
 
 def width(n: int) -> int:
     return padded(n, MIN_PADDED)
+
+
+def batch_width(layers, batch: int) -> int:
+    """The padded batch axis: the fewest rows (a power of two >= batch) giving every proof-store tensor (A_i,
+    i >= 1, and each decomposition's planes) >= MIN_ELEMENT_VARS element variables; the feature axes stay padded
+    to >= 8. Sized to what the store holds (batch 1 of a 16-wide layer: 1 row, not 8); the padded rows stay
+    constrained by valid_B as before."""
+    sizes, stored = _sizes(layers), []
+    for i, info in enumerate(layers):
+        if i:
+            stored.append(width(sizes[i]))
+        if info.decomposition is not None:
+            stored.append(width(sizes[i + 1]))
+    need = max([MIN_ELEMENT_VARS - log2(w) for w in stored], default=0)
+    return max(padded(batch, 1), 1 << max(0, need))
 
 
 def _sizes(layers) -> list:
@@ -123,10 +139,12 @@ def commit_model(model, layers, params: HidingParams, max_proofs: int = DEFAULT_
 
 def basefold_params() -> BZ.HidingBasefoldParams:
     """The hiding Basefold parameters of a zero-knowledge Network (``Network(zk=True, params=basefold_params())``):
-    rate 1/8 (126 proven queries), leaves of 2^3 values, folding to 2^9, rows of <= 2^16 symbols: the smallest
-    16->16->4 proofs measured among rates 1/4..1/16, arities 2..5, final sizes 4..11 and rows 2^16..2^22 (133-137
-    KB against 139-334 KB for the others); short rows also keep the field terms of 16 copies' agreement small."""
-    return BZ.HidingBasefoldParams(B.BasefoldParams(rate_inv=8, arity=3, final_vars=9, max_log_codeword=16))
+    rate 1/8 (126 proven queries), leaves of 2^3 values, folding to 2^10, rows of <= 2^16 symbols: the smallest
+    16->16->4 proofs measured among rates 1/4..1/16, arities 2..5, final sizes 4..11 and rows 2^16..2^22; with the
+    batch-sized proof store (:func:`batch_width`, a 2^15-entry slot table) 97.9 KB against 99-115 KB for final
+    sizes 2^8, 2^9, 2^11, arities 2 and 4, rates 1/16 and rows 2^15..2^18; short rows also keep the field terms of
+    16 copies' agreement small."""
+    return BZ.HidingBasefoldParams(B.BasefoldParams(rate_inv=8, arity=3, final_vars=10, max_log_codeword=16))
 
 
 def is_basefold(params) -> bool:
@@ -136,7 +154,7 @@ def is_basefold(params) -> bool:
 
 def proof_layout(layers, batch: int):
     """The proof store (None when the network has neither hidden layers nor decompositions)."""
-    sizes, b_vars = _sizes(layers), log2(width(batch))
+    sizes, b_vars = _sizes(layers), log2(batch_width(layers, batch))
     slots = []
     for i, info in enumerate(layers):
         if i:
@@ -159,7 +177,7 @@ def _layouts(layers, batch: int) -> dict:
 
 def proof_tables(layers, trace, batch: int) -> dict:
     """The proof store's tables from the integer forward trace (padded, decompositions of every layer)."""
-    tables, b_pad = {}, width(batch)
+    tables, b_pad = {}, batch_width(layers, batch)
     for i, (info, layer_trace) in enumerate(zip(layers, trace)):
         out_pad = width(info.out_features)
         if i + 1 < len(layers):
@@ -233,7 +251,7 @@ def _run(layers, batch: int, channel: Channel, x_table, output_table) -> None:
     """The module's relations, identical for prover, verifier and the shape count."""
     where = locate({}, {k: v for k, v in channel.layouts.items() if k != "w"})
     protocol = Protocol(None, channel, where, x_table)
-    sizes, b_vars = _sizes(layers), log2(width(batch))
+    sizes, b_vars = _sizes(layers), log2(batch_width(layers, batch))
     one = F.ext_one()
     for i, info in enumerate(layers):
         in_vars, out_vars = log2(width(sizes[i])), log2(width(sizes[i + 1]))
@@ -392,7 +410,7 @@ def prove(network, x, trace, report=None, copy: int | None = None) -> HidingNetw
     transcript = _transcript(commitment, x, output, proof_commitments, copy)
     channel = Channel(transcript, params, layouts, {k: w.commitment for k, w in witnesses.items()}, witnesses)
     channel.prior_views = {"w": statement.agreement_views[copy]}
-    b_pad = width(batch)
+    b_pad = batch_width(layers, batch)
     _run(layers, batch, channel, _field_matrix(x, b_pad, width(layers[0].in_features)),
          _field_matrix(output, b_pad, width(layers[-1].out_features)))
     report("proved the relations")
@@ -434,7 +452,7 @@ def _prove_basefold(network, x, trace, report, copy) -> HidingNetworkProof:
                               witnesses=witnesses, openers={"w": w_store.commitment_witness, "p": p_opener},
                               mask_coefficients=coefficients)
     channel.prior_views = {"w": statement.agreement_views[copy]}
-    b_pad = width(batch)
+    b_pad = batch_width(layers, batch)
     _run(layers, batch, channel, _field_matrix(x, b_pad, width(layers[0].in_features)),
          _field_matrix(output, b_pad, width(layers[-1].out_features)))
     report("proved the relations")
@@ -455,7 +473,7 @@ def _verify_basefold(commitment, x, proof, params, where: str) -> np.ndarray:
     commitments = {"w": commitment.weights.copies[relations.copy], "p": p_commitment}
     transcript = _transcript(commitment, x, proof.output, relations.commitments, relations.copy)
     channel = BasefoldChannel(transcript, params, layouts, plans, commitments, "p", items=relations.items)
-    b_pad = width(batch)
+    b_pad = batch_width(layers, batch)
     _run(layers, batch, channel, _field_matrix(x, b_pad, width(layers[0].in_features)),
          _field_matrix(proof.output, b_pad, width(layers[-1].out_features)))
     channel.open_all()
@@ -507,7 +525,7 @@ def verify(commitment, x, proof: HidingNetworkProof) -> np.ndarray:
     check_store_commitments(layouts, commitments, rows, params, commitment.weights.params, relations.items, where)
     transcript = _transcript(commitment, x, proof.output, relations.commitments, relations.copy)
     channel = Channel(transcript, params, layouts, commitments, items=relations.items)
-    b_pad = width(batch)
+    b_pad = batch_width(layers, batch)
     _run(layers, batch, channel, _field_matrix(x, b_pad, width(layers[0].in_features)),
          _field_matrix(proof.output, b_pad, width(layers[-1].out_features)))
     channel.open_all()
