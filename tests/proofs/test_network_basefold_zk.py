@@ -205,3 +205,25 @@ def test_proofs_of_the_other_hiding_scheme_are_rejected(setup):
         verify_network(network.commitment, x, other)
     with pytest.raises(ProofRejected):
         verify_network(ligero.commitment, x, proof)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 300), min_size=2, max_size=4), st.integers(1, 70),
+       st.lists(st.booleans(), min_size=3, max_size=3))
+def test_batch_width_is_the_fewest_rows_giving_every_stored_tensor_enough_mask_variables(sizes, batch, relus):
+    """Every proof-store slot has >= MIN_ELEMENT_VARS element variables (the layout refuses fewer), and no smaller
+    power of two >= batch would do: the padding is what the masking needs, not a fixed >= 8 rows."""
+    from proofs.layers.statement import LayerInfo
+    from proofs.relations import MIN_ELEMENT_VARS
+
+    layers = tuple(LayerInfo(sizes[i], sizes[i + 1], 8, 8, 8 if relus[i] else 0, relus[i], 12, -2 ** 20, 2 ** 20)
+                   for i in range(len(sizes) - 1))
+    rows = network_zk.batch_width(layers, batch)
+    assert rows >= batch and rows & (rows - 1) == 0
+    layout = network_zk.proof_layout(layers, batch)
+    if layout is None:
+        return
+    assert min(s.elem_vars for s in layout.slots) >= MIN_ELEMENT_VARS
+    if rows > max(1, 1 << (batch - 1).bit_length()):  # padded beyond the batch: half the rows would be too few
+        fewest = min(s.elem_vars for s in layout.slots) - 1
+        assert fewest < MIN_ELEMENT_VARS
