@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import KeyMissingError, LevelError, ParameterError, ScaleError
-from ..keyswitch import galois_element
+from ..keyswitch import conjugation_element, galois_element
 from ..ntt_base import BasisConversion
 from ..rlwe import Ciphertext, Plaintext, check_same_context
+from .bootstrap import Bootstrapper
 from .evaluator import SCALE_TOLERANCE
 
 
@@ -124,6 +125,13 @@ def tiled(x, slots: int) -> np.ndarray:
 
 # ------------------------------------------------------------------------------------------------------
 # Device constants (numpy, converted to device arrays once per evaluator and level).
+
+def _is_scalar(x) -> bool:
+    """A number that fills every slot (``Evaluator._as_operand``'s scalars; a 0-d array counts)."""
+    if isinstance(x, np.ndarray) and x.ndim == 0:
+        x = x.item()
+    return isinstance(x, (int, float, complex, np.number)) and not isinstance(x, bool)
+
 
 def _col(values) -> np.ndarray:
     """A (k, 1) uint32 column (residues and moduli are below 2^31)."""
@@ -312,16 +320,7 @@ class DeviceEvaluator:
         """Device constants of key switching at ``level`` (``KeySwitcher.plan``)."""
         def make():
             plan = self.switcher.plan(level)
-            convs = []
-            for conv in plan.conversions:
-                big_q = math.prod(int(q) for q in conv.q_from)
-                cv = {k: self._put(v) for k, v in dict(
-                    qhat_inv=_col(conv.qhat_inv), q_from_inv=np.asarray(conv.q_from_inv, np.float64).reshape(-1, 1),
-                    big_q_mod_p=_col([big_q % int(p) for p in conv.q_to])).items()}
-                cv.update(from_bc=self._bc(conv.q_from), to_bc=self._bc(conv.q_to),
-                          conv=self._kb.DeviceConversion.of(BasisConversion(tuple(int(q) for q in conv.q_from),
-                                                                            tuple(int(p) for p in conv.q_to))))
-                convs.append(cv)
+            convs = [self._conv_consts(conv) for conv in plan.conversions]
             c = {k: self._put(v) for k, v in dict(
                 digit_ids=plan.digit_ids.astype(np.int32), key_rows=np.array(plan.ext_idx, dtype=np.int32),
                 p_mod_q=_col(plan.p_mod_q)).items()}
@@ -329,6 +328,17 @@ class DeviceEvaluator:
                      q_tables=self._tables(range(self.params.limbs_at(level))))
             return c
         return self._cached(("ks", level), make)
+
+    def _conv_consts(self, conv):
+        """Device constants of a centred conversion (a ``keyswitch.CenteredConversion``; ``_centred_convert``)."""
+        big_q = math.prod(int(q) for q in conv.q_from)
+        cv = {k: self._put(v) for k, v in dict(
+            qhat_inv=_col(conv.qhat_inv), q_from_inv=np.asarray(conv.q_from_inv, np.float64).reshape(-1, 1),
+            big_q_mod_p=_col([big_q % int(p) for p in conv.q_to])).items()}
+        cv.update(from_bc=self._bc(conv.q_from), to_bc=self._bc(conv.q_to),
+                  conv=self._kb.DeviceConversion.of(BasisConversion(tuple(int(q) for q in conv.q_from),
+                                                                    tuple(int(p) for p in conv.q_to))))
+        return cv
 
     def _rotation_consts(self, steps):
         def make():
@@ -346,9 +356,12 @@ class DeviceEvaluator:
             return fn(*args)
 
     def add(self, a: DeviceCiphertext, b) -> DeviceCiphertext:
-        """a + b for a device ciphertext or device plaintext b at a's level and scale."""
+        """a + b for a device ciphertext or device plaintext b at a's level and scale, or a scalar b (every
+        slot; ``Evaluator.add``'s constant, uploaded once per value, level and scale)."""
         self._check(a)
         kb = self._kb
+        if _is_scalar(b):
+            b = self._constant(b, a.level, a.scale)
         if isinstance(b, DevicePlaintext):
             self._same_level_scale(a, b, "plaintext")
             out = self._run(("add_pt",), lambda: lambda x, p, c: x.at[0].set(kb.addmod(x[0], p, c.q)),
@@ -359,14 +372,66 @@ class DeviceEvaluator:
             out = self._run(("add",), lambda: lambda x, y, c: kb.addmod(x, y, c.q), a.data, b.data, self._q(a.level))
         return DeviceCiphertext(out, a.level, a.scale, max(a.length, b.length), a.is_complex or b.is_complex)
 
-    def sub(self, a: DeviceCiphertext, b: DeviceCiphertext) -> DeviceCiphertext:
-        """a − b for two device ciphertexts at one level and scale."""
+    def sub(self, a: DeviceCiphertext, b) -> DeviceCiphertext:
+        """a − b for two device ciphertexts at one level and scale, or a − b for a scalar b."""
+        if _is_scalar(b):
+            return self.add(a, -b)
         self._check(a)
         self._check(b, "operand")
         self._same_level_scale(a, b)
         kb = self._kb
         out = self._run(("sub",), lambda: lambda x, y, c: kb.submod(x, y, c.q), a.data, b.data, self._q(a.level))
         return DeviceCiphertext(out, a.level, a.scale, max(a.length, b.length), a.is_complex or b.is_complex)
+
+    def neg(self, a: DeviceCiphertext) -> DeviceCiphertext:
+        """−a (``Evaluator.neg``)."""
+        self._check(a)
+        kb = self._kb
+        out = self._run(("neg",), lambda: lambda x, c: kb.negmod(x, c.q), a.data, self._q(a.level))
+        return DeviceCiphertext(out, a.level, a.scale, a.length, a.is_complex)
+
+    def to_level(self, a: DeviceCiphertext, level: int) -> DeviceCiphertext:
+        """a at a lower (or its own) ``level``: the primes above it dropped (``Evaluator.to_level``)."""
+        self._check(a)
+        if isinstance(level, bool) or not isinstance(level, (int, np.integer)) or not 0 <= level <= a.level:
+            raise LevelError(f"level={level!r} not in [0, {a.level}] for a ciphertext at level {a.level}")
+        if level == a.level:
+            return a
+        limbs = self.params.limbs_at(int(level))
+        out = self._run(("keep", limbs), lambda: lambda x: x[:, :limbs], a.data)
+        return DeviceCiphertext(out, int(level), a.scale, a.length, a.is_complex)
+
+    def mul_int(self, a: DeviceCiphertext, c: int, scale: float | None = None) -> DeviceCiphertext:
+        """a·c for an integer c, exactly (each limb times c mod its prime; ``RNSPoly.mul_scalars``); the scale
+        is a's unless given.  The residues of c are uploaded once per (c, level)."""
+        self._check(a)
+        if isinstance(c, bool) or not isinstance(c, (int, np.integer)):
+            raise ParameterError(f"c={c!r} must be an integer")
+        moduli = self.ring.moduli[: self.params.limbs_at(a.level)]
+        col = self._cached(("int", int(c), len(moduli)), lambda: self._put(_col([int(c) % int(q) for q in moduli])))
+        kb = self._kb
+        out = self._run(("mul_col",), lambda: lambda x, v, qc: _mulc(kb, x, v, qc), a.data, col, self._q(a.level))
+        return DeviceCiphertext(out, a.level, float(a.scale if scale is None else scale), a.length, a.is_complex)
+
+    def times_i(self, a: DeviceCiphertext) -> DeviceCiphertext:
+        """i·a exactly: the product by X^(N/2) (i in every slot), scale unchanged."""
+        self._check(a)
+        limbs = self.params.limbs_at(a.level)
+        mono = self._cached(("i", limbs), lambda: self._put(
+            self.ev._half_monomial(tuple(range(limbs))).astype(np.uint32)))
+        kb = self._kb
+        out = self._run(("mul_pt",), lambda: lambda x, p, c: _mulc(kb, x, p[None], c), a.data, mono,
+                        self._q(a.level))
+        return DeviceCiphertext(out, a.level, a.scale, a.length, True)
+
+    def _constant(self, value, level: int, scale: float) -> DevicePlaintext:
+        """``Evaluator._constant`` (every slot = value) on the device, cached per (value, level, scale)."""
+        v = complex(value)
+
+        def make():
+            data = self.ev._constant(value, level, scale).data.astype(np.uint32)
+            return DevicePlaintext(self._put(data), level, float(scale), 1, bool(np.iscomplexobj(value)))
+        return self._cached(("const", v, level, float(scale), bool(np.iscomplexobj(value))), make)
 
     def mul_plain(self, a: DeviceCiphertext, pt: DevicePlaintext) -> DeviceCiphertext:
         """a·pt (no rescale): scales multiply (``Evaluator.mul`` by a Plaintext)."""
@@ -438,6 +503,55 @@ class DeviceEvaluator:
                             self._ks_consts(a.level), self._mod_down_consts(a.level, 0), self._gal, idx, perms)
             out = {k: DeviceCiphertext(res[j], a.level, a.scale, a.length, a.is_complex) for j, k in enumerate(keyed)}
         return {k: out[k % half] if k % half else a for k in steps}
+
+    def conjugate(self, a: DeviceCiphertext) -> DeviceCiphertext:
+        """Complex conjugation of every slot (``Evaluator.conjugate``): the rotations' compiled key switch with
+        the conjugation key."""
+        self._check(a)
+        g = conjugation_element(self.params.n)
+        if g not in self._gal_index:
+            raise KeyMissingError("no Galois key for conjugation; pass conjugation=True to CKKSContext.keygen")
+        idx, perms = self._cached(("conj",), lambda: (
+            self._put(np.array([self._gal_index[g]], dtype=np.int32)),
+            self._put(self.ring.automorphism_indices(g, True)[None].astype(np.int32))))
+        res = self._run(("rot", a.level), lambda: self._make_rotations(a.level), a.data, self._q(a.level),
+                        self._ks_consts(a.level), self._mod_down_consts(a.level, 0), self._gal, idx, perms)
+        return DeviceCiphertext(res[0], a.level, a.scale, a.length, a.is_complex)
+
+    def mod_raise(self, a: DeviceCiphertext) -> DeviceCiphertext:
+        """Bootstrapping's ModRaise (``Bootstrapper.mod_raise``): ``a`` dropped to level 0, the centred residues
+        mod q_0 of each part converted exactly to every prime of the top level (one jitted function: inverse
+        NTT over q_0's primes, the centred conversion, NTT over the top level); the scale is kept."""
+        a = self.to_level(self._check(a), 0)
+        top = self.params.max_level
+        base, limbs = self.params.limbs_at(0), self.params.limbs_at(top)
+        kb, jnp, jax = self._kb, self._jnp, self._jax
+
+        def consts():
+            from ..keyswitch import CenteredConversion
+            moduli = [int(q) for q in self.ring.moduli[:limbs]]
+            return dict(base=self._tables(range(base)), top=self._tables(range(limbs)),
+                        conv=self._conv_consts(CenteredConversion(moduli[:base], moduli[base:])))
+
+        def make():
+            def fn(x, c):
+                coeff = jax.vmap(kb.intt, in_axes=(0, None))(x, c["base"])
+                lifted = jnp.stack([jnp.concatenate([coeff[t], _centred_convert(kb, jnp, coeff[t], c["conv"])])
+                                    for t in range(2)])
+                return jax.vmap(kb.ntt, in_axes=(0, None))(lifted, c["top"])
+            return fn
+        out = self._run(("raise",), make, a.data, self._cached(("raise",), consts))
+        return DeviceCiphertext(out, top, a.scale, a.length, a.is_complex)
+
+    def bootstrap(self, a: DeviceCiphertext, config=None) -> DeviceCiphertext:
+        """``Evaluator.bootstrap`` on the device (``DeviceBootstrapper``): the same ciphertext, limb for limb.
+        ``config``: as the host's (None: the configuration the keys were made for, else full slots)."""
+        from .bootstrap import as_config, plan_for
+        cfg = as_config(self.ev.bootstrap_config if config is None else config)
+        key = ("bootstrapper", cfg)
+        if key not in self._cache:
+            self._cache[key] = DeviceBootstrapper(self, plan_for(self.params, cfg))
+        return self._cache[key].bootstrap(a)
 
     def matvec(self, a: DeviceCiphertext, lin: DeviceLinear, rescale: bool = True) -> DeviceCiphertext:
         """The BSGS linear transform ``lin`` of ``a``: rescale(Σ_m rot_m(Σ_i rot_i(a)·pt_(m,i))) with the baby
@@ -523,6 +637,85 @@ class DeviceEvaluator:
                 total = lax.scan(giant, total, (plains[unrotated:], key_index[n_baby_keys:], perms[n_baby_keys:]))[0]
             return _rescale_parts(kb, jnp, total, div) if rescale else total
         return fn
+
+
+# ------------------------------------------------------------------------------------------------------
+# Bootstrapping on the device.
+
+class _DeviceOps:
+    """The evaluator calls ``Bootstrapper`` makes, on device ciphertexts, with the host evaluator's operand
+    rules where the bootstrap relies on them: ciphertext operands brought to one level (``to_level``) before
+    add, sub and mul; scalars as constants.  Scales must already agree (the bootstrap relabels them; the host
+    would align a mismatch with a level, the device refuses it with a ScaleError)."""
+
+    def __init__(self, dev: "DeviceEvaluator"):
+        self.dev, self.params = dev, dev.params
+
+    def _check(self, ct, what="ciphertext"):
+        return self.dev._check(ct, what)
+
+    def _levels(self, a, b):
+        if isinstance(b, DeviceCiphertext):
+            level = min(a.level, b.level)
+            return self.dev.to_level(a, level), self.dev.to_level(b, level)
+        return a, b
+
+    def add(self, a, b):
+        return self.dev.add(*self._levels(a, b))
+
+    def sub(self, a, b):
+        return self.dev.sub(*self._levels(a, b))
+
+    def mul(self, a, b):
+        return self.dev.mul(*self._levels(a, b))
+
+    def mul_rescale(self, a, b):
+        return self.dev.mul_rescale(*self._levels(a, b))
+
+    def __getattr__(self, name):            # neg, rescale, to_level, rotate, rotate_hoisted, conjugate
+        if name in ("neg", "rescale", "to_level", "rotate", "rotate_hoisted", "conjugate"):
+            return getattr(self.dev, name)
+        raise AttributeError(name)
+
+
+class DeviceBootstrapper(Bootstrapper):
+    """``crypto.ckks.bootstrap.Bootstrapper`` run on device ciphertexts: the same pipeline (ModRaise, SubSum,
+    CoeffToSlot, EvalMod, SlotToCoeff; Cheon et al., EUROCRYPT 2018; the BSGS linear transforms of Halevi &
+    Shoup, CRYPTO 2014/2018 and the level-collapsed FFT of Chen, Chillotti & Song, EUROCRYPT 2019), each of
+    its homomorphic operations a ``DeviceEvaluator`` call, so the ciphertext stays on the device from input
+    to output and the result equals the host bootstrap's limb for limb.
+
+    What the host computes per call is made once here and kept on the device: the diagonals of each
+    CoeffToSlot/SlotToCoeff level (encoded on the host, as the host bootstrap encodes them, and uploaded
+    once per (transform, level, scale): the SlotToCoeff scale follows the input's scale, so a new input
+    scale uploads its diagonals once), the integer and constant columns of EvalMod, the monomial X^(N/2).
+    Each distinct (operation, level) is one XLA compilation, the first bootstrap pays them all."""
+
+    def __init__(self, dev: "DeviceEvaluator", plan):
+        super().__init__(_DeviceOps(dev), plan)
+        self.dev = dev
+        self._linear: dict = {}
+
+    def _mul_int(self, ct, c, scale=None):
+        return self.dev.mul_int(ct, int(c), scale)
+
+    def _times_i(self, ct):
+        return self.dev.times_i(ct)
+
+    def mod_raise(self, ct):
+        return self.dev.mod_raise(ct)
+
+    def linear_transform(self, ct, t, target_scale):
+        """``Bootstrapper.linear_transform``: the same groups of diagonals (encoded at the same scale), one
+        device BSGS matrix-vector product with its rescale (``DeviceEvaluator.matvec``)."""
+        p = target_scale * self._top(ct.level) / ct.scale
+        key = (id(t), ct.level, p)
+        if key not in self._linear:
+            host = self.dev.ev
+            groups = [(shift, [(baby, host.encode(np.roll(t.diags[k], shift), ct.level, p)) for baby, k in terms])
+                      for shift, terms in sorted(t.split.items())]
+            self._linear[key] = self.dev.linear(groups)
+        return self._relabel(self.dev.matvec(ct, self._linear[key], rescale=True), target_scale)
 
 
 # ------------------------------------------------------------------------------------------------------

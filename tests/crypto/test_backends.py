@@ -149,7 +149,7 @@ def test_forget_measures_again(tmp_path):
 def test_forced_disk_entry_decides(tmp_path):
     """The choice follows the stored timings, whatever they say (no built-in belief)."""
     path = tmp_path / "cache.json"
-    for fake_best in ("numpy", "cross"):
+    for fake_best in ("numpy", "cross", *_JAX):           # jax too where installed: auto may pick it
         others = [c for c in ("fourstep", "numba", "cross", "numpy", *_JAX) if c != fake_best]
         entry = {"seconds": [[fake_best, 1e-6]] + [[c, 1.0] for c in others]}
         path.write_text(json.dumps({"fingerprint": machine_fingerprint(), "entries": {"ntt:32:1": entry}}))

@@ -5,6 +5,8 @@ keygen and the XLA compilations within seconds; every device result is brought b
 compared with the numba evaluator's ciphertext array for array, level and scale included.
 """
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -31,7 +33,7 @@ def _steps(d):
 @pytest.fixture(scope="module")
 def ctx():
     steps = sorted((_steps(D) | set(EXTRA_STEPS)) - {0})
-    return CKKSContext.keygen(LITERAL, rotations=steps, seed=11, backend="numba")
+    return CKKSContext.keygen(LITERAL, rotations=steps, conjugation=True, seed=11, backend="numba")
 
 
 @pytest.fixture(scope="module")
@@ -133,6 +135,45 @@ def test_rotation_zero_step_and_full_turn(ctx, dev):
     assert_same(ev.rotate(a, 5), dev.rotate(da, 5), dev)
 
 
+@settings(max_examples=2)
+@given(seed=st.integers(0, 2**32 - 1), c=st.integers(-2**70, 2**70))
+def test_bootstrap_primitives_match_host(ctx, dev, seed, c):
+    """What the device bootstrap adds to the evaluator: neg, to_level, integer and scalar products and sums,
+    the product by i = X^(N/2), conjugation, ModRaise, each equal to the host's."""
+    from types import SimpleNamespace
+    from crypto.ckks.bootstrap import Bootstrapper
+    ev = ctx.evaluator
+    a, _, x, _ = _pair(ctx, seed)
+    da = dev.to_device(a)
+    assert_same(ev.neg(a), dev.neg(da), dev)
+    assert_same(ev.to_level(a, 1), dev.to_level(da, 1), dev)
+    assert dev.to_level(da, a.level) is da
+    host_int = dataclasses.replace(a, parts=tuple(p.mul_scalars([c] * len(p.idx)) for p in a.parts), scale=3.0)
+    assert_same(host_int, dev.mul_int(da, c, scale=3.0), dev)
+    assert_same(ev.add(a, 0.25), dev.add(da, 0.25), dev)
+    assert_same(ev.sub(a, 1.0), dev.sub(da, 1.0), dev)
+    assert_same(ev.add(a, 0.5 - 0.25j), dev.add(da, 0.5 - 0.25j), dev)
+    host_i = Bootstrapper._times_i(SimpleNamespace(params=ctx.params, _mono={}), a)
+    assert_same(host_i, dev.times_i(da), dev)
+    conj = dev.conjugate(dev.times_i(da))
+    assert_same(ev.conjugate(host_i), conj, dev)
+    assert np.abs(ctx.decrypt(dev.to_host(conj)) + 1j * x).max() < 2**-20
+    # ModRaise needs no bootstrap plan: the host method on a stand-in with the evaluator and parameters
+    host_raised = Bootstrapper.mod_raise(SimpleNamespace(ev=ev, params=ctx.params), a)
+    assert_same(host_raised, dev.mod_raise(da), dev)
+
+
+def test_bootstrap_primitives_refuse_bad_input(ctx, dev):
+    da = dev.to_device(ctx.encrypt(np.zeros(4), level=1))
+    with pytest.raises(LevelError, match="level=2"):
+        dev.to_level(da, 2)
+    with pytest.raises(ParameterError, match="integer"):
+        dev.mul_int(da, 1.5)
+    other = CKKSContext.keygen(LITERAL, rotations=[1], seed=98, backend="numba")
+    with pytest.raises(KeyMissingError, match="conjugation"):
+        jd.DeviceEvaluator(other).conjugate(jd.DeviceEvaluator(other).to_device(other.encrypt(np.zeros(4))))
+
+
 def _groups(ctx, matrix, level):
     ev = ctx.evaluator
     return [(m, [(i, ev.encode(v, level, ctx.params.scale)) for i, v in pairs])
@@ -221,6 +262,33 @@ def test_errors_name_the_problem(ctx, dev):
         dev.to_device(other.encrypt(np.zeros(4)))
     with pytest.raises(LevelError, match="level 0"):
         dev.rescale(dev.to_device(ctx.encrypt(np.zeros(4), level=0)))
+
+
+# tests/crypto/test_bootstrap.py's insecure ring: N = 2^12, 20 levels, sparse secret (h = 32)
+BOOT_TOY = dict(log_n=12, log_q=[[30, 30]] + [[25, 26]] * 20, log_p=[30] * 6, log_scale=50, dnum=7,
+                hamming_weight=32, insecure=True)
+
+
+@pytest.mark.slow
+def test_sparse_bootstrap_matches_host_and_stays_on_device():
+    """The whole bootstrap (64 sparse slots) on the device equals the host bootstrap limb for limb; the second
+    one (constants uploaded, ~60 functions compiled: minutes on CPU XLA) moves nothing between host and device."""
+    from crypto.ckks.bootstrap import BootstrapConfig, plan_for
+    from crypto.params import CKKSParameters
+    params = CKKSParameters.from_literal(BOOT_TOY)
+    plan = plan_for(params, BootstrapConfig(slots=64))
+    ctx = CKKSContext.keygen(params, rotations=list(plan.rotation_steps), conjugation=True, seed=3,
+                             backend="numba")
+    x = np.random.default_rng(13).uniform(-1, 1, 64)
+    ct = ctx.encrypt(x, level=0)
+    dev = jd.DeviceEvaluator(ctx)
+    dct = dev.to_device(ct)
+    host = ctx.evaluator.bootstrap(ct, 64)
+    assert_same(host, dev.bootstrap(dct, 64), dev)
+    with jax.transfer_guard("disallow_explicit"):
+        again = dev.bootstrap(dct, 64).block_until_ready()
+    assert_same(host, again, dev)
+    assert np.abs(ctx.decrypt(dev.to_host(again)) - x).max() < 2.0**-plan.precision_bits
 
 
 @pytest.mark.skipif(not HAS_GPU, reason="needs a GPU: device results on the GPU against the host evaluator")
