@@ -34,8 +34,9 @@ def main(argv=None) -> int:
                                              "not run ones included: a freshly generated folder)")
     parser.add_argument("--json", help="write {mutant: 'killed' | 'survived'} here")
     parser.add_argument("--in-process", action="store_true",
-                        help="one Python process for every mutant (pytest.main per mutant; mutmut's trampoline reads "
-                             "MUTANT_UNDER_TEST at each call, and it does not mutate decorated, e.g. cached, functions)")
+                        help="one Python process for every mutant (pytest.main per mutant; mutmut's trampoline "
+                             "reads MUTANT_UNDER_TEST at each call, and it does not mutate decorated, e.g. cached, "
+                             "functions)")
     parser.add_argument("--timeout", type=int, default=300, help="seconds per mutant with --in-process (then killed)")
     parser.add_argument("--control-every", type=int, default=25,
                         help="with --in-process: run the tests without a mutant first and after every N mutants; "
