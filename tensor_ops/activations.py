@@ -32,6 +32,8 @@ from crypto.errors import ParameterError
 
 MAX_DEGREE = 63
 _LSQ_GRID = 4097
+_SAMPLE_POINTS = 4097  # quantiles of the calibration samples a data-weighted fit uses
+_GRID_SHARE = 0.05  # of the weight of a data-weighted fit, on a uniform grid of the whole interval
 _DUST = 1e-12
 
 
@@ -46,6 +48,7 @@ TARGETS = {
     "gelu": lambda x: 0.5 * x * (1.0 + _ERF(x / math.sqrt(2.0)).astype(np.float64)),
     "silu": lambda x: x * _sigmoid(x),
     "sigmoid": _sigmoid,
+    "tanh": np.tanh,
     "square": np.square,
 }
 METHODS = ("chebyshev", "least_squares")
@@ -119,8 +122,15 @@ def square() -> PolyActivation:
     return PolyActivation("square", (0.0, 0.0, 1.0))
 
 
-def fit_activation(name: str, degree: int, interval=(-4.0, 4.0), method: str = "chebyshev") -> PolyActivation:
-    """Fit ``name`` (relu, gelu, silu, sigmoid, square) by a polynomial of ``degree`` on ``interval``."""
+def fit_activation(name: str, degree: int, interval=(-4.0, 4.0), method: str = "chebyshev",
+                   samples=None) -> PolyActivation:
+    """Fit ``name`` (relu, gelu, silu, sigmoid, tanh, square) by a polynomial of ``degree`` on ``interval``.
+
+    ``samples``: values the activation's input takes on representative (calibration) data. Given them, the fit
+    is the least-squares polynomial weighted by where those inputs lie (``_SAMPLE_POINTS`` quantiles of
+    them, sharing the weight with a uniform grid of the interval, ``_GRID_SHARE`` of it, so the polynomial
+    stays close to f on all of the interval): the error is smallest where the data is (most pre-activations
+    of a trained network sit near 0, where relu's kink is), which the sup-norm fit spreads evenly."""
     key = str(name).lower()
     if key not in TARGETS:
         raise ParameterError(f"activation name={name!r} is not one of {sorted(TARGETS)}")
@@ -130,16 +140,33 @@ def fit_activation(name: str, degree: int, interval=(-4.0, 4.0), method: str = "
         raise ParameterError(f"degree={degree!r} must be an integer in [1, {MAX_DEGREE}]")
     low, high = _interval(interval)
     center, radius = (low + high) / 2.0, (high - low) / 2.0
-    if method == "chebyshev":
+    weights = None
+    if samples is not None:
+        t, weights = _sample_points(samples, center, radius)
+    elif method == "chebyshev":
         t = np.cos(np.pi * (np.arange(degree + 1) + 0.5) / (degree + 1))
     else:
         t = np.linspace(-1.0, 1.0, _LSQ_GRID)
-    cheb = chebyshev.chebfit(t, TARGETS[key](center + radius * t), int(degree))
+    cheb = chebyshev.chebfit(t, TARGETS[key](center + radius * t), int(degree), w=weights)
     coefficients = chebyshev.cheb2poly(cheb)
     # an odd or even target leaves rounding dust (~1e-17) where a coefficient is zero; dropping it can
     # save a level (sigmoid at degree 4 is the cubic 0.5 + c1 t + c3 t^3, depth 2)
     coefficients[np.abs(coefficients) < _DUST * np.max(np.abs(coefficients))] = 0.0
     return PolyActivation(key, tuple(coefficients), center, radius)
+
+
+def _sample_points(samples, center, radius):
+    """(points t in [-1, 1], least-squares weights): quantiles of the normalised samples and a uniform grid,
+    the grid carrying ``_GRID_SHARE`` of the total squared weight (``chebfit`` squares the weights)."""
+    values = np.asarray(samples, dtype=np.float64).ravel()
+    values = values[np.isfinite(values)]
+    if not values.size:
+        raise ParameterError("samples= must hold at least one finite value of the activation's input")
+    t_data = np.clip(np.quantile((values - center) / radius, np.linspace(0.0, 1.0, _SAMPLE_POINTS)), -1.0, 1.0)
+    t_grid = np.linspace(-1.0, 1.0, _LSQ_GRID)
+    weights = np.concatenate([np.full(t_data.size, (1.0 - _GRID_SHARE) / t_data.size),
+                              np.full(t_grid.size, _GRID_SHARE / t_grid.size)])
+    return np.concatenate([t_data, t_grid]), np.sqrt(weights)
 
 
 def _interval(interval) -> tuple[float, float]:

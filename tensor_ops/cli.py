@@ -14,8 +14,10 @@ means the same network to ``python -m proofs``).
 ``client.key`` is SECRET (it holds the secret key); every other file may be shared. ``keygen`` may take
 ``--plan plan.json`` (the server's public plan) instead of the model; ``plan``, ``keygen`` and ``infer`` take
 ``--input-shape 1,8,8`` for a model file that does not record its sample shape, and ``--calibration x.npy``
-(representative inputs: each fitted activation is fitted on the range its input takes there). Key generation and
-evaluation show a progress bar on stderr when it is a terminal (``--progress`` / ``--no-progress``).
+(representative inputs: each fitted activation is fitted on the range its input takes there, weighted by where
+they lie) and ``--degree 7`` (of each fitted activation). Local ``infer`` runs the plain reference on the input
+too and prints a warning when an activation's input leaves its fitted interval. Key generation and evaluation
+show a progress bar on stderr when it is a terminal (``--progress`` / ``--no-progress``).
 Errors print one line naming the problem and exit with status 2.
 """
 from __future__ import annotations
@@ -24,6 +26,7 @@ import argparse
 import json
 import pathlib
 import sys
+import warnings
 
 import numpy as np
 
@@ -31,7 +34,7 @@ from crypto.errors import HEError, SerializationError, ShapeError
 from tensor_ops import serve
 from tensor_ops.inference import Client, Server, describe_bytes
 from tensor_ops.model_plan import ModelPlan
-from tensor_ops.nn import Sequential
+from tensor_ops.nn import ActivationRangeWarning, Sequential
 from tensor_ops.progress import progress_bar
 from tensor_ops.serve import parse_shape
 
@@ -48,14 +51,20 @@ def _load(args, x=None) -> Sequential:
     calibration = None
     if getattr(args, "calibration", None):
         calibration = _load_array(args.calibration, "--calibration")
+    degree = getattr(args, "degree", None)
+    if degree is not None:
+        try:
+            degree = int(degree)
+        except ValueError:
+            raise HEError(f"--degree {degree!r} must be an integer (of each fitted activation)") from None
     try:
-        model = Sequential.load(args.model, _shape(args), calibration=calibration)
+        model = Sequential.load(args.model, _shape(args), calibration=calibration, degree=degree)
     except ShapeError:
         if x is None or args.input_shape is not None:
             raise
         x = np.asarray(x)
         sample = x.shape[-3:] if x.ndim in (3, 4) else x.shape[1:] if x.ndim == 2 else x.shape
-        model = Sequential.load(args.model, sample, calibration=calibration)
+        model = Sequential.load(args.model, sample, calibration=calibration, degree=degree)
     if model.calibration_report is not None:
         mean, worst = model.calibration_report
         print(f"calibration: activations fitted on the ranges their inputs take on {args.calibration} "
@@ -137,8 +146,9 @@ def _infer_locally(args):
     """Without --context: the whole flow in one process (keys, encrypt, server evaluation, decrypt)."""
     x = _load_array(args.request, "--input")
     model = _load(args, x)
-    client = Client(model=model, input_shape=_shape(args) or model.sample_shape(x),
-                    progress=_progress(args, "rotation keys"))
+    shape = _shape(args) or model.sample_shape(x)
+    _reference_warnings(model, x, shape, args.request)
+    client = Client(model=model, input_shape=shape, progress=_progress(args, "rotation keys"))
     print(client.plan.explain())
     if args.dask is not None:
         y = _infer_on_dask(args, model, client, x)
@@ -152,6 +162,22 @@ def _infer_locally(args):
     np.save(args.out, y)
     print(f"client: decrypted output of shape {y.shape} -> {args.out}")
     print("predicted classes:", np.argmax(y, axis=-1))
+
+
+def _reference_warnings(model, x, input_shape, source) -> None:
+    """Run the plain reference on the plain input x and print each ActivationRangeWarning it gives (an input
+    outside the interval an activation's polynomial was fitted on: the encrypted result is off there too)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            model.forward(x, input_shape)
+        except HEError:
+            return  # the encrypted path names the problem
+    for warning in caught:
+        if issubclass(warning.category, ActivationRangeWarning):
+            print(f"warning: {warning.message} (the plain reference on {source})", file=sys.stderr)
+        else:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
 
 
 def _infer_on_dask(args, model, client, x):
@@ -216,6 +242,8 @@ _MODEL_HELP = ("model file: ONNX (opset >= 13), or .npz written by Sequential.sa
 _CALIBRATION_HELP = ("representative inputs .npy (samples, *input shape): each fitted activation (relu, sigmoid, ...) "
                      "is fitted on the range its input takes on them, and the error against the float model "
                      "there is printed (default interval [-4, 4])")
+_DEGREE_HELP = ("degree of each fitted activation's polynomial (default: the file's 'degree' entry, else relu, "
+                "gelu, silu 7 and sigmoid, tanh 4; ceil(log2(degree + 1)) levels)")
 SECRET = "SECRET: holds the secret key, keep it private and never send it"
 _COMMANDS = {
     "plan": ("print the model's public plan (parameters, packing, rotations, depth, time estimate); server side",
@@ -235,10 +263,12 @@ _COMMANDS = {
 _OPTIONS = {
     "plan": {"--model": ((), True, _MODEL_HELP),
              "--calibration": ((), False, _CALIBRATION_HELP),
+             "--degree": ((), False, _DEGREE_HELP),
              "--out": (("--output", "-o"), False, "also write the plan as JSON here (public: send it to clients)"),
              "--input-shape": ((), False, "sample shape, e.g. 1,8,8 (for a model file that does not record it)")},
     "keygen": {"--model": ((), False, _MODEL_HELP + " to plan the keys for (or give --plan)"),
                "--calibration": ((), False, _CALIBRATION_HELP),
+               "--degree": ((), False, _DEGREE_HELP),
                "--plan": ((), False, "the server's public plan JSON (from 'plan --out' or GET /plan) instead of "
                                      "the model"),
                "--client": ((), True, f"where to write the client file ({SECRET})"),
@@ -251,6 +281,7 @@ _OPTIONS = {
                 "--out": (("--output", "-o"), True, "where to write the encrypted request (safe to send)")},
     "infer": {"--model": ((), True, _MODEL_HELP),
               "--calibration": ((), False, _CALIBRATION_HELP),
+              "--degree": ((), False, _DEGREE_HELP),
               "--context": ((), False, "the client's public context written by keygen --context (never the "
                                        "secret client file); without it the whole flow runs locally"),
               "--request": (("--input", "-i"), True, "encrypted request from 'encrypt' (or, without --context, "

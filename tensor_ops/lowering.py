@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass
 
 from crypto.errors import HEError
+from tensor_ops.activations import TARGETS
 from tensor_ops.plan import plan as einsum_plan
 
 
@@ -109,7 +110,11 @@ def _einsum_text(layer, shape, out_shape, on_input):
         return "reshape (no operation)"
     poly = layer.poly
     degree = f"{layer.degree}" + (f" (effective {poly.degree})" if poly.degree != layer.degree else "")
-    return f"polynomial {poly.name} of degree {degree}, depth {poly.depth} (power-of-two giant steps)"
+    text = f"polynomial {poly.name} of degree {degree}, depth {poly.depth} (power-of-two giant steps)"
+    if poly.name == "square" or poly.name not in TARGETS:
+        return text
+    low, high = poly.interval
+    return f"{text}, fitted on [{low:.4g}, {high:.4g}] (max error {poly.max_error():.3g} there)"
 
 
 def lower_layers(layers, input_shape, stage_of_layer, params) -> tuple[LayerLowering, ...]:

@@ -79,3 +79,46 @@ def test_a_sequential_save_file_keeps_its_fitted_polynomials(tmp_path, relu_mode
     Sequential.load(relu_model).save(tmp_path / "s.npz")
     with pytest.raises(ParameterError, match="calibration applies"):
         Sequential.load(tmp_path / "s.npz", calibration=wide_inputs())
+
+
+def test_cli_infer_warns_from_the_plain_reference_when_an_input_leaves_the_fitted_interval(relu_model, tmp_path,
+                                                                                            capsys):
+    """relu fitted on [-4, 4] with inputs x5 decrypted far from the float model without a word."""
+    for scale, warned in ((5.0, True), (0.2, False)):
+        np.save(tmp_path / "x.npy", wide_inputs(n=4, scale=scale))
+        assert tensor_cli.main(["infer", "--model", str(relu_model), "--input", str(tmp_path / "x.npy"),
+                                "--out", str(tmp_path / "y.npy")]) == 0
+        err = capsys.readouterr().err
+        assert ("warning: activation relu: inputs reach" in err and "outside the fitted interval [-4, 4]" in err
+                and "--calibration" in err) == warned, err
+        assert np.load(tmp_path / "y.npy").shape == (4, 3)
+
+
+def test_the_plan_states_each_fitted_interval_and_a_chosen_degree(relu_model, capsys):
+    assert tensor_cli.main(["plan", "--model", str(relu_model)]) == 0
+    assert "polynomial relu of degree 7 (effective 6), depth 3" in capsys.readouterr().out
+    assert tensor_cli.main(["plan", "--model", str(relu_model), "--degree", "15"]) == 0
+    text = capsys.readouterr().out
+    assert "polynomial relu of degree 15" in text and "depth 4" in text
+    assert "fitted on [-4, 4] (max error" in text
+    assert Sequential.load(relu_model, degree=3).layers[1].degree == 3
+    for bad in ("0", "x"):
+        assert tensor_cli.main(["plan", "--model", str(relu_model), "--degree", bad]) == 2
+        assert "degree" in capsys.readouterr().err
+
+
+def test_a_calibrated_fit_is_weighted_by_where_the_inputs_lie():
+    """Most pre-activations sit near 0: the data-weighted fit is closer there than the sup-norm fit on the same
+    interval, and stays within twice its error on the whole interval."""
+    from tensor_ops.activations import fit_activation
+
+    samples = np.random.default_rng(0).laplace(0, 0.5, 20000)
+    samples = np.concatenate([samples, [-6.0, 6.0]])
+    weighted = fit_activation("relu", 4, (-6, 6), samples=samples)
+    plain = fit_activation("relu", 4, (-6, 6))
+    near = samples
+    error = lambda p: np.mean(np.abs(p(near) - np.maximum(near, 0)))  # noqa: E731
+    assert error(weighted) < error(plain) / 1.5  # 0.088 vs 0.166
+    assert weighted.max_error() < 2 * plain.max_error()  # 0.61 vs 0.37
+    with pytest.raises(ParameterError, match="samples="):
+        fit_activation("relu", 4, (-6, 6), samples=[np.nan])
