@@ -4,9 +4,11 @@ A ``DeviceCiphertext`` holds (c0, c1) as one device array of shape (2, L, N): ui
 form over the first L primes of the chain (L = ``params.limbs_at(level)``), with the host ciphertext's
 level, exact scale, length and kind.  ``DeviceEvaluator(ctx)`` uploads the relinearisation key and the
 Galois keys once (they stay on the device) and runs ct×ct (+ relinearise, + rescale), ct×plaintext, add,
-sub, rescale, rotation, hoisted rotations and a baby-step giant-step diagonal matrix-vector product, each
-as one ``jax.jit`` function of (ciphertext arrays, device keys, device constants): no host round trip
-between its kernels.
+sub, rescale, rotation, hoisted rotations, conjugation and a baby-step giant-step diagonal matrix-vector
+product, each as one ``jax.jit`` function of (ciphertext arrays, device keys, device constants): no host
+round trip between its kernels.  ``DeviceEvaluator.bootstrap`` runs the host bootstrap's pipeline
+(``crypto.ckks.bootstrap``) as a sequence of these functions (``DeviceBootstrapper``): the ciphertext stays
+on the device from input to output, its constants are uploaded on first use.
 
 The arithmetic is the host evaluator's, step for step: hybrid key switching with the exact centred ModUp
 (Halevi, Polyakov, Shoup, CT-RSA 2019, Sec. 2.3) and the exact divide-and-round ModDown/rescale (mixed

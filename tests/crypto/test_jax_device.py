@@ -269,8 +269,7 @@ BOOT_TOY = dict(log_n=12, log_q=[[30, 30]] + [[25, 26]] * 20, log_p=[30] * 6, lo
                 hamming_weight=32, insecure=True)
 
 
-@pytest.mark.slow
-def test_sparse_bootstrap_matches_host_and_stays_on_device():
+def _bootstrap_case(device=None):
     """The whole bootstrap (64 sparse slots) on the device equals the host bootstrap limb for limb; the second
     one (constants uploaded, ~60 functions compiled: minutes on CPU XLA) moves nothing between host and device."""
     from crypto.ckks.bootstrap import BootstrapConfig, plan_for
@@ -281,7 +280,7 @@ def test_sparse_bootstrap_matches_host_and_stays_on_device():
                              backend="numba")
     x = np.random.default_rng(13).uniform(-1, 1, 64)
     ct = ctx.encrypt(x, level=0)
-    dev = jd.DeviceEvaluator(ctx)
+    dev = jd.DeviceEvaluator(ctx, device=device)
     dct = dev.to_device(ct)
     host = ctx.evaluator.bootstrap(ct, 64)
     assert_same(host, dev.bootstrap(dct, 64), dev)
@@ -289,6 +288,11 @@ def test_sparse_bootstrap_matches_host_and_stays_on_device():
         again = dev.bootstrap(dct, 64).block_until_ready()
     assert_same(host, again, dev)
     assert np.abs(ctx.decrypt(dev.to_host(again)) - x).max() < 2.0**-plan.precision_bits
+
+
+@pytest.mark.slow
+def test_sparse_bootstrap_matches_host_and_stays_on_device():
+    _bootstrap_case()
 
 
 @pytest.mark.skipif(not HAS_GPU, reason="needs a GPU: device results on the GPU against the host evaluator")
@@ -301,3 +305,8 @@ def test_gpu_matches_host(ctx):
     assert_same(ev.mul_rescale(a, b), dev.mul_rescale(da, db), dev)
     assert_same(ev.rotate(a, 5), dev.rotate(da, 5), dev)
     _matvec_case(ctx, dev, D, 9)
+
+
+@pytest.mark.skipif(not HAS_GPU, reason="needs a GPU: the device bootstrap on the GPU against the host bootstrap")
+def test_gpu_sparse_bootstrap_matches_host():
+    _bootstrap_case(next(d for d in jax.devices() if d.platform == "gpu"))
