@@ -22,7 +22,11 @@ Memory: N16 keys are 280 MB each (dnum 8 × 67 limbs × 2^16 × 2 × 4 bytes) an
 device); the N16 matrix-vector product needs 14 Galois keys (~7.8 GB with both copies) and is skipped
 unless --max-gb allows it.
 
-    python benchmarks/gpu.py [--quick] [--repeats 3] [--jax-threads 1] [--max-gb 6] [--no-cross]
+Bootstrapping (--bootstrap, off by default: its ~60 XLA compilations take minutes on CPU): the sparse
+bootstrap (64 slots) of tests/crypto/test_bootstrap.py's insecure N = 2^12 ring, host evaluator against
+``DeviceEvaluator.bootstrap`` (the whole pipeline on the device), checked bit-identical.
+
+    python benchmarks/gpu.py [--quick] [--repeats 3] [--jax-threads 1] [--max-gb 6] [--no-cross] [--bootstrap]
 """
 import argparse
 import os
@@ -39,6 +43,8 @@ def _args(argv=None):
     parser.add_argument("--jax-threads", type=int, default=1, help="CPU XLA threads (default 1; a GPU ignores it)")
     parser.add_argument("--max-gb", type=float, default=6.0, help="skip cells whose keys would exceed this (GB)")
     parser.add_argument("--no-cross", action="store_true", help="leave out the CROSS (BLAS) column")
+    parser.add_argument("--bootstrap", action="store_true",
+                        help="also the sparse bootstrap of an insecure N = 2^12 ring (minutes of compilation on CPU)")
     return parser.parse_args(argv)
 
 
@@ -63,7 +69,7 @@ TARGET_NTT_BOUND = 3.0
 
 def gpu_device(jax):
     """The first GPU device, or None."""
-    return next((d for d in jax.devices() if d.platform == "gpu"), None)
+    return next((d for d in jax.devices() if d.platform in ("gpu", "cuda", "rocm")), None)
 
 
 def bandwidth_gbs(jax, device, mib: int = 512) -> float:
@@ -186,6 +192,36 @@ def op_rows(args, jax, device, clock, on_preset=None):
     return rows, timings, notes
 
 
+#: tests/crypto/test_bootstrap.py's ring: N = 2^12, 20 levels, sparse secret (h = 32); insecure, for speed
+BOOT_TOY = dict(log_n=12, log_q=[[30, 30]] + [[25, 26]] * 20, log_p=[30] * 6, log_scale=50, dnum=7,
+                hamming_weight=32, insecure=True)
+BOOT_SLOTS = 64
+
+
+def bootstrap_rows(args, jax, device, clock):
+    """One row: the sparse bootstrap on the host backends and on the device (``DeviceEvaluator.bootstrap``)."""
+    from crypto import CKKSContext, CKKSParameters
+    from crypto.ckks.bootstrap import BootstrapConfig, plan_for
+    from crypto.ckks.jax_device import DeviceEvaluator
+    params = CKKSParameters.from_literal(BOOT_TOY)
+    cfg = BootstrapConfig(slots=BOOT_SLOTS)
+    plan = plan_for(params, cfg)
+    ctx = CKKSContext.keygen(params, rotations=list(plan.rotation_steps), conjugation=True, seed=1, backend="numba")
+    ct = ctx.encrypt(np.random.default_rng(0).uniform(-1, 1, BOOT_SLOTS), level=0)
+    evaluators = {name: ctx.with_backend(name).evaluator for name in ("numba", "fourstep")}
+    cpu = {name: median_ms(lambda: ev.bootstrap(ct, cfg), args.repeats) for name, ev in evaluators.items()}
+    dev = DeviceEvaluator(ctx, device)
+    dct = dev.to_device(ct)
+    start = time.perf_counter()
+    got = dev.bootstrap(dct, cfg).block_until_ready()
+    compile_s = time.perf_counter() - start
+    expected = evaluators["numba"].bootstrap(ct, cfg)
+    same = all(np.array_equal(p.data, q.data) for p, q in zip(dev.to_host(got).parts, expected.parts))
+    jx = median_ms(lambda: dev.bootstrap(dct, cfg).block_until_ready(), args.repeats, warmup=0, clock=clock)
+    return [[f"bootstrap N12 insecure, {BOOT_SLOTS} slots", cpu["numba"], cpu["fourstep"], None, jx,
+             _speedup(cpu["numba"], jx), compile_s, "yes" if same else "NO"]]
+
+
 def main(args):
     import jax
     gpu = gpu_device(jax)
@@ -211,6 +247,10 @@ def main(args):
     _, op_t, notes = op_rows(args, jax, device, clock, show)
     for note in notes:
         print(f"  note: {note}")
+    if args.bootstrap:
+        print_table("Bootstrapping (ms, median; speed-up = numba / jax; compile s: the first device bootstrap)",
+                    headers, bootstrap_rows(args, jax, device, clock))
+        sys.stdout.flush()
     targets = []
     for label in ("ct x ct + relin + rescale", "rotation"):
         t = op_t.get(("N16", label))

@@ -22,7 +22,8 @@ LITERAL = dict(log_n=10, log_q=[[30, 30]] + [[25, 26]] * 3, log_p=[30, 30, 30], 
 SLOTS = 2**9
 D = 16                                        # the matrix-vector product of the default tests (64: slow)
 EXTRA_STEPS = [1, 5, -3, 100]
-HAS_GPU = any(d.platform == "gpu" for d in jax.devices())
+GPU_PLATFORMS = ("gpu", "cuda", "rocm")
+HAS_GPU = any(d.platform in GPU_PLATFORMS for d in jax.devices())
 
 
 def _steps(d):
@@ -297,7 +298,7 @@ def test_sparse_bootstrap_matches_host_and_stays_on_device():
 
 @pytest.mark.skipif(not HAS_GPU, reason="needs a GPU: device results on the GPU against the host evaluator")
 def test_gpu_matches_host(ctx):
-    gpu = next(d for d in jax.devices() if d.platform == "gpu")
+    gpu = next(d for d in jax.devices() if d.platform in GPU_PLATFORMS)
     dev = jd.DeviceEvaluator(ctx, device=gpu)
     ev = ctx.evaluator
     a, b, _, _ = _pair(ctx, 8)
@@ -309,4 +310,4 @@ def test_gpu_matches_host(ctx):
 
 @pytest.mark.skipif(not HAS_GPU, reason="needs a GPU: the device bootstrap on the GPU against the host bootstrap")
 def test_gpu_sparse_bootstrap_matches_host():
-    _bootstrap_case(next(d for d in jax.devices() if d.platform == "gpu"))
+    _bootstrap_case(next(d for d in jax.devices() if d.platform in GPU_PLATFORMS))
