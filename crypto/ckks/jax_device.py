@@ -691,7 +691,9 @@ class DeviceBootstrapper(Bootstrapper):
     CoeffToSlot/SlotToCoeff level (encoded on the host, as the host bootstrap encodes them, and uploaded
     once per (transform, level, scale): the SlotToCoeff scale follows the input's scale, so a new input
     scale uploads its diagonals once), the integer and constant columns of EvalMod, the monomial X^(N/2).
-    Each distinct (operation, level) is one XLA compilation, the first bootstrap pays them all."""
+    Each distinct (operation, level) is one XLA compilation, the first bootstrap pays them all.  Device
+    memory: besides the keys, every transform level's diagonals as a (giants, babies, limbs, N) uint32
+    array (``DeviceLinear``), zeros where a group lacks a baby step."""
 
     def __init__(self, dev: "DeviceEvaluator", plan):
         super().__init__(_DeviceOps(dev), plan)
