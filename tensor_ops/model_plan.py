@@ -641,7 +641,8 @@ class ModelPlan:
                          f"duplicated on the client), the server multiplies by the weights along the patches")
         if self.model is not None:
             lines.append(f"  model digest (sha256 of the model, carried by requests and replies): {self.model}")
-        budget = "" if self.key_budget is None else f" of a key budget of {self.key_budget / 2**30:.3g} GiB"
+        budget = ("" if self.key_budget is None else
+                  f" of a key budget of {self.key_budget / 2**30:.3g} GiB = {self.key_budget} bytes")
         if self.key_steps is not None:
             lines.append(f"  over the key budget with one key per step: keys are the powers of two {list(self.key_steps)}, "
                          f"every other step a composite rotation")
@@ -657,14 +658,15 @@ class ModelPlan:
                          f"{self.bootstrap_cost:.0f} rotations (~{self.bootstrap_seconds:.2f} s) each; output at "
                          f"level {self.output_level}")
         lines.append(f"  depth {self.depth}, {len(self.rotations)} rotation keys "
-                     f"(~{self.galois_key_bytes / 2**20:.1f} MiB{budget}), relinearization key: "
+                     f"({self.galois_key_bytes} bytes, ~{self.galois_key_bytes / 2**20:.1f} MiB{budget}), "
+                     f"relinearization key: "
                      f"{self.needs_relinearization}")
         source = ("per-operation times measured on this machine" if self.costs is not None else
                   "built-in per-operation times of the development machine; plan.calibrated() measures this one")
         boots = " (bootstraps included)" if self.bootstraps else ""
         lines.append(f"  estimated time: {self.estimated_seconds:.2f} s per ciphertext of {self.batch} samples{boots} "
                      f"(+ {self.estimated_setup_seconds:.2f} s once to encode the weights), "
-                     f"~{self.estimated_throughput:.0f} samples/s with full ciphertexts; warm: excludes JIT "
+                     f"~{self.estimated_throughput:.3g} samples/s with full ciphertexts; warm: excludes JIT "
                      f"compilation on a fresh install's first run (seconds) and the first run's weight encoding "
                      f"({source})")
         return "\n".join(lines)

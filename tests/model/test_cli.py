@@ -158,3 +158,21 @@ def test_python_m_proofs_commits_a_cnn_by_the_graph_proof(tmp_path):
     onnx.save(residual_block(), tmp_path / "r.onnx")
     result = python_m("proofs", "commit", "--model", "r.onnx", "--out", "c.bin", "--public-weights", cwd=tmp_path)
     assert result.returncode == 0 and "mean error" in result.stdout and "Traceback" not in result.stderr
+
+
+def test_plan_states_the_key_bytes_exactly_and_a_throughput_below_one_sample_per_second(tmp_path, capsys,
+                                                                                         monkeypatch):
+    """A CIFAR-size plan printed '~0 samples/s'."""
+    import re
+
+    from tensor_ops.model_plan import ModelPlan
+    from tensor_ops.nn import Sequential
+
+    onnx.save(mlp((20, 12, 10), "square"), tmp_path / "m.onnx")
+    assert tensor_cli.main(["plan", "--model", str(tmp_path / "m.onnx")]) == 0
+    text = capsys.readouterr().out
+    plan = Sequential.load(tmp_path / "m.onnx").plan()
+    assert f"rotation keys ({plan.galois_key_bytes} bytes, ~" in text
+    assert f"key budget of 12 GiB = {12 << 30} bytes" in text
+    monkeypatch.setattr(ModelPlan, "estimated_seconds", property(lambda self: 30.0 * self.batch))
+    assert re.search(r"~0\.0333 samples/s", plan.explain()), plan.explain()
