@@ -9,6 +9,8 @@ calibration batch (A = ``act_bits``); a constant gets the largest f with max|W| 
   bias at scale 2^(f_x + f_W), then z' = round(acc / 2^R), R = f_x + f_W - f_y (half up, as
   :func:`proofs.quantize.round_shift`), and relu(z') when the node's only consumer is a Relu (fused);
 - relu (a Relu after a residual add): relu(x), same scale;
+- square (Square, Mul(x, x), Pow(x, 2)): acc = x * x at scale 2^(2 f_x), then y = round(acc / 2^R),
+  R = 2 f_x - f_y, its Q bits proven as a contraction's;
 - add: y = x1 2^k1 + x2 2^k2 at the finer of the two scales (one of k1, k2 is 0);
 - reshape, transpose: index relabelling.
 
@@ -94,8 +96,8 @@ class QOp:
 
     @property
     def has_bits(self) -> bool:
-        """Whether the op's output is requantized by committed bits (contraction, relu)."""
-        return self.kind in ("contraction", "relu")
+        """Whether the op's output is requantized by committed bits (contraction, relu, square)."""
+        return self.kind in ("contraction", "relu", "square")
 
 
 @dataclass(frozen=True, eq=False)
@@ -198,6 +200,9 @@ class QuantizedGraph:
             elif op.kind == "relu":
                 accs[index] = xs[0]
                 values[op.output] = np.maximum(xs[0], 0)
+            elif op.kind == "square":
+                accs[index] = xs[0] * xs[0]
+                values[op.output] = round_shift(accs[index], op.shift)
             elif op.kind == "add":
                 values[op.output] = (xs[0] << op.lefts[0]) + (xs[1] << op.lefts[1])
             elif op.kind == "reshape":
@@ -309,13 +314,36 @@ def _reduce_bias(bias, out_shape) -> tuple:
     return np.ascontiguousarray(full[index]), letters
 
 
+def _square_op(node, source: str, fracs: dict, bounds: dict, like_op, magnitude, act_bits: int,
+               margin_bits: int) -> QOp:
+    """The square op of Activation ``node`` reading ``source``: acc = x^2 at scale 2^(2 f_x) (refused naming the
+    node when the worst case |x|max^2 reaches half the field), requantized to the calibrated scale f_y <= 2 f_x
+    (``like_op``: the committed op's shift and Q instead)."""
+    where = node.where()
+    worst = bounds[source] ** 2
+    if worst > FIELD_HALF:
+        raise ModelError(f"{where}: the worst-case square ~2^{math.log2(worst):.1f} exceeds half the field "
+                         f"({FIELD_HALF} ~2^30): the proof would wrap around; lower act_bits")
+    f_acc = 2 * fracs[source]
+    if like_op is not None:
+        shift, q_bits = like_op.shift, like_op.q_bits
+    else:
+        f_out = min(_frac(magnitude, act_bits), f_acc)
+        shift = f_acc - f_out
+        typical = math.ceil(magnitude * 2.0 ** f_out) << margin_bits
+        q_bits = _signed_bits(min(worst + (1 << max(shift - 1, 0)) >> shift, max(typical, 1)))
+    if shift < 0 or shift + q_bits > FIELD_BITS:
+        raise ModelError(f"{where}: requantization needs {shift} + {q_bits} bits > {FIELD_BITS} (the field)")
+    return QOp("square", node.name, (source,), node.output, shift=shift, q_bits=q_bits)
+
+
 def quantize_graph(graph, calibration=None, *, act_bits: int = 12, weight_bits: int = 8,
                    margin_bits: int = 1, like: QuantizedGraph | None = None) -> QuantizedGraph:
     """Quantize a :class:`hezk_model.Graph` with scales chosen on ``calibration`` (a float batch), or with
     the scales and ranges of ``like`` (a committed structure: the prover re-quantizes the same weights).
 
     Raises ModelError naming the node for an operator the proof cannot prove (an activation other than
-    Relu) or a layer whose integers could wrap around the field."""
+    Relu or Square) or a layer whose integers could wrap around the field."""
     from hezk_model import Activation, Add, Affine, Contraction, Reshape, Transpose
 
     for name, value, low, high in (("act_bits", act_bits, 2, 24), ("weight_bits", weight_bits, 2, 16),
@@ -350,12 +378,19 @@ def quantize_graph(graph, calibration=None, *, act_bits: int = 12, weight_bits: 
     ops, fused, alias = [], set(), {}  # fused: contractions whose Relu is folded in; alias: relu out -> theirs
     for node in graph.nodes:
         where = node.where()
-        if isinstance(node, Activation):
+        if isinstance(node, Activation) and node.function == "square":
+            source = alias.get(node.inputs[0], node.inputs[0])
+            op = _square_op(node, source, fracs, bounds, chosen.get(node.output) if like else None,
+                            None if like else magnitude(node.output), act_bits, margin_bits)
+            ops.append(op)
+            fracs[node.output] = 2 * fracs[source] - op.shift
+            bounds[node.output] = 1 << (op.q_bits - 1)
+        elif isinstance(node, Activation):
             if node.function != "relu":
                 what = node.op if node.op.lower() == node.function else f"{node.op} ({node.function})"
                 raise ModelError(f"operator {what} (node {node.name!r}) is not provable yet: the graph proof "
-                                 f"proves Relu activations (with Gemm, MatMul, Conv, pools, Add, BatchNormalization, "
-                                 f"Flatten, Reshape, Transpose)")
+                                 f"proves Relu and Square (x * x) activations (with Gemm, MatMul, Conv, pools, Add, "
+                                 f"BatchNormalization, Flatten, Reshape, Transpose)")
             source = alias.get(node.inputs[0], node.inputs[0])
             if source in fused:
                 fused.discard(source)

@@ -600,6 +600,27 @@ def verify_reshape(x_shape, y_shape, claim: Claim, proof, transcript, label: str
     return Claim(sub.point, x_eval)
 
 
+def square_claim_reduction(x_table, claim: Claim, transcript, label: str = "square", *, strict: bool = True):
+    """Z = X * X entrywise (same padded layout): Z~(r) = sum_p eq(r, p) X[p]^2, one degree-3 sumcheck over X's
+    bits (error <= 3k / p^4). Returns (GatherProof, Claim on X at the sumcheck's point)."""
+    x = _field(x_table).reshape(-1)
+    sumcheck, rho, evals = prove_sumcheck([(1, [eq_table(claim.point), x, x])], claim.value, transcript, label,
+                                          strict=strict)
+    transcript.absorb(f"{label}.x_eval", evals[0][1])
+    return GatherProof(sumcheck, evals[0][1]), Claim(rho, evals[0][1])
+
+
+def verify_square(claim: Claim, proof, transcript, label: str = "square") -> Claim:
+    """Check :func:`square_claim_reduction`: the sumcheck's last value must be eq(r, rho) X~(rho)^2."""
+    require(isinstance(proof, GatherProof), "square proof missing", label)
+    x_eval = check_ext(proof.x_eval, label, "x_eval")
+    point = np.asarray(claim.point, dtype=np.uint64).reshape(-1, F.EXT_DEGREE)
+    sub = verify_sumcheck(proof.sumcheck, claim.value, point.shape[0], 3, transcript, label)
+    sub.check(F.ext_mul(eq_eval(point, sub.point), F.ext_mul(x_eval, x_eval)), label)
+    transcript.absorb(f"{label}.x_eval", x_eval)
+    return Claim(sub.point, x_eval)
+
+
 def merge_claims(table, claims, transcript, label: str = "merge", *, strict: bool = True, blocks=None):
     """Several claims T~(r_i) = v_i on one table as one: with alpha_i drawn after the claims,
     sum_p T[p] sum_i alpha_i eq(r_i, p) = sum_i alpha_i v_i, a degree-2 sumcheck ending at T~(rho)

@@ -12,7 +12,8 @@ Protocol (zkDL's layer-by-layer reduction, Sun-Li-Zhang; GKR-style, Fiat-Shamir)
 the bits of every requantized tensor (:mod:`proofs.layers.requant`); the verifier draws r and evaluates the
 claimed output's MLE at r itself; ops are walked from the last back: a tensor read by several ops has its
 claims merged into one (:func:`merge_claims`); zkReLU/requantization reduces a claim on an op's output to
-its accumulator by its select, leaving a linear claim on its bits that one sumcheck over the packed bits table
+its accumulator by its select (a square's accumulator X * X goes to X by one degree-3 sumcheck,
+:func:`square_claim_reduction`), leaving a linear claim on its bits that one sumcheck over the packed bits table
 checks for every op at the end, with every entry a bit (:mod:`proofs.layers.relu_batch`); the bias is linear (:func:`bias_claim_reduction`); a Conv or
 pool goes to its input by the patch map (:func:`patch_claim_reduction`), other contractions by one
 sumcheck (:func:`contraction_claim_reduction`); a residual add sends one operand's value
@@ -53,8 +54,8 @@ from ..transcript import Transcript
 from .common import Claim, check_ext, require
 from .contraction import (ContractionProof, GatherProof, PatchProof, _pow2, bias_claim_reduction,
                           contraction_claim_reduction, join_point, merge_claims, pad_operand, patch_claim_reduction,
-                          reshape_claim_reduction, reshape_is_free, split_point, verify_contraction, verify_merge,
-                          verify_patches, verify_reshape)
+                          reshape_claim_reduction, reshape_is_free, split_point, square_claim_reduction,
+                          verify_contraction, verify_merge, verify_patches, verify_reshape, verify_square)
 from .packing import Packing
 from .records import read_nested
 from .relu_batch import BitsProof, SelectProof, prove_bits, prove_select, verify_bits, verify_select
@@ -86,7 +87,7 @@ def _table(values) -> np.ndarray:
 
 
 def _decomposition(op, batch: int) -> Decomposition:
-    return Decomposition(op.shift if op.kind == "contraction" else 0, op.q_bits, op.relu or op.kind == "relu")
+    return Decomposition(op.shift, op.q_bits, op.relu or op.kind == "relu")  # shift 0 on a relu op
 
 
 def _full(qgraph: QuantizedGraph, tensor: str, batch: int) -> tuple:
@@ -160,7 +161,8 @@ class GraphCommitment:
 
 
 # -------------------------------------------------------------------------------------------- proof
-_TAGS = {"merge": 1, "bias": 3, "reshape": 4, "contraction": 5, "patches": 6, "add": 7, "select": 8, "bits": 9}
+_TAGS = {"merge": 1, "bias": 3, "reshape": 4, "contraction": 5, "patches": 6, "add": 7, "select": 8, "bits": 9,
+         "square": 10}
 
 
 @dataclass(frozen=True, eq=False)
@@ -186,7 +188,7 @@ class GraphProof:
         writer.u32(len(self.items))
         for tag, item in self.items:
             writer.u8(_TAGS[tag])
-            if tag in ("merge", "reshape"):
+            if tag in ("merge", "reshape", "square"):
                 writer.blob(item.sumcheck.to_bytes())
                 writer.ext(item.x_eval)
             elif tag == "select":
@@ -228,7 +230,7 @@ class GraphProof:
             if code not in names:
                 raise ProofRejected(f"item tag {code} is not one of {sorted(names)}", "graph proof")
             tag = names[code]
-            if tag in ("merge", "reshape"):
+            if tag in ("merge", "reshape", "square"):
                 item = GatherProof(read_nested(reader, SumcheckProof), reader.ext())
             elif tag == "select":
                 item = _read_select(reader)
@@ -413,6 +415,11 @@ class GraphNetwork:
                 pending.setdefault(op.inputs[0], []).append(x_claim)
             elif op.kind == "relu":
                 pending.setdefault(op.inputs[0], []).append(claim)
+            elif op.kind == "square":
+                proof, claim = square_claim_reduction(_table(values[op.inputs[0]]), claim, transcript,
+                                                      f"{label} / square")
+                items.append(("square", proof))
+                pending.setdefault(op.inputs[0], []).append(claim)
             elif op.kind == "add":
                 first = mle_evaluate(_table(values[op.inputs[0]]), claim.point)
                 transcript.absorb(f"{label}.add", first)
@@ -575,6 +582,9 @@ def _verify(commitment: GraphCommitment, x, proof: GraphProof) -> np.ndarray:
                     weight_claims.append((index_of[(index, "w")], w_claim))
                 pending.setdefault(op.inputs[0], []).append(x_claim)
             elif op.kind == "relu":
+                pending.setdefault(op.inputs[0], []).append(claim)
+            elif op.kind == "square":
+                claim = verify_square(claim, items.take("square", label), transcript, f"{label} / square")
                 pending.setdefault(op.inputs[0], []).append(claim)
             elif op.kind == "add":
                 first = items.take("add", label)

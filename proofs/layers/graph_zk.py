@@ -163,7 +163,7 @@ def _same_layout(a, b) -> bool:
 
 
 def _decomposition(op) -> Decomposition:
-    return Decomposition(op.shift if op.kind == "contraction" else 0, op.q_bits, op.relu or op.kind == "relu")
+    return Decomposition(op.shift, op.q_bits, op.relu or op.kind == "relu")  # shift 0 on a relu op
 
 
 def model_layout(q: QuantizedGraph) -> StoreLayout:
@@ -296,6 +296,8 @@ class _Run:
                 self.contraction(index, op)
             elif op.kind == "relu":
                 self.requantized(index, op, [], F.ext_zero(), op.inputs[0])
+            elif op.kind == "square":
+                self.square(index, op)
             elif op.kind == "add":
                 tau = self.ch.point(f"graph.add{index}", self.s.vars(op.output))
                 claim = F.ext_zero()
@@ -409,6 +411,20 @@ class _Run:
             point = np.concatenate([point, F.ext_zero((slot.elem_vars - point.shape[0],))])
             terms.append(Term(valid, (eq_factor(point),), (Stored("w", f"b{index}"),), slot.elem_vars))
         self.requantized(index, op, terms, F.ext_zero(), None, tau)
+
+    def square(self, index: int, op) -> None:
+        """acc = X * X entrywise: the layer relation's accumulator term sum_e eq(tau, e) X(e) X(e) (degree 3;
+        X's value at the sumcheck's point is stated once), or, for a public X, its value moved to the claim."""
+        tau = self.ch.point(f"graph.layer{index}", self.s.vars(op.output))
+        x = op.inputs[0]
+        if self.is_public(x):
+            table = self.public[self.s.name(x)]
+            value = F.ext_zero() if table is None else mle_evaluate(F.mul(table, table), tau)
+            self.requantized(index, op, [], F.ext_neg(value), None, tau)
+            return
+        factor = self.stored(x)
+        term = Term(self.one, (eq_factor(tau),), (factor, factor), tau.shape[0])
+        self.requantized(index, op, [term], F.ext_zero(), None, tau)
 
     def patch_gather(self, index, tau, letters, view_real, view_padded) -> np.ndarray:
         """G_tau over X's padded layout: sum of eq(tau, v) over the real view entries v gathering from p."""
