@@ -5,7 +5,8 @@ batch first, its sample shape taken from the graph's declared input shape (``inp
 where the file leaves it symbolic). Operators covered: Gemm (alpha, beta, transB, C broadcast; transA on a
 constant), MatMul, Conv (stride, pads, auto_pad, dilation, group), AveragePool (count_include_pad),
 GlobalAveragePool, Add / Sub / Mul / Div by a constant, Add of two tensors (residual), Mul(x, x) and
-Pow(x, 2) as square, Mul(x, Sigmoid(x)) as silu, Relu, Sigmoid, Tanh, Gelu, BatchNormalization (folded into
+Pow(x, 2) as square, Mul(x, Sigmoid(x)) as silu, Relu, Sigmoid, Tanh, Gelu (also written out with Erf, as
+torch.onnx.export writes it below opset 20), BatchNormalization (folded into
 the contraction before it when that contraction feeds nothing else), Flatten, Reshape, Transpose, Identity,
 Dropout. Any other operator raises ``UnsupportedOperator`` naming it and its node.
 """
@@ -40,6 +41,97 @@ def read_onnx(source, input_shape=None) -> Graph:
     return _Reader(model.graph, numpy_helper, input_shape).graph()
 
 
+def _fuse_erf_gelu(nodes, initializers, numpy_helper) -> list:
+    """``nodes`` with each exact GELU written out with Erf replaced by one Gelu node: torch.onnx.export below
+    opset 20 writes nn.GELU() as Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5) (other exporters: x * 1/sqrt 2,
+    the 0.5 on x or on the sum first). The Gelu takes the place of the group's last node, named after its Erf
+    node; every intermediate tensor must feed only the next node of the group, else nothing is fused (and the
+    Erf is refused by name as before)."""
+    import onnx
+
+    const = dict(initializers)
+    for node in nodes:
+        if node.op_type == "Constant":
+            for attribute in node.attribute:
+                if attribute.name == "value":
+                    const[node.output[0]] = numpy_helper.to_array(attribute.t)
+                elif attribute.name == "value_float":
+                    const[node.output[0]] = np.float32(attribute.f)
+    producer = {out: i for i, node in enumerate(nodes) for out in node.output}
+    consumers: dict[str, list[int]] = {}
+    for i, node in enumerate(nodes):
+        for tensor in node.input:
+            consumers.setdefault(tensor, []).append(i)
+
+    def is_scalar(tensor, value) -> bool:
+        array = const.get(tensor)
+        return (array is not None and np.asarray(array).size == 1
+                and abs(float(np.asarray(array).reshape(())) - value) <= 1e-3 * abs(value))
+
+    def only_consumer(tensor, op):
+        readers = consumers.get(tensor, [])
+        return readers[0] if len(readers) == 1 and nodes[readers[0]].op_type == op else None
+
+    def other(node, tensor):
+        operands = list(node.input[:2])
+        if len(operands) != 2 or tensor not in operands:
+            return None
+        operands.remove(tensor)
+        return operands[0]
+
+    def match(erf_index):
+        """(the group's node indices, x, y) of the GELU around nodes[erf_index], or None."""
+        erf = nodes[erf_index]
+        pre_index = producer.get(erf.input[0])
+        if pre_index is None or consumers.get(erf.input[0]) != [erf_index]:
+            return None
+        pre = nodes[pre_index]
+        x = None
+        if pre.op_type == "Div" and is_scalar(pre.input[1], 2 ** 0.5):
+            x = pre.input[0]
+        elif pre.op_type == "Mul":
+            for a, b in (pre.input[:2], pre.input[1::-1]):
+                if is_scalar(b, 2 ** -0.5):
+                    x = a
+        if x is None or x in const:
+            return None
+        add_index = only_consumer(erf.output[0], "Add")
+        if add_index is None or not is_scalar(other(nodes[add_index], erf.output[0]), 1.0):
+            return None
+        total = nodes[add_index].output[0]
+        mul_index = only_consumer(total, "Mul")
+        if mul_index is None:
+            return None
+        operand = other(nodes[mul_index], total)
+        product = nodes[mul_index].output[0]
+        if operand == x:  # (x * (1 + erf)) * 0.5
+            last = only_consumer(product, "Mul")
+            if last is None or not is_scalar(other(nodes[last], product), 0.5):
+                return None
+            return (pre_index, erf_index, add_index, mul_index, last), x, nodes[last].output[0]
+        if is_scalar(operand, 0.5):  # x * ((1 + erf) * 0.5)
+            last = only_consumer(product, "Mul")
+            if last is None or other(nodes[last], product) != x:
+                return None
+            return (pre_index, erf_index, add_index, mul_index, last), x, nodes[last].output[0]
+        half_index = producer.get(operand)  # (x * 0.5) * (1 + erf)
+        if half_index is None or consumers.get(operand) != [mul_index] or nodes[half_index].op_type != "Mul" \
+                or not is_scalar(other(nodes[half_index], x), 0.5):
+            return None
+        return (pre_index, erf_index, add_index, half_index, mul_index), x, product
+
+    replaced, dropped = {}, set()
+    for i, node in enumerate(nodes):
+        if node.op_type == "Erf" and i not in dropped:
+            found = match(i)
+            if found is not None:
+                group, x, y = found
+                name = node.name or f"Erf_{i}"
+                replaced[max(group)] = onnx.helper.make_node("Gelu", [x], [y], name=name)
+                dropped.update(group)
+    return [replaced.get(i, node) for i, node in enumerate(nodes) if i not in dropped or i in replaced]
+
+
 def _attrs(node) -> dict:
     import onnx
 
@@ -55,7 +147,8 @@ class _Reader:
         self.producer: dict[str, int] = {}
         self.alias: dict[str, str] = {}
         self.uses: dict[str, int] = {}
-        for node in graph.node:
+        self.source_nodes = _fuse_erf_gelu(list(graph.node), self.const, numpy_helper)
+        for node in self.source_nodes:
             for name in node.input:
                 self.uses[name] = self.uses.get(name, 0) + 1
         for out in graph.output:
@@ -120,7 +213,7 @@ class _Reader:
 
     # -- the graph ----------------------------------------------------------------------------------------
     def graph(self) -> Graph:
-        for index, node in enumerate(self.source.node):
+        for index, node in enumerate(self.source_nodes):
             name = node.name or f"{node.op_type}_{index}"
             handler = getattr(self, f"op_{node.op_type}", None)
             if node.domain not in ("", "ai.onnx") or handler is None:

@@ -85,6 +85,43 @@ def test_gelu_opset20(approximate):
     agree(b.model(), np.random.default_rng(7).normal(size=(3, 6)))
 
 
+def erf_gelu(b, x, variant):
+    """GELU written out with Erf as exporters write it below opset 20 (``torch``: torch.onnx.export's form,
+    constants as Constant nodes)."""
+    def constant(value):
+        return b.node("Constant", [], value=onnx.numpy_helper.from_array(np.array(value, np.float32)))
+
+    if variant == "torch":
+        erf = b.node("Erf", [b.node("Div", [x, constant(2 ** 0.5)])], "gelu_erf")
+        return b.node("Mul", [b.node("Mul", [x, b.node("Add", [erf, constant(1.0)])]), constant(0.5)])
+    erf = b.node("Erf", [b.node("Mul", [b.const(np.float32(2 ** -0.5)), x])], "gelu_erf")
+    total = b.node("Add", [b.const(np.float32(1.0)), erf])
+    if variant == "half_first":
+        return b.node("Mul", [b.node("Mul", [x, b.const(np.float32(0.5))]), total])
+    return b.node("Mul", [x, b.node("Mul", [total, b.const(np.float32(0.5))])])
+
+
+@pytest.mark.parametrize("variant", ["torch", "half_first", "half_on_the_sum"])
+def test_gelu_written_out_with_erf_is_one_gelu(variant):
+    """nn.GELU() exported by torch.onnx.export at opset 17 was refused as 'unsupported operator Erf'."""
+    b = Builder((6,), 7)
+    erf_gelu(b, b.gemm("x", 6, 5, "fc1"), variant)
+    b.gemm(b.last, 5, 3, "fc2")
+    graph = agree(b.model(), np.random.default_rng(7).normal(size=(4, 6)))
+    assert [(n.kind, getattr(n, "function", None)) for n in graph.nodes] == [
+        ("contraction", None), ("activation", "gelu"), ("contraction", None)]
+    assert graph.nodes[1].name == "gelu_erf"
+
+
+def test_an_erf_outside_a_gelu_is_still_refused_by_name():
+    b = Builder((6,), 7)
+    h = b.gemm("x", 6, 5)
+    erf = b.node("Erf", [b.node("Div", [h, b.const(np.float32(2 ** 0.5))])], "lonely_erf")
+    b.node("Mul", [b.node("Add", [erf, b.const(np.float32(1.0))]), b.const(np.float32(0.5))])  # no x factor
+    with pytest.raises(UnsupportedOperator, match="operator Erf \\(node 'lonely_erf'\\)"):
+        read_onnx(b.model())
+
+
 def test_pow_sub_div_transpose_reshape():
     b = Builder((2, 3, 4), 8)
     x = b.node("Transpose", ["x"], perm=[0, 2, 3, 1])                      # (3, 4, 2)
