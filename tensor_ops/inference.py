@@ -390,6 +390,8 @@ class Client:
         cts = [self._context.encrypt(v, level=level) for v in vectors]
         header = {"key_id": self.key_id.hex(), "samples": len(batch), "single": single,
                   "sample_shape": list(shape), "block": block, "model": self.plan.model if self.plan else None}
+        if self.plan is not None and self.plan.fit is not None:  # the activations' polynomials it was planned with
+            header["fit"] = self.plan.fit
         if patches:  # only then: requests in the flat layout keep their header as before
             header["layout"] = "patches"
         return pack_message("request", header, cts)
@@ -401,6 +403,7 @@ class Client:
         block, samples, output_shape = _layout(header, len(blobs), self.params.slots, "output_shape")
         if self.plan is not None:  # the reply must be the planned model's, in the planned layout
             _check_model(header, self.plan.model, "reply from", "this client planned for")
+            _check_fit(header, self.plan.fit, "reply computed with", "this client planned")
             if (block, output_shape) != (self.plan.block, self.plan.output_shape):
                 raise ShapeError(f"reply layout block={block}, output_shape={output_shape} differs from the plan's "
                                  f"block={self.plan.block}, output_shape={self.plan.output_shape}")
@@ -433,6 +436,18 @@ def _check_model(header, model, said: str, have: str):
     if other is not None and model is not None and other != model:
         raise ContextMismatchError(f"{said} model {other[:12]}…, {have} model {model[:12]}… (a request is "
                                    f"answered only by the model it was planned for)")
+
+
+def _check_fit(header, fit, said: str, have: str):
+    """A message whose polynomial activations (``Sequential.activation_fit``) differ from ``fit`` (absent or
+    None on either side: not checked)."""
+    other = header.get("fit")
+    if other is not None and not (isinstance(other, str) and len(other) == 64):
+        raise SerializationError(f"header fit={other!r:.80} must be a hex digest or null")
+    if other is not None and fit is not None and other != fit:
+        raise ContextMismatchError(f"{said} activations fitted as {other[:12]}…, {have} {fit[:12]}… (the same "
+                                   f"model file with another --calibration or --degree: load it with the same "
+                                   f"ones on both sides)")
 
 
 def _check_key(header, key_id: bytes):
@@ -473,6 +488,7 @@ class Server:
         self.max_ciphertexts = int(max_ciphertexts)
         self._model = model
         self.model_id = model.identity().hex()  # requests made for another model are refused (409)
+        self.fit_id = model.activation_fit()  # and those planned with other activation polynomials
         self._encoded = {} if encoded is None else encoded
         self._by_shape = {}  # sample shape -> (plan, {block: EncryptedModel})
         self._input_shape = input_shape if input_shape is not None else model.input_shape
@@ -523,6 +539,7 @@ class Server:
         header, blobs = unpack_message(request, "request", self.max_ciphertexts)
         _check_key(header, self.key_id)
         _check_model(header, self.model_id, "request made for", "this server runs")
+        _check_fit(header, self.fit_id, "request planned with", "this server's model has them fitted as")
         block, samples, shape = _layout(header, len(blobs), self.context.params.slots, "sample_shape")
         model_shape, unbatched = self._model_shape(shape, samples)
         single = bool(header.get("single")) or unbatched
@@ -550,7 +567,8 @@ class Server:
                 report(first + index + 1, total, label)
             outputs.append(by_block[block].forward(ct, None if report is None else on_stage))
         reply = {"key_id": self.key_id.hex(), "samples": samples, "single": single,
-                 "block": block, "output_shape": list(plan.output_shape), "model": self.model_id}
+                 "block": block, "output_shape": list(plan.output_shape), "model": self.model_id,
+                 "fit": self.fit_id}
         return pack_message("reply", reply, outputs)
 
     __call__ = infer = evaluate

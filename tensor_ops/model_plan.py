@@ -406,6 +406,7 @@ class ModelPlan:
     patches: tuple[int, int, int, int] | None = None  # (kh, kw, stride, padding): inputs packed as im2col patches
     bootstrap: BootstrapConfig | None = None  # the bootstrap run before the stages ``bootstraps`` (None: none)
     bootstraps: tuple[int, ...] = ()  # stage indices a bootstrap precedes (``tensor_ops.bootstrap_placement``)
+    fit: str | None = None  # hex sha256 of the polynomial activations (``Sequential.activation_fit``), carried too
 
     def __post_init__(self):
         """Checks a placement of bootstraps (plans without one are not touched): a full-slot config (the
@@ -641,6 +642,8 @@ class ModelPlan:
                          f"duplicated on the client), the server multiplies by the weights along the patches")
         if self.model is not None:
             lines.append(f"  model digest (sha256 of the model, carried by requests and replies): {self.model}")
+        if self.fit is not None:
+            lines.append(f"  activation fit digest (sha256 of the polynomials, carried too): {self.fit}")
         budget = ("" if self.key_budget is None else
                   f" of a key budget of {self.key_budget / 2**30:.3g} GiB = {self.key_budget} bytes")
         if self.key_steps is not None:
@@ -681,7 +684,8 @@ class ModelPlan:
                 "stages": [dict(vars(stage), baby=list(stage.baby), giant=list(stage.giant), presum=list(stage.presum))
                            for stage in self.stages],
                 "layers": [dict(vars(layer), input_shape=list(layer.input_shape), output_shape=list(layer.output_shape))
-                           for layer in self.layers], "model": self.model, "key_budget": self.key_budget,
+                           for layer in self.layers], "model": self.model, "fit": self.fit,
+                "key_budget": self.key_budget,
                 "key_steps": None if self.key_steps is None else list(self.key_steps),
                 "patches": None if self.patches is None else list(self.patches)}
         if self.bootstraps:
@@ -700,11 +704,14 @@ class ModelPlan:
             model = data.get("model")
             if model is not None and not (isinstance(model, str) and re.fullmatch(r"[0-9a-f]{64}", model)):
                 raise ParameterError(f"model plan: model={model!r:.80} must be a hex sha256 digest or null")
+            fit = data.get("fit")
+            if fit is not None and not (isinstance(fit, str) and re.fullmatch(r"[0-9a-f]{64}", fit)):
+                raise ParameterError(f"model plan: fit={fit!r:.80} must be a hex sha256 digest or null")
             return cls(CKKSParameters.from_dict(data["params"]), tuple(data["input_shape"]),
                        tuple(data["output_shape"]), int(data["block"]), stages, layers, model=model,
                        key_budget=None if data.get("key_budget") is None else int(data["key_budget"]),
                        key_steps=None if data.get("key_steps") is None else tuple(int(k) for k in data["key_steps"]),
-                       patches=_patches_field(data.get("patches")), **_bootstrap_fields(data))
+                       patches=_patches_field(data.get("patches")), fit=fit, **_bootstrap_fields(data))
         except (KeyError, TypeError, ValueError) as error:
             if isinstance(error, ParameterError):
                 raise

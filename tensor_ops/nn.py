@@ -839,6 +839,20 @@ class Sequential:
                 hasher.update(array.tobytes())
         return hasher.digest()
 
+    def activation_fit(self) -> str:
+        """Hex sha256 of the polynomial activations (name, coefficients, interval; in layer order, residual
+        blocks included): one file loaded with another --calibration or --degree computes another function
+        under the same ``identity``. Plans, requests and replies carry it; a server refuses a request whose
+        activations were fitted otherwise."""
+        def polys(layers):
+            for layer in layers:
+                if isinstance(layer, Activation):
+                    yield [layer.poly.name, list(layer.poly.coefficients), layer.poly.center, layer.poly.radius]
+                elif isinstance(layer, Residual):
+                    yield from polys(layer.layers)
+                    yield from polys(layer.shortcut)
+        return hashlib.sha256(json.dumps(list(polys(self._layers))).encode()).hexdigest()
+
     def __repr__(self):
         inner = ", ".join(layer.kind for layer in self._layers)
         return f"Sequential([{inner}], input_shape={self._input_shape})"
@@ -1139,7 +1153,8 @@ def _plan_for(model, input_shape, params, key_budget, choices, layers, bootstrap
     plans, key_steps = stage_plans(stages, math.prod(input_shape), slots=chosen.slots, key_bytes=key_bytes,
                                    key_budget=key_budget)
     plan = ModelPlan(chosen, tuple(input_shape), tuple(model.output_shape(input_shape)), block, tuple(plans), layers,
-                     model=model.identity().hex(), key_budget=None if key_budget is None else int(key_budget),
+                     model=model.identity().hex(), fit=model.activation_fit(),
+                     key_budget=None if key_budget is None else int(key_budget),
                      key_steps=key_steps, patches=input_layout(model, input_shape, choices))
     if boot is not None:
         before = _place_around_blocks(plan, boot[1])

@@ -176,7 +176,7 @@ def create_app(model: Sequential, *, input_shape=None, tokens: Tokens | None = N
                             evicted[:16], label(principal), *limits.quota(principal))
             return {"context_id": context_id, "rotation_keys": len(server.context.rotation_steps),
                     "bytes": len(blob), "depth": int(server.plan.depth), "batch": server.plan.batch,
-                    "model": server.model_id}
+                    "model": server.model_id, "fit": server.fit_id}
 
     @app.post("/infer/{context_id}")
     async def infer(context_id: str, request: Request):
@@ -347,7 +347,14 @@ def _positive_float(text: str) -> float:
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The server's options (shared by ``python -m tensor_ops.serve`` and ``python -m tensor_ops serve``)."""
-    parser.add_argument("--model", required=True, help="model .npz written by Sequential.save (stays on the server)")
+    parser.add_argument("--model", required=True, help="model file (stays on the server): ONNX, or .npz written by "
+                                                       "Sequential.save / hezk_model.save_npz, or weights that name "
+                                                       "their activation")
+    parser.add_argument("--calibration", default=None,
+                        help="representative inputs .npy: fit each activation on the range its input takes there "
+                             "(as the clients' keygen --calibration: requests planned with other polynomials get 409)")
+    parser.add_argument("--degree", type=_positive, default=None,
+                        help="degree of each fitted activation's polynomial (as the clients' keygen --degree)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: loopback only)")
     parser.add_argument("--port", type=int, default=8000, help="TCP port to listen on (default 8000)")
     parser.add_argument("--input-shape", type=_shape, default=None,
@@ -382,6 +389,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return parser
 
 
+def _read_array(path) -> np.ndarray:
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as error:
+        raise SerializationError(f"--calibration {path}: not a readable numpy .npy array ({error})") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``python -m tensor_ops.serve``."""
     return add_arguments(argparse.ArgumentParser(prog="python -m tensor_ops.serve",
@@ -399,7 +413,9 @@ def run(args) -> int:
     try:
         tokens = Tokens.from_file(args.tokens_file) if args.tokens_file else Tokens.from_env()
         limits = Limits(**{name: getattr(args, name) for name in _LIMIT_OPTIONS})
-        model = Sequential.load(args.model)
+        calibration = None if getattr(args, "calibration", None) is None else _read_array(args.calibration)
+        model = Sequential.load(args.model, args.input_shape, calibration=calibration,
+                                degree=getattr(args, "degree", None))
         app = create_app(model, input_shape=args.input_shape, tokens=tokens, limits=limits)
     except HEError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -110,3 +110,62 @@ def test_the_plan_reports_and_respects_a_key_budget():
     with pytest.raises(ParameterError, match="key_budget=1000 bytes is too small for any plan"):
         one.plan(params="TOY", key_budget=1000)
     assert one.plan(params="TOY", key_budget=plan.galois_key_bytes).rotations == plan.rotations
+
+
+def test_one_file_fitted_otherwise_is_refused_as_another_computation(tmp_path, capsys):
+    """The same ONNX file loaded with another --degree (or --calibration) has the same identity but other
+    polynomials: the server evaluated such a request with its own polynomial without a word."""
+    onnx.save(mlp((6, 4, 3), "relu", seed=7), tmp_path / "m.onnx")
+    default, other = Sequential.load(tmp_path / "m.onnx"), Sequential.load(tmp_path / "m.onnx", degree=4)
+    assert default.identity() == other.identity() and default.activation_fit() != other.activation_fit()
+    calibrated = Sequential.load(tmp_path / "m.onnx", calibration=np.random.default_rng(0).normal(size=(16, 6)))
+    assert calibrated.activation_fit() not in (default.activation_fit(), other.activation_fit())
+    assert Sequential.load(tmp_path / "m.onnx").activation_fit() == default.activation_fit()
+    # depth 2 + 2 fits the TOY parameters' 4 levels
+    default, other = (Sequential.load(tmp_path / "m.onnx", degree=d) for d in (3, 2))
+    plan = default.plan(params="TOY")
+    assert plan.fit == default.activation_fit() and ModelPlan.from_dict(plan.to_dict()).fit == plan.fit
+    assert "activation fit digest" in plan.explain()
+    client = Client(model=default, params="TOY", seed=4)
+    request = client.encrypt(np.zeros((2, 6)))
+    with pytest.raises(ContextMismatchError, match="activations fitted as"):
+        Server(other, client.public_context()).evaluate(request)
+    reply = Server(default, client.public_context()).evaluate(request)
+    header, blobs = unpack_message(reply, "reply")
+    forged = pack_message("reply", {**header, "fit": "cd" * 32}, [SimpleNamespace(to_bytes=lambda b=b: bytes(b))
+                                                                   for b in blobs])
+    with pytest.raises(ContextMismatchError, match="activations fitted as"):
+        client.decrypt(forged)
+    assert client.decrypt(reply).shape == (2, 3)
+    # the command line: keys planned with --degree 4, a server run without it
+    np.save(tmp_path / "x.npy", np.zeros((1, 6)))
+    keys = ["--client", str(tmp_path / "c.key"), "--context", str(tmp_path / "ctx.bin")]
+    assert tensor_cli.main(["keygen", "--model", str(tmp_path / "m.onnx"), "--degree", "4", *keys]) == 0
+    assert tensor_cli.main(["encrypt", "--client", str(tmp_path / "c.key"), "--input", str(tmp_path / "x.npy"),
+                            "--out", str(tmp_path / "req.bin")]) == 0
+    capsys.readouterr()
+    infer = ["infer", "--model", str(tmp_path / "m.onnx"), "--context", str(tmp_path / "ctx.bin"),
+             "--request", str(tmp_path / "req.bin"), "--out", str(tmp_path / "reply.bin")]
+    assert tensor_cli.main(infer) == 2
+    assert "activations fitted as" in capsys.readouterr().err and not (tmp_path / "reply.bin").exists()
+    assert tensor_cli.main([*infer, "--degree", "4"]) == 0
+
+
+def test_serve_takes_the_calibration_and_degree_its_clients_planned_with(tmp_path, capsys, monkeypatch):
+    uvicorn = pytest.importorskip("uvicorn")
+    from tensor_ops import serve
+
+    onnx.save(mlp((6, 4, 3), "relu", seed=7), tmp_path / "m.onnx")
+    np.save(tmp_path / "cal.npy", np.random.default_rng(0).normal(size=(16, 6)))
+    served = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **options: served.update(app=app, **options))
+    args = serve.build_parser().parse_args(["--model", str(tmp_path / "m.onnx"), "--degree", "4",
+                                            "--calibration", str(tmp_path / "cal.npy")])
+    assert serve.run(args) == 0 and served["port"] == 8000
+    want = Sequential.load(tmp_path / "m.onnx", degree=4, calibration=np.load(tmp_path / "cal.npy"))
+    assert f"activation fit digest (sha256 of the polynomials, carried too): {want.activation_fit()}" \
+        in capsys.readouterr().out
+    np.save(tmp_path / "bad.npy", np.zeros((2, 5)))
+    args = serve.build_parser().parse_args(["--model", str(tmp_path / "m.onnx"), "--calibration",
+                                            str(tmp_path / "bad.npy")])
+    assert serve.run(args) == 2 and "calibration inputs of shape (2, 5)" in capsys.readouterr().err
