@@ -96,8 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
     commit.add_argument("--scheme", choices=("ligero", "basefold"), default="ligero",
                         help="the commitment, ligero (default; Ligero-style, faster for small models) or basefold "
                              "(O(log^2 n) batched openings: smaller proofs of large models with --public-weights, "
-                             "zero-knowledge proofs about 4x smaller without); prove and verify read it from the "
-                             "commitment's bytes")
+                             "zero-knowledge proofs about 4x smaller without; a graph model: hiding only, proof "
+                             "stores up to 2^19 entries); prove and verify read it from the commitment's bytes")
     prove = commands.add_parser("prove", help="prove y = model(x) for an input batch")
     prove.add_argument("--model", "-m", required=True, type=_existing_file, help=MODEL_HELP)
     inputs = prove.add_mutually_exclusive_group(required=True)
@@ -222,8 +222,6 @@ def _committed_model(args):
 def _commit(args) -> int:
     scheme = getattr(args, "scheme", "ligero")
     graph = graph_cli.graph_model(args.model)
-    if graph is not None and scheme != "ligero":
-        raise ModelError(f"--scheme {scheme}: graph models (convolutions, pools, residual adds) commit with ligero")
     if graph is not None:  # convolutions, pools, residual adds: the graph proof (issue 13)
         return graph_cli.commit(args, graph)
     zk = not args.public_weights

@@ -23,6 +23,7 @@ from .errors import ModelError, ProofRejected
 from .graph_quantize import quantize_graph
 from .layers.graph import GraphCommitment, GraphNetwork, verify_graph
 from .layers.graph_zk import HidingGraphCommitment, HidingGraphNetwork, verify_graph_zk
+from .layers.network_zk import basefold_params
 from .progress import progress_bar
 from .proof_format import record_kind
 
@@ -76,7 +77,11 @@ def commit(args, graph) -> int:
                          "(or name the commitment with --out PATH: the state then goes to PATH.state)")
     calibration, source = _calibration(args, graph)
     q = quantize_graph(graph, calibration)
-    network = HidingGraphNetwork(q, max_proofs=args.max_proofs) if hiding else GraphNetwork(q)
+    if getattr(args, "scheme", "ligero") == "basefold" and not hiding:
+        raise ModelError("--scheme basefold with --public-weights: graph models commit their public weights with "
+                         "ligero (hiding graph proofs take --scheme basefold)")
+    params = basefold_params() if getattr(args, "scheme", "ligero") == "basefold" else None
+    network = HidingGraphNetwork(q, params=params, max_proofs=args.max_proofs) if hiding else GraphNetwork(q)
     out = args.out or "c.bin"
     data = network.commitment.to_bytes()
     with open(out, "wb") as handle:

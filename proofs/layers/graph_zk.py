@@ -40,13 +40,16 @@ a private input. Soundness: the union bound of :func:`soundness_bits`; zero know
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from .. import basefold as B
+from .. import basefold_zk as BZ
 from .. import field as F
-from ..errors import ModelError, ProofRejected
+from ..errors import ModelError, ProofError, ProofRejected
 from ..graph_quantize import QuantizedGraph, public_weight
 from ..mle import bind_high, eq_table, mle_evaluate
 from ..proof_format import ByteReader, ByteWriter, from_record, parse_nested, to_record
@@ -54,9 +57,11 @@ from ..relations import Public, Slot, StoreLayout, Stored, Term, commit_store, e
 from ..transcript import Transcript
 from ..zk import HidingCommitment, HidingParams
 from . import prover_state
+from .basefold_channel import BasefoldChannel, StorePlan, commit_hosted
 from .common import prefix_sum_of_eq, require
 from .contraction import PatchGeometry, _masked_eq, _subscripts, join_point, split_point
-from .network_zk import _StatedViews, base_params, best_rows, check_store_commitments, default_params
+from .network_zk import (_StatedViews, base_params, basefold_agreement_error, basefold_proof_error, best_rows,
+                         check_store_commitments, default_params, is_basefold)
 from .proof_items import TrainingProof
 from .requant import Decomposition, decompose
 from .reusable import Reusable, commit_reusable, verify_reusable
@@ -599,12 +604,16 @@ class HidingGraphNetwork:
         if not isinstance(qgraph, QuantizedGraph):
             raise ModelError(f"qgraph must be a QuantizedGraph, got {type(qgraph).__name__}")
         params = default_params() if params is None else params
-        if not isinstance(params, HidingParams) or not params.hiding:
-            raise ModelError(f"params must be hiding HidingParams, got {params!r}")
+        if is_basefold(params):
+            params = dataclasses.replace(params, openings=1)
+        elif not isinstance(params, HidingParams) or not params.hiding:
+            raise ModelError(f"params must be hiding HidingParams or HidingBasefoldParams, got {params!r}")
         qgraph.require_private_constants()
         self.qgraph = qgraph
         shapes = Shapes(qgraph, 1)
         _Run(shapes, ShapeChannel(params, _layouts(shapes, qgraph)), None, None).run()  # refuses unsupported ops
+        if is_basefold(params):
+            require_basefold_fits(Shapes(qgraph, 1), params)
         layout = model_layout(qgraph)
         if state is not None:  # prove later against a published commitment (``save_state``)
             commitment, witness = prover_state.load(state, model_tables(qgraph), layout,
@@ -613,8 +622,8 @@ class HidingGraphNetwork:
                 raise ModelError(f"prover state {state!r} was saved for another quantized model")
             self._weights = (commitment.weights, witness)
         else:
-            self._weights = commit_reusable(layout, model_tables(qgraph), params, max_proofs,
-                                            model_rows(qgraph, params))
+            rows = None if is_basefold(params) else model_rows(qgraph, params)
+            self._weights = commit_reusable(layout, model_tables(qgraph), params, max_proofs, rows)
         self.commitment = HidingGraphCommitment(qgraph, self._weights[0])
 
     def save_state(self, path) -> None:
@@ -643,6 +652,9 @@ class HidingGraphNetwork:
         params = base_params(self.commitment)
         layouts = _layouts(shapes, q)
         tables = proof_tables(shapes, values, accs)
+        if is_basefold(params):
+            require_basefold_fits(shapes, params)
+            return self._prove_basefold(shapes, x_int, output, tables, params, progress)
         log_rows = proof_rows(shapes, params)
         made = commit_store(layouts["p"], {s.name: tables[s.name] for s in layouts["p"].slots},
                             store_params(layouts["p"], params, log_rows), log_rows=log_rows)
@@ -661,6 +673,62 @@ class HidingGraphNetwork:
             progress(3, 3, "opened the stores")
         return HidingGraphProof(output.reshape(len(output), -1).copy(),
                                 TrainingProof("aggregate", (made[0],), tuple(channel.items), copy))
+
+    def _prove_basefold(self, shapes: Shapes, x_int, output, tables, params, progress) -> HidingGraphProof:
+        """The same relations over hiding Basefold stores: the proof store hosts every relation's mask, and the
+        model copy, the proof store and the masks open in ONE batch (:class:`BasefoldChannel`)."""
+        layouts, plans = _basefold_structure(shapes)[:2]
+        statement = self._weights[1]
+        p_tables = {s.name: tables[s.name] for s in layouts["p"].slots}
+        p_commitment, p_store, coefficients, p_opener = commit_hosted(plans["p"], p_tables, params)
+        copy = statement.take("HidingGraphNetwork.prove")
+        if progress is not None:
+            progress(1, 3, "committed the proof's tensors")
+        transcript = _transcript(self.commitment, x_int, output, (p_commitment,), copy)
+        w_store = statement.witnesses[copy]
+        channel = BasefoldChannel(transcript, params, layouts, plans, {"w": w_store.commitment, "p": p_commitment},
+                                  "p", witnesses={"w": w_store, "p": p_store},
+                                  openers={"w": w_store.commitment_witness, "p": p_opener},
+                                  mask_coefficients=coefficients)
+        channel.prior_views = {"w": statement.agreement_views[copy]}
+        _Run(shapes, channel, *_public_tables(shapes, x_int, output)).run()
+        if progress is not None:
+            progress(2, 3, "proved the relations")
+        channel.open_all()
+        if progress is not None:
+            progress(3, 3, "opened the stores")
+        return HidingGraphProof(output.reshape(len(output), -1).copy(),
+                                TrainingProof("aggregate", (p_commitment,), tuple(channel.items), copy))
+
+
+def require_basefold_fits(shapes: Shapes, params) -> None:
+    """Refuse (ModelError) a proof store too large for a hiding Basefold slot table (:func:`proofs.basefold_zk.shape`:
+    the table with its random slots must fit BabyBear's 2-adic domain at the code's rate)."""
+    _, plans, _, _ = _basefold_structure(shapes)
+    try:
+        BZ.shape(plans["p"].num_vars, params)
+    except ProofError:
+        raise ModelError(f"the proof store of this graph at batch {shapes.batch} (2^{plans['p'].num_vars} entries) is "
+                         f"too large for hiding Basefold at rate 1/{params.base.rate_inv} (its slot table is 16x the "
+                         f"store): use the default hiding Ligero commitment (--scheme ligero), or a smaller batch"
+                         ) from None
+
+
+def _basefold_structure(shapes: Shapes):
+    """(layouts, plans, relation shapes, decomposition keys) of a hiding Basefold proof, from the public shapes
+    alone: the model copy "w", and the proof store "p" hosting every relation's zero-knowledge mask (their
+    (variables, degree) from one dry run of the relations)."""
+    return _basefold_structure_of(shapes.q.public_text(), shapes.batch)
+
+
+@functools.lru_cache(maxsize=16)
+def _basefold_structure_of(text: str, batch: int):
+    """:func:`_basefold_structure` memoised by the public structure's text (prover and verifier rebuild it for
+    every proof; the verifier's structure is parsed from bytes each time)."""
+    shapes = Shapes(QuantizedGraph.from_public_text(text, "hiding graph structure"), batch)
+    layouts, channel = _structure(shapes, default_params())
+    plans = {"w": StorePlan(layouts["w"]), "p": StorePlan(layouts["p"], tuple(channel.shapes))}
+    return layouts, plans, tuple(channel.shapes), len(decomposition_keys({"p": layouts["p"]}))
 
 
 def _structure(shapes: Shapes, params: HidingParams):
@@ -695,6 +763,10 @@ def soundness_bits(commitment: HidingGraphCommitment, batch: int = 1, structure=
     """-log2 of the union bound over the relations, their masks and the openings (as network_zk)."""
     shapes = Shapes(commitment.structure, batch)
     params = base_params(commitment)
+    if is_basefold(params):  # one batch opening of the model copy and the proof store (masks included)
+        _, plans, relation_shapes, keys = _basefold_structure(shapes)
+        error = basefold_proof_error(commitment.weights, plans["p"], relation_shapes, keys, params)
+        return -math.log2(error + basefold_agreement_error(commitment.weights, model_layout(shapes.q), params))
     layouts, channel = structure or _structure(shapes, params)
     keys = decomposition_keys({"p": layouts["p"]})
     error = union_bound_error(channel.shapes, len(keys), {"w": layouts["w"]}, params,
@@ -736,8 +808,9 @@ def _verify(commitment, x, proof) -> np.ndarray:
     bound = q.bounds[q.output]
     require(bool(np.all(np.abs(proof.output) <= bound)), f"claimed output outside the declared bound {bound}", where)
     params = base_params(commitment)
-    structure = _structure(shapes, params)
-    bits = soundness_bits(commitment, batch, structure)
+    basefold = is_basefold(params)
+    structure = _basefold_structure(shapes)[:2] if basefold else _structure(shapes, params)
+    bits = soundness_bits(commitment, batch, None if basefold else structure)
     require(bits >= MIN_SOUNDNESS_BITS, f"the statement's soundness is {bits:.1f} bits < {MIN_SOUNDNESS_BITS}", where)
     layouts = structure[0]
     verify_reusable(layouts["w"], commitment.weights, dataclasses.replace(params, openings=1), f"{where}: model")
@@ -745,6 +818,8 @@ def _verify(commitment, x, proof) -> np.ndarray:
     require(0 <= relations.copy < len(commitment.weights), f"copy {relations.copy} of a model committed "
             f"{len(commitment.weights)} times", where)
     require(len(relations.commitments) == 1, f"{len(relations.commitments)} proof commitments, expected 1", where)
+    if basefold:
+        return _verify_basefold(commitment, shapes, x_int, proof, params, structure[1], where)
     commitments = {"w": commitment.weights.copies[relations.copy], "p": relations.commitments[0]}
     rows = {"w": model_rows(q, params, structure if batch == 1 else None), "p": proof_rows(shapes, params, structure)}
     check_store_commitments(layouts, commitments, rows, params, commitment.weights.params, relations.items, where)
@@ -754,6 +829,24 @@ def _verify(commitment, x, proof) -> np.ndarray:
     channel.open_all()
     channel.finish()
     return proof.output.reshape(out_real).copy()
+
+
+def _verify_basefold(commitment, shapes: Shapes, x_int, proof, params, plans, where: str) -> np.ndarray:
+    """The relations over hiding Basefold stores, then ONE batch opening (the copy's commitment, the proof store's
+    of the plan's size and the statement's parameters)."""
+    relations = proof.relations
+    p_commitment = relations.commitments[0]
+    require(isinstance(p_commitment, BZ.HidingBasefoldCommitment) and p_commitment.params == params
+            and p_commitment.num_vars == plans["p"].num_vars,
+            "the proof store's commitment does not have the statement's shape and parameters", where)
+    commitments = {"w": commitment.weights.copies[relations.copy], "p": p_commitment}
+    transcript = _transcript(commitment, x_int, proof.output, relations.commitments, relations.copy)
+    channel = BasefoldChannel(transcript, params, _layouts(shapes, shapes.q), plans, commitments, "p",
+                              items=relations.items)
+    _Run(shapes, channel, *_public_tables(shapes, x_int, proof.output)).run()
+    channel.open_all()
+    channel.finish()
+    return proof.output.reshape(shapes.real(shapes.q.output)).copy()
 
 
 __all__ = ["HidingGraphCommitment", "HidingGraphNetwork", "HidingGraphProof", "soundness_bits", "verify_graph_zk"]

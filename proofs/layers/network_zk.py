@@ -555,15 +555,34 @@ def soundness_bits(commitment, batch: int) -> float:
 
 
 def _basefold_error(commitment, batch: int) -> float:
-    """A Basefold proof's error: per relation its point, rounds and rho ((n + n d + 1) / |F|), the bit-check
-    weights, and ONE batch opening of the model copy and the proof store (:func:`proofs.basefold.batch_security_bits`)."""
-    params = base_params(commitment)
+    """A Basefold proof's error (:func:`basefold_proof_error` of the network's structure)."""
     _, plans, shapes, keys = _basefold_structure(commitment.layers, batch)
+    return basefold_proof_error(commitment.weights, plans["p"], shapes, keys, base_params(commitment))
+
+
+def basefold_proof_error(weights, proof_plan: StorePlan, shapes, keys: int, params) -> float:
+    """A hiding Basefold proof's error: per relation its point, rounds and rho ((n + n d + 1) / |F|; ``shapes``
+    their (n, d)), the ``keys`` bit-check weights, and ONE batch opening of a model copy (of ``weights``) and the
+    proof store (:func:`proofs.basefold.batch_security_bits`)."""
     field = float(F.P) ** F.EXT_DEGREE
     error = (keys + sum(n + n * d + 1 for n, d in shapes)) / field
-    p_vars = BZ.inner_vars(plans["p"].num_vars, params)
-    stores = [commitment.weights.copies[0].inner, B.BasefoldCommitment(bytes(32), p_vars, params.base)]
+    p_vars = BZ.inner_vars(proof_plan.num_vars, params)
+    stores = [weights.copies[0].inner, B.BasefoldCommitment(bytes(32), p_vars, params.base)]
     return error + 2.0 ** -B.batch_security_bits(stores)
+
+
+def basefold_agreement_error(weights, layout: StoreLayout, params) -> float:
+    """The agreement proof's error for hiding Basefold copies of ``layout`` (:mod:`proofs.layers.reusable`): its
+    relations (point, rounds, rho), alpha and beta (2 / |F|), and the batch opening of every copy and the masks;
+    0 for a single copy."""
+    copies = weights.copies
+    if len(copies) < 2:
+        return 0.0
+    field = float(F.P) ** F.EXT_DEGREE
+    plan = reusable_module._mask_plan(layout, len(copies))
+    masks = B.BasefoldCommitment(bytes(32), BZ.inner_vars(plan.num_vars, params), params.base)
+    return (2 + sum(n + n * d + 1 for n, d in plan.mask_shapes)) / field + \
+        2.0 ** -B.batch_security_bits([c.inner for c in copies] + [masks])
 
 
 def agreement_error(commitment) -> float:
@@ -575,11 +594,7 @@ def agreement_error(commitment) -> float:
         return 0.0
     params = base_params(commitment)
     if is_basefold(params):
-        field = float(F.P) ** F.EXT_DEGREE
-        plan = reusable_module._mask_plan(model_layout(commitment.layers), len(copies))
-        masks = B.BasefoldCommitment(bytes(32), BZ.inner_vars(plan.num_vars, params), params.base)
-        return (2 + sum(n + n * d + 1 for n, d in plan.mask_shapes)) / field + \
-            2.0 ** -B.batch_security_bits([c.inner for c in copies] + [masks])
+        return basefold_agreement_error(commitment.weights, model_layout(commitment.layers), params)
     shapes, layouts, batching = agreement_shapes(model_layout(commitment.layers), len(copies), params)
     return union_bound_error(shapes, batching, layouts, params, {key: commitment.weights.params for key in layouts})
 

@@ -125,3 +125,35 @@ def test_a_square_that_could_wrap_the_field_is_refused_by_name():
              Contraction("fc", "Gemm", ("s",), "o", "bk,nk->bn", rng.normal(size=(2, 4)), None, None, (2,)))
     with pytest.raises(ModelError, match="big_square"):
         quantize_graph(Graph("x", (4,), nodes, "o"), rng.normal(size=(8, 4)), act_bits=16)
+
+
+def test_cli_square_mlp_with_hiding_basefold(tmp_path, capsys, monkeypatch):
+    """commit --scheme basefold on a graph model (hiding), prove, verify --output: onnxruntime's output within
+    the reported error; a graph too large for hiding Basefold, or Basefold with --public-weights, is refused
+    (exit 2) before anything is written."""
+    from proofs import cli
+
+    monkeypatch.chdir(tmp_path)
+    model = M.mlp((20, 12, 10), "square", seed=7)
+    onnx.save(model, "sq.onnx")
+    rng = np.random.default_rng(8)
+    np.save("cal.npy", rng.normal(size=(16, 20)))
+    np.save("x.npy", np.load("cal.npy")[:2])
+    assert cli.main(["commit", "--model", "sq.onnx", "--out", "c.bin", "--calibration", "cal.npy", "--scheme",
+                     "basefold", "--max-proofs", "2"]) == 0
+    assert "hiding commitment" in capsys.readouterr().out
+    assert cli.main(["prove", "--model", "sq.onnx", "--input", "x.npy", "--commitment", "c.bin", "--out", "p.bin",
+                     "--quiet"]) == 0
+    assert cli.main(["verify", "--commitment", "c.bin", "--input", "x.npy", "--proof", "p.bin", "--output",
+                     "y.npy"]) == 0
+    graph = read_onnx("sq.onnx")
+    q = quantize_graph(graph, np.load("cal.npy"))
+    want = M.run_onnx(model, np.load("x.npy").astype(np.float32))
+    assert np.abs(np.load("y.npy") - want).max() <= q.error_report(graph, np.load("cal.npy"))["max_error"] + 1e-3
+    capsys.readouterr()
+    assert cli.main(["commit", "--model", "sq.onnx", "--out", "d.bin", "--scheme", "basefold",
+                     "--public-weights"]) == 2
+    onnx.save(M.lenet("relu"), "lenet.onnx")
+    assert cli.main(["commit", "--model", "lenet.onnx", "--out", "l.bin", "--scheme", "basefold"]) == 2
+    assert "too large for hiding Basefold" in capsys.readouterr().err
+    assert not (tmp_path / "d.bin").exists() and not (tmp_path / "l.bin").exists()

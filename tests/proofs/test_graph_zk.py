@@ -181,3 +181,58 @@ def test_patch_gather_mle_by_factors_equals_the_table(batch, stride, pad, size, 
     sigma = F.to_field(rng.integers(0, F.P, size=(shapes.vars("h"), 4)))
     table = run.patch_gather(index, tau, letters, real, padded)
     assert np.array_equal(run.patch_gather_eval(index, tau, letters, real, sigma), mle_evaluate(table, sigma))
+
+
+# ------------------------------------------------------------------------ hiding Basefold (issue 17)
+@pytest.fixture(scope="module")
+def mlp_both(tmp_path_factory):
+    """A small Square/Relu MLP graph proved with hidden weights over hiding Ligero and over hiding Basefold."""
+    from proofs.layers.network_zk import basefold_params
+    path = tmp_path_factory.mktemp("mlp") / "mlp.onnx"
+    onnx.save(M.mlp((24, 16, 10), "square", seed=6), str(path))
+    q, calibration = _quantized(read_onnx(str(path)), seed=3)
+    x = calibration[:2]
+    ligero = HidingGraphNetwork(q, max_proofs=2)
+    basefold = HidingGraphNetwork(q, params=basefold_params(), max_proofs=3)
+    return q, x, (ligero, ligero.prove(x)), (basefold, basefold.prove(x))
+
+
+def test_hiding_basefold_graph_proof_equals_the_ligero_one_and_is_smaller(mlp_both):
+    """One batched opening of the model copy, the proof store and every mask: the same output as the hiding
+    Ligero proof, a fraction of its bytes (a small proof store), >= 100 proven bits."""
+    q, x, (ligero_net, ligero_proof), (net, proof) = mlp_both
+    commitment = HidingGraphCommitment.from_bytes(net.commitment.to_bytes())
+    y = verify_graph_zk(commitment, x, proof.to_bytes())
+    assert np.array_equal(y, q.forward_int(q.quantize_input(x)))
+    assert np.array_equal(y, verify_graph_zk(ligero_net.commitment, x, ligero_proof))
+    assert len(proof.to_bytes()) < len(ligero_proof.to_bytes()) / 2
+    assert commitment.soundness_bits(len(x)) >= 100
+
+
+def test_hiding_basefold_graph_proof_tampering_rejected(mlp_both):
+    q, x, (ligero_net, ligero_proof), (net, proof) = mlp_both
+    output = proof.output.copy()
+    output[0, 0] += 1
+    with pytest.raises(ProofRejected):
+        verify_graph_zk(net.commitment, x, HidingGraphProof(output, proof.relations))
+    with pytest.raises(ProofRejected):
+        verify_graph_zk(net.commitment, x + 0.25, proof)
+    with pytest.raises(ProofRejected):  # a hiding Ligero proof against a Basefold commitment, and back
+        verify_graph_zk(net.commitment, x, ligero_proof)
+    with pytest.raises(ProofRejected):
+        verify_graph_zk(ligero_net.commitment, x, proof)
+    inner = bytearray(from_record(proof.to_bytes(), HidingGraphProof.KIND, "proof"))
+    rng = np.random.default_rng(11)
+    for position in sorted(set(rng.integers(0, len(inner), 25).tolist()) | {len(inner) - 1}):
+        damaged = bytearray(inner)
+        damaged[position] ^= 1 + int(rng.integers(0, 255))
+        with pytest.raises(ProofRejected):
+            verify_graph_zk(net.commitment, x, to_record(HidingGraphProof.KIND, bytes(damaged)))
+
+
+def test_hiding_basefold_refuses_a_proof_store_too_large_for_its_slot_table(tmp_path):
+    from proofs.layers.network_zk import basefold_params
+    onnx.save(M.lenet("relu"), str(tmp_path / "lenet.onnx"))
+    q, _ = _quantized(read_onnx(str(tmp_path / "lenet.onnx")))
+    with pytest.raises(ModelError, match="too large for hiding Basefold"):
+        HidingGraphNetwork(q, params=basefold_params(), max_proofs=1)
