@@ -303,8 +303,10 @@ class DeviceEvaluator:
         def make():
             d = self.ring.divider(tuple(head), tuple(tail))
             c = {k: self._put(v) for k, v in dict(
-                half_tail=_col(d.half_tail), garner=d.garner.astype(np.uint32), radix_inv=_col(d.radix_inv),
-                weight=d.weight.astype(np.uint32), half_head=_col(d.half_head), t_inv=_col(d.t_inv)).items()}
+                half_tail=_col(d.half_tail), garner=d.garner.astype(np.uint32),
+                garner_shoup=d.garner_shoup.astype(np.uint32), radix_inv=_col(d.radix_inv),
+                weight=d.weight.astype(np.uint32), weight_shoup=d.weight_shoup.astype(np.uint32),
+                half_head=_col(d.half_head), t_inv=_col(d.t_inv)).items()}
             c.update(tail_bc=self._bc(d.q_tail), head_bc=self._bc(d.q_head), tail_tables=self._tables(tail),
                      head_tables=self._tables(head))
             return c
@@ -787,7 +789,12 @@ def _divide_round(kb, jnp, x, c):
     """round(x / T) for both parts of x (2, kh + k, N) in NTT form, T = Π of the last k primes
     (``ring.DivideRound``): the residue t = (x + ⌊T/2⌋) mod T in mixed radix (Garner digits d_i), the
     correction (⌊T/2⌋ − t)·T^-1 on each head prime, then head·T^-1 + correction; (2, kh, N) out.  The two
-    parts go through each NTT together (batched over the parts, one set of tables)."""
+    parts go through each NTT together (batched over the parts, one set of tables).
+
+    A Garner digit d_j is a residue mod t_j, multiplied by constants mod other primes (t_i, the head primes),
+    which may be smaller: those products are Shoup products (exact for any 32-bit d_j, as on the host),
+    not Barrett's, whose quotient estimate needs both factors below the modulus (with 31-bit special primes
+    over 23-25-bit head primes, as in the N16 preset, a Barrett product left ~half the limbs unreduced)."""
     import jax
     hc = c["head_bc"]
     heads = hc.q.shape[0]
@@ -798,12 +805,13 @@ def _divide_round(kb, jnp, x, c):
     for i in range(k):
         ti = _row(c["tail_bc"], i)
         acc = kb.addmod(tail[:, i], c["half_tail"][i, 0], ti.q)
-        for j in range(i):
-            acc = kb.addmod(acc, _mulc(kb, digits[j], c["garner"][i, j], ti), ti.q)
+        for j in range(i):                                                # digit j < t_j, maybe > t_i
+            acc = kb.addmod(acc, kb._mul_shoup(digits[j], c["garner"][i, j], c["garner_shoup"][i, j], ti.q), ti.q)
         digits.append(_mulc(kb, acc, c["radix_inv"][i, 0], ti))          # (2, N)
     corr = jnp.broadcast_to(c["half_head"], head.shape)
-    for j, d in enumerate(digits):
-        corr = kb.addmod(corr, _mulc(kb, d[:, None, :], c["weight"][:, j:j + 1], hc), hc.q)
+    for j, d in enumerate(digits):                                       # d < t_j, maybe > the head primes
+        corr = kb.addmod(corr, kb._mul_shoup(d[:, None, :], c["weight"][:, j:j + 1], c["weight_shoup"][:, j:j + 1],
+                                             hc.q), hc.q)
     corr = jax.vmap(kb.ntt, in_axes=(0, None))(corr, c["head_tables"])
     return kb.addmod(_mulc(kb, head, c["t_inv"], hc), corr, hc.q)
 

@@ -227,6 +227,24 @@ def test_bsgs_diagonals_refuses_bad_shapes():
         jd.bsgs_diagonals(np.ones((4, 4)), SLOTS, baby=5)
 
 
+def test_small_head_primes_under_31_bit_special_primes_match_host():
+    """The N16 preset's shape at N = 2^10: 31-bit special primes over 23-28-bit ciphertext primes, so the
+    divide-and-round multiplies residues mod a 31-bit prime by constants mod much smaller primes (a
+    Barrett product there left about half the limbs unreduced; Shoup products are exact)."""
+    lit = dict(log_n=10, log_q=[[30, 30]] + [[23, 28]] * 2 + [[24, 27]] + [[25, 26]], log_p=[31] * 3,
+               log_scale=50, dnum=3, insecure=True)
+    small = CKKSContext.keygen(lit, rotations=[1], seed=14, backend="numba")
+    dev = jd.DeviceEvaluator(small)
+    ev = small.evaluator
+    rng = np.random.default_rng(14)
+    a, b = small.encrypt(rng.uniform(-1, 1, 8)), small.encrypt(rng.uniform(-1, 1, 8))
+    da, db = dev.to_device(a), dev.to_device(b)
+    assert_same(ev.mul_rescale(a, b), dev.mul_rescale(da, db), dev)
+    assert_same(ev.rotate(a, 1), dev.rotate(da, 1), dev)
+    low = ev.to_level(a, 2)
+    assert_same(ev.rescale(ev.mul(low, low)), dev.rescale(dev.mul(dev.to_device(low), dev.to_device(low))), dev)
+
+
 def test_operations_make_no_host_transfers(ctx, dev):
     """After the first call (constants uploaded, functions compiled) an operation moves nothing between
     host and device: keys and constants stay there."""
