@@ -1,6 +1,8 @@
-"""Hiding Network verifier checks that the mutation run of proofs/layers/network_zk.py found untested
-(tests/mutation/survivors.md): the dispatch to the hiding Basefold verifier (`verify` 59: a Basefold proof sent
-down the Ligero path, so an honest proof is refused) and the location its rejections carry (64, 69)."""
+"""Hiding Basefold checks that the mutation runs of proofs/layers/network_zk.py and reusable.py found untested
+(tests/mutation/survivors.md): the hiding Network verifier's dispatch to the Basefold verifier (`verify` 59: a
+Basefold proof sent down the Ligero path, so an honest proof is refused) and the location its rejections carry
+(64, 69); the reusable model copies' Basefold verifier (`verify_reusable` 17-25, `_verify_basefold`): an honest
+bundle passes once and is cached, and each of its checks rejects on its own, named."""
 import dataclasses
 
 import numpy as np
@@ -8,7 +10,12 @@ import pytest
 
 from proofs import basefold as B
 from proofs import basefold_zk as BZ
+from proofs import field as F
+from proofs.errors import ProofRejected
+from proofs.layers.basefold_channel import MaskedSumcheckProof
+from proofs.layers import network_zk
 from proofs.layers.network import Network, verify_network
+from proofs.layers.reusable import Reusable, verify_reusable
 from proofs.quantize import forward_int, quantize_fixed_point, quantize_input
 from tests.proofs.rejection_helpers import rejected
 from tests.proofs.test_network import float_mlp
@@ -39,3 +46,68 @@ def test_hiding_basefold_rejections_name_the_hiding_network_proof(basefold_case)
     bad = dataclasses.replace(proof, relations=dataclasses.replace(proof.relations, commitments=(other,)))
     rejected(lambda: verify_network(network.commitment, x, bad),
              "the proof store's commitment does not have the statement's shape and parameters", "hiding network proof")
+
+
+@pytest.fixture(scope="module")
+def reusable_case():
+    """A hiding Basefold model store in K = 2 copies with their agreement proof, its layout and parameters."""
+    model = quantize_fixed_point(*float_mlp(3, (16, 16, 4)), frac_bits=8)
+    commitment = Network(model, zk=True, params=PARAMS, max_proofs=2).commitment
+    return network_zk.model_layout(commitment.layers), commitment.weights, network_zk.base_params(commitment)
+
+
+def test_basefold_copies_verify_once_and_are_cached(reusable_case):
+    layout, reusable, params = reusable_case
+    fresh = Reusable(reusable.copies, reusable.agreement)
+    verify_reusable(layout, fresh, params, "here")
+    assert len(fresh._verified) == 1
+    verify_reusable(layout, fresh, params, "here")  # cached: no second entry
+    assert len(fresh._verified) == 1
+
+
+def test_basefold_copy_checks_are_named(reusable_case, basefold_case):
+    layout, reusable, params = reusable_case
+    first, second = reusable.copies
+    expected = dataclasses.replace(params, openings=2)
+    mismatch = f"copy 1 does not match the statement (num_vars {first.num_vars}, {expected})"
+    verify = verify_reusable
+    rejected(lambda: verify(layout, Reusable((first, reusable.agreement[0]), reusable.agreement), params, "here"),
+             mismatch, "here")  # another commitment's shape
+    rejected(lambda: verify(layout, Reusable((first, first.inner), reusable.agreement), params, "here"),
+             mismatch, "here")  # not a hiding Basefold commitment
+    single = basefold_case[1].commitment.weights.copies  # the same model committed once
+    assert single[0].params == params and single[0].num_vars == first.num_vars
+    rejected(lambda: verify(layout, Reusable(single, reusable.agreement), params, "here"),
+             "a single copy has no agreement proof", "here")
+    verify(layout, Reusable(single, ()), params, "here")  # one copy, no agreement: nothing more to check
+    for agreement in ((), reusable.agreement[1:]):
+        rejected(lambda: verify(layout, Reusable(reusable.copies, agreement), params, "here"),
+                 "the agreement proof does not start with its mask commitment", "here")
+    masks = reusable.agreement[0]
+    assert masks.params == params and single[0].num_vars != masks.num_vars
+    for other in (first, single[0]):  # other parameters (2 openings); the statement's, another shape
+        rejected(lambda: verify(layout, Reusable(reusable.copies, (other, *reusable.agreement[1:])), params, "here"),
+                 "the agreement's mask commitment does not have the statement's shape", "here")
+
+
+def _bump(array):
+    out = np.array(array, copy=True)
+    out.reshape(-1)[0] = (out.reshape(-1)[0] + 1) % F.P
+    return out
+
+
+def test_basefold_agreement_items_are_each_checked(reusable_case):
+    layout, reusable, params = reusable_case
+    masks, *rest = reusable.agreement
+    assert len(rest) == 3  # the items after the mask commitment
+    for i, item in enumerate(rest):
+        if isinstance(item, np.ndarray):
+            bad = _bump(item)
+        elif isinstance(item, MaskedSumcheckProof):
+            bad = dataclasses.replace(item, mask_eval=_bump(item.mask_eval))
+        else:
+            bad = dataclasses.replace(item, final=_bump(item.final))
+        with pytest.raises(ProofRejected):
+            verify_reusable(layout, Reusable(reusable.copies, (masks, *rest[:i], bad, *rest[i + 1:])), params, "here")
+    with pytest.raises(ProofRejected, match="1 unused proof items"):
+        verify_reusable(layout, Reusable(reusable.copies, (*reusable.agreement, rest[0])), params, "here")
