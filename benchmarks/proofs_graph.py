@@ -105,6 +105,23 @@ def bench_graph(name, make, batch, repeats, workdir, zk=True):
             "max_error": report["max_error"], "magnitude": report["output_magnitude"]}
 
 
+def _ezkl_ready(model):
+    """The same network as EZKL 23's importer needs it: batch fixed at 1, Conv and AveragePool with explicit
+    strides, pads (and dilations), shapes inferred (it refuses a symbolic batch and omitted defaults)."""
+    import onnx
+    from onnx import helper
+
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 1
+    for node in model.graph.node:
+        if node.op_type in ("Conv", "AveragePool"):
+            present = {a.name for a in node.attribute}
+            defaults = {"strides": [1, 1], "pads": [0, 0, 0, 0]}
+            if node.op_type == "Conv":
+                defaults["dilations"] = [1, 1]
+            node.attribute.extend(helper.make_attribute(k, v) for k, v in defaults.items() if k not in present)
+    return onnx.shape_inference.infer_shapes(model)
+
+
 def bench_ezkl_lenet(workdir):
     """EZKL on LeNet-5 (batch 1): setup (settings, calibration, compile, SRS, keys), prove, verify; None if absent."""
     try:
@@ -121,7 +138,7 @@ def bench_ezkl_lenet(workdir):
                                                          settings="settings.json", compiled="lenet.ezkl",
                                                          srs="kzg.srs", vk="vk.key", pk="pk.key",
                                                          witness="witness.json", proof="proof.json").items()}
-    onnx.save(_models()["LeNet-5"](), paths["model"])
+    onnx.save(_ezkl_ready(_models()["LeNet-5"]()), paths["model"])
     x = np.random.default_rng(0).normal(size=(1, 1, 28, 28))
     with open(paths["data"], "w") as handle:
         json.dump({"input_data": [x.reshape(-1).tolist()]}, handle)
