@@ -15,7 +15,8 @@ means the same network to ``python -m proofs``).
 ``--plan plan.json`` (the server's public plan) instead of the model; ``plan``, ``keygen`` and ``infer`` take
 ``--input-shape 1,8,8`` for a model file that does not record its sample shape, and ``--calibration x.npy``
 (representative inputs: each fitted activation is fitted on the range its input takes there, weighted by where
-they lie) and ``--degree 7`` (of each fitted activation). Local ``infer`` runs the plain reference on the input
+they lie), ``--degree 7`` (of each fitted activation) and ``--key-budget 2GiB`` (bytes the Galois keys may take;
+the server side takes the same as its clients). Local ``infer`` runs the plain reference on the input
 too and prints a warning when an activation's input leaves its fitted interval. Key generation and evaluation
 show a progress bar on stderr when it is a terminal (``--progress`` / ``--no-progress``).
 Errors print one line naming the problem and exit with status 2.
@@ -33,7 +34,7 @@ import numpy as np
 from crypto.errors import HEError, SerializationError, ShapeError
 from tensor_ops import serve
 from tensor_ops.inference import Client, Server, describe_bytes
-from tensor_ops.model_plan import ModelPlan
+from tensor_ops.model_plan import DEFAULT_KEY_BUDGET, ModelPlan
 from tensor_ops.nn import ActivationRangeWarning, Sequential
 from tensor_ops.progress import progress_bar
 from tensor_ops.serve import parse_shape
@@ -78,8 +79,14 @@ def _progress(args, label: str):
     return progress_bar(label) if wanted else None
 
 
+def _budget(args) -> int:
+    """--key-budget in bytes (default: DEFAULT_KEY_BUDGET)."""
+    text = getattr(args, "key_budget", None)
+    return DEFAULT_KEY_BUDGET if text is None else serve.parse_bytes(text)
+
+
 def _plan(args):
-    plan = _load(args).plan(_shape(args))
+    plan = _load(args).plan(_shape(args), key_budget=_budget(args))
     print(plan.explain())
     if args.out:
         pathlib.Path(args.out).write_text(json.dumps(plan.to_dict()))
@@ -107,7 +114,7 @@ def _keygen(args):
     if args.plan:
         client = Client(plan=_read_plan(args.plan), progress=progress)
     elif args.model:
-        client = Client(model=_load(args), input_shape=_shape(args), progress=progress)
+        client = Client(model=_load(args), input_shape=_shape(args), progress=progress, key_budget=_budget(args))
     else:
         raise HEError("keygen needs --model or --plan")
     client.save(args.client)
@@ -136,7 +143,7 @@ def _infer(args):
         raise HEError(f"--request {args.request} is a plain numpy array: encrypt it first "
                       f"(python -m tensor_ops encrypt), or omit --context to run the whole flow locally")
     model = _load(args)
-    server = Server(model, _read(args.context, "--context"), input_shape=_shape(args))
+    server = Server(model, _read(args.context, "--context"), input_shape=_shape(args), key_budget=_budget(args))
     reply = server.evaluate(request, progress=_progress(args, "evaluate"))
     pathlib.Path(args.out).write_bytes(reply)
     print(f"evaluated {args.request} -> {args.out} ({len(reply)} bytes)")
@@ -148,12 +155,13 @@ def _infer_locally(args):
     model = _load(args, x)
     shape = _shape(args) or model.sample_shape(x)
     _reference_warnings(model, x, shape, args.request)
-    client = Client(model=model, input_shape=shape, progress=_progress(args, "rotation keys"))
+    budget = _budget(args)
+    client = Client(model=model, input_shape=shape, progress=_progress(args, "rotation keys"), key_budget=budget)
     print(client.plan.explain())
     if args.dask is not None:
         y = _infer_on_dask(args, model, client, x)
     else:
-        server = Server(model, client.public_context())
+        server = Server(model, client.public_context(), key_budget=budget)
         request = client.encrypt(x)
         print(f"client: public context {client.key_bytes} bytes (no secret key), request {len(request)} bytes")
         reply = server.evaluate(request, progress=_progress(args, "evaluate"))
@@ -191,7 +199,7 @@ def _infer_on_dask(args, model, client, x):
     print(f"client: public context {client.key_bytes} bytes (no secret key), {len(requests)} requests "
           f"({sum(map(len, requests))} bytes) -> tasks on --dask {args.dask}")
     replies = evaluate_batches(model, client.public_context(), requests, input_shape=client.plan.input_shape,
-                               dask=args.dask, progress=_progress(args, "tasks"))
+                               dask=args.dask, progress=_progress(args, "tasks"), key_budget=_budget(args))
     print(f"workers: evaluated {len(replies)} requests")
     y = np.concatenate([client.decrypt(reply) for reply in replies], axis=0)
     return y[0] if x.shape == client.plan.input_shape else y
@@ -244,6 +252,8 @@ _CALIBRATION_HELP = ("representative inputs .npy (samples, *input shape): each f
                      "there is printed (default interval [-4, 4])")
 _DEGREE_HELP = ("degree of each fitted activation's polynomial (default: the file's 'degree' entry, else relu, "
                 "gelu, silu 7 and sigmoid, tanh 4; ceil(log2(degree + 1)) levels)")
+_BUDGET_HELP = ("bytes the Galois keys may take, e.g. 2GiB or 1.5GB (default 12 GiB, half of a 24 GB machine); "
+                "the planner trades rotations for fewer keys to fit it; client and server must use the same")
 SECRET = "SECRET: holds the secret key, keep it private and never send it"
 _COMMANDS = {
     "plan": ("print the model's public plan (parameters, packing, rotations, depth, time estimate); server side",
@@ -264,11 +274,13 @@ _OPTIONS = {
     "plan": {"--model": ((), True, _MODEL_HELP),
              "--calibration": ((), False, _CALIBRATION_HELP),
              "--degree": ((), False, _DEGREE_HELP),
+             "--key-budget": ((), False, _BUDGET_HELP),
              "--out": (("--output", "-o"), False, "also write the plan as JSON here (public: send it to clients)"),
              "--input-shape": ((), False, "sample shape, e.g. 1,8,8 (for a model file that does not record it)")},
     "keygen": {"--model": ((), False, _MODEL_HELP + " to plan the keys for (or give --plan)"),
                "--calibration": ((), False, _CALIBRATION_HELP),
                "--degree": ((), False, _DEGREE_HELP),
+               "--key-budget": ((), False, _BUDGET_HELP),
                "--plan": ((), False, "the server's public plan JSON (from 'plan --out' or GET /plan) instead of "
                                      "the model"),
                "--client": ((), True, f"where to write the client file ({SECRET})"),
@@ -282,6 +294,7 @@ _OPTIONS = {
     "infer": {"--model": ((), True, _MODEL_HELP),
               "--calibration": ((), False, _CALIBRATION_HELP),
               "--degree": ((), False, _DEGREE_HELP),
+              "--key-budget": ((), False, _BUDGET_HELP),
               "--context": ((), False, "the client's public context written by keygen --context (never the "
                                        "secret client file); without it the whole flow runs locally"),
               "--request": (("--input", "-i"), True, "encrypted request from 'encrypt' (or, without --context, "

@@ -19,7 +19,7 @@ import numpy as np
 import hezk_tasks
 from crypto.errors import ParameterError
 from tensor_ops.inference import Client, Server
-from tensor_ops.model_plan import batch_of
+from tensor_ops.model_plan import DEFAULT_KEY_BUDGET, batch_of
 from tensor_ops.progress import as_progress
 
 __all__ = ["ServerShare", "batch_infer", "batch_requests", "connect", "evaluate_batches", "evaluate_request"]
@@ -35,18 +35,20 @@ class ServerShare:
     :class:`Server` is built on a worker's first task and kept (its encoded weights with it). Pickles as the model
     and the public context's bytes."""
 
-    def __init__(self, model, public_context, input_shape=None):
+    def __init__(self, model, public_context, input_shape=None, key_budget=DEFAULT_KEY_BUDGET):
         self.model, self.public_context, self.input_shape = model, public_context, input_shape
+        self.key_budget = key_budget
         self._server, self._lock = None, threading.Lock()
 
     def __reduce__(self):
-        return ServerShare, (self.model, self.public_context, self.input_shape)
+        return ServerShare, (self.model, self.public_context, self.input_shape, self.key_budget)
 
     @property
     def server(self) -> Server:
         with self._lock:
             if self._server is None:
-                self._server = Server(self.model, self.public_context, input_shape=self.input_shape)
+                self._server = Server(self.model, self.public_context, input_shape=self.input_shape,
+                                      key_budget=self.key_budget)
             return self._server
 
 
@@ -68,11 +70,13 @@ def batch_requests(client: Client, x, batch: int | None = None) -> list[bytes]:
     return [client.encrypt(samples[i:i + batch]) for i in range(0, len(samples), int(batch))]
 
 
-def evaluate_batches(model, public_context, requests, *, input_shape=None, dask=None, progress=None) -> list[bytes]:
+def evaluate_batches(model, public_context, requests, *, input_shape=None, dask=None, progress=None,
+                     key_budget=DEFAULT_KEY_BUDGET) -> list[bytes]:
     """The server half: each request (bytes of :meth:`Client.encrypt`) evaluated by one task, the replies in
     request order. ``public_context``: its bytes or a public CKKSContext, sent to each worker once with the
-    model. Evaluation is deterministic: the replies are the bytes a single process (``dask=None``) makes."""
-    share = ServerShare(model, public_context, input_shape)
+    model. Evaluation is deterministic: the replies are the bytes a single process (``dask=None``) makes.
+    ``key_budget``: the one the client planned with."""
+    share = ServerShare(model, public_context, input_shape, key_budget)
     with connect(dask) as runner:
         return runner.map(evaluate_request, list(requests), runner.share(share), label="batches",
                           progress=as_progress(progress, "encrypted inference"))

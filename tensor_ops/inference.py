@@ -29,7 +29,8 @@ from crypto.errors import (ContextMismatchError, KeyMissingError, LevelError, Pa
                            ShapeError)
 from crypto.ckks.linear import bsgs_sum
 from crypto.rlwe import Ciphertext
-from tensor_ops.model_plan import ActivationStage, ModelPlan, batch_of, pack_samples, unpack_samples
+from tensor_ops.model_plan import (DEFAULT_KEY_BUDGET, ActivationStage, ModelPlan, batch_of, pack_samples,
+                                  unpack_samples)
 from tensor_ops.packing import PackedAffine, PackedFork, PackedJoin, packed_stages
 from tensor_ops.nn import Sequential
 from tensor_ops.progress import as_progress
@@ -286,7 +287,8 @@ class Client:
     """Owns the secret key: makes keys, encrypts inputs, decrypts replies.
 
     - ``Client(plan=model.plan())`` / ``Client(plan=server_plan_dict)`` / ``Client(params, model=model)``
-      (``input_shape=`` for a model that does not know it):
+      (``input_shape=`` for a model that does not know it; ``key_budget=``: bytes the Galois keys may take, as
+      ``Sequential.plan``):
       Galois keys for exactly the plan's rotations, many samples packed per ciphertext, inputs at the
       plan's level (``params=None`` takes the plan's automatically chosen parameters);
     - ``Client(params)`` alone: the model is unknown, so the client makes the power-of-two Galois keys (the
@@ -297,9 +299,10 @@ class Client:
     """
 
     def __init__(self, params=None, *, model: Sequential | None = None, plan=None, input_shape=None, seed=None,
-                 backend="auto", progress=None):
+                 backend="auto", progress=None, key_budget: int = DEFAULT_KEY_BUDGET):
         if plan is not None or model is not None:
-            plan = _as_plan(plan) if plan is not None else model.plan(input_shape, params=params)
+            plan = (_as_plan(plan) if plan is not None
+                    else model.plan(input_shape, params=params, key_budget=key_budget))
             if params is not None and as_parameters(params) != plan.params:
                 raise ParameterError(f"params={params!r} differ from the plan's parameters {plan.params!r}")
             params, rotations = plan.params, plan.rotations
@@ -465,11 +468,12 @@ class Server:
     under another key or made for another model (its ``identity``), below the model's level, of another
     sample shape or too large. Inputs above the model's level are dropped to it. A model that does not know
     its input shape and no ``input_shape``: ``plan`` is None and each request is planned for its sample shape
-    (the checks then happen per request).
+    (the checks then happen per request). ``key_budget``: the one the client planned with (``Client``).
     """
 
     def __init__(self, model: Sequential, public_context, *, input_shape=None,
-                 max_ciphertexts: int = DEFAULT_MAX_CIPHERTEXTS, backend="auto", encoded: dict | None = None):
+                 max_ciphertexts: int = DEFAULT_MAX_CIPHERTEXTS, backend="auto", encoded: dict | None = None,
+                 key_budget: int = DEFAULT_KEY_BUDGET):
         if not isinstance(model, Sequential):
             raise ParameterError(f"model must be a Sequential, got {type(model).__name__}")
         if isinstance(public_context, (bytes, bytearray, memoryview)):
@@ -487,6 +491,7 @@ class Server:
         self.context = context
         self.max_ciphertexts = int(max_ciphertexts)
         self._model = model
+        self.key_budget = key_budget  # plans as the client did (another budget: other rotations, refused)
         self.model_id = model.identity().hex()  # requests made for another model are refused (409)
         self.fit_id = model.activation_fit()  # and those planned with other activation polynomials
         self._encoded = {} if encoded is None else encoded
@@ -505,7 +510,7 @@ class Server:
         if shape not in self._by_shape:
             # bootstraps only where the client made their keys (its context carries the config)
             boot = self.context.bootstrap_config if self.context.bootstrap_config is not None else False
-            plan = self._model.plan(shape, params=self.context.params, bootstrap=boot)
+            plan = self._model.plan(shape, params=self.context.params, bootstrap=boot, key_budget=self.key_budget)
             if plan.needs_relinearization and self.context.relin_key is None:
                 raise KeyMissingError("the public context has no relinearization key; the model multiplies ciphertexts")
             self._by_shape[shape] = (plan, {plan.block: EncryptedModel(self._model, plan, self.context, self._encoded)})

@@ -30,6 +30,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import re
 import sys
 import time
 
@@ -39,6 +40,7 @@ from crypto.errors import (ContextMismatchError, HEError, KeyMissingError, Level
                            SerializationError, ShapeError)
 from tensor_ops.access import TOKENS_ENV, Limits, Quota, Refused, Throttle, Tokens, bearer
 from tensor_ops.inference import Client, Server
+from tensor_ops.model_plan import DEFAULT_KEY_BUDGET
 from tensor_ops.nn import Sequential
 
 _DEFAULTS = Limits()
@@ -56,7 +58,7 @@ def _status_of(error: Exception) -> int:
 
 
 def create_app(model: Sequential, *, input_shape=None, tokens: Tokens | None = None, limits: Limits | None = None,
-               backend="auto", **bounds):
+               backend="auto", key_budget: int = DEFAULT_KEY_BUDGET, **bounds):
     """A FastAPI app serving ``model`` on samples of ``input_shape`` (default: the model's own).
 
     ``tokens``: a :class:`~tensor_ops.access.Tokens` (every route but ``/health`` then needs
@@ -75,7 +77,7 @@ def create_app(model: Sequential, *, input_shape=None, tokens: Tokens | None = N
     app = FastAPI(title="hezk encrypted inference")
     quota, throttle = Quota(limits), Throttle(limits)
     encoded = {}  # the model's encoded weights, shared by every client's Server (key-independent)
-    plan = model.plan(input_shape)
+    plan = model.plan(input_shape, key_budget=key_budget)
     input_shape = plan.input_shape
     if tokens is None:
         logger.warning("no access tokens: the endpoint is OPEN to every caller that reaches it, served as one "
@@ -141,7 +143,8 @@ def create_app(model: Sequential, *, input_shape=None, tokens: Tokens | None = N
         context = CKKSContext.from_bytes(blob, backend=backend)
         if context.has_secret_key:
             raise ParameterError("the context holds a secret key: send only Client.public_context() bytes")
-        return Server(model, context, input_shape=input_shape, backend=backend, encoded=encoded)
+        return Server(model, context, input_shape=input_shape, backend=backend, encoded=encoded,
+                      key_budget=key_budget)
 
     @app.get("/health")
     def health():
@@ -318,6 +321,25 @@ def parse_shape(text: str) -> tuple[int, ...]:
     return shape
 
 
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30}
+
+
+def parse_bytes(text: str) -> int:
+    """``"2GiB"``, ``"1.5GB"``, ``"500MiB"`` or ``"123456"`` -> bytes; anything else raises ``ParameterError``."""
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([A-Za-z]*)\s*", str(text))
+    if match is None or match.group(2).lower() not in _UNITS or float(match.group(1)) <= 0:
+        raise ParameterError(f"--key-budget={text!r} must be a positive size in bytes, e.g. 2GiB, 1.5GB, 500MiB "
+                             f"or 2000000000")
+    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+
+
+def _bytes(text: str) -> int:
+    try:
+        return parse_bytes(text)
+    except ParameterError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def _shape(text: str) -> tuple[int, ...]:
     try:
         return parse_shape(text)
@@ -353,6 +375,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--calibration", default=None,
                         help="representative inputs .npy: fit each activation on the range its input takes there "
                              "(as the clients' keygen --calibration: requests planned with other polynomials get 409)")
+    parser.add_argument("--key-budget", type=_bytes, default=DEFAULT_KEY_BUDGET,
+                        help="bytes the Galois keys may take, e.g. 2GiB (default 12 GiB, half of a 24 GB machine; as "
+                             "the clients' keygen --key-budget)")
     parser.add_argument("--degree", type=_positive, default=None,
                         help="degree of each fitted activation's polynomial (as the clients' keygen --degree)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: loopback only)")
@@ -416,7 +441,8 @@ def run(args) -> int:
         calibration = None if getattr(args, "calibration", None) is None else _read_array(args.calibration)
         model = Sequential.load(args.model, args.input_shape, calibration=calibration,
                                 degree=getattr(args, "degree", None))
-        app = create_app(model, input_shape=args.input_shape, tokens=tokens, limits=limits)
+        app = create_app(model, input_shape=args.input_shape, tokens=tokens, limits=limits,
+                         key_budget=args.key_budget)
     except HEError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -424,7 +450,7 @@ def run(args) -> int:
 
     if tokens is None and args.host not in ("127.0.0.1", "localhost", "::1"):
         logger.warning("listening on %s WITHOUT access tokens: anyone who reaches this port may use it", args.host)
-    print(model.plan(args.input_shape).explain())
+    print(model.plan(args.input_shape, key_budget=args.key_budget).explain())
     uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     return 0
 

@@ -160,12 +160,53 @@ def test_serve_takes_the_calibration_and_degree_its_clients_planned_with(tmp_pat
     served = {}
     monkeypatch.setattr(uvicorn, "run", lambda app, **options: served.update(app=app, **options))
     args = serve.build_parser().parse_args(["--model", str(tmp_path / "m.onnx"), "--degree", "4",
-                                            "--calibration", str(tmp_path / "cal.npy")])
+                                            "--calibration", str(tmp_path / "cal.npy"), "--key-budget", "2GiB"])
     assert serve.run(args) == 0 and served["port"] == 8000
     want = Sequential.load(tmp_path / "m.onnx", degree=4, calibration=np.load(tmp_path / "cal.npy"))
-    assert f"activation fit digest (sha256 of the polynomials, carried too): {want.activation_fit()}" \
-        in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert f"activation fit digest (sha256 of the polynomials, carried too): {want.activation_fit()}" in text
+    assert f"key budget of 2 GiB = {2 << 30} bytes" in text
     np.save(tmp_path / "bad.npy", np.zeros((2, 5)))
     args = serve.build_parser().parse_args(["--model", str(tmp_path / "m.onnx"), "--calibration",
                                             str(tmp_path / "bad.npy")])
     assert serve.run(args) == 2 and "calibration inputs of shape (2, 5)" in capsys.readouterr().err
+
+
+def test_the_key_budget_on_the_command_line_for_both_halves(tmp_path, capsys):
+    """plan / keygen / infer / serve take --key-budget (a size in bytes, e.g. 2GiB); the client's and the server's
+    plans then agree (a server planning with its default budget refuses the client's keys' layout)."""
+    from tensor_ops import serve
+
+    model = mlp((40, 30, 10), "square", seed=8)
+    onnx.save(model, tmp_path / "m.onnx")
+    full = Sequential.load(tmp_path / "m.onnx").plan()
+    tight = full.galois_key_bytes - 2 * full.galois_key_bytes // len(full.rotations)  # two keys fewer
+    assert tensor_cli.main(["plan", "--model", str(tmp_path / "m.onnx"), "--key-budget", str(tight)]) == 0
+    text = capsys.readouterr().out
+    assert f"key budget of {tight / 2**30:.3g} GiB = {tight} bytes" in text
+    small = Sequential.load(tmp_path / "m.onnx").plan(key_budget=tight)
+    assert small.galois_key_bytes <= tight < full.galois_key_bytes and small.rotations != full.rotations
+    assert serve.parse_bytes("2GiB") == 2 << 30 and serve.parse_bytes("1.5GB") == 1_500_000_000
+    for bad in ("-1", "2 parsecs", "0"):
+        assert tensor_cli.main(["plan", "--model", str(tmp_path / "m.onnx"), "--key-budget", bad]) == 2
+        assert "--key-budget" in capsys.readouterr().err
+    assert tensor_cli.main(["plan", "--model", str(tmp_path / "m.onnx"), "--key-budget", "1000"]) == 2
+    assert "key_budget=1000 bytes is too small" in capsys.readouterr().err
+    x = np.random.default_rng(8).uniform(-1, 1, (2, 40))
+    np.save(tmp_path / "x.npy", x)
+    assert tensor_cli.main(["infer", "--model", str(tmp_path / "m.onnx"), "--input", str(tmp_path / "x.npy"),
+                            "--out", str(tmp_path / "y.npy"), "--key-budget", str(tight)]) == 0
+    assert f"{len(small.rotations)} rotation keys ({small.galois_key_bytes} bytes" in capsys.readouterr().out
+    from tests.model.onnx_models import run_onnx
+    want = run_onnx(model, x)
+    assert np.abs(np.load(tmp_path / "y.npy") - want).max() <= 1e-3 * np.abs(want).max()
+    keys = ["--client", str(tmp_path / "c.key"), "--context", str(tmp_path / "ctx.bin")]
+    assert tensor_cli.main(["keygen", "--model", str(tmp_path / "m.onnx"), "--key-budget", str(tight), *keys]) == 0
+    assert tensor_cli.main(["encrypt", "--client", str(tmp_path / "c.key"), "--input", str(tmp_path / "x.npy"),
+                            "--out", str(tmp_path / "req.bin")]) == 0
+    infer = ["infer", "--model", str(tmp_path / "m.onnx"), "--context", str(tmp_path / "ctx.bin"),
+             "--request", str(tmp_path / "req.bin"), "--out", str(tmp_path / "reply.bin"), "--key-budget", str(tight)]
+    assert tensor_cli.main(infer) == 0
+    assert tensor_cli.main(["decrypt", "--client", str(tmp_path / "c.key"), "--reply", str(tmp_path / "reply.bin"),
+                            "--out", str(tmp_path / "y2.npy")]) == 0
+    assert np.abs(np.load(tmp_path / "y2.npy") - want).max() <= 1e-3 * np.abs(want).max()
