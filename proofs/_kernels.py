@@ -360,3 +360,22 @@ def eq_table_into(point, out):
                 a, h = out[i, c], out[i + size, c]
                 out[i, c] = a - h if a >= h else a + P - h
         size *= 2
+
+
+@numba.njit(cache=True)
+def transposed_matmul(a, b, out):
+    """out[j, k] = sum_i a[i, k] b[i, j] mod p for canonical a (n, K), b (n, m), out (m, K): a^T b transposed, each
+    product reduced as it is added (sums of < 2^33 residues fit a uint64). The twin is the float-limb
+    :func:`proofs.field.matmul`."""
+    n, k_count, m = a.shape[0], a.shape[1], b.shape[1]
+    acc = np.zeros((m, k_count), dtype=np.uint64)
+    for i in range(n):
+        for j in range(m):
+            v = b[i, j]
+            if v == 0:
+                continue
+            for k in range(k_count):
+                acc[j, k] += (a[i, k] * v) % P
+    for j in range(m):
+        for k in range(k_count):
+            out[j, k] = acc[j, k] % P

@@ -214,3 +214,17 @@ def test_mismatched_shapes_raise_field_error_and_scalars_wrap_silently():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # numpy scalar overflow warnings would be errors here
         assert F.sub(0, 1) == F.P - 1 and F.add(F.P - 1, 5) == 4 and F.neg(3) == F.P - 3
+
+
+@pytest.mark.parametrize("n, k, m", [(1, 1, 1), (3, 4, 5), (64, 8, 33), (1024, 4, 150)])
+def test_transposed_matmul_kernel_equals_the_limb_matmul(n, k, m):
+    """proofs._kernels.transposed_matmul (the hiding openings' row combinations) against field.matmul, with
+    entries at p - 1 (the largest products)."""
+    from proofs import _kernels
+    rng = np.random.default_rng(n + k + m)
+    a = rng.integers(0, F.P, (n, k), dtype=np.uint64)
+    b = rng.integers(0, F.P, (n, m), dtype=np.uint64)
+    a[0], b[0] = F.P - 1, F.P - 1
+    out = np.empty((m, k), dtype=np.uint64)
+    _kernels.transposed_matmul(a, b, out)
+    assert np.array_equal(out, F.matmul(np.ascontiguousarray(a.T), b).T)
