@@ -27,6 +27,7 @@ bootstrap (64 slots) of tests/crypto/test_bootstrap.py's insecure N = 2^12 ring,
 ``DeviceEvaluator.bootstrap`` (the whole pipeline on the device), checked bit-identical.
 
     python benchmarks/gpu.py [--quick] [--repeats 3] [--jax-threads 1] [--max-gb 6] [--no-cross] [--bootstrap]
+                             [--presets N14,N16] [--no-ntt]
 """
 import argparse
 import os
@@ -43,6 +44,9 @@ def _args(argv=None):
     parser.add_argument("--jax-threads", type=int, default=1, help="CPU XLA threads (default 1; a GPU ignores it)")
     parser.add_argument("--max-gb", type=float, default=6.0, help="skip cells whose keys would exceed this (GB)")
     parser.add_argument("--no-cross", action="store_true", help="leave out the CROSS (BLAS) column")
+    parser.add_argument("--presets", default=None,
+                        help="comma-separated presets of the CKKS rows (default N14,N16; N14 with --quick)")
+    parser.add_argument("--no-ntt", action="store_true", help="leave out the NTT rows")
     parser.add_argument("--bootstrap", action="store_true",
                         help="also the sparse bootstrap of an insecure N = 2^12 ring (minutes of compilation on CPU)")
     return parser.parse_args(argv)
@@ -143,7 +147,7 @@ def op_rows(args, jax, device, clock, on_preset=None):
     from crypto.ckks.jax_device import DeviceEvaluator, tiled
     from crypto.ckks.linear import bsgs_sum
     rows, timings, notes = [], {}, []
-    presets = ["N14"] if args.quick else ["N14", "N16"]
+    presets = args.presets.split(",") if args.presets else ["N14"] if args.quick else ["N14", "N16"]
     for preset in presets:
         params = CKKSParameters.preset(preset)
         key_gb = 2 * len(params.digits) * len(params.moduli) * params.n * 2 * 4 / 1e9   # host + device copy
@@ -232,10 +236,11 @@ def main(args):
     print(f"JAX {jax.__version__} on {where}"
           f"{f'; measured device bandwidth {bandwidth:.0f} GB/s' if bandwidth else ''}; "
           f"{'wall' if gpu is not None else 'CPU'} time, JIT compilation and uploads excluded (first call)")
-    ntt, ntt_t = ntt_rows(args, jax, device, clock, bandwidth)
-    print_table("Forward NTT (ms, median; speed-up = numba / jax)",
-                ["case", "numba", "fourstep", "cross", "jax", "speed-up", "compile s", "bit-identical",
-                 "bandwidth bound ms"], ntt)
+    ntt, ntt_t = ([], {}) if args.no_ntt else ntt_rows(args, jax, device, clock, bandwidth)
+    if ntt:
+        print_table("Forward NTT (ms, median; speed-up = numba / jax)",
+                    ["case", "numba", "fourstep", "cross", "jax", "speed-up", "compile s", "bit-identical",
+                     "bandwidth bound ms"], ntt)
     headers = ["operation", "numba", "fourstep", "cross", "jax", "speed-up", "compile s", "bit-identical"]
     shown = []
 
