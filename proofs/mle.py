@@ -79,7 +79,7 @@ def _check_point(point, k: int) -> np.ndarray:
 def eq_table(point) -> np.ndarray:
     """All 2^k values eq(point, bits(i)), shape (2^k, 4); built one variable at a time (2^k ext products)."""
     point = as_point(point)
-    kernels = F.numba_kernels() if (1 << point.shape[0]) >= F.NUMBA_MIN_SIZE else None
+    kernels = F.numba_kernels() if (1 << point.shape[0]) >= F.KERNEL_MIN_SIZE else None
     if kernels is not None:  # one in-place pass per variable
         out = np.empty((1 << point.shape[0], F.EXT_DEGREE), dtype=np.uint64)
         kernels.eq_table_into(np.ascontiguousarray(point), out)
@@ -125,7 +125,7 @@ def fix_variable(table, r) -> np.ndarray:
 
 def fold(table, r) -> np.ndarray:
     """:func:`fix_variable` without input checks, for callers that hold valid tables (the sumcheck prover)."""
-    kernels = F.numba_kernels() if table.shape[0] >= F.NUMBA_MIN_SIZE else None
+    kernels = F.numba_kernels() if table.shape[0] >= F.KERNEL_MIN_SIZE else None
     if kernels is not None:
         out = np.empty((table.shape[0] // 2, F.EXT_DEGREE), dtype=np.uint64)
         kernels.fold_add_planes(np.ascontiguousarray(table), np.ascontiguousarray(r, dtype=np.uint64),

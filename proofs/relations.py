@@ -54,10 +54,6 @@ from .mle import bind_high, eq_eval, eq_table, fold, is_ext, mle_evaluate
 from .zk import HidingCommitment, HidingParams, hiding_commit
 
 MIN_ELEMENT_VARS = 4  #: a masked tensor has >= 4 element variables (>= 4 independent mask values per plane)
-#: tables of at least this many entries take the relation prover's numba kernels (round sums, masked folds): one
-#: compiled pass beats the numpy twin's dozens of whole-array calls from a few dozen entries on (measured: hiding
-#: LeNet-5 proofs ~20% faster than at :data:`proofs.field.NUMBA_MIN_SIZE`, whose bound suits single field calls)
-KERNEL_MIN_SIZE = 1 << 6
 
 
 def zeta(point) -> np.ndarray:
@@ -503,7 +499,7 @@ class _MaskedState:
 
     def bind(self, r) -> None:
         mask = self.mask_now()
-        kernels = F.numba_kernels() if mask is not None and self.table.shape[0] >= KERNEL_MIN_SIZE else None
+        kernels = F.numba_kernels() if mask is not None and self.table.shape[0] >= F.KERNEL_MIN_SIZE else None
         if kernels is not None:  # fold and add z(r) l_j in one pass
             out = np.empty((self.table.shape[0] // 2, F.EXT_DEGREE), dtype=np.uint64)
             kernels.fold_add_planes(np.ascontiguousarray(self.table), np.ascontiguousarray(r),
@@ -519,7 +515,7 @@ class _MaskedState:
 def _add_planes(table, values) -> np.ndarray:
     """table (plane-major, (n,) or (n, 4)) + values[plane] ((P, 4)), broadcast over each plane's entries."""
     table = _ext(table)
-    kernels = F.numba_kernels() if table.shape[0] >= KERNEL_MIN_SIZE else None
+    kernels = F.numba_kernels() if table.shape[0] >= F.KERNEL_MIN_SIZE else None
     if kernels is not None:
         out = np.empty_like(table)
         kernels.add_plane_constants(np.ascontiguousarray(table), np.ascontiguousarray(values), out)
@@ -618,7 +614,7 @@ class RelationProver:
         j = len(self.challenges)
         table, mask = factor
         rest = term.tau[j + 1:]
-        kernels = F.numba_kernels() if self._fused and table.shape[0] >= KERNEL_MIN_SIZE else None
+        kernels = F.numba_kernels() if self._fused and table.shape[0] >= F.KERNEL_MIN_SIZE else None
         if kernels is not None:
             sums = self._bit_sums_fused(kernels, table, mask, rest, d)
         else:
@@ -633,7 +629,7 @@ class RelationProver:
         return F.ext_mul(F.ext_mul(eq_x, sums), scale[None, :])
 
     def _fused_sums(self, factors, d):
-        kernels = F.numba_kernels() if self._fused and factors[0][0].shape[0] >= KERNEL_MIN_SIZE else None
+        kernels = F.numba_kernels() if self._fused and factors[0][0].shape[0] >= F.KERNEL_MIN_SIZE else None
         if kernels is None:
             return None
         length = factors[0][0].shape[0]

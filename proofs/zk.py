@@ -278,20 +278,14 @@ def mle_functional(commitment: HidingCommitment, point) -> list:
 
 def _combine(weights, matrix) -> np.ndarray:
     """weights^T matrix for F_p4 weights (rows, 4) and a base matrix (rows, m) -> (m, 4) (or (rows, K) weights:
-    (m, K)). One compiled pass (below COMBINE_KERNEL_MAX multiply-adds; else the float-limb BLAS
-    :func:`proofs.field.matmul`, its twin)."""
+    (m, K)), by one compiled pass when it is short enough (:data:`proofs.field.MATMUL_KERNEL_MAX`)."""
     kernels = F.numba_kernels()
-    if kernels is not None and weights.shape[0] * weights.shape[1] * matrix.shape[1] < COMBINE_KERNEL_MAX:
+    if kernels is not None and weights.shape[0] * weights.shape[1] * matrix.shape[1] <= F.MATMUL_KERNEL_MAX:
         out = np.empty((matrix.shape[1], weights.shape[1]), dtype=np.uint64)
         kernels.transposed_matmul(np.ascontiguousarray(weights, dtype=np.uint64),
                                   np.ascontiguousarray(matrix, dtype=np.uint64), out)
         return out
     return F.matmul(np.ascontiguousarray(weights.T), matrix).T.copy()
-
-
-#: the compiled pass up to 2^28 multiply-adds (measured at 4-16 weight columns: 1.4-10x faster than the limb BLAS
-#: product from 2^15 to 2^26 of them; beyond, BLAS's blocking may win)
-COMBINE_KERNEL_MAX = 1 << 28
 
 
 def _piece_value(y, col_weights) -> np.ndarray:

@@ -84,13 +84,15 @@ def test_matmul_exact(m, n, k, seed):
     a = F.random_elements((m, n), seed=seed)
     b = F.random_elements((n, k), seed=seed + 1)
     expected = (a.astype(object) @ b.astype(object)) % P
-    assert np.array_equal(F.matmul(a, b), expected.astype(np.uint64))
+    assert np.array_equal(F.matmul(a, b), expected.astype(np.uint64))  # the compiled pass
+    assert np.array_equal(F.limb_matmul(a, b), expected.astype(np.uint64))  # its BLAS twin
 
 
 def test_matmul_worst_case_values():
     a = np.full((3, 5000), P - 1, dtype=np.uint64)
     b = np.full((5000, 2), P - 1, dtype=np.uint64)
     assert np.all(F.matmul(a, b) == (5000 * (P - 1) ** 2) % P)
+    assert np.all(F.limb_matmul(a, b) == (5000 * (P - 1) ** 2) % P)
 
 
 @given(ext_elements, ext_elements)
@@ -218,8 +220,8 @@ def test_mismatched_shapes_raise_field_error_and_scalars_wrap_silently():
 
 @pytest.mark.parametrize("n, k, m", [(1, 1, 1), (3, 4, 5), (64, 8, 33), (1024, 4, 150)])
 def test_transposed_matmul_kernel_equals_the_limb_matmul(n, k, m):
-    """proofs._kernels.transposed_matmul (the hiding openings' row combinations) against field.matmul, with
-    entries at p - 1 (the largest products)."""
+    """proofs._kernels.transposed_matmul (field.matmul's and the hiding openings' compiled pass) against the
+    16-bit-limb BLAS product, with entries at p - 1 (the largest products)."""
     from proofs import _kernels
     rng = np.random.default_rng(n + k + m)
     a = rng.integers(0, F.P, (n, k), dtype=np.uint64)
@@ -227,4 +229,5 @@ def test_transposed_matmul_kernel_equals_the_limb_matmul(n, k, m):
     a[0], b[0] = F.P - 1, F.P - 1
     out = np.empty((m, k), dtype=np.uint64)
     _kernels.transposed_matmul(a, b, out)
-    assert np.array_equal(out, F.matmul(np.ascontiguousarray(a.T), b).T)
+    assert np.array_equal(out, F.limb_matmul(np.ascontiguousarray(a.T), b).T)
+    assert np.array_equal(F.matmul(np.ascontiguousarray(a.T), b), out.T)
