@@ -177,3 +177,12 @@ def test_plan_states_the_key_bytes_exactly_and_a_throughput_below_one_sample_per
     assert f"key budget of 12 GiB = {12 << 30} bytes" in text
     monkeypatch.setattr(ModelPlan, "estimated_seconds", property(lambda self: 30.0 * self.batch))
     assert re.search(r"~0\.0333 samples/s", plan.explain()), plan.explain()
+
+
+def test_plan_measure_times_the_operations_on_this_machine(tmp_path, capsys):
+    onnx.save(mlp((20, 12, 10), "square"), tmp_path / "m.onnx")
+    assert tensor_cli.main(["plan", "--model", str(tmp_path / "m.onnx")]) == 0
+    assert "built-in per-operation times of the development machine" in capsys.readouterr().out
+    assert tensor_cli.main(["plan", "--model", str(tmp_path / "m.onnx"), "--measure"]) == 0
+    text = capsys.readouterr().out
+    assert "per-operation times measured on this machine" in text and "excludes JIT compilation" in text
