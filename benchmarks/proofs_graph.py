@@ -2,11 +2,12 @@
 
     python benchmarks/proofs_graph.py [--quick] [--no-ezkl]
 
-Cases: LeNet-5 (1x28x28: conv 5x5 -> 6, avgpool, conv 5x5 -> 16, avgpool, 120, 84, 10) at batch 1 and 64;
+Cases: LeNet-5 (1x28x28: conv 5x5 -> 6, avgpool, conv 5x5 -> 16, avgpool, 120, 84, 10) at batch 1 and 64, and at
+batch 1 with x^2 activations (the import issue's default LeNet-5);
 the CIFAR CNN (3x32x32: conv 3x3 -> 16 pad 1, relu, avgpool 2, conv 3x3 -> 32 pad 1, relu, global average
 pool, 10); a CNN of about 266k parameters on 3x32x32 (three conv 3x3 pad 1 -> 32, 64, 64 each with relu and
 avgpool 2, then 1024 -> 192 -> 64 -> 10), the size of DeepProve's published CNN. Random weights (seeded),
-Relu activations, scales calibrated on 64 seeded normal inputs. Modes: PUBLIC WEIGHTS (the non-hiding graph
+Relu activations unless said, scales calibrated on 64 seeded normal inputs. Modes: PUBLIC WEIGHTS (the non-hiding graph
 protocol) and hiding (the default: weights private, :mod:`proofs.layers.graph_zk`). Reported: commit (weights commitment), prove,
 verify (medians of CPU time and of wall clock: on a shared machine the CPU time is the figure that does not count other
 processes; the 1-minute load average is printed beside), proof bytes, peak traced memory of one proof (tracemalloc),
@@ -54,7 +55,8 @@ def cnn_264k(seed=5):
 def _models():
     from tests.model.onnx_models import cifar, lenet
 
-    return {"LeNet-5": lambda: lenet("relu"), "CIFAR CNN": lambda: cifar("relu"), "CNN 266k": cnn_264k}
+    return {"LeNet-5": lambda: lenet("relu"), "LeNet-5 (x^2)": lambda: lenet("square"),
+            "CIFAR CNN": lambda: cifar("relu"), "CNN 266k": cnn_264k}
 
 
 def _median(fn, repeats):
@@ -164,7 +166,7 @@ def bench_ezkl_lenet(workdir):
 
 def run(quick=False, ezkl=True):
     models = _models()
-    cases = [("LeNet-5", 1, 5), ("LeNet-5", 64, 1), ("CIFAR CNN", 1, 3), ("CNN 266k", 1, 3)]
+    cases = [("LeNet-5", 1, 5), ("LeNet-5 (x^2)", 1, 5), ("LeNet-5", 64, 1), ("CIFAR CNN", 1, 3), ("CNN 266k", 1, 3)]
     if quick:
         cases = cases[:1]
     results = []
