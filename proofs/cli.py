@@ -119,12 +119,18 @@ def build_parser() -> argparse.ArgumentParser:
     prove.add_argument("--state", default=None,
                        help="the secret prover state written by 'commit' (default: the commitment's path + .state)")
     prove.add_argument("--public-weights", action="store_true", help=PUBLIC_WEIGHTS_HELP)
+    prove.add_argument("--private-input", action="store_true",
+                       help="hide the input too (a graph model's zero-knowledge proof: the input is committed in the "
+                            "proof and its range proven; verify with --private-input instead of --input)")
     prove.add_argument("--quiet", action="store_true", help="no progress bar")
     verify = commands.add_parser("verify", help="verify a proof; prints accept/reject, exit code 0/1")
     verify.add_argument("--commitment", "-c", default=DEFAULT_COMMITMENT, type=_existing_file,
                         help=f"commitment file from 'commit' (default: {DEFAULT_COMMITMENT})")
     verify_inputs = verify.add_mutually_exclusive_group(required=True)
     verify_inputs.add_argument("--input", "-i", type=_existing_file, help="input .npy the proof is about")
+    verify_inputs.add_argument("--private-input", action="store_true",
+                               help="the proof is about a hidden input (made with prove --private-input): accept "
+                                    "when some input in the model's range gives the proof's output")
     verify_inputs.add_argument("--inputs", type=_existing_path,
                                help="batch mode: the --inputs given to 'prove' (a stacked .npy cut by --per-proof, "
                                     "or a folder of .npy files), checked against the folder --proofs; one line per "
@@ -271,6 +277,9 @@ def _prove(args) -> int:
     graph = graph_cli.graph_model(args.model)
     if graph is not None:
         return graph_cli.prove(args, graph)
+    if args.private_input:
+        raise ModelError("--private-input proves graph models (ONNX or .npz read by the graph proof); a ReLU MLP "
+                         "committed by the MLP path states its input")
     network, state = _prover(args)
     x = _load_input(args.input, network.model.input_frac, network.model.input_bound)
     start = time.perf_counter()
@@ -423,6 +432,9 @@ def _verify(args) -> int:
             return 2
     if record_kind(data) in (graph_cli.GraphCommitment.KIND, graph_cli.HidingGraphCommitment.KIND):
         return graph_cli.verify(args, data)
+    if args.private_input:
+        print("error: --private-input: an MLP commitment's proofs state their input (pass --input)", file=sys.stderr)
+        return 2
     try:
         commitment = ModelCommitment.from_bytes(data)
         x = _load_input(args.input, commitment.input_frac, commitment.input_bound)

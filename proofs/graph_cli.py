@@ -129,18 +129,24 @@ def prove(args, graph) -> int:
         network = HidingGraphNetwork(q, state=state)
     else:
         network = GraphNetwork(q, committed.weights.params)
+    if getattr(args, "private_input", False) and not committed.zk:
+        raise ModelError("--private-input needs a hiding commitment (commit without --public-weights): a public-"
+                         "weights proof states its input")
     if network.commitment.to_bytes() != committed.to_bytes():
         raise ModelError(f"the commitment {args.commitment!r} was made for other weights than {args.model!r}")
     x = load_array(args.input)
     start = time.perf_counter()
-    proof = network.prove(x, progress=None if args.quiet else progress_bar("proving"))
+    progress = None if args.quiet else progress_bar("proving")
+    private = getattr(args, "private_input", False)
+    proof = network.prove(x, progress, private_input=True) if private else network.prove(x, progress)
     elapsed = time.perf_counter() - start
     if state is not None:
         network.save_state(state)  # the copy this proof used is spent
     data = proof.to_bytes()
     with open(args.out, "wb") as handle:
         handle.write(data)
-    bits = network.commitment.soundness_bits(len(proof.output))
+    bits = network.commitment.soundness_bits(len(proof.output), private_input=True) if private else \
+        network.commitment.soundness_bits(len(proof.output))
     mode = f"zero knowledge, {network.proofs_left} proofs left" if state is not None else "PUBLIC WEIGHTS"
     print(f"proved in {elapsed:.2f}s -> {args.out} ({len(data)} bytes, {mode}, soundness {bits:.1f} bits)")
     _print(q.dequantize(proof.output), q.output_frac)
@@ -154,8 +160,10 @@ def _print(values, frac, stream=None) -> None:
 
 def verify(args, commitment_bytes: bytes) -> int:
     try:
-        x = load_array(args.input)
+        x = None if getattr(args, "private_input", False) else load_array(args.input)
         commitment = _commitment(commitment_bytes)
+        if x is None and not commitment.zk:
+            raise GraphInputError("--private-input: a public-weights graph proof states its input (pass --input)")
         check = verify_graph_zk if commitment.zk else verify_graph
         output = check(commitment, x, _read(args.proof))
     except GraphInputError as error:
@@ -171,7 +179,9 @@ def verify(args, commitment_bytes: bytes) -> int:
         np.save(args.output, values)
     print("accept")
     mode = "zero knowledge" if commitment.zk else "public weights"
-    print(f"accept ({mode}, soundness {commitment.soundness_bits(len(output)):.1f} bits)", file=sys.stderr)
+    bits = commitment.soundness_bits(len(output), private_input=True) if x is None else \
+        commitment.soundness_bits(len(output))
+    print(f"accept ({mode}{', private input' if x is None else ''}, soundness {bits:.1f} bits)", file=sys.stderr)
     _print(np.atleast_2d(values.reshape(len(output), -1)), q.output_frac, sys.stderr)
     return 0
 

@@ -8,7 +8,10 @@ committed as K hiding copies with an agreement proof (:mod:`proofs.layers.reusab
 copy), the proof store ``p`` (fresh per proof) holds every hidden tensor, every op's bit planes and, for a Conv
 or a pool, its patch view P (the im2col copy: the patch index map is not multilinear, so a hidden convolution
 is a contraction of a committed P, and P = patches(X) is one more relation whose public factor is the gather
-weight table). The input and the claimed output are public.
+weight table). The claimed output is public; the input is public, or private (``prove(x, private_input=True)``,
+``verify_graph_zk(commitment, None, proof)``): then it is one more stored tensor whose bits prove it within
+:func:`input_decomposition`'s range (inside the input bound the quantizer's field checks assume) and whose
+padding is zero, so the statement is "some input in range gives this output".
 
 **Layout.** As the plain proof: batch first, each axis padded to a power of two, but the batch axis padded
 further when some stored tensor would have fewer than 4 variables (a masked tensor needs >= 4,
@@ -34,8 +37,7 @@ relation also shows it is zero off its declared box (:meth:`Protocol.select` wit
 :func:`proofs.relations.padding_factor` term, no stated value added). By induction every stored tensor (adds,
 reshapes, patch copies included) is then zero-padded, so a contraction reads the weights' padding only against zeros
 and the weights' padding (the committer's) cannot change the output.
-Not yet: grouped convolutions (G > 1), a contraction whose summed letters are not one block of both operands,
-a private input. Soundness: the union bound of :func:`soundness_bits`; zero knowledge as :mod:`proofs.relations`.
+Not yet: grouped convolutions (G > 1), a contraction whose summed letters are not one block of both operands. Soundness: the union bound of :func:`soundness_bits`; zero knowledge as :mod:`proofs.relations`.
 """
 from __future__ import annotations
 
@@ -88,10 +90,11 @@ def _bits(n: int) -> int:
 # ------------------------------------------------------------------------------------------- structure
 class Shapes:
     """Public shapes of one proof: padded batch, every tensor's padded shape, aliases (free reshapes), which
-    tensors are stored, the patch views' letters; refuses (ModelError) what the hiding proof cannot state."""
+    tensors are stored (the input too when ``private_input``), the patch views' letters; refuses (ModelError) what
+    the hiding proof cannot state."""
 
-    def __init__(self, q: QuantizedGraph, batch: int):
-        self.q, self.batch = q, int(batch)
+    def __init__(self, q: QuantizedGraph, batch: int, private_input: bool = False):
+        self.q, self.batch, self.private_input = q, int(batch), bool(private_input)
         self.alias = {}
         for op in q.ops:
             source = self.alias.get(op.inputs[0], op.inputs[0])
@@ -111,9 +114,9 @@ class Shapes:
         # in op order (not the shapes dict's order, which a parsed structure does not keep)
         stored = [op.output for op in q.ops if op.output not in (self.input_name, self.output_name)
                   and op.output not in self.alias]
-        self.stored = stored
+        self.stored = ([self.input_name] if self.private_input else []) + stored
         pb = _pow2(batch)
-        smallest = [self.sample_vars(q.shapes[t]) for t in stored] + \
+        smallest = [self.sample_vars(q.shapes[t]) for t in self.stored] + \
             [self.sample_vars(q.shapes[op.output]) for op in q.ops if op.has_bits] + \
             [self.sample_vars(self.view_shape(i)[1:]) for i in self.views]
         while smallest and min(smallest) + _bits(pb) < MIN_VARS:
@@ -200,8 +203,23 @@ def _field(values, padded_shape) -> np.ndarray:
     return F.to_field(table.reshape(-1))
 
 
+def input_decomposition(q: QuantizedGraph) -> Decomposition:
+    """The range a private input is proven in: signed Q' = bitlen(input_bound) bits, [-2^(Q'-1), 2^(Q'-1)), inside
+    [-input_bound, input_bound] (what the quantizer's field checks assume; with the default bound 2^(A-1+m) - 1 and
+    margin m = 1, the calibrated range)."""
+    return Decomposition(0, int(q.input_bound).bit_length(), False)
+
+
+INPUT_BITS = "t0.fwdx"  #: the private input's bit planes (its range proof) in the proof store
+MAX_BATCH = 1 << 16  #: the largest batch a verifier of a private-input proof accepts (it sizes the relations)
+
+
 def proof_layout(shapes: Shapes) -> StoreLayout:
     slots = [Slot(f"a.{t}", shapes.vars(t)) for t in shapes.stored]
+    if shapes.private_input:
+        for g, (_, count) in enumerate(input_decomposition(shapes.q).groups):
+            slots.append(Slot(INPUT_BITS if g == 0 else f"{INPUT_BITS}.g{g}", shapes.vars(shapes.input_name),
+                              count.bit_length() - 1))
     for index in shapes.views:
         slots.append(Slot(f"v.{index}", sum(shapes.letter_bits(shapes.views[index][0], shapes.view_shape(index))
                                             .values())))
@@ -236,6 +254,11 @@ def proof_tables(shapes: Shapes, values: dict, accs: dict) -> dict:
             a = accs[index]
             acc[tuple(slice(0, n) for n in a.shape)] = a
             tables.update(bits_tables(f"t0.fwd{index}", decompose(acc.reshape(-1), _decomposition(op))))
+    if shapes.private_input:
+        x = np.zeros(shapes.padded(shapes.input_name), dtype=np.int64)
+        real = values[shapes.q.input]
+        x[tuple(slice(0, n) for n in real.shape)] = real
+        tables.update(bits_tables(INPUT_BITS, decompose(x.reshape(-1), input_decomposition(shapes.q))))
     return tables
 
 
@@ -249,7 +272,9 @@ class _Run:
 
     def __init__(self, shapes: Shapes, channel: Channel, x_table, y_table):
         self.s, self.ch = shapes, channel
-        self.public = {shapes.input_name: x_table, shapes.output_name: y_table}
+        self.public = {shapes.output_name: y_table}
+        if not shapes.private_input:
+            self.public[shapes.input_name] = x_table
         self.where = locate({}, {k: v for k, v in channel.layouts.items() if k != "w"})
         self.protocol = Protocol(None, channel, self.where, None)
         self.one, self.minus = F.ext_one(), F.ext_neg(F.ext_one())
@@ -296,6 +321,8 @@ class _Run:
 
     # -- the walk ----------------------------------------------------------------------------------------
     def run(self) -> None:
+        if self.s.private_input:
+            self.input_range()
         for index, op in enumerate(self.s.q.ops):
             if op.kind == "contraction":
                 self.contraction(index, op)
@@ -416,6 +443,21 @@ class _Run:
             point = np.concatenate([point, F.ext_zero((slot.elem_vars - point.shape[0],))])
             terms.append(Term(valid, (eq_factor(point),), (Stored("w", f"b{index}"),), slot.elem_vars))
         self.requantized(index, op, terms, F.ext_zero(), None, tau)
+
+    def input_range(self) -> None:
+        """A private input: X - rebuilt(bits) + h = 0 with its bits checked as every op's (X within
+        :func:`input_decomposition`'s range), and X = 0 off its real box (its padding, as a select's)."""
+        s, name = self.s, self.s.input_name
+        n, spec = s.vars(name), input_decomposition(s.q)
+        tau = self.ch.point("graph.input", n)
+        eq, x = eq_factor(tau), self.stored(name)
+        terms = [Term(self.one, (eq,), (x,), n)]
+        terms += [Term(F.ext_neg(c), (eq,), (part,), n) for c, part in self.protocol.rebuilt(0, INPUT_BITS[3:], spec)]
+        terms.append(Term(_ext_int(spec.offset), (), (), 0))
+        real, padded = s.real(name), s.padded(name)
+        box = tuple(int(k) for k in real[::-1]), tuple(_bits(k) for k in padded[::-1])  # axis 0 lowest
+        terms += self.protocol.padding("graph.input", x, box, tau)
+        self.relation("graph.input", terms, F.ext_zero())
 
     def square(self, index: int, op) -> None:
         """acc = X * X entrywise: the layer relation's accumulator term sum_e eq(tau, e) X(e) X(e) (degree 3;
@@ -543,8 +585,8 @@ class HidingGraphCommitment:
         reader.finish()
         return cls(structure, weights)
 
-    def soundness_bits(self, batch: int = 1) -> float:
-        return soundness_bits(self, batch)
+    def soundness_bits(self, batch: int = 1, private_input: bool = False) -> float:
+        return soundness_bits(self, batch, private_input=private_input)
 
 
 @dataclass(frozen=True, eq=False)
@@ -580,16 +622,21 @@ def _layouts(shapes: Shapes, q: QuantizedGraph) -> dict:
 
 
 def _public_tables(shapes: Shapes, x_int, output):
+    """(input table, or None for a private input; output table), padded."""
     q = shapes.q
-    return _field(x_int, shapes.padded(q.input)), _field(output.reshape(shapes.real(q.output)),
-                                                         shapes.padded(q.output))
+    x_table = None if shapes.private_input else _field(x_int, shapes.padded(q.input))
+    return x_table, _field(output.reshape(shapes.real(q.output)), shapes.padded(q.output))
 
 
 def _transcript(commitment, x_int, output, proof_commitments, copy: int) -> Transcript:
+    """The statement: model, copy, the input (x_int None: a private input, its absence stated), output, stores."""
     transcript = Transcript(TRANSCRIPT_LABEL)
     transcript.absorb("model", commitment.statement_bytes())
     transcript.absorb("copy", int(copy))
-    transcript.absorb("input", np.asarray(x_int, dtype=np.int64).reshape(-1))
+    if x_int is None:
+        transcript.absorb("private input", 1)
+    else:
+        transcript.absorb("input", np.asarray(x_int, dtype=np.int64).reshape(-1))
     transcript.absorb("output", np.asarray(output, dtype=np.int64).reshape(-1))
     transcript.absorb("proof commitments", [c.to_bytes() for c in proof_commitments])
     return transcript
@@ -636,10 +683,21 @@ class HidingGraphNetwork:
         witness = self._weights[1]
         return len(witness.witnesses) - len(witness.spent)
 
-    def prove(self, x, progress=None) -> HidingGraphProof:
+    def prove(self, x, progress=None, private_input: bool = False) -> HidingGraphProof:
+        """Prove y = graph(x) with the weights hidden; with ``private_input`` x is hidden too (a stored tensor
+        proven within :func:`input_decomposition`'s range; the verifier gets no input: ``verify_graph_zk(c, None,
+        proof)``)."""
         q = self.qgraph
         x_int = q.quantize_input(x)
-        shapes = Shapes(q, x_int.shape[0])
+        shapes = Shapes(q, x_int.shape[0], private_input)
+        if private_input:
+            try:
+                decompose(x_int.reshape(-1), input_decomposition(q))
+            except ModelError:
+                half = 1 << (input_decomposition(q).q_bits - 1)
+                raise ModelError(f"a private input must lie in [-{half}, {half}) at scale 2^{q.input_frac} (|x| < "
+                                 f"{half * 2.0 ** -q.input_frac:g}): its range is proven in "
+                                 f"{input_decomposition(q).q_bits} signed bits") from None
         values, accs = q.forward_int(x_int, trace=True)
         for index, op in enumerate(q.ops):  # range check first: an input outside the calibration is refused
             if op.has_bits:
@@ -661,7 +719,7 @@ class HidingGraphNetwork:
         copy = statement.take("HidingGraphNetwork.prove")
         if progress is not None:
             progress(1, 3, "committed the proof's tensors")
-        transcript = _transcript(self.commitment, x_int, output, (made[0],), copy)
+        transcript = _transcript(self.commitment, None if private_input else x_int, output, (made[0],), copy)
         witnesses = {"w": statement.witnesses[copy], "p": made[1]}
         channel = Channel(transcript, params, layouts, {k: w.commitment for k, w in witnesses.items()}, witnesses)
         channel.prior_views = {"w": statement.agreement_views[copy]}
@@ -684,7 +742,8 @@ class HidingGraphNetwork:
         copy = statement.take("HidingGraphNetwork.prove")
         if progress is not None:
             progress(1, 3, "committed the proof's tensors")
-        transcript = _transcript(self.commitment, x_int, output, (p_commitment,), copy)
+        transcript = _transcript(self.commitment, None if shapes.private_input else x_int, output, (p_commitment,),
+                                 copy)
         w_store = statement.witnesses[copy]
         channel = BasefoldChannel(transcript, params, layouts, plans, {"w": w_store.commitment, "p": p_commitment},
                                   "p", witnesses={"w": w_store, "p": p_store},
@@ -718,14 +777,14 @@ def _basefold_structure(shapes: Shapes):
     """(layouts, plans, relation shapes, decomposition keys) of a hiding Basefold proof, from the public shapes
     alone: the model copy "w", and the proof store "p" hosting every relation's zero-knowledge mask (their
     (variables, degree) from one dry run of the relations)."""
-    return _basefold_structure_of(shapes.q.public_text(), shapes.batch)
+    return _basefold_structure_of(shapes.q.public_text(), shapes.batch, shapes.private_input)
 
 
 @functools.lru_cache(maxsize=16)
-def _basefold_structure_of(text: str, batch: int):
+def _basefold_structure_of(text: str, batch: int, private_input: bool):
     """:func:`_basefold_structure` memoised by the public structure's text (prover and verifier rebuild it for
     every proof; the verifier's structure is parsed from bytes each time)."""
-    shapes = Shapes(QuantizedGraph.from_public_text(text, "hiding graph structure"), batch)
+    shapes = Shapes(QuantizedGraph.from_public_text(text, "hiding graph structure"), batch, private_input)
     layouts, channel = _structure(shapes, default_params())
     plans = {"w": StorePlan(layouts["w"]), "p": StorePlan(layouts["p"], tuple(channel.shapes))}
     return layouts, plans, tuple(channel.shapes), len(decomposition_keys({"p": layouts["p"]}))
@@ -759,9 +818,10 @@ def model_rows(q: QuantizedGraph, params: HidingParams, structure=None) -> int:
     return best_rows(layout, names + [slot.name for slot in layout.slots], params)
 
 
-def soundness_bits(commitment: HidingGraphCommitment, batch: int = 1, structure=None) -> float:
+def soundness_bits(commitment: HidingGraphCommitment, batch: int = 1, structure=None,
+                   private_input: bool = False) -> float:
     """-log2 of the union bound over the relations, their masks and the openings (as network_zk)."""
-    shapes = Shapes(commitment.structure, batch)
+    shapes = Shapes(commitment.structure, batch, private_input)
     params = base_params(commitment)
     if is_basefold(params):  # one batch opening of the model copy and the proof store (masks included)
         _, plans, relation_shapes, keys = _basefold_structure(shapes)
@@ -777,7 +837,9 @@ def soundness_bits(commitment: HidingGraphCommitment, batch: int = 1, structure=
 
 
 def verify_graph_zk(commitment, x, proof) -> np.ndarray:
-    """Verify a zero-knowledge graph proof; returns the output (int64, batch first). Raises only ProofRejected."""
+    """Verify a zero-knowledge graph proof of y = graph(x) for the public input ``x``, or, with ``x`` None, for a
+    private input (some x within :func:`input_decomposition`'s range, hidden); returns the output (int64, batch
+    first). Raises only ProofRejected."""
     try:
         if isinstance(commitment, (bytes, bytearray, memoryview)):
             commitment = HidingGraphCommitment.from_bytes(bytes(commitment))
@@ -796,12 +858,19 @@ def _verify(commitment, x, proof) -> np.ndarray:
     require(isinstance(proof, HidingGraphProof) and isinstance(proof.relations, TrainingProof),
             "proof is not a HidingGraphProof", where)
     q = commitment.structure
-    try:
-        x_int = q.quantize_input(x)
-    except ModelError as error:
-        raise ProofRejected(str(error), "input") from None
-    batch = x_int.shape[0]
-    shapes = Shapes(q, batch)
+    if x is None:  # a private input: the batch is the claimed output's
+        x_int = None
+        require(isinstance(proof.output, np.ndarray) and proof.output.ndim == 2 and 1 <= proof.output.shape[0] <=
+                MAX_BATCH, f"claimed output of shape {getattr(proof.output, 'shape', None)}: expected (batch <= "
+                f"{MAX_BATCH}, outputs)", where)
+        batch = proof.output.shape[0]
+    else:
+        try:
+            x_int = q.quantize_input(x)
+        except ModelError as error:
+            raise ProofRejected(str(error), "input") from None
+        batch = x_int.shape[0]
+    shapes = Shapes(q, batch, x is None)
     out_real = shapes.real(q.output)
     require(proof.output.shape == (batch, math.prod(out_real[1:])),
             f"claimed output shape {proof.output.shape} is not ({batch}, {math.prod(out_real[1:])})", where)
@@ -810,7 +879,7 @@ def _verify(commitment, x, proof) -> np.ndarray:
     params = base_params(commitment)
     basefold = is_basefold(params)
     structure = _basefold_structure(shapes)[:2] if basefold else _structure(shapes, params)
-    bits = soundness_bits(commitment, batch, None if basefold else structure)
+    bits = soundness_bits(commitment, batch, None if basefold else structure, x is None)
     require(bits >= MIN_SOUNDNESS_BITS, f"the statement's soundness is {bits:.1f} bits < {MIN_SOUNDNESS_BITS}", where)
     layouts = structure[0]
     verify_reusable(layouts["w"], commitment.weights, dataclasses.replace(params, openings=1), f"{where}: model")
