@@ -77,6 +77,8 @@ def test_basefold_copy_checks_are_named(reusable_case, basefold_case):
              mismatch, "here")  # not a hiding Basefold commitment
     single = basefold_case[1].commitment.weights.copies  # the same model committed once
     assert single[0].params == params and single[0].num_vars == first.num_vars
+    rejected(lambda: verify(layout, Reusable((first, single[0]), reusable.agreement), params, "here"),
+             mismatch, "here")  # the right type and shape, one opening's parameters
     rejected(lambda: verify(layout, Reusable(single, reusable.agreement), params, "here"),
              "a single copy has no agreement proof", "here")
     verify(layout, Reusable(single, ()), params, "here")  # one copy, no agreement: nothing more to check
@@ -111,3 +113,11 @@ def test_basefold_agreement_items_are_each_checked(reusable_case):
             verify_reusable(layout, Reusable(reusable.copies, (masks, *rest[:i], bad, *rest[i + 1:])), params, "here")
     with pytest.raises(ProofRejected, match="1 unused proof items"):
         verify_reusable(layout, Reusable(reusable.copies, (*reusable.agreement, rest[0])), params, "here")
+
+
+def test_basefold_statement_openings_do_not_matter(reusable_case):
+    """Basefold copies' openings follow from their count alone (:func:`copy_params`), the agreement's masks are
+    always one opening's: the statement's parameters with 2 openings (the copies' own) verify the same bundle."""
+    layout, reusable, params = reusable_case
+    verify_reusable(layout, Reusable(reusable.copies, reusable.agreement), reusable.params, "here")
+    assert reusable.params == dataclasses.replace(params, openings=2)
