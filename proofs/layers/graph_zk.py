@@ -48,7 +48,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import basefold as B
 from .. import basefold_zk as BZ
 from .. import field as F
 from ..errors import ModelError, ProofError, ProofRejected
@@ -63,7 +62,7 @@ from .basefold_channel import BasefoldChannel, StorePlan, commit_hosted
 from .common import prefix_sum_of_eq, require
 from .contraction import PatchGeometry, _masked_eq, _subscripts, join_point, split_point
 from .network_zk import (_StatedViews, base_params, basefold_agreement_error, basefold_proof_error, best_rows,
-                         check_store_commitments, default_params, is_basefold)
+                         check_store_commitments, default_params, is_basefold, require_basefold_store)
 from .proof_items import TrainingProof
 from .requant import Decomposition, decompose
 from .reusable import Reusable, commit_reusable, verify_reusable
@@ -723,14 +722,7 @@ class HidingGraphNetwork:
         witnesses = {"w": statement.witnesses[copy], "p": made[1]}
         channel = Channel(transcript, params, layouts, {k: w.commitment for k, w in witnesses.items()}, witnesses)
         channel.prior_views = {"w": statement.agreement_views[copy]}
-        _Run(shapes, channel, *_public_tables(shapes, x_int, output)).run()
-        if progress is not None:
-            progress(2, 3, "proved the relations")
-        channel.open_all()
-        if progress is not None:
-            progress(3, 3, "opened the stores")
-        return HidingGraphProof(output.reshape(len(output), -1).copy(),
-                                TrainingProof("aggregate", (made[0],), tuple(channel.items), copy))
+        return _prove_relations(shapes, channel, x_int, output, made[0], copy, progress)
 
     def _prove_basefold(self, shapes: Shapes, x_int, output, tables, params, progress) -> HidingGraphProof:
         """The same relations over hiding Basefold stores: the proof store hosts every relation's mask, and the
@@ -750,14 +742,19 @@ class HidingGraphNetwork:
                                   openers={"w": w_store.commitment_witness, "p": p_opener},
                                   mask_coefficients=coefficients)
         channel.prior_views = {"w": statement.agreement_views[copy]}
-        _Run(shapes, channel, *_public_tables(shapes, x_int, output)).run()
-        if progress is not None:
-            progress(2, 3, "proved the relations")
-        channel.open_all()
-        if progress is not None:
-            progress(3, 3, "opened the stores")
-        return HidingGraphProof(output.reshape(len(output), -1).copy(),
-                                TrainingProof("aggregate", (p_commitment,), tuple(channel.items), copy))
+        return _prove_relations(shapes, channel, x_int, output, p_commitment, copy, progress)
+
+
+def _prove_relations(shapes: Shapes, channel, x_int, output, p_commitment, copy: int, progress) -> HidingGraphProof:
+    """Run the relations on ``channel`` (either commitment's), open its stores, and assemble the proof."""
+    _Run(shapes, channel, *_public_tables(shapes, x_int, output)).run()
+    if progress is not None:
+        progress(2, 3, "proved the relations")
+    channel.open_all()
+    if progress is not None:
+        progress(3, 3, "opened the stores")
+    return HidingGraphProof(output.reshape(len(output), -1).copy(),
+                            TrainingProof("aggregate", (p_commitment,), tuple(channel.items), copy))
 
 
 def require_basefold_fits(shapes: Shapes, params) -> None:
@@ -905,9 +902,7 @@ def _verify_basefold(commitment, shapes: Shapes, x_int, proof, params, plans, wh
     of the plan's size and the statement's parameters)."""
     relations = proof.relations
     p_commitment = relations.commitments[0]
-    require(isinstance(p_commitment, BZ.HidingBasefoldCommitment) and p_commitment.params == params
-            and p_commitment.num_vars == plans["p"].num_vars,
-            "the proof store's commitment does not have the statement's shape and parameters", where)
+    require_basefold_store(p_commitment, params, plans["p"], where)
     commitments = {"w": commitment.weights.copies[relations.copy], "p": p_commitment}
     transcript = _transcript(commitment, x_int, proof.output, relations.commitments, relations.copy)
     channel = BasefoldChannel(transcript, params, _layouts(shapes, shapes.q), plans, commitments, "p",

@@ -467,9 +467,7 @@ def _verify_basefold(commitment, x, proof, params, where: str) -> np.ndarray:
     layouts, plans = _layouts(layers, batch), _plans(layers, batch)
     require(len(relations.commitments) == 1, f"{len(relations.commitments)} proof commitments, expected 1", where)
     p_commitment = relations.commitments[0]
-    require(isinstance(p_commitment, BZ.HidingBasefoldCommitment) and p_commitment.params == params
-            and p_commitment.num_vars == plans["p"].num_vars,
-            "the proof store's commitment does not have the statement's shape and parameters", where)
+    require_basefold_store(p_commitment, params, plans["p"], where)
     commitments = {"w": commitment.weights.copies[relations.copy], "p": p_commitment}
     transcript = _transcript(commitment, x, proof.output, relations.commitments, relations.copy)
     channel = BasefoldChannel(transcript, params, layouts, plans, commitments, "p", items=relations.items)
@@ -479,6 +477,14 @@ def _verify_basefold(commitment, x, proof, params, where: str) -> np.ndarray:
     channel.open_all()
     channel.finish()
     return proof.output.copy()
+
+
+def require_basefold_store(commitment, params, plan: StorePlan, where: str) -> None:
+    """ProofRejected unless a proof store's commitment is hiding Basefold at the statement's parameters and of
+    its plan's size."""
+    require(isinstance(commitment, BZ.HidingBasefoldCommitment) and commitment.params == params
+            and commitment.num_vars == plan.num_vars,
+            "the proof store's commitment does not have the statement's shape and parameters", where)
 
 
 def _mask_params(params: HidingParams) -> HidingParams:
