@@ -68,8 +68,9 @@ MODULES = {
                                  "tests/crypto/test_ckks_precision.py"],
 }
 #: functions whose mutants are always run: the verifiers' checks
-CHECKS = re.compile(r"verify|(?<!sum)check|_queries|_begin|_challenges|_absorb|combine_evaluations|subclaim|require|"
-                    r"_merkle_root_from|_statement|_agreement")
+#: ("Sumcheck" is not "check": the prover class's methods are not checks, the verifier class's are)
+CHECKS = re.compile(r"verify|Verifier|(?<![sS]um)check|_queries|_begin|_challenges|_absorb|combine_evaluations|"
+                    r"subclaim|require|_merkle_root_from|_statement|_agreement")
 #: mutmut's exit codes for "no test reaches this function" (mutmut.stats.status_by_exit_code)
 _NO_TESTS = {5, 33}
 _DIAGNOSTIC = re.compile(r"raise \w+\(|ProofRejected\(|ProofError\(|ParameterError\(|\.absorb\(|challenge\w*\(\s*f?\"")
@@ -149,8 +150,9 @@ def run_module(module: str, work: Path, sample: int, seed: int, children: int, r
             report["killed"] += 1
             continue
         diff = _diff(work, name)
-        kind = "diagnostic" if all(_DIAGNOSTIC.search(line) or "where" in line or "label" in line
-                                   for line in diff.splitlines() if line.startswith("+")) else "survived"
+        # a first sort only (read every survivor): an empty diff (mutmut could not show it) is not diagnostic
+        kind = "diagnostic" if diff and all(_DIAGNOSTIC.search(line) or "where" in line or "label" in line
+                                            for line in diff.splitlines() if line.startswith("+")) else "survived"
         report[kind].append({"name": name, "check": name in checks, "diff": diff})
     return report
 
