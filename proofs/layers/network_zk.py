@@ -620,10 +620,11 @@ def check_commitment(commitment, where: str) -> None:
 
 
 def check_params(params) -> HidingParams:
+    """The statement's proof parameters, one opening per store (:func:`reusable.copy_params` gives each model copy
+    its openings; a caller's ``openings`` would otherwise reach a single copy and the verifier, which expects one,
+    would refuse the network's own proofs)."""
     if params is None:
         return default_params()
-    if is_basefold(params):
-        return dataclasses.replace(params, openings=1)
-    if not isinstance(params, HidingParams) or not params.hiding:
+    if not is_basefold(params) and (not isinstance(params, HidingParams) or not params.hiding):
         raise ModelError(f"params must be HidingParams with hiding=True for zk=True, got {params!r}")
-    return params
+    return dataclasses.replace(params, openings=1)

@@ -121,3 +121,35 @@ def test_basefold_statement_openings_do_not_matter(reusable_case):
     layout, reusable, params = reusable_case
     verify_reusable(layout, Reusable(reusable.copies, reusable.agreement), reusable.params, "here")
     assert reusable.params == dataclasses.replace(params, openings=2)
+
+
+@pytest.mark.parametrize("openings", [1, 2])
+def test_caller_openings_do_not_break_a_single_copy_network(openings):
+    """Network(zk=True, params=HidingParams(openings=k), max_proofs=1): the statement's parameters have one opening
+    per store whatever the caller passed (the copies get theirs from copy_params), so the network's own proof
+    verifies (with openings=2 it was refused: "copy 0 does not match the statement")."""
+    from proofs.zk import HidingParams
+    model = quantize_fixed_point(*float_mlp(5, (8, 8, 4)), frac_bits=8)
+    x = quantize_input(model, np.random.default_rng(6).uniform(-1, 1, (1, 8)))
+    network = Network(model, zk=True, params=HidingParams(openings=openings), max_proofs=1)
+    assert network.commitment.weights.params.openings == 1
+    assert np.array_equal(verify_network(network.commitment, x, network.prove(x)), forward_int(model, x))
+
+
+def test_a_single_copy_made_for_two_openings_is_refused():
+    """A hand-made statement whose one model copy was committed for 2 openings (the protocol opens a single copy
+    once, at one opening's parameters): the verifier holds the copy to the one-opening statement (`verify` 48, the
+    model copies checked with the parameters' openings as committed, accepted it)."""
+    from proofs.layers.network import ModelCommitment
+    from proofs.zk import HidingParams
+    model = quantize_fixed_point(*float_mlp(7, (8, 8, 4)), frac_bits=8)
+    x = quantize_input(model, np.random.default_rng(8).uniform(-1, 1, (1, 8)))
+    network = Network(model, zk=True, max_proofs=1)
+    layers = network.commitment.layers
+    weights, witness = network_zk.commit_model(model, layers, HidingParams(openings=2), 1)
+    c = network.commitment
+    network.commitment = ModelCommitment(c.scheme, c.input_frac, c.input_bound, c.error_bound, layers, weights)
+    network._weights_witness = witness
+    proof = network.prove(x)
+    with pytest.raises(ProofRejected, match="does not match the statement"):
+        verify_network(network.commitment, x, proof)
