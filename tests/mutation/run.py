@@ -64,7 +64,7 @@ MODULES = {
     "proofs/basefold.py": ["tests/proofs/test_basefold.py", "tests/proofs/test_basefold_zk.py",
                            "tests/proofs/test_network_basefold.py", "tests/proofs/test_network_basefold_zk.py",
                            "tests/proofs/test_step_basefold.py", "tests/proofs/test_network_zk_mutants.py",
-                           "tests/proofs/test_rejection_reasons_layers.py"],
+                           "tests/proofs/test_rejection_reasons_layers.py", "tests/proofs/test_basefold_mutants.py"],
     "proofs/basefold_zk.py": ["tests/proofs/test_basefold_zk.py", "tests/proofs/test_network_basefold_zk.py",
                               "tests/proofs/test_network_zk_mutants.py"],
     "crypto/ring.py": ["tests/crypto/test_ring.py"],

@@ -158,3 +158,17 @@ def test_claims_get_distinct_coefficients_across_claim_sets():
     _, proof = B.open_batch(witnesses, points, Transcript("test"), values=fake)
     rejected(_verify([w.commitment for w in witnesses], points, fake, proof),
              "reduction round 0: h(0) + h(1) != the running claim", WHERE)
+
+
+def test_fiat_shamir_known_answers_of_point_and_functional_batches(batch):
+    """The proof bytes of fixed statements (tables from fixed seeds): every transcript label and absorbed item
+    of the opening is pinned (a changed label changes the challenges, so the proof)."""
+    import hashlib
+    proof = batch[3]
+    assert hashlib.sha256(proof.to_bytes()).hexdigest() == \
+        "7bdb4aa9b06e5dedf76e5bf27031bfd9f1df42da0ff9a7770a30536927801e3d"
+    witnesses, points = _claims([6, 5], [1, 2], seed=4)
+    mixed = [points[0], [B.Functional.point(z) for z in points[1]]]
+    _, proof = B.open_batch(witnesses, mixed, Transcript("test"))
+    assert hashlib.sha256(proof.to_bytes()).hexdigest() == \
+        "0d0d1f45ec113fd271f4aa892093b586f465b1f3f92e9e360865736593050a8a"
