@@ -172,3 +172,15 @@ def test_fiat_shamir_known_answers_of_point_and_functional_batches(batch):
     _, proof = B.open_batch(witnesses, mixed, Transcript("test"))
     assert hashlib.sha256(proof.to_bytes()).hexdigest() == \
         "0d0d1f45ec113fd271f4aa892093b586f465b1f3f92e9e360865736593050a8a"
+
+
+def test_value_and_final_table_rejections_name_their_check():
+    commitment, point, value, proof = _single(SMALL)
+    rejected(lambda: B.verify_opening(commitment, point, F.ext_add(value, F.ext_one()), proof, Transcript("t"),
+                                      min_security_bits=0),
+             "the evaluation differs from the claimed value", WHERE)
+    final = np.array(proof.final, copy=True)
+    final[0, 0] = (final[0, 0] + 1) % F.P
+    rejected(lambda: B.verify_opening(commitment, point, value, dataclasses.replace(proof, final=final),
+                                      Transcript("t"), min_security_bits=0),
+             "the final table does not match the last sumcheck claim", WHERE)
