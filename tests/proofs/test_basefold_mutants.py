@@ -184,3 +184,16 @@ def test_value_and_final_table_rejections_name_their_check():
     rejected(lambda: B.verify_opening(commitment, point, value, dataclasses.replace(proof, final=final),
                                       Transcript("t"), min_security_bits=0),
              "the final table does not match the last sumcheck claim", WHERE)
+
+
+def test_conjectured_refusal_states_both_bounds_at_the_callers_location():
+    import math
+    params = dataclasses.replace(SMALL, num_queries=30, conjectured=True)
+    proven = 30 * -math.log2((1 + 1 / 4) / 2)
+    conjectured = 30 * math.log2(4)
+    rejected(lambda: B.check_conjectured(params, False, "network proof"),
+             f"parameter conjectured=True (30 queries at rate 1/4: {conjectured:.1f} conjectured query bits, "
+             f"{proven:.1f} proven): the verifier did not allow conjectured soundness (allow_conjectured=True opts "
+             f"in)", "network proof")
+    B.check_conjectured(params, True, "network proof")
+    B.check_conjectured(dataclasses.replace(params, conjectured=False), False, "network proof")
