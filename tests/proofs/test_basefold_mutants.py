@@ -197,3 +197,21 @@ def test_conjectured_refusal_states_both_bounds_at_the_callers_location():
              f"in)", "network proof")
     B.check_conjectured(params, True, "network proof")
     B.check_conjectured(dataclasses.replace(params, conjectured=False), False, "network proof")
+
+
+def test_malformed_items_among_functionals_and_arrays_name_their_check(batch):
+    commitments, points, values, proof, _ = batch
+    rejected(_verify(commitments, points, values, dataclasses.replace(proof, evals="junk")),
+             f"evaluations of shape None, expected canonical ({len(proof.evals)}, 4)", WHERE)
+    witnesses, pts = _claims([6, 5], [1, 2], seed=4)
+    commitments = [w.commitment for w in witnesses]
+    functionals = [B.Functional.point(z) for z in pts[1]]
+    mixed = [pts[0], functionals]
+    values, proof = B.open_batch(witnesses, mixed, Transcript("test"))
+    bad = pts[0][:, :-1]  # a point set among functionals: checked as points
+    rejected(_verify(commitments, [bad, functionals], values, proof),
+             f"points of shape {bad.shape} and dtype uint64, expected canonical (m, 6, 4) uint64", WHERE)
+    listed = B.Functional(5, ((F.ext_one(), np.asarray(pts[1][0]), None, F.ext_zero((0,))),))
+    object.__setattr__(listed, "terms", ((F.ext_one().tolist(),) + listed.terms[0][1:],))  # a list, not an array
+    rejected(_verify(commitments, [pts[0], [listed, functionals[1]]], values, proof),
+             "a functional's term is not canonical F_p4 data", WHERE)
