@@ -215,3 +215,16 @@ def test_malformed_items_among_functionals_and_arrays_name_their_check(batch):
     object.__setattr__(listed, "terms", ((F.ext_one().tolist(),) + listed.terms[0][1:],))  # a list, not an array
     rejected(_verify(commitments, [pts[0], [listed, functionals[1]]], values, proof),
              "a functional's term is not canonical F_p4 data", WHERE)
+
+
+def test_opened_layer_counts_are_checked(batch):
+    commitments, points, values, proof, _ = batch
+    assert proof.layer_leaves
+    for field in ("layer_leaves", "layer_paths"):
+        extra = list(getattr(proof, field)) + [getattr(proof, field)[-1]]
+        rejected(_verify(commitments, points, values, dataclasses.replace(proof, **{field: extra})),
+                 "wrong number of opened layers", WHERE)
+    for field in ("initial_leaves", "initial_paths"):
+        rejected(_verify(commitments, points, values,
+                         dataclasses.replace(proof, **{field: list(getattr(proof, field))[:-1]})),
+                 "wrong number of opened initial layers", WHERE)
