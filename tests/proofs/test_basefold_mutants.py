@@ -228,3 +228,15 @@ def test_opened_layer_counts_are_checked(batch):
         rejected(_verify(commitments, points, values,
                          dataclasses.replace(proof, **{field: list(getattr(proof, field))[:-1]})),
                  "wrong number of opened initial layers", WHERE)
+
+
+def test_a_reduction_that_hides_a_lie_names_its_last_check():
+    from tests.proofs.test_basefold import _ShiftingTranscript, _honest_values, _lie
+    witnesses, points = _claims(SIZES, COUNTS, seed=11)
+    values = _lie(_honest_values(witnesses, points), 0)
+    transcript = _ShiftingTranscript("test", "basefold.reduction", F.ext_mul_base(
+        B._begin(Transcript("test"), [w.commitment for w in witnesses], points, values)[0][0],
+        np.uint64(pow(2, max(SIZES) - SIZES[0], F.P))))
+    _, proof = B.open_batch(witnesses, points, transcript, values)
+    rejected(_verify([w.commitment for w in witnesses], points, values, proof),
+             "the evaluations do not match the reduction's last claim", WHERE)
