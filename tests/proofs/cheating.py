@@ -175,3 +175,26 @@ def forge_hiding_opening(witness, points, delta, transcript, row=0, column=0):
     with mock.patch.object(zk_module, "_queries", queries):
         _, opening = zk_module.open_functionals(witness, functionals, transcript, values=values)
     return values, dataclasses.replace(opening, rows=captured["rows"])
+
+
+def bumped(array, index: int = 0) -> np.ndarray:
+    """A copy of a field array with entry ``index`` (flat, wrapped) plus one mod p."""
+    out = np.array(array, copy=True)
+    flat = out.reshape(-1)
+    flat[index % flat.size] = (flat[index % flat.size] + 1) % F.P
+    return out
+
+
+def tampered_agreements(agreement):
+    """For each item after the mask commitment of a hiding Basefold agreement proof: the agreement with that item's
+    value changed (a stated array bumped, a masked sumcheck's mask value, a Basefold opening's final table)."""
+    from proofs.layers.basefold_channel import MaskedSumcheckProof
+    mask, *rest = agreement
+    for i, item in enumerate(rest):
+        if isinstance(item, np.ndarray):
+            bad = bumped(item)
+        elif isinstance(item, MaskedSumcheckProof):
+            bad = dataclasses.replace(item, mask_eval=bumped(item.mask_eval))
+        else:
+            bad = dataclasses.replace(item, final=bumped(item.final))
+        yield (mask, *rest[:i], bad, *rest[i + 1:])

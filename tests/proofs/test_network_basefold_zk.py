@@ -20,6 +20,7 @@ from proofs.layers.reusable import Reusable
 from proofs.quantize import forward_int, quantize_fixed_point, quantize_input
 from proofs.relations import Slot, StoreLayout, View, view_value
 from proofs.zk import _poly_at
+from tests.proofs.cheating import tampered_agreements
 from tests.proofs.test_network import float_mlp
 
 PARAMS = BZ.HidingBasefoldParams(B.BasefoldParams(rate_inv=8, arity=4, final_vars=8))
@@ -124,17 +125,8 @@ def test_every_tampered_item_is_rejected(setup):
 def test_a_tampered_agreement_proof_is_rejected(setup):
     _, network, x, (proof, _) = setup
     weights = network.commitment.weights
-    mask, *rest = weights.agreement
-    for i in range(len(rest)):
-        item = rest[i]
-        if isinstance(item, np.ndarray):
-            bad = _bump(item)
-        elif isinstance(item, MaskedSumcheckProof):
-            bad = dataclasses.replace(item, mask_eval=_bump(item.mask_eval))
-        else:
-            bad = dataclasses.replace(item, final=_bump(item.final))
-        changed = Reusable(weights.copies, (mask,) + tuple(rest[:i] + [bad] + rest[i + 1:]))
-        commitment = dataclasses.replace(network.commitment, weights=changed)
+    for agreement in tampered_agreements(weights.agreement):
+        commitment = dataclasses.replace(network.commitment, weights=Reusable(weights.copies, agreement))
         with pytest.raises(ProofRejected):
             verify_network(commitment, x, proof)
 

@@ -10,13 +10,12 @@ import pytest
 
 from proofs import basefold as B
 from proofs import basefold_zk as BZ
-from proofs import field as F
 from proofs.errors import ProofRejected
-from proofs.layers.basefold_channel import MaskedSumcheckProof
 from proofs.layers import network_zk
 from proofs.layers.network import Network, verify_network
 from proofs.layers.reusable import Reusable, verify_reusable
 from proofs.quantize import forward_int, quantize_fixed_point, quantize_input
+from tests.proofs.cheating import tampered_agreements
 from tests.proofs.rejection_helpers import rejected
 from tests.proofs.test_network import float_mlp
 
@@ -92,25 +91,13 @@ def test_basefold_copy_checks_are_named(reusable_case, basefold_case):
                  "the agreement's mask commitment does not have the statement's shape", "here")
 
 
-def _bump(array):
-    out = np.array(array, copy=True)
-    out.reshape(-1)[0] = (out.reshape(-1)[0] + 1) % F.P
-    return out
-
-
 def test_basefold_agreement_items_are_each_checked(reusable_case):
     layout, reusable, params = reusable_case
     masks, *rest = reusable.agreement
     assert len(rest) == 3  # the items after the mask commitment
-    for i, item in enumerate(rest):
-        if isinstance(item, np.ndarray):
-            bad = _bump(item)
-        elif isinstance(item, MaskedSumcheckProof):
-            bad = dataclasses.replace(item, mask_eval=_bump(item.mask_eval))
-        else:
-            bad = dataclasses.replace(item, final=_bump(item.final))
+    for agreement in tampered_agreements(reusable.agreement):
         with pytest.raises(ProofRejected):
-            verify_reusable(layout, Reusable(reusable.copies, (masks, *rest[:i], bad, *rest[i + 1:])), params, "here")
+            verify_reusable(layout, Reusable(reusable.copies, agreement), params, "here")
     with pytest.raises(ProofRejected, match="1 unused proof items"):
         verify_reusable(layout, Reusable(reusable.copies, (*reusable.agreement, rest[0])), params, "here")
 
