@@ -22,21 +22,73 @@ def inv_mod(a: int, q: int) -> int:
     return pow(int(a) % q, -1, q)
 
 
+#: Miller–Rabin with these bases is exact for every n < 3,215,031,751 > 2^31 (Pomerance, Selfridge,
+#: Wagstaff, "The pseudoprimes to 25·10^9", Math. Comp. 1980; Jaeschke, Math. Comp. 1993).
+_MR_BASES = (2, 3, 5, 7)
+
+
+def is_prime_u31(q: int) -> bool:
+    """Deterministic primality of 0 <= q < 2^31 (Miller–Rabin on ``_MR_BASES``); no sympy import (32 MB)."""
+    q = int(q)
+    if not 0 <= q < 2**MAX_MODULUS_BITS:
+        raise ParameterError(f"q={q} not in [0, 2^{MAX_MODULUS_BITS})")
+    if q < 2:
+        return False
+    for p in _MR_BASES:
+        if q % p == 0:
+            return q == p
+    d, s = q - 1, 0
+    while d % 2 == 0:
+        d, s = d // 2, s + 1
+    for a in _MR_BASES:
+        x = pow(a, d, q)
+        if x in (1, q - 1):
+            continue
+        for _ in range(s - 1):
+            x = x * x % q
+            if x == q - 1:
+                break
+        else:
+            return False
+    return True
+
+
+def prime_factors(m: int) -> tuple[int, ...]:
+    """The distinct prime factors of m >= 1, ascending (trial division: m < 2^31 here)."""
+    m, out, p = int(m), [], 2
+    while p * p <= m:
+        if m % p == 0:
+            out.append(p)
+            while m % p == 0:
+                m //= p
+        p += 1 if p == 2 else 2
+    if m > 1:
+        out.append(m)
+    return tuple(out)
+
+
+def smallest_primitive_root(q: int) -> int:
+    """The least g generating Z_q^* (q an odd prime): g^((q-1)/p) ≠ 1 for every prime p | q - 1."""
+    exps = [(q - 1) // p for p in prime_factors(q - 1)]
+    g = 2
+    while any(pow(g, e, q) == 1 for e in exps):
+        g += 1
+    return g
+
+
 def is_ntt_prime(q: int, n: int) -> bool:
     """True when q is a prime < 2^31 with q ≡ 1 (mod 2n), i.e. it has a primitive 2n-th root of unity."""
-    from sympy import isprime      # sympy is imported on first use, not with the package
-    return 2 < q < 2**MAX_MODULUS_BITS and q % (2 * n) == 1 and isprime(q)
+    return 2 < q < 2**MAX_MODULUS_BITS and q % (2 * n) == 1 and is_prime_u31(q)
 
 
 def ntt_primes_of_bits(bits: int, n: int, exclude=frozenset()):
     """Yield the primes q with bit length exactly ``bits`` and q ≡ 1 (mod 2n), largest first."""
     if not 2 <= bits <= MAX_MODULUS_BITS:
         raise ParameterError(f"prime bit size {bits} not in [2, {MAX_MODULUS_BITS}]")
-    from sympy import isprime
     step = 2 * n
     q = ((2**bits - 1 - 1) // step) * step + 1
     while q >= 2 ** (bits - 1):
-        if q not in exclude and isprime(q):
+        if q not in exclude and is_prime_u31(q):
             yield q
         q -= step
 
@@ -52,14 +104,13 @@ def find_ntt_primes(bits: int, count: int, n: int, exclude=frozenset()) -> tuple
 
 
 def primitive_2n_root(q: int, n: int) -> int:
-    """The primitive 2n-th root of unity ψ = g^((q-1)/2n) mod q, with g sympy's smallest primitive root.
+    """The primitive 2n-th root of unity ψ = g^((q-1)/2n) mod q, with g the smallest primitive root.
 
     Deterministic, so every NTT backend agrees on ψ.
     """
     if (q - 1) % (2 * n):
         raise ParameterError(f"modulus q={q} is not ≡ 1 mod 2N={2 * n}")
-    from sympy import primitive_root
-    g = int(primitive_root(q))
+    g = smallest_primitive_root(q)
     return pow(g, (q - 1) // (2 * n), q)
 
 

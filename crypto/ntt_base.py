@@ -41,24 +41,29 @@ class NTTTables:
         self.n = n
         self.moduli = moduli
         self.psi = tuple(primitive_2n_root(q, n) for q in moduli)
-        rev = bit_reverse_indices(n)
-        k = len(moduli)
         self.q = np.array(moduli, dtype=np.uint64)
-        self.psi_rev = np.empty((k, n), dtype=np.uint64)
-        self.psi_inv_rev = np.empty((k, n), dtype=np.uint64)
-        for l, (q, psi) in enumerate(zip(moduli, self.psi)):
-            powers = _powers(psi, n, q)
-            inv_powers = _powers(inv_mod(psi, q), n, q)
-            self.psi_rev[l] = powers[rev]
-            self.psi_inv_rev[l] = inv_powers[rev]
-        self.psi_rev_shoup = shoup_precompute(self.psi_rev, self.q[:, None])
-        self.psi_inv_rev_shoup = shoup_precompute(self.psi_inv_rev, self.q[:, None])
         self.n_inv = np.array([inv_mod(n, q) for q in moduli], dtype=np.uint64)
         self.n_inv_shoup = shoup_precompute(self.n_inv, self.q)
-        for arr in (self.q, self.psi_rev, self.psi_inv_rev, self.psi_rev_shoup,
-                    self.psi_inv_rev_shoup, self.n_inv, self.n_inv_shoup):
+        for arr in (self.q, self.n_inv, self.n_inv_shoup):
             arr.setflags(write=False)
         self._subsets: dict[tuple[int, ...], NTTTables] = {}
+
+    def _build_root_tables(self) -> None:
+        """The (k, n) power tables, made on first access: a backend with its own tables (fourstep) never
+        reads them, and they cost 4·k·n words (140 MB at N = 2^16 with 67 primes)."""
+        n, k = self.n, len(self.moduli)
+        rev = bit_reverse_indices(n)
+        psi_rev = np.empty((k, n), dtype=np.uint64)
+        psi_inv_rev = np.empty((k, n), dtype=np.uint64)
+        for l, (q, psi) in enumerate(zip(self.moduli, self.psi)):
+            psi_rev[l] = _powers(psi, n, q)[rev]
+            psi_inv_rev[l] = _powers(inv_mod(psi, q), n, q)[rev]
+        tables = {"psi_rev": psi_rev, "psi_inv_rev": psi_inv_rev,
+                  "psi_rev_shoup": shoup_precompute(psi_rev, self.q[:, None]),
+                  "psi_inv_rev_shoup": shoup_precompute(psi_inv_rev, self.q[:, None])}
+        for name, arr in tables.items():
+            arr.setflags(write=False)
+            self.__dict__.setdefault(name, arr)     # a concurrent first access keeps one copy
 
     def subset(self, idx) -> "NTTTables":
         """Tables for the moduli at positions ``idx`` (no recomputation).  The arrays of a subset are made on
@@ -79,10 +84,16 @@ class NTTTables:
         return self._subsets[key]
 
     def __getattr__(self, name):
-        """A subset's table ``name`` (see ``subset``), made on first access."""
-        parent = self.__dict__.get("_parent")
-        if parent is None or name not in _TABLE_ARRAYS:
+        """A power table (``_build_root_tables``) or a subset's table ``name`` (see ``subset``), made on
+        first access."""
+        if name not in _TABLE_ARRAYS:
             raise AttributeError(name)
+        parent = self.__dict__.get("_parent")
+        if parent is None:
+            if "moduli" not in self.__dict__:      # not constructed (e.g. during unpickling)
+                raise AttributeError(name)
+            self._build_root_tables()
+            return self.__dict__[name]
         rows = self.__dict__["_rows"]
         start = rows[0] if rows else 0
         if rows == tuple(range(start, start + len(rows))):

@@ -5,8 +5,8 @@ import sympy
 from hypothesis import given, strategies as st
 
 from crypto.errors import ParameterError
-from crypto.modarith import (Barrett, centered, crt_compose, find_ntt_primes, inv_mod, mul_shoup,
-                             primitive_2n_root, shoup_precompute)
+from crypto.modarith import (Barrett, centered, crt_compose, find_ntt_primes, inv_mod, is_prime_u31, mul_shoup,
+                             primitive_2n_root, prime_factors, shoup_precompute, smallest_primitive_root)
 
 primes_31 = st.integers(3, 2**31 - 1).map(lambda x: sympy.prevprime(x + 1) if x > 2 else 3)
 
@@ -45,6 +45,35 @@ def test_ntt_primes_and_roots(log_n):
         assert sympy.isprime(q) and q % (2 * n) == 1 and q.bit_length() == 28
         psi = primitive_2n_root(q, n)
         assert pow(psi, n, q) == q - 1  # order exactly 2n
+
+
+@given(st.integers(0, 2**31 - 1))
+def test_is_prime_u31_matches_sympy(q):
+    assert is_prime_u31(q) == sympy.isprime(q)
+
+
+def test_is_prime_u31_on_small_numbers_and_strong_pseudoprimes():
+    assert [q for q in range(200) if is_prime_u31(q)] == list(sympy.primerange(0, 200))
+    # strong pseudoprimes to bases 2, 3, 5 (and 2): caught by base 7 or another base
+    for m in (2047, 1373653, 25326001, 3215031751 % 2**31, 2**31 - 1, 2**31 - 3):
+        assert is_prime_u31(m) == sympy.isprime(m), m
+    with pytest.raises(ParameterError):
+        is_prime_u31(2**31)
+
+
+@given(primes_31)
+def test_smallest_primitive_root_matches_sympy(q):
+    if q > 2:
+        assert smallest_primitive_root(q) == sympy.primitive_root(q)
+        assert prime_factors(q - 1) == tuple(sorted(sympy.factorint(q - 1)))
+
+
+@pytest.mark.parametrize("preset", ["N14", "N15", "N16"])
+def test_preset_roots_match_sympy(preset):
+    from crypto import CKKSParameters
+    params = CKKSParameters.preset(preset)
+    for q in params.moduli:
+        assert primitive_2n_root(q, params.n) == pow(sympy.primitive_root(q), (q - 1) // (2 * params.n), q)
 
 
 def test_find_primes_reports_shortage():
