@@ -156,11 +156,11 @@ def _twiddle(x, tw, tws, q):
 
 
 @numba.njit(cache=True)
-def four_step_forward(a, rows, cols, idx, w_r, ws_r, tw, tws, w_c, ws_c, q_arr):
+def four_step_forward(a, rows, cols, idx, w_r, ws_r, tw, tws, w_c, ws_c, q_arr, out):
     """Per limb l (tables at row idx[l]): X = a[l].reshape(R, C); R-point NTT down the columns,
-    twiddles, C-point NTT along the rows. Returns (out, -1), or (out, l) for the first limb l holding a
-    value >= q_l (its result is then not computed)."""
-    out = np.empty_like(a)
+    twiddles, C-point NTT along the rows, into out[l] (``out`` may be ``a``: limb l is read before
+    out[l] is written). Returns (out, -1), or (out, l) for the first limb l holding a value >= q_l
+    (its result is then not computed)."""
     work = np.empty((cols, rows), dtype=np.uint64)
     x = np.empty((rows, cols), dtype=np.uint64)
     for l in range(a.shape[0]):
@@ -177,10 +177,9 @@ def four_step_forward(a, rows, cols, idx, w_r, ws_r, tw, tws, w_c, ws_c, q_arr):
 
 
 @numba.njit(cache=True)
-def four_step_inverse(a, rows, cols, idx, w_r, ws_r, tw, tws, w_c, ws_c, q_arr):
+def four_step_inverse(a, rows, cols, idx, w_r, ws_r, tw, tws, w_c, ws_c, q_arr, out):
     """Exact inverse of ``four_step_forward`` (tw holds the inverse twiddles with 1/N folded in); the
-    same (out, first unreduced limb or -1) result."""
-    out = np.empty_like(a)
+    same ``out`` (``a`` allowed) and (out, first unreduced limb or -1) result."""
     work = np.empty((cols, rows), dtype=np.uint64)
     for l in range(a.shape[0]):
         k = idx[l]

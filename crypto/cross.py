@@ -603,8 +603,9 @@ class _TablePool:
             for plan in plans:
                 self.row_of[plan.q] = len(self.row_of)
             self.q = np.concatenate([self.q, np.array([p.q for p in plans], dtype=np.uint64)])
+            # uint32: every table value (< q) and Shoup companion (⌊w·2^32/q⌋) fits 32 bits; half the bytes
             self.arrays = {name: np.concatenate(([self.arrays[name]] if self.arrays else [])
-                                                + [np.stack([p.tables[name] for p in plans])])
+                                                + [np.stack([p.tables[name] for p in plans]).astype(np.uint32)])
                            for name in plans[0].tables}
 
 
@@ -634,17 +635,34 @@ class FourStepBackend(NTTBackend):
         from ._cross_kernels import four_step_inverse
         return self._run(four_step_inverse, a, tables, ("winv_r", "twinv", "winv_c"))
 
-    def _run(self, kernel, a, tables: NTTTables, names) -> np.ndarray:
-        """Run a kernel; it checks that each limb is reduced while it copies it (one pass saved)."""
+    def forward_into(self, a, tables, out):
+        from ._cross_kernels import four_step_forward
+        return self._run(four_step_forward, a, tables, ("w_r", "tw", "w_c"), out)
+
+    def inverse_into(self, a, tables, out):
+        from ._cross_kernels import four_step_inverse
+        return self._run(four_step_inverse, a, tables, ("winv_r", "twinv", "winv_c"), out)
+
+    def _run(self, kernel, a, tables: NTTTables, names, out=None) -> np.ndarray:
+        """Run a kernel; it checks that each limb is reduced while it copies it (one pass saved). ``out``:
+        a writable C-contiguous uint64 array of a's shape to write into (``a`` itself allowed)."""
         if not (type(a) is np.ndarray and a.dtype == np.uint64 and a.shape == (len(tables.moduli), tables.n)):
             a = _limbs_input(a, tables)                  # converts, or raises a clear error
+        if out is None:
+            out = np.empty(a.shape, dtype=np.uint64)
+        elif not (type(out) is np.ndarray and out.dtype == np.uint64 and out.shape == a.shape
+                  and out.flags.c_contiguous and out.flags.writeable):
+            raise ParameterError(f"out must be a writable C-contiguous uint64 array of shape {a.shape}")
         if not len(a):
-            return a.copy()
+            return out
         a = np.ascontiguousarray(a)
+        if a.flags.writeable:       # one compiled specialisation (read-only input) instead of two: ~2 MB each
+            a = a.view()
+            a.setflags(write=False)
         pool, rows = self._pool(tables)
         t = pool.arrays
         tables_args = [t[k] for name in names for k in (name, name + "_shoup")]
-        out, bad_limb = kernel(a, *pool.shape, rows, *tables_args, pool.q)
+        out, bad_limb = kernel(a, *pool.shape, rows, *tables_args, pool.q, out)
         if bad_limb >= 0:
             _limbs_input(a, tables)                      # raises: names the limb, value and modulus
             raise ParameterError(f"a[{bad_limb}] holds a value >= its modulus {tables.moduli[bad_limb]}")

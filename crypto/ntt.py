@@ -54,6 +54,12 @@ class AutoBackend(NTTBackend):
     def inverse(self, a, tables):
         return self.choose(tables).inverse(a, tables)
 
+    def forward_into(self, a, tables, out):
+        return self.choose(tables).forward_into(a, tables, out)
+
+    def inverse_into(self, a, tables, out):
+        return self.choose(tables).inverse_into(a, tables, out)
+
     def convert_basis(self, x, conv):
         return self.selector.for_conversion(conv, np.shape(x)[-1]).convert_basis(x, conv)
 

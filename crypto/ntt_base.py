@@ -170,6 +170,17 @@ class NTTBackend(ABC):
     def inverse(self, a: np.ndarray, tables: NTTTables) -> np.ndarray:
         """Exact inverse of ``forward``."""
 
+    def forward_into(self, a: np.ndarray, tables: NTTTables, out: np.ndarray) -> np.ndarray:
+        """``forward(a)`` written into ``out`` (a writable array of a's shape; ``a`` itself allowed);
+        backends with an in-place kernel override this to skip the temporary."""
+        out[...] = self.forward(a, tables)
+        return out
+
+    def inverse_into(self, a: np.ndarray, tables: NTTTables, out: np.ndarray) -> np.ndarray:
+        """``inverse(a)`` written into ``out`` (see ``forward_into``)."""
+        out[...] = self.inverse(a, tables)
+        return out
+
     @abstractmethod
     def convert_basis(self, x: np.ndarray, conv: BasisConversion) -> np.ndarray:
         """Fast basis conversion of coefficient-form residues (len(conv.from_moduli), n) -> (len(conv.to_moduli), n)."""

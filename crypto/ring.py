@@ -44,23 +44,39 @@ class RingContext:
     def _pick(self, backend):
         return self.backend if backend is None else get_backend(backend)
 
-    def ntt(self, data: np.ndarray, idx, backend=None) -> np.ndarray:
-        """Forward NTT of the limbs ``idx``; ``backend`` overrides the ring's backend for this call."""
-        return self._by_runs(self._pick(backend).forward, data, idx)
+    def ntt(self, data: np.ndarray, idx, backend=None, out=None) -> np.ndarray:
+        """Forward NTT of the limbs ``idx``; ``backend`` overrides the ring's backend for this call.
+        ``out``: a writable C-contiguous uint64 array of data's shape to write into (``data`` allowed)."""
+        be = self._pick(backend)
+        return self._by_runs(be.forward, data, idx) if out is None else self._into(be.forward_into, data, idx, out)
 
-    def intt(self, data: np.ndarray, idx, backend=None) -> np.ndarray:
-        return self._by_runs(self._pick(backend).inverse, data, idx)
+    def intt(self, data: np.ndarray, idx, backend=None, out=None) -> np.ndarray:
+        """Inverse NTT of the limbs ``idx`` (``out`` as in ``ntt``)."""
+        be = self._pick(backend)
+        return self._by_runs(be.inverse, data, idx) if out is None else self._into(be.inverse_into, data, idx, out)
+
+    def _into(self, transform, data, idx, out):
+        """``transform(data, tables, out)`` over each run of consecutive moduli in ``idx``."""
+        idx = tuple(idx)
+        if out.shape != (len(idx), self.n) or out.dtype != np.uint64 or not out.flags.c_contiguous:
+            raise ParameterError(f"out must be C-contiguous uint64 of shape ({len(idx)}, {self.n})")
+        for a, b in self._runs(idx):
+            transform(data[a:b], self.tables.subset(idx[a:b]), out[a:b])
+        return out
+
+    def _runs(self, idx: tuple) -> tuple:
+        key = ("runs", idx)
+        if key not in self._cache:
+            cuts = [0] + [k for k in range(1, len(idx)) if idx[k] != idx[k - 1] + 1] + [len(idx)]
+            self._cache[key] = tuple(zip(cuts[:-1], cuts[1:]))
+        return self._cache[key]
 
     def _by_runs(self, transform, data, idx):
         """``transform`` over each run of consecutive moduli in ``idx`` (one call when ``idx`` is a range):
         the tables of a range are views of the ring's (``NTTTables.subset``), those of a scattered basis
         copies, and key switching meets hundreds of scattered bases (gigabytes of copies at N = 2^16)."""
         idx = tuple(idx)
-        key = ("runs", idx)
-        if key not in self._cache:
-            cuts = [0] + [k for k in range(1, len(idx)) if idx[k] != idx[k - 1] + 1] + [len(idx)]
-            self._cache[key] = tuple(zip(cuts[:-1], cuts[1:]))
-        runs = self._cache[key]
+        runs = self._runs(idx)
         if len(runs) <= 1:
             return transform(data, self.tables.subset(idx))
         data = np.asarray(data)
@@ -170,7 +186,7 @@ class DivideRound:
             np.ascontiguousarray(tail_data), self.q_tail, self.half_tail, self.garner, self.garner_shoup,
             self.radix_inv, self.radix_inv_shoup, self.q_head, self.weight, self.weight_shoup, self.half_head)
         if is_ntt:
-            correction = ring.ntt(correction, self.head_idx)
+            correction = ring.ntt(correction, self.head_idx, out=correction)
         return muladd_scalar_rows(np.ascontiguousarray(head_data), self.t_inv, self.t_inv_shoup, correction,
                                   self.q_head)
 

@@ -270,7 +270,8 @@ class Evaluator:
         ModDown(P·(d0, d1) + Σ digits(d2)·rlk), dividing by P and the top ``rescale_primes`` primes."""
         d0, d1, d2 = self._tensor(a, b)
         switcher = self.switcher
-        kb, ka = switcher.inner_product(switcher.decompose(d2), self.relin_key, lift=(d0, d1))
+        kb, ka = switcher.inner_product(switcher.decompose(d2, transient=True), self.relin_key, lift=(d0, d1),
+                                        transient=True)
         parts = [switcher.mod_down(kb, rescale_primes), switcher.mod_down(ka, rescale_primes)]
         return self._make(parts, a.level - (rescale_primes > 0), scale, length, is_complex)
 
@@ -321,7 +322,8 @@ class Evaluator:
         steps = [self._check_step(k) for k in steps]
         n = self.params.n
         keys = {k: self.galois_keys.key_for_step(k, n) for k in steps if k % (n // 2)}
-        digits = self.switcher.decompose(ct.parts[1]) if keys else None
+        # transient digits: every key below consumes them before this switcher decomposes again
+        digits = self.switcher.decompose(ct.parts[1], transient=True) if keys else None
         out = {}
         for k in steps:
             out[k] = self._apply_galois(ct, digits, galois_element(k, n), keys[k]) if k in keys else \
@@ -334,12 +336,12 @@ class Evaluator:
         """Complex conjugation of every slot."""
         self._check(ct)
         key = self.galois_keys.conjugation_key(self.params.n)
-        digits = self.switcher.decompose(ct.parts[1])
+        digits = self.switcher.decompose(ct.parts[1], transient=True)
         return self._apply_galois(ct, digits, conjugation_element(self.params.n), key)
 
     def _apply_galois(self, ct: Ciphertext, digits, g: int, key) -> Ciphertext:
         """σ_g(c0) + KS(σ_g(c1)) = σ_g(c0 + ModDown(Σ d_j·σ_g^-1(b_j)), ModDown(Σ d_j·σ_g^-1(a_j)))."""
-        kb, ka = self.switcher.inner_product(digits, key)
+        kb, ka = self.switcher.inner_product(digits, key, transient=True)   # consumed by the ModDowns below
         parts = [ct.parts[0] + self.switcher.mod_down(kb), self.switcher.mod_down(ka)]
         return self._make([p.automorphism(g) for p in parts], ct.level, ct.scale, ct.length, ct.is_complex)
 

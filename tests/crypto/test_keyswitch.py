@@ -51,7 +51,8 @@ def test_inner_product_matches_big_ints(digits, rows, lifted_rows, seed):
     split = (digits * rows) // 2
     src = np.arange(digits * rows).reshape(digits, rows)
     b, a = _inner_product(flat[:split], flat[split:], src, np.arange(digits), keys_b.astype(np.uint32),
-                          keys_a.astype(np.uint32), np.arange(rows), q, add_b, add_a, factor)
+                          keys_a.astype(np.uint32), np.arange(rows), q, add_b, add_a, factor,
+                          np.full((rows, N), 7, dtype=np.uint64), np.full((rows, N), 7, dtype=np.uint64))
     for got, keys, add in ((b, keys_b, add_b), (a, keys_a, add_a)):
         expected = naive_inner_product(d, keys, moduli).astype(object)
         expected[:lift] += add.astype(object) * factor[:lift, None].astype(object)
@@ -113,6 +114,28 @@ def test_decomposition_digits_are_exact_centered_lifts():
             residues = np.array([c_coeff[i] for i in d])
             expected = [centered_int(int(v), q_j) for v in crt_compose(residues, [ring.moduli[i] for i in d])]
             assert [int(v) for v in lifted] == expected
+
+
+def test_transient_decomposition_and_inner_product_equal_fresh_ones():
+    """The scratch-buffer path (``transient=True``) gives the same digits and inner products, at every level
+    and after the buffers were used at another level (reused, possibly larger)."""
+    params, ring, gen, sk = _small_setup()
+    key = make_switching_key(params, ring, gen.sampler, sk.poly.data, gen.secret_key().poly.data)
+    switcher = KeySwitcher(params, ring)
+    for level in list(range(params.max_level + 1)) + [0, params.max_level]:
+        idx = tuple(range(params.limbs_at(level)))
+        c = RNSPoly(ring, Sampler(level).uniform([ring.moduli[i] for i in idx], params.n), idx, True)
+        lift = (c, c.automorphism(5))
+        fresh = switcher.decompose(c)
+        expected = [p.data.copy() for p in switcher.inner_product(fresh, key, lift=lift)]
+        scratch = switcher.decompose(c, transient=True)
+        assert np.array_equal(scratch.lifted, fresh.lifted) and not scratch.lifted.flags.writeable
+        got = switcher.inner_product(scratch, key, lift=lift, transient=True)
+        assert all(np.array_equal(g.data, e) for g, e in zip(got, expected))
+        switched = switcher.switch(c, key)
+        b, a = switcher.inner_product(fresh, key)
+        assert np.array_equal(switched[0].data, switcher.mod_down(b).data)
+        assert np.array_equal(switched[1].data, switcher.mod_down(a).data)
 
 
 @pytest.mark.parametrize("level", [0, 1, 2])
