@@ -73,3 +73,29 @@ def test_unknown_backend_and_bad_modulus():
         get_backend("gpu")
     with pytest.raises(ParameterError, match="2N"):
         NTTTables(16, [101])  # 101 ≢ 1 mod 32
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba", "fourstep", "auto"])
+@pytest.mark.parametrize("log_n", [4, 7])
+def test_ntt_into_out_and_in_place_equal_naive(backend, log_n):
+    """RingContext.ntt/intt with ``out`` (a separate buffer, or the input itself: in place), over a scattered
+    basis (two runs), equal the naive transform and the allocating call."""
+    from crypto.ring import RingContext
+    n = 1 << log_n
+    moduli = find_ntt_primes(30, 5, n)
+    ring = RingContext(n, moduli, backend)
+    idx = (0, 1, 3, 4)
+    rng = np.random.default_rng(log_n)
+    a = np.stack([rng.integers(0, moduli[i], n, dtype=np.int64) for i in idx]).astype(np.uint64)
+    expected = np.array([naive_negacyclic_ntt([int(x) for x in row], moduli[i]) for row, i in zip(a, idx)],
+                        dtype=np.uint64)
+    assert np.array_equal(ring.ntt(a, idx), expected)
+    out = np.full_like(a, 3)
+    assert ring.ntt(a, idx, out=out) is out and np.array_equal(out, expected)
+    same = a.copy()
+    ring.ntt(same, idx, out=same)
+    assert np.array_equal(same, expected)
+    ring.intt(same, idx, out=same)
+    assert np.array_equal(same, a)
+    with pytest.raises(ParameterError):
+        ring.ntt(a, idx, out=np.empty((len(idx), n + 1), dtype=np.uint64))
