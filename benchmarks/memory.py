@@ -67,7 +67,7 @@ def _work_hezk(s):
     yield "ct*ct+relin+rescale"
     rot = ev.rotate(cx, 1)
     yield "rotate"
-    assert np.abs(ctx.decrypt(rot) - np.roll(x, -1)).max() < 1e-3 and prod.level == cx.level - 1
+    del prod, rot   # no decryption: the peers' children do not decrypt either (benchmarks/ckks.py checks results)
 
 
 def _work_seal(s):
