@@ -23,6 +23,7 @@ fusing the rescale of a product.
 from __future__ import annotations
 
 import math
+import mmap
 import threading
 from dataclasses import dataclass, field
 
@@ -32,7 +33,7 @@ import numpy as np
 from .errors import KeyMissingError, ParameterError
 from ._ntt_kernels import _mulshoup, _reduce_small
 from .modarith import inv_mod, shoup_precompute
-from .ring import RNSPoly
+from .ring import RNSPoly, small_residues
 from .sampling import SEED_BYTES, expand_uniform
 
 _U32 = np.uint64(32)
@@ -167,6 +168,13 @@ class Divider:
         return RNSPoly(self.ring, self._divide(x.data[:k], x.data[k:], True), self.keep, True)
 
 
+def _anonymous_rows(rows: int, n: int) -> np.ndarray:
+    """A (rows, n) uint64 array in its own anonymous memory map, outside the C heap: a long-lived buffer on
+    the heap would pin its top, so that the temporaries above it are trimmed and faulted in again on
+    every operation (glibc malloc), while a map is returned to the OS when the array dies."""
+    return np.frombuffer(mmap.mmap(-1, max(1, rows * n * 8)), dtype=np.uint64, count=rows * n).reshape(rows, n)
+
+
 def galois_element(step: int, n: int) -> int:
     """The Galois element of a left rotation by ``step`` slots: 5^(step mod N/2) mod 2N."""
     return pow(5, step % (n // 2), 2 * n)
@@ -237,7 +245,6 @@ def make_switching_key(params, ring, sampler, s_ntt: np.ndarray, s_from_ntt: np.
     The Gaussian errors of all digits are drawn at once; each digit is one NTT and one fused pass."""
     all_idx = tuple(range(len(params.moduli)))
     q = ring.q_column(all_idx)
-    q_int = q.astype(np.int64)
     big_p = math.prod(params.p_moduli)
     dnum, n = len(params.digits), params.n
     seed = sampler.random_bytes(SEED_BYTES)
@@ -249,7 +256,8 @@ def make_switching_key(params, ring, sampler, s_ntt: np.ndarray, s_from_ntt: np.
     q_flat = q[:, 0].copy()
     b = np.empty_like(a)
     for j, digit in enumerate(params.digits):
-        e_j = ring.ntt((errors[j][None, :] % q_int).astype(np.uint64), all_idx)
+        e_j = small_residues(errors[j], q)
+        ring.ntt(e_j, all_idx, out=e_j)
         gadget = np.zeros(len(all_idx), dtype=np.uint64)
         gadget[list(digit)] = [big_p % params.moduli[i] for i in digit]
         _key_rows(e_j, a[j], s_ntt, gadget, s_from, q_flat, b[j])
@@ -330,7 +338,7 @@ class KeySwitcher:
         """This thread's reusable (rows, n) buffer ``name`` for a switch whose digits are consumed at once."""
         buf = getattr(self._scratch, name, None)
         if buf is None or buf.shape[0] < rows:
-            buf = np.empty((rows, self.params.n), dtype=np.uint64)
+            buf = _anonymous_rows(rows, self.params.n)
             setattr(self._scratch, name, buf)
         return buf[:rows]
 

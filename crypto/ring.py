@@ -191,6 +191,15 @@ class DivideRound:
                                   self.q_head)
 
 
+def small_residues(c: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """c mod q row by row for int64 c with |c| < every q (a (k, 1) uint64 column): c, plus q where c < 0
+    (no int64 division; one (k, n) array allocated)."""
+    data = np.empty((q.shape[0], c.shape[-1]), dtype=np.uint64)
+    data[...] = c.astype(np.uint64)                    # a negative c wraps to 2^64 + c ...
+    np.add(data, q, out=data, where=(c < 0)[None, :])  # ... and + q wraps back to q + c
+    return data
+
+
 def _full(b, shape):
     return np.ascontiguousarray(np.broadcast_to(b, shape))
 
@@ -223,8 +232,13 @@ class RNSPoly:
             data = np.array(rows, dtype=np.uint64).reshape(len(idx), ring.n)
         else:
             c = coeffs.astype(np.int64)
-            q = ring.q_column(idx).astype(np.int64)
-            data = np.mod(c[None, :], q).astype(np.uint64)
+            q = ring.q_column(idx)
+            if c.size and int(np.abs(c).max()) < int(q.min()):
+                data = small_residues(c, q)
+                if is_ntt:      # in place: small polynomials (errors, secrets) are NTT'd without a temporary
+                    return cls(ring, ring.ntt(data, idx, out=data), idx, True)
+            else:
+                data = np.mod(c[None, :], q.astype(np.int64)).astype(np.uint64)
         poly = cls(ring, data, idx, False)
         return poly.to_ntt() if is_ntt else poly
 
