@@ -175,3 +175,23 @@ def test_mulmod_lazy_overshoot_matches_big_integers(bits):
                 overshoots += 1
                 break
     assert overshoots == 32
+
+
+def test_small_residues_match_python_mod_and_from_ints_paths_agree():
+    """small_residues (c + q where c < 0) equals Python's c mod q; from_ints gives the same polynomial
+    through it (small coefficients, in-place NTT) as through the general int64 and big-int paths."""
+    from crypto.modarith import find_ntt_primes
+    from crypto.ring import RingContext, RNSPoly, small_residues
+    n = 64
+    moduli = find_ntt_primes(30, 3, n)
+    ring = RingContext(n, moduli)
+    rng = np.random.default_rng(5)
+    c = rng.integers(-40, 41, n)
+    c[:3] = [-(moduli[0] - 1), moduli[0] - 1, 0]
+    got = small_residues(c, ring.q_column(range(3)))
+    assert [[int(v) for v in row] for row in got] == [[int(x) % q for x in c] for q in moduli]
+    small = RNSPoly.from_ints(ring, c, range(3), is_ntt=True)
+    big = RNSPoly.from_ints(ring, np.array([int(x) for x in c], dtype=object), range(3), is_ntt=True)
+    assert np.array_equal(small.data, big.data) and not small.data.flags.writeable
+    wide = c * (2**40)           # |c| >= q: the general int64 path
+    assert [int(v) for v in RNSPoly.from_ints(ring, wide, (1,)).data[0]] == [int(x) % moduli[1] for x in wide]
