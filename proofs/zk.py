@@ -9,24 +9,38 @@
    opened columns are independent of M;
 2. *salted leaves*: each column leaf is H(0x00 || salt || column) with a fresh 16-byte salt, so unopened
    columns stay hidden behind the Merkle root;
-3. *masking rows*: an opening of linear functionals v_k = sum_p w_p^T M c_p (an MLE evaluation is one
-   piece, w = eq(z_row), c = eq(z_col)) uses random mask rows S_0, S_1, ..., one per piece plus one: either
-   committed with the table (``HidingParams.mask_rows``, usable by one opening) or, when there are too
-   few, fresh ones in their own salted Merkle tree. The prover states v_k and mu_k = sum_p <S_p, c_p>,
-   then the verifier draws gamma and beta; the prover sends Y_0 = gamma^T [M; S] (proximity) and
-   Y_p = w_p^T M + beta S_p. Every sent row is uniform (S_0, S_p are fresh and uniform), so the view is
-   simulatable from the values v_k alone (mu_k is uniform and independent of M).
+3. *masking rows*, F_p4-valued: a sent row is Y = w^T M + beta S with S = sum_t u^t S_t made of VALUE_MASKS = 4
+   random base rows (beta times ONE base row would only span the line beta F_p of F_p4 and leave three base
+   coordinates of every w^T M entry in the clear: with w = lambda e_i the committed row i itself), and the
+   proximity row gamma^T [M; S] weighs PROXIMITY_MASKS = 4 rows of its own. The masks are committed with the
+   table (``HidingParams.mask_rows`` >= :func:`mask_rows_needed`, usable by one opening) or fresh, in their own
+   salted Merkle tree.
 
-Soundness: the column checks on the joint matrix [M; S] are Ligero's proximity and consistency tests,
+**One value row per opening.** Linear functionals v_k = sum_p w_p^T M c_p (an MLE evaluation is one piece,
+w = eq(z_row), c = eq(z_col)) with several pieces are first reduced to one: the verifier draws alpha (one per
+functional) and rho, and a degree-2 sumcheck over the column variables shows
+sum_k alpha_k v_k + rho G = sum_x [sum_p alpha_k(p) c_p(x) (w_p^T M)(x) + rho g(x)], masked by Libra's g (F_p4
+coefficients read from one committed mask row, G its sum). It ends at sigma with a claim on the single
+functional w*^T M eq(sigma) + rho g(sigma), w* = sum_p alpha_k(p) c_p~(sigma) w_p. The prover states
+mu = <S, eq(sigma)> + <S', powers(sigma)> (S, S' F_p4 masks), the verifier draws beta and the prover sends
+Y_0 = gamma^T [M; masks] (proximity), Y_1 = w*^T M + beta S and Y_2 = rho g_row + beta S'; the verifier checks
+each against the opened columns and <Y_1, eq(sigma)> + <Y_2, powers(sigma)> = claim + beta mu. One piece skips
+the reduction (Y_1 = w^T M + beta S, checked against v + beta mu). The opening's size is then three rows and
+the columns of a constant number of mask rows, whatever the number of pieces (it was one row per piece).
+Every sent row is uniform (its F_p4 mask is fresh), the reduction's messages are Libra's (uniform subject to the
+sums), mu is determined by the rest, so the view is simulatable from the values v_k alone.
+
+Soundness: the column checks on the joint matrix [M; masks] are Ligero's proximity and consistency tests,
 with query error ((1 + rho)/2)^q for the effective rate rho = (2^b + t) / N (q raised to keep it below the
-target, :meth:`HidingParams.code_shape`), plus
-N / |F_p4| per random combination (proximity gaps). Since v_k and mu_k are absorbed before beta,
-sum_p <Y_p, c_p> = v_k + beta mu_k forces v_k to be the true value except w.p. 1/|F_p4|.
+target, :meth:`HidingParams.code_shape`), plus N / |F_p4| per random combination (proximity gaps), and for
+the reduction 2 log_cols / |F_p4| (its rounds) + 2 / |F_p4| (alpha, rho); beta binds the claim before the masks
+are added (1 / |F_p4|).
 
 **Zero-knowledge sumcheck** (Xie, Zhang, Zhang, Papamanthou, Song, "Libra", CRYPTO 2019, section 4.1;
 Chiesa, Forbes, Spooner, "A zero knowledge sumcheck", 2017). To prove sum_x f(x) = H (f a sum of
 products of multilinear tables, degree d), the prover samples the mask g(x) = sum_i g_i(x_i) with random
-g_i of degree d, commits to its coefficients (hiding, one row), sends G = sum_x g(x); the verifier draws
+g_i of degree d (F_p4 coefficients: rho times base ones would mask only a line of F_p4), commits to their
+coefficients (hiding, one row), sends G = sum_x g(x); the verifier draws
 rho and both run the sumcheck on f + rho g with claim H + rho G. Each round message is
 f_j(X) + rho g_j(X) + (terms fixed by earlier rounds): g_j's d + 1 fresh coefficients make it uniform
 among degree-d polynomials with the checked sum, so the messages reveal nothing about f. At the end
@@ -63,7 +77,7 @@ DEFAULT_TARGET_BITS = 104
 MAX_NUM_VARS = 30
 MAX_MASK_ROWS = 4096
 MAX_OPENINGS = 255
-_HIDING_MAGIC, _VERSION = b"HZKHIDE1", 2  # version 2 adds the openings byte
+_HIDING_MAGIC, _VERSION = b"HZKHIDE1", 3  # 2 added the openings byte; 3: F_p4 masks, one reduced piece
 
 
 def _rng_bytes(n: int, rng) -> bytes:
@@ -292,13 +306,48 @@ def _piece_value(y, col_weights) -> np.ndarray:
     return F.ext_dot(y[:col_weights.shape[0]], col_weights)
 
 
+PROXIMITY_MASKS = 4  #: mask rows only the proximity row weighs (4 F_p-independent gamma weights: uniform in F_p4)
+VALUE_MASKS = 4  #: base rows of one F_p4 mask row (beta S for a base row S spans only the line beta F_p)
+REDUCTION_DEGREE = 2  #: the reduction's summand c(x) u(x) is a product of two multilinear tables
+
+
+def mask_rows_needed(pieces: int) -> int:
+    """Mask rows an opening of ``pieces`` pieces uses with hiding: the proximity row's 4, the value row's F_p4
+    mask and, with several pieces, the reduction's Libra mask row and the F_p4 mask of its sent row."""
+    return PROXIMITY_MASKS + VALUE_MASKS + (0 if pieces == 1 else 1 + VALUE_MASKS)
+
+
+def opening_field_error(commitment: HidingCommitment) -> float:
+    """The opening's errors from random combinations, over |F_p4|: 2 N for the proximity and value rows (N the
+    codeword length), 2 log_cols for the reduction's rounds, 3 for alpha, rho and beta."""
+    return (2 * commitment.codeword_length + 2 * commitment.log_cols + 3) / float(F.P) ** F.EXT_DEGREE
+
+
+def opening_bytes(commitment: HidingCommitment, pieces: int = 2) -> int:
+    """About the bytes of one opening of ``pieces`` pieces: the sent rows (F_p4), the queries' columns of the
+    committed rows (base) and the Merkle siblings (32 bytes a level above the queries' shared top)."""
+    reduce, hiding = pieces > 1, commitment.params.hiding
+    sent = 2 + int(reduce and hiding)
+    q, length = commitment.num_queries, commitment.codeword_length
+    rows = (1 << commitment.log_rows) + max(commitment.mask_rows, mask_rows_needed(pieces) if hiding else 0)
+    merkle = q * max(0, length.bit_length() - q.bit_length()) * DIGEST_SIZE
+    return sent * commitment.width * 16 + q * rows * 4 + merkle + 48 * commitment.log_cols * int(reduce)
+
+
+_VALUE, _LIBRA_ROW_MASK, _LIBRA = PROXIMITY_MASKS, PROXIMITY_MASKS + VALUE_MASKS, PROXIMITY_MASKS + 2 * VALUE_MASKS
+
+
 @dataclass(frozen=True, eq=False)
 class HidingOpening:
-    """Mask root and mask values mu (empty without hiding), sent rows Y (1 + pieces, width, 4), opened
-    columns of M and of the masks, their salts and Merkle multi-proofs."""
+    """Mask root (fresh masks, or empty); the reduction's Libra mask sum G (0 or 1 values) and round messages
+    (log_cols or 0, 3, 4); the mask value mu (0 or 1 values); the sent rows (proximity, value row and, after a
+    reduction with hiding, the Libra mask row: (2 or 3, width, 4)); opened columns of M and of fresh masks,
+    their salts and Merkle multi-proofs."""
 
     mask_root: bytes
-    mask_values: np.ndarray
+    mask_sum: np.ndarray
+    reduction: np.ndarray
+    mask_value: np.ndarray
     rows: np.ndarray
     columns: np.ndarray
     mask_columns: np.ndarray
@@ -308,9 +357,9 @@ class HidingOpening:
     mask_merkle: tuple
 
     def to_bytes(self) -> bytes:
-        parts = [bytes([len(self.mask_root)]), self.mask_root, F.elements_to_bytes(self.mask_values),
-                 F.elements_to_bytes(self.rows), F.elements_to_bytes(self.columns),
-                 F.elements_to_bytes(self.mask_columns)]
+        parts = [bytes([len(self.mask_root)]), self.mask_root]
+        parts += [F.elements_to_bytes(a) for a in (self.mask_sum, self.reduction, self.mask_value, self.rows,
+                                                     self.columns, self.mask_columns)]
         for group in (self.salts, self.mask_salts, self.merkle, self.mask_merkle):
             parts.append(len(group).to_bytes(4, "little") + b"".join(group))
         return b"".join(parts)
@@ -322,7 +371,7 @@ class HidingOpening:
         if root_size not in (0, DIGEST_SIZE):
             raise ProofRejected(f"mask root of {root_size} bytes", reader.where)
         mask_root = reader.raw(root_size)
-        arrays = [reader.elements(2), reader.elements(3), reader.elements(2), reader.elements(2)]
+        arrays = [reader.elements(n) for n in (2, 3, 2, 3, 2, 2)]
         groups = []
         for size in (SALT_SIZE, SALT_SIZE, DIGEST_SIZE, DIGEST_SIZE):
             count = reader.count(4, size, "salt or digest count")
@@ -352,11 +401,19 @@ def _begin(transcript, commitment, pieces):
     transcript.absorb("zk.functionals", [np.asarray(a, dtype=np.uint64) for piece in pieces for a in piece])
 
 
-def _challenges(transcript, commitment, num_rows, mask_root, values, mask_values):
-    transcript.absorb("zk.values", [mask_root, np.asarray(values, dtype=np.uint64), mask_values])
-    gamma = transcript.challenge_ext_vector("zk.gamma", num_rows)  # proximity: error <= N / p^4
-    beta = transcript.challenge_ext("zk.beta")  # binds v_k before the masks are added: error 1 / p^4
-    return gamma, beta
+def _challenges(transcript, num_rows: int, num_functionals: int, reduce: bool, mask_root, values, mask_sum):
+    """gamma (proximity: error <= N / p^4), and for a reduction alpha (one per functional: 1 / p^4) and rho
+    (Libra's mask: 1 / p^4), all drawn after the values and the mask sum are bound."""
+    transcript.absorb("zk.values", [mask_root, np.asarray(values, dtype=np.uint64), mask_sum])
+    gamma = transcript.challenge_ext_vector("zk.gamma", num_rows)
+    if not reduce:
+        return gamma, None, None
+    return gamma, transcript.challenge_ext_vector("zk.alpha", num_functionals), transcript.challenge_ext("zk.rho")
+
+
+def _beta(transcript, mask_value) -> np.ndarray:
+    transcript.absorb("zk.mask_value", mask_value)
+    return transcript.challenge_ext("zk.beta")  # binds the values before the masks are added: error 1 / p^4
 
 
 def _queries(transcript, commitment, rows):
@@ -372,12 +429,8 @@ def _piece_rows(pieces, data) -> list:
     A point of a packed table (:mod:`proofs.layers.packing`) has Boolean selector coordinates, so its row
     weights vanish outside that table's rows: the product then costs the table's size, not the pack's.
     """
-    blocks = {}
-    for p, (w, _) in enumerate(pieces):
-        rows = np.flatnonzero(np.asarray(w).any(axis=1))
-        blocks.setdefault((int(rows[0]), int(rows[-1]) + 1) if rows.size else (0, 0), []).append(p)
     out = [None] * len(pieces)
-    for (lo, hi), members in blocks.items():
+    for (lo, hi), members in _row_blocks(pieces).items():
         if hi == lo:
             for p in members:
                 out[p] = F.ext_zero((data.shape[1],))
@@ -389,8 +442,111 @@ def _piece_rows(pieces, data) -> list:
     return out
 
 
+def _row_blocks(pieces) -> dict:
+    """(first, last + 1) row the weights of a piece touch -> the pieces touching exactly those rows."""
+    blocks = {}
+    for p, (w, _) in enumerate(pieces):
+        rows = np.flatnonzero(np.asarray(w).any(axis=1))
+        blocks.setdefault((int(rows[0]), int(rows[-1]) + 1) if rows.size else (0, 0), []).append(p)
+    return blocks
+
+
+def _owners(functionals) -> np.ndarray:
+    return np.array([k for k, pieces in enumerate(functionals) for _ in pieces], dtype=np.int64)
+
+
+def _reduced_rows(pieces, scales) -> np.ndarray:
+    """w* = sum_p scales_p w_p (rows, 4), block by block (:func:`_row_blocks`)."""
+    out = F.ext_zero((np.shape(pieces[0][0])[0],))
+    for (lo, hi), members in _row_blocks(pieces).items():
+        if hi > lo:
+            block = np.stack([np.asarray(pieces[p][0][lo:hi], dtype=np.uint64) for p in members])
+            out[lo:hi] = F.ext_add(out[lo:hi], F.ext_sum(F.ext_mul(block, scales[members][:, None, :]), axis=0))
+    return out
+
+
+def _libra_coefficients(row, num_vars: int) -> np.ndarray:
+    """The reduction's mask g: F_p4 coefficients (num_vars, 3, 4) read from the front of a random mask row."""
+    size = mask_entries(num_vars, REDUCTION_DEGREE)
+    if num_vars == 0:
+        return F.ext_zero((0, REDUCTION_DEGREE + 1))
+    return np.asarray(row[:size], dtype=np.uint64).reshape(num_vars, -1, F.EXT_DEGREE)[:, :REDUCTION_DEGREE + 1]
+
+
+def _reduction_prover(pieces, data, alpha, owners, cols: int):
+    """(A, U) of the reduction: A_p = alpha_k(p) c_p and U_p = (w_p^T M)[:cols], both (pieces, cols, 4)."""
+    weights = np.stack([F.ext_mul(np.asarray(c, dtype=np.uint64), alpha[owners[p]][None, :])
+                        for p, (_, c) in enumerate(pieces)])
+    products = np.stack([row[:cols] for row in _piece_rows(pieces, data)])
+    return weights, products
+
+
+def _half_sums(a, u) -> np.ndarray:
+    """sum_p sum_rest a_p(X, rest) u_p(X, rest) at X = 0, 1, 2 (tables (P, 2m, 4), x_0 the lowest variable)."""
+    a0, a1, u0, u1 = a[:, 0::2], a[:, 1::2], u[:, 0::2], u[:, 1::2]
+    a2, u2 = F.ext_sub(F.ext_add(a1, a1), a0), F.ext_sub(F.ext_add(u1, u1), u0)
+    return np.stack([F.ext_sum(F.ext_mul(x, y).reshape(-1, F.EXT_DEGREE), axis=0)
+                     for x, y in ((a0, u0), (a1, u1), (a2, u2))])
+
+
+def _fold_stack(t, r) -> np.ndarray:
+    low, high = t[:, 0::2], t[:, 1::2]
+    return F.ext_add(low, F.ext_mul(F.ext_sub(high, low), r[None, None, :]))
+
+
+def _prove_reduction(a, u, coefficients, rho, transcript):
+    """Masked sumcheck (Libra section 4.1, F_p4 mask) of sum_x sum_p A_p(x) U_p(x) + rho g(x) over the column
+    variables -> (round messages (k, 3, 4), point sigma (k, 4))."""
+    k = a.shape[1].bit_length() - 1
+    messages = F.ext_zero((k, REDUCTION_DEGREE + 1))
+    prefix, point = F.ext_zero(), []
+    for j in range(k):
+        message = _half_sums(a, u)
+        if coefficients is not None:
+            message = F.ext_add(message, F.ext_mul(_mask_round(coefficients, j, prefix, k, REDUCTION_DEGREE),
+                                                   rho[None, :]))
+        messages[j] = message
+        transcript.absorb("zk.reduce.round", message)
+        r = transcript.challenge_ext("zk.reduce.r")  # error <= 2 / p^4 per round
+        a, u = _fold_stack(a, r), _fold_stack(u, r)
+        if coefficients is not None:
+            prefix = F.ext_add(prefix, _poly_at(coefficients[j], r))
+        point.append(r)
+    return messages, np.asarray(point, dtype=np.uint64).reshape(k, F.EXT_DEGREE)
+
+
+def _verify_reduction(messages, claim, k: int, transcript, where: str):
+    """The reduction's rounds -> (sigma (k, 4), the claim on the last summand)."""
+    verifier = SumcheckVerifier(claim, k, REDUCTION_DEGREE, where=where)
+    for message in messages:
+        verifier.check_round(message)
+        transcript.absorb("zk.reduce.round", message)
+        verifier.bind(transcript.challenge_ext("zk.reduce.r"))
+    sub = verifier.subclaim()
+    return np.asarray(sub.point, dtype=np.uint64).reshape(k, F.EXT_DEGREE), sub.expected_value
+
+
+def _reduced_weights(pieces, owners, alpha, sigma):
+    """(w*, eq(sigma)): the one piece the reduction leaves, w* = sum_p alpha_k(p) c_p~(sigma) w_p."""
+    column = eq_table(sigma)
+    values = F.ext_sum(F.ext_mul(np.stack([np.asarray(c, dtype=np.uint64) for _, c in pieces]), column[None]),
+                       axis=1)
+    return _reduced_rows(pieces, F.ext_mul(values, alpha[owners])), column
+
+
+def _ext_row(rows4) -> np.ndarray:
+    """An F_p4 row from VALUE_MASKS base rows (4, w): entry j is sum_t rows4[t, j] u^t."""
+    return np.ascontiguousarray(np.asarray(rows4, dtype=np.uint64).T)
+
+
 def open_functionals(witness: HidingWitness, functionals, transcript, values=None, seed=None):
     """Open linear functionals (lists of (row weights, column weights) pieces) -> (values (m, 4), HidingOpening).
+
+    With several pieces, a masked sumcheck over the column variables first reduces every piece to one:
+    sum_k alpha_k v_k = sum_x sum_p alpha_k(p) c_p(x) (w_p^T M)(x) (+ rho g(x), Libra's mask) ends at sigma,
+    where the claim is a value of the single functional w*^T M eq(sigma) (+ rho g(sigma)), w* =
+    sum_p alpha_k(p) c_p~(sigma) w_p. One value row (and, with hiding, one row for g) is sent instead of one
+    row per piece, and the mask rows are a constant :func:`mask_rows_needed`, whatever the number of pieces.
 
     ``values`` lets a caller state values it derived elsewhere (a cheating prover in tests); by default
     they are computed from the committed matrix.
@@ -405,45 +561,68 @@ def open_functionals(witness: HidingWitness, functionals, transcript, values=Non
         values = [F.ext_sum(np.stack([F.ext_dot(_combine(w, data[:, :cols]), c) for w, c in pieces_k]), axis=0)
                   for pieces_k in functionals]
     values = np.asarray(values, dtype=np.uint64).reshape(len(functionals), F.EXT_DEGREE)
+    reduce, k = len(pieces) > 1, commitment.log_cols
     _begin(transcript, commitment, pieces)
-    inline = hiding and commitment.mask_rows >= 1 + len(pieces) and not witness.spent
-    mask_root, mask_values = b"", F.ext_zero((0,))
+    needed = mask_rows_needed(len(pieces)) if hiding else 0
+    inline = hiding and commitment.mask_rows >= needed and not witness.spent
+    mask_root = b""
     fresh = np.zeros((0, commitment.width), dtype=np.uint64)
+    masks = fresh
     if inline:
         witness.spent.append(True)  # committed masks are used once; later openings draw fresh ones
-        masks = witness.rows[data_rows:]
+        masks = witness.rows[data_rows:data_rows + needed]
     elif hiding:
-        fresh = masks = _random_field((1 + len(pieces), commitment.width), rng)
+        fresh = masks = _random_field((needed, commitment.width), rng)
         mask_encoded, mask_salts, mask_levels = _tree(fresh, commitment.codeword_length, True, rng)
         mask_root = mask_levels[-1][0]
+    libra = _libra_coefficients(masks[_LIBRA], k) if hiding and reduce else None
+    if libra is not None and mask_entries(k, REDUCTION_DEGREE) > commitment.width:
+        raise ProofError(f"open_functionals: the reduction's mask needs {mask_entries(k, REDUCTION_DEGREE)} entries, "
+                         f"a row has {commitment.width}")
+    mask_sum_ = mask_sum(libra)[None] if libra is not None else F.ext_zero((0,))
+    gamma, alpha, rho = _challenges(transcript, committed_rows + fresh.shape[0], len(functionals), reduce,
+                                    mask_root, values, mask_sum_)
+    messages = F.ext_zero((0, REDUCTION_DEGREE + 1))
+    if reduce:
+        owners = _owners(functionals)
+        a, u = _reduction_prover(pieces, data, alpha, owners, cols)
+        messages, sigma = _prove_reduction(a, u, libra, rho, transcript)
+        row_weights, column = _reduced_weights(pieces, owners, alpha, sigma)
+    else:
+        row_weights, column = (np.asarray(a, dtype=np.uint64) for a in pieces[0])
+    mask_value = F.ext_zero((0,))
     if hiding:
-        mask_values, position = [], 1
-        for pieces_k in functionals:
-            total = F.ext_zero()
-            for _, c in pieces_k:
-                total = F.ext_add(total, F.ext_dot(c, masks[position, :cols]))
-                position += 1
-            mask_values.append(total)
-        mask_values = np.asarray(mask_values, dtype=np.uint64).reshape(-1, F.EXT_DEGREE)
-    gamma, beta = _challenges(transcript, commitment, committed_rows + fresh.shape[0], mask_root, values,
-                              mask_values)
+        value_mask = _ext_row(masks[_VALUE:_VALUE + VALUE_MASKS])
+        mu = F.ext_dot(value_mask[:cols], column)
+        if libra is not None:
+            libra_weights = _powers_table(sigma, REDUCTION_DEGREE)
+            libra_mask = _ext_row(masks[_LIBRA_ROW_MASK:_LIBRA_ROW_MASK + VALUE_MASKS])
+            mu = F.ext_add(mu, F.ext_dot(libra_mask[:libra_weights.shape[0]], libra_weights))
+        mask_value = mu[None]
+    beta = _beta(transcript, mask_value)
     proximity = _combine(gamma[:committed_rows], witness.rows)
     if fresh.shape[0]:
         proximity = F.ext_add(proximity, _combine(gamma[committed_rows:], fresh))
-    sent = [proximity]
-    for p, row in enumerate(_piece_rows(pieces, data)):
-        sent.append(F.ext_add(row, F.ext_mul_base(beta[None, :], masks[1 + p])) if hiding else row)
+    value_row = _combine(row_weights, data)
+    sent = [proximity, F.ext_add(value_row, F.ext_mul(value_mask, beta[None, :])) if hiding else value_row]
+    if libra is not None:
+        sent.append(F.ext_add(F.ext_mul_base(rho[None, :], masks[_LIBRA]), F.ext_mul(libra_mask, beta[None, :])))
     sent = np.stack(sent)
     indices = _queries(transcript, commitment, sent)
     separate = fresh.shape[0] > 0
     opening = HidingOpening(
-        mask_root, mask_values, sent, witness.encoded[:, indices].copy(),
+        mask_root, mask_sum_, messages, mask_value, sent, witness.encoded[:, indices].copy(),
         mask_encoded[:, indices].copy() if separate else np.zeros((0, indices.size), dtype=np.uint64),
         tuple(witness.salts[i] for i in indices) if hiding else (),
         tuple(mask_salts[i] for i in indices) if separate else (),
         tuple(_merkle_open(witness.levels, indices)),
         tuple(_merkle_open(mask_levels, indices)) if separate else ())
     return values, opening
+
+
+def _check_shape(name, arr, shape, where):
+    if not isinstance(arr, np.ndarray) or arr.shape != shape or not F.is_canonical(arr):
+        raise ProofRejected(f"{name} of shape {getattr(arr, 'shape', None)}, expected {shape}", where)
 
 
 def verify_functionals(commitment: HidingCommitment, functionals, values, opening: HidingOpening, transcript,
@@ -456,35 +635,51 @@ def verify_functionals(commitment: HidingCommitment, functionals, values, openin
         raise ProofRejected(f"commitment parameters give {commitment.security_bits:.1f} < {min_bits} bits", where)
     pieces = _check_functionals(commitment, functionals, lambda m: ProofRejected(m, where))
     values = np.asarray(values)
-    m, hiding = len(functionals), commitment.params.hiding
-    data_rows, width = 1 << commitment.log_rows, commitment.width
+    m, hiding, k = len(functionals), commitment.params.hiding, commitment.log_cols
+    data_rows, width, cols = 1 << commitment.log_rows, commitment.width, 1 << commitment.log_cols
     committed_rows = data_rows + commitment.mask_rows
+    reduce = len(pieces) > 1
+    needed = mask_rows_needed(len(pieces)) if hiding else 0
     if not isinstance(opening.mask_root, bytes) or len(opening.mask_root) not in (0, DIGEST_SIZE):
         raise ProofRejected("mask root must be empty or a 32-byte digest", where)
     separate = len(opening.mask_root) == DIGEST_SIZE
     if separate and not hiding:
         raise ProofRejected("a mask root without hiding", where)
-    if hiding and not separate and commitment.mask_rows < 1 + len(pieces):
-        raise ProofRejected(f"{len(pieces)} pieces need {1 + len(pieces)} committed mask rows, the commitment has "
+    if hiding and not separate and commitment.mask_rows < needed:
+        raise ProofRejected(f"{len(pieces)} pieces need {needed} committed mask rows, the commitment has "
                             f"{commitment.mask_rows}", where)
-    fresh_count = 1 + len(pieces) if separate else 0
-    expected = {"values": (values, (m, 4)), "mask values": (opening.mask_values, (m if hiding else 0, 4)),
-                "rows": (opening.rows, (1 + len(pieces), width, 4))}
-    for name, (arr, shape) in expected.items():
-        if not isinstance(arr, np.ndarray) or arr.shape != shape or not F.is_canonical(arr):
-            raise ProofRejected(f"{name} of shape {getattr(arr, 'shape', None)}, expected {shape}", where)
+    libra = hiding and reduce
+    if libra and mask_entries(k, REDUCTION_DEGREE) > width:
+        raise ProofRejected(f"the reduction's mask needs {mask_entries(k, REDUCTION_DEGREE)} entries, a row has "
+                            f"{width}", where)
+    fresh_count = needed if separate else 0
+    for name, arr, shape in (("values", values, (m, 4)), ("mask sum", opening.mask_sum, (int(libra), 4)),
+                             ("reduction", opening.reduction, (k if reduce else 0, REDUCTION_DEGREE + 1, 4)),
+                             ("mask value", opening.mask_value, (int(hiding), 4)),
+                             ("rows", opening.rows, (2 + int(libra), width, 4))):
+        _check_shape(name, arr, shape, where)
     _begin(transcript, commitment, pieces)
-    gamma, beta = _challenges(transcript, commitment, committed_rows + fresh_count, opening.mask_root, values,
-                              opening.mask_values)
+    gamma, alpha, rho = _challenges(transcript, committed_rows + fresh_count, m, reduce, opening.mask_root, values,
+                                    opening.mask_sum)
+    if reduce:
+        owners = _owners(functionals)
+        claim = F.ext_sum(F.ext_mul(values, alpha), axis=0)
+        if libra:
+            claim = F.ext_add(claim, F.ext_mul(rho, opening.mask_sum[0]))
+        sigma, expected = _verify_reduction(opening.reduction, claim, k, transcript, where)
+        row_weights, column = _reduced_weights(pieces, owners, alpha, sigma)
+    else:
+        row_weights, column = (np.asarray(a, dtype=np.uint64) for a in pieces[0])
+        expected = values[0]
+    beta = _beta(transcript, opening.mask_value)
     indices = _queries(transcript, commitment, opening.rows)
     q = indices.size
     for name, arr, count in (("columns", opening.columns, committed_rows),
                              ("mask columns", opening.mask_columns, fresh_count)):
-        if not isinstance(arr, np.ndarray) or arr.shape != (count, q) or not F.is_canonical(arr):
-            raise ProofRejected(f"{name} of shape {getattr(arr, 'shape', None)}, expected ({count}, {q})", where)
-    for group, needed in ((opening.salts, q if hiding else 0), (opening.mask_salts, q if separate else 0)):
-        if len(group) != needed or not all(isinstance(s, bytes) and len(s) == SALT_SIZE for s in group):
-            raise ProofRejected(f"expected {needed} salts of {SALT_SIZE} bytes", where)
+        _check_shape(name, arr, (count, q), where)
+    for group, count in ((opening.salts, q if hiding else 0), (opening.mask_salts, q if separate else 0)):
+        if len(group) != count or not all(isinstance(s, bytes) and len(s) == SALT_SIZE for s in group):
+            raise ProofRejected(f"expected {count} salts of {SALT_SIZE} bytes", where)
     depth = commitment.codeword_length.bit_length() - 1
     trees = [(opening.columns, opening.salts or (b"",) * q, opening.merkle, commitment.root)]
     if separate:
@@ -495,25 +690,28 @@ def verify_functionals(commitment: HidingCommitment, functionals, values, openin
         if _merkle_root_from(_leaves(columns, salts), indices, list(merkle), depth) != root:
             raise ProofRejected("opened columns do not hash to the committed Merkle root", where)
     joint = np.concatenate([opening.columns, opening.mask_columns])
-    mask_columns = opening.mask_columns if separate else opening.columns[data_rows:]
-    length = commitment.codeword_length
-    encoded = _encode(np.transpose(opening.rows, (0, 2, 1)), length)  # every sent row coordinate-wise, one NTT call
+    mask_columns = opening.mask_columns if separate else opening.columns[data_rows:data_rows + needed]
+    encoded = _encode(np.transpose(opening.rows, (0, 2, 1)), commitment.codeword_length)  # one NTT call
     if not np.array_equal(encoded[0][:, indices].T, _combine(gamma, joint)):
         raise ProofRejected("proximity row is inconsistent with the opened columns", where)
-    for p, expected_columns in enumerate(_piece_rows(pieces, opening.columns[:data_rows])):
-        if hiding:
-            expected_columns = F.ext_add(expected_columns, F.ext_mul_base(beta[None, :], mask_columns[1 + p]))
-        if not np.array_equal(encoded[1 + p][:, indices].T, expected_columns):
-            raise ProofRejected(f"row {p} is inconsistent with the opened columns", where)
-    position = 0
-    for k, pieces_k in enumerate(functionals):
-        total = F.ext_zero()
-        for _, c in pieces_k:
-            total = F.ext_add(total, _piece_value(opening.rows[1 + position], c))
-            position += 1
-        stated = F.ext_add(values[k], F.ext_mul(beta, opening.mask_values[k])) if hiding else values[k]
-        if not F.ext_eq(total, stated):
-            raise ProofRejected(f"value {k} differs from the opened rows", where)
+    expected_columns = _combine(row_weights, opening.columns[:data_rows])
+    if hiding:
+        value_mask = _ext_row(mask_columns[_VALUE:_VALUE + VALUE_MASKS])
+        expected_columns = F.ext_add(expected_columns, F.ext_mul(value_mask, beta[None, :]))
+    if not np.array_equal(encoded[1][:, indices].T, expected_columns):
+        raise ProofRejected("the value row is inconsistent with the opened columns", where)
+    total = F.ext_dot(opening.rows[1][:cols], column)
+    if libra:
+        libra_mask = _ext_row(mask_columns[_LIBRA_ROW_MASK:_LIBRA_ROW_MASK + VALUE_MASKS])
+        libra_columns = F.ext_add(F.ext_mul_base(rho[None, :], mask_columns[_LIBRA]),
+                                  F.ext_mul(libra_mask, beta[None, :]))
+        if not np.array_equal(encoded[2][:, indices].T, libra_columns):
+            raise ProofRejected("the mask row is inconsistent with the opened columns", where)
+        libra_weights = _powers_table(sigma, REDUCTION_DEGREE)
+        total = F.ext_add(total, F.ext_dot(opening.rows[2][:libra_weights.shape[0]], libra_weights))
+    stated = F.ext_add(expected, F.ext_mul(beta, opening.mask_value[0])) if hiding else expected
+    if not F.ext_eq(total, stated):
+        raise ProofRejected("a stated value differs from the opened rows", where)
 
 
 def open_points(witness: HidingWitness, points, transcript, values=None, seed=None):
@@ -535,46 +733,81 @@ def _mask_width(degree: int) -> int:
     return 1 << degree.bit_length()  # >= degree + 1 coefficients per variable, a power of two
 
 
+def mask_entries(num_vars: int, degree: int) -> int:
+    """Base entries of a mask's coefficient table: num_vars x 2^bitlen(degree) F_p4 coefficients, 4 entries each."""
+    return num_vars * _mask_width(degree) * F.EXT_DEGREE
+
+
+def mask_table(coefficients) -> np.ndarray:
+    """The committed layout of F_p4 coefficients (n, d + 1, 4): entry (i, e, t) at (i 2^bitlen(d) + e) 4 + t."""
+    n, width = coefficients.shape[0], _mask_width(coefficients.shape[1] - 1)
+    table = np.zeros((n, width, F.EXT_DEGREE), dtype=np.uint64)
+    table[:, :coefficients.shape[1]] = coefficients
+    return table.reshape(-1)
+
+
+def random_mask(num_vars: int, degree: int, rng=None) -> np.ndarray:
+    """Uniform F_p4 coefficients (num_vars, degree + 1, 4) of Libra's mask g(x) = sum_i g_i(x_i).
+
+    F_p4 and not base-field coefficients: the round messages carry rho g_j(X), and rho times a base value only
+    spans the line rho F_p of F_p4, which would leave three base coordinates of every coefficient of f's round
+    polynomial in the clear (the same holds for Ligero's mask rows: :data:`VALUE_MASKS`)."""
+    return _random_field((num_vars, degree + 1, F.EXT_DEGREE), rng)
+
+
+_BASIS = np.eye(F.EXT_DEGREE, dtype=np.uint64)  #: the F_p4 elements u^t (coefficient vectors e_t)
+
+
 def _powers_table(point, degree: int) -> np.ndarray:
-    """Column weights of g(point) = sum_i sum_e c[i, e] point_i^e over the coefficient row (index e + D i)."""
+    """Weights of g(point) = sum_i sum_e c[i, e] point_i^e over :func:`mask_table`'s layout: entry (i, e, t)
+    weighs point_i^e u^t (c[i, e] = sum_t c[i, e, t] u^t); zero-padded to a power of two."""
     width = _mask_width(degree)
-    table = F.ext_zero((point.shape[0], width))
+    powers = F.ext_zero((point.shape[0], width))
     power = F.ext_one((point.shape[0],))
     for e in range(degree + 1):
-        table[:, e] = power
+        powers[:, e] = power
         power = F.ext_mul(power, point)
-    flat = table.reshape(-1, F.EXT_DEGREE)
-    return np.concatenate([flat, F.ext_zero(((1 << (flat.shape[0] - 1).bit_length()) - flat.shape[0],))])
+    flat = F.ext_mul(powers[:, :, None, :], _BASIS[None, None]).reshape(-1, F.EXT_DEGREE)
+    return np.concatenate([flat, F.ext_zero(((1 << max(flat.shape[0] - 1, 0).bit_length()) - flat.shape[0],))])
 
 
 def _poly_at(coefficients, x) -> np.ndarray:
-    """sum_e c_e x^e for base coefficients (d + 1,) at an F_p4 point x (Horner)."""
+    """sum_e c_e x^e for F_p4 coefficients (d + 1, 4) (or base ones (d + 1,)) at an F_p4 point x (Horner)."""
+    coefficients = np.asarray(coefficients, dtype=np.uint64)
+    if coefficients.ndim == 1:
+        coefficients = F.ext_from_base(coefficients)
     result = F.ext_zero()
     for c in coefficients[::-1]:
-        result = F.ext_add(F.ext_mul(result, x), F.ext_from_base(c))
+        result = F.ext_add(F.ext_mul(result, x), c)
     return result
+
+
+def _ends(coefficients) -> np.ndarray:
+    """g_i(0) + g_i(1) = 2 c_i0 + sum_(e >= 1) c_ie for every variable, (n, 4)."""
+    return F.ext_add(coefficients[:, 0], F.ext_sum(coefficients, axis=1))
 
 
 def _mask_round(coefficients, j: int, prefix, num_vars: int, degree: int) -> np.ndarray:
     """sum over x_(j+1..) of g(r_<j, X, x) at X = 0..degree: 2^(k-1-j) (prefix + g_j(X)) + 2^(k-2-j) suffix."""
-    ends = F.add(coefficients[:, 0], F.sum_(coefficients, axis=1))  # g_i(0) + g_i(1)
-    suffix = F.sum_(ends[j + 1:]) if j + 1 < num_vars else np.uint64(0)
+    ends = _ends(coefficients)
+    suffix = F.ext_sum(ends[j + 1:], axis=0) if j + 1 < num_vars else F.ext_zero()
     out = F.ext_zero((degree + 1,))
     for x in range(degree + 1):
-        g_x = F.ext_from_base(F.sum_(F.mul(coefficients[j], F.to_field(np.array([x ** e for e in range(degree + 1)],
-                                                                                  dtype=np.int64)))))
+        powers = F.to_field(np.array([x ** e for e in range(degree + 1)], dtype=np.int64))
+        g_x = F.ext_sum(F.ext_mul_base(coefficients[j], powers), axis=0)  # g_j(x), x a small integer
         scaled = F.ext_mul_base(F.ext_add(prefix, g_x), np.uint64(pow(2, num_vars - 1 - j, F.P)))
         if j + 1 < num_vars:
-            scaled = F.ext_add(scaled, F.ext_from_base(F.mul(suffix, np.uint64(pow(2, num_vars - 2 - j, F.P)))))
+            scaled = F.ext_add(scaled, F.ext_mul_base(suffix, np.uint64(pow(2, num_vars - 2 - j, F.P))))
         out[x] = scaled
     return out
 
 
 def mask_sum(coefficients) -> np.ndarray:
-    """G = sum_{x in {0,1}^k} sum_i g_i(x_i) = 2^(k-1) sum_i (g_i(0) + g_i(1)), as an F_p4 element."""
+    """G = sum_{x in {0,1}^k} sum_i g_i(x_i) = 2^(k-1) sum_i (g_i(0) + g_i(1)), as an F_p4 element (0 for k = 0)."""
     k = coefficients.shape[0]
-    ends = F.add(coefficients[:, 0], F.sum_(coefficients, axis=1))
-    return F.ext_from_base(F.mul(F.sum_(ends), np.uint64(pow(2, k - 1, F.P))))
+    if k == 0:
+        return F.ext_zero()
+    return F.ext_mul_base(F.ext_sum(_ends(coefficients), axis=0), np.uint64(pow(2, k - 1, F.P)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -611,14 +844,18 @@ def _mask_statement(transcript, label, claim, num_vars, degree, commitment, tota
 
 
 def commit_mask(num_vars: int, degree: int, params: HidingParams, rng=None):
-    """Random coefficients (num_vars, degree + 1) of g and their hiding commitment (one row)."""
-    coefficients = _random_field((num_vars, degree + 1), rng)
-    table = np.zeros((num_vars, _mask_width(degree)), dtype=np.uint64)
-    table[:, :degree + 1] = coefficients
-    params = HidingParams(params.rate_inv, params.target_bits, True, mask_rows=2)  # one piece: g(sigma)
-    commitment, witness = hiding_commit(table.reshape(-1), params, log_rows=0,
+    """Random F_p4 coefficients (num_vars, degree + 1, 4) of g and their hiding commitment (one row,
+    :func:`mask_table`'s layout)."""
+    coefficients = random_mask(num_vars, degree, rng)
+    commitment, witness = hiding_commit(mask_table(coefficients), mask_params(params), log_rows=0,
                                         seed=None if rng is None else int(rng.integers(1 << 62)))
     return coefficients, commitment, witness
+
+
+def mask_params(params: HidingParams) -> HidingParams:
+    """The parameters of a zero-knowledge sumcheck's mask commitment: hiding, with the masks of its one opening
+    (one piece, g(sigma)) committed in the same tree."""
+    return HidingParams(params.rate_inv, params.target_bits, True, mask_rows=mask_rows_needed(1))
 
 
 def prove_zk_sumcheck(terms, claim, transcript, label: str = "sumcheck", params: HidingParams = HidingParams(),
@@ -667,7 +904,7 @@ def verify_zk_sumcheck(proof, claim, num_vars: int, degree: int, transcript, lab
         if not isinstance(value, np.ndarray) or value.shape != (4,) or not F.is_canonical(value):
             raise ProofRejected(f"{name} is not a canonical F_p4 element", label)
     mask = proof.mask_commitment
-    width = num_vars * _mask_width(degree)
+    width = mask_entries(num_vars, degree)
     if not isinstance(mask, HidingCommitment) or mask.log_rows != 0 or \
             mask.num_vars != (width - 1).bit_length() or not mask.params.hiding:
         raise ProofRejected("mask commitment has the wrong shape or does not hide", label)
@@ -713,7 +950,7 @@ def simulate_zk_sumcheck(claim, num_vars: int, degree: int, final_oracle, seed=N
     rng = np.random.default_rng(seed) if seed is not None else None
     draw = (lambda shape: F.ext_random(shape)) if rng is None else \
         (lambda shape: rng.integers(0, F.P, size=tuple(np.atleast_1d(shape)) + (4,), dtype=np.uint64))
-    coefficients = _random_field((num_vars, degree + 1), rng)
+    coefficients = random_mask(num_vars, degree, rng)
     rho, challenges = draw(1)[0], draw(num_vars)
     total = mask_sum(coefficients)
     mask_eval = F.ext_zero()

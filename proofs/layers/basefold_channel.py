@@ -31,15 +31,15 @@ from ..errors import ProofError, ProofRejected
 from ..relations import Relation, RelationProver, StoreLayout, StoreWitness, View, expected_summand, mask_rank, \
     packed_store
 from ..basefold_zk import MaskedSumcheckProof, prove_masked, verify_masked
-from ..zk import _mask_width, _powers_table
+from ..zk import _powers_table, mask_entries, mask_table, random_mask
 from .common import boolean_point
 from .packing import Packing
 from .step_relations import Channel, _factor_key
 
 
 def mask_length(num_vars: int, degree: int) -> int:
-    """Entries of a mask's coefficient table: num_vars blocks of 2^bitlen(degree), padded to a power of two."""
-    return 1 << (num_vars * _mask_width(degree) - 1).bit_length()
+    """Entries of a mask's coefficient table (:func:`proofs.zk.mask_table`: F_p4 coefficients), padded to a power of two."""
+    return 1 << (mask_entries(num_vars, degree) - 1).bit_length()
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ class StorePlan:
 
 def commit_hosted(plan: StorePlan, tables: dict, params: BZ.HidingBasefoldParams, seed=None):
     """Commit the plan's tensors (fresh Libra masks) and fresh sumcheck masks -> (HidingBasefoldCommitment,
-    StoreWitness or None, mask coefficients ((n, d + 1) each), HidingBasefoldWitness). ``seed``: tests only."""
+    StoreWitness or None, mask coefficients ((n, d + 1, 4) each, F_p4), HidingBasefoldWitness). ``seed``: tests only."""
     rng = None if seed is None else np.random.default_rng(seed)
     parts, full, masks = [], None, None
     if plan.layout is not None:
@@ -82,11 +82,10 @@ def commit_hosted(plan: StorePlan, tables: dict, params: BZ.HidingBasefoldParams
         parts.append(packed)
     coefficients = []
     for n, d in plan.mask_shapes:
-        c = F.random_elements((n, d + 1)) if rng is None else rng.integers(0, F.P, (n, d + 1), dtype=np.uint64)
-        block = np.zeros((n, _mask_width(d)), dtype=np.uint64)
-        block[:, :d + 1] = c
+        c = random_mask(n, d, rng)
+        block = mask_table(c)
         coefficients.append(c)
-        parts.append(np.concatenate([block.reshape(-1), np.zeros(mask_length(n, d) - block.size, dtype=np.uint64)]))
+        parts.append(np.concatenate([block, np.zeros(mask_length(n, d) - block.size, dtype=np.uint64)]))
     commitment, witness = BZ.commit(plan.packing.pack(parts), params,
                                     seed=None if rng is None else int(rng.integers(1 << 62)))
     store = None if plan.layout is None else StoreWitness(plan.layout, full, masks if plan.layout.hiding else None,

@@ -56,7 +56,7 @@ from ..mle import bind_high, eq_table, mle_evaluate
 from ..proof_format import ByteReader, ByteWriter, from_record, parse_nested, to_record
 from ..relations import Public, Slot, StoreLayout, Stored, Term, commit_store, eq_factor, table_factor
 from ..transcript import Transcript
-from ..zk import HidingCommitment, HidingParams
+from ..zk import HidingCommitment, HidingParams, opening_field_error
 from . import prover_state
 from .basefold_channel import BasefoldChannel, StorePlan, commit_hosted
 from .common import prefix_sum_of_eq, require
@@ -829,7 +829,7 @@ def soundness_bits(commitment: HidingGraphCommitment, batch: int = 1, structure=
     error = union_bound_error(channel.shapes, len(keys), {"w": layouts["w"]}, params,
                               {"w": commitment.weights.params})
     shape = HidingCommitment(b"", layouts["p"].num_vars, proof_rows(shapes, params, (layouts, channel)), params)
-    error += 2.0 ** -shape.security_bits + 2 * shape.codeword_length / float(F.P) ** F.EXT_DEGREE
+    error += 2.0 ** -shape.security_bits + opening_field_error(shape)
     return -math.log2(error)
 
 

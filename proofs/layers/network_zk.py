@@ -64,7 +64,7 @@ from ..proof_format import ByteReader, ByteWriter, from_record, parse_nested, to
 from ..mle import mle_evaluate
 from ..relations import MIN_ELEMENT_VARS, Slot, StoreLayout, Stored, Term, commit_store, eq_factor, table_factor
 from ..transcript import Transcript
-from ..zk import HidingCommitment, HidingParams, ZKSumcheckProof
+from ..zk import HidingCommitment, HidingParams, ZKSumcheckProof, mask_params, opening_bytes, opening_field_error
 from .basefold_channel import BasefoldChannel, StorePlan, commit_hosted
 from .common import log2, pad_matrix, padded, prefix_sum_of_eq, require
 from .requant import decompose
@@ -223,22 +223,15 @@ def proof_rows(layers, batch: int, params: HidingParams):
 
 
 def best_rows(layout, names, params: HidingParams) -> int:
-    """log_rows of a proof store minimising its opening's bytes for values stated on the slots ``names`` (one
-    entry per stated value; the cost model of :func:`proof_rows`)."""
+    """log_rows of a proof store minimising its opening's bytes (:func:`proofs.zk.opening_bytes`) for the values
+    stated on the slots ``names`` (several pieces: one reduced value row); shapes whose random tail doubles the
+    code only below 2^20 entries (where encoding is cheap)."""
     n, cost = layout.num_vars, {}
     for c in range(n + 1):
-        shape = HidingCommitment(b"", n, n - c, params)
+        shape = HidingCommitment(b"", n, n - c, store_params(layout, params, n - c))
         if n >= 20 and c < n and shape.codeword_length > params.rate_inv << c:
             continue
-        pieces = 0
-        for name in names:
-            slot = layout.slot(name)
-            block = 1 << (slot.mask_count - 1).bit_length()
-            pieces += (1 if slot.elem_vars >= c else max(1, slot.size >> c)) + max(1, block >> c)
-        q, length = shape.num_queries, shape.codeword_length
-        mask_rows = store_params(layout, params, n - c).mask_rows
-        merkle = q * max(0, length.bit_length() - q.bit_length()) * 32  # about the multiproof's siblings
-        cost[c] = (1 + pieces) * shape.width * 16 + q * ((1 << (n - c)) + mask_rows) * 4 + merkle
+        cost[c] = opening_bytes(shape, len(names) + 1)
     return n - min(cost, key=cost.get)
 
 
@@ -489,7 +482,7 @@ def require_basefold_store(commitment, params, plan: StorePlan, where: str) -> N
 
 def _mask_params(params: HidingParams) -> HidingParams:
     """The parameters every ZK sumcheck's mask commitment must use (:func:`proofs.zk.commit_mask`)."""
-    return HidingParams(params.rate_inv, params.target_bits, True, mask_rows=2)
+    return mask_params(params)
 
 
 def check_store_commitments(layouts, commitments, rows, params, model_params, items, where: str) -> None:
@@ -556,7 +549,7 @@ def soundness_bits(commitment, batch: int) -> float:
     error = union_bound_error(channel.shapes, len(keys), {"w": layouts["w"]}, params, {"w": commitment.weights.params})
     if "p" in layouts:  # the proof store's opening, at its own shape (:func:`proof_rows`)
         shape = HidingCommitment(b"", layouts["p"].num_vars, proof_rows(commitment.layers, batch, params), params)
-        error += 2.0 ** -shape.security_bits + 2 * shape.codeword_length / float(F.P) ** F.EXT_DEGREE
+        error += 2.0 ** -shape.security_bits + opening_field_error(shape)
     return -math.log2(error + agreement_error(commitment))
 
 

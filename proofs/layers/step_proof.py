@@ -50,7 +50,7 @@ import numpy as np
 from .. import field as F
 from ..errors import ProofError, ProofRejected
 from ..transcript import Transcript
-from ..zk import HidingCommitment, HidingParams
+from ..zk import HidingCommitment, HidingParams, mask_entries, mask_params, opening_field_error
 from .common import pad_matrix
 from .step_relations import Channel, Protocol, ShapeChannel, bit_check_groups, locate
 from .proof_items import TrainingProof
@@ -193,29 +193,28 @@ def union_bound_error(shapes, bit_weights: int, layouts: dict, params: HidingPar
     """The soundness error of a relation proof, a union bound over every check the verifier relies on
     (|F| = p^4): per relation sumcheck of n variables and degree d, its zero check's random point n / |F|,
     the rounds n d / |F|, and with zero knowledge the mask's batching 1 / |F| and the opening of its mask
-    commitment 2^-(its bits) + 2 N_g / |F|; the bit check's ``bit_weights`` batching weights 1 / |F| each;
-    per store opening the query error 2^-(security bits) plus 2 N / |F| for the proximity and value
-    combinations (N the codeword length); ``store_params`` (key -> params) for stores committed otherwise."""
+    commitment 2^-(its bits) + its combinations (:func:`proofs.zk.opening_field_error`); the bit check's
+    ``bit_weights`` batching weights 1 / |F| each; per store opening the query error 2^-(security bits) plus
+    :func:`proofs.zk.opening_field_error` (proximity, value and reduction combinations); ``store_params`` (key -> params) for stores committed otherwise."""
     field = float(F.P) ** F.EXT_DEGREE
     error = bit_weights / field
     for n, d in shapes:
         error += (n * d + n) / field
         if params.hiding:
             mask = zk_mask_shape(n, d, params)
-            error += 1 / field + 2.0 ** -mask.security_bits + 2 * mask.codeword_length / field
+            error += 1 / field + 2.0 ** -mask.security_bits + opening_field_error(mask)
     for key, layout in layouts.items():
         shape = HidingCommitment(b"", layout.num_vars, balanced_rows(layout, params),
                                  (store_params or {}).get(key, params))
-        error += 2.0 ** -shape.security_bits + 2 * shape.codeword_length / field
+        error += 2.0 ** -shape.security_bits + opening_field_error(shape)
     return error
 
 
 def zk_mask_shape(num_vars: int, degree: int, params: HidingParams) -> HidingCommitment:
     """The shape of a zero-knowledge sumcheck's mask commitment (:func:`proofs.zk.commit_mask`: one row of
     num_vars blocks of 2^bitlen(degree) coefficients, two mask rows)."""
-    width = num_vars * (1 << int(degree).bit_length())
-    return HidingCommitment(b"", (width - 1).bit_length(), 0,
-                            HidingParams(params.rate_inv, params.target_bits, True, mask_rows=2))
+    width = mask_entries(num_vars, degree)
+    return HidingCommitment(b"", (width - 1).bit_length(), 0, mask_params(params))
 
 
 def _transcript(label, spec: TrainingSpec, mode: str, statement: list, proof_commitments) -> Transcript:

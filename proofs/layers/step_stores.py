@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import ModelError, ProofError
 from ..relations import Slot, StoreLayout, commit_store
-from ..zk import MAX_MASK_ROWS, HidingCommitment, HidingParams
+from ..zk import HidingCommitment, HidingParams, mask_rows_needed, opening_bytes
 from .common import log2
 from .proof_items import MODES
 from .requant import Decomposition, decompose
@@ -24,11 +24,10 @@ from .training import TrainingSpec, TrainingTrace, _field
 #: Reed-Solomon rate 1/2: half the encoding and hashing of rate 1/4 for 1.6x the column queries
 DEFAULT_RATE_INV = 2
 #: random rows committed with each store, so one opening of up to 39 pieces needs no second Merkle tree
-DEFAULT_MASK_ROWS = 40
+DEFAULT_MASK_ROWS = mask_rows_needed(2)  #: the most one opening uses
 #: a store holds at most 2^23 entries: larger matrices cost more in memory traffic than the commitments they save
 MAX_STORE_VARS = 23
 SMALL_STORE_VARS = 21  #: the tensors left over once the large stores are full share one store up to 2^21
-VIEWS_PER_SLOT = 3.5  #: values opened per tensor, for choosing the stores' matrix shapes (:func:`balanced_rows`)
 
 
 def params_for(zk: bool, params=None) -> HidingParams:
@@ -187,41 +186,26 @@ def proof_tables(trace: TrainingTrace, t: int, forward_only: bool, private_input
     return tables
 
 
-def _expected_pieces(layout: StoreLayout, log_cols: int) -> float:
-    """About how many pieces the store's opening has (VIEWS_PER_SLOT values per tensor, each one data piece or
-    one per matrix row, plus one mask piece with hiding)."""
-    data = sum(1 if s.elem_vars >= log_cols else max(1, s.size >> log_cols) for s in layout.slots)
-    return VIEWS_PER_SLOT * (data + (len(layout.slots) if layout.hiding else 0))
-
-
 def balanced_rows(layout: StoreLayout, params: HidingParams) -> int:
-    """log_rows minimising the opening's size: each opened value sends one row (2^c + tail F_p4 entries) per
-    piece (:func:`proofs.relations.view_pieces`: one for the data, or one per matrix row when a tensor with
-    planes is narrower than a row, plus one for its masks), against the queries' opened columns of 2^(n - c)
-    base entries. About VIEWS_PER_SLOT values are opened per tensor. Shapes whose random tail would push the
-    code to twice the length (:meth:`HidingParams.code_shape`) are skipped: they double the encoding."""
-    n = layout.num_vars
-
-    def pieces(c):
-        return _expected_pieces(layout, c)
-
-    cost = {}
+    """log_rows minimising the opening's bytes (:func:`proofs.zk.opening_bytes`: a constant number of sent rows of
+    2^c + tail F_p4 entries against the queries' opened columns of 2^(n - c) base entries). Shapes whose random
+    tail would push the code to twice the length (:meth:`HidingParams.code_shape`) are skipped: they double the
+    encoding."""
+    n, cost = layout.num_vars, {}
     for c in range(n + 1):
-        shape = HidingCommitment(b"", n, n - c, params)
+        shape = HidingCommitment(b"", n, n - c, store_params(layout, params, n - c))
         if c < n and shape.codeword_length > params.rate_inv << c:
             continue
-        queries = shape.num_queries
-        cost[c] = pieces(c) * shape.width * 16 + queries * ((1 << (n - c)) + pieces(c)) * 4
+        cost[c] = opening_bytes(shape)
     return n - min(cost, key=cost.get)
 
 
 def store_params(layout: StoreLayout, params: HidingParams, log_rows: int) -> HidingParams:
-    """With hiding, enough mask rows committed with the store for its one opening (about two pieces per stated
-    value, with 50% to spare), so the opening needs no second Merkle tree of fresh masks."""
+    """With hiding, the mask rows of the store's one opening committed with it (:func:`proofs.zk.mask_rows_needed`:
+    a constant), so the opening needs no second Merkle tree of fresh masks."""
     if not params.hiding:
         return params
-    rows = int(1.5 * _expected_pieces(layout, layout.num_vars - log_rows)) + 2
-    return dataclasses.replace(params, mask_rows=min(max(params.mask_rows, rows), MAX_MASK_ROWS))
+    return dataclasses.replace(params, mask_rows=max(params.mask_rows, mask_rows_needed(2)))
 
 
 def commit_stores(layouts: dict, tables: dict, params: HidingParams, seed=None) -> dict:

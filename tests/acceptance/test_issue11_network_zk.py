@@ -209,8 +209,8 @@ def test_each_proof_uses_a_fresh_copy_until_none_is_left(model, x):
 # ------------------------------------------------------------------------------------------- soundness
 def independent_union_bound(proof_items, commitments, bit_weights: int, mask_openings: bool = True) -> float:
     """The union bound recomputed from a proof's structure: per ZK sumcheck (n rounds of degree d) its random
-    point n, its rounds n d and its mask's batching 1 (over |F|) plus its mask opening (2^-bits + 2N/|F|); per
-    store opening 2^-bits + 2N/|F|; the bit-check weights 1/|F| each."""
+    point n, its rounds n d and its mask's batching 1 (over |F|) plus its mask opening; per opening 2^-bits +
+    (2N + 2 log_cols + 3)/|F|; the bit-check weights 1/|F| each."""
     field = float(F.P) ** 4
     error = bit_weights / field
     for item in proof_items:
@@ -219,11 +219,11 @@ def independent_union_bound(proof_items, commitments, bit_weights: int, mask_ope
             mask = item.mask_commitment
             error += (n * d + n + 1) / field
             if mask_openings:  # what the old bound left out
-                error += 2.0 ** -mask.security_bits + 2 * mask.codeword_length / field
+                error += 2.0 ** -mask.security_bits + (2 * mask.codeword_length + 2 * mask.log_cols + 3) / field
         else:
             assert not isinstance(item, SumcheckProof)
-    for c in commitments:
-        error += 2.0 ** -c.security_bits + 2 * c.codeword_length / field
+    for c in commitments:  # proximity and value rows 2N, the reduction's rounds 2 log_cols, alpha, rho, beta 3
+        error += 2.0 ** -c.security_bits + (2 * c.codeword_length + 2 * c.log_cols + 3) / field
     return -np.log2(error)
 
 

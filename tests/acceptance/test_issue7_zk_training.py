@@ -116,7 +116,7 @@ def _shape(items):
         if isinstance(item, np.ndarray):
             out.append(item.shape)
         elif isinstance(item, HidingOpening):
-            out.append(("opening", item.rows.shape, item.mask_values.shape))
+            out.append(("opening", item.rows.shape, item.mask_value.shape))
         elif isinstance(item, ZKSumcheckProof):
             out.append(("sumcheck", item.sumcheck.round_messages.shape))
     return out

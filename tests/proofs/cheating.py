@@ -22,7 +22,6 @@ import proofs.sumcheck as sumcheck_module
 import proofs.zk as zk_module
 from proofs import field as F
 from proofs.errors import ProofError
-from proofs.mle import mle_evaluate
 
 _honest = sumcheck_module.prove_sumcheck
 
@@ -149,31 +148,40 @@ def forge_opening(witness, points, delta, transcript, row=0, column=0):
     return values, proof
 
 
-def forge_hiding_opening(witness, points, delta, transcript, row=0, column=0):
-    """A hiding opening (:func:`proofs.zk.open_functionals`, separate fresh masks) claiming value_row + delta.
+def forge_hiding_opening(witness, points, delta, transcript, row=1, column=0):
+    """A hiding opening (:func:`proofs.zk.open_functionals`) whose sent row ``row`` alone is inconsistent.
 
-    As :func:`forge_opening`: sent row ``1 + row`` is shifted by delta / eq(z_col)[column], the stated value by
-    delta, the queries re-derived from the transcript, honest (salted) columns opened. Only the consistency
-    check of the sent rows against the opened columns can catch it. Returns (values, HidingOpening)."""
+    row 1 (the value row): the prover runs the whole opening on the committed table with one data entry
+    (matrix row 0, ``column``) plus ``delta`` (a base element): the stated values are that table's, the
+    reduction and the value check hold for them, the proximity row is put back to the committed table's and
+    the committed (honest) columns are opened, so only the value row's consistency check can catch the lie.
+    row 0 (proximity) or 2 (the reduction's mask row): that sent row shifted by delta at its last entry (outside
+    every weighted coordinate), the queries re-derived. Returns (values, HidingOpening)."""
     commitment = witness.commitment
-    table = witness.rows[:1 << commitment.log_rows, :1 << commitment.log_cols].reshape(-1)
-    honest_values = np.stack([mle_evaluate(table, z) for z in np.asarray(points, dtype=np.uint64)])
     functionals = [zk_module.mle_functional(commitment, z) for z in points]
-    values = honest_values.copy()
-    values[row] = F.ext_add(values[row], delta)
-    captured = {}
-    real_queries = zk_module._queries
+    delta = np.uint64(np.asarray(delta, dtype=np.uint64).reshape(-1)[0])
+    real_queries, real_challenges, captured = zk_module._queries, zk_module._challenges, {}
+
+    def challenges(*args):
+        captured["gamma"] = out = real_challenges(*args)
+        return out
 
     def queries(transcript_, commitment_, rows):
         rows = rows.copy()
-        c = functionals[row][0][1]
-        rows[1 + row, column] = F.ext_add(rows[1 + row, column],
-                                         F.ext_mul(np.asarray(delta, dtype=np.uint64), F.ext_inv(c[column][None])[0]))
+        if row == 1:  # the proximity row of the committed table: the lie moved gamma_0 delta into entry column
+            rows[0, column] = F.ext_sub(rows[0, column], F.ext_mul_base(captured["gamma"][0][0], delta))
+        else:
+            rows[row, -1] = F.ext_add(rows[row, -1], F.ext_from_base(delta))
         captured["rows"] = rows
         return real_queries(transcript_, commitment_, rows)
 
-    with mock.patch.object(zk_module, "_queries", queries):
-        _, opening = zk_module.open_functionals(witness, functionals, transcript, values=values)
+    lying = witness
+    if row == 1:
+        table = witness.rows.copy()
+        table[0, column] = (table[0, column] + delta) % F.P
+        lying = dataclasses.replace(witness, rows=table, spent=witness.spent)
+    with mock.patch.object(zk_module, "_queries", queries), mock.patch.object(zk_module, "_challenges", challenges):
+        values, opening = zk_module.open_functionals(lying, functionals, transcript)
     return values, dataclasses.replace(opening, rows=captured["rows"])
 
 

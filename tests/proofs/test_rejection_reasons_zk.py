@@ -34,7 +34,7 @@ def separate():
     """An honest opening of two points with fresh (separate) masks: mask root, mask columns and salts present."""
     commitment, witness, points, functionals = _setup(2)
     values, opening = zk.open_points(witness, points, Transcript("o"), seed=1)
-    assert len(opening.mask_root) == 32 and opening.mask_columns.shape[0] == 3
+    assert len(opening.mask_root) == 32 and opening.mask_columns.shape[0] == zk.mask_rows_needed(2) == 13
     zk.verify_functionals(commitment, functionals, values, opening, Transcript("o"))
     return commitment, witness, points, functionals, values, opening
 
@@ -81,7 +81,7 @@ def test_mask_root_checks_are_named(separate):
 def test_too_few_committed_mask_rows_is_named(separate):
     commitment, _, _, functionals, values, opening = separate
     rejected(_verify(commitment, functionals, values, dataclasses.replace(opening, mask_root=b"")),
-             f"2 pieces need 3 committed mask rows, the commitment has {commitment.mask_rows}", WHERE)
+             f"2 pieces need 13 committed mask rows, the commitment has {commitment.mask_rows}", WHERE)
     assert commitment.mask_rows == 0
 
 
@@ -91,10 +91,10 @@ def test_stated_shapes_are_named(separate):
     rejected(_verify(commitment, functionals, values[:, :3], opening), "values of shape (2, 3), expected (2, 4)", WHERE)
     rejected(_verify(commitment, functionals, values + np.uint64(F.P), opening), "values of shape (2, 4), expected (2, 4)",
              WHERE)
-    rejected(_verify(commitment, functionals, values, dataclasses.replace(opening, mask_values=opening.mask_values[:1])),
-             "mask values of shape (1, 4), expected (2, 4)", WHERE)
-    rejected(_verify(commitment, functionals, values, dataclasses.replace(opening, mask_values=None)),
-             "mask values of shape None, expected (2, 4)", WHERE)
+    rejected(_verify(commitment, functionals, values, dataclasses.replace(opening, mask_value=opening.mask_value[:0])),
+             "mask value of shape (0, 4), expected (1, 4)", WHERE)
+    rejected(_verify(commitment, functionals, values, dataclasses.replace(opening, mask_value=None)),
+             "mask value of shape None, expected (1, 4)", WHERE)
     rejected(_verify(commitment, functionals, values, dataclasses.replace(opening, rows=opening.rows[:, 1:])),
              f"rows of shape (3, {width - 1}, 4), expected (3, {width}, 4)", WHERE)
 
@@ -108,7 +108,7 @@ def test_opened_column_shapes_are_named(separate):
              f"columns of shape None, expected ({rows}, {q})", WHERE)
     rejected(_verify(commitment, functionals, values,
                      dataclasses.replace(opening, mask_columns=opening.mask_columns[1:])),
-             f"mask columns of shape (2, {q}), expected (3, {q})", WHERE)
+             f"mask columns of shape (12, {q}), expected (13, {q})", WHERE)
 
 
 def test_salt_counts_are_named(separate):
@@ -151,24 +151,30 @@ def test_proximity_row_inconsistency_is_named(separate):
              WHERE)
 
 
-@pytest.mark.parametrize("row", [0, 1])
-def test_sent_row_inconsistency_is_named(row):
+@pytest.mark.parametrize("row, name", [(0, "proximity row"), (1, "the value row"), (2, "the mask row")])
+def test_sent_row_inconsistency_is_named(row, name):
     commitment, witness, points, functionals = _setup(2, seed=61)
     values, opening = forge_hiding_opening(witness, points, F.ext_one(), Transcript("o"), row=row, column=2)
-    rejected(_verify(commitment, functionals, values, opening), f"row {row} is inconsistent with the opened columns",
+    rejected(_verify(commitment, functionals, values, opening), f"{name} is inconsistent with the opened columns",
              WHERE)
 
 
 @pytest.mark.parametrize("k", [0, 1])
 def test_value_mismatch_is_named(k):
-    """Honest rows and columns, value k stated + 1 (the prover's queries follow the stated values)."""
-    commitment, witness, points, functionals = _setup(2, seed=71)
+    """Honest rows and columns, value k stated + 1 (the prover's queries follow the stated values): with two
+    pieces the reduction's first round refuses it; with one, the final value check."""
+    commitment, witness, points, functionals = _setup(2 - k, seed=71)
     honest = np.stack([F.ext_dot(zk._combine(w, witness.rows[:1 << commitment.log_rows, :1 << commitment.log_cols]),
                                  c) for (w, c), in functionals])
     wrong = honest.copy()
-    wrong[k] = F.ext_add(wrong[k], F.ext_one())
+    wrong[-1] = F.ext_add(wrong[-1], F.ext_one())
     values, opening = zk.open_points(witness, points, Transcript("o"), values=wrong, seed=3)
-    rejected(_verify(commitment, functionals, values, opening), f"value {k} differs from the opened rows", WHERE)
+    if k == 0:
+        rejected(_verify(commitment, functionals, values, opening), "g(0) + g(1) differs from the running claim",
+                 f"{WHERE} round 0")
+    else:
+        rejected(_verify(commitment, functionals, values, opening), "a stated value differs from the opened rows",
+                 WHERE)
     zk.verify_functionals(commitment, functionals, honest, zk.open_points(witness, points, Transcript("o"),
                                                                           seed=3)[1], Transcript("o"))
 

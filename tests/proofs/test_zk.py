@@ -48,9 +48,10 @@ def test_tampered_openings_are_rejected(hiding):
     cases.append((dataclasses.replace(commitment, root=bytes(32)), opened, opening))
     if hiding:
         cases.append((commitment, opened, dataclasses.replace(opening, salts=(bytes(16),) + opening.salts[1:])))
-        mask = opening.mask_values.copy()
-        mask[0, 0] = (mask[0, 0] + 1) % F.P
-        cases.append((commitment, opened, dataclasses.replace(opening, mask_values=mask)))
+        for name in ("mask_value", "mask_sum", "reduction"):
+            mask = getattr(opening, name).copy()
+            mask.flat[0] = (mask.flat[0] + 1) % F.P
+            cases.append((commitment, opened, dataclasses.replace(opening, **{name: mask})))
     for c, v, o in cases:
         with pytest.raises(ProofRejected):
             zk.verify_points(c, points, v, o, Transcript("test"))
@@ -93,7 +94,7 @@ def test_no_witness_value_appears_in_hiding_openings_but_does_without_hiding():
     patterns = _words(values, False) + _words(values, True)
     _, _, opening = _open(values, points, hiding=True, log_rows=0)
     assert not any(p in opening.to_bytes() for p in patterns)
-    _, _, leaky = _open(values, points, hiding=False, log_rows=0)  # one row: the sent row is the witness
+    _, _, leaky = _open(values, points[:1], hiding=False, log_rows=0)  # one row, one piece: the sent row is it
     assert any(p in leaky.to_bytes() for p in patterns)
 
 
@@ -114,7 +115,7 @@ def _signature(items) -> list:
         if isinstance(item, np.ndarray):
             out.append(("array", item.shape))
         elif isinstance(item, zk.HidingOpening):
-            out.append(("opening", item.rows.shape, item.mask_values.shape, item.columns.shape[0], len(item.mask_root)))
+            out.append(("opening", item.rows.shape, item.mask_value.shape, item.columns.shape[0], len(item.mask_root)))
         else:
             out.append((type(item).__name__, item.sumcheck.round_messages.shape, item.mask_opening.rows.shape))
     return out
@@ -304,15 +305,15 @@ def test_training_proofs_of_the_same_step_differ():
 def test_committed_mask_rows_serve_one_opening_then_fresh_masks_take_over():
     values = F.random_elements(512, seed=22)
     points = F.ext_random((3, 9), seed=23)
-    commitment, witness = zk.hiding_commit(values, zk.HidingParams(mask_rows=4))
+    commitment, witness = zk.hiding_commit(values, zk.HidingParams(mask_rows=13))
     opened, first = zk.open_points(witness, points, Transcript("m"))
-    assert first.mask_root == b"" and first.columns.shape[0] == (1 << commitment.log_rows) + 4
+    assert first.mask_root == b"" and first.columns.shape[0] == (1 << commitment.log_rows) + 13
     zk.verify_points(commitment, points, opened, first, Transcript("m"))
     opened2, second = zk.open_points(witness, points, Transcript("m"))  # masks spent: a fresh tree
     assert len(second.mask_root) == 32
     zk.verify_points(commitment, points, opened2, second, Transcript("m"))
-    many = F.ext_random((5, 9), seed=24)  # 5 pieces need 6 mask rows: a fresh tree
-    _, fresh_witness = commitment, zk.hiding_commit(values, zk.HidingParams(mask_rows=4))[1]
+    many = F.ext_random((5, 9), seed=24)  # 5 pieces need mask_rows_needed(5) = 13 mask rows: a fresh tree
+    _, fresh_witness = commitment, zk.hiding_commit(values, zk.HidingParams(mask_rows=8))[1]
     opened3, third = zk.open_points(fresh_witness, many, Transcript("m"))
     assert len(third.mask_root) == 32
     zk.verify_points(fresh_witness.commitment, many, opened3, third, Transcript("m"))
@@ -325,7 +326,7 @@ def test_committed_mask_rows_serve_one_opening_then_fresh_masks_take_over():
     with pytest.raises(ProofRejected):
         zk.verify_points(commitment, points, wrong, first, Transcript("m"))
     with pytest.raises(ProofRejected, match="committed mask rows"):  # an inline opening with too few rows
-        zk.verify_points(commitment, many, opened3, dataclasses.replace(third, mask_root=b""), Transcript("m"))
+        zk.verify_points(fresh_witness.commitment, many, opened3, dataclasses.replace(third, mask_root=b""), Transcript("m"))
     with pytest.raises(ProofError, match="mask_rows=-1"):
         zk.HidingParams(mask_rows=-1)
 
