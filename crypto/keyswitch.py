@@ -255,9 +255,9 @@ def make_switching_key(params, ring, sampler, s_ntt: np.ndarray, s_from_ntt: np.
     s_from[: len(s_from_ntt)] = s_from_ntt[: len(s_ntt)]
     q_flat = q[:, 0].copy()
     b = np.empty_like(a)
+    e_buf = np.empty((len(all_idx), n), dtype=np.uint64)
     for j, digit in enumerate(params.digits):
-        e_j = small_residues(errors[j], q)
-        ring.ntt(e_j, all_idx, out=e_j)
+        e_j = ring.ntt(small_residues(errors[j], q, out=e_buf), all_idx, out=e_buf)  # one buffer for all digits
         gadget = np.zeros(len(all_idx), dtype=np.uint64)
         gadget[list(digit)] = [big_p % params.moduli[i] for i in digit]
         _key_rows(e_j, a[j], s_ntt, gadget, s_from, q_flat, b[j])

@@ -191,10 +191,10 @@ class DivideRound:
                                   self.q_head)
 
 
-def small_residues(c: np.ndarray, q: np.ndarray) -> np.ndarray:
+def small_residues(c: np.ndarray, q: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """c mod q row by row for int64 c with |c| < every q (a (k, 1) uint64 column): c, plus q where c < 0
-    (no int64 division; one (k, n) array allocated)."""
-    data = np.empty((q.shape[0], c.shape[-1]), dtype=np.uint64)
+    (no int64 division; written into ``out``, a (k, n) uint64 array, else one array allocated)."""
+    data = np.empty((q.shape[0], c.shape[-1]), dtype=np.uint64) if out is None else out
     wrapped, negative = c.astype(np.uint64), (c < 0).astype(np.uint64)  # a negative c wraps to 2^64 + c ...
     for r in range(q.shape[0]):                 # row by row: two passes, no (k, n) temporary
         np.multiply(negative, q[r, 0], out=data[r])

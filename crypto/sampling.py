@@ -39,8 +39,9 @@ SEED_BYTES = 32
 _EXPAND_DOMAIN = b"hezk/uniform-key-part/v1"
 
 
-def _row_stream(seed: bytes, index: int, q: int, n: int) -> np.ndarray:
-    """The first n words w < floor(2^32/q)·q of the SHAKE-128 stream of (seed, index), reduced mod q.
+def _row_stream(seed: bytes, index: int, q: int, n: int, out: np.ndarray | None = None) -> np.ndarray:
+    """The first n words w < floor(2^32/q)·q of the SHAKE-128 stream of (seed, index), reduced mod q
+    (into ``out``, n uint32, when given).
 
     A longer digest has the shorter one as its prefix, so the result does not depend on the read size."""
     xof = hashlib.shake_128(_EXPAND_DOMAIN + seed + index.to_bytes(8, "little"))
@@ -51,7 +52,7 @@ def _row_stream(seed: bytes, index: int, q: int, n: int) -> np.ndarray:
         w = np.frombuffer(xof.digest(4 * words), dtype="<u4")
         kept = w[w <= limit]
         if kept.size >= n:
-            return kept[:n] % np.uint32(q)
+            return np.remainder(kept[:n], np.uint32(q), out=out)
         words *= 2
 
 
@@ -70,7 +71,7 @@ def expand_uniform(seed: bytes, moduli, n: int, count: int = 1) -> np.ndarray:
     out = np.empty((count, len(moduli), n), dtype=np.uint32)
     for j in range(count):
         for i, q in enumerate(moduli):
-            out[j, i] = _row_stream(seed, j * len(moduli) + i, q, n)
+            _row_stream(seed, j * len(moduli) + i, q, n, out[j, i])
     return out
 
 
