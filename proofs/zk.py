@@ -852,10 +852,50 @@ def commit_mask(num_vars: int, degree: int, params: HidingParams, rng=None):
     return coefficients, commitment, witness
 
 
-def mask_params(params: HidingParams) -> HidingParams:
-    """The parameters of a zero-knowledge sumcheck's mask commitment: hiding, with the masks of its one opening
-    (one piece, g(sigma)) committed in the same tree."""
-    return HidingParams(params.rate_inv, params.target_bits, True, mask_rows=mask_rows_needed(1))
+def mask_params(params: HidingParams, pieces: int = 1) -> HidingParams:
+    """The parameters of a mask commitment: hiding, with the masks of its one opening (of ``pieces`` values
+    g_j(sigma_j)) committed in the same tree."""
+    return HidingParams(params.rate_inv, params.target_bits, True, mask_rows=mask_rows_needed(pieces))
+
+
+def masks_layout(shapes) -> tuple:
+    """(log_rows, log_cols) of the table of every relation's mask: one row per relation ((variables, degree)
+    each) in :func:`mask_table`'s layout, zero-padded to the widest."""
+    widest = max([mask_entries(n, d) for n, d in shapes] + [1])
+    return (max(len(shapes), 1) - 1).bit_length(), (widest - 1).bit_length()
+
+
+def masks_shape(shapes, params: HidingParams) -> HidingCommitment:
+    """The shape of :func:`commit_masks`'s commitment (root left empty)."""
+    log_rows, log_cols = masks_layout(shapes)
+    return HidingCommitment(b"", log_rows + log_cols, log_rows, mask_params(params, max(len(shapes), 1)))
+
+
+def commit_masks(shapes, params: HidingParams, rng=None):
+    """Libra masks (F_p4 coefficients) of every relation of a protocol, all in ONE hiding commitment made before
+    its first challenge -> (coefficients per relation, commitment, witness). Libra's argument needs each g_j
+    bound before its relation's rho: committing them all first does that, and their values g_j(sigma_j) are
+    opened together at the end (:func:`masks_functional`) instead of one commitment and opening each."""
+    log_rows, log_cols = masks_layout(shapes)
+    coefficients = [random_mask(n, d, rng) for n, d in shapes]
+    table = np.zeros((1 << log_rows, 1 << log_cols), dtype=np.uint64)
+    for j, c in enumerate(coefficients):
+        flat = mask_table(c)
+        table[j, :flat.size] = flat
+    commitment, witness = hiding_commit(table.reshape(-1), masks_shape(shapes, params).params, log_rows=log_rows,
+                                        seed=None if rng is None else int(rng.integers(1 << 62)))
+    return coefficients, commitment, witness
+
+
+def masks_functional(shapes, j: int, point) -> list:
+    """g_j(point) as one piece of :func:`commit_masks`'s table: row j, the powers of point in its layout."""
+    log_rows, log_cols = masks_layout(shapes)
+    rows = F.ext_zero((1 << log_rows,))
+    rows[j] = F.ext_one()
+    weights = _powers_table(np.asarray(point, dtype=np.uint64).reshape(-1, F.EXT_DEGREE), shapes[j][1])
+    columns = F.ext_zero((1 << log_cols,))
+    columns[:weights.shape[0]] = weights
+    return [(rows, columns)]
 
 
 def prove_zk_sumcheck(terms, claim, transcript, label: str = "sumcheck", params: HidingParams = HidingParams(),

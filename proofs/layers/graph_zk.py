@@ -712,7 +712,8 @@ class HidingGraphNetwork:
         if is_basefold(params):
             require_basefold_fits(shapes, params)
             return self._prove_basefold(shapes, x_int, output, tables, params, progress)
-        log_rows = proof_rows(shapes, params)
+        structure = _structure(shapes, params)
+        log_rows = proof_rows(shapes, params, structure)
         made = commit_store(layouts["p"], {s.name: tables[s.name] for s in layouts["p"].slots},
                             store_params(layouts["p"], params, log_rows), log_rows=log_rows)
         copy = statement.take("HidingGraphNetwork.prove")
@@ -720,7 +721,8 @@ class HidingGraphNetwork:
             progress(1, 3, "committed the proof's tensors")
         transcript = _transcript(self.commitment, None if private_input else x_int, output, (made[0],), copy)
         witnesses = {"w": statement.witnesses[copy], "p": made[1]}
-        channel = Channel(transcript, params, layouts, {k: w.commitment for k, w in witnesses.items()}, witnesses)
+        channel = Channel(transcript, params, layouts, {k: w.commitment for k, w in witnesses.items()}, witnesses,
+                          mask_shapes=structure[1].shapes)
         channel.prior_views = {"w": statement.agreement_views[copy]}
         return _prove_relations(shapes, channel, x_int, output, made[0], copy, progress)
 
@@ -827,7 +829,7 @@ def soundness_bits(commitment: HidingGraphCommitment, batch: int = 1, structure=
     layouts, channel = structure or _structure(shapes, params)
     keys = decomposition_keys({"p": layouts["p"]})
     error = union_bound_error(channel.shapes, len(keys), {"w": layouts["w"]}, params,
-                              {"w": commitment.weights.params})
+                              {"w": commitment.weights.params}, hosted_masks=True)
     shape = HidingCommitment(b"", layouts["p"].num_vars, proof_rows(shapes, params, (layouts, channel)), params)
     error += 2.0 ** -shape.security_bits + opening_field_error(shape)
     return -math.log2(error)
@@ -890,7 +892,7 @@ def _verify(commitment, x, proof) -> np.ndarray:
     rows = {"w": model_rows(q, params, structure if batch == 1 else None), "p": proof_rows(shapes, params, structure)}
     check_store_commitments(layouts, commitments, rows, params, commitment.weights.params, relations.items, where)
     transcript = _transcript(commitment, x_int, proof.output, relations.commitments, relations.copy)
-    channel = Channel(transcript, params, layouts, commitments, items=relations.items)
+    channel = Channel(transcript, params, layouts, commitments, items=relations.items, mask_shapes=structure[1].shapes)
     _Run(shapes, channel, *_public_tables(shapes, x_int, proof.output)).run()
     channel.open_all()
     channel.finish()

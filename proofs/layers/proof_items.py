@@ -93,9 +93,10 @@ class TrainingProof:
         return len(self.to_bytes())
 
 
-_PROOF_MAGIC, _PROOF_VERSION = b"HZKTRAIN", 3
+_PROOF_MAGIC, _PROOF_VERSION = b"HZKTRAIN", 4  # 4: a Ligero commitment of the relations' masks as an item
 _ITEM_KINDS = (np.ndarray, SumcheckProof, ZKSumcheckProof, HidingOpening,
-               MaskedSumcheckProof, BasefoldProof, HidingBasefoldCommitment)  # the last three: Basefold stores
+               MaskedSumcheckProof, BasefoldProof, HidingBasefoldCommitment,  # 5, 6: Basefold stores
+               HidingCommitment)  # the relations' masks (:class:`proofs.layers.step_relations.Channel`)
 
 
 def read_store_commitment(reader):
@@ -123,4 +124,5 @@ def _read_item(reader, tag: int):
     if tag == 5:
         size = reader.count(4, 1, "basefold proof length")
         return BasefoldProof.from_bytes(reader.raw(size))
-    return {2: ZKSumcheckProof, 3: HidingOpening, 4: MaskedSumcheckProof, 6: HidingBasefoldCommitment}[tag].read(reader)
+    return {2: ZKSumcheckProof, 3: HidingOpening, 4: MaskedSumcheckProof, 6: HidingBasefoldCommitment,
+            7: HidingCommitment}[tag].read(reader)

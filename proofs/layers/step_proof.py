@@ -50,7 +50,7 @@ import numpy as np
 from .. import field as F
 from ..errors import ProofError, ProofRejected
 from ..transcript import Transcript
-from ..zk import HidingCommitment, HidingParams, mask_entries, mask_params, opening_field_error
+from ..zk import HidingCommitment, HidingParams, mask_entries, mask_params, masks_shape, opening_field_error
 from .common import pad_matrix
 from .step_relations import Channel, Protocol, ShapeChannel, bit_check_groups, locate
 from .proof_items import TrainingProof
@@ -189,20 +189,27 @@ def soundness_bits(spec: TrainingSpec, steps: int = 1, mode: str = "aggregate", 
 
 
 def union_bound_error(shapes, bit_weights: int, layouts: dict, params: HidingParams,
-                      store_params: dict | None = None) -> float:
+                      store_params: dict | None = None, hosted_masks: bool = False) -> float:
     """The soundness error of a relation proof, a union bound over every check the verifier relies on
     (|F| = p^4): per relation sumcheck of n variables and degree d, its zero check's random point n / |F|,
     the rounds n d / |F|, and with zero knowledge the mask's batching 1 / |F| and the opening of its mask
     commitment 2^-(its bits) + its combinations (:func:`proofs.zk.opening_field_error`); the bit check's
     ``bit_weights`` batching weights 1 / |F| each; per store opening the query error 2^-(security bits) plus
-    :func:`proofs.zk.opening_field_error` (proximity, value and reduction combinations); ``store_params`` (key -> params) for stores committed otherwise."""
+    :func:`proofs.zk.opening_field_error` (proximity, value and reduction combinations); ``store_params``
+    (key -> params) for stores committed otherwise; ``hosted_masks``: every relation's mask in one commitment
+    (:func:`proofs.zk.commit_masks`), so one mask opening instead of one per relation."""
     field = float(F.P) ** F.EXT_DEGREE
     error = bit_weights / field
     for n, d in shapes:
         error += (n * d + n) / field
         if params.hiding:
-            mask = zk_mask_shape(n, d, params)
-            error += 1 / field + 2.0 ** -mask.security_bits + opening_field_error(mask)
+            error += 1 / field
+            if not hosted_masks:
+                mask = zk_mask_shape(n, d, params)
+                error += 2.0 ** -mask.security_bits + opening_field_error(mask)
+    if params.hiding and hosted_masks and shapes:
+        mask = masks_shape(shapes, params)
+        error += 2.0 ** -mask.security_bits + opening_field_error(mask)
     for key, layout in layouts.items():
         shape = HidingCommitment(b"", layout.num_vars, balanced_rows(layout, params),
                                  (store_params or {}).get(key, params))

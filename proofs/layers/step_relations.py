@@ -24,8 +24,9 @@ from ..relations import (BitTerm, Public, Relation, RelationProver, Stored, Term
                          mask_rank, padding_factor, view_pieces)
 from ..sumcheck import SumcheckProof, prove_sumcheck, verify_sumcheck
 from ..transcript import Transcript
-from ..zk import HidingOpening, HidingParams, ZKSumcheckProof, open_functionals, prove_zk_sumcheck, \
-    verify_functionals, verify_zk_sumcheck
+from ..basefold_zk import MaskedSumcheckProof, prove_masked, verify_masked
+from ..zk import HidingCommitment, HidingOpening, HidingParams, ZKSumcheckProof, commit_masks, masks_functional, \
+    masks_shape, open_functionals, prove_zk_sumcheck, verify_functionals, verify_zk_sumcheck
 from .common import log2
 from .requant import Decomposition
 from .step_stores import batch_box, data_range, decomposition_keys, weight_box, weight_range
@@ -42,10 +43,15 @@ def _factor_key(factor: Stored) -> tuple:
 
 class Channel:
     """What prover and verifier share: the transcript, the stores, the proof items (written or read) and the
-    values stated on each store. The protocol runs once per side."""
+    values stated on each store. The protocol runs once per side.
+
+    ``mask_shapes`` (with hiding): every relation's (variables, degree), known to both sides from the public
+    shapes; then the relations' Libra masks are ONE commitment (:func:`proofs.zk.commit_masks`, the first proof
+    item, absorbed before any relation) and their values one opening in :meth:`open_all`, instead of a mask
+    commitment and opening per relation (:func:`proofs.zk.prove_zk_sumcheck`)."""
 
     def __init__(self, transcript, params: HidingParams, layouts: dict, commitments: dict, witnesses=None,
-                 items=None):
+                 items=None, mask_shapes=None):
         self.transcript, self.params, self.layouts, self.commitments = transcript, params, layouts, commitments
         self.witnesses = witnesses
         self.proving = items is None
@@ -54,6 +60,45 @@ class Channel:
         self.claims = {key: [] for key in layouts}  # store key -> [(View, value)]
         self.prior_views = {}  # store key -> views its masks already answered (a reusable copy's agreement value)
         self.relations = []  # (label, Relation) in protocol order
+        self.mask_shapes = None
+        if mask_shapes is not None and getattr(params, "hiding", False) and isinstance(params, HidingParams):
+            self.mask_shapes = tuple((int(n), int(d)) for n, d in mask_shapes)
+            self.mask_claims = []  # (relation index, sigma, g(sigma))
+            self._commit_masks()
+
+    def _commit_masks(self) -> None:
+        where = "relation masks"
+        if self.proving:
+            self.mask_coefficients, commitment, self.mask_witness = commit_masks(self.mask_shapes, self.params)
+            self.items.append(commitment)
+        else:
+            commitment = self._next(HidingCommitment, where)
+            expected = masks_shape(self.mask_shapes, self.params)
+            if (commitment.num_vars, commitment.log_rows, commitment.params) != \
+                    (expected.num_vars, expected.log_rows, expected.params):
+                raise ProofRejected(f"the masks' commitment has the shape ({commitment.num_vars} variables, "
+                                    f"{commitment.log_rows} row variables, {commitment.params}), expected "
+                                    f"({expected.num_vars}, {expected.log_rows}, {expected.params})", where)
+        self.mask_commitment = commitment
+        self.transcript.absorb(where, commitment.to_bytes())
+
+    def _masked(self, prover, relation, claim, label):
+        """The relation's sumcheck masked by its committed mask -> (proof, sigma, finals or the SubClaim)."""
+        j = len(self.mask_claims)
+        n, d = relation.num_vars(), relation.degree(self.layouts)
+        if j >= len(self.mask_shapes) or self.mask_shapes[j] != (n, d):
+            error = ProofError if self.proving else ProofRejected
+            raise error(f"relation {j} of shape {(n, d)} has no committed mask (masks for {list(self.mask_shapes)})",
+                        label)
+        if self.proving:
+            proof, sigma, finals = prove_masked(prover, claim, self.transcript, label, self.mask_coefficients[j])
+            out = finals
+        else:
+            proof = self._next(MaskedSumcheckProof, label)
+            out = verify_masked(proof, claim, n, d, self.transcript, label)
+            sigma = out.point
+        self.mask_claims.append((j, sigma, proof.mask_eval))
+        return proof, sigma, out
 
     def _next(self, kind, where):
         if self._position >= len(self.items):
@@ -77,7 +122,9 @@ class Channel:
         label = f"sumcheck.training.{label}"
         if self.proving:
             prover = RelationProver(relation, self.witnesses, self.layouts)
-            if self.params.hiding:
+            if self.mask_shapes is not None:
+                proof, sigma, finals = self._masked(prover, relation, claim, label)
+            elif self.params.hiding:
                 proof, sigma, finals = prove_zk_sumcheck(prover, claim, self.transcript, label, self.params)
             else:
                 proof, sigma, finals = prove_sumcheck(prover, claim, self.transcript, label, strict=False)
@@ -87,7 +134,9 @@ class Channel:
             values = np.stack([by_key[_factor_key(f)] for f in unique])
             self.items.append(values)
         else:
-            if self.params.hiding:
+            if self.mask_shapes is not None:
+                sub = self._masked(None, relation, claim, label)[2]
+            elif self.params.hiding:
                 sub = verify_zk_sumcheck(self._next(ZKSumcheckProof, label), claim, n, d, self.transcript, label)
             else:
                 sub = verify_sumcheck(self._next(SumcheckProof, label), claim, n, d, self.transcript, label)
@@ -124,6 +173,25 @@ class Channel:
                 functionals = [view_pieces(layout, commitment, view) for view, _ in claims]
                 verify_functionals(commitment, functionals, values, self._next(HidingOpening, f"opening of {key}"),
                                    self.transcript)
+        if self.mask_shapes is not None:
+            self._open_masks()
+
+    def _open_masks(self) -> None:
+        """Every relation's g_j(sigma_j) in one opening of the masks' commitment."""
+        where = "opening of the relation masks"
+        if len(self.mask_claims) != len(self.mask_shapes):
+            error = ProofError if self.proving else ProofRejected
+            raise error(f"{len(self.mask_claims)} relations ran, {len(self.mask_shapes)} masks were committed", where)
+        if not self.mask_claims:
+            return
+        functionals = [masks_functional(self.mask_shapes, j, sigma) for j, sigma, _ in self.mask_claims]
+        values = np.stack([value for _, _, value in self.mask_claims])
+        if self.proving:
+            _, opening = open_functionals(self.mask_witness, functionals, self.transcript, values=values)
+            self.items.append(opening)
+        else:
+            verify_functionals(self.mask_commitment, functionals, values, self._next(HidingOpening, where),
+                               self.transcript)
 
     def finish(self) -> None:
         if not self.proving and self._position != len(self.items):
