@@ -178,3 +178,30 @@ def test_hoisted_rotation_over_random_step_sets(steps):
     out = ctx.evaluator.rotate_hoisted(ctx.encrypt(x), steps)
     for k in steps:
         assert np.abs(ctx.decrypt(out[k]) - np.roll(x, -k)).max() < 2**-30
+
+
+def test_one_evaluator_switching_in_several_threads_gives_the_single_thread_results():
+    """Transient digits and inner products live in per-thread scratch buffers: rotations and products run
+    at once on one evaluator (as an HTTP endpoint's thread pool does) equal the sequential ones bit for bit."""
+    import threading
+    ctx = CKKSContext.keygen("TOY", rotations=[1, 3], seed=11)
+    ev = ctx.evaluator
+    rng = np.random.default_rng(2)
+    cts = [ctx.encrypt(rng.uniform(-1, 1, ctx.params.slots), level=level)
+           for level in (ctx.params.max_level, 1, ctx.params.max_level, 2)]
+    jobs = [lambda ct=ct: [p.data for p in ev.rotate(ct, 1).parts] + [p.data for p in ev.mul(ct, ct).parts]
+            + [p.data for r in ev.rotate_hoisted(ct, [1, 3]).values() for p in r.parts] for ct in cts]
+    expected = [job() for job in jobs]
+    start, got = threading.Barrier(len(jobs)), [None] * len(jobs)
+
+    def work(i):
+        start.wait()
+        got[i] = [jobs[i]() for _ in range(3)]
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(jobs))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    for i, runs in enumerate(got):
+        assert runs is not None and all(np.array_equal(x, y) for run in runs for x, y in zip(run, expected[i]))
