@@ -19,6 +19,11 @@ of c are computed once and shared by many rotations.  Since X -> X^g is a permut
 inner product with unpermuted digits, ModDown, and one permutation at the end (ModDown commutes with
 σ: the centered rounding is odd-symmetric and D is odd).  ModDown can also divide by P·q_top at once,
 fusing the rescale of a product.
+
+Memory: a switch whose digits are consumed at once (relinearization, a rotation, the rotations of one
+hoisted decomposition) keeps its digits, coefficient form and inner products in per-thread scratch buffers
+of the ``KeySwitcher`` (anonymous maps, reused): no fresh pages per switch, and one digit buffer rather
+than two (each digit's block is NTT'd in place).
 """
 from __future__ import annotations
 
