@@ -173,11 +173,14 @@ class Divider:
         return RNSPoly(self.ring, self._divide(x.data[:k], x.data[k:], True), self.keep, True)
 
 
-def _anonymous_rows(rows: int, n: int) -> np.ndarray:
-    """A (rows, n) uint64 array in its own anonymous memory map, outside the C heap: a long-lived buffer on
-    the heap would pin its top, so that the temporaries above it are trimmed and faulted in again on
-    every operation (glibc malloc), while a map is returned to the OS when the array dies."""
-    return np.frombuffer(mmap.mmap(-1, max(1, rows * n * 8)), dtype=np.uint64, count=rows * n).reshape(rows, n)
+def _anonymous(shape, dtype=np.uint64) -> np.ndarray:
+    """A zeroed array in its own anonymous memory map, outside the C heap, for long-lived buffers (keys,
+    scratch): one on the heap would pin its top, so that the temporaries above it are trimmed and faulted
+    in again on every operation (glibc malloc); a map is returned to the OS when the array dies, and its
+    pages are plain 4 KiB ones, first touched at a steady cost (no huge-page compaction)."""
+    count = math.prod(shape)
+    size = max(1, count * np.dtype(dtype).itemsize)
+    return np.frombuffer(mmap.mmap(-1, size), dtype=dtype, count=count).reshape(shape)
 
 
 def galois_element(step: int, n: int) -> int:
@@ -220,10 +223,10 @@ class SwitchingKey:
         return self.b.nbytes + self.a.nbytes
 
 
-def uniform_part(params, seed: bytes) -> np.ndarray:
+def uniform_part(params, seed: bytes, out: np.ndarray | None = None) -> np.ndarray:
     """The uniform half ``a`` of a switching key from its seed: ``expand_uniform`` over all moduli, one
-    row block per digit, shape (dnum, len(moduli), n) uint32."""
-    return expand_uniform(seed, params.moduli, params.n, len(params.digits))
+    row block per digit, shape (dnum, len(moduli), n) uint32 (into ``out`` when given)."""
+    return expand_uniform(seed, params.moduli, params.n, len(params.digits), out)
 
 
 @numba.njit(cache=True)
@@ -253,13 +256,14 @@ def make_switching_key(params, ring, sampler, s_ntt: np.ndarray, s_from_ntt: np.
     big_p = math.prod(params.p_moduli)
     dnum, n = len(params.digits), params.n
     seed = sampler.random_bytes(SEED_BYTES)
-    a = uniform_part(params, seed)
+    shape = (len(params.digits), len(all_idx), params.n)
+    a = uniform_part(params, seed, _anonymous(shape, np.uint32))   # key memory: see _anonymous
     errors = sampler.gaussian(dnum * n).reshape(dnum, n)
     s_ntt = np.ascontiguousarray(s_ntt, dtype=np.uint64)
     s_from = np.zeros_like(s_ntt)
     s_from[: len(s_from_ntt)] = s_from_ntt[: len(s_ntt)]
     q_flat = q[:, 0].copy()
-    b = np.empty_like(a)
+    b = _anonymous(shape, np.uint32)
     e_buf = np.empty((len(all_idx), n), dtype=np.uint64)
     for j, digit in enumerate(params.digits):
         e_j = ring.ntt(small_residues(errors[j], q, out=e_buf), all_idx, out=e_buf)  # one buffer for all digits
@@ -343,7 +347,7 @@ class KeySwitcher:
         """This thread's reusable (rows, n) buffer ``name`` for a switch whose digits are consumed at once."""
         buf = getattr(self._scratch, name, None)
         if buf is None or buf.shape[0] < rows:
-            buf = _anonymous_rows(rows, self.params.n)
+            buf = _anonymous((rows, self.params.n))
             setattr(self._scratch, name, buf)
         return buf[:rows]
 

@@ -56,11 +56,11 @@ def _row_stream(seed: bytes, index: int, q: int, n: int, out: np.ndarray | None 
         words *= 2
 
 
-def expand_uniform(seed: bytes, moduli, n: int, count: int = 1) -> np.ndarray:
+def expand_uniform(seed: bytes, moduli, n: int, count: int = 1, out: np.ndarray | None = None) -> np.ndarray:
     """Shape (count, len(moduli), n) uint32: entry [j, i] uniform in [0, moduli[i]), a deterministic
     function of the public ``seed`` (SHAKE-128 (FIPS 202) with rejection sampling, one stream per row:
     the expansion Kyber uses for its public matrix).  Regenerating a key's uniform part from its seed
-    gives the same array on every machine."""
+    gives the same array on every machine.  ``out``: a C-contiguous uint32 array of that shape to fill."""
     if not isinstance(seed, bytes) or len(seed) != SEED_BYTES:
         raise ParameterError(f"seed must be {SEED_BYTES} bytes, got {type(seed).__name__} "
                              f"of length {len(seed) if isinstance(seed, bytes) else '?'}")
@@ -68,7 +68,11 @@ def expand_uniform(seed: bytes, moduli, n: int, count: int = 1) -> np.ndarray:
     for q in moduli:
         if not 2 <= q < 2**31:
             raise ParameterError(f"modulus {q} not in [2, 2^31)")
-    out = np.empty((count, len(moduli), n), dtype=np.uint32)
+    shape = (count, len(moduli), n)
+    if out is None:
+        out = np.empty(shape, dtype=np.uint32)
+    elif out.shape != shape or out.dtype != np.uint32 or not out.flags.c_contiguous:
+        raise ParameterError(f"out must be a C-contiguous uint32 array of shape {shape}")
     for j in range(count):
         for i, q in enumerate(moduli):
             _row_stream(seed, j * len(moduli) + i, q, n, out[j, i])
