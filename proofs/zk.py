@@ -19,12 +19,13 @@
 **One value row per opening.** Linear functionals v_k = sum_p w_p^T M c_p (an MLE evaluation is one piece,
 w = eq(z_row), c = eq(z_col)) with several pieces are first reduced to one: the verifier draws alpha (one per
 functional) and rho, and a degree-2 sumcheck over the column variables shows
-sum_k alpha_k v_k + rho G = sum_x [sum_p alpha_k(p) c_p(x) (w_p^T M)(x) + rho g(x)], masked by Libra's g (F_p4
-coefficients read from one committed mask row, G its sum). It ends at sigma with a claim on the single
-functional w*^T M eq(sigma) + rho g(sigma), w* = sum_p alpha_k(p) c_p~(sigma) w_p. The prover states
-mu = <S, eq(sigma)> + <S', powers(sigma)> (S, S' F_p4 masks), the verifier draws beta and the prover sends
-Y_0 = gamma^T [M; masks] (proximity), Y_1 = w*^T M + beta S and Y_2 = rho g_row + beta S'; the verifier checks
-each against the opened columns and <Y_1, eq(sigma)> + <Y_2, powers(sigma)> = claim + beta mu. One piece skips
+sum_k alpha_k v_k + rho G = sum_x [sum_p alpha_k(p) c_p(x) (w_p^T M)(x) + rho g(x)] (pieces with equal column
+weights summed first), masked by Libra's g (F_p4 coefficients read from one committed mask row, G its sum). It
+ends at sigma with a claim on the single functional w*^T M eq(sigma) + rho g(sigma), w* =
+sum_p alpha_k(p) c_p~(sigma) w_p. The prover states mu = <S, eq(sigma)> + <S', powers(sigma)> (S, S' F_p4
+masks), the verifier draws beta and the prover sends Y_0 = gamma^T [M; masks] (proximity),
+Y_1 = w*^T M + beta S and Y_2 = rho g_row + beta S'; the verifier checks each against the opened columns and
+<Y_1, eq(sigma)> + <Y_2, powers(sigma)> = claim + beta mu. One piece skips
 the reduction (Y_1 = w^T M + beta S, checked against v + beta mu). The opening's size is then three rows and
 the columns of a constant number of mask rows, whatever the number of pieces (it was one row per piece).
 Every sent row is uniform (its F_p4 mask is fresh), the reduction's messages are Libra's (uniform subject to the
@@ -327,7 +328,7 @@ def opening_bytes(commitment: HidingCommitment, pieces: int = 2) -> int:
     """About the bytes of one opening of ``pieces`` pieces: the sent rows (F_p4), the queries' columns of the
     committed rows (base) and the Merkle siblings (32 bytes a level above the queries' shared top)."""
     reduce, hiding = pieces > 1, commitment.params.hiding
-    sent = 2 + int(reduce and hiding)
+    sent = 2 + int(reduce and hiding and commitment.log_cols > 0)
     q, length = commitment.num_queries, commitment.codeword_length
     rows = (1 << commitment.log_rows) + max(commitment.mask_rows, mask_rows_needed(pieces) if hiding else 0)
     merkle = q * max(0, length.bit_length() - q.bit_length()) * DIGEST_SIZE
@@ -396,9 +397,12 @@ def _check_functionals(commitment, functionals, error):
     return [piece for pieces in functionals for piece in pieces]
 
 
-def _begin(transcript, commitment, pieces):
+def _begin(transcript, commitment, pieces, bound: bool = False):
     transcript.absorb("zk.commitment", commitment.to_bytes())
-    transcript.absorb("zk.functionals", [np.asarray(a, dtype=np.uint64) for piece in pieces for a in piece])
+    if bound:  # the caller's transcript determines them: their count only
+        transcript.absorb("zk.functionals.bound", len(pieces))
+    else:
+        transcript.absorb("zk.functionals", [np.asarray(a, dtype=np.uint64) for piece in pieces for a in piece])
 
 
 def _challenges(transcript, num_rows: int, num_functionals: int, reduce: bool, mask_root, values, mask_sum):
@@ -423,27 +427,12 @@ def _queries(transcript, commitment, rows):
     return np.unique(drawn)
 
 
-def _piece_rows(pieces, data) -> list:
-    """w_p^T data for every piece, one exact product per block of rows the weights touch.
+def _row_blocks(pieces) -> dict:
+    """(first, last + 1) row the weights of a piece touch -> the pieces touching exactly those rows.
 
     A point of a packed table (:mod:`proofs.layers.packing`) has Boolean selector coordinates, so its row
-    weights vanish outside that table's rows: the product then costs the table's size, not the pack's.
+    weights vanish outside that table's rows: a piece's products then cost the table's size, not the pack's.
     """
-    out = [None] * len(pieces)
-    for (lo, hi), members in _row_blocks(pieces).items():
-        if hi == lo:
-            for p in members:
-                out[p] = F.ext_zero((data.shape[1],))
-            continue
-        weights = np.concatenate([pieces[p][0][lo:hi] for p in members], axis=1)
-        product = _combine(weights, data[lo:hi]).reshape(-1, len(members), 4)
-        for j, p in enumerate(members):
-            out[p] = np.ascontiguousarray(product[:, j])
-    return out
-
-
-def _row_blocks(pieces) -> dict:
-    """(first, last + 1) row the weights of a piece touch -> the pieces touching exactly those rows."""
     blocks = {}
     for p, (w, _) in enumerate(pieces):
         rows = np.flatnonzero(np.asarray(w).any(axis=1))
@@ -455,13 +444,26 @@ def _owners(functionals) -> np.ndarray:
     return np.array([k for k, pieces in enumerate(functionals) for _ in pieces], dtype=np.int64)
 
 
-def _reduced_rows(pieces, scales) -> np.ndarray:
-    """w* = sum_p scales_p w_p (rows, 4), block by block (:func:`_row_blocks`)."""
-    out = F.ext_zero((np.shape(pieces[0][0])[0],))
-    for (lo, hi), members in _row_blocks(pieces).items():
+def _column_groups(pieces, scales) -> list:
+    """[(c, w')]: the pieces grouped by equal column weights c (a relation's stated values share them), each
+    group's row weights summed with their ``scales`` (one per piece): w' = sum_(p: c_p = c) scales_p w_p."""
+    groups = {}
+    for p, (w, c) in enumerate(pieces):
+        c = np.asarray(c, dtype=np.uint64)
+        key = c.tobytes()
+        scaled = F.ext_mul(np.asarray(w, dtype=np.uint64), scales[p][None, :])
+        groups[key] = (c, scaled if key not in groups else F.ext_add(groups[key][1], scaled))
+    return list(groups.values())
+
+
+def _row_products(row_weights, data) -> np.ndarray:
+    """w^T data for each group's row weights (G, rows, 4) -> (G, cols, 4), each on the rows its weights touch."""
+    out = F.ext_zero((len(row_weights), data.shape[1]))
+    blocks = _row_blocks([(w, None) for w in row_weights])
+    for (lo, hi), members in blocks.items():
         if hi > lo:
-            block = np.stack([np.asarray(pieces[p][0][lo:hi], dtype=np.uint64) for p in members])
-            out[lo:hi] = F.ext_add(out[lo:hi], F.ext_sum(F.ext_mul(block, scales[members][:, None, :]), axis=0))
+            weights = np.concatenate([row_weights[g][lo:hi] for g in members], axis=1)
+            out[members] = np.transpose(_combine(weights, data[lo:hi]).reshape(-1, len(members), 4), (1, 0, 2))
     return out
 
 
@@ -473,12 +475,11 @@ def _libra_coefficients(row, num_vars: int) -> np.ndarray:
     return np.asarray(row[:size], dtype=np.uint64).reshape(num_vars, -1, F.EXT_DEGREE)[:, :REDUCTION_DEGREE + 1]
 
 
-def _reduction_prover(pieces, data, alpha, owners, cols: int):
-    """(A, U) of the reduction: A_p = alpha_k(p) c_p and U_p = (w_p^T M)[:cols], both (pieces, cols, 4)."""
-    weights = np.stack([F.ext_mul(np.asarray(c, dtype=np.uint64), alpha[owners[p]][None, :])
-                        for p, (_, c) in enumerate(pieces)])
-    products = np.stack([row[:cols] for row in _piece_rows(pieces, data)])
-    return weights, products
+def _reduction_prover(groups, data):
+    """(A, U) of the reduction over the column variables: per group of equal column weights (:func:`_column_groups`)
+    A_g = c and U_g = w'^T M (the data columns), both (groups, cols, 4)."""
+    weights = np.stack([c for c, _ in groups])
+    return weights, _row_products([w for _, w in groups], data)
 
 
 def _half_sums(a, u) -> np.ndarray:
@@ -495,7 +496,7 @@ def _fold_stack(t, r) -> np.ndarray:
 
 
 def _prove_reduction(a, u, coefficients, rho, transcript):
-    """Masked sumcheck (Libra section 4.1, F_p4 mask) of sum_x sum_p A_p(x) U_p(x) + rho g(x) over the column
+    """Masked sumcheck (Libra section 4.1, F_p4 mask) of sum_x sum_g A_g(x) U_g(x) + rho g(x) over the column
     variables -> (round messages (k, 3, 4), point sigma (k, 4))."""
     k = a.shape[1].bit_length() - 1
     messages = F.ext_zero((k, REDUCTION_DEGREE + 1))
@@ -526,12 +527,11 @@ def _verify_reduction(messages, claim, k: int, transcript, where: str):
     return np.asarray(sub.point, dtype=np.uint64).reshape(k, F.EXT_DEGREE), sub.expected_value
 
 
-def _reduced_weights(pieces, owners, alpha, sigma):
-    """(w*, eq(sigma)): the one piece the reduction leaves, w* = sum_p alpha_k(p) c_p~(sigma) w_p."""
+def _reduced_weights(groups, sigma):
+    """(w*, eq(sigma)): the one piece the reduction leaves, w* = sum_g c_g~(sigma) w'_g."""
     column = eq_table(sigma)
-    values = F.ext_sum(F.ext_mul(np.stack([np.asarray(c, dtype=np.uint64) for _, c in pieces]), column[None]),
-                       axis=1)
-    return _reduced_rows(pieces, F.ext_mul(values, alpha[owners])), column
+    values = F.ext_sum(F.ext_mul(np.stack([c for c, _ in groups]), column[None]), axis=1)
+    return F.ext_sum(F.ext_mul(np.stack([w for _, w in groups]), values[:, None, :]), axis=0), column
 
 
 def _ext_row(rows4) -> np.ndarray:
@@ -539,17 +539,19 @@ def _ext_row(rows4) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(rows4, dtype=np.uint64).T)
 
 
-def open_functionals(witness: HidingWitness, functionals, transcript, values=None, seed=None):
+def open_functionals(witness: HidingWitness, functionals, transcript, values=None, seed=None, bound: bool = False):
     """Open linear functionals (lists of (row weights, column weights) pieces) -> (values (m, 4), HidingOpening).
 
     With several pieces, a masked sumcheck over the column variables first reduces every piece to one:
-    sum_k alpha_k v_k = sum_x sum_p alpha_k(p) c_p(x) (w_p^T M)(x) (+ rho g(x), Libra's mask) ends at sigma,
-    where the claim is a value of the single functional w*^T M eq(sigma) (+ rho g(sigma)), w* =
-    sum_p alpha_k(p) c_p~(sigma) w_p. One value row (and, with hiding, one row for g) is sent instead of one
+    sum_k alpha_k v_k = sum_x sum_p c_p(x) (alpha_k(p) w_p^T M)(x) (+ rho g(x), Libra's mask), pieces with equal
+    c_p summed first, ends at sigma, where the claim is a value of the single functional w*^T M eq(sigma)
+    (+ rho g(sigma)), w* = sum_p alpha_k(p) c_p~(sigma) w_p. One value row (and, with hiding, one row for g) is sent instead of one
     row per piece, and the mask rows are a constant :func:`mask_rows_needed`, whatever the number of pieces.
 
     ``values`` lets a caller state values it derived elsewhere (a cheating prover in tests); by default
-    they are computed from the committed matrix.
+    they are computed from the committed matrix. ``bound``: the caller's transcript already determines the
+    functionals (derived from its challenges and public shapes), so they are not absorbed again (absorbing
+    every piece's weights costs a hash of pieces x (rows + cols) F_p4 values).
     """
     commitment = witness.commitment
     pieces = _check_functionals(commitment, functionals, ProofError)
@@ -562,7 +564,7 @@ def open_functionals(witness: HidingWitness, functionals, transcript, values=Non
                   for pieces_k in functionals]
     values = np.asarray(values, dtype=np.uint64).reshape(len(functionals), F.EXT_DEGREE)
     reduce, k = len(pieces) > 1, commitment.log_cols
-    _begin(transcript, commitment, pieces)
+    _begin(transcript, commitment, pieces, bound)
     needed = mask_rows_needed(len(pieces)) if hiding else 0
     inline = hiding and commitment.mask_rows >= needed and not witness.spent
     mask_root = b""
@@ -575,7 +577,7 @@ def open_functionals(witness: HidingWitness, functionals, transcript, values=Non
         fresh = masks = _random_field((needed, commitment.width), rng)
         mask_encoded, mask_salts, mask_levels = _tree(fresh, commitment.codeword_length, True, rng)
         mask_root = mask_levels[-1][0]
-    libra = _libra_coefficients(masks[_LIBRA], k) if hiding and reduce else None
+    libra = _libra_coefficients(masks[_LIBRA], k) if hiding and reduce and k else None
     if libra is not None and mask_entries(k, REDUCTION_DEGREE) > commitment.width:
         raise ProofError(f"open_functionals: the reduction's mask needs {mask_entries(k, REDUCTION_DEGREE)} entries, "
                          f"a row has {commitment.width}")
@@ -584,10 +586,10 @@ def open_functionals(witness: HidingWitness, functionals, transcript, values=Non
                                     mask_root, values, mask_sum_)
     messages = F.ext_zero((0, REDUCTION_DEGREE + 1))
     if reduce:
-        owners = _owners(functionals)
-        a, u = _reduction_prover(pieces, data, alpha, owners, cols)
+        groups = _column_groups(pieces, alpha[_owners(functionals)])
+        a, u = _reduction_prover(groups, data[:, :cols])
         messages, sigma = _prove_reduction(a, u, libra, rho, transcript)
-        row_weights, column = _reduced_weights(pieces, owners, alpha, sigma)
+        row_weights, column = _reduced_weights(groups, sigma)
     else:
         row_weights, column = (np.asarray(a, dtype=np.uint64) for a in pieces[0])
     mask_value = F.ext_zero((0,))
@@ -626,8 +628,9 @@ def _check_shape(name, arr, shape, where):
 
 
 def verify_functionals(commitment: HidingCommitment, functionals, values, opening: HidingOpening, transcript,
-                       min_bits: float = 100) -> None:
-    """Raise ProofRejected unless ``opening`` shows the committed table has the functional ``values`` (m, 4)."""
+                       min_bits: float = 100, bound: bool = False) -> None:
+    """Raise ProofRejected unless ``opening`` shows the committed table has the functional ``values`` (m, 4)
+    (``bound`` as :func:`open_functionals`)."""
     where = "hiding opening"
     if not isinstance(commitment, HidingCommitment) or not isinstance(opening, HidingOpening):
         raise ProofRejected("expected a HidingCommitment and a HidingOpening", where)
@@ -648,7 +651,7 @@ def verify_functionals(commitment: HidingCommitment, functionals, values, openin
     if hiding and not separate and commitment.mask_rows < needed:
         raise ProofRejected(f"{len(pieces)} pieces need {needed} committed mask rows, the commitment has "
                             f"{commitment.mask_rows}", where)
-    libra = hiding and reduce
+    libra = hiding and reduce and k > 0
     if libra and mask_entries(k, REDUCTION_DEGREE) > width:
         raise ProofRejected(f"the reduction's mask needs {mask_entries(k, REDUCTION_DEGREE)} entries, a row has "
                             f"{width}", where)
@@ -658,16 +661,15 @@ def verify_functionals(commitment: HidingCommitment, functionals, values, openin
                              ("mask value", opening.mask_value, (int(hiding), 4)),
                              ("rows", opening.rows, (2 + int(libra), width, 4))):
         _check_shape(name, arr, shape, where)
-    _begin(transcript, commitment, pieces)
+    _begin(transcript, commitment, pieces, bound)
     gamma, alpha, rho = _challenges(transcript, committed_rows + fresh_count, m, reduce, opening.mask_root, values,
                                     opening.mask_sum)
     if reduce:
-        owners = _owners(functionals)
         claim = F.ext_sum(F.ext_mul(values, alpha), axis=0)
         if libra:
             claim = F.ext_add(claim, F.ext_mul(rho, opening.mask_sum[0]))
         sigma, expected = _verify_reduction(opening.reduction, claim, k, transcript, where)
-        row_weights, column = _reduced_weights(pieces, owners, alpha, sigma)
+        row_weights, column = _reduced_weights(_column_groups(pieces, alpha[_owners(functionals)]), sigma)
     else:
         row_weights, column = (np.asarray(a, dtype=np.uint64) for a in pieces[0])
         expected = values[0]

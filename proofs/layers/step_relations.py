@@ -166,13 +166,14 @@ class Channel:
                                      "lost (a tensor with too few variables for its values)")
                 witness = self.witnesses[key]
                 functionals = [view_pieces(layout, witness.commitment, view) for view, _ in claims]
-                _, opening = open_functionals(witness.commitment_witness, functionals, self.transcript, values=values)
+                _, opening = open_functionals(witness.commitment_witness, functionals, self.transcript, values=values,
+                                              bound=True)  # views: from the transcript's points
                 self.items.append(opening)
             else:
                 commitment = self.commitments[key]
                 functionals = [view_pieces(layout, commitment, view) for view, _ in claims]
                 verify_functionals(commitment, functionals, values, self._next(HidingOpening, f"opening of {key}"),
-                                   self.transcript)
+                                   self.transcript, bound=True)
         if self.mask_shapes is not None:
             self._open_masks()
 
@@ -187,11 +188,11 @@ class Channel:
         functionals = [masks_functional(self.mask_shapes, j, sigma) for j, sigma, _ in self.mask_claims]
         values = np.stack([value for _, _, value in self.mask_claims])
         if self.proving:
-            _, opening = open_functionals(self.mask_witness, functionals, self.transcript, values=values)
+            _, opening = open_functionals(self.mask_witness, functionals, self.transcript, values=values, bound=True)
             self.items.append(opening)
         else:
             verify_functionals(self.mask_commitment, functionals, values, self._next(HidingOpening, where),
-                               self.transcript)
+                               self.transcript, bound=True)
 
     def finish(self) -> None:
         if not self.proving and self._position != len(self.items):
