@@ -327,7 +327,10 @@ class RNSPoly:
         missing = [i for i in idx if i not in pos]
         if missing:
             raise ParameterError(f"limbs {missing} are not in this polynomial's basis {self.idx}")
-        return self._like(np.ascontiguousarray(self.data[[pos[i] for i in idx]]), idx=idx)
+        rows = [pos[i] for i in idx]
+        if rows == list(range(rows[0], rows[0] + len(rows))) if rows else False:
+            return self._like(self.data[rows[0]: rows[0] + len(rows)], idx=idx)   # a run: a view, no copy
+        return self._like(np.ascontiguousarray(self.data[rows]), idx=idx)
 
     def extend(self, to_idx) -> "RNSPoly":
         """Fast basis extension into the extra moduli ``to_idx``: the result lives over idx + to_idx and

@@ -225,7 +225,9 @@ class Encryptor:
         u = RNSPoly.from_ints(self.ring, self.sampler.ternary(n), idx, is_ntt=True)
         e1 = RNSPoly.from_ints(self.ring, self.sampler.gaussian(n, ERROR_SIGMA), idx, is_ntt=True)
         b, a = self.public_key.b.keep(idx), self.public_key.a.keep(idx)
-        return b * u + e0 + pt.poly, a * u + e1
+        c0 = b * u + e0 + pt.poly
+        del e0                      # fewer temporaries alive at once: fewer fresh pages per encryption
+        return c0, a * u + e1
 
 
 class Decryptor:
