@@ -270,8 +270,7 @@ class Evaluator:
         ModDown(P·(d0, d1) + Σ digits(d2)·rlk), dividing by P and the top ``rescale_primes`` primes."""
         d0, d1, d2 = self._tensor(a, b)
         switcher = self.switcher
-        kb, ka = switcher.inner_product(switcher.decompose(d2, transient=True), self.relin_key, lift=(d0, d1),
-                                        transient=True)
+        kb, ka = switcher.streamed_product(d2, self.relin_key, lift=(d0, d1))
         parts = [switcher.mod_down(kb, rescale_primes), switcher.mod_down(ka, rescale_primes)]
         return self._make(parts, a.level - (rescale_primes > 0), scale, length, is_complex)
 
@@ -322,8 +321,9 @@ class Evaluator:
         steps = [self._check_step(k) for k in steps]
         n = self.params.n
         keys = {k: self.galois_keys.key_for_step(k, n) for k in steps if k % (n // 2)}
-        # transient digits: every key below consumes them before this switcher decomposes again
-        digits = self.switcher.decompose(ct.parts[1], transient=True) if keys else None
+        # transient digits: every key below consumes them before this switcher decomposes again; one key
+        # streams its digits instead (no decomposition held)
+        digits = self.switcher.decompose(ct.parts[1], transient=True) if len(keys) > 1 else None
         out = {}
         for k in steps:
             out[k] = self._apply_galois(ct, digits, galois_element(k, n), keys[k]) if k in keys else \
@@ -336,12 +336,14 @@ class Evaluator:
         """Complex conjugation of every slot."""
         self._check(ct)
         key = self.galois_keys.conjugation_key(self.params.n)
-        digits = self.switcher.decompose(ct.parts[1], transient=True)
-        return self._apply_galois(ct, digits, conjugation_element(self.params.n), key)
+        return self._apply_galois(ct, None, conjugation_element(self.params.n), key)
 
     def _apply_galois(self, ct: Ciphertext, digits, g: int, key) -> Ciphertext:
-        """σ_g(c0) + KS(σ_g(c1)) = σ_g(c0 + ModDown(Σ d_j·σ_g^-1(b_j)), ModDown(Σ d_j·σ_g^-1(a_j)))."""
-        kb, ka = self.switcher.inner_product(digits, key, transient=True)   # consumed by the ModDowns below
+        """σ_g(c0) + KS(σ_g(c1)) = σ_g(c0 + ModDown(Σ d_j·σ_g^-1(b_j)), ModDown(Σ d_j·σ_g^-1(a_j))).
+        ``digits``: the hoisted decomposition of c1, or None to stream them (one switch)."""
+        switcher = self.switcher      # transient sums: consumed by the ModDowns below
+        kb, ka = switcher.streamed_product(ct.parts[1], key) if digits is None else \
+            switcher.inner_product(digits, key, transient=True)
         parts = [ct.parts[0] + self.switcher.mod_down(kb), self.switcher.mod_down(ka)]
         return self._make([p.automorphism(g) for p in parts], ct.level, ct.scale, ct.length, ct.is_complex)
 

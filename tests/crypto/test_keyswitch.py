@@ -117,8 +117,9 @@ def test_decomposition_digits_are_exact_centered_lifts():
 
 
 def test_transient_decomposition_and_inner_product_equal_fresh_ones():
-    """The scratch-buffer path (``transient=True``) gives the same digits and inner products, at every level
-    and after the buffers were used at another level (reused, possibly larger)."""
+    """The scratch-buffer path (``transient=True``) and the digit-by-digit ``streamed_product`` give the same
+    digits and inner products, at every level and after the buffers were used at another level (reused,
+    possibly larger)."""
     params, ring, gen, sk = _small_setup()
     key = make_switching_key(params, ring, gen.sampler, sk.poly.data, gen.secret_key().poly.data)
     switcher = KeySwitcher(params, ring)
@@ -132,6 +133,10 @@ def test_transient_decomposition_and_inner_product_equal_fresh_ones():
         assert np.array_equal(scratch.lifted, fresh.lifted) and not scratch.lifted.flags.writeable
         got = switcher.inner_product(scratch, key, lift=lift, transient=True)
         assert all(np.array_equal(g.data, e) for g, e in zip(got, expected))
+        streamed = switcher.streamed_product(c, key, lift=lift)     # digit by digit, running sums
+        assert all(np.array_equal(g.data, e) for g, e in zip(streamed, expected))
+        plain = [p.data.copy() for p in switcher.inner_product(fresh, key)]
+        assert all(np.array_equal(g.data, e) for g, e in zip(switcher.streamed_product(c, key), plain))
         switched = switcher.switch(c, key)
         b, a = switcher.inner_product(fresh, key)
         assert np.array_equal(switched[0].data, switcher.mod_down(b).data)
