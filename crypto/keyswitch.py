@@ -20,10 +20,11 @@ inner product with unpermuted digits, ModDown, and one permutation at the end (M
 σ: the centered rounding is odd-symmetric and D is odd).  ModDown can also divide by P·q_top at once,
 fusing the rescale of a product.
 
-Memory: a switch whose digits are consumed at once (relinearization, a rotation, the rotations of one
-hoisted decomposition) keeps its digits, coefficient form and inner products in per-thread scratch buffers
-of the ``KeySwitcher`` (anonymous maps, reused): no fresh pages per switch, and one digit buffer rather
-than two (each digit's block is NTT'd in place).
+Memory: a single switch (relinearization, one rotation, conjugation) streams its digits
+(``streamed_product``: each digit extended, NTT'd in place and added to running sums, so one digit is held
+instead of dnum); hoisted rotations hold one decomposition.  Both keep their buffers (digits, coefficient
+form, sums) in per-thread scratch of the ``KeySwitcher`` (anonymous maps, reused): no fresh pages per
+switch.  Keys live in anonymous maps too (``_anonymous``).
 """
 from __future__ import annotations
 
