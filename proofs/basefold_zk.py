@@ -330,8 +330,8 @@ def _statement(transcript, label, claim, num_vars, degree, total):
 
 
 def prove_masked(prover, claim, transcript, label: str, coefficients):
-    """Libra's zero-knowledge sumcheck with the committed mask ``coefficients`` (n, d + 1)
-    -> (MaskedSumcheckProof, point, factor evaluations)."""
+    """Libra's zero-knowledge sumcheck with the committed mask ``coefficients`` (n, d + 1, 4: F_p4,
+    :func:`proofs.zk.random_mask`) -> (MaskedSumcheckProof, point, factor evaluations)."""
     claim = _as_ext_scalar(claim, "claim")
     k, d = prover.num_vars, prover.degree
     total = mask_sum(coefficients)

@@ -890,7 +890,7 @@ def _verify(commitment, x, proof) -> np.ndarray:
         return _verify_basefold(commitment, shapes, x_int, proof, params, structure[1], where)
     commitments = {"w": commitment.weights.copies[relations.copy], "p": relations.commitments[0]}
     rows = {"w": model_rows(q, params, structure if batch == 1 else None), "p": proof_rows(shapes, params, structure)}
-    check_store_commitments(layouts, commitments, rows, params, commitment.weights.params, relations.items, where)
+    check_store_commitments(layouts, commitments, rows, params, commitment.weights.params, where)
     transcript = _transcript(commitment, x_int, proof.output, relations.commitments, relations.copy)
     channel = Channel(transcript, params, layouts, commitments, items=relations.items, mask_shapes=structure[1].shapes)
     _Run(shapes, channel, *_public_tables(shapes, x_int, proof.output)).run()

@@ -64,7 +64,7 @@ from ..proof_format import ByteReader, ByteWriter, from_record, parse_nested, to
 from ..mle import mle_evaluate
 from ..relations import MIN_ELEMENT_VARS, Slot, StoreLayout, Stored, Term, commit_store, eq_factor, table_factor
 from ..transcript import Transcript
-from ..zk import HidingCommitment, HidingParams, ZKSumcheckProof, mask_params, opening_bytes, opening_field_error
+from ..zk import HidingCommitment, HidingParams, opening_bytes, opening_field_error
 from .basefold_channel import BasefoldChannel, StorePlan, commit_hosted
 from .common import log2, pad_matrix, padded, prefix_sum_of_eq, require
 from .requant import decompose
@@ -401,7 +401,8 @@ def prove(network, x, trace, report=None, copy: int | None = None) -> HidingNetw
     output = trace[-1].out
     witnesses = {"w": statement.witnesses[copy], **{key: pair[1] for key, pair in made.items()}}
     transcript = _transcript(commitment, x, output, proof_commitments, copy)
-    channel = Channel(transcript, params, layouts, {k: w.commitment for k, w in witnesses.items()}, witnesses)
+    channel = Channel(transcript, params, layouts, {k: w.commitment for k, w in witnesses.items()}, witnesses,
+                      mask_shapes=_structure(layers, batch)[1].shapes)
     channel.prior_views = {"w": statement.agreement_views[copy]}
     b_pad = batch_width(layers, batch)
     _run(layers, batch, channel, _field_matrix(x, b_pad, width(layers[0].in_features)),
@@ -480,25 +481,16 @@ def require_basefold_store(commitment, params, plan: StorePlan, where: str) -> N
             "the proof store's commitment does not have the statement's shape and parameters", where)
 
 
-def _mask_params(params: HidingParams) -> HidingParams:
-    """The parameters every ZK sumcheck's mask commitment must use (:func:`proofs.zk.commit_mask`)."""
-    return mask_params(params)
-
-
-def check_store_commitments(layouts, commitments, rows, params, model_params, items, where: str) -> None:
+def check_store_commitments(layouts, commitments, rows, params, model_params, where: str) -> None:
     """Raise ProofRejected unless every store commitment has its layout's variables, the statement's rows and
-    parameters (``model_params`` for the model's copy "w", masks aside), and every zero-knowledge sumcheck's mask
-    commitment the statement's mask parameters (one row)."""
+    parameters (``model_params`` for the model's copy "w", masks aside). The relations' mask commitment is
+    checked by the channel (:class:`proofs.layers.step_relations.Channel`)."""
     for key, layout in layouts.items():
         c, expected = commitments[key], params if key != "w" else model_params
         require(isinstance(c, HidingCommitment) and c.num_vars == layout.num_vars
                 and c.log_rows == rows[key]
                 and dataclasses.replace(c.params, mask_rows=0) == dataclasses.replace(expected, mask_rows=0),
                 f"commitment {key} does not have the statement's shape and parameters", where)
-    for item in items:
-        if isinstance(item, ZKSumcheckProof):
-            require(item.mask_commitment.params == _mask_params(params) and item.mask_commitment.log_rows == 0,
-                    "a sumcheck mask commitment does not use the statement's parameters", where)
 
 
 def verify(commitment, x, proof: HidingNetworkProof) -> np.ndarray:
@@ -521,9 +513,10 @@ def verify(commitment, x, proof: HidingNetworkProof) -> np.ndarray:
             f"{len(relations.commitments)} proof commitments, expected {len(proof_layouts)}", where)
     commitments = {"w": commitment.weights.copies[relations.copy], **dict(zip(proof_layouts, relations.commitments))}
     rows = {"w": balanced_rows(layouts["w"], params), "p": proof_rows(layers, batch, params)}
-    check_store_commitments(layouts, commitments, rows, params, commitment.weights.params, relations.items, where)
+    check_store_commitments(layouts, commitments, rows, params, commitment.weights.params, where)
     transcript = _transcript(commitment, x, proof.output, relations.commitments, relations.copy)
-    channel = Channel(transcript, params, layouts, commitments, items=relations.items)
+    channel = Channel(transcript, params, layouts, commitments, items=relations.items,
+                      mask_shapes=_structure(layers, batch)[1].shapes)
     b_pad = batch_width(layers, batch)
     _run(layers, batch, channel, _field_matrix(x, b_pad, width(layers[0].in_features)),
          _field_matrix(proof.output, b_pad, width(layers[-1].out_features)))
@@ -546,7 +539,8 @@ def soundness_bits(commitment, batch: int) -> float:
         return -math.log2(_basefold_error(commitment, batch) + agreement_error(commitment))
     layouts, channel = _structure(commitment.layers, batch)
     keys = decomposition_keys({k: v for k, v in layouts.items() if k != "w"})
-    error = union_bound_error(channel.shapes, len(keys), {"w": layouts["w"]}, params, {"w": commitment.weights.params})
+    error = union_bound_error(channel.shapes, len(keys), {"w": layouts["w"]}, params, {"w": commitment.weights.params},
+                              hosted_masks=True)
     if "p" in layouts:  # the proof store's opening, at its own shape (:func:`proof_rows`)
         shape = HidingCommitment(b"", layouts["p"].num_vars, proof_rows(commitment.layers, batch, params), params)
         error += 2.0 ** -shape.security_bits + opening_field_error(shape)

@@ -42,6 +42,7 @@ refuses (ProofError) a configuration whose stated values' masks would be depende
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass, field as dataclass_field
 
@@ -185,7 +186,31 @@ def soundness_bits(spec: TrainingSpec, steps: int = 1, mode: str = "aggregate", 
         shapes, stores, weights = agreement_shapes(layout, max_proofs, params)
         agreements += union_bound_error(shapes, weights, stores, params, {key: copies for key in stores})
     return -math.log2(agreements + union_bound_error(channel.shapes, len(decomposition_keys(layouts)), all_layouts,
-                                                     params, {key: copies for key in statement}))
+                                                     params, {key: copies for key in statement},
+                                                     hosted_masks=True))
+
+
+@functools.lru_cache(maxsize=32)
+def _forward_shapes(spec: TrainingSpec, private_input: bool, hiding: bool) -> tuple:
+    """Every relation's (variables, degree) of an inference proof (a committed or a public input), from the
+    public shapes alone (one dry run), as :func:`_training_shapes`."""
+    layouts = proof_layouts(spec, 1, "aggregate", hiding, forward_only=True, private_input=private_input)
+    statement = _forward_layouts(spec, CommittedModel(None, True if private_input else None), hiding)
+    channel = ShapeChannel(params_for(hiding), {**statement, **layouts})
+    outputs = np.zeros(spec.batch_padded * spec.width(spec.num_layers), dtype=np.uint64)  # shapes only
+    public = None if private_input else np.zeros(spec.batch_padded * spec.width(0), dtype=np.uint64)
+    _run_forward(spec, channel, layouts, outputs, public)
+    return tuple(channel.shapes)
+
+
+@functools.lru_cache(maxsize=32)
+def _training_shapes(spec: TrainingSpec, steps: int, mode: str, hiding: bool) -> tuple:
+    """Every relation's (variables, degree) of a training proof, from the public shapes alone (one dry run):
+    the relations' masks are committed before the first relation (:class:`Channel` ``mask_shapes``)."""
+    layouts = proof_layouts(spec, steps, mode, hiding)
+    channel = ShapeChannel(params_for(hiding), {**statement_layouts(spec, steps, hiding), **layouts})
+    _run_training(spec, channel, steps, layouts, mode)
+    return tuple(channel.shapes)
 
 
 def union_bound_error(shapes, bit_weights: int, layouts: dict, params: HidingParams,
@@ -263,7 +288,8 @@ def prove_training_steps(traces, committed: CommittedSteps, zk: bool = True, mod
     commitments = {key: w.commitment for key, w in witnesses.items()}
     proof_commitments = tuple(made[key][0] for key in layouts)
     transcript = _transcript(TRANSCRIPT_LABEL, spec, mode, _statement_bytes(committed, copy), proof_commitments)
-    channel = Channel(transcript, params, all_layouts, commitments, witnesses)
+    channel = Channel(transcript, params, all_layouts, commitments, witnesses,
+                      mask_shapes=_training_shapes(spec, steps, mode, params.hiding))
     channel.prior_views = prior
     _run_training(spec, channel, steps, layouts, mode)
     channel.open_all()
@@ -327,7 +353,8 @@ def _verify_training(spec, committed, proof) -> Channel:
     _checked(commitments, layouts, params, where)  # the statement's copies: verify_reusable
     transcript = _transcript(TRANSCRIPT_LABEL, spec, proof.mode, _statement_bytes(committed, proof.copy),
                              proof.commitments)
-    channel = Channel(transcript, params, all_layouts, commitments, items=proof.items)
+    channel = Channel(transcript, params, all_layouts, commitments, items=proof.items,
+                      mask_shapes=_training_shapes(spec, steps, proof.mode, params.hiding))
     _run_training(spec, channel, steps, layouts, proof.mode)
     channel.open_all()
     channel.finish()
@@ -441,7 +468,8 @@ def prove_forward(trace: TrainingTrace, committed: CommittedModel, zk: bool = Tr
     transcript = _forward_transcript(spec, committed, output, public_input, proof_commitments, copy)
     witnesses = {**statement, **{key: pair[1] for key, pair in made.items()}}
     all_layouts = {**_forward_layouts(spec, committed, params.hiding), **layouts}
-    channel = Channel(transcript, params, all_layouts, {k: w.commitment for k, w in witnesses.items()}, witnesses)
+    channel = Channel(transcript, params, all_layouts, {k: w.commitment for k, w in witnesses.items()}, witnesses,
+                      mask_shapes=_forward_shapes(spec, private, params.hiding))
     channel.prior_views = prior
     _run_forward(spec, channel, layouts, _output_table(spec, output),
                  None if public_input is None else _field(trace.x))
@@ -495,7 +523,8 @@ def _verify_forward(spec, committed, output, proof, public_input) -> Channel:
     all_layouts = {**statement_layouts_, **layouts}
     _checked(commitments, layouts, params, where)  # the statement's copies: verify_reusable
     transcript = _forward_transcript(spec, committed, output, public_input, proof.commitments, proof.copy)
-    channel = Channel(transcript, params, all_layouts, commitments, items=proof.items)
+    channel = Channel(transcript, params, all_layouts, commitments, items=proof.items,
+                      mask_shapes=_forward_shapes(spec, committed.input is not None, params.hiding))
     _run_forward(spec, channel, layouts, _output_table(spec, output), x_table)
     channel.open_all()
     channel.finish()

@@ -26,7 +26,8 @@ from proofs.layers.step_proof import commit_forward, commit_step, prove_forward,
 from proofs.layers.training import TrainingSpec, forward_trace, training_trace
 from proofs.quantize import forward_int, quantize_fixed_point, quantize_input
 from proofs.sumcheck import SumcheckProof
-from proofs.zk import HidingOpening, HidingParams, ZKSumcheckProof
+from proofs.basefold_zk import MaskedSumcheckProof
+from proofs.zk import HidingCommitment, HidingOpening, HidingParams, ZKSumcheckProof
 
 GF = galois.GF(F.P)
 SIZES = (16, 16, 4)
@@ -214,12 +215,14 @@ def independent_union_bound(proof_items, commitments, bit_weights: int, mask_ope
     field = float(F.P) ** 4
     error = bit_weights / field
     for item in proof_items:
-        if isinstance(item, ZKSumcheckProof):
+        if isinstance(item, (ZKSumcheckProof, MaskedSumcheckProof)):
             n, d = item.sumcheck.round_messages.shape[0], item.sumcheck.round_messages.shape[1] - 1
-            mask = item.mask_commitment
             error += (n * d + n + 1) / field
-            if mask_openings:  # what the old bound left out
+            mask = getattr(item, "mask_commitment", None)  # a mask of its own (else all in one commitment)
+            if mask_openings and mask is not None:  # what the old bound left out
                 error += 2.0 ** -mask.security_bits + (2 * mask.codeword_length + 2 * mask.log_cols + 3) / field
+        elif isinstance(item, HidingCommitment) and mask_openings:  # every relation's mask, opened once
+            error += 2.0 ** -item.security_bits + (2 * item.codeword_length + 2 * item.log_cols + 3) / field
         else:
             assert not isinstance(item, SumcheckProof)
     for c in commitments:  # proximity and value rows 2N, the reduction's rounds 2 log_cols, alpha, rho, beta 3
@@ -236,7 +239,8 @@ def test_network_soundness_counts_every_mask_and_store_opening(model, x, hiding)
     network, proof = hiding
     openings = [item for item in proof.relations.items if isinstance(item, HidingOpening)]
     commitments = [network.commitment.weights.copies[proof.relations.copy], *proof.relations.commitments]
-    assert len(openings) == len(commitments)
+    masks = [item for item in proof.relations.items if isinstance(item, HidingCommitment)]  # one, opened last
+    assert len(masks) == 1 and len(openings) == len(commitments) + 1
     bit_weights = len(network_zk.proof_layout(network.commitment.layers, 1).slots) - 1  # all but A1
     reusable = network.commitment.weights  # the copies' agreement proof
     assert len(reusable.copies) == 2 and [type(i) for i in reusable.agreement].count(HidingOpening) == 2

@@ -111,6 +111,13 @@ def consistent_prove_zk_sumcheck(terms, claim, transcript, label="sumcheck", *ar
         claim, "claim")), claim, transcript, label, *args, **options)
 
 
+def consistent_prove_masked(prover, claim, transcript, label, coefficients):
+    """:func:`proofs.basefold_zk.prove_masked` (a committed mask) for any claim, every round consistent."""
+    from proofs.basefold_zk import prove_masked
+    return prove_masked(ConsistentCheater(prover, sumcheck_module._as_ext_scalar(claim, "claim")), claim, transcript,
+                        label, coefficients)
+
+
 @contextlib.contextmanager
 def consistent_cheating(*modules):
     """Within the block the named prover modules (default: every layer prover) use the consistent cheaters."""
@@ -122,6 +129,8 @@ def consistent_cheating(*modules):
                 stack.enter_context(mock.patch.object(module, "prove_sumcheck", consistent_prove_sumcheck))
             if hasattr(module, "prove_zk_sumcheck"):
                 stack.enter_context(mock.patch.object(module, "prove_zk_sumcheck", consistent_prove_zk_sumcheck))
+            if hasattr(module, "prove_masked"):
+                stack.enter_context(mock.patch.object(module, "prove_masked", consistent_prove_masked))
         yield
 
 

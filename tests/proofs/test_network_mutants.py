@@ -15,7 +15,7 @@ from proofs.basefold import BasefoldParams
 from proofs.errors import ProofRejected
 from proofs.layers.network import Network, verify_network
 from proofs.quantize import quantize_fixed_point, quantize_input
-from proofs.zk import ZKSumcheckProof
+from proofs.zk import HidingCommitment
 from tests.proofs.test_network import float_mlp
 
 
@@ -96,15 +96,15 @@ def test_hiding_each_store_commitment_condition_is_checked_on_its_own(hiding, ch
         verify_network(network.commitment, x, _with_relations(proof, commitments=commitments))
 
 
-def test_hiding_sumcheck_mask_commitment_parameters_are_checked_with_log_rows_zero(hiding):
-    """A ZK sumcheck's mask commitment with other parameters (its log_rows still 0) is refused (kills 129:
-    `and` -> `or` between the parameters and log_rows conditions)."""
+def test_hiding_relation_masks_commitment_parameters_are_checked_with_its_shape_kept(hiding):
+    """The relations' mask commitment with other parameters (its variables and rows kept) is refused (the shape
+    and the parameters are checked together: either alone would let the other through)."""
     network, x, proof = hiding
     items = list(proof.relations.items)
-    k = next(i for i, item in enumerate(items) if isinstance(item, ZKSumcheckProof))
-    mask = items[k].mask_commitment
-    assert mask.log_rows == 0
-    items[k] = dataclasses.replace(items[k], mask_commitment=dataclasses.replace(
-        mask, params=dataclasses.replace(mask.params, rate_inv=8)))
-    with pytest.raises(ProofRejected, match="mask commitment does not use the statement's parameters"):
+    k = next(i for i, item in enumerate(items) if isinstance(item, HidingCommitment))
+    items[k] = dataclasses.replace(items[k], params=dataclasses.replace(items[k].params, rate_inv=8))
+    with pytest.raises(ProofRejected, match="the masks' commitment has the shape"):
+        verify_network(network.commitment, x, _with_relations(proof, items=tuple(items)))
+    items[k] = dataclasses.replace(proof.relations.items[k], log_rows=proof.relations.items[k].log_rows + 1)
+    with pytest.raises(ProofRejected, match="the masks' commitment has the shape"):
         verify_network(network.commitment, x, _with_relations(proof, items=tuple(items)))

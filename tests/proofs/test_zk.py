@@ -116,8 +116,10 @@ def _signature(items) -> list:
             out.append(("array", item.shape))
         elif isinstance(item, zk.HidingOpening):
             out.append(("opening", item.rows.shape, item.mask_value.shape, item.columns.shape[0], len(item.mask_root)))
+        elif isinstance(item, zk.HidingCommitment):  # every relation's mask
+            out.append(("masks", item.num_vars, item.log_rows))
         else:
-            out.append((type(item).__name__, item.sumcheck.round_messages.shape, item.mask_opening.rows.shape))
+            out.append((type(item).__name__, item.sumcheck.round_messages.shape))
     return out
 
 
