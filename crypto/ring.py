@@ -237,10 +237,11 @@ class RNSPoly:
             q = ring.q_column(idx)
             if c.size and int(np.abs(c).max()) < int(q.min()):
                 data = small_residues(c, q)
-                if is_ntt:      # in place: small polynomials (errors, secrets) are NTT'd without a temporary
-                    return cls(ring, ring.ntt(data, idx, out=data), idx, True)
-            else:
-                data = np.mod(c[None, :], q.astype(np.int64)).astype(np.uint64)
+            else:               # residues in [0, q) have the same bits as int64 and uint64
+                data = np.empty((len(idx), ring.n), dtype=np.uint64)
+                np.remainder(c[None, :], q.astype(np.int64), out=data.view(np.int64))
+            if is_ntt:          # in place: no temporary per encoded or sampled polynomial
+                return cls(ring, ring.ntt(data, idx, out=data), idx, True)
         poly = cls(ring, data, idx, False)
         return poly.to_ntt() if is_ntt else poly
 
