@@ -233,6 +233,31 @@ def divide_round_correction(tail, q_tail, half_tail, garner, garner_shoup, radix
 
 
 @numba.njit(cache=True)
+def muladd_permute_rows(a, w, ws, b, c, q, perm):
+    """out[l, i] = (a[l, p]·w_l + b[l, p] + c[l, p]) mod q_l with p = perm[i]: the last step of a division
+    (``muladd_scalar_rows``), an added part and an automorphism in NTT form (``permute_rows``) in one pass;
+    ``c`` with no rows adds nothing.  b, c already reduced."""
+    k, n = a.shape
+    out = np.empty((k, n), dtype=np.uint64)
+    row = np.empty(n, dtype=np.uint64)          # one row in natural order (vectorized), then gathered
+    for l in range(k):
+        ql, wl, wsl = q[l], w[l], ws[l]
+        al, bl = a[l], b[l]
+        for i in range(n):
+            s = _mulshoup(al[i], wl, wsl, ql) + bl[i]
+            row[i] = min(s, s - ql)
+        if c.shape[0] > 0:
+            cl = c[l]
+            for i in range(n):
+                s = row[i] + cl[i]
+                row[i] = min(s, s - ql)
+        ol = out[l]
+        for i in range(n):
+            ol[i] = row[perm[i]]
+    return out
+
+
+@numba.njit(cache=True)
 def muladd_scalar_rows(a, w, ws, b, q):
     """(a·w_l + b) mod q_l for one constant per row (Shoup companions ws), b already reduced."""
     k, n = a.shape

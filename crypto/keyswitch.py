@@ -178,6 +178,13 @@ class Divider:
         k = len(self.keep)
         return RNSPoly(self.ring, self._divide(x.data[:k], x.data[k:], True), self.keep, True)
 
+    def galois(self, x: RNSPoly, g: int, add: RNSPoly | None, no_rows: np.ndarray) -> RNSPoly:
+        """σ_g(round(x / D) + add) in one pass (``DivideRound.permuted``)."""
+        k = len(self.keep)
+        perm = self.ring.automorphism_indices(g, True)
+        extra = no_rows if add is None else add.data
+        return RNSPoly(self.ring, self._divide.permuted(x.data[:k], x.data[k:], perm, extra), self.keep, True)
+
 
 def _anonymous(shape, dtype=np.uint64) -> np.ndarray:
     """A zeroed array in its own anonymous memory map, outside the C heap, for long-lived buffers (keys,
@@ -447,12 +454,22 @@ class KeySwitcher:
 
     def mod_down(self, x: RNSPoly, extra: int = 0) -> RNSPoly:
         """round(x / P) over Q_ℓ, or with ``extra`` > 0 round(x / (P · the last ``extra`` primes of Q_ℓ))."""
+        return self._divider(x, extra)(x)
+
+    def mod_down_galois(self, x: RNSPoly, g: int, add: RNSPoly | None = None) -> RNSPoly:
+        """σ_g(round(x / P) + add) over Q_ℓ (NTT form): ModDown, an added part and the automorphism of a
+        rotation in one pass; equal to ``(add + mod_down(x)).automorphism(g)``."""
+        if add is not None and add.idx != tuple(range(len(x.idx) - len(self.p_idx))):
+            raise ParameterError(f"added part over limbs {add.idx} does not match the ModDown basis")
+        return self._divider(x, 0).galois(x, g, add, self._no_lift)
+
+    def _divider(self, x: RNSPoly, extra: int) -> Divider:
         limbs = len(x.idx) - len(self.p_idx)
         key = (limbs, extra)
         if key not in self._dividers:
             drop = tuple(range(limbs - extra, limbs)) + self.p_idx
             self._dividers[key] = Divider(self.ring, tuple(range(limbs - extra)), drop)
-        return self._dividers[key](x)
+        return self._dividers[key]
 
     def switch(self, c: RNSPoly, key: SwitchingKey) -> tuple[RNSPoly, RNSPoly]:
         """(c0', c1') over Q_ℓ with c0' + c1'·s ≈ c·s' (s' the key's source secret)."""

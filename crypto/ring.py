@@ -13,8 +13,8 @@ import numpy as np
 
 from .errors import ContextMismatchError, ParameterError
 from .modarith import crt_compose, centered, inv_mod, shoup_precompute
-from ._ntt_kernels import (addmod_rows, divide_round_correction, muladd_scalar_rows, mulmod_rows, negmod_rows,
-                           permute_rows, submod_rows)
+from ._ntt_kernels import (addmod_rows, divide_round_correction, muladd_permute_rows, muladd_scalar_rows,
+                           mulmod_rows, negmod_rows, permute_rows, submod_rows)
 from .ntt import BasisConversion, NTTTables, bit_reverse_indices, get_backend
 
 
@@ -179,16 +179,25 @@ class DivideRound:
 
     def __call__(self, head_data: np.ndarray, tail_data: np.ndarray, is_ntt: bool) -> np.ndarray:
         """The head limbs of round(x / T), in the form of the input (``tail_data`` in the same form)."""
+        return muladd_scalar_rows(np.ascontiguousarray(head_data), self.t_inv, self.t_inv_shoup,
+                                  self._correction(tail_data, is_ntt), self.q_head)
+
+    def permuted(self, head_data: np.ndarray, tail_data: np.ndarray, perm: np.ndarray,
+                 add: np.ndarray) -> np.ndarray:
+        """σ(round(x / T) + add) for NTT-form input: out[l, i] = (round(x/T) + add)[l, perm[i]] (σ an
+        automorphism as ``permute_rows`` applies it; ``add`` (head limbs, reduced) may have no rows)."""
+        return muladd_permute_rows(np.ascontiguousarray(head_data), self.t_inv, self.t_inv_shoup,
+                                   self._correction(tail_data, True), add, self.q_head, perm)
+
+    def _correction(self, tail_data: np.ndarray, is_ntt: bool) -> np.ndarray:
+        """(⌊T/2⌋ − t)·T^-1 on the head limbs (see the class docstring), in the form of the input."""
         ring = self.ring
         if is_ntt:
             tail_data = ring.intt(tail_data, self.tail_idx)
         correction = divide_round_correction(
             np.ascontiguousarray(tail_data), self.q_tail, self.half_tail, self.garner, self.garner_shoup,
             self.radix_inv, self.radix_inv_shoup, self.q_head, self.weight, self.weight_shoup, self.half_head)
-        if is_ntt:
-            correction = ring.ntt(correction, self.head_idx, out=correction)
-        return muladd_scalar_rows(np.ascontiguousarray(head_data), self.t_inv, self.t_inv_shoup, correction,
-                                  self.q_head)
+        return ring.ntt(correction, self.head_idx, out=correction) if is_ntt else correction
 
 
 def small_residues(c: np.ndarray, q: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:

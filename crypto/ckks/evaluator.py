@@ -344,8 +344,8 @@ class Evaluator:
         switcher = self.switcher      # transient sums: consumed by the ModDowns below
         kb, ka = switcher.streamed_product(ct.parts[1], key) if digits is None else \
             switcher.inner_product(digits, key, transient=True)
-        parts = [ct.parts[0] + self.switcher.mod_down(kb), self.switcher.mod_down(ka)]
-        return self._make([p.automorphism(g) for p in parts], ct.level, ct.scale, ct.length, ct.is_complex)
+        parts = [switcher.mod_down_galois(kb, g, add=ct.parts[0]), switcher.mod_down_galois(ka, g)]
+        return self._make(parts, ct.level, ct.scale, ct.length, ct.is_complex)
 
     # -- bootstrapping ------------------------------------------------------------------------------
     def bootstrap(self, ct: Ciphertext, config=None) -> Ciphertext:

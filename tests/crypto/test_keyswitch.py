@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from crypto import CKKSContext, CKKSParameters
+from crypto.errors import ParameterError
 from crypto.keyswitch import (CenteredConversion, Divider, KeySwitcher, _inner_product, conjugation_element,
                               galois_element, make_switching_key)
 from crypto.modarith import crt_compose, find_ntt_primes
@@ -210,3 +211,22 @@ def test_one_evaluator_switching_in_several_threads_gives_the_single_thread_resu
         thread.join(timeout=120)
     for i, runs in enumerate(got):
         assert runs is not None and all(np.array_equal(x, y) for run in runs for x, y in zip(run, expected[i]))
+
+
+@pytest.mark.parametrize("level", [0, 2])
+def test_mod_down_galois_equals_mod_down_add_then_automorphism(level):
+    """The fused ModDown + added part + automorphism of a rotation (``mod_down_galois``, kernel
+    ``muladd_permute_rows``) equals the three steps one after another, bit for bit, for rotations and
+    conjugation, with and without the added part."""
+    params, ring, gen, sk = _small_setup()
+    switcher = KeySwitcher(params, ring)
+    limbs = params.limbs_at(level)
+    ext = tuple(range(limbs)) + switcher.p_idx
+    x = RNSPoly(ring, Sampler(3).uniform([ring.moduli[i] for i in ext], params.n), ext, True)
+    add = RNSPoly(ring, Sampler(4).uniform([ring.moduli[i] for i in range(limbs)], params.n), range(limbs), True)
+    for g in (galois_element(1, params.n), galois_element(-5, params.n), conjugation_element(params.n)):
+        assert np.array_equal(switcher.mod_down_galois(x, g, add).data,
+                              (add + switcher.mod_down(x)).automorphism(g).data)
+        assert np.array_equal(switcher.mod_down_galois(x, g).data, switcher.mod_down(x).automorphism(g).data)
+    with pytest.raises(ParameterError):
+        switcher.mod_down_galois(x, 5, add.keep(range(limbs - 1)) if limbs > 1 else RNSPoly.zeros(ring, (1,)))
