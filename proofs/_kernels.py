@@ -379,3 +379,48 @@ def transposed_matmul(a, b, out):
     for j in range(m):
         for k in range(k_count):
             out[j, k] = acc[j, k] % P
+
+
+@numba.njit(cache=True)
+def pair_product_sums(a, u, out):
+    """out[x] = sum_j a_x[j] u_x[j], x = 0, 1, 2, with t_x[j] = t[2j] + x (t[2j+1] - t[2j]) for F_p4 tables a, u
+    (2L, 4): one round of a degree-2 sumcheck of sum a u (accumulators hold < 2^33 residues, reduced at the end).
+    The twin is :func:`proofs.zk._half_sums_numpy`."""
+    acc = np.zeros((3, 4), dtype=np.uint64)
+    tmp = np.empty((1, 4), dtype=np.uint64)
+    for j in range(a.shape[0] // 2):
+        for x in range(3):
+            if x == 2:
+                a0 = (a[2 * j + 1, 0] + a[2 * j + 1, 0] + P - a[2 * j, 0]) % P
+                a1 = (a[2 * j + 1, 1] + a[2 * j + 1, 1] + P - a[2 * j, 1]) % P
+                a2 = (a[2 * j + 1, 2] + a[2 * j + 1, 2] + P - a[2 * j, 2]) % P
+                a3 = (a[2 * j + 1, 3] + a[2 * j + 1, 3] + P - a[2 * j, 3]) % P
+                b0 = (u[2 * j + 1, 0] + u[2 * j + 1, 0] + P - u[2 * j, 0]) % P
+                b1 = (u[2 * j + 1, 1] + u[2 * j + 1, 1] + P - u[2 * j, 1]) % P
+                b2 = (u[2 * j + 1, 2] + u[2 * j + 1, 2] + P - u[2 * j, 2]) % P
+                b3 = (u[2 * j + 1, 3] + u[2 * j + 1, 3] + P - u[2 * j, 3]) % P
+            else:
+                i = 2 * j + x
+                a0, a1, a2, a3 = a[i, 0], a[i, 1], a[i, 2], a[i, 3]
+                b0, b1, b2, b3 = u[i, 0], u[i, 1], u[i, 2], u[i, 3]
+            _ext_mul_into(a0, a1, a2, a3, b0, b1, b2, b3, tmp, 0)
+            for c in range(4):
+                acc[x, c] += tmp[0, c]
+    for x in range(3):
+        for c in range(4):
+            out[x, c] = acc[x, c] % P
+
+
+@numba.njit(cache=True)
+def fold_pairs(table, r, out):
+    """out[j] = t[2j] + r (t[2j+1] - t[2j]) for an F_p4 table (2L, 4): :func:`fold_add_planes` without planes
+    (no per-entry plane index), for the long stacked tables of :func:`proofs.zk._prove_reduction`."""
+    r0, r1, r2, r3 = r[0], r[1], r[2], r[3]
+    for j in range(out.shape[0]):
+        d0 = table[2 * j + 1, 0] + P - table[2 * j, 0]
+        d1 = table[2 * j + 1, 1] + P - table[2 * j, 1]
+        d2 = table[2 * j + 1, 2] + P - table[2 * j, 2]
+        d3 = table[2 * j + 1, 3] + P - table[2 * j, 3]
+        _ext_mul_into(d0 % P, d1 % P, d2 % P, d3 % P, r0, r1, r2, r3, out, j)
+        for c in range(4):
+            out[j, c] = (out[j, c] + table[2 * j, c]) % P

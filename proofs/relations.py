@@ -51,7 +51,7 @@ from . import field as F
 from .errors import ProofError
 from .layers.packing import Packing
 from .mle import bind_high, eq_eval, eq_table, fold, is_ext, mle_evaluate
-from .zk import HidingCommitment, HidingParams, hiding_commit
+from .zk import EqWeights, HidingCommitment, HidingParams, hiding_commit
 
 MIN_ELEMENT_VARS = 4  #: a masked tensor has >= 4 element variables (>= 4 independent mask values per plane)
 
@@ -251,7 +251,7 @@ def view_pieces(layout: StoreLayout, commitment: HidingCommitment, view: View) -
         row_weights = F.ext_zero((rows,))
         block = F.ext_mul(w[:, None, :], eq_table(e[b:])[None, :, :]).reshape(-1, F.EXT_DEGREE)
         row_weights[offset >> b:(offset >> b) + block.shape[0]] = block
-        pieces = [(row_weights, eq_table(e[:b]))]
+        pieces = [(row_weights, EqWeights(e[:b]))]  # its MLE at a point: eq(e_low, point), O(b)
     else:
         dense = F.ext_mul(w[:, None, :], eq_table(e)[None, :, :]).reshape(-1, F.EXT_DEGREE)
         pieces = _dense_pieces(offset, dense, rows, cols)

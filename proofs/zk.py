@@ -19,8 +19,8 @@
 **One value row per opening.** Linear functionals v_k = sum_p w_p^T M c_p (an MLE evaluation is one piece,
 w = eq(z_row), c = eq(z_col)) with several pieces are first reduced to one: the verifier draws alpha (one per
 functional) and rho, and a degree-2 sumcheck over the column variables shows
-sum_k alpha_k v_k + rho G = sum_x [sum_p alpha_k(p) c_p(x) (w_p^T M)(x) + rho g(x)] (pieces with equal column
-weights summed first), masked by Libra's g (F_p4 coefficients read from one committed mask row, G its sum). It
+sum_k alpha_k v_k + rho G = sum_x [sum_p alpha_k(p) c_p(x) (w_p^T M)(x) + rho g(x)] (pieces with equal row
+weights merged first), masked by Libra's g (F_p4 coefficients read from one committed mask row, G its sum). It
 ends at sigma with a claim on the single functional w*^T M eq(sigma) + rho g(sigma), w* =
 sum_p alpha_k(p) c_p~(sigma) w_p. The prover states mu = <S, eq(sigma)> + <S', powers(sigma)> (S, S' F_p4
 masks), the verifier draws beta and the prover sends Y_0 = gamma^T [M; masks] (proximity),
@@ -69,7 +69,7 @@ from . import field as F
 from .commit import (DIGEST_SIZE, _hash, _layout, _merkle_levels, _merkle_open, _merkle_root_from, _query_bits,
                      committed_table, ntt)
 from .errors import ProofError, ProofRejected
-from .mle import eq_table
+from .mle import eq_eval, eq_table, fold
 from .sumcheck import SubClaim, SumcheckProof, SumcheckProver, SumcheckVerifier, _as_ext_scalar, lagrange_eval
 
 SALT_SIZE = 16
@@ -303,10 +303,6 @@ def _combine(weights, matrix) -> np.ndarray:
     return F.matmul(np.ascontiguousarray(weights.T), matrix).T.copy()
 
 
-def _piece_value(y, col_weights) -> np.ndarray:
-    return F.ext_dot(y[:col_weights.shape[0]], col_weights)
-
-
 PROXIMITY_MASKS = 4  #: mask rows only the proximity row weighs (4 F_p-independent gamma weights: uniform in F_p4)
 VALUE_MASKS = 4  #: base rows of one F_p4 mask row (beta S for a base row S spans only the line beta F_p)
 REDUCTION_DEGREE = 2  #: the reduction's summand c(x) u(x) is a product of two multilinear tables
@@ -385,13 +381,53 @@ class HidingOpening:
         return len(self.to_bytes())
 
 
+@dataclass(frozen=True, eq=False)
+class EqWeights:
+    """Column weights eq(point, .) over 2^k columns kept as the point (k, 4): the verifier evaluates their MLE at
+    sigma as eq(point, sigma) in O(k) instead of a dot product of 2^k values; ``np.asarray`` gives the table."""
+
+    point: np.ndarray
+
+    @property
+    def shape(self) -> tuple:
+        return (1 << self.point.shape[0], F.EXT_DEGREE)
+
+    def __array__(self, dtype=None, copy=None):
+        table = eq_table(self.point)
+        return table if dtype is None else table.astype(dtype)
+
+
+def _dense(weights) -> np.ndarray:
+    return np.asarray(weights, dtype=np.uint64)
+
+
+def _weights_at(weights, sigma, eq) -> np.ndarray:
+    """The MLE of column weights at sigma: eq(point, sigma) for :class:`EqWeights`, else a dot product with
+    ``eq`` = eq(sigma) over the weights' nonzero range."""
+    if isinstance(weights, EqWeights):
+        return eq_eval(weights.point, sigma)
+    weights = _dense(weights)
+    nonzero = np.flatnonzero(weights.any(axis=1))
+    if not nonzero.size:
+        return F.ext_zero()
+    lo, hi = int(nonzero[0]), int(nonzero[-1]) + 1
+    return F.ext_dot(weights[lo:hi], eq[lo:hi])
+
+
+def _weights_key(weights) -> bytes:
+    if isinstance(weights, EqWeights):
+        return b"eq" + np.asarray(weights.point, dtype=np.uint64).tobytes()
+    return b"dense" + _dense(weights).tobytes()
+
+
 def _check_functionals(commitment, functionals, error):
     rows, cols = 1 << commitment.log_rows, 1 << commitment.log_cols
     for k, pieces in enumerate(functionals):
         if not pieces:
             raise error(f"functional {k} has no pieces")
         for w, c in pieces:
-            if np.shape(w) != (rows, 4) or np.shape(c) != (cols, 4):
+            if np.shape(w) != (rows, 4) or np.shape(c) != (cols, 4) or \
+                    (isinstance(c, EqWeights) and not F.is_canonical(np.asarray(c.point, dtype=np.uint64))):
                 raise error(f"functional {k}: piece shapes {np.shape(w)}, {np.shape(c)}, expected ({rows}, 4), "
                             f"({cols}, 4)")
     return [piece for pieces in functionals for piece in pieces]
@@ -402,7 +438,7 @@ def _begin(transcript, commitment, pieces, bound: bool = False):
     if bound:  # the caller's transcript determines them: their count only
         transcript.absorb("zk.functionals.bound", len(pieces))
     else:
-        transcript.absorb("zk.functionals", [np.asarray(a, dtype=np.uint64) for piece in pieces for a in piece])
+        transcript.absorb("zk.functionals", [_dense(a) for piece in pieces for a in piece])
 
 
 def _challenges(transcript, num_rows: int, num_functionals: int, reduce: bool, mask_root, values, mask_sum):
@@ -444,15 +480,14 @@ def _owners(functionals) -> np.ndarray:
     return np.array([k for k, pieces in enumerate(functionals) for _ in pieces], dtype=np.int64)
 
 
-def _column_groups(pieces, scales) -> list:
-    """[(c, w')]: the pieces grouped by equal column weights c (a relation's stated values share them), each
-    group's row weights summed with their ``scales`` (one per piece): w' = sum_(p: c_p = c) scales_p w_p."""
+def _row_groups(pieces, scales) -> list:
+    """[(w, [(scale, c), ...])]: the pieces grouped by equal row weights w (a tensor's stated values and its mask
+    pieces in one matrix row share them), each with its ``scales`` (one per piece), so that
+    sum_p scale_p c_p(x) (w_p^T M)(x) = sum_g c'_g(x) (w_g^T M)(x), c'_g = sum_(p in g) scale_p c_p."""
     groups = {}
     for p, (w, c) in enumerate(pieces):
-        c = np.asarray(c, dtype=np.uint64)
-        key = c.tobytes()
-        scaled = F.ext_mul(np.asarray(w, dtype=np.uint64), scales[p][None, :])
-        groups[key] = (c, scaled if key not in groups else F.ext_add(groups[key][1], scaled))
+        w = _dense(w)
+        groups.setdefault(w.tobytes(), (w, []))[1].append((scales[p], c))
     return list(groups.values())
 
 
@@ -476,40 +511,56 @@ def _libra_coefficients(row, num_vars: int) -> np.ndarray:
 
 
 def _reduction_prover(groups, data):
-    """(A, U) of the reduction over the column variables: per group of equal column weights (:func:`_column_groups`)
-    A_g = c and U_g = w'^T M (the data columns), both (groups, cols, 4)."""
-    weights = np.stack([c for c, _ in groups])
-    return weights, _row_products([w for _, w in groups], data)
+    """(A, U) of the reduction over the column variables: per group of equal row weights (:func:`_row_groups`)
+    A_g = c'_g and U_g = w_g^T M (the data columns), both (groups, cols, 4)."""
+    weights = np.stack([F.ext_sum(np.stack([F.ext_mul(_dense(c), scale[None, :]) for scale, c in members]), axis=0)
+                        for _, members in groups])
+    return weights, _row_products([w for w, _ in groups], data)
 
 
-def _half_sums(a, u) -> np.ndarray:
-    """sum_p sum_rest a_p(X, rest) u_p(X, rest) at X = 0, 1, 2 (tables (P, 2m, 4), x_0 the lowest variable)."""
-    a0, a1, u0, u1 = a[:, 0::2], a[:, 1::2], u[:, 0::2], u[:, 1::2]
+def _half_sums(factors) -> np.ndarray:
+    """sum_p sum_rest a_p(X, rest) u_p(X, rest) at X = 0, 1, 2 for ``factors`` (2, n, 4): the tables A and U
+    flattened (pairs (2j, 2j + 1) stay within a table); one compiled pass, or whole-array numpy (the twin)."""
+    kernels = F.numba_kernels() if factors.shape[1] >= F.KERNEL_MIN_SIZE else None
+    if kernels is None:
+        return _half_sums_numpy(factors)
+    out = np.empty((REDUCTION_DEGREE + 1, F.EXT_DEGREE), dtype=np.uint64)
+    kernels.pair_product_sums(factors[0], factors[1], out)
+    return out
+
+
+def _half_sums_numpy(factors) -> np.ndarray:
+    a0, a1, u0, u1 = factors[0, 0::2], factors[0, 1::2], factors[1, 0::2], factors[1, 1::2]
     a2, u2 = F.ext_sub(F.ext_add(a1, a1), a0), F.ext_sub(F.ext_add(u1, u1), u0)
-    return np.stack([F.ext_sum(F.ext_mul(x, y).reshape(-1, F.EXT_DEGREE), axis=0)
-                     for x, y in ((a0, u0), (a1, u1), (a2, u2))])
+    return np.stack([F.ext_sum(F.ext_mul(x, y), axis=0) for x, y in ((a0, u0), (a1, u1), (a2, u2))])
 
 
-def _fold_stack(t, r) -> np.ndarray:
-    low, high = t[:, 0::2], t[:, 1::2]
-    return F.ext_add(low, F.ext_mul(F.ext_sub(high, low), r[None, None, :]))
+def _fold_pairs(table, r) -> np.ndarray:
+    """:func:`proofs.mle.fold` of an F_p4 table by the lean compiled pass (twin: ``fold``)."""
+    kernels = F.numba_kernels() if table.shape[0] >= F.KERNEL_MIN_SIZE else None
+    if kernels is None:
+        return fold(table, r)
+    out = np.empty((table.shape[0] // 2, F.EXT_DEGREE), dtype=np.uint64)
+    kernels.fold_pairs(np.ascontiguousarray(table), np.ascontiguousarray(r, dtype=np.uint64), out)
+    return out
 
 
 def _prove_reduction(a, u, coefficients, rho, transcript):
     """Masked sumcheck (Libra section 4.1, F_p4 mask) of sum_x sum_g A_g(x) U_g(x) + rho g(x) over the column
     variables -> (round messages (k, 3, 4), point sigma (k, 4))."""
     k = a.shape[1].bit_length() - 1
+    factors = np.ascontiguousarray(np.stack([a.reshape(-1, F.EXT_DEGREE), u.reshape(-1, F.EXT_DEGREE)]))
     messages = F.ext_zero((k, REDUCTION_DEGREE + 1))
     prefix, point = F.ext_zero(), []
     for j in range(k):
-        message = _half_sums(a, u)
+        message = _half_sums(factors)
         if coefficients is not None:
             message = F.ext_add(message, F.ext_mul(_mask_round(coefficients, j, prefix, k, REDUCTION_DEGREE),
                                                    rho[None, :]))
         messages[j] = message
         transcript.absorb("zk.reduce.round", message)
         r = transcript.challenge_ext("zk.reduce.r")  # error <= 2 / p^4 per round
-        a, u = _fold_stack(a, r), _fold_stack(u, r)
+        factors = _fold_pairs(factors.reshape(-1, F.EXT_DEGREE), r).reshape(2, -1, F.EXT_DEGREE)  # both at once
         if coefficients is not None:
             prefix = F.ext_add(prefix, _poly_at(coefficients[j], r))
         point.append(r)
@@ -528,10 +579,16 @@ def _verify_reduction(messages, claim, k: int, transcript, where: str):
 
 
 def _reduced_weights(groups, sigma):
-    """(w*, eq(sigma)): the one piece the reduction leaves, w* = sum_g c_g~(sigma) w'_g."""
-    column = eq_table(sigma)
-    values = F.ext_sum(F.ext_mul(np.stack([c for c, _ in groups]), column[None]), axis=1)
-    return F.ext_sum(F.ext_mul(np.stack([w for _, w in groups]), values[:, None, :]), axis=0), column
+    """(w*, eq(sigma)): the one piece the reduction leaves, w* = sum_g c'_g~(sigma) w_g, with
+    c'_g~(sigma) = sum_(p in g) scale_p c_p~(sigma) (:func:`_weights_at`: O(log) for eq weights)."""
+    eq = eq_table(sigma)
+    scales = np.stack([scale for _, members in groups for scale, _ in members])
+    at = np.stack([_weights_at(c, sigma, eq) for _, members in groups for _, c in members])
+    products, values, start = F.ext_mul(scales, at), [], 0
+    for _, members in groups:
+        values.append(F.ext_sum(products[start:start + len(members)], axis=0))
+        start += len(members)
+    return F.ext_sum(F.ext_mul(np.stack([w for w, _ in groups]), np.stack(values)[:, None, :]), axis=0), eq
 
 
 def _ext_row(rows4) -> np.ndarray:
@@ -543,8 +600,8 @@ def open_functionals(witness: HidingWitness, functionals, transcript, values=Non
     """Open linear functionals (lists of (row weights, column weights) pieces) -> (values (m, 4), HidingOpening).
 
     With several pieces, a masked sumcheck over the column variables first reduces every piece to one:
-    sum_k alpha_k v_k = sum_x sum_p c_p(x) (alpha_k(p) w_p^T M)(x) (+ rho g(x), Libra's mask), pieces with equal
-    c_p summed first, ends at sigma, where the claim is a value of the single functional w*^T M eq(sigma)
+    sum_k alpha_k v_k = sum_x sum_p alpha_k(p) c_p(x) (w_p^T M)(x) (+ rho g(x), Libra's mask), pieces with equal
+    w_p merged first, ends at sigma, where the claim is a value of the single functional w*^T M eq(sigma)
     (+ rho g(sigma)), w* = sum_p alpha_k(p) c_p~(sigma) w_p. One value row (and, with hiding, one row for g) is sent instead of one
     row per piece, and the mask rows are a constant :func:`mask_rows_needed`, whatever the number of pieces.
 
@@ -560,7 +617,7 @@ def open_functionals(witness: HidingWitness, functionals, transcript, values=Non
     committed_rows = witness.rows.shape[0]
     data = witness.rows[:data_rows]
     if values is None:
-        values = [F.ext_sum(np.stack([F.ext_dot(_combine(w, data[:, :cols]), c) for w, c in pieces_k]), axis=0)
+        values = [F.ext_sum(np.stack([F.ext_dot(_combine(w, data[:, :cols]), _dense(c)) for w, c in pieces_k]), axis=0)
                   for pieces_k in functionals]
     values = np.asarray(values, dtype=np.uint64).reshape(len(functionals), F.EXT_DEGREE)
     reduce, k = len(pieces) > 1, commitment.log_cols
@@ -586,12 +643,12 @@ def open_functionals(witness: HidingWitness, functionals, transcript, values=Non
                                     mask_root, values, mask_sum_)
     messages = F.ext_zero((0, REDUCTION_DEGREE + 1))
     if reduce:
-        groups = _column_groups(pieces, alpha[_owners(functionals)])
+        groups = _row_groups(pieces, alpha[_owners(functionals)])
         a, u = _reduction_prover(groups, data[:, :cols])
         messages, sigma = _prove_reduction(a, u, libra, rho, transcript)
         row_weights, column = _reduced_weights(groups, sigma)
     else:
-        row_weights, column = (np.asarray(a, dtype=np.uint64) for a in pieces[0])
+        row_weights, column = (_dense(a) for a in pieces[0])
     mask_value = F.ext_zero((0,))
     if hiding:
         value_mask = _ext_row(masks[_VALUE:_VALUE + VALUE_MASKS])
@@ -669,9 +726,9 @@ def verify_functionals(commitment: HidingCommitment, functionals, values, openin
         if libra:
             claim = F.ext_add(claim, F.ext_mul(rho, opening.mask_sum[0]))
         sigma, expected = _verify_reduction(opening.reduction, claim, k, transcript, where)
-        row_weights, column = _reduced_weights(_column_groups(pieces, alpha[_owners(functionals)]), sigma)
+        row_weights, column = _reduced_weights(_row_groups(pieces, alpha[_owners(functionals)]), sigma)
     else:
-        row_weights, column = (np.asarray(a, dtype=np.uint64) for a in pieces[0])
+        row_weights, column = (_dense(a) for a in pieces[0])
         expected = values[0]
     beta = _beta(transcript, opening.mask_value)
     indices = _queries(transcript, commitment, opening.rows)
