@@ -243,8 +243,8 @@ def union_bound_error(shapes, bit_weights: int, layouts: dict, params: HidingPar
 
 
 def zk_mask_shape(num_vars: int, degree: int, params: HidingParams) -> HidingCommitment:
-    """The shape of a zero-knowledge sumcheck's mask commitment (:func:`proofs.zk.commit_mask`: one row of
-    num_vars blocks of 2^bitlen(degree) coefficients, two mask rows)."""
+    """The shape of a zero-knowledge sumcheck's own mask commitment (:func:`proofs.zk.commit_mask`: one row of
+    num_vars blocks of 2^bitlen(degree) F_p4 coefficients, the mask rows of its one-piece opening)."""
     width = mask_entries(num_vars, degree)
     return HidingCommitment(b"", (width - 1).bit_length(), 0, mask_params(params))
 
