@@ -51,7 +51,7 @@ from . import field as F
 from .errors import ProofError
 from .layers.packing import Packing
 from .mle import bind_high, eq_eval, eq_table, fold, is_ext, mle_evaluate
-from .zk import EqWeights, HidingCommitment, HidingParams, hiding_commit
+from .zk import BlockWeights, EqWeights, HidingCommitment, HidingParams, hiding_commit
 
 MIN_ELEMENT_VARS = 4  #: a masked tensor has >= 4 element variables (>= 4 independent mask values per plane)
 
@@ -230,10 +230,9 @@ def _dense_pieces(start: int, weights, rows: int, cols: int) -> list:
     while position < end:
         row, col = divmod(position, cols)
         take = min(cols - col, end - position)
-        row_weights, col_weights = F.ext_zero((rows,)), F.ext_zero((cols,))
+        row_weights = F.ext_zero((rows,))
         row_weights[row] = F.ext_one()
-        col_weights[col:col + take] = weights[position - start:position - start + take]
-        pieces.append((row_weights, col_weights))
+        pieces.append((row_weights, BlockWeights(col, weights[position - start:position - start + take], cols)))
         position += take
     return pieces
 

@@ -397,6 +397,25 @@ class EqWeights:
         return table if dtype is None else table.astype(dtype)
 
 
+@dataclass(frozen=True, eq=False)
+class BlockWeights:
+    """Column weights that are ``values`` (m, 4) at columns start..start + m - 1 and zero elsewhere (of ``length``):
+    kept short, their MLE at sigma is a dot product of m values; ``np.asarray`` gives the table."""
+
+    start: int
+    values: np.ndarray
+    length: int
+
+    @property
+    def shape(self) -> tuple:
+        return (self.length, F.EXT_DEGREE)
+
+    def __array__(self, dtype=None, copy=None):
+        table = F.ext_zero((self.length,))
+        table[self.start:self.start + self.values.shape[0]] = self.values
+        return table if dtype is None else table.astype(dtype)
+
+
 def _dense(weights) -> np.ndarray:
     return np.asarray(weights, dtype=np.uint64)
 
@@ -406,6 +425,8 @@ def _weights_at(weights, sigma, eq) -> np.ndarray:
     ``eq`` = eq(sigma) over the weights' nonzero range."""
     if isinstance(weights, EqWeights):
         return eq_eval(weights.point, sigma)
+    if isinstance(weights, BlockWeights):
+        return F.ext_dot(weights.values, eq[weights.start:weights.start + weights.values.shape[0]])
     weights = _dense(weights)
     nonzero = np.flatnonzero(weights.any(axis=1))
     if not nonzero.size:
@@ -414,9 +435,22 @@ def _weights_at(weights, sigma, eq) -> np.ndarray:
     return F.ext_dot(weights[lo:hi], eq[lo:hi])
 
 
+def _structured_ok(weights, cols: int) -> bool:
+    """A structured column-weights object is well formed (canonical values, a block inside the columns)."""
+    if isinstance(weights, EqWeights):
+        return F.is_canonical(np.asarray(weights.point, dtype=np.uint64))
+    if isinstance(weights, BlockWeights):
+        values = np.asarray(weights.values)
+        return values.ndim == 2 and values.shape[1] == F.EXT_DEGREE and F.is_canonical(values) \
+            and 0 <= weights.start and weights.start + values.shape[0] <= cols
+    return True
+
+
 def _weights_key(weights) -> bytes:
     if isinstance(weights, EqWeights):
         return b"eq" + np.asarray(weights.point, dtype=np.uint64).tobytes()
+    if isinstance(weights, BlockWeights):
+        return b"block" + int(weights.start).to_bytes(8, "little") + _dense(weights.values).tobytes()
     return b"dense" + _dense(weights).tobytes()
 
 
@@ -426,8 +460,7 @@ def _check_functionals(commitment, functionals, error):
         if not pieces:
             raise error(f"functional {k} has no pieces")
         for w, c in pieces:
-            if np.shape(w) != (rows, 4) or np.shape(c) != (cols, 4) or \
-                    (isinstance(c, EqWeights) and not F.is_canonical(np.asarray(c.point, dtype=np.uint64))):
+            if np.shape(w) != (rows, 4) or np.shape(c) != (cols, 4) or not _structured_ok(c, cols):
                 raise error(f"functional {k}: piece shapes {np.shape(w)}, {np.shape(c)}, expected ({rows}, 4), "
                             f"({cols}, 4)")
     return [piece for pieces in functionals for piece in pieces]

@@ -29,7 +29,7 @@ def test_lean_fold_equals_the_fold(log_len, seed):
 
 def _pieces(rng, rows, cols, count):
     """Random pieces on row blocks (as packed tensors give), some sharing column weights, some row weights, some
-    with eq column weights."""
+    with eq or block column weights (kept structured)."""
     pieces, shared = [], F.ext_random((cols,), seed=int(rng.integers(1 << 30)))
     shared_row = None
     for k in range(count):
@@ -43,6 +43,10 @@ def _pieces(rng, rows, cols, count):
         c = shared if k % 3 == 0 else F.ext_random((cols,), seed=int(rng.integers(1 << 30)))
         if k % 3 == 2:
             c = zk.EqWeights(F.ext_random((cols.bit_length() - 1,), seed=int(rng.integers(1 << 30))))
+        if k % 5 == 4:
+            start = int(rng.integers(0, cols))
+            c = zk.BlockWeights(start, F.ext_random((int(rng.integers(1, cols - start + 1)),),
+                                                    seed=int(rng.integers(1 << 30))), cols)
         pieces.append((w, c))
     return pieces
 
@@ -88,3 +92,19 @@ def test_many_pieces_open_and_a_wrong_one_is_refused(log_rows, count, hiding, se
     except zk.ProofRejected:
         return
     raise AssertionError("a wrong value was accepted")
+
+
+def test_structured_weights_are_checked():
+    """A block reaching past the columns, or non-canonical structured weights, is refused by the shape check."""
+    commitment, witness = zk.hiding_commit(F.random_elements(64, seed=1), zk.HidingParams(), log_rows=2, seed=2)
+    w = F.ext_one((4,))
+    good = [[(w, zk.BlockWeights(2, F.ext_one((8,)), 16))]]
+    values, opening = zk.open_functionals(witness, good, Transcript("r"))
+    zk.verify_functionals(commitment, good, values, opening, Transcript("r"))
+    for bad in (zk.BlockWeights(10, F.ext_one((8,)), 16), zk.EqWeights(np.full((4, 4), F.P, dtype=np.uint64))):
+        try:
+            zk.verify_functionals(commitment, [[(w, bad)]], values, opening, Transcript("r"))
+        except zk.ProofRejected as error:
+            assert "piece shapes" in str(error)
+        else:
+            raise AssertionError("malformed structured weights were accepted")
