@@ -31,9 +31,10 @@ EXT_BITS = EXT_DEGREE * math.log2(P)  #: log2 of the extension field size, ~123.
 NUMBA_MIN_SIZE = 1 << 15  #: arrays with at least this many entries use the numba kernels (when numba imports);
 # below it numpy is fast enough, and a short computation (a verifier) does not pay numba's ~1 s import
 #: tables of at least this many entries take the single-pass kernels of multi-step loops (eq tables, folds, the
-#: relation prover's rounds): one compiled pass beats the numpy twin's dozens of whole-array calls from a few
-#: dozen entries on (measured on hiding LeNet-5 proofs: ~20% of the prover), where single field calls gain little
-KERNEL_MIN_SIZE = 1 << 6
+#: relation prover's rounds): one compiled pass beats the numpy twin's dozens of whole-array calls down to the
+#: smallest tables (measured on hiding LeNet-5 proofs: prover 0.53 s at 64 entries, 0.40 s at 2); the numpy
+#: twins stay, tested against the kernels
+KERNEL_MIN_SIZE = 1 << 1
 #: matrix products up to this many multiply-adds run as one compiled pass (measured 1.4-10x faster than the 16-bit
 #: limb BLAS product from 2^15 to 2^26 of them with 4-16 columns; beyond, BLAS's blocking may win)
 MATMUL_KERNEL_MAX = 1 << 28
