@@ -438,11 +438,13 @@ def _weights_at(weights, sigma, eq) -> np.ndarray:
 def _structured_ok(weights, cols: int) -> bool:
     """A structured column-weights object is well formed (canonical values, a block inside the columns)."""
     if isinstance(weights, EqWeights):
-        return F.is_canonical(np.asarray(weights.point, dtype=np.uint64))
+        point = np.asarray(weights.point)
+        return point.ndim == 2 and point.shape[1] == F.EXT_DEGREE and F.is_canonical(point)
     if isinstance(weights, BlockWeights):
         values = np.asarray(weights.values)
-        return values.ndim == 2 and values.shape[1] == F.EXT_DEGREE and F.is_canonical(values) \
-            and 0 <= weights.start and weights.start + values.shape[0] <= cols
+        return isinstance(weights.start, (int, np.integer)) and values.ndim == 2 and \
+            values.shape[1] == F.EXT_DEGREE and F.is_canonical(values) and 0 <= weights.start and \
+            weights.start + values.shape[0] <= cols == weights.length
     return True
 
 
