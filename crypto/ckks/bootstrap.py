@@ -424,16 +424,23 @@ class BootstrapPlan:
         """The precision this library states for the bootstrap (bits, worst slot, |x| <= 1, input scale Δ;
         tests/crypto/test_bootstrap.py asserts it).  An error δ in the EvalMod variable y = t/K is an error
         K·δ·q_0/Δ per coefficient and about sqrt(2 n_s) times that per slot (the sparse trace divides the
-        message by g first: g times more); δ ≈ 2^12·sqrt(N/2^12)/Δ_EvalMod, the noise of a few rotations
-        and products at the working scale.  Calibrated on N = 2^12 (measured 1.5-2 bits above).
+        message by g first: g times more); δ ≈ 2^12·sqrt(N/2^12)·sqrt((h + 1)/33)/Δ_EvalMod, the noise of a
+        few rotations and products at the working scale (a rescale's rounding r_0 + r_1·s grows with the
+        secret's weight h: dense ternary h ≈ 2N/3).  EvalMod's own rounding noise, amplified by its
+        Chebyshev series (argument range 2πK/2^r) and the double angles, grows faster than K: measured
+        about K^1.6 above K = 16, counted as 0.6·log2(K/16) bits.  Calibrated on N = 2^12 with h = 32
+        (K = 16, measured 1.5-2 bits above) and dense (K = 135: measured 11.0 bits, stated 9.6), and on the
+        dense N = 2^16 bootstrap of benchmarks/bootstrap.py --n16 (K = 542: measured 1.6 bits, stated 0.7).
 
         Plus the approximation error of EvalMod (``approximation_error``), the worst case of a coefficient
         as large as Δ (a constant input): the two add."""
         p = self.params
         log_ratio = math.log2(p.modulus_at(0)) - p.log_scale
         g = self.total // self.slots
-        noise = (p.log_scale - 12 - 0.5 * (p.log_n - 12) - math.log2(self.k_bound) - log_ratio
-                 - 0.5 * math.log2(2 * self.slots) - math.log2(g))
+        h = 2 * p.n / 3 if p.hamming_weight is None else p.hamming_weight
+        log_k = math.log2(self.k_bound)
+        noise = (p.log_scale - 12 - 0.5 * (p.log_n - 12) - 0.5 * max(0.0, math.log2((h + 1) / 33))
+                 - log_k - 0.6 * max(0.0, log_k - 4) - log_ratio - 0.5 * math.log2(2 * self.slots) - math.log2(g))
         return -math.log2(2.0**-noise + self.approximation_error)
 
     @property

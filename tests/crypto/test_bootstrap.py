@@ -336,6 +336,33 @@ def test_precise_full_bootstrap_20_bits_with_6_levels_left():
     assert bits(x * x, ctx.decrypt(out * out)) >= 19
 
 
+# dense ternary secret (h ≈ 2N/3, K = 135 at N = 2^12): the stated precision counts the secret's weight
+# (rescale noise) and EvalMod's growth with K; without them it stated 14.7 bits where 11 are measured.
+BOOT_DENSE = dict(log_n=12, log_q=[[30, 30]] + [[25, 26]] * 24, log_p=[30] * 6, log_scale=50, dnum=8,
+                  insecure=True)
+
+
+def test_stated_precision_counts_the_dense_secret():
+    sparse = BootstrapPlan(CKKSParameters.from_literal(dict(BOOT_DENSE, hamming_weight=32)))
+    dense = BootstrapPlan(CKKSParameters.from_literal(BOOT_DENSE))
+    assert dense.k_bound > 100 and sparse.k_bound == 16
+    assert dense.precision_bits < sparse.precision_bits - 6
+
+
+@pytest.mark.slow
+def test_dense_secret_full_bootstrap_meets_its_stated_precision():
+    p = CKKSParameters.from_literal(BOOT_DENSE)
+    cfg = BootstrapConfig(arcsin=False)
+    ctx = CKKSContext.keygen(p, seed=3, bootstrap=cfg)
+    plan_ = ctx.evaluator.bootstrap_plan()
+    assert 8 < plan_.precision_bits < 11
+    for seed in (13, 14):
+        x = np.random.default_rng(seed).uniform(-1, 1, plan_.slots)
+        out = ctx.evaluator.bootstrap(ctx.encrypt(x, level=0))
+        assert out.level == plan_.levels_left
+        assert bits(x, ctx.decrypt(out)) >= plan_.precision_bits
+
+
 def test_bootstrap_config_survives_to_bytes():
     """from_bytes restores the config the keys were made for (public and full contexts, pickling); a
     context without one stays without; a corrupted config is a SerializationError."""
