@@ -144,6 +144,47 @@ def mulmod_rows(a, b, q, bk, bm):
 
 
 @numba.njit(cache=True)
+def wide_residues_rows(c, q, out):
+    """out[l] = c mod q_l for int64 coefficients c of any size: a float64 quotient estimate (float64(c) is
+    within 2^10 of c, so the estimate is off by at most 1 + 2^10/q) and exact int64 corrections, no
+    integer division (np.remainder's)."""
+    k = out.shape[0]
+    n = c.shape[0]
+    for l in range(k):
+        ql = np.int64(q[l])
+        inv = 1.0 / np.float64(q[l])
+        for i in range(n):
+            x = c[i]
+            r = x - np.int64(np.floor(np.float64(x) * inv)) * ql
+            while r < 0:
+                r += ql
+            while r >= ql:
+                r -= ql
+            out[l, i] = np.uint64(r)
+    return out
+
+
+@numba.njit(cache=True)
+def muladd_rows(acc, a, b, q, bk, bm):
+    """acc ← (acc + a·b) mod q_l in place, row by row (Barrett as ``mulmod_rows``; all reduced): one pass
+    instead of a product array and a sum array (plaintext-diagonal sums of baby-step giant-step)."""
+    k, n = a.shape
+    for l in range(k):
+        ql = q[l]
+        sh1 = np.uint64(bk[l] - 1)
+        sh2 = np.uint64(bk[l] + 1)
+        m = bm[l]
+        for c in range(n):
+            x = a[l, c] * b[l, c]
+            t = ((x >> sh1) * m) >> sh2
+            r = x - t * ql
+            r = min(r, r - ql)
+            r = min(r, r - ql)
+            s = acc[l, c] + r
+            acc[l, c] = min(s, s - ql)
+
+
+@numba.njit(cache=True)
 def mulmod_scalar_rows(a, w, ws, q):
     """a·w_l mod q_l for one constant per row (Shoup companions ws)."""
     k, n = a.shape

@@ -13,8 +13,9 @@ import numpy as np
 
 from .errors import ContextMismatchError, ParameterError
 from .modarith import crt_compose, centered, inv_mod, shoup_precompute
-from ._ntt_kernels import (addmod_rows, divide_round_correction, muladd_permute_rows, muladd_scalar_rows,
-                           mulmod_rows, negmod_rows, permute_rows, submod_rows)
+from ._ntt_kernels import (addmod_rows, divide_round_correction, muladd_permute_rows, muladd_rows,
+                           muladd_scalar_rows, mulmod_rows, negmod_rows, permute_rows, submod_rows,
+                           wide_residues_rows)
 from .ntt import BasisConversion, NTTTables, bit_reverse_indices, get_backend
 
 
@@ -135,6 +136,15 @@ class RingContext:
         q, bk, bm = self._barrett(idx)
         return mulmod_rows(np.ascontiguousarray(a), _full(b, a.shape), q, bk, bm)
 
+    def muladd_into(self, acc: np.ndarray, a, b, idx) -> np.ndarray:
+        """acc ← (acc + a·b) mod q row by row, in place (``acc`` a writable C-contiguous uint64 array that
+        no polynomial owns yet); the same residues as add(acc, mul(a, b))."""
+        if acc.dtype != np.uint64 or not acc.flags.c_contiguous or not acc.flags.writeable or acc.shape != np.shape(a):
+            raise ParameterError(f"acc must be writable C-contiguous uint64 of shape {np.shape(a)}")
+        q, bk, bm = self._barrett(idx)
+        muladd_rows(acc, np.ascontiguousarray(a), _full(b, acc.shape), q, bk, bm)
+        return acc
+
     def divider(self, head_idx, tail_idx) -> "DivideRound":
         """The exact x -> round(x / T) from head ∪ tail to head, T the product of the tail moduli (cached)."""
         key = ("divround", tuple(head_idx), tuple(tail_idx))
@@ -247,8 +257,7 @@ class RNSPoly:
             if c.size and int(np.abs(c).max()) < int(q.min()):
                 data = small_residues(c, q)
             else:               # residues in [0, q) have the same bits as int64 and uint64
-                data = np.empty((len(idx), ring.n), dtype=np.uint64)
-                np.remainder(c[None, :], q.astype(np.int64), out=data.view(np.int64))
+                data = wide_residues_rows(c, q[:, 0], np.empty((len(idx), ring.n), dtype=np.uint64))
             if is_ntt:          # in place: no temporary per encoded or sampled polynomial
                 return cls(ring, ring.ntt(data, idx, out=data), idx, True)
         poly = cls(ring, data, idx, False)

@@ -255,6 +255,35 @@ class Evaluator:
         poly, a, scale = op
         return self._make([p * poly for p in a.parts], a.level, a.scale * scale, length, is_complex)
 
+    def mul_plain_sum(self, pairs) -> Ciphertext:
+        """Σ ct_i·pt_i over (ciphertext, plaintext or vector) pairs at one level and one product scale, not
+        rescaled: the ciphertext that adding the ``mul`` products gives (same residues), accumulated in
+        place by a fused multiply-add per limb row (one pass per term, no product array)."""
+        acc, level, scale, length, is_complex = None, None, None, 0, False
+        for ct, pt in pairs:
+            a, op = self._mul_operands(ct, pt)
+            if isinstance(op, Ciphertext) or not isinstance(op[0], RNSPoly):
+                raise ParameterError("mul_plain_sum multiplies ciphertexts by plaintexts")
+            poly, a, s = op
+            n_len, n_complex = self._meta(a, pt)
+            length, is_complex = max(length, n_len), is_complex or n_complex
+            if acc is None:
+                level, scale, idx = a.level, a.scale * s, a.parts[0].idx
+                acc = [p.ring.mul(p.data, poly.data, idx) for p in a.parts]       # fresh, writable arrays
+                acc = [x if x.flags.writeable else x.copy() for x in acc]
+                continue
+            if a.level != level or len(a.parts) != len(acc):
+                raise LevelError(f"mul_plain_sum: a term at level {a.level} differs from level {level}")
+            if abs(a.scale * s / scale - 1) > SCALE_TOLERANCE:
+                raise ScaleError(f"mul_plain_sum: product scale 2^{math.log2(a.scale * s):.4f} differs from "
+                                 f"2^{math.log2(scale):.4f}")
+            for x, p in zip(acc, a.parts):
+                p.ring.muladd_into(x, p.data, poly.data, idx)
+        if acc is None:
+            raise ParameterError("mul_plain_sum needs at least one term")
+        ring = a.parts[0].ring
+        return self._make([RNSPoly(ring, x, idx, True) for x in acc], level, scale, length, is_complex)
+
     def mul_rescale(self, a, b) -> Ciphertext:
         """rescale(mul(a, b)); for two ciphertexts the relinearization's ModDown and the rescale share
         one division by P·q_top (same result up to the final rounding)."""

@@ -266,3 +266,52 @@ def test_more_rotation_keys_later(ctx, vectors):
     from crypto import ParameterError
     with pytest.raises(ParameterError, match="secret key"):
         ctx.public_context().with_rotations([2])
+
+
+# -- fused plaintext sums (baby-step giant-step) -----------------------------------------------------
+def test_muladd_rows_matches_its_naive_twin():
+    """The fused kernel acc + a·b mod q against Python integers, residues up to q - 1."""
+    from crypto._ntt_kernels import muladd_rows
+    ring = context("TOY").ring
+    idx = (0, 1, 2)
+    q, bk, bm = ring._barrett(idx)
+    rng = np.random.default_rng(3)
+    a, b, acc = (np.array([rng.integers(0, int(qi), 64, dtype=np.int64) for qi in q], dtype=np.uint64)
+                 for _ in range(3))
+    a[:, 0] = b[:, 0] = acc[:, 0] = q - 1
+    want = [[(int(acc[l, c]) + int(a[l, c]) * int(b[l, c])) % int(q[l]) for c in range(64)] for l in range(3)]
+    got = acc.copy()
+    muladd_rows(got, a, b, q, bk, bm)
+    assert got.tolist() == want
+
+
+def test_mul_plain_sum_equals_the_sum_of_products(ctx):
+    """Evaluator.mul_plain_sum (fused, in one accumulator) gives the residues add(mul(...)) gives, and
+    bsgs_sum with and without it the same ciphertext; mismatched levels and scales are refused."""
+    from crypto.ckks.linear import bsgs_sum
+    from crypto.errors import LevelError, ScaleError
+    ev, rng = ctx.evaluator, np.random.default_rng(4)
+    level = ctx.params.max_level
+    cts = [ctx.encrypt(uniform(rng, ctx.params.slots)) for _ in range(3)]
+    pts = [ev.encode(uniform(rng, ctx.params.slots), level, 2.0**30) for _ in range(3)]
+    fused = ev.mul_plain_sum(zip(cts, pts))
+    plain = ev.add(ev.add(ev.mul(cts[0], pts[0]), ev.mul(cts[1], pts[1])), ev.mul(cts[2], pts[2]))
+    assert fused.level == plain.level and fused.scale == plain.scale
+    for x, y in zip(fused.parts, plain.parts):
+        assert np.array_equal(x.data, y.data)
+    assert not cts[0].parts[0].data.flags.writeable            # inputs untouched (frozen)
+
+    class Generic:                                             # the evaluator without the fused sum
+        def __getattr__(self, name):
+            if name == "mul_plain_sum":
+                raise AttributeError(name)
+            return getattr(ev, name)
+    babies = dict(enumerate(cts))
+    groups = [(0, [(0, pts[0]), (1, pts[1])]), (1, [(2, pts[2])])]
+    a, b = bsgs_sum(ev, babies, groups), bsgs_sum(Generic(), babies, groups)
+    for x, y in zip(a.parts, b.parts):
+        assert np.array_equal(x.data, y.data)
+    with pytest.raises(LevelError):
+        ev.mul_plain_sum([(cts[0], pts[0]), (ev.drop_level(cts[1], 1), pts[1])])
+    with pytest.raises(ScaleError):
+        ev.mul_plain_sum([(cts[0], pts[0]), (cts[1], ev.encode(uniform(rng, ctx.params.slots), level, 2.0**31))])

@@ -195,3 +195,16 @@ def test_small_residues_match_python_mod_and_from_ints_paths_agree():
     assert np.array_equal(small.data, big.data) and not small.data.flags.writeable
     wide = c * (2**40)           # |c| >= q: the general int64 path
     assert [int(v) for v in RNSPoly.from_ints(ring, wide, (1,)).data[0]] == [int(x) % moduli[1] for x in wide]
+
+
+def test_wide_residues_match_python_mod():
+    """wide_residues_rows (float quotient estimate, int64 corrections) equals Python's c mod q for int64
+    coefficients up to the extremes, small and large moduli."""
+    from crypto._ntt_kernels import wide_residues_rows
+    rng = np.random.default_rng(6)
+    c = np.concatenate([rng.integers(-2**63, 2**63 - 1, 500, dtype=np.int64, endpoint=True),
+                        rng.integers(-2**40, 2**40, 500, dtype=np.int64),
+                        np.array([-2**63, 2**63 - 1, -1, 0, 1, 2**62, -2**62], dtype=np.int64)])
+    q = np.array([17, 97, 7681, 2**23 + 2**17 + 1, 2147221513, 2**31 - 1], dtype=np.uint64)
+    got = wide_residues_rows(c, q, np.empty((len(q), len(c)), dtype=np.uint64))
+    assert [[int(v) for v in row] for row in got] == [[int(x) % int(qi) for x in c] for qi in q]
