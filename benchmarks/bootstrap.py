@@ -3,15 +3,17 @@
 Reference (same machine, /work/shared/PEERS.md): OpenFHE 1.6 bootstraps N = 2^16 with 2^15 slots in
 14.1 s single thread at 16.3 bits with 7 levels left, 10.9 GB peak RSS.
 
-    python benchmarks/bootstrap.py [--preset N16] [--slots 32768] [--toy | --precise] [--log-n 15]
-                                   [--cts-levels 3 --stc-levels 3] [--estimate] [--max-key-gb 12]
+    python benchmarks/bootstrap.py [--preset N16] [--slots 32768] [--toy | --precise | --n16] [--log-n 15]
+                                   [--cts-levels 3 --stc-levels 3] [--no-arcsin] [--estimate] [--max-key-gb 12]
 
-``--n16 --no-arcsin``: the 128-bit dense-ternary N = 2^16 figure (``N16_BOOT``, 3/3 levels, 40 keys of 208 MB).
-Measured 2026-11-28, one thread, shared two-core machine (load ~1.4), under ``ulimit -v`` 14 GiB: bootstrap
-29.0 s, keygen 23.7 s, 8 levels left, peak RSS (VmHWM) 11.0 GB, but 1.6 bits: EvalMod at Δ = 2^50 with a dense
-secret (K = 542, 7 double angles) keeps ~13 bits of the cosine and the output multiplies its error by
-q_0/(2πΔ)·sqrt(N) ≈ 2^15 (see ``BootstrapPlan.precision_bits``).  The N16 preset itself (dnum=8) needs 40 keys
-of 281 MB: 11.2 GB of keys, over 14 GiB of address space in CoeffToSlot.
+``--n16``: the 128-bit dense-ternary N = 2^16 figure (``N16_BOOT``, 3/3 levels, 40 keys of 208 MB; EvalMod
+without the arcsin correction, which buys nothing where noise limits the precision: 8 levels left instead
+of 6).  Measured 2026-11-28, one thread, shared two-core machine (load ~1.9), under ``ulimit -v`` 14 GiB:
+bootstrap 24.9 s (CoeffToSlot ~11.7, EvalMod ~10.6, SlotToCoeff ~3.4), keygen 22.9 s, 8 levels left, peak
+RSS (VmHWM) 10.6 GB, but 1.6 bits: EvalMod at Δ = 2^50 with a dense secret (K = 542, 7 double angles) keeps
+~13.5 bits of the cosine and the output multiplies its error by q_0/(2πΔ)·sqrt(N) ≈ 2^15 (stated: 0.7 bits,
+``BootstrapPlan.precision_bits``).  The N16 preset itself (dnum=8) needs 40 keys of 281 MB: 11.2 GB of keys,
+over 14 GiB of address space in CoeffToSlot.
 ``--estimate``: the plan and the key memory (bytes per switching key x keys) only, no keygen: run it first
 at N16 (40 keys of 281 MB with 3/3 levels: 11.2 GB; ``--max-key-gb`` refuses a run whose keys exceed it).
 
@@ -110,7 +112,7 @@ def main(argv=None):
     ap.add_argument("--slots", type=int, default=None)
     ap.add_argument("--toy", action="store_true")
     ap.add_argument("--precise", action="store_true")
-    ap.add_argument("--n16", action="store_true", help="N16_BOOT: the 128-bit N = 2^16 bootstrapping literal")
+    ap.add_argument("--n16", action="store_true", help="N16_BOOT: the 128-bit N = 2^16 bootstrapping literal (implies --no-arcsin)")
     ap.add_argument("--no-arcsin", action="store_true", help="EvalMod without y + y^3/6 (two levels fewer)")
     ap.add_argument("--log-n", type=int, default=None)
     ap.add_argument("--cts-levels", type=int, default=3)
@@ -122,7 +124,7 @@ def main(argv=None):
     if literal is not None and args.log_n:
         literal = dict(literal, log_n=args.log_n)
     params = CKKSParameters.from_literal(literal) if literal else CKKSParameters.preset(args.preset)
-    arcsin = not args.no_arcsin
+    arcsin = not (args.no_arcsin or args.n16)
     plan = BootstrapPlan(params, BootstrapConfig(slots=args.slots, cts_levels=args.cts_levels,
                                                  stc_levels=args.stc_levels, arcsin=arcsin))
     keys, per_key = key_estimate(params, plan)
