@@ -105,10 +105,10 @@ def eq_eval(a, b) -> np.ndarray:
     one = F.ext_one(a.shape[:-1])
     # a b + (1 - a)(1 - b) = 1 - a - b + 2ab
     factors = F.ext_add(F.ext_sub(F.ext_sub(one, a), b), F.ext_add(ab, ab))
-    result = F.ext_one()
-    for factor in factors:
-        result = F.ext_mul(result, factor)
-    return result
+    result = [1, 0, 0, 0]
+    for factor in factors.tolist():  # scalar products on Python ints: numpy's per-call overhead dominates here
+        result = F.ext_mul_ints(result, factor)
+    return np.array(result, dtype=np.uint64)
 
 
 def fix_variable(table, r) -> np.ndarray:

@@ -613,17 +613,32 @@ def _verify_reduction(messages, claim, k: int, transcript, where: str):
     return np.asarray(sub.point, dtype=np.uint64).reshape(k, F.EXT_DEGREE), sub.expected_value
 
 
+def _weights_at_all(weights, sigma) -> np.ndarray:
+    """:func:`_weights_at` of many column weights (m, 4): the blocks' dot products in one gathered product and
+    one segmented sum, the rest one by one."""
+    eq = eq_table(sigma)
+    out = F.ext_zero((len(weights),))
+    blocks = [i for i, c in enumerate(weights) if isinstance(c, BlockWeights)]
+    if blocks:
+        lengths = [weights[i].values.shape[0] for i in blocks]
+        index = np.concatenate([np.arange(weights[i].start, weights[i].start + n) for i, n in zip(blocks, lengths)])
+        products = F.ext_mul(np.concatenate([_dense(weights[i].values) for i in blocks]), eq[index])
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        out[blocks] = np.add.reduceat(products, starts, axis=0) % np.uint64(F.P)  # < 2^31 terms of < 2^31 each
+    for i, c in enumerate(weights):
+        if not isinstance(c, BlockWeights):
+            out[i] = _weights_at(c, sigma, eq)
+    return out, eq
+
+
 def _reduced_weights(groups, sigma):
     """(w*, eq(sigma)): the one piece the reduction leaves, w* = sum_g c'_g~(sigma) w_g, with
     c'_g~(sigma) = sum_(p in g) scale_p c_p~(sigma) (:func:`_weights_at`: O(log) for eq weights)."""
-    eq = eq_table(sigma)
     scales = np.stack([scale for _, members in groups for scale, _ in members])
-    at = np.stack([_weights_at(c, sigma, eq) for _, members in groups for _, c in members])
-    products, values, start = F.ext_mul(scales, at), [], 0
-    for _, members in groups:
-        values.append(F.ext_sum(products[start:start + len(members)], axis=0))
-        start += len(members)
-    return F.ext_sum(F.ext_mul(np.stack([w for w, _ in groups]), np.stack(values)[:, None, :]), axis=0), eq
+    at, eq = _weights_at_all([c for _, members in groups for _, c in members], sigma)
+    starts = np.concatenate([[0], np.cumsum([len(members) for _, members in groups])[:-1]])
+    values = np.add.reduceat(F.ext_mul(scales, at), starts, axis=0) % np.uint64(F.P)
+    return F.ext_sum(F.ext_mul(np.stack([w for w, _ in groups]), values[:, None, :]), axis=0), eq
 
 
 def _ext_row(rows4) -> np.ndarray:
