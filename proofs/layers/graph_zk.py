@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import math
 from dataclasses import dataclass
 
@@ -565,6 +566,12 @@ class HidingGraphCommitment:
     def statement_bytes(self) -> bytes:
         return self.to_bytes()
 
+    @functools.cached_property
+    def statement_digest(self) -> bytes:
+        """SHA3-256 of :meth:`statement_bytes` (structure, every copy, their agreement proof: about a megabyte),
+        computed once per commitment object: what each proof's transcript absorbs."""
+        return hashlib.sha3_256(self.statement_bytes()).digest()
+
     def to_bytes(self) -> bytes:
         writer = ByteWriter(COMMITMENT_MAGIC, FORMAT_VERSION)
         writer.text(self.structure.public_text())
@@ -630,7 +637,7 @@ def _public_tables(shapes: Shapes, x_int, output):
 def _transcript(commitment, x_int, output, proof_commitments, copy: int) -> Transcript:
     """The statement: model, copy, the input (x_int None: a private input, its absence stated), output, stores."""
     transcript = Transcript(TRANSCRIPT_LABEL)
-    transcript.absorb("model", commitment.statement_bytes())
+    transcript.absorb("model", commitment.statement_digest)
     transcript.absorb("copy", int(copy))
     if x_int is None:
         transcript.absorb("private input", 1)
