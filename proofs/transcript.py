@@ -19,6 +19,9 @@ from .errors import ProofError
 from .field import EXT_DEGREE, P
 
 
+_SHORT_DRAW = 64  #: draws of at most this many values run on Python ints (numpy's per-call overhead dominates)
+
+
 def _length_prefixed(data: bytes) -> bytes:
     return len(data).to_bytes(8, "little") + data
 
@@ -63,16 +66,30 @@ class Transcript:
         """Mix ``value`` (bytes, str, int, numpy array or a list of those) into the state."""
         self._chain(b"absorb", label, encode(value))
 
+    def _word_bytes(self, label: str, count: int) -> bytes:
+        """8 ``count`` pseudo-random bytes (``count`` little-endian uint64 words) bound to the current state; chains
+        the state forward."""
+        seed = self._state + b"squeeze" + encode(str(label)) + encode(int(count))
+        data = hashlib.shake_256(seed).digest(8 * count)
+        self._chain(b"squeezed", label, encode(int(count)))
+        return data
+
     def _words(self, label: str, count: int) -> np.ndarray:
         """``count`` pseudo-random uint64 words bound to the current state; chains the state forward."""
-        seed = self._state + b"squeeze" + encode(str(label)) + encode(int(count))
-        words = np.frombuffer(hashlib.shake_256(seed).digest(8 * count), dtype="<u8").astype(np.uint64)
-        self._chain(b"squeezed", label, encode(int(count)))
-        return words
+        return np.frombuffer(self._word_bytes(label, count), dtype="<u8").astype(np.uint64)
 
     def _uniform(self, label: str, count: int, bound: int) -> np.ndarray:
-        """``count`` uniform integers in [0, bound) as uint64, by rejection sampling (unbiased)."""
+        """``count`` uniform integers in [0, bound) as uint64, by rejection sampling (unbiased). A short draw
+        (a challenge's few words) runs on Python ints, a long one on numpy: the same words either way."""
         limit = (1 << 64) - (1 << 64) % bound  # largest multiple of bound not above 2^64
+        if count <= _SHORT_DRAW:
+            values, attempt = [], 0
+            while len(values) < count:
+                data = self._word_bytes(f"{label}#{attempt}", count - len(values) + 4)
+                words = (int.from_bytes(data[i:i + 8], "little") for i in range(0, len(data), 8))
+                values += [w % bound for w in words if w < limit]
+                attempt += 1
+            return np.array(values[:count], dtype=np.uint64)
         out = np.empty(0, dtype=np.uint64)
         attempt = 0
         while out.size < count:

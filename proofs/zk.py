@@ -614,19 +614,31 @@ def _verify_reduction(messages, claim, k: int, transcript, where: str):
 
 
 def _weights_at_all(weights, sigma) -> np.ndarray:
-    """:func:`_weights_at` of many column weights (m, 4): the blocks' dot products in one gathered product and
-    one segmented sum, the rest one by one."""
+    """:func:`_weights_at` of many column weights -> ((m, 4), eq(sigma)): the blocks' dot products as one gathered
+    product and one segmented sum, the eq weights' eq(z, sigma) = prod_i (1 - z_i - s_i + 2 z_i s_i) for all of
+    them at once, the rest one by one."""
     eq = eq_table(sigma)
     out = F.ext_zero((len(weights),))
     blocks = [i for i, c in enumerate(weights) if isinstance(c, BlockWeights)]
     if blocks:
-        lengths = [weights[i].values.shape[0] for i in blocks]
-        index = np.concatenate([np.arange(weights[i].start, weights[i].start + n) for i, n in zip(blocks, lengths)])
+        lengths = np.array([weights[i].values.shape[0] for i in blocks])
+        offsets = np.cumsum(lengths) - lengths
+        index = np.arange(int(lengths.sum())) + np.repeat(np.array([weights[i].start for i in blocks]) - offsets,
+                                                           lengths)
         products = F.ext_mul(np.concatenate([_dense(weights[i].values) for i in blocks]), eq[index])
-        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-        out[blocks] = np.add.reduceat(products, starts, axis=0) % np.uint64(F.P)  # < 2^31 terms of < 2^31 each
+        out[blocks] = np.add.reduceat(products, offsets, axis=0) % np.uint64(F.P)  # < 2^31 terms of < 2^31 each
+    points = [i for i, c in enumerate(weights) if isinstance(c, EqWeights)]
+    if points:
+        z = np.stack([_dense(weights[i].point) for i in points])  # (m, k, 4), k = sigma's variables
+        s = np.broadcast_to(np.asarray(sigma, dtype=np.uint64)[None], z.shape)
+        zs = F.ext_mul(z, s)
+        factors = F.ext_add(F.ext_sub(F.ext_sub(F.ext_one(z.shape[:-1]), z), s), F.ext_add(zs, zs))
+        value = F.ext_one((len(points),))
+        for i in range(z.shape[1]):
+            value = F.ext_mul(value, np.ascontiguousarray(factors[:, i]))
+        out[points] = value
     for i, c in enumerate(weights):
-        if not isinstance(c, BlockWeights):
+        if not isinstance(c, (BlockWeights, EqWeights)):
             out[i] = _weights_at(c, sigma, eq)
     return out, eq
 
