@@ -43,6 +43,7 @@ Fiat-Shamir). Without hiding (``params.hiding=False``) the same code runs with n
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -106,10 +107,11 @@ class StoreLayout:
     def mask_total(self) -> int:
         return sum(s.mask_count for s in self.slots) if self.hiding else 0
 
-    @property
+    @functools.cached_property
     def packing(self) -> Packing:
         """The slots, then (hiding) each slot's mask block padded to a power of two: blocks are aligned to their
-        size, so a block no wider than a matrix row lies in one row (one extra piece per opened value)."""
+        size, so a block no wider than a matrix row lies in one row (one extra piece per opened value); computed
+        once (the layout is immutable)."""
         lengths = [s.size for s in self.slots]
         if self.hiding:
             lengths += [1 << (s.mask_count - 1).bit_length() for s in self.slots]
@@ -725,25 +727,34 @@ class RelationProver:
         return [[_ext(self._states[i].table)[0] for i in state_ids] for _, _, state_ids in self._terms]
 
 
+def _ints(value) -> list:
+    """An F_p4 value (4,) or a base scalar (as (c, 0, 0, 0)) as a list of Python ints."""
+    value = np.asarray(value, dtype=np.uint64)
+    return [int(c) for c in value] if value.shape == (F.EXT_DEGREE,) else [int(value) % F.P, 0, 0, 0]
+
+
 def expected_summand(relation: Relation, sigma, values) -> np.ndarray:
-    """The verifier's value of the summand at sigma from the stated stored-factor values (per term)."""
-    total = F.ext_zero()
+    """The verifier's value of the summand at sigma from the stated stored-factor values (per term); scalar work
+    on Python ints (numpy's per-call overhead would dominate)."""
+    mul, p = F.ext_mul_ints, F.P
+    total = [0, 0, 0, 0]
     n = sigma.shape[0]
+    one_minus = [[(1 - c) % p if k == 0 else (-c) % p for k, c in enumerate(row)] for row in sigma.tolist()]
     for term, term_values in zip(relation.terms, values):
-        value = np.asarray(term.coefficient, dtype=np.uint64)
+        value = _ints(term.coefficient)
         if isinstance(term, BitTerm):
-            v = term_values[0]
-            value = F.ext_mul(F.ext_mul(value, eq_eval(term.tau, sigma[:term.num_vars])),
-                              F.ext_sub(v, F.ext_mul(v, v)))
+            v = _ints(term_values[0])
+            value = mul(mul(value, _ints(eq_eval(term.tau, sigma[:term.num_vars]))),
+                        [(a - b) % p for a, b in zip(v, mul(v, v))])
             term_values = ()
-        for p in term.publics:
-            value = F.ext_mul(value, p.at(sigma))
+        for public in term.publics:
+            value = mul(value, _ints(public.at(sigma)))
         for v in term_values:
-            value = F.ext_mul(value, v)
+            value = mul(value, _ints(v))
         for i in range(term.num_vars, n):
-            value = F.ext_mul(value, F.ext_sub(F.ext_one(), sigma[i]))
-        total = F.ext_add(total, value)
-    return total
+            value = mul(value, one_minus[i])
+        total = [(a + b) % p for a, b in zip(total, value)]
+    return np.array(total, dtype=np.uint64)
 
 
 def simulate_relation(relation: Relation, layouts: dict, seed=None):

@@ -798,7 +798,14 @@ def _basefold_structure_of(text: str, batch: int, private_input: bool):
 
 def _structure(shapes: Shapes, params: HidingParams):
     """One dry run of the relations on the public shapes: (layouts, channel with each relation's shape and the
-    stated values' slots), shared by the soundness count and both stores' row choices."""
+    stated values' slots), shared by the soundness count and both stores' row choices; memoised by the public
+    structure's text (:func:`_structure_of`, read only; a test that patches the protocol clears it)."""
+    return _structure_of(shapes.q.public_text(), shapes.batch, shapes.private_input, params)
+
+
+@functools.lru_cache(maxsize=16)
+def _structure_of(text: str, batch: int, private_input: bool, params: HidingParams):
+    shapes = Shapes(QuantizedGraph.from_public_text(text, "hiding graph structure"), batch, private_input)
     layouts = _layouts(shapes, shapes.q)
     channel = _StatedViews(params, layouts)
     _Run(shapes, channel, None, None).run()

@@ -9,6 +9,7 @@ because eq factorizes over the variables and the high n - k_i variables select t
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,8 +24,9 @@ class Packing:
 
     lengths: tuple
 
-    @property
+    @functools.cached_property
     def offsets(self) -> tuple:
+        """Each table's offset (computed once: the packing is immutable)."""
         order = sorted(range(len(self.lengths)), key=lambda i: (-self.lengths[i], i))
         offsets, position = [0] * len(self.lengths), 0
         for i in order:
