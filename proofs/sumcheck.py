@@ -14,6 +14,7 @@ Fiat-Shamir wrapper (:func:`prove_sumcheck`, :func:`verify_sumcheck`); verificat
 from __future__ import annotations
 
 import functools
+import operator
 from dataclasses import dataclass
 
 import numpy as np
@@ -124,35 +125,37 @@ def combine_evaluations(coefficients, factor_evals) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=16)
-def _inverse_denominators(d: int) -> tuple:
-    """1 / prod_{j != i} (i - j) mod p for i = 0..d (the Lagrange basis on the nodes 0..d)."""
-    out = []
-    for i in range(d + 1):
-        denominator = 1
-        for j in range(d + 1):
-            if j != i:
-                denominator *= i - j
-        out.append(pow(denominator % F.P, F.P - 2, F.P))
-    return tuple(out)
+def _monomial_from_values(d: int) -> tuple:
+    """The inverse Vandermonde matrix of the nodes 0..d over F_p (rows: monomial coefficients from values),
+    as Python ints: c_k = sum_i M[k][i] g(i)."""
+    p = F.P
+    rows = [[pow(i, k, p) for k in range(d + 1)] + [1 if j == i else 0 for j in range(d + 1)] for i in range(d + 1)]
+    for col in range(d + 1):  # Gauss-Jordan on [V | I] mod p (V is invertible: distinct nodes)
+        pivot = next(r for r in range(col, d + 1) if rows[r][col] % p)
+        rows[col], rows[pivot] = rows[pivot], rows[col]
+        inverse = pow(rows[col][col], p - 2, p)
+        rows[col] = [v * inverse % p for v in rows[col]]
+        for r in range(d + 1):
+            if r != col and rows[r][col]:
+                factor = rows[r][col]
+                rows[r] = [(a - factor * b) % p for a, b in zip(rows[r], rows[col])]
+    return tuple(tuple(row[d + 1:]) for row in rows)
 
 
 def lagrange_eval(evals, r) -> np.ndarray:
     """The polynomial of degree d with values ``evals[i]`` at i = 0..d, evaluated at the F_p4 point r.
 
-    sum_i evals[i] prod_{j != i} (r - j) / (i - j), in Python ints (d <= 8: a handful of scalar products): the
-    numerators from prefix and suffix products of (r - j), the denominators' inverses cached per degree.
+    Its monomial coefficients from the values by the cached inverse Vandermonde matrix of 0..d (base-field
+    scalars times F_p4 values), then Horner at r: d F_p4 products, in Python ints (d <= 8).
     """
     d = evals.shape[0] - 1
-    values, point = evals.tolist(), [int(c) for c in r]
-    nodes = [[(point[0] - j) % F.P] + point[1:] for j in range(d + 1)]  # r - j
-    prefix, suffix = [[1, 0, 0, 0]], [[1, 0, 0, 0]]
-    for j in range(d):
-        prefix.append(F.ext_mul_ints(prefix[-1], nodes[j]))
-        suffix.append(F.ext_mul_ints(suffix[-1], nodes[d - j]))
-    total = [0, 0, 0, 0]
-    for i, scale in enumerate(_inverse_denominators(d)):
-        term = F.ext_mul_ints(F.ext_mul_ints(prefix[i], suffix[d - i]), values[i])
-        total = [(t + scale * c) % F.P for t, c in zip(total, term)]
+    values, point, p = evals.tolist(), [int(c) for c in r], F.P
+    inverse = _monomial_from_values(d)
+    columns = list(zip(*values))  # the 4 coordinates' values at 0..d
+    coefficients = [[sum(map(operator.mul, row, column)) % p for column in columns] for row in inverse]
+    total = coefficients[d]
+    for k in range(d - 1, -1, -1):
+        total = [(a + b) % p for a, b in zip(F.ext_mul_ints(total, point), coefficients[k])]
     return np.array(total, dtype=np.uint64)
 
 

@@ -12,6 +12,7 @@ rejected (probability ~2^-33 per word) before reduction mod p.
 from __future__ import annotations
 
 import hashlib
+import sys
 
 import numpy as np
 
@@ -41,8 +42,12 @@ def encode(value) -> bytes:
     if isinstance(value, np.ndarray):
         if value.dtype.hasobject:
             raise ProofError(f"transcript: cannot absorb an array of dtype={value.dtype}")
-        canonical = np.ascontiguousarray(value, dtype=value.dtype.newbyteorder("<"))
-        header = canonical.dtype.str.encode() + b"|" + b",".join(str(n).encode() for n in value.shape)
+        dtype = value.dtype
+        if dtype.byteorder != ">" and (dtype.byteorder != "=" or sys.byteorder == "little"):
+            canonical = value  # already little-endian (or byte-order free): no conversion, the same bytes
+        else:
+            canonical = np.ascontiguousarray(value, dtype=dtype.newbyteorder("<"))
+        header = (canonical.dtype.newbyteorder("<").str + "|" + ",".join(map(str, value.shape))).encode()
         return b"a" + _length_prefixed(header) + _length_prefixed(canonical.tobytes())
     if isinstance(value, (list, tuple)):
         return b"l" + len(value).to_bytes(8, "little") + b"".join(encode(v) for v in value)

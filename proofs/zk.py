@@ -619,7 +619,8 @@ def _weights_at_all(weights, sigma) -> np.ndarray:
     them at once, the rest one by one."""
     eq = eq_table(sigma)
     out = F.ext_zero((len(weights),))
-    blocks = [i for i, c in enumerate(weights) if isinstance(c, BlockWeights)]
+    kinds = [type(c) for c in weights]
+    blocks = [i for i, kind in enumerate(kinds) if kind is BlockWeights]
     if blocks:
         lengths = np.array([weights[i].values.shape[0] for i in blocks])
         offsets = np.cumsum(lengths) - lengths
@@ -627,7 +628,7 @@ def _weights_at_all(weights, sigma) -> np.ndarray:
                                                            lengths)
         products = F.ext_mul(np.concatenate([_dense(weights[i].values) for i in blocks]), eq[index])
         out[blocks] = np.add.reduceat(products, offsets, axis=0) % np.uint64(F.P)  # < 2^31 terms of < 2^31 each
-    points = [i for i, c in enumerate(weights) if isinstance(c, EqWeights)]
+    points = [i for i, kind in enumerate(kinds) if kind is EqWeights]
     if points:
         z = np.stack([_dense(weights[i].point) for i in points])  # (m, k, 4), k = sigma's variables
         s = np.broadcast_to(np.asarray(sigma, dtype=np.uint64)[None], z.shape)
@@ -637,9 +638,9 @@ def _weights_at_all(weights, sigma) -> np.ndarray:
         for i in range(z.shape[1]):
             value = F.ext_mul(value, np.ascontiguousarray(factors[:, i]))
         out[points] = value
-    for i, c in enumerate(weights):
-        if not isinstance(c, (BlockWeights, EqWeights)):
-            out[i] = _weights_at(c, sigma, eq)
+    for i, kind in enumerate(kinds):
+        if kind is not BlockWeights and kind is not EqWeights:
+            out[i] = _weights_at(weights[i], sigma, eq)
     return out, eq
 
 

@@ -80,3 +80,19 @@ def test_bad_requests_raise():
         t.absorb("x", 1.5)
     with pytest.raises(ProofError, match="object"):
         t.absorb("x", np.array([1, "a"], dtype=object))
+
+
+def test_array_encoding_is_the_little_endian_bytes_whatever_the_layout():
+    """The fast path (no conversion for arrays already little-endian) gives the bytes of the conversion."""
+    from proofs.transcript import _length_prefixed, encode
+
+    def reference(value):
+        canonical = np.ascontiguousarray(value, dtype=value.dtype.newbyteorder("<"))
+        header = canonical.dtype.str.encode() + b"|" + b",".join(str(n).encode() for n in value.shape)
+        return b"a" + _length_prefixed(header) + _length_prefixed(canonical.tobytes())
+
+    for value in (np.arange(12, dtype=np.uint64).reshape(3, 4), np.arange(12, dtype=np.uint64).reshape(3, 4)[:, ::2],
+                  np.arange(6, dtype=">u8"), np.arange(6, dtype=">i4"), np.arange(3, dtype="=u8"),
+                  np.zeros((0, 4), dtype=np.uint64), np.frombuffer(b"xyz", dtype=np.uint8), np.array([True, False]),
+                  np.arange(4, dtype=np.float64)):
+        assert encode(value) == reference(value)
