@@ -124,6 +124,16 @@ def submod_rows(a, b, q):
     return out
 
 
+@numba.njit(cache=True, inline="always")
+def _barrett_product(a, b, ql, sh1, sh2, m):
+    """a·b mod ql by CROSS-form Barrett (two conditional subtractions: the quotient estimate is low by <= 2)."""
+    x = a * b
+    t = ((x >> sh1) * m) >> sh2
+    r = x - t * ql
+    r = min(r, r - ql)
+    return min(r, r - ql)
+
+
 @numba.njit(cache=True)
 def mulmod_rows(a, b, q, bk, bm):
     """a·b mod q_l row by row with CROSS-form Barrett (k = ⌈log2 q⌉, m = ⌊2^2k / q⌋, see modarith.Barrett)."""
@@ -135,11 +145,7 @@ def mulmod_rows(a, b, q, bk, bm):
         sh2 = np.uint64(bk[l] + 1)
         m = bm[l]
         for c in range(n):
-            x = a[l, c] * b[l, c]
-            t = ((x >> sh1) * m) >> sh2
-            r = x - t * ql
-            r = min(r, r - ql)
-            out[l, c] = min(r, r - ql)
+            out[l, c] = _barrett_product(a[l, c], b[l, c], ql, sh1, sh2, m)
     return out
 
 
@@ -175,12 +181,7 @@ def muladd_rows(acc, a, b, q, bk, bm):
         sh2 = np.uint64(bk[l] + 1)
         m = bm[l]
         for c in range(n):
-            x = a[l, c] * b[l, c]
-            t = ((x >> sh1) * m) >> sh2
-            r = x - t * ql
-            r = min(r, r - ql)
-            r = min(r, r - ql)
-            s = acc[l, c] + r
+            s = acc[l, c] + _barrett_product(a[l, c], b[l, c], ql, sh1, sh2, m)
             acc[l, c] = min(s, s - ql)
 
 

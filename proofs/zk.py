@@ -66,10 +66,11 @@ from dataclasses import dataclass, field as dataclass_field
 import numpy as np
 
 from . import field as F
+from .basefold import _fold_pair, _round_message
 from .commit import (DIGEST_SIZE, _hash, _layout, _merkle_levels, _merkle_open, _merkle_root_from, _query_bits,
                      committed_table, ntt)
 from .errors import ProofError, ProofRejected
-from .mle import eq_eval, eq_table, fold
+from .mle import eq_eval, eq_table
 from .sumcheck import SubClaim, SumcheckProof, SumcheckProver, SumcheckVerifier, _as_ext_scalar, lagrange_eval
 
 SALT_SIZE = 16
@@ -553,49 +554,23 @@ def _reduction_prover(groups, data):
     return weights, _row_products([w for w, _ in groups], data)
 
 
-def _half_sums(factors) -> np.ndarray:
-    """sum_p sum_rest a_p(X, rest) u_p(X, rest) at X = 0, 1, 2 for ``factors`` (2, n, 4): the tables A and U
-    flattened (pairs (2j, 2j + 1) stay within a table); one compiled pass, or whole-array numpy (the twin)."""
-    kernels = F.numba_kernels() if factors.shape[1] >= F.KERNEL_MIN_SIZE else None
-    if kernels is None:
-        return _half_sums_numpy(factors)
-    out = np.empty((REDUCTION_DEGREE + 1, F.EXT_DEGREE), dtype=np.uint64)
-    kernels.pair_product_sums(factors[0], factors[1], out)
-    return out
-
-
-def _half_sums_numpy(factors) -> np.ndarray:
-    a0, a1, u0, u1 = factors[0, 0::2], factors[0, 1::2], factors[1, 0::2], factors[1, 1::2]
-    a2, u2 = F.ext_sub(F.ext_add(a1, a1), a0), F.ext_sub(F.ext_add(u1, u1), u0)
-    return np.stack([F.ext_sum(F.ext_mul(x, y), axis=0) for x, y in ((a0, u0), (a1, u1), (a2, u2))])
-
-
-def _fold_pairs(table, r) -> np.ndarray:
-    """:func:`proofs.mle.fold` of an F_p4 table by the lean compiled pass (twin: ``fold``)."""
-    kernels = F.numba_kernels() if table.shape[0] >= F.KERNEL_MIN_SIZE else None
-    if kernels is None:
-        return fold(table, r)
-    out = np.empty((table.shape[0] // 2, F.EXT_DEGREE), dtype=np.uint64)
-    kernels.fold_pairs(np.ascontiguousarray(table), np.ascontiguousarray(r, dtype=np.uint64), out)
-    return out
-
-
 def _prove_reduction(a, u, coefficients, rho, transcript):
     """Masked sumcheck (Libra section 4.1, F_p4 mask) of sum_x sum_g A_g(x) U_g(x) + rho g(x) over the column
-    variables -> (round messages (k, 3, 4), point sigma (k, 4))."""
+    variables -> (round messages (k, 3, 4), point sigma (k, 4)). The stacked tables are flattened (pairs (2j, 2j+1)
+    stay within a table), so each round is Basefold's degree-2 product round (one fused fold-and-sum pass)."""
     k = a.shape[1].bit_length() - 1
-    factors = np.ascontiguousarray(np.stack([a.reshape(-1, F.EXT_DEGREE), u.reshape(-1, F.EXT_DEGREE)]))
+    f, w = np.ascontiguousarray(a.reshape(-1, F.EXT_DEGREE)), np.ascontiguousarray(u.reshape(-1, F.EXT_DEGREE))
     messages = F.ext_zero((k, REDUCTION_DEGREE + 1))
-    prefix, point = F.ext_zero(), []
+    prefix, point, pending = F.ext_zero(), [], None
     for j in range(k):
-        message = _half_sums(factors)
+        message = _round_message(f, w) if pending is None else pending
         if coefficients is not None:
             message = F.ext_add(message, F.ext_mul(_mask_round(coefficients, j, prefix, k, REDUCTION_DEGREE),
                                                    rho[None, :]))
         messages[j] = message
         transcript.absorb("zk.reduce.round", message)
         r = transcript.challenge_ext("zk.reduce.r")  # error <= 2 / p^4 per round
-        factors = _fold_pairs(factors.reshape(-1, F.EXT_DEGREE), r).reshape(2, -1, F.EXT_DEGREE)  # both at once
+        f, w, pending = _fold_pair(f, w, r)
         if coefficients is not None:
             prefix = F.ext_add(prefix, _poly_at(coefficients[j], r))
         point.append(r)

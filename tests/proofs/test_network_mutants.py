@@ -108,3 +108,17 @@ def test_hiding_relation_masks_commitment_parameters_are_checked_with_its_shape_
     items[k] = dataclasses.replace(proof.relations.items[k], log_rows=proof.relations.items[k].log_rows + 1)
     with pytest.raises(ProofRejected, match="the masks' commitment has the shape"):
         verify_network(network.commitment, x, _with_relations(proof, items=tuple(items)))
+
+
+@pytest.mark.parametrize("name", ["mask_sum", "mask_eval"])
+def test_hiding_relation_mask_values_are_bound_to_the_masks_commitment(hiding, name):
+    """A masked relation sumcheck whose mask sum or mask value is changed (the prover controls both) is refused:
+    the sum moves the running claim, the value must open from the one commitment of every relation's mask."""
+    from proofs.basefold_zk import MaskedSumcheckProof
+    from tests.proofs.cheating import bumped
+    network, x, proof = hiding
+    items = list(proof.relations.items)
+    k = next(i for i, item in enumerate(items) if isinstance(item, MaskedSumcheckProof))
+    items[k] = dataclasses.replace(items[k], **{name: bumped(getattr(items[k], name))})
+    with pytest.raises(ProofRejected):
+        verify_network(network.commitment, x, _with_relations(proof, items=tuple(items)))

@@ -7,26 +7,6 @@ from proofs import zk
 from proofs.transcript import Transcript
 
 
-@settings(max_examples=25, deadline=None)
-@given(groups=st.integers(1, 6), log_len=st.integers(1, 7), seed=st.integers(0, 2 ** 31))
-def test_round_sums_kernel_equals_numpy(groups, log_len, seed):
-    rng = np.random.default_rng(seed)
-    a = rng.integers(0, F.P, (groups, 1 << log_len, 4), dtype=np.uint64)
-    u = rng.integers(0, F.P, (groups, 1 << log_len, 4), dtype=np.uint64)
-    factors = np.stack([a.reshape(-1, 4), u.reshape(-1, 4)])
-    assert np.array_equal(zk._half_sums(factors), zk._half_sums_numpy(factors))
-
-
-@settings(max_examples=20, deadline=None)
-@given(log_len=st.integers(1, 9), seed=st.integers(0, 2 ** 31))
-def test_lean_fold_equals_the_fold(log_len, seed):
-    from proofs.mle import _fold_numpy
-    rng = np.random.default_rng(seed)
-    table = rng.integers(0, F.P, (1 << log_len, 4), dtype=np.uint64)
-    r = rng.integers(0, F.P, 4, dtype=np.uint64)
-    assert np.array_equal(zk._fold_pairs(table, r), _fold_numpy(table, r))
-
-
 def _pieces(rng, rows, cols, count):
     """Random pieces on row blocks (as packed tensors give), some sharing column weights, some row weights, some
     with eq or block column weights (kept structured)."""
