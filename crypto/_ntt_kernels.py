@@ -220,6 +220,20 @@ def permute_rows(a, perm):
     return out
 
 
+@numba.njit(cache=True)
+def add_permuted_into(acc, a, perm, q):
+    """acc[l, i] = (acc[l, i] + a[l, perm[i]]) mod q_l in place (an automorphism in NTT form added to a running
+    sum: ``permute_rows`` then ``addmod_rows`` without the permuted array); acc and a reduced."""
+    k, n = a.shape
+    for l in range(k):
+        ql = q[l]
+        al, ol = a[l], acc[l]
+        for i in range(n):
+            s = ol[i] + al[perm[i]]
+            ol[i] = min(s, s - ql)
+    return acc
+
+
 @numba.njit(cache=True, inline="always")
 def _mulshoup_lazy(x, w, ws, q):
     """x·w mod q up to one extra q: a value in [0, 2q) (x < 2^32, Shoup companion ws of w < q)."""

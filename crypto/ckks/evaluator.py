@@ -21,6 +21,7 @@ import math
 
 import numpy as np
 
+from .._ntt_kernels import add_permuted_into
 from ..errors import LevelError, ParameterError, ScaleError
 from ..keyswitch import KeySwitcher, conjugation_element, galois_element
 from ..ring import RNSPoly
@@ -360,6 +361,49 @@ class Evaluator:
         return out
 
     rotate_many = rotate_hoisted
+
+    def rotate_sum(self, terms) -> Ciphertext:
+        """Σ rotate(ct, step) over (ciphertext, step) pairs at one level and scale, with ONE ModDown per part
+        for all the rotations (hoisted ModDown, as in the giant steps of Bossuat, Mouchet, Troncoso-Pastoriza,
+        Hubaux, "Efficient bootstrapping for approximate homomorphic encryption with non-sparse keys",
+        EUROCRYPT 2021, section 4.4).  σ_g commutes with ModDown (a permutation of NTT slots, the same on every
+        prime), so Σ σ_g(c0 + ModDown(x_g)) = Σ σ_g(c0) + ModDown(Σ σ_g(x_g)) up to the rounding of one
+        division instead of one per term; the key-switch sums stay over Q_ℓ·P until the end.  ``terms`` may
+        be a generator (each term is consumed before the next is drawn: one extended sum is held)."""
+        n, switcher, ring = self.params.n, self.switcher, self.ring
+        acc_b = acc_a = plain = first = None
+        for ct, step in terms:
+            self._check(ct)
+            step = self._check_step(step)
+            if first is None:
+                first = ct
+            elif ct.level != first.level:
+                raise LevelError(f"rotate_sum: a term at level {ct.level} differs from level {first.level}")
+            elif abs(ct.scale / first.scale - 1) > SCALE_TOLERANCE:
+                raise ScaleError(f"rotate_sum: scale 2^{math.log2(ct.scale):.4f} differs from "
+                                 f"2^{math.log2(first.scale):.4f}")
+            if step % (n // 2) == 0:
+                plain = ct if plain is None else self.add(plain, ct)
+                continue
+            g = galois_element(step, n)
+            kb, ka = switcher.streamed_product(ct.parts[1], self.galois_keys.key_for_step(step, n))
+            perm = ring.automorphism_indices(g, True)
+            if acc_b is None:
+                acc_b, acc_a = np.zeros_like(kb.data), np.zeros_like(ka.data)
+                acc_c0 = np.zeros_like(ct.parts[0].data)
+                ext_idx, q_ext = kb.idx, kb.q.reshape(-1)
+            add_permuted_into(acc_b, kb.data, perm, q_ext)     # the scratch sums are consumed here
+            add_permuted_into(acc_a, ka.data, perm, q_ext)
+            add_permuted_into(acc_c0, ct.parts[0].data, perm, ct.parts[0].q.reshape(-1))
+        if first is None:
+            raise ParameterError("rotate_sum needs at least one term")
+        if acc_b is None:
+            return plain
+        c0 = RNSPoly(ring, acc_c0, first.parts[0].idx, True)
+        parts = [switcher.mod_down(RNSPoly(ring, acc_b, ext_idx, True)) + c0,
+                 switcher.mod_down(RNSPoly(ring, acc_a, ext_idx, True))]
+        out = self._make(parts, first.level, first.scale, first.length, first.is_complex)
+        return out if plain is None else self.add(out, plain)
 
     def conjugate(self, ct: Ciphertext) -> Ciphertext:
         """Complex conjugation of every slot."""

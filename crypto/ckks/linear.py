@@ -8,19 +8,27 @@ def bsgs_sum(ev, babies: dict, groups, rotate=None):
     diagonal linear transform by baby-step giant-step (Halevi-Shoup 2014). ``ev``: any evaluator with mul, add
     and rotate; ``groups``: (m, pairs) items, each pairs an iterable of (baby step i, plaintext); ``rotate``
     (default ``ev.rotate``) applies the giant steps.  An evaluator with ``mul_plain_sum`` (the CPU one) sums each
-    group's products in one accumulator (the same ciphertext)."""
-    rotate = ev.rotate if rotate is None else rotate
+    group's products in one accumulator (the same ciphertext); one with ``rotate_sum`` (the CPU one, when no
+    ``rotate`` is given) sums the rotated groups with one ModDown for all giant steps (hoisted ModDown)."""
     fused = getattr(ev, "mul_plain_sum", None)      # one fused multiply-add pass per term where offered
+
+    def inner(pairs):
+        if fused is not None:
+            return fused((babies[i], plaintext) for i, plaintext in pairs)
+        out = None
+        for i, plaintext in pairs:
+            product = ev.mul(babies[i], plaintext)
+            out = product if out is None else ev.add(out, product)
+        return out
+
+    hoisted = getattr(ev, "rotate_sum", None) if rotate is None else None
+    if hoisted is not None:     # one ModDown for every giant step (``rotate_sum``), groups drawn one at a time
+        return hoisted((inner(pairs), m) for m, pairs in groups)
+    rotate = ev.rotate if rotate is None else rotate
     total = None
     for m, pairs in groups:
-        inner = None
-        if fused is not None:
-            inner = fused((babies[i], plaintext) for i, plaintext in pairs)
-        else:
-            for i, plaintext in pairs:
-                product = ev.mul(babies[i], plaintext)
-                inner = product if inner is None else ev.add(inner, product)
+        term = inner(pairs)
         if m:
-            inner = rotate(inner, m)
-        total = inner if total is None else ev.add(total, inner)
+            term = rotate(term, m)
+        total = term if total is None else ev.add(total, term)
     return total
