@@ -56,9 +56,14 @@ from . import field as F
 from .commit import committed_table
 from .errors import ProofError, ProofRejected
 from .sumcheck import SubClaim, SumcheckProof, SumcheckVerifier, _as_ext_scalar
-from .zk import _mask_round, _poly_at, mask_sum
+from .zk import _mask_round, _poly_at, _powers_table, mask_entries, mask_sum
 
 MAX_OPENINGS = 8
+#: "slots": every table hides on its own (random slots, 16x its size); "tail": tables of >= TAIL_MIN_VARS variables
+#: carry a random tail only and every batch opening commits one random mask table (:func:`open_batch`)
+LAYOUTS = ("slots", "tail")
+TAIL_MIN_VARS = 16  #: smaller tables keep their slots in the "tail" layout (module docstring, "Tail layout")
+TAIL_VALUES = 2  #: values an opening states of each table in the tail layout (its reduction's and its batch's)
 SPARE_DIMS = 5  #: random slot dimensions per entry beyond the openings' 4 each (5 x 31 >= 128 bits per leaf)
 _MAGIC, _VERSION = b"HZKBFH01", 1
 
@@ -75,6 +80,7 @@ class HidingBasefoldParams:
 
     base: B.BasefoldParams = B.BasefoldParams()
     openings: int = 1
+    layout: str = "slots"
 
     def __post_init__(self):
         if not isinstance(self.base, B.BasefoldParams):
@@ -82,6 +88,8 @@ class HidingBasefoldParams:
         if isinstance(self.openings, bool) or not isinstance(self.openings, (int, np.integer)) \
                 or not 1 <= self.openings <= MAX_OPENINGS:
             raise ProofError(f"HidingBasefoldParams: openings={self.openings!r} not in [1, {MAX_OPENINGS}]")
+        if self.layout not in LAYOUTS:
+            raise ProofError(f"HidingBasefoldParams: layout={self.layout!r} not in {LAYOUTS}")
         object.__setattr__(self, "openings", int(self.openings))
 
     @property
@@ -128,10 +136,28 @@ def _fits(num_vars: int, params: HidingBasefoldParams, v: int, m: int) -> bool:
         and (spare - SPARE_DIMS) * (1 << m) >= openings * queries * leaf
 
 
+def _fits_tail(num_vars: int, params: HidingBasefoldParams, m: int, free: int = 0) -> bool:
+    """The tail (2^m - 2^num_vars entries, plus the table's ``free`` last ones) hides, per interleaved row, every
+    opening's revealed symbols of the codeword and its stated values (TAIL_VALUES F_p4 values, 4 base dimensions
+    each), with SPARE_DIMS to spare."""
+    if m <= params.base.final_vars:
+        return False
+    per_row, rows, _ = _revealed(params, 0, m)
+    need = params.openings * (params.base.num_queries * per_row + F.EXT_DEGREE * TAIL_VALUES) + SPARE_DIMS
+    return need <= ((1 << m) - (1 << num_vars) + free) // rows
+
+
 @functools.lru_cache(maxsize=256)
-def shape(num_vars: int, params: HidingBasefoldParams) -> tuple:
+def shape(num_vars: int, params: HidingBasefoldParams, free: int = 0) -> tuple:
     """(v, m): the slot table of a hidden table of num_vars variables, 2^v slots of 2^m entries, the smallest
-    v + m (then the fewest slots) satisfying :func:`_fits`."""
+    v + m (then the fewest slots) satisfying :func:`_fits`; in the "tail" layout a table of at least
+    TAIL_MIN_VARS variables is (0, m): the table and a random tail (:func:`_fits_tail`), which may take the
+    table's own ``free`` last entries (entries no claim weighs: they become random) instead of doubling it."""
+    if params.layout == "tail" and num_vars >= TAIL_MIN_VARS:
+        for m in range(num_vars, B._max_vars(params.base) + 1):
+            if _fits_tail(num_vars, params, m, free):
+                return 0, m
+        raise ProofError(f"hiding basefold: no tail for num_vars={num_vars} at rate 1/{params.base.rate_inv}")
     low = slot_vars(params.openings)
     for total in range(num_vars + low, B._max_vars(params.base) + 1):
         for v in range(low, total - num_vars + 1):
@@ -157,6 +183,7 @@ class HidingBasefoldCommitment:
     inner: B.BasefoldCommitment
     num_vars: int
     openings: int
+    layout: str = "slots"
 
     def __post_init__(self):
         if not isinstance(self.inner, B.BasefoldCommitment):
@@ -165,13 +192,15 @@ class HidingBasefoldCommitment:
         if not isinstance(self.num_vars, (int, np.integer)) or not 0 <= self.num_vars <= B._max_vars(params.base):
             raise ProofError(f"HidingBasefoldCommitment: num_vars={self.num_vars!r} out of range")
         expected = inner_vars(int(self.num_vars), params)
+        if params.layout == "tail" and shape(int(self.num_vars), params)[0] == 0:  # the prover's tail: m >= n
+            expected = min(max(self.inner.num_vars, int(self.num_vars)), expected)
         if self.inner.num_vars != expected:
             raise ProofError(f"HidingBasefoldCommitment: inner num_vars={self.inner.num_vars}, expected {expected}")
         object.__setattr__(self, "num_vars", int(self.num_vars))
 
     @property
     def params(self) -> HidingBasefoldParams:
-        return HidingBasefoldParams(self.inner.params, self.openings)
+        return HidingBasefoldParams(self.inner.params, self.openings, self.layout)
 
     @property
     def root(self) -> bytes:
@@ -182,18 +211,26 @@ class HidingBasefoldCommitment:
         return self.inner.security_bits
 
     def to_bytes(self) -> bytes:
-        """magic, version, num_vars (u8), openings (u8), the inner Basefold commitment's bytes."""
-        return _MAGIC + bytes([_VERSION, self.num_vars, self.openings]) + self.inner.to_bytes()
+        """magic, version (1: slots; 2: then the layout's index, u8), num_vars (u8), openings (u8), the inner
+        Basefold commitment's bytes."""
+        version = bytes([_VERSION]) if self.layout == "slots" else bytes([_VERSION + 1, LAYOUTS.index(self.layout)])
+        return _MAGIC + version + bytes([self.num_vars, self.openings]) + self.inner.to_bytes()
 
     @classmethod
     def read(cls, reader) -> "HidingBasefoldCommitment":
-        if reader.raw(len(_MAGIC)) != _MAGIC or reader.uint(1) != _VERSION:
-            raise ProofRejected("bad magic or version of a hiding Basefold commitment", reader.where)
+        if reader.raw(len(_MAGIC)) != _MAGIC:
+            raise ProofRejected("bad magic of a hiding Basefold commitment", reader.where)
+        version = reader.uint(1)
+        if version not in (_VERSION, _VERSION + 1):
+            raise ProofRejected(f"hiding Basefold commitment version {version} unknown", reader.where)
+        index = 0 if version == _VERSION else reader.uint(1)
+        if version == _VERSION + 1 and not 1 <= index < len(LAYOUTS):
+            raise ProofRejected(f"hiding Basefold layout {index} unknown", reader.where)
         num_vars, openings = reader.uint(1), reader.uint(1)
         size = len(B.BasefoldCommitment(b"\0" * B.DIGEST_SIZE, 0).to_bytes())
         inner = B.BasefoldCommitment.from_bytes(reader.raw(size))
         try:
-            return cls(inner, num_vars, openings)
+            return cls(inner, num_vars, openings, LAYOUTS[index])
         except ProofError as error:
             raise ProofRejected(str(error), reader.where) from None
 
@@ -222,24 +259,32 @@ class HidingBasefoldWitness:
         self.spent.append(1)
 
 
-def slot_table(table: np.ndarray, num_vars: int, params: HidingBasefoldParams, rng=None) -> np.ndarray:
-    """C of the module docstring: (2^(v + m),) with C[c + 2^v x] = S_c[x], S_0 = (f || T), S_c>0 uniform."""
-    v, m = shape(num_vars, params)
+def slot_table(table: np.ndarray, num_vars: int, params: HidingBasefoldParams, rng=None, free: int = 0) -> np.ndarray:
+    """C of the module docstring: (2^(v + m),) with C[c + 2^v x] = S_c[x], S_0 = (f || T), S_c>0 uniform; in the
+    tail layout f's ``free`` last entries are part of T."""
+    v, m = shape(num_vars, params, free)
     slots = F.random_elements((1 << m, 1 << v)) if rng is None else \
         rng.integers(0, F.P, size=(1 << m, 1 << v), dtype=np.uint64)
-    slots[:1 << num_vars, 0] = table
+    slots[:(1 << num_vars) - (free if v == 0 else 0), 0] = table[:(1 << num_vars) - (free if v == 0 else 0)]
     return slots.reshape(-1)
 
 
-def commit(values, params: HidingBasefoldParams = HidingBasefoldParams(), seed=None):
+def commit(values, params: HidingBasefoldParams = HidingBasefoldParams(), seed=None, free: int = 0):
     """Hiding commitment to base-field ``values`` (zero-padded to 2^n) -> (HidingBasefoldCommitment, witness).
-    ``seed``: tests only (the tail and random slots reproducible)."""
+    ``free``: how many last entries of the 2^n no claim will weigh (the tail layout makes them random instead
+    of doubling the table: the caller's promise, e.g. a store's unused end). ``seed``: tests only (the tail and
+    random slots reproducible)."""
     if not isinstance(params, HidingBasefoldParams):
         raise ProofError(f"basefold_zk.commit: params must be HidingBasefoldParams, got {type(params).__name__}")
     table, num_vars = committed_table(values, "basefold_zk.commit")
+    if isinstance(free, bool) or not isinstance(free, (int, np.integer)) or not 0 <= free <= (1 << num_vars) \
+            or np.any(table[(1 << num_vars) - free:]):
+        raise ProofError(f"basefold_zk.commit: free={free!r} must count zero entries at the end of the table")
     rng = None if seed is None else np.random.default_rng(seed)
-    inner_commitment, inner = B.commit(slot_table(table, num_vars, params, rng), params.base)
-    commitment = HidingBasefoldCommitment(inner_commitment, num_vars, params.openings)
+    slots = slot_table(table, num_vars, params, rng, int(free))
+    table = slots[:1 << num_vars] if shape(num_vars, params, int(free))[0] == 0 else table  # claims read the tail
+    inner_commitment, inner = B.commit(slots, params.base)
+    commitment = HidingBasefoldCommitment(inner_commitment, num_vars, params.openings, params.layout)
     return commitment, HidingBasefoldWitness(commitment, table, inner)
 
 
@@ -278,9 +323,15 @@ def open_batch(witnesses, claims_list, transcript, values=None):
         values = [np.stack([B._dot_base(B._claim_table(c, w.commitment.num_vars), w.table) for c in
                             _claims(claims, w.commitment.num_vars, lambda m, _: ProofError(m), "")])
                   if len(claims) else F.ext_zero((0,)) for w, claims in zip(witnesses, claims_list)]
+    layouts = {w.commitment.layout for w in witnesses}
+    if len(layouts) != 1:
+        raise ProofError(f"basefold_zk.open_batch: commitments of layouts {sorted(layouts)} in one batch")
     for w in witnesses:
         w.spend("basefold_zk.open_batch")
-    _, proof = B.open_batch([w.inner for w in witnesses], lifted, transcript, values)
+    if "tail" in layouts:
+        proof = _open_masked([w.inner for w in witnesses], lifted, values, transcript)
+    else:
+        _, proof = B.open_batch([w.inner for w in witnesses], lifted, transcript, values)
     return [np.asarray(v, dtype=np.uint64).reshape(-1, F.EXT_DEGREE) for v in values], proof
 
 
@@ -299,8 +350,194 @@ def verify_batch(commitments, claims_list, values_list, proof, transcript,
         raise
     except Exception as exc:
         raise ProofRejected(f"malformed claims: {type(exc).__name__}: {exc}", where) from None
+    if {c.layout for c in commitments} != {commitments[0].layout}:
+        raise ProofRejected("commitments of different layouts in one batch", where)
+    if commitments[0].layout == "tail":
+        try:
+            _verify_masked([c.inner for c in commitments], lifted, values_list, proof, transcript,
+                           min_security_bits, allow_conjectured)
+        except ProofRejected:
+            raise
+        except Exception as exc:  # a malformed object must never escape as another exception
+            raise ProofRejected(f"malformed input: {type(exc).__name__}: {exc}", where) from None
+        return
     B.verify_batch([c.inner for c in commitments], lifted, values_list, proof, transcript, min_security_bits,
                    allow_conjectured=allow_conjectured)
+
+
+# ------------------------------------------------------------------------- tail layout: masked batch
+_MASKED_MAGIC, _MASKED_VERSION = b"HZKBFM01", 1
+_REDUCTION_LABEL = "basefold_zk.reduction"
+
+
+@dataclass(frozen=True, eq=False)
+class MaskedBatchProof:
+    """A "tail" layout batch opening: the commitment of the mask table R, the masked claim reduction (Libra,
+    its g read from R), each table's value at the reduced point, and the Basefold batch opening of the tables
+    at those points and of R at g's functional."""
+
+    mask: B.BasefoldCommitment
+    reduction: MaskedSumcheckProof
+    evals: np.ndarray
+    opening: B.BasefoldProof
+
+    def to_bytes(self) -> bytes:
+        opening = self.opening.to_bytes()
+        return (_MASKED_MAGIC + bytes([_MASKED_VERSION]) + self.mask.to_bytes() + self.reduction.to_bytes()
+                + F.elements_to_bytes(self.evals) + len(opening).to_bytes(4, "little") + opening)
+
+    @classmethod
+    def read(cls, reader) -> "MaskedBatchProof":
+        reader.header(_MASKED_MAGIC, _MASKED_VERSION)
+        size = len(B.BasefoldCommitment(b"\0" * B.DIGEST_SIZE, 0).to_bytes())
+        mask = B.BasefoldCommitment.from_bytes(reader.raw(size))
+        reduction = MaskedSumcheckProof.read(reader)
+        evals = reader.elements(2)
+        opening = B.BasefoldProof.from_bytes(reader.raw(reader.count(4, 1, "basefold opening length")))
+        return cls(mask, reduction, evals, opening)
+
+    @classmethod
+    def from_bytes(cls, data) -> "MaskedBatchProof":
+        reader = F.ByteReader(data, where="masked basefold batch")
+        out = cls.read(reader)
+        reader.finish()
+        return out
+
+    @property
+    def num_bytes(self) -> int:
+        return len(self.to_bytes())
+
+
+class _Reduction:
+    """The prover of the claim reduction sum_k 2^(n - n_k) sum_x C_k(x) W_k(x) (a table of n_k variables joins
+    when n_k variables remain, as in :func:`proofs.basefold._reduce_claims`), for :func:`prove_masked`."""
+
+    def __init__(self, tables, weights, sums, nums):
+        self.tables, self.weights, self.sums, self.nums = dict(enumerate(tables)), dict(enumerate(weights)), sums, nums
+        self.num_vars, self.degree, self.challenges, self._pending = max(nums), 2, [], {}
+
+    def round_message(self) -> np.ndarray:
+        m = self.num_vars - len(self.challenges)
+        h = F.ext_zero((3,))
+        for k, n in enumerate(self.nums):
+            if n >= m:
+                message = self._pending.pop(k) if k in self._pending else \
+                    B._round_message(self.tables[k], self.weights[k])
+            else:
+                message = F.ext_mul_base(self.sums[k], np.uint64(pow(2, m - 1 - n, F.P)))[None]
+            h = F.ext_add(h, message)
+        return h
+
+    def bind(self, r) -> None:
+        m = self.num_vars - len(self.challenges)
+        self.challenges.append(np.asarray(r, dtype=np.uint64))
+        for k, n in enumerate(self.nums):
+            if n >= m:
+                self.tables[k], self.weights[k], following = B._fold_pair(self.tables[k], self.weights[k], r)
+                if following is not None:
+                    self._pending[k] = following
+
+    def final_evaluations(self) -> np.ndarray:
+        return np.stack([self.tables[k][0] for k in range(len(self.nums))])
+
+
+def _reduction_claim(values, coefficients, nums) -> np.ndarray:
+    n = max(nums)
+    total = F.ext_zero()
+    for v, c, n_k in zip(values, coefficients, nums):
+        total = F.ext_add(total, F.ext_mul_base(B._combined_claim(v, c), np.uint64(pow(2, n - n_k, F.P))))
+    return total
+
+
+def mask_vars(num_vars: int, params: B.BasefoldParams) -> int:
+    """Variables of the mask table R of a batch whose largest table has num_vars: enough for g's coefficients
+    and final_vars + 3, so that R joins the combined table three folds before its final table."""
+    return min(num_vars, max(params.final_vars + 3, (mask_entries(num_vars, 2) - 1).bit_length()))
+
+
+def _mask_claims(point, nums, mask_num_vars: int) -> list:
+    """Phase two's claims: each table at its part of the reduced point; R at g's functional (g(point))."""
+    n = max(nums)
+    weights = _powers_table(point, 2)
+    block = weights.shape[0].bit_length() - 1
+    g_of = B.Functional(mask_num_vars, ((F.ext_one(), F.ext_zero((0,)), weights,
+                                         F.ext_zero((mask_num_vars - block,))),))
+    return [[B.Functional.point(point[n - n_k:])] for n_k in nums] + [[g_of]]
+
+
+def _open_masked(inner, lifted, values, transcript, rng=None) -> MaskedBatchProof:
+    """The "tail" layout's batch opening (module docstring): commit R, reduce every claim by Libra's sumcheck
+    with g read from R, state each table at the reduced point, open the tables there and R at g(point)."""
+    nums = [w.commitment.num_vars for w in inner]
+    n, base = max(nums), inner[0].commitment.params
+    size = 1 << mask_vars(n, base)
+    table = F.random_elements((size,)) if rng is None else rng.integers(0, F.P, size=size, dtype=np.uint64)
+    coefficients_g = table[:mask_entries(n, 2)].reshape(n, -1, F.EXT_DEGREE)[:, :3]  # mask_table's layout
+    mask_commitment, mask_witness = B.commit(table, base)
+    transcript.absorb("basefold_zk.mask_table", mask_commitment.to_bytes())
+    coefficients = B._begin(transcript, [w.commitment for w in inner], lifted, values)
+    weights = []
+    for claims, c, n_k in zip(lifted, coefficients, nums):
+        w = F.ext_zero((1 << n_k,))
+        for claim, ck in zip(claims, c):
+            B._add_claim(w, claim, ck)
+        weights.append(w)
+    sums = [B._combined_claim(v, c) for v, c in zip(values, coefficients)]
+    prover = _Reduction([w.table for w in inner], weights, sums, nums)
+    reduction, point, evals = prove_masked(prover, _reduction_claim(values, coefficients, nums), transcript,
+                                           _REDUCTION_LABEL, coefficients_g)
+    transcript.absorb("basefold_zk.evals", evals)
+    values2 = [e[None] for e in evals] + [reduction.mask_eval[None]]
+    _, opening = B.open_batch(list(inner) + [mask_witness], _mask_claims(point, nums, mask_commitment.num_vars),
+                              transcript, values2)
+    return MaskedBatchProof(mask_commitment, reduction, evals, opening)
+
+
+def _verify_masked(inner, lifted, values_list, proof, transcript, min_security_bits, allow_conjectured) -> None:
+    where = "hiding basefold opening"
+    if not isinstance(proof, MaskedBatchProof):
+        raise ProofRejected(f"expected a MaskedBatchProof, got {type(proof).__name__}", where)
+    nums = [c.num_vars for c in inner]
+    n, base = max(nums), inner[0].params
+    n_mask = mask_vars(n, base)
+    if not isinstance(proof.mask, B.BasefoldCommitment) or proof.mask.params != base or proof.mask.num_vars != n_mask:
+        raise ProofRejected(f"the mask table's commitment is not of {n_mask} variables with the batch's parameters",
+                            where)
+    values_list = [np.asarray(v) for v in values_list]
+    for k, (v, claims) in enumerate(zip(values_list, lifted)):
+        if v.shape != (len(claims), F.EXT_DEGREE) or not F.is_canonical(v):
+            raise ProofRejected(f"values of commitment {k} are not {len(claims)} canonical F_p4 elements", where)
+    evals = proof.evals
+    if not isinstance(evals, np.ndarray) or evals.shape != (len(inner), F.EXT_DEGREE) or not F.is_canonical(evals):
+        raise ProofRejected(f"evaluations are not {len(inner)} canonical F_p4 elements", where)
+    transcript.absorb("basefold_zk.mask_table", proof.mask.to_bytes())
+    coefficients = B._begin(transcript, inner, lifted, values_list)
+    sub = verify_masked(proof.reduction, _reduction_claim(values_list, coefficients, nums), n, 2, transcript,
+                        _REDUCTION_LABEL)
+    expected = F.ext_zero()
+    for claims, c, n_k, y in zip(lifted, coefficients, nums, evals):
+        weight = F.ext_sum(F.ext_mul(B.Functional.at_many(claims, sub.point[n - n_k:]), c), axis=0) \
+            if len(claims) else F.ext_zero()
+        expected = F.ext_add(expected, F.ext_mul(weight, y))
+    if not F.ext_eq(expected, sub.expected_value):
+        raise ProofRejected("the evaluations do not match the masked reduction's last claim", where)
+    transcript.absorb("basefold_zk.evals", evals)
+    values2 = [e[None] for e in evals] + [proof.reduction.mask_eval[None]]
+    B.verify_batch(list(inner) + [proof.mask], _mask_claims(sub.point, nums, n_mask), values2, proof.opening, transcript,
+                   min_security_bits, allow_conjectured=allow_conjectured)
+
+
+def batch_error(commitments) -> float:
+    """The soundness error of one :func:`open_batch` of hiding ``commitments``: the Basefold batch (with the mask
+    table in the "tail" layout) and, there, the masked reduction's rounds (2 each), rho and its claim
+    coefficients (one per claim is already in the batch's field terms): (2 n + 1) / |F_p4|."""
+    commitments = list(commitments)
+    inner = [c.inner for c in commitments]
+    if commitments[0].layout != "tail":
+        return 2.0 ** -B.batch_security_bits(inner)
+    n = max(c.num_vars for c in inner)
+    inner.append(B.BasefoldCommitment(bytes(B.DIGEST_SIZE), mask_vars(n, inner[0].params), inner[0].params))
+    return 2.0 ** -B.batch_security_bits(inner) + (2 * n + 1) * 2.0 ** -F.EXT_BITS
 
 
 # ------------------------------------------------------------------------------------ masked sumcheck

@@ -86,8 +86,9 @@ def commit_hosted(plan: StorePlan, tables: dict, params: BZ.HidingBasefoldParams
         block = mask_table(c)
         coefficients.append(c)
         parts.append(np.concatenate([block, np.zeros(mask_length(n, d) - block.size, dtype=np.uint64)]))
+    unused = (1 << plan.num_vars) - sum(plan.packing.lengths)  # the packing's end, weighed by no claim
     commitment, witness = BZ.commit(plan.packing.pack(parts), params,
-                                    seed=None if rng is None else int(rng.integers(1 << 62)))
+                                    seed=None if rng is None else int(rng.integers(1 << 62)), free=unused)
     store = None if plan.layout is None else StoreWitness(plan.layout, full, masks if plan.layout.hiding else None,
                                                           witness)
     return commitment, store, tuple(coefficients), witness
@@ -214,4 +215,5 @@ class BasefoldChannel(Channel):
             self.items.append(proof)
         else:
             BZ.verify_batch([self.commitments[k] for k in keys], functionals, values,
-                            self._next(B.BasefoldProof, "batch opening"), self.transcript)
+                            self._next(BZ.MaskedBatchProof if self.params.layout == "tail" else B.BasefoldProof,
+                                       "batch opening"), self.transcript)

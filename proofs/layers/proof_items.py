@@ -13,7 +13,7 @@ from .. import field as F
 from ..errors import ProofRejected
 from ..proof_format import from_record, to_record
 from ..basefold import BasefoldProof
-from ..basefold_zk import HidingBasefoldCommitment, MaskedSumcheckProof
+from ..basefold_zk import HidingBasefoldCommitment, MaskedBatchProof, MaskedSumcheckProof
 from ..sumcheck import SumcheckProof
 from ..zk import HidingCommitment, HidingOpening, HidingParams, ZKSumcheckProof
 
@@ -58,7 +58,7 @@ class TrainingProof:
             if tag < 2:  # F_p4 values (with their dimension count), or a plain sumcheck's messages
                 body = (bytes([item.ndim]) if tag == 0 else b"") + F.elements_to_bytes(
                     item if tag == 0 else item.round_messages)
-            elif tag == 5:  # a Basefold batch opening: its length first (its own parser reads to the end)
+            elif tag in (5, 8):  # a Basefold batch opening: its length first (its own parser reads to the end)
                 raw = item.to_bytes()
                 body = len(raw).to_bytes(4, "little") + raw
             else:
@@ -96,7 +96,8 @@ class TrainingProof:
 _PROOF_MAGIC, _PROOF_VERSION = b"HZKTRAIN", 4  # 4: a Ligero commitment of the relations' masks as an item
 _ITEM_KINDS = (np.ndarray, SumcheckProof, ZKSumcheckProof, HidingOpening,
                MaskedSumcheckProof, BasefoldProof, HidingBasefoldCommitment,  # 5, 6: Basefold stores
-               HidingCommitment)  # the relations' masks (:class:`proofs.layers.step_relations.Channel`)
+               HidingCommitment,  # the relations' masks (:class:`proofs.layers.step_relations.Channel`)
+               MaskedBatchProof)  # 8: a "tail" layout Basefold batch opening (:mod:`proofs.basefold_zk`)
 
 
 def read_store_commitment(reader):
@@ -121,8 +122,8 @@ def _read_item(reader, tag: int):
         return reader.elements(ndim)
     if tag == 1:
         return SumcheckProof(reader.elements(3))
-    if tag == 5:
+    if tag in (5, 8):
         size = reader.count(4, 1, "basefold proof length")
-        return BasefoldProof.from_bytes(reader.raw(size))
+        return (BasefoldProof if tag == 5 else MaskedBatchProof).from_bytes(reader.raw(size))
     return {2: ZKSumcheckProof, 3: HidingOpening, 4: MaskedSumcheckProof, 6: HidingBasefoldCommitment,
             7: HidingCommitment}[tag].read(reader)
