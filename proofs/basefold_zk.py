@@ -55,6 +55,7 @@ from . import basefold as B
 from . import field as F
 from .commit import committed_table
 from .errors import ProofError, ProofRejected
+from .mle import eq_table
 from .sumcheck import SubClaim, SumcheckProof, SumcheckVerifier, _as_ext_scalar
 from .zk import _mask_round, _poly_at, _powers_table, mask_entries, mask_sum
 
@@ -137,14 +138,21 @@ def _fits(num_vars: int, params: HidingBasefoldParams, v: int, m: int) -> bool:
 
 
 def _fits_tail(num_vars: int, params: HidingBasefoldParams, m: int, free: int = 0) -> bool:
-    """The tail (2^m - 2^num_vars entries, plus the table's ``free`` last ones) hides, per interleaved row, every
-    opening's revealed symbols of the codeword and its stated values (TAIL_VALUES F_p4 values, 4 base dimensions
-    each), with SPARE_DIMS to spare."""
-    if m <= params.base.final_vars:
+    """The "tail" layout's one random slot (v = 1) and S_0 = (f || T) of m variables: T (2^m - 2^num_vars entries,
+    plus the table's ``free`` last ones) hides, per interleaved row of S_0, every opening's revealed symbols of
+    S_0's codeword and its stated values (TAIL_VALUES F_p4 values, 4 base dimensions each) with SPARE_DIMS to
+    spare; the committed table folds at least 3 times (rows, then the first layer's block) before its first
+    committed layer, so that every folded entry the batch shows carries 4 random values of S_1 (module
+    docstring, "Tail layout")."""
+    base = params.base
+    if m + 1 <= base.final_vars:
         return False
-    per_row, rows, _ = _revealed(params, 0, m)
-    need = params.openings * (params.base.num_queries * per_row + F.EXT_DEGREE * TAIL_VALUES) + SPARE_DIMS
-    return need <= ((1 << m) - (1 << num_vars) + free) // rows
+    rows = base.interleave(m + 1)
+    if rows + base.block(m + 1 - rows) < 3:
+        return False
+    per_row, s0_rows, _ = _revealed(params, 1, m)
+    need = params.openings * (base.num_queries * per_row + F.EXT_DEGREE * TAIL_VALUES) + SPARE_DIMS
+    return need <= ((1 << m) - (1 << num_vars) + free) // s0_rows
 
 
 @functools.lru_cache(maxsize=256)
@@ -154,10 +162,10 @@ def shape(num_vars: int, params: HidingBasefoldParams, free: int = 0) -> tuple:
     TAIL_MIN_VARS variables is (0, m): the table and a random tail (:func:`_fits_tail`), which may take the
     table's own ``free`` last entries (entries no claim weighs: they become random) instead of doubling it."""
     if params.layout == "tail" and num_vars >= TAIL_MIN_VARS:
-        for m in range(num_vars, B._max_vars(params.base) + 1):
-            if _fits_tail(num_vars, params, m, free):
-                return 0, m
-        raise ProofError(f"hiding basefold: no tail for num_vars={num_vars} at rate 1/{params.base.rate_inv}")
+        # one random slot; S_0's tail is the table's own free end, else a second half
+        for m in (num_vars, num_vars + 1):
+            if m + 1 <= B._max_vars(params.base) and _fits_tail(num_vars, params, m, free if m == num_vars else 0):
+                return 1, m
     low = slot_vars(params.openings)
     for total in range(num_vars + low, B._max_vars(params.base) + 1):
         for v in range(low, total - num_vars + 1):
@@ -192,8 +200,8 @@ class HidingBasefoldCommitment:
         if not isinstance(self.num_vars, (int, np.integer)) or not 0 <= self.num_vars <= B._max_vars(params.base):
             raise ProofError(f"HidingBasefoldCommitment: num_vars={self.num_vars!r} out of range")
         expected = inner_vars(int(self.num_vars), params)
-        if params.layout == "tail" and shape(int(self.num_vars), params)[0] == 0:  # the prover's tail: m >= n
-            expected = min(max(self.inner.num_vars, int(self.num_vars)), expected)
+        if params.layout == "tail" and int(self.num_vars) >= TAIL_MIN_VARS:  # S_0's tail in f's free end or not
+            expected = min(max(self.inner.num_vars, int(self.num_vars) + 1), expected)
         if self.inner.num_vars != expected:
             raise ProofError(f"HidingBasefoldCommitment: inner num_vars={self.inner.num_vars}, expected {expected}")
         object.__setattr__(self, "num_vars", int(self.num_vars))
@@ -261,11 +269,12 @@ class HidingBasefoldWitness:
 
 def slot_table(table: np.ndarray, num_vars: int, params: HidingBasefoldParams, rng=None, free: int = 0) -> np.ndarray:
     """C of the module docstring: (2^(v + m),) with C[c + 2^v x] = S_c[x], S_0 = (f || T), S_c>0 uniform; in the
-    tail layout f's ``free`` last entries are part of T."""
+    tail layout T includes f's ``free`` last entries."""
     v, m = shape(num_vars, params, free)
     slots = F.random_elements((1 << m, 1 << v)) if rng is None else \
         rng.integers(0, F.P, size=(1 << m, 1 << v), dtype=np.uint64)
-    slots[:(1 << num_vars) - (free if v == 0 else 0), 0] = table[:(1 << num_vars) - (free if v == 0 else 0)]
+    kept = (1 << num_vars) - (free if params.layout == "tail" and m == num_vars else 0)
+    slots[:kept, 0] = table[:kept]
     return slots.reshape(-1)
 
 
@@ -282,7 +291,9 @@ def commit(values, params: HidingBasefoldParams = HidingBasefoldParams(), seed=N
         raise ProofError(f"basefold_zk.commit: free={free!r} must count zero entries at the end of the table")
     rng = None if seed is None else np.random.default_rng(seed)
     slots = slot_table(table, num_vars, params, rng, int(free))
-    table = slots[:1 << num_vars] if shape(num_vars, params, int(free))[0] == 0 else table  # claims read the tail
+    v = shape(num_vars, params, int(free))[0]
+    if params.layout == "tail" and free:  # claims read S_0, whose tail may lie in the table's free end
+        table = slots[::1 << v][:1 << num_vars]
     inner_commitment, inner = B.commit(slots, params.base)
     commitment = HidingBasefoldCommitment(inner_commitment, num_vars, params.openings, params.layout)
     return commitment, HidingBasefoldWitness(commitment, table, inner)
@@ -379,12 +390,14 @@ class MaskedBatchProof:
     mask: B.BasefoldCommitment
     reduction: MaskedSumcheckProof
     evals: np.ndarray
+    mask_value: np.ndarray
     opening: B.BasefoldProof
 
     def to_bytes(self) -> bytes:
         opening = self.opening.to_bytes()
         return (_MASKED_MAGIC + bytes([_MASKED_VERSION]) + self.mask.to_bytes() + self.reduction.to_bytes()
-                + F.elements_to_bytes(self.evals) + len(opening).to_bytes(4, "little") + opening)
+                + F.elements_to_bytes(self.evals) + F.elements_to_bytes(self.mask_value)
+                + len(opening).to_bytes(4, "little") + opening)
 
     @classmethod
     def read(cls, reader) -> "MaskedBatchProof":
@@ -392,9 +405,9 @@ class MaskedBatchProof:
         size = len(B.BasefoldCommitment(b"\0" * B.DIGEST_SIZE, 0).to_bytes())
         mask = B.BasefoldCommitment.from_bytes(reader.raw(size))
         reduction = MaskedSumcheckProof.read(reader)
-        evals = reader.elements(2)
+        evals, mask_value = reader.elements(2), reader.elements(1)
         opening = B.BasefoldProof.from_bytes(reader.raw(reader.count(4, 1, "basefold opening length")))
-        return cls(mask, reduction, evals, opening)
+        return cls(mask, reduction, evals, mask_value, opening)
 
     @classmethod
     def from_bytes(cls, data) -> "MaskedBatchProof":
@@ -450,19 +463,25 @@ def _reduction_claim(values, coefficients, nums) -> np.ndarray:
 
 
 def mask_vars(num_vars: int, params: B.BasefoldParams) -> int:
-    """Variables of the mask table R of a batch whose largest table has num_vars: enough for g's coefficients
-    and final_vars + 3, so that R joins the combined table three folds before its final table."""
-    return min(num_vars, max(params.final_vars + 3, (mask_entries(num_vars, 2) - 1).bit_length()))
+    """Variables of the mask table R of a batch whose largest table has num_vars: final_vars + 3, so that R joins
+    the combined table three folds before its final table, and at least 4 times g's coefficients, so that R's
+    other entries mask what the batch shows of R (with g's coefficients alone, R's openings would show
+    functionals of g beyond g(point) and unmask the reduction's messages)."""
+    return min(num_vars, max(params.final_vars + 3, (mask_entries(num_vars, 2) - 1).bit_length() + 2))
 
 
-def _mask_claims(point, nums, mask_num_vars: int) -> list:
-    """Phase two's claims: each table at its part of the reduced point; R at g's functional (g(point))."""
+def _mask_claims(point, nums, mask_num_vars: int, mask_point) -> list:
+    """Phase two's claims: each table at its part of the reduced point; R at g's functional (g(point)) and at
+    a point of its own (the second claim spreads the batch's reduction over all of R: g's functional alone would
+    show partial sums of g's coefficients, which unmask the masked reduction's messages; at the tables' point
+    its masking would only repeat theirs, one direction of each degree-2 round message instead of two)."""
     n = max(nums)
     weights = _powers_table(point, 2)
     block = weights.shape[0].bit_length() - 1
     g_of = B.Functional(mask_num_vars, ((F.ext_one(), F.ext_zero((0,)), weights,
                                          F.ext_zero((mask_num_vars - block,))),))
-    return [[B.Functional.point(point[n - n_k:])] for n_k in nums] + [[g_of]]
+    return [[B.Functional.point(point[n - n_k:])] for n_k in nums] + \
+        [[g_of, B.Functional.point(mask_point)]]
 
 
 def _open_masked(inner, lifted, values, transcript, rng=None) -> MaskedBatchProof:
@@ -487,10 +506,13 @@ def _open_masked(inner, lifted, values, transcript, rng=None) -> MaskedBatchProo
     reduction, point, evals = prove_masked(prover, _reduction_claim(values, coefficients, nums), transcript,
                                            _REDUCTION_LABEL, coefficients_g)
     transcript.absorb("basefold_zk.evals", evals)
-    values2 = [e[None] for e in evals] + [reduction.mask_eval[None]]
-    _, opening = B.open_batch(list(inner) + [mask_witness], _mask_claims(point, nums, mask_commitment.num_vars),
-                              transcript, values2)
-    return MaskedBatchProof(mask_commitment, reduction, evals, opening)
+    mask_point = transcript.challenge_ext_vector("basefold_zk.mask_point", mask_commitment.num_vars)
+    mask_value = B._dot_base(eq_table(mask_point), table)
+    transcript.absorb("basefold_zk.mask_value", mask_value)
+    values2 = [e[None] for e in evals] + [np.stack([reduction.mask_eval, mask_value])]
+    _, opening = B.open_batch(list(inner) + [mask_witness],
+                              _mask_claims(point, nums, mask_commitment.num_vars, mask_point), transcript, values2)
+    return MaskedBatchProof(mask_commitment, reduction, evals, mask_value, opening)
 
 
 def _verify_masked(inner, lifted, values_list, proof, transcript, min_security_bits, allow_conjectured) -> None:
@@ -521,9 +543,15 @@ def _verify_masked(inner, lifted, values_list, proof, transcript, min_security_b
         expected = F.ext_add(expected, F.ext_mul(weight, y))
     if not F.ext_eq(expected, sub.expected_value):
         raise ProofRejected("the evaluations do not match the masked reduction's last claim", where)
+    mask_value = proof.mask_value
+    if not isinstance(mask_value, np.ndarray) or mask_value.shape != (F.EXT_DEGREE,) or not F.is_canonical(mask_value):
+        raise ProofRejected("the mask table's value is not a canonical F_p4 element", where)
     transcript.absorb("basefold_zk.evals", evals)
-    values2 = [e[None] for e in evals] + [proof.reduction.mask_eval[None]]
-    B.verify_batch(list(inner) + [proof.mask], _mask_claims(sub.point, nums, n_mask), values2, proof.opening, transcript,
+    mask_point = transcript.challenge_ext_vector("basefold_zk.mask_point", n_mask)
+    transcript.absorb("basefold_zk.mask_value", mask_value)
+    values2 = [e[None] for e in evals] + [np.stack([proof.reduction.mask_eval, mask_value])]
+    B.verify_batch(list(inner) + [proof.mask], _mask_claims(sub.point, nums, n_mask, mask_point), values2,
+                   proof.opening, transcript,
                    min_security_bits, allow_conjectured=allow_conjectured)
 
 

@@ -33,7 +33,7 @@ def training_params() -> BZ.HidingBasefoldParams:
     bits of the proof's batch): rate 1/2 rows 2^19 675 KB, 4.3 s, 100.4; rate 1/4 rows 2^19 497 KB, 7.9 s,
     100.1; rate 1/8 rows 2^17 1.48 MB (more rows per query); rows of 2^20 or more leave the batch's proven field
     error (N / |F_p4| per fold of codewords of up to 2^24 symbols) above 2^-100, which the verifier refuses."""
-    return BZ.HidingBasefoldParams(B.BasefoldParams(rate_inv=2, arity=3, final_vars=10, max_log_codeword=19), 1,
+    return BZ.HidingBasefoldParams(B.BasefoldParams(rate_inv=2, arity=3, final_vars=10, max_log_codeword=18), 1,
                                    "tail")
 
 

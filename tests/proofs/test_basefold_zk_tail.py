@@ -1,0 +1,269 @@
+"""Hiding Basefold's "tail" layout (proofs.basefold_zk: random tails, one small mask table per batch, a masked
+claim reduction): honest batches verify and their values equal a plain recomputation; every component of the
+MaskedBatchProof is checked (tampering rejected, fuzzed bytes give ProofRejected only); layouts never mix; and
+zero knowledge is checked by linear algebra: with the challenges held fixed the proof is linear in (table,
+tail, mask table), and a change of the table invisible to the claims is absorbed by the randomness (the rank
+test), while dropping either the tail or the mask table makes the same test fail."""
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from proofs import basefold as B
+from proofs import basefold_zk as Z
+from proofs import field as F
+from proofs.errors import ProofError, ProofRejected
+from proofs.mle import eq_table
+from proofs.transcript import Transcript
+
+BASE = B.BasefoldParams(rate_inv=2, arity=2, final_vars=4, max_log_codeword=14)
+TAIL = Z.HidingBasefoldParams(BASE, 1, "tail")
+
+
+def _table(rng, n, used=None):
+    t = rng.integers(0, 1 << 20, 1 << n).astype(np.uint64)
+    if used is not None:
+        t[used:] = 0
+    return t
+
+
+@pytest.fixture(scope="module")
+def batch():
+    rng = np.random.default_rng(1)
+    specs = [(17, None, 0), (16, 1 << 15, 1 << 15), (12, None, 0)]  # a doubled tail, an unused end, slots
+    witnesses, commitments, points = [], [], []
+    for n, used, free in specs:
+        c, w = Z.commit(_table(rng, n, used), TAIL, free=free)
+        witnesses.append(w)
+        commitments.append(c)
+        p = rng.integers(0, F.P, (2, n, 4), dtype=np.uint64)
+        if free:
+            p[:, -1] = 0  # claims weigh the used half only
+        points.append(p)
+    values, proof = Z.open_batch(witnesses, points, Transcript(b"tail"))
+    return witnesses, commitments, points, values, proof
+
+
+def test_shapes_tail_and_slots():
+    assert Z.shape(17, TAIL) == (1, 18)              # one random slot; S_0 = the table and a tail as large
+    assert Z.shape(16, TAIL, 1 << 15) == (1, 16)     # S_0's tail: the table's own unused half
+    assert Z.shape(12, TAIL)[0] >= 3                 # small tables keep their random slots
+    assert Z.shape(17, Z.HidingBasefoldParams(BASE))[0] >= 3
+
+
+def test_honest_batch_verifies_with_recomputed_values(batch):
+    witnesses, commitments, points, values, proof = batch
+    for w, p, v in zip(witnesses, points, values):
+        for z, y in zip(p, v):  # plain recomputation: sum_x eq(z, x) t(x) over the committed table
+            assert F.ext_eq(F.ext_sum(F.ext_mul_base(eq_table(z), w.table), axis=0), y)
+    Z.verify_batch(commitments, points, values, proof, Transcript(b"tail"))
+    Z.verify_batch(commitments, points, values, Z.MaskedBatchProof.from_bytes(proof.to_bytes()), Transcript(b"tail"))
+    assert isinstance(proof, Z.MaskedBatchProof) and proof.mask.num_vars == Z.mask_vars(19, BASE) < 19
+    for c in commitments:
+        assert Z.HidingBasefoldCommitment.from_bytes(c.to_bytes()) == c or \
+            Z.HidingBasefoldCommitment.from_bytes(c.to_bytes()).to_bytes() == c.to_bytes()
+
+
+def _bump(a):
+    a = np.array(a, copy=True)
+    a.reshape(-1)[0] = (a.reshape(-1)[0] + 1) % F.P
+    return a
+
+
+def test_every_component_is_checked(batch):
+    _, commitments, points, values, proof = batch
+    red = proof.reduction
+    forged = [
+        dataclasses.replace(proof, evals=_bump(proof.evals)),
+        dataclasses.replace(proof, reduction=dataclasses.replace(red, mask_sum=_bump(red.mask_sum))),
+        dataclasses.replace(proof, reduction=dataclasses.replace(red, mask_eval=_bump(red.mask_eval))),
+        dataclasses.replace(proof, reduction=dataclasses.replace(
+            red, sumcheck=dataclasses.replace(red.sumcheck, round_messages=_bump(red.sumcheck.round_messages)))),
+        dataclasses.replace(proof, mask=B.BasefoldCommitment(bytes(32), proof.mask.num_vars, BASE)),
+        dataclasses.replace(proof, mask=B.BasefoldCommitment(proof.mask.root, proof.mask.num_vars + 1, BASE)),
+        dataclasses.replace(proof, opening=dataclasses.replace(proof.opening, final=_bump(proof.opening.final))),
+        dataclasses.replace(proof, opening=dataclasses.replace(proof.opening, rounds=_bump(proof.opening.rounds))),
+    ]
+    for bad in forged:
+        with pytest.raises(ProofRejected):
+            Z.verify_batch(commitments, points, values, bad, Transcript(b"tail"))
+    with pytest.raises(ProofRejected):
+        Z.verify_batch(commitments, points, [_bump(values[0])] + values[1:], proof, Transcript(b"tail"))
+    with pytest.raises(ProofRejected):  # a slot-layout opening where a masked batch is due
+        Z.verify_batch(commitments, points, values, proof.opening, Transcript(b"tail"))
+
+
+@given(st.integers(0, 2**32 - 1))
+@settings(max_examples=30, deadline=None)
+def test_fuzzed_bytes_give_proof_rejected_only(batch, seed):
+    _, commitments, points, values, proof = batch
+    rng = np.random.default_rng(seed)
+    data = bytearray(proof.to_bytes())
+    for _ in range(int(rng.integers(1, 4))):
+        data[int(rng.integers(len(data)))] ^= 1 << int(rng.integers(8))
+    with pytest.raises(ProofRejected):
+        Z.verify_batch(commitments, points, values, Z.MaskedBatchProof.from_bytes(bytes(data)), Transcript(b"tail"))
+
+
+def test_layouts_never_mix_and_free_must_be_unused():
+    rng = np.random.default_rng(2)
+    c1, w1 = Z.commit(_table(rng, 16), TAIL)
+    c2, w2 = Z.commit(_table(rng, 16), Z.HidingBasefoldParams(BASE))
+    points = [rng.integers(0, F.P, (1, 16, 4), dtype=np.uint64)] * 2
+    with pytest.raises(ProofError, match="layouts"):
+        Z.open_batch([w1, w2], points, Transcript(b"x"))
+    with pytest.raises(ProofError, match="free"):
+        Z.commit(_table(rng, 16), TAIL, free=5)  # its last entries are not zero
+    with pytest.raises(ProofError, match="layout"):
+        Z.HidingBasefoldParams(BASE, 1, "stripes")
+
+
+# ------------------------------------------------------------------------------------ zero knowledge
+class _FixedChallenges:
+    """Transcript challenges from a fixed stream, whatever was absorbed: the proof is then linear in its inputs."""
+
+    def __init__(self, monkeypatch):
+        self.rng = None
+        stream = self
+
+        def ext(_, label):
+            return stream.rng.integers(0, F.P, 4, dtype=np.uint64)
+
+        def ext_vector(_, label, n):
+            return stream.rng.integers(0, F.P, (int(n), 4), dtype=np.uint64)
+
+        def indices(_, label, count, bound):
+            return stream.rng.integers(0, bound, int(count), dtype=np.int64)
+
+        monkeypatch.setattr(Transcript, "challenge_ext", ext)
+        monkeypatch.setattr(Transcript, "challenge_ext_vector", ext_vector)
+        monkeypatch.setattr(Transcript, "challenge_indices", indices)
+
+    def reset(self):
+        self.rng = np.random.default_rng(12345)
+
+
+class _Given:
+    """An rng whose integers() returns a given table (the mask table R of one opening)."""
+
+    def __init__(self, table):
+        self.table = table
+
+    def integers(self, low, high, size, dtype):
+        return self.table.copy()
+
+
+def _view(proof) -> np.ndarray:
+    """Every field element the verifier sees (Merkle digests aside), flattened to base coordinates."""
+    o, r = proof.opening, proof.reduction
+    parts = [r.mask_sum, r.sumcheck.round_messages, r.mask_eval, proof.evals, proof.mask_value, o.reduction,
+             o.evals, o.rounds, o.final, *o.initial_leaves, *o.layer_leaves]
+    return np.concatenate([np.asarray(p, dtype=np.uint64).reshape(-1) for p in parts]).astype(np.int64)
+
+
+def _rank(matrix: np.ndarray) -> int:
+    """Rank over F_p (Gaussian elimination, int64: entries < 2^31)."""
+    m = np.array(matrix, dtype=np.int64) % F.P
+    rank, rows, cols = 0, m.shape[0], m.shape[1]
+    for c in range(cols):
+        nz = np.nonzero(m[rank:, c])[0]
+        if nz.size == 0:
+            continue
+        pivot = rank + nz[0]
+        m[[rank, pivot]] = m[[pivot, rank]]
+        m[rank] = m[rank] * pow(int(m[rank, c]), F.P - 2, F.P) % F.P
+        others = np.nonzero(m[:, c])[0]
+        others = others[others != rank]
+        if others.size:
+            m[others] = (m[others] - (m[others, c:c + 1] * m[rank]) % F.P) % F.P
+        rank += 1
+        if rank == rows:
+            break
+    return rank
+
+
+def _kernel_vector(constraints: np.ndarray, rng) -> np.ndarray:
+    """A uniform-ish solution delta of constraints @ delta = 0 mod p (constraints: (k, m) with k < m)."""
+    k, m = constraints.shape
+    delta = np.zeros(m, np.int64)
+    delta[k:] = rng.integers(0, F.P, m - k)
+    rhs = (-(constraints[:, k:] % F.P).astype(object).dot(delta[k:].astype(object))) % F.P
+    aug = np.concatenate([constraints[:, :k] % F.P, np.array(rhs, dtype=np.int64)[:, None]], axis=1)
+    for c in range(k):  # Gauss-Jordan on the square part
+        pivot = c + np.nonzero(aug[c:, c])[0][0]
+        aug[[c, pivot]] = aug[[pivot, c]]
+        aug[c] = aug[c] * pow(int(aug[c, c]), F.P - 2, F.P) % F.P
+        for r in range(k):
+            if r != c and aug[r, c]:
+                aug[r] = (aug[r] - aug[r, c] * aug[c] % F.P) % F.P
+    delta[:k] = aug[:, -1]
+    assert not ((constraints % F.P).astype(object).dot(delta.astype(object)) % F.P).any()
+    return delta
+
+
+class _Slots(_Given):
+    """An rng whose integers() returns the given (2^m, 2) slot randomness (S_0's tail and S_1)."""
+
+    def integers(self, low, high, size, dtype):
+        return self.table.reshape(size).copy()
+
+
+@pytest.mark.slow
+def test_zero_knowledge_by_rank(monkeypatch):
+    """view = A f + M rho for fixed challenges (rho: S_0's tail, the random slot S_1 and R); for a change delta of
+    f that the claims do not see, A delta lies in the column space of M: a simulator holding rho - rho_delta
+    shows the same view. Without the tail's and the slot's columns the same check fails (the test has teeth).
+    A table of 2^10 (its upper half unused: S_0's tail), 16 interleaved rows, R joining at the top."""
+    monkeypatch.setattr(Z, "TAIL_MIN_VARS", 6)
+    base = B.BasefoldParams(rate_inv=2, num_queries=2, arity=1, final_vars=2, max_log_codeword=7)
+    params = Z.HidingBasefoldParams(base, 1, "tail")
+    n, used = 9, 1 << 8
+    free = (1 << n) - used
+    v, m = Z.shape(n, params, free)
+    assert (v, m) == (1, n) and base.interleave(m + v) >= 3
+    n_mask = Z.mask_vars(m + v, base)
+    fixed = _FixedChallenges(monkeypatch)
+    rng = np.random.default_rng(5)
+    z = rng.integers(0, F.P, (2, n, 4), dtype=np.uint64)
+    z[:, -1] = 0                                           # claims on the used half
+
+    def view(f, slots, mask):
+        table = np.concatenate([f, np.zeros(free, np.uint64)])
+        committed = Z.slot_table(table, n, params, rng=_Slots(slots), free=free)
+        inner_c, inner_w = B.commit(committed, base)
+        commitment = Z.HidingBasefoldCommitment(inner_c, n, 1, "tail")
+        lifted = [[Z.lift(B.Functional.point(p), commitment) for p in z]]
+        s0 = committed[::2]
+        values = [np.stack([B._dot_base(eq_table(p), s0) for p in z])]
+        fixed.reset()
+        return _view(Z._open_masked([inner_w], lifted, values, Transcript(b"zk"), rng=_Given(mask)))
+
+    zero_f, zero_s, zero_m = np.zeros(used, np.uint64), np.zeros((1 << m, 2), np.uint64), np.zeros(1 << n_mask, np.uint64)
+    f, s, mk = rng.integers(0, F.P, used, dtype=np.uint64), rng.integers(0, F.P, (1 << m, 2), dtype=np.uint64), \
+        rng.integers(0, F.P, 1 << n_mask, dtype=np.uint64)
+    s[:used, 0] = 0                                        # overwritten by the table: not randomness
+    assert np.array_equal(view(f, s, mk) % F.P, (view(f, zero_s, zero_m) + view(zero_f, s, zero_m)
+                                                + view(zero_f, zero_s, mk)) % F.P)  # linear: challenges fixed
+    columns, kinds = [], []
+    for row, col in [(r, 0) for r in range(used, 1 << m)] + [(r, 1) for r in range(1 << m)]:
+        unit = zero_s.copy()
+        unit[row, col] = 1
+        columns.append(view(zero_f, unit, zero_m))
+        kinds.append(1)
+    for i in range(zero_m.size):
+        unit = zero_m.copy()
+        unit[i] = 1
+        columns.append(view(zero_f, zero_s, unit))
+        kinds.append(2)
+    M, kinds = np.stack(columns, axis=1), np.array(kinds)
+    weights = np.stack([F.ext_mul_base(eq_table(p), np.ones(1 << n, np.uint64))[:used] for p in z])
+    delta = _kernel_vector(weights.transpose(0, 2, 1).reshape(-1, used).astype(np.int64), rng)
+    a_delta = view(delta.astype(np.uint64), zero_s, zero_m)
+    assert a_delta.any()                                   # the change shows without randomness
+
+    def absorbed(matrix):
+        return _rank(np.concatenate([matrix, a_delta[:, None]], axis=1)) == _rank(matrix)
+
+    assert absorbed(M)                                     # zero knowledge
+    assert not absorbed(M[:, kinds == 2])                  # R alone does not hide the table: the slot and tail do
