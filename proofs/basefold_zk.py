@@ -43,6 +43,38 @@ settled in the proof's one batch (:mod:`proofs.layers.basefold_channel`).
 by that factor; a table needs v + m <= 27 - log2(rate_inv) (BabyBear's 2-adic subgroup): at rate 1/8 hidden
 tables of up to about 2^19 entries (a 784->128->10 training step at batch 64 packs 2^23 in one store: refused
 by :func:`shape`). Measured (16->16->4 network proof, batch 1): 133-140 KB, against 605 KB for hiding Ligero.
+
+**Tail layout** (``HidingBasefoldParams(layout="tail")``; O(1) overhead, for large tables). A table of at least
+TAIL_MIN_VARS variables gets ONE random slot (v = 1): C[2x] = S_0[x], C[2x + 1] = S_1[x], S_1 uniform, S_0 =
+(f || T) with T the table's own free end when the caller names one (``free``: entries no claim weighs, e.g. a
+store's unused end) and a second half otherwise (2-4x instead of 16-32x). One slot cannot make a folded entry
+uniform in F_p4 by itself (a base value times an F_p4 weight spans a line), so the batch is opened differently
+(:func:`open_batch`, :class:`MaskedBatchProof`):
+(1) the prover commits a fresh uniform mask table R (:func:`mask_vars`: >= 4x the coefficients of Libra's g
+and >= 2^(final_vars + 3)); g (degree 2 per variable) is read from R's first entries;
+(2) the claims are reduced to one point r by Libra's zero-knowledge sumcheck of sum_k 2^(n - n_k) sum_x
+W_k(x) C_k(x) + rho g (the rounds of :func:`proofs.basefold._reduce_claims`, masked): every message is uniform
+given the claim (Libra, Xie et al., CRYPTO 2019, theorem 4); the prover states y_k = C_k~(r_k) (uniform: S_1~
+at an F_p4 point, and S_0's tail) and g(r);
+(3) one :func:`proofs.basefold.open_batch` of every C_k at r_k and of R at g's functional (value g(r)) and at a
+fresh point (value R~(u)): the second claim spreads that batch's own claim reduction over all of R (with g's
+functional alone its rounds show partial sums of g's coefficients, which unmask (2)'s messages; at the tables'
+point R would only repeat their masking direction).
+Why (3) hides, for fixed challenges (everything the verifier sees is then F_p-linear in (f, T, S_1, R)):
+every sumcheck binds C's lowest variable (the slot) first, so no later round, evaluation or fold separates S_0
+from S_1; each committed table folds at least 3 times before the first committed layer (:func:`_fits_tail`:
+rows, then the first block), so every folded entry the opening shows (layer leaves, final table) carries 4
+values of S_1 with F_p-independent weights eq(r_<3, (1, .)) (uniform in F_p4), and smaller tables join a
+combined table that is already so; the opened leaves of C's own codeword are S_0's rows (hidden by T, the
+slot layout's Vandermonde argument with v = 1) and S_1's rows (uniform); each folded entry keeps 4 of its 8
+dimensions of S_1 beyond what it shows (SPARE_DIMS for the digests of unopened leaves). The argument is
+checked by linear algebra (tests/proofs/test_basefold_zk_tail.py): with the challenges held fixed, a change
+of f that no claim sees lies in the column space of the randomness's contribution to the whole view (and
+does not without S_1 and T; the check caught two leaks of earlier layouts: a tail selected by the TOP
+variable, whose last sumcheck round separates f from T, and an R opened at g's functional alone).
+Soundness: Basefold's batch over the C's and R (:func:`proofs.basefold.batch_security_bits`) plus (2)'s rounds
+and rho, (2 n + 1) / |F_p4| (:func:`batch_error`); R's commitment is absorbed before (2)'s first challenge, so
+g is fixed before rho; a prover's own R (not uniform) only costs it zero knowledge.
 """
 from __future__ import annotations
 

@@ -573,9 +573,9 @@ def basefold_agreement_error(weights, layout: StoreLayout, params) -> float:
         return 0.0
     field = float(F.P) ** F.EXT_DEGREE
     plan = reusable_module._mask_plan(layout, len(copies))
-    masks = B.BasefoldCommitment(bytes(32), BZ.inner_vars(plan.num_vars, params), params.base)
-    return (2 + sum(n + n * d + 1 for n, d in plan.mask_shapes)) / field + \
-        2.0 ** -B.batch_security_bits([c.inner for c in copies] + [masks])
+    masks = BZ.HidingBasefoldCommitment(B.BasefoldCommitment(bytes(32), BZ.inner_vars(plan.num_vars, params),
+                                                             params.base), plan.num_vars, 1, params.layout)
+    return (2 + sum(n + n * d + 1 for n, d in plan.mask_shapes)) / field + BZ.batch_error(list(copies) + [masks])
 
 
 def agreement_error(commitment) -> float:

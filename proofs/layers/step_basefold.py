@@ -9,17 +9,20 @@ relations' masks (their shapes are public: a shape-only run of the relations).
 from __future__ import annotations
 
 import functools
+import math
 
 from .. import basefold as B
 from .. import basefold_zk as BZ
+from .. import field as F
 from ..errors import ProofError, ProofRejected
 from ..zk import HidingParams
 from .basefold_channel import BasefoldChannel, StorePlan, commit_hosted
+from .network_zk import basefold_agreement_error
 from .proof_items import TrainingProof
 from .reusable import Reusable, base_params, commit_reusable, verify_reusable
 from .step_proof import TRANSCRIPT_LABEL, CommittedTensors, _run_training, _statement_bytes, _as_steps, _transcript
 from .step_relations import ShapeChannel
-from .step_stores import proof_layouts, proof_tables, statement_layouts, weight_tables
+from .step_stores import decomposition_keys, proof_layouts, proof_tables, statement_layouts, weight_tables
 from .training import TrainingTrace, _field
 
 MODE = "aggregate"
@@ -95,6 +98,22 @@ def prove_step(trace: TrainingTrace, committed: CommittedTensors) -> TrainingPro
     _run_training(trace.spec, channel, 1, layouts, MODE)
     channel.open_all()
     return TrainingProof(MODE, proof_commitments, tuple(channel.items), copy)
+
+
+def soundness_bits(spec, committed: CommittedTensors, proof: TrainingProof) -> float:
+    """-log2 of the proof's soundness error per attempt, a union bound (all from public data): per relation its
+    zero check's point, rounds and rho ((n + n d + 1) / |F_p4|), the bit check's weights (1 / |F_p4| each), the
+    one batch opening of the named statement copies and the proof stores (:func:`proofs.basefold_zk.batch_error`)
+    and each statement commitment's agreement proof (checked once, relied on by every proof)."""
+    statement, layouts, plans, host = _structure(spec)
+    steps = _as_steps(committed)
+    params = base_params(steps.weights[0])
+    field = float(F.P) ** F.EXT_DEGREE
+    error = (len(decomposition_keys(layouts)) + sum(n + n * d + 1 for n, d in plans[host].mask_shapes)) / field
+    keyed = {key: c for key, c, _ in steps.keyed()}
+    error += BZ.batch_error([c.copies[proof.copy] for c in keyed.values()] + list(proof.commitments))
+    error += sum(basefold_agreement_error(c, statement[key], params) for key, c in keyed.items())
+    return -math.log2(error)
 
 
 def verify_step(spec, committed: CommittedTensors, proof: TrainingProof) -> None:

@@ -6,6 +6,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from proofs import basefold_zk as BZ
 from proofs import field as F
 from proofs.basefold import BasefoldProof
 from proofs.errors import ProofError, ProofRejected
@@ -61,3 +62,50 @@ def test_tampered_step_proofs_are_rejected(step):
         SB.verify_step(SPEC, committed, dataclasses.replace(proof, copy=5))
     with pytest.raises(ProofRejected):
         SB.verify_step(SPEC, committed, dataclasses.replace(proof, commitments=proof.commitments[:-1]))
+
+
+# ------------------------------------------------------------------ the "tail" layout (training_params)
+@pytest.fixture(scope="module")
+def tail_step():
+    trace, _ = _trace()
+    committed = SB.commit_step(trace, SB.training_params(), max_proofs=2)
+    return trace, committed, SB.prove_step(trace, committed)
+
+
+def test_tail_layout_step_proof_verifies_and_every_item_is_checked(tail_step):
+    _, committed, proof = tail_step
+    SB.verify_step(SPEC, committed, proof)
+    SB.verify_step(SPEC, committed, TrainingProof.from_bytes(proof.to_bytes()))
+    batches = [item for item in proof.items if isinstance(item, BZ.MaskedBatchProof)]
+    assert len(batches) == 1 and not any(isinstance(item, BasefoldProof) for item in proof.items)
+    items = list(proof.items)
+    for i, item in enumerate(items):
+        if isinstance(item, np.ndarray):
+            bad = item.copy()
+            bad.reshape(-1)[0] = (bad.reshape(-1)[0] + 1) % F.P
+        elif isinstance(item, BZ.MaskedBatchProof):
+            bad = dataclasses.replace(item, evals=(item.evals + np.uint64(1)) % F.P)
+        else:
+            bad = dataclasses.replace(item, mask_sum=(item.mask_sum + np.array([1, 0, 0, 0], dtype=np.uint64)) % F.P)
+        with pytest.raises(ProofRejected):
+            SB.verify_step(SPEC, committed, dataclasses.replace(proof, items=tuple(items[:i] + [bad] + items[i + 1:])))
+
+
+def test_tail_and_slot_statements_do_not_mix(tail_step, step):
+    _, tail_committed, tail_proof = tail_step
+    _, slot_committed, _ = step
+    with pytest.raises(ProofRejected):
+        SB.verify_step(SPEC, slot_committed, tail_proof)
+
+
+@pytest.mark.slow
+def test_zero_knowledge_training_step_784_128_10_is_under_1_mb():
+    """Issue 17's case (benchmarks/proofs_training.py): one SGD step of 784->128->10 at batch 64, zero knowledge."""
+    from benchmarks.proofs_training import CASES, make_step
+    from proofs.layers import training as T
+    weights, x, y, spec = make_step(CASES["t1 784-128-10"])
+    trace = T.training_trace(weights, x, y, spec)
+    committed = SB.commit_step(trace, SB.training_params(), max_proofs=1)
+    proof = SB.prove_step(trace, committed)
+    SB.verify_step(spec, committed, TrainingProof.from_bytes(proof.to_bytes()))
+    assert proof.num_bytes <= 1_000_000
