@@ -666,17 +666,25 @@ class Functional:
         return out
 
     def add_table(self, out: np.ndarray, scale) -> None:
-        """out += scale W as a (2^num_vars, 4) table, in place (a Boolean ``hi`` fills one block only)."""
+        """out += scale W as a (2^num_vars, 4) table, in place (a Boolean ``hi`` fills one block only, Boolean
+        lowest coordinates of ``lo`` (a hiding table's slot) one residue class of it)."""
         for a, lo, dense, hi in self.terms:
-            low = F.ext_mul(eq_table(lo), F.ext_mul(a, scale))
+            skip = 0  # leading Boolean coordinates: eq(lo, x) = [x_low = c] eq(lo[skip:], x_high)
+            while skip < lo.shape[0] and not lo[skip, 1:].any() and lo[skip, 0] <= 1:
+                skip += 1
+            residue = sum(int(lo[b, 0]) << b for b in range(skip))
+            low = F.ext_mul(eq_table(lo[skip:]), F.ext_mul(a, scale))
             if dense is not None:
                 low = F.ext_mul(dense[:, None, :], low[None, :, :]).reshape(-1, F.EXT_DEGREE)
             if hi.shape[0] and (hi[:, 1:].any() or (hi[:, 0] > 1).any()):
                 block = F.ext_mul(eq_table(hi)[:, None, :], low[None, :, :]).reshape(-1, F.EXT_DEGREE)
-                out[:] = F.ext_add(out, block)
+                target = out[residue::1 << skip]
+                target[:] = F.ext_add(target, block)
                 continue
-            offset = sum(int(hi[b, 0]) << b for b in range(hi.shape[0])) * low.shape[0]
-            out[offset:offset + low.shape[0]] = F.ext_add(out[offset:offset + low.shape[0]], low)
+            size = low.shape[0] << skip
+            offset = sum(int(hi[b, 0]) << b for b in range(hi.shape[0])) * size
+            target = out[offset + residue:offset + size:1 << skip]
+            target[:] = F.ext_add(target, low)
 
     def is_point(self) -> bool:
         return len(self.terms) == 1 and self.terms[0][2] is None and not self.terms[0][3].shape[0] \

@@ -87,7 +87,7 @@ from . import basefold as B
 from . import field as F
 from .commit import committed_table
 from .errors import ProofError, ProofRejected
-from .mle import eq_table
+from .mle import eq_table, fold
 from .sumcheck import SubClaim, SumcheckProof, SumcheckVerifier, _as_ext_scalar
 from .zk import _mask_round, _poly_at, _powers_table, mask_entries, mask_sum
 
@@ -204,6 +204,17 @@ def shape(num_vars: int, params: HidingBasefoldParams, free: int = 0) -> tuple:
             if _fits(num_vars, params, v, total - v):
                 return v, total - v
     raise ProofError(f"hiding basefold: no slot table for num_vars={num_vars} at rate 1/{params.base.rate_inv}")
+
+
+def tail_reserve(num_vars: int, params: HidingBasefoldParams) -> int:
+    """Entries a table of num_vars variables keeps free at its end so that the tail layout finds S_0's tail
+    there (no second half, :func:`shape`): the fewest (a power of two), or 0 outside the tail layout."""
+    if params.layout != "tail" or num_vars < TAIL_MIN_VARS:
+        return 0
+    free = 1
+    while free < 1 << (num_vars - 1) and shape(num_vars, params, free) != (1, num_vars):
+        free *= 2
+    return free
 
 
 def tail_vars(num_vars: int, params: HidingBasefoldParams) -> int:
@@ -457,15 +468,25 @@ class _Reduction:
     """The prover of the claim reduction sum_k 2^(n - n_k) sum_x C_k(x) W_k(x) (a table of n_k variables joins
     when n_k variables remain, as in :func:`proofs.basefold._reduce_claims`), for :func:`prove_masked`."""
 
-    def __init__(self, tables, weights, sums, nums):
+    def __init__(self, tables, weights, sums, nums, halves=()):
         self.tables, self.weights, self.sums, self.nums = dict(enumerate(tables)), dict(enumerate(weights)), sums, nums
         self.num_vars, self.degree, self.challenges, self._pending = max(nums), 2, [], {}
+        self._halves = set(halves)  # tables whose weight is over S_0 only (C[2y] = S_0, C[2y + 1] = S_1)
+
+    def _first_round(self, k) -> np.ndarray:
+        """h at 0, 1, 2 for W'(X, y) = (1 - X) W(y), C(X, y) = (1 - X) S_0(y) + X S_1(y): (W.S_0, 0,
+        W.S_0 - 2 W.S_1), two dot products instead of a pass over C and a weight twice the size."""
+        table, weight = self.tables[k], self.weights[k]
+        s0, s1 = B._dot_base(weight, table[0::2]), B._dot_base(weight, table[1::2])
+        return np.stack([s0, F.ext_zero(), F.ext_sub(s0, F.ext_add(s1, s1))])
 
     def round_message(self) -> np.ndarray:
         m = self.num_vars - len(self.challenges)
         h = F.ext_zero((3,))
         for k, n in enumerate(self.nums):
-            if n >= m:
+            if n >= m and k in self._halves:
+                message = self._first_round(k)
+            elif n >= m:
                 message = self._pending.pop(k) if k in self._pending else \
                     B._round_message(self.tables[k], self.weights[k])
             else:
@@ -477,13 +498,23 @@ class _Reduction:
         m = self.num_vars - len(self.challenges)
         self.challenges.append(np.asarray(r, dtype=np.uint64))
         for k, n in enumerate(self.nums):
-            if n >= m:
+            if n >= m and k in self._halves:  # C -> (1 - r) S_0 + r S_1, W -> (1 - r) W
+                self.tables[k] = fold(self.tables[k], r)
+                self.weights[k] = F.ext_mul(self.weights[k], F.ext_sub(F.ext_one(), np.asarray(r, dtype=np.uint64)))
+                self._halves.discard(k)
+            elif n >= m:
                 self.tables[k], self.weights[k], following = B._fold_pair(self.tables[k], self.weights[k], r)
                 if following is not None:
                     self._pending[k] = following
 
     def final_evaluations(self) -> np.ndarray:
         return np.stack([self.tables[k][0] for k in range(len(self.nums))])
+
+
+def _on_first_slot(claim) -> bool:
+    """Every term of a lifted claim has its lowest coordinate 0 (it weighs slot 0 only) and is a plain term."""
+    return isinstance(claim, B.Functional) and all(
+        lo.shape[0] and not lo[0].any() for _, lo, _, _ in claim.terms)
 
 
 def _reduction_claim(values, coefficients, nums) -> np.ndarray:
@@ -527,14 +558,18 @@ def _open_masked(inner, lifted, values, transcript, rng=None) -> MaskedBatchProo
     mask_commitment, mask_witness = B.commit(table, base)
     transcript.absorb("basefold_zk.mask_table", mask_commitment.to_bytes())
     coefficients = B._begin(transcript, [w.commitment for w in inner], lifted, values)
-    weights = []
-    for claims, c, n_k in zip(lifted, coefficients, nums):
-        w = F.ext_zero((1 << n_k,))
+    weights, halves = [], []
+    for k, (claims, c, n_k) in enumerate(zip(lifted, coefficients, nums)):
+        if claims and all(_on_first_slot(claim) for claim in claims):  # weigh S_0 only: build W over it
+            claims = [B.Functional(n_k - 1, tuple((a, lo[1:], d, hi) for a, lo, d, hi in claim.terms))
+                      for claim in claims]
+            halves.append(k)
+        w = F.ext_zero((1 << (n_k - (k in halves)),))
         for claim, ck in zip(claims, c):
             B._add_claim(w, claim, ck)
         weights.append(w)
     sums = [B._combined_claim(v, c) for v, c in zip(values, coefficients)]
-    prover = _Reduction([w.table for w in inner], weights, sums, nums)
+    prover = _Reduction([w.table for w in inner], weights, sums, nums, halves)
     reduction, point, evals = prove_masked(prover, _reduction_claim(values, coefficients, nums), transcript,
                                            _REDUCTION_LABEL, coefficients_g)
     transcript.absorb("basefold_zk.evals", evals)

@@ -72,6 +72,14 @@ class StorePlan:
         return self._selector(j + (self.layout is not None), mask_length(n, d).bit_length() - 1)
 
 
+def unused_end(plan: StorePlan) -> int:
+    """Entries at the end of the plan's table that no claim weighs: past its mask blocks, or past the layout's
+    own packing when it hosts no masks (packings are contiguous from 0)."""
+    if plan.mask_shapes or plan.layout is None:
+        return (1 << plan.num_vars) - sum(plan.packing.lengths)
+    return (1 << plan.num_vars) - sum(plan.layout.packing.lengths)
+
+
 def commit_hosted(plan: StorePlan, tables: dict, params: BZ.HidingBasefoldParams, seed=None):
     """Commit the plan's tensors (fresh Libra masks) and fresh sumcheck masks -> (HidingBasefoldCommitment,
     StoreWitness or None, mask coefficients ((n, d + 1, 4) each, F_p4), HidingBasefoldWitness). ``seed``: tests only."""
@@ -86,7 +94,7 @@ def commit_hosted(plan: StorePlan, tables: dict, params: BZ.HidingBasefoldParams
         block = mask_table(c)
         coefficients.append(c)
         parts.append(np.concatenate([block, np.zeros(mask_length(n, d) - block.size, dtype=np.uint64)]))
-    unused = (1 << plan.num_vars) - sum(plan.packing.lengths)  # the packing's end, weighed by no claim
+    unused = unused_end(plan)
     commitment, witness = BZ.commit(plan.packing.pack(parts), params,
                                     seed=None if rng is None else int(rng.integers(1 << 62)), free=unused)
     store = None if plan.layout is None else StoreWitness(plan.layout, full, masks if plan.layout.hiding else None,

@@ -16,7 +16,7 @@ from .. import basefold_zk as BZ
 from .. import field as F
 from ..errors import ProofError, ProofRejected
 from ..zk import HidingParams
-from .basefold_channel import BasefoldChannel, StorePlan, commit_hosted
+from .basefold_channel import BasefoldChannel, StorePlan, commit_hosted, unused_end
 from .network_zk import basefold_agreement_error
 from .proof_items import TrainingProof
 from .reusable import Reusable, base_params, commit_reusable, verify_reusable
@@ -40,7 +40,7 @@ def training_params() -> BZ.HidingBasefoldParams:
                                    "tail")
 
 
-def commit_step(trace: TrainingTrace, params: BZ.HidingBasefoldParams, max_proofs: int = 2,
+def commit_step(trace: TrainingTrace, params: BZ.HidingBasefoldParams, max_proofs: int = 1,
                 seed=None) -> CommittedTensors:
     """Hiding Basefold commitments to W, W' and the batch of ``trace`` (``max_proofs`` copies each)."""
     if not isinstance(params, BZ.HidingBasefoldParams):
@@ -57,13 +57,20 @@ def commit_step(trace: TrainingTrace, params: BZ.HidingBasefoldParams, max_proof
 
 
 @functools.lru_cache(maxsize=8)
-def _structure(spec):
-    """(statement layouts, proof layouts, plans): the first proof store hosts every relation's mask."""
+def _structure(spec, params=None):
+    """(statement layouts, proof layouts, plans, host): the proof store with the most room left hosts every
+    relation's mask; in the tail layout each full proof store keeps room for its tail (no second half)."""
     statement = statement_layouts(spec, 1, True)
-    layouts = proof_layouts(spec, 1, MODE, True)
+    reserve = None if params is None or params.layout != "tail" else \
+        functools.partial(lambda p, n: BZ.tail_reserve(n, p), params)
+    layouts = proof_layouts(spec, 1, MODE, True, reserve=reserve)
     channel = ShapeChannel(HidingParams(), {**statement, **layouts})
     _run_training(spec, channel, 1, layouts, MODE)
-    host = next(iter(layouts))
+    def room(key):  # entries left once the store's own tail is kept free
+        n = layouts[key].num_vars
+        return unused_end(StorePlan(layouts[key])) - (0 if reserve is None else reserve(n))
+
+    host = max(layouts, key=room)
     plans = {key: StorePlan(layout) for key, layout in statement.items()}
     plans.update({key: StorePlan(layout, tuple(channel.shapes) if key == host else ())
                   for key, layout in layouts.items()})
@@ -76,7 +83,7 @@ def prove_step(trace: TrainingTrace, committed: CommittedTensors) -> TrainingPro
     params = base_params(steps.weights[0])
     if not isinstance(params, BZ.HidingBasefoldParams) or steps.witnesses is None:
         raise ProofError("prove_step needs a committed step (with witnesses) from commit_step")
-    statement, layouts, plans, host = _structure(trace.spec)
+    statement, layouts, plans, host = _structure(trace.spec, params)
     first, *rest = steps.witnesses.values()
     copy = first.take("prove_step")
     for witness in rest:
@@ -105,9 +112,9 @@ def soundness_bits(spec, committed: CommittedTensors, proof: TrainingProof) -> f
     zero check's point, rounds and rho ((n + n d + 1) / |F_p4|), the bit check's weights (1 / |F_p4| each), the
     one batch opening of the named statement copies and the proof stores (:func:`proofs.basefold_zk.batch_error`)
     and each statement commitment's agreement proof (checked once, relied on by every proof)."""
-    statement, layouts, plans, host = _structure(spec)
     steps = _as_steps(committed)
     params = base_params(steps.weights[0])
+    statement, layouts, plans, host = _structure(spec, params)
     field = float(F.P) ** F.EXT_DEGREE
     error = (len(decomposition_keys(layouts)) + sum(n + n * d + 1 for n, d in plans[host].mask_shapes)) / field
     keyed = {key: c for key, c, _ in steps.keyed()}
@@ -124,8 +131,8 @@ def verify_step(spec, committed: CommittedTensors, proof: TrainingProof) -> None
     if not all(isinstance(c, Reusable) and c.copies and isinstance(c.copies[0], BZ.HidingBasefoldCommitment)
                for c in keyed.values()) or not isinstance(proof, TrainingProof) or proof.mode != MODE:
         raise ProofRejected("expected hiding Basefold statement commitments and an aggregate TrainingProof", where)
-    statement, layouts, plans, host = _structure(spec)
     params = base_params(steps.weights[0])
+    statement, layouts, plans, host = _structure(spec, params)
     if len({len(c) for c in keyed.values()}) != 1 or not 0 <= proof.copy < len(steps.weights[0]):
         raise ProofRejected(f"copy {proof.copy} of the statement's commitments", where)
     for key, reusable in keyed.items():

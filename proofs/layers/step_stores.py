@@ -103,19 +103,21 @@ def _layer_slots(spec: TrainingSpec, t: int, i: int, forward_only: bool, private
 
 
 def proof_layouts(spec: TrainingSpec, steps: int, mode: str, hiding: bool, forward_only: bool = False,
-                  private_input: bool = True) -> dict:
-    """Store key -> layout of the tensors the proof commits (one store, or one per step and layer)."""
+                  private_input: bool = True, reserve=None) -> dict:
+    """Store key -> layout of the tensors the proof commits (one store, or one per step and layer).
+    ``reserve``: (store variables -> entries) left free at the end of each aggregated store (a hiding Basefold
+    store's tail, :func:`proofs.basefold_zk.tail_reserve`), or None."""
     if mode not in MODES:
         raise ProofError(f"mode={mode!r} not in {MODES}")
     per_layer = {(t, i): _layer_slots(spec, t, i, forward_only, private_input)
                  for t in range(steps) for i in range(spec.num_layers)}
     if mode == "aggregate":
-        bins = _power_of_two_bins([s for slots in per_layer.values() for s in slots], hiding)
+        bins = _power_of_two_bins([s for slots in per_layer.values() for s in slots], hiding, reserve)
         return {("p" if k == 0 else f"p{k}"): StoreLayout(tuple(b), hiding) for k, b in enumerate(bins)}
     return {f"p{t}.{i}": StoreLayout(tuple(slots), hiding) for (t, i), slots in per_layer.items()}
 
 
-def _power_of_two_bins(slots, hiding: bool) -> list:
+def _power_of_two_bins(slots, hiding: bool, reserve=None) -> list:
     """Tensors of every layer and step stacked into as few stores as keep the padding small (FAC4DNN).
 
     A store is padded to a power of two, so stacking 27.6M entries in one would commit 33.5M. While padding all
@@ -130,6 +132,8 @@ def _power_of_two_bins(slots, hiding: bool) -> list:
     while remaining:
         total = sum(footprint(s) for s in remaining)
         capacity = max(min(1 << (total.bit_length() - 1), 1 << MAX_STORE_VARS), footprint(remaining[0]))
+        if reserve is not None and total > capacity:  # a full store keeps its reserve free (the fill below)
+            capacity = max(capacity - reserve(capacity.bit_length() - 1), footprint(remaining[0]))
         padded_total = capacity if capacity == total else 2 * capacity
         small = padded_total <= 1 << SMALL_STORE_VARS  # padding a small remainder costs little
         if total <= capacity or len(remaining) == 1 or \
