@@ -74,7 +74,7 @@ def measure(sizes, batch=BATCH, repeats=1):
     for _ in range(repeats):
         for name, zk, mode in RUNS:
             if mode == "basefold":  # the one-batch Basefold proof (tail layout, proofs.layers.step_basefold)
-                committed, _, commit_cpu = _timed(lambda: SB.commit_step(trace, SB.training_params(), max_proofs=2))
+                committed, _, commit_cpu = _timed(lambda: SB.commit_step(trace, SB.training_params()))
                 proof, wall, cpu = _timed(lambda: SB.prove_step(trace, committed))
                 _, _, verify_cpu = _timed(lambda: SB.verify_step(spec, committed, proof))
                 bits = SB.soundness_bits(spec, committed, proof)

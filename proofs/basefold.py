@@ -673,7 +673,7 @@ class Functional:
             while skip < lo.shape[0] and not lo[skip, 1:].any() and lo[skip, 0] <= 1:
                 skip += 1
             residue = sum(int(lo[b, 0]) << b for b in range(skip))
-            low = F.ext_mul(eq_table(lo[skip:]), F.ext_mul(a, scale))
+            low = _eq_scaled(lo[skip:], F.ext_mul(a, scale))  # one pass (compiled for large tables)
             if dense is not None:
                 low = F.ext_mul(dense[:, None, :], low[None, :, :]).reshape(-1, F.EXT_DEGREE)
             if hi.shape[0] and (hi[:, 1:].any() or (hi[:, 0] > 1).any()):

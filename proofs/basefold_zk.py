@@ -242,11 +242,14 @@ class HidingBasefoldCommitment:
         params = self.params  # validates openings
         if not isinstance(self.num_vars, (int, np.integer)) or not 0 <= self.num_vars <= B._max_vars(params.base):
             raise ProofError(f"HidingBasefoldCommitment: num_vars={self.num_vars!r} out of range")
-        expected = inner_vars(int(self.num_vars), params)
-        if params.layout == "tail" and int(self.num_vars) >= TAIL_MIN_VARS:  # S_0's tail in f's free end or not
-            expected = min(max(self.inner.num_vars, int(self.num_vars) + 1), expected)
-        if self.inner.num_vars != expected:
-            raise ProofError(f"HidingBasefoldCommitment: inner num_vars={self.inner.num_vars}, expected {expected}")
+        n = int(self.num_vars)
+        allowed = {inner_vars(n, params)}
+        if params.layout == "tail" and n >= TAIL_MIN_VARS:  # one slot; S_0's tail in f's free end or a second half
+            allowed |= {1 + m for m in (n, n + 1) if shape(n, params, (1 << n) - (1 << (m - 1)) if m == n else 0)
+                        == (1, m)}
+        if self.inner.num_vars not in allowed:
+            raise ProofError(f"HidingBasefoldCommitment: inner num_vars={self.inner.num_vars}, expected one of "
+                             f"{sorted(allowed)}")
         object.__setattr__(self, "num_vars", int(self.num_vars))
 
     @property
@@ -342,9 +345,18 @@ def commit(values, params: HidingBasefoldParams = HidingBasefoldParams(), seed=N
     return commitment, HidingBasefoldWitness(commitment, table, inner)
 
 
+def slots_of(commitment: HidingBasefoldCommitment) -> int:
+    """v of a commitment: one slot for a tail-layout table (at most 2 more variables than the table), else the
+    slot layout's (at least 4 more)."""
+    n, extra = commitment.num_vars, commitment.inner.num_vars - commitment.num_vars
+    if commitment.layout == "tail" and n >= TAIL_MIN_VARS and extra <= 2:
+        return 1
+    return shape(n, commitment.params)[0]
+
+
 def lift(claim, commitment: HidingBasefoldCommitment) -> B.Functional:
     """The claim (a point (n, 4) or a Functional of n variables) on C: W'(c, x) = [c = 0] W(x), zero on T."""
-    n, v = commitment.num_vars, shape(commitment.num_vars, commitment.params)[0]
+    n, v = commitment.num_vars, slots_of(commitment)
     top = commitment.inner.num_vars - v - n
     if not isinstance(claim, B.Functional):
         claim = B.Functional.point(claim)

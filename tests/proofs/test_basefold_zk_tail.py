@@ -267,3 +267,17 @@ def test_zero_knowledge_by_rank(monkeypatch):
 
     assert absorbed(M)                                     # zero knowledge
     assert not absorbed(M[:, kinds == 2])                  # R alone does not hide the table: the slot and tail do
+
+
+def test_commitment_shapes_are_checked(batch):
+    _, commitments, _, _, _ = batch
+    c = commitments[0]                              # 17 variables, a second half: 19 committed
+    assert Z.slots_of(c) == 1 and c.inner.num_vars == 19
+    for inner_vars in (17, 20, 21):
+        with pytest.raises(ProofError, match="inner num_vars"):
+            Z.HidingBasefoldCommitment(B.BasefoldCommitment(c.inner.root, inner_vars, BASE), 17, 1, "tail")
+    data = bytearray(c.to_bytes())
+    data[9] = 7                                     # an unknown layout index
+    with pytest.raises(ProofRejected):
+        Z.HidingBasefoldCommitment.from_bytes(bytes(data))
+    assert Z.HidingBasefoldCommitment.from_bytes(c.to_bytes()).to_bytes() == c.to_bytes()

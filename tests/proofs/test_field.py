@@ -137,6 +137,17 @@ def test_random_elements_are_canonical_and_fresh():
     assert np.array_equal(F.random_elements(5, seed=3), F.random_elements(5, seed=3))
 
 
+def test_random_elements_are_uniform_over_the_field():
+    """The CSPRNG path (31-bit candidates below p kept): 32 equal buckets of [0, p) get 2^17 draws evenly (a
+    chi-square with 31 degrees of freedom far below its 1e-9 tail, ~100); a bias toward the low values (a
+    reduction mod p instead of the rejection) would put about twice the draws in the two lowest buckets."""
+    draws = F.random_elements(1 << 17)
+    counts = np.bincount((draws.astype(np.float64) * 32 / P).astype(np.int64), minlength=32)
+    expected = draws.size / 32
+    assert ((counts - expected) ** 2 / expected).sum() < 100
+    assert draws.max() > P - P // 1000 and F.random_elements((2, 3)).shape == (2, 3)
+
+
 @given(st.lists(st.integers(0, P - 1), min_size=4, max_size=4), st.lists(st.integers(0, P - 1), min_size=4, max_size=4))
 def test_single_element_ext_mul_path(x, y):
     a, b = u64(x), u64(y)  # shape (4,): the scalar fast path
