@@ -57,9 +57,10 @@ from .zk import (HidingCommitment, HidingOpening, HidingParams, ZKSumcheckProof,
                  verify_zk_sumcheck)
 from .layers.training import TrainingSpec, TrainingTrace, fit_spec, forward_trace, training_step, training_trace
 from .layers.step_proof import (CommittedModel, CommittedSteps, CommittedTensors, TrainingProof, commit_forward,
-                                commit_step, commit_steps, forward_output, prove_forward, prove_training_step,
-                                prove_training_steps, verify_forward, verify_training_step, verify_training_steps)
+                                commit_steps, forward_output, prove_forward, prove_training_steps, verify_forward,
+                                verify_training_steps)
 from .layers.step_proof import soundness_bits as training_soundness_bits
+from .layers.training_api import basefold_training_params, commit_step, prove_training_step, verify_training_step
 
 __all__ += [
     "HidingCommitment", "HidingOpening", "HidingParams", "ZKSumcheckProof", "hiding_commit", "open_functionals",
@@ -68,7 +69,7 @@ __all__ += [
     "CommittedSteps", "CommittedTensors", "TrainingProof", "TrainingSpec", "TrainingTrace", "commit_step",
     "commit_steps", "fit_spec", "prove_training_step", "prove_training_steps", "training_step", "training_trace",
     "verify_training_step", "verify_training_steps", "CommittedModel", "commit_forward", "forward_output",
-    "forward_trace", "prove_forward", "verify_forward", "training_soundness_bits",
+    "forward_trace", "prove_forward", "verify_forward", "training_soundness_bits", "basefold_training_params",
 ]
 
 # Einsum contractions, convolutions by their patch map, pools, bias and residual Add (issue 13, item 1).

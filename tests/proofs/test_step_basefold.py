@@ -109,3 +109,22 @@ def test_zero_knowledge_training_step_784_128_10_is_under_1_mb():
     proof = SB.prove_step(trace, committed)
     SB.verify_step(spec, committed, TrainingProof.from_bytes(proof.to_bytes()))
     assert proof.num_bytes <= 1_000_000
+
+
+def test_the_package_front_door_picks_the_commitment():
+    """proofs.commit_step(params=basefold_training_params()) proves over Basefold, the default over Ligero; each
+    proof verifies against its own statement only."""
+    import proofs
+    trace, _ = _trace()
+    basefold = proofs.commit_step(trace, params=proofs.basefold_training_params())
+    ligero = proofs.commit_step(trace, max_proofs=1)
+    proof_b = proofs.prove_training_step(trace, basefold)
+    proof_l = proofs.prove_training_step(trace, ligero)
+    proofs.verify_training_step(SPEC, basefold, proof_b)
+    proofs.verify_training_step(SPEC, ligero, proof_l)
+    assert any(isinstance(item, BZ.MaskedBatchProof) for item in proof_b.items)
+    for committed, proof in ((basefold, proof_l), (ligero, proof_b)):
+        with pytest.raises(ProofRejected):
+            proofs.verify_training_step(SPEC, committed, proof)
+    with pytest.raises(ProofError):
+        proofs.commit_step(trace, zk=False, params=proofs.basefold_training_params())
