@@ -290,10 +290,15 @@ class HidingBasefoldCommitment:
 
     @classmethod
     def from_bytes(cls, data) -> "HidingBasefoldCommitment":
-        reader = F.ByteReader(data, where="hiding basefold commitment")
-        out = cls.read(reader)
-        reader.finish()
-        return out
+        return _whole(cls, data, "hiding basefold commitment")
+
+
+def _whole(cls, data, where: str):
+    """cls.read over all of ``data`` (ProofRejected on trailing or missing bytes)."""
+    reader = F.ByteReader(data, where=where)
+    out = cls.read(reader)
+    reader.finish()
+    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -466,10 +471,7 @@ class MaskedBatchProof:
 
     @classmethod
     def from_bytes(cls, data) -> "MaskedBatchProof":
-        reader = F.ByteReader(data, where="masked basefold batch")
-        out = cls.read(reader)
-        reader.finish()
-        return out
+        return _whole(cls, data, "masked basefold batch")
 
     @property
     def num_bytes(self) -> int:
