@@ -726,15 +726,26 @@ def _add_claim(out: np.ndarray, claim, scale) -> None:
         _add_eq_scaled(out, claim, scale)
 
 
-def _claims_table(claims, coefficients, num_vars: int) -> np.ndarray:
-    """sum_j c_j W_j as a (2^num_vars, 4) table; a lone point claim is one scaled eq table (no zeroed table and
-    no second buffer: at 2^23 entries, 512 MB of fresh pages fewer)."""
+@dataclass
+class _EqWeight:
+    """A table's reduction weight c eq(z, .) kept factored (Gruen, as in the opening sumcheck): the scale, the
+    point and the suffix table eq(z_(>j), .) of the current round j (halved by summing pairs)."""
+
+    point: np.ndarray
+    scale: np.ndarray
+    suffix: np.ndarray | None = None
+    round: int = 0
+
+
+def _claims_table(claims, coefficients, num_vars: int):
+    """sum_j c_j W_j as a (2^num_vars, 4) table, or an :class:`_EqWeight` for a lone point claim (its weight table
+    is never built: at 2^23 entries that is 256 MB and a fold of it per round)."""
     if len(claims) == 1:
         z = claims[0]
         if isinstance(z, Functional) and z.is_point():
             z = z.terms[0][1]
         if not isinstance(z, Functional):
-            return _eq_scaled(np.asarray(z, dtype=np.uint64).reshape(-1, F.EXT_DEGREE), coefficients[0])
+            return _EqWeight(np.asarray(z, dtype=np.uint64).reshape(-1, F.EXT_DEGREE), coefficients[0])
     out = F.ext_zero((1 << num_vars,))
     for z, c in zip(claims, coefficients):
         _add_claim(out, z, c)
@@ -948,8 +959,13 @@ def _reduce_claims(tables, weights, sums, nums, folding, n_max, transcript):
         m = n_max - i
         h = F.ext_zero((3,))
         for k in folding:
-            if nums[k] >= m:
-                h = F.ext_add(h, pending.pop(k) if k in pending else _round_message(tables[k], weights[k]))
+            w = weights[k]
+            if nums[k] >= m and isinstance(w, _EqWeight):
+                if w.suffix is None:  # joins: eq(z_(>0), .) once, halved every round after
+                    w.suffix = _eq_scaled(w.point[1:], F.ext_one())
+                h = F.ext_add(h, _eq_round_message(tables[k], [], w.suffix, w.point[w.round], w.scale))
+            elif nums[k] >= m:
+                h = F.ext_add(h, pending.pop(k) if k in pending else _round_message(tables[k], w))
             else:
                 h = F.ext_add(h, F.ext_mul_base(sums[k], np.uint64(pow(2, m - 1 - nums[k], F.P)))[None])
         transcript.absorb("basefold.reduction", h)
@@ -957,8 +973,15 @@ def _reduce_claims(tables, weights, sums, nums, folding, n_max, transcript):
         messages.append(h)
         point.append(r)
         for k in folding:
-            if nums[k] >= m:
-                tables[k], weights[k], following = _fold_pair(tables[k], weights[k], r)
+            w = weights[k]
+            if nums[k] >= m and isinstance(w, _EqWeight):
+                tables[k] = fold(tables[k], r)
+                w.scale = F.ext_mul(w.scale, eq_eval(w.point[w.round][None], r[None]))
+                w.round += 1
+                if w.suffix.shape[0] > 1:
+                    w.suffix = F.add(w.suffix[0::2], w.suffix[1::2])
+            elif nums[k] >= m:
+                tables[k], weights[k], following = _fold_pair(tables[k], w, r)
                 if following is not None:
                     pending[k] = following
     evals = np.stack([tables[k][0] for k in folding])
