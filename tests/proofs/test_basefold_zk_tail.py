@@ -281,3 +281,44 @@ def test_commitment_shapes_are_checked(batch):
     with pytest.raises(ProofRejected):
         Z.HidingBasefoldCommitment.from_bytes(bytes(data))
     assert Z.HidingBasefoldCommitment.from_bytes(c.to_bytes()).to_bytes() == c.to_bytes()
+
+
+@given(st.lists(st.tuples(st.integers(6, 10), st.integers(0, 3), st.booleans()), min_size=1, max_size=3),
+       st.integers(0, 2**32 - 1))
+@settings(max_examples=12, deadline=None)
+def test_random_batches_verify_with_recomputed_values(tables, seed):
+    """Any mix of table sizes (tail or slot shapes, used halves or second halves), claim counts (points and
+    block functionals) opens and verifies; the values equal the plain recomputation; a changed value is refused."""
+    base = B.BasefoldParams(rate_inv=2, num_queries=8, arity=2, final_vars=3, max_log_codeword=8)
+    params = Z.HidingBasefoldParams(base, 1, "tail")
+    rng = np.random.default_rng(seed)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Z, "TAIL_MIN_VARS", 6)
+        witnesses, commitments, claims_list = [], [], []
+        for n, count, half in tables:
+            used = 1 << (n - 1) if half else 1 << n
+            c, w = Z.commit(_table(rng, n, used), params, free=(1 << n) - used)
+            claims = []
+            for j in range(count):
+                z = rng.integers(0, F.P, (n, 4), dtype=np.uint64)
+                if half:
+                    z[-1] = 0
+                if j % 2:  # a block functional: dense weights on the low 2 variables, eq on the rest
+                    dense = rng.integers(0, F.P, (4, 4), dtype=np.uint64)
+                    claims.append(B.Functional(n, ((F.ext_one(), F.ext_zero((0,)), dense, z[2:]),)))
+                else:
+                    claims.append(B.Functional.point(z))
+            witnesses.append(w)
+            commitments.append(c)
+            claims_list.append(claims)
+        values, proof = Z.open_batch(witnesses, claims_list, Transcript(b"random"))
+        for w, claims, v in zip(witnesses, claims_list, values):
+            for claim, y in zip(claims, v):
+                assert F.ext_eq(B._dot_base(B._claim_table(claim, claim.num_vars), w.table), y)
+        Z.verify_batch(commitments, claims_list, values, proof, Transcript(b"random"), min_security_bits=0)
+        if any(len(v) for v in values):
+            k = next(i for i, v in enumerate(values) if len(v))
+            bad = list(values)
+            bad[k] = _bump(values[k])
+            with pytest.raises(ProofRejected):
+                Z.verify_batch(commitments, claims_list, bad, proof, Transcript(b"random"), min_security_bits=0)
