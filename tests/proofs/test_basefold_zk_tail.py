@@ -322,3 +322,55 @@ def test_random_batches_verify_with_recomputed_values(tables, seed):
             bad[k] = _bump(values[k])
             with pytest.raises(ProofRejected):
                 Z.verify_batch(commitments, claims_list, bad, proof, Transcript(b"random"), min_security_bits=0)
+
+
+@pytest.mark.slow
+def test_zero_knowledge_by_rank_across_two_openings(monkeypatch):
+    """Many proofs together: a commitment made for two openings (a reusable copy: its agreement proof and its
+    proof) opened twice with independent challenges and fresh mask tables; the two views together still absorb
+    a change of the table that no claim sees."""
+    monkeypatch.setattr(Z, "TAIL_MIN_VARS", 6)
+    base = B.BasefoldParams(rate_inv=2, num_queries=2, arity=1, final_vars=2, max_log_codeword=7)
+    params = Z.HidingBasefoldParams(base, 2, "tail")
+    n, used = 9, 1 << 7
+    free = (1 << n) - used
+    v, m = Z.shape(n, params, free)
+    assert v == 1
+    n_mask = Z.mask_vars(m + v, base)
+    fixed = _FixedChallenges(monkeypatch)
+    rng = np.random.default_rng(9)
+    z = rng.integers(0, F.P, (2, n, 4), dtype=np.uint64)
+    z[:, -2:] = 0                                          # claims on the used quarter
+
+    def view(f, slots, masks):
+        table = np.concatenate([f, np.zeros(free, np.uint64)])
+        committed = Z.slot_table(table, n, params, rng=_Slots(slots), free=free)
+        inner_c, inner_w = B.commit(committed, base)
+        commitment = Z.HidingBasefoldCommitment(inner_c, n, 2, "tail")
+        lifted = [[Z.lift(B.Functional.point(p), commitment) for p in z]]
+        values = [np.stack([B._dot_base(eq_table(p), committed[::2]) for p in z])]
+        views = []
+        for stream, mask in zip((12345, 777), masks):
+            fixed.reset()
+            fixed.rng = np.random.default_rng(stream)
+            views.append(_view(Z._open_masked([inner_w], lifted, values, Transcript(b"zk"), rng=_Given(mask))))
+        return np.concatenate(views)
+
+    zero_f, zero_s = np.zeros(used, np.uint64), np.zeros((1 << m, 2), np.uint64)
+    zero_masks = [np.zeros(1 << n_mask, np.uint64)] * 2
+    columns = []
+    for row, col in [(r, 0) for r in range(used, 1 << m)] + [(r, 1) for r in range(1 << m)]:
+        unit = zero_s.copy()
+        unit[row, col] = 1
+        columns.append(view(zero_f, unit, zero_masks))
+    for which in range(2):
+        for i in range(1 << n_mask):
+            masks = [mask.copy() for mask in zero_masks]
+            masks[which][i] = 1
+            columns.append(view(zero_f, zero_s, masks))
+    M = np.stack(columns, axis=1)
+    weights = np.stack([F.ext_mul_base(eq_table(p), np.ones(1 << n, np.uint64))[:used] for p in z])
+    delta = _kernel_vector(weights.transpose(0, 2, 1).reshape(-1, used).astype(np.int64), rng)
+    a_delta = view(delta.astype(np.uint64), zero_s, zero_masks)
+    assert a_delta.any()
+    assert _rank(np.concatenate([M, a_delta[:, None]], axis=1)) == _rank(M)
