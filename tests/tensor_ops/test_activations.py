@@ -22,9 +22,16 @@ def test_schedule_equals_horner(coefficients, points):
 
 @given(st.integers(1, 63), st.randoms(use_true_random=False))
 def test_depth_is_minimal(degree, rnd):
-    coefficients = [rnd.uniform(0.5, 2.0) for _ in range(degree + 1)]
+    # a coefficient of exactly 1 multiplies for free (the depth is then "at most" the bound; hypothesis draws
+    # 1.0 from uniform(0.5, 2.0) now and then): generic coefficients reach the bound exactly
+    coefficients = [c if c != 1.0 else 1.5 for c in (rnd.uniform(0.5, 2.0) for _ in range(degree + 1))]
     poly = PolyActivation("custom", coefficients)
     assert poly.depth == math.ceil(math.log2(degree + 1))
+
+
+def test_unit_coefficients_never_cost_more_than_the_bound():
+    assert PolyActivation("custom", [1.0, 1.0]).depth <= 1
+    assert PolyActivation("custom", [1.0] * 8).depth <= 3
 
 
 def test_monomials_cost_only_their_squarings():
