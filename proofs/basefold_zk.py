@@ -66,8 +66,10 @@ from S_1; each committed table folds at least 3 times before the first committed
 rows, then the first block), so every folded entry the opening shows (layer leaves, final table) carries 4
 values of S_1 with F_p-independent weights eq(r_<3, (1, .)) (uniform in F_p4), and smaller tables join a
 combined table that is already so; the opened leaves of C's own codeword are S_0's rows (hidden by T, the
-slot layout's Vandermonde argument with v = 1) and S_1's rows (uniform); each folded entry keeps 4 of its 8
-dimensions of S_1 beyond what it shows (SPARE_DIMS for the digests of unopened leaves). The argument is
+slot layout's Vandermonde argument with v = 1) and S_1's rows (uniform: every leaf holds S_1 symbols, so an
+unopened leaf's digest has far more than SPARE_DIMS x 31 bits of min-entropy). Per-entry uniformity is the
+sufficient condition for what the batch shows entry by entry; the rest (round messages, codeword values) are
+F_p4 combinations over whole tables, independent of it generically. The argument is
 checked by linear algebra (tests/proofs/test_basefold_zk_tail.py): with the challenges held fixed, a change
 of f that no claim sees lies in the column space of the randomness's contribution to the whole view (and
 does not without S_1 and T; the check caught two leaks of earlier layouts: a tail selected by the TOP
