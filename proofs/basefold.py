@@ -934,14 +934,22 @@ def _dot_base(e: np.ndarray, table: np.ndarray) -> np.ndarray:
     return F.ext_sum(F.ext_mul_base(e, table), axis=0)
 
 
-def _fold_pair(f: np.ndarray, w: np.ndarray, r: np.ndarray):
+def _fold_pair(f: np.ndarray, w: np.ndarray, r: np.ndarray, in_place: bool = False):
     """(fold(f, r), fold(w, r), the next round's message of their product or None): one fused pass (kernel
-    fold_sums) for large tables, else the two folds and None (the caller computes the message)."""
+    fold_sums) for large tables, else the two folds and None (the caller computes the message). ``in_place``:
+    F_p4 tables the caller owns and drops are folded into their own first halves (fold_sums reads entries 2j,
+    2j + 1 before it writes entry j)."""
     kernels = _fast(w.shape[0])
     if kernels is None or w.shape[0] < 4:
         return fold(f, r), fold(w, r), None
     half = w.shape[0] // 2
-    f_out, w_out = np.empty((half, F.EXT_DEGREE), dtype=np.uint64), np.empty((half, F.EXT_DEGREE), dtype=np.uint64)
+
+    def target(t):
+        if in_place and t.ndim == 2 and t.flags.c_contiguous and t.flags.writeable:
+            return t[:half]
+        return np.empty((half, F.EXT_DEGREE), dtype=np.uint64)
+
+    f_out, w_out = target(f), target(w)
     message = np.empty((3, F.EXT_DEGREE), dtype=np.uint64)
     kernels.fold_sums(np.ascontiguousarray(f), np.ascontiguousarray(w), np.ascontiguousarray(r, dtype=np.uint64),
                       f_out, w_out, message)
@@ -975,13 +983,13 @@ def _reduce_claims(tables, weights, sums, nums, folding, n_max, transcript):
         for k in folding:
             w = weights[k]
             if nums[k] >= m and isinstance(w, _EqWeight):
-                tables[k] = fold(tables[k], r)
+                tables[k] = fold(tables[k], r, in_place=True)  # the witness's own (base) table is never F_p4
                 w.scale = F.ext_mul(w.scale, eq_eval(w.point[w.round][None], r[None]))
                 w.round += 1
                 if w.suffix.shape[0] > 1:
                     w.suffix = F.add(w.suffix[0::2], w.suffix[1::2])
             elif nums[k] >= m:
-                tables[k], weights[k], following = _fold_pair(tables[k], w, r)
+                tables[k], weights[k], following = _fold_pair(tables[k], w, r, in_place=True)
                 if following is not None:
                     pending[k] = following
     evals = np.stack([tables[k][0] for k in folding])

@@ -519,7 +519,8 @@ class _Reduction:
                 self.weights[k] = F.ext_mul(self.weights[k], F.ext_sub(F.ext_one(), np.asarray(r, dtype=np.uint64)))
                 self._halves.discard(k)
             elif n >= m:
-                self.tables[k], self.weights[k], following = B._fold_pair(self.tables[k], self.weights[k], r)
+                self.tables[k], self.weights[k], following = B._fold_pair(self.tables[k], self.weights[k], r,
+                                                                          in_place=True)
                 if following is not None:
                     self._pending[k] = following
 

@@ -123,11 +123,14 @@ def fix_variable(table, r) -> np.ndarray:
     return fold(table, r)
 
 
-def fold(table, r) -> np.ndarray:
-    """:func:`fix_variable` without input checks, for callers that hold valid tables (the sumcheck prover)."""
+def fold(table, r, in_place: bool = False) -> np.ndarray:
+    """:func:`fix_variable` without input checks, for callers that hold valid tables (the sumcheck prover).
+    ``in_place``: an F_p4 table the caller owns and drops is folded into its own first half (the kernel reads
+    entries 2j, 2j + 1 before it writes entry j: no fresh pages)."""
     kernels = F.numba_kernels() if table.shape[0] >= F.KERNEL_MIN_SIZE else None
     if kernels is not None:
-        out = np.empty((table.shape[0] // 2, F.EXT_DEGREE), dtype=np.uint64)
+        inside = in_place and table.ndim == 2 and table.flags.c_contiguous and table.flags.writeable
+        out = table[:table.shape[0] // 2] if inside else np.empty((table.shape[0] // 2, F.EXT_DEGREE), dtype=np.uint64)
         kernels.fold_add_planes(np.ascontiguousarray(table), np.ascontiguousarray(r, dtype=np.uint64),
                                 F.ext_zero((1,)), out)
         return out
