@@ -29,13 +29,13 @@ MODE = "aggregate"
 
 
 def training_params() -> BZ.HidingBasefoldParams:
-    """The hiding Basefold parameters of a training-step proof: the "tail" layout (every large store hides in a
-    random tail or its own unused end, one small mask table per batch: O(1) overhead instead of the slot
-    table's 16x, :mod:`proofs.basefold_zk`), rate 1/2 (251 proven queries), leaves of 2^3 values, folding to
-    2^10, rows of <= 2^19 symbols. Measured on the 784->128->10 step at batch 64 (proof, prove CPU s, proven
-    bits of the proof's batch): rate 1/2 rows 2^19 675 KB, 4.3 s, 100.4; rate 1/4 rows 2^19 497 KB, 7.9 s,
-    100.1; rate 1/8 rows 2^17 1.48 MB (more rows per query); rows of 2^20 or more leave the batch's proven field
-    error (N / |F_p4| per fold of codewords of up to 2^24 symbols) above 2^-100, which the verifier refuses."""
+    """The hiding Basefold parameters of a training-step proof: the "tail" layout (one random slot, S_0's tail in
+    the store's unused end, one small mask table per batch: 2-4x instead of the slot layout's 16-32x,
+    :mod:`proofs.basefold_zk`), rate 1/2 (251 proven queries), leaves of 2^3 values, folding to 2^10, rows of
+    <= 2^18 symbols. Measured on the 784->128->10 step at batch 64 (proof, prove CPU s, proven bits of the whole
+    proof, one statement copy): rows 2^18 702 KiB, 4.0-4.7 s, 100.9; rows 2^17 1.95 MB (twice the rows per
+    query), 100.3; rows 2^19 709 KiB but 99.2 bits (the batch's proven field error, N / |F_p4| per fold of
+    codewords up to 2^24 symbols, grows with the rows' length; 2^20 falls under the verifier's 100 bits)."""
     return BZ.HidingBasefoldParams(B.BasefoldParams(rate_inv=2, arity=3, final_vars=10, max_log_codeword=18), 1,
                                    "tail")
 
