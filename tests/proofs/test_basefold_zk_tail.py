@@ -391,3 +391,61 @@ def test_in_place_folds_equal_fresh_folds(log_n, seed):
     f2, w2, m2 = B._fold_pair(t.copy(), w.copy(), r, in_place=True)
     assert np.array_equal(f1, f2) and np.array_equal(w1, w2) and np.array_equal(f1, expected)
     assert (m1 is None and m2 is None) or np.array_equal(m1, m2)
+
+
+@pytest.mark.slow
+def test_zero_knowledge_by_rank_two_tables(monkeypatch):
+    """A batch as a training proof has them: a table whose tail is its unused half and a smaller one with a
+    second half, joining the combined table a fold later; changes of both that no claim sees are absorbed."""
+    monkeypatch.setattr(Z, "TAIL_MIN_VARS", 6)
+    base = B.BasefoldParams(rate_inv=2, num_queries=2, arity=1, final_vars=2, max_log_codeword=7)
+    params = Z.HidingBasefoldParams(base, 1, "tail")
+    fixed = _FixedChallenges(monkeypatch)
+    rng = np.random.default_rng(11)
+    specs = [(9, 1 << 8), (7, 1 << 7)]                     # (variables, used entries)
+    shapes = [Z.shape(n, params, (1 << n) - used) for n, used in specs]
+    assert shapes == [(1, 9), (1, 8)]
+    points = []
+    for n, used in specs:
+        z = rng.integers(0, F.P, (2, n, 4), dtype=np.uint64)
+        if used < 1 << n:
+            z[:, -1] = 0
+        points.append(z)
+    n_mask = Z.mask_vars(10, base)
+
+    def view(fs, slots, mask):
+        inner, lifted, values = [], [], []
+        for (n, used), f, slot, z in zip(specs, fs, slots, points):
+            table = np.concatenate([f, np.zeros((1 << n) - used, np.uint64)])
+            committed = Z.slot_table(table, n, params, rng=_Slots(slot), free=(1 << n) - used)
+            c, w = B.commit(committed, base)
+            commitment = Z.HidingBasefoldCommitment(c, n, 1, "tail")
+            inner.append(w)
+            lifted.append([Z.lift(B.Functional.point(p), commitment) for p in z])
+            values.append(np.stack([B._dot_base(eq_table(p), committed[::2][:1 << n]) for p in z]))
+        fixed.reset()
+        return _view(Z._open_masked(inner, lifted, values, Transcript(b"zk2"), rng=_Given(mask)))
+
+    zero_f = [np.zeros(used, np.uint64) for _, used in specs]
+    zero_s = [np.zeros((1 << m, 2), np.uint64) for _, m in shapes]
+    zero_m = np.zeros(1 << n_mask, np.uint64)
+    columns = []
+    for k, ((n, used), (_, m)) in enumerate(zip(specs, shapes)):
+        first_random = used if m == n else 1 << n           # S_0's tail: the free end, or the second half
+        for row, col in [(r, 0) for r in range(first_random, 1 << m)] + [(r, 1) for r in range(1 << m)]:
+            slots = [s.copy() for s in zero_s]
+            slots[k][row, col] = 1
+            columns.append(view(zero_f, slots, zero_m))
+    for i in range(zero_m.size):
+        unit = zero_m.copy()
+        unit[i] = 1
+        columns.append(view(zero_f, zero_s, unit))
+    M = np.stack(columns, axis=1)
+    deltas = []
+    for (n, used), z in zip(specs, points):
+        weights = np.stack([F.ext_mul_base(eq_table(p), np.ones(1 << n, np.uint64))[:used] for p in z])
+        deltas.append(_kernel_vector(weights.transpose(0, 2, 1).reshape(-1, used).astype(np.int64), rng)
+                      .astype(np.uint64))
+    a_delta = view(deltas, zero_s, zero_m)
+    assert a_delta.any()
+    assert _rank(np.concatenate([M, a_delta[:, None]], axis=1)) == _rank(M)
