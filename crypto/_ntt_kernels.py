@@ -134,16 +134,19 @@ def _barrett_product(a, b, ql, sh1, sh2, m):
     return min(r, r - ql)
 
 
+@numba.njit(cache=True, inline="always")
+def _barrett_row(q, bk, bm, l):
+    """(q_l, k - 1, k + 1, m) of row l's Barrett constants (see ``_barrett_product``)."""
+    return q[l], np.uint64(bk[l] - 1), np.uint64(bk[l] + 1), bm[l]
+
+
 @numba.njit(cache=True)
 def mulmod_rows(a, b, q, bk, bm):
     """a·b mod q_l row by row with CROSS-form Barrett (k = ⌈log2 q⌉, m = ⌊2^2k / q⌋, see modarith.Barrett)."""
     k, n = a.shape
     out = np.empty((k, n), dtype=np.uint64)
     for l in range(k):
-        ql = q[l]
-        sh1 = np.uint64(bk[l] - 1)
-        sh2 = np.uint64(bk[l] + 1)
-        m = bm[l]
+        ql, sh1, sh2, m = _barrett_row(q, bk, bm, l)
         for c in range(n):
             out[l, c] = _barrett_product(a[l, c], b[l, c], ql, sh1, sh2, m)
     return out
@@ -176,10 +179,7 @@ def muladd_rows(acc, a, b, q, bk, bm):
     instead of a product array and a sum array (plaintext-diagonal sums of baby-step giant-step)."""
     k, n = a.shape
     for l in range(k):
-        ql = q[l]
-        sh1 = np.uint64(bk[l] - 1)
-        sh2 = np.uint64(bk[l] + 1)
-        m = bm[l]
+        ql, sh1, sh2, m = _barrett_row(q, bk, bm, l)
         for c in range(n):
             s = acc[l, c] + _barrett_product(a[l, c], b[l, c], ql, sh1, sh2, m)
             acc[l, c] = min(s, s - ql)
