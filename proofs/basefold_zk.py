@@ -193,8 +193,9 @@ def _fits_tail(num_vars: int, params: HidingBasefoldParams, m: int, free: int = 
 def shape(num_vars: int, params: HidingBasefoldParams, free: int = 0) -> tuple:
     """(v, m): the slot table of a hidden table of num_vars variables, 2^v slots of 2^m entries, the smallest
     v + m (then the fewest slots) satisfying :func:`_fits`; in the "tail" layout a table of at least
-    TAIL_MIN_VARS variables is (0, m): the table and a random tail (:func:`_fits_tail`), which may take the
-    table's own ``free`` last entries (entries no claim weighs: they become random) instead of doubling it."""
+    TAIL_MIN_VARS variables is (1, m) when it fits (:func:`_fits_tail`): one random slot and S_0 = (f || T), T
+    the table's own ``free`` last entries (m = num_vars: entries no claim weighs become random) or a second
+    half (m = num_vars + 1); else the slot layout's shape."""
     if params.layout == "tail" and num_vars >= TAIL_MIN_VARS:
         # one random slot; S_0's tail is the table's own free end, else a second half
         for m in (num_vars, num_vars + 1):
@@ -246,9 +247,9 @@ class HidingBasefoldCommitment:
             raise ProofError(f"HidingBasefoldCommitment: num_vars={self.num_vars!r} out of range")
         n = int(self.num_vars)
         allowed = {inner_vars(n, params)}
-        if params.layout == "tail" and n >= TAIL_MIN_VARS:  # one slot; S_0's tail in f's free end or a second half
-            allowed |= {1 + m for m in (n, n + 1) if shape(n, params, (1 << n) - (1 << (m - 1)) if m == n else 0)
-                        == (1, m)}
+        if params.layout == "tail" and n >= TAIL_MIN_VARS:  # one slot; S_0's tail in f's free end (up to half of
+            # it: the most a prover can name) or a second half
+            allowed |= {1 + m for m, free in ((n, 1 << (n - 1)), (n + 1, 0)) if shape(n, params, free) == (1, m)}
         if self.inner.num_vars not in allowed:
             raise ProofError(f"HidingBasefoldCommitment: inner num_vars={self.inner.num_vars}, expected one of "
                              f"{sorted(allowed)}")
@@ -341,7 +342,8 @@ def commit(values, params: HidingBasefoldParams = HidingBasefoldParams(), seed=N
     table, num_vars = committed_table(values, "basefold_zk.commit")
     if isinstance(free, bool) or not isinstance(free, (int, np.integer)) or not 0 <= free <= (1 << num_vars) \
             or np.any(table[(1 << num_vars) - free:]):
-        raise ProofError(f"basefold_zk.commit: free={free!r} must count zero entries at the end of the table")
+        raise ProofError(f"basefold_zk.commit: free={free!r} must be an int in [0, {1 << num_vars}] counting zero "
+                         "entries at the end of the table")
     rng = None if seed is None else np.random.default_rng(seed)
     slots = slot_table(table, num_vars, params, rng, int(free))
     v = shape(num_vars, params, int(free))[0]
@@ -487,11 +489,12 @@ class _Reduction:
     def __init__(self, tables, weights, sums, nums, halves=()):
         self.tables, self.weights, self.sums, self.nums = dict(enumerate(tables)), dict(enumerate(weights)), sums, nums
         self.num_vars, self.degree, self.challenges, self._pending = max(nums), 2, [], {}
-        self._halves = set(halves)  # tables whose weight is over S_0 only (C[2y] = S_0, C[2y + 1] = S_1)
+        self._halves = set(halves)  # tables whose claims weigh even entries only: their weight is over those
 
     def _first_round(self, k) -> np.ndarray:
-        """h at 0, 1, 2 for W'(X, y) = (1 - X) W(y), C(X, y) = (1 - X) S_0(y) + X S_1(y): (W.S_0, 0,
-        W.S_0 - 2 W.S_1), two dot products instead of a pass over C and a weight twice the size."""
+        """h at 0, 1, 2 for W'(X, y) = (1 - X) W(y), C(X, y) = (1 - X) C[2y] + X C[2y + 1] (a slot table: S_0 at
+        even entries): (W.S_0, 0, W.S_0 - 2 W.S_1), two dot products instead of a pass over C and a weight twice
+        the size."""
         table, weight = self.tables[k], self.weights[k]
         s0, s1 = B._dot_base(weight, table[0::2]), B._dot_base(weight, table[1::2])
         return np.stack([s0, F.ext_zero(), F.ext_sub(s0, F.ext_add(s1, s1))])
@@ -529,7 +532,7 @@ class _Reduction:
 
 
 def _on_first_slot(claim) -> bool:
-    """Every term of a lifted claim has its lowest coordinate 0 (it weighs slot 0 only) and is a plain term."""
+    """Every term of a lifted claim has its lowest coordinate 0: it weighs even entries (slot 0) only."""
     return isinstance(claim, B.Functional) and all(
         lo.shape[0] and not lo[0].any() for _, lo, _, _ in claim.terms)
 

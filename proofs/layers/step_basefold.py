@@ -61,8 +61,10 @@ def _structure(spec, params=None):
     """(statement layouts, proof layouts, plans, host): the proof store with the most room left hosts every
     relation's mask; in the tail layout each full proof store keeps room for its tail (no second half)."""
     statement = statement_layouts(spec, 1, True)
-    reserve = None if params is None or params.layout != "tail" else \
-        functools.partial(lambda p, n: BZ.tail_reserve(n, p), params)
+    def tail_room(num_vars):
+        return BZ.tail_reserve(num_vars, params)
+
+    reserve = tail_room if params is not None and params.layout == "tail" else None
     layouts = proof_layouts(spec, 1, MODE, True, reserve=reserve)
     channel = ShapeChannel(HidingParams(), {**statement, **layouts})
     _run_training(spec, channel, 1, layouts, MODE)
