@@ -13,6 +13,7 @@ from functools import cached_property
 import numpy as np
 
 from .ckks.bootstrap import BootstrapConfig, as_config, plan_for
+from .ckks.encapsulation import EncapsulationKeys, make_encapsulation_keys
 from .ckks.encoder import CKKSEncoder, as_slot_vector, check_scale
 from .ckks.evaluator import Evaluator
 from .errors import ContextMismatchError, ParameterError, SerializationError, ValueRangeError, WrapAroundWarning
@@ -96,9 +97,10 @@ class CKKSContext:
 
     def __init__(self, params: CKKSParameters, ring: RingContext, public_key: PublicKey, relin_key,
                  galois_keys, secret_key: SecretKey | None = None, sampler: Sampler | None = None,
-                 bootstrap_config: BootstrapConfig | None = None):
+                 bootstrap_config: BootstrapConfig | None = None, encapsulation_keys: EncapsulationKeys | None = None):
         self.params, self.ring = params, ring
         self.bootstrap_config = bootstrap_config
+        self.encapsulation_keys = encapsulation_keys
         self.public_key, self.relin_key, self.galois_keys = public_key, relin_key, galois_keys
         self._secret_key = secret_key
         self._sampler = sampler if sampler is not None else Sampler()
@@ -133,8 +135,11 @@ class CKKSContext:
         sampler = Sampler(seed)
         gen = KeyGenerator(params, ring, sampler)
         sk = gen.secret_key()
+        encapsulation = None
+        if boot is not None and boot.encapsulation is not None:
+            encapsulation = make_encapsulation_keys(params, ring, sampler, sk, boot.encapsulation)
         return cls(params, ring, gen.public_key(sk), gen.relin_key(sk),
-                   gen.galois_keys(sk, steps, conjugation, progress=progress), sk, sampler, boot)
+                   gen.galois_keys(sk, steps, conjugation, progress=progress), sk, sampler, boot, encapsulation)
 
     # -- properties ---------------------------------------------------------------------------------
     @property
@@ -149,7 +154,8 @@ class CKKSContext:
     def with_backend(self, backend) -> "CKKSContext":
         """The same keys on another NTT backend (by name or an NTTBackend); results are bit-identical."""
         return CKKSContext(self.params, self.ring.with_backend(backend), self.public_key, self.relin_key,
-                           self.galois_keys, self._secret_key, self._sampler, self.bootstrap_config)
+                           self.galois_keys, self._secret_key, self._sampler, self.bootstrap_config,
+                           self.encapsulation_keys)
 
     @property
     def rotation_steps(self) -> tuple[int, ...]:
@@ -164,7 +170,7 @@ class CKKSContext:
     def evaluator(self) -> Evaluator:
         """The evaluator, built from public material only."""
         return Evaluator(self.params, self.ring, self.relin_key, self.galois_keys, self.key_id, self.encoder,
-                         bootstrap_config=self.bootstrap_config)
+                         bootstrap_config=self.bootstrap_config, encapsulation_keys=self.encapsulation_keys)
 
     def __repr__(self):
         kind = "secret" if self.has_secret_key else "public"
@@ -235,7 +241,8 @@ class CKKSContext:
     def public_context(self) -> "CKKSContext":
         """The same context without the secret key (what a server gets)."""
         return CKKSContext(self.params, self.ring, self.public_key, self.relin_key, self.galois_keys,
-                           None, self._sampler if self._sampler.seeded else Sampler(), self.bootstrap_config)
+                           None, self._sampler if self._sampler.seeded else Sampler(), self.bootstrap_config,
+                           self.encapsulation_keys)
 
     def with_rotations(self, rotations=(), conjugation: bool = False) -> "CKKSContext":
         """A context with Galois keys for more rotation steps (needs the secret key)."""
@@ -245,7 +252,7 @@ class CKKSContext:
         gen = KeyGenerator(self.params, self.ring, self._sampler)
         keys = gen.galois_keys(self._secret_key, steps, conjugation or self.has_conjugation_key)
         return CKKSContext(self.params, self.ring, self.public_key, self.relin_key, keys,
-                           self._secret_key, self._sampler, self.bootstrap_config)
+                           self._secret_key, self._sampler, self.bootstrap_config, self.encapsulation_keys)
 
     def to_bytes(self, include_secret_key: bool = False) -> bytes:
         """Parameters, public key, relinearization and Galois keys; the secret key only if asked."""
@@ -285,8 +292,8 @@ class CKKSContext:
     @classmethod
     def from_bytes(cls, blob, backend="auto", secret_key: bytes | None = None) -> "CKKSContext":
         """A context from ``to_bytes`` output; ``secret_key`` optionally adds ``secret_key_bytes()`` output."""
-        *parts, config = read_context(blob, backend, secret_key, with_config=True)
-        return cls(*parts, bootstrap_config=config)
+        *parts, config, encapsulation = read_context(blob, backend, secret_key, with_config=True)
+        return cls(*parts, bootstrap_config=config, encapsulation_keys=encapsulation)
 
 
 def _public_context_from_pickle(blob) -> CKKSContext:

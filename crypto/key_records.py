@@ -16,6 +16,7 @@ import dataclasses
 import numpy as np
 
 from .ckks.bootstrap import BootstrapConfig
+from .ckks.encapsulation import EncapsulationKeys, encapsulation_parameters
 from .errors import ParameterError, SerializationError
 from .keyswitch import GaloisKeys, SwitchingKey, uniform_part
 from .params import parameters_from_meta
@@ -75,6 +76,11 @@ def context_to_bytes(ctx, include_secret_key: bool = False) -> bytes:
     meta, arrays = _key_arrays(ctx)
     if getattr(ctx, "bootstrap_config", None) is not None:
         meta = {**meta, "bootstrap": dataclasses.asdict(ctx.bootstrap_config)}
+    encapsulation = getattr(ctx, "encapsulation_keys", None)
+    if encapsulation is not None:        # after the Galois keys: to_sparse, then from_sparse
+        seeds, extra = _switching_arrays([encapsulation.to_sparse, encapsulation.from_sparse])
+        meta = {**meta, "encapsulation": {"weight": encapsulation.weight, **seeds}}
+        arrays = arrays + extra
     if not include_secret_key:
         return pack("public_context", ctx.params.fingerprint, meta, arrays)
     if not ctx.has_secret_key:
@@ -106,9 +112,10 @@ class _KeyReader:
             raise SerializationError("the public key does not match the stored key-set id: corrupted record")
         return pk
 
-    def switching_key(self, arrays: "_Arrays", seed: bytes | None, what: str):
-        """The next key of ``arrays``: b, then a (stored, or expanded from ``seed``)."""
-        params = self.params
+    def switching_key(self, arrays: "_Arrays", seed: bytes | None, what: str, params=None):
+        """The next key of ``arrays`` (over ``params``' moduli, default this reader's): b, then a (stored, or
+        expanded from ``seed``)."""
+        params = self.params if params is None else params
         shape = (len(params.digits), len(params.moduli), params.n)
         b = checked_residues(arrays.next(what), shape, params.moduli, what, np.uint32)
         if seed is None:
@@ -134,6 +141,17 @@ class _KeyReader:
         if conjugation and 2 * n - 1 not in keys:
             raise SerializationError("the record claims a conjugation key but holds none")
         return GaloisKeys(keys, tuple(steps), conjugation)
+
+    def encapsulation_keys(self, meta: dict, arrays: "_Arrays") -> EncapsulationKeys:
+        weight = field(meta, "weight", int)
+        try:
+            small = encapsulation_parameters(self.params, weight)
+        except ParameterError as exc:
+            raise SerializationError(f"context record: invalid encapsulation keys: {exc}") from None
+        to_seed, from_seed = _seeds(meta, 2, "encapsulation keys")
+        to_sparse = self.switching_key(arrays, to_seed, "encapsulation key to the sparse secret", small)
+        from_sparse = self.switching_key(arrays, from_seed, "encapsulation key from the sparse secret")
+        return EncapsulationKeys(weight, to_sparse, from_sparse)
 
     def secret_key(self, coeffs):
         n = self.params.n
@@ -193,7 +211,7 @@ def _read_secret_key(blob, params, key_id: bytes) -> np.ndarray:
 def read_context(blob, backend="auto", secret_key=None, with_config: bool = False):
     """The parts of a CKKSContext stored by ``context_to_bytes`` (plus optional ``secret_key_to_bytes`` output):
     (parameters, ring, public key, relinearization key, Galois keys, secret key or None), and with
-    ``with_config`` the BootstrapConfig the keys were made for (or None)."""
+    ``with_config`` the BootstrapConfig the keys were made for (or None) and the encapsulation keys (or None)."""
     fp, meta, arrays = unpack(blob, ("public_context", "full_context"))
     kind = peek_kind(blob)
     params = parameters_from_meta(meta, fp)
@@ -207,6 +225,12 @@ def read_context(blob, backend="auto", secret_key=None, with_config: bool = Fals
     keys = _Arrays(arrays, 2, len(arrays) - has_secret)
     relin = reader.switching_key(keys, seeds[0], "relinearization key")
     galois = reader.galois_keys(meta, keys, seeds[1:])
+    encapsulation = None
+    if meta.get("encapsulation") is not None:
+        stored = meta["encapsulation"]
+        if not isinstance(stored, dict):
+            raise SerializationError("context record: field 'encapsulation' must be a mapping")
+        encapsulation = reader.encapsulation_keys(stored, keys)
     keys.done("context record")
     coeffs = arrays[-1] if has_secret else None
     if secret_key is not None:
@@ -215,7 +239,7 @@ def read_context(blob, backend="auto", secret_key=None, with_config: bool = Fals
         coeffs = _read_secret_key(secret_key, params, key_id)
     sk = None if coeffs is None else reader.secret_key(coeffs)
     if with_config:
-        return params, reader.ring, pk, relin, galois, sk, _bootstrap_config(meta)
+        return params, reader.ring, pk, relin, galois, sk, _bootstrap_config(meta), encapsulation
     return params, reader.ring, pk, relin, galois, sk
 
 

@@ -10,8 +10,9 @@ Security: log2(Q·P) must not exceed the 128-bit classical bound for a uniform t
 "Homomorphic Encryption Security Standard", 2018, Table 1; "Homomorphic Encryption Standard", 2021).
 N = 2^16, 2^17, beyond that table: OpenFHE's extension of it (HEStd_ternary, HEStd_128_classic in
 openfhe-development, src/core/lib/lattice/stdlatticeparms.cpp: 1747 and 3523; earlier releases listed
-1772 for 2^16, since lowered).  Sparse secrets (``hamming_weight``) are weaker (hybrid and
-meet-in-the-middle attacks) and no table here covers them: they need ``insecure=True``.
+1772 for 2^16, since lowered).  Sparse secrets (``hamming_weight`` h) are weaker (hybrid and
+meet-in-the-middle attacks): they are accepted only within ``SPARSE_STANDARD_128``, otherwise they need
+``insecure=True``.
 """
 from __future__ import annotations
 
@@ -29,6 +30,15 @@ from .record import field as record_field, pack, unpack
 #: log2(n) -> the largest log2(QP) at 128-bit classical security, uniform ternary secret (sources above:
 #: HE standard for 10..15, OpenFHE's std128 ternary rows for 16 and 17).
 HE_STANDARD_128 = {10: 27, 11: 54, 12: 109, 13: 218, 14: 438, 15: 881, 16: 1747, 17: 3523}
+#: log2(n) -> ((h, largest log2(QP)), ...) for sparse ternary secrets of Hamming weight >= h, error σ = 3.2:
+#: the parameter sets of HomomorphicEncryption.org's sparseLWEkit (github.com/HomomorphicEncryption/
+#: SparseLWEkit, src/data/lattice_estimator_estimates.csv, lattice-estimator commit 6019056) whose cheapest
+#: estimated attack (usvp, bdd, bdd_hybrid, bdd_mitm_hybrid, dual, dual_hybrid) costs >= 2^128: HEaaN's and
+#: Lattigo's encapsulation sets (n = 2^16, h = 32, log q 117 and 121: 172.9 and 171.9 bits), DESILO's
+#: (2^16, 128, 300: 326.9), OpenFHE's and Lattigo's (2^15/2^16/2^17, 192, 767/1553/3104: 134.1/134.0/
+#: 135.7) and HEaaN's (2^17, 128, 2341: 158.9).  A larger weight or a smaller modulus only costs an attack more.
+SPARSE_STANDARD_128 = {15: ((192, 767),), 16: ((32, 121), (128, 300), (192, 1553)),
+                       17: ((128, 2341), (192, 3104))}
 MIN_LOG_N, MAX_LOG_N = 3, 17
 #: the top fraction of the centred range (-Q/2, Q/2] that encryption keeps free (see ``value_bound``)
 WRAP_MARGIN = 2.0**-6
@@ -202,15 +212,18 @@ class CKKSParameters:
 
     @property
     def security(self) -> str:
-        """What the parameters claim: "128-bit" (dense ternary secret within ``HE_STANDARD_128``) or
-        "INSECURE" (``insecure=True``: test rings, sparse secrets)."""
+        """What the parameters claim: "128-bit" (dense ternary secret within ``HE_STANDARD_128``, or a sparse
+        one within ``SPARSE_STANDARD_128``) or "INSECURE" (``insecure=True``: test rings, sparse secrets)."""
         if not self.insecure:
-            return "128-bit"
+            return "128-bit" + ("" if self.hamming_weight is None else f" (sparse secret h={self.hamming_weight})")
         return "INSECURE" + ("" if self.hamming_weight is None else f" (sparse secret h={self.hamming_weight})")
 
     @property
     def security_bound(self) -> int | None:
-        """The HE-standard 128-bit bound on log2(QP) for this ring degree (None if not tabulated)."""
+        """The 128-bit bound on log2(QP) for this ring degree and secret (None if not tabulated): the HE
+        standard's for a dense ternary secret, ``SPARSE_STANDARD_128``'s for a sparse one."""
+        if self.hamming_weight is not None:
+            return sparse_bound(self.log_n, self.hamming_weight)
         return HE_STANDARD_128.get(self.log_n)
 
     def to_dict(self) -> dict:
@@ -382,10 +395,19 @@ def _validate(p: CKKSParameters):
                              "(decryption needs headroom over the scale)")
     if p.hamming_weight is not None:
         _check_int("hamming_weight", p.hamming_weight, 1, n)
-        if not p.insecure:
+        if not p.insecure and sparse_bound(p.log_n, p.hamming_weight) is None:
+            rows = SPARSE_STANDARD_128.get(p.log_n, ())
             raise ParameterError(f"hamming_weight={p.hamming_weight}: a sparse secret is weaker than the dense "
-                                 "ternary secret of the 128-bit table (hybrid and meet-in-the-middle attacks) "
-                                 "and no cited sparse bound is implemented; only insecure=True (test rings) allows it")
+                                 "ternary secret of the 128-bit table (hybrid and meet-in-the-middle attacks); "
+                                 f"the cited sparse sets at log_n={p.log_n} need h >= "
+                                 f"{[h for h, _ in rows] or 'none'} (SPARSE_STANDARD_128); only insecure=True "
+                                 "(test rings) allows others")
+
+
+def sparse_bound(log_n: int, hamming_weight: int) -> int | None:
+    """The largest log2(QP) of ``SPARSE_STANDARD_128`` for a sparse secret of this weight (None: no cited set)."""
+    bounds = [q for h, q in SPARSE_STANDARD_128.get(log_n, ()) if hamming_weight >= h]
+    return max(bounds) if bounds else None
 
 
 def _check_security(p: CKKSParameters):
@@ -400,6 +422,10 @@ def _check_security(p: CKKSParameters):
     if p.log_qp > bound:
         raise ParameterError(f"log2(QP)={p.log_qp:.1f} exceeds the 128-bit HE-standard bound {bound} "
                              f"for N=2^{p.log_n}")
+    sparse = None if p.hamming_weight is None else sparse_bound(p.log_n, p.hamming_weight)
+    if sparse is not None and p.log_qp > sparse:
+        raise ParameterError(f"log2(QP)={p.log_qp:.1f} exceeds {sparse}, the cited 128-bit bound for a sparse "
+                             f"secret of hamming_weight={p.hamming_weight} at N=2^{p.log_n} (SPARSE_STANDARD_128)")
 
 
 def _check_digits(p: CKKSParameters):

@@ -53,11 +53,12 @@ from functools import cached_property, lru_cache
 import numpy as np
 from numpy.polynomial import chebyshev as cheb
 
-from ..errors import LevelError, ParameterError
+from ..errors import KeyMissingError, LevelError, ParameterError
 from ..keyswitch import CenteredConversion
 from ..ntt import bit_reverse_indices
 from ..ring import RNSPoly
 from ..rlwe import Ciphertext
+from .encapsulation import Encapsulator, encapsulation_parameters, k_bound as encapsulated_k_bound
 from .encoder import CKKSEncoder
 from .linear import bsgs_sum
 
@@ -74,7 +75,10 @@ class BootstrapConfig:
 
     ``slots``: n_s, a power of two <= N/2 (None: N/2); ``cts_levels``/``stc_levels``: levels of the
     CoeffToSlot/SlotToCoeff transforms (level collapsing); ``k_bound``: K with |I_k| < K after ModRaise;
-    ``double_angles``: r; ``degree``: the Chebyshev degree; ``arcsin``: apply y + y³/6 (two levels)."""
+    ``double_angles``: r; ``degree``: the Chebyshev degree; ``arcsin``: apply y + y³/6 (two levels);
+    ``encapsulation``: None, or the Hamming weight h of an ephemeral sparse secret the level-0 ciphertext is
+    switched to before ModRaise (``crypto.ckks.encapsulation``: K = ⌊h/2⌋ + 2 with no failure probability,
+    instead of K ≈ 540 at N = 2^16 for the dense secret; 32 is the cited 128-bit set at N = 2^16)."""
 
     slots: int | None = None
     cts_levels: int = 3
@@ -83,6 +87,7 @@ class BootstrapConfig:
     double_angles: int | None = None
     degree: int | None = None
     arcsin: bool = True
+    encapsulation: int | None = None
 
     def __post_init__(self):
         for name in ("cts_levels", "stc_levels"):
@@ -93,6 +98,9 @@ class BootstrapConfig:
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi):
                 raise ParameterError(f"{name}={v!r} must be None or an integer in [{lo}, {hi}]")
+        if self.encapsulation is not None and (isinstance(self.encapsulation, bool)
+                                               or not isinstance(self.encapsulation, int) or self.encapsulation < 1):
+            raise ParameterError(f"encapsulation={self.encapsulation!r} must be None or a Hamming weight >= 1")
         if self.k_bound is not None and not (isinstance(self.k_bound, (int, float)) and 1 <= self.k_bound <= 2**16):
             raise ParameterError(f"k_bound={self.k_bound!r} must be None or a number in [1, 65536]")
 
@@ -362,7 +370,14 @@ class BootstrapPlan:
             raise ParameterError(f"slots={slots!r} must be a power of two in [2, N/2={self.total}]")
         self.slots = int(slots)
         self.sparse = self.slots < self.total
-        self.k_bound = float(config.k_bound) if config.k_bound is not None else default_k_bound(params)
+        self.encapsulation = None if config.encapsulation is None else \
+            encapsulation_parameters(params, config.encapsulation)        # refused outside the cited sets
+        if config.k_bound is not None:
+            self.k_bound = float(config.k_bound)
+        elif config.encapsulation is not None:
+            self.k_bound = encapsulated_k_bound(config.encapsulation)
+        else:
+            self.k_bound = default_k_bound(params)
         self.double_angles, self.coeffs = self._choose_polynomial()
         self.degree = len(self.coeffs) - 1
         self.poly_levels = bsgs_schedule(self.degree)[1]
@@ -531,6 +546,7 @@ class Bootstrapper:
         self.ev, self.plan, self.params = evaluator, plan, evaluator.params
         self.natural = natural_scales(self.params)
         self._mono: dict = {}
+        self._encapsulator = None
 
     # helpers
     def _relabel(self, ct: Ciphertext, scale: float) -> Ciphertext:
@@ -566,12 +582,31 @@ class Bootstrapper:
         rest = top[len(base):]
         ring = ct.parts[0].ring
         conv = CenteredConversion([ring.moduli[i] for i in base], [ring.moduli[i] for i in rest])
+        encapsulator = self.encapsulator()
+        low = ct.parts if encapsulator is None else encapsulator.to_sparse(*ct.parts)
         parts = []
-        for p in ct.parts:
+        for p in low:
             coeff = p.to_coeff().data
             lifted = np.concatenate([coeff, conv(coeff)])
             parts.append(RNSPoly(ring, lifted, top, False).to_ntt())
+        if encapsulator is not None:
+            parts = encapsulator.from_sparse(*parts)
         return replace(ct, parts=tuple(parts), level=params.max_level, evaluator=ev)
+
+    def encapsulator(self) -> Encapsulator | None:
+        """The sparse-secret switcher of an encapsulating plan (None otherwise); KeyMissingError without keys."""
+        weight = self.plan.config.encapsulation
+        if weight is None:
+            return None
+        if self._encapsulator is None:
+            keys = getattr(self.ev, "encapsulation_keys", None)
+            if keys is None or keys.weight != weight:
+                raise KeyMissingError(f"this bootstrap encapsulates to a sparse secret of weight {weight}, but the "
+                                      f"evaluator has {'no' if keys is None else f'weight-{keys.weight}'} "
+                                      "encapsulation keys: make them with CKKSContext.keygen(params, "
+                                      "bootstrap=BootstrapConfig(encapsulation=...))")
+            self._encapsulator = Encapsulator(self.params, self.ev.ring, keys, self.ev.switcher)
+        return self._encapsulator
 
     def raise_and_scale(self, ct: Ciphertext) -> Ciphertext:
         """ModRaise, the scale declared q_0·K (slots read as y = t/K, the EvalMod variable), brought to the

@@ -39,9 +39,10 @@ class Evaluator:
     """Homomorphic operations for one parameter set and one key set (public keys only)."""
 
     def __init__(self, params, ring, relin_key, galois_keys, key_id: bytes, encoder: CKKSEncoder | None = None,
-                 bootstrap_config=None):
+                 bootstrap_config=None, encapsulation_keys=None):
         self.params, self.ring = params, ring
         self.bootstrap_config = bootstrap_config
+        self.encapsulation_keys = encapsulation_keys     # crypto.ckks.encapsulation, for encapsulating bootstraps
         self._bootstrappers: dict = {}
         self.relin_key, self.galois_keys, self.key_id = relin_key, galois_keys, key_id
         self.fingerprint = params.fingerprint

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from crypto.errors import ParameterError
-from crypto.params import HE_STANDARD_128, PRESETS, CKKSParameters, CKKSParametersLiteral
+from crypto.params import HE_STANDARD_128, PRESETS, CKKSParameters, CKKSParametersLiteral, sparse_bound
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
@@ -58,13 +58,29 @@ def test_n16_recut_under_1747_keeps_its_levels():
         CKKSParameters.from_literal(literal)
 
 
-@pytest.mark.parametrize("log_n, h", [(16, 192), (14, 192), (13, 8192), (12, 64)])
+@pytest.mark.parametrize("log_n, h", [(16, 31), (14, 192), (13, 8192), (12, 64)])
 def test_sparse_secret_refused_without_insecure(log_n, h):
-    """A sparse secret is weaker than the dense ternary secret the table assumes: never labelled 128-bit."""
+    """A sparse secret is weaker than the dense ternary secret the table assumes: never labelled 128-bit
+    outside the cited sparse sets (none at N <= 2^14; at 2^16 none below h = 32)."""
     literal = dict(PRESETS[f"N{log_n}"] if f"N{log_n}" in PRESETS else PRESETS["TOY"], hamming_weight=h,
                    insecure=False)
     with pytest.raises(ParameterError, match=rf"hamming_weight={h}: a sparse secret .* insecure=True"):
         CKKSParameters.from_literal(literal)
+
+
+def test_sparse_secret_within_the_cited_sets():
+    """SPARSE_STANDARD_128: h >= 192 at N16 up to log2(QP) 1553, h >= 32 up to 121 (the encapsulation sets)."""
+    with pytest.raises(ParameterError, match=r"exceeds 1553, the cited 128-bit bound for a sparse secret of "
+                                             r"hamming_weight=192"):
+        CKKSParameters.from_literal(dict(PRESETS["N16"], hamming_weight=192))     # log2(QP) 1747
+    cut = dict(PRESETS["N16"], log_q=PRESETS["N16"]["log_q"][:-4], hamming_weight=192)
+    p = CKKSParameters.from_literal(cut)
+    assert p.log_qp <= 1553 and p.security == "128-bit (sparse secret h=192)" and p.security_bound == 1553
+    small = dict(log_n=16, log_q=[[30, 30]], log_p=[31], log_scale=50, dnum=2)
+    assert CKKSParameters.from_literal(dict(small, hamming_weight=32)).security_bound == 121
+    with pytest.raises(ParameterError, match="exceeds 121"):
+        CKKSParameters.from_literal(dict(small, log_p=[31, 31], hamming_weight=32))    # 122 bits
+    assert sparse_bound(16, 31) is None and sparse_bound(16, 200) == 1553 and sparse_bound(14, 192) is None
 
 
 def test_sparse_secret_with_insecure_is_labelled_insecure():
