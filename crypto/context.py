@@ -135,9 +135,8 @@ class CKKSContext:
         sampler = Sampler(seed)
         gen = KeyGenerator(params, ring, sampler)
         sk = gen.secret_key()
-        encapsulation = None
-        if boot is not None and boot.encapsulation is not None:
-            encapsulation = make_encapsulation_keys(params, ring, sampler, sk, boot.encapsulation)
+        weight = None if boot is None else plan_for(params, boot).encapsulation_weight
+        encapsulation = None if weight is None else make_encapsulation_keys(params, ring, sampler, sk, weight)
         return cls(params, ring, gen.public_key(sk), gen.relin_key(sk),
                    gen.galois_keys(sk, steps, conjugation, progress=progress), sk, sampler, boot, encapsulation)
 

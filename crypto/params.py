@@ -55,6 +55,12 @@ PRESETS = {
     # special primes and dnum=8 (digits <= 200 bits < log2(P) = 217) keep all 29 levels within 1747.
     "N16": dict(log_n=16, log_q=[[30, 30]] + [[25, 26]] * 12 + [[24, 27]] * 12 + [[23, 28]] * 5,
                 log_p=[31] * 7, log_scale=50, dnum=8),
+    # N16_BOOT, for bootstrapping: Δ = 2^60 on levels of a 30- and a 31-bit prime (two 30-bit primes fall short
+    # of 2^60 and the natural scales would drift), q_0 of three 23-bit primes (q_0/Δ ≈ 2^8.5: the bootstrap's
+    # output error is EvalMod's times q_0/Δ), 24 levels; seven special primes and dnum=8 (digits <= 7 primes,
+    # 213 bits < log2(P) = 217) keep log2(QP) at 1725.5 <= 1747.  A bootstrap with sparse-secret encapsulation
+    # (the default here) and arcsin=False uses 16 levels and leaves 8 at about 20 bits (benchmarks/bootstrap.py).
+    "N16_BOOT": dict(log_n=16, log_q=[[23, 23, 23]] + [[30, 31]] * 24, log_p=[31] * 7, log_scale=60, dnum=8),
     # tiny ring for fast tests only: NOT secure.
     "TOY": dict(log_n=12, log_q=[[30, 30]] + [[25, 26]] * 4, log_p=[30, 30, 30], log_scale=50, dnum=4,
                 insecure=True),
@@ -149,7 +155,8 @@ class CKKSParameters:
 
     @classmethod
     def preset(cls, name: str) -> "CKKSParameters":
-        """One of ``PRESETS``: "N13", "N14", "N15", "N16" (128-bit secure) or "TOY" (tests only, insecure)."""
+        """One of ``PRESETS``: "N13", "N14", "N15", "N16", "N16_BOOT" (128-bit secure; the last made for
+        bootstrapping) or "TOY" (tests only, insecure)."""
         if isinstance(name, str) and name.upper() in PRESETS:
             name = name.upper()
         if name not in PRESETS:

@@ -58,7 +58,7 @@ from ..keyswitch import CenteredConversion
 from ..ntt import bit_reverse_indices
 from ..ring import RNSPoly
 from ..rlwe import Ciphertext
-from .encapsulation import Encapsulator, encapsulation_parameters, k_bound as encapsulated_k_bound
+from .encapsulation import DEFAULT_WEIGHT, Encapsulator, encapsulation_parameters, k_bound as encapsulated_k_bound
 from .encoder import CKKSEncoder
 from .linear import bsgs_sum
 
@@ -76,9 +76,10 @@ class BootstrapConfig:
     ``slots``: n_s, a power of two <= N/2 (None: N/2); ``cts_levels``/``stc_levels``: levels of the
     CoeffToSlot/SlotToCoeff transforms (level collapsing); ``k_bound``: K with |I_k| < K after ModRaise;
     ``double_angles``: r; ``degree``: the Chebyshev degree; ``arcsin``: apply y + y³/6 (two levels);
-    ``encapsulation``: None, or the Hamming weight h of an ephemeral sparse secret the level-0 ciphertext is
-    switched to before ModRaise (``crypto.ckks.encapsulation``: K = ⌊h/2⌋ + 2 with no failure probability,
-    instead of K ≈ 540 at N = 2^16 for the dense secret; 32 is the cited 128-bit set at N = 2^16)."""
+    ``encapsulation``: the Hamming weight h of an ephemeral sparse secret the level-0 ciphertext is switched
+    to before ModRaise (``crypto.ckks.encapsulation``: K = ⌊h/2⌋ + 2 with no failure probability, instead of
+    K ≈ 540 at N = 2^16 for the dense secret), None (ModRaise under the secret itself) or "auto" (the default:
+    h = 32 where that is a cited 128-bit set, i.e. dense-secret parameters at N = 2^16; otherwise None)."""
 
     slots: int | None = None
     cts_levels: int = 3
@@ -87,7 +88,7 @@ class BootstrapConfig:
     double_angles: int | None = None
     degree: int | None = None
     arcsin: bool = True
-    encapsulation: int | None = None
+    encapsulation: int | str | None = "auto"
 
     def __post_init__(self):
         for name in ("cts_levels", "stc_levels"):
@@ -98,11 +99,25 @@ class BootstrapConfig:
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi):
                 raise ParameterError(f"{name}={v!r} must be None or an integer in [{lo}, {hi}]")
-        if self.encapsulation is not None and (isinstance(self.encapsulation, bool)
-                                               or not isinstance(self.encapsulation, int) or self.encapsulation < 1):
-            raise ParameterError(f"encapsulation={self.encapsulation!r} must be None or a Hamming weight >= 1")
+        if self.encapsulation not in (None, "auto") and (isinstance(self.encapsulation, bool) or not isinstance(
+                self.encapsulation, int) or self.encapsulation < 1):
+            raise ParameterError(f"encapsulation={self.encapsulation!r} must be None, 'auto' or a Hamming weight >= 1")
         if self.k_bound is not None and not (isinstance(self.k_bound, (int, float)) and 1 <= self.k_bound <= 2**16):
             raise ParameterError(f"k_bound={self.k_bound!r} must be None or a number in [1, 65536]")
+
+
+def _encapsulation_weight(params, encapsulation) -> int | None:
+    """The Hamming weight a config's ``encapsulation`` means for these parameters ("auto": the cited h = 32
+    set for a dense secret of 128-bit parameters, where one exists)."""
+    if encapsulation != "auto":
+        return encapsulation
+    if params.hamming_weight is not None or params.insecure:
+        return None
+    try:
+        encapsulation_parameters(params, DEFAULT_WEIGHT)
+    except ParameterError:
+        return None
+    return DEFAULT_WEIGHT
 
 
 def as_config(config) -> BootstrapConfig:
@@ -370,12 +385,13 @@ class BootstrapPlan:
             raise ParameterError(f"slots={slots!r} must be a power of two in [2, N/2={self.total}]")
         self.slots = int(slots)
         self.sparse = self.slots < self.total
-        self.encapsulation = None if config.encapsulation is None else \
-            encapsulation_parameters(params, config.encapsulation)        # refused outside the cited sets
+        self.encapsulation_weight = _encapsulation_weight(params, config.encapsulation)
+        self.encapsulation = None if self.encapsulation_weight is None else \
+            encapsulation_parameters(params, self.encapsulation_weight)      # refused outside the cited sets
         if config.k_bound is not None:
             self.k_bound = float(config.k_bound)
-        elif config.encapsulation is not None:
-            self.k_bound = encapsulated_k_bound(config.encapsulation)
+        elif self.encapsulation_weight is not None:
+            self.k_bound = encapsulated_k_bound(self.encapsulation_weight)
         else:
             self.k_bound = default_k_bound(params)
         self.double_angles, self.coeffs = self._choose_polynomial()
@@ -510,7 +526,8 @@ class BootstrapPlan:
         return phases
 
     def __repr__(self):
-        return (f"BootstrapPlan(slots={self.slots}, K={self.k_bound:g}, degree={self.degree}, "
+        encapsulation = "" if self.encapsulation_weight is None else f"encapsulation h={self.encapsulation_weight}, "
+        return (f"BootstrapPlan(slots={self.slots}, {encapsulation}K={self.k_bound:g}, degree={self.degree}, "
                 f"double_angles={self.double_angles}, arcsin={self.config.arcsin}, levels used={self.levels_used}, "
                 f"levels left={self.levels_left}, precision={self.precision_bits:.1f} bits, "
                 f"rotation keys={len(self.rotation_steps)})")
@@ -595,7 +612,7 @@ class Bootstrapper:
 
     def encapsulator(self) -> Encapsulator | None:
         """The sparse-secret switcher of an encapsulating plan (None otherwise); KeyMissingError without keys."""
-        weight = self.plan.config.encapsulation
+        weight = self.plan.encapsulation_weight
         if weight is None:
             return None
         if self._encapsulator is None:

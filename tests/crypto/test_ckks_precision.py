@@ -8,9 +8,10 @@ from crypto.ckks.precision import (DEPTH_BITS, ROTATION_BITS, STATED_BITS, Preci
 from crypto.errors import ShapeError
 
 SLOW = pytest.mark.slow
-PRESETS = ["TOY", "N13", "N14", pytest.param("N15", marks=SLOW), pytest.param("N16", marks=SLOW)]
+PRESETS = ["TOY", "N13", "N14", pytest.param("N15", marks=SLOW), pytest.param("N16", marks=SLOW),
+           pytest.param("N16_BOOT", marks=SLOW)]
 DEPTH_PRESETS = ["TOY", "N13", pytest.param("N14", marks=SLOW), pytest.param("N15", marks=SLOW),
-                 pytest.param("N16", marks=SLOW)]
+                 pytest.param("N16", marks=SLOW), pytest.param("N16_BOOT", marks=SLOW)]
 _CACHE: dict = {}
 
 

@@ -32,6 +32,8 @@ def test_presets_valid(name):
 def test_preset_levels():
     assert CKKSParameters.preset("N14").max_level == 6
     assert CKKSParameters.preset("N16").max_level == 29
+    boot = CKKSParameters.preset("N16_BOOT")
+    assert boot.max_level == 24 and boot.log_scale == 60 and boot.log_qp <= 1747 and boot.dnum == 8
 
 
 def test_security_table_is_the_cited_one():
@@ -98,7 +100,10 @@ def test_value_bound(name):
     """(1 - 2^-6) Q_l / (2 scale), the same figure Client.encrypt and CKKSContext.encrypt refuse at."""
     p = CKKSParameters.preset(name)
     assert p.value_bound() == pytest.approx((1 - 2**-6) * p.modulus_at(0) / 2**(p.log_scale + 1), rel=1e-12)
-    assert 502 < p.value_bound() < 504           # base level of two ~30-bit primes, Δ = 2^50
+    if name == "N16_BOOT":                       # q_0 of three 23-bit primes, Δ = 2^60: q_0/Δ ≈ 2^8.5
+        assert 179 < p.value_bound() < 181
+    else:
+        assert 502 < p.value_bound() < 504       # base level of two ~30-bit primes, Δ = 2^50
     assert p.value_bound(1, 2.0**40) == pytest.approx((1 - 2**-6) * p.modulus_at(1) / 2**41, rel=1e-12)
     assert p.value_bound(p.max_level) > p.value_bound(0)
 
