@@ -599,16 +599,23 @@ class Bootstrapper:
         rest = top[len(base):]
         ring = ct.parts[0].ring
         conv = CenteredConversion([ring.moduli[i] for i in base], [ring.moduli[i] for i in rest])
-        encapsulator = self.encapsulator()
-        low = ct.parts if encapsulator is None else encapsulator.to_sparse(*ct.parts)
         parts = []
-        for p in low:
+        for p in ct.parts:
             coeff = p.to_coeff().data
             lifted = np.concatenate([coeff, conv(coeff)])
             parts.append(RNSPoly(ring, lifted, top, False).to_ntt())
-        if encapsulator is not None:
-            parts = encapsulator.from_sparse(*parts)
         return replace(ct, parts=tuple(parts), level=params.max_level, evaluator=ev)
+
+    def encapsulated_raise(self, ct: Ciphertext) -> Ciphertext:
+        """``mod_raise`` under the plan's ephemeral sparse secret when it has one: the level-0 parts switched
+        to s', lifted, switched back to s (decrypts to m + q_0·I with |I_k| < K = h/2 + 2; module
+        ``crypto.ckks.encapsulation``); plain ``mod_raise`` otherwise."""
+        encapsulator = self.encapsulator()
+        if encapsulator is None:
+            return self.mod_raise(ct)
+        low = self.ev.to_level(ct, 0)
+        lifted = self.mod_raise(replace(low, parts=encapsulator.to_sparse(*low.parts)))
+        return replace(lifted, parts=encapsulator.from_sparse(*lifted.parts))
 
     def encapsulator(self) -> Encapsulator | None:
         """The sparse-secret switcher of an encapsulating plan (None otherwise); KeyMissingError without keys."""
@@ -626,11 +633,11 @@ class Bootstrapper:
         return self._encapsulator
 
     def raise_and_scale(self, ct: Ciphertext) -> Ciphertext:
-        """ModRaise, the scale declared q_0·K (slots read as y = t/K, the EvalMod variable), brought to the
+        """ModRaise (encapsulated when the plan says), the scale declared q_0·K (slots read as y = t/K, the EvalMod variable), brought to the
         working scale by an exact integer product and a rescale (level L-1), then SubSum for sparse slots."""
         plan, params = self.plan, self.params
         q0 = params.modulus_at(0)
-        raised = self._relabel(self.mod_raise(ct), q0 * plan.k_bound)
+        raised = self._relabel(self.encapsulated_raise(ct), q0 * plan.k_bound)
         level = params.max_level
         g = plan.total // plan.slots
         target = self.natural[level - 1] / g

@@ -701,6 +701,7 @@ class DeviceBootstrapper(Bootstrapper):
         super().__init__(_DeviceOps(dev), plan)
         self.dev = dev
         self._linear: dict = {}
+        self._host = None         # the host bootstrapper that runs an encapsulated ModRaise
 
     def _mul_int(self, ct, c, scale=None):
         return self.dev.mul_int(ct, int(c), scale)
@@ -710,6 +711,15 @@ class DeviceBootstrapper(Bootstrapper):
 
     def mod_raise(self, ct):
         return self.dev.mod_raise(ct)
+
+    def encapsulated_raise(self, ct):
+        """Plain ModRaise on the device; with sparse-secret encapsulation the level-0 ciphertext goes to the host
+        for the two key switches and the lift (``Bootstrapper.encapsulated_raise``) and comes back raised."""
+        if self.plan.encapsulation_weight is None:
+            return self.dev.mod_raise(ct)
+        if self._host is None:
+            self._host = Bootstrapper(self.dev.ev, self.plan)
+        return self.dev.to_device(self._host.encapsulated_raise(self.dev.to_host(self.dev.to_level(ct, 0))))
 
     def linear_transform(self, ct, t, target_scale):
         """``Bootstrapper.linear_transform``: the same groups of diagonals (encoded at the same scale), one

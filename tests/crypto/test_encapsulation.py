@@ -83,7 +83,7 @@ def test_mod_raise_under_encapsulation_adds_at_most_h_over_2_multiples_of_q0():
     plan = ctx.evaluator.bootstrap_plan()
     assert plan.k_bound == 18
     ct = ctx.encrypt(np.random.default_rng(2).uniform(-1, 1, SLOTS), level=0)
-    raised = Bootstrapper(ctx.evaluator, plan).mod_raise(ct)
+    raised = Bootstrapper(ctx.evaluator, plan).encapsulated_raise(ct)
     s, q0 = ctx._secret_key.poly, ctx.params.modulus_at(0)
     diff = [int(h) - int(lo) for h, lo in zip(decrypt_ints(raised.parts, s), decrypt_ints(ct.parts, s))]
     integers = np.array([round(d / q0) for d in diff])

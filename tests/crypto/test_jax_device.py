@@ -329,3 +329,20 @@ def test_gpu_matches_host(ctx):
 @pytest.mark.skipif(not HAS_GPU, reason="needs a GPU: the device bootstrap on the GPU against the host bootstrap")
 def test_gpu_sparse_bootstrap_matches_host():
     _bootstrap_case(next(d for d in jax.devices() if d.platform in GPU_PLATFORMS))
+
+
+def test_encapsulated_mod_raise_matches_host():
+    """With sparse-secret encapsulation the device ModRaise goes through the host's two key switches: the same
+    raised ciphertext, limb for limb (a dense-secret ring: K = 18 instead of 135)."""
+    from crypto.ckks.bootstrap import BootstrapConfig, Bootstrapper, plan_for
+    from crypto.params import CKKSParameters
+    params = CKKSParameters.from_literal(dict(BOOT_TOY, hamming_weight=None, log_q=[[30, 30]] + [[25, 26]] * 24,
+                                              dnum=8))
+    cfg = BootstrapConfig(slots=64, arcsin=False, encapsulation=32)
+    ctx = CKKSContext.keygen(params, seed=4, bootstrap=cfg, backend="numba")
+    plan = plan_for(params, cfg)
+    assert plan.k_bound == 18
+    ct = ctx.encrypt(np.random.default_rng(15).uniform(-1, 1, 64), level=2)
+    dev = jd.DeviceEvaluator(ctx)
+    raised = jd.DeviceBootstrapper(dev, plan).encapsulated_raise(dev.to_device(ct))
+    assert_same(Bootstrapper(ctx.evaluator, plan).encapsulated_raise(ct), raised, dev)
