@@ -132,6 +132,11 @@ class EncryptedModel:
                                       f"{'...' if len(missing) > 8 else ''}"
                                       f"{'' if context.has_conjugation_key else ' and the conjugation key'} "
                                       f"(make keys with Client(plan=...))")
+            weight = plan.bootstrap_plan.encapsulation_weight
+            keys = getattr(context, "encapsulation_keys", None)
+            if weight is not None and (keys is None or keys.weight != weight):
+                raise KeyMissingError(f"the plan's bootstrap encapsulates to a sparse secret of weight {weight}; the "
+                                      "context lacks its encapsulation keys (make keys with Client(plan=...))")
 
     def _rotate(self, ct, step):
         for k in self._routes[step]:

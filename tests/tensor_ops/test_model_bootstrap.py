@@ -127,6 +127,17 @@ def test_server_without_bootstrap_keys_refuses():
         Server(deep_model(), ctx.public_context())                # the context cannot bootstrap: the refusal stays
 
 
+def test_server_without_encapsulation_keys_refuses():
+    """A plan whose bootstrap encapsulates needs the encapsulation keys besides the Galois keys."""
+    from dataclasses import replace
+    plan = deep_model().plan(params=params(), bootstrap=replace(CONFIG, encapsulation=32))
+    assert plan.bootstrap_plan.encapsulation_weight == 32
+    steps = sorted(set(plan.stage_rotations) | set(plan.bootstrap_plan.rotation_steps))
+    ctx = CKKSContext.keygen(params(), rotations=steps, conjugation=True, seed=1)
+    with pytest.raises(KeyMissingError, match="encapsulation keys"):
+        EncryptedModel(deep_model(), plan, ctx)
+
+
 @pytest.mark.slow
 def test_deep_model_encrypted_through_client_and_server_matches_numpy():
     """10 x (Linear + Square), depth 21 at 20 levels: one bootstrap, run where the plan (and its printout) says."""
