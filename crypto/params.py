@@ -57,10 +57,10 @@ PRESETS = {
                 log_p=[31] * 7, log_scale=50, dnum=8),
     # N16_BOOT, for bootstrapping: Δ = 2^60 on levels of a 30- and a 31-bit prime (two 30-bit primes fall short
     # of 2^60 and the natural scales would drift), q_0 of three 23-bit primes (q_0/Δ ≈ 2^8.5: the bootstrap's
-    # output error is EvalMod's times q_0/Δ), 24 levels; seven special primes and dnum=8 (digits <= 7 primes,
-    # 213 bits < log2(P) = 217) keep log2(QP) at 1725.5 <= 1747.  A bootstrap with sparse-secret encapsulation
-    # (the default here) and arcsin=False uses 16 levels and leaves 8 at about 20 bits (benchmarks/bootstrap.py).
-    "N16_BOOT": dict(log_n=16, log_q=[[23, 23, 23]] + [[30, 31]] * 24, log_p=[31] * 7, log_scale=60, dnum=8),
+    # output error is EvalMod's times q_0/Δ), 23 levels; nine special primes and dnum=6 (digits <= 249 bits <
+    # log2(P) = 279) keep log2(QP) at 1727.5 <= 1747.  A bootstrap with sparse-secret encapsulation (the
+    # default here) and arcsin=False uses 15 levels and leaves 8 at about 20 bits (benchmarks/bootstrap.py).
+    "N16_BOOT": dict(log_n=16, log_q=[[23, 23, 23]] + [[30, 31]] * 23, log_p=[31] * 9, log_scale=60, dnum=6),
     # tiny ring for fast tests only: NOT secure.
     "TOY": dict(log_n=12, log_q=[[30, 30]] + [[25, 26]] * 4, log_p=[30, 30, 30], log_scale=50, dnum=4,
                 insecure=True),

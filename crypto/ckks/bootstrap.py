@@ -67,6 +67,8 @@ FAILURE_LOG2 = 40
 #: accuracy the Chebyshev interpolant of the scaled cosine is built to on [-1, 1]
 INTERPOLATION_BITS = 46
 MAX_DEGREE = 255
+#: the smallest plaintext scale (bits) at which CoeffToSlot takes ModRaise's output without a rescale of its own
+MERGED_PLAINTEXT_BITS = 52
 
 
 @dataclass(frozen=True)
@@ -401,10 +403,12 @@ class BootstrapPlan:
         stages_c, stages_s = inverse_stages(self.slots, self.total), forward_stages(self.slots, self.total)
         self.cts_count = min(config.cts_levels, len(stages_c))
         self.stc_count = min(config.stc_levels, len(stages_s))
-        self.levels_used = 1 + self.cts_count + self.eval_mod_levels + self.stc_count
+        self.raise_levels = self._raise_levels()
+        self.levels_used = self.raise_levels + self.cts_count + self.eval_mod_levels + self.stc_count
         self.levels_left = params.max_level - self.levels_used
         if self.levels_left < 0:
-            raise LevelError(f"bootstrapping needs {self.levels_used} levels (1 + CoeffToSlot {self.cts_count} + "
+            raise LevelError(f"bootstrapping needs {self.levels_used} levels ({self.raise_levels} + CoeffToSlot "
+                             f"{self.cts_count} + "
                              f"EvalMod {self.eval_mod_levels} + SlotToCoeff {self.stc_count}); the parameters "
                              f"have {params.max_level}: use more levels or fewer transform levels")
         # CoeffToSlot: its last group also takes the factor 1/2 of Re(w) = (w + conj w)/2 and, for sparse
@@ -434,6 +438,21 @@ class BootstrapPlan:
             mask[:ns] = 1.0
             stc[-1] = compose({0: mask}, stc[-1], self.total)
         self.stc = [_transform(m, self.total) for m in stc]
+
+    def _raise_levels(self) -> int:
+        """1 when ModRaise's output is brought to the working scale by its own rescale, 0 when CoeffToSlot takes
+        it as it is: its plaintexts then share the scale ratio (natural scale after CoeffToSlot)·Π q_ℓ /
+        (q_0·K·g) equally, which is done when each keeps >= 2^MERGED_PLAINTEXT_BITS (Δ = 2^60 parameters: a
+        level saved; at Δ = 2^50 their rounding would cost bits, and the separate level stays)."""
+        p, top = self.params, self.params.max_level
+        if top - self.cts_count < 0:
+            return 1
+        natural = natural_scales(p)
+        tops = sum(math.log2(math.prod(p.q_levels[lv])) for lv in range(top, top - self.cts_count, -1))
+        g = self.total // self.slots
+        log_in = math.log2(p.modulus_at(0) * self.k_bound * g)
+        return 0 if (math.log2(natural[top - self.cts_count]) + tops - log_in) / self.cts_count \
+            >= MERGED_PLAINTEXT_BITS else 1
 
     def _choose_polynomial(self):
         cfg = self.config
@@ -501,10 +520,11 @@ class BootstrapPlan:
         "ct_mults", "pt_mults", "rescales", "additions"), for pricing in a cost model."""
         top = self.params.max_level
         parts = 1 if self.sparse else 2
-        phases = [("mod_raise", top, {"rescales": 1, "pt_mults": 1})]
+        start = top - self.raise_levels               # the level CoeffToSlot starts at
+        phases = [("mod_raise", top, {"rescales": 1, "pt_mults": 1} if self.raise_levels else {})]
         if self.subsum_steps:
-            phases.append(("subsum", top - 1, {"rotations": len(self.subsum_steps),
-                                               "additions": len(self.subsum_steps)}))
+            phases.append(("subsum", start, {"rotations": len(self.subsum_steps),
+                                             "additions": len(self.subsum_steps)}))
 
         def transform(name, level, transforms, copies):
             counts: dict = {}
@@ -516,9 +536,9 @@ class BootstrapPlan:
                     counts[k] = counts.get(k, 0) + v * copies
             phases.append((name, level, counts))
 
-        transform("coeff_to_slot", top - 1, self.cts, 1)
+        transform("coeff_to_slot", start, self.cts, 1)
         phases[-1][2]["rotations"] += parts                        # the conjugations
-        level = top - 1 - self.cts_count
+        level = start - self.cts_count
         mults = (self.degree - 1) + self.double_angles + 2 * self.config.arcsin
         phases.append(("eval_mod", level, {"ct_mults": parts * mults, "rescales": parts * (mults + 1),
                                            "additions": parts * (self.degree + mults)}))
@@ -634,16 +654,19 @@ class Bootstrapper:
 
     def raise_and_scale(self, ct: Ciphertext) -> Ciphertext:
         """ModRaise (encapsulated when the plan says), the scale declared q_0·K (slots read as y = t/K, the EvalMod variable), brought to the
-        working scale by an exact integer product and a rescale (level L-1), then SubSum for sparse slots."""
+        working scale by an exact integer product and a rescale (level L-1; none when ``plan.raise_levels`` is 0:
+        CoeffToSlot's plaintexts absorb the scale), then SubSum for sparse slots."""
         plan, params = self.plan, self.params
         q0 = params.modulus_at(0)
         raised = self._relabel(self.encapsulated_raise(ct), q0 * plan.k_bound)
         level = params.max_level
         g = plan.total // plan.slots
-        target = self.natural[level - 1] / g
-        c = round(target * self._top(level) / raised.scale)
-        out = self.ev.rescale(self._mul_int(raised, c, scale=raised.scale * c))
-        out = self._relabel(out, raised.scale * c / self._top(level))
+        out = raised
+        if plan.raise_levels:
+            target = self.natural[level - 1] / g
+            c = round(target * self._top(level) / raised.scale)
+            out = self.ev.rescale(self._mul_int(raised, c, scale=raised.scale * c))
+            out = self._relabel(out, raised.scale * c / self._top(level))
         for step in plan.subsum_steps:
             out = self.ev.add(out, self.ev.rotate(out, step))
         return self._relabel(out, out.scale * g)
@@ -661,9 +684,15 @@ class Bootstrapper:
         return self._relabel(out, target_scale)
 
     def coeff_to_slot(self, ct: Ciphertext) -> list[Ciphertext]:
-        """[t_lo, t_hi] (full slots) or [ [t_lo | t_hi] ] (sparse), real slots in bit-reversed order."""
-        for i, t in enumerate(self.plan.cts):
-            ct = self.linear_transform(ct, t, self.natural[ct.level - 1])
+        """[t_lo, t_hi] (full slots) or [ [t_lo | t_hi] ] (sparse), real slots in bit-reversed order.  After a
+        rescaled ModRaise each level lands on its natural scale; taking ModRaise's output directly, the
+        plaintexts share the scale ratio to the natural scale after the last level equally."""
+        final = ct.level - len(self.plan.cts)
+        tops = [self._top(lv) for lv in range(ct.level, final, -1)]
+        p = (self.natural[final] * math.prod(tops) / ct.scale) ** (1 / len(tops))
+        for i, (t, q) in enumerate(zip(self.plan.cts, tops)):
+            target = self.natural[ct.level - 1] if self.plan.raise_levels or i == len(tops) - 1 else ct.scale * p / q
+            ct = self.linear_transform(ct, t, target)
         ev = self.ev
         out = [ev.add(ct, ev.conjugate(ct))]
         if not self.plan.sparse:

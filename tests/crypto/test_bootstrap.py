@@ -438,3 +438,23 @@ def test_bsgs_schedule_levels_and_products():
         depth = max(1, math.ceil(math.log2(d)))
         assert levels in (depth, depth + 1) and products <= d - 1
         assert (b == 0) == (products == d - 1 and levels == depth + 1)
+
+
+# Δ = 2^60 (q_0 of three 23-bit primes, as the N16_BOOT preset; levels of two 30-bit primes: at N = 2^12 they
+# reach 2^60) on an insecure N = 2^12 dense-secret ring: CoeffToSlot takes ModRaise's output without a rescale
+BOOT_60 = dict(log_n=12, log_q=[[23, 23, 23]] + [[30, 30]] * 18, log_p=[31] * 7, log_scale=60, dnum=7, insecure=True)
+
+
+def test_delta_60_bootstrap_saves_the_raise_level():
+    p = CKKSParameters.from_literal(BOOT_60)
+    cfg = BootstrapConfig(slots=SPARSE, arcsin=False, encapsulation=32)
+    ctx = CKKSContext.keygen(p, seed=4, bootstrap=cfg)
+    plan_ = ctx.evaluator.bootstrap_plan()
+    assert plan_.raise_levels == 0 and plan().raise_levels == 1          # Δ = 2^50 keeps its rescale
+    assert plan_.levels_used == plan_.cts_count + plan_.eval_mod_levels + plan_.stc_count
+    assert plan_.operation_counts()[0] == ("mod_raise", p.max_level, {})
+    assert plan_.operation_counts()[2][:2] == ("coeff_to_slot", p.max_level)
+    x = np.random.default_rng(17).uniform(-1, 1, SPARSE)
+    out = ctx.evaluator.bootstrap(ctx.encrypt(x, level=0))
+    assert out.level == plan_.levels_left == p.max_level - plan_.levels_used
+    assert bits(x, ctx.decrypt(out)) >= max(plan_.precision_bits, 20)

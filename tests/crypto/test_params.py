@@ -33,7 +33,7 @@ def test_preset_levels():
     assert CKKSParameters.preset("N14").max_level == 6
     assert CKKSParameters.preset("N16").max_level == 29
     boot = CKKSParameters.preset("N16_BOOT")
-    assert boot.max_level == 24 and boot.log_scale == 60 and boot.log_qp <= 1747 and boot.dnum == 8
+    assert boot.max_level == 23 and boot.log_scale == 60 and boot.log_qp <= 1747 and boot.dnum == 6
 
 
 def test_security_table_is_the_cited_one():
