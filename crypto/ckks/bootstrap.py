@@ -225,7 +225,8 @@ class _Transform:
 
 def bsgs_split(offsets, total: int) -> dict:
     """{giant shift: [(baby step, offset)]}, offset = shift + baby (mod total); offsets are read as
-    signed multiples j·h of their gcd h, babies h·(0..G-1), G ≈ sqrt of the span of j."""
+    signed multiples j·h of their gcd h, babies h·(0..G-1), G the power of two at or above sqrt of the span of
+    j (rounded up, not to the nearest: a giant rotation, a full ModUp, costs about three hoisted babies)."""
     signed = [k if k <= total // 2 else k - total for k in offsets]
     h = 0
     for k in signed:
@@ -233,7 +234,7 @@ def bsgs_split(offsets, total: int) -> dict:
     h = h or 1
     js = [k // h for k in signed]
     jmin, span = min(js), max(js) - min(js) + 1
-    g = 1 << max(0, round(math.log2(math.sqrt(span))))
+    g = 1 << max(0, math.ceil(math.log2(math.sqrt(span)) - 1e-9))
     split: dict = {}
     for k, j in zip(offsets, js):
         a, b = divmod(j - jmin, g)
