@@ -490,6 +490,7 @@ class _Reduction:
         self.tables, self.weights, self.sums, self.nums = dict(enumerate(tables)), dict(enumerate(weights)), sums, nums
         self.num_vars, self.degree, self.challenges, self._pending = max(nums), 2, [], {}
         self._halves = set(halves)  # tables whose claims weigh even entries only: their weight is over those
+        self._factors: dict = {}    # k -> (1 - r) of a slot table's first round: W stands for factor * W
 
     def _first_round(self, k) -> np.ndarray:
         """h at 0, 1, 2 for W'(X, y) = (1 - X) W(y), C(X, y) = (1 - X) C[2y] + X C[2y + 1] (a slot table: S_0 at
@@ -508,6 +509,8 @@ class _Reduction:
             elif n >= m:
                 message = self._pending.pop(k) if k in self._pending else \
                     B._round_message(self.tables[k], self.weights[k])
+                if k in self._factors:
+                    message = F.ext_mul(message, self._factors[k])
             else:
                 message = F.ext_mul_base(self.sums[k], np.uint64(pow(2, m - 1 - n, F.P)))[None]
             h = F.ext_add(h, message)
@@ -517,9 +520,9 @@ class _Reduction:
         m = self.num_vars - len(self.challenges)
         self.challenges.append(np.asarray(r, dtype=np.uint64))
         for k, n in enumerate(self.nums):
-            if n >= m and k in self._halves:  # C -> (1 - r) S_0 + r S_1, W -> (1 - r) W
-                self.tables[k] = fold(self.tables[k], r)
-                self.weights[k] = F.ext_mul(self.weights[k], F.ext_sub(F.ext_one(), np.asarray(r, dtype=np.uint64)))
+            if n >= m and k in self._halves:  # C -> (1 - r) S_0 + r S_1, W -> (1 - r) W (the factor kept aside:
+                self.tables[k] = fold(self.tables[k], r)  # messages are linear in W, so they take it instead)
+                self._factors[k] = F.ext_sub(F.ext_one(), np.asarray(r, dtype=np.uint64))
                 self._halves.discard(k)
             elif n >= m:
                 self.tables[k], self.weights[k], following = B._fold_pair(self.tables[k], self.weights[k], r,
