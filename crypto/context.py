@@ -282,7 +282,8 @@ class CKKSContext:
     def from_key_bytes(cls, public_key: bytes, relin_key: bytes, galois_keys: bytes | None = None,
                        backend="auto") -> "CKKSContext":
         """A public context from separate key records (``public_key_bytes`` and friends)."""
-        return cls(*read_key_records(public_key, relin_key, galois_keys, backend))
+        *parts, encapsulation = read_key_records(public_key, relin_key, galois_keys, backend)
+        return cls(*parts, encapsulation_keys=encapsulation)
 
     def secret_key_bytes(self) -> bytes:
         """The secret key alone (explicit call; keep these bytes private)."""

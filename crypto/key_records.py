@@ -67,20 +67,30 @@ def relin_key_to_bytes(ctx) -> bytes:
 
 
 def galois_keys_to_bytes(ctx) -> bytes:
+    """The Galois keys and, when the context has them, the bootstrap's encapsulation keys (after them)."""
     galois_meta, keys = _galois_meta(ctx)
     seeds, arrays = _switching_arrays(keys)
-    return pack("galois_keys", ctx.params.fingerprint, {**_key_meta(ctx), **galois_meta, **seeds}, arrays)
+    meta, extra = _encapsulation_part(ctx)
+    return pack("galois_keys", ctx.params.fingerprint, {**_key_meta(ctx), **galois_meta, **seeds, **meta},
+                arrays + extra)
+
+
+def _encapsulation_part(ctx) -> tuple[dict, list]:
+    """Meta ``encapsulation`` (weight, seeds) and the arrays of the encapsulation keys (to_sparse, then
+    from_sparse), or nothing for a context without them."""
+    keys = getattr(ctx, "encapsulation_keys", None)
+    if keys is None:
+        return {}, []
+    seeds, arrays = _switching_arrays([keys.to_sparse, keys.from_sparse])
+    return {"encapsulation": {"weight": keys.weight, **seeds}}, arrays
 
 
 def context_to_bytes(ctx, include_secret_key: bool = False) -> bytes:
     meta, arrays = _key_arrays(ctx)
     if getattr(ctx, "bootstrap_config", None) is not None:
         meta = {**meta, "bootstrap": dataclasses.asdict(ctx.bootstrap_config)}
-    encapsulation = getattr(ctx, "encapsulation_keys", None)
-    if encapsulation is not None:        # after the Galois keys: to_sparse, then from_sparse
-        seeds, extra = _switching_arrays([encapsulation.to_sparse, encapsulation.from_sparse])
-        meta = {**meta, "encapsulation": {"weight": encapsulation.weight, **seeds}}
-        arrays = arrays + extra
+    encapsulation, extra = _encapsulation_part(ctx)     # after the Galois keys
+    meta, arrays = {**meta, **encapsulation}, arrays + extra
     if not include_secret_key:
         return pack("public_context", ctx.params.fingerprint, meta, arrays)
     if not ctx.has_secret_key:
@@ -142,12 +152,18 @@ class _KeyReader:
             raise SerializationError("the record claims a conjugation key but holds none")
         return GaloisKeys(keys, tuple(steps), conjugation)
 
-    def encapsulation_keys(self, meta: dict, arrays: "_Arrays") -> EncapsulationKeys:
+    def encapsulation_keys(self, record_meta: dict, arrays: "_Arrays") -> EncapsulationKeys | None:
+        """The encapsulation keys a record's meta announces (field ``encapsulation``), or None."""
+        meta = record_meta.get("encapsulation")
+        if meta is None:
+            return None
+        if not isinstance(meta, dict):
+            raise SerializationError("field 'encapsulation' must be a mapping")
         weight = field(meta, "weight", int)
         try:
             small = encapsulation_parameters(self.params, weight)
         except ParameterError as exc:
-            raise SerializationError(f"context record: invalid encapsulation keys: {exc}") from None
+            raise SerializationError(f"invalid encapsulation keys: {exc}") from None
         to_seed, from_seed = _seeds(meta, 2, "encapsulation keys")
         to_sparse = self.switching_key(arrays, to_seed, "encapsulation key to the sparse secret", small)
         from_sparse = self.switching_key(arrays, from_seed, "encapsulation key from the sparse secret")
@@ -225,12 +241,7 @@ def read_context(blob, backend="auto", secret_key=None, with_config: bool = Fals
     keys = _Arrays(arrays, 2, len(arrays) - has_secret)
     relin = reader.switching_key(keys, seeds[0], "relinearization key")
     galois = reader.galois_keys(meta, keys, seeds[1:])
-    encapsulation = None
-    if meta.get("encapsulation") is not None:
-        stored = meta["encapsulation"]
-        if not isinstance(stored, dict):
-            raise SerializationError("context record: field 'encapsulation' must be a mapping")
-        encapsulation = reader.encapsulation_keys(stored, keys)
+    encapsulation = reader.encapsulation_keys(meta, keys)
     keys.done("context record")
     coeffs = arrays[-1] if has_secret else None
     if secret_key is not None:
@@ -256,7 +267,8 @@ def _bootstrap_config(meta: dict):
 
 def read_key_records(public_key, relin_key, galois_keys=None, backend="auto"):
     """The parts of a public CKKSContext from separate key records (``public_key_to_bytes`` and friends;
-    they must share parameters and key set): (parameters, ring, public key, relinearization key, Galois keys)."""
+    they must share parameters and key set): (parameters, ring, public key, relinearization key, Galois keys,
+    encapsulation keys or None)."""
     fp, meta, pk_arrays = unpack(public_key, "public_key")
     params = parameters_from_meta(meta, fp)
     key_id = key_id_of(meta)
@@ -265,15 +277,16 @@ def read_key_records(public_key, relin_key, galois_keys=None, backend="auto"):
     if len(pk_arrays) != 2:
         raise SerializationError("a public key holds two arrays")
     reader = _KeyReader(params, backend)
-    galois = GaloisKeys({}, (), False)
+    galois, encapsulation = GaloisKeys({}, (), False), None
     if galois_keys is not None:
         _, gk_meta, gk_arrays = unpack(galois_keys, "galois_keys", fp)
         check_key_id(key_id_of(gk_meta), key_id, "Galois keys")
         arrays = _Arrays(gk_arrays)
         galois = reader.galois_keys(gk_meta, arrays,
                                     _seeds(gk_meta, len(field(gk_meta, "galois_elements", list)), "Galois keys"))
+        encapsulation = reader.encapsulation_keys(gk_meta, arrays)
         arrays.done("Galois keys record")
     arrays = _Arrays(rk_arrays)
     relin = reader.switching_key(arrays, _seeds(rk_meta, 1, "relinearization key")[0], "relinearization key")
     arrays.done("relinearization key record")
-    return params, reader.ring, reader.public_key(pk_arrays, key_id), relin, galois
+    return params, reader.ring, reader.public_key(pk_arrays, key_id), relin, galois, encapsulation

@@ -118,3 +118,20 @@ def test_keys_travel_in_the_context_record_and_are_required():
         bare.evaluator.bootstrap(ctx.encrypt(x, level=0), config())
     with pytest.raises(KeyMissingError, match="weight-32 encapsulation keys"):
         ctx.evaluator.bootstrap(ctx.encrypt(x, level=0), config(encapsulation=64))
+
+
+def test_keys_travel_in_the_galois_record_and_malformed_meta_is_refused():
+    from crypto.errors import SerializationError
+    from crypto.key_records import _KeyReader
+    ctx = context()
+    server = CKKSContext.from_key_bytes(ctx.public_key_bytes(), ctx.relin_key_bytes(), ctx.galois_keys_bytes())
+    assert server.encapsulation_keys.weight == WEIGHT
+    x = np.random.default_rng(7).uniform(-1, 1, SLOTS)
+    out = server.evaluator.bootstrap(ctx.encrypt(x, level=0), config())     # separate records carry no config
+    assert bits(x, ctx.decrypt(out)) >= ctx.evaluator.bootstrap_plan().precision_bits
+    reader = _KeyReader(ctx.params, "numpy")
+    assert reader.encapsulation_keys({}, None) is None
+    for bad in ({"encapsulation": [32]}, {"encapsulation": {"weight": "32"}},
+                {"encapsulation": {"weight": 0, "a_seeds": [None, None]}}):
+        with pytest.raises(SerializationError):
+            reader.encapsulation_keys(bad, None)
