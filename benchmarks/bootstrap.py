@@ -26,7 +26,7 @@ noise times q_0/Δ·sqrt(N)), 20-25 s, 8 levels left, 10.6 GB; Δ = 2^50 caps it
 ``--precise``: q_0 of 58 bits (q_0/Δ = 2^8) and 24 levels (BOOT_PRECISE of the tests): >= 20 bits full
 slots, 6 levels left; ``--log-n`` runs either literal at another ring degree (same moduli: insecure).
 ``--cts-levels/--stc-levels``: level collapsing of the transforms (5/5 needs 28 rotation keys instead of 38,
-4 levels more).  Times are CPU (process_time) and wall.
+4 levels more).  Times are CPU (process_time) and wall, the best of two bootstraps of one ciphertext.
 """
 import argparse
 import os
@@ -78,7 +78,7 @@ def peak_rss_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9
 
 
-def run(params, slots=None, seed=1, cts_levels=3, stc_levels=3, arcsin=True, encapsulation=None):
+def run(params, slots=None, seed=1, cts_levels=3, stc_levels=3, arcsin=True, encapsulation="auto", repeats=2):
     config = BootstrapConfig(slots=slots, cts_levels=cts_levels, stc_levels=stc_levels, arcsin=arcsin,
                              encapsulation=encapsulation)
     plan = BootstrapPlan(params, config)
@@ -91,9 +91,11 @@ def run(params, slots=None, seed=1, cts_levels=3, stc_levels=3, arcsin=True, enc
     x = np.random.default_rng(seed).uniform(-1, 1, plan.slots)
     ct = ctx.encrypt(x, level=0)
     ctx.evaluator.bootstrap_plan()                      # the plan (matrices, polynomial) outside the timing
-    t0, c0 = time.perf_counter(), time.process_time()
-    out = ctx.evaluator.bootstrap(ct)
-    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    seconds = cpu = float("inf")
+    for _ in range(repeats):                            # best of ``repeats``: the machine is shared
+        t0, c0 = time.perf_counter(), time.process_time()
+        out = ctx.evaluator.bootstrap(ct)
+        seconds, cpu = min(seconds, time.perf_counter() - t0), min(cpu, time.process_time() - c0)
     bits = precision_bits(x, ctx.decrypt(out))
     return dict(plan=plan, keygen=keygen, keygen_cpu=keygen_cpu, key_gb=key_bytes / 1e9, seconds=seconds,
                 cpu=cpu, bits=bits, levels_left=out.level, rss_gb=peak_rss_gb(), keys=keys,
