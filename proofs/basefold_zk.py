@@ -650,12 +650,34 @@ def batch_error(commitments) -> float:
     table in the "tail" layout) and, there, the masked reduction's rounds (2 each), rho and its claim
     coefficients (one per claim is already in the batch's field terms): (2 n + 1) / |F_p4|."""
     commitments = list(commitments)
+    error = 2.0 ** -verified_bits(commitments)
+    if commitments[0].layout == "tail":
+        error += (2 * max(c.num_vars for c in commitments) + 1) * 2.0 ** -F.EXT_BITS
+    return error
+
+
+def verified_bits(commitments) -> float:
+    """The bits :func:`verify_batch` requires to be >= its ``min_security_bits``: those of the Basefold batch of
+    the inner commitments (with the mask table in the "tail" layout, :func:`proofs.basefold.batch_security_bits`)."""
+    commitments = list(commitments)
     inner = [c.inner for c in commitments]
-    if commitments[0].layout != "tail":
-        return 2.0 ** -B.batch_security_bits(inner)
-    n = max(c.num_vars for c in inner)
-    inner.append(B.BasefoldCommitment(bytes(B.DIGEST_SIZE), mask_vars(n, inner[0].params), inner[0].params))
-    return 2.0 ** -B.batch_security_bits(inner) + (2 * n + 1) * 2.0 ** -F.EXT_BITS
+    if commitments[0].layout == "tail":
+        n = max(c.num_vars for c in inner)
+        inner.append(B.BasefoldCommitment(bytes(B.DIGEST_SIZE), mask_vars(n, inner[0].params), inner[0].params))
+    return B.batch_security_bits(inner)
+
+
+def check_verified_bits(commitments, where: str) -> None:
+    """ProofError before any work when a batch opening of ``commitments`` would give the verifier fewer than
+    ``proofs.basefold.MIN_VERIFY_BITS`` (an honest proof it must reject): the field error grows with the
+    codewords' count and length."""
+    bits = verified_bits(commitments)
+    if bits < B.MIN_VERIFY_BITS:
+        params = commitments[0].inner.params
+        raise ProofError(f"{where}: one batch opening of these {len(commitments)} commitments gives {bits:.1f} proven "
+                         f"bits, below the {B.MIN_VERIFY_BITS} verifiers require (its field error sums (s + 1) N' / "
+                         f"|F_p4| over the codewords): commit with a smaller max_log_codeword (now "
+                         f"{params.max_log_codeword}) or fewer, smaller tables")
 
 
 # ------------------------------------------------------------------------------------ masked sumcheck

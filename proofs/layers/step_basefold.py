@@ -100,6 +100,7 @@ def prove_step(trace: TrainingTrace, committed: CommittedTensors) -> TrainingPro
         coefficients = masks if key == host else coefficients
     proof_commitments = tuple(commitments[key] for key in layouts)
     commitments.update({key: store.commitment for key, store in stores.items()})
+    BZ.check_verified_bits(list(commitments.values()), "prove_step")   # before the relations' work
     transcript = _transcript(TRANSCRIPT_LABEL, trace.spec, MODE, _statement_bytes(steps, copy), proof_commitments)
     channel = BasefoldChannel(transcript, params, {**statement, **layouts}, plans, commitments, host,
                               witnesses=witnesses, openers=openers, mask_coefficients=coefficients)

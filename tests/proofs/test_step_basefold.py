@@ -128,3 +128,18 @@ def test_the_package_front_door_picks_the_commitment():
             proofs.verify_training_step(SPEC, committed, proof)
     with pytest.raises(ProofError):
         proofs.commit_step(trace, zk=False, params=proofs.basefold_training_params())
+
+
+def test_a_batch_below_the_verifiers_bits_is_refused_before_proving():
+    """Parameters whose one batch opening gives the verifier < 100 proven bits (an honest proof it would reject)
+    are refused by the prover, naming the bits, before the relations run (a 2^18-row codeword store of the
+    8-layer step gives 99.6; here few queries)."""
+    from proofs import basefold as B
+    trace, _ = _trace()
+    weak = BZ.HidingBasefoldParams(B.BasefoldParams(rate_inv=2, num_queries=100, arity=3, final_vars=10,
+                                                    max_log_codeword=18), 1, "tail")
+    committed = SB.commit_step(trace, weak)
+    with pytest.raises(ProofError, match=r"prove_step: one batch opening .* gives \d+\.\d proven bits, below the 100"):
+        SB.prove_step(trace, committed)
+    strong = SB.commit_step(trace, SB.training_params())
+    assert BZ.verified_bits([c.copies[0] for _, c, _ in SB._as_steps(strong).keyed()]) >= 100
