@@ -38,8 +38,7 @@ DEFAULT_WEIGHT = 32
 def encapsulation_parameters(params, weight: int) -> CKKSParameters:
     """The small parameter set the key to the sparse secret lives in: the base level's primes (one digit
     each) and the largest special prime (P' about one digit: key-switching noise of a few bits), Hamming
-    weight ``weight``; 128-bit checked
-    against the cited sparse sets unless ``params`` are insecure test parameters."""
+    weight ``weight``; checked against the cited 128-bit sparse sets unless ``params`` are insecure."""
     if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= params.n // 2:
         raise ParameterError(f"encapsulation={weight!r} (the sparse secret's Hamming weight) must be an "
                              f"integer in [1, N/2={params.n // 2}]")
