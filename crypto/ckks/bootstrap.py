@@ -6,7 +6,10 @@ A ciphertext at level 0 decrypts to m(X) modulo q_0 (the base level's modulus). 
 1. **ModRaise**: the centred residues of (c0, c1) mod q_0 are lifted exactly to every prime of the top
    level; the result decrypts to m + q_0·I over Q_L, with I an integer polynomial, |I_k| < K
    (``k_bound``).  Its scale is declared q_0·K, so the coefficients read as t/K, t = I + m/q_0.
-   A multiplication by an integer and one rescale bring the scale down to the working scale (one level).
+   A multiplication by an integer and one rescale bring the scale down to the working scale (one level), or,
+   where CoeffToSlot's plaintexts keep enough bits (Δ = 2^60), CoeffToSlot absorbs it (``raise_levels``).
+   With sparse-secret encapsulation (``crypto.ckks.encapsulation``, the default at N = 2^16) the level-0
+   ciphertext is switched to an ephemeral weight-h secret first and back after the lift: K = h/2 + 2.
 2. **SubSum** (sparse slot counts n_s < N/2 only): Σ_{i<g} rot(ct, i·n_s), g = N/(2 n_s), computed in
    log2(g) rotations, is the trace onto the subring Z[X^g] (times g, removed from the scale): the
    message becomes an n_s-slot polynomial of 2·n_s coefficients and slot j holds Σ_i x_{j + i·n_s} (the
@@ -657,9 +660,9 @@ class Bootstrapper:
         return self._encapsulator
 
     def raise_and_scale(self, ct: Ciphertext) -> Ciphertext:
-        """ModRaise (encapsulated when the plan says), the scale declared q_0·K (slots read as y = t/K, the EvalMod variable), brought to the
-        working scale by an exact integer product and a rescale (level L-1; none when ``plan.raise_levels`` is 0:
-        CoeffToSlot's plaintexts absorb the scale), then SubSum for sparse slots."""
+        """ModRaise (encapsulated when the plan says), the scale declared q_0·K (slots read as y = t/K, the EvalMod
+        variable), brought to the working scale by an exact integer product and a rescale (level L-1; none when
+        ``plan.raise_levels`` is 0: CoeffToSlot's plaintexts absorb the scale), then SubSum for sparse slots."""
         plan, params = self.plan, self.params
         q0 = params.modulus_at(0)
         raised = self._relabel(self.encapsulated_raise(ct), q0 * plan.k_bound)
