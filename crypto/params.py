@@ -431,8 +431,9 @@ def _check_security(p: CKKSParameters):
                              f"for N=2^{p.log_n}")
     sparse = None if p.hamming_weight is None else sparse_bound(p.log_n, p.hamming_weight)
     if sparse is not None and p.log_qp > sparse:
-        raise ParameterError(f"log2(QP)={p.log_qp:.1f} exceeds {sparse}, the cited 128-bit bound for a sparse "
-                             f"secret of hamming_weight={p.hamming_weight} at N=2^{p.log_n} (SPARSE_STANDARD_128)")
+        raise ParameterError(f"hamming_weight={p.hamming_weight}: a sparse secret at N=2^{p.log_n} is 128-bit only up "
+                             f"to log2(QP) = {sparse} (the cited sets of SPARSE_STANDARD_128); log2(QP)={p.log_qp:.1f} "
+                             f"exceeds {sparse}; only insecure=True (test rings) allows more")
 
 
 def _check_digits(p: CKKSParameters):

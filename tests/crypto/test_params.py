@@ -72,8 +72,8 @@ def test_sparse_secret_refused_without_insecure(log_n, h):
 
 def test_sparse_secret_within_the_cited_sets():
     """SPARSE_STANDARD_128: h >= 192 at N16 up to log2(QP) 1553, h >= 32 up to 121 (the encapsulation sets)."""
-    with pytest.raises(ParameterError, match=r"exceeds 1553, the cited 128-bit bound for a sparse secret of "
-                                             r"hamming_weight=192"):
+    with pytest.raises(ParameterError, match=r"hamming_weight=192: a sparse secret .* exceeds 1553; only "
+                                             r"insecure=True"):
         CKKSParameters.from_literal(dict(PRESETS["N16"], hamming_weight=192))     # log2(QP) 1747
     cut = dict(PRESETS["N16"], log_q=PRESETS["N16"]["log_q"][:-4], hamming_weight=192)
     p = CKKSParameters.from_literal(cut)
