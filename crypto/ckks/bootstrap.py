@@ -528,7 +528,10 @@ class BootstrapPlan:
         top = self.params.max_level
         parts = 1 if self.sparse else 2
         start = top - self.raise_levels               # the level CoeffToSlot starts at
-        phases = [("mod_raise", top, {"rescales": 1, "pt_mults": 1} if self.raise_levels else {})]
+        raise_ops = {"rescales": 1, "pt_mults": 1} if self.raise_levels else {}
+        if self.encapsulation_weight is not None:      # the switch back from s' at the top level (the one to s',
+            raise_ops["rotations"] = 1                  # over q_0 P' only, is negligible): priced as a rotation
+        phases = [("mod_raise", top, raise_ops)]
         if self.subsum_steps:
             phases.append(("subsum", start, {"rotations": len(self.subsum_steps),
                                              "additions": len(self.subsum_steps)}))

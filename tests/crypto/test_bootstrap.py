@@ -452,7 +452,7 @@ def test_delta_60_bootstrap_saves_the_raise_level():
     plan_ = ctx.evaluator.bootstrap_plan()
     assert plan_.raise_levels == 0 and plan().raise_levels == 1          # Δ = 2^50 keeps its rescale
     assert plan_.levels_used == plan_.cts_count + plan_.eval_mod_levels + plan_.stc_count
-    assert plan_.operation_counts()[0] == ("mod_raise", p.max_level, {})
+    assert plan_.operation_counts()[0] == ("mod_raise", p.max_level, {"rotations": 1})   # the switch back from s'
     assert plan_.operation_counts()[2][:2] == ("coeff_to_slot", p.max_level)
     x = np.random.default_rng(17).uniform(-1, 1, SPARSE)
     out = ctx.evaluator.bootstrap(ctx.encrypt(x, level=0))
