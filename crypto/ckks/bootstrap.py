@@ -491,14 +491,20 @@ class BootstrapPlan:
 
         Plus the approximation error of EvalMod (``approximation_error``), the worst case of a coefficient
         as large as Δ (a constant input): the two add."""
+        return -math.log2(2.0**-self.noise_bits + self.approximation_error)
+
+    @property
+    def noise_bits(self) -> float:
+        """The noise term of ``precision_bits`` alone: the precision of inputs whose coefficients are small
+        against Δ, as those of independent random slots are (~Δ/sqrt(N)), where the sine's cubic error vanishes
+        (``benchmarks/bootstrap.py`` measures uniform inputs in [-1, 1]: N16_BOOT 20.0 stated, 20.5 measured)."""
         p = self.params
         log_ratio = math.log2(p.modulus_at(0)) - p.log_scale
         g = self.total // self.slots
         h = 2 * p.n / 3 if p.hamming_weight is None else p.hamming_weight
         log_k = math.log2(self.k_bound)
-        noise = (p.log_scale - 12 - 0.5 * (p.log_n - 12) - 0.5 * max(0.0, math.log2((h + 1) / 33))
-                 - log_k - 0.6 * max(0.0, log_k - 4) - log_ratio - 0.5 * math.log2(2 * self.slots) - math.log2(g))
-        return -math.log2(2.0**-noise + self.approximation_error)
+        return (p.log_scale - 12 - 0.5 * (p.log_n - 12) - 0.5 * max(0.0, math.log2((h + 1) / 33))
+                - log_k - 0.6 * max(0.0, log_k - 4) - log_ratio - 0.5 * math.log2(2 * self.slots) - math.log2(g))
 
     @property
     def approximation_error(self) -> float:
@@ -559,7 +565,8 @@ class BootstrapPlan:
         encapsulation = "" if self.encapsulation_weight is None else f"encapsulation h={self.encapsulation_weight}, "
         return (f"BootstrapPlan(slots={self.slots}, {encapsulation}K={self.k_bound:g}, degree={self.degree}, "
                 f"double_angles={self.double_angles}, arcsin={self.config.arcsin}, levels used={self.levels_used}, "
-                f"levels left={self.levels_left}, precision={self.precision_bits:.1f} bits, "
+                f"levels left={self.levels_left}, precision={self.precision_bits:.1f} bits "
+                f"({self.noise_bits:.1f} for random slots), "
                 f"rotation keys={len(self.rotation_steps)})")
 
     # -- plaintext twins ---------------------------------------------------------------------------
