@@ -155,7 +155,7 @@ def main(argv=None):
             encapsulation=encapsulation)
     print(f"hezk:    bootstrap {r['seconds']:.2f} s wall, {r['cpu']:.2f} s CPU (keygen {r['keygen']:.1f} s wall, "
           f"{r['keygen_cpu']:.1f} s CPU, keys {r['key_gb']:.2f} GB), precision {r['bits']:.1f} bits "
-          f"(stated {r['plan'].precision_bits:.1f}), levels left {r['levels_left']}, peak RSS (VmHWM) "
+          f"(stated {r['plan'].noise_bits:.1f} for random slots, {r['plan'].precision_bits:.1f} worst case), levels left {r['levels_left']}, peak RSS (VmHWM) "
           f"{r['rss_gb']:.2f} GB, load average {r['load'][0]:.2f}")
     print(f"needs:   {q_budget(params, r['plan'])}")
     print(f"threads: OMP {os.environ.get('OMP_NUM_THREADS')}, NUMBA {os.environ.get('NUMBA_NUM_THREADS')}, "
