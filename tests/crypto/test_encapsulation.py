@@ -135,3 +135,19 @@ def test_keys_travel_in_the_galois_record_and_malformed_meta_is_refused():
                 {"encapsulation": {"weight": 0, "a_seeds": [None, None]}}):
         with pytest.raises(SerializationError):
             reader.encapsulation_keys(bad, None)
+
+
+def test_auto_encapsulates_where_a_cited_set_exists():
+    """encapsulation="auto" (the default): h = 32 for dense-secret 128-bit parameters at N = 2^16, nothing for
+    insecure test rings, sparse main secrets or rings without a cited h = 32 set."""
+    from crypto.ckks.bootstrap import _encapsulation_weight
+    assert BootstrapConfig().encapsulation == "auto"
+    assert _encapsulation_weight(CKKSParameters.preset("N16_BOOT"), "auto") == 32
+    assert _encapsulation_weight(CKKSParameters.preset("N16"), "auto") == 32
+    assert _encapsulation_weight(CKKSParameters.preset("N15"), "auto") is None
+    assert _encapsulation_weight(CKKSParameters.from_literal(DENSE), "auto") is None            # insecure
+    assert _encapsulation_weight(CKKSParameters.from_literal(DENSE), 64) == 64
+    assert _encapsulation_weight(CKKSParameters.preset("N16"), None) is None
+    plan = BootstrapPlan(CKKSParameters.preset("N16_BOOT"), BootstrapConfig(arcsin=False))
+    assert plan.encapsulation_weight == 32 and plan.k_bound == 18 and plan.levels_left == 8
+    assert plan.raise_levels == 0 and plan.noise_bits >= 20
