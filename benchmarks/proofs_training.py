@@ -65,18 +65,13 @@ def _timed(fn):
     return result, time.perf_counter() - wall, time.process_time() - cpu
 
 
-#: layer sizes -> why the hiding Basefold prover refused that case (printed under its table)
-REFUSED: dict = {}
-
-
 def measure(sizes, batch=BATCH, repeats=1):
-    """Rows of (run, commit CPU s, prove CPU s, prove wall s, verify CPU s, proof KiB) and the spec; each time is
-    the best of ``repeats`` runs, the three runs interleaved (the machine is shared: the minimum is the least
-    disturbed measurement)."""
+    """Rows of (run, commit CPU s, prove CPU s, prove wall s, verify CPU s, proof KiB), the spec and why the hiding
+    Basefold prover refused the case (None when it did not); each time is the best of ``repeats`` runs, the runs
+    interleaved (the machine is shared: the minimum is the least disturbed measurement)."""
     weights, x, y, spec = make_step(sizes, batch)
     trace = T.training_trace(weights, x, y, spec)
-    sizes = tuple(sizes)
-    samples, sizes_kib = {name: [] for name, _, _ in RUNS}, {}
+    samples, sizes_kib, refused = {name: [] for name, _, _ in RUNS}, {}, None
     for _ in range(repeats):
         for name, zk, mode in RUNS:
             if mode == "basefold":  # the one-batch Basefold proof (tail layout, proofs.layers.step_basefold)
@@ -86,7 +81,7 @@ def measure(sizes, batch=BATCH, repeats=1):
                 except ProofError as error:    # the batch's proven bits below the verifiers' 100 (large stores)
                     samples[name].append([commit_cpu, float("nan"), float("nan"), float("nan")])
                     sizes_kib[name] = float("nan"), float("nan")
-                    REFUSED[tuple(sizes)] = str(error)
+                    refused = str(error)
                     continue
                 _, _, verify_cpu = _timed(lambda: SB.verify_step(spec, committed, proof))
                 bits = SB.soundness_bits(spec, committed, proof)
@@ -98,7 +93,7 @@ def measure(sizes, batch=BATCH, repeats=1):
             samples[name].append([commit_cpu, cpu, wall, verify_cpu])
             sizes_kib[name] = proof.num_bytes / 1024, bits
     rows = [[name] + [min(column) for column in zip(*samples[name])] + list(sizes_kib[name]) for name, _, _ in RUNS]
-    return rows, spec
+    return rows, spec, refused
 
 
 def measure_steps(sizes, steps=2, batch=BATCH):
@@ -148,14 +143,14 @@ def run(quick: bool = False) -> None:
     for name in names:
         sizes = CASES[name]
         params = sum(a * b for a, b in zip(sizes[:-1], sizes[1:]))
-        rows, spec = measure(sizes, repeats=2 if name.startswith("t2") else 3)
+        rows, spec, refused = measure(sizes, repeats=2 if name.startswith("t2") else 3)
         total = {row[0]: row[1] + row[2] for row in rows}
         print_table(f"training step {name}: {params} parameters, batch {BATCH}, shifts {spec.shift}/"
                     f"{spec.grad_shift}/{spec.lr_shift} (forward/backward/learning rate)",
                     ["run", "commit CPU s", "prove CPU s", "prove wall s", "verify CPU s", "proof KiB",
                      "soundness bits"], rows)
-        if sizes in REFUSED:
-            print(f"zk, hiding Basefold: refused by the prover: {REFUSED[sizes]}")
+        if refused is not None:
+            print(f"zk, hiding Basefold: refused by the prover: {refused}")
         print(f"ZK / plain prover (commit + prove, CPU): {total['zk, aggregated'] / total['plain, aggregated']:.2f}x; "
               f"layer by layer / aggregated: {total['plain, layer by layer'] / total['plain, aggregated']:.2f}x "
               f"time, {rows[2][5] / rows[1][5]:.2f}x bytes; zk hiding Basefold / hiding Ligero: "

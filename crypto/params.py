@@ -221,9 +221,8 @@ class CKKSParameters:
     def security(self) -> str:
         """What the parameters claim: "128-bit" (dense ternary secret within ``HE_STANDARD_128``, or a sparse
         one within ``SPARSE_STANDARD_128``) or "INSECURE" (``insecure=True``: test rings, sparse secrets)."""
-        if not self.insecure:
-            return "128-bit" + ("" if self.hamming_weight is None else f" (sparse secret h={self.hamming_weight})")
-        return "INSECURE" + ("" if self.hamming_weight is None else f" (sparse secret h={self.hamming_weight})")
+        sparse = "" if self.hamming_weight is None else f" (sparse secret h={self.hamming_weight})"
+        return ("INSECURE" if self.insecure else "128-bit") + sparse
 
     @property
     def security_bound(self) -> int | None:
@@ -402,13 +401,6 @@ def _validate(p: CKKSParameters):
                              "(decryption needs headroom over the scale)")
     if p.hamming_weight is not None:
         _check_int("hamming_weight", p.hamming_weight, 1, n)
-        if not p.insecure and sparse_bound(p.log_n, p.hamming_weight) is None:
-            rows = SPARSE_STANDARD_128.get(p.log_n, ())
-            raise ParameterError(f"hamming_weight={p.hamming_weight}: a sparse secret is weaker than the dense "
-                                 "ternary secret of the 128-bit table (hybrid and meet-in-the-middle attacks); "
-                                 f"the cited sparse sets at log_n={p.log_n} need h >= "
-                                 f"{[h for h, _ in rows] or 'none'} (SPARSE_STANDARD_128); only insecure=True "
-                                 "(test rings) allows others")
 
 
 def sparse_bound(log_n: int, hamming_weight: int) -> int | None:
@@ -426,14 +418,26 @@ def _check_security(p: CKKSParameters):
     if bound is None:
         raise ParameterError(f"log_n={p.log_n} has no 128-bit entry in the HE standard (needs log_n >= 10); "
                              "use insecure=True for tiny test rings")
+    if p.hamming_weight is not None:
+        _check_sparse(p)
     if p.log_qp > bound:
         raise ParameterError(f"log2(QP)={p.log_qp:.1f} exceeds the 128-bit HE-standard bound {bound} "
                              f"for N=2^{p.log_n}")
-    sparse = None if p.hamming_weight is None else sparse_bound(p.log_n, p.hamming_weight)
-    if sparse is not None and p.log_qp > sparse:
-        raise ParameterError(f"hamming_weight={p.hamming_weight}: a sparse secret at N=2^{p.log_n} is 128-bit only up "
-                             f"to log2(QP) = {sparse} (the cited sets of SPARSE_STANDARD_128); log2(QP)={p.log_qp:.1f} "
-                             f"exceeds {sparse}; only insecure=True (test rings) allows more")
+
+
+def _check_sparse(p: CKKSParameters):
+    """A sparse secret is 128-bit only within a cited set of ``SPARSE_STANDARD_128`` (weight and log2(QP))."""
+    h, sparse = p.hamming_weight, sparse_bound(p.log_n, p.hamming_weight)
+    if sparse is None:
+        weights = [w for w, _ in SPARSE_STANDARD_128.get(p.log_n, ())]
+        raise ParameterError(f"hamming_weight={h}: a sparse secret is weaker than the dense ternary secret of the "
+                             "128-bit table (hybrid and meet-in-the-middle attacks); the cited sparse sets at "
+                             f"log_n={p.log_n} need h >= {min(weights) if weights else 'none (no set)'} "
+                             "(SPARSE_STANDARD_128); only insecure=True (test rings) allows others")
+    if p.log_qp > sparse:
+        raise ParameterError(f"hamming_weight={h}: a sparse secret at N=2^{p.log_n} is 128-bit only up to log2(QP) "
+                             f"= {sparse} (the cited sets of SPARSE_STANDARD_128); log2(QP)={p.log_qp:.1f} exceeds "
+                             f"{sparse}; only insecure=True (test rings) allows more")
 
 
 def _check_digits(p: CKKSParameters):

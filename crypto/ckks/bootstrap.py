@@ -113,8 +113,12 @@ class BootstrapConfig:
 
 def _encapsulation_weight(params, encapsulation) -> int | None:
     """The Hamming weight a config's ``encapsulation`` means for these parameters ("auto": the cited h = 32
-    set for a dense secret of 128-bit parameters, where one exists)."""
+    set for a dense secret of 128-bit parameters, where one exists); a given weight outside the cited sets is
+    refused (``encapsulation_parameters``)."""
+    if encapsulation is None:
+        return None
     if encapsulation != "auto":
+        encapsulation_parameters(params, encapsulation)
         return encapsulation
     if params.hamming_weight is not None or params.insecure:
         return None
@@ -392,8 +396,6 @@ class BootstrapPlan:
         self.slots = int(slots)
         self.sparse = self.slots < self.total
         self.encapsulation_weight = _encapsulation_weight(params, config.encapsulation)
-        self.encapsulation = None if self.encapsulation_weight is None else \
-            encapsulation_parameters(params, self.encapsulation_weight)      # refused outside the cited sets
         if config.k_bound is not None:
             self.k_bound = float(config.k_bound)
         elif self.encapsulation_weight is not None:
@@ -407,7 +409,8 @@ class BootstrapPlan:
         stages_c, stages_s = inverse_stages(self.slots, self.total), forward_stages(self.slots, self.total)
         self.cts_count = min(config.cts_levels, len(stages_c))
         self.stc_count = min(config.stc_levels, len(stages_s))
-        self.raise_levels = self._raise_levels()
+        self.cts_plaintext_scale = self._shared_plaintext_scale()
+        self.raise_levels = 0 if math.log2(self.cts_plaintext_scale) >= MERGED_PLAINTEXT_BITS else 1
         self.levels_used = self.raise_levels + self.cts_count + self.eval_mod_levels + self.stc_count
         self.levels_left = params.max_level - self.levels_used
         if self.levels_left < 0:
@@ -443,20 +446,18 @@ class BootstrapPlan:
             stc[-1] = compose({0: mask}, stc[-1], self.total)
         self.stc = [_transform(m, self.total) for m in stc]
 
-    def _raise_levels(self) -> int:
-        """1 when ModRaise's output is brought to the working scale by its own rescale, 0 when CoeffToSlot takes
-        it as it is: its plaintexts then share the scale ratio (natural scale after CoeffToSlot)·Π q_ℓ /
-        (q_0·K·g) equally, which is done when each keeps >= 2^MERGED_PLAINTEXT_BITS (Δ = 2^60 parameters: a
-        level saved; at Δ = 2^50 their rounding would cost bits, and the separate level stays)."""
+    def _shared_plaintext_scale(self) -> float:
+        """The scale each CoeffToSlot plaintext gets when CoeffToSlot takes ModRaise's output (scale q_0·K·g) as
+        it is: the ratio (natural scale after CoeffToSlot)·Π q_ℓ / (q_0·K·g), shared equally.  ``raise_levels``
+        is 0 (no rescale of ModRaise's own) when it keeps >= 2^MERGED_PLAINTEXT_BITS (Δ = 2^60 parameters: a
+        level saved; at Δ = 2^50 their rounding would cost bits, and the separate level stays); 1 otherwise, and
+        at parameters too shallow for a bootstrap (the plan refuses them below)."""
         p, top = self.params, self.params.max_level
         if top - self.cts_count < 0:
-            return 1
-        natural = natural_scales(p)
-        tops = sum(math.log2(math.prod(p.q_levels[lv])) for lv in range(top, top - self.cts_count, -1))
-        g = self.total // self.slots
-        log_in = math.log2(p.modulus_at(0) * self.k_bound * g)
-        return 0 if (math.log2(natural[top - self.cts_count]) + tops - log_in) / self.cts_count \
-            >= MERGED_PLAINTEXT_BITS else 1
+            return 1.0
+        log_tops = sum(math.log2(math.prod(p.q_levels[lv])) for lv in range(top, top - self.cts_count, -1))
+        log_in = math.log2(p.modulus_at(0) * self.k_bound * (self.total // self.slots))
+        return 2.0 ** ((math.log2(natural_scales(p)[top - self.cts_count]) + log_tops - log_in) / self.cts_count)
 
     def _choose_polynomial(self):
         cfg = self.config
@@ -704,11 +705,11 @@ class Bootstrapper:
         """[t_lo, t_hi] (full slots) or [ [t_lo | t_hi] ] (sparse), real slots in bit-reversed order.  After a
         rescaled ModRaise each level lands on its natural scale; taking ModRaise's output directly, the
         plaintexts share the scale ratio to the natural scale after the last level equally."""
-        final = ct.level - len(self.plan.cts)
-        tops = [self._top(lv) for lv in range(ct.level, final, -1)]
-        p = (self.natural[final] * math.prod(tops) / ct.scale) ** (1 / len(tops))
-        for i, (t, q) in enumerate(zip(self.plan.cts, tops)):
-            target = self.natural[ct.level - 1] if self.plan.raise_levels or i == len(tops) - 1 else ct.scale * p / q
+        last = len(self.plan.cts) - 1
+        for i, t in enumerate(self.plan.cts):
+            shared = not self.plan.raise_levels and i < last       # the last level lands on its natural scale
+            target = ct.scale * self.plan.cts_plaintext_scale / self._top(ct.level) if shared else \
+                self.natural[ct.level - 1]
             ct = self.linear_transform(ct, t, target)
         ev = self.ev
         out = [ev.add(ct, ev.conjugate(ct))]

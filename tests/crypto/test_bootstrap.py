@@ -458,4 +458,3 @@ def test_delta_60_bootstrap_saves_the_raise_level():
     out = ctx.evaluator.bootstrap(ctx.encrypt(x, level=0))
     assert out.level == plan_.levels_left == p.max_level - plan_.levels_used
     assert bits(x, ctx.decrypt(out)) >= max(plan_.noise_bits, 20)       # random slots: the noise term alone
-    assert plan_.noise_bits >= plan_.precision_bits
