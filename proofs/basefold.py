@@ -42,7 +42,10 @@ Basefold paper's reduction): with delta = 1 - rho, a word farther than delta/2 f
 random affine combination (a fold, a row fold, a join) except with probability N/|F_p4| (N its length; the
 folds of the combined codeword add up to 2 N_top/|F_p4|), and then one uniform query misses w.p. at most
 1 - delta/2 = (1 + rho)/2; each sumcheck round adds 2/|F_p4| and each claim 1/|F_p4|
-(:func:`batch_security_bits`). Proven query error: ((1 + rho)/2)^num_queries. ``conjectured=True`` (off
+(:func:`batch_security_bits`). Proven query error: ((1 + rho)/2)^num_queries. ``grinding_bits`` = g (off by
+default) makes the prover find a g-bit proof of work before the queries (:mod:`proofs.grinding`): each re-roll of
+the queries then costs 2^g hashes, so per hash (the unit of every soundness figure here) the query phase gives
+g bits more and the default query count falls by g / -log2((1 + rho)/2). ``conjectured=True`` (off
 by default) uses rho^num_queries instead (the Reed-Solomon proximity conjecture up to capacity, e.g. ethSTARK's
 conjecture 2.3): smaller proofs whose bits are labelled conjectured in :meth:`BasefoldParams.describe` and
 :attr:`BasefoldCommitment.soundness_label`. The prover picks the parameters and they travel in the commitment's
@@ -59,6 +62,7 @@ through this module and opens it with the same batch; its docstring argues why t
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import sys
@@ -67,6 +71,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import field as F
+from . import grinding
 from .commit import (_bit_reverse, _hash, _merkle_levels, _merkle_root_from, _multiproof_siblings, _powers,
                      committed_table, rs_encode)
 from .errors import ProofError, ProofRejected
@@ -76,7 +81,7 @@ DEFAULT_TARGET_BITS = 104  #: query bits the default num_queries reaches (the re
 MIN_VERIFY_BITS = 100  #: verifiers refuse openings whose parameters promise less
 MAX_CLAIMS = 1 << 16  #: most (commitment, point) claims one batch opening takes
 DIGEST_SIZE = 32
-_COMMITMENT_MAGIC, _PROOF_MAGIC, _VERSION = b"HZKBFC01", b"HZKBFP01", 1
+_COMMITMENT_MAGIC, _PROOF_MAGIC, _VERSION = b"HZKBFC01", b"HZKBFP01", 2
 _INV2 = (F.P + 1) // 2
 
 
@@ -87,11 +92,12 @@ def _query_error_bits(rate_inv: int, conjectured: bool) -> float:
 
 @dataclass(frozen=True)
 class BasefoldParams:
-    """Code rate 1/``rate_inv`` (power of two in [2, 64]), ``num_queries`` (None: fewest for 104 query bits),
-    ``arity`` folds per committed layer (leaves are cosets of 2^arity values, in [1, 6]), ``final_vars``
-    (folding stops there and the final table is sent, in [0, 12]), ``conjectured`` (off: proven bound),
-    ``max_log_codeword`` (in [2, 27]: a larger table is committed as 2^s interleaved codewords of at most
-    2^max_log_codeword symbols, which bounds the folding error (s + 2) N'/|F_p4|)."""
+    """Code rate 1/``rate_inv`` (power of two in [2, 64]), ``num_queries`` (None: fewest for 104 query bits,
+    grinding included), ``arity`` folds per committed layer (leaves are cosets of 2^arity values, in [1, 6]),
+    ``final_vars`` (folding stops there and the final table is sent, in [0, 12]), ``conjectured`` (off: proven
+    bound), ``max_log_codeword`` (in [2, 27]: a larger table is committed as 2^s interleaved codewords of at most
+    2^max_log_codeword symbols, which bounds the folding error (s + 2) N'/|F_p4|), ``grinding_bits`` (in [0, 30]:
+    a proof of work of 2^g hashes before the queries, :mod:`proofs.grinding`, worth g query bits per hash)."""
 
     rate_inv: int = 4
     num_queries: int | None = None
@@ -99,12 +105,14 @@ class BasefoldParams:
     final_vars: int = 4
     conjectured: bool = False
     max_log_codeword: int = 19
+    grinding_bits: int = 0
 
     def __post_init__(self):
         rate_inv = self.rate_inv
         if not isinstance(rate_inv, (int, np.integer)) or not 2 <= rate_inv <= 64 or rate_inv & (rate_inv - 1):
             raise ProofError(f"BasefoldParams: rate_inv={rate_inv!r} must be a power of two in [2, 64]")
-        for name, low, high in (("arity", 1, 6), ("final_vars", 0, 12), ("max_log_codeword", 2, 27)):
+        for name, low, high in (("arity", 1, 6), ("final_vars", 0, 12), ("max_log_codeword", 2, 27),
+                                ("grinding_bits", 0, grinding.MAX_BITS)):
             value = getattr(self, name)
             if not isinstance(value, (int, np.integer)) or not low <= value <= high:
                 raise ProofError(f"BasefoldParams: {name}={value!r} not in [{low}, {high}]")
@@ -113,16 +121,21 @@ class BasefoldParams:
         object.__setattr__(self, "conjectured", bool(self.conjectured))
         if self.num_queries is None:
             bits = _query_error_bits(self.rate_inv, self.conjectured)
-            object.__setattr__(self, "num_queries", math.ceil(DEFAULT_TARGET_BITS / bits))
+            object.__setattr__(self, "num_queries", max(1, math.ceil((DEFAULT_TARGET_BITS - self.grinding_bits) / bits)))
         queries = self.num_queries
         if not isinstance(queries, (int, np.integer)) or not 1 <= queries <= 4096:
             raise ProofError(f"BasefoldParams: num_queries={queries!r} not in [1, 4096]")
         object.__setattr__(self, "num_queries", int(queries))
 
     @property
-    def query_bits(self) -> float:
+    def statistical_query_bits(self) -> float:
         """-log2 of the query error: num_queries * -log2((1 + rho)/2), or * log2(rate_inv) if conjectured."""
         return self.num_queries * _query_error_bits(self.rate_inv, self.conjectured)
+
+    @property
+    def query_bits(self) -> float:
+        """-log2 of the query phase's success per hash: the statistical bits plus the grinding bits."""
+        return self.statistical_query_bits + self.grinding_bits
 
     @property
     def security_bits(self) -> float:
@@ -131,8 +144,9 @@ class BasefoldParams:
 
     def describe(self) -> str:
         label = "conjectured (RS proximity up to capacity)" if self.conjectured else "proven (unique decoding)"
+        work = f" + {self.grinding_bits} grinding" if self.grinding_bits else ""
         return (f"Basefold rate 1/{self.rate_inv}, {self.num_queries} queries, arity {self.arity}, final "
-                f"{self.final_vars} vars: {self.query_bits:.1f} query bits, {label}")
+                f"{self.final_vars} vars: {self.statistical_query_bits:.1f}{work} query bits, {label}")
 
     def next_layer(self, m: int) -> int:
         """The remaining-variable count of the next committed layer (or the final table) below m > final_vars."""
@@ -150,7 +164,7 @@ class BasefoldParams:
 
     def to_bytes(self) -> bytes:
         return bytes([self.rate_inv.bit_length() - 1, self.arity, self.final_vars, int(self.conjectured),
-                      self.max_log_codeword]) + self.num_queries.to_bytes(2, "little")
+                      self.max_log_codeword]) + self.num_queries.to_bytes(2, "little") + bytes([self.grinding_bits])
 
 
 def _max_vars(params: BasefoldParams) -> int:
@@ -206,7 +220,7 @@ class BasefoldCommitment:
 
     def to_bytes(self) -> bytes:
         """magic, version (u8), num_vars (u8), params (log2 rate, arity, final, conjectured, max_log_codeword:
-        u8 each; queries u16), root (32 bytes)."""
+        u8 each; queries u16; grinding bits u8), root (32 bytes)."""
         return _COMMITMENT_MAGIC + bytes([_VERSION, self.num_vars]) + self.params.to_bytes() + self.root
 
     @classmethod
@@ -215,13 +229,14 @@ class BasefoldCommitment:
         reader = F.ByteReader(data, where="basefold commitment")
         reader.header(_COMMITMENT_MAGIC, _VERSION)
         num_vars, log_rate, arity, final, conjectured, max_log = (reader.uint(1) for _ in range(6))
-        queries = reader.uint(2)
+        queries, grinding_bits = reader.uint(2), reader.uint(1)
         root = reader.raw(DIGEST_SIZE)
         reader.finish()
         if conjectured > 1:
             raise ProofRejected(f"conjectured flag {conjectured} is not 0 or 1", "basefold commitment")
         try:
-            params = BasefoldParams(1 << min(log_rate, 63), queries, arity, final, bool(conjectured), max_log)
+            params = BasefoldParams(1 << min(log_rate, 63), queries, arity, final, bool(conjectured), max_log,
+                                    grinding_bits)
             return cls(root, num_vars, params)
         except ProofError as error:
             raise ProofRejected(str(error), "basefold commitment") from None
@@ -240,7 +255,7 @@ def batch_security_bits(commitments, proven: bool = False) -> float:
     if any(c.params != params for c in commitments):
         raise ProofRejected("the commitments' parameters differ (one batch opening needs one parameter set)",
                             "basefold batch")
-    query_bits = params.num_queries * _query_error_bits(params.rate_inv, False) if proven else params.query_bits
+    query_bits = dataclasses.replace(params, conjectured=False).query_bits if proven else params.query_bits
     return -math.log2(2.0 ** -query_bits + field_terms * 2.0 ** -F.EXT_BITS)
 
 
@@ -522,7 +537,8 @@ class BasefoldProof:
     4): the opening sumcheck of the combined table; layer_roots: one per committed layer of the combined
     codeword; final (2^final, 4): the combined final table; tables: each small table, whole (2^n,);
     initial_leaves / initial_paths: per folded commitment its opened leaves (u, g 2^b, 2^s) and multi-proof;
-    layer_leaves / layer_paths: per committed layer the opened cosets (u, 2^arity, 4) and multi-proof."""
+    layer_leaves / layer_paths: per committed layer the opened cosets (u, 2^arity, 4) and multi-proof; nonce: the
+    grinding proof of work before the queries (:mod:`proofs.grinding`; 0 without grinding)."""
 
     reduction: np.ndarray
     evals: np.ndarray
@@ -534,9 +550,10 @@ class BasefoldProof:
     initial_paths: tuple
     layer_leaves: tuple
     layer_paths: tuple
+    nonce: int = 0
 
     def to_bytes(self) -> bytes:
-        out = [_PROOF_MAGIC, bytes([_VERSION])]
+        out = [_PROOF_MAGIC, bytes([_VERSION]), int(self.nonce).to_bytes(8, "little")]
         out.extend(F.elements_to_bytes(a) for a in (self.reduction, self.evals, self.rounds))
         out.extend([_count(self.layer_roots), b"".join(self.layer_roots), F.elements_to_bytes(self.final)])
         for arrays in (self.tables, self.initial_leaves):
@@ -553,6 +570,7 @@ class BasefoldProof:
         """Inverse of :meth:`to_bytes`; malformed data raises ProofRejected (shapes are checked on verification)."""
         reader = F.ByteReader(data, where="basefold proof")
         reader.header(_PROOF_MAGIC, _VERSION)
+        nonce = reader.uint(8)
         reduction, evals, rounds = reader.elements(3), reader.elements(2), reader.elements(3)
         roots = _read_digests(reader)
         final = reader.elements(2)
@@ -562,7 +580,7 @@ class BasefoldProof:
         layers = tuple(reader.elements(3) for _ in range(reader.count(4, 13, "layer leaves count")))
         layer_paths = tuple(_read_digests(reader) for _ in range(reader.count(4, 4, "path count")))
         reader.finish()
-        return cls(reduction, evals, rounds, roots, final, tables, initial, initial_paths, layers, layer_paths)
+        return cls(reduction, evals, rounds, roots, final, tables, initial, initial_paths, layers, layer_paths, nonce)
 
     @property
     def num_bytes(self) -> int:
@@ -1064,7 +1082,8 @@ def open_batch(witnesses, points_list, transcript, values=None):
     final = combined if plan.folding else F.ext_zero((0,))
     small = tuple(witnesses[k].table for k in plan.small)
     transcript.absorb("basefold.finals", [np.asarray(final)] + list(small))
-    queries = _queries(transcript, params, plan.n_max, bool(plan.folding))
+    nonce = grinding.grind(transcript.state_digest(), params.grinding_bits) if plan.folding else 0
+    queries = _queries(transcript, params, plan.n_max, bool(plan.folding), nonce)
     initial_leaves, initial_paths = [], []
     for k in plan.folding:
         leaves = _table_leaves(witnesses[k].codeword, params.block(plan.firsts[k]))
@@ -1079,13 +1098,22 @@ def open_batch(witnesses, points_list, transcript, values=None):
         layer_paths.append(tuple(_merkle_paths(levels, index)))
     rounds = np.stack(messages) if messages else np.zeros((0, 3, F.EXT_DEGREE), dtype=np.uint64)
     proof = BasefoldProof(reduction, evals, rounds, tuple(_root(levels) for _, levels in shared), final, small,
-                          tuple(initial_leaves), tuple(initial_paths), tuple(layer_leaves), tuple(layer_paths))
+                          tuple(initial_leaves), tuple(initial_paths), tuple(layer_leaves), tuple(layer_paths), nonce)
     return values, proof
 
 
-def _queries(transcript, params: BasefoldParams, n_max: int, any_folding: bool) -> np.ndarray:
+def _queries(transcript, params: BasefoldParams, n_max: int, any_folding: bool, nonce) -> np.ndarray:
+    """The query positions, after the grinding nonce is checked (zero when there is nothing to grind for: one
+    byte string per proof) and absorbed."""
+    grinds = any_folding and params.grinding_bits > 0
+    _require(isinstance(nonce, (int, np.integer)) and (grinding.check(transcript.state_digest(), params.grinding_bits,
+                                                                      nonce) if grinds else nonce == 0),
+             f"the grinding nonce {nonce!r} fails the {params.grinding_bits}-bit proof of work" if grinds else
+             f"nonce {nonce!r} must be 0 without grinding")
     if not any_folding:
         return np.zeros(0, dtype=np.int64)
+    if grinds:
+        transcript.absorb("basefold.grinding", int(nonce))
     # uniform positions of the largest domain: each misses a far codeword w.p. <= (1 + rho)/2 (proven)
     return transcript.challenge_indices("basefold.queries", params.num_queries, (1 << n_max) * params.rate_inv)
 
@@ -1140,8 +1168,7 @@ def _check_digests(path, name: str) -> list:
 def check_conjectured(params: BasefoldParams, allow_conjectured: bool, where: str = "basefold opening") -> None:
     """ProofRejected if ``params`` claim conjectured soundness and the verifier did not opt in."""
     if params.conjectured and allow_conjectured is not True:
-        proven = BasefoldParams(params.rate_inv, params.num_queries, params.arity, params.final_vars, False,
-                                params.max_log_codeword).query_bits
+        proven = dataclasses.replace(params, conjectured=False).query_bits
         raise ProofRejected(f"parameter conjectured=True ({params.num_queries} queries at rate 1/{params.rate_inv}: "
                             f"{params.query_bits:.1f} conjectured query bits, {proven:.1f} proven): the verifier did "
                             f"not allow conjectured soundness (allow_conjectured=True opts in)", where)
@@ -1215,7 +1242,7 @@ def _verify(commitments, points_list, values_list, proof, transcript, min_securi
         root = _merkle_levels(_digests(_table_leaves(codeword, 0)))[-1][0]
         _require(root == commitments[k].root, f"the table of commitment {k} does not hash to its root")
     transcript.absorb("basefold.finals", [np.asarray(proof.final)] + [np.asarray(t) for t in proof.tables])
-    queries = _queries(transcript, params, plan.n_max, bool(plan.folding))
+    queries = _queries(transcript, params, plan.n_max, bool(plan.folding), proof.nonce)
     if plan.folding:
         _check_queries(commitments, params, plan, proof, queries, challenges, betas)
 

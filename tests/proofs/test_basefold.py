@@ -170,7 +170,9 @@ def test_conjectured_parameters_are_refused_unless_the_verifier_allows_them():
 @pytest.mark.parametrize("kwargs, name", [({"rate_inv": 3}, "rate_inv"), ({"rate_inv": 128}, "rate_inv"),
                                           ({"arity": 0}, "arity"), ({"final_vars": 13}, "final_vars"),
                                           ({"num_queries": 0}, "num_queries"),
-                                          ({"max_log_codeword": 1}, "max_log_codeword")])
+                                          ({"max_log_codeword": 1}, "max_log_codeword"),
+                                          ({"grinding_bits": 31}, "grinding_bits"),
+                                          ({"grinding_bits": -1}, "grinding_bits")])
 def test_parameter_errors_name_the_parameter(kwargs, name):
     with pytest.raises(ProofError, match=name):
         B.BasefoldParams(**kwargs)
@@ -242,6 +244,8 @@ def _tampered_proofs(proof):
             changed = list(paths)
             changed[i] = tuple(path) + (b"\0" * 32,)
             yield f"{field}[{i}] long", dataclasses.replace(proof, **{field: tuple(changed)})
+    yield "nonce without grinding", dataclasses.replace(proof, nonce=1)
+    yield "nonce not an int", dataclasses.replace(proof, nonce="0")
     yield "not a proof", "proof"
 
 
@@ -317,10 +321,10 @@ def test_fuzzed_bytes_give_only_proof_rejected(honest, data):
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.binary(max_size=37))          # a well-formed commitment needs 39 bytes after the prefix
+@given(st.binary(max_size=38))          # a well-formed commitment needs 40 bytes after the prefix
 def test_fuzzed_commitment_bytes_give_only_proof_rejected(data):
     with pytest.raises(ProofRejected):
-        B.BasefoldCommitment.from_bytes(b"HZKBFC01\x01" + data[:1] + data)
+        B.BasefoldCommitment.from_bytes(b"HZKBFC01\x02" + data[:1] + data)
     good = B.commit(np.arange(16), SMALL)[0].to_bytes()
     mutated = bytearray(good)
     if data:
@@ -588,3 +592,36 @@ def test_small_cosets_share_a_leaf_of_one_hash_block():
     leaves = B._table_leaves(codeword, 1)  # cosets of 2 positions x 2 rows: 4 to a leaf
     assert leaves.shape == (8, 8, 2)
     assert np.array_equal(leaves[1, 2:4], B._leaves(codeword, 1)[5])
+
+
+# ------------------------------------------------------------------------------------------- grinding
+GRINDING = dataclasses.replace(SMALL, num_queries=None, grinding_bits=10)
+
+
+def test_grinding_bits_replace_queries_and_count_per_hash():
+    """g grinding bits buy g query bits per hash: fewer queries for the same 104 bits, stated apart."""
+    plain, ground = B.BasefoldParams(rate_inv=8), B.BasefoldParams(rate_inv=8, grinding_bits=16)
+    assert (plain.num_queries, ground.num_queries) == (126, 107)  # ceil(104 / 0.830), ceil(88 / 0.830)
+    assert ground.query_bits == ground.statistical_query_bits + 16 >= 104 > ground.statistical_query_bits
+    assert "+ 16 grinding" in ground.describe() and "grinding" not in plain.describe()
+    commitment = B.BasefoldCommitment(b"\0" * 32, 12, ground)
+    assert B.BasefoldCommitment.from_bytes(commitment.to_bytes()) == commitment
+    assert B.BasefoldCommitment.from_bytes(commitment.to_bytes()).params.grinding_bits == 16
+    # proven bits of conjectured parameters keep the grinding too
+    conjectured = B.BasefoldParams(rate_inv=8, conjectured=True, grinding_bits=16)
+    assert conjectured.num_queries == 30
+    proven = B.batch_security_bits([B.BasefoldCommitment(b"\0" * 32, 12, conjectured)], proven=True)
+    assert abs(proven - (30 * -np.log2(9 / 16) + 16)) < 0.1
+
+
+def test_a_ground_opening_verifies_and_a_wrong_nonce_is_rejected():
+    commitments, points, values, proof, _ = _opened(SIZES, COUNTS, seed=3, params=GRINDING)
+    _verify(commitments, points, values, proof)
+    assert GRINDING.num_queries < SMALL.num_queries
+    assert B.BasefoldProof.from_bytes(proof.to_bytes()).nonce == proof.nonce
+    for nonce in (proof.nonce + 1, proof.nonce + 2, (1 << 64) - 1, -1, 1 << 64):
+        with pytest.raises(ProofRejected):
+            _verify(commitments, points, values, dataclasses.replace(proof, nonce=nonce))
+    stripped = dataclasses.replace(GRINDING, grinding_bits=0, num_queries=GRINDING.num_queries)
+    with pytest.raises(ProofRejected):  # the same roots claimed without grinding
+        _verify([dataclasses.replace(c, params=stripped) for c in commitments], points, values, proof)

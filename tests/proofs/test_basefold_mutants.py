@@ -166,12 +166,12 @@ def test_fiat_shamir_known_answers_of_point_and_functional_batches(batch):
     import hashlib
     proof = batch[3]
     assert hashlib.sha256(proof.to_bytes()).hexdigest() == \
-        "7bdb4aa9b06e5dedf76e5bf27031bfd9f1df42da0ff9a7770a30536927801e3d"
+        "802fb92f329ff71c1fcad58cb53a81d7e96ec25510cda46ad3b32afede8291e1"
     witnesses, points = _claims([6, 5], [1, 2], seed=4)
     mixed = [points[0], [B.Functional.point(z) for z in points[1]]]
     _, proof = B.open_batch(witnesses, mixed, Transcript("test"))
     assert hashlib.sha256(proof.to_bytes()).hexdigest() == \
-        "0d0d1f45ec113fd271f4aa892093b586f465b1f3f92e9e360865736593050a8a"
+        "a457cf0e2f89b71b78e19a0dc558d9ba63411efe20179aa26ed02efeb688492a"
 
 
 def test_value_and_final_table_rejections_name_their_check():

@@ -219,3 +219,24 @@ def test_batch_width_is_the_fewest_rows_giving_every_stored_tensor_enough_mask_v
     if rows > max(1, 1 << (batch - 1).bit_length()):  # padded beyond the batch: half the rows would be too few
         fewest = min(s.elem_vars for s in layout.slots) - 1
         assert fewest < MIN_ELEMENT_VARS
+
+
+def test_default_basefold_params_grind_and_stay_under_100_kb():
+    """basefold_params(): 16 grinding bits, 107 queries; a 16->16->4 proof under 100 kB (decimal) that verifies,
+    and a changed nonce in its one opening is rejected."""
+    params = network_zk.basefold_params()
+    assert params.base.grinding_bits == 16 and params.base.num_queries == 107
+    weights, biases = float_mlp(1, (16, 16, 4))
+    model = quantize_fixed_point(weights, biases, frac_bits=8)
+    x = quantize_input(model, np.random.default_rng(3).uniform(-1, 1, (1, 16)))
+    network = Network(model, zk=True, params=params, max_proofs=2)
+    proof = network.prove(x)
+    assert len(proof.to_bytes()) <= 100_000
+    assert np.array_equal(verify_network(network.commitment, x, proof), forward_int(model, x))
+    assert network.soundness_bits(1) >= 100
+    items = list(proof.relations.items)
+    k = next(i for i, item in enumerate(items) if isinstance(item, B.BasefoldProof))
+    items[k] = dataclasses.replace(items[k], nonce=items[k].nonce ^ 1)
+    bad = dataclasses.replace(proof, relations=dataclasses.replace(proof.relations, items=tuple(items)))
+    with pytest.raises(ProofRejected):
+        verify_network(network.commitment, x, bad)

@@ -1,0 +1,42 @@
+"""Grinding (proof of work before the queries): the numba search against a hashlib loop, the check's refusals."""
+import hashlib
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from proofs import grinding
+
+
+def _naive_grind(state: bytes, bits: int) -> int:
+    """The smallest nonce whose BLAKE2b-256(0x02 || state || nonce) has its low ``bits`` bits zero (hashlib)."""
+    nonce = 0
+    while True:
+        digest = hashlib.blake2b(b"\x02" + state + nonce.to_bytes(8, "little"), digest_size=32).digest()
+        if int.from_bytes(digest[:8], "little") % (1 << bits) == 0:
+            return nonce
+        nonce += 1
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.binary(min_size=32, max_size=32), st.integers(0, 11))
+def test_grind_finds_the_smallest_nonce_of_the_hashlib_twin(state, bits):
+    nonce = grinding.grind(state, bits)
+    assert nonce == _naive_grind(state, bits)
+    assert grinding.check(state, bits, nonce)
+    assert all(not grinding.check(state, bits, w) for w in range(nonce))
+
+
+def test_grinding_past_one_batch_and_wrong_nonces():
+    state = bytes(range(32))
+    nonce = grinding.grind(state, 15)  # 2^15 hashes on average: usually past the first batch of 2^14
+    assert grinding.check(state, 15, nonce) and nonce == _naive_grind(state, 15)
+    assert not grinding.check(bytes(32), 15, nonce) or grinding.grind(bytes(32), 15) <= nonce
+    for bad in (-1, 1 << 64, "0", 1.0, None):
+        assert grinding.check(state, 15, bad) is False
+    assert grinding.grind(state, 0) == 0 and grinding.check(state, 0, 12345)
+
+
+@pytest.mark.parametrize("bits", [-1, grinding.MAX_BITS + 1, 2.5])
+def test_out_of_range_bits_are_refused(bits):
+    with pytest.raises(ValueError, match="bits"):
+        grinding.grind(bytes(32), bits)
