@@ -35,6 +35,14 @@ MIN_SCALE_BITS = 10
 SCALE_TOLERANCE = 2.0**-45
 
 
+def _period(z: np.ndarray) -> int:
+    """The smallest power-of-two period of ``z`` (its length when none is shorter): halves compared exactly."""
+    d = len(z)
+    while d > 1 and np.array_equal(z[:d // 2], z[d // 2:d]):
+        d //= 2
+    return d
+
+
 class Evaluator:
     """Homomorphic operations for one parameter set and one key set (public keys only)."""
 
@@ -49,6 +57,7 @@ class Evaluator:
         self.encoder = encoder or CKKSEncoder(params.n)
         self.switcher = KeySwitcher(params, ring)
         self._monomial_cache: dict = {}
+        self._period_encoders: dict = {}    # period d -> the encoder of degree 2d (``encode``'s subring path)
 
     @property
     def rotation_steps(self) -> tuple[int, ...]:
@@ -75,10 +84,22 @@ class Evaluator:
         return sum(math.log2(q) for q in self.params.q_moduli[: self.params.limbs_at(level)])
 
     def encode(self, values, level: int, scale: float) -> Plaintext:
-        """A vector encoded at ``level`` and exactly ``scale`` (ScaleError if it overflows Q_level)."""
-        _, is_complex = as_slot_vector(values, self.params.slots)
-        coeffs = self.encoder.encode(values, scale, modulus_bits=self._log_modulus(level))
-        poly = RNSPoly.from_ints(self.ring, coeffs, self._q_idx(level), is_ntt=True)
+        """A vector encoded at ``level`` and exactly ``scale`` (ScaleError if it overflows Q_level). A vector of
+        all slots with period d < slots/2 (bootstrapping's diagonals, replicated inputs) is encoded in the
+        subring Z[X^(N/2d)]: the 2d-coefficient encoding of one period and its NTT repeated
+        (``RNSPoly.from_subring_ints``; the same polynomial as the full encoding, without its float noise)."""
+        z, is_complex = as_slot_vector(values, self.params.slots)
+        period = _period(z) if np.size(values) == self.params.slots else self.params.slots
+        modulus_bits = self._log_modulus(level)
+        if period < self.params.slots // 2:
+            period = max(period, 2)
+            if period not in self._period_encoders:
+                self._period_encoders[period] = CKKSEncoder(2 * period)
+            coeffs = self._period_encoders[period].encode(z[:period], scale, modulus_bits=modulus_bits)
+            poly = RNSPoly.from_subring_ints(self.ring, coeffs, self._q_idx(level))
+        else:
+            coeffs = self.encoder.encode(values, scale, modulus_bits=modulus_bits)
+            poly = RNSPoly.from_ints(self.ring, coeffs, self._q_idx(level), is_ntt=True)
         length = int(np.size(values)) if np.ndim(values) else 1
         return Plaintext(poly, level, float(scale), length, is_complex, self.fingerprint)
 

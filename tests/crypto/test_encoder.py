@@ -96,3 +96,27 @@ def test_coefficients_that_overflow_the_modulus():
 def test_bad_ring_degree(n):
     with pytest.raises(ParameterError, match=f"n={n}"):
         CKKSEncoder(n)
+
+
+@pytest.mark.parametrize("period", [1, 2, 8, 256])
+def test_periodic_vectors_encode_in_the_subring(period):
+    """Evaluator.encode of a vector with a short period: the polynomial of the full encoding (its spread
+    coefficients, every other coefficient zero), exactly, and it decodes to the vector."""
+    from crypto.ring import RNSPoly
+    from tests.crypto.ckks_helpers import context
+    ctx = context("TOY")
+    params = ctx.params
+    ev, slots = ctx.evaluator, params.slots
+    rng = np.random.default_rng(period)
+    pattern = rng.uniform(-1, 1, period) + 1j * rng.uniform(-1, 1, period)
+    values = np.tile(pattern, slots // period)
+    pt = ev.encode(values, 2, 2.0 ** 30)
+    small = CKKSEncoder(2 * max(period, 2)).encode(np.tile(pattern, max(period, 2) // period), 2.0 ** 30)
+    spread = np.zeros(params.n, dtype=np.int64)
+    spread[::params.n // len(small)] = small
+    assert np.array_equal(pt.poly.data, RNSPoly.from_ints(ev.ring, spread, pt.poly.idx, is_ntt=True).data)
+    full = CKKSEncoder(params.n).encode(values, 2.0 ** 30)
+    assert np.max(np.abs(full - spread)) <= 1        # the full FFT's float noise only
+    assert np.allclose(CKKSEncoder(params.n).decode(spread, 2.0 ** 30), values, atol=1e-9)
+    ones = ctx.encrypt(np.ones(slots), level=2)
+    assert np.allclose(ctx.decrypt(ev.rescale(ev.mul(ones, pt))), values, atol=1e-4)

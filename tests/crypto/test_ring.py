@@ -208,3 +208,30 @@ def test_wide_residues_match_python_mod():
     q = np.array([17, 97, 7681, 2**23 + 2**17 + 1, 2147221513, 2**31 - 1], dtype=np.uint64)
     got = wide_residues_rows(c, q, np.empty((len(q), len(c)), dtype=np.uint64))
     assert [[int(v) for v in row] for row in got] == [[int(x) % int(qi) for x in c] for qi in q]
+
+
+@given(seed=st.integers(0, 2**32 - 1), log_small=st.integers(1, 5), big=st.booleans())
+@settings(max_examples=25, deadline=None)
+def test_subring_ntt_is_the_ntt_of_the_spread_polynomial(ring, seed, log_small, big):
+    """m'(X^(N/n')) from m''s n' coefficients: the small NTT repeated equals the full NTT of the spread
+    coefficients (naive twin: from_ints of the length-N vector with m' at multiples of N/n')."""
+    rng = np.random.default_rng(seed)
+    n_small = 1 << log_small
+    small = rng.integers(-(1 << 62) if big else -1000, (1 << 62) if big else 1000, n_small, dtype=np.int64)
+    spread = np.zeros(N, dtype=np.int64)
+    spread[::N // n_small] = small
+    idx = IDX[1:] if seed % 2 else IDX
+    fast = RNSPoly.from_subring_ints(ring, small, idx)
+    assert fast.is_ntt and fast.idx == idx
+    assert np.array_equal(fast.data, RNSPoly.from_ints(ring, spread, idx, is_ntt=True).data)
+    objects = np.array([int(c) * 3**40 for c in small[:n_small]], dtype=object)  # Python ints past int64
+    spread_objects = np.zeros(N, dtype=object)
+    spread_objects[::N // n_small] = objects
+    assert np.array_equal(RNSPoly.from_subring_ints(ring, objects, idx).data,
+                          RNSPoly.from_ints(ring, spread_objects, idx, is_ntt=True).data)
+
+
+@pytest.mark.parametrize("shape", [(len(IDX), 3), (len(IDX), 64), (2, 4), (len(IDX),)])
+def test_subring_ntt_refuses_bad_shapes(ring, shape):
+    with pytest.raises(ParameterError, match="subring_ntt"):
+        ring.subring_ntt(np.zeros(shape, dtype=np.uint64), IDX)
