@@ -697,7 +697,7 @@ class Bootstrapper:
         p = target_scale * self._top(ct.level) / ct.scale
         babies = ev.rotate_hoisted(ct, sorted({b for terms in t.split.values() for b, _ in terms}))
         groups = ((shift, ((baby, ev.encode(np.roll(t.diags[k], shift), ct.level, p)) for baby, k in terms))
-                  for shift, terms in sorted(t.split.items()))       # diagonals encoded as they are used
+                  for shift, terms in sorted(t.split.items()))       # encoded as used (short periods: in the subring)
         out = ev.rescale(bsgs_sum(ev, babies, groups))
         return self._relabel(out, target_scale)
 
