@@ -141,12 +141,12 @@ def basefold_params() -> BZ.HidingBasefoldParams:
     """The hiding Basefold parameters of a zero-knowledge Network (``Network(zk=True, params=basefold_params())``):
     rate 1/8, leaves of 2^3 values, folding to 2^10, rows of <= 2^16 symbols (the smallest 16->16->4 proofs
     measured among rates 1/4..1/16, arities 2..5, final sizes 4..11 and rows 2^15..2^22; short rows also keep the
-    field terms of 16 copies' agreement small), and 16 grinding bits (:mod:`proofs.grinding`): 107 queries instead
-    of 126 for the same 104 query bits per hash. Measured (16->16->4, batch 1, 12 proofs): 90.6 kB mean, 92.4 kB
-    max, proved in 66 ms (median; 2^16 BLAKE2b hashes, ~13 ms on average) against 101.4 kB / 102.3 kB and 53 ms
-    without grinding; 12 bits: 93.1 kB, 55 ms; 20 bits: 88.3 kB but 278 ms."""
+    field terms of 16 copies' agreement small), and 12 grinding bits (:mod:`proofs.grinding`): 111 queries instead
+    of 126 for the same 104 query bits per hash. Measured (16->16->4, batch 1, 12 proofs): 93.1 kB mean, 93.9 kB
+    max, proved in 56 ms (median; 2^12 BLAKE2b hashes, ~1 ms) against 101.7 / 103.1 kB and 51 ms without
+    grinding; 16 bits: 90.6 kB but 66 ms (87 ms worst: 2^16 hashes, geometric); 20 bits: 88.3 kB, 278 ms."""
     return BZ.HidingBasefoldParams(B.BasefoldParams(rate_inv=8, arity=3, final_vars=10, max_log_codeword=16,
-                                                    grinding_bits=16))
+                                                    grinding_bits=12))
 
 
 def is_basefold(params) -> bool:

@@ -222,10 +222,10 @@ def test_batch_width_is_the_fewest_rows_giving_every_stored_tensor_enough_mask_v
 
 
 def test_default_basefold_params_grind_and_stay_under_100_kb():
-    """basefold_params(): 16 grinding bits, 107 queries; a 16->16->4 proof under 100 kB (decimal) that verifies,
+    """basefold_params(): 12 grinding bits, 111 queries; a 16->16->4 proof under 100 kB (decimal) that verifies,
     and a changed nonce in its one opening is rejected."""
     params = network_zk.basefold_params()
-    assert params.base.grinding_bits == 16 and params.base.num_queries == 107
+    assert params.base.grinding_bits == 12 and params.base.num_queries == 111
     weights, biases = float_mlp(1, (16, 16, 4))
     model = quantize_fixed_point(weights, biases, frac_bits=8)
     x = quantize_input(model, np.random.default_rng(3).uniform(-1, 1, (1, 16)))
