@@ -233,19 +233,22 @@ class _Transform:
 def bsgs_split(offsets, total: int) -> dict:
     """{giant shift: [(baby step, offset)]}, offset = shift + baby (mod total); offsets are read as
     signed multiples j·h of their gcd h, babies h·(0..G-1), G the power of two at or above sqrt of the span of
-    j (rounded up, not to the nearest: a giant rotation, a full ModUp, costs about three hoisted babies)."""
+    j (rounded up, not to the nearest: a giant rotation, a full ModUp, costs about five hoisted babies), giants
+    at the multiples of G·h: one of them is 0 (no rotation) and shifts equal mod ``total`` share a giant, so a
+    centred span of 2G·G - 1 offsets takes 2G - 1 rotated giants (the offsets' lowest j as the first giant would
+    take 2G) and the giants' keys are fewer."""
     signed = [k if k <= total // 2 else k - total for k in offsets]
     h = 0
     for k in signed:
         h = math.gcd(h, abs(k))
     h = h or 1
     js = [k // h for k in signed]
-    jmin, span = min(js), max(js) - min(js) + 1
+    span = max(js) - min(js) + 1
     g = 1 << max(0, math.ceil(math.log2(math.sqrt(span)) - 1e-9))
     split: dict = {}
     for k, j in zip(offsets, js):
-        a, b = divmod(j - jmin, g)
-        split.setdefault((h * (jmin + g * a)) % total, []).append(((h * b) % total, k))
+        a, b = divmod(j, g)                      # floor division: j = g·a + b, 0 <= b < g, for negative j too
+        split.setdefault((h * g * a) % total, []).append(((h * b) % total, k))
     return split
 
 

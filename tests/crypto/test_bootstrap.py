@@ -86,6 +86,17 @@ def test_bsgs_split_covers_every_offset_once(offsets):
             assert (shift + baby) % 1024 == k
 
 
+def test_bsgs_split_puts_a_giant_at_zero_and_merges_wrapped_shifts():
+    """A centred span of 63 offsets (a merged level of 6 radix-2 stages) takes 8 babies and 7 rotated giants (one
+    giant is 0), not 8; 32 offsets h·j whose span wraps around ``total`` take 3 rotated giants, not 4."""
+    total = 1 << 15
+    centred = bsgs_split([j % total for j in range(-31, 32)], total)
+    assert len(centred) == 8 and 0 in centred
+    assert {b for terms in centred.values() for b, _ in terms} == set(range(8))
+    wrapped = bsgs_split(sorted({1024 * j % total for j in range(1, 33)}), total)
+    assert sorted(wrapped) == [0, 8192, 16384, 24576]
+
+
 @pytest.mark.parametrize("slots", [4, SPARSE, None])
 def test_coeff_to_slot_twin_is_the_inverse_embedding(slots):
     """CoeffToSlot's matrices (before the conjugation split) = embed_inverse without its bit reversal,
