@@ -50,6 +50,15 @@ def as_slot_vector(values, slots: int, name: str = "values") -> tuple[np.ndarray
     return out, is_complex
 
 
+def slot_period(z: np.ndarray) -> int:
+    """The smallest power-of-two period of the slot vector ``z`` (its length when none is shorter): halves
+    compared exactly."""
+    d = len(z)
+    while d > 1 and np.array_equal(z[:d // 2], z[d // 2:d]):
+        d //= 2
+    return d
+
+
 def check_scale(scale, name: str = "scale") -> float:
     """A scale must be a finite float > 1."""
     try:

@@ -27,20 +27,12 @@ from ..keyswitch import KeySwitcher, conjugation_element, galois_element
 from ..ring import RNSPoly
 from ..rlwe import Ciphertext, Plaintext, check_level, check_same_context
 from .bootstrap import Bootstrapper, as_config, plan_for
-from .encoder import CKKSEncoder, as_slot_vector
+from .encoder import CKKSEncoder, as_slot_vector, slot_period
 
 #: a rescale that would leave a scale below 2^MIN_SCALE_BITS is refused (no precision would be left)
 MIN_SCALE_BITS = 10
 #: scales closer than this relative difference count as equal in add/sub
 SCALE_TOLERANCE = 2.0**-45
-
-
-def _period(z: np.ndarray) -> int:
-    """The smallest power-of-two period of ``z`` (its length when none is shorter): halves compared exactly."""
-    d = len(z)
-    while d > 1 and np.array_equal(z[:d // 2], z[d // 2:d]):
-        d //= 2
-    return d
 
 
 class Evaluator:
@@ -89,7 +81,7 @@ class Evaluator:
         subring Z[X^(N/2d)]: the 2d-coefficient encoding of one period and its NTT repeated
         (``RNSPoly.from_subring_ints``; the same polynomial as the full encoding, without its float noise)."""
         z, is_complex = as_slot_vector(values, self.params.slots)
-        period = _period(z) if np.size(values) == self.params.slots else self.params.slots
+        period = slot_period(z) if np.size(values) == self.params.slots else self.params.slots
         modulus_bits = self._log_modulus(level)
         if period < self.params.slots // 2:
             period = max(period, 2)

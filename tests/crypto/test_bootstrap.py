@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 from crypto import CKKSContext
 from crypto.ckks.bootstrap import (BootstrapConfig, BootstrapPlan, Bootstrapper, apply_diagonals, approximation_error,
                                    bit_reversed, bsgs_split, chebyshev_fit, compose, natural_scales)
-from crypto.ckks.encoder import CKKSEncoder
+from crypto.ckks.encoder import CKKSEncoder, slot_period
 from crypto.errors import KeyMissingError, LevelError, ParameterError
 from crypto.params import CKKSParameters
 from crypto.rlwe import Decryptor
@@ -267,6 +267,25 @@ def test_full_bootstrap_matches_input_and_allows_a_multiplication():
     assert out.level == p.levels_left >= 1
     assert bits(x, ctx.decrypt(out)) >= p.precision_bits
     assert bits(x * x, ctx.decrypt(out * out)) >= p.precision_bits - 1
+
+
+def test_kept_coeff_to_slot_plaintexts_give_the_same_ciphertext():
+    """The full-period diagonals kept after a first bootstrap (uint32 residues) give a second bootstrap of the
+    same ciphertext bit-identical to the first; short-period ones are not kept; another input scale re-encodes
+    SlotToCoeff's."""
+    ctx, p = context(), plan()
+    boot = Bootstrapper(ctx.evaluator, p)
+    ct = ctx.encrypt(np.random.default_rng(12).uniform(-1, 1, p.total), level=0)
+    first = boot.bootstrap(ct)
+    full = sum(1 for t in p.cts + p.stc for terms in t.split.values() for _, k in terms
+               if slot_period(t.diags[k]) >= p.total // 2)        # a roll keeps the period
+    assert 0 < len(boot._kept) <= full
+    second = boot.bootstrap(ct)
+    assert all(np.array_equal(a.data, b.data) for a, b in zip(first.parts, second.parts))
+    kept = len(boot._kept)
+    x = np.random.default_rng(13).uniform(-1, 1, p.total)
+    other = boot.bootstrap(ctx.encrypt(x, level=0, scale=ct.scale * 1.5))
+    assert len(boot._kept) == kept and bits(x, ctx.decrypt(other)) >= p.precision_bits - 1
 
 
 def test_bootstrap_needs_its_keys_and_the_slot_count():
