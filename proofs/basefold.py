@@ -430,6 +430,17 @@ def _fast(size: int):
     return _kernels() if size >= F.NUMBA_MIN_SIZE else None
 
 
+def _add_pairs(x: np.ndarray) -> np.ndarray:
+    """x[0::2] + x[1::2] mod p along the first axis (a table summed over its lowest variable)."""
+    kernels = _fast(x.size)
+    if kernels is None or not x.flags.c_contiguous:
+        return F.add(x[0::2], x[1::2])
+    flat = x.reshape(x.shape[0], -1)
+    out = np.empty((x.shape[0] // 2, flat.shape[1]), dtype=np.uint64)
+    kernels.add_pairs(flat, out)
+    return out.reshape((x.shape[0] // 2,) + x.shape[1:])
+
+
 def _fold_codeword(codeword: np.ndarray, r: np.ndarray) -> np.ndarray:
     """One fold of a whole codeword (N,) base or (N, 4) ext: value at x^2 = s + r (d - s), s = (a + b)/2,
     d = (a - b)/(2x), a = g(x) at position j < N/2, b = g(-x) at j + N/2."""
@@ -1005,7 +1016,7 @@ def _reduce_claims(tables, weights, sums, nums, folding, n_max, transcript):
                 w.scale = F.ext_mul(w.scale, eq_eval(w.point[w.round][None], r[None]))
                 w.round += 1
                 if w.suffix.shape[0] > 1:
-                    w.suffix = F.add(w.suffix[0::2], w.suffix[1::2])
+                    w.suffix = _add_pairs(w.suffix)
             elif nums[k] >= m:
                 tables[k], weights[k], following = _fold_pair(tables[k], w, r, in_place=True)
                 if following is not None:
@@ -1071,7 +1082,7 @@ def open_batch(witnesses, points_list, transcript, values=None):
         challenges.append(r)
         combined, scale = _fold_joined(combined, joining, r), F.ext_mul(scale, eq_eval(point[i][None], r[None]))
         if suffix.shape[0] > 1:
-            suffix = F.add(suffix[0::2], suffix[1::2])
+            suffix = _add_pairs(suffix)
         if codeword is not None:
             codeword = _fold_codeword(codeword, r)
         if m - 1 in plan.layers:

@@ -371,6 +371,8 @@ def test_numba_kernels_match_their_numpy_twins(seed):
         folded, folded_weights, message = B._fold_pair(table, weights, r)  # the fused kernel fold_sums
         assert np.array_equal(folded, fold(table, r)) and np.array_equal(folded_weights, fold(weights, r))
         assert np.array_equal(message, B._round_message_numpy(folded, folded_weights))
+    for table in (base, ext):  # the table summed over its lowest variable
+        assert np.array_equal(B._add_pairs(table), F.add(table[0::2], table[1::2]))
     into = F.ext_random((n // 2,), seed=seed + 9)
     expected = F.ext_add(into, F.ext_mul(fold(base, r), weights[0]))
     kernels.fold_scaled_into(base, r, weights[0], into)
