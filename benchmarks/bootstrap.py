@@ -10,11 +10,13 @@ Reference (same machine, /work/shared/PEERS.md): OpenFHE 1.6 bootstraps N = 2^16
 Default: the 128-bit ``N16_BOOT`` preset (Δ = 2^60, q_0/Δ ≈ 2^8.5, 23 levels, P = 9 primes, dnum 6) with
 sparse-secret encapsulation (h = 32: K = 18; EvalMod degree 28 with 4 double angles), CoeffToSlot taking
 ModRaise's output without a rescale of its own, and without the arcsin correction: 15 levels used, 8 left.
-Measured 2026-11-28, one thread, two-core machine (load ~1.0): bootstrap 14.47 / 15.03 s over two runs (best of
-two bootstraps each; 18.2 s before 252 of the 316 CoeffToSlot/SlotToCoeff diagonals, those of period 32 or 1024,
-were encoded in the subring: ``Evaluator.encode``), keygen 30 s (41 keys of 182 MB), 20.6 bits on uniform inputs
-in [-1, 1] (stated 14.3: the worst case, a constant input, whose one large coefficient meets the sine's cubic
-error without arcsin), 8 levels left, peak RSS (VmHWM) 9.53-9.73 GB.
+Measured 2026-11-28, one thread, two-core machine (load ~1.0): bootstrap 14.0-14.7 s over four runs with glibc's
+default allocator, 12.24 s with freed memory kept (``hezk_memory.reuse_freed_memory``: the 25-60 MB arrays of every
+operation reuse pages already faulted in; 1-2 s of system time less), both the best of three after an untimed
+setup bootstrap (18.2 s before 252 of the 316 CoeffToSlot/SlotToCoeff diagonals, those of period 32 or 1024,
+were encoded in the subring, the other 64 kept, and the BSGS giants aligned: one giant is 0), keygen 30 s (41
+keys of 182 MB), 20.5 bits on uniform inputs in [-1, 1] (stated 14.3: the worst case, a constant input, whose
+one large coefficient meets the sine's cubic error without arcsin), 8 levels left, peak RSS (VmHWM) 10.25 GB.
 
 ``--n16``: the earlier 128-bit N = 2^16 literal at Δ = 2^50 (``N16_DELTA50``, 28 levels, dnum 6, keys of
 208 MB): without encapsulation (``--encapsulation none``) 1.6 bits (K = 542, 7 double angles: EvalMod's
