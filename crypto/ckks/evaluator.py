@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from .._ntt_kernels import add_permuted_into
+from .._ntt_kernels import add_permuted_into, permute_rows
 from ..errors import LevelError, ParameterError, ScaleError
 from ..keyswitch import KeySwitcher, conjugation_element, galois_element
 from ..ring import RNSPoly
@@ -402,10 +402,11 @@ class Evaluator:
             g = galois_element(step, n)
             kb, ka = switcher.streamed_product(ct.parts[1], self.galois_keys.key_for_step(step, n))
             perm = ring.automorphism_indices(g, True)
-            if acc_b is None:
-                acc_b, acc_a = np.zeros_like(kb.data), np.zeros_like(ka.data)
-                acc_c0 = np.zeros_like(ct.parts[0].data)
+            if acc_b is None:       # the first term's permutation starts the sums (no zeroed pages to fault in)
+                acc_b, acc_a = permute_rows(kb.data, perm), permute_rows(ka.data, perm)
+                acc_c0 = permute_rows(np.ascontiguousarray(ct.parts[0].data), perm)
                 ext_idx, q_ext = kb.idx, kb.q.reshape(-1)
+                continue
             add_permuted_into(acc_b, kb.data, perm, q_ext)     # the scratch sums are consumed here
             add_permuted_into(acc_a, ka.data, perm, q_ext)
             add_permuted_into(acc_c0, ct.parts[0].data, perm, ct.parts[0].q.reshape(-1))
