@@ -10,8 +10,8 @@ Reference (same machine, /work/shared/PEERS.md): OpenFHE 1.6 bootstraps N = 2^16
 Default: the 128-bit ``N16_BOOT`` preset (Δ = 2^60, q_0/Δ ≈ 2^8.5, 23 levels, P = 9 primes, dnum 6) with
 sparse-secret encapsulation (h = 32: K = 18; EvalMod degree 28 with 4 double angles), CoeffToSlot taking
 ModRaise's output without a rescale of its own, and without the arcsin correction: 15 levels used, 8 left.
-Measured 2026-11-28, one thread, two-core machine (load ~1.0): bootstrap 14.0-14.7 s over four runs with glibc's
-default allocator, 12.24 s with freed memory kept (``hezk_memory.reuse_freed_memory``: the 25-60 MB arrays of every
+Measured 2026-11-28, one thread, two-core machine (load ~1.0): bootstrap 13.5-14.7 s over five runs with glibc's
+default allocator, 12.2 s with freed memory kept (``hezk_memory.reuse_freed_memory``: the 25-60 MB arrays of every
 operation reuse pages already faulted in; 1-2 s of system time less), both the best of three after an untimed
 setup bootstrap (18.2 s before 252 of the 316 CoeffToSlot/SlotToCoeff diagonals, those of period 32 or 1024,
 were encoded in the subring, the other 64 kept, and the BSGS giants aligned: one giant is 0), keygen 30 s (41
