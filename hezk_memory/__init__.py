@@ -8,7 +8,8 @@ of computation (measured, ``benchmarks/bootstrap.py``). :func:`reuse_freed_memor
 block from its heap and keep what is freed (``mallopt(M_MMAP_MAX, 0)``, ``mallopt(M_TRIM_THRESHOLD, max)``),
 so the next array of that size reuses pages already faulted in: about 0.1 million faults and 0.2-0.6 s. The
 peak RSS is unchanged (measured); the RSS no longer drops after a computation, until
-``reuse_freed_memory(False)`` restores glibc's defaults and trims.
+``reuse_freed_memory(False)`` sets glibc's default values back (mmap'd blocks again, a 128 KB trim
+threshold, no longer raised on the fly) and trims.
 
 Opt-in: a library must not change its host process's allocator, so nothing in hezk calls it; applications,
 servers and benchmarks do (the same as the environment variables ``MALLOC_MMAP_MAX_=0
@@ -42,7 +43,8 @@ def _glibc():
 
 def reuse_freed_memory(enable: bool = True) -> bool:
     """Serve every allocation from malloc's heap and keep freed blocks for reuse (``enable``), or restore
-    glibc's defaults and return the free heap to the system (``enable=False``). True when applied (glibc)."""
+    glibc's default values (``enable=False``: M_MMAP_MAX 65536, M_TRIM_THRESHOLD 128 KB, fixed from then on) and
+    return the free heap to the system. True when applied (glibc)."""
     libc = _glibc()
     if libc is None:
         return False

@@ -14,27 +14,25 @@ the verifier one hash.
 """
 from __future__ import annotations
 
-import hashlib
 import sys
 
 import numpy as np
 
 from . import field as F
+from .commit import _hash
+from .errors import ProofError
 
 MAX_BITS = 30  #: most grinding bits a parameter set may ask for (2^30 hashes: minutes for the prover)
 _DOMAIN = b"\x02"  #: the hash prefix of a grinding attempt (0x00 Merkle leaves, 0x01 Merkle nodes)
 _BATCH = 1 << 14  #: nonces hashed per kernel call
 
 
-def _digest(state: bytes, nonce: int) -> bytes:
-    return hashlib.blake2b(_DOMAIN + state + int(nonce).to_bytes(8, "little"), digest_size=32).digest()
-
-
 def check(state: bytes, bits: int, nonce: int) -> bool:
     """True when H(0x02 || state || nonce as u64 little-endian) has its low ``bits`` bits zero."""
     if not isinstance(nonce, (int, np.integer)) or not 0 <= int(nonce) < 1 << 64:
         return False
-    return int.from_bytes(_digest(state, int(nonce))[:8], "little") & ((1 << bits) - 1) == 0
+    digest = _hash(_DOMAIN, state + int(nonce).to_bytes(8, "little"))
+    return int.from_bytes(digest[:8], "little") & ((1 << bits) - 1) == 0
 
 
 def _kernel():
@@ -48,7 +46,7 @@ def _kernel():
 def grind(state: bytes, bits: int) -> int:
     """The smallest nonce w >= 0 with :func:`check`(state, bits, w) (0 when bits = 0)."""
     if not isinstance(bits, (int, np.integer)) or not 0 <= bits <= MAX_BITS:
-        raise ValueError(f"grinding bits={bits!r} not in [0, {MAX_BITS}]")
+        raise ProofError(f"grinding bits={bits!r} not in [0, {MAX_BITS}]")
     if bits == 0:
         return 0
     mask = np.uint64((1 << bits) - 1)

@@ -62,7 +62,7 @@ from ..ntt import bit_reverse_indices
 from ..ring import RNSPoly
 from ..rlwe import Ciphertext, Plaintext
 from .encapsulation import DEFAULT_WEIGHT, Encapsulator, encapsulation_parameters, k_bound as encapsulated_k_bound
-from .encoder import CKKSEncoder, slot_period
+from .encoder import CKKSEncoder, subring_period
 from .linear import bsgs_sum
 
 #: log2 of the tolerated probability that some |I_k| reaches K in one bootstrap (Gaussian estimate)
@@ -229,14 +229,19 @@ class _Transform:
     def steps(self) -> set[int]:
         return {b for terms in self.split.values() for b, _ in terms if b} | {s for s in self.split if s}
 
+    @cached_property
+    def full_period(self) -> frozenset:
+        """The offsets k whose diagonal (rotated or not: a roll keeps the period) takes the full encoding."""
+        return frozenset(k for k, d in self.diags.items() if subring_period(d) is None)
+
 
 def bsgs_split(offsets, total: int) -> dict:
     """{giant shift: [(baby step, offset)]}, offset = shift + baby (mod total); offsets are read as
     signed multiples j·h of their gcd h, babies h·(0..G-1), G the power of two at or above sqrt of the span of
     j (rounded up, not to the nearest: a giant rotation, a full ModUp, costs about five hoisted babies), giants
     at the multiples of G·h: one of them is 0 (no rotation) and shifts equal mod ``total`` share a giant, so a
-    centred span of 2G·G - 1 offsets takes 2G - 1 rotated giants (the offsets' lowest j as the first giant would
-    take 2G) and the giants' keys are fewer."""
+    centred span of G² - 1 offsets takes G - 1 rotated giants (the lowest offset as the first giant would take
+    G)."""
     signed = [k if k <= total // 2 else k - total for k in offsets]
     h = 0
     for k in signed:
@@ -709,17 +714,15 @@ class Bootstrapper:
         """rot_(-shift)(d_k) encoded at ``level`` and ``scale``. Diagonals of a short period encode in the subring
         (``Evaluator.encode``: cheap); the others are kept after their first encoding, as uint32 residues at one
         scale each (a new scale replaces it): N16_BOOT's 32 + 32 of 49 and 21 limbs, 0.58 GB, ~0.4 s a
-        bootstrap (OpenFHE's bootstrap setup keeps every plaintext)."""
-        key = (id(t), shift, k, level)
+        bootstrap (OpenFHE's bootstrap setup keeps every plaintext). A level holds one transform: the key."""
+        key = (level, shift, k)
         kept = self._kept.get(key)
-        if kept is not None and kept[1][2] == scale:
-            data, meta = kept
-            return Plaintext(RNSPoly(self.ev.ring, data.astype(np.uint64), meta[0], True), *meta[1:])
-        values = np.roll(t.diags[k], shift)
-        pt = self.ev.encode(values, level, scale)
-        if slot_period(values) >= self.plan.total // 2:      # (a shorter period re-encodes cheaply)
-            self._kept[key] = (pt.poly.data.astype(np.uint32),
-                               (pt.poly.idx, pt.level, pt.scale, pt.length, pt.is_complex, pt.fingerprint))
+        if kept is not None and kept[2].scale == scale:
+            data, idx, template = kept
+            return replace(template, poly=RNSPoly(self.ev.ring, data.astype(np.uint64), idx, True))
+        pt = self.ev.encode(np.roll(t.diags[k], shift), level, scale)
+        if k in t.full_period:
+            self._kept[key] = (pt.poly.data.astype(np.uint32), pt.poly.idx, replace(pt, poly=None))
         return pt
 
     def coeff_to_slot(self, ct: Ciphertext) -> list[Ciphertext]:

@@ -59,6 +59,13 @@ def slot_period(z: np.ndarray) -> int:
     return d
 
 
+def subring_period(z: np.ndarray) -> int | None:
+    """The period d in which a vector of all the slots encodes in the subring Z[X^(N/2d)] (the smallest power of
+    two, at least 2, below half the slots), or None when it takes the full encoding."""
+    d = slot_period(z)
+    return max(d, 2) if d < len(z) // 2 else None
+
+
 def check_scale(scale, name: str = "scale") -> float:
     """A scale must be a finite float > 1."""
     try:

@@ -27,7 +27,7 @@ from ..keyswitch import KeySwitcher, conjugation_element, galois_element
 from ..ring import RNSPoly
 from ..rlwe import Ciphertext, Plaintext, check_level, check_same_context
 from .bootstrap import Bootstrapper, as_config, plan_for
-from .encoder import CKKSEncoder, as_slot_vector, slot_period
+from .encoder import CKKSEncoder, as_slot_vector, subring_period
 
 #: a rescale that would leave a scale below 2^MIN_SCALE_BITS is refused (no precision would be left)
 MIN_SCALE_BITS = 10
@@ -81,10 +81,9 @@ class Evaluator:
         subring Z[X^(N/2d)]: the 2d-coefficient encoding of one period and its NTT repeated
         (``RNSPoly.from_subring_ints``; the same polynomial as the full encoding, without its float noise)."""
         z, is_complex = as_slot_vector(values, self.params.slots)
-        period = slot_period(z) if np.size(values) == self.params.slots else self.params.slots
+        period = subring_period(z) if np.size(values) == self.params.slots else None
         modulus_bits = self._log_modulus(level)
-        if period < self.params.slots // 2:
-            period = max(period, 2)
+        if period is not None:
             if period not in self._period_encoders:
                 self._period_encoders[period] = CKKSEncoder(2 * period)
             coeffs = self._period_encoders[period].encode(z[:period], scale, modulus_bits=modulus_bits)

@@ -627,3 +627,17 @@ def test_a_ground_opening_verifies_and_a_wrong_nonce_is_rejected():
     stripped = dataclasses.replace(GRINDING, grinding_bits=0, num_queries=GRINDING.num_queries)
     with pytest.raises(ProofRejected):  # the same roots claimed without grinding
         _verify([dataclasses.replace(c, params=stripped) for c in commitments], points, values, proof)
+
+
+def test_a_prover_skipping_the_proof_of_work_is_rejected(monkeypatch):
+    """A cheating prover that does not grind (its own nonce, the queries drawn after it, every opening
+    consistent with them) is caught by the proof-of-work check alone."""
+    real_check = B.grinding.check
+    monkeypatch.setattr(B.grinding, "grind", lambda state, bits: next(
+        w for w in range(1 << 20) if not real_check(state, bits, w)))
+    monkeypatch.setattr(B.grinding, "check", lambda state, bits, nonce: True)
+    commitments, points, values, proof, _ = _opened(SIZES, COUNTS, seed=5, params=GRINDING)
+    _verify(commitments, points, values, proof)  # the check switched off: the proof is consistent
+    monkeypatch.setattr(B.grinding, "check", real_check)
+    with pytest.raises(ProofRejected, match="proof of work"):
+        _verify(commitments, points, values, proof)
