@@ -114,6 +114,61 @@ def ext_outer(u, v, out):
             _ext_mul_into(u[j, 0], u[j, 1], u[j, 2], u[j, 3], v[e, 0], v[e, 1], v[e, 2], v[e, 3], out, j * count + e)
 
 
+@numba.njit(cache=True, inline="always")
+def _ext_mul4(a0, a1, a2, a3, b0, b1, b2, b3):
+    """The F_p4 product (a b mod x^4 - W) as a tuple of four residues."""
+    return ((a0 * b0 + W * ((a1 * b3 + a2 * b2 + a3 * b1) % P)) % P,
+            (a0 * b1 + a1 * b0 + W * ((a2 * b3 + a3 * b2) % P)) % P,
+            (a0 * b2 + a1 * b1 + a2 * b0 + W * (a3 * b3 % P)) % P,
+            (a0 * b3 + a1 * b2 + a2 * b1 + a3 * b0) % P)
+
+
+@numba.njit(cache=True, inline="always")
+def _step(high, low):
+    return high - low if high >= low else high + P - low
+
+
+@numba.njit(cache=True, inline="always")
+def _addp(a, b):
+    s = a + b
+    return s - P if s >= P else s
+
+
+@numba.njit(cache=True)
+def product_round_sums(a, b, c, three, degree, out):
+    """out[x] = sum_j A_x(j) B_x(j) [C_x(j) if ``three``], F_x(j) = f[2j] + x (f[2j+1] - f[2j]), x = 0..degree, for
+    F_p4 tables (2L, 4): the round of a product term of two or three F_p4 factors in scalar registers (twin:
+    :func:`masked_round_sums` without masks or base factors; ``c`` is ignored unless ``three``)."""
+    half = a.shape[0] // 2
+    acc = np.zeros((degree + 1, 4), dtype=np.uint64)
+    c0 = c1 = c2 = c3 = dc0 = dc1 = dc2 = dc3 = np.uint64(0)
+    for j in range(half):
+        lo, hi = 2 * j, 2 * j + 1
+        a0, a1, a2, a3 = a[lo, 0], a[lo, 1], a[lo, 2], a[lo, 3]
+        da0, da1, da2, da3 = _step(a[hi, 0], a0), _step(a[hi, 1], a1), _step(a[hi, 2], a2), _step(a[hi, 3], a3)
+        b0, b1, b2, b3 = b[lo, 0], b[lo, 1], b[lo, 2], b[lo, 3]
+        db0, db1, db2, db3 = _step(b[hi, 0], b0), _step(b[hi, 1], b1), _step(b[hi, 2], b2), _step(b[hi, 3], b3)
+        if three:
+            c0, c1, c2, c3 = c[lo, 0], c[lo, 1], c[lo, 2], c[lo, 3]
+            dc0, dc1, dc2, dc3 = _step(c[hi, 0], c0), _step(c[hi, 1], c1), _step(c[hi, 2], c2), _step(c[hi, 3], c3)
+        for x in range(degree + 1):
+            if x:
+                a0, a1, a2, a3 = _addp(a0, da0), _addp(a1, da1), _addp(a2, da2), _addp(a3, da3)
+                b0, b1, b2, b3 = _addp(b0, db0), _addp(b1, db1), _addp(b2, db2), _addp(b3, db3)
+                if three:
+                    c0, c1, c2, c3 = _addp(c0, dc0), _addp(c1, dc1), _addp(c2, dc2), _addp(c3, dc3)
+            p0, p1, p2, p3 = _ext_mul4(a0, a1, a2, a3, b0, b1, b2, b3)
+            if three:
+                p0, p1, p2, p3 = _ext_mul4(p0, p1, p2, p3, c0, c1, c2, c3)
+            acc[x, 0] += p0
+            acc[x, 1] += p1
+            acc[x, 2] += p2
+            acc[x, 3] += p3
+    for x in range(degree + 1):
+        for k in range(4):
+            out[x, k] = acc[x, k] % P
+
+
 @numba.njit(cache=True)
 def masked_round_sums(ext_factors, masks, blocks, base_factors, zs, degree, out):
     """Round sums of one product term whose F_p4 factors may carry a per-plane mask:

@@ -295,6 +295,28 @@ def _table_leaves(codeword: np.ndarray, block: int) -> np.ndarray:
     return leaves.reshape((leaves.shape[0] // group, group * leaves.shape[1]) + leaves.shape[2:])
 
 
+def _leaves_at(codeword: np.ndarray, block: int, group: int, index: np.ndarray) -> np.ndarray:
+    """Rows ``index`` of ``_table_leaves`` (group g) or ``_leaves`` (g = 1, squeezed as it) without building the
+    others: leaf i holds rows (g i + t) + s N / 2^block, t < g, s < 2^block."""
+    stride, per = codeword.shape[0] >> block, 1 << block
+    rows = (np.asarray(index, dtype=np.int64)[:, None, None] * group + np.arange(group)[None, :, None]
+            + np.arange(per)[None, None, :] * stride)
+    return codeword[rows].reshape((rows.shape[0], group * per) + codeword.shape[1:])
+
+
+def _leaf_digests(codeword: np.ndarray, block: int, group: int = 1) -> np.ndarray:
+    """(M / g, 32) uint8: the digests of ``_table_leaves`` (group g; g = 1: ``_leaves``), hashed from the codeword
+    in place by the kernel for many leaves (no transposed copy), else through the built leaves."""
+    count = (codeword.shape[0] >> block) // group
+    kernels = _hash_kernels(count)
+    if kernels is None or codeword.ndim != 2:
+        leaves = _leaves(codeword, block)
+        return _digest_array(leaves.reshape((count, group * leaves.shape[1]) + leaves.shape[2:]))
+    out = np.empty((count, DIGEST_SIZE), dtype=np.uint8)
+    kernels.blake2b_leaves(np.uint8(0), np.ascontiguousarray(codeword), block, group, kernels._IV, kernels._SIGMA, out)
+    return out
+
+
 def _digests(leaves: np.ndarray) -> list:
     """H(0x00 || leaf bytes) for each leaf (first axis); entries as little-endian u32."""
     data = np.ascontiguousarray(leaves, dtype="<u4").reshape(leaves.shape[0], -1)
@@ -535,7 +557,9 @@ def commit(values, params: BasefoldParams = BasefoldParams()):
         raise ProofError(f"basefold.commit: num_vars={num_vars} > {_max_vars(params)} at rate 1/{params.rate_inv}")
     codeword = _encode_table(table, num_vars, params)
     first = num_vars - params.interleave(num_vars)
-    levels = _merkle_tree(_digest_array(_table_leaves(codeword, params.block(first))))
+    block = params.block(first)
+    levels = _merkle_tree(_leaf_digests(codeword, block, _leaf_group(codeword.shape[1] << block,
+                                                                     codeword.shape[0] >> block)))
     commitment = BasefoldCommitment(_root(levels), num_vars, params)
     return commitment, BasefoldWitness(commitment, table, codeword, levels)
 
@@ -1086,10 +1110,9 @@ def open_batch(witnesses, points_list, transcript, values=None):
         if codeword is not None:
             codeword = _fold_codeword(codeword, r)
         if m - 1 in plan.layers:
-            leaves = _leaves(codeword, params.arity)
-            levels = _merkle_tree(_digest_array(leaves))
+            levels = _merkle_tree(_leaf_digests(codeword, params.arity))
             transcript.absorb("basefold.layer_root", _root(levels))
-            shared.append((leaves, levels))
+            shared.append((codeword, levels))
     final = combined if plan.folding else F.ext_zero((0,))
     small = tuple(witnesses[k].table for k in plan.small)
     transcript.absorb("basefold.finals", [np.asarray(final)] + list(small))
@@ -1097,15 +1120,16 @@ def open_batch(witnesses, points_list, transcript, values=None):
     queries = _queries(transcript, params, plan.n_max, bool(plan.folding), nonce)
     initial_leaves, initial_paths = [], []
     for k in plan.folding:
-        leaves = _table_leaves(witnesses[k].codeword, params.block(plan.firsts[k]))
-        group = leaves.shape[1] >> params.block(plan.firsts[k])
-        index = np.unique(queries % (leaves.shape[0] * group) // group)
-        initial_leaves.append(leaves[index])
+        codeword, block = witnesses[k].codeword, params.block(plan.firsts[k])
+        cosets = codeword.shape[0] >> block
+        group = _leaf_group(codeword.shape[1] << block, cosets)
+        index = np.unique(queries % cosets // group)
+        initial_leaves.append(_leaves_at(codeword, block, group, index))
         initial_paths.append(tuple(_merkle_paths(witnesses[k].levels, index)))
     layer_leaves, layer_paths = [], []
-    for leaves, levels in shared:
-        index = np.unique(queries % leaves.shape[0])
-        layer_leaves.append(leaves[index])
+    for codeword, levels in shared:
+        index = np.unique(queries % (codeword.shape[0] >> params.arity))
+        layer_leaves.append(_leaves_at(codeword, params.arity, 1, index))
         layer_paths.append(tuple(_merkle_paths(levels, index)))
     rounds = np.stack(messages) if messages else np.zeros((0, 3, F.EXT_DEGREE), dtype=np.uint64)
     proof = BasefoldProof(reduction, evals, rounds, tuple(_root(levels) for _, levels in shared), final, small,

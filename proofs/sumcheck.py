@@ -240,6 +240,11 @@ class SumcheckProver:
             tables = [self._tables[i] for i in indices]
             ext = [t for t in tables if is_ext(t)]
             base = [t for t in tables if not is_ext(t)]
+            if not base and len(ext) in (2, 3):  # the common terms: no stacked copy of the tables
+                ext = [np.ascontiguousarray(t) for t in ext]
+                kernels.product_round_sums(ext[0], ext[1], ext[-1], len(ext) == 3, self.degree, sums)
+                message = F.ext_add(message, F.ext_mul(sums, coefficient))
+                continue
             ext_factors = np.stack(ext) if ext else np.empty((0, length, F.EXT_DEGREE), dtype=np.uint64)
             base_factors = np.stack(base) if base else np.empty((0, length), dtype=np.uint64)
             kernels.masked_round_sums(ext_factors, np.zeros((len(ext), 1, F.EXT_DEGREE), dtype=np.uint64),

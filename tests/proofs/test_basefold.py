@@ -436,6 +436,19 @@ def test_merkle_tree_and_paths_match_the_hashlib_twins(block, width):
     assert B._merkle_paths(levels, index) == _merkle_open(naive, index)
 
 
+@pytest.mark.parametrize("block, width, group", [(0, 1, 1), (0, 1, 16), (1, 16, 1), (3, 4, 1), (2, 2, 4)])
+def test_leaf_hashing_from_the_codeword_matches_the_built_leaves(block, width, group):
+    """blake2b_leaves (no transposed copy) against the digests of _table_leaves, and _leaves_at against its rows."""
+    codeword = F.random_elements((max(F.NUMBA_MIN_SIZE, 1024) << block, width), seed=block + width)
+    leaves = B._leaves(codeword, block)
+    leaves = leaves.reshape((leaves.shape[0] // group, group * leaves.shape[1]) + leaves.shape[2:])
+    assert np.array_equal(B._leaf_digests(codeword, block, group), B._digest_array(leaves))
+    assert np.array_equal(B._leaf_digests(codeword, block, group)[:3],
+                          np.frombuffer(b"".join(B._digests(leaves[:3])), dtype=np.uint8).reshape(3, 32))
+    index = np.array([0, 3, 4, leaves.shape[0] - 1])
+    assert np.array_equal(B._leaves_at(codeword, block, group, index), leaves[index])
+
+
 # ------------------------------------------------------------------------------- consistent cheaters
 # Each proves a false statement with every later message computed consistently (the transcript absorbs the
 # lie), so exactly one verifier check stands between it and acceptance (killing the mutant without that check).

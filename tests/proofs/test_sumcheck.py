@@ -1,7 +1,7 @@
 """Sumcheck: honest proofs verify and their sub-claims match brute force; every tampering is rejected."""
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from proofs import field as F
 from proofs.errors import ProofError, ProofRejected
@@ -195,3 +195,23 @@ def test_every_corrupted_byte_is_rejected():
         corrupted[position] ^= 1 << int(rng.integers(8))
         with pytest.raises(ProofRejected):
             verify_and_settle(SumcheckProof.from_bytes(bytes(corrupted)), claim, terms, evals)
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(1, 9), st.booleans(), st.integers(1, 4), st.integers(0, 2**32 - 1))
+def test_product_round_kernel_matches_the_general_one(log_half, three, degree, seed):
+    """The scalar-register kernel for two or three F_p4 factors against masked_round_sums without masks
+    (residues near p included)."""
+    kernels = F.numba_kernels()
+    if kernels is None:
+        pytest.skip("numba not installed")
+    n = 2 << log_half
+    tables = [F.ext_random((n,), seed=seed + k) for k in range(3)]
+    tables[0][::3] = F.P - 1
+    factors = np.stack(tables if three else tables[:2])
+    expected, out = np.empty((degree + 1, 4), dtype=np.uint64), np.empty((degree + 1, 4), dtype=np.uint64)
+    kernels.masked_round_sums(factors, np.zeros((factors.shape[0], 1, 4), dtype=np.uint64),
+                              np.zeros(factors.shape[0], dtype=np.int64), np.empty((0, n), dtype=np.uint64),
+                              np.zeros(degree + 1, dtype=np.uint64), degree, expected)
+    kernels.product_round_sums(tables[0], tables[1], tables[2], three, degree, out)
+    assert np.array_equal(out, expected)
