@@ -4,7 +4,7 @@ products of residues are < 2^62; sums of reduced terms stay below 2^64 for up to
 import numba
 import numpy as np
 
-from ._kernels import _ext_mul_into
+from ._kernels import _addp, _ext_mul4, _ext_mul_into
 
 P = np.uint64(2013265921)
 INV2 = np.uint64(1006632961)
@@ -130,6 +130,22 @@ def add_into(a, out):
     for i in range(a.size):
         s = a[i] + out[i]
         out[i] = s - P if s >= P else s
+
+
+@numba.njit(cache=True)
+def add_outer_into(outer, inner, out, start, step):
+    """out[start + (h L + l) step] += outer[h] inner[l] in F_p4, in place, for outer (H, 4), inner (L, 4) and
+    out (n, 4): a tensor-product weight added into every ``step``-th row (twin: the numpy outer product)."""
+    count = inner.shape[0]
+    for h in range(outer.shape[0]):
+        o0, o1, o2, o3 = outer[h, 0], outer[h, 1], outer[h, 2], outer[h, 3]
+        for l in range(count):
+            row = start + (h * count + l) * step
+            p0, p1, p2, p3 = _ext_mul4(o0, o1, o2, o3, inner[l, 0], inner[l, 1], inner[l, 2], inner[l, 3])
+            out[row, 0] = _addp(out[row, 0], p0)
+            out[row, 1] = _addp(out[row, 1], p1)
+            out[row, 2] = _addp(out[row, 2], p2)
+            out[row, 3] = _addp(out[row, 3], p3)
 
 
 @numba.njit(cache=True, inline="always")

@@ -567,8 +567,8 @@ def commit(values, params: BasefoldParams = BasefoldParams()):
 # -------------------------------------------------------------------------------------------- proof
 @dataclass(frozen=True, eq=False)
 class BasefoldProof:
-    """reduction (rounds, 3, 4): the claim-reduction sumcheck, h(0), h(1), h(2) per round (empty when one
-    table has one claim); evals (K, 4): each folded table at its part of the reduced point r; rounds (rounds, 3,
+    """reduction (rounds, 3, 4): the claim-reduction sumcheck, h(0), h(1), h(2) per round (empty when the
+    claims are aligned: one point per table, each a suffix of the largest table's point); evals (K, 4): each folded table at its part of the reduced point r; rounds (rounds, 3,
     4): the opening sumcheck of the combined table; layer_roots: one per committed layer of the combined
     codeword; final (2^final, 4): the combined final table; tables: each small table, whole (2^n,);
     initial_leaves / initial_paths: per folded commitment its opened leaves (u, g 2^b, 2^s) and multi-proof;
@@ -730,14 +730,11 @@ class Functional:
             if dense is not None:
                 low = F.ext_mul(dense[:, None, :], low[None, :, :]).reshape(-1, F.EXT_DEGREE)
             if hi.shape[0] and (hi[:, 1:].any() or (hi[:, 0] > 1).any()):
-                block = F.ext_mul(eq_table(hi)[:, None, :], low[None, :, :]).reshape(-1, F.EXT_DEGREE)
-                target = out[residue::1 << skip]
-                target[:] = F.ext_add(target, block)
-                continue
-            size = low.shape[0] << skip
-            offset = sum(int(hi[b, 0]) << b for b in range(hi.shape[0])) * size
-            target = out[offset + residue:offset + size:1 << skip]
-            target[:] = F.ext_add(target, low)
+                outer, start = eq_table(hi), residue  # the block eq(hi, .) x low over the whole table
+            else:
+                outer = F.ext_one((1,))
+                start = sum(int(hi[b, 0]) << b for b in range(hi.shape[0])) * (low.shape[0] << skip) + residue
+            _add_outer(outer, low, out, start, 1 << skip)
 
     def is_point(self) -> bool:
         return len(self.terms) == 1 and self.terms[0][2] is None and not self.terms[0][3].shape[0] \
@@ -842,7 +839,18 @@ class _Schedule:
     reduce: bool
 
 
-def _schedule(nums, params: BasefoldParams, claim_counts, functionals: bool = False) -> _Schedule:
+def _aligned(points_list, nums, folding, functionals: bool) -> bool:
+    """Point claims, one per folded table, each the suffix of the largest table's point (z_k = z[n - n_k:]): the
+    opening sumcheck then takes them as they are (a table joins when n_k variables remain, weighted by eq(z, .) on
+    the bound prefix), with no claim reduction."""
+    if functionals or not folding or any(len(points_list[k]) != 1 for k in folding):
+        return False
+    top = max(folding, key=lambda k: nums[k])
+    point = points_list[top][0]
+    return all(np.array_equal(points_list[k][0], point[nums[top] - nums[k]:]) for k in folding)
+
+
+def _schedule(nums, params: BasefoldParams, claim_counts, functionals: bool = False, points_list=None) -> _Schedule:
     folding = tuple(k for k, n in enumerate(nums) if n > params.final_vars)
     small = tuple(k for k, n in enumerate(nums) if n <= params.final_vars)
     n_max = max((nums[k] for k in folding), default=params.final_vars)
@@ -853,7 +861,9 @@ def _schedule(nums, params: BasefoldParams, claim_counts, functionals: bool = Fa
         m = params.next_layer(m)
         if m > params.final_vars:
             layers.append(m)
-    reduce = bool(folding) and (functionals or not (len(folding) == 1 and claim_counts[folding[0]] == 1))
+    aligned = len(folding) == 1 and claim_counts[folding[0]] == 1 and not functionals if points_list is None else \
+        _aligned(points_list, nums, folding, functionals)
+    reduce = bool(folding) and not aligned
     return _Schedule(n_max, folding, small, firsts, top, tuple(layers), n_max - params.final_vars, reduce)
 
 
@@ -977,6 +987,18 @@ def _add_eq_scaled(out: np.ndarray, point: np.ndarray, scale: np.ndarray) -> Non
         out[:] = F.ext_add(out, _eq_scaled(point, scale))
 
 
+def _add_outer(outer: np.ndarray, inner: np.ndarray, out: np.ndarray, start: int, step: int) -> None:
+    """out[start + (h L + l) step] += outer[h] inner[l] (F_p4, in place; one kernel pass without the product
+    table for large ones)."""
+    size = outer.shape[0] * inner.shape[0]
+    kernels = _fast(size)
+    if kernels is not None and out.flags.c_contiguous:
+        kernels.add_outer_into(np.ascontiguousarray(outer), np.ascontiguousarray(inner), out, start, step)
+        return
+    target = out[start:start + size * step:step]
+    target[:] = F.ext_add(target, F.ext_mul(outer[:, None, :], inner[None, :, :]).reshape(-1, F.EXT_DEGREE))
+
+
 def _dot_base(e: np.ndarray, table: np.ndarray) -> np.ndarray:
     """sum_i e[i] table[i] for an F_p4 (n, 4) and a base (n,) table."""
     kernels = _fast(e.shape[0])
@@ -1069,7 +1091,7 @@ def open_batch(witnesses, points_list, transcript, values=None):
                   if len(points) else F.ext_zero((0,)) for w, points, n in zip(witnesses, points_list, nums)]
     values = [np.asarray(v, dtype=np.uint64).reshape(len(p), F.EXT_DEGREE) for v, p in zip(values, points_list)]
     coefficients = _begin(transcript, [w.commitment for w in witnesses], points_list, values)
-    plan = _schedule(nums, params, [len(p) for p in points_list], functionals)
+    plan = _schedule(nums, params, [len(p) for p in points_list], functionals, points_list)
     if plan.reduce:
         weights = [_claims_table(points, c, n) for points, c, n in zip(points_list, coefficients, nums)]
         sums = [_combined_claim(v, c) for v, c in zip(values, coefficients)]  # = sum_x f_k W_k when honest
@@ -1077,7 +1099,8 @@ def open_batch(witnesses, points_list, transcript, values=None):
                                                  plan.n_max, transcript)
     else:
         reduction = np.zeros((0, 3, F.EXT_DEGREE), dtype=np.uint64)
-        point = points_list[plan.folding[0]][0] if plan.folding else np.zeros((0, 4), dtype=np.uint64)
+        point = points_list[max(plan.folding, key=lambda k: nums[k])][0] if plan.folding else \
+            np.zeros((0, 4), dtype=np.uint64)
         evals = np.stack([values[k][0] for k in plan.folding]) if plan.folding else F.ext_zero((0,))
     transcript.absorb("basefold.evals", evals)
     # the weight eq(r, .) is never built: round i uses scale_i eq(r_i, X) and eq(r_{>i}, .) (suffix, halved by
@@ -1227,7 +1250,7 @@ def _verify(commitments, points_list, values_list, proof, transcript, min_securi
     values_list = [np.asarray(v) for v in values_list]
     for k, (v, p) in enumerate(zip(values_list, points_list)):
         _check_array(v, (len(p), F.EXT_DEGREE), f"values of commitment {k}")
-    plan = _schedule(nums, params, [len(p) for p in points_list], _functional_mode(points_list))
+    plan = _schedule(nums, params, [len(p) for p in points_list], _functional_mode(points_list), points_list)
     _check_array(proof.reduction, (plan.n_max if plan.reduce else 0, 3, F.EXT_DEGREE), "reduction messages")
     _check_array(proof.evals, (len(plan.folding), F.EXT_DEGREE), "evaluations")
     _check_array(proof.rounds, (plan.rounds, 3, F.EXT_DEGREE), "round messages")
@@ -1244,10 +1267,11 @@ def _verify(commitments, points_list, values_list, proof, transcript, min_securi
     if plan.reduce:
         point = _check_reduction(proof.reduction, plan, nums, points_list, values_list, coefficients, evals,
                                  transcript)
-    elif plan.folding:
-        k = plan.folding[0]
-        point = points_list[k][0]
-        _require(F.ext_eq(evals[k], values_list[k][0]), "the evaluation differs from the claimed value")
+    elif plan.folding:  # aligned claims: each table's value enters the opening sumcheck as it is
+        point = points_list[max(plan.folding, key=lambda k: nums[k])][0]
+        for k in plan.folding:
+            _require(F.ext_eq(evals[k], values_list[k][0]), "the evaluation differs from the claimed value" +
+                     (f" (commitment {k})" if len(plan.folding) > 1 else ""))
     transcript.absorb("basefold.evals", proof.evals)
     claim, scale, challenges, betas = F.ext_zero(), F.ext_one(), [], {}
     for i in range(plan.rounds):

@@ -50,16 +50,18 @@ TAIL_MIN_VARS variables gets ONE random slot (v = 1): C[2x] = S_0[x], C[2x + 1] 
 store's unused end) and a second half otherwise (2-4x instead of 16-32x). One slot cannot make a folded entry
 uniform in F_p4 by itself (a base value times an F_p4 weight spans a line), so the batch is opened differently
 (:func:`open_batch`, :class:`MaskedBatchProof`):
-(1) the prover commits a fresh uniform mask table R (:func:`mask_vars`: >= 4x the coefficients of Libra's g
-and >= 2^(final_vars + 3)); g (degree 2 per variable) is read from R's first entries;
+(1) the prover commits a fresh uniform mask table R (:func:`mask_vars`: >= 4x the coefficients of Libra's g,
+>= 2^(final_vars + 3), and twice what R's own opening shows); g (degree 2 per variable) is read from R's first
+entries;
 (2) the claims are reduced to one point r by Libra's zero-knowledge sumcheck of sum_k 2^(n - n_k) sum_x
 W_k(x) C_k(x) + rho g (the rounds of :func:`proofs.basefold._reduce_claims`, masked): every message is uniform
 given the claim (Libra, Xie et al., CRYPTO 2019, theorem 4); the prover states y_k = C_k~(r_k) (uniform: S_1~
 at an F_p4 point, and S_0's tail) and g(r);
-(3) one :func:`proofs.basefold.open_batch` of every C_k at r_k and of R at g's functional (value g(r)) and at a
-fresh point (value R~(u)): the second claim spreads that batch's own claim reduction over all of R (with g's
-functional alone its rounds show partial sums of g's coefficients, which unmask (2)'s messages; at the tables'
-point R would only repeat their masking direction).
+(3) one :func:`proofs.basefold.open_batch` of every C_k at r_k (suffixes of r: aligned, so that batch has no
+claim reduction of its own and its opening sumcheck starts at r), and a second, of R alone, at g's functional
+(value g(r)) and at a fresh point (value R~(u)): the second claim spreads that batch's claim reduction over all
+of R (with g's functional alone its rounds show partial sums of g's coefficients, which unmask (2)'s messages);
+R is large enough that what its batch shows leaves g's coefficients uniform (:func:`mask_vars`).
 Why (3) hides, for fixed challenges (everything the verifier sees is then F_p-linear in (f, T, S_1, R)):
 every sumcheck binds C's lowest variable (the slot) first, so no later round, evaluation or fold separates S_0
 from S_1; each committed table folds at least 3 times before the first committed layer (:func:`_fits_tail`:
@@ -74,13 +76,14 @@ checked by linear algebra (tests/proofs/test_basefold_zk_tail.py): with the chal
 of f that no claim sees lies in the column space of the randomness's contribution to the whole view (and
 does not without S_1 and T; the check caught two leaks of earlier layouts: a tail selected by the TOP
 variable, whose last sumcheck round separates f from T, and an R opened at g's functional alone).
-Soundness: Basefold's batch over the C's and R (:func:`proofs.basefold.batch_security_bits`) plus (2)'s rounds
+Soundness: Basefold's two batches, over the C's and over R (:func:`verified_bits`), plus (2)'s rounds
 and rho, (2 n + 1) / |F_p4| (:func:`batch_error`); R's commitment is absorbed before (2)'s first challenge, so
 g is fixed before rho; a prover's own R (not uniform) only costs it zero knowledge.
 """
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, field as dataclass_field
 
 import numpy as np
@@ -441,7 +444,7 @@ def verify_batch(commitments, claims_list, values_list, proof, transcript,
 
 
 # ------------------------------------------------------------------------- tail layout: masked batch
-_MASKED_MAGIC, _MASKED_VERSION = b"HZKBFM01", 1
+_MASKED_MAGIC, _MASKED_VERSION = b"HZKBFM01", 2
 _REDUCTION_LABEL = "basefold_zk.reduction"
 
 
@@ -456,12 +459,13 @@ class MaskedBatchProof:
     evals: np.ndarray
     mask_value: np.ndarray
     opening: B.BasefoldProof
+    mask_opening: B.BasefoldProof
 
     def to_bytes(self) -> bytes:
-        opening = self.opening.to_bytes()
+        openings = [o.to_bytes() for o in (self.opening, self.mask_opening)]
         return (_MASKED_MAGIC + bytes([_MASKED_VERSION]) + self.mask.to_bytes() + self.reduction.to_bytes()
                 + F.elements_to_bytes(self.evals) + F.elements_to_bytes(self.mask_value)
-                + len(opening).to_bytes(4, "little") + opening)
+                + b"".join(len(o).to_bytes(4, "little") + o for o in openings))
 
     @classmethod
     def read(cls, reader) -> "MaskedBatchProof":
@@ -470,8 +474,9 @@ class MaskedBatchProof:
         mask = B.BasefoldCommitment.from_bytes(reader.raw(size))
         reduction = MaskedSumcheckProof.read(reader)
         evals, mask_value = reader.elements(2), reader.elements(1)
-        opening = B.BasefoldProof.from_bytes(reader.raw(reader.count(4, 1, "basefold opening length")))
-        return cls(mask, reduction, evals, mask_value, opening)
+        opening, mask_opening = (B.BasefoldProof.from_bytes(reader.raw(reader.count(4, 1, f"{name} length")))
+                                 for name in ("basefold opening", "mask table opening"))
+        return cls(mask, reduction, evals, mask_value, opening, mask_opening)
 
     @classmethod
     def from_bytes(cls, data) -> "MaskedBatchProof":
@@ -549,25 +554,47 @@ def _reduction_claim(values, coefficients, nums) -> np.ndarray:
 
 
 def mask_vars(num_vars: int, params: B.BasefoldParams) -> int:
-    """Variables of the mask table R of a batch whose largest table has num_vars: final_vars + 3, so that R joins
-    the combined table three folds before its final table, and at least 4 times g's coefficients, so that R's
-    other entries mask what the batch shows of R (with g's coefficients alone, R's openings would show
-    functionals of g beyond g(point) and unmask the reduction's messages)."""
-    return min(num_vars, max(params.final_vars + 3, (mask_entries(num_vars, 2) - 1).bit_length() + 2))
+    """Variables of the mask table R of a batch whose largest table has num_vars: R is opened in a Basefold batch
+    of its own, which shows at most :func:`mask_shown` base-field functionals of R; R keeps at least as many
+    dimensions unseen again beyond g's coefficients (with g's coefficients alone, R's opening would show
+    functionals of g beyond g(point) and unmask the reduction's messages), and has at least 4 times g's
+    coefficients and final_vars + 3 variables."""
+    entries = mask_entries(num_vars, 2)
+    m = max(params.final_vars + 3, (entries - 1).bit_length() + 2)
+    while (1 << m) < 2 * mask_shown(m, params) + entries:
+        m += 1
+    return m
 
 
-def _mask_claims(point, nums, mask_num_vars: int, mask_point) -> list:
-    """Phase two's claims: each table at its part of the reduced point; R at g's functional (g(point)) and at
-    a point of its own (the second claim spreads the batch's reduction over all of R: g's functional alone would
-    show partial sums of g's coefficients, which unmask the masked reduction's messages; at the tables' point
-    its masking would only repeat theirs, one direction of each degree-2 round message instead of two)."""
+def mask_shown(m: int, params: B.BasefoldParams) -> int:
+    """A bound on the base-field functionals of a table of m variables that its own Basefold opening of two claims
+    shows: the final table (4 per F_p4 entry), per query one leaf of each committed layer (2^arity F_p4 values)
+    and of its codeword (its leaf group), the reduction's and the opening's round messages (12 each) and the
+    claims' two values."""
+    plan = B._schedule([m], params, [2])
+    s = params.interleave(m)
+    coset = (1 << params.block(m - s)) << s
+    leaf = B._leaf_group(coset, (((1 << m) * params.rate_inv) >> s) // coset) * coset
+    shown_per_query = leaf + len(plan.layers) * (4 << params.arity)
+    return (4 << params.final_vars) + params.num_queries * shown_per_query + 12 * (m + plan.rounds) + 8
+
+
+def _table_claims(point, nums) -> list:
+    """Phase two's claims on the tables: each at its part of the reduced point, z_k = point[n - n_k:] (aligned:
+    their Basefold batch needs no claim reduction of its own, :func:`proofs.basefold._aligned`)."""
     n = max(nums)
+    return [np.asarray(point[n - n_k:], dtype=np.uint64)[None] for n_k in nums]
+
+
+def _mask_claims(point, mask_num_vars: int, mask_point) -> list:
+    """Phase two's claims on R, opened in a Basefold batch of its own: g's functional (g(point)) and a point of
+    its own (the second claim spreads that batch's reduction over all of R: g's functional alone would show
+    partial sums of g's coefficients, which unmask the masked reduction's messages)."""
     weights = _powers_table(point, 2)
     block = weights.shape[0].bit_length() - 1
     g_of = B.Functional(mask_num_vars, ((F.ext_one(), F.ext_zero((0,)), weights,
                                          F.ext_zero((mask_num_vars - block,))),))
-    return [[B.Functional.point(point[n - n_k:])] for n_k in nums] + \
-        [[g_of, B.Functional.point(mask_point)]]
+    return [[g_of, B.Functional.point(mask_point)]]
 
 
 def _open_masked(inner, lifted, values, transcript, rng=None) -> MaskedBatchProof:
@@ -599,10 +626,10 @@ def _open_masked(inner, lifted, values, transcript, rng=None) -> MaskedBatchProo
     mask_point = transcript.challenge_ext_vector("basefold_zk.mask_point", mask_commitment.num_vars)
     mask_value = B._dot_base(eq_table(mask_point), table)
     transcript.absorb("basefold_zk.mask_value", mask_value)
-    values2 = [e[None] for e in evals] + [np.stack([reduction.mask_eval, mask_value])]
-    _, opening = B.open_batch(list(inner) + [mask_witness],
-                              _mask_claims(point, nums, mask_commitment.num_vars, mask_point), transcript, values2)
-    return MaskedBatchProof(mask_commitment, reduction, evals, mask_value, opening)
+    _, opening = B.open_batch(list(inner), _table_claims(point, nums), transcript, [e[None] for e in evals])
+    _, mask_opening = B.open_batch([mask_witness], _mask_claims(point, mask_commitment.num_vars, mask_point),
+                                   transcript, [np.stack([reduction.mask_eval, mask_value])])
+    return MaskedBatchProof(mask_commitment, reduction, evals, mask_value, opening, mask_opening)
 
 
 def _verify_masked(inner, lifted, values_list, proof, transcript, min_security_bits, allow_conjectured) -> None:
@@ -639,9 +666,10 @@ def _verify_masked(inner, lifted, values_list, proof, transcript, min_security_b
     transcript.absorb("basefold_zk.evals", evals)
     mask_point = transcript.challenge_ext_vector("basefold_zk.mask_point", n_mask)
     transcript.absorb("basefold_zk.mask_value", mask_value)
-    values2 = [e[None] for e in evals] + [np.stack([proof.reduction.mask_eval, mask_value])]
-    B.verify_batch(list(inner) + [proof.mask], _mask_claims(sub.point, nums, n_mask, mask_point), values2,
-                   proof.opening, transcript,
+    B.verify_batch(list(inner), _table_claims(sub.point, nums), [e[None] for e in evals], proof.opening, transcript,
+                   min_security_bits, allow_conjectured=allow_conjectured)
+    B.verify_batch([proof.mask], _mask_claims(sub.point, n_mask, mask_point),
+                   [np.stack([proof.reduction.mask_eval, mask_value])], proof.mask_opening, transcript,
                    min_security_bits, allow_conjectured=allow_conjectured)
 
 
@@ -658,13 +686,16 @@ def batch_error(commitments) -> float:
 
 def verified_bits(commitments) -> float:
     """The bits :func:`verify_batch` requires to be >= its ``min_security_bits``: those of the Basefold batch of
-    the inner commitments (with the mask table in the "tail" layout, :func:`proofs.basefold.batch_security_bits`)."""
+    the inner commitments (:func:`proofs.basefold.batch_security_bits`), in the "tail" layout with the mask
+    table's own batch added (two query phases: their errors add)."""
     commitments = list(commitments)
     inner = [c.inner for c in commitments]
+    bits = B.batch_security_bits(inner)
     if commitments[0].layout == "tail":
         n = max(c.num_vars for c in inner)
-        inner.append(B.BasefoldCommitment(bytes(B.DIGEST_SIZE), mask_vars(n, inner[0].params), inner[0].params))
-    return B.batch_security_bits(inner)
+        mask = B.BasefoldCommitment(bytes(B.DIGEST_SIZE), mask_vars(n, inner[0].params), inner[0].params)
+        bits = -math.log2(2.0 ** -bits + 2.0 ** -B.batch_security_bits([mask]))
+    return bits
 
 
 def check_verified_bits(commitments, where: str) -> None:

@@ -464,6 +464,33 @@ def _honest_values(witnesses, points):
             for w, p in zip(witnesses, points)]
 
 
+@settings(max_examples=8, deadline=None)
+@given(st.lists(st.integers(SMALL.final_vars + 1, 11), min_size=1, max_size=4), seeds)
+def test_aligned_claims_open_without_a_claim_reduction(sizes, seed):
+    """One point per table, each a suffix of the largest table's point: the opening sumcheck takes them as they
+    are (no reduction rounds), the values are the MLEs', a false value of any table is rejected, and a point
+    off the suffix falls back to the reduction."""
+    rng = np.random.default_rng(seed)
+    witnesses = [B.commit(rng.integers(0, F.P, 1 << n, dtype=np.uint64), SMALL)[1] for n in sizes]
+    top = F.ext_random((max(sizes),), seed=seed)
+    points = [top[max(sizes) - n:][None] for n in sizes]
+    values, proof = B.open_batch(witnesses, points, Transcript("test"))
+    assert proof.reduction.shape[0] == 0
+    assert all(np.array_equal(v, h) for v, h in zip(values, _honest_values(witnesses, points)))
+    commitments = [w.commitment for w in witnesses]
+    _verify(commitments, points, values, proof)
+    for k in range(len(sizes)):
+        with pytest.raises(ProofRejected, match="evaluation differs from the claimed value"):
+            _verify(commitments, points, _lie(values, k), proof)
+    if len(sizes) > 1:
+        moved = [np.array(p, copy=True) for p in points]
+        k = len(sizes) - 1 if sizes.index(max(sizes)) != len(sizes) - 1 else 0  # not the largest's point
+        moved[k][0, -1] = F.ext_add(moved[k][0, -1], F.ext_one())
+        values, proof = B.open_batch(witnesses, moved, Transcript("test"))
+        assert proof.reduction.shape[0] == max(sizes)
+        _verify(commitments, moved, values, proof)
+
+
 @pytest.mark.parametrize("k, expected", [(2, "differs from its table"),  # a small table, sent whole
                                          (0, "reduction round 0"),  # a folded table: the reduction's first round
                                          ])

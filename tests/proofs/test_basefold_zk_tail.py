@@ -174,9 +174,10 @@ class _Given:
 
 def _view(proof) -> np.ndarray:
     """Every field element the verifier sees (Merkle digests aside), flattened to base coordinates."""
-    o, r = proof.opening, proof.reduction
-    parts = [r.mask_sum, r.sumcheck.round_messages, r.mask_eval, proof.evals, proof.mask_value, o.reduction,
-             o.evals, o.rounds, o.final, *o.initial_leaves, *o.layer_leaves]
+    r = proof.reduction
+    parts = [r.mask_sum, r.sumcheck.round_messages, r.mask_eval, proof.evals, proof.mask_value]
+    for o in (proof.opening, proof.mask_opening):
+        parts += [o.reduction, o.evals, o.rounds, o.final, *o.initial_leaves, *o.layer_leaves]
     return np.concatenate([np.asarray(p, dtype=np.uint64).reshape(-1) for p in parts]).astype(np.int64)
 
 
