@@ -237,37 +237,48 @@ NEG_PINV = np.uint64(2013265919)  # -p^-1 mod 2^32 (Montgomery reduction, R = 2^
 
 
 @numba.njit(cache=True)
-def encode_interleaved(coefficients, rate_log, twiddles, bitrev, out):
-    """out[c] = the RS encoding at rate 2^-rate_log of coefficients[c] ((S, k); out (S, N), N = k
+def encode_interleaved(table, rate_log, twiddles, bitrev, out):
+    """out[:, c] = the RS encoding at rate 2^-rate_log of the column table[:, c] ((k, S); out (N, S), N = k
     2^rate_log): the radix-2 DIT NTT of the zero-padded coefficients, as proofs.commit.ntt. ``twiddles[h + j]``
     = w_2h^j R mod p (Montgomery form, R = 2^32: a twiddle product a w R R^-1 = a w is a 32-bit Montgomery
     reduction, contiguous per stage); ``bitrev``: bit reversal of log2 k bits. After the bit reversal the
     coefficients sit at multiples of 2^rate_log with zeros between, so the first rate_log stages only copy
-    each one over its block (twin: basefold._encode_table_numpy)."""
-    rows, n = out.shape
+    each one over its block. Columns go through a scratch row each, eight at a time (one cache line of
+    ``out`` per position; twin: basefold._encode_table_numpy)."""
+    n, columns = out.shape
     k = n >> rate_log
     block = 1 << rate_log
-    scratch = np.empty(n, dtype=np.uint64)
-    for c in range(rows):
-        for j in range(k):
-            v = coefficients[c, bitrev[j]]
-            for b in range(block):
-                scratch[j * block + b] = v
-        half = block
-        while half < n:
-            for start in range(0, n, 2 * half):
-                for j in range(half):
-                    u = scratch[start + j]
-                    t = scratch[start + j + half] * twiddles[half + j]
-                    m = ((t & MASK32) * NEG_PINV) & MASK32
-                    v = (t + m * P) >> np.uint64(32)
-                    v = v - P if v >= P else v
-                    s = u + v
-                    scratch[start + j] = s - P if s >= P else s
-                    scratch[start + j + half] = u - v if u >= v else u + P - v
-            half *= 2
+    group = min(8, columns)
+    scratch = np.empty((group, n), dtype=np.uint64)
+    natural = np.empty((group, k), dtype=np.uint64)
+    for first in range(0, columns, group):
+        for i in range(k):  # the group's columns in natural order (the table read once, in order), ...
+            for g in range(group):
+                natural[g, i] = table[i, first + g]
+        for g in range(group):
+            row, source = scratch[g], natural[g]
+            for j in range(k):  # ... then bit-reversed within each row (cache-resident)
+                v = source[bitrev[j]]
+                for b in range(block):
+                    row[j * block + b] = v
+            half = block
+            while half < n:
+                stage = twiddles[half:2 * half]
+                for start in range(0, n, 2 * half):
+                    low, high = row[start:start + half], row[start + half:start + 2 * half]
+                    for j in range(half):  # separate views, branch-free selects: the loop vectorises (3-4x)
+                        u = low[j]
+                        t = high[j] * stage[j]
+                        m = ((t & MASK32) * NEG_PINV) & MASK32
+                        v = (t + m * P) >> np.uint64(32)
+                        v = v - P if v >= P else v
+                        s = u + v
+                        low[j] = s - P if s >= P else s
+                        high[j] = u - v if u >= v else u + P - v
+                half *= 2
         for j in range(n):
-            out[c, j] = scratch[j]
+            for g in range(group):
+                out[j, first + g] = scratch[g, j]
 
 _IV = np.array([0x6A09E667F3BCC908, 0xBB67AE8584CAA73B, 0x3C6EF372FE94F82B, 0xA54FF53A5F1D36F1,
                 0x510E527FADE682D1, 0x9B05688C2B3E6C1F, 0x1F83D9ABFB41BD6B, 0x5BE0CD19137E2179], dtype=np.uint64)

@@ -406,11 +406,11 @@ def _encode_table(table: np.ndarray, num_vars: int, params: BasefoldParams) -> n
     if kernels is None:
         return _encode_table_numpy(table, num_vars, params)
     n = (1 << (num_vars - s)) * params.rate_inv
-    out = np.empty((1 << s, n), dtype=np.uint64)
-    rows = np.ascontiguousarray(table.reshape(1 << (num_vars - s), 1 << s).T)
-    kernels.encode_interleaved(rows, params.rate_inv.bit_length() - 1,
-                               _stage_twiddles(n), _bit_reverse(1 << (num_vars - s)), out)
-    return np.ascontiguousarray(out.T)
+    out = np.empty((n, 1 << s), dtype=np.uint64)
+    kernels.encode_interleaved(np.ascontiguousarray(table).reshape(1 << (num_vars - s), 1 << s),
+                               params.rate_inv.bit_length() - 1, _stage_twiddles(n), _bit_reverse(1 << (num_vars - s)),
+                               out)
+    return out
 
 
 def _stage_twiddles(n: int) -> np.ndarray:
