@@ -341,11 +341,11 @@ def _compress(h, m, iv, sigma, counter, last):
 
 
 @numba.njit(cache=True, inline="always")
-def _digest_into(h, words, length, blocks, iv, sigma, out, i):
-    """out[i] = the BLAKE2b-256 digest of the ``length`` message bytes in ``words`` (zero-padded blocks)."""
+def _digest_into(h, start, words, length, blocks, iv, sigma, out, i):
+    """out[i] = the BLAKE2b-256 digest of the ``length`` message bytes in ``words`` (zero-padded blocks), from the
+    initial state ``start`` (the IV xor the parameter block)."""
     for k in range(8):
-        h[k] = iv[k]
-    h[0] ^= np.uint64(0x01010020)  # digest length 32, no key, fanout 1, depth 1
+        h[k] = start[k]
     for blk in range(blocks):
         last = blk == blocks - 1
         _compress(h, words[16 * blk:16 * blk + 16], iv, sigma, np.uint64(length if last else 128 * (blk + 1)), last)
@@ -363,41 +363,40 @@ def blake2b_rows(prefix, data, iv, sigma, out):
     buf = np.zeros(blocks * 128, dtype=np.uint8)
     words = buf.view(np.uint64)  # little-endian words (x86 / ARM hosts)
     h = np.empty(8, dtype=np.uint64)
+    start = iv.copy()
+    start[0] ^= np.uint64(0x01010020)  # digest length 32, no key, fanout 1, depth 1
     for i in range(data.shape[0]):
         buf[0] = prefix
         for j in range(length - 1):
             buf[j + 1] = data[i, j]
-        _digest_into(h, words, length, blocks, iv, sigma, out, i)
+        _digest_into(h, start, words, length, blocks, iv, sigma, out, i)
 
 
 @numba.njit(cache=True)
-def blake2b_leaves(prefix, codeword, block, group, iv, sigma, out):
-    """out[i] = BLAKE2b-256(prefix || leaf i as little-endian u32s) for the leaves of a codeword (N, w) of
-    residues: leaf i holds the cosets j = g i, ..., g i + g - 1 (g = ``group``), coset j the rows j + s N / 2^block
-    (s < 2^block), without building the leaves (twin: blake2b_rows of basefold._table_leaves' bytes)."""
+def blake2b_leaves(start, codeword, block, group, iv, sigma, out):
+    """out[i] = BLAKE2b-256 of leaf i's little-endian u32s from the initial state ``start`` (the leaf hash's
+    personalised parameter block, basefold._LEAF_STATE) for the leaves of a codeword (N, w) of residues: leaf i
+    holds the cosets j = g i, ..., g i + g - 1 (g = ``group``), coset j the rows j + s N / 2^block
+    (s < 2^block), without building the leaves (twin: hashlib.blake2b(..., person=basefold.LEAF_PERSON))."""
     n, width = codeword.shape
     stride, per = n >> block, 1 << block
-    length = group * per * width * 4 + 1
+    length = group * per * width * 4
     blocks = max(1, (length + 127) // 128)
-    buf = np.zeros(blocks * 128, dtype=np.uint8)
-    words = buf.view(np.uint64)
+    words = np.zeros(blocks * 16, dtype=np.uint64)  # little-endian words (x86 / ARM hosts)
     h = np.empty(8, dtype=np.uint64)
     for i in range(out.shape[0]):
-        # the message prefix || u32 values, written as little-endian words: each pair of values u = v | v' << 32
-        # lands shifted by the prefix byte, its top byte carried into the next word
-        carry, u, odd, k = np.uint64(prefix), np.uint64(0), False, 0
+        u, odd, k = np.uint64(0), False, 0  # value pairs u = v | v' << 32 make one word each
         for g in range(group):
             j = i * group + g
             for s in range(per):
                 row = j + s * stride
                 for c in range(width):
                     if odd:
-                        u |= codeword[row, c] << np.uint64(32)
-                        words[k] = (u << np.uint64(8)) | carry
-                        carry = u >> np.uint64(56)
+                        words[k] = u | (codeword[row, c] << np.uint64(32))
                         k += 1
                     else:
                         u = codeword[row, c]
                     odd = not odd
-        words[k] = ((u << np.uint64(8)) | carry) if odd else carry
-        _digest_into(h, words, length, blocks, iv, sigma, out, i)
+        if odd:
+            words[k] = u
+        _digest_into(h, start, words, length, blocks, iv, sigma, out, i)

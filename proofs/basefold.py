@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import math
 import sys
 from dataclasses import dataclass
@@ -280,7 +281,8 @@ def _leaves(codeword: np.ndarray, block: int) -> np.ndarray:
 
 def _leaf_group(coset_values: int, count: int) -> int:
     """Cosets per leaf of a table's own tree: the most (a power of two, at most ``count``, the cosets) whose
-    values (4 bytes each) and the prefix byte fit one 128-byte BLAKE2b block; a query opens its whole leaf."""
+    values (4 bytes each) fit in 127 bytes (one BLAKE2b block; the byte spare is the leaf format's size rule from
+    when leaves carried a prefix byte); a query opens its whole leaf."""
     group = 1
     while 2 * group <= count and 2 * group * coset_values * 4 + 1 <= 128:
         group *= 2
@@ -313,16 +315,35 @@ def _leaf_digests(codeword: np.ndarray, block: int, group: int = 1) -> np.ndarra
         leaves = _leaves(codeword, block)
         return _digest_array(leaves.reshape((count, group * leaves.shape[1]) + leaves.shape[2:]))
     out = np.empty((count, DIGEST_SIZE), dtype=np.uint8)
-    kernels.blake2b_leaves(np.uint8(0), np.ascontiguousarray(codeword), block, group, kernels._IV, kernels._SIGMA, out)
+    kernels.blake2b_leaves(_leaf_state(), np.ascontiguousarray(codeword), block, group, kernels._IV, kernels._SIGMA,
+                           out)
     return out
 
 
+#: A leaf's hash is BLAKE2b-256 personalised with this (RFC 7693's parameter block): it differs from the inner
+#: nodes' H(0x01 || left || right) without a prefix byte, so a leaf of 128 bytes is one compression, not two.
+LEAF_PERSON = b"hezk.basefold.lf"
+
+
+def _leaf_state() -> np.ndarray:
+    """The leaf hash's initial BLAKE2b state: IV xor (digest length 32, fanout 1, depth 1, LEAF_PERSON)."""
+    state = np.array(_kernels()._IV, copy=True)
+    state[0] ^= np.uint64(0x01010020)
+    state[6] ^= np.uint64(int.from_bytes(LEAF_PERSON[:8], "little"))
+    state[7] ^= np.uint64(int.from_bytes(LEAF_PERSON[8:], "little"))
+    return state
+
+
+def _leaf_hash(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=DIGEST_SIZE, person=LEAF_PERSON).digest()
+
+
 def _digests(leaves: np.ndarray) -> list:
-    """H(0x00 || leaf bytes) for each leaf (first axis); entries as little-endian u32."""
+    """H_leaf(leaf bytes) for each leaf (first axis); entries as little-endian u32."""
     data = np.ascontiguousarray(leaves, dtype="<u4").reshape(leaves.shape[0], -1)
     width = data.shape[1] * 4
     raw = data.tobytes()
-    return [_hash(b"\x00", raw[i:i + width]) for i in range(0, len(raw), width)]
+    return [_leaf_hash(raw[i:i + width]) for i in range(0, len(raw), width)]
 
 
 def _hash_kernels(count: int):
@@ -331,13 +352,13 @@ def _hash_kernels(count: int):
 
 
 def _digest_array(leaves: np.ndarray) -> np.ndarray:
-    """(n, 32) uint8: row i = H(0x00 || leaf i's bytes) (as :func:`_digests`; BLAKE2b in numba for many leaves)."""
-    data = np.ascontiguousarray(leaves, dtype="<u4").reshape(leaves.shape[0], -1).view(np.uint8)
-    kernels = _hash_kernels(data.shape[0])
+    """(n, 32) uint8: row i = H_leaf(leaf i's bytes) (as :func:`_digests`; BLAKE2b in numba for many leaves)."""
+    flat = np.ascontiguousarray(leaves).reshape(leaves.shape[0], -1)
+    kernels = _hash_kernels(flat.shape[0])
     if kernels is None:
         return np.frombuffer(b"".join(_digests(leaves)), dtype=np.uint8).reshape(-1, DIGEST_SIZE)
-    out = np.empty((data.shape[0], DIGEST_SIZE), dtype=np.uint8)
-    kernels.blake2b_rows(np.uint8(0), data, kernels._IV, kernels._SIGMA, out)
+    out = np.empty((flat.shape[0], DIGEST_SIZE), dtype=np.uint8)
+    kernels.blake2b_leaves(_leaf_state(), flat.astype(np.uint64), 0, 1, kernels._IV, kernels._SIGMA, out)
     return out
 
 
@@ -366,9 +387,7 @@ def _root_from(leaves: np.ndarray, indices: np.ndarray, path: list, depth: int) 
     kernels = _kernels() if sys.byteorder == "little" else None
     if kernels is None:
         return _merkle_root_from(_digests(leaves), indices, path, depth)
-    data = np.ascontiguousarray(leaves, dtype="<u4").reshape(leaves.shape[0], -1).view(np.uint8)
-    digests = np.empty((data.shape[0], DIGEST_SIZE), dtype=np.uint8)
-    kernels.blake2b_rows(np.uint8(0), data, kernels._IV, kernels._SIGMA, digests)
+    digests = _digest_array(leaves) if leaves.shape[0] else np.zeros((0, DIGEST_SIZE), dtype=np.uint8)
     sent = np.frombuffer(b"".join(path), dtype=np.uint8).reshape(-1, DIGEST_SIZE)
     known, position = np.asarray(indices, dtype=np.int64), 0
     for _ in range(depth):

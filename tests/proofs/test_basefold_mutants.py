@@ -166,12 +166,12 @@ def test_fiat_shamir_known_answers_of_point_and_functional_batches(batch):
     import hashlib
     proof = batch[3]
     assert hashlib.sha256(proof.to_bytes()).hexdigest() == \
-        "802fb92f329ff71c1fcad58cb53a81d7e96ec25510cda46ad3b32afede8291e1"
+        "69cc5a582a57e3182fdfd5857e4229354384e47e417efa61a034a139ef351f5c"
     witnesses, points = _claims([6, 5], [1, 2], seed=4)
     mixed = [points[0], [B.Functional.point(z) for z in points[1]]]
     _, proof = B.open_batch(witnesses, mixed, Transcript("test"))
     assert hashlib.sha256(proof.to_bytes()).hexdigest() == \
-        "a457cf0e2f89b71b78e19a0dc558d9ba63411efe20179aa26ed02efeb688492a"
+        "d59625b1b6af350a687f517e0ca30fe2ead5244a106c9a83c834bc5e134dc21e"
 
 
 def test_value_and_final_table_rejections_name_their_check():
