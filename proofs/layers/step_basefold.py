@@ -33,7 +33,8 @@ def training_params() -> BZ.HidingBasefoldParams:
     the store's unused end, one small mask table per batch: 2-4x instead of the slot layout's 16-32x,
     :mod:`proofs.basefold_zk`), rate 1/2 (251 proven queries), leaves of 2^3 values, folding to 2^10, rows of
     <= 2^18 symbols. Measured on the 784->128->10 step at batch 64 (proof, prove CPU s, proven bits of the whole
-    proof, one statement copy): rows 2^18 702 KiB, 4.0-4.7 s, 100.9; rows 2^17 1.95 MB (twice the rows per
+    proof, one statement copy): rows 2^18 817 KB, 3.1 s, 100.7 (702 KiB, 4.0-4.7 s, 100.9 before the mask table
+    got its own batch and the tables' opening lost its claim reduction); rows 2^17 1.95 MB (twice the rows per
     query), 100.3; rows 2^19 709 KiB but 99.2 bits (the batch's proven field error, N / |F_p4| per fold of
     codewords up to 2^24 symbols, grows with the rows' length; 2^20 falls under the verifier's 100 bits). The
     field error also grows with the statement: the 8-layer 1.08M-parameter step gives 99.6 bits at rows 2^18, which
