@@ -54,6 +54,23 @@ def ext_mul_scalar(a, b, out):
 
 
 @numba.njit(cache=True)
+def keep_below_p(draw, out, found):
+    """Rejection sampling: append each candidate of ``draw`` (u32) masked to 31 bits that is below p to
+    ``out`` from position ``found`` until it is full; return the new count (twin: the numpy path of
+    :func:`proofs.field.random_elements`)."""
+    mask = np.uint32(0x7FFFFFFF)
+    bound = np.uint32(2013265921)
+    for i in range(draw.shape[0]):
+        if found >= out.shape[0]:
+            break
+        v = draw[i] & mask
+        if v < bound:
+            out[found] = v
+            found += 1
+    return found
+
+
+@numba.njit(cache=True)
 def ntt_rows(a, twiddles, bitrev):
     """In-place radix-2 decimation-in-time NTT of each row of a (rows, n); natural-order output.
 

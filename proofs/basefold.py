@@ -471,13 +471,15 @@ def _fast(size: int):
     return _kernels() if size >= F.NUMBA_MIN_SIZE else None
 
 
-def _add_pairs(x: np.ndarray) -> np.ndarray:
-    """x[0::2] + x[1::2] mod p along the first axis (a table summed over its lowest variable)."""
+def _add_pairs(x: np.ndarray, in_place: bool = False) -> np.ndarray:
+    """x[0::2] + x[1::2] mod p along the first axis (a table summed over its lowest variable); ``in_place``: into
+    x's own first half (the kernel reads 2j, 2j + 1 before it writes j), for a table the caller owns and drops."""
     kernels = _fast(x.size)
     if kernels is None or not x.flags.c_contiguous:
         return F.add(x[0::2], x[1::2])
     flat = x.reshape(x.shape[0], -1)
-    out = np.empty((x.shape[0] // 2, flat.shape[1]), dtype=np.uint64)
+    out = flat[:x.shape[0] // 2] if in_place and x.flags.writeable else \
+        np.empty((x.shape[0] // 2, flat.shape[1]), dtype=np.uint64)
     kernels.add_pairs(flat, out)
     return out.reshape((x.shape[0] // 2,) + x.shape[1:])
 
@@ -963,10 +965,11 @@ def _eq_round_message(combined, joining, suffix: np.ndarray, z: np.ndarray, scal
     return np.stack([F.ext_mul(F.ext_mul(scale, e), v) for e, v in zip(eq, (g[0], g[1], g2))])
 
 
-def _fold_joined(combined, joining, r: np.ndarray) -> np.ndarray:
-    """fold(combined + sum beta t, r) for ``joining`` = [(base table t, beta)], without building beta t."""
+def _fold_joined(combined, joining, r: np.ndarray, in_place: bool = False) -> np.ndarray:
+    """fold(combined + sum beta t, r) for ``joining`` = [(base table t, beta)], without building beta t;
+    ``in_place``: combined is the caller's own table, folded into its first half."""
     half = (combined if combined is not None else joining[0][0]).shape[0] // 2
-    out = fold(combined, r) if combined is not None else F.ext_zero((half,))
+    out = fold(combined, r, in_place=in_place) if combined is not None else F.ext_zero((half,))
     for table, beta in joining:
         kernels = _fast(table.shape[0])
         if kernels is not None:
@@ -1081,7 +1084,7 @@ def _reduce_claims(tables, weights, sums, nums, folding, n_max, transcript):
                 w.scale = F.ext_mul(w.scale, eq_eval(w.point[w.round][None], r[None]))
                 w.round += 1
                 if w.suffix.shape[0] > 1:
-                    w.suffix = _add_pairs(w.suffix)
+                    w.suffix = _add_pairs(w.suffix, in_place=True)
             elif nums[k] >= m:
                 tables[k], weights[k], following = _fold_pair(tables[k], w, r, in_place=True)
                 if following is not None:
@@ -1146,16 +1149,17 @@ def open_batch(witnesses, points_list, transcript, values=None):
         r = transcript.challenge_ext("basefold.r")  # sumcheck round error <= 2/|F_p4|; fold error <= N/|F_p4|
         messages.append(h)
         challenges.append(r)
-        combined, scale = _fold_joined(combined, joining, r), F.ext_mul(scale, eq_eval(point[i][None], r[None]))
+        combined = _fold_joined(combined, joining, r, in_place=True)  # the loop's own table
+        scale = F.ext_mul(scale, eq_eval(point[i][None], r[None]))
         if suffix.shape[0] > 1:
-            suffix = _add_pairs(suffix)
+            suffix = _add_pairs(suffix, in_place=True)
         if codeword is not None:
             codeword = _fold_codeword(codeword, r)
         if m - 1 in plan.layers:
             levels = _merkle_tree(_leaf_digests(codeword, params.arity))
             transcript.absorb("basefold.layer_root", _root(levels))
             shared.append((codeword, levels))
-    final = combined if plan.folding else F.ext_zero((0,))
+    final = combined.copy() if plan.folding else F.ext_zero((0,))  # (folded in place: no view of the big table)
     small = tuple(witnesses[k].table for k in plan.small)
     transcript.absorb("basefold.finals", [np.asarray(final)] + list(small))
     nonce = grinding.grind(transcript.state_digest(), params.grinding_bits) if plan.folding else 0

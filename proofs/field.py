@@ -259,20 +259,29 @@ def limb_matmul(a, b) -> np.ndarray:
     return out
 
 
+_RANDOM_CHUNK = 1 << 16  #: candidates per OS draw in random_elements
+
+
 def random_elements(shape, seed=None) -> np.ndarray:
     """Uniform field elements; from the OS CSPRNG unless an explicit ``seed`` (tests only) is given."""
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
     count = int(np.prod(shape, dtype=np.int64))
     if seed is not None:
         return np.random.default_rng(seed).integers(0, P, size=shape, dtype=np.uint64)
-    parts, found = [], 0
-    while found < count:  # 31 random bits per candidate, kept below p (rejection sampling: uniform; 6% rejected)
-        need = count - found
-        draw = np.frombuffer(os.urandom(4 * (need + need // 8 + 16)), dtype="<u4") & np.uint32(0x7FFFFFFF)
-        kept = draw[draw < np.uint32(P)]
-        parts.append(kept[:need].astype(np.uint64))
-        found += parts[-1].size
-    return np.concatenate(parts).reshape(shape) if parts else np.zeros(shape, dtype=np.uint64)
+    out = np.empty(count, dtype=np.uint64)
+    kernels = numba_kernels() if count >= NUMBA_MIN_SIZE else None
+    found = 0
+    while found < count:  # 31 random bits per candidate, kept below p (rejection sampling: uniform; 6% rejected),
+        need = count - found  # drawn in chunks that stay in cache (no table-sized temporaries)
+        draw = np.frombuffer(os.urandom(4 * min(need + need // 8 + 16, _RANDOM_CHUNK)), dtype="<u4")
+        if kernels is not None:
+            found = kernels.keep_below_p(draw, out, found)
+        else:
+            kept = draw & np.uint32(0x7FFFFFFF)
+            kept = kept[kept < np.uint32(P)][:need]
+            out[found:found + kept.size] = kept
+            found += kept.size
+    return out.reshape(shape)
 
 
 # ------------------------------------------------------------------------------------ quartic extension

@@ -491,6 +491,7 @@ class _MaskedState:
         self.table = table.reshape((-1,) + table.shape[2:])  # plane-major, element variables low
         self.masks = masks if masks is not None and masks.shape[0] else None
         self.bound = 0
+        self._owned = False  # self.table is the caller's until the first bind, then this state's own (folded in place)
 
     def mask_now(self):
         """(2^k, 4) masks of the variable bound this round, or None (no masks, or planes reached)."""
@@ -501,15 +502,18 @@ class _MaskedState:
     def bind(self, r) -> None:
         mask = self.mask_now()
         kernels = F.numba_kernels() if mask is not None and self.table.shape[0] >= F.KERNEL_MIN_SIZE else None
-        if kernels is not None:  # fold and add z(r) l_j in one pass
-            out = np.empty((self.table.shape[0] // 2, F.EXT_DEGREE), dtype=np.uint64)
+        inside = self._owned and self.table.ndim == 2 and self.table.flags.c_contiguous
+        if kernels is not None:  # fold and add z(r) l_j in one pass (into its own first half: it reads 2j, 2j + 1
+            half = self.table.shape[0] // 2  # before it writes j)
+            out = self.table[:half] if inside else np.empty((half, F.EXT_DEGREE), dtype=np.uint64)
             kernels.fold_add_planes(np.ascontiguousarray(self.table), np.ascontiguousarray(r),
                                     np.ascontiguousarray(F.ext_mul(mask, zeta(r)[0][None, :])), out)
             self.table = out
         else:
-            self.table = fold(self.table, r)
+            self.table = fold(self.table, r, in_place=inside)
             if mask is not None:
                 self.table = _add_planes(self.table, F.ext_mul(mask, zeta(r)[0][None, :]))
+        self._owned = True
         self.bound += 1
 
 
@@ -573,6 +577,7 @@ class RelationProver:
         self.challenges = []
         self._fused = fused
         self._publics, self._states = {}, {}
+        self._owned_publics = set()  # public tables folded at least once: this prover's own, folded in place
         for term in relation.terms:
             for p in term.publics:
                 if id(p) not in self._publics:
@@ -717,14 +722,15 @@ class RelationProver:
                 live_publics.update(public_ids)
                 live_states.update(state_ids)
         for i in live_publics:
-            self._publics[i] = fold(self._publics[i], r)
+            self._publics[i] = fold(self._publics[i], r, in_place=i in self._owned_publics)
+            self._owned_publics.add(i)
         for i in live_states:
             self._states[i].bind(r)
         self.challenges.append(r)
 
     def final_evaluations(self):
         """[[stored factor values] per term] (the values the prover states)."""
-        return [[_ext(self._states[i].table)[0] for i in state_ids] for _, _, state_ids in self._terms]
+        return [[_ext(self._states[i].table)[0].copy() for i in state_ids] for _, _, state_ids in self._terms]
 
 
 def _ints(value) -> list:

@@ -274,7 +274,8 @@ class SumcheckProver:
     def bind(self, r) -> None:
         """Fix the current variable to the challenge r ((4,) ext): every table halves."""
         r = np.asarray(r, dtype=np.uint64)
-        self._tables = [fold(table, r) for table in self._tables]
+        owned = bool(self.challenges)  # after the first bind the tables are this prover's own: folded in place
+        self._tables = [fold(table, r, in_place=owned) for table in self._tables]
         self.challenges.append(r)
         self._current_sum = None
 
@@ -282,7 +283,7 @@ class SumcheckProver:
         """After all rounds: [[factor value at the point, (4,)] per factor] per term."""
         if len(self.challenges) != self.num_vars:
             raise ProofError(f"sumcheck: {len(self.challenges)} of {self.num_vars} variables bound")
-        values = [t[0] if is_ext(t) else F.ext_from_base(t[0]) for t in self._tables]
+        values = [t[0].copy() if is_ext(t) else F.ext_from_base(t[0]) for t in self._tables]  # (no view of a table)
         return [[values[i] for i in indices] for _, indices in self._terms]
 
 

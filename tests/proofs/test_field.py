@@ -1,7 +1,7 @@
 """BabyBear base field and quartic extension against Python ints and galois."""
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from proofs import field as F
 from proofs.errors import FieldError
@@ -242,3 +242,28 @@ def test_transposed_matmul_kernel_equals_the_limb_matmul(n, k, m):
     _kernels.transposed_matmul(a, b, out)
     assert np.array_equal(out, F.limb_matmul(np.ascontiguousarray(a.T), b).T)
     assert np.array_equal(F.matmul(np.ascontiguousarray(a.T), b), out.T)
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 300), st.integers(0, 300), st.integers(0, 2**32 - 1))
+def test_rejection_sampling_kernel_is_the_numpy_twin(size, start, seed):
+    """keep_below_p appends the same candidates (31 bits, below p) as the numpy path, stops when out is full, and
+    random_elements fills every entry whether it takes one OS draw or many."""
+    kernels = F.numba_kernels()
+    if kernels is None:
+        pytest.skip("numba not installed")
+    draw = np.random.default_rng(seed).integers(0, 2**32, size, dtype=np.uint64).astype(np.uint32)
+    draw[::7] = np.uint32(0xFFFFFFFF)  # above p after the mask: rejected
+    out = np.zeros(start + 150, dtype=np.uint64)
+    found = kernels.keep_below_p(draw, out, start)
+    masked = draw & np.uint32(0x7FFFFFFF)
+    expected = masked[masked < np.uint32(F.P)][:150].astype(np.uint64)
+    assert found == start + expected.size and np.array_equal(out[start:found], expected)
+    assert not out[found:].any() and not out[:start].any()
+
+
+def test_random_elements_fill_across_several_draws(monkeypatch):
+    monkeypatch.setattr(F, "_RANDOM_CHUNK", 64)  # many OS draws for one table
+    for count in (10, 1000):
+        draws = F.random_elements(count)
+        assert draws.shape == (count,) and F.is_canonical(draws) and np.unique(draws).size > count - 3
