@@ -4,7 +4,7 @@ products of residues are < 2^62; sums of reduced terms stay below 2^64 for up to
 import numba
 import numpy as np
 
-from ._kernels import _addp, _ext_mul4, _ext_mul_into
+from ._kernels import _addp, _ext_mul4, _ext_mul_into, _step
 
 P = np.uint64(2013265921)
 INV2 = np.uint64(1006632961)
@@ -149,48 +149,59 @@ def add_outer_into(outer, inner, out, start, step):
 
 
 @numba.njit(cache=True, inline="always")
-def _lerp_into(t, row, ext, r, tmp, out, j):
-    """out[j] = t[2 row] + r (t[2 row + 1] - t[2 row]) for a base (2n,) or F_p4 (2n, 4) table t."""
+def _lerp(t, row, ext, r0, r1, r2, r3):
+    """t[2 row] + r (t[2 row + 1] - t[2 row]) as four residues, for a base (2n,) or F_p4 (2n, 4) table t."""
     if ext:
-        for c in range(4):
-            low, high = t[2 * row, c], t[2 * row + 1, c]
-            tmp[0, c] = high - low if high >= low else high + P - low
-        _ext_mul_into(tmp[0, 0], tmp[0, 1], tmp[0, 2], tmp[0, 3], r[0], r[1], r[2], r[3], tmp, 1)
-        for c in range(4):
-            s = t[2 * row, c] + tmp[1, c]
-            out[j, c] = s - P if s >= P else s
-    else:
-        low, high = t[2 * row], t[2 * row + 1]
-        d = high - low if high >= low else high + P - low
-        for c in range(4):
-            out[j, c] = (r[c] * d + (low if c == 0 else np.uint64(0))) % P
+        l0, l1, l2, l3 = t[2 * row, 0], t[2 * row, 1], t[2 * row, 2], t[2 * row, 3]
+        p0, p1, p2, p3 = _ext_mul4(_step(t[2 * row + 1, 0], l0), _step(t[2 * row + 1, 1], l1),
+                                   _step(t[2 * row + 1, 2], l2), _step(t[2 * row + 1, 3], l3), r0, r1, r2, r3)
+        return _addp(l0, p0), _addp(l1, p1), _addp(l2, p2), _addp(l3, p3)
+    low = t[2 * row]
+    d = _step(t[2 * row + 1], low)
+    return (r0 * d + low) % P, r1 * d % P, r2 * d % P, r3 * d % P
+
+
+@numba.njit(cache=True, inline="always")
+def _twice_minus(a, b):
+    """2 a - b mod p."""
+    return (a + a + P - b) % P
 
 
 @numba.njit(cache=True)
 def fold_sums(f, w, r, f_out, w_out, out):
     """One fused pass: f_out = fold(f, r), w_out = fold(w, r) (f base (2n,) or F_p4 (2n, 4), w (2n, 4); fold
     as proofs.mle.fold) and out = the next round's (h(0), h(1), h(2)) of sum (f_out w_out) (as round_sums on
-    f_out, w_out; zero when n < 2). Twin: mle.fold twice, then round_sums / basefold._round_message."""
+    f_out, w_out; zero when n < 2). Entries 2j, 2j + 1 are read before entry j is written (the outputs may be
+    the inputs' first halves). Twin: mle.fold twice, then round_sums / basefold._round_message."""
     n = f_out.shape[0]
-    tmp = np.empty((2, 4), dtype=np.uint64)
-    prod = np.empty((1, 4), dtype=np.uint64)
-    f_x = np.empty((3, 4), dtype=np.uint64)
-    w_x = np.empty((3, 4), dtype=np.uint64)
+    r0, r1, r2, r3 = r[0], r[1], r[2], r[3]
     acc = np.zeros((3, 4), dtype=np.uint64)
     ext = f.ndim == 2
+    f0 = f1 = f2 = f3 = w0 = w1 = w2 = w3 = np.uint64(0)
     for j in range(n):
-        _lerp_into(f, j, ext, r, tmp, f_out, j)
-        _lerp_into(w, j, True, r, tmp, w_out, j)
-        if j % 2 == 1:
-            for c in range(4):
-                f0, f1, w0, w1 = f_out[j - 1, c], f_out[j, c], w_out[j - 1, c], w_out[j, c]
-                f_x[0, c], f_x[1, c], f_x[2, c] = f0, f1, (2 * f1 + P - f0) % P
-                w_x[0, c], w_x[1, c], w_x[2, c] = w0, w1, (2 * w1 + P - w0) % P
-            for x in range(3):
-                _ext_mul_into(f_x[x, 0], f_x[x, 1], f_x[x, 2], f_x[x, 3], w_x[x, 0], w_x[x, 1], w_x[x, 2],
-                              w_x[x, 3], prod, 0)
-                for c in range(4):
-                    acc[x, c] += prod[0, c]
+        g0, g1, g2, g3 = _lerp(f, j, ext, r0, r1, r2, r3)
+        u0, u1, u2, u3 = _lerp(w, j, True, r0, r1, r2, r3)
+        f_out[j, 0], f_out[j, 1], f_out[j, 2], f_out[j, 3] = g0, g1, g2, g3
+        w_out[j, 0], w_out[j, 1], w_out[j, 2], w_out[j, 3] = u0, u1, u2, u3
+        if j % 2 == 1:  # the pair (j - 1, j): h(0), h(1), h(2) terms
+            p0, p1, p2, p3 = _ext_mul4(f0, f1, f2, f3, w0, w1, w2, w3)
+            acc[0, 0] += p0
+            acc[0, 1] += p1
+            acc[0, 2] += p2
+            acc[0, 3] += p3
+            p0, p1, p2, p3 = _ext_mul4(g0, g1, g2, g3, u0, u1, u2, u3)
+            acc[1, 0] += p0
+            acc[1, 1] += p1
+            acc[1, 2] += p2
+            acc[1, 3] += p3
+            p0, p1, p2, p3 = _ext_mul4(_twice_minus(g0, f0), _twice_minus(g1, f1), _twice_minus(g2, f2),
+                                       _twice_minus(g3, f3), _twice_minus(u0, w0), _twice_minus(u1, w1),
+                                       _twice_minus(u2, w2), _twice_minus(u3, w3))
+            acc[2, 0] += p0
+            acc[2, 1] += p1
+            acc[2, 2] += p2
+            acc[2, 3] += p3
+        f0, f1, f2, f3, w0, w1, w2, w3 = g0, g1, g2, g3, u0, u1, u2, u3
     for x in range(3):
         for c in range(4):
             out[x, c] = acc[x, c] % P

@@ -390,31 +390,31 @@ def bit_round_sums(table, block, eq_lo, eq_hi, plain, buckets):
 def fold_add_planes(table, r, values, out):
     """out[j] = t[2j] + r (t[2j+1] - t[2j]) + values[j // (L / P)]: binds the lowest variable of a plane-major
     table ((2L,) base or (2L, 4) F_p4), adding one F_p4 constant per plane (values (P, 4); one zero plane for a
-    plain fold, :func:`proofs.mle.fold`, whose numpy twin is ``_fold_numpy``)."""
-    block = out.shape[0] // values.shape[0]
-    diff = np.empty((1, 4), dtype=np.uint64)
-    scaled = np.empty((1, 4), dtype=np.uint64)
-    ext = table.ndim == 2
-    for j in range(out.shape[0]):
-        plane = j // block
-        if ext:
-            for c in range(4):
-                low, high = table[2 * j, c], table[2 * j + 1, c]
-                diff[0, c] = high - low if high >= low else high + P - low
-            _ext_mul_into(diff[0, 0], diff[0, 1], diff[0, 2], diff[0, 3], r[0], r[1], r[2], r[3], scaled, 0)
-            for c in range(4):
-                s = table[2 * j, c] + scaled[0, c]
-                s = s - P if s >= P else s
-                s = s + values[plane, c]
-                out[j, c] = s - P if s >= P else s
+    plain fold, :func:`proofs.mle.fold`, whose numpy twin is ``_fold_numpy``). Entries 2j and 2j + 1 are read
+    before entry j is written: ``out`` may be the table's own first half."""
+    planes = values.shape[0]
+    block = out.shape[0] // planes
+    r0, r1, r2, r3 = r[0], r[1], r[2], r[3]
+    for plane in range(planes):
+        v0, v1, v2, v3 = values[plane, 0], values[plane, 1], values[plane, 2], values[plane, 3]
+        if table.ndim == 2:
+            for j in range(plane * block, (plane + 1) * block):
+                l0, l1, l2, l3 = table[2 * j, 0], table[2 * j, 1], table[2 * j, 2], table[2 * j, 3]
+                p0, p1, p2, p3 = _ext_mul4(_step(table[2 * j + 1, 0], l0), _step(table[2 * j + 1, 1], l1),
+                                           _step(table[2 * j + 1, 2], l2), _step(table[2 * j + 1, 3], l3),
+                                           r0, r1, r2, r3)
+                out[j, 0] = _addp(_addp(l0, p0), v0)
+                out[j, 1] = _addp(_addp(l1, p1), v1)
+                out[j, 2] = _addp(_addp(l2, p2), v2)
+                out[j, 3] = _addp(_addp(l3, p3), v3)
         else:
-            low, high = table[2 * j], table[2 * j + 1]
-            d = high - low if high >= low else high + P - low
-            for c in range(4):
-                s = r[c] * d % P + values[plane, c]
-                if c == 0:
-                    s += low
-                out[j, c] = s % P
+            for j in range(plane * block, (plane + 1) * block):
+                low = table[2 * j]
+                d = _step(table[2 * j + 1], low)
+                out[j, 0] = (r0 * d % P + v0 + low) % P
+                out[j, 1] = (r1 * d % P + v1) % P
+                out[j, 2] = (r2 * d % P + v2) % P
+                out[j, 3] = (r3 * d % P + v3) % P
 
 
 @numba.njit(cache=True)
