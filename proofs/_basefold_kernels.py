@@ -230,17 +230,21 @@ def dot_pairs(f, e, out):
 
 
 @numba.njit(cache=True)
-def fold_scaled_into(table, r, beta, out):
-    """out[j] += beta (t[2j] + r (t[2j + 1] - t[2j])) for a base table t (2n,) (twin: basefold._fold_joined's
-    numpy path): beta t[2j] + (beta r) (t[2j + 1] - t[2j]), base times F_p4 only."""
+def fold_scaled_into(table, r, beta, out, accumulate):
+    """out[j] (+)= beta (t[2j] + r (t[2j + 1] - t[2j])) for a base table t (2n,) (twin: basefold._fold_joined's
+    numpy path): beta t[2j] + (beta r) (t[2j + 1] - t[2j]), base times F_p4 only; ``accumulate`` False writes
+    ``out`` without reading it (a fresh array: no zero-filled pages first)."""
     br = np.empty((1, 4), dtype=np.uint64)
     _ext_mul_into(beta[0], beta[1], beta[2], beta[3], r[0], r[1], r[2], r[3], br, 0)
     for j in range(out.shape[0]):
         low, high = table[2 * j], table[2 * j + 1]
         d = high - low if high >= low else high + P - low
         for c in range(4):
-            s = (beta[c] * low + br[0, c] * d) % P + out[j, c]
-            out[j, c] = s - P if s >= P else s
+            s = (beta[c] * low + br[0, c] * d) % P
+            if accumulate:
+                s += out[j, c]
+                s = s - P if s >= P else s
+            out[j, c] = s
 
 
 MASK32 = np.uint64(0xFFFFFFFF)

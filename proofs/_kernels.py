@@ -282,6 +282,16 @@ def _flush(part, i, eq_hi, hb, total, k, term):
         total[k, c] = (total[k, c] + term[0, c]) % P
 
 
+@numba.njit(cache=True, inline="always")
+def _acc_product(acc, row, a0, a1, a2, a3, b0, b1, b2, b3):
+    """acc[row] += a b (F_p4, unreduced sums of residues; the caller reduces)."""
+    p0, p1, p2, p3 = _ext_mul4(a0, a1, a2, a3, b0, b1, b2, b3)
+    acc[row, 0] += p0
+    acc[row, 1] += p1
+    acc[row, 2] += p2
+    acc[row, 3] += p3
+
+
 @numba.njit(cache=True)
 def bit_round_sums(table, block, eq_lo, eq_hi, plain, buckets):
     """One bit-check round by the split eq, with the mask handled in closed form.
@@ -296,82 +306,60 @@ def bit_round_sums(table, block, eq_lo, eq_hi, plain, buckets):
     ext = table.ndim == 2
     lo_size = eq_lo.shape[0]
     planes = buckets.shape[1]
+    zero, one, two, four = np.uint64(0), np.uint64(1), np.uint64(2), np.uint64(4)
     acc = np.zeros((3, 4), dtype=np.uint64)
     part = np.zeros((3, 4), dtype=np.uint64)
+    sums = np.zeros((3, 4), dtype=np.uint64)  # sum e A, sum e B, sum e C of h = A + B x + C x^2
     totals = np.zeros((3 * planes, 4), dtype=np.uint64)
     pb = np.zeros((3 * planes, 4), dtype=np.uint64)
-    low = np.zeros((1, 4), dtype=np.uint64)
-    diff = np.zeros((1, 4), dtype=np.uint64)
-    u = np.zeros((1, 4), dtype=np.uint64)
-    sq = np.zeros((1, 4), dtype=np.uint64)
     term = np.zeros((1, 4), dtype=np.uint64)
-    e = np.zeros(4, dtype=np.uint64)
     for hb in range(eq_hi.shape[0]):
-        for x in range(3):
-            for c in range(4):
-                part[x, c] = 0
-        for k in range(3 * planes):
-            for c in range(4):
-                pb[k, c] = 0
+        sums[:] = 0
+        pb[:] = 0
         touched_lo, touched_hi = planes, -1
-        for lb in range(lo_size):
+        for lb in range(lo_size):  # u(x) = l + x d: u - u^2 = l (1 - l) + x d (1 - 2 l) - x^2 d^2
             j = hb * lo_size + lb
-            for c in range(4):
-                e[c] = eq_lo[lb, c]
+            e0, e1, e2, e3 = eq_lo[lb, 0], eq_lo[lb, 1], eq_lo[lb, 2], eq_lo[lb, 3]
             if ext:
-                for c in range(4):
-                    a, b = table[2 * j, c], table[2 * j + 1, c]
-                    low[0, c] = a
-                    diff[0, c] = b - a if b >= a else b + P - a
+                l0, l1, l2, l3 = table[2 * j, 0], table[2 * j, 1], table[2 * j, 2], table[2 * j, 3]
+                d0, d1, d2, d3 = (_step(table[2 * j + 1, 0], l0), _step(table[2 * j + 1, 1], l1),
+                                  _step(table[2 * j + 1, 2], l2), _step(table[2 * j + 1, 3], l3))
+                o0, o1, o2, o3 = _step(one, (l0 + l0) % P), _step(zero, (l1 + l1) % P), _step(zero, (l2 + l2) % P), \
+                    _step(zero, (l3 + l3) % P)  # 1 - 2 l
+                a0, a1, a2, a3 = _ext_mul4(l0, l1, l2, l3, _step(one, l0), _step(zero, l1), _step(zero, l2), _step(zero, l3))
+                b0, b1, b2, b3 = _ext_mul4(d0, d1, d2, d3, o0, o1, o2, o3)
+                c0, c1, c2, c3 = _ext_mul4(d0, d1, d2, d3, d0, d1, d2, d3)
+                c0, c1, c2, c3 = _step(zero, c0), _step(zero, c1), _step(zero, c2), _step(zero, c3)
+                _acc_product(sums, 0, e0, e1, e2, e3, a0, a1, a2, a3)
+                _acc_product(sums, 1, e0, e1, e2, e3, b0, b1, b2, b3)
+                _acc_product(sums, 2, e0, e1, e2, e3, c0, c1, c2, c3)
             else:
-                a, b = table[2 * j], table[2 * j + 1]
-                low[0, 0] = a
-                diff[0, 0] = b - a if b >= a else b + P - a
-            for x in range(3):
-                for c in range(4):
-                    v = low[0, c] + np.uint64(x) * diff[0, c] % P
-                    u[0, c] = v % P
-                if ext:
-                    _ext_mul_into(u[0, 0], u[0, 1], u[0, 2], u[0, 3], u[0, 0], u[0, 1], u[0, 2], u[0, 3], sq, 0)
-                    for c in range(4):
-                        h = u[0, c] - sq[0, c] if u[0, c] >= sq[0, c] else u[0, c] + P - sq[0, c]
-                        u[0, c] = h
-                    _ext_mul_into(e[0], e[1], e[2], e[3], u[0, 0], u[0, 1], u[0, 2], u[0, 3], term, 0)
-                    for c in range(4):
-                        part[x, c] += term[0, c]
-                else:
-                    v = u[0, 0]
-                    sqv = v * v % P
-                    h = v - sqv if v >= sqv else v + P - sqv
-                    _acc_scaled(part, x, e, h)
+                low = table[2 * j]
+                d = _step(table[2 * j + 1], low)
+                o0 = _step(one, (low + low) % P)
+                a = low * _step(one, low) % P
+                b = d * o0 % P
+                cc = _step(zero, d * d % P)
+                _acc_product(sums, 0, e0, e1, e2, e3, a, zero, zero, zero)
+                _acc_product(sums, 1, e0, e1, e2, e3, b, zero, zero, zero)
+                _acc_product(sums, 2, e0, e1, e2, e3, cc, zero, zero, zero)
+                o1 = o2 = o3 = zero
+                d0, d1, d2, d3 = d, zero, zero, zero
             if block:
                 plane = j // block
                 touched_lo = min(touched_lo, plane)
                 touched_hi = max(touched_hi, plane)
-                if ext:
-                    for c in range(4):  # 1 - 2 low
-                        two = (low[0, c] + low[0, c]) % P
-                        u[0, c] = (np.uint64(1) if c == 0 else np.uint64(0)) + P - two
-                        u[0, c] %= P
-                    _ext_mul_into(e[0], e[1], e[2], e[3], u[0, 0], u[0, 1], u[0, 2], u[0, 3], term, 0)
-                    for c in range(4):
-                        pb[plane, c] += term[0, c]
-                    _ext_mul_into(e[0], e[1], e[2], e[3], diff[0, 0], diff[0, 1], diff[0, 2], diff[0, 3], term, 0)
-                    for c in range(4):
-                        pb[planes + plane, c] += term[0, c]
-                else:
-                    two = (low[0, 0] + low[0, 0]) % P
-                    _acc_scaled(pb, plane, e, (np.uint64(1) + P - two) % P)
-                    _acc_scaled(pb, planes + plane, e, diff[0, 0])
-                for c in range(4):
-                    pb[2 * planes + plane, c] += e[c]
-            if lb % 1024 == 1023:  # keep the accumulators far below 2^64
-                for x in range(3):
-                    for c in range(4):
-                        part[x, c] %= P
-                for k in range(3 * planes):
-                    for c in range(4):
-                        pb[k, c] %= P
+                _acc_product(pb, plane, e0, e1, e2, e3, o0, o1, o2, o3)  # e (1 - 2 l)
+                _acc_product(pb, planes + plane, e0, e1, e2, e3, d0, d1, d2, d3)  # e d
+                pb[2 * planes + plane, 0] += e0
+                pb[2 * planes + plane, 1] += e1
+                pb[2 * planes + plane, 2] += e2
+                pb[2 * planes + plane, 3] += e3
+        for c in range(4):  # h(0) = A, h(1) = A + B + C, h(2) = A + 2 B + 4 C (sums of < 2^33 residues)
+            sa, sb, sc = sums[0, c] % P, sums[1, c] % P, sums[2, c] % P
+            part[0, c] = sa
+            part[1, c] = (sa + sb + sc) % P
+            part[2, c] = (sa + two * sb + four * sc) % P
         for x in range(3):
             _flush(part, x, eq_hi, hb, acc, x, term)
         for plane in range(touched_lo, touched_hi + 1):

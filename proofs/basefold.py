@@ -969,15 +969,18 @@ def _fold_joined(combined, joining, r: np.ndarray, in_place: bool = False) -> np
     """fold(combined + sum beta t, r) for ``joining`` = [(base table t, beta)], without building beta t;
     ``in_place``: combined is the caller's own table, folded into its first half."""
     half = (combined if combined is not None else joining[0][0]).shape[0] // 2
-    out = fold(combined, r, in_place=in_place) if combined is not None else F.ext_zero((half,))
+    out = fold(combined, r, in_place=in_place) if combined is not None else None
     for table, beta in joining:
         kernels = _fast(table.shape[0])
         if kernels is not None:
+            fresh = out is None  # the first table writes the fold, the others add to it
+            out = np.empty((half, F.EXT_DEGREE), dtype=np.uint64) if fresh else out
             kernels.fold_scaled_into(np.ascontiguousarray(table), np.ascontiguousarray(r, dtype=np.uint64),
-                                     np.ascontiguousarray(beta, dtype=np.uint64), out)
+                                     np.ascontiguousarray(beta, dtype=np.uint64), out, not fresh)
         else:
-            out = F.ext_add(out, F.ext_mul(fold(table, r), beta))
-    return out
+            term = F.ext_mul(fold(table, r), beta)
+            out = term if out is None else F.ext_add(out, term)
+    return out if out is not None else F.ext_zero((half,))
 
 
 def _eq_scaled(point: np.ndarray, scale: np.ndarray) -> np.ndarray:

@@ -375,8 +375,10 @@ def test_numba_kernels_match_their_numpy_twins(seed):
         assert np.array_equal(B._add_pairs(table), F.add(table[0::2], table[1::2]))
     into = F.ext_random((n // 2,), seed=seed + 9)
     expected = F.ext_add(into, F.ext_mul(fold(base, r), weights[0]))
-    kernels.fold_scaled_into(base, r, weights[0], into)
+    kernels.fold_scaled_into(base, r, weights[0], into, True)
     assert np.array_equal(into, expected)
+    kernels.fold_scaled_into(base, r, weights[0], into, False)  # written without reading: a fresh array
+    assert np.array_equal(into, F.ext_mul(fold(base, r), weights[0]))
 
 
 @pytest.mark.parametrize("num_vars, params", [(15, B.BasefoldParams()),
