@@ -186,6 +186,52 @@ def product_round_sums(a, b, c, three, degree, out):
             out[x, k] = acc[x, k] % P
 
 
+@numba.njit(cache=True, inline="always")
+def _masked(v, z, mask, plane, c, block):
+    """v + z mask[plane, c] mod p, or v for an unmasked factor (block 0)."""
+    return _addp(v, z * mask[plane, c] % P) if block else v
+
+
+@numba.njit(cache=True)
+def masked_product_round_sums(a, b, mask_a, block_a, mask_b, block_b, zs, degree, out):
+    """out[x] = sum_j A_x(j) B_x(j), F_x(j) = f[2j] + x (f[2j+1] - f[2j]) + zs[x] mask_f[j // block_f] (block_f =
+    0: no mask), x = 0..degree, for F_p4 tables (2L, 4) and masks (P_f, 4): a two-factor term in scalar
+    registers, the plane advanced by a counter (twin: :func:`masked_round_sums` with two F_p4 factors)."""
+    half = a.shape[0] // 2
+    acc = np.zeros((degree + 1, 4), dtype=np.uint64)
+    plane_a = plane_b = 0
+    for j in range(half):
+        if block_a and j == (plane_a + 1) * block_a:
+            plane_a += 1
+        if block_b and j == (plane_b + 1) * block_b:
+            plane_b += 1
+        lo, hi = 2 * j, 2 * j + 1
+        a0, a1, a2, a3 = a[lo, 0], a[lo, 1], a[lo, 2], a[lo, 3]
+        da0, da1, da2, da3 = _step(a[hi, 0], a0), _step(a[hi, 1], a1), _step(a[hi, 2], a2), _step(a[hi, 3], a3)
+        b0, b1, b2, b3 = b[lo, 0], b[lo, 1], b[lo, 2], b[lo, 3]
+        db0, db1, db2, db3 = _step(b[hi, 0], b0), _step(b[hi, 1], b1), _step(b[hi, 2], b2), _step(b[hi, 3], b3)
+        for x in range(degree + 1):
+            if x:
+                a0, a1, a2, a3 = _addp(a0, da0), _addp(a1, da1), _addp(a2, da2), _addp(a3, da3)
+                b0, b1, b2, b3 = _addp(b0, db0), _addp(b1, db1), _addp(b2, db2), _addp(b3, db3)
+            z = zs[x]
+            p0, p1, p2, p3 = _ext_mul4(_masked(a0, z, mask_a, plane_a, 0, block_a),
+                                       _masked(a1, z, mask_a, plane_a, 1, block_a),
+                                       _masked(a2, z, mask_a, plane_a, 2, block_a),
+                                       _masked(a3, z, mask_a, plane_a, 3, block_a),
+                                       _masked(b0, z, mask_b, plane_b, 0, block_b),
+                                       _masked(b1, z, mask_b, plane_b, 1, block_b),
+                                       _masked(b2, z, mask_b, plane_b, 2, block_b),
+                                       _masked(b3, z, mask_b, plane_b, 3, block_b))
+            acc[x, 0] += p0
+            acc[x, 1] += p1
+            acc[x, 2] += p2
+            acc[x, 3] += p3
+    for x in range(degree + 1):
+        for k in range(4):
+            out[x, k] = acc[x, k] % P
+
+
 @numba.njit(cache=True)
 def masked_round_sums(ext_factors, masks, blocks, base_factors, zs, degree, out):
     """Round sums of one product term whose F_p4 factors may carry a per-plane mask:

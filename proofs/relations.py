@@ -648,10 +648,14 @@ class RelationProver:
             if m is not None:
                 masks[k, :m.shape[0]] = m
                 blocks[k] = (length // 2) // m.shape[0]
-        ext_factors = np.stack([t for t, _ in ext]) if ext else np.empty((0, length, F.EXT_DEGREE), dtype=np.uint64)
-        base_factors = np.stack(base) if base else np.empty((0, length), dtype=np.uint64)
         zs = F.to_field(np.array([x * (1 - x) for x in range(d + 1)], dtype=np.int64))
         out = np.empty((d + 1, F.EXT_DEGREE), dtype=np.uint64)
+        if len(ext) == 2 and not base:  # the common term: two F_p4 factors in registers, no stacked copies
+            (a, _), (b, _) = [(np.ascontiguousarray(t), m) for t, m in ext]
+            kernels.masked_product_round_sums(a, b, masks[0], blocks[0], masks[1], blocks[1], zs, d, out)
+            return out
+        ext_factors = np.stack([t for t, _ in ext]) if ext else np.empty((0, length, F.EXT_DEGREE), dtype=np.uint64)
+        base_factors = np.stack(base) if base else np.empty((0, length), dtype=np.uint64)
         kernels.masked_round_sums(ext_factors, masks, blocks, base_factors, zs, d, out)
         return out
 

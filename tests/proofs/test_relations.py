@@ -280,3 +280,29 @@ def test_a_padding_term_rejects_a_tensor_dirty_outside_its_box(hiding):
         except ProofRejected:
             ok = False
         assert ok == accepted
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(1, 8), st.integers(0, 3), st.integers(0, 3), st.integers(1, 4), st.integers(0, 2**32 - 1))
+def test_two_factor_masked_kernel_is_the_general_one(log_half, log_planes_a, log_planes_b, degree, seed):
+    """masked_product_round_sums (registers, plane counters) against masked_round_sums on two F_p4 factors with
+    per-plane masks of different plane counts, or none (plane count 0 -> no mask)."""
+    kernels = F.numba_kernels()
+    if kernels is None:
+        pytest.skip("numba not installed")
+    half = 1 << log_half
+    a, b = F.ext_random((2 * half,), seed=seed), F.ext_random((2 * half,), seed=seed + 1)
+    a[::5] = F.P - 1
+    planes = [min(1 << log_planes_a, half), min(1 << log_planes_b, half)]
+    masks = np.zeros((2, max(planes), 4), dtype=np.uint64)
+    blocks = np.zeros(2, dtype=np.int64)
+    for k, count in enumerate(planes):
+        if (log_planes_a, log_planes_b)[k]:  # 0: this factor carries no mask
+            masks[k, :count] = F.ext_random((count,), seed=seed + 2 + k)
+            blocks[k] = half // count
+    zs = F.to_field(np.array([x * (1 - x) for x in range(degree + 1)], dtype=np.int64))
+    expected, out = np.empty((degree + 1, 4), dtype=np.uint64), np.empty((degree + 1, 4), dtype=np.uint64)
+    kernels.masked_round_sums(np.stack([a, b]), masks, blocks, np.empty((0, 2 * half), dtype=np.uint64), zs, degree,
+                              expected)
+    kernels.masked_product_round_sums(a, b, masks[0], blocks[0], masks[1], blocks[1], zs, degree, out)
+    assert np.array_equal(out, expected)
