@@ -4,7 +4,7 @@ products of residues are < 2^62; sums of reduced terms stay below 2^64 for up to
 import numba
 import numpy as np
 
-from ._kernels import _addp, _ext_mul4, _ext_mul_into, _step
+from ._kernels import _acc_product, _addp, _ext_mul4, _ext_mul_into, _step
 
 P = np.uint64(2013265921)
 INV2 = np.uint64(1006632961)
@@ -13,37 +13,39 @@ INV2 = np.uint64(1006632961)
 @numba.njit(cache=True)
 def round_sums(f, w, out):
     """out[x] = sum_j f(x, j) w(x, j) for x = 0, 1, 2 (f base (2n,) or F_p4 (2n, 4), w (2n, 4)): the values of a
-    degree-2 sumcheck message binding the lowest variable (twin: basefold._round_message)."""
+    degree-2 sumcheck message binding the lowest variable, in scalar registers (twin: basefold._round_message)."""
     acc = np.zeros((3, 4), dtype=np.uint64)
-    prod = np.empty((1, 4), dtype=np.uint64)
-    f_x = np.empty((3, 4), dtype=np.uint64)
-    w_x = np.empty((3, 4), dtype=np.uint64)
     ext = f.ndim == 2
     for j in range(w.shape[0] // 2):
-        for c in range(4):
-            w0, w1 = w[2 * j, c], w[2 * j + 1, c]
-            w_x[0, c], w_x[1, c] = w0, w1
-            w_x[2, c] = (2 * w1 + P - w0) % P
-            if ext:
-                f0, f1 = f[2 * j, c], f[2 * j + 1, c]
-                f_x[0, c], f_x[1, c] = f0, f1
-                f_x[2, c] = (2 * f1 + P - f0) % P
+        lo, hi = 2 * j, 2 * j + 1
+        u0, u1, u2, u3 = w[lo, 0], w[lo, 1], w[lo, 2], w[lo, 3]
+        v0, v1, v2, v3 = w[hi, 0], w[hi, 1], w[hi, 2], w[hi, 3]
+        t0, t1, t2, t3 = _twice_minus(v0, u0), _twice_minus(v1, u1), _twice_minus(v2, u2), _twice_minus(v3, u3)
         if ext:
-            for x in range(3):
-                _ext_mul_into(f_x[x, 0], f_x[x, 1], f_x[x, 2], f_x[x, 3], w_x[x, 0], w_x[x, 1], w_x[x, 2],
-                              w_x[x, 3], prod, 0)
-                for c in range(4):
-                    acc[x, c] += prod[0, c]
+            f0, f1, f2, f3 = f[lo, 0], f[lo, 1], f[lo, 2], f[lo, 3]
+            g0, g1, g2, g3 = f[hi, 0], f[hi, 1], f[hi, 2], f[hi, 3]
+            _acc_product(acc, 0, f0, f1, f2, f3, u0, u1, u2, u3)
+            _acc_product(acc, 1, g0, g1, g2, g3, v0, v1, v2, v3)
+            _acc_product(acc, 2, _twice_minus(g0, f0), _twice_minus(g1, f1), _twice_minus(g2, f2),
+                         _twice_minus(g3, f3), t0, t1, t2, t3)
         else:
-            f0, f1 = f[2 * j], f[2 * j + 1]
-            f2 = (2 * f1 + P - f0) % P
-            for c in range(4):
-                acc[0, c] += f0 * w_x[0, c] % P
-                acc[1, c] += f1 * w_x[1, c] % P
-                acc[2, c] += f2 * w_x[2, c] % P
+            a, b = f[lo], f[hi]
+            c = _twice_minus(b, a)
+            acc[0, 0] += a * u0 % P
+            acc[0, 1] += a * u1 % P
+            acc[0, 2] += a * u2 % P
+            acc[0, 3] += a * u3 % P
+            acc[1, 0] += b * v0 % P
+            acc[1, 1] += b * v1 % P
+            acc[1, 2] += b * v2 % P
+            acc[1, 3] += b * v3 % P
+            acc[2, 0] += c * t0 % P
+            acc[2, 1] += c * t1 % P
+            acc[2, 2] += c * t2 % P
+            acc[2, 3] += c * t3 % P
     for x in range(3):
-        for c in range(4):
-            out[x, c] = acc[x, c] % P
+        for k in range(4):
+            out[x, k] = acc[x, k] % P
 
 
 @numba.njit(cache=True)
@@ -209,21 +211,25 @@ def fold_sums(f, w, r, f_out, w_out, out):
 
 @numba.njit(cache=True)
 def dot_pairs(f, e, out):
-    """out[b] = sum_j f[2j + b] e[j], b = 0, 1 (f base (2n,) or F_p4 (2n, 4), e (n, 4); twin:
-    basefold._dot_pairs_numpy)."""
+    """out[b] = sum_j f[2j + b] e[j], b = 0, 1 (f base (2n,) or F_p4 (2n, 4), e (n, 4)), in scalar registers
+    (twin: basefold._dot_pairs_numpy)."""
     acc = np.zeros((2, 4), dtype=np.uint64)
-    prod = np.empty((1, 4), dtype=np.uint64)
     ext = f.ndim == 2
     for j in range(e.shape[0]):
-        for b in range(2):
-            if ext:
-                _ext_mul_into(f[2 * j + b, 0], f[2 * j + b, 1], f[2 * j + b, 2], f[2 * j + b, 3], e[j, 0], e[j, 1],
-                              e[j, 2], e[j, 3], prod, 0)
-                for c in range(4):
-                    acc[b, c] += prod[0, c]
-            else:
-                for c in range(4):
-                    acc[b, c] += f[2 * j + b] * e[j, c] % P
+        e0, e1, e2, e3 = e[j, 0], e[j, 1], e[j, 2], e[j, 3]
+        if ext:
+            _acc_product(acc, 0, f[2 * j, 0], f[2 * j, 1], f[2 * j, 2], f[2 * j, 3], e0, e1, e2, e3)
+            _acc_product(acc, 1, f[2 * j + 1, 0], f[2 * j + 1, 1], f[2 * j + 1, 2], f[2 * j + 1, 3], e0, e1, e2, e3)
+        else:
+            a, b = f[2 * j], f[2 * j + 1]
+            acc[0, 0] += a * e0 % P
+            acc[0, 1] += a * e1 % P
+            acc[0, 2] += a * e2 % P
+            acc[0, 3] += a * e3 % P
+            acc[1, 0] += b * e0 % P
+            acc[1, 1] += b * e1 % P
+            acc[1, 2] += b * e2 % P
+            acc[1, 3] += b * e3 % P
     for b in range(2):
         for c in range(4):
             out[b, c] = acc[b, c] % P
