@@ -135,19 +135,23 @@ def add_into(a, out):
 
 
 @numba.njit(cache=True)
-def add_outer_into(outer, inner, out, start, step):
-    """out[start + (h L + l) step] += outer[h] inner[l] in F_p4, in place, for outer (H, 4), inner (L, 4) and
-    out (n, 4): a tensor-product weight added into every ``step``-th row (twin: the numpy outer product)."""
-    count = inner.shape[0]
+def add_outer_into(outer, middle, inner, out, start, step):
+    """out[start + ((h M + m) L + l) step] += outer[h] middle[m] inner[l] in F_p4, in place, for outer (H, 4),
+    middle (M, 4), inner (L, 4) and out (n, 4): a tensor-product weight added into every ``step``-th row without
+    building it (twin: the numpy outer products)."""
+    count, width = inner.shape[0], middle.shape[0]
     for h in range(outer.shape[0]):
-        o0, o1, o2, o3 = outer[h, 0], outer[h, 1], outer[h, 2], outer[h, 3]
-        for l in range(count):
-            row = start + (h * count + l) * step
-            p0, p1, p2, p3 = _ext_mul4(o0, o1, o2, o3, inner[l, 0], inner[l, 1], inner[l, 2], inner[l, 3])
-            out[row, 0] = _addp(out[row, 0], p0)
-            out[row, 1] = _addp(out[row, 1], p1)
-            out[row, 2] = _addp(out[row, 2], p2)
-            out[row, 3] = _addp(out[row, 3], p3)
+        for m in range(width):
+            o0, o1, o2, o3 = _ext_mul4(outer[h, 0], outer[h, 1], outer[h, 2], outer[h, 3],
+                                       middle[m, 0], middle[m, 1], middle[m, 2], middle[m, 3])
+            base = start + (h * width + m) * count * step
+            for l in range(count):
+                row = base + l * step
+                p0, p1, p2, p3 = _ext_mul4(o0, o1, o2, o3, inner[l, 0], inner[l, 1], inner[l, 2], inner[l, 3])
+                out[row, 0] = _addp(out[row, 0], p0)
+                out[row, 1] = _addp(out[row, 1], p1)
+                out[row, 2] = _addp(out[row, 2], p2)
+                out[row, 3] = _addp(out[row, 3], p3)
 
 
 @numba.njit(cache=True, inline="always")

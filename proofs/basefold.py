@@ -573,7 +573,14 @@ def commit(values, params: BasefoldParams = BasefoldParams()):
     """Commit to base-field ``values`` (zero-padded to 2^n) -> (BasefoldCommitment, BasefoldWitness)."""
     if not isinstance(params, BasefoldParams):
         raise ProofError(f"basefold.commit: params must be BasefoldParams, got {type(params).__name__}")
-    table, num_vars = committed_table(values, "basefold.commit")
+    table, _ = committed_table(values, "basefold.commit")
+    return commit_owned(table, params)
+
+
+def commit_owned(table: np.ndarray, params: BasefoldParams):
+    """:func:`commit` of a table the caller hands over: canonical residues, a power-of-two length, not changed
+    afterwards (the witness keeps it; no copy is made)."""
+    num_vars = table.shape[0].bit_length() - 1
     if num_vars > _max_vars(params):
         raise ProofError(f"basefold.commit: num_vars={num_vars} > {_max_vars(params)} at rate 1/{params.rate_inv}")
     codeword = _encode_table(table, num_vars, params)
@@ -748,14 +755,14 @@ class Functional:
                 skip += 1
             residue = sum(int(lo[b, 0]) << b for b in range(skip))
             low = _eq_scaled(lo[skip:], F.ext_mul(a, scale))  # one pass (compiled for large tables)
-            if dense is not None:
-                low = F.ext_mul(dense[:, None, :], low[None, :, :]).reshape(-1, F.EXT_DEGREE)
+            middle = dense if dense is not None else F.ext_one((1,))  # W = eq(hi) x dense x low, never built
+            size = middle.shape[0] * low.shape[0]
             if hi.shape[0] and (hi[:, 1:].any() or (hi[:, 0] > 1).any()):
-                outer, start = eq_table(hi), residue  # the block eq(hi, .) x low over the whole table
+                outer, start = eq_table(hi), residue  # the block eq(hi, .) x dense x low over the whole table
             else:
                 outer = F.ext_one((1,))
-                start = sum(int(hi[b, 0]) << b for b in range(hi.shape[0])) * (low.shape[0] << skip) + residue
-            _add_outer(outer, low, out, start, 1 << skip)
+                start = sum(int(hi[b, 0]) << b for b in range(hi.shape[0])) * (size << skip) + residue
+            _add_outer(outer, middle, low, out, start, 1 << skip)
 
     def is_point(self) -> bool:
         return len(self.terms) == 1 and self.terms[0][2] is None and not self.terms[0][3].shape[0] \
@@ -1012,16 +1019,20 @@ def _add_eq_scaled(out: np.ndarray, point: np.ndarray, scale: np.ndarray) -> Non
         out[:] = F.ext_add(out, _eq_scaled(point, scale))
 
 
-def _add_outer(outer: np.ndarray, inner: np.ndarray, out: np.ndarray, start: int, step: int) -> None:
-    """out[start + (h L + l) step] += outer[h] inner[l] (F_p4, in place; one kernel pass without the product
-    table for large ones)."""
-    size = outer.shape[0] * inner.shape[0]
+def _add_outer(outer: np.ndarray, middle: np.ndarray, inner: np.ndarray, out: np.ndarray, start: int,
+               step: int) -> None:
+    """out[start + ((h M + m) L + l) step] += outer[h] middle[m] inner[l] (F_p4, in place; one kernel pass without
+    the product table for large ones)."""
+    size = outer.shape[0] * middle.shape[0] * inner.shape[0]
     kernels = _fast(size)
     if kernels is not None and out.flags.c_contiguous:
-        kernels.add_outer_into(np.ascontiguousarray(outer), np.ascontiguousarray(inner), out, start, step)
+        kernels.add_outer_into(np.ascontiguousarray(outer), np.ascontiguousarray(middle), np.ascontiguousarray(inner),
+                               out, start, step)
         return
+    product = F.ext_mul(F.ext_mul(outer[:, None, :], middle[None, :, :]).reshape(-1, 1, F.EXT_DEGREE),
+                        inner[None, :, :]).reshape(-1, F.EXT_DEGREE)
     target = out[start:start + size * step:step]
-    target[:] = F.ext_add(target, F.ext_mul(outer[:, None, :], inner[None, :, :]).reshape(-1, F.EXT_DEGREE))
+    target[:] = F.ext_add(target, product)
 
 
 def _dot_base(e: np.ndarray, table: np.ndarray) -> np.ndarray:

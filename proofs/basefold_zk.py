@@ -352,7 +352,7 @@ def commit(values, params: HidingBasefoldParams = HidingBasefoldParams(), seed=N
     v = shape(num_vars, params, int(free))[0]
     if params.layout == "tail" and free:  # claims read S_0, whose tail may lie in the table's free end
         table = slots[::1 << v][:1 << num_vars]
-    inner_commitment, inner = B.commit(slots, params.base)
+    inner_commitment, inner = B.commit_owned(slots, params.base)  # slots: fresh, canonical, 2^(v + m)
     commitment = HidingBasefoldCommitment(inner_commitment, num_vars, params.openings, params.layout)
     return commitment, HidingBasefoldWitness(commitment, table, inner)
 
@@ -502,7 +502,7 @@ class _Reduction:
         even entries): (W.S_0, 0, W.S_0 - 2 W.S_1), two dot products instead of a pass over C and a weight twice
         the size."""
         table, weight = self.tables[k], self.weights[k]
-        s0, s1 = B._dot_base(weight, table[0::2]), B._dot_base(weight, table[1::2])
+        s0, s1 = B._dot_pairs(table, weight)  # one pass over C, no strided copies
         return np.stack([s0, F.ext_zero(), F.ext_sub(s0, F.ext_add(s1, s1))])
 
     def round_message(self) -> np.ndarray:
