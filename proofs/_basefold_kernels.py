@@ -214,6 +214,45 @@ def fold_sums(f, w, r, f_out, w_out, out):
 
 
 @numba.njit(cache=True)
+def dot_pairs_split(f, eq_lo, eq_hi, out):
+    """out[b] = sum_j f[2j + b] eq_lo[j mod L] eq_hi[j // L], b = 0, 1 (f base (2n,) or F_p4 (2n, 4), n = L H): the
+    pairs' dot products with an eq table kept as its two halves (twin: dot_pairs with their outer product)."""
+    count = eq_lo.shape[0]
+    total = np.zeros((2, 4), dtype=np.uint64)
+    part = np.zeros((2, 4), dtype=np.uint64)
+    ext = f.ndim == 2
+    for h in range(eq_hi.shape[0]):
+        part[:] = 0
+        for l in range(count):
+            j = h * count + l
+            e0, e1, e2, e3 = eq_lo[l, 0], eq_lo[l, 1], eq_lo[l, 2], eq_lo[l, 3]
+            if ext:
+                _acc_product(part, 0, f[2 * j, 0], f[2 * j, 1], f[2 * j, 2], f[2 * j, 3], e0, e1, e2, e3)
+                _acc_product(part, 1, f[2 * j + 1, 0], f[2 * j + 1, 1], f[2 * j + 1, 2], f[2 * j + 1, 3], e0, e1, e2,
+                             e3)
+            else:
+                a, b = f[2 * j], f[2 * j + 1]
+                part[0, 0] += a * e0 % P
+                part[0, 1] += a * e1 % P
+                part[0, 2] += a * e2 % P
+                part[0, 3] += a * e3 % P
+                part[1, 0] += b * e0 % P
+                part[1, 1] += b * e1 % P
+                part[1, 2] += b * e2 % P
+                part[1, 3] += b * e3 % P
+        for b in range(2):
+            p0, p1, p2, p3 = _ext_mul4(part[b, 0] % P, part[b, 1] % P, part[b, 2] % P, part[b, 3] % P,
+                                       eq_hi[h, 0], eq_hi[h, 1], eq_hi[h, 2], eq_hi[h, 3])
+            total[b, 0] = _addp(total[b, 0], p0)
+            total[b, 1] = _addp(total[b, 1], p1)
+            total[b, 2] = _addp(total[b, 2], p2)
+            total[b, 3] = _addp(total[b, 3], p3)
+    for b in range(2):
+        for c in range(4):
+            out[b, c] = total[b, c]
+
+
+@numba.njit(cache=True)
 def dot_pairs(f, e, out):
     """out[b] = sum_j f[2j + b] e[j], b = 0, 1 (f base (2n,) or F_p4 (2n, 4), e (n, 4)), in scalar registers
     (twin: basefold._dot_pairs_numpy)."""

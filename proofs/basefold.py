@@ -807,11 +807,11 @@ def _add_claim(out: np.ndarray, claim, scale) -> None:
 @dataclass
 class _EqWeight:
     """A table's reduction weight c eq(z, .) kept factored (Gruen, as in the opening sumcheck): the scale, the
-    point and the suffix table eq(z_(>j), .) of the current round j (halved by summing pairs)."""
+    point and the suffix weight eq(z_(>j), .) of the current round j (a :class:`_SplitEq`)."""
 
     point: np.ndarray
     scale: np.ndarray
-    suffix: np.ndarray | None = None
+    suffix: "_SplitEq | None" = None
     round: int = 0
 
 
@@ -956,16 +956,44 @@ def _dot_pairs_numpy(f: np.ndarray, e: np.ndarray) -> np.ndarray:
     return np.stack([F.ext_sum(product(e, f[b::2]), axis=0) for b in (0, 1)])
 
 
-def _eq_round_message(combined, joining, suffix: np.ndarray, z: np.ndarray, scale: np.ndarray) -> np.ndarray:
+class _SplitEq:
+    """eq(z, .) over 2^k entries kept as eq(z_lo, .) x eq(z_hi, .), two tables of about 2^(k/2) (the split-eq
+    trick: the opening's suffix weight never takes table-sized memory). ``dot_pairs`` is :func:`_dot_pairs` with
+    the whole table; ``halved`` is eq(z_(>0), .), the pair sums of this one."""
+
+    def __init__(self, point: np.ndarray):
+        self.point = point
+        self.size = 1 << point.shape[0]
+        low = point.shape[0] // 2
+        self.low, self.high = eq_table(point[:low]), eq_table(point[low:])
+
+    def dot_pairs(self, table: np.ndarray) -> np.ndarray:
+        kernels = _fast(table.shape[0])
+        if kernels is None:
+            return _dot_pairs(table, eq_table(self.point))
+        out = np.empty((2, F.EXT_DEGREE), dtype=np.uint64)
+        kernels.dot_pairs_split(np.ascontiguousarray(table), self.low, self.high, out)
+        return out
+
+    def halved(self) -> "_SplitEq":
+        return _SplitEq(self.point[1:])
+
+
+def _suffix_dot(table: np.ndarray, suffix) -> np.ndarray:
+    """_dot_pairs of a table with the suffix weight, a table or a :class:`_SplitEq`."""
+    return suffix.dot_pairs(table) if isinstance(suffix, _SplitEq) else _dot_pairs(table, suffix)
+
+
+def _eq_round_message(combined, joining, suffix, z: np.ndarray, scale: np.ndarray) -> np.ndarray:
     """(h(0), h(1), h(2)) of sum_x f(X, x) w(X, x) for f = combined + sum beta t over ``joining`` = [(base
     table t, beta)] (``combined`` F_p4 or None) and w = scale eq(z, X) eq(z', x), ``suffix`` = eq(z', .):
     h(X) = scale eq(z, X) g(X) with g(X) = sum_x f(X, x) eq(z', x) linear (g(2) = 2 g(1) - g(0)) and eq(z, X)
     = 1 - z, z, 3 z - 1 at X = 0, 1, 2 (Gruen's factoring of eq: 2 products a pair instead of 3 plus the
     weight's fold; the base tables' products stay base times F_p4). Equals :func:`_round_message` (f, scale
     eq(z || z', .))."""
-    g = _dot_pairs(combined, suffix) if combined is not None else F.ext_zero((2,))
+    g = _suffix_dot(combined, suffix) if combined is not None else F.ext_zero((2,))
     for table, beta in joining:
-        g = F.ext_add(g, F.ext_mul(_dot_pairs(table, suffix), beta))
+        g = F.ext_add(g, F.ext_mul(_suffix_dot(table, suffix), beta))
     g2 = F.ext_sub(F.ext_add(g[1], g[1]), g[0])
     one = F.ext_one()
     eq = [F.ext_sub(one, z), z, F.ext_sub(F.ext_mul_base(z, np.uint64(3)), one)]
@@ -1080,8 +1108,8 @@ def _reduce_claims(tables, weights, sums, nums, folding, n_max, transcript):
         for k in folding:
             w = weights[k]
             if nums[k] >= m and isinstance(w, _EqWeight):
-                if w.suffix is None:  # joins: eq(z_(>0), .) once, halved every round after
-                    w.suffix = _eq_scaled(w.point[1:], F.ext_one())
+                if w.suffix is None:  # joins: eq(z_(>0), .) once (split), halved every round after
+                    w.suffix = _SplitEq(w.point[1:])
                 h = F.ext_add(h, _eq_round_message(tables[k], [], w.suffix, w.point[w.round], w.scale))
             elif nums[k] >= m:
                 h = F.ext_add(h, pending.pop(k) if k in pending else _round_message(tables[k], w))
@@ -1097,8 +1125,8 @@ def _reduce_claims(tables, weights, sums, nums, folding, n_max, transcript):
                 tables[k] = fold(tables[k], r, in_place=True)  # the witness's own (base) table is never F_p4
                 w.scale = F.ext_mul(w.scale, eq_eval(w.point[w.round][None], r[None]))
                 w.round += 1
-                if w.suffix.shape[0] > 1:
-                    w.suffix = _add_pairs(w.suffix, in_place=True)
+                if w.suffix.size > 1:
+                    w.suffix = w.suffix.halved()
             elif nums[k] >= m:
                 tables[k], weights[k], following = _fold_pair(tables[k], w, r, in_place=True)
                 if following is not None:
@@ -1142,7 +1170,7 @@ def open_batch(witnesses, points_list, transcript, values=None):
     # the weight eq(r, .) is never built: round i uses scale_i eq(r_i, X) and eq(r_{>i}, .) (suffix, halved by
     # summing pairs: sum_x eq(r_{i+1}, x) = 1)
     combined, codeword, betas, scale = None, None, {}, F.ext_one()
-    suffix = _eq_scaled(point[1:], F.ext_one()) if plan.folding else None
+    suffix = _SplitEq(point[1:]) if plan.folding else None
     challenges, messages, shared = [], [], []
     for i in range(plan.rounds):
         m, joining = plan.n_max - i, []
@@ -1165,8 +1193,8 @@ def open_batch(witnesses, points_list, transcript, values=None):
         challenges.append(r)
         combined = _fold_joined(combined, joining, r, in_place=True)  # the loop's own table
         scale = F.ext_mul(scale, eq_eval(point[i][None], r[None]))
-        if suffix.shape[0] > 1:
-            suffix = _add_pairs(suffix, in_place=True)
+        if suffix.size > 1:
+            suffix = suffix.halved()
         if codeword is not None:
             codeword = _fold_codeword(codeword, r)
         if m - 1 in plan.layers:

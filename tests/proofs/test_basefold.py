@@ -413,6 +413,21 @@ def test_eq_factored_round_message_is_the_plain_one(n, base, seed):
         assert np.array_equal(F.add(suffix[0::2], suffix[1::2]), eq_table(point[2:]))
 
 
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 12), st.booleans(), seeds)
+def test_split_eq_weight_is_the_whole_table(k, base, seed):
+    """The opening's suffix weight kept as two half tables: its pair dot products equal those with the whole
+    eq table (base and F_p4 tables), and halving drops the lowest coordinate as the pair sums do."""
+    point = F.ext_random((k,), seed=seed)
+    table = F.random_elements(2 << k, seed=seed + 1) if base else F.ext_random((2 << k,), seed=seed + 1)
+    split = B._SplitEq(point)
+    assert split.size == 1 << k
+    assert np.array_equal(split.dot_pairs(table), B._dot_pairs_numpy(table, eq_table(point)))
+    if k:
+        half = table[: 1 << k]
+        assert np.array_equal(split.halved().dot_pairs(half), B._dot_pairs_numpy(half, B._add_pairs(eq_table(point))))
+
+
 @pytest.mark.skipif(B._kernels() is None, reason="numba not installed")
 @settings(max_examples=6, deadline=None)
 @given(st.integers(0, 300), st.integers(0, 255), seeds)
