@@ -580,6 +580,13 @@ def commit(values, params: BasefoldParams = BasefoldParams()):
 def commit_owned(table: np.ndarray, params: BasefoldParams):
     """:func:`commit` of a table the caller hands over: canonical residues, a power-of-two length, not changed
     afterwards (the witness keeps it; no copy is made)."""
+    if not isinstance(params, BasefoldParams):
+        raise ProofError(f"basefold.commit_owned: params must be BasefoldParams, got {type(params).__name__}")
+    if not isinstance(table, np.ndarray) or table.dtype != np.uint64 or table.ndim != 1 or not table.size \
+            or table.size & (table.size - 1) or not F.is_canonical(table):
+        raise ProofError("basefold.commit_owned: table must be a 1-D uint64 array of canonical residues whose length "
+                         f"is a power of two, got {getattr(table, 'dtype', type(table).__name__)} of shape "
+                         f"{getattr(table, 'shape', None)}")
     num_vars = table.shape[0].bit_length() - 1
     if num_vars > _max_vars(params):
         raise ProofError(f"basefold.commit: num_vars={num_vars} > {_max_vars(params)} at rate 1/{params.rate_inv}")

@@ -413,6 +413,18 @@ def test_eq_factored_round_message_is_the_plain_one(n, base, seed):
         assert np.array_equal(F.add(suffix[0::2], suffix[1::2]), eq_table(point[2:]))
 
 
+def test_commit_owned_is_commit_without_the_copy_and_refuses_bad_tables():
+    table = F.random_elements(1 << 9, seed=3)
+    owned, witness = B.commit_owned(table, SMALL)
+    assert owned.root == B.commit(table, SMALL)[0].root and witness.table is table
+    for bad in (table[:100], table.astype(np.int64), np.full(8, F.P, dtype=np.uint64), table.reshape(2, -1),
+                np.zeros(0, dtype=np.uint64), list(range(8))):
+        with pytest.raises(ProofError, match="commit_owned: table"):
+            B.commit_owned(bad, SMALL)
+    with pytest.raises(ProofError, match="params"):
+        B.commit_owned(table, "rate 1/4")
+
+
 @settings(max_examples=15, deadline=None)
 @given(st.integers(0, 12), st.booleans(), seeds)
 def test_split_eq_weight_is_the_whole_table(k, base, seed):
