@@ -10,6 +10,16 @@ P = np.uint64(2013265921)
 INV2 = np.uint64(1006632961)
 
 
+@numba.njit(cache=True, inline="always")
+def _acc_pair(acc, f0, f1, f2, f3, g0, g1, g2, g3, w0, w1, w2, w3, u0, u1, u2, u3):
+    """A pair's terms of a degree-2 round: acc[0] += f w, acc[1] += g u, acc[2] += (2g - f)(2u - w) (the product
+    at X = 0, 1, 2 of the lines through (f, g) and (w, u); unreduced)."""
+    _acc_product(acc, 0, f0, f1, f2, f3, w0, w1, w2, w3)
+    _acc_product(acc, 1, g0, g1, g2, g3, u0, u1, u2, u3)
+    _acc_product(acc, 2, _twice_minus(g0, f0), _twice_minus(g1, f1), _twice_minus(g2, f2), _twice_minus(g3, f3),
+                 _twice_minus(u0, w0), _twice_minus(u1, w1), _twice_minus(u2, w2), _twice_minus(u3, w3))
+
+
 @numba.njit(cache=True)
 def round_sums(f, w, out):
     """out[x] = sum_j f(x, j) w(x, j) for x = 0, 1, 2 (f base (2n,) or F_p4 (2n, 4), w (2n, 4)): the values of a
@@ -22,12 +32,8 @@ def round_sums(f, w, out):
         v0, v1, v2, v3 = w[hi, 0], w[hi, 1], w[hi, 2], w[hi, 3]
         t0, t1, t2, t3 = _twice_minus(v0, u0), _twice_minus(v1, u1), _twice_minus(v2, u2), _twice_minus(v3, u3)
         if ext:
-            f0, f1, f2, f3 = f[lo, 0], f[lo, 1], f[lo, 2], f[lo, 3]
-            g0, g1, g2, g3 = f[hi, 0], f[hi, 1], f[hi, 2], f[hi, 3]
-            _acc_product(acc, 0, f0, f1, f2, f3, u0, u1, u2, u3)
-            _acc_product(acc, 1, g0, g1, g2, g3, v0, v1, v2, v3)
-            _acc_product(acc, 2, _twice_minus(g0, f0), _twice_minus(g1, f1), _twice_minus(g2, f2),
-                         _twice_minus(g3, f3), t0, t1, t2, t3)
+            _acc_pair(acc, f[lo, 0], f[lo, 1], f[lo, 2], f[lo, 3], f[hi, 0], f[hi, 1], f[hi, 2], f[hi, 3],
+                      u0, u1, u2, u3, v0, v1, v2, v3)
         else:
             a, b = f[lo], f[hi]
             c = _twice_minus(b, a)
@@ -190,27 +196,59 @@ def fold_sums(f, w, r, f_out, w_out, out):
         f_out[j, 0], f_out[j, 1], f_out[j, 2], f_out[j, 3] = g0, g1, g2, g3
         w_out[j, 0], w_out[j, 1], w_out[j, 2], w_out[j, 3] = u0, u1, u2, u3
         if j % 2 == 1:  # the pair (j - 1, j): h(0), h(1), h(2) terms
-            p0, p1, p2, p3 = _ext_mul4(f0, f1, f2, f3, w0, w1, w2, w3)
-            acc[0, 0] += p0
-            acc[0, 1] += p1
-            acc[0, 2] += p2
-            acc[0, 3] += p3
-            p0, p1, p2, p3 = _ext_mul4(g0, g1, g2, g3, u0, u1, u2, u3)
-            acc[1, 0] += p0
-            acc[1, 1] += p1
-            acc[1, 2] += p2
-            acc[1, 3] += p3
-            p0, p1, p2, p3 = _ext_mul4(_twice_minus(g0, f0), _twice_minus(g1, f1), _twice_minus(g2, f2),
-                                       _twice_minus(g3, f3), _twice_minus(u0, w0), _twice_minus(u1, w1),
-                                       _twice_minus(u2, w2), _twice_minus(u3, w3))
-            acc[2, 0] += p0
-            acc[2, 1] += p1
-            acc[2, 2] += p2
-            acc[2, 3] += p3
+            _acc_pair(acc, f0, f1, f2, f3, g0, g1, g2, g3, w0, w1, w2, w3, u0, u1, u2, u3)
         f0, f1, f2, f3, w0, w1, w2, w3 = g0, g1, g2, g3, u0, u1, u2, u3
     for x in range(3):
         for c in range(4):
             out[x, c] = acc[x, c] % P
+
+
+@numba.njit(cache=True, inline="always")
+def _lerp_folded(c, row, s0, s1, s2, s3, r0, r1, r2, r3):
+    """Entry ``row`` of fold(fold(c, s), r) for a base table c: the line through c' = fold(c, s) at 2 row and
+    2 row + 1, at r."""
+    a0, a1, a2, a3 = _lerp(c, 2 * row, False, s0, s1, s2, s3)
+    b0, b1, b2, b3 = _lerp(c, 2 * row + 1, False, s0, s1, s2, s3)
+    p0, p1, p2, p3 = _ext_mul4(_step(b0, a0), _step(b1, a1), _step(b2, a2), _step(b3, a3), r0, r1, r2, r3)
+    return _addp(a0, p0), _addp(a1, p1), _addp(a2, p2), _addp(a3, p3)
+
+
+@numba.njit(cache=True)
+def round_sums_prefolded(c, s, w, out):
+    """round_sums(fold(c, s), w, out) for a base table c (4n,) whose fold by the last challenge s is taken on the
+    fly (the F_p4 table fold(c, s), twice c's bytes, is never built; twin: round_sums of mle.fold)."""
+    acc = np.zeros((3, 4), dtype=np.uint64)
+    s0, s1, s2, s3 = s[0], s[1], s[2], s[3]
+    for j in range(w.shape[0] // 2):
+        f0, f1, f2, f3 = _lerp(c, 2 * j, False, s0, s1, s2, s3)
+        g0, g1, g2, g3 = _lerp(c, 2 * j + 1, False, s0, s1, s2, s3)
+        _acc_pair(acc, f0, f1, f2, f3, g0, g1, g2, g3, w[2 * j, 0], w[2 * j, 1], w[2 * j, 2], w[2 * j, 3],
+                  w[2 * j + 1, 0], w[2 * j + 1, 1], w[2 * j + 1, 2], w[2 * j + 1, 3])
+    for x in range(3):
+        for k in range(4):
+            out[x, k] = acc[x, k] % P
+
+
+@numba.njit(cache=True)
+def fold_sums_prefolded(c, s, w, r, f_out, w_out, out):
+    """fold_sums(fold(c, s), w, r, f_out, w_out, out) for a base table c (4n,): f_out = fold(fold(c, s), r)
+    straight from c (twin: fold_sums of mle.fold). ``w_out`` may be w's first half."""
+    n = f_out.shape[0]
+    s0, s1, s2, s3 = s[0], s[1], s[2], s[3]
+    r0, r1, r2, r3 = r[0], r[1], r[2], r[3]
+    acc = np.zeros((3, 4), dtype=np.uint64)
+    f0 = f1 = f2 = f3 = w0 = w1 = w2 = w3 = np.uint64(0)
+    for j in range(n):
+        g0, g1, g2, g3 = _lerp_folded(c, j, s0, s1, s2, s3, r0, r1, r2, r3)
+        u0, u1, u2, u3 = _lerp(w, j, True, r0, r1, r2, r3)
+        f_out[j, 0], f_out[j, 1], f_out[j, 2], f_out[j, 3] = g0, g1, g2, g3
+        w_out[j, 0], w_out[j, 1], w_out[j, 2], w_out[j, 3] = u0, u1, u2, u3
+        if j % 2 == 1:
+            _acc_pair(acc, f0, f1, f2, f3, g0, g1, g2, g3, w0, w1, w2, w3, u0, u1, u2, u3)
+        f0, f1, f2, f3, w0, w1, w2, w3 = g0, g1, g2, g3, u0, u1, u2, u3
+    for x in range(3):
+        for k in range(4):
+            out[x, k] = acc[x, k] % P
 
 
 @numba.njit(cache=True)

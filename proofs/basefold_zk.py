@@ -496,6 +496,7 @@ class _Reduction:
         self.num_vars, self.degree, self.challenges, self._pending = max(nums), 2, [], {}
         self._halves = set(halves)  # tables whose claims weigh even entries only: their weight is over those
         self._factors: dict = {}    # k -> (1 - r) of a slot table's first round: W stands for factor * W
+        self._lazy: dict = {}       # k -> r of a slot table's first round, its fold not yet taken (base C kept)
 
     def _first_round(self, k) -> np.ndarray:
         """h at 0, 1, 2 for W'(X, y) = (1 - X) W(y), C(X, y) = (1 - X) C[2y] + X C[2y + 1] (a slot table: S_0 at
@@ -512,8 +513,13 @@ class _Reduction:
             if n >= m and k in self._halves:
                 message = self._first_round(k)
             elif n >= m:
-                message = self._pending.pop(k) if k in self._pending else \
-                    B._round_message(self.tables[k], self.weights[k])
+                if k in self._pending:
+                    message = self._pending.pop(k)
+                elif k in self._lazy:  # fold(C, r) read on the fly from C
+                    message = np.empty((3, F.EXT_DEGREE), dtype=np.uint64)
+                    B._kernels().round_sums_prefolded(self.tables[k], self._lazy[k], self.weights[k], message)
+                else:
+                    message = B._round_message(self.tables[k], self.weights[k])
                 if k in self._factors:
                     message = F.ext_mul(message, self._factors[k])
             else:
@@ -526,9 +532,20 @@ class _Reduction:
         self.challenges.append(np.asarray(r, dtype=np.uint64))
         for k, n in enumerate(self.nums):
             if n >= m and k in self._halves:  # C -> (1 - r) S_0 + r S_1, W -> (1 - r) W (the factor kept aside:
-                self.tables[k] = fold(self.tables[k], r)  # messages are linear in W, so they take it instead)
-                self._factors[k] = F.ext_sub(F.ext_one(), np.asarray(r, dtype=np.uint64))
-                self._halves.discard(k)
+                self._factors[k] = F.ext_sub(F.ext_one(), np.asarray(r, dtype=np.uint64))  # messages are linear
+                self._halves.discard(k)                                                    # in W)
+                if m >= 3 and B._fast(self.tables[k].shape[0]) is not None:
+                    self._lazy[k] = np.asarray(r, dtype=np.uint64)  # folded with the next challenge, in one pass
+                else:
+                    self.tables[k] = fold(self.tables[k], r)
+            elif n >= m and k in self._lazy:  # fold(fold(C, r'), r) straight from C, W in place, next message
+                half = self.weights[k].shape[0] // 2
+                table = np.empty((half, F.EXT_DEGREE), dtype=np.uint64)
+                following = np.empty((3, F.EXT_DEGREE), dtype=np.uint64)
+                B._kernels().fold_sums_prefolded(self.tables[k], self._lazy.pop(k), self.weights[k],
+                                                 np.asarray(r, dtype=np.uint64), table, self.weights[k][:half],
+                                                 following)
+                self.tables[k], self.weights[k], self._pending[k] = table, self.weights[k][:half], following
             elif n >= m:
                 self.tables[k], self.weights[k], following = B._fold_pair(self.tables[k], self.weights[k], r,
                                                                           in_place=True)

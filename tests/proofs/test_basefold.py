@@ -373,6 +373,16 @@ def test_numba_kernels_match_their_numpy_twins(seed):
         assert np.array_equal(message, B._round_message_numpy(folded, folded_weights))
     for table in (base, ext):  # the table summed over its lowest variable
         assert np.array_equal(B._add_pairs(table), F.add(table[0::2], table[1::2]))
+    s = F.ext_random((), seed=seed + 10)  # a base table's fold by the last challenge, taken on the fly
+    folded, half_weights = fold(base, s), weights[: n // 2]
+    out, expected = np.empty((3, 4), dtype=np.uint64), np.empty((3, 4), dtype=np.uint64)
+    kernels.round_sums_prefolded(base, s, half_weights, out)
+    kernels.round_sums(folded, half_weights, expected)
+    assert np.array_equal(out, expected)
+    f_out, w_out = np.empty((n // 4, 4), dtype=np.uint64), np.empty((n // 4, 4), dtype=np.uint64)
+    kernels.fold_sums_prefolded(base, s, half_weights, r, f_out, w_out, out)
+    assert np.array_equal(f_out, fold(folded, r)) and np.array_equal(w_out, fold(half_weights, r))
+    assert np.array_equal(out, B._round_message_numpy(f_out, w_out))
     into = F.ext_random((n // 2,), seed=seed + 9)
     expected = F.ext_add(into, F.ext_mul(fold(base, r), weights[0]))
     kernels.fold_scaled_into(base, r, weights[0], into, True)
