@@ -123,16 +123,6 @@ def dot_base(e, table, out):
 
 
 @numba.njit(cache=True)
-def add_pairs(x, out):
-    """out[i] = x[2i] + x[2i + 1] mod p for x (2n, c), out (n, c) (twin: basefold._add_pairs's numpy path):
-    one pass, no copies of the strided halves."""
-    for i in range(out.shape[0]):
-        for c in range(out.shape[1]):
-            s = x[2 * i, c] + x[2 * i + 1, c]
-            out[i, c] = s - P if s >= P else s
-
-
-@numba.njit(cache=True)
 def add_into(a, out):
     """out += a mod p, in place (flat uint64 arrays)."""
     for i in range(a.size):
@@ -251,6 +241,9 @@ def fold_sums_prefolded(c, s, w, r, f_out, w_out, out):
             out[x, k] = acc[x, k] % P
 
 
+_ONE = np.array([[1, 0, 0, 0]], dtype=np.uint64)  # F_p4's one, a (1, 4) table
+
+
 @numba.njit(cache=True)
 def dot_pairs_split(f, eq_lo, eq_hi, out):
     """out[b] = sum_j f[2j + b] eq_lo[j mod L] eq_hi[j // L], b = 0, 1 (f base (2n,) or F_p4 (2n, 4), n = L H): the
@@ -292,28 +285,9 @@ def dot_pairs_split(f, eq_lo, eq_hi, out):
 
 @numba.njit(cache=True)
 def dot_pairs(f, e, out):
-    """out[b] = sum_j f[2j + b] e[j], b = 0, 1 (f base (2n,) or F_p4 (2n, 4), e (n, 4)), in scalar registers
-    (twin: basefold._dot_pairs_numpy)."""
-    acc = np.zeros((2, 4), dtype=np.uint64)
-    ext = f.ndim == 2
-    for j in range(e.shape[0]):
-        e0, e1, e2, e3 = e[j, 0], e[j, 1], e[j, 2], e[j, 3]
-        if ext:
-            _acc_product(acc, 0, f[2 * j, 0], f[2 * j, 1], f[2 * j, 2], f[2 * j, 3], e0, e1, e2, e3)
-            _acc_product(acc, 1, f[2 * j + 1, 0], f[2 * j + 1, 1], f[2 * j + 1, 2], f[2 * j + 1, 3], e0, e1, e2, e3)
-        else:
-            a, b = f[2 * j], f[2 * j + 1]
-            acc[0, 0] += a * e0 % P
-            acc[0, 1] += a * e1 % P
-            acc[0, 2] += a * e2 % P
-            acc[0, 3] += a * e3 % P
-            acc[1, 0] += b * e0 % P
-            acc[1, 1] += b * e1 % P
-            acc[1, 2] += b * e2 % P
-            acc[1, 3] += b * e3 % P
-    for b in range(2):
-        for c in range(4):
-            out[b, c] = acc[b, c] % P
+    """out[b] = sum_j f[2j + b] e[j], b = 0, 1 (f base (2n,) or F_p4 (2n, 4), e (n, 4)): :func:`dot_pairs_split`
+    with a one-entry high half (twin: basefold._dot_pairs_numpy)."""
+    dot_pairs_split(f, e, _ONE, out)
 
 
 @numba.njit(cache=True)

@@ -151,36 +151,42 @@ def _addp(a, b):
     return s - P if s >= P else s
 
 
+@numba.njit(cache=True, inline="always")
+def _line(t, j):
+    """The line through an F_p4 table's pair (t[2j], t[2j + 1]): its value at 0 and its step, eight residues."""
+    v0, v1, v2, v3 = t[2 * j, 0], t[2 * j, 1], t[2 * j, 2], t[2 * j, 3]
+    return (v0, v1, v2, v3, _step(t[2 * j + 1, 0], v0), _step(t[2 * j + 1, 1], v1), _step(t[2 * j + 1, 2], v2),
+            _step(t[2 * j + 1, 3], v3))
+
+
+@numba.njit(cache=True, inline="always")
+def _add4(a0, a1, a2, a3, b0, b1, b2, b3):
+    return _addp(a0, b0), _addp(a1, b1), _addp(a2, b2), _addp(a3, b3)
+
+
 @numba.njit(cache=True)
 def product_round_sums(a, b, c, three, degree, out):
     """out[x] = sum_j A_x(j) B_x(j) [C_x(j) if ``three``], F_x(j) = f[2j] + x (f[2j+1] - f[2j]), x = 0..degree, for
     F_p4 tables (2L, 4): the round of a product term of two or three F_p4 factors in scalar registers (twin:
     :func:`masked_round_sums` without masks or base factors; ``c`` is ignored unless ``three``)."""
-    half = a.shape[0] // 2
     acc = np.zeros((degree + 1, 4), dtype=np.uint64)
     c0 = c1 = c2 = c3 = dc0 = dc1 = dc2 = dc3 = np.uint64(0)
-    for j in range(half):
-        lo, hi = 2 * j, 2 * j + 1
-        a0, a1, a2, a3 = a[lo, 0], a[lo, 1], a[lo, 2], a[lo, 3]
-        da0, da1, da2, da3 = _step(a[hi, 0], a0), _step(a[hi, 1], a1), _step(a[hi, 2], a2), _step(a[hi, 3], a3)
-        b0, b1, b2, b3 = b[lo, 0], b[lo, 1], b[lo, 2], b[lo, 3]
-        db0, db1, db2, db3 = _step(b[hi, 0], b0), _step(b[hi, 1], b1), _step(b[hi, 2], b2), _step(b[hi, 3], b3)
+    for j in range(a.shape[0] // 2):
+        a0, a1, a2, a3, da0, da1, da2, da3 = _line(a, j)
+        b0, b1, b2, b3, db0, db1, db2, db3 = _line(b, j)
         if three:
-            c0, c1, c2, c3 = c[lo, 0], c[lo, 1], c[lo, 2], c[lo, 3]
-            dc0, dc1, dc2, dc3 = _step(c[hi, 0], c0), _step(c[hi, 1], c1), _step(c[hi, 2], c2), _step(c[hi, 3], c3)
+            c0, c1, c2, c3, dc0, dc1, dc2, dc3 = _line(c, j)
         for x in range(degree + 1):
             if x:
-                a0, a1, a2, a3 = _addp(a0, da0), _addp(a1, da1), _addp(a2, da2), _addp(a3, da3)
-                b0, b1, b2, b3 = _addp(b0, db0), _addp(b1, db1), _addp(b2, db2), _addp(b3, db3)
+                a0, a1, a2, a3 = _add4(a0, a1, a2, a3, da0, da1, da2, da3)
+                b0, b1, b2, b3 = _add4(b0, b1, b2, b3, db0, db1, db2, db3)
                 if three:
-                    c0, c1, c2, c3 = _addp(c0, dc0), _addp(c1, dc1), _addp(c2, dc2), _addp(c3, dc3)
-            p0, p1, p2, p3 = _ext_mul4(a0, a1, a2, a3, b0, b1, b2, b3)
+                    c0, c1, c2, c3 = _add4(c0, c1, c2, c3, dc0, dc1, dc2, dc3)
             if three:
-                p0, p1, p2, p3 = _ext_mul4(p0, p1, p2, p3, c0, c1, c2, c3)
-            acc[x, 0] += p0
-            acc[x, 1] += p1
-            acc[x, 2] += p2
-            acc[x, 3] += p3
+                p0, p1, p2, p3 = _ext_mul4(a0, a1, a2, a3, b0, b1, b2, b3)
+                _acc_product(acc, x, p0, p1, p2, p3, c0, c1, c2, c3)
+            else:
+                _acc_product(acc, x, a0, a1, a2, a3, b0, b1, b2, b3)
     for x in range(degree + 1):
         for k in range(4):
             out[x, k] = acc[x, k] % P
@@ -197,36 +203,25 @@ def masked_product_round_sums(a, b, mask_a, block_a, mask_b, block_b, zs, degree
     """out[x] = sum_j A_x(j) B_x(j), F_x(j) = f[2j] + x (f[2j+1] - f[2j]) + zs[x] mask_f[j // block_f] (block_f =
     0: no mask), x = 0..degree, for F_p4 tables (2L, 4) and masks (P_f, 4): a two-factor term in scalar
     registers, the plane advanced by a counter (twin: :func:`masked_round_sums` with two F_p4 factors)."""
-    half = a.shape[0] // 2
     acc = np.zeros((degree + 1, 4), dtype=np.uint64)
     plane_a = plane_b = 0
-    for j in range(half):
+    for j in range(a.shape[0] // 2):
         if block_a and j == (plane_a + 1) * block_a:
             plane_a += 1
         if block_b and j == (plane_b + 1) * block_b:
             plane_b += 1
-        lo, hi = 2 * j, 2 * j + 1
-        a0, a1, a2, a3 = a[lo, 0], a[lo, 1], a[lo, 2], a[lo, 3]
-        da0, da1, da2, da3 = _step(a[hi, 0], a0), _step(a[hi, 1], a1), _step(a[hi, 2], a2), _step(a[hi, 3], a3)
-        b0, b1, b2, b3 = b[lo, 0], b[lo, 1], b[lo, 2], b[lo, 3]
-        db0, db1, db2, db3 = _step(b[hi, 0], b0), _step(b[hi, 1], b1), _step(b[hi, 2], b2), _step(b[hi, 3], b3)
+        a0, a1, a2, a3, da0, da1, da2, da3 = _line(a, j)
+        b0, b1, b2, b3, db0, db1, db2, db3 = _line(b, j)
         for x in range(degree + 1):
             if x:
-                a0, a1, a2, a3 = _addp(a0, da0), _addp(a1, da1), _addp(a2, da2), _addp(a3, da3)
-                b0, b1, b2, b3 = _addp(b0, db0), _addp(b1, db1), _addp(b2, db2), _addp(b3, db3)
+                a0, a1, a2, a3 = _add4(a0, a1, a2, a3, da0, da1, da2, da3)
+                b0, b1, b2, b3 = _add4(b0, b1, b2, b3, db0, db1, db2, db3)
             z = zs[x]
-            p0, p1, p2, p3 = _ext_mul4(_masked(a0, z, mask_a, plane_a, 0, block_a),
-                                       _masked(a1, z, mask_a, plane_a, 1, block_a),
-                                       _masked(a2, z, mask_a, plane_a, 2, block_a),
-                                       _masked(a3, z, mask_a, plane_a, 3, block_a),
-                                       _masked(b0, z, mask_b, plane_b, 0, block_b),
-                                       _masked(b1, z, mask_b, plane_b, 1, block_b),
-                                       _masked(b2, z, mask_b, plane_b, 2, block_b),
-                                       _masked(b3, z, mask_b, plane_b, 3, block_b))
-            acc[x, 0] += p0
-            acc[x, 1] += p1
-            acc[x, 2] += p2
-            acc[x, 3] += p3
+            _acc_product(acc, x, _masked(a0, z, mask_a, plane_a, 0, block_a),
+                         _masked(a1, z, mask_a, plane_a, 1, block_a), _masked(a2, z, mask_a, plane_a, 2, block_a),
+                         _masked(a3, z, mask_a, plane_a, 3, block_a), _masked(b0, z, mask_b, plane_b, 0, block_b),
+                         _masked(b1, z, mask_b, plane_b, 1, block_b), _masked(b2, z, mask_b, plane_b, 2, block_b),
+                         _masked(b3, z, mask_b, plane_b, 3, block_b))
     for x in range(degree + 1):
         for k in range(4):
             out[x, k] = acc[x, k] % P
@@ -367,12 +362,11 @@ def bit_round_sums(table, block, eq_lo, eq_hi, plain, buckets):
             j = hb * lo_size + lb
             e0, e1, e2, e3 = eq_lo[lb, 0], eq_lo[lb, 1], eq_lo[lb, 2], eq_lo[lb, 3]
             if ext:
-                l0, l1, l2, l3 = table[2 * j, 0], table[2 * j, 1], table[2 * j, 2], table[2 * j, 3]
-                d0, d1, d2, d3 = (_step(table[2 * j + 1, 0], l0), _step(table[2 * j + 1, 1], l1),
-                                  _step(table[2 * j + 1, 2], l2), _step(table[2 * j + 1, 3], l3))
+                l0, l1, l2, l3, d0, d1, d2, d3 = _line(table, j)
                 o0, o1, o2, o3 = _step(one, (l0 + l0) % P), _step(zero, (l1 + l1) % P), _step(zero, (l2 + l2) % P), \
                     _step(zero, (l3 + l3) % P)  # 1 - 2 l
-                a0, a1, a2, a3 = _ext_mul4(l0, l1, l2, l3, _step(one, l0), _step(zero, l1), _step(zero, l2), _step(zero, l3))
+                a0, a1, a2, a3 = _ext_mul4(l0, l1, l2, l3, _step(one, l0), _step(zero, l1), _step(zero, l2),
+                                           _step(zero, l3))  # l (1 - l)
                 b0, b1, b2, b3 = _ext_mul4(d0, d1, d2, d3, o0, o1, o2, o3)
                 c0, c1, c2, c3 = _ext_mul4(d0, d1, d2, d3, d0, d1, d2, d3)
                 c0, c1, c2, c3 = _step(zero, c0), _step(zero, c1), _step(zero, c2), _step(zero, c3)

@@ -325,12 +325,15 @@ def _leaf_digests(codeword: np.ndarray, block: int, group: int = 1) -> np.ndarra
 LEAF_PERSON = b"hezk.basefold.lf"
 
 
+@functools.cache
 def _leaf_state() -> np.ndarray:
-    """The leaf hash's initial BLAKE2b state: IV xor (digest length 32, fanout 1, depth 1, LEAF_PERSON)."""
+    """The leaf hash's initial BLAKE2b state: IV xor (digest length 32, fanout 1, depth 1, LEAF_PERSON); computed
+    once, read-only."""
     state = np.array(_kernels()._IV, copy=True)
     state[0] ^= np.uint64(0x01010020)
     state[6] ^= np.uint64(int.from_bytes(LEAF_PERSON[:8], "little"))
     state[7] ^= np.uint64(int.from_bytes(LEAF_PERSON[8:], "little"))
+    state.flags.writeable = False
     return state
 
 
@@ -471,19 +474,6 @@ def _fast(size: int):
     return _kernels() if size >= F.NUMBA_MIN_SIZE else None
 
 
-def _add_pairs(x: np.ndarray, in_place: bool = False) -> np.ndarray:
-    """x[0::2] + x[1::2] mod p along the first axis (a table summed over its lowest variable); ``in_place``: into
-    x's own first half (the kernel reads 2j, 2j + 1 before it writes j), for a table the caller owns and drops."""
-    kernels = _fast(x.size)
-    if kernels is None or not x.flags.c_contiguous:
-        return F.add(x[0::2], x[1::2])
-    flat = x.reshape(x.shape[0], -1)
-    out = flat[:x.shape[0] // 2] if in_place and x.flags.writeable else \
-        np.empty((x.shape[0] // 2, flat.shape[1]), dtype=np.uint64)
-    kernels.add_pairs(flat, out)
-    return out.reshape((x.shape[0] // 2,) + x.shape[1:])
-
-
 def _fold_codeword(codeword: np.ndarray, r: np.ndarray) -> np.ndarray:
     """One fold of a whole codeword (N,) base or (N, 4) ext: value at x^2 = s + r (d - s), s = (a + b)/2,
     d = (a - b)/(2x), a = g(x) at position j < N/2, b = g(-x) at j + N/2."""
@@ -603,8 +593,9 @@ def commit_owned(table: np.ndarray, params: BasefoldParams):
 @dataclass(frozen=True, eq=False)
 class BasefoldProof:
     """reduction (rounds, 3, 4): the claim-reduction sumcheck, h(0), h(1), h(2) per round (empty when the
-    claims are aligned: one point per table, each a suffix of the largest table's point); evals (K, 4): each folded table at its part of the reduced point r; rounds (rounds, 3,
-    4): the opening sumcheck of the combined table; layer_roots: one per committed layer of the combined
+    claims are aligned: one point per table, each a suffix of the largest table's point); evals (K, 4): each
+    folded table at its part of the reduced point r; rounds (rounds, 3, 4): the opening sumcheck of the combined
+    table; layer_roots: one per committed layer of the combined
     codeword; final (2^final, 4): the combined final table; tables: each small table, whole (2^n,);
     initial_leaves / initial_paths: per folded commitment its opened leaves (u, g 2^b, 2^s) and multi-proof;
     layer_leaves / layer_paths: per committed layer the opened cosets (u, 2^arity, 4) and multi-proof; nonce: the

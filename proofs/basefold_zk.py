@@ -500,8 +500,8 @@ class _Reduction:
 
     def _first_round(self, k) -> np.ndarray:
         """h at 0, 1, 2 for W'(X, y) = (1 - X) W(y), C(X, y) = (1 - X) C[2y] + X C[2y + 1] (a slot table: S_0 at
-        even entries): (W.S_0, 0, W.S_0 - 2 W.S_1), two dot products instead of a pass over C and a weight twice
-        the size."""
+        even entries): (W.S_0, 0, W.S_0 - 2 W.S_1) by one dot_pairs pass over C, instead of a round over C and a
+        weight twice the size."""
         table, weight = self.tables[k], self.weights[k]
         s0, s1 = B._dot_pairs(table, weight)  # one pass over C, no strided copies
         return np.stack([s0, F.ext_zero(), F.ext_sub(s0, F.ext_add(s1, s1))])
@@ -534,7 +534,7 @@ class _Reduction:
             if n >= m and k in self._halves:  # C -> (1 - r) S_0 + r S_1, W -> (1 - r) W (the factor kept aside:
                 self._factors[k] = F.ext_sub(F.ext_one(), np.asarray(r, dtype=np.uint64))  # messages are linear
                 self._halves.discard(k)                                                    # in W)
-                if m >= 3 and B._fast(self.tables[k].shape[0]) is not None:
+                if m >= 3 and B._fast(self.tables[k].shape[0]) is not None:  # a next round with pairs
                     self._lazy[k] = np.asarray(r, dtype=np.uint64)  # folded with the next challenge, in one pass
                 else:
                     self.tables[k] = fold(self.tables[k], r)

@@ -87,6 +87,16 @@ def test_every_component_is_checked(batch):
                                                              dataclasses.replace(BASE, rate_inv=4))),
         dataclasses.replace(proof, opening=dataclasses.replace(proof.opening, final=_bump(proof.opening.final))),
         dataclasses.replace(proof, opening=dataclasses.replace(proof.opening, rounds=_bump(proof.opening.rounds))),
+        # the mask table's own opening, each part, and the two openings swapped
+        dataclasses.replace(proof, mask_opening=dataclasses.replace(proof.mask_opening,
+                                                                    final=_bump(proof.mask_opening.final))),
+        dataclasses.replace(proof, mask_opening=dataclasses.replace(proof.mask_opening,
+                                                                    rounds=_bump(proof.mask_opening.rounds))),
+        dataclasses.replace(proof, mask_opening=dataclasses.replace(proof.mask_opening,
+                                                                    reduction=_bump(proof.mask_opening.reduction))),
+        dataclasses.replace(proof, mask_opening=proof.opening, opening=proof.mask_opening),
+        # the tables' opening given claim-reduction rounds its aligned claims do not have
+        dataclasses.replace(proof, opening=dataclasses.replace(proof.opening, reduction=proof.mask_opening.reduction)),
     ]
     for bad in forged:
         with pytest.raises(ProofRejected):
