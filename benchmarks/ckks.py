@@ -301,7 +301,7 @@ def main():
             times = [results[k].get(op) for k in results]
             ratios = [results["hezk"][op] / results[k][op] if results[k].get(op) else None for k in peers]
             rows.append([op] + times + ratios)
-        rows.append([f"precision at 2^{s.log_scale} (bits)"] + [results[k].get("bits") for k in results]
+        rows.append([f"precision at 2^{s.log_scale} (bits, worst of random slots)"] + [results[k].get("bits") for k in results]
                     + [None] * len(peers))
         print_table(f"{preset}, backend={args.backend}", headers, rows)
         if "own-scale bits" in results.get("desilofhe", {}):
