@@ -208,7 +208,7 @@ def bench_orion():
 def print_onnx_rows(rows):
     header = ("system", "params", "plan s", "keygen s", "eval keys MiB", "galois MiB", "rot keys", "cold ms",
               "latency ms (1 image)", "est. ms (calibrated)", "images/ct", "full batch s", "images/s",
-              "bits vs numpy", "bits vs onnxruntime", "stated bits/op")
+              "bits vs numpy (worst slot, test images)", "bits vs onnxruntime (worst slot)", "stated bits/op (worst case)")
     print(" | ".join(header))
     print(" | ".join("---" for _ in header))
     for r in rows:
