@@ -16,6 +16,8 @@ from .ckks.bootstrap import BootstrapConfig, as_config, plan_for
 from .ckks.encapsulation import EncapsulationKeys, make_encapsulation_keys
 from .ckks.encoder import CKKSEncoder, as_slot_vector, check_scale
 from .ckks.evaluator import Evaluator
+from .ckks.flooding import (STATISTICAL_SECURITY, Flooded, flood, flooded_precision_bits, plan_flood,
+                            warn_if_imprecise)
 from .errors import ContextMismatchError, ParameterError, SerializationError, ValueRangeError, WrapAroundWarning
 from .key_records import (context_to_bytes, galois_keys_to_bytes, public_key_to_bytes, read_context,
                           read_key_records, relin_key_to_bytes, secret_key_to_bytes)
@@ -223,18 +225,58 @@ class CKKSContext:
         return Ciphertext((c0, c1), pt.level, pt.scale, pt.length, pt.is_complex, self.params.fingerprint,
                           self.key_id, self.evaluator)
 
-    def decrypt(self, ct: Ciphertext) -> np.ndarray:
+    def decrypt(self, ct: Ciphertext, flood_bits=None, *, noise_bits: float | None = None,
+                statistical_security: int = STATISTICAL_SECURITY, queries: int = 1) -> np.ndarray:
         """The values of ``ct`` with the caller's length (real if encrypted real); needs the secret key.
+
+        ``flood_bits=None`` (default): the exact decryption, for the key holder's own use ONLY: m + e reveals
+        the secret key to whoever also has the ciphertext (``crypto.ckks.flooding``).  For a result that will
+        be shared, ``flood_bits="auto"`` (sized from the noise: ``noise_bits``, or measured for a real
+        ciphertext) or a number (log2 of the flood's standard deviation): see ``decrypt_flooded``, which
+        also reports the precision the flood leaves.
 
         Warns (WrapAroundWarning) when the result has most likely wrapped modulo Q_level
         (``_warn_if_wrapped``).
         """
+        if flood_bits is None:
+            return self._values(self._decrypt_coefficients(ct), ct.scale, ct.length, ct.is_complex)
+        return self.decrypt_flooded(ct, flood_bits, noise_bits=noise_bits, statistical_security=statistical_security,
+                                    queries=queries).values
+
+    def decrypt_flooded(self, ct: Ciphertext, flood_bits="auto", *, noise_bits: float | None = None,
+                        statistical_security: int = STATISTICAL_SECURITY, queries: int = 1) -> Flooded:
+        """A decryption safe to share (IND-CPA-D): fresh Gaussian noise of standard deviation 2^flood_bits
+        added to m + e before decoding (Li–Micciancio, EUROCRYPT 2021; OpenFHE's NOISE_FLOODING_DECRYPT).
+
+        ``flood_bits="auto"``: noise_bits + statistical_security/2 + log2 sqrt(12·queries), with
+        ``noise_bits`` the log2 bound on the ciphertext's noise (default: measured from the imaginary slots
+        of a real ciphertext; a complex one needs it given).  Returns ``Flooded`` (values, noise_bits,
+        flood_bits, precision_bits = log2 scale - flood_bits - log2(N/2)/2 left per slot)."""
+        coeffs = self._decrypt_coefficients(ct)
+        slots = self.encoder.decode(coeffs, ct.scale)
+        noise, bits = plan_flood(flood_bits, noise_bits, ct.is_complex, slots, ct.scale, self.params.n,
+                                 statistical_security, queries)
+        precision = flooded_precision_bits(bits, ct.scale, self.params.n)
+        warn_if_imprecise(precision)
+        values = self._values(flood(coeffs, bits, self._sampler), ct.scale, ct.length, ct.is_complex)
+        return Flooded(values, noise, bits, precision)
+
+    def measure_noise_bits(self, ct: Ciphertext, expected) -> float:
+        """log2 max |m + e - Encode(expected)| over the coefficients: the noise of a ciphertext whose exact
+        result ``expected`` is known (a noise-estimation run, as OpenFHE's EXEC_NOISE_ESTIMATION); pass it as
+        ``noise_bits`` when flooding results of the same computation on other inputs."""
+        coeffs = self._decrypt_coefficients(ct)
+        error = np.abs(coeffs - self.encoder.coefficients(expected, ct.scale))
+        return float(max(0.0, math.log2(max(float(np.max(error)), 1.0))))
+
+    def _decrypt_coefficients(self, ct: Ciphertext) -> np.ndarray:
+        """m + e as centred float64 coefficients (warns when they have most likely wrapped)."""
         if not isinstance(ct, Ciphertext):
             raise ParameterError(f"decrypt expects a Ciphertext, got {type(ct).__name__}")
         check_same_context(ct, self.params.fingerprint, self.key_id, "ciphertext")
         coeffs = Decryptor(self.params, self.ring, self._secret_key).decrypt(ct.parts)
         _warn_if_wrapped(coeffs, self.params, ct.level, ct.scale)
-        return self._values(coeffs, ct.scale, ct.length, ct.is_complex)
+        return coeffs
 
     # -- keys and bytes -----------------------------------------------------------------------------
     def public_context(self) -> "CKKSContext":

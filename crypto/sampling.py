@@ -109,7 +109,11 @@ class Sampler:
         return out
 
     def gaussian(self, n: int, sigma: float = 3.2) -> np.ndarray:
-        """Rounded Gaussian of standard deviation sigma, tails cut at 6·sigma (Box–Muller on CSPRNG bits)."""
+        """Rounded Gaussian of standard deviation sigma, tails cut at 6·sigma (Box–Muller on CSPRNG bits).
+        sigma up to 2^49 (the noise flooding of shared decryptions): 6·sigma stays exact in float64."""
+        if isinstance(sigma, bool) or not isinstance(sigma, (int, float, np.integer, np.floating)) \
+                or not 0 < sigma <= 2.0**49:
+            raise ParameterError(f"sigma={sigma!r} must be a number in (0, 2^49]")
         u = (self._uint64(2 * n) >> np.uint64(11)).astype(np.float64) * 2.0**-53
         u1, u2 = u[:n], u[n:]
         radius = np.sqrt(-2.0 * np.log1p(-u1))  # 1 - u1 in (0, 1]
