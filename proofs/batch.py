@@ -5,8 +5,9 @@
 
 Proving: the inputs (along axis 0) are cut into groups of ``per_proof``; each group is one task proving
 y = model(group). A hiding commitment's copies are handed out here, ahead of the tasks (task i uses copy c_i,
-marked spent in ``network`` before any task runs), so no copy serves two proofs even when Dask reruns the task of
-a worker that died; each worker receives the model and the SECRET prover state once, sent explicitly as
+marked spent in ``network`` before any task runs, and, for a network read from a prover-state file, written to
+that file under its lock first: :mod:`proofs.layers.prover_state`), so no copy serves two proofs even when Dask
+reruns the task of a worker that died or another process proves from the same state file; each worker receives the model and the SECRET prover state once, sent explicitly as
 :meth:`~proofs.layers.network.Network.state_bytes` (a zero-knowledge Network refuses to pickle), and keeps its
 prover across tasks. Verification: one task per proof, against the public commitment (sent once).
 """
@@ -96,8 +97,7 @@ def prove_batch(network: Network, x, *, per_proof: int = 1, dask=None, progress=
             raise ModelError(f"{len(groups)} proofs need {len(groups)} unused copies of the hiding commitment, it has "
                              f"{network.proofs_left} left: commit again with a larger max_proofs")
         share = ProverShare(network.model, network.state_bytes())   # before the copies below are marked spent
-        witness = network._weights_witness
-        copies = [witness.take("prove_batch") for _ in groups]
+        copies = network._weights_witness.reserve("prove_batch", len(groups))  # all at once, durably if on file
     else:
         share, copies = network, [None] * len(groups)
     with connect(dask) as runner:

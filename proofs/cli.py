@@ -8,7 +8,9 @@
 By default the weights stay private: ``commit`` makes a hiding commitment (for ``--max-proofs`` proofs) and
 writes the prover's secret state where the user names it (``--state PATH``, or ``--out PATH`` and then
 ``PATH.state``; never a default path: keep it as private as the weights), ``prove``
-proves in zero knowledge against that commitment (each proof uses up one of its copies). ``--public-weights``
+proves in zero knowledge against that commitment (each proof uses up one of its copies, reserved in the state
+file under a lock and written durably before the proof is made: never copy or restore a prover state, see
+:mod:`proofs.layers.prover_state`). ``--public-weights``
 (on commit and prove) uses the plain protocol instead, whose proofs reveal every weight and bias.
 ``commit --scheme basefold`` picks the Basefold commitment (default ligero; hiding or, with ``--public-weights``,
 plain; prove and verify read the scheme from the commitment's bytes). ``verify`` refuses Basefold parameters resting on a conjectured bound unless given
@@ -117,7 +119,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"the commitment made by 'commit' (default: {DEFAULT_COMMITMENT}); its prover state "
                             "is read from --state")
     prove.add_argument("--state", default=None,
-                       help="the secret prover state written by 'commit' (default: the commitment's path + .state)")
+                       help="the secret prover state written by 'commit' (default: the commitment's path + .state); "
+                            "each proof reserves its copy in it under a lock before proving. NEVER copy or restore "
+                            "a prover state: an older copy would reuse copies and reveal the weights (a restored "
+                            "state is refused by its counter PATH.spent)")
     prove.add_argument("--public-weights", action="store_true", help=PUBLIC_WEIGHTS_HELP)
     prove.add_argument("--private-input", action="store_true",
                        help="hide the input too (a graph model's zero-knowledge proof: the input is committed in the "
@@ -280,13 +285,12 @@ def _prove(args) -> int:
     if args.private_input:
         raise ModelError("--private-input proves graph models (ONNX or .npz read by the graph proof); a ReLU MLP "
                          "committed by the MLP path states its input")
-    network, state = _prover(args)
+    network, _ = _prover(args)
     x = _load_input(args.input, network.model.input_frac, network.model.input_bound)
     start = time.perf_counter()
+    # a hiding network read from its state file reserves its copy there (locked, written durably) before proving
     proof = network.prove(x, progress=None if args.quiet else progress_bar("proving"))
     elapsed = time.perf_counter() - start
-    if network.zk:
-        network.save_state(state)  # the copy this proof used is spent
     data = proof.to_bytes()
     with open(args.out, "wb") as handle:
         handle.write(data)
@@ -325,18 +329,15 @@ def _plain_params(path: str):
 def _prove_batch(args) -> int:
     """--inputs: one proof per group of inputs, as tasks (proofs.batch), written into the folder --out."""
     from .batch import prove_batch
-    network, state = _prover(args)
+    network, _ = _prover(args)
     groups = _input_groups(args, network.model.input_frac, network.model.input_bound)
     out = DEFAULT_PROOF[:-len(".bin")] + "s" if args.out == DEFAULT_PROOF else args.out
     if os.path.exists(out) and not os.path.isdir(out):
         raise ModelError(f"--out {out!r} is a file; batch mode writes its proofs into a folder")
     os.makedirs(out, exist_ok=True)
     start = time.perf_counter()
-    try:
-        proofs = prove_batch(network, groups, dask=args.dask, progress=None if args.quiet else progress_bar("proofs"))
-    finally:
-        if network.zk:
-            network.save_state(state)  # the copies handed to the tasks are spent, whatever happened
+    # the copies are reserved in the state file (locked, written durably) before any task runs
+    proofs = prove_batch(network, groups, dask=args.dask, progress=None if args.quiet else progress_bar("proofs"))
     elapsed = time.perf_counter() - start
     for i, proof in enumerate(proofs):
         with open(os.path.join(out, f"proof_{i:05d}.bin"), "wb") as handle:

@@ -7,7 +7,9 @@ prover state beside it) or with ``--public-weights`` a :class:`GraphCommitment` 
 weights commitment), and reports
 the mean and max error of the integer model against the float model on the calibration data; ``prove``
 re-quantizes the model file with the committed scales (and refuses a commitment of another model);
-``verify`` writes the dequantized proven output with ``--output`` when it accepts.
+``verify`` writes the dequantized proven output with ``--output`` when it accepts. Each ``prove`` reserves its
+copy in the prover state under a lock before proving (:mod:`proofs.layers.prover_state`): never copy or restore a
+prover state.
 """
 from __future__ import annotations
 
@@ -139,9 +141,7 @@ def prove(args, graph) -> int:
     progress = None if args.quiet else progress_bar("proving")
     private = getattr(args, "private_input", False)
     proof = network.prove(x, progress, private_input=True) if private else network.prove(x, progress)
-    elapsed = time.perf_counter() - start
-    if state is not None:
-        network.save_state(state)  # the copy this proof used is spent
+    elapsed = time.perf_counter() - start  # the copy was reserved in the state file before it was used
     data = proof.to_bytes()
     with open(args.out, "wb") as handle:
         handle.write(data)

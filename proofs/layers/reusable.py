@@ -18,7 +18,10 @@ from C_0 on the cube, the sum is nonzero except w.p. (n + 1) / |F_p4|). Proof j 
 each copy is opened twice in its life (by the agreement proof and by its one proof), so it is committed
 with ``openings=2`` (:class:`proofs.zk.HidingParams`: a random tail of 2 q coefficients per row), and its
 stated values are those of one proof plus one agreement value per slot, with independent masks (the prover
-checks the joint mask rank). Copies are never reused: the prover refuses a proof once all K are spent.
+checks the joint mask rank). Copies are never reused: the prover refuses a proof once all K are spent; a copy
+is reserved (:meth:`ReusableWitness.reserve`, under a lock across threads, and for a witness bound to a prover
+state file under that file's lock, written durably: :mod:`proofs.layers.prover_state`) before it is used. A
+prover state must never be copied or restored: two holders of one state would prove with the same copies.
 
 The verifier checks the agreement proof once per :class:`Reusable` object (memoized on it); each proof names
 its copy, and the transcript absorbs the whole bundle's digest and the copy index.
@@ -29,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import threading
 from dataclasses import dataclass, field as dataclass_field
 
 import numpy as np
@@ -123,33 +127,57 @@ class Reusable:
         return cls(copies, agreement.items)
 
 
+#: one lock for every witness's reservations: a copy is handed out once across this process's threads
+_RESERVE_LOCK = threading.RLock()
+
+
 @dataclass(frozen=True, eq=False)
 class ReusableWitness:
     """The prover's side: the copies' store witnesses, the views each copy's agreement value states (for the
-    joint mask-rank check) and the indices already spent by proofs (mutable: a copy is used once)."""
+    joint mask-rank check) and the indices already spent by proofs (mutable: a copy is used once).
+
+    ``ledger``: empty, or the prover-state file this witness is bound to (:mod:`proofs.layers.prover_state`, set
+    by its ``load`` and ``save``): then every reservation is made under the file's lock and written durably to
+    it BEFORE the copy is used, so concurrent provers of one state file never share a copy."""
 
     public: Reusable
     witnesses: tuple
     agreement_views: tuple
     spent: list = dataclass_field(default_factory=list)
+    ledger: list = dataclass_field(default_factory=list, repr=False, compare=False)
 
     def take(self, where: str, copy: int | None = None) -> int:
         """The next unused copy, or copy ``copy`` when given (a batch prover hands out copies ahead of the
         proofs); ProofError when all are spent or ``copy`` is: zero knowledge would be lost."""
-        if copy is not None:
-            if isinstance(copy, bool) or not isinstance(copy, (int, np.integer)) \
-                    or not 0 <= copy < len(self.witnesses) or copy in self.spent:
-                raise ProofError(f"{where}: copy={copy!r} is not an unused copy in [0, {len(self.witnesses)}) "
-                                 f"(spent: {sorted(self.spent)})")
-            self.spent.append(int(copy))
-            return int(copy)
-        free = next((k for k in range(len(self.witnesses)) if k not in self.spent), None)
-        if free is None:
-            raise ProofError(f"{where}: all max_proofs={len(self.witnesses)} copies of this commitment are used; "
-                             "another proof would reveal the committed values: commit again (with a larger "
-                             "max_proofs)")
-        self.spent.append(free)
-        return free
+        return self.reserve(where, 1, None if copy is None else [copy])[0]
+
+    def reserve(self, where: str, count: int = 1, copies=None) -> list:
+        """``count`` unused copies (or exactly ``copies``), all or none, marked spent before they are returned
+        (in the bound state file too, durably, when there is one): no copy is ever handed out twice."""
+        with _RESERVE_LOCK:
+            if self.ledger:
+                return self.ledger[0].reserve(self, lambda: self._pick(where, count, copies))
+            return self._pick(where, count, copies)
+
+    def _pick(self, where: str, count: int, copies) -> list:
+        total = len(self.witnesses)
+        if copies is not None:
+            for copy in copies:
+                if isinstance(copy, bool) or not isinstance(copy, (int, np.integer)) \
+                        or not 0 <= copy < total or copy in self.spent:
+                    raise ProofError(f"{where}: copy={copy!r} is not an unused copy in [0, {total}) "
+                                     f"(spent: {sorted(self.spent)})")
+            picked = [int(c) for c in copies]
+            if len(set(picked)) != len(picked):
+                raise ProofError(f"{where}: copies {picked} name one copy twice")
+        else:
+            picked = [k for k in range(total) if k not in self.spent][:count]
+            if len(picked) < count:
+                raise ProofError(f"{where}: {total - len(picked)} of the max_proofs={total} copies of this commitment "
+                                 f"are used and {count} more are needed; another proof would reveal the committed "
+                                 "values: commit again (with a larger max_proofs)")
+        self.spent.extend(picked)
+        return picked
 
 
 def copy_params(params: HidingParams, copies: int) -> HidingParams:
