@@ -79,15 +79,28 @@ class QOp:
 
     @classmethod
     def from_public(cls, entry: dict) -> "QOp":
+        """The op of a :meth:`public` entry; its fields are checked by :func:`validate_structure` (every
+        structure is validated as a whole, its wiring included, by :meth:`QuantizedGraph.from_public`)."""
         from hezk_model import Patches
         entry = dict(entry)
+        if set(entry) - _OP_FIELDS or not {"kind", "name", "inputs", "output"} <= set(entry):
+            raise ValueError(f"op fields {sorted(entry)}: expected {sorted(_OP_FIELDS)}")
         patches = entry.pop("patches", None)
-        for key in ("inputs", "weight_shape", "bias_shape", "einsum_shape", "lefts", "shape"):
-            entry[key] = tuple(int(v) if key != "inputs" else str(v) for v in entry[key])
-        entry["constant"] = str(entry.get("constant", ""))
-        if entry["constant"] and entry["constant"] not in PUBLIC_CONSTANTS:
-            raise ValueError(f"constant {entry['constant']!r} is not one of {sorted(PUBLIC_CONSTANTS)}")
-        return cls(patches=None if patches is None else Patches(**patches), **entry)
+        for key in ("weight_shape", "bias_shape", "einsum_shape", "lefts", "shape"):
+            entry[key] = tuple(_integer(v, key) for v in entry.get(key, ()))
+        entry["inputs"] = tuple(_text(v, "inputs") for v in entry["inputs"])
+        for key in ("kind", "name", "output", "equation", "bias_letters", "constant"):
+            entry[key] = _text(entry.get(key, ""), key)
+        for key in ("shift", "q_bits", "weight_frac"):
+            entry[key] = _integer(entry.get(key, 0), key)
+        for key in ("relu", "has_bias"):
+            entry[key] = _flag(entry.get(key, False), key)
+        if patches is not None:
+            if not isinstance(patches, dict) or set(patches) - {"kernel", "stride", "pads", "dilation", "groups"}:
+                raise ValueError(f"patches {patches!r}: expected kernel, stride, pads, dilation, groups")
+            patches = Patches(**{key: _integer(value, key) if key == "groups" else
+                                 tuple(_integer(v, key) for v in value) for key, value in patches.items()})
+        return cls(patches=patches, **entry)
 
     @property
     def committed_weight(self) -> bool:
@@ -144,12 +157,27 @@ class QuantizedGraph:
 
     @classmethod
     def from_public(cls, header: dict) -> "QuantizedGraph":
+        """The structure of a :meth:`public` header, validated (:func:`validate_structure`: ProofRejected naming
+        the op and the field); a malformed header raises KeyError, TypeError or ValueError."""
         tensors = header["tensors"]
-        return cls(str(header["input"]), tuple(int(n) for n in header["input_shape"]), int(header["input_frac"]),
-                   int(header["input_bound"]), tuple(QOp.from_public(op) for op in header["ops"]),
-                   str(header["output"]), {t: tuple(int(n) for n in v[0]) for t, v in tensors.items()},
-                   {t: int(v[1]) for t, v in tensors.items()}, {t: int(v[2]) for t, v in tensors.items()},
-                   bytes.fromhex(header["digest"]))
+        if not isinstance(tensors, dict) or len(tensors) > MAX_OPS + 1 or len(header["ops"]) > MAX_OPS:
+            raise ValueError(f"a structure holds at most {MAX_OPS} ops and {MAX_OPS + 1} tensors")
+        for name, value in tensors.items():
+            if not isinstance(value, list) or len(value) != 3 or not isinstance(value[0], list):
+                raise ValueError(f"tensor {name!r}: expected [shape, frac, bound], got {value!r}")
+        structure = cls(_text(header["input"], "input"), tuple(_integer(n, "input_shape") for n in header["input_shape"]),
+                        _integer(header["input_frac"], "input_frac"), _integer(header["input_bound"], "input_bound"),
+                        tuple(QOp.from_public(op) for op in header["ops"]), _text(header["output"], "output"),
+                        {t: tuple(_integer(n, "shape") for n in v[0]) for t, v in tensors.items()},
+                        {t: _integer(v[1], "frac") for t, v in tensors.items()},
+                        {t: _integer(v[2], "bound") for t, v in tensors.items()},
+                        bytes.fromhex(_text(header["digest"], "digest")))
+        validate_structure(structure)
+        return structure
+
+    def validate(self, where: str = "graph structure") -> None:
+        """:func:`validate_structure` (ProofRejected naming the op and the field)."""
+        validate_structure(self, where)
 
     def public_text(self) -> str:
         """The canonical JSON text of :meth:`public` (sorted keys, no spaces): what a commitment carries."""
@@ -160,7 +188,9 @@ class QuantizedGraph:
         """:meth:`from_public` of a commitment's text; anything malformed is ProofRejected at ``where``."""
         try:
             return cls.from_public(json.loads(text))
-        except (KeyError, TypeError, ValueError, AttributeError) as error:
+        except ProofRejected as rejection:
+            raise ProofRejected(rejection.reason, f"{where} / {rejection.where}") from None
+        except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as error:
             raise ProofRejected(f"malformed structure: {type(error).__name__}: {error}", where) from None
 
     # ---------------------------------------------------------------------------------------- reference
@@ -474,5 +504,227 @@ def quantize_graph(graph, calibration=None, *, act_bits: int = 12, weight_bits: 
             raise ModelError(f"{where}: node kind {node.kind!r} cannot be proven")
         shapes[node.output] = graph.shape_of(node.output)
     output = alias.get(graph.output, graph.output)
-    return QuantizedGraph(graph.input, tuple(graph.input_shape), f_in, bounds[graph.input], tuple(ops), output,
-                          shapes, fracs, bounds, graph.digest())
+    quantized = QuantizedGraph(graph.input, tuple(graph.input_shape), f_in, bounds[graph.input], tuple(ops), output,
+                               shapes, fracs, bounds, graph.digest())
+    try:  # the verifiers' validator: never make a statement they refuse
+        validate_structure(quantized)
+    except ProofRejected as rejection:
+        raise ModelError(f"the quantized model is not a valid statement ({rejection}): lower act_bits, weight_bits "
+                         f"or margin_bits, or shrink the model") from None
+    return quantized
+
+
+# ----------------------------------------------------------------------------- the statement's validator
+#: Limits of a structure (:func:`validate_structure`). The sizes bound what a verifier allocates before it can
+#: reject anything (:func:`verifier_memory_bytes`); the widths are what the soundness argument needs.
+MAX_OPS = 1024
+MAX_RANK = 8  #: axes of one sample's tensor
+MAX_NAME = 256  #: characters of a tensor's or an op's name
+MAX_SCALE = 64  #: |frac| of a tensor's scale 2^frac (the MLP statement's limit)
+MAX_TENSOR_ENTRIES = 1 << 22  #: padded entries of one sample's tensor, a weight, a bias or a patch view
+MAX_STRUCTURE_ENTRIES = 1 << 24  #: their sum over the structure (one sample)
+KINDS = ("contraction", "relu", "square", "add", "reshape", "transpose")
+_OP_FIELDS = frozenset(("kind", "name", "inputs", "output", "equation", "weight_shape", "bias_letters", "bias_shape",
+                        "einsum_shape", "shift", "q_bits", "relu", "lefts", "shape", "weight_frac", "has_bias",
+                        "constant", "patches"))
+_PATCH_DATA = "bgcuvij"  # a windowed contraction's view subscripts (hezk_model.Patches)
+
+
+def _integer(value, name: str) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name}={value!r} is not an integer")
+    return int(value)
+
+
+def _text(value, name: str) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{name}={value!r} is not a string")
+    return value
+
+
+def _flag(value, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name}={value!r} is not true or false")
+    return bool(value)
+
+
+def padded_entries(shape) -> int:
+    """Entries of a shape with every axis zero-padded to a power of two (a proof's table of it)."""
+    return math.prod(1 << max(int(n) - 1, 0).bit_length() for n in shape)
+
+
+def _require(condition, reason: str, where: str) -> None:
+    if not condition:
+        raise ProofRejected(reason, where)
+
+
+def _require_shape(shape, name: str, where: str) -> int:
+    """A sample shape: at most MAX_RANK axes of >= 1 entries, at most MAX_TENSOR_ENTRIES padded; its padded size."""
+    _require(isinstance(shape, tuple) and len(shape) <= MAX_RANK and all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 1 for n in shape),
+             f"{name} {shape!r} is not a tuple of at most {MAX_RANK} positive integers", where)
+    size = padded_entries(shape)
+    _require(size <= MAX_TENSOR_ENTRIES, f"{name} {shape} has {size} padded entries > {MAX_TENSOR_ENTRIES} (the "
+             f"verifier's limit, MAX_TENSOR_ENTRIES)", where)
+    return size
+
+
+def _require_width(op: QOp, where: str) -> None:
+    """A requantized op's bits: shift >= 0, q_bits >= 1 and shift + q_bits <= FIELD_BITS, so the 2^(shift + Q)
+    integers its bits rebuild stay distinct mod p (else one accumulator has two decompositions: two outputs)."""
+    _require(op.shift >= 0 and op.q_bits >= 1 and op.shift + op.q_bits <= FIELD_BITS,
+             f"shift {op.shift} + q_bits {op.q_bits}: needs shift >= 0, q_bits >= 1 and shift + q_bits <= "
+             f"{FIELD_BITS} (the field's bits)", where)
+
+
+_DEFAULTS = {"equation": "", "patches": None, "weight_shape": (), "bias_letters": "", "bias_shape": (),
+             "einsum_shape": (), "shift": 0, "q_bits": 0, "relu": False, "lefts": (0, 0), "shape": (), "weight_frac": 0,
+             "has_bias": False, "constant": ""}
+_KIND_FIELDS = {"contraction": set(_DEFAULTS) - {"lefts"}, "relu": {"q_bits"}, "square": {"shift", "q_bits"},
+                "add": {"lefts"}, "reshape": {"shape"}, "transpose": {"shape"}}
+_ARITY = {"add": 2}
+
+
+def _contraction_entries(q: QuantizedGraph, op: QOp, where: str) -> int:
+    """Check a contraction's einsum, window, weight, bias, scales and width against its input's and output's
+    shapes; returns the padded entries of its weight, bias and view."""
+    in_shape, out_shape = q.shapes[op.inputs[0]], q.shapes[op.output]
+    equation = op.equation
+    _require(equation.count(",") == 1 and equation.count("->") == 1,
+             f"equation {equation!r} is not 'data,weight->out'", where)
+    operands, out = equation.split("->")
+    data, weight = operands.split(",")
+    _require(all(len(set(s)) == len(s) and s.isascii() and s.isalpha() and s.islower() for s in (data, weight, out))
+             and data[:1] == "b" and out[:1] == "b" and "b" not in weight,
+             f"equation {equation!r}: subscripts must be distinct lowercase letters, 'b' (the batch) first in the data "
+             f"and the output only", where)
+    entries = _require_shape(op.weight_shape, "weight_shape", where)
+    if op.patches is None:
+        view = in_shape
+    else:
+        _require(data == _PATCH_DATA, f"equation {equation!r}: a windowed contraction reads '{_PATCH_DATA}'", where)
+        try:
+            view = op.patches.view_shape(in_shape)
+        except ValueError as error:
+            raise ProofRejected(f"patches {op.patches}: {error}", where) from None
+        entries += _require_shape(view, "patch view", where)
+    _require(len(data) - 1 == len(view) and len(weight) == len(op.weight_shape),
+             f"equation {equation!r} does not fit the view {view} and weight_shape {op.weight_shape}", where)
+    sizes = {}
+    for letter, n in zip(data[1:] + weight, (*view, *op.weight_shape)):
+        _require(sizes.setdefault(letter, n) == n, f"equation {equation!r}: index {letter!r} is {sizes[letter]} and "
+                 f"{n}", where)
+    _require(set(out[1:]) <= set(sizes), f"equation {equation!r}: an output index is in no operand", where)
+    einsum = tuple(sizes[letter] for letter in out[1:])
+    _require(einsum == op.einsum_shape, f"einsum_shape {op.einsum_shape} != the equation's {einsum}", where)
+    _require(op.shape == out_shape and math.prod(einsum) == math.prod(out_shape),
+             f"shape {op.shape} / einsum_shape {einsum} do not give the output tensor's shape {out_shape}", where)
+    letters = _AXES[:len(out_shape)]
+    bias_axes = [letters.find(letter) for letter in op.bias_letters]
+    _require(len(set(op.bias_letters)) == len(op.bias_letters) and bias_axes == sorted(bias_axes) and
+             all(axis >= 0 for axis in bias_axes) and (op.has_bias or not op.bias_letters) and
+             (op.bias_shape == tuple(out_shape[axis] for axis in bias_axes) or  # a constant bias: (1,) too
+              (not bias_axes and op.bias_shape == (1,))),
+             f"bias_letters {op.bias_letters!r} / bias_shape {op.bias_shape} are not axes of the output {out_shape} "
+             f"(has_bias={op.has_bias})", where)
+    entries += padded_entries(op.bias_shape)
+    _require(-MAX_FRAC_BITS <= op.weight_frac <= MAX_FRAC_BITS,
+             f"weight_frac {op.weight_frac} not in [-{MAX_FRAC_BITS}, {MAX_FRAC_BITS}]", where)
+    if op.constant:
+        try:
+            public_weight(op, in_shape)
+        except (ModelError, ValueError) as error:
+            raise ProofRejected(f"constant {op.constant!r}: {error}", where) from None
+    _require_width(op, where)
+    _require(q.fracs[op.output] == q.fracs[op.inputs[0]] + op.weight_frac - op.shift,
+             f"output frac {q.fracs[op.output]} != input frac {q.fracs[op.inputs[0]]} + weight_frac {op.weight_frac}"
+             f" - shift {op.shift}", where)
+    if op.weight is not None:  # a prover's copy: its constants have the declared shapes
+        _require(op.weight.shape == op.weight_shape and (op.bias is None) != op.has_bias and
+                 (op.bias is None or op.bias.shape == op.bias_shape),
+                 "weight / bias arrays do not have the declared shapes", where)
+    return entries
+
+
+def _check_op(q: QuantizedGraph, index: int, op: QOp, defined: set, where: str) -> int:
+    """One op's fields against its kind and its wiring; returns the padded entries of its constants and view."""
+    _require(op.kind in KINDS, f"kind {op.kind!r} is not one of {KINDS}", where)
+    for name, default in _DEFAULTS.items():
+        if name not in _KIND_FIELDS[op.kind]:
+            _require(getattr(op, name) == default, f"field {name}={getattr(op, name)!r} on a {op.kind} op (must be "
+                     f"{default!r})", where)
+    arity = _ARITY.get(op.kind, 1)
+    _require(isinstance(op.inputs, tuple) and len(op.inputs) == arity and all(t in defined for t in op.inputs),
+             f"inputs {op.inputs!r}: a {op.kind} op reads {arity} tensor(s) computed before it", where)
+    _require(isinstance(op.output, str) and op.output in q.shapes and op.output not in defined,
+             f"output {op.output!r} is not a new tensor of the structure", where)
+    source, out = q.shapes[op.inputs[0]], q.shapes[op.output]
+    f_in, f_out = q.fracs[op.inputs[0]], q.fracs[op.output]
+    if op.kind == "contraction":
+        return _contraction_entries(q, op, where)
+    if op.kind in ("relu", "square"):
+        if op.kind == "relu":
+            _require(1 <= op.q_bits <= FIELD_BITS, f"q_bits {op.q_bits} not in [1, {FIELD_BITS}]", where)
+        _require_width(op, where)
+        _require(out == source, f"output shape {out} != input shape {source}", where)
+        expected = f_in if op.kind == "relu" else 2 * f_in - op.shift
+        _require(f_out == expected, f"output frac {f_out} != {expected} (the {op.kind}'s scale)", where)
+    elif op.kind == "add":
+        other = q.shapes[op.inputs[1]]
+        k1, k2 = op.lefts
+        _require(len(op.lefts) == 2 and min(op.lefts) == 0 and max(op.lefts) <= FIELD_BITS,
+                 f"lefts {op.lefts}: two shifts in [0, {FIELD_BITS}], one of them 0", where)
+        _require(out == source == other, f"shapes {source} + {other} -> {out} differ", where)
+        _require(f_out == f_in + k1 == q.fracs[op.inputs[1]] + k2,
+                 f"output frac {f_out} != input fracs + lefts {op.lefts}", where)
+    elif op.kind == "reshape":
+        _require(op.shape == out and math.prod(out) == math.prod(source),
+                 f"reshape of {source} to {op.shape}: the output tensor is {out}", where)
+        _require(f_out == f_in, f"output frac {f_out} != input frac {f_in}", where)
+    else:
+        _require(sorted(op.shape) == list(range(len(source))) and out == tuple(source[p] for p in op.shape),
+                 f"transpose perm {op.shape} of {source} does not give the output tensor's {out}", where)
+        _require(f_out == f_in, f"output frac {f_out} != input frac {f_in}", where)
+    return 0
+
+
+def validate_structure(q: QuantizedGraph, where: str = "graph structure") -> None:
+    """Refuse (ProofRejected naming the op or tensor and the field) a structure outside what the graph proofs'
+    soundness and the verifier's memory rest on, before any proof is read: op kinds and each kind's fields (a
+    contraction's einsum against the shapes, its window, bias axes, public kernel), the wiring (every op reads
+    tensors computed before it and writes a new one; the output is an op's), every requantized op's shift >= 0,
+    q_bits >= 1 and shift + q_bits <= FIELD_BITS (so one accumulator has one decomposition, one output), the
+    input and every declared bound in [0, (p-1)/2] (so an accepted integer is the only preimage of its residue),
+    scales |frac| <= MAX_SCALE consistent along the ops, and sizes (MAX_TENSOR_ENTRIES per padded table,
+    MAX_STRUCTURE_ENTRIES in all: :func:`verifier_memory_bytes`). Prover and every verifier path run it: it is
+    called by :meth:`QuantizedGraph.from_public` and by :func:`quantize_graph`."""
+    _require(isinstance(q, QuantizedGraph), f"structure is a {type(q).__name__}, not a QuantizedGraph", where)
+    _require(isinstance(q.ops, tuple) and 1 <= len(q.ops) <= MAX_OPS, f"{len(q.ops)} ops: expected 1 to {MAX_OPS}",
+             where)
+    _require(isinstance(q.digest, bytes) and len(q.digest) == 32, "digest is not 32 bytes (a sha256)", where)
+    _require(set(q.shapes) == set(q.fracs) == set(q.bounds), "tensors' shapes, fracs and bounds name other tensors",
+             where)
+    total = 0
+    for tensor, shape in q.shapes.items():
+        at = f"{where} / tensor {tensor!r}"
+        _require(isinstance(tensor, str) and 0 < len(tensor) <= MAX_NAME, f"name of 1 to {MAX_NAME} characters", at)
+        total += _require_shape(shape, "shape", at)
+        _require(abs(q.fracs[tensor]) <= MAX_SCALE, f"frac {q.fracs[tensor]} not in [-{MAX_SCALE}, {MAX_SCALE}]", at)
+        _require(0 <= q.bounds[tensor] <= FIELD_HALF, f"bound {q.bounds[tensor]} not in [0, {FIELD_HALF}] (half the "
+                 f"field)", at)
+    at = f"{where} / input {q.input!r}"
+    _require(q.input in q.shapes and tuple(q.input_shape) == q.shapes[q.input],
+             f"input_shape {q.input_shape} is not the input tensor's", at)
+    _require(1 <= q.input_bound <= FIELD_HALF, f"input_bound {q.input_bound} not in [1, {FIELD_HALF}] (half the field)",
+             at)
+    _require(q.bounds[q.input] == q.input_bound and q.fracs[q.input] == q.input_frac,
+             f"input_bound / input_frac ({q.input_bound}, {q.input_frac}) differ from the input tensor's", at)
+    defined = {q.input}
+    for index, op in enumerate(q.ops):
+        _require(isinstance(op, QOp) and isinstance(op.name, str) and len(op.name) <= MAX_NAME,
+                 f"not an op with a name of at most {MAX_NAME} characters", f"{where} / op {index}")
+        total += _check_op(q, index, op, defined, f"{where} / op {index} ({op.name!r})")
+        defined.add(op.output)
+    _require(q.output in defined and q.output != q.input, f"output {q.output!r} is no op's output", where)
+    _require(set(q.shapes) == defined, f"tensors {sorted(set(q.shapes) - defined)} are no op's output", where)
+    _require(total <= MAX_STRUCTURE_ENTRIES, f"the structure's tables hold {total} padded entries per sample > "
+             f"{MAX_STRUCTURE_ENTRIES} (the verifier's limit, MAX_STRUCTURE_ENTRIES)", where)
