@@ -48,8 +48,22 @@ def constant(value, what: str) -> np.ndarray:
     return array
 
 
+MAX_ELEMENTS = 1 << 24  # values in one sample tensor, convolution view or constant of a model
+
+
+def require_size(shape, what: str) -> None:
+    """Refuse ``shape`` if it holds more than ``MAX_ELEMENTS`` values (checked before anything is allocated)."""
+    total = math.prod(int(d) for d in shape)
+    if total > MAX_ELEMENTS:
+        raise ModelFileError(f"{what}: shape {tuple(int(d) for d in shape)} holds {total} values, more than the "
+                             f"limit of {MAX_ELEMENTS}")
+
+
 def _ints(values, what: str, minimum: int = 0) -> tuple[int, ...]:
-    out = tuple(int(v) for v in values)
+    try:
+        out = tuple(int(v) for v in values)
+    except (TypeError, ValueError, OverflowError):
+        raise ModelFileError(f"{what}={values!r:.80}: not a sequence of integers") from None
     if any(v < minimum for v in out):
         raise ModelFileError(f"{what}={out}: every entry must be >= {minimum}")
     return out
@@ -113,7 +127,9 @@ class Patches:
             raise ModelFileError(f"patches: input sample shape {tuple(shape)} must be (C, H, W) with C a "
                                  f"multiple of groups={self.groups}")
         c, h, w = shape
-        return (self.groups, c // self.groups, *self.kernel, *self.output_hw(h, w))
+        view = (self.groups, c // self.groups, *self.kernel, *self.output_hw(h, w))
+        require_size(view, f"patches {self.kernel} over the sample shape {tuple(shape)}")
+        return view
 
     def apply(self, x: np.ndarray) -> np.ndarray:
         b, c, h, w = x.shape
@@ -334,6 +350,7 @@ class Graph:
         object.__setattr__(self, "nodes", tuple(self.nodes))
         if not self.input_shape:
             raise ModelFileError("input_shape=(): a sample needs at least one axis")
+        require_size(self.input_shape, f"graph input {self.input!r}")
         shapes = {self.input: self.input_shape}
         for node in self.nodes:
             if not isinstance(node, Node):
@@ -344,6 +361,7 @@ class Graph:
             if node.output in shapes:
                 raise ModelFileError(f"{node.where()} writes {node.output!r}, which is already defined")
             shapes[node.output] = tuple(node.output_shape(tuple(shapes[name] for name in node.inputs)))
+            require_size(shapes[node.output], f"{node.where()} output {node.output!r}")
         if self.output not in shapes:
             raise ModelFileError(f"graph output {self.output!r} is produced by no node")
         object.__setattr__(self, "_shapes", shapes)

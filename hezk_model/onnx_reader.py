@@ -15,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import MissingInputShape, ModelFileError, UnsupportedOperator
-from .graph import Activation, Add, Affine, Contraction, Graph, Patches, Reshape, Transpose
+from .graph import (Activation, Add, Affine, Contraction, Graph, Patches, Reshape, Transpose,
+                    require_size)
 
 MIN_OPSET = 13
 _SHAPE_OPS = ("Gather", "Unsqueeze", "Squeeze", "Concat", "Cast", "Identity")
@@ -38,7 +39,76 @@ def read_onnx(source, input_shape=None) -> Graph:
     if opsets.get("ai.onnx", 0) < MIN_OPSET:
         raise ModelFileError(f"ONNX opset {opsets.get('ai.onnx')} < {MIN_OPSET}: re-export the model with "
                              f"opset_version >= {MIN_OPSET}")
+    check_wiring(model.graph)
     return _Reader(model.graph, numpy_helper, input_shape).graph()
+
+
+def _tensor_array(tensor, numpy_helper, what: str) -> np.ndarray:
+    """The array of an ONNX TensorProto, its declared dims checked (each >= 0, at most ``graph.MAX_ELEMENTS`` values)
+    before any is allocated; a tensor whose data does not match its dims raises ModelFileError."""
+    dims = tuple(tensor.dims)
+    if any(d < 0 for d in dims):
+        raise ModelFileError(f"{what} {tensor.name!r}: dims {dims} has a negative entry")
+    require_size(dims, f"{what} {tensor.name!r}")
+    try:
+        return numpy_helper.to_array(tensor)
+    except Exception as error:  # noqa: BLE001 (onnx raises ValueError, TypeError, KeyError, ... on bad data)
+        raise ModelFileError(f"{what} {tensor.name!r}: its data does not fit dims {dims} and data type "
+                             f"{tensor.data_type} ({type(error).__name__}: {error})"[:400]) from None
+
+
+def _node_name(node, index: int) -> str:
+    return node.name or f"{node.op_type}_{index}"
+
+
+def check_wiring(graph) -> None:
+    """Refuse a graph whose tensors are not each defined once, ahead of any node: a node output that is a
+    graph input or an initializer (``Identity X -> X``), written by two nodes, or read by its own node or
+    around a cycle of nodes (a 2-cycle of Identities). Linear in the graph's size; without it the reader's
+    alias chase of such a graph never ends."""
+    defined = {value.name: "a graph input" for value in graph.input}
+    defined.update({tensor.name: "an initializer" for tensor in graph.initializer})
+    producer: dict[str, int] = {}
+    nodes = list(graph.node)
+    for index, node in enumerate(nodes):
+        for out in node.output:
+            if not out:  # an optional output left out
+                continue
+            if out in defined:
+                raise ModelFileError(f"{node.op_type} (node {_node_name(node, index)!r}) writes {out!r}, which is "
+                                     f"{defined[out]}: every tensor must be defined once")
+            if out in producer:
+                first = producer[out]
+                raise ModelFileError(f"{node.op_type} (node {_node_name(node, index)!r}) writes {out!r}, which "
+                                     f"node {_node_name(nodes[first], first)!r} already writes: every tensor must "
+                                     f"be defined once")
+            producer[out] = index
+        if any(name and producer.get(name) == index for name in node.input):
+            raise ModelFileError(f"{node.op_type} (node {_node_name(node, index)!r}) reads its own output: a "
+                                 f"cycle")
+    # iterative depth-first search over the nodes (edges: producer -> consumer), three colours
+    state = [0] * len(nodes)  # 0 unseen, 1 on the current path, 2 done
+    for start in range(len(nodes)):
+        if state[start]:
+            continue
+        path, stack = [], [(start, iter(nodes[start].input))]
+        state[start] = 1
+        path.append(start)
+        while stack:
+            index, pending = stack[-1]
+            step = next((producer[name] for name in pending if name in producer), None)
+            if step is None:
+                state[index] = 2
+                stack.pop()
+                path.pop()
+            elif state[step] == 1:
+                cycle = path[path.index(step):]
+                raise ModelFileError(f"the ONNX graph has a cycle through the nodes "
+                                     f"{[_node_name(nodes[i], i) for i in cycle]}: a model is acyclic")
+            elif state[step] == 0:
+                state[step] = 1
+                path.append(step)
+                stack.append((step, iter(nodes[step].input)))
 
 
 def _fuse_erf_gelu(nodes, initializers, numpy_helper) -> list:
@@ -54,7 +124,7 @@ def _fuse_erf_gelu(nodes, initializers, numpy_helper) -> list:
         if node.op_type == "Constant":
             for attribute in node.attribute:
                 if attribute.name == "value":
-                    const[node.output[0]] = numpy_helper.to_array(attribute.t)
+                    const[node.output[0]] = _tensor_array(attribute.t, numpy_helper, "Constant")
                 elif attribute.name == "value_float":
                     const[node.output[0]] = np.float32(attribute.f)
     producer = {out: i for i, node in enumerate(nodes) for out in node.output}
@@ -141,7 +211,7 @@ def _attrs(node) -> dict:
 class _Reader:
     def __init__(self, graph, numpy_helper, input_shape):
         self.source, self.helper = graph, numpy_helper
-        self.const = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+        self.const = {t.name: _tensor_array(t, numpy_helper, "initializer") for t in graph.initializer}
         self.batch_mask: dict[str, np.ndarray] = {}  # constants from Shape: where they hold the batch size
         self.nodes: list = []
         self.producer: dict[str, int] = {}
@@ -161,12 +231,18 @@ class _Reader:
         dims = inputs[0].type.tensor_type.shape.dim
         declared = [d.dim_value if d.HasField("dim_value") else None for d in dims]
         if input_shape is not None:
-            self.input_shape = tuple(int(d) for d in input_shape)
+            try:
+                self.input_shape = tuple(int(d) for d in input_shape)
+            except (TypeError, ValueError, OverflowError):
+                raise ModelFileError(f"input_shape={input_shape!r:.80} is not a sequence of integers") from None
+            if not self.input_shape or min(self.input_shape) < 1:
+                raise ModelFileError(f"input_shape={self.input_shape}: every axis must be >= 1")
         elif len(declared) < 2 or any(d is None or d < 1 for d in declared[1:]):
             raise MissingInputShape(f"ONNX input {self.input!r} declares the shape {declared} (None: symbolic); the "
                                  f"sample axes after the batch must be fixed numbers (or pass input_shape)")
         else:
             self.input_shape = tuple(declared[1:])
+        require_size(self.input_shape, f"ONNX input {self.input!r}")
         self.shapes = {self.input: self.input_shape}
         if len(graph.output) != 1:
             raise ModelFileError(f"the ONNX graph has {len(graph.output)} outputs; exactly one is supported")
@@ -183,6 +259,7 @@ class _Reader:
     def emit(self, node) -> None:
         shapes = tuple(self.shapes[i] for i in node.inputs)
         self.shapes[node.output] = tuple(node.output_shape(shapes))
+        require_size(self.shapes[node.output], f"{node.where()} output {node.output!r}")
         self.producer[node.output] = len(self.nodes)
         self.nodes.append(node)
 
@@ -246,7 +323,7 @@ class _Reader:
     # -- operators ----------------------------------------------------------------------------------------
     def op_Constant(self, node, name, attrs):
         if "value" in attrs:
-            self.const[node.output[0]] = self.helper.to_array(attrs["value"])
+            self.const[node.output[0]] = _tensor_array(attrs["value"], self.helper, f"Constant (node {name!r})")
             return
         for key, dtype in (("value_float", np.float32), ("value_floats", np.float32), ("value_int", np.int64),
                            ("value_ints", np.int64)):
@@ -288,14 +365,14 @@ class _Reader:
     def op_Unsqueeze(self, node, name, attrs):
         axes = self.squeeze_axes(node, attrs)
         if not self.is_const(node.input[0]):
-            return self.data_reshape(node, name, lambda full: np.expand_dims(np.zeros(full), axes).shape)
+            return self.data_reshape(node, name, lambda full: np.expand_dims(np.broadcast_to(0.0, full), axes).shape)
         self.fold(node, lambda data, *_: np.expand_dims(data, [a if a >= 0 else a + np.ndim(data) + len(axes)
                                                                for a in axes]))
 
     def op_Squeeze(self, node, name, attrs):
         axes = self.squeeze_axes(node, attrs)
         if not self.is_const(node.input[0]):
-            return self.data_reshape(node, name, lambda full: np.squeeze(np.zeros(full), tuple(axes) or None).shape)
+            return self.data_reshape(node, name, lambda full: np.squeeze(np.broadcast_to(0.0, full), tuple(axes) or None).shape)
         self.fold(node, lambda data, *_: np.squeeze(data, tuple(axes) or None))
 
     def op_Concat(self, node, name, attrs):
@@ -396,7 +473,10 @@ class _Reader:
             raise UnsupportedOperator(node.op_type, name, f"auto_pad={auto_pad!r}")
         if int(attrs.get("ceil_mode", 0)):
             raise UnsupportedOperator(node.op_type, name, "ceil_mode=1")
-        return x, shape, Patches(tuple(kernel), stride, tuple(pads), dilation, int(attrs.get("group", 1)))
+        patches = Patches(tuple(kernel), stride, tuple(pads), dilation, int(attrs.get("group", 1)))
+        require_size((shape[0], *patches.kernel, *patches.output_hw(*shape[1:])),  # before any window is built
+                     f"{node.op_type} (node {name!r}) windows")
+        return x, shape, patches
 
     def op_Conv(self, node, name, attrs):
         if not self.is_const(node.input[1]):
