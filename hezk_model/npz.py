@@ -21,6 +21,7 @@ engines read them, the description ignores them.
 from __future__ import annotations
 
 import json
+import math
 import re
 import struct
 import zipfile
@@ -29,7 +30,7 @@ import zlib
 import numpy as np
 
 from .errors import MissingInputShape, ModelFileError
-from .graph import ACTIVATIONS, Activation, Affine, Contraction, Graph, Patches, Reshape
+from .graph import ACTIVATIONS, MAX_ELEMENTS, Activation, Affine, Contraction, Graph, Patches, Reshape
 
 GRAPH_KEY = "__hezk_graph__"
 OPERATOR = {"relu": "Relu", "square": "Square", "sigmoid": "Sigmoid", "tanh": "Tanh", "gelu": "Gelu",
@@ -47,14 +48,67 @@ NAME_AN_ACTIVATION = ("name the activation in the file: np.savez(path, ..., acti
                       "act1='none', ...; or write the model with hezk_model.save_npz")
 
 
+MAX_ARRAY_BYTES = 8 * MAX_ELEMENTS  # one array of an archive: MAX_ELEMENTS float64 values
+MAX_ARCHIVE_BYTES = 1 << 29  # all the arrays of one archive together (512 MiB)
+MAX_MEMBERS = 1 << 16
+
+
 def read_archive(path) -> dict:
-    """Every array of the ``.npz`` at ``path``; a damaged archive raises ModelFileError."""
+    """Every array of the ``.npz`` at ``path`` (never unpickling); a damaged archive raises ModelFileError.
+    Each member's ``.npy`` header is read first and its declared shape and dtype checked (at most
+    ``MAX_ELEMENTS`` values, ``MAX_ARRAY_BYTES`` bytes, all arrays together ``MAX_ARCHIVE_BYTES``, and no more
+    than the zip member holds) before its array is allocated: a small compressed file declaring a huge array
+    (a zip bomb) is refused without reading it."""
+    where = f"model file {path!s}"
     try:
-        with np.load(path, allow_pickle=False) as data:
-            return {key: np.array(data[key]) for key in data.files}
+        with zipfile.ZipFile(path) as archive:
+            members = archive.infolist()
+            if len(members) > MAX_MEMBERS:
+                raise ModelFileError(f"{where}: {len(members)} archive entries, more than the limit of {MAX_MEMBERS}")
+            total, arrays = 0, {}
+            for info in members:
+                key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+                with archive.open(info) as handle:
+                    nbytes = _declared_bytes(handle, info, f"{where}: array {key!r}")
+                total += nbytes
+                if total > MAX_ARCHIVE_BYTES:
+                    raise ModelFileError(f"{where}: the arrays up to {key!r} declare {total} bytes, more than the "
+                                         f"limit of {MAX_ARCHIVE_BYTES} for one archive")
+                with archive.open(info) as handle:
+                    arrays[key] = np.lib.format.read_array(handle, allow_pickle=False)
+            return arrays
+    except ModelFileError:
+        raise
     except _ARCHIVE_ERRORS as error:
-        raise ModelFileError(f"model file {path!s}: a damaged .npz archive, truncated or corrupted "
+        raise ModelFileError(f"{where}: a damaged .npz archive, truncated or corrupted "
                              f"({type(error).__name__}: {error})") from None
+
+
+def _declared_bytes(handle, info, what: str) -> int:
+    """The bytes of the array whose ``.npy`` header ``handle`` starts with, checked against the limits and
+    against the zip member's uncompressed size (``info.file_size``) before anything is allocated."""
+    fmt = np.lib.format
+    version = fmt.read_magic(handle)
+    if version == (1, 0):
+        shape, _, dtype = fmt.read_array_header_1_0(handle)
+    elif version == (2, 0):
+        shape, _, dtype = fmt.read_array_header_2_0(handle)
+    else:
+        raise ModelFileError(f"{what}: .npy format version {version} is not read (1.0 and 2.0 are)")
+    if dtype.hasobject:
+        raise ModelFileError(f"{what}: dtype {dtype} holds Python objects (pickles are never loaded)")
+    if any(d < 0 for d in shape):
+        raise ModelFileError(f"{what}: shape {shape} has a negative entry")
+    count = math.prod(shape)
+    nbytes = count * dtype.itemsize
+    if count > MAX_ELEMENTS or nbytes > MAX_ARRAY_BYTES:
+        raise ModelFileError(f"{what}: declares shape {shape} of {dtype} ({nbytes} bytes), more than the limit of "
+                             f"{MAX_ELEMENTS} values and {MAX_ARRAY_BYTES} bytes for one array")
+    header = handle.tell()
+    if header + nbytes > info.file_size:
+        raise ModelFileError(f"{what}: declares shape {shape} of {dtype} ({nbytes} bytes) but its archive entry "
+                             f"holds {info.file_size - header} bytes of data")
+    return nbytes
 
 
 def save_npz(graph: Graph, path) -> None:
