@@ -40,6 +40,12 @@ HE_STANDARD_128 = {10: 27, 11: 54, 12: 109, 13: 218, 14: 438, 15: 881, 16: 1747,
 SPARSE_STANDARD_128 = {15: ((192, 767),), 16: ((32, 121), (128, 300), (192, 1553)),
                        17: ((128, 2341), (192, 3104))}
 MIN_LOG_N, MAX_LOG_N = 3, 17
+#: the most moduli (Q and P together) a parameter set may name: the deepest 128-bit set the planner builds (N = 2^17,
+#: 67 levels of two primes plus base and special primes) has about 145; checked before any derivation, so a record
+#: naming thousands of moduli is refused at once instead of costing minutes (the digit split is quadratic in them)
+MAX_MODULI = 256
+#: the most key-switching digits (dnum): each digit is one more copy of every switching key
+MAX_DNUM = 64
 #: the top fraction of the centred range (-Q/2, Q/2] that encryption keeps free (see ``value_bound``)
 WRAP_MARGIN = 2.0**-6
 
@@ -105,8 +111,8 @@ class CKKSParameters:
         object.__setattr__(self, "slots", n // 2)
         object.__setattr__(self, "q_moduli", q_moduli)
         object.__setattr__(self, "moduli", q_moduli + self.p_moduli)
+        _check_security(self)           # cheap (a sum of logarithms): before the digit split
         object.__setattr__(self, "digits", _balanced_digits([math.log2(q) for q in q_moduli], self.dnum))
-        _check_security(self)
         _check_digits(self)
 
     # --- construction -------------------------------------------------------------------------
@@ -125,6 +131,7 @@ class CKKSParameters:
         log_scale = _check_int("log_scale", lit.log_scale, 1, 2 * MAX_MODULUS_BITS * 4)
         if not isinstance(lit.log_q, (list, tuple)) or not lit.log_q:
             raise ParameterError(f"log_q={lit.log_q!r} must be a non-empty list of prime sizes")
+        _check_count(len(lit.log_q))
         level_sizes = []
         for i, entry in enumerate(lit.log_q):
             sizes = list(entry) if isinstance(entry, (list, tuple)) else [entry]
@@ -134,6 +141,7 @@ class CKKSParameters:
         if not isinstance(lit.log_p, (list, tuple)) or not lit.log_p:
             raise ParameterError(f"log_p={lit.log_p!r} must be a non-empty list of special prime sizes")
         p_sizes = [_check_int(f"log_p[{i}]", b, 2, MAX_MODULUS_BITS) for i, b in enumerate(lit.log_p)]
+        _check_count(sum(map(len, level_sizes)) + len(p_sizes))
         used: set[int] = set()
         q_levels = [_pick_level(level_sizes[0], None, n, used, "log_q[0]")]
         # Levels are chosen from the top down along the squaring chain: a fresh ciphertext has scale
@@ -149,7 +157,7 @@ class CKKSParameters:
         q_levels += upper[::-1]
         p_moduli = tuple(_pick_level(p_sizes, None, n, used, "log_p"))
         n_q = sum(len(s) for s in level_sizes)
-        dnum = n_q if lit.dnum is None else _check_int("dnum", lit.dnum, 1, n_q)
+        dnum = min(n_q, MAX_DNUM) if lit.dnum is None else _check_int("dnum", lit.dnum, 1, min(n_q, MAX_DNUM))
         return cls(log_n=log_n, q_levels=tuple(q_levels), p_moduli=p_moduli, log_scale=log_scale,
                    dnum=dnum, hamming_weight=lit.hamming_weight, insecure=bool(lit.insecure))
 
@@ -225,6 +233,26 @@ class CKKSParameters:
         return ("INSECURE" if self.insecure else "128-bit") + sparse
 
     @property
+    def security_bits(self) -> int | None:
+        """The classical security level the parameters are checked to: 128 (dense ternary secret within
+        ``HE_STANDARD_128``, sparse within ``SPARSE_STANDARD_128``), or None for ``insecure=True`` (no claim: a
+        test ring, or a sparse secret outside the cited sets, may fall to an attack in seconds)."""
+        return None if self.insecure else 128
+
+    @property
+    def scale_drift_bits(self) -> float:
+        """The largest |log2(s_ℓ / Δ)| over the natural scales s_L = Δ, s_(ℓ-1) = s_ℓ² / q_ℓ (q_ℓ the product of
+        level ℓ's primes): how far the scale of a fresh top-level ciphertext strays from Δ = 2^log_scale by
+        squarings (the chain ``from_literal`` aims every level at, and the one the bootstrap lands on).
+        About 0 for the presets; a literal whose primes cannot reach 2^log_scale (e.g. 31-bit primes for
+        log_scale=27) drifts by bits per level, doubling at each one."""
+        log_s, drift = float(self.log_scale), 0.0
+        for level in range(self.max_level, 0, -1):
+            log_s = 2 * log_s - sum(math.log2(q) for q in self.q_levels[level])
+            drift = max(drift, abs(log_s - self.log_scale))
+        return drift
+
+    @property
     def security_bound(self) -> int | None:
         """The 128-bit bound on log2(QP) for this ring degree and secret (None if not tabulated): the HE
         standard's for a dense ternary secret, ``SPARSE_STANDARD_128``'s for a sparse one."""
@@ -240,15 +268,7 @@ class CKKSParameters:
     @classmethod
     def from_dict(cls, d: dict) -> "CKKSParameters":
         """Rebuild from ``to_dict`` output (explicit primes; validated again)."""
-        try:
-            return cls(log_n=int(d["log_n"]), q_levels=tuple(tuple(int(q) for q in lv) for lv in d["q_levels"]),
-                       p_moduli=tuple(int(p) for p in d["p_moduli"]), log_scale=int(d["log_scale"]),
-                       dnum=int(d["dnum"]), hamming_weight=None if d.get("hamming_weight") is None
-                       else int(d["hamming_weight"]), insecure=bool(d.get("insecure", False)))
-        except (KeyError, TypeError, ValueError) as exc:
-            if isinstance(exc, ParameterError):
-                raise
-            raise ParameterError(f"malformed parameter dictionary: {exc!r}") from None
+        return cls(**canonical_fields(d))
 
     def to_bytes(self) -> bytes:
         """Versioned, checksummed bytes (one ``crypto.record`` record)."""
@@ -266,8 +286,7 @@ class CKKSParameters:
     @property
     def fingerprint(self) -> bytes:
         """SHA-256 of the canonical parameter description: equal iff the parameter sets are equal."""
-        blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":")).encode()
-        return hashlib.sha256(b"hezk/ckks-params/v1" + blob).digest()
+        return fingerprint_of(self.to_dict())
 
     def __repr__(self):
         sec = self.security
@@ -289,14 +308,79 @@ def parameters_from_bytes(blob) -> CKKSParameters:
 
 
 def parameters_from_meta(meta: dict, fp: bytes) -> CKKSParameters:
-    """The parameters stored in a record's meta, checked against the record's fingerprint ``fp``."""
+    """The parameters stored in a record's meta, checked against the record's fingerprint ``fp``.
+
+    Cheap checks first: the fields' types and counts (``MAX_MODULI``, ``MAX_DNUM``) and the fingerprint of
+    their canonical form, before any derivation (the primes' checks, the security bound, the digit split)."""
     try:
-        params = CKKSParameters.from_dict(record_field(meta, "params", dict))
+        fields = canonical_fields(record_field(meta, "params", dict))
     except ParameterError as exc:
         raise SerializationError(f"stored parameters are invalid: {exc}") from None
-    if params.fingerprint != fp:
+    if fingerprint_of(_as_dict(fields)) != fp:
         raise SerializationError("stored parameters do not match the record's fingerprint")
-    return params
+    try:
+        return CKKSParameters(**fields)
+    except ParameterError as exc:
+        raise SerializationError(f"stored parameters are invalid: {exc}") from None
+
+
+def fingerprint_of(description: dict) -> bytes:
+    """SHA-256 of a canonical parameter description (``to_dict``'s form)."""
+    blob = json.dumps(description, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(b"hezk/ckks-params/v1" + blob).digest()
+
+
+def _as_dict(fields: dict) -> dict:
+    """``to_dict``'s form of ``canonical_fields`` output (tuples as lists, as JSON writes them)."""
+    return dict(fields, q_levels=[list(lv) for lv in fields["q_levels"]], p_moduli=list(fields["p_moduli"]))
+
+
+def canonical_fields(d: dict) -> dict:
+    """The constructor's fields from a ``to_dict`` description, with only cheap checks: types, the number of
+    moduli (``MAX_MODULI``) and of digits (``MAX_DNUM``), each modulus a positive integer below
+    2^MAX_MODULUS_BITS; ParameterError otherwise. The rest is ``CKKSParameters``' own validation."""
+    if not isinstance(d, dict):
+        raise ParameterError(f"parameters must be a dictionary, got {type(d).__name__}")
+    try:
+        levels, specials = d["q_levels"], d["p_moduli"]
+        if not isinstance(levels, (list, tuple)) or not isinstance(specials, (list, tuple)):
+            raise ParameterError("q_levels and p_moduli must be lists")
+        _check_count(len(levels) + len(specials))
+        if not all(isinstance(lv, (list, tuple)) for lv in levels):
+            raise ParameterError("every entry of q_levels must be a list of primes")
+        _check_count(sum(map(len, levels)) + len(specials))
+        fields = dict(log_n=_integer("log_n", d["log_n"]),
+                      q_levels=tuple(tuple(_modulus(q) for q in lv) for lv in levels),
+                      p_moduli=tuple(_modulus(q) for q in specials), log_scale=_integer("log_scale", d["log_scale"]),
+                      dnum=_check_int("dnum", _integer("dnum", d["dnum"]), 1, MAX_DNUM),
+                      hamming_weight=None if d.get("hamming_weight") is None
+                      else _integer("hamming_weight", d["hamming_weight"]), insecure=d.get("insecure", False))
+    except KeyError as exc:
+        raise ParameterError(f"malformed parameter dictionary: missing {exc}") from None
+    if not isinstance(fields["insecure"], bool):
+        raise ParameterError(f"insecure={fields['insecure']!r:.40} must be true or false")
+    return fields
+
+
+def _integer(name, value) -> int:
+    """An integer field as JSON carries it (an int, or a float with an integer value); ParameterError otherwise."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ParameterError(f"{name}={value!r:.40} must be an integer")
+    return value
+
+
+def _modulus(q) -> int:
+    q = _integer("modulus", q)
+    if not 2 < q < 2**MAX_MODULUS_BITS:
+        raise ParameterError(f"modulus {q} is not in (2, 2^{MAX_MODULUS_BITS})")
+    return q
+
+
+def _check_count(count: int):
+    if count > MAX_MODULI:
+        raise ParameterError(f"{count} moduli exceed MAX_MODULI={MAX_MODULI} (Q and P primes together)")
 
 
 #: other spellings of the literal's fields (compared without case and underscores), e.g. Lattigo's LogN
@@ -359,33 +443,55 @@ def _pick_level(sizes, log_target, n, used, name) -> tuple[int, ...]:
 
 def _balanced_digits(bits, dnum) -> tuple[tuple[int, ...], ...]:
     """Split the Q primes into ``dnum`` contiguous key-switching digits minimizing the largest digit's
-    bit size (linear-partition dynamic programme), since key-switching noise grows with digit/P."""
+    bit size (linear-partition dynamic programme), since key-switching noise grows with digit/P.
+
+    best[k][i], the smallest possible largest digit when the first i primes form k digits, is
+    min_j max(best[k-1][j], bits[j:i]); ties within 1e-9 keep the first j that improved by more
+    (``_first_record``). Each k is one array operation over every (i, j): O(dnum·n²) work in numpy."""
     n = len(bits)
-    prefix = [0.0]
-    for b in bits:
-        prefix.append(prefix[-1] + b)
+    prefix = np.concatenate([[0.0], np.cumsum(np.asarray(bits, dtype=np.float64))])
     inf = float("inf")
-    # best[k][i]: smallest possible largest digit when the first i primes form k digits
-    best = [[inf] * (n + 1) for _ in range(dnum + 1)]
-    cut = [[0] * (n + 1) for _ in range(dnum + 1)]
-    best[0][0] = 0.0
+    best = np.full((dnum + 1, n + 1), inf)
+    cut = np.zeros((dnum + 1, n + 1), dtype=np.int64)
+    best[0, 0] = 0.0
+    i_idx, j_idx = np.arange(n + 1)[:, None], np.arange(n + 1)[None, :]
+    last = prefix[:, None] - prefix[None, :]                      # bits of primes j..i-1
     for k in range(1, dnum + 1):
+        cand = np.maximum(best[k - 1][None, :], last)
+        cand[(j_idx < k - 1) | (j_idx >= i_idx)] = inf
+        low = cand.min(axis=1)
+        near = (cand <= low[:, None] + 1e-9).sum(axis=1)
+        first = cand.argmin(axis=1)
         for i in range(k, n + 1):
-            for j in range(k - 1, i):
-                cand = max(best[k - 1][j], prefix[i] - prefix[j])
-                if cand < best[k][i] - 1e-9:
-                    best[k][i], cut[k][i] = cand, j
+            if near[i] == 1:                                      # one clear minimum: the scan keeps it
+                best[k, i], cut[k, i] = low[i], first[i]
+            else:
+                best[k, i], cut[k, i] = _first_record(cand[i, k - 1:i], k - 1)
     bounds, i = [], n
     for k in range(dnum, 0, -1):
-        bounds.append((cut[k][i], i))
-        i = cut[k][i]
+        bounds.append((int(cut[k, i]), i))
+        i = int(cut[k, i])
     return tuple(tuple(range(a, b)) for a, b in reversed(bounds))
 
 
+def _first_record(values, offset: int) -> tuple[float, int]:
+    """(value, offset + index) of the last entry that improved on every earlier one by more than 1e-9."""
+    value, index = float("inf"), 0
+    for j, v in enumerate(values.tolist()):
+        if v < value - 1e-9:
+            value, index = v, j
+    return value, offset + index
+
+
 def _validate(p: CKKSParameters):
+    """Cheap checks, in time linear in the moduli: before any derivation."""
     _check_int("log_n", p.log_n, MIN_LOG_N, MAX_LOG_N)
     if not p.q_levels or not p.p_moduli:
         raise ParameterError("q_levels and p_moduli must be non-empty")
+    _check_count(sum(map(len, p.q_levels)) + len(p.p_moduli))
+    _check_int("log_scale", p.log_scale, 1, 2 * MAX_MODULUS_BITS * 4)
+    if not all(p.q_levels):
+        raise ParameterError("every level of q_levels needs a prime")
     n = 1 << p.log_n
     all_moduli = [q for lv in p.q_levels for q in lv] + list(p.p_moduli)
     if len(set(all_moduli)) != len(all_moduli):
@@ -394,7 +500,7 @@ def _validate(p: CKKSParameters):
         if not (2 < q < 2**MAX_MODULUS_BITS and q % (2 * n) == 1):
             raise ParameterError(f"modulus {q} is not < 2^{MAX_MODULUS_BITS} and ≡ 1 mod 2N={2 * n}")
     n_q = len(all_moduli) - len(p.p_moduli)
-    _check_int("dnum", p.dnum, 1, n_q)
+    _check_int("dnum", p.dnum, 1, min(n_q, MAX_DNUM))
     base_bits = sum(math.log2(q) for q in p.q_levels[0])
     if base_bits < p.log_scale + 1:
         raise ParameterError(f"base level of {base_bits:.1f} bits must exceed log_scale={p.log_scale} "
