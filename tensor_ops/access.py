@@ -7,7 +7,10 @@ without a server. ``tensor_ops.serve`` turns each refusal into its HTTP status.
   (no early exit, so the time does not tell which token or how many characters matched).
 - :class:`Limits`: every bound, validated once (errors name the parameter and its limit).
 - :class:`Quota`: which principal owns which context, least recently used first; registering past a principal's
-  quota drops that principal's own least recently used contexts, never another's.
+  quota drops that principal's own least recently used contexts, never another's. Each principal has its own
+  namespace of context ids: a token that uploads another client's public context first holds only its own copy
+  (counted in its own quota) and cannot squat the id (the owner registers and uses it as if it were alone).
+- :class:`AuthFailures`: a token bucket per client address for requests without a valid token (bounded memory).
 - :class:`Throttle`: a token bucket per principal (``rate`` requests per second, bursts of ``burst``) and a
   count of its requests in flight (at most ``max_concurrent``).
 A principal is a token's name, or ``None`` for every caller of an open endpoint (no tokens configured).
@@ -138,7 +141,13 @@ def bearer(header: str | None) -> str | None:
 @dataclasses.dataclass(frozen=True)
 class Limits:
     """The endpoint's bounds. Sizes in bytes; ``rate`` in requests per second per principal (``burst`` at
-    once); ``max_concurrent`` requests in flight per principal. Per-token quotas bind each token; the
+    once); ``max_concurrent`` requests in flight per principal; ``max_encoded_bytes`` bounds the model's encoded
+    weights kept for every parameter set in use (least recently used dropped). A request's headers must arrive
+    within ``header_timeout`` seconds of the connection (or of the previous response); its body may pause at
+    most ``body_timeout`` seconds, and past those first seconds must have come at ``min_body_rate`` bytes per
+    second on average (else 408). A client address that presents no valid token more than ``auth_failure_burst``
+    times, refilled at ``auth_failure_rate`` per second, gets 429 before its token is even compared. Per-token
+    quotas bind each token; the
     server-wide ``max_contexts`` / ``max_total_bytes`` bind everyone together (an open endpoint has one
     principal, whose quota is the server-wide one)."""
 
@@ -151,6 +160,12 @@ class Limits:
     rate: float = 10.0
     burst: int = 20
     max_concurrent: int = 4
+    max_encoded_bytes: int = 2 << 30
+    header_timeout: float = 10.0
+    body_timeout: float = 10.0
+    min_body_rate: int = 16 << 10
+    auth_failure_rate: float = 0.2
+    auth_failure_burst: int = 10
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
@@ -187,13 +202,15 @@ class _Entry:
 
 
 class Quota:
-    """Registered contexts: id -> (owner, size, value), least recently used first. ``admit`` stores a context
-    for its owner and returns the ids it dropped to stay within the owner's quota and the server's; only the
-    owner's own contexts are ever dropped (when the server is full of others' contexts, ``Refused(503)``)."""
+    """Registered contexts: (owner, id) -> (owner, size, value), least recently used first. ``admit`` stores a
+    context for its owner and returns the ids it dropped to stay within the owner's quota and the server's; only
+    the owner's own contexts are ever dropped (when the server is full of others' contexts, ``Refused(503)``).
+    Ids are per owner: the same id (a key set's) registered by two principals is two entries, each counted in
+    its owner's quota, so uploading someone's public context first takes nothing from them."""
 
     def __init__(self, limits: Limits):
         self.limits = limits
-        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._entries: OrderedDict[tuple, _Entry] = OrderedDict()  # keyed by (owner, context id)
         self._lock = threading.Lock()
 
     def __len__(self):
@@ -204,26 +221,18 @@ class Quota:
 
     def owned(self, owner) -> list[str]:
         """The ids ``owner`` holds, least recently used first."""
-        return [cid for cid, e in self._entries.items() if e.owner == owner]
+        return [cid for (who, cid) in self._entries if who == owner]
 
     def get(self, context_id: str, principal):
-        """The value of ``context_id`` (now the most recently used); Refused(404) if unknown, (403) if another
-        principal owns it."""
+        """The value of ``principal``'s ``context_id`` (now its most recently used); Refused(404) if this
+        principal has not registered it (whether another did is not told)."""
         with self._lock:
-            entry = self._entries.get(context_id)
+            entry = self._entries.get((principal, context_id))
             if entry is None:
                 raise Refused(404, f"context_id={context_id[:40]!r} is not registered (or was evicted): "
                                    "POST /contexts first")
-            if entry.owner != principal:
-                raise Refused(403, f"context_id={context_id[:16]}... belongs to another client")
-            self._entries.move_to_end(context_id)
+            self._entries.move_to_end((principal, context_id))
             return entry.value
-
-    def check_owner(self, context_id: str, principal) -> None:
-        """Refused(409) if another principal registered ``context_id``."""
-        entry = self._entries.get(context_id)
-        if entry is not None and entry.owner != principal:
-            raise Refused(409, f"context_id={context_id[:16]}... is registered by another client")
 
     def admit(self, context_id: str, principal, size: int, value) -> list[str]:
         """Keep ``value`` as ``context_id`` of ``principal`` (``size`` bytes); returns the ids dropped, each the
@@ -231,9 +240,9 @@ class Quota:
         max_count, max_bytes = self.limits.quota(principal)
         if size > max_bytes:
             raise Refused(413, f"a public context of {size} bytes exceeds this client's quota of {max_bytes} bytes")
+        key = (principal, context_id)
         with self._lock:
-            self.check_owner(context_id, principal)
-            previous = self._entries.get(context_id)  # registering again replaces it
+            previous = self._entries.get(key)  # registering again replaces it
             again = 0 if previous is None else previous.size
             mine = [cid for cid in self.owned(principal) if cid != context_id]
             total_count = len(self._entries) + (previous is None)
@@ -244,7 +253,7 @@ class Quota:
                 if (own_count <= max_count and own_bytes <= max_bytes and total_count <= self.limits.max_contexts
                         and total_bytes <= self.limits.max_total_bytes):
                     break
-                gone = self._entries[cid].size
+                gone = self._entries[(principal, cid)].size
                 dropped.append(cid)
                 own_count, own_bytes = own_count - 1, own_bytes - gone
                 total_count, total_bytes = total_count - 1, total_bytes - gone
@@ -253,8 +262,8 @@ class Quota:
                                    f"{self.limits.max_contexts}, max_total_bytes={self.limits.max_total_bytes})",
                               retry_after=60)
             for cid in dropped + [context_id] * (previous is not None):
-                del self._entries[cid]
-            self._entries[context_id] = _Entry(principal, size, value)
+                del self._entries[(principal, cid)]
+            self._entries[key] = _Entry(principal, size, value)
             return dropped
 
 
@@ -300,3 +309,65 @@ class Throttle:
                 self._in_flight[principal] = count
             else:
                 self._in_flight.pop(principal, None)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Failed authentication.
+
+class AuthFailures:
+    """Per client address, a token bucket of failed authentications (``auth_failure_burst``, refilled at
+    ``auth_failure_rate`` per second): ``check(address)`` raises Refused(429) while the bucket is empty (before
+    any token is compared: no online guessing), ``failed(address)`` takes one. At most ``max_addresses`` are
+    remembered, the least recently failed forgotten first (bounded memory whatever the number of addresses).
+    ``clock`` is injectable for tests."""
+
+    def __init__(self, limits: Limits, max_addresses: int = 4096, clock=time.monotonic):
+        self.limits, self.max_addresses, self._clock = limits, int(max_addresses), clock
+        self._buckets: OrderedDict = OrderedDict()  # address -> (tokens, last time)
+        self._lock = threading.Lock()
+
+    def __len__(self):
+        return len(self._buckets)
+
+    def _level(self, address, now) -> float:
+        tokens, last = self._buckets.get(address, (float(self.limits.auth_failure_burst), now))
+        return min(float(self.limits.auth_failure_burst), tokens + (now - last) * self.limits.auth_failure_rate)
+
+    def check(self, address) -> None:
+        with self._lock:
+            now = self._clock()
+            tokens = self._level(address, now)
+            if tokens < 1.0:
+                wait = max(1, math.ceil((1.0 - tokens) / self.limits.auth_failure_rate))
+                raise Refused(429, f"too many requests without a valid token from this address (burst="
+                                   f"{self.limits.auth_failure_burst}, then {self.limits.auth_failure_rate:g} per "
+                                   f"second)", retry_after=wait)
+
+    def failed(self, address) -> None:
+        with self._lock:
+            now = self._clock()
+            self._buckets[address] = (max(0.0, self._level(address, now) - 1.0), now)
+            self._buckets.move_to_end(address)
+            while len(self._buckets) > self.max_addresses:
+                self._buckets.popitem(last=False)
+
+
+class LogWindow:
+    """At most one log line per ``key`` (e.g. a refusal status) per ``window`` seconds: ``note(key)`` returns
+    None when the event is to be counted silently, else how many were silenced since the last line."""
+
+    def __init__(self, window: float = 60.0, clock=time.monotonic):
+        self.window, self._clock = float(window), clock
+        self._state: dict = {}  # key -> [time of the last line, silenced since]
+        self._lock = threading.Lock()
+
+    def note(self, key) -> int | None:
+        with self._lock:
+            now = self._clock()
+            state = self._state.get(key)
+            if state is None or now - state[0] >= self.window:
+                silenced = 0 if state is None else state[1]
+                self._state[key] = [now, 0]
+                return silenced
+            state[1] += 1
+            return None

@@ -17,13 +17,17 @@ ciphertexts' own records; every length, the checksum, the kind and every field a
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import threading
+from collections import OrderedDict
 
 import numpy as np
 
 import hezk_record
 from hezk_record import RecordError
+from crypto.ckks.flooding import STATISTICAL_SECURITY
 from crypto.context import CKKSContext, as_parameters, check_value_bound
 from crypto.errors import (ContextMismatchError, KeyMissingError, LevelError, ParameterError, SerializationError,
                            ShapeError)
@@ -105,6 +109,57 @@ class _Encrypted:
         return _Encrypted(self.evaluator.neg(self.ct), self.evaluator)
 
 
+def _encoded_bytes(value) -> int:
+    """Bytes of one stage's encoded diagonals ({giant step: [(baby step, Plaintext)]})."""
+    return sum(pt.poly.data.nbytes for pairs in value.values() for _, pt in pairs)
+
+
+class EncodedCache:
+    """The encoded weights shared by the servers of one model, least recently used first, at most
+    ``max_bytes`` bytes of plaintext polynomials: storing past the bound drops the least recently used stages
+    (a server that needs one again encodes it again). Thread-safe (servers evaluate in worker threads). Used
+    as ``encoded=`` of ``Server`` / ``EncryptedModel`` (``get`` and item assignment)."""
+
+    def __init__(self, max_bytes: int):
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, (int, np.integer)) or max_bytes <= 0:
+            raise ParameterError(f"max_bytes={max_bytes!r} must be a positive integer")
+        self.max_bytes = int(max_bytes)
+        self._entries: OrderedDict = OrderedDict()  # key -> (value, bytes)
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def __len__(self):
+        return len(self._entries)
+
+    @property
+    def nbytes(self) -> int:
+        return self._bytes
+
+    def get(self, key, default=None):
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return default
+            self._entries.move_to_end(key)
+            return entry[0]
+
+    def __contains__(self, key):
+        return key in self._entries
+
+    def __setitem__(self, key, value):
+        size = _encoded_bytes(value)
+        with self._lock:
+            previous = self._entries.pop(key, None)
+            self._bytes -= 0 if previous is None else previous[1]
+            if size > self.max_bytes:
+                return  # larger than the whole cache: used once by its caller, not kept
+            while self._entries and self._bytes + size > self.max_bytes:
+                _, (_, gone) = self._entries.popitem(last=False)
+                self._bytes -= gone
+            self._entries[key] = (value, size)
+            self._bytes += size
+
+
 class EncryptedModel:
     """The server half of a plan: encoded diagonals cached once, then ``forward(ciphertext)``.
 
@@ -149,16 +204,18 @@ class EncryptedModel:
         for step in plan_stage.presum:  # window sums (average pools): no level
             ct = ev.add(ct, self._rotate(ct, step))
         key = (self.plan.params.fingerprint, self.plan.block, self.plan.choices_key, index, ct.level, scale)
-        if key not in self._encoded:
+        encoded = self._encoded.get(key)  # held here: a bounded cache may drop it while this stage runs
+        if encoded is None:
             diagonals = _diagonal_plaintexts(stage, plan_stage, self.plan.block, self.plan.params.slots)
             extra = {} if scale is None else {"scale": scale}
-            self._encoded[key] = {m: [(i, ctx.encode(d, level=ct.level, **extra)) for i, d in pairs]
-                                  for m, pairs in diagonals.items()}
+            encoded = {m: [(i, ctx.encode(d, level=ct.level, **extra)) for i, d in pairs]
+                       for m, pairs in diagonals.items()}
+            self._encoded[key] = encoded
         single = {i: self._routes[i][0] for i in plan_stage.baby if len(self._routes[i]) == 1}
         hoisted = ev.rotate_hoisted(ct, sorted(set(single.values()))) if single else {}
         rotated = {i: hoisted[key] for i, key in single.items()}
         rotated.update({i: self._rotate(ct, i) for i in plan_stage.baby if i not in rotated})
-        total = ev.rescale(bsgs_sum(ev, rotated, self._encoded[key].items(), rotate=self._rotate))
+        total = ev.rescale(bsgs_sum(ev, rotated, encoded.items(), rotate=self._rotate))
         return ev.add(total, np.tile(stage.bias_vector(self.plan.block), self.plan.batch))
 
     def _join(self, index, stage, plan_stage, ct, skip):
@@ -280,6 +337,15 @@ class _CallableBytes(bytes):
         return bytes(self)
 
 
+def require_secure(params, what: str, opt_in: str) -> None:
+    """ParameterError (one line) unless ``params`` are checked to 128 bits (``params.security_bits``): ``what``
+    names their source, ``opt_in`` how the caller accepts insecure ones."""
+    if params.security_bits is None or params.security_bits < 128:
+        raise ParameterError(f"{what} are not 128-bit secure ({params!r}): a ring or sparse secret chosen by the "
+                             f"server may let it recover the secret key, so no keys are made; {opt_in} accepts "
+                             f"them (tests only)")
+
+
 def _as_plan(plan) -> ModelPlan:
     if isinstance(plan, ModelPlan):
         return plan
@@ -301,10 +367,18 @@ class Client:
       needs ``input_shape=`` in ``encrypt`` only when a single sample has more than one axis.
     ``seed`` is for tests only: by default every key and encryption draws from the OS CSPRNG. ``progress``:
     off by default; True draws a bar on stderr during key generation, a callable gets ``(done, total, label)``.
+
+    The client decides its security: parameters that reach it only through a plan (the server's choice) are keyed
+    only when 128-bit (``params.security_bits``); an insecure plan (a test ring, a sparse secret outside the cited
+    sets: a server could recover the secret by search) raises ParameterError unless ``allow_insecure=True``.
+    Parameters the caller names itself (``params=``, e.g. the "TOY" test ring) are its own choice.
     """
 
     def __init__(self, params=None, *, model: Sequential | None = None, plan=None, input_shape=None, seed=None,
-                 backend="auto", progress=None, key_budget: int = DEFAULT_KEY_BUDGET):
+                 backend="auto", progress=None, key_budget: int = DEFAULT_KEY_BUDGET, allow_insecure: bool = False):
+        if not isinstance(allow_insecure, bool):
+            raise ParameterError(f"allow_insecure={allow_insecure!r} must be True or False")
+        chosen_here = params is not None
         if plan is not None or model is not None:
             plan = (_as_plan(plan) if plan is not None
                     else model.plan(input_shape, params=params, key_budget=key_budget))
@@ -316,6 +390,8 @@ class Client:
             rotations = tuple(1 << i for i in range(params.slots.bit_length() - 1))
         else:
             raise ParameterError("Client needs params, the model's plan (plan=) or the model (model=)")
+        if not (chosen_here or allow_insecure):
+            require_secure(params, "the plan's parameters", "allow_insecure=True")
         self.plan, self.params = plan, params
         boot = plan.bootstrap if plan is not None and plan.bootstraps else False
         self._context = CKKSContext.keygen(params, rotations=rotations, seed=seed, backend=backend,
@@ -326,8 +402,7 @@ class Client:
         """Write the plan and the full context, SECRET KEY INCLUDED (file mode 0600); keep it private."""
         blob = hezk_record.pack(CLIENT_KIND, {"plan": self.plan.to_dict() if self.plan else None},
                                 [self._context.to_bytes(include_secret_key=True)])
-        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as handle:
-            handle.write(blob)
+        _write_secret_file(path, blob)
 
     @classmethod
     def load(cls, path, backend="auto") -> "Client":
@@ -377,7 +452,8 @@ class Client:
     def key_report(self) -> dict:
         """Sizes of what the server receives, in bytes, and the rotation keys it holds."""
         steps = list(self._context.rotation_steps)
-        return {"public_context_bytes": self.key_bytes, "rotation_keys": len(steps), "rotations": steps}
+        return {"public_context_bytes": self.key_bytes, "rotation_keys": len(steps), "rotations": steps,
+                "security": self.params.security, "security_bits": self.params.security_bits}
 
     def encrypt(self, x, input_shape=None, level=None) -> bytes:
         """A request: x (one sample or a batch along axis 0) packed and encrypted, at ``level`` (default: the
@@ -404,8 +480,24 @@ class Client:
             header["layout"] = "patches"
         return pack_message("request", header, cts)
 
-    def decrypt(self, reply) -> np.ndarray:
-        """The model's outputs from a reply: (samples, *output_shape), or output_shape for a single sample."""
+    def decrypt(self, reply, flood_bits=None, *, statistical_security: int = STATISTICAL_SECURITY,
+                queries: int | None = None) -> np.ndarray:
+        """The model's outputs from a reply: (samples, *output_shape), or output_shape for a single sample.
+
+        Exact by default: for this client's own use. Outputs that will be SHARED (sent to the server or anyone
+        holding the reply) must be flooded, else they reveal the secret key: ``flood_bits="auto"`` (or a
+        number), or ``decrypt_shared``, which also reports the precision left (``CKKSContext.decrypt_flooded``)."""
+        return self._decrypt(reply, flood_bits, statistical_security, queries)[0]
+
+    def decrypt_shared(self, reply, flood_bits="auto", *, statistical_security: int = STATISTICAL_SECURITY,
+                       queries: int | None = None) -> tuple[np.ndarray, float]:
+        """(outputs, bits of precision left) of a noise-flooded decryption, safe to hand to another party
+        (IND-CPA-D, ``crypto.ckks.flooding``): each ciphertext's flood is sized from its own noise (read from
+        its imaginary slots) plus ``statistical_security`` bits, for ``queries`` decryptions seen together
+        (default: the reply's ciphertexts). The precision is the worst ciphertext's ``precision_bits``."""
+        return self._decrypt(reply, flood_bits, statistical_security, queries)
+
+    def _decrypt(self, reply, flood_bits, statistical_security, queries) -> tuple[np.ndarray, float]:
         header, blobs = unpack_message(reply, "reply", max_ciphertexts=1 << 20)
         _check_key(header, self.key_id)
         block, samples, output_shape = _layout(header, len(blobs), self.params.slots, "output_shape")
@@ -415,9 +507,39 @@ class Client:
             if (block, output_shape) != (self.plan.block, self.plan.output_shape):
                 raise ShapeError(f"reply layout block={block}, output_shape={output_shape} differs from the plan's "
                                  f"block={self.plan.block}, output_shape={self.plan.output_shape}")
-        vectors = [self._context.decrypt(Ciphertext.from_bytes(b, self._context)) for b in blobs]
+        cts = [Ciphertext.from_bytes(b, self._context) for b in blobs]
+        if flood_bits is None:
+            vectors, precision = [self._context.decrypt(ct) for ct in cts], math.inf
+        else:
+            shared = [self._context.decrypt_flooded(ct, flood_bits, statistical_security=statistical_security,
+                                                    queries=len(cts) if queries is None else queries) for ct in cts]
+            vectors, precision = [f.values for f in shared], min(f.precision_bits for f in shared)
         out = unpack_samples(vectors, samples, output_shape, block, self.params.slots)
-        return out[0] if header.get("single") else out
+        return (out[0] if header.get("single") else out), precision
+
+
+def _write_secret_file(path, blob: bytes) -> None:
+    """Write ``blob`` to ``path`` readable by its owner only (mode 0600), whatever was there before: a new file
+    made with O_EXCL and mode 0600 next to it, then renamed over ``path`` (an existing 0644 file, or a link,
+    is replaced, never written through); the mode is checked after the rename."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    temp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.{os.urandom(6).hex()}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        with open(fd, "wb") as handle:
+            os.fchmod(handle.fileno(), 0o600)  # whatever the umask
+            handle.write(blob)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+    mode = os.stat(path).st_mode & 0o777
+    if mode != 0o600:
+        raise SerializationError(f"{path}: the secret client file has mode {mode:o} after writing, not 600")
 
 
 def _layout(header, n_ciphertexts, slots, shape_key):

@@ -12,20 +12,26 @@ keys or contexts. Bodies above the size limits get 413, malformed bytes 400, an 
 ciphertext under another key 409, a wrong shape or level 422; the server keeps serving after each.
 
 Access (:mod:`tensor_ops.access`): with tokens (``--tokens-file``, or ``$HEZK_TOKENS``), every route but
-``/health`` needs ``Authorization: Bearer <token>`` (401 without a known token, 403 on a context another token
-registered). A context belongs to the token that registered it; each token keeps at most
-``max_contexts_per_token`` contexts and ``max_bytes_per_token`` bytes, its own least recently used dropped
-first (a dropped client gets 404 and registers again: ``Endpoint.infer`` does it by itself), never another
+``/health`` needs ``Authorization: Bearer <token>`` (401 without a known token; an address sending more than
+``auth_failure_burst`` of those gets 429 for a while, and the 401s are logged once a minute). Each token has its
+own namespace of context ids: a context belongs to the token that registered it, another token's ids are
+unknown to it (404), and uploading someone's public context first takes nothing from them (no squatting).
+Each token keeps at most ``max_contexts_per_token`` contexts and ``max_bytes_per_token`` bytes, its own least
+recently used dropped first (a dropped client gets 404 and registers again: ``Endpoint.infer`` does it by itself), never another
 token's; the server as a whole keeps ``max_contexts`` and ``max_total_bytes`` (503 when the rest is other
 tokens' contexts). Each token sends at most ``rate`` requests per second (bursts of ``burst``) with at most
 ``max_concurrent`` in flight, else 429 with Retry-After. Without tokens every caller is one client (the
 server-wide quota) and the start-up log says the endpoint is open; it listens on 127.0.0.1 unless ``--host``
-says otherwise. Registrations, evictions, refusals and per-request timings are logged through
+says otherwise. Headers must arrive within ``header_timeout`` seconds (else the connection is closed: run
+through ``run``, or give uvicorn ``http=app.state.http_protocol``), a body without a pause above
+``body_timeout`` and at ``min_body_rate`` on average (else 408); the model's encoded weights are kept for at
+most ``max_encoded_bytes``, least recently used dropped. Registrations, evictions, refusals and per-request timings are logged through
 :mod:`logging` (logger ``tensor_ops.serve``: token names, context ids, sizes and times, never tokens or
 payloads).
 """
 
 import argparse
+import asyncio
 import contextlib
 import dataclasses
 import logging
@@ -38,8 +44,9 @@ import numpy as np
 
 from crypto.errors import (ContextMismatchError, HEError, KeyMissingError, LevelError, ParameterError,
                            SerializationError, ShapeError)
-from tensor_ops.access import TOKENS_ENV, Limits, Quota, Refused, Throttle, Tokens, bearer
-from tensor_ops.inference import Client, Server
+from tensor_ops.access import (TOKENS_ENV, AuthFailures, Limits, LogWindow, Quota, Refused, Throttle, Tokens,
+                               bearer)
+from tensor_ops.inference import Client, EncodedCache, Server
 from tensor_ops.model_plan import DEFAULT_KEY_BUDGET
 from tensor_ops.nn import Sequential
 
@@ -62,7 +69,7 @@ def create_app(model: Sequential, *, input_shape=None, tokens: Tokens | None = N
     """A FastAPI app serving ``model`` on samples of ``input_shape`` (default: the model's own).
 
     ``tokens``: a :class:`~tensor_ops.access.Tokens` (every route but ``/health`` then needs
-    ``Authorization: Bearer <token>``: 401 without a known one, 403 on another token's context); None serves
+    ``Authorization: Bearer <token>``: 401 without a known one, 404 on another token's context); None serves
     everyone as one client and logs that the endpoint is open. ``limits``: a :class:`~tensor_ops.access.Limits`,
     or its fields as keywords (``max_contexts=4, rate=5.0``). A context belongs to the token that registered it;
     past a token's quota its own least recently used contexts are dropped (registering or running an
@@ -75,8 +82,11 @@ def create_app(model: Sequential, *, input_shape=None, tokens: Tokens | None = N
     elif bounds:
         limits = dataclasses.replace(limits, **bounds)
     app = FastAPI(title="hezk encrypted inference")
-    quota, throttle = Quota(limits), Throttle(limits)
-    encoded = {}  # the model's encoded weights, shared by every client's Server (key-independent)
+    quota, throttle, failures, quiet = Quota(limits), Throttle(limits), AuthFailures(limits), LogWindow()
+    # the model's encoded weights, shared by every client's Server (key-independent), bounded in bytes
+    encoded = EncodedCache(limits.max_encoded_bytes)
+    app.state.limits = limits
+    app.state.http_protocol = header_deadline_protocol(limits.header_timeout)  # for uvicorn's ``http=``
     plan = model.plan(input_shape, key_budget=key_budget)
     input_shape = plan.input_shape
     if tokens is None:
@@ -88,26 +98,39 @@ def create_app(model: Sequential, *, input_shape=None, tokens: Tokens | None = N
     def label(principal) -> str:
         return "open" if principal is None else principal
 
-    def refused(status: int, message: str, retry_after: int | None = None, principal=None) -> HTTPException:
-        logger.warning("refused (%d) %s: %s", status, label(principal), message)
+    def refused(status: int, message: str, retry_after: int | None = None, principal=None,
+                quietly: bool = False) -> HTTPException:
+        """The HTTPException, logged; ``quietly``: at most one line per status a minute (floods of bad tokens)."""
+        silenced = quiet.note(status) if quietly else 0
+        if silenced is not None:
+            more = f" (and {silenced} more like it in the last minute, not logged)" if silenced else ""
+            logger.warning("refused (%d) %s: %s%s", status, label(principal), message, more)
         headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
         if status == 401:
             headers = {"WWW-Authenticate": "Bearer"}
+        if status == 408:
+            headers = {"Connection": "close"}
         return HTTPException(status, message, headers=headers)
 
     def from_rule(error: Refused, principal) -> HTTPException:
         return refused(error.status, error.message, error.retry_after, principal)
 
     def principal_of(request: Request):
-        """The token's name (None when open); 401 without a known token."""
+        """The token's name (None when open); 401 without a known token, 429 for an address past its failures."""
         if tokens is None:
             return None
+        address = request.client.host if request.client is not None else "unknown"
+        try:
+            failures.check(address)
+        except Refused as error:
+            raise refused(error.status, error.message, error.retry_after, "(no valid token)", quietly=True) from None
         presented = bearer(request.headers.get("authorization"))
         name = tokens.match(presented)
         if name is None:
+            failures.failed(address)
             raise refused(401, "a valid access token is needed: send 'Authorization: Bearer <token>'"
                           if presented is None else "the access token is not known to this server",
-                          principal="(no valid token)")
+                          principal="(no valid token)", quietly=True)
         return name
 
     @contextlib.asynccontextmanager
@@ -128,7 +151,20 @@ def create_app(model: Sequential, *, input_shape=None, tokens: Tokens | None = N
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise refused(413, f"{what} of {declared} bytes exceeds the limit of {limit} bytes", principal=principal)
         chunks, size = [], 0
-        async for chunk in request.stream():
+        started = last = time.monotonic()
+        stream = request.stream().__aiter__()
+        while True:
+            # the next chunk within body_timeout, and never below min_body_rate once body_timeout has passed
+            deadline = min(last + limits.body_timeout, started + limits.body_timeout + size / limits.min_body_rate)
+            try:
+                chunk = await asyncio.wait_for(stream.__anext__(), max(0.0, deadline - time.monotonic()))
+            except StopAsyncIteration:
+                break
+            except asyncio.TimeoutError:
+                raise refused(408, f"{what} arrived too slowly ({size} bytes in {time.monotonic() - started:.1f} s; "
+                                   f"limits: a pause of body_timeout={limits.body_timeout:g} s, then min_body_rate="
+                                   f"{limits.min_body_rate} bytes/s)", principal=principal) from None
+            last = time.monotonic()
             size += len(chunk)
             if size > limit:
                 raise refused(413, f"{what} exceeds the limit of {limit} bytes", principal=principal)
@@ -149,7 +185,7 @@ def create_app(model: Sequential, *, input_shape=None, tokens: Tokens | None = N
     @app.get("/health")
     def health():
         return {"status": "ok", "contexts": len(quota), "access": "open" if tokens is None else "token",
-                "limits": limits.report()}
+                "encoded_bytes": encoded.nbytes, "limits": limits.report()}
 
     @app.get("/plan")
     async def get_plan(request: Request):
@@ -199,6 +235,70 @@ def create_app(model: Sequential, *, input_shape=None, tokens: Tokens | None = N
             return Response(content=reply, media_type="application/octet-stream")
 
     return app
+
+
+def header_deadline_protocol(header_timeout: float):
+    """uvicorn's h11 protocol with a deadline on request headers: a connection whose request line and headers
+    are not complete ``header_timeout`` seconds after it opened (or after its previous response) is closed, so
+    half-open and trickling connections do not pile up (uvicorn's own keep-alive timeout stops at the first
+    byte). Pass it as ``uvicorn.run(app, http=...)`` (``run`` does; ``create_app`` keeps it as
+    ``app.state.http_protocol``)."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeaderDeadlineProtocol(H11Protocol):
+        _deadline = None
+
+        def _arm(self):
+            self._disarm()
+            self._deadline = self.loop.call_later(header_timeout, self._expired)
+
+        def _disarm(self):
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def _expired(self):
+            self._deadline = None
+            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+                _slow_headers.note()
+                self.transport.close()
+
+        def connection_made(self, transport):
+            super().connection_made(transport)
+            self._arm()
+
+        def data_received(self, data):
+            super().data_received(data)
+            if self.conn.their_state is not h11.IDLE:
+                self._disarm()  # the headers are in: the app bounds the body
+
+        def on_response_complete(self):
+            super().on_response_complete()
+            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+                self._arm()  # the next request on this connection gets the same deadline
+
+        def connection_lost(self, exc):
+            self._disarm()
+            super().connection_lost(exc)
+
+    return HeaderDeadlineProtocol
+
+
+class _SlowHeaders:
+    """Connections closed for slow headers, logged at most once a minute."""
+
+    def __init__(self):
+        self._window = LogWindow()
+
+    def note(self):
+        silenced = self._window.note("headers")
+        if silenced is not None:
+            logger.warning("closed a connection whose request headers did not arrive in time%s",
+                           f" (and {silenced} more in the last minute, not logged)" if silenced else "")
+
+
+_slow_headers = _SlowHeaders()
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -411,6 +511,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help=f"requests one token may send at once above --rate (default {_DEFAULTS.burst})")
     parser.add_argument("--max-concurrent", type=_positive, default=_DEFAULTS.max_concurrent,
                         help=f"requests in flight per token, past it HTTP 429 (default {_DEFAULTS.max_concurrent})")
+    parser.add_argument("--max-encoded-bytes", type=_positive, default=_DEFAULTS.max_encoded_bytes,
+                        help=f"bytes of encoded model weights kept for all parameter sets in use, least recently "
+                             f"used dropped (default {_DEFAULTS.max_encoded_bytes >> 30} GiB)")
+    parser.add_argument("--header-timeout", type=_positive_float, default=_DEFAULTS.header_timeout,
+                        help=f"seconds a connection has to send its request headers, else it is closed "
+                             f"(default {_DEFAULTS.header_timeout:g})")
+    parser.add_argument("--body-timeout", type=_positive_float, default=_DEFAULTS.body_timeout,
+                        help=f"longest pause in a request body, after which it must also arrive at "
+                             f"{_DEFAULTS.min_body_rate >> 10} KiB/s on average, else HTTP 408 "
+                             f"(default {_DEFAULTS.body_timeout:g})")
     return parser
 
 
@@ -428,7 +538,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 _LIMIT_OPTIONS = ("max_request_bytes", "max_context_bytes", "max_contexts", "max_total_bytes",
-                  "max_contexts_per_token", "max_bytes_per_token", "rate", "burst", "max_concurrent")
+                  "max_contexts_per_token", "max_bytes_per_token", "rate", "burst", "max_concurrent",
+                  "max_encoded_bytes", "header_timeout", "body_timeout")
 
 
 def run(args) -> int:
@@ -451,7 +562,8 @@ def run(args) -> int:
     if tokens is None and args.host not in ("127.0.0.1", "localhost", "::1"):
         logger.warning("listening on %s WITHOUT access tokens: anyone who reaches this port may use it", args.host)
     print(model.plan(args.input_shape, key_budget=args.key_budget).explain())
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info", http=app.state.http_protocol,
+                timeout_keep_alive=5)
     return 0
 
 

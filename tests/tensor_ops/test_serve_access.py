@@ -75,9 +75,7 @@ class NaiveQuota:
         count, cap = self.limits.quota(owner)
         if size > cap:
             raise Refused(413, "")
-        if any(i == cid and o != owner for i, o, _ in self.items):
-            raise Refused(409, "")
-        kept = [item for item in self.items if item[0] != cid] + [[cid, owner, size]]
+        kept = [item for item in self.items if (item[0], item[1]) != (cid, owner)] + [[cid, owner, size]]
         dropped = []
 
         def fits(items):
@@ -95,11 +93,9 @@ class NaiveQuota:
         return dropped
 
     def get(self, cid, owner):
-        item = next((item for item in self.items if item[0] == cid), None)
-        if item is None:
+        item = next((item for item in self.items if (item[0], item[1]) == (cid, owner)), None)
+        if item is None:  # ids are per owner: another owner's is unknown
             raise Refused(404, "")
-        if item[1] != owner:
-            raise Refused(403, "")
         self.items.remove(item)
         self.items.append(item)
 
@@ -118,7 +114,7 @@ def test_quota_equals_its_naive_twin_and_never_drops_another_owners_context(ops,
     fast, naive = Quota(limits), NaiveQuota(limits)
     for op, owner, key, size in ops:
         cid = f"id{key}"
-        owners_before = {i: e.owner for i, e in fast._entries.items()}
+        before = set(fast._entries)  # (owner, id)
         results = []
         for call in ((lambda: fast.admit(cid, owner, size, "v")) if op == "admit" else (lambda: fast.get(cid, owner)),
                      (lambda: naive.admit(cid, owner, size)) if op == "admit" else (lambda: naive.get(cid, owner))):
@@ -129,8 +125,8 @@ def test_quota_equals_its_naive_twin_and_never_drops_another_owners_context(ops,
                 results.append(("refused", error.status))
         assert results[0] == results[1], (op, owner, cid, size)
         if op == "admit" and results[0][0] == "ok":
-            assert all(owners_before[d] == owner for d in results[0][1])  # only the registering owner's
-        assert [(i, o) for i, o, _ in naive.items] == [(i, e.owner) for i, e in fast._entries.items()]
+            assert all((owner, d) in before for d in results[0][1])  # only the registering owner's
+        assert [(o, i) for i, o, _ in naive.items] == list(fast._entries)
         for who in {o for _, o, _ in naive.items}:
             count, cap = limits.quota(who)
             assert len(fast.owned(who)) <= count and fast.total_bytes(who) <= cap
@@ -146,10 +142,9 @@ def test_quota_drops_only_the_registering_owners_least_recently_used():
     assert quota.owned("alice") == ["a1", "a3"] and quota.owned("bob") == ["b1"]
     with pytest.raises(Refused) as info:
         quota.get("b1", "alice")
-    assert info.value.status == 403
-    with pytest.raises(Refused) as info:
-        quota.admit("b1", "alice", 10, 5)
-    assert info.value.status == 409 and quota.owned("bob") == ["b1"]
+    assert info.value.status == 404  # bob's id is not alice's (nor is it told that bob has it)
+    assert quota.admit("b1", "alice", 10, 5) == ["a1"]  # alice's own copy, in alice's quota
+    assert quota.owned("bob") == ["b1"] and quota.get("b1", "bob") == 2 and quota.get("b1", "alice") == 5
 
 
 def test_throttle_rate_burst_and_concurrency_with_a_fake_clock():
@@ -211,7 +206,7 @@ def _get(url, path, token=None):
     return httpx.get(url + path, timeout=60, headers={"authorization": f"Bearer {token}"} if token else {})
 
 
-def test_no_token_is_401_another_tokens_context_is_403(model, clients):
+def test_no_token_is_401_another_tokens_context_is_404(model, clients):
     app = create_app(model, tokens=TOKENS)
     alice = clients[0]
     with _running(app) as url:
@@ -227,9 +222,9 @@ def test_no_token_is_401_another_tokens_context_is_403(model, clients):
         assert fetch_plan(url, token=ALICE)["input_shape"] == [6]
         context_id = register_context(url, alice, token=ALICE)
         forbidden = _post(url, "/infer/" + context_id, alice.encrypt(X), BOB)
-        assert forbidden.status_code == 403 and "another client" in forbidden.json()["detail"]
-        stolen = _post(url, "/contexts", alice.public_context(), BOB)  # bob cannot take alice's id over
-        assert stolen.status_code == 409
+        assert forbidden.status_code == 404 and "not registered" in forbidden.json()["detail"]
+        copied = _post(url, "/contexts", alice.public_context(), BOB)  # bob's own copy: alice's id stays alice's
+        assert copied.status_code == 201
         assert_precise(remote_infer(url, alice, X, context_id, token=ALICE), model.forward(X), alice.plan.params)
 
 
@@ -360,7 +355,7 @@ def test_tokens_never_appear_in_the_logs(model, clients, caplog):
         _get(url, "/plan", BOB)
         _post(url, "/infer/" + clients[0].key_id.hex(), b"garbage", BOB)
     text = "\n".join(f"{r.getMessage()} {r.args!r}" for r in caplog.records)
-    assert "refused (401)" in text and "refused (403)" in text and "inference on context" in text
+    assert "refused (401)" in text and "refused (404)" in text and "inference on context" in text
     for secret in (ALICE, BOB, CAROL, ALICE[:-1]):
         assert secret[-20:] not in text
 
