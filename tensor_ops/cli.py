@@ -12,7 +12,8 @@
 A model file is ONNX or hezk's ``.npz`` (read through the shared description ``hezk_model``; the same file
 means the same network to ``python -m proofs``).
 ``client.key`` is SECRET (it holds the secret key); every other file may be shared. ``keygen`` may take
-``--plan plan.json`` (the server's public plan) instead of the model; ``plan``, ``keygen`` and ``infer`` take
+``--plan plan.json`` (the server's public plan) instead of the model, and refuses a plan below 128-bit security
+unless given ``--insecure``; it prints the security level with the key sizes; ``plan``, ``keygen`` and ``infer`` take
 ``--input-shape 1,8,8`` for a model file that does not record its sample shape, and ``--calibration x.npy``
 (representative inputs: each fitted activation is fitted on the range its input takes there, weighted by where
 they lie), ``--degree 7`` (of each fitted activation) and ``--key-budget 2GiB`` (bytes the Galois keys may take;
@@ -114,7 +115,7 @@ def _read_plan(path) -> ModelPlan:
 def _keygen(args):
     progress = _progress(args, "rotation keys")
     if args.plan:
-        client = Client(plan=_read_plan(args.plan), progress=progress)
+        client = Client(plan=_read_plan(args.plan), progress=progress, allow_insecure=args.insecure)
     elif args.model:
         client = Client(model=_load(args), input_shape=_shape(args), progress=progress, key_budget=_budget(args))
     else:
@@ -123,7 +124,8 @@ def _keygen(args):
     pathlib.Path(args.context).write_bytes(client.public_context())
     report = client.key_report()
     print(f"SECRET client state -> {args.client} (keep private, never send it); public context -> {args.context} "
-          f"({report['public_context_bytes']} bytes, {report['rotation_keys']} rotation keys)")
+          f"({report['public_context_bytes']} bytes, {report['rotation_keys']} rotation keys); security: "
+          f"{report['security']} (N=2^{client.params.log_n}, log2(QP)={client.params.log_qp:.1f})")
 
 
 def _encrypt(args):
@@ -320,6 +322,8 @@ _OPTIONS = {
                                            "$HEZK_TOKEN, or none for an open server)")},
 }
 _PROGRESS_COMMANDS = ("keygen", "infer")
+_INSECURE_HELP = ("key a --plan whose parameters are below 128 bits (a test ring, a sparse secret outside the cited "
+                  "sets); without it such a plan is refused: the server could recover the secret key (tests only)")
 _MEASURE_HELP = ("time the homomorphic operations on this machine (about a second) for the plan's time estimate, "
                  "instead of the built-in times of the development machine")
 
@@ -336,6 +340,8 @@ def add_commands(commands) -> None:
                                  help=help_text)
         if name == "plan":
             command.add_argument("--measure", action="store_true", help=_MEASURE_HELP)
+        if name == "keygen":
+            command.add_argument("--insecure", action="store_true", help=_INSECURE_HELP)
         if name in _PROGRESS_COMMANDS:
             command.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                                  help="show a progress bar on stderr (default: only when stderr is a terminal)")

@@ -391,7 +391,7 @@ class Client:
         else:
             raise ParameterError("Client needs params, the model's plan (plan=) or the model (model=)")
         if not (chosen_here or allow_insecure):
-            require_secure(params, "the plan's parameters", "allow_insecure=True")
+            require_secure(params, "the plan's parameters", "allow_insecure=True (hezk keygen --insecure)")
         self.plan, self.params = plan, params
         boot = plan.bootstrap if plan is not None and plan.bootstraps else False
         self._context = CKKSContext.keygen(params, rotations=rotations, seed=seed, backend=backend,

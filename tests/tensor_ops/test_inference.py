@@ -203,7 +203,7 @@ def test_cnn_with_batchnorm_and_stride_on_toy_parameters():
                                   rng.uniform(0.5, 1.5, 2)),
                         AvgPool2d(2), Poly("gelu", 3, (-3, 3)), Flatten(), Linear(rng.normal(0, 0.5, (3, 8)))],
                        input_shape=(1, 8, 8))
-    client = Client(plan=model.plan(params="TOY"), seed=17)
+    client = Client(plan=model.plan(params="TOY"), seed=17, allow_insecure=True)
     server = Server(model, client.public_context())
     x = rng.uniform(0, 1, (5, 1, 8, 8))
     np.testing.assert_allclose(client.decrypt(server.evaluate(client.encrypt(x))), model.forward(x), atol=1e-6)

@@ -114,7 +114,7 @@ def test_a_tight_key_budget_makes_fewer_keys_and_the_same_results():
     tight = model.plan(params="TOY", key_budget=budget)
     assert tight.galois_key_bytes <= budget < roomy.galois_key_bytes
     assert f"of a key budget of {budget / 2**30:.3g} GiB" in tight.explain()
-    client = Client(plan=tight, seed=1)
+    client = Client(plan=tight, seed=1, allow_insecure=True)
     x = np.random.default_rng(6).uniform(-1, 1, (2, *model.input_shape))
     y = client.decrypt(Server(model, client.public_context()).evaluate(client.encrypt(x)))
     want = model.forward(x)

@@ -87,7 +87,7 @@ def patches_served(tmp_path_factory):
     onnx.save(proto, path)
     model = Sequential.load(path)
     plan = model.plan(params="TOY")
-    client = Client(plan=plan, seed=2)
+    client = Client(plan=plan, seed=2, allow_insecure=True)
     return proto, model, plan, client, Server(model, client.public_context())
 
 
