@@ -213,7 +213,8 @@ def _parse_payload(payload: memoryview) -> tuple[dict, list]:
                           "crafted bytes")
     offset, arrays = _LEN32.size + meta_length, []
     for spec in doc["arrays"]:
-        if not (isinstance(spec, list) and len(spec) == 2 and spec[0] in _DTYPES and isinstance(spec[1], list)
+        if not (isinstance(spec, list) and len(spec) == 2 and isinstance(spec[0], str) and spec[0] in _DTYPES
+                and isinstance(spec[1], list)
                 and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in spec[1])):
             raise RecordError(f"array spec {spec!r} is not [dtype code, shape of non-negative integers]")
         dtype, shape = _DTYPES[spec[0]], tuple(spec[1])
