@@ -40,6 +40,7 @@ from .layers.network_zk import DEFAULT_MAX_PROOFS, basefold_params
 from .model import load_model
 from .progress import progress_bar
 from .proof_format import record_kind
+from .public_values import require_bounded
 from .quantize import quantize_values
 
 PUBLIC_WEIGHTS_HELP = ("plain (non-hiding) commitment and proofs: they REVEAL THE WEIGHTS (anyone holding one "
@@ -174,18 +175,17 @@ def _load_input(path: str, input_frac: int, input_bound: int) -> np.ndarray:
         raise InputFileError(f"input file {path!r} is not a readable .npy array: {exc}") from None
     if isinstance(x, list):
         raise InputFileError(f"input file {path!r} is an .npz archive with {len(x)} arrays {x}; expected one array")
-    if x.dtype.kind in "iu":
-        return x.astype(np.int64)
-    if x.dtype.kind != "f":
+    if x.dtype.kind not in "iuf":
         raise InputFileError(f"input file {path!r} must hold integers or floats, got dtype {x.dtype}")
-    if not np.all(np.isfinite(x)):
+    if x.dtype.kind == "f" and not np.all(np.isfinite(x)):
         raise InputFileError(f"input file {path!r} holds NaN or infinite values; every entry must be finite")
-    values = quantize_values(x, input_frac)
-    bound = input_bound * 2.0 ** -input_frac
-    if values.size and np.max(np.abs(values)) > input_bound:
-        raise ModelError(f"input file {path!r}: an entry of magnitude {np.max(np.abs(x)):.4g} exceeds the model's "
-                         f"input_bound={bound:g} (set input_bound in the model file to accept larger inputs)")
-    return values
+    values = quantize_values(x, input_frac) if x.dtype.kind == "f" else x  # integers: already quantized
+    try:  # the one check of public integers (compared as Python ints: no uint64 or -2^63 wraps)
+        return require_bounded(values, input_bound, "input", path).astype(np.int64)
+    except ProofRejected as rejection:
+        raise ModelError(f"input file {path!r}: {rejection.reason}, the model's input_bound={input_bound} (real "
+                         f"value {input_bound * 2.0 ** -input_frac:g} at scale 2^{input_frac}; set input_bound in the "
+                         f"model file to accept larger inputs)") from None
 
 
 def _print_output(output: np.ndarray, output_frac: int, stream=None) -> None:
@@ -255,7 +255,7 @@ def _commit(args) -> int:
     hiding = {"params": basefold_params()} if scheme == "basefold" else {}  # issue 17: one batched opening
     network = Network(model, zk=zk, max_proofs=args.max_proofs, **hiding) if zk else \
         Network(model, zk=False, params=plain)
-    data = network.commitment.to_bytes()
+    data = graph_cli.parsed_back(network.commitment)
     with open(args.out, "wb") as handle:
         handle.write(data)
     largest_input = model.input_bound * 2.0 ** -model.input_frac

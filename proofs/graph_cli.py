@@ -72,6 +72,20 @@ def _calibration(args, graph):
             f"{CALIBRATION_SAMPLES} seeded uniform [-1, 1] inputs (pass --calibration inputs.npy for your data)")
 
 
+def parsed_back(commitment) -> bytes:
+    """The commitment's bytes after parsing them back as every verifier does (the statement's validator):
+    ModelError naming the layer or op and the field when a verifier would refuse them, before anything is
+    written."""
+    data = commitment.to_bytes()
+    try:
+        type(commitment).from_bytes(data)
+    except ProofRejected as rejection:
+        raise ModelError(f"the quantized model is a statement every verifier refuses ({rejection}): nothing was "
+                         f"written; re-quantize with fewer bits (frac_bits, act_bits, weight_bits) or a smaller "
+                         f"input bound") from None
+    return data
+
+
 def commit(args, graph) -> int:
     hiding = not args.public_weights
     if hiding and args.state is None and args.out is None:  # before any work or file
@@ -85,7 +99,7 @@ def commit(args, graph) -> int:
     params = basefold_params() if getattr(args, "scheme", "ligero") == "basefold" else None
     network = HidingGraphNetwork(q, params=params, max_proofs=args.max_proofs) if hiding else GraphNetwork(q)
     out = args.out or "c.bin"
-    data = network.commitment.to_bytes()
+    data = parsed_back(network.commitment)
     with open(out, "wb") as handle:
         handle.write(data)
     report = q.error_report(graph, calibration)

@@ -44,9 +44,10 @@ from .. import field as F
 from ..commit import (MIN_VERIFY_BITS, CommitParams, Commitment, OpeningProof, commit, open_commitment,
                       verify_opening)
 from ..errors import ModelError, ProofRejected
-from ..graph_quantize import QuantizedGraph, public_weight
+from ..graph_quantize import QuantizedGraph, public_weight, validate_structure
 from ..mle import eq_eval, eq_table, mle_evaluate
 from ..progress import as_progress
+from ..public_values import require_bounded
 from ..proof_format import ByteReader, ByteWriter, from_record, parse_nested, to_record
 from ..relations import box_table
 from ..sumcheck import SumcheckProof, prove_sumcheck, verify_sumcheck
@@ -511,19 +512,18 @@ def verify_graph(commitment, x, proof) -> np.ndarray:
 
 def _verify(commitment: GraphCommitment, x, proof: GraphProof) -> np.ndarray:
     q = commitment.structure
+    validate_structure(q, "graph commitment")  # parsed ones were; an object handed in is checked here
     require(commitment.weights.security_bits >= MIN_VERIFY_BITS,
             f"weights commitment gives {commitment.weights.security_bits:.1f} < {MIN_VERIFY_BITS} bits", "statement")
     try:
         x_int = q.quantize_input(x)
     except ModelError as error:
         raise ProofRejected(str(error), "input") from None
+    x_int = require_bounded(x_int, q.input_bound, "input", "input")
     batch = x_int.shape[0]
     out_full = _full(q, q.output, batch)
-    require(proof.output.shape == (batch, math.prod(out_full[1:])),
-            f"claimed output shape {proof.output.shape} is not ({batch}, {math.prod(out_full[1:])})", "statement")
-    bound = q.bounds[q.output]
-    require(bool(np.all(np.abs(proof.output) <= bound)), f"claimed output outside the declared bound {bound}",
-            "statement")
+    require_bounded(proof.output, q.bounds[q.output], "claimed output", "statement",
+                    shape=(batch, math.prod(out_full[1:])))
     transcript = Transcript(TRANSCRIPT_LABEL)
     _absorb_statement(transcript, commitment, x_int, proof.output)
     specs = {i: _decomposition(op, batch) for i, op in enumerate(q.ops) if op.has_bits}

@@ -52,9 +52,10 @@ import numpy as np
 from .. import basefold_zk as BZ
 from .. import field as F
 from ..errors import ModelError, ProofError, ProofRejected
-from ..graph_quantize import QuantizedGraph, public_weight
+from ..graph_quantize import QuantizedGraph, public_weight, validate_structure
 from ..mle import bind_high, eq_table, mle_evaluate
 from ..proof_format import ByteReader, ByteWriter, from_record, parse_nested, to_record
+from ..public_values import require_bounded
 from ..relations import Public, Slot, StoreLayout, Stored, Term, commit_store, eq_factor, table_factor
 from ..transcript import Transcript
 from ..zk import HidingCommitment, HidingParams, opening_field_error
@@ -871,6 +872,7 @@ def _verify(commitment, x, proof) -> np.ndarray:
     require(isinstance(proof, HidingGraphProof) and isinstance(proof.relations, TrainingProof),
             "proof is not a HidingGraphProof", where)
     q = commitment.structure
+    validate_structure(q, "hiding graph commitment")  # parsed ones were; an object handed in is checked here
     if x is None:  # a private input: the batch is the claimed output's
         x_int = None
         require(isinstance(proof.output, np.ndarray) and proof.output.ndim == 2 and 1 <= proof.output.shape[0] <=
@@ -882,13 +884,11 @@ def _verify(commitment, x, proof) -> np.ndarray:
             x_int = q.quantize_input(x)
         except ModelError as error:
             raise ProofRejected(str(error), "input") from None
+        x_int = require_bounded(x_int, q.input_bound, "input", "input")
         batch = x_int.shape[0]
     shapes = Shapes(q, batch, x is None)
     out_real = shapes.real(q.output)
-    require(proof.output.shape == (batch, math.prod(out_real[1:])),
-            f"claimed output shape {proof.output.shape} is not ({batch}, {math.prod(out_real[1:])})", where)
-    bound = q.bounds[q.output]
-    require(bool(np.all(np.abs(proof.output) <= bound)), f"claimed output outside the declared bound {bound}", where)
+    require_bounded(proof.output, q.bounds[q.output], "claimed output", where, shape=(batch, math.prod(out_real[1:])))
     params = base_params(commitment)
     basefold = is_basefold(params)
     structure = _basefold_structure(shapes)[:2] if basefold else _structure(shapes, params)

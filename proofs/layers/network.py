@@ -41,6 +41,7 @@ from ..errors import ModelError, ProofRejected
 from ..mle import mle_evaluate
 from ..proof_format import ByteReader, ByteWriter, from_record, parse_nested, record_kind, to_record
 from ..progress import as_progress
+from ..public_values import require_bounded, require_within
 from ..quantize import QuantizedMLP, as_integer_input, check_field, check_input, forward_trace
 from ..transcript import Transcript
 from .common import Claim, log2, pad_matrix, padded, require
@@ -424,14 +425,10 @@ def _check_statement(commitment: ModelCommitment, x_int, proof: NetworkProof):
         x = as_integer_input(x, commitment.input_frac)
     except ModelError as error:
         raise ProofRejected(str(error), where) from None
-    require(int(np.max(np.abs(x.astype(np.float64)))) <= commitment.input_bound,
-            f"input exceeds input_bound={commitment.input_bound}", where)
+    x = require_bounded(x, commitment.input_bound, "input", where)
     last = commitment.layers[-1]
-    require(proof.output.shape == (x.shape[0], last.out_features),
-            f"claimed output shape {proof.output.shape} is not {(x.shape[0], last.out_features)}", where)
-    lo, hi = last.output_range()
-    require(bool(np.all((proof.output >= lo) & (proof.output <= hi))),
-            f"claimed output outside the declared range [{lo}, {hi}]", where)
+    require_within(proof.output, *last.output_range(), "claimed output", where,
+                   shape=(x.shape[0], last.out_features))
     if commitment.zk:
         return x.astype(np.int64)
     groups = sum(len(info.decomposition_for(x.shape[0]).groups) for info in commitment.layers

@@ -17,7 +17,7 @@ from dataclasses import dataclass, fields
 from .. import field as F
 from ..commit import Commitment
 from ..proof_format import ByteReader, ByteWriter, from_record, parse_nested, record_kind, to_record
-from ..quantize import FIELD_BITS, FIELD_HALF
+from ..quantize import FIELD_BITS, FIELD_HALF, MAX_FRAC_BITS
 from .commitments import COMMITMENT_TYPES, opening_error, read_commitment, soundness_label
 from .common import log2, padded, require
 from .packing import Packing
@@ -27,6 +27,9 @@ from .reusable import Reusable
 COMMITMENT_MAGIC, FORMAT_VERSION = b"HZKMCOM1", 1  # inner encoding (the record container alone starts with HEZK)
 MAX_FEATURES = 1 << 24
 MAX_LAYERS = 64
+MAX_LAYER_ENTRIES = 1 << 26  #: padded entries of one layer's weight table (a verifier's memory grows with them)
+MAX_MODEL_ENTRIES = 1 << 27  #: padded entries of all the weights and biases
+SCHEMES = ("fixed_point", "int8")
 SPLIT_MIN_ENTRIES = 1 << 15  # below this many bits per layer one group (fewer rounds and openings) is faster
 
 
@@ -216,12 +219,27 @@ class ModelCommitment:
         return commitment
 
     def validate(self) -> None:
-        """Check the description is consistent and provable in the field (ProofRejected otherwise)."""
+        """Check every field against what the soundness argument and the verifier's memory need (ProofRejected
+        naming the layer and the field otherwise); every parse runs it, and so does ``commit`` before it writes.
+
+        A layer proved by a bit decomposition (ReLU or a shift) needs shift >= 0, q_bits >= 1 and shift + q_bits <=
+        FIELD_BITS (one accumulator, one decomposition); a raw-accumulator layer's output is its accumulator, checked
+        in [acc_lo, acc_hi] (its q_bits, the signed width of that interval, may reach FIELD_BITS + 1). Accumulator
+        bounds and the input bound lie within (p-1)/2, scales within [-MAX_FRAC_BITS, MAX_FRAC_BITS] and chained
+        (a layer's in_frac is the previous output's), each padded weight table within MAX_LAYER_ENTRIES and all of
+        them within MAX_MODEL_ENTRIES."""
         where = "model commitment"
+        require(self.scheme in SCHEMES, f"scheme {self.scheme!r} is not one of {SCHEMES}", where)
         require(0 < self.input_bound <= FIELD_HALF, f"input_bound={self.input_bound} not in (0, {FIELD_HALF}]", where)
-        require(not math.isnan(self.error_bound), "error_bound is nan", where)
+        require(abs(self.input_frac) <= MAX_FRAC_BITS, f"input_frac={self.input_frac} not in [-{MAX_FRAC_BITS}, "
+                f"{MAX_FRAC_BITS}]", where)
+        require(self.error_bound >= 0, f"error_bound={self.error_bound} is not a number >= 0 (inf: not stated)",
+                where)
         require(isinstance(self.weights, COMMITMENT_TYPES + (Reusable,)),
                 "weights is not a Commitment, BasefoldCommitment or Reusable", where)
+        require(isinstance(self.layers, tuple) and 1 <= len(self.layers) <= MAX_LAYERS,
+                f"{len(self.layers)} layers: expected 1 to {MAX_LAYERS}", where)
+        frac, total = self.input_frac, 0
         for i, info in enumerate(self.layers):
             at = f"{where} / layer {i}"
             require(1 <= info.in_features <= MAX_FEATURES and 1 <= info.out_features <= MAX_FEATURES,
@@ -229,11 +247,25 @@ class ModelCommitment:
             expected_in = self.layers[i - 1].out_features if i else info.in_features
             require(info.in_features == expected_in, f"takes {info.in_features} features, previous gives {expected_in}",
                     at)
-            require(abs(info.weight_frac) <= 64 and abs(info.in_frac) <= 64, "scale exponents out of range", at)
+            entries = padded(info.out_features) * padded(info.in_features)
+            require(entries <= MAX_LAYER_ENTRIES, f"weight table of {entries} padded entries > {MAX_LAYER_ENTRIES} "
+                    f"(MAX_LAYER_ENTRIES)", at)
+            total += entries + padded(info.out_features)
+            require(abs(info.weight_frac) <= MAX_FRAC_BITS, f"weight_frac={info.weight_frac} not in "
+                    f"[-{MAX_FRAC_BITS}, {MAX_FRAC_BITS}]", at)
+            require(info.in_frac == frac and abs(frac) <= MAX_FRAC_BITS, f"in_frac={info.in_frac}: the previous "
+                    f"output's scale is 2^{frac}, within 2^+-{MAX_FRAC_BITS}", at)
             require(-FIELD_HALF <= info.acc_lo <= info.acc_hi <= FIELD_HALF,
                     f"accumulator bounds [{info.acc_lo}, {info.acc_hi}] exceed the field's half {FIELD_HALF}", at)
-            require(0 <= info.shift and 1 <= info.q_bits and info.shift + info.q_bits <= FIELD_BITS,
-                    f"shift {info.shift} + q_bits {info.q_bits} not within [1, {FIELD_BITS}]", at)
+            if info.decomposition is None:  # the raw accumulator: q_bits is its interval's signed width
+                require(1 <= info.q_bits <= FIELD_BITS + 1, f"q_bits {info.q_bits} of a raw accumulator not within "
+                        f"[1, {FIELD_BITS + 1}]", at)
+            else:
+                require(0 <= info.shift < FIELD_BITS and 1 <= info.q_bits and info.shift + info.q_bits <= FIELD_BITS,
+                        f"shift {info.shift} + q_bits {info.q_bits} not within [1, {FIELD_BITS}]", at)
+            frac = info.in_frac + info.weight_frac - info.shift
+        require(total <= MAX_MODEL_ENTRIES, f"weight tables of {total} padded entries > {MAX_MODEL_ENTRIES} "
+                f"(MAX_MODEL_ENTRIES)", where)
         if self.zk:
             from .network_zk import check_commitment
             check_commitment(self, f"{where} / weights")

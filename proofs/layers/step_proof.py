@@ -50,6 +50,7 @@ import numpy as np
 
 from .. import field as F
 from ..errors import ProofError, ProofRejected
+from ..public_values import require_within
 from ..transcript import Transcript
 from ..zk import HidingCommitment, HidingParams, mask_entries, mask_params, masks_shape, opening_field_error
 from .common import pad_matrix
@@ -495,18 +496,15 @@ def _verify_forward(spec, committed, output, proof, public_input) -> Channel:
         raise ProofRejected("expected a TrainingSpec, a CommittedModel and an aggregated TrainingProof", where)
     if (committed.input is None) == (public_input is None):
         raise ProofRejected("give exactly one of a committed input and a public input", where)
-    output = np.asarray(output)
-    if output.shape != (spec.batch, spec.sizes[-1]) or output.dtype.kind not in "iu":
-        raise ProofRejected(f"output of shape {output.shape}, expected integers {(spec.batch, spec.sizes[-1])}", where)
+    # the output is the last layer's requantized z' (act_bits signed bits, no ReLU), the input act_bits signed
+    # bits: values outside would be read mod p (y and y + p one residue)
+    limit = 1 << (spec.act_bits - 1)
+    output = require_within(output, -limit, limit - 1, f"output (act_bits={spec.act_bits})", where,
+                            shape=(spec.batch, spec.sizes[-1]))
     x_table = None
     if public_input is not None:
-        public_input = np.asarray(public_input)
-        if public_input.shape != (spec.batch, spec.sizes[0]) or public_input.dtype.kind not in "iu":
-            raise ProofRejected(f"public input of shape {public_input.shape}, expected {(spec.batch, spec.sizes[0])}",
-                                where)
-        limit = 1 << (spec.act_bits - 1)
-        if public_input.size and (public_input.min() < -limit or public_input.max() >= limit):
-            raise ProofRejected(f"public input outside [-{limit}, {limit}) (act_bits={spec.act_bits})", where)
+        public_input = require_within(public_input, -limit, limit - 1, f"public input (act_bits={spec.act_bits})",
+                                      where, shape=(spec.batch, spec.sizes[0]))
         x_table = _field(pad_matrix(public_input, spec.batch_padded, spec.width(0)))
     statement = {"w0": committed.weights} if committed.input is None else \
         {"w0": committed.weights, "b0": committed.input}
