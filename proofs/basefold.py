@@ -45,7 +45,10 @@ folds of the combined codeword add up to 2 N_top/|F_p4|), and then one uniform q
 (:func:`batch_security_bits`). Proven query error: ((1 + rho)/2)^num_queries. ``grinding_bits`` = g (off by
 default) makes the prover find a g-bit proof of work before the queries (:mod:`proofs.grinding`): each re-roll of
 the queries then costs 2^g hashes, so per hash (the unit of every soundness figure here) the query phase gives
-g bits more and the default query count falls by g / -log2((1 + rho)/2). ``conjectured=True`` (off
+g bits more and the default query count falls by g / -log2((1 + rho)/2). Grinding buys at most
+MAX_GRINDING_CREDIT = 20 bits: verifiers also require the STATISTICAL bits (every figure without grinding credit,
+:func:`statistical_bits`; printed apart from the per-hash figure) to reach ``min_security_bits`` - 20 (80 at the
+default 100), so a prover cannot choose 30 grinding bits over 74 statistical ones. ``conjectured=True`` (off
 by default) uses rho^num_queries instead (the Reed-Solomon proximity conjecture up to capacity, e.g. ethSTARK's
 conjecture 2.3): smaller proofs whose bits are labelled conjectured in :meth:`BasefoldParams.describe` and
 :attr:`BasefoldCommitment.soundness_label`. The prover picks the parameters and they travel in the commitment's
@@ -62,6 +65,8 @@ through this module and opens it with the same batch; its docstring argues why t
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import functools
 import hashlib
@@ -80,6 +85,13 @@ from .mle import eq_eval, eq_table, fold
 
 DEFAULT_TARGET_BITS = 104  #: query bits the default num_queries reaches (the rest of a proof stays >= 100)
 MIN_VERIFY_BITS = 100  #: verifiers refuse openings whose parameters promise less
+#: verifiers also refuse openings whose STATISTICAL bits (the figure without grinding credit) fall more than this
+#: below their ``min_security_bits``: a prover cannot trade queries for proof of work past it (at the default 100,
+#: a floor of MIN_STATISTICAL_BITS = 80; the default parameters give 104 with no grinding, hiding Networks'
+#: basefold_params 92 statistical + 12 grinding)
+MAX_GRINDING_CREDIT = 20
+MIN_STATISTICAL_BITS = MIN_VERIFY_BITS - MAX_GRINDING_CREDIT
+_GRINDING_CREDIT = contextvars.ContextVar("hezk_basefold_grinding_credit", default=True)
 MAX_CLAIMS = 1 << 16  #: most (commitment, point) claims one batch opening takes
 DIGEST_SIZE = 32
 _COMMITMENT_MAGIC, _PROOF_MAGIC, _VERSION = b"HZKBFC01", b"HZKBFP01", 2
@@ -256,8 +268,27 @@ def batch_security_bits(commitments, proven: bool = False) -> float:
     if any(c.params != params for c in commitments):
         raise ProofRejected("the commitments' parameters differ (one batch opening needs one parameter set)",
                             "basefold batch")
-    query_bits = dataclasses.replace(params, conjectured=False).query_bits if proven else params.query_bits
+    counted = dataclasses.replace(params, conjectured=False) if proven else params
+    query_bits = counted.query_bits if _GRINDING_CREDIT.get() else counted.statistical_query_bits
     return -math.log2(2.0 ** -query_bits + field_terms * 2.0 ** -F.EXT_BITS)
+
+
+@contextlib.contextmanager
+def statistical_only():
+    """Within the block every soundness figure built on :func:`batch_security_bits` (every Basefold opening,
+    batch and proof figure) counts no grinding: its statistical part, which a prover cannot buy with hashes."""
+    token = _GRINDING_CREDIT.set(False)
+    try:
+        yield
+    finally:
+        _GRINDING_CREDIT.reset(token)
+
+
+def statistical_bits(figure, *args, **kwargs) -> float:
+    """``figure(*args, **kwargs)`` (any soundness figure, in bits) without grinding credit
+    (:func:`statistical_only`): the statistical bits, to state apart from the per-hash figure."""
+    with statistical_only():
+        return figure(*args, **kwargs)
 
 
 @dataclass(frozen=True, eq=False)
@@ -1306,6 +1337,11 @@ def _verify(commitments, points_list, values_list, proof, transcript, min_securi
     bits = batch_security_bits(commitments)
     label = "conjectured" if params.conjectured else "proven"
     _require(bits >= min_security_bits, f"parameters give {bits:.1f} {label} bits < {min_security_bits} required")
+    statistical = statistical_bits(batch_security_bits, commitments)
+    _require(statistical >= min_security_bits - MAX_GRINDING_CREDIT,
+             f"parameters give {statistical:.1f} statistical {label} bits (without the {params.grinding_bits} "
+             f"grinding bits) < {min_security_bits - MAX_GRINDING_CREDIT} required: grinding replaces at most "
+             f"{MAX_GRINDING_CREDIT} bits of queries")
     _require(isinstance(proof, BasefoldProof), f"expected a BasefoldProof, got {type(proof).__name__}")
     nums = [c.num_vars for c in commitments]
     points_list = _claim_sets(points_list, nums, ProofRejected, where)

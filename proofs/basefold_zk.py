@@ -586,14 +586,14 @@ def mask_vars(num_vars: int, params: B.BasefoldParams) -> int:
 def mask_shown(m: int, params: B.BasefoldParams) -> int:
     """A bound on the base-field functionals of a table of m variables that its own Basefold opening of two claims
     shows: the final table (4 per F_p4 entry), per query one leaf of each committed layer (2^arity F_p4 values)
-    and of its codeword (its leaf group), the reduction's and the opening's round messages (12 each) and the
-    claims' two values."""
+    and of its codeword (its leaf group), the reduction's and the opening's round messages (12 each), the
+    claims' two values and the batch's evaluation of R at the reduced point (4 each)."""
     plan = B._schedule([m], params, [2])
     s = params.interleave(m)
     coset = (1 << params.block(m - s)) << s
     leaf = B._leaf_group(coset, (((1 << m) * params.rate_inv) >> s) // coset) * coset
     shown_per_query = leaf + len(plan.layers) * (4 << params.arity)
-    return (4 << params.final_vars) + params.num_queries * shown_per_query + 12 * (m + plan.rounds) + 8
+    return (4 << params.final_vars) + params.num_queries * shown_per_query + 12 * (m + plan.rounds) + 4 * 3
 
 
 def _table_claims(point, nums) -> list:
@@ -692,12 +692,13 @@ def _verify_masked(inner, lifted, values_list, proof, transcript, min_security_b
 
 def batch_error(commitments) -> float:
     """The soundness error of one :func:`open_batch` of hiding ``commitments``: the Basefold batch (with the mask
-    table in the "tail" layout) and, there, the masked reduction's rounds (2 each), rho and its claim
-    coefficients (one per claim is already in the batch's field terms): (2 n + 1) / |F_p4|."""
+    table in the "tail" layout) and, there, the masked reduction's rounds (2 each over the n variables of the
+    largest committed (slot) table), rho and its claim coefficients (one per claim is already in the batch's field
+    terms): (2 n + 1) / |F_p4|."""
     commitments = list(commitments)
     error = 2.0 ** -verified_bits(commitments)
     if commitments[0].layout == "tail":
-        error += (2 * max(c.num_vars for c in commitments) + 1) * 2.0 ** -F.EXT_BITS
+        error += (2 * max(c.inner.num_vars for c in commitments) + 1) * 2.0 ** -F.EXT_BITS
     return error
 
 
@@ -720,6 +721,11 @@ def check_verified_bits(commitments, where: str) -> None:
     ``proofs.basefold.MIN_VERIFY_BITS`` (an honest proof it must reject): the field error grows with the
     codewords' count and length."""
     bits = verified_bits(commitments)
+    statistical = B.statistical_bits(verified_bits, commitments)
+    if statistical < B.MIN_STATISTICAL_BITS:
+        raise ProofError(f"{where}: one batch opening of these {len(commitments)} commitments gives {statistical:.1f} "
+                         f"statistical bits (without grinding), below the {B.MIN_STATISTICAL_BITS} verifiers require: "
+                         f"fewer grinding bits (now {commitments[0].inner.params.grinding_bits}), more queries")
     if bits < B.MIN_VERIFY_BITS:
         params = commitments[0].inner.params
         raise ProofError(f"{where}: one batch opening of these {len(commitments)} commitments gives {bits:.1f} proven "

@@ -7,7 +7,8 @@ Proving: the inputs (along axis 0) are cut into groups of ``per_proof``; each gr
 y = model(group). A hiding commitment's copies are handed out here, ahead of the tasks (task i uses copy c_i,
 marked spent in ``network`` before any task runs, and, for a network read from a prover-state file, written to
 that file under its lock first: :mod:`proofs.layers.prover_state`), so no copy serves two proofs even when Dask
-reruns the task of a worker that died or another process proves from the same state file; each worker receives the model and the SECRET prover state once, sent explicitly as
+reruns the task of a worker that died or another process proves from the same state file; each worker receives
+the model and the SECRET prover state once, sent explicitly as
 :meth:`~proofs.layers.network.Network.state_bytes` (a zero-knowledge Network refuses to pickle), and keeps its
 prover across tasks. Verification: one task per proof, against the public commitment (sent once).
 """

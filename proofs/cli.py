@@ -33,7 +33,7 @@ import time
 import numpy as np
 
 from . import graph_cli
-from .basefold import BasefoldParams
+from .basefold import BasefoldParams, statistical_bits
 from .errors import ModelError, ProofError, ProofRejected
 from .layers.network import ModelCommitment, Network, read_proof, verify_network
 from .layers.network_zk import DEFAULT_MAX_PROOFS, basefold_params
@@ -194,10 +194,22 @@ def _print_output(output: np.ndarray, output_frac: int, stream=None) -> None:
         print(f"output (batch {output.shape[0]}, dequantized by 2^-{output_frac}):\n{values}", file=stream)
 
 
-def soundness_text(bits: float, label: str = "proven") -> str:
+def soundness_text(bits: float, label: str = "proven", statistical: float | None = None) -> str:
     """The soundness figure with what it means: per attempt, so grinding 2^k Fiat-Shamir hashes gives 2^(k - bits),
-    and what it rests on (``label``: "proven", or "conjectured" for Basefold's conjectured parameters)."""
-    return f"{label} soundness {bits:.1f} bits per attempt (grinding 2^k hashes: 2^(k-{bits:.1f}))"
+    and what it rests on (``label``: "proven", or "conjectured" for Basefold's conjectured parameters); with
+    ``statistical`` (the figure without the proof's own grinding, :func:`proofs.basefold.statistical_bits`), the
+    two parts apart."""
+    text = f"{label} soundness {bits:.1f} bits per attempt (grinding 2^k hashes: 2^(k-{bits:.1f}))"
+    if statistical is not None:
+        text += f": {statistical:.1f} statistical + {bits - statistical:.1f} from the proof's own grinding"
+    return text
+
+
+def figure_text(commitment, batch: int, **options) -> str:
+    """:func:`soundness_text` of ``commitment.soundness_bits(batch, **options)``, its statistical part apart."""
+    bits = commitment.soundness_bits(batch, **options)
+    statistical = statistical_bits(commitment.soundness_bits, batch, **options)
+    return soundness_text(bits, getattr(commitment, "soundness_label", "proven"), statistical)
 
 
 def _state_path(args, commitment_path) -> str:
@@ -294,10 +306,9 @@ def _prove(args) -> int:
     data = proof.to_bytes()
     with open(args.out, "wb") as handle:
         handle.write(data)
-    bits = network.commitment.soundness_bits(x.shape[0] if x.ndim == 2 else 1)
     mode = f"zero knowledge, {network.proofs_left} proofs left" if network.zk else "PUBLIC WEIGHTS"
     print(f"proved in {elapsed:.2f}s -> {args.out} ({len(data)} bytes, {mode}, "
-          f"{soundness_text(bits, network.soundness_label)})")
+          f"{figure_text(network.commitment, x.shape[0] if x.ndim == 2 else 1)})")
     _print_output(proof.output, network.model.output_frac)
     return 0
 
@@ -409,7 +420,7 @@ def _verify_batch(args, data: bytes) -> int:
     rows = [len(output) for _, output in results]
     mode = "zero knowledge" if commitment.zk else "public weights"
     print(f"accept: {len(names)} proofs of {sum(rows)} inputs ({mode}, "
-          f"{soundness_text(commitment.soundness_bits(max(rows)), commitment.soundness_label)} each)", file=sys.stderr)
+          f"{figure_text(commitment, max(rows))} each)", file=sys.stderr)
     return 0
 
 
@@ -450,7 +461,7 @@ def _verify(args) -> int:
         return 1
     print("accept")
     print(f"accept ({'zero knowledge' if commitment.zk else 'public weights'}, "
-          f"{soundness_text(commitment.soundness_bits(output.shape[0]), commitment.soundness_label)})", file=sys.stderr)
+          f"{figure_text(commitment, output.shape[0])})", file=sys.stderr)
     _print_output(output, commitment.output_frac, sys.stderr)
     if args.output:
         np.save(args.output, output * 2.0 ** -commitment.output_frac)

@@ -159,10 +159,10 @@ def prove(args, graph) -> int:
     data = proof.to_bytes()
     with open(args.out, "wb") as handle:
         handle.write(data)
-    bits = network.commitment.soundness_bits(len(proof.output), private_input=True) if private else \
-        network.commitment.soundness_bits(len(proof.output))
+    from .cli import figure_text
+    soundness = figure_text(network.commitment, len(proof.output), **({"private_input": True} if private else {}))
     mode = f"zero knowledge, {network.proofs_left} proofs left" if state is not None else "PUBLIC WEIGHTS"
-    print(f"proved in {elapsed:.2f}s -> {args.out} ({len(data)} bytes, {mode}, soundness {bits:.1f} bits)")
+    print(f"proved in {elapsed:.2f}s -> {args.out} ({len(data)} bytes, {mode}, {soundness})")
     _print(q.dequantize(proof.output), q.output_frac)
     return 0
 
@@ -193,9 +193,9 @@ def verify(args, commitment_bytes: bytes) -> int:
         np.save(args.output, values)
     print("accept")
     mode = "zero knowledge" if commitment.zk else "public weights"
-    bits = commitment.soundness_bits(len(output), private_input=True) if x is None else \
-        commitment.soundness_bits(len(output))
-    print(f"accept ({mode}{', private input' if x is None else ''}, soundness {bits:.1f} bits)", file=sys.stderr)
+    from .cli import figure_text
+    soundness = figure_text(commitment, len(output), **({"private_input": True} if x is None else {}))
+    print(f"accept ({mode}{', private input' if x is None else ''}, {soundness})", file=sys.stderr)
     _print(np.atleast_2d(values.reshape(len(output), -1)), q.output_frac, sys.stderr)
     return 0
 

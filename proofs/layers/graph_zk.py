@@ -63,8 +63,8 @@ from . import prover_state
 from .basefold_channel import BasefoldChannel, StorePlan, commit_hosted
 from .common import prefix_sum_of_eq, require
 from .contraction import PatchGeometry, _masked_eq, _subscripts, join_point, split_point
-from .network_zk import (_StatedViews, base_params, basefold_agreement_error, basefold_proof_error, best_rows,
-                         check_store_commitments, default_params, is_basefold, require_basefold_store)
+from .network_zk import (_StatedViews, base_params, basefold_proof_error, best_rows, check_store_commitments,
+                         copies_agreement_error, default_params, is_basefold, require_basefold_store)
 from .proof_items import TrainingProof
 from .requant import Decomposition, decompose
 from .reusable import Reusable, commit_reusable, verify_reusable
@@ -834,20 +834,22 @@ def model_rows(q: QuantizedGraph, params: HidingParams, structure=None) -> int:
 
 def soundness_bits(commitment: HidingGraphCommitment, batch: int = 1, structure=None,
                    private_input: bool = False) -> float:
-    """-log2 of the union bound over the relations, their masks and the openings (as network_zk)."""
+    """-log2 of the union bound over the relations, their masks and the openings, plus the copies' agreement proof
+    (as network_zk)."""
     shapes = Shapes(commitment.structure, batch, private_input)
     params = base_params(commitment)
+    agreement = copies_agreement_error(commitment.weights, model_layout(shapes.q), params)
     if is_basefold(params):  # one batch opening of the model copy and the proof store (masks included)
         _, plans, relation_shapes, keys = _basefold_structure(shapes)
         error = basefold_proof_error(commitment.weights, plans["p"], relation_shapes, keys, params)
-        return -math.log2(error + basefold_agreement_error(commitment.weights, model_layout(shapes.q), params))
+        return -math.log2(error + agreement)
     layouts, channel = structure or _structure(shapes, params)
     keys = decomposition_keys({"p": layouts["p"]})
     error = union_bound_error(channel.shapes, len(keys), {"w": layouts["w"]}, params,
                               {"w": commitment.weights.params}, hosted_masks=True)
     shape = HidingCommitment(b"", layouts["p"].num_vars, proof_rows(shapes, params, (layouts, channel)), params)
     error += 2.0 ** -shape.security_bits + opening_field_error(shape)
-    return -math.log2(error)
+    return -math.log2(error + agreement)
 
 
 def verify_graph_zk(commitment, x, proof) -> np.ndarray:

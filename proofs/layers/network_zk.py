@@ -558,12 +558,14 @@ def _basefold_error(commitment, batch: int) -> float:
 def basefold_proof_error(weights, proof_plan: StorePlan, shapes, keys: int, params) -> float:
     """A hiding Basefold proof's error: per relation its point, rounds and rho ((n + n d + 1) / |F|; ``shapes``
     their (n, d)), the ``keys`` bit-check weights, and ONE batch opening of a model copy (of ``weights``) and the
-    proof store (:func:`proofs.basefold.batch_security_bits`)."""
+    proof store (:func:`proofs.basefold_zk.batch_error`: in the "tail" layout with the mask table's own batch and
+    the masked reduction)."""
     field = float(F.P) ** F.EXT_DEGREE
     error = (keys + sum(n + n * d + 1 for n, d in shapes)) / field
     p_vars = BZ.inner_vars(proof_plan.num_vars, params)
-    stores = [weights.copies[0].inner, B.BasefoldCommitment(bytes(32), p_vars, params.base)]
-    return error + 2.0 ** -B.batch_security_bits(stores)
+    store = BZ.HidingBasefoldCommitment(B.BasefoldCommitment(bytes(32), p_vars, params.base), proof_plan.num_vars, 1,
+                                        params.layout)
+    return error + BZ.batch_error([weights.copies[0], store])
 
 
 def basefold_agreement_error(weights, layout: StoreLayout, params) -> float:
@@ -584,14 +586,18 @@ def agreement_error(commitment) -> float:
     """The soundness error of the copies' agreement proof (:mod:`proofs.layers.reusable`): its sumcheck (random
     point, rounds, mask batching and opening), the bilinear batching by alpha and beta 2 / |F|, and the opening
     of every copy; 0 for a single copy (nothing to agree)."""
-    copies = commitment.weights.copies
-    if len(copies) < 2:
+    return copies_agreement_error(commitment.weights, model_layout(commitment.layers), base_params(commitment))
+
+
+def copies_agreement_error(weights, layout: StoreLayout, params) -> float:
+    """:func:`agreement_error` of the Reusable ``weights`` (copies of ``layout``, proof parameters ``params``):
+    shared by the MLP and graph figures."""
+    if len(weights.copies) < 2:
         return 0.0
-    params = base_params(commitment)
     if is_basefold(params):
-        return basefold_agreement_error(commitment.weights, model_layout(commitment.layers), params)
-    shapes, layouts, batching = agreement_shapes(model_layout(commitment.layers), len(copies), params)
-    return union_bound_error(shapes, batching, layouts, params, {key: commitment.weights.params for key in layouts})
+        return basefold_agreement_error(weights, layout, params)
+    shapes, layouts, batching = agreement_shapes(layout, len(weights.copies), params)
+    return union_bound_error(shapes, batching, layouts, params, {key: weights.params for key in layouts})
 
 
 def check_commitment(commitment, where: str) -> None:
