@@ -287,9 +287,28 @@ def precision_bits(params) -> float:
     """Bits of precision one operation keeps: log2(scale / rounding noise), the noise of a rescale or a key
     switch's ModDown about 4 standard deviations of sqrt(N (1 + 2N/3) / 12) in a slot (rounding error
     uniform in [-1/2, 1/2] per coefficient, times a uniform ternary secret of about 2N/3 nonzero
-    coefficients, through the canonical embedding). Errors then grow with the model's depth and width."""
+    coefficients, through the canonical embedding), at the smallest scale the levels drift to: 2^log_scale less
+    ``params.scale_drift_bits`` (at most ``MAX_SCALE_DRIFT_BITS``, see ``check_scale_drift``). Errors then grow
+    with the model's depth and width."""
     n = params.n
-    return float(params.log_scale - math.log2(4.0 * math.sqrt(n * (1 + 2 * n / 3) / 12)))
+    return float(params.log_scale - params.scale_drift_bits - math.log2(4.0 * math.sqrt(n * (1 + 2 * n / 3) / 12)))
+
+
+#: a plan refuses parameters whose natural scales stray further than this from 2^log_scale (bits): its precision
+#: statements (``precision_bits``, the bootstrap's) are made at the scale Δ, and the bootstrap refuses inputs above
+#: 2Δ (``crypto.ckks.bootstrap.Bootstrapper.bootstrap``)
+MAX_SCALE_DRIFT_BITS = 1.0
+
+
+def check_scale_drift(params) -> None:
+    """ParameterError when the parameters' natural scales drift by more than MAX_SCALE_DRIFT_BITS (primes that
+    cannot reach 2^log_scale: e.g. 31-bit primes under log_scale=27 drift by bits per level, doubling)."""
+    drift = params.scale_drift_bits
+    if drift > MAX_SCALE_DRIFT_BITS:
+        raise ParameterError(f"the parameters' scales drift by {drift:.3g} bits from 2^{params.log_scale} over their "
+                             f"levels (more than MAX_SCALE_DRIFT_BITS={MAX_SCALE_DRIFT_BITS}): their level primes do "
+                             f"not multiply to about 2^log_scale, so no stated precision would hold; choose prime "
+                             f"sizes whose products per level reach 2^{params.log_scale} (as the presets do)")
 
 
 @functools.lru_cache(maxsize=32)
@@ -319,6 +338,10 @@ def _narrow(log_n, depth, last_error):
     try:
         primes = CKKSParameters.from_literal(dict(log_n=log_n, log_q=[[30, 30]] + [[_LOG_SCALE]] * depth,
                                                   log_p=[30, 30], log_scale=_LOG_SCALE, dnum=depth + 2))
+    except ParameterError as error:
+        return None, error
+    try:
+        check_scale_drift(primes)
     except ParameterError as error:
         return None, error
     return _fewest_digits(primes, lambda params, log_p: True)
@@ -359,6 +382,8 @@ def _wide(log_n, depth):
                 log_n=log_n, log_q=[[30, 30, 30]] + [[25, 26]] * depth, log_p=[30] * specials,
                 log_scale=_WIDE_SCALE, dnum=1 + 2 * depth))
         except ParameterError:
+            continue
+        if primes.scale_drift_bits > MAX_SCALE_DRIFT_BITS:
             continue
         params, _ = _fewest_digits(primes, within)
         if params is not None:
@@ -411,7 +436,10 @@ class ModelPlan:
     def __post_init__(self):
         """Checks a placement of bootstraps (plans without one are not touched): a full-slot config (the
         packed layout fills every slot), stage indices increasing and in range, every stage fitting the
-        levels it starts at."""
+        levels it starts at. Parameters whose scales drift (``check_scale_drift``) are refused first."""
+        if not isinstance(self.params, CKKSParameters):
+            raise ParameterError(f"model plan: params must be CKKSParameters, got {type(self.params).__name__}")
+        check_scale_drift(self.params)
         if self.bootstrap is None and not self.bootstraps:
             return
         if not isinstance(self.bootstrap, BootstrapConfig) or not self.bootstraps:

@@ -56,7 +56,7 @@ from functools import cached_property, lru_cache
 import numpy as np
 from numpy.polynomial import chebyshev as cheb
 
-from ..errors import KeyMissingError, LevelError, ParameterError
+from ..errors import KeyMissingError, LevelError, ParameterError, ScaleError
 from ..keyswitch import CenteredConversion
 from ..ntt import bit_reverse_indices
 from ..ring import RNSPoly
@@ -72,6 +72,8 @@ INTERPOLATION_BITS = 46
 MAX_DEGREE = 255
 #: the smallest plaintext scale (bits) at which CoeffToSlot takes ModRaise's output without a rescale of its own
 MERGED_PLAINTEXT_BITS = 52
+#: a bootstrap refuses an input scale above 2^MAX_INPUT_SCALE_BITS · Δ (``Bootstrapper.bootstrap``)
+MAX_INPUT_SCALE_BITS = 1.0
 
 
 @dataclass(frozen=True)
@@ -861,13 +863,26 @@ class Bootstrapper:
             ct = self.linear_transform(ct, t, ct.scale * ratio ** (1 / len(self.plan.stc)))
         return self._relabel(ct, self.natural[final_level])
 
+    def check_input_scale(self, scale: float) -> None:
+        """ScaleError for an input scale above 2^MAX_INPUT_SCALE_BITS · Δ.  ModRaise lifts m + q_0·I and EvalMod
+        reads m/q_0 through a sine whose error, y³/6 or 3y⁵/40 in y = 2π·m/q_0, is stated (``precision_bits``)
+        for |m| <= Δ, q_0/Δ given by the parameters: a larger scale brings m towards q_0/2, where the sine no
+        longer follows m (a scale at 2^13·Δ, where a drifting chain's natural scale lands, keeps under a bit)."""
+        limit = 2.0 ** (self.params.log_scale + MAX_INPUT_SCALE_BITS)
+        if not scale <= limit:
+            raise ScaleError(f"bootstrap input scale 2^{math.log2(scale):.2f} exceeds 2^{math.log2(limit):.0f} "
+                             f"(2^{MAX_INPUT_SCALE_BITS:g}·Δ, Δ = 2^{self.params.log_scale}): ModRaise cannot lift it "
+                             "within the stated precision; bring the ciphertext to the scale Δ first")
+
     def bootstrap(self, ct: Ciphertext) -> Ciphertext:
-        """A ciphertext of the same values at level ``plan.levels_left`` (natural scale there)."""
+        """A ciphertext of the same values at level ``plan.levels_left`` (natural scale there); ScaleError for an
+        input scale above 2Δ (``check_input_scale``)."""
         ev, plan = self.ev, self.plan
         ev._check(ct)
         s0, length, is_complex = ct.scale, ct.length, ct.is_complex
         if length > plan.slots:
             raise ParameterError(f"ciphertext length {length} exceeds the bootstrap slot count {plan.slots}")
+        self.check_input_scale(s0)
         x = self.raise_and_scale(ct)
         ts = [self.eval_mod(t) for t in self.coeff_to_slot(x)]
         # slots ≈ 2π·m'/q_0, m' the coefficients at scale s0 (sparse slots: of the trace, divided by g):
