@@ -5,7 +5,7 @@
     python -m tensor_ops encrypt --client client.key --input x.npy --out request.bin         (client side)
     python -m tensor_ops infer   --model model.npz --context public.ctx --request request.bin --out reply.bin
     python -m tensor_ops infer   --model model.npz --input x.npy --out y.npy     (all steps in one process)
-    python -m tensor_ops decrypt --client client.key --reply reply.bin --out y.npy            (client side)
+    python -m tensor_ops decrypt --client client.key --reply reply.bin --out y.npy [--flood]  (client side)
     python -m tensor_ops serve   --model model.npz [--port 8000] [--tokens-file tokens.txt]  (HTTP, serve extra)
     python -m tensor_ops remote  --url URL --client client.key --input x.npy --out y.npy [--token-file t] (client)
 
@@ -32,6 +32,7 @@ import warnings
 
 import numpy as np
 
+from crypto.ckks.flooding import STATISTICAL_SECURITY
 from crypto.errors import HEError, SerializationError, ShapeError
 from tensor_ops import serve
 from tensor_ops.inference import Client, Server, describe_bytes
@@ -210,7 +211,15 @@ def _infer_on_dask(args, model, client, x):
 
 
 def _decrypt(args):
-    y = Client.load(args.client).decrypt(_read(args.reply, "--reply"))
+    """Exact for the key holder's own use; ``--flood`` for an output that will be shared (IND-CPA-D: an exact
+    decryption handed to whoever has the reply gives away the secret key; ``Client.decrypt_shared``)."""
+    client, reply = Client.load(args.client), _read(args.reply, "--reply")
+    if getattr(args, "flood", False):
+        y, bits = client.decrypt_shared(reply)
+        print(f"noise-flooded for sharing: about {bits:.1f} bits of precision left per output (flood sized for "
+              f"{STATISTICAL_SECURITY}-bit statistical security)")
+    else:
+        y = client.decrypt(reply)
     np.save(args.out, y)
     print(f"decrypted output of shape {y.shape} -> {args.out}")
     if y.ndim >= 1:
@@ -322,6 +331,9 @@ _OPTIONS = {
                                            "$HEZK_TOKEN, or none for an open server)")},
 }
 _PROGRESS_COMMANDS = ("keygen", "infer")
+_FLOOD_HELP = ("add noise-flooding before decoding: use it for an output that leaves your hands (sent to the "
+               "server's operator or anyone who saw the reply), since an exact decryption and the reply reveal "
+               "the secret key; costs about 20 bits of precision")
 _INSECURE_HELP = ("key a --plan whose parameters are below 128 bits (a test ring, a sparse secret outside the cited "
                   "sets); without it such a plan is refused: the server could recover the secret key (tests only)")
 _MEASURE_HELP = ("time the homomorphic operations on this machine (about a second) for the plan's time estimate, "
@@ -340,6 +352,8 @@ def add_commands(commands) -> None:
                                  help=help_text)
         if name == "plan":
             command.add_argument("--measure", action="store_true", help=_MEASURE_HELP)
+        if name == "decrypt":
+            command.add_argument("--flood", action="store_true", help=_FLOOD_HELP)
         if name == "keygen":
             command.add_argument("--insecure", action="store_true", help=_INSECURE_HELP)
         if name in _PROGRESS_COMMANDS:

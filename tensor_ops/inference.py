@@ -514,6 +514,11 @@ class Client:
             shared = [self._context.decrypt_flooded(ct, flood_bits, statistical_security=statistical_security,
                                                     queries=len(cts) if queries is None else queries) for ct in cts]
             vectors, precision = [f.values for f in shared], min(f.precision_bits for f in shared)
+            if precision < 1.0:
+                raise ParameterError(
+                    f"a flooded output would keep {precision:.1f} bits of precision at scale 2^{self.params.log_scale} "
+                    f"(the flood costs about {statistical_security // 2 + 4} bits): plan the client at scale 2^50 "
+                    f"(params=choose_parameters(depth, log_scale=50)) to share outputs")
         out = unpack_samples(vectors, samples, output_shape, block, self.params.slots)
         return (out[0] if header.get("single") else out), precision
 
