@@ -170,3 +170,30 @@ def test_cli_help_says_never_copy_or_restore_the_state(capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["prove", "--help"])
     assert "NEVER copy or restore" in " ".join(capsys.readouterr().out.split())
+
+
+def test_two_graph_provers_of_one_state_file_get_different_copies(tmp_path):
+    """The graph path reserves the same way: two HidingGraphNetworks loaded from one state file before either
+    proves use different copies, both proofs verify; a restored state is refused."""
+    onnx = pytest.importorskip("onnx")
+    from hezk_model import read_onnx
+    from proofs.graph_quantize import quantize_graph
+    from proofs.layers.graph_zk import HidingGraphNetwork, verify_graph_zk
+    from tests.model import onnx_models as M
+
+    onnx.save(M.mlp((8, 6, 3), activation="relu"), str(tmp_path / "m.onnx"))
+    graph = read_onnx(str(tmp_path / "m.onnx"))
+    calibration = np.random.default_rng(0).normal(size=(16, *graph.input_shape))
+    q = quantize_graph(graph, calibration)
+    path = tmp_path / "g.state"
+    HidingGraphNetwork(q, max_proofs=3).save_state(path)
+    shutil.copyfile(path, tmp_path / "backup")
+    first, second = HidingGraphNetwork(q, state=path), HidingGraphNetwork(q, state=path)
+    x = calibration[:1]
+    proofs = [first.prove(x), second.prove(x)]
+    assert sorted(p.relations.copy for p in proofs) == [0, 1]
+    for proof in proofs:
+        assert np.array_equal(verify_graph_zk(first.commitment, x, proof), q.forward_int(q.quantize_input(x)))
+    shutil.copyfile(tmp_path / "backup", path)
+    with pytest.raises(ModelError, match="copied or restored"):
+        HidingGraphNetwork(q, state=path)
