@@ -37,7 +37,8 @@ def model():
 def _running(app):
     """The app served by uvicorn on a free loopback port; yields its URL, stops it afterwards."""
     port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                                           http=app.state.http_protocol))  # as serve.run: header deadline
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
