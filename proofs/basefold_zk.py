@@ -719,19 +719,19 @@ def verified_bits(commitments) -> float:
 def check_verified_bits(commitments, where: str) -> None:
     """ProofError before any work when a batch opening of ``commitments`` would give the verifier fewer than
     ``proofs.basefold.MIN_VERIFY_BITS`` (an honest proof it must reject): the field error grows with the
-    codewords' count and length."""
+    codewords' count and length; or fewer than ``MIN_STATISTICAL_BITS`` without grinding."""
     bits = verified_bits(commitments)
-    statistical = B.statistical_bits(verified_bits, commitments)
-    if statistical < B.MIN_STATISTICAL_BITS:
-        raise ProofError(f"{where}: one batch opening of these {len(commitments)} commitments gives {statistical:.1f} "
-                         f"statistical bits (without grinding), below the {B.MIN_STATISTICAL_BITS} verifiers require: "
-                         f"fewer grinding bits (now {commitments[0].inner.params.grinding_bits}), more queries")
     if bits < B.MIN_VERIFY_BITS:
         params = commitments[0].inner.params
         raise ProofError(f"{where}: one batch opening of these {len(commitments)} commitments gives {bits:.1f} proven "
                          f"bits, below the {B.MIN_VERIFY_BITS} verifiers require (its field error sums (s + 1) N' / "
                          f"|F_p4| over the codewords): commit with a smaller max_log_codeword (now "
                          f"{params.max_log_codeword}) or fewer, smaller tables")
+    statistical = B.statistical_bits(verified_bits, commitments)
+    if statistical < B.MIN_STATISTICAL_BITS:  # grinding buys at most MAX_GRINDING_CREDIT bits (proofs.basefold)
+        raise ProofError(f"{where}: one batch opening of these {len(commitments)} commitments gives {statistical:.1f} "
+                         f"statistical bits (without grinding), below the {B.MIN_STATISTICAL_BITS} verifiers require: "
+                         f"fewer grinding bits (now {commitments[0].inner.params.grinding_bits}), more queries")
 
 
 # ------------------------------------------------------------------------------------ masked sumcheck
