@@ -723,27 +723,41 @@ class ModelPlan:
 
     @classmethod
     def from_dict(cls, data: dict) -> "ModelPlan":
+        """The inverse of ``to_dict``: every field is checked for its JSON type and range (``_PlanFields``)
+        before it is used, so a crafted plan raises ParameterError naming the field, never a TypeError,
+        OverflowError or MemoryError later."""
         try:
-            stages = tuple(StagePlan(**dict(s, baby=tuple(s["baby"]), giant=tuple(s["giant"]),
-                                            presum=tuple(s.get("presum", ())))) for s in data["stages"])
-            layers = tuple(LayerLowering(**dict(layer, input_shape=tuple(layer["input_shape"]),
-                                                output_shape=tuple(layer["output_shape"])))
-                           for layer in data.get("layers", ()))
+            if not isinstance(data, dict):
+                raise ParameterError(f"model plan: {type(data).__name__} is not a JSON object")
+            check = _PlanFields(CKKSParameters.from_dict(data["params"]))
+            input_shape = check.shape(data["input_shape"], "input_shape", MAX_PLAN_VALUES)
+            output_shape = check.shape(data["output_shape"], "output_shape", check.slots)
+            block = check.integer(data["block"], "block", 1, check.slots)
+            if block & (block - 1):
+                raise ParameterError(f"model plan: block={block} must be a power of two")
+            if not isinstance(data["stages"], list) or not isinstance(data.get("layers", []), list):
+                raise ParameterError("model plan: stages and layers must be lists")
+            stages = tuple(check.stage(s, f"stages[{i}]") for i, s in enumerate(data["stages"]))
+            layers = tuple(check.layer(layer, f"layers[{i}]", len(stages))
+                           for i, layer in enumerate(data.get("layers", ())))
             model = data.get("model")
             if model is not None and not (isinstance(model, str) and re.fullmatch(r"[0-9a-f]{64}", model)):
                 raise ParameterError(f"model plan: model={model!r:.80} must be a hex sha256 digest or null")
             fit = data.get("fit")
             if fit is not None and not (isinstance(fit, str) and re.fullmatch(r"[0-9a-f]{64}", fit)):
                 raise ParameterError(f"model plan: fit={fit!r:.80} must be a hex sha256 digest or null")
-            return cls(CKKSParameters.from_dict(data["params"]), tuple(data["input_shape"]),
-                       tuple(data["output_shape"]), int(data["block"]), stages, layers, model=model,
-                       key_budget=None if data.get("key_budget") is None else int(data["key_budget"]),
-                       key_steps=None if data.get("key_steps") is None else tuple(int(k) for k in data["key_steps"]),
-                       patches=_patches_field(data.get("patches")), fit=fit, **_bootstrap_fields(data))
-        except (KeyError, TypeError, ValueError) as error:
+            key_budget = data.get("key_budget")
+            key_steps = data.get("key_steps")
+            patches = _patches_field(data.get("patches"))
+            check.patches_width(patches, input_shape)
+            return cls(check.params, input_shape, output_shape, block, stages, layers, model=model,
+                       key_budget=None if key_budget is None else check.integer(key_budget, "key_budget", 0, 1 << 62),
+                       key_steps=None if key_steps is None else check.steps(key_steps, "key_steps"),
+                       patches=patches, fit=fit, **_bootstrap_fields(data))
+        except (KeyError, TypeError, ValueError, OverflowError) as error:
             if isinstance(error, ParameterError):
                 raise
-            raise ParameterError(f"malformed model plan: {error!r}") from None
+            raise ParameterError(f"malformed model plan: {error!r:.300}") from None
 
     def __reduce__(self):
         """Pickle through the public description (``to_dict``, validated again by ``from_dict``) and the cost
@@ -837,6 +851,106 @@ def unpack_samples(vectors, count, output_shape, block, slots) -> np.ndarray:
         raise ShapeError(f"{count} samples need {layout.n_ciphertexts} ciphertexts of {slots // block}, got "
                          f"{len(vectors)}")
     return layout.unpack([np.asarray(v)[:slots].real for v in vectors]).reshape(count, *output_shape)
+
+
+MAX_PLAN_VALUES = 1 << 24  # values in a plan's input sample (the model readers' own bound)
+MAX_PLAN_DEPTH = 1 << 10
+_STAGE_KINDS = ("affine", "activation", "fork", "join")
+
+
+class _PlanFields:
+    """The checks of a plan's JSON fields against its parameters' slots (``ModelPlan.from_dict``): integers are
+    JSON integers (never booleans or floats) in a stated range, shapes and step lists are lists of them."""
+
+    def __init__(self, params: CKKSParameters):
+        self.params, self.slots = params, params.slots
+
+    @staticmethod
+    def integer(value, what: str, lo: int, hi: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise ParameterError(f"model plan: {what}={value!r:.80} must be an integer in [{lo}, {hi}]")
+        return value
+
+    def integers(self, value, what: str, lo: int, hi: int) -> tuple[int, ...]:
+        if not isinstance(value, (list, tuple)) or len(value) > self.slots:
+            raise ParameterError(f"model plan: {what}={value!r:.80} must be a list of at most {self.slots} integers")
+        return tuple(self.integer(v, f"{what}[{i}]", lo, hi) for i, v in enumerate(value))
+
+    def shape(self, value, what: str, limit: int) -> tuple[int, ...]:
+        shape = self.integers(value, what, 1, limit)
+        if not shape or math.prod(shape) > limit:
+            raise ParameterError(f"model plan: {what}={list(shape)} must be a non-empty shape of at most {limit} "
+                                 f"values")
+        return shape
+
+    def steps(self, value, what: str) -> tuple[int, ...]:
+        """Rotation steps: integers in (-slots, slots)."""
+        return self.integers(value, what, 1 - self.slots, self.slots - 1)
+
+    @staticmethod
+    def number(value, what: str) -> float | None:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not math.isfinite(value) or value < 0):
+            raise ParameterError(f"model plan: {what}={value!r:.80} must be null or a finite number >= 0")
+        return value
+
+    @staticmethod
+    def text(value, what: str, choices=None, optional=False) -> str | None:
+        if (value is None and optional) or (isinstance(value, str) and (choices is None or value in choices)):
+            return value
+        raise ParameterError(f"model plan: {what}={value!r:.80} must be " + (f"one of {choices}" if choices else
+                                                                             "a string") + (" or null" if optional
+                                                                                            else ""))
+
+    @staticmethod
+    def entry(value, what: str, required: tuple, optional: tuple) -> dict:
+        if not isinstance(value, dict) or not set(required) <= set(value) or set(value) - set(required + optional):
+            raise ParameterError(f"model plan: {what}={value!r:.120} must be an object with the keys {required} "
+                                 f"(and optionally {optional})")
+        return value
+
+    def stage(self, value, what: str) -> StagePlan:
+        s = self.entry(value, what, ("kind", "n_in", "n_out", "depth"),
+                       ("baby", "giant", "diagonals", "ct_ct_multiplications", "presum", "g"))
+        count = (0, 1 << 40)
+        if s.get("g", 0) and not s.get("giant"):
+            raise ParameterError(f"model plan: {what}.g={s['g']!r:.20} needs giant steps")
+        return StagePlan(self.text(s["kind"], f"{what}.kind", _STAGE_KINDS),
+                         self.integer(s["n_in"], f"{what}.n_in", 0, self.slots),
+                         self.integer(s["n_out"], f"{what}.n_out", 0, self.slots),
+                         self.integer(s["depth"], f"{what}.depth", 0, MAX_PLAN_DEPTH),
+                         self.steps(s.get("baby", []), f"{what}.baby"), self.steps(s.get("giant", []), f"{what}.giant"),
+                         self.integer(s.get("diagonals", 0), f"{what}.diagonals", *count),
+                         self.integer(s.get("ct_ct_multiplications", 0), f"{what}.ct_ct_multiplications", *count),
+                         self.steps(s.get("presum", []), f"{what}.presum"),
+                         self.integer(s.get("g", 0), f"{what}.g", 0, self.slots))
+
+    def layer(self, value, what: str, stages: int) -> LayerLowering:
+        costs = ("dense_cost", "patches_cost", "rotations_cost", "dense_plan_cost", "patches_plan_cost")
+        layer = self.entry(value, what, ("kind", "input_shape", "output_shape", "stage", "einsum"),
+                           costs + ("lowering",))
+        stage = layer["stage"]
+        return LayerLowering(self.text(layer["kind"], f"{what}.kind"),
+                             self.shape(layer["input_shape"], f"{what}.input_shape", MAX_PLAN_VALUES),
+                             self.shape(layer["output_shape"], f"{what}.output_shape", MAX_PLAN_VALUES),
+                             None if stage is None else self.integer(stage, f"{what}.stage", 0, stages - 1),
+                             self.text(layer["einsum"], f"{what}.einsum"),
+                             lowering=self.text(layer.get("lowering"), f"{what}.lowering", optional=True),
+                             **{name: self.number(layer.get(name), f"{what}.{name}") for name in costs})
+
+    def patches_width(self, patches, input_shape) -> None:
+        """An im2col packing fits one ciphertext's slots (checked before any gather is built)."""
+        if patches is None:
+            return
+        if len(input_shape) != 3:
+            raise ParameterError(f"model plan: patches={list(patches)} need a (C, H, W) input_shape, not "
+                                 f"{list(input_shape)}")
+        (kh, kw, stride, padding), (c, h, w) = patches, input_shape
+        ho, wo = (h + 2 * padding - kh) // stride + 1, (w + 2 * padding - kw) // stride + 1
+        if ho < 1 or wo < 1 or c * kh * kw * ho * wo > self.slots:
+            raise ParameterError(f"model plan: patches={list(patches)} over input_shape={list(input_shape)} give "
+                                 f"{max(ho, 0)} x {max(wo, 0)} windows of {c * kh * kw} values: they must fit the "
+                                 f"{self.slots} slots")
 
 
 def _patches_field(value):

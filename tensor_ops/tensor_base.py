@@ -3,6 +3,7 @@ backend; properties, decryption, bytes, free layout changes (transpose, indexing
 executes a Plan on such tensors. ``tensor_ops.tensor.CipherTensor`` adds the operations lowered to plans."""
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -16,6 +17,8 @@ from .backends import CKKSBackend, PlainBackend
 from .layout import SlotLayout, Tile
 
 RECORD_KIND = "tensor_ops.CipherTensor"
+MAX_SLOTS = 1 << 16  # the largest ring (N = 2^17) a CipherTensor record may name
+MAX_AXES = 64
 
 
 def backend_of(ctx):
@@ -151,20 +154,15 @@ class CipherTensorBase:
             parts = [hezk_record.array_bytes(record, i, f"ciphertext {i}") for i in range(len(record.arrays))]
         except hezk_record.RecordError as error:
             raise SerializationError(f"not readable CipherTensor bytes: {error}") from None
-        try:
-            head = record.meta
-            layout = SlotLayout(tuple(head["shape"]), tuple(head["strides"]), int(head["slots"]),
-                                tuple(Tile(int(c), tuple(st), tuple(sz), int(off)) for c, st, sz, off in head["tiles"]),
-                                tuple(tuple(r) for r in head["replicas"]), bool(head["clean"]))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise SerializationError(f"CipherTensor layout header is malformed: {exc}") from None
-        return parts, layout
+        return parts, layout_from_header(record.meta, len(parts))
 
     @classmethod
     def from_bytes(cls, blob, ctx) -> "CipherTensorBase":
         """A CipherTensor from ``to_bytes`` output, for ``ctx`` (a public context is enough)."""
         parts, layout = cls._read(blob)
-        return cls([Ciphertext.from_bytes(p, ctx) for p in parts], layout, backend_of(ctx))
+        backend = backend_of(ctx)
+        _check_slots(layout, backend.slots)
+        return cls([Ciphertext.from_bytes(p, ctx) for p in parts], layout, backend)
 
     # ------------------------------------------------------------------ free layout changes
     def transpose(self, *axes) -> "CipherTensorBase":
@@ -192,10 +190,76 @@ class CipherTensorBase:
         return type(self)([self._cts[ct] for ct in used], replace(lay, tiles=tiles), self._backend)
 
 
+def _header_int(value, what: str, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise SerializationError(f"CipherTensor layout header: {what}={value!r:.60} must be an integer in "
+                                 f"[{lo}, {hi}]")
+    return value
+
+
+def _header_ints(value, what: str, lo: int, hi: int, length: int | None = None) -> tuple[int, ...]:
+    if not isinstance(value, list) or (length is not None and len(value) != length) or len(value) > MAX_AXES:
+        raise SerializationError(f"CipherTensor layout header: {what}={value!r:.60} must be a list of "
+                                 f"{length if length is not None else f'at most {MAX_AXES}'} integers")
+    return tuple(_header_int(v, f"{what}[{i}]", lo, hi) for i, v in enumerate(value))
+
+
+def layout_from_header(head: dict, ciphertexts: int) -> SlotLayout:
+    """The SlotLayout a CipherTensor record's meta describes, every field checked for its JSON type and range
+    before use: slots a power of two up to ``MAX_SLOTS``, tiles naming ciphertexts 0 .. ``ciphertexts`` - 1,
+    at most ``slots`` elements per tile and ``ciphertexts * slots`` in the tensor (so nothing that decrypting
+    allocates is larger than the ciphertexts themselves), replica counts >= 1. Raises SerializationError."""
+    keys = ("shape", "strides", "slots", "tiles", "replicas", "clean")
+    if not isinstance(head, dict) or set(head) != set(keys):
+        raise SerializationError(f"CipherTensor layout header must be an object with the keys {keys}")
+    slots = _header_int(head["slots"], "slots", 1, MAX_SLOTS)
+    shape = _header_ints(head["shape"], "shape", 1, slots * max(ciphertexts, 1))
+    strides = _header_ints(head["strides"], "strides", -slots, slots, len(shape))
+    if not isinstance(head["tiles"], list) or not 1 <= len(head["tiles"]) <= max(ciphertexts, 1) * slots:
+        raise SerializationError(f"CipherTensor layout header: tiles must be a non-empty list")
+    tiles = []
+    for n, tile in enumerate(head["tiles"]):
+        if not isinstance(tile, list) or len(tile) != 4:
+            raise SerializationError(f"CipherTensor layout header: tiles[{n}]={tile!r:.60} must be [ct, start, size, "
+                                     f"offset]")
+        size = _header_ints(tile[2], f"tiles[{n}].size", 1, slots, len(shape))
+        if math.prod(size) > slots:
+            raise SerializationError(f"CipherTensor layout header: tiles[{n}] of size {list(size)} holds more than "
+                                     f"slots={slots} elements")
+        tiles.append(Tile(_header_int(tile[0], f"tiles[{n}].ct", 0, ciphertexts - 1),
+                          _header_ints(tile[1], f"tiles[{n}].start", 0, slots * max(ciphertexts, 1), len(shape)),
+                          size, _header_int(tile[3], f"tiles[{n}].offset", 0, slots - 1)))
+    if math.prod(shape) > ciphertexts * slots:
+        raise SerializationError(f"CipherTensor layout header: shape {list(shape)} holds more elements than "
+                                 f"{ciphertexts} ciphertexts of {slots} slots")
+    if not isinstance(head["replicas"], list) or len(head["replicas"]) > MAX_AXES:
+        raise SerializationError("CipherTensor layout header: replicas must be a list of [count, stride] pairs")
+    replicas = tuple(_header_ints(r, f"replicas[{i}]", -slots, slots, 2) for i, r in enumerate(head["replicas"]))
+    if any(count < 1 for count, _ in replicas) or math.prod(count for count, _ in replicas) > slots:
+        raise SerializationError(f"CipherTensor layout header: replica counts {[c for c, _ in replicas]} must be "
+                                 f">= 1 and multiply to at most slots={slots}")
+    if not isinstance(head["clean"], bool):
+        raise SerializationError(f"CipherTensor layout header: clean={head['clean']!r:.20} must be a boolean")
+    try:
+        layout = SlotLayout(shape, strides, slots, tuple(tiles), replicas, head["clean"])
+    except ShapeError as error:
+        raise SerializationError(f"CipherTensor layout header describes no layout: {error}") from None
+    if layout.n_ciphertexts != ciphertexts:
+        raise SerializationError(f"CipherTensor layout header names {layout.n_ciphertexts} ciphertexts, the record "
+                                 f"holds {ciphertexts}")
+    return layout
+
+
+def _check_slots(layout: SlotLayout, slots: int) -> None:
+    if layout.slots != slots:
+        raise SerializationError(f"CipherTensor layout has slots={layout.slots}, its context {slots}")
+
+
 def _tensor_from_pickle(cls, blob, params_blob) -> CipherTensorBase:
     """Inverse of ``CipherTensorBase.__reduce__``."""
     parts, layout = cls._read(blob)
     params = parameters_from_bytes(params_blob)
+    _check_slots(layout, params.slots)
     cts = [ciphertext_from_pickle(p, params_blob) for p in parts]
     key_id = cts[0].key_id if cts else b""
     ctx = live_public_context(key_id, params)
