@@ -260,7 +260,8 @@ def header_deadline_protocol(header_timeout: float):
 
         def _expired(self):
             self._deadline = None
-            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            busy = self.cycle is not None and not self.cycle.response_complete  # a request is being served
+            if not busy and not self.transport.is_closing():
                 _slow_headers.note()
                 self.transport.close()
 
@@ -269,14 +270,16 @@ def header_deadline_protocol(header_timeout: float):
             self._arm()
 
         def data_received(self, data):
+            idle = self.conn.their_state is h11.IDLE
             super().data_received(data)
-            if self.conn.their_state is not h11.IDLE:
-                self._disarm()  # the headers are in: the app bounds the body
+            if idle and self.conn.their_state is not h11.IDLE:
+                self._disarm()  # a request's headers are in: the app bounds its body
 
         def on_response_complete(self):
             super().on_response_complete()
-            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-                self._arm()  # the next request on this connection gets the same deadline
+            if not self.transport.is_closing():
+                # the next request gets the same deadline; so does the rest of a body the route did not read
+                self._arm()
 
         def connection_lost(self, exc):
             self._disarm()
