@@ -728,3 +728,28 @@ def validate_structure(q: QuantizedGraph, where: str = "graph structure") -> Non
     _require(set(q.shapes) == defined, f"tensors {sorted(set(q.shapes) - defined)} are no op's output", where)
     _require(total <= MAX_STRUCTURE_ENTRIES, f"the structure's tables hold {total} padded entries per sample > "
              f"{MAX_STRUCTURE_ENTRIES} (the verifier's limit, MAX_STRUCTURE_ENTRIES)", where)
+
+
+def largest_table(q: QuantizedGraph) -> int:
+    """Padded entries of the structure's largest per-sample table (a tensor, weight, bias or patch view)."""
+    sizes = [padded_entries(shape) for shape in q.shapes.values()]
+    for op in q.ops:
+        if op.kind == "contraction":
+            sizes += [padded_entries(op.weight_shape), padded_entries(op.bias_shape)]
+            if op.patches is not None:
+                sizes.append(padded_entries(op.patches.view_shape(q.shapes[op.inputs[0]])))
+    return max(sizes)
+
+
+#: a verifier holds at most this many tables of the largest table's size at once (F_p^4 entries, 32 bytes each;
+#: the input's and output's tables, a public kernel's or patch view's eq factors, their sumchecks' folds)
+VERIFIER_TABLES = 16
+VERIFIER_BASE_BYTES = 256 << 20  #: the interpreter, numpy, the kernels and one proof's bytes
+
+
+def verifier_memory_bytes(q: QuantizedGraph, batch: int = 1) -> int:
+    """The verifier's worst-case memory for a validated structure ``q`` at ``batch`` inputs: VERIFIER_TABLES tables
+    of padded(batch) x :func:`largest_table` entries of F_p^4, plus VERIFIER_BASE_BYTES. With the validator's
+    MAX_TENSOR_ENTRIES = 2^22 and one input: 2 GiB + 256 MiB at most, whatever a commitment declares (a structure
+    declaring more is refused by :func:`validate_structure` before anything is allocated)."""
+    return VERIFIER_TABLES * 32 * (1 << max(int(batch) - 1, 0).bit_length()) * largest_table(q) + VERIFIER_BASE_BYTES

@@ -212,3 +212,45 @@ def test_every_field_beyond_its_bound_is_refused_at_parse_time_naming_it(cnn_hea
     else:
         assert where_part in error.where or where_part in error.reason, (name, error)
     assert re.search(reason_part, error.reason), (name, error)
+
+
+# ------------------------------------------------------------------------------------ memory (declared sizes)
+def _hiding_commitment_bytes(text: str, weights: bytes) -> bytes:
+    """A hiding graph commitment's bytes around any structure text (what a crafted commitment can hold)."""
+    from proofs.layers import graph_zk
+    from proofs.proof_format import ByteWriter, to_record
+    writer = ByteWriter(graph_zk.COMMITMENT_MAGIC, graph_zk.FORMAT_VERSION)
+    writer.text(text)
+    writer.blob(weights)
+    return to_record(graph_zk.HidingGraphCommitment.KIND, writer.getvalue())
+
+
+def test_a_commitment_declaring_a_huge_tensor_is_refused_before_any_allocation(mlp):
+    """A hiding commitment declaring a 2^24-entry input (the old verifier spent ~2.9 GB on it before rejecting) is
+    refused at parse time by the size bound, in well under a second and a few MB; the honest commitment's verifier
+    stays within :func:`verifier_memory_bytes` (measured with tracemalloc: numpy's tables are traced)."""
+    import time
+    import tracemalloc
+    q, x = mlp
+    network = HidingGraphNetwork(q, max_proofs=2)
+    proof = network.prove(x).to_bytes()
+    header = q.public()
+    huge = 1 << 24
+    header["input_shape"] = [huge]
+    header["tensors"][q.input][0] = [huge]
+    header["ops"][0]["weight_shape"] = [header["ops"][0]["weight_shape"][0], huge]
+    crafted = _hiding_commitment_bytes(json.dumps(header, sort_keys=True, separators=(",", ":")),
+                                       network.commitment.weights.to_bytes())
+    tracemalloc.start()
+    start = time.perf_counter()
+    with pytest.raises(ProofRejected, match="MAX_TENSOR_ENTRIES"):
+        verify_graph_zk(crafted, x, proof)
+    elapsed = time.perf_counter() - start
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.reset_peak()
+    assert elapsed < 1.0 and peak < 16 << 20, (elapsed, peak)
+    y = verify_graph_zk(network.commitment.to_bytes(), x, proof)  # positive control
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert np.array_equal(y, q.forward_int(q.quantize_input(x)))
+    assert peak <= GQ.verifier_memory_bytes(q, len(x)), peak
