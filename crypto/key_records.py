@@ -25,6 +25,9 @@ from .ring import RingContext, RNSPoly
 from .rlwe import KeyGenerator, PublicKey
 from .sampling import SEED_BYTES
 
+#: the largest |coefficient| of a public key's error b + a·s (its Gaussian is cut at 6·sigma = 20)
+KEY_NOISE_BOUND = 1 << 10
+
 
 def _key_meta(ctx) -> dict:
     return {"params": ctx.params.to_dict(), "key_id": ctx.key_id.hex()}
@@ -169,11 +172,22 @@ class _KeyReader:
         from_sparse = self.switching_key(arrays, from_seed, "encapsulation key from the sparse secret")
         return EncapsulationKeys(weight, to_sparse, from_sparse)
 
-    def secret_key(self, coeffs):
+    def secret_key(self, coeffs, pk: PublicKey):
+        """The secret key of ``coeffs`` after checking it is the secret of ``pk``: b + a·s = e, the public
+        key's error, has every centred coefficient within ``KEY_NOISE_BOUND`` modulo every Q prime (a secret
+        of another key set leaves values spread over [-q/2, q/2): a record relabelled with another key id)."""
         n = self.params.n
         if coeffs.shape != (n,) or np.abs(coeffs).max(initial=0) > 1:
             raise SerializationError(f"secret key must be {n} ternary coefficients")
-        return KeyGenerator(self.params, self.ring, None).secret_key_from_coeffs(coeffs)
+        sk = KeyGenerator(self.params, self.ring, None).secret_key_from_coeffs(coeffs)
+        error = (pk.b + pk.a * sk.poly.keep(pk.a.idx)).to_coeff()
+        q = error.q
+        centred = np.where(error.data > q // 2, q - error.data, error.data)  # |e| mod each prime
+        if centred.max(initial=0) > KEY_NOISE_BOUND:
+            raise SerializationError("the secret key does not belong to this key set's public key (b + a·s is "
+                                     f"not small: its coefficients reach {int(centred.max())} > {KEY_NOISE_BOUND}): "
+                                     "a secret key record of another key set")
+        return sk
 
 
 class _Arrays:
@@ -248,7 +262,7 @@ def read_context(blob, backend="auto", secret_key=None, with_config: bool = Fals
         if coeffs is not None:
             raise SerializationError("the record already holds a secret key; do not pass secret_key too")
         coeffs = _read_secret_key(secret_key, params, key_id)
-    sk = None if coeffs is None else reader.secret_key(coeffs)
+    sk = None if coeffs is None else reader.secret_key(coeffs, pk)
     if with_config:
         return params, reader.ring, pk, relin, galois, sk, _bootstrap_config(meta), encapsulation
     return params, reader.ring, pk, relin, galois, sk
