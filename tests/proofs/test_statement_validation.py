@@ -254,3 +254,76 @@ def test_a_commitment_declaring_a_huge_tensor_is_refused_before_any_allocation(m
     tracemalloc.stop()
     assert np.array_equal(y, q.forward_int(q.quantize_input(x)))
     assert peak <= GQ.verifier_memory_bytes(q, len(x)), peak
+
+
+@pytest.mark.parametrize("kind", ["plain", "ligero"])
+def test_graph_verifiers_refuse_a_claimed_output_of_int64_min_at_the_range_check(kind, mlp):
+    """np.abs(-2^63) is -2^63: the old bound check passed it; the shared check compares Python ints."""
+    q, x = mlp
+    make, verify = NETWORKS[kind]
+    network = make(q)
+    proof = network.prove(x)
+    forged = dataclasses.replace(proof, output=np.full_like(proof.output, np.iinfo(np.int64).min))
+    with pytest.raises(ProofRejected, match="claimed output holds -9223372036854775808, outside"):
+        verify(network.commitment, x, forged)
+
+
+# -------------------------------------------------------------------------- the MLP statement (ModelCommitment)
+@pytest.fixture(scope="module")
+def mlp_commitment():
+    """A plain committed 6 -> 5 -> 4 -> 3 ReLU MLP (fixed point), its last layer a raw accumulator."""
+    from proofs.layers.network import Network
+    from proofs.quantize import quantize_fixed_point
+    rng = np.random.default_rng(1)
+    sizes = (6, 5, 4, 3)
+    model = quantize_fixed_point([rng.normal(size=(o, i)) * .4 for i, o in zip(sizes, sizes[1:])],
+                                 [rng.normal(size=o) * .1 for o in sizes[1:]], frac_bits=6)
+    return Network(model, zk=False).commitment
+
+
+def _layer_mutations(commitment):
+    """(layer index or None, field, new value from k >= 1, reason pattern): one field beyond its bound."""
+    from proofs.layers.statement import MAX_FEATURES
+    last = len(commitment.layers) - 1
+    return [(0, "shift", lambda info, k: FIELD_BITS - info.q_bits + k, "q_bits"),
+            (0, "q_bits", lambda info, k: FIELD_BITS + k, "q_bits"),
+            (0, "q_bits", lambda info, k: 1 - k, "q_bits"),
+            (last, "q_bits", lambda info, k: FIELD_BITS + 1 + k, "q_bits"),
+            (1, "in_features", lambda info, k: info.in_features + k, "features"),
+            (0, "out_features", lambda info, k: MAX_FEATURES + k, "features"),
+            (1, "acc_hi", lambda info, k: FIELD_HALF + k, "accumulator"),
+            (1, "acc_lo", lambda info, k: -FIELD_HALF - k, "accumulator"),
+            (0, "weight_frac", lambda info, k: GQ.MAX_FRAC_BITS + k, "weight_frac"),
+            (1, "in_frac", lambda info, k: info.in_frac + k, "in_frac"),
+            (None, "input_bound", lambda c, k: FIELD_HALF + k, "input_bound"),
+            (None, "input_bound", lambda c, k: 1 - k, "input_bound"),
+            (None, "input_frac", lambda c, k: GQ.MAX_FRAC_BITS + k, "input_frac"),
+            (None, "error_bound", lambda c, k: -float(k), "error_bound"),
+            (None, "scheme", lambda c, k: f"float{k}", "scheme")]
+
+
+def test_the_committed_mlp_statement_parses_back(mlp_commitment):
+    """Positive control, and the raw last layer (no ReLU, no shift) needs no decomposition width."""
+    from proofs.layers.statement import ModelCommitment
+    assert ModelCommitment.from_bytes(mlp_commitment.to_bytes()) == mlp_commitment
+    assert mlp_commitment.layers[-1].decomposition is None
+
+
+@FUZZ
+@given(data=st.data(), k=st.integers(1, 1 << 20))
+def test_every_mlp_statement_field_beyond_its_bound_is_refused_at_parse_time(mlp_commitment, data, k):
+    """ModelCommitment.from_bytes (every MLP verifier's parse) refuses each mutation naming the layer and field."""
+    from proofs.layers.statement import ModelCommitment
+    layer, name, value, reason = data.draw(st.sampled_from(_layer_mutations(mlp_commitment)), label="mutation")
+    c = mlp_commitment
+    if layer is None:
+        changed = dataclasses.replace(c, **{name: value(c, k)})
+    else:
+        info = c.layers[layer]
+        layers = c.layers[:layer] + (dataclasses.replace(info, **{name: value(info, k)}),) + c.layers[layer + 1:]
+        changed = dataclasses.replace(c, layers=layers)
+    with pytest.raises(ProofRejected) as info:
+        ModelCommitment.from_bytes(changed.to_bytes())
+    error = info.value
+    assert re.search(reason, error.reason), (name, error)
+    assert error.where == ("model commitment" if layer is None else f"model commitment / layer {layer}"), error
