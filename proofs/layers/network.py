@@ -425,7 +425,7 @@ def _check_statement(commitment: ModelCommitment, x_int, proof: NetworkProof):
         x = as_integer_input(x, commitment.input_frac)
     except ModelError as error:
         raise ProofRejected(str(error), where) from None
-    x = require_bounded(x, commitment.input_bound, "input", where)
+    x = require_bounded(x, commitment.input_bound, f"input (input_bound={commitment.input_bound})", where)
     last = commitment.layers[-1]
     require_within(proof.output, *last.output_range(), "claimed output", where,
                    shape=(x.shape[0], last.out_features))
