@@ -638,8 +638,41 @@ class Sequential:
         return walk_layers(self._layers)
 
     def depth(self, input_shape=None):
-        """Multiplicative levels of the encrypted forward (one per affine stage, plus each activation's)."""
+        """Multiplicative levels of the encrypted forward (one per affine stage, plus each activation's): the
+        packed Client/Server path's (``plan``). ``forward_tensor`` on a batch of samples may need more (the
+        einsum planner masks rows apart): see ``tensor_depth`` and ``tensor_parameters``."""
         return sum(stage.depth for stage in self.stages(input_shape))
+
+    def tensor_depth(self, batch=None, params=None, input_shape=None) -> int:
+        """The levels ``forward_tensor`` consumes on a (batch, n) input (a (n,) input if batch is None) under
+        ``params`` (their slots decide the plans; default ``tensor_parameters``): a dry run on a
+        PlainBackend that follows each ciphertext's level through every plan's rescales."""
+        shape = self._resolve(input_shape)
+        params = self.tensor_parameters(batch, shape) if params is None else as_parameters(params)
+        return self._tensor_levels(batch, params.slots, shape)
+
+    def tensor_parameters(self, batch=None, input_shape=None):
+        """The smallest parameters (``choose_parameters``) with the levels ``forward_tensor`` consumes on a
+        (batch, n) input: at least ``depth()``, more where the plans at those parameters' slots need more."""
+        shape = self._resolve(input_shape)
+        depth = self.depth(shape)
+        for _ in range(8):  # the slots (so the plans) change with the depth only a few times
+            params = choose_parameters(depth)
+            needed = self._tensor_levels(batch, params.slots, shape)
+            if needed <= depth:
+                return params
+            depth = needed
+        raise LevelError(f"forward_tensor's depth does not settle (last {depth}); use the Client/Server path")
+
+    def _tensor_levels(self, batch, slots: int, shape) -> int:
+        memo = self.__dict__.setdefault("_tensor_levels_memo", {})
+        key = (batch, int(slots), shape)
+        if key not in memo:
+            recorder = _LevelRecorder(int(slots))
+            n = math.prod(shape)
+            self.forward_tensor(tensor_encrypt(recorder, np.zeros((n,) if batch is None else (int(batch), n))), shape)
+            memo[key] = recorder.consumed
+        return memo[key]
 
     def _flat_batch(self, x, input_shape):
         x = np.asarray(x, dtype=np.float64)
@@ -681,6 +714,14 @@ class Sequential:
         if not (x.shape == (n,) or (x.ndim == 2 and x.shape[1] == n)):
             raise ShapeError(f"CipherTensor of shape {x.shape}: encrypt the flattened samples, shape (batch, {n}) "
                              f"or ({n},), for the model's input {shape}")
+        level = x.level
+        if level is not None and not isinstance(x.backend, PlainBackend):
+            batch = None if x.ndim == 1 else x.shape[0]
+            needed = self._tensor_levels(batch, x.layout.slots, shape)
+            if needed > level:
+                raise LevelError(f"forward_tensor on this input needs {needed} levels, the input has {level} (depth() "
+                                 f"= {self.depth(shape)} counts the packed path; a batch of {batch} rows needs more): "
+                                 f"encrypt under model.tensor_parameters(batch={batch})")
         kept = []
         for stage in self.stages(shape):
             if isinstance(stage, ForkStage):
@@ -699,7 +740,7 @@ class Sequential:
         found by a dry run on a recording PlainBackend: pass them to ``CKKSContext.keygen(rotations=...)``."""
         shape = self._resolve(input_shape)
         n = math.prod(shape)
-        params = as_parameters(params) if params is not None else choose_parameters(self.depth(shape))
+        params = as_parameters(params) if params is not None else self.tensor_parameters(batch, shape)
         recorder = _RotationRecorder(params.slots)
         dummy = np.zeros((n,) if batch is None else (int(batch), n))
         self.forward_tensor(tensor_encrypt(recorder, dummy), shape)
@@ -872,6 +913,67 @@ class _RotationRecorder(PlainBackend):
     def rotate_many(self, x, ks):
         self.steps.update(int(k) for k in ks)
         return super().rotate_many(x, ks)
+
+
+class _Leveled(np.ndarray):
+    """A slot vector of the ``_LevelRecorder`` that carries its ciphertext's level."""
+
+    level = None
+
+
+class _LevelRecorder(PlainBackend):
+    """A PlainBackend whose slot vectors carry a level: encrypted at a high level, one level less per
+    rescale, the lower of the operands' levels through additions and products, as a CKKS evaluator would;
+    ``consumed`` is how far the lowest fell."""
+
+    TOP = 1 << 20
+
+    def __init__(self, slots):
+        super().__init__(slots)
+        self.lowest = self.TOP
+
+    @property
+    def consumed(self) -> int:
+        return self.TOP - self.lowest
+
+    def _at(self, value, *sources):
+        levels = [x.level for x in sources if getattr(x, "level", None) is not None]
+        if not levels:
+            return value
+        out = np.asarray(value).view(_Leveled)
+        out.level = min(levels)
+        return out
+
+    def encrypt(self, vector):
+        out = super().encrypt(vector).view(_Leveled)
+        out.level = self.TOP
+        return out
+
+    def rescale(self, x):
+        if getattr(x, "level", None) is None:
+            return x
+        out = np.array(x).view(_Leveled)
+        out.level = x.level - 1
+        self.lowest = min(self.lowest, out.level)
+        return out
+
+    def rotate(self, x, k):
+        return self._at(super().rotate(x, k), x)
+
+    def rotate_many(self, x, ks):
+        return {k: self._at(v, x) for k, v in super().rotate_many(x, ks).items()}
+
+    def add(self, a, b):
+        return self._at(super().add(a, b), a, b)
+
+    def sub(self, a, b):
+        return self._at(super().sub(a, b), a, b)
+
+    def negate(self, a):
+        return self._at(super().negate(a), a)
+
+    def multiply(self, a, b):
+        return self._at(super().multiply(a, b), a, b)
 
 
 # what numpy's .npz reader raises on damaged bytes: zip framing, compression, the .npy headers inside
