@@ -24,6 +24,12 @@ Ranges: every requantized value is proven to have Q signed bits (Q covers the ca
 ``margin_bits`` to spare, never more than the worst case needs); a contraction's worst-case accumulator,
 |x|max sum|W| + |b|, must stay below p/2 and R + Q <= 30 bits, else the model is refused naming the node
 (the field would wrap). An input that drives a value out of its Q bits is refused at proving time.
+
+The statement: :func:`validate_structure` checks every field of a structure (op kinds and their fields, wiring,
+each requantized op's shift + q_bits <= FIELD_BITS, bounds within (p-1)/2, scales, sizes) against what the
+soundness argument and the verifier's memory (:func:`verifier_memory_bytes`) need; :meth:`QuantizedGraph.from_public`
+(every verifier's parse) and :func:`quantize_graph` both run it, so no verifier path skips it and the quantizer
+never makes a statement the verifiers refuse.
 """
 from __future__ import annotations
 
