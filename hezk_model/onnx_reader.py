@@ -305,7 +305,18 @@ class _Reader:
                     if tensor and not self.is_const(tensor) and self.name(tensor) not in self.shapes:
                         raise ModelFileError(f"{node.op_type} (node {name!r}) reads {tensor!r}, which no earlier "
                                              f"node produces")
-            handler(node, name, _attrs(node))
+            try:
+                handler(node, name, _attrs(node))
+            except ModelFileError:
+                raise
+            except KeyError as error:  # a tensor with no sample shape, or a missing attribute
+                key = error.args[0] if error.args else None
+                detail = (f"reads the constant {key!r} where a computed tensor is needed" if key in self.const
+                          else f"lacks {key!r}")
+                raise UnsupportedOperator(node.op_type, name, detail) from None
+            except (IndexError, TypeError, ValueError, ArithmeticError) as error:  # too few inputs, odd attributes
+                raise ModelFileError(f"{node.op_type} (node {name!r}): malformed ({type(error).__name__}: "
+                                     f"{error})"[:400]) from None
         output = self.name(self.source.output[0].name)
         if output not in self.shapes:
             raise ModelFileError(f"the ONNX graph output {output!r} is a constant, not computed from the input")

@@ -167,3 +167,14 @@ def test_the_reader_returns_a_graph_or_its_own_error_on_any_wiring(proto):
         return
     assert isinstance(graph, Graph)
     assert graph.forward(np.ones((1, *graph.input_shape))).shape == (1, *graph.output_shape)
+
+
+def test_operators_on_constants_or_with_too_few_inputs_are_refused_by_node():
+    weight = numpy_helper.from_array(np.ones((4, 4), np.float32), "W")
+    with pytest.raises(ModelFileError, match=r"Relu \(node 'r'\).*reads the constant 'W'"):
+        read(model([helper.make_node("Relu", ["W"], ["Y"], name="r")], output="Y", inits=[weight]))
+    with pytest.raises(ModelFileError, match=r"Add.*'lonely'"):
+        read(model([helper.make_node("Add", ["X"], ["Y"], name="lonely")], output="Y"))
+    with pytest.raises(ModelFileError, match=r"AveragePool.*'pool'.*kernel_shape"):
+        read(model([helper.make_node("AveragePool", ["X"], ["Y"], name="pool")], output="Y",
+                   inputs=[("X", [1, 1, 4, 4])]))
