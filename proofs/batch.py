@@ -5,8 +5,8 @@
 
 Proving: the inputs (along axis 0) are cut into groups of ``per_proof``; each group is one task proving
 y = model(group). A hiding commitment's copies are handed out here, ahead of the tasks (task i uses copy c_i,
-marked spent in ``network`` before any task runs, and, for a network read from a prover-state file, written to
-that file under its lock first: :mod:`proofs.layers.prover_state`), so no copy serves two proofs even when Dask
+marked spent in ``network`` before any task runs, and, for a network read from a prover-state file, appended to
+that file's journal under its lock first: :mod:`proofs.layers.prover_state`), so no copy serves two proofs even when Dask
 reruns the task of a worker that died or another process proves from the same state file; each worker receives
 the model and the SECRET prover state once, sent explicitly as
 :meth:`~proofs.layers.network.Network.state_bytes` (a zero-knowledge Network refuses to pickle), and keeps its
@@ -98,7 +98,7 @@ def prove_batch(network: Network, x, *, per_proof: int = 1, dask=None, progress=
             raise ModelError(f"{len(groups)} proofs need {len(groups)} unused copies of the hiding commitment, it has "
                              f"{network.proofs_left} left: commit again with a larger max_proofs")
         share = ProverShare(network.model, network.state_bytes())   # before the copies below are marked spent
-        copies = network._weights_witness.reserve("prove_batch", len(groups))  # all at once, durably if on file
+        copies = network._weights_witness.reserve("prove_batch", len(groups))  # all at once, in the journal if on file
     else:
         share, copies = network, [None] * len(groups)
     with connect(dask) as runner:

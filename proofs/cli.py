@@ -8,8 +8,9 @@
 By default the weights stay private: ``commit`` makes a hiding commitment (for ``--max-proofs`` proofs) and
 writes the prover's secret state where the user names it (``--state PATH``, or ``--out PATH`` and then
 ``PATH.state``; never a default path: keep it as private as the weights), ``prove``
-proves in zero knowledge against that commitment (each proof uses up one of its copies, reserved in the state
-file under a lock and written durably before the proof is made: never copy or restore a prover state, see
+proves in zero knowledge against that commitment (each proof uses up one of its copies, reserved under the state
+file's lock in its journal PATH.state.spent, fsynced before the proof is made: never copy or restore a prover
+state, see
 :mod:`proofs.layers.prover_state`). ``--public-weights``
 (on commit and prove) uses the plain protocol instead, whose proofs reveal every weight and bias.
 ``commit --scheme basefold`` picks the Basefold commitment (default ligero; hiding or, with ``--public-weights``,
@@ -121,9 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "is read from --state")
     prove.add_argument("--state", default=None,
                        help="the secret prover state written by 'commit' (default: the commitment's path + .state); "
-                            "each proof reserves its copy in it under a lock before proving. NEVER copy or restore "
-                            "a prover state: an older copy would reuse copies and reveal the weights (a restored "
-                            "state is refused by its counter PATH.spent)")
+                            "each proof reserves its copy in its journal STATE.spent under a lock before proving. "
+                            "NEVER copy or restore a prover state: an older copy would reuse copies and reveal the "
+                            "weights (a state without its journal is refused)")
     prove.add_argument("--public-weights", action="store_true", help=PUBLIC_WEIGHTS_HELP)
     prove.add_argument("--private-input", action="store_true",
                        help="hide the input too (a graph model's zero-knowledge proof: the input is committed in the "
@@ -300,7 +301,7 @@ def _prove(args) -> int:
     network, _ = _prover(args)
     x = _load_input(args.input, network.model.input_frac, network.model.input_bound)
     start = time.perf_counter()
-    # a hiding network read from its state file reserves its copy there (locked, written durably) before proving
+    # a hiding network read from its state file reserves its copy in its journal (locked, fsynced) before proving
     proof = network.prove(x, progress=None if args.quiet else progress_bar("proving"))
     elapsed = time.perf_counter() - start
     data = proof.to_bytes()
@@ -347,7 +348,7 @@ def _prove_batch(args) -> int:
         raise ModelError(f"--out {out!r} is a file; batch mode writes its proofs into a folder")
     os.makedirs(out, exist_ok=True)
     start = time.perf_counter()
-    # the copies are reserved in the state file (locked, written durably) before any task runs
+    # the copies are reserved in the state file's journal (locked, fsynced) before any task runs
     proofs = prove_batch(network, groups, dask=args.dask, progress=None if args.quiet else progress_bar("proofs"))
     elapsed = time.perf_counter() - start
     for i, proof in enumerate(proofs):

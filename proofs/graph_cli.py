@@ -155,7 +155,7 @@ def prove(args, graph) -> int:
     progress = None if args.quiet else progress_bar("proving")
     private = getattr(args, "private_input", False)
     proof = network.prove(x, progress, private_input=True) if private else network.prove(x, progress)
-    elapsed = time.perf_counter() - start  # the copy was reserved in the state file before it was used
+    elapsed = time.perf_counter() - start  # the copy was reserved in the state's journal before it was used
     data = proof.to_bytes()
     with open(args.out, "wb") as handle:
         handle.write(data)

@@ -12,17 +12,24 @@ The file reveals the weights' masks: keep it as private as the weights.
 **A prover state must never be copied or restored.** Its list of spent copies is what keeps each copy to one
 proof: two provers working from two copies of one state file (or from a backup restored after some proofs)
 would prove with the same copy, and a few proofs on one copy give away the weights (their opened columns solve
-for the rows). So a state file is a ledger, used under a lock:
+for the rows). So the copies are reserved in a journal beside the state, under a lock:
 
-* every reservation (:meth:`StateFile.reserve`, which ``ReusableWitness.take`` / ``reserve`` call for a witness
-  loaded from or saved to a file) takes an exclusive ``fcntl.flock`` on ``PATH.lock``, re-reads the spent list
-  from ``PATH`` (another process may have spent copies since this one loaded it), marks the copies spent, writes
-  the state durably (temporary file, fsync, ``os.replace``, fsync of the folder) and only then hands the copies
-  to the proof: a crash after the reservation wastes a copy, never reuses one;
-* a counter beside the state, ``PATH.spent`` (the commitment's digest and how many copies are spent, written the
-  same durable way after the state), never goes down: a state file listing fewer spent copies than its counter
-  (a restored backup) is refused, by :func:`load` and by every reservation. (Restoring the counter too defeats
-  this check: it is a tripwire, not a guarantee.)
+* ``PATH.spent``, the **journal of reserved copies**: a header line (the commitment's digest and the state's
+  identity, a random id drawn when the state is first written to ``PATH``), then one line per reservation (the
+  copy indices and a CRC-32). A reservation (:meth:`StateFile.reserve`, which ``ReusableWitness.take`` /
+  ``reserve`` call for a witness loaded from or saved to a file) takes an exclusive ``fcntl.flock`` on
+  ``PATH.lock``, reads the journal (another process may have reserved copies since this one loaded the state),
+  marks the copies spent, appends their line (``O_APPEND``, fdatasync) and only then hands the copies to the proof:
+  a crash after the reservation wastes a copy, never reuses one. A line cut short by a crash (no newline: its
+  fsync never returned, so its copies were never used) is dropped. The big state file is not touched.
+* the state file is rewritten only by an explicit :func:`save` (the journal first, compacted, then the state,
+  each durably: temporary file, fsync, ``os.replace``, fsync of the folder); it lists the spent copies and its
+  identity, which says that its journal must exist. The spent copies are those of the state and of the
+  journal together; a state whose journal is missing (deleted, or the state was copied elsewhere or restored
+  from a backup without it), is another state's or another commitment's, or lacks copies the state lists
+  spent is refused, by :func:`load` and by every reservation. (Restoring the journal with the state defeats
+  this: it is a tripwire, not a guarantee.) A version-1 state (no journal) is bound to a new journal when
+  loaded, after checking the old ``PATH.spent`` counter.
 
 A state read from bytes (:func:`to_bytes`, the Dask workers' copy) is bound to no file: the process that
 handed it out reserves the copies the workers use (:func:`proofs.batch.prove_batch`).
@@ -34,7 +41,10 @@ import fcntl
 import hashlib
 import json
 import os
+import secrets
 import tempfile
+import zlib
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -48,7 +58,9 @@ from ..relations import StoreWitness, View
 from ..zk import SALT_SIZE, HidingWitness, _encode, _leaves
 from .reusable import ReusableWitness
 
-STATE_VERSION = 1
+#: 2: bound to a journal of reserved copies (version 1, read too: a counter beside it)
+STATE_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 KIND = "proofs.ProverState"
 
 
@@ -78,79 +90,201 @@ def _from_record(blob: bytes, path) -> dict:
 
 
 def save(path, commitment, witness: ReusableWitness, layout) -> None:
-    """Write the prover state (durably, readable by the owner only) and bind ``witness`` to the file: copies
-    spent by other provers of the same file are merged in first (a stale prover never un-spends a copy), and a
-    file whose counter says more copies are spent is refused (:class:`StateFile`)."""
-    ledger = StateFile(path, commitment, layout)
+    """Write the prover state and its journal (durably, readable by the owner only) and bind ``witness`` to the
+    file: copies spent by other provers of the same file are merged in first (a stale prover never un-spends a
+    copy), and a state whose journal is missing or another's is refused (module docstring)."""
+    digest, copies = _digest(commitment.to_bytes()), len(witness.witnesses)
     with _locked(path):
-        ledger.merge(witness)
-        ledger.write(witness)
-    witness.ledger[:] = [ledger]
+        state_id, spent = _recorded(os.fspath(path), digest, copies)
+        witness.spent.extend(sorted(spent - set(witness.spent)))
+        state_id = secrets.token_hex(16) if state_id is None else state_id
+        spent = sorted(set(witness.spent))
+        _write_durably(journal_path(path), _header(digest, state_id) + (_record(spent) if spent else b""))
+        _write_durably(path, to_bytes(commitment, witness, layout, state_id))
+    witness.ledger[:] = [StateFile(path, digest, state_id, witness.spent, copies)]
+
+
+def journal_path(path) -> str:
+    """Where the journal of reserved copies of the state at ``path`` is kept: ``PATH.spent``."""
+    return os.fspath(path) + ".spent"
+
+
+JOURNAL_MAGIC = "hezk.prover-state.journal.v1"
+
+
+@dataclass(frozen=True)
+class Journal:
+    """A parsed journal: its header, the copies it reserves, the length of its complete lines and its size (a
+    longer size: a torn last line); ``legacy``: the spent count of a version-1 counter file instead."""
+
+    commitment: str
+    state: str | None
+    spent: frozenset
+    length: int
+    size: int
+    legacy: int | None = None
+
+
+def _digest(commitment_bytes: bytes) -> str:
+    return hashlib.sha256(commitment_bytes).hexdigest()
+
+
+def _header(digest: str, state_id: str) -> bytes:
+    return json.dumps({"journal": JOURNAL_MAGIC, "commitment": digest, "state": state_id}).encode() + b"\n"
+
+
+def _record(copies) -> bytes:
+    """One reservation's line: the copy indices and the CRC-32 of their text."""
+    body = " ".join(str(int(k)) for k in copies).encode()
+    return body + b" %08x\n" % zlib.crc32(body)
+
+
+def _missing(path) -> ModelError:
+    return _refused(path, f"it requires its journal of reserved copies {journal_path(path)!r}, which is missing")
+
+
+def _refused(path, why: str) -> ModelError:
+    return ModelError(f"prover state {os.fspath(path)!r}: {why}; the state was copied or restored (or its journal "
+                      "deleted or replaced), and proving from it could reuse copies (revealing the weights): a "
+                      "prover state must never be copied or restored: commit again")
+
+
+def _parse_journal(blob: bytes, where: str, copies: int) -> Journal:
+    """The journal (or version-1 counter) ``blob``; ModelError when it is neither, or names a copy outside
+    [0, copies)."""
+    def unreadable(why):
+        return ModelError(f"prover state journal {where!r} is unreadable ({why}); refusing to prove (a copy could "
+                          "be reused)")
+
+    length = blob.rfind(b"\n") + 1  # past the last complete line: a torn tail was never fsynced, never used
+    lines = blob[:length].split(b"\n")[:-1]
+    try:
+        header = json.loads(lines[0] if lines else blob)
+    except ValueError as error:
+        raise unreadable(f"its header: {error}") from None
+    if not isinstance(header, dict) or not isinstance(header.get("commitment"), str):
+        raise unreadable("its header names no commitment")
+    if header.get("journal") != JOURNAL_MAGIC:  # the counter of a version-1 state
+        count = header.get("spent")
+        if lines or isinstance(count, bool) or not isinstance(count, int):
+            raise unreadable(f"its header is not a {JOURNAL_MAGIC} header")
+        return Journal(header["commitment"], None, frozenset(), len(blob), len(blob), count)
+    if not isinstance(header.get("state"), str):
+        raise unreadable("its header names no state")
+    spent = set()
+    for number, line in enumerate(lines[1:], 2):
+        body, _, crc = line.rpartition(b" ")
+        try:
+            picked = [int(k) for k in body.split()]
+            valid = int(crc, 16) == zlib.crc32(body) and len(crc) == 8
+        except ValueError:
+            valid = False
+        if not valid or not picked or not all(0 <= k < copies for k in picked):
+            raise unreadable(f"line {number} is not a reservation of copies in [0, {copies})")
+        spent.update(picked)
+    return Journal(header["commitment"], header["state"], frozenset(spent), length, len(blob))
+
+
+def _read_journal(path: str, copies: int) -> Journal | None:
+    try:
+        with open(path, "rb") as handle:
+            return _parse_journal(handle.read(), path, copies)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise ModelError(f"prover state journal {path!r} is not readable: {error}") from None
+
+
+def _check_journal(path, journal: Journal | None, digest: str, state_id: str, listed) -> None:
+    """ModelError unless ``journal`` is the journal of the state ``state_id`` of commitment ``digest`` and reserves
+    every copy in ``listed`` (those the state lists spent)."""
+    if journal is None:
+        raise _missing(path)
+    if journal.legacy is not None or journal.commitment != digest or journal.state != state_id:
+        raise _refused(path, f"its journal {journal_path(path)!r} belongs to another state or commitment")
+    missing = set(listed) - journal.spent
+    if missing:
+        raise _refused(path, f"it lists {len(set(listed))} spent copies, its journal {journal_path(path)!r} only "
+                             f"{len(journal.spent)} (copies {sorted(missing)[:8]} are missing)")
+
+
+def _recorded(path: str, digest: str, copies: int, data: dict | None = None):
+    """(identity, spent copies) that the state at ``path`` (``data``: already read) and its journal record for
+    the commitment ``digest``; identity None when no journal of this commitment exists yet (a new state, or a
+    version-1 one). ModelError when they disagree (module docstring). Call under the file's lock."""
+    if data is None and os.path.isfile(path):
+        data = _read_state(path)
+    journal = _read_journal(journal_path(path), copies)
+    same = data is not None and "commitment" in data and _digest(data["commitment"].tobytes()) == digest
+    listed = _listed(data, path, copies) if same else set()
+    if same and "state" in data:  # a state bound to its journal
+        _check_journal(path, journal, digest, str(data["state"]), listed)
+        return str(data["state"]), set(journal.spent)
+    if journal is None or journal.commitment != digest:
+        return None, listed
+    if journal.legacy is not None:  # a version-1 state and its counter
+        if journal.legacy > len(listed):
+            raise _refused(path, f"it lists {len(listed)} spent copies but its counter {journal_path(path)!r} "
+                                 f"records {journal.legacy}")
+        return None, listed
+    return journal.state, listed | journal.spent
+
+
+def _listed(data: dict, path, copies: int) -> set:
+    """The copies the state ``data`` lists spent (ModelError for an index outside [0, copies))."""
+    listed = {int(k) for k in np.asarray(data.get("spent", ()), dtype=np.int64).reshape(-1)}
+    if not all(0 <= k < copies for k in listed):
+        raise ModelError(f"prover state {os.fspath(path)!r} lists spent copies outside [0, {copies})")
+    return listed
 
 
 class StateFile:
-    """A prover-state file as the ledger of its copies (module docstring): reservations under its lock."""
+    """A prover-state file's journal as the ledger of its copies (module docstring): reservations under its lock.
+    ``floor``: the copies the state file lists spent (its journal must reserve them all)."""
 
-    def __init__(self, path, commitment, layout):
-        self.path, self.commitment, self.layout = os.fspath(path), commitment, layout
-        self.digest = hashlib.sha256(commitment.to_bytes()).hexdigest()
+    def __init__(self, path, digest: str, state_id: str, floor, copies: int):
+        self.path, self.digest, self.state_id = os.fspath(path), digest, state_id
+        self.floor, self.copies = frozenset(int(k) for k in floor), copies
 
     def reserve(self, witness: ReusableWitness, pick) -> list:
-        """Under the file's lock: merge the file's spent copies into ``witness``, ``pick()`` (marks and returns the
-        copies), write the state and its counter durably; the copies are returned only once both are written."""
+        """Under the file's lock: merge the journal's copies into ``witness``, ``pick()`` (marks and returns the
+        copies), append them to the journal and fsync; the copies are returned only once that is durable."""
+        journal = journal_path(self.path)
         with _locked(self.path):
             if not os.path.isfile(self.path):
                 raise ModelError(f"prover state {self.path!r} is gone: its copies cannot be reserved (never move or "
                                  "delete a prover state that is in use)")
-            if not self.merge(witness):
-                raise ModelError(f"prover state {self.path!r} now holds another commitment's state: refusing to "
-                                 "prove from this one")
-            picked = pick()
-            self.write(witness)
+            try:
+                handle = os.open(journal, os.O_RDWR | os.O_APPEND)
+            except FileNotFoundError:
+                raise _missing(self.path) from None
+            except OSError as error:
+                raise ModelError(f"prover state journal {journal!r} cannot be opened ({error})") from None
+            try:
+                size = os.fstat(handle).st_size
+                parsed = _parse_journal(os.pread(handle, size, 0), journal, self.copies)
+                _check_journal(self.path, parsed, self.digest, self.state_id, self.floor)
+                witness.spent.extend(sorted(parsed.spent - set(witness.spent)))
+                picked = pick()
+                new = sorted(set(witness.spent) - parsed.spent)
+                if new:
+                    if parsed.length != parsed.size:  # drop a torn line first
+                        os.ftruncate(handle, parsed.length)
+                    _write_all(handle, _record(new))
+                    _sync(handle)
+            finally:
+                os.close(handle)
             return picked
 
-    def merge(self, witness: ReusableWitness) -> bool:
-        """Add the file's spent copies to ``witness`` (after the counter check); False when the file holds
-        another commitment's state (True when there is no file yet)."""
-        if not os.path.isfile(self.path):
-            return True
-        data = _read_state(self.path)
-        if bytes(data["commitment"].tobytes()) != self.commitment.to_bytes():
-            return False
-        spent = {int(k) for k in data["spent"]}
-        _check_counter(self.path, self.digest, len(spent))
-        witness.spent.extend(sorted(spent - set(witness.spent)))
-        return True
 
-    def write(self, witness: ReusableWitness) -> None:
-        """The state, then its counter (a crash between leaves the counter behind, never ahead)."""
-        _write_durably(self.path, to_bytes(self.commitment, witness, self.layout))
-        _write_durably(counter_path(self.path),
-                       json.dumps({"commitment": self.digest, "spent": len(set(witness.spent))}).encode())
+#: the data and the size of an appended file reach the disk (fdatasync where there is one: no timestamps)
+_sync = getattr(os, "fdatasync", os.fsync)
 
 
-def counter_path(path) -> str:
-    """Where the spent-copy counter of the state at ``path`` is kept: ``PATH.spent``."""
-    return os.fspath(path) + ".spent"
-
-
-def _check_counter(path, digest: str, spent: int) -> None:
-    """ModelError when the counter beside ``path`` (for the same commitment) says more than ``spent`` copies are
-    spent: the state was restored from an older copy, and proving from it would reuse copies."""
-    try:
-        with open(counter_path(path), "rb") as handle:
-            counter = json.loads(handle.read())
-        recorded = int(counter["spent"]) if counter.get("commitment") == digest else 0
-    except FileNotFoundError:
-        return
-    except (OSError, ValueError, TypeError, KeyError, AttributeError) as error:
-        raise ModelError(f"prover state {os.fspath(path)!r}: its counter {counter_path(path)!r} is unreadable "
-                         f"({error}); refusing to prove (a copy could be reused)") from None
-    if recorded > spent:
-        raise ModelError(f"prover state {os.fspath(path)!r} lists {spent} spent copies but its counter "
-                         f"{counter_path(path)!r} records {recorded}: the state was copied or restored from an "
-                         "older version, and proving from it would reuse copies (revealing the weights); a prover "
-                         "state must never be copied or restored: commit again")
+def _write_all(handle: int, blob: bytes) -> None:
+    view = memoryview(blob)
+    while view:
+        view = view[os.write(handle, view):]
 
 
 @contextlib.contextmanager
@@ -198,10 +332,13 @@ def _read_state(path) -> dict:
         raise ModelError(f"prover state {path!r} is not readable: {error}") from None
 
 
-def to_bytes(commitment, witness: ReusableWitness, layout) -> bytes:
-    """The prover state as one ``proofs.ProverState`` record (SECRET: the weights' masks)."""
+def to_bytes(commitment, witness: ReusableWitness, layout, state_id: str | None = None) -> bytes:
+    """The prover state as one ``proofs.ProverState`` record (SECRET: the weights' masks); ``state_id``: the
+    identity of a state file, which then requires its journal (:func:`save`)."""
     arrays = {"version": np.array(STATE_VERSION), "commitment": np.frombuffer(commitment.to_bytes(), dtype=np.uint8),
               "spent": np.array(sorted(witness.spent), dtype=np.int64)}
+    if state_id is not None:
+        arrays["state"] = np.array(state_id)
     for k, store in enumerate(witness.witnesses):
         hidden = store.commitment_witness
         if isinstance(hidden, HidingBasefoldWitness):  # hiding Basefold: the slot table (tail, random slots)
@@ -227,21 +364,16 @@ def load(path, tables: dict, layout, parse=None):
     commitment (default: ``ModelCommitment.from_bytes``; a graph commitment passes its own)."""
     from .statement import ModelCommitment
     parse = ModelCommitment.from_bytes if parse is None else parse
-    source = None
+    recorded = None
     if isinstance(path, (bytes, bytearray, memoryview)):
         data, path = _from_record(bytes(path), "<bytes>"), "<bytes>"
+        commitment = _parse_commitment(data, path, parse)
     else:
-        with _locked(path, shared=True):
+        with _locked(path, shared=True):  # the state and its journal as of one moment
             data = _read_state(path)
-            source = path
-            _check_counter(path, hashlib.sha256(data["commitment"].tobytes()).hexdigest() if "commitment" in data
-                           else "", len({int(k) for k in data.get("spent", ())}))
-    if int(data.get("version", -1)) != STATE_VERSION:
-        raise ModelError(f"prover state {path!r} has no version {STATE_VERSION} marker")
-    try:
-        commitment = parse(data["commitment"].tobytes())
-    except ProofRejected as error:
-        raise ModelError(f"prover state {path!r}: its commitment does not parse ({error})") from None
+            commitment = _parse_commitment(data, path, parse)
+            recorded = _recorded(os.fspath(path), _digest(data["commitment"].tobytes()),
+                                 len(commitment.weights.copies), data)
     reusable = commitment.weights
     full = {}
     for slot in layout.slots:
@@ -268,10 +400,24 @@ def load(path, tables: dict, layout, parse=None):
         masks = {slot.name: data[f"c{k}.mask.{slot.name}"] for slot in layout.slots}
         stores.append(StoreWitness(layout, full, masks, hidden))
         views.append(_views(data, k))
-    witness = ReusableWitness(reusable, tuple(stores), tuple(views), [int(k) for k in data["spent"]])
-    if source is not None:  # bound to its file: every reservation goes through it (module docstring)
-        witness.ledger[:] = [StateFile(source, commitment, layout)]
+    if recorded is None:
+        return commitment, ReusableWitness(reusable, tuple(stores), tuple(views), [int(k) for k in data["spent"]])
+    state_id, spent = recorded
+    witness = ReusableWitness(reusable, tuple(stores), tuple(views), sorted(spent))
+    if "state" in data:  # bound to its file: every reservation goes through its journal (module docstring)
+        witness.ledger[:] = [StateFile(path, _digest(data["commitment"].tobytes()), state_id, spent, len(stores))]
+    else:  # version 1 (or bytes written to a file): bound to a journal now, once
+        save(path, commitment, witness, layout)
     return commitment, witness
+
+
+def _parse_commitment(data: dict, path, parse):
+    if data.get("version") is None or int(data["version"]) not in READABLE_VERSIONS or "commitment" not in data:
+        raise ModelError(f"prover state {path!r} has no version {STATE_VERSION} marker")
+    try:
+        return parse(data["commitment"].tobytes())
+    except ProofRejected as error:
+        raise ModelError(f"prover state {path!r}: its commitment does not parse ({error})") from None
 
 
 def _views(data: dict, k: int) -> tuple:

@@ -20,7 +20,8 @@ with ``openings=2`` (:class:`proofs.zk.HidingParams`: a random tail of 2 q coeff
 stated values are those of one proof plus one agreement value per slot, with independent masks (the prover
 checks the joint mask rank). Copies are never reused: the prover refuses a proof once all K are spent; a copy
 is reserved (:meth:`ReusableWitness.reserve`, under a lock across threads, and for a witness bound to a prover
-state file under that file's lock, written durably: :mod:`proofs.layers.prover_state`) before it is used. A
+state file under that file's lock, appended durably to its journal: :mod:`proofs.layers.prover_state`) before
+it is used. A
 prover state must never be copied or restored: two holders of one state would prove with the same copies.
 
 The verifier checks the agreement proof once per :class:`Reusable` object (memoized on it); each proof names
@@ -137,8 +138,8 @@ class ReusableWitness:
     joint mask-rank check) and the indices already spent by proofs (mutable: a copy is used once).
 
     ``ledger``: empty, or the prover-state file this witness is bound to (:mod:`proofs.layers.prover_state`, set
-    by its ``load`` and ``save``): then every reservation is made under the file's lock and written durably to
-    it BEFORE the copy is used, so concurrent provers of one state file never share a copy."""
+    by its ``load`` and ``save``): then every reservation is made under the file's lock and appended durably to
+    its journal BEFORE the copy is used, so concurrent provers of one state file never share a copy."""
 
     public: Reusable
     witnesses: tuple
@@ -153,7 +154,7 @@ class ReusableWitness:
 
     def reserve(self, where: str, count: int = 1, copies=None) -> list:
         """``count`` unused copies (or exactly ``copies``), all or none, marked spent before they are returned
-        (in the bound state file too, durably, when there is one): no copy is ever handed out twice."""
+        (in the bound state file's journal too, durably, when there is one): no copy is ever handed out twice."""
         with _RESERVE_LOCK:
             if self.ledger:
                 return self.ledger[0].reserve(self, lambda: self._pick(where, count, copies))

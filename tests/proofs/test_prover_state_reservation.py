@@ -1,17 +1,23 @@
 """A hiding commitment's copies are reserved before use and never handed out twice.
 
-Rule: a prover state file is a ledger. Every proof reserves its copy under the file's lock, writes the spent list
-durably, and only then proves; a counter beside the state (PATH.spent) never goes down, so a copied or restored
-state (fewer spent copies than the counter) is refused. In one process, reservations are serialised across
-threads. (Two proofs on one copy reveal fresh columns of the same rows: three give every weight.)
+Rule: a prover state file has a journal of reserved copies beside it (PATH.spent). Every proof reserves its copy
+under the file's lock by appending it to the journal (fsynced), and only then proves; the big state file is
+rewritten only by an explicit save. The spent copies are the state's and the journal's together; a state whose
+journal is missing, another state's, or short of the state's spent copies is refused (a copied or restored
+state). In one process, reservations are serialised across threads, across processes by the lock.
+(Two proofs on one copy reveal fresh columns of the same rows: three give every weight.)
 """
 from __future__ import annotations
 
+import multiprocessing
+import os
 import shutil
 import threading
+import zlib
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from proofs.batch import prove_batch
 from proofs.cli import build_parser, main
@@ -81,19 +87,120 @@ def test_concurrent_provers_in_threads_never_share_a_copy(state, committed):
 
 
 def test_a_restored_state_is_refused(state, committed, tmp_path):
-    """A backup taken before a proof and restored after it lists copy 0 unused; its counter says 1 is spent: the
-    state is refused (load and reservation). Positive control: the current state loads and proves."""
+    """A state backed up before a proof: restored in place it rolls nothing back (its journal still reserves
+    copy 0); restored where its journal is not (another folder, a fresh disk) it is refused. A journal restored
+    from a backup older than the state's last save is refused (load, and the reservation of a loaded prover).
+    Positive control: the current state loads and proves."""
     model, x, _, _ = committed
     backup = tmp_path / "backup"
-    shutil.copyfile(state, backup)
+    backup.mkdir()
+    shutil.copy(state, backup)
+    journal = open(prover_state.journal_path(state), "rb").read()
     Network(model, state=state).prove(x)
     current = Network(model, state=state)  # positive control
     assert current.proofs_left == 3
-    shutil.copyfile(backup, state)
-    with pytest.raises(ModelError, match="copied or restored"):
+    shutil.copy(backup / state.name, state)
+    assert Network(model, state=state).proofs_left == 3  # in place: the journal keeps copy 0 spent
+    with pytest.raises(ModelError, match="missing.*copied or restored.*commit again"):
+        Network(model, state=backup / state.name)
+    current.save_state(state)  # the state now lists copy 0 spent
+    with open(prover_state.journal_path(state), "wb") as handle:
+        handle.write(journal)  # the journal as backed up before the proof
+    with pytest.raises(ModelError, match="lists 1 spent copies.*copied or restored"):
         Network(model, state=state)
     with pytest.raises(ModelError, match="copied or restored"):
-        current.prove(x)  # its reservation re-reads the (restored) file
+        current.prove(x)  # its reservation re-reads the (restored) journal
+
+
+def test_deleting_the_journal_is_refused_not_a_rollback(state, committed):
+    """Without its journal a state would list no spent copy: it is refused, by load and by the reservation of a
+    prover loaded before, naming the path; a save then refuses too (it would un-spend). Positive control:
+    with the journal, proving works."""
+    model, x, _, _ = committed
+    loaded = Network(model, state=state)
+    assert loaded.prove(x).relations.copy == 0  # positive control
+    os.unlink(prover_state.journal_path(state))
+    with pytest.raises(ModelError, match=f"{state.name}.spent.*missing.*never be copied or restored"):
+        Network(model, state=state)
+    with pytest.raises(ProofError, match="missing"):
+        loaded.prove(x)
+    with pytest.raises(ModelError, match="missing"):
+        loaded.save_state(state)
+
+
+def test_a_journal_of_another_state_is_refused(committed, tmp_path):
+    """Two state files of one commitment (two identities) and a state of another commitment: swapping in
+    another's journal is refused. Positive control: each state with its own journal loads."""
+    model, x, blob, _ = committed
+    paths = [tmp_path / name for name in ("a.state", "b.state", "other.state")]
+    for path in paths[:2]:
+        Network(model, state=blob).save_state(path)
+    Network(model, zk=True, max_proofs=4).save_state(paths[2])
+    for path in paths[:2]:
+        assert Network(model, state=path).proofs_left == 4  # positive control
+    for source in paths[1:]:
+        shutil.copy(prover_state.journal_path(source), prover_state.journal_path(paths[0]))
+        with pytest.raises(ModelError, match="belongs to another state.*copied or restored"):
+            Network(model, state=paths[0])
+
+
+def test_a_torn_journal_line_is_dropped_a_corrupt_one_refused(state, committed):
+    """A crash mid-append leaves a line without its newline: its fsync never returned, its copy was never used,
+    so it is dropped (and cut off before the next reservation). A complete line with a wrong CRC is refused."""
+    model, x, _, _ = committed
+    journal = prover_state.journal_path(state)
+    Network(model, state=state).prove(x)
+    with open(journal, "ab") as handle:
+        handle.write(b"1 ")
+    assert Network(model, state=state).proofs_left == 3
+    assert Network(model, state=state).prove(x).relations.copy == 1
+    lines = open(journal, "rb").read().split(b"\n")
+    assert lines[1:] == [b"0 %08x" % zlib.crc32(b"0"), b"1 %08x" % zlib.crc32(b"1"), b""]
+    with open(journal, "ab") as handle:
+        handle.write(b"2 00000000\n")
+    with pytest.raises(ModelError, match="line 4 is not a reservation"):
+        Network(model, state=state)
+
+
+def test_a_version_1_state_is_bound_to_a_journal_when_loaded(committed, tmp_path):
+    """A state without an identity (version 1, or state_bytes written to a file) is bound to a new journal when
+    loaded: from then on deleting the journal is refused. Its old counter (PATH.spent as JSON) still refuses a
+    restored state."""
+    model, x, blob, commitment = committed
+    path = tmp_path / "old.state"
+    path.write_bytes(blob)
+    assert Network(model, state=path).prove(x).relations.copy == 0
+    assert Network(model, state=path).proofs_left == 3
+    os.unlink(prover_state.journal_path(path))
+    with pytest.raises(ModelError, match="missing"):
+        Network(model, state=path)
+    path.write_bytes(blob)
+    digest = prover_state._digest(commitment.to_bytes())
+    with open(prover_state.journal_path(path), "w") as handle:
+        handle.write('{"commitment": "%s", "spent": 2}' % digest)
+    with pytest.raises(ModelError, match="counter.*records 2.*copied or restored"):
+        Network(model, state=path)
+
+
+def _reserve_in_a_process(path, barrier, queue):
+    model = _model()
+    witness = Network(model, state=path)._weights_witness
+    barrier.wait()
+    queue.put(witness.take("child"))
+
+
+def test_provers_in_two_processes_never_share_a_copy(state):
+    """Two processes (no shared memory, no shared thread lock) load one state and reserve at once: the file
+    lock and the journal give them different copies."""
+    context = multiprocessing.get_context("fork")
+    barrier, queue = context.Barrier(2), context.Queue()
+    children = [context.Process(target=_reserve_in_a_process, args=(state, barrier, queue)) for _ in range(2)]
+    for child in children:
+        child.start()
+    copies = sorted(queue.get(timeout=120) for _ in children)
+    for child in children:
+        child.join(timeout=60)
+    assert copies == [0, 1]
 
 
 def test_a_stale_prover_saving_never_unspends_a_copy(state, committed):
@@ -143,27 +250,38 @@ def test_batch_proving_reserves_its_copies_in_the_state_file(state, committed):
     assert np.array_equal(verify_network(commitment, x, proofs[1]), forward_int(model, x))
 
 
-def test_the_counter_sits_beside_the_state_and_counts_the_spent_copies(state, committed):
-    model, x, _, _ = committed
+def test_a_proof_appends_to_the_journal_and_leaves_the_state_file_alone(state, committed):
+    """The reservation writes one short line to PATH.spent (not the ~MB state file): the state's bytes are
+    unchanged by a proof, and the journal lists the copy after its header (the commitment and the state's
+    identity)."""
+    model, x, _, commitment = committed
+    before = state.read_bytes()
     Network(model, state=state).prove(x)
-    text = open(prover_state.counter_path(state)).read()
-    assert '"spent": 1' in text
+    assert state.read_bytes() == before
+    header, line, end = open(prover_state.journal_path(state), "rb").read().split(b"\n")
+    assert prover_state._digest(commitment.to_bytes()).encode() in header and line.startswith(b"0 ") and end == b""
 
 
 def test_cli_prove_from_a_restored_state_is_a_usage_error(tmp_path, capsys):
-    """Two `prove` runs around a restore of the state: the second is refused (exit 2), not a proof on copy 0."""
+    """A state backed up after commit and restored on a fresh disk (its journal not with it) after a proof: the
+    second `prove` is refused (exit 2), not a proof on copy 0. Positive control: the first prove."""
     save_model(tmp_path / "model.npz", _model())
     np.save(tmp_path / "x.npy", np.random.default_rng(1).uniform(-1, 1, (1, 6)))
-    args = ["--model", tmp_path / "model.npz", "--commitment", tmp_path / "c.bin"]
     assert main(["commit", "--model", str(tmp_path / "model.npz"), "--out", str(tmp_path / "c.bin"),
                  "--max-proofs", "2"]) == 0
-    shutil.copyfile(tmp_path / "c.bin.state", tmp_path / "backup")
-    prove = ["prove", *map(str, args), "--input", str(tmp_path / "x.npy"), "--quiet", "--out"]
-    assert main(prove + [str(tmp_path / "p1.bin")]) == 0
-    shutil.copyfile(tmp_path / "backup", tmp_path / "c.bin.state")
+    restored = tmp_path / "restored"
+    restored.mkdir()
+    for name in ("model.npz", "x.npy", "c.bin", "c.bin.state"):
+        shutil.copy(tmp_path / name, restored)
+
+    def prove(folder, out):
+        return main(["prove", "--model", str(folder / "model.npz"), "--commitment", str(folder / "c.bin"),
+                     "--input", str(folder / "x.npy"), "--quiet", "--out", str(folder / out)])
+
+    assert prove(tmp_path, "p1.bin") == 0
     capsys.readouterr()
-    assert main(prove + [str(tmp_path / "p2.bin")]) == 2
-    assert "copied or restored" in capsys.readouterr().err and not (tmp_path / "p2.bin").exists()
+    assert prove(restored, "p2.bin") == 2
+    assert "copied or restored" in capsys.readouterr().err and not (restored / "p2.bin").exists()
 
 
 def test_cli_help_says_never_copy_or_restore_the_state(capsys):
@@ -187,13 +305,26 @@ def test_two_graph_provers_of_one_state_file_get_different_copies(tmp_path):
     q = quantize_graph(graph, calibration)
     path = tmp_path / "g.state"
     HidingGraphNetwork(q, max_proofs=3).save_state(path)
-    shutil.copyfile(path, tmp_path / "backup")
     first, second = HidingGraphNetwork(q, state=path), HidingGraphNetwork(q, state=path)
     x = calibration[:1]
     proofs = [first.prove(x), second.prove(x)]
     assert sorted(p.relations.copy for p in proofs) == [0, 1]
     for proof in proofs:
         assert np.array_equal(verify_graph_zk(first.commitment, x, proof), q.forward_int(q.quantize_input(x)))
-    shutil.copyfile(tmp_path / "backup", path)
+    os.unlink(prover_state.journal_path(path))  # as if restored without its journal
     with pytest.raises(ModelError, match="copied or restored"):
         HidingGraphNetwork(q, state=path)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=64), st.booleans())
+def test_a_journal_parses_or_is_refused_never_crashes(tail, with_header):
+    """Any bytes (after a valid header or alone) read as a journal or are a ModelError naming the journal: never
+    another exception, never a copy outside [0, copies)."""
+    blob = (prover_state._header("d" * 64, "s" * 32) if with_header else b"") + tail
+    try:
+        journal = prover_state._parse_journal(blob, "J.spent", 4)
+    except ModelError as error:
+        assert "J.spent" in str(error)
+        return
+    assert all(0 <= k < 4 for k in journal.spent) and journal.length <= journal.size == len(blob)
