@@ -34,7 +34,8 @@ import time
 import numpy as np
 
 from . import graph_cli
-from .basefold import BasefoldParams, statistical_bits
+from .graph_cli import figure_text, soundness_text  # noqa: F401 (soundness_text: re-exported)
+from .basefold import BasefoldParams
 from .errors import ModelError, ProofError, ProofRejected
 from .layers.network import ModelCommitment, Network, read_proof, verify_network
 from .layers.network_zk import DEFAULT_MAX_PROOFS, basefold_params
@@ -193,24 +194,6 @@ def _print_output(output: np.ndarray, output_frac: int, stream=None) -> None:
     values = output * 2.0 ** -output_frac
     with np.printoptions(precision=4, suppress=True, threshold=40):
         print(f"output (batch {output.shape[0]}, dequantized by 2^-{output_frac}):\n{values}", file=stream)
-
-
-def soundness_text(bits: float, label: str = "proven", statistical: float | None = None) -> str:
-    """The soundness figure with what it means: per attempt, so grinding 2^k Fiat-Shamir hashes gives 2^(k - bits),
-    and what it rests on (``label``: "proven", or "conjectured" for Basefold's conjectured parameters); with
-    ``statistical`` (the figure without the proof's own grinding, :func:`proofs.basefold.statistical_bits`), the
-    two parts apart."""
-    text = f"{label} soundness {bits:.1f} bits per attempt (grinding 2^k hashes: 2^(k-{bits:.1f}))"
-    if statistical is not None:
-        text += f": {statistical:.1f} statistical + {bits - statistical:.1f} from the proof's own grinding"
-    return text
-
-
-def figure_text(commitment, batch: int, **options) -> str:
-    """:func:`soundness_text` of ``commitment.soundness_bits(batch, **options)``, its statistical part apart."""
-    bits = commitment.soundness_bits(batch, **options)
-    statistical = statistical_bits(commitment.soundness_bits, batch, **options)
-    return soundness_text(bits, getattr(commitment, "soundness_label", "proven"), statistical)
 
 
 def _state_path(args, commitment_path) -> str:

@@ -21,6 +21,7 @@ import numpy as np
 
 import hezk_model
 
+from .basefold import statistical_bits
 from .errors import ModelError, ProofRejected
 from .graph_quantize import quantize_graph
 from .layers.graph import GraphCommitment, GraphNetwork, verify_graph
@@ -34,6 +35,24 @@ CALIBRATION_SAMPLES = 64
 
 class GraphInputError(ModelError):
     """An unreadable or non-numeric input file (a usage error, exit 2)."""
+
+
+def soundness_text(bits: float, label: str = "proven", statistical: float | None = None) -> str:
+    """The soundness figure with what it means: per attempt, so grinding 2^k Fiat-Shamir hashes gives 2^(k - bits),
+    and what it rests on (``label``: "proven", or "conjectured" for Basefold's conjectured parameters); with
+    ``statistical`` (the figure without the proof's own grinding, :func:`proofs.basefold.statistical_bits`), the
+    two parts apart."""
+    text = f"{label} soundness {bits:.1f} bits per attempt (grinding 2^k hashes: 2^(k-{bits:.1f}))"
+    if statistical is not None:
+        text += f": {statistical:.1f} statistical + {bits - statistical:.1f} from the proof's own grinding"
+    return text
+
+
+def figure_text(commitment, batch: int, **options) -> str:
+    """:func:`soundness_text` of ``commitment.soundness_bits(batch, **options)``, its statistical part apart."""
+    bits = commitment.soundness_bits(batch, **options)
+    statistical = statistical_bits(commitment.soundness_bits, batch, **options)
+    return soundness_text(bits, getattr(commitment, "soundness_label", "proven"), statistical)
 
 
 def graph_model(path):
@@ -159,7 +178,6 @@ def prove(args, graph) -> int:
     data = proof.to_bytes()
     with open(args.out, "wb") as handle:
         handle.write(data)
-    from .cli import figure_text
     soundness = figure_text(network.commitment, len(proof.output), **({"private_input": True} if private else {}))
     mode = f"zero knowledge, {network.proofs_left} proofs left" if state is not None else "PUBLIC WEIGHTS"
     print(f"proved in {elapsed:.2f}s -> {args.out} ({len(data)} bytes, {mode}, {soundness})")
@@ -193,7 +211,6 @@ def verify(args, commitment_bytes: bytes) -> int:
         np.save(args.output, values)
     print("accept")
     mode = "zero knowledge" if commitment.zk else "public weights"
-    from .cli import figure_text
     soundness = figure_text(commitment, len(output), **({"private_input": True} if x is None else {}))
     print(f"accept ({mode}{', private input' if x is None else ''}, {soundness})", file=sys.stderr)
     _print(np.atleast_2d(values.reshape(len(output), -1)), q.output_frac, sys.stderr)
