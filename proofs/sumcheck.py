@@ -108,7 +108,7 @@ def _product(arrays):
 
 
 def combine_evaluations(coefficients, factor_evals) -> np.ndarray:
-    """sum_t c_t prod_j factor_evals[t][j]: the summand at the sub-claim point, from factor values ((4,) each)."""
+    """``sum_t c_t prod_j factor_evals[t][j]``: the summand at the sub-claim point, from factor values ((4,) each)."""
     if len(coefficients) != len(factor_evals):
         raise ProofRejected(f"{len(factor_evals)} evaluated terms for {len(coefficients)} coefficients", "sumcheck")
     total = F.ext_zero()
@@ -340,7 +340,7 @@ def prove_sumcheck(terms, claim, transcript, label: str = "sumcheck", *, strict:
     ``terms`` is a list of (coefficient, [tables]); tables passed as the same object are folded once. It may
     also be a prover object with :class:`SumcheckProver`'s interface (e.g. :class:`proofs.relations.RelationProver`),
     then with ``strict=False`` (such a prover need not compute its own sum).
-    Returns (SumcheckProof, point (k, 4), factor_evals) with factor_evals[t][j] the j-th factor of term t
+    Returns (SumcheckProof, point (k, 4), factor_evals) with ``factor_evals[t][j]`` the j-th factor of term t
     at the point. The caller must send (and absorb) whatever evaluations the verifier will use next.
     A false claim raises ProofError unless ``strict=False`` (proving a tampered witness for negative
     tests: the honest round messages of the true sum then fail the verifier's first round check).
