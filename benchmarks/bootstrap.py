@@ -11,7 +11,7 @@ Default: the 128-bit ``N16_BOOT`` preset (Δ = 2^60, q_0/Δ ≈ 2^8.5, 23 levels
 sparse-secret encapsulation (h = 32: K = 18; EvalMod degree 28 with 4 double angles), CoeffToSlot taking
 ModRaise's output without a rescale of its own, and without the arcsin correction: 15 levels used, 8 left.
 Measured 2026-11-28, one thread, two-core machine (load ~1.0): bootstrap 13.5-14.7 s over five runs with glibc's
-default allocator, 12.2 s with freed memory kept (``hezk_memory.reuse_freed_memory``: the 25-60 MB arrays of every
+default allocator, 12.2 s with freed memory kept (``hezk.memory.reuse_freed_memory``: the 25-60 MB arrays of every
 operation reuse pages already faulted in; 1-2 s of system time less), both the best of three after an untimed
 setup bootstrap (18.2 s before 252 of the 316 CoeffToSlot/SlotToCoeff diagonals, those of period 32 or 1024,
 were encoded in the subring, the other 64 kept, and the BSGS giants aligned: one giant is 0), keygen 30 s (41
@@ -45,7 +45,7 @@ if __name__ == "__main__":
 
 import numpy as np  # noqa: E402
 
-import hezk_memory  # noqa: E402
+import hezk.memory  # noqa: E402
 from crypto import CKKSContext, CKKSParameters  # noqa: E402
 from crypto.ckks.bootstrap import BootstrapConfig, BootstrapPlan  # noqa: E402
 from crypto.ckks.precision import precision_bits  # noqa: E402
@@ -108,9 +108,9 @@ def run(params, slots=None, seed=1, cts_levels=3, stc_levels=3, arcsin=True, enc
         return seconds, cpu, out
 
     seconds, cpu, out = best()                          # glibc's default allocator
-    reused = hezk_memory.reuse_freed_memory()           # then freed blocks kept (hezk_memory): fewer page faults
+    reused = hezk.memory.reuse_freed_memory()           # then freed blocks kept (hezk.memory): fewer page faults
     reuse_seconds, reuse_cpu, _ = best() if reused else (float("nan"), float("nan"), None)
-    hezk_memory.reuse_freed_memory(False)
+    hezk.memory.reuse_freed_memory(False)
     bits = precision_bits(x, ctx.decrypt(out))
     worst = np.full(plan.slots, 1.0)                    # the worst case the plan states: a constant input, whose one
     worst_bits = precision_bits(worst, ctx.decrypt(ctx.evaluator.bootstrap(ctx.encrypt(worst, level=0))))
@@ -172,7 +172,7 @@ def main(argv=None):
     r = run(params, args.slots, cts_levels=args.cts_levels, stc_levels=args.stc_levels, arcsin=arcsin,
             encapsulation=encapsulation)
     print(f"hezk:    bootstrap {r['seconds']:.2f} s wall, {r['cpu']:.2f} s CPU; {r['reuse_seconds']:.2f} s wall, "
-          f"{r['reuse_cpu']:.2f} s CPU with freed memory kept (hezk_memory.reuse_freed_memory) (keygen {r['keygen']:.1f} s wall, "
+          f"{r['reuse_cpu']:.2f} s CPU with freed memory kept (hezk.memory.reuse_freed_memory) (keygen {r['keygen']:.1f} s wall, "
           f"{r['keygen_cpu']:.1f} s CPU, keys {r['key_gb']:.2f} GB), precision {r['bits']:.1f} bits on random slots "
           f"(uniform in [-1, 1]), {r['worst_bits']:.1f} bits worst case (a constant input) (stated "
           f"{r['plan'].noise_bits:.1f} random slots, {r['plan'].precision_bits:.1f} worst case), levels left {r['levels_left']}, peak RSS (VmHWM) "

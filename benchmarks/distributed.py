@@ -38,7 +38,7 @@ sys.path.append(str(pathlib.Path(__file__).resolve().parent.parent / "examples")
 
 from benchmarks._timing import print_table  # noqa: E402
 
-import hezk_tasks  # noqa: E402
+import hezk.tasks  # noqa: E402
 
 
 def _load() -> str:
@@ -71,7 +71,7 @@ def _rss(dask_client) -> list[float]:
 
 
 def _cluster(workers: int):
-    return hezk_tasks.connect(f"local:{workers}")
+    return hezk.tasks.connect(f"local:{workers}")
 
 
 def _warm(runner, function, items, share):
@@ -200,7 +200,7 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="small sizes (one minute or two)")
     parser.add_argument("--lenet", action="store_true", help="also LeNet-5 (about 1.6 GiB of keys per process)")
     args = parser.parse_args(argv)
-    if not hezk_tasks.distributed_available():
+    if not hezk.tasks.distributed_available():
         print("dask.distributed is not installed (pip install 'hezk[distributed]'): nothing to measure")
         return 0
     from digits_models import digits_split, train_mlp

@@ -73,7 +73,7 @@ def _median(fn, repeats):
 def bench_graph(name, make, batch, repeats, workdir, zk=True):
     import onnx
 
-    from hezk_model import read_onnx
+    from hezk.model import read_onnx
     from proofs.graph_quantize import quantize_graph
     from proofs.layers.graph import GraphNetwork, verify_graph
     from proofs.layers.graph_zk import HidingGraphNetwork, verify_graph_zk

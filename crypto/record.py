@@ -1,6 +1,6 @@
-"""crypto's records in the one hezk container (:mod:`hezk_record`; ``crypto.serialize`` lists every object's).
+"""crypto's records in the one hezk container (:mod:`hezk.record`; ``crypto.serialize`` lists every object's).
 
-Layout (see :mod:`hezk_record`)::
+Layout (see :mod:`hezk.record`)::
 
     b"HEZK" | version u16 | kind u8 | fingerprint length u8 | fingerprint | payload length u64 |
     payload | SHA-256(everything before)[:16]
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-import hezk_record
-from hezk_record import MAGIC, VERSION, RecordError
+import hezk.record
+from hezk.record import MAGIC, VERSION, RecordError
 
 from .errors import ContextMismatchError, SerializationError
 
@@ -24,7 +24,7 @@ _FULL = {"parameters": "crypto.Parameters", "plaintext": "crypto.Plaintext", "ci
          "public_context": "crypto.PublicContext", "secret_key": "crypto.SecretKey",
          "full_context": "crypto.FullContext"}
 _SHORT = {full: short for short, full in _FULL.items()}
-KINDS = {short: hezk_record.KINDS[full] for short, full in _FULL.items()}
+KINDS = {short: hezk.record.KINDS[full] for short, full in _FULL.items()}
 
 __all__ = ["MAGIC", "VERSION", "KINDS", "pack", "unpack", "field", "peek_kind"]
 
@@ -32,7 +32,7 @@ __all__ = ["MAGIC", "VERSION", "KINDS", "pack", "unpack", "field", "peek_kind"]
 def pack(kind: str, fingerprint: bytes, meta: dict, arrays=()) -> bytes:
     """One record of ``kind``: JSON-serialisable ``meta`` plus numpy ``arrays`` (stored in order)."""
     try:
-        return hezk_record.pack(_FULL[kind], meta, arrays, fingerprint)
+        return hezk.record.pack(_FULL[kind], meta, arrays, fingerprint)
     except RecordError as error:
         raise SerializationError(str(error)) from None
 
@@ -46,7 +46,7 @@ def unpack(blob, kind, fingerprint: bytes | None = None) -> tuple[bytes, dict, l
     """
     kinds = (kind,) if isinstance(kind, str) else tuple(kind)
     try:
-        record = hezk_record.unpack(blob, tuple(_FULL[k] for k in kinds))
+        record = hezk.record.unpack(blob, tuple(_FULL[k] for k in kinds))
     except RecordError as error:
         raise SerializationError(str(error)) from None
     if fingerprint is not None and record.fingerprint != fingerprint:
@@ -58,7 +58,7 @@ def unpack(blob, kind, fingerprint: bytes | None = None) -> tuple[bytes, dict, l
 def field(meta: dict, name: str, kind: type):
     """meta[name] checked to be of ``kind``; SerializationError otherwise."""
     try:
-        return hezk_record.field(meta, name, kind)
+        return hezk.record.field(meta, name, kind)
     except RecordError as error:
         raise SerializationError(str(error)) from None
 
@@ -67,7 +67,7 @@ def peek_kind(blob) -> str:
     """The kind of a record (crypto's short name, or the container's full name for another package's record),
     after checking only its magic, version and kind code."""
     try:
-        kind = hezk_record.peek_kind(blob)
+        kind = hezk.record.peek_kind(blob)
     except RecordError as error:
         raise SerializationError(str(error)) from None
     return _SHORT.get(kind, kind)

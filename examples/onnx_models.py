@@ -2,7 +2,7 @@
 
 1. make a small MLP in ONNX: with PyTorch when it is installed (``torch.onnx.export``, torch stays optional),
    else the same graph with ``onnx.helper``;
-2. read it into the shared model description (``hezk_model``): its nodes, each contraction an einsum, and
+2. read it into the shared model description (``hezk.model``): its nodes, each contraction an einsum, and
    its digest (the model's identity, carried by plans, requests and replies);
 3. encrypted inference of the x^2 model: ``python -m tensor_ops infer --model mlp_square.onnx`` does the same;
 4. a zero-knowledge proof of the ReLU model: ``python -m proofs commit | prove | verify --model mlp_relu.onnx``;
@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-import hezk_model
+import hezk.model
 from proofs import Network
 from proofs.layers.network import verify_network
 from proofs.model import load_model as load_proof_model
@@ -97,7 +97,7 @@ def main():
             how = "onnx.helper (PyTorch is not installed)"
         print(f"1. {path} written by {how}")
 
-    graph = hezk_model.load(paths["square"])
+    graph = hezk.model.load(paths["square"])
     print("2. the model description both halves read:\n   " + graph.summary().replace("\n", "\n   "))
     print(f"   digest {graph.digest().hex()}")
 
@@ -115,7 +115,7 @@ def main():
     network = Network(quantized)
     xq = quantize_input(quantized, x)
     output = verify_network(network.commitment, xq, network.prove(xq))
-    relu = hezk_model.load(paths["relu"]).forward(x)
+    relu = hezk.model.load(paths["relu"]).forward(x)
     print(f"4. proof of the ReLU model verified; proven output within "
           f"{np.abs(dequantize_output(quantized, output) - relu).max():.3f} of the float model "
           f"(stated bound {quantized.error_bound:.3f})")

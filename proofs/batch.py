@@ -18,7 +18,7 @@ import threading
 
 import numpy as np
 
-import hezk_tasks
+import hezk.tasks
 
 from .errors import ModelError, ProofRejected
 from .layers.network import Network, read_proof, verify_network
@@ -27,9 +27,9 @@ from .progress import as_progress
 __all__ = ["ProverShare", "connect", "prove_batch", "verify_batch", "verify_each", "input_groups"]
 
 
-def connect(dask=None) -> hezk_tasks.Runner:
-    """A task runner (:func:`hezk_tasks.connect`) whose errors are ``ModelError``."""
-    return hezk_tasks.connect(dask, ModelError)
+def connect(dask=None) -> hezk.tasks.Runner:
+    """A task runner (:func:`hezk.tasks.connect`) whose errors are ``ModelError``."""
+    return hezk.tasks.connect(dask, ModelError)
 
 
 class ProverShare:

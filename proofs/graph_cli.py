@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-import hezk_model
+import hezk.model
 
 from .basefold import statistical_bits
 from .errors import ModelError, ProofRejected
@@ -56,13 +56,13 @@ def figure_text(commitment, batch: int, **options) -> str:
 
 
 def graph_model(path):
-    """The model's :class:`hezk_model.Graph` when the graph path proves it (anything but a ReLU MLP chain, which
+    """The model's :class:`hezk.model.Graph` when the graph path proves it (anything but a ReLU MLP chain, which
     the MLP path proves); None when the MLP path should read the file (and report its own errors)."""
     from .model import graph_layers
 
     try:
-        graph = hezk_model.load(path)
-    except (hezk_model.ModelFileError, OSError, ValueError):
+        graph = hezk.model.load(path)
+    except (hezk.model.ModelFileError, OSError, ValueError):
         return None
     try:
         graph_layers(graph)

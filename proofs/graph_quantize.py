@@ -1,4 +1,4 @@
-"""Quantization of a whole model graph (:mod:`hezk_model`) for the graph proof (issue 13, item 2).
+"""Quantization of a whole model graph (:mod:`hezk.model`) for the graph proof (issue 13, item 2).
 
 Every tensor t holds integers at a power-of-two scale, t_int = round(t 2^f_t). Per-layer scales come from
 calibration data (as EZKL's calibrate-settings does): f_t is the largest f with max|t| 2^f < 2^(A-1) on the
@@ -55,7 +55,7 @@ class QOp:
     inputs: tuple
     output: str
     equation: str = ""
-    patches: object = None  # hezk_model.Patches
+    patches: object = None  # hezk.model.Patches
     weight: np.ndarray | None = None  # int64, the einsum's constant operand
     weight_shape: tuple = ()
     bias: np.ndarray | None = None  # int64 over bias_letters' axes of the output (reduced broadcast)
@@ -87,7 +87,7 @@ class QOp:
     def from_public(cls, entry: dict) -> "QOp":
         """The op of a :meth:`public` entry; its fields are checked by :func:`validate_structure` (every
         structure is validated as a whole, its wiring included, by :meth:`QuantizedGraph.from_public`)."""
-        from hezk_model import Patches
+        from hezk.model import Patches
         entry = dict(entry)
         if set(entry) - _OP_FIELDS or not {"kind", "name", "inputs", "output"} <= set(entry):
             raise ValueError(f"op fields {sorted(entry)}: expected {sorted(_OP_FIELDS)}")
@@ -375,12 +375,12 @@ def _square_op(node, source: str, fracs: dict, bounds: dict, like_op, magnitude,
 
 def quantize_graph(graph, calibration=None, *, act_bits: int = 12, weight_bits: int = 8,
                    margin_bits: int = 1, like: QuantizedGraph | None = None) -> QuantizedGraph:
-    """Quantize a :class:`hezk_model.Graph` with scales chosen on ``calibration`` (a float batch), or with
+    """Quantize a :class:`hezk.model.Graph` with scales chosen on ``calibration`` (a float batch), or with
     the scales and ranges of ``like`` (a committed structure: the prover re-quantizes the same weights).
 
     Raises ModelError naming the node for an operator the proof cannot prove (an activation other than
     Relu or Square) or a layer whose integers could wrap around the field."""
-    from hezk_model import Activation, Add, Affine, Contraction, Reshape, Transpose
+    from hezk.model import Activation, Add, Affine, Contraction, Reshape, Transpose
 
     for name, value, low, high in (("act_bits", act_bits, 2, 24), ("weight_bits", weight_bits, 2, 16),
                                    ("margin_bits", margin_bits, 0, 8)):
@@ -533,7 +533,7 @@ KINDS = ("contraction", "relu", "square", "add", "reshape", "transpose")
 _OP_FIELDS = frozenset(("kind", "name", "inputs", "output", "equation", "weight_shape", "bias_letters", "bias_shape",
                         "einsum_shape", "shift", "q_bits", "relu", "lefts", "shape", "weight_frac", "has_bias",
                         "constant", "patches"))
-_PATCH_DATA = "bgcuvij"  # a windowed contraction's view subscripts (hezk_model.Patches)
+_PATCH_DATA = "bgcuvij"  # a windowed contraction's view subscripts (hezk.model.Patches)
 
 
 def _integer(value, name: str) -> int:

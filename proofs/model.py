@@ -5,9 +5,9 @@ Two layouts are read:
 - a **quantized model** written by :func:`save_model`: ``format = "hezk.qmlp"``, ``version``, the
   scheme, ``input_frac``, ``input_bound``, ``error_bound`` and per layer ``weight_i`` (int),
   ``bias_i`` (int), ``weight_frac_i``, ``shift_i``, ``relu_i``;
-- any file of the shared model description (:mod:`hezk_model`): ONNX (opset >= 13), a ``hezk_model.save_npz``
+- any file of the shared model description (:mod:`hezk.model`): ONNX (opset >= 13), a ``hezk.model.save_npz``
   file, or float weights that NAME their activation, e.g. ``np.savez("model.npz", w0=..., b0=..., w1=...,
-  b1=..., activation="relu")`` (see ``hezk_model.npz`` for the key names; a file of bare weights without an
+  b1=..., activation="relu")`` (see ``hezk.model.npz`` for the key names; a file of bare weights without an
   activation is refused, never guessed). The description must be a chain of Gemm / MatMul layers with
   biases and ReLU; any other operator is refused by name (``operator Conv (node 'conv1') is not provable
   yet``). Optional scalars: ``frac_bits`` (default 8) and ``input_bound`` (largest |x| of an input; default
@@ -22,7 +22,7 @@ import os
 
 import numpy as np
 
-import hezk_model
+import hezk.model
 
 from .errors import ModelError
 from .quantize import QuantizedLayer, QuantizedMLP, quantize_fixed_point
@@ -103,7 +103,7 @@ def not_provable(node) -> ModelError:
 
 
 def graph_layers(graph) -> tuple[list, list, list]:
-    """(weights (out, in), biases, relu flags) of a ``hezk_model.Graph`` that is a ReLU MLP: a chain of dense
+    """(weights (out, in), biases, relu flags) of a ``hezk.model.Graph`` that is a ReLU MLP: a chain of dense
     contractions on vectors, each optionally followed by a Relu; anything else raises ``not_provable``."""
     weights, biases, relus, tensor = [], [], [], graph.input
     for node in graph.nodes:
@@ -148,32 +148,32 @@ def _from_graph(graph, data: dict, input_bound=None) -> QuantizedMLP:
 
 def load_model(path, input_bound=None) -> QuantizedMLP:
     """Read a quantized model file, or any model file of the shared description (ONNX, hezk ``.npz``: see
-    ``hezk_model``) that is a ReLU MLP; raises ModelError if malformed or not provable yet. ``input_bound``
+    ``hezk.model``) that is a ReLU MLP; raises ModelError if malformed or not provable yet. ``input_bound``
     (largest |x| of an input, e.g. from calibration data) overrides the file's or the default bound of a float
     model; a quantized model keeps its own."""
     if not os.path.isfile(path):
         raise ModelError(f"model file {str(path)!r} does not exist")
-    if hezk_model.is_onnx(path):
-        return _from_graph(_described(hezk_model.read_onnx, path), {}, input_bound)
+    if hezk.model.is_onnx(path):
+        return _from_graph(_described(hezk.model.read_onnx, path), {}, input_bound)
     with open(path, "rb") as handle:
         head = handle.read(6)
     if not head.startswith(b"PK\x03\x04"):  # np.load would return an .npy array or try to unpickle
         what = "a single .npy array" if head.startswith(b"\x93NUMPY") else "not a zip archive (a text file?)"
         raise ModelError(f"model file {str(path)!r} is not a readable .npz archive: it is {what} (see proofs.model)")
-    try:  # each array's declared size is bounded before it is allocated (hezk_model.npz)
-        data = hezk_model.read_archive(path)
-    except hezk_model.ModelFileError as exc:
+    try:  # each array's declared size is bounded before it is allocated (hezk.model.npz)
+        data = hezk.model.read_archive(path)
+    except hezk.model.ModelFileError as exc:
         raise ModelError(f"model file {str(path)!r} is not a readable .npz archive: {exc}") from None
     if "format" in data:
         if _scalar(data, "format", "U") != FORMAT:
             raise ModelError(f"model file: format={data['format'].item()!r} is not {FORMAT!r}")
         return _read_quantized(data)
-    return _from_graph(_described(lambda p: hezk_model.read_npz(p, arrays=data), path), data, input_bound)
+    return _from_graph(_described(lambda p: hezk.model.read_npz(p, arrays=data), path), data, input_bound)
 
 
 def _described(read, path):
-    """``read(path)``, a ``hezk_model.Graph``, its errors as ModelError."""
+    """``read(path)``, a ``hezk.model.Graph``, its errors as ModelError."""
     try:
         return read(path)
-    except hezk_model.ModelFileError as error:
+    except hezk.model.ModelFileError as error:
         raise ModelError(str(error)) from None

@@ -1,9 +1,9 @@
-"""Progress reporting for proofs (:mod:`hezk_progress` bound to the proofs' error type): the library takes
+"""Progress reporting for proofs (:mod:`hezk.progress` bound to the proofs' error type): the library takes
 ``progress(done, total, label)`` callbacks; :func:`progress_bar` draws a tqdm bar (what ``python -m proofs
 prove`` passes)."""
 from __future__ import annotations
 
-import hezk_progress
+import hezk.progress
 
 from .errors import ModelError
 
@@ -12,9 +12,9 @@ __all__ = ["progress_bar", "as_progress"]
 
 def progress_bar(description: str = "proving", stream=None):
     """A ``progress(done, total, label)`` callback drawing a tqdm bar named ``description``."""
-    return hezk_progress.progress_bar(description, stream)
+    return hezk.progress.progress_bar(description, stream)
 
 
 def as_progress(progress, description: str = "proving"):
-    """``progress`` as a callback (:func:`hezk_progress.as_progress`); a bad value raises ``ModelError``."""
-    return hezk_progress.as_progress(progress, description, ModelError)
+    """``progress`` as a callback (:func:`hezk.progress.as_progress`); a bad value raises ``ModelError``."""
+    return hezk.progress.as_progress(progress, description, ModelError)

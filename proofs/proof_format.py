@@ -9,7 +9,7 @@ The reader extends :class:`proofs.field.ByteReader` (raw bytes, bounds, trailing
 primitives (commitments, openings, sumcheck proofs) read their own bytes with.
 
 What a user stores or sends (model commitments, network and training proofs, reusable commitments, the prover
-state) is one record of the hezk container (:mod:`hezk_record`, :func:`to_record`): its kind (``proofs.*``),
+state) is one record of the hezk container (:mod:`hezk.record`, :func:`to_record`): its kind (``proofs.*``),
 version and checksum around the object's own encoding (``inner_bytes``) held as one field.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ import struct
 
 import numpy as np
 
-import hezk_record
+import hezk.record
 
 from . import field as F
 from .errors import ProofRejected
@@ -149,10 +149,10 @@ class ByteReader(F.ByteReader):
 
 
 def to_record(kind: str, inner: bytes) -> bytes:
-    """The one hezk container (:mod:`hezk_record`) around a top-level object's own encoding: a record of
+    """The one hezk container (:mod:`hezk.record`) around a top-level object's own encoding: a record of
     ``kind`` (e.g. ``proofs.ModelCommitment``) whose one field holds ``inner``; the container adds the kind
     (so a file of another kind is named), the version and a checksum."""
-    return hezk_record.pack(kind, {}, [inner])
+    return hezk.record.pack(kind, {}, [inner])
 
 
 def from_record(data, kind, what: str) -> bytes:
@@ -160,19 +160,19 @@ def from_record(data, kind, what: str) -> bytes:
     :func:`to_record`; ProofRejected names what the bytes are when they are another record ("this is a
     crypto.PublicContext record, expected a ...")."""
     try:
-        record = hezk_record.unpack(data, kind)
+        record = hezk.record.unpack(data, kind)
         if len(record.arrays) != 1:
-            raise hezk_record.RecordError(f"{kind} record holds {len(record.arrays)} fields, expected 1")
-        return hezk_record.array_bytes(record, 0, what)
-    except hezk_record.RecordError as error:
+            raise hezk.record.RecordError(f"{kind} record holds {len(record.arrays)} fields, expected 1")
+        return hezk.record.array_bytes(record, 0, what)
+    except hezk.record.RecordError as error:
         raise ProofRejected(str(error), what) from None
 
 
 def record_kind(data) -> str | None:
     """The container kind of ``data`` (None when it is no readable record)."""
     try:
-        return hezk_record.peek_kind(data)
-    except hezk_record.RecordError:
+        return hezk.record.peek_kind(data)
+    except hezk.record.RecordError:
         return None
 
 

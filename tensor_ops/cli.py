@@ -9,7 +9,7 @@
     python -m tensor_ops serve   --model model.npz [--port 8000] [--tokens-file tokens.txt]  (HTTP, serve extra)
     python -m tensor_ops remote  --url URL --client client.key --input x.npy --out y.npy [--token-file t] (client)
 
-A model file is ONNX or hezk's ``.npz`` (read through the shared description ``hezk_model``; the same file
+A model file is ONNX or hezk's ``.npz`` (read through the shared description ``hezk.model``; the same file
 means the same network to ``python -m proofs``).
 ``client.key`` is SECRET (it holds the secret key); every other file may be shared. ``keygen`` may take
 ``--plan plan.json`` (the server's public plan) instead of the model, and refuses a plan below 128-bit security
@@ -258,7 +258,7 @@ def _load_array(path, option: str):
         raise SerializationError(f"{option} {path}: a damaged .npy array ({error})") from None
 
 
-_MODEL_HELP = ("model file: ONNX (opset >= 13), or .npz written by Sequential.save / hezk_model.save_npz, or "
+_MODEL_HELP = ("model file: ONNX (opset >= 13), or .npz written by Sequential.save / hezk.model.save_npz, or "
                "weight arrays that name their activation (activation='relu')")
 _CALIBRATION_HELP = ("representative inputs .npy (samples, *input shape): each fitted activation (relu, sigmoid, ...) "
                      "is fitted on the range its input takes on them, and the error against the float model "

@@ -5,7 +5,7 @@
 
 The N inputs are cut into batches of ``batch`` samples (default: the samples one ciphertext packs), each batch is
 encrypted here into one request and evaluated by one task; the model and the client's public context (keys
-included) go to every worker once (:meth:`hezk_tasks.Runner.share`) and a worker keeps its
+included) go to every worker once (:meth:`hezk.tasks.Runner.share`) and a worker keeps its
 :class:`~tensor_ops.inference.Server` (its encoded weights) across tasks; the replies come back in input order and
 are decrypted here. The tasks are those of a single process run (``dask=None``), so the decrypted values are the
 same whichever worker, or how many, ran them.
@@ -16,7 +16,7 @@ import threading
 
 import numpy as np
 
-import hezk_tasks
+import hezk.tasks
 from crypto.errors import ParameterError
 from tensor_ops.inference import Client, Server
 from tensor_ops.model_plan import DEFAULT_KEY_BUDGET, batch_of
@@ -25,9 +25,9 @@ from tensor_ops.progress import as_progress
 __all__ = ["ServerShare", "batch_infer", "batch_requests", "connect", "evaluate_batches", "evaluate_request"]
 
 
-def connect(dask=None) -> hezk_tasks.Runner:
-    """A task runner (:func:`hezk_tasks.connect`) whose errors are ``ParameterError``."""
-    return hezk_tasks.connect(dask, ParameterError)
+def connect(dask=None) -> hezk.tasks.Runner:
+    """A task runner (:func:`hezk.tasks.connect`) whose errors are ``ParameterError``."""
+    return hezk.tasks.connect(dask, ParameterError)
 
 
 class ServerShare:

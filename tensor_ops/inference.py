@@ -10,7 +10,7 @@
 rotations for the affine stages, the activation schedule on ciphertexts), composing any rotation the
 context has no key for from the keys it has.
 
-Requests, replies and the saved client are records of the one hezk container (:mod:`hezk_record`, kinds
+Requests, replies and the saved client are records of the one hezk container (:mod:`hezk.record`, kinds
 ``tensor_ops.Request`` / ``Reply`` / ``Client``): a request or reply's meta is its header (the key set, the
 number of samples and ciphertexts, the sample (or output) shape and the slots per sample), its arrays the
 ciphertexts' own records; every length, the checksum, the kind and every field are checked before use.
@@ -25,8 +25,8 @@ from collections import OrderedDict
 
 import numpy as np
 
-import hezk_record
-from hezk_record import RecordError
+import hezk.record
+from hezk.record import RecordError
 from crypto.ckks.flooding import STATISTICAL_SECURITY
 from crypto.context import CKKSContext, as_parameters, check_value_bound
 from crypto.errors import (ContextMismatchError, KeyMissingError, LevelError, ParameterError, SerializationError,
@@ -39,7 +39,7 @@ from tensor_ops.packing import PackedAffine, PackedFork, PackedJoin, packed_stag
 from tensor_ops.nn import Sequential
 from tensor_ops.progress import as_progress
 
-MAGIC = hezk_record.MAGIC  # every record's, messages included
+MAGIC = hezk.record.MAGIC  # every record's, messages included
 REQUEST_KIND, REPLY_KIND, CLIENT_KIND = "tensor_ops.Request", "tensor_ops.Reply", "tensor_ops.Client"
 _MESSAGE_KINDS = {"request": REQUEST_KIND, "reply": REPLY_KIND}
 _CONTEXT_KINDS = ("crypto.PublicContext", "crypto.FullContext")
@@ -264,13 +264,13 @@ class EncryptedModel:
 def pack_message(kind: str, header: dict, ciphertexts) -> bytes:
     """One record of ``kind`` ("request" / "reply"): the header as its meta, each ciphertext's bytes an array."""
     blobs = [ct.to_bytes() for ct in ciphertexts]
-    return hezk_record.pack(_MESSAGE_KINDS[kind], dict(header, kind=kind, ciphertexts=len(blobs)), blobs)
+    return hezk.record.pack(_MESSAGE_KINDS[kind], dict(header, kind=kind, ciphertexts=len(blobs)), blobs)
 
 
 def _record_kind(blob) -> str | None:
     """The container kind of ``blob``, or None when it is no (readable) record."""
     try:
-        return hezk_record.peek_kind(blob)
+        return hezk.record.peek_kind(blob)
     except RecordError:
         return None
 
@@ -278,8 +278,8 @@ def _record_kind(blob) -> str | None:
 def describe_bytes(blob: bytes) -> str:
     """What a file's bytes are, in words, for error messages: a saved (secret) client, a request or reply, a
     crypto record of some kind, a numpy array or archive, text, or unknown bytes."""
-    if hezk_record.is_record(blob):
-        return hezk_record.describe(blob)
+    if hezk.record.is_record(blob):
+        return hezk.record.describe(blob)
     if blob.startswith(b"\x93NUMPY"):
         return "a numpy .npy array"
     if blob.startswith(b"PK\x03\x04"):
@@ -303,7 +303,7 @@ def unpack_message(blob, kind: str, max_ciphertexts: int = DEFAULT_MAX_CIPHERTEX
     if not isinstance(blob, (bytes, bytearray, memoryview)):
         raise SerializationError(f"message must be bytes, got {type(blob).__name__}")
     try:
-        record = hezk_record.unpack(blob, _MESSAGE_KINDS[kind])
+        record = hezk.record.unpack(blob, _MESSAGE_KINDS[kind])
     except RecordError as error:
         raise SerializationError(f"not a readable encrypted-inference {kind}: {error}") from None
     header = record.meta
@@ -316,7 +316,7 @@ def unpack_message(blob, kind: str, max_ciphertexts: int = DEFAULT_MAX_CIPHERTEX
     if len(record.arrays) != count:
         raise SerializationError(f"message header says ciphertexts={count}, the record holds {len(record.arrays)}")
     try:
-        blobs = [hezk_record.array_bytes(record, i, f"ciphertext {i}") for i in range(count)]
+        blobs = [hezk.record.array_bytes(record, i, f"ciphertext {i}") for i in range(count)]
     except RecordError as error:
         raise SerializationError(str(error)) from None
     return header, blobs
@@ -400,7 +400,7 @@ class Client:
 
     def save(self, path):
         """Write the plan and the full context, SECRET KEY INCLUDED (file mode 0600); keep it private."""
-        blob = hezk_record.pack(CLIENT_KIND, {"plan": self.plan.to_dict() if self.plan else None},
+        blob = hezk.record.pack(CLIENT_KIND, {"plan": self.plan.to_dict() if self.plan else None},
                                 [self._context.to_bytes(include_secret_key=True)])
         _write_secret_file(path, blob)
 
@@ -413,9 +413,9 @@ class Client:
         if _record_kind(blob) is None:
             raise SerializationError(f"{path!s} is {describe_bytes(blob)}, not a saved inference client: {advice}")
         try:
-            record = hezk_record.unpack(blob, CLIENT_KIND)
-            context = hezk_record.array_bytes(record, 0, "the saved context")
-        except hezk_record.KindError as error:
+            record = hezk.record.unpack(blob, CLIENT_KIND)
+            context = hezk.record.array_bytes(record, 0, "the saved context")
+        except hezk.record.KindError as error:
             raise SerializationError(f"{path!s}: {error}: {advice}") from None
         except RecordError as error:
             raise SerializationError(f"{path!s}: damaged client file: {error}") from None

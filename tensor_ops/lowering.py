@@ -92,7 +92,7 @@ def _conv_costs(layer, shape, out_shape, on_input, params):
 
 def _einsum_text(layer, shape, out_shape, on_input):
     kind = layer.kind
-    if hasattr(layer, "einsum_text"):  # a node of a hezk_model description (nn.GraphNode)
+    if hasattr(layer, "einsum_text"):  # a node of a hezk.model description (nn.GraphNode)
         return layer.einsum_text(shape, out_shape)
     if kind == "linear":
         return "einsum 'bi,oi->bo' (plaintext weights)"

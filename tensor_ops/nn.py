@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-import hezk_model
+import hezk.model
 from crypto.ckks.bootstrap import BootstrapConfig, as_config
 from crypto.errors import HEWarning, LevelError, ParameterError, ShapeError
 from crypto.context import as_parameters
@@ -508,7 +508,7 @@ class Sequential:
     activation normalisation folded into them, the same polynomial schedule) that the encrypted path runs.
     """
 
-    digest = None  # the sha256 identity of the model description it was lowered from (hezk_model), if any
+    digest = None  # the sha256 identity of the model description it was lowered from (hezk.model), if any
     calibration_report = None  # (mean, max) error against the float model on the calibration inputs, if any
 
     def __init__(self, layers, input_shape=None):
@@ -776,7 +776,7 @@ class Sequential:
         foreign = _foreign_kinds(self._layers)
         if foreign:
             raise ParameterError(f"Sequential.save: layer kind {foreign[0]!r} (from a model description) has no "
-                                 f"hezk-model entry; write the description with hezk_model.save_npz instead")
+                                 f"hezk-model entry; write the description with hezk.model.save_npz instead")
         spec = {"format": _FORMAT, "version": _VERSION, "input_shape": self._input_shape,
                 "layers": [{"kind": layer.kind, "config": layer.config()} for layer in self._layers]}
         arrays = {f"layer{i}.{name}": value for i, layer in enumerate(self._layers) for name, value in layer.arrays().items()}
@@ -786,8 +786,8 @@ class Sequential:
     @classmethod
     def load(cls, path, input_shape=None, calibration=None, degree=None):
         """Read a model file: ONNX, or an ``.npz`` written by ``save`` (read natively, its polynomials
-        exact), by ``hezk_model.save_npz``, or of weights that name their activation (``hezk_model.npz``).
-        Every file but ``save``'s goes through the shared description (``hezk_model``) and ``from_graph``;
+        exact), by ``hezk.model.save_npz``, or of weights that name their activation (``hezk.model.npz``).
+        Every file but ``save``'s goes through the shared description (``hezk.model``) and ``from_graph``;
         malformed, truncated, foreign or unsupported files raise ``ParameterError`` naming the problem.
         ``calibration``: representative inputs (samples, *input_shape); each fitted activation is fitted on
         the range its input takes on them (``calibrate``), and ``calibration_report`` holds the (mean, max)
@@ -797,17 +797,17 @@ class Sequential:
                                    or not 1 <= degree <= MAX_DEGREE):
             raise ParameterError(f"degree={degree!r} must be an integer in [1, {MAX_DEGREE}]")
         try:
-            onnx_file = hezk_model.is_onnx(path)
+            onnx_file = hezk.model.is_onnx(path)
         except OSError:
             onnx_file = False  # read_archive names the problem
         arrays = None if onnx_file else read_archive(path)
         if arrays is None or "__model__" not in arrays:
             try:
-                graph = (hezk_model.read_onnx(path, input_shape) if onnx_file
-                         else hezk_model.read_npz(path, input_shape, arrays=arrays))
-            except hezk_model.MissingInputShape as error:
+                graph = (hezk.model.read_onnx(path, input_shape) if onnx_file
+                         else hezk.model.read_npz(path, input_shape, arrays=arrays))
+            except hezk.model.MissingInputShape as error:
                 raise ShapeError(str(error)) from None
-            except hezk_model.ModelFileError as error:
+            except hezk.model.ModelFileError as error:
                 raise ParameterError(str(error)) from None
             settings = {} if arrays is None else arrays
             interval = tuple(np.asarray(settings.get("interval", (-4.0, 4.0)), dtype=float))
@@ -819,7 +819,7 @@ class Sequential:
             return model
         if calibration is not None or degree is not None:
             raise ParameterError(f"model file {path!s} was written by Sequential.save with its polynomials "
-                                 f"fitted: calibration applies to ONNX and hezk_model files (so does degree=)")
+                                 f"fitted: calibration applies to ONNX and hezk.model files (so does degree=)")
         try:
             spec = json.loads(str(arrays.pop("__model__")))
         except ValueError:
@@ -867,7 +867,7 @@ class Sequential:
         return memo[key]
 
     def identity(self) -> bytes:
-        """The model's sha256 identity: the digest of the description it was read from (``hezk_model``), else
+        """The model's sha256 identity: the digest of the description it was read from (``hezk.model``), else
         of its layers (kinds, settings, weights) and input shape. Plans, requests and replies carry it."""
         if self.digest is not None:
             return self.digest
@@ -1001,14 +1001,14 @@ def read_archive(path) -> dict:
         raise ParameterError(f"model file {path!s} is {what}, not an .npz model archive "
                              f"(write one with Sequential.save or numpy.savez)")
     try:
-        return hezk_model.read_archive(path)
-    except hezk_model.ModelFileError as error:
+        return hezk.model.read_archive(path)
+    except hezk.model.ModelFileError as error:
         raise ParameterError(str(error)) from None
 
 
 @dataclass(frozen=True, eq=False)
 class GraphNode(Layer):
-    """An affine node of a ``hezk_model.Graph`` that has no layer of its own here (a grouped or dilated
+    """An affine node of a ``hezk.model.Graph`` that has no layer of its own here (a grouped or dilated
     convolution, a padded pool, a per-position bias, an elementwise affine, a reshape or transpose): its
     ``forward`` is the description's, and ``affine`` probes it into the dense map the stages fold."""
 
@@ -1169,7 +1169,7 @@ def _residual_of(node, a, b):
 
 
 def from_graph(graph, *, degree: int | None = None, interval=(-4.0, 4.0), calibration=None) -> Sequential:
-    """The ``Sequential`` that evaluates a ``hezk_model.Graph``: contractions (Linear, Conv2d, AvgPool2d
+    """The ``Sequential`` that evaluates a ``hezk.model.Graph``: contractions (Linear, Conv2d, AvgPool2d
     where they fit, else ``GraphNode``), affine maps, reshapes and activations (square exactly; relu,
     sigmoid, tanh, gelu, silu as polynomials of ``degree`` (None: ``DEFAULT_DEGREES``) fitted on
     ``interval``, or, given ``calibration`` inputs, each on the range its input takes on them (``calibrate``)
@@ -1206,7 +1206,7 @@ def from_graph(graph, *, degree: int | None = None, interval=(-4.0, 4.0), calibr
     layers = list(chains[graph.output])
     if not layers:
         shape = graph.input_shape
-        layers.append(GraphNode(hezk_model.Reshape("identity", "Identity", (graph.input,), "y", shape), shape))
+        layers.append(GraphNode(hezk.model.Reshape("identity", "Identity", (graph.input,), "y", shape), shape))
     model = Sequential(layers, graph.input_shape)
     model.digest = graph.digest()
     return model

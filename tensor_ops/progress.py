@@ -1,9 +1,9 @@
-"""Progress reporting for long operations (:mod:`hezk_progress` bound to tensor_ops' error type): the library
+"""Progress reporting for long operations (:mod:`hezk.progress` bound to tensor_ops' error type): the library
 takes ``progress(done, total, label)`` callbacks; :func:`progress_bar` draws a tqdm bar (what the CLI passes)."""
 from __future__ import annotations
 
-import hezk_progress
-from hezk_progress import progress_bar
+import hezk.progress
+from hezk.progress import progress_bar
 
 from crypto.errors import ParameterError
 
@@ -11,5 +11,5 @@ __all__ = ["progress_bar", "as_progress"]
 
 
 def as_progress(progress, description: str):
-    """``progress`` as a callback (:func:`hezk_progress.as_progress`); a bad value raises ``ParameterError``."""
-    return hezk_progress.as_progress(progress, description, ParameterError)
+    """``progress`` as a callback (:func:`hezk.progress.as_progress`); a bad value raises ``ParameterError``."""
+    return hezk.progress.as_progress(progress, description, ParameterError)

@@ -473,7 +473,7 @@ def _positive_float(text: str) -> float:
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The server's options (shared by ``python -m tensor_ops.serve`` and ``python -m tensor_ops serve``)."""
     parser.add_argument("--model", required=True, help="model file (stays on the server): ONNX, or .npz written by "
-                                                       "Sequential.save / hezk_model.save_npz, or weights that name "
+                                                       "Sequential.save / hezk.model.save_npz, or weights that name "
                                                        "their activation")
     parser.add_argument("--calibration", default=None,
                         help="representative inputs .npy: fit each activation on the range its input takes there "

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import numpy as np
 
-import hezk_record
+import hezk.record
 from crypto.errors import ContextMismatchError, KeyMissingError, SerializationError, ShapeError
 from crypto.params import parameters_from_bytes
 from crypto.rlwe import Ciphertext, ciphertext_from_pickle, live_public_context
@@ -127,7 +127,7 @@ class CipherTensorBase:
 
     # ------------------------------------------------------------------ bytes
     def to_bytes(self) -> bytes:
-        """A ``tensor_ops.CipherTensor`` record (:mod:`hezk_record`): the layout as its meta, each ciphertext's
+        """A ``tensor_ops.CipherTensor`` record (:mod:`hezk.record`): the layout as its meta, each ciphertext's
         own record as an array (CKKS backend only)."""
         if not isinstance(self._backend, (CKKSBackend, DetachedBackend)):
             raise SerializationError("only CipherTensors of a CKKS context have a byte form")
@@ -135,7 +135,7 @@ class CipherTensorBase:
         header = {"shape": list(lay.shape), "strides": list(lay.strides), "slots": lay.slots,
                   "tiles": [[t.ct, list(t.start), list(t.size), t.offset] for t in lay.tiles],
                   "replicas": [list(r) for r in lay.replicas], "clean": lay.clean}
-        return hezk_record.pack(RECORD_KIND, header, [c.to_bytes() for c in self._cts])
+        return hezk.record.pack(RECORD_KIND, header, [c.to_bytes() for c in self._cts])
 
     def __reduce__(self):
         """Pickle through ``to_bytes`` plus the parameters' record (never the keys); unpickling attaches a live
@@ -150,9 +150,9 @@ class CipherTensorBase:
     def _read(blob) -> tuple[list, SlotLayout]:
         """(ciphertext records, layout) of a ``tensor_ops.CipherTensor`` record."""
         try:
-            record = hezk_record.unpack(blob, RECORD_KIND)
-            parts = [hezk_record.array_bytes(record, i, f"ciphertext {i}") for i in range(len(record.arrays))]
-        except hezk_record.RecordError as error:
+            record = hezk.record.unpack(blob, RECORD_KIND)
+            parts = [hezk.record.array_bytes(record, i, f"ciphertext {i}") for i in range(len(record.arrays))]
+        except hezk.record.RecordError as error:
             raise SerializationError(f"not readable CipherTensor bytes: {error}") from None
         return parts, layout_from_header(record.meta, len(parts))
 

@@ -5,8 +5,8 @@ request where a public context is expected, crafted record metas and message hea
 import numpy as np
 import pytest
 
-import hezk_cli
-import hezk_record
+import hezk.cli
+import hezk.record
 from crypto import CKKSContext, CKKSParameters
 from crypto import record
 from crypto.errors import HEError, SerializationError
@@ -83,7 +83,7 @@ def test_command_lines_exit_2_on_damaged_models(files, tmp_path, capsys, main, n
             assert err.startswith("error: model file")
 
 
-@pytest.mark.parametrize("main", [tensor_cli.main, hezk_cli.main], ids=["tensor_ops", "hezk"])
+@pytest.mark.parametrize("main", [tensor_cli.main, hezk.cli.main], ids=["tensor_ops", "hezk"])
 @pytest.mark.parametrize("bad, says", [("x.npy", "single .npy array"), ("text.npz", "text file")])
 def test_npy_or_text_as_tensor_ops_model(files, capsys, main, bad, says):
     assert main(["plan", "--model", str(files[0] / bad)]) == 2
@@ -151,8 +151,8 @@ def test_record_meta_that_is_not_an_object(toy, meta):
 
 def _with_header(blob, **fields):
     """The message re-packed with changed header fields (a valid record: what a crafted reply can be)."""
-    message = hezk_record.unpack(blob, hezk_record.peek_kind(blob))
-    return hezk_record.pack(message.kind, dict(message.meta, **fields), message.arrays)
+    message = hezk.record.unpack(blob, hezk.record.peek_kind(blob))
+    return hezk.record.pack(message.kind, dict(message.meta, **fields), message.arrays)
 
 
 @pytest.mark.parametrize("field, value", [("samples", True), ("block", True), ("ciphertexts", True),

@@ -10,14 +10,14 @@ import sysconfig
 
 import pytest
 
-import hezk_cli
+import hezk.cli
 from proofs import cli as proofs_cli
 from tensor_ops import cli as tensor_cli
 from tensor_ops import serve
 
 TENSOR_COMMANDS = {"plan", "keygen", "encrypt", "infer", "decrypt", "serve", "remote"}
 PROOFS_COMMANDS = {"commit", "prove", "verify"}
-PARSERS = {"tensor_ops": tensor_cli.parser, "proofs": proofs_cli.build_parser, "hezk": hezk_cli.build_parser,
+PARSERS = {"tensor_ops": tensor_cli.parser, "proofs": proofs_cli.build_parser, "hezk": hezk.cli.build_parser,
            "tensor_ops.serve": serve.build_parser}
 
 
@@ -77,7 +77,7 @@ def test_the_prover_state_is_called_secret(command):
 
 
 def test_hezk_has_the_commands_of_both_command_lines():
-    commands = _subcommands(hezk_cli.build_parser())
+    commands = _subcommands(hezk.cli.build_parser())
     assert set(commands) == TENSOR_COMMANDS | PROOFS_COMMANDS
     assert set(_subcommands(tensor_cli.parser())) == TENSOR_COMMANDS
     assert set(_subcommands(proofs_cli.build_parser())) == PROOFS_COMMANDS
@@ -121,14 +121,14 @@ def test_hezk_runs_both_sides(tmp_path, capsys):
     rng = np.random.default_rng(0)
     Sequential([Linear(rng.normal(size=(3, 4))), Square(), Linear(rng.normal(size=(2, 3)))],
                input_shape=(4,)).save(tmp_path / "model.npz")
-    assert hezk_cli.main(["plan", "--model", tmp_path / "model.npz"]) == 0
+    assert hezk.cli.main(["plan", "--model", tmp_path / "model.npz"]) == 0
     assert "rotation keys" in capsys.readouterr().out
-    assert hezk_cli.main(["plan", "--model", tmp_path / "missing.npz"]) == 2
+    assert hezk.cli.main(["plan", "--model", tmp_path / "missing.npz"]) == 2
     (tmp_path / "junk").write_bytes(b"junk")
     np.save(tmp_path / "x.npy", np.zeros(4))
-    assert hezk_cli.main(["verify", "--commitment", tmp_path / "junk", "--input", tmp_path / "x.npy",
+    assert hezk.cli.main(["verify", "--commitment", tmp_path / "junk", "--input", tmp_path / "x.npy",
                           "--proof", tmp_path / "junk"]) == 1
     assert capsys.readouterr().out.strip() == "reject"
     with pytest.raises(SystemExit) as exit_info:
-        hezk_cli.main(["commit"])  # --model is required: argparse's usage error
+        hezk.cli.main(["commit"])  # --model is required: argparse's usage error
     assert exit_info.value.code == 2

@@ -10,7 +10,7 @@ import warnings
 import numpy as np
 import pytest
 
-import hezk_tasks
+import hezk.tasks
 from proofs.batch import prove_batch, verify_batch, verify_each
 from proofs.errors import ModelError, ProofRejected
 from proofs.layers.network import Network
@@ -106,7 +106,7 @@ def test_plain_batch_proving_in_process(proof_layers):
 
 def test_without_distributed_the_same_tasks_run_in_process(monkeypatch, model, client, requests, single_process):
     monkeypatch.setitem(sys.modules, "distributed", None)                # import distributed -> ImportError
-    assert not hezk_tasks.distributed_available()
+    assert not hezk.tasks.distributed_available()
     with pytest.warns(RuntimeWarning, match="not installed"):
         replies = evaluate_batches(model, client.public_context(), requests, dask="local:2")
     assert replies == single_process
@@ -118,7 +118,7 @@ def test_dask_option_is_checked():
             prove_batch(Network([ProofLinear(np.eye(8), np.zeros(8))], zk=False), np.zeros((1, 8)), dask=bad)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert hezk_tasks.connect(None).client is None
+        assert hezk.tasks.connect(None).client is None
 
 
 def _fail_on_two(item, shared):
@@ -128,7 +128,7 @@ def _fail_on_two(item, shared):
 
 
 def test_runner_keeps_order_and_raises_a_failing_task(threads_cluster):
-    runner = hezk_tasks.connect(threads_cluster)
+    runner = hezk.tasks.connect(threads_cluster)
     assert runner.workers == 2
     assert runner.map(_fail_on_two, [5, 4, 3, 1, 0], runner.share(10)) == [50, 40, 30, 10, 0]
     with pytest.raises(ArithmeticError, match="task 2 fails"):

@@ -9,7 +9,7 @@ import pytest
 
 EXAMPLES = sorted((pathlib.Path(__file__).resolve().parent.parent / "examples").glob("*.py"))
 # records that carry a secret: a saved inference client, a crypto full context or secret-key record, a proofs
-# prover state (hezk_record.SECRET_KINDS: the container's kind byte says what a record is)
+# prover state (hezk.record.SECRET_KINDS: the container's kind byte says what a record is)
 
 
 def _files(root: pathlib.Path) -> list[pathlib.Path]:
@@ -17,11 +17,11 @@ def _files(root: pathlib.Path) -> list[pathlib.Path]:
 
 
 def _holds_secret(path: pathlib.Path) -> bool:
-    import hezk_record
+    import hezk.record
 
     try:
-        return hezk_record.peek_kind(path.read_bytes()[:8]) in hezk_record.SECRET_KINDS
-    except hezk_record.RecordError:
+        return hezk.record.peek_kind(path.read_bytes()[:8]) in hezk.record.SECRET_KINDS
+    except hezk.record.RecordError:
         return False
 
 

@@ -1,4 +1,4 @@
-"""hezk_memory: the opt-in allocator setting keeps freed blocks (a second array of the same size faults fewer
+"""hezk.memory: the opt-in allocator setting keeps freed blocks (a second array of the same size faults fewer
 fresh pages in) and restores glibc's defaults. Measured in a fresh interpreter: other tests' libraries (JAX,
 onnxruntime) may have tuned this process's allocator already."""
 import json
@@ -7,12 +7,12 @@ import sys
 
 import pytest
 
-import hezk_memory
+import hezk.memory
 
 _PROBE = """
 import json, resource
 import numpy as np
-import hezk_memory
+import hezk.memory
 
 def faults(nbytes):
     first = np.ones(nbytes // 8)
@@ -25,14 +25,14 @@ def faults(nbytes):
 
 size = 96 << 20                            # above glibc's largest mmap threshold (32 MB): mmap'd by default
 default = faults(size)
-applied = hezk_memory.reuse_freed_memory()
+applied = hezk.memory.reuse_freed_memory()
 kept = faults(size)
-restored = hezk_memory.reuse_freed_memory(False)
+restored = hezk.memory.reuse_freed_memory(False)
 print(json.dumps([default, applied, kept, restored, faults(size)]))
 """
 
 
-@pytest.mark.skipif(hezk_memory._glibc() is None, reason="glibc only (elsewhere reuse_freed_memory is a no-op)")
+@pytest.mark.skipif(hezk.memory._glibc() is None, reason="glibc only (elsewhere reuse_freed_memory is a no-op)")
 def test_freed_blocks_are_reused_and_defaults_restored():
     out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=120, check=True)
     default, applied, kept, restored, again = json.loads(out.stdout.strip().splitlines()[-1])
@@ -42,5 +42,5 @@ def test_freed_blocks_are_reused_and_defaults_restored():
 
 
 def test_no_op_without_glibc(monkeypatch):
-    monkeypatch.setattr(hezk_memory, "_glibc", lambda: None)
-    assert hezk_memory.reuse_freed_memory() is False and hezk_memory.reuse_freed_memory(False) is False
+    monkeypatch.setattr(hezk.memory, "_glibc", lambda: None)
+    assert hezk.memory.reuse_freed_memory() is False and hezk.memory.reuse_freed_memory(False) is False

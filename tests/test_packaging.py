@@ -38,7 +38,7 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tomllib  # noqa: E402
 
-PACKAGES = ("crypto", "tensor_ops", "proofs", "hezk_cli")
+PACKAGES = ("crypto", "tensor_ops", "proofs", "hezk")
 
 
 def _pyproject():
@@ -75,7 +75,7 @@ before = set(os.listdir("."))
 environ, rng = dict(os.environ), np.random.get_state()[1].copy()
 printing, errors, filters = np.get_printoptions(), np.geterr(), list(warnings.filters)
 root = (logging.getLogger().level, list(logging.getLogger().handlers))
-import crypto, tensor_ops, proofs, hezk_cli
+import crypto, tensor_ops, proofs, hezk.cli
 assert threading.active_count() == 1, [t.name for t in threading.enumerate()]
 assert set(os.listdir(".")) == before, sorted(set(os.listdir(".")) - before)
 assert dict(os.environ) == environ, "environment changed"
@@ -87,7 +87,7 @@ assert (logging.getLogger().level, list(logging.getLogger().handlers)) == root, 
 
 
 def test_importing_the_packages_has_no_side_effects(tmp_path):
-    """Importing crypto, tensor_ops, proofs and hezk_cli prints nothing, starts no thread, creates no file, and
+    """Importing crypto, tensor_ops, proofs and hezk.cli prints nothing, starts no thread, creates no file, and
     leaves the environment, numpy's global state, the warning filters and the root logger as they were."""
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", HOME=str(tmp_path / "home"))
     (tmp_path / "home").mkdir()

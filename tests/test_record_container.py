@@ -1,4 +1,4 @@
-"""hezk_record, the one container of every record: round trips, kind checks naming both kinds, and damaged
+"""hezk.record, the one container of every record: round trips, kind checks naming both kinds, and damaged
 bytes (truncations, bit flips, crafted specs) raising only RecordError."""
 import hashlib
 import json
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-import hezk_record as R
+import hezk.record as R
 
 
 def _record(kind="proofs.TrainingProof"):
@@ -101,8 +101,8 @@ def test_packaged_typed_and_versioned():
 
     root = pathlib.Path(__file__).resolve().parent.parent
     project = tomllib.loads((root / "pyproject.toml").read_text())
-    assert "hezk_record*" in project["tool"]["setuptools"]["packages"]["find"]["include"]
-    assert files("hezk_record").joinpath("py.typed").is_file()
+    assert "hezk.record*" in project["tool"]["setuptools"]["packages"]["find"]["include"]
+    assert files("hezk.record").joinpath("py.typed").is_file()
     assert R.__version__ == project["project"]["version"]
 
 

@@ -1,4 +1,4 @@
-"""hezk_record on crafted bytes with a valid checksum (what an attacker can always produce): any meta, any
+"""hezk.record on crafted bytes with a valid checksum (what an attacker can always produce): any meta, any
 array specs, any payload bytes give a Record or a RecordError, never a TypeError (an array spec whose dtype
 was a list or dict raised TypeError, an HTTP 500 from serve), and the engines' boundaries turn it into their
 own error (tensor_ops: SerializationError, which serve answers with 400)."""
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-import hezk_record
+import hezk.record
 from crypto.errors import SerializationError
-from hezk_record import KINDS, MAGIC, VERSION, RecordError, pack, unpack
+from hezk.record import KINDS, MAGIC, VERSION, RecordError, pack, unpack
 from tensor_ops.inference import unpack_message
 from tensor_ops.serve import _status_of
 
@@ -52,7 +52,7 @@ def test_the_same_record_with_a_string_dtype_reads():
 JSON = st.recursive(st.none() | st.booleans() | st.integers(-2 ** 70, 2 ** 70) | st.floats() | st.text(max_size=4),
                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
                     max_leaves=8)
-SPEC = st.one_of(JSON, st.tuples(st.sampled_from(sorted(hezk_record._DTYPES)) | JSON,
+SPEC = st.one_of(JSON, st.tuples(st.sampled_from(sorted(hezk.record._DTYPES)) | JSON,
                                  st.lists(st.integers(-2, 2 ** 66) | JSON, max_size=3)).map(list))
 
 

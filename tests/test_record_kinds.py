@@ -4,7 +4,7 @@ truncations and bit flips give only the library's errors (the checksum catches f
 import numpy as np
 import pytest
 
-import hezk_record
+import hezk.record
 from crypto import CKKSContext, CKKSParameters
 from crypto.errors import HEError, SerializationError
 from crypto.rlwe import Ciphertext, Plaintext
@@ -18,7 +18,7 @@ from proofs.layers.reusable import Reusable
 from proofs.layers.graph import GraphCommitment, GraphNetwork, GraphProof
 from proofs.layers.graph_zk import HidingGraphCommitment, HidingGraphNetwork, HidingGraphProof
 from proofs.graph_quantize import quantize_graph
-from hezk_model import Contraction, Graph
+from hezk.model import Contraction, Graph
 from proofs.quantize import quantize_fixed_point, quantize_input
 from tensor_ops.inference import Client, Server, unpack_message
 from tensor_ops.nn import Linear, Sequential, Square
@@ -122,11 +122,11 @@ LOADERS = sorted(_loaders(None, None))
 
 def test_every_kind_has_a_sample_and_a_loader(samples):
     blobs, _, _ = samples
-    assert set(blobs) == set(hezk_record.KINDS)
+    assert set(blobs) == set(hezk.record.KINDS)
     assert {k for k in LOADERS if not k.startswith("proofs.proof file")} | {"crypto.FullContext"} \
-        == set(hezk_record.KINDS)
+        == set(hezk.record.KINDS)
     for kind, blob in blobs.items():
-        assert hezk_record.peek_kind(blob) == kind  # every package's writer makes a container record
+        assert hezk.record.peek_kind(blob) == kind  # every package's writer makes a container record
 
 
 @pytest.mark.parametrize("loader", LOADERS)
@@ -166,8 +166,8 @@ def test_truncations_and_bit_flips_give_the_library_errors(samples, kind):
 
 def test_the_secret_kinds_are_the_files_holding_secrets(samples):
     blobs, _, _ = samples
-    secret = {kind for kind, blob in blobs.items() if "SECRET" in hezk_record.describe(blob)}
-    assert secret == hezk_record.SECRET_KINDS
+    secret = {kind for kind, blob in blobs.items() if "SECRET" in hezk.record.describe(blob)}
+    assert secret == hezk.record.SECRET_KINDS
     assert isinstance(ProofRejected("x"), ProofError) and issubclass(SerializationError, HEError)
 
 
@@ -176,5 +176,5 @@ def test_only_records_start_with_the_container_magic(samples):
     blobs, _, _ = samples
     for kind in ("proofs.ModelCommitment", "proofs.NetworkProof", "proofs.HidingNetworkProof", "proofs.Reusable",
                  "proofs.TrainingProof"):
-        inner = hezk_record.array_bytes(hezk_record.unpack(blobs[kind], kind), 0, kind)
-        assert inner[:3] == b"HZK" and not inner.startswith(hezk_record.MAGIC), kind
+        inner = hezk.record.array_bytes(hezk.record.unpack(blobs[kind], kind), 0, kind)
+        assert inner[:3] == b"HZK" and not inner.startswith(hezk.record.MAGIC), kind

@@ -1,17 +1,21 @@
-"""Layering (DESIGN.md rule 11): no import cycles among crypto.*, tensor_ops.* and proofs.* modules, and the engines
+"""Layering (docs/architecture.md): no import cycles among crypto.*, tensor_ops.*, proofs.* and hezk.* modules, and the engines
 stay apart (crypto never imports tensor_ops or proofs; proofs never imports crypto or tensor_ops; the record
-container hezk_record, which both use, imports none of them).
+container hezk.record, which both use, imports none of them).
 
 The checker reads the sources (``import`` and ``from ... import`` statements anywhere, those inside functions
 included: a lazy import is still an import) and finds strongly connected components of the module graph.
 """
 import ast
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-PACKAGES = ("crypto", "tensor_ops", "proofs", "hezk_record", "hezk_progress", "hezk_tasks")
+PACKAGES = ("crypto", "tensor_ops", "proofs", "hezk")
+#: the foundations under the one namespace, below both engines
+FOUNDATIONS = ("hezk.model", "hezk.record", "hezk.progress", "hezk.tasks", "hezk.memory")
 
 
 def module_files(root: pathlib.Path, packages) -> dict[str, pathlib.Path]:
@@ -96,7 +100,9 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def _top(module: str) -> str:
-    return module.split(".")[0]
+    """The unit a module belongs to: its top package, or ``hezk.<foundation>`` under the namespace package."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "hezk" and len(parts) > 1 else parts[0]
 
 
 def upward_imports(graph: dict[str, set[str]], engine: str, forbidden) -> list[str]:
@@ -151,17 +157,38 @@ def graph():
 
 @pytest.mark.parametrize("package", PACKAGES)
 def test_no_import_cycle(graph, package):
-    assert any(_top(m) == package for m in graph)
-    bad = [comp for comp in cycles(graph) if any(_top(m) == package for m in comp)]
+    assert any(m.split(".")[0] == package for m in graph)
+    bad = [comp for comp in cycles(graph) if any(m.split(".")[0] == package for m in comp)]
     assert not bad, "import cycles: " + "; ".join(" <-> ".join(c) for c in bad)
 
 
 @pytest.mark.parametrize("engine, forbidden", [("crypto", ("tensor_ops", "proofs")),
                                                ("proofs", ("crypto", "tensor_ops")),
-                                               ("hezk_record", ("crypto", "tensor_ops", "proofs")),
-                                               ("hezk_progress", ("crypto", "tensor_ops", "proofs")),
-                                               ("hezk_tasks", ("crypto", "tensor_ops", "proofs"))])
+                                               *[(foundation, ("crypto", "tensor_ops", "proofs", "hezk"))
+                                                 for foundation in FOUNDATIONS]])
 def test_engines_do_not_import_upward(graph, engine, forbidden):
     assert any(_top(m) == engine for m in graph)
     wrong = upward_imports(graph, engine, forbidden)
     assert not wrong, f"{engine} must not import {forbidden}: {wrong}"
+
+
+def test_import_hezk_gives_both_halves_and_a_foundation_stays_below_the_engines():
+    """``import hezk`` works and names the API of both halves; importing a foundation (as the engines do) loads
+    no engine: the facade resolves its names on first use."""
+    code = ("import sys, hezk.record, hezk.model\n"
+            "assert not {'crypto', 'tensor_ops', 'proofs'} & set(sys.modules), sorted(sys.modules)\n"
+            "import hezk\n"
+            "assert hezk.CKKSContext.__module__.startswith('crypto') and hezk.Network.__module__.startswith('proofs')\n"
+            "assert callable(hezk.einsum) and callable(hezk.load_model) and 'CKKSContext' in dir(hezk)\n"
+            "print('ok')")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert result.stdout.strip() == "ok", result.stderr
+    import hezk
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        hezk.nope
+
+
+def test_no_other_top_level_package():
+    """One distribution, four import names: the three of the layout and ``hezk``."""
+    tops = sorted(p.parent.name for p in ROOT.glob("*/__init__.py") if p.parent.name not in ("tests", "benchmarks"))
+    assert tops == ["crypto", "hezk", "proofs", "tensor_ops"]

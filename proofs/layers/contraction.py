@@ -11,7 +11,7 @@ Contraction (Thaler, CRYPTO 2013, section 5, generalized): for Y[out] = sum_c A[
 the free (output-only) letters of each operand fixed at their coordinates of r. One sumcheck of degree 2
 (3 with shared letters) over the bits of S and C reduces the claim to A~ and W~ at one point each.
 
-Convolution (Patches, hezk_model.graph): the view P[b,g,c,u,v,i,j] = X[b, gC/G + c, s0 i + d0 u - top,
+Convolution (Patches, hezk.model.graph): the view P[b,g,c,u,v,i,j] = X[b, gC/G + c, s0 i + d0 u - top,
 s1 j + d1 v - left] (zero outside) is linear in X, so for Y = einsum(eq, P, W)
 
     Y~(r) = sum_{p in X} X[p] G_r[p],   G_r[p] = sum_{v real, gather(v) = p} R_r[v],
@@ -306,7 +306,7 @@ def settle_public(claim: Claim, table, where: str) -> None:
 # ------------------------------------------------------------------------------------------ convolution
 @dataclass(frozen=True)
 class PatchGeometry:
-    """Real sizes of a windowed contraction: x (B, C, H, W), the window (any object with hezk_model.Patches'
+    """Real sizes of a windowed contraction: x (B, C, H, W), the window (any object with hezk.model.Patches'
     kernel, stride, pads, dilation, groups), the view letters 'bgcuvij' and the weight's subscript."""
 
     x_shape: tuple

@@ -21,7 +21,7 @@ from proofs.layers.graph import GraphCommitment, GraphNetwork, verify_graph
 from proofs.layers.graph_zk import HidingGraphCommitment, HidingGraphNetwork, verify_graph_zk
 
 onnx = pytest.importorskip("onnx")
-from hezk_model import read_onnx  # noqa: E402
+from hezk.model import read_onnx  # noqa: E402
 from tests.model import onnx_models as M  # noqa: E402
 
 WIDTH = 8  # the hidden width 5 padded
@@ -90,7 +90,7 @@ def test_hiding_graph_proof_rejects_a_wider_model_in_the_padding(declared, cheat
 
 def _cnn():
     """conv 3x3 pad 1 (2 -> 3 channels, padded to 4) + relu, global average pool, flatten, Gemm 3 -> 2."""
-    from hezk_model import Activation, Contraction, Graph, Patches, Reshape
+    from hezk.model import Activation, Contraction, Graph, Patches, Reshape
     rng = np.random.default_rng(0)
     nodes = (Contraction("conv", "Conv", ("x",), "h", "bgcuvij,gocuv->bgoij", rng.normal(size=(1, 3, 2, 3, 3)),
                          rng.normal(size=(3, 1, 1)) * .1, Patches((3, 3), pads=(1, 1, 1, 1)), (3, 4, 4)),

@@ -21,7 +21,7 @@ from proofs.layers.graph_zk import HidingGraphCommitment, HidingGraphNetwork, ve
 
 def _declared():
     """conv 3x3 pad 1 (2 -> 4) + relu, AveragePool 2x2 (4x4 -> 2x2), GlobalAveragePool, flatten, Gemm 4 -> 2."""
-    from hezk_model import Activation, Contraction, Graph, Patches, Reshape
+    from hezk.model import Activation, Contraction, Graph, Patches, Reshape
     rng = np.random.default_rng(0)
     nodes = (Contraction("conv", "Conv", ("x",), "h", "bgcuvij,gocuv->bgoij", rng.normal(size=(1, 4, 2, 3, 3)),
                          rng.normal(size=(4, 1, 1)) * .1, Patches((3, 3), pads=(1, 1, 1, 1)), (4, 4, 4)),

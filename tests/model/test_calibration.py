@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 import pytest
 
-import hezk_model
+import hezk.model
 from crypto.errors import ParameterError
 from tensor_ops import cli as tensor_cli
 from tensor_ops.nn import ActivationRangeWarning, Sequential, calibrate
@@ -36,7 +36,7 @@ def test_an_uncalibrated_fit_warns_where_inputs_leave_its_interval(relu_model):
 
 
 def test_calibration_fits_each_activation_on_its_range_and_reports_the_error(relu_model):
-    x, graph = wide_inputs(), hezk_model.load(relu_model)
+    x, graph = wide_inputs(), hezk.model.load(relu_model)
     ranges = calibrate(graph, x)
     hidden = x @ graph.nodes[0].weight.T + graph.nodes[0].bias
     (low, high), = ranges.values()
@@ -62,7 +62,7 @@ def test_square_is_exact_and_never_warns(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error", ActivationRangeWarning)
         model = Sequential.load(tmp_path / "sq.onnx", calibration=x)
-        np.testing.assert_allclose(model.forward(x), hezk_model.load(tmp_path / "sq.onnx").forward(x), rtol=1e-9)
+        np.testing.assert_allclose(model.forward(x), hezk.model.load(tmp_path / "sq.onnx").forward(x), rtol=1e-9)
     assert model.calibration_report[1] < 1e-6 * np.abs(model.forward(x)).max()
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 import pytest
 
-import hezk_cli
+import hezk.cli
 from proofs import cli as proofs_cli
 from tensor_ops import cli as tensor_cli
 from tests.model.onnx_models import lenet, mlp, residual_block, run_onnx
@@ -49,7 +49,7 @@ def test_tensor_ops_plan_prints_einsums_rotations_keys_depth_parameters_and_dige
     for words in ("einsum 'bi,oi->bo'", "rotation keys", "MiB", "depth 3", "parameters: CKKSParameters",
                   "polynomial square", "model digest"):
         assert words in text, words
-    assert hezk_cli.main(["plan", "--model", str(tmp_path / "m.onnx")]) == 0  # the hezk script too
+    assert hezk.cli.main(["plan", "--model", str(tmp_path / "m.onnx")]) == 0  # the hezk script too
 
 
 def test_a_lenet_onnx_lowers_to_the_encrypted_models_layers_exactly(tmp_path):

@@ -37,10 +37,10 @@ def test_plans_carry_the_models_identity_and_keep_it_as_json():
 
 
 def test_a_model_read_from_onnx_is_identified_by_its_descriptions_digest(tmp_path):
-    import hezk_model
+    import hezk.model
 
     onnx.save(mlp((6, 4, 3)), tmp_path / "m.onnx")
-    assert Sequential.load(tmp_path / "m.onnx").identity() == hezk_model.load(tmp_path / "m.onnx").digest()
+    assert Sequential.load(tmp_path / "m.onnx").identity() == hezk.model.load(tmp_path / "m.onnx").digest()
 
 
 def test_a_server_refuses_a_request_made_for_another_model():

@@ -1,6 +1,6 @@
 """``.npz`` archives are read with every member's declared shape and dtype bounded before its array is
 allocated: a small compressed file declaring a huge array (a zip bomb: 3 MB on disk, 3.2 GB declared) is
-refused by every loader (hezk_model, tensor_ops Sequential.load, proofs load_model) with the loader's own
+refused by every loader (hezk.model, tensor_ops Sequential.load, proofs load_model) with the loader's own
 error naming the array and the limit, and the peak memory stays small."""
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, strategies as st
 
 from crypto.errors import ParameterError
-import hezk_model
-from hezk_model import ModelFileError, read_archive
-from hezk_model.graph import MAX_ELEMENTS
+import hezk.model
+from hezk.model import ModelFileError, read_archive
+from hezk.model.graph import MAX_ELEMENTS
 from proofs.errors import ModelError
 from proofs.model import load_model
 from tensor_ops.nn import Sequential
@@ -56,9 +56,9 @@ def test_the_bomb_is_refused_with_little_memory(tmp_path):
     """ru_maxrss in a fresh process: the 288 MB array declared is never allocated (the old reader peaked at
     twice its size)."""
     path = bomb(tmp_path / "bomb.npz")
-    script = ("import resource, sys, hezk_model\n"
+    script = ("import resource, sys, hezk.model\n"
               "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-              "try:\n    hezk_model.read_archive(sys.argv[1])\nexcept hezk_model.ModelFileError:\n    pass\n"
+              "try:\n    hezk.model.read_archive(sys.argv[1])\nexcept hezk.model.ModelFileError:\n    pass\n"
               "else:\n    sys.exit('accepted')\n"
               "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)\n")
     env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -79,7 +79,7 @@ def test_object_arrays_and_too_many_bytes_in_all_are_refused(tmp_path, monkeypat
     with pytest.raises(ModelFileError, match="array 'w0'.*Python objects"):
         read_archive(tmp_path / "o.npz")
     np.savez(tmp_path / "two.npz", a=np.zeros(600), b=np.zeros(600))
-    monkeypatch.setattr(hezk_model.npz, "MAX_ARCHIVE_BYTES", 8000)
+    monkeypatch.setattr(hezk.model.npz, "MAX_ARCHIVE_BYTES", 8000)
     with pytest.raises(ModelFileError, match="up to 'b' declare 9600 bytes.*limit of 8000"):
         read_archive(tmp_path / "two.npz")
 

@@ -1,4 +1,4 @@
-"""hezk_model: the float reference of the description read from ONNX against onnxruntime on the same input,
+"""hezk.model: the float reference of the description read from ONNX against onnxruntime on the same input,
 the readers' refusals, the npz round trip and the digest."""
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from onnx import helper
 
-import hezk_model
-from hezk_model import Contraction, ModelFileError, UnsupportedOperator, read_onnx
+import hezk.model
+from hezk.model import Contraction, ModelFileError, UnsupportedOperator, read_onnx
 from tests.model.onnx_models import (Builder, batchnorm_model, cifar, lenet, mlp, residual_block, run_onnx)
 
 pytest.importorskip("onnxruntime")
@@ -255,7 +255,7 @@ def test_symbolic_sample_shape_needs_an_input_shape(tmp_path):
     b = Builder(("H",))
     b.node("Relu", ["x"])
     model = _unchecked(b)
-    with pytest.raises(hezk_model.MissingInputShape, match="symbolic"):
+    with pytest.raises(hezk.model.MissingInputShape, match="symbolic"):
         read_onnx(model)
     assert read_onnx(model, input_shape=(5,)).input_shape == (5,)
 
@@ -264,7 +264,7 @@ def test_fixed_batch_and_a_file_path(tmp_path):
     b = Builder((4,), batch=1)
     b.gemm("x", 4, 3)
     onnx.save(b.model(), tmp_path / "m.onnx")
-    graph = hezk_model.load(tmp_path / "m.onnx")
+    graph = hezk.model.load(tmp_path / "m.onnx")
     x = np.random.default_rng(14).normal(size=(1, 4))
     np.testing.assert_allclose(graph.forward(x), run_onnx(b.model(), x), atol=1e-5)
     assert graph.forward(x[0]).shape == (3,)  # one sample without its batch axis
@@ -276,8 +276,8 @@ def test_fixed_batch_and_a_file_path(tmp_path):
                          ids=["mlp", "lenet", "bn", "residual"])
 def test_npz_round_trip_keeps_the_network_and_its_digest(tmp_path, make):
     graph = read_onnx(make())
-    hezk_model.save_npz(graph, tmp_path / "m.npz")
-    again = hezk_model.load(tmp_path / "m.npz")
+    hezk.model.save_npz(graph, tmp_path / "m.npz")
+    again = hezk.model.load(tmp_path / "m.npz")
     assert again.digest() == graph.digest()
     assert [(n.kind, n.name, n.op) for n in again.nodes] == [(n.kind, n.name, n.op) for n in graph.nodes]
     x = np.random.default_rng(15).normal(size=(2, *graph.input_shape))
@@ -288,7 +288,7 @@ def test_digest_is_the_network_not_its_names():
     one, two = read_onnx(mlp((6, 5, 3), seed=1)), read_onnx(mlp((6, 5, 3), seed=1))
     assert one.digest() == two.digest()
     rename = {one.input: "input", **{n.output: f"tensor{i}" for i, n in enumerate(one.nodes)}}
-    renamed = hezk_model.Graph("input", one.input_shape, tuple(
+    renamed = hezk.model.Graph("input", one.input_shape, tuple(
         dataclasses.replace(n, name=f"other{i}", inputs=tuple(rename[t] for t in n.inputs), output=rename[n.output])
         for i, n in enumerate(one.nodes)), rename[one.output])
     assert renamed.digest() == one.digest()
@@ -316,13 +316,13 @@ def test_named_weights_files(tmp_path):
         np.savez(tmp_path / "b.npz", w0=w0.T, b0=b0, w1=w1.T, b1=b1, act0=activation, act1="none")
         want = f(x @ w0.T + b0) @ w1.T + b1
         for name in ("a.npz", "b.npz"):
-            np.testing.assert_allclose(hezk_model.load(tmp_path / name).forward(x), want, atol=1e-12)
+            np.testing.assert_allclose(hezk.model.load(tmp_path / name).forward(x), want, atol=1e-12)
     np.savez(tmp_path / "c.npz", w0=w0, b0=b0, w1=w1, b1=b1, act0="relu", act1="sigmoid")
-    np.testing.assert_allclose(hezk_model.load(tmp_path / "c.npz").forward(x),
+    np.testing.assert_allclose(hezk.model.load(tmp_path / "c.npz").forward(x),
                                1 / (1 + np.exp(-(np.maximum(x @ w0.T + b0, 0) @ w1.T + b1))), atol=1e-12)
     np.savez(tmp_path / "d.npz", w0=w0, b0=b0, w1=w1, b1=b1, activation="softplus")
     with pytest.raises(ModelFileError, match="softplus"):
-        hezk_model.load(tmp_path / "d.npz")
+        hezk.model.load(tmp_path / "d.npz")
 
 
 def test_bare_weights_are_refused_with_how_to_name_an_activation(tmp_path):
@@ -330,7 +330,7 @@ def test_bare_weights_are_refused_with_how_to_name_an_activation(tmp_path):
     np.savez(tmp_path / "m.npz", w0=rng.normal(size=(5, 4)), b0=rng.normal(size=5), w1=rng.normal(size=(3, 5)),
              b1=rng.normal(size=3))
     with pytest.raises(ModelFileError, match=r"names no activation.*activation='relu'.*act0="):
-        hezk_model.load(tmp_path / "m.npz")
+        hezk.model.load(tmp_path / "m.npz")
 
 
 def test_sequential_save_files_are_read_with_their_named_activations(tmp_path):
@@ -341,7 +341,7 @@ def test_sequential_save_files_are_read_with_their_named_activations(tmp_path):
                         Flatten(), Linear(rng.normal(size=(3, 8)), rng.normal(size=3)), Poly("relu", 4),
                         Linear(rng.normal(size=(2, 3)))], input_shape=(1, 6, 6))
     model.save(tmp_path / "s.npz")
-    graph = hezk_model.load(tmp_path / "s.npz")
+    graph = hezk.model.load(tmp_path / "s.npz")
     assert [n.function for n in graph.nodes if n.kind == "activation"] == ["square", "relu"]
     x = rng.normal(size=(2, 1, 6, 6))
     h = Sequential(model.layers[:5], (1, 6, 6)).forward_layers(x)  # up to the relu, which is exact here
@@ -352,8 +352,8 @@ def test_sequential_save_files_are_read_with_their_named_activations(tmp_path):
 def test_hezk_model_imports_only_numpy_onnx_and_the_standard_library():
     import sys
 
-    root = pathlib.Path(hezk_model.__file__).parent
-    allowed = {"numpy", "onnx", "hezk_model", "__future__"} | set(sys.stdlib_module_names)
+    root = pathlib.Path(hezk.model.__file__).parent
+    allowed = {"numpy", "onnx", "hezk.model", "__future__"} | set(sys.stdlib_module_names)
     for path in root.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             names = ([a.name for a in node.names] if isinstance(node, ast.Import)

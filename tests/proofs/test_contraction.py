@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
-from hezk_model.graph import Patches
+from hezk.model.graph import Patches
 from proofs import field as F
 from proofs.errors import ProofError, ProofRejected
 from proofs.layers import contraction as C
@@ -184,7 +184,7 @@ def test_conv_matches_the_direct_loop(batch, groups, in_per_group, out_per_group
     y = C.patch_output("bgcuvij,gocuv->bgoij", x, w, patches)
     direct = naive_conv(x, w, patches)
     assert np.array_equal(y, pad_to(direct, y))
-    assert np.array_equal(direct, np.einsum("bgcuvij,gocuv->bgoij", patches.apply(x), w))  # hezk_model's view
+    assert np.array_equal(direct, np.einsum("bgcuvij,gocuv->bgoij", patches.apply(x), w))  # hezk.model's view
     _, (px, pw), (vx, vw) = run_patches("bgcuvij,gocuv->bgoij", x, w, patches, seed)
     assert np.array_equal(px.point, vx.point) and np.array_equal(pw.point, vw.point)
     assert F.ext_eq(mle_evaluate(table(C.pad_operand(x)), vx.point), vx.value)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
-from hezk_model import Activation, Contraction, Graph, Patches, Reshape, Transpose, read_onnx
+from hezk.model import Activation, Contraction, Graph, Patches, Reshape, Transpose, read_onnx
 from proofs import field as F
 from proofs.errors import ModelError, ProofRejected
 from proofs.graph_quantize import QuantizedGraph, contract_int, expand_bias, quantize_graph

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hezk_model import read_onnx
+from hezk.model import read_onnx
 from proofs.errors import ModelError, ProofError, ProofRejected
 from proofs.graph_quantize import quantize_graph
 from proofs.layers import graph_zk

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from hezk_model import Activation, Contraction, Graph, read_onnx
+from hezk.model import Activation, Contraction, Graph, read_onnx
 from proofs import field as F
 from proofs.errors import ModelError, ProofRejected
 from proofs.graph_quantize import quantize_graph

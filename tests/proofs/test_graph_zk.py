@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 
-from hezk_model import Activation, Add, Contraction, Graph, Patches, Reshape, read_onnx
+from hezk.model import Activation, Add, Contraction, Graph, Patches, Reshape, read_onnx
 from proofs.errors import ModelError, ProofError, ProofRejected
 from proofs.graph_quantize import quantize_graph
 from proofs.layers.graph import GraphNetwork, verify_graph

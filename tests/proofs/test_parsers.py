@@ -96,7 +96,7 @@ def _samples():
         "read_proof (zk)": (read_proof, hiding_proof),
         "TrainingProof.from_bytes (plain)": (S.TrainingProof.from_bytes, plain_training),
         "TrainingProof.from_bytes (zk)": (S.TrainingProof.from_bytes, hiding_training),
-        # the top-level objects are hezk_record records (checksummed): their inner encodings are fuzzed here
+        # the top-level objects are hezk.record records (checksummed): their inner encodings are fuzzed here
         "Reusable.from_inner_bytes": (Reusable.from_inner_bytes, hiding_network.commitment.weights.inner_bytes()),
         "ModelCommitment.from_inner_bytes (plain)": (ModelCommitment.from_inner_bytes,
                                                      plain_network.commitment.inner_bytes()),

@@ -76,7 +76,7 @@ def test_commit_writes_graph_statements_that_parse_back(flags, kind, tmp_path):
 
 def test_the_graph_quantizer_refuses_what_the_validator_refuses(tmp_path, monkeypatch):
     """quantize_graph runs validate_structure: a model beyond a limit is a ModelError naming the op or tensor."""
-    from hezk_model import read_onnx
+    from hezk.model import read_onnx
     path = tmp_path / "m.onnx"
     onnx.save(M.mlp((16, 8, 4), "relu"), str(path))
     graph = read_onnx(str(path))

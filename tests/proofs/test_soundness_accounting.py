@@ -90,7 +90,7 @@ onnx = pytest.importorskip("onnx")
 
 @pytest.fixture(scope="module")
 def graph_commitment(tmp_path_factory):
-    from hezk_model import read_onnx
+    from hezk.model import read_onnx
     from proofs.graph_quantize import quantize_graph
     from tests.model import onnx_models as M
     path = str(tmp_path_factory.mktemp("graph") / "m.onnx")

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import proofs.graph_quantize as GQ
-from hezk_model import read_onnx
+from hezk.model import read_onnx
 from proofs import cli
 from proofs.errors import ModelError, ProofRejected
 from proofs.field import P

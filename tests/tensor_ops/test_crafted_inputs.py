@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-import hezk_record
+import hezk.record
 from crypto import CKKSContext, CKKSParameters, SerializationError
 from crypto.errors import HEError, ParameterError
 from tensor_ops import CipherTensor, encrypt
@@ -59,12 +59,12 @@ def edits_of(document):
 PARAMS = CKKSParameters.preset("TOY")
 CTX = CKKSContext.keygen(PARAMS, seed=5)
 X = np.arange(24, dtype=float).reshape(2, 3, 4) / 10
-RECORD = hezk_record.unpack(encrypt(CTX, X).to_bytes(), RECORD_KIND)
+RECORD = hezk.record.unpack(encrypt(CTX, X).to_bytes(), RECORD_KIND)
 PARTS = [a.tobytes() for a in RECORD.arrays]
 
 
 def craft_tensor(meta, parts=PARTS) -> bytes:
-    return hezk_record.pack(RECORD_KIND, meta, parts)
+    return hezk.record.pack(RECORD_KIND, meta, parts)
 
 
 def test_a_genuine_record_reads_back():

@@ -1,6 +1,6 @@
-"""hezk_model: the model description both engines share, and its readers.
+"""hezk.model: the model description both engines share, and its readers.
 
-A model is a ``Graph`` of tensor operations (``hezk_model.graph``): contractions written as einsums with a
+A model is a ``Graph`` of tensor operations (``hezk.model.graph``): contractions written as einsums with a
 constant operand, elementwise activations, residual additions, reshapes and transposes; immutable, with a
 float reference forward (batch first) and a digest (its identity). ``load`` reads ONNX (``read_onnx``) or
 hezk's ``.npz`` (``read_npz``; ``save_npz`` writes it). This package depends on numpy and onnx only: the

@@ -7,7 +7,7 @@ nothing of hezk; ``distributed`` only when a cluster is asked for, so it stays a
 
 ``map`` returns the results in input order, each exactly once: Dask reruns the tasks of a worker that dies on
 another worker, and the futures of ``as_completed`` each report once. Each engine binds ``error`` to its own
-error type (as :mod:`hezk_progress` does). Without ``distributed`` installed, ``connect`` of a cluster spec
+error type (as :mod:`hezk.progress` does). Without ``distributed`` installed, ``connect`` of a cluster spec
 warns and runs the same tasks in this process.
 """
 from __future__ import annotations

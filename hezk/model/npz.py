@@ -45,7 +45,7 @@ _ARCHIVE_ERRORS = (OSError, ValueError, EOFError, KeyError, IndexError, TypeErro
                    MemoryError, zipfile.BadZipFile, zlib.error, struct.error)
 NAME_AN_ACTIVATION = ("name the activation in the file: np.savez(path, ..., activation='relu') (between layers; "
                       f"one of {', '.join(a for a in ACTIVATIONS if a != 'gelu_tanh')}) or per layer act0='relu', "
-                      "act1='none', ...; or write the model with hezk_model.save_npz")
+                      "act1='none', ...; or write the model with hezk.model.save_npz")
 
 
 MAX_ARRAY_BYTES = 8 * MAX_ELEMENTS  # one array of an archive: MAX_ELEMENTS float64 values

@@ -1,0 +1,6 @@
+"""``python -m hezk``: the ``hezk`` console script."""
+import sys
+
+from hezk.cli import main
+
+sys.exit(main())
