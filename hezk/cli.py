@@ -54,3 +54,7 @@ def main(argv=None) -> int:
     if args.handler is None:  # a proofs command: its own main runs it (and its error handling)
         return proofs_cli.main(argv)
     return tensor_cli.run(args)
+
+
+if __name__ == "__main__":  # python -m hezk.cli, as python -m hezk
+    sys.exit(main())

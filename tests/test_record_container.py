@@ -101,7 +101,7 @@ def test_packaged_typed_and_versioned():
 
     root = pathlib.Path(__file__).resolve().parent.parent
     project = tomllib.loads((root / "pyproject.toml").read_text())
-    assert "hezk.record*" in project["tool"]["setuptools"]["packages"]["find"]["include"]
+    assert "hezk*" in project["tool"]["setuptools"]["packages"]["find"]["include"]
     assert files("hezk.record").joinpath("py.typed").is_file()
     assert R.__version__ == project["project"]["version"]
 

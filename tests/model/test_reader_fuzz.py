@@ -92,7 +92,7 @@ def test_hezk_plan_on_the_77_byte_file_exits_quickly_with_one_line(tmp_path):
     (tmp_path / "loop.onnx").write_bytes(model([identity("X", "X")]).SerializeToString())
     env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
     start = time.monotonic()
-    result = subprocess.run([sys.executable, "-m", "hezk.cli", "plan", "--model", "loop.onnx"], cwd=tmp_path,
+    result = subprocess.run([sys.executable, "-m", "hezk", "plan", "--model", "loop.onnx"], cwd=tmp_path,
                             capture_output=True, text=True, timeout=120, env=env)
     assert result.returncode != 0 and time.monotonic() - start < 120
     lines = result.stderr.strip().splitlines()
