@@ -64,7 +64,8 @@ from .basefold_channel import BasefoldChannel, StorePlan, commit_hosted
 from .common import prefix_sum_of_eq, require
 from .contraction import PatchGeometry, _masked_eq, _subscripts, join_point, split_point
 from .network_zk import (_StatedViews, base_params, basefold_proof_error, best_rows, check_store_commitments,
-                         copies_agreement_error, default_params, is_basefold, require_basefold_store)
+                         copies_agreement_error, default_params, fit_basefold_rows, is_basefold,
+                         require_basefold_store)
 from .proof_items import TrainingProof
 from .requant import Decomposition, decompose
 from .reusable import Reusable, commit_reusable, verify_reusable
@@ -666,9 +667,11 @@ class HidingGraphNetwork:
         self.qgraph = qgraph
         shapes = Shapes(qgraph, 1)
         _Run(shapes, ShapeChannel(params, _layouts(shapes, qgraph)), None, None).run()  # refuses unsupported ops
+        layout = model_layout(qgraph)
+        if state is None:  # many copies: shorter rows (network_zk.fit_basefold_rows)
+            params = fit_basefold_rows(params, layout, max_proofs)
         if is_basefold(params):
             require_basefold_fits(Shapes(qgraph, 1), params)
-        layout = model_layout(qgraph)
         if state is not None:  # prove later against a published commitment (``save_state``)
             commitment, witness = prover_state.load(state, model_tables(qgraph), layout,
                                                     HidingGraphCommitment.from_bytes)

@@ -134,6 +134,7 @@ def commit_model(model, layers, params: HidingParams, max_proofs: int = DEFAULT_
     (:mod:`proofs.layers.reusable`; each proof uses a fresh copy), shaped by :func:`balanced_rows`."""
     layout = model_layout(layers)
     rows = None if is_basefold(params) else balanced_rows(layout, params)
+    params = fit_basefold_rows(params, layout, max_proofs)  # many copies: shorter rows (its docstring)
     return commit_reusable(layout, model_tables(model), params, max_proofs, rows)
 
 
@@ -572,7 +573,10 @@ def basefold_agreement_error(weights, layout: StoreLayout, params) -> float:
     """The agreement proof's error for hiding Basefold copies of ``layout`` (:mod:`proofs.layers.reusable`): its
     relations (point, rounds, rho), alpha and beta (2 / |F|), and the batch opening of every copy and the masks;
     0 for a single copy."""
-    copies = weights.copies
+    return _basefold_agreement_error(weights.copies, layout, params)
+
+
+def _basefold_agreement_error(copies, layout: StoreLayout, params) -> float:
     if len(copies) < 2:
         return 0.0
     field = float(F.P) ** F.EXT_DEGREE
@@ -580,6 +584,39 @@ def basefold_agreement_error(weights, layout: StoreLayout, params) -> float:
     masks = BZ.HidingBasefoldCommitment(B.BasefoldCommitment(bytes(32), BZ.inner_vars(plan.num_vars, params),
                                                              params.base), plan.num_vars, 1, params.layout)
     return (2 + sum(n + n * d + 1 for n, d in plan.mask_shapes)) / field + BZ.batch_error(list(copies) + [masks])
+
+
+#: the bits the copies' agreement proof keeps beyond MIN_SOUNDNESS_BITS (:func:`fit_basefold_rows`): its error
+#: <= 2^-100.5 leaves 2^-101.8 to a proof's own relations and opening (2^-103 for a 64-64-10 graph at batch 1)
+AGREEMENT_MARGIN_BITS = 0.5
+
+
+def fit_basefold_rows(params, layout: StoreLayout, copies: int):
+    """The hiding Basefold ``params`` with the longest interleaved rows (``max_log_codeword``, at most the
+    given one) whose ``copies`` copies of ``layout`` have an agreement proof of at least MIN_SOUNDNESS_BITS +
+    AGREEMENT_MARGIN_BITS: the agreement opens every copy in one batch, whose field error sums (s + 1) N' over
+    the copies (N' = 2^max_log_codeword, s = the rows' count, log2), so many copies of a large table need shorter
+    rows (64 copies of a 2^13-entry model: 98.8 bits with rows of 2^16, 101.1 with 2^13). The commitment's bytes
+    record the rows used; ``params`` unchanged when they already suffice (or are not Basefold). ModelError when
+    no row length reaches the floor: commit with fewer max_proofs."""
+    if not is_basefold(params) or isinstance(copies, bool) or not isinstance(copies, (int, np.integer)) \
+            or not 2 <= copies <= reusable_module.MAX_COPIES:  # (commit_reusable refuses a bad max_proofs)
+        return params
+    plan = StorePlan(layout)
+    target = MIN_SOUNDNESS_BITS + AGREEMENT_MARGIN_BITS
+    bits = None
+    for log_codeword in range(params.base.max_log_codeword, params.base.final_vars - 1, -1):
+        fitted = dataclasses.replace(params, base=dataclasses.replace(params.base, max_log_codeword=log_codeword))
+        made = reusable_module.copy_params(fitted, copies)
+        copy = BZ.HidingBasefoldCommitment(B.BasefoldCommitment(bytes(32), BZ.inner_vars(plan.num_vars, made),
+                                                                made.base), plan.num_vars, made.openings, made.layout)
+        error = _basefold_agreement_error([copy] * copies, layout, fitted)
+        bits = -math.log2(error)
+        if bits >= target:
+            return fitted
+    raise ModelError(f"max_proofs={copies} hiding Basefold copies of a model of {plan.num_vars} variables give an "
+                     f"agreement proof of at most {bits:.1f} bits < {target} (its field error grows with the "
+                     "copies): commit with fewer max_proofs")
 
 
 def agreement_error(commitment) -> float:

@@ -21,10 +21,13 @@ from proofs import basefold as B
 from proofs import basefold_zk as Z
 from proofs import field as F
 from proofs.cli import soundness_text
-from proofs.errors import ProofError, ProofRejected
+from proofs.errors import ModelError, ProofError, ProofRejected
 from proofs.layers import graph_zk as G
 from proofs.layers import network_zk as N
+from proofs.layers import reusable as R
+from proofs.layers.basefold_channel import StorePlan
 from proofs.layers.reusable import agreement_shapes
+from proofs.relations import Slot, StoreLayout
 from proofs.layers.step_proof import union_bound_error
 from proofs.transcript import Transcript
 
@@ -149,3 +152,49 @@ def test_a_prover_is_told_before_any_work_when_its_statistical_bits_are_below_th
     with pytest.raises(ProofError, match="statistical"):
         Z.check_verified_bits([_fake(12, params)], "test")
     Z.check_verified_bits([_fake(12, Z.HidingBasefoldParams(NETWORK_BASE))], "test")  # positive control
+
+
+# ------------------------------------------------------------------ many hiding Basefold copies reach the floor
+def _agreement_bits(layout, copies: int, params) -> float:
+    """The agreement figure of ``copies`` copies of ``layout`` committed with ``params`` (fake roots)."""
+    made = R.copy_params(params, copies)
+    copy = _fake(StorePlan(layout).num_vars, made)
+    return -math.log2(N._basefold_agreement_error([copy] * copies, layout, params))
+
+
+def test_many_basefold_copies_get_rows_short_enough_for_the_floor():
+    """64 copies of a 2^13-entry model: the agreement opens all in one batch, whose field error sums (s + 1) N'
+    over the copies: the default rows of 2^16 give < 100 bits (every proof refused); the fitted rows are shorter
+    and give >= 100 + the margin. Positive control: 16 copies of a small model keep the defaults."""
+    layout = StoreLayout((Slot("W", 12), Slot("b", 7)), True)
+    default = N.basefold_params()
+    assert StorePlan(layout).num_vars == 13 and _agreement_bits(layout, 64, default) < N.MIN_SOUNDNESS_BITS
+    fitted = N.fit_basefold_rows(default, layout, 64)
+    assert fitted.base.max_log_codeword < default.base.max_log_codeword
+    assert fitted.base.num_queries == default.base.num_queries and fitted.base.grinding_bits == 12
+    assert _agreement_bits(layout, 64, fitted) >= N.MIN_SOUNDNESS_BITS + N.AGREEMENT_MARGIN_BITS
+    small = StoreLayout((Slot("W", 7),), True)
+    assert N.fit_basefold_rows(default, small, 16) == default
+    with pytest.raises(ModelError, match="max_proofs=4096.*commit with fewer max_proofs"):
+        N.fit_basefold_rows(default, layout, 4096)
+
+
+def test_a_default_hiding_basefold_graph_proof_with_64_copies_verifies():
+    """A 32-32-10 graph committed with the default hiding Basefold parameters and 64 copies (the rows of 2^16
+    gave its agreement 99.2 bits, below the verifier's 100): the proof verifies and states >= 100 bits, its
+    statistical part >= the floor."""
+    from hezk.model import read_onnx
+    from proofs.graph_quantize import quantize_graph
+    from tests.model import onnx_models as M
+    import tempfile
+    with tempfile.TemporaryDirectory() as folder:
+        onnx.save(M.mlp((32, 32, 10), activation="relu"), folder + "/m.onnx")
+        graph = read_onnx(folder + "/m.onnx")
+    calibration = np.random.default_rng(0).normal(size=(16, *graph.input_shape))
+    q = quantize_graph(graph, calibration)
+    network = G.HidingGraphNetwork(q, params=N.basefold_params(), max_proofs=64)
+    assert network.commitment.soundness_bits(1) >= G.MIN_SOUNDNESS_BITS
+    assert B.statistical_bits(network.commitment.soundness_bits, 1) >= B.MIN_STATISTICAL_BITS
+    proof = network.prove(calibration[:1])
+    assert np.array_equal(G.verify_graph_zk(network.commitment.to_bytes(), calibration[:1], proof.to_bytes()),
+                          q.forward_int(q.quantize_input(calibration[:1])))
