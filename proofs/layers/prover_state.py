@@ -3,7 +3,7 @@
 A hiding commitment is randomized (masks, random row tails, salted leaves: :mod:`proofs.zk`), so proving
 later against the published commitment needs the same randomness, and each of its copies may serve one proof
 only (:mod:`proofs.layers.reusable`), so the state also records which copies are spent. The file is a
-``proofs.ProverState`` record of the one hezk container (:mod:`hezk_record`, a kind listed as secret): named
+``proofs.ProverState`` record of the one hezk container (:mod:`hezk.record`, a kind listed as secret): named
 plain arrays, per copy its masks, its coefficient rows (data, tails and mask rows), its salts, and the views
 its agreement value stated; plus the public commitment.
 The tables, encodings and Merkle trees are rebuilt from the model and checked against the commitment's roots.
@@ -48,7 +48,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-import hezk_record
+import hezk.record
 
 from .. import basefold
 from ..basefold_zk import HidingBasefoldCommitment, HidingBasefoldWitness, shape
@@ -74,13 +74,13 @@ def _to_record(arrays: dict) -> bytes:
         else:
             names.append(name)
             values.append(value)
-    return hezk_record.pack(KIND, {"names": names, "text": text}, values)
+    return hezk.record.pack(KIND, {"names": names, "text": text}, values)
 
 
 def _from_record(blob: bytes, path) -> dict:
     try:
-        record = hezk_record.unpack(blob, KIND)
-    except hezk_record.RecordError as error:
+        record = hezk.record.unpack(blob, KIND)
+    except hezk.record.RecordError as error:
         raise ModelError(f"prover state {path!r} is not readable: {error}") from None
     names, text = record.meta.get("names"), record.meta.get("text")
     if not (isinstance(names, list) and len(names) == len(record.arrays) and all(isinstance(n, str) for n in names)

@@ -294,7 +294,7 @@ def test_two_graph_provers_of_one_state_file_get_different_copies(tmp_path):
     """The graph path reserves the same way: two HidingGraphNetworks loaded from one state file before either
     proves use different copies, both proofs verify; a restored state is refused."""
     onnx = pytest.importorskip("onnx")
-    from hezk_model import read_onnx
+    from hezk.model import read_onnx
     from proofs.graph_quantize import quantize_graph
     from proofs.layers.graph_zk import HidingGraphNetwork, verify_graph_zk
     from tests.model import onnx_models as M
