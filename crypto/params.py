@@ -1,7 +1,7 @@
 """CKKS parameters: a loose literal validated once into a frozen, 128-bit-checked ``CKKSParameters``.
 
 Moduli are word-size NTT primes (< 2^31, ≡ 1 mod 2N). A *level* may hold several primes, so the scale
-Δ ≈ 2^log_scale can exceed one prime (DESIGN.md: precision from more primes per level, not wider words).
+Δ ≈ 2^log_scale can exceed one prime (docs/architecture.md, and the design notes: precision from more primes per level, not wider words).
 A ciphertext at level ℓ lives modulo the primes of levels 0..ℓ; rescaling divides by the primes of
 level ℓ, the scale becoming Δ·Δ / Π q_ℓ.
 

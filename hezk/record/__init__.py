@@ -1,4 +1,4 @@
-"""The one byte container of every hezk record (DESIGN.md rule 12): crypto's keys and ciphertexts,
+"""The one byte container of every hezk record (docs/architecture.md, rule 2): crypto's keys and ciphertexts,
 tensor_ops' messages, tensors and saved clients, proofs' commitments, proofs and prover state.
 
 Layout of one record (all integers little-endian)::
