@@ -20,7 +20,8 @@ from .basefold_channel import BasefoldChannel, StorePlan, commit_hosted, unused_
 from .network_zk import basefold_agreement_error
 from .proof_items import TrainingProof
 from .reusable import Reusable, base_params, commit_reusable, verify_reusable
-from .step_proof import TRANSCRIPT_LABEL, CommittedTensors, _run_training, _statement_bytes, _as_steps, _transcript
+from .step_proof import (TRANSCRIPT_LABEL, CommittedTensors, _as_steps, _run_training, _statement_bytes, _transcript,
+                         validate_statement)
 from .step_relations import ShapeChannel
 from .step_stores import decomposition_keys, proof_layouts, proof_tables, statement_layouts, weight_tables
 from .training import TrainingTrace, _field
@@ -132,7 +133,9 @@ def soundness_bits(spec, committed: CommittedTensors, proof: TrainingProof) -> f
 def verify_step(spec, committed: CommittedTensors, proof: TrainingProof) -> None:
     """Raise ProofRejected unless ``proof`` shows the committed W' is one honest SGD step from W."""
     where = "basefold training proof"
-    steps = _as_steps(committed)
+    spec, steps = validate_statement(spec, committed, where)
+    if not isinstance(committed, CommittedTensors):
+        raise ProofRejected("expected CommittedTensors (one step)", where)
     keyed = {key: c for key, c, _ in steps.keyed()}
     if not all(isinstance(c, Reusable) and c.copies and isinstance(c.copies[0], BZ.HidingBasefoldCommitment)
                for c in keyed.values()) or not isinstance(proof, TrainingProof) or proof.mode != MODE:

@@ -60,7 +60,7 @@ from .reusable import (DEFAULT_MAX_PROOFS, DEFAULT_STEP_PROOFS, Reusable, agreem
                        commit_reusable, copy_params, verify_reusable)
 from .step_stores import (MODES, balanced_rows, batch_layout, commit_stores, decomposition_keys, params_for,
                           proof_layouts, proof_tables, statement_layouts, weight_layout, weight_tables)
-from .training import TrainingSpec, TrainingTrace, _check_chain, _field
+from .training import TrainingSpec, TrainingTrace, _check_chain, _field, validate_spec
 
 TRANSCRIPT_LABEL = "hezk.proofs.training.v2"
 
@@ -98,6 +98,27 @@ def _as_steps(committed: CommittedTensors) -> CommittedSteps:
         "w0": committed.witnesses["weights"], "w1": committed.witnesses["new_weights"],
         "b0": committed.witnesses["batch"]}
     return CommittedSteps((committed.weights, committed.new_weights), (committed.batch,), witnesses)
+
+
+def validate_statement(spec, committed, where: str):
+    """The ONE parse of a training or inference statement, run first by every verifier (:func:`verify_forward`,
+    :func:`verify_training_steps`, :func:`verify_training_step`, :func:`proofs.layers.step_basefold.verify_step`):
+    the spec by :func:`~proofs.layers.training.validate_spec` (every field within its bound, the worst cases
+    within (p - 1) / 2, the tables' sizes bounded, before anything is allocated), and ``committed`` one of the
+    statement classes (CommittedTensors is read as one step of CommittedSteps: k + 1 weights for k >= 1
+    batches). Returns (the validated spec, the statement as CommittedSteps or CommittedModel); the commitments'
+    shapes are then checked against the spec's layouts (:func:`~proofs.layers.reusable.verify_reusable`)."""
+    spec = validate_spec(spec, where)
+    if isinstance(committed, CommittedTensors):  # the verifier's view: no witnesses
+        committed = CommittedSteps((committed.weights, committed.new_weights), (committed.batch,))
+    if isinstance(committed, CommittedSteps):
+        if not all(isinstance(part, (tuple, list)) for part in (committed.weights, committed.batches)) or \
+                not 1 <= len(committed.batches) == len(committed.weights) - 1:
+            raise ProofRejected("CommittedSteps must hold k + 1 weights and k >= 1 batches", where)
+    elif not isinstance(committed, CommittedModel):
+        raise ProofRejected(f"committed is a {type(committed).__name__}, expected CommittedSteps, CommittedTensors "
+                            "or CommittedModel", where)
+    return spec, committed
 
 
 def _commit_statement(layouts: dict, tables: dict, params: HidingParams, max_proofs: int, seed=None) -> dict:
@@ -334,9 +355,9 @@ def verify_training_steps(spec: TrainingSpec, committed: CommittedSteps, proof: 
 def _verify_training(spec, committed, proof) -> Channel:
     """:func:`verify_training_steps`, returning the channel (its ``claims``: every value stated on each store)."""
     where = "training proof"
-    if not isinstance(spec, TrainingSpec) or not isinstance(committed, CommittedSteps) or \
-            not 1 <= len(committed.batches) == len(committed.weights) - 1:
-        raise ProofRejected("expected a TrainingSpec and CommittedSteps (k + 1 weights, k batches)", where)
+    spec, committed = validate_statement(spec, committed, where)
+    if not isinstance(committed, CommittedSteps):
+        raise ProofRejected("expected CommittedSteps (k + 1 weights, k batches)", where)
     if not isinstance(proof, TrainingProof) or proof.mode not in MODES:
         raise ProofRejected(f"expected a TrainingProof with mode in {MODES}", where)
     steps = len(committed.batches)
@@ -378,7 +399,7 @@ def verify_training_step(spec: TrainingSpec, committed: CommittedTensors, proof:
     """Raise ProofRejected unless ``proof`` shows W' (committed) is one honest SGD step from W on the batch."""
     if not isinstance(committed, CommittedTensors):
         raise ProofRejected("expected CommittedTensors", "training proof")
-    verify_training_steps(spec, _as_steps(committed), proof)
+    verify_training_steps(spec, committed, proof)
 
 
 # ------------------------------------------------------------------------------ forward pass alone
@@ -491,9 +512,9 @@ def verify_forward(spec: TrainingSpec, committed: CommittedModel, output, proof:
 
 def _verify_forward(spec, committed, output, proof, public_input) -> Channel:
     where = "forward proof"
-    if not isinstance(spec, TrainingSpec) or not isinstance(committed, CommittedModel) or \
-            not isinstance(proof, TrainingProof) or proof.mode != "aggregate":
-        raise ProofRejected("expected a TrainingSpec, a CommittedModel and an aggregated TrainingProof", where)
+    spec, committed = validate_statement(spec, committed, where)
+    if not isinstance(committed, CommittedModel) or not isinstance(proof, TrainingProof) or proof.mode != "aggregate":
+        raise ProofRejected("expected a CommittedModel and an aggregated TrainingProof", where)
     if (committed.input is None) == (public_input is None):
         raise ProofRejected("give exactly one of a committed input and a public input", where)
     # the output is the last layer's requantized z' (act_bits signed bits, no ReLU), the input act_bits signed

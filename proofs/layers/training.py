@@ -16,12 +16,12 @@ steps and of inference are :mod:`proofs.layers.step_proof` (which imports this m
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
 from .. import field as F
-from ..errors import ModelError, ProofError
+from ..errors import ModelError, ProofError, ProofRejected
 from ..quantize import FIELD_BITS, FIELD_HALF
 from .common import pad_matrix, padded
 from .requant import Decomposition, decompose
@@ -30,11 +30,93 @@ from .requant import Decomposition, decompose
 #: cover the (at most 5) values a proof states of it (:mod:`proofs.relations`)
 MIN_PADDED = 8
 MAX_LAYERS = 64
+MAX_WIDTH = MAX_BATCH = 1 << 20  #: a layer's width d_i, the batch B
+MAX_BITS = MAX_SHIFT = 24  #: act_bits, weight_bits, grad_bits, update_bits; shift, grad_shift, lr_shift
+#: padded entries of one tensor (W_i: width(i+1) x width(i); X, Y, A_i, G_i: batch_padded x width): the prover's
+#: tables and the verifier's public ones (input, output) grow with it, so a spec is refused above it before any
+#: table is made (the 784->128->10 step at batch 64 has 2^17)
+MAX_TENSOR_ENTRIES = 1 << 24
+_BITS = ("act_bits", "weight_bits", "grad_bits", "update_bits")
+_SHIFTS = ("shift", "grad_shift", "lr_shift")
+_WIDTHS = (("shift", "act_bits"), ("grad_shift", "grad_bits"), ("lr_shift", "update_bits"))
 
-def _check_int(value, name: str, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not lo <= int(value) <= hi:
-        raise ModelError(f"{name}={value!r} must be an int in [{lo}, {hi}]")
-    return int(value)
+
+def _is_int(value, lo: int, hi: int) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, np.integer)) and lo <= int(value) <= hi
+
+
+def _worst_cases(sizes, batch: int, act_bits: int, weight_bits: int, grad_bits: int) -> dict:
+    """name -> (worst-case magnitude, how it is made of the fields) of every integer a training step computes
+    without range-checking it directly: Z_i = A_i W_i^T, G_W_i = G_i^T A_i, G_A_i = G_(i+1) W_(i+1) (the
+    output gradient O - Y is below 2^act_bits, every other gradient below 2^(grad_bits - 1))."""
+    act, weight, layers = 1 << (act_bits - 1), 1 << (weight_bits - 1), len(sizes) - 1
+
+    def grad(i):
+        return (1 << act_bits, "2^act_bits") if i == layers - 1 else (1 << (grad_bits - 1), "2^(grad_bits-1)")
+
+    out = {}
+    for i in range(layers):
+        out[f"Z_{i}"] = sizes[i] * act * weight, f"sizes[{i}] * 2^(act_bits-1) * 2^(weight_bits-1)"
+        out[f"G_W_{i}"] = batch * grad(i)[0] * act, f"batch * {grad(i)[1]} * 2^(act_bits-1)"
+        if i + 1 < layers:
+            out[f"G_A_{i}"] = sizes[i + 2] * grad(i + 1)[0] * weight, \
+                f"sizes[{i + 2}] * {grad(i + 1)[1]} * 2^(weight_bits-1)"
+    return out
+
+
+def spec_problem(values: dict):
+    """Why a training statement's spec (``values``: TrainingSpec's fields by name, as given) is refused, naming
+    the field, its value and the limit; None when every field fits.
+
+    The ONE rule of the training statement, applied by :class:`TrainingSpec` (ModelError, the prover) and by
+    :func:`validate_spec` (ProofRejected, every verifier): 2..MAX_LAYERS + 1 widths in [1, MAX_WIDTH], batch in
+    [1, MAX_BATCH], bit widths in [2, MAX_BITS], shifts in [0, MAX_SHIFT], each decomposition's shift + bits <=
+    FIELD_BITS (one rebuild, injective mod p), every worst case of :func:`_worst_cases` <= FIELD_HALF = (p - 1) / 2
+    (no field element wraps) and every padded tensor <= MAX_TENSOR_ENTRIES. Only Python-int arithmetic on the
+    fields: nothing is allocated before the sizes are known to fit."""
+    sizes = values["sizes"]
+    if not isinstance(sizes, (tuple, list)) or not 2 <= len(sizes) <= MAX_LAYERS + 1:
+        given = f"{len(sizes)} widths" if isinstance(sizes, (tuple, list)) else f"a {type(sizes).__name__}"
+        return f"sizes ({given}) must list 2 to {MAX_LAYERS + 1} layer widths (MAX_LAYERS + 1)"
+    for i, d in enumerate(sizes):
+        if not _is_int(d, 1, MAX_WIDTH):
+            return f"sizes[{i}]={d!r} must be an int in [1, {MAX_WIDTH}] (MAX_WIDTH)"
+    checks = [("batch", 1, MAX_BATCH)] + [(name, 2, MAX_BITS) for name in _BITS] + \
+        [(name, 0, MAX_SHIFT) for name in _SHIFTS]
+    for name, lo, hi in checks:
+        if not _is_int(values[name], lo, hi):
+            return f"{name}={values[name]!r} must be an int in [{lo}, {hi}]"
+    v = {name: int(values[name]) for name, _, _ in checks}
+    sizes = [int(d) for d in sizes]
+    for shift, bits in _WIDTHS:
+        if v[shift] + v[bits] > FIELD_BITS:
+            return f"{shift} + {bits}={v[shift] + v[bits]} exceeds the field's {FIELD_BITS} bits"
+    for name, (bound, formula) in _worst_cases(sizes, v["batch"], v["act_bits"], v["weight_bits"],
+                                               v["grad_bits"]).items():
+        if bound > FIELD_HALF:
+            return (f"worst case |{name}| <= {formula} = {bound} exceeds half the field ({FIELD_HALF}); lower the "
+                    "bit widths or the layer sizes")
+    widths, batch = [padded(d, MIN_PADDED) for d in sizes], padded(v["batch"], MIN_PADDED)
+    tensors = [(f"batch x sizes[{i}]", batch * w) for i, w in enumerate(widths)] + \
+        [(f"sizes[{i + 1}] x sizes[{i}]", widths[i + 1] * widths[i]) for i in range(len(widths) - 1)]
+    for name, entries in tensors:
+        if entries > MAX_TENSOR_ENTRIES:
+            return f"a {name} tensor of {entries} padded entries > {MAX_TENSOR_ENTRIES} (MAX_TENSOR_ENTRIES)"
+    return None
+
+
+def validate_spec(spec, where: str = "training statement") -> "TrainingSpec":
+    """The verifiers' parse of a training statement's spec, handed in as an object (never trusted: a subclass,
+    a pickle or ``object.__setattr__`` skip :meth:`TrainingSpec.__post_init__`): :func:`spec_problem` on its
+    fields (ProofRejected naming the field and the limit), then a fresh TrainingSpec of plain ints."""
+    if not isinstance(spec, TrainingSpec):
+        raise ProofRejected(f"spec is a {type(spec).__name__}, expected a TrainingSpec", where)
+    values = {item.name: getattr(spec, item.name, None) for item in fields(TrainingSpec)}
+    problem = spec_problem(values)
+    if problem is not None:
+        raise ProofRejected(problem, f"{where} / spec")
+    values["sizes"] = tuple(int(d) for d in values["sizes"])
+    return TrainingSpec(**{name: value if name == "sizes" else int(value) for name, value in values.items()})
 
 
 @dataclass(frozen=True)
@@ -44,6 +126,7 @@ class TrainingSpec:
     Inputs, targets and activations are signed ``act_bits``-bit integers, weights ``weight_bits``-bit;
     the forward rescale shifts by ``shift``, the backward by ``grad_shift`` into ``grad_bits``-bit
     gradients, the update by ``lr_shift`` (eta = 2^-lr_shift) into ``update_bits``-bit updates.
+    The bounds are :func:`spec_problem`'s (ModelError here; verifiers run :func:`validate_spec`).
     """
 
     sizes: tuple
@@ -57,24 +140,14 @@ class TrainingSpec:
     update_bits: int = 8
 
     def __post_init__(self):
-        sizes = tuple(self.sizes) if isinstance(self.sizes, (tuple, list)) else ()
-        if not 2 <= len(sizes) <= MAX_LAYERS + 1:
-            raise ModelError(f"sizes={self.sizes!r} must list 2 to {MAX_LAYERS + 1} layer widths")
-        object.__setattr__(self, "sizes", tuple(_check_int(d, f"sizes[{i}]", 1, 1 << 20) for i, d in enumerate(sizes)))
-        _check_int(self.batch, "batch", 1, 1 << 20)
-        for name in ("act_bits", "weight_bits", "grad_bits", "update_bits"):
-            _check_int(getattr(self, name), name, 2, 24)
-        for name in ("shift", "grad_shift", "lr_shift"):
-            _check_int(getattr(self, name), name, 0, 24)
-        for name, width in (("shift + act_bits", self.shift + self.act_bits),
-                            ("grad_shift + grad_bits", self.grad_shift + self.grad_bits),
-                            ("lr_shift + update_bits", self.lr_shift + self.update_bits)):
-            if width > FIELD_BITS:
-                raise ModelError(f"{name}={width} exceeds the field's {FIELD_BITS} bits")
-        for name, bound in self.bounds().items():
-            if bound > FIELD_HALF:
-                raise ModelError(f"worst case |{name}| <= {bound} exceeds half the field ({FIELD_HALF}); "
-                                 "lower the bit widths or the layer sizes")
+        problem = spec_problem({item.name: getattr(self, item.name) for item in fields(self)})
+        if problem is not None:
+            raise ModelError(problem)
+        object.__setattr__(self, "sizes", tuple(int(d) for d in self.sizes))
+
+    def __reduce__(self):
+        """Pickle through the constructor, so an unpickled spec is checked too."""
+        return type(self), tuple(getattr(self, item.name) for item in fields(self))
 
     @property
     def num_layers(self) -> int:
@@ -82,16 +155,8 @@ class TrainingSpec:
 
     def bounds(self) -> dict:
         """Worst-case magnitudes of the integers that are never range-checked directly (must stay < p/2)."""
-        act, weight = 1 << (self.act_bits - 1), 1 << (self.weight_bits - 1)
-        out = {}
-        for i in range(self.num_layers):
-            grad = 1 << self.act_bits if i == self.num_layers - 1 else 1 << (self.grad_bits - 1)
-            out[f"Z_{i}"] = self.sizes[i] * act * weight
-            out[f"G_W_{i}"] = self.batch * grad * act
-            if i + 1 < self.num_layers:
-                next_grad = 1 << self.act_bits if i + 2 == self.num_layers else 1 << (self.grad_bits - 1)
-                out[f"G_A_{i}"] = self.sizes[i + 2] * next_grad * weight
-        return out
+        cases = _worst_cases(self.sizes, self.batch, self.act_bits, self.weight_bits, self.grad_bits)
+        return {name: bound for name, (bound, _) in cases.items()}
 
     # padded shapes
     @property
