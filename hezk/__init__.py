@@ -10,9 +10,10 @@ holds the foundations both engines share, below them:
 - :mod:`hezk.progress`: progress reporting; :mod:`hezk.memory`: the opt-in allocator setting;
 
 and, as attributes of ``hezk`` itself, the public API of both halves (``hezk.CKKSContext``, ``hezk.einsum``,
-``hezk.load_model``, ``hezk.Network``, ...). Those attributes are resolved on first use (PEP 562), so importing
-a foundation (``import hezk.record``, as the engines do) never imports the engines: the facade is the top
-floor of the import graph, the foundations its bottom one (docs/architecture.md).
+``hezk.load_model``, ``hezk.Network``, ...) and the one-liners from the model you bring (``hezk.compile``,
+``hezk.commit``, ``hezk.verify``, ``hezk.from_torch``: :mod:`hezk.api`). Those attributes are resolved on
+first use (PEP 562), so importing a foundation (``import hezk.record``, as the engines do) never imports the
+engines: the facade is the top floor of the import graph, the foundations its bottom one (docs/architecture.md).
 """
 from __future__ import annotations
 
@@ -47,6 +48,15 @@ _PUBLIC = {
     "load_model": ("hezk.model", "load"),
     "Graph": ("hezk.model", "Graph"),
     "ModelFileError": ("hezk.model", "ModelFileError"),
+    # from your model, both halves in a line each (hezk.api; torch optional)
+    "from_torch": ("hezk.model.torch_export", "from_torch"),
+    "compile": ("hezk.api", "compile"),
+    "CompiledModel": ("hezk.api", "CompiledModel"),
+    "commit": ("hezk.api", "commit"),
+    "Prover": ("hezk.api", "Prover"),
+    "prove": ("hezk.api", "prove"),
+    "verify": ("hezk.api", "verify"),
+    "Verified": ("hezk.api", "Verified"),
     # proofs
     "Network": ("proofs", "Network"),
     "verify_network": ("proofs", "verify_network"),

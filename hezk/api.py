@@ -1,0 +1,338 @@
+"""One-liners for both halves, from the model you bring (an ONNX or hezk ``.npz`` file, ONNX bytes, a
+``torch.nn.Module``, or a :class:`hezk.model.Graph`), over the objects the command lines use::
+
+    model = hezk.compile(net, calibration=x)          # encrypted inference: fitted, planned (print(model.plan))
+    result = model.infer(x)                           # encrypt -> evaluate encrypted -> decrypt, here
+    prover = hezk.commit(net, calibration=x)          # proofs: weights committed, hidden; publish prover.commitment
+    proof = prover.prove(x)                           # bytes (or hezk.prove(prover, x))
+    hezk.verify(prover.commitment, x, proof)          # a Verified result (truthy), or ProofRejected
+
+Underneath: :func:`tensor_ops.nn.from_graph` (activations as polynomials fitted on the calibration inputs),
+:class:`tensor_ops.Client` / :class:`tensor_ops.Server` (``hezk infer``); :func:`proofs.graph_quantize.quantize_graph`
+(scales from the calibration inputs), :class:`proofs.layers.graph_zk.HidingGraphNetwork` (``hezk commit | prove``)
+and :func:`proofs.layers.graph_zk.verify_graph_zk` (``hezk verify``). The facade floor: it imports both engines,
+and no engine or foundation imports it.
+"""
+from __future__ import annotations
+
+import math
+import os
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+import hezk.model
+from hezk.model.torch_export import from_torch, is_torch_module
+
+__all__ = ["CompiledModel", "Inference", "Prover", "Verified", "as_graph", "commit", "compile", "prove", "verify"]
+
+#: calibration inputs drawn when none are given (as ``hezk commit`` does): seeded uniform in [-1, 1]
+DEFAULT_CALIBRATION_SAMPLES = 64
+
+
+def _array(x, name: str) -> np.ndarray:
+    """``x`` as a numpy array (a torch tensor detached first); ModelFileError naming ``name`` if it is none."""
+    if hasattr(x, "detach") and hasattr(x, "cpu"):  # a torch tensor, without importing torch
+        x = x.detach().cpu().numpy()
+    try:
+        array = np.asarray(x)
+    except Exception as error:  # noqa: BLE001 (whatever numpy refuses to read)
+        raise hezk.model.ModelFileError(f"{name} is not an array ({type(x).__name__}): {error}") from None
+    if array.dtype.kind not in "iuf" or array.size == 0:
+        raise hezk.model.ModelFileError(f"{name} must be a non-empty array of numbers, got dtype {array.dtype} and "
+                                        f"shape {array.shape}")
+    return array
+
+
+def _onnx_proto(value) -> bool:
+    onnx = sys.modules.get("onnx")
+    return onnx is not None and isinstance(value, onnx.ModelProto)
+
+
+def as_graph(model, *, example_input=None, input_shape=None) -> hezk.model.Graph:
+    """The :class:`hezk.model.Graph` of ``model``: a Graph, a :class:`CompiledModel` or :class:`Prover` (its
+    graph), a path to an ONNX or hezk ``.npz`` file, ONNX bytes or ``onnx.ModelProto``, or a ``torch.nn.Module``
+    (exported by :func:`hezk.from_torch` on ``example_input``, or on zeros of ``(1, *input_shape)``).
+    ``input_shape``: the sample shape, for a file that does not state it. ModelFileError otherwise."""
+    if isinstance(model, hezk.model.Graph):
+        return model
+    if isinstance(model, (CompiledModel, Prover)):
+        return model.graph
+    if isinstance(model, (str, os.PathLike)):
+        return hezk.model.load(model, input_shape)
+    if isinstance(model, (bytes, bytearray, memoryview)) or _onnx_proto(model):
+        return hezk.model.read_onnx(bytes(model) if not _onnx_proto(model) else model, input_shape)
+    if is_torch_module(model):
+        if example_input is None:
+            if input_shape is None:
+                raise hezk.model.ModelFileError("a torch module is traced on an example: pass calibration= (inputs, "
+                                                "batch first) or input_shape= (the shape of one sample)")
+            example_input = np.zeros((1, *input_shape), dtype=np.float32)
+        return from_torch(model, example_input, input_shape=input_shape)
+    raise hezk.model.ModelFileError(f"model must be a path to an ONNX or .npz file, ONNX bytes, an onnx.ModelProto, "
+                                    f"a torch.nn.Module or a hezk.model.Graph, got {type(model).__name__}")
+
+
+def _graph_and_samples(model, calibration, input_shape):
+    """(graph, calibration as float64 (n, *input_shape) or None); one sample is taken as a batch of one."""
+    samples = None if calibration is None else _array(calibration, "calibration")
+    example = None if samples is None else samples[:1]
+    graph = as_graph(model, example_input=example, input_shape=input_shape)
+    if samples is not None:
+        samples = _batch(samples, graph, "calibration")[0]
+    return graph, samples
+
+
+def _batch(x, graph, name: str):
+    """(x as a float batch (n, *input_shape), whether x was one sample); ModelFileError naming ``name``."""
+    x = np.asarray(x, dtype=np.float64)
+    single = x.shape == graph.input_shape
+    batch = x[None] if single else x
+    if batch.shape[1:] != graph.input_shape or not batch.shape[0] or not np.all(np.isfinite(batch)):
+        raise hezk.model.ModelFileError(f"{name} of shape {x.shape} must be finite, one sample {graph.input_shape} "
+                                        f"or a batch (n, *{graph.input_shape})")
+    return batch, single
+
+
+# -- encrypted inference ---------------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class Inference:
+    """The result of :meth:`CompiledModel.infer`: ``output`` (decrypted), ``float_output`` (the float model on
+    the same input, in the clear), ``max_error`` (their largest difference: the polynomial activations' error
+    plus CKKS noise) and ``precision_bits`` (what one rescale or key switch keeps at the plan's parameters).
+    ``np.asarray(result)`` is the output."""
+
+    output: np.ndarray
+    float_output: np.ndarray
+    max_error: float
+    precision_bits: float
+
+    def __array__(self, dtype=None, copy=None):
+        return self.output if dtype is None else self.output.astype(dtype)
+
+    def __repr__(self) -> str:
+        with np.printoptions(precision=4, suppress=True, threshold=20):
+            return (f"Inference(output={self.output!r}, max |error| vs the float model {self.max_error:.3g}, "
+                    f"{self.precision_bits:.0f} bits per operation)")
+
+
+class CompiledModel:
+    """A model made ready for encrypted inference by :func:`compile`: ``graph`` (the float description),
+    ``sequential`` (the encrypted-path model, activations fitted), ``plan`` (printable: parameters, depth, keys,
+    per-layer einsums, precision), ``calibration_error`` ((mean, max) of the fitted model against the float
+    one on the calibration inputs, or None). ``client()`` / ``server(public_context)`` are the two parties of
+    a real deployment; ``infer(x)`` plays both here."""
+
+    def __init__(self, graph, sequential, plan, params, key_budget, calibration_error):
+        self.graph, self.sequential, self.plan = graph, sequential, plan
+        self.calibration_error = calibration_error
+        self._params, self._key_budget = params, key_budget
+        self._local = None  # (client, server) of infer, keyed once
+
+    @property
+    def precision_bits(self) -> float:
+        """Bits one rescale or key switch keeps at the plan's parameters (``ModelPlan.precision_bits``)."""
+        return self.plan.precision_bits
+
+    def client(self, *, seed=None, progress=None):
+        """A new :class:`tensor_ops.Client` for this plan (fresh keys; its ``public_context()`` goes to the
+        server, its secret key never does). ``seed``: tests only."""
+        from tensor_ops import Client
+        return Client(self._params, plan=self.plan, seed=seed, progress=progress)
+
+    def server(self, public_context):
+        """A :class:`tensor_ops.Server` holding this model and a client's public context (bytes)."""
+        from tensor_ops import Server
+        return Server(self.sequential, public_context, input_shape=self.graph.input_shape,
+                      key_budget=self._key_budget)
+
+    def reference(self, x) -> np.ndarray:
+        """The float model on ``x`` (one sample or a batch), in the clear."""
+        batch, single = _batch(_array(x, "x"), self.graph, "x")
+        out = self.graph.forward(batch)
+        return out[0] if single else out
+
+    def infer(self, x) -> Inference:
+        """Encrypt ``x`` (one sample or a batch), evaluate the encrypted model, decrypt: both parties in this
+        process (keys made on the first call and kept). The result carries the float model's output beside."""
+        batch, single = _batch(_array(x, "x"), self.graph, "x")
+        if self._local is None:
+            client = self.client()
+            self._local = (client, self.server(client.public_context()))
+        client, server = self._local
+        out = client.decrypt(server.evaluate(client.encrypt(batch)))
+        reference = self.graph.forward(batch)
+        error = float(np.max(np.abs(out - reference)))
+        return Inference(out[0] if single else out, reference[0] if single else reference, error,
+                         self.precision_bits)
+
+    def __repr__(self) -> str:
+        return (f"CompiledModel(input {self.graph.input_shape}, {len(self.graph.nodes)} operators, "
+                f"{self.plan.params!r})")
+
+
+def compile(model, calibration=None, *, input_shape=None, degree=None, params=None, key_budget=None) -> CompiledModel:
+    """Ready ``model`` (see :func:`as_graph`: a path, ONNX bytes, a torch module, a Graph) for encrypted inference.
+
+    ``calibration``: representative inputs (batch first); each activation's polynomial is fitted on the range
+    its input takes on them (else on [-4, 4]) and, for a torch module, the first one traces the export.
+    ``degree``: of each fitted activation; ``params``: CKKSParameters or a preset name ("N14"; None: the
+    smallest 128-bit parameters for the model's depth); ``key_budget``: bytes the rotation keys may take.
+    Returns a :class:`CompiledModel`. Errors: ModelFileError for the model or the inputs, the encrypted
+    half's ParameterError / ShapeError for a model it cannot plan."""
+    from tensor_ops.model_plan import DEFAULT_KEY_BUDGET
+    from tensor_ops.nn import calibration_error, from_graph
+
+    graph, samples = _graph_and_samples(model, calibration, input_shape)
+    sequential = from_graph(graph, degree=degree, calibration=samples)
+    report = None if samples is None else calibration_error(sequential, graph, samples)
+    sequential.calibration_report = report
+    budget = DEFAULT_KEY_BUDGET if key_budget is None else key_budget
+    plan = sequential.plan(graph.input_shape, params=params, key_budget=budget)
+    return CompiledModel(graph, sequential, plan, params, budget, report)
+
+
+# -- proofs ----------------------------------------------------------------------------------------------------
+class Prover:
+    """The model owner's side of :func:`commit`: ``commitment`` (bytes to publish: the quantized structure and
+    the weights' commitment), ``prove(x)`` (proof bytes), ``proofs_left`` (hiding copies not yet used; each
+    proof uses one: commit again when they are spent), ``error_report`` (the proven integer model against the
+    float one on the calibration inputs: mean_error, max_error, output_magnitude, argmax_agreement) and
+    ``save_state(path)`` (the SECRET prover state, to prove later with ``hezk prove``)."""
+
+    def __init__(self, graph, quantized, network, commitment: bytes, error_report: dict, hiding: bool):
+        self.graph, self.quantized, self._network = graph, quantized, network
+        self.commitment, self.error_report, self._hiding = commitment, error_report, hiding
+
+    @property
+    def zero_knowledge(self) -> bool:
+        """Whether the weights stay hidden (a hiding commitment: zero-knowledge proofs)."""
+        return self._hiding
+
+    @property
+    def proofs_left(self) -> float:
+        return self._network.proofs_left if self.zero_knowledge else math.inf
+
+    def prove(self, x, *, private_input: bool = False) -> bytes:
+        """The proof bytes that y = model(x) under the commitment (x: one sample or a batch, floats quantized
+        at the committed input scale). ``private_input``: hide x too (its range is proven; the verifier passes
+        None for x). An input outside the calibrated range is refused (ModelError)."""
+        from proofs import ModelError
+        x = _array(x, "x")
+        if private_input:
+            if not self.zero_knowledge:
+                raise ModelError("private_input=True needs a hiding commitment (commit with hiding=True)")
+            return self._network.prove(x, private_input=True).to_bytes()
+        return self._network.prove(x).to_bytes()
+
+    def save_state(self, path) -> None:
+        """Write the SECRET prover state (hiding commitments only; never copy or restore it)."""
+        from proofs import ModelError
+        if not self.zero_knowledge:
+            raise ModelError("a public-weights commitment has no prover state")
+        self._network.save_state(path)
+
+    def __repr__(self) -> str:
+        mode = f"zero knowledge, {self.proofs_left} proofs left" if self.zero_knowledge else "PUBLIC WEIGHTS"
+        return f"Prover({len(self.quantized.ops)} proven ops, {len(self.commitment)} commitment bytes, {mode})"
+
+
+def commit(model, calibration=None, *, hiding: bool = True, max_proofs: int | None = None, scheme: str = "ligero",
+           input_shape=None, act_bits: int = 12, weight_bits: int = 8) -> Prover:
+    """Quantize ``model`` (see :func:`as_graph`) with scales chosen on ``calibration`` (representative inputs,
+    batch first; None: 64 seeded uniform [-1, 1] inputs, as ``hezk commit``) and commit to its weights.
+
+    ``hiding`` (default): the weights stay private (zero-knowledge proofs, ``max_proofs`` hiding copies, each
+    proof uses one; default 16); False commits them publicly (proofs reveal them). ``scheme``: "ligero" or
+    "basefold" (hiding only). ``act_bits`` / ``weight_bits``: the quantization. Returns a :class:`Prover`.
+    ModelError (proofs) for a model the proofs cannot prove, naming the operator or layer."""
+    from proofs import ModelError
+    from proofs.graph_cli import parsed_back
+    from proofs.graph_quantize import quantize_graph
+    from proofs.layers.graph import GraphNetwork
+    from proofs.layers.graph_zk import DEFAULT_MAX_PROOFS, HidingGraphNetwork
+    from proofs.layers.network_zk import basefold_params
+
+    if scheme not in ("ligero", "basefold"):
+        raise ModelError(f"scheme={scheme!r} must be 'ligero' or 'basefold'")
+    if not isinstance(hiding, bool):
+        raise ModelError(f"hiding={hiding!r} must be True or False")
+    if scheme == "basefold" and not hiding:
+        raise ModelError("scheme='basefold' commits hiding graph proofs only: use hiding=True (public weights are "
+                         "committed with ligero)")
+    graph, samples = _graph_and_samples(model, calibration, input_shape)
+    if samples is None:
+        rng = np.random.default_rng(0)
+        samples = rng.uniform(-1.0, 1.0, (DEFAULT_CALIBRATION_SAMPLES, *graph.input_shape))
+    quantized = quantize_graph(graph, samples, act_bits=act_bits, weight_bits=weight_bits)
+    if hiding:
+        params = basefold_params() if scheme == "basefold" else None
+        network = HidingGraphNetwork(quantized, params=params,
+                                     max_proofs=DEFAULT_MAX_PROOFS if max_proofs is None else max_proofs)
+    else:
+        network = GraphNetwork(quantized)
+    return Prover(graph, quantized, network, parsed_back(network.commitment), quantized.error_report(graph, samples),
+                  hiding)
+
+
+def prove(prover: Prover, x, *, private_input: bool = False) -> bytes:
+    """``prover.prove(x)``: the proof bytes that y = model(x) under ``prover.commitment``."""
+    if not isinstance(prover, Prover):
+        from proofs import ModelError
+        raise ModelError(f"prover must be the Prover of hezk.commit, got {type(prover).__name__}")
+    return prover.prove(x, private_input=private_input)
+
+
+@dataclass(frozen=True, eq=False)
+class Verified:
+    """An accepted proof (truthy): ``output`` (the proven output, dequantized), ``output_int`` (as proven, at scale
+    2^output_frac), ``soundness_bits`` (per attempt: grinding 2^k Fiat-Shamir hashes gives 2^(k - bits)),
+    ``zero_knowledge`` (the weights stayed hidden) and ``private_input``."""
+
+    output: np.ndarray
+    output_int: np.ndarray
+    output_frac: int
+    soundness_bits: float
+    zero_knowledge: bool
+    private_input: bool
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        mode = "zero knowledge" if self.zero_knowledge else "public weights"
+        with np.printoptions(precision=4, suppress=True, threshold=20):
+            return (f"Verified(output={self.output!r}, {mode}{', private input' if self.private_input else ''}, "
+                    f"soundness {self.soundness_bits:.1f} bits)")
+
+
+def verify(commitment, x, proof) -> Verified:
+    """Check ``proof`` (bytes) that y = model(x) under ``commitment`` (the bytes of ``Prover.commitment`` or of
+    ``hezk commit``; a graph commitment, hiding or public-weights); ``x`` None for a proof made with
+    ``private_input=True``. Returns a :class:`Verified` (truthy) on acceptance; raises only ProofRejected."""
+    from proofs import ProofRejected
+    from proofs.graph_cli import _commitment
+    from proofs.layers.graph import verify_graph
+    from proofs.layers.graph_zk import verify_graph_zk
+
+    try:
+        if isinstance(commitment, Prover):
+            commitment = commitment.commitment
+        if not isinstance(commitment, (bytes, bytearray, memoryview)):
+            raise ProofRejected(f"commitment must be bytes, got {type(commitment).__name__}", "hezk.verify")
+        if not isinstance(proof, (bytes, bytearray, memoryview)):
+            raise ProofRejected(f"proof must be bytes, got {type(proof).__name__}", "hezk.verify")
+        parsed = _commitment(bytes(commitment))
+        if x is None and not parsed.zk:
+            raise ProofRejected("x=None (a private input): a public-weights proof states its input", "hezk.verify")
+        x = None if x is None else _array(x, "x")
+        output = (verify_graph_zk if parsed.zk else verify_graph)(parsed, x, bytes(proof))
+        structure = parsed.structure
+        batch = len(output)
+        bits = (parsed.soundness_bits(batch, private_input=x is None) if parsed.zk else parsed.soundness_bits(batch))
+        return Verified(structure.dequantize(output), output, structure.output_frac, bits, parsed.zk, x is None)
+    except ProofRejected:
+        raise
+    except Exception as error:  # noqa: BLE001 (verifiers raise only ProofRejected)
+        raise ProofRejected(f"{type(error).__name__}: {error}", "hezk.verify") from None
