@@ -4,11 +4,20 @@
     ctx = CKKSContext.keygen(CKKSParameters.preset("N14"), rotations=[1, -3])
     ct = ctx.encrypt(values); y = ctx.decrypt(ctx.evaluator.rotate(ct * ct, 1))
 """
-from .context import CKKSContext
-from .errors import (ContextMismatchError, HEError, KeyMissingError, LevelError, ParameterError,
-                     ScaleError, SerializationError, ShapeError)
-from .params import CKKSParameters, CKKSParametersLiteral
-from .rlwe import Ciphertext, Plaintext
+from typing import TYPE_CHECKING
+
+from hezk._lazy import lazy_package
+
+# the names of the block below are imported on first use, not now:
+# ``from crypto.errors import HEError`` loads no kernel
+lazy_package(__name__)
+
+if TYPE_CHECKING:  # static tools (and lazy_package, which reads this block) see the imports
+    from .context import CKKSContext
+    from .errors import (ContextMismatchError, HEError, KeyMissingError, LevelError, ParameterError,
+                         ScaleError, SerializationError, ShapeError)
+    from .params import CKKSParameters, CKKSParametersLiteral
+    from .rlwe import Ciphertext, Plaintext
 
 __all__ = [
     "CKKSContext", "CKKSParameters", "CKKSParametersLiteral", "Ciphertext", "Plaintext",

@@ -15,16 +15,44 @@ Scripts: ``python -m proofs commit | prove | verify`` (:mod:`proofs.cli`). ``pro
 commitment module and, called, its ``commit`` function (also ``proofs.commit_values``).
 Never imports ``crypto`` or ``tensor_ops``.
 """
-from .errors import FieldError, ModelError, ProofError, ProofRejected
-from .field import EXT_BITS, P
-from .transcript import Transcript
-from .mle import bind_high, eq_eval, eq_table, fix_variable, mle_evaluate, pad_to_pow2
-from .sumcheck import (SubClaim, SumcheckProof, SumcheckProver, SumcheckVerifier, combine_evaluations, prove_sumcheck,
-                       verify_sumcheck)
-from .commit import (Commitment, CommitmentWitness, CommitParams, OpeningProof, open_batch, open_commitment,
-                     verify_batch, verify_opening)
-from .commit import commit as commit_values
-from . import commit  # the module, callable as the commit function (see proofs.commit._CallableModule)
+from typing import TYPE_CHECKING
+
+from hezk._lazy import lazy_package
+
+# the names of the block below are imported on first use, not now:
+# ``python -m proofs --help`` loads no prover
+lazy_package(__name__)
+
+if TYPE_CHECKING:  # static tools (and lazy_package, which reads this block) see the imports
+    from .errors import FieldError, ModelError, ProofError, ProofRejected
+    from .field import EXT_BITS, P
+    from .transcript import Transcript
+    from .mle import bind_high, eq_eval, eq_table, fix_variable, mle_evaluate, pad_to_pow2
+    from .sumcheck import (SubClaim, SumcheckProof, SumcheckProver, SumcheckVerifier, combine_evaluations,
+                           prove_sumcheck, verify_sumcheck)
+    from .commit import (Commitment, CommitmentWitness, CommitParams, OpeningProof, open_batch, open_commitment,
+                         verify_batch, verify_opening)
+    from .commit import commit as commit_values
+    from . import commit  # the module, callable as the commit function (see proofs.commit._CallableModule)
+    from .quantize import (QuantizedLayer, QuantizedMLP, check_field, dequantize_output, forward_int, layer_bounds,
+                           quantize_fixed_point, quantize_input, quantize_int8)
+    from .model import load_model, save_model
+    from .layers.network import ModelCommitment, Network, NetworkProof, read_proof, verify_network
+    from .layers.network_zk import HidingNetworkProof
+    from .layers.spec import Linear, ReLU, build_model
+    from .zk import (HidingCommitment, HidingOpening, HidingParams, ZKSumcheckProof, hiding_commit,
+                     open_functionals, open_points, prove_zk_sumcheck, simulate_zk_sumcheck, verify_functionals,
+                     verify_points, verify_zk_sumcheck)
+    from .layers.training import (TrainingSpec, TrainingTrace, fit_spec, forward_trace, training_step,
+                                  training_trace)
+    from .layers.step_proof import (CommittedModel, CommittedSteps, CommittedTensors, TrainingProof,
+                                    commit_forward, commit_steps, forward_output, prove_forward,
+                                    prove_training_steps, verify_forward, verify_training_steps)
+    from .layers.step_proof import soundness_bits as training_soundness_bits
+    from .layers.training_api import (basefold_training_params, commit_step, prove_training_step,
+                                      verify_training_step)
+    from .layers.contraction import (ContractionProof, PatchProof, contraction_claim_reduction, parse_einsum,
+                                     patch_claim_reduction, verify_contraction, verify_patches)
 
 __all__ = [
     "ProofError", "ProofRejected", "ModelError", "FieldError",
@@ -36,31 +64,12 @@ __all__ = [
     "open_commitment", "verify_batch", "verify_opening",
 ]
 
-# Quantized networks, layer proofs, model files (the layers half of issue 6).
-from .quantize import (QuantizedLayer, QuantizedMLP, check_field, dequantize_output, forward_int, layer_bounds,
-                       quantize_fixed_point, quantize_input, quantize_int8)
-from .model import load_model, save_model
-from .layers.network import ModelCommitment, Network, NetworkProof, read_proof, verify_network
-from .layers.network_zk import HidingNetworkProof
-from .layers.spec import Linear, ReLU, build_model
-
 __all__ += [
     "QuantizedLayer", "QuantizedMLP", "check_field", "dequantize_output", "forward_int", "layer_bounds",
     "quantize_fixed_point", "quantize_input", "quantize_int8", "load_model", "save_model",
     "ModelCommitment", "Network", "NetworkProof", "HidingNetworkProof", "read_proof", "verify_network", "Linear",
     "ReLU", "build_model",
 ]
-
-# Zero knowledge, aggregation and training-step proofs (issue 7).
-from .zk import (HidingCommitment, HidingOpening, HidingParams, ZKSumcheckProof, hiding_commit, open_functionals,
-                 open_points, prove_zk_sumcheck, simulate_zk_sumcheck, verify_functionals, verify_points,
-                 verify_zk_sumcheck)
-from .layers.training import TrainingSpec, TrainingTrace, fit_spec, forward_trace, training_step, training_trace
-from .layers.step_proof import (CommittedModel, CommittedSteps, CommittedTensors, TrainingProof, commit_forward,
-                                commit_steps, forward_output, prove_forward, prove_training_steps, verify_forward,
-                                verify_training_steps)
-from .layers.step_proof import soundness_bits as training_soundness_bits
-from .layers.training_api import basefold_training_params, commit_step, prove_training_step, verify_training_step
 
 __all__ += [
     "HidingCommitment", "HidingOpening", "HidingParams", "ZKSumcheckProof", "hiding_commit", "open_functionals",
@@ -71,10 +80,6 @@ __all__ += [
     "verify_training_step", "verify_training_steps", "CommittedModel", "commit_forward", "forward_output",
     "forward_trace", "prove_forward", "verify_forward", "training_soundness_bits", "basefold_training_params",
 ]
-
-# Einsum contractions, convolutions by their patch map, pools, bias and residual Add (issue 13, item 1).
-from .layers.contraction import (ContractionProof, PatchProof, contraction_claim_reduction, parse_einsum,
-                                 patch_claim_reduction, verify_contraction, verify_patches)
 
 __all__ += [
     "ContractionProof", "PatchProof", "contraction_claim_reduction", "parse_einsum", "patch_claim_reduction",

@@ -15,20 +15,27 @@ Public API::
 
 Keys follow the plan: ``CKKSContext.keygen(params, rotations=plan.rotations())``.
 """
-from .backends import CKKSBackend, PlainBackend
-from .layout import SlotLayout, Tile
-from .parse import EinsumSpec, EinsumSyntaxError, parse
-from .plan import CostModel, Plan, plan
-from .tensor import CipherTensor, einsum, encrypt
+from typing import TYPE_CHECKING
+
+from hezk._lazy import lazy_package
+
+# the names of the block below are imported on first use, not now:
+# a command line's parser loads no engine
+lazy_package(__name__)
+
+if TYPE_CHECKING:  # static tools (and lazy_package, which reads this block) see the imports
+    from .backends import CKKSBackend, PlainBackend
+    from .layout import SlotLayout, Tile
+    from .parse import EinsumSpec, EinsumSyntaxError, parse
+    from .plan import CostModel, Plan, plan
+    from .tensor import CipherTensor, einsum, encrypt
+    from .activations import PolyActivation, fit_activation
+    from .inference import Client, Server
+    from .nn import (Activation, AvgPool2d, BatchNorm, BatchNorm1d, BatchNorm2d, Conv2d, Flatten, Linear,
+                     ModelPlan, Poly, Residual, Sequential, Square, choose_parameters, load_model)
 
 __all__ = ["encrypt", "einsum", "plan", "CipherTensor", "SlotLayout", "Tile", "Plan", "CostModel",
            "PlainBackend", "CKKSBackend", "EinsumSpec", "EinsumSyntaxError", "parse"]
-
-# Encrypted inference (tensor_ops.nn, tensor_ops.activations, tensor_ops.inference; HTTP in tensor_ops.serve).
-from .activations import PolyActivation, fit_activation  # noqa: E402
-from .inference import Client, Server  # noqa: E402
-from .nn import (Activation, AvgPool2d, BatchNorm, BatchNorm1d, BatchNorm2d, Conv2d, Flatten, Linear,  # noqa: E402
-                 ModelPlan, Poly, Residual, Sequential, Square, choose_parameters, load_model)
 
 __all__ += ["Sequential", "Linear", "Conv2d", "AvgPool2d", "Flatten", "BatchNorm", "BatchNorm1d", "BatchNorm2d",
             "Activation", "Square", "Poly", "Residual", "PolyActivation", "fit_activation", "ModelPlan",
