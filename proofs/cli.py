@@ -167,7 +167,8 @@ class InputFileError(ModelError):
     where an input the proof does not fit is a rejection (exit 1)."""
 
 
-def _load_input(path: str, input_frac: int, input_bound: int) -> np.ndarray:
+def _read_input(path: str) -> np.ndarray:
+    """The array of an input file (integers, already quantized, or finite floats); InputFileError otherwise."""
     try:
         x = np.load(path, allow_pickle=False)
         if isinstance(x, np.lib.npyio.NpzFile):  # an .npz archive holding exactly one array is accepted too
@@ -181,13 +182,28 @@ def _load_input(path: str, input_frac: int, input_bound: int) -> np.ndarray:
         raise InputFileError(f"input file {path!r} must hold integers or floats, got dtype {x.dtype}")
     if x.dtype.kind == "f" and not np.all(np.isfinite(x)):
         raise InputFileError(f"input file {path!r} holds NaN or infinite values; every entry must be finite")
-    values = quantize_values(x, input_frac) if x.dtype.kind == "f" else x  # integers: already quantized
-    try:  # the one check of public integers (compared as Python ints: no uint64 or -2^63 wraps)
-        return require_bounded(values, input_bound, "input", path).astype(np.int64)
+    return x
+
+
+def _bounded_input(values: np.ndarray, input_frac: int, input_bound: int, where: str) -> np.ndarray:
+    """``values`` (integers, or floats quantized at 2^input_frac) as int64 within the committed input_bound;
+    ProofRejected naming input_bound otherwise (the one check of public integers, compared as Python ints: no
+    uint64 or -2^63 wraps; a float beyond the field is outside it too)."""
+    if values.dtype.kind == "f":
+        try:
+            values = quantize_values(values, input_frac)
+        except ModelError as error:
+            raise ProofRejected(f"{error}, outside input_bound={input_bound}", where) from None
+    return require_bounded(values, input_bound, f"input (input_bound={input_bound})", where).astype(np.int64)
+
+
+def _load_input(path: str, input_frac: int, input_bound: int) -> np.ndarray:
+    """The prover's input: outside the model's input_bound is a usage error (ModelError, exit 2)."""
+    try:
+        return _bounded_input(_read_input(path), input_frac, input_bound, path)
     except ProofRejected as rejection:
-        raise ModelError(f"input file {path!r}: {rejection.reason}, the model's input_bound={input_bound} (real "
-                         f"value {input_bound * 2.0 ** -input_frac:g} at scale 2^{input_frac}; set input_bound in the "
-                         f"model file to accept larger inputs)") from None
+        raise ModelError(f"input file {path!r}: {rejection.reason} (real value {input_bound * 2.0 ** -input_frac:g} "
+                         f"at scale 2^{input_frac}; set input_bound in the model file to accept larger inputs)") from None
 
 
 def _print_output(output: np.ndarray, output_frac: int, stream=None) -> None:
@@ -348,11 +364,33 @@ def _input_groups(args, frac: int, bound: int) -> list:
     stacked .npy --inputs cut into groups of --per-proof."""
     from .batch import input_groups
     if os.path.isdir(args.inputs):
-        names = sorted(name for name in os.listdir(args.inputs) if name.endswith(".npy"))
-        if not names:
-            raise InputFileError(f"--inputs folder {args.inputs!r} holds no .npy file")
-        return [_load_input(os.path.join(args.inputs, name), frac, bound) for name in names]
+        return [_load_input(os.path.join(args.inputs, name), frac, bound) for name in _input_names(args.inputs)]
     return input_groups(_load_input(args.inputs, frac, bound), args.per_proof)
+
+
+def _input_names(folder: str) -> list:
+    """The .npy files of an --inputs folder, sorted by name (InputFileError when there is none)."""
+    names = sorted(name for name in os.listdir(folder) if name.endswith(".npy"))
+    if not names:
+        raise InputFileError(f"--inputs folder {folder!r} holds no .npy file")
+    return names
+
+
+def _checked_groups(args, frac: int, bound: int) -> list:
+    """The verifier's input groups (as :func:`_input_groups`), each (True, int64 group) or (False, why it is
+    outside the committed input_bound): such a group's proof is rejected, the others still checked."""
+    from .batch import input_groups
+    if os.path.isdir(args.inputs):
+        groups = input_groups([_read_input(os.path.join(args.inputs, name)) for name in _input_names(args.inputs)])
+    else:
+        groups = input_groups(_read_input(args.inputs), args.per_proof)
+    checked = []
+    for i, group in enumerate(groups):
+        try:
+            checked.append((True, _bounded_input(group, frac, bound, f"input group {i}")))
+        except ProofRejected as rejection:
+            checked.append((False, str(rejection)))
+    return checked
 
 
 def _verify_batch(args, data: bytes) -> int:
@@ -378,14 +416,19 @@ def _verify_batch(args, data: bytes) -> int:
             print("reject")
             print(f"reject: the commitment: {error}", file=sys.stderr)
             return 1
-        groups = _input_groups(args, commitment.input_frac, commitment.input_bound)
+        groups = _checked_groups(args, commitment.input_frac, commitment.input_bound)
         if len(names) != len(groups):
             print("reject")
             print(f"reject: {len(names)} proofs in {folder!r} for {len(groups)} input groups", file=sys.stderr)
             return 1
-        results = verify_each(commitment, groups, [_read(os.path.join(folder, n)) for n in names], dask=args.dask,
-                              progress=None if args.quiet else progress_bar("verifying"),
-                              allow_conjectured=args.allow_conjectured)
+        inside = [i for i, (ok, _) in enumerate(groups) if ok]  # a group outside input_bound: its proof rejected
+        verified = verify_each(commitment, [groups[i][1] for i in inside],
+                               [_read(os.path.join(folder, names[i])) for i in inside], dask=args.dask,
+                               progress=None if args.quiet else progress_bar("verifying"),
+                               allow_conjectured=args.allow_conjectured) if inside else []
+        results = list(groups)
+        for i, result in zip(inside, verified):
+            results[i] = result
     except (ModelError, ProofError) as error:   # InputFileError included: unreadable inputs are usage errors
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -433,7 +476,7 @@ def _verify(args) -> int:
         return 2
     try:
         commitment = ModelCommitment.from_bytes(data)
-        x = _load_input(args.input, commitment.input_frac, commitment.input_bound)
+        x = _bounded_input(_read_input(args.input), commitment.input_frac, commitment.input_bound, args.input)
         output = verify_network(commitment, x, read_proof(_read(args.proof)),
                                 allow_conjectured=getattr(args, "allow_conjectured", False))
     except InputFileError as error:  # unreadable, not numeric, NaN: a usage error, not a rejection

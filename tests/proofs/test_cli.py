@@ -223,3 +223,45 @@ def test_calibration_data_set_the_input_bound_and_the_stated_error(tmp_path, cap
         assert run("commit", "--model", tmp_path / "m.npz", "--out", tmp_path / "b.bin", "--public-weights",
                    "--calibration", tmp_path / "bad.npy") == 2
         assert "calibration file" in capsys.readouterr().err
+
+
+def test_batch_verify_rejects_only_the_proof_whose_input_leaves_the_committed_bound(files, capsys):
+    """verify --inputs --proofs: an integer input outside the commitment's input_bound (one above it, or 2^64 - 1
+    as uint64, which an int64 cast would read as -1) rejects that proof alone (exit 1, its line naming the bound),
+    the others still checked and accepted (it used to stop the whole batch with a usage error, exit 2), from a
+    stacked .npy and from a folder of .npy files; the single verify rejects it too (exit 1); prove refuses such an
+    input as a usage error (exit 2)."""
+    path, model, x = files
+    commit(path, "model.npz", "c.bin", "--public-weights")  # any number of proofs
+    assert run("prove", "--model", path / "model.npz", "--commitment", path / "c.bin", "--inputs", path / "x.npy",
+               "--out", path / "p", "--quiet", "--public-weights") == 0
+    bound = ModelCommitment.from_bytes((path / "c.bin").read_bytes()).input_bound
+    quantized = quantize_input(model, x)
+    names = [f"proof_{i:05d}.bin" for i in range(len(x))]
+    verify = ("verify", "--commitment", path / "c.bin", "--proofs", path / "p", "--quiet", "--inputs")
+    np.save(path / "q.npy", quantized)
+    assert run(*verify, path / "q.npy") == 0  # positive control: the quantized inputs as integers
+    capsys.readouterr()
+    (path / "folder").mkdir()
+    above = quantized[1].copy()
+    above[0] = bound + 1
+    np.save(path / "bad.npy", np.concatenate([quantized[:1], above[None], quantized[2:]]))
+    wrapped = np.full(quantized.shape[1], 2 ** 64 - 1, dtype=np.uint64)
+    for source, bad_row, bad in (("bad.npy", 1, above), ("folder", 1, above), ("folder", 2, wrapped)):
+        for i, row in enumerate(quantized):  # the folder: one .npy per input group
+            np.save(path / "folder" / f"x{i}.npy", bad if i == bad_row else row)
+        assert run(*verify, path / source) == 1, source
+        captured = capsys.readouterr()
+        lines = captured.out.splitlines()
+        assert lines[bad_row] == f"{names[bad_row]}: reject: input group {bad_row}: input (input_bound={bound}) " \
+                                 f"holds {int(bad.max())}, outside [-{bound}, {bound}]", lines
+        assert [line for i, line in enumerate(lines) if i != bad_row] == \
+            [f"{name}: accept" for i, name in enumerate(names) if i != bad_row] + ["reject"], lines
+        assert f"1 of {len(names)} proofs rejected: {names[bad_row]}" in captured.err
+    np.save(path / "one.npy", wrapped)
+    assert run("verify", "--commitment", path / "c.bin", "--input", path / "one.npy",
+               "--proof", path / "p" / names[2]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "reject\n" and f"input (input_bound={bound}) holds {2 ** 64 - 1}" in captured.err
+    assert prove(path, "q.bin", "one.npy", "model.npz", "--quiet", "--public-weights") == 2
+    assert f"input_bound={bound}" in capsys.readouterr().err
