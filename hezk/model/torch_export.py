@@ -70,13 +70,30 @@ def _example_args(torch, module, example_input) -> tuple:
     return tuple(args)
 
 
+def _check_runs(torch, module, args) -> None:
+    """The module runs on the example (in eval mode), else ModelFileError naming the example's shape."""
+    training = module.training
+    try:
+        with torch.no_grad():
+            module.eval()(*args)
+    except Exception as error:  # noqa: BLE001 (a module raises whatever its layers raise)
+        shapes = ", ".join(str(tuple(arg.shape)) for arg in args)
+        raise ModelFileError(f"the module does not run on example_input of shape {shapes} (batch first): "
+                             f"{type(error).__name__}: {str(error)[:300]}") from None
+    finally:
+        module.train(training)
+
+
 @contextlib.contextmanager
 def _quiet_export(module):
     """Eval mode for the export (restored after), the exporters' deprecation chatter and logs silenced."""
     training = module.training
-    logger = logging.getLogger("torch.onnx")
-    level = logger.level
-    logger.setLevel(logging.ERROR)  # the dynamo exporter logs a warning per missing torchvision operator
+    # the dynamo exporter logs a warning per missing torchvision operator, and torch.export its failures (which
+    # the error or the warning of from_torch reports)
+    loggers = [logging.getLogger(name) for name in ("torch.onnx", "torch.export", "torch._subclasses")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL)
     try:
         module.eval()
         with warnings.catch_warnings():
@@ -85,7 +102,8 @@ def _quiet_export(module):
             yield
     finally:
         module.train(training)
-        logger.setLevel(level)
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
 
 
 def _export(torch, module, args, **options) -> bytes:
@@ -110,6 +128,7 @@ def from_torch(module, example_input, *, input_shape=None, dynamo=None):
     if dynamo not in (None, True, False):
         raise ModelFileError(f"dynamo={dynamo!r} must be None (the default exporter, then TorchScript), True or False")
     args = _example_args(torch, module, example_input)
+    _check_runs(torch, module, args)
     if dynamo is not None:
         with _quiet_export(module):
             try:
