@@ -106,17 +106,16 @@ def spec_problem(values: dict):
 
 
 def validate_spec(spec, where: str = "training statement") -> "TrainingSpec":
-    """The verifiers' parse of a training statement's spec, handed in as an object (never trusted: a subclass,
-    a pickle or ``object.__setattr__`` skip :meth:`TrainingSpec.__post_init__`): :func:`spec_problem` on its
-    fields (ProofRejected naming the field and the limit), then a fresh TrainingSpec of plain ints."""
+    """The verifiers' parse of a training statement's spec, handed in as an object (never trusted: a subclass or
+    ``object.__setattr__`` skip :meth:`TrainingSpec.__post_init__`): :func:`spec_problem` on its
+    fields (ProofRejected naming the field and the limit), then a fresh TrainingSpec of them (plain ints)."""
     if not isinstance(spec, TrainingSpec):
         raise ProofRejected(f"spec is a {type(spec).__name__}, expected a TrainingSpec", where)
     values = {item.name: getattr(spec, item.name, None) for item in fields(TrainingSpec)}
     problem = spec_problem(values)
     if problem is not None:
         raise ProofRejected(problem, f"{where} / spec")
-    values["sizes"] = tuple(int(d) for d in values["sizes"])
-    return TrainingSpec(**{name: value if name == "sizes" else int(value) for name, value in values.items()})
+    return TrainingSpec(**values)
 
 
 @dataclass(frozen=True)
@@ -143,7 +142,9 @@ class TrainingSpec:
         problem = spec_problem({item.name: getattr(self, item.name) for item in fields(self)})
         if problem is not None:
             raise ModelError(problem)
-        object.__setattr__(self, "sizes", tuple(int(d) for d in self.sizes))
+        for item in fields(self):  # plain ints (numpy integers have no bit_length)
+            value = getattr(self, item.name)
+            object.__setattr__(self, item.name, tuple(int(d) for d in value) if item.name == "sizes" else int(value))
 
     def __reduce__(self):
         """Pickle through the constructor, so an unpickled spec is checked too."""

@@ -40,7 +40,8 @@ def prove_training_step(trace, committed, zk: bool = True, mode: str = "aggregat
 
 
 def verify_training_step(spec, committed, proof) -> None:
-    """Raise ProofRejected unless ``proof`` shows the committed W' is one honest SGD step from W."""
+    """Raise ProofRejected unless ``proof`` shows the committed W' is one honest SGD step from W; either verifier
+    first parses the statement (``spec`` and ``committed``) by :func:`proofs.layers.step_proof.validate_statement`."""
     if _over_basefold(committed):
         return step_basefold.verify_step(spec, committed, proof)
     return step_proof.verify_training_step(spec, committed, proof)

@@ -73,8 +73,11 @@ def verifiers():
 
 def test_honest_specs_verify_on_every_verifier(verifiers):
     """Positive control: the honest spec verifies, and so does the same statement given with a list of widths
-    and numpy integers (the validator reads it as the TrainingSpec of plain ints: the same transcript)."""
-    loose = crafted(SPEC, sizes=list(SPEC.sizes), batch=np.int64(SPEC.batch), act_bits=np.int32(SPEC.act_bits))
+    and numpy integers (the validator reads it as the TrainingSpec of plain ints: the same transcript; the old
+    verifiers crashed on a numpy int32 act_bits, AttributeError)."""
+    numbers = {"sizes": list(SPEC.sizes), "batch": np.int64(SPEC.batch), "act_bits": np.int32(SPEC.act_bits)}
+    loose = crafted(SPEC, **numbers)
+    assert T.TrainingSpec(**{**SPEC.__dict__, **numbers}) == SPEC  # the prover's spec holds plain ints too
     for verify, _ in verifiers.values():
         verify(SPEC)
         verify(loose)
