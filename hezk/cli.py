@@ -3,9 +3,11 @@
     hezk plan | keygen | encrypt | infer | decrypt | serve    encrypted inference (tensor_ops.cli)
     hezk commit | prove | verify                             proofs of quantized networks (proofs.cli)
 
-The parser is built from the two command lines' own parsers (``tensor_ops.cli.add_commands`` and
-``proofs.cli.build_parser``), so options and help texts are written once; each command then runs in the
-command line it comes from, with the same exit codes (0 success, 1 ``verify`` reject, 2 usage errors).
+The parser is built from the two command lines' own argument definitions (``tensor_ops.cli_args.add_commands``
+and ``proofs.cli_args.build_parser``), so options and help texts are written once; each command then runs in
+the command line it comes from, with the same exit codes (0 success, 1 ``verify`` reject, 2 usage errors and a
+missing extra, 130 after Ctrl-C). Parsing imports argparse-level modules only: ``hezk --help`` loads no engine,
+and a command builds only its own options (``benchmarks/cli.py`` measures the start-up).
 """
 from __future__ import annotations
 
@@ -14,8 +16,9 @@ import sys
 
 from importlib.metadata import PackageNotFoundError, version as _version
 
-from proofs import cli as proofs_cli
-from tensor_ops import cli as tensor_cli
+from hezk.progress import command_of, run_command
+from proofs import cli_args as proofs_args
+from tensor_ops import cli_args as tensor_args
 
 try:
     __version__ = _version("hezk")
@@ -29,31 +32,40 @@ def _subparsers(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
     return next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """``hezk``'s parser: the tensor_ops commands, then the proofs commands (each under its own name)."""
+def build_parser(only=None) -> argparse.ArgumentParser:
+    """``hezk``'s parser: the tensor_ops commands, then the proofs commands (each under its own name). With
+    ``only`` (a command name, "" for none), the other commands are listed without their options."""
     root = argparse.ArgumentParser(prog="hezk", description="hezk: encrypted inference (plan, keygen, encrypt, "
                                    "infer, decrypt, serve) and zero-knowledge proofs (commit, prove, verify).")
     root.add_argument("--version", action="version", version=f"hezk {__version__}")
     commands = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    tensor_cli.add_commands(commands)
-    proofs = _subparsers(proofs_cli.build_parser())
+    tensor_args.add_commands(commands, only)
+    proofs = _subparsers(proofs_args.build_parser(only))
     helps = {choice.dest: choice.help for choice in proofs._choices_actions}
     for name, sub in proofs.choices.items():
         if name in commands.choices:
             raise RuntimeError(f"command {name!r} is defined by both tensor_ops.cli and proofs.cli")
-        command = commands.add_parser(name, parents=[sub], add_help=False, help=helps.get(name),
-                                      description=sub.description or helps.get(name))
-        command.set_defaults(handler=None)
+        commands.add_parser(name, parents=[sub], add_help=False, help=helps.get(name),
+                            description=sub.description or helps.get(name))
     return root
 
 
+def _run(argv) -> int:
+    args = build_parser(command_of(argv)).parse_args(argv)
+    if args.command in tensor_args.COMMANDS:
+        from tensor_ops import cli as tensor_cli
+
+        return tensor_cli.run(args)
+    from proofs import cli as proofs_cli  # a proofs command: its own main runs it (and its error handling)
+
+    return proofs_cli.main(argv)
+
+
 def main(argv=None) -> int:
-    """Parse ``argv`` (default: the process arguments) and run the command; returns the exit code."""
+    """Parse ``argv`` (default: the process arguments) and run the command; returns the exit code (Ctrl-C: 130,
+    and a missing extra: 2, each with one line on stderr)."""
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
-    args = build_parser().parse_args(argv)
-    if args.handler is None:  # a proofs command: its own main runs it (and its error handling)
-        return proofs_cli.main(argv)
-    return tensor_cli.run(args)
+    return run_command(_run, argv)
 
 
 if __name__ == "__main__":  # python -m hezk.cli, as python -m hezk

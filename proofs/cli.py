@@ -25,7 +25,6 @@ usage errors (missing files, a model that could wrap around the field) exit with
 """
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import sys
@@ -38,129 +37,14 @@ from .graph_cli import figure_text, soundness_text  # noqa: F401 (soundness_text
 from .basefold import BasefoldParams
 from .errors import ModelError, ProofError, ProofRejected
 from .layers.network import ModelCommitment, Network, read_proof, verify_network
-from .layers.network_zk import DEFAULT_MAX_PROOFS, basefold_params
+from .layers.network_zk import DEFAULT_MAX_PROOFS, basefold_params  # noqa: F401 (re-exported)
 from .model import load_model
-from .progress import progress_bar
+from .cli_args import (DEFAULT_COMMITMENT, DEFAULT_PROOF, MODEL_HELP, PUBLIC_WEIGHTS_HELP,  # noqa: F401 (re-exported)
+                       build_parser)
+from .progress import command_of, progress_bar, run_command
 from .proof_format import record_kind
 from .public_values import require_bounded
 from .quantize import quantize_values
-
-PUBLIC_WEIGHTS_HELP = ("plain (non-hiding) commitment and proofs: they REVEAL THE WEIGHTS (anyone holding one "
-                       "proof can recover every weight and bias from its opened columns); only for public models")
-DEFAULT_COMMITMENT = "c.bin"
-DEFAULT_PROOF = "proof.bin"
-
-
-MODEL_HELP = ("model file: ONNX (opset >= 13) or .npz (a quantized model, or float weights that name their "
-              "activation, activation='relu'); a ReLU MLP (see proofs.model), or any graph of Gemm, MatMul, Conv, "
-              "pools, Add, BatchNormalization, Relu, Square (Mul(x, x)), Flatten, Reshape, Transpose (the graph "
-              "proof)")
-
-
-def _existing_file(path: str) -> str:
-    if not os.path.isfile(path):
-        raise argparse.ArgumentTypeError(f"file {path!r} does not exist")
-    return path
-
-
-def _existing_path(path: str) -> str:
-    if not os.path.exists(path):
-        raise argparse.ArgumentTypeError(f"{path!r} does not exist")
-    return path
-
-
-def _writable_path(path: str) -> str:
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise argparse.ArgumentTypeError(f"folder {folder!r} of the output file does not exist")
-    return path
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m proofs",
-                                     description="Sumcheck proofs of quantized MLPs (commit, prove, verify).")
-    commands = parser.add_subparsers(dest="command", required=True)
-    commit = commands.add_parser("commit", help="commit to a model's weights (writes c.bin, prints its digest)")
-    commit.add_argument("--model", "-m", required=True, type=_existing_file, help=MODEL_HELP)
-    commit.add_argument("--out", "-o", "--output", "--commitment", dest="out", default=None, type=_writable_path,
-                        help=f"where to write the commitment (default: {DEFAULT_COMMITMENT} in the current folder); "
-                             "when given, a hiding commitment's SECRET prover state goes to this path + .state "
-                             "unless --state names it")
-    commit.add_argument("--max-proofs", type=int, default=DEFAULT_MAX_PROOFS,
-                        help=f"proofs the hiding commitment supports (default {DEFAULT_MAX_PROOFS}; each is one "
-                             "more hiding copy of the weights)")
-    commit.add_argument("--state", type=_writable_path, default=None,
-                        help="where to write the SECRET prover state of a hiding commitment (keep it as private "
-                             "as the weights); required unless --out is given (then: that path + .state)")
-    commit.add_argument("--calibration", type=_existing_file, default=None,
-                        help="float .npy of representative inputs: a float model's input bound (and so its stated "
-                             "worst-case output error) is their largest |x| rounded up to a power of two "
-                             "(default: the model file's input_bound, else the widest of 8, 4, 2, 1 that fits); "
-                             "a graph model's per-layer scales (default: 64 seeded uniform [-1, 1] inputs)")
-    commit.add_argument("--public-weights", action="store_true", help=PUBLIC_WEIGHTS_HELP)
-    commit.add_argument("--scheme", choices=("ligero", "basefold"), default="ligero",
-                        help="the commitment, ligero (default; Ligero-style, faster for small models) or basefold "
-                             "(O(log^2 n) batched openings: smaller proofs of large models with --public-weights, "
-                             "zero-knowledge proofs about 4x smaller without; a graph model: hiding only, proof "
-                             "stores up to 2^19 entries); prove and verify read it from the commitment's bytes")
-    prove = commands.add_parser("prove", help="prove y = model(x) for an input batch")
-    prove.add_argument("--model", "-m", required=True, type=_existing_file, help=MODEL_HELP)
-    inputs = prove.add_mutually_exclusive_group(required=True)
-    inputs.add_argument("--input", "-i", type=_existing_file, help="input .npy (batch, in_features): one proof")
-    inputs.add_argument("--inputs", type=_existing_path,
-                        help="batch mode: a stacked .npy (N, in_features), one proof per --per-proof rows, or a "
-                             "folder of .npy files, one proof each; proofs go to the folder --out as proof_00000.bin, "
-                             "... (each uses one hiding copy)")
-    prove.add_argument("--per-proof", type=int, default=1, help="batch mode: rows of a stacked --inputs per proof")
-    prove.add_argument("--dask", default=None,
-                       help="batch mode: prove as tasks on dask.distributed, local:K (K local worker processes, one "
-                            "thread each) or tcp://HOST:PORT (a scheduler); the SECRET prover state is sent to each "
-                            "worker once; without the distributed extra installed, in this process")
-    prove.add_argument("--out", "-o", "--output", "--proof", dest="out", default=DEFAULT_PROOF, type=_writable_path,
-                       help=f"where to write the proof (default: {DEFAULT_PROOF} in the current folder)")
-    prove.add_argument("--commitment", "-c", default=DEFAULT_COMMITMENT,
-                       help=f"the commitment made by 'commit' (default: {DEFAULT_COMMITMENT}); its prover state "
-                            "is read from --state")
-    prove.add_argument("--state", default=None,
-                       help="the secret prover state written by 'commit' (default: the commitment's path + .state); "
-                            "each proof reserves its copy in its journal STATE.spent under a lock before proving. "
-                            "NEVER copy or restore a prover state: an older copy would reuse copies and reveal the "
-                            "weights (a state without its journal is refused)")
-    prove.add_argument("--public-weights", action="store_true", help=PUBLIC_WEIGHTS_HELP)
-    prove.add_argument("--private-input", action="store_true",
-                       help="hide the input too (a graph model's zero-knowledge proof: the input is committed in the "
-                            "proof and its range proven; verify with --private-input instead of --input)")
-    prove.add_argument("--quiet", action="store_true", help="no progress bar")
-    verify = commands.add_parser("verify", help="verify a proof; prints accept/reject, exit code 0/1")
-    verify.add_argument("--commitment", "-c", default=DEFAULT_COMMITMENT, type=_existing_file,
-                        help=f"commitment file from 'commit' (default: {DEFAULT_COMMITMENT})")
-    verify_inputs = verify.add_mutually_exclusive_group(required=True)
-    verify_inputs.add_argument("--input", "-i", type=_existing_file, help="input .npy the proof is about")
-    verify_inputs.add_argument("--private-input", action="store_true",
-                               help="the proof is about a hidden input (made with prove --private-input): accept "
-                                    "when some input in the model's range gives the proof's output")
-    verify_inputs.add_argument("--inputs", type=_existing_path,
-                               help="batch mode: the --inputs given to 'prove' (a stacked .npy cut by --per-proof, "
-                                    "or a folder of .npy files), checked against the folder --proofs; one line per "
-                                    "proof, exit code 0 only if every proof verifies")
-    verify.add_argument("--proof", "-p", default=None, type=_existing_file,
-                        help=f"proof file from 'prove' (default: {DEFAULT_PROOF})")
-    verify.add_argument("--proofs", default=None,
-                        help="batch mode: the folder of proof_NNNNN.bin written by 'prove --inputs' (default: proofs)")
-    verify.add_argument("--per-proof", type=int, default=1, help="batch mode: rows of a stacked --inputs per proof")
-    verify.add_argument("--dask", default=None,
-                        help="batch mode: verify as tasks on dask.distributed, local:K (K local worker processes) or "
-                             "tcp://HOST:PORT; without the distributed extra installed, in this process")
-    verify.add_argument("--output", "-y", default=None, type=_writable_path,
-                        help="where to write the proven output (.npy, dequantized floats, batch first) on accept")
-    verify.add_argument("--outputs", default=None,
-                        help="batch mode: a folder for the proven outputs, output_NNNNN.npy per accepted proof")
-    verify.add_argument("--quiet", action="store_true", help="batch mode: no progress bar")
-    verify.add_argument("--allow-conjectured", action="store_true",
-                        help="accept Basefold parameters whose soundness rests on the Reed-Solomon proximity "
-                             "conjecture (refused by default; the reported bits are then conjectured)")
-    return parser
-
 
 class InputFileError(ModelError):
     """The input file is not a usable input (unreadable, not numeric, NaN or infinite): a usage error (exit 2),
@@ -495,9 +379,8 @@ def _verify(args) -> int:
     return 0
 
 
-def main(argv=None) -> int:
-    """Run the command line; returns the exit code (argparse exits with 2 on usage errors)."""
-    args = build_parser().parse_args(argv)
+def _run(argv) -> int:
+    args = build_parser(command_of(argv)).parse_args(argv)
     if args.command == "verify":
         return _verify(args)
     try:
@@ -505,3 +388,10 @@ def main(argv=None) -> int:
     except (ModelError, ProofError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+
+
+def main(argv=None) -> int:
+    """Run the command line; returns the exit code (argparse exits with 2 on usage errors; Ctrl-C gives 130 and
+    a missing optional dependency 2, each with one line on stderr: :func:`hezk.progress.run_command`)."""
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    return run_command(_run, argv)

@@ -4,10 +4,11 @@ prove`` passes)."""
 from __future__ import annotations
 
 import hezk.progress
+from hezk.progress import command_of, run_command  # noqa: F401 (the command lines' runner)
 
 from .errors import ModelError
 
-__all__ = ["progress_bar", "as_progress"]
+__all__ = ["progress_bar", "as_progress", "run_command", "command_of"]
 
 
 def progress_bar(description: str = "proving", stream=None):

@@ -24,7 +24,6 @@ Errors print one line naming the problem and exit with status 2.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import pathlib
 import sys
@@ -38,7 +37,8 @@ from tensor_ops import serve
 from tensor_ops.inference import Client, Server, describe_bytes
 from tensor_ops.model_plan import DEFAULT_KEY_BUDGET, ModelPlan
 from tensor_ops.nn import ActivationRangeWarning, Sequential
-from tensor_ops.progress import progress_bar
+from tensor_ops.cli_args import COMMANDS, SECRET, add_commands, parser  # noqa: F401 (re-exported)
+from tensor_ops.progress import command_of, progress_bar, run_command
 from tensor_ops.serve import parse_shape
 
 __all__ = ["main", "parser", "add_commands", "run", "parse_shape"]
@@ -258,126 +258,26 @@ def _load_array(path, option: str):
         raise SerializationError(f"{option} {path}: a damaged .npy array ({error})") from None
 
 
-_MODEL_HELP = ("model file: ONNX (opset >= 13), or .npz written by Sequential.save / hezk.model.save_npz, or "
-               "weight arrays that name their activation (activation='relu')")
-_CALIBRATION_HELP = ("representative inputs .npy (samples, *input shape): each fitted activation (relu, sigmoid, ...) "
-                     "is fitted on the range its input takes on them, and the error against the float model "
-                     "there is printed (default interval [-4, 4])")
-_DEGREE_HELP = ("degree of each fitted activation's polynomial (default: the file's 'degree' entry, else relu, "
-                "gelu, silu 7 and sigmoid, tanh 4; ceil(log2(degree + 1)) levels)")
-_BUDGET_HELP = ("bytes the Galois keys may take, e.g. 2GiB or 1.5GB (default 12 GiB, half of a 24 GB machine); "
-                "the planner trades rotations for fewer keys to fit it; client and server must use the same")
-SECRET = "SECRET: holds the secret key, keep it private and never send it"
-_COMMANDS = {
-    "plan": ("print the model's public plan (parameters, packing, rotations, depth, time estimate); server side",
-             _plan),
-    "keygen": ("make the keys (client side): writes the SECRET client file (--client) and the public context "
-               "(--context) to send to the server", _keygen),
-    "encrypt": ("encrypt an input .npy into a request (client side, needs the SECRET client file)", _encrypt),
-    "infer": ("evaluate an encrypted request under a public context (server side); without --context, run "
-              "keygen, encrypt, infer and decrypt in one process", _infer),
-    "decrypt": ("decrypt a reply into an output .npy (client side, needs the SECRET client file)", _decrypt),
-    "serve": ("serve the model over HTTP (needs the serve extra); the server never holds a secret key",
-              serve.run),
-    "remote": ("encrypt an input, have an HTTP server (serve) evaluate it, decrypt the reply (client side, needs "
-               "the SECRET client file)", _remote),
-}
-# (command, option) -> (aliases, required, help)
-_OPTIONS = {
-    "plan": {"--model": ((), True, _MODEL_HELP),
-             "--calibration": ((), False, _CALIBRATION_HELP),
-             "--degree": ((), False, _DEGREE_HELP),
-             "--key-budget": ((), False, _BUDGET_HELP),
-             "--out": (("--output", "-o"), False, "also write the plan as JSON here (public: send it to clients)"),
-             "--input-shape": ((), False, "sample shape, e.g. 1,8,8 (for a model file that does not record it)")},
-    "keygen": {"--model": ((), False, _MODEL_HELP + " to plan the keys for (or give --plan)"),
-               "--calibration": ((), False, _CALIBRATION_HELP),
-               "--degree": ((), False, _DEGREE_HELP),
-               "--key-budget": ((), False, _BUDGET_HELP),
-               "--plan": ((), False, "the server's public plan JSON (from 'plan --out' or GET /plan) instead of "
-                                     "the model"),
-               "--client": ((), True, f"where to write the client file ({SECRET})"),
-               "--context": ((), True, "where to write the public context (public keys only: send it to the "
-                                       "server)"),
-               "--input-shape": ((), False, "sample shape, e.g. 1,8,8 (for a model file that does not record "
-                                            "it)")},
-    "encrypt": {"--client": ((), True, f"the client file written by keygen ({SECRET})"),
-                "--input": (("-i",), True, "input .npy: one sample or a batch along axis 0"),
-                "--out": (("--output", "-o"), True, "where to write the encrypted request (safe to send)")},
-    "infer": {"--model": ((), True, _MODEL_HELP),
-              "--calibration": ((), False, _CALIBRATION_HELP),
-              "--degree": ((), False, _DEGREE_HELP),
-              "--key-budget": ((), False, _BUDGET_HELP),
-              "--context": ((), False, "the client's public context written by keygen --context (never the "
-                                       "secret client file); without it the whole flow runs locally"),
-              "--request": (("--input", "-i"), True, "encrypted request from 'encrypt' (or, without --context, "
-                                                     "a plain input .npy)"),
-              "--out": (("--output", "-o"), True, "where to write the encrypted reply (or, without --context, "
-                                                  "the decrypted output .npy)"),
-              "--input-shape": ((), False, "sample shape, e.g. 1,8,8 (for a model file that does not record "
-                                           "it)"),
-              "--dask": ((), False, "run the evaluation as tasks on dask.distributed (without --context): local:K "
-                                    "(K local worker processes, one thread each) or tcp://HOST:PORT (a scheduler); "
-                                    "without the distributed extra installed, in this process"),
-              "--batch": ((), False, "samples per task with --dask (default: the samples one ciphertext packs)")},
-    "decrypt": {"--client": ((), True, f"the client file written by keygen ({SECRET})"),
-                "--reply": (("--input", "-i"), True, "encrypted reply from 'infer'"),
-                "--out": (("--output", "-o"), True, "where to write the decrypted output .npy")},
-    "remote": {"--url": ((), True, "the server's address, e.g. http://127.0.0.1:8000"),
-               "--client": ((), True, f"the client file written by keygen ({SECRET})"),
-               "--input": (("-i",), True, "input .npy: one sample or a batch along axis 0"),
-               "--out": (("--output", "-o"), True, "where to write the decrypted output .npy"),
-               "--token-file": ((), False, "file whose first line is the access token (SECRET; default: "
-                                           "$HEZK_TOKEN, or none for an open server)")},
-}
-_PROGRESS_COMMANDS = ("keygen", "infer")
-_FLOOD_HELP = ("add noise-flooding before decoding: use it for an output that leaves your hands (sent to the "
-               "server's operator or anyone who saw the reply), since an exact decryption and the reply reveal "
-               "the secret key; costs about 20 bits of precision")
-_INSECURE_HELP = ("key a --plan whose parameters are below 128 bits (a test ring, a sparse secret outside the cited "
-                  "sets); without it such a plan is refused: the server could recover the secret key (tests only)")
-_MEASURE_HELP = ("time the homomorphic operations on this machine (about a second) for the plan's time estimate, "
-                 "instead of the built-in times of the development machine")
+_HANDLERS = {"plan": _plan, "keygen": _keygen, "encrypt": _encrypt, "infer": _infer, "decrypt": _decrypt,
+             "serve": serve.run, "remote": _remote}
+assert set(_HANDLERS) == set(COMMANDS)
 
 
-def add_commands(commands) -> None:
-    """Add this CLI's subcommands to ``commands`` (an ``add_subparsers()`` result): used by ``parser()``
-    and by the ``hezk`` console script."""
-    for name, (text, handler) in _COMMANDS.items():
-        command = commands.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
-        if name == "serve":
-            serve.add_arguments(command)
-        for option, (aliases, required, help_text) in _OPTIONS.get(name, {}).items():
-            command.add_argument(option, *aliases, required=required, dest=option[2:].replace("-", "_"),
-                                 help=help_text)
-        if name == "plan":
-            command.add_argument("--measure", action="store_true", help=_MEASURE_HELP)
-        if name == "decrypt":
-            command.add_argument("--flood", action="store_true", help=_FLOOD_HELP)
-        if name == "keygen":
-            command.add_argument("--insecure", action="store_true", help=_INSECURE_HELP)
-        if name in _PROGRESS_COMMANDS:
-            command.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                                 help="show a progress bar on stderr (default: only when stderr is a terminal)")
-        command.set_defaults(handler=handler)
-
-
-def parser() -> argparse.ArgumentParser:
-    """The parser of ``python -m tensor_ops``."""
-    root = argparse.ArgumentParser(prog="python -m tensor_ops", description="Encrypted inference with files "
-                                   "(the client keeps the SECRET client file; the server sees public bytes only).")
-    add_commands(root.add_subparsers(dest="command", required=True, metavar="COMMAND"))
-    return root
-
-
-def run(args) -> int:
-    """Run parsed arguments; library errors print one line and give exit status 2."""
+def _run(args) -> int:
     try:
-        return args.handler(args) or 0
+        return _HANDLERS[args.command](args) or 0
     except (HEError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
 
 
+def run(args) -> int:
+    """Run parsed arguments; library errors print one line and give exit status 2 (a missing extra too, naming
+    its pip command); Ctrl-C prints ``interrupted`` and gives 130 (:func:`hezk.progress.run_command`)."""
+    return run_command(_run, args)
+
+
 def main(argv=None) -> int:
-    return run(parser().parse_args(argv))
+    """``python -m tensor_ops``: parse ``argv`` (default: the process arguments) and run the command."""
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    return run_command(lambda: run(parser(command_of(argv)).parse_args(argv)))

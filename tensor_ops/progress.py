@@ -3,11 +3,12 @@ takes ``progress(done, total, label)`` callbacks; :func:`progress_bar` draws a t
 from __future__ import annotations
 
 import hezk.progress
+from hezk.progress import command_of, run_command  # noqa: F401 (the command lines' runner)
 from hezk.progress import progress_bar
 
 from crypto.errors import ParameterError
 
-__all__ = ["progress_bar", "as_progress"]
+__all__ = ["progress_bar", "as_progress", "run_command", "command_of"]
 
 
 def as_progress(progress, description: str):

@@ -1,11 +1,17 @@
 """Progress reporting shared by the engines: the library takes ``progress(done, total, label)`` callbacks;
 :func:`progress_bar` makes one drawing a tqdm bar on stderr. Bottom package: imports nothing of hezk (tqdm only
-when a bar is drawn); each engine binds :func:`as_progress` to its own error type."""
+when a bar is drawn); each engine binds :func:`as_progress` to its own error type.
+
+Also what the user sees of a long run besides bars: :func:`run_command` ends a command line's run on Ctrl-C or a
+missing optional dependency in one line (exit codes 130 and 2), and :func:`announce_compilation` says once per
+process that numba's kernels are being compiled (the first run, or after an upgrade), when their cache is cold."""
 from __future__ import annotations
 
+import glob
+import os
 import sys
 
-__all__ = ["progress_bar", "as_progress"]
+__all__ = ["progress_bar", "as_progress", "run_command", "command_of", "EXTRAS", "announce_compilation", "COMPILING"]
 
 
 class _TqdmProgress:
@@ -49,3 +55,87 @@ def as_progress(progress, description: str, error=ValueError):
     if callable(progress):
         return progress
     raise error(f"progress={progress!r} must be True, False, None or a callable(done, total, label)")
+
+
+#: top-level module -> the extra of ``pip install "hezk[extra]"`` that installs it
+EXTRAS = {"fastapi": "serve", "uvicorn": "serve", "httpx": "serve", "starlette": "serve", "distributed": "distributed",
+          "dask": "distributed", "jax": "jax", "jaxlib": "jax"}
+INTERRUPTED = 130  #: exit status after Ctrl-C (128 + SIGINT, as shells report it)
+
+
+def run_command(function, *args) -> int:
+    """``function(*args)`` as a command line runs it: Ctrl-C prints ``interrupted`` and gives exit status 130,
+    and an optional dependency that is not installed prints one line with its ``pip install "hezk[extra]"``
+    command and gives 2 (no traceback for either); otherwise its return value (None -> 0)."""
+    try:
+        return function(*args) or 0
+    except KeyboardInterrupt:
+        print("\ninterrupted" if _bar_open() else "interrupted", file=sys.stderr)
+        return INTERRUPTED
+    except ModuleNotFoundError as error:
+        top = (error.name or "").partition(".")[0]
+        if top not in EXTRAS:
+            raise
+        print(f'error: {top} is not installed; this command needs the {EXTRAS[top]} extra: '
+              f'pip install "hezk[{EXTRAS[top]}]"', file=sys.stderr)
+        return 2
+
+
+def command_of(argv) -> str:
+    """The command an argument list names (its first word), or "" (``--help``, ``--version``, nothing): the
+    command lines build only that command's options (none for "")."""
+    return next((str(word) for word in argv[:1] if not str(word).startswith("-")), "")
+
+
+def _bar_open() -> bool:
+    """Whether a tqdm bar may be mid-line on stderr (so ``interrupted`` starts a line of its own)."""
+    tqdm = sys.modules.get("tqdm")
+    return bool(tqdm is not None and getattr(tqdm.tqdm, "_instances", None))
+
+
+COMPILING = "compiling hezk's numba kernels once (about 20 s); later runs start at once"
+_announced = False
+
+
+def _cache_dirs(source: str) -> list[str]:
+    """Where numba keeps the compiled kernels of ``source`` (its cache locators, in numba's order of choice;
+    the in-tree ``__pycache__`` if numba's internals cannot be asked)."""
+    try:
+        from numba.core.caching import _CacheImpl
+
+        for locator in _CacheImpl._locator_classes:
+            found = locator.from_function(None, source)
+            if found is not None:
+                return [found.get_cache_path()]
+    except Exception:  # noqa: BLE001 (a numba without these internals: fall back to the in-tree cache)
+        pass
+    return [os.path.join(os.path.dirname(source), "__pycache__")]
+
+
+def cache_is_cold(source: str) -> bool:
+    """Whether numba has no up-to-date cached kernel of the module at ``source``: no index file (``.nbi``)
+    of it, or only ones older than the source (numba then compiles again)."""
+    stem = os.path.splitext(os.path.basename(source))[0]
+    try:
+        changed = os.stat(source).st_mtime
+    except OSError:
+        return False
+    for folder in _cache_dirs(source):
+        for index in glob.glob(os.path.join(glob.escape(folder), f"{glob.escape(stem)}.*.nbi")):
+            try:
+                if os.stat(index).st_mtime >= changed:
+                    return False
+            except OSError:
+                continue
+    return True
+
+
+def announce_compilation(source: str, stream=None) -> bool:
+    """Print :data:`COMPILING` on stderr (once per process) when the numba kernels of the module at ``source``
+    (a kernel module passes its ``__file__`` as it is imported) are not cached yet; returns whether it printed."""
+    global _announced
+    if _announced or not cache_is_cold(source):
+        return False
+    _announced = True
+    print(COMPILING, file=stream or sys.stderr, flush=True)
+    return True
