@@ -11,6 +11,10 @@ w' = ⌊w·2^32/q⌋ and x < 2^32; Harvey, "Faster arithmetic for number-theoret
 import numba
 import numpy as np
 
+from hezk.progress import announce_compilation
+
+announce_compilation(__file__)  # one line on stderr when numba must compile these kernels (a cold cache)
+
 _U32 = np.uint64(32)
 _TILE = 16      # transpose tile (fixed, so the inner loops unroll)
 _CONVERT_TILE = 2048   # coefficients per tile of the basis conversion

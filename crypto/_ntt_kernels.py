@@ -6,6 +6,10 @@ x·w − ⌊x·w'/2^32⌋·q lies in [0, 2q). Residues stay in [0, q) between st
 import numba
 import numpy as np
 
+from hezk.progress import announce_compilation
+
+announce_compilation(__file__)  # one line on stderr when numba must compile these kernels (a cold cache)
+
 _U32 = np.uint64(32)
 
 

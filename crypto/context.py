@@ -12,6 +12,8 @@ from functools import cached_property
 
 import numpy as np
 
+import hezk.progress
+
 from .ckks.bootstrap import BootstrapConfig, as_config, plan_for
 from .ckks.encapsulation import EncapsulationKeys, make_encapsulation_keys
 from .ckks.encoder import CKKSEncoder, as_slot_vector, check_scale
@@ -118,12 +120,14 @@ class CKKSContext:
 
         ``seed`` makes every key and encryption reproducible: for tests only (default: OS CSPRNG).
         ``backend`` picks the NTT backend ("auto", "numpy", "numba", "cross", "fourstep", "jax"); ``ring``
-        reuses the RingContext (NTT tables) of another context with the same parameters. ``progress``: None
-        or a callable ``progress(done, total, label)`` called after each Galois key (the slow part).
+        reuses the RingContext (NTT tables) of another context with the same parameters. ``progress``: None or
+        False (silent), True (a tqdm bar on stderr) or a callable ``progress(done, total, label)`` called after
+        each Galois key (the slow part; :func:`hezk.progress.as_progress`).
         ``bootstrap``: True (full slots), a slot count or a ``BootstrapConfig``: adds the rotation keys and
         the conjugation key ``evaluator.bootstrap`` needs (LevelError if the parameters have too few levels).
         """
         params = as_parameters(params)
+        progress = hezk.progress.as_progress(progress, "keys", ParameterError)
         steps = _check_rotations(rotations)
         boot = None
         if bootstrap is not False and bootstrap is not None:

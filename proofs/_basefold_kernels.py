@@ -4,7 +4,11 @@ products of residues are < 2^62; sums of reduced terms stay below 2^64 for up to
 import numba
 import numpy as np
 
+from hezk.progress import announce_compilation
+
 from ._kernels import _acc_product, _addp, _ext_mul4, _ext_mul_into, _step
+
+announce_compilation(__file__)  # one line on stderr when numba must compile these kernels (a cold cache)
 
 P = np.uint64(2013265921)
 INV2 = np.uint64(1006632961)

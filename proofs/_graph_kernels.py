@@ -8,7 +8,11 @@ the end. The twin is :func:`proofs.layers.relu_batch.round_sums_numpy`.
 import numba
 import numpy as np
 
+from hezk.progress import announce_compilation
+
 from ._kernels import P, _ext_mul_into
+
+announce_compilation(__file__)  # one line on stderr when numba must compile these kernels (a cold cache)
 
 
 @numba.njit(cache=True, inline="always")

@@ -7,6 +7,10 @@ multiply-high; mixing in a signed integer would turn numba's arithmetic into flo
 import numba
 import numpy as np
 
+from hezk.progress import announce_compilation
+
+announce_compilation(__file__)  # one line on stderr when numba must compile these kernels (a cold cache)
+
 P = np.uint64(2013265921)
 W = np.uint64(11)
 

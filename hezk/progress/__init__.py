@@ -98,16 +98,19 @@ _announced = False
 
 
 def _cache_dirs(source: str) -> list[str]:
-    """Where numba keeps the compiled kernels of ``source`` (its cache locators, in numba's order of choice;
-    the in-tree ``__pycache__`` if numba's internals cannot be asked)."""
+    """Where numba keeps the compiled kernels of ``source``: the folder of the first of numba's cache locators
+    that takes it (numba's own choice), else the in-tree ``__pycache__``."""
     try:
-        from numba.core.caching import _CacheImpl
+        from numba.core import caching
 
-        for locator in _CacheImpl._locator_classes:
-            found = locator.from_function(None, source)
+        impl = getattr(caching, "CacheImpl", None) or getattr(caching, "_CacheImpl")  # numba >= 0.59, older
+        namespace = {}
+        exec(compile("def kernel(): pass", source, "exec"), namespace)  # a function "defined" in source
+        for locator in impl._locator_classes:
+            found = locator.from_function(namespace["kernel"], source)
             if found is not None:
                 return [found.get_cache_path()]
-    except Exception:  # noqa: BLE001 (a numba without these internals: fall back to the in-tree cache)
+    except Exception:  # noqa: BLE001 (a numba without these internals: the in-tree cache)
         pass
     return [os.path.join(os.path.dirname(source), "__pycache__")]
 

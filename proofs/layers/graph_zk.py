@@ -54,6 +54,7 @@ from .. import field as F
 from ..errors import ModelError, ProofError, ProofRejected
 from ..graph_quantize import QuantizedGraph, public_weight, validate_structure
 from ..mle import bind_high, eq_table, mle_evaluate
+from ..progress import as_progress
 from ..proof_format import ByteReader, ByteWriter, from_record, parse_nested, to_record
 from ..public_values import require_bounded
 from ..relations import Public, Slot, StoreLayout, Stored, Term, commit_store, eq_factor, table_factor
@@ -696,7 +697,8 @@ class HidingGraphNetwork:
     def prove(self, x, progress=None, private_input: bool = False) -> HidingGraphProof:
         """Prove y = graph(x) with the weights hidden; with ``private_input`` x is hidden too (a stored tensor
         proven within :func:`input_decomposition`'s range; the verifier gets no input: ``verify_graph_zk(c, None,
-        proof)``)."""
+        proof)``). ``progress``: a callable ``progress(done, total, label)`` or True (a tqdm bar on stderr)."""
+        progress = as_progress(progress, "proving")
         q = self.qgraph
         x_int = q.quantize_input(x)
         shapes = Shapes(q, x_int.shape[0], private_input)
