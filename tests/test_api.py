@@ -14,10 +14,12 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import example, given, strategies as st
 
 torch = pytest.importorskip("torch")
 
 import hezk  # noqa: E402
+from hezk.api import as_graph  # noqa: E402
 from hezk.model import ModelFileError  # noqa: E402
 from hezk.model.torch_export import TorchExportWarning, TorchMissing, from_torch  # noqa: E402
 from proofs import ModelError, ProofRejected  # noqa: E402
@@ -138,7 +140,7 @@ def test_compile_takes_every_form_of_the_same_model(tmp_path, compiled, inputs):
         warnings.simplefilter("ignore", DeprecationWarning)
         torch.onnx.export(_mlp().eval(), (torch.as_tensor(inputs["mlp"][:1]),), buffer, dynamo=False)
     path.write_bytes(buffer.getvalue())
-    digests = {hezk.api.as_graph(form).digest() for form in (str(path), path, buffer.getvalue(), graph)}
+    digests = {as_graph(form).digest() for form in (str(path), path, buffer.getvalue(), graph)}
     assert len(digests) == 1 and exported.digest() in digests
     client = compiled["mlp"].client()
     server = compiled["mlp"].server(client.public_context())
@@ -158,6 +160,15 @@ def test_compile_and_commit_refuse_bad_input_naming_it(model, options, match):
     for one_liner in (hezk.compile, hezk.commit):
         with pytest.raises(ModelFileError, match=match):
             one_liner(model, **options)
+
+
+@given(st.one_of(st.text(max_size=40), st.binary(max_size=40), st.integers(), st.floats(), st.none(),
+                 st.lists(st.integers(), max_size=4), st.dictionaries(st.text(max_size=4), st.integers(), max_size=3)))
+@example("model\x00.onnx")  # open() raises ValueError for a NUL byte: it escaped hezk.model.load before
+def test_anything_that_is_no_model_is_refused_as_such(value):
+    """Paths that name no model file (a NUL byte included), bytes that are no ONNX, other objects: ModelFileError."""
+    with pytest.raises(ModelFileError):
+        as_graph(value)
 
 
 def test_infer_refuses_an_input_of_another_shape(compiled):

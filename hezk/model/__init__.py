@@ -12,8 +12,8 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version as _version
 
 from .errors import MissingInputShape, ModelFileError, UnsupportedOperator
-from .graph import (ACTIVATIONS, Activation, Add, Affine, Contraction, Graph, Node, Patches, Reshape, Transpose,
-                    activate)
+from .graph import (ACTIVATIONS, Activation, Add, Affine, ClientOutput, ClientStep, Contraction, Graph, MaxPool,
+                    Node, Patches, Reshape, Transpose, activate)
 from .npz import NAME_AN_ACTIVATION, read_archive, read_npz, save_npz
 from .onnx_reader import read_onnx
 
@@ -22,7 +22,7 @@ try:
 except PackageNotFoundError:  # a source tree that is not installed
     __version__ = "0+unknown"
 
-__all__ = ["ACTIVATIONS", "Activation", "Add", "Affine", "Contraction", "Graph", "MissingInputShape", "ModelFileError",
+__all__ = ["ACTIVATIONS", "Activation", "Add", "Affine", "ClientOutput", "ClientStep", "Contraction", "MaxPool", "Graph", "MissingInputShape", "ModelFileError",
            "NAME_AN_ACTIVATION", "Node", "Patches", "Reshape", "Transpose", "UnsupportedOperator", "activate",
            "is_onnx", "load", "read_archive", "read_npz", "read_onnx", "save_npz", "__version__"]
 
@@ -39,6 +39,7 @@ def load(path, input_shape=None) -> Graph:
     that do not state the sample shape). Raises ModelFileError (UnsupportedOperator) naming the problem."""
     try:
         onnx_file = is_onnx(path)
-    except OSError as error:
-        raise ModelFileError(f"model file {path!s}: cannot be read ({error.strerror or error})") from None
+    except (OSError, ValueError) as error:  # ValueError: a path with a NUL byte
+        raise ModelFileError(f"model file {path!s:.200}: cannot be read ({getattr(error, 'strerror', None) or error})"
+                             ) from None
     return read_onnx(path, input_shape) if onnx_file else read_npz(path, input_shape)
