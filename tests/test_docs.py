@@ -139,22 +139,44 @@ def test_cli_page_holds_every_command_and_option(site):
 
 
 def test_api_reference_renders_the_docstrings(site):
+    """The API pages document the public names (mkdocstrings' anchors) with their docstrings' text."""
     from crypto.ckks import flooding
     from tensor_ops.inference import Client
 
     pages = {"api/crypto.md": ["crypto.CKKSContext", "crypto.ckks.flooding.Flooded", "crypto.params.HE_STANDARD_128"],
-             "api/tensor_ops.md": ["tensor_ops.plan.planner.plan", "tensor_ops.einsum", "tensor_ops.inference.Client.decrypt_shared"],
+             "api/tensor_ops.md": ["tensor_ops.plan.planner.plan", "tensor_ops.einsum",
+                                   "tensor_ops.inference.Client.decrypt_shared"],
              "api/proofs.md": ["proofs.prove_sumcheck", "proofs.layers.network.verify_network",
                                "proofs.basefold.statistical_bits"]}
     for page, identifiers in pages.items():
         text = _page_html(site, page)
         for identifier in identifiers:
             assert f'id="{identifier}"' in text, f"{page}: {identifier} not documented"
-    words = lambda doc: " ".join(re.sub(r"``?", "", doc).split()[:6])  # the docstring's first words, as text
-    crypto_text = " ".join(re.sub(r"<[^>]+>", "", html.unescape(_page_html(site, "api/crypto.md"))).split())
-    tensor_text = " ".join(re.sub(r"<[^>]+>", "", html.unescape(_page_html(site, "api/tensor_ops.md"))).split())
-    assert words(flooding.__doc__) in crypto_text
-    assert words(Client.decrypt_shared.__doc__) in tensor_text
+
+    def plain(page):  # the page's text without tags
+        return " ".join(re.sub(r"<[^>]+>", "", html.unescape(_page_html(site, page))).split())
+
+    def opening(doc):  # a docstring's first words, as the page shows them
+        return " ".join(re.sub(r"``?", "", doc).split()[:6])
+
+    assert opening(flooding.__doc__) in plain("api/crypto.md")
+    assert opening(Client.decrypt_shared.__doc__) in plain("api/tensor_ops.md")
+
+
+def test_changelog_lists_the_version_the_cli_reports(capsys):
+    """CHANGELOG.md (Keep a Changelog) has an Unreleased section and one for pyproject's version, the version
+    ``hezk --version`` prints; the site shows the same file (docs/changelog.md includes it)."""
+    import tomllib
+
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    changelog = (REPO / "CHANGELOG.md").read_text()
+    headings = re.findall(r"^## \[([^\]]+)\]", changelog, flags=re.M)
+    assert headings[:2] == ["Unreleased", version], headings
+    with pytest.raises(SystemExit) as exit_:
+        _hooks().cli_parser().parse_args(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.split() == ["hezk", version]
+    assert '--8<-- "CHANGELOG.md"' in (DOCS / "changelog.md").read_text()
 
 
 # ---------------------------------------------------------------------------------------------------------
