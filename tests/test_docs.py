@@ -179,6 +179,14 @@ def test_changelog_lists_the_version_the_cli_reports(capsys):
     assert '--8<-- "CHANGELOG.md"' in (DOCS / "changelog.md").read_text()
 
 
+def test_ci_installs_the_extras_of_readmes_test_command():
+    """README's test command and .ci/run install the same extras, docs among them (so CI builds the site)."""
+    readme = re.findall(r'^pip install -e "\.\[([^\]]*)\]" && pytest$', (REPO / "README.md").read_text(), re.M)
+    ci = re.findall(r'^python -m pip install --quiet -e "\.\[([^\]]*)\]"$', (REPO / ".ci" / "run").read_text(), re.M)
+    assert len(readme) == 1 and ci == readme, (readme, ci)
+    assert "docs" in ci[0].split(",")
+
+
 # ---------------------------------------------------------------------------------------------------------
 # The tutorials run
 
