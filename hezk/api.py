@@ -309,30 +309,56 @@ class Verified:
 
 def verify(commitment, x, proof) -> Verified:
     """Check ``proof`` (bytes) that y = model(x) under ``commitment`` (the bytes of ``Prover.commitment`` or of
-    ``hezk commit``; a graph commitment, hiding or public-weights); ``x`` None for a proof made with
-    ``private_input=True``. Returns a :class:`Verified` (truthy) on acceptance; raises only ProofRejected."""
+    ``hezk commit``: a graph commitment, hiding or public-weights, or the MLP path's model commitment); ``x`` None
+    for a proof made with ``private_input=True``. Returns a :class:`Verified` (truthy) on acceptance; raises only
+    ProofRejected."""
+    from proofs import ProofRejected
+
+    try:
+        if isinstance(commitment, Prover):
+            commitment = commitment.commitment
+        for name, value in (("commitment", commitment), ("proof", proof)):
+            if not isinstance(value, (bytes, bytearray, memoryview)):
+                raise ProofRejected(f"{name} must be bytes, got {type(value).__name__}", "hezk.verify")
+        commitment, proof = bytes(commitment), bytes(proof)
+        x = None if x is None else _array(x, "x")
+        return _verify_mlp(commitment, x, proof) or _verify_graph(commitment, x, proof)
+    except ProofRejected:
+        raise
+    except Exception as error:  # noqa: BLE001 (verifiers raise only ProofRejected)
+        raise ProofRejected(f"{type(error).__name__}: {error}", "hezk.verify") from None
+
+
+def _verify_graph(commitment: bytes, x, proof: bytes) -> Verified:
+    """A graph commitment's proof (``hezk.commit``; ``hezk commit`` of any model but a ReLU MLP chain)."""
     from proofs import ProofRejected
     from proofs.graph_cli import _commitment
     from proofs.layers.graph import verify_graph
     from proofs.layers.graph_zk import verify_graph_zk
 
-    try:
-        if isinstance(commitment, Prover):
-            commitment = commitment.commitment
-        if not isinstance(commitment, (bytes, bytearray, memoryview)):
-            raise ProofRejected(f"commitment must be bytes, got {type(commitment).__name__}", "hezk.verify")
-        if not isinstance(proof, (bytes, bytearray, memoryview)):
-            raise ProofRejected(f"proof must be bytes, got {type(proof).__name__}", "hezk.verify")
-        parsed = _commitment(bytes(commitment))
-        if x is None and not parsed.zk:
-            raise ProofRejected("x=None (a private input): a public-weights proof states its input", "hezk.verify")
-        x = None if x is None else _array(x, "x")
-        output = (verify_graph_zk if parsed.zk else verify_graph)(parsed, x, bytes(proof))
-        structure = parsed.structure
-        batch = len(output)
-        bits = (parsed.soundness_bits(batch, private_input=x is None) if parsed.zk else parsed.soundness_bits(batch))
-        return Verified(structure.dequantize(output), output, structure.output_frac, bits, parsed.zk, x is None)
-    except ProofRejected:
-        raise
-    except Exception as error:  # noqa: BLE001 (verifiers raise only ProofRejected)
-        raise ProofRejected(f"{type(error).__name__}: {error}", "hezk.verify") from None
+    parsed = _commitment(commitment)
+    if x is None and not parsed.zk:
+        raise ProofRejected("x=None (a private input): a public-weights proof states its input", "hezk.verify")
+    output = (verify_graph_zk if parsed.zk else verify_graph)(parsed, x, proof)
+    options = {"private_input": x is None} if parsed.zk else {}
+    structure = parsed.structure
+    return Verified(structure.dequantize(output), output, structure.output_frac,
+                    parsed.soundness_bits(len(output), **options), parsed.zk, x is None)
+
+
+def _verify_mlp(commitment: bytes, x, proof: bytes) -> Verified | None:
+    """A model commitment's proof (``hezk commit`` of a ReLU MLP chain: the MLP path), None for another kind."""
+    from proofs import ProofRejected
+    from proofs.cli import _bounded_input
+    from proofs.layers.network import ModelCommitment, verify_network
+    from proofs.proof_format import record_kind
+
+    if record_kind(commitment) != ModelCommitment.KIND:
+        return None
+    parsed = ModelCommitment.from_bytes(commitment)
+    if x is None:
+        raise ProofRejected("x=None (a private input): an MLP commitment's proofs state their input", "hezk.verify")
+    x_int = _bounded_input(x, parsed.input_frac, parsed.input_bound, "hezk.verify")
+    output = verify_network(parsed, x_int, proof)
+    return Verified(output * 2.0 ** -parsed.output_frac, output, parsed.output_frac,
+                    parsed.soundness_bits(len(output)), parsed.zk, False)

@@ -9,6 +9,7 @@ with another output, for another input or under another commitment is rejected.
 """
 import dataclasses
 import io
+import pathlib
 import sys
 import warnings
 
@@ -50,7 +51,7 @@ def inputs():
 
 def _float(net, x):
     with torch.no_grad():
-        return net.eval()(torch.as_tensor(x)).numpy()
+        return net.eval()(torch.as_tensor(x, dtype=torch.float32)).numpy()
 
 
 @pytest.mark.parametrize("dynamo", [True, False], ids=["dynamo", "torchscript"])
@@ -233,3 +234,28 @@ def test_private_input_and_public_weights(provers, inputs):
 def test_commit_refuses_unknown_options(options, match, inputs):
     with pytest.raises(ModelError, match=match):
         hezk.commit(_mlp(), calibration=inputs["mlp"], **options)
+
+
+def test_verify_takes_the_mlp_commitments_of_the_command_line(tmp_path, inputs):
+    """``hezk commit`` proves a ReLU MLP chain by the MLP path (a model commitment): hezk.verify checks those too."""
+    from proofs.cli import main
+
+    x = inputs["mlp"][:1].astype(np.float64)
+    model, c, proof = (str(tmp_path / name) for name in ("m.onnx", "c.bin", "p.bin"))
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.onnx.export(_mlp().eval(), (torch.as_tensor(inputs["mlp"][:1]),), buffer, dynamo=False)
+    pathlib.Path(model).write_bytes(buffer.getvalue())
+    np.save(tmp_path / "x.npy", x)
+    assert main(["commit", "--model", model, "--out", c, "--max-proofs", "2"]) == 0
+    assert main(["prove", "--model", model, "--commitment", c, "--input", str(tmp_path / "x.npy"), "--out", proof,
+                 "--quiet"]) == 0
+    commitment, data = pathlib.Path(c).read_bytes(), pathlib.Path(proof).read_bytes()
+    result = hezk.verify(commitment, x, data)
+    assert result and result.zero_knowledge and result.soundness_bits >= 100
+    np.testing.assert_allclose(result.output, _float(_mlp(), x), atol=0.35)  # commit's stated worst case: 0.331
+    with pytest.raises(ProofRejected):
+        hezk.verify(commitment, inputs["mlp"][1:2], data)  # another input
+    with pytest.raises(ProofRejected, match="private input"):
+        hezk.verify(commitment, None, data)
