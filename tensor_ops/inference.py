@@ -398,10 +398,18 @@ class Client:
                                            progress=as_progress(progress, "rotation keys"), bootstrap=boot)
         self._public_bytes = None
 
-    def save(self, path):
-        """Write the plan and the full context, SECRET KEY INCLUDED (file mode 0600); keep it private."""
+    def save(self, path, galois_keys: bool = True):
+        """Write the plan and the full context, SECRET KEY INCLUDED (file mode 0600); keep it private.
+        ``galois_keys=False`` leaves the rotation keys out (the server's, already in ``public_context``): the
+        file then only encrypts and decrypts, and is smaller by their bytes (hundreds of MB at N = 2^14)."""
+        if not isinstance(galois_keys, bool):
+            raise ParameterError(f"galois_keys={galois_keys!r} must be True or False")
+        context = self._context
+        if not galois_keys:
+            public = CKKSContext.from_key_bytes(context.public_key_bytes(), context.relin_key_bytes())
+            context = CKKSContext.from_bytes(public.to_bytes(), secret_key=context.secret_key_bytes())
         blob = hezk.record.pack(CLIENT_KIND, {"plan": self.plan.to_dict() if self.plan else None},
-                                [self._context.to_bytes(include_secret_key=True)])
+                                [context.to_bytes(include_secret_key=True)])
         _write_secret_file(path, blob)
 
     @classmethod
