@@ -1,7 +1,7 @@
 """The command line starts fast and ends cleanly: ``hezk --help`` and argument parsing import no engine (a
 command builds only its own options), Ctrl-C ends in one line ``interrupted`` with exit status 130, a missing
 optional dependency in one line naming its ``pip install "hezk[extra]"`` with exit status 2 (no traceback),
-and a cold numba cache is announced once."""
+and a cold numba cache is announced once (to a terminal)."""
 import os
 import signal
 import subprocess
@@ -128,6 +128,8 @@ def test_a_cold_numba_cache_is_announced_once(tmp_path, capsys, monkeypatch):
     source.write_text("X = 1\n")
     monkeypatch.setattr(hezk.progress, "_cache_dirs", lambda path: [str(tmp_path / "__pycache__")])
     monkeypatch.setattr(hezk.progress, "_announced", False)
+    assert not hezk.progress.announce_compilation(str(source))  # stderr is no terminal here: silent
+    monkeypatch.setenv("HEZK_COMPILE_NOTICE", "1")
     assert hezk.progress.cache_is_cold(str(source))
     assert hezk.progress.announce_compilation(str(source))
     assert not hezk.progress.announce_compilation(str(source))  # once per process
@@ -143,7 +145,7 @@ def test_a_cold_numba_cache_is_announced_once(tmp_path, capsys, monkeypatch):
 
 def test_kernel_modules_announce_with_an_empty_numba_cache(tmp_path):
     """Importing a kernel module with an empty cache folder prints the announcement (a warm one would not)."""
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), HEZK_COMPILE_NOTICE="1")
     result = subprocess.run([sys.executable, "-c", "import proofs._kernels"], capture_output=True, text=True,
                             cwd=ROOT, env=env, timeout=300)
     assert result.returncode == 0, result.stderr

@@ -135,10 +135,14 @@ def cache_is_cold(source: str) -> bool:
 
 def announce_compilation(source: str, stream=None) -> bool:
     """Print :data:`COMPILING` on stderr (once per process) when the numba kernels of the module at ``source``
-    (a kernel module passes its ``__file__`` as it is imported) are not cached yet; returns whether it printed."""
+    (a kernel module passes its ``__file__`` as it is imported) are not cached yet; returns whether it printed.
+    Only for a person watching: stderr a terminal, or ``HEZK_COMPILE_NOTICE=1`` (piped output and logs stay
+    as they were)."""
     global _announced
-    if _announced or not cache_is_cold(source):
+    stream = stream or sys.stderr
+    watched = os.environ.get("HEZK_COMPILE_NOTICE") == "1" or getattr(stream, "isatty", lambda: False)()
+    if _announced or not watched or not cache_is_cold(source):
         return False
     _announced = True
-    print(COMPILING, file=stream or sys.stderr, flush=True)
+    print(COMPILING, file=stream, flush=True)
     return True
