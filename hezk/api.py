@@ -199,7 +199,8 @@ class Prover:
     the weights' commitment), ``prove(x)`` (proof bytes), ``proofs_left`` (hiding copies not yet used; each
     proof uses one: commit again when they are spent), ``error_report`` (the proven integer model against the
     float one on the calibration inputs: mean_error, max_error, output_magnitude, argmax_agreement) and
-    ``save_state(path)`` (the SECRET prover state, to prove later with ``hezk prove``)."""
+    ``save_state(path)`` (the SECRET prover state: ``Prover.load(model, commitment, path)`` proves on later, in
+    another process; never copy or restore it)."""
 
     def __init__(self, graph, quantized, network, commitment: bytes, error_report: dict, hiding: bool):
         self.graph, self.quantized, self._network = graph, quantized, network
@@ -225,6 +226,36 @@ class Prover:
                 raise ModelError("private_input=True needs a hiding commitment (commit with hiding=True)")
             return self._network.prove(x, private_input=True).to_bytes()
         return self._network.prove(x).to_bytes()
+
+    @classmethod
+    def load(cls, model, commitment, state=None) -> "Prover":
+        """The prover of a published ``commitment`` (bytes of :attr:`commitment`) for ``model`` (as :func:`commit`
+        takes it, the same weights), re-quantized with the committed scales; ``state``: the path
+        :meth:`save_state` wrote (hiding commitments; each proof reserves its copy there before it is made).
+        ModelError for a commitment of other weights or a missing state. ``error_report`` is None."""
+        from proofs import ModelError, ProofRejected
+        from proofs.graph_cli import _commitment
+        from proofs.graph_quantize import quantize_graph
+        from proofs.layers.graph import GraphNetwork
+        from proofs.layers.graph_zk import HidingGraphNetwork
+
+        try:
+            parsed = _commitment(bytes(commitment))
+        except (TypeError, ProofRejected) as error:
+            raise ModelError(f"commitment is not the bytes of a graph commitment: {error}") from None
+        shape = parsed.structure.input_shape
+        graph = as_graph(model, example_input=np.zeros((1, *shape), dtype=np.float32), input_shape=shape)
+        quantized = quantize_graph(graph, like=parsed.structure)
+        if parsed.zk:
+            if state is None or not os.path.isfile(state):
+                raise ModelError(f"state={state!r}: a hiding commitment is proven with the prover state its "
+                                 f"Prover.save_state wrote")
+            network = HidingGraphNetwork(quantized, state=state)
+        else:
+            network = GraphNetwork(quantized, parsed.weights.params)
+        if network.commitment.to_bytes() != bytes(commitment):
+            raise ModelError("the commitment was made for other weights than this model's")
+        return cls(graph, quantized, network, bytes(commitment), None, parsed.zk)
 
     def save_state(self, path) -> None:
         """Write the SECRET prover state (hiding commitments only; never copy or restore it)."""

@@ -263,3 +263,22 @@ def test_verify_takes_the_mlp_commitments_of_the_command_line(tmp_path, inputs):
         hezk.verify(commitment, inputs["mlp"][1:2], data)  # another input
     with pytest.raises(ProofRejected, match="private input"):
         hezk.verify(commitment, None, data)
+
+
+def test_a_saved_prover_proves_on_in_another_session(tmp_path, inputs):
+    """save_state, then Prover.load(model, commitment, state): proofs verify; the copies already used stay spent;
+    a state for other weights or none is refused."""
+    x = inputs["mlp"][:1]
+    first = hezk.commit(_mlp(), calibration=inputs["mlp"], max_proofs=3)
+    first.save_state(tmp_path / "s.state")
+    assert hezk.verify(first.commitment, x, first.prove(x))  # control, before the state moves on
+    later = hezk.Prover.load(_mlp(), first.commitment, tmp_path / "s.state")
+    assert later.proofs_left == 2  # the copy the first session used after saving is spent (the state's journal)
+    result = hezk.verify(first.commitment, x, later.prove(x))
+    assert later.proofs_left == 1
+    np.testing.assert_allclose(result.output, _float(_mlp(), x), atol=4 * first.error_report["max_error"] + 1e-3)
+    other = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    with pytest.raises(ModelError):
+        hezk.Prover.load(other, first.commitment, tmp_path / "s.state")
+    with pytest.raises(ModelError, match="prover state"):
+        hezk.Prover.load(_mlp(), first.commitment)
