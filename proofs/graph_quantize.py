@@ -373,6 +373,28 @@ def _square_op(node, source: str, fracs: dict, bounds: dict, like_op, magnitude,
     return QOp("square", node.name, (source,), node.output, shift=shift, q_bits=q_bits)
 
 
+PROVABLE_ACTIVATIONS = ("relu", "square")
+
+
+def _refuse_unprovable(graph) -> None:
+    """ModelError listing every node the graph proof cannot prove yet (in one line), before any is quantized:
+    activations other than Relu and Square (a clip, ReLU6, sigmoid, ...) and MaxPool."""
+    found = []
+    for node in graph.nodes:
+        if node.kind == "activation" and node.function not in PROVABLE_ACTIVATIONS:
+            what = node.op if node.op.lower() == node.function else f"{node.op} ({node.function})"
+        elif node.kind not in ("contraction", "affine", "add", "activation", "reshape", "transpose"):
+            what = node.op
+        else:
+            continue
+        found.append(f"operator {what} (node {node.name!r})")
+    if found:
+        plural = f"{len(found)} operators are" if len(found) > 1 else "is"
+        raise ModelError(f"{', '.join(found)} {'' if len(found) == 1 else '- '}{plural} not provable yet: the graph "
+                         f"proof proves Relu and Square (x * x) activations (with Gemm, MatMul, Conv, pools, Add, "
+                         f"BatchNormalization, Flatten, Reshape, Transpose, Slice, Pad, Concat)")
+
+
 def quantize_graph(graph, calibration=None, *, act_bits: int = 12, weight_bits: int = 8,
                    margin_bits: int = 1, like: QuantizedGraph | None = None) -> QuantizedGraph:
     """Quantize a :class:`hezk.model.Graph` with scales chosen on ``calibration`` (a float batch), or with
@@ -386,6 +408,7 @@ def quantize_graph(graph, calibration=None, *, act_bits: int = 12, weight_bits: 
                                    ("margin_bits", margin_bits, 0, 8)):
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             raise ModelError(f"{name}={value!r} must be an int in [{low}, {high}]")
+    _refuse_unprovable(graph)
     floats, chosen = {}, {}
     if like is not None:
         if not isinstance(like, QuantizedGraph) or like.digest != graph.digest():

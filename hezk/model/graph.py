@@ -14,8 +14,15 @@ array the reference forward sees). Nodes:
 - ``Affine``: y = x * scale + shift, constants broadcast over the sample (a bias Add, a BatchNormalization
   that follows no contraction, Mul/Div/Sub by a constant).
 - ``Add``: y = x1 + x2 of two tensors of one shape (a residual connection).
-- ``Activation``: elementwise relu, square, sigmoid, tanh, gelu (erf form or its tanh approximation), silu.
+- ``Activation``: elementwise relu, square, sigmoid, tanh, gelu (erf form or its tanh approximation), silu,
+  and clip to ``bounds`` (Clip, ReLU6 = Clip(0, 6), Min / Max with a constant; either bound may be None).
+- ``MaxPool``: the maximum over each window of ``Patches`` (padding counts as -inf).
 - ``Reshape`` (Flatten, Reshape) and ``Transpose`` over the sample axes.
+
+Public selections (Slice, Pad with zeros, strided views, a Concat) are contractions with a constant 0/1
+weight, so both engines run them as the linear maps they are. ``Graph.postprocess`` names what the client
+computes from the decrypted output (softmax, log-softmax, argmax, class labels, ...): the named outputs
+of the source model, each a chain of ``ClientStep`` on ``Graph.output``, never run by an engine.
 
 ``Graph.digest()`` is the sha256 of a canonical serialization that ignores the names of nodes and tensors:
 the model's identity, equal for the same network read from ONNX or from hezk's ``.npz``.
@@ -32,7 +39,7 @@ import numpy as np
 
 from .errors import ModelFileError
 
-ACTIVATIONS = ("relu", "square", "sigmoid", "tanh", "gelu", "gelu_tanh", "silu")
+ACTIVATIONS = ("relu", "square", "sigmoid", "tanh", "gelu", "gelu_tanh", "silu", "clip")
 _erf = np.frompyfunc(math.erf, 1, 1)
 
 
@@ -69,8 +76,11 @@ def _ints(values, what: str, minimum: int = 0) -> tuple[int, ...]:
     return out
 
 
-def activate(function: str, x: np.ndarray) -> np.ndarray:
-    """The float activation ``function`` of x, elementwise."""
+def activate(function: str, x: np.ndarray, bounds=None) -> np.ndarray:
+    """The float activation ``function`` of x, elementwise (``bounds`` = (low, high) of clip, None unbounded)."""
+    if function == "clip":
+        low, high = bounds if bounds is not None else (None, None)
+        return np.clip(x, -np.inf if low is None else low, np.inf if high is None else high)
     if function == "relu":
         return np.maximum(x, 0.0)
     if function == "square":
@@ -131,10 +141,10 @@ class Patches:
         require_size(view, f"patches {self.kernel} over the sample shape {tuple(shape)}")
         return view
 
-    def apply(self, x: np.ndarray) -> np.ndarray:
+    def apply(self, x: np.ndarray, fill: float = 0.0) -> np.ndarray:
         b, c, h, w = x.shape
         top, left, bottom, right = self.pads
-        padded = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)))
+        padded = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)), constant_values=fill)
         oh, ow = self.output_hw(h, w)
         (s0, s1), (d0, d1) = self.stride, self.dilation
         rows = []
@@ -277,18 +287,56 @@ class Add(Node):
 
 @dataclass(frozen=True, eq=False)
 class Activation(Node):
-    """Elementwise ``function`` (one of ``ACTIVATIONS``)."""
+    """Elementwise ``function`` (one of ``ACTIVATIONS``); ``bounds`` = (low, high) for clip only (None on
+    a side: unbounded there; at least one given, low < high)."""
 
     function: str = "relu"
+    bounds: tuple | None = None
     kind: ClassVar[str] = "activation"
 
     def __post_init__(self):
         super().__post_init__()
         if self.function not in ACTIVATIONS:
             raise ModelFileError(f"{self.where()}: activation {self.function!r} is not one of {ACTIVATIONS}")
+        if (self.function == "clip") != (self.bounds is not None):
+            raise ModelFileError(f"{self.where()}: bounds={self.bounds!r} are given for clip, and only for it")
+        if self.bounds is not None:
+            try:
+                low, high = (None if v is None else float(v) for v in self.bounds)
+            except (TypeError, ValueError):
+                raise ModelFileError(f"{self.where()}: bounds={self.bounds!r:.80} is not a pair (low, high)") from None
+            if (low is None and high is None) or any(v is not None and not math.isfinite(v) for v in (low, high)) \
+                    or (low is not None and high is not None and not low < high):
+                raise ModelFileError(f"{self.where()}: clip bounds ({low}, {high}) must be finite (None: unbounded), "
+                                     f"at least one given, low < high")
+            object.__setattr__(self, "bounds", (low, high))
 
     def forward(self, x):
-        return activate(self.function, x)
+        return activate(self.function, x, self.bounds)
+
+
+@dataclass(frozen=True, eq=False)
+class MaxPool(Node):
+    """y[c, i, j] = max over the window (i, j) of ``patches`` of x (C, H, W), padding counting as -inf."""
+
+    patches: Patches = None
+    kind: ClassVar[str] = "maxpool"
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not isinstance(self.patches, Patches) or self.patches.groups != 1:
+            raise ModelFileError(f"{self.where()}: patches={self.patches!r:.80} must be a Patches with groups=1")
+        if any(p >= k for p, k in zip(self.patches.pads, self.patches.kernel * 2)):
+            raise ModelFileError(f"{self.where()}: pads {self.patches.pads} must each be smaller than the kernel "
+                                 f"{self.patches.kernel} (a window of padding only has no maximum)")
+
+    def output_shape(self, shapes):
+        view = self.patches.view_shape(shapes[0])
+        return (shapes[0][0], *view[-2:])
+
+    def forward(self, x):
+        view = self.patches.apply(x, fill=-np.inf)  # (B, 1, C, kh, kw, Ho, Wo)
+        return view.max(axis=(3, 4))[:, 0]
 
 
 @dataclass(frozen=True, eq=False)
@@ -332,22 +380,123 @@ class Transpose(Node):
         return x.transpose(0, *(p + 1 for p in self.perm))
 
 
-NODE_KINDS = {cls.kind: cls for cls in (Contraction, Affine, Add, Activation, Reshape, Transpose)}
+NODE_KINDS = {cls.kind: cls for cls in (Contraction, Affine, Add, Activation, MaxPool, Reshape, Transpose)}
 _ARRAY_FIELDS = ("weight", "bias", "scale", "shift")
+_OPTIONAL_FIELDS = ("bounds",)  # left out of the records when None (the digests of graphs without them stay)
+
+CLIENT_FUNCTIONS = ("softmax", "logsoftmax", "argmax", "sigmoid", "binary", "normalize_l1", "normalize_l2",
+                    "normalize_max", "labels", "zipmap", "cast")
+"""What the client computes after decryption: softmax / logsoftmax / argmax along ``axis``; sigmoid
+elementwise; binary: a single score s -> the two scores (-s, s) (a two-class linear classifier with one
+row of coefficients); normalize_*: divide by the L1 / L2 / max norm along the last axis (ONNX-ML
+Normalizer); labels: class index -> ``labels[index]``; zipmap: rows -> [{label: value}] (ONNX-ML ZipMap);
+cast: to numpy dtype ``dtype``."""
+
+
+@dataclass(frozen=True)
+class ClientStep:
+    """One step the client applies after decryption (one of ``CLIENT_FUNCTIONS``). ``axis`` counts the batch
+    axis (ONNX's convention: 1 is the first sample axis, -1 the last)."""
+
+    function: str
+    axis: int = -1
+    labels: tuple = ()
+    keepdims: bool = False
+    dtype: str = ""
+
+    def __post_init__(self):
+        if self.function not in CLIENT_FUNCTIONS:
+            raise ModelFileError(f"client step {self.function!r} is not one of {CLIENT_FUNCTIONS}")
+        object.__setattr__(self, "axis", int(self.axis))
+        object.__setattr__(self, "labels", tuple(self.labels))
+        object.__setattr__(self, "keepdims", bool(self.keepdims))
+        if self.axis == 0:
+            raise ModelFileError(f"client step {self.function}: axis=0 is the batch axis")
+        if self.function in ("labels", "zipmap") and not self.labels:
+            raise ModelFileError(f"client step {self.function}: needs labels")
+        if self.function == "cast":
+            try:
+                np.dtype(self.dtype)
+            except TypeError:
+                raise ModelFileError(f"client step cast: dtype={self.dtype!r} is not a numpy dtype") from None
+
+    def apply(self, y):
+        f, axis = self.function, self.axis
+        if f in ("softmax", "logsoftmax"):
+            y = np.asarray(y, dtype=np.float64)
+            shifted = y - y.max(axis=axis, keepdims=True)
+            log_sum = np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+            return shifted - log_sum if f == "logsoftmax" else np.exp(shifted - log_sum)
+        if f == "argmax":
+            index = np.argmax(y, axis=axis)
+            return np.expand_dims(index, axis) if self.keepdims else index
+        if f == "sigmoid":
+            return 1.0 / (1.0 + np.exp(-np.asarray(y, dtype=np.float64)))
+        if f == "binary":
+            y = np.asarray(y, dtype=np.float64)
+            return np.concatenate([-y, y], axis=-1)
+        if f.startswith("normalize_"):
+            y = np.asarray(y, dtype=np.float64)
+            norm = {"normalize_l1": lambda v: np.abs(v).sum(axis=-1, keepdims=True),
+                    "normalize_l2": lambda v: np.sqrt((v * v).sum(axis=-1, keepdims=True)),
+                    "normalize_max": lambda v: np.abs(v).max(axis=-1, keepdims=True)}[f](y)
+            return y / np.where(norm == 0, 1.0, norm)
+        if f == "labels":
+            return np.asarray(self.labels)[np.asarray(y, dtype=np.int64)]
+        if f == "zipmap":
+            return [dict(zip(self.labels, (float(v) for v in row))) for row in np.asarray(y)]
+        return np.asarray(y).astype(self.dtype)  # cast
+
+    def text(self) -> str:
+        extra = {"labels": f" {list(self.labels)}", "zipmap": f" {list(self.labels)}", "cast": f" to {self.dtype}",
+                 "softmax": f" axis {self.axis}", "logsoftmax": f" axis {self.axis}",
+                 "argmax": f" axis {self.axis}"}.get(self.function, "")
+        return self.function + extra
+
+
+@dataclass(frozen=True)
+class ClientOutput:
+    """A named output of the source model: ``steps`` applied by the client, in order, to the decrypted
+    ``Graph.output`` (no steps: that output itself)."""
+
+    name: str
+    steps: tuple = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "name", str(self.name))
+        steps = tuple(ClientStep(**s) if isinstance(s, dict) else s for s in self.steps)
+        if not all(isinstance(s, ClientStep) for s in steps):
+            raise ModelFileError(f"client output {self.name!r}: steps must be ClientStep objects")
+        object.__setattr__(self, "steps", steps)
+
+    def apply(self, y):
+        for step in self.steps:
+            y = step.apply(y)
+        return y
+
+    def text(self) -> str:
+        return f"{self.name} = " + (" -> ".join(s.text() for s in self.steps) if self.steps else "the output")
 
 
 @dataclass(frozen=True, eq=False)
 class Graph:
-    """One input (sample shape ``input_shape``), nodes in topological order, one output tensor."""
+    """One input (sample shape ``input_shape``), nodes in topological order, one computed output tensor, and
+    ``postprocess``: the source model's named outputs the client derives from it after decryption (empty:
+    the output is the model's only one)."""
 
     input: str
     input_shape: tuple[int, ...]
     nodes: tuple[Node, ...]
     output: str
+    postprocess: tuple = ()
 
     def __post_init__(self):
         object.__setattr__(self, "input_shape", _ints(self.input_shape, "input_shape", 1))
         object.__setattr__(self, "nodes", tuple(self.nodes))
+        post = tuple(ClientOutput(**p) if isinstance(p, dict) else p for p in self.postprocess)
+        if not all(isinstance(p, ClientOutput) for p in post) or len({p.name for p in post}) != len(post):
+            raise ModelFileError("postprocess must be ClientOutput objects with distinct names")
+        object.__setattr__(self, "postprocess", post)
         if not self.input_shape:
             raise ModelFileError("input_shape=(): a sample needs at least one axis")
         require_size(self.input_shape, f"graph input {self.input!r}")
@@ -392,6 +541,21 @@ class Graph:
 
     __call__ = forward
 
+    def client_outputs(self, y) -> dict:
+        """{name: value} of the source model's outputs, computed by the client from the decrypted output y
+        (batch first); without ``postprocess``, {output: y}."""
+        if not self.postprocess:
+            return {self.output: y}
+        return {p.name: p.apply(y) for p in self.postprocess}
+
+    def run(self, x) -> dict:
+        """The source model's named outputs on x: the float forward, then the client's ``postprocess``."""
+        return self.client_outputs(self.forward(x))
+
+    def client_text(self) -> str:
+        """What the client computes after decryption, one line per named output ("" if nothing)."""
+        return "; ".join(p.text() for p in self.postprocess if p.steps)
+
     # -- canonical form ------------------------------------------------------------------------------------
     def records(self, *, canonical: bool = False):
         """(JSON-able header, arrays): every node's fields, arrays under ``node{i}.{field}``. With
@@ -410,6 +574,8 @@ class Graph:
                     if value is not None:
                         arrays[f"node{index}.{item.name}"] = value
                     continue
+                if item.name in _OPTIONAL_FIELDS and value is None:
+                    continue
                 if canonical and item.name == "name":
                     continue
                 if item.name == "inputs":
@@ -424,6 +590,10 @@ class Graph:
                 entry[item.name] = value
             header["nodes"].append(entry)
         header["output"] = rename.get(self.output, self.output)
+        if self.postprocess:  # only when present: the digests of graphs without it stay
+            header["postprocess"] = [{"name": p.name, "steps": [
+                {f.name: (list(getattr(s, f.name)) if f.name == "labels" else getattr(s, f.name)) for f in fields(s)}
+                for s in p.steps]} for p in self.postprocess]
         return header, arrays
 
     def digest(self) -> bytes:
@@ -451,11 +621,13 @@ class Graph:
                 for name in _ARRAY_FIELDS:
                     if f"node{index}.{name}" in arrays:
                         entry[name] = arrays[f"node{index}.{name}"]
-                for name in ("inputs", "out_shape", "shape", "perm"):
-                    if name in entry:
+                for name in ("inputs", "out_shape", "shape", "perm", "bounds"):
+                    if entry.get(name) is not None:
                         entry[name] = tuple(entry[name])
                 nodes.append(NODE_KINDS[kind](**entry))
-            return cls(header["input"], tuple(header["input_shape"]), tuple(nodes), header["output"])
+            post = tuple(ClientOutput(p["name"], tuple(ClientStep(**step) for step in p["steps"]))
+                         for p in header.get("postprocess", ()))
+            return cls(header["input"], tuple(header["input_shape"]), tuple(nodes), header["output"], post)
         except (KeyError, TypeError, ValueError) as error:
             if isinstance(error, ModelFileError):
                 raise
@@ -466,7 +638,10 @@ class Graph:
         lines = [f"input {self.input!r} {self.input_shape}"]
         for node in self.nodes:
             detail = {"contraction": lambda n: f"einsum {n.equation!r}" + (f" over {n.patches}" if n.patches else ""),
-                      "activation": lambda n: n.function, "reshape": lambda n: f"to {n.shape}",
+                      "activation": lambda n: n.function + (f" {n.bounds}" if n.bounds else ""),
+                      "maxpool": lambda n: f"max over {n.patches}", "reshape": lambda n: f"to {n.shape}",
                       "transpose": lambda n: f"perm {n.perm}"}.get(node.kind, lambda n: node.kind)(node)
             lines.append(f"{node.where()}: {detail} -> {self.shape_of(node.output)}")
+        if self.client_text():
+            lines.append(f"run by the client after decryption: {self.client_text()}")
         return "\n".join(lines)

@@ -8,18 +8,53 @@ GlobalAveragePool, Add / Sub / Mul / Div by a constant, Add of two tensors (resi
 Pow(x, 2) as square, Mul(x, Sigmoid(x)) as silu, Relu, Sigmoid, Tanh, Gelu (also written out with Erf, as
 torch.onnx.export writes it below opset 20), BatchNormalization (folded into
 the contraction before it when that contraction feeds nothing else), Flatten, Reshape, Transpose, Identity,
-Dropout. Any other operator raises ``UnsupportedOperator`` naming it and its node.
+Dropout; MaxPool and GlobalMaxPool; Clip (ReLU6) and Min / Max with a constant as clip activations;
+LeakyRelu (a x + (1 - a) relu(x)) and HardSigmoid (clip(a x + b, 0, 1)); ReduceMean; Conv, AveragePool and
+MaxPool over 1-D windows (read as 2-D windows of height 1 between two Reshapes); Slice, Pad (constant, edge,
+reflect) and Concat of computed tensors as public linear maps (constant 0/1 contractions, a constant
+shift where the padding or a concatenated constant is not zero); the ONNX-ML linear models skl2onnx writes
+(LinearClassifier, LinearRegressor, Scaler; Normalizer, ZipMap and Cast on their outputs). Softmax,
+LogSoftmax, ArgMax, Normalizer, ZipMap and a LinearClassifier's label and probabilities are computed by
+the client after decryption (``Graph.postprocess``), so they may only end the graph; several outputs are
+read when all of them derive from one computed tensor. Every other operator is refused: one
+``UnsupportedOperator`` lists every node the description cannot hold, each with the rewrite that would
+make it run where one exists (``REWRITES``).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .errors import MissingInputShape, ModelFileError, UnsupportedOperator
-from .graph import (Activation, Add, Affine, Contraction, Graph, Patches, Reshape, Transpose,
-                    require_size)
+from .graph import (Activation, Add, Affine, ClientOutput, ClientStep, Contraction, Graph, MaxPool, Patches,
+                    Reshape, Transpose, require_size)
 
 MIN_OPSET = 13
-_SHAPE_OPS = ("Gather", "Unsqueeze", "Squeeze", "Concat", "Cast", "Identity")
+_SHAPE_OPS = ("Gather", "Unsqueeze", "Squeeze", "Concat", "Cast", "Identity", "Slice")
+_ML_DOMAIN = "ai.onnx.ml"
+_ML_OPS = ("LinearClassifier", "LinearRegressor", "Normalizer", "ZipMap", "Scaler")
+_CLIENT_OPS = ("Softmax", "LogSoftmax", "ArgMax", "Normalizer", "ZipMap", "Cast", "Identity")
+_LAST = ("only as the model's last operations, which the client computes after decryption: move it after every "
+         "other operator (or drop it: the argmax of the scores is the same)")
+REWRITES = {
+    "Softmax": _LAST, "LogSoftmax": _LAST, "ArgMax": _LAST, "Normalizer": _LAST, "ZipMap": _LAST,
+    "Hardmax": "export the scores and take their argmax on the client (ArgMax at the end of the graph is read)",
+    "Erf": "only inside GELU as torch exports it (x * 0.5 * (1 + erf(x / sqrt 2))): write nn.GELU()",
+    "HardSwish": "x * hardsigmoid(x) multiplies two computed tensors: replace nn.Hardswish by nn.SiLU and fine-tune",
+    "Elu": "replace by nn.SiLU or nn.GELU (read as fitted polynomials) and fine-tune",
+    "Selu": "replace by nn.SiLU or nn.GELU (read as fitted polynomials) and fine-tune",
+    "Celu": "replace by nn.SiLU or nn.GELU (read as fitted polynomials) and fine-tune",
+    "Softplus": "replace by nn.SiLU or nn.GELU (read as fitted polynomials) and fine-tune",
+    "Mish": "replace by nn.SiLU or nn.GELU (read as fitted polynomials) and fine-tune",
+    "PRelu": "a learned slope per channel: export nn.LeakyReLU (read as a x + (1 - a) relu(x)) or nn.ReLU",
+    "LayerNormalization": "divides by a computed norm: use BatchNorm (folded into the layer before) instead",
+    "GroupNormalization": "divides by a computed norm: use BatchNorm (folded into the layer before) instead",
+    "InstanceNormalization": "divides by a computed norm: use BatchNorm (folded into the layer before) instead",
+    "LpNormalization": "divides by a computed norm: normalise on the client after decryption instead",
+    "ReduceMax": "a maximum over computed values: use MaxPool over the same window (read) or ReduceMean",
+    "ReduceSum": "a sum is a public linear map: export it as ReduceMean times the count (read)",
+    "Div": "only division by a constant is a linear map",
+    "Sqrt": "no polynomial form over a computed tensor here",
+}
 _LETTERS = "acdefghijklmnopqrstuvwxyz"  # never 'b', the batch axis
 
 
@@ -40,7 +75,7 @@ def read_onnx(source, input_shape=None) -> Graph:
         raise ModelFileError(f"ONNX opset {opsets.get('ai.onnx')} < {MIN_OPSET}: re-export the model with "
                              f"opset_version >= {MIN_OPSET}")
     check_wiring(model.graph)
-    return _Reader(model.graph, numpy_helper, input_shape).graph()
+    return _Reader(model.graph, numpy_helper, input_shape, model).graph()
 
 
 def _tensor_array(tensor, numpy_helper, what: str) -> np.ndarray:
@@ -209,8 +244,10 @@ def _attrs(node) -> dict:
 
 
 class _Reader:
-    def __init__(self, graph, numpy_helper, input_shape):
-        self.source, self.helper = graph, numpy_helper
+    def __init__(self, graph, numpy_helper, input_shape, model=None):
+        self.source, self.helper, self.model = graph, numpy_helper, model
+        self.client: dict[str, tuple[str, tuple]] = {}  # tensor the client computes -> (computed tensor, steps)
+        self.outputs = tuple(out.name for out in graph.output)
         self.const = {t.name: _tensor_array(t, numpy_helper, "initializer") for t in graph.initializer}
         self.batch_mask: dict[str, np.ndarray] = {}  # constants from Shape: where they hold the batch size
         self.nodes: list = []
@@ -244,8 +281,8 @@ class _Reader:
             self.input_shape = tuple(declared[1:])
         require_size(self.input_shape, f"ONNX input {self.input!r}")
         self.shapes = {self.input: self.input_shape}
-        if len(graph.output) != 1:
-            raise ModelFileError(f"the ONNX graph has {len(graph.output)} outputs; exactly one is supported")
+        if not graph.output:
+            raise ModelFileError("the ONNX graph has no output")
 
     # -- helpers ------------------------------------------------------------------------------------------
     def name(self, tensor: str) -> str:
@@ -264,8 +301,8 @@ class _Reader:
         self.nodes.append(node)
 
     def sole_use(self, tensor: str) -> bool:
-        """``tensor`` feeds exactly one node and is not the graph output."""
-        return self.uses.get(tensor, 0) == 1 and tensor != self.source.output[0].name
+        """``tensor`` feeds exactly one node and is not a graph output."""
+        return self.uses.get(tensor, 0) == 1 and tensor not in self.outputs
 
     def replace(self, tensor: str, node) -> None:
         """Put ``node`` where the producer of ``tensor`` was (a fold), under the new output name."""
@@ -290,37 +327,105 @@ class _Reader:
 
     # -- the graph ----------------------------------------------------------------------------------------
     def graph(self) -> Graph:
+        problems, poisoned = [], set()  # every refusal; tensors after a refused node (their nodes are skipped)
         for index, node in enumerate(self.source_nodes):
             name = node.name or f"{node.op_type}_{index}"
             handler = getattr(self, f"op_{node.op_type}", None)
-            if node.domain not in ("", "ai.onnx") or handler is None:
-                raise UnsupportedOperator(node.op_type, name)
+            if node.domain not in ("", "ai.onnx", _ML_DOMAIN) or handler is None or \
+                    (node.domain == _ML_DOMAIN) != (node.op_type in _ML_OPS):
+                problems.append(UnsupportedOperator(node.op_type, name, "" if node.domain in ("", "ai.onnx") else
+                                                    f"domain {node.domain!r}", REWRITES.get(node.op_type, "")))
+                self.placeholder(node, poisoned)
+                continue
+            if any(t in poisoned for t in node.input if t):
+                poisoned.update(node.output)
+                continue
+            client = [t for t in node.input if t and self.name(t) in self.client]
+            if client and node.op_type not in _CLIENT_OPS:
+                base, steps = self.client[self.name(client[0])]
+                problems.append(UnsupportedOperator(
+                    node.op_type, name, f"reads {client[0]!r}, which the client computes after decryption "
+                    f"({' -> '.join(step.function for step in steps)} of {base!r})",
+                    "Softmax, LogSoftmax, ArgMax, Normalizer and ZipMap are read only as the model's last "
+                    "operations: move them after every other operator"))
+                self.placeholder(node, poisoned)
+                continue
             marked = [t for t in node.input if t in self.batch_mask and np.any(self.batch_mask[t])]
             shape_input = node.op_type == "Reshape" and marked == [node.input[1]]
-            if marked and node.op_type not in _SHAPE_OPS and not shape_input:
-                raise UnsupportedOperator(node.op_type, name, "computes with the batch size (from Shape), which is "
-                                                              "unknown when the model is read")
-            if node.op_type != "Constant":
-                for tensor in node.input:
-                    if tensor and not self.is_const(tensor) and self.name(tensor) not in self.shapes:
-                        raise ModelFileError(f"{node.op_type} (node {name!r}) reads {tensor!r}, which no earlier "
-                                             f"node produces")
             try:
+                if marked and node.op_type not in _SHAPE_OPS and not shape_input:
+                    raise UnsupportedOperator(node.op_type, name, "computes with the batch size (from Shape), which "
+                                                                  "is unknown when the model is read")
+                if node.op_type != "Constant":
+                    for tensor in node.input:
+                        if tensor and not self.is_const(tensor) and self.name(tensor) not in self.shapes \
+                                and self.name(tensor) not in self.client:
+                            raise ModelFileError(f"{node.op_type} (node {name!r}) reads {tensor!r}, which no "
+                                                 f"earlier node produces")
                 handler(node, name, _attrs(node))
+            except UnsupportedOperator as error:
+                problems.append(error if error.hint or not REWRITES.get(error.op) else
+                                UnsupportedOperator(error.op, error.node, error.detail, REWRITES[error.op]))
+                self.placeholder(node, poisoned)
             except ModelFileError:
                 raise
             except KeyError as error:  # a tensor with no sample shape, or a missing attribute
                 key = error.args[0] if error.args else None
                 detail = (f"reads the constant {key!r} where a computed tensor is needed" if key in self.const
                           else f"lacks {key!r}")
-                raise UnsupportedOperator(node.op_type, name, detail) from None
+                problems.append(UnsupportedOperator(node.op_type, name, detail))
+                self.placeholder(node, poisoned)
             except (IndexError, TypeError, ValueError, ArithmeticError) as error:  # too few inputs, odd attributes
                 raise ModelFileError(f"{node.op_type} (node {name!r}): malformed ({type(error).__name__}: "
                                      f"{error})"[:400]) from None
-        output = self.name(self.source.output[0].name)
-        if output not in self.shapes:
-            raise ModelFileError(f"the ONNX graph output {output!r} is a constant, not computed from the input")
-        return Graph(self.input, self.input_shape, tuple(self.nodes), output)
+        if problems:
+            raise UnsupportedOperator.collect(problems)
+        return self.finish()
+
+    def placeholder(self, node, poisoned: set) -> None:
+        """After a refused node: its outputs take the sample shapes ONNX shape inference gives them, so the
+        nodes after it are still checked (and refused too where they cannot be read); an output whose shape
+        is not inferred is poisoned (the nodes reading it are skipped)."""
+        if not hasattr(self, "_inferred"):
+            self._inferred = {}
+            try:
+                import onnx
+
+                inferred = onnx.shape_inference.infer_shapes(self.model) if self.model is not None else None
+                for value in () if inferred is None else inferred.graph.value_info:
+                    dims = value.type.tensor_type.shape.dim
+                    sample = [d.dim_value if d.HasField("dim_value") else 0 for d in dims][1:]
+                    if dims and all(d > 0 for d in sample):
+                        self._inferred[value.name] = tuple(sample)
+            except Exception:  # noqa: BLE001 (inference is best effort: without it the rest is skipped)
+                pass
+        for out in node.output:
+            if out and out in self._inferred:
+                self.shapes[out] = self._inferred[out]
+            elif out:
+                poisoned.add(out)
+
+    def finish(self) -> Graph:
+        """The Graph: its one computed output, and the client's steps for each named output of the file."""
+        found = []
+        for out in self.outputs:
+            tensor = self.name(out)
+            if tensor in self.client:
+                found.append((out,) + self.client[tensor])
+            elif tensor in self.shapes and tensor != self.input or tensor == self.input and not self.nodes:
+                found.append((out, tensor, ()))
+            else:
+                raise ModelFileError(f"the ONNX graph output {out!r} is a constant, not computed from the input")
+        bases = list(dict.fromkeys(base for _, base, _ in found))
+        if len(bases) > 1:
+            raise UnsupportedOperator("Graph outputs", ",".join(self.outputs), f"{len(bases)} outputs {bases} are "
+                                      f"computed separately; the engines compute one output",
+                                      "concatenate them into one output before exporting (torch.cat of the "
+                                      "flattened outputs), or export one model per output")
+        output = bases[0]
+        post = () if found == [(self.outputs[0], output, ())] else \
+            tuple(ClientOutput(out, steps) for out, _, steps in found)
+        return Graph(self.input, self.input_shape, tuple(self.nodes), output, post)
 
     def data_and_const(self, node, name):
         """(data tensor, constant array, data_first) of a binary node with one data and one constant input."""
@@ -388,12 +493,23 @@ class _Reader:
 
     def op_Concat(self, node, name, attrs):
         axis = int(attrs["axis"])
-        self.fold(node, lambda *parts: np.concatenate([np.atleast_1d(p) for p in parts], axis=axis))
+        if all(self.is_const(t) for t in node.input if t):
+            self.fold(node, lambda *parts: np.concatenate([np.atleast_1d(p) for p in parts], axis=axis))
+            return
+        self.concat(node, name, axis)
 
     def op_Cast(self, node, name, attrs):
-        if not self.is_const(node.input[0]):
-            raise UnsupportedOperator("Cast", name, "on a computed tensor")
-        self.fold(node, lambda data: data)
+        if self.is_const(node.input[0]):
+            self.fold(node, lambda data: data)
+            return
+        import onnx
+
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(int(attrs["to"])))
+        x = self.name(node.input[0])
+        if x not in self.client and dtype.kind == "f":
+            self.bind(node.output[0], x)  # float to float: the engines compute in their own number type
+            return
+        self.client_step(node, ClientStep("cast", dtype=dtype.name))
 
     def data_reshape(self, node, name, new_full_shape):
         """Squeeze / Unsqueeze of a computed tensor: a Reshape, as long as the batch axis stays first."""
@@ -413,6 +529,397 @@ class _Reader:
             self.alias[node.output[0]] = self.name(node.input[0])
 
     op_Dropout = op_Identity  # inference: the identity (its mask output, if any, is never read here)
+
+    # -- rewrites into the description's nodes ----------------------------------------------------------------
+    def internal(self, base: str, suffix: str) -> str:
+        """A new tensor name for a rewrite's intermediate (fed to one node)."""
+        tensor = f"{base}/{suffix}"
+        while tensor in self.shapes or tensor in self.const:
+            tensor += "'"
+        self.uses[tensor] = 1
+        return tensor
+
+    def bind(self, out: str, tensor: str) -> None:
+        """The source tensor ``out`` is the computed ``tensor`` (its consumers and graph-output role carried)."""
+        self.alias[out] = tensor
+        self.uses[tensor] = self.uses.get(tensor, 0) + self.uses.get(out, 0)
+        if out in self.outputs:
+            self.outputs += (tensor,)
+
+    def select(self, name, op, x, axis, index_map) -> str:
+        """y = x re-indexed along sample axis ``axis``: y[.., o, ..] = x[.., index_map[o], ..], zero where the
+        entry is -1 (a constant 0/1 contraction, the public linear map of a slice, pad or concat); x itself
+        where the map is the identity. Returns y's name."""
+        shape = self.shapes[x]
+        if list(index_map) == list(range(shape[axis])):
+            return x
+        weight = np.zeros((len(index_map), shape[axis]))
+        for o, i in enumerate(index_map):
+            if i >= 0:
+                weight[o, i] = 1.0
+        letters = _LETTERS[:len(shape)]
+        equation = f"b{letters},z{letters[axis]}->b{letters.replace(letters[axis], 'z')}"
+        out = self.internal(name, f"axis{axis + 1}")
+        self.emit(Contraction(name, op, (x,), out, equation, weight, None, None,
+                              (*shape[:axis], len(index_map), *shape[axis + 1:])))
+        return out
+
+    def shift_where(self, name, op, x, shift) -> str:
+        """x + shift (a constant of x's sample shape), or x when the shift is zero."""
+        if not np.any(shift):
+            return x
+        out = self.internal(name, "shift")
+        self.affine(_Proxy(op, out), name, x, None, _compact(np.asarray(shift, dtype=np.float64)))
+        return out
+
+    def sample_axis(self, axis: int, rank: int, op: str, name: str) -> int:
+        """The sample axis of the ONNX axis ``axis`` of a rank-``rank`` batch-first tensor (refusing the batch)."""
+        axis = axis + rank if axis < 0 else axis
+        if not 0 <= axis < rank:
+            raise ModelFileError(f"{op} (node {name!r}): axis {axis} outside a tensor of rank {rank}")
+        if axis == 0:
+            raise UnsupportedOperator(op, name, "acts along the batch axis")
+        return axis - 1
+
+    def concat(self, node, name, axis):
+        """Concat with computed parts: each part placed by a 0/1 map into the output's shape, summed, and the
+        constant parts added as a shift."""
+        parts = [t for t in node.input if t]
+        first = next(self.name(t) for t in parts if not self.is_const(t))
+        rank = len(self.shapes[first]) + 1
+        k = self.sample_axis(axis, rank, "Concat", name)
+        arrays = {}
+        for t in parts:
+            if self.is_const(t):
+                array = np.asarray(self.const[t], dtype=np.float64)
+                if array.ndim != rank or array.shape[0] != 1:
+                    raise UnsupportedOperator("Concat", name, f"a constant part of shape {array.shape} (only a "
+                                              f"batch of one, broadcast to every sample)")
+                arrays[t] = array[0]
+        sizes = [arrays[t].shape[k] if t in arrays else self.shapes[self.name(t)][k] for t in parts]
+        total, offset, terms = sum(sizes), 0, []
+        out_shape = list(self.shapes[first])
+        out_shape[k] = total
+        shift = np.zeros(out_shape)
+        for t, size in zip(parts, sizes):
+            if t in arrays:
+                place = [slice(None)] * len(out_shape)
+                place[k] = slice(offset, offset + size)
+                shift[tuple(place)] = arrays[t]
+            else:
+                x = self.name(t)
+                if tuple(np.delete(self.shapes[x], k)) != tuple(np.delete(out_shape, k)):
+                    raise ModelFileError(f"Concat (node {name!r}): part {t!r} of shape {self.shapes[x]} does not "
+                                         f"fit {tuple(out_shape)} off axis {axis}")
+                terms.append(self.select(name, "Concat", x, k,
+                                         [o - offset if offset <= o < offset + size else -1 for o in range(total)]))
+            offset += size
+        total_tensor = terms[0]
+        for term in terms[1:]:
+            out = self.internal(name, "sum")
+            self.emit(Add(name, "Concat", (total_tensor, term), out))
+            total_tensor = out
+        self.bind(node.output[0], self.shift_where(name, "Concat", total_tensor, shift))
+
+    def op_Slice(self, node, name, attrs):
+        values = [self.const.get(t) if t else None for t in node.input[1:5]]
+        if any(t and not self.is_const(t) for t in node.input[1:5]):
+            raise UnsupportedOperator("Slice", name, "starts, ends, axes and steps must be constants")
+        starts, ends = (np.asarray(v, dtype=np.int64).reshape(-1) for v in values[:2])
+        data_rank = (np.ndim(self.const[node.input[0]]) if self.is_const(node.input[0])
+                     else len(self.shapes[self.name(node.input[0])]) + 1)
+        axes = (np.arange(len(starts)) if len(values) < 3 or values[2] is None
+                else np.asarray(values[2], dtype=np.int64).reshape(-1))
+        steps = (np.ones(len(starts), np.int64) if len(values) < 4 or values[3] is None
+                 else np.asarray(values[3], dtype=np.int64).reshape(-1))
+        if not len(starts) == len(ends) == len(axes) == len(steps) or np.any(steps == 0):
+            raise ModelFileError(f"Slice (node {name!r}): starts, ends, axes, steps of lengths {len(starts)}, "
+                                 f"{len(ends)}, {len(axes)}, {len(steps)} (steps never 0)")
+        cuts = {int(a) + data_rank if a < 0 else int(a): slice(int(b), int(e), int(st))
+                for a, b, e, st in zip(axes, starts, ends, steps)}
+        if self.is_const(node.input[0]):
+            self.fold(node, lambda data, *_: data[tuple(cuts.get(i, slice(None)) for i in range(np.ndim(data)))])
+            return
+        x = self.name(node.input[0])
+        for axis, cut in sorted(cuts.items()):
+            if axis == 0:
+                if cut.indices(1 << 62) != (0, 1 << 62, 1):
+                    raise UnsupportedOperator("Slice", name, "slices the batch axis")
+                continue
+            k = self.sample_axis(axis, data_rank, "Slice", name)
+            index_map = list(range(*cut.indices(self.shapes[x][k])))
+            if not index_map:
+                raise ModelFileError(f"Slice (node {name!r}): the slice {cut} of axis {axis} is empty")
+            x = self.select(name, "Slice", x, k, index_map)
+        self.bind(node.output[0], x)
+
+    def op_Pad(self, node, name, attrs):
+        mode = attrs.get("mode", b"constant")
+        mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+        if any(t and not self.is_const(t) for t in node.input[1:4]):
+            raise UnsupportedOperator("Pad", name, "pads, constant_value and axes must be constants")
+        pads = (np.asarray(self.const[node.input[1]] if len(node.input) > 1 and node.input[1] else attrs["pads"],
+                           dtype=np.int64).reshape(-1))
+        value = (float(np.asarray(self.const[node.input[2]]).reshape(-1)[0])
+                 if len(node.input) > 2 and node.input[2] else float(attrs.get("value", 0.0)))
+        if mode not in ("constant", "edge", "reflect", "wrap"):
+            raise UnsupportedOperator("Pad", name, f"mode={mode!r}")
+        data_rank = (np.ndim(self.const[node.input[0]]) if self.is_const(node.input[0])
+                     else len(self.shapes[self.name(node.input[0])]) + 1)
+        axes = (list(range(data_rank)) if len(node.input) < 4 or not node.input[3]
+                else [int(a) + data_rank if a < 0 else int(a) for a in np.asarray(self.const[node.input[3]]).reshape(-1)])
+        if len(pads) != 2 * len(axes):
+            raise ModelFileError(f"Pad (node {name!r}): {len(pads)} pads for {len(axes)} axes")
+        widths = {a: (int(pads[i]), int(pads[i + len(axes)])) for i, a in enumerate(axes)}
+        if self.is_const(node.input[0]):
+            raise UnsupportedOperator("Pad", name, "of a constant")
+        if widths.get(0, (0, 0)) != (0, 0):
+            raise UnsupportedOperator("Pad", name, "pads the batch axis")
+        x = self.name(node.input[0])
+        mask = np.ones(self.shapes[x])
+        for axis, (lo, hi) in sorted(widths.items()):
+            if axis == 0 or (lo, hi) == (0, 0):
+                continue
+            k = self.sample_axis(axis, data_rank, "Pad", name)
+            n = self.shapes[x][k]
+            if n + lo + hi < 1 or mode == "reflect" and max(lo, hi) >= n:
+                raise ModelFileError(f"Pad (node {name!r}): pads ({lo}, {hi}) of axis {axis} (size {n}) in mode "
+                                     f"{mode}")
+            index_map = [_pad_index(o - lo, n, mode) for o in range(n + lo + hi)]
+            x = self.select(name, "Pad", x, k, index_map)
+            taken = np.take(mask, [max(i, 0) for i in index_map], axis=k)
+            mask = taken * np.reshape([i >= 0 for i in index_map], [-1 if d == k else 1 for d in range(mask.ndim)])
+        self.bind(node.output[0], self.shift_where(name, "Pad", x, value * (1.0 - mask)) if mode == "constant" else x)
+
+    def op_ConstantOfShape(self, node, name, attrs):
+        if node.input[0] in self.batch_mask and np.any(self.batch_mask[node.input[0]]):
+            raise UnsupportedOperator("ConstantOfShape", name, "a shape holding the batch size")
+        value = attrs.get("value")
+        fill = np.zeros(1, np.float32) if value is None else _tensor_array(value, self.helper, "ConstantOfShape")
+        shape = [int(d) for d in np.asarray(self.const[node.input[0]]).reshape(-1)]
+        require_size(shape, f"ConstantOfShape (node {name!r})")
+        self.const[node.output[0]] = np.full(shape, fill.reshape(-1)[0], dtype=fill.dtype)
+
+    def one_d(self, node, name, attrs, handler):
+        """Conv / AveragePool / MaxPool over a 1-D window: the sample (C, L) seen as (C, 1, L), the 2-D
+        operator with a (1, k) window (the same sums), and the result seen as (C', L') again."""
+        x = self.name(node.input[0])
+        if len(self.shapes[x]) != 2:
+            raise UnsupportedOperator(node.op_type, name, f"a 1-D window on the sample shape {self.shapes[x]} "
+                                                          f"(only (C, L))")
+        c, length = self.shapes[x]
+        flat = self.internal(name, "as_2d")
+        self.emit(Reshape(name + "/as_2d", node.op_type, (x,), flat, (c, 1, length)))
+        two = dict(attrs)
+        for key, first in (("kernel_shape", 1), ("strides", 1), ("dilations", 1)):
+            if key in attrs:
+                two[key] = [first, *attrs[key]]
+        if "pads" in attrs:
+            two["pads"] = [0, attrs["pads"][0], 0, attrs["pads"][1]]
+        inputs = [flat, *node.input[1:]]
+        if node.op_type == "Conv":
+            weight = np.asarray(self.const[node.input[1]])
+            inputs[1] = self.internal(node.input[1], "2d")
+            self.const[inputs[1]] = weight.reshape(*weight.shape[:2], 1, *weight.shape[2:])
+        wide = self.internal(name, "2d")
+        handler(_Proxy(node.op_type, wide, inputs), name, two)
+        out_c, _, out_length = self.shapes[self.name(wide)]
+        self.emit(Reshape(name + "/as_1d", node.op_type, (self.name(wide),), node.output[0], (out_c, out_length)))
+
+    def op_MaxPool(self, node, name, attrs):
+        if len(node.output) > 1 and node.output[1]:
+            raise UnsupportedOperator("MaxPool", name, "its Indices output")
+        if len(attrs["kernel_shape"]) == 1:
+            return self.one_d(node, name, attrs, self.op_MaxPool)
+        x, shape, patches = self.window(node, name, attrs, attrs["kernel_shape"], ceil=True)
+        self.emit(MaxPool(name, "MaxPool", (x,), node.output[0], patches))
+
+    def op_GlobalMaxPool(self, node, name, attrs):
+        x = self.name(node.input[0])
+        shape = self.shapes[x]
+        if len(shape) == 2:
+            return self.one_d(node, name, {"kernel_shape": [shape[1]]}, self.op_MaxPool)
+        self.op_MaxPool(node, name, {"kernel_shape": list(shape[1:])})
+
+    def op_Clip(self, node, name, attrs):
+        bounds = []
+        for position, key in ((1, "min"), (2, "max")):
+            if len(node.input) > position and node.input[position]:
+                if not self.is_const(node.input[position]):
+                    raise UnsupportedOperator("Clip", name, f"{key} must be a constant")
+                value = np.asarray(self.const[node.input[position]], dtype=np.float64)
+                if value.size != 1:
+                    raise UnsupportedOperator("Clip", name, f"{key} of shape {value.shape} (only a scalar)")
+                bounds.append(float(value.reshape(())))
+            else:
+                bounds.append(float(attrs[key]) if key in attrs else None)
+        self.clip(node, name, *bounds)
+
+    def clip(self, node, name, low, high):
+        x = self.name(node.input[0])
+        if low is not None and high is not None and low >= high:
+            raise UnsupportedOperator(node.op_type, name, f"bounds ({low}, {high}) make every output {high}")
+        if low is None and high is None:
+            self.bind(node.output[0], x)
+        elif low == 0.0 and high is None:
+            self.emit(Activation(name, node.op_type, (x,), node.output[0], "relu"))
+        else:
+            self.emit(Activation(name, node.op_type, (x,), node.output[0], "clip", (low, high)))
+
+    def min_max(self, node, name, pick):
+        computed = [t for t in node.input if t and not self.is_const(t)]
+        constants = [np.asarray(self.const[t], dtype=np.float64) for t in node.input if t and self.is_const(t)]
+        if len(computed) != 1:
+            raise UnsupportedOperator(node.op_type, name, f"of {len(computed)} computed tensors (only one and "
+                                      f"constants)", "max(a, b) = b + relu(a - b), min(a, b) = a - relu(a - b)")
+        if not constants or any(c.size != 1 for c in constants):
+            raise UnsupportedOperator(node.op_type, name, "only with scalar constants",
+                                      "a per-element bound: write max(x, c) = c + relu(x - c)")
+        bound = float(pick([float(c.reshape(())) for c in constants]))
+        self.clip(_Proxy(node.op_type, node.output[0], computed), name,
+                  *((bound, None) if pick is max else (None, bound)))
+
+    def op_Max(self, node, name, attrs):
+        self.min_max(node, name, max)
+
+    def op_Min(self, node, name, attrs):
+        self.min_max(node, name, min)
+
+    def op_LeakyRelu(self, node, name, attrs):
+        """a x + (1 - a) relu(x): an affine shortcut plus a scaled ReLU branch (exact)."""
+        alpha = float(attrs.get("alpha", 0.01))
+        x = self.name(node.input[0])
+        relu, branch, skip = (self.internal(name, s) for s in ("relu", "branch", "skip"))
+        self.emit(Activation(name + "/relu", "LeakyRelu", (x,), relu, "relu"))
+        self.emit(Affine(name + "/branch", "LeakyRelu", (relu,), branch, np.float64(1.0 - alpha), None))
+        self.emit(Affine(name + "/skip", "LeakyRelu", (x,), skip, np.float64(alpha), None))
+        self.emit(Add(name, "LeakyRelu", (branch, skip), node.output[0]))
+
+    def op_HardSigmoid(self, node, name, attrs):
+        """clip(a x + b, 0, 1)."""
+        alpha, beta = float(attrs.get("alpha", 0.2)), float(attrs.get("beta", 0.5))
+        x = self.name(node.input[0])
+        inner = self.internal(name, "affine")
+        self.affine(_Proxy("HardSigmoid", inner), name, x, np.float64(alpha), np.float64(beta))
+        self.clip(_Proxy("HardSigmoid", node.output[0], [inner]), name, 0.0, 1.0)
+
+    def op_ReduceMean(self, node, name, attrs):
+        x = self.name(node.input[0])
+        shape = self.shapes[x]
+        if len(node.input) > 1 and node.input[1]:
+            if not self.is_const(node.input[1]):
+                raise UnsupportedOperator("ReduceMean", name, "axes must be a constant")
+            axes = [int(a) for a in np.asarray(self.const[node.input[1]]).reshape(-1)]
+        else:
+            axes = [int(a) for a in attrs.get("axes", ())]
+        if not axes:
+            raise UnsupportedOperator("ReduceMean", name, "over every axis, the batch axis included")
+        axes = sorted({self.sample_axis(a, len(shape) + 1, "ReduceMean", name) for a in axes})
+        letters = _LETTERS[:len(shape)]
+        reduced = "".join(letters[a] for a in axes)
+        kept = "".join(letter for letter in letters if letter not in reduced)
+        keepdims = int(attrs.get("keepdims", 1))
+        out = tuple(1 if a in axes else d for a, d in enumerate(shape)) if keepdims else \
+            tuple(d for a, d in enumerate(shape) if a not in axes)
+        sizes = [shape[a] for a in axes]
+        weight = np.full(sizes, 1.0 / int(np.prod(sizes)))
+        self.emit(Contraction(name, "ReduceMean", (x,), node.output[0], f"b{letters},{reduced}->b{kept}", weight,
+                              None, None, out or (1,)))
+
+    # -- what the client computes after decryption (Graph.postprocess) -------------------------------------------
+    def client_step(self, node, *steps, output=None) -> None:
+        x = self.name(node.input[0])
+        base, before = self.client.get(x, (x, ()))
+        self.client[output or node.output[0]] = (base, before + steps)
+
+    def op_Softmax(self, node, name, attrs):
+        self.client_step(node, ClientStep("softmax", self.client_axis(node, name, int(attrs.get("axis", -1)))))
+
+    def op_LogSoftmax(self, node, name, attrs):
+        self.client_step(node, ClientStep("logsoftmax", self.client_axis(node, name, int(attrs.get("axis", -1)))))
+
+    def op_ArgMax(self, node, name, attrs):
+        if int(attrs.get("select_last_index", 0)):
+            raise UnsupportedOperator("ArgMax", name, "select_last_index=1")
+        axis = self.client_axis(node, name, int(attrs.get("axis", 0)))
+        self.client_step(node, ClientStep("argmax", axis, keepdims=bool(int(attrs.get("keepdims", 1)))))
+
+    def client_axis(self, node, name, axis) -> int:
+        """``axis`` if it is a sample axis of the input (the client works batch first too)."""
+        x = self.name(node.input[0])
+        if x not in self.client:
+            self.sample_axis(axis, len(self.shapes[x]) + 1, node.op_type, name)
+        elif axis == 0:
+            raise UnsupportedOperator(node.op_type, name, "acts along the batch axis")
+        return axis
+
+    def op_Normalizer(self, node, name, attrs):
+        norm = attrs.get("norm", b"MAX")
+        norm = (norm.decode() if isinstance(norm, bytes) else str(norm)).lower()
+        if norm not in ("l1", "l2", "max"):
+            raise UnsupportedOperator("Normalizer", name, f"norm={norm!r}")
+        self.client_step(node, ClientStep(f"normalize_{norm}"))
+
+    def op_ZipMap(self, node, name, attrs):
+        labels = _labels(attrs, "classlabels_int64s", "classlabels_strings")
+        self.client_step(node, ClientStep("zipmap", labels=labels))
+
+    def op_LinearClassifier(self, node, name, attrs):
+        """Scores = x W^T + b, computed by the engines; the label (argmax, then the class label) and the
+        probabilities (``post_transform``) by the client."""
+        x, coefficients = self.linear_model(node, name, attrs)
+        labels = _labels(attrs, "classlabels_ints", "classlabels_strings")
+        transform = attrs.get("post_transform", b"NONE")
+        transform = transform.decode() if isinstance(transform, bytes) else str(transform)
+        post = {"NONE": (), "SOFTMAX": (ClientStep("softmax", -1),), "LOGISTIC": (ClientStep("sigmoid"),)}
+        if transform not in post:
+            raise UnsupportedOperator("LinearClassifier", name, f"post_transform={transform!r} (NONE, SOFTMAX, "
+                                                                f"LOGISTIC are read)")
+        if len(labels) < 2 or coefficients.shape[0] not in (1, len(labels)) or \
+                coefficients.shape[0] == 1 and len(labels) != 2:
+            raise ModelFileError(f"LinearClassifier (node {name!r}): {coefficients.shape[0]} rows of coefficients "
+                                 f"for {len(labels)} class labels")
+        scores = self.internal(name, "scores")
+        self.emit_linear(node, name, x, coefficients, attrs, scores)
+        binary = (ClientStep("binary"),) if coefficients.shape[0] == 1 else ()
+        self.client[node.output[0]] = (scores, binary + (ClientStep("argmax", -1), ClientStep("labels", labels=labels)))
+        if len(node.output) > 1 and node.output[1]:
+            self.client[node.output[1]] = (scores, binary + post[transform])
+
+    def op_LinearRegressor(self, node, name, attrs):
+        transform = attrs.get("post_transform", b"NONE")
+        if (transform.decode() if isinstance(transform, bytes) else str(transform)) != "NONE":
+            raise UnsupportedOperator("LinearRegressor", name, f"post_transform={transform!r} (only NONE)")
+        x, coefficients = self.linear_model(node, name, attrs)
+        if coefficients.shape[0] != int(attrs.get("targets", 1)):
+            raise ModelFileError(f"LinearRegressor (node {name!r}): {coefficients.shape[0]} rows of coefficients "
+                                 f"for targets={attrs.get('targets', 1)}")
+        self.emit_linear(node, name, x, coefficients, attrs, node.output[0])
+
+    def linear_model(self, node, name, attrs):
+        x = self.name(node.input[0])
+        if len(self.shapes[x]) != 1:
+            raise UnsupportedOperator(node.op_type, name, f"input sample shape {self.shapes[x]} (only (K,))")
+        flat = np.asarray(attrs["coefficients"], dtype=np.float64)
+        if flat.size % self.shapes[x][0] or not flat.size:
+            raise ModelFileError(f"{node.op_type} (node {name!r}): {flat.size} coefficients for {self.shapes[x][0]} "
+                                 f"features")
+        return x, flat.reshape(-1, self.shapes[x][0])
+
+    def emit_linear(self, node, name, x, coefficients, attrs, out):
+        intercepts = attrs.get("intercepts")
+        bias = None if not intercepts else np.broadcast_to(np.asarray(intercepts, dtype=np.float64),
+                                                           (coefficients.shape[0],))
+        self.emit(Contraction(name, node.op_type, (x,), out, "bk,nk->bn", coefficients, bias, None,
+                              (coefficients.shape[0],)))
+
+    def op_Scaler(self, node, name, attrs):
+        """(x - offset) * scale (scikit-learn's StandardScaler)."""
+        x = self.name(node.input[0])
+        n = self.shapes[x][-1]
+        offset = np.broadcast_to(np.asarray(attrs.get("offset", [0.0]), dtype=np.float64), (n,))
+        scale = np.broadcast_to(np.asarray(attrs.get("scale", [1.0]), dtype=np.float64), (n,))
+        self.affine(node, name, x, scale, -offset * scale)
 
     def op_Gemm(self, node, name, attrs):
         alpha, beta = float(attrs.get("alpha", 1.0)), float(attrs.get("beta", 1.0))
@@ -460,9 +967,11 @@ class _Reader:
             out = (*shape[:-2], w.shape[0], shape[-1])
         self.emit(Contraction(name, "MatMul", (x,), node.output[0], equation, w, None, None, out))
 
-    def window(self, node, name, attrs, kernel):
+    def window(self, node, name, attrs, kernel, ceil=False):
+        """(x, its sample shape, the Patches) of a 2-D window operator; ``ceil``: ceil_mode=1 is read as the
+        extra bottom / right padding that gives the same windows (a MaxPool's padding never wins)."""
         if len(kernel) != 2:
-            raise UnsupportedOperator(node.op_type, name, f"only 2-D windows (kernel_shape {tuple(kernel)})")
+            raise UnsupportedOperator(node.op_type, name, f"only 1-D and 2-D windows (kernel_shape {tuple(kernel)})")
         stride = tuple(attrs.get("strides", (1, 1)))
         dilation = tuple(attrs.get("dilations", (1, 1)))
         pads = tuple(attrs.get("pads", (0, 0, 0, 0)))
@@ -483,7 +992,16 @@ class _Reader:
         elif auto_pad != "NOTSET":
             raise UnsupportedOperator(node.op_type, name, f"auto_pad={auto_pad!r}")
         if int(attrs.get("ceil_mode", 0)):
-            raise UnsupportedOperator(node.op_type, name, "ceil_mode=1")
+            if not ceil:
+                raise UnsupportedOperator(node.op_type, name, "ceil_mode=1", "export with ceil_mode=False after "
+                                          "padding the input by the missing rows (Pad, read)")
+            pads = list(pads)
+            for axis, (size, k, s, d) in enumerate(zip(shape[1:], kernel, stride, dilation)):
+                span = size + pads[axis] + pads[axis + 2] - d * (k - 1) - 1
+                count = -(-span // s) + 1
+                if (count - 1) * s >= size + pads[axis]:  # the last window must start inside the input
+                    count -= 1
+                pads[axis + 2] += max(0, (count - 1) * s - span)
         patches = Patches(tuple(kernel), stride, tuple(pads), dilation, int(attrs.get("group", 1)))
         require_size((shape[0], *patches.kernel, *patches.output_hw(*shape[1:])),  # before any window is built
                      f"{node.op_type} (node {name!r}) windows")
@@ -493,6 +1011,8 @@ class _Reader:
         if not self.is_const(node.input[1]):
             raise UnsupportedOperator("Conv", name, "the weight W must be a constant")
         w = np.asarray(self.const[node.input[1]], dtype=np.float64)
+        if len(attrs.get("kernel_shape", w.shape[2:])) == 1:
+            return self.one_d(node, name, attrs, self.op_Conv)
         x, shape, patches = self.window(node, name, attrs, attrs.get("kernel_shape", w.shape[2:]))
         groups, (out_c, in_c) = patches.groups, w.shape[:2]
         if out_c % groups or shape[0] != in_c * groups:
@@ -509,6 +1029,8 @@ class _Reader:
                               (out_c, oh, ow)))
 
     def op_AveragePool(self, node, name, attrs):
+        if len(attrs["kernel_shape"]) == 1:
+            return self.one_d(node, name, attrs, self.op_AveragePool)
         x, shape, patches = self.window(node, name, attrs, attrs["kernel_shape"])
         kh, kw = patches.kernel
         oh, ow = patches.output_hw(*shape[1:])
@@ -525,6 +1047,10 @@ class _Reader:
     def op_GlobalAveragePool(self, node, name, attrs):
         x = self.name(node.input[0])
         shape = self.shapes[x]
+        if len(shape) == 2:  # (C, L)
+            self.emit(Contraction(name, "GlobalAveragePool", (x,), node.output[0], "bcl,l->bc",
+                                  np.full(shape[1:], 1.0 / shape[1]), None, None, (shape[0], 1)))
+            return
         if len(shape) != 3:
             raise UnsupportedOperator("GlobalAveragePool", name, f"input sample shape {shape} is not (C, H, W)")
         weight = np.full(shape[1:], 1.0 / (shape[1] * shape[2]))
@@ -638,6 +1164,12 @@ class _Reader:
         self.emit(Reshape(name, "Flatten", (x,), node.output[0], target))
 
     def op_Reshape(self, node, name, attrs):
+        if self.is_const(node.input[0]) and self.is_const(node.input[1]):
+            target = [int(v) for v in np.asarray(self.const[node.input[1]]).reshape(-1)]
+            self.fold(node, lambda data, *_: np.reshape(data, [np.shape(data)[i] if v == 0 and not
+                                                               int(attrs.get("allowzero", 0)) else v
+                                                               for i, v in enumerate(target)]))
+            return
         x = self.name(node.input[0])
         if not self.is_const(node.input[1]):
             raise UnsupportedOperator("Reshape", name, "the target shape must be a constant")
@@ -661,12 +1193,43 @@ class _Reader:
         self.emit(Reshape(name, "Reshape", (x,), node.output[0], tuple(sample)))
 
     def op_Transpose(self, node, name, attrs):
+        if self.is_const(node.input[0]):
+            self.fold(node, lambda data: np.transpose(data, attrs.get("perm")))
+            return
         x = self.name(node.input[0])
         shape = self.shapes[x]
         perm = tuple(attrs.get("perm", tuple(range(len(shape), -1, -1))))
         if not perm or perm[0] != 0:
             raise UnsupportedOperator("Transpose", name, f"perm={perm} moves the batch axis")
         self.emit(Transpose(name, "Transpose", (x,), node.output[0], tuple(p - 1 for p in perm[1:])))
+
+
+class _Proxy:
+    """A stand-in for an ONNX node inside a rewrite: its ``op_type``, one output and its inputs."""
+
+    def __init__(self, op_type, output, inputs=()):
+        self.op_type, self.output, self.input = op_type, [output], list(inputs)
+
+
+def _pad_index(i: int, n: int, mode: str) -> int:
+    """The input index an output of Pad reads at position i of an axis of size n (-1: the constant)."""
+    if 0 <= i < n:
+        return i
+    if mode == "constant":
+        return -1
+    if mode == "edge":
+        return min(max(i, 0), n - 1)
+    if mode == "wrap":
+        return i % n
+    period = 2 * (n - 1) if n > 1 else 1  # reflect, the edge itself not repeated
+    i %= period
+    return i if i < n else period - i
+
+
+def _labels(attrs, ints: str, strings: str) -> tuple:
+    if attrs.get(ints):
+        return tuple(int(v) for v in attrs[ints])
+    return tuple(v.decode() if isinstance(v, bytes) else str(v) for v in attrs.get(strings, ()))
 
 
 def _fold_into(previous: Contraction, in_shape, scale, shift, output: str):

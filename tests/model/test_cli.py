@@ -146,13 +146,13 @@ def test_an_unsupported_onnx_operator_is_an_error_of_both_clis(tmp_path, capsys)
     from tests.model.onnx_models import Builder
 
     b = Builder((4,))
-    b.node("Softmax", [b.gemm("x", 4, 3)], "probabilities")
+    b.node("Erf", [b.gemm("x", 4, 3)], "probabilities")
     onnx.save(b.model(), tmp_path / "s.onnx")
     assert tensor_cli.main(["plan", "--model", str(tmp_path / "s.onnx")]) == 2
-    assert "unsupported operator Softmax (node 'probabilities')" in capsys.readouterr().err
+    assert "unsupported operator Erf (node 'probabilities')" in capsys.readouterr().err
     assert proofs_cli.main(["commit", "--model", str(tmp_path / "s.onnx"), "--public-weights",
                             "--out", str(tmp_path / "c.bin")]) == 2
-    assert "unsupported operator Softmax (node 'probabilities')" in capsys.readouterr().err
+    assert "unsupported operator Erf (node 'probabilities')" in capsys.readouterr().err
 
 
 def test_python_m_proofs_commits_a_cnn_by_the_graph_proof(tmp_path):
