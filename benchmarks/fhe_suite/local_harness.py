@@ -160,6 +160,22 @@ def run_size(root: pathlib.Path, size: int, num_runs: int = 1, seed: int | None 
     return records
 
 
+def install(root: pathlib.Path, degree: int | None = None) -> None:
+    """Install the entry in the harness root as a submitter does (``submission/`` and ``scripts/`` replaced by
+    ours) and build it with the stand-in model of ``root/standin`` (``standin.py``)."""
+    (root / "submission").mkdir(parents=True, exist_ok=True)
+    (root / "scripts").mkdir(parents=True, exist_ok=True)
+    for name in ("hezk_entry.py", "stage.py", "README.md"):
+        shutil.copy2(HERE / "submission" / name, root / "submission" / name)
+    for name in ("get_openfhe.sh", "build_task.sh"):
+        shutil.copy2(HERE / "scripts" / name, root / "scripts" / name)
+    env = dict(os.environ, HEZK_FHE_WEIGHTS=str(root / "standin" / "weights.npz"),
+               HEZK_FHE_CALIBRATION=str(root / "standin" / "calibration.npy"))
+    if degree is not None:
+        env["HEZK_FHE_DEGREE"] = str(degree)
+    subprocess.run(["scripts/build_task.sh", "./submission"], cwd=root, env=env, check=True)
+
+
 TABLE_ROWS = ("Client: Key Generation", "Server: (Encrypted) model preprocessing", "Client: Input preprocessing",
               "Client: Input encryption", "Server: Encrypted ML Inference computation", "Client: Result decryption",
               "Client: Result postprocessing")
@@ -199,9 +215,12 @@ def main(argv=None):
     parser.add_argument("--num-runs", type=int, default=1)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--table", action="store_true", help="print the table of what is measured")
+    parser.add_argument("--install", action="store_true", help="install and build the entry in ROOT first")
     args = parser.parse_args(argv)
     if any(size not in range(4) for size in args.sizes):
         parser.error(f"sizes {args.sizes} must be among 0, 1, 2, 3")
+    if args.install:
+        install(args.root.resolve())
     for size in args.sizes:
         print(f"\n[harness] Running submission for {SIZES[size]} inference")
         run_size(args.root.resolve(), size, args.num_runs, args.seed)

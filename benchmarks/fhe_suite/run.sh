@@ -15,10 +15,5 @@ mkdir -p "$ROOT"
 if [ ! -f "$ROOT/standin/weights.npz" ]; then
     python3 "$HERE/standin.py" --root "$ROOT"
 fi
-mkdir -p "$ROOT/submission" "$ROOT/scripts"
-cp "$HERE/submission/hezk_entry.py" "$HERE/submission/stage.py" "$HERE/submission/README.md" "$ROOT/submission/"
-cp "$HERE/scripts/get_openfhe.sh" "$HERE/scripts/build_task.sh" "$ROOT/scripts/"
-(cd "$ROOT" && HEZK_FHE_WEIGHTS="$ROOT/standin/weights.npz" HEZK_FHE_CALIBRATION="$ROOT/standin/calibration.npy" \
-    scripts/build_task.sh ./submission)
-python3 "$HERE/local_harness.py" --root "$ROOT" --seed 3 "${SIZES[@]}"
+python3 "$HERE/local_harness.py" --root "$ROOT" --install --seed 3 "${SIZES[@]}"
 python3 "$HERE/local_harness.py" --root "$ROOT" --table

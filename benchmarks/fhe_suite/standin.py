@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
+import warnings
 
 import numpy as np
 
@@ -50,8 +51,8 @@ def _variants(images: np.ndarray, labels: np.ndarray, count: int, rng) -> tuple[
     return out.reshape(count, 784), labels[picks]
 
 
-def make_data(seed: int = 0, train_count: int = 12_000):
-    """(x_train, y_train, x_test, y_test): pixels (n, 784) in [0, 1]; the test part has ``POOL`` images."""
+def make_data(seed: int = 0, train_count: int = 12_000, pool: int = POOL):
+    """(x_train, y_train, x_test, y_test): pixels (n, 784) in [0, 1]; the test part has ``pool`` images."""
     from sklearn.datasets import load_digits
 
     digits = load_digits()
@@ -61,7 +62,7 @@ def make_data(seed: int = 0, train_count: int = 12_000):
     cut = int(0.7 * len(labels))
     train, test = order[:cut], order[cut:]
     x_train, y_train = _variants(images[train], labels[train], train_count, rng)
-    x_test, y_test = _variants(images[test], labels[test], POOL, rng)
+    x_test, y_test = _variants(images[test], labels[test], pool, rng)
     return x_train, y_train, x_test, y_test
 
 
@@ -70,14 +71,17 @@ def normalise(pixels: np.ndarray) -> np.ndarray:
     return (np.asarray(pixels, dtype=np.float64) - MEAN) / STD
 
 
-def train(x_train, y_train, seed: int = 0) -> dict:
+def train(x_train, y_train, seed: int = 0, epochs: int = 25) -> dict:
     """The suite's architecture (784 -> 128 -> 64 -> 10, ReLU) trained on normalised pixels; its weights under
     torch's ``state_dict`` names, (out, in) matrices."""
+    from sklearn.exceptions import ConvergenceWarning
     from sklearn.neural_network import MLPClassifier
 
     mlp = MLPClassifier(hidden_layer_sizes=(128, 64), activation="relu", alpha=1e-3, batch_size=128,
-                        learning_rate_init=1e-3, max_iter=25, random_state=seed)
-    mlp.fit(normalise(x_train), y_train)
+                        learning_rate_init=1e-3, max_iter=epochs, random_state=seed)
+    with warnings.catch_warnings():  # a fixed number of epochs, as the harness trains
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        mlp.fit(normalise(x_train), y_train)
     (w1, w2, w3), (b1, b2, b3) = mlp.coefs_, mlp.intercepts_
     return {"fc1.weight": w1.T, "fc1.bias": b1, "fc2.weight": w2.T, "fc2.bias": b2,
             "fc3.weight": w3.T, "fc3.bias": b3}
@@ -109,22 +113,30 @@ def write_dataset(root: pathlib.Path, x_test, y_test, sizes=SIZES) -> None:
         write_labels(root / "datasets" / size / "dataset_labels.txt", y_test)
 
 
+def make_root(root: pathlib.Path, seed: int = 0, train_count: int = 12_000, pool: int = POOL, epochs: int = 25,
+              sizes=SIZES) -> float:
+    """Populate ``root``: the datasets of ``sizes``, ``standin/weights.npz`` (the trained float model) and
+    ``standin/calibration.npy`` (2,000 training images at most, for the activations' ranges); returns the
+    float model's accuracy on the test pool (also written to ``standin/float_accuracy.json``)."""
+    x_train, y_train, x_test, y_test = make_data(seed, train_count, pool)
+    weights = train(x_train, y_train, seed, epochs)
+    out = root / "standin"
+    out.mkdir(parents=True, exist_ok=True)
+    np.savez(out / "weights.npz", activation="relu", **weights)
+    np.save(out / "calibration.npy", x_train[np.random.default_rng(seed).permutation(len(x_train))[:2000]])
+    write_dataset(root, x_test, y_test, sizes)
+    accuracy = float(np.mean(float_predict(weights, x_test) == y_test))
+    (out / "float_accuracy.json").write_text(json.dumps({"test_pool": len(y_test), "accuracy": accuracy}))
+    return accuracy
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=pathlib.Path, required=True, help="harness root to populate")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    x_train, y_train, x_test, y_test = make_data(args.seed)
-    weights = train(x_train, y_train, args.seed)
-    out = args.root / "standin"
-    out.mkdir(parents=True, exist_ok=True)
-    np.savez(out / "weights.npz", activation="relu", **weights)
-    # calibration inputs for the activations' ranges: training images only
-    np.save(out / "calibration.npy", x_train[np.random.default_rng(args.seed).permutation(len(x_train))[:2000]])
-    write_dataset(args.root, x_test, y_test)
-    accuracy = float(np.mean(float_predict(weights, x_test) == y_test))
-    (out / "float_accuracy.json").write_text(json.dumps({"test_pool": len(y_test), "accuracy": accuracy}))
-    print(f"[standin] float model accuracy on the {len(y_test)}-image test pool: {accuracy:.4f}")
+    accuracy = make_root(args.root, args.seed)
+    print(f"[standin] float model accuracy on the {POOL}-image test pool: {accuracy:.4f}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,133 @@
+"""hezk's entry to the FHE Benchmarking Suite's ML-inference workload (benchmarks/fhe_suite).
+
+The seven stage executables run in the harness's order on the single and small instances against a stand-in
+dataset in the harness's file formats; the results file has the harness's keys, the encrypted predictions are
+the fitted model's and the accuracy is the float model's up to the polynomial ReLU. Also: stage inputs are
+refused with a message (never a traceback), and a client file saved without Galois keys still encrypts and
+decrypts (``Client.save(galois_keys=False)``, what the entry's key generation writes).
+"""
+import json
+import os
+import pathlib
+import stat
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+SUITE = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "fhe_suite"
+sys.path.insert(0, str(SUITE))
+sys.path.insert(0, str(SUITE / "submission"))
+
+import hezk_entry  # noqa: E402
+import local_harness  # noqa: E402
+import standin  # noqa: E402
+
+STAGE_NAMES = [title for _, title, _, _ in local_harness.STAGE_STEPS] + ["Harness: Input generation for MNIST"]
+SIZE_NAMES = [label for _, label in local_harness.SIZE_LOGS.values()]
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    """A harness root with a quickly trained stand-in model (fewer images and epochs than standin.py's) and
+    the entry installed and built at its default (128-bit) parameters."""
+    root = tmp_path_factory.mktemp("suite")
+    standin.make_root(root, train_count=3000, pool=300, epochs=10, sizes=("single", "small"))
+    local_harness.install(root)
+    return root
+
+
+@pytest.mark.slow
+def test_stages_in_harness_order_single_and_small(root):
+    """Rule: each stage reads only what the previous ones wrote under io/<size>/; the results JSON carries
+    every stage's time and the key, input and result bytes; single passes its label check, small's encrypted
+    predictions equal the fitted model's (CKKS noise is far below the logits' gaps) and its accuracy is the
+    float model's up to what the degree-4 ReLU loses."""
+    from crypto import CKKSContext
+    from tensor_ops.nn import Sequential
+
+    single = local_harness.run_size(root, 0, seed=3)[0]
+    small = local_harness.run_size(root, 1, seed=3)[0]
+    for record in (single, small):
+        assert set(STAGE_NAMES) <= set(record["per_stage"])
+        assert all(value.endswith("s") and float(value[:-1]) >= 0 for value in record["per_stage"].values())
+        assert set(SIZE_NAMES) <= set(record["bandwidth"])
+        assert record["hezk_entry"]["bytes"]["Client: Public and evaluation keys"] > 0
+    assert "mnist_model_quality" not in single
+    assert single["hezk_entry"]["agreement_with_float_model"] in (0.0, 1.0)
+
+    quality = small["mnist_model_quality"]
+    encrypted, harness = quality["Encrypted model quality"], quality["Harness model quality"]
+    assert encrypted["total_samples"] == harness["total_samples"] == 15
+    assert encrypted["accuracy"] >= harness["accuracy"] - 2 / 15 and encrypted["accuracy"] >= 0.8
+
+    io = root / "io" / "small"
+    predictions = [int(v) for v in (io / "encrypted_model_predictions.txt").read_text().split()]
+    fitted = Sequential.load(root / "submission" / "build" / "model" / "server_model.npz")
+    inputs = np.load(io / "intermediate" / "inputs.npy")
+    assert predictions == fitted.forward(inputs).argmax(axis=1).tolist()
+    scores = np.load(io / "intermediate" / "scores.npy")
+    assert np.max(np.abs(scores - fitted.forward(inputs))) < 0.05
+
+    # the secret key stays with the client: mode 0600, and the server's file holds none
+    assert stat.S_IMODE(os.stat(io / "secret_key" / "client.bin").st_mode) == 0o600
+    public = CKKSContext.from_bytes((io / "public_keys" / "context.bin").read_bytes())
+    assert not public.has_secret_key and public.params.security_bits >= 128
+    assert (root / "measurements" / "small" / "results-1.json").exists()
+    assert "Server: Encrypted ML Inference computation" in local_harness.table(root)
+
+
+def test_stage_refuses_bad_arguments_and_inputs(tmp_path, monkeypatch):
+    """Rule: a stage given no size, a size outside 0-3 or a pixel file of the wrong shape or range exits
+    with status 2 (usage) or 1 and one line naming the problem; a well-formed file is read (positive control)."""
+    monkeypatch.chdir(tmp_path)
+    assert hezk_entry.run_stage("client_preprocess_input", []) == 2
+    assert hezk_entry.run_stage("client_preprocess_input", ["7"]) == 2
+    pixels = tmp_path / "datasets" / "small" / "intermediate" / "test_pixels.txt"
+    standin.write_pixels(pixels, np.full((15, 784), 0.5))
+    assert hezk_entry.run_stage("client_preprocess_input", ["1"]) == 0  # positive control
+    assert np.allclose(np.load(tmp_path / "io" / "small" / "intermediate" / "inputs.npy"), (0.5 - 0.1307) / 0.3081)
+    for bad, reason in ((np.full((14, 784), 0.5), "the instance takes 15"),
+                        (np.full((15, 783), 0.5), "784 per line"),
+                        (np.full((15, 784), 2.0), "in [0, 1]")):
+        standin.write_pixels(pixels, bad)
+        with pytest.raises(hezk_entry.EntryError, match=reason.replace("[", r"\[").replace("]", r"\]")):
+            hezk_entry.read_pixels(pixels, 15)
+        assert hezk_entry.run_stage("client_preprocess_input", ["1"]) == 1
+    pixels.write_text("0.5 x\n")
+    with pytest.raises(hezk_entry.EntryError, match="not a number"):
+        hezk_entry.read_pixels(pixels)
+
+
+def test_stage_executable_prints_usage_not_traceback(tmp_path):
+    """Rule: the installed executable (stage.py under a stage's name) answers a missing size with usage."""
+    link = tmp_path / "client_postprocess"
+    link.symlink_to(SUITE / "submission" / "stage.py")
+    done = subprocess.run([sys.executable, str(link)], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 2 and "usage: client_postprocess <instance-size>" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_client_file_without_galois_keys_encrypts_and_decrypts(tmp_path):
+    """Rule: Client.save(galois_keys=False) writes the secret key without the rotation keys (which the server
+    has in the public context): the file is smaller, keeps the key set, and its client decrypts the replies
+    of a server keyed by the full client; a non-bool galois_keys is refused."""
+    from crypto.errors import ParameterError
+    from tensor_ops.inference import Client, Server
+    from tensor_ops.nn import Linear, Sequential, Square
+
+    rng = np.random.default_rng(0)
+    model = Sequential([Linear(rng.normal(0, 0.3, (4, 8)), np.zeros(4)), Square(),
+                        Linear(rng.normal(0, 0.3, (3, 4)), np.zeros(3))], input_shape=(8,))
+    client = Client("TOY", model=model, seed=1)
+    client.save(tmp_path / "full.bin")
+    client.save(tmp_path / "lean.bin", galois_keys=False)
+    assert os.path.getsize(tmp_path / "lean.bin") < os.path.getsize(tmp_path / "full.bin") / 2
+    lean = Client.load(tmp_path / "lean.bin")
+    assert lean.key_id == client.key_id and lean.plan.to_dict() == client.plan.to_dict()
+    x = rng.uniform(-1, 1, (3, 8))
+    reply = Server(model, client.public_context()).evaluate(lean.encrypt(x))
+    assert np.allclose(lean.decrypt(reply), model.forward(x), atol=1e-2)
+    with pytest.raises(ParameterError, match="galois_keys"):
+        client.save(tmp_path / "bad.bin", galois_keys="no")
