@@ -6,10 +6,18 @@ The input is first normalised, t = (x - c) / r with c = (a + b) / 2 and r = (b -
 on [-1, 1] where the power basis is well conditioned; a model folds this affine map into the preceding
 linear layer, so it costs nothing encrypted.
 
-Fitting (Trefethen, *Approximation Theory and Approximation Practice*, ch. 4 and 8):
+Fitting (Trefethen, *Approximation Theory and Approximation Practice*, ch. 4, 8 and 10):
+- ``"minimax"`` (the default): the best polynomial in the sup norm on the interval, by the Remez exchange
+  algorithm started from the Chebyshev extreme points (the error equioscillates at degree + 2 points);
+  never worse than the other two on the interval (``_GUARD``: the best of the candidates on a fine grid);
 - ``"chebyshev"``: interpolation at the degree + 1 Chebyshev points of the first kind, near-best in the
   sup norm;
-- ``"least_squares"``: the L2-best polynomial on a fine uniform grid of the interval.
+- ``"least_squares"``: the L2-best polynomial on a fine uniform grid of the interval (or weighted by where
+  calibration ``samples`` lie).
+A sigmoid's polynomial is then shrunk about 1/2 (p -> 1/2 + s (p - 1/2), s <= 1) so that its values on the
+interval stay in [0, 1] (a probability); the error grows by at most the overshoot it removes. Outside the
+interval no polynomial stays bounded: inputs there are the caller's to refuse (``tensor_ops.model_plan``
+states the ranges a plan was calibrated for).
 
 Evaluation (the same code runs on numpy arrays and on ciphertexts, so the plaintext reference computes the
 very polynomial the server computes): p(t) = q(t) + t^g * s(t) with g the largest power of two not above
@@ -22,6 +30,8 @@ the schedule, e.g. 1 for t^2.
 """
 from __future__ import annotations
 
+import functools
+import functools
 import math
 from dataclasses import dataclass
 
@@ -51,17 +61,30 @@ TARGETS = {
     "tanh": np.tanh,
     "square": np.square,
 }
-METHODS = ("chebyshev", "least_squares")
+METHODS = ("minimax", "chebyshev", "least_squares")
+_REMEZ_GRID = 8193  # points of each of the two grids (uniform and Chebyshev-spaced) the exchange searches
+_REMEZ_STEPS = 40
+_UNIT = {"sigmoid": (0.0, 1.0)}  # targets whose polynomial keeps its values in a range on the interval
+
+
+def _target(name: str, bounds=None):
+    """The function ``name`` names (clip: to ``bounds`` = (low, high), None on a side: unbounded)."""
+    if name == "clip":
+        low, high = bounds if bounds is not None else (None, None)
+        return lambda x: np.clip(x, -np.inf if low is None else low, np.inf if high is None else high)
+    return TARGETS[name]
 
 
 @dataclass(frozen=True)
 class PolyActivation:
-    """p((x - center) / radius) with ``coefficients`` in the power basis of t, lowest degree first."""
+    """p((x - center) / radius) with ``coefficients`` in the power basis of t, lowest degree first
+    (``bounds``: the (low, high) of a clip, the function the polynomial approximates)."""
 
     name: str
     coefficients: tuple[float, ...]
     center: float = 0.0
     radius: float = 1.0
+    bounds: tuple | None = None
 
     def __post_init__(self):
         coefficients = tuple(float(c) for c in self.coefficients)
@@ -107,14 +130,26 @@ class PolyActivation:
 
     def target(self, x):
         """The function the polynomial approximates (x^2 for ``square``)."""
-        if self.name not in TARGETS:
+        if self.name not in TARGETS and self.name != "clip":
             raise ParameterError(f"activation name={self.name!r} has no target function; known: {sorted(TARGETS)}")
-        return TARGETS[self.name](np.asarray(x, dtype=np.float64))
+        return _target(self.name, self.bounds)(np.asarray(x, dtype=np.float64))
 
     def max_error(self, samples: int = 4001) -> float:
         """sup |p - f| over a uniform grid of the interval."""
         x = np.linspace(*self.interval, samples)
         return float(np.max(np.abs(self(x) - self.target(x))))
+
+    def error_on(self, x) -> float:
+        """max |p - f| over the raw inputs x (e.g. the values the activation's input takes on calibration data;
+        0.0 for none)."""
+        x = np.asarray(x, dtype=np.float64).ravel()
+        x = x[np.isfinite(x)]
+        return float(np.max(np.abs(self(x) - self.target(x)))) if x.size else 0.0
+
+    def value_range(self, low=-1.0, high=1.0):
+        """(min, max) of p(t) for t in [low, high] (normalised inputs; arrays elementwise): what the polynomial
+        gives while its input stays in (that part of) its interval."""
+        return polynomial_range(self.coefficients, low, high)
 
 
 def square() -> PolyActivation:
@@ -122,15 +157,15 @@ def square() -> PolyActivation:
     return PolyActivation("square", (0.0, 0.0, 1.0))
 
 
-def fit_activation(name: str, degree: int, interval=(-4.0, 4.0), method: str = "chebyshev",
+def fit_activation(name: str, degree: int, interval=(-4.0, 4.0), method: str = "minimax",
                    samples=None) -> PolyActivation:
     """Fit ``name`` (relu, gelu, silu, sigmoid, tanh, square) by a polynomial of ``degree`` on ``interval``.
 
-    ``samples``: values the activation's input takes on representative (calibration) data. Given them, the fit
-    is the least-squares polynomial weighted by where those inputs lie (``_SAMPLE_POINTS`` quantiles of
-    them, sharing the weight with a uniform grid of the interval, ``_GRID_SHARE`` of it, so the polynomial
-    stays close to f on all of the interval): the error is smallest where the data is (most pre-activations
-    of a trained network sit near 0, where relu's kink is), which the sup-norm fit spreads evenly."""
+    ``method``: "minimax" (default: the smallest maximum error on the interval), "chebyshev" or "least_squares"
+    (module docstring). ``samples``: for "least_squares" only, values the activation's input takes on
+    representative (calibration) data; the fit is then weighted by where those inputs lie (``_SAMPLE_POINTS``
+    quantiles of them, sharing the weight with a uniform grid of the interval, ``_GRID_SHARE`` of it): the error
+    is smallest where the data is, larger elsewhere. A sigmoid's values stay in [0, 1] on the interval."""
     key = str(name).lower()
     if key not in TARGETS:
         raise ParameterError(f"activation name={name!r} is not one of {sorted(TARGETS)}")
@@ -138,21 +173,129 @@ def fit_activation(name: str, degree: int, interval=(-4.0, 4.0), method: str = "
         raise ParameterError(f"method={method!r} is not one of {METHODS}")
     if isinstance(degree, bool) or not isinstance(degree, (int, np.integer)) or not 1 <= degree <= MAX_DEGREE:
         raise ParameterError(f"degree={degree!r} must be an integer in [1, {MAX_DEGREE}]")
+    if samples is not None and method != "least_squares":
+        raise ParameterError(f"samples= weight only the least_squares fit, not method={method!r} (a minimax fit "
+                             f"is fitted on the whole interval: pass the calibrated interval)")
     low, high = _interval(interval)
     center, radius = (low + high) / 2.0, (high - low) / 2.0
-    weights = None
+    target = lambda t: np.asarray(TARGETS[key](center + radius * t), dtype=np.float64)  # noqa: E731
     if samples is not None:
         t, weights = _sample_points(samples, center, radius)
+        cheb = chebyshev.chebfit(t, target(t), int(degree), w=weights)
+    elif method == "least_squares":
+        cheb = _least_squares(target, int(degree))
     elif method == "chebyshev":
-        t = np.cos(np.pi * (np.arange(degree + 1) + 0.5) / (degree + 1))
+        cheb = _interpolant(target, int(degree))
     else:
-        t = np.linspace(-1.0, 1.0, _LSQ_GRID)
-    cheb = chebyshev.chebfit(t, TARGETS[key](center + radius * t), int(degree), w=weights)
+        cheb = _minimax(target, int(degree))
+    if key in _UNIT:
+        cheb = _kept_within(cheb, *_UNIT[key])
     coefficients = chebyshev.cheb2poly(cheb)
     # an odd or even target leaves rounding dust (~1e-17) where a coefficient is zero; dropping it can
     # save a level (sigmoid at degree 4 is the cubic 0.5 + c1 t + c3 t^3, depth 2)
     coefficients[np.abs(coefficients) < _DUST * np.max(np.abs(coefficients))] = 0.0
     return PolyActivation(key, tuple(coefficients), center, radius)
+
+
+def _interpolant(target, degree):
+    """Chebyshev coefficients of the interpolant at the degree + 1 Chebyshev points of the first kind."""
+    t = np.cos(np.pi * (np.arange(degree + 1) + 0.5) / (degree + 1))
+    return chebyshev.chebfit(t, target(t), degree)
+
+
+def _least_squares(target, degree):
+    t = np.linspace(-1.0, 1.0, _LSQ_GRID)
+    return chebyshev.chebfit(t, target(t), degree)
+
+
+@functools.lru_cache(maxsize=1)
+def _remez_grid():
+    """A uniform and a Chebyshev-spaced grid of [-1, 1] together (ends and kinks both well covered)."""
+    grid = np.union1d(np.linspace(-1.0, 1.0, _REMEZ_GRID), np.cos(np.linspace(np.pi, 0.0, _REMEZ_GRID)))
+    grid.setflags(write=False)
+    return grid
+
+
+def _minimax(target, degree):
+    """Chebyshev coefficients of the best sup-norm polynomial of ``degree`` on [-1, 1] (Remez exchange on
+    ``_remez_grid``): solve p(x_i) + (-1)^i E = f(x_i) on a reference of degree + 2 points, move the reference
+    to the alternating extrema of the error, until the levelled error E reaches the maximum. The result is the
+    best of the exchange's iterates and the Chebyshev interpolant on the grid (a guard: an exchange stalled on a
+    singular reference never returns worse than near-best)."""
+    grid = _remez_grid()
+    fx = target(grid)
+    best = _interpolant(target, degree)
+    best_error = float(np.max(np.abs(chebyshev.chebval(grid, best) - fx)))
+    reference = np.cos(np.pi * np.arange(degree + 1, -1, -1) / (degree + 1))
+    signs = (-1.0) ** np.arange(degree + 2)
+    for _ in range(_REMEZ_STEPS):
+        system = np.hstack([chebyshev.chebvander(reference, degree), signs[:, None]])
+        try:
+            solution = np.linalg.solve(system, target(reference))
+        except np.linalg.LinAlgError:
+            break
+        coefficients, levelled = solution[:-1], abs(solution[-1])
+        error = chebyshev.chebval(grid, coefficients) - fx
+        worst = float(np.max(np.abs(error)))
+        if worst < best_error:
+            best, best_error = coefficients, worst
+        if worst - levelled <= 1e-6 * worst + 1e-15:
+            break
+        reference = _alternating_extrema(grid, error, degree + 2)
+        if reference is None:
+            break
+    return best
+
+
+def _alternating_extrema(grid, error, count):
+    """``count`` grid points where the error alternates in sign, each the largest |error| of its run of one
+    sign (ends dropped, the smaller first, while there are too many: the largest is always kept); None when
+    the error changes sign fewer than count - 1 times."""
+    sign = np.where(error >= 0.0, 1, -1)
+    starts = np.flatnonzero(np.r_[True, sign[1:] != sign[:-1]])
+    peaks = [int(start + np.argmax(np.abs(error[start:end])))
+             for start, end in zip(starts, np.r_[starts[1:], len(grid)])]
+    if len(peaks) < count:
+        return None
+    first, last = 0, len(peaks)
+    while last - first > count:
+        if abs(error[peaks[first]]) < abs(error[peaks[last - 1]]):
+            first += 1
+        else:
+            last -= 1
+    return grid[peaks[first:last]]
+
+
+def _kept_within(cheb, low, high):
+    """The Chebyshev coefficients shrunk about the middle m = (low + high) / 2 (p -> m + s (p - m)) so that p
+    stays in [low, high] on [-1, 1] (``polynomial_range``); unchanged when it does already."""
+    middle, half = (low + high) / 2.0, (high - low) / 2.0
+    lo, hi = polynomial_range(chebyshev.cheb2poly(cheb), -1.0, 1.0)
+    deviation = max(hi - middle, middle - lo)
+    if deviation <= half:
+        return cheb
+    shrunk = np.asarray(cheb, dtype=np.float64) * (half * (1.0 - 1e-12) / deviation)
+    shrunk[0] += middle * (1.0 - half * (1.0 - 1e-12) / deviation)
+    return shrunk
+
+
+def polynomial_range(coefficients, low, high):
+    """(min, max) of the power series sum_i c_i t^i on [low, high] (arrays broadcast elementwise): exact up to
+    rounding, from its values at the ends and at the real roots of its derivative inside."""
+    coefficients = np.trim_zeros(np.asarray(coefficients, dtype=np.float64), "b")
+    low, high = np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
+    if coefficients.size <= 1:
+        value = np.broadcast_to(coefficients[0] if coefficients.size else 0.0, np.broadcast(low, high).shape)
+        return value.copy(), value.copy()
+    evaluate = np.polynomial.polynomial.polyval
+    values = [evaluate(low, coefficients), evaluate(high, coefficients)]
+    lo, hi = np.minimum(*values), np.maximum(*values)
+    roots = np.polynomial.polynomial.polyroots(np.polynomial.polynomial.polyder(coefficients))
+    for root in roots[np.abs(roots.imag) <= 1e-9 * np.maximum(1.0, np.abs(roots))].real:
+        inside = (low <= root) & (root <= high)
+        value = evaluate(root, coefficients)
+        lo, hi = np.where(inside, np.minimum(lo, value), lo), np.where(inside, np.maximum(hi, value), hi)
+    return lo, hi
 
 
 def _sample_points(samples, center, radius):
@@ -266,8 +409,123 @@ class _DepthCounter:
         return self.log["ct_scalar"]
 
 
-def _count(activation: PolyActivation) -> _DepthCounter:
-    result = evaluate_power_series(activation.coefficients, _DepthCounter())
+def _count(activation) -> _DepthCounter:
+    result = activation.evaluate(_DepthCounter())
     if isinstance(result, float):
         return _DepthCounter()
     return result
+
+
+# ----------------------------------------------------------------------------------------------------------
+# ReLU (and so max(a, b) = b + relu(a - b)) through a composite polynomial approximation of sign.
+
+SIGN_DEGREES = (7, 7, 7)
+"""Degrees of the composite sign p_3(p_2(p_1(t))) a max uses by default: 3 levels each, 10 levels for
+relu(x) = x (1 + sign x) / 2 (the final product included); its error is below 2^-9 of the range for
+|t| >= 2^-5 and at most |x| where |t| < 2^-5 (there relu(x) <= |x| is small anyway)."""
+SIGN_GAP = 2.0 ** -5
+
+
+def _odd_minimax(degree: int, low: float, high: float, iterations: int = 400) -> np.ndarray:
+    """The odd polynomial of ``degree`` closest to 1 in the sup norm on [low, high] (0 < low < high): power-
+    basis coefficients, by Lawson's iteratively reweighted least squares on a Chebyshev-spaced grid (it
+    converges to the discrete minimax; Lawson, 1961)."""
+    x = low + (high - low) * (1 - np.cos(np.linspace(0.0, np.pi, 1025))) / 2
+    powers = np.arange(1, degree + 1, 2)
+    basis = x[:, None] ** powers
+    weights = np.full(x.size, 1.0 / x.size)
+    for _ in range(iterations):
+        root = np.sqrt(weights)
+        odd, *_ = np.linalg.lstsq(basis * root[:, None], root, rcond=None)
+        error = np.abs(basis @ odd - 1.0)
+        weights = weights * (error + 1e-300)
+        weights /= weights.sum()
+    coefficients = np.zeros(degree + 1)
+    coefficients[powers] = odd
+    return coefficients
+
+
+@functools.lru_cache(maxsize=16)
+def composite_sign(degrees=SIGN_DEGREES, gap: float = SIGN_GAP) -> tuple[tuple[float, ...], ...]:
+    """Power-basis coefficients of p_1, ..., p_k, odd, with p_k(...p_1(t)) ~ sign(t) for gap <= |t| <= 1:
+    each p_i the minimax approximation of 1 on the interval the stages before it map [gap, 1] to (the
+    stage-by-stage construction of Lee, Lee, Kim and No, "Minimax approximation of sign function by composite
+    polynomial for homomorphic comparison", IEEE TDSC 2021, with the degrees given rather than optimised)."""
+    if not degrees or any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1 or d % 2 == 0
+                          or d > MAX_DEGREE for d in degrees):
+        raise ParameterError(f"degrees={degrees!r} must be odd integers in [1, {MAX_DEGREE}]")
+    if not 0.0 < gap < 1.0:
+        raise ParameterError(f"gap={gap!r} must lie in (0, 1)")
+    low, high, stages = float(gap), 1.0, []
+    for degree in degrees:
+        coefficients = _odd_minimax(int(degree), low, high)
+        stages.append(tuple(float(c) for c in coefficients))
+        grid = np.linspace(low, high, 4097)
+        image = np.polynomial.polynomial.polyval(grid, coefficients)
+        low, high = float(image.min()), float(image.max())
+        if low <= 0.0:
+            raise ParameterError(f"composite sign: degree {degree} on [{grid[0]:.3g}, {grid[-1]:.3g}] leaves "
+                                 f"the positive half-line: use higher degrees or a larger gap")
+    return tuple(stages)
+
+
+@dataclass(frozen=True)
+class CompositeRelu:
+    """relu(x) = x (1 + sign x) / 2 with sign(t) ~ p_k(...p_1(t)) (``composite_sign``) on t = x / radius
+    (center 0): used for max(a, b) = b + relu(a - b) on the calibrated range of differences. Duck-types
+    ``PolyActivation`` for the engines (evaluate on t, depth, multiplications, interval, max_error);
+    ``coefficients`` lists every stage's (for the fit digest)."""
+
+    stages: tuple
+    radius: float = 1.0
+    gap: float = SIGN_GAP
+    name: str = "relu"
+    center: float = 0.0
+    bounds: tuple | None = None
+
+    def __post_init__(self):
+        if not (math.isfinite(self.radius) and self.radius > 0):
+            raise ParameterError(f"radius={self.radius} must be finite and > 0")
+        object.__setattr__(self, "stages", tuple(tuple(float(c) for c in stage) for stage in self.stages))
+
+    @property
+    def coefficients(self) -> tuple[float, ...]:
+        return tuple(c for stage in self.stages for c in stage)
+
+    @property
+    def degree(self) -> int:
+        return math.prod(len(stage) - 1 for stage in self.stages) + 1
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return (-self.radius, self.radius)
+
+    @property
+    def depth(self) -> int:
+        return _count(self).depth
+
+    @property
+    def multiplications(self) -> tuple[int, int]:
+        counter = _count(self)
+        return counter.ct_ct, counter.ct_scalar
+
+    def normalize(self, x):
+        return np.asarray(x, dtype=np.float64) / self.radius
+
+    def evaluate(self, t):
+        """radius / 2 (t + t s(t)): the last stage carries radius / 2, so the product t s costs one level."""
+        s = t
+        for index, stage in enumerate(self.stages):
+            scale = self.radius / 2.0 if index == len(self.stages) - 1 else 1.0
+            s = evaluate_power_series([c * scale for c in stage], s)
+        return _add(t * (self.radius / 2.0), t * s)
+
+    def __call__(self, x):
+        return np.asarray(self.evaluate(self.normalize(x)), dtype=np.float64) * np.ones_like(x, dtype=np.float64)
+
+    def target(self, x):
+        return np.maximum(np.asarray(x, dtype=np.float64), 0.0)
+
+    def max_error(self, samples: int = 4001) -> float:
+        x = np.linspace(*self.interval, samples)
+        return float(np.max(np.abs(self(x) - self.target(x))))

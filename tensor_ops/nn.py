@@ -32,7 +32,8 @@ import hezk.model
 from crypto.ckks.bootstrap import BootstrapConfig, as_config
 from crypto.errors import HEWarning, LevelError, ParameterError, ShapeError
 from crypto.context import as_parameters
-from tensor_ops.activations import MAX_DEGREE, PolyActivation, fit_activation, square
+from tensor_ops.activations import (MAX_DEGREE, SIGN_DEGREES, CompositeRelu, PolyActivation, composite_sign,
+                                    fit_activation, square)
 from tensor_ops.backends import PlainBackend
 from tensor_ops.bootstrap_placement import cached_bootstrap_plan, place_for_model_plan
 from tensor_ops.lowering import lower_layers
@@ -360,7 +361,10 @@ class Activation(Layer):
         raise ShapeError("activation: a polynomial activation is not affine")
 
     def config(self):
-        return {"name": self.poly.name, "center": self.poly.center, "radius": self.poly.radius}
+        config = {"name": self.poly.name, "center": self.poly.center, "radius": self.poly.radius}
+        if getattr(self.poly, "bounds", None) is not None:
+            config["bounds"] = list(self.poly.bounds)
+        return config
 
     def arrays(self):
         return {"coefficients": np.array(self.poly.coefficients)}
@@ -491,8 +495,10 @@ def layer_from_config(kind: str, config: dict, arrays: dict) -> Layer:
     if kind == "residual":
         return _residual_from_config(config, arrays)
     if kind == "activation":
+        bounds = config.get("bounds")
         poly = PolyActivation(config.get("name", "custom"), tuple(arrays["coefficients"]),
-                              float(config.get("center", 0.0)), float(config.get("radius", 1.0)))
+                              float(config.get("center", 0.0)), float(config.get("radius", 1.0)),
+                              None if bounds is None else tuple(bounds))
         return Activation(poly)
     return LAYER_KINDS[kind](**arrays, **config)
 
@@ -1067,7 +1073,7 @@ def _native(node, shape):
     return None
 
 
-DEFAULT_DEGREES = {"relu": 7, "gelu": 7, "silu": 7, "sigmoid": 4, "tanh": 4}
+DEFAULT_DEGREES = {"relu": 7, "gelu": 7, "silu": 7, "sigmoid": 4, "tanh": 4, "clip": 7}
 """Degree of each fitted activation when none is asked for: relu, gelu and silu at 7 take the 3 levels that
 degree 4 takes (ceil(log2(degree + 1))) with a better fit (digits relu MLP: argmax agreement 77% -> 99% on
 [-4, 4]); sigmoid and tanh at 4 are odd cubics on a symmetric interval (2 levels)."""
@@ -1087,10 +1093,10 @@ def _activation_layer(node, degree, interval, samples=None) -> "Activation":
         coefficients = 2.0 * np.array(fit.coefficients)
         coefficients[0] -= 1.0
         return Activation(PolyActivation("tanh", tuple(coefficients), fit.center / 2.0, fit.radius / 2.0))
-    if node.function not in ("relu", "sigmoid", "gelu", "silu"):
+    if node.function not in ("relu", "sigmoid", "gelu", "silu", "clip"):
         raise ParameterError(f"activation {node.function} ({node.where()}) has no polynomial form in the "
                              f"encrypted path yet")
-    return Activation(fit_activation(node.function, degree, interval, samples=samples))
+    return Activation(fit_activation(node.function, degree, interval, samples=samples, bounds=node.bounds))
 
 
 class ActivationRangeWarning(HEWarning):
@@ -1135,7 +1141,7 @@ def activation_inputs(graph, x) -> dict:
     values, seen = {graph.input: x}, {}
     for node in graph.nodes:
         inputs = [values[name] for name in node.inputs]
-        if node.kind == "activation":
+        if node.kind in ("activation", "maxpool"):
             seen[node.name] = np.asarray(inputs[0], dtype=np.float64)
         values[node.output] = node.forward(*inputs)
     return seen
@@ -1168,7 +1174,68 @@ def _residual_of(node, a, b):
     return a[:common] + (Residual(first, second),)
 
 
-def from_graph(graph, *, degree: int | None = None, interval=(-4.0, 4.0), calibration=None) -> Sequential:
+def _contraction(name, equation, weight, out_shape, patches=None):
+    return hezk.model.Contraction(name, "MaxPool", ("x",), "y", equation, weight, None, patches, out_shape)
+
+
+def _maxpool_layers(node, shape, samples, interval, sign_degrees) -> tuple:
+    """The layers of a MaxPool on (C, H, W): the windows gathered as candidates (C, n, Ho, Wo) (a public
+    selection), then a tree of pairwise maxima, each level a residual block max(a, b) = b + relu(a - b):
+    the affine shortcut picks b, the branch takes the differences a - b (a public linear map), relu by
+    ``CompositeRelu`` (a composite minimax sign, Lee et al. 2021) on twice the largest |a - b| the
+    calibration ``samples`` (the pool's input on them) reach (a composite sign diverges fast outside its
+    interval: the margin keeps unseen inputs inside; without samples: twice the largest |end| of
+    ``interval``), and a 0/1 mask where a window's pair holds padding (padding never wins). The error of one
+    level is at most radius * max(gap, 2^-9) (``tensor_ops.activations.SIGN_DEGREES``)."""
+    patches = node.patches
+    channels = shape[0]
+    _, _, kh, kw, ho, wo = patches.view_shape(shape)
+    n = kh * kw
+    valid = patches.apply(np.ones((1, 1, *shape[1:])))[0, 0, 0].reshape(n, ho, wo) > 0.5
+    gather = np.zeros((n, kh, kw))
+    gather[np.arange(n), np.arange(n) // kw, np.arange(n) % kw] = 1.0
+    step = _contraction(f"{node.name}/windows", "bgcuvij,nuv->bgcnij", gather, (channels, n, ho, wo), patches)
+    layers = [GraphNode(step, tuple(shape))]
+    values = None if samples is None else step.forward(samples)
+    stages = composite_sign(tuple(int(d) for d in sign_degrees))
+    level = 0
+    while valid.shape[0] > 1:
+        m = valid.shape[0]
+        half = (m + 1) // 2
+        pick, diff = np.zeros((half, m, ho, wo)), np.zeros((half, m, ho, wo))
+        keep = np.zeros((half, ho, wo))
+        for r in range(half):
+            p, q = 2 * r, 2 * r + 1
+            both = valid[p] & valid[q] if q < m else np.zeros((ho, wo), bool)
+            only_p = valid[p] & ~both
+            pick[r, p] = only_p
+            if q < m:
+                pick[r, q] = valid[q]
+                diff[r, p], diff[r, q] = both, -1.0 * both
+            keep[r] = both
+        in_shape = (channels, m, ho, wo)
+        d_node = _contraction(f"{node.name}/difference{level}", "bcmij,nmij->bcnij", diff, (channels, half, ho, wo))
+        b_node = _contraction(f"{node.name}/pick{level}", "bcmij,nmij->bcnij", pick, (channels, half, ho, wo))
+        if values is not None:
+            reach = float(np.max(np.abs(d_node.forward(values)))) * 2.0
+        else:
+            reach = 4.0 * float(np.max(np.abs(np.asarray(interval, dtype=float))))
+        branch = [GraphNode(d_node, in_shape), Activation(CompositeRelu(stages, max(reach, 1e-6)))]
+        if not keep.all():
+            mask = hezk.model.Affine(f"{node.name}/mask{level}", "MaxPool", ("x",), "y", keep[None], None)
+            branch.append(GraphNode(mask, (channels, half, ho, wo)))
+        layers.append(Residual(tuple(branch), (GraphNode(b_node, in_shape),)))
+        if values is not None:
+            values = layers[-1].forward(values)
+        valid = np.array([valid[2 * r] | (valid[2 * r + 1] if 2 * r + 1 < m else False) for r in range(half)])
+        level += 1
+    out = hezk.model.Reshape(f"{node.name}/out", "MaxPool", ("x",), "y", (channels, ho, wo))
+    layers.append(GraphNode(out, (channels, 1, ho, wo)))
+    return tuple(layers)
+
+
+def from_graph(graph, *, degree: int | None = None, interval=(-4.0, 4.0), calibration=None,
+               sign_degrees=SIGN_DEGREES) -> Sequential:
     """The ``Sequential`` that evaluates a ``hezk.model.Graph``: contractions (Linear, Conv2d, AvgPool2d
     where they fit, else ``GraphNode``), affine maps, reshapes and activations (square exactly; relu,
     sigmoid, tanh, gelu, silu as polynomials of ``degree`` (None: ``DEFAULT_DEGREES``) fitted on
@@ -1176,7 +1243,10 @@ def from_graph(graph, *, degree: int | None = None, interval=(-4.0, 4.0), calibr
     by least squares weighted by where those inputs lie), chained; an ``Add`` of two tensors
     that share a prefix of the chain is a ``Residual`` block (the branch with activations f, the other an
     affine shortcut s, or the identity when it is the fork itself). Two branches that both have activations
-    raise ParameterError naming the node."""
+    raise ParameterError naming the node. A MaxPool is a tree of pairwise maxima (``_maxpool_layers``), its
+    relu a composite sign of ``sign_degrees`` (10 levels for each halving of the window at the default).
+    The graph's ``postprocess`` (softmax, argmax, labels, ...) is the client's, after decryption: kept as
+    ``model.postprocess`` and printed by the plan, never evaluated here."""
     seen = {} if calibration is None else activation_inputs(graph, calibration)
     ranges = _ranges(seen)
     chains = {graph.input: ()}  # tensor -> the layers that compute it from the model input
@@ -1196,6 +1266,8 @@ def from_graph(graph, *, degree: int | None = None, interval=(-4.0, 4.0), calibr
         chain, shape = chains[node.inputs[0]], graph.shape_of(node.inputs[0])
         if node.kind == "activation":
             chain += (_activation_layer(node, degree, ranges.get(node.name, interval), seen.get(node.name)),)
+        elif node.kind == "maxpool":
+            chain += _maxpool_layers(node, shape, seen.get(node.name), interval, sign_degrees)
         else:
             layer = _native(node, shape)
             if layer is None:
@@ -1209,6 +1281,7 @@ def from_graph(graph, *, degree: int | None = None, interval=(-4.0, 4.0), calibr
         layers.append(GraphNode(hezk.model.Reshape("identity", "Identity", (graph.input,), "y", shape), shape))
     model = Sequential(layers, graph.input_shape)
     model.digest = graph.digest()
+    model.postprocess = graph.postprocess
     return model
 
 
