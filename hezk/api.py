@@ -24,6 +24,7 @@ import numpy as np
 
 import hezk.model
 from hezk.model.torch_export import from_torch, is_torch_module
+from proofs.verdict import Verdict
 
 __all__ = ["CompiledModel", "Inference", "Prover", "Verified", "as_graph", "commit", "compile", "prove", "verify"]
 
@@ -315,21 +316,25 @@ def prove(prover: Prover, x, *, private_input: bool = False) -> bytes:
     return prover.prove(x, private_input=private_input)
 
 
-@dataclass(frozen=True, eq=False)
-class Verified:
-    """An accepted proof (truthy): ``output`` (the proven output, dequantized), ``output_int`` (as proven, at scale
-    2^output_frac), ``soundness_bits`` (per attempt: grinding 2^k Fiat-Shamir hashes gives 2^(k - bits)),
-    ``zero_knowledge`` (the weights stayed hidden) and ``private_input``."""
+@dataclass(frozen=True, eq=False, kw_only=True)
+class Verified(Verdict):
+    """An accepted proof: the verifiers' :class:`proofs.verdict.Verdict` (truthy; ``kind``, ``soundness_bits`` per
+    attempt: grinding 2^k Fiat-Shamir hashes gives 2^(k - bits), ``statistical_bits``) whose ``output`` is the
+    proven output dequantized, with ``output_int`` (as proven, at scale 2^output_frac), ``zero_knowledge`` (the
+    weights stayed hidden) and ``private_input``."""
 
-    output: np.ndarray
     output_int: np.ndarray
     output_frac: int
-    soundness_bits: float
     zero_knowledge: bool
     private_input: bool
 
-    def __bool__(self) -> bool:
-        return True
+    @classmethod
+    def of(cls, verdict: Verdict, output_frac: int, zero_knowledge: bool, private_input: bool) -> "Verified":
+        """A verifier's verdict with its output dequantized by 2^-output_frac."""
+        return cls(kind=verdict.kind, output=verdict.output * 2.0 ** -output_frac, output_int=verdict.output,
+                   output_frac=output_frac, soundness_bits=verdict.soundness_bits,
+                   statistical_bits=verdict.statistical_bits, zero_knowledge=zero_knowledge,
+                   private_input=private_input)
 
     def __repr__(self) -> str:
         mode = "zero knowledge" if self.zero_knowledge else "public weights"
@@ -370,11 +375,8 @@ def _verify_graph(commitment: bytes, x, proof: bytes) -> Verified:
     parsed = _commitment(commitment)
     if x is None and not parsed.zk:
         raise ProofRejected("x=None (a private input): a public-weights proof states its input", "hezk.verify")
-    output = (verify_graph_zk if parsed.zk else verify_graph)(parsed, x, proof)
-    options = {"private_input": x is None} if parsed.zk else {}
-    structure = parsed.structure
-    return Verified(structure.dequantize(output), output, structure.output_frac,
-                    parsed.soundness_bits(len(output), **options), parsed.zk, x is None)
+    verdict = (verify_graph_zk if parsed.zk else verify_graph)(parsed, x, proof)
+    return Verified.of(verdict, parsed.structure.output_frac, parsed.zk, x is None)
 
 
 def _verify_mlp(commitment: bytes, x, proof: bytes) -> Verified | None:
@@ -390,6 +392,4 @@ def _verify_mlp(commitment: bytes, x, proof: bytes) -> Verified | None:
     if x is None:
         raise ProofRejected("x=None (a private input): an MLP commitment's proofs state their input", "hezk.verify")
     x_int = _bounded_input(x, parsed.input_frac, parsed.input_bound, "hezk.verify")
-    output = verify_network(parsed, x_int, proof)
-    return Verified(output * 2.0 ** -parsed.output_frac, output, parsed.output_frac,
-                    parsed.soundness_bits(len(output)), parsed.zk, False)
+    return Verified.of(verify_network(parsed, x_int, proof), parsed.output_frac, parsed.zk, False)

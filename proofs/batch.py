@@ -1,7 +1,7 @@
 """Batch proving and verification as tasks on dask.distributed (or in this process without it).
 
     proofs = prove_batch(network, x, dask="local:2")            # one proof per input (per_proof=1)
-    outputs = verify_batch(network.commitment, x, proofs, dask="local:2")
+    verdict = verify_batch(network.commitment, x, proofs, dask="local:2")   # .output: every group's, stacked
 
 Proving: the inputs (along axis 0) are cut into groups of ``per_proof``; each group is one task proving
 y = model(group). A hiding commitment's copies are handed out here, ahead of the tasks (task i uses copy c_i,
@@ -23,6 +23,10 @@ import hezk.tasks
 from .errors import ModelError, ProofRejected
 from .layers.network import Network, read_proof, verify_network
 from .progress import as_progress
+from .verdict import Verdict
+
+#: the proof kind named by :func:`verify_batch`'s verdict and rejections
+BATCH_KIND = "MLP inference batch"
 
 __all__ = ["ProverShare", "connect", "prove_batch", "verify_batch", "verify_each", "input_groups"]
 
@@ -59,7 +63,8 @@ def prove_task(job, share) -> bytes:
 
 
 def verify_task(job, commitment, allow_conjectured: bool = False):
-    """One task: (True, output) for a proof of ``job = (inputs, proof bytes)`` that verifies, else (False, reason)."""
+    """One task: (True, its Verdict) for a proof of ``job = (inputs, proof bytes)`` that verifies, else (False, the
+    rejection's message)."""
     x, proof = job
     try:
         return True, verify_network(commitment, x, read_proof(proof), allow_conjectured=allow_conjectured)
@@ -113,12 +118,14 @@ def _proof_bytes(proof, index: int) -> bytes:
         return bytes(proof)
     if hasattr(proof, "to_bytes"):
         return proof.to_bytes()
-    raise ProofRejected(f"proof {index}: a {type(proof).__name__} is neither bytes nor a proof", "batch")
+    raise ProofRejected(f"proof {index}: a {type(proof).__name__} is neither bytes nor a proof",
+                         f"{BATCH_KIND} proof")
 
 
 def verify_each(commitment, x, proofs, *, per_proof: int = 1, dask=None, progress=None,
                 allow_conjectured: bool = False) -> list[tuple[bool, object]]:
-    """Per proof, in order: (True, verified output) or (False, the reason it was rejected), one task per proof
+    """Per proof, in order: (True, its :class:`~proofs.verdict.Verdict`) or (False, the reason it was rejected): a
+    report that never raises for a rejected proof (see :func:`verify_batch` for one verdict), one task per proof
     against the public commitment (sent to each worker once). ``proofs``: objects or bytes, one per group of
     :func:`input_groups`; a count that differs raises ProofRejected (no proof is checked)."""
     try:
@@ -127,19 +134,26 @@ def verify_each(commitment, x, proofs, *, per_proof: int = 1, dask=None, progres
         raise ProofRejected(str(error), "input") from None
     proofs = [_proof_bytes(p, i) for i, p in enumerate(proofs)]
     if len(proofs) != len(groups):
-        raise ProofRejected(f"{len(proofs)} proofs for {len(groups)} input groups", "batch")
+        raise ProofRejected(f"{len(proofs)} proofs for {len(groups)} input groups", f"{BATCH_KIND} proof")
     with connect(dask) as runner:
         return runner.map(verify_task, list(zip(groups, proofs)), runner.share(commitment), bool(allow_conjectured),
                           label="proofs", progress=as_progress(progress, "verifying"))
 
 
 def verify_batch(commitment, x, proofs, *, per_proof: int = 1, dask=None, progress=None,
-                 allow_conjectured: bool = False) -> list[np.ndarray]:
-    """The verified outputs of ``proofs`` (objects or bytes) for the groups of :func:`input_groups`, one task per
-    proof (:func:`verify_each`); ProofRejected naming every rejected proof (by index) and the first reason."""
+                 allow_conjectured: bool = False) -> Verdict:
+    """One :class:`~proofs.verdict.Verdict` for all ``proofs`` (objects or bytes) of the groups of
+    :func:`input_groups`, one task per proof (:func:`verify_each`): ``output`` every group's proven output stacked
+    in input order, ``parts`` each proof's verdict, ``soundness_bits`` the weakest proof's; ProofRejected
+    ("MLP inference batch proof") naming every rejected proof (by index) and the first reason."""
     results = verify_each(commitment, x, proofs, per_proof=per_proof, dask=dask, progress=progress,
                           allow_conjectured=allow_conjectured)
     rejected = [i for i, (ok, _) in enumerate(results) if not ok]
     if rejected:
-        raise ProofRejected(f"proofs {rejected} rejected; proof {rejected[0]}: {results[rejected[0]][1]}", "batch")
-    return [output for _, output in results]
+        raise ProofRejected(f"proofs {rejected} rejected; proof {rejected[0]}: {results[rejected[0]][1]}",
+                            f"{BATCH_KIND} proof")
+    parts = tuple(verdict for _, verdict in results)
+    return Verdict(kind=BATCH_KIND, output=np.concatenate([part.output for part in parts]), parts=parts,
+                   soundness_bits=min(part.soundness_bits for part in parts),
+                   statistical_bits=min((part.statistical_bits for part in parts if part.statistical_bits is not None),
+                                        default=None))

@@ -112,10 +112,11 @@ def commit(args, graph) -> int:
                          "(or name the commitment with --out PATH: the state then goes to PATH.state)")
     calibration, source = _calibration(args, graph)
     q = quantize_graph(graph, calibration)
-    if getattr(args, "scheme", "ligero") == "basefold" and not hiding:
+    scheme = getattr(args, "scheme", None) or "ligero"  # "auto": ligero, the smaller graph proof (proofs.cli)
+    if scheme == "basefold" and not hiding:
         raise ModelError("--scheme basefold with --public-weights: graph models commit their public weights with "
                          "ligero (hiding graph proofs take --scheme basefold)")
-    params = basefold_params() if getattr(args, "scheme", "ligero") == "basefold" else None
+    params = basefold_params() if scheme == "basefold" else None
     network = HidingGraphNetwork(q, params=params, max_proofs=args.max_proofs) if hiding else GraphNetwork(q)
     out = args.out or "c.bin"
     data = parsed_back(network.commitment)
@@ -197,7 +198,7 @@ def verify(args, commitment_bytes: bytes) -> int:
         if x is None and not commitment.zk:
             raise GraphInputError("--private-input: a public-weights graph proof states its input (pass --input)")
         check = verify_graph_zk if commitment.zk else verify_graph
-        output = check(commitment, x, _read(args.proof))
+        output = check(commitment, x, _read(args.proof)).output
     except GraphInputError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -287,6 +287,10 @@ class SumcheckProver:
         return [[values[i] for i in indices] for _, indices in self._terms]
 
 
+#: the rejection of a round whose message does not add up to the claim it must split
+ROUND_SUM_REASON = "the round's g(0) + g(1) does not equal the claimed sum (the statement's, or the last round's g(r))"
+
+
 class SumcheckVerifier:
     """Interactive verifier: :meth:`check_round` each message, :meth:`bind` each challenge, then :meth:`subclaim`."""
 
@@ -311,7 +315,7 @@ class SumcheckVerifier:
                                 "canonical field elements", where)
         low, high = message[:2].tolist()  # scalar work on Python ints (numpy's per-call overhead dominates)
         if [(a + b) % F.P for a, b in zip(low, high)] != [int(c) for c in self.claim]:
-            raise ProofRejected("g(0) + g(1) differs from the running claim", where)
+            raise ProofRejected(ROUND_SUM_REASON, where)
         self._message = message
 
     def bind(self, r) -> None:

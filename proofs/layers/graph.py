@@ -44,6 +44,7 @@ from .. import field as F
 from ..commit import (MIN_VERIFY_BITS, CommitParams, Commitment, OpeningProof, commit, open_commitment,
                       verify_opening)
 from ..errors import ModelError, ProofRejected
+from ..verdict import Verdict, rejecting
 from ..graph_quantize import QuantizedGraph, public_weight, validate_structure
 from ..mle import eq_eval, eq_table, mle_evaluate
 from ..progress import as_progress
@@ -493,21 +494,24 @@ class _Items:
         return item
 
 
-def verify_graph(commitment, x, proof) -> np.ndarray:
-    """Verify that ``proof.output`` = graph(x) under ``commitment``; returns the output (int64, batch first,
-    the output's sample shape). ``commitment``/``proof`` may be bytes. Raises only ProofRejected."""
-    try:
+#: the proof kind named by :func:`verify_graph`'s verdicts and rejections
+KIND = "graph inference"
+
+
+def verify_graph(commitment, x, proof) -> Verdict:
+    """Verify that ``proof.output`` = graph(x) under ``commitment``; returns a :class:`~proofs.verdict.Verdict`
+    (truthy; ``.output`` the proven output, int64, batch first, the output's sample shape; ``.soundness_bits``).
+    ``commitment``/``proof`` may be bytes. Raises only ProofRejected (``where`` beginning "graph inference
+    proof")."""
+    with rejecting(KIND):
         if isinstance(commitment, (bytes, bytearray, memoryview)):
             commitment = GraphCommitment.from_bytes(bytes(commitment))
         if isinstance(proof, (bytes, bytearray, memoryview)):
             proof = GraphProof.from_bytes(bytes(proof))
         require(isinstance(commitment, GraphCommitment), "commitment is not a GraphCommitment", "statement")
         require(isinstance(proof, GraphProof), "proof is not a GraphProof", "statement")
-        return _verify(commitment, x, proof)
-    except ProofRejected:
-        raise
-    except Exception as error:  # a malformed object must never escape as another exception
-        raise ProofRejected(f"malformed proof: {type(error).__name__}: {error}", "graph") from None
+        output = _verify(commitment, x, proof)
+        return Verdict.measured(KIND, output, commitment.soundness_bits, len(output))
 
 
 def _verify(commitment: GraphCommitment, x, proof: GraphProof) -> np.ndarray:

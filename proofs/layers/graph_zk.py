@@ -52,6 +52,7 @@ import numpy as np
 from .. import basefold_zk as BZ
 from .. import field as F
 from ..errors import ModelError, ProofError, ProofRejected
+from ..verdict import Verdict, rejecting
 from ..graph_quantize import QuantizedGraph, public_weight, validate_structure
 from ..mle import bind_high, eq_table, mle_evaluate
 from ..progress import as_progress
@@ -857,24 +858,26 @@ def soundness_bits(commitment: HidingGraphCommitment, batch: int = 1, structure=
     return -math.log2(error + agreement)
 
 
-def verify_graph_zk(commitment, x, proof) -> np.ndarray:
+#: the proof kind named by :func:`verify_graph_zk`'s verdicts and rejections
+KIND = "zero-knowledge graph inference"
+
+
+def verify_graph_zk(commitment, x, proof) -> Verdict:
     """Verify a zero-knowledge graph proof of y = graph(x) for the public input ``x``, or, with ``x`` None, for a
-    private input (some x within :func:`input_decomposition`'s range, hidden); returns the output (int64, batch
-    first). Raises only ProofRejected."""
-    try:
+    private input (some x within :func:`input_decomposition`'s range, hidden); returns a
+    :class:`~proofs.verdict.Verdict` (truthy; ``.output`` the proven output, int64, batch first;
+    ``.soundness_bits``). Raises only ProofRejected (``where`` beginning "zero-knowledge graph inference proof")."""
+    with rejecting(KIND):
         if isinstance(commitment, (bytes, bytearray, memoryview)):
             commitment = HidingGraphCommitment.from_bytes(bytes(commitment))
         if isinstance(proof, (bytes, bytearray, memoryview)):
             proof = HidingGraphProof.from_bytes(bytes(proof))
-        return _verify(commitment, x, proof)
-    except ProofRejected:
-        raise
-    except Exception as error:  # a malformed object must never escape as another exception
-        raise ProofRejected(f"malformed proof: {type(error).__name__}: {error}", "hiding graph") from None
+        output = _verify(commitment, x, proof)
+        return Verdict.measured(KIND, output, commitment.soundness_bits, len(output), private_input=x is None)
 
 
 def _verify(commitment, x, proof) -> np.ndarray:
-    where = "hiding graph proof"
+    where = "statement"
     require(isinstance(commitment, HidingGraphCommitment), "commitment is not a HidingGraphCommitment", where)
     require(isinstance(proof, HidingGraphProof) and isinstance(proof.relations, TrainingProof),
             "proof is not a HidingGraphProof", where)

@@ -44,6 +44,7 @@ from ..progress import as_progress
 from ..public_values import require_bounded, require_within
 from ..quantize import QuantizedMLP, as_integer_input, check_field, check_input, forward_trace
 from ..transcript import Transcript
+from ..verdict import Verdict, rejecting
 from .common import Claim, log2, pad_matrix, padded, require
 from .matmul import LinearProof, LinearShape, prove_linear, verify_linear, weight_tables
 from .commitments import PARAMS_TYPES, commit_table, is_basefold, read_commitment, read_opening
@@ -290,7 +291,7 @@ class Network:
         """"conjectured" or "proven": what :meth:`soundness_bits` rests on (:attr:`ModelCommitment.soundness_label`)."""
         return self.commitment.soundness_label
 
-    def verify(self, x, proof, *, allow_conjectured: bool = False) -> np.ndarray:
+    def verify(self, x, proof, *, allow_conjectured: bool = False) -> Verdict:
         """:func:`verify_network` against this network's commitment."""
         return verify_network(self.commitment, x, proof, allow_conjectured=allow_conjectured)
 
@@ -489,26 +490,29 @@ def read_proof(data):
     return NetworkProof.from_bytes(data)
 
 
-def verify_network(commitment: ModelCommitment, x_int, proof, *, allow_conjectured: bool = False) -> np.ndarray:
-    """Verify ``proof`` that proof.output = model(x) under ``commitment``; return the output (int64).
+#: the proof kind named by :func:`verify_network`'s verdicts and rejections
+KIND = "MLP inference"
+
+
+def verify_network(commitment: ModelCommitment, x_int, proof, *, allow_conjectured: bool = False) -> Verdict:
+    """Verify ``proof`` that proof.output = model(x) under ``commitment``; return a :class:`~proofs.verdict.Verdict`
+    (truthy; ``.output`` the proven output, int64; ``np.asarray(verdict)`` too; ``.soundness_bits``).
 
     ``commitment`` and ``proof`` may also be given as their bytes. Raises :class:`ProofRejected` (and
-    only that) when anything is malformed, inconsistent or false. Basefold parameters ``conjectured=True``
-    (chosen by the prover, in the commitment's bytes) are refused unless ``allow_conjectured=True``; then the
-    soundness is conjectured (:attr:`ModelCommitment.soundness_label`).
+    only that, its ``where`` beginning "MLP inference proof") when anything is malformed, inconsistent or false.
+    Basefold parameters ``conjectured=True`` (chosen by the prover, in the commitment's bytes) are refused unless
+    ``allow_conjectured=True``; then the soundness is conjectured (:attr:`ModelCommitment.soundness_label`).
     """
-    if isinstance(commitment, (bytes, bytearray, memoryview)):
-        commitment = ModelCommitment.from_bytes(commitment)
-    if isinstance(proof, (bytes, bytearray, memoryview)):
-        proof = read_proof(proof)
-    try:
+    with rejecting(KIND):
+        if isinstance(commitment, (bytes, bytearray, memoryview)):
+            commitment = ModelCommitment.from_bytes(commitment)
+        if isinstance(proof, (bytes, bytearray, memoryview)):
+            proof = read_proof(proof)
         if isinstance(commitment, ModelCommitment) and commitment.zk:
-            return network_zk.verify(commitment, _check_statement(commitment, x_int, proof), proof)
-        return _verify(commitment, x_int, proof, allow_conjectured)
-    except ProofRejected:
-        raise
-    except Exception as exc:  # a malformed proof object must never escape as another exception
-        raise ProofRejected(f"malformed proof: {type(exc).__name__}: {exc}", "network") from None
+            output = network_zk.verify(commitment, _check_statement(commitment, x_int, proof), proof)
+        else:
+            output = _verify(commitment, x_int, proof, allow_conjectured)
+        return Verdict.measured(KIND, output, commitment.soundness_bits, len(output))
 
 
 def _verify(commitment: ModelCommitment, x_int, proof: NetworkProof, allow_conjectured: bool) -> np.ndarray:

@@ -15,13 +15,14 @@ from .. import basefold as B
 from .. import basefold_zk as BZ
 from .. import field as F
 from ..errors import ProofError, ProofRejected
+from ..verdict import Verdict, rejecting
 from ..zk import HidingParams
 from .basefold_channel import BasefoldChannel, StorePlan, commit_hosted, unused_end
 from .network_zk import basefold_agreement_error
 from .proof_items import TrainingProof
 from .reusable import Reusable, base_params, commit_reusable, verify_reusable
-from .step_proof import (TRANSCRIPT_LABEL, CommittedTensors, _as_steps, _run_training, _statement_bytes, _transcript,
-                         validate_statement)
+from .step_proof import (TRAINING_KIND, TRANSCRIPT_LABEL, CommittedTensors, _as_steps, _run_training,
+                         _statement_bytes, _transcript, validate_statement)
 from .step_relations import ShapeChannel
 from .step_stores import decomposition_keys, proof_layouts, proof_tables, statement_layouts, weight_tables
 from .training import TrainingTrace, _field
@@ -130,9 +131,16 @@ def soundness_bits(spec, committed: CommittedTensors, proof: TrainingProof) -> f
     return -math.log2(error)
 
 
-def verify_step(spec, committed: CommittedTensors, proof: TrainingProof) -> None:
-    """Raise ProofRejected unless ``proof`` shows the committed W' is one honest SGD step from W."""
-    where = "basefold training proof"
+def verify_step(spec, committed: CommittedTensors, proof: TrainingProof) -> Verdict:
+    """A truthy :class:`~proofs.verdict.Verdict` (``soundness_bits``; no output) if ``proof`` shows the committed W'
+    is one honest SGD step from W; else ProofRejected ("training proof / ...")."""
+    with rejecting(TRAINING_KIND):
+        _verify_step(spec, committed, proof)
+        return Verdict.measured(TRAINING_KIND, None, soundness_bits, spec, committed, proof)
+
+
+def _verify_step(spec, committed: CommittedTensors, proof: TrainingProof) -> None:
+    where = "Basefold statement"
     spec, steps = validate_statement(spec, committed, where)
     if not isinstance(committed, CommittedTensors):
         raise ProofRejected("expected CommittedTensors (one step)", where)

@@ -50,6 +50,7 @@ import numpy as np
 
 from .. import field as F
 from ..errors import ProofError, ProofRejected
+from ..verdict import Verdict, rejecting
 from ..public_values import require_within
 from ..transcript import Transcript
 from ..zk import HidingCommitment, HidingParams, mask_entries, mask_params, masks_shape, opening_field_error
@@ -347,9 +348,24 @@ def _run_training(spec, channel, steps, layouts, mode) -> None:
         protocol.bits(keys)
 
 
-def verify_training_steps(spec: TrainingSpec, committed: CommittedSteps, proof: TrainingProof) -> None:
-    """Raise ProofRejected unless ``proof`` shows every committed W_(t+1) is one honest SGD step from W_t."""
-    _verify_training(spec, committed, proof)
+#: the proof kinds named by the verdicts and rejections of :func:`verify_training_steps` and :func:`verify_forward`
+TRAINING_KIND, FORWARD_KIND = "training", "forward"
+
+
+def _verdict(kind: str, output, spec, committed_weights, channel, steps: int, mode: str, forward_only: bool):
+    """The Verdict of an accepted proof: its soundness (:func:`soundness_bits`) at the statement's parameters."""
+    params = channel.params
+    return Verdict.measured(kind, output, soundness_bits, spec, steps, mode, params.hiding, params, forward_only,
+                            len(committed_weights))
+
+
+def verify_training_steps(spec: TrainingSpec, committed: CommittedSteps, proof: TrainingProof) -> Verdict:
+    """A truthy :class:`~proofs.verdict.Verdict` (``output`` None, ``soundness_bits``) if ``proof`` shows every
+    committed W_(t+1) is one honest SGD step from W_t; else ProofRejected ("training proof / ...")."""
+    with rejecting(TRAINING_KIND):
+        channel = _verify_training(spec, committed, proof)
+        steps = _as_steps(committed) if isinstance(committed, CommittedTensors) else committed
+        return _verdict(TRAINING_KIND, None, spec, steps.weights[0], channel, len(steps.batches), proof.mode, False)
 
 
 def _verify_training(spec, committed, proof) -> Channel:
@@ -395,11 +411,12 @@ def prove_training_step(trace: TrainingTrace, committed: CommittedTensors, zk: b
     return prove_training_steps([trace], _as_steps(committed), zk, mode, params)
 
 
-def verify_training_step(spec: TrainingSpec, committed: CommittedTensors, proof: TrainingProof) -> None:
-    """Raise ProofRejected unless ``proof`` shows W' (committed) is one honest SGD step from W on the batch."""
+def verify_training_step(spec: TrainingSpec, committed: CommittedTensors, proof: TrainingProof) -> Verdict:
+    """A truthy :class:`~proofs.verdict.Verdict` if ``proof`` shows W' (committed) is one honest SGD step from W on
+    the batch; else ProofRejected ("training proof / ...")."""
     if not isinstance(committed, CommittedTensors):
-        raise ProofRejected("expected CommittedTensors", "training proof")
-    verify_training_steps(spec, committed, proof)
+        raise ProofRejected("expected CommittedTensors", f"{TRAINING_KIND} proof")
+    return verify_training_steps(spec, committed, proof)
 
 
 # ------------------------------------------------------------------------------ forward pass alone
@@ -504,10 +521,14 @@ def _output_table(spec: TrainingSpec, output) -> np.ndarray:
 
 
 def verify_forward(spec: TrainingSpec, committed: CommittedModel, output, proof: TrainingProof,
-                   public_input=None) -> None:
-    """Raise ProofRejected unless ``proof`` shows ``output`` = model(input) for the committed weights and the
-    committed input (or ``public_input`` when the input was not committed)."""
-    _verify_forward(spec, committed, output, proof, public_input)
+                   public_input=None) -> Verdict:
+    """A truthy :class:`~proofs.verdict.Verdict` (``output``: the proven output, int64) if ``proof`` shows
+    ``output`` = model(input) for the committed weights and the committed input (or ``public_input`` when the
+    input was not committed); else ProofRejected ("forward proof / ...")."""
+    with rejecting(FORWARD_KIND):
+        channel = _verify_forward(spec, committed, output, proof, public_input)
+        return _verdict(FORWARD_KIND, np.array(output, dtype=np.int64), spec, committed.weights, channel, 1,
+                        "aggregate", True)
 
 
 def _verify_forward(spec, committed, output, proof, public_input) -> Channel:

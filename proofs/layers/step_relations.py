@@ -196,7 +196,7 @@ class Channel:
 
     def finish(self) -> None:
         if not self.proving and self._position != len(self.items):
-            raise ProofRejected(f"{len(self.items) - self._position} unused proof items", "training proof")
+            raise ProofRejected(f"{len(self.items) - self._position} unused proof items", "proof items")
 
 
 class ShapeChannel(Channel):

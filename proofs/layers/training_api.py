@@ -39,9 +39,10 @@ def prove_training_step(trace, committed, zk: bool = True, mode: str = "aggregat
     return step_proof.prove_training_step(trace, committed, zk, mode, params)
 
 
-def verify_training_step(spec, committed, proof) -> None:
-    """Raise ProofRejected unless ``proof`` shows the committed W' is one honest SGD step from W; either verifier
-    first parses the statement (``spec`` and ``committed``) by :func:`proofs.layers.step_proof.validate_statement`."""
+def verify_training_step(spec, committed, proof):
+    """A truthy :class:`~proofs.verdict.Verdict` (``soundness_bits``; no output) if ``proof`` shows the committed W'
+    is one honest SGD step from W, else ProofRejected ("training proof / ..."); either verifier first parses the
+    statement (``spec`` and ``committed``) by :func:`proofs.layers.step_proof.validate_statement`."""
     if _over_basefold(committed):
         return step_basefold.verify_step(spec, committed, proof)
     return step_proof.verify_training_step(spec, committed, proof)

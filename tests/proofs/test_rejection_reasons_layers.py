@@ -17,6 +17,7 @@ from proofs.layers.network_zk import base_params
 from proofs.layers.relu import prove_decomposition
 from proofs.layers.reusable import Reusable, copy_params, verify_reusable
 from proofs.quantize import quantize_fixed_point, quantize_input
+from proofs.sumcheck import ROUND_SUM_REASON
 from proofs.transcript import Transcript
 from proofs.zk import HidingCommitment
 
@@ -27,6 +28,7 @@ from .test_verifier_checks import _relu_case
 from .test_verifier_checks_more import _relu_proof, _verify, reusable_case, training_case  # noqa: F401 (fixtures)
 
 ONE = F.ext_one()
+MLP = "MLP inference proof / "  # every MLP verifier rejection begins with its proof kind
 
 
 # ----------------------------------------------------------------------------------------------- zkReLU
@@ -107,22 +109,22 @@ def _layer(proof, i, decomposition=None, linear=None):
 
 
 def test_network_layer_rejections_name_the_layer_and_the_part_once(network_case):
-    """The location is 'layer i / part' (not 'layer i / layer i / part': the callee is given the part only)."""
+    """The location is 'MLP inference proof / layer i / part' (not 'layer i / layer i / part': the callee is given
+    the part only), the transcript's labels in words."""
     network, x, proof = network_case
     verify = lambda p: lambda: verify_network(network.commitment, x, p)  # noqa: E731
     decomposition, linear = proof.layer_proofs[0]
     assert decomposition is not None
     rejected(verify(_layer(proof, 0, decomposition=dataclasses.replace(decomposition, sign_eval=ONE[:3]))),
-             "sign_eval is not a canonical F_p4 element", "layer 0 / zkReLU")
+             "sign_eval is not a canonical F_p4 element", f"{MLP}layer 0 / zkReLU")
     for i in (0, 1):
         linear = proof.layer_proofs[i][1]
         rejected(verify(_layer(proof, i, linear=dataclasses.replace(linear, bias_eval=ONE[:3]))),
-                 "bias_eval is not a canonical F_p4 element", f"layer {i} / matmul")
+                 "bias_eval is not a canonical F_p4 element", f"{MLP}layer {i} / matmul")
     messages = linear.sumcheck.round_messages.copy()
     messages[0, 0] = F.ext_add(messages[0, 0], ONE)
     bad = dataclasses.replace(linear, sumcheck=dataclasses.replace(linear.sumcheck, round_messages=messages))
-    rejected(verify(_layer(proof, 1, linear=bad)), "g(0) + g(1) differs from the running claim",
-             "layer 1 / sumcheck.linear round 0")
+    rejected(verify(_layer(proof, 1, linear=bad)), ROUND_SUM_REASON, f"{MLP}layer 1 / matmul sumcheck round 0")
 
 
 def test_network_input_claim_is_named(network_case):
@@ -133,13 +135,13 @@ def test_network_input_claim_is_named(network_case):
     weight = F.ext_mul(F.ext_mul(linear.input_eval, linear.weight_eval), F.ext_inv(moved[None])[0])
     bad = _layer(proof, 0, linear=dataclasses.replace(linear, input_eval=moved, weight_eval=weight))
     rejected(lambda: verify_network(network.commitment, x, bad), "the final claim does not match the public input",
-             "input")
+             f"{MLP}input")
 
 
 def test_network_malformed_proof_names_the_exception(network_case):
     network, x, proof = network_case
     rejected(lambda: verify_network(network.commitment, x, dataclasses.replace(proof, layer_proofs=None)),
-             "malformed proof: TypeError: object of type 'NoneType' has no len()", "network")
+             "malformed proof: TypeError: object of type 'NoneType' has no len()", MLP[:-3])
 
 
 def test_basefold_network_names_a_bits_opening_outside_the_batch():
@@ -155,11 +157,11 @@ def test_basefold_network_names_a_bits_opening_outside_the_batch():
                                                                               opening=b"an opening"),)
                                    + decomposition.groups[1:])
     rejected(lambda: verify_network(network.commitment, x, _layer(proof, 0, decomposition=smuggled)),
-             "Basefold proofs open the bits groups in the batch only", "bits")
+             "Basefold proofs open the bits groups in the batch only", f"{MLP}bits")
 
 
 # ----------------------------------------------------------------------------------------- hiding Network
-HIDING = "hiding network proof"
+HIDING = "MLP inference proof / hiding network proof"
 
 
 @pytest.fixture(scope="module")
@@ -195,7 +197,7 @@ def test_hiding_network_statement_checks_are_named(hiding_case):
     k = next(i for i, item in enumerate(items) if isinstance(item, HidingCommitment))
     items[k] = dataclasses.replace(items[k], log_rows=items[k].log_rows + 1)
     rejected(verify(_relations(proof, items=tuple(items))),
-             re.compile(r"the masks' commitment has the shape \(.*\), expected \(.*\)"), "relation masks")
+             re.compile(r"the masks' commitment has the shape \(.*\), expected \(.*\)"), f"{MLP}relation masks")
 
 
 def test_hiding_network_soundness_and_model_copies_are_named(hiding_case):
@@ -245,8 +247,9 @@ def test_training_channel_rejections_are_named(training_case):
     spec, committed, proof = training_case
     items = proof.items
     verify = lambda changed: lambda: S.verify_training_step(spec, committed, dataclasses.replace(proof, items=changed))  # noqa: E731,E501
-    rejected(verify(items[:-1]), "the proof ends early", "opening of p")
-    rejected(verify(("not a sumcheck",) + items[1:]), "expected SumcheckProof, got str", "sumcheck.training.t0.forward0")
-    rejected(verify(items[:1] + (None,) + items[2:]), "expected ndarray, got NoneType", "sumcheck.training.t0.forward0")
-    rejected(verify(items + (items[-1],)), "1 unused proof items", "training proof")
-    rejected(verify(items + (items[-1],) * 3), "3 unused proof items", "training proof")
+    rejected(verify(items[:-1]), "the proof ends early", "training proof / opening of p")
+    relation = "training proof / relation t0.forward0 sumcheck"  # the label sumcheck.training.t0.forward0, in words
+    rejected(verify(("not a sumcheck",) + items[1:]), "expected SumcheckProof, got str", relation)
+    rejected(verify(items[:1] + (None,) + items[2:]), "expected ndarray, got NoneType", relation)
+    rejected(verify(items + (items[-1],)), "1 unused proof items", "training proof / proof items")
+    rejected(verify(items + (items[-1],) * 3), "3 unused proof items", "training proof / proof items")

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from proofs.sumcheck import ROUND_SUM_REASON
 from proofs import field as F
 from proofs.sumcheck import (SubClaim, SumcheckProof, SumcheckProver, SumcheckVerifier, combine_evaluations,
                              prove_sumcheck, verify_sumcheck)
@@ -45,7 +46,7 @@ def test_round_checks_name_the_round(proved, j):
     _, _, claim, proof, _ = proved
     messages = proof.round_messages.copy()
     messages[j, 1] = F.ext_add(messages[j, 1], F.ext_one())
-    rejected(_verify(SumcheckProof(messages), claim), "g(0) + g(1) differs from the running claim", f"lbl round {j}")
+    rejected(_verify(SumcheckProof(messages), claim), ROUND_SUM_REASON, f"lbl round {j}")
     messages = proof.round_messages.copy()
     messages[j, 2, 0] = np.uint64(F.P)
     rejected(_verify(SumcheckProof(messages), claim),
