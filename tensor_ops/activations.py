@@ -31,7 +31,6 @@ the schedule, e.g. 1 for t^2.
 from __future__ import annotations
 
 import functools
-import functools
 import math
 from dataclasses import dataclass
 
@@ -158,8 +157,9 @@ def square() -> PolyActivation:
 
 
 def fit_activation(name: str, degree: int, interval=(-4.0, 4.0), method: str = "minimax",
-                   samples=None) -> PolyActivation:
-    """Fit ``name`` (relu, gelu, silu, sigmoid, tanh, square) by a polynomial of ``degree`` on ``interval``.
+                   samples=None, bounds=None) -> PolyActivation:
+    """Fit ``name`` (relu, gelu, silu, sigmoid, tanh, square; clip to ``bounds`` = (low, high), e.g. ReLU6 =
+    clip to (0, 6), None on a side: unbounded) by a polynomial of ``degree`` on ``interval``.
 
     ``method``: "minimax" (default: the smallest maximum error on the interval), "chebyshev" or "least_squares"
     (module docstring). ``samples``: for "least_squares" only, values the activation's input takes on
@@ -167,8 +167,10 @@ def fit_activation(name: str, degree: int, interval=(-4.0, 4.0), method: str = "
     quantiles of them, sharing the weight with a uniform grid of the interval, ``_GRID_SHARE`` of it): the error
     is smallest where the data is, larger elsewhere. A sigmoid's values stay in [0, 1] on the interval."""
     key = str(name).lower()
-    if key not in TARGETS:
-        raise ParameterError(f"activation name={name!r} is not one of {sorted(TARGETS)}")
+    if key not in TARGETS and key != "clip":
+        raise ParameterError(f"activation name={name!r} is not one of {sorted(TARGETS) + ['clip']}")
+    if (key == "clip") != (bounds is not None):
+        raise ParameterError(f"bounds={bounds!r}: a clip needs its (low, high) bounds, no other activation has them")
     if method not in METHODS:
         raise ParameterError(f"method={method!r} is not one of {METHODS}")
     if isinstance(degree, bool) or not isinstance(degree, (int, np.integer)) or not 1 <= degree <= MAX_DEGREE:
@@ -178,7 +180,7 @@ def fit_activation(name: str, degree: int, interval=(-4.0, 4.0), method: str = "
                              f"is fitted on the whole interval: pass the calibrated interval)")
     low, high = _interval(interval)
     center, radius = (low + high) / 2.0, (high - low) / 2.0
-    target = lambda t: np.asarray(TARGETS[key](center + radius * t), dtype=np.float64)  # noqa: E731
+    target = lambda t: np.asarray(_target(key, bounds)(center + radius * t), dtype=np.float64)  # noqa: E731
     if samples is not None:
         t, weights = _sample_points(samples, center, radius)
         cheb = chebyshev.chebfit(t, target(t), int(degree), w=weights)
@@ -186,15 +188,21 @@ def fit_activation(name: str, degree: int, interval=(-4.0, 4.0), method: str = "
         cheb = _least_squares(target, int(degree))
     elif method == "chebyshev":
         cheb = _interpolant(target, int(degree))
-    else:
-        cheb = _minimax(target, int(degree))
+    else:  # the best on the grid of the minimax fit and the other two, each kept in range (a kept minimax
+        # fit can lose to a kept interpolant: its error peaks at the ends, where a sigmoid's overshoot is cut)
+        kept = [_kept_within(c, *_UNIT[key]) if key in _UNIT else c for c in
+                (_minimax(target, int(degree)), _interpolant(target, int(degree)),
+                 _least_squares(target, int(degree)))]
+        grid = _remez_grid()
+        cheb = min(kept, key=lambda c: float(np.max(np.abs(chebyshev.chebval(grid, c) - target(grid)))))
     if key in _UNIT:
         cheb = _kept_within(cheb, *_UNIT[key])
     coefficients = chebyshev.cheb2poly(cheb)
     # an odd or even target leaves rounding dust (~1e-17) where a coefficient is zero; dropping it can
     # save a level (sigmoid at degree 4 is the cubic 0.5 + c1 t + c3 t^3, depth 2)
     coefficients[np.abs(coefficients) < _DUST * np.max(np.abs(coefficients))] = 0.0
-    return PolyActivation(key, tuple(coefficients), center, radius)
+    return PolyActivation(key, tuple(coefficients), center, radius,
+                          None if bounds is None else tuple(None if b is None else float(b) for b in bounds))
 
 
 def _interpolant(target, degree):
@@ -219,32 +227,47 @@ def _remez_grid():
 def _minimax(target, degree):
     """Chebyshev coefficients of the best sup-norm polynomial of ``degree`` on [-1, 1] (Remez exchange on
     ``_remez_grid``): solve p(x_i) + (-1)^i E = f(x_i) on a reference of degree + 2 points, move the reference
-    to the alternating extrema of the error, until the levelled error E reaches the maximum. The result is the
-    best of the exchange's iterates and the Chebyshev interpolant on the grid (a guard: an exchange stalled on a
-    singular reference never returns worse than near-best)."""
+    to the alternating extrema of the error, until the levelled error E reaches the maximum. Started from the
+    alternating extrema of the Chebyshev interpolant's error, else (a kink on a node leaves too few sign
+    changes; the Chebyshev extreme points can make a singular start: relu(4t) at degree 2 meets all four) from
+    the Chebyshev extreme points, else from equispaced points. The result is the best iterate on the grid, the
+    interpolant included (a guard: a stalled exchange never returns worse than near-best)."""
     grid = _remez_grid()
     fx = target(grid)
-    best = _interpolant(target, degree)
-    best_error = float(np.max(np.abs(chebyshev.chebval(grid, best) - fx)))
-    reference = np.cos(np.pi * np.arange(degree + 1, -1, -1) / (degree + 1))
+    interpolant = _interpolant(target, degree)
+    error = chebyshev.chebval(grid, interpolant) - fx
+    best = [float(np.max(np.abs(error))), interpolant]
+    starts = (lambda: _alternating_extrema(grid, error, degree + 2),
+              lambda: np.cos(np.pi * np.arange(degree + 1, -1, -1) / (degree + 1)),
+              lambda: np.linspace(-1.0, 1.0, degree + 2))
+    for start in starts:
+        reference = start()
+        if reference is not None and _exchange(target, degree, grid, fx, reference, best):
+            break
+    return best[1]
+
+
+def _exchange(target, degree, grid, fx, reference, best) -> bool:
+    """Remez steps from ``reference``, keeping the best iterate in ``best`` ([max error, coefficients]);
+    True when the levelled error met the maximum (converged)."""
     signs = (-1.0) ** np.arange(degree + 2)
     for _ in range(_REMEZ_STEPS):
         system = np.hstack([chebyshev.chebvander(reference, degree), signs[:, None]])
         try:
             solution = np.linalg.solve(system, target(reference))
         except np.linalg.LinAlgError:
-            break
+            return False
         coefficients, levelled = solution[:-1], abs(solution[-1])
         error = chebyshev.chebval(grid, coefficients) - fx
         worst = float(np.max(np.abs(error)))
-        if worst < best_error:
-            best, best_error = coefficients, worst
+        if worst < best[0]:
+            best[:] = [worst, coefficients]
         if worst - levelled <= 1e-6 * worst + 1e-15:
-            break
+            return True
         reference = _alternating_extrema(grid, error, degree + 2)
         if reference is None:
-            break
-    return best
+            return False
+    return False
 
 
 def _alternating_extrema(grid, error, count):
