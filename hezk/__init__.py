@@ -62,6 +62,7 @@ _PUBLIC = {
     "verify_network": ("proofs", "verify_network"),
     "ProofError": ("proofs", "ProofError"),
     "ProofRejected": ("proofs", "ProofRejected"),
+    "Verdict": ("proofs", "Verdict"),
     "commit_step": ("proofs", "commit_step"),
     "prove_training_step": ("proofs", "prove_training_step"),
     "verify_training_step": ("proofs", "verify_training_step"),

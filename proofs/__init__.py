@@ -6,7 +6,7 @@ public input batch x under the committed weights (zkDL, Sun-Li-Zhang, made non-i
     network = Network([Linear(w0, b0), ReLU(), Linear(w1, b1)], frac_bits=8)  # or Network(QuantizedMLP)
     commitment = network.commitment                 # ModelCommitment, bytes(commitment) to publish
     proof = network.prove(x)                        # x float (quantized at 2^frac_bits) or integer
-    y = verify_network(commitment, x, proof)        # the integer output, or ProofRejected
+    verdict = verify_network(commitment, x, proof)  # a truthy Verdict (.output, .soundness_bits), or ProofRejected
 
 Proofs are zero knowledge by default (the weights stay private); ``Network(model, zk=False)`` is the plain
 protocol, whose proofs reveal the weights.
@@ -53,6 +53,7 @@ if TYPE_CHECKING:  # static tools (and lazy_package, which reads this block) see
                                       verify_training_step)
     from .layers.contraction import (ContractionProof, PatchProof, contraction_claim_reduction, parse_einsum,
                                      patch_claim_reduction, verify_contraction, verify_patches)
+    from .verdict import PRIMITIVE_VERIFIERS, Verdict
 
 __all__ = [
     "ProofError", "ProofRejected", "ModelError", "FieldError",
@@ -83,7 +84,7 @@ __all__ += [
 
 __all__ += [
     "ContractionProof", "PatchProof", "contraction_claim_reduction", "parse_einsum", "patch_claim_reduction",
-    "verify_contraction", "verify_patches",
+    "verify_contraction", "verify_patches", "Verdict", "PRIMITIVE_VERIFIERS",
 ]
 
 from importlib.metadata import PackageNotFoundError as _NotInstalled, version as _version  # noqa: E402
