@@ -92,6 +92,74 @@ class ActivationStage:
 
 
 
+@dataclass(frozen=True)
+class ActivationFit:
+    """What the plan states of one polynomial activation: its ``stage`` index, the function ``name``, the
+    ``interval`` its polynomial was fitted on, the largest error |p - f| on a grid of that interval
+    (``max_error``) and on the values its input took on the calibration data (``calibration_error``, None
+    without calibration)."""
+
+    stage: int
+    name: str
+    degree: int
+    interval: tuple[float, float]
+    max_error: float
+    calibration_error: float | None = None
+
+    def describe(self) -> str:
+        low, high = self.interval
+        on_data = ("" if self.calibration_error is None else
+                   f", {self.calibration_error:.3g} on the calibration data")
+        return (f"stage {self.stage}: {self.name} of degree {self.degree} fitted by minimax on [{low:.4g}, "
+                f"{high:.4g}]: max error {self.max_error:.3g} on the interval{on_data}")
+
+
+#: the margin an output range is widened by, as a share of the widest output's range (at least 1): the CKKS
+#: noise and rounding stay far below it, an activation input outside its interval far above it
+OUTPUT_MARGIN = 0.05
+
+
+def value_bounds(stages, n_in: int, input_range=None):
+    """(low, high) arrays: the values each output of ``stages`` (``AffineStage`` / ``ActivationStage`` /
+    ``ForkStage`` / ``JoinStage`` on flattened samples of ``n_in`` values) can take while every fitted
+    activation's input stays in its interval (normalised t in [-1, 1]) and, where given, every input value in
+    ``input_range`` = (low, high); None when that does not bound them (no activation after an unbounded input,
+    a square of an unbounded value). Interval arithmetic: an affine map sends the box c +- r to
+    M c + b +- |M| r; an activation its box (intersected with [-1, 1]) to the exact range of its polynomial
+    there (``PolyActivation.value_range``)."""
+    box = None if input_range is None else (np.full(n_in, float(input_range[0])), np.full(n_in, float(input_range[1])))
+    width, kept = n_in, []
+
+    def mapped(stage, value):
+        if value is None:
+            return None
+        center, radius = (value[0] + value[1]) / 2.0, (value[1] - value[0]) / 2.0
+        sparse = stage.sparse
+        spread = SparseMap(sparse.shape, sparse.rows, sparse.cols, np.abs(sparse.vals)).apply(radius[None])[0]
+        middle = sparse.apply(center[None])[0] + stage.bias
+        return middle - spread, middle + spread
+
+    for stage in stages:
+        if isinstance(stage, ForkStage):
+            kept.append(box)
+        elif isinstance(stage, JoinStage):
+            skip = mapped(stage, kept.pop())
+            box = None if box is None or skip is None else (box[0] + skip[0], box[1] + skip[1])
+        elif isinstance(stage, AffineStage):
+            box, width = mapped(stage, box), stage.shape[0]
+        elif stage.poly.name == "square":  # exact for any input: bounded only by its input's box
+            box = None if box is None else (np.where((box[0] <= 0) & (box[1] >= 0), 0.0,
+                                                     np.minimum(box[0] ** 2, box[1] ** 2)),
+                                            np.maximum(box[0] ** 2, box[1] ** 2))
+        else:
+            low, high = (-1.0, 1.0) if box is None else (np.clip(box[0], -1.0, 1.0), np.clip(box[1], -1.0, 1.0))
+            low, high = np.minimum(low, high), np.maximum(low, high)
+            box = tuple(np.broadcast_to(v, (width,)).astype(np.float64) for v in stage.poly.value_range(low, high))
+    if box is None or not (np.all(np.isfinite(box[0])) and np.all(np.isfinite(box[1]))):
+        return None
+    return box
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Encrypted evaluation: every affine stage as a block-diagonal matrix-vector product by the diagonal
 # method with baby-step/giant-step rotations (Halevi and Shoup, "Algorithms in HElib", CRYPTO 2014;
@@ -410,6 +478,9 @@ class _CallableTuple(tuple):
 DEFAULT_KEY_BUDGET = 12 << 30  # bytes: half of a 24 GB machine (the keys share it with weights and ciphertexts)
 
 
+MAX_CLIENT_TEXT = 1 << 16  # characters of a plan's ``client`` text (a crafted plan is refused above it)
+
+
 @dataclass(frozen=True)
 class ModelPlan:
     """What encrypted inference of a model will cost, known before any key exists.
@@ -432,6 +503,7 @@ class ModelPlan:
     bootstrap: BootstrapConfig | None = None  # the bootstrap run before the stages ``bootstraps`` (None: none)
     bootstraps: tuple[int, ...] = ()  # stage indices a bootstrap precedes (``tensor_ops.bootstrap_placement``)
     fit: str | None = None  # hex sha256 of the polynomial activations (``Sequential.activation_fit``), carried too
+    client: str = ""  # what the client computes after decryption (the model's ``postprocess``: softmax, argmax, ...)
 
     def __post_init__(self):
         """Checks a placement of bootstraps (plans without one are not touched): a full-slot config (the
@@ -668,6 +740,8 @@ class ModelPlan:
             lines.append(f"  input layout: im2col patches of the first convolution ({kh}x{kw}, stride {stride}, "
                          f"padding {padding}): the client packs {self.packed_width} slots per sample (pixels "
                          f"duplicated on the client), the server multiplies by the weights along the patches")
+        if self.client:
+            lines.append(f"  run by the client after decryption (not encrypted, not by the server): {self.client}")
         if self.model is not None:
             lines.append(f"  model digest (sha256 of the model, carried by requests and replies): {self.model}")
         if self.fit is not None:
@@ -719,6 +793,8 @@ class ModelPlan:
         if self.bootstraps:
             data["bootstrap"] = {f: getattr(self.bootstrap, f) for f in BootstrapConfig.__dataclass_fields__}
             data["bootstraps"] = list(self.bootstraps)
+        if self.client:
+            data["client"] = self.client
         return data
 
     @classmethod
@@ -750,10 +826,14 @@ class ModelPlan:
             key_steps = data.get("key_steps")
             patches = _patches_field(data.get("patches"))
             check.patches_width(patches, input_shape)
+            client = data.get("client", "")
+            if not isinstance(client, str) or len(client) > MAX_CLIENT_TEXT:
+                raise ParameterError(f"model plan: client={client!r:.80} must be a string of at most "
+                                     f"{MAX_CLIENT_TEXT} characters")
             return cls(check.params, input_shape, output_shape, block, stages, layers, model=model,
                        key_budget=None if key_budget is None else check.integer(key_budget, "key_budget", 0, 1 << 62),
                        key_steps=None if key_steps is None else check.steps(key_steps, "key_steps"),
-                       patches=patches, fit=fit, **_bootstrap_fields(data))
+                       patches=patches, fit=fit, client=client, **_bootstrap_fields(data))
         except (KeyError, TypeError, ValueError, OverflowError) as error:
             if isinstance(error, ParameterError):
                 raise

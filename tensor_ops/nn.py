@@ -865,6 +865,8 @@ class Sequential:
         key = (self.identity(), shape, chosen, key_budget, bootstrap)
         if key not in memo:
             plan = _plan_model(self, shape, params, key_budget, bootstrap)
+            client = "; ".join(p.text() for p in getattr(self, "postprocess", ()) if p.steps)
+            plan = replace(plan, client=client) if client else plan
             memo[key] = plan
             # a plan without bootstraps fits its levels: the same whatever ``bootstrap`` said
             for option in {bootstrap} if plan.bootstraps else {bootstrap, None, False}:
@@ -1089,14 +1091,19 @@ def _activation_layer(node, degree, interval, samples=None) -> "Activation":
         degree = DEFAULT_DEGREES.get(node.function, 4)
     if node.function == "tanh":
         fit = fit_activation("sigmoid", degree, tuple(2.0 * np.asarray(interval, dtype=float)),
-                             samples=None if samples is None else 2.0 * np.asarray(samples, dtype=float))
+                             **_weighted(None if samples is None else 2.0 * np.asarray(samples, dtype=float)))
         coefficients = 2.0 * np.array(fit.coefficients)
         coefficients[0] -= 1.0
         return Activation(PolyActivation("tanh", tuple(coefficients), fit.center / 2.0, fit.radius / 2.0))
     if node.function not in ("relu", "sigmoid", "gelu", "silu", "clip"):
         raise ParameterError(f"activation {node.function} ({node.where()}) has no polynomial form in the "
                              f"encrypted path yet")
-    return Activation(fit_activation(node.function, degree, interval, samples=samples, bounds=node.bounds))
+    return Activation(fit_activation(node.function, degree, interval, bounds=node.bounds, **_weighted(samples)))
+
+
+def _weighted(samples) -> dict:
+    """fit_activation's arguments for a fit weighted by calibration ``samples`` (least squares), or none."""
+    return {} if samples is None else {"samples": samples, "method": "least_squares"}
 
 
 class ActivationRangeWarning(HEWarning):
