@@ -136,7 +136,8 @@ def verify_step(spec, committed: CommittedTensors, proof: TrainingProof) -> Verd
     is one honest SGD step from W; else ProofRejected ("training proof / ...")."""
     with rejecting(TRAINING_KIND):
         _verify_step(spec, committed, proof)
-        return Verdict.measured(TRAINING_KIND, None, soundness_bits, spec, committed, proof)
+        return Verdict.measured(TRAINING_KIND, None, soundness_bits, validate_statement(spec, committed, "spec")[0],
+                                committed, proof)
 
 
 def _verify_step(spec, committed: CommittedTensors, proof: TrainingProof) -> None:

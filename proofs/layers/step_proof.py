@@ -355,8 +355,8 @@ TRAINING_KIND, FORWARD_KIND = "training", "forward"
 def _verdict(kind: str, output, spec, committed_weights, channel, steps: int, mode: str, forward_only: bool):
     """The Verdict of an accepted proof: its soundness (:func:`soundness_bits`) at the statement's parameters."""
     params = channel.params
-    return Verdict.measured(kind, output, soundness_bits, spec, steps, mode, params.hiding, params, forward_only,
-                            len(committed_weights))
+    return Verdict.measured(kind, output, soundness_bits, validate_spec(spec, kind), steps, mode, params.hiding,
+                            params, forward_only, len(committed_weights))
 
 
 def verify_training_steps(spec: TrainingSpec, committed: CommittedSteps, proof: TrainingProof) -> Verdict:

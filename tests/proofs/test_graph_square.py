@@ -67,7 +67,7 @@ def test_square_models_proved_with_public_weights(make, tmp_path):
     net = GraphNetwork(q)
     x = calibration[:2]
     proof = net.prove(x)
-    y = verify_graph(net.commitment.to_bytes(), x, proof.to_bytes())
+    y = verify_graph(net.commitment.to_bytes(), x, proof.to_bytes()).output
     _check_against_onnxruntime(model, graph, q, x, y, calibration)
     items = list(proof.items)
     at = next(i for i, (tag, _) in enumerate(items) if tag == "square")
@@ -91,7 +91,7 @@ def test_square_mlp_proved_with_hidden_weights(tmp_path):
     net = HidingGraphNetwork(q, max_proofs=2)
     x = calibration[:2]
     proof = net.prove(x)
-    y = verify_graph_zk(net.commitment.to_bytes(), x, proof.to_bytes())
+    y = verify_graph_zk(net.commitment.to_bytes(), x, proof.to_bytes()).output
     _check_against_onnxruntime(model, graph, q, x, y, calibration)
     plain = GraphNetwork(q)
     assert np.array_equal(verify_graph(plain.commitment, x, plain.prove(x)), y)

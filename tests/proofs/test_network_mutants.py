@@ -42,11 +42,11 @@ def test_conjectured_refusal_comes_first_and_names_the_model_commitment(conjectu
     bad = _tampered(network, proof)
     with pytest.raises(ProofRejected) as tampered:  # opted in: the tampering itself is caught, in a layer
         verify_network(network.commitment, x, bad, allow_conjectured=True)
-    assert tampered.value.where.startswith("layer")
+    assert tampered.value.where.startswith("MLP inference proof / layer")
     for candidate in (proof, bad):  # not opted in: refused as conjectured before any proof work
         with pytest.raises(ProofRejected, match="did not allow conjectured soundness") as refused:
             verify_network(network.commitment, x, candidate)
-        assert refused.value.where == "model commitment"
+        assert refused.value.where == "MLP inference proof / model commitment"
 
 
 # ------------------------------------------------------------------ the hiding Network verifier (network_zk.verify)

@@ -39,12 +39,13 @@ def test_hiding_basefold_rejections_name_the_hiding_network_proof(basefold_case)
     _, network, x, proof = basefold_case
     none = dataclasses.replace(proof, relations=dataclasses.replace(proof.relations, commitments=()))
     rejected(lambda: verify_network(network.commitment, x, none), "0 proof commitments, expected 1",
-             "hiding network proof")
+             "MLP inference proof / hiding network proof")
     other = network.commitment.weights.copies[0]  # a hiding Basefold commitment of another shape
     assert other.num_vars != proof.relations.commitments[0].num_vars
     bad = dataclasses.replace(proof, relations=dataclasses.replace(proof.relations, commitments=(other,)))
     rejected(lambda: verify_network(network.commitment, x, bad),
-             "the proof store's commitment does not have the statement's shape and parameters", "hiding network proof")
+             "the proof store's commitment does not have the statement's shape and parameters",
+             "MLP inference proof / hiding network proof")
 
 
 @pytest.fixture(scope="module")

@@ -67,8 +67,8 @@ def verifiers():
                                               "training proof"),
             "verify_training_steps": (lambda spec: S.verify_training_steps(spec, steps, ligero_proof),
                                       "training proof"),
-            "verify_training_step (basefold)": (
-                lambda spec: proofs.verify_training_step(spec, basefold, basefold_proof), "basefold training proof")}
+            "verify_training_step (basefold)": (lambda spec: proofs.verify_training_step(spec, basefold, basefold_proof),
+                                                "training proof / Basefold statement")}
 
 
 def test_honest_specs_verify_on_every_verifier(verifiers):
