@@ -197,7 +197,9 @@ def fit_activation(name: str, degree: int, interval=(-4.0, 4.0), method: str = "
         cheb = min(kept, key=lambda c: float(np.max(np.abs(chebyshev.chebval(grid, c) - target(grid)))))
     if key in _UNIT:
         cheb = _kept_within(cheb, *_UNIT[key])
-    coefficients = chebyshev.cheb2poly(cheb)
+    coefficients = np.zeros(int(degree) + 1)  # the chosen degree, even where the top coefficients vanish
+    converted = chebyshev.cheb2poly(cheb)[:int(degree) + 1]
+    coefficients[:len(converted)] = converted
     # an odd or even target leaves rounding dust (~1e-17) where a coefficient is zero; dropping it can
     # save a level (sigmoid at degree 4 is the cubic 0.5 + c1 t + c3 t^3, depth 2)
     coefficients[np.abs(coefficients) < _DUST * np.max(np.abs(coefficients))] = 0.0

@@ -21,6 +21,13 @@ the server side takes the same as its clients). Local ``infer`` runs the plain r
 too and prints a warning when an activation's input leaves its fitted interval. Key generation and evaluation
 show a progress bar on stderr when it is a terminal (``--progress`` / ``--no-progress``).
 Errors print one line naming the problem and exit with status 2.
+
+Right or refused: a plan calibrated on inputs states their range, and ``encrypt`` refuses samples outside it
+(``--clip`` clips them, with a warning naming them); ``decrypt`` and ``remote`` check every output against the
+plan's output range and, for a sample outside it, write nothing and exit with status 3 naming the sample, its
+ciphertext and the samples that share it (all untrusted). Local ``infer`` encrypts only the samples whose plain
+reference keeps every activation input in its interval, writes NaN rows for the others and exits with status 3
+naming them.
 """
 from __future__ import annotations
 
@@ -34,7 +41,7 @@ import numpy as np
 from crypto.ckks.flooding import STATISTICAL_SECURITY
 from crypto.errors import HEError, SerializationError, ShapeError
 from tensor_ops import serve
-from tensor_ops.inference import Client, Server, describe_bytes
+from tensor_ops.inference import Client, OutputRangeError, Server, describe_bytes
 from tensor_ops.model_plan import DEFAULT_KEY_BUDGET, ModelPlan
 from tensor_ops.nn import ActivationRangeWarning, Sequential
 from tensor_ops.cli_args import COMMANDS, SECRET, add_commands, parser  # noqa: F401 (re-exported)
@@ -132,7 +139,11 @@ def _keygen(args):
 def _encrypt(args):
     client = Client.load(args.client)
     x = _load_array(args.input, "--input")
-    request = client.encrypt(x)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        request = client.encrypt(x, clip=bool(getattr(args, "clip", False)))
+    for warning in caught:
+        print(f"warning: {warning.message}", file=sys.stderr)
     pathlib.Path(args.out).write_bytes(request)
     print(f"encrypted input of shape {x.shape} -> {args.out} ({len(request)} bytes)")
 
@@ -160,6 +171,44 @@ def _infer_locally(args):
     model = _load(args, x)
     shape = _shape(args) or model.sample_shape(x)
     _reference_warnings(model, x, shape, args.request)
+    refused = _outside(model, x, shape, _budget(args))
+    if refused.size:
+        single = np.asarray(x).shape == tuple(shape)
+        kept = np.setdiff1d(np.arange(1 if single else len(x)), refused)
+        if not kept.size:
+            raise OutputRangeError(f"refused: samples {refused.tolist()} of {args.request} {_WHY_REFUSED}; nothing to "
+                                   f"compute, nothing written", refused, (), refused)
+        y = np.full((1 if single else len(x),) + tuple(model.output_shape(shape)), np.nan)
+        y[kept] = _infer_encrypted(args, model, shape, np.asarray(x)[kept])
+        np.save(args.out, y[0] if single else y)
+        raise OutputRangeError(f"refused: samples {refused.tolist()} of {args.request} {_WHY_REFUSED}, and encrypted "
+                               f"beside the others could spoil them; the other {kept.size} samples were computed "
+                               f"apart and written to {args.out} (rows of refused samples are NaN)",
+                               refused, (), refused)
+    y = _infer_encrypted(args, model, shape, x)
+    np.save(args.out, y)
+    print(f"client: decrypted output of shape {y.shape} -> {args.out}")
+    print("predicted classes:", np.argmax(y, axis=-1))
+
+
+_WHY_REFUSED = ("leave the model's calibrated ranges (a value outside the plan's input range, or an activation "
+                "input outside its fitted interval in the plain reference): their results would be wrong")
+
+
+def _outside(model, x, shape, budget) -> np.ndarray:
+    """The samples outside the plan's calibrated input range or whose plain reference leaves an activation's
+    interval (none if the model or its plan refuses x: the encrypted path names that problem)."""
+    try:
+        plan = model.plan(shape, key_budget=budget)
+        batch = np.asarray(x, dtype=np.float64)
+        batch = batch[None] if batch.shape == tuple(shape) else batch
+        return np.union1d(model.samples_outside(x, shape), plan.inputs_outside(batch))
+    except HEError:
+        return np.zeros(0, dtype=np.int64)
+
+
+def _infer_encrypted(args, model, shape, x):
+    """Keys, encryption, server evaluation and decryption of x in this process (or on --dask)."""
     budget = _budget(args)
     client = Client(model=model, input_shape=shape, progress=_progress(args, "rotation keys"), key_budget=budget)
     print(client.plan.explain())
@@ -172,9 +221,7 @@ def _infer_locally(args):
         reply = server.evaluate(request, progress=_progress(args, "evaluate"))
         print(f"server: evaluated the encrypted input -> reply {len(reply)} bytes")
         y = client.decrypt(reply)
-    np.save(args.out, y)
-    print(f"client: decrypted output of shape {y.shape} -> {args.out}")
-    print("predicted classes:", np.argmax(y, axis=-1))
+    return y
 
 
 def _reference_warnings(model, x, input_shape, source) -> None:
@@ -263,9 +310,16 @@ _HANDLERS = {"plan": _plan, "keygen": _keygen, "encrypt": _encrypt, "infer": _in
 assert set(_HANDLERS) == set(COMMANDS)
 
 
+#: exit status of a result refused as wrong (``OutputRangeError``: outputs outside the plan's range)
+INVALID_RESULT = 3
+
+
 def _run(args) -> int:
     try:
         return _HANDLERS[args.command](args) or 0
+    except OutputRangeError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return INVALID_RESULT
     except (HEError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -273,7 +327,7 @@ def _run(args) -> int:
 
 def run(args) -> int:
     """Run parsed arguments; library errors print one line and give exit status 2 (a missing extra too, naming
-    its pip command); Ctrl-C prints ``interrupted`` and gives 130 (:func:`hezk.progress.run_command`)."""
+    its pip command), a result refused as wrong (outputs outside the plan's range) status 3; Ctrl-C prints ``interrupted`` and gives 130 (:func:`hezk.progress.run_command`)."""
     return run_command(_run, args)
 
 

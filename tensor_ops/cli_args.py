@@ -87,6 +87,8 @@ _FLOOD_HELP = ("add noise-flooding before decoding: use it for an output that le
                "the secret key; costs about 20 bits of precision")
 _INSECURE_HELP = ("key a --plan whose parameters are below 128 bits (a test ring, a sparse secret outside the cited "
                   "sets); without it such a plan is refused: the server could recover the secret key (tests only)")
+_CLIP_HELP = ("clip samples outside the plan's calibrated input range into it (with a warning naming them) "
+              "instead of refusing them")
 _MEASURE_HELP = ("time the homomorphic operations on this machine (about a second) for the plan's time estimate, "
                  "instead of the built-in times of the development machine")
 
@@ -111,6 +113,8 @@ def add_commands(commands, only=None) -> None:
             command.add_argument("--measure", action="store_true", help=_MEASURE_HELP)
         if name == "decrypt":
             command.add_argument("--flood", action="store_true", help=_FLOOD_HELP)
+        if name == "encrypt":
+            command.add_argument("--clip", action="store_true", help=_CLIP_HELP)
         if name == "keygen":
             command.add_argument("--insecure", action="store_true", help=_INSECURE_HELP)
         if name in _PROGRESS_COMMANDS:

@@ -21,6 +21,7 @@ import contextlib
 import math
 import os
 import threading
+import warnings
 from collections import OrderedDict
 
 import numpy as np
@@ -29,8 +30,8 @@ import hezk.record
 from hezk.record import RecordError
 from crypto.ckks.flooding import STATISTICAL_SECURITY
 from crypto.context import CKKSContext, as_parameters, check_value_bound
-from crypto.errors import (ContextMismatchError, KeyMissingError, LevelError, ParameterError, SerializationError,
-                           ShapeError)
+from crypto.errors import (ContextMismatchError, HEError, HEWarning, KeyMissingError, LevelError, ParameterError,
+                           SerializationError, ShapeError)
 from crypto.ckks.linear import bsgs_sum
 from crypto.rlwe import Ciphertext
 from tensor_ops.model_plan import (DEFAULT_KEY_BUDGET, ActivationStage, ModelPlan, batch_of, pack_samples,
@@ -346,6 +347,86 @@ def require_secure(params, what: str, opt_in: str) -> None:
                              f"them (tests only)")
 
 
+class InputRangeError(ParameterError):
+    """Samples outside the plan's calibrated input range (``ModelPlan.input_range``), refused by
+    ``Client.encrypt``; ``samples``: their indices in the batch."""
+
+    def __init__(self, message: str, samples=()):
+        super().__init__(message)
+        self.samples = tuple(int(i) for i in samples)
+
+
+class InputRangeWarning(HEWarning):
+    """``Client.encrypt(..., clip=True)`` clipped samples into the plan's calibrated input range."""
+
+
+class OutputRangeError(HEError):
+    """A decrypted reply whose samples leave the plan's output range (``ModelPlan.output_range`` +- its margin,
+    or not finite): an activation input left its interval there. ``invalid``: those samples' indices;
+    ``ciphertexts``: the ciphertexts that hold them; ``untrusted``: every sample of those ciphertexts (a
+    polynomial far outside its interval can exceed the ciphertext's modulus, which corrupts every slot, so no
+    sample of such a ciphertext is trusted); ``outputs``: the decrypted values as they came (untrusted rows
+    included), for inspection only."""
+
+    def __init__(self, message: str, invalid=(), ciphertexts=(), untrusted=(), outputs=None):
+        super().__init__(message)
+        self.invalid, self.ciphertexts = tuple(int(i) for i in invalid), tuple(int(i) for i in ciphertexts)
+        self.untrusted, self.outputs = tuple(int(i) for i in untrusted), outputs
+
+
+def _indices(indices, limit: int = 20) -> str:
+    """Sample indices for a message: the first ``limit`` of them, and how many in all."""
+    indices = [int(i) for i in indices]
+    text = ", ".join(map(str, indices[:limit]))
+    return f"[{text}{', ...' if len(indices) > limit else ''}]" + (f" ({len(indices)} in all)"
+                                                                  if len(indices) > limit else "")
+
+
+def _checked_inputs(plan, batch, clip: bool):
+    """``batch`` when every value lies in the plan's calibrated input range; clipped into it with an
+    InputRangeWarning naming the samples when ``clip``; else InputRangeError naming them and the range."""
+    outside = plan.inputs_outside(batch)
+    if not outside.size:
+        return batch
+    low, high = plan.input_range
+    flat = batch[outside].reshape(len(outside), -1)
+    reach = (float(flat.min()), float(flat.max()))
+    what = (f"samples {_indices(outside)} have values in [{reach[0]:.4g}, {reach[1]:.4g}], outside the plan's "
+            f"calibrated input range [{low:.6g}, {high:.6g}]")
+    if clip:
+        warnings.warn(InputRangeWarning(f"{what}: clipped into it (their results are the model's on the clipped "
+                                        f"inputs)"), stacklevel=3)
+        return np.clip(batch, low, high)
+    raise InputRangeError(f"{what}: refused (the model's activations were fitted for the calibrated inputs; far "
+                          f"outside them a polynomial gives garbage and can spoil every sample of its "
+                          f"ciphertext); pass clip=True (hezk encrypt --clip) to clip them, or calibrate on "
+                          f"inputs like them", outside)
+
+
+def _checked_outputs(plan, out, per_ciphertext: int):
+    """OutputRangeError when a decrypted sample leaves the plan's output range (``OutputRangeError``)."""
+    invalid = plan.outputs_outside(out)
+    if not invalid.size:
+        return
+    ciphertexts = np.unique(invalid // per_ciphertext)
+    untrusted = np.flatnonzero(np.isin(np.arange(len(out)) // per_ciphertext, ciphertexts))
+    others = np.setdiff1d(untrusted, invalid)
+    flat = np.asarray(out, dtype=np.float64).reshape(len(out), -1)[invalid]
+    with np.errstate(invalid="ignore"):
+        reach = (float(np.nanmin(flat)) if np.isfinite(flat).any() else math.nan,
+                 float(np.nanmax(flat)) if np.isfinite(flat).any() else math.nan)
+    low, high = min(plan.output_range[0]), max(plan.output_range[1])
+    spread = (f"; samples {_indices(others)} share the ciphertext" if others.size else "")
+    raise OutputRangeError(
+        f"invalid result: samples {_indices(invalid)} decrypt to values in [{reach[0]:.4g}, {reach[1]:.4g}], "
+        f"outside the plan's output range (overall [{low:.6g}, {high:.6g}], +- margin {plan.output_margin:.3g}): "
+        f"an activation input left its fitted interval there, so the whole ciphertext{'s' * (len(ciphertexts) > 1)} "
+        f"{_indices(ciphertexts)} holding them {'are' if len(ciphertexts) > 1 else 'is'} untrustworthy (a polynomial "
+        f"far outside its interval can overflow the ciphertext's modulus and corrupt every slot){spread}; "
+        f"encrypt those samples apart, clip them (hezk encrypt --clip), or calibrate on inputs like them",
+        invalid, ciphertexts, untrusted, out)
+
+
 def _as_plan(plan) -> ModelPlan:
     if isinstance(plan, ModelPlan):
         return plan
@@ -463,9 +544,13 @@ class Client:
         return {"public_context_bytes": self.key_bytes, "rotation_keys": len(steps), "rotations": steps,
                 "security": self.params.security, "security_bits": self.params.security_bits}
 
-    def encrypt(self, x, input_shape=None, level=None) -> bytes:
+    def encrypt(self, x, input_shape=None, level=None, *, clip: bool = False) -> bytes:
         """A request: x (one sample or a batch along axis 0) packed and encrypted, at ``level`` (default: the
-        plan's input level, or the top level when the model is unknown)."""
+        plan's input level, or the top level when the model is unknown). A plan with a calibrated input range
+        (``ModelPlan.input_range``) refuses samples with a value outside it (InputRangeError naming them and the
+        range) or, with ``clip=True``, clips them into it and warns (InputRangeWarning naming them)."""
+        if not isinstance(clip, bool):
+            raise ParameterError(f"clip={clip!r} must be True or False")
         x = _numeric(x)
         if self.plan is not None:
             shape, block, default_level = self.plan.input_shape, self.plan.block, self.plan.input_level
@@ -476,6 +561,8 @@ class Client:
         if isinstance(level, bool) or not isinstance(level, (int, np.integer)) or not 0 <= level <= self.params.max_level:
             raise ParameterError(f"level={level!r} must be an integer in [0, max_level={self.params.max_level}]")
         batch, single = batch_of(x, shape)
+        if self.plan is not None and self.plan.input_range is not None:
+            batch = _checked_inputs(self.plan, batch, clip)
         check_value_bound(self.params, batch, name="input x")
         patches = self.plan is not None and self.plan.patches is not None
         vectors = self.plan.pack(batch) if patches else pack_samples(batch, shape, block, self.params.slots)
@@ -489,23 +576,32 @@ class Client:
         return pack_message("request", header, cts)
 
     def decrypt(self, reply, flood_bits=None, *, statistical_security: int = STATISTICAL_SECURITY,
-                queries: int | None = None) -> np.ndarray:
+                queries: int | None = None, check: bool = True) -> np.ndarray:
         """The model's outputs from a reply: (samples, *output_shape), or output_shape for a single sample.
+
+        Checked (``check=True``, the default) against the plan's output range (``ModelPlan.output_range``, the
+        bound every sample meets while its activation inputs stay in their intervals, +- ``output_margin``): a
+        sample outside it (or not finite) raises OutputRangeError naming it, its ciphertext and the other
+        samples of that ciphertext (all untrusted: one sample far outside can corrupt the whole ciphertext);
+        ``check=False`` returns the values unchecked.
 
         Exact by default: for this client's own use. Outputs that will be SHARED (sent to the server or anyone
         holding the reply) must be flooded, else they reveal the secret key: ``flood_bits="auto"`` (or a
         number), or ``decrypt_shared``, which also reports the precision left (``CKKSContext.decrypt_flooded``)."""
-        return self._decrypt(reply, flood_bits, statistical_security, queries)[0]
+        return self._decrypt(reply, flood_bits, statistical_security, queries, check)[0]
 
     def decrypt_shared(self, reply, flood_bits="auto", *, statistical_security: int = STATISTICAL_SECURITY,
-                       queries: int | None = None) -> tuple[np.ndarray, float]:
+                       queries: int | None = None, check: bool = True) -> tuple[np.ndarray, float]:
         """(outputs, bits of precision left) of a noise-flooded decryption, safe to hand to another party
         (IND-CPA-D, ``crypto.ckks.flooding``): each ciphertext's flood is sized from its own noise (read from
         its imaginary slots) plus ``statistical_security`` bits, for ``queries`` decryptions seen together
-        (default: the reply's ciphertexts). The precision is the worst ciphertext's ``precision_bits``."""
-        return self._decrypt(reply, flood_bits, statistical_security, queries)
+        (default: the reply's ciphertexts). The precision is the worst ciphertext's ``precision_bits``. Checked
+        like ``decrypt``."""
+        return self._decrypt(reply, flood_bits, statistical_security, queries, check)
 
-    def _decrypt(self, reply, flood_bits, statistical_security, queries) -> tuple[np.ndarray, float]:
+    def _decrypt(self, reply, flood_bits, statistical_security, queries, check=True) -> tuple[np.ndarray, float]:
+        if not isinstance(check, bool):
+            raise ParameterError(f"check={check!r} must be True or False")
         header, blobs = unpack_message(reply, "reply", max_ciphertexts=1 << 20)
         _check_key(header, self.key_id)
         block, samples, output_shape = _layout(header, len(blobs), self.params.slots, "output_shape")
@@ -528,6 +624,8 @@ class Client:
                     f"(the flood costs about {statistical_security // 2 + 4} bits): plan the client at scale 2^50 "
                     f"(params=choose_parameters(depth, log_scale=50)) to share outputs")
         out = unpack_samples(vectors, samples, output_shape, block, self.params.slots)
+        if check and self.plan is not None:
+            _checked_outputs(self.plan, out, self.params.slots // block)
         return (out[0] if header.get("single") else out), precision
 
 

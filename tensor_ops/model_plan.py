@@ -110,7 +110,7 @@ class ActivationFit:
         low, high = self.interval
         on_data = ("" if self.calibration_error is None else
                    f", {self.calibration_error:.3g} on the calibration data")
-        return (f"stage {self.stage}: {self.name} of degree {self.degree} fitted by minimax on [{low:.4g}, "
+        return (f"stage {self.stage}: {self.name} of degree {self.degree} fitted on [{low:.4g}, "
                 f"{high:.4g}]: max error {self.max_error:.3g} on the interval{on_data}")
 
 
@@ -154,7 +154,12 @@ def value_bounds(stages, n_in: int, input_range=None):
         else:
             low, high = (-1.0, 1.0) if box is None else (np.clip(box[0], -1.0, 1.0), np.clip(box[1], -1.0, 1.0))
             low, high = np.minimum(low, high), np.maximum(low, high)
-            box = tuple(np.broadcast_to(v, (width,)).astype(np.float64) for v in stage.poly.value_range(low, high))
+            ranger = getattr(stage.poly, "value_range", None)
+            if ranger is None:  # a composite (``CompositeRelu``): its range on a fine grid of the whole interval
+                values = np.asarray(stage.poly.evaluate(np.linspace(-1.0, 1.0, 8193)), dtype=np.float64)
+                spare = 1e-6 * max(1.0, float(np.ptp(values)))
+                ranger = lambda low, high, v=values, e=spare: (v.min() - e, v.max() + e)  # noqa: E731
+            box = tuple(np.broadcast_to(v, (width,)).astype(np.float64) for v in ranger(low, high))
     if box is None or not (np.all(np.isfinite(box[0])) and np.all(np.isfinite(box[1]))):
         return None
     return box
@@ -504,6 +509,13 @@ class ModelPlan:
     bootstraps: tuple[int, ...] = ()  # stage indices a bootstrap precedes (``tensor_ops.bootstrap_placement``)
     fit: str | None = None  # hex sha256 of the polynomial activations (``Sequential.activation_fit``), carried too
     client: str = ""  # what the client computes after decryption (the model's ``postprocess``: softmax, argmax, ...)
+    # the ranges the client checks (``Client.encrypt`` / ``decrypt``): inputs (low, high) of every value, from the
+    # calibration data (None: not calibrated); outputs per value (lows, highs) that every sample whose activation
+    # inputs stay in their intervals meets (``value_bounds``), widened by ``output_margin`` on each side
+    input_range: tuple[float, float] | None = None
+    output_range: tuple[tuple[float, ...], tuple[float, ...]] | None = None
+    output_margin: float = 0.0
+    activation_fits: tuple[ActivationFit, ...] = ()  # each polynomial activation's interval and errors
 
     def __post_init__(self):
         """Checks a placement of bootstraps (plans without one are not touched): a full-slot config (the
@@ -740,6 +752,7 @@ class ModelPlan:
             lines.append(f"  input layout: im2col patches of the first convolution ({kh}x{kw}, stride {stride}, "
                          f"padding {padding}): the client packs {self.packed_width} slots per sample (pixels "
                          f"duplicated on the client), the server multiplies by the weights along the patches")
+        lines += self._explain_ranges()
         if self.client:
             lines.append(f"  run by the client after decryption (not encrypted, not by the server): {self.client}")
         if self.model is not None:
@@ -778,6 +791,21 @@ class ModelPlan:
 
     __str__ = explain
 
+    def _explain_ranges(self) -> list[str]:
+        lines = []
+        if self.activation_fits:
+            lines.append("  activations (each polynomial's error against its function):")
+            lines += [f"    {fit.describe()}" for fit in self.activation_fits]
+        if self.input_range is not None:
+            lines.append(f"  calibrated input range: every input value in [{self.input_range[0]:.6g}, "
+                         f"{self.input_range[1]:.6g}] (the client refuses others, or clips them when asked)")
+        if self.output_range is not None:
+            low, high = min(self.output_range[0]), max(self.output_range[1])
+            lines.append(f"  output range: every output in its bound (overall [{low:.6g}, {high:.6g}]) while the "
+                         f"activation inputs stay in their intervals, +- a margin of {self.output_margin:.3g}; the "
+                         f"client refuses a decrypted sample outside it and every sample of its ciphertext")
+        return lines
+
     def to_dict(self) -> dict:
         """Public, JSON-serialisable description (what a client needs to make keys and pack inputs); the keys
         "bootstrap" (the config) and "bootstraps" (stage indices) only when the plan bootstraps."""
@@ -795,6 +823,13 @@ class ModelPlan:
             data["bootstraps"] = list(self.bootstraps)
         if self.client:
             data["client"] = self.client
+        if self.input_range is not None:
+            data["input_range"] = list(self.input_range)
+        if self.output_range is not None:
+            data["output_range"] = {"low": list(self.output_range[0]), "high": list(self.output_range[1]),
+                                    "margin": self.output_margin}
+        if self.activation_fits:
+            data["activation_fits"] = [dict(vars(fit), interval=list(fit.interval)) for fit in self.activation_fits]
         return data
 
     @classmethod
@@ -833,7 +868,8 @@ class ModelPlan:
             return cls(check.params, input_shape, output_shape, block, stages, layers, model=model,
                        key_budget=None if key_budget is None else check.integer(key_budget, "key_budget", 0, 1 << 62),
                        key_steps=None if key_steps is None else check.steps(key_steps, "key_steps"),
-                       patches=patches, fit=fit, client=client, **_bootstrap_fields(data))
+                       patches=patches, fit=fit, client=client, **_bootstrap_fields(data),
+                       **check.ranges(data, math.prod(output_shape), len(stages)))
         except (KeyError, TypeError, ValueError, OverflowError) as error:
             if isinstance(error, ParameterError):
                 raise
@@ -889,6 +925,30 @@ class ModelPlan:
 
     def ciphertexts_for(self, count: int) -> int:
         return -(-int(count) // self.batch)
+
+    # -- the calibrated ranges --------------------------------------------------------------------------------
+    def inputs_outside(self, batch) -> np.ndarray:
+        """Indices of the samples of ``batch`` (samples, *input_shape) with a value outside ``input_range``
+        (none without one)."""
+        batch = np.asarray(batch, dtype=np.float64)
+        if self.input_range is None or not len(batch):
+            return np.zeros(0, dtype=np.int64)
+        low, high = self.input_range
+        flat = batch.reshape(len(batch), -1)
+        return np.flatnonzero(np.any((flat < low) | (flat > high), axis=1))
+
+    def outputs_outside(self, outputs) -> np.ndarray:
+        """Indices of the samples of ``outputs`` (samples, *output_shape) with a value outside ``output_range``
+        widened by ``output_margin`` (or not finite); none without an output range."""
+        outputs = np.asarray(outputs, dtype=np.float64)
+        flat = outputs.reshape(len(outputs), -1)
+        bad = ~np.all(np.isfinite(flat), axis=1)
+        if self.output_range is not None:
+            low = np.asarray(self.output_range[0]) - self.output_margin
+            high = np.asarray(self.output_range[1]) + self.output_margin
+            with np.errstate(invalid="ignore"):
+                bad |= np.any((flat < low) | (flat > high), axis=1)
+        return np.flatnonzero(bad)
 
 
 def batch_of(x, sample_shape):
@@ -1017,6 +1077,58 @@ class _PlanFields:
                              self.text(layer["einsum"], f"{what}.einsum"),
                              lowering=self.text(layer.get("lowering"), f"{what}.lowering", optional=True),
                              **{name: self.number(layer.get(name), f"{what}.{name}") for name in costs})
+
+    @staticmethod
+    def real(value, what: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ParameterError(f"model plan: {what}={value!r:.80} must be a finite number")
+        return float(value)
+
+    def interval(self, value, what: str) -> tuple[float, float]:
+        if not isinstance(value, (list, tuple)) or len(value) != 2:
+            raise ParameterError(f"model plan: {what}={value!r:.80} must be a pair [low, high]")
+        low, high = self.real(value[0], f"{what}[0]"), self.real(value[1], f"{what}[1]")
+        if low > high:
+            raise ParameterError(f"model plan: {what}=[{low}, {high}] must have low <= high")
+        return low, high
+
+    def ranges(self, data: dict, n_out: int, stages: int) -> dict:
+        """The optional ``input_range``, ``output_range`` ({low, high: one number per output value, margin})
+        and ``activation_fits`` of a plan (absent in plans written before them: no checks then)."""
+        fields = {}
+        if data.get("input_range") is not None:
+            fields["input_range"] = self.interval(data["input_range"], "input_range")
+        if data.get("output_range") is not None:
+            out = self.entry(data["output_range"], "output_range", ("low", "high", "margin"), ())
+            bounds = []
+            for side in ("low", "high"):
+                values = out[side]
+                if not isinstance(values, list) or len(values) != n_out:
+                    raise ParameterError(f"model plan: output_range.{side} must be a list of {n_out} numbers (one "
+                                         f"per output value)")
+                bounds.append(tuple(self.real(v, f"output_range.{side}[{i}]") for i, v in enumerate(values)))
+            if any(lo > hi for lo, hi in zip(*bounds)):
+                raise ParameterError("model plan: output_range must have low <= high for every output value")
+            margin = self.real(out["margin"], "output_range.margin")
+            if margin < 0:
+                raise ParameterError(f"model plan: output_range.margin={margin} must be >= 0")
+            fields.update(output_range=tuple(bounds), output_margin=margin)
+        fits = data.get("activation_fits")
+        if fits is not None:
+            if not isinstance(fits, list) or len(fits) > stages:
+                raise ParameterError(f"model plan: activation_fits must be a list of at most {stages} entries")
+            fields["activation_fits"] = tuple(self.activation_fit(f, f"activation_fits[{i}]", stages)
+                                              for i, f in enumerate(fits))
+        return fields
+
+    def activation_fit(self, value, what: str, stages: int) -> ActivationFit:
+        fit = self.entry(value, what, ("stage", "name", "degree", "interval", "max_error"), ("calibration_error",))
+        return ActivationFit(self.integer(fit["stage"], f"{what}.stage", 0, max(stages - 1, 0)),
+                             self.text(fit["name"], f"{what}.name")[:64],
+                             self.integer(fit["degree"], f"{what}.degree", 0, 1 << 10),
+                             self.interval(fit["interval"], f"{what}.interval"),
+                             self.real(fit["max_error"], f"{what}.max_error"),
+                             self.number(fit.get("calibration_error"), f"{what}.calibration_error"))
 
     def patches_width(self, patches, input_shape) -> None:
         """An im2col packing fits one ciphertext's slots (checked before any gather is built)."""

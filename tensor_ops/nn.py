@@ -37,8 +37,9 @@ from tensor_ops.activations import (MAX_DEGREE, SIGN_DEGREES, CompositeRelu, Pol
 from tensor_ops.backends import PlainBackend
 from tensor_ops.bootstrap_placement import cached_bootstrap_plan, place_for_model_plan
 from tensor_ops.lowering import lower_layers
-from tensor_ops.model_plan import (DEFAULT_KEY_BUDGET, ActivationStage, AffineStage, ForkStage, JoinStage, ModelPlan,
-                                   StagePlan, choose_parameters, stage_plans)
+from tensor_ops.model_plan import (DEFAULT_KEY_BUDGET, OUTPUT_MARGIN, ActivationFit, ActivationStage, AffineStage,
+                                   ForkStage, JoinStage, ModelPlan, StagePlan, choose_parameters, stage_plans,
+                                   value_bounds)
 from tensor_ops.packing import (SparseMap, conv_sparse, input_layout, packed_stages, pool_sparse, probe_sparse,
                                 walk_layers)
 from tensor_ops.tensor import CipherTensor, encrypt as tensor_encrypt
@@ -375,7 +376,7 @@ def Square() -> Activation:  # noqa: N802 (a layer constructor, named like the o
     return Activation(square())
 
 
-def Poly(name: str = "relu", degree: int = 4, interval=(-4.0, 4.0), method: str = "chebyshev") -> Activation:  # noqa: N802
+def Poly(name: str = "relu", degree: int = 4, interval=(-4.0, 4.0), method: str = "minimax") -> Activation:  # noqa: N802
     """A polynomial of ``degree`` fitted to relu / gelu / silu / sigmoid on ``interval``."""
     return Activation(fit_activation(name, degree, interval, method))
 
@@ -516,6 +517,8 @@ class Sequential:
 
     digest = None  # the sha256 identity of the model description it was lowered from (hezk.model), if any
     calibration_report = None  # (mean, max) error against the float model on the calibration inputs, if any
+    input_range = None  # (low, high) of the calibration inputs' values, widened (``input_range``), if calibrated
+    calibration_errors = None  # {Activation layer: max error on the values its input took on calibration data}
 
     def __init__(self, layers, input_shape=None):
         layers = tuple(layers)
@@ -695,18 +698,39 @@ class Sequential:
             return self.forward_tensor(x, input_shape)
         shape = self._resolve(input_shape if input_shape is not None else self.sample_shape(x))
         flat, single = self._flat_batch(x, shape)
+        flat = self._run_stages(flat, shape, _warn_outside)
+        out = flat.reshape(flat.shape[0], *self.output_shape(shape))
+        return out[0] if single else out
+
+    def _run_stages(self, flat, shape, on_activation):
+        """The compiled stages on flattened samples; ``on_activation(poly, t)`` sees each fitted activation's
+        normalised input t (samples, values) first."""
         kept = []
         for stage in self.stages(shape):
             if isinstance(stage, ActivationStage) and stage.poly.name != "square" and flat.size:
-                _warn_outside(stage.poly, flat)
+                on_activation(stage.poly, flat)
             if isinstance(stage, ForkStage):
                 kept.append(flat)
             elif isinstance(stage, JoinStage):
                 flat = flat + stage.apply(kept.pop())
             else:
                 flat = stage.apply(flat)
-        out = flat.reshape(flat.shape[0], *self.output_shape(shape))
-        return out[0] if single else out
+        return flat
+
+    def samples_outside(self, x, input_shape=None) -> np.ndarray:
+        """Indices of the samples of x (one sample or a batch) whose plain reference takes an activation's input
+        outside the interval its polynomial was fitted on (|t| > 1): their results are wrong, and encrypted
+        beside others, a polynomial far outside its interval can exceed the ciphertext's modulus and spoil every
+        sample of the ciphertext. Encrypt them apart (or not at all)."""
+        shape = self._resolve(input_shape if input_shape is not None else self.sample_shape(x))
+        flat, _ = self._flat_batch(x, shape)
+        outside = np.zeros(len(flat), dtype=bool)
+
+        def note(poly, t):
+            outside[:] |= ~np.all(np.abs(t) <= 1.0 + 1e-9, axis=1)
+
+        self._run_stages(flat, shape, note)
+        return np.flatnonzero(outside)
 
     __call__ = forward
 
@@ -1083,22 +1107,22 @@ degree 4 takes (ceil(log2(degree + 1))) with a better fit (digits relu MLP: argm
 
 def _activation_layer(node, degree, interval, samples=None) -> "Activation":
     """square exactly; tanh(x) = 2 sigmoid(2 x) - 1 from the sigmoid fit on twice the interval (the same t);
-    relu, sigmoid, gelu, silu fitted by ``Poly``; ``degree`` None takes ``DEFAULT_DEGREES``; ``samples``
-    (the values the input takes on calibration data) weight the fit by where the data lies."""
+    relu, sigmoid, gelu, silu fitted by ``Poly`` (minimax on ``interval``, the calibrated one where there is
+    calibration data: the largest error, which the plan states, is the smallest there); ``degree`` None takes
+    ``DEFAULT_DEGREES``; ``samples`` (the values the input takes on calibration data) are not used by the fit."""
     if node.function == "square":
         return Square()
     if degree is None:
         degree = DEFAULT_DEGREES.get(node.function, 4)
     if node.function == "tanh":
-        fit = fit_activation("sigmoid", degree, tuple(2.0 * np.asarray(interval, dtype=float)),
-                             **_weighted(None if samples is None else 2.0 * np.asarray(samples, dtype=float)))
+        fit = fit_activation("sigmoid", degree, tuple(2.0 * np.asarray(interval, dtype=float)))
         coefficients = 2.0 * np.array(fit.coefficients)
         coefficients[0] -= 1.0
         return Activation(PolyActivation("tanh", tuple(coefficients), fit.center / 2.0, fit.radius / 2.0))
     if node.function not in ("relu", "sigmoid", "gelu", "silu", "clip"):
         raise ParameterError(f"activation {node.function} ({node.where()}) has no polynomial form in the "
                              f"encrypted path yet")
-    return Activation(fit_activation(node.function, degree, interval, bounds=node.bounds, **_weighted(samples)))
+    return Activation(fit_activation(node.function, degree, interval, bounds=node.bounds))
 
 
 def _weighted(samples) -> dict:
@@ -1120,7 +1144,7 @@ def _warn_outside(poly, t):
         warnings.warn(ActivationRangeWarning(
             f"activation {poly.name}: inputs reach [{reach[0]:.4g}, {reach[1]:.4g}], outside the fitted interval "
             f"[{low:.4g}, {high:.4g}]; calibrate on representative inputs (Sequential.load(..., calibration=x), "
-            f"--calibration x.npy)"), stacklevel=3)
+            f"--calibration x.npy)"), stacklevel=4)
 
 
 def calibrate(graph, x, margin: float = 0.05) -> dict:
@@ -1256,6 +1280,7 @@ def from_graph(graph, *, degree: int | None = None, interval=(-4.0, 4.0), calibr
     ``model.postprocess`` and printed by the plan, never evaluated here."""
     seen = {} if calibration is None else activation_inputs(graph, calibration)
     ranges = _ranges(seen)
+    calibration_errors = {}  # activation layer -> max |p - f| on the values its input took on the calibration data
     chains = {graph.input: ()}  # tensor -> the layers that compute it from the model input
     for node in graph.nodes:
         missing = [name for name in node.inputs if name not in chains]
@@ -1272,7 +1297,9 @@ def from_graph(graph, *, degree: int | None = None, interval=(-4.0, 4.0), calibr
                                  f"path yet: it reads {node.inputs}")
         chain, shape = chains[node.inputs[0]], graph.shape_of(node.inputs[0])
         if node.kind == "activation":
-            chain += (_activation_layer(node, degree, ranges.get(node.name, interval), seen.get(node.name)),)
+            chain += (_activation_layer(node, degree, ranges.get(node.name, interval)),)
+            if node.name in seen:
+                calibration_errors[chain[-1]] = chain[-1].poly.error_on(seen[node.name])
         elif node.kind == "maxpool":
             chain += _maxpool_layers(node, shape, seen.get(node.name), interval, sign_degrees)
         else:
@@ -1289,7 +1316,44 @@ def from_graph(graph, *, degree: int | None = None, interval=(-4.0, 4.0), calibr
     model = Sequential(layers, graph.input_shape)
     model.digest = graph.digest()
     model.postprocess = graph.postprocess
+    if calibration is not None:
+        model.input_range = input_range(calibration)
+        model.calibration_errors = calibration_errors
     return model
+
+
+def input_range(x, margin: float = 0.05) -> tuple[float, float]:
+    """(low, high): the range of every value of the calibration inputs x, widened by ``margin`` of its width on
+    each side (as the activations' ranges, ``calibrate``): the inputs a calibrated plan accepts."""
+    (low, high), = _ranges({"x": np.asarray(x, dtype=np.float64)}, margin).values()
+    return low, high
+
+
+def _plan_ranges(model, input_shape, plan) -> dict:
+    """The plan's checked ranges (``ModelPlan.input_range`` / ``output_range`` / ``activation_fits``): the
+    calibrated input range, if any; the output bound of every sample whose activation inputs stay in their
+    intervals (``value_bounds`` over the compiled stages) widened by ``OUTPUT_MARGIN`` of the widest output's
+    range (at least 1); each polynomial activation's interval and its errors on it and on the calibration data."""
+    stages, stage_of_layer = model.compile(input_shape)
+    errors = model.calibration_errors or {}
+    layers = {stage_of_layer[i]: layer for i, layer in enumerate(model.plan_layers) if isinstance(layer, Activation)}
+    compiled = [i for i, stage in enumerate(stages) if isinstance(stage, ActivationStage)]
+    planned = [i for i, stage in enumerate(plan.stages) if stage.kind == "activation"]
+    fits = []
+    if len(compiled) == len(planned):  # the packed stages keep the activations, in order
+        for index, planned_index in zip(compiled, planned):
+            layer = layers.get(index)
+            if layer is not None and layer.poly.name != "square":
+                fits.append(ActivationFit(planned_index, layer.poly.name, int(layer.poly.degree),
+                                          tuple(float(v) for v in layer.interval), layer.max_error(),
+                                          errors.get(layer)))
+    bound = value_bounds(stages, math.prod(input_shape), model.input_range)
+    ranges = {"input_range": model.input_range, "activation_fits": tuple(fits)}
+    if bound is not None:
+        widest = float(np.max(bound[1] - bound[0])) if bound[0].size else 0.0
+        ranges.update(output_range=(tuple(bound[0].tolist()), tuple(bound[1].tolist())),
+                      output_margin=OUTPUT_MARGIN * max(1.0, widest))
+    return ranges
 
 
 def load_model(path) -> "Sequential":
@@ -1433,7 +1497,7 @@ def _plan_model(model, input_shape, params, key_budget=None, bootstrap=None):
                            dense_plan_cost=per_choice.get((i, "dense")),
                            patches_plan_cost=per_choice.get((i, "patches"))) if i in choices else layer
                    for i, layer in enumerate(layers))
-    return replace(plan, layers=layers)
+    return replace(plan, layers=layers, **_plan_ranges(model, input_shape, plan))
 
 
 def _lowering_params(model, input_shape):
