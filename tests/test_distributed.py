@@ -86,9 +86,10 @@ def test_batch_proving_on_dask(proof_layers, threads_cluster):
     x = np.random.default_rng(3).uniform(-1, 1, (3, 16))
     proofs = prove_batch(network, x, dask=threads_cluster)
     assert sorted(p.relations.copy for p in proofs) == [0, 1, 2] and network.proofs_left == 1
-    outputs = verify_batch(network.commitment, x, proofs, dask=threads_cluster)
-    for i, output in enumerate(outputs):
-        np.testing.assert_array_equal(output, network.verify(x[i:i + 1], proofs[i]))
+    verdict = verify_batch(network.commitment, x, proofs, dask=threads_cluster)
+    assert verdict and verdict.kind == "MLP inference batch" and verdict.output.shape[0] == 3
+    for i, part in enumerate(verdict.parts):
+        np.testing.assert_array_equal(part.output, network.verify(x[i:i + 1], proofs[i]).output)
     with pytest.raises(ProofRejected, match=r"proofs \[0\] rejected"):
         verify_batch(network.commitment, x[[1, 1, 2]], proofs, dask=threads_cluster)
     with pytest.raises(ModelError, match="2 unused copies"):
@@ -101,7 +102,7 @@ def test_plain_batch_proving_in_process(proof_layers):
     x = np.random.default_rng(4).uniform(-1, 1, (4, 16))
     proofs = prove_batch(network, x, per_proof=2)
     assert [p.to_bytes() for p in proofs] == [network.prove(x[:2]).to_bytes(), network.prove(x[2:]).to_bytes()]
-    assert len(verify_batch(network.commitment, x, proofs, per_proof=2)) == 2
+    assert len(verify_batch(network.commitment, x, proofs, per_proof=2).parts) == 2
 
 
 def test_without_distributed_the_same_tasks_run_in_process(monkeypatch, model, client, requests, single_process):
