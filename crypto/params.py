@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .errors import ParameterError, SerializationError
-from .modarith import MAX_MODULUS_BITS, ntt_primes_of_bits
+from .modarith import MAX_MODULUS_BITS, is_prime_u31, ntt_primes_of_bits
 from .record import field as record_field, pack, unpack
 
 #: log2(n) -> the largest log2(QP) at 128-bit classical security, uniform ternary secret (sources above:
@@ -414,6 +414,17 @@ def _check_int(name, value, lo, hi) -> int:
     return value
 
 
+def _primes_just_above(bits: int, n: int, used, count: int) -> list[int]:
+    """Up to ``count`` primes q ≡ 1 (mod 2n) just above 2^bits (smallest first), not in ``used``."""
+    step, found = 2 * n, []
+    q = (2 ** bits // step + 1) * step + 1
+    while q < 2 ** min(bits + 1, MAX_MODULUS_BITS) and len(found) < count:
+        if q not in used and is_prime_u31(q):
+            found.append(q)
+        q += step
+    return found
+
+
 def _pick_level(sizes, log_target, n, used, name) -> tuple[int, ...]:
     """Distinct primes of the given bit sizes (largest unused first); with ``log_target``, the last two
     are chosen as the pair whose product brings the level's product nearest 2^log_target."""
@@ -430,7 +441,13 @@ def _pick_level(sizes, log_target, n, used, name) -> tuple[int, ...]:
         used.add(chosen[-1])
     if free:
         rest = log_target - sum(math.log2(q) for q in chosen)
-        lasts = np.array(pool(sizes[-1], 4096), dtype=np.float64)
+        candidates = pool(sizes[-1], 4096)
+        if free == 1 and rest > sizes[-1] and sizes[-1] < MAX_MODULUS_BITS:
+            # a single-prime level whose target lies above 2^bits: every prime of the requested size is below
+            # it, so the scale would drift up and double at each level below; the smallest primes just above
+            # 2^bits (still word-size) bring the level back to its target
+            candidates += _primes_just_above(sizes[-1], n, used, 64)
+        lasts = np.array(candidates, dtype=np.float64)
         firsts = np.array(pool(sizes[-2], 64) if free == 2 else [1], dtype=np.float64)
         err = np.abs(np.log2(firsts)[:, None] + np.log2(lasts)[None, :] - rest)
         err[firsts[:, None] == lasts[None, :]] = np.inf          # two distinct primes

@@ -78,3 +78,16 @@ def test_bootstrap_refuses_a_scale_modraise_cannot_lift(boot_60):
         boot.check_input_scale(2.0 ** (params.log_scale + 1) * 1.01)
     boot.check_input_scale(1.5 * params.scale)                   # positive control: within 2Δ (bootstrapped in
     boot.check_input_scale(2.0 ** (params.log_scale + 1))        # tests/crypto/test_bootstrap.py at 1.5Δ)
+
+
+@pytest.mark.parametrize("depth", [10, 14, 20])
+def test_single_prime_levels_track_their_scale_at_depth(depth):
+    """Single 30-bit-prime levels whose target lies above 2^30 take the word-size primes just above it, so a
+    deep chain stays within hundredths of a bit of 2^30 (all 30-bit primes below 2^30 drifted 4 bits at
+    depth 10 and 277 at depth 16 at N = 2^15), and deep models still find parameters."""
+    params = CKKSParameters.from_literal(dict(log_n=15, log_q=[[30, 30]] + [[30]] * depth, log_p=[30, 30],
+                                              log_scale=30, dnum=depth + 2))
+    assert params.scale_drift_bits < 0.05
+    assert all(q < 2 ** 31 for level in params.q_levels for q in level)
+    from tensor_ops.model_plan import choose_parameters
+    assert choose_parameters(depth).scale_drift_bits < 0.05
