@@ -118,11 +118,12 @@ def _mutations(spec):
                     lambda k, s=shift, b=bits: {s: T.MAX_SHIFT, b: min(T.MAX_BITS, FIELD_BITS - T.MAX_SHIFT + k)},
                     rf"^{re.escape(f'{shift} + {bits}=')}\d+ exceeds the field's {FIELD_BITS} bits"))
     out += [("Z_0 wraps", size(0, lambda k: _half_over(act, weight) + min(k, 1 << 16)),
-             r"worst case \|Z_0\| <= sizes\[0\] \* 2\^\(act_bits-1\) \* 2\^\(weight_bits-1\) = \d+ exceeds half"),
+             r"worst case \|Z_0\| <= sizes\[0\] \* 2\^\(act_bits-1\) \* 2\^\(weight_bits-1\) = \d+ exceeds half"
+             r"|^sizes\[0\]=\d+ must be an int in"),  # narrow bits: the width needed to wrap is past MAX_WIDTH
             ("G_W_0 wraps", lambda k: {"batch": _half_over(grad, act) + min(k, 1 << 19)},
-             r"worst case \|G_W_0\| <= batch \* 2\^\(grad_bits-1\) \* 2\^\(act_bits-1\)"),
+             r"worst case \|G_W_0\| <= batch \* 2\^\(grad_bits-1\) \* 2\^\(act_bits-1\)|^batch=\d+ must be"),
             ("G_A_0 wraps", size(2, lambda k: _half_over(2 * act, weight) + min(k, 1 << 19)),
-             r"worst case \|G_A_0\| <= sizes\[2\] \* 2\^act_bits \* 2\^\(weight_bits-1\)"),
+             r"worst case \|G_A_0\| <= sizes\[2\] \* 2\^act_bits \* 2\^\(weight_bits-1\)|^sizes\[2\]=\d+ must be"),
             ("a weight table too large", lambda k: {"sizes": (4096 + min(k, 4095),) * 2 + sizes[2:]},
              r"sizes\[1\] x sizes\[0\] tensor of \d+ padded entries > \d+ \(MAX_TENSOR_ENTRIES\)")]
     return out
