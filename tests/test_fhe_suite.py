@@ -6,7 +6,6 @@ the fitted model's and the accuracy is the float model's up to the polynomial Re
 refused with a message (never a traceback), and a client file saved without Galois keys still encrypts and
 decrypts (``Client.save(galois_keys=False)``, what the entry's key generation writes).
 """
-import json
 import os
 import pathlib
 import stat
