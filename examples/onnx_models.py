@@ -114,7 +114,7 @@ def main():
     quantized = load_proof_model(paths["relu"])
     network = Network(quantized)
     xq = quantize_input(quantized, x)
-    output = verify_network(network.commitment, xq, network.prove(xq))
+    output = verify_network(network.commitment, xq, network.prove(xq)).output  # a truthy Verdict
     relu = hezk.model.load(paths["relu"]).forward(x)
     print(f"4. proof of the ReLU model verified; proven output within "
           f"{np.abs(dequantize_output(quantized, output) - relu).max():.3f} of the float model "

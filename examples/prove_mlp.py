@@ -85,7 +85,7 @@ def main():
     prove_time = time.perf_counter() - start
     proof_bytes = proof.to_bytes()
     start = time.perf_counter()
-    output = verify_network(ModelCommitment.from_bytes(commitment_bytes), x, read_proof(proof_bytes))
+    output = verify_network(ModelCommitment.from_bytes(commitment_bytes), x, read_proof(proof_bytes)).output
     verify_time = time.perf_counter() - start
     assert np.array_equal(output, forward_int(model, x)), "the proven output is the integer reference"
     error = np.max(np.abs(dequantize_output(model, output) - float_forward(weights, biases, x_test[:batch])))

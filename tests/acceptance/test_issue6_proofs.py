@@ -120,7 +120,7 @@ def test_symmetric_int8_models_are_proved(calibrated):
     assert any(layer.shift > 0 for layer in model.layers)  # requantization by a shift
     network = Network(model)
     proof = network.prove(quantize_input(model, x_float))
-    output = verify_network(network.commitment, quantize_input(model, x_float), proof)
+    output = verify_network(network.commitment, quantize_input(model, x_float), proof).output
     assert np.array_equal(output, forward_int(model, quantize_input(model, x_float)))
     error = np.max(np.abs(dequantize_output(model, output) - float_forward(weights, biases, x_float)))
     assert error <= model.error_bound
@@ -151,7 +151,7 @@ def test_linear_and_relu_layers_build_a_network():
     # two Linear layers without ReLU between them: the hidden one is still rescaled by 2^R and proved
     linear = Network([Linear(weights[0], biases[0]), Linear(weights[1], biases[1])], frac_bits=6)
     assert not linear.model.layers[0].relu and linear.model.layers[0].shift == 6
-    output = linear.verify(x, linear.prove(x))
+    output = linear.verify(x, linear.prove(x)).output
     expected = float_forward(weights, biases, x, relus=[False, False])
     assert np.max(np.abs(dequantize_output(linear.model, output) - expected)) <= linear.model.error_bound
     with pytest.raises(ModelError, match="layers\\[1\\]"):
@@ -171,7 +171,7 @@ def test_relu_on_the_last_layer_is_proved():
     weights, biases = float_mlp(4, (5, 4))
     network = Network([Linear(weights[0], biases[0]), ReLU()], frac_bits=6)
     x = np.random.default_rng(5).uniform(-1, 1, (3, 5))
-    output = network.verify(x, network.prove(x))
+    output = network.verify(x, network.prove(x)).output
     assert np.all(output >= 0)
     assert np.array_equal(output, forward_int(network.model, quantize_input(network.model, x)))
 

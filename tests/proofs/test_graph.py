@@ -46,7 +46,7 @@ MODELS = {"mlp": lambda: M.mlp((64, 32, 10), activation="relu"), "lenet": lambda
 def test_model_proved_equals_integer_reference_and_float_model(name, tmp_path):
     graph = _graph(MODELS[name](), tmp_path)
     q, net, x, proof = _prove(graph)
-    y = verify_graph(net.commitment.to_bytes(), x, proof.to_bytes())
+    y = verify_graph(net.commitment.to_bytes(), x, proof.to_bytes()).output
     assert np.array_equal(y, q.forward_int(q.quantize_input(x)))  # bit for bit
     reference = M.run_onnx(MODELS[name](), x.astype(np.float32))
     error = np.abs(q.dequantize(y) - reference).max()
@@ -60,7 +60,7 @@ def test_cifar_cnn_and_lenet_batch(tmp_path):
     for model, batch in ((M.cifar("relu"), 1), (M.lenet("relu"), 4)):
         graph = _graph(model, tmp_path)
         q, net, x, proof = _prove(graph, batch=batch)
-        y = verify_graph(net.commitment, x, proof)
+        y = verify_graph(net.commitment, x, proof).output
         assert np.array_equal(y, q.forward_int(q.quantize_input(x)))
 
 
@@ -190,7 +190,7 @@ def test_random_conv_graphs_proved(case):
                          rng.normal(size=3), None, (3,))]
     graph = Graph("x", (c_in, size, size), tuple(nodes), "o")
     q, net, x, proof = _prove(graph, batch=batch, seed=seed)
-    y = verify_graph(net.commitment, x, proof)
+    y = verify_graph(net.commitment, x, proof).output
     assert np.array_equal(y, q.forward_int(q.quantize_input(x)))
     # the integer conv of the reference equals direct loops (the naive twin)
     x_int = q.quantize_input(x)

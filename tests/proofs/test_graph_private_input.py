@@ -32,7 +32,7 @@ def square_mlp(tmp_path_factory):
 
 def test_private_input_proof_verifies_without_the_input(square_mlp):
     q, net, x, proof = square_mlp
-    y = verify_graph_zk(net.commitment.to_bytes(), None, proof.to_bytes())
+    y = verify_graph_zk(net.commitment.to_bytes(), None, proof.to_bytes()).output
     assert np.array_equal(y, q.forward_int(q.quantize_input(x)))
     assert net.commitment.soundness_bits(2, private_input=True) >= 100
 
@@ -111,7 +111,7 @@ def test_negative_control_without_the_range_relation_the_lie_is_accepted(square_
     graph_zk._structure_of.cache_clear()  # the memoised structure is of the protocol with the relation
     try:
         proof = net.prove(x, private_input=True)
-        y = verify_graph_zk(net.commitment, None, proof)
+        y = verify_graph_zk(net.commitment, None, proof).output
     finally:
         graph_zk._structure_of.cache_clear()  # nor may the patched one outlive the test
     assert np.array_equal(y, q.forward_int(x))

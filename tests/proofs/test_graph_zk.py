@@ -50,7 +50,7 @@ def small():
 
 def test_hidden_weights_proof_equals_the_integer_reference_and_the_plain_proof(small):
     q, net, x, proof = small
-    y = verify_graph_zk(net.commitment.to_bytes(), x, proof.to_bytes())
+    y = verify_graph_zk(net.commitment.to_bytes(), x, proof.to_bytes()).output
     assert np.array_equal(y, q.forward_int(q.quantize_input(x)))
     plain = GraphNetwork(q)
     assert np.array_equal(verify_graph(plain.commitment, x, plain.prove(x)), y)
@@ -109,7 +109,7 @@ def test_onnx_models_with_hidden_weights(make, tmp_path):
     onnx.save(make(), str(tmp_path / "m.onnx"))
     q, calibration = _quantized(read_onnx(str(tmp_path / "m.onnx")))
     net = HidingGraphNetwork(q, max_proofs=1)
-    y = verify_graph_zk(net.commitment, calibration[:1], net.prove(calibration[:1]))
+    y = verify_graph_zk(net.commitment, calibration[:1], net.prove(calibration[:1])).output
     assert np.array_equal(y, q.forward_int(q.quantize_input(calibration[:1])))
 
 
@@ -203,7 +203,7 @@ def test_hiding_basefold_graph_proof_equals_the_ligero_one(mlp_both):
     of the same order of bytes), >= 100 proven bits."""
     q, x, (ligero_net, ligero_proof), (net, proof) = mlp_both
     commitment = HidingGraphCommitment.from_bytes(net.commitment.to_bytes())
-    y = verify_graph_zk(commitment, x, proof.to_bytes())
+    y = verify_graph_zk(commitment, x, proof.to_bytes()).output
     assert np.array_equal(y, q.forward_int(q.quantize_input(x)))
     assert np.array_equal(y, verify_graph_zk(ligero_net.commitment, x, ligero_proof))
     assert len(proof.to_bytes()) < 2 * len(ligero_proof.to_bytes()) and len(ligero_proof.to_bytes()) < 2 * len(
