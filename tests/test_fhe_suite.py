@@ -130,3 +130,27 @@ def test_client_file_without_galois_keys_encrypts_and_decrypts(tmp_path):
     assert np.allclose(lean.decrypt(reply), model.forward(x), atol=1e-2)
     with pytest.raises(ParameterError, match="galois_keys"):
         client.save(tmp_path / "bad.bin", galois_keys="no")
+
+
+def test_harness_pth_converts_to_named_weights(tmp_path):
+    """Rule: the harness's model file (a torch state_dict of SimpleFFNN: fc1 (128, 784), fc2 (64, 128), fc3
+    (10, 64)) becomes the named-weights .npz the build exports, its arrays unchanged; another shape is refused
+    naming the layer."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    layers = {"fc1": torch.nn.Linear(784, 128), "fc2": torch.nn.Linear(128, 64), "fc3": torch.nn.Linear(64, 10)}
+    state = {f"{name}.{key}": value for name, layer in layers.items() for key, value in layer.state_dict().items()}
+    torch.save(state, tmp_path / "mnist_ffnn_model.pth")
+    hezk_entry.pth_to_npz(tmp_path / "mnist_ffnn_model.pth", tmp_path / "weights.npz")
+    arrays = np.load(tmp_path / "weights.npz")
+    assert str(arrays["activation"]) == "relu"
+    for key, value in state.items():
+        assert np.array_equal(arrays[key], value.double().numpy())
+    pixels = np.random.default_rng(0).uniform(0, 1, (4, 784))
+    assert np.array_equal(standin.float_predict(dict(arrays), pixels),
+                          layers["fc3"](torch.relu(layers["fc2"](torch.relu(layers["fc1"](
+                              torch.tensor(standin.normalise(pixels), dtype=torch.float32)))))).argmax(1).numpy())
+    state["fc2.weight"] = torch.zeros(64, 100)
+    torch.save(state, tmp_path / "other.pth")
+    with pytest.raises(hezk_entry.EntryError, match=r"fc2.weight must have shape \(64, 128\)"):
+        hezk_entry.pth_to_npz(tmp_path / "other.pth", tmp_path / "other.npz")
