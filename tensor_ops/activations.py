@@ -307,16 +307,24 @@ def _kept_within(cheb, low, high):
 def polynomial_range(coefficients, low, high):
     """(min, max) of the power series sum_i c_i t^i on [low, high] (arrays broadcast elementwise): exact up to
     rounding, from its values at the ends and at the real roots of its derivative inside."""
-    coefficients = np.trim_zeros(np.asarray(coefficients, dtype=np.float64), "b")
+    coefficients = np.asarray(coefficients, dtype=np.float64)
     low, high = np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
+    # top coefficients below rounding on the interval (|c_k| reach^k <= 1e-15 of the largest term) are dropped:
+    # left in, they put the derivative's roots far off (and the real ones inaccurate)
+    reach = max(1.0, float(np.max(np.abs(low))), float(np.max(np.abs(high))))
+    terms = np.abs(coefficients) * reach ** np.arange(coefficients.size, dtype=np.float64)
+    significant = np.flatnonzero(terms > 1e-15 * np.max(terms, initial=0.0))
+    coefficients = coefficients[:significant[-1] + 1] if significant.size else coefficients[:0]
     if coefficients.size <= 1:
         value = np.broadcast_to(coefficients[0] if coefficients.size else 0.0, np.broadcast(low, high).shape)
         return value.copy(), value.copy()
     evaluate = np.polynomial.polynomial.polyval
     values = [evaluate(low, coefficients), evaluate(high, coefficients)]
     lo, hi = np.minimum(*values), np.maximum(*values)
-    roots = np.polynomial.polynomial.polyroots(np.polynomial.polynomial.polyder(coefficients))
-    for root in roots[np.abs(roots.imag) <= 1e-9 * np.maximum(1.0, np.abs(roots))].real:
+    with np.errstate(all="ignore"):  # a tiny leading coefficient: huge roots, dropped below with the others outside
+        roots = np.polynomial.polynomial.polyroots(np.polynomial.polynomial.polyder(coefficients))
+    real = roots[np.abs(roots.imag) <= 1e-9 * np.maximum(1.0, np.abs(roots))].real
+    for root in real[(real >= np.min(low)) & (real <= np.max(high))]:
         inside = (low <= root) & (root <= high)
         value = evaluate(root, coefficients)
         lo, hi = np.where(inside, np.minimum(lo, value), lo), np.where(inside, np.maximum(hi, value), hi)
