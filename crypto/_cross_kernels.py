@@ -159,7 +159,7 @@ def _twiddle(x, tw, tws, q):
         flat[i] = _shoup(flat[i], w[i], ws[i], q)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def four_step_forward(a, rows, cols, idx, w_r, ws_r, tw, tws, w_c, ws_c, q_arr, out):
     """Per limb l (tables at row idx[l]): X = a[l].reshape(R, C); R-point NTT down the columns,
     twiddles, C-point NTT along the rows, into out[l] (``out`` may be ``a``: limb l is read before
@@ -180,7 +180,7 @@ def four_step_forward(a, rows, cols, idx, w_r, ws_r, tw, tws, w_c, ws_c, q_arr, 
     return out, -1
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def four_step_inverse(a, rows, cols, idx, w_r, ws_r, tw, tws, w_c, ws_c, q_arr, out):
     """Exact inverse of ``four_step_forward`` (tw holds the inverse twiddles with 1/N folded in); the
     same ``out`` (``a`` allowed) and (out, first unreduced limb or -1) result."""
@@ -198,22 +198,22 @@ def four_step_inverse(a, rows, cols, idx, w_r, ws_r, tw, tws, w_c, ws_c, q_arr, 
     return out, -1
 
 
-@numba.njit(cache=True)
-def basis_convert(x, q_from, qhat_inv, qhat_inv_shoup, q_to, qhat_mod_p, qhat_mod_p_shoup):
-    """y_j = Σ_i [x_i·(Q/q_i)^-1]_{q_i}·[Q/q_i]_{p_j} mod p_j as a modular matmul (k' x k) · (k x n).
+@numba.njit(cache=True, nogil=True)
+def basis_convert(x, q_from, qhat_inv, qhat_inv_shoup, q_to, qhat_mod_p, qhat_mod_p_shoup, out, start, stop):
+    """out[j, c] = Σ_i [x_i·(Q/q_i)^-1]_{q_i}·[Q/q_i]_{p_j} mod p_j for the coefficients start <= c < stop: a
+    modular matmul (k' x k) · (k x n) (columns are independent: disjoint ranges may run in parallel).
 
     Tiles of ``_CONVERT_TILE`` coefficients keep the scaled inputs and the accumulators in cache. The
     products are lazy Shoup products in [0, 2p_j), summed unreduced (below 2k·p_j < 2^53 for k < 2^21)
     and reduced once: the float64 quotient estimate ⌊acc·(1/p)⌋ is off by at most one, which the two
     corrections fix.
     """
-    k, n = x.shape
+    k = x.shape[0]
     kp = q_to.shape[0]
-    out = np.empty((kp, n), dtype=np.uint64)
     scaled = np.empty((k, _CONVERT_TILE), dtype=np.uint64)
     acc = np.empty(_CONVERT_TILE, dtype=np.uint64)
-    for c0 in range(0, n, _CONVERT_TILE):
-        width = min(_CONVERT_TILE, n - c0)
+    for c0 in range(start, stop, _CONVERT_TILE):
+        width = min(_CONVERT_TILE, stop - c0)
         for i in range(k):
             q, w, ws = q_from[i], qhat_inv[i], qhat_inv_shoup[i]
             src, dst = x[i, c0:c0 + width], scaled[i]

@@ -7,6 +7,9 @@ import numba
 import numpy as np
 
 from hezk.progress import announce_compilation
+from hezk.threads import parallel
+
+from .ntt_base import PARALLEL_MIN_PRODUCTS
 
 announce_compilation(__file__)  # one line on stderr when numba must compile these kernels (a cold cache)
 
@@ -252,9 +255,22 @@ def _reduce_small(acc, q, q_inv):
     return min(r, r - q)
 
 
-@numba.njit(cache=True)
 def divide_round_correction(tail, q_tail, half_tail, garner, garner_shoup, radix_inv, radix_inv_shoup,
                             q_head, weight, weight_shoup, half_head):
+    """``_divide_round_columns`` over every coefficient (a new (len(q_head), n) array); coefficients are
+    independent, so ranges of them run on the threads of ``hezk.threads``."""
+    k, n = tail.shape
+    out = np.empty((q_head.shape[0], n), dtype=np.uint64)
+    parallel(lambda start, stop: _divide_round_columns(tail, q_tail, half_tail, garner, garner_shoup, radix_inv,
+                                                       radix_inv_shoup, q_head, weight, weight_shoup, half_head,
+                                                       out, start, stop),
+             n, min_work=PARALLEL_MIN_PRODUCTS, work_per_item=k * (k + q_head.shape[0]), align=64)
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _divide_round_columns(tail, q_tail, half_tail, garner, garner_shoup, radix_inv, radix_inv_shoup,
+                          q_head, weight, weight_shoup, half_head, out, start, stop):
     """c_p = (⌊D/2⌋ − t)·D^-1 mod p for every head prime p, t = (x + ⌊D/2⌋) mod D ∈ [0, D) exactly.
 
     t is found in mixed radix (Garner): t = Σ_j d_j·M_j, M_j = t_0···t_(j−1), d_j ∈ [0, t_j), with
@@ -262,13 +278,14 @@ def divide_round_correction(tail, q_tail, half_tail, garner, garner_shoup, radix
     ``garner[i, j]`` = −M_j mod t_i, ``radix_inv[i]`` = M_i^-1 mod t_i, ``weight[p, j]`` =
     −M_j·D^-1 mod p, ``half_head[p]`` = ⌊D/2⌋·D^-1 mod p (Shoup companions alongside).  Digits are
     below 2^31, so Shoup products by constants of any prime are valid; sums of k lazy products
-    (< 2k·2^31) are reduced once."""
-    k, n = tail.shape
+    (< 2k·2^31) are reduced once.  Written into out[:, start:stop] for the coefficients start <= c < stop."""
+    k = tail.shape[0]
+    n = stop - start
     digits = np.empty((k, n), dtype=np.uint64)
     for i in range(k):
         ti = q_tail[i]
         ti_inv = 1.0 / ti
-        acc = tail[i] + half_tail[i]
+        acc = tail[i, start:stop] + half_tail[i]
         for j in range(i):
             g, gs, dj = garner[i, j], garner_shoup[i, j], digits[j]
             for c in range(n):
@@ -277,11 +294,10 @@ def divide_round_correction(tail, q_tail, half_tail, garner, garner_shoup, radix
         for c in range(n):
             row[c] = _mulshoup(_reduce_small(acc[c], ti, ti_inv), w, ws, ti)
     kh = q_head.shape[0]
-    out = np.empty((kh, n), dtype=np.uint64)
     for p in range(kh):
         qp = q_head[p]
         qp_inv = 1.0 / qp
-        row = out[p]
+        row = out[p, start:stop]
         row[:] = half_head[p]
         for j in range(k):
             w, ws, dj = weight[p, j], weight_shoup[p, j], digits[j]
@@ -289,7 +305,6 @@ def divide_round_correction(tail, q_tail, half_tail, garner, garner_shoup, radix
                 row[c] += _mulshoup_lazy(dj[c], w, ws, qp)
         for c in range(n):
             row[c] = _reduce_small(row[c], qp, qp_inv)
-    return out
 
 
 @numba.njit(cache=True)

@@ -47,7 +47,10 @@ import numpy as np
 
 from .errors import ParameterError, ShapeError
 from .modarith import inv_mod, shoup_precompute
-from .ntt_base import BasisConversion, NTTBackend, NTTTables, bit_reverse_indices
+from hezk.threads import parallel
+
+from .ntt_base import (PARALLEL_MIN_PRODUCTS, PARALLEL_MIN_WORK, BasisConversion, NTTBackend, NTTTables,
+                       bit_reverse_indices)
 
 RESIDUE_BITS = 31            # every residue (and every modulus) is below 2^31
 FLOAT64_EXACT = 2**53        # float64 represents every integer below 2^53 exactly (we stay strictly below)
@@ -662,7 +665,13 @@ class FourStepBackend(NTTBackend):
         pool, rows = self._pool(tables)
         t = pool.arrays
         tables_args = [t[k] for name in names for k in (name, name + "_shoup")]
-        out, bad_limb = kernel(a, *pool.shape, rows, *tables_args, pool.q, out)
+
+        def limbs(start, stop):     # limbs are independent: chunks of them run on the threads of hezk.threads
+            bad = kernel(a[start:stop], *pool.shape, rows[start:stop], *tables_args, pool.q, out[start:stop])[1]
+            return -1 if bad < 0 else start + bad
+
+        bad = [b for b in parallel(limbs, len(a), min_work=PARALLEL_MIN_WORK, work_per_item=tables.n) if b >= 0]
+        bad_limb = bad[0] if bad else -1
         if bad_limb >= 0:
             _limbs_input(a, tables)                      # raises: names the limb, value and modulus
             raise ParameterError(f"a[{bad_limb}] holds a value >= its modulus {tables.moduli[bad_limb]}")
@@ -670,12 +679,16 @@ class FourStepBackend(NTTBackend):
 
     def convert_basis(self, x, conv):
         """The fast basis conversion as a compiled modular matmul (coefficients innermost, in tiles)."""
-        from ._cross_kernels import basis_convert
+        from ._cross_kernels import _CONVERT_TILE, basis_convert
         if len(conv.from_moduli) >= 2**20:    # the kernel's unreduced sums must stay below 2^53
             raise ParameterError(f"basis conversion from {len(conv.from_moduli)} limbs: at most 2^20 supported")
         x = np.ascontiguousarray(_conversion_input(x, conv))
-        return basis_convert(x, conv.q_from, conv.qhat_inv, conv.qhat_inv_shoup, conv.q_to,
-                             conv.qhat_mod_p, conv.qhat_mod_p_shoup)
+        out = np.empty((len(conv.to_moduli), x.shape[1]), dtype=np.uint64)
+        parallel(lambda start, stop: basis_convert(x, conv.q_from, conv.qhat_inv, conv.qhat_inv_shoup, conv.q_to,
+                                                   conv.qhat_mod_p, conv.qhat_mod_p_shoup, out, start, stop),
+                 x.shape[1], min_work=PARALLEL_MIN_PRODUCTS, work_per_item=len(conv.from_moduli) * len(conv.to_moduli),
+                 align=_CONVERT_TILE)
+        return out
 
 
 def _conversion_input(x, conv: BasisConversion) -> np.ndarray:

@@ -36,13 +36,17 @@ from dataclasses import dataclass, field
 import numba
 import numpy as np
 
+from hezk.threads import parallel
+
 from .errors import KeyMissingError, ParameterError
 from ._ntt_kernels import _mulshoup, _reduce_small
+from .ntt_base import PARALLEL_MIN_PRODUCTS
 from .modarith import inv_mod, shoup_precompute
 from .ring import RNSPoly, small_residues
 from .sampling import SEED_BYTES, expand_uniform
 
 _U32 = np.uint64(32)
+_COLUMN_ALIGN = 64       # chunk boundaries of a conversion: whole cache lines of every row
 
 
 @numba.njit(cache=True, inline="always")
@@ -53,19 +57,29 @@ def _mulmod_lazy(x, y, q, q_inv):
     return min(r, r + q)  # the estimate was one too large: r wrapped around
 
 
-@numba.njit(cache=True)
 def _inner_product(base, lifted, src, digit_ids, key_b, key_a, key_rows, q, add_b, add_a, add_factor, out_b, out_a):
     """out_t[r, c] = Σ_j D_j[r, c] · key_t[digit_ids[j], key_rows[r], c] + add_t[r, c]·add_factor[r] mod q[r],
-    written into out_b, out_a (uint64, shape (len(key_rows), n)) and returned.
+    written into out_b, out_a (uint64, shape (len(key_rows), n)) and returned (``_inner_product_rows``; rows are
+    independent, so chunks of them run on the threads of ``hezk.threads``)."""
+    parallel(lambda start, stop: _inner_product_rows(base, lifted, src, digit_ids, key_b, key_a, key_rows, q, add_b,
+                                                     add_a, add_factor, out_b, out_a, start, stop),
+             src.shape[1], min_work=PARALLEL_MIN_PRODUCTS, work_per_item=2 * src.shape[0] * base.shape[1])
+    return out_b, out_a
+
+
+@numba.njit(cache=True, nogil=True)
+def _inner_product_rows(base, lifted, src, digit_ids, key_b, key_a, key_rows, q, add_b, add_a, add_factor, out_b,
+                        out_a, start, stop):
+    """Rows start <= r < stop of ``_inner_product``.
 
     t = b, a.  Row r of digit j is base[src[j, r]] when src[j, r] < len(base), else
     lifted[src[j, r] - len(base)] (a decomposition is never copied into one array).  The optional
     add_t (rows < len(add_t)) lifts a part by P before a fused ModDown.  Keys are uint32; products are
     left in [0, 2q) and summed lazily (< 2·(dnum+1)·q < 2^40), then reduced once."""
-    n_digits, n_rows = src.shape
+    n_digits = src.shape[0]
     n = base.shape[1]
     n_base = base.shape[0]
-    for r in range(n_rows):
+    for r in range(start, stop):
         qr = q[r]
         q_inv = 1.0 / qr
         kr = key_rows[r]
@@ -97,33 +111,35 @@ def _inner_product(base, lifted, src, digit_ids, key_b, key_a, key_rows, q, add_
         for c in range(n):
             ob[c] = _reduce_small(ob[c], qr, q_inv)
             oa[c] = _reduce_small(oa[c], qr, q_inv)
-    return out_b, out_a
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _convert_centered(x, q_from, qhat_inv, qhat_inv_shoup, q_from_inv, q_to, qhat_mod_p, qhat_mod_p_shoup,
-                      big_q_mod_p, big_q_mod_p_shoup, out):
+                      big_q_mod_p, big_q_mod_p_shoup, out, start, stop):
     """Exact RNS basis conversion of the centered representative of x mod Q (Q = Π q_from).
 
     With y_i = [x_i · (Q/q_i)^-1]_{q_i}, x ≡ Σ_i y_i·(Q/q_i) - v·Q where v = round(Σ_i y_i/q_i) gives
     the representative in (-Q/2, Q/2] (Halevi, Polyakov, Shoup, "An improved RNS variant of the BFV
-    homomorphic encryption scheme", CT-RSA 2019, Sec. 2.3).  Row j of ``out`` gets that value mod q_to[j]."""
-    k, n = x.shape
+    homomorphic encryption scheme", CT-RSA 2019, Sec. 2.3).  Row j of ``out`` gets that value mod q_to[j], for the
+    coefficients start <= c < stop (each coefficient on its own: disjoint ranges may run in parallel)."""
+    k = x.shape[0]
+    n = stop - start
     kp = q_to.shape[0]
     y = np.empty((k, n), dtype=np.uint64)
     v = np.zeros(n, dtype=np.uint64)
     frac = np.zeros(n, dtype=np.float64)
     for i in range(k):
         qi = q_from[i]
+        xi = x[i, start:stop]
         for c in range(n):
-            yi = _mulshoup(x[i, c], qhat_inv[i], qhat_inv_shoup[i], qi)
+            yi = _mulshoup(xi[c], qhat_inv[i], qhat_inv_shoup[i], qi)
             y[i, c] = yi
             frac[c] += yi * q_from_inv[i]
     for c in range(n):
         v[c] = np.uint64(frac[c] + 0.5)
     for j in range(kp):
         p = q_to[j]
-        row = out[j]
+        row = out[j, start:stop]
         row[:] = 0
         for i in range(k):
             w = qhat_mod_p[i, j]
@@ -158,9 +174,13 @@ class CenteredConversion:
         """The converted rows (into ``out``, shape (len(to_moduli), n), when given)."""
         if out is None:
             out = np.empty((len(self.q_to), x.shape[1]), dtype=np.uint64)
-        _convert_centered(np.ascontiguousarray(x), self.q_from, self.qhat_inv, self.qhat_inv_shoup,
-                          self.q_from_inv, self.q_to, self.qhat_mod_p, self.qhat_mod_p_shoup,
-                          self.big_q_mod_p, self.big_q_mod_p_shoup, out)
+        x = np.ascontiguousarray(x)
+        parallel(lambda start, stop: _convert_centered(x, self.q_from, self.qhat_inv, self.qhat_inv_shoup,
+                                                       self.q_from_inv, self.q_to, self.qhat_mod_p,
+                                                       self.qhat_mod_p_shoup, self.big_q_mod_p,
+                                                       self.big_q_mod_p_shoup, out, start, stop),
+                 x.shape[1], min_work=PARALLEL_MIN_PRODUCTS, work_per_item=len(self.q_from) * len(self.q_to),
+                 align=_COLUMN_ALIGN)
         return out
 
 

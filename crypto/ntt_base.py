@@ -13,6 +13,12 @@ import numpy as np
 from .errors import ParameterError
 from .modarith import inv_mod, is_ntt_prime, primitive_2n_root, shoup_precompute
 
+#: Smallest piece of work handed to a thread of ``hezk.threads`` (below it a call stays in the calling thread, where
+#: the pool's hand-off, tens of microseconds, would cost more than it saves): coefficients of an NTT ...
+PARALLEL_MIN_WORK = 1 << 15
+#: ... and modular products of a basis conversion or key-switching inner product.
+PARALLEL_MIN_PRODUCTS = 1 << 20
+
 
 def bit_reverse_indices(n: int) -> np.ndarray:
     """brv(i) for i < n, n a power of two."""

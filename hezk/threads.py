@@ -1,0 +1,155 @@
+"""One process-wide thread setting for the compiled kernels of both engines (bottom module: imports nothing of hezk).
+
+    hezk.set_threads(2)        # or HEZK_THREADS=2 in the environment, read at first use
+    hezk.get_threads()         # default: the cores this process may run on (its CPU affinity)
+
+The kernels release the GIL (numba ``nogil``) and are split into contiguous chunks of independent work
+(limbs, rows, coefficient tiles, Merkle leaves, encoded columns) run by one shared pool: each chunk owns
+disjoint outputs, and a reduction is an exact integer sum combined in chunk order, so results are bit for bit
+those of one thread, whatever the setting. Work smaller than ``min_work`` runs in the calling thread, as does
+a chunk's own nested call (no pool task ever waits on the pool, so callers from many threads cannot deadlock).
+
+No oversubscription: a Dask ``local:K`` cluster (``hezk.tasks``) starts its workers with ``HEZK_THREADS`` =
+cores / K; set ``HEZK_THREADS`` on the machines of a remote cluster the same way. BLAS threads are not used
+by these kernels.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+__all__ = ["set_threads", "get_threads", "available_cores", "using", "chunks", "run_chunks", "ThreadSettingError",
+           "parallel", "ENV", "MAX_THREADS"]
+
+ENV = "HEZK_THREADS"
+MAX_THREADS = 1024
+
+
+class ThreadSettingError(ValueError):
+    """A thread count that is not an integer in [1, MAX_THREADS] (from ``set_threads`` or ``HEZK_THREADS``)."""
+
+
+_lock = threading.Lock()
+_threads: int | None = None          # None: not read yet (HEZK_THREADS or the cores, at first use)
+_pool: ThreadPoolExecutor | None = None
+_pool_size = 0
+_local = threading.local()           # .inside: this thread is running a chunk (nested calls run inline)
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS reports one, else ``os.cpu_count()``)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _checked(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_THREADS:
+        raise ThreadSettingError(f"{name}={value!r} must be an integer in [1, {MAX_THREADS}]")
+    return value
+
+
+def _from_environment() -> int:
+    text = os.environ.get(ENV, "").strip()
+    if not text:
+        return available_cores()
+    try:
+        value = int(text)
+    except ValueError:
+        raise ThreadSettingError(f"{ENV}={text!r} must be an integer in [1, {MAX_THREADS}]") from None
+    return _checked(value, ENV)
+
+
+def set_threads(n: int) -> None:
+    """Threads the compiled kernels use from now on, process-wide (1: everything in the calling thread)."""
+    global _threads
+    n = _checked(n, "threads")
+    with _lock:
+        _threads = n
+
+
+def get_threads() -> int:
+    """The current setting: ``set_threads``'s, else ``HEZK_THREADS``, else ``available_cores()``."""
+    global _threads
+    if _threads is None:
+        with _lock:
+            if _threads is None:
+                _threads = _from_environment()
+    return _threads
+
+
+class using:
+    """``with hezk.threads.using(n):`` the setting is n inside the block and restored after (process-wide)."""
+
+    def __init__(self, n: int):
+        self.n = _checked(n, "threads")
+
+    def __enter__(self):
+        self._before = get_threads()
+        set_threads(self.n)
+        return self
+
+    def __exit__(self, *exc):
+        set_threads(self._before)
+
+
+def chunks(count: int, min_work: int = 1, work_per_item: int = 1, align: int = 1) -> list[tuple[int, int]]:
+    """range(count) as contiguous (start, stop) pieces, one per thread at most, none of less than ``min_work``
+    units of work (``work_per_item`` units per item), every boundary a multiple of ``align``; [(0, count)] when
+    one thread is set, the work is small, or the caller is itself a chunk."""
+    threads = 1 if getattr(_local, "inside", False) else get_threads()
+    if count <= 0:
+        return [(0, max(count, 0))]
+    pieces = min(threads, max(1, (count * work_per_item) // max(1, min_work)), -(-count // align))
+    if pieces <= 1:
+        return [(0, count)]
+    units = -(-count // align)               # aligned blocks, shared out as evenly as possible
+    bounds = [min(count, (units * i // pieces) * align) for i in range(pieces + 1)]
+    return [(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+def _executor(workers: int) -> ThreadPoolExecutor:
+    global _pool, _pool_size
+    with _lock:
+        if _pool is None or _pool_size < workers:
+            old, _pool, _pool_size = _pool, ThreadPoolExecutor(workers, thread_name_prefix="hezk"), workers
+            if old is not None:
+                old.shutdown(wait=False)
+        return _pool
+
+
+def _inside(function, start, stop):
+    _local.inside = True
+    try:
+        return function(start, stop)
+    finally:
+        _local.inside = False
+
+
+def run_chunks(function, pieces: list[tuple[int, int]]) -> list:
+    """[function(start, stop) for each piece], the first in the calling thread and the others on the shared pool
+    at once; results in piece order (a caller combines them in that order: the same as one thread's). The
+    first exception raised by a piece is raised here after every piece has finished."""
+    if len(pieces) == 1:
+        return [function(*pieces[0])]
+    futures = [_executor(len(pieces) - 1).submit(_inside, function, a, b) for a, b in pieces[1:]]
+    results, error = [], None
+    try:
+        results.append(_inside(function, *pieces[0]))
+    except BaseException as exc:   # noqa: BLE001 - re-raised below once the other pieces are done
+        error = exc
+    for future in futures:
+        try:
+            results.append(future.result())
+        except BaseException as exc:  # noqa: BLE001
+            error = error or exc
+    if error is not None:
+        raise error
+    return results
+
+
+def parallel(function, count: int, min_work: int = 1, work_per_item: int = 1, align: int = 1) -> list:
+    """``run_chunks(function, chunks(count, min_work, work_per_item, align))``."""
+    return run_chunks(function, chunks(count, min_work, work_per_item, align))
