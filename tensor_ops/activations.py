@@ -127,9 +127,14 @@ class PolyActivation:
         """The activation on raw inputs: p((x - center) / radius)."""
         return np.asarray(self.evaluate(self.normalize(x)), dtype=np.float64) * np.ones_like(x, dtype=np.float64)
 
+    @property
+    def has_target(self) -> bool:
+        """Whether the polynomial approximates a named function (a user's own polynomial approximates none)."""
+        return self.name in TARGETS or self.name == "clip"
+
     def target(self, x):
         """The function the polynomial approximates (x^2 for ``square``)."""
-        if self.name not in TARGETS and self.name != "clip":
+        if not self.has_target:
             raise ParameterError(f"activation name={self.name!r} has no target function; known: {sorted(TARGETS)}")
         return _target(self.name, self.bounds)(np.asarray(x, dtype=np.float64))
 

@@ -1343,7 +1343,7 @@ def _plan_ranges(model, input_shape, plan) -> dict:
     if len(compiled) == len(planned):  # the packed stages keep the activations, in order
         for index, planned_index in zip(compiled, planned):
             layer = layers.get(index)
-            if layer is not None and layer.poly.name != "square":
+            if layer is not None and layer.poly.name != "square" and layer.poly.has_target:
                 fits.append(ActivationFit(planned_index, layer.poly.name, int(layer.poly.degree),
                                           tuple(float(v) for v in layer.interval), layer.max_error(),
                                           errors.get(layer)))
