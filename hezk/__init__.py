@@ -66,6 +66,9 @@ _PUBLIC = {
     "commit_step": ("proofs", "commit_step"),
     "prove_training_step": ("proofs", "prove_training_step"),
     "verify_training_step": ("proofs", "verify_training_step"),
+    # threads of the compiled kernels, process-wide (hezk.threads; HEZK_THREADS, default the cores available)
+    "set_threads": ("hezk.threads", "set_threads"),
+    "get_threads": ("hezk.threads", "get_threads"),
 }
 
 __all__ = sorted(_PUBLIC) + ["__version__"]

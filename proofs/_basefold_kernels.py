@@ -5,6 +5,7 @@ import numba
 import numpy as np
 
 from hezk.progress import announce_compilation
+from hezk.threads import parallel
 
 from ._kernels import _acc_product, _addp, _ext_mul4, _ext_mul_into, _step
 
@@ -12,6 +13,21 @@ announce_compilation(__file__)  # one line on stderr when numba must compile the
 
 P = np.uint64(2013265921)
 INV2 = np.uint64(1006632961)
+#: Smallest piece of a kernel handed to a thread of ``hezk.threads`` (table entries of a fold or a round's sums,
+#: hashes of the Merkle tree): below it the pool's hand-off (tens of microseconds) costs more than it saves. Every
+#: piece owns disjoint outputs; round sums are exact integer sums (uint64, wrapping) combined in piece order, so the
+#: results are those of one thread bit for bit.
+MIN_ENTRIES = 1 << 14
+MIN_HASHES = 1 << 9
+
+
+def _sum_pieces(accs, out):
+    """out = (the sum of the pieces' unreduced (3, 4) accumulators) mod p: the one-thread accumulator exactly
+    (addition mod 2^64 is associative)."""
+    total = accs[0].copy()
+    for acc in accs[1:]:
+        total += acc
+    np.remainder(total, P, out=out)
 
 
 @numba.njit(cache=True, inline="always")
@@ -24,13 +40,19 @@ def _acc_pair(acc, f0, f1, f2, f3, g0, g1, g2, g3, w0, w1, w2, w3, u0, u1, u2, u
                  _twice_minus(u0, w0), _twice_minus(u1, w1), _twice_minus(u2, w2), _twice_minus(u3, w3))
 
 
-@numba.njit(cache=True)
 def round_sums(f, w, out):
     """out[x] = sum_j f(x, j) w(x, j) for x = 0, 1, 2 (f base (2n,) or F_p4 (2n, 4), w (2n, 4)): the values of a
-    degree-2 sumcheck message binding the lowest variable, in scalar registers (twin: basefold._round_message)."""
+    degree-2 sumcheck message binding the lowest variable, in scalar registers (twin: basefold._round_message);
+    pieces of the pairs on the threads of ``hezk.threads``."""
+    _sum_pieces(parallel(lambda lo, hi: _round_sums_range(f, w, lo, hi), w.shape[0] // 2, MIN_ENTRIES), out)
+
+
+@numba.njit(cache=True, nogil=True)
+def _round_sums_range(f, w, lo, hi):
+    """The unreduced (3, 4) accumulator of ``round_sums`` over the pairs lo <= j < hi."""
     acc = np.zeros((3, 4), dtype=np.uint64)
     ext = f.ndim == 2
-    for j in range(w.shape[0] // 2):
+    for j in range(lo, hi):
         lo, hi = 2 * j, 2 * j + 1
         u0, u1, u2, u3 = w[lo, 0], w[lo, 1], w[lo, 2], w[lo, 3]
         v0, v1, v2, v3 = w[hi, 0], w[hi, 1], w[hi, 2], w[hi, 3]
@@ -53,9 +75,7 @@ def round_sums(f, w, out):
             acc[2, 1] += c * t1 % P
             acc[2, 2] += c * t2 % P
             acc[2, 3] += c * t3 % P
-    for x in range(3):
-        for k in range(4):
-            out[x, k] = acc[x, k] % P
+    return acc
 
 
 @numba.njit(cache=True)
@@ -76,10 +96,17 @@ def eq_scaled(point, scale, out):
         size *= 2
 
 
-@numba.njit(cache=True)
 def combine_rows(codeword, weights, out):
-    """out[i] = sum_c codeword[i, c] weights[c] ((N, S) base times (S, 4) F_p4; twin: basefold._combine_rows)."""
-    for i in range(codeword.shape[0]):
+    """out[i] = sum_c codeword[i, c] weights[c] ((N, S) base times (S, 4) F_p4; twin: basefold._combine_rows), in
+    pieces of the rows on the threads of ``hezk.threads``."""
+    parallel(lambda lo, hi: _combine_rows_range(codeword, weights, out, lo, hi), codeword.shape[0], MIN_ENTRIES,
+             work_per_item=codeword.shape[1])
+
+
+@numba.njit(cache=True, nogil=True)
+def _combine_rows_range(codeword, weights, out, lo, hi):
+    """Rows lo <= i < hi of ``combine_rows``."""
+    for i in range(lo, hi):
         for c in range(4):
             s = np.uint64(0)
             for k in range(codeword.shape[1]):
@@ -89,16 +116,22 @@ def combine_rows(codeword, weights, out):
             out[i, c] = s % P
 
 
-@numba.njit(cache=True)
 def fold_codeword(codeword, scale, r, out):
     """One fold of a codeword (N,) base or (N, 4) F_p4: with a = c[j], b = c[j + N/2], s = (a + b)/2 and
-    d = (a - b) scale[j] (scale = (2 w^j)^-1), out[j] = s + r (d - s) (twin: basefold._fold_codeword)."""
+    d = (a - b) scale[j] (scale = (2 w^j)^-1), out[j] = s + r (d - s) (twin: basefold._fold_codeword); pieces of
+    the entries on the threads of ``hezk.threads`` (``out`` a fresh array)."""
+    parallel(lambda lo, hi: _fold_codeword_range(codeword, scale, r, out, lo, hi), out.shape[0], MIN_ENTRIES)
+
+
+@numba.njit(cache=True, nogil=True)
+def _fold_codeword_range(codeword, scale, r, out, lo, hi):
+    """Entries lo <= j < hi of ``fold_codeword``."""
     half = out.shape[0]
     diff = np.empty((1, 4), dtype=np.uint64)
     prod = np.empty((1, 4), dtype=np.uint64)
     s_j = np.empty(4, dtype=np.uint64)
     ext = codeword.ndim == 2
-    for j in range(half):
+    for j in range(lo, hi):
         for c in range(4):
             if ext:
                 a, b = codeword[j, c], codeword[j + half, c]
@@ -173,28 +206,57 @@ def _twice_minus(a, b):
     return (a + a + P - b) % P
 
 
-@numba.njit(cache=True)
 def fold_sums(f, w, r, f_out, w_out, out):
     """One fused pass: f_out = fold(f, r), w_out = fold(w, r) (f base (2n,) or F_p4 (2n, 4), w (2n, 4); fold
     as proofs.mle.fold) and out = the next round's (h(0), h(1), h(2)) of sum (f_out w_out) (as round_sums on
     f_out, w_out; zero when n < 2). Entries 2j, 2j + 1 are read before entry j is written (the outputs may be
-    the inputs' first halves). Twin: mle.fold twice, then round_sums / basefold._round_message."""
+    the inputs' first halves). Twin: mle.fold twice, then round_sums / basefold._round_message.
+
+    Pieces of the entries run on the threads of ``hezk.threads``; when an output shares memory with an input, a
+    piece after the first writes to its own buffer, copied in once every piece has read its inputs."""
+    _fold_pieces(lambda lo, hi, f_dst, w_dst: _fold_sums_range(f, w, r, f_dst, w_dst, lo, hi), f_out, w_out, out,
+                 np.may_share_memory(f_out, f) or np.may_share_memory(w_out, w) or np.may_share_memory(f_out, w)
+                 or np.may_share_memory(w_out, f))
+
+
+def _fold_pieces(kernel, f_out, w_out, out, aliased):
+    """Runs ``kernel(lo, hi, f_dst, w_dst)`` (entries lo <= j < hi written to f_dst[j - lo], w_dst[j - lo]; returns
+    its unreduced accumulator) over pieces of even length, then out = the accumulators' sum mod p."""
     n = f_out.shape[0]
+    copies = []
+
+    def piece(lo, hi):
+        if aliased and lo > 0:
+            f_dst, w_dst = np.empty((hi - lo, 4), dtype=np.uint64), np.empty((hi - lo, 4), dtype=np.uint64)
+            copies.append((lo, hi, f_dst, w_dst))
+        else:
+            f_dst, w_dst = f_out[lo:hi], w_out[lo:hi]
+        return kernel(lo, hi, f_dst, w_dst)
+
+    accs = parallel(piece, n, MIN_ENTRIES, align=2)
+    for lo, hi, f_dst, w_dst in copies:
+        f_out[lo:hi] = f_dst
+        w_out[lo:hi] = w_dst
+    _sum_pieces(accs, out)
+
+
+@numba.njit(cache=True, nogil=True)
+def _fold_sums_range(f, w, r, f_dst, w_dst, lo, hi):
+    """Entries lo <= j < hi of ``fold_sums`` (lo even) into f_dst[j - lo], w_dst[j - lo]; returns the unreduced
+    (3, 4) accumulator of their pairs."""
     r0, r1, r2, r3 = r[0], r[1], r[2], r[3]
     acc = np.zeros((3, 4), dtype=np.uint64)
     ext = f.ndim == 2
     f0 = f1 = f2 = f3 = w0 = w1 = w2 = w3 = np.uint64(0)
-    for j in range(n):
+    for j in range(lo, hi):
         g0, g1, g2, g3 = _lerp(f, j, ext, r0, r1, r2, r3)
         u0, u1, u2, u3 = _lerp(w, j, True, r0, r1, r2, r3)
-        f_out[j, 0], f_out[j, 1], f_out[j, 2], f_out[j, 3] = g0, g1, g2, g3
-        w_out[j, 0], w_out[j, 1], w_out[j, 2], w_out[j, 3] = u0, u1, u2, u3
+        f_dst[j - lo, 0], f_dst[j - lo, 1], f_dst[j - lo, 2], f_dst[j - lo, 3] = g0, g1, g2, g3
+        w_dst[j - lo, 0], w_dst[j - lo, 1], w_dst[j - lo, 2], w_dst[j - lo, 3] = u0, u1, u2, u3
         if j % 2 == 1:  # the pair (j - 1, j): h(0), h(1), h(2) terms
             _acc_pair(acc, f0, f1, f2, f3, g0, g1, g2, g3, w0, w1, w2, w3, u0, u1, u2, u3)
         f0, f1, f2, f3, w0, w1, w2, w3 = g0, g1, g2, g3, u0, u1, u2, u3
-    for x in range(3):
-        for c in range(4):
-            out[x, c] = acc[x, c] % P
+    return acc
 
 
 @numba.njit(cache=True, inline="always")
@@ -294,14 +356,20 @@ def dot_pairs(f, e, out):
     dot_pairs_split(f, e, _ONE, out)
 
 
-@numba.njit(cache=True)
 def fold_scaled_into(table, r, beta, out, accumulate):
+    """``_fold_scaled_range`` over every entry, in pieces on the threads of ``hezk.threads`` (``out`` is not
+    ``table``)."""
+    parallel(lambda lo, hi: _fold_scaled_range(table, r, beta, out, accumulate, lo, hi), out.shape[0], MIN_ENTRIES)
+
+
+@numba.njit(cache=True, nogil=True)
+def _fold_scaled_range(table, r, beta, out, accumulate, lo, hi):
     """out[j] (+)= beta (t[2j] + r (t[2j + 1] - t[2j])) for a base table t (2n,) (twin: basefold._fold_joined's
     numpy path): beta t[2j] + (beta r) (t[2j + 1] - t[2j]), base times F_p4 only; ``accumulate`` False writes
     ``out`` without reading it (a fresh array: no zero-filled pages first)."""
     br = np.empty((1, 4), dtype=np.uint64)
     _ext_mul_into(beta[0], beta[1], beta[2], beta[3], r[0], r[1], r[2], r[3], br, 0)
-    for j in range(out.shape[0]):
+    for j in range(lo, hi):
         low, high = table[2 * j], table[2 * j + 1]
         d = high - low if high >= low else high + P - low
         for c in range(4):
@@ -316,22 +384,29 @@ MASK32 = np.uint64(0xFFFFFFFF)
 NEG_PINV = np.uint64(2013265919)  # -p^-1 mod 2^32 (Montgomery reduction, R = 2^32)
 
 
-@numba.njit(cache=True)
 def encode_interleaved(table, rate_log, twiddles, bitrev, out):
+    """``_encode_columns`` over every column, in pieces of whole groups of eight columns on the threads of
+    ``hezk.threads`` (each column's encoding is independent)."""
+    parallel(lambda lo, hi: _encode_columns(table, rate_log, twiddles, bitrev, out, lo, hi), out.shape[1],
+             MIN_ENTRIES, work_per_item=out.shape[0], align=8)
+
+
+@numba.njit(cache=True, nogil=True)
+def _encode_columns(table, rate_log, twiddles, bitrev, out, lo, hi):
     """out[:, c] = the RS encoding at rate 2^-rate_log of the column table[:, c] ((k, S); out (N, S), N = k
     2^rate_log): the radix-2 DIT NTT of the zero-padded coefficients, as proofs.commit.ntt. ``twiddles[h + j]``
     = w_2h^j R mod p (Montgomery form, R = 2^32: a twiddle product a w R R^-1 = a w is a 32-bit Montgomery
     reduction, contiguous per stage); ``bitrev``: bit reversal of log2 k bits. After the bit reversal the
     coefficients sit at multiples of 2^rate_log with zeros between, so the first rate_log stages only copy
     each one over its block. Columns go through a scratch row each, eight at a time (one cache line of
-    ``out`` per position; twin: basefold._encode_table_numpy)."""
-    n, columns = out.shape
+    ``out`` per position; twin: basefold._encode_table_numpy). Columns lo <= c < hi (lo a multiple of 8)."""
+    n = out.shape[0]
     k = n >> rate_log
     block = 1 << rate_log
-    group = min(8, columns)
+    group = min(8, hi - lo)
     scratch = np.empty((group, n), dtype=np.uint64)
     natural = np.empty((group, k), dtype=np.uint64)
-    for first in range(0, columns, group):
+    for first in range(lo, hi, group):
         for i in range(k):  # the group's columns in natural order (the table read once, in order), ...
             for g in range(group):
                 natural[g, i] = table[i, first + g]
@@ -434,10 +509,15 @@ def _digest_into(h, start, words, length, blocks, iv, sigma, out, i):
             out[i, 8 * k + b] = np.uint8((h[k] >> np.uint64(8 * b)) & np.uint64(0xFF))
 
 
-@numba.njit(cache=True)
 def blake2b_rows(prefix, data, iv, sigma, out):
+    """``_blake2b_rows_range`` over every row, in pieces on the threads of ``hezk.threads``."""
+    parallel(lambda lo, hi: _blake2b_rows_range(prefix, data, iv, sigma, out, lo, hi), data.shape[0], MIN_HASHES)
+
+
+@numba.njit(cache=True, nogil=True)
+def _blake2b_rows_range(prefix, data, iv, sigma, out, lo, hi):
     """out[i] = BLAKE2b-256(prefix || data[i]) (RFC 7693, unkeyed, 32-byte digest) for each row of data (n, L)
-    uint8 (twin: hashlib.blake2b(..., digest_size=32), as proofs.commit._hash)."""
+    uint8 (twin: hashlib.blake2b(..., digest_size=32), as proofs.commit._hash); rows lo <= i < hi."""
     length = data.shape[1] + 1
     blocks = max(1, (length + 127) // 128)
     buf = np.zeros(blocks * 128, dtype=np.uint8)
@@ -445,26 +525,33 @@ def blake2b_rows(prefix, data, iv, sigma, out):
     h = np.empty(8, dtype=np.uint64)
     start = iv.copy()
     start[0] ^= np.uint64(0x01010020)  # digest length 32, no key, fanout 1, depth 1
-    for i in range(data.shape[0]):
+    for i in range(lo, hi):
         buf[0] = prefix
         for j in range(length - 1):
             buf[j + 1] = data[i, j]
         _digest_into(h, start, words, length, blocks, iv, sigma, out, i)
 
 
-@numba.njit(cache=True)
 def blake2b_leaves(start, codeword, block, group, iv, sigma, out):
+    """``_blake2b_leaves_range`` over every leaf, in pieces on the threads of ``hezk.threads``."""
+    parallel(lambda lo, hi: _blake2b_leaves_range(start, codeword, block, group, iv, sigma, out, lo, hi),
+             out.shape[0], MIN_HASHES)
+
+
+@numba.njit(cache=True, nogil=True)
+def _blake2b_leaves_range(start, codeword, block, group, iv, sigma, out, lo, hi):
     """out[i] = BLAKE2b-256 of leaf i's little-endian u32s from the initial state ``start`` (the leaf hash's
     personalised parameter block, basefold._LEAF_STATE) for the leaves of a codeword (N, w) of residues: leaf i
     holds the cosets j = g i, ..., g i + g - 1 (g = ``group``), coset j the rows j + s N / 2^block
-    (s < 2^block), without building the leaves (twin: hashlib.blake2b(..., person=basefold.LEAF_PERSON))."""
+    (s < 2^block), without building the leaves (twin: hashlib.blake2b(..., person=basefold.LEAF_PERSON)); leaves
+    lo <= i < hi."""
     n, width = codeword.shape
     stride, per = n >> block, 1 << block
     length = group * per * width * 4
     blocks = max(1, (length + 127) // 128)
     words = np.zeros(blocks * 16, dtype=np.uint64)  # little-endian words (x86 / ARM hosts)
     h = np.empty(8, dtype=np.uint64)
-    for i in range(out.shape[0]):
+    for i in range(lo, hi):
         u, odd, k = np.uint64(0), False, 0  # value pairs u = v | v' << 32 make one word each
         for g in range(group):
             j = i * group + g

@@ -18,7 +18,7 @@ import os
 import time
 import warnings
 
-__all__ = ["connect", "Runner", "parse_spec", "distributed_available"]
+__all__ = ["connect", "Runner", "parse_spec", "distributed_available", "worker_threads"]
 
 _names = itertools.count()
 
@@ -49,6 +49,22 @@ def parse_spec(spec, error=ValueError):
         return "address", spec
     raise error(f"--dask {spec!r} must be local:K (K local workers, one thread each) or a scheduler address "
                 "tcp://HOST:PORT")
+
+
+def worker_threads(workers: int) -> int:
+    """Kernel threads of each of ``workers`` local worker processes (their ``HEZK_THREADS``, see hezk.threads): the
+    cores of this process (or this process's ``HEZK_THREADS``) shared out, at least one, so that K workers never
+    run more threads than there are cores."""
+    try:
+        total = int(os.environ.get("HEZK_THREADS", "").strip() or 0)
+    except ValueError:
+        total = 0
+    if total < 1:
+        try:
+            total = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            total = os.cpu_count() or 1
+    return max(1, total // max(1, workers))
 
 
 class Runner:
@@ -139,7 +155,8 @@ def connect(dask=None, error=ValueError, *, memory_limit="auto", silence_logs: b
         import logging
         cluster = distributed.LocalCluster(n_workers=value, threads_per_worker=1, processes=True,
                                            dashboard_address=":0", memory_limit=memory_limit,
-                                           silence_logs=logging.CRITICAL if silence_logs else logging.INFO)
+                                           silence_logs=logging.CRITICAL if silence_logs else logging.INFO,
+                                           env={"HEZK_THREADS": str(worker_threads(value))})
         client = distributed.Client(cluster)
         return Runner(client, (cluster, client), error)
     client = distributed.Client(value)

@@ -1,0 +1,210 @@
+"""The kernels' thread setting (hezk.threads): one process-wide count, and results bit for bit those of one thread.
+
+Each comparison lowers the kernels' smallest piece to one item, so that the small test sizes really are split
+(checked: ``pieces`` counts the calls that ran in more than one piece), and runs at 1, 2 and 3 threads (3: uneven
+pieces)."""
+import numpy as np
+import pytest
+
+import hezk
+import hezk.tasks
+import hezk.threads as T
+from crypto import CKKSContext
+from crypto.modarith import find_ntt_primes
+from crypto.ntt import NTTTables, get_backend
+from crypto.ntt_base import BasisConversion
+from proofs import basefold as B
+from proofs import field as F
+from proofs.transcript import Transcript
+
+THREADS = (1, 2, 3)
+
+
+@pytest.fixture
+def pieces(monkeypatch):
+    """Every kernel split down to single items; returns a list that grows by one per call run in several pieces."""
+    import crypto._ntt_kernels
+    import crypto.cross
+    import crypto.keyswitch
+    from proofs import _basefold_kernels
+
+    for module, name in [(crypto.cross, "PARALLEL_MIN_WORK"), (crypto.cross, "PARALLEL_MIN_PRODUCTS"),
+                         (crypto.keyswitch, "PARALLEL_MIN_PRODUCTS"), (crypto._ntt_kernels, "PARALLEL_MIN_PRODUCTS"),
+                         (_basefold_kernels, "MIN_ENTRIES"), (_basefold_kernels, "MIN_HASHES")]:
+        monkeypatch.setattr(module, name, 1)
+    split, run = [], T.run_chunks
+
+    def counting(function, chunks):
+        if len(chunks) > 1:
+            split.append(len(chunks))
+        return run(function, chunks)
+
+    monkeypatch.setattr(T, "run_chunks", counting)
+    before = T.get_threads()
+    yield split
+    T.set_threads(before)
+
+
+def at_each_thread_count(compute):
+    """compute() at every count of THREADS (a list of its results, in that order)."""
+    results = []
+    for n in THREADS:
+        T.set_threads(n)
+        results.append(compute())
+    return results
+
+
+def assert_all_equal(results):
+    first = results[0]
+    for other in results[1:]:
+        assert len(other) == len(first)
+        for a, b in zip(first, other):
+            assert np.asarray(a).dtype == np.asarray(b).dtype and np.array_equal(a, b)
+
+
+def test_ntt_and_basis_conversion_are_bit_identical_at_any_thread_count(pieces):
+    n = 4096        # two tiles of the conversion
+    tables = NTTTables(n, find_ntt_primes(30, 7, n))
+    rng = np.random.default_rng(4)
+    a = np.stack([rng.integers(0, q, n, dtype=np.uint64) for q in tables.moduli])
+    backend = get_backend("fourstep")
+    conv = BasisConversion(tables.moduli[:3], tables.moduli[3:])
+
+    def compute():
+        forward = backend.forward(a, tables)
+        return forward, backend.inverse(forward, tables), backend.convert_basis(a[:3], conv)
+
+    results = at_each_thread_count(compute)
+    assert_all_equal(results)
+    assert np.array_equal(results[0][0], get_backend("numba").forward(a, tables))   # and right, not only stable
+    assert np.array_equal(results[0][1], a)
+    assert len(pieces) >= 2 * 3
+
+
+def test_a_bad_limb_is_named_whichever_piece_holds_it(pieces):
+    n = 1024
+    tables = NTTTables(n, find_ntt_primes(30, 6, n))
+    a = np.zeros((6, n), dtype=np.uint64)
+    a[4, 7] = tables.moduli[4]          # not reduced: the kernel stops in the piece that holds limb 4
+    T.set_threads(3)
+    with pytest.raises(hezk.ParameterError, match=r"a\[4\]"):
+        get_backend("fourstep").forward(a, tables)
+    a[4, 7] = 0
+    assert not get_backend("fourstep").forward(a, tables).any()     # positive control
+
+
+def test_ct_times_ct_rotation_and_key_switch_are_bit_identical(pieces):
+    ctx = CKKSContext.keygen("TOY", rotations=[1, 3], seed=11, backend="fourstep")
+    ev = ctx.evaluator
+    x = np.linspace(-1, 1, ctx.params.n // 2)
+    cx, cy = ctx.encrypt(x), ctx.encrypt(x[::-1])
+
+    def compute():
+        out = [ev.mul_rescale(cx, cy), ev.rotate(cx, 1), *ev.rotate_hoisted(cx, [1, 3]).values()]
+        return [part.data for ct in out for part in ct.parts]
+
+    results = at_each_thread_count(compute)
+    assert_all_equal(results)
+    T.set_threads(2)
+    assert np.abs(ctx.decrypt(ev.mul_rescale(cx, cy)) - x * x[::-1]).max() < 1e-4   # and right
+    assert len(pieces) > 0
+
+
+def test_basefold_commit_and_opening_are_bit_identical(pieces):
+    table = F.random_elements(1 << 12, seed=5)
+    point = F.ext_random((12,), seed=6)
+
+    def compute():
+        commitment, witness = B.commit(table)
+        value, proof = B.open_commitment(witness, point, Transcript("threads"))
+        return [np.frombuffer(commitment.to_bytes(), np.uint8), np.asarray(value), np.frombuffer(proof.to_bytes(),
+                                                                                                 np.uint8)]
+
+    results = at_each_thread_count(compute)
+    assert_all_equal(results)
+    assert len(pieces) > 0
+
+
+def test_in_place_fold_with_pieces_matches_one_thread(pieces):
+    """fold_sums may write its outputs over its inputs' first halves: the pieces after the first must not
+    overwrite entries another piece has still to read."""
+    from proofs import _basefold_kernels as K
+    f = F.ext_random((1 << 10,), seed=1)
+    w = F.ext_random((1 << 10,), seed=2)
+    r = F.ext_random((), seed=3)
+
+    def compute(in_place):
+        fc, wc, msg = f.copy(), w.copy(), np.empty((3, 4), np.uint64)
+        if in_place:
+            f_out, w_out = fc[:512], wc[:512]
+        else:
+            f_out, w_out = np.empty((512, 4), np.uint64), np.empty((512, 4), np.uint64)
+        K.fold_sums(fc, wc, r, f_out, w_out, msg)
+        return [f_out.copy(), w_out.copy(), msg]
+
+    T.set_threads(1)
+    expected = compute(False)
+    for n in THREADS:
+        T.set_threads(n)
+        assert_all_equal([expected, compute(True), compute(False)])
+
+
+def test_thread_setting_api_and_errors(monkeypatch):
+    before = T.get_threads()
+    try:
+        hezk.set_threads(2)
+        assert hezk.get_threads() == T.get_threads() == 2
+        with T.using(1):
+            assert T.get_threads() == 1
+        assert T.get_threads() == 2
+        for bad in (0, -1, 1.5, "2", True, None, T.MAX_THREADS + 1):
+            with pytest.raises(T.ThreadSettingError, match="threads"):
+                hezk.set_threads(bad)
+        assert T.get_threads() == 2                        # a refused value changes nothing
+    finally:
+        T.set_threads(before)
+
+
+def test_environment_variable_is_read_at_first_use(monkeypatch):
+    monkeypatch.setattr(T, "_threads", None)
+    monkeypatch.setenv(T.ENV, "3")
+    assert T.get_threads() == 3
+    monkeypatch.setattr(T, "_threads", None)
+    monkeypatch.setenv(T.ENV, "many")
+    with pytest.raises(T.ThreadSettingError, match=T.ENV):
+        T.get_threads()
+    monkeypatch.setattr(T, "_threads", None)
+    monkeypatch.delenv(T.ENV)
+    assert T.get_threads() == T.available_cores() >= 1
+
+
+@pytest.mark.parametrize("count,threads,align", [(10, 3, 1), (1000, 2, 64), (7, 4, 8), (64, 3, 8), (1, 2, 1)])
+def test_chunks_cover_the_range_once_in_aligned_pieces(monkeypatch, count, threads, align):
+    monkeypatch.setattr(T, "_threads", threads)
+    got = T.chunks(count, align=align)
+    assert got[0][0] == 0 and got[-1][1] == count and len(got) <= threads
+    assert all(a < b for a, b in got) and all(b == c for (_, b), (c, _) in zip(got, got[1:]))
+    assert all(a % align == 0 for a, _ in got)
+    assert T.chunks(count, min_work=10 ** 9) == [(0, count)]      # small work stays in one piece
+
+
+def test_pieces_run_once_each_in_order_and_errors_propagate(monkeypatch):
+    monkeypatch.setattr(T, "_threads", 4)
+    parts = T.parallel(lambda a, b: list(range(a, b)), 10)
+    assert len(parts) == 4 and sum(parts, []) == list(range(10))
+
+    def fails(a, b):
+        if a > 0:
+            raise ValueError(f"piece {a}")
+        return a
+    with pytest.raises(ValueError, match="piece"):
+        T.parallel(fails, 8)
+    # a piece calling parallel again runs that call in its own thread (no pool task waits on the pool)
+    assert T.parallel(lambda a, b: len(T.chunks(100)), 8) == [1, 1, 1, 1]
+
+
+def test_local_dask_workers_share_the_cores(monkeypatch):
+    monkeypatch.setenv(T.ENV, "8")
+    assert [hezk.tasks.worker_threads(k) for k in (1, 2, 3, 16)] == [8, 4, 2, 1]
+    monkeypatch.delenv(T.ENV)
+    assert hezk.tasks.worker_threads(1) == T.available_cores()
