@@ -9,11 +9,12 @@ import numpy as np
 from hezk.progress import announce_compilation
 from hezk.threads import parallel
 
-from .ntt_base import PARALLEL_MIN_PRODUCTS
-
 announce_compilation(__file__)  # one line on stderr when numba must compile these kernels (a cold cache)
 
 _U32 = np.uint64(32)
+#: Smallest piece of a threaded kernel here, in modular products (ntt_base.PARALLEL_MIN_PRODUCTS's value: that module
+#: imports this one lazily, so it is not imported back)
+PARALLEL_MIN_PRODUCTS = 1 << 20
 
 
 @numba.njit(cache=True, inline="always")

@@ -208,3 +208,9 @@ def test_local_dask_workers_share_the_cores(monkeypatch):
     assert [hezk.tasks.worker_threads(k) for k in (1, 2, 3, 16)] == [8, 4, 2, 1]
     monkeypatch.delenv(T.ENV)
     assert hezk.tasks.worker_threads(1) == T.available_cores()
+
+
+def test_the_kernel_modules_share_one_threshold():
+    import crypto._ntt_kernels
+    import crypto.ntt_base
+    assert crypto._ntt_kernels.PARALLEL_MIN_PRODUCTS == crypto.ntt_base.PARALLEL_MIN_PRODUCTS
