@@ -43,6 +43,8 @@ _PUBLIC = {
     "Client": ("tensor_ops", "Client"),
     "Server": ("tensor_ops", "Server"),
     "choose_parameters": ("tensor_ops", "choose_parameters"),
+    "InputRangeError": ("tensor_ops", "InputRangeError"),
+    "OutputRangeError": ("tensor_ops", "OutputRangeError"),
     "from_graph": ("tensor_ops.nn", "from_graph"),
     # the shared model description
     "load_model": ("hezk.model", "load"),
