@@ -384,7 +384,7 @@ def _refuse_unprovable(graph) -> None:
         if node.kind == "activation" and node.function not in PROVABLE_ACTIVATIONS:
             what = node.op if node.op.lower() == node.function else f"{node.op} ({node.function})"
         elif node.kind not in ("contraction", "affine", "add", "activation", "reshape", "transpose"):
-            what = node.op
+            what = f"{node.op} (a product of two computed tensors)" if node.kind == "bilinear" else node.op
         else:
             continue
         found.append(f"operator {what} (node {node.name!r})")

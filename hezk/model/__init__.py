@@ -12,8 +12,8 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version as _version
 
 from .errors import MissingInputShape, ModelFileError, UnsupportedOperator
-from .graph import (ACTIVATIONS, Activation, Add, Affine, ClientOutput, ClientStep, Contraction, Graph, MaxPool,
-                    Node, Patches, Reshape, Transpose, activate)
+from .graph import (ACTIVATIONS, Activation, Add, Affine, Bilinear, ClientOutput, ClientStep, Contraction, Graph,
+                    LayerNorm, MaxPool, Node, Patches, Reshape, Softmax, Transpose, activate)
 from .npz import NAME_AN_ACTIVATION, read_archive, read_npz, save_npz
 from .onnx_reader import read_onnx
 
@@ -22,8 +22,8 @@ try:
 except PackageNotFoundError:  # a source tree that is not installed
     __version__ = "0+unknown"
 
-__all__ = ["ACTIVATIONS", "Activation", "Add", "Affine", "ClientOutput", "ClientStep", "Contraction", "MaxPool", "Graph", "MissingInputShape", "ModelFileError",
-           "NAME_AN_ACTIVATION", "Node", "Patches", "Reshape", "Transpose", "UnsupportedOperator", "activate",
+__all__ = ["ACTIVATIONS", "Activation", "Add", "Affine", "Bilinear", "ClientOutput", "ClientStep", "Contraction", "MaxPool", "Graph", "MissingInputShape", "ModelFileError",
+           "LayerNorm", "NAME_AN_ACTIVATION", "Node", "Patches", "Reshape", "Softmax", "Transpose", "UnsupportedOperator", "activate",
            "is_onnx", "load", "read_archive", "read_npz", "read_onnx", "save_npz", "__version__"]
 
 

@@ -14,6 +14,12 @@ array the reference forward sees). Nodes:
 - ``Affine``: y = x * scale + shift, constants broadcast over the sample (a bias Add, a BatchNormalization
   that follows no contraction, Mul/Div/Sub by a constant).
 - ``Add``: y = x1 + x2 of two tensors of one shape (a residual connection).
+- ``Bilinear``: y = einsum(equation, x1, x2) of two computed tensors, the batch ``b`` first on both and the
+  output (attention's scores q k^T and its weighted sum a v, a batched MatMul or Einsum, an elementwise
+  product Mul(x1, x2) with broadcasting).
+- ``Softmax``: y = exp(x) / sum exp(x) along a sample axis (attention's weights).
+- ``LayerNorm``: y = (x - mean) / sqrt(var + epsilon) * scale + shift over the sample axes from ``axis`` on
+  (LayerNormalization, and its decomposed ReduceMean, Sub, Pow, Sqrt, Div form).
 - ``Activation``: elementwise relu, square, sigmoid, tanh, gelu (erf form or its tanh approximation), silu,
   and clip to ``bounds`` (Clip, ReLU6 = Clip(0, 6), Min / Max with a constant; either bound may be None).
 - ``MaxPool``: the maximum over each window of ``Patches`` (padding counts as -inf).
@@ -339,6 +345,115 @@ class MaxPool(Node):
         return view.max(axis=(3, 4))[:, 0]
 
 
+def _bilinear_terms(equation: str):
+    operands, arrow, result = equation.partition("->")
+    parts = operands.split(",")
+    if not arrow or len(parts) != 2 or not all(p.startswith("b") and p.count("b") == 1 and p.isalpha()
+                                               for p in (*parts, result)) \
+            or not set(result) <= set(parts[0] + parts[1]) or len(set(result)) != len(result):
+        return None
+    return parts[0], parts[1], result
+
+
+@dataclass(frozen=True, eq=False)
+class Bilinear(Node):
+    """y = einsum(equation, x1, x2) of two computed tensors: the equation reads 'b...,b...->b...' (the batch
+    ``b`` first on both operands and the output, each sample's own product). An index of size 1 on one
+    operand only is summed over its single value: numpy's broadcasting, written as an einsum."""
+
+    equation: str = ""
+    kind: ClassVar[str] = "bilinear"
+
+    def __post_init__(self):
+        super().__post_init__()
+        if len(self.inputs) != 2 or _bilinear_terms(self.equation) is None:
+            raise ModelFileError(f"{self.where()}: equation {self.equation!r} on inputs {self.inputs} must read "
+                                 f"'b...,b...->b...' over two tensors (letters only, b once, first)")
+
+    def output_shape(self, shapes):
+        left, right, result = _bilinear_terms(self.equation)
+        sizes = {}
+        for letters, dims in ((left[1:], shapes[0]), (right[1:], shapes[1])):
+            if len(letters) != len(dims):
+                raise ModelFileError(f"{self.where()}: {self.equation!r} does not fit the sample shapes {shapes}")
+            for letter, dim in zip(letters, dims):
+                if sizes.setdefault(letter, dim) != dim:
+                    raise ModelFileError(f"{self.where()}: index {letter!r} is {sizes[letter]} and {dim} in "
+                                         f"{self.equation!r} on sample shapes {shapes}")
+        return tuple(sizes[letter] for letter in result[1:]) or (1,)
+
+    def forward(self, a, b):
+        y = np.einsum(self.equation, a, b, optimize=True)
+        return y.reshape(y.shape[0], 1) if y.ndim == 1 else y
+
+
+@dataclass(frozen=True, eq=False)
+class Softmax(Node):
+    """y = exp(x - max) / sum exp(x - max) along sample axis ``axis`` (0: the first sample axis)."""
+
+    axis: int = -1
+    kind: ClassVar[str] = "softmax"
+
+    def __post_init__(self):
+        super().__post_init__()
+        object.__setattr__(self, "axis", int(self.axis))
+
+    def output_shape(self, shapes):
+        if not 0 <= self.axis < len(shapes[0]):
+            raise ModelFileError(f"{self.where()}: axis {self.axis} is not a sample axis of {shapes[0]}")
+        return shapes[0]
+
+    def forward(self, x):
+        shifted = x - x.max(axis=self.axis + 1, keepdims=True)
+        e = np.exp(shifted)
+        return e / e.sum(axis=self.axis + 1, keepdims=True)
+
+
+@dataclass(frozen=True, eq=False)
+class LayerNorm(Node):
+    """y = (x - mean) / sqrt(var + epsilon) * scale + shift, mean and (biased) var over the sample axes
+    ``axis``, ..., last; ``scale`` and ``shift`` (None: 1 and 0) broadcast over those axes (Ba et al., 2016)."""
+
+    axis: int = -1
+    epsilon: float = 1e-5
+    scale: np.ndarray | None = None
+    shift: np.ndarray | None = None
+    kind: ClassVar[str] = "layernorm"
+
+    def __post_init__(self):
+        super().__post_init__()
+        object.__setattr__(self, "axis", int(self.axis))
+        object.__setattr__(self, "epsilon", float(self.epsilon))
+        if not (math.isfinite(self.epsilon) and self.epsilon >= 0):
+            raise ModelFileError(f"{self.where()}: epsilon={self.epsilon} must be finite and >= 0")
+        for name in ("scale", "shift"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, constant(getattr(self, name), f"{self.where()} {name}"))
+
+    def output_shape(self, shapes):
+        if not 0 <= self.axis < len(shapes[0]):
+            raise ModelFileError(f"{self.where()}: axis {self.axis} is not a sample axis of {shapes[0]}")
+        normalized = tuple(shapes[0][self.axis:])
+        for name in ("scale", "shift"):
+            array = getattr(self, name)
+            if array is not None and (array.ndim > len(normalized) or
+                                      np.broadcast_shapes(normalized, array.shape) != normalized):
+                raise ModelFileError(f"{self.where()}: {name} of shape {array.shape} does not broadcast to the "
+                                     f"normalized shape {normalized}")
+        return shapes[0]
+
+    def axes(self, ndim: int) -> tuple[int, ...]:
+        """The normalized axes of a batch-first array of ``ndim`` axes."""
+        return tuple(range(self.axis + 1, ndim))
+
+    def forward(self, x):
+        axes = self.axes(x.ndim)
+        centered = x - x.mean(axis=axes, keepdims=True)
+        y = centered / np.sqrt((centered * centered).mean(axis=axes, keepdims=True) + self.epsilon)
+        y = y if self.scale is None else y * self.scale
+        return y if self.shift is None else y + self.shift
+
+
 @dataclass(frozen=True, eq=False)
 class Reshape(Node):
     """Row-major reshape of the sample to ``shape`` (Flatten, Reshape)."""
@@ -380,7 +495,8 @@ class Transpose(Node):
         return x.transpose(0, *(p + 1 for p in self.perm))
 
 
-NODE_KINDS = {cls.kind: cls for cls in (Contraction, Affine, Add, Activation, MaxPool, Reshape, Transpose)}
+NODE_KINDS = {cls.kind: cls for cls in (Contraction, Affine, Add, Activation, MaxPool, Reshape, Transpose, Bilinear,
+                                        Softmax, LayerNorm)}
 _ARRAY_FIELDS = ("weight", "bias", "scale", "shift")
 _OPTIONAL_FIELDS = ("bounds",)  # left out of the records when None (the digests of graphs without them stay)
 
@@ -640,7 +756,10 @@ class Graph:
             detail = {"contraction": lambda n: f"einsum {n.equation!r}" + (f" over {n.patches}" if n.patches else ""),
                       "activation": lambda n: n.function + (f" {n.bounds}" if n.bounds else ""),
                       "maxpool": lambda n: f"max over {n.patches}", "reshape": lambda n: f"to {n.shape}",
-                      "transpose": lambda n: f"perm {n.perm}"}.get(node.kind, lambda n: node.kind)(node)
+                      "transpose": lambda n: f"perm {n.perm}",
+                      "bilinear": lambda n: f"einsum {n.equation!r} of two computed tensors",
+                      "softmax": lambda n: f"softmax along sample axis {n.axis}",
+                      "layernorm": lambda n: f"layer norm over sample axes {n.axis}.. (epsilon {n.epsilon:g})"}.get(node.kind, lambda n: node.kind)(node)
             lines.append(f"{node.where()}: {detail} -> {self.shape_of(node.output)}")
         if self.client_text():
             lines.append(f"run by the client after decryption: {self.client_text()}")

@@ -25,8 +25,8 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import MissingInputShape, ModelFileError, UnsupportedOperator
-from .graph import (Activation, Add, Affine, ClientOutput, ClientStep, Contraction, Graph, MaxPool, Patches,
-                    Reshape, Transpose, require_size)
+from .graph import (Activation, Add, Affine, Bilinear, ClientOutput, ClientStep, Contraction, Graph, LayerNorm,
+                    MaxPool, Patches, Reshape, Softmax, Transpose, require_size)
 
 MIN_OPSET = 13
 _SHAPE_OPS = ("Gather", "Unsqueeze", "Squeeze", "Concat", "Cast", "Identity", "Slice")
@@ -58,6 +58,22 @@ REWRITES = {
 _LETTERS = "acdefghijklmnopqrstuvwxyz"  # never 'b', the batch axis
 
 
+def _onnx_div(a, b):
+    """ONNX Div: integer division truncates toward zero."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype.kind in "iu" and b.dtype.kind in "iu":
+        return (np.trunc(a / b)).astype(np.result_type(a, b))
+    return a / b
+
+
+_FOLDS = {  # elementwise operators on constants only (shape arithmetic): folded to their value
+    "Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": _onnx_div, "Mod": np.mod, "Sqrt": np.sqrt,
+    "Neg": np.negative, "Pow": np.power, "Equal": np.equal, "Where": np.where, "Expand": lambda a, s: a * np.ones(
+        [int(d) for d in np.asarray(s).reshape(-1)], dtype=np.asarray(a).dtype), "Reciprocal": np.reciprocal,
+    "Range": lambda a, b, c: np.arange(np.asarray(a).reshape(()), np.asarray(b).reshape(()), np.asarray(c).reshape(())),
+}
+
+
 def read_onnx(source, input_shape=None) -> Graph:
     """The description of the ONNX model at ``source`` (a path, bytes or an ``onnx.ModelProto``)."""
     import onnx
@@ -75,7 +91,33 @@ def read_onnx(source, input_shape=None) -> Graph:
         raise ModelFileError(f"ONNX opset {opsets.get('ai.onnx')} < {MIN_OPSET}: re-export the model with "
                              f"opset_version >= {MIN_OPSET}")
     check_wiring(model.graph)
-    return _Reader(model.graph, numpy_helper, input_shape, model).graph()
+    try:
+        return _Reader(model.graph, numpy_helper, input_shape, model).graph()
+    except UnsupportedOperator as error:
+        if input_shape is not None or not _unit_batch(model.graph) or \
+                not any(_BATCH_MOVES in p.detail for p in error.problems):
+            raise
+        first = error
+    try:  # the batch dimension is 1: the whole tensor is the sample, the engines' batch a new axis before it
+        return _Reader(model.graph, numpy_helper, None, model, unit_batch=True).graph()
+    except UnsupportedOperator as error:
+        if any(_BATCH_MOVES in p.detail for p in error.problems):
+            raise first from None
+        raise
+
+
+_BATCH_MOVES = "batch"
+
+
+def _unit_batch(graph) -> bool:
+    """Whether the graph's one data input declares a fixed shape whose first (batch) dimension is 1."""
+    initializers = {t.name for t in graph.initializer}
+    inputs = [i for i in graph.input if i.name not in initializers]
+    if len(inputs) != 1:
+        return False
+    dims = inputs[0].type.tensor_type.shape.dim
+    return len(dims) >= 1 and all(d.HasField("dim_value") and d.dim_value >= 1 for d in dims) \
+        and dims[0].dim_value == 1
 
 
 def _tensor_array(tensor, numpy_helper, what: str) -> np.ndarray:
@@ -244,8 +286,9 @@ def _attrs(node) -> dict:
 
 
 class _Reader:
-    def __init__(self, graph, numpy_helper, input_shape, model=None):
+    def __init__(self, graph, numpy_helper, input_shape, model=None, unit_batch=False):
         self.source, self.helper, self.model = graph, numpy_helper, model
+        self.lead = 0 if unit_batch else 1  # 0: the batch axis (of size 1) is read as a sample axis
         self.client: dict[str, tuple[str, tuple]] = {}  # tensor the client computes -> (computed tensor, steps)
         self.outputs = tuple(out.name for out in graph.output)
         self.const = {t.name: _tensor_array(t, numpy_helper, "initializer") for t in graph.initializer}
@@ -255,9 +298,11 @@ class _Reader:
         self.alias: dict[str, str] = {}
         self.uses: dict[str, int] = {}
         self.source_nodes = _fuse_erf_gelu(list(graph.node), self.const, numpy_helper)
+        self.readers: dict[str, list[str]] = {}  # tensor -> the op types of the source nodes reading it
         for node in self.source_nodes:
             for name in node.input:
                 self.uses[name] = self.uses.get(name, 0) + 1
+                self.readers.setdefault(name, []).append(node.op_type)
         for out in graph.output:
             self.uses[out.name] = self.uses.get(out.name, 0) + 1
         inputs = [i for i in graph.input if i.name not in self.const]
@@ -274,6 +319,8 @@ class _Reader:
                 raise ModelFileError(f"input_shape={input_shape!r:.80} is not a sequence of integers") from None
             if not self.input_shape or min(self.input_shape) < 1:
                 raise ModelFileError(f"input_shape={self.input_shape}: every axis must be >= 1")
+        elif unit_batch:
+            self.input_shape = tuple(declared)
         elif len(declared) < 2 or any(d is None or d < 1 for d in declared[1:]):
             raise MissingInputShape(f"ONNX input {self.input!r} declares the shape {declared} (None: symbolic); the "
                                  f"sample axes after the batch must be fixed numbers (or pass input_shape)")
@@ -316,7 +363,10 @@ class _Reader:
         """A constant operand of an elementwise op, as broadcast over the sample (a leading 1 dropped)."""
         shape = self.shapes[tensor]
         array = np.asarray(value, dtype=np.float64)
-        if array.ndim == len(shape) + 1:
+        if not self.lead and array.ndim > len(shape):
+            raise UnsupportedOperator(where.split(" ")[0], where, f"a constant of shape {array.shape} of more axes "
+                                                               f"than the tensor {shape}")
+        if self.lead and array.ndim == len(shape) + 1:
             if array.shape[0] != 1:
                 raise ModelFileError(f"{where}: constant of shape {array.shape} varies along the batch axis")
             array = array[0]
@@ -331,6 +381,9 @@ class _Reader:
         for index, node in enumerate(self.source_nodes):
             name = node.name or f"{node.op_type}_{index}"
             handler = getattr(self, f"op_{node.op_type}", None)
+            if node.op_type in _FOLDS and node.domain in ("", "ai.onnx") and node.input \
+                    and all(self.is_const(t) for t in node.input if t):
+                handler = self.fold_constants
             if node.domain not in ("", "ai.onnx", _ML_DOMAIN) or handler is None or \
                     (node.domain == _ML_DOMAIN) != (node.op_type in _ML_OPS):
                 problems.append(UnsupportedOperator(node.op_type, name, "" if node.domain in ("", "ai.onnx") else
@@ -368,6 +421,8 @@ class _Reader:
                                 UnsupportedOperator(error.op, error.node, error.detail, REWRITES[error.op]))
                 self.placeholder(node, poisoned)
             except ModelFileError:
+                if any(_BATCH_MOVES in p.detail for p in problems):  # after a refused move of the batch axis,
+                    raise UnsupportedOperator.collect(problems) from None  # the shapes it left are not the file's
                 raise
             except KeyError as error:  # a tensor with no sample shape, or a missing attribute
                 key = error.args[0] if error.args else None
@@ -451,8 +506,8 @@ class _Reader:
     # -- shape arithmetic on constants (torch's x.view(x.size(0), -1) exports Shape, Gather, Unsqueeze, Concat)
     def op_Shape(self, node, name, attrs):
         x = self.name(node.input[0])
-        full = np.array([0, *self.shapes[x]], dtype=np.int64)  # the batch size is not known: 0, "copy it"
-        mask = np.arange(len(full)) == 0
+        full = np.array([0] * self.lead + list(self.shapes[x]), dtype=np.int64)  # batch size unknown: 0, "copy it"
+        mask = (np.arange(len(full)) == 0) & bool(self.lead)
         start, end = int(attrs.get("start", 0)), attrs.get("end")
         cut = slice(start, None if end is None else int(end))
         self.const[node.output[0]], self.batch_mask[node.output[0]] = full[cut], mask[cut]
@@ -467,11 +522,6 @@ class _Reader:
         mask = compute(*masks) if any(m is not None and np.any(m) for m in masks) else None
         if mask is not None:
             self.batch_mask[node.output[0]] = np.asarray(mask, dtype=bool)
-
-    def op_Gather(self, node, name, attrs):
-        axis = int(attrs.get("axis", 0))
-        index = self.const.get(node.input[1])
-        self.fold(node, lambda data, *_: np.take(data, np.asarray(index, dtype=np.int64), axis=axis))
 
     def squeeze_axes(self, node, attrs):
         if len(node.input) > 1 and node.input[1]:
@@ -514,6 +564,9 @@ class _Reader:
     def data_reshape(self, node, name, new_full_shape):
         """Squeeze / Unsqueeze of a computed tensor: a Reshape, as long as the batch axis stays first."""
         x = self.name(node.input[0])
+        if not self.lead:
+            self.emit(Reshape(name, node.op_type, (x,), node.output[0], tuple(new_full_shape(self.shapes[x]))))
+            return
         probe = (2, *self.shapes[x])  # a batch of 2 tells the batch axis apart from unit axes
         full = tuple(new_full_shape(probe))
         if not full or full[0] != 2:
@@ -577,16 +630,20 @@ class _Reader:
         axis = axis + rank if axis < 0 else axis
         if not 0 <= axis < rank:
             raise ModelFileError(f"{op} (node {name!r}): axis {axis} outside a tensor of rank {rank}")
-        if axis == 0:
+        if axis == 0 and self.lead:
             raise UnsupportedOperator(op, name, "acts along the batch axis")
-        return axis - 1
+        return axis - self.lead
+
+    def rank(self, tensor: str) -> int:
+        """The ONNX rank of the computed ``tensor`` (its sample axes, and the batch axis unless read as one)."""
+        return len(self.shapes[tensor]) + self.lead
 
     def concat(self, node, name, axis):
         """Concat with computed parts: each part placed by a 0/1 map into the output's shape, summed, and the
         constant parts added as a shift."""
         parts = [t for t in node.input if t]
         first = next(self.name(t) for t in parts if not self.is_const(t))
-        rank = len(self.shapes[first]) + 1
+        rank = self.rank(first)
         k = self.sample_axis(axis, rank, "Concat", name)
         arrays = {}
         for t in parts:
@@ -627,7 +684,7 @@ class _Reader:
             raise UnsupportedOperator("Slice", name, "starts, ends, axes and steps must be constants")
         starts, ends = (np.asarray(v, dtype=np.int64).reshape(-1) for v in values[:2])
         data_rank = (np.ndim(self.const[node.input[0]]) if self.is_const(node.input[0])
-                     else len(self.shapes[self.name(node.input[0])]) + 1)
+                     else self.rank(self.name(node.input[0])))
         axes = (np.arange(len(starts)) if len(values) < 3 or values[2] is None
                 else np.asarray(values[2], dtype=np.int64).reshape(-1))
         steps = (np.ones(len(starts), np.int64) if len(values) < 4 or values[3] is None
@@ -642,7 +699,7 @@ class _Reader:
             return
         x = self.name(node.input[0])
         for axis, cut in sorted(cuts.items()):
-            if axis == 0:
+            if axis == 0 and self.lead:
                 if cut.indices(1 << 62) != (0, 1 << 62, 1):
                     raise UnsupportedOperator("Slice", name, "slices the batch axis")
                 continue
@@ -665,7 +722,7 @@ class _Reader:
         if mode not in ("constant", "edge", "reflect", "wrap"):
             raise UnsupportedOperator("Pad", name, f"mode={mode!r}")
         data_rank = (np.ndim(self.const[node.input[0]]) if self.is_const(node.input[0])
-                     else len(self.shapes[self.name(node.input[0])]) + 1)
+                     else self.rank(self.name(node.input[0])))
         axes = (list(range(data_rank)) if len(node.input) < 4 or not node.input[3]
                 else [int(a) + data_rank if a < 0 else int(a) for a in np.asarray(self.const[node.input[3]]).reshape(-1)])
         if len(pads) != 2 * len(axes):
@@ -673,12 +730,12 @@ class _Reader:
         widths = {a: (int(pads[i]), int(pads[i + len(axes)])) for i, a in enumerate(axes)}
         if self.is_const(node.input[0]):
             raise UnsupportedOperator("Pad", name, "of a constant")
-        if widths.get(0, (0, 0)) != (0, 0):
+        if widths.get(0, (0, 0)) != (0, 0) and self.lead:
             raise UnsupportedOperator("Pad", name, "pads the batch axis")
         x = self.name(node.input[0])
         mask = np.ones(self.shapes[x])
         for axis, (lo, hi) in sorted(widths.items()):
-            if axis == 0 or (lo, hi) == (0, 0):
+            if (axis == 0 and self.lead) or (lo, hi) == (0, 0):
                 continue
             k = self.sample_axis(axis, data_rank, "Pad", name)
             n = self.shapes[x][k]
@@ -814,7 +871,7 @@ class _Reader:
             axes = [int(a) for a in attrs.get("axes", ())]
         if not axes:
             raise UnsupportedOperator("ReduceMean", name, "over every axis, the batch axis included")
-        axes = sorted({self.sample_axis(a, len(shape) + 1, "ReduceMean", name) for a in axes})
+        axes = sorted({self.sample_axis(a, self.rank(x), "ReduceMean", name) for a in axes})
         letters = _LETTERS[:len(shape)]
         reduced = "".join(letters[a] for a in axes)
         kept = "".join(letter for letter in letters if letter not in reduced)
@@ -833,6 +890,15 @@ class _Reader:
         self.client[output or node.output[0]] = (base, before + steps)
 
     def op_Softmax(self, node, name, attrs):
+        x = self.name(node.input[0])
+        if x not in self.client and any(op not in _CLIENT_OPS for op in self.readers.get(node.output[0], ())):
+            # read by the model's own operators (attention's weights): a node the engines compute
+            axis = self.sample_axis(int(attrs.get("axis", -1)), self.rank(x), "Softmax", name)
+            if axis != len(self.shapes[x]) - 1:
+                raise UnsupportedOperator("Softmax", name, f"along sample axis {axis} of {self.shapes[x]} (only the "
+                                          f"last axis)", "transpose the axis last before the Softmax")
+            self.emit(Softmax(name, "Softmax", (x,), node.output[0], axis))
+            return
         self.client_step(node, ClientStep("softmax", self.client_axis(node, name, int(attrs.get("axis", -1)))))
 
     def op_LogSoftmax(self, node, name, attrs):
@@ -848,10 +914,10 @@ class _Reader:
         """``axis`` if it is a sample axis of the input (the client works batch first too)."""
         x = self.name(node.input[0])
         if x not in self.client:
-            self.sample_axis(axis, len(self.shapes[x]) + 1, node.op_type, name)
-        elif axis == 0:
+            self.sample_axis(axis, self.rank(x), node.op_type, name)
+        elif axis == 0 and self.lead:
             raise UnsupportedOperator(node.op_type, name, "acts along the batch axis")
-        return axis
+        return axis + (1 - self.lead if axis >= 0 else 0)
 
     def op_Normalizer(self, node, name, attrs):
         norm = attrs.get("norm", b"MAX")
@@ -930,8 +996,9 @@ class _Reader:
         if trans_a:
             raise UnsupportedOperator("Gemm", name, "transA=1 on the data operand would contract the batch axis")
         x = self.name(a)
-        if len(self.shapes[x]) != 1:
-            raise ModelFileError(f"Gemm (node {name!r}): input sample shape {self.shapes[x]} must be (K,)")
+        if len(self.shapes[x]) != 2 - self.lead:
+            raise ModelFileError(f"Gemm (node {name!r}): input sample shape {self.shapes[x]} must be "
+                                 f"{'(K,)' if self.lead else '(M, K)'}")
         weight = alpha * np.asarray(self.const[b], dtype=np.float64)
         weight = weight if trans_b else weight.T  # (N, K)
         bias = None
@@ -940,15 +1007,149 @@ class _Reader:
             if not self.is_const(node.input[2]):
                 raise UnsupportedOperator("Gemm", name, "C must be a constant")
             c = beta * c.astype(np.float64)
-            if c.ndim == 2:
+            if c.ndim == 2 and not self.lead:
+                bias = np.broadcast_to(c, (self.shapes[x][0], weight.shape[0]))
+            elif c.ndim == 2:
                 if c.shape[0] != 1:
                     raise ModelFileError(f"Gemm (node {name!r}): C of shape {c.shape} varies along the batch axis")
                 c = c[0]
-            bias = np.broadcast_to(c, (weight.shape[0],))
+            if bias is None:
+                bias = np.broadcast_to(c, (weight.shape[0],))
+        if not self.lead:
+            self.emit(Contraction(name, "Gemm", (x,), node.output[0], "bmk,nk->bmn", weight, _compact(bias)
+                                  if bias is not None else None, None, (self.shapes[x][0], weight.shape[0])))
+            return
         self.emit(Contraction(name, "Gemm", (x,), node.output[0], "bk,nk->bn", weight, bias, None,
                               (weight.shape[0],)))
 
+    def product(self, node, name, a, b, matrix: bool) -> None:
+        """Emit the ``Bilinear`` of two computed tensors: MatMul (``matrix``: numpy's rules, the leading axes
+        broadcast) or an elementwise Mul (broadcast). A size-1 axis facing a longer one gets a letter of its
+        own, summed over its one value: broadcasting as an einsum."""
+        a, b = self.name(a), self.name(b)
+        sa, sb = self.shapes[a], self.shapes[b]
+        if self.lead and len(sa) != len(sb):
+            raise UnsupportedOperator(node.op_type, name, f"of computed tensors of sample shapes {sa} and {sb}: "
+                                      f"numpy broadcasting would align the batch axis with a sample axis")
+        tail = 2 if matrix else 0
+        if matrix and min(len(sa), len(sb)) < 2:
+            raise UnsupportedOperator(node.op_type, name, f"of computed tensors of sample shapes {sa} and {sb} "
+                                      f"(only matrices, or stacks of them)")
+        lead_a, lead_b = sa[:len(sa) - tail], sb[:len(sb) - tail]
+        width = max(len(lead_a), len(lead_b))
+        letters = iter(_LETTERS)
+        ta, tb, out, out_shape = "", "", "", []
+        for position in range(width):
+            da = lead_a[position - width + len(lead_a)] if position >= width - len(lead_a) else None
+            db = lead_b[position - width + len(lead_b)] if position >= width - len(lead_b) else None
+            if da is not None and db is not None and da != db and 1 not in (da, db):
+                raise ModelFileError(f"{node.op_type} (node {name!r}): sample shapes {sa} and {sb} do not "
+                                     f"broadcast")
+            shared = next(letters)
+            wide = max(d for d in (da, db) if d is not None)
+            for dim, term in ((da, "a"), (db, "b")):
+                if dim is None:
+                    continue
+                letter = shared if dim == wide else next(letters)
+                if term == "a":
+                    ta += letter
+                else:
+                    tb += letter
+            out += shared
+            out_shape.append(wide)
+        if matrix:
+            m, k, n = next(letters), next(letters), next(letters)
+            if sa[-1] != sb[-2]:
+                raise ModelFileError(f"{node.op_type} (node {name!r}): sample shapes {sa} @ {sb}: {sa[-1]} != "
+                                     f"{sb[-2]}")
+            ta, tb, out = ta + m + k, tb + k + n, out + m + n
+        self.emit(Bilinear(name, node.op_type, (a, b), node.output[0], f"b{ta},b{tb}->b{out}"))
+
+    def op_Einsum(self, node, name, attrs):
+        """Einsum of two operands: two computed tensors (a ``Bilinear``) or one computed and one constant (a
+        ``Contraction``). The computed operands' batch axis is the letter that starts each of them and the
+        output (read as a sample axis where the batch axis is one)."""
+        equation = attrs["equation"]
+        equation = (equation.decode() if isinstance(equation, bytes) else str(equation)).replace(" ", "")
+        terms, arrow, result = equation.partition("->")
+        terms = terms.split(",")
+        if len(terms) != 2 or len(node.input) != 2 or "." in equation or not arrow:
+            raise UnsupportedOperator("Einsum", name, f"equation {equation!r} (only two operands, an explicit "
+                                      f"output, no ellipsis)")
+        computed = [not self.is_const(t) for t in node.input]
+        used = set(equation)
+        spare = iter(c for c in _LETTERS if c not in used)
+        if self.lead:
+            batch = {terms[i][:1] for i in range(2) if computed[i]}
+            if len(batch) != 1 or result[:1] not in batch or any(not computed[i] and batch & set(terms[i])
+                                                                 for i in range(2)):
+                raise UnsupportedOperator("Einsum", name, f"equation {equation!r} does not keep the batch axis "
+                                          f"first on the computed operands and the output")
+            letter = batch.pop()
+            rename = {letter: "b", **({"b": next(spare)} if letter != "b" and "b" in used else {})}
+            terms = ["".join(rename.get(c, c) for c in t) for t in terms]
+            result = "".join(rename.get(c, c) for c in result)
+        else:
+            rename = {"b": next(spare)} if "b" in used else {}
+            terms = [("b" if computed[i] else "") + "".join(rename.get(c, c) for c in t) for i, t in enumerate(terms)]
+            result = "b" + "".join(rename.get(c, c) for c in result)
+        if all(computed):
+            self.emit(Bilinear(name, "Einsum", tuple(self.name(t) for t in node.input), node.output[0],
+                               f"{terms[0]},{terms[1]}->{result}"))
+            return
+        data = computed.index(True)
+        x, w = self.name(node.input[data]), np.asarray(self.const[node.input[1 - data]], dtype=np.float64)
+        sizes = dict(zip(terms[data][1:], self.shapes[x]))
+        sizes.update(zip(terms[1 - data], w.shape))
+        out_shape = tuple(sizes[c] for c in result[1:]) or (1,)
+        self.emit(Contraction(name, "Einsum", (x,), node.output[0], f"{terms[data]},{terms[1 - data]}->{result}", w,
+                              None, None, out_shape))
+
+    def fold_constants(self, node, name, attrs):
+        """An elementwise operator of ``_FOLDS`` on constants only (shape arithmetic): its value."""
+        self.fold(node, _FOLDS[node.op_type])
+
+    def op_Gather(self, node, name, attrs):
+        axis = int(attrs.get("axis", 0))
+        index = self.const.get(node.input[1])
+        if self.is_const(node.input[0]):
+            self.fold(node, lambda data, *_: np.take(data, np.asarray(index, dtype=np.int64), axis=axis))
+            return
+        if index is None:
+            raise UnsupportedOperator("Gather", name, "the indices must be a constant")
+        x = self.name(node.input[0])
+        k = self.sample_axis(axis, self.rank(x), "Gather", name)
+        index = np.asarray(index, dtype=np.int64)
+        size = self.shapes[x][k]
+        if index.ndim > 1 or np.any(index < -size) or np.any(index >= size):
+            raise ModelFileError(f"Gather (node {name!r}): indices {index.tolist()} of axis {axis} (size {size}): "
+                                 f"only a scalar or a vector of indices in range")
+        picked = self.select(name, "Gather", x, k, [int(i) % size for i in index.reshape(-1)]) if \
+            index.ndim or size > 1 else x
+        if index.ndim:
+            self.bind(node.output[0], picked)
+            return
+        shape = self.shapes[picked]
+        self.emit(Reshape(name + "/squeeze", "Gather", (picked,), node.output[0], shape[:k] + shape[k + 1:] or (1,)))
+
+    def op_LayerNormalization(self, node, name, attrs):
+        if any(node.output[1:]):
+            raise UnsupportedOperator("LayerNormalization", name, "its Mean and InvStdDev outputs")
+        x = self.name(node.input[0])
+        axis = self.sample_axis(int(attrs.get("axis", -1)), self.rank(x), "LayerNormalization", name)
+        arrays = []
+        for position in (1, 2):
+            tensor = node.input[position] if len(node.input) > position else ""
+            if tensor and not self.is_const(tensor):
+                raise UnsupportedOperator("LayerNormalization", name, "Scale and B must be constants")
+            arrays.append(np.asarray(self.const[tensor], dtype=np.float64) if tensor else None)
+        self.emit(LayerNorm(name, "LayerNormalization", (x,), node.output[0], axis,
+                            float(attrs.get("epsilon", 1e-5)), *arrays))
+
     def op_MatMul(self, node, name, attrs):
+        if not self.is_const(node.input[0]) and not self.is_const(node.input[1]):
+            self.product(node, name, node.input[0], node.input[1], matrix=True)
+            return
         x, w, data_first = self.data_and_const(node, name)
         shape, w = self.shapes[x], np.asarray(w, dtype=np.float64)
         if w.ndim != 2:
@@ -979,6 +1180,9 @@ class _Reader:
         auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else str(auto_pad)
         x = self.name(node.input[0])
         shape = self.shapes[x]
+        if not self.lead:
+            raise UnsupportedOperator(node.op_type, name, "a window in a graph whose batch axis moves (read as a "
+                                                          "sample axis): export with a dynamic batch axis")
         if len(shape) != 3:
             raise UnsupportedOperator(node.op_type, name, f"input sample shape {shape} is not (C, H, W)")
         if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
@@ -1092,6 +1296,12 @@ class _Reader:
         self.affine(node, name, x, None, c)
 
     def op_Sub(self, node, name, attrs):
+        a, b = node.input[0], node.input[1]
+        if not self.is_const(a) and not self.is_const(b):  # a + (-1) b
+            negated = self.internal(name, "negated")
+            self.emit(Affine(name + "/negate", "Sub", (self.name(b),), negated, np.float64(-1.0), None))
+            self.emit(Add(name, "Sub", (self.name(a), negated), node.output[0]))
+            return
         x, c, data_first = self.elementwise_const(node, name)
         self.affine(node, name, x, None if data_first else np.full(self.shapes[x], -1.0),
                     -c if data_first else c)
@@ -1156,6 +1366,11 @@ class _Reader:
     def op_Flatten(self, node, name, attrs):
         x = self.name(node.input[0])
         axis, shape = int(attrs.get("axis", 1)), self.shapes[x]
+        if not self.lead:
+            axis = axis + len(shape) if axis < 0 else axis
+            self.emit(Reshape(name, "Flatten", (x,), node.output[0],
+                              (int(np.prod(shape[:axis])), int(np.prod(shape[axis:])))))
+            return
         axis = axis + len(shape) + 1 if axis < 0 else axis
         if axis < 1:
             raise UnsupportedOperator("Flatten", name, f"axis={axis} merges the batch axis")
@@ -1174,6 +1389,8 @@ class _Reader:
         if not self.is_const(node.input[1]):
             raise UnsupportedOperator("Reshape", name, "the target shape must be a constant")
         target = [int(v) for v in np.asarray(self.const[node.input[1]]).reshape(-1)]
+        if not self.lead:  # the whole tensor is the sample
+            target = [0] + target
         mask = self.batch_mask.get(node.input[1])
         if mask is not None and (np.any(mask.reshape(-1)[1:]) or target[0] != 0):
             raise UnsupportedOperator("Reshape", name, "puts the batch size elsewhere than the first axis")
@@ -1198,7 +1415,10 @@ class _Reader:
             return
         x = self.name(node.input[0])
         shape = self.shapes[x]
-        perm = tuple(attrs.get("perm", tuple(range(len(shape), -1, -1))))
+        perm = tuple(attrs.get("perm", tuple(range(len(shape) - self.lead, -1, -1))))
+        if not self.lead:
+            self.emit(Transpose(name, "Transpose", (x,), node.output[0], perm))
+            return
         if not perm or perm[0] != 0:
             raise UnsupportedOperator("Transpose", name, f"perm={perm} moves the batch axis")
         self.emit(Transpose(name, "Transpose", (x,), node.output[0], tuple(p - 1 for p in perm[1:])))

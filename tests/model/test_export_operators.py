@@ -106,7 +106,7 @@ def test_operator_rewrites_agree_with_onnxruntime(build):
 def test_every_unsupported_node_is_listed_with_its_rewrite():
     """Three refusals in one model: one error names all three (the first as op/node), with the rewrites."""
     b = Builder((4,))
-    h = b.node("Softmax", [b.gemm("x", 4, 4)], "early_softmax")  # not last: the client computes it
+    h = b.node("LogSoftmax", [b.gemm("x", 4, 4)], "early_softmax")  # not last: the client computes it
     h = b.node("Elu", [b.gemm(h, 4, 4, name="after_softmax")], "elu")
     b.node("Erf", [b.gemm(h, 4, 3)], "lonely_erf")
     with pytest.raises(UnsupportedOperator) as info:
@@ -117,7 +117,7 @@ def test_every_unsupported_node_is_listed_with_its_rewrite():
     assert (error.op, error.node) == ("Gemm", "after_softmax")
     text = str(error)
     assert text.startswith("3 unsupported operators")
-    assert "reads 't4', which the client computes after decryption (softmax" in text
+    assert "reads 't4', which the client computes after decryption (logsoftmax" in text
     assert "move them after every other operator" in text and "nn.SiLU" in text and "nn.GELU()" in text
 
 

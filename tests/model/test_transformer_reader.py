@@ -1,0 +1,154 @@
+"""A torch ``nn.TransformerEncoderLayer`` (and a 2-layer ``nn.TransformerEncoder``) exported by torch's default
+exporter (as it comes) and by the TorchScript one (opset 17) reads into the model description: attention's two
+products of computed tensors as ``Bilinear`` nodes, Softmax and LayerNormalization as nodes, the heads' moves of
+the batch axis read with that axis (of size 1) as a sample axis; the float forward equals onnxruntime."""
+from __future__ import annotations
+
+import contextlib
+import io
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+import hezk.model
+from hezk.model import ModelFileError, UnsupportedOperator, read_onnx
+
+from .exported_models import onnxruntime_outputs
+from .onnx_models import Builder, run_onnx
+
+D_MODEL, HEADS, FEEDFORWARD, SEQUENCE = 32, 2, 64, 16
+
+
+def encoder(layers: int, activation: str, seed: int = 0):
+    """The encoder (batch first, no dropout) behind a module whose forward takes x only (the TorchScript
+    exporter would otherwise pass the default ``is_causal`` as a tensor)."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(seed)
+    layer = torch.nn.TransformerEncoderLayer(D_MODEL, HEADS, FEEDFORWARD, dropout=0.0, activation=activation,
+                                             batch_first=True)
+    inner = layer if layers == 1 else torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+
+    class OnlyX(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x):
+            return self.inner(x)
+
+    return OnlyX().eval()
+
+
+def export(module, dynamo: bool):
+    """The ONNX model of ``module`` on a (1, 16, 32) input: the default exporter as it comes (dynamo), or the
+    TorchScript one at opset 17."""
+    torch = pytest.importorskip("torch")
+    if dynamo:
+        pytest.importorskip("onnxscript")
+    import onnx
+
+    buffer = io.BytesIO()
+    options = {"dynamo": True} if dynamo else {"dynamo": False, "opset_version": 17}
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        torch.onnx.export(module, (torch.zeros(1, SEQUENCE, D_MODEL),), buffer, input_names=["x"],
+                          output_names=["y"], **options)
+    return onnx.load_from_string(buffer.getvalue())
+
+
+@pytest.mark.parametrize("layers, activation", [(1, "relu"), (1, "gelu"), (2, "relu"), (2, "gelu")])
+@pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "default"])
+def test_encoder_reads_and_its_float_forward_equals_onnxruntime(layers, activation, dynamo):
+    """Every exported node is read; the description's forward is onnxruntime's output to 1e-5, sample by sample
+    over a batch of 3 (the engines' batch axis is new: the file's batch of 1 is a sample axis)."""
+    model = export(encoder(layers, activation), dynamo)
+    graph = read_onnx(model)
+    assert graph.input_shape == (1, SEQUENCE, D_MODEL) and graph.output_shape == (1, SEQUENCE, D_MODEL)
+    kinds = [node.kind for node in graph.nodes]
+    assert kinds.count("bilinear") == 2 * layers and kinds.count("softmax") == layers
+    assert kinds.count("layernorm") == 2 * layers
+    x = np.random.default_rng(1).normal(size=(3, 1, SEQUENCE, D_MODEL)).astype(np.float32)
+    expected = onnxruntime_outputs(model, x.reshape(3, SEQUENCE, D_MODEL))[0]
+    got = graph.forward(x).reshape(expected.shape)
+    assert np.max(np.abs(got - expected)) <= 1e-5
+    one = graph.forward(x[0])  # one sample, its own shape
+    assert one.shape == (1, SEQUENCE, D_MODEL) and np.allclose(one, got[:1].reshape(one.shape), atol=1e-12)
+
+
+def test_encoder_description_round_trips_through_its_records():
+    """The new node kinds serialize: from_records(records()) has the same digest and forward."""
+    graph = read_onnx(export(encoder(1, "gelu"), dynamo=False))
+    header, arrays = graph.records()
+    again = hezk.model.Graph.from_records(header, arrays)
+    assert again.digest() == graph.digest()
+    x = np.random.default_rng(2).normal(size=(1, SEQUENCE, D_MODEL))
+    assert np.array_equal(again.forward(x), graph.forward(x))
+    assert "softmax along sample axis" in graph.summary() and "of two computed tensors" in graph.summary()
+
+
+def attention_model(batch, opset=17):
+    """scores = einsum(q, k) / 2, softmax, weighted sum with a MatMul: q = x Wq, k = x Wk, v = x Wv on x (n, d)."""
+    b = Builder((4, 6), seed=3, batch=batch, opset=opset)
+    q, k, v = (b.node("MatMul", ["x", b.const(b.weight(6, 6))]) for _ in range(3))
+    scores = b.node("Einsum", [q, k], "scores", equation="nqd,nkd->nqk")
+    weights = b.node("Softmax", [b.node("Mul", [scores, b.const(np.float32(0.5))])], "weights", axis=-1)
+    out = b.node("MatMul", [weights, v], "weighted")
+    b.node("LayerNormalization", [out, b.const(b.weight(6) + 1.0), b.const(b.weight(6))], "norm", axis=-1,
+           epsilon=1e-5)
+    return b.model()
+
+
+def test_einsum_matmul_softmax_layernorm_with_a_dynamic_batch():
+    """With a symbolic batch axis the batch stays first: Einsum and MatMul of computed tensors are Bilinear
+    nodes over it, and a batch of 5 equals onnxruntime."""
+    model = attention_model("N")
+    graph = read_onnx(model)
+    assert graph.input_shape == (4, 6)
+    equations = [node.equation for node in graph.nodes if node.kind == "bilinear"]
+    assert equations[0].startswith("b") and len(equations) == 2
+    x = np.random.default_rng(4).normal(size=(5, 4, 6))
+    assert np.max(np.abs(graph.forward(x) - run_onnx(model, x))) <= 1e-5
+
+
+def test_a_transpose_of_a_dynamic_batch_axis_is_still_refused():
+    """Positive control beside the unit-batch reading: a symbolic batch axis that a Transpose moves is refused
+    as before (it cannot be read as a sample axis), naming the node."""
+    b = Builder((4, 6), batch="N")
+    b.node("Transpose", ["x"], "moves", perm=[1, 0, 2])
+    with pytest.raises(UnsupportedOperator, match=r"Transpose \(node 'moves'\): perm=\(1, 0, 2\) moves the batch"):
+        read_onnx(b.model())
+    fixed = Builder((4, 6), batch=1)  # the same with a batch of 1: read, the batch axis is a sample axis
+    fixed.node("Relu", [fixed.node("Transpose", ["x"], "moves", perm=[1, 0, 2])])
+    graph = read_onnx(fixed.model())
+    x = np.random.default_rng(5).normal(size=(1, 4, 6))
+    assert graph.input_shape == (1, 4, 6) and np.allclose(graph.forward(x), run_onnx(fixed.model(), x))
+
+
+def test_products_of_computed_tensors_are_checked():
+    """A MatMul of computed tensors whose inner sizes differ is a ModelFileError naming the node; a Softmax
+    along an axis other than the last is refused with its rewrite."""
+    b = Builder((4, 6), batch="N")
+    b.node("MatMul", ["x", b.node("Relu", ["x"])], "bad_matmul")
+    with pytest.raises(ModelFileError, match="bad_matmul.*6 != 4"):
+        read_onnx(_unchecked(b))
+    s = Builder((4, 6), batch="N")
+    s.node("Relu", [s.node("Softmax", ["x"], "early", axis=1)])
+    with pytest.raises(UnsupportedOperator, match="early.*only the last axis.*transpose the axis last"):
+        read_onnx(s.model())
+
+
+def _unchecked(b):
+    """The builder's model without shape inference or the checker (a malformed product stays in it)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", *b.input_shape])
+    y = helper.make_tensor_value_info(b.last, TensorProto.FLOAT, None)
+    return helper.make_model(helper.make_graph(b.nodes, "t", [x], [y], b.inits),
+                             opset_imports=[helper.make_opsetid("", b.opset)])
+
+
+def test_bilinear_node_validates_its_equation():
+    """The description refuses a Bilinear whose equation does not keep the batch first on both operands."""
+    with pytest.raises(ModelFileError, match="b...,b...->b..."):
+        hezk.model.Bilinear("p", "MatMul", ("x", "y"), "z", "ij,bjk->bik")
+    node = hezk.model.Bilinear("p", "MatMul", ("x", "y"), "z", "bij,bjk->bik")
+    assert node.output_shape(((2, 3), (3, 4))) == (2, 4)
+    with pytest.raises(ModelFileError, match="index 'j' is 3 and 5"):
+        node.output_shape(((2, 3), (5, 4)))
