@@ -17,7 +17,10 @@ unless given ``--insecure``; it prints the security level with the key sizes; ``
 ``--input-shape 1,8,8`` for a model file that does not record its sample shape, and ``--calibration x.npy``
 (representative inputs: each fitted activation is fitted on the range its input takes there, weighted by where
 they lie), ``--degree 7`` (of each fitted activation) and ``--key-budget 2GiB`` (bytes the Galois keys may take;
-the server side takes the same as its clients). Local ``infer`` runs the plain reference on the input
+the server side takes the same as its clients); ``--params N14|N16_BOOT|params.json`` names the CKKS parameters and
+``--bootstrap`` / ``--no-bootstrap`` asks for bootstrapping or forbids it (default: the smallest secure parameters,
+or N16_BOOT with bootstraps placed for a model deeper than the deepest secure preset; the plan prints where each
+bootstrap sits and its precision). Parameters below 128 bits named by ``--params`` need ``--insecure``. Local ``infer`` runs the plain reference on the input
 too and prints a warning when an activation's input leaves its fitted interval. Key generation and evaluation
 show a progress bar on stderr when it is a terminal (``--progress`` / ``--no-progress``).
 Errors print one line naming the problem and exit with status 2.
@@ -94,8 +97,20 @@ def _budget(args) -> int:
     return DEFAULT_KEY_BUDGET if text is None else serve.parse_bytes(text)
 
 
+def _choice(args) -> dict:
+    """``params`` / ``bootstrap`` of --params and --bootstrap/--no-bootstrap (``serve.plan_keywords``), read once."""
+    if not hasattr(args, "_choice"):
+        args._choice = serve.plan_keywords(args)
+    return args._choice
+
+
+def _model_plan(args, model, shape=None):
+    """The model's plan under --key-budget, --params and --bootstrap (automatic without them)."""
+    return model.plan(shape if shape is not None else _shape(args), key_budget=_budget(args), **_choice(args))
+
+
 def _plan(args):
-    plan = _load(args).plan(_shape(args), key_budget=_budget(args))
+    plan = _model_plan(args, _load(args))
     if getattr(args, "measure", False):
         plan = plan.calibrated()  # per-operation times measured here (about a second) instead of the built-in
     print(plan.explain())
@@ -125,7 +140,7 @@ def _keygen(args):
     if args.plan:
         client = Client(plan=_read_plan(args.plan), progress=progress, allow_insecure=args.insecure)
     elif args.model:
-        client = Client(model=_load(args), input_shape=_shape(args), progress=progress, key_budget=_budget(args))
+        client = Client(plan=_model_plan(args, _load(args)), progress=progress, allow_insecure=_insecure(args))
     else:
         raise HEError("keygen needs --model or --plan")
     client.save(args.client)
@@ -134,6 +149,11 @@ def _keygen(args):
     print(f"SECRET client state -> {args.client} (keep private, never send it); public context -> {args.context} "
           f"({report['public_context_bytes']} bytes, {report['rotation_keys']} rotation keys); security: "
           f"{report['security']} (N=2^{client.params.log_n}, log2(QP)={client.params.log_qp:.1f})")
+
+
+def _insecure(args) -> bool:
+    """--insecure, allowed only with --params naming the parameters (an automatic choice is always secure)."""
+    return bool(getattr(args, "insecure", False)) and _choice(args)["params"] is not None
 
 
 def _encrypt(args):
@@ -160,6 +180,10 @@ def _infer(args):
                       f"(python -m tensor_ops encrypt), or omit --context to run the whole flow locally")
     model = _load(args)
     server = Server(model, _read(args.context, "--context"), input_shape=_shape(args), key_budget=_budget(args))
+    named = _choice(args)["params"]
+    if named is not None and named != server.context.params:
+        raise HEError(f"--params names {named!r} but the context was made for {server.context.params!r}: the "
+                      f"server evaluates under the client's parameters (omit --params)")
     reply = server.evaluate(request, progress=_progress(args, "evaluate"))
     pathlib.Path(args.out).write_bytes(reply)
     print(f"evaluated {args.request} -> {args.out} ({len(reply)} bytes)")
@@ -171,7 +195,7 @@ def _infer_locally(args):
     model = _load(args, x)
     shape = _shape(args) or model.sample_shape(x)
     _reference_warnings(model, x, shape, args.request)
-    refused = _outside(model, x, shape, _budget(args))
+    refused = _outside(args, model, x, shape)
     if refused.size:
         single = np.asarray(x).shape == tuple(shape)
         kept = np.setdiff1d(np.arange(1 if single else len(x)), refused)
@@ -195,11 +219,11 @@ _WHY_REFUSED = ("leave the model's calibrated ranges (a value outside the plan's
                 "input outside its fitted interval in the plain reference): their results would be wrong")
 
 
-def _outside(model, x, shape, budget) -> np.ndarray:
+def _outside(args, model, x, shape) -> np.ndarray:
     """The samples outside the plan's calibrated input range or whose plain reference leaves an activation's
     interval (none if the model or its plan refuses x: the encrypted path names that problem)."""
     try:
-        plan = model.plan(shape, key_budget=budget)
+        plan = _model_plan(args, model, shape)
         batch = np.asarray(x, dtype=np.float64)
         batch = batch[None] if batch.shape == tuple(shape) else batch
         return np.union1d(model.samples_outside(x, shape), plan.inputs_outside(batch))
@@ -210,7 +234,8 @@ def _outside(model, x, shape, budget) -> np.ndarray:
 def _infer_encrypted(args, model, shape, x):
     """Keys, encryption, server evaluation and decryption of x in this process (or on --dask)."""
     budget = _budget(args)
-    client = Client(model=model, input_shape=shape, progress=_progress(args, "rotation keys"), key_budget=budget)
+    client = Client(plan=_model_plan(args, model, shape), progress=_progress(args, "rotation keys"),
+                    allow_insecure=_insecure(args))
     print(client.plan.explain())
     if args.dask is not None:
         y = _infer_on_dask(args, model, client, x)

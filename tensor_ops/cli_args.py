@@ -7,7 +7,7 @@ import argparse
 
 from hezk.progress import command_of
 
-__all__ = ["COMMANDS", "SECRET", "add_commands", "parser", "command_of"]
+__all__ = ["COMMANDS", "SECRET", "PARAMS_HELP", "BOOTSTRAP_HELP", "add_commands", "parser", "command_of"]
 
 
 _MODEL_HELP = ("model file: ONNX (opset >= 13), or .npz written by Sequential.save / hezk.model.save_npz, or "
@@ -19,6 +19,14 @@ _DEGREE_HELP = ("degree of each fitted activation's polynomial (default: the fil
                 "gelu, silu 7 and sigmoid, tanh 4; ceil(log2(degree + 1)) levels)")
 _BUDGET_HELP = ("bytes the Galois keys may take, e.g. 2GiB or 1.5GB (default 12 GiB, half of a 24 GB machine); "
                 "the planner trades rotations for fewer keys to fit it; client and server must use the same")
+PARAMS_HELP = ("CKKS parameters instead of the automatic choice: a preset name (N13, N14, N15, N16, N16_BOOT; "
+               "TOY is an insecure test ring) or a JSON file of a parameter literal (log_n, log_q, log_p, log_scale, "
+               "dnum, ...) or of CKKSParameters.to_dict, optionally with \"bootstrap\": {BootstrapConfig fields}, "
+               "or a parameters record (CKKSParameters.to_bytes); clients and server must use the same")
+BOOTSTRAP_HELP = ("bootstrap when the model is deeper than the parameters' levels (--bootstrap: take bootstrappable "
+                  "parameters, N16_BOOT unless --params names others; --no-bootstrap: never, refuse a model too "
+                  "deep). Default: the smallest secure parameters without bootstrapping, or N16_BOOT with "
+                  "bootstraps placed for a model deeper than the deepest secure preset's levels")
 SECRET = "SECRET: holds the secret key, keep it private and never send it"
 #: command -> its one-line help
 COMMANDS = {
@@ -82,11 +90,14 @@ _OPTIONS = {
                                            "$HEZK_TOKEN, or none for an open server)")},
 }
 _PROGRESS_COMMANDS = ("keygen", "infer")
+_PARAMS_COMMANDS = ("plan", "keygen", "infer")  # serve: tensor_ops.serve.add_arguments
 _FLOOD_HELP = ("add noise-flooding before decoding: use it for an output that leaves your hands (sent to the "
                "server's operator or anyone who saw the reply), since an exact decryption and the reply reveal "
                "the secret key; costs about 20 bits of precision")
 _INSECURE_HELP = ("key a --plan whose parameters are below 128 bits (a test ring, a sparse secret outside the cited "
                   "sets); without it such a plan is refused: the server could recover the secret key (tests only)")
+_INSECURE_INFER_HELP = ("run the local flow (without --context) on --params below 128 bits (a test ring such as "
+                        "TOY); without it such parameters are refused (tests only)")
 _CLIP_HELP = ("clip samples outside the plan's calibrated input range into it (with a warning naming them) "
               "instead of refusing them")
 _MEASURE_HELP = ("time the homomorphic operations on this machine (about a second) for the plan's time estimate, "
@@ -115,8 +126,13 @@ def add_commands(commands, only=None) -> None:
             command.add_argument("--flood", action="store_true", help=_FLOOD_HELP)
         if name == "encrypt":
             command.add_argument("--clip", action="store_true", help=_CLIP_HELP)
-        if name == "keygen":
-            command.add_argument("--insecure", action="store_true", help=_INSECURE_HELP)
+        if name in _PARAMS_COMMANDS:
+            command.add_argument("--params", default=None, help=PARAMS_HELP)
+            command.add_argument("--bootstrap", action=argparse.BooleanOptionalAction, default=None,
+                                 help=BOOTSTRAP_HELP)
+        if name in ("keygen", "infer"):
+            command.add_argument("--insecure", action="store_true",
+                                 help=_INSECURE_HELP if name == "keygen" else _INSECURE_INFER_HELP)
         if name in _PROGRESS_COMMANDS:
             command.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                                  help="show a progress bar on stderr (default: only when stderr is a terminal)")

@@ -356,6 +356,45 @@ def choose_parameters(depth: int, min_slots: int = 1, log_scale: int | None = No
     return _choose_parameters(int(depth), max(1, int(min_slots)), log_scale)
 
 
+#: the preset the planner takes, with bootstraps placed, for a model deeper than every secure preset without
+#: bootstrapping holds (``auto_parameters``)
+BOOTSTRAP_PRESET = "N16_BOOT"
+
+
+def deepest_secure_preset() -> tuple[str, int]:
+    """(name, levels) of the 128-bit preset with the most levels, the bootstrapping one excluded (N16: 29)."""
+    from crypto.params import PRESETS
+
+    best = None
+    for name in PRESETS:
+        if name == BOOTSTRAP_PRESET or PRESETS[name].get("insecure"):
+            continue
+        levels = len(PRESETS[name]["log_q"]) - 1
+        if best is None or levels > best[1]:
+            best = (name, levels)
+    return best
+
+
+def auto_parameters(depth: int, bootstrap=None):
+    """The planner's default parameters when none are named: None (``choose_parameters``: the smallest secure
+    ring with ``depth`` levels) for a model within the levels of the deepest secure preset
+    (``deepest_secure_preset``) or with ``bootstrap=False``; the bootstrappable preset ``BOOTSTRAP_PRESET`` (as
+    CKKSParameters) for a deeper model, or whenever bootstrapping is asked for (``bootstrap`` True or a
+    config): the plan then places the bootstraps. A deeper model is not given a ring of 2^17 and 60+ levels,
+    whose keys alone outgrow a machine."""
+    if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 0:
+        raise ParameterError(f"depth={depth!r} must be a non-negative integer")
+    if bootstrap is False or (bootstrap is None and depth <= deepest_secure_preset()[1]):
+        return None
+    return _preset(BOOTSTRAP_PRESET)
+
+
+@functools.lru_cache(maxsize=8)
+def _preset(name: str) -> CKKSParameters:
+    """``CKKSParameters.preset`` memoised (finding its primes takes about a second)."""
+    return CKKSParameters.preset(name)
+
+
 def precision_bits(params) -> float:
     """Bits of precision one operation keeps: log2(scale / rounding noise), the noise of a rescale or a key
     switch's ModDown about 4 standard deviations of sqrt(N (1 + 2N/3) / 12) in a slot (rounding error
@@ -726,7 +765,7 @@ class ModelPlan:
             lines += [f"    {layer.describe()}" for layer in self.layers]
         for i, stage in enumerate(self.stages):
             if i in self.bootstraps:
-                lines.append(f"  bootstrap -> level {self.bootstrap_plan.levels_left}")
+                lines.append(self._explain_bootstrap(i))
             if stage.kind == "affine":
                 presum = f"window sums by rotations {list(stage.presum)}, then " if stage.presum else ""
                 lines.append(f"  stage {i}: affine {stage.n_in} -> {stage.n_out}, {presum}{stage.diagonals} diagonals, "
@@ -771,7 +810,8 @@ class ModelPlan:
             boot = self.bootstrap_plan
             lines.append(f"  bootstraps: {len(self.bootstraps)} (the fewest for depth {self.depth} at {self.params.max_level} "
                          f"levels), before stages {list(self.bootstraps)}; each uses {boot.levels_used} levels and "
-                         f"leaves {boot.levels_left}, keeps about {boot.precision_bits:.1f} bits (values |x| <= 1), "
+                         f"leaves {boot.levels_left}, keeps about {boot.precision_bits:.1f} bits worst case (values |x| <= 1) and "
+                         f"{boot.noise_bits:.1f} bits on random slots, "
                          f"needs {len(boot.rotation_steps)} rotation keys and the conjugation key; priced "
                          f"{self.bootstrap_cost:.0f} rotations (~{self.bootstrap_seconds:.2f} s) each; output at "
                          f"level {self.output_level}")
@@ -790,6 +830,31 @@ class ModelPlan:
         return "\n".join(lines)
 
     __str__ = explain
+
+    def bootstrap_sites(self) -> tuple[dict, ...]:
+        """Where each bootstrap sits: {"before_stage", "layers" (the model layers folded into that stage),
+        "level_in" (the level the ciphertext has reached), "level_out", "precision_bits" (worst case: a slot as
+        large as Δ, |x| <= 1), "random_slot_bits" (independent random slots: the noise alone)}."""
+        if not self.bootstraps:
+            return ()
+        boot, levels = self.bootstrap_plan, self.stage_levels
+        sites = []
+        for i in self.bootstraps:
+            level_in = self.input_level if i == 0 else levels[i - 1] - self.stages[i - 1].depth
+            sites.append({"before_stage": i, "layers": tuple(j for j, layer in enumerate(self.layers)
+                                                            if getattr(layer, "stage", None) == i),
+                          "level_in": level_in, "level_out": boot.levels_left,
+                          "precision_bits": boot.precision_bits, "random_slot_bits": boot.noise_bits})
+        return tuple(sites)
+
+    def _explain_bootstrap(self, stage: int) -> str:
+        sites = self.bootstrap_sites()
+        number = [s["before_stage"] for s in sites].index(stage)
+        site = sites[number]
+        layers = f" (layer {', '.join(map(str, site['layers']))})" if site["layers"] else ""
+        return (f"  bootstrap -> level {site['level_out']} ({number + 1} of {len(sites)}, before stage {stage}{layers}, "
+                f"from level {site['level_in']}): precision about {site['precision_bits']:.1f} bits worst case "
+                f"(|x| <= 1), {site['random_slot_bits']:.1f} bits on random slots")
 
     def _explain_ranges(self) -> list[str]:
         lines = []

@@ -38,8 +38,8 @@ from tensor_ops.backends import PlainBackend
 from tensor_ops.bootstrap_placement import cached_bootstrap_plan, place_for_model_plan
 from tensor_ops.lowering import lower_layers
 from tensor_ops.model_plan import (DEFAULT_KEY_BUDGET, OUTPUT_MARGIN, ActivationFit, ActivationStage, AffineStage,
-                                   ForkStage, JoinStage, ModelPlan, StagePlan, choose_parameters, stage_plans,
-                                   value_bounds)
+                                   ForkStage, JoinStage, ModelPlan, StagePlan, auto_parameters, choose_parameters,
+                                   stage_plans, value_bounds)
 from tensor_ops.packing import (SparseMap, conv_sparse, input_layout, packed_stages, pool_sparse, probe_sparse,
                                 walk_layers)
 from tensor_ops.tensor import CipherTensor, encrypt as tensor_encrypt
@@ -880,7 +880,9 @@ class Sequential:
         ``bootstrap``: when the model is deeper than ``params``' levels, bootstraps are placed (the fewest,
         ``tensor_ops.bootstrap_placement``; ``plan.bootstraps``) if the parameters can bootstrap: None tries
         the default full-slot ``BootstrapConfig`` and otherwise refuses as False does (ParameterError naming
-        the depth and the levels); True or a full-slot ``BootstrapConfig`` requires it."""
+        the depth and the levels); True or a full-slot ``BootstrapConfig`` requires it. Without ``params``, a
+        model deeper than the deepest secure preset, or ``bootstrap`` True or a config, takes the bootstrappable
+        preset (``model_plan.auto_parameters``)."""
         shape = self._resolve(input_shape)
         chosen = None if params is None else as_parameters(params).fingerprint
         if bootstrap not in (None, False):
@@ -893,7 +895,7 @@ class Sequential:
             plan = replace(plan, client=client) if client else plan
             memo[key] = plan
             # a plan without bootstraps fits its levels: the same whatever ``bootstrap`` said
-            for option in {bootstrap} if plan.bootstraps else {bootstrap, None, False}:
+            for option in {bootstrap, plan.bootstrap} if plan.bootstraps else {bootstrap, None, False}:
                 memo.setdefault((key[0], shape, chosen, key_budget, option), plan)
                 memo.setdefault((key[0], shape, plan.params.fingerprint, key_budget, option), plan)
         return memo[key]
@@ -1468,7 +1470,10 @@ def _check_no_bootstrap_inside_blocks(stages, before):
 def _plan_model(model, input_shape, params, key_budget=None, bootstrap=None):
     """The cheapest plan (estimated server seconds per sample) over the lowerings of the convolutions
     ("rotations" / "dense" each, and "patches" for a first layer that is a convolution: it reads the model
-    input; beyond 4 convolutions all-rotations or all-dense, each with the first as patches too)."""
+    input; beyond 4 convolutions all-rotations or all-dense, each with the first as patches too). Without
+    ``params``: ``auto_parameters`` of the model's depth and ``bootstrap``."""
+    if params is None:
+        params = auto_parameters(_model_depth(model, input_shape), bootstrap)
     _, stage_of_layer = model.compile(input_shape)
     layers = lower_layers(model.plan_layers, input_shape, stage_of_layer,
                           as_parameters(params) if params is not None else _lowering_params(model, input_shape))
@@ -1502,5 +1507,11 @@ def _plan_model(model, input_shape, params, key_budget=None, bootstrap=None):
 
 def _lowering_params(model, input_shape):
     """Parameters for pricing the einsum lowerings of the layers (the packed plan's own choice may differ)."""
+    return choose_parameters(*_model_depth(model, input_shape, with_block=True))
+
+
+def _model_depth(model, input_shape, with_block=False):
+    """The levels the model's packed stages consume (and the slots a sample needs, ``with_block``)."""
     stages, block = packed_stages(model, input_shape, {}, ActivationStage)
-    return choose_parameters(sum(stage.depth for stage in stages), min_slots=block)
+    depth = sum(stage.depth for stage in stages)
+    return (depth, block) if with_block else depth

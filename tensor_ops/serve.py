@@ -34,6 +34,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import json
 import logging
 import os
 import re
@@ -46,6 +47,7 @@ from crypto.errors import (ContextMismatchError, HEError, KeyMissingError, Level
                            SerializationError, ShapeError)
 from tensor_ops.access import (TOKENS_ENV, AuthFailures, Limits, LogWindow, Quota, Refused, Throttle, Tokens,
                                bearer)
+from tensor_ops.cli_args import BOOTSTRAP_HELP, PARAMS_HELP
 from tensor_ops.inference import Client, EncodedCache, Server
 from tensor_ops.model_plan import DEFAULT_KEY_BUDGET
 from tensor_ops.nn import Sequential
@@ -65,7 +67,7 @@ def _status_of(error: Exception) -> int:
 
 
 def create_app(model: Sequential, *, input_shape=None, tokens: Tokens | None = None, limits: Limits | None = None,
-               backend="auto", key_budget: int = DEFAULT_KEY_BUDGET, **bounds):
+               backend="auto", key_budget: int = DEFAULT_KEY_BUDGET, params=None, bootstrap=None, **bounds):
     """A FastAPI app serving ``model`` on samples of ``input_shape`` (default: the model's own).
 
     ``tokens``: a :class:`~tensor_ops.access.Tokens` (every route but ``/health`` then needs
@@ -73,7 +75,8 @@ def create_app(model: Sequential, *, input_shape=None, tokens: Tokens | None = N
     everyone as one client and logs that the endpoint is open. ``limits``: a :class:`~tensor_ops.access.Limits`,
     or its fields as keywords (``max_contexts=4, rate=5.0``). A context belongs to the token that registered it;
     past a token's quota its own least recently used contexts are dropped (registering or running an
-    inference counts as a use), never another token's."""
+    inference counts as a use), never another token's. ``params`` / ``bootstrap``: the published plan's
+    (``Sequential.plan``; default the automatic choice); each client's Server follows its own context."""
     from fastapi import FastAPI, HTTPException, Request, Response
     from fastapi.concurrency import run_in_threadpool
 
@@ -87,7 +90,7 @@ def create_app(model: Sequential, *, input_shape=None, tokens: Tokens | None = N
     encoded = EncodedCache(limits.max_encoded_bytes)
     app.state.limits = limits
     app.state.http_protocol = header_deadline_protocol(limits.header_timeout)  # for uvicorn's ``http=``
-    plan = model.plan(input_shape, key_budget=key_budget)
+    plan = model.plan(input_shape, key_budget=key_budget, params=params, bootstrap=bootstrap)
     input_shape = plan.input_shape
     if tokens is None:
         logger.warning("no access tokens: the endpoint is OPEN to every caller that reaches it, served as one "
@@ -436,6 +439,51 @@ def parse_bytes(text: str) -> int:
     return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
 
 
+def read_parameters(text: str):
+    """``--params``: (CKKSParameters, BootstrapConfig or None) from a preset name, a JSON file (a literal, or
+    ``CKKSParameters.to_dict``, with an optional "bootstrap" object of ``BootstrapConfig`` fields) or a
+    parameters record; anything else raises ParameterError naming the option."""
+    from crypto.ckks.bootstrap import BootstrapConfig
+    from crypto.params import PRESETS, CKKSParameters
+
+    text = str(text)
+    if text.upper() in PRESETS:
+        return CKKSParameters.preset(text.upper()), None
+    try:
+        with open(text, "rb") as handle:
+            blob = handle.read()
+    except OSError as error:
+        raise ParameterError(f"--params {text!r} is neither a preset ({', '.join(PRESETS)}) nor a readable file "
+                             f"({error.strerror or error})") from None
+    if blob.startswith(b"HEZK") or blob.lstrip()[:1] not in (b"{", b"["):
+        try:
+            return CKKSParameters.from_bytes(blob), None
+        except HEError as error:
+            raise ParameterError(f"--params {text}: neither a JSON object of parameters nor a parameters record "
+                                 f"({error})") from None
+    try:
+        data = json.loads(blob.decode())
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        config = data.pop("bootstrap", None)
+        params = CKKSParameters.from_dict(data) if "q_levels" in data else CKKSParameters.from_literal(data)
+        return params, None if config is None else BootstrapConfig(**config)
+    except HEError as error:
+        raise ParameterError(f"--params {text}: {error}") from None
+    except (ValueError, TypeError, KeyError) as error:
+        raise ParameterError(f"--params {text}: not a JSON object of parameters ({error})") from None
+
+
+def plan_keywords(args) -> dict:
+    """``params`` and ``bootstrap`` for ``Sequential.plan`` from ``--params`` and ``--bootstrap`` /
+    ``--no-bootstrap`` (None each when absent: the automatic choice, ``model_plan.auto_parameters``); a
+    bootstrap config in the --params file applies unless --no-bootstrap."""
+    text, flag = getattr(args, "params", None), getattr(args, "bootstrap", None)
+    params, config = (None, None) if text is None else read_parameters(text)
+    bootstrap = False if flag is False else config if config is not None else flag
+    return {"params": params, "bootstrap": bootstrap}
+
+
 def _bytes(text: str) -> int:
     try:
         return parse_bytes(text)
@@ -483,6 +531,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                              "the clients' keygen --key-budget)")
     parser.add_argument("--degree", type=_positive, default=None,
                         help="degree of each fitted activation's polynomial (as the clients' keygen --degree)")
+    parser.add_argument("--params", default=None, help=PARAMS_HELP)
+    parser.add_argument("--bootstrap", action=argparse.BooleanOptionalAction, default=None, help=BOOTSTRAP_HELP)
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: loopback only)")
     parser.add_argument("--port", type=int, default=8000, help="TCP port to listen on (default 8000)")
     parser.add_argument("--input-shape", type=_shape, default=None,
@@ -555,8 +605,9 @@ def run(args) -> int:
         calibration = None if getattr(args, "calibration", None) is None else _read_array(args.calibration)
         model = Sequential.load(args.model, args.input_shape, calibration=calibration,
                                 degree=getattr(args, "degree", None))
+        choice = plan_keywords(args)
         app = create_app(model, input_shape=args.input_shape, tokens=tokens, limits=limits,
-                         key_budget=args.key_budget)
+                         key_budget=args.key_budget, **choice)
     except HEError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -564,7 +615,7 @@ def run(args) -> int:
 
     if tokens is None and args.host not in ("127.0.0.1", "localhost", "::1"):
         logger.warning("listening on %s WITHOUT access tokens: anyone who reaches this port may use it", args.host)
-    print(model.plan(args.input_shape, key_budget=args.key_budget).explain())
+    print(model.plan(args.input_shape, key_budget=args.key_budget, **choice).explain())
     uvicorn.run(app, host=args.host, port=args.port, log_level="info", http=app.state.http_protocol,
                 timeout_keep_alive=5)
     return 0
