@@ -1,0 +1,394 @@
+"""A ``hezk.model.Graph`` with attention (``Bilinear``, ``Softmax``, ``LayerNorm`` nodes) evaluated node by node
+on CipherTensors (or, the same code, on numpy arrays: the plain reference of the approximations).
+
+Every node lowers to einsum plans (``tensor_ops.einsum``): a contraction with its constant weight, attention's
+two products of encrypted tensors (scores q k^T and the weighted sum a v) through the planner's encrypted x
+encrypted strategies (its cost model picks the layouts), sums by rotate-and-sum, elementwise products with
+broadcasting; reshapes and transposes are free layout changes. The non-polynomial nodes are calibrated:
+``approximate(graph, calibration)`` runs the float model on calibration inputs and fixes, per node,
+
+- Softmax (last axis), as in the polynomial softmax of THOR (Moon et al., 2024) and NEXUS (Zhang et al., 2025):
+  x is shifted by a calibrated bound c >= max x (so the exponent t = x - c <= 0 and the sums never overflow),
+  exp(t) = p(t / 2^r)^(2^r) with p a Chebyshev interpolant of exp on the calibrated [min t / 2^r, 0] and r
+  squarings, then the row sum s (rotate-and-sum) and 1/s by Newton's iteration y <- y (2 - s y) (Goldschmidt
+  division, 1964, in its Newton form) started from the minimax line on the calibrated [min s, max s]
+  (alpha - beta s with relative error (b - a)^2 / (a^2 + 6 a b + b^2)), as many steps as that start needs;
+- LayerNorm: the mean and variance by rotate-and-sum, 1/sqrt(var + eps) by Newton's iteration
+  y <- y (3 - v y^2) / 2 (as in Panda, "Polynomial approximation of inverse sqrt function for FHE", 2022)
+  started from the least-squares line of 1/sqrt on the calibrated variance range, as many steps as it needs;
+- activations: the minimax fits of ``tensor_ops.activations`` on each calibrated input range.
+
+The iteration counts follow from the calibrated ranges (each iteration is run on a grid of the range until the
+relative error is below ``tolerance``), and ``GraphApproximation.errors`` states each approximation's largest
+error on the calibration data. Depth grows with the iterations: on real CKKS parameters the whole layer needs
+bootstrapping (not placed here yet); ``depth`` counts the levels a node's schedule consumes.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from crypto.errors import ParameterError, ShapeError
+
+from .activations import evaluate_power_series, fit_activation
+from .tensor import CipherTensor, einsum
+
+__all__ = ["GraphApproximation", "SoftmaxApprox", "InverseSqrtApprox", "ReciprocalApprox", "approximate",
+           "reshape"]
+
+MARGIN = 0.05  # each calibrated range is widened by this share of its width on both sides
+
+
+def reshape(x, shape):
+    """``x`` reshaped (row-major) to ``shape``: numpy's reshape, or for a CipherTensor the free layout change
+    (``_reshape_layout``: merged or split axes contiguous in slots and whole in every tile); else ShapeError."""
+    shape = tuple(int(d) for d in shape)
+    if not isinstance(x, CipherTensor):
+        return np.reshape(x, shape)
+    if x.shape == shape:
+        return x
+    if math.prod(shape) != math.prod(x.shape):
+        raise ShapeError(f"cannot reshape a tensor of shape {x.shape} to {shape}")
+    layout = _reshape_layout(x.layout, shape)
+    if layout is None:
+        raise ShapeError(f"reshape of a CipherTensor of shape {x.shape} (slot strides {x.layout.strides}, "
+                         f"{len(x.layout.tiles)} tiles) to {shape} is not a layout change")
+    return CipherTensor(x.ciphertexts, layout, x.backend)
+
+
+def _reshape_layout(layout, shape):
+    """The layout of ``layout`` reshaped to ``shape``, or None. Size-1 axes are dropped and inserted freely; the
+    other axes pair up in groups of equal size (numpy's no-copy reshape): a group of one old and one new axis
+    keeps its stride and tile boxes, a group that merges or splits axes needs them contiguous in slots and whole
+    in every tile."""
+    from dataclasses import replace
+
+    from .layout import Tile
+
+    old = [a for a, d in enumerate(layout.shape) if d != 1]
+    new = [a for a, d in enumerate(shape) if d != 1]
+    strides, starts, sizes = [0] * len(shape), [[0] * len(shape) for _ in layout.tiles], \
+        [[1] * len(shape) for _ in layout.tiles]
+    oi = ni = 0
+    while oi < len(old) or ni < len(new):
+        if oi == len(old) or ni == len(new):
+            return None
+        o_end, n_end = oi + 1, ni + 1
+        o_size, n_size = layout.shape[old[oi]], shape[new[ni]]
+        while o_size != n_size:
+            if o_size < n_size and o_end < len(old):
+                o_size *= layout.shape[old[o_end]]
+                o_end += 1
+            elif n_size < o_size and n_end < len(new):
+                n_size *= shape[new[n_end]]
+                n_end += 1
+            else:
+                return None
+        group_old, group_new = old[oi:o_end], new[ni:n_end]
+        if len(group_old) == 1 and len(group_new) == 1:
+            strides[group_new[0]] = layout.strides[group_old[0]]
+            for k, tile in enumerate(layout.tiles):
+                starts[k][group_new[0]], sizes[k][group_new[0]] = tile.start[group_old[0]], tile.size[group_old[0]]
+        else:
+            for a, b in zip(group_old, group_old[1:]):
+                if layout.strides[a] != layout.shape[b] * layout.strides[b]:
+                    return None
+            stride = layout.strides[group_old[-1]]
+            for a in reversed(group_new):
+                strides[a] = stride
+                stride *= shape[a]
+            for k, tile in enumerate(layout.tiles):
+                if all(tile.size[a] == layout.shape[a] for a in group_old):
+                    for a in group_new:
+                        sizes[k][a] = shape[a]
+                    continue
+                box = _box(tile.start[group_old[0]], tile.size[group_old[0]], [shape[a] for a in group_new]) \
+                    if len(group_old) == 1 else None
+                if box is None:
+                    return None
+                for a, (first, count) in zip(group_new, box):
+                    starts[k][a], sizes[k][a] = first, count
+        oi, ni = o_end, n_end
+    tiles = tuple(Tile(t.ct, tuple(starts[k]), tuple(sizes[k]), t.offset) for k, t in enumerate(layout.tiles))
+    return replace(layout, shape=tuple(shape), strides=tuple(strides), tiles=tiles)
+
+
+def _box(start: int, size: int, dims) -> list | None:
+    """The row-major interval [start, start + size) of an axis split into ``dims`` as a box ((first, count) per
+    new axis), or None where it is not one."""
+    for j in range(len(dims)):
+        inner = math.prod(dims[j + 1:])
+        if start % inner or size % inner:
+            continue
+        first, count = start // inner, size // inner
+        if first // dims[j] != (first + count - 1) // dims[j]:
+            return None
+        outer = np.unravel_index(first // dims[j], dims[:j]) if j else ()
+        return [(int(i), 1) for i in outer] + [(first % dims[j], count)] + [(0, d) for d in dims[j + 1:]]
+    return None
+
+
+def _times(x, c: float):
+    return x if c == 1.0 else x * float(c)
+
+
+def _newton_steps(update, start, grid, exact, tolerance, limit=16) -> int:
+    """The number of Newton steps after which the relative error on ``grid`` is below ``tolerance``."""
+    y = start(grid)
+    for steps in range(limit + 1):
+        if np.max(np.abs(y / exact(grid) - 1.0)) <= tolerance:
+            return steps
+        y = update(y, grid)
+    raise ParameterError(f"Newton's iteration does not reach a relative error of {tolerance} on "
+                         f"[{grid.min():.4g}, {grid.max():.4g}] within {limit} steps")
+
+
+@dataclass(frozen=True)
+class ReciprocalApprox:
+    """1/s on [low, high] (low > 0): y0 = alpha - beta s (the minimax line of the relative error), then ``steps``
+    of y <- y (2 - s y)."""
+
+    low: float
+    high: float
+    tolerance: float = 1e-4
+    steps: int = field(init=False)
+
+    def __post_init__(self):
+        if not 0 < self.low < self.high:
+            raise ParameterError(f"reciprocal range [{self.low}, {self.high}] must be positive with low < high")
+        grid = np.linspace(self.low, self.high, 2001)
+        object.__setattr__(self, "steps", _newton_steps(lambda y, s: y * (2.0 - s * y), self.start, grid,
+                                                        lambda s: 1.0 / s, self.tolerance))
+
+    @property
+    def line(self) -> tuple[float, float]:
+        a, b = self.low, self.high
+        beta = 8.0 / (a * a + 6.0 * a * b + b * b)
+        return beta * (a + b), beta
+
+    def start(self, s):
+        alpha, beta = self.line
+        return _times(s, -beta) + alpha
+
+    def __call__(self, s):
+        y = self.start(s)
+        for _ in range(self.steps):
+            y = y * (_times(s * y, -1.0) + 2.0)
+        return y
+
+    @property
+    def depth(self) -> int:
+        return 1 + 2 * self.steps
+
+
+@dataclass(frozen=True)
+class InverseSqrtApprox:
+    """1/sqrt(v) on [low, high] (low > 0): y0 the least-squares line on the range, then ``steps`` of
+    y <- y (3 - v y^2) / 2."""
+
+    low: float
+    high: float
+    tolerance: float = 1e-4
+    steps: int = field(init=False)
+    line: tuple = field(init=False)
+
+    def __post_init__(self):
+        if not 0 < self.low < self.high:
+            raise ParameterError(f"inverse square root range [{self.low}, {self.high}] must be positive, low < high")
+        grid = np.linspace(self.low, self.high, 2001)
+        slope, intercept = np.polyfit(grid, 1.0 / np.sqrt(grid), 1)
+        if intercept + slope * self.high <= 0:  # keep the start positive on the range
+            slope = -0.5 * intercept / self.high
+        object.__setattr__(self, "line", (float(intercept), float(slope)))
+        object.__setattr__(self, "steps", _newton_steps(lambda y, v: 0.5 * y * (3.0 - v * y * y), self.start, grid,
+                                                        lambda v: 1.0 / np.sqrt(v), self.tolerance))
+
+    def start(self, v):
+        return _times(v, self.line[1]) + self.line[0]
+
+    def __call__(self, v):
+        y = self.start(v)
+        for _ in range(self.steps):
+            y = _times(y, 0.5) * (_times(v * (y * y), -1.0) + 3.0)
+        return y
+
+    @property
+    def depth(self) -> int:
+        return 1 + 3 * self.steps
+
+
+def _exp_coefficients(low: float, degree: int):
+    """(coefficients in t, center, radius): the Chebyshev interpolant of exp on [low, 0] in the power basis of
+    t = (u - center) / radius."""
+    center, radius = low / 2.0, -low / 2.0
+    cheb = np.polynomial.chebyshev.Chebyshev.interpolate(lambda t: np.exp(center + radius * t), degree)
+    return tuple(float(c) for c in cheb.convert(kind=np.polynomial.Polynomial).coef), center, radius
+
+
+@dataclass(frozen=True)
+class SoftmaxApprox:
+    """softmax along the last axis: t = x - shift <= 0 on [low, 0], exp(t) = p(t / 2^r)^(2^r) (p of ``degree``
+    on [low / 2^r, 0], r chosen so that low / 2^r >= -1), the row sums' reciprocal by ``ReciprocalApprox``."""
+
+    shift: float
+    low: float
+    reciprocal: ReciprocalApprox
+    degree: int = 6
+    squarings: int = field(init=False)
+    poly: tuple = field(init=False)
+
+    def __post_init__(self):
+        if not self.low < 0:
+            raise ParameterError(f"softmax exponent range [{self.low}, 0] must have low < 0")
+        squarings = max(0, math.ceil(math.log2(-self.low)))
+        object.__setattr__(self, "squarings", squarings)
+        object.__setattr__(self, "poly", _exp_coefficients(self.low / 2 ** squarings, self.degree))
+
+    @classmethod
+    def calibrated(cls, scores, degree: int = 6, tolerance: float = 1e-4) -> "SoftmaxApprox":
+        """The softmax of the last axis fitted to the calibration ``scores``: the shift their maximum (plus
+        ``MARGIN``), the exponent and row-sum ranges theirs widened by ``MARGIN``."""
+        scores = np.asarray(scores, dtype=np.float64)
+        top, bottom = float(scores.max()), float(scores.min())
+        shift = top + MARGIN * max(top - bottom, 1e-6)
+        sums = np.exp(scores - shift).sum(axis=-1)
+        s_low, s_high = _widen(float(sums.min()), float(sums.max()))
+        reciprocal = ReciprocalApprox(max(s_low, 0.5 * float(sums.min())), s_high, tolerance)
+        return cls(shift, _widen(bottom - shift, 0.0)[0], reciprocal, degree)
+
+    def exp(self, x):
+        """exp(x - shift) by the polynomial and the squarings."""
+        coefficients, center, radius = self.poly
+        scale = 1.0 / (2 ** self.squarings * radius)
+        t = _times(x, scale) + (-self.shift * scale - center / radius)
+        y = evaluate_power_series(coefficients, t)
+        for _ in range(self.squarings):
+            y = y * y
+        return y
+
+    def __call__(self, x):
+        e = self.exp(x)
+        total = e.sum(axis=-1, keepdims=True)
+        return e * self.reciprocal(total)
+
+    @property
+    def depth(self) -> int:
+        return 1 + math.ceil(math.log2(self.degree + 1)) + self.squarings + self.reciprocal.depth + 1
+
+
+def _layernorm(node, x, inverse_sqrt):
+    """(x - mean) * inverse_sqrt(var + eps) * scale + shift over the node's axes (the batch axis first)."""
+    axes = node.axes(len(x.shape))
+    count = math.prod(x.shape[a] for a in axes)
+    mean = _times(x.sum(axis=axes, keepdims=True), 1.0 / count)
+    centered = x - mean
+    variance = _times((centered * centered).sum(axis=axes, keepdims=True), 1.0 / count) + node.epsilon
+    y = centered * inverse_sqrt(variance)
+    if node.scale is not None:
+        y = y * np.asarray(node.scale)
+    return y if node.shift is None else y + np.asarray(node.shift)
+
+
+def _widen(low: float, high: float, margin: float = MARGIN) -> tuple[float, float]:
+    pad = margin * max(high - low, 1e-6)
+    return low - pad, high + pad
+
+
+@dataclass
+class GraphApproximation:
+    """The graph with its calibrated approximations: ``forward(x)`` on a numpy batch (batch first, samples of
+    ``graph.input_shape``) or on a CipherTensor of that shape; ``errors``: {node name: largest |approximation -
+    exact| of that node's output on the calibration data, its exact inputs given}."""
+
+    graph: object
+    approximations: dict
+    errors: dict
+
+    def forward(self, x):
+        if not isinstance(x, CipherTensor):
+            x = np.asarray(x, dtype=np.float64)
+        if tuple(x.shape[1:]) != tuple(self.graph.input_shape):
+            raise ShapeError(f"input of shape {tuple(x.shape)} must be (batch, *{self.graph.input_shape})")
+        values = {self.graph.input: x}
+        for node in self.graph.nodes:
+            values[node.output] = self.node_forward(node, *(values[name] for name in node.inputs))
+        return values[self.graph.output]
+
+    __call__ = forward
+
+    def node_forward(self, node, *xs):
+        x = xs[0]
+        batch = x.shape[0]
+        kind = node.kind
+        if kind == "contraction":
+            if node.patches is not None:
+                raise ParameterError(f"{node.where()}: a windowed contraction is not on the attention path")
+            y = reshape(einsum(node.equation, x, node.weight), (batch, *node.out_shape))
+            return y if node.bias is None else y + np.asarray(node.bias)
+        if kind == "affine":
+            y = x if node.scale is None else x * np.asarray(node.scale)
+            return y if node.shift is None else y + np.asarray(node.shift)
+        if kind == "add":
+            return xs[0] + xs[1]
+        if kind == "bilinear":
+            y = einsum(node.equation, xs[0], xs[1])
+            return y if y.ndim > 1 else reshape(y, (batch, 1))
+        if kind == "reshape":
+            return reshape(x, (batch, *node.shape))
+        if kind == "transpose":
+            return x.transpose((0, *(p + 1 for p in node.perm)))
+        if kind == "softmax":
+            return self.approximations[node.name](x)
+        if kind == "layernorm":
+            return _layernorm(node, x, self.approximations[node.name])
+        if kind == "activation":
+            poly = self.approximations[node.name]
+            if poly is None:  # square
+                return x * x
+            t = _times(x, 1.0 / poly.radius) + (-poly.center / poly.radius)
+            y = poly.evaluate(t)
+            return y if not isinstance(y, float) else x * 0.0 + y
+        raise ParameterError(f"{node.where()}: node kind {kind!r} has no encrypted form on the attention path")
+
+    def depth(self) -> dict:
+        """{node name: the levels its approximation's schedule consumes} for the approximated nodes."""
+        return {name: approx.depth for name, approx in self.approximations.items() if hasattr(approx, "depth")}
+
+
+def approximate(graph, calibration, *, activation_degree: int = 7, exp_degree: int = 6,
+                tolerance: float = 1e-4) -> GraphApproximation:
+    """The ``GraphApproximation`` of ``graph`` calibrated on the float batch ``calibration`` (samples of
+    ``graph.input_shape``): every range widened by ``MARGIN`` of its width on each side."""
+    x = np.asarray(calibration, dtype=np.float64)
+    x = x[None] if x.shape == tuple(graph.input_shape) else x
+    if x.shape[1:] != tuple(graph.input_shape) or not x.shape[0] or not np.all(np.isfinite(x)):
+        raise ShapeError(f"calibration inputs of shape {x.shape} must be finite, (samples, *{graph.input_shape})")
+    values = {graph.input: x}
+    approximations, errors = {}, {}
+    model = GraphApproximation(graph, approximations, errors)
+    for node in graph.nodes:
+        inputs = [values[name] for name in node.inputs]
+        exact = node.forward(*inputs)
+        if node.kind == "softmax":
+            approximations[node.name] = SoftmaxApprox.calibrated(inputs[0], exp_degree, tolerance)
+        elif node.kind == "layernorm":
+            axes = node.axes(inputs[0].ndim)
+            variance = inputs[0].var(axis=axes) + node.epsilon
+            v_low, v_high = _widen(float(variance.min()), float(variance.max()))
+            approximations[node.name] = InverseSqrtApprox(max(v_low, 0.5 * float(variance.min())), v_high,
+                                                          tolerance)
+        elif node.kind == "activation":
+            if node.function == "square":
+                approximations[node.name] = None
+            else:
+                interval = _widen(float(inputs[0].min()), float(inputs[0].max()))
+                approximations[node.name] = fit_activation(node.function, activation_degree, interval,
+                                                           bounds=node.bounds)
+        elif node.kind == "maxpool":
+            raise ParameterError(f"{node.where()}: MaxPool is not on the attention path (use from_graph)")
+        if node.name in approximations:
+            errors[node.name] = float(np.max(np.abs(model.node_forward(node, *inputs) - exact)))
+        values[node.output] = exact
+    return model
