@@ -45,7 +45,7 @@ from crypto.ckks.flooding import STATISTICAL_SECURITY
 from crypto.errors import HEError, SerializationError, ShapeError
 from tensor_ops import serve
 from tensor_ops.inference import Client, OutputRangeError, Server, describe_bytes
-from tensor_ops.model_plan import DEFAULT_KEY_BUDGET, ModelPlan
+from tensor_ops.model_plan import DEFAULT_KEY_BUDGET, MemoryBudgetError, ModelPlan, default_memory_budget
 from tensor_ops.nn import ActivationRangeWarning, Sequential
 from tensor_ops.cli_args import COMMANDS, SECRET, add_commands, parser  # noqa: F401 (re-exported)
 from tensor_ops.progress import command_of, progress_bar, run_command
@@ -104,13 +104,46 @@ def _choice(args) -> dict:
     return args._choice
 
 
-def _model_plan(args, model, shape=None):
-    """The model's plan under --key-budget, --params and --bootstrap (automatic without them)."""
-    return model.plan(shape if shape is not None else _shape(args), key_budget=_budget(args), **_choice(args))
+def _model_plan(args, model, shape=None, role=None, ciphertexts=1):
+    """The model's plan under --key-budget, --params and --bootstrap (automatic without them); with ``role``
+    ("server", "client", "local"), refused when its estimated peak memory exceeds --memory-budget (local: a
+    smaller key budget is tried first, the keys held twice there)."""
+    shape = shape if shape is not None else _shape(args)
+    plan = model.plan(shape, key_budget=_budget(args), **_choice(args))
+    return plan if role is None else _within_memory(args, plan, role, ciphertexts, model, shape)
+
+
+def _memory_budget(args) -> int | None:
+    """--memory-budget in bytes (default: MEMORY_FRACTION of MemAvailable now; None where unknown)."""
+    text = getattr(args, "memory_budget", None)
+    return default_memory_budget() if text is None else serve.parse_bytes(text, "--memory-budget")
+
+
+def _within_memory(args, plan, role, ciphertexts=1, model=None, shape=None):
+    """``plan`` when its ``role`` peak fits --memory-budget; for the local flow, else the plan of the largest key
+    budget that fits (fewer Galois keys: composite rotations); else ParameterError with the figure."""
+    budget = _memory_budget(args)
+    estimate = plan.memory_estimate(ciphertexts)
+    if budget is None or estimate.peak(role) <= budget:
+        return plan
+    if role == "local" and model is not None:
+        excess = estimate.peak(role) - budget
+        fewer = int(plan.galois_key_bytes - excess / 2.5)
+        if fewer > 0:
+            try:
+                smaller = model.plan(shape, key_budget=fewer, **_choice(args))
+            except HEError:
+                smaller = None
+            if smaller is not None and smaller.memory_estimate(ciphertexts).peak(role) <= budget:
+                print(f"memory: the plan under --key-budget {_budget(args)} needs {estimate.describe(role)}, over "
+                      f"--memory-budget {budget}; planned with a key budget of {fewer} bytes instead")
+                return smaller
+    estimate.check(role, budget, key_budget=_budget(args))
+    return plan
 
 
 def _plan(args):
-    plan = _model_plan(args, _load(args))
+    plan = _model_plan(args, _load(args), role="server")
     if getattr(args, "measure", False):
         plan = plan.calibrated()  # per-operation times measured here (about a second) instead of the built-in
     print(plan.explain())
@@ -138,9 +171,11 @@ def _read_plan(path) -> ModelPlan:
 def _keygen(args):
     progress = _progress(args, "rotation keys")
     if args.plan:
-        client = Client(plan=_read_plan(args.plan), progress=progress, allow_insecure=args.insecure)
+        client = Client(plan=_within_memory(args, _read_plan(args.plan), "client"), progress=progress,
+                        allow_insecure=args.insecure)
     elif args.model:
-        client = Client(plan=_model_plan(args, _load(args)), progress=progress, allow_insecure=_insecure(args))
+        client = Client(plan=_model_plan(args, _load(args), role="client"), progress=progress,
+                        allow_insecure=_insecure(args))
     else:
         raise HEError("keygen needs --model or --plan")
     client.save(args.client)
@@ -179,6 +214,12 @@ def _infer(args):
         raise HEError(f"--request {args.request} is a plain numpy array: encrypt it first "
                       f"(python -m tensor_ops encrypt), or omit --context to run the whole flow locally")
     model = _load(args)
+    try:
+        _model_plan(args, model, role="server")                      # refused before reading the keys
+    except MemoryBudgetError:
+        raise
+    except HEError:
+        pass  # a plan of other parameters than the context's: the server plans with the context's below
     server = Server(model, _read(args.context, "--context"), input_shape=_shape(args), key_budget=_budget(args))
     named = _choice(args)["params"]
     if named is not None and named != server.context.params:
@@ -233,9 +274,12 @@ def _outside(args, model, x, shape) -> np.ndarray:
 
 def _infer_encrypted(args, model, shape, x):
     """Keys, encryption, server evaluation and decryption of x in this process (or on --dask)."""
-    budget = _budget(args)
-    client = Client(plan=_model_plan(args, model, shape), progress=_progress(args, "rotation keys"),
-                    allow_insecure=_insecure(args))
+    x = np.asarray(x)
+    plan = _model_plan(args, model, shape)
+    count = plan.ciphertexts_for(1 if x.shape == tuple(shape) else len(x))
+    plan = _within_memory(args, plan, "local", count, model, shape)
+    budget = plan.key_budget if plan.key_budget is not None else _budget(args)
+    client = Client(plan=plan, progress=_progress(args, "rotation keys"), allow_insecure=_insecure(args))
     print(client.plan.explain())
     if args.dask is not None:
         y = _infer_on_dask(args, model, client, x)
@@ -276,7 +320,7 @@ def _infer_on_dask(args, model, client, x):
     print(f"client: public context {client.key_bytes} bytes (no secret key), {len(requests)} requests "
           f"({sum(map(len, requests))} bytes) -> tasks on --dask {args.dask}")
     replies = evaluate_batches(model, client.public_context(), requests, input_shape=client.plan.input_shape,
-                               dask=args.dask, progress=_progress(args, "tasks"), key_budget=_budget(args))
+                               dask=args.dask, progress=_progress(args, "tasks"), key_budget=client.plan.key_budget)
     print(f"workers: evaluated {len(replies)} requests")
     y = np.concatenate([client.decrypt(reply) for reply in replies], axis=0)
     return y[0] if x.shape == client.plan.input_shape else y

@@ -7,7 +7,7 @@ import argparse
 
 from hezk.progress import command_of
 
-__all__ = ["COMMANDS", "SECRET", "PARAMS_HELP", "BOOTSTRAP_HELP", "add_commands", "parser", "command_of"]
+__all__ = ["COMMANDS", "SECRET", "PARAMS_HELP", "BOOTSTRAP_HELP", "MEMORY_HELP", "add_commands", "parser", "command_of"]
 
 
 _MODEL_HELP = ("model file: ONNX (opset >= 13), or .npz written by Sequential.save / hezk.model.save_npz, or "
@@ -27,6 +27,9 @@ BOOTSTRAP_HELP = ("bootstrap when the model is deeper than the parameters' level
                   "parameters, N16_BOOT unless --params names others; --no-bootstrap: never, refuse a model too "
                   "deep). Default: the smallest secure parameters without bootstrapping, or N16_BOOT with "
                   "bootstraps placed for a model deeper than the deepest secure preset's levels")
+MEMORY_HELP = ("peak resident bytes the command may use, e.g. 8GiB (default 80%% of the machine's available memory, "
+               "read at run time); a plan whose estimated peak exceeds it is refused before any work, naming the "
+               "figure and what to change; local infer trades Galois keys for memory first")
 SECRET = "SECRET: holds the secret key, keep it private and never send it"
 #: command -> its one-line help
 COMMANDS = {
@@ -128,6 +131,7 @@ def add_commands(commands, only=None) -> None:
             command.add_argument("--clip", action="store_true", help=_CLIP_HELP)
         if name in _PARAMS_COMMANDS:
             command.add_argument("--params", default=None, help=PARAMS_HELP)
+            command.add_argument("--memory-budget", default=None, help=MEMORY_HELP)
             command.add_argument("--bootstrap", action=argparse.BooleanOptionalAction, default=None,
                                  help=BOOTSTRAP_HELP)
         if name in ("keygen", "infer"):

@@ -519,6 +519,98 @@ class _CallableTuple(tuple):
         return tuple(self)
 
 
+#: bytes a process running hezk holds before any key: the interpreter, numpy, numba's compiled kernels and the
+#: engines' modules (measured with ``/usr/bin/time -v``: ``hezk plan`` of a small model 113 MB, the engines'
+#: kernels loaded on top)
+BASELINE_BYTES = 130 << 20
+#: the share of the machine's available memory (``MemAvailable``) a command may plan to use by default
+MEMORY_FRACTION = 0.8
+
+
+def available_memory() -> int | None:
+    """Bytes of ``MemAvailable`` in /proc/meminfo, read now (None where there is no such file)."""
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def default_memory_budget() -> int | None:
+    """``MEMORY_FRACTION`` of the available memory, read at run time (None: unknown, nothing is checked)."""
+    available = available_memory()
+    return None if available is None else int(available * MEMORY_FRACTION)
+
+
+class MemoryBudgetError(ParameterError):
+    """A plan whose estimated peak memory exceeds the memory budget (``MemoryEstimate.check``)."""
+
+
+_ROLES = {"server": "server (infer --context, one serve context)", "client": "client (keygen)",
+          "local": "local infer (client and server in one process)"}
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Peak resident bytes of the three processes of a plan, each a {part: bytes} breakdown: ``server``
+    (``infer --context`` / one ``serve`` context: the public context read and deserialized, encoded weights,
+    working ciphertexts, bootstrapping's constants), ``client`` (``keygen``: the keys as generated and their
+    serialized files) and ``local`` (``infer`` without --context: client and server in one process). Each part
+    includes the ``BASELINE_BYTES`` of the process."""
+
+    server: dict
+    client: dict
+    local: dict
+
+    @property
+    def server_peak(self) -> int:
+        return sum(self.server.values())
+
+    @property
+    def client_peak(self) -> int:
+        return sum(self.client.values())
+
+    @property
+    def local_peak(self) -> int:
+        return sum(self.local.values())
+
+    def peak(self, role: str) -> int:
+        """The peak of ``role``: "server", "client" or "local"."""
+        if role not in ("server", "client", "local"):
+            raise ParameterError(f"role={role!r} must be 'server', 'client' or 'local'")
+        return sum(getattr(self, role).values())
+
+    def check(self, role: str, budget: int | None, what: str = "--memory-budget", key_budget: int | None = None):
+        """ParameterError when the peak of ``role`` exceeds ``budget`` bytes (None: unchecked), naming the figure,
+        its parts and what to change (a ``key_budget`` that would fit, when the keys make the difference)."""
+        peak = self.peak(role)
+        if budget is None or peak <= budget:
+            return
+        excess = peak - budget
+        copies = {"server": 1.5, "client": 2.0, "local": 2.5}[role]      # the keys' forms held at the peak
+        keys = self.server["keys"]
+        advice = []
+        if keys * copies > excess and key_budget is not None:
+            fewer = max(int(min(key_budget, keys) - excess / copies), 1)
+            advice.append(f"--key-budget {fewer} or less (fewer Galois keys, composite rotations)")
+        advice += ["fewer samples per request", "parameters with fewer levels or a smaller ring (--params), with "
+                   "bootstraps for a deep model (--bootstrap)", f"a larger {what} on a machine that has it"]
+        raise MemoryBudgetError(f"the {_ROLES[role]} would need about {self.describe(role)} at its peak, over {what}="
+                             f"{budget} bytes ({_gib(budget)}) by {_gib(excess)}; refused before any work: change "
+                             + "; ".join(advice))
+
+    def describe(self, role: str) -> str:
+        parts = ", ".join(f"{name} {_gib(size)}" for name, size in getattr(self, role).items() if size)
+        return f"{_gib(self.peak(role))} ({parts})"
+
+
 DEFAULT_KEY_BUDGET = 12 << 30  # bytes: half of a 24 GB machine (the keys share it with weights and ciphertexts)
 
 
@@ -679,6 +771,67 @@ class ModelPlan:
         limbs = len(params.q_moduli) + len(params.p_moduli)
         return (len(self.rotations) + bool(self.bootstraps)) * len(params.digits) * 2 * limbs * params.n * 4
 
+    @property
+    def switching_keys(self) -> int:
+        """Switching keys the client makes: one per rotation key, the conjugation key when bootstrapping, and
+        the relinearization key (always made)."""
+        return len(self.rotations) + bool(self.bootstraps) + 1
+
+    def memory_estimate(self, ciphertexts: int = 1) -> MemoryEstimate:
+        """Peak resident bytes of the server, the client and the local flow (``MemoryEstimate``) for requests of
+        ``ciphertexts`` ciphertexts. A switching key is held as uint32 residues, both halves: digits x 2 x
+        (Q + P limbs) x N x 4 bytes; serialized, only its b half (a is a seed). Plaintexts and ciphertexts are
+        uint64 residues of the level they are used at. The working set of a stage: its hoisted baby rotations
+        plus four ciphertexts and one key-switching decomposition (digits x (limbs + P) x N x 8)."""
+        p = self.params
+        n, top, specials, digits = p.n, len(p.q_moduli), len(p.p_moduli), len(p.digits)
+        key = digits * 2 * (top + specials) * n * 4
+        keys = self.switching_keys * key + 2 * top * n * 8                    # + the public key (uint64)
+        serialized = self.switching_keys * key // 2 + 2 * top * n * 4
+        ct = lambda level: 2 * p.limbs_at(level) * n * 8                   # noqa: E731
+        weights, working = 0, 0
+        for stage, level in zip(self.stages, self.stage_levels):
+            if stage.kind in ("affine", "join"):
+                level += stage.kind == "join"
+                weights += stage.diagonals * p.limbs_at(level) * n * 8
+                hoist = digits * (p.limbs_at(level) + specials) * n * 8
+                working = max(working, (len(stage.baby) + 4) * ct(level) + hoist)
+            elif stage.kind == "activation":
+                working = max(working, (stage.ct_ct_multiplications + 4) * ct(level))
+        messages = ciphertexts * (ct(self.input_level) + ct(self.output_level)) * 3 // 2   # arrays + their bytes
+        constants, boot_working = self._bootstrap_memory()
+        working = max(working, boot_working) + messages
+        server = {"baseline": BASELINE_BYTES, "keys": keys, "serialized keys": serialized, "encoded weights": weights,
+                  "working ciphertexts": working, "bootstrap constants": constants}
+        secret = (top + specials) * n * 8
+        plan_constants = self._bootstrap_memory(plan_only=True)[0]
+        client = {"baseline": BASELINE_BYTES, "keys": keys + secret, "serialized keys": 2 * serialized,
+                  "working ciphertexts": messages, "bootstrap constants": plan_constants}
+        local = dict(server, keys=2 * keys + secret)
+        return MemoryEstimate(server, client, local)
+
+    def _bootstrap_memory(self, plan_only: bool = False) -> tuple[int, int]:
+        """(constants, working set) of the plan's bootstraps in bytes (0, 0 without): the BootstrapPlan's
+        diagonals (complex128, N/2 each), and on the server the full-period diagonals kept encoded (uint32 at
+        their level) and the hoisted rotations of the widest transform at the top level."""
+        if not self.bootstraps:
+            return 0, 0
+        boot, p = self.bootstrap_plan, self.params
+        n, specials, digits = p.n, len(p.p_moduli), len(p.digits)
+        transforms = boot.cts + boot.stc
+        constants = sum(len(t.diags) for t in transforms) * (n // 2) * 16
+        if plan_only:
+            return constants, 0
+        start = p.max_level - boot.raise_levels
+        stc_top = start - boot.cts_count - boot.eval_mod_levels
+        levels = [start - i for i in range(len(boot.cts))] + [stc_top - i for i in range(len(boot.stc))]
+        constants += sum(len(t.full_period) * p.limbs_at(max(level, 0)) * n * 4
+                         for t, level in zip(transforms, levels))
+        babies = max(len({b for terms in t.split.values() for b, _ in terms}) for t in transforms)
+        top = p.limbs_at(start)
+        working = (babies + 8) * 2 * top * n * 8 + digits * (top + specials) * n * 8
+        return constants, working
+
     def _hops(self, step) -> int:
         """Key switches of one rotation by ``step``: 1, or the route's length when keys are powers of two."""
         return 1 if self.key_steps is None else bin(int(step) % self.params.slots).count("1")
@@ -819,6 +972,9 @@ class ModelPlan:
                      f"({self.galois_key_bytes} bytes, ~{self.galois_key_bytes / 2**20:.1f} MiB{budget}), "
                      f"relinearization key: "
                      f"{self.needs_relinearization}")
+        memory = self.memory_estimate()
+        lines.append(f"  peak memory (estimated, one ciphertext per request): server {memory.describe('server')}; "
+                     f"client keygen {memory.describe('client')}; local infer {memory.describe('local')}")
         source = ("per-operation times measured on this machine" if self.costs is not None else
                   "built-in per-operation times of the development machine; plan.calibrated() measures this one")
         boots = " (bootstraps included)" if self.bootstraps else ""

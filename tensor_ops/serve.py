@@ -47,9 +47,9 @@ from crypto.errors import (ContextMismatchError, HEError, KeyMissingError, Level
                            SerializationError, ShapeError)
 from tensor_ops.access import (TOKENS_ENV, AuthFailures, Limits, LogWindow, Quota, Refused, Throttle, Tokens,
                                bearer)
-from tensor_ops.cli_args import BOOTSTRAP_HELP, PARAMS_HELP
+from tensor_ops.cli_args import BOOTSTRAP_HELP, MEMORY_HELP, PARAMS_HELP
 from tensor_ops.inference import Client, EncodedCache, Server
-from tensor_ops.model_plan import DEFAULT_KEY_BUDGET
+from tensor_ops.model_plan import DEFAULT_KEY_BUDGET, default_memory_budget
 from tensor_ops.nn import Sequential
 
 _DEFAULTS = Limits()
@@ -430,11 +430,12 @@ def parse_shape(text: str) -> tuple[int, ...]:
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30}
 
 
-def parse_bytes(text: str) -> int:
-    """``"2GiB"``, ``"1.5GB"``, ``"500MiB"`` or ``"123456"`` -> bytes; anything else raises ``ParameterError``."""
+def parse_bytes(text: str, option: str = "--key-budget") -> int:
+    """``"2GiB"``, ``"1.5GB"``, ``"500MiB"`` or ``"123456"`` -> bytes; anything else raises ``ParameterError``
+    naming ``option``."""
     match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([A-Za-z]*)\s*", str(text))
     if match is None or match.group(2).lower() not in _UNITS or float(match.group(1)) <= 0:
-        raise ParameterError(f"--key-budget={text!r} must be a positive size in bytes, e.g. 2GiB, 1.5GB, 500MiB "
+        raise ParameterError(f"{option}={text!r} must be a positive size in bytes, e.g. 2GiB, 1.5GB, 500MiB "
                              f"or 2000000000")
     return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
 
@@ -484,9 +485,9 @@ def plan_keywords(args) -> dict:
     return {"params": params, "bootstrap": bootstrap}
 
 
-def _bytes(text: str) -> int:
+def _bytes(text: str, option: str = "--key-budget") -> int:
     try:
-        return parse_bytes(text)
+        return parse_bytes(text, option)
     except ParameterError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
 
@@ -532,6 +533,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--degree", type=_positive, default=None,
                         help="degree of each fitted activation's polynomial (as the clients' keygen --degree)")
     parser.add_argument("--params", default=None, help=PARAMS_HELP)
+    parser.add_argument("--memory-budget", type=lambda text: _bytes(text, "--memory-budget"), default=None,
+                        help=MEMORY_HELP + " (for one client's context)")
     parser.add_argument("--bootstrap", action=argparse.BooleanOptionalAction, default=None, help=BOOTSTRAP_HELP)
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: loopback only)")
     parser.add_argument("--port", type=int, default=8000, help="TCP port to listen on (default 8000)")
@@ -606,6 +609,9 @@ def run(args) -> int:
         model = Sequential.load(args.model, args.input_shape, calibration=calibration,
                                 degree=getattr(args, "degree", None))
         choice = plan_keywords(args)
+        budget = args.memory_budget if args.memory_budget is not None else default_memory_budget()
+        model.plan(args.input_shape, key_budget=args.key_budget, **choice).memory_estimate().check(
+            "server", budget, key_budget=args.key_budget)
         app = create_app(model, input_shape=args.input_shape, tokens=tokens, limits=limits,
                          key_budget=args.key_budget, **choice)
     except HEError as error:
