@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from hezk.progress import command_of
+from tensor_ops.option_texts import BOOTSTRAP_HELP, MEMORY_HELP, PARAMS_HELP
 
 __all__ = ["COMMANDS", "SECRET", "PARAMS_HELP", "BOOTSTRAP_HELP", "MEMORY_HELP", "add_commands", "parser", "command_of"]
 
@@ -19,17 +20,6 @@ _DEGREE_HELP = ("degree of each fitted activation's polynomial (default: the fil
                 "gelu, silu 7 and sigmoid, tanh 4; ceil(log2(degree + 1)) levels)")
 _BUDGET_HELP = ("bytes the Galois keys may take, e.g. 2GiB or 1.5GB (default 12 GiB, half of a 24 GB machine); "
                 "the planner trades rotations for fewer keys to fit it; client and server must use the same")
-PARAMS_HELP = ("CKKS parameters instead of the automatic choice: a preset name (N13, N14, N15, N16, N16_BOOT; "
-               "TOY is an insecure test ring) or a JSON file of a parameter literal (log_n, log_q, log_p, log_scale, "
-               "dnum, ...) or of CKKSParameters.to_dict, optionally with \"bootstrap\": {BootstrapConfig fields}, "
-               "or a parameters record (CKKSParameters.to_bytes); clients and server must use the same")
-BOOTSTRAP_HELP = ("bootstrap when the model is deeper than the parameters' levels (--bootstrap: take bootstrappable "
-                  "parameters, N16_BOOT unless --params names others; --no-bootstrap: never, refuse a model too "
-                  "deep). Default: the smallest secure parameters without bootstrapping, or N16_BOOT with "
-                  "bootstraps placed for a model deeper than the deepest secure preset's levels")
-MEMORY_HELP = ("peak resident bytes the command may use, e.g. 8GiB (default 80%% of the machine's available memory, "
-               "read at run time); a plan whose estimated peak exceeds it is refused before any work, naming the "
-               "figure and what to change; local infer trades Galois keys for memory first")
 SECRET = "SECRET: holds the secret key, keep it private and never send it"
 #: command -> its one-line help
 COMMANDS = {

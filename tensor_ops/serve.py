@@ -47,7 +47,7 @@ from crypto.errors import (ContextMismatchError, HEError, KeyMissingError, Level
                            SerializationError, ShapeError)
 from tensor_ops.access import (TOKENS_ENV, AuthFailures, Limits, LogWindow, Quota, Refused, Throttle, Tokens,
                                bearer)
-from tensor_ops.cli_args import BOOTSTRAP_HELP, MEMORY_HELP, PARAMS_HELP
+from tensor_ops.option_texts import BOOTSTRAP_HELP, MEMORY_HELP, PARAMS_HELP
 from tensor_ops.inference import Client, EncodedCache, Server
 from tensor_ops.model_plan import DEFAULT_KEY_BUDGET, default_memory_budget
 from tensor_ops.nn import Sequential
