@@ -561,6 +561,11 @@ class CompositeRelu:
     def __call__(self, x):
         return np.asarray(self.evaluate(self.normalize(x)), dtype=np.float64) * np.ones_like(x, dtype=np.float64)
 
+    @property
+    def has_target(self) -> bool:
+        """A composite approximates relu."""
+        return True
+
     def target(self, x):
         return np.maximum(np.asarray(x, dtype=np.float64), 0.0)
 

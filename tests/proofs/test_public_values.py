@@ -90,5 +90,5 @@ def test_the_mlp_verifier_refuses_a_claimed_output_of_int64_min_at_the_range_che
         forged = type(proof)(output, *[getattr(proof, f) for f in proof.__dataclass_fields__ if f != "output"])
         with pytest.raises(ProofRejected, match="^MLP inference proof / statement: claimed output holds"):
             verify_network(network.commitment, x, forged)
-    with pytest.raises(ProofRejected, match=r"^statement: input \(input_bound=\d+\) holds -9223372036854775808"):
+    with pytest.raises(ProofRejected, match=r"^MLP inference proof / statement: input \(input_bound=\d+\) holds -9223372036854775808"):
         verify_network(network.commitment, np.full_like(x, INT64_MIN), proof)
