@@ -53,3 +53,6 @@ def test_auto_resolves_per_path():
     assert commit_scheme(None, graph=True, hiding=True) == "ligero"      # a small CNN: 436 kB against 3.7 MB
     assert commit_scheme("auto", graph=False, hiding=False) == "ligero"  # public weights
     assert commit_scheme("ligero", graph=False, hiding=True) == "ligero"  # --scheme chooses
+    # a larger MLP: Basefold's hiding commitment and state grow ~40x faster than Ligero's (1.1 GB at 784-64-10)
+    assert commit_scheme("auto", graph=False, hiding=True, parameter_copies=50890 * 16) == "ligero"
+    assert commit_scheme("basefold", graph=False, hiding=True, parameter_copies=50890 * 16) == "basefold"
