@@ -74,8 +74,34 @@ def _target(name: str, bounds=None):
     return TARGETS[name]
 
 
+class _Schedule:
+    """What a polynomial approximation on t = (x - center) / radius derives from its ``evaluate`` schedule and its
+    ``target``: depth and multiplication counts, the value on raw inputs, the largest error on the interval.
+    Shared by ``PolyActivation`` and ``CompositeRelu`` (each defines ``evaluate``, ``normalize``, ``target``)."""
+
+    @property
+    def depth(self) -> int:
+        """Multiplicative levels the evaluation consumes (ceil(log2(degree + 1)) at most for one polynomial)."""
+        return _count(self).depth
+
+    @property
+    def multiplications(self) -> tuple[int, int]:
+        """(ciphertext x ciphertext, ciphertext x scalar) multiplications of the schedule."""
+        counter = _count(self)
+        return counter.ct_ct, counter.ct_scalar
+
+    def __call__(self, x):
+        """The activation on raw inputs: the schedule on normalize(x)."""
+        return np.asarray(self.evaluate(self.normalize(x)), dtype=np.float64) * np.ones_like(x, dtype=np.float64)
+
+    def max_error(self, samples: int = 4001) -> float:
+        """sup |p - f| over a uniform grid of the interval."""
+        x = np.linspace(*self.interval, samples)
+        return float(np.max(np.abs(self(x) - self.target(x))))
+
+
 @dataclass(frozen=True)
-class PolyActivation:
+class PolyActivation(_Schedule):
     """p((x - center) / radius) with ``coefficients`` in the power basis of t, lowest degree first
     (``bounds``: the (low, high) of a clip, the function the polynomial approximates)."""
 
@@ -104,17 +130,6 @@ class PolyActivation:
     def interval(self) -> tuple[float, float]:
         return (self.center - self.radius, self.center + self.radius)
 
-    @property
-    def depth(self) -> int:
-        """Multiplicative levels the evaluation consumes (ceil(log2(degree + 1)) at most)."""
-        return _count(self).depth
-
-    @property
-    def multiplications(self) -> tuple[int, int]:
-        """(ciphertext x ciphertext, ciphertext x scalar) multiplications of the schedule."""
-        counter = _count(self)
-        return counter.ct_ct, counter.ct_scalar
-
     def normalize(self, x):
         """t = (x - center) / radius, on numpy arrays."""
         return (np.asarray(x, dtype=np.float64) - self.center) / self.radius
@@ -122,10 +137,6 @@ class PolyActivation:
     def evaluate(self, t):
         """p(t) on the normalised input t (numpy array or ciphertext tensor), by the depth-optimal schedule."""
         return evaluate_power_series(self.coefficients, t)
-
-    def __call__(self, x):
-        """The activation on raw inputs: p((x - center) / radius)."""
-        return np.asarray(self.evaluate(self.normalize(x)), dtype=np.float64) * np.ones_like(x, dtype=np.float64)
 
     @property
     def has_target(self) -> bool:
@@ -137,11 +148,6 @@ class PolyActivation:
         if not self.has_target:
             raise ParameterError(f"activation name={self.name!r} has no target function; known: {sorted(TARGETS)}")
         return _target(self.name, self.bounds)(np.asarray(x, dtype=np.float64))
-
-    def max_error(self, samples: int = 4001) -> float:
-        """sup |p - f| over a uniform grid of the interval."""
-        x = np.linspace(*self.interval, samples)
-        return float(np.max(np.abs(self(x) - self.target(x))))
 
     def error_on(self, x) -> float:
         """max |p - f| over the raw inputs x (e.g. the values the activation's input takes on calibration data;
@@ -508,7 +514,7 @@ def composite_sign(degrees=SIGN_DEGREES, gap: float = SIGN_GAP) -> tuple[tuple[f
 
 
 @dataclass(frozen=True)
-class CompositeRelu:
+class CompositeRelu(_Schedule):
     """relu(x) = x (1 + sign x) / 2 with sign(t) ~ p_k(...p_1(t)) (``composite_sign``) on t = x / radius
     (center 0): used for max(a, b) = b + relu(a - b) on the calibrated range of differences. Duck-types
     ``PolyActivation`` for the engines (evaluate on t, depth, multiplications, interval, max_error);
@@ -538,15 +544,6 @@ class CompositeRelu:
     def interval(self) -> tuple[float, float]:
         return (-self.radius, self.radius)
 
-    @property
-    def depth(self) -> int:
-        return _count(self).depth
-
-    @property
-    def multiplications(self) -> tuple[int, int]:
-        counter = _count(self)
-        return counter.ct_ct, counter.ct_scalar
-
     def normalize(self, x):
         return np.asarray(x, dtype=np.float64) / self.radius
 
@@ -558,9 +555,6 @@ class CompositeRelu:
             s = evaluate_power_series([c * scale for c in stage], s)
         return _add(t * (self.radius / 2.0), t * s)
 
-    def __call__(self, x):
-        return np.asarray(self.evaluate(self.normalize(x)), dtype=np.float64) * np.ones_like(x, dtype=np.float64)
-
     @property
     def has_target(self) -> bool:
         """A composite approximates relu."""
@@ -569,6 +563,3 @@ class CompositeRelu:
     def target(self, x):
         return np.maximum(np.asarray(x, dtype=np.float64), 0.0)
 
-    def max_error(self, samples: int = 4001) -> float:
-        x = np.linspace(*self.interval, samples)
-        return float(np.max(np.abs(self(x) - self.target(x))))
