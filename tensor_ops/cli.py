@@ -253,7 +253,7 @@ def _infer_locally(args):
     y = _infer_encrypted(args, model, shape, x)
     np.save(args.out, y)
     print(f"client: decrypted output of shape {y.shape} -> {args.out}")
-    print("predicted classes:", np.argmax(y, axis=-1))
+    _print_classes(y)
 
 
 _WHY_REFUSED = ("leave the model's calibrated ranges (a value outside the plan's input range, or an activation "
@@ -338,7 +338,13 @@ def _decrypt(args):
         y = client.decrypt(reply)
     np.save(args.out, y)
     print(f"decrypted output of shape {y.shape} -> {args.out}")
-    if y.ndim >= 1:
+    _print_classes(y)
+
+
+def _print_classes(y) -> None:
+    """The argmax of each sample's outputs, for a model with several outputs (one output is a score, not a
+    class: nothing to print)."""
+    if y.ndim >= 1 and y.shape[-1] > 1:
         print("predicted classes:", np.argmax(y, axis=-1))
 
 

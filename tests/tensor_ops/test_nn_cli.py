@@ -87,3 +87,16 @@ def test_input_shape_for_a_model_file_without_one(tmp_path, capsys):
     assert "input shape" in capsys.readouterr().err
     assert cli.main(["plan", "--model", str(path), "--input-shape", "1,7,7"]) == 0
     assert "input (1, 7, 7)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("outputs", [1, 2])
+def test_local_infer_names_classes_only_for_several_outputs(tmp_path, capsys, outputs):
+    """One output is a score (a regression, a binary logit): no 'predicted classes' line of zeros."""
+    rng = np.random.default_rng(2)
+    model = Sequential([Linear(rng.normal(0, 0.5, (outputs, 3)))], input_shape=(3,))
+    model.save(tmp_path / "m.npz")
+    np.save(tmp_path / "x.npy", rng.uniform(-1, 1, (2, 3)))
+    code = cli.main(["infer", "--model", str(tmp_path / "m.npz"), "--input", str(tmp_path / "x.npy"),
+                     "--out", str(tmp_path / "y.npy")])
+    assert code == 0
+    assert ("predicted classes" in capsys.readouterr().out) == (outputs > 1)
