@@ -26,7 +26,8 @@ def main():
           f"on {len(y_test)} images")
 
     plan = model.plan().calibrated()  # the time estimate from operations timed on this machine
-    print(plan.explain())
+    print(f"plan: 128-bit CKKS at N=2^{plan.params.log_n}, depth {plan.depth}, {len(plan.rotations)} rotation keys, "
+          f"up to {plan.batch} images per ciphertext (the whole plan is printed at the end)")
 
     t0 = time.perf_counter()
     client = Client(plan=plan)
@@ -64,6 +65,8 @@ def main():
           f"(plaintext model: {plain[0].argmax()}); a ciphertext costs the same with 1 or {plan.batch} images")
     print(f"client: decrypted in {t_decrypt:.2f} s")
     report_agreement(encrypted, plain, y_test)
+    print("\nthe plan, step by step (public: the server and the client agree on it before any key exists):")
+    print(plan.explain())
 
 
 if __name__ == "__main__":
