@@ -173,24 +173,30 @@ class CompiledModel:
                 f"{self.plan.params!r})")
 
 
-def compile(model, calibration=None, *, input_shape=None, degree=None, params=None, key_budget=None) -> CompiledModel:
+def compile(model, calibration=None, *, input_shape=None, degree=None, params=None, key_budget=None,
+            progress=None) -> CompiledModel:
     """Ready ``model`` (see :func:`as_graph`: a path, ONNX bytes, a torch module, a Graph) for encrypted inference.
 
     ``calibration``: representative inputs (batch first); each activation's polynomial is fitted on the range
     its input takes on them (else on [-4, 4]) and, for a torch module, the first one traces the export.
     ``degree``: of each fitted activation; ``params``: CKKSParameters or a preset name ("N14"; None: the
     smallest 128-bit parameters for the model's depth); ``key_budget``: bytes the rotation keys may take.
-    Returns a :class:`CompiledModel`. Errors: ModelFileError for the model or the inputs, the encrypted
-    half's ParameterError / ShapeError for a model it cannot plan."""
+    ``progress``: True draws a bar on stderr over the planning, a callable gets ``(done, total, label)``; the
+    result is the same either way. Returns a :class:`CompiledModel`. Errors: ModelFileError for the model or
+    the inputs, the encrypted half's ParameterError / ShapeError for a model it cannot plan (or a bad
+    ``progress``)."""
     from tensor_ops.model_plan import DEFAULT_KEY_BUDGET
     from tensor_ops.nn import calibration_error, from_graph
+    from tensor_ops.progress import as_progress
+
+    progress = as_progress(progress, "planning")
 
     graph, samples = _graph_and_samples(model, calibration, input_shape)
     sequential = from_graph(graph, degree=degree, calibration=samples)
     report = None if samples is None else calibration_error(sequential, graph, samples)
     sequential.calibration_report = report
     budget = DEFAULT_KEY_BUDGET if key_budget is None else key_budget
-    plan = sequential.plan(graph.input_shape, params=params, key_budget=budget)
+    plan = sequential.plan(graph.input_shape, params=params, key_budget=budget, progress=progress)
     return CompiledModel(graph, sequential, plan, params, budget, report)
 
 
@@ -271,21 +277,25 @@ class Prover:
 
 
 def commit(model, calibration=None, *, hiding: bool = True, max_proofs: int | None = None, scheme: str = "ligero",
-           input_shape=None, act_bits: int = 12, weight_bits: int = 8) -> Prover:
+           input_shape=None, act_bits: int = 12, weight_bits: int = 8, progress=None) -> Prover:
     """Quantize ``model`` (see :func:`as_graph`) with scales chosen on ``calibration`` (representative inputs,
     batch first; None: 64 seeded uniform [-1, 1] inputs, as ``hezk commit``) and commit to its weights.
 
     ``hiding`` (default): the weights stay private (zero-knowledge proofs, ``max_proofs`` hiding copies, each
     proof uses one; default 16); False commits them publicly (proofs reveal them). ``scheme``: "ligero" or
-    "basefold" (hiding only). ``act_bits`` / ``weight_bits``: the quantization. Returns a :class:`Prover`.
-    ModelError (proofs) for a model the proofs cannot prove, naming the operator or layer."""
+    "basefold" (hiding only). ``act_bits`` / ``weight_bits``: the quantization. ``progress``: True draws a bar on
+    stderr over the commitment, a callable gets ``(done, total, label)``; the result is the same either way.
+    Returns a :class:`Prover`. ModelError (proofs) for a model the proofs cannot prove, naming the operator or
+    layer, or a bad ``progress``."""
     from proofs import ModelError
+    from proofs.progress import as_progress
     from proofs.graph_cli import parsed_back
     from proofs.graph_quantize import quantize_graph
     from proofs.layers.graph import GraphNetwork
     from proofs.layers.graph_zk import DEFAULT_MAX_PROOFS, HidingGraphNetwork
     from proofs.layers.network_zk import basefold_params
 
+    progress = as_progress(progress, "committing")
     if scheme not in ("ligero", "basefold"):
         raise ModelError(f"scheme={scheme!r} must be 'ligero' or 'basefold'")
     if not isinstance(hiding, bool):
@@ -301,9 +311,10 @@ def commit(model, calibration=None, *, hiding: bool = True, max_proofs: int | No
     if hiding:
         params = basefold_params() if scheme == "basefold" else None
         network = HidingGraphNetwork(quantized, params=params,
-                                     max_proofs=DEFAULT_MAX_PROOFS if max_proofs is None else max_proofs)
+                                     max_proofs=DEFAULT_MAX_PROOFS if max_proofs is None else max_proofs,
+                                     progress=progress)
     else:
-        network = GraphNetwork(quantized)
+        network = GraphNetwork(quantized, progress=progress)
     return Prover(graph, quantized, network, parsed_back(network.commitment), quantized.error_report(graph, samples),
                   hiding)
 

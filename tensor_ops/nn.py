@@ -42,6 +42,7 @@ from tensor_ops.model_plan import (DEFAULT_KEY_BUDGET, OUTPUT_MARGIN, Activation
                                    stage_plans, value_bounds)
 from tensor_ops.packing import (SparseMap, conv_sparse, input_layout, packed_stages, pool_sparse, probe_sparse,
                                 walk_layers)
+from tensor_ops.progress import as_progress
 from tensor_ops.tensor import CipherTensor, encrypt as tensor_encrypt
 
 MAX_AFFINE_ENTRIES = 1 << 24
@@ -868,7 +869,7 @@ class Sequential:
         return cls(layers, spec.get("input_shape"))
 
     def plan(self, input_shape=None, params=None, key_budget: int = DEFAULT_KEY_BUDGET, *,
-             bootstrap=None) -> "ModelPlan":
+             bootstrap=None, progress=None) -> "ModelPlan":
         """Depth, rotations, keys, packing and a time estimate, before any key exists.
 
         ``params``: CKKSParameters, a preset name ("N14", "TOY", ...) or a literal dict; None chooses the
@@ -882,7 +883,11 @@ class Sequential:
         the default full-slot ``BootstrapConfig`` and otherwise refuses as False does (ParameterError naming
         the depth and the levels); True or a full-slot ``BootstrapConfig`` requires it. Without ``params``, a
         model deeper than the deepest secure preset, or ``bootstrap`` True or a config, takes the bootstrappable
-        preset (``model_plan.auto_parameters``)."""
+        preset (``model_plan.auto_parameters``).
+
+        ``progress``: True draws a bar on stderr over the lowerings tried (a memoised plan: one step at once),
+        a callable gets ``(done, total, label)``; the plan is the same either way."""
+        report = as_progress(progress, "planning")
         shape = self._resolve(input_shape)
         chosen = None if params is None else as_parameters(params).fingerprint
         if bootstrap not in (None, False):
@@ -890,7 +895,7 @@ class Sequential:
         memo = self.__dict__.setdefault("_plans", {})
         key = (self.identity(), shape, chosen, key_budget, bootstrap)
         if key not in memo:
-            plan = _plan_model(self, shape, params, key_budget, bootstrap)
+            plan = _plan_model(self, shape, params, key_budget, bootstrap, report)
             client = "; ".join(p.text() for p in getattr(self, "postprocess", ()) if p.steps)
             plan = replace(plan, client=client) if client else plan
             memo[key] = plan
@@ -898,6 +903,8 @@ class Sequential:
             for option in {bootstrap, plan.bootstrap} if plan.bootstraps else {bootstrap, None, False}:
                 memo.setdefault((key[0], shape, chosen, key_budget, option), plan)
                 memo.setdefault((key[0], shape, plan.params.fingerprint, key_budget, option), plan)
+        elif report is not None:
+            report(1, 1, "memoised")
         return memo[key]
 
     def identity(self) -> bytes:
@@ -1467,11 +1474,12 @@ def _check_no_bootstrap_inside_blocks(stages, before):
                                      f"supported yet (use parameters with more levels)")
 
 
-def _plan_model(model, input_shape, params, key_budget=None, bootstrap=None):
+def _plan_model(model, input_shape, params, key_budget=None, bootstrap=None, progress=None):
     """The cheapest plan (estimated server seconds per sample) over the lowerings of the convolutions
     ("rotations" / "dense" each, and "patches" for a first layer that is a convolution: it reads the model
     input; beyond 4 convolutions all-rotations or all-dense, each with the first as patches too). Without
-    ``params``: ``auto_parameters`` of the model's depth and ``bootstrap``."""
+    ``params``: ``auto_parameters`` of the model's depth and ``bootstrap``. ``progress(done, total, label)``
+    after each lowering tried."""
     if params is None:
         params = auto_parameters(_model_depth(model, input_shape), bootstrap)
     _, stage_of_layer = model.compile(input_shape)
@@ -1483,13 +1491,16 @@ def _plan_model(model, input_shape, params, key_budget=None, bootstrap=None):
     if convs and convs[0] == 0:  # the convolution reads the model input: the client may pack its patches
         combos += sorted({("patches",) + combo[1:] for combo in combos})
     best, errors, per_choice = None, [], {}
-    for combo in combos:
+    for done, combo in enumerate(combos, 1):
         choices = dict(zip(convs, combo))
         try:
             plan = _plan_for(model, input_shape, params, key_budget, choices, layers, bootstrap)
         except (ParameterError, ShapeError) as error:
             errors.append(error)
             continue
+        finally:
+            if progress is not None:
+                progress(done, len(combos), "/".join(combo) or "packed")
         cost = plan.estimated_seconds / plan.batch
         for i, lowering in choices.items():
             per_choice[(i, lowering)] = min(per_choice.get((i, lowering), math.inf), cost)

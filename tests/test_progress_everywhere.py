@@ -62,3 +62,124 @@ def test_hiding_graph_prove_accepts_progress_true(tmp_path, capsys):
     commitment = network.commitment.to_bytes()
     assert np.array_equal(verify_graph_zk(commitment, calibration[:1], shown.to_bytes()),
                           verify_graph_zk(commitment, calibration[:1], quiet.to_bytes()))
+
+
+def _sequential(seed=0):
+    from tensor_ops.nn import Linear, Sequential, Square
+
+    rng = np.random.default_rng(seed)
+    return Sequential([Linear(rng.normal(0, 0.5, (4, 6)), rng.normal(0, 0.5, 4)), Square(),
+                       Linear(rng.normal(0, 0.5, (2, 4)), np.zeros(2))], input_shape=(6,))
+
+
+def test_plan_accepts_progress_true(capsys):
+    """Planning reports each lowering tried; a memoised plan reports one step at once; the plan is the same."""
+    quiet = _sequential().plan(params="TOY")
+    capsys.readouterr()
+    model = _sequential()
+    shown = model.plan(params="TOY", progress=True)
+    assert "planning" in capsys.readouterr().err
+    assert repr(shown) == repr(quiet)
+    calls = []
+    assert model.plan(params="TOY", progress=lambda *a: calls.append(a)) is shown
+    assert calls == [(1, 1, "memoised")]
+    with pytest.raises(ParameterError, match="progress="):
+        model.plan(params="TOY", progress="yes")
+
+
+def test_bootstrap_accepts_progress_true(capsys):
+    """The first bootstrap (its setup: the plan and the transforms' diagonals) and a later one report the four
+    stages; the ciphertexts are identical to a bootstrap without progress. Insecure TOY ring (N = 2^12, sparse
+    secret), for speed."""
+    from crypto.ckks.bootstrap import BootstrapConfig, plan_for
+    from crypto.params import CKKSParameters
+    from tests.crypto.test_bootstrap import BOOT_TOY, SPARSE
+
+    params = CKKSParameters.from_literal(BOOT_TOY)
+    config = BootstrapConfig(slots=SPARSE)
+    ctx = CKKSContext.keygen(params, rotations=plan_for(params, config).rotation_steps, conjugation=True, seed=3)
+    ct = ctx.encrypt(np.linspace(-1, 1, SPARSE), level=0)
+    capsys.readouterr()
+    calls = []
+    first = ctx.evaluator.bootstrap(ct, SPARSE, progress=lambda *a: calls.append(a))
+    assert [c[:2] for c in calls] == [(0, 4), (1, 4), (2, 4), (3, 4), (4, 4)] and "setup" in calls[2][2]
+    shown = ctx.evaluator.bootstrap(ct, SPARSE, progress=True)
+    assert "bootstrapping" in capsys.readouterr().err
+    quiet = ctx.evaluator.bootstrap(ct, SPARSE)
+    for out in (first, shown):
+        assert all(np.array_equal(a.data, b.data) for a, b in zip(out.parts, quiet.parts))
+    with pytest.raises(ParameterError, match="progress="):
+        ctx.evaluator.bootstrap(ct, SPARSE, progress=1)
+
+
+def test_mlp_commit_accepts_progress_true(capsys):
+    """A public-weights commitment is deterministic: the same bytes with and without progress."""
+    from proofs import Linear, ModelError, Network, ReLU
+
+    rng = np.random.default_rng(0)
+    layers = [Linear(0.3 * rng.normal(size=(4, 3)), np.zeros(4)), ReLU(), Linear(0.3 * rng.normal(size=(2, 4)),
+                                                                                 np.zeros(2))]
+    quiet = Network(layers, frac_bits=6, zk=False).commitment.to_bytes()
+    capsys.readouterr()
+    shown = Network(layers, frac_bits=6, zk=False, progress=True).commitment.to_bytes()
+    assert "committing" in capsys.readouterr().err
+    assert shown == quiet
+    with pytest.raises(ModelError, match="progress="):
+        Network(layers, frac_bits=6, zk=False, progress="yes")
+
+
+def _quantized(tmp_path):
+    onnx = pytest.importorskip("onnx")
+    from hezk.model import read_onnx
+    from proofs.graph_quantize import quantize_graph
+    from tests.model import onnx_models as M
+
+    path = str(tmp_path / "mlp.onnx")
+    onnx.save(M.mlp((6, 4, 2), "square", seed=3), path)
+    calibration = np.random.default_rng(1).uniform(-1, 1, (8, 6))
+    return path, calibration, quantize_graph(read_onnx(path), calibration)
+
+
+def test_graph_commit_accepts_progress_true(tmp_path, capsys):
+    """GraphNetwork (public weights: deterministic bytes) and HidingGraphNetwork (random masks: its proofs
+    verify, with the output of one committed without progress) commit with progress on stderr."""
+    from proofs import ModelError
+    from proofs.layers.graph import GraphNetwork
+    from proofs.layers.graph_zk import HidingGraphNetwork, verify_graph_zk
+
+    _, calibration, q = _quantized(tmp_path)
+    quiet = GraphNetwork(q).commitment.to_bytes()
+    capsys.readouterr()
+    assert GraphNetwork(q, progress=True).commitment.to_bytes() == quiet
+    assert "committing" in capsys.readouterr().err
+    hidden = HidingGraphNetwork(q, max_proofs=2, progress=True)
+    assert "committing" in capsys.readouterr().err
+    quiet_hidden = HidingGraphNetwork(q, max_proofs=2)
+    x = calibration[:1]
+    assert np.array_equal(verify_graph_zk(hidden.commitment.to_bytes(), x, hidden.prove(x).to_bytes()),
+                          verify_graph_zk(quiet_hidden.commitment.to_bytes(), x, quiet_hidden.prove(x).to_bytes()))
+    for network in (GraphNetwork, HidingGraphNetwork):
+        with pytest.raises(ModelError, match="progress="):
+            network(q, progress=object())
+
+
+def test_api_compile_and_commit_pass_progress_down(tmp_path, capsys):
+    """``hezk.compile(..., progress=True)`` plans with a bar, ``hezk.commit(..., progress=True)`` commits with
+    one; the results are those without progress; a bad value is refused before any work."""
+    import hezk
+    from proofs import ModelError
+
+    path, calibration, _ = _quantized(tmp_path)
+    quiet = hezk.compile(path, calibration, params="TOY")
+    capsys.readouterr()
+    shown = hezk.compile(path, calibration, params="TOY", progress=True)
+    assert "planning" in capsys.readouterr().err
+    assert repr(shown.plan) == repr(quiet.plan)
+    public = hezk.commit(path, calibration, hiding=False).commitment
+    capsys.readouterr()
+    assert hezk.commit(path, calibration, hiding=False, progress=True).commitment == public
+    assert "committing" in capsys.readouterr().err
+    with pytest.raises(ParameterError, match="progress="):
+        hezk.compile(path, calibration, params="TOY", progress="yes")
+    with pytest.raises(ModelError, match="progress="):
+        hezk.commit(path, calibration, progress="yes")

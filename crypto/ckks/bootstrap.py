@@ -874,22 +874,33 @@ class Bootstrapper:
                              f"(2^{MAX_INPUT_SCALE_BITS:g}·Δ, Δ = 2^{self.params.log_scale}): ModRaise cannot lift it "
                              "within the stated precision; bring the ciphertext to the scale Δ first")
 
-    def bootstrap(self, ct: Ciphertext) -> Ciphertext:
+    def bootstrap(self, ct: Ciphertext, progress=None) -> Ciphertext:
         """A ciphertext of the same values at level ``plan.levels_left`` (natural scale there); ScaleError for an
-        input scale above 2Δ (``check_input_scale``)."""
+        input scale above 2Δ (``check_input_scale``). ``progress(done, total, label)`` after each of the four
+        stages (the first call's transforms also encode and keep their diagonals: the setup)."""
         ev, plan = self.ev, self.plan
+        setup = "" if self._kept else " (setup: encoding the diagonals)"
+
+        def report(done: int, label: str) -> None:
+            if progress is not None:
+                progress(done, 4, label)
         ev._check(ct)
         s0, length, is_complex = ct.scale, ct.length, ct.is_complex
         if length > plan.slots:
             raise ParameterError(f"ciphertext length {length} exceeds the bootstrap slot count {plan.slots}")
         self.check_input_scale(s0)
         x = self.raise_and_scale(ct)
-        ts = [self.eval_mod(t) for t in self.coeff_to_slot(x)]
+        report(1, "ModRaise")
+        parts = self.coeff_to_slot(x)
+        report(2, "CoeffToSlot" + setup)
+        ts = [self.eval_mod(t) for t in parts]
+        report(3, "EvalMod")
         # slots ≈ 2π·m'/q_0, m' the coefficients at scale s0 (sparse slots: of the trace, divided by g):
         # relabel so they read as g·m'/s0 = m/s0
         g = plan.total // plan.slots
         scale_in = ts[0].scale * 2 * math.pi * s0 / (self.params.modulus_at(0) * g)
         out = self.slot_to_coeff(ts, scale_in)
+        report(4, "SlotToCoeff" + setup)
         return replace(out, length=length, is_complex=is_complex)
 
 

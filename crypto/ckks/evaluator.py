@@ -21,6 +21,8 @@ import math
 
 import numpy as np
 
+import hezk.progress
+
 from .._ntt_kernels import add_permuted_into, permute_rows
 from ..errors import LevelError, ParameterError, ScaleError
 from ..keyswitch import KeySwitcher, conjugation_element, galois_element
@@ -435,12 +437,18 @@ class Evaluator:
         return self._make(parts, ct.level, ct.scale, ct.length, ct.is_complex)
 
     # -- bootstrapping ------------------------------------------------------------------------------
-    def bootstrap(self, ct: Ciphertext, config=None) -> Ciphertext:
+    def bootstrap(self, ct: Ciphertext, config=None, *, progress=None) -> Ciphertext:
         """The values of ``ct`` in a ciphertext with ``bootstrap_plan(config).levels_left`` levels left
         (``crypto.ckks.bootstrap``).  ``config``: a BootstrapConfig, a slot count or None (the config the
-        keys were made for, else full slots); its rotation keys and the conjugation key must exist."""
+        keys were made for, else full slots); its rotation keys and the conjugation key must exist.
+        ``progress``: True draws a bar on stderr over the stages (the first bootstrap also sets up: it builds
+        the plan's matrices and encodes the transforms' diagonals), a callable gets ``(done, total, label)``;
+        the result is the same either way."""
+        report = hezk.progress.as_progress(progress, "bootstrapping", ParameterError)
         self._check(ct)
-        return self._bootstrapper(config).bootstrap(ct)
+        if report is not None:
+            report(0, 4, "plan")
+        return self._bootstrapper(config).bootstrap(ct, report)
 
     def bootstrap_plan(self, config=None):
         """The BootstrapPlan ``bootstrap`` follows: levels used and left, rotation steps, polynomial."""

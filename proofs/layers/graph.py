@@ -320,7 +320,10 @@ class GraphNetwork:
 
     This is the non-hiding protocol: proofs reveal the weights (public models only)."""
 
-    def __init__(self, qgraph: QuantizedGraph, params: CommitParams | None = None):
+    def __init__(self, qgraph: QuantizedGraph, params: CommitParams | None = None, *, progress=None):
+        """``progress``: True draws a bar on stderr over the commitment's steps, a callable gets ``(done, total,
+        label)``; the commitment is the same either way."""
+        report = as_progress(progress, "committing")
         if not isinstance(qgraph, QuantizedGraph):
             raise ModelError(f"qgraph must be a QuantizedGraph, got {type(qgraph).__name__}")
         params = CommitParams() if params is None else params
@@ -330,9 +333,13 @@ class GraphNetwork:
         self.qgraph = qgraph
         tables = _weight_tables(qgraph)
         self._packing = Packing(tuple(len(t) for _, _, t in tables))
+        if report is not None:
+            report(1, 2, "weight tables")
         weights, self._weights_witness = commit(self._packing.pack([t for _, _, t in tables]), params)
         self._tables = {(i, part): t for i, part, t in tables}
         self.commitment = GraphCommitment(qgraph, weights)
+        if report is not None:
+            report(2, 2, "committed")
 
     def prove(self, x, progress=None) -> GraphProof:
         """Prove y = graph(x) for a float (quantized at the input scale) or integer batch x."""

@@ -657,7 +657,10 @@ class HidingGraphNetwork:
     one: commit again when they are spent)."""
 
     def __init__(self, qgraph: QuantizedGraph, params: HidingParams | None = None,
-                 max_proofs: int = DEFAULT_MAX_PROOFS, state=None):
+                 max_proofs: int = DEFAULT_MAX_PROOFS, state=None, *, progress=None):
+        """``progress``: True draws a bar on stderr over the commitment's steps, a callable gets ``(done, total,
+        label)``; the commitment is the same either way (its masks come from the same randomness)."""
+        report = as_progress(progress, "committing")
         if not isinstance(qgraph, QuantizedGraph):
             raise ModelError(f"qgraph must be a QuantizedGraph, got {type(qgraph).__name__}")
         params = default_params() if params is None else params
@@ -669,6 +672,8 @@ class HidingGraphNetwork:
         self.qgraph = qgraph
         shapes = Shapes(qgraph, 1)
         _Run(shapes, ShapeChannel(params, _layouts(shapes, qgraph)), None, None).run()  # refuses unsupported ops
+        if report is not None:
+            report(1, 2, "checked the operators")
         layout = model_layout(qgraph)
         if state is None:  # many copies: shorter rows (network_zk.fit_basefold_rows)
             params = fit_basefold_rows(params, layout, max_proofs)
@@ -684,6 +689,8 @@ class HidingGraphNetwork:
             rows = None if is_basefold(params) else model_rows(qgraph, params)
             self._weights = commit_reusable(layout, model_tables(qgraph), params, max_proofs, rows)
         self.commitment = HidingGraphCommitment(qgraph, self._weights[0])
+        if report is not None:
+            report(2, 2, "loaded the prover state" if state is not None else f"committed {max_proofs} copies")
 
     def save_state(self, path) -> None:
         """Write the SECRET prover state (masks, row tails, salts, spent copies) to ``path``, so that

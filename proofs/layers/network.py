@@ -198,7 +198,11 @@ class Network:
     """
 
     def __init__(self, model, params=None, *, zk: bool = True, max_proofs: int = network_zk.DEFAULT_MAX_PROOFS,
-                 batch_size: int | None = None, frac_bits: int = 8, input_bound: float = 1.0, state=None):
+                 batch_size: int | None = None, frac_bits: int = 8, input_bound: float = 1.0, state=None,
+                 progress=None):
+        """``progress``: True draws a bar on stderr over the commitment's steps, a callable gets ``(done, total,
+        label)``; the commitment is the same either way."""
+        report = as_progress(progress, "committing")
         if isinstance(model, (list, tuple)):
             model = build_model(model, frac_bits=frac_bits, input_bound=input_bound)
         if not isinstance(model, QuantizedMLP):
@@ -229,6 +233,8 @@ class Network:
                                 layer.shift, layer.relu, bound.q_bits, bound.acc_lo, bound.acc_hi)
                       for layer, bound in zip(model.layers, bounds))
         self._weight_tables = tuple(weight_tables(layer) for layer in model.layers)
+        if report is not None:
+            report(1, 2, "weight tables")
         if zk and state is not None:
             saved, self._weights_witness = prover_state.load(state, network_zk.model_tables(model),
                                                              network_zk.model_layout(infos))
@@ -245,6 +251,8 @@ class Network:
             weights, self._weights_witness = commit_table(packed, self.params)
         self.commitment = ModelCommitment(model.scheme, model.input_frac, model.input_bound, model.error_bound,
                                           infos, weights)
+        if report is not None:
+            report(2, 2, "committed")
         if zk and self.commitment.soundness_bits(self.batch_size or 1) < network_zk.MIN_SOUNDNESS_BITS:
             raise ModelError(f"params {params} give {self.commitment.soundness_bits(self.batch_size or 1):.1f} "
                              f"bits of proof soundness < {network_zk.MIN_SOUNDNESS_BITS} (verifiers refuse them)")
