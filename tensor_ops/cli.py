@@ -104,12 +104,12 @@ def _choice(args) -> dict:
     return args._choice
 
 
-def _model_plan(args, model, shape=None, role=None, ciphertexts=1):
+def _model_plan(args, model, shape=None, role=None, ciphertexts=1, progress=None):
     """The model's plan under --key-budget, --params and --bootstrap (automatic without them); with ``role``
     ("server", "client", "local"), refused when its estimated peak memory exceeds --memory-budget (local: a
-    smaller key budget is tried first, the keys held twice there)."""
+    smaller key budget is tried first, the keys held twice there). ``progress``: of the planning."""
     shape = shape if shape is not None else _shape(args)
-    plan = model.plan(shape, key_budget=_budget(args), **_choice(args))
+    plan = model.plan(shape, key_budget=_budget(args), progress=progress, **_choice(args))
     return plan if role is None else _within_memory(args, plan, role, ciphertexts, model, shape)
 
 
@@ -143,7 +143,7 @@ def _within_memory(args, plan, role, ciphertexts=1, model=None, shape=None):
 
 
 def _plan(args):
-    plan = _model_plan(args, _load(args), role="server")
+    plan = _model_plan(args, _load(args), role="server", progress=_progress(args, "planning"))
     if getattr(args, "measure", False):
         plan = plan.calibrated()  # per-operation times measured here (about a second) instead of the built-in
     print(plan.explain())
@@ -284,9 +284,9 @@ def _infer_encrypted(args, model, shape, x):
     if args.dask is not None:
         y = _infer_on_dask(args, model, client, x)
     else:
-        server = Server(model, client.public_context(), key_budget=budget)
+        server = Server(model, client.server_context(), key_budget=budget)  # the client's key arrays, not a copy
         request = client.encrypt(x)
-        print(f"client: public context {client.key_bytes} bytes (no secret key), request {len(request)} bytes")
+        print(f"client: keys shared in memory with the local server (no secret key), request {len(request)} bytes")
         reply = server.evaluate(request, progress=_progress(args, "evaluate"))
         print(f"server: evaluated the encrypted input -> reply {len(reply)} bytes")
         y = client.decrypt(reply)

@@ -533,6 +533,12 @@ class Client:
             self._public_bytes = _CallableBytes(self._context.public_context().to_bytes())
         return self._public_bytes
 
+    def server_context(self):
+        """The public context as an object (parameters, public, relinearization and Galois keys; never the secret
+        key) sharing this client's key arrays: for a server in the same process, which then holds no second copy
+        of the keys (the bytes of ``public_context()`` and their deserialized arrays would be two more)."""
+        return self._context.public_context()
+
     @property
     def key_bytes(self) -> int:
         """Size of the exported public context (public, relinearization and Galois keys), in bytes."""

@@ -807,7 +807,7 @@ class ModelPlan:
         plan_constants = self._bootstrap_memory(plan_only=True)[0]
         client = {"baseline": BASELINE_BYTES, "keys": keys + secret, "serialized keys": 2 * serialized,
                   "working ciphertexts": messages, "bootstrap constants": plan_constants}
-        local = dict(server, keys=2 * keys + secret)
+        local = dict(server, keys=keys + secret, **{"serialized keys": 0})  # one copy: the server shares the client's
         return MemoryEstimate(server, client, local)
 
     def _bootstrap_memory(self, plan_only: bool = False) -> tuple[int, int]:

@@ -29,13 +29,15 @@ def test_estimate_counts_each_form_of_the_keys_and_the_weights_at_their_level():
     public = 2 * len(p.q_moduli) * p.n
     assert estimate.server["keys"] == plan.switching_keys * key + 8 * public
     assert estimate.server["serialized keys"] == plan.switching_keys * key // 2 + 4 * public     # b only
-    assert estimate.local["keys"] > 2 * estimate.server["keys"]                   # the client's and the server's
+    secret = (len(p.q_moduli) + len(p.p_moduli)) * p.n * 8
+    # local infer: the server shares the client's key arrays (Client.server_context): one copy, no bytes
+    assert estimate.local["keys"] == estimate.server["keys"] + secret and estimate.local["serialized keys"] == 0
     assert estimate.client["serialized keys"] == 2 * estimate.server["serialized keys"]
     weights = sum(s.diagonals * p.limbs_at(level) * p.n * 8 for s, level in zip(plan.stages, plan.stage_levels)
                   if s.kind == "affine")
     assert estimate.server["encoded weights"] == weights and estimate.server["bootstrap constants"] == 0
     assert estimate.server["baseline"] == BASELINE_BYTES
-    assert estimate.local_peak > estimate.server_peak > estimate.server["keys"]
+    assert estimate.server_peak > estimate.local_peak > estimate.server["keys"]
     assert plan.memory_estimate(4).server_peak > estimate.server_peak            # larger requests
     assert "peak memory (estimated" in plan.explain() and estimate.describe("local") in plan.explain()
 
@@ -95,3 +97,20 @@ def test_estimate_is_within_a_quarter_of_the_measured_peak_of_local_infer(tmp_pa
     measured = int(run.stdout.strip().splitlines()[-1])
     estimated = model.plan(params="N14").memory_estimate(1).local_peak
     assert 0.75 <= estimated / measured <= 1.25, (estimated, measured)
+
+
+def test_a_local_server_shares_the_clients_keys_and_computes_the_same():
+    """``Client.server_context()``: the public context as an object over the client's own key arrays (no secret
+    key, no bytes, no deserialized copy); a server built on it answers as one built from the bytes."""
+    from tensor_ops.inference import Client, Server
+
+    model = mlp()
+    client = Client(plan=model.plan(params="N14"))
+    shared = client.server_context()
+    assert not shared.has_secret_key
+    x = np.random.default_rng(3).uniform(-1, 1, (2, 64))
+    request = client.encrypt(x)
+    here = client.decrypt(Server(model, shared).evaluate(request))
+    there = client.decrypt(Server(model, client.public_context()).evaluate(request))
+    np.testing.assert_allclose(here, there, atol=1e-6)
+    np.testing.assert_allclose(here, model.forward(x), atol=1e-3)
