@@ -172,8 +172,9 @@ def _commit(args) -> int:
                                          model.num_parameters * args.max_proofs)
     plain = BasefoldParams() if scheme == "basefold" else None
     hiding = {"params": basefold_params()} if scheme == "basefold" else {}  # issue 17: one batched opening
-    network = Network(model, zk=zk, max_proofs=args.max_proofs, **hiding) if zk else \
-        Network(model, zk=False, params=plain)
+    progress = None if getattr(args, "quiet", False) else progress_bar("committing")
+    network = Network(model, zk=zk, max_proofs=args.max_proofs, progress=progress, **hiding) if zk else \
+        Network(model, zk=False, params=plain, progress=progress)
     data = graph_cli.parsed_back(network.commitment)
     with open(args.out, "wb") as handle:
         handle.write(data)

@@ -78,6 +78,7 @@ def _commit_options(commit) -> None:
                              "(default: the model file's input_bound, else the widest of 8, 4, 2, 1 that fits); "
                              "a graph model's per-layer scales (default: 64 seeded uniform [-1, 1] inputs)")
     commit.add_argument("--public-weights", action="store_true", help=PUBLIC_WEIGHTS_HELP)
+    commit.add_argument("--quiet", action="store_true", help="no progress bar")
     commit.add_argument("--scheme", choices=("auto", "ligero", "basefold"), default="auto",
                         help="the commitment: auto (default) takes the smaller proof at >= 100 bits: basefold for a "
                              "hiding ReLU MLP of at most 2^17 parameters x copies (16->16->4: 92 kB proofs verified in "

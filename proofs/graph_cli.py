@@ -117,7 +117,9 @@ def commit(args, graph) -> int:
         raise ModelError("--scheme basefold with --public-weights: graph models commit their public weights with "
                          "ligero (hiding graph proofs take --scheme basefold)")
     params = basefold_params() if scheme == "basefold" else None
-    network = HidingGraphNetwork(q, params=params, max_proofs=args.max_proofs) if hiding else GraphNetwork(q)
+    progress = None if getattr(args, "quiet", False) else progress_bar("committing")
+    network = HidingGraphNetwork(q, params=params, max_proofs=args.max_proofs, progress=progress) if hiding \
+        else GraphNetwork(q, progress=progress)
     out = args.out or "c.bin"
     data = parsed_back(network.commitment)
     with open(out, "wb") as handle:

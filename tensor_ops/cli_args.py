@@ -82,7 +82,7 @@ _OPTIONS = {
                "--token-file": ((), False, "file whose first line is the access token (SECRET; default: "
                                            "$HEZK_TOKEN, or none for an open server)")},
 }
-_PROGRESS_COMMANDS = ("keygen", "infer")
+_PROGRESS_COMMANDS = ("plan", "keygen", "infer")
 _PARAMS_COMMANDS = ("plan", "keygen", "infer")  # serve: tensor_ops.serve.add_arguments
 _FLOOD_HELP = ("add noise-flooding before decoding: use it for an output that leaves your hands (sent to the "
                "server's operator or anyone who saw the reply), since an exact decryption and the reply reveal "

@@ -183,3 +183,31 @@ def test_api_compile_and_commit_pass_progress_down(tmp_path, capsys):
         hezk.compile(path, calibration, params="TOY", progress="yes")
     with pytest.raises(ModelError, match="progress="):
         hezk.commit(path, calibration, progress="yes")
+
+
+def test_cli_plan_and_commit_show_progress_unless_turned_off(tmp_path, capsys):
+    """``plan --progress`` draws the planning bar on stderr (``--no-progress``: none) and prints the same plan;
+    ``commit`` draws the committing bar unless ``--quiet`` and writes the same public-weights commitment."""
+    from proofs import cli as proofs_cli
+    from tensor_ops import cli as tensor_cli
+
+    _sequential().save(tmp_path / "m.npz")
+    base = ["plan", "--model", str(tmp_path / "m.npz"), "--params", "TOY"]
+    assert tensor_cli.main(base + ["--no-progress"]) == 0
+    quiet = capsys.readouterr()
+    assert tensor_cli.main(base + ["--progress"]) == 0
+    shown = capsys.readouterr()
+    assert "planning" in shown.err and "planning" not in quiet.err and shown.out == quiet.out
+    from proofs.model import save_model
+    from proofs.quantize import quantize_fixed_point
+
+    rng = np.random.default_rng(0)
+    save_model(tmp_path / "mlp.npz", quantize_fixed_point([rng.normal(0, 0.4, (5, 6)), rng.normal(0, 0.4, (3, 5))],
+                                                          [np.zeros(5), np.zeros(3)], frac_bits=6))
+    for model in (_quantized(tmp_path)[0], str(tmp_path / "mlp.npz")):  # the graph and the MLP commit
+        commit = ["commit", "--model", model, "--public-weights", "--out"]
+        assert proofs_cli.main(commit + [str(tmp_path / "quiet.bin"), "--quiet"]) == 0
+        assert "committing" not in capsys.readouterr().err
+        assert proofs_cli.main(commit + [str(tmp_path / "shown.bin")]) == 0
+        assert "committing" in capsys.readouterr().err
+        assert (tmp_path / "quiet.bin").read_bytes() == (tmp_path / "shown.bin").read_bytes()
