@@ -1,7 +1,7 @@
 """Re-run chosen mutants of an earlier ``run.py`` scratch folder against new or changed test files.
 
-    python tests/mutation/recheck.py /tmp/hezk-mutation tests/crypto/test_ring_mutants.py --status 0
-    python tests/mutation/recheck.py /tmp/hezk-mutation tests/crypto/test_ring_mutants.py --mutants NAME ...
+    python tests/mutation/recheck.py /tmp/hezk-mutation tests/crypto/test_ring_checks.py --status 0
+    python tests/mutation/recheck.py /tmp/hezk-mutation tests/crypto/test_ring_checks.py --mutants NAME ...
 
 Copies the test files from the repository into the scratch folder's ``mutants/`` tree, then for each mutant
 (``--mutants``, or every mutant of the module whose recorded mutmut exit code is in ``--status``: 0 survived,

@@ -1,9 +1,11 @@
-"""Assertions on which check rejected: ProofRejected's reason and where, ProofError's message."""
+"""Assertions that a verifier rejects: only ProofRejected (and which check: its reason and where), ProofError's
+message, and an SGD step proved from a cheating trace."""
 import re
 
 import pytest
 
 from proofs.errors import ProofError, ProofRejected
+from proofs.layers import step_proof
 
 
 def rejected(call, reason, where):
@@ -19,6 +21,30 @@ def rejected(call, reason, where):
         assert error.reason == reason, error
     assert str(error) == (f"{where}: {error.reason}" if where else error.reason)
     return error
+
+
+def only_rejected(call):
+    """``call()`` raises ProofRejected: exactly that, never another exception type; returns the rejection."""
+    try:
+        call()
+    except ProofRejected as rejection:
+        return rejection
+    except Exception as other:  # noqa: BLE001 - the point of the check
+        pytest.fail(f"expected ProofRejected, got {type(other).__name__}: {other}")
+    pytest.fail("a tampered proof was accepted")
+
+
+def step_rejected(trace, committed=None, *, zk=False, spec=None, where=None, api=step_proof):
+    """The honest prover code run on ``trace`` (a cheating trace) gives a training-step proof that the verifier
+    rejects for ``spec`` (default ``trace.spec``) against ``committed`` (default: a fresh commitment to
+    ``trace``), with ``where`` in the message if given. ``api`` holds commit_step, prove_training_step and
+    verify_training_step (:mod:`proofs.layers.step_proof`, or the public :mod:`proofs`)."""
+    committed = committed or api.commit_step(trace, zk=zk)
+    proof = api.prove_training_step(trace, committed, zk=zk)
+    rejection = only_rejected(lambda: api.verify_training_step(trace.spec if spec is None else spec, committed, proof))
+    if where is not None:
+        assert where in str(rejection), rejection
+    return rejection
 
 
 def raises_error(call, message):

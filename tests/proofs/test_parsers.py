@@ -179,7 +179,7 @@ def samples():
         return {name: (parse, data, _record_fields(parse, data, monkeypatch)) for name, (parse, data) in made.items()}
 
 
-def only_rejected(parse, data, case=""):
+def parses_or_rejects(parse, data, case=""):
     """Parse; succeed or raise ProofRejected, anything else fails the test naming the case. A rejection made
     by :func:`proofs.proof_format.parse_nested`'s catch-all (another exception converted) fails too: the
     readers must reject before anything else can raise."""
@@ -249,7 +249,7 @@ def _mutations(data, fields):
 # ------------------------------------------------------------------------------------------ the tests
 def test_every_sample_parses_and_every_kind_of_field_is_found(samples):
     for name, (parse, data, fields) in samples.items():
-        assert only_rejected(parse, data, name), name  # the valid sample parses
+        assert parses_or_rejects(parse, data, name), name  # the valid sample parses
         assert fields, name
     kinds = {f.kind for _, _, fields in samples.values() for f in fields}
     assert kinds == {"uint", "ndim", "i64", "f64"}
@@ -263,7 +263,7 @@ def test_crafted_header_fields_raise_only_proof_rejected(samples, name):
     arrays = [f for f in fields if f.kind == "ndim"]  # half the budget for array headers
     chosen = _pick(arrays, limit // 2, seed=1) + _pick([f for f in fields if f.kind != "ndim"], limit // 2, seed=2)
     for case, mutated in _mutations(data, chosen):
-        only_rejected(parse, mutated, f"{name}: {case}")
+        parses_or_rejects(parse, mutated, f"{name}: {case}")
 
 
 def _cut_points(data, fields, limit):
@@ -279,9 +279,9 @@ def _cut_points(data, fields, limit):
 def test_every_truncation_and_trailing_byte_is_rejected(samples, name):
     parse, data, fields = samples[name]
     for cut in _cut_points(data, fields, FAST_CUTS):
-        assert not only_rejected(parse, data[:cut], f"{name}: cut at {cut}"), f"{name} accepted a cut at {cut}"
+        assert not parses_or_rejects(parse, data[:cut], f"{name}: cut at {cut}"), f"{name} accepted a cut at {cut}"
     for extra in (b"\x00", b"\xff" * 5):
-        assert not only_rejected(parse, data + extra, f"{name}: trailing"), f"{name} accepted trailing bytes"
+        assert not parses_or_rejects(parse, data + extra, f"{name}: trailing"), f"{name} accepted trailing bytes"
 
 
 @pytest.mark.slow
@@ -289,9 +289,9 @@ def test_every_truncation_and_trailing_byte_is_rejected(samples, name):
 def test_full_sweep_of_fields_and_truncations(samples, name):
     parse, data, fields = samples[name]
     for case, mutated in _mutations(data, fields):
-        only_rejected(parse, mutated, f"{name}: {case}")
+        parses_or_rejects(parse, mutated, f"{name}: {case}")
     for cut in _cut_points(data, fields, SLOW_CUTS):
-        assert not only_rejected(parse, data[:cut], f"{name}: cut at {cut}")
+        assert not parses_or_rejects(parse, data[:cut], f"{name}: cut at {cut}")
 
 
 @pytest.mark.parametrize("name", PARSERS)
@@ -307,7 +307,7 @@ def test_random_bytes_raise_only_proof_rejected(samples, name, blob, start, keep
     else:
         at = start % len(data)
         candidate = data[:at] + blob + data[at + len(blob):]
-    only_rejected(parse, candidate, f"{name}: random")
+    parses_or_rejects(parse, candidate, f"{name}: random")
 
 
 def test_the_reported_escape_zero_dimension_beside_huge_ones():

@@ -10,6 +10,7 @@ from proofs.layers import step_proof as S
 from proofs.layers import training as T
 from proofs.layers.requant import decompose
 from proofs.zk import HidingOpening
+from tests.proofs.rejection_helpers import step_rejected
 from tests.reference.naive_training import naive_step
 
 SPEC = T.TrainingSpec((6, 5, 3), batch=3, act_bits=6, weight_bits=6, shift=4, grad_shift=3, grad_bits=8,
@@ -87,19 +88,12 @@ def test_aggregation_makes_fewer_commitments_sumchecks_and_openings(honest):
         assert count(aggregated) < count(layered)
 
 
-def _rejected(trace, committed=None, zk=False):
-    committed = committed or S.commit_step(trace, zk=zk)
-    proof = S.prove_training_step(trace, committed, zk=zk)
-    with pytest.raises(ProofRejected):
-        S.verify_training_step(trace.spec, committed, proof)
-
-
 @pytest.mark.parametrize("zk", [False, True])
 def test_wrong_update_is_rejected(honest, zk):
     trace, _ = honest
     new = [w.copy() for w in trace.new_weights]
     new[1][0, 0] += 1
-    _rejected(dataclasses.replace(trace, new_weights=tuple(new)), zk=zk)
+    step_rejected(dataclasses.replace(trace, new_weights=tuple(new)), zk=zk)
 
 
 def test_wrong_weight_gradient_is_rejected(honest):
@@ -109,7 +103,7 @@ def test_wrong_weight_gradient_is_rejected(honest):
     upd = decompose(grad_w.reshape(-1), SPEC.update_spec())
     new = list(trace.new_weights)
     new[0] = trace.weights[0] - upd.shifted.reshape(grad_w.shape)
-    _rejected(dataclasses.replace(trace, upd=(upd,) + trace.upd[1:], new_weights=tuple(new)))
+    step_rejected(dataclasses.replace(trace, upd=(upd,) + trace.upd[1:], new_weights=tuple(new)))
 
 
 def test_flipped_sign_bit_in_backward_pass_is_rejected(honest):
@@ -125,7 +119,7 @@ def test_flipped_sign_bit_in_backward_pass_is_rejected(honest):
     cheat = dataclasses.replace(trace, masks=(masks,), grads=(grads0,) + trace.grads[1:], upd=(upd,) + trace.upd[1:],
                                 new_weights=new)
     assert not np.array_equal(new[0], trace.new_weights[0])
-    _rejected(cheat)
+    step_rejected(cheat)
 
 
 def test_batch_other_than_the_committed_one_is_rejected(honest):
@@ -134,7 +128,7 @@ def test_batch_other_than_the_committed_one_is_rejected(honest):
     other_x[0, 0] += 1
     other = T.training_trace(weights, other_x, y, SPEC)
     committed = S.commit_step(dataclasses.replace(trace, x=other.x), zk=False)  # batch X', W' from X
-    _rejected(trace, committed)
+    step_rejected(trace, committed)
 
 
 def test_new_weights_of_another_batch_are_rejected(honest):
@@ -143,7 +137,7 @@ def test_new_weights_of_another_batch_are_rejected(honest):
     other_y[1, 2] += 3
     other = T.training_trace(weights, x, other_y, SPEC)
     committed = S.commit_step(dataclasses.replace(other, y=trace.y), zk=False)  # batch (X, Y), W' from (X, Y')
-    _rejected(other, committed)
+    step_rejected(other, committed)
 
 
 def test_tampered_and_truncated_proofs_are_rejected(honest):

@@ -308,7 +308,7 @@ def test_reusable_copies_that_disagree_are_caught_by_the_agreement_relation(monk
     from proofs.layers import reusable as R
     from proofs.layers import step_proof as S
 
-    from tests.acceptance.test_issue11_reuse import _forward
+    from tests.proofs.test_commitment_reuse_hiding import _forward
 
     trace = _forward(1)
     real, made = R.commit_store, []

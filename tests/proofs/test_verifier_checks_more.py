@@ -44,7 +44,7 @@ def reusable_case():
     from proofs.layers import reusable as R
     from proofs.layers import step_proof as S
 
-    from tests.acceptance.test_issue11_reuse import _forward
+    from tests.proofs.test_commitment_reuse_hiding import _forward
 
     trace = _forward(1)
     committed = S.commit_forward(trace, zk=True, private_input=False, max_proofs=2)

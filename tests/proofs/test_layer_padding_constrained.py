@@ -18,6 +18,7 @@ from proofs import ProofRejected
 from proofs.layers import step_proof as S
 from proofs.layers import training as T
 from proofs.layers.common import pad_matrix
+from tests.proofs.rejection_helpers import step_rejected
 
 AUDIT = T.TrainingSpec((16, 10, 4), batch=5, act_bits=8, weight_bits=6, shift=3, grad_shift=0, grad_bits=12,
                        lr_shift=6, update_bits=10)
@@ -54,15 +55,6 @@ def _cheat(spec, weights, x, y, forward=False):
     return dataclasses.replace(trace, spec=spec)
 
 
-def _assert_step_rejected(trace, zk=False, where=None):
-    committed = S.commit_step(trace, zk=zk)
-    proof = S.prove_training_step(trace, committed, zk=zk)
-    with pytest.raises(ProofRejected) as error:
-        S.verify_training_step(trace.spec, committed, proof)
-    if where is not None:
-        assert where in str(error.value)
-
-
 def _assert_forward_rejected(trace, output, public_input=None):
     committed = S.commit_forward(trace, zk=False, private_input=public_input is None)
     proof = S.prove_forward(trace, committed, zk=False)
@@ -79,7 +71,7 @@ def test_the_audits_attack_is_rejected(zk):
     cheat = _cheat(AUDIT, weights, x, y)
     honest = T.training_step([weights[0][:10], weights[1][:4, :10]], x[:5], y[:5, :4], AUDIT)
     assert not any(np.array_equal(a, b) for a, b in zip(honest, cheat.new_weights_unpadded()))  # a false statement
-    _assert_step_rejected(cheat, zk)
+    step_rejected(cheat, zk=zk)
 
 
 def test_the_audits_inference_attack_is_rejected():
@@ -132,7 +124,7 @@ KINDS = ("hidden units", "samples", "input features", "output units", "weight ro
 def test_dirty_padding_in_a_training_step_is_rejected(kind):
     weights, x, y = _padded(SPEC, *_declared_data(SPEC, 2))
     _dirty(kind, weights, x, y, np.random.default_rng(3))
-    _assert_step_rejected(_cheat(SPEC, weights, x, y))
+    step_rejected(_cheat(SPEC, weights, x, y))
 
 
 @pytest.mark.parametrize("kind", ["hidden units", "input features", "weight rows", "weight columns",
@@ -152,7 +144,7 @@ def test_dirty_new_weight_padding_is_rejected_by_the_update_relation():
     weights[0][3, 14] = 2
     cheat = _cheat(SPEC, weights, x, y)
     assert cheat.new_weights[0][3, 14] == 2
-    _assert_step_rejected(cheat, where="update0")
+    step_rejected(cheat, where="update0")
 
 
 def _with_a_set_bit(trace, slot, position, where):
@@ -168,7 +160,7 @@ def _with_a_set_bit(trace, slot, position, where):
         return tables
 
     with mock.patch.object(S, "proof_tables", dirty_tables):
-        _assert_step_rejected(trace, where=where)
+        step_rejected(trace, where=where)
 
 
 def test_a_set_bit_in_a_decomposition_plane_past_the_width_is_rejected():

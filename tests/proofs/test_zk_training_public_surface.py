@@ -23,8 +23,10 @@ from proofs.layers import step_proof as S
 from proofs.layers.requant import decompose
 from proofs.relations import mask_rank
 from proofs.zk import HidingOpening, ZKSumcheckProof
+from tests.proofs.rejection_helpers import step_rejected
 from tests.reference.naive_training import naive_step
 
+PUBLIC_ZK = dict(zk=True, api=proofs)  # hiding step proofs through the public API
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -60,17 +62,11 @@ def test_verifier_accepts_the_honest_step_from_bytes(step):
     proofs.verify_training_step(spec, committed, proofs.TrainingProof.from_bytes(proof.to_bytes()))
 
 
-def _rejected(spec, trace):
-    committed = proofs.commit_step(trace, zk=True)
-    with pytest.raises(ProofRejected):
-        proofs.verify_training_step(spec, committed, proofs.prove_training_step(trace, committed, zk=True))
-
-
 def test_a_wrong_update_is_rejected(step):
     spec, trace, _, _ = step
     new = [w.copy() for w in trace.new_weights]
     new[0][1, 2] -= 1
-    _rejected(spec, dataclasses.replace(trace, new_weights=tuple(new)))
+    step_rejected(dataclasses.replace(trace, new_weights=tuple(new)), spec=spec, **PUBLIC_ZK)
 
 
 def test_a_wrong_gradient_is_rejected(step):
@@ -80,7 +76,8 @@ def test_a_wrong_gradient_is_rejected(step):
     upd = decompose(grad_w.reshape(-1), spec.update_spec())
     new = list(trace.new_weights)
     new[1] = trace.weights[1] - upd.shifted.reshape(grad_w.shape)
-    _rejected(spec, dataclasses.replace(trace, upd=trace.upd[:1] + (upd,), new_weights=tuple(new)))
+    cheat = dataclasses.replace(trace, upd=trace.upd[:1] + (upd,), new_weights=tuple(new))
+    step_rejected(cheat, spec=spec, **PUBLIC_ZK)
 
 
 def test_a_sign_bit_flipped_in_the_backward_pass_is_rejected(step):
@@ -94,8 +91,9 @@ def test_a_sign_bit_flipped_in_the_backward_pass_is_rejected(step):
     upd = decompose(grad_w.reshape(-1), spec.update_spec())
     new = list(trace.new_weights)
     new[0] = trace.weights[0] - upd.shifted.reshape(grad_w.shape)
-    _rejected(spec, dataclasses.replace(trace, masks=(masks,), grads=(grads,) + trace.grads[1:],
-                                        upd=(upd,) + trace.upd[1:], new_weights=tuple(new)))
+    cheat = dataclasses.replace(trace, masks=(masks,), grads=(grads,) + trace.grads[1:], upd=(upd,) + trace.upd[1:],
+                                new_weights=tuple(new))
+    step_rejected(cheat, spec=spec, **PUBLIC_ZK)
 
 
 def test_a_batch_other_than_the_committed_one_is_rejected(step):

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import proofs
-from proofs import ModelError, ProofError, ProofRejected
+from proofs import ModelError, ProofError
 from proofs import field as F
 from proofs.commit import OpeningProof
 from proofs.layers import Linear, Network, ReLU
@@ -25,6 +25,7 @@ from proofs.layers.requant import decompose
 from proofs.mle import mle_evaluate
 from proofs.model import load_model
 from tests.proofs.cheating import walk
+from tests.proofs.rejection_helpers import only_rejected
 from proofs.quantize import (dequantize_output, float_forward, forward_int, quantize_fixed_point, quantize_input,
                              quantize_int8)
 from proofs.sumcheck import SumcheckProof, prove_sumcheck, verify_sumcheck
@@ -76,17 +77,6 @@ def setup(tmp_path_factory):
     x = quantize_input(model, x_float)
     proof = network.prove(x)
     return network, x, proof, proof.to_bytes(), (weights, biases, x_float)
-
-
-def only_rejected(call):
-    """``call`` must raise ProofRejected: exactly that, never another exception type."""
-    try:
-        call()
-    except ProofRejected as rejection:
-        return rejection
-    except Exception as other:  # noqa: BLE001 - the point of the test
-        pytest.fail(f"expected ProofRejected, got {type(other).__name__}: {other}")
-    pytest.fail("a tampered proof was accepted")
 
 
 def verify_bytes(commitment_bytes, x, proof_bytes):
