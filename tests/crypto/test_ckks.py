@@ -11,11 +11,6 @@ OP_BITS = 28         # one multiply or rotation at TOY measures ~32 bits
 
 
 @pytest.fixture(scope="module")
-def ctx():
-    return context("TOY")
-
-
-@pytest.fixture(scope="module")
 def vectors():
     rng = np.random.default_rng(1)
     return uniform(rng, 2048), uniform(rng, 2048), uniform(rng, 300, complex_values=True)

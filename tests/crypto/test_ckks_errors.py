@@ -9,12 +9,6 @@ from hypothesis import strategies as st
 from crypto import (CKKSContext, ContextMismatchError, HEError, KeyMissingError, LevelError, ParameterError,
                     ScaleError, ShapeError)
 from crypto.errors import ValueRangeError, WrapAroundWarning
-from tests.crypto.ckks_helpers import context
-
-
-@pytest.fixture(scope="module")
-def ctx():
-    return context("TOY")
 
 
 @pytest.fixture(scope="module")

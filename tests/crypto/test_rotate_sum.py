@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 from crypto._ntt_kernels import add_permuted_into, permute_rows
 from crypto.errors import LevelError, ParameterError, ScaleError
 from crypto.keyswitch import galois_element
-from tests.crypto.ckks_helpers import ROTATIONS, bits, context, uniform
+from tests.crypto.ckks_helpers import ROTATIONS, bits, uniform
 
 
 @given(rows=st.integers(1, 4), log_n=st.integers(1, 8), g=st.integers(0, 1000), seed=st.integers(0, 2**32 - 1))
@@ -22,11 +22,6 @@ def test_add_permuted_into_equals_permute_then_add(rows, log_n, g, seed):
     perm = rng.permutation(n).astype(np.int64)
     expected = (acc + permute_rows(a, perm)) % q[:, None]        # Python-side reduction: the twin
     assert np.array_equal(add_permuted_into(acc.copy(), a, perm, q), expected)
-
-
-@pytest.fixture(scope="module")
-def ctx():
-    return context("TOY")
 
 
 @pytest.mark.parametrize("level_drop", [0, 2])

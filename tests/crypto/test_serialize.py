@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 from crypto import CKKSContext, Ciphertext, KeyMissingError, Plaintext
 from crypto.errors import ContextMismatchError, SerializationError
 from crypto.serialize import MAGIC, pack, parameters_from_bytes, parameters_to_bytes, unpack
-from tests.crypto.ckks_helpers import bits, context
+from tests.crypto.ckks_helpers import bits
 
 FP = bytes(range(32))
 
@@ -64,11 +64,6 @@ def test_foreign_fingerprint_is_a_context_mismatch():
 
 
 # -- the scheme's objects -------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def ctx():
-    return context("TOY")
 
 
 @pytest.fixture(scope="module")
