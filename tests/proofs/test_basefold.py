@@ -11,6 +11,7 @@ from proofs import field as F
 from proofs.errors import ProofError, ProofRejected
 from proofs.mle import eq_table, fold, mle_evaluate
 from proofs.transcript import Transcript
+from tests.proofs.cheating import bumped
 from tests.reference.mle_naive import naive_mle
 from tests.reference.rs_naive import naive_rs_encode
 
@@ -204,26 +205,19 @@ def honest():
     return commitments, points, values, proof
 
 
-def _bump(arr, index=0):
-    out = np.array(arr, copy=True)
-    flat = out.reshape(-1)
-    flat[index % flat.size] = (flat[index % flat.size] + 1) % F.P
-    return out
-
-
 def _tampered_proofs(proof):
     """(name, proof) for a change to every component of the proof."""
     for field in ("reduction", "evals", "rounds", "final"):
         array = getattr(proof, field)
         for index in (0, 5, array.size - 1):
-            yield f"{field}@{index}", dataclasses.replace(proof, **{field: _bump(array, index)})
+            yield f"{field}@{index}", dataclasses.replace(proof, **{field: bumped(array, index)})
         yield f"{field} shape", dataclasses.replace(proof, **{field: array[:-1]})
     for field in ("tables", "initial_leaves", "layer_leaves"):
         items = getattr(proof, field)
         for i in range(len(items)):
             for index in (0, items[i].size - 1):
                 changed = list(items)
-                changed[i] = _bump(items[i], index)
+                changed[i] = bumped(items[i], index)
                 yield f"{field}[{i}]@{index}", dataclasses.replace(proof, **{field: tuple(changed)})
         yield f"{field} dropped", dataclasses.replace(proof, **{field: tuple(items[:-1])})
     for field in ("layer_roots",):
@@ -268,11 +262,11 @@ def test_tampered_statement_is_rejected(honest):
         with pytest.raises(ProofRejected):
             _verify(changed, points, values, proof)
         bad_values = list(values)
-        bad_values[k] = _bump(values[k], 3)
+        bad_values[k] = bumped(values[k], 3)
         with pytest.raises(ProofRejected):
             _verify(commitments, points, bad_values, proof)
         bad_points = list(points)
-        bad_points[k] = _bump(points[k], 1) if points[k].size else points[k]
+        bad_points[k] = bumped(points[k], 1) if points[k].size else points[k]
         if points[k].size:
             with pytest.raises(ProofRejected):
                 _verify(commitments, bad_points, values, proof)

@@ -13,6 +13,7 @@ from proofs import field as F
 from proofs.errors import ProofError, ProofRejected
 from proofs.mle import eq_eval, mle_evaluate
 from proofs.transcript import Transcript
+from tests.proofs.cheating import bumped
 from tests.reference.mle_naive import naive_mle
 
 seeds = st.integers(0, 2 ** 32)
@@ -184,26 +185,19 @@ def test_parameter_errors_name_the_parameter():
         Z.commit(np.arange(4), FAST)
 
 
-def _bump(arr, index=0):
-    out = np.array(arr, copy=True)
-    flat = out.reshape(-1)
-    flat[index % flat.size] = (flat[index % flat.size] + 1) % F.P
-    return out
-
-
 def test_every_tampered_component_is_rejected(honest):
     _, commitments, claims, values, proof = honest
     count = 0
     for field in ("reduction", "evals", "rounds", "final"):
         for index in (0, getattr(proof, field).size - 1):
             with pytest.raises(ProofRejected):
-                _verify(commitments, claims, values, dataclasses.replace(proof, **{field: _bump(getattr(proof, field),
+                _verify(commitments, claims, values, dataclasses.replace(proof, **{field: bumped(getattr(proof, field),
                                                                                                   index)}))
             count += 1
     for field in ("initial_leaves", "layer_leaves"):
         for i, leaves in enumerate(getattr(proof, field)):
             changed = list(getattr(proof, field))
-            changed[i] = _bump(leaves, 5)
+            changed[i] = bumped(leaves, 5)
             with pytest.raises(ProofRejected):
                 _verify(commitments, claims, values, dataclasses.replace(proof, **{field: tuple(changed)}))
             count += 1
@@ -218,7 +212,7 @@ def test_every_tampered_component_is_rejected(honest):
             count += 1
     for k in range(2):  # the statement: a value, a claim, a commitment's root, its openings or num_vars
         bad = list(values)
-        bad[k] = _bump(values[k])
+        bad[k] = bumped(values[k])
         with pytest.raises(ProofRejected):
             _verify(commitments, claims, bad, proof)
         changed = list(commitments)
@@ -227,7 +221,7 @@ def test_every_tampered_component_is_rejected(honest):
         with pytest.raises(ProofRejected):
             _verify(changed, claims, values, proof)
     with pytest.raises(ProofRejected):
-        _verify(commitments, [_bump(claims[0], 3), claims[1]], values, proof)
+        _verify(commitments, [bumped(claims[0], 3), claims[1]], values, proof)
     with pytest.raises(ProofRejected):
         _verify([c.inner for c in commitments], claims, values, proof)
     with pytest.raises(ProofRejected):

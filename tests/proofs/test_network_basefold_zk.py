@@ -20,7 +20,7 @@ from proofs.layers.reusable import Reusable
 from proofs.quantize import forward_int, quantize_fixed_point, quantize_input
 from proofs.relations import Slot, StoreLayout, View, view_value
 from proofs.zk import _poly_at
-from tests.proofs.cheating import tampered_agreements
+from tests.proofs.cheating import bumped, tampered_agreements
 from tests.proofs.test_network import float_mlp
 
 PARAMS = BZ.HidingBasefoldParams(B.BasefoldParams(rate_inv=8, arity=4, final_vars=8))
@@ -74,29 +74,22 @@ def test_copies_are_spent_once(setup):
         network.prove(x)
 
 
-def _bump(arr, index=0):
-    out = np.array(arr, copy=True)
-    flat = out.reshape(-1)
-    flat[index % flat.size] = (flat[index % flat.size] + 1) % F.P
-    return out
-
-
 def _tampered(proof):
     items = list(proof.relations.items)
     for i, item in enumerate(items):
         if isinstance(item, np.ndarray):
-            changed = [_bump(item, 1)]
+            changed = [bumped(item, 1)]
         elif isinstance(item, MaskedSumcheckProof):
-            changed = [dataclasses.replace(item, mask_sum=_bump(item.mask_sum)),
-                       dataclasses.replace(item, mask_eval=_bump(item.mask_eval)),
-                       dataclasses.replace(item, sumcheck=type(item.sumcheck)(_bump(item.sumcheck.round_messages, 7)))]
+            changed = [dataclasses.replace(item, mask_sum=bumped(item.mask_sum)),
+                       dataclasses.replace(item, mask_eval=bumped(item.mask_eval)),
+                       dataclasses.replace(item, sumcheck=type(item.sumcheck)(bumped(item.sumcheck.round_messages, 7)))]
         else:
-            changed = [dataclasses.replace(item, **{f: _bump(getattr(item, f), 3)})
+            changed = [dataclasses.replace(item, **{f: bumped(getattr(item, f), 3)})
                        for f in ("reduction", "evals", "rounds", "final")]
-            changed += [dataclasses.replace(item, initial_leaves=tuple(_bump(leaves, 2) if k == j else leaves
+            changed += [dataclasses.replace(item, initial_leaves=tuple(bumped(leaves, 2) if k == j else leaves
                                                                        for j, leaves in enumerate(item.initial_leaves)))
                         for k in range(len(item.initial_leaves))]
-            changed += [dataclasses.replace(item, layer_leaves=(_bump(item.layer_leaves[0]),) + item.layer_leaves[1:])]
+            changed += [dataclasses.replace(item, layer_leaves=(bumped(item.layer_leaves[0]),) + item.layer_leaves[1:])]
         for bad in changed:
             yield dataclasses.replace(proof, relations=dataclasses.replace(
                 proof.relations, items=tuple(items[:i] + [bad] + items[i + 1:])))
