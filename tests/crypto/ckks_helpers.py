@@ -1,4 +1,4 @@
-"""Shared fixtures of the CKKS tests (imported by tests/crypto/test_ckks*.py)."""
+"""Shared helpers of the CKKS and ring tests (the ``ctx`` fixture is in tests/crypto/conftest.py)."""
 import numpy as np
 
 from crypto import CKKSContext
@@ -24,3 +24,8 @@ def bits(expected, actual) -> float:
 def uniform(rng, size, complex_values=False):
     x = rng.uniform(-1, 1, size)
     return x + 1j * rng.uniform(-1, 1, size) if complex_values else x
+
+
+def random_residues(moduli, n, rng) -> np.ndarray:
+    """An RNS polynomial of ``n`` coefficients, uniform modulo each of ``moduli`` (one row each, uint64)."""
+    return np.array([rng.integers(0, q, n) for q in moduli], dtype=np.uint64)

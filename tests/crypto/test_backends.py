@@ -12,6 +12,7 @@ from crypto.errors import ParameterError
 from crypto.modarith import find_ntt_primes
 from crypto.ntt import AutoBackend, BasisConversion, NTTBackend, NTTTables, get_backend
 from crypto.ring import RingContext, RNSPoly
+from tests.crypto.ckks_helpers import random_residues
 
 BACKENDS = ["numpy", "numba", "cross", "fourstep", "auto"]
 _JAX = {"jax"} if jax_installed() else set()      # a candidate only where JAX is installed
@@ -20,10 +21,6 @@ _JAX = {"jax"} if jax_installed() else set()      # a candidate only where JAX i
 @pytest.fixture
 def selector(tmp_path):
     return BackendSelector(candidates=CANDIDATES, cache_file=tmp_path / "ntt_backends.json", repeats=2)
-
-
-def _random(moduli, n, rng):
-    return np.array([rng.integers(0, q, n) for q in moduli], dtype=np.uint64)
 
 
 # ------------------------------------------------------------------------------ bit-identical matrix
@@ -35,7 +32,7 @@ def test_every_backend_equals_numpy_radix2(backend, log_n, limbs, tmp_path):
     tables = NTTTables(n, moduli)
     b = AutoBackend(BackendSelector(cache_file=tmp_path / "c.json")) if backend == "auto" else get_backend(backend)
     ref = get_backend("numpy")
-    a = _random(moduli, n, np.random.default_rng(log_n))
+    a = random_residues(moduli, n, np.random.default_rng(log_n))
     assert np.array_equal(b.forward(a, tables), ref.forward(a, tables))
     assert np.array_equal(b.inverse(a, tables), ref.inverse(a, tables))
     conv = BasisConversion(moduli, find_ntt_primes(30, 2, n))
@@ -46,7 +43,7 @@ def test_every_backend_equals_numpy_radix2(backend, log_n, limbs, tmp_path):
 def test_unusual_layouts_and_dtypes_and_no_limbs(backend):
     n = 64
     tables = NTTTables(n, find_ntt_primes(31, 3, n))
-    a = _random(tables.moduli, n, np.random.default_rng(2))
+    a = random_residues(tables.moduli, n, np.random.default_rng(2))
     b, ref = get_backend(backend), get_backend("numpy").forward(a, tables)
     read_only = a.copy()
     read_only.setflags(write=False)
@@ -156,7 +153,7 @@ def test_forced_disk_entry_decides(tmp_path):
         tables = NTTTables(32, find_ntt_primes(31, 1, 32))
         auto = AutoBackend(BackendSelector(candidates=CANDIDATES, cache_file=path))
         assert auto.choose(tables).name == fake_best
-        a = _random(tables.moduli, 32, np.random.default_rng(1))
+        a = random_residues(tables.moduli, 32, np.random.default_rng(1))
         assert np.array_equal(auto.forward(a, tables), get_backend("numba").forward(a, tables))
 
 

@@ -7,13 +7,10 @@ from crypto.errors import ParameterError
 from crypto.modarith import find_ntt_primes
 from crypto.ntt import BasisConversion, NTTTables, get_backend
 from crypto.modarith import crt_compose
+from tests.crypto.ckks_helpers import random_residues
 from tests.reference.naive_ntt import naive_negacyclic_mul, naive_negacyclic_ntt
 
 BACKENDS = ["numpy", "numba"]
-
-
-def _random(moduli, n, rng):
-    return np.array([rng.integers(0, q, n) for q in moduli], dtype=np.uint64)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -22,7 +19,7 @@ def _random(moduli, n, rng):
 def test_forward_matches_naive(backend, log_n, bits, seed):
     n = 1 << log_n
     moduli = find_ntt_primes(bits, 2, n)
-    a = _random(moduli, n, np.random.default_rng(seed))
+    a = random_residues(moduli, n, np.random.default_rng(seed))
     tables = NTTTables(n, moduli)
     got = get_backend(backend).forward(a, tables)
     for row, q, out in zip(a, moduli, got):
@@ -35,7 +32,7 @@ def test_backends_bit_identical_and_convolve(log_n):
     n = 1 << log_n
     moduli = find_ntt_primes(30, 3, n)
     rng = np.random.default_rng(log_n)
-    a, b = _random(moduli, n, rng), _random(moduli, n, rng)
+    a, b = random_residues(moduli, n, rng), random_residues(moduli, n, rng)
     tables = NTTTables(n, moduli)
     outs = [get_backend(name).forward(a, tables) for name in BACKENDS]
     assert all(np.array_equal(outs[0], o) for o in outs[1:])
@@ -54,7 +51,7 @@ def test_basis_conversion_matches_big_ints(backend, seed, k_from, k_to):
     n = 16
     primes = find_ntt_primes(31, k_from + k_to, n)
     src, dst = primes[:k_from], primes[k_from:]
-    x = _random(src, n, np.random.default_rng(seed))
+    x = random_residues(src, n, np.random.default_rng(seed))
     conv = BasisConversion(src, dst)
     got = get_backend(backend).convert_basis(x, conv)
     big = 1
