@@ -4,7 +4,6 @@ against numpy.einsum within the stated bound, plus hypothesis-generated expressi
 Error bound (stated): max |decrypted - numpy| <= 1e-6 * max(1, max |numpy result|)
 (TOY: 50-bit scale, so observed errors sit near 1e-10 of the result's magnitude).
 """
-import itertools
 
 import numpy as np
 import pytest
@@ -14,6 +13,7 @@ from hypothesis import strategies as st
 from crypto import CKKSContext, CKKSParameters, LevelError
 from tensor_ops import CipherTensor, einsum, encrypt
 from tensor_ops.plan import plan
+from tests.tensor_ops.helpers import encryption_patterns
 from tests.tensor_ops.test_einsum_plain import einsum_cases
 
 REL_BOUND = 1e-6
@@ -34,10 +34,6 @@ FORMS = [
 ]
 
 
-def _patterns(n):
-    return [p for p in itertools.product([True, False], repeat=n) if any(p)]
-
-
 @pytest.fixture(scope="module")
 def params():
     return CKKSParameters.preset("TOY")
@@ -47,7 +43,7 @@ def params():
 def ctx(params):
     rots = set()
     for expr, shapes in FORMS:
-        for enc in _patterns(len(shapes)):
+        for enc in encryption_patterns(len(shapes)):
             rots |= set(plan(expr, *shapes, params=params, encrypted=enc).rotations())
     return CKKSContext.keygen(params, rotations=sorted(rots), seed=7)
 
@@ -63,7 +59,7 @@ def test_forms_encrypted_every_operand_mix(ctx, expr, shapes):
     rng = np.random.default_rng(5)
     arrays = [rng.uniform(-1, 1, size=s) for s in shapes]
     want = np.einsum(expr, *arrays)
-    for enc in _patterns(len(shapes)):
+    for enc in encryption_patterns(len(shapes)):
         ops = [encrypt(ctx, a) if e else a for a, e in zip(arrays, enc)]
         res = einsum(expr, *ops)
         assert isinstance(res, CipherTensor)

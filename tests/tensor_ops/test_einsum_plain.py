@@ -1,7 +1,6 @@
 """The planner on the PlainBackend (numpy slot vectors): every einsum form, every mix of encrypted and
 plaintext operands, random expressions from hypothesis, checked exactly against numpy.einsum (and the
 naive loop einsum). Integer-valued inputs make float64 results exact, so equality is exact."""
-import itertools
 import string
 
 import numpy as np
@@ -13,6 +12,7 @@ from crypto.errors import KeyMissingError
 from tensor_ops import PlainBackend, einsum, encrypt
 from tensor_ops.plan import plan
 from tests.reference.naive_einsum import naive_einsum
+from tests.tensor_ops.helpers import encryption_patterns, small_ints
 
 FORMS = [
     ("ij->ji", [(8, 16)]),
@@ -41,10 +41,6 @@ FORMS = [
 ]
 
 
-def _ints(rng, shape):
-    return rng.integers(-3, 4, size=shape).astype(float)
-
-
 def _run(expr, arrays, enc, slots):
     be = PlainBackend(slots)
     ops = [encrypt(be, a) if e else a for a, e in zip(arrays, enc)]
@@ -52,17 +48,13 @@ def _run(expr, arrays, enc, slots):
     return res.decrypt() if hasattr(res, "decrypt") else res
 
 
-def _patterns(n):
-    return [p for p in itertools.product([True, False], repeat=n) if any(p)]
-
-
 @pytest.mark.parametrize("expr,shapes", FORMS, ids=[f"{f[0]}-{len(f[1])}-{f[1][0]}" for f in FORMS])
 @pytest.mark.parametrize("slots", [2048, 64])
 def test_forms_every_operand_mix_exact(expr, shapes, slots):
     rng = np.random.default_rng(1)
-    arrays = [_ints(rng, s) for s in shapes]
+    arrays = [small_ints(rng, s) for s in shapes]
     want = np.einsum(expr, *arrays)
-    for enc in _patterns(len(shapes)):
+    for enc in encryption_patterns(len(shapes)):
         got = _run(expr, arrays, enc, slots)
         assert got.shape == want.shape, enc
         np.testing.assert_array_equal(got, want, err_msg=f"{expr} encrypted={enc} slots={slots}")
@@ -111,7 +103,7 @@ def einsum_cases(draw):
 def test_random_expressions_exact_on_plain_backend(case, seed):
     expr, shapes, enc, slots = case
     rng = np.random.default_rng(seed)
-    arrays = [_ints(rng, s) for s in shapes]
+    arrays = [small_ints(rng, s) for s in shapes]
     want = np.einsum(expr, *arrays)
     got = _run(expr, arrays, enc, slots)
     np.testing.assert_array_equal(got, want, err_msg=f"{expr} {shapes} encrypted={enc} slots={slots}")
@@ -121,7 +113,7 @@ def test_random_expressions_exact_on_plain_backend(case, seed):
                                          ("ij,jk->ik", [(3, 4), (1, 2)]), ("i,j,k->kji", [(2,), (3,), (2,)])])
 def test_numpy_agrees_with_naive_loop_reference(expr, shapes):
     rng = np.random.default_rng(2)
-    arrays = [_ints(rng, s) for s in shapes]
+    arrays = [small_ints(rng, s) for s in shapes]
     got = _run(expr, arrays, [True] * len(shapes), 64)
     np.testing.assert_array_equal(got, naive_einsum(expr, *arrays))
 
@@ -129,7 +121,7 @@ def test_numpy_agrees_with_naive_loop_reference(expr, shapes):
 def test_plan_rotations_are_exactly_the_keys_needed():
     p = plan("ij,jk->ik", (8, 8), (8, 8), slots=2048)
     rng = np.random.default_rng(3)
-    a, b = _ints(rng, (8, 8)), _ints(rng, (8, 8))
+    a, b = small_ints(rng, (8, 8)), small_ints(rng, (8, 8))
     be = PlainBackend(2048, rotations=p.rotations())
     np.testing.assert_array_equal(p.simulate(a, b, backend=be), a @ b)
     missing = PlainBackend(2048, rotations=p.rotations()[1:])
@@ -146,7 +138,7 @@ def test_tiling_never_aborts():
     p = plan("ij,jk->ik", (64, 64), (64, 64), slots=2048, encrypted=(True, False))
     assert p.cost()["ciphertexts"] == 2 and p.cost()["output_ciphertexts"] > 1
     rng = np.random.default_rng(4)
-    a, b = _ints(rng, (64, 64)), _ints(rng, (64, 64))
+    a, b = small_ints(rng, (64, 64)), small_ints(rng, (64, 64))
     np.testing.assert_array_equal(p.simulate(a, b), a @ b)
 
 
@@ -166,7 +158,7 @@ def test_client_side_packing_is_cheaper_and_exact(expr, shapes, enc):
     assert auto.cost()["rotations"] < default.cost()["rotations"]
     assert any(lay is not None and lay.replicas for lay in auto.input_layouts)
     rng = np.random.default_rng(8)
-    arrays = [_ints(rng, s) for s in shapes]
+    arrays = [small_ints(rng, s) for s in shapes]
     np.testing.assert_array_equal(PlainBackend(8192).run(auto, *arrays), np.einsum(expr, *arrays))
     # the encrypted tensors carry the plan's layouts, and einsum follows them
     be = PlainBackend(8192)
@@ -187,7 +179,7 @@ def test_explain_lists_steps_strategy_and_counts():
 def test_plain_backend_adopts_plan_slots_and_rejects_a_mismatch():
     p = plan("ij,jk->ik", (3, 4), (4, 5), slots=64)
     rng = np.random.default_rng(9)
-    a, b = _ints(rng, (3, 4)), _ints(rng, (4, 5))
+    a, b = small_ints(rng, (3, 4)), small_ints(rng, (4, 5))
     np.testing.assert_array_equal(PlainBackend().run(p, a, b), a @ b)
     with pytest.raises(ValueError, match="slots"):
         PlainBackend(128).run(p, a, b)
@@ -206,7 +198,7 @@ def test_diagonal_method_chosen_when_cheaper_and_exact(expr, shapes, enc, slots)
     assert any(type(s).__name__ == "MatVecDiagonal" for s in p.steps), p.explain()
     assert "diagonal method" in p.notes[0] and "over" in p.notes[0]
     rng = np.random.default_rng(10)
-    arrays = [_ints(rng, s) for s in shapes]
+    arrays = [small_ints(rng, s) for s in shapes]
     np.testing.assert_array_equal(p.simulate(*arrays), np.einsum(expr, *arrays))
 
 
@@ -216,8 +208,8 @@ def test_radix4_rotate_and_add_when_keys_are_free():
     p = plan("i,i->", (64,), (64,), slots=256, costs=CostModel(hoisted_rotation=0.5, key=0.0))
     assert p.cost()["hoisted_rotations"] == 9 and p.cost()["rotations"] == 9  # 3 radix-4 stages
     rng = np.random.default_rng(12)
-    a, b = _ints(rng, (64,)), _ints(rng, (64,))
+    a, b = small_ints(rng, (64,)), small_ints(rng, (64,))
     assert p.simulate(a, b) == a @ b
-    m = _ints(rng, (8, 64))
+    m = small_ints(rng, (8, 64))
     q = plan("k,ik->i", (64,), (8, 64), slots=1024, encrypted=(True, False), costs=CostModel(key=0.0))
     np.testing.assert_array_equal(q.simulate(a, m), m @ a)

@@ -7,7 +7,6 @@ the argmax agrees wherever the plaintext top two logits are more than 1e-2 apart
 import math
 import os
 import pathlib
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from crypto.errors import (ContextMismatchError, HEError, LevelError, ParameterE
 from tensor_ops import (AvgPool2d, BatchNorm2d, Client, Conv2d, Flatten, Linear, Poly, Sequential, Server, Square,
                         load_model)
 from tests.reference import naive_nn
+from tests.tensor_ops.helpers import free_port
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 REL_BOUND = 1e-3
@@ -369,12 +369,6 @@ def test_server_with_a_mismatched_model_shape_refuses_requests(toy_client):
 # ---------------------------------------------------------------------------------------------------------
 # HTTP endpoint and CLI as subprocesses
 
-def _free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def endpoint(tmp_path_factory):
     pytest.importorskip("fastapi")
@@ -383,7 +377,7 @@ def endpoint(tmp_path_factory):
     model = mlp()
     path = tmp_path_factory.mktemp("serve") / "model.npz"
     model.save(path)
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen([sys.executable, "-m", "tensor_ops.serve", "--model", str(path), "--port", str(port),
                                 "--max-request-bytes", str(1 << 22)], cwd=REPO,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

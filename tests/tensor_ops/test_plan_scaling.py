@@ -18,10 +18,7 @@ from crypto import CKKSContext, CKKSParameters
 from tensor_ops import PlainBackend, einsum, encrypt
 from tensor_ops.plan import builder as plan_builder
 from tensor_ops.plan import plan
-
-
-def _ints(rng, shape):
-    return rng.integers(-3, 4, size=shape).astype(float)
+from tests.tensor_ops.helpers import small_ints
 
 
 @pytest.fixture
@@ -45,7 +42,7 @@ def test_tiled_dot_rotates_once_and_is_exact():
     big = plan("i,i->", (400_000,), (400_000,), slots=8192)
     assert big.cost()["rotations"] == p.cost()["rotations"]              # independent of the tile count
     rng = np.random.default_rng(0)
-    a, b = _ints(rng, (100_000,)), _ints(rng, (100_000,))
+    a, b = small_ints(rng, (100_000,)), small_ints(rng, (100_000,))
     keyed = PlainBackend(8192, rotations=p.rotations())                  # refuses any rotation not listed
     assert p.simulate(a, b, backend=keyed) == a @ b
 
@@ -107,7 +104,7 @@ def tiled_cases(draw):
 def test_tiled_plans_exact_on_plain_backend(case, seed):
     expr, shapes, enc, slots = case
     rng = np.random.default_rng(seed)
-    arrays = [_ints(rng, s) for s in shapes]
+    arrays = [small_ints(rng, s) for s in shapes]
     p = plan(expr, *shapes, slots=slots, encrypted=enc)
     be = PlainBackend(slots, rotations=p.rotations())   # the plan's rotations are exactly the ones it runs
     ops = [encrypt(be, a) if e else a for a, e in zip(arrays, enc)]

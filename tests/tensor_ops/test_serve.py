@@ -1,7 +1,6 @@
 """The HTTP endpoint over loopback: a real uvicorn server started in the test, bounded requests, stopped after."""
 import contextlib
 import logging
-import socket
 import threading
 import time
 
@@ -13,17 +12,12 @@ from tensor_ops.inference import Client, pack_message
 from tensor_ops.nn import Linear, Sequential, Square
 from tensor_ops.serve import RemoteError, create_app, fetch_plan, register_context, remote_infer
 
+from .helpers import free_port
 from .test_inference import assert_precise
 
 uvicorn = pytest.importorskip("uvicorn")
 TIMEOUT = 60.0
 MAX_REQUEST = 1 << 20
-
-
-def _free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +30,7 @@ def model():
 @contextlib.contextmanager
 def _running(app):
     """The app served by uvicorn on a free loopback port; yields its URL, stops it afterwards."""
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
                                            http=app.state.http_protocol))  # as serve.run: header deadline
     thread = threading.Thread(target=server.run, daemon=True)
