@@ -25,7 +25,11 @@ def _holds_secret(path: pathlib.Path) -> bool:
         return False
 
 
-@pytest.mark.parametrize("script", EXAMPLES, ids=[p.name for p in EXAMPLES])
+SLOW_EXAMPLES = {"deep_mlp_bootstrap.py"}  # 12 s: run by pytest -m slow
+
+
+@pytest.mark.parametrize("script", [pytest.param(p, marks=pytest.mark.slow) if p.name in SLOW_EXAMPLES else p
+                                    for p in EXAMPLES], ids=[p.name for p in EXAMPLES])
 def test_example_runs_and_writes_only_under_out(script, tmp_path):
     env = dict(os.environ)
     env.pop("HEZK_OUT", None)
@@ -38,6 +42,7 @@ def test_example_runs_and_writes_only_under_out(script, tmp_path):
     assert not stray, f"{script.name} left files outside ./out/: {stray}"
 
 
+@pytest.mark.slow  # reruns two examples (11 s); the default run checks every example writes only under ./out/
 @pytest.mark.parametrize("name", ["client_server.py", "prove_mlp.py"])
 def test_hezk_out_is_honoured(name, tmp_path):
     """With HEZK_OUT set, the working directory stays empty; the secret client file lies only in HEZK_OUT."""

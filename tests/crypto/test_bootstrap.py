@@ -393,6 +393,7 @@ def test_dense_secret_full_bootstrap_meets_its_stated_precision():
         assert bits(x, ctx.decrypt(out)) >= plan_.precision_bits
 
 
+@pytest.mark.slow  # 6-9 s: the default run stays under 10 minutes on 2 cores (pytest -m slow runs it)
 def test_bootstrap_config_survives_to_bytes():
     """from_bytes restores the config the keys were made for (public and full contexts, pickling); a
     context without one stays without; a corrupted config is a SerializationError."""

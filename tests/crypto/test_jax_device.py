@@ -227,6 +227,7 @@ def test_bsgs_diagonals_refuses_bad_shapes():
         jd.bsgs_diagonals(np.ones((4, 4)), SLOTS, baby=5)
 
 
+@pytest.mark.slow  # 6-9 s: the default run stays under 10 minutes on 2 cores (pytest -m slow runs it)
 def test_small_head_primes_under_31_bit_special_primes_match_host():
     """The N16 preset's shape at N = 2^10: 31-bit special primes over 23-28-bit ciphertext primes, so the
     divide-and-round multiplies residues mod a 31-bit prime by constants mod much smaller primes (a

@@ -421,6 +421,7 @@ def test_scripts_as_written_in_the_issue(tmp_path):
         assert "Traceback" not in rejected.stderr
 
 
+@pytest.mark.slow  # 6-9 s: the default run stays under 10 minutes on 2 cores (pytest -m slow runs it)
 def test_scripts_with_another_model_and_other_key_styles(tmp_path):
     weights, biases = float_mlp(5, (6, 5, 3))
     x = np.random.default_rng(6).uniform(-1, 1, (2, 6))

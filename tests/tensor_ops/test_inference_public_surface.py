@@ -440,6 +440,7 @@ def _cli(*args, cwd):
                           text=True, timeout=240, env=dict(os.environ, PYTHONPATH=str(REPO)))
 
 
+@pytest.mark.slow  # 6-9 s: the default run stays under 10 minutes on 2 cores (pytest -m slow runs it)
 def test_cli_infer_with_files(tmp_path):
     model = mlp()
     model.save(tmp_path / "model.npz")
