@@ -374,6 +374,9 @@ def _square_op(node, source: str, fracs: dict, bounds: dict, like_op, magnitude,
 
 
 PROVABLE_ACTIVATIONS = ("relu", "square")
+_UNPROVABLE_FIX = {"clip": "fix: nn.ReLU instead of nn.ReLU6 / a clamp",
+                   "MaxPool": "fix: nn.AvgPool2d (a public linear map) instead of nn.MaxPool2d"}
+_ACTIVATION_FIX = "fix: replace by nn.ReLU or x * x and fine-tune"
 
 
 def _refuse_unprovable(graph) -> None:
@@ -383,16 +386,21 @@ def _refuse_unprovable(graph) -> None:
     for node in graph.nodes:
         if node.kind == "activation" and node.function not in PROVABLE_ACTIVATIONS:
             what = node.op if node.op.lower() == node.function else f"{node.op} ({node.function})"
+            fix = _UNPROVABLE_FIX.get(node.function, _ACTIVATION_FIX)
         elif node.kind not in ("contraction", "affine", "add", "activation", "reshape", "transpose"):
             what = f"{node.op} (a product of two computed tensors)" if node.kind == "bilinear" else node.op
+            fix = _UNPROVABLE_FIX.get(node.op)
         else:
             continue
-        found.append(f"operator {what} (node {node.name!r})")
+        found.append((f"operator {what} (node {node.name!r})", fix))
     if found:
-        plural = f"{len(found)} operators are" if len(found) > 1 else "is"
-        raise ModelError(f"{', '.join(found)} {'' if len(found) == 1 else '- '}{plural} not provable yet: the graph "
-                         f"proof proves Relu and Square (x * x) activations (with Gemm, MatMul, Conv, pools, Add, "
-                         f"BatchNormalization, Flatten, Reshape, Transpose, Slice, Pad, Concat)")
+        proves = ("the graph proof proves Relu and Square (x * x) activations (with Gemm, MatMul, Conv, pools, Add, "
+                  "BatchNormalization, Flatten, Reshape, Transpose, Slice, Pad, Concat)")
+        if len(found) == 1:
+            (head, fix), = found
+            raise ModelError(f"{head} is not provable yet: {proves}" + (f" ({fix})" if fix else ""))
+        listed = ", ".join(head + (f" ({fix})" if fix else "") for head, fix in found)
+        raise ModelError(f"{listed} - {len(found)} operators are not provable yet: {proves}")
 
 
 def quantize_graph(graph, calibration=None, *, act_bits: int = 12, weight_bits: int = 8,
@@ -674,7 +682,7 @@ def _contraction_entries(q: QuantizedGraph, op: QOp, where: str) -> int:
     return entries
 
 
-def _check_op(q: QuantizedGraph, index: int, op: QOp, defined: set, where: str) -> int:
+def _check_op(q: QuantizedGraph, op: QOp, defined: set, where: str) -> int:
     """One op's fields against its kind and its wiring; returns the padded entries of its constants and view."""
     _require(op.kind in KINDS, f"kind {op.kind!r} is not one of {KINDS}", where)
     for name, default in _DEFAULTS.items():
@@ -699,9 +707,10 @@ def _check_op(q: QuantizedGraph, index: int, op: QOp, defined: set, where: str) 
         _require(f_out == expected, f"output frac {f_out} != {expected} (the {op.kind}'s scale)", where)
     elif op.kind == "add":
         other = q.shapes[op.inputs[1]]
+        _require(isinstance(op.lefts, tuple) and len(op.lefts) == 2 and min(op.lefts) == 0 and
+                 max(op.lefts) <= FIELD_BITS, f"lefts {op.lefts}: two shifts in [0, {FIELD_BITS}], one of them 0",
+                 where)
         k1, k2 = op.lefts
-        _require(len(op.lefts) == 2 and min(op.lefts) == 0 and max(op.lefts) <= FIELD_BITS,
-                 f"lefts {op.lefts}: two shifts in [0, {FIELD_BITS}], one of them 0", where)
         _require(out == source == other, f"shapes {source} + {other} -> {out} differ", where)
         _require(f_out == f_in + k1 == q.fracs[op.inputs[1]] + k2,
                  f"output frac {f_out} != input fracs + lefts {op.lefts}", where)
@@ -751,7 +760,7 @@ def validate_structure(q: QuantizedGraph, where: str = "graph structure") -> Non
     for index, op in enumerate(q.ops):
         _require(isinstance(op, QOp) and isinstance(op.name, str) and len(op.name) <= MAX_NAME,
                  f"not an op with a name of at most {MAX_NAME} characters", f"{where} / op {index}")
-        total += _check_op(q, index, op, defined, f"{where} / op {index} ({op.name!r})")
+        total += _check_op(q, op, defined, f"{where} / op {index} ({op.name!r})")
         defined.add(op.output)
     _require(q.output in defined and q.output != q.input, f"output {q.output!r} is no op's output", where)
     _require(set(q.shapes) == defined, f"tensors {sorted(set(q.shapes) - defined)} are no op's output", where)

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
+from numbers import Integral
+
+import numpy as np
 
 from .. import field as F
 from ..commit import Commitment
@@ -242,6 +245,12 @@ class ModelCommitment:
         frac, total = self.input_frac, 0
         for i, info in enumerate(self.layers):
             at = f"{where} / layer {i}"
+            require(isinstance(info, LayerInfo), f"a {type(info).__name__}, not a LayerInfo", at)
+            values = {item.name: getattr(info, item.name) for item in fields(LayerInfo) if item.name != "relu"}
+            wrong = [name for name, value in values.items()
+                     if isinstance(value, bool) or not isinstance(value, Integral)]
+            require(not wrong and isinstance(info.relu, (bool, np.bool_)), f"fields {wrong or ['relu']} are not "
+                    f"integers (relu: true or false), as a parsed statement's are", at)
             require(1 <= info.in_features <= MAX_FEATURES and 1 <= info.out_features <= MAX_FEATURES,
                     f"features {info.in_features}->{info.out_features} not in [1, {MAX_FEATURES}]", at)
             expected_in = self.layers[i - 1].out_features if i else info.in_features

@@ -181,7 +181,7 @@ def test_malformed_new_operators_are_model_file_errors():
 
 
 def test_the_graph_proof_refuses_maxpool_and_clip_in_one_line():
-    """The proof half does not prove MaxPool or a clip yet: one ModelError names every such node."""
+    """The proof half does not prove MaxPool or a clip yet: one ModelError names every such node and its fix."""
     from proofs.errors import ModelError
     from proofs.graph_quantize import quantize_graph
 
@@ -189,6 +189,6 @@ def test_the_graph_proof_refuses_maxpool_and_clip_in_one_line():
     b.node("Clip", [b.node("MaxPool", [x], "pool", kernel_shape=[2, 2]), b.const(np.float32(0.0)),
                     b.const(np.float32(6.0))], "relu6")
     graph = read_onnx(b.model())
-    with pytest.raises(ModelError, match=r"operator MaxPool \(node 'pool'\), operator Clip "
-                                         r"\(node 'relu6'\) - 2 operators are not provable yet"):
+    with pytest.raises(ModelError, match=r"operator MaxPool \(node 'pool'\) \(fix: nn.AvgPool2d .*\), operator Clip "
+                                         r"\(node 'relu6'\) \(fix: nn.ReLU .*\) - 2 operators are not provable yet"):
         quantize_graph(graph, np.random.default_rng(0).normal(size=(4, 2, 6, 6)))

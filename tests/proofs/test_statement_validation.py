@@ -191,6 +191,21 @@ def test_the_quantizers_structure_parses_back(cnn_header):
     assert {op["kind"] for op in header["ops"]} >= {"contraction", "relu", "add", "reshape"}
 
 
+@pytest.mark.parametrize("lefts", [(0, 0, 0), (0,), ()])
+def test_an_add_with_other_than_two_lefts_is_refused_naming_the_field(cnn_header, lefts):
+    """An add op reads two tensors, so it has two shifts: any other count is ProofRejected naming ``lefts`` (from
+    the validator every verifier runs, on an object and through the parse), never a ValueError from unpacking."""
+    q, header = cnn_header
+    index = next(i for i, op in enumerate(q.ops) if op.kind == "add")
+    q.validate()  # positive control: the honest structure passes
+    bad = dataclasses.replace(q, ops=q.ops[:index] + (dataclasses.replace(q.ops[index], lefts=lefts),)
+                              + q.ops[index + 1:])
+    with pytest.raises(ProofRejected, match="lefts"):
+        bad.validate()
+    with pytest.raises(ProofRejected, match="lefts"):
+        QuantizedGraph.from_public_text(bad.public_text(), "here")
+
+
 @FUZZ
 @given(data=st.data(), k=st.integers(1, 1 << 20))
 def test_every_field_beyond_its_bound_is_refused_at_parse_time_naming_it(cnn_header, data, k):
@@ -307,6 +322,19 @@ def test_the_committed_mlp_statement_parses_back(mlp_commitment):
     from proofs.layers.statement import ModelCommitment
     assert ModelCommitment.from_bytes(mlp_commitment.to_bytes()) == mlp_commitment
     assert mlp_commitment.layers[-1].decomposition is None
+
+
+@pytest.mark.parametrize("name, value", [("relu", 2), ("relu", 1), ("q_bits", 8.5), ("acc_hi", True)])
+def test_an_mlp_statement_object_with_a_field_no_parse_yields_is_refused(mlp_commitment, name, value):
+    """A ModelCommitment handed in as an object (never parsed) is held to the parse's types by the one validator:
+    integer fields, a boolean relu flag (a parse refuses relu=2; an object's must not change the statement)."""
+    from proofs.layers.statement import ModelCommitment
+    mlp_commitment.validate()  # positive control: the committed statement passes
+    layers = (dataclasses.replace(mlp_commitment.layers[0], **{name: value}),) + mlp_commitment.layers[1:]
+    with pytest.raises(ProofRejected, match=name) as info:
+        dataclasses.replace(mlp_commitment, layers=layers).validate()
+    assert info.value.where == "model commitment / layer 0"
+    assert isinstance(ModelCommitment.from_bytes(mlp_commitment.to_bytes()).layers[0].relu, bool)
 
 
 @FUZZ
