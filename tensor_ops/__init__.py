@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # static tools (and lazy_package, which reads this block) see
     from .plan import CostModel, Plan, plan
     from .tensor import CipherTensor, einsum, encrypt
     from .activations import PolyActivation, fit_activation
-    from .inference import Client, InputRangeError, InputRangeWarning, OutputRangeError, Server
+    from .inference import Client, InputRangeError, InputRangeWarning, OutputRangeError, OutputRangeWarning, Server
     from .nn import (Activation, AvgPool2d, BatchNorm, BatchNorm1d, BatchNorm2d, Conv2d, Flatten, Linear,
                      ModelPlan, Poly, Residual, Sequential, Square, choose_parameters, load_model)
 
@@ -39,7 +39,7 @@ __all__ = ["encrypt", "einsum", "plan", "CipherTensor", "SlotLayout", "Tile", "P
 
 __all__ += ["Sequential", "Linear", "Conv2d", "AvgPool2d", "Flatten", "BatchNorm", "BatchNorm1d", "BatchNorm2d",
             "Activation", "Square", "Poly", "Residual", "PolyActivation", "fit_activation", "ModelPlan",
-            "choose_parameters", "load_model", "Client", "Server", "InputRangeError", "InputRangeWarning", "OutputRangeError"]
+            "choose_parameters", "load_model", "Client", "Server", "InputRangeError", "InputRangeWarning", "OutputRangeError", "OutputRangeWarning"]
 
 from importlib.metadata import PackageNotFoundError as _NotInstalled, version as _version  # noqa: E402
 

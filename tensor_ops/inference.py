@@ -360,6 +360,10 @@ class InputRangeWarning(HEWarning):
     """``Client.encrypt(..., clip=True)`` clipped samples into the plan's calibrated input range."""
 
 
+class OutputRangeWarning(HEWarning):
+    """``Client.decrypt`` of a reply under a plan stating no output range: the result is not checked."""
+
+
 class OutputRangeError(HEError):
     """A decrypted reply whose samples leave the plan's output range (``ModelPlan.output_range`` +- its margin,
     or not finite): an activation input left its interval there. ``invalid``: those samples' indices;
@@ -412,14 +416,18 @@ def _checked_outputs(plan, out, per_ciphertext: int):
     untrusted = np.flatnonzero(np.isin(np.arange(len(out)) // per_ciphertext, ciphertexts))
     others = np.setdiff1d(untrusted, invalid)
     flat = np.asarray(out, dtype=np.float64).reshape(len(out), -1)[invalid]
-    with np.errstate(invalid="ignore"):
-        reach = (float(np.nanmin(flat)) if np.isfinite(flat).any() else math.nan,
-                 float(np.nanmax(flat)) if np.isfinite(flat).any() else math.nan)
-    low, high = min(plan.output_range[0]), max(plan.output_range[1])
+    seen = flat[~np.isnan(flat)]  # +-inf kept: it is the value that came back
+    reach = (float(seen.min()), float(seen.max())) if seen.size else (math.nan, math.nan)
+    if plan.output_range is None:  # only non-finite values are caught without a range
+        bound = "not finite"
+    else:
+        low, high = min(plan.output_range[0]), max(plan.output_range[1])
+        bound = (f"outside the plan's output range (overall [{low:.6g}, {high:.6g}], +- margin "
+                 f"{plan.output_margin:.3g})")
     spread = (f"; samples {_indices(others)} share the ciphertext" if others.size else "")
     raise OutputRangeError(
         f"invalid result: samples {_indices(invalid)} decrypt to values in [{reach[0]:.4g}, {reach[1]:.4g}], "
-        f"outside the plan's output range (overall [{low:.6g}, {high:.6g}], +- margin {plan.output_margin:.3g}): "
+        f"{bound}: "
         f"an activation input left its fitted interval there, so the whole ciphertext{'s' * (len(ciphertexts) > 1)} "
         f"{_indices(ciphertexts)} holding them {'are' if len(ciphertexts) > 1 else 'is'} untrustworthy (a polynomial "
         f"far outside its interval can overflow the ciphertext's modulus and corrupt every slot){spread}; "
@@ -631,6 +639,10 @@ class Client:
                     f"(params=choose_parameters(depth, log_scale=50)) to share outputs")
         out = unpack_samples(vectors, samples, output_shape, block, self.params.slots)
         if check and self.plan is not None:
+            if self.plan.output_range is None:  # an old plan, or one a server rewrote without it
+                warnings.warn(OutputRangeWarning("the plan states no output range: the decrypted result is "
+                                                 "unchecked (only non-finite values are refused); re-plan or "
+                                                 "fetch a current plan to have it checked"), stacklevel=3)
             _checked_outputs(self.plan, out, self.params.slots // block)
         return (out[0] if header.get("single") else out), precision
 

@@ -1388,7 +1388,10 @@ def _bootstrap_for(params, depth, stages, bootstrap):
         boot = cached_bootstrap_plan(params, config)
         deepest = max(stage.depth for stage in stages)
         if deepest > boot.levels_left:
-            raise LevelError(f"a stage of depth {deepest} exceeds the {boot.levels_left} levels a bootstrap leaves")
+            index = [stage.depth for stage in stages].index(deepest)
+            raise LevelError(f"stage {index}, of depth {deepest}, exceeds the {boot.levels_left} levels a bootstrap "
+                             f"leaves: lower --degree (a fitted activation takes ceil(log2(degree + 1)) levels) or "
+                             f"replace a MaxPool (a max of fixed high degree) by AvgPool")
     except (LevelError, ParameterError) as error:
         hint = "" if bootstrap is not None else " and cannot bootstrap"
         raise ParameterError(f"{refusal}{hint} ({error})") from None

@@ -15,7 +15,7 @@ from crypto.errors import KeyMissingError, ParameterError
 from tensor_ops.bootstrap_placement import min_bootstraps_brute_force, naive_bootstraps
 from tensor_ops.inference import Client, EncryptedModel, Server
 from tensor_ops.model_plan import ModelPlan
-from tensor_ops.nn import Linear, Sequential, Square
+from tensor_ops.nn import Linear, Poly, Sequential, Square
 
 BOOT_TOY = dict(log_n=12, log_q=[[30, 30]] + [[25, 26]] * 20, log_p=[30] * 6, log_scale=50, dnum=7,
                 hamming_weight=32, insecure=True)
@@ -116,6 +116,18 @@ def test_refusal_without_bootstrapping_names_the_depth_and_the_levels():
         model.plan(params=few, bootstrap=True)
     with pytest.raises(ParameterError, match="slots"):
         model.plan(params=params(), bootstrap=64)                 # sparse: the packed layout fills every slot
+
+
+def test_refusal_of_a_stage_deeper_than_a_bootstrap_leaves_names_the_stage_and_the_fix():
+    """A stage deeper than the levels left after a bootstrap cannot be split by one: the refusal names that stage
+    and what to change (a lower --degree, AvgPool for MaxPool); a shallow one of the same shape still plans."""
+    config = BootstrapConfig(cts_levels=3, stc_levels=3, arcsin=False)  # fewer levels left after a bootstrap
+
+    def model(degree):
+        return Sequential([Linear(np.eye(FEATURES), np.zeros(FEATURES)), Poly("relu", degree=degree)] * 3)
+    with pytest.raises(ParameterError, match=r"stage 1, of depth \d+, exceeds the \d+ levels .*lower --degree.*AvgPool"):
+        model(63).plan(params=params(), bootstrap=config)
+    assert model(3).plan(params=params(), bootstrap=config).depth > 0   # positive control: a shallow one plans
 
 
 def test_server_without_bootstrap_keys_refuses():

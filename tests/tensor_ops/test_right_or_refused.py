@@ -240,3 +240,26 @@ def test_samples_outside_names_exactly_the_rows_leaving_an_interval(degree, name
     x = rng.normal(size=(20, 2))
     expected = np.flatnonzero(np.any(np.abs(x @ w.T) > 2 * (1 + 1e-9), axis=1))
     assert model.samples_outside(x).tolist() == expected.tolist()
+
+
+def test_a_plan_without_the_output_range_warns_unchecked_and_still_refuses_non_finite(relu_pair):
+    """A plan lacking output_range (an old one, or one a server rewrote to drop it) decrypted garbage silently
+    and a non-finite output crashed with TypeError; now it warns that the result is unchecked and a non-finite
+    sample is an OutputRangeError. Positive control: the plan with its range decrypts without a warning."""
+    from tensor_ops.inference import OutputRangeWarning, _checked_outputs
+
+    model, client, server = relu_pair
+    x = np.array([[0.5], [1.0]])
+    reply = server.evaluate(client.encrypt(x))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", OutputRangeWarning)
+        np.testing.assert_allclose(client.decrypt(reply), model.forward(x), atol=1e-6)
+    data = client.plan.to_dict()
+    del data["output_range"]
+    stripped = Client(plan=ModelPlan.from_dict(data), seed=7)
+    assert stripped.plan.output_range is None
+    with pytest.warns(OutputRangeWarning, match="unchecked"):
+        y = stripped.decrypt(Server(model, stripped.public_context()).evaluate(stripped.encrypt(x)))
+    np.testing.assert_allclose(y, model.forward(x), atol=1e-6)
+    with pytest.raises(OutputRangeError, match=r"samples \[1\] .* not finite"):
+        _checked_outputs(stripped.plan, np.array([[0.5], [np.nan]]), 4)
