@@ -216,3 +216,22 @@ def tampered_agreements(agreement):
         else:
             bad = dataclasses.replace(item, final=bumped(item.final))
         yield (mask, *rest[:i], bad, *rest[i + 1:])
+
+
+def dirty_graph_proof(declared, dirty, x, zk: bool):
+    """Prove `x` with `dirty`'s committed weights under `declared`'s (public) structure, by the honest prover code.
+
+    Checks that the cheat changes the output (else the attack proves nothing) and returns ``(commitment, verify,
+    proof)`` with the declared commitment and the matching graph verifier (``verify_graph_zk`` when ``zk``)."""
+    from proofs.layers.graph import GraphCommitment, GraphNetwork, verify_graph
+    from proofs.layers.graph_zk import HidingGraphCommitment, HidingGraphNetwork, verify_graph_zk
+    if zk:
+        net = HidingGraphNetwork(dirty, max_proofs=1)
+        net.commitment, verify = HidingGraphCommitment(declared, net.commitment.weights), verify_graph_zk
+    else:
+        net = GraphNetwork(dirty)
+        net.commitment, verify = GraphCommitment(declared, net.commitment.weights), verify_graph
+    proof = net.prove(x)
+    honest = declared.forward_int(declared.quantize_input(x))
+    assert not np.array_equal(proof.output, honest.reshape(len(x), -1)), "the cheat does not change the output"
+    return net.commitment, verify, proof

@@ -54,3 +54,25 @@ def raises_error(call, message):
     assert not isinstance(info.value, ProofRejected), info.value
     assert str(info.value) == message
     return info.value
+
+
+def proved_mlp(batch=1, **network_options):
+    """The 16 -> 16 -> 4 fixed-point MLP (8 fractional bits) proved on `batch` inputs: ``(network, x, proof)``."""
+    import numpy as np
+
+    from proofs.layers.network import Network
+    from proofs.quantize import quantize_fixed_point, quantize_input
+    from tests.proofs.test_network import float_mlp
+
+    weights, biases = float_mlp(1, (16, 16, 4))
+    model = quantize_fixed_point(weights, biases, frac_bits=8)
+    x = quantize_input(model, np.random.default_rng(2).uniform(-1, 1, (batch, 16)))
+    network = Network(model, **network_options)
+    return network, x, network.prove(x)
+
+
+def with_relations(proof, **changes):
+    """A hiding network proof with some fields of its relations replaced."""
+    import dataclasses
+
+    return dataclasses.replace(proof, relations=dataclasses.replace(proof.relations, **changes))

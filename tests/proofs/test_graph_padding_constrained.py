@@ -17,8 +17,9 @@ from hypothesis import given, settings, strategies as st
 
 from proofs import ProofRejected
 from proofs.graph_quantize import quantize_graph
-from proofs.layers.graph import GraphCommitment, GraphNetwork, verify_graph
-from proofs.layers.graph_zk import HidingGraphCommitment, HidingGraphNetwork, verify_graph_zk
+from proofs.layers.graph import GraphNetwork, verify_graph
+from proofs.layers.graph_zk import HidingGraphNetwork, verify_graph_zk
+from tests.proofs.cheating import dirty_graph_proof
 
 onnx = pytest.importorskip("onnx")
 from hezk.model import read_onnx  # noqa: E402
@@ -62,30 +63,13 @@ def _widened(q, weights: bool, bias: bool):
 CHEATS = {"weights": (True, False), "bias": (False, True)}
 
 
+@pytest.mark.parametrize("zk", [False, True], ids=["plain", "hiding"])
 @pytest.mark.parametrize("cheat", sorted(CHEATS))
-def test_plain_graph_proof_rejects_a_wider_model_in_the_padding(declared, cheat):
+def test_graph_proof_rejects_a_wider_model_in_the_padding(declared, cheat, zk):
     q, x = declared
-    wide = _widened(q, *CHEATS[cheat])
-    net = GraphNetwork(wide)
-    net.commitment = GraphCommitment(q, net.commitment.weights)  # the declared structure, the dirty weights
-    proof = net.prove(x)
-    honest = q.forward_int(q.quantize_input(x))
-    assert not np.array_equal(proof.output, honest.reshape(len(x), -1))  # the cheat changes the output
+    commitment, verify, proof = dirty_graph_proof(q, _widened(q, *CHEATS[cheat]), x, zk)
     with pytest.raises(ProofRejected):
-        verify_graph(net.commitment.to_bytes(), x, proof.to_bytes())
-
-
-@pytest.mark.parametrize("cheat", sorted(CHEATS))
-def test_hiding_graph_proof_rejects_a_wider_model_in_the_padding(declared, cheat):
-    q, x = declared
-    wide = _widened(q, *CHEATS[cheat])
-    net = HidingGraphNetwork(wide, max_proofs=1)
-    net.commitment = HidingGraphCommitment(q, net.commitment.weights)
-    proof = net.prove(x)
-    honest = q.forward_int(q.quantize_input(x))
-    assert not np.array_equal(proof.output, honest.reshape(len(x), -1))
-    with pytest.raises(ProofRejected):
-        verify_graph_zk(net.commitment.to_bytes(), x, proof.to_bytes())
+        verify(commitment.to_bytes(), x, proof.to_bytes())
 
 
 def _cnn():
@@ -129,17 +113,9 @@ def test_conv_output_channel_in_the_padding_is_rejected(zk):
     reaches the output through the pool and a free flatten (same padded layout) into fc's padded column."""
     q, x = _cnn()
     wide = _widened_cnn(q)
-    if zk:
-        net = HidingGraphNetwork(wide, max_proofs=1)
-        net.commitment, verify = HidingGraphCommitment(q, net.commitment.weights), verify_graph_zk
-    else:
-        net = GraphNetwork(wide)
-        net.commitment, verify = GraphCommitment(q, net.commitment.weights), verify_graph
-    proof = net.prove(x)
-    honest = q.forward_int(q.quantize_input(x))
-    assert not np.array_equal(proof.output, honest.reshape(len(x), -1))
+    commitment, verify, proof = dirty_graph_proof(q, wide, x, zk)
     with pytest.raises(ProofRejected):
-        verify(net.commitment.to_bytes(), x, proof.to_bytes())
+        verify(commitment.to_bytes(), x, proof.to_bytes())
 
 
 @pytest.mark.parametrize("prefix", ["v.", "a."])

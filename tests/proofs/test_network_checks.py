@@ -13,19 +13,14 @@ import pytest
 
 from proofs.basefold import BasefoldParams
 from proofs.errors import ProofRejected
-from proofs.layers.network import Network, verify_network
-from proofs.quantize import quantize_fixed_point, quantize_input
+from proofs.layers.network import verify_network
 from proofs.zk import HidingCommitment
-from tests.proofs.test_network import float_mlp
+from tests.proofs.rejection_helpers import proved_mlp, with_relations
 
 
 @pytest.fixture(scope="module")
 def conjectured():
-    weights, biases = float_mlp(1, (16, 16, 4))
-    model = quantize_fixed_point(weights, biases, frac_bits=8)
-    x = quantize_input(model, np.random.default_rng(2).uniform(-1, 1, (2, 16)))
-    network = Network(model, zk=False, params=BasefoldParams(conjectured=True))
-    return network, x, network.prove(x)
+    return proved_mlp(2, zk=False, params=BasefoldParams(conjectured=True))
 
 
 def _tampered(network, proof):
@@ -52,15 +47,7 @@ def test_conjectured_refusal_comes_first_and_names_the_model_commitment(conjectu
 # ------------------------------------------------------------------ the hiding Network verifier (network_zk.verify)
 @pytest.fixture(scope="module")
 def hiding():
-    weights, biases = float_mlp(1, (16, 16, 4))
-    model = quantize_fixed_point(weights, biases, frac_bits=8)
-    x = quantize_input(model, np.random.default_rng(2).uniform(-1, 1, (1, 16)))
-    network = Network(model, zk=True, max_proofs=1)
-    return network, x, network.prove(x)
-
-
-def _with_relations(proof, **changes):
-    return dataclasses.replace(proof, relations=dataclasses.replace(proof.relations, **changes))
+    return proved_mlp(1, zk=True, max_proofs=1)
 
 
 def test_hiding_relations_must_be_a_training_proof_even_with_honest_fields(hiding):
@@ -78,7 +65,7 @@ def test_hiding_copy_index_is_checked_at_the_top(hiding):
     """copy = the number of model copies is refused by the copy check, naming it (kills 58: `<` -> `<=`)."""
     network, x, proof = hiding
     with pytest.raises(ProofRejected, match="copy 1 of a model committed 1 times"):
-        verify_network(network.commitment, x, _with_relations(proof, copy=len(network.commitment.weights)))
+        verify_network(network.commitment, x, with_relations(proof, copy=len(network.commitment.weights)))
 
 
 @pytest.mark.parametrize("change", ["type", "num_vars", "log_rows", "params"])
@@ -93,7 +80,7 @@ def test_hiding_each_store_commitment_condition_is_checked_on_its_own(hiding, ch
            "params": dataclasses.replace(c, params=dataclasses.replace(c.params, rate_inv=8))}[change]
     commitments = (bad,) + tuple(proof.relations.commitments[1:])
     with pytest.raises(ProofRejected, match="does not have the statement's shape and parameters"):
-        verify_network(network.commitment, x, _with_relations(proof, commitments=commitments))
+        verify_network(network.commitment, x, with_relations(proof, commitments=commitments))
 
 
 def test_hiding_relation_masks_commitment_parameters_are_checked_with_its_shape_kept(hiding):
@@ -104,10 +91,10 @@ def test_hiding_relation_masks_commitment_parameters_are_checked_with_its_shape_
     k = next(i for i, item in enumerate(items) if isinstance(item, HidingCommitment))
     items[k] = dataclasses.replace(items[k], params=dataclasses.replace(items[k].params, rate_inv=8))
     with pytest.raises(ProofRejected, match="the masks' commitment has the shape"):
-        verify_network(network.commitment, x, _with_relations(proof, items=tuple(items)))
+        verify_network(network.commitment, x, with_relations(proof, items=tuple(items)))
     items[k] = dataclasses.replace(proof.relations.items[k], log_rows=proof.relations.items[k].log_rows + 1)
     with pytest.raises(ProofRejected, match="the masks' commitment has the shape"):
-        verify_network(network.commitment, x, _with_relations(proof, items=tuple(items)))
+        verify_network(network.commitment, x, with_relations(proof, items=tuple(items)))
 
 
 @pytest.mark.parametrize("name", ["mask_sum", "mask_eval"])
@@ -121,4 +108,4 @@ def test_hiding_relation_mask_values_are_bound_to_the_masks_commitment(hiding, n
     k = next(i for i, item in enumerate(items) if isinstance(item, MaskedSumcheckProof))
     items[k] = dataclasses.replace(items[k], **{name: bumped(getattr(items[k], name))})
     with pytest.raises(ProofRejected):
-        verify_network(network.commitment, x, _with_relations(proof, items=tuple(items)))
+        verify_network(network.commitment, x, with_relations(proof, items=tuple(items)))

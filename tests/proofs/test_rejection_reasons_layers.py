@@ -22,7 +22,7 @@ from proofs.transcript import Transcript
 from proofs.zk import HidingCommitment
 
 from .cheating import consistent_cheating
-from .rejection_helpers import rejected
+from .rejection_helpers import proved_mlp, rejected, with_relations
 from .test_network import float_mlp
 from .test_verifier_checks import _relu_case
 from .test_verifier_checks_more import _relu_proof, _verify, reusable_case, training_case  # noqa: F401 (fixtures)
@@ -94,12 +94,7 @@ def test_zkrelu_select_final_value_is_named():
 # ------------------------------------------------------------------------------------------ plain Network
 @pytest.fixture(scope="module")
 def network_case():
-    weights, biases = float_mlp(1, (16, 16, 4))
-    model = quantize_fixed_point(weights, biases, frac_bits=8)
-    x = quantize_input(model, np.random.default_rng(2).uniform(-1, 1, (2, 16)))
-    network = Network(model, zk=False)
-    proof = network.prove(x)
-    return network, x, proof
+    return proved_mlp(2, zk=False)
 
 
 def _layer(proof, i, decomposition=None, linear=None):
@@ -166,15 +161,7 @@ HIDING = "MLP inference proof / hiding network proof"
 
 @pytest.fixture(scope="module")
 def hiding_case():
-    weights, biases = float_mlp(1, (16, 16, 4))
-    model = quantize_fixed_point(weights, biases, frac_bits=8)
-    x = quantize_input(model, np.random.default_rng(2).uniform(-1, 1, (1, 16)))
-    network = Network(model, zk=True, max_proofs=1)
-    return network, x, network.prove(x)
-
-
-def _relations(proof, **changes):
-    return dataclasses.replace(proof, relations=dataclasses.replace(proof.relations, **changes))
+    return proved_mlp(1, zk=True, max_proofs=1)
 
 
 def test_hiding_network_statement_checks_are_named(hiding_case):
@@ -184,19 +171,19 @@ def test_hiding_network_statement_checks_are_named(hiding_case):
     rejected(verify(dataclasses.replace(proof, relations="relations")),
              "a model committed with zk=True needs a HidingNetworkProof", HIDING)
     for copy in (1, -1):
-        rejected(verify(_relations(proof, copy=copy)), f"copy {copy} of a model committed 1 times", HIDING)
+        rejected(verify(with_relations(proof, copy=copy)), f"copy {copy} of a model committed 1 times", HIDING)
     commitments = proof.relations.commitments
-    rejected(verify(_relations(proof, commitments=())), f"0 proof commitments, expected {len(commitments)}", HIDING)
-    rejected(verify(_relations(proof, commitments=commitments * 2)),
+    rejected(verify(with_relations(proof, commitments=())), f"0 proof commitments, expected {len(commitments)}", HIDING)
+    rejected(verify(with_relations(proof, commitments=commitments * 2)),
              f"{2 * len(commitments)} proof commitments, expected {len(commitments)}", HIDING)
     first = commitments[0]
-    rejected(verify(_relations(proof, commitments=(dataclasses.replace(first, log_rows=first.log_rows + 1),)
+    rejected(verify(with_relations(proof, commitments=(dataclasses.replace(first, log_rows=first.log_rows + 1),)
                                + commitments[1:])),
              "commitment p does not have the statement's shape and parameters", HIDING)
     items = list(proof.relations.items)
     k = next(i for i, item in enumerate(items) if isinstance(item, HidingCommitment))
     items[k] = dataclasses.replace(items[k], log_rows=items[k].log_rows + 1)
-    rejected(verify(_relations(proof, items=tuple(items))),
+    rejected(verify(with_relations(proof, items=tuple(items))),
              re.compile(r"the masks' commitment has the shape \(.*\), expected \(.*\)"), f"{MLP}relation masks")
 
 

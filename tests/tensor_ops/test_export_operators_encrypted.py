@@ -71,16 +71,22 @@ def test_encrypted_maxpool_1d_agrees_with_its_float_max():
     assert np.abs(y - graph.forward(x)).max() <= SIGN_GAP * radius
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", ["ecg_1d", "mobilenet_relu6", "resnet_option_a"])
-def test_encrypted_torch_exports_agree_with_onnxruntime(name):
+def _encrypted_torch_export(name, seed, batch):
+    """Export the torch model `name`, calibrate on 128 normal samples, run `batch` inputs encrypted:
+    ``(proto, graph, x, y, plan)``."""
     module, shape = torch_models()[name]
     proto = torch_export(module, shape)
     graph = read_onnx(proto)
-    rng = np.random.default_rng(2)
+    rng = np.random.default_rng(seed)
     model = from_graph(graph, calibration=rng.normal(size=(128, *shape)))
-    x = rng.normal(size=(4, *shape)).astype(np.float32)
-    y, plan = encrypted(model, x)
+    x = rng.normal(size=(batch, *shape)).astype(np.float32)
+    return (proto, graph, x, *encrypted(model, x))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["ecg_1d", "mobilenet_relu6", "resnet_option_a"])
+def test_encrypted_torch_exports_agree_with_onnxruntime(name):
+    proto, graph, x, y, plan = _encrypted_torch_export(name, seed=2, batch=4)
     got = graph.client_outputs(y)["y"] if graph.postprocess else y
     want = onnxruntime_outputs(proto, x)[0]
     assert np.array_equal(np.argmax(got, axis=1), np.argmax(want, axis=1))
@@ -91,13 +97,7 @@ def test_encrypted_torch_exports_agree_with_onnxruntime(name):
 
 def test_encrypted_relu6_block_agrees_with_onnxruntime():
     """MobileNetV2's ReLU6 (Clip(0, 6)) and a final Softmax the client applies: probabilities within 0.05."""
-    module, shape = torch_models()["mobilenet_relu6"]
-    proto = torch_export(module, shape)
-    graph = read_onnx(proto)
-    rng = np.random.default_rng(3)
-    model = from_graph(graph, calibration=rng.normal(size=(128, *shape)))
-    x = rng.normal(size=(3, *shape)).astype(np.float32)
-    y, plan = encrypted(model, x)
+    proto, graph, x, y, plan = _encrypted_torch_export("mobilenet_relu6", seed=3, batch=3)
     probabilities = graph.client_outputs(y)["y"]
     want = onnxruntime_outputs(proto, x)[0]
     assert np.abs(probabilities - want).max() <= 0.05
