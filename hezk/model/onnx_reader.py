@@ -86,10 +86,7 @@ def read_onnx(source, input_shape=None) -> Graph:
             model = onnx.load_from_string(source) if isinstance(source, bytes) else onnx.load(str(source))
         except Exception as error:  # noqa: BLE001 (protobuf raises its own DecodeError family)
             raise ModelFileError(f"model file {source!s:.200}: not a readable ONNX model ({error})") from None
-    opsets = {entry.domain or "ai.onnx": entry.version for entry in model.opset_import}
-    if opsets.get("ai.onnx", 0) < MIN_OPSET:
-        raise ModelFileError(f"ONNX opset {opsets.get('ai.onnx')} < {MIN_OPSET}: re-export the model with "
-                             f"opset_version >= {MIN_OPSET}")
+    model = _at_least_min_opset(model)
     check_wiring(model.graph)
     try:
         return _Reader(model.graph, numpy_helper, input_shape, model).graph()
@@ -107,6 +104,28 @@ def read_onnx(source, input_shape=None) -> Graph:
 
 
 _BATCH_MOVES = "batch"
+
+
+def _at_least_min_opset(model):
+    """``model`` itself when its default-domain opset is >= MIN_OPSET, else its upgrade by ONNX's version
+    converter (skl2onnx writes the smallest opset its operators need, e.g. 9 for a LogisticRegression; the
+    converter rewrites attribute forms such as Clip's min/max into the inputs the reader expects)."""
+    opsets = {entry.domain or "ai.onnx": entry.version for entry in model.opset_import}
+    found = opsets.get("ai.onnx")
+    if found is not None and found >= MIN_OPSET:
+        return model
+    if found is None:
+        if all(node.domain not in ("", "ai.onnx") for node in model.graph.node):
+            return model  # only ai.onnx.ml nodes: nothing to upgrade
+        raise ModelFileError("ONNX model imports no default-domain opset but uses default-domain operators: "
+                             f"re-export the model with opset_version >= {MIN_OPSET}")
+    from onnx import version_converter
+
+    try:
+        return version_converter.convert_version(model, MIN_OPSET)
+    except Exception as error:  # noqa: BLE001 (the converter raises RuntimeError, ConvertError, ...)
+        raise ModelFileError(f"ONNX opset {found} < {MIN_OPSET} and ONNX's version converter could not upgrade it "
+                             f"({str(error)[:200]}): re-export the model with opset_version >= {MIN_OPSET}") from None
 
 
 def _unit_batch(graph) -> bool:
