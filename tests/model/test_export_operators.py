@@ -42,10 +42,13 @@ def test_the_shapes_the_rewrites_take():
     assert selections and all(set(np.unique(n.weight)) <= {0.0, 1.0} for n in selections)
 
 
+@pytest.mark.parametrize("target_opset", [None, {"": 17, "ai.onnx.ml": 3}], ids=["skl2onnx-default", "opset17"])
 @pytest.mark.parametrize("name", list(sklearn_models()))
-def test_skl2onnx_linear_models_read_and_agree_with_onnxruntime(name):
+def test_skl2onnx_linear_models_read_and_agree_with_onnxruntime(name, target_opset):
     estimator, options = sklearn_models()[name]
-    model = sklearn_export(estimator, options)
+    model = sklearn_export(estimator, options, target_opset)
+    if target_opset is None and name == "logistic_3_classes":
+        assert {o.domain: o.version for o in model.opset_import}[""] < 13  # what a user's export carries
     graph = read_onnx(model)
     x = iris()[::7]
     assert_outputs_agree(graph.run(x), onnxruntime_outputs(model, x))
@@ -192,3 +195,26 @@ def test_the_graph_proof_refuses_maxpool_and_clip_in_one_line():
     with pytest.raises(ModelError, match=r"operator MaxPool \(node 'pool'\) \(fix: nn.AvgPool2d .*\), operator Clip "
                                          r"\(node 'relu6'\) \(fix: nn.ReLU .*\) - 2 operators are not provable yet"):
         quantize_graph(graph, np.random.default_rng(0).normal(size=(4, 2, 6, 6)))
+
+
+def test_an_old_opset_is_upgraded_and_one_the_converter_cannot_upgrade_is_refused():
+    """Opset < 13 goes through ONNX's version converter (Clip's attributes become inputs); a model the converter
+    cannot upgrade, or one that imports no default opset yet uses default-domain operators, is a ModelFileError."""
+    import onnx
+    from onnx import helper
+
+    from hezk.model import ModelFileError
+
+    def clip_model(opset, op="Clip", **attributes):
+        node = helper.make_node(op, ["x"], ["y"], **attributes)
+        graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4])],
+                                  [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4])])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)] if opset else [])
+
+    x = np.array([[-3.0, -0.5, 0.5, 9.0]], dtype=np.float32)
+    upgraded = read_onnx(clip_model(9, min=-1.0, max=6.0))
+    np.testing.assert_allclose(upgraded.forward(x), np.clip(x, -1.0, 6.0))
+    with pytest.raises(ModelFileError, match="opset"):
+        read_onnx(clip_model(None))
+    with pytest.raises(ModelFileError, match="could not upgrade"):
+        read_onnx(clip_model(9, op="NoSuchOperator"))
