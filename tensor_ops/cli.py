@@ -142,7 +142,32 @@ def _within_memory(args, plan, role, ciphertexts=1, model=None, shape=None):
     return plan
 
 
+def _attention(args, command: str):
+    """(plan, model) of ``tensor_ops.attention_plan`` when --model holds attention (Bilinear, Softmax, LayerNorm
+    nodes: an exported transformer layer), its plan printed; None for every other model (the Sequential path)."""
+    from tensor_ops import attention_plan
+
+    graph = attention_plan.read_graph(args.model, _shape(args))
+    if graph is None:
+        return None
+    if command != "local":
+        raise HEError(f"{command}: a model with attention runs only as 'plan' (without --out) and local 'infer' "
+                      f"(--input, no --context or --dask) so far; the split client/server flow is not built for it")
+    if _choice(args)["bootstrap"] not in (None, False):
+        raise HEError("--bootstrap: bootstraps are not placed on the attention path yet")
+    calibration = _load_array(args.calibration, "--calibration") if getattr(args, "calibration", None) else None
+    degree = int(args.degree) if getattr(args, "degree", None) is not None else 7
+    plan, model = attention_plan.plan_attention(graph, calibration, params=_choice(args)["params"],
+                                                allow_insecure=_insecure(args), key_budget=_budget(args),
+                                                activation_degree=degree)
+    print(plan.explain())
+    plan.require_parameters()  # no parameters: the refusal says why, after the plan
+    return plan, model
+
+
 def _plan(args):
+    if _attention(args, "plan --out" if args.out else "local") is not None:
+        return
     plan = _model_plan(args, _load(args), role="server", progress=_progress(args, "planning"))
     if getattr(args, "measure", False):
         plan = plan.calibrated()  # per-operation times measured here (about a second) instead of the built-in
@@ -209,6 +234,7 @@ def _infer(args):
                       "workers): omit --context and pass the plain input .npy")
     if args.context is None:
         return _infer_locally(args)
+    _attention(args, "infer --context")  # refused for a model with attention
     request = _read(args.request, "--request")
     if request.startswith(_NPY_MAGIC):
         raise HEError(f"--request {args.request} is a plain numpy array: encrypt it first "
@@ -233,6 +259,13 @@ def _infer(args):
 def _infer_locally(args):
     """Without --context: the whole flow in one process (keys, encrypt, server evaluation, decrypt)."""
     x = _load_array(args.request, "--input")
+    attention = _attention(args, "infer --dask" if args.dask is not None else "local")
+    if attention is not None:
+        from tensor_ops.attention_plan import run_attention
+        y = run_attention(*attention, x, progress=_progress(args, "rotation keys"), report=print)
+        np.save(args.out, y)
+        print(f"client: decrypted output of shape {y.shape} -> {args.out}")
+        return
     model = _load(args, x)
     shape = _shape(args) or model.sample_shape(x)
     _reference_warnings(model, x, shape, args.request)
