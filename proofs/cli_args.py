@@ -16,8 +16,8 @@ DEFAULT_PROOF = "proof.bin"
 
 MODEL_HELP = ("model file: ONNX (opset >= 13) or .npz (a quantized model, or float weights that name their "
               "activation, activation='relu'); a ReLU MLP (see proofs.model), or any graph of Gemm, MatMul, Conv, "
-              "pools, Add, BatchNormalization, Relu, Square (Mul(x, x)), Flatten, Reshape, Transpose (the graph "
-              "proof)")
+              "pools, Add, BatchNormalization, Relu, Square (Mul(x, x)), Sigmoid, Tanh, Gelu, Silu (lookup tables), "
+              "Flatten, Reshape, Transpose (the graph proof)")
 
 
 def _existing_file(path: str) -> str:

@@ -45,12 +45,13 @@ from ..commit import (MIN_VERIFY_BITS, CommitParams, Commitment, OpeningProof, c
                       verify_opening)
 from ..errors import ModelError, ProofRejected
 from ..verdict import Verdict, rejecting
-from ..graph_quantize import QuantizedGraph, public_weight, validate_structure
+from ..graph_quantize import QuantizedGraph, lookup_table, public_weight, validate_structure
+from ..lookup import LookupProof, lookup_error, multiplicities, prove_lookup, verify_lookup
 from ..mle import eq_eval, eq_table, mle_evaluate
 from ..progress import as_progress
 from ..public_values import require_bounded
 from ..proof_format import ByteReader, ByteWriter, from_record, parse_nested, to_record
-from ..relations import box_table
+from ..relations import box_indicator, box_table
 from ..sumcheck import SumcheckProof, prove_sumcheck, verify_sumcheck
 from ..transcript import Transcript
 from .common import Claim, check_ext, require
@@ -159,12 +160,16 @@ class GraphCommitment:
         vars_total = sum(_num_vars(_full(s, t, batch)) + 64 for t in s.shapes) * 4 * (len(s.ops) + 1)
         error = 2.0 ** -self.weights.security_bits + 2.0 ** -bits_params(self.weights.params).security_bits + \
             3 * vars_total * 2.0 ** -F.EXT_BITS
+        lookups = [op for op in s.ops if op.kind == "lookup"]  # proofs.lookup.lookup_error each, one commitment
+        if lookups:
+            error += 2.0 ** -bits_params(self.weights.params).security_bits + 3 * vars_total * 2.0 ** -F.EXT_BITS
+            error += sum(lookup_error(_num_vars(_full(s, op.output, batch)), op.q_bits) for op in lookups)
         return -math.log2(error)
 
 
 # -------------------------------------------------------------------------------------------- proof
 _TAGS = {"merge": 1, "bias": 3, "reshape": 4, "contraction": 5, "patches": 6, "add": 7, "select": 8, "bits": 9,
-         "square": 10}
+         "square": 10, "lookup commitment": 11, "lookup": 12, "lookup opening": 13}
 
 
 @dataclass(frozen=True, eq=False)
@@ -200,6 +205,8 @@ class GraphProof:
                 writer.ext(item.bits_eval)
             elif tag in ("bias", "add"):
                 writer.ext(item)
+            elif tag in ("lookup commitment", "lookup opening", "lookup"):
+                writer.blob(item.to_bytes())
             elif tag == "contraction":
                 writer.blob(item.sumcheck.to_bytes())
                 writer.ext(item.data_eval)
@@ -240,6 +247,9 @@ class GraphProof:
                 item = BitsProof(read_nested(reader, SumcheckProof), reader.ext())
             elif tag in ("bias", "add"):
                 item = reader.ext()
+            elif tag in ("lookup commitment", "lookup opening", "lookup"):
+                item = read_nested(reader, {"lookup commitment": Commitment, "lookup opening": OpeningProof,
+                                            "lookup": LookupProof}[tag])
             elif tag == "contraction":
                 item = ContractionProof(read_nested(reader, SumcheckProof), reader.ext(), reader.ext())
             else:
@@ -297,6 +307,39 @@ def _bits_blocks(qgraph: QuantizedGraph, keys, statements: dict) -> tuple:
         start, count = _decomposition(qgraph.ops[index], 1).groups[g]
         blocks.append((position[index], start, count))
     return [statements[index] for index in ops], blocks
+
+
+# ------------------------------------------------------------------------------------------ lookups
+def _lookup_ops(qgraph: QuantizedGraph) -> list:
+    return [index for index, op in enumerate(qgraph.ops) if op.kind == "lookup"]
+
+
+def _lookup_packing(qgraph: QuantizedGraph, batch: int):
+    """[(op index, 'm' or 'y')] and the Packing of every lookup's multiplicities (2^b) and output table (padded),
+    in op order, committed per proof before any lookup challenge; (keys, None) without lookups."""
+    keys, lengths = [], []
+    for index in _lookup_ops(qgraph):
+        op = qgraph.ops[index]
+        keys += [(index, "m"), (index, "y")]
+        lengths += [1 << op.q_bits, math.prod(_pow2(n) for n in _full(qgraph, op.output, batch))]
+    return keys, (Packing(tuple(lengths)) if lengths else None)
+
+
+def _lookup_public(qgraph: QuantizedGraph, index: int) -> tuple:
+    """The lookup's public table (inputs, outputs) as field tables (:func:`proofs.graph_quantize.lookup_table`)."""
+    op = qgraph.ops[index]
+    inputs, outputs = lookup_table(op.function, op.q_bits, qgraph.fracs[op.inputs[0]], qgraph.fracs[op.output])
+    return F.to_field(inputs), F.to_field(outputs)
+
+
+def _real_box(shape) -> tuple:
+    """(extents, log sizes) of a batch-first tensor's real entries in its padded table, axis 0 lowest."""
+    return tuple(int(n) for n in shape[::-1]), tuple(_pow2(n).bit_length() - 1 for n in shape[::-1])
+
+
+def _full_boxes(packing: Packing) -> list:
+    """Boxes covering every packed table whole (no padding term: a lookup's rows are all real or selected)."""
+    return [((n,), (n.bit_length() - 1,)) for n in packing.lengths]
 
 
 # --------------------------------------------------------------------------------------- the walk
@@ -374,9 +417,22 @@ class GraphNetwork:
             bits_commitment, bits_witness = commit(packed, bits_params(self._weights_witness.commitment.params))
             transcript.absorb("bits commitment", bits_commitment.to_bytes())
         report("committed the bits")
+        items, lookup_claims, lookup_tables = [], [], {}
+        lookup_keys, lookup_packing = _lookup_packing(q, batch)
+        if lookup_packing is not None:  # multiplicities and outputs, committed before alpha, beta
+            for index in _lookup_ops(q):
+                op = q.ops[index]
+                inputs, _ = lookup_table(op.function, op.q_bits, q.fracs[op.inputs[0]], q.fracs[op.output])
+                lookup_tables[(index, "m")] = F.to_field(multiplicities(values[op.inputs[0]], inputs))
+                lookup_tables[(index, "y")] = _table(values[op.output])
+            lookup_commitment, lookup_witness = commit(lookup_packing.pack([lookup_tables[k] for k in lookup_keys]),
+                                                       bits_params(self._weights_witness.commitment.params))
+            transcript.absorb("lookup commitment", lookup_commitment.to_bytes())
+            items.append(("lookup commitment", lookup_commitment))
+        lookup_at = {key: i for i, key in enumerate(lookup_keys)}
         statements = {}
         pending = {q.output: [_output_claim(transcript, _full(q, q.output, batch), output)]}
-        items, weight_claims = [], []
+        weight_claims = []
         index_of = _op_weight_index(q)
         for index in reversed(range(len(q.ops))):
             op = q.ops[index]
@@ -424,6 +480,16 @@ class GraphNetwork:
                 pending.setdefault(op.inputs[0], []).append(x_claim)
             elif op.kind == "relu":
                 pending.setdefault(op.inputs[0], []).append(claim)
+            elif op.kind == "lookup":
+                inputs, outputs = _lookup_public(q, index)
+                proof, found = prove_lookup(_table(values[op.inputs[0]]), lookup_tables[(index, "y")],
+                                            box_table(*_real_box(out_shape)), inputs, outputs,
+                                            lookup_tables[(index, "m")], transcript, f"{label} / lookup")
+                items.append(("lookup", proof))
+                lookup_claims += [(lookup_at[(index, "y")], claim),
+                                  (lookup_at[(index, "y")], Claim(found.witness_point, found.y_eval)),
+                                  (lookup_at[(index, "m")], Claim(found.table_point, found.m_eval))]
+                pending.setdefault(op.inputs[0], []).append(Claim(found.witness_point, found.x_eval))
             elif op.kind == "square":
                 proof, claim = square_claim_reduction(_table(values[op.inputs[0]]), claim, transcript,
                                                       f"{label} / square")
@@ -451,6 +517,11 @@ class GraphNetwork:
             proof, claim = prove_bits(packed, packing, blocks, order, transcript)
             items.append(("bits", proof))
             _, bits_opening = open_commitment(bits_witness, claim.point, transcript)
+        if lookup_packing is not None:  # the opening item before its merge item (the verifier takes it first)
+            at = len(items)
+            lookup_opening = _open_weights(lookup_witness, lookup_packing, _full_boxes(lookup_packing), lookup_claims,
+                                           transcript, items, "lookups / merge")
+            items.insert(at, ("lookup opening", lookup_opening))
         opening = _open_weights(self._weights_witness, self._packing, _weight_boxes(q), weight_claims, transcript,
                                 items)
         report("opened the bits and the weights")
@@ -546,10 +617,19 @@ def _verify(commitment: GraphCommitment, x, proof: GraphProof) -> np.ndarray:
         require(isinstance(c, Commitment) and c.params == bits_params(commitment.weights.params)
                 and c.num_vars == packing.num_vars, "bits commitment of the wrong size or parameters", "statement")
         transcript.absorb("bits commitment", c.to_bytes())
+    items, lookup_claims = _Items(proof.items), []
+    lookup_keys, lookup_packing = _lookup_packing(q, batch)
+    if lookup_packing is not None:
+        lookup_commitment = items.take("lookup commitment", "statement")
+        require(isinstance(lookup_commitment, Commitment) and lookup_commitment.params == bits_params(
+            commitment.weights.params) and lookup_commitment.num_vars == lookup_packing.num_vars,
+            "lookup commitment of the wrong size or parameters", "statement")
+        transcript.absorb("lookup commitment", lookup_commitment.to_bytes())
+    lookup_at = {key: i for i, key in enumerate(lookup_keys)}
     statements = {}
     output = proof.output.reshape(out_full)
     pending = {q.output: [_output_claim(transcript, out_full, output)]}
-    items, weight_claims = _Items(proof.items), []
+    weight_claims = []
     index_of = _op_weight_index(q)
     lengths = _weight_lengths(q)
     for index in reversed(range(len(q.ops))):
@@ -594,6 +674,16 @@ def _verify(commitment: GraphCommitment, x, proof: GraphProof) -> np.ndarray:
                 pending.setdefault(op.inputs[0], []).append(x_claim)
             elif op.kind == "relu":
                 pending.setdefault(op.inputs[0], []).append(claim)
+            elif op.kind == "lookup":
+                inputs, outputs = _lookup_public(q, index)
+                box = _real_box(out_shape)
+                found = verify_lookup(items.take("lookup", label), _num_vars(out_shape),
+                                      lambda point: box_indicator(point, *box), inputs, outputs, transcript,
+                                      f"{label} / lookup")
+                lookup_claims += [(lookup_at[(index, "y")], claim),
+                                  (lookup_at[(index, "y")], Claim(found.witness_point, found.y_eval)),
+                                  (lookup_at[(index, "m")], Claim(found.table_point, found.m_eval))]
+                pending.setdefault(op.inputs[0], []).append(Claim(found.witness_point, found.x_eval))
             elif op.kind == "square":
                 claim = verify_square(claim, items.take("square", label), transcript, f"{label} / square")
                 pending.setdefault(op.inputs[0], []).append(claim)
@@ -622,6 +712,13 @@ def _verify(commitment: GraphCommitment, x, proof: GraphProof) -> np.ndarray:
         order, blocks = _bits_blocks(q, keys, statements)
         claim = verify_bits(packing, blocks, order, items.take("bits", "bits"), transcript)
         verify_opening(c, claim.point, claim.value, proof.bits_opening, transcript)
+    if lookup_packing is not None:
+        require(len(lookup_claims) == 3 * len(_lookup_ops(q)), "a lookup was never proven", "graph proof")
+        lookup_opening = items.take("lookup opening", "lookups")
+        require(isinstance(lookup_opening, OpeningProof), "lookup opening missing", "lookups")
+        _verify_weights(lookup_commitment, lookup_packing, _full_boxes(lookup_packing),
+                        [Claim(lookup_packing.point(i, c.point), c.value) for i, c in lookup_claims], lookup_opening,
+                        transcript, items, "lookups / merge")
     packing = Packing(tuple(n for _, _, n in lengths))
     claims = [Claim(packing.point(i, c.point), c.value) for i, c in weight_claims]
     _verify_weights(commitment.weights, packing, _weight_boxes(q), claims, proof.weights_opening, transcript, items)
@@ -703,12 +800,12 @@ def _padding_eval(tau, sigma, packing: Packing, boxes) -> np.ndarray:
     return F.ext_sub(eq_eval(tau, sigma), F.ext_sum(product[:, 0], axis=0))
 
 
-def _open_weights(witness, packing: Packing, boxes, local_claims, transcript, items: list):
+def _open_weights(witness, packing: Packing, boxes, local_claims, transcript, items: list,
+                  label: str = "weights / merge"):
     """The weights' claims merged into one, with the padding folded in (:func:`proofs.relations.padding_factor`):
     sum_x T(x) [sum_i alpha_i eq(r_i, x) + gamma P(x)] = sum_i alpha_i v_i, a degree-2 sumcheck (one item, no
     stated value beyond T~(rho)) that also shows every weight and bias is zero off its declared box; then the
-    opening at rho."""
-    label = "weights / merge"
+    opening at rho (``label``: also the lookups' commitment's merge)."""
     claims = [Claim(packing.point(i, c.point), c.value) for i, c in local_claims]
     table = witness.matrix.reshape(-1)
     alphas, tau, gamma = _padding_challenges(claims, packing.num_vars, transcript, label)
@@ -726,9 +823,9 @@ def _open_weights(witness, packing: Packing, boxes, local_claims, transcript, it
     return opening
 
 
-def _verify_weights(commitment, packing: Packing, boxes, claims, opening, transcript, items) -> None:
+def _verify_weights(commitment, packing: Packing, boxes, claims, opening, transcript, items,
+                    label: str = "weights / merge") -> None:
     """Check :func:`_open_weights` (claims already on the packed table)."""
-    label = "weights / merge"
     proof = items.take("merge", label)
     require(isinstance(proof, GatherProof), "merge proof missing", label)
     x_eval = check_ext(proof.x_eval, label, "x_eval")

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
-from hezk.model import Activation, Contraction, Graph, Patches, Reshape, Transpose, read_onnx
+from hezk.model import Activation, Bilinear, Contraction, Graph, Patches, Reshape, Transpose, read_onnx
 from proofs import field as F
 from proofs.errors import ModelError, ProofRejected
 from proofs.graph_quantize import QuantizedGraph, contract_int, expand_bias, quantize_graph
@@ -131,10 +131,12 @@ def test_commitment_round_trip_and_garbage(residual):
             verify_graph(data, x, proof)
 
 
-def test_unsupported_activation_and_field_overflow_refused_by_name(tmp_path):
-    graph = _graph(M.mlp((8, 4, 2), activation="sigmoid"), tmp_path)
-    with pytest.raises(ModelError, match="sigmoid"):
-        quantize_graph(graph, np.ones((2, 8)))
+def test_unsupported_operator_and_field_overflow_refused_by_name(tmp_path):
+    graph = _graph(M.mlp((8, 4, 2), activation="sigmoid"), tmp_path)  # a sigmoid is a lookup now
+    assert [op.function for op in quantize_graph(graph, np.ones((2, 8))).ops if op.kind == "lookup"] == ["sigmoid"]
+    product = Bilinear("outer", "Mul", ("x", "x"), "y", "bi,bi->bi")
+    with pytest.raises(ModelError, match="outer"):
+        quantize_graph(Graph("x", (4,), (product,), "y"), np.ones((2, 4)))
     rng = np.random.default_rng(0)
     wide = Contraction("huge_fc", "Gemm", ("x",), "y", "bk,nk->bn", rng.normal(size=(4, 4096)), None, None, (4,))
     with pytest.raises(ModelError, match="huge_fc"):

@@ -1,0 +1,172 @@
+"""Sigmoid, Tanh, GELU (torch's exact Erf form) and SiLU in torch-exported models are proven by the graph proof
+with lookup tables (proofs.lookup; Haboeck 2022, Papini-Haboeck 2023): the proven output is the quantized
+reference forward_int bit for bit and close to onnxruntime's; a tampered proof or output is rejected; the
+structure's lookup fields are validated."""
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+import pytest
+
+import hezk
+import hezk.model
+from proofs import cli as proofs_cli
+from proofs.errors import ModelError, ProofRejected
+from proofs.graph_quantize import (LOOKUP_FUNCTIONS, MAX_LOOKUP_BITS, QuantizedGraph, lookup_float, lookup_table,
+                                   quantize_graph, validate_structure)
+from proofs.layers.graph import GraphProof, verify_graph
+
+torch = pytest.importorskip("torch")
+ort = pytest.importorskip("onnxruntime")
+
+
+def _export(module, features: int, path) -> str:
+    torch.onnx.export(module.eval(), torch.zeros(1, features), str(path), dynamo=False, input_names=["x"],
+                      output_names=["y"], dynamic_axes={"x": {0: "b"}, "y": {0: "b"}})
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory):
+    """Small torch MLPs: ReLU then a Sigmoid output; a Tanh hidden layer; an exact GELU and a SiLU hidden layer."""
+    nn = torch.nn
+    torch.manual_seed(0)
+    folder = tmp_path_factory.mktemp("lookups")
+    models = {"sigmoid": nn.Sequential(nn.Linear(10, 8), nn.ReLU(), nn.Linear(8, 1), nn.Sigmoid()),
+              "tanh": nn.Sequential(nn.Linear(10, 8), nn.Tanh(), nn.Linear(8, 2)),
+              "gelu": nn.Sequential(nn.Linear(10, 8), nn.GELU(), nn.Linear(8, 6), nn.SiLU(), nn.Linear(6, 2))}
+    x = np.random.default_rng(0).normal(size=(64, 10)).astype(np.float32)
+    return folder, {name: _export(m, 10, folder / f"{name}.onnx") for name, m in models.items()}, x
+
+
+def _onnxruntime(path, x) -> np.ndarray:
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    return session.run(None, {"x": x.astype(np.float32)})[0]
+
+
+@pytest.mark.parametrize("name, functions", [("sigmoid", ["sigmoid"]), ("tanh", ["tanh"]),
+                                             ("gelu", ["gelu", "silu"])])
+def test_exported_activations_are_proven_with_public_weights(exports, name, functions):
+    folder, paths, x = exports
+    prover = hezk.commit(paths[name], x, hiding=False)
+    q = prover.quantized
+    assert [op.function for op in q.ops if op.kind == "lookup"] == functions
+    sample = x[:3]
+    proof = prover.prove(sample)
+    verified = hezk.verify(prover.commitment, sample, proof)
+    reference = q.forward_int(q.quantize_input(sample))
+    assert np.array_equal(verified.output_int.reshape(reference.shape), reference)
+    # the stated error: the quantized model against onnxruntime on the calibration data bounds it here
+    error = np.abs(q.dequantize(reference) - _onnxruntime(paths[name], sample).reshape(reference.shape)).max()
+    stated = q.error_report(prover.graph, x)["max_error"]
+    assert error <= stated + 1e-6 and stated < 0.1, (error, stated)
+    proof_object = GraphProof.from_bytes(proof)
+    tampered = proof_object.output.copy()
+    tampered[0, 0] += 1
+    with pytest.raises(ProofRejected):
+        verify_graph(prover.commitment, sample, dataclasses.replace(proof_object, output=tampered))
+
+
+def test_a_tampered_lookup_item_is_rejected(exports):
+    folder, paths, x = exports
+    prover = hezk.commit(paths["sigmoid"], x, hiding=False)
+    proof = GraphProof.from_bytes(prover.prove(x[:2]))
+    tags = [tag for tag, _ in proof.items]
+    assert {"lookup commitment", "lookup", "lookup opening"} <= set(tags)
+    at = tags.index("lookup")
+    lookup = proof.items[at][1]
+    from proofs import field as F
+    for bad in (dataclasses.replace(lookup, y_eval=F.ext_add(lookup.y_eval, F.ext_one())),
+                dataclasses.replace(lookup, m_eval=F.ext_add(lookup.m_eval, F.ext_one()))):
+        items = list(proof.items)
+        items[at] = ("lookup", bad)
+        with pytest.raises(ProofRejected):
+            verify_graph(prover.commitment, x[:2], dataclasses.replace(proof, items=tuple(items)))
+    dropped = tuple(item for item in proof.items if item[0] != "lookup commitment")
+    with pytest.raises(ProofRejected):
+        verify_graph(prover.commitment, x[:2], dataclasses.replace(proof, items=dropped))
+    assert verify_graph(prover.commitment, x[:2], proof)  # control
+
+
+def test_hiding_proof_refuses_a_lookup_naming_the_node_and_the_fix(exports):
+    folder, paths, x = exports
+    with pytest.raises(ModelError, match=r"Sigmoid.*--public-weights"):
+        hezk.commit(paths["sigmoid"], x)
+
+
+def test_cli_commit_prove_verify_a_sigmoid_output(exports, capsys):
+    folder, paths, x = exports
+    np.save(folder / "x.npy", x[:2])
+    np.save(folder / "calibration.npy", x)
+    steps = [("commit", "--model", paths["sigmoid"], "--out", "c.bin", "--calibration", "calibration.npy",
+              "--public-weights"),
+             ("prove", "--model", paths["sigmoid"], "--input", "x.npy", "--commitment", "c.bin", "--out", "p.bin",
+              "--quiet"),
+             ("verify", "--commitment", "c.bin", "--input", "x.npy", "--proof", "p.bin")]
+    cwd = os.getcwd()
+    os.chdir(folder)
+    try:
+        for step in steps:
+            assert proofs_cli.main(list(step)) == 0, step
+    finally:
+        os.chdir(cwd)
+    assert "accept" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------------------------ the op itself
+def test_lookup_table_is_the_rounded_function_and_refuses_what_does_not_fit():
+    inputs, outputs = lookup_table("sigmoid", 8, 4, 10)
+    expected = np.floor(1 / (1 + np.exp(-inputs / 16.0)) * 1024 + 0.5)
+    assert np.array_equal(outputs, expected) and outputs[128] == 512 and not outputs.flags.writeable
+    for function in LOOKUP_FUNCTIONS:
+        assert np.all(np.isfinite(lookup_float(function, np.linspace(-4, 4, 9))))
+    with pytest.raises(ModelError, match="MAX_LOOKUP_BITS"):
+        lookup_table("tanh", MAX_LOOKUP_BITS + 1, 4, 10)
+    with pytest.raises(ModelError, match="half the field"):
+        lookup_table("exp", 12, 0, 10)  # e^2047: no table
+    with pytest.raises(ModelError, match="not one of"):
+        lookup_table("relu6", 8, 4, 10)
+
+
+def _sigmoid_structure(exports) -> QuantizedGraph:
+    folder, paths, x = exports
+    return quantize_graph(hezk.model.load(paths["sigmoid"]), x)
+
+
+@pytest.mark.parametrize("change, reason", [({"function": "softmax"}, "function"), ({"q_bits": 17}, "q_bits"),
+                                            ({"q_bits": 0}, "q_bits"), ({"shift": 1}, "field shift"),
+                                            ({"function": ""}, "function")])
+def test_structure_with_a_bad_lookup_is_refused(exports, change, reason):
+    q = _sigmoid_structure(exports)
+    validate_structure(q)  # control
+    index = next(i for i, op in enumerate(q.ops) if op.kind == "lookup")
+    ops = list(q.ops)
+    ops[index] = dataclasses.replace(ops[index], **change)
+    with pytest.raises(ProofRejected, match=reason):
+        validate_structure(dataclasses.replace(q, ops=tuple(ops)))
+
+
+def test_structure_with_a_wrong_output_bound_or_scale_is_refused(exports):
+    q = _sigmoid_structure(exports)
+    out = q.ops[-1].output
+    op = q.ops[-1]
+    _, outputs = lookup_table(op.function, op.q_bits, q.fracs[op.inputs[0]], q.fracs[out])
+    assert op.kind == "lookup" and 0 < q.bounds[out] == np.abs(outputs).max() <= 1 << q.fracs[out]
+    with pytest.raises(ProofRejected, match="output bound"):
+        validate_structure(dataclasses.replace(q, bounds={**q.bounds, out: q.bounds[out] + 1}))
+    text = q.public_text()
+    assert QuantizedGraph.from_public_text(text, "here").public_text() == text
+
+
+def test_an_input_outside_the_table_is_refused(exports):
+    """The integer reference refuses a lookup input outside its table, naming the op (control: a calibrated
+    input runs)."""
+    folder, paths, x = exports
+    prover = hezk.commit(paths["tanh"], x, hiding=False)
+    q = prover.quantized
+    x_int = q.quantize_input(x[:1])
+    q.forward_int(x_int)
+    with pytest.raises(ModelError, match=r"Tanh.*outside the tanh table"):
+        q.forward_int(x_int * 64)
