@@ -17,7 +17,7 @@ announce_compilation(__file__)  # one line on stderr when numba must compile the
 
 _U32 = np.uint64(32)
 _TILE = 16      # transpose tile (fixed, so the inner loops unroll)
-_CONVERT_TILE = 2048   # coefficients per tile of the basis conversion
+CONVERT_TILE = 2048   # coefficients per tile of the basis conversion
 
 
 @numba.njit(cache=True, inline="always")
@@ -203,17 +203,17 @@ def basis_convert(x, q_from, qhat_inv, qhat_inv_shoup, q_to, qhat_mod_p, qhat_mo
     """out[j, c] = Σ_i [x_i·(Q/q_i)^-1]_{q_i}·[Q/q_i]_{p_j} mod p_j for the coefficients start <= c < stop: a
     modular matmul (k' x k) · (k x n) (columns are independent: disjoint ranges may run in parallel).
 
-    Tiles of ``_CONVERT_TILE`` coefficients keep the scaled inputs and the accumulators in cache. The
+    Tiles of ``CONVERT_TILE`` coefficients keep the scaled inputs and the accumulators in cache. The
     products are lazy Shoup products in [0, 2p_j), summed unreduced (below 2k·p_j < 2^53 for k < 2^21)
     and reduced once: the float64 quotient estimate ⌊acc·(1/p)⌋ is off by at most one, which the two
     corrections fix.
     """
     k = x.shape[0]
     kp = q_to.shape[0]
-    scaled = np.empty((k, _CONVERT_TILE), dtype=np.uint64)
-    acc = np.empty(_CONVERT_TILE, dtype=np.uint64)
-    for c0 in range(start, stop, _CONVERT_TILE):
-        width = min(_CONVERT_TILE, stop - c0)
+    scaled = np.empty((k, CONVERT_TILE), dtype=np.uint64)
+    acc = np.empty(CONVERT_TILE, dtype=np.uint64)
+    for c0 in range(start, stop, CONVERT_TILE):
+        width = min(CONVERT_TILE, stop - c0)
         for i in range(k):
             q, w, ws = q_from[i], qhat_inv[i], qhat_inv_shoup[i]
             src, dst = x[i, c0:c0 + width], scaled[i]

@@ -18,7 +18,7 @@ PARALLEL_MIN_PRODUCTS = 1 << 20
 
 
 @numba.njit(cache=True, inline="always")
-def _mulshoup(x, w, ws, q):
+def mulshoup(x, w, ws, q):
     t = (x * ws) >> _U32
     r = x * w - t * q
     return min(r, r - q)  # unsigned wrap-around makes r - q huge when r < q: a branch-free reduction
@@ -45,7 +45,7 @@ def ntt_forward_inplace(a, psi_rev, psi_rev_shoup, q_arr):
                 y = row[base + t:base + 2 * t]
                 for j in range(t):
                     u = x[j]
-                    v = _mulshoup(y[j], w, ws, q)
+                    v = mulshoup(y[j], w, ws, q)
                     s = u + v
                     x[j] = min(s, s - q)
                     d = u + q - v
@@ -77,13 +77,13 @@ def ntt_inverse_inplace(a, psi_inv_rev, psi_inv_rev_shoup, q_arr, n_inv, n_inv_s
                     v = y[j]
                     s = u + v
                     x[j] = min(s, s - q)
-                    y[j] = _mulshoup(u + q - v, w, ws, q)
+                    y[j] = mulshoup(u + q - v, w, ws, q)
             t <<= 1
             m = h
         ni = n_inv[l]
         nis = n_inv_shoup[l]
         for j in range(n):
-            row[j] = _mulshoup(row[j], ni, nis, q)
+            row[j] = mulshoup(row[j], ni, nis, q)
 
 
 @numba.njit(cache=True)
@@ -94,14 +94,14 @@ def fast_basis_convert(x, q_from, qhat_inv, qhat_inv_shoup, q_to, qhat_mod_p, qh
     xi = np.empty((k, n), dtype=np.uint64)
     for i in range(k):
         for c in range(n):
-            xi[i, c] = _mulshoup(x[i, c], qhat_inv[i], qhat_inv_shoup[i], q_from[i])
+            xi[i, c] = mulshoup(x[i, c], qhat_inv[i], qhat_inv_shoup[i], q_from[i])
     out = np.zeros((kp, n), dtype=np.uint64)
     for j in range(kp):
         p = q_to[j]
         for c in range(n):
             acc = np.uint64(0)
             for i in range(k):
-                acc += _mulshoup(xi[i, c], qhat_mod_p[i, j], qhat_mod_p_shoup[i, j], p)
+                acc += mulshoup(xi[i, c], qhat_mod_p[i, j], qhat_mod_p_shoup[i, j], p)
             out[j, c] = acc % p
     return out
 
@@ -200,7 +200,7 @@ def mulmod_scalar_rows(a, w, ws, q):
     out = np.empty((k, n), dtype=np.uint64)
     for l in range(k):
         for c in range(n):
-            out[l, c] = _mulshoup(a[l, c], w[l], ws[l], q[l])
+            out[l, c] = mulshoup(a[l, c], w[l], ws[l], q[l])
     return out
 
 
@@ -249,7 +249,7 @@ def _mulshoup_lazy(x, w, ws, q):
 
 
 @numba.njit(cache=True, inline="always")
-def _reduce_small(acc, q, q_inv):
+def reduce_small(acc, q, q_inv):
     """acc mod q for acc < 2^52 (a float64 quotient estimate, off by at most one, then corrected)."""
     r = acc - np.uint64(acc * q_inv) * q
     r = min(r, r + q)   # the estimate was one too large: r wrapped around
@@ -293,7 +293,7 @@ def _divide_round_columns(tail, q_tail, half_tail, garner, garner_shoup, radix_i
                 acc[c] += _mulshoup_lazy(dj[c], g, gs, ti)
         w, ws, row = radix_inv[i], radix_inv_shoup[i], digits[i]
         for c in range(n):
-            row[c] = _mulshoup(_reduce_small(acc[c], ti, ti_inv), w, ws, ti)
+            row[c] = mulshoup(reduce_small(acc[c], ti, ti_inv), w, ws, ti)
     kh = q_head.shape[0]
     for p in range(kh):
         qp = q_head[p]
@@ -305,7 +305,7 @@ def _divide_round_columns(tail, q_tail, half_tail, garner, garner_shoup, radix_i
             for c in range(n):
                 row[c] += _mulshoup_lazy(dj[c], w, ws, qp)
         for c in range(n):
-            row[c] = _reduce_small(row[c], qp, qp_inv)
+            row[c] = reduce_small(row[c], qp, qp_inv)
 
 
 @numba.njit(cache=True)
@@ -320,7 +320,7 @@ def muladd_permute_rows(a, w, ws, b, c, q, perm):
         ql, wl, wsl = q[l], w[l], ws[l]
         al, bl = a[l], b[l]
         for i in range(n):
-            s = _mulshoup(al[i], wl, wsl, ql) + bl[i]
+            s = mulshoup(al[i], wl, wsl, ql) + bl[i]
             row[i] = min(s, s - ql)
         if c.shape[0] > 0:
             cl = c[l]
@@ -341,6 +341,6 @@ def muladd_scalar_rows(a, w, ws, b, q):
     for l in range(k):
         ql = q[l]
         for c in range(n):
-            s = _mulshoup(a[l, c], w[l], ws[l], ql) + b[l, c]
+            s = mulshoup(a[l, c], w[l], ws[l], ql) + b[l, c]
             out[l, c] = min(s, s - ql)
     return out

@@ -525,18 +525,18 @@ class CrossBackend(NTTBackend):
         return self._stacks[key]
 
     def forward(self, a, tables):
-        a = _limbs_input(a, tables)
+        a = limbs_input(a, tables)
         return self._stack(tables).forward(a) if len(a) else a.copy()
 
     def inverse(self, a, tables):
-        a = _limbs_input(a, tables)
+        a = limbs_input(a, tables)
         return self._stack(tables).inverse(a) if len(a) else a.copy()
 
     def convert_basis(self, x, conv):
         key = (conv.from_moduli, conv.to_moduli)
         if key not in self._conversions:
             self._conversions[key] = BasisConversionPlan(conv, self.width_for(len(conv.from_moduli)))
-        return self._conversions[key].apply(_conversion_input(x, conv))
+        return self._conversions[key].apply(conversion_input(x, conv))
 
 
 # ------------------------------------------------------------------- compiled 4-step (same layout)
@@ -650,7 +650,7 @@ class FourStepBackend(NTTBackend):
         """Run a kernel; it checks that each limb is reduced while it copies it (one pass saved). ``out``:
         a writable C-contiguous uint64 array of a's shape to write into (``a`` itself allowed)."""
         if not (type(a) is np.ndarray and a.dtype == np.uint64 and a.shape == (len(tables.moduli), tables.n)):
-            a = _limbs_input(a, tables)                  # converts, or raises a clear error
+            a = limbs_input(a, tables)                  # converts, or raises a clear error
         if out is None:
             out = np.empty(a.shape, dtype=np.uint64)
         elif not (type(out) is np.ndarray and out.dtype == np.uint64 and out.shape == a.shape
@@ -673,31 +673,31 @@ class FourStepBackend(NTTBackend):
         bad = [b for b in parallel(limbs, len(a), min_work=PARALLEL_MIN_WORK, work_per_item=tables.n) if b >= 0]
         bad_limb = bad[0] if bad else -1
         if bad_limb >= 0:
-            _limbs_input(a, tables)                      # raises: names the limb, value and modulus
+            limbs_input(a, tables)                      # raises: names the limb, value and modulus
             raise ParameterError(f"a[{bad_limb}] holds a value >= its modulus {tables.moduli[bad_limb]}")
         return out
 
     def convert_basis(self, x, conv):
         """The fast basis conversion as a compiled modular matmul (coefficients innermost, in tiles)."""
-        from ._cross_kernels import _CONVERT_TILE, basis_convert
+        from ._cross_kernels import CONVERT_TILE, basis_convert
         if len(conv.from_moduli) >= 2**20:    # the kernel's unreduced sums must stay below 2^53
             raise ParameterError(f"basis conversion from {len(conv.from_moduli)} limbs: at most 2^20 supported")
-        x = np.ascontiguousarray(_conversion_input(x, conv))
+        x = np.ascontiguousarray(conversion_input(x, conv))
         out = np.empty((len(conv.to_moduli), x.shape[1]), dtype=np.uint64)
         parallel(lambda start, stop: basis_convert(x, conv.q_from, conv.qhat_inv, conv.qhat_inv_shoup, conv.q_to,
                                                    conv.qhat_mod_p, conv.qhat_mod_p_shoup, out, start, stop),
                  x.shape[1], min_work=PARALLEL_MIN_PRODUCTS, work_per_item=len(conv.from_moduli) * len(conv.to_moduli),
-                 align=_CONVERT_TILE)
+                 align=CONVERT_TILE)
         return out
 
 
-def _conversion_input(x, conv: BasisConversion) -> np.ndarray:
+def conversion_input(x, conv: BasisConversion) -> np.ndarray:
     if np.ndim(x) != 2:
         raise ShapeError(f"x.shape={np.shape(x)}: expected ({len(conv.from_moduli)}, n), one row per source modulus")
     return _as_uint64(x, "x", [2**RESIDUE_BITS] * len(conv.from_moduli), conv.from_moduli)
 
 
-def _limbs_input(a, tables: NTTTables) -> np.ndarray:
+def limbs_input(a, tables: NTTTables) -> np.ndarray:
     """a as uint64 (limbs, n) with row l below q_l, else a clear error; one pass when it already is."""
     if type(a) is np.ndarray and a.dtype == np.uint64 and a.ndim == 2 and a.shape[1] == tables.n \
             and len(a) == len(tables.moduli) and (not len(a) or bool((a.max(axis=1) < tables.q).all())):

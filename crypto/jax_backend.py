@@ -55,7 +55,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .cross import _conversion_input, _limbs_input, mat_constants, mat_shape
+from .cross import conversion_input, limbs_input, mat_constants, mat_shape
 from .errors import ParameterError, ShapeError
 from .ntt_base import BasisConversion, NTTBackend, NTTTables
 
@@ -619,7 +619,7 @@ class JaxBackend(NTTBackend):
         """Two jitted stages (each one int8 matmul with its reductions): on CPU XLA one program for both
         recomputes the middle reductions per output byte and runs 1.2-2x slower. Traced with 64-bit types
         enabled in this scope only (``mul_wide``'s widening multiply)."""
-        a = _limbs_input(a, tables)
+        a = limbs_input(a, tables)
         if not len(a):
             return a.copy()
         dt = DeviceTables.of(tables)
@@ -628,7 +628,7 @@ class JaxBackend(NTTBackend):
         return np.asarray(out).astype(np.uint64)
 
     def convert_basis(self, x, conv):
-        x = _conversion_input(x, conv)
+        x = conversion_input(x, conv)
         if not len(conv.to_moduli) or not x.shape[1]:
             return np.zeros((len(conv.to_moduli), x.shape[1]), dtype=np.uint64)
         if not len(conv.from_moduli):

@@ -39,7 +39,7 @@ import numpy as np
 from hezk.threads import parallel
 
 from .errors import KeyMissingError, ParameterError
-from ._ntt_kernels import _mulshoup, _reduce_small
+from ._ntt_kernels import mulshoup, reduce_small
 from .ntt_base import PARALLEL_MIN_PRODUCTS
 from .modarith import inv_mod, shoup_precompute
 from .ring import RNSPoly, small_residues
@@ -109,8 +109,8 @@ def _inner_product_rows(base, lifted, src, digit_ids, key_b, key_a, key_rows, q,
                 ob[c] += _mulmod_lazy(x, np.uint64(kb[c]), qr, q_inv)
                 oa[c] += _mulmod_lazy(x, np.uint64(ka[c]), qr, q_inv)
         for c in range(n):
-            ob[c] = _reduce_small(ob[c], qr, q_inv)
-            oa[c] = _reduce_small(oa[c], qr, q_inv)
+            ob[c] = reduce_small(ob[c], qr, q_inv)
+            oa[c] = reduce_small(oa[c], qr, q_inv)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -132,7 +132,7 @@ def _convert_centered(x, q_from, qhat_inv, qhat_inv_shoup, q_from_inv, q_to, qha
         qi = q_from[i]
         xi = x[i, start:stop]
         for c in range(n):
-            yi = _mulshoup(xi[c], qhat_inv[i], qhat_inv_shoup[i], qi)
+            yi = mulshoup(xi[c], qhat_inv[i], qhat_inv_shoup[i], qi)
             y[i, c] = yi
             frac[c] += yi * q_from_inv[i]
     for c in range(n):
@@ -149,8 +149,8 @@ def _convert_centered(x, q_from, qhat_inv, qhat_inv_shoup, q_from_inv, q_to, qha
                 row[c] += yi[c] * w - ((yi[c] * ws) >> _U32) * p
         p_inv = 1.0 / p
         for c in range(n):
-            t = _mulshoup(v[c], big_q_mod_p[j], big_q_mod_p_shoup[j], p)
-            row[c] = _reduce_small(row[c] + p - t, p, p_inv)
+            t = mulshoup(v[c], big_q_mod_p[j], big_q_mod_p_shoup[j], p)
+            row[c] = reduce_small(row[c] + p - t, p, p_inv)
 
 
 class CenteredConversion:
@@ -278,11 +278,11 @@ def _key_rows(e, a, s, gadget, s_from, q, out):
         q_inv = 1.0 / qr
         g = gadget[r]
         for c in range(out.shape[1]):
-            neg = _reduce_small(_mulmod_lazy(np.uint64(a[r, c]), s[r, c], qr, q_inv), qr, q_inv)
+            neg = reduce_small(_mulmod_lazy(np.uint64(a[r, c]), s[r, c], qr, q_inv), qr, q_inv)
             x = e[r, c] + qr - neg
             if g:
                 x += _mulmod_lazy(g, s_from[r, c], qr, q_inv)
-            out[r, c] = np.uint32(_reduce_small(x, qr, q_inv))
+            out[r, c] = np.uint32(reduce_small(x, qr, q_inv))
 
 
 def make_switching_key(params, ring, sampler, s_ntt: np.ndarray, s_from_ntt: np.ndarray) -> SwitchingKey:

@@ -241,13 +241,13 @@ class Prover:
         :meth:`save_state` wrote (hiding commitments; each proof reserves its copy there before it is made).
         ModelError for a commitment of other weights or a missing state. ``error_report`` is None."""
         from proofs import ModelError, ProofRejected
-        from proofs.graph_cli import _commitment
+        from proofs.graph_cli import read_graph_commitment
         from proofs.graph_quantize import quantize_graph
         from proofs.layers.graph import GraphNetwork
         from proofs.layers.graph_zk import HidingGraphNetwork
 
         try:
-            parsed = _commitment(bytes(commitment))
+            parsed = read_graph_commitment(bytes(commitment))
         except (TypeError, ProofRejected) as error:
             raise ModelError(f"commitment is not the bytes of a graph commitment: {error}") from None
         shape = parsed.structure.input_shape
@@ -379,11 +379,11 @@ def verify(commitment, x, proof) -> Verified:
 def _verify_graph(commitment: bytes, x, proof: bytes) -> Verified:
     """A graph commitment's proof (``hezk.commit``; ``hezk commit`` of any model but a ReLU MLP chain)."""
     from proofs import ProofRejected
-    from proofs.graph_cli import _commitment
+    from proofs.graph_cli import read_graph_commitment
     from proofs.layers.graph import verify_graph
     from proofs.layers.graph_zk import verify_graph_zk
 
-    parsed = _commitment(commitment)
+    parsed = read_graph_commitment(commitment)
     if x is None and not parsed.zk:
         raise ProofRejected("x=None (a private input): a public-weights proof states its input", "hezk.verify")
     verdict = (verify_graph_zk if parsed.zk else verify_graph)(parsed, x, proof)
@@ -393,7 +393,7 @@ def _verify_graph(commitment: bytes, x, proof: bytes) -> Verified:
 def _verify_mlp(commitment: bytes, x, proof: bytes) -> Verified | None:
     """A model commitment's proof (``hezk commit`` of a ReLU MLP chain: the MLP path), None for another kind."""
     from proofs import ProofRejected
-    from proofs.cli import _bounded_input
+    from proofs.cli import bounded_input
     from proofs.layers.network import ModelCommitment, verify_network
     from proofs.proof_format import record_kind
 
@@ -402,5 +402,5 @@ def _verify_mlp(commitment: bytes, x, proof: bytes) -> Verified | None:
     parsed = ModelCommitment.from_bytes(commitment)
     if x is None:
         raise ProofRejected("x=None (a private input): an MLP commitment's proofs state their input", "hezk.verify")
-    x_int = _bounded_input(x, parsed.input_frac, parsed.input_bound, "hezk.verify")
+    x_int = bounded_input(x, parsed.input_frac, parsed.input_bound, "hezk.verify")
     return Verified.of(verify_network(parsed, x_int, proof), parsed.output_frac, parsed.zk, False)

@@ -7,7 +7,7 @@ import numpy as np
 from hezk.progress import announce_compilation
 from hezk.threads import parallel
 
-from ._kernels import _acc_product, _addp, _ext_mul4, _ext_mul_into, _step
+from ._kernels import acc_product, addp, ext_mul4, ext_mul_into, subp
 
 announce_compilation(__file__)  # one line on stderr when numba must compile these kernels (a cold cache)
 
@@ -34,9 +34,9 @@ def _sum_pieces(accs, out):
 def _acc_pair(acc, f0, f1, f2, f3, g0, g1, g2, g3, w0, w1, w2, w3, u0, u1, u2, u3):
     """A pair's terms of a degree-2 round: acc[0] += f w, acc[1] += g u, acc[2] += (2g - f)(2u - w) (the product
     at X = 0, 1, 2 of the lines through (f, g) and (w, u); unreduced)."""
-    _acc_product(acc, 0, f0, f1, f2, f3, w0, w1, w2, w3)
-    _acc_product(acc, 1, g0, g1, g2, g3, u0, u1, u2, u3)
-    _acc_product(acc, 2, _twice_minus(g0, f0), _twice_minus(g1, f1), _twice_minus(g2, f2), _twice_minus(g3, f3),
+    acc_product(acc, 0, f0, f1, f2, f3, w0, w1, w2, w3)
+    acc_product(acc, 1, g0, g1, g2, g3, u0, u1, u2, u3)
+    acc_product(acc, 2, _twice_minus(g0, f0), _twice_minus(g1, f1), _twice_minus(g2, f2), _twice_minus(g3, f3),
                  _twice_minus(u0, w0), _twice_minus(u1, w1), _twice_minus(u2, w2), _twice_minus(u3, w3))
 
 
@@ -88,7 +88,7 @@ def eq_scaled(point, scale, out):
     for b in range(point.shape[0]):
         r = point[b]
         for i in range(size):
-            _ext_mul_into(out[i, 0], out[i, 1], out[i, 2], out[i, 3], r[0], r[1], r[2], r[3], high, 0)
+            ext_mul_into(out[i, 0], out[i, 1], out[i, 2], out[i, 3], r[0], r[1], r[2], r[3], high, 0)
             for c in range(4):
                 out[i + size, c] = high[0, c]
                 low = out[i, c]
@@ -143,7 +143,7 @@ def _fold_codeword_range(codeword, scale, r, out, lo, hi):
             d = (a + P - b) % P * scale[j] % P
             s_j[c] = s
             diff[0, c] = d - s if d >= s else d + P - s
-        _ext_mul_into(diff[0, 0], diff[0, 1], diff[0, 2], diff[0, 3], r[0], r[1], r[2], r[3], prod, 0)
+        ext_mul_into(diff[0, 0], diff[0, 1], diff[0, 2], diff[0, 3], r[0], r[1], r[2], r[3], prod, 0)
         for c in range(4):
             out[j, c] = (s_j[c] + prod[0, c]) % P
 
@@ -175,16 +175,16 @@ def add_outer_into(outer, middle, inner, out, start, step):
     count, width = inner.shape[0], middle.shape[0]
     for h in range(outer.shape[0]):
         for m in range(width):
-            o0, o1, o2, o3 = _ext_mul4(outer[h, 0], outer[h, 1], outer[h, 2], outer[h, 3],
+            o0, o1, o2, o3 = ext_mul4(outer[h, 0], outer[h, 1], outer[h, 2], outer[h, 3],
                                        middle[m, 0], middle[m, 1], middle[m, 2], middle[m, 3])
             base = start + (h * width + m) * count * step
             for l in range(count):
                 row = base + l * step
-                p0, p1, p2, p3 = _ext_mul4(o0, o1, o2, o3, inner[l, 0], inner[l, 1], inner[l, 2], inner[l, 3])
-                out[row, 0] = _addp(out[row, 0], p0)
-                out[row, 1] = _addp(out[row, 1], p1)
-                out[row, 2] = _addp(out[row, 2], p2)
-                out[row, 3] = _addp(out[row, 3], p3)
+                p0, p1, p2, p3 = ext_mul4(o0, o1, o2, o3, inner[l, 0], inner[l, 1], inner[l, 2], inner[l, 3])
+                out[row, 0] = addp(out[row, 0], p0)
+                out[row, 1] = addp(out[row, 1], p1)
+                out[row, 2] = addp(out[row, 2], p2)
+                out[row, 3] = addp(out[row, 3], p3)
 
 
 @numba.njit(cache=True, inline="always")
@@ -192,11 +192,11 @@ def _lerp(t, row, ext, r0, r1, r2, r3):
     """t[2 row] + r (t[2 row + 1] - t[2 row]) as four residues, for a base (2n,) or F_p4 (2n, 4) table t."""
     if ext:
         l0, l1, l2, l3 = t[2 * row, 0], t[2 * row, 1], t[2 * row, 2], t[2 * row, 3]
-        p0, p1, p2, p3 = _ext_mul4(_step(t[2 * row + 1, 0], l0), _step(t[2 * row + 1, 1], l1),
-                                   _step(t[2 * row + 1, 2], l2), _step(t[2 * row + 1, 3], l3), r0, r1, r2, r3)
-        return _addp(l0, p0), _addp(l1, p1), _addp(l2, p2), _addp(l3, p3)
+        p0, p1, p2, p3 = ext_mul4(subp(t[2 * row + 1, 0], l0), subp(t[2 * row + 1, 1], l1),
+                                   subp(t[2 * row + 1, 2], l2), subp(t[2 * row + 1, 3], l3), r0, r1, r2, r3)
+        return addp(l0, p0), addp(l1, p1), addp(l2, p2), addp(l3, p3)
     low = t[2 * row]
-    d = _step(t[2 * row + 1], low)
+    d = subp(t[2 * row + 1], low)
     return (r0 * d + low) % P, r1 * d % P, r2 * d % P, r3 * d % P
 
 
@@ -265,8 +265,8 @@ def _lerp_folded(c, row, s0, s1, s2, s3, r0, r1, r2, r3):
     2 row + 1, at r."""
     a0, a1, a2, a3 = _lerp(c, 2 * row, False, s0, s1, s2, s3)
     b0, b1, b2, b3 = _lerp(c, 2 * row + 1, False, s0, s1, s2, s3)
-    p0, p1, p2, p3 = _ext_mul4(_step(b0, a0), _step(b1, a1), _step(b2, a2), _step(b3, a3), r0, r1, r2, r3)
-    return _addp(a0, p0), _addp(a1, p1), _addp(a2, p2), _addp(a3, p3)
+    p0, p1, p2, p3 = ext_mul4(subp(b0, a0), subp(b1, a1), subp(b2, a2), subp(b3, a3), r0, r1, r2, r3)
+    return addp(a0, p0), addp(a1, p1), addp(a2, p2), addp(a3, p3)
 
 
 @numba.njit(cache=True)
@@ -324,8 +324,8 @@ def dot_pairs_split(f, eq_lo, eq_hi, out):
             j = h * count + l
             e0, e1, e2, e3 = eq_lo[l, 0], eq_lo[l, 1], eq_lo[l, 2], eq_lo[l, 3]
             if ext:
-                _acc_product(part, 0, f[2 * j, 0], f[2 * j, 1], f[2 * j, 2], f[2 * j, 3], e0, e1, e2, e3)
-                _acc_product(part, 1, f[2 * j + 1, 0], f[2 * j + 1, 1], f[2 * j + 1, 2], f[2 * j + 1, 3], e0, e1, e2,
+                acc_product(part, 0, f[2 * j, 0], f[2 * j, 1], f[2 * j, 2], f[2 * j, 3], e0, e1, e2, e3)
+                acc_product(part, 1, f[2 * j + 1, 0], f[2 * j + 1, 1], f[2 * j + 1, 2], f[2 * j + 1, 3], e0, e1, e2,
                              e3)
             else:
                 a, b = f[2 * j], f[2 * j + 1]
@@ -338,12 +338,12 @@ def dot_pairs_split(f, eq_lo, eq_hi, out):
                 part[1, 2] += b * e2 % P
                 part[1, 3] += b * e3 % P
         for b in range(2):
-            p0, p1, p2, p3 = _ext_mul4(part[b, 0] % P, part[b, 1] % P, part[b, 2] % P, part[b, 3] % P,
+            p0, p1, p2, p3 = ext_mul4(part[b, 0] % P, part[b, 1] % P, part[b, 2] % P, part[b, 3] % P,
                                        eq_hi[h, 0], eq_hi[h, 1], eq_hi[h, 2], eq_hi[h, 3])
-            total[b, 0] = _addp(total[b, 0], p0)
-            total[b, 1] = _addp(total[b, 1], p1)
-            total[b, 2] = _addp(total[b, 2], p2)
-            total[b, 3] = _addp(total[b, 3], p3)
+            total[b, 0] = addp(total[b, 0], p0)
+            total[b, 1] = addp(total[b, 1], p1)
+            total[b, 2] = addp(total[b, 2], p2)
+            total[b, 3] = addp(total[b, 3], p3)
     for b in range(2):
         for c in range(4):
             out[b, c] = total[b, c]
@@ -368,7 +368,7 @@ def _fold_scaled_range(table, r, beta, out, accumulate, lo, hi):
     numpy path): beta t[2j] + (beta r) (t[2j + 1] - t[2j]), base times F_p4 only; ``accumulate`` False writes
     ``out`` without reading it (a fresh array: no zero-filled pages first)."""
     br = np.empty((1, 4), dtype=np.uint64)
-    _ext_mul_into(beta[0], beta[1], beta[2], beta[3], r[0], r[1], r[2], r[3], br, 0)
+    ext_mul_into(beta[0], beta[1], beta[2], beta[3], r[0], r[1], r[2], r[3], br, 0)
     for j in range(lo, hi):
         low, high = table[2 * j], table[2 * j + 1]
         d = high - low if high >= low else high + P - low

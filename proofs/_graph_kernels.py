@@ -10,7 +10,7 @@ import numpy as np
 
 from hezk.progress import announce_compilation
 
-from ._kernels import P, _ext_mul_into
+from ._kernels import P, ext_mul_into
 
 announce_compilation(__file__)  # one line on stderr when numba must compile these kernels (a cold cache)
 
@@ -75,13 +75,13 @@ def bits_round_ext(lin, eq, bits, out):
                 for r in range(2):
                     for c in range(4):
                         cur[r, c] = _step(cur[r, c], dif[r, c])
-            _ext_mul_into(cur[0, 0], cur[0, 1], cur[0, 2], cur[0, 3], cur[1, 0], cur[1, 1], cur[1, 2], cur[1, 3],
+            ext_mul_into(cur[0, 0], cur[0, 1], cur[0, 2], cur[0, 3], cur[1, 0], cur[1, 1], cur[1, 2], cur[1, 3],
                           prod, 0)
-            _ext_mul_into(cur[1, 0], cur[1, 1], cur[1, 2], cur[1, 3], cur[1, 0], cur[1, 1], cur[1, 2], cur[1, 3],
+            ext_mul_into(cur[1, 0], cur[1, 1], cur[1, 2], cur[1, 3], cur[1, 0], cur[1, 1], cur[1, 2], cur[1, 3],
                           prod, 1)
             for c in range(4):  # t^2 - t
                 prod[1, c] = prod[1, c] - cur[1, c] if prod[1, c] >= cur[1, c] else prod[1, c] + P - cur[1, c]
-            _ext_mul_into(eq[j, 0], eq[j, 1], eq[j, 2], eq[j, 3], prod[1, 0], prod[1, 1], prod[1, 2], prod[1, 3],
+            ext_mul_into(eq[j, 0], eq[j, 1], eq[j, 2], eq[j, 3], prod[1, 0], prod[1, 1], prod[1, 2], prod[1, 3],
                           prod, 2)
             for c in range(4):
                 acc[0, x, c] += prod[0, c]
@@ -112,7 +112,7 @@ def _fold_into(table, i, r, out, k):
         table[2 * i + 1, 2] + P - table[2 * i, 2]
     d3 = table[2 * i + 1, 3] - table[2 * i, 3] if table[2 * i + 1, 3] >= table[2 * i, 3] else \
         table[2 * i + 1, 3] + P - table[2 * i, 3]
-    _ext_mul_into(d0, d1, d2, d3, r[0], r[1], r[2], r[3], out, k)
+    ext_mul_into(d0, d1, d2, d3, r[0], r[1], r[2], r[3], out, k)
     for c in range(4):
         s = out[k, c] + table[2 * i, c]
         out[k, c] = s - P if s >= P else s
@@ -138,13 +138,13 @@ def bits_fold_round(lin, bits, r, eq, lin_out, bits_out, out):
                 for q in range(2):
                     for c in range(4):
                         cur[q, c] = _step(cur[q, c], dif[q, c])
-            _ext_mul_into(cur[0, 0], cur[0, 1], cur[0, 2], cur[0, 3], cur[1, 0], cur[1, 1], cur[1, 2], cur[1, 3],
+            ext_mul_into(cur[0, 0], cur[0, 1], cur[0, 2], cur[0, 3], cur[1, 0], cur[1, 1], cur[1, 2], cur[1, 3],
                           prod, 0)
-            _ext_mul_into(cur[1, 0], cur[1, 1], cur[1, 2], cur[1, 3], cur[1, 0], cur[1, 1], cur[1, 2], cur[1, 3],
+            ext_mul_into(cur[1, 0], cur[1, 1], cur[1, 2], cur[1, 3], cur[1, 0], cur[1, 1], cur[1, 2], cur[1, 3],
                           prod, 1)
             for c in range(4):  # t^2 - t
                 prod[1, c] = prod[1, c] - cur[1, c] if prod[1, c] >= cur[1, c] else prod[1, c] + P - cur[1, c]
-            _ext_mul_into(eq[j, 0], eq[j, 1], eq[j, 2], eq[j, 3], prod[1, 0], prod[1, 1], prod[1, 2], prod[1, 3],
+            ext_mul_into(eq[j, 0], eq[j, 1], eq[j, 2], eq[j, 3], prod[1, 0], prod[1, 1], prod[1, 2], prod[1, 3],
                           prod, 2)
             for c in range(4):
                 acc[0, x, c] += prod[0, c]

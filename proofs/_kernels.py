@@ -35,7 +35,7 @@ def sub(a, b, out):
 
 
 @numba.njit(cache=True, inline="always")
-def _ext_mul_into(a0, a1, a2, a3, b0, b1, b2, b3, out, i):
+def ext_mul_into(a0, a1, a2, a3, b0, b1, b2, b3, out, i):
     out[i, 0] = (a0 * b0 + W * ((a1 * b3 + a2 * b2 + a3 * b1) % P)) % P
     out[i, 1] = (a0 * b1 + a1 * b0 + W * ((a2 * b3 + a3 * b2) % P)) % P
     out[i, 2] = (a0 * b2 + a1 * b1 + a2 * b0 + W * (a3 * b3 % P)) % P
@@ -46,7 +46,7 @@ def _ext_mul_into(a0, a1, a2, a3, b0, b1, b2, b3, out, i):
 def ext_mul(a, b, out):
     """Row-wise F_p4 products of (n, 4) arrays."""
     for i in range(a.shape[0]):
-        _ext_mul_into(a[i, 0], a[i, 1], a[i, 2], a[i, 3], b[i, 0], b[i, 1], b[i, 2], b[i, 3], out, i)
+        ext_mul_into(a[i, 0], a[i, 1], a[i, 2], a[i, 3], b[i, 0], b[i, 1], b[i, 2], b[i, 3], out, i)
 
 
 @numba.njit(cache=True)
@@ -54,7 +54,7 @@ def ext_mul_scalar(a, b, out):
     """(n, 4) array times one F_p4 element b (4,)."""
     b0, b1, b2, b3 = b[0], b[1], b[2], b[3]
     for i in range(a.shape[0]):
-        _ext_mul_into(a[i, 0], a[i, 1], a[i, 2], a[i, 3], b0, b1, b2, b3, out, i)
+        ext_mul_into(a[i, 0], a[i, 1], a[i, 2], a[i, 3], b0, b1, b2, b3, out, i)
 
 
 @numba.njit(cache=True)
@@ -132,11 +132,11 @@ def ext_outer(u, v, out):
     count = v.shape[0]
     for j in range(u.shape[0]):
         for e in range(count):
-            _ext_mul_into(u[j, 0], u[j, 1], u[j, 2], u[j, 3], v[e, 0], v[e, 1], v[e, 2], v[e, 3], out, j * count + e)
+            ext_mul_into(u[j, 0], u[j, 1], u[j, 2], u[j, 3], v[e, 0], v[e, 1], v[e, 2], v[e, 3], out, j * count + e)
 
 
 @numba.njit(cache=True, inline="always")
-def _ext_mul4(a0, a1, a2, a3, b0, b1, b2, b3):
+def ext_mul4(a0, a1, a2, a3, b0, b1, b2, b3):
     """The F_p4 product (a b mod x^4 - W) as a tuple of four residues."""
     return ((a0 * b0 + W * ((a1 * b3 + a2 * b2 + a3 * b1) % P)) % P,
             (a0 * b1 + a1 * b0 + W * ((a2 * b3 + a3 * b2) % P)) % P,
@@ -145,12 +145,12 @@ def _ext_mul4(a0, a1, a2, a3, b0, b1, b2, b3):
 
 
 @numba.njit(cache=True, inline="always")
-def _step(high, low):
+def subp(high, low):
     return high - low if high >= low else high + P - low
 
 
 @numba.njit(cache=True, inline="always")
-def _addp(a, b):
+def addp(a, b):
     s = a + b
     return s - P if s >= P else s
 
@@ -159,13 +159,13 @@ def _addp(a, b):
 def _line(t, j):
     """The line through an F_p4 table's pair (t[2j], t[2j + 1]): its value at 0 and its step, eight residues."""
     v0, v1, v2, v3 = t[2 * j, 0], t[2 * j, 1], t[2 * j, 2], t[2 * j, 3]
-    return (v0, v1, v2, v3, _step(t[2 * j + 1, 0], v0), _step(t[2 * j + 1, 1], v1), _step(t[2 * j + 1, 2], v2),
-            _step(t[2 * j + 1, 3], v3))
+    return (v0, v1, v2, v3, subp(t[2 * j + 1, 0], v0), subp(t[2 * j + 1, 1], v1), subp(t[2 * j + 1, 2], v2),
+            subp(t[2 * j + 1, 3], v3))
 
 
 @numba.njit(cache=True, inline="always")
 def _add4(a0, a1, a2, a3, b0, b1, b2, b3):
-    return _addp(a0, b0), _addp(a1, b1), _addp(a2, b2), _addp(a3, b3)
+    return addp(a0, b0), addp(a1, b1), addp(a2, b2), addp(a3, b3)
 
 
 @numba.njit(cache=True)
@@ -187,10 +187,10 @@ def product_round_sums(a, b, c, three, degree, out):
                 if three:
                     c0, c1, c2, c3 = _add4(c0, c1, c2, c3, dc0, dc1, dc2, dc3)
             if three:
-                p0, p1, p2, p3 = _ext_mul4(a0, a1, a2, a3, b0, b1, b2, b3)
-                _acc_product(acc, x, p0, p1, p2, p3, c0, c1, c2, c3)
+                p0, p1, p2, p3 = ext_mul4(a0, a1, a2, a3, b0, b1, b2, b3)
+                acc_product(acc, x, p0, p1, p2, p3, c0, c1, c2, c3)
             else:
-                _acc_product(acc, x, a0, a1, a2, a3, b0, b1, b2, b3)
+                acc_product(acc, x, a0, a1, a2, a3, b0, b1, b2, b3)
     for x in range(degree + 1):
         for k in range(4):
             out[x, k] = acc[x, k] % P
@@ -199,7 +199,7 @@ def product_round_sums(a, b, c, three, degree, out):
 @numba.njit(cache=True, inline="always")
 def _masked(v, z, mask, plane, c, block):
     """v + z mask[plane, c] mod p, or v for an unmasked factor (block 0)."""
-    return _addp(v, z * mask[plane, c] % P) if block else v
+    return addp(v, z * mask[plane, c] % P) if block else v
 
 
 @numba.njit(cache=True)
@@ -221,7 +221,7 @@ def masked_product_round_sums(a, b, mask_a, block_a, mask_b, block_b, zs, degree
                 a0, a1, a2, a3 = _add4(a0, a1, a2, a3, da0, da1, da2, da3)
                 b0, b1, b2, b3 = _add4(b0, b1, b2, b3, db0, db1, db2, db3)
             z = zs[x]
-            _acc_product(acc, x, _masked(a0, z, mask_a, plane_a, 0, block_a),
+            acc_product(acc, x, _masked(a0, z, mask_a, plane_a, 0, block_a),
                          _masked(a1, z, mask_a, plane_a, 1, block_a), _masked(a2, z, mask_a, plane_a, 2, block_a),
                          _masked(a3, z, mask_a, plane_a, 3, block_a), _masked(b0, z, mask_b, plane_b, 0, block_b),
                          _masked(b1, z, mask_b, plane_b, 1, block_b), _masked(b2, z, mask_b, plane_b, 2, block_b),
@@ -289,7 +289,7 @@ def masked_round_sums(ext_factors, masks, blocks, base_factors, zs, degree, out)
             for c in range(4):
                 product[0, c] = value[0, c]
             for f in range(1, me):
-                _ext_mul_into(product[0, 0], product[0, 1], product[0, 2], product[0, 3],
+                ext_mul_into(product[0, 0], product[0, 1], product[0, 2], product[0, 3],
                               value[f, 0], value[f, 1], value[f, 2], value[f, 3], product, 0)
             for c in range(4):
                 acc[x, c] += product[0, c] * scale % P
@@ -321,16 +321,16 @@ def _flush(part, i, eq_hi, hb, total, k, term):
     """total[k] += eq_hi[hb] * (part[i] mod p) in F_p4 (``term``: (1, 4) scratch)."""
     for c in range(4):
         part[i, c] %= P
-    _ext_mul_into(eq_hi[hb, 0], eq_hi[hb, 1], eq_hi[hb, 2], eq_hi[hb, 3],
+    ext_mul_into(eq_hi[hb, 0], eq_hi[hb, 1], eq_hi[hb, 2], eq_hi[hb, 3],
                   part[i, 0], part[i, 1], part[i, 2], part[i, 3], term, 0)
     for c in range(4):
         total[k, c] = (total[k, c] + term[0, c]) % P
 
 
 @numba.njit(cache=True, inline="always")
-def _acc_product(acc, row, a0, a1, a2, a3, b0, b1, b2, b3):
+def acc_product(acc, row, a0, a1, a2, a3, b0, b1, b2, b3):
     """acc[row] += a b (F_p4, unreduced sums of residues; the caller reduces)."""
-    p0, p1, p2, p3 = _ext_mul4(a0, a1, a2, a3, b0, b1, b2, b3)
+    p0, p1, p2, p3 = ext_mul4(a0, a1, a2, a3, b0, b1, b2, b3)
     acc[row, 0] += p0
     acc[row, 1] += p1
     acc[row, 2] += p2
@@ -367,34 +367,34 @@ def bit_round_sums(table, block, eq_lo, eq_hi, plain, buckets):
             e0, e1, e2, e3 = eq_lo[lb, 0], eq_lo[lb, 1], eq_lo[lb, 2], eq_lo[lb, 3]
             if ext:
                 l0, l1, l2, l3, d0, d1, d2, d3 = _line(table, j)
-                o0, o1, o2, o3 = _step(one, (l0 + l0) % P), _step(zero, (l1 + l1) % P), _step(zero, (l2 + l2) % P), \
-                    _step(zero, (l3 + l3) % P)  # 1 - 2 l
-                a0, a1, a2, a3 = _ext_mul4(l0, l1, l2, l3, _step(one, l0), _step(zero, l1), _step(zero, l2),
-                                           _step(zero, l3))  # l (1 - l)
-                b0, b1, b2, b3 = _ext_mul4(d0, d1, d2, d3, o0, o1, o2, o3)
-                c0, c1, c2, c3 = _ext_mul4(d0, d1, d2, d3, d0, d1, d2, d3)
-                c0, c1, c2, c3 = _step(zero, c0), _step(zero, c1), _step(zero, c2), _step(zero, c3)
-                _acc_product(sums, 0, e0, e1, e2, e3, a0, a1, a2, a3)
-                _acc_product(sums, 1, e0, e1, e2, e3, b0, b1, b2, b3)
-                _acc_product(sums, 2, e0, e1, e2, e3, c0, c1, c2, c3)
+                o0, o1, o2, o3 = subp(one, (l0 + l0) % P), subp(zero, (l1 + l1) % P), subp(zero, (l2 + l2) % P), \
+                    subp(zero, (l3 + l3) % P)  # 1 - 2 l
+                a0, a1, a2, a3 = ext_mul4(l0, l1, l2, l3, subp(one, l0), subp(zero, l1), subp(zero, l2),
+                                           subp(zero, l3))  # l (1 - l)
+                b0, b1, b2, b3 = ext_mul4(d0, d1, d2, d3, o0, o1, o2, o3)
+                c0, c1, c2, c3 = ext_mul4(d0, d1, d2, d3, d0, d1, d2, d3)
+                c0, c1, c2, c3 = subp(zero, c0), subp(zero, c1), subp(zero, c2), subp(zero, c3)
+                acc_product(sums, 0, e0, e1, e2, e3, a0, a1, a2, a3)
+                acc_product(sums, 1, e0, e1, e2, e3, b0, b1, b2, b3)
+                acc_product(sums, 2, e0, e1, e2, e3, c0, c1, c2, c3)
             else:
                 low = table[2 * j]
-                d = _step(table[2 * j + 1], low)
-                o0 = _step(one, (low + low) % P)
-                a = low * _step(one, low) % P
+                d = subp(table[2 * j + 1], low)
+                o0 = subp(one, (low + low) % P)
+                a = low * subp(one, low) % P
                 b = d * o0 % P
-                cc = _step(zero, d * d % P)
-                _acc_product(sums, 0, e0, e1, e2, e3, a, zero, zero, zero)
-                _acc_product(sums, 1, e0, e1, e2, e3, b, zero, zero, zero)
-                _acc_product(sums, 2, e0, e1, e2, e3, cc, zero, zero, zero)
+                cc = subp(zero, d * d % P)
+                acc_product(sums, 0, e0, e1, e2, e3, a, zero, zero, zero)
+                acc_product(sums, 1, e0, e1, e2, e3, b, zero, zero, zero)
+                acc_product(sums, 2, e0, e1, e2, e3, cc, zero, zero, zero)
                 o1 = o2 = o3 = zero
                 d0, d1, d2, d3 = d, zero, zero, zero
             if block:
                 plane = j // block
                 touched_lo = min(touched_lo, plane)
                 touched_hi = max(touched_hi, plane)
-                _acc_product(pb, plane, e0, e1, e2, e3, o0, o1, o2, o3)  # e (1 - 2 l)
-                _acc_product(pb, planes + plane, e0, e1, e2, e3, d0, d1, d2, d3)  # e d
+                acc_product(pb, plane, e0, e1, e2, e3, o0, o1, o2, o3)  # e (1 - 2 l)
+                acc_product(pb, planes + plane, e0, e1, e2, e3, d0, d1, d2, d3)  # e d
                 pb[2 * planes + plane, 0] += e0
                 pb[2 * planes + plane, 1] += e1
                 pb[2 * planes + plane, 2] += e2
@@ -432,17 +432,17 @@ def fold_add_planes(table, r, values, out):
         if table.ndim == 2:
             for j in range(plane * block, (plane + 1) * block):
                 l0, l1, l2, l3 = table[2 * j, 0], table[2 * j, 1], table[2 * j, 2], table[2 * j, 3]
-                p0, p1, p2, p3 = _ext_mul4(_step(table[2 * j + 1, 0], l0), _step(table[2 * j + 1, 1], l1),
-                                           _step(table[2 * j + 1, 2], l2), _step(table[2 * j + 1, 3], l3),
+                p0, p1, p2, p3 = ext_mul4(subp(table[2 * j + 1, 0], l0), subp(table[2 * j + 1, 1], l1),
+                                           subp(table[2 * j + 1, 2], l2), subp(table[2 * j + 1, 3], l3),
                                            r0, r1, r2, r3)
-                out[j, 0] = _addp(_addp(l0, p0), v0)
-                out[j, 1] = _addp(_addp(l1, p1), v1)
-                out[j, 2] = _addp(_addp(l2, p2), v2)
-                out[j, 3] = _addp(_addp(l3, p3), v3)
+                out[j, 0] = addp(addp(l0, p0), v0)
+                out[j, 1] = addp(addp(l1, p1), v1)
+                out[j, 2] = addp(addp(l2, p2), v2)
+                out[j, 3] = addp(addp(l3, p3), v3)
         else:
             for j in range(plane * block, (plane + 1) * block):
                 low = table[2 * j]
-                d = _step(table[2 * j + 1], low)
+                d = subp(table[2 * j + 1], low)
                 out[j, 0] = (r0 * d % P + v0 + low) % P
                 out[j, 1] = (r1 * d % P + v1) % P
                 out[j, 2] = (r2 * d % P + v2) % P
@@ -459,7 +459,7 @@ def eq_table_into(point, out):
     for b in range(point.shape[0]):
         r0, r1, r2, r3 = point[b, 0], point[b, 1], point[b, 2], point[b, 3]
         for i in range(size):
-            _ext_mul_into(out[i, 0], out[i, 1], out[i, 2], out[i, 3], r0, r1, r2, r3, out, i + size)
+            ext_mul_into(out[i, 0], out[i, 1], out[i, 2], out[i, 3], r0, r1, r2, r3, out, i + size)
             for c in range(4):
                 a, h = out[i, c], out[i + size, c]
                 out[i, c] = a - h if a >= h else a + P - h

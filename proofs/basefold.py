@@ -15,7 +15,7 @@ Encoding. A table t of 2^n base-field values (the evaluations of f~ on the hyper
 read as the coefficients of g(X) = sum_i t_i X^i and evaluated on the subgroup <w_N> of order N = 2^n rho^-1
 (commit.rs_encode); the commitment is the Merkle root of the codeword, whose leaves are cosets of 2^b points
 {j + s N/2^b} (in a table's own tree adjacent cosets share a leaf while their bytes fit one BLAKE2b block:
-``_leaf_group``). Folding with r: writing g(X) = g_e(X^2) + X g_o(X^2), the fold (1 - r) g_e + r g_o is the RS
+``leaf_group``). Folding with r: writing g(X) = g_e(X^2) + X g_o(X^2), the fold (1 - r) g_e + r g_o is the RS
 encoding of the folded table t'_j = (1 - r) t_2j + r t_2j+1, i.e. of f~ with x_0 := r, and it is computed
 pointwise from the pair (g(x), g(-x)): with s = (g(x) + g(-x))/2, d = (g(x) - g(-x))/(2x), the value at x^2 is
 s + r (d - s). After n folds the table is the constant f~(r).
@@ -78,7 +78,7 @@ import numpy as np
 
 from . import field as F
 from . import grinding
-from .commit import (_bit_reverse, _hash, _merkle_levels, _merkle_root_from, _multiproof_siblings, _powers,
+from .commit import (bit_reverse, prefixed_hash, merkle_levels, merkle_root_from, multiproof_siblings, powers,
                      committed_table, rs_encode)
 from .errors import ProofError, ProofRejected
 from .mle import eq_eval, eq_table, fold
@@ -180,7 +180,7 @@ class BasefoldParams:
                       self.max_log_codeword]) + self.num_queries.to_bytes(2, "little") + bytes([self.grinding_bits])
 
 
-def _max_vars(params: BasefoldParams) -> int:
+def max_vars(params: BasefoldParams) -> int:
     """The largest table whose codeword fits the 2-adic subgroup: 2^n rate_inv <= 2^27."""
     return F.TWO_ADICITY - (params.rate_inv.bit_length() - 1)
 
@@ -198,7 +198,7 @@ class BasefoldCommitment:
             raise ProofError(f"BasefoldCommitment: root must be bytes, got {type(self.root).__name__}")
         if not isinstance(self.params, BasefoldParams):
             raise ProofError(f"BasefoldCommitment: params must be BasefoldParams, got {type(self.params).__name__}")
-        limit = _max_vars(self.params)
+        limit = max_vars(self.params)
         if not isinstance(self.num_vars, (int, np.integer)) or not 0 <= self.num_vars <= limit:
             raise ProofError(f"BasefoldCommitment: num_vars={self.num_vars!r} not in [0, {limit}] at rate "
                              f"1/{self.params.rate_inv}")
@@ -310,7 +310,7 @@ def _leaves(codeword: np.ndarray, block: int) -> np.ndarray:
     return np.ascontiguousarray(np.swapaxes(shaped, 0, 1))
 
 
-def _leaf_group(coset_values: int, count: int) -> int:
+def leaf_group(coset_values: int, count: int) -> int:
     """Cosets per leaf of a table's own tree: the most (a power of two, at most ``count``, the cosets) whose
     values (4 bytes each) fit in 127 bytes (one BLAKE2b block; the byte spare is the leaf format's size rule from
     when leaves carried a prefix byte); a query opens its whole leaf."""
@@ -322,9 +322,9 @@ def _leaf_group(coset_values: int, count: int) -> int:
 
 def _table_leaves(codeword: np.ndarray, block: int) -> np.ndarray:
     """(N', 2^s) codeword -> (M / g, g 2^block, 2^s): leaf i holds the cosets g i, ..., g i + g - 1 of
-    :func:`_leaves` (M = N' / 2^block of them; g = :func:`_leaf_group`)."""
+    :func:`_leaves` (M = N' / 2^block of them; g = :func:`leaf_group`)."""
     leaves = _leaves(codeword, block)
-    group = _leaf_group(leaves[0].size, leaves.shape[0])
+    group = leaf_group(leaves[0].size, leaves.shape[0])
     return leaves.reshape((leaves.shape[0] // group, group * leaves.shape[1]) + leaves.shape[2:])
 
 
@@ -360,7 +360,7 @@ LEAF_PERSON = b"hezk.basefold.lf"
 def _leaf_state() -> np.ndarray:
     """The leaf hash's initial BLAKE2b state: IV xor (digest length 32, fanout 1, depth 1, LEAF_PERSON); computed
     once, read-only."""
-    state = np.array(_kernels()._IV, copy=True)
+    state = np.array(compiled_kernels()._IV, copy=True)
     state[0] ^= np.uint64(0x01010020)
     state[6] ^= np.uint64(int.from_bytes(LEAF_PERSON[:8], "little"))
     state[7] ^= np.uint64(int.from_bytes(LEAF_PERSON[8:], "little"))
@@ -382,7 +382,7 @@ def _digests(leaves: np.ndarray) -> list:
 
 def _hash_kernels(count: int):
     """The kernels for hashing ``count`` messages (their BLAKE2b reads message words little-endian), else None."""
-    return _fast(count) if sys.byteorder == "little" else None
+    return fast(count) if sys.byteorder == "little" else None
 
 
 def _digest_array(leaves: np.ndarray) -> np.ndarray:
@@ -405,7 +405,7 @@ def _merkle_tree(digests: np.ndarray) -> list:
         kernels = _hash_kernels(below.shape[0])
         if kernels is None:
             raw, width = below.tobytes(), 2 * DIGEST_SIZE
-            parents = b"".join(_hash(b"\x01", raw[i:i + width]) for i in range(0, len(raw), width))
+            parents = b"".join(prefixed_hash(b"\x01", raw[i:i + width]) for i in range(0, len(raw), width))
             levels.append(np.frombuffer(parents, dtype=np.uint8).reshape(-1, DIGEST_SIZE))
         else:
             out = np.empty((below.shape[0] // 2, DIGEST_SIZE), dtype=np.uint8)
@@ -418,9 +418,9 @@ def _root_from(leaves: np.ndarray, indices: np.ndarray, path: list, depth: int) 
     """The root from the opened ``leaves`` (first axis) at sorted distinct ``indices`` and their multi-proof,
     level by level with one BLAKE2b kernel call per level (the twin of :func:`proofs.commit._merkle_root_from`,
     which runs on big-endian hosts and without numba)."""
-    kernels = _kernels() if sys.byteorder == "little" else None
+    kernels = compiled_kernels() if sys.byteorder == "little" else None
     if kernels is None:
-        return _merkle_root_from(_digests(leaves), indices, path, depth)
+        return merkle_root_from(_digests(leaves), indices, path, depth)
     digests = _digest_array(leaves) if leaves.shape[0] else np.zeros((0, DIGEST_SIZE), dtype=np.uint8)
     sent = np.frombuffer(b"".join(path), dtype=np.uint8).reshape(-1, DIGEST_SIZE)
     known, position = np.asarray(indices, dtype=np.int64), 0
@@ -447,7 +447,7 @@ def _root(levels: list) -> bytes:
 def _merkle_paths(levels: list, indices: np.ndarray) -> list:
     """The multi-proof of the leaves at sorted distinct ``indices`` (as :func:`proofs.commit._merkle_open`)."""
     proof = []
-    for level, (_, siblings) in zip(levels, _multiproof_siblings(indices, len(levels) - 1)):
+    for level, (_, siblings) in zip(levels, multiproof_siblings(indices, len(levels) - 1)):
         proof.extend(level[i].tobytes() for i in siblings.tolist())
     return proof
 
@@ -455,13 +455,13 @@ def _merkle_paths(levels: list, indices: np.ndarray) -> list:
 def _encode_table(table: np.ndarray, num_vars: int, params: BasefoldParams) -> np.ndarray:
     """(N', 2^s) base codeword: column c encodes the entries t[j 2^s + c] (s = params.interleave(num_vars))."""
     s = params.interleave(num_vars)
-    kernels = _fast(table.size * params.rate_inv)
+    kernels = fast(table.size * params.rate_inv)
     if kernels is None:
         return _encode_table_numpy(table, num_vars, params)
     n = (1 << (num_vars - s)) * params.rate_inv
     out = np.empty((n, 1 << s), dtype=np.uint64)
     kernels.encode_interleaved(np.ascontiguousarray(table).reshape(1 << (num_vars - s), 1 << s),
-                               params.rate_inv.bit_length() - 1, _stage_twiddles(n), _bit_reverse(1 << (num_vars - s)),
+                               params.rate_inv.bit_length() - 1, _stage_twiddles(n), bit_reverse(1 << (num_vars - s)),
                                out)
     return out
 
@@ -471,7 +471,7 @@ def _stage_twiddles(n: int) -> np.ndarray:
     out = np.zeros(max(n, 1), dtype=np.uint64)
     half = 1
     while half < n:
-        out[half:2 * half] = F.mul(_powers(_omega(2 * half), half), np.uint64((1 << 32) % F.P))
+        out[half:2 * half] = F.mul(powers(_omega(2 * half), half), np.uint64((1 << 32) % F.P))
         half *= 2
     return out
 
@@ -492,7 +492,7 @@ def _encode_ext(table: np.ndarray, rate_inv: int) -> np.ndarray:
 
 
 @functools.cache
-def _kernels():
+def compiled_kernels():
     """:mod:`proofs._basefold_kernels`, or None without numba (the numpy twins here run)."""
     if F.numba_kernels() is None:
         return None
@@ -500,9 +500,9 @@ def _kernels():
     return _basefold_kernels
 
 
-def _fast(size: int):
+def fast(size: int):
     """The kernels for tables of at least F.NUMBA_MIN_SIZE entries, else None."""
-    return _kernels() if size >= F.NUMBA_MIN_SIZE else None
+    return compiled_kernels() if size >= F.NUMBA_MIN_SIZE else None
 
 
 def _fold_codeword(codeword: np.ndarray, r: np.ndarray) -> np.ndarray:
@@ -510,8 +510,8 @@ def _fold_codeword(codeword: np.ndarray, r: np.ndarray) -> np.ndarray:
     d = (a - b)/(2x), a = g(x) at position j < N/2, b = g(-x) at j + N/2."""
     n = codeword.shape[0]
     half = n // 2
-    scale = F.mul(_powers(pow(_omega(n), F.P - 2, F.P), half), np.uint64(_INV2))  # (2 w^j)^-1
-    kernels = _fast(n)
+    scale = F.mul(powers(pow(_omega(n), F.P - 2, F.P), half), np.uint64(_INV2))  # (2 w^j)^-1
+    kernels = fast(n)
     if kernels is not None:
         out = np.empty((half, F.EXT_DEGREE), dtype=np.uint64)
         kernels.fold_codeword(np.ascontiguousarray(codeword), scale, np.ascontiguousarray(r, dtype=np.uint64), out)
@@ -541,7 +541,7 @@ def _fold_rows(codeword: np.ndarray, r: np.ndarray) -> np.ndarray:
 def _combine_rows(codeword: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """(N', 2^s) base codeword times (2^s, 4) F_p4 weights -> (N', 4): all s row folds at once (the twin of
     s :func:`_fold_rows` calls, with weights = eq(r_rows, .))."""
-    kernels = _fast(codeword.size)
+    kernels = fast(codeword.size)
     if kernels is not None:
         out = np.empty((codeword.shape[0], F.EXT_DEGREE), dtype=np.uint64)
         kernels.combine_rows(np.ascontiguousarray(codeword), np.ascontiguousarray(weights), out)
@@ -579,7 +579,7 @@ def fold_leaves(values: np.ndarray, positions: np.ndarray, n: int, challenges) -
     for r in challenges:
         half = current.shape[1] // 2
         a, b = current[:, :half], current[:, half:]
-        offsets = _powers(pow(_omega(size), F.P - 1 - size // (2 * half) % (F.P - 1), F.P), half)  # w^(-s n/2^b)
+        offsets = powers(pow(_omega(size), F.P - 1 - size // (2 * half) % (F.P - 1), F.P), half)  # w^(-s n/2^b)
         scale = F.mul(F.mul(xinv[:, None], offsets[None, :]), np.uint64(_INV2))
         s = F.mul(F.add(a, b), np.uint64(_INV2))
         d = F.mul(F.sub(a, b), scale[..., None])
@@ -609,12 +609,12 @@ def commit_owned(table: np.ndarray, params: BasefoldParams):
                          f"is a power of two, got {getattr(table, 'dtype', type(table).__name__)} of shape "
                          f"{getattr(table, 'shape', None)}")
     num_vars = table.shape[0].bit_length() - 1
-    if num_vars > _max_vars(params):
-        raise ProofError(f"basefold.commit: num_vars={num_vars} > {_max_vars(params)} at rate 1/{params.rate_inv}")
+    if num_vars > max_vars(params):
+        raise ProofError(f"basefold.commit: num_vars={num_vars} > {max_vars(params)} at rate 1/{params.rate_inv}")
     codeword = _encode_table(table, num_vars, params)
     first = num_vars - params.interleave(num_vars)
     block = params.block(first)
-    levels = _merkle_tree(_leaf_digests(codeword, block, _leaf_group(codeword.shape[1] << block,
+    levels = _merkle_tree(_leaf_digests(codeword, block, leaf_group(codeword.shape[1] << block,
                                                                      codeword.shape[0] >> block)))
     commitment = BasefoldCommitment(_root(levels), num_vars, params)
     return commitment, BasefoldWitness(commitment, table, codeword, levels)
@@ -798,10 +798,10 @@ class Functional:
             and F.ext_eq(self.terms[0][0], F.ext_one())
 
 
-def _check_functionals(claims, num_vars: int, error, where: str) -> list:
+def check_functionals(claims, num_vars: int, error, where: str) -> list:
     """A claim set as a list of :class:`Functional` of ``num_vars`` variables (points (m, n, 4) are converted)."""
     if isinstance(claims, np.ndarray):
-        return [Functional.point(z) for z in _check_points(claims, num_vars, error, where)]
+        return [Functional.point(z) for z in check_points(claims, num_vars, error, where)]
     claims = list(claims)
     for f in claims:
         if not isinstance(f, Functional) or f.num_vars != num_vars:
@@ -817,8 +817,8 @@ def _check_functionals(claims, num_vars: int, error, where: str) -> list:
 def _claim_sets(claims_list, nums, error, where: str) -> list:
     """Each claim set as points (m, n, 4) when every set is points (the point protocol), else as Functionals."""
     if all(isinstance(c, np.ndarray) or not isinstance(c, (list, tuple)) for c in claims_list):
-        return [_check_points(c, n, error, where) for c, n in zip(claims_list, nums)]
-    return [_check_functionals(c if isinstance(c, (list, tuple)) else np.asarray(c), n, error, where)
+        return [check_points(c, n, error, where) for c, n in zip(claims_list, nums)]
+    return [check_functionals(c if isinstance(c, (list, tuple)) else np.asarray(c), n, error, where)
             for c, n in zip(claims_list, nums)]
 
 
@@ -826,7 +826,7 @@ def _functional_mode(claims_list) -> bool:
     return any(not isinstance(c, np.ndarray) for c in claims_list)
 
 
-def _add_claim(out: np.ndarray, claim, scale) -> None:
+def add_claim(out: np.ndarray, claim, scale) -> None:
     if isinstance(claim, Functional):
         claim.add_table(out, scale)
     else:
@@ -855,14 +855,14 @@ def _claims_table(claims, coefficients, num_vars: int):
             return _EqWeight(np.asarray(z, dtype=np.uint64).reshape(-1, F.EXT_DEGREE), coefficients[0])
     out = F.ext_zero((1 << num_vars,))
     for z, c in zip(claims, coefficients):
-        _add_claim(out, z, c)
+        add_claim(out, z, c)
     return out
 
 
-def _claim_table(claim, num_vars: int) -> np.ndarray:
+def claim_table(claim, num_vars: int) -> np.ndarray:
     """The claim's weights as a (2^num_vars, 4) table."""
     out = F.ext_zero((1 << num_vars,))
-    _add_claim(out, claim, F.ext_one())
+    add_claim(out, claim, F.ext_one())
     return out
 
 
@@ -871,7 +871,7 @@ def _claim_at(claim, r) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------------------- protocol
-def _check_points(points, num_vars: int, error, where: str) -> np.ndarray:
+def check_points(points, num_vars: int, error, where: str) -> np.ndarray:
     points = np.asarray(points)
     if points.dtype != np.uint64 or points.ndim != 3 or points.shape[1:] != (num_vars, F.EXT_DEGREE) \
             or not F.is_canonical(points):
@@ -907,7 +907,7 @@ def _aligned(points_list, nums, folding, functionals: bool) -> bool:
     return all(np.array_equal(points_list[k][0], point[nums[top] - nums[k]:]) for k in folding)
 
 
-def _schedule(nums, params: BasefoldParams, claim_counts, functionals: bool = False, points_list=None) -> _Schedule:
+def schedule(nums, params: BasefoldParams, claim_counts, functionals: bool = False, points_list=None) -> _Schedule:
     folding = tuple(k for k, n in enumerate(nums) if n > params.final_vars)
     small = tuple(k for k, n in enumerate(nums) if n <= params.final_vars)
     n_max = max((nums[k] for k in folding), default=params.final_vars)
@@ -924,7 +924,7 @@ def _schedule(nums, params: BasefoldParams, claim_counts, functionals: bool = Fa
     return _Schedule(n_max, folding, small, firsts, top, tuple(layers), n_max - params.final_vars, reduce)
 
 
-def _begin(transcript, commitments, points_list, values_list):
+def begin(transcript, commitments, points_list, values_list):
     transcript.absorb("basefold.commitments", [c.to_bytes() for c in commitments])
     if _functional_mode(points_list):  # claims by functionals (a separate label: no point set reads as one)
         transcript.absorb("basefold.functionals", [b"".join(f.to_bytes() for f in p) for p in points_list])
@@ -941,7 +941,7 @@ def _begin(transcript, commitments, points_list, values_list):
     return out
 
 
-def _combined_claim(values, coefficients) -> np.ndarray:
+def combined_claim(values, coefficients) -> np.ndarray:
     return F.ext_sum(F.ext_mul(values, coefficients), axis=0) if len(values) else F.ext_zero()
 
 
@@ -953,9 +953,9 @@ def _lagrange3(h: np.ndarray, r: np.ndarray) -> np.ndarray:
     return F.ext_add(h[0], F.ext_mul(r, F.ext_add(d1, F.ext_mul(F.ext_sub(r, F.ext_one()), d2))))
 
 
-def _round_message(f: np.ndarray, w: np.ndarray) -> np.ndarray:
+def fold_round_message(f: np.ndarray, w: np.ndarray) -> np.ndarray:
     """(h(0), h(1), h(2)) of sum_x (f w)(X, x) for tables f (base or ext) and w (ext) binding x_0."""
-    kernels = _fast(w.shape[0])
+    kernels = fast(w.shape[0])
     if kernels is not None:
         out = np.empty((3, F.EXT_DEGREE), dtype=np.uint64)
         kernels.round_sums(np.ascontiguousarray(f), np.ascontiguousarray(w), out)
@@ -970,9 +970,9 @@ def _round_message_numpy(f: np.ndarray, w: np.ndarray) -> np.ndarray:
     return np.stack([F.ext_sum(product(w_, f_), axis=0) for f_, w_ in ((f_lo, w_lo), (f_hi, w_hi), (f_2, w_2))])
 
 
-def _dot_pairs(f: np.ndarray, e: np.ndarray) -> np.ndarray:
+def dot_pair_sums(f: np.ndarray, e: np.ndarray) -> np.ndarray:
     """(sum_j f[2j] e[j], sum_j f[2j + 1] e[j]) -> (2, 4), for f base (2n,) or F_p4 (2n, 4) and e (n, 4)."""
-    kernels = _fast(f.shape[0])
+    kernels = fast(f.shape[0])
     if kernels is not None:
         out = np.empty((2, F.EXT_DEGREE), dtype=np.uint64)
         kernels.dot_pairs(np.ascontiguousarray(f), np.ascontiguousarray(e), out)
@@ -987,7 +987,7 @@ def _dot_pairs_numpy(f: np.ndarray, e: np.ndarray) -> np.ndarray:
 
 class _SplitEq:
     """eq(z, .) over 2^k entries kept as eq(z_lo, .) x eq(z_hi, .), two tables of about 2^(k/2) (the split-eq
-    trick: the opening's suffix weight never takes table-sized memory). ``dot_pairs`` is :func:`_dot_pairs` with
+    trick: the opening's suffix weight never takes table-sized memory). ``dot_pairs`` is :func:`dot_pair_sums` with
     the whole table; ``halved`` is eq(z_(>0), .), the pair sums of this one."""
 
     def __init__(self, point: np.ndarray):
@@ -997,9 +997,9 @@ class _SplitEq:
         self.low, self.high = eq_table(point[:low]), eq_table(point[low:])
 
     def dot_pairs(self, table: np.ndarray) -> np.ndarray:
-        kernels = _fast(table.shape[0])
+        kernels = fast(table.shape[0])
         if kernels is None:
-            return _dot_pairs(table, eq_table(self.point))
+            return dot_pair_sums(table, eq_table(self.point))
         out = np.empty((2, F.EXT_DEGREE), dtype=np.uint64)
         kernels.dot_pairs_split(np.ascontiguousarray(table), self.low, self.high, out)
         return out
@@ -1009,8 +1009,8 @@ class _SplitEq:
 
 
 def _suffix_dot(table: np.ndarray, suffix) -> np.ndarray:
-    """_dot_pairs of a table with the suffix weight, a table or a :class:`_SplitEq`."""
-    return suffix.dot_pairs(table) if isinstance(suffix, _SplitEq) else _dot_pairs(table, suffix)
+    """dot_pair_sums of a table with the suffix weight, a table or a :class:`_SplitEq`."""
+    return suffix.dot_pairs(table) if isinstance(suffix, _SplitEq) else dot_pair_sums(table, suffix)
 
 
 def _eq_round_message(combined, joining, suffix, z: np.ndarray, scale: np.ndarray) -> np.ndarray:
@@ -1018,7 +1018,7 @@ def _eq_round_message(combined, joining, suffix, z: np.ndarray, scale: np.ndarra
     table t, beta)] (``combined`` F_p4 or None) and w = scale eq(z, X) eq(z', x), ``suffix`` = eq(z', .):
     h(X) = scale eq(z, X) g(X) with g(X) = sum_x f(X, x) eq(z', x) linear (g(2) = 2 g(1) - g(0)) and eq(z, X)
     = 1 - z, z, 3 z - 1 at X = 0, 1, 2 (Gruen's factoring of eq: 2 products a pair instead of 3 plus the
-    weight's fold; the base tables' products stay base times F_p4). Equals :func:`_round_message` (f, scale
+    weight's fold; the base tables' products stay base times F_p4). Equals :func:`fold_round_message` (f, scale
     eq(z || z', .))."""
     g = _suffix_dot(combined, suffix) if combined is not None else F.ext_zero((2,))
     for table, beta in joining:
@@ -1035,7 +1035,7 @@ def _fold_joined(combined, joining, r: np.ndarray, in_place: bool = False) -> np
     half = (combined if combined is not None else joining[0][0]).shape[0] // 2
     out = fold(combined, r, in_place=in_place) if combined is not None else None
     for table, beta in joining:
-        kernels = _fast(table.shape[0])
+        kernels = fast(table.shape[0])
         if kernels is not None:
             fresh = out is None  # the first table writes the fold, the others add to it
             out = np.empty((half, F.EXT_DEGREE), dtype=np.uint64) if fresh else out
@@ -1049,7 +1049,7 @@ def _fold_joined(combined, joining, r: np.ndarray, in_place: bool = False) -> np
 
 def _eq_scaled(point: np.ndarray, scale: np.ndarray) -> np.ndarray:
     """scale * eq(point, .) as a (2^k, 4) table."""
-    kernels = _fast(1 << point.shape[0])
+    kernels = fast(1 << point.shape[0])
     if kernels is not None:
         out = np.empty((1 << point.shape[0], F.EXT_DEGREE), dtype=np.uint64)
         kernels.eq_scaled(np.ascontiguousarray(point), np.ascontiguousarray(scale, dtype=np.uint64), out)
@@ -1067,7 +1067,7 @@ def _add_eq_scaled(out: np.ndarray, point: np.ndarray, scale: np.ndarray) -> Non
         offset = sum(int(point[b, 0]) << (b - low) for b in range(low, point.shape[0]))
         _add_eq_scaled(out[offset << low:(offset + 1) << low], point[:low], scale)
         return
-    kernels = _fast(out.shape[0])
+    kernels = fast(out.shape[0])
     if kernels is not None:
         buffer = np.empty_like(out)
         kernels.eq_scaled(np.ascontiguousarray(point), np.ascontiguousarray(scale, dtype=np.uint64), buffer)
@@ -1081,7 +1081,7 @@ def _add_outer(outer: np.ndarray, middle: np.ndarray, inner: np.ndarray, out: np
     """out[start + ((h M + m) L + l) step] += outer[h] middle[m] inner[l] (F_p4, in place; one kernel pass without
     the product table for large ones)."""
     size = outer.shape[0] * middle.shape[0] * inner.shape[0]
-    kernels = _fast(size)
+    kernels = fast(size)
     if kernels is not None and out.flags.c_contiguous:
         kernels.add_outer_into(np.ascontiguousarray(outer), np.ascontiguousarray(middle), np.ascontiguousarray(inner),
                                out, start, step)
@@ -1092,9 +1092,9 @@ def _add_outer(outer: np.ndarray, middle: np.ndarray, inner: np.ndarray, out: np
     target[:] = F.ext_add(target, product)
 
 
-def _dot_base(e: np.ndarray, table: np.ndarray) -> np.ndarray:
+def dot_base(e: np.ndarray, table: np.ndarray) -> np.ndarray:
     """sum_i e[i] table[i] for an F_p4 (n, 4) and a base (n,) table."""
-    kernels = _fast(e.shape[0])
+    kernels = fast(e.shape[0])
     if kernels is not None:
         out = np.empty(F.EXT_DEGREE, dtype=np.uint64)
         kernels.dot_base(np.ascontiguousarray(e), np.ascontiguousarray(table), out)
@@ -1102,12 +1102,12 @@ def _dot_base(e: np.ndarray, table: np.ndarray) -> np.ndarray:
     return F.ext_sum(F.ext_mul_base(e, table), axis=0)
 
 
-def _fold_pair(f: np.ndarray, w: np.ndarray, r: np.ndarray, in_place: bool = False):
+def fold_pair(f: np.ndarray, w: np.ndarray, r: np.ndarray, in_place: bool = False):
     """(fold(f, r), fold(w, r), the next round's message of their product or None): one fused pass (kernel
     fold_sums) for large tables, else the two folds and None (the caller computes the message). ``in_place``:
     F_p4 tables the caller owns and drops are folded into their own first halves (fold_sums reads entries 2j,
     2j + 1 before it writes entry j)."""
-    kernels = _fast(w.shape[0])
+    kernels = fast(w.shape[0])
     if kernels is None or w.shape[0] < 4:
         return fold(f, r), fold(w, r), None
     half = w.shape[0] // 2
@@ -1141,7 +1141,7 @@ def _reduce_claims(tables, weights, sums, nums, folding, n_max, transcript):
                     w.suffix = _SplitEq(w.point[1:])
                 h = F.ext_add(h, _eq_round_message(tables[k], [], w.suffix, w.point[w.round], w.scale))
             elif nums[k] >= m:
-                h = F.ext_add(h, pending.pop(k) if k in pending else _round_message(tables[k], w))
+                h = F.ext_add(h, pending.pop(k) if k in pending else fold_round_message(tables[k], w))
             else:
                 h = F.ext_add(h, F.ext_mul_base(sums[k], np.uint64(pow(2, m - 1 - nums[k], F.P)))[None])
         transcript.absorb("basefold.reduction", h)
@@ -1157,7 +1157,7 @@ def _reduce_claims(tables, weights, sums, nums, folding, n_max, transcript):
                 if w.suffix.size > 1:
                     w.suffix = w.suffix.halved()
             elif nums[k] >= m:
-                tables[k], weights[k], following = _fold_pair(tables[k], w, r, in_place=True)
+                tables[k], weights[k], following = fold_pair(tables[k], w, r, in_place=True)
                 if following is not None:
                     pending[k] = following
     evals = np.stack([tables[k][0] for k in folding])
@@ -1180,14 +1180,14 @@ def open_batch(witnesses, points_list, transcript, values=None):
     points_list = _claim_sets(points_list, nums, lambda m, _: ProofError(m), "")
     functionals = _functional_mode(points_list)
     if values is None:
-        values = [np.stack([_dot_base(_claim_table(z, n), w.table) for z in points])
+        values = [np.stack([dot_base(claim_table(z, n), w.table) for z in points])
                   if len(points) else F.ext_zero((0,)) for w, points, n in zip(witnesses, points_list, nums)]
     values = [np.asarray(v, dtype=np.uint64).reshape(len(p), F.EXT_DEGREE) for v, p in zip(values, points_list)]
-    coefficients = _begin(transcript, [w.commitment for w in witnesses], points_list, values)
-    plan = _schedule(nums, params, [len(p) for p in points_list], functionals, points_list)
+    coefficients = begin(transcript, [w.commitment for w in witnesses], points_list, values)
+    plan = schedule(nums, params, [len(p) for p in points_list], functionals, points_list)
     if plan.reduce:
         weights = [_claims_table(points, c, n) for points, c, n in zip(points_list, coefficients, nums)]
-        sums = [_combined_claim(v, c) for v, c in zip(values, coefficients)]  # = sum_x f_k W_k when honest
+        sums = [combined_claim(v, c) for v, c in zip(values, coefficients)]  # = sum_x f_k W_k when honest
         reduction, point, evals = _reduce_claims([w.table for w in witnesses], weights, sums, nums, plan.folding,
                                                  plan.n_max, transcript)
     else:
@@ -1239,7 +1239,7 @@ def open_batch(witnesses, points_list, transcript, values=None):
     for k in plan.folding:
         codeword, block = witnesses[k].codeword, params.block(plan.firsts[k])
         cosets = codeword.shape[0] >> block
-        group = _leaf_group(codeword.shape[1] << block, cosets)
+        group = leaf_group(codeword.shape[1] << block, cosets)
         index = np.unique(queries % cosets // group)
         initial_leaves.append(_leaves_at(codeword, block, group, index))
         initial_paths.append(tuple(_merkle_paths(witnesses[k].levels, index)))
@@ -1349,7 +1349,7 @@ def _verify(commitments, points_list, values_list, proof, transcript, min_securi
     values_list = [np.asarray(v) for v in values_list]
     for k, (v, p) in enumerate(zip(values_list, points_list)):
         _check_array(v, (len(p), F.EXT_DEGREE), f"values of commitment {k}")
-    plan = _schedule(nums, params, [len(p) for p in points_list], _functional_mode(points_list), points_list)
+    plan = schedule(nums, params, [len(p) for p in points_list], _functional_mode(points_list), points_list)
     _check_array(proof.reduction, (plan.n_max if plan.reduce else 0, 3, F.EXT_DEGREE), "reduction messages")
     _check_array(proof.evals, (len(plan.folding), F.EXT_DEGREE), "evaluations")
     _check_array(proof.rounds, (plan.rounds, 3, F.EXT_DEGREE), "round messages")
@@ -1361,7 +1361,7 @@ def _verify(commitments, points_list, values_list, proof, transcript, min_securi
              "wrong number of small tables")
     for k, table in zip(plan.small, proof.tables):
         _check_array(table, (1 << nums[k],), f"table of commitment {k}")
-    coefficients = _begin(transcript, commitments, points_list, values_list)
+    coefficients = begin(transcript, commitments, points_list, values_list)
     evals = {k: proof.evals[i] for i, k in enumerate(plan.folding)}
     if plan.reduce:
         point = _check_reduction(proof.reduction, plan, nums, points_list, values_list, coefficients, evals,
@@ -1394,10 +1394,10 @@ def _verify(commitments, points_list, values_list, proof, transcript, min_securi
                  "the final table does not match the last sumcheck claim")
     for k, table in zip(plan.small, proof.tables):
         for j, z in enumerate(points_list[k]):
-            value = F.ext_sum(F.ext_mul_base(_claim_table(z, nums[k]), table), axis=0)
+            value = F.ext_sum(F.ext_mul_base(claim_table(z, nums[k]), table), axis=0)
             _require(F.ext_eq(value, values_list[k][j]), f"claimed value {j} of commitment {k} differs from its table")
         codeword = _encode_table(table, nums[k], params)
-        root = _merkle_levels(_digests(_table_leaves(codeword, 0)))[-1][0]
+        root = merkle_levels(_digests(_table_leaves(codeword, 0)))[-1][0]
         _require(root == commitments[k].root, f"the table of commitment {k} does not hash to its root")
     transcript.absorb("basefold.finals", [np.asarray(proof.final)] + [np.asarray(t) for t in proof.tables])
     queries = _queries(transcript, params, plan.n_max, bool(plan.folding), proof.nonce)
@@ -1409,7 +1409,7 @@ def _check_reduction(messages, plan, nums, points_list, values_list, coefficient
     """Verify the claim-reduction sumcheck; return its point r (n_max, 4)."""
     claim = F.ext_zero()
     for k in plan.folding:
-        claim = F.ext_add(claim, F.ext_mul_base(_combined_claim(values_list[k], coefficients[k]),
+        claim = F.ext_add(claim, F.ext_mul_base(combined_claim(values_list[k], coefficients[k]),
                                                 np.uint64(pow(2, plan.n_max - nums[k], F.P))))
     point = []
     for i, h in enumerate(messages):
@@ -1453,7 +1453,7 @@ def _joined_rows(commitment, params, plan, k, leaves, paths, queries, challenges
     s, block = commitment.num_vars - first, params.block(first)
     space = ((1 << first) * params.rate_inv) >> block
     rows = _opened(leaves, paths, space, queries, space.bit_length() - 1, commitment.root,
-                   f"commitment {k}", (1 << block, 1 << s), _leaf_group((1 << block) << s, space))
+                   f"commitment {k}", (1 << block, 1 << s), leaf_group((1 << block) << s, space))
     start = plan.n_max - commitment.num_vars
     return _fold_opened_rows(rows, challenges[start:start + s])
 

@@ -93,8 +93,8 @@ from . import field as F
 from .commit import committed_table
 from .errors import ProofError, ProofRejected
 from .mle import eq_table, fold
-from .sumcheck import SubClaim, SumcheckProof, SumcheckVerifier, _as_ext_scalar
-from .zk import _mask_round, _poly_at, _powers_table, mask_entries, mask_sum
+from .sumcheck import SubClaim, SumcheckProof, SumcheckVerifier, as_ext_scalar
+from .zk import mask_round, poly_at, powers_table, mask_entries, mask_sum
 
 MAX_OPENINGS = 8
 #: "slots": every table hides on its own (random slots, 16x its size); "tail": tables of >= TAIL_MIN_VARS variables
@@ -153,7 +153,7 @@ def _revealed(params: HidingBasefoldParams, v: int, m: int):
     s = base.interleave(n_c)
     first = n_c - s
     block = base.block(first)
-    group = B._leaf_group((1 << block) << s, ((1 << first) * base.rate_inv) >> block)
+    group = B.leaf_group((1 << block) << s, ((1 << first) * base.rate_inv) >> block)
     if s >= v:  # S_0 is 2^(s - v) rows, each RS-encoded: every opened symbol of a row counts
         return group << block, 1 << (s - v), (group << block) << s
     if block + s < v:  # a coset's 2^b values are independent combinations of the row's 2^(v - s) > 2^b slot
@@ -202,10 +202,10 @@ def shape(num_vars: int, params: HidingBasefoldParams, free: int = 0) -> tuple:
     if params.layout == "tail" and num_vars >= TAIL_MIN_VARS:
         # one random slot; S_0's tail is the table's own free end, else a second half
         for m in (num_vars, num_vars + 1):
-            if m + 1 <= B._max_vars(params.base) and _fits_tail(num_vars, params, m, free if m == num_vars else 0):
+            if m + 1 <= B.max_vars(params.base) and _fits_tail(num_vars, params, m, free if m == num_vars else 0):
                 return 1, m
     low = slot_vars(params.openings)
-    for total in range(num_vars + low, B._max_vars(params.base) + 1):
+    for total in range(num_vars + low, B.max_vars(params.base) + 1):
         for v in range(low, total - num_vars + 1):
             if _fits(num_vars, params, v, total - v):
                 return v, total - v
@@ -246,7 +246,7 @@ class HidingBasefoldCommitment:
         if not isinstance(self.inner, B.BasefoldCommitment):
             raise ProofError("HidingBasefoldCommitment: inner must be a BasefoldCommitment")
         params = self.params  # validates openings
-        if not isinstance(self.num_vars, (int, np.integer)) or not 0 <= self.num_vars <= B._max_vars(params.base):
+        if not isinstance(self.num_vars, (int, np.integer)) or not 0 <= self.num_vars <= B.max_vars(params.base):
             raise ProofError(f"HidingBasefoldCommitment: num_vars={self.num_vars!r} out of range")
         n = int(self.num_vars)
         allowed = {inner_vars(n, params)}
@@ -381,8 +381,8 @@ def lift(claim, commitment: HidingBasefoldCommitment) -> B.Functional:
 
 def _claims(claims, num_vars: int, error, where: str) -> list:
     if isinstance(claims, np.ndarray):
-        return list(B._check_points(claims, num_vars, error, where))
-    return B._check_functionals(claims, num_vars, error, where)
+        return list(B.check_points(claims, num_vars, error, where))
+    return B.check_functionals(claims, num_vars, error, where)
 
 
 def open_batch(witnesses, claims_list, transcript, values=None):
@@ -398,7 +398,7 @@ def open_batch(witnesses, claims_list, transcript, values=None):
         claims = _claims(claims, w.commitment.num_vars, lambda m, _: ProofError(m), "")
         lifted.append([lift(c, w.commitment) for c in claims])
     if values is None:
-        values = [np.stack([B._dot_base(B._claim_table(c, w.commitment.num_vars), w.table) for c in
+        values = [np.stack([B.dot_base(B.claim_table(c, w.commitment.num_vars), w.table) for c in
                             _claims(claims, w.commitment.num_vars, lambda m, _: ProofError(m), "")])
                   if len(claims) else F.ext_zero((0,)) for w, claims in zip(witnesses, claims_list)]
     layouts = {w.commitment.layout for w in witnesses}
@@ -503,7 +503,7 @@ class _Reduction:
         even entries): (W.S_0, 0, W.S_0 - 2 W.S_1) by one dot_pairs pass over C, instead of a round over C and a
         weight twice the size."""
         table, weight = self.tables[k], self.weights[k]
-        s0, s1 = B._dot_pairs(table, weight)  # one pass over C, no strided copies
+        s0, s1 = B.dot_pair_sums(table, weight)  # one pass over C, no strided copies
         return np.stack([s0, F.ext_zero(), F.ext_sub(s0, F.ext_add(s1, s1))])
 
     def round_message(self) -> np.ndarray:
@@ -517,9 +517,9 @@ class _Reduction:
                     message = self._pending.pop(k)
                 elif k in self._lazy:  # fold(C, r) read on the fly from C
                     message = np.empty((3, F.EXT_DEGREE), dtype=np.uint64)
-                    B._kernels().round_sums_prefolded(self.tables[k], self._lazy[k], self.weights[k], message)
+                    B.compiled_kernels().round_sums_prefolded(self.tables[k], self._lazy[k], self.weights[k], message)
                 else:
-                    message = B._round_message(self.tables[k], self.weights[k])
+                    message = B.fold_round_message(self.tables[k], self.weights[k])
                 if k in self._factors:
                     message = F.ext_mul(message, self._factors[k])
             else:
@@ -534,7 +534,7 @@ class _Reduction:
             if n >= m and k in self._halves:  # C -> (1 - r) S_0 + r S_1, W -> (1 - r) W (the factor kept aside:
                 self._factors[k] = F.ext_sub(F.ext_one(), np.asarray(r, dtype=np.uint64))  # messages are linear
                 self._halves.discard(k)                                                    # in W)
-                if m >= 3 and B._fast(self.tables[k].shape[0]) is not None:  # a next round with pairs
+                if m >= 3 and B.fast(self.tables[k].shape[0]) is not None:  # a next round with pairs
                     self._lazy[k] = np.asarray(r, dtype=np.uint64)  # folded with the next challenge, in one pass
                 else:
                     self.tables[k] = fold(self.tables[k], r)
@@ -542,12 +542,12 @@ class _Reduction:
                 half = self.weights[k].shape[0] // 2
                 table = np.empty((half, F.EXT_DEGREE), dtype=np.uint64)
                 following = np.empty((3, F.EXT_DEGREE), dtype=np.uint64)
-                B._kernels().fold_sums_prefolded(self.tables[k], self._lazy.pop(k), self.weights[k],
+                B.compiled_kernels().fold_sums_prefolded(self.tables[k], self._lazy.pop(k), self.weights[k],
                                                  np.asarray(r, dtype=np.uint64), table, self.weights[k][:half],
                                                  following)
                 self.tables[k], self.weights[k], self._pending[k] = table, self.weights[k][:half], following
             elif n >= m:
-                self.tables[k], self.weights[k], following = B._fold_pair(self.tables[k], self.weights[k], r,
+                self.tables[k], self.weights[k], following = B.fold_pair(self.tables[k], self.weights[k], r,
                                                                           in_place=True)
                 if following is not None:
                     self._pending[k] = following
@@ -566,7 +566,7 @@ def _reduction_claim(values, coefficients, nums) -> np.ndarray:
     n = max(nums)
     total = F.ext_zero()
     for v, c, n_k in zip(values, coefficients, nums):
-        total = F.ext_add(total, F.ext_mul_base(B._combined_claim(v, c), np.uint64(pow(2, n - n_k, F.P))))
+        total = F.ext_add(total, F.ext_mul_base(B.combined_claim(v, c), np.uint64(pow(2, n - n_k, F.P))))
     return total
 
 
@@ -588,10 +588,10 @@ def mask_shown(m: int, params: B.BasefoldParams) -> int:
     shows: the final table (4 per F_p4 entry), per query one leaf of each committed layer (2^arity F_p4 values)
     and of its codeword (its leaf group), the reduction's and the opening's round messages (12 each), the
     claims' two values and the batch's evaluation of R at the reduced point (4 each)."""
-    plan = B._schedule([m], params, [2])
+    plan = B.schedule([m], params, [2])
     s = params.interleave(m)
     coset = (1 << params.block(m - s)) << s
-    leaf = B._leaf_group(coset, (((1 << m) * params.rate_inv) >> s) // coset) * coset
+    leaf = B.leaf_group(coset, (((1 << m) * params.rate_inv) >> s) // coset) * coset
     shown_per_query = leaf + len(plan.layers) * (4 << params.arity)
     return (4 << params.final_vars) + params.num_queries * shown_per_query + 12 * (m + plan.rounds) + 4 * 3
 
@@ -607,7 +607,7 @@ def _mask_claims(point, mask_num_vars: int, mask_point) -> list:
     """Phase two's claims on R, opened in a Basefold batch of its own: g's functional (g(point)) and a point of
     its own (the second claim spreads that batch's reduction over all of R: g's functional alone would show
     partial sums of g's coefficients, which unmask the masked reduction's messages)."""
-    weights = _powers_table(point, 2)
+    weights = powers_table(point, 2)
     block = weights.shape[0].bit_length() - 1
     g_of = B.Functional(mask_num_vars, ((F.ext_one(), F.ext_zero((0,)), weights,
                                          F.ext_zero((mask_num_vars - block,))),))
@@ -624,7 +624,7 @@ def _open_masked(inner, lifted, values, transcript, rng=None) -> MaskedBatchProo
     coefficients_g = table[:mask_entries(n, 2)].reshape(n, -1, F.EXT_DEGREE)[:, :3]  # mask_table's layout
     mask_commitment, mask_witness = B.commit(table, base)
     transcript.absorb("basefold_zk.mask_table", mask_commitment.to_bytes())
-    coefficients = B._begin(transcript, [w.commitment for w in inner], lifted, values)
+    coefficients = B.begin(transcript, [w.commitment for w in inner], lifted, values)
     weights, halves = [], []
     for k, (claims, c, n_k) in enumerate(zip(lifted, coefficients, nums)):
         if claims and all(_on_first_slot(claim) for claim in claims):  # weigh S_0 only: build W over it
@@ -633,15 +633,15 @@ def _open_masked(inner, lifted, values, transcript, rng=None) -> MaskedBatchProo
             halves.append(k)
         w = F.ext_zero((1 << (n_k - (k in halves)),))
         for claim, ck in zip(claims, c):
-            B._add_claim(w, claim, ck)
+            B.add_claim(w, claim, ck)
         weights.append(w)
-    sums = [B._combined_claim(v, c) for v, c in zip(values, coefficients)]
+    sums = [B.combined_claim(v, c) for v, c in zip(values, coefficients)]
     prover = _Reduction([w.table for w in inner], weights, sums, nums, halves)
     reduction, point, evals = prove_masked(prover, _reduction_claim(values, coefficients, nums), transcript,
                                            _REDUCTION_LABEL, coefficients_g)
     transcript.absorb("basefold_zk.evals", evals)
     mask_point = transcript.challenge_ext_vector("basefold_zk.mask_point", mask_commitment.num_vars)
-    mask_value = B._dot_base(eq_table(mask_point), table)
+    mask_value = B.dot_base(eq_table(mask_point), table)
     transcript.absorb("basefold_zk.mask_value", mask_value)
     _, opening = B.open_batch(list(inner), _table_claims(point, nums), transcript, [e[None] for e in evals])
     _, mask_opening = B.open_batch([mask_witness], _mask_claims(point, mask_commitment.num_vars, mask_point),
@@ -667,7 +667,7 @@ def _verify_masked(inner, lifted, values_list, proof, transcript, min_security_b
     if not isinstance(evals, np.ndarray) or evals.shape != (len(inner), F.EXT_DEGREE) or not F.is_canonical(evals):
         raise ProofRejected(f"evaluations are not {len(inner)} canonical F_p4 elements", where)
     transcript.absorb("basefold_zk.mask_table", proof.mask.to_bytes())
-    coefficients = B._begin(transcript, inner, lifted, values_list)
+    coefficients = B.begin(transcript, inner, lifted, values_list)
     sub = verify_masked(proof.reduction, _reduction_claim(values_list, coefficients, nums), n, 2, transcript,
                         _REDUCTION_LABEL)
     expected = F.ext_zero()
@@ -763,19 +763,19 @@ def _statement(transcript, label, claim, num_vars, degree, total):
 def prove_masked(prover, claim, transcript, label: str, coefficients):
     """Libra's zero-knowledge sumcheck with the committed mask ``coefficients`` (n, d + 1, 4: F_p4,
     :func:`proofs.zk.random_mask`) -> (MaskedSumcheckProof, point, factor evaluations)."""
-    claim = _as_ext_scalar(claim, "claim")
+    claim = as_ext_scalar(claim, "claim")
     k, d = prover.num_vars, prover.degree
     total = mask_sum(coefficients)
     rho = _statement(transcript, label, claim, k, d, total)
     messages = np.zeros((k, d + 1, F.EXT_DEGREE), dtype=np.uint64)
     prefix = F.ext_zero()
     for j in range(k):
-        masked = F.ext_mul(_mask_round(coefficients, j, prefix, k, d), rho[None, :])
+        masked = F.ext_mul(mask_round(coefficients, j, prefix, k, d), rho[None, :])
         messages[j] = F.ext_add(prover.round_message(), masked)
         transcript.absorb(f"{label}.round", messages[j])
         r = transcript.challenge_ext(f"{label}.r")  # error <= degree / p^4 per round
         prover.bind(r)
-        prefix = F.ext_add(prefix, _poly_at(coefficients[j], r))
+        prefix = F.ext_add(prefix, poly_at(coefficients[j], r))
     point = np.array(prover.challenges, dtype=np.uint64).reshape(k, F.EXT_DEGREE)
     transcript.absorb(f"{label}.zk.mask_eval", prefix)
     return MaskedSumcheckProof(total, SumcheckProof(messages), prefix), point, prover.final_evaluations()

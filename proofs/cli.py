@@ -72,7 +72,7 @@ def _read_input(path: str) -> np.ndarray:
     return x
 
 
-def _bounded_input(values: np.ndarray, input_frac: int, input_bound: int, where: str) -> np.ndarray:
+def bounded_input(values: np.ndarray, input_frac: int, input_bound: int, where: str) -> np.ndarray:
     """``values`` (integers, or floats quantized at 2^input_frac) as int64 within the committed input_bound;
     ProofRejected naming input_bound otherwise (the one check of public integers, compared as Python ints: no
     uint64 or -2^63 wraps; a float beyond the field is outside it too)."""
@@ -87,7 +87,7 @@ def _bounded_input(values: np.ndarray, input_frac: int, input_bound: int, where:
 def _load_input(path: str, input_frac: int, input_bound: int) -> np.ndarray:
     """The prover's input: outside the model's input_bound is a usage error (ModelError, exit 2)."""
     try:
-        return _bounded_input(_read_input(path), input_frac, input_bound, path)
+        return bounded_input(_read_input(path), input_frac, input_bound, path)
     except ProofRejected as rejection:
         raise ModelError(f"input file {path!r}: {rejection.reason} (real value {input_bound * 2.0 ** -input_frac:g} "
                          f"at scale 2^{input_frac}; set input_bound in the model file to accept larger inputs)") from None
@@ -295,7 +295,7 @@ def _checked_groups(args, frac: int, bound: int) -> list:
     checked = []
     for i, group in enumerate(groups):
         try:
-            checked.append((True, _bounded_input(group, frac, bound, f"input group {i}")))
+            checked.append((True, bounded_input(group, frac, bound, f"input group {i}")))
         except ProofRejected as rejection:
             checked.append((False, str(rejection)))
     return checked
@@ -384,7 +384,7 @@ def _verify(args) -> int:
         return 2
     try:
         commitment = ModelCommitment.from_bytes(data)
-        x = _bounded_input(_read_input(args.input), commitment.input_frac, commitment.input_bound, args.input)
+        x = bounded_input(_read_input(args.input), commitment.input_frac, commitment.input_bound, args.input)
         output = verify_network(commitment, x, read_proof(_read(args.proof)),
                                 allow_conjectured=getattr(args, "allow_conjectured", False)).output
     except InputFileError as error:  # unreadable, not numeric, NaN: a usage error, not a rejection

@@ -47,7 +47,7 @@ DIGEST_SIZE = 32
 _COMMITMENT_MAGIC, _OPENING_MAGIC, _VERSION = b"HZKCMT01", b"HZKOPN01", 1
 
 
-def _query_bits(rate_inv: int) -> float:
+def query_bits(rate_inv: int) -> float:
     """-log2 of the probability that one column query misses: -log2((1 + rho) / 2)."""
     return -math.log2((1 + 1 / rate_inv) / 2)
 
@@ -67,7 +67,7 @@ class CommitParams:
         if not isinstance(rate_inv, (int, np.integer)) or rate_inv < 2 or rate_inv > 64 or rate_inv & (rate_inv - 1):
             raise ProofError(f"CommitParams: rate_inv={rate_inv!r} must be a power of two in [2, 64]")
         if self.num_queries is None:
-            object.__setattr__(self, "num_queries", math.ceil(DEFAULT_TARGET_BITS / _query_bits(rate_inv)))
+            object.__setattr__(self, "num_queries", math.ceil(DEFAULT_TARGET_BITS / query_bits(rate_inv)))
         queries = self.num_queries
         if not isinstance(queries, (int, np.integer)) or not 1 <= queries <= 4096:
             raise ProofError(f"CommitParams: num_queries={queries!r} not in [1, 4096]")
@@ -77,17 +77,17 @@ class CommitParams:
     @property
     def security_bits(self) -> float:
         """Query soundness alone: -log2(((1 + 1/rate_inv) / 2)^num_queries)."""
-        return self.num_queries * _query_bits(self.rate_inv)
+        return self.num_queries * query_bits(self.rate_inv)
 
 
-def _layout(num_vars: int) -> tuple[int, int]:
+def matrix_layout(num_vars: int) -> tuple[int, int]:
     """(log_rows, log_cols): about 16x more columns than rows, balancing sent rows against opened columns."""
     log_rows = max(0, (num_vars - 4) // 2)
     return log_rows, num_vars - log_rows
 
 
 # --------------------------------------------------------------------------------------------- NTT / RS
-def _bit_reverse(n: int) -> np.ndarray:
+def bit_reverse(n: int) -> np.ndarray:
     """The bit-reversal permutation of n = 2^k, built by doubling: rev_2m = [2 rev_m, 2 rev_m + 1]."""
     order = np.zeros(1, dtype=np.int64)
     while order.size < n:
@@ -95,7 +95,7 @@ def _bit_reverse(n: int) -> np.ndarray:
     return order
 
 
-def _powers(base: int, count: int) -> np.ndarray:
+def powers(base: int, count: int) -> np.ndarray:
     """[base^0, ..., base^(count-1)] mod p by doubling (log count vectorized steps)."""
     out = np.ones(1, dtype=np.uint64)
     while out.size < count:
@@ -115,12 +115,12 @@ def ntt(values, inplace: bool = False) -> np.ndarray:
     if n < 1 or n & (n - 1) or n > 1 << F.TWO_ADICITY:
         raise ProofError(f"ntt: length {n} is not a power of two <= 2^{F.TWO_ADICITY}")
     omega = pow(F.GENERATOR, (F.P - 1) // n, F.P)
-    twiddles = _powers(omega, max(n // 2, 1))
+    twiddles = powers(omega, max(n // 2, 1))
     # numba only for commitment-sized inputs: a verifier's few short rows should not pay numba's import
     kernels = F.numba_kernels() if values.size >= NTT_NUMBA_MIN_SIZE else None
     if kernels is not None:
         rows = values.reshape(-1, n) if inplace and values.flags.c_contiguous else values.reshape(-1, n).copy()
-        kernels.ntt_rows(rows, twiddles, _bit_reverse(n))
+        kernels.ntt_rows(rows, twiddles, bit_reverse(n))
         return rows.reshape(values.shape)
     return _ntt_numpy(values, twiddles)
 
@@ -129,7 +129,7 @@ def _ntt_numpy(values, twiddles) -> np.ndarray:
     """The same transform with numpy: one vectorized butterfly stage per level (the numba kernel's twin)."""
     n = values.shape[-1]
     batch = values.shape[:-1]
-    a = values[..., _bit_reverse(n)]
+    a = values[..., bit_reverse(n)]
     half = 1
     while half < n:
         blocks = a.reshape(batch + (n // (2 * half), 2, half))
@@ -149,25 +149,25 @@ def rs_encode(rows, rate_inv: int) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------------------ Merkle
-def _hash(prefix: bytes, data: bytes) -> bytes:
+def prefixed_hash(prefix: bytes, data: bytes) -> bytes:
     return hashlib.blake2b(prefix + data, digest_size=DIGEST_SIZE).digest()
 
 
 def _leaf_digests(columns: np.ndarray) -> list[bytes]:
     """H(0x00 || column bytes) for each column of a (rows, m) array (a hiding variant would append a salt)."""
     data = np.ascontiguousarray(columns.T, dtype="<u4")
-    return [_hash(b"\x00", row.tobytes()) for row in data]
+    return [prefixed_hash(b"\x00", row.tobytes()) for row in data]
 
 
-def _merkle_levels(leaves: list[bytes]) -> list[list[bytes]]:
+def merkle_levels(leaves: list[bytes]) -> list[list[bytes]]:
     levels = [leaves]
     while len(levels[-1]) > 1:
         below = levels[-1]
-        levels.append([_hash(b"\x01", below[i] + below[i + 1]) for i in range(0, len(below), 2)])
+        levels.append([prefixed_hash(b"\x01", below[i] + below[i + 1]) for i in range(0, len(below), 2)])
     return levels
 
 
-def _multiproof_siblings(indices: np.ndarray, depth: int):
+def multiproof_siblings(indices: np.ndarray, depth: int):
     """For sorted distinct leaf indices, yield per level the (known indices, sibling indices to send)."""
     known = indices
     for _ in range(depth):
@@ -176,24 +176,24 @@ def _multiproof_siblings(indices: np.ndarray, depth: int):
         known = np.unique(known >> 1)
 
 
-def _merkle_open(levels, indices: np.ndarray) -> list[bytes]:
+def merkle_open(levels, indices: np.ndarray) -> list[bytes]:
     """The sibling digests a verifier needs to recompute the root from the leaves at ``indices``."""
     proof = []
-    for level, (_, siblings) in zip(levels, _multiproof_siblings(indices, len(levels) - 1)):
+    for level, (_, siblings) in zip(levels, multiproof_siblings(indices, len(levels) - 1)):
         proof.extend(level[i] for i in siblings)
     return proof
 
 
-def _merkle_root_from(leaves: list[bytes], indices: np.ndarray, proof: list[bytes], depth: int) -> bytes:
+def merkle_root_from(leaves: list[bytes], indices: np.ndarray, proof: list[bytes], depth: int) -> bytes:
     """Recompute the root from the leaves at sorted distinct ``indices`` and the multi-proof (ProofRejected on misuse)."""
     nodes = dict(zip(indices.tolist(), leaves))
     position = 0
-    for known, siblings in _multiproof_siblings(indices, depth):
+    for known, siblings in multiproof_siblings(indices, depth):
         if position + len(siblings) > len(proof):
             raise ProofRejected("Merkle multi-proof has too few digests", "commitment opening")
         nodes.update(zip(siblings.tolist(), proof[position:position + len(siblings)]))
         position += len(siblings)
-        nodes = {parent: _hash(b"\x01", nodes[2 * parent] + nodes[2 * parent + 1])
+        nodes = {parent: prefixed_hash(b"\x01", nodes[2 * parent] + nodes[2 * parent + 1])
                  for parent in np.unique(known >> 1).tolist()}
     if position != len(proof):
         raise ProofRejected(f"Merkle multi-proof has {len(proof) - position} extra digests", "commitment opening")
@@ -220,11 +220,11 @@ class Commitment:
 
     @property
     def log_rows(self) -> int:
-        return _layout(self.num_vars)[0]
+        return matrix_layout(self.num_vars)[0]
 
     @property
     def log_cols(self) -> int:
-        return _layout(self.num_vars)[1]
+        return matrix_layout(self.num_vars)[1]
 
     @property
     def codeword_length(self) -> int:
@@ -331,10 +331,10 @@ def commit(values, params: CommitParams = CommitParams()):
     if not isinstance(params, CommitParams):
         raise ProofError(f"commit: params must be a CommitParams, got {type(params).__name__}")
     table, num_vars = committed_table(values, "commit")
-    log_rows, log_cols = _layout(num_vars)
+    log_rows, log_cols = matrix_layout(num_vars)
     matrix = table.reshape(1 << log_rows, 1 << log_cols)
     encoded = rs_encode(matrix, params.rate_inv)
-    levels = _merkle_levels(_leaf_digests(encoded))
+    levels = merkle_levels(_leaf_digests(encoded))
     commitment = Commitment(levels[-1][0], num_vars, params)
     return commitment, CommitmentWitness(commitment, matrix, encoded, levels)
 
@@ -383,7 +383,7 @@ def open_batch(witness: CommitmentWitness, points, transcript):
     values = values.reshape(len(col_eqs), F.EXT_DEGREE)
     indices = _queries(transcript, commitment, values, u_rand, u_evals)
     proof = OpeningProof(u_rand, u_evals, witness.encoded[:, indices].copy(),
-                         tuple(_merkle_open(witness.levels, indices)))
+                         tuple(merkle_open(witness.levels, indices)))
     return values, proof
 
 
@@ -424,7 +424,7 @@ def verify_batch(commitment: Commitment, points, values, proof: OpeningProof, tr
     if not isinstance(merkle, (tuple, list)) or not all(isinstance(d, bytes) and len(d) == DIGEST_SIZE for d in merkle):
         raise ProofRejected("Merkle digests must be 32-byte strings", where)
     depth = commitment.codeword_length.bit_length() - 1
-    if _merkle_root_from(_leaf_digests(columns), indices, list(merkle), depth) != commitment.root:
+    if merkle_root_from(_leaf_digests(columns), indices, list(merkle), depth) != commitment.root:
         raise ProofRejected("opened columns do not hash to the committed Merkle root", where)
     expected = _combine_rows(np.stack([gamma] + row_eqs), columns)  # (1 + m, queried columns, 4)
     sent = np.concatenate([proof.u_rand[None], proof.u_evals])  # the F_p-linear code acts coordinate-wise

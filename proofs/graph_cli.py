@@ -145,7 +145,7 @@ def _read(path: str) -> bytes:
         return handle.read()
 
 
-def _commitment(data: bytes):
+def read_graph_commitment(data: bytes):
     """A GraphCommitment or a HidingGraphCommitment, by its record kind (ProofRejected otherwise)."""
     if record_kind(data) == HidingGraphCommitment.KIND:
         return HidingGraphCommitment.from_bytes(data)
@@ -154,7 +154,7 @@ def _commitment(data: bytes):
 
 def prove(args, graph) -> int:
     try:
-        committed = _commitment(_read(args.commitment))
+        committed = read_graph_commitment(_read(args.commitment))
     except (OSError, ProofRejected) as error:
         raise ModelError(f"commitment {args.commitment!r} is not a graph commitment: {error}") from None
     q = quantize_graph(graph, like=committed.structure)
@@ -196,7 +196,7 @@ def _print(values, frac, stream=None) -> None:
 def verify(args, commitment_bytes: bytes) -> int:
     try:
         x = None if getattr(args, "private_input", False) else load_array(args.input)
-        commitment = _commitment(commitment_bytes)
+        commitment = read_graph_commitment(commitment_bytes)
         if x is None and not commitment.zk:
             raise GraphInputError("--private-input: a public-weights graph proof states its input (pass --input)")
         check = verify_graph_zk if commitment.zk else verify_graph

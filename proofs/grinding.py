@@ -19,7 +19,7 @@ import sys
 import numpy as np
 
 from . import field as F
-from .commit import _hash
+from .commit import prefixed_hash
 from .errors import ProofError
 
 MAX_BITS = 30  #: most grinding bits a parameter set may ask for (2^30 hashes: minutes for the prover)
@@ -31,7 +31,7 @@ def check(state: bytes, bits: int, nonce: int) -> bool:
     """True when H(0x02 || state || nonce as u64 little-endian) has its low ``bits`` bits zero."""
     if not isinstance(nonce, (int, np.integer)) or not 0 <= int(nonce) < 1 << 64:
         return False
-    digest = _hash(_DOMAIN, state + int(nonce).to_bytes(8, "little"))
+    digest = prefixed_hash(_DOMAIN, state + int(nonce).to_bytes(8, "little"))
     return int.from_bytes(digest[:8], "little") & ((1 << bits) - 1) == 0
 
 

@@ -69,7 +69,7 @@ class SumcheckProof:
         return cls(messages)
 
 
-def _as_ext_scalar(value, name: str) -> np.ndarray:
+def as_ext_scalar(value, name: str) -> np.ndarray:
     """An int or a (4,) canonical ext array -> (4,) ext array."""
     if isinstance(value, (int, np.integer)):
         return F.ext_from_base(F.to_field(int(value)))
@@ -113,7 +113,7 @@ def combine_evaluations(coefficients, factor_evals) -> np.ndarray:
         raise ProofRejected(f"{len(factor_evals)} evaluated terms for {len(coefficients)} coefficients", "sumcheck")
     total = F.ext_zero()
     for coefficient, values in zip(coefficients, factor_evals):
-        product = _as_ext_scalar(coefficient, "coefficient")
+        product = as_ext_scalar(coefficient, "coefficient")
         for value in values:
             value = np.asarray(value)
             if value.shape != (F.EXT_DEGREE,) or not F.is_canonical(value):
@@ -185,7 +185,7 @@ class SumcheckProver:
                     positions[id(factor)] = len(self._tables)
                     self._tables.append(self._check_table(factor, t))
                 indices.append(positions[id(factor)])
-            self._terms.append((_as_ext_scalar(coefficient, f"coefficient of term {t}"), indices))
+            self._terms.append((as_ext_scalar(coefficient, f"coefficient of term {t}"), indices))
         sizes = {table.shape[0] for table in self._tables}
         if len(sizes) != 1:
             raise ProofError(f"sumcheck: all tables must have the same length, got {sorted(sizes)}")
@@ -296,7 +296,7 @@ class SumcheckVerifier:
 
     def __init__(self, claim, num_vars: int, degree: int, where: str = "sumcheck"):
         try:
-            self.claim = _as_ext_scalar(claim, "claim")
+            self.claim = as_ext_scalar(claim, "claim")
         except ProofError as error:
             raise ProofRejected(str(error), where) from None
         self.num_vars, self.degree, self.where = int(num_vars), int(degree), where
@@ -350,7 +350,7 @@ def prove_sumcheck(terms, claim, transcript, label: str = "sumcheck", *, strict:
     tests: the honest round messages of the true sum then fail the verifier's first round check).
     """
     prover = terms if hasattr(terms, "round_message") else SumcheckProver(terms)
-    claim = _as_ext_scalar(claim, "claim")
+    claim = as_ext_scalar(claim, "claim")
     messages = np.zeros((prover.num_vars, prover.degree + 1, F.EXT_DEGREE), dtype=np.uint64)
     if prover.num_vars:
         messages[0] = prover.round_message()  # then claimed_sum() is g_0(0) + g_0(1), no extra pass

@@ -66,12 +66,12 @@ from dataclasses import dataclass, field as dataclass_field
 import numpy as np
 
 from . import field as F
-from .basefold import _fold_pair, _round_message
-from .commit import (DIGEST_SIZE, _hash, _layout, _merkle_levels, _merkle_open, _merkle_root_from, _query_bits,
-                     committed_table, ntt)
+from .basefold import fold_pair, fold_round_message
+from .commit import (DIGEST_SIZE, committed_table, matrix_layout, merkle_levels, merkle_open, merkle_root_from, ntt,
+                     prefixed_hash, query_bits)
 from .errors import ProofError, ProofRejected
 from .mle import eq_eval, eq_table
-from .sumcheck import SubClaim, SumcheckProof, SumcheckProver, SumcheckVerifier, _as_ext_scalar, lagrange_eval
+from .sumcheck import SubClaim, SumcheckProof, SumcheckProver, SumcheckVerifier, as_ext_scalar, lagrange_eval
 
 SALT_SIZE = 16
 MAX_RATE = 0.6  #: largest effective code rate a random tail may push a row to (distance 1 - rho >= 0.4)
@@ -127,7 +127,7 @@ class HidingParams:
     @property
     def num_queries(self) -> int:
         """Queries at rate exactly 1/rate_inv (without a tail)."""
-        return math.ceil(self.target_bits / _query_bits(self.rate_inv))
+        return math.ceil(self.target_bits / query_bits(self.rate_inv))
 
     def code_shape(self, cols: int) -> tuple:
         """(codeword length, queries) for rows of ``cols`` entries.
@@ -238,26 +238,26 @@ class HidingWitness:
     spent: list = dataclass_field(default_factory=list, repr=False)  # set once the committed masks are used
 
 
-def _encode(rows, length: int) -> np.ndarray:
+def rs_encode_rows(rows, length: int) -> np.ndarray:
     """RS-encode base rows (..., w) to ``length`` symbols: zero-pad the coefficients, NTT."""
     padded = np.zeros(rows.shape[:-1] + (length,), dtype=np.uint64)
     padded[..., :rows.shape[-1]] = rows
     return ntt(padded, inplace=True)
 
 
-def _leaves(encoded: np.ndarray, salts) -> list:
+def column_leaves(encoded: np.ndarray, salts) -> list:
     data = np.ascontiguousarray(encoded.T, dtype="<u4")
-    return [_hash(b"\x00", salt + column.tobytes()) for salt, column in zip(salts, data)]
+    return [prefixed_hash(b"\x00", salt + column.tobytes()) for salt, column in zip(salts, data)]
 
 
 def _tree(rows: np.ndarray, length: int, hiding: bool, rng):
-    encoded = _encode(rows, length)
+    encoded = rs_encode_rows(rows, length)
     if hiding:
         data = _rng_bytes(SALT_SIZE * length, rng)
         salts = tuple(data[i:i + SALT_SIZE] for i in range(0, len(data), SALT_SIZE))
     else:
         salts = (b"",) * length
-    return encoded, salts, _merkle_levels(_leaves(encoded, salts))
+    return encoded, salts, merkle_levels(column_leaves(encoded, salts))
 
 
 def hiding_commit(values, params: HidingParams = HidingParams(), log_rows: int | None = None, seed=None):
@@ -268,7 +268,7 @@ def hiding_commit(values, params: HidingParams = HidingParams(), log_rows: int |
     if not isinstance(params, HidingParams):
         raise ProofError(f"hiding_commit: params must be HidingParams, got {type(params).__name__}")
     table, num_vars = committed_table(values, "hiding_commit")
-    log_rows = _layout(num_vars)[0] if log_rows is None else int(log_rows)
+    log_rows = matrix_layout(num_vars)[0] if log_rows is None else int(log_rows)
     if not 0 <= log_rows <= num_vars:
         raise ProofError(f"hiding_commit: log_rows={log_rows} not in [0, {num_vars}]")
     rng = None if seed is None else np.random.default_rng(seed)
@@ -563,16 +563,16 @@ def _prove_reduction(a, u, coefficients, rho, transcript):
     messages = F.ext_zero((k, REDUCTION_DEGREE + 1))
     prefix, point, pending = F.ext_zero(), [], None
     for j in range(k):
-        message = _round_message(f, w) if pending is None else pending
+        message = fold_round_message(f, w) if pending is None else pending
         if coefficients is not None:
-            message = F.ext_add(message, F.ext_mul(_mask_round(coefficients, j, prefix, k, REDUCTION_DEGREE),
+            message = F.ext_add(message, F.ext_mul(mask_round(coefficients, j, prefix, k, REDUCTION_DEGREE),
                                                    rho[None, :]))
         messages[j] = message
         transcript.absorb("zk.reduce.round", message)
         r = transcript.challenge_ext("zk.reduce.r")  # error <= 2 / p^4 per round
-        f, w, pending = _fold_pair(f, w, r)
+        f, w, pending = fold_pair(f, w, r)
         if coefficients is not None:
-            prefix = F.ext_add(prefix, _poly_at(coefficients[j], r))
+            prefix = F.ext_add(prefix, poly_at(coefficients[j], r))
         point.append(r)
     return messages, np.asarray(point, dtype=np.uint64).reshape(k, F.EXT_DEGREE)
 
@@ -692,7 +692,7 @@ def open_functionals(witness: HidingWitness, functionals, transcript, values=Non
         value_mask = _ext_row(masks[_VALUE:_VALUE + VALUE_MASKS])
         mu = F.ext_dot(value_mask[:cols], column)
         if libra is not None:
-            libra_weights = _powers_table(sigma, REDUCTION_DEGREE)
+            libra_weights = powers_table(sigma, REDUCTION_DEGREE)
             libra_mask = _ext_row(masks[_LIBRA_ROW_MASK:_LIBRA_ROW_MASK + VALUE_MASKS])
             mu = F.ext_add(mu, F.ext_dot(libra_mask[:libra_weights.shape[0]], libra_weights))
         mask_value = mu[None]
@@ -712,8 +712,8 @@ def open_functionals(witness: HidingWitness, functionals, transcript, values=Non
         mask_encoded[:, indices].copy() if separate else np.zeros((0, indices.size), dtype=np.uint64),
         tuple(witness.salts[i] for i in indices) if hiding else (),
         tuple(mask_salts[i] for i in indices) if separate else (),
-        tuple(_merkle_open(witness.levels, indices)),
-        tuple(_merkle_open(mask_levels, indices)) if separate else ())
+        tuple(merkle_open(witness.levels, indices)),
+        tuple(merkle_open(mask_levels, indices)) if separate else ())
     return values, opening
 
 
@@ -784,11 +784,11 @@ def verify_functionals(commitment: HidingCommitment, functionals, values, openin
     for columns, salts, merkle, root in trees:
         if not all(isinstance(d, bytes) and len(d) == DIGEST_SIZE for d in merkle):
             raise ProofRejected("Merkle digests must be 32-byte strings", where)
-        if _merkle_root_from(_leaves(columns, salts), indices, list(merkle), depth) != root:
+        if merkle_root_from(column_leaves(columns, salts), indices, list(merkle), depth) != root:
             raise ProofRejected("opened columns do not hash to the committed Merkle root", where)
     joint = np.concatenate([opening.columns, opening.mask_columns])
     mask_columns = opening.mask_columns if separate else opening.columns[data_rows:data_rows + needed]
-    encoded = _encode(np.transpose(opening.rows, (0, 2, 1)), commitment.codeword_length)  # one NTT call
+    encoded = rs_encode_rows(np.transpose(opening.rows, (0, 2, 1)), commitment.codeword_length)  # one NTT call
     if not np.array_equal(encoded[0][:, indices].T, _combine(gamma, joint)):
         raise ProofRejected("proximity row is inconsistent with the opened columns", where)
     expected_columns = _combine(row_weights, opening.columns[:data_rows])
@@ -804,7 +804,7 @@ def verify_functionals(commitment: HidingCommitment, functionals, values, openin
                                   F.ext_mul(libra_mask, beta[None, :]))
         if not np.array_equal(encoded[2][:, indices].T, libra_columns):
             raise ProofRejected("the mask row is inconsistent with the opened columns", where)
-        libra_weights = _powers_table(sigma, REDUCTION_DEGREE)
+        libra_weights = powers_table(sigma, REDUCTION_DEGREE)
         total = F.ext_add(total, F.ext_dot(opening.rows[2][:libra_weights.shape[0]], libra_weights))
     stated = F.ext_add(expected, F.ext_mul(beta, opening.mask_value[0])) if hiding else expected
     if not F.ext_eq(total, stated):
@@ -855,7 +855,7 @@ def random_mask(num_vars: int, degree: int, rng=None) -> np.ndarray:
 _BASIS = np.eye(F.EXT_DEGREE, dtype=np.uint64)  #: the F_p4 elements u^t (coefficient vectors e_t)
 
 
-def _powers_table(point, degree: int) -> np.ndarray:
+def powers_table(point, degree: int) -> np.ndarray:
     """Weights of g(point) = sum_i sum_e c[i, e] point_i^e over :func:`mask_table`'s layout: entry (i, e, t)
     weighs point_i^e u^t (c[i, e] = sum_t c[i, e, t] u^t); zero-padded to a power of two."""
     width = _mask_width(degree)
@@ -868,7 +868,7 @@ def _powers_table(point, degree: int) -> np.ndarray:
     return np.concatenate([flat, F.ext_zero(((1 << max(flat.shape[0] - 1, 0).bit_length()) - flat.shape[0],))])
 
 
-def _poly_at(coefficients, x) -> np.ndarray:
+def poly_at(coefficients, x) -> np.ndarray:
     """sum_e c_e x^e for F_p4 coefficients (d + 1, 4) (or base ones (d + 1,)) at an F_p4 point x (Horner)."""
     coefficients = np.asarray(coefficients, dtype=np.uint64)
     if coefficients.ndim == 1:
@@ -884,7 +884,7 @@ def _ends(coefficients) -> np.ndarray:
     return F.ext_add(coefficients[:, 0], F.ext_sum(coefficients, axis=1))
 
 
-def _mask_round(coefficients, j: int, prefix, num_vars: int, degree: int) -> np.ndarray:
+def mask_round(coefficients, j: int, prefix, num_vars: int, degree: int) -> np.ndarray:
     """sum over x_(j+1..) of g(r_<j, X, x) at X = 0..degree: 2^(k-1-j) (prefix + g_j(X)) + 2^(k-2-j) suffix."""
     ends = _ends(coefficients)
     suffix = F.ext_sum(ends[j + 1:], axis=0) if j + 1 < num_vars else F.ext_zero()
@@ -989,7 +989,7 @@ def masks_functional(shapes, j: int, point) -> list:
     log_rows, log_cols = masks_layout(shapes)
     rows = F.ext_zero((1 << log_rows,))
     rows[j] = F.ext_one()
-    weights = _powers_table(np.asarray(point, dtype=np.uint64).reshape(-1, F.EXT_DEGREE), shapes[j][1])
+    weights = powers_table(np.asarray(point, dtype=np.uint64).reshape(-1, F.EXT_DEGREE), shapes[j][1])
     columns = F.ext_zero((1 << log_cols,))
     columns[:weights.shape[0]] = weights
     return [(rows, columns)]
@@ -1004,7 +1004,7 @@ def prove_zk_sumcheck(terms, claim, transcript, label: str = "sumcheck", params:
     specialised one. The prover does not check the claim (a false one fails at the verifier). ``seed``: tests only.
     """
     prover = terms if hasattr(terms, "round_message") else SumcheckProver(terms)
-    claim = _as_ext_scalar(claim, "claim")
+    claim = as_ext_scalar(claim, "claim")
     k, d = prover.num_vars, prover.degree
     rng = None if seed is None else np.random.default_rng(seed)
     coefficients, commitment, witness = commit_mask(k, d, params, rng)
@@ -1013,15 +1013,15 @@ def prove_zk_sumcheck(terms, claim, transcript, label: str = "sumcheck", params:
     messages = np.zeros((k, d + 1, F.EXT_DEGREE), dtype=np.uint64)
     prefix = F.ext_zero()
     for j in range(k):
-        masked = F.ext_mul(_mask_round(coefficients, j, prefix, k, d), rho[None, :])
+        masked = F.ext_mul(mask_round(coefficients, j, prefix, k, d), rho[None, :])
         messages[j] = F.ext_add(prover.round_message(), masked)
         transcript.absorb(f"{label}.round", messages[j])
         r = transcript.challenge_ext(f"{label}.r")  # error <= degree / p^4 per round
         prover.bind(r)
-        prefix = F.ext_add(prefix, _poly_at(coefficients[j], r))
+        prefix = F.ext_add(prefix, poly_at(coefficients[j], r))
     point = np.array(prover.challenges, dtype=np.uint64).reshape(k, F.EXT_DEGREE)
     transcript.absorb(f"{label}.zk.mask_eval", prefix)
-    _, opening = open_functionals(witness, [[(F.ext_one((1,)), _powers_table(point, d))]], transcript,
+    _, opening = open_functionals(witness, [[(F.ext_one((1,)), powers_table(point, d))]], transcript,
                                   values=prefix[None], seed=None if rng is None else int(rng.integers(1 << 62)))
     proof = ZKSumcheckProof(commitment, total, SumcheckProof(messages), prefix, opening)
     return proof, point, prover.final_evaluations()
@@ -1046,7 +1046,7 @@ def verify_zk_sumcheck(proof, claim, num_vars: int, degree: int, transcript, lab
             mask.num_vars != (width - 1).bit_length() or not mask.params.hiding:
         raise ProofRejected("mask commitment has the wrong shape or does not hide", label)
     try:
-        claim = _as_ext_scalar(claim, "claim")
+        claim = as_ext_scalar(claim, "claim")
     except ProofError as error:
         raise ProofRejected(str(error), label) from None
     rho = _mask_statement(transcript, label, claim, num_vars, degree, mask, proof.mask_sum)
@@ -1057,7 +1057,7 @@ def verify_zk_sumcheck(proof, claim, num_vars: int, degree: int, transcript, lab
         verifier.bind(transcript.challenge_ext(f"{label}.r"))
     sub = verifier.subclaim()
     transcript.absorb(f"{label}.zk.mask_eval", proof.mask_eval)
-    verify_functionals(mask, [[(F.ext_one((1,)), _powers_table(sub.point, degree))]], proof.mask_eval[None],
+    verify_functionals(mask, [[(F.ext_one((1,)), powers_table(sub.point, degree))]], proof.mask_eval[None],
                        proof.mask_opening, transcript)
     return SubClaim(sub.point, F.ext_sub(sub.expected_value, F.ext_mul(rho, proof.mask_eval)))
 
@@ -1092,9 +1092,9 @@ def simulate_zk_sumcheck(claim, num_vars: int, degree: int, final_oracle, seed=N
     total = mask_sum(coefficients)
     mask_eval = F.ext_zero()
     for j in range(num_vars):
-        mask_eval = F.ext_add(mask_eval, _poly_at(coefficients[j], challenges[j]))
+        mask_eval = F.ext_add(mask_eval, poly_at(coefficients[j], challenges[j]))
     target = F.ext_add(np.asarray(final_oracle(challenges), dtype=np.uint64), F.ext_mul(rho, mask_eval))
-    running = F.ext_add(_as_ext_scalar(claim, "claim"), F.ext_mul(rho, total))
+    running = F.ext_add(as_ext_scalar(claim, "claim"), F.ext_mul(rho, total))
     messages = np.zeros((num_vars, degree + 1, 4), dtype=np.uint64)
     two_inv = F.inv(np.uint64(2))
     for j in range(num_vars):

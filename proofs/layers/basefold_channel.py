@@ -31,10 +31,10 @@ from ..errors import ProofError, ProofRejected
 from ..relations import Relation, RelationProver, StoreLayout, StoreWitness, View, expected_summand, mask_rank, \
     packed_store
 from ..basefold_zk import MaskedSumcheckProof, prove_masked, verify_masked
-from ..zk import _powers_table, mask_entries, mask_table, random_mask
+from ..zk import powers_table, mask_entries, mask_table, random_mask
 from .common import boolean_point
 from .packing import Packing
-from .step_relations import Channel, _factor_key
+from .step_relations import Channel, factor_key
 
 
 def mask_length(num_vars: int, degree: int) -> int:
@@ -135,7 +135,7 @@ def view_functional(plan: StorePlan, view: View) -> B.Functional:
 def mask_functional(plan: StorePlan, j: int, point) -> B.Functional:
     """g_j(point) = sum_i sum_e c[i, e] point_i^e as a functional of the plan's packed table."""
     n, d = plan.mask_shapes[j]
-    return B.Functional(plan.num_vars, ((F.ext_one(), F.ext_zero((0,)), _powers_table(point, d),
+    return B.Functional(plan.num_vars, ((F.ext_one(), F.ext_zero((0,)), powers_table(point, d),
                                          plan.mask_selector(j)),))
 
 
@@ -165,14 +165,14 @@ class BasefoldChannel(Channel):
         if j >= len(shapes) or tuple(shapes[j]) != (n, d):
             error = ProofError if self.proving else ProofRejected
             raise error(f"relation {j} of shape {(n, d)} has no committed mask (masks for {list(shapes)})", label)
-        unique = list({_factor_key(f): f for term in relation.terms for f in term.stored}.values())
+        unique = list({factor_key(f): f for term in relation.terms for f in term.stored}.values())
         if self.proving:
             prover = RelationProver(relation, self.witnesses, self.layouts)
             proof, sigma, finals = prove_masked(prover, claim, self.transcript, label, self.mask_coefficients[j])
             self.items.append(proof)
-            by_key = {_factor_key(f): v for term, values in zip(relation.terms, finals)
+            by_key = {factor_key(f): v for term, values in zip(relation.terms, finals)
                       for f, v in zip(term.stored, values)}
-            values = np.stack([by_key[_factor_key(f)] for f in unique])
+            values = np.stack([by_key[factor_key(f)] for f in unique])
             self.items.append(values)
         else:
             proof = self._next(MaskedSumcheckProof, label)
@@ -181,8 +181,8 @@ class BasefoldChannel(Channel):
             values = self._next(np.ndarray, label)
             if values.shape != (len(unique), F.EXT_DEGREE) or not F.is_canonical(values):
                 raise ProofRejected(f"values of shape {values.shape}, expected ({len(unique)}, 4) canonical", label)
-            by_key = {_factor_key(f): v for f, v in zip(unique, values)}
-            finals = [[by_key[_factor_key(f)] for f in term.stored] for term in relation.terms]
+            by_key = {factor_key(f): v for f, v in zip(unique, values)}
+            finals = [[by_key[factor_key(f)] for f in term.stored] for term in relation.terms]
             if not F.ext_eq(expected_summand(relation, sigma, finals), sub.expected_value):
                 raise ProofRejected("the stated values do not satisfy the relation at the sumcheck's point", label)
         self.mask_claims.append((j, sigma, proof.mask_eval))

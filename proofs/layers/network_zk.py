@@ -71,7 +71,7 @@ from .requant import decompose
 from . import reusable as reusable_module
 from .reusable import Reusable, agreement_shapes, commit_reusable, verify_reusable
 from .step_proof import TrainingProof, union_bound_error
-from .step_relations import Channel, Protocol, ShapeChannel, _factor_key, locate
+from .step_relations import Channel, Protocol, ShapeChannel, factor_key, locate
 from .step_stores import balanced_rows, bits_tables, decomposition_keys, params_for, store_params
 from .training import MIN_PADDED
 
@@ -200,7 +200,7 @@ class _StatedViews(ShapeChannel):
 
     def relation(self, label, terms, claim=None) -> None:
         super().relation(label, terms, claim)
-        unique = {_factor_key(f): f for term in terms for f in term.stored}
+        unique = {factor_key(f): f for term in terms for f in term.stored}
         self.stated += [(f.store, f.name) for f in unique.values()]
 
 
@@ -580,7 +580,7 @@ def _basefold_agreement_error(copies, layout: StoreLayout, params) -> float:
     if len(copies) < 2:
         return 0.0
     field = float(F.P) ** F.EXT_DEGREE
-    plan = reusable_module._mask_plan(layout, len(copies))
+    plan = reusable_module.mask_plan(layout, len(copies))
     masks = BZ.HidingBasefoldCommitment(B.BasefoldCommitment(bytes(32), BZ.inner_vars(plan.num_vars, params),
                                                              params.base), plan.num_vars, 1, params.layout)
     return (2 + sum(n + n * d + 1 for n, d in plan.mask_shapes)) / field + BZ.batch_error(list(copies) + [masks])

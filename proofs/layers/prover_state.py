@@ -52,10 +52,10 @@ import hezk.record
 
 from .. import basefold
 from ..basefold_zk import HidingBasefoldCommitment, HidingBasefoldWitness, shape
-from ..commit import _merkle_levels
+from ..commit import merkle_levels
 from ..errors import ModelError, ProofRejected
 from ..relations import StoreWitness, View
-from ..zk import SALT_SIZE, HidingWitness, _encode, _leaves
+from ..zk import SALT_SIZE, HidingWitness, rs_encode_rows, column_leaves
 from .reusable import ReusableWitness
 
 #: 2: bound to a journal of reserved copies (version 1, read too: a counter beside it)
@@ -389,8 +389,8 @@ def load(path, tables: dict, layout, parse=None):
         rows = data[f"c{k}.rows"]
         salts = data[f"c{k}.salts"].tobytes()
         salts = tuple(salts[i:i + SALT_SIZE] for i in range(0, len(salts), SALT_SIZE))
-        encoded = _encode(rows, copy.codeword_length)
-        levels = _merkle_levels(_leaves(encoded, salts))
+        encoded = rs_encode_rows(rows, copy.codeword_length)
+        levels = merkle_levels(column_leaves(encoded, salts))
         data_rows = 1 << copy.log_rows
         expected = np.asarray(rows[:data_rows, :1 << copy.log_cols]).reshape(-1)
         if levels[-1][0] != copy.root or not np.array_equal(expected[:1 << layout.num_vars],

@@ -266,7 +266,7 @@ def commit_reusable(layout: StoreLayout, tables: dict, params: HidingParams, max
 
 
 @functools.lru_cache(maxsize=32)
-def _mask_plan(layout: StoreLayout, copies: int) -> StorePlan:
+def mask_plan(layout: StoreLayout, copies: int) -> StorePlan:
     """The agreement proof's mask store: one Libra mask per relation of :func:`_agreement` (shapes public)."""
     keys = [_copy_key(k) for k in range(copies)]
     channel = ShapeChannel(HidingParams(), {key: layout for key in keys})
@@ -278,7 +278,7 @@ def _basefold_channel(layout, copies, mask_commitment, params, **side) -> Basefo
     keys = [_copy_key(k) for k in range(len(copies))]
     transcript = _transcript(layout, copies)
     transcript.absorb("reusable.masks", mask_commitment.to_bytes())
-    plans = {**{key: StorePlan(layout) for key in keys}, "m": _mask_plan(layout, len(copies))}
+    plans = {**{key: StorePlan(layout) for key in keys}, "m": mask_plan(layout, len(copies))}
     return BasefoldChannel(transcript, params, {key: layout for key in keys}, plans,
                            {**dict(zip(keys, copies)), "m": mask_commitment}, "m", **side)
 
@@ -296,7 +296,7 @@ def _commit_basefold(layout, tables, params, max_proofs: int, seed):
         public = Reusable(commitments, ())
         return public, ReusableWitness(public, (made[0][1],), ((),), [])
     mask_commitment, _, coefficients, mask_witness = commit_hosted(
-        _mask_plan(layout, max_proofs), {}, dataclasses.replace(params, openings=1), seed=seeded(max_proofs))
+        mask_plan(layout, max_proofs), {}, dataclasses.replace(params, openings=1), seed=seeded(max_proofs))
     keys = [_copy_key(k) for k in range(max_proofs)]
     channel = _basefold_channel(layout, commitments, mask_commitment, params,
                                 witnesses={key: m[1] for key, m in zip(keys, made)},
@@ -323,7 +323,7 @@ def _verify_basefold(layout: StoreLayout, reusable: Reusable, params, where: str
         raise ProofRejected("the agreement proof does not start with its mask commitment", where)
     masks = reusable.agreement[0]
     if masks.params != dataclasses.replace(params, openings=1) or \
-            masks.num_vars != _mask_plan(layout, len(reusable.copies)).num_vars:
+            masks.num_vars != mask_plan(layout, len(reusable.copies)).num_vars:
         raise ProofRejected("the agreement's mask commitment does not have the statement's shape", where)
     channel = _basefold_channel(layout, reusable.copies, masks, params, items=reusable.agreement[1:])
     _agreement(channel, layout, len(reusable.copies))

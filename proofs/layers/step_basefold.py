@@ -21,11 +21,11 @@ from .basefold_channel import BasefoldChannel, StorePlan, commit_hosted, unused_
 from .network_zk import basefold_agreement_error
 from .proof_items import TrainingProof
 from .reusable import Reusable, base_params, commit_reusable, verify_reusable
-from .step_proof import (TRAINING_KIND, TRANSCRIPT_LABEL, CommittedTensors, _as_steps, _run_training,
-                         _statement_bytes, _transcript, validate_statement)
+from .step_proof import (TRAINING_KIND, TRANSCRIPT_LABEL, CommittedTensors, as_steps, run_training,
+                         statement_bytes, step_transcript, validate_statement)
 from .step_relations import ShapeChannel
 from .step_stores import decomposition_keys, proof_layouts, proof_tables, statement_layouts, weight_tables
-from .training import TrainingTrace, _field
+from .training import TrainingTrace, flat_field
 
 MODE = "aggregate"
 
@@ -53,7 +53,7 @@ def commit_step(trace: TrainingTrace, params: BZ.HidingBasefoldParams, max_proof
     spec = trace.spec
     tables = {f"w0.{name}": table for name, table in weight_tables(spec, trace.weights).items()}
     tables.update({f"w1.{name}": table for name, table in weight_tables(spec, trace.new_weights).items()})
-    tables.update({"b0.X": _field(trace.x), "b0.Y": _field(trace.y)})
+    tables.update({"b0.X": flat_field(trace.x), "b0.Y": flat_field(trace.y)})
     made = {key: commit_reusable(layout, {s.name: tables[f"{key}.{s.name}"] for s in layout.slots}, params,
                                  max_proofs, None, seed=None if seed is None else seed + k)
             for k, (key, layout) in enumerate(statement_layouts(spec, 1, True).items())}
@@ -72,7 +72,7 @@ def _structure(spec, params=None):
     reserve = tail_room if params is not None and params.layout == "tail" else None
     layouts = proof_layouts(spec, 1, MODE, True, reserve=reserve)
     channel = ShapeChannel(HidingParams(), {**statement, **layouts})
-    _run_training(spec, channel, 1, layouts, MODE)
+    run_training(spec, channel, 1, layouts, MODE)
     def room(key):  # entries left once the store's own tail is kept free
         n = layouts[key].num_vars
         return unused_end(StorePlan(layouts[key])) - (0 if reserve is None else reserve(n))
@@ -86,7 +86,7 @@ def _structure(spec, params=None):
 
 def prove_step(trace: TrainingTrace, committed: CommittedTensors) -> TrainingProof:
     """Prove that the committed W' is one SGD step from W on the committed batch (zero knowledge)."""
-    steps = _as_steps(committed)
+    steps = as_steps(committed)
     params = base_params(steps.weights[0])
     if not isinstance(params, BZ.HidingBasefoldParams) or steps.witnesses is None:
         raise ProofError("prove_step needs a committed step (with witnesses) from commit_step")
@@ -106,11 +106,11 @@ def prove_step(trace: TrainingTrace, committed: CommittedTensors) -> TrainingPro
     proof_commitments = tuple(commitments[key] for key in layouts)
     commitments.update({key: store.commitment for key, store in stores.items()})
     BZ.check_verified_bits(list(commitments.values()), "prove_step")   # before the relations' work
-    transcript = _transcript(TRANSCRIPT_LABEL, trace.spec, MODE, _statement_bytes(steps, copy), proof_commitments)
+    transcript = step_transcript(TRANSCRIPT_LABEL, trace.spec, MODE, statement_bytes(steps, copy), proof_commitments)
     channel = BasefoldChannel(transcript, params, {**statement, **layouts}, plans, commitments, host,
                               witnesses=witnesses, openers=openers, mask_coefficients=coefficients)
     channel.prior_views = {key: w.agreement_views[copy] for key, w in steps.witnesses.items()}
-    _run_training(trace.spec, channel, 1, layouts, MODE)
+    run_training(trace.spec, channel, 1, layouts, MODE)
     channel.open_all()
     return TrainingProof(MODE, proof_commitments, tuple(channel.items), copy)
 
@@ -120,7 +120,7 @@ def soundness_bits(spec, committed: CommittedTensors, proof: TrainingProof) -> f
     zero check's point, rounds and rho ((n + n d + 1) / |F_p4|), the bit check's weights (1 / |F_p4| each), the
     one batch opening of the named statement copies and the proof stores (:func:`proofs.basefold_zk.batch_error`)
     and each statement commitment's agreement proof (checked once, relied on by every proof)."""
-    steps = _as_steps(committed)
+    steps = as_steps(committed)
     params = base_params(steps.weights[0])
     statement, layouts, plans, host = _structure(spec, params)
     field = float(F.P) ** F.EXT_DEGREE
@@ -162,9 +162,9 @@ def _verify_step(spec, committed: CommittedTensors, proof: TrainingProof) -> Non
         if not isinstance(c, BZ.HidingBasefoldCommitment) or c.params != params or c.num_vars != plans[key].num_vars:
             raise ProofRejected(f"proof commitment {key} does not have the statement's shape and parameters", where)
         commitments[key] = c
-    transcript = _transcript(TRANSCRIPT_LABEL, spec, MODE, _statement_bytes(steps, proof.copy), proof.commitments)
+    transcript = step_transcript(TRANSCRIPT_LABEL, spec, MODE, statement_bytes(steps, proof.copy), proof.commitments)
     channel = BasefoldChannel(transcript, params, {**statement, **layouts}, plans, commitments, host,
                               items=proof.items)
-    _run_training(spec, channel, 1, layouts, MODE)
+    run_training(spec, channel, 1, layouts, MODE)
     channel.open_all()
     channel.finish()

@@ -61,7 +61,7 @@ from .reusable import (DEFAULT_MAX_PROOFS, DEFAULT_STEP_PROOFS, Reusable, agreem
                        commit_reusable, copy_params, verify_reusable)
 from .step_stores import (MODES, balanced_rows, batch_layout, commit_stores, decomposition_keys, params_for,
                           proof_layouts, proof_tables, statement_layouts, weight_layout, weight_tables)
-from .training import TrainingSpec, TrainingTrace, _check_chain, _field, validate_spec
+from .training import TrainingSpec, TrainingTrace, check_chain, flat_field, validate_spec
 
 TRANSCRIPT_LABEL = "hezk.proofs.training.v2"
 
@@ -94,7 +94,7 @@ class CommittedTensors:
     witnesses: dict = dataclass_field(default=None, repr=False)
 
 
-def _as_steps(committed: CommittedTensors) -> CommittedSteps:
+def as_steps(committed: CommittedTensors) -> CommittedSteps:
     witnesses = None if committed.witnesses is None else {
         "w0": committed.witnesses["weights"], "w1": committed.witnesses["new_weights"],
         "b0": committed.witnesses["batch"]}
@@ -160,12 +160,12 @@ def commit_steps(traces, zk: bool = True, params: HidingParams | None = None, se
     """Commit to W_0..W_k and the k batches of consecutive steps (``traces[t + 1].weights`` = ``traces[t]``'s W'),
     for up to ``max_proofs`` zero-knowledge proofs (:mod:`proofs.layers.reusable`)."""
     params = params_for(zk, params)
-    traces = _check_chain(traces)
+    traces = check_chain(traces)
     spec = traces[0].spec
     tables = {f"w0.{name}": table for name, table in weight_tables(spec, traces[0].weights).items()}
     for t, trace in enumerate(traces):
         tables.update({f"w{t + 1}.{name}": table for name, table in weight_tables(spec, trace.new_weights).items()})
-        tables.update({f"b{t}.X": _field(trace.x), f"b{t}.Y": _field(trace.y)})
+        tables.update({f"b{t}.X": flat_field(trace.x), f"b{t}.Y": flat_field(trace.y)})
     made = _commit_statement(statement_layouts(spec, len(traces), params.hiding), tables, params, max_proofs, seed)
     return CommittedSteps(tuple(made[f"w{t}"][0] for t in range(len(traces) + 1)),
                           tuple(made[f"b{t}"][0] for t in range(len(traces))),
@@ -200,7 +200,7 @@ def soundness_bits(spec: TrainingSpec, steps: int = 1, mode: str = "aggregate", 
         outputs = np.zeros(spec.batch_padded * spec.width(spec.num_layers), dtype=np.uint64)  # shapes only
         _run_forward(spec, channel, layouts, outputs, None)
     else:
-        _run_training(spec, channel, steps, layouts, mode)
+        run_training(spec, channel, steps, layouts, mode)
     if max_proofs is None:
         max_proofs = DEFAULT_MAX_PROOFS if forward_only else DEFAULT_STEP_PROOFS
     copies = copy_params(params, max_proofs)
@@ -232,7 +232,7 @@ def _training_shapes(spec: TrainingSpec, steps: int, mode: str, hiding: bool) ->
     the relations' masks are committed before the first relation (:class:`Channel` ``mask_shapes``)."""
     layouts = proof_layouts(spec, steps, mode, hiding)
     channel = ShapeChannel(params_for(hiding), {**statement_layouts(spec, steps, hiding), **layouts})
-    _run_training(spec, channel, steps, layouts, mode)
+    run_training(spec, channel, steps, layouts, mode)
     return tuple(channel.shapes)
 
 
@@ -272,7 +272,7 @@ def zk_mask_shape(num_vars: int, degree: int, params: HidingParams) -> HidingCom
     return HidingCommitment(b"", (width - 1).bit_length(), 0, mask_params(params))
 
 
-def _transcript(label, spec: TrainingSpec, mode: str, statement: list, proof_commitments) -> Transcript:
+def step_transcript(label, spec: TrainingSpec, mode: str, statement: list, proof_commitments) -> Transcript:
     transcript = Transcript(label)
     spec.absorb(transcript)
     transcript.absorb("training.statement", [mode] + statement + [c.to_bytes() for c in proof_commitments])
@@ -294,7 +294,7 @@ def prove_training_steps(traces, committed: CommittedSteps, zk: bool = True, mod
                          params: HidingParams | None = None) -> TrainingProof:
     """Prove that each committed W_(t+1) is one SGD step from W_t on batch t, for consecutive steps at once."""
     params = params_for(zk, params)
-    traces = _check_chain(traces)
+    traces = check_chain(traces)
     if not isinstance(committed, CommittedSteps) or committed.witnesses is None or \
             len(committed.batches) != len(traces):
         raise ProofError(f"committed must be CommittedSteps with witnesses for {len(traces)} steps")
@@ -310,11 +310,11 @@ def prove_training_steps(traces, committed: CommittedSteps, zk: bool = True, mod
     witnesses = {**statement, **{key: pair[1] for key, pair in made.items()}}
     commitments = {key: w.commitment for key, w in witnesses.items()}
     proof_commitments = tuple(made[key][0] for key in layouts)
-    transcript = _transcript(TRANSCRIPT_LABEL, spec, mode, _statement_bytes(committed, copy), proof_commitments)
+    transcript = step_transcript(TRANSCRIPT_LABEL, spec, mode, statement_bytes(committed, copy), proof_commitments)
     channel = Channel(transcript, params, all_layouts, commitments, witnesses,
                       mask_shapes=_training_shapes(spec, steps, mode, params.hiding))
     channel.prior_views = prior
-    _run_training(spec, channel, steps, layouts, mode)
+    run_training(spec, channel, steps, layouts, mode)
     channel.open_all()
     return TrainingProof(mode, proof_commitments, tuple(channel.items), copy)
 
@@ -326,7 +326,7 @@ def _check_params(reusable: Reusable, params: HidingParams) -> None:
         raise ProofError(f"the commitments use {found}, the proof {params}")
 
 
-def _statement_bytes(committed: CommittedSteps, copy: int) -> list:
+def statement_bytes(committed: CommittedSteps, copy: int) -> list:
     return [len(committed.batches), copy] + [c.digest() for _, c, _ in committed.keyed()]
 
 
@@ -336,7 +336,7 @@ def _statement_where(steps: int) -> dict:
     return where
 
 
-def _run_training(spec, channel, steps, layouts, mode) -> None:
+def run_training(spec, channel, steps, layouts, mode) -> None:
     protocol = Protocol(spec, channel, locate(_statement_where(steps), layouts))
     for t in range(steps):
         protocol.forward(t)
@@ -364,7 +364,7 @@ def verify_training_steps(spec: TrainingSpec, committed: CommittedSteps, proof: 
     committed W_(t+1) is one honest SGD step from W_t; else ProofRejected ("training proof / ...")."""
     with rejecting(TRAINING_KIND):
         channel = _verify_training(spec, committed, proof)
-        steps = _as_steps(committed) if isinstance(committed, CommittedTensors) else committed
+        steps = as_steps(committed) if isinstance(committed, CommittedTensors) else committed
         return _verdict(TRAINING_KIND, None, spec, steps.weights[0], channel, len(steps.batches), proof.mode, False)
 
 
@@ -389,11 +389,11 @@ def _verify_training(spec, committed, proof) -> Channel:
     commitments.update(dict(zip(layouts, proof.commitments)))
     all_layouts = {**statement_layouts_, **layouts}
     _checked(commitments, layouts, params, where)  # the statement's copies: verify_reusable
-    transcript = _transcript(TRANSCRIPT_LABEL, spec, proof.mode, _statement_bytes(committed, proof.copy),
+    transcript = step_transcript(TRANSCRIPT_LABEL, spec, proof.mode, statement_bytes(committed, proof.copy),
                              proof.commitments)
     channel = Channel(transcript, params, all_layouts, commitments, items=proof.items,
                       mask_shapes=_training_shapes(spec, steps, proof.mode, params.hiding))
-    _run_training(spec, channel, steps, layouts, proof.mode)
+    run_training(spec, channel, steps, layouts, proof.mode)
     channel.open_all()
     channel.finish()
     return channel
@@ -408,7 +408,7 @@ def prove_training_step(trace: TrainingTrace, committed: CommittedTensors, zk: b
     """
     if not isinstance(committed, CommittedTensors) or committed.witnesses is None:
         raise ProofError("prove_training_step needs CommittedTensors with witnesses (from commit_step)")
-    return prove_training_steps([trace], _as_steps(committed), zk, mode, params)
+    return prove_training_steps([trace], as_steps(committed), zk, mode, params)
 
 
 def verify_training_step(spec: TrainingSpec, committed: CommittedTensors, proof: TrainingProof) -> Verdict:
@@ -449,7 +449,7 @@ def commit_forward(trace: TrainingTrace, zk: bool = True, private_input: bool = 
     params, spec = params_for(zk, params), trace.spec
     stores = {"w0": (weight_layout(spec, params.hiding), weight_tables(spec, trace.weights))}
     if private_input:
-        stores["b0"] = (batch_layout(spec, params.hiding, targets=False), {"X": _field(trace.x)})
+        stores["b0"] = (batch_layout(spec, params.hiding, targets=False), {"X": flat_field(trace.x)})
     made = _commit_statement({key: layout for key, (layout, _) in stores.items()},
                              {f"{key}.{name}": t for key, (_, tables) in stores.items() for name, t in tables.items()},
                              params, max_proofs)
@@ -475,7 +475,7 @@ def _forward_transcript(spec, committed, output, public_input, proof_commitments
     statement = [committed.weights.digest(), copy, np.asarray(output, dtype=np.int64)]
     statement.append(committed.input.digest() if committed.input is not None else
                      np.asarray(public_input, dtype=np.int64))
-    return _transcript(TRANSCRIPT_LABEL + ".forward", spec, "aggregate", statement, proof_commitments)
+    return step_transcript(TRANSCRIPT_LABEL + ".forward", spec, "aggregate", statement, proof_commitments)
 
 
 def _run_forward(spec, channel, layouts, output_table, public_input) -> None:
@@ -511,13 +511,13 @@ def prove_forward(trace: TrainingTrace, committed: CommittedModel, zk: bool = Tr
                       mask_shapes=_forward_shapes(spec, private, params.hiding))
     channel.prior_views = prior
     _run_forward(spec, channel, layouts, _output_table(spec, output),
-                 None if public_input is None else _field(trace.x))
+                 None if public_input is None else flat_field(trace.x))
     channel.open_all()
     return TrainingProof("aggregate", proof_commitments, tuple(channel.items), copy)
 
 
 def _output_table(spec: TrainingSpec, output) -> np.ndarray:
-    return _field(pad_matrix(output, spec.batch_padded, spec.width(spec.num_layers)))
+    return flat_field(pad_matrix(output, spec.batch_padded, spec.width(spec.num_layers)))
 
 
 def verify_forward(spec: TrainingSpec, committed: CommittedModel, output, proof: TrainingProof,
@@ -547,7 +547,7 @@ def _verify_forward(spec, committed, output, proof, public_input) -> Channel:
     if public_input is not None:
         public_input = require_within(public_input, -limit, limit - 1, f"public input (act_bits={spec.act_bits})",
                                       where, shape=(spec.batch, spec.sizes[0]))
-        x_table = _field(pad_matrix(public_input, spec.batch_padded, spec.width(0)))
+        x_table = flat_field(pad_matrix(public_input, spec.batch_padded, spec.width(0)))
     statement = {"w0": committed.weights} if committed.input is None else \
         {"w0": committed.weights, "b0": committed.input}
     hiding = getattr(getattr(committed.weights, "params", None), "hiding", None)

@@ -34,7 +34,7 @@ from .training import TrainingSpec
 
 
 # ------------------------------------------------------------------------------------------ the channel
-def _factor_key(factor: Stored) -> tuple:
+def factor_key(factor: Stored) -> tuple:
     """Stored factors with equal fields are one view: its value is stated once."""
     def raw(a):
         return None if a is None else np.asarray(a, dtype=np.uint64).tobytes()
@@ -118,7 +118,7 @@ class Channel:
         relation = Relation(tuple(terms), claim)
         self.relations.append((label, relation))
         n, d = relation.num_vars(), relation.degree(self.layouts)
-        unique = list({_factor_key(f): f for term in relation.terms for f in term.stored}.values())
+        unique = list({factor_key(f): f for term in relation.terms for f in term.stored}.values())
         label = f"sumcheck.training.{label}"
         if self.proving:
             prover = RelationProver(relation, self.witnesses, self.layouts)
@@ -129,9 +129,9 @@ class Channel:
             else:
                 proof, sigma, finals = prove_sumcheck(prover, claim, self.transcript, label, strict=False)
             self.items.append(proof)
-            by_key = {_factor_key(f): v for term, values in zip(relation.terms, finals)
+            by_key = {factor_key(f): v for term, values in zip(relation.terms, finals)
                       for f, v in zip(term.stored, values)}
-            values = np.stack([by_key[_factor_key(f)] for f in unique])
+            values = np.stack([by_key[factor_key(f)] for f in unique])
             self.items.append(values)
         else:
             if self.mask_shapes is not None:
@@ -144,8 +144,8 @@ class Channel:
             values = self._next(np.ndarray, label)
             if values.shape != (len(unique), F.EXT_DEGREE) or not F.is_canonical(values):
                 raise ProofRejected(f"values of shape {values.shape}, expected ({len(unique)}, 4) canonical", label)
-            by_key = {_factor_key(f): v for f, v in zip(unique, values)}
-            finals = [[by_key[_factor_key(f)] for f in term.stored] for term in relation.terms]
+            by_key = {factor_key(f): v for f, v in zip(unique, values)}
+            finals = [[by_key[factor_key(f)] for f in term.stored] for term in relation.terms]
             if not F.ext_eq(expected_summand(relation, sigma, finals), sub.expected_value):
                 raise ProofRejected("the stated values do not satisfy the relation at the sumcheck's point", label)
         self.transcript.absorb(f"{label}.values", values)

@@ -19,7 +19,7 @@ from ..zk import HidingCommitment, HidingParams, mask_rows_needed, opening_bytes
 from .common import log2
 from .proof_items import MODES
 from .requant import Decomposition, decompose
-from .training import TrainingSpec, TrainingTrace, _field
+from .training import TrainingSpec, TrainingTrace, flat_field
 
 #: Reed-Solomon rate 1/2: half the encoding and hashing of rate 1/4 for 1.6x the column queries
 DEFAULT_RATE_INV = 2
@@ -180,10 +180,10 @@ def proof_tables(trace: TrainingTrace, t: int, forward_only: bool, private_input
         tables.update(_range_tables(f"t{t}.rngy", trace.y, data_range(spec)))
     for i in range(spec.num_layers):
         if i:
-            tables[f"t{t}.A{i}"] = _field(trace.acts[i])
+            tables[f"t{t}.A{i}"] = flat_field(trace.acts[i])
         tables.update(bits_tables(f"t{t}.fwd{i}", trace.fwd[i]))
         if not forward_only:
-            tables[f"t{t}.G{i}"] = _field(trace.grads[i])
+            tables[f"t{t}.G{i}"] = flat_field(trace.grads[i])
             if i < spec.num_layers - 1:
                 tables.update(bits_tables(f"t{t}.bwd{i}", trace.bwd[i]))
             tables.update(bits_tables(f"t{t}.upd{i}", trace.upd[i]))
@@ -224,7 +224,7 @@ def commit_stores(layouts: dict, tables: dict, params: HidingParams, seed=None) 
 
 
 def weight_tables(spec, weights) -> dict:
-    return {f"W{i}": _field(w) for i, w in enumerate(weights)}
+    return {f"W{i}": flat_field(w) for i, w in enumerate(weights)}
 
 
 def statement_layouts(spec: TrainingSpec, steps: int, hiding: bool) -> dict:

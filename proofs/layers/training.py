@@ -295,12 +295,12 @@ def training_step(weights, x, y, spec: TrainingSpec) -> list:
 
 
 # ------------------------------------------------------------------------------------- helpers
-def _field(table) -> np.ndarray:
+def flat_field(table) -> np.ndarray:
     return F.to_field(np.asarray(table, dtype=np.int64).reshape(-1))
 
 
 
-def _check_chain(traces) -> list:
+def check_chain(traces) -> list:
     traces = list(traces) if isinstance(traces, (list, tuple)) else []
     if not traces or not all(isinstance(t, TrainingTrace) for t in traces):
         raise ProofError("traces must be a non-empty list of TrainingTrace")

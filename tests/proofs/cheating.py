@@ -103,19 +103,19 @@ def _as_prover(terms):
 def consistent_prove_sumcheck(terms, claim, transcript, label="sumcheck", **options):
     """:func:`proofs.sumcheck.prove_sumcheck` for any claim, every round consistent (a :class:`ConsistentCheater`)."""
     options["strict"] = False
-    return _honest(ConsistentCheater(_as_prover(terms), sumcheck_module._as_ext_scalar(claim, "claim")), claim,
+    return _honest(ConsistentCheater(_as_prover(terms), sumcheck_module.as_ext_scalar(claim, "claim")), claim,
                    transcript, label, **options)
 
 
 def consistent_prove_zk_sumcheck(terms, claim, transcript, label="sumcheck", *args, **options):
     """:func:`proofs.zk.prove_zk_sumcheck` for any claim, every round consistent."""
-    return zk_module.prove_zk_sumcheck(ConsistentCheater(_as_prover(terms), sumcheck_module._as_ext_scalar(
+    return zk_module.prove_zk_sumcheck(ConsistentCheater(_as_prover(terms), sumcheck_module.as_ext_scalar(
         claim, "claim")), claim, transcript, label, *args, **options)
 
 
 def consistent_prove_masked(prover, claim, transcript, label, coefficients):
     """:func:`proofs.basefold_zk.prove_masked` (a committed mask) for any claim, every round consistent."""
-    return _honest_masked(ConsistentCheater(prover, sumcheck_module._as_ext_scalar(claim, "claim")), claim,
+    return _honest_masked(ConsistentCheater(prover, sumcheck_module.as_ext_scalar(claim, "claim")), claim,
                           transcript, label, coefficients)
 
 
@@ -154,7 +154,7 @@ def forge_opening(witness, points, delta, transcript, row=0, column=0):
     values = np.stack([F.ext_dot(u, c) for u, c in zip(u_evals, col_eqs)])
     indices = commit_module._queries(transcript, commitment, values, u_rand, u_evals)
     proof = commit_module.OpeningProof(u_rand, u_evals, witness.encoded[:, indices].copy(),
-                                       tuple(commit_module._merkle_open(witness.levels, indices)))
+                                       tuple(commit_module.merkle_open(witness.levels, indices)))
     return values, proof
 
 

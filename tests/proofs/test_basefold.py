@@ -338,31 +338,31 @@ def test_proof_is_polylogarithmic():
     assert large < 2.5 * medium
 
 
-@pytest.mark.skipif(B._kernels() is None, reason="numba not installed")
+@pytest.mark.skipif(B.compiled_kernels() is None, reason="numba not installed")
 @settings(max_examples=4, deadline=None)
 @given(seeds)
 def test_numba_kernels_match_their_numpy_twins(seed):
     n = F.NUMBA_MIN_SIZE
-    kernels = B._kernels()
+    kernels = B.compiled_kernels()
     base, ext = F.random_elements(n, seed=seed), F.ext_random((n,), seed=seed + 1)
     weights, r = F.ext_random((n,), seed=seed + 2), F.ext_random((), seed=seed + 3)
     for table in (base, ext):
         out = np.empty((3, 4), dtype=np.uint64)
         kernels.round_sums(table, weights, out)
         assert np.array_equal(out, B._round_message_numpy(table, weights))
-        scale = F.mul(B._powers(pow(B._omega(n), F.P - 2, F.P), n // 2), np.uint64(B._INV2))
+        scale = F.mul(B.powers(pow(B._omega(n), F.P - 2, F.P), n // 2), np.uint64(B._INV2))
         assert np.array_equal(B._fold_codeword(table, r), B._fold_codeword_numpy(table, r, scale))
     point, factor = F.ext_random((15,), seed=seed + 4), F.ext_random((), seed=seed + 5)
     assert np.array_equal(B._eq_scaled(point, factor), F.ext_mul(eq_table(point), factor))
     rows, row_weights = F.random_elements((n // 4, 8), seed=seed + 6), F.ext_random((8,), seed=seed + 7)
     assert np.array_equal(B._combine_rows(rows, row_weights), B._combine_rows_numpy(rows, row_weights))
-    assert np.array_equal(B._dot_base(ext, base), F.ext_sum(F.ext_mul_base(ext, base), axis=0))
+    assert np.array_equal(B.dot_base(ext, base), F.ext_sum(F.ext_mul_base(ext, base), axis=0))
     half = F.ext_random((n // 2,), seed=seed + 8)
     for table in (base, ext):
         out = np.empty((2, 4), dtype=np.uint64)
         kernels.dot_pairs(table, half, out)
         assert np.array_equal(out, B._dot_pairs_numpy(table, half))
-        folded, folded_weights, message = B._fold_pair(table, weights, r)  # the fused kernel fold_sums
+        folded, folded_weights, message = B.fold_pair(table, weights, r)  # the fused kernel fold_sums
         assert np.array_equal(folded, fold(table, r)) and np.array_equal(folded_weights, fold(weights, r))
         assert np.array_equal(message, B._round_message_numpy(folded, folded_weights))
     s = F.ext_random((), seed=seed + 10)  # a base table's fold by the last challenge, taken on the fly
@@ -400,13 +400,13 @@ def test_eq_factored_round_message_is_the_plain_one(n, base, seed):
     point, scale = F.ext_random((n,), seed=seed + 1), F.ext_random((), seed=seed + 2)
     weight = F.ext_mul(eq_table(point), scale)
     suffix = eq_table(point[1:])
-    assert np.array_equal(B._eq_round_message(table, [], suffix, point[0], scale), B._round_message(table, weight))
+    assert np.array_equal(B._eq_round_message(table, [], suffix, point[0], scale), B.fold_round_message(table, weight))
     if base:  # joining base tables, kept base: beta t + beta' t'
         other, beta, beta2 = F.random_elements(1 << n, seed=seed + 3), F.ext_random((), seed=seed + 4), \
             F.ext_random((), seed=seed + 5)
         joined = F.ext_add(F.ext_mul_base(beta, table), F.ext_mul_base(beta2, other))
         message = B._eq_round_message(None, [(table, beta), (other, beta2)], suffix, point[0], scale)
-        assert np.array_equal(message, B._round_message(joined, weight))
+        assert np.array_equal(message, B.fold_round_message(joined, weight))
         r = F.ext_random((), seed=seed + 6)
         assert np.array_equal(B._fold_joined(None, [(table, beta), (other, beta2)], r), fold(joined, r))
         assert np.array_equal(B._fold_joined(joined, [(table, beta)], r),
@@ -443,14 +443,14 @@ def test_split_eq_weight_is_the_whole_table(k, base, seed):
         assert np.array_equal(split.halved().dot_pairs(half), B._dot_pairs_numpy(half, F.add(whole[0::2], whole[1::2])))
 
 
-@pytest.mark.skipif(B._kernels() is None, reason="numba not installed")
+@pytest.mark.skipif(B.compiled_kernels() is None, reason="numba not installed")
 @settings(max_examples=6, deadline=None)
 @given(st.integers(0, 300), st.integers(0, 255), seeds)
 def test_numba_blake2b_matches_hashlib(length, prefix, seed):
     import hashlib
     data = np.random.default_rng(seed).integers(0, 256, (3, length), dtype=np.uint8)
     out = np.empty((3, 32), dtype=np.uint8)
-    kernels = B._kernels()
+    kernels = B.compiled_kernels()
     kernels.blake2b_rows(np.uint8(prefix), data, kernels._IV, kernels._SIGMA, out)
     for row, digest in zip(data, out):
         assert digest.tobytes() == hashlib.blake2b(bytes([prefix]) + row.tobytes(), digest_size=32).digest()
@@ -458,14 +458,14 @@ def test_numba_blake2b_matches_hashlib(length, prefix, seed):
 
 @pytest.mark.parametrize("block, width", [(0, 1), (1, 16), (3, 4)])  # 5, 129 and 129 bytes a leaf
 def test_merkle_tree_and_paths_match_the_hashlib_twins(block, width):
-    from proofs.commit import _merkle_open
+    from proofs.commit import merkle_open
     codeword = F.random_elements((F.NUMBA_MIN_SIZE << block, width), seed=block).reshape(-1, width).squeeze()
     leaves = B._leaves(codeword, block)
-    naive = B._merkle_levels(B._digests(leaves))
+    naive = B.merkle_levels(B._digests(leaves))
     levels = B._merkle_tree(B._digest_array(leaves))
     assert [[d.tobytes() for d in level] for level in levels] == naive
     index = np.array([0, 3, 4, leaves.shape[0] - 1])
-    assert B._merkle_paths(levels, index) == _merkle_open(naive, index)
+    assert B._merkle_paths(levels, index) == merkle_open(naive, index)
 
 
 @pytest.mark.parametrize("block, width, group", [(0, 1, 1), (0, 1, 16), (1, 16, 1), (3, 4, 1), (2, 2, 4)])
@@ -480,7 +480,7 @@ def test_leaf_hashing_from_the_codeword_matches_the_built_leaves(block, width, g
     index = np.array([0, 3, 4, leaves.shape[0] - 1])
     assert np.array_equal(B._leaves_at(codeword, block, group, index), leaves[index])
     pair = B._leaf_digests(codeword, block, group)[:2].tobytes()  # 64 bytes: a leaf's and a node's message alike
-    assert B._leaf_hash(pair) != B._hash(b"\x01", pair)  # leaves and inner nodes are hashed apart
+    assert B._leaf_hash(pair) != B.prefixed_hash(b"\x01", pair)  # leaves and inner nodes are hashed apart
 
 
 # ------------------------------------------------------------------------------- consistent cheaters
@@ -564,7 +564,7 @@ def test_a_reduction_that_hides_a_lie_is_caught_at_its_end():
     witnesses, points = _claims(SIZES, COUNTS, seed=11)
     values = _lie(_honest_values(witnesses, points), 0)
     transcript = _ShiftingTranscript("test", "basefold.reduction", F.ext_mul_base(
-        B._begin(Transcript("test"), [w.commitment for w in witnesses], points, values)[0][0],
+        B.begin(Transcript("test"), [w.commitment for w in witnesses], points, values)[0][0],
         np.uint64(pow(2, max(SIZES) - SIZES[0], F.P))))  # the lie in the first claim: c_00 2^(n_max - n_0)
     _, proof = B.open_batch(witnesses, points, transcript, values)
     with pytest.raises(ProofRejected, match="evaluations do not match"):
@@ -662,8 +662,8 @@ def test_a_single_claim_whose_evaluation_is_not_the_claimed_value_is_caught():
 
 def test_small_cosets_share_a_leaf_of_one_hash_block():
     """A table's tree puts the most cosets in a leaf whose bytes (and prefix) fit one BLAKE2b block."""
-    assert [B._leaf_group(values, 1 << 10) for values in (1, 4, 8, 32, 64)] == [16, 4, 2, 1, 1]
-    assert B._leaf_group(1, 2) == 2  # never more cosets than the codeword has
+    assert [B.leaf_group(values, 1 << 10) for values in (1, 4, 8, 32, 64)] == [16, 4, 2, 1, 1]
+    assert B.leaf_group(1, 2) == 2  # never more cosets than the codeword has
     codeword = F.random_elements((64, 2), seed=1)
     leaves = B._table_leaves(codeword, 1)  # cosets of 2 positions x 2 rows: 4 to a leaf
     assert leaves.shape == (8, 8, 2)

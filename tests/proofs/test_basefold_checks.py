@@ -235,7 +235,7 @@ def test_a_reduction_that_hides_a_lie_names_its_last_check():
     witnesses, points = _claims(SIZES, COUNTS, seed=11)
     values = _lie(_honest_values(witnesses, points), 0)
     transcript = _ShiftingTranscript("test", "basefold.reduction", F.ext_mul_base(
-        B._begin(Transcript("test"), [w.commitment for w in witnesses], points, values)[0][0],
+        B.begin(Transcript("test"), [w.commitment for w in witnesses], points, values)[0][0],
         np.uint64(pow(2, max(SIZES) - SIZES[0], F.P))))
     _, proof = B.open_batch(witnesses, points, transcript, values)
     rejected(_verify([w.commitment for w in witnesses], points, values, proof),

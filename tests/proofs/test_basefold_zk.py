@@ -132,8 +132,8 @@ def test_slot_table_layout_and_tail_bound():
         commitment = Z.commit(table, params, seed=3)[0]
         lifted = Z.lift(point, commitment)
         assert np.array_equal(lifted.at(F.ext_random((v + m,), seed=4)),
-                              mle_evaluate(B._claim_table(lifted, v + m), F.ext_random((v + m,), seed=4)))
-        assert np.array_equal(F.ext_sum(F.ext_mul_base(B._claim_table(lifted, v + m), slots.reshape(-1)), axis=0),
+                              mle_evaluate(B.claim_table(lifted, v + m), F.ext_random((v + m,), seed=4)))
+        assert np.array_equal(F.ext_sum(F.ext_mul_base(B.claim_table(lifted, v + m), slots.reshape(-1)), axis=0),
                               naive_mle(table, point))
 
 
@@ -300,14 +300,14 @@ def test_a_hidden_table_is_never_sent_whole(num_vars):
 @settings(max_examples=15, deadline=None)
 @given(st.integers(0, 7), st.integers(1, 3), seeds)
 def test_kernel_merkle_root_is_the_hashlib_twin(depth, width, seed):
-    from proofs.commit import _merkle_root_from
+    from proofs.commit import merkle_root_from
     rng = np.random.default_rng(seed)
     leaves = rng.integers(0, F.P, (1 << depth, width), dtype=np.uint64)
     levels = B._merkle_tree(B._digest_array(leaves))
     index = np.unique(rng.integers(0, 1 << depth, int(rng.integers(1, 6))))
     path = B._merkle_paths(levels, index)
     root = B._root_from(leaves[index], index, path, depth)
-    assert root == B._root(levels) == _merkle_root_from(B._digests(leaves[index]), index, path, depth)
+    assert root == B._root(levels) == merkle_root_from(B._digests(leaves[index]), index, path, depth)
     if path:
         with pytest.raises(ProofRejected):
             B._root_from(leaves[index], index, path[:-1], depth)

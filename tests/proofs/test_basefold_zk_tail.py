@@ -114,7 +114,7 @@ def test_a_false_value_with_consistent_rounds_is_caught_at_the_reduction_end():
     rng = np.random.default_rng(3)
     c, w = Z.commit(_table(rng, 17), TAIL)
     points = [rng.integers(0, F.P, (2, 17, 4), dtype=np.uint64)]
-    false_values = [_bump(np.stack([B._dot_base(eq_table(z), w.table) for z in points[0]]))]
+    false_values = [_bump(np.stack([B.dot_base(eq_table(z), w.table) for z in points[0]]))]
     with consistent_cheating("proofs.basefold_zk"):
         _, proof = Z.open_batch([w], points, Transcript(b"cheat"), values=false_values)
     with pytest.raises(ProofRejected, match="do not match the masked reduction"):
@@ -265,7 +265,7 @@ def _rank_case(monkeypatch, specs, openings: int = 1, streams=(12345,), seed: in
             commitment = Z.HidingBasefoldCommitment(c, n, openings, "tail")
             inner.append(w)
             lifted.append([Z.lift(B.Functional.point(p), commitment) for p in z])
-            values.append(np.stack([B._dot_base(eq_table(p), committed[::2][:1 << n]) for p in z]))
+            values.append(np.stack([B.dot_base(eq_table(p), committed[::2][:1 << n]) for p in z]))
         views = []
         for stream, mask in zip(streams, masks):
             fixed.reset(stream)
@@ -374,7 +374,7 @@ def test_random_batches_verify_with_recomputed_values(tables, seed):
         values, proof = Z.open_batch(witnesses, claims_list, Transcript(b"random"))
         for w, claims, v in zip(witnesses, claims_list, values):
             for claim, y in zip(claims, v):
-                assert F.ext_eq(B._dot_base(B._claim_table(claim, claim.num_vars), w.table), y)
+                assert F.ext_eq(B.dot_base(B.claim_table(claim, claim.num_vars), w.table), y)
         Z.verify_batch(commitments, claims_list, values, proof, Transcript(b"random"), min_security_bits=0)
         if any(len(v) for v in values):
             k = next(i for i, v in enumerate(values) if len(v))
@@ -395,7 +395,7 @@ def test_in_place_folds_equal_fresh_folds(log_n, seed):
     r = rng.integers(0, F.P, 4, dtype=np.uint64)
     expected = fold(t.copy(), r)
     assert np.array_equal(fold(t.copy(), r, in_place=True), expected)
-    f1, w1, m1 = B._fold_pair(t.copy(), w.copy(), r)
-    f2, w2, m2 = B._fold_pair(t.copy(), w.copy(), r, in_place=True)
+    f1, w1, m1 = B.fold_pair(t.copy(), w.copy(), r)
+    f2, w2, m2 = B.fold_pair(t.copy(), w.copy(), r, in_place=True)
     assert np.array_equal(f1, f2) and np.array_equal(w1, w2) and np.array_equal(f1, expected)
     assert (m1 is None and m2 is None) or np.array_equal(m1, m2)

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from proofs import field as F
-from proofs.commit import (Commitment, CommitParams, OpeningProof, _merkle_levels, _merkle_open,
-                           _merkle_root_from, commit, ntt, open_batch, open_commitment, rs_encode,
+from proofs.commit import (Commitment, CommitParams, OpeningProof, merkle_levels, merkle_open,
+                           merkle_root_from, commit, ntt, open_batch, open_commitment, rs_encode,
                            verify_batch, verify_opening)
 from proofs.errors import ProofError, ProofRejected
 from proofs.mle import eq_table
@@ -168,16 +168,16 @@ def test_verifier_rejects_weak_parameters_and_malformed_objects():
 def test_merkle_multiproof_recovers_the_root(depth, raw_indices, seed):
     leaves = [bytes([seed % 256, i % 256, i // 256]) * 11 for i in range(2 ** depth)]
     leaves = [leaf[:32] for leaf in leaves]
-    levels = _merkle_levels(leaves)
+    levels = merkle_levels(leaves)
     indices = np.unique(np.array(raw_indices) % 2 ** depth)
-    proof = _merkle_open(levels, indices)
+    proof = merkle_open(levels, indices)
     opened = [leaves[i] for i in indices]
-    assert _merkle_root_from(opened, indices, proof, depth) == levels[-1][0]
+    assert merkle_root_from(opened, indices, proof, depth) == levels[-1][0]
     if proof:
         with pytest.raises(ProofRejected):
-            _merkle_root_from(opened, indices, proof[:-1], depth)
+            merkle_root_from(opened, indices, proof[:-1], depth)
     with pytest.raises(ProofRejected):
-        _merkle_root_from(opened, indices, proof + [bytes(32)], depth)
+        merkle_root_from(opened, indices, proof + [bytes(32)], depth)
 
 
 def test_commit_input_errors_and_no_mutation():
@@ -200,11 +200,11 @@ def test_commit_input_errors_and_no_mutation():
 
 def test_numba_ntt_matches_numpy_ntt():
     pytest.importorskip("numba")
-    from proofs.commit import _ntt_numpy, _powers
+    from proofs.commit import _ntt_numpy, powers
     from proofs.commit import NTT_NUMBA_MIN_SIZE
     values = F.random_elements((NTT_NUMBA_MIN_SIZE // 2048, 2048), seed=4)
     n = values.shape[1]
-    twiddles = _powers(pow(F.GENERATOR, (F.P - 1) // n, F.P), n // 2)
+    twiddles = powers(pow(F.GENERATOR, (F.P - 1) // n, F.P), n // 2)
     assert np.array_equal(ntt(values), _ntt_numpy(values, twiddles))
 
 

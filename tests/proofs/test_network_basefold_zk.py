@@ -19,7 +19,7 @@ from proofs.layers.network_zk import HidingNetworkProof
 from proofs.layers.reusable import Reusable
 from proofs.quantize import forward_int, quantize_fixed_point, quantize_input
 from proofs.relations import Slot, StoreLayout, View, view_value
-from proofs.zk import _poly_at
+from proofs.zk import poly_at
 from tests.proofs.cheating import bumped, tampered_agreements
 from tests.proofs.test_network import float_mlp
 
@@ -149,15 +149,15 @@ def test_view_functionals_give_the_view_values(hiding):
         slot = layout.slot(name)
         view = View(name, F.ext_random((slot.elem_vars,), seed=6), w, (1, slot.elem_vars))
         functional = view_functional(plan, view)
-        value = F.ext_sum(F.ext_mul_base(B._claim_table(functional, plan.num_vars), packed), axis=0)
+        value = F.ext_sum(F.ext_mul_base(B.claim_table(functional, plan.num_vars), packed), axis=0)
         assert np.array_equal(value, view_value(store, view))
     for j, (n, d) in enumerate(plan.mask_shapes):
         point = F.ext_random((n,), seed=7 + j)
         functional = mask_functional(plan, j, point)
-        value = F.ext_sum(F.ext_mul_base(B._claim_table(functional, plan.num_vars), packed), axis=0)
+        value = F.ext_sum(F.ext_mul_base(B.claim_table(functional, plan.num_vars), packed), axis=0)
         expected = F.ext_zero()
         for i in range(n):
-            expected = F.ext_add(expected, _poly_at(coefficients[j][i], point[i]))
+            expected = F.ext_add(expected, poly_at(coefficients[j][i], point[i]))
         assert np.array_equal(value, expected)
 
 

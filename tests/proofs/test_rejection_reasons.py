@@ -127,7 +127,7 @@ def _forge_proximity(witness, points, transcript):
     values = np.stack([F.ext_dot(u, c) for u, c in zip(u_evals, col_eqs)])
     indices = C._queries(transcript, commitment, values, u_rand, u_evals)
     return values, C.OpeningProof(u_rand, u_evals, witness.encoded[:, indices].copy(),
-                                  tuple(C._merkle_open(witness.levels, indices)))
+                                  tuple(C.merkle_open(witness.levels, indices)))
 
 
 def _forge_value(witness, points, k, transcript):
@@ -141,7 +141,7 @@ def _forge_value(witness, points, k, transcript):
     values[k] = F.ext_add(values[k], F.ext_one())
     indices = C._queries(transcript, commitment, values, u_rand, u_evals)
     return values, C.OpeningProof(u_rand, u_evals, witness.encoded[:, indices].copy(),
-                                  tuple(C._merkle_open(witness.levels, indices)))
+                                  tuple(C.merkle_open(witness.levels, indices)))
 
 
 def test_proximity_row_inconsistency_is_named(opened):

@@ -142,4 +142,4 @@ def test_a_batch_below_the_verifiers_bits_is_refused_before_proving():
     with pytest.raises(ProofError, match=r"prove_step: one batch opening .* gives \d+\.\d proven bits, below the 100"):
         SB.prove_step(trace, committed)
     strong = SB.commit_step(trace, SB.training_params())
-    assert BZ.verified_bits([c.copies[0] for _, c, _ in SB._as_steps(strong).keyed()]) >= 100
+    assert BZ.verified_bits([c.copies[0] for _, c, _ in SB.as_steps(strong).keyed()]) >= 100

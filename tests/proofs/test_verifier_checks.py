@@ -202,14 +202,14 @@ def test_zk_sumcheck_mask_evaluation_is_opened():
     """A prover stating g(sigma) + 1 (moving the sub-claim on f by -rho) and opening that value is caught by the
     mask opening's value check."""
     terms = _terms(6)
-    real, calls = zk._poly_at, []
+    real, calls = zk.poly_at, []
 
     def last_round_plus_one(coefficients, x):
         calls.append(1)
         value = real(coefficients, x)
         return F.ext_add(value, ONE) if len(calls) == 4 else value  # only g_3(r_3): the messages stay honest
 
-    with mock.patch.object(zk, "_poly_at", last_round_plus_one):
+    with mock.patch.object(zk, "poly_at", last_round_plus_one):
         proof, _, _ = zk.prove_zk_sumcheck(terms, _true_sum(terms), Transcript("t"), seed=4)
     with pytest.raises(ProofRejected, match="a stated value differs"):
         zk.verify_zk_sumcheck(proof, _true_sum(terms), 4, 3, Transcript("t"))

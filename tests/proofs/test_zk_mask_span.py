@@ -80,9 +80,9 @@ def test_masks_are_f_p4_coefficients():
     assert coefficients.shape == (5, 3, 4)
     assert zk.mask_table(coefficients).size == zk.mask_entries(5, 2) == 5 * 4 * 4
     point = F.ext_random((5,), seed=1)
-    weights = zk._powers_table(point, 2)
+    weights = zk.powers_table(point, 2)
     direct = F.ext_zero()
     for i in range(5):
-        direct = F.ext_add(direct, zk._poly_at(coefficients[i], point[i]))
+        direct = F.ext_add(direct, zk.poly_at(coefficients[i], point[i]))
     table = zk.mask_table(coefficients)
     assert F.ext_eq(F.ext_sum(F.ext_mul_base(weights[:table.size], table), axis=0), direct)

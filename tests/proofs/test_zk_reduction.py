@@ -98,6 +98,6 @@ def test_lagrange_eval_equals_the_polynomial_through_its_values(degree, seed):
     from proofs.sumcheck import lagrange_eval
     rng = np.random.default_rng(seed)
     coefficients = rng.integers(0, F.P, (degree + 1, 4), dtype=np.uint64)
-    values = np.stack([zk._poly_at(coefficients, F.ext_from_base(np.uint64(x))) for x in range(degree + 1)])
+    values = np.stack([zk.poly_at(coefficients, F.ext_from_base(np.uint64(x))) for x in range(degree + 1)])
     r = rng.integers(0, F.P, 4, dtype=np.uint64)
-    assert np.array_equal(lagrange_eval(values, r), zk._poly_at(coefficients, r))
+    assert np.array_equal(lagrange_eval(values, r), zk.poly_at(coefficients, r))

@@ -65,7 +65,7 @@ def test_the_rank_check_sees_an_unmasked_value():
     """The check can fail: a value stated twice, or a view with every variable contracted (no mask), adds no rank."""
     trace, _ = _trace(4)
     committed = S.commit_step(trace, zk=True)
-    channel = S._verify_training(SPEC, S._as_steps(committed), S.prove_training_step(trace, committed, zk=True))
+    channel = S._verify_training(SPEC, S.as_steps(committed), S.prove_training_step(trace, committed, zk=True))
     key, claims = next((k, c) for k, c in channel.claims.items() if len(c) >= 2)
     views = [view for view, _ in claims]
     assert mask_rank(channel.layouts[key], views + [views[0]]) == len(views)
@@ -77,7 +77,7 @@ def test_the_sumcheck_part_is_simulated_without_the_witness():
     """Every relation of a real proof, simulated from its public description alone, verifies."""
     trace, _ = _trace(5)
     committed = S.commit_step(trace, zk=True)
-    channel = S._verify_training(SPEC, S._as_steps(committed), S.prove_training_step(trace, committed, zk=True))
+    channel = S._verify_training(SPEC, S.as_steps(committed), S.prove_training_step(trace, committed, zk=True))
     assert len(channel.relations) > 10
     for k, (label, relation) in enumerate(channel.relations):
         sim, values = simulate_relation(relation, channel.layouts, seed=k)
@@ -126,7 +126,7 @@ def test_a_decomposition_split_into_16_plus_1_planes_is_bit_checked(zk):
     assert spec.update_spec().groups == ((0, 16), (16, 1))
     trace, _ = _trace(1, spec)
     committed = S.commit_step(trace, zk=zk)
-    channel = S._verify_training(spec, S._as_steps(committed), S.prove_training_step(trace, committed, zk=zk))
+    channel = S._verify_training(spec, S.as_steps(committed), S.prove_training_step(trace, committed, zk=zk))
     (bits_label, bits), = [(label, r) for label, r in channel.relations if label.endswith("bits")]
     checked = {term.factor.name for term in bits.terms}
     assert {"t0.upd0", "t0.upd0.g1", "t0.upd1.g1"} <= checked

@@ -158,7 +158,7 @@ def test_every_stated_value_is_masked_and_the_sumcheck_part_is_simulatable(step)
     from proofs.relations import expected_summand, simulate_relation
     from proofs.sumcheck import SumcheckVerifier
     spec, _, committed, proof = step
-    channel = S._verify_training(spec, S._as_steps(committed), proof)
+    channel = S._verify_training(spec, S.as_steps(committed), proof)
     for key, claims in channel.claims.items():
         assert mask_rank(channel.layouts[key], [v for v, _ in claims]) == len(claims)
     label, relation = channel.relations[0]
