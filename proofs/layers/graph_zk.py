@@ -37,7 +37,11 @@ relation also shows it is zero off its declared box (:meth:`Protocol.select` wit
 :func:`proofs.relations.padding_factor` term, no stated value added). By induction every stored tensor (adds,
 reshapes, patch copies included) is then zero-padded, so a contraction reads the weights' padding only against zeros
 and the weights' padding (the committer's) cannot change the output.
-Not yet: grouped convolutions (G > 1), a contraction whose summed letters are not one block of both operands. Soundness: the union bound of :func:`soundness_bits`; zero knowledge as :mod:`proofs.relations`.
+A grouped convolution (G > 1, a depthwise one included) sums the group letter with the others: the model store
+holds its weight as (O/G, G, C/G, kh, kw) and its view P as (b, i, j | g, c, u, v) (:func:`_weight_order`), so
+g c u v is one block of both operands and the output's eq(tau_g, g) is one more public factor of the sumcheck.
+Not yet: a grouped convolution with other than 1 or a power of two output channels per group (its einsum output
+and its output differ in layout), a contraction whose summed letters are not one block of both operands. Soundness: the union bound of :func:`soundness_bits`; zero knowledge as :mod:`proofs.relations`.
 """
 from __future__ import annotations
 
@@ -54,7 +58,7 @@ from .. import field as F
 from ..errors import ModelError, ProofError, ProofRejected
 from ..verdict import Verdict, rejecting
 from ..graph_quantize import QuantizedGraph, public_weight, validate_structure
-from ..mle import bind_high, eq_table, mle_evaluate
+from ..mle import bind_high, eq_eval, eq_table, mle_evaluate
 from ..progress import as_progress
 from ..proof_format import ByteReader, ByteWriter, from_record, parse_nested, to_record
 from ..public_values import require_bounded
@@ -107,12 +111,13 @@ class Shapes:
         self.views = {}  # op index -> (P letters, summed letters) for patch contractions
         for index, op in enumerate(q.ops):
             if op.kind == "contraction" and op.patches is not None:
-                if op.patches.groups != 1:
-                    raise ModelError(f"{op.name}: grouped convolutions (groups={op.patches.groups}) are not provable "
-                                     f"with hidden weights yet (use --public-weights)")
                 data, weight, out = _subscripts(op.equation)
-                summed = "".join(l for l in weight if l in data and l not in out)
-                free = "".join(l for l in out if l in data)
+                if op.patches.groups == 1:
+                    summed = "".join(l for l in weight if l in data and l not in out)
+                    free = "".join(l for l in out if l in data)
+                else:  # the group letter is summed with the others (its eq factor shared with the output)
+                    summed = "".join(l for l in _weight_order(op) if l in data)
+                    free = "".join(l for l in out if l in data and l not in summed)
                 self.views[index] = (free + summed, summed)
         self.input_name, self.output_name = self.alias.get(q.input, q.input), self.alias.get(q.output, q.output)
         # in op order (not the shapes dict's order, which a parsed structure does not keep)
@@ -150,7 +155,8 @@ class Shapes:
         x_shape = (self.batch, *self.q.shapes[op.inputs[0]])
         c, h, w = x_shape[1:]
         oh, ow = op.patches.output_hw(h, w)
-        sizes = dict(zip("bgcuvij", (self.batch, 1, c, *op.patches.kernel, oh, ow)))
+        groups = op.patches.groups
+        sizes = dict(zip("bgcuvij", (self.batch, groups, c // groups, *op.patches.kernel, oh, ow)))
         return tuple(sizes[l] for l in letters)
 
     def letter_bits(self, letters: str, real) -> dict:
@@ -158,6 +164,11 @@ class Shapes:
         for l, n in zip(letters, real):
             out[l] = _bits(self.pb) if l == "b" else _bits(n)
         return out
+
+
+def _high_eq_factor(point, low: int, k: int) -> Public:
+    """The factor over k variables equal to eq(point, its top k - low variables), constant in the low ones."""
+    return Public(lambda: np.repeat(eq_table(point), 1 << low, axis=0), lambda sigma: eq_eval(point, sigma[low:k]))
 
 
 def _bound_public(table, high, low, k: int) -> Public:
@@ -178,6 +189,22 @@ def _decomposition(op) -> Decomposition:
     return Decomposition(op.shift, op.q_bits, op.relu or op.kind == "relu")  # shift 0 on a relu op
 
 
+def _weight_order(op) -> str:
+    """The letters of a contraction's weight as the model store holds it: for a grouped convolution (G > 1) the
+    letters it shares with the view last, in the equation's order ('gocuv' -> 'ogcuv': one block of both
+    operands, the group letter among them), else the equation's own."""
+    data, weight, _ = _subscripts(op.equation)
+    if op.patches is None or op.patches.groups == 1:
+        return weight
+    return "".join(l for l in weight if l not in data) + "".join(l for l in weight if l in data)
+
+
+def _stored_weight(op) -> np.ndarray:
+    """The weight's axes in :func:`_weight_order`."""
+    weight = _subscripts(op.equation)[1]
+    return np.transpose(op.weight, [weight.index(l) for l in _weight_order(op)])
+
+
 def model_layout(q: QuantizedGraph) -> StoreLayout:
     slots = []
     for index, op in enumerate(q.ops):
@@ -194,7 +221,8 @@ def model_tables(q: QuantizedGraph) -> dict:
     for index, op in enumerate(q.ops):
         if op.kind == "contraction":
             if op.committed_weight:
-                tables[f"W{index}"] = _field(op.weight, tuple(_pow2(n) for n in op.weight.shape))
+                weight = _stored_weight(op)
+                tables[f"W{index}"] = _field(weight, tuple(_pow2(n) for n in weight.shape))
             if op.has_bias:
                 tables[f"b{index}"] = _field(op.bias, tuple(_pow2(n) for n in op.bias.shape))
     return tables
@@ -390,22 +418,25 @@ class _Run:
             data_letters, data_real = data, (s.batch, *s.q.shapes[x])
         out_real = (s.batch, *op.einsum_shape)
         if not _same_layout(op.einsum_shape, s.q.shapes[op.output]):
+            grouped = " (a grouped convolution's output channels per group must be 1 or a power of two)" \
+                if op.patches is not None and op.patches.groups > 1 else ""
             raise ModelError(f"{op.name}: its einsum output {op.einsum_shape} and its output {s.q.shapes[op.output]} "
-                             f"have different layouts: not provable with hidden weights yet (use --public-weights)")
+                             f"have different layouts{grouped}: not provable with hidden weights yet (use "
+                             f"--public-weights)")
         tau = self.ch.point(f"graph.layer{index}", s.vars(op.output))
         parts = split_point(tau, out, s.letter_bits(out, out_real).get)
         sizes = dict(zip(data_letters, data_real))
         sizes.update(zip(weight, op.weight_shape))
-        summed = "".join(l for l in weight if l in data_letters and (l not in out or _bits(sizes[l])))
+        summed = "".join(l for l in _weight_order(op) if l in data_letters and (l not in out or _bits(sizes[l])))
         shared = "".join(l for l in summed if l in out)
-        if shared and shared != summed:
+        if shared and not summed.startswith(shared):
             raise ModelError(f"{op.name}: einsum {op.equation!r} mixes shared and contracted letters: not provable "
                              f"with hidden weights yet")
         sizes = dict(zip(data_letters, data_real))
         sizes.update(zip(weight, op.weight_shape))
         k = sum(_bits(sizes[l]) for l in summed)
         factors, publics = [], []
-        for letters, tensor in ((data_letters, None), (weight, "W")):
+        for letters, tensor in ((data_letters, None), (_weight_order(op), "W")):
             at = letters.find(summed) if summed else len(letters)
             if summed and at < 0:
                 raise ModelError(f"{op.name}: einsum {op.equation!r}: the summed letters {summed!r} are not one block "
@@ -430,8 +461,10 @@ class _Run:
                     high = np.concatenate([np.zeros((0, F.EXT_DEGREE), np.uint64) if high is None else high,
                                            F.ext_zero((extra,))])
                 factors.append(Stored("w", f"W{index}", high=high, low=low))
-        if shared:
+        if shared == summed and shared:
             publics.append(eq_factor(join_point(parts, shared)))
+        elif shared:  # a grouped convolution: eq(tau_g, g) on the block's high letters, 1 on the rest
+            publics.append(_high_eq_factor(join_point(parts, shared), k - sum(_bits(sizes[l]) for l in shared), k))
         terms = [Term(self.one, tuple(publics), tuple(factors), k)]
         if op.has_bias:
             sample = _SAMPLE[:len(op.shape)]
@@ -505,7 +538,7 @@ class _Run:
         """G_tau~(sigma) without G (the verifier's side): eq(tau, v) factors over P's letters and
         eq(sigma, gather(v)) = eq(sigma_b, b) eq(sigma_c, c) eq(sigma_h, row(u, i)) eq(sigma_w, col(v, j)) (zero
         where the window reads padding), so the sum over the real view is a product of four small sums,
-        O(B + C + kh Ho + kw Wo) (one group: G = 1)."""
+        O(B + C + kh Ho + kw Wo) (G groups: channel g C/G + c, the (g, c) sum over the C channels)."""
         s, op = self.s, self.s.q.ops[index]
         x = op.inputs[0]
         geometry = PatchGeometry.of(s.real(x), op.patches)
@@ -515,8 +548,11 @@ class _Run:
         sg = split_point(np.asarray(sigma)[:sum(x_bits.values())], "bchw", x_bits.get)
         value = F.ext_one()
         for letter in "bc":
-            n = real[letter]
-            value = F.ext_mul(value, F.ext_sum(F.ext_mul(eq_table(t[letter])[:n], eq_table(sg[letter])[:n]), axis=0))
+            n, mine = real[letter], eq_table(t[letter])[:real[letter]]
+            if letter == "c" and real["g"] > 1:
+                mine = F.ext_mul(eq_table(t["g"])[:real["g"], None], mine[None]).reshape(-1, F.EXT_DEGREE)
+                n = mine.shape[0]
+            value = F.ext_mul(value, F.ext_sum(F.ext_mul(mine, eq_table(sg[letter])[:n]), axis=0))
         for axis, (k_letter, o_letter, x_letter) in enumerate((("u", "i", "h"), ("v", "j", "w"))):
             weights = F.ext_mul(eq_table(t[k_letter])[:real[k_letter], None], eq_table(t[o_letter])[None, :real[o_letter]])
             reads = _masked_eq(sg[x_letter], geometry.positions(axis))  # (k, out, 4)

@@ -97,10 +97,13 @@ def test_each_proof_spends_a_copy():
         net.prove(calibration[:1])
 
 
-def test_grouped_convolution_refused_by_name():
-    q, _ = _quantized(_small_cnn(groups=2, residual=False))
-    with pytest.raises(ModelError, match="conv"):
-        HidingGraphNetwork(q, max_proofs=1)
+def test_grouped_convolution_with_hidden_weights():
+    """A grouped convolution (G = 2) proves with hidden weights: the group letter is summed with the channel and
+    kernel letters, its eq factor shared with the output; the proven output is the integer reference's."""
+    q, calibration = _quantized(_small_cnn(groups=2, residual=False))
+    net = HidingGraphNetwork(q, max_proofs=1)
+    y = verify_graph_zk(net.commitment, calibration[:2], net.prove(calibration[:2])).output
+    assert np.array_equal(y, q.forward_int(q.quantize_input(calibration[:2])))
 
 
 @pytest.mark.slow
