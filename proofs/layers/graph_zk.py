@@ -108,6 +108,10 @@ class Shapes:
             source = self.alias.get(op.inputs[0], op.inputs[0])
             if op.kind == "reshape" and _same_layout(q.shapes[source], q.shapes[op.output]):
                 self.alias[op.output] = source
+        for op in q.ops:
+            if op.kind == "lookup":
+                raise ModelError(f"{op.name}: a {op.function} (a lookup table) is not provable with hidden weights "
+                                 f"yet (use --public-weights: the plain graph proof proves it)")
         self.views = {}  # op index -> (P letters, summed letters) for patch contractions
         for index, op in enumerate(q.ops):
             if op.kind == "contraction" and op.patches is not None:
