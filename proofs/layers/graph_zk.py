@@ -27,7 +27,14 @@ further when some stored tensor would have fewer than 4 variables (a masked tens
   (public: the verifier builds it in O(|P|));
 - relu (after an add): X - rebuilt + h = 0, then the select;  add: Y - 2^k1 X1 - 2^k2 X2 = 0;
   reshape: Y(tau) - sum_p G_tau(p) X(p) = 0 (a reshape of the same padded layout is the same tensor);
-  transpose: Y(tau) - X(tau permuted) = 0;  bits: every plane entry is a bit (one batched relation).
+  transpose: Y(tau) - X(tau permuted) = 0;  bits: every plane entry is a bit (one batched relation);
+- lookup Y = T[X] (Sigmoid, Tanh, Gelu, ...: a public table, :func:`proofs.graph_quantize.lookup_table`): LogUp
+  (Haboeck 2022) with the inverses committed: the multiplicities m are in the proof store; alpha, beta are drawn
+  after it and the lookup store "q" of H = S / (beta + X + alpha Y) and G = m / (beta + t + alpha T) (F_p4 tables
+  as four base coordinates) is committed then; three relations (:meth:`_Run.lookup`) show H, G are those
+  inverses (Y zero off its box) and sum H = sum G, so every real (x, y) is a table row. The plain proof uses
+  LogUp-GKR instead (:mod:`proofs.lookup`); here committed inverses keep every stated value a masked one (no GKR
+  layer value, which would be a function of the hidden activations, is ever stated). Ligero stores only.
 
 A public tensor's part of a relation moves to its claim (the verifier evaluates it); a pool's kernel is public
 (:func:`proofs.graph_quantize.public_weight`, derived from the structure by both sides, never in the model store), a
@@ -57,12 +64,14 @@ from .. import basefold_zk as BZ
 from .. import field as F
 from ..errors import ModelError, ProofError, ProofRejected
 from ..verdict import Verdict, rejecting
-from ..graph_quantize import QuantizedGraph, public_weight, validate_structure
+from ..graph_quantize import QuantizedGraph, lookup_table, public_weight, validate_structure
+from ..lookup import multiplicities
 from ..mle import bind_high, eq_eval, eq_table, mle_evaluate
 from ..progress import as_progress
 from ..proof_format import ByteReader, ByteWriter, from_record, parse_nested, to_record
 from ..public_values import require_bounded
-from ..relations import Public, Slot, StoreLayout, Stored, Term, commit_store, eq_factor, table_factor
+from ..relations import (Public, Slot, StoreLayout, Stored, Term, box_indicator, commit_store, eq_factor,
+                         table_factor)
 from ..transcript import Transcript
 from ..zk import HidingCommitment, HidingParams, opening_field_error
 from . import prover_state
@@ -108,10 +117,7 @@ class Shapes:
             source = self.alias.get(op.inputs[0], op.inputs[0])
             if op.kind == "reshape" and _same_layout(q.shapes[source], q.shapes[op.output]):
                 self.alias[op.output] = source
-        for op in q.ops:
-            if op.kind == "lookup":
-                raise ModelError(f"{op.name}: a {op.function} (a lookup table) is not provable with hidden weights "
-                                 f"yet (use --public-weights: the plain graph proof proves it)")
+        self.lookups = [index for index, op in enumerate(q.ops) if op.kind == "lookup"]
         self.views = {}  # op index -> (P letters, summed letters) for patch contractions
         for index, op in enumerate(q.ops):
             if op.kind == "contraction" and op.patches is not None:
@@ -131,10 +137,21 @@ class Shapes:
         pb = _pow2(batch)
         smallest = [self.sample_vars(q.shapes[t]) for t in self.stored] + \
             [self.sample_vars(q.shapes[op.output]) for op in q.ops if op.has_bits] + \
-            [self.sample_vars(self.view_shape(i)[1:]) for i in self.views]
+            [self.sample_vars(self.view_shape(i)[1:]) for i in self.views] + \
+            [self.sample_vars(q.shapes[q.ops[i].output]) for i in self.lookups]
         while smallest and min(smallest) + _bits(pb) < MIN_VARS:
             pb *= 2
         self.pb = pb
+
+    def table_bits(self, index: int) -> int:
+        """A lookup's table in the hiding proof: 2^max(b, 4) rows (a stored table has >= 4 variables; a wider
+        table of the same function holds the b-bit one)."""
+        return max(self.q.ops[index].q_bits, MIN_VARS)
+
+    def lookup_table(self, index: int) -> tuple:
+        """(inputs, outputs) of the lookup's table at :meth:`table_bits` (int64)."""
+        op = self.q.ops[index]
+        return lookup_table(op.function, self.table_bits(index), self.q.fracs[op.inputs[0]], self.q.fracs[op.output])
 
     @staticmethod
     def sample_vars(shape) -> int:
@@ -259,6 +276,8 @@ def proof_layout(shapes: Shapes) -> StoreLayout:
     for index in shapes.views:
         slots.append(Slot(f"v.{index}", sum(shapes.letter_bits(shapes.views[index][0], shapes.view_shape(index))
                                             .values())))
+    for index in shapes.lookups:  # the multiplicities, committed before the lookups' challenges
+        slots.append(Slot(f"m.{index}", shapes.table_bits(index)))
     for index, op in enumerate(shapes.q.ops):
         if op.has_bits:
             for g, (_, count) in enumerate(_decomposition(op).groups):
@@ -270,6 +289,7 @@ def proof_layout(shapes: Shapes) -> StoreLayout:
 def _view_tables(shapes: Shapes, index: int, x) -> np.ndarray:
     op = shapes.q.ops[index]
     letters, _ = shapes.views[index]
+    x = np.asarray(x).reshape(len(x), *shapes.q.shapes[op.inputs[0]])  # (a free reshape's alias has another shape)
     view = op.patches.apply(x)  # (B, G, C, kh, kw, Ho, Wo): letters b g c u v i j
     view = np.transpose(view, ["bgcuvij".index(l) for l in letters])
     return view
@@ -290,6 +310,9 @@ def proof_tables(shapes: Shapes, values: dict, accs: dict) -> dict:
             a = accs[index]
             acc[tuple(slice(0, n) for n in a.shape)] = a
             tables.update(bits_tables(f"t0.fwd{index}", decompose(acc.reshape(-1), _decomposition(op))))
+    for index in shapes.lookups:
+        inputs, _ = shapes.lookup_table(index)
+        tables[f"m.{index}"] = F.to_field(multiplicities(values[shapes.q.ops[index].inputs[0]], inputs))
     if shapes.private_input:
         x = np.zeros(shapes.padded(shapes.input_name), dtype=np.int64)
         real = values[shapes.q.input]
@@ -359,9 +382,13 @@ class _Run:
     def run(self) -> None:
         if self.s.private_input:
             self.input_range()
+        if self.s.lookups:
+            self.lookup_store()
         for index, op in enumerate(self.s.q.ops):
             if op.kind == "contraction":
                 self.contraction(index, op)
+            elif op.kind == "lookup":
+                self.lookup(index, op)
             elif op.kind == "relu":
                 self.requantized(index, op, [], F.ext_zero(), op.inputs[0])
             elif op.kind == "square":
@@ -485,6 +512,96 @@ class _Run:
             terms.append(Term(valid, (eq_factor(point),), (Stored("w", f"b{index}"),), slot.elem_vars))
         self.requantized(index, op, terms, F.ext_zero(), None, tau)
 
+    # -- lookups (LogUp, Haboeck 2022, with committed inverses) ------------------------------------------
+    def lookup_store(self) -> None:
+        """alpha, beta drawn after the proof store (the multiplicities m and every stored tensor), then the lookup
+        store of the inverses H, G (:func:`lookup_layout`): the prover commits it, the verifier reads and checks
+        its shape; a dry run (the shape channels) commits nothing."""
+        self.alpha, self.beta = self.ch.point("graph.lookups", 2)
+        if isinstance(self.ch, ShapeChannel):
+            return
+        layout = self.ch.layouts["q"]
+        rows = lookup_rows(self.s, self.ch.params)
+        if self.ch.proving:
+            tables = {}
+            for index in self.s.lookups:
+                tables.update(self.inverse_tables(index))
+            commitment, witness = commit_store(layout, tables, store_params(layout, self.ch.params, rows), log_rows=rows)
+            self.ch.items.append(commitment)
+            self.ch.witnesses["q"] = witness
+        else:
+            commitment = self.ch._next(HidingCommitment, "lookup store")
+            check_store_commitments({"q": layout}, {"q": commitment}, {"q": rows}, self.ch.params, None, "lookup store")
+        self.ch.commitments["q"] = commitment
+        self.ch.transcript.absorb("lookup store", commitment.to_bytes())
+
+    def denominators(self, a, b) -> np.ndarray:
+        """beta + a + alpha b over field tables a, b (F_p4)."""
+        return F.ext_add(F.ext_add(F.ext_mul_base(self.alpha[None], b), F.ext_from_base(a)), self.beta[None])
+
+    def table_denominators(self, index: int) -> np.ndarray:
+        inputs, outputs = self.s.lookup_table(index)
+        return self.denominators(F.to_field(inputs), F.to_field(outputs))
+
+    def inverse_tables(self, index: int) -> dict:
+        """The prover's H = S / (beta + X + alpha Y) and G = m / (beta + t + alpha T), coordinates as base tables."""
+        op, witness = self.s.q.ops[index], self.ch.witnesses["p"]
+
+        def table(tensor):
+            name = self.s.name(tensor)
+            return self.public[name] if name in self.public else witness.tables[f"a.{name}"]
+
+        real, padded = self.s.real(op.output), self.s.padded(op.output)
+        selector = np.zeros(padded, dtype=np.uint64)
+        selector[tuple(slice(0, n) for n in real)] = 1
+        h = F.ext_mul_base(F.ext_inv(self.denominators(table(op.inputs[0]), table(op.output))), selector.reshape(-1))
+        g = F.ext_mul_base(F.ext_inv(self.table_denominators(index)), witness.tables[f"m.{index}"])
+        out = {}
+        for k in range(F.EXT_DEGREE):
+            out[f"h.{index}.{k}"] = np.ascontiguousarray(h[:, k])
+            out[f"g.{index}.{k}"] = np.ascontiguousarray(g[:, k])
+        return out
+
+    def lookup(self, index: int, op) -> None:
+        """Every real (x, y) is a row of the public table (LogUp with the inverses committed after alpha, beta):
+        sum_e eq(tau, e) H(e) (beta + X(e) + alpha Y(e)) = S~(tau) (with Y zero off its box when stored),
+        sum_j eq(tau', j) [G(j) (beta + t_j + alpha T_j) - m(j)] = 0 and sum_e H(e) - sum_j G(j) = 0, so
+        sum_e S_e / (beta + x_e + alpha y_e) = sum_j m_j / (beta + t_j + alpha T_j) (error (N + 2^b) / |F|)."""
+        s, n, tb = self.s, self.s.vars(op.output), self.s.table_bits(index)
+        units = [F.ext_from_base(F.to_field(np.int64(1)))] + [_UNITS[k] for k in range(1, F.EXT_DEGREE)]
+        h = [Stored(self.where[f"h.{index}.{k}"], f"h.{index}.{k}") for k in range(F.EXT_DEGREE)]
+        g = [Stored(self.where[f"g.{index}.{k}"], f"g.{index}.{k}") for k in range(F.EXT_DEGREE)]
+        label = f"graph.lookup{index}"
+        tau = self.ch.point(label, n)
+        eq = eq_factor(tau)
+        operands = []
+        for tensor, scale in ((op.inputs[0], self.one), (op.output, self.alpha)):
+            operands.append((scale, self.operand(tensor, None, None, n)))
+        terms = []
+        for unit, hk in zip(units, h):
+            terms.append(Term(F.ext_mul(unit, self.beta), (eq,), (hk,), n))
+            for scale, factor in operands:
+                coefficient = F.ext_mul(unit, scale)
+                if isinstance(factor, Public):
+                    terms.append(Term(coefficient, (eq, factor), (hk,), n))
+                else:
+                    terms.append(Term(coefficient, (eq,), (hk, factor), n))
+        real, padded = s.real(op.output), s.padded(op.output)
+        box = tuple(int(k) for k in real[::-1]), tuple(_bits(k) for k in padded[::-1])  # axis 0 lowest
+        if not self.is_public(op.output):
+            terms += self.protocol.padding(label, self.stored(op.output), box, tau)
+        self.relation(label, terms, box_indicator(tau, *box))
+        tau = self.ch.point(f"{label}.table", tb)
+        eq = eq_factor(tau)
+        denominators = Public(lambda: self.table_denominators(index),
+                              lambda sigma: mle_evaluate(self.table_denominators(index), sigma[:tb]))
+        m = Stored(self.where[f"m.{index}"], f"m.{index}")
+        terms = [Term(unit, (eq, denominators), (gk,), tb) for unit, gk in zip(units, g)]
+        self.relation(f"{label}.table", terms + [Term(self.minus, (eq,), (m,), tb)], F.ext_zero())
+        terms = [Term(unit, (), (hk,), n) for unit, hk in zip(units, h)]
+        terms += [Term(F.ext_neg(unit), (), (gk,), tb) for unit, gk in zip(units, g)]
+        self.relation(f"{label}.sum", terms, F.ext_zero())
+
     def input_range(self) -> None:
         """A private input: X - rebuilt(bits) + h = 0 with its bits checked as every op's (X within
         :func:`input_decomposition`'s range), and X = 0 off its real box (its padding, as a select's)."""
@@ -544,11 +661,11 @@ class _Run:
         where the window reads padding), so the sum over the real view is a product of four small sums,
         O(B + C + kh Ho + kw Wo) (G groups: channel g C/G + c, the (g, c) sum over the C channels)."""
         s, op = self.s, self.s.q.ops[index]
-        x = op.inputs[0]
-        geometry = PatchGeometry.of(s.real(x), op.patches)
+        own = (s.batch, *s.q.shapes[op.inputs[0]])  # X's own shape (a free reshape's alias: the same table)
+        geometry = PatchGeometry.of(own, op.patches)
         real = dict(zip(letters, view_real))
         t = split_point(tau, letters, s.letter_bits(letters, view_real).get)
-        x_bits = dict(zip("bchw", (_bits(n) for n in s.padded(x))))
+        x_bits = dict(zip("bchw", (_bits(n) for n in (s.pb, *own[1:]))))
         sg = split_point(np.asarray(sigma)[:sum(x_bits.values())], "bchw", x_bits.get)
         value = F.ext_one()
         for letter in "bc":
@@ -668,7 +785,24 @@ class HidingGraphProof:
 
 
 def _layouts(shapes: Shapes, q: QuantizedGraph) -> dict:
-    return {"w": model_layout(q), "p": proof_layout(shapes)}
+    layouts = {"w": model_layout(q), "p": proof_layout(shapes)}
+    if shapes.lookups:
+        layouts["q"] = lookup_layout(shapes)
+    return layouts
+
+
+_UNITS = np.eye(F.EXT_DEGREE, dtype=np.uint64)  #: u^k, the F_p4 basis: an F_p4 table is sum_k u^k (its coordinate k)
+
+
+def lookup_layout(shapes: Shapes) -> StoreLayout:
+    """The lookup store, committed after the lookups' challenges: per lookup op its inverses H = S / (beta + X +
+    alpha Y) over the output's padded layout and G = m / (beta + t + alpha T) over the table, each as its four
+    base-field coordinates (slots h.i.k, g.i.k)."""
+    slots = []
+    for index in shapes.lookups:
+        slots += [Slot(f"h.{index}.{k}", shapes.vars(shapes.q.ops[index].output)) for k in range(F.EXT_DEGREE)]
+        slots += [Slot(f"g.{index}.{k}", shapes.table_bits(index)) for k in range(F.EXT_DEGREE)]
+    return StoreLayout(tuple(slots), True)
 
 
 def _public_tables(shapes: Shapes, x_int, output):
@@ -822,7 +956,12 @@ def _prove_relations(shapes: Shapes, channel, x_int, output, p_commitment, copy:
 
 def require_basefold_fits(shapes: Shapes, params) -> None:
     """Refuse (ModelError) a proof store too large for a hiding Basefold slot table (:func:`proofs.basefold_zk.shape`:
-    the table with its random slots must fit BabyBear's 2-adic domain at the code's rate)."""
+    the table with its random slots must fit BabyBear's 2-adic domain at the code's rate), or a graph with a lookup
+    (its store of inverses is committed mid-proof: the Ligero channel's)."""
+    if shapes.lookups:
+        op = shapes.q.ops[shapes.lookups[0]]
+        raise ModelError(f"{op.name}: a {op.function} (a lookup table) is proven with hidden weights over the hiding "
+                         f"Ligero commitment only: use --scheme ligero (the default)")
     _, plans, _, _ = _basefold_structure(shapes)
     try:
         BZ.shape(plans["p"].num_vars, params)
@@ -878,6 +1017,18 @@ def proof_rows(shapes: Shapes, params: HidingParams, structure=None) -> int:
     return best_rows(*_stated(structure or _structure(shapes, params), "p"), params)
 
 
+def lookup_rows(shapes: Shapes, params: HidingParams, structure=None) -> int:
+    """log_rows of the lookup store (:func:`lookup_layout`), as :func:`proof_rows`."""
+    return best_rows(*_stated(structure or _structure(shapes, params), "q"), params)
+
+
+def lookup_soundness_error(shapes: Shapes) -> float:
+    """The LogUp identities' (N + 2^b) / |F_p^4| per lookup (Haboeck 2022, Lemma 5; Schwartz-Zippel over alpha,
+    beta): the relations themselves are in the union bound."""
+    return sum((1 << shapes.vars(shapes.q.ops[i].output)) + (1 << shapes.table_bits(i)) for i in shapes.lookups) * \
+        2.0 ** -F.EXT_BITS
+
+
 def model_rows(q: QuantizedGraph, params: HidingParams, structure=None) -> int:
     """log_rows of the model's copies: the same for the values one proof states on the model store (the same at
     any batch: ``structure`` may be that of any batch) and the agreement proof's one value per slot."""
@@ -902,6 +1053,9 @@ def soundness_bits(commitment: HidingGraphCommitment, batch: int = 1, structure=
                               {"w": commitment.weights.params}, hosted_masks=True)
     shape = HidingCommitment(b"", layouts["p"].num_vars, proof_rows(shapes, params, (layouts, channel)), params)
     error += 2.0 ** -shape.security_bits + opening_field_error(shape)
+    if shapes.lookups:  # the lookup store's opening and the LogUp identities
+        shape = HidingCommitment(b"", layouts["q"].num_vars, lookup_rows(shapes, params, (layouts, channel)), params)
+        error += 2.0 ** -shape.security_bits + opening_field_error(shape) + lookup_soundness_error(shapes)
     return -math.log2(error + agreement)
 
 
@@ -948,6 +1102,7 @@ def _verify(commitment, x, proof) -> np.ndarray:
     require_bounded(proof.output, q.bounds[q.output], "claimed output", where, shape=(batch, math.prod(out_real[1:])))
     params = base_params(commitment)
     basefold = is_basefold(params)
+    require(not (basefold and shapes.lookups), "a lookup over hiding Basefold stores (only Ligero's)", where)
     structure = _basefold_structure(shapes)[:2] if basefold else _structure(shapes, params)
     bits = soundness_bits(commitment, batch, None if basefold else structure, x is None)
     require(bits >= MIN_SOUNDNESS_BITS, f"the statement's soundness is {bits:.1f} bits < {MIN_SOUNDNESS_BITS}", where)
@@ -961,7 +1116,8 @@ def _verify(commitment, x, proof) -> np.ndarray:
         return _verify_basefold(commitment, shapes, x_int, proof, params, structure[1], where)
     commitments = {"w": commitment.weights.copies[relations.copy], "p": relations.commitments[0]}
     rows = {"w": model_rows(q, params, structure if batch == 1 else None), "p": proof_rows(shapes, params, structure)}
-    check_store_commitments(layouts, commitments, rows, params, commitment.weights.params, where)
+    check_store_commitments({k: layouts[k] for k in commitments}, commitments, rows, params, commitment.weights.params,
+                            where)
     transcript = _transcript(commitment, x_int, proof.output, relations.commitments, relations.copy)
     channel = Channel(transcript, params, layouts, commitments, items=relations.items, mask_shapes=structure[1].shapes)
     _Run(shapes, channel, *_public_tables(shapes, x_int, proof.output)).run()

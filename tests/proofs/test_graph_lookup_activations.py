@@ -17,6 +17,7 @@ from proofs.errors import ModelError, ProofRejected
 from proofs.graph_quantize import (LOOKUP_FUNCTIONS, MAX_LOOKUP_BITS, QuantizedGraph, lookup_float, lookup_table,
                                    quantize_graph, validate_structure)
 from proofs.layers.graph import GraphProof, verify_graph
+from proofs.layers.graph_zk import HidingGraphProof, verify_graph_zk
 
 torch = pytest.importorskip("torch")
 ort = pytest.importorskip("onnxruntime")
@@ -90,18 +91,59 @@ def test_a_tampered_lookup_item_is_rejected(exports):
     assert verify_graph(prover.commitment, x[:2], proof)  # control
 
 
-def test_hiding_proof_refuses_a_lookup_naming_the_node_and_the_fix(exports):
+@pytest.mark.parametrize("name", ["sigmoid", "gelu"])
+def test_exported_activations_are_proven_with_hidden_weights(exports, name):
+    """The default (hiding) commitment: the inverses of the LogUp identity live in a hiding store committed after
+    alpha, beta; the proven output is forward_int's; a tampered output is rejected."""
     folder, paths, x = exports
-    with pytest.raises(ModelError, match=r"Sigmoid.*--public-weights"):
-        hezk.commit(paths["sigmoid"], x)
+    prover = hezk.commit(paths[name], x, max_proofs=2)
+    assert prover.zero_knowledge
+    q = prover.quantized
+    sample = x[:2]
+    proof = prover.prove(sample)
+    verified = hezk.verify(prover.commitment, sample, proof)
+    reference = q.forward_int(q.quantize_input(sample))
+    assert verified.zero_knowledge and np.array_equal(verified.output_int.reshape(reference.shape), reference)
+    parsed = HidingGraphProof.from_bytes(proof)
+    tampered = parsed.output.copy()
+    tampered[-1, -1] -= 1
+    with pytest.raises(ProofRejected):
+        verify_graph_zk(prover.commitment, sample, dataclasses.replace(parsed, output=tampered))
 
 
-def test_cli_commit_prove_verify_a_sigmoid_output(exports, capsys):
+def test_a_prover_with_a_wrong_table_entry_is_rejected_in_both_proofs(exports, monkeypatch):
+    """A prover whose lookup returns T[x] + 1 for one element (its claimed output follows it) is rejected by the
+    plain and by the hiding verifier (controls: the honest proofs above)."""
+    import proofs.graph_quantize as GQ
+    folder, paths, x = exports
+    hiding = hezk.commit(paths["tanh"], x, max_proofs=2)
+    plain = hezk.commit(paths["tanh"], x, hiding=False)
+    honest = GQ.lookup_int
+
+    def off_by_one(op, values, f_in, f_out):
+        y = honest(op, values, f_in, f_out).copy()
+        y.reshape(-1)[1] += 1
+        return y
+
+    monkeypatch.setattr(GQ, "lookup_int", off_by_one)
+    for prover, match in ((plain, "fraction sum differs"), (hiding, "lookup")):
+        proof = prover.prove(x[:2])
+        with pytest.raises(ProofRejected, match=match):
+            hezk.verify(prover.commitment, x[:2], proof)
+
+
+def test_hiding_basefold_refuses_a_lookup_naming_the_node_and_the_fix(exports):
+    folder, paths, x = exports
+    with pytest.raises(ModelError, match=r"Sigmoid.*--scheme ligero"):
+        hezk.commit(paths["sigmoid"], x, scheme="basefold")
+
+
+def test_cli_commit_prove_verify_a_sigmoid_output_with_hidden_weights(exports, capsys):
     folder, paths, x = exports
     np.save(folder / "x.npy", x[:2])
     np.save(folder / "calibration.npy", x)
     steps = [("commit", "--model", paths["sigmoid"], "--out", "c.bin", "--calibration", "calibration.npy",
-              "--public-weights"),
+              "--max-proofs", "2"),
              ("prove", "--model", paths["sigmoid"], "--input", "x.npy", "--commitment", "c.bin", "--out", "p.bin",
               "--quiet"),
              ("verify", "--commitment", "c.bin", "--input", "x.npy", "--proof", "p.bin")]
