@@ -12,6 +12,10 @@ calibration batch (A = ``act_bits``); a constant gets the largest f with max|W| 
 - square (Square, Mul(x, x), Pow(x, 2)): acc = x * x at scale 2^(2 f_x), then y = round(acc / 2^R),
   R = 2 f_x - f_y, its Q bits proven as a contraction's;
 - add: y = x1 2^k1 + x2 2^k2 at the finer of the two scales (one of k1, k2 is 0);
+- lookup (Sigmoid, Tanh, Gelu, Silu, ... : :data:`LOOKUP_FUNCTIONS`): y = T[x] for x in [-2^(b-1), 2^(b-1)), the
+  public table T[v] = round(f(v 2^-f_x) 2^f_y) (:func:`lookup_table`, derived by both sides from the structure),
+  b = ``q_bits`` (the input's proven width, at most :data:`MAX_LOOKUP_BITS`), proven by a lookup argument
+  (:mod:`proofs.lookup`) that also shows x within the table's range; the output bound is max |T|;
 - reshape, transpose: index relabelling.
 
 Public constants: a pool's kernel (AveragePool with or without its padding counted, GlobalAveragePool) is fixed
@@ -33,6 +37,7 @@ never makes a statement the verifiers refuse.
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass, field
@@ -47,7 +52,7 @@ _AXES = "pqrstuvwxyz"  # letters of an Affine's elementwise einsum (never 'b')
 
 @dataclass(frozen=True, eq=False)
 class QOp:
-    """One integer op. ``kind`` is contraction, relu, add, reshape or transpose; ``inputs``/``output`` are
+    """One integer op. ``kind`` is contraction, relu, square, add, reshape, transpose or lookup; ``inputs``/``output`` are
     tensor names; the rest is what the kind uses (weights are None on the verifier's public copy)."""
 
     kind: str
@@ -70,6 +75,7 @@ class QOp:
     weight_frac: int = 0
     has_bias: bool = False
     constant: str = ""  # a public kernel's kind (:data:`PUBLIC_CONSTANTS`); "" = a committed weight
+    function: str = ""  # a lookup's function (:data:`LOOKUP_FUNCTIONS`)
 
     def public(self) -> dict:
         out = {"kind": self.kind, "name": self.name, "inputs": list(self.inputs), "output": self.output,
@@ -77,6 +83,8 @@ class QOp:
                "bias_shape": list(self.bias_shape), "einsum_shape": list(self.einsum_shape), "shift": self.shift,
                "q_bits": self.q_bits, "relu": self.relu, "lefts": list(self.lefts), "shape": list(self.shape),
                "weight_frac": self.weight_frac, "has_bias": self.has_bias, "constant": self.constant}
+        if self.function:  # only a lookup's (other ops' public text is unchanged)
+            out["function"] = self.function
         if self.patches is not None:
             p = self.patches
             out["patches"] = {"kernel": list(p.kernel), "stride": list(p.stride), "pads": list(p.pads),
@@ -95,7 +103,7 @@ class QOp:
         for key in ("weight_shape", "bias_shape", "einsum_shape", "lefts", "shape"):
             entry[key] = tuple(_integer(v, key) for v in entry.get(key, ()))
         entry["inputs"] = tuple(_text(v, "inputs") for v in entry["inputs"])
-        for key in ("kind", "name", "output", "equation", "bias_letters", "constant"):
+        for key in ("kind", "name", "output", "equation", "bias_letters", "constant", "function"):
             entry[key] = _text(entry.get(key, ""), key)
         for key in ("shift", "q_bits", "weight_frac"):
             entry[key] = _integer(entry.get(key, 0), key)
@@ -239,6 +247,8 @@ class QuantizedGraph:
             elif op.kind == "square":
                 accs[index] = xs[0] * xs[0]
                 values[op.output] = round_shift(accs[index], op.shift)
+            elif op.kind == "lookup":
+                values[op.output] = lookup_int(op, xs[0], self.fracs[op.inputs[0]], self.fracs[op.output])
             elif op.kind == "add":
                 values[op.output] = (xs[0] << op.lefts[0]) + (xs[1] << op.lefts[1])
             elif op.kind == "reshape":
@@ -329,6 +339,73 @@ def expand_bias(op: QOp) -> np.ndarray:
     return op.bias.reshape(shape)
 
 
+# ------------------------------------------------------------------------------------------------ lookups
+MAX_LOOKUP_BITS = 16  #: a lookup's input width b: tables of at most 2^16 rows (each verifier evaluates its own)
+#: the elementwise functions a lookup proves; the first five are :data:`hezk.model.graph.ACTIVATIONS`' own
+LOOKUP_FUNCTIONS = ("sigmoid", "tanh", "gelu", "gelu_tanh", "silu", "erf", "softplus", "exp", "hardsigmoid")
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+
+def lookup_float(function: str, x) -> np.ndarray:
+    """The float function of a lookup (:data:`LOOKUP_FUNCTIONS`; hardsigmoid as torch's, clip(x / 6 + 1/2, 0, 1))."""
+    from hezk.model.graph import activate
+    x = np.asarray(x, dtype=np.float64)
+    if function == "erf":
+        return _erf(x).astype(np.float64)
+    if function == "softplus":
+        return np.logaddexp(0.0, x)
+    if function == "exp":
+        return np.exp(x)
+    if function == "hardsigmoid":
+        return np.clip(x / 6.0 + 0.5, 0.0, 1.0)
+    if function not in LOOKUP_FUNCTIONS:
+        raise ModelError(f"lookup function {function!r} is not one of {LOOKUP_FUNCTIONS}")
+    return activate(function, x)
+
+
+@functools.lru_cache(maxsize=32)
+def lookup_table(function: str, bits: int, f_in: int, f_out: int) -> tuple:
+    """The public table of a lookup, both sides' own: (inputs v = -2^(b-1) .. 2^(b-1) - 1, outputs
+    T[v] = floor(f(v 2^-f_in) 2^f_out + 1/2)), read-only int64. ModelError unless every T[v] is finite with
+    |T[v]| <= (p-1)/2 (half the field, so no output has two residues) and b in [1, MAX_LOOKUP_BITS]."""
+    if function not in LOOKUP_FUNCTIONS:
+        raise ModelError(f"lookup function {function!r} is not one of {LOOKUP_FUNCTIONS}")
+    if not 1 <= bits <= MAX_LOOKUP_BITS or abs(f_in) > MAX_SCALE or abs(f_out) > MAX_SCALE:
+        raise ModelError(f"lookup of {bits} bits at scales 2^{f_in} -> 2^{f_out}: needs bits in [1, "
+                         f"{MAX_LOOKUP_BITS}] (MAX_LOOKUP_BITS) and scales within 2^+-{MAX_SCALE}")
+    inputs = np.arange(-(1 << (bits - 1)), 1 << (bits - 1), dtype=np.int64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        scaled = lookup_float(function, np.ldexp(inputs.astype(np.float64), -f_in)) * 2.0 ** f_out
+    if not np.all(np.isfinite(scaled)) or float(np.max(np.abs(scaled))) >= FIELD_HALF:
+        raise ModelError(f"lookup {function} of {bits} bits at scales 2^{f_in} -> 2^{f_out}: a table value is not "
+                         f"finite or reaches half the field ({FIELD_HALF}); lower act_bits or the input's range")
+    outputs = np.floor(scaled + 0.5).astype(np.int64)
+    inputs.setflags(write=False)
+    outputs.setflags(write=False)
+    return inputs, outputs
+
+
+def lookup_int(op: QOp, x, f_in: int, f_out: int) -> np.ndarray:
+    """y = T[x] elementwise (int64); ModelError naming the op for an x outside [-2^(b-1), 2^(b-1))."""
+    _, outputs = lookup_table(op.function, op.q_bits, f_in, f_out)
+    x = np.asarray(x, dtype=np.int64)
+    index = x + (1 << (op.q_bits - 1))
+    outside = (index < 0) | (index >= len(outputs))
+    if np.any(outside):
+        raise ModelError(f"op {op.name!r}: input value {int(x[outside].reshape(-1)[0])} outside the {op.function} "
+                         f"table's [-2^{op.q_bits - 1}, 2^{op.q_bits - 1}) (an input outside the calibrated range)")
+    return outputs[index]
+
+
+def _lookup_bits(ops, source: str, bounds: dict) -> int:
+    """A lookup's b: the proven width Q of its input when a requantized op makes it (values in
+    [-2^(Q-1), 2^(Q-1))), else the signed bits of the input's bound."""
+    producer = next((op for op in ops if op.output == source), None)
+    if producer is not None and producer.has_bits:
+        return producer.q_bits
+    return _signed_bits(bounds[source])
+
+
 def _frac(magnitude: float, bits: int) -> int:
     """The largest f with magnitude 2^f < 2^(bits-1) (clamped to the allowed scales)."""
     if magnitude <= 0:
@@ -373,7 +450,7 @@ def _square_op(node, source: str, fracs: dict, bounds: dict, like_op, magnitude,
     return QOp("square", node.name, (source,), node.output, shift=shift, q_bits=q_bits)
 
 
-PROVABLE_ACTIVATIONS = ("relu", "square")
+PROVABLE_ACTIVATIONS = ("relu", "square") + LOOKUP_FUNCTIONS
 _UNPROVABLE_FIX = {"clip": "fix: nn.ReLU instead of nn.ReLU6 / a clamp",
                    "MaxPool": "fix: nn.AvgPool2d (a public linear map) instead of nn.MaxPool2d"}
 _ACTIVATION_FIX = "fix: replace by nn.ReLU or x * x and fine-tune"
@@ -394,8 +471,9 @@ def _refuse_unprovable(graph) -> None:
             continue
         found.append((f"operator {what} (node {node.name!r})", fix))
     if found:
-        proves = ("the graph proof proves Relu and Square (x * x) activations (with Gemm, MatMul, Conv, pools, Add, "
-                  "BatchNormalization, Flatten, Reshape, Transpose, Slice, Pad, Concat)")
+        proves = ("the graph proof proves Relu, Square (x * x) and, by lookup tables, Sigmoid, Tanh, Gelu, Silu "
+                  "activations (with Gemm, MatMul, Conv, pools, Add, BatchNormalization, Flatten, Reshape, Transpose, "
+                  "Slice, Pad, Concat)")
         if len(found) == 1:
             (head, fix), = found
             raise ModelError(f"{head} is not provable yet: {proves}" + (f" ({fix})" if fix else ""))
@@ -409,7 +487,7 @@ def quantize_graph(graph, calibration=None, *, act_bits: int = 12, weight_bits: 
     the scales and ranges of ``like`` (a committed structure: the prover re-quantizes the same weights).
 
     Raises ModelError naming the node for an operator the proof cannot prove (an activation other than
-    Relu or Square) or a layer whose integers could wrap around the field."""
+    Relu, Square and :data:`LOOKUP_FUNCTIONS`) or a layer whose integers could wrap around the field."""
     from hezk.model import Activation, Add, Affine, Contraction, Reshape, Transpose
 
     for name, value, low, high in (("act_bits", act_bits, 2, 24), ("weight_bits", weight_bits, 2, 16),
@@ -452,12 +530,28 @@ def quantize_graph(graph, calibration=None, *, act_bits: int = 12, weight_bits: 
             ops.append(op)
             fracs[node.output] = 2 * fracs[source] - op.shift
             bounds[node.output] = 1 << (op.q_bits - 1)
+        elif isinstance(node, Activation) and node.function in LOOKUP_FUNCTIONS:
+            source = alias.get(node.inputs[0], node.inputs[0])
+            if like:
+                bits, f_out = chosen[node.output].q_bits, like.fracs[node.output]
+            else:
+                bits, f_out = _lookup_bits(ops, source, bounds), _frac(magnitude(node.output), act_bits)
+            if bits > MAX_LOOKUP_BITS:
+                raise ModelError(f"{where}: its input has {bits} bits > {MAX_LOOKUP_BITS} (MAX_LOOKUP_BITS, a lookup "
+                                 f"table of 2^{MAX_LOOKUP_BITS} rows): lower act_bits or margin_bits")
+            try:
+                _, outputs = lookup_table(node.function, bits, fracs[source], f_out)
+            except ModelError as error:
+                raise ModelError(f"{where}: {error}") from None
+            ops.append(QOp("lookup", node.name, (source,), node.output, q_bits=bits, function=node.function))
+            fracs[node.output], bounds[node.output] = f_out, int(np.max(np.abs(outputs)))
         elif isinstance(node, Activation):
             if node.function != "relu":
                 what = node.op if node.op.lower() == node.function else f"{node.op} ({node.function})"
                 raise ModelError(f"operator {what} (node {node.name!r}) is not provable yet: the graph proof "
-                                 f"proves Relu and Square (x * x) activations (with Gemm, MatMul, Conv, pools, Add, "
-                                 f"BatchNormalization, Flatten, Reshape, Transpose)")
+                                 f"proves Relu, Square (x * x) and, by lookup tables, {', '.join(LOOKUP_FUNCTIONS)} "
+                                 f"activations (with Gemm, MatMul, Conv, pools, Add, BatchNormalization, Flatten, "
+                                 f"Reshape, Transpose)")
             source = alias.get(node.inputs[0], node.inputs[0])
             if source in fused:
                 fused.discard(source)
@@ -560,10 +654,10 @@ MAX_NAME = 256  #: characters of a tensor's or an op's name
 MAX_SCALE = 64  #: |frac| of a tensor's scale 2^frac (the MLP statement's limit)
 MAX_TENSOR_ENTRIES = 1 << 22  #: padded entries of one sample's tensor, a weight, a bias or a patch view
 MAX_STRUCTURE_ENTRIES = 1 << 24  #: their sum over the structure (one sample)
-KINDS = ("contraction", "relu", "square", "add", "reshape", "transpose")
+KINDS = ("contraction", "relu", "square", "add", "reshape", "transpose", "lookup")
 _OP_FIELDS = frozenset(("kind", "name", "inputs", "output", "equation", "weight_shape", "bias_letters", "bias_shape",
                         "einsum_shape", "shift", "q_bits", "relu", "lefts", "shape", "weight_frac", "has_bias",
-                        "constant", "patches"))
+                        "constant", "patches", "function"))
 _PATCH_DATA = "bgcuvij"  # a windowed contraction's view subscripts (hezk.model.Patches)
 
 
@@ -615,9 +709,9 @@ def _require_width(op: QOp, where: str) -> None:
 
 _DEFAULTS = {"equation": "", "patches": None, "weight_shape": (), "bias_letters": "", "bias_shape": (),
              "einsum_shape": (), "shift": 0, "q_bits": 0, "relu": False, "lefts": (0, 0), "shape": (), "weight_frac": 0,
-             "has_bias": False, "constant": ""}
+             "has_bias": False, "constant": "", "function": ""}
 _KIND_FIELDS = {"contraction": set(_DEFAULTS) - {"lefts"}, "relu": {"q_bits"}, "square": {"shift", "q_bits"},
-                "add": {"lefts"}, "reshape": {"shape"}, "transpose": {"shape"}}
+                "add": {"lefts"}, "reshape": {"shape"}, "transpose": {"shape"}, "lookup": {"q_bits", "function"}}
 _ARITY = {"add": 2}
 
 
@@ -705,6 +799,19 @@ def _check_op(q: QuantizedGraph, op: QOp, defined: set, where: str) -> int:
         _require(out == source, f"output shape {out} != input shape {source}", where)
         expected = f_in if op.kind == "relu" else 2 * f_in - op.shift
         _require(f_out == expected, f"output frac {f_out} != {expected} (the {op.kind}'s scale)", where)
+    elif op.kind == "lookup":
+        _require(op.function in LOOKUP_FUNCTIONS, f"function {op.function!r} is not one of {LOOKUP_FUNCTIONS}", where)
+        _require(1 <= op.q_bits <= MAX_LOOKUP_BITS, f"q_bits {op.q_bits} not in [1, {MAX_LOOKUP_BITS}] "
+                 f"(MAX_LOOKUP_BITS: the table's 2^q_bits rows)", where)
+        _require(out == source, f"output shape {out} != input shape {source}", where)
+        try:
+            _, outputs = lookup_table(op.function, op.q_bits, f_in, f_out)
+        except ModelError as error:
+            raise ProofRejected(str(error), where) from None
+        largest = int(np.max(np.abs(outputs)))
+        _require(q.bounds[op.output] == largest, f"output bound {q.bounds[op.output]} != the table's largest |T| "
+                 f"{largest}", where)
+        return 1 << op.q_bits
     elif op.kind == "add":
         other = q.shapes[op.inputs[1]]
         _require(isinstance(op.lefts, tuple) and len(op.lefts) == 2 and min(op.lefts) == 0 and
@@ -776,6 +883,8 @@ def largest_table(q: QuantizedGraph) -> int:
             sizes += [padded_entries(op.weight_shape), padded_entries(op.bias_shape)]
             if op.patches is not None:
                 sizes.append(padded_entries(op.patches.view_shape(q.shapes[op.inputs[0]])))
+        elif op.kind == "lookup":
+            sizes.append(1 << op.q_bits)
     return max(sizes)
 
 

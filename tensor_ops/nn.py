@@ -40,8 +40,8 @@ from tensor_ops.lowering import lower_layers
 from tensor_ops.model_plan import (DEFAULT_KEY_BUDGET, OUTPUT_MARGIN, ActivationFit, ActivationStage, AffineStage,
                                    ForkStage, JoinStage, ModelPlan, StagePlan, auto_parameters, choose_parameters,
                                    stage_plans, value_bounds)
-from tensor_ops.packing import (SparseMap, conv_sparse, input_layout, packed_stages, pool_sparse, probe_sparse,
-                                walk_layers)
+from tensor_ops.packing import (SparseMap, conv_sparse, input_layout, node_sparse, packed_stages, pool_sparse,
+                                probe_sparse, walk_layers)
 from tensor_ops.progress import as_progress
 from tensor_ops.tensor import CipherTensor, encrypt as tensor_encrypt
 
@@ -1064,6 +1064,13 @@ class GraphNode(Layer):
 
     def forward(self, x):
         return self.node.forward(_batched(x, self.input_shape, self.kind))
+
+    def sparse(self, input_shape):
+        """(M, b) built from the node's constants (``packing.node_sparse``: a grouped or strided convolution's
+        nonzeros from its kernel), probed only for a node it cannot build."""
+        self.output_shape(input_shape)
+        direct = node_sparse(self.node, tuple(input_shape))
+        return direct if direct is not None else super().sparse(input_shape)
 
     def einsum_text(self, shape, out_shape):
         node = self.node
