@@ -44,7 +44,7 @@ import numpy as np
 from crypto.ckks.flooding import STATISTICAL_SECURITY
 from crypto.errors import HEError, SerializationError, ShapeError
 from tensor_ops import serve
-from tensor_ops.inference import Client, OutputRangeError, Server, describe_bytes
+from tensor_ops.inference import Client, EncodedCache, OutputRangeError, Server, describe_bytes, unpack_message
 from tensor_ops.model_plan import DEFAULT_KEY_BUDGET, MemoryBudgetError, ModelPlan, default_memory_budget
 from tensor_ops.nn import ActivationRangeWarning, Sequential
 from tensor_ops.cli_args import COMMANDS, SECRET, add_commands, parser  # noqa: F401 (re-exported)
@@ -120,15 +120,16 @@ def _memory_budget(args) -> int | None:
 
 
 def _within_memory(args, plan, role, ciphertexts=1, model=None, shape=None):
-    """``plan`` when its ``role`` peak fits --memory-budget; for the local flow, else the plan of the largest key
-    budget that fits (fewer Galois keys: composite rotations); else ParameterError with the figure."""
+    """``plan`` when its ``role`` peak fits --memory-budget; else (given the model) the plan of the largest key
+    budget that fits (fewer Galois keys: composite rotations, down to the powers of two); else
+    ParameterError with the figure and what to change."""
     budget = _memory_budget(args)
     estimate = plan.memory_estimate(ciphertexts)
     if budget is None or estimate.peak(role) <= budget:
         return plan
-    if role == "local" and model is not None:
-        excess = estimate.peak(role) - budget
-        fewer = int(plan.galois_key_bytes - excess / 2.5)
+    if model is not None:
+        copies = {"server": 1.5, "client": 2.0, "local": 1.0}[role]     # the keys' forms held at the peak
+        fewer = int(plan.galois_key_bytes - (estimate.peak(role) - budget) / copies)
         if fewer > 0:
             try:
                 smaller = model.plan(shape, key_budget=fewer, **_choice(args))
@@ -140,6 +141,17 @@ def _within_memory(args, plan, role, ciphertexts=1, model=None, shape=None):
                 return smaller
     estimate.check(role, budget, key_budget=_budget(args))
     return plan
+
+
+def _weights_cache(args, plan, role, ciphertexts):
+    """The encoded-weights store of a server that evaluates ``ciphertexts`` ciphertexts: none kept for one
+    (each stage's diagonals are encoded where used, one plaintext at a time, and dropped: a stage runs once per
+    ciphertext), else a cache of what --memory-budget leaves beside the plan's other parts."""
+    budget = _memory_budget(args)
+    if ciphertexts <= 1:
+        return EncodedCache(1)
+    left = plan.weight_bytes if budget is None else budget - plan.memory_estimate(ciphertexts).peak(role)
+    return EncodedCache(max(min(left, plan.weight_bytes), 1))
 
 
 def _attention(args, command: str):
@@ -241,12 +253,19 @@ def _infer(args):
                       f"(python -m tensor_ops encrypt), or omit --context to run the whole flow locally")
     model = _load(args)
     try:
-        _model_plan(args, model, role="server")                      # refused before reading the keys
+        count = len(unpack_message(request, "request")[1])
+    except HEError:
+        count = 1  # not a request: Server.evaluate names the problem
+    encoded = EncodedCache(1)       # one ciphertext: nothing kept (see _weights_cache)
+    try:
+        plan = _model_plan(args, model, role="server", ciphertexts=count)   # refused before reading the keys
+        encoded = _weights_cache(args, plan, "server", count)
     except MemoryBudgetError:
         raise
     except HEError:
         pass  # a plan of other parameters than the context's: the server plans with the context's below
-    server = Server(model, _read(args.context, "--context"), input_shape=_shape(args), key_budget=_budget(args))
+    server = Server(model, _read(args.context, "--context"), input_shape=_shape(args), key_budget=_budget(args),
+                    encoded=encoded)
     named = _choice(args)["params"]
     if named is not None and named != server.context.params:
         raise HEError(f"--params names {named!r} but the context was made for {server.context.params!r}: the "
@@ -317,7 +336,8 @@ def _infer_encrypted(args, model, shape, x):
     if args.dask is not None:
         y = _infer_on_dask(args, model, client, x)
     else:
-        server = Server(model, client.server_context(), key_budget=budget)  # the client's key arrays, not a copy
+        server = Server(model, client.server_context(), key_budget=budget,  # the client's key arrays, not a copy
+                        encoded=_weights_cache(args, client.plan, "local", count))
         request = client.encrypt(x)
         print(f"client: keys shared in memory with the local server (no secret key), request {len(request)} bytes")
         reply = server.evaluate(request, progress=_progress(args, "evaluate"))

@@ -50,13 +50,21 @@ DEFAULT_MAX_CIPHERTEXTS = 64
 # ---------------------------------------------------------------------------------------------------------
 # Server-side execution of a ModelPlan (the layout and the diagonal method are described in tensor_ops.nn).
 
-def _diagonal_plaintexts(stage, plan_stage, block, slots):
-    """For each giant step m: the list of (baby step i, rot(d_{m+i}, -m)) slot vectors, tiled over the blocks."""
+def _diagonal_vectors(stage, plan_stage, block, slots):
+    """For each giant step m: the list of (baby step i, a callable giving rot(d_{m+i}, -m) tiled over the
+    blocks), so a caller can make one slot vector at a time (the diagonals themselves are block-long)."""
     result = {}
     for k, diagonal in sorted(stage.diagonals(block).items()):
         m, i = plan_stage.split(k)
-        result.setdefault(m, []).append((i, np.roll(np.tile(diagonal, slots // block), m)))
+        result.setdefault(m, []).append((i, lambda d=diagonal, m=m: np.roll(np.tile(d, slots // block), m)))
     return result
+
+
+def _keeps(encoded, size: int) -> bool:
+    """Whether the weights store ``encoded`` keeps a stage of ``size`` encoded bytes (a dict keeps all; an
+    ``EncodedCache`` what fits its bound): a stage it would not keep is encoded one plaintext at a time where
+    it is used, never held whole."""
+    return size <= getattr(encoded, "max_bytes", size)
 
 
 def rotation_routes(needed, available, slots) -> dict:
@@ -200,23 +208,40 @@ class EncryptedModel:
         return ct
 
     def _affine(self, index, stage, plan_stage, ct, scale=None):
-        """The stage's map on ``ct``, rescaled; ``scale``: the diagonals' scale (default the parameters')."""
+        """The stage's map on ``ct``, rescaled; ``scale``: the diagonals' scale (default q_top * Delta /
+        ct.scale, so the rescaled output lands exactly on the parameters' scale Delta: the drift that chains of
+        ct x ct products leave (each rescale divides by a prime near, not equal to, Delta, and a squaring
+        doubles the deviation) stops at every affine stage instead of growing past the modulus, e.g. after a
+        MaxPool's 10-level composite sign)."""
         ev, ctx = self._evaluator, self._context
         for step in plan_stage.presum:  # window sums (average pools): no level
             ct = ev.add(ct, self._rotate(ct, step))
+        if scale is None:
+            params = self.plan.params
+            scale = math.prod(params.q_levels[ct.level]) * params.scale / ct.scale
         key = (self.plan.params.fingerprint, self.plan.block, self.plan.choices_key, index, ct.level, scale)
         encoded = self._encoded.get(key)  # held here: a bounded cache may drop it while this stage runs
         if encoded is None:
-            diagonals = _diagonal_plaintexts(stage, plan_stage, self.plan.block, self.plan.params.slots)
+            vectors = _diagonal_vectors(stage, plan_stage, self.plan.block, self.plan.params.slots)
             extra = {} if scale is None else {"scale": scale}
-            encoded = {m: [(i, ctx.encode(d, level=ct.level, **extra)) for i, d in pairs]
-                       for m, pairs in diagonals.items()}
-            self._encoded[key] = encoded
+
+            def encode(pairs):
+                return ((i, ctx.encode(vector(), level=ct.level, **extra)) for i, vector in pairs)
+
+            size = plan_stage.diagonals * self.plan.params.limbs_at(ct.level) * self.plan.params.n * 8
+            if _keeps(self._encoded, size):
+                encoded = {m: list(encode(pairs)) for m, pairs in vectors.items()}
+                self._encoded[key] = encoded
+                groups = encoded.items()
+            else:  # encoded where used, one plaintext at a time, and dropped (the memory plan's choice)
+                groups = ((m, encode(pairs)) for m, pairs in vectors.items())
+        else:
+            groups = encoded.items()
         single = {i: self._routes[i][0] for i in plan_stage.baby if len(self._routes[i]) == 1}
         hoisted = ev.rotate_hoisted(ct, sorted(set(single.values()))) if single else {}
         rotated = {i: hoisted[key] for i, key in single.items()}
         rotated.update({i: self._rotate(ct, i) for i in plan_stage.baby if i not in rotated})
-        total = ev.rescale(bsgs_sum(ev, rotated, encoded.items(), rotate=self._rotate))
+        total = ev.rescale(bsgs_sum(ev, rotated, groups, rotate=self._rotate))
         return ev.add(total, np.tile(stage.bias_vector(self.plan.block), self.plan.batch))
 
     def _join(self, index, stage, plan_stage, ct, skip):

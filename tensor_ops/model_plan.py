@@ -777,25 +777,35 @@ class ModelPlan:
         the relinearization key (always made)."""
         return len(self.rotations) + bool(self.bootstraps) + 1
 
-    def memory_estimate(self, ciphertexts: int = 1) -> MemoryEstimate:
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes of every affine stage's diagonals encoded at the level the stage runs at (uint64 residues):
+        what a server that kept all its encoded weights would hold."""
+        p = self.params
+        return sum(stage.diagonals * p.limbs_at(level + (stage.kind == "join")) * p.n * 8
+                   for stage, level in zip(self.stages, self.stage_levels) if stage.kind in ("affine", "join"))
+
+    def memory_estimate(self, ciphertexts: int = 1, cache_bytes: int = 0) -> MemoryEstimate:
         """Peak resident bytes of the server, the client and the local flow (``MemoryEstimate``) for requests of
-        ``ciphertexts`` ciphertexts. A switching key is held as uint32 residues, both halves: digits x 2 x
-        (Q + P limbs) x N x 4 bytes; serialized, only its b half (a is a seed). Plaintexts and ciphertexts are
-        uint64 residues of the level they are used at. The working set of a stage: its hoisted baby rotations
-        plus four ciphertexts and one key-switching decomposition (digits x (limbs + P) x N x 8)."""
+        ``ciphertexts`` ciphertexts, the server keeping at most ``cache_bytes`` of encoded weights (the rest
+        encoded where used, one plaintext at a time: ``inference.EncryptedModel``). A switching key is held
+        as uint32 residues, both halves: digits x 2 x (Q + P limbs) x N x 4 bytes; serialized, only its b half
+        (a is a seed). Plaintexts and ciphertexts are uint64 residues of the level they are used at. The
+        working set of a stage: its hoisted baby rotations plus four ciphertexts, one key-switching
+        decomposition (digits x (limbs + P) x N x 8) and its diagonals as float64 vectors of a block."""
         p = self.params
         n, top, specials, digits = p.n, len(p.q_moduli), len(p.p_moduli), len(p.digits)
         key = digits * 2 * (top + specials) * n * 4
         keys = self.switching_keys * key + 2 * top * n * 8                    # + the public key (uint64)
         serialized = self.switching_keys * key // 2 + 2 * top * n * 4
         ct = lambda level: 2 * p.limbs_at(level) * n * 8                   # noqa: E731
-        weights, working = 0, 0
+        weights, working = min(self.weight_bytes, max(int(cache_bytes), 0)), 0
         for stage, level in zip(self.stages, self.stage_levels):
             if stage.kind in ("affine", "join"):
                 level += stage.kind == "join"
-                weights += stage.diagonals * p.limbs_at(level) * n * 8
                 hoist = digits * (p.limbs_at(level) + specials) * n * 8
-                working = max(working, (len(stage.baby) + 4) * ct(level) + hoist)
+                vectors = stage.diagonals * self.block * 8 + 2 * p.slots * 8
+                working = max(working, (len(stage.baby) + 4) * ct(level) + hoist + vectors)
             elif stage.kind == "activation":
                 working = max(working, (stage.ct_ct_multiplications + 4) * ct(level))
         messages = ciphertexts * (ct(self.input_level) + ct(self.output_level)) * 3 // 2   # arrays + their bytes

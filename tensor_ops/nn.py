@@ -32,7 +32,7 @@ import hezk.model
 from crypto.ckks.bootstrap import BootstrapConfig, as_config
 from crypto.errors import HEWarning, LevelError, ParameterError, ShapeError
 from crypto.context import as_parameters
-from tensor_ops.activations import (MAX_DEGREE, SIGN_DEGREES, CompositeRelu, PolyActivation, composite_sign,
+from tensor_ops.activations import (MAX_DEGREE, SIGN_DEGREES, TARGETS, CompositeRelu, PolyActivation, composite_sign,
                                     fit_activation, square)
 from tensor_ops.backends import PlainBackend
 from tensor_ops.bootstrap_placement import cached_bootstrap_plan, place_for_model_plan
@@ -678,7 +678,7 @@ class Sequential:
         memo = self.__dict__.setdefault("_tensor_levels_memo", {})
         key = (batch, int(slots), shape)
         if key not in memo:
-            recorder = _LevelRecorder(int(slots))
+            recorder = LevelRecorder(int(slots))
             n = math.prod(shape)
             self.forward_tensor(tensor_encrypt(recorder, np.zeros((n,) if batch is None else (int(batch), n))), shape)
             memo[key] = recorder.consumed
@@ -772,7 +772,7 @@ class Sequential:
         shape = self._resolve(input_shape)
         n = math.prod(shape)
         params = as_parameters(params) if params is not None else self.tensor_parameters(batch, shape)
-        recorder = _RotationRecorder(params.slots)
+        recorder = RotationRecorder(params.slots)
         dummy = np.zeros((n,) if batch is None else (int(batch), n))
         self.forward_tensor(tensor_encrypt(recorder, dummy), shape)
         return tuple(sorted(recorder.steps))
@@ -940,7 +940,7 @@ class Sequential:
         return f"Sequential([{inner}], input_shape={self._input_shape})"
 
 
-class _RotationRecorder(PlainBackend):
+class RotationRecorder(PlainBackend):
     """A PlainBackend that notes every rotation step a plan performs."""
 
     def __init__(self, slots):
@@ -957,12 +957,12 @@ class _RotationRecorder(PlainBackend):
 
 
 class _Leveled(np.ndarray):
-    """A slot vector of the ``_LevelRecorder`` that carries its ciphertext's level."""
+    """A slot vector of the ``LevelRecorder`` that carries its ciphertext's level."""
 
     level = None
 
 
-class _LevelRecorder(PlainBackend):
+class LevelRecorder(PlainBackend):
     """A PlainBackend whose slot vectors carry a level: encrypted at a high level, one level less per
     rescale, the lower of the operands' levels through additions and products, as a CKKS evaluator would;
     ``consumed`` is how far the lowest fell."""
@@ -1115,7 +1115,8 @@ def _native(node, shape):
     return None
 
 
-DEFAULT_DEGREES = {"relu": 7, "gelu": 7, "silu": 7, "sigmoid": 4, "tanh": 4, "clip": 7}
+DEFAULT_DEGREES = {"relu": 7, "gelu": 7, "silu": 7, "sigmoid": 4, "tanh": 4, "clip": 7, "softplus": 7, "softsign": 7,
+                   "hardswish": 7, "mish": 7, "elu": 7, "selu": 7}
 """Degree of each fitted activation when none is asked for: relu, gelu and silu at 7 take the 3 levels that
 degree 4 takes (ceil(log2(degree + 1))) with a better fit (digits relu MLP: argmax agreement 77% -> 99% on
 [-4, 4]); sigmoid and tanh at 4 are odd cubics on a symmetric interval (2 levels)."""
@@ -1135,7 +1136,7 @@ def _activation_layer(node, degree, interval, samples=None) -> "Activation":
         coefficients = 2.0 * np.array(fit.coefficients)
         coefficients[0] -= 1.0
         return Activation(PolyActivation("tanh", tuple(coefficients), fit.center / 2.0, fit.radius / 2.0))
-    if node.function not in ("relu", "sigmoid", "gelu", "silu", "clip"):
+    if node.function not in TARGETS and node.function != "clip":
         raise ParameterError(f"activation {node.function} ({node.where()}) has no polynomial form in the "
                              f"encrypted path yet")
     return Activation(fit_activation(node.function, degree, interval, bounds=node.bounds))

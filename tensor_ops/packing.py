@@ -145,6 +145,77 @@ def probe_sparse(forward, input_shape, output_shape) -> tuple[SparseMap, np.ndar
     return SparseMap.from_coo((n_out, n_in), np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)), zero
 
 
+#: entries (the product of an einsum's index sizes) above which ``node_sparse`` leaves a node to probing
+DIRECT_ENTRIES = 1 << 24
+
+
+def einsum_sparse(equation, weight, view_shape) -> SparseMap:
+    """The linear map x -> einsum(equation, x, weight) of one sample (``equation`` 'b...,W->b...', the batch
+    b dropped) as a sparse (outputs, view entries) map, built from the weight itself: every assignment of the
+    equation's indices contributes W[its weight indices] at (its output index, its data index), summed where
+    they repeat (an index only on W is summed over; zeros are dropped). A convolution's map has exactly its
+    nonzeros this way: O/G * C/G * kh * kw * Ho * Wo * G entries, never the dense n_out x n_in probe."""
+    operands, result = equation.split("->")
+    data, kernel = (part.replace("b", "", 1) if i == 0 else part for i, part in enumerate(operands.split(",")))
+    result = result.replace("b", "", 1)
+    weight = np.asarray(weight, dtype=np.float64)
+    sizes = dict(zip(data, view_shape))
+    sizes.update(zip(kernel, weight.shape))
+    letters = list(dict.fromkeys(data + kernel + result))
+    grids = np.meshgrid(*(np.arange(sizes[a]) for a in letters), indexing="ij", sparse=True)
+    index = dict(zip(letters, grids))
+    full = tuple(sizes[a] for a in letters)
+
+    def flat(word, shape):
+        if not word:
+            return np.zeros(full, dtype=np.int64)
+        return np.broadcast_to(np.ravel_multi_index(tuple(index[a] for a in word), shape) if len(word) > 1
+                               else index[word[0]], full)
+
+    vals = np.broadcast_to(weight[tuple(index[a] for a in kernel)], full) if kernel else np.broadcast_to(weight, full)
+    keep = vals != 0
+    n_out, n_in = math.prod(sizes[a] for a in result), math.prod(view_shape)
+    return SparseMap.from_coo((n_out, n_in), flat(result, tuple(sizes[a] for a in result))[keep],
+                              flat(data, tuple(view_shape))[keep], vals[keep])
+
+
+def node_sparse(node, input_shape):
+    """(M, b) of a model-description node that is affine on one sample of ``input_shape`` (a contraction over
+    a ``Patches`` view or none, an elementwise affine, a reshape or a transpose), built directly from its
+    constants: the einsum's map (``einsum_sparse``) composed with the view's gather (the input entry each
+    window entry reads, padding read as zero); None for another node or one too large to build at once
+    (the caller then probes it). The probing twin is ``probe_sparse(node.forward, ...)``."""
+    shape = tuple(int(d) for d in input_shape)
+    n_in = math.prod(shape)
+    out_shape = tuple(node.output_shape((shape,)))
+    if node.kind == "contraction":
+        view = node.view_shape(shape)
+        letters = set(node.equation.replace(",", "").replace("->", "").replace("b", ""))
+        sizes = dict(zip(node.data_subscripts[1:], view))
+        sizes.update(zip(node.equation.split(",")[1].split("->")[0], node.weight.shape))
+        if math.prod(sizes[a] for a in letters) > DIRECT_ENTRIES:
+            return None
+        matrix = einsum_sparse(node.equation, node.weight, view)
+        if node.patches is not None:        # the view's entry -> the input entry it reads (-1: padding)
+            gather = node.patches.apply(np.arange(1, n_in + 1).reshape(1, *shape), fill=0).reshape(-1) - 1
+            cols = gather[matrix.cols]
+            inside = cols >= 0
+            matrix = SparseMap.from_coo((matrix.shape[0], n_in), matrix.rows[inside], cols[inside],
+                                        matrix.vals[inside])
+        bias = np.zeros(matrix.shape[0]) if node.bias is None else \
+            np.broadcast_to(node.bias, out_shape).reshape(-1).astype(np.float64)
+        return matrix, np.array(bias)
+    if node.kind == "affine":
+        scale = np.ones(n_in) if node.scale is None else np.broadcast_to(node.scale, shape).reshape(-1)
+        shift = np.zeros(n_in) if node.shift is None else np.broadcast_to(node.shift, shape).reshape(-1)
+        return SparseMap.diagonal(scale), np.array(shift, dtype=np.float64)
+    if node.kind in ("reshape", "transpose"):
+        source = np.arange(n_in).reshape(shape)
+        source = source.transpose(node.perm) if node.kind == "transpose" else source
+        return SparseMap.from_coo((n_in, n_in), np.arange(n_in), source.reshape(-1), np.ones(n_in)), np.zeros(n_in)
+    return None
+
+
 def conv_sparse(weight, input_shape, stride, padding) -> SparseMap:
     """The cross-correlation of ``nn.Conv2d`` as a sparse (O*Ho*Wo, C*H*W) map."""
     o_, c_, kh, kw = weight.shape

@@ -35,7 +35,11 @@ def test_estimate_counts_each_form_of_the_keys_and_the_weights_at_their_level():
     assert estimate.client["serialized keys"] == 2 * estimate.server["serialized keys"]
     weights = sum(s.diagonals * p.limbs_at(level) * p.n * 8 for s, level in zip(plan.stages, plan.stage_levels)
                   if s.kind == "affine")
-    assert estimate.server["encoded weights"] == weights and estimate.server["bootstrap constants"] == 0
+    # weights are encoded where used and dropped unless a cache keeps them (at most cache_bytes of them)
+    assert plan.weight_bytes == weights and estimate.server["encoded weights"] == 0
+    assert plan.memory_estimate(cache_bytes=weights // 3).server["encoded weights"] == weights // 3
+    assert plan.memory_estimate(cache_bytes=10 * weights).server["encoded weights"] == weights
+    assert estimate.server["bootstrap constants"] == 0
     assert estimate.server["baseline"] == BASELINE_BYTES
     assert estimate.server_peak > estimate.local_peak > estimate.server["keys"]
     assert plan.memory_estimate(4).server_peak > estimate.server_peak            # larger requests
@@ -63,7 +67,7 @@ def test_memory_budget_refuses_before_any_work_naming_the_figure(tmp_path, capsy
     assert cli.main(["plan", *model, "--memory-budget", "200MiB"]) == 2
     error = capsys.readouterr().err
     assert "server" in error and "at its peak, over --memory-budget=209715200 bytes" in error
-    assert "refused before any work" in error and "encoded weights" in error
+    assert "refused before any work" in error and "keys" in error
     assert cli.main(["keygen", *model, "--memory-budget", "300MB", "--client", tmp_path / "c.key",
                      "--context", tmp_path / "c.ctx"]) == 2
     assert "--key-budget" in capsys.readouterr().err and not (tmp_path / "c.key").exists()   # what to change
