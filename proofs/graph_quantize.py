@@ -341,15 +341,20 @@ def expand_bias(op: QOp) -> np.ndarray:
 
 # ------------------------------------------------------------------------------------------------ lookups
 MAX_LOOKUP_BITS = 16  #: a lookup's input width b: tables of at most 2^16 rows (each verifier evaluates its own)
-#: the elementwise functions a lookup proves; the first five are :data:`hezk.model.graph.ACTIVATIONS`' own
-LOOKUP_FUNCTIONS = ("sigmoid", "tanh", "gelu", "gelu_tanh", "silu", "erf", "softplus", "exp", "hardsigmoid")
+#: the elementwise functions a lookup proves: :data:`hezk.model.graph.ACTIVATIONS`' own (all but relu, square and
+#: clip, evaluated by :func:`hezk.model.graph.activate`), and erf, exp and torch's hardsigmoid
+LOOKUP_FUNCTIONS = ("sigmoid", "tanh", "gelu", "gelu_tanh", "silu", "softplus", "softsign", "hardswish", "mish", "elu",
+                    "selu", "erf", "exp", "hardsigmoid")
 _erf = np.frompyfunc(math.erf, 1, 1)
 
 
 def lookup_float(function: str, x) -> np.ndarray:
-    """The float function of a lookup (:data:`LOOKUP_FUNCTIONS`; hardsigmoid as torch's, clip(x / 6 + 1/2, 0, 1))."""
-    from hezk.model.graph import activate
+    """The float function of a lookup (:data:`LOOKUP_FUNCTIONS`; hardsigmoid as torch's, clip(x / 6 + 1/2, 0, 1));
+    ModelError for a function neither :func:`hezk.model.graph.activate` nor this module knows."""
+    from hezk.model.graph import ACTIVATIONS, activate
     x = np.asarray(x, dtype=np.float64)
+    if function in ACTIVATIONS and function in LOOKUP_FUNCTIONS:
+        return activate(function, x)
     if function == "erf":
         return _erf(x).astype(np.float64)
     if function == "softplus":
@@ -358,9 +363,7 @@ def lookup_float(function: str, x) -> np.ndarray:
         return np.exp(x)
     if function == "hardsigmoid":
         return np.clip(x / 6.0 + 0.5, 0.0, 1.0)
-    if function not in LOOKUP_FUNCTIONS:
-        raise ModelError(f"lookup function {function!r} is not one of {LOOKUP_FUNCTIONS}")
-    return activate(function, x)
+    raise ModelError(f"lookup function {function!r} is not one of {LOOKUP_FUNCTIONS} known to this version")
 
 
 @functools.lru_cache(maxsize=32)
