@@ -162,8 +162,13 @@ def test_lookup_table_is_the_rounded_function_and_refuses_what_does_not_fit():
     inputs, outputs = lookup_table("sigmoid", 8, 4, 10)
     expected = np.floor(1 / (1 + np.exp(-inputs / 16.0)) * 1024 + 0.5)
     assert np.array_equal(outputs, expected) and outputs[128] == 512 and not outputs.flags.writeable
+    from hezk.model.graph import ACTIVATIONS, activate
+    grid = np.linspace(-4, 4, 9)
     for function in LOOKUP_FUNCTIONS:
-        assert np.all(np.isfinite(lookup_float(function, np.linspace(-4, 4, 9))))
+        if function in ACTIVATIONS:  # the float graph's own function, bit for bit
+            assert np.array_equal(lookup_float(function, grid), activate(function, grid))
+        elif function in ("erf", "exp", "softplus", "hardsigmoid"):
+            assert np.all(np.isfinite(lookup_float(function, grid)))
     with pytest.raises(ModelError, match="MAX_LOOKUP_BITS"):
         lookup_table("tanh", MAX_LOOKUP_BITS + 1, 4, 10)
     with pytest.raises(ModelError, match="half the field"):
