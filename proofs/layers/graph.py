@@ -17,7 +17,10 @@ its accumulator by its select (a square's accumulator X * X goes to X by one deg
 checks for every op at the end, with every entry a bit (:mod:`proofs.layers.relu_batch`); the bias is linear (:func:`bias_claim_reduction`); a Conv or
 pool goes to its input by the patch map (:func:`patch_claim_reduction`), other contractions by one
 sumcheck (:func:`contraction_claim_reduction`); a residual add sends one operand's value
-(y = 2^k1 x1 + 2^k2 x2). The input's claims are checked on x by the verifier, the weight claims by one
+(y = 2^k1 x1 + 2^k2 x2); a lookup y = T[x] (Sigmoid, Tanh, Gelu, ...: :func:`proofs.graph_quantize.lookup_table`)
+is LogUp-GKR (:mod:`proofs.lookup`): its multiplicities and its output y are committed per proof (one
+commitment for every lookup, absorbed before the output point), the claims on y (downstream and the witness
+tree's) and on m go to one merge sumcheck and opening of that commitment, x's claim to its producer. The input's claims are checked on x by the verifier, the weight claims by one
 batch opening of the weights commitment, the bits' by one opening at the bits sumcheck's point. A pool's kernel is public (:func:`proofs.graph_quantize.public_weight`):
 never committed, its claim is settled by the verifier's own MLE evaluation (:func:`settle_public`), so a
 prover cannot average with another kernel.
