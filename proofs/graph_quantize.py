@@ -16,13 +16,19 @@ calibration batch (A = ``act_bits``); a constant gets the largest f with max|W| 
   public table T[v] = round(f(v 2^-f_x) 2^f_y) (:func:`lookup_table`, derived by both sides from the structure),
   b = ``q_bits`` (the input's proven width, at most :data:`MAX_LOOKUP_BITS`), proven by a lookup argument
   (:mod:`proofs.lookup`) that also shows x within the table's range; the output bound is max |T|;
+- MaxPool (without padding) and Clip (ReLU6, clamp, Min / Max with a constant): lowered to contractions with
+  public 0/+-1 kernels (:data:`SELECTION_CONSTANTS`) and fused ReLUs at the input's scale, exact: max(a, b) =
+  relu(a - b) + relu(b) - relu(-b) level by level over the window (:func:`_maxpool_ops`), clip(x, lo, hi) =
+  lo + relu(x - lo) - relu(x - hi), lo and hi rounded to the grid and committed as a bias (:func:`_clip_ops`);
 - reshape, transpose: index relabelling.
 
 Public constants: a pool's kernel (AveragePool with or without its padding counted, GlobalAveragePool) is fixed
 by the graph (the mean over the window), so it is no model weight: the op carries ``constant`` (its kind) and
 both sides derive the quantized kernel round(K 2^f_W) from the public structure (:func:`public_weight`); the
 proofs never commit it and the verifier evaluates its MLE itself (the node's weight must equal the mean, to
-1e-12 relative, or it stays a committed weight, e.g. a pool with a folded scale).
+1e-12 relative, or it stays a committed weight, e.g. a pool with a folded scale). The selections of a lowered MaxPool
+or Clip are public the same way (:func:`selection_kernel`, at weight_frac 0), and :func:`validate_structure` refuses
+a prover's copy whose public kernel differs from the derived one.
 
 Ranges: every requantized value is proven to have Q signed bits (Q covers the calibration range with
 ``margin_bits`` to spare, never more than the worst case needs); a contraction's worst-case accumulator,
@@ -303,9 +309,66 @@ def average_kernel(kind: str, equation: str, patches, in_shape) -> np.ndarray:
     return np.ascontiguousarray(np.broadcast_to(1.0 / real.sum(axis=(0, 1)), real.shape))
 
 
+#: public 0/+-1 kernels of the lowered MaxPool and Clip (:func:`selection_kernel`), always at weight_frac 0
+SELECTION_CONSTANTS = ("max_split", "max_join", "clip_split", "clip_join")
+_MAX_WINDOW = "bgcuvij,uvtl->bgctlij"  # a max level's split of the window of x (C, H, W) -> (C, 3, m, Ho, Wo)
+_MAX_STACK = "bckij,ktl->bctlij"  # a max level's split of the candidates (C, n, Ho, Wo) -> (C, 3, m, Ho, Wo)
+_MAX_JOIN = "bctlij,t->bclij"  # (C, 3, m, Ho, Wo) -> (C, m, Ho, Wo), the kernel (1, 1, -1)
+
+
+def max_split(n: int) -> np.ndarray:
+    """The (n, 3, m) 0/+-1 kernel of one level of a max tree over n candidates t, m = ceil(n / 2): output l is
+    (a - b, b, -b) for a = t_l, b = t_(l+m) (b = a when l + m >= n: an unpaired candidate passes), so that
+    relu(a - b) + relu(b) - relu(-b) = max(a, b) (the join)."""
+    m = (n + 1) // 2
+    kernel = np.zeros((n, 3, m), dtype=np.int64)
+    for l in range(m):
+        partner = l + m if l + m < n else l
+        kernel[l, 0, l] += 1
+        kernel[partner, 0, l] -= 1
+        kernel[partner, 1, l], kernel[partner, 2, l] = 1, -1
+    return kernel
+
+
+def selection_kernel(kind: str, equation: str, patches, in_shape) -> np.ndarray:
+    """The int64 kernel of a public selection of ``kind`` (:data:`SELECTION_CONSTANTS`) on an input of sample
+    shape ``in_shape``, from the public structure only: a MaxPool level's ``max_split`` (:func:`max_split`, on
+    the unpadded window of x, equation ``bgcuvij,uvtl->bgctlij``, or on the candidates (C, n, Ho, Wo),
+    ``bckij,ktl->bctlij``) and ``max_join`` ((1, 1, -1), ``bctlij,t->bclij``), or a clip's ``clip_split``
+    (x -> (x, x), ones over (2, *shape), elementwise) and ``clip_join`` ((a, b) -> a - b, (1, -1)). Raises
+    ModelError when the equation, window or shape does not fit the kind."""
+    shape = tuple(in_shape)
+    if kind == "max_split":
+        if equation == _MAX_WINDOW and patches is not None and len(shape) == 3 and patches.groups == 1 \
+                and not any(patches.pads):
+            n = patches.kernel[0] * patches.kernel[1]
+            return max_split(n).reshape(*patches.kernel, 3, -1)
+        if equation == _MAX_STACK and patches is None and len(shape) == 4 and shape[1] >= 2:
+            return max_split(shape[1])
+    elif kind == "max_join" and equation == _MAX_JOIN and patches is None and len(shape) == 5 and shape[1] == 3:
+        return np.array([1, 1, -1], dtype=np.int64)
+    elif kind == "clip_split" and patches is None and 1 <= len(shape) < len(_AXES):
+        letters = _AXES[:len(shape)]
+        if equation == f"b{letters},k{letters}->bk{letters}":
+            return np.ones((2, *shape), dtype=np.int64)
+    elif kind == "clip_join" and patches is None and 2 <= len(shape) <= len(_AXES) and shape[0] == 2:
+        letters = _AXES[:len(shape) - 1]
+        if equation == f"bk{letters},k->b{letters}":
+            return np.array([1, -1], dtype=np.int64)
+    raise ModelError(f"public selection {kind!r} with equation {equation!r} on the input shape {shape} and window "
+                     f"{patches}: expected a max level's split ({_MAX_WINDOW!r} on an unpadded window of one group, "
+                     f"or {_MAX_STACK!r} on >= 2 candidates) or join ({_MAX_JOIN!r}), or a clip's split / join")
+
+
 def public_weight(op: QOp, in_shape) -> np.ndarray:
     """A public-constant op's quantized kernel floor(K 2^weight_frac + 1/2) (int64), from its public fields and
     its input's sample shape only (what prover and verifier both compute). ModelError if it does not fit."""
+    if op.constant in SELECTION_CONSTANTS:
+        kernel = selection_kernel(op.constant, op.equation, op.patches, in_shape)
+        if kernel.shape != tuple(op.weight_shape) or op.weight_frac != 0:
+            raise ModelError(f"op {op.name!r}: public selection of shape {kernel.shape} at weight_frac 0, declared "
+                             f"{op.weight_shape} at weight_frac {op.weight_frac}")
+        return kernel
     kernel = average_kernel(op.constant, op.equation, op.patches, in_shape)
     if kernel.shape != tuple(op.weight_shape):
         raise ModelError(f"op {op.name!r}: public constant of shape {kernel.shape} != weight_shape {op.weight_shape}")
@@ -430,6 +493,96 @@ def _reduce_bias(bias, out_shape) -> tuple:
     return np.ascontiguousarray(full[index]), letters
 
 
+def _selection_op(name: str, source: str, output: str, kind: str, equation: str, patches, in_shape, out_shape,
+                  einsum_shape, bound: int, q_bound: int, where: str, *, relu: bool = False, bias=None,
+                  bias_letters: str = "") -> QOp:
+    """A contraction of ``source`` with a public selection kernel (:func:`selection_kernel`) at weight_frac 0 and
+    shift 0 (exact: no rounding), its output proven within the signed bits of ``q_bound``; ``bound``: the worst
+    |accumulator| (refused naming ``where`` from half the field on)."""
+    if bound > FIELD_HALF or _signed_bits(q_bound) > FIELD_BITS:
+        raise ModelError(f"{where}: the lowered {kind} reaches ~2^{math.log2(max(bound, 1)):.1f} > half the field "
+                         f"({FIELD_HALF} ~2^30): the proof would wrap around; lower act_bits")
+    weight = selection_kernel(kind, equation, patches, in_shape)
+    b_int = None if bias is None else np.asarray(bias, dtype=np.int64)
+    return QOp("contraction", name, (source,), output, equation, patches, weight, weight.shape, b_int, bias_letters,
+               () if b_int is None else b_int.shape, tuple(einsum_shape), 0, _signed_bits(q_bound), relu,
+               shape=tuple(out_shape), weight_frac=0, has_bias=b_int is not None, constant=kind)
+
+
+def _maxpool_ops(node, source: str, in_shape, bound: int, fresh) -> list:
+    """MaxPool lowered to proven ops at the input's scale (exact: a max of integers is one of them): a tree of
+    levels, each halving the candidates by max(a, b) = relu(a - b) + relu(b) - relu(-b): a ``max_split`` (public
+    0/+-1 kernel, :func:`max_split`, ReLU fused; the first level reads the window) then a ``max_join`` (1, 1, -1),
+    then a free reshape (C, 1, Ho, Wo) -> (C, Ho, Wo). Every stored tensor is read by one op (a hiding proof's
+    stated values stay independent). [(op, shape, bound)] in op order; ``fresh(suffix)`` names an intermediate."""
+    patches, where = node.patches, node.where()
+    if any(patches.pads):
+        raise ModelError(f"operator MaxPool (node {node.name!r}) with padding {patches.pads} is not provable yet: "
+                         f"the graph proof proves MaxPool without padding ({_UNPROVABLE_FIX['MaxPool']})")
+    c, h, w = in_shape
+    ho, wo = patches.output_hw(h, w)
+    n, current, ops, level = patches.kernel[0] * patches.kernel[1], source, [], 0
+    while True:
+        m = (n + 1) // 2
+        split, top = fresh(f"max{level}.split"), fresh(f"max{level}")
+        if level == 0:
+            args = (_MAX_WINDOW, patches, in_shape, (c, 3, m, ho, wo), (1, c, 3, m, ho, wo))
+        else:
+            args = (_MAX_STACK, None, (c, n, ho, wo), (c, 3, m, ho, wo), (c, 3, m, ho, wo))
+        ops.append((_selection_op(f"{node.name}.max{level}.split", current, split, "max_split", *args, 2 * bound,
+                                  2 * bound, where, relu=True), (c, 3, m, ho, wo), 2 * bound))
+        ops.append((_selection_op(f"{node.name}.max{level}", split, top, "max_join", _MAX_JOIN, None,
+                                  (c, 3, m, ho, wo), (c, m, ho, wo), (c, m, ho, wo), 4 * bound, bound, where),
+                    (c, m, ho, wo), bound))
+        current, n, level = top, m, level + 1
+        if n == 1:
+            break
+    ops.append((QOp("reshape", f"{node.name}.max", (current,), node.output, shape=(c, ho, wo)), (c, ho, wo), bound))
+    return ops
+
+
+def _namer(graph, node):
+    """fresh(suffix): a tensor name for a lowered node's intermediate, "<output>/<suffix>", new in the graph."""
+    taken = {graph.input, *(n.output for n in graph.nodes)}
+
+    def fresh(suffix: str) -> str:
+        name = f"{node.output}/{suffix}"
+        while name in taken:
+            name += "'"
+        taken.add(name)
+        return name
+    return fresh
+
+
+def _place(lowered, frac: int, ops: list, shapes: dict, fracs: dict, bounds: dict) -> None:
+    """Append a lowered node's [(op, shape, bound)], every tensor at the input's scale 2^frac."""
+    for op, shape, bound in lowered:
+        ops.append(op)
+        shapes[op.output], fracs[op.output], bounds[op.output] = tuple(shape), frac, int(bound)
+
+
+def _clip_ops(node, source: str, shape, frac: int, bound: int, fresh) -> list:
+    """Clip (ReLU6, hardtanh, clamp, Min / Max with a constant) lowered at the input's scale 2^f:
+    clip(x, lo, hi) = lo + relu(x - lo) - relu(x - hi), lo and hi rounded to the grid (floor(v 2^f + 1/2): exact
+    when they lie on it, else off by at most 2^-(f+1)); a missing side is the input's bound (-B or B: exact on
+    every accepted x). Two ops: (relu(x - lo), relu(x - hi)) by the public ``clip_split`` (ones, elementwise; the bias
+    (-lo, -hi) is committed with the weights; ReLU fused), then their difference by ``clip_join`` (1, -1), plus
+    lo (a committed bias when lo != 0). [(op, shape, bound)]."""
+    where, (low, high) = node.where(), node.bounds
+    lo = -bound if low is None else int(math.floor(low * 2.0 ** frac + 0.5))
+    hi = bound if high is None else int(math.floor(high * 2.0 ** frac + 0.5))
+    split, reach = fresh("clip"), bound + max(abs(lo), abs(hi))
+    out_bound = max(abs(min(max(v, lo), hi)) for v in (-bound, bound))
+    letters = _AXES[:len(shape)]
+    ops = [(_selection_op(f"{node.name}.split", source, split, "clip_split", f"b{letters},k{letters}->bk{letters}",
+                          None, shape, (2, *shape), (2, *shape), reach, reach, where, relu=True, bias=(-lo, -hi),
+                          bias_letters="p"), (2, *shape), reach)]
+    ops.append((_selection_op(node.name, split, node.output, "clip_join", f"bk{letters},k->b{letters}", None,
+                              (2, *shape), shape, shape, 2 * reach + abs(lo), out_bound, where,
+                              bias=(lo,) if lo else None), shape, out_bound))
+    return ops
+
+
 def _square_op(node, source: str, fracs: dict, bounds: dict, like_op, magnitude, act_bits: int,
                margin_bits: int) -> QOp:
     """The square op of Activation ``node`` reading ``source``: acc = x^2 at scale 2^(2 f_x) (refused naming the
@@ -453,29 +606,32 @@ def _square_op(node, source: str, fracs: dict, bounds: dict, like_op, magnitude,
     return QOp("square", node.name, (source,), node.output, shift=shift, q_bits=q_bits)
 
 
-PROVABLE_ACTIVATIONS = ("relu", "square") + LOOKUP_FUNCTIONS
-_UNPROVABLE_FIX = {"clip": "fix: nn.ReLU instead of nn.ReLU6 / a clamp",
-                   "MaxPool": "fix: nn.AvgPool2d (a public linear map) instead of nn.MaxPool2d"}
+PROVABLE_ACTIVATIONS = ("relu", "square", "clip") + LOOKUP_FUNCTIONS
+_UNPROVABLE_FIX = {"MaxPool": "fix: padding=0, or a zero Pad before the pool when its inputs are >= 0 (after a ReLU), "
+                              "or nn.AvgPool2d"}
 _ACTIVATION_FIX = "fix: replace by nn.ReLU or x * x and fine-tune"
 
 
 def _refuse_unprovable(graph) -> None:
     """ModelError listing every node the graph proof cannot prove yet (in one line), before any is quantized:
-    activations other than Relu and Square (a clip, ReLU6, sigmoid, ...) and MaxPool."""
+    activations other than Relu, Square, Clip and the lookups', and a MaxPool with padding."""
     found = []
     for node in graph.nodes:
         if node.kind == "activation" and node.function not in PROVABLE_ACTIVATIONS:
             what = node.op if node.op.lower() == node.function else f"{node.op} ({node.function})"
             fix = _UNPROVABLE_FIX.get(node.function, _ACTIVATION_FIX)
-        elif node.kind not in ("contraction", "affine", "add", "activation", "reshape", "transpose"):
+        elif node.kind not in ("contraction", "affine", "add", "activation", "reshape", "transpose", "maxpool") \
+                or (node.kind == "maxpool" and any(node.patches.pads)):
             what = f"{node.op} (a product of two computed tensors)" if node.kind == "bilinear" else node.op
+            what += f" with padding {node.patches.pads}" if node.kind == "maxpool" else ""
             fix = _UNPROVABLE_FIX.get(node.op)
         else:
             continue
         found.append((f"operator {what} (node {node.name!r})", fix))
     if found:
-        proves = ("the graph proof proves Relu, Square (x * x) and, by lookup tables, Sigmoid, Tanh, Gelu, Silu "
-                  "activations (with Gemm, MatMul, Conv, pools, Add, BatchNormalization, Flatten, Reshape, Transpose, "
+        proves = ("the graph proof proves Relu, Square (x * x), Clip (ReLU6, clamp, Min / Max with a constant) and, by "
+                  "lookup tables, Sigmoid, Tanh, Gelu, Silu activations (with Gemm, MatMul, Conv, pools, MaxPool "
+                  "without padding, Add, BatchNormalization, Flatten, Reshape, Transpose, "
                   "Slice, Pad, Concat)")
         if len(found) == 1:
             (head, fix), = found
@@ -491,7 +647,7 @@ def quantize_graph(graph, calibration=None, *, act_bits: int = 12, weight_bits: 
 
     Raises ModelError naming the node for an operator the proof cannot prove (an activation other than
     Relu, Square and :data:`LOOKUP_FUNCTIONS`) or a layer whose integers could wrap around the field."""
-    from hezk.model import Activation, Add, Affine, Contraction, Reshape, Transpose
+    from hezk.model import Activation, Add, Affine, Contraction, MaxPool, Reshape, Transpose
 
     for name, value, low, high in (("act_bits", act_bits, 2, 24), ("weight_bits", weight_bits, 2, 16),
                                    ("margin_bits", margin_bits, 0, 8)):
@@ -548,6 +704,10 @@ def quantize_graph(graph, calibration=None, *, act_bits: int = 12, weight_bits: 
                 raise ModelError(f"{where}: {error}") from None
             ops.append(QOp("lookup", node.name, (source,), node.output, q_bits=bits, function=node.function))
             fracs[node.output], bounds[node.output] = f_out, int(np.max(np.abs(outputs)))
+        elif isinstance(node, Activation) and node.function == "clip":
+            source = alias.get(node.inputs[0], node.inputs[0])
+            _place(_clip_ops(node, source, graph.shape_of(source), fracs[source], bounds[source],
+                             _namer(graph, node)), fracs[source], ops, shapes, fracs, bounds)
         elif isinstance(node, Activation):
             if node.function != "relu":
                 what = node.op if node.op.lower() == node.function else f"{node.op} ({node.function})"
@@ -634,6 +794,10 @@ def quantize_graph(graph, calibration=None, *, act_bits: int = 12, weight_bits: 
             kind, shape = ("reshape", node.shape) if isinstance(node, Reshape) else ("transpose", node.perm)
             ops.append(QOp(kind, node.name, (source,), node.output, shape=tuple(shape)))
             fracs[node.output], bounds[node.output] = fracs[source], bounds[source]
+        elif isinstance(node, MaxPool):
+            source = alias.get(node.inputs[0], node.inputs[0])
+            _place(_maxpool_ops(node, source, graph.shape_of(source), bounds[source], _namer(graph, node)),
+                   fracs[source], ops, shapes, fracs, bounds)
         else:
             raise ModelError(f"{where}: node kind {node.kind!r} cannot be proven")
         shapes[node.output] = graph.shape_of(node.output)
@@ -763,9 +927,10 @@ def _contraction_entries(q: QuantizedGraph, op: QOp, where: str) -> int:
     entries += padded_entries(op.bias_shape)
     _require(-MAX_FRAC_BITS <= op.weight_frac <= MAX_FRAC_BITS,
              f"weight_frac {op.weight_frac} not in [-{MAX_FRAC_BITS}, {MAX_FRAC_BITS}]", where)
+    kernel = None
     if op.constant:
         try:
-            public_weight(op, in_shape)
+            kernel = public_weight(op, in_shape)
         except (ModelError, ValueError) as error:
             raise ProofRejected(f"constant {op.constant!r}: {error}", where) from None
     _require_width(op, where)
@@ -776,6 +941,8 @@ def _contraction_entries(q: QuantizedGraph, op: QOp, where: str) -> int:
         _require(op.weight.shape == op.weight_shape and (op.bias is None) != op.has_bias and
                  (op.bias is None or op.bias.shape == op.bias_shape),
                  "weight / bias arrays do not have the declared shapes", where)
+        _require(kernel is None or np.array_equal(op.weight, kernel),
+                 f"the {op.constant!r} kernel differs from the one the structure derives (public_weight)", where)
     return entries
 
 
