@@ -8,6 +8,7 @@ MLP and refuses by operator name what it cannot prove; a file of bare weights is
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -125,12 +126,12 @@ def _product_of_two_layers():
     return b.model()
 
 
-@pytest.mark.parametrize("make, refused", [(_product_of_two_layers, "operator Mul (node 'product')")])
+@pytest.mark.parametrize("make, refused", [(_product_of_two_layers, r"operator Mul .*node 'product'")])
 def test_proofs_refuse_what_they_cannot_prove_by_operator_name(tmp_path, capsys, make, refused):
     onnx.save(make(), tmp_path / "m.onnx")
     assert proofs_cli.main(["commit", "--model", str(tmp_path / "m.onnx"), "--out", str(tmp_path / "c.bin"),
                             "--public-weights"]) == 2
-    assert refused in capsys.readouterr().err
+    assert re.search(refused, capsys.readouterr().err)
     assert not (tmp_path / "c.bin").exists()
 
 
