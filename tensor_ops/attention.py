@@ -175,7 +175,7 @@ class ReciprocalApprox:
     def __call__(self, s):
         y = self.start(s)
         for _ in range(self.steps):
-            y = y * (_times(s * y, -1.0) + 2.0)
+            y = y * (2.0 - s * y)  # the negation is free: two levels a step
         return y
 
     @property
@@ -186,7 +186,7 @@ class ReciprocalApprox:
 @dataclass(frozen=True)
 class InverseSqrtApprox:
     """1/sqrt(v) on [low, high] (low > 0): y0 the least-squares line on the range, then ``steps`` of
-    y <- y (3 - v y^2) / 2."""
+    y <- y (3 - v y^2) / 2, evaluated as 1.5 y - (v/2 y) y^2 (v/2 y and y^2 side by side: two levels a step)."""
 
     low: float
     high: float
@@ -208,15 +208,19 @@ class InverseSqrtApprox:
     def start(self, v):
         return _times(v, self.line[1]) + self.line[0]
 
-    def __call__(self, v):
-        y = self.start(v)
+    def __call__(self, v, scale: float = 1.0, offset: float = 0.0):
+        """1/sqrt(scale v + offset): the affine map folded into the start line and into v/2 (no level of its
+        own)."""
+        intercept, slope = self.line
+        y = _times(v, slope * scale) + (intercept + slope * offset)
+        half = _times(v, 0.5 * scale) + 0.5 * offset
         for _ in range(self.steps):
-            y = _times(y, 0.5) * (_times(v * (y * y), -1.0) + 3.0)
+            y = _times(y, 1.5) - (half * y) * (y * y)
         return y
 
     @property
     def depth(self) -> int:
-        return 1 + 3 * self.steps
+        return 1 + 2 * self.steps
 
 
 def _exp_coefficients(low: float, degree: int):
@@ -279,15 +283,16 @@ class SoftmaxApprox:
 
 
 def _layernorm(node, x, inverse_sqrt):
-    """(x - mean) * inverse_sqrt(var + eps) * scale + shift over the node's axes (the batch axis first)."""
+    """(x - mean) * scale * inverse_sqrt(var + eps) + shift over the node's axes (the batch axis first); the 1/n of
+    the variance and epsilon folded into the inverse square root, the scale applied beside it."""
     axes = node.axes(len(x.shape))
     count = math.prod(x.shape[a] for a in axes)
     mean = _times(x.sum(axis=axes, keepdims=True), 1.0 / count)
     centered = x - mean
-    variance = _times((centered * centered).sum(axis=axes, keepdims=True), 1.0 / count) + node.epsilon
-    y = centered * inverse_sqrt(variance)
-    if node.scale is not None:
-        y = y * np.asarray(node.scale)
+    inverse = inverse_sqrt((centered * centered).sum(axis=axes, keepdims=True), 1.0 / count, node.epsilon)
+    if node.scale is not None:  # beside the inverse square root's chain: no level of its own
+        centered = centered * np.asarray(node.scale)
+    y = centered * inverse
     return y if node.shift is None else y + np.asarray(node.shift)
 
 

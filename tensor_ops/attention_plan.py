@@ -327,7 +327,6 @@ def run_attention(plan: AttentionPlan, model: GraphApproximation, x, *, seed=Non
 
     from .tensor import encrypt
 
-    params = plan.require_parameters()
     batch, single = _batch(model.graph, x)
     outside = samples_outside(plan, model, batch)
     if outside:
@@ -335,6 +334,7 @@ def run_attention(plan: AttentionPlan, model: GraphApproximation, x, *, seed=Non
         raise InputRangeError(f"refused: samples {sorted(outside)} leave the model's calibrated ranges (sample "
                               f"{first}: {outside[first]}); the approximations are only right inside them, so "
                               f"nothing was computed (recalibrate on inputs like these)", sorted(outside))
+    params = plan.require_parameters()
     say = report or (lambda text: None)
     start = time.perf_counter()
     ctx = CKKSContext.keygen(params, rotations=plan.rotations, seed=seed, progress=progress)

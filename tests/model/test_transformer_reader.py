@@ -19,12 +19,13 @@ from .onnx_models import Builder, run_onnx
 D_MODEL, HEADS, FEEDFORWARD, SEQUENCE = 32, 2, 64, 16
 
 
-def encoder(layers: int, activation: str, seed: int = 0):
+def encoder(layers: int, activation: str, seed: int = 0, d_model: int = D_MODEL, heads: int = HEADS,
+            feedforward: int = FEEDFORWARD):
     """The encoder (batch first, no dropout) behind a module whose forward takes x only (the TorchScript
     exporter would otherwise pass the default ``is_causal`` as a tensor)."""
     torch = pytest.importorskip("torch")
     torch.manual_seed(seed)
-    layer = torch.nn.TransformerEncoderLayer(D_MODEL, HEADS, FEEDFORWARD, dropout=0.0, activation=activation,
+    layer = torch.nn.TransformerEncoderLayer(d_model, heads, feedforward, dropout=0.0, activation=activation,
                                              batch_first=True)
     inner = layer if layers == 1 else torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
 
@@ -39,9 +40,9 @@ def encoder(layers: int, activation: str, seed: int = 0):
     return OnlyX().eval()
 
 
-def export(module, dynamo: bool):
-    """The ONNX model of ``module`` on a (1, 16, 32) input: the default exporter as it comes (dynamo), or the
-    TorchScript one at opset 17."""
+def export(module, dynamo: bool, sequence: int = SEQUENCE, d_model: int = D_MODEL):
+    """The ONNX model of ``module`` on a (1, sequence, d_model) input (default (1, 16, 32)): the default exporter
+    as it comes (dynamo), or the TorchScript one at opset 17."""
     torch = pytest.importorskip("torch")
     if dynamo:
         pytest.importorskip("onnxscript")
@@ -50,7 +51,7 @@ def export(module, dynamo: bool):
     buffer = io.BytesIO()
     options = {"dynamo": True} if dynamo else {"dynamo": False, "opset_version": 17}
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        torch.onnx.export(module, (torch.zeros(1, SEQUENCE, D_MODEL),), buffer, input_names=["x"],
+        torch.onnx.export(module, (torch.zeros(1, sequence, d_model),), buffer, input_names=["x"],
                           output_names=["y"], **options)
     return onnx.load_from_string(buffer.getvalue())
 
