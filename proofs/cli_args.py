@@ -16,7 +16,7 @@ DEFAULT_PROOF = "proof.bin"
 
 MODEL_HELP = ("model file: ONNX (opset >= 13) or .npz (a quantized model, or float weights that name their "
               "activation, activation='relu'); a ReLU MLP (see proofs.model), or any graph of Gemm, MatMul, Conv "
-              "(grouped, depthwise), pools, MaxPool (without padding), Add, BatchNormalization, Relu, Clip (ReLU6, "
+              "(grouped, depthwise), pools, MaxPool, Add, BatchNormalization, Relu, Clip (ReLU6, "
               "clamp, Min / Max with a constant), Square (Mul(x, x)), Sigmoid, Tanh, Gelu, Silu (lookup tables), "
               "Flatten, Reshape, Transpose (the graph proof)")
 

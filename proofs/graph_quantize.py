@@ -16,7 +16,7 @@ calibration batch (A = ``act_bits``); a constant gets the largest f with max|W| 
   public table T[v] = round(f(v 2^-f_x) 2^f_y) (:func:`lookup_table`, derived by both sides from the structure),
   b = ``q_bits`` (the input's proven width, at most :data:`MAX_LOOKUP_BITS`), proven by a lookup argument
   (:mod:`proofs.lookup`) that also shows x within the table's range; the output bound is max |T|;
-- MaxPool (without padding) and Clip (ReLU6, clamp, Min / Max with a constant): lowered to contractions with
+- MaxPool and Clip (ReLU6, clamp, Min / Max with a constant): lowered to contractions with
   public 0/+-1 kernels (:data:`SELECTION_CONSTANTS`) and fused ReLUs at the input's scale, exact: max(a, b) =
   relu(a - b) + relu(b) - relu(-b) level by level over the window (:func:`_maxpool_ops`), clip(x, lo, hi) =
   lo + relu(x - lo) - relu(x - hi), lo and hi rounded to the grid and committed as a bias (:func:`_clip_ops`);
@@ -312,6 +312,7 @@ def average_kernel(kind: str, equation: str, patches, in_shape) -> np.ndarray:
 #: public 0/+-1 kernels of the lowered MaxPool and Clip (:func:`selection_kernel`), always at weight_frac 0
 SELECTION_CONSTANTS = ("max_split", "max_join", "clip_split", "clip_join")
 _MAX_WINDOW = "bgcuvij,uvtl->bgctlij"  # a max level's split of the window of x (C, H, W) -> (C, 3, m, Ho, Wo)
+_MAX_PADDED = "bgcuvij,ijuvtl->bgctlij"  # the same of a padded window: per output, its real candidates only
 _MAX_STACK = "bckij,ktl->bctlij"  # a max level's split of the candidates (C, n, Ho, Wo) -> (C, 3, m, Ho, Wo)
 _MAX_JOIN = "bctlij,t->bclij"  # (C, 3, m, Ho, Wo) -> (C, m, Ho, Wo), the kernel (1, 1, -1)
 
@@ -330,11 +331,26 @@ def max_split(n: int) -> np.ndarray:
     return kernel
 
 
+def padded_max_split(patches, in_shape) -> np.ndarray:
+    """The (Ho, Wo, kh, kw, 3, m) first-level kernel of a padded window (padding is -inf to a max, not the zero
+    the window reads): at output (i, j), candidate k reads window element k where it is real, else the window's
+    first real element (a repeat: max is idempotent), then :func:`max_split`. ModelError for a window of padding
+    only."""
+    kh, kw = patches.kernel
+    real = patches.apply(np.ones((1, 1, *tuple(in_shape)[1:])))[0, 0, 0].reshape(kh * kw, -1) > 0  # (n, Ho Wo)
+    if not real.any(axis=0).all():
+        raise ModelError(f"window {patches} over the input {tuple(in_shape)} has a window of padding only")
+    n = kh * kw
+    pick = np.where(real, np.arange(n)[:, None], real.argmax(axis=0)[None])  # (k, Ho Wo): element candidate k reads
+    kernel = np.einsum("kpe,ktl->petl", (pick[:, :, None] == np.arange(n)).astype(np.int64), max_split(n))
+    return kernel.reshape(*patches.output_hw(*tuple(in_shape)[1:]), kh, kw, *kernel.shape[2:])
+
+
 def selection_kernel(kind: str, equation: str, patches, in_shape) -> np.ndarray:
     """The int64 kernel of a public selection of ``kind`` (:data:`SELECTION_CONSTANTS`) on an input of sample
     shape ``in_shape``, from the public structure only: a MaxPool level's ``max_split`` (:func:`max_split`, on
-    the unpadded window of x, equation ``bgcuvij,uvtl->bgctlij``, or on the candidates (C, n, Ho, Wo),
-    ``bckij,ktl->bctlij``) and ``max_join`` ((1, 1, -1), ``bctlij,t->bclij``), or a clip's ``clip_split``
+    the unpadded window of x, equation ``bgcuvij,uvtl->bgctlij``; :func:`padded_max_split` on a padded one,
+    ``bgcuvij,ijuvtl->bgctlij``; or on the candidates (C, n, Ho, Wo), ``bckij,ktl->bctlij``) and ``max_join`` ((1, 1, -1), ``bctlij,t->bclij``), or a clip's ``clip_split``
     (x -> (x, x), ones over (2, *shape), elementwise) and ``clip_join`` ((a, b) -> a - b, (1, -1)). Raises
     ModelError when the equation, window or shape does not fit the kind."""
     shape = tuple(in_shape)
@@ -343,6 +359,9 @@ def selection_kernel(kind: str, equation: str, patches, in_shape) -> np.ndarray:
                 and not any(patches.pads):
             n = patches.kernel[0] * patches.kernel[1]
             return max_split(n).reshape(*patches.kernel, 3, -1)
+        if equation == _MAX_PADDED and patches is not None and len(shape) == 3 and patches.groups == 1 \
+                and any(patches.pads):
+            return padded_max_split(patches, shape)
         if equation == _MAX_STACK and patches is None and len(shape) == 4 and shape[1] >= 2:
             return max_split(shape[1])
     elif kind == "max_join" and equation == _MAX_JOIN and patches is None and len(shape) == 5 and shape[1] == 3:
@@ -357,7 +376,7 @@ def selection_kernel(kind: str, equation: str, patches, in_shape) -> np.ndarray:
             return np.array([1, -1], dtype=np.int64)
     raise ModelError(f"public selection {kind!r} with equation {equation!r} on the input shape {shape} and window "
                      f"{patches}: expected a max level's split ({_MAX_WINDOW!r} on an unpadded window of one group, "
-                     f"or {_MAX_STACK!r} on >= 2 candidates) or join ({_MAX_JOIN!r}), or a clip's split / join")
+                     f"{_MAX_PADDED!r} on a padded one, or {_MAX_STACK!r} on >= 2 candidates) or join ({_MAX_JOIN!r}), or a clip's split / join")
 
 
 def public_weight(op: QOp, in_shape) -> np.ndarray:
@@ -512,21 +531,20 @@ def _selection_op(name: str, source: str, output: str, kind: str, equation: str,
 def _maxpool_ops(node, source: str, in_shape, bound: int, fresh) -> list:
     """MaxPool lowered to proven ops at the input's scale (exact: a max of integers is one of them): a tree of
     levels, each halving the candidates by max(a, b) = relu(a - b) + relu(b) - relu(-b): a ``max_split`` (public
-    0/+-1 kernel, :func:`max_split`, ReLU fused; the first level reads the window) then a ``max_join`` (1, 1, -1),
+    0/+-1 kernel, :func:`max_split`, ReLU fused; the first level reads the window, a padded one through
+    :func:`padded_max_split`) then a ``max_join`` (1, 1, -1),
     then a free reshape (C, 1, Ho, Wo) -> (C, Ho, Wo). Every stored tensor is read by one op (a hiding proof's
     stated values stay independent). [(op, shape, bound)] in op order; ``fresh(suffix)`` names an intermediate."""
     patches, where = node.patches, node.where()
-    if any(patches.pads):
-        raise ModelError(f"operator MaxPool (node {node.name!r}) with padding {patches.pads} is not provable yet: "
-                         f"the graph proof proves MaxPool without padding ({_UNPROVABLE_FIX['MaxPool']})")
     c, h, w = in_shape
     ho, wo = patches.output_hw(h, w)
     n, current, ops, level = patches.kernel[0] * patches.kernel[1], source, [], 0
     while True:
         m = (n + 1) // 2
         split, top = fresh(f"max{level}.split"), fresh(f"max{level}")
-        if level == 0:
-            args = (_MAX_WINDOW, patches, in_shape, (c, 3, m, ho, wo), (1, c, 3, m, ho, wo))
+        if level == 0:  # a padded window reads its real candidates only (padding is -inf to a max)
+            args = (_MAX_PADDED if any(patches.pads) else _MAX_WINDOW, patches, in_shape, (c, 3, m, ho, wo),
+                    (1, c, 3, m, ho, wo))
         else:
             args = (_MAX_STACK, None, (c, n, ho, wo), (c, 3, m, ho, wo), (c, 3, m, ho, wo))
         ops.append((_selection_op(f"{node.name}.max{level}.split", current, split, "max_split", *args, 2 * bound,
@@ -607,31 +625,27 @@ def _square_op(node, source: str, fracs: dict, bounds: dict, like_op, magnitude,
 
 
 PROVABLE_ACTIVATIONS = ("relu", "square", "clip") + LOOKUP_FUNCTIONS
-_UNPROVABLE_FIX = {"MaxPool": "fix: padding=0, or a zero Pad before the pool when its inputs are >= 0 (after a ReLU), "
-                              "or nn.AvgPool2d"}
 _ACTIVATION_FIX = "fix: replace by nn.ReLU or x * x and fine-tune"
 
 
 def _refuse_unprovable(graph) -> None:
     """ModelError listing every node the graph proof cannot prove yet (in one line), before any is quantized:
-    activations other than Relu, Square, Clip and the lookups', and a MaxPool with padding."""
+    activations other than Relu, Square, Clip and the lookups', and nodes of other kinds."""
     found = []
     for node in graph.nodes:
         if node.kind == "activation" and node.function not in PROVABLE_ACTIVATIONS:
             what = node.op if node.op.lower() == node.function else f"{node.op} ({node.function})"
-            fix = _UNPROVABLE_FIX.get(node.function, _ACTIVATION_FIX)
-        elif node.kind not in ("contraction", "affine", "add", "activation", "reshape", "transpose", "maxpool") \
-                or (node.kind == "maxpool" and any(node.patches.pads)):
+            fix = _ACTIVATION_FIX
+        elif node.kind not in ("contraction", "affine", "add", "activation", "reshape", "transpose", "maxpool"):
             what = f"{node.op} (a product of two computed tensors)" if node.kind == "bilinear" else node.op
-            what += f" with padding {node.patches.pads}" if node.kind == "maxpool" else ""
-            fix = _UNPROVABLE_FIX.get(node.op)
+            fix = None
         else:
             continue
         found.append((f"operator {what} (node {node.name!r})", fix))
     if found:
         proves = ("the graph proof proves Relu, Square (x * x), Clip (ReLU6, clamp, Min / Max with a constant) and, by "
-                  "lookup tables, Sigmoid, Tanh, Gelu, Silu activations (with Gemm, MatMul, Conv, pools, MaxPool "
-                  "without padding, Add, BatchNormalization, Flatten, Reshape, Transpose, "
+                  "lookup tables, Sigmoid, Tanh, Gelu, Silu activations (with Gemm, MatMul, Conv, pools, MaxPool, "
+                  "Add, BatchNormalization, Flatten, Reshape, Transpose, "
                   "Slice, Pad, Concat)")
         if len(found) == 1:
             (head, fix), = found

@@ -183,20 +183,20 @@ def test_malformed_new_operators_are_model_file_errors():
         read_onnx(b.model())
 
 
-def test_the_graph_proof_refuses_padded_maxpool_with_the_others_in_one_line():
-    """The proof half proves MaxPool without padding and Clip (lowered to public selections, see
-    tests/proofs/test_graph_maxpool_clip.py); a padded MaxPool is refused, with every other blocker, in one
-    ModelError naming each node and its fix."""
+def test_the_graph_proof_refuses_every_unprovable_node_in_one_line():
+    """The proof half proves MaxPool (padded too) and Clip (lowered to public selections, see
+    tests/proofs/test_graph_maxpool_clip.py); what it cannot prove is refused in one ModelError naming every such
+    node, and only those."""
     from proofs.errors import ModelError
     from proofs.graph_quantize import quantize_graph
 
     b, x = relu_net()
     pool = b.node("MaxPool", [x], "pool", kernel_shape=[3, 3], pads=[1, 1, 1, 1])
-    b.node("MatMul", [pool, b.node("Clip", [x, b.const(np.float32(0.0)), b.const(np.float32(6.0))], "relu6")], "prod")
+    relu6 = b.node("Clip", [x, b.const(np.float32(0.0)), b.const(np.float32(6.0))], "relu6")
+    b.node("MatMul", [b.node("MatMul", [pool, relu6], "prod"), relu6], "prod2")
     graph = read_onnx(b.model())
-    with pytest.raises(ModelError, match=r"operator MaxPool with padding \(1, 1, 1, 1\) \(node 'pool'\) \(fix: "
-                                         r"padding=0.*\), operator MatMul .*\(node 'prod'\) - 2 operators are not "
-                                         r"provable yet"):
+    with pytest.raises(ModelError, match=r"operator MatMul \(a product of two computed tensors\) \(node 'prod'\), "
+                                         r"operator MatMul .*\(node 'prod2'\) - 2 operators are not provable yet"):
         quantize_graph(graph, np.random.default_rng(0).normal(size=(4, 2, 6, 6)))
 
 

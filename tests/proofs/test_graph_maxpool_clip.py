@@ -41,6 +41,20 @@ class _Clamps(torch.nn.Module):
         return self.b(torch.clamp(h, min=-0.3, max=0.5) + torch.clamp(h, max=0.25))
 
 
+class _PaddedPools(torch.nn.Module):
+    """A ResNet stem's MaxPool (3, stride 2, padding 1) then one with ceil_mode, over mostly negative values (so a
+    window that read its padding as 0 would be wrong)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.head = torch.nn.Conv2d(1, 2, 3), torch.nn.Linear(2 * 2 * 2, 3)
+        self.stem = torch.nn.MaxPool2d(3, stride=2, padding=1)
+        self.ceil = torch.nn.MaxPool2d(2, ceil_mode=True)
+
+    def forward(self, x):
+        return self.head(torch.flatten(self.ceil(self.stem(self.conv(x) - 1.0)), 1))
+
+
 class _Depthwise(torch.nn.Module):
     """A MobileNetV2 inverted residual: 1x1 expand, ReLU6, 3x3 depthwise, ReLU6, 1x1 project, + x."""
 
@@ -65,6 +79,7 @@ def _models():
         # 3 x 3 windows, stride 2, over values of both signs: levels of 9 -> 5 -> 3 -> 2 -> 1 candidates
         "maxpool3x3": (nn.Sequential(nn.Conv2d(1, 2, 3), nn.MaxPool2d(3, stride=2), nn.Flatten(), nn.Linear(8, 3)),
                        (1, 7, 7)),
+        "maxpool_padded": (_PaddedPools(), (1, 8, 8)),
         "maxpool1d": (nn.Sequential(nn.Conv1d(1, 2, 3), nn.ReLU(), nn.MaxPool1d(2), nn.Flatten(), nn.Linear(6, 3)),
                       (1, 8)),
         "relu6": (nn.Sequential(nn.Linear(4, 6), nn.ReLU6(), nn.Linear(6, 3)), (4,)),
@@ -105,7 +120,7 @@ def prove_and_verify(q: QuantizedGraph, x, zk: bool) -> np.ndarray:
     return verify_graph(net.commitment, x, net.prove(x)).output
 
 
-CASES = [("maxpool2d", True), ("maxpool2d", False), ("maxpool3x3", False), ("maxpool1d", True),
+CASES = [("maxpool2d", True), ("maxpool2d", False), ("maxpool3x3", False), ("maxpool_padded", False), ("maxpool1d", True),
          ("maxpool1d", False), ("relu6", False), ("clamp", True), ("depthwise", False)]
 
 
@@ -128,15 +143,17 @@ def test_exported_models_prove_the_integer_reference(name, dynamo, zk):
 def test_lowered_ops_are_exact_and_public():
     """MaxPool and Clip become contractions with public kernels at weight_frac 0 and shift 0 (no rounding: the
     pooled and clipped integers equal numpy's max and clip of the input's integers)."""
-    _, graph, calibration = exported("maxpool3x3", False)
-    q = quantize_graph(graph, calibration)
-    lowered = [op for op in q.ops if op.constant in ("max_split", "max_join")]
-    assert len(lowered) == 8 and all(op.shift == 0 and op.weight_frac == 0 and not op.has_bias for op in lowered)
-    values = q.forward_int(q.quantize_input(calibration), trace=True)[0]
-    pool = next(node for node in graph.nodes if node.kind == "maxpool")
-    source = next(op.inputs[0] for op in q.ops if op.constant == "max_split")
-    expected = pool.patches.apply(values[source].astype(np.float64), fill=-np.inf).max(axis=(3, 4))[:, 0]
-    assert np.array_equal(values[pool.output], expected.astype(np.int64))
+    for name, levels in (("maxpool3x3", 4), ("maxpool_padded", 4 + 2)):
+        _, graph, calibration = exported(name, False)
+        q = quantize_graph(graph, calibration)
+        lowered = [op for op in q.ops if op.constant in ("max_split", "max_join")]
+        assert len(lowered) == 2 * levels
+        assert all(op.shift == 0 and op.weight_frac == 0 and not op.has_bias for op in lowered)
+        values = q.forward_int(q.quantize_input(calibration), trace=True)[0]
+        for pool in (node for node in graph.nodes if node.kind == "maxpool"):
+            source = next(op.inputs[0] for op in q.ops if op.constant == "max_split" and op.patches == pool.patches)
+            expected = pool.patches.apply(values[source].astype(np.float64), fill=-np.inf).max(axis=(3, 4))[:, 0]
+            assert np.array_equal(values[pool.output], expected.astype(np.int64))
 
     _, graph, calibration = exported("relu6", False)
     q = quantize_graph(graph, calibration)
@@ -221,7 +238,7 @@ def _public_tampered(q: QuantizedGraph, kind: str, **changes) -> dict:
     ("max_split", {"weight_frac": 1}),  # a kernel scaled by 2
     ("max_split", {"equation": "bgcuvij,uvtl->bgctlij".replace("uvtl", "vutl")}),
     ("max_split", {"patches": {"kernel": [2, 2], "stride": [2, 2], "pads": [1, 1, 0, 0], "dilation": [1, 1],
-                               "groups": 1}}),  # padding would read zeros as candidates
+                               "groups": 1}}),  # a padded window read as unpadded: zeros as candidates
     ("max_join", {"constant": "clip_join"}),
     ("clip_split", {"constant": "max_split"}),
 ])
@@ -251,17 +268,6 @@ def test_selection_kernels_are_derived_from_the_structure_only():
                  ("clip_join", "bkp,k->bp", None, (3, 4))):
         with pytest.raises(ModelError):
             selection_kernel(*args)
-
-
-def test_padded_maxpool_refused_with_its_fix():
-    """MaxPool with padding (its padding is -inf, not a public selection) is refused naming the node and a fix,
-    with every other blocker of the graph in the same message."""
-    module = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.MaxPool2d(3, stride=2, padding=1))
-    buffer = io.BytesIO()
-    torch.onnx.export(module, (torch.zeros(1, 1, 8, 8),), buffer, dynamo=False)
-    graph = hezk.model.read_onnx(buffer.getvalue())
-    with pytest.raises(ModelError, match=r"MaxPool with padding \(1, 1, 1, 1\).*fix: padding=0"):
-        quantize_graph(graph, np.zeros((1, 1, 8, 8)))
 
 
 def test_grouped_convolution_needs_power_of_two_outputs_per_group_with_hidden_weights():
