@@ -31,13 +31,14 @@ def _export(module, features: int, path) -> str:
 
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
-    """Small torch MLPs: ReLU then a Sigmoid output; a Tanh hidden layer; an exact GELU and a SiLU hidden layer."""
+    """Small torch MLPs: ReLU then a Sigmoid output; a Tanh hidden layer; exact GELU, SiLU and tanh-GELU layers."""
     nn = torch.nn
     torch.manual_seed(0)
     folder = tmp_path_factory.mktemp("lookups")
     models = {"sigmoid": nn.Sequential(nn.Linear(10, 8), nn.ReLU(), nn.Linear(8, 1), nn.Sigmoid()),
               "tanh": nn.Sequential(nn.Linear(10, 8), nn.Tanh(), nn.Linear(8, 2)),
-              "gelu": nn.Sequential(nn.Linear(10, 8), nn.GELU(), nn.Linear(8, 6), nn.SiLU(), nn.Linear(6, 2))}
+              "gelu": nn.Sequential(nn.Linear(10, 8), nn.GELU(), nn.Linear(8, 6), nn.SiLU(), nn.Linear(6, 4),
+                                    nn.GELU(approximate="tanh"), nn.Linear(4, 2))}
     x = np.random.default_rng(0).normal(size=(64, 10)).astype(np.float32)
     return folder, {name: _export(m, 10, folder / f"{name}.onnx") for name, m in models.items()}, x
 
@@ -48,7 +49,7 @@ def _onnxruntime(path, x) -> np.ndarray:
 
 
 @pytest.mark.parametrize("name, functions", [("sigmoid", ["sigmoid"]), ("tanh", ["tanh"]),
-                                             ("gelu", ["gelu", "silu"])])
+                                             ("gelu", ["gelu", "silu", "gelu_tanh"])])
 def test_exported_activations_are_proven_with_public_weights(exports, name, functions):
     folder, paths, x = exports
     prover = hezk.commit(paths[name], x, hiding=False)
