@@ -145,10 +145,7 @@ class AttentionPlan:
     @property
     def galois_key_bytes(self) -> int:
         """Estimated Galois key bytes: per key, digits x 2 x (Q + P limbs) x N x 4 (as ``ModelPlan``)."""
-        if self.params is None:
-            return 0
-        p = self.params
-        return len(self.rotations) * len(p.digits) * 2 * (len(p.q_moduli) + len(p.p_moduli)) * p.n * 4
+        return 0 if self.params is None else _key_bytes(self.params, len(self.rotations))
 
     def require_parameters(self):
         """The parameters, or ParameterError stating why none were found."""
@@ -231,6 +228,8 @@ def plan_attention(graph, calibration, *, params=None, allow_insecure: bool = Fa
     pad = MARGIN * max(high - low, 1e-6)
     sample = batch[:1]
     refusal = None
+    fix = ("bootstraps are not placed on the attention path yet: name parameters with at least {} levels (--params; "
+           "below 128 bits only with --insecure, for tests)").format
     if params is not None:
         if not allow_insecure:
             require_secure(params, "the parameters named", "--insecure (allow_insecure=True)")
@@ -239,38 +238,35 @@ def plan_attention(graph, calibration, *, params=None, allow_insecure: bool = Fa
             raise ParameterError(f"the model consumes {depth} levels but the parameters named hold "
                                  f"{params.max_level}: name parameters with at least {depth} levels (bootstraps "
                                  f"are not placed on the attention path yet)")
+        slots = params.slots
     else:
         depth, rotations = _record(model, sample, _DEFAULT_SLOTS)
-        deepest = deepest_secure_preset()[1]
+        slots = _DEFAULT_SLOTS
         try:
-            params = choose_parameters(depth, 1)
+            chosen = choose_parameters(depth, 1)
         except ParameterError as why:
-            params, refusal = None, (f"the model consumes {depth} levels, more than a 128-bit ring holds ({why}); "
-                                     f"bootstraps are not placed on the attention path yet: name parameters with "
-                                     f"at least {depth} levels (--params; below 128 bits only with --insecure, "
-                                     f"for tests)")
-        if params is not None:
-            depth, rotations = _record(model, sample, params.slots)
-            plan = _plan(graph, model, approximations, error, exact, depth, rotations, params, None, (low - pad,
-                         high + pad), len(batch))
-            if plan.galois_key_bytes > key_budget:
-                params, refusal = None, (f"the model consumes {depth} levels; the smallest 128-bit ring with them "
-                                         f"(N=2^{plan.params.log_n}, {len(plan.params.digits)} key-switching "
-                                         f"digits) needs {plan.galois_key_bytes / 2**30:.1f} GiB of Galois keys "
-                                         f"for {len(rotations)} rotations, over the key budget of "
-                                         f"{key_budget / 2**30:.1f} GiB (the deepest ring that fits without "
-                                         f"bootstrapping holds about {deepest} levels); bootstraps are not placed "
-                                         f"on the attention path yet: name parameters with at least {depth} levels "
-                                         f"(--params; below 128 bits only with --insecure, for tests)")
-    plan = _plan(graph, model, approximations, error, exact, depth, rotations, params, refusal,
-                 (low - pad, high + pad), len(batch))
+            chosen = None
+            refusal = f"the model consumes {depth} levels, more than a 128-bit ring holds ({why}); {fix(depth)}"
+        if chosen is not None:
+            depth, at_slots = _record(model, sample, chosen.slots)
+            keys = _key_bytes(chosen, len(at_slots))
+            if keys <= key_budget:
+                params, rotations, slots = chosen, at_slots, chosen.slots
+            else:
+                refusal = (f"the model consumes {depth} levels; the smallest 128-bit ring with them (N=2^{chosen.log_n}, "
+                           f"{len(chosen.digits)} key-switching digits) needs {keys / 2**30:.1f} GiB of Galois keys "
+                           f"for {len(at_slots)} rotations, over the key budget of {key_budget / 2**30:.1f} GiB (the "
+                           f"deepest 128-bit preset without bootstrapping holds {deepest_secure_preset()[1]} levels); "
+                           f"{fix(depth)}")
+    plan = AttentionPlan(tuple(graph.input_shape), tuple(graph.output_shape), _operators(graph), approximations,
+                         error, float(np.max(np.abs(exact))), int(depth), tuple(rotations), slots, params, refusal,
+                         (low - pad, high + pad), len(batch))
     return plan, model
 
 
-def _plan(graph, model, approximations, error, exact, depth, rotations, params, refusal, input_range, samples):
-    return AttentionPlan(tuple(graph.input_shape), tuple(graph.output_shape), _operators(graph), approximations,
-                         error, float(np.max(np.abs(exact))), int(depth), tuple(rotations),
-                         _DEFAULT_SLOTS if params is None else params.slots, params, refusal, input_range, samples)
+def _key_bytes(params, rotations: int) -> int:
+    """Estimated Galois key bytes: per key, digits x 2 x (Q + P limbs) x N x 4 (as ``ModelPlan``)."""
+    return rotations * len(params.digits) * 2 * (len(params.q_moduli) + len(params.p_moduli)) * params.n * 4
 
 
 def samples_outside(plan: AttentionPlan, model: GraphApproximation, x) -> dict:
