@@ -38,6 +38,7 @@ import numpy as np
 from numpy.polynomial import chebyshev
 
 from crypto.errors import ParameterError
+from hezk.model.graph import activate
 
 MAX_DEGREE = 63
 _LSQ_GRID = 4097
@@ -60,6 +61,8 @@ TARGETS = {
     "tanh": np.tanh,
     "square": np.square,
 }
+TARGETS.update({name: (lambda f: lambda x: activate(f, x))(name)
+                for name in ("softplus", "softsign", "hardswish", "mish", "elu", "selu")})  # hezk.model's floats
 METHODS = ("minimax", "chebyshev", "least_squares")
 _REMEZ_GRID = 8193  # points of each of the two grids (uniform and Chebyshev-spaced) the exchange searches
 _REMEZ_STEPS = 40

@@ -45,7 +45,10 @@ import numpy as np
 
 from .errors import ModelFileError
 
-ACTIVATIONS = ("relu", "square", "sigmoid", "tanh", "gelu", "gelu_tanh", "silu", "clip")
+ACTIVATIONS = ("relu", "square", "sigmoid", "tanh", "gelu", "gelu_tanh", "silu", "clip", "softplus", "softsign",
+               "hardswish", "mish", "elu", "selu")
+SELU_ALPHA = 1.6732632423543772  # Klambauer et al. (2017), the self-normalising constants ONNX and torch use
+SELU_SCALE = 1.0507009873554805
 _erf = np.frompyfunc(math.erf, 1, 1)
 
 
@@ -101,6 +104,17 @@ def activate(function: str, x: np.ndarray, bounds=None) -> np.ndarray:
         return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
     if function == "silu":
         return x / (1.0 + np.exp(-x))
+    if function == "softplus":  # log(1 + e^x), without overflow
+        return np.logaddexp(0.0, x)
+    if function == "softsign":
+        return x / (1.0 + np.abs(x))
+    if function == "hardswish":  # x relu6(x + 3) / 6 (Howard et al., 2019)
+        return x * np.clip(x + 3.0, 0.0, 6.0) / 6.0
+    if function == "mish":  # x tanh(softplus(x)) (Misra, 2019)
+        return x * np.tanh(np.logaddexp(0.0, x))
+    if function in ("elu", "selu"):  # elu: alpha 1 (Clevert et al., 2016); selu: scale elu_alpha
+        alpha, scale = (1.0, 1.0) if function == "elu" else (SELU_ALPHA, SELU_SCALE)
+        return scale * np.where(x > 0.0, x, alpha * np.expm1(np.minimum(x, 0.0)))
     raise ModelFileError(f"activation {function!r} is not one of {ACTIVATIONS}")
 
 

@@ -34,7 +34,8 @@ from .graph import ACTIVATIONS, MAX_ELEMENTS, Activation, Affine, Contraction, G
 
 GRAPH_KEY = "__hezk_graph__"
 OPERATOR = {"relu": "Relu", "square": "Square", "sigmoid": "Sigmoid", "tanh": "Tanh", "gelu": "Gelu",
-            "gelu_tanh": "Gelu", "silu": "Silu"}
+            "gelu_tanh": "Gelu", "silu": "Silu", "softplus": "Softplus", "softsign": "Softsign",
+            "hardswish": "HardSwish", "mish": "Mish", "elu": "Elu", "selu": "Selu"}
 SEQUENTIAL_KEY = "__model__"
 NO_ACTIVATION = ("none", "identity", "linear")
 ENGINE_SETTINGS = ("frac_bits", "input_bound", "degree", "interval")

@@ -25,8 +25,8 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import MissingInputShape, ModelFileError, UnsupportedOperator
-from .graph import (Activation, Add, Affine, Bilinear, ClientOutput, ClientStep, Contraction, Graph, LayerNorm,
-                    MaxPool, Patches, Reshape, Softmax, Transpose, require_size)
+from .graph import (SELU_ALPHA, SELU_SCALE, Activation, Add, Affine, Bilinear, ClientOutput, ClientStep, Contraction,
+                    Graph, LayerNorm, MaxPool, Patches, Reshape, Softmax, Transpose, require_size)
 
 MIN_OPSET = 13
 _SHAPE_OPS = ("Gather", "Unsqueeze", "Squeeze", "Concat", "Cast", "Identity", "Slice")
@@ -39,12 +39,6 @@ REWRITES = {
     "Softmax": _LAST, "LogSoftmax": _LAST, "ArgMax": _LAST, "Normalizer": _LAST, "ZipMap": _LAST,
     "Hardmax": "export the scores and take their argmax on the client (ArgMax at the end of the graph is read)",
     "Erf": "only inside GELU as torch exports it (x * 0.5 * (1 + erf(x / sqrt 2))): write nn.GELU()",
-    "HardSwish": "x * hardsigmoid(x) multiplies two computed tensors: replace nn.Hardswish by nn.SiLU and fine-tune",
-    "Elu": "replace by nn.SiLU or nn.GELU (read as fitted polynomials) and fine-tune",
-    "Selu": "replace by nn.SiLU or nn.GELU (read as fitted polynomials) and fine-tune",
-    "Celu": "replace by nn.SiLU or nn.GELU (read as fitted polynomials) and fine-tune",
-    "Softplus": "replace by nn.SiLU or nn.GELU (read as fitted polynomials) and fine-tune",
-    "Mish": "replace by nn.SiLU or nn.GELU (read as fitted polynomials) and fine-tune",
     "PRelu": "a learned slope per channel: export nn.LeakyReLU (read as a x + (1 - a) relu(x)) or nn.ReLU",
     "LayerNormalization": "divides by a computed norm: use BatchNorm (folded into the layer before) instead",
     "GroupNormalization": "divides by a computed norm: use BatchNorm (folded into the layer before) instead",
@@ -207,14 +201,9 @@ def check_wiring(graph) -> None:
                 stack.append((step, iter(nodes[step].input)))
 
 
-def _fuse_erf_gelu(nodes, initializers, numpy_helper) -> list:
-    """``nodes`` with each exact GELU written out with Erf replaced by one Gelu node: torch.onnx.export below
-    opset 20 writes nn.GELU() as Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5) (other exporters: x * 1/sqrt 2,
-    the 0.5 on x or on the sum first). The Gelu takes the place of the group's last node, named after its Erf
-    node; every intermediate tensor must feed only the next node of the group, else nothing is fused (and the
-    Erf is refused by name as before)."""
-    import onnx
-
+def _wiring(nodes, initializers, numpy_helper) -> tuple:
+    """(constants by tensor name: initializers and Constant nodes' values, producer index by tensor, consumer
+    indices by tensor) of a node list."""
     const = dict(initializers)
     for node in nodes:
         if node.op_type == "Constant":
@@ -228,11 +217,28 @@ def _fuse_erf_gelu(nodes, initializers, numpy_helper) -> list:
     for i, node in enumerate(nodes):
         for tensor in node.input:
             consumers.setdefault(tensor, []).append(i)
+    return const, producer, consumers
+
+
+def _is_scalar(const: dict, tensor, value) -> bool:
+    """Whether ``tensor`` is a constant of one entry equal to ``value`` (to 1e-3 relative)."""
+    array = const.get(tensor)
+    return (array is not None and np.asarray(array).size == 1
+            and abs(float(np.asarray(array).reshape(())) - value) <= 1e-3 * abs(value))
+
+
+def _fuse_erf_gelu(nodes, initializers, numpy_helper) -> list:
+    """``nodes`` with each exact GELU written out with Erf replaced by one Gelu node: torch.onnx.export below
+    opset 20 writes nn.GELU() as Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5) (other exporters: x * 1/sqrt 2,
+    the 0.5 on x or on the sum first). The Gelu takes the place of the group's last node, named after its Erf
+    node; every intermediate tensor must feed only the next node of the group, else nothing is fused (and the
+    Erf is refused by name as before)."""
+    import onnx
+
+    const, producer, consumers = _wiring(nodes, initializers, numpy_helper)
 
     def is_scalar(tensor, value) -> bool:
-        array = const.get(tensor)
-        return (array is not None and np.asarray(array).size == 1
-                and abs(float(np.asarray(array).reshape(())) - value) <= 1e-3 * abs(value))
+        return _is_scalar(const, tensor, value)
 
     def only_consumer(tensor, op):
         readers = consumers.get(tensor, [])
@@ -298,6 +304,142 @@ def _fuse_erf_gelu(nodes, initializers, numpy_helper) -> list:
     return [replaced.get(i, node) for i, node in enumerate(nodes) if i not in dropped or i in replaced]
 
 
+def _fuse_layernorm(nodes, initializers, numpy_helper) -> list:
+    """``nodes`` with each LayerNorm written out (torch.onnx.export below opset 17: ReduceMean(x), Sub(x, mean),
+    Pow(d, 2) or Mul(d, d), ReduceMean, Add(var, epsilon), Sqrt, Div(d, std), then Mul by a constant scale and Add
+    of a constant shift when present) replaced by one LayerNormalization over the same trailing axes, named
+    after its Div node. Both ReduceMeans must take the same trailing axes (negative, keepdims) and every
+    intermediate tensor must feed only its group, else nothing is fused (and the nodes are read one by one)."""
+    import onnx
+
+    const, producer, consumers = _wiring(nodes, initializers, numpy_helper)
+
+    def only(tensor, *ops):
+        readers = consumers.get(tensor, [])
+        return readers[0] if len(readers) == 1 and nodes[readers[0]].op_type in ops else None
+
+    def trailing_axes(index):
+        node = nodes[index]
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        axes = attrs.get("axes")
+        if axes is None and len(node.input) > 1 and node.input[1] in const:
+            axes = np.asarray(const[node.input[1]]).reshape(-1).tolist()
+        if not axes or int(attrs.get("keepdims", 1)) != 1 or sorted(int(a) for a in axes) != \
+                list(range(-len(axes), 0)):
+            return None
+        return -len(axes)
+
+    def constant_operand(node, tensor):
+        operands = list(node.input[:2])
+        if len(operands) != 2 or tensor not in operands:
+            return None
+        operands.remove(tensor)
+        return operands[0] if operands[0] in const else None
+
+    def match(mean_index):
+        x, axis = nodes[mean_index].input[0], trailing_axes(mean_index)
+        sub_index = only(nodes[mean_index].output[0], "Sub")
+        if axis is None or x in const or sub_index is None or list(nodes[sub_index].input[:2]) != \
+                [x, nodes[mean_index].output[0]]:
+            return None
+        d = nodes[sub_index].output[0]
+        readers = consumers.get(d, [])
+        square = [i for i in readers if (nodes[i].op_type == "Pow" and _is_scalar(const, nodes[i].input[1], 2.0))
+                  or (nodes[i].op_type == "Mul" and list(nodes[i].input[:2]) == [d, d])]
+        divide = [i for i in readers if nodes[i].op_type == "Div" and list(nodes[i].input[:2])[0] == d]
+        if len(readers) != 2 or len(square) != 1 or len(divide) != 1:
+            return None
+        var_index = only(nodes[square[0]].output[0], "ReduceMean")
+        if var_index is None or trailing_axes(var_index) != axis:
+            return None
+        add_index = only(nodes[var_index].output[0], "Add")
+        epsilon = None if add_index is None else constant_operand(nodes[add_index], nodes[var_index].output[0])
+        if epsilon is None or np.asarray(const[epsilon]).size != 1:
+            return None
+        sqrt_index = only(nodes[add_index].output[0], "Sqrt")
+        if sqrt_index is None or nodes[divide[0]].input[1] != nodes[sqrt_index].output[0] \
+                or consumers.get(nodes[sqrt_index].output[0]) != [divide[0]]:
+            return None
+        group = [mean_index, sub_index, square[0], var_index, add_index, sqrt_index, divide[0]]
+        y, scale, shift = nodes[divide[0]].output[0], "", ""
+        mul_index = only(y, "Mul")
+        if mul_index is not None and constant_operand(nodes[mul_index], y) is not None:
+            scale, y = constant_operand(nodes[mul_index], y), nodes[mul_index].output[0]
+            group.append(mul_index)
+            add_index = only(y, "Add")
+            if add_index is not None and constant_operand(nodes[add_index], y) is not None:
+                shift, y = constant_operand(nodes[add_index], y), nodes[add_index].output[0]
+                group.append(add_index)
+        value = float(np.asarray(const[epsilon]).reshape(()))
+        return group, onnx.helper.make_node("LayerNormalization", [x, scale, shift], [y], axis=axis, epsilon=value,
+                                            name=nodes[divide[0]].name or f"LayerNorm_{mean_index}")
+
+    replaced, dropped = {}, set()
+    for i, node in enumerate(nodes):
+        if node.op_type == "ReduceMean" and i not in dropped:
+            found = match(i)
+            if found is not None and not dropped.intersection(found[0]):
+                replaced[max(found[0])] = found[1]
+                dropped.update(found[0])
+    return [replaced.get(i, node) for i, node in enumerate(nodes) if i not in dropped or i in replaced]
+
+
+SOFTPLUS_THRESHOLD_MIN = 10.0
+"""Where(x > c, x, softplus(x)) reads as softplus(x) for c >= this: they differ by log(1 + e^-x) < e^-c there."""
+
+
+def _fuse_univariate(nodes, initializers, numpy_helper) -> list:
+    """``nodes`` with the written-out forms torch's exporters give three univariate activations replaced by
+    one node each, the activation's input read only by the group: Where(Greater(x, c), x, Softplus(x)) ->
+    Softplus(x) for c >= SOFTPLUS_THRESHOLD_MIN (F.softplus's threshold=20), Mul(x, Tanh(Softplus(x))) ->
+    Mish(x), Div(x, Add(Abs(x), 1)) -> Softsign(x)."""
+    import onnx
+
+    const, producer, consumers = _wiring(nodes, initializers, numpy_helper)
+
+    def made(tensor, op, x):
+        """The index of the node of type ``op`` making ``tensor`` from x alone, read only once, or None."""
+        index = producer.get(tensor)
+        if index is None or nodes[index].op_type != op or len(consumers.get(tensor, [])) != 1:
+            return None
+        return index if nodes[index].input[0] == x else None
+
+    def group(node):
+        """(fused op, x, indices the fused node replaces) or None."""
+        if node.op_type == "Where" and len(node.input) == 3:
+            condition, x, value = node.input
+            greater, softplus = made(condition, "Greater", x), made(value, "Softplus", x)
+            threshold = const.get(nodes[greater].input[1]) if greater is not None else None
+            if softplus is not None and threshold is not None and np.asarray(threshold).size == 1 and \
+                    float(np.asarray(threshold).reshape(())) >= SOFTPLUS_THRESHOLD_MIN:
+                return "Softplus", x, (greater, softplus)
+        if node.op_type == "Mul" and len(node.input) == 2:
+            for x, other in (node.input, node.input[::-1]):
+                tanh = producer.get(other)
+                if made(other, "Tanh", nodes[tanh].input[0] if tanh is not None else None) is not None:
+                    softplus = made(nodes[tanh].input[0], "Softplus", x)
+                    if softplus is not None:
+                        return "Mish", x, (tanh, softplus)
+        if node.op_type == "Div" and len(node.input) == 2:
+            x, denominator = node.input
+            add = producer.get(denominator)
+            if add is not None and nodes[add].op_type == "Add" and len(consumers.get(denominator, [])) == 1:
+                for absolute, one in (nodes[add].input, nodes[add].input[::-1]):
+                    index = made(absolute, "Abs", x)
+                    if index is not None and _is_scalar(const, one, 1.0):
+                        return "Softsign", x, (add, index)
+        return None
+
+    replaced, dropped = {}, set()
+    for i, node in enumerate(nodes):
+        found = group(node) if i not in dropped else None
+        if found is not None and not dropped.intersection(found[2]):
+            op, x, indices = found
+            replaced[i] = onnx.helper.make_node(op, [x], [node.output[0]], name=node.name or f"{op}_{i}")
+            dropped.update(indices)
+    return [replaced.get(i, node) for i, node in enumerate(nodes) if i not in dropped]
+
+
 def _attrs(node) -> dict:
     import onnx
 
@@ -316,7 +458,9 @@ class _Reader:
         self.producer: dict[str, int] = {}
         self.alias: dict[str, str] = {}
         self.uses: dict[str, int] = {}
-        self.source_nodes = _fuse_erf_gelu(list(graph.node), self.const, numpy_helper)
+        nodes = _fuse_layernorm(list(graph.node), self.const, numpy_helper)
+        self.source_nodes = _fuse_univariate(_fuse_erf_gelu(nodes, self.const, numpy_helper),
+                                             self.const, numpy_helper)
         self.readers: dict[str, list[str]] = {}  # tensor -> the op types of the source nodes reading it
         for node in self.source_nodes:
             for name in node.input:
@@ -1364,6 +1508,39 @@ class _Reader:
 
     def op_Tanh(self, node, name, attrs):
         self.activation(node, name, "tanh")
+
+    def op_Softplus(self, node, name, attrs):
+        self.activation(node, name, "softplus")
+
+    def op_Softsign(self, node, name, attrs):
+        self.activation(node, name, "softsign")
+
+    def op_HardSwish(self, node, name, attrs):
+        self.activation(node, name, "hardswish")
+
+    def op_Mish(self, node, name, attrs):
+        self.activation(node, name, "mish")
+
+    def op_Elu(self, node, name, attrs):
+        self._default_parameters(node, name, attrs, {"alpha": 1.0})
+        self.activation(node, name, "elu")
+
+    def op_Celu(self, node, name, attrs):  # celu with alpha 1 is elu
+        self._default_parameters(node, name, attrs, {"alpha": 1.0})
+        self.activation(node, name, "elu")
+
+    def op_Selu(self, node, name, attrs):
+        self._default_parameters(node, name, attrs, {"alpha": SELU_ALPHA, "gamma": SELU_SCALE})
+        self.activation(node, name, "selu")
+
+    @staticmethod
+    def _default_parameters(node, name, attrs, defaults: dict) -> None:
+        """Refuse an activation whose attributes differ from ``defaults`` (the functions are read by name)."""
+        for key, default in defaults.items():
+            value = float(attrs.get(key, default))
+            if abs(value - default) > 1e-6 * max(1.0, abs(default)):
+                raise UnsupportedOperator(node.op_type, name, f"{key}={value:g}: only the default {key}={default:g} "
+                                          f"is read (write the activation with its default parameters)")
 
     def op_Gelu(self, node, name, attrs):
         approximate = attrs.get("approximate", b"none")

@@ -110,7 +110,7 @@ def test_every_unsupported_node_is_listed_with_its_rewrite():
     """Three refusals in one model: one error names all three (the first as op/node), with the rewrites."""
     b = Builder((4,))
     h = b.node("LogSoftmax", [b.gemm("x", 4, 4)], "early_softmax")  # not last: the client computes it
-    h = b.node("Elu", [b.gemm(h, 4, 4, name="after_softmax")], "elu")
+    h = b.node("Elu", [b.gemm(h, 4, 4, name="after_softmax")], "elu", alpha=0.5)
     b.node("Erf", [b.gemm(h, 4, 3)], "lonely_erf")
     with pytest.raises(UnsupportedOperator) as info:
         read_onnx(b.model())
@@ -121,7 +121,8 @@ def test_every_unsupported_node_is_listed_with_its_rewrite():
     text = str(error)
     assert text.startswith("3 unsupported operators")
     assert "reads 't4', which the client computes after decryption (logsoftmax" in text
-    assert "move them after every other operator" in text and "nn.SiLU" in text and "nn.GELU()" in text
+    assert "move them after every other operator" in text and "alpha=0.5: only the default alpha=1" in text
+    assert "nn.GELU()" in text
 
 
 def test_nodes_after_a_refused_one_are_still_checked():
@@ -221,3 +222,32 @@ def test_an_old_opset_is_upgraded_and_one_the_converter_cannot_upgrade_is_refuse
         read_onnx(clip_model(None))
     with pytest.raises(ModelFileError, match="could not upgrade"):
         read_onnx(clip_model(9, op="NoSuchOperator"))
+
+
+ELEMENTWISE = {"Softplus": "softplus", "Softsign": "softsign", "Hardswish": "hardswish", "Mish": "mish",
+               "ELU": "elu", "CELU": "elu", "SELU": "selu"}
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
+@pytest.mark.parametrize("module_name", sorted(ELEMENTWISE))
+def test_univariate_activations_are_read_by_name_and_agree_with_onnxruntime(module_name, dynamo):
+    """Each elementwise torch activation is one Activation node of its function (the default exporter's
+    thresholded softplus, Where(x > 20, x, softplus x), included), and the graph's float forward equals
+    onnxruntime's; a non-default parameter is refused naming it."""
+    torch = pytest.importorskip("torch")
+    if dynamo:
+        pytest.importorskip("onnxscript")
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(6, 8), getattr(torch.nn, module_name)(), torch.nn.Linear(8, 3))
+    model = torch_export(module, (6,), dynamo=dynamo)
+    graph = read_onnx(model)
+    assert [n.function for n in graph.nodes if n.kind == "activation"] == [ELEMENTWISE[module_name]]
+    x = np.random.default_rng(1).normal(scale=3.0, size=(16, 6)).astype(np.float32)
+    np.testing.assert_allclose(graph.forward(x), onnxruntime_outputs(model, x)[0], atol=1e-5)
+
+
+def test_activation_parameters_other_than_the_default_are_refused():
+    torch = pytest.importorskip("torch")
+    module = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ELU(alpha=0.3))
+    with pytest.raises(UnsupportedOperator, match="alpha=0.3: only the default alpha=1"):
+        read_onnx(torch_export(module, (4,)))

@@ -121,3 +121,23 @@ def test_encrypted_logistic_regression_labels_and_probabilities_match_onnxruntim
     for got, want in zip(probabilities, want_probabilities):
         assert got.keys() == want.keys() and max(abs(got[k] - want[k]) for k in got) <= 1e-3
     assert "output_label = argmax axis -1 -> labels [0, 1, 2]" in plan.explain()
+
+
+@pytest.mark.parametrize("module_name, dynamo", [("Softplus", True), ("SELU", False), ("Mish", False),
+                                                 ("Hardswish", True)])
+def test_encrypted_univariate_activations_agree_with_onnxruntime(module_name, dynamo):
+    """Softplus (the default exporter's thresholded form), SELU, Mish and Hardswish are fitted by minimax on
+    their calibrated intervals and run encrypted: within the plan's stated activation error of onnxruntime."""
+    torch = pytest.importorskip("torch")
+    if dynamo:
+        pytest.importorskip("onnxscript")
+    torch.manual_seed(3)
+    module = torch.nn.Sequential(torch.nn.Linear(5, 6), getattr(torch.nn, module_name)(), torch.nn.Linear(6, 2))
+    proto = torch_export(module, (5,), dynamo=dynamo)
+    rng = np.random.default_rng(5)
+    model = from_graph(read_onnx(proto), calibration=rng.normal(size=(256, 5)))
+    x = rng.normal(scale=0.5, size=(4, 5)).astype(np.float32)
+    y, plan = encrypted(model, x)
+    want = onnxruntime_outputs(proto, x)[0]
+    assert module_name.lower() in plan.explain().lower()
+    assert np.abs(y - want).max() <= 0.02 * max(1.0, np.abs(want).max())
