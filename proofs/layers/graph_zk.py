@@ -1123,7 +1123,7 @@ def _verify(commitment, x, proof) -> np.ndarray:
     _Run(shapes, channel, *_public_tables(shapes, x_int, proof.output)).run()
     channel.open_all()
     channel.finish()
-    return proof.output.reshape(out_real).copy()
+    return proof.output.reshape(shapes.batch, *q.output_shape).copy()  # the output's shape, not its alias's
 
 
 def _verify_basefold(commitment, shapes: Shapes, x_int, proof, params, plans, where: str) -> np.ndarray:
@@ -1139,7 +1139,7 @@ def _verify_basefold(commitment, shapes: Shapes, x_int, proof, params, plans, wh
     _Run(shapes, channel, *_public_tables(shapes, x_int, proof.output)).run()
     channel.open_all()
     channel.finish()
-    return proof.output.reshape(shapes.real(shapes.q.output)).copy()
+    return proof.output.reshape(shapes.batch, *shapes.q.output_shape).copy()  # the output's shape, not its alias's
 
 
 __all__ = ["HidingGraphCommitment", "HidingGraphNetwork", "HidingGraphProof", "soundness_bits", "verify_graph_zk"]

@@ -55,6 +55,22 @@ class _PaddedPools(torch.nn.Module):
         return self.head(torch.flatten(self.ceil(self.stem(self.conv(x) - 1.0)), 1))
 
 
+class _OnTheEnds(torch.nn.Module):
+    """A MaxPool of the (public) input and a padded MaxPool as the output (a free reshape of the last max level:
+    the verifier returns the output's shape); ``clip``: the same with clamps."""
+
+    def __init__(self, clip: bool):
+        super().__init__()
+        self.clip = clip
+        self.inner = torch.nn.Linear(4, 3) if clip else torch.nn.Conv2d(1, 2, 3, padding=1)
+
+    def forward(self, x):
+        if self.clip:
+            return torch.clamp(self.inner(torch.clamp(x, -0.5, 0.5)), max=0.1)
+        pool = torch.nn.functional.max_pool2d
+        return pool(self.inner(pool(x, 2)), 2, padding=1)
+
+
 class _Depthwise(torch.nn.Module):
     """A MobileNetV2 inverted residual: 1x1 expand, ReLU6, 3x3 depthwise, ReLU6, 1x1 project, + x."""
 
@@ -80,6 +96,8 @@ def _models():
         "maxpool3x3": (nn.Sequential(nn.Conv2d(1, 2, 3), nn.MaxPool2d(3, stride=2), nn.Flatten(), nn.Linear(8, 3)),
                        (1, 7, 7)),
         "maxpool_padded": (_PaddedPools(), (1, 8, 8)),
+        "maxpool_ends": (_OnTheEnds(clip=False), (1, 8, 8)),
+        "clip_ends": (_OnTheEnds(clip=True), (4,)),
         "maxpool1d": (nn.Sequential(nn.Conv1d(1, 2, 3), nn.ReLU(), nn.MaxPool1d(2), nn.Flatten(), nn.Linear(6, 3)),
                       (1, 8)),
         "relu6": (nn.Sequential(nn.Linear(4, 6), nn.ReLU6(), nn.Linear(6, 3)), (4,)),
@@ -120,7 +138,8 @@ def prove_and_verify(q: QuantizedGraph, x, zk: bool) -> np.ndarray:
     return verify_graph(net.commitment, x, net.prove(x)).output
 
 
-CASES = [("maxpool2d", True), ("maxpool2d", False), ("maxpool3x3", False), ("maxpool_padded", False), ("maxpool1d", True),
+CASES = [("maxpool2d", True), ("maxpool2d", False), ("maxpool3x3", False), ("maxpool_padded", False), ("maxpool_ends", False),
+         ("clip_ends", False), ("maxpool1d", True),
          ("maxpool1d", False), ("relu6", False), ("clamp", True), ("depthwise", False)]
 
 
