@@ -320,3 +320,21 @@ def test_command_line_commit_prove_verify(tmp_path, capsys):
     capsys.readouterr()
     assert hezk.cli.main(["verify", "-c", c, "-i", x, "--proof", p]) == 0
     assert "accept" in capsys.readouterr().out.lower()
+
+
+@pytest.mark.parametrize("scheme", ["ligero", pytest.param("basefold", marks=pytest.mark.slow)])  # basefold: ~17 s
+def test_one_liners_prove_a_grouped_relu6_maxpool_cnn(scheme):
+    """hezk.commit / prove / verify (hidden weights, either commitment scheme) on the ONNX export of a torch module
+    with a grouped convolution, ReLU6 and MaxPool: the verified output is the integer reference's."""
+    import hezk.api
+    torch.manual_seed(0)
+    nn = torch.nn
+    module = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1, groups=2), nn.ReLU6(), nn.MaxPool2d(2), nn.Flatten(),
+                           nn.Linear(4 * 4 * 4, 3)).eval()
+    x = np.random.default_rng(0).uniform(-1, 1, (8, 2, 8, 8)).astype(np.float32)
+    buffer = io.BytesIO()
+    torch.onnx.export(module, (torch.zeros(1, 2, 8, 8),), buffer, dynamo=False)
+    prover = hezk.api.commit(buffer.getvalue(), x, max_proofs=1, scheme=scheme)
+    verified = hezk.api.verify(prover.commitment, x[:1], hezk.api.prove(prover, x[:1]))
+    assert verified.zero_knowledge
+    assert np.array_equal(verified.output_int, prover.quantized.forward_int(prover.quantized.quantize_input(x[:1])))
