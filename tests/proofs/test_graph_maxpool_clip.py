@@ -16,7 +16,7 @@ import numpy as np
 import onnxruntime
 import pytest
 import torch
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 import hezk.cli
 import hezk.model
@@ -338,3 +338,23 @@ def test_one_liners_prove_a_grouped_relu6_maxpool_cnn(scheme):
     verified = hezk.api.verify(prover.commitment, x[:1], hezk.api.prove(prover, x[:1]))
     assert verified.zero_knowledge
     assert np.array_equal(verified.output_int, prover.quantized.forward_int(prover.quantized.quantize_input(x[:1])))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 3), st.integers(1, 3), st.integers(1, 2), st.integers(1, 2), st.integers(1, 2),
+       st.lists(st.integers(0, 2), min_size=4, max_size=4), st.integers(0, 2 ** 32 - 1))
+def test_lowered_maxpool_equals_the_window_maximum(kh, kw, sh, sw, dilation, pads, seed):
+    """For any window (kernel, stride, padding smaller than the kernel, dilation), the lowered ops' integers equal
+    the maximum over each window's real entries (padding as -inf), and the structure validates."""
+    from hezk.model import Graph, MaxPool, ModelFileError, Patches
+    pads = [min(p, k - 1) for p, k in zip(pads, (kh, kw, kh, kw))]
+    try:
+        pool = MaxPool("pool", "MaxPool", ("x",), "y", Patches((kh, kw), (sh, sw), pads, (dilation, dilation)))
+        graph = Graph("x", (2, 5, 6), (pool,), "y")
+    except ModelFileError:  # a window that does not fit the image
+        return
+    x = np.random.default_rng(seed).normal(size=(3, 2, 5, 6))
+    q = quantize_graph(graph, x)
+    x_int = q.quantize_input(x)
+    expected = pool.patches.apply(x_int.astype(np.float64), fill=-np.inf).max(axis=(3, 4))[:, 0]
+    assert np.array_equal(q.forward_int(x_int), expected.astype(np.int64))
