@@ -876,10 +876,19 @@ class HidingGraphNetwork:
         witness = self._weights[1]
         return len(witness.witnesses) - len(witness.spent)
 
-    def prove(self, x, progress=None, private_input: bool = False) -> HidingGraphProof:
+    def state_bytes(self) -> bytes:
+        """The SECRET prover state as bytes (what :meth:`save_state` writes; ``state=`` reads them back)."""
+        return prover_state.to_bytes(self.commitment, self._weights[1], model_layout(self.qgraph))
+
+    def reserve(self, where: str, count: int) -> list:
+        """``count`` unused copies, marked spent (in the state file's journal first when read from one)."""
+        return self._weights[1].reserve(where, count)
+
+    def prove(self, x, progress=None, private_input: bool = False, copy: int | None = None) -> HidingGraphProof:
         """Prove y = graph(x) with the weights hidden; with ``private_input`` x is hidden too (a stored tensor
         proven within :func:`input_decomposition`'s range; the verifier gets no input: ``verify_graph_zk(c, None,
-        proof)``). ``progress``: a callable ``progress(done, total, label)`` or True (a tqdm bar on stderr)."""
+        proof)``). ``progress``: a callable ``progress(done, total, label)`` or True (a tqdm bar on stderr). ``copy``:
+        the hiding copy to use (one :meth:`reserve` handed out; default the next unused one)."""
         progress = as_progress(progress, "proving")
         q = self.qgraph
         x_int = q.quantize_input(x)
@@ -906,12 +915,12 @@ class HidingGraphNetwork:
         tables = proof_tables(shapes, values, accs)
         if is_basefold(params):
             require_basefold_fits(shapes, params)
-            return self._prove_basefold(shapes, x_int, output, tables, params, progress)
+            return self._prove_basefold(shapes, x_int, output, tables, params, progress, copy)
         structure = _structure(shapes, params)
         log_rows = proof_rows(shapes, params, structure)
         made = commit_store(layouts["p"], {s.name: tables[s.name] for s in layouts["p"].slots},
                             store_params(layouts["p"], params, log_rows), log_rows=log_rows)
-        copy = statement.take("HidingGraphNetwork.prove")
+        copy = statement.take("HidingGraphNetwork.prove", copy)
         if progress is not None:
             progress(1, 3, "committed the proof's tensors")
         transcript = _transcript(self.commitment, None if private_input else x_int, output, (made[0],), copy)
@@ -921,14 +930,14 @@ class HidingGraphNetwork:
         channel.prior_views = {"w": statement.agreement_views[copy]}
         return _prove_relations(shapes, channel, x_int, output, made[0], copy, progress)
 
-    def _prove_basefold(self, shapes: Shapes, x_int, output, tables, params, progress) -> HidingGraphProof:
+    def _prove_basefold(self, shapes: Shapes, x_int, output, tables, params, progress, copy=None) -> HidingGraphProof:
         """The same relations over hiding Basefold stores: the proof store hosts every relation's mask, and the
         model copy, the proof store and the masks open in ONE batch (:class:`BasefoldChannel`)."""
         layouts, plans = _basefold_structure(shapes)[:2]
         statement = self._weights[1]
         p_tables = {s.name: tables[s.name] for s in layouts["p"].slots}
         p_commitment, p_store, coefficients, p_opener = commit_hosted(plans["p"], p_tables, params)
-        copy = statement.take("HidingGraphNetwork.prove")
+        copy = statement.take("HidingGraphNetwork.prove", copy)
         if progress is not None:
             progress(1, 3, "committed the proof's tensors")
         transcript = _transcript(self.commitment, None if shapes.private_input else x_int, output, (p_commitment,),
