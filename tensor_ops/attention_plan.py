@@ -37,6 +37,9 @@ __all__ = ["ATTENTION_KINDS", "AttentionPlan", "has_attention", "plan_attention"
 ATTENTION_KINDS = ("bilinear", "softmax", "layernorm")
 #: slots the rotations are recorded at when no parameters are found (N = 2^16)
 _DEFAULT_SLOTS = 1 << 15
+#: levels asked beyond the recorded depth: the evaluator aligns the scales of two ciphertexts at one level by a
+#: rescale of one of them (a level the recording backend does not see; one on the tiny encoder layer)
+ALIGNMENT_LEVELS = 2
 
 
 class ScaleKeepingBackend(CKKSBackend):
@@ -165,7 +168,8 @@ class AttentionPlan:
                      f"largest output magnitude {self.output_magnitude:.4g})")
         lines.append(f"input range (calibrated): [{self.input_range[0]:.4g}, {self.input_range[1]:.4g}]; samples "
                      f"whose plain reference leaves any calibrated range are refused")
-        lines.append(f"depth: {self.depth} levels (measured on a level-recording run); {len(self.rotations)} "
+        lines.append(f"depth: {self.depth} levels (measured on a level-recording run; {ALIGNMENT_LEVELS} more asked "
+                     f"of the parameters for scale alignments); {len(self.rotations)} "
                      f"rotation keys at {self.slots} slots")
         if self.params is None:
             lines.append(f"parameters: none: {self.refusal}")
@@ -234,30 +238,36 @@ def plan_attention(graph, calibration, *, params=None, allow_insecure: bool = Fa
         if not allow_insecure:
             require_secure(params, "the parameters named", "--insecure (allow_insecure=True)")
         depth, rotations = _record(model, sample, params.slots)
-        if depth > params.max_level:
-            raise ParameterError(f"the model consumes {depth} levels but the parameters named hold "
-                                 f"{params.max_level}: name parameters with at least {depth} levels (bootstraps "
+        if depth + ALIGNMENT_LEVELS > params.max_level:
+            raise ParameterError(f"the model consumes {depth} levels (+{ALIGNMENT_LEVELS} for scale alignments) but "
+                                 f"the parameters named hold {params.max_level}: name parameters with at least "
+                                 f"{depth + ALIGNMENT_LEVELS} levels (bootstraps "
                                  f"are not placed on the attention path yet)")
         slots = params.slots
     else:
         depth, rotations = _record(model, sample, _DEFAULT_SLOTS)
         slots = _DEFAULT_SLOTS
         try:
-            chosen = choose_parameters(depth, 1)
+            chosen = choose_parameters(depth + ALIGNMENT_LEVELS, 1)
         except ParameterError as why:
             chosen = None
-            refusal = f"the model consumes {depth} levels, more than a 128-bit ring holds ({why}); {fix(depth)}"
+            refusal = (f"the model consumes {depth} levels, more than a 128-bit ring holds ({why}); "
+                       f"{fix(depth + ALIGNMENT_LEVELS)}")
         if chosen is not None:
             depth, at_slots = _record(model, sample, chosen.slots)
+            if depth + ALIGNMENT_LEVELS > chosen.max_level:  # another slot count, another layout: its own depth
+                chosen = choose_parameters(depth + ALIGNMENT_LEVELS, 1)
+                depth, at_slots = _record(model, sample, chosen.slots)
             keys = _key_bytes(chosen, len(at_slots))
             if keys <= key_budget:
                 params, rotations, slots = chosen, at_slots, chosen.slots
             else:
-                refusal = (f"the model consumes {depth} levels; the smallest 128-bit ring with them (N=2^{chosen.log_n}, "
-                           f"{len(chosen.digits)} key-switching digits) needs {keys / 2**30:.1f} GiB of Galois keys "
-                           f"for {len(at_slots)} rotations, over the key budget of {key_budget / 2**30:.1f} GiB (the "
-                           f"deepest 128-bit preset without bootstrapping holds {deepest_secure_preset()[1]} levels); "
-                           f"{fix(depth)}")
+                refusal = (f"the model consumes {depth} levels; the smallest 128-bit ring with them "
+                           f"(N=2^{chosen.log_n}, {len(chosen.digits)} key-switching digits) needs "
+                           f"{keys / 2**20:.0f} MiB of Galois keys for {len(at_slots)} rotations, over the key "
+                           f"budget of {key_budget / 2**20:.0f} MiB (the deepest 128-bit preset without "
+                           f"bootstrapping holds {deepest_secure_preset()[1]} levels); "
+                           f"{fix(depth + ALIGNMENT_LEVELS)}")
     plan = AttentionPlan(tuple(graph.input_shape), tuple(graph.output_shape), _operators(graph), approximations,
                          error, float(np.max(np.abs(exact))), int(depth), tuple(rotations), slots, params, refusal,
                          (low - pad, high + pad), len(batch))

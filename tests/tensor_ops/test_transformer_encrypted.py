@@ -154,6 +154,38 @@ def test_plan_states_the_operators_and_errors_and_refuses_128_bits_without_boots
     assert "--calibration" in capsys.readouterr().err
 
 
+def test_named_parameters_need_the_depth_and_security_or_the_opt_in(tiny_layer):
+    """Named parameters with fewer levels than the measured depth (plus the alignment margin) are refused naming
+    both; parameters below 128 bits are refused unless allowed (tests only)."""
+    from crypto.params import CKKSParameters
+    from hezk.model import read_onnx
+
+    graph, calibration = read_onnx(str(tiny_layer / "layer.onnx")), np.load(tiny_layer / "cal.npy")
+    shallow = CKKSParameters.from_literal(_test_ring(8, log_n=10))
+    with pytest.raises(ParameterError, match=r"consumes \d+ levels .* hold 8: name parameters with at least"):
+        plan_attention(graph, calibration, params=shallow, allow_insecure=True)
+    with pytest.raises(ParameterError, match="not 128-bit secure"):
+        plan_attention(graph, calibration, params=shallow)
+
+
+def test_a_shallow_attention_graph_gets_128_bit_parameters_within_the_key_budget_or_a_refusal():
+    """softmax(x x^T) on 4 x 4 samples is shallow enough for a 128-bit ring (``choose_parameters``): the plan
+    names it when its Galois keys fit the key budget, and refuses naming the key bytes and the budget when not."""
+    import hezk.model
+
+    graph = hezk.model.Graph("x", (4, 4), (
+        hezk.model.Bilinear("scores", "MatMul", ("x", "x"), "s", "bij,bkj->bik"),
+        hezk.model.Softmax("weights", "Softmax", ("s",), "y", 1)), "y")
+    calibration = 0.5 * np.random.default_rng(4).normal(size=(32, 4, 4))
+    plan, _ = plan_attention(graph, calibration)
+    assert plan.params is not None and plan.params.security_bits == 128
+    assert plan.params.max_level >= plan.depth + 2 and "security 128-bit" in plan.explain()
+    refused, _ = plan_attention(graph, calibration, key_budget=1 << 20)
+    assert refused.params is None and "MiB of Galois keys" in refused.refusal and "key budget of 1 MiB" in refused.refusal
+    with pytest.raises(ParameterError, match="Galois keys"):
+        refused.require_parameters()
+
+
 def test_stated_errors_are_the_approximations_errors_on_the_calibration_data(tiny_layer):
     """Each stated error is max |approximated node - exact node| over the calibration data (recomputed here
     with numpy's softmax and layer norm), and the whole approximated layer is within 2% of the float one."""
