@@ -40,16 +40,16 @@ def encoder(layers: int, activation: str, seed: int = 0, d_model: int = D_MODEL,
     return OnlyX().eval()
 
 
-def export(module, dynamo: bool, sequence: int = SEQUENCE, d_model: int = D_MODEL):
+def export(module, dynamo: bool, sequence: int = SEQUENCE, d_model: int = D_MODEL, opset: int = 17):
     """The ONNX model of ``module`` on a (1, sequence, d_model) input (default (1, 16, 32)): the default exporter
-    as it comes (dynamo), or the TorchScript one at opset 17."""
+    as it comes (dynamo), or the TorchScript one at ``opset`` (17: LayerNormalization; below: written out)."""
     torch = pytest.importorskip("torch")
     if dynamo:
         pytest.importorskip("onnxscript")
     import onnx
 
     buffer = io.BytesIO()
-    options = {"dynamo": True} if dynamo else {"dynamo": False, "opset_version": 17}
+    options = {"dynamo": True} if dynamo else {"dynamo": False, "opset_version": opset}
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         torch.onnx.export(module, (torch.zeros(1, sequence, d_model),), buffer, input_names=["x"],
                           output_names=["y"], **options)
@@ -153,3 +153,45 @@ def test_bilinear_node_validates_its_equation():
     assert node.output_shape(((2, 3), (3, 4))) == (2, 4)
     with pytest.raises(ModelFileError, match="index 'j' is 3 and 5"):
         node.output_shape(((2, 3), (5, 4)))
+
+
+def test_layernorm_written_out_below_opset_17_reads_as_layernorm():
+    """torch's TorchScript exporter at opset 14 writes LayerNorm as ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt,
+    Div, Mul, Add: read as one LayerNorm node per norm (scale and shift folded in); the forward equals
+    onnxruntime's."""
+    model = export(encoder(1, "gelu"), dynamo=False, opset=14)
+    assert "LayerNormalization" not in {node.op_type for node in model.graph.node}
+    graph = read_onnx(model)
+    assert [node.kind for node in graph.nodes].count("layernorm") == 2
+    x = np.random.default_rng(2).normal(size=(2, 1, SEQUENCE, D_MODEL)).astype(np.float32)
+    expected = onnxruntime_outputs(model, x.reshape(2, SEQUENCE, D_MODEL))[0]
+    assert np.max(np.abs(graph.forward(x).reshape(expected.shape) - expected)) <= 1e-5
+
+
+def _written_out_layernorm(axes, extra_reader: bool = False):
+    """x (N, 4, 6) -> (x - mean) / sqrt(mean((x - mean)^2) + 1e-5) * gamma + beta over ``axes``, as torch writes
+    it below opset 17; ``extra_reader``: the centred tensor also feeds a Relu (the group is then not private)."""
+    b = Builder((4, 6))
+    mean = b.node("ReduceMean", ["x"], axes=axes)
+    centred = b.node("Sub", ["x", mean])
+    variance = b.node("ReduceMean", [b.node("Pow", [centred, b.const(2.0)])], axes=axes)
+    std = b.node("Sqrt", [b.node("Add", [variance, b.const(1e-5)])])
+    y = b.node("Add", [b.node("Mul", [b.node("Div", [centred, std], "norm"), b.const(b.weight(6))]),
+                       b.const(b.weight(6))])
+    if extra_reader:
+        b.node("Add", [y, b.node("Relu", [centred])])
+    return b.model()
+
+
+def test_written_out_layernorm_is_fused_only_when_it_is_one():
+    """Over the trailing axis the written-out form is one LayerNorm node equal to onnxruntime; over a leading
+    axis, or with the centred tensor read elsewhere, nothing is fused and the nodes are read one by one (the
+    Sub of a reduced tensor is then refused as a ModelFileError, never a crash)."""
+    model = _written_out_layernorm([-1])
+    graph = read_onnx(model)
+    assert [node.kind for node in graph.nodes] == ["layernorm"] and graph.nodes[0].name == "norm"
+    x = np.random.default_rng(3).normal(size=(3, 4, 6)).astype(np.float32)
+    assert np.max(np.abs(graph.forward(x) - run_onnx(model, x))) <= 1e-5
+    for refused in (_written_out_layernorm([1]), _written_out_layernorm([-1], extra_reader=True)):
+        with pytest.raises(ModelFileError):
+            read_onnx(refused)
