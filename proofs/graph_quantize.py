@@ -20,6 +20,13 @@ calibration batch (A = ``act_bits``); a constant gets the largest f with max|W| 
   public 0/+-1 kernels (:data:`SELECTION_CONSTANTS`) and fused ReLUs at the input's scale, exact: max(a, b) =
   relu(a - b) + relu(b) - relu(-b) level by level over the window (:func:`_maxpool_ops`), clip(x, lo, hi) =
   lo + relu(x - lo) - relu(x - hi), lo and hi rounded to the grid and committed as a bias (:func:`_clip_ops`);
+- bilinear (attention's q k^T and its weighted sum, a product of two computed tensors): acc = einsum(x1, x2) at
+  scale 2^(f_1 + f_2), requantized as a contraction; the operands are laid out b, shared, contracted, own letters
+  (the quantizer transposes them there: :func:`bilinear_layout`), what the hiding proof's one-block relation reads;
+- LayerNorm and Softmax over the last axis, lowered to those ops (:func:`_layernorm_ops`, :func:`_softmax_ops`):
+  centred d = x - mean (public kernel I - J/n), var = mean(d^2) + eps, inv = rsqrt(var) by a lookup, y = d * inv (a
+  bilinear op) then gamma, beta; Softmax by the row max (a max tree over the last axis, exact), d = x - max <= 0,
+  e = exp(d) by a lookup (e_max = 2^f_e exactly), s = sum e >= 1, r = 1/s by a lookup, y = e * r;
 - reshape, transpose: index relabelling.
 
 Public constants: a pool's kernel (AveragePool with or without its padding counted, GlobalAveragePool) is fixed
@@ -58,7 +65,7 @@ _AXES = "pqrstuvwxyz"  # letters of an Affine's elementwise einsum (never 'b')
 
 @dataclass(frozen=True, eq=False)
 class QOp:
-    """One integer op. ``kind`` is contraction, relu, square, add, reshape, transpose or lookup; ``inputs``/``output`` are
+    """One integer op. ``kind`` is contraction, relu, square, add, reshape, transpose, lookup or bilinear; ``inputs``/``output`` are
     tensor names; the rest is what the kind uses (weights are None on the verifier's public copy)."""
 
     kind: str
@@ -129,8 +136,8 @@ class QOp:
 
     @property
     def has_bits(self) -> bool:
-        """Whether the op's output is requantized by committed bits (contraction, relu, square)."""
-        return self.kind in ("contraction", "relu", "square")
+        """Whether the op's output is requantized by committed bits (contraction, relu, square, bilinear)."""
+        return self.kind in ("contraction", "relu", "square", "bilinear")
 
 
 @dataclass(frozen=True, eq=False)
@@ -255,6 +262,9 @@ class QuantizedGraph:
                 values[op.output] = round_shift(accs[index], op.shift)
             elif op.kind == "lookup":
                 values[op.output] = lookup_int(op, xs[0], self.fracs[op.inputs[0]], self.fracs[op.output])
+            elif op.kind == "bilinear":
+                accs[index] = bilinear_int(op, xs[0], xs[1])
+                values[op.output] = round_shift(accs[index], op.shift)
             elif op.kind == "add":
                 values[op.output] = (xs[0] << op.lefts[0]) + (xs[1] << op.lefts[1])
             elif op.kind == "reshape":
@@ -313,8 +323,9 @@ def average_kernel(kind: str, equation: str, patches, in_shape) -> np.ndarray:
 SELECTION_CONSTANTS = ("max_split", "max_join", "clip_split", "clip_join")
 _MAX_WINDOW = "bgcuvij,uvtl->bgctlij"  # a max level's split of the window of x (C, H, W) -> (C, 3, m, Ho, Wo)
 _MAX_PADDED = "bgcuvij,ijuvtl->bgctlij"  # the same of a padded window: per output, its real candidates only
-_MAX_STACK = "bckij,ktl->bctlij"  # a max level's split of the candidates (C, n, Ho, Wo) -> (C, 3, m, Ho, Wo)
-_MAX_JOIN = "bctlij,t->bclij"  # (C, 3, m, Ho, Wo) -> (C, m, Ho, Wo), the kernel (1, 1, -1)
+_MAX_FOLD = "bctkij,tksl->bcslij"  # a later level's split of the previous split (C, 3, n, Ho, Wo), its join folded in
+_MAX_JOIN = "bctlij,t->bclij"  # the last level's (C, 3, 1, Ho, Wo) -> (C, 1, Ho, Wo), the kernel (1, 1, -1)
+_JOIN = np.array([1, 1, -1], dtype=np.int64)  # relu(a - b) + relu(b) - relu(-b) = max(a, b)
 
 
 def max_split(n: int) -> np.ndarray:
@@ -348,11 +359,12 @@ def padded_max_split(patches, in_shape) -> np.ndarray:
 
 def selection_kernel(kind: str, equation: str, patches, in_shape) -> np.ndarray:
     """The int64 kernel of a public selection of ``kind`` (:data:`SELECTION_CONSTANTS`) on an input of sample
-    shape ``in_shape``, from the public structure only: a MaxPool level's ``max_split`` (:func:`max_split`, on
+    shape ``in_shape``, from the public structure only: a MaxPool level's ``max_split`` (:func:`max_split`: on
     the unpadded window of x, equation ``bgcuvij,uvtl->bgctlij``; :func:`padded_max_split` on a padded one,
-    ``bgcuvij,ijuvtl->bgctlij``; or on the candidates (C, n, Ho, Wo), ``bckij,ktl->bctlij``) and ``max_join`` ((1, 1, -1), ``bctlij,t->bclij``), or a clip's ``clip_split``
-    (x -> (x, x), ones over (2, *shape), elementwise) and ``clip_join`` ((a, b) -> a - b, (1, -1)). Raises
-    ModelError when the equation, window or shape does not fit the kind."""
+    ``bgcuvij,ijuvtl->bgctlij``; on the previous level's split (C, 3, n, Ho, Wo), ``bctkij,tksl->bcslij``, the
+    join (1, 1, -1) folded in) and the last level's ``max_join`` ((1, 1, -1), ``bctlij,t->bclij``), or a clip's
+    ``clip_split`` (x -> (x, x), ones over (2, *shape), elementwise) and ``clip_join`` ((a, b) -> a - b, (1, -1)).
+    Raises ModelError when the equation, window or shape does not fit the kind."""
     shape = tuple(in_shape)
     if kind == "max_split":
         if equation == _MAX_WINDOW and patches is not None and len(shape) == 3 and patches.groups == 1 \
@@ -362,10 +374,10 @@ def selection_kernel(kind: str, equation: str, patches, in_shape) -> np.ndarray:
         if equation == _MAX_PADDED and patches is not None and len(shape) == 3 and patches.groups == 1 \
                 and any(patches.pads):
             return padded_max_split(patches, shape)
-        if equation == _MAX_STACK and patches is None and len(shape) == 4 and shape[1] >= 2:
-            return max_split(shape[1])
+        if equation == _MAX_FOLD and patches is None and len(shape) == 5 and shape[1] == 3 and shape[2] >= 2:
+            return np.einsum("t,ksl->tksl", _JOIN, max_split(shape[2]))
     elif kind == "max_join" and equation == _MAX_JOIN and patches is None and len(shape) == 5 and shape[1] == 3:
-        return np.array([1, 1, -1], dtype=np.int64)
+        return _JOIN.copy()
     elif kind == "clip_split" and patches is None and 1 <= len(shape) < len(_AXES):
         letters = _AXES[:len(shape)]
         if equation == f"b{letters},k{letters}->bk{letters}":
@@ -376,7 +388,8 @@ def selection_kernel(kind: str, equation: str, patches, in_shape) -> np.ndarray:
             return np.array([1, -1], dtype=np.int64)
     raise ModelError(f"public selection {kind!r} with equation {equation!r} on the input shape {shape} and window "
                      f"{patches}: expected a max level's split ({_MAX_WINDOW!r} on an unpadded window of one group, "
-                     f"{_MAX_PADDED!r} on a padded one, or {_MAX_STACK!r} on >= 2 candidates) or join ({_MAX_JOIN!r}), or a clip's split / join")
+                     f"{_MAX_PADDED!r} on a padded one, {_MAX_FOLD!r} on a split of >= 2 candidates) or join "
+                     f"({_MAX_JOIN!r}), or a clip's split / join")
 
 
 def public_weight(op: QOp, in_shape) -> np.ndarray:
@@ -427,6 +440,11 @@ MAX_LOOKUP_BITS = 16  #: a lookup's input width b: tables of at most 2^16 rows (
 #: clip, evaluated by :func:`hezk.model.graph.activate`), and erf, exp and torch's hardsigmoid
 LOOKUP_FUNCTIONS = ("sigmoid", "tanh", "gelu", "gelu_tanh", "silu", "softplus", "softsign", "hardswish", "mish", "elu",
                     "selu", "erf", "exp", "hardsigmoid")
+#: the lookups of lowered LayerNorm and Softmax (no model activation): 1/sqrt(x) and 1/x over their input's grid from
+#: one step up (an input v <= 0 reads the table at v = 1: a variance plus epsilon, a sum of a row's exps >= 1, is
+#: positive), and exp(min(x, 0)) (a softmax's x - max <= 0; the clamp keeps the table finite)
+LOWERED_LOOKUPS = ("rsqrt", "reciprocal", "softmax_exp")
+TABLE_FUNCTIONS = LOOKUP_FUNCTIONS + LOWERED_LOOKUPS  #: every function a lookup op may name
 _erf = np.frompyfunc(math.erf, 1, 1)
 
 
@@ -445,7 +463,14 @@ def lookup_float(function: str, x) -> np.ndarray:
         return np.exp(x)
     if function == "hardsigmoid":
         return np.clip(x / 6.0 + 0.5, 0.0, 1.0)
-    raise ModelError(f"lookup function {function!r} is not one of {LOOKUP_FUNCTIONS} known to this version")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if function == "rsqrt":
+            return 1.0 / np.sqrt(x)
+        if function == "reciprocal":
+            return 1.0 / x
+    if function == "softmax_exp":
+        return np.exp(np.minimum(x, 0.0))
+    raise ModelError(f"lookup function {function!r} is not one of {TABLE_FUNCTIONS} known to this version")
 
 
 @functools.lru_cache(maxsize=32)
@@ -453,14 +478,15 @@ def lookup_table(function: str, bits: int, f_in: int, f_out: int) -> tuple:
     """The public table of a lookup, both sides' own: (inputs v = -2^(b-1) .. 2^(b-1) - 1, outputs
     T[v] = floor(f(v 2^-f_in) 2^f_out + 1/2)), read-only int64. ModelError unless every T[v] is finite with
     |T[v]| <= (p-1)/2 (half the field, so no output has two residues) and b in [1, MAX_LOOKUP_BITS]."""
-    if function not in LOOKUP_FUNCTIONS:
-        raise ModelError(f"lookup function {function!r} is not one of {LOOKUP_FUNCTIONS}")
+    if function not in TABLE_FUNCTIONS:
+        raise ModelError(f"lookup function {function!r} is not one of {TABLE_FUNCTIONS}")
     if not 1 <= bits <= MAX_LOOKUP_BITS or abs(f_in) > MAX_SCALE or abs(f_out) > MAX_SCALE:
         raise ModelError(f"lookup of {bits} bits at scales 2^{f_in} -> 2^{f_out}: needs bits in [1, "
                          f"{MAX_LOOKUP_BITS}] (MAX_LOOKUP_BITS) and scales within 2^+-{MAX_SCALE}")
     inputs = np.arange(-(1 << (bits - 1)), 1 << (bits - 1), dtype=np.int64)
+    grid = np.maximum(inputs, 1) if function in ("rsqrt", "reciprocal") else inputs  # from one step up
     with np.errstate(over="ignore", invalid="ignore"):
-        scaled = lookup_float(function, np.ldexp(inputs.astype(np.float64), -f_in)) * 2.0 ** f_out
+        scaled = lookup_float(function, np.ldexp(grid.astype(np.float64), -f_in)) * 2.0 ** f_out
     if not np.all(np.isfinite(scaled)) or float(np.max(np.abs(scaled))) >= FIELD_HALF:
         raise ModelError(f"lookup {function} of {bits} bits at scales 2^{f_in} -> 2^{f_out}: a table value is not "
                          f"finite or reaches half the field ({FIELD_HALF}); lower act_bits or the input's range")
@@ -530,32 +556,30 @@ def _selection_op(name: str, source: str, output: str, kind: str, equation: str,
 
 def _maxpool_ops(node, source: str, in_shape, bound: int, fresh) -> list:
     """MaxPool lowered to proven ops at the input's scale (exact: a max of integers is one of them): a tree of
-    levels, each halving the candidates by max(a, b) = relu(a - b) + relu(b) - relu(-b): a ``max_split`` (public
-    0/+-1 kernel, :func:`max_split`, ReLU fused; the first level reads the window, a padded one through
-    :func:`padded_max_split`) then a ``max_join`` (1, 1, -1),
-    then a free reshape (C, 1, Ho, Wo) -> (C, Ho, Wo). Every stored tensor is read by one op (a hiding proof's
-    stated values stay independent). [(op, shape, bound)] in op order; ``fresh(suffix)`` names an intermediate."""
+    levels, each halving the candidates by max(a, b) = relu(a - b) + relu(b) - relu(-b): a ``max_split`` per level
+    (a public 0/+-1 kernel, :func:`max_split`, ReLU fused; the first reads the window, a padded one through
+    :func:`padded_max_split`; a later one reads the previous split, its join (1, 1, -1) folded into its kernel),
+    then the last level's ``max_join`` (1, 1, -1) to (C, Ho, Wo). Every stored tensor is read by one op (a hiding
+    proof's stated values stay independent). [(op, shape, bound)] in op order; ``fresh(suffix)`` names an
+    intermediate. Worst accumulators (the field check) count the proven ranges: |split| < 4B, 6 of them a fold."""
     patches, where = node.patches, node.where()
     c, h, w = in_shape
     ho, wo = patches.output_hw(h, w)
     n, current, ops, level = patches.kernel[0] * patches.kernel[1], source, [], 0
     while True:
-        m = (n + 1) // 2
-        split, top = fresh(f"max{level}.split"), fresh(f"max{level}")
+        m, split = (n + 1) // 2, fresh(f"max{level}.split")
+        shape = (c, 3, m, ho, wo)
         if level == 0:  # a padded window reads its real candidates only (padding is -inf to a max)
-            args = (_MAX_PADDED if any(patches.pads) else _MAX_WINDOW, patches, in_shape, (c, 3, m, ho, wo),
-                    (1, c, 3, m, ho, wo))
+            args = (_MAX_PADDED if any(patches.pads) else _MAX_WINDOW, patches, in_shape, shape, (1, *shape))
         else:
-            args = (_MAX_STACK, None, (c, n, ho, wo), (c, 3, m, ho, wo), (c, 3, m, ho, wo))
-        ops.append((_selection_op(f"{node.name}.max{level}.split", current, split, "max_split", *args, 2 * bound,
-                                  2 * bound, where, relu=True), (c, 3, m, ho, wo), 2 * bound))
-        ops.append((_selection_op(f"{node.name}.max{level}", split, top, "max_join", _MAX_JOIN, None,
-                                  (c, 3, m, ho, wo), (c, m, ho, wo), (c, m, ho, wo), 4 * bound, bound, where),
-                    (c, m, ho, wo), bound))
-        current, n, level = top, m, level + 1
+            args = (_MAX_FOLD, None, (c, 3, n, ho, wo), shape, shape)
+        ops.append((_selection_op(f"{node.name}.max{level}", current, split, "max_split", *args,
+                                  (4 if level == 0 else 24) * bound, 2 * bound, where, relu=True), shape, 2 * bound))
+        current, n, level = split, m, level + 1
         if n == 1:
             break
-    ops.append((QOp("reshape", f"{node.name}.max", (current,), node.output, shape=(c, ho, wo)), (c, ho, wo), bound))
+    ops.append((_selection_op(node.name, current, node.output, "max_join", _MAX_JOIN, None, (c, 3, 1, ho, wo),
+                              (c, ho, wo), (c, 1, ho, wo), 12 * bound, bound, where), (c, ho, wo), bound))
     return ops
 
 
@@ -984,7 +1008,7 @@ def _check_op(q: QuantizedGraph, op: QOp, defined: set, where: str) -> int:
         expected = f_in if op.kind == "relu" else 2 * f_in - op.shift
         _require(f_out == expected, f"output frac {f_out} != {expected} (the {op.kind}'s scale)", where)
     elif op.kind == "lookup":
-        _require(op.function in LOOKUP_FUNCTIONS, f"function {op.function!r} is not one of {LOOKUP_FUNCTIONS}", where)
+        _require(op.function in TABLE_FUNCTIONS, f"function {op.function!r} is not one of {TABLE_FUNCTIONS}", where)
         _require(1 <= op.q_bits <= MAX_LOOKUP_BITS, f"q_bits {op.q_bits} not in [1, {MAX_LOOKUP_BITS}] "
                  f"(MAX_LOOKUP_BITS: the table's 2^q_bits rows)", where)
         _require(out == source, f"output shape {out} != input shape {source}", where)

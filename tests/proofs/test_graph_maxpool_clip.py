@@ -162,11 +162,11 @@ def test_exported_models_prove_the_integer_reference(name, dynamo, zk):
 def test_lowered_ops_are_exact_and_public():
     """MaxPool and Clip become contractions with public kernels at weight_frac 0 and shift 0 (no rounding: the
     pooled and clipped integers equal numpy's max and clip of the input's integers)."""
-    for name, levels in (("maxpool3x3", 4), ("maxpool_padded", 4 + 2)):
+    for name, levels in (("maxpool3x3", [4]), ("maxpool_padded", [4, 2])):  # 3 x 3: 9 -> 5 -> 3 -> 2 -> 1
         _, graph, calibration = exported(name, False)
         q = quantize_graph(graph, calibration)
         lowered = [op for op in q.ops if op.constant in ("max_split", "max_join")]
-        assert len(lowered) == 2 * levels
+        assert len(lowered) == sum(n + 1 for n in levels)  # a split per level, one join per pool
         assert all(op.shift == 0 and op.weight_frac == 0 and not op.has_bias for op in lowered)
         values = q.forward_int(q.quantize_input(calibration), trace=True)[0]
         for pool in (node for node in graph.nodes if node.kind == "maxpool"):
@@ -204,15 +204,16 @@ def _with_kernel(q: QuantizedGraph, kind: str, change) -> QuantizedGraph:
 
 
 def _min_pool(q: QuantizedGraph) -> QuantizedGraph:
-    """Every max level turned into a min: split (b - a, b, -b), join (-1, 1, -1): b - relu(b - a) = min(a, b)."""
+    """Every max level turned into a min: split (b - a, b, -b), join (-1, 1, -1): b - relu(b - a) = min(a, b)
+    (component 0 negated on each split's output and on a folded join's input)."""
+    flip = np.array([-1, 1, 1])
     ops = []
     for op in q.ops:
         if op.constant == "max_split":
-            weight = op.weight.copy()
-            weight[..., 0, :] *= -1
-            op = dataclasses.replace(op, weight=weight)
+            weight = op.weight * flip[:, None]
+            op = dataclasses.replace(op, weight=weight if op.patches else weight * flip[:, None, None, None])
         elif op.constant == "max_join":
-            op = dataclasses.replace(op, weight=np.array([-1, 1, -1]))
+            op = dataclasses.replace(op, weight=op.weight * flip)
         ops.append(op)
     return dataclasses.replace(q, ops=tuple(ops))
 
@@ -281,7 +282,7 @@ def test_selection_kernels_are_derived_from_the_structure_only():
     window = Patches((2, 2), (2, 2))
     assert selection_kernel("max_split", "bgcuvij,uvtl->bgctlij", window, (1, 4, 4)).shape == (2, 2, 3, 2)
     for args in (("max_split", "bgcuvij,uvtl->bgctlij", Patches((2, 2), (2, 2), (1, 0, 0, 0)), (1, 4, 4)),
-                 ("max_split", "bckij,ktl->bctlij", None, (1, 1, 2, 2)),
+                 ("max_split", "bctkij,tksl->bcslij", None, (1, 3, 1, 2, 2)),
                  ("max_join", "bctlij,t->bclij", None, (1, 2, 1, 2, 2)),
                  ("clip_split", "bp,kp->bkp", None, (3, 3)),
                  ("clip_join", "bkp,k->bp", None, (3, 4))):
