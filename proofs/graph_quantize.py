@@ -20,13 +20,6 @@ calibration batch (A = ``act_bits``); a constant gets the largest f with max|W| 
   public 0/+-1 kernels (:data:`SELECTION_CONSTANTS`) and fused ReLUs at the input's scale, exact: max(a, b) =
   relu(a - b) + relu(b) - relu(-b) level by level over the window (:func:`_maxpool_ops`), clip(x, lo, hi) =
   lo + relu(x - lo) - relu(x - hi), lo and hi rounded to the grid and committed as a bias (:func:`_clip_ops`);
-- bilinear (attention's q k^T and its weighted sum, a product of two computed tensors): acc = einsum(x1, x2) at
-  scale 2^(f_1 + f_2), requantized as a contraction; the operands are laid out b, shared, contracted, own letters
-  (the quantizer transposes them there: :func:`bilinear_layout`), what the hiding proof's one-block relation reads;
-- LayerNorm and Softmax over the last axis, lowered to those ops (:func:`_layernorm_ops`, :func:`_softmax_ops`):
-  centred d = x - mean (public kernel I - J/n), var = mean(d^2) + eps, inv = rsqrt(var) by a lookup, y = d * inv (a
-  bilinear op) then gamma, beta; Softmax by the row max (a max tree over the last axis, exact), d = x - max <= 0,
-  e = exp(d) by a lookup (e_max = 2^f_e exactly), s = sum e >= 1, r = 1/s by a lookup, y = e * r;
 - reshape, transpose: index relabelling.
 
 Public constants: a pool's kernel (AveragePool with or without its padding counted, GlobalAveragePool) is fixed
@@ -65,7 +58,7 @@ _AXES = "pqrstuvwxyz"  # letters of an Affine's elementwise einsum (never 'b')
 
 @dataclass(frozen=True, eq=False)
 class QOp:
-    """One integer op. ``kind`` is contraction, relu, square, add, reshape, transpose, lookup or bilinear; ``inputs``/``output`` are
+    """One integer op. ``kind`` is contraction, relu, square, add, reshape, transpose or lookup; ``inputs``/``output`` are
     tensor names; the rest is what the kind uses (weights are None on the verifier's public copy)."""
 
     kind: str
@@ -136,8 +129,8 @@ class QOp:
 
     @property
     def has_bits(self) -> bool:
-        """Whether the op's output is requantized by committed bits (contraction, relu, square, bilinear)."""
-        return self.kind in ("contraction", "relu", "square", "bilinear")
+        """Whether the op's output is requantized by committed bits (contraction, relu, square)."""
+        return self.kind in ("contraction", "relu", "square")
 
 
 @dataclass(frozen=True, eq=False)
@@ -262,9 +255,6 @@ class QuantizedGraph:
                 values[op.output] = round_shift(accs[index], op.shift)
             elif op.kind == "lookup":
                 values[op.output] = lookup_int(op, xs[0], self.fracs[op.inputs[0]], self.fracs[op.output])
-            elif op.kind == "bilinear":
-                accs[index] = bilinear_int(op, xs[0], xs[1])
-                values[op.output] = round_shift(accs[index], op.shift)
             elif op.kind == "add":
                 values[op.output] = (xs[0] << op.lefts[0]) + (xs[1] << op.lefts[1])
             elif op.kind == "reshape":
@@ -440,11 +430,6 @@ MAX_LOOKUP_BITS = 16  #: a lookup's input width b: tables of at most 2^16 rows (
 #: clip, evaluated by :func:`hezk.model.graph.activate`), and erf, exp and torch's hardsigmoid
 LOOKUP_FUNCTIONS = ("sigmoid", "tanh", "gelu", "gelu_tanh", "silu", "softplus", "softsign", "hardswish", "mish", "elu",
                     "selu", "erf", "exp", "hardsigmoid")
-#: the lookups of lowered LayerNorm and Softmax (no model activation): 1/sqrt(x) and 1/x over their input's grid from
-#: one step up (an input v <= 0 reads the table at v = 1: a variance plus epsilon, a sum of a row's exps >= 1, is
-#: positive), and exp(min(x, 0)) (a softmax's x - max <= 0; the clamp keeps the table finite)
-LOWERED_LOOKUPS = ("rsqrt", "reciprocal", "softmax_exp")
-TABLE_FUNCTIONS = LOOKUP_FUNCTIONS + LOWERED_LOOKUPS  #: every function a lookup op may name
 _erf = np.frompyfunc(math.erf, 1, 1)
 
 
@@ -463,14 +448,7 @@ def lookup_float(function: str, x) -> np.ndarray:
         return np.exp(x)
     if function == "hardsigmoid":
         return np.clip(x / 6.0 + 0.5, 0.0, 1.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if function == "rsqrt":
-            return 1.0 / np.sqrt(x)
-        if function == "reciprocal":
-            return 1.0 / x
-    if function == "softmax_exp":
-        return np.exp(np.minimum(x, 0.0))
-    raise ModelError(f"lookup function {function!r} is not one of {TABLE_FUNCTIONS} known to this version")
+    raise ModelError(f"lookup function {function!r} is not one of {LOOKUP_FUNCTIONS} known to this version")
 
 
 @functools.lru_cache(maxsize=32)
@@ -478,15 +456,14 @@ def lookup_table(function: str, bits: int, f_in: int, f_out: int) -> tuple:
     """The public table of a lookup, both sides' own: (inputs v = -2^(b-1) .. 2^(b-1) - 1, outputs
     T[v] = floor(f(v 2^-f_in) 2^f_out + 1/2)), read-only int64. ModelError unless every T[v] is finite with
     |T[v]| <= (p-1)/2 (half the field, so no output has two residues) and b in [1, MAX_LOOKUP_BITS]."""
-    if function not in TABLE_FUNCTIONS:
-        raise ModelError(f"lookup function {function!r} is not one of {TABLE_FUNCTIONS}")
+    if function not in LOOKUP_FUNCTIONS:
+        raise ModelError(f"lookup function {function!r} is not one of {LOOKUP_FUNCTIONS}")
     if not 1 <= bits <= MAX_LOOKUP_BITS or abs(f_in) > MAX_SCALE or abs(f_out) > MAX_SCALE:
         raise ModelError(f"lookup of {bits} bits at scales 2^{f_in} -> 2^{f_out}: needs bits in [1, "
                          f"{MAX_LOOKUP_BITS}] (MAX_LOOKUP_BITS) and scales within 2^+-{MAX_SCALE}")
     inputs = np.arange(-(1 << (bits - 1)), 1 << (bits - 1), dtype=np.int64)
-    grid = np.maximum(inputs, 1) if function in ("rsqrt", "reciprocal") else inputs  # from one step up
     with np.errstate(over="ignore", invalid="ignore"):
-        scaled = lookup_float(function, np.ldexp(grid.astype(np.float64), -f_in)) * 2.0 ** f_out
+        scaled = lookup_float(function, np.ldexp(inputs.astype(np.float64), -f_in)) * 2.0 ** f_out
     if not np.all(np.isfinite(scaled)) or float(np.max(np.abs(scaled))) >= FIELD_HALF:
         raise ModelError(f"lookup {function} of {bits} bits at scales 2^{f_in} -> 2^{f_out}: a table value is not "
                          f"finite or reaches half the field ({FIELD_HALF}); lower act_bits or the input's range")
@@ -1008,7 +985,7 @@ def _check_op(q: QuantizedGraph, op: QOp, defined: set, where: str) -> int:
         expected = f_in if op.kind == "relu" else 2 * f_in - op.shift
         _require(f_out == expected, f"output frac {f_out} != {expected} (the {op.kind}'s scale)", where)
     elif op.kind == "lookup":
-        _require(op.function in TABLE_FUNCTIONS, f"function {op.function!r} is not one of {TABLE_FUNCTIONS}", where)
+        _require(op.function in LOOKUP_FUNCTIONS, f"function {op.function!r} is not one of {LOOKUP_FUNCTIONS}", where)
         _require(1 <= op.q_bits <= MAX_LOOKUP_BITS, f"q_bits {op.q_bits} not in [1, {MAX_LOOKUP_BITS}] "
                  f"(MAX_LOOKUP_BITS: the table's 2^q_bits rows)", where)
         _require(out == source, f"output shape {out} != input shape {source}", where)
