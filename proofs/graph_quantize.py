@@ -20,6 +20,13 @@ calibration batch (A = ``act_bits``); a constant gets the largest f with max|W| 
   public 0/+-1 kernels (:data:`SELECTION_CONSTANTS`) and fused ReLUs at the input's scale, exact: max(a, b) =
   relu(a - b) + relu(b) - relu(-b) level by level over the window (:func:`_maxpool_ops`), clip(x, lo, hi) =
   lo + relu(x - lo) - relu(x - hi), lo and hi rounded to the grid and committed as a bias (:func:`_clip_ops`);
+- bilinear (attention's q k^T and its weighted sum, a product of two computed tensors): acc = einsum(x1, x2) at
+  scale 2^(f_1 + f_2), requantized as a contraction; the operands are laid out b, shared, contracted, own letters
+  (the quantizer transposes them there: :func:`bilinear_layout`), what the hiding proof's one-block relation reads;
+- LayerNorm and Softmax over the last axis, lowered to those ops (:func:`_layernorm_ops`, :func:`_softmax_ops`):
+  centred d = x - mean (public kernel I - J/n), var = mean(d^2) + eps, inv = rsqrt(var) by a lookup, y = d * inv (a
+  bilinear op) then gamma, beta; Softmax by the row max (a max tree over the last axis, exact), d = x - max <= 0,
+  e = exp(d) by a lookup (e_max = 2^f_e exactly), s = sum e >= 1, r = 1/s by a lookup, y = e * r;
 - reshape, transpose: index relabelling.
 
 Public constants: a pool's kernel (AveragePool with or without its padding counted, GlobalAveragePool) is fixed
@@ -58,7 +65,7 @@ _AXES = "pqrstuvwxyz"  # letters of an Affine's elementwise einsum (never 'b')
 
 @dataclass(frozen=True, eq=False)
 class QOp:
-    """One integer op. ``kind`` is contraction, relu, square, add, reshape, transpose or lookup; ``inputs``/``output`` are
+    """One integer op. ``kind`` is contraction, relu, square, add, reshape, transpose, lookup or bilinear; ``inputs``/``output`` are
     tensor names; the rest is what the kind uses (weights are None on the verifier's public copy)."""
 
     kind: str
@@ -129,8 +136,8 @@ class QOp:
 
     @property
     def has_bits(self) -> bool:
-        """Whether the op's output is requantized by committed bits (contraction, relu, square)."""
-        return self.kind in ("contraction", "relu", "square")
+        """Whether the op's output is requantized by committed bits (contraction, relu, square, bilinear)."""
+        return self.kind in ("contraction", "relu", "square", "bilinear")
 
 
 @dataclass(frozen=True, eq=False)
@@ -255,6 +262,9 @@ class QuantizedGraph:
                 values[op.output] = round_shift(accs[index], op.shift)
             elif op.kind == "lookup":
                 values[op.output] = lookup_int(op, xs[0], self.fracs[op.inputs[0]], self.fracs[op.output])
+            elif op.kind == "bilinear":
+                accs[index] = bilinear_int(op, xs[0], xs[1])
+                values[op.output] = round_shift(accs[index], op.shift)
             elif op.kind == "add":
                 values[op.output] = (xs[0] << op.lefts[0]) + (xs[1] << op.lefts[1])
             elif op.kind == "reshape":
@@ -382,9 +392,57 @@ def selection_kernel(kind: str, equation: str, patches, in_shape) -> np.ndarray:
                      f"({_MAX_JOIN!r}), or a clip's split / join")
 
 
+#: public kernels over a tensor's last axis k (n entries) of lowered LayerNorm and Softmax (:func:`row_kernel`):
+#: float ones quantized at weight_frac (centre I - J/n, mean 1/n) and 0/+-1 selections at weight_frac 0 (sum, a max
+#: level's split and join, the broadcast of -max over the row)
+ROW_CONSTANTS = ("row_center", "row_mean")
+ROW_SELECTIONS = ("row_sum", "row_max_split", "row_max_join", "row_broadcast")
+
+
+def row_equation(kind: str, rank: int) -> str:
+    """The einsum of a row kernel on an input of ``rank`` sample axes (letters p, q, ...; k its last): centre, mean,
+    sum, broadcast 'b...k,kz->b...z'; a max split 'b...k,kyz->b...yz'; a max join over the split's (3, m) axes
+    'b...tl,t->b...l'."""
+    letters = _AXES[:rank]
+    if kind == "row_max_split":
+        return f"b{letters},{letters[-1]}yz->b{letters[:-1]}yz"
+    if kind == "row_max_join":
+        return f"b{letters},{letters[-2:-1]}->b{letters[:-2]}{letters[-1:]}"
+    return f"b{letters},{letters[-1]}z->b{letters[:-1]}z"
+
+
+def row_kernel(kind: str, equation: str, in_shape, weight_shape) -> np.ndarray:
+    """The kernel of a row constant (float) or selection (int64) from the public structure; ModelError when the
+    equation or the shapes do not fit the kind (a row needs at least one entry; a max split two)."""
+    shape, n = tuple(in_shape), (tuple(in_shape) or (0,))[-1]
+    fits = 1 <= len(shape) < len(_AXES) - 2 and equation == row_equation(kind, len(shape))
+    if fits and kind == "row_center" and n >= 1:
+        return np.eye(n) - 1.0 / n
+    if fits and kind == "row_mean" and n >= 1:
+        return np.full((n, 1), 1.0 / n)
+    if fits and kind == "row_sum" and n >= 1:
+        return np.ones((n, 1), dtype=np.int64)
+    if fits and kind == "row_max_split" and n >= 2:
+        return max_split(n)
+    if fits and kind == "row_max_join" and len(shape) >= 2 and shape[-2] == 3:
+        return np.array([1, 1, -1], dtype=np.int64)
+    if fits and kind == "row_broadcast" and n == 1 and len(weight_shape) == 2 and weight_shape[0] == 1 \
+            and 1 <= weight_shape[1] <= MAX_TENSOR_ENTRIES:
+        return -np.ones(tuple(weight_shape), dtype=np.int64)
+    raise ModelError(f"row kernel {kind!r} with equation {equation!r} on the input shape {shape} (weight "
+                     f"{tuple(weight_shape)}): expected {row_equation(kind, max(len(shape), 2))!r} on a row that fits")
+
+
 def public_weight(op: QOp, in_shape) -> np.ndarray:
     """A public-constant op's quantized kernel floor(K 2^weight_frac + 1/2) (int64), from its public fields and
     its input's sample shape only (what prover and verifier both compute). ModelError if it does not fit."""
+    if op.constant in ROW_CONSTANTS + ROW_SELECTIONS:
+        kernel = row_kernel(op.constant, op.equation, in_shape, op.weight_shape)
+        frac = op.weight_frac if op.constant in ROW_CONSTANTS else 0
+        if kernel.shape != tuple(op.weight_shape) or op.weight_frac != frac or abs(frac) > MAX_FRAC_BITS:
+            raise ModelError(f"op {op.name!r}: row kernel of shape {kernel.shape} at weight_frac {frac}, declared "
+                             f"{op.weight_shape} at weight_frac {op.weight_frac}")
+        return kernel if op.constant in ROW_SELECTIONS else np.floor(kernel * 2.0 ** frac + 0.5).astype(np.int64)
     if op.constant in SELECTION_CONSTANTS:
         kernel = selection_kernel(op.constant, op.equation, op.patches, in_shape)
         if kernel.shape != tuple(op.weight_shape) or op.weight_frac != 0:
@@ -430,6 +488,11 @@ MAX_LOOKUP_BITS = 16  #: a lookup's input width b: tables of at most 2^16 rows (
 #: clip, evaluated by :func:`hezk.model.graph.activate`), and erf, exp and torch's hardsigmoid
 LOOKUP_FUNCTIONS = ("sigmoid", "tanh", "gelu", "gelu_tanh", "silu", "softplus", "softsign", "hardswish", "mish", "elu",
                     "selu", "erf", "exp", "hardsigmoid")
+#: the lookups of lowered LayerNorm and Softmax (no model activation): 1/sqrt(x) over its input's grid from one step
+#: up (an input v <= 0 reads the table at v = 1: a variance plus epsilon is positive), 1/max(x, 1) (a max-shifted
+#: softmax's sum of exps is >= 1) and exp(min(x, 0)) (a softmax's x - max <= 0); the clamps keep the tables small
+LOWERED_LOOKUPS = ("rsqrt", "reciprocal", "softmax_exp")
+TABLE_FUNCTIONS = LOOKUP_FUNCTIONS + LOWERED_LOOKUPS  #: every function a lookup op may name
 _erf = np.frompyfunc(math.erf, 1, 1)
 
 
@@ -448,7 +511,14 @@ def lookup_float(function: str, x) -> np.ndarray:
         return np.exp(x)
     if function == "hardsigmoid":
         return np.clip(x / 6.0 + 0.5, 0.0, 1.0)
-    raise ModelError(f"lookup function {function!r} is not one of {LOOKUP_FUNCTIONS} known to this version")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if function == "rsqrt":
+            return 1.0 / np.sqrt(x)
+        if function == "reciprocal":
+            return 1.0 / np.maximum(x, 1.0)
+    if function == "softmax_exp":
+        return np.exp(np.minimum(x, 0.0))
+    raise ModelError(f"lookup function {function!r} is not one of {TABLE_FUNCTIONS} known to this version")
 
 
 @functools.lru_cache(maxsize=32)
@@ -456,14 +526,15 @@ def lookup_table(function: str, bits: int, f_in: int, f_out: int) -> tuple:
     """The public table of a lookup, both sides' own: (inputs v = -2^(b-1) .. 2^(b-1) - 1, outputs
     T[v] = floor(f(v 2^-f_in) 2^f_out + 1/2)), read-only int64. ModelError unless every T[v] is finite with
     |T[v]| <= (p-1)/2 (half the field, so no output has two residues) and b in [1, MAX_LOOKUP_BITS]."""
-    if function not in LOOKUP_FUNCTIONS:
-        raise ModelError(f"lookup function {function!r} is not one of {LOOKUP_FUNCTIONS}")
+    if function not in TABLE_FUNCTIONS:
+        raise ModelError(f"lookup function {function!r} is not one of {TABLE_FUNCTIONS}")
     if not 1 <= bits <= MAX_LOOKUP_BITS or abs(f_in) > MAX_SCALE or abs(f_out) > MAX_SCALE:
         raise ModelError(f"lookup of {bits} bits at scales 2^{f_in} -> 2^{f_out}: needs bits in [1, "
                          f"{MAX_LOOKUP_BITS}] (MAX_LOOKUP_BITS) and scales within 2^+-{MAX_SCALE}")
     inputs = np.arange(-(1 << (bits - 1)), 1 << (bits - 1), dtype=np.int64)
+    grid = np.maximum(inputs, 1) if function == "rsqrt" else inputs  # from one step up
     with np.errstate(over="ignore", invalid="ignore"):
-        scaled = lookup_float(function, np.ldexp(inputs.astype(np.float64), -f_in)) * 2.0 ** f_out
+        scaled = lookup_float(function, np.ldexp(grid.astype(np.float64), -f_in)) * 2.0 ** f_out
     if not np.all(np.isfinite(scaled)) or float(np.max(np.abs(scaled))) >= FIELD_HALF:
         raise ModelError(f"lookup {function} of {bits} bits at scales 2^{f_in} -> 2^{f_out}: a table value is not "
                          f"finite or reaches half the field ({FIELD_HALF}); lower act_bits or the input's range")
@@ -625,6 +696,293 @@ def _square_op(node, source: str, fracs: dict, bounds: dict, like_op, magnitude,
     return QOp("square", node.name, (source,), node.output, shift=shift, q_bits=q_bits)
 
 
+# ------------------------------------------------------------------------------ products of two tensors
+def bilinear_terms(equation: str) -> tuple:
+    """(left, right, out) subscripts of a bilinear op's 'b...,b...->b...' (ValueError otherwise)."""
+    operands, arrow, out = equation.partition("->")
+    parts = operands.split(",")
+    if not arrow or len(parts) != 2 or not all(t[:1] == "b" and t.isascii() and t.isalpha() and t.islower() and
+                                               len(set(t)) == len(t) for t in (*parts, out)):
+        raise ValueError(f"equation {equation!r} is not 'b...,b...->b...' (distinct lowercase letters, b first)")
+    return parts[0], parts[1], out
+
+
+def bilinear_layout(left: str, right: str, out: str) -> tuple:
+    """The canonical subscripts of a bilinear op's operands: b, the shared letters (on both operands and the
+    output, in the left's order), the contracted ones (both operands, not the output, the left's order), then each
+    operand's own letters (its order). The hiding proof's relation sums one block b S C of both operands."""
+    shared = "".join(l for l in left[1:] if l in right and l in out)
+    contracted = "".join(l for l in left[1:] if l in right and l not in out)
+    own = ["".join(l for l in t[1:] if l not in shared + contracted) for t in (left, right)]
+    return "b" + shared + contracted + own[0], "b" + shared + contracted + own[1]
+
+
+def bilinear_int(op: QOp, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """einsum(equation, x1, x2), int64 (exact: the validator bounds every accumulator below half the field)."""
+    return np.einsum(op.equation, np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64))
+
+
+def _bilinear_entries(q: QuantizedGraph, op: QOp, where: str) -> int:
+    """A bilinear op: the equation against its operands' and output's shapes, in the canonical layout
+    (:func:`bilinear_layout`), a letter on one operand only of size 1, scales and width."""
+    try:
+        left, right, out = bilinear_terms(op.equation)
+    except ValueError as error:
+        raise ProofRejected(str(error), where) from None
+    shapes = [q.shapes[t] for t in op.inputs]
+    _require(len(left) - 1 == len(shapes[0]) and len(right) - 1 == len(shapes[1]),
+             f"equation {op.equation!r} does not fit the operands' shapes {shapes}", where)
+    sizes = {}
+    for letter, n in zip(left[1:] + right[1:], (*shapes[0], *shapes[1])):
+        _require(sizes.setdefault(letter, n) == n, f"equation {op.equation!r}: index {letter!r} is {sizes[letter]} "
+                 f"and {n}", where)
+    _require(set(out) <= set(left + right), f"equation {op.equation!r}: an output index is in no operand", where)
+    _require(all(sizes[l] == 1 for l in left[1:] + right[1:] if l not in out and (l in left) != (l in right)),
+             f"equation {op.equation!r}: an index on one operand only and not in the output must have size 1", where)
+    _require((left, right) == bilinear_layout(left, right, out),
+             f"equation {op.equation!r}: operands must be laid out b, shared, contracted, own letters "
+             f"({','.join(bilinear_layout(left, right, out))})", where)
+    _require(tuple(sizes[l] for l in out[1:]) == q.shapes[op.output],
+             f"equation {op.equation!r} gives {tuple(sizes[l] for l in out[1:])}, the output tensor is "
+             f"{q.shapes[op.output]}", where)
+    _require_width(op, where)
+    f1, f2 = (q.fracs[t] for t in op.inputs)
+    _require(q.fracs[op.output] == f1 + f2 - op.shift,
+             f"output frac {q.fracs[op.output]} != {f1} + {f2} - shift {op.shift}", where)
+    terms = math.prod(sizes[l] for l in left[1:] if l in right and l not in out)
+    worst = q.bounds[op.inputs[0]] * q.bounds[op.inputs[1]] * terms
+    _require(worst <= FIELD_HALF, f"worst-case accumulator {q.bounds[op.inputs[0]]} * {q.bounds[op.inputs[1]]} * "
+             f"{terms} > {FIELD_HALF} (half the field)", where)
+    return 0
+
+
+class _Lowering:
+    """Emits a lowered node's ops (bilinear, LayerNorm, Softmax), choosing each requantized output's scale on the
+    calibration floats, or taking a committed structure's (``like``), and keeping shapes, fracs and bounds."""
+
+    def __init__(self, graph, node, ops, shapes, fracs, bounds, like, chosen, act_bits, margin_bits):
+        self.node, self.where, self.ops = node, node.where(), ops
+        self.shapes, self.fracs, self.bounds = shapes, fracs, bounds
+        self.like, self.chosen, self.act_bits, self.margin_bits = like, chosen, act_bits, margin_bits
+        self.fresh = _namer(graph, node)
+        self.floats = {}
+
+    def name(self, suffix, last):
+        return self.node.output if last else self.fresh(suffix)
+
+    def scale(self, output, f_acc, worst):
+        """(shift, q_bits, f_out) of a requantized output: the committed structure's, or the calibrated scale
+        (never finer than the accumulator's) with Q covering the calibration range plus margin_bits."""
+        if worst > FIELD_HALF:
+            raise ModelError(f"{self.where}: a lowered step's worst-case accumulator ~2^{math.log2(worst):.1f} "
+                             f"exceeds half the field ({FIELD_HALF} ~2^30): the proof would wrap around; lower act_bits")
+        if self.like is not None:
+            shift, q_bits = self.chosen[output].shift, self.chosen[output].q_bits
+            return shift, q_bits, f_acc - shift
+        magnitude = float(np.max(np.abs(self.floats[output])))
+        f_out = min(_frac(magnitude, self.act_bits), f_acc)
+        shift = f_acc - f_out
+        typical = math.ceil(magnitude * 2.0 ** f_out) << self.margin_bits
+        q_bits = _signed_bits(min(int(worst) + (1 << max(shift - 1, 0)) >> shift, max(typical, 1)))
+        if shift + q_bits > FIELD_BITS:
+            raise ModelError(f"{self.where}: requantization needs {shift} + {q_bits} bits > {FIELD_BITS} (the field)")
+        return shift, q_bits, f_out
+
+    def put(self, op, shape, frac, bound):
+        self.ops.append(op)
+        self.shapes[op.output], self.fracs[op.output], self.bounds[op.output] = tuple(shape), int(frac), int(bound)
+        return op.output
+
+    def transpose(self, source, perm, suffix):
+        shape = tuple(self.shapes[source][p] for p in perm)
+        output = self.fresh(suffix)
+        if self.floats and source in self.floats:
+            self.floats[output] = self.floats[source].transpose(0, *(p + 1 for p in perm))
+        return self.put(QOp("transpose", f"{self.node.name}.{suffix}", (source,), output, shape=tuple(perm)), shape,
+                        self.fracs[source], self.bounds[source])
+
+    def bilinear(self, a, b, equation, suffix, last=False):
+        """y = requant(einsum(equation, a, b)); operands not in the canonical layout are transposed to it first."""
+        left, right, out = bilinear_terms(equation)
+        canonical = bilinear_layout(left, right, out)
+        sources = []
+        for source, mine, want, tag in ((a, left, canonical[0], "left"), (b, right, canonical[1], "right")):
+            if mine != want:
+                source = self.transpose(source, tuple(mine.index(l) - 1 for l in want[1:]), f"{suffix}.{tag}")
+            sources.append(source)
+        equation = f"{canonical[0]},{canonical[1]}->{out}"
+        sizes = dict(zip(canonical[0][1:] + canonical[1][1:], self.shapes[sources[0]] + self.shapes[sources[1]]))
+        shape = tuple(sizes[l] for l in out[1:])
+        output = self.name(suffix, last)
+        if self.like is None:
+            self.floats.setdefault(output, np.einsum(equation, self.floats[sources[0]], self.floats[sources[1]]))
+        terms = math.prod(sizes[l] for l in canonical[0][1:] if l in canonical[1] and l not in out)
+        worst = self.bounds[sources[0]] * self.bounds[sources[1]] * terms
+        shift, q_bits, f_out = self.scale(output, self.fracs[sources[0]] + self.fracs[sources[1]], worst)
+        return self.put(QOp("bilinear", f"{self.node.name}.{suffix}" if not last else self.node.name,
+                            tuple(sources), output, equation, shift=shift, q_bits=q_bits),
+                        shape, f_out, 1 << (q_bits - 1))
+
+    def row(self, kind, source, suffix, *, last=False, relu=False, requant=True, bias=None, weight_shape=None,
+            q_bound=None, float_out=None):
+        """A contraction of ``source`` with a public row kernel (:func:`row_kernel`) over its last axis."""
+        in_shape = self.shapes[source]
+        equation = row_equation(kind, len(in_shape))
+        weight_shape = weight_shape or row_kernel(kind, equation, in_shape, (1, 1)).shape
+        kernel = row_kernel(kind, equation, in_shape, weight_shape)
+        output = self.name(suffix, last)
+        if kind in ROW_SELECTIONS:
+            f_w, w_int = 0, kernel
+        else:
+            f_w = self.chosen[output].weight_frac if self.like else _frac(float(np.max(np.abs(kernel))), 8)
+            w_int = np.floor(kernel * 2.0 ** f_w + 0.5).astype(np.int64)
+        data, weight, out = _subscripts_of(equation)
+        sizes = dict(zip(data[1:] + weight, in_shape + w_int.shape))
+        shape = tuple(sizes[l] for l in out[1:])
+        if self.like is None:
+            x = self.floats[source]
+            self.floats[output] = float_out if float_out is not None else np.einsum(equation, x, kernel.astype(float))
+        f_acc = self.fracs[source] + f_w
+        b_int = None
+        if bias is not None:
+            b_int = np.array([int(math.floor(bias * 2.0 ** f_acc + 0.5))], dtype=np.int64)
+        reach = float(np.max(np.einsum(equation, np.ones((1, *in_shape)), np.abs(w_int).astype(np.float64))))
+        worst = self.bounds[source] * reach + (0 if b_int is None else abs(int(b_int[0])))
+        if requant:
+            shift, q_bits, f_out = self.scale(output, f_acc, worst)
+        else:  # exact, at the input's scale
+            if worst > FIELD_HALF:
+                raise ModelError(f"{self.where}: the lowered step reaches ~2^{math.log2(worst):.1f} > half the field")
+            shift, q_bits, f_out = 0, _signed_bits(q_bound if q_bound is not None else int(worst)), f_acc
+        op = QOp("contraction", f"{self.node.name}.{suffix}" if not last else self.node.name, (source,), output,
+                 equation, None, w_int, w_int.shape, b_int, "", () if b_int is None else (1,), shape, shift, q_bits,
+                 relu, shape=shape, weight_frac=f_w, has_bias=b_int is not None, constant=kind)
+        return self.put(op, shape, f_out, 1 << (q_bits - 1))
+
+    def lookup(self, function, source, suffix, float_out, last=False):
+        output = self.name(suffix, last)
+        producer = next(op for op in self.ops if op.output == source)
+        bits = producer.q_bits if producer.has_bits else _signed_bits(self.bounds[source])
+        if self.like is not None:
+            f_out = self.like.fracs[output]
+        else:
+            self.floats[output] = float_out
+            f_out = _frac(float(np.max(np.abs(float_out))), self.act_bits)
+        if bits > MAX_LOOKUP_BITS:
+            raise ModelError(f"{self.where}: the {function} lookup's input has {bits} bits > {MAX_LOOKUP_BITS} "
+                             f"(MAX_LOOKUP_BITS): lower act_bits or margin_bits")
+        try:
+            _, outputs = lookup_table(function, bits, self.fracs[source], f_out)
+        except ModelError as error:
+            raise ModelError(f"{self.where}: {error}") from None
+        return self.put(QOp("lookup", f"{self.node.name}.{suffix}" if not last else self.node.name, (source,), output,
+                            q_bits=bits, function=function), self.shapes[source], f_out, int(np.max(np.abs(outputs))))
+
+    def add(self, a, b, suffix):
+        output = self.fresh(suffix)
+        f = max(self.fracs[a], self.fracs[b])
+        lefts = (f - self.fracs[a], f - self.fracs[b])
+        bound = (self.bounds[a] << lefts[0]) + (self.bounds[b] << lefts[1])
+        if bound > FIELD_HALF:
+            raise ModelError(f"{self.where}: a lowered sum reaches {bound} > {FIELD_HALF} (half the field)")
+        if self.like is None:
+            self.floats[output] = self.floats[a] + self.floats[b]
+        return self.put(QOp("add", f"{self.node.name}.{suffix}", (a, b), output, lefts=lefts), self.shapes[a], f, bound)
+
+
+def _subscripts_of(equation: str) -> tuple:
+    operands, out = equation.split("->")
+    data, weight = operands.split(",")
+    return data, weight, out
+
+
+def _require_last_axis(node, shape) -> None:
+    axes = node.axes(len(shape) + 1) if hasattr(node, "axes") else (node.axis + 1,)
+    if tuple(axes) != (len(shape),):
+        raise ModelError(f"{node.where()}: normalizes the sample axes {tuple(a - 1 for a in axes)} of {tuple(shape)}; "
+                         f"the graph proof proves {node.kind} over the last axis only")
+
+
+def _layernorm_ops(low: _Lowering, source: str) -> None:
+    """LayerNorm over the last axis (n entries): d = x (I - J/n) (public kernel), s = d^2, v = s 1/n + eps (public
+    kernel, eps a committed bias), inv = rsqrt(v) (lookup over v's proven bits, from one grid step up),
+    t = d * inv (bilinear), y = t gamma + beta (a committed elementwise contraction; skipped without them).
+    Error: d and v to their requantization (2^-(f+1) each), inv to the table's 2^-(f_inv+1) and v's grid, t and y
+    to theirs: a few units of the last place of each scale (measured by :meth:`QuantizedGraph.error_report`)."""
+    node = low.node
+    shape = low.shapes[source]
+    _require_last_axis(node, shape)
+    rank, n = len(shape), shape[-1]
+    centered = var = None
+    if low.like is None:
+        x = low.floats[source]
+        centered = x - x.mean(axis=-1, keepdims=True)
+        var = (centered * centered).mean(axis=-1, keepdims=True) + node.epsilon
+    has_affine = node.scale is not None or node.shift is not None
+    d = low.row("row_center", source, "center", float_out=centered)
+    s = low.fresh("square")
+    if low.like is None:
+        low.floats[s] = low.floats[d] ** 2
+    worst = low.bounds[d] ** 2
+    shift, q_bits, f_out = low.scale(s, 2 * low.fracs[d], worst)
+    low.put(QOp("square", f"{node.name}.square", (d,), s, shift=shift, q_bits=q_bits), shape, f_out, 1 << (q_bits - 1))
+    v = low.row("row_mean", s, "var", bias=node.epsilon, float_out=var)
+    inv = low.lookup("rsqrt", v, "rsqrt", None if low.like else 1.0 / np.sqrt(low.floats[v]))
+    letters = _AXES[:rank]
+    t = low.bilinear(d, inv, f"b{letters},b{letters[:-1]}z->b{letters}", "normalized", last=not has_affine)
+    if not has_affine:
+        return
+    gamma = np.broadcast_to(1.0 if node.scale is None else node.scale, (n,)).astype(np.float64)
+    beta = None if node.shift is None else np.broadcast_to(node.shift, (n,)).astype(np.float64)
+    if np.ndim(node.scale) > 1 or np.ndim(node.shift) > 1:
+        raise ModelError(f"{node.where()}: a scale or shift over more than the last axis is not provable yet")
+    output = node.output
+    equation = f"b{letters},{letters[-1]}->b{letters}"
+    f_w = low.chosen[output].weight_frac if low.like else _frac(float(np.max(np.abs(gamma))), 8)
+    w_int = np.floor(gamma * 2.0 ** f_w + 0.5).astype(np.int64)
+    f_acc = low.fracs[t] + f_w
+    b_int = None if beta is None else np.floor(beta * 2.0 ** f_acc + 0.5).astype(np.int64)
+    if low.like is None:
+        low.floats[output] = node.forward(low.floats[source])
+    worst = low.bounds[t] * int(np.max(np.abs(w_int))) + (0 if b_int is None else int(np.max(np.abs(b_int))))
+    shift, q_bits, f_out = low.scale(output, f_acc, worst)
+    low.put(QOp("contraction", node.name, (t,), output, equation, None, w_int, w_int.shape, b_int,
+                "" if b_int is None else letters[-1], () if b_int is None else b_int.shape, shape, shift, q_bits, False,
+                shape=shape, weight_frac=f_w, has_bias=b_int is not None), shape, f_out, 1 << (q_bits - 1))
+
+
+def _softmax_ops(low: _Lowering, source: str) -> None:
+    """Softmax over the last axis (n entries), every step proven: m = max_k x (a max tree over the row, exact:
+    max(a, b) = relu(a - b) + relu(b) - relu(-b)), d = x - m <= 0 (m broadcast by a public -1 kernel, then an add),
+    e = exp(d) by a lookup (e_max = T[0] = 2^f_e exactly), s = sum_k e >= 2^f_e (public ones, requantized: s >= 1),
+    r = 1/s by a lookup, y = e * r (bilinear). Error: e and r to half a unit of 2^-f_e and 2^-f_r, s to its
+    requantization, y to 2^-(f_y+1): |y - softmax(x)| <= ~n 2^-f_e / s + 2^-f_r + 2^-f_y, at act_bits 12 below 1e-2."""
+    node = low.node
+    shape = low.shapes[source]
+    _require_last_axis(node, shape)
+    rank, n = len(shape), shape[-1]
+    if low.like is None:
+        x = low.floats[source]
+        shifted = x - x.max(axis=-1, keepdims=True)
+    current, level, width = source, 0, n
+    bound = low.bounds[source]
+    while width > 1:
+        m = (width + 1) // 2
+        split = low.row("row_max_split", current, f"max{level}.split", relu=True, requant=False, q_bound=2 * bound,
+                        float_out=None if low.like else np.maximum(
+                            np.einsum(row_equation("row_max_split", len(low.shapes[current])), low.floats[current],
+                                      max_split(width).astype(float)), 0))
+        current = low.row("row_max_join", split, f"max{level}", requant=False, q_bound=bound)
+        width, level = m, level + 1
+    negative = low.row("row_broadcast", current, "neg_max", requant=False, q_bound=bound, weight_shape=(1, n))
+    d = low.add(source, negative, "shifted")
+    e = low.lookup("softmax_exp", d, "exp", None if low.like else np.exp(shifted))
+    s = low.row("row_sum", e, "sum", float_out=None if low.like else low.floats[e].sum(axis=-1, keepdims=True))
+    r = low.lookup("reciprocal", s, "reciprocal", None if low.like else 1.0 / low.floats[s])
+    letters = _AXES[:rank]
+    low.bilinear(e, r, f"b{letters},b{letters[:-1]}z->b{letters}", "product", last=True)
+
+
 PROVABLE_ACTIVATIONS = ("relu", "square", "clip") + LOOKUP_FUNCTIONS
 _ACTIVATION_FIX = "fix: replace by nn.ReLU or x * x and fine-tune"
 
@@ -637,9 +995,9 @@ def _refuse_unprovable(graph) -> None:
         if node.kind == "activation" and node.function not in PROVABLE_ACTIVATIONS:
             what = node.op if node.op.lower() == node.function else f"{node.op} ({node.function})"
             fix = _ACTIVATION_FIX
-        elif node.kind not in ("contraction", "affine", "add", "activation", "reshape", "transpose", "maxpool"):
-            what = f"{node.op} (a product of two computed tensors)" if node.kind == "bilinear" else node.op
-            fix = None
+        elif node.kind not in ("contraction", "affine", "add", "activation", "reshape", "transpose", "maxpool",
+                               "bilinear", "layernorm", "softmax"):
+            what, fix = node.op, None
         else:
             continue
         found.append((f"operator {what} (node {node.name!r})", fix))
@@ -662,7 +1020,8 @@ def quantize_graph(graph, calibration=None, *, act_bits: int = 12, weight_bits: 
 
     Raises ModelError naming the node for an operator the proof cannot prove (an activation other than
     Relu, Square and :data:`LOOKUP_FUNCTIONS`) or a layer whose integers could wrap around the field."""
-    from hezk.model import Activation, Add, Affine, Contraction, MaxPool, Reshape, Transpose
+    from hezk.model.graph import (Activation, Add, Affine, Bilinear, Contraction, LayerNorm, MaxPool, Reshape,
+                                  Softmax, Transpose)
 
     for name, value, low, high in (("act_bits", act_bits, 2, 24), ("weight_bits", weight_bits, 2, 16),
                                    ("margin_bits", margin_bits, 0, 8)):
@@ -809,6 +1168,20 @@ def quantize_graph(graph, calibration=None, *, act_bits: int = 12, weight_bits: 
             kind, shape = ("reshape", node.shape) if isinstance(node, Reshape) else ("transpose", node.perm)
             ops.append(QOp(kind, node.name, (source,), node.output, shape=tuple(shape)))
             fracs[node.output], bounds[node.output] = fracs[source], bounds[source]
+        elif isinstance(node, (Bilinear, LayerNorm, Softmax)):
+            low = _Lowering(graph, node, ops, shapes, fracs, bounds, like, chosen, act_bits, margin_bits)
+            sources = [alias.get(t, t) for t in node.inputs]
+            if floats:  # a fused relu's alias holds the relu's values: its floats are the relu's too
+                low.floats = dict(floats)
+                low.floats.update({alias_of: floats[t] for t, alias_of in zip(node.inputs, sources)})
+            if isinstance(node, Bilinear):
+                if len(bilinear_terms(node.equation)[2]) == 1:
+                    raise ModelError(f"{where}: a product to a scalar per sample is not provable yet")
+                low.bilinear(*sources, node.equation, "product", last=True)
+            elif isinstance(node, LayerNorm):
+                _layernorm_ops(low, sources[0])
+            else:
+                _softmax_ops(low, sources[0])
         elif isinstance(node, MaxPool):
             source = alias.get(node.inputs[0], node.inputs[0])
             _place(_maxpool_ops(node, source, graph.shape_of(source), bounds[source], _namer(graph, node)),
@@ -836,7 +1209,7 @@ MAX_NAME = 256  #: characters of a tensor's or an op's name
 MAX_SCALE = 64  #: |frac| of a tensor's scale 2^frac (the MLP statement's limit)
 MAX_TENSOR_ENTRIES = 1 << 22  #: padded entries of one sample's tensor, a weight, a bias or a patch view
 MAX_STRUCTURE_ENTRIES = 1 << 24  #: their sum over the structure (one sample)
-KINDS = ("contraction", "relu", "square", "add", "reshape", "transpose", "lookup")
+KINDS = ("contraction", "relu", "square", "add", "reshape", "transpose", "lookup", "bilinear")
 _OP_FIELDS = frozenset(("kind", "name", "inputs", "output", "equation", "weight_shape", "bias_letters", "bias_shape",
                         "einsum_shape", "shift", "q_bits", "relu", "lefts", "shape", "weight_frac", "has_bias",
                         "constant", "patches", "function"))
@@ -893,8 +1266,9 @@ _DEFAULTS = {"equation": "", "patches": None, "weight_shape": (), "bias_letters"
              "einsum_shape": (), "shift": 0, "q_bits": 0, "relu": False, "lefts": (0, 0), "shape": (), "weight_frac": 0,
              "has_bias": False, "constant": "", "function": ""}
 _KIND_FIELDS = {"contraction": set(_DEFAULTS) - {"lefts"}, "relu": {"q_bits"}, "square": {"shift", "q_bits"},
-                "add": {"lefts"}, "reshape": {"shape"}, "transpose": {"shape"}, "lookup": {"q_bits", "function"}}
-_ARITY = {"add": 2}
+                "add": {"lefts"}, "reshape": {"shape"}, "transpose": {"shape"}, "lookup": {"q_bits", "function"},
+                "bilinear": {"equation", "shift", "q_bits"}}
+_ARITY = {"add": 2, "bilinear": 2}
 
 
 def _contraction_entries(q: QuantizedGraph, op: QOp, where: str) -> int:
@@ -977,6 +1351,8 @@ def _check_op(q: QuantizedGraph, op: QOp, defined: set, where: str) -> int:
     f_in, f_out = q.fracs[op.inputs[0]], q.fracs[op.output]
     if op.kind == "contraction":
         return _contraction_entries(q, op, where)
+    if op.kind == "bilinear":
+        return _bilinear_entries(q, op, where)
     if op.kind in ("relu", "square"):
         if op.kind == "relu":
             _require(1 <= op.q_bits <= FIELD_BITS, f"q_bits {op.q_bits} not in [1, {FIELD_BITS}]", where)
@@ -985,7 +1361,7 @@ def _check_op(q: QuantizedGraph, op: QOp, defined: set, where: str) -> int:
         expected = f_in if op.kind == "relu" else 2 * f_in - op.shift
         _require(f_out == expected, f"output frac {f_out} != {expected} (the {op.kind}'s scale)", where)
     elif op.kind == "lookup":
-        _require(op.function in LOOKUP_FUNCTIONS, f"function {op.function!r} is not one of {LOOKUP_FUNCTIONS}", where)
+        _require(op.function in TABLE_FUNCTIONS, f"function {op.function!r} is not one of {TABLE_FUNCTIONS}", where)
         _require(1 <= op.q_bits <= MAX_LOOKUP_BITS, f"q_bits {op.q_bits} not in [1, {MAX_LOOKUP_BITS}] "
                  f"(MAX_LOOKUP_BITS: the table's 2^q_bits rows)", where)
         _require(out == source, f"output shape {out} != input shape {source}", where)

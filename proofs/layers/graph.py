@@ -17,7 +17,9 @@ its accumulator by its select (a square's accumulator X * X goes to X by one deg
 checks for every op at the end, with every entry a bit (:mod:`proofs.layers.relu_batch`); the bias is linear (:func:`bias_claim_reduction`); a Conv or
 pool goes to its input by the patch map (:func:`patch_claim_reduction`), other contractions by one
 sumcheck (:func:`contraction_claim_reduction`); a residual add sends one operand's value
-(y = 2^k1 x1 + 2^k2 x2); a lookup y = T[x] (Sigmoid, Tanh, Gelu, ...: :func:`proofs.graph_quantize.lookup_table`)
+(y = 2^k1 x1 + 2^k2 x2); a bilinear op (attention's q k^T, a product of two computed tensors) by one
+sumcheck of eq(r, shared) x1 x2 over its shared and contracted letters (:func:`contraction_claim_reduction` with the
+second operand in the weight's place; degree 3, 2 without shared letters), its claims to both producers; a lookup y = T[x] (Sigmoid, Tanh, Gelu, ...: :func:`proofs.graph_quantize.lookup_table`)
 is LogUp-GKR (:mod:`proofs.lookup`): its multiplicities and its output y are committed per proof (one
 commitment for every lookup, absorbed before the output point), the claims on y (downstream and the witness
 tree's) and on m go to one merge sumcheck and opening of that commitment, x's claim to its producer. The input's claims are checked on x by the verifier, the weight claims by one
@@ -483,6 +485,13 @@ class GraphNetwork:
                 pending.setdefault(op.inputs[0], []).append(x_claim)
             elif op.kind == "relu":
                 pending.setdefault(op.inputs[0], []).append(claim)
+            elif op.kind == "bilinear":  # one sumcheck over the summed letters of the two operands' product
+                proof, a_claim, b_claim = contraction_claim_reduction(
+                    op.equation, pad_operand(values[op.inputs[0]]), pad_operand(values[op.inputs[1]]), claim,
+                    transcript, f"{label} / bilinear")
+                items.append(("contraction", proof))
+                pending.setdefault(op.inputs[0], []).append(a_claim)
+                pending.setdefault(op.inputs[1], []).append(b_claim)
             elif op.kind == "lookup":
                 inputs, outputs = _lookup_public(q, index)
                 proof, found = prove_lookup(_table(values[op.inputs[0]]), lookup_tables[(index, "y")],
@@ -677,6 +686,12 @@ def _verify(commitment: GraphCommitment, x, proof: GraphProof) -> np.ndarray:
                 pending.setdefault(op.inputs[0], []).append(x_claim)
             elif op.kind == "relu":
                 pending.setdefault(op.inputs[0], []).append(claim)
+            elif op.kind == "bilinear":
+                shapes = [tuple(_pow2(n) for n in _full(q, t, batch)) for t in op.inputs]
+                a_claim, b_claim = verify_contraction(op.equation, *shapes, claim, items.take("contraction", label),
+                                                      transcript, f"{label} / bilinear")
+                pending.setdefault(op.inputs[0], []).append(a_claim)
+                pending.setdefault(op.inputs[1], []).append(b_claim)
             elif op.kind == "lookup":
                 inputs, outputs = _lookup_public(q, index)
                 box = _real_box(out_shape)
