@@ -234,6 +234,21 @@ class Prover:
             return self._network.prove(x, private_input=True).to_bytes()
         return self._network.prove(x).to_bytes()
 
+    def prove_batch(self, x, *, per_proof: int = 1, dask=None, private_input: bool = False,
+                    progress=None) -> list:
+        """Proof bytes for each group of ``per_proof`` samples of ``x`` (batch first), one task per proof
+        (:func:`proofs.batch.prove_batch`: ``dask`` None for this process, "local:K", a scheduler address or a
+        ``distributed.Client``); each hiding proof uses its own copy, all reserved before any proof runs (a
+        ModelError before any work when too few are left)."""
+        from proofs import ModelError
+        from proofs.batch import prove_batch
+        if private_input and not self.zero_knowledge:
+            raise ModelError("private_input=True needs a hiding commitment (commit with hiding=True)")
+        x = _array(x, "x")
+        proofs = prove_batch(self._network, x, per_proof=per_proof, dask=dask, progress=progress,
+                             private_input=private_input)
+        return [proof.to_bytes() for proof in proofs]
+
     @classmethod
     def load(cls, model, commitment, state=None) -> "Prover":
         """The prover of a published ``commitment`` (bytes of :attr:`commitment`) for ``model`` (as :func:`commit`
@@ -319,11 +334,18 @@ def commit(model, calibration=None, *, hiding: bool = True, max_proofs: int | No
                   hiding)
 
 
-def prove(prover: Prover, x, *, private_input: bool = False) -> bytes:
-    """``prover.prove(x)``: the proof bytes that y = model(x) under ``prover.commitment``."""
+def prove(prover: Prover, x, *, private_input: bool = False, per_proof: int | None = None, dask=None,
+          progress=None):
+    """``prover.prove(x)``: the proof bytes that y = model(x) under ``prover.commitment``. With ``per_proof``
+    (or ``dask``): a batch, ``prover.prove_batch(x, per_proof=per_proof or 1, dask=dask)``, a list of proof
+    bytes, one per ``per_proof`` samples of x (``hezk.verify(commitment, x, proofs, per_proof=...)`` checks
+    them)."""
     if not isinstance(prover, Prover):
         from proofs import ModelError
         raise ModelError(f"prover must be the Prover of hezk.commit, got {type(prover).__name__}")
+    if per_proof is not None or dask is not None:
+        return prover.prove_batch(x, per_proof=1 if per_proof is None else per_proof, dask=dask,
+                                  private_input=private_input, progress=progress)
     return prover.prove(x, private_input=private_input)
 
 
@@ -341,9 +363,9 @@ class Verified(Verdict):
 
     @classmethod
     def of(cls, verdict: Verdict, output_frac: int, zero_knowledge: bool, private_input: bool) -> "Verified":
-        """A verifier's verdict with its output dequantized by 2^-output_frac."""
+        """A verifier's verdict with its output dequantized by 2^-output_frac (a batch's parts kept)."""
         return cls(kind=verdict.kind, output=verdict.output * 2.0 ** -output_frac, output_int=verdict.output,
-                   output_frac=output_frac, soundness_bits=verdict.soundness_bits,
+                   output_frac=output_frac, soundness_bits=verdict.soundness_bits, parts=verdict.parts,
                    statistical_bits=verdict.statistical_bits, zero_knowledge=zero_knowledge,
                    private_input=private_input)
 
@@ -354,53 +376,35 @@ class Verified(Verdict):
                     f"soundness {self.soundness_bits:.1f} bits)")
 
 
-def verify(commitment, x, proof) -> Verified:
+def verify(commitment, x, proof, *, per_proof: int = 1, dask=None) -> Verified:
     """Check ``proof`` (bytes) that y = model(x) under ``commitment`` (the bytes of ``Prover.commitment`` or of
-    ``hezk commit``: a graph commitment, hiding or public-weights, or the MLP path's model commitment); ``x`` None
-    for a proof made with ``private_input=True``. Returns a :class:`Verified` (truthy) on acceptance; raises only
+    ``hezk commit``: a graph commitment, hiding or public-weights, or the MLP strategy's model commitment); ``x``
+    None for a proof made with ``private_input=True``. A list of proofs (``hezk.prove(..., per_proof=K)``) is
+    checked as a batch, one proof per ``per_proof`` samples of ``x`` (``dask``: as :func:`prove`): the result's
+    ``output`` is every proof's, stacked, and ``parts`` each proof's verdict. The strategy is the commitment's
+    (:func:`proofs.inference.verify`). Returns a :class:`Verified` (truthy) on acceptance; raises only
     ProofRejected."""
     from proofs import ProofRejected
+    from proofs import inference
+    from proofs.batch import verify_batch
 
     try:
         if isinstance(commitment, Prover):
             commitment = commitment.commitment
-        for name, value in (("commitment", commitment), ("proof", proof)):
+        batch = isinstance(proof, (list, tuple))
+        for name, value in (("commitment", commitment), *((("proof", p) for p in proof) if batch else
+                                                          (("proof", proof),))):
             if not isinstance(value, (bytes, bytearray, memoryview)):
                 raise ProofRejected(f"{name} must be bytes, got {type(value).__name__}", "hezk.verify")
-        commitment, proof = bytes(commitment), bytes(proof)
+        parsed = inference.read_commitment(bytes(commitment))
         x = None if x is None else _array(x, "x")
-        return _verify_mlp(commitment, x, proof) or _verify_graph(commitment, x, proof)
+        if batch:
+            verdict = verify_batch(parsed, x, [bytes(p) for p in proof], per_proof=per_proof, dask=dask)
+        else:
+            verdict = inference.verify(parsed, x, bytes(proof))
+        frac = parsed.output_frac if isinstance(parsed, inference.ModelCommitment) else parsed.structure.output_frac
+        return Verified.of(verdict, frac, parsed.zk, x is None)
     except ProofRejected:
         raise
     except Exception as error:  # noqa: BLE001 (verifiers raise only ProofRejected)
         raise ProofRejected(f"{type(error).__name__}: {error}", "hezk.verify") from None
-
-
-def _verify_graph(commitment: bytes, x, proof: bytes) -> Verified:
-    """A graph commitment's proof (``hezk.commit``; ``hezk commit`` of any model but a ReLU MLP chain)."""
-    from proofs import ProofRejected
-    from proofs.graph_cli import read_graph_commitment
-    from proofs.layers.graph import verify_graph
-    from proofs.layers.graph_zk import verify_graph_zk
-
-    parsed = read_graph_commitment(commitment)
-    if x is None and not parsed.zk:
-        raise ProofRejected("x=None (a private input): a public-weights proof states its input", "hezk.verify")
-    verdict = (verify_graph_zk if parsed.zk else verify_graph)(parsed, x, proof)
-    return Verified.of(verdict, parsed.structure.output_frac, parsed.zk, x is None)
-
-
-def _verify_mlp(commitment: bytes, x, proof: bytes) -> Verified | None:
-    """A model commitment's proof (``hezk commit`` of a ReLU MLP chain: the MLP path), None for another kind."""
-    from proofs import ProofRejected
-    from proofs.cli import bounded_input
-    from proofs.layers.network import ModelCommitment, verify_network
-    from proofs.proof_format import record_kind
-
-    if record_kind(commitment) != ModelCommitment.KIND:
-        return None
-    parsed = ModelCommitment.from_bytes(commitment)
-    if x is None:
-        raise ProofRejected("x=None (a private input): an MLP commitment's proofs state their input", "hezk.verify")
-    x_int = bounded_input(x, parsed.input_frac, parsed.input_bound, "hezk.verify")
-    return Verified.of(verify_network(parsed, x_int, proof), parsed.output_frac, parsed.zk, False)

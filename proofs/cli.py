@@ -35,19 +35,19 @@ import time
 
 import numpy as np
 
-from . import graph_cli
+import hezk.model
+
+from . import graph_cli, inference
 from .graph_cli import figure_text, soundness_text  # noqa: F401 (soundness_text: re-exported)
 from .basefold import BasefoldParams
 from .errors import ModelError, ProofError, ProofRejected
-from .layers.network import ModelCommitment, Network, read_proof, verify_network
+from .inference import statement_input
+from .layers.network import ModelCommitment, Network
 from .layers.network_zk import DEFAULT_MAX_PROOFS, basefold_params  # noqa: F401 (re-exported)
 from .model import load_model
 from .cli_args import (DEFAULT_COMMITMENT, DEFAULT_PROOF, MODEL_HELP, PUBLIC_WEIGHTS_HELP,  # noqa: F401 (re-exported)
                        build_parser)
 from .progress import command_of, progress_bar, run_command
-from .proof_format import record_kind
-from .public_values import require_bounded
-from .quantize import quantize_values
 
 class InputFileError(ModelError):
     """The input file is not a usable input (unreadable, not numeric, NaN or infinite): a usage error (exit 2),
@@ -72,16 +72,8 @@ def _read_input(path: str) -> np.ndarray:
     return x
 
 
-def bounded_input(values: np.ndarray, input_frac: int, input_bound: int, where: str) -> np.ndarray:
-    """``values`` (integers, or floats quantized at 2^input_frac) as int64 within the committed input_bound;
-    ProofRejected naming input_bound otherwise (the one check of public integers, compared as Python ints: no
-    uint64 or -2^63 wraps; a float beyond the field is outside it too)."""
-    if values.dtype.kind == "f":
-        try:
-            values = quantize_values(values, input_frac)
-        except ModelError as error:
-            raise ProofRejected(f"{error}, outside input_bound={input_bound}", where) from None
-    return require_bounded(values, input_bound, f"input (input_bound={input_bound})", where).astype(np.int64)
+#: the one check of a stated input (:func:`proofs.inference.statement_input`), under the name callers know
+bounded_input = statement_input
 
 
 def _load_input(path: str, input_frac: int, input_bound: int) -> np.ndarray:
@@ -147,10 +139,31 @@ def commit_scheme(scheme: str | None, graph: bool, hiding: bool, parameter_copie
     return scheme
 
 
-def _commit(args) -> int:
+def _graph_strategy(args, asked: bool):
+    """The model's :class:`hezk.model.Graph` when the graph proof proves it: any model but a ReLU MLP chain, and a
+    ReLU MLP when ``asked`` (``--private-input``: only the graph proof hides the input) or when ``--commitment``
+    is a graph commitment; None: the MLP strategy (:mod:`proofs.inference` says why both are kept)."""
     graph = graph_cli.graph_model(args.model)
+    if graph is not None:
+        return graph
+    path = getattr(args, "commitment", None)
+    asked = asked or (args.command != "commit" and path is not None and os.path.isfile(path)
+                      and inference.is_graph_commitment(_read(path)))
+    if not asked:
+        return None
+    try:
+        return hezk.model.load(args.model)
+    except (hezk.model.ModelFileError, OSError, ValueError) as error:
+        raise ModelError(f"model {args.model!r}: the graph proof (asked for by --private-input or a graph "
+                         f"commitment) reads ONNX or hezk .npz model files, not a quantized MLP file: {error}") from None
+
+
+def _commit(args) -> int:
     zk = not args.public_weights
-    if graph is not None:  # convolutions, pools, residual adds: the graph proof (issue 13)
+    if getattr(args, "private_input", False) and not zk:
+        raise ModelError("--private-input with --public-weights: proofs of a hidden input need hiding weights")
+    graph = _graph_strategy(args, getattr(args, "private_input", False))
+    if graph is not None:  # convolutions, pools, residual adds, a hidden input: the graph proof (issue 13)
         args.scheme = commit_scheme(getattr(args, "scheme", None), True, zk)
         return graph_cli.commit(args, graph)
     if args.calibration is not None:
@@ -199,12 +212,13 @@ def _prove(args) -> int:
         return _prove_batch(args)
     if args.dask is not None:
         raise ModelError("--dask proves a batch: pass --inputs (a stacked .npy or a folder of .npy files)")
-    graph = graph_cli.graph_model(args.model)
+    graph = _graph_strategy(args, False)
     if graph is not None:
         return graph_cli.prove(args, graph)
     if args.private_input:
-        raise ModelError("--private-input proves graph models (ONNX or .npz read by the graph proof); a ReLU MLP "
-                         "committed by the MLP path states its input")
+        raise ModelError(f"--private-input: the commitment {args.commitment!r} of this ReLU MLP was made by the MLP "
+                         f"proof, whose proofs state their input; commit with 'commit --private-input' (the graph "
+                         f"proof) to hide it")
     network, _ = _prover(args)
     x = _load_input(args.input, network.model.input_frac, network.model.input_bound)
     start = time.perf_counter()
@@ -246,25 +260,47 @@ def _plain_params(path: str):
 
 
 def _prove_batch(args) -> int:
-    """--inputs: one proof per group of inputs, as tasks (proofs.batch), written into the folder --out."""
+    """--inputs: one proof per group of inputs, as tasks (proofs.batch), written into the folder --out; any model
+    (the strategy as :func:`_prove` picks it), each hiding proof reserving its own copy."""
     from .batch import prove_batch
-    network, _ = _prover(args)
-    groups = _input_groups(args, network.model.input_frac, network.model.input_bound)
+    graph = _graph_strategy(args, False)
+    private = getattr(args, "private_input", False)
+    if graph is not None:
+        network = graph_cli.prover(args, graph)
+        groups = _read_groups(args, len(network.qgraph.input_shape), graph_cli.load_array)
+    else:
+        if private:
+            raise ModelError("--private-input: this MLP commitment's proofs state their input; commit with 'commit "
+                             "--private-input' (the graph proof) to hide it")
+        network, _ = _prover(args)
+        groups = _input_groups(args, network.model.input_frac, network.model.input_bound)
     out = DEFAULT_PROOF[:-len(".bin")] + "s" if args.out == DEFAULT_PROOF else args.out
     if os.path.exists(out) and not os.path.isdir(out):
         raise ModelError(f"--out {out!r} is a file; batch mode writes its proofs into a folder")
     os.makedirs(out, exist_ok=True)
     start = time.perf_counter()
     # the copies are reserved in the state file's journal (locked, fsynced) before any task runs
-    proofs = prove_batch(network, groups, dask=args.dask, progress=None if args.quiet else progress_bar("proofs"))
+    proofs = prove_batch(network, groups, dask=args.dask, progress=None if args.quiet else progress_bar("proofs"),
+                         private_input=private)
     elapsed = time.perf_counter() - start
     for i, proof in enumerate(proofs):
         with open(os.path.join(out, f"proof_{i:05d}.bin"), "wb") as handle:
             handle.write(proof.to_bytes())
-    mode = f"zero knowledge, {network.proofs_left} proofs left" if network.zk else "PUBLIC WEIGHTS"
+    mode = f"zero knowledge, {network.proofs_left} proofs left" if network.commitment.zk else "PUBLIC WEIGHTS"
     print(f"proved {len(proofs)} proofs in {elapsed:.2f}s ({len(proofs) / elapsed:.2f} proofs/s, --dask "
           f"{args.dask or 'none: in process'}) -> {out}/proof_00000.bin ... ({mode})")
     return 0
+
+
+def _read_groups(args, sample_ndim: int, read=None) -> list:
+    """The raw input groups of --inputs: one per .npy of a folder (sorted by name), or the samples of a stacked
+    .npy cut into groups of --per-proof."""
+    from .batch import input_groups
+    read = _read_input if read is None else read
+    if os.path.isdir(args.inputs):
+        return input_groups([read(os.path.join(args.inputs, name)) for name in _input_names(args.inputs)],
+                            sample_ndim=sample_ndim)
+    return input_groups(read(args.inputs), args.per_proof, sample_ndim)
 
 
 def _input_groups(args, frac: int, bound: int) -> list:
@@ -287,13 +323,8 @@ def _input_names(folder: str) -> list:
 def _checked_groups(args, frac: int, bound: int) -> list:
     """The verifier's input groups (as :func:`_input_groups`), each (True, int64 group) or (False, why it is
     outside the committed input_bound): such a group's proof is rejected, the others still checked."""
-    from .batch import input_groups
-    if os.path.isdir(args.inputs):
-        groups = input_groups([_read_input(os.path.join(args.inputs, name)) for name in _input_names(args.inputs)])
-    else:
-        groups = input_groups(_read_input(args.inputs), args.per_proof)
     checked = []
-    for i, group in enumerate(groups):
+    for i, group in enumerate(_read_groups(args, 1)):
         try:
             checked.append((True, bounded_input(group, frac, bound, f"input group {i}")))
         except ProofRejected as rejection:
@@ -308,9 +339,6 @@ def _verify_batch(args, data: bytes) -> int:
     from .batch import verify_each
     folder = DEFAULT_PROOF[:-len(".bin")] + "s" if args.proofs is None else args.proofs
     try:
-        if record_kind(data) in (graph_cli.GraphCommitment.KIND, graph_cli.HidingGraphCommitment.KIND):
-            raise ModelError("batch verification (--inputs) takes an MLP commitment; verify a graph model's "
-                             "proofs one at a time (--input, --proof)")
         if not os.path.isdir(folder):
             raise ModelError(f"--proofs {folder!r} is not a folder (batch mode reads proof_NNNNN.bin from it)")
         if args.outputs is not None and os.path.exists(args.outputs) and not os.path.isdir(args.outputs):
@@ -319,18 +347,26 @@ def _verify_batch(args, data: bytes) -> int:
         if not names:
             raise ModelError(f"--proofs folder {folder!r} holds no proof_NNNNN.bin")
         try:
-            commitment = ModelCommitment.from_bytes(data)
+            commitment = inference.read_commitment(data)
         except ProofRejected as error:
             print("reject")
             print(f"reject: the commitment: {error}", file=sys.stderr)
             return 1
-        groups = _checked_groups(args, commitment.input_frac, commitment.input_bound)
+        if isinstance(commitment, ModelCommitment) and args.private_input:
+            raise ModelError("--private-input: an MLP commitment's proofs state their input (pass --inputs)")
+        if isinstance(commitment, ModelCommitment):
+            groups = _checked_groups(args, commitment.input_frac, commitment.input_bound)
+        elif args.private_input:  # proofs of hidden inputs: one per proof file
+            groups = [(True, None)] * len(names)
+        else:  # the graph verifier checks each group's range itself (a group outside it: that proof rejected)
+            groups = [(True, group) for group in _read_groups(args, inference.sample_ndim(commitment),
+                                                              graph_cli.load_array)]
         if len(names) != len(groups):
             print("reject")
             print(f"reject: {len(names)} proofs in {folder!r} for {len(groups)} input groups", file=sys.stderr)
             return 1
         inside = [i for i, (ok, _) in enumerate(groups) if ok]  # a group outside input_bound: its proof rejected
-        verified = verify_each(commitment, [groups[i][1] for i in inside],
+        verified = verify_each(commitment, None if args.private_input else [groups[i][1] for i in inside],
                                [_read(os.path.join(folder, names[i])) for i in inside], dask=args.dask,
                                progress=None if args.quiet else progress_bar("verifying"),
                                allow_conjectured=args.allow_conjectured) if inside else []
@@ -345,7 +381,7 @@ def _verify_batch(args, data: bytes) -> int:
     for i, (name, (ok, result)) in enumerate(zip(names, results)):
         print(f"{name}: accept" if ok else f"{name}: reject: {result}")
         if ok and args.outputs is not None:
-            np.save(os.path.join(args.outputs, f"output_{i:05d}.npy"), result.output * 2.0 ** -commitment.output_frac)
+            np.save(os.path.join(args.outputs, f"output_{i:05d}.npy"), _dequantized(commitment, result.output))
     rejected = [name for name, (ok, _) in zip(names, results) if not ok]
     if rejected:
         print("reject")
@@ -354,9 +390,17 @@ def _verify_batch(args, data: bytes) -> int:
     print("accept")
     rows = [len(verdict.output) for _, verdict in results]
     mode = "zero knowledge" if commitment.zk else "public weights"
-    print(f"accept: {len(names)} proofs of {sum(rows)} inputs ({mode}, "
-          f"{figure_text(commitment, max(rows))} each)", file=sys.stderr)
+    hidden = {"private_input": True} if args.private_input else {}
+    print(f"accept: {len(names)} proofs of {sum(rows)} inputs ({mode}{', private inputs' if hidden else ''}, "
+          f"{figure_text(commitment, max(rows), **hidden)} each)", file=sys.stderr)
     return 0
+
+
+def _dequantized(commitment, output: np.ndarray) -> np.ndarray:
+    """A proven output as floats: at the MLP commitment's output scale, or the graph structure's."""
+    if isinstance(commitment, ModelCommitment):
+        return output * 2.0 ** -commitment.output_frac
+    return commitment.structure.dequantize(output)
 
 
 def _read(path: str) -> bytes:
@@ -366,7 +410,7 @@ def _read(path: str) -> bytes:
 
 def _verify(args) -> int:
     data = _read(args.commitment)
-    if args.inputs is not None:
+    if args.inputs is not None or (args.private_input and args.proofs is not None):
         return _verify_batch(args, data)
     if args.dask is not None or args.proofs is not None or args.outputs is not None:
         print("error: --dask, --proofs and --outputs verify a batch: pass --inputs (a stacked .npy or a folder of "
@@ -377,7 +421,7 @@ def _verify(args) -> int:
         if not os.path.isfile(args.proof):
             print(f"error: argument --proof/-p: file {args.proof!r} does not exist", file=sys.stderr)
             return 2
-    if record_kind(data) in (graph_cli.GraphCommitment.KIND, graph_cli.HidingGraphCommitment.KIND):
+    if inference.is_graph_commitment(data):
         return graph_cli.verify(args, data)
     if args.private_input:
         print("error: --private-input: an MLP commitment's proofs state their input (pass --input)", file=sys.stderr)
@@ -385,8 +429,8 @@ def _verify(args) -> int:
     try:
         commitment = ModelCommitment.from_bytes(data)
         x = bounded_input(_read_input(args.input), commitment.input_frac, commitment.input_bound, args.input)
-        output = verify_network(commitment, x, read_proof(_read(args.proof)),
-                                allow_conjectured=getattr(args, "allow_conjectured", False)).output
+        output = inference.verify(commitment, x, _read(args.proof),
+                                  allow_conjectured=getattr(args, "allow_conjectured", False)).output
     except InputFileError as error:  # unreadable, not numeric, NaN: a usage error, not a rejection
         print(f"error: {error}", file=sys.stderr)
         return 2

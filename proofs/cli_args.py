@@ -79,6 +79,9 @@ def _commit_options(commit) -> None:
                              "(default: the model file's input_bound, else the widest of 8, 4, 2, 1 that fits); "
                              "a graph model's per-layer scales (default: 64 seeded uniform [-1, 1] inputs)")
     commit.add_argument("--public-weights", action="store_true", help=PUBLIC_WEIGHTS_HELP)
+    commit.add_argument("--private-input", action="store_true",
+                        help="commit for proofs that may hide their input (prove --private-input): a ReLU MLP is "
+                             "then committed by the graph proof (every other model always is); hiding weights only")
     commit.add_argument("--quiet", action="store_true", help="no progress bar")
     commit.add_argument("--scheme", choices=("auto", "ligero", "basefold"), default="auto",
                         help="the commitment: auto (default) takes the smaller proof at >= 100 bits: basefold for a "
@@ -99,9 +102,9 @@ def _prove_options(prove) -> None:
     inputs = prove.add_mutually_exclusive_group(required=True)
     inputs.add_argument("--input", "-i", type=_existing_file, help="input .npy (batch, in_features): one proof")
     inputs.add_argument("--inputs", type=_existing_path,
-                        help="batch mode: a stacked .npy (N, in_features), one proof per --per-proof rows, or a "
-                             "folder of .npy files, one proof each; proofs go to the folder --out as proof_00000.bin, "
-                             "... (each uses one hiding copy)")
+                        help="batch mode, any model: a stacked .npy (N, *sample shape), one proof per --per-proof "
+                             "samples, or a folder of .npy files, one proof each; proofs go to the folder --out as "
+                             "proof_00000.bin, ... (each uses one hiding copy, reserved before any proof runs)")
     prove.add_argument("--per-proof", type=int, default=1, help="batch mode: rows of a stacked --inputs per proof")
     prove.add_argument("--dask", default=None,
                        help="batch mode: prove as tasks on dask.distributed, local:K (K local worker processes, one "
@@ -119,8 +122,9 @@ def _prove_options(prove) -> None:
                             "weights (a state without its journal is refused)")
     prove.add_argument("--public-weights", action="store_true", help=PUBLIC_WEIGHTS_HELP)
     prove.add_argument("--private-input", action="store_true",
-                       help="hide the input too (a graph model's zero-knowledge proof: the input is committed in the "
-                            "proof and its range proven; verify with --private-input instead of --input)")
+                       help="hide the input too (a zero-knowledge graph proof: the input is committed in the proof "
+                            "and its range proven; verify with --private-input instead of --input); a ReLU MLP "
+                            "must have been committed with 'commit --private-input'; with --inputs, every proof")
     prove.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -131,7 +135,8 @@ def _verify_options(verify) -> None:
     verify_inputs.add_argument("--input", "-i", type=_existing_file, help="input .npy the proof is about")
     verify_inputs.add_argument("--private-input", action="store_true",
                                help="the proof is about a hidden input (made with prove --private-input): accept "
-                                    "when some input in the model's range gives the proof's output")
+                                    "when some input in the model's range gives the proof's output; with --proofs "
+                                    "DIR, every proof of the folder (batch mode)")
     verify_inputs.add_argument("--inputs", type=_existing_path,
                                help="batch mode: the --inputs given to 'prove' (a stacked .npy cut by --per-proof, "
                                     "or a folder of .npy files), checked against the folder --proofs; one line per "

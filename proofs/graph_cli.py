@@ -152,13 +152,15 @@ def read_graph_commitment(data: bytes):
     return GraphCommitment.from_bytes(data)
 
 
-def prove(args, graph) -> int:
+def prover(args, graph):
+    """The graph prover of ``--model`` under ``--commitment`` (GraphNetwork, or HidingGraphNetwork read from its
+    ``--state``), re-quantized with the committed scales; ModelError for a commitment of another model, a
+    missing state, or ``--private-input`` with a public-weights commitment."""
     try:
         committed = read_graph_commitment(_read(args.commitment))
     except (OSError, ProofRejected) as error:
         raise ModelError(f"commitment {args.commitment!r} is not a graph commitment: {error}") from None
     q = quantize_graph(graph, like=committed.structure)
-    state = None
     if committed.zk:
         state = args.state if args.state is not None else f"{args.commitment}.state"
         if not os.path.isfile(state):
@@ -172,6 +174,12 @@ def prove(args, graph) -> int:
                          "weights proof states its input")
     if network.commitment.to_bytes() != committed.to_bytes():
         raise ModelError(f"the commitment {args.commitment!r} was made for other weights than {args.model!r}")
+    return network
+
+
+def prove(args, graph) -> int:
+    network = prover(args, graph)
+    q = network.qgraph
     x = load_array(args.input)
     start = time.perf_counter()
     progress = None if args.quiet else progress_bar("proving")
@@ -182,7 +190,7 @@ def prove(args, graph) -> int:
     with open(args.out, "wb") as handle:
         handle.write(data)
     soundness = figure_text(network.commitment, len(proof.output), **({"private_input": True} if private else {}))
-    mode = f"zero knowledge, {network.proofs_left} proofs left" if state is not None else "PUBLIC WEIGHTS"
+    mode = f"zero knowledge, {network.proofs_left} proofs left" if network.commitment.zk else "PUBLIC WEIGHTS"
     print(f"proved in {elapsed:.2f}s -> {args.out} ({len(data)} bytes, {mode}, {soundness})")
     _print(q.dequantize(proof.output), q.output_frac)
     return 0

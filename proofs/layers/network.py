@@ -290,6 +290,13 @@ class Network:
             return None
         return len(self._weights_witness.witnesses) - len(self._weights_witness.spent)
 
+    def reserve(self, where: str, count: int) -> list:
+        """``count`` unused hiding copies, marked spent (in the state file's journal first when read from one):
+        a batch prover hands them out ahead of its proofs (``prove(x, copy=c)``)."""
+        if not self.zk:
+            raise ModelError("reserve: a zk=False commitment has no hiding copies")
+        return self._weights_witness.reserve(where, count)
+
     def soundness_bits(self, batch: int | None = None) -> float:
         """-log2 of the soundness error of a proof for ``batch`` inputs (default: batch_size, else 1)."""
         return self.commitment.soundness_bits(batch or self.batch_size or 1)
