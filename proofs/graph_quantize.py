@@ -50,6 +50,7 @@ never makes a statement the verifiers refuse.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -408,6 +409,8 @@ def row_equation(kind: str, rank: int) -> str:
         return f"b{letters},{letters[-1]}yz->b{letters[:-1]}yz"
     if kind == "row_max_join":
         return f"b{letters},{letters[-2:-1]}->b{letters[:-2]}{letters[-1:]}"
+    if kind == "row_broadcast":  # every sample letter on the kernel: the hiding proof's read binds the row's letters
+        return f"b{letters},{letters}z->b{letters[:-1]}z"
     return f"b{letters},{letters[-1]}z->b{letters[:-1]}z"
 
 
@@ -426,8 +429,9 @@ def row_kernel(kind: str, equation: str, in_shape, weight_shape) -> np.ndarray:
         return max_split(n)
     if fits and kind == "row_max_join" and len(shape) >= 2 and shape[-2] == 3:
         return np.array([1, 1, -1], dtype=np.int64)
-    if fits and kind == "row_broadcast" and n == 1 and len(weight_shape) == 2 and weight_shape[0] == 1 \
-            and 1 <= weight_shape[1] <= MAX_TENSOR_ENTRIES:
+    if fits and kind == "row_broadcast" and n == 1 and len(weight_shape) == len(shape) + 1 \
+            and tuple(weight_shape[:-1]) == shape and 1 <= weight_shape[-1] and \
+            padded_entries(weight_shape) <= MAX_TENSOR_ENTRIES:
         return -np.ones(tuple(weight_shape), dtype=np.int64)
     raise ModelError(f"row kernel {kind!r} with equation {equation!r} on the input shape {shape} (weight "
                      f"{tuple(weight_shape)}): expected {row_equation(kind, max(len(shape), 2))!r} on a row that fits")
@@ -974,13 +978,36 @@ def _softmax_ops(low: _Lowering, source: str) -> None:
                                       max_split(width).astype(float)), 0))
         current = low.row("row_max_join", split, f"max{level}", requant=False, q_bound=bound)
         width, level = m, level + 1
-    negative = low.row("row_broadcast", current, "neg_max", requant=False, q_bound=bound, weight_shape=(1, n))
+    negative = low.row("row_broadcast", current, "neg_max", requant=False, q_bound=bound,
+                       weight_shape=(*low.shapes[current], n))
     d = low.add(source, negative, "shifted")
     e = low.lookup("softmax_exp", d, "exp", None if low.like else np.exp(shifted))
     s = low.row("row_sum", e, "sum", float_out=None if low.like else low.floats[e].sum(axis=-1, keepdims=True))
     r = low.lookup("reciprocal", s, "reciprocal", None if low.like else 1.0 / low.floats[s])
     letters = _AXES[:rank]
     low.bilinear(e, r, f"b{letters},b{letters[:-1]}z->b{letters}", "product", last=True)
+
+
+def _copies_for_shared_reads(ops, shapes, fracs, bounds, public: str) -> list:
+    """Each contraction after the first that reads one tensor reads its own identity-transpose copy instead (free in
+    the plain proof: a relabelling). The hiding proof states one masked value per read, and a contraction's read
+    binds its summed letters only (the reader's three Gathers of q, k, v from one projection bind 2 variables each):
+    a copy's relation binds all of them, so the stated values stay independent (:func:`proofs.relations.mask_rank`)."""
+    readers, out = {}, []
+    for op in ops:
+        if op.kind == "contraction" and op.inputs[0] != public:
+            source = op.inputs[0]
+            readers[source] = readers.get(source, 0) + 1
+            if readers[source] > 1:
+                copy = f"{source}/copy{readers[source] - 1}"
+                while copy in shapes:
+                    copy += "'"
+                shapes[copy], fracs[copy], bounds[copy] = shapes[source], fracs[source], bounds[source]
+                out.append(QOp("transpose", f"{op.name}.copy", (source,), copy,
+                               shape=tuple(range(len(shapes[source])))))
+                op = QOp(**{**{f.name: getattr(op, f.name) for f in dataclasses.fields(op)}, "inputs": (copy,)})
+        out.append(op)
+    return out
 
 
 PROVABLE_ACTIVATIONS = ("relu", "square", "clip") + LOOKUP_FUNCTIONS
@@ -1190,6 +1217,8 @@ def quantize_graph(graph, calibration=None, *, act_bits: int = 12, weight_bits: 
             raise ModelError(f"{where}: node kind {node.kind!r} cannot be proven")
         shapes[node.output] = graph.shape_of(node.output)
     output = alias.get(graph.output, graph.output)
+    if any(op.kind == "bilinear" for op in ops):  # attention's Gathers (other graphs' structures are unchanged)
+        ops = _copies_for_shared_reads(ops, shapes, fracs, bounds, graph.input)
     quantized = QuantizedGraph(graph.input, tuple(graph.input_shape), f_in, bounds[graph.input], tuple(ops), output,
                                shapes, fracs, bounds, graph.digest())
     try:  # the verifiers' validator: never make a statement they refuse

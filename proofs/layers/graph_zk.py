@@ -64,7 +64,7 @@ from .. import basefold_zk as BZ
 from .. import field as F
 from ..errors import ModelError, ProofError, ProofRejected
 from ..verdict import Verdict, rejecting
-from ..graph_quantize import QuantizedGraph, lookup_table, public_weight, validate_structure
+from ..graph_quantize import QuantizedGraph, bilinear_terms, lookup_table, public_weight, validate_structure
 from ..lookup import multiplicities
 from ..mle import bind_high, eq_eval, eq_table, mle_evaluate
 from ..progress import as_progress
@@ -389,6 +389,8 @@ class _Run:
                 self.contraction(index, op)
             elif op.kind == "lookup":
                 self.lookup(index, op)
+            elif op.kind == "bilinear":
+                self.bilinear(index, op)
             elif op.kind == "relu":
                 self.requantized(index, op, [], F.ext_zero(), op.inputs[0])
             elif op.kind == "square":
@@ -511,6 +513,37 @@ class _Run:
             point = np.concatenate([point, F.ext_zero((slot.elem_vars - point.shape[0],))])
             terms.append(Term(valid, (eq_factor(point),), (Stored("w", f"b{index}"),), slot.elem_vars))
         self.requantized(index, op, terms, F.ext_zero(), None, tau)
+
+    def bilinear(self, index: int, op) -> None:
+        """acc = einsum(X1, X2) of two computed tensors (attention's q k^T and its weighted sum): the layer
+        relation's accumulator term sum_(b S C) eq(tau_(b S), (b, S)) X1(b, S, C, tau_1) X2(b, S, C, tau_2), the
+        operands laid out b, shared S, contracted C, own letters (:func:`proofs.graph_quantize.bilinear_layout`,
+        checked by the validator), so b S C is one block of both, their own letters fixed at the output's tau."""
+        s = self.s
+        left, right, out = bilinear_terms(op.equation)
+        shared = "".join(l for l in left[1:] if l in right and l in out)
+        block = "b" + shared + "".join(l for l in left[1:] if l in right and l not in out)
+        if all(self.is_public(t) for t in op.inputs):
+            raise ModelError(f"{op.name}: a product of two public tensors is a public value: not provable with hidden "
+                             f"weights (use --public-weights)")
+        sizes = dict(zip(left[1:] + right[1:], s.q.shapes[op.inputs[0]] + s.q.shapes[op.inputs[1]]))
+        bits = {l: _bits(sizes[l]) for l in sizes}
+        bits["b"] = _bits(s.pb)
+        tau = self.ch.point(f"graph.layer{index}", s.vars(op.output))
+        parts = split_point(tau, out, {l: bits[l] for l in out}.get)
+        for letter in left + right:  # a letter on one operand only (size 1): no variable
+            parts.setdefault(letter, F.ext_zero((0,)))
+        k = sum(bits[l] for l in block)
+        factors, publics = [], []
+        for letters, tensor in ((left, op.inputs[0]), (right, op.inputs[1])):
+            low = join_point(parts, letters[len(block):]) if len(letters) > len(block) else None
+            factor = self.operand(tensor, None, low, k)
+            (publics if isinstance(factor, Public) else factors).append(factor)
+        high = sum(bits[l] for l in "b" + shared)
+        if high:
+            point = join_point(parts, "b" + shared)
+            publics.append(eq_factor(point) if high == k else _high_eq_factor(point, k - high, k))
+        self.requantized(index, op, [Term(self.one, tuple(publics), tuple(factors), k)], F.ext_zero(), None, tau)
 
     # -- lookups (LogUp, Haboeck 2022, with committed inverses) ------------------------------------------
     def lookup_store(self) -> None:
