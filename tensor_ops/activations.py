@@ -62,7 +62,7 @@ TARGETS = {
     "square": np.square,
 }
 TARGETS.update({name: (lambda f: lambda x: activate(f, x))(name)
-                for name in ("softplus", "softsign", "hardswish", "mish", "elu", "selu")})  # hezk.model's floats
+                for name in ("softplus", "softsign", "hardswish", "mish", "elu", "selu", "gelu_tanh")})  # hezk.model's
 METHODS = ("minimax", "chebyshev", "least_squares")
 _REMEZ_GRID = 8193  # points of each of the two grids (uniform and Chebyshev-spaced) the exchange searches
 _REMEZ_STEPS = 40

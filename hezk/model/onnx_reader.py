@@ -22,6 +22,8 @@ make it run where one exists (``REWRITES``).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .errors import MissingInputShape, ModelFileError, UnsupportedOperator
@@ -227,6 +229,43 @@ def _is_scalar(const: dict, tensor, value) -> bool:
             and abs(float(np.asarray(array).reshape(())) - value) <= 1e-3 * abs(value))
 
 
+def _only_consumer(nodes, consumers, tensor, op):
+    """The index of the one node reading ``tensor`` when it is an ``op``, else None."""
+    readers = consumers.get(tensor, [])
+    return readers[0] if len(readers) == 1 and nodes[readers[0]].op_type == op else None
+
+
+def _other(node, tensor):
+    """The operand of a binary ``node`` beside ``tensor`` (None if ``tensor`` is not one of its two)."""
+    operands = list(node.input[:2])
+    if len(operands) != 2 or tensor not in operands:
+        return None
+    operands.remove(tensor)
+    return operands[0]
+
+
+def _gelu_tail(nodes, const, producer, consumers, x, total):
+    """(indices, y) of y = 0.5 x total as exporters write GELU's last products, (x total) 0.5, x (total 0.5) or
+    (0.5 x) total, from the one Mul reading ``total``; None if it is none of them."""
+    mul_index = _only_consumer(nodes, consumers, total, "Mul")
+    if mul_index is None:
+        return None
+    operand, product = _other(nodes[mul_index], total), nodes[mul_index].output[0]
+    if operand == x or _is_scalar(const, operand, 0.5):  # (x * total) * 0.5 or (total * 0.5) * x
+        last = _only_consumer(nodes, consumers, product, "Mul")
+        if last is None:
+            return None
+        factor = _other(nodes[last], product)
+        if not (_is_scalar(const, factor, 0.5) if operand == x else factor == x):
+            return None
+        return (mul_index, last), nodes[last].output[0]
+    half_index = producer.get(operand)  # (x * 0.5) * total
+    if half_index is None or consumers.get(operand) != [mul_index] or nodes[half_index].op_type != "Mul" \
+            or not _is_scalar(const, _other(nodes[half_index], x), 0.5):
+        return None
+    return (half_index, mul_index), product
+
+
 def _fuse_erf_gelu(nodes, initializers, numpy_helper) -> list:
     """``nodes`` with each exact GELU written out with Erf replaced by one Gelu node: torch.onnx.export below
     opset 20 writes nn.GELU() as Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5) (other exporters: x * 1/sqrt 2,
@@ -237,20 +276,6 @@ def _fuse_erf_gelu(nodes, initializers, numpy_helper) -> list:
 
     const, producer, consumers = _wiring(nodes, initializers, numpy_helper)
 
-    def is_scalar(tensor, value) -> bool:
-        return _is_scalar(const, tensor, value)
-
-    def only_consumer(tensor, op):
-        readers = consumers.get(tensor, [])
-        return readers[0] if len(readers) == 1 and nodes[readers[0]].op_type == op else None
-
-    def other(node, tensor):
-        operands = list(node.input[:2])
-        if len(operands) != 2 or tensor not in operands:
-            return None
-        operands.remove(tensor)
-        return operands[0]
-
     def match(erf_index):
         """(the group's node indices, x, y) of the GELU around nodes[erf_index], or None."""
         erf = nodes[erf_index]
@@ -259,38 +284,19 @@ def _fuse_erf_gelu(nodes, initializers, numpy_helper) -> list:
             return None
         pre = nodes[pre_index]
         x = None
-        if pre.op_type == "Div" and is_scalar(pre.input[1], 2 ** 0.5):
+        if pre.op_type == "Div" and _is_scalar(const, pre.input[1], 2 ** 0.5):
             x = pre.input[0]
         elif pre.op_type == "Mul":
             for a, b in (pre.input[:2], pre.input[1::-1]):
-                if is_scalar(b, 2 ** -0.5):
+                if _is_scalar(const, b, 2 ** -0.5):
                     x = a
         if x is None or x in const:
             return None
-        add_index = only_consumer(erf.output[0], "Add")
-        if add_index is None or not is_scalar(other(nodes[add_index], erf.output[0]), 1.0):
+        add_index = _only_consumer(nodes, consumers, erf.output[0], "Add")
+        if add_index is None or not _is_scalar(const, _other(nodes[add_index], erf.output[0]), 1.0):
             return None
-        total = nodes[add_index].output[0]
-        mul_index = only_consumer(total, "Mul")
-        if mul_index is None:
-            return None
-        operand = other(nodes[mul_index], total)
-        product = nodes[mul_index].output[0]
-        if operand == x:  # (x * (1 + erf)) * 0.5
-            last = only_consumer(product, "Mul")
-            if last is None or not is_scalar(other(nodes[last], product), 0.5):
-                return None
-            return (pre_index, erf_index, add_index, mul_index, last), x, nodes[last].output[0]
-        if is_scalar(operand, 0.5):  # x * ((1 + erf) * 0.5)
-            last = only_consumer(product, "Mul")
-            if last is None or other(nodes[last], product) != x:
-                return None
-            return (pre_index, erf_index, add_index, mul_index, last), x, nodes[last].output[0]
-        half_index = producer.get(operand)  # (x * 0.5) * (1 + erf)
-        if half_index is None or consumers.get(operand) != [mul_index] or nodes[half_index].op_type != "Mul" \
-                or not is_scalar(other(nodes[half_index], x), 0.5):
-            return None
-        return (pre_index, erf_index, add_index, half_index, mul_index), x, product
+        tail = _gelu_tail(nodes, const, producer, consumers, x, nodes[add_index].output[0])
+        return None if tail is None else ((pre_index, erf_index, add_index) + tail[0], x, tail[1])
 
     replaced, dropped = {}, set()
     for i, node in enumerate(nodes):
@@ -300,6 +306,73 @@ def _fuse_erf_gelu(nodes, initializers, numpy_helper) -> list:
                 group, x, y = found
                 name = node.name or f"Erf_{i}"
                 replaced[max(group)] = onnx.helper.make_node("Gelu", [x], [y], name=name)
+                dropped.update(group)
+    return [replaced.get(i, node) for i, node in enumerate(nodes) if i not in dropped or i in replaced]
+
+
+def _fuse_tanh_gelu(nodes, initializers, numpy_helper) -> list:
+    """``nodes`` with each GELU's tanh approximation written out (torch.onnx.export below opset 20 writes
+    nn.GELU(approximate="tanh") as 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), x^3 as Mul(x, Mul(x, x)) or
+    Pow(x, 3)) replaced by one Gelu(approximate="tanh") named after its Tanh node; every intermediate tensor must
+    feed only its group, else nothing is fused (and the nodes are read one by one)."""
+    import onnx
+
+    const, producer, consumers = _wiring(nodes, initializers, numpy_helper)
+
+    def made(tensor, op):
+        """The index of the ``op`` node making ``tensor``, read once, or None."""
+        index = producer.get(tensor)
+        ok = index is not None and nodes[index].op_type == op and len(consumers.get(tensor, [])) == 1
+        return index if ok else None
+
+    def scaled(tensor, factor):
+        """(index, the other operand) of a Mul making ``tensor`` from a constant ``factor``, or None."""
+        index = made(tensor, "Mul")
+        for a, b in (() if index is None else (nodes[index].input[:2], nodes[index].input[1::-1])):
+            if _is_scalar(const, b, factor):
+                return index, a
+        return None
+
+    def cube(tensor, x):
+        """The indices making ``tensor`` = x^3, or None."""
+        index = made(tensor, "Pow")
+        if index is not None and nodes[index].input[0] == x and _is_scalar(const, nodes[index].input[1], 3.0):
+            return (index,)
+        index = made(tensor, "Mul")
+        for a, b in (() if index is None else (nodes[index].input[:2], nodes[index].input[1::-1])):
+            square = made(b, "Mul") if a == x else None
+            if square is not None and list(nodes[square].input[:2]) == [x, x]:
+                return index, square
+            square = made(b, "Pow") if a == x else None
+            if square is not None and nodes[square].input[0] == x and _is_scalar(const, nodes[square].input[1], 2.0):
+                return index, square
+        return None
+
+    def match(tanh_index):
+        outer = scaled(nodes[tanh_index].input[0], math.sqrt(2 / math.pi))
+        inner = None if outer is None else made(outer[1], "Add")
+        for x, term in (() if inner is None else (nodes[inner].input[:2], nodes[inner].input[1::-1])):
+            cubic = scaled(term, 0.044715)
+            powers = None if cubic is None or x in const else cube(cubic[1], x)
+            if powers is None:
+                continue
+            add_index = _only_consumer(nodes, consumers, nodes[tanh_index].output[0], "Add")
+            if add_index is None or not _is_scalar(const, _other(nodes[add_index], nodes[tanh_index].output[0]), 1.0):
+                return None
+            tail = _gelu_tail(nodes, const, producer, consumers, x, nodes[add_index].output[0])
+            if tail is None:
+                return None
+            return (*powers, cubic[0], inner, outer[0], tanh_index, add_index, *tail[0]), x, tail[1]
+        return None
+
+    replaced, dropped = {}, set()
+    for i, node in enumerate(nodes):
+        if node.op_type == "Tanh" and i not in dropped:
+            found = match(i)
+            if found is not None and not dropped.intersection(found[0]):
+                group, x, y = found
+                replaced[max(group)] = onnx.helper.make_node("Gelu", [x], [y], name=node.name or f"Tanh_{i}",
+                                                             approximate="tanh")
                 dropped.update(group)
     return [replaced.get(i, node) for i, node in enumerate(nodes) if i not in dropped or i in replaced]
 
@@ -416,7 +489,8 @@ def _fuse_univariate(nodes, initializers, numpy_helper) -> list:
         if node.op_type == "Mul" and len(node.input) == 2:
             for x, other in (node.input, node.input[::-1]):
                 tanh = producer.get(other)
-                if made(other, "Tanh", nodes[tanh].input[0] if tanh is not None else None) is not None:
+                source = nodes[tanh].input[0] if tanh is not None and nodes[tanh].input else None  # a Constant
+                if made(other, "Tanh", source) is not None:
                     softplus = made(nodes[tanh].input[0], "Softplus", x)
                     if softplus is not None:
                         return "Mish", x, (tanh, softplus)
@@ -459,6 +533,7 @@ class _Reader:
         self.alias: dict[str, str] = {}
         self.uses: dict[str, int] = {}
         nodes = _fuse_layernorm(list(graph.node), self.const, numpy_helper)
+        nodes = _fuse_tanh_gelu(nodes, self.const, numpy_helper)
         self.source_nodes = _fuse_univariate(_fuse_erf_gelu(nodes, self.const, numpy_helper),
                                              self.const, numpy_helper)
         self.readers: dict[str, list[str]] = {}  # tensor -> the op types of the source nodes reading it

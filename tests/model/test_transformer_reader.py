@@ -195,3 +195,47 @@ def test_written_out_layernorm_is_fused_only_when_it_is_one():
     for refused in (_written_out_layernorm([1]), _written_out_layernorm([-1], extra_reader=True)):
         with pytest.raises(ModelFileError):
             read_onnx(refused)
+
+
+def test_tanh_gelu_written_out_reads_as_one_activation():
+    """nn.GELU(approximate="tanh") in an encoder layer, written out by the TorchScript exporter at opset 17
+    (0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))), reads as one gelu_tanh activation (its Mul of x by x^2
+    crashed the reader with an IndexError before); the forward equals onnxruntime's."""
+    torch = pytest.importorskip("torch")
+    model = export(encoder(1, torch.nn.GELU(approximate="tanh")), dynamo=False)
+    graph = read_onnx(model)
+    assert [n.function for n in graph.nodes if n.kind == "activation"] == ["gelu_tanh"]
+    assert [n.kind for n in graph.nodes].count("bilinear") == 2  # only attention's two products
+    x = np.random.default_rng(4).normal(size=(2, 1, SEQUENCE, D_MODEL)).astype(np.float32)
+    expected = onnxruntime_outputs(model, x.reshape(2, SEQUENCE, D_MODEL))[0]
+    assert np.max(np.abs(graph.forward(x).reshape(expected.shape) - expected)) <= 1e-5
+
+
+def _written_out_tanh_gelu(coefficient=0.044715, cube="pow", half_first=False):
+    """y = 0.5 x (1 + tanh(sqrt(2/pi) (x + c x^3))) on x (N, 6): x^3 as Pow(x, 3) or Mul(x, Mul(x, x)), the 0.5
+    on x first or on the product last."""
+    b = Builder((6,))
+    cubed = b.node("Pow", ["x", b.const(3.0)]) if cube == "pow" else b.node("Mul", ["x", b.node("Mul", ["x", "x"])])
+    inner = b.node("Add", ["x", b.node("Mul", [b.const(coefficient), cubed])])
+    total = b.node("Add", [b.node("Tanh", [b.node("Mul", [inner, b.const(np.sqrt(2 / np.pi))])], "tanh"),
+                           b.const(1.0)])
+    if half_first:
+        b.node("Mul", [b.node("Mul", ["x", b.const(0.5)]), total])
+    else:
+        b.node("Mul", [b.node("Mul", ["x", total]), b.const(0.5)])
+    return b.model()
+
+
+def test_tanh_gelu_is_fused_only_when_it_is_one():
+    """The written-out forms (Pow or Mul cube, the 0.5 first or last) fuse into one gelu_tanh activation named
+    after the Tanh, equal to onnxruntime; another coefficient is not GELU: nothing is fused and its Mul of two
+    computed tensors is refused by name (an UnsupportedOperator, never a crash)."""
+    x = np.random.default_rng(5).normal(size=(4, 6)).astype(np.float32)
+    for cube, half_first in (("pow", False), ("mul", True)):
+        model = _written_out_tanh_gelu(cube=cube, half_first=half_first)
+        graph = read_onnx(model)
+        assert [(n.kind, n.name) for n in graph.nodes] == [("activation", "tanh")]
+        assert graph.nodes[0].function == "gelu_tanh"
+        assert np.max(np.abs(graph.forward(x) - run_onnx(model, x))) <= 1e-5
+    with pytest.raises(UnsupportedOperator, match="Mul .*of two computed tensors"):
+        read_onnx(_written_out_tanh_gelu(coefficient=0.05, cube="mul"))
