@@ -78,9 +78,17 @@ def _per_sample(expr, shapes, footprint, params):
     return float(plan.cost()["estimate"]) / batch
 
 
+#: dense matrix entries above which a convolution's einsum alternatives are not priced (the generic planner
+#: takes minutes on a CIFAR-sized dense map; the packed server path's own estimates still decide)
+PRICED_ENTRIES = 1 << 22
+
+
 def _conv_costs(layer, shape, out_shape, on_input, params):
-    """(dense, patches) costs per sample; patches deeper in the network pay an encrypted im2col."""
+    """(dense, patches) costs per sample; patches deeper in the network pay an encrypted im2col; (None, None)
+    for a convolution whose dense matrix has more than ``PRICED_ENTRIES`` entries."""
     n_in, n_out = math.prod(shape), math.prod(out_shape)
+    if n_in * n_out > PRICED_ENTRIES:
+        return None, None
     patches, width = out_shape[1] * out_shape[2], math.prod(layer.weight.shape[1:])
     dense = _per_sample("bi,ji->bj", [(n_in,), (n_out, n_in)], max(n_in, n_out), params)
     patch = _per_sample("bpk,ok->bop", [(patches, width), (out_shape[0], width)], patches * width, params)

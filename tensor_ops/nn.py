@@ -221,8 +221,10 @@ class Conv2d(Layer):
 
     def sparse(self, input_shape):
         out = self.output_shape(input_shape)
-        bias = np.repeat(self.bias, out[1] * out[2])
-        return conv_sparse(self.weight, tuple(input_shape), self.stride, self.padding), bias
+        memo = self.__dict__.setdefault("_sparse_memo", {})  # the planner packs each layer once per choice
+        if tuple(input_shape) not in memo:
+            memo[tuple(input_shape)] = conv_sparse(self.weight, tuple(input_shape), self.stride, self.padding)
+        return memo[tuple(input_shape)], np.repeat(self.bias, out[1] * out[2])
 
     def arrays(self):
         return {"weight": self.weight, "bias": self.bias}
@@ -1069,8 +1071,12 @@ class GraphNode(Layer):
         """(M, b) built from the node's constants (``packing.node_sparse``: a grouped or strided convolution's
         nonzeros from its kernel), probed only for a node it cannot build."""
         self.output_shape(input_shape)
-        direct = node_sparse(self.node, tuple(input_shape))
-        return direct if direct is not None else super().sparse(input_shape)
+        memo = self.__dict__.setdefault("_sparse_memo", {})  # the planner packs each layer once per choice
+        if tuple(input_shape) not in memo:
+            direct = node_sparse(self.node, tuple(input_shape))
+            memo[tuple(input_shape)] = direct if direct is not None else super().sparse(input_shape)
+        matrix, bias = memo[tuple(input_shape)]
+        return matrix, np.array(bias)
 
     def einsum_text(self, shape, out_shape):
         node = self.node

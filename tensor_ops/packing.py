@@ -101,13 +101,24 @@ class SparseMap:
         return SparseMap.from_coo((self.shape[0], first.shape[1]), self.rows[a], f_cols[b], self.vals[a] * f_vals[b])
 
     def apply(self, x) -> np.ndarray:
-        """x (batch, n_in) -> x @ M.T, (batch, n_out)."""
+        """x (batch, n_in) -> x @ M.T, (batch, n_out): by scipy's CSR product where scipy is installed (the
+        rows are already sorted), else in batch chunks of at most ``PROBE_ENTRIES`` products."""
         x = np.asarray(x, dtype=np.float64)
         out = np.zeros((x.shape[0], self.shape[0]))
-        if self.nnz:
-            products = x[:, self.cols] * self.vals
-            starts = np.flatnonzero(np.r_[True, self.rows[1:] != self.rows[:-1]])
-            out[:, self.rows[starts]] = np.add.reduceat(products, starts, axis=1)
+        if not self.nnz:
+            return out
+        try:
+            from scipy.sparse import csr_matrix
+        except ImportError:
+            csr_matrix = None
+        if csr_matrix is not None:
+            indptr = np.searchsorted(self.rows, np.arange(self.shape[0] + 1))
+            return np.asarray((csr_matrix((self.vals, self.cols, indptr), shape=self.shape) @ x.T).T)
+        starts = np.flatnonzero(np.r_[True, self.rows[1:] != self.rows[:-1]])
+        chunk = max(1, PROBE_ENTRIES // self.nnz)
+        for first in range(0, x.shape[0], chunk):
+            products = x[first:first + chunk, self.cols] * self.vals
+            out[first:first + chunk, self.rows[starts]] = np.add.reduceat(products, starts, axis=1)
         return out
 
     def toarray(self) -> np.ndarray:
