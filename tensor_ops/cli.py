@@ -58,18 +58,24 @@ def _shape(args):
     return None if args.input_shape is None else parse_shape(args.input_shape)
 
 
+def _degree(args) -> int | None:
+    """--degree as an integer (None when absent); HEError naming it otherwise."""
+    degree = getattr(args, "degree", None)
+    if degree is None:
+        return None
+    try:
+        return int(degree)
+    except ValueError:
+        raise HEError(f"--degree {degree!r} must be an integer (of each fitted activation)") from None
+
+
 def _load(args, x=None) -> Sequential:
     """The model of --model (ONNX or .npz, see ``Sequential.load``) at --input-shape; a file that does not
     state its sample shape takes it from the input x when there is one."""
     calibration = None
     if getattr(args, "calibration", None):
         calibration = _load_array(args.calibration, "--calibration")
-    degree = getattr(args, "degree", None)
-    if degree is not None:
-        try:
-            degree = int(degree)
-        except ValueError:
-            raise HEError(f"--degree {degree!r} must be an integer (of each fitted activation)") from None
+    degree = _degree(args)
     try:
         model = Sequential.load(args.model, _shape(args), calibration=calibration, degree=degree)
     except ShapeError:
@@ -168,7 +174,7 @@ def _attention(args, command: str):
     if _choice(args)["bootstrap"] not in (None, False):
         raise HEError("--bootstrap: bootstraps are not placed on the attention path yet")
     calibration = _load_array(args.calibration, "--calibration") if getattr(args, "calibration", None) else None
-    degree = int(args.degree) if getattr(args, "degree", None) is not None else 7
+    degree = 7 if _degree(args) is None else _degree(args)
     plan, model = attention_plan.plan_attention(graph, calibration, params=_choice(args)["params"],
                                                 allow_insecure=_insecure(args), key_budget=_budget(args),
                                                 activation_degree=degree)

@@ -186,6 +186,18 @@ def test_a_shallow_attention_graph_gets_128_bit_parameters_within_the_key_budget
         refused.require_parameters()
 
 
+@pytest.mark.parametrize("degree, message", [("x", "--degree 'x' must be an integer"),
+                                             ("0", r"degree=0 must be an integer in \[1, ")])
+def test_a_bad_degree_for_an_attention_model_is_refused_in_one_line(tiny_layer, capsys, degree, message):
+    """--degree on the attention path: not an integer, or out of range, exits 2 naming it (no traceback)."""
+    import re
+
+    assert cli.main(["plan", "--model", str(tiny_layer / "layer.onnx"), "--calibration",
+                     str(tiny_layer / "cal.npy"), "--degree", degree]) == 2
+    err = capsys.readouterr().err
+    assert re.search(message, err) and "Traceback" not in err
+
+
 def test_stated_errors_are_the_approximations_errors_on_the_calibration_data(tiny_layer):
     """Each stated error is max |approximated node - exact node| over the calibration data (recomputed here
     with numpy's softmax and layer norm), and the whole approximated layer is within 2% of the float one."""
