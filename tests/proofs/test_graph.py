@@ -134,7 +134,7 @@ def test_commitment_round_trip_and_garbage(residual):
 def test_unsupported_operator_and_field_overflow_refused_by_name(tmp_path):
     graph = _graph(M.mlp((8, 4, 2), activation="sigmoid"), tmp_path)  # a sigmoid is a lookup now
     assert [op.function for op in quantize_graph(graph, np.ones((2, 8))).ops if op.kind == "lookup"] == ["sigmoid"]
-    product = Bilinear("outer", "Mul", ("x", "x"), "y", "bi,bi->bi")
+    product = Bilinear("outer", "Mul", ("x", "x"), "y", "bi,bi->b")  # a product to one value per sample
     with pytest.raises(ModelError, match="outer"):
         quantize_graph(Graph("x", (4,), (product,), "y"), np.ones((2, 4)))
     rng = np.random.default_rng(0)
