@@ -18,7 +18,8 @@ MODEL_HELP = ("model file: ONNX (opset >= 13) or .npz (a quantized model, or flo
               "activation, activation='relu'); a ReLU MLP (see proofs.model), or any graph of Gemm, MatMul, Conv "
               "(grouped, depthwise), pools, MaxPool, Add, BatchNormalization, Relu, Clip (ReLU6, "
               "clamp, Min / Max with a constant), Square (Mul(x, x)), Sigmoid, Tanh, Gelu, Silu (lookup tables), "
-              "Flatten, Reshape, Transpose (the graph proof)")
+              "Flatten, Reshape, Transpose, attention (MatMul of two computed tensors, Softmax, LayerNormalization: "
+              "an nn.TransformerEncoderLayer) (the graph proof)")
 
 
 def _existing_file(path: str) -> str:

@@ -1032,7 +1032,8 @@ def _refuse_unprovable(graph) -> None:
         proves = ("the graph proof proves Relu, Square (x * x), Clip (ReLU6, clamp, Min / Max with a constant) and, by "
                   "lookup tables, Sigmoid, Tanh, Gelu, Silu activations (with Gemm, MatMul, Conv, pools, MaxPool, "
                   "Add, BatchNormalization, Flatten, Reshape, Transpose, "
-                  "Slice, Pad, Concat)")
+                  "Slice, Pad, Concat, attention's MatMul / Einsum of two computed tensors, Softmax and "
+                  "LayerNormalization over the last axis)")
         if len(found) == 1:
             (head, fix), = found
             raise ModelError(f"{head} is not provable yet: {proves}" + (f" ({fix})" if fix else ""))
