@@ -11,32 +11,37 @@ Two strategies prove y = model(x) (``docs/architecture.md``, "Proofs of inferenc
   module's tests), and because existing MLP commitments must keep verifying.
 
 :func:`read_commitment` parses either kind of commitment (its validator runs at parse time: rule 4),
-:func:`verify` checks one proof against it, :func:`statement_input` is the one check of a stated input (floats
-quantized at the committed scale, integers within the committed input bound, compared as Python integers: rule 5),
-:func:`sample_ndim` the rank of one input. Every path range-checks the claimed output against the committed
-output range with :func:`proofs.public_values.require_bounded` / ``require_within`` before any transcript is
-replayed. Verifiers raise only :class:`~proofs.errors.ProofRejected`.
+:func:`verify` checks one proof against it after :func:`check_statement`, the statement checks both strategies
+share: the stated input within the committed input bound (:func:`statement_input` for an MLP, the structure's
+input scale and bound for a graph) and the claimed output within the committed output range
+(:func:`output_range`), compared as Python integers (``docs/architecture.md`` rule 5) before any proof bytes are
+replayed (each strategy's verifier checks them again for its direct callers). :func:`sample_ndim` is the rank of
+one input. Verifiers raise only :class:`~proofs.errors.ProofRejected`.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .errors import ModelError, ProofRejected
-from .layers.graph import GraphCommitment, verify_graph
-from .layers.graph_zk import HidingGraphCommitment, verify_graph_zk
+from .layers import graph, graph_zk, network
+from .layers.graph import GraphCommitment, GraphProof, verify_graph
+from .layers.graph_zk import HidingGraphCommitment, HidingGraphProof, verify_graph_zk
 from .layers.network import ModelCommitment, read_proof, verify_network
 from .proof_format import from_record, record_kind
-from .public_values import require_bounded
+from .public_values import require_bounded, require_within
 from .quantize import quantize_values
-from .verdict import Verdict
+from .verdict import Verdict, rejecting
 
-__all__ = ["COMMITMENT_KINDS", "GRAPH_KINDS", "read_commitment", "sample_ndim", "statement_input", "verify",
-           "is_graph_commitment"]
+__all__ = ["COMMITMENT_KINDS", "GRAPH_KINDS", "check_statement", "is_graph_commitment", "output_range",
+           "read_commitment", "read_inference_proof", "sample_ndim", "statement_input", "verify"]
 
 #: the record kinds of the graph strategy's commitments
 GRAPH_KINDS = (GraphCommitment.KIND, HidingGraphCommitment.KIND)
 #: every commitment kind :func:`read_commitment` reads
 COMMITMENT_KINDS = (ModelCommitment.KIND, *GRAPH_KINDS)
+#: per commitment type: the proof kind its rejections name, its strategy's verifier
+STRATEGIES = {ModelCommitment: (network.KIND, verify_network), GraphCommitment: (graph.KIND, verify_graph),
+              HidingGraphCommitment: (graph_zk.KIND, verify_graph_zk)}
 
 
 def is_graph_commitment(data: bytes) -> bool:
@@ -83,22 +88,60 @@ def statement_input(values, input_frac: int, input_bound: int, where: str) -> np
     return require_bounded(values, input_bound, f"input (input_bound={input_bound})", where).astype(np.int64)
 
 
+def output_range(commitment) -> tuple[int, int]:
+    """[low, high] of every entry of a proven output under ``commitment``: the MLP's last layer's range, or the
+    graph structure's bound of its output tensor."""
+    if isinstance(commitment, ModelCommitment):
+        return commitment.layers[-1].output_range()
+    q = commitment.structure
+    return -int(q.bounds[q.output]), int(q.bounds[q.output])
+
+
+def read_inference_proof(commitment, proof):
+    """The proof object of ``proof`` (bytes; a parsed proof is returned as it is) for ``commitment``'s strategy;
+    ProofRejected if malformed."""
+    if not isinstance(proof, (bytes, bytearray, memoryview)):
+        return proof
+    if isinstance(commitment, ModelCommitment):
+        return read_proof(bytes(proof))
+    return (HidingGraphProof if isinstance(commitment, HidingGraphCommitment) else GraphProof).from_bytes(bytes(proof))
+
+
+def check_statement(commitment, x, output, where: str = "statement"):
+    """The statement checks of every strategy: ``x`` (None: a private input) within the committed input bound
+    at its scale, and every entry of the claimed ``output`` within :func:`output_range`; returns x as int64
+    (None for a private input). ProofRejected naming the bound otherwise."""
+    commitment = read_commitment(commitment)
+    require_within(output, *output_range(commitment), "claimed output", where)
+    if x is None:
+        return None
+    if isinstance(commitment, ModelCommitment):
+        return statement_input(x, commitment.input_frac, commitment.input_bound, "input")
+    q = commitment.structure
+    try:
+        x_int = q.quantize_input(x)
+    except ModelError as error:
+        raise ProofRejected(str(error), "input") from None
+    return require_bounded(x_int, q.input_bound, "input", "input").astype(np.int64)
+
+
 def verify(commitment, x, proof, *, allow_conjectured: bool = False) -> Verdict:
     """Check ``proof`` (bytes or a parsed proof) that y = model(x) under ``commitment`` (bytes or parsed, any
     kind of :func:`read_commitment`); ``x`` None for a proof of a private input (hiding graph commitments only).
-    Returns the strategy's :class:`~proofs.verdict.Verdict` (``output``: the proven integers); raises only
-    ProofRejected."""
+    :func:`check_statement` first, then the strategy's verifier. Returns its :class:`~proofs.verdict.Verdict`
+    (``output``: the proven integers); raises only ProofRejected."""
     commitment = read_commitment(commitment)
-    if isinstance(commitment, ModelCommitment):
-        if x is None:
-            raise ProofRejected("a private input (no x): an MLP commitment's proofs state their input; commit the "
-                                "model with the graph proof (hezk commit --private-input) to hide it", "statement")
-        x = statement_input(x, commitment.input_frac, commitment.input_bound, "input")
-        if isinstance(proof, (bytes, bytearray, memoryview)):
-            proof = read_proof(bytes(proof))
-        return verify_network(commitment, x, proof, allow_conjectured=allow_conjectured)
-    if isinstance(commitment, HidingGraphCommitment):
-        return verify_graph_zk(commitment, x, proof)
-    if x is None:
-        raise ProofRejected("a private input (no x): a public-weights graph proof states its input", "statement")
-    return verify_graph(commitment, x, proof)
+    kind, check = STRATEGIES[type(commitment)]
+    with rejecting(kind):
+        if x is None and not isinstance(commitment, HidingGraphCommitment):
+            what = "an MLP commitment" if isinstance(commitment, ModelCommitment) else "a public-weights proof"
+            raise ProofRejected(f"a private input (no x): {what} states its input; only a hiding graph commitment's "
+                                f"proofs hide it (hezk commit --private-input)", "statement")
+        proof = read_inference_proof(commitment, proof)
+        output = getattr(proof, "output", None)
+        if not isinstance(output, np.ndarray):
+            raise ProofRejected(f"proof is a {type(proof).__name__}, not an inference proof", "statement")
+        x = check_statement(commitment, x, output)
+        if isinstance(commitment, ModelCommitment):
+            return check(commitment, x, proof, allow_conjectured=allow_conjectured)
+        return check(commitment, x, proof)
