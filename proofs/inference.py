@@ -6,9 +6,13 @@ Two strategies prove y = model(x) (``docs/architecture.md``, "Proofs of inferenc
   reads (convolutions, pools, lookups, residual adds, a ReLU MLP too), plain or hiding, the input stated or
   private;
 - the **MLP proof** (:mod:`proofs.layers.network`): a ReLU MLP quantized at a worst-case error bound
-  (``proofs.model``), kept as a strategy because its hiding Basefold proofs of small MLPs are 2.7x smaller and
-  prove 7x faster than the graph proof's (30-16-1: 117 against 316 kB, 0.11 against 0.77 s; measured, see the
-  module's tests), and because existing MLP commitments must keep verifying.
+  (``proofs.model``), kept as a strategy because it is clearly better where ``commit --scheme auto`` sends small
+  MLPs, and never worse. Measured (one CPU core, median of 3, batch 1; proof bytes / prove s / verify s, MLP
+  against graph): 30-16-1 hiding Basefold 117 kB / 0.11 / 0.046 against 316 kB / 0.77 / 0.049 (2.7x the bytes,
+  7x the prover), hiding Ligero 274 kB / 0.18 / 0.10 against 273 kB / 0.18 / 0.065, plain Ligero 35 kB / 0.021 /
+  0.015 against 26 kB / 0.045 / 0.026; 784-128-10 hiding Ligero 498 kB / 0.22 / 0.16 against 518 kB / 0.40 /
+  0.24, hiding Basefold 7.45 MB / 7.4 / 0.39 against 7.49 MB / 7.4 / 0.37, plain Ligero 295 kB / 0.16 / 0.039
+  against 198 kB / 0.30 / 0.047. Existing MLP commitments keep verifying through it.
 
 :func:`read_commitment` parses either kind of commitment (its validator runs at parse time: rule 4),
 :func:`verify` checks one proof against it after :func:`check_statement`, the statement checks both strategies
