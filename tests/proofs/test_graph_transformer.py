@@ -111,6 +111,22 @@ def test_the_default_exporters_layer_through_the_cli(tmp_path, capsys):
         os.chdir(cwd)
 
 
+@pytest.mark.slow
+def test_a_two_layer_stack_is_proven_plain_and_hidden():
+    """nn.TransformerEncoder of 2 layers (default exporter): both proofs verify forward_int, within 2%."""
+    model = export(encoder(2, "gelu", d_model=D_MODEL, heads=HEADS, feedforward=FEEDFORWARD), True,
+                   sequence=SEQUENCE, d_model=D_MODEL)
+    rng = np.random.default_rng(2)
+    q = quantize_graph(hezk.model.read_onnx(model), rng.normal(size=(16, 1, SEQUENCE, D_MODEL)))
+    x = q.quantize_input(rng.normal(size=(1, 1, SEQUENCE, D_MODEL)).astype(np.float32))
+    reference = q.forward_int(x)
+    _within_two_percent(model, q, q.dequantize(x).astype(np.float32), reference)
+    plain, hidden = GraphNetwork(q), HidingGraphNetwork(q, max_proofs=1)
+    for verified in (verify_graph(plain.commitment, x, plain.prove(x)),
+                     verify_graph_zk(hidden.commitment, x, hidden.prove(x))):
+        assert np.array_equal(verified.output.reshape(reference.shape), reference)
+
+
 # ---------------------------------------------------------------------------------------- cheating provers
 def _first(q, kind, function=None, constant=None):
     return next(op for op in q.ops if op.kind == kind and (function is None or op.function == function)
