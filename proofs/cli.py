@@ -4,6 +4,13 @@
     python -m proofs prove  --model model.npz --input x.npy [--commitment c.bin] --out proof.bin
     python -m proofs verify --commitment c.bin --input x.npy --proof proof.bin
     python -m proofs verify --commitment c.bin --inputs X.npy --proofs DIR [--dask local:K]   (batch mode)
+    python -m proofs commit --model mlp.npz --out c.bin --private-input    (proofs may hide the input: see below)
+
+Every command takes every model: the commitment's kind picks the proof (:mod:`proofs.inference`: the graph proof,
+or the MLP proof a ReLU MLP is committed with unless ``commit --private-input`` asks for the graph proof, the only
+one that hides an input); batch mode (``--inputs``, ``--per-proof``, ``--dask``) and ``--private-input`` work with
+either commitment that supports them (``prove --inputs X --private-input`` / ``verify --private-input --proofs
+DIR``: a batch of hidden inputs).
 
 By default the weights stay private: ``commit`` makes a hiding commitment (for ``--max-proofs`` proofs) and
 writes the prover's secret state where the user names it (``--state PATH``, or ``--out PATH`` and then
