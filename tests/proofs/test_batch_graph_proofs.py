@@ -152,3 +152,32 @@ def test_cli_batch_of_a_graph_model(pool_model, tmp_path, capsys, public):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "proof_00000.bin: accept" and lines[1].startswith("proof_00001.bin: reject") \
         and lines[2] == "reject"
+
+
+def test_the_worker_share_crosses_a_pickle_and_proves_the_copy_it_is_handed(pool_model):
+    """What a Dask worker receives (the quantized model and the SECRET state bytes, sent explicitly) rebuilds the
+    hiding graph prover; it proves with the copy handed out by the batch (not its own next unused one), so two
+    workers holding the same state never reuse a copy."""
+    import pickle
+
+    from proofs.batch import ProverShare, prove_task
+
+    _, _, q, calibration = pool_model
+    network = HidingGraphNetwork(q, max_proofs=3)
+    share = pickle.loads(pickle.dumps(ProverShare(q, network.state_bytes(), HidingGraphNetwork)))
+    copies = network.reserve("test", 2)
+    blobs = [prove_task((calibration[i:i + 1], copy), share) for i, copy in zip(range(2), copies[::-1])]
+    assert [HidingGraphProof.from_bytes(b).relations.copy for b in blobs] == copies[::-1]
+    assert verify_batch(network.commitment, calibration[:2], blobs)
+
+
+def test_graph_batch_on_a_dask_cluster(pool_model):
+    distributed = pytest.importorskip("distributed")
+    _, _, q, calibration = pool_model
+    network = HidingGraphNetwork(q, max_proofs=2)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") \
+            as cluster, distributed.Client(cluster) as client:
+        proofs = prove_batch(network, calibration[:2], dask=client)
+        verdict = verify_batch(network.commitment, calibration[:2], proofs, dask=client)
+    assert sorted(p.relations.copy for p in proofs) == [0, 1]
+    assert np.array_equal(verdict.output, _reference(q, calibration[:2]))
