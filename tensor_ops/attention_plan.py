@@ -341,10 +341,15 @@ def run_attention(plan: AttentionPlan, model: GraphApproximation, x, *, seed=Non
                               f"{first}: {outside[first]}); the approximations are only right inside them, so "
                               f"nothing was computed (recalibrate on inputs like these)", sorted(outside))
     params = plan.require_parameters()
+    depth, steps = _record(model, batch, params.slots) if len(batch) > 1 else (plan.depth, plan.rotations)
+    if depth + ALIGNMENT_LEVELS > params.max_level:  # a batch packs otherwise than the one sample planned
+        raise ParameterError(f"a batch of {len(batch)} samples consumes {depth} levels (+{ALIGNMENT_LEVELS}), more "
+                             f"than the plan's {params.max_level}: send fewer samples at once")
+    rotations = tuple(sorted(set(plan.rotations) | set(steps)))
     say = report or (lambda text: None)
     start = time.perf_counter()
-    ctx = CKKSContext.keygen(params, rotations=plan.rotations, seed=seed, progress=progress)
-    say(f"client: keys for N=2^{params.log_n} ({len(plan.rotations)} rotation keys) in "
+    ctx = CKKSContext.keygen(params, rotations=rotations, seed=seed, progress=progress)
+    say(f"client: keys for N=2^{params.log_n} ({len(rotations)} rotation keys) in "
         f"{time.perf_counter() - start:.1f} s")
     start = time.perf_counter()
     tensor = encrypt(ScaleKeepingBackend(ctx), batch)
