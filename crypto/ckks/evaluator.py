@@ -166,29 +166,29 @@ class Evaluator:
         level = min(a.level, b.level)
         return self.to_level(a, level), self.to_level(b, level)
 
+    def _scale_factor(self, level: int, scale: float, target: float) -> int:
+        """The integer c = round(target/scale · q_top) whose product, rescaled, lands a ciphertext of ``scale``
+        at ``level`` on ``target`` (``ScaleError`` where no level is left or c is too small to be exact)."""
+        if level == 0:
+            raise ScaleError(f"scales 2^{math.log2(scale):.4f} and 2^{math.log2(target):.4f} differ and the "
+                             "ciphertext is at level 0: no level left to align them (minimum level 1)")
+        top = self._top_modulus(level)
+        factor = round(target / scale * top)
+        if factor < 2**20:
+            raise ScaleError(f"cannot align scale 2^{math.log2(scale):.2f} to 2^{math.log2(target):.2f}: "
+                             f"the ratio is below the limit 2^{20 - math.log2(top):.1f}")
+        self._check_product_scale(level, scale * factor)
+        return factor
+
     def _scale_to(self, ct: Ciphertext, target: float) -> Ciphertext:
         """Multiply by round(target/scale · q_top) and rescale: the scale lands on target (one level)."""
-        if ct.level == 0:
-            raise ScaleError(f"scales 2^{math.log2(ct.scale):.4f} and 2^{math.log2(target):.4f} differ and the "
-                             "ciphertext is at level 0: no level left to align them (minimum level 1)")
-        top = self._top_modulus(ct.level)
-        factor = round(target / ct.scale * top)
-        if factor < 2**20:
-            raise ScaleError(f"cannot align scale 2^{math.log2(ct.scale):.2f} to 2^{math.log2(target):.2f}: "
-                             f"the ratio is below the limit 2^{20 - math.log2(top):.1f}")
-        self._check_product_scale(ct.level, ct.scale * factor)
+        factor = self._scale_factor(ct.level, ct.scale, target)
         parts = [p.mul_scalars([factor] * len(p.idx)) for p in ct.parts]
         scaled = self._make(parts, ct.level, ct.scale * factor, ct.length, ct.is_complex)
         return self.rescale(scaled)
 
     def _align(self, a: Ciphertext, b: Ciphertext) -> tuple[Ciphertext, Ciphertext]:
-        """Bring two ciphertexts to one level and one scale (module docstring rule)."""
-        if abs(a.scale / b.scale - 1) > SCALE_TOLERANCE:
-            if a.level > b.level or (a.level == b.level and a.scale < b.scale):
-                a = self._scale_to(a, b.scale)
-            else:
-                b = self._scale_to(b, a.scale)
-        return self._align_levels(a, b)
+        return align(self, a, b)
 
     def _check_product_scale(self, level: int, scale: float):
         bound = self._log_modulus(level) - 1
@@ -460,9 +460,31 @@ class Evaluator:
             self._bootstrappers[cfg] = Bootstrapper(self, plan_for(self.params, cfg))
         return self._bootstrappers[cfg]
 
+    # -- the evaluator protocol's transfers (crypto.ckks.evaluator_protocol): host ciphertexts are its own ----
+    def from_host(self, ct: Ciphertext) -> Ciphertext:
+        """``ct`` itself (checked: a ciphertext of this context)."""
+        return self._check(ct)
+
+    def to_host(self, ct: Ciphertext) -> Ciphertext:
+        """``ct`` itself (checked: a ciphertext of this context)."""
+        return self._check(ct)
+
     @staticmethod
     def _check_step(step) -> int:
         if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
             raise ParameterError(f"rotation step={step!r} must be an integer")
         return int(step)
 
+
+def align(ev, a, b):
+    """Two ciphertexts of ``ev`` at one level and one scale (the module docstring's rule): where the scales
+    differ by more than ``SCALE_TOLERANCE``, the operand at the higher level (at equal levels the smaller scale)
+    is brought onto the other's scale (``ev._scale_to``, one level); then both go to the lower level.  Shared by
+    the host and device evaluators (the device's results equal the host's limb for limb)."""
+    if abs(a.scale / b.scale - 1) > SCALE_TOLERANCE:
+        if a.level > b.level or (a.level == b.level and a.scale < b.scale):
+            a = ev._scale_to(a, b.scale)
+        else:
+            b = ev._scale_to(b, a.scale)
+    level = min(a.level, b.level)
+    return ev.to_level(a, level), ev.to_level(b, level)

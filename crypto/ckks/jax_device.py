@@ -25,16 +25,19 @@ basis conversion and key-switching inner product are ``crypto.jax_backend``'s de
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
+
+import hezk.progress
 
 from ..errors import KeyMissingError, LevelError, ParameterError, ScaleError
 from ..keyswitch import conjugation_element, galois_element
 from ..ntt_base import BasisConversion
 from ..rlwe import Ciphertext, Plaintext, check_same_context
 from .bootstrap import Bootstrapper
-from .evaluator import SCALE_TOLERANCE
+from .evaluator import SCALE_TOLERANCE, align
 
 
 def _jax():
@@ -147,7 +150,9 @@ class DeviceEvaluator:
     stacked array (``keys_bytes`` says how much device memory they hold); per-level constants (NTT tables,
     conversion and divide-and-round constants, Barrett constants of every modulus column) and jitted
     functions are made on first use and cached.  ``to_device(ct)`` / ``to_host(dct)`` move ciphertexts;
-    results are bit-identical to ``ctx.evaluator``'s."""
+    results are bit-identical to ``ctx.evaluator``'s.  It implements ``crypto.ckks.evaluator_protocol.
+    CKKSEvaluator`` with the host's operand rules (levels and scales aligned as the host aligns them; host
+    plaintexts, numpy vectors and scalars accepted as operands), so a model plan runs on either evaluator."""
 
     def __init__(self, ctx, device=None):
         jax, jnp = _jax()
@@ -157,6 +162,7 @@ class DeviceEvaluator:
         self.switcher = ev.switcher
         self.device = device if device is not None else jax.devices()[0]
         self._cache: dict = {}
+        self._uploads: dict = {}       # id(host Plaintext) -> (weak reference, DevicePlaintext): ``_device_plain``
         self._bc_fn = jax.jit(self._kb.barrett_constants)
         self._relin = (self._put(ev.relin_key.b), self._put(ev.relin_key.a))
         gal = ev.galois_keys.keys
@@ -192,6 +198,84 @@ class DeviceEvaluator:
         idx = tuple(range(self.params.limbs_at(dct.level)))
         parts = [RNSPoly(self.ring, np.ascontiguousarray(data[t]), idx, True) for t in range(2)]
         return self.ev._make(parts, dct.level, dct.scale, dct.length, dct.is_complex)
+
+    # -- the evaluator protocol (crypto.ckks.evaluator_protocol) -----------------------------------------
+    @property
+    def key_id(self) -> bytes:
+        return self.ev.key_id
+
+    @property
+    def fingerprint(self) -> bytes:
+        return self.ev.fingerprint
+
+    def from_host(self, ct: Ciphertext) -> DeviceCiphertext:
+        """``to_device`` under the protocol's name."""
+        return self.to_device(ct)
+
+    def encode(self, values, level: int, scale: float) -> DevicePlaintext:
+        """``values`` encoded on the host (``Evaluator.encode``: level, exact scale) and uploaded."""
+        return self.plaintext(self.ev.encode(values, level, scale))
+
+    def drop_level(self, a: DeviceCiphertext, levels: int = 1) -> DeviceCiphertext:
+        """a ``levels`` levels lower (``Evaluator.drop_level``)."""
+        self._check(a)
+        if isinstance(levels, bool) or not isinstance(levels, (int, np.integer)) or not 0 <= levels <= a.level:
+            raise LevelError(f"levels={levels!r} not in [0, {a.level}] for a ciphertext at level {a.level}")
+        return self.to_level(a, a.level - int(levels))
+
+    def _device_plain(self, pt) -> DevicePlaintext:
+        """A device plaintext as is; a host ``Plaintext`` uploaded once while it lives (the upload is kept
+        beside a weak reference and dropped with the host plaintext: a model's encoded weights are uploaded
+        once per cache entry, a plaintext encoded for one use is freed after it)."""
+        if isinstance(pt, DevicePlaintext):
+            return pt
+        self._check_plain(pt)
+        key = id(pt)
+        hit = self._uploads.get(key)
+        if hit is not None and hit[0]() is pt:
+            return hit[1]
+        uploads = self._uploads
+        up = self.plaintext(pt)
+        uploads[key] = (weakref.ref(pt, lambda _, key=key: uploads.pop(key, None)), up)
+        return up
+
+    def _operand(self, b, level: int, scale: float):
+        """``Evaluator._as_operand`` on the device: a DeviceCiphertext (checked), a device plaintext (a host
+        ``Plaintext`` uploaded), a scalar's constant or a vector encoded at ``level`` and ``scale``."""
+        if isinstance(b, DeviceCiphertext):
+            return self._check(b, "operand")
+        if isinstance(b, (Plaintext, DevicePlaintext)):
+            return self._device_plain(b)
+        if _is_scalar(b):
+            return self._constant(b, level, scale)
+        if isinstance(b, (np.ndarray, list, tuple)):
+            return self.encode(b, level, scale)
+        raise ParameterError(f"operand must be a DeviceCiphertext, a plaintext, a numpy array or a scalar, got "
+                             f"{type(b).__name__}" + (" (upload a host ciphertext with to_device / from_host)"
+                                                      if isinstance(b, Ciphertext) else ""))
+
+    def _plain_at(self, pt: DevicePlaintext, a: DeviceCiphertext):
+        """(pt, a) at the lower of their levels (``Evaluator._plain_at``: a plaintext keeps its low limbs)."""
+        level = min(pt.level, a.level)
+        if pt.level > level:
+            limbs = self.params.limbs_at(level)
+            data = self._run(("keep_pt", limbs), lambda: lambda x: x[:limbs], pt.data)
+            pt = DevicePlaintext(data, level, pt.scale, pt.length, pt.is_complex)
+        return pt, self.to_level(a, level)
+
+    def _levels(self, a: DeviceCiphertext, b: DeviceCiphertext):
+        level = min(a.level, b.level)
+        return self.to_level(a, level), self.to_level(b, level)
+
+    def _scale_to(self, a: DeviceCiphertext, target: float) -> DeviceCiphertext:
+        """``Evaluator._scale_to``: a·round(target/scale · q_top), rescaled (one level)."""
+        factor = self.ev._scale_factor(a.level, a.scale, target)
+        return self.rescale(self.mul_int(a, factor, a.scale * factor))
+
+    @staticmethod
+    def _ordered(a, b):
+        """(ciphertext, other): the host's operands may come in either order."""
+        return (b, a) if not isinstance(a, DeviceCiphertext) and isinstance(b, DeviceCiphertext) else (a, b)
 
     def plaintext(self, pt: Plaintext) -> DevicePlaintext:
         """Upload a host plaintext of these parameters."""
@@ -270,14 +354,6 @@ class DeviceEvaluator:
         if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
             raise ParameterError(f"rotation step={step!r} must be an integer")
         return int(step)
-
-    def _same_level_scale(self, a: DeviceCiphertext, b, what="operand"):
-        if a.level != b.level:
-            raise LevelError(f"{what} level {b.level} differs from the ciphertext level {a.level}; "
-                             "bring them to one level first")
-        if abs(b.scale / a.scale - 1) > SCALE_TOLERANCE:
-            raise ScaleError(f"{what} scale 2^{math.log2(b.scale):.4f} differs from the ciphertext scale "
-                             f"2^{math.log2(a.scale):.4f}")
 
     # -- per-level constants -----------------------------------------------------------------------------
     def _cached(self, key, make):
@@ -359,33 +435,49 @@ class DeviceEvaluator:
         with self._jax.enable_x64(True):
             return fn(*args)
 
-    def add(self, a: DeviceCiphertext, b) -> DeviceCiphertext:
-        """a + b for a device ciphertext or device plaintext b at a's level and scale, or a scalar b (every
-        slot; ``Evaluator.add``'s constant, uploaded once per value, level and scale)."""
+    def add(self, a, b) -> DeviceCiphertext:
+        """a + b, one of them a device ciphertext (``Evaluator.add``'s rules): another device ciphertext (levels
+        and scales aligned as the host aligns them, ``evaluator.align``), a plaintext at a's scale (device or
+        host; the lower level kept), a numpy vector or a scalar (encoded at a's level and scale; a scalar's
+        constant uploaded once per value, level and scale)."""
+        a, b = self._ordered(a, b)
         self._check(a)
+        b = self._operand(b, a.level, a.scale)
         kb = self._kb
-        if _is_scalar(b):
-            b = self._constant(b, a.level, a.scale)
         if isinstance(b, DevicePlaintext):
-            self._same_level_scale(a, b, "plaintext")
+            if abs(b.scale / a.scale - 1) > SCALE_TOLERANCE:
+                raise ScaleError(f"plaintext scale 2^{math.log2(b.scale):.4f} differs from the ciphertext scale "
+                                 f"2^{math.log2(a.scale):.4f}; encode it at scale=ct.scale")
+            b, a = self._plain_at(b, a)
             out = self._run(("add_pt",), lambda: lambda x, p, c: x.at[0].set(kb.addmod(x[0], p, c.q)),
                             a.data, b.data, self._q(a.level))
         else:
-            self._check(b, "operand")
-            self._same_level_scale(a, b)
+            a, b = align(self, a, b)
             out = self._run(("add",), lambda: lambda x, y, c: kb.addmod(x, y, c.q), a.data, b.data, self._q(a.level))
         return DeviceCiphertext(out, a.level, a.scale, max(a.length, b.length), a.is_complex or b.is_complex)
 
-    def sub(self, a: DeviceCiphertext, b) -> DeviceCiphertext:
-        """a − b for two device ciphertexts at one level and scale, or a − b for a scalar b."""
-        if _is_scalar(b):
-            return self.add(a, -b)
+    def sub(self, a, b) -> DeviceCiphertext:
+        """a − b, one of them a device ciphertext, aligned as ``add`` (``Evaluator.sub``: two ciphertexts at one
+        level and scale by one modular subtraction, otherwise a + (−b))."""
+        if not isinstance(a, DeviceCiphertext):
+            return self.add(self.neg(b), a)
         self._check(a)
+        if isinstance(b, (Plaintext, DevicePlaintext)):
+            return self.add(a, self._neg_plain(self._device_plain(b)))
+        if not isinstance(b, DeviceCiphertext):
+            return self.add(a, -b if _is_scalar(b) else -np.asarray(b) if isinstance(b, (np.ndarray, list, tuple))
+                            else self._operand(b, a.level, a.scale))
         self._check(b, "operand")
-        self._same_level_scale(a, b)
+        if a.level != b.level or abs(b.scale / a.scale - 1) > SCALE_TOLERANCE:
+            return self.add(a, self.neg(b))
         kb = self._kb
         out = self._run(("sub",), lambda: lambda x, y, c: kb.submod(x, y, c.q), a.data, b.data, self._q(a.level))
         return DeviceCiphertext(out, a.level, a.scale, max(a.length, b.length), a.is_complex or b.is_complex)
+
+    def _neg_plain(self, pt: DevicePlaintext) -> DevicePlaintext:
+        kb = self._kb
+        out = self._run(("neg",), lambda: lambda x, c: kb.negmod(x, c.q), pt.data, self._q(pt.level))
+        return DevicePlaintext(out, pt.level, pt.scale, pt.length, pt.is_complex)
 
     def neg(self, a: DeviceCiphertext) -> DeviceCiphertext:
         """−a (``Evaluator.neg``)."""
@@ -460,13 +552,29 @@ class DeviceEvaluator:
                         self._rescale_consts(a.level))
         return DeviceCiphertext(out, a.level - 1, scale, a.length, a.is_complex)
 
-    def mul(self, a: DeviceCiphertext, b: DeviceCiphertext) -> DeviceCiphertext:
-        """a·b relinearised, not rescaled (``Evaluator.mul``)."""
-        return self._mul(a, b, False)
+    def mul(self, a, b) -> DeviceCiphertext:
+        """a·b, not rescaled (``Evaluator.mul``), one of them a device ciphertext: two device ciphertexts
+        relinearised at the lower level; a plaintext (device or host) at the lower level; a numpy vector or a
+        scalar encoded at scale q_top (Π of the top level's primes; Δ at level 0)."""
+        a, b = self._ordered(a, b)
+        self._check(a)
+        if isinstance(b, DeviceCiphertext):
+            return self._mul(*self._levels(a, self._check(b, "operand")), False)
+        if isinstance(b, (Plaintext, DevicePlaintext)):
+            pt, a = self._plain_at(self._device_plain(b), a)
+        else:
+            scale = float(self.ev._top_modulus(a.level)) if a.level > 0 else self.params.scale
+            self.ev._check_product_scale(a.level, a.scale * scale)
+            pt = self._operand(b, a.level, scale)
+        return self.mul_plain(a, pt)
 
-    def mul_rescale(self, a: DeviceCiphertext, b: DeviceCiphertext) -> DeviceCiphertext:
-        """rescale(a·b), the relinearisation's ModDown and the rescale fused (``Evaluator.mul_rescale``)."""
-        return self._mul(a, b, True)
+    def mul_rescale(self, a, b) -> DeviceCiphertext:
+        """rescale(a·b) (``Evaluator.mul_rescale``); for two device ciphertexts the relinearisation's ModDown
+        and the rescale fused."""
+        a, b = self._ordered(a, b)
+        if isinstance(a, DeviceCiphertext) and isinstance(b, DeviceCiphertext):
+            return self._mul(*self._levels(self._check(a), self._check(b, "operand")), True)
+        return self.rescale(self.mul(a, b))
 
     def _mul(self, a, b, rescale: bool):
         self._check(a)
@@ -547,15 +655,20 @@ class DeviceEvaluator:
         out = self._run(("raise",), make, a.data, self._cached(("raise",), consts))
         return DeviceCiphertext(out, top, a.scale, a.length, a.is_complex)
 
-    def bootstrap(self, a: DeviceCiphertext, config=None) -> DeviceCiphertext:
+    def bootstrap(self, a: DeviceCiphertext, config=None, *, progress=None) -> DeviceCiphertext:
         """``Evaluator.bootstrap`` on the device (``DeviceBootstrapper``): the same ciphertext, limb for limb.
-        ``config``: as the host's (None: the configuration the keys were made for, else full slots)."""
+        ``config``: as the host's (None: the configuration the keys were made for, else full slots);
+        ``progress``: as the host's (True: a bar on stderr; a callable gets ``(done, total, label)``)."""
         from .bootstrap import as_config, plan_for
+        report = hezk.progress.as_progress(progress, "bootstrapping", ParameterError)
+        self._check(a)
+        if report is not None:
+            report(0, 4, "plan")
         cfg = as_config(self.ev.bootstrap_config if config is None else config)
         key = ("bootstrapper", cfg)
         if key not in self._cache:
             self._cache[key] = DeviceBootstrapper(self, plan_for(self.params, cfg))
-        return self._cache[key].bootstrap(a)
+        return self._cache[key].bootstrap(a, report)
 
     def matvec(self, a: DeviceCiphertext, lin: DeviceLinear, rescale: bool = True) -> DeviceCiphertext:
         """The BSGS linear transform ``lin`` of ``a``: rescale(Σ_m rot_m(Σ_i rot_i(a)·pt_(m,i))) with the baby
@@ -647,10 +760,8 @@ class DeviceEvaluator:
 # Bootstrapping on the device.
 
 class _DeviceOps:
-    """The evaluator calls ``Bootstrapper`` makes, on device ciphertexts, with the host evaluator's operand
-    rules where the bootstrap relies on them: ciphertext operands brought to one level (``to_level``) before
-    add, sub and mul; scalars as constants.  Scales must already agree (the bootstrap relabels them; the host
-    would align a mismatch with a level, the device refuses it with a ScaleError)."""
+    """The evaluator calls ``Bootstrapper`` makes, on device ciphertexts (``DeviceEvaluator`` follows the host
+    evaluator's operand rules itself: levels and scales aligned, scalars as constants)."""
 
     def __init__(self, dev: "DeviceEvaluator"):
         self.dev, self.params = dev, dev.params

@@ -259,13 +259,11 @@ def test_operations_make_no_host_transfers(ctx, dev):
 
 
 def test_errors_name_the_problem(ctx, dev):
-    a, b, _, _ = _pair(ctx, 4)
-    low = ctx.encrypt(np.zeros(4), level=1)
-    da, db, dl = dev.to_device(a), dev.to_device(b), dev.to_device(low)
-    with pytest.raises(LevelError, match="level 1"):
-        dev.mul(da, dl)
-    with pytest.raises(LevelError, match="level 1"):
-        dev.add(da, dl)
+    a, _, _, _ = _pair(ctx, 4)
+    da = dev.to_device(a)
+    zero = dev.to_device(ctx.encrypt(np.zeros(4), level=0))    # operands at other levels are aligned (the host's
+    with pytest.raises(LevelError, match="level 0"):           # rule); past the last level a product is refused
+        dev.mul(da, zero)
     with pytest.raises(KeyMissingError, match="step 7"):
         dev.rotate(da, 7)
     with pytest.raises(ParameterError, match="integer"):
@@ -274,14 +272,13 @@ def test_errors_name_the_problem(ctx, dev):
         dev.add(da, a)
     with pytest.raises(ParameterError, match="Ciphertext"):
         dev.to_device(np.zeros(3))
-    prod = dev.mul_rescale(da, db)
-    with pytest.raises(ScaleError, match="scale"):
-        dev.add(prod, jd.DeviceCiphertext(prod.data, prod.level, prod.scale * 3, 1, False))
+    with pytest.raises(ScaleError, match="level 0"):           # scales that differ need a level to align them
+        dev.add(zero, jd.DeviceCiphertext(zero.data, 0, zero.scale * 3, 1, False))
     other = CKKSContext.keygen(LITERAL, seed=99, backend="numba")
     with pytest.raises(ContextMismatchError):
         dev.to_device(other.encrypt(np.zeros(4)))
     with pytest.raises(LevelError, match="level 0"):
-        dev.rescale(dev.to_device(ctx.encrypt(np.zeros(4), level=0)))
+        dev.rescale(zero)
 
 
 # tests/crypto/test_bootstrap.py's insecure ring: N = 2^12, 20 levels, sparse secret (h = 32)
