@@ -754,10 +754,29 @@ def _bilinear_entries(q: QuantizedGraph, op: QOp, where: str) -> int:
     _require(q.fracs[op.output] == f1 + f2 - op.shift,
              f"output frac {q.fracs[op.output]} != {f1} + {f2} - shift {op.shift}", where)
     terms = math.prod(sizes[l] for l in left[1:] if l in right and l not in out)
-    worst = q.bounds[op.inputs[0]] * q.bounds[op.inputs[1]] * terms
-    _require(worst <= FIELD_HALF, f"worst-case accumulator {q.bounds[op.inputs[0]]} * {q.bounds[op.inputs[1]]} * "
-             f"{terms} > {FIELD_HALF} (half the field)", where)
+    reach = [_proven_bound(q, t) for t in op.inputs]
+    _require(reach[0] * reach[1] * terms <= FIELD_HALF, f"worst-case accumulator {reach[0]} * {reach[1]} * {terms} "
+             f"(the operands' proven ranges) > {FIELD_HALF} (half the field)", where)
     return 0
+
+
+def _proven_bound(q: QuantizedGraph, tensor: str) -> int:
+    """The largest |t| the proof itself bounds (not the declared bound): the input's bound, a requantized op's
+    2^(Q-1), a lookup table's max |T|, an add's shifted sum, through reshapes and transposes; a structure's op
+    whose range is not proven (none today) counts as half the field. Called on validated ops only."""
+    producers = {op.output: op for op in q.ops}
+    while tensor in producers and producers[tensor].kind in ("reshape", "transpose"):
+        tensor = producers[tensor].inputs[0]
+    if tensor == q.input:
+        return q.input_bound
+    op = producers.get(tensor)
+    if op is not None and op.has_bits:
+        return 1 << (op.q_bits - 1)
+    if op is not None and op.kind == "lookup":
+        return q.bounds[tensor]  # checked against the table by _check_op
+    if op is not None and op.kind == "add":
+        return sum(_proven_bound(q, t) << k for t, k in zip(op.inputs, op.lefts))
+    return FIELD_HALF
 
 
 class _Lowering:

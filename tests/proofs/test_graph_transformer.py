@@ -208,10 +208,18 @@ def test_a_bilinear_op_outside_the_canonical_layout_or_the_field_is_refused(laye
     swapped = "bacde,bacef->bacdf"  # the left operand's own letter before the contracted one
     with pytest.raises(ProofRejected, match="laid out"):
         validate_structure(_replace(q, index, equation=swapped))
-    op = q.ops[index]
-    bounds = dict(q.bounds, **{op.inputs[0]: GQ.FIELD_HALF // 2})
+    # the worst case is the operands' proven ranges, not their declared bounds: an operand's producer proving 24
+    # bits is refused however small the bound the structure declares for it
+    source = q.ops[index].inputs[0]
+    while True:
+        at = next(i for i, op in enumerate(q.ops) if op.output == source)
+        if q.ops[at].kind != "transpose":
+            break
+        source = q.ops[at].inputs[0]
+    assert q.ops[at].kind == "contraction" and q.ops[at].shift + 24 <= GQ.FIELD_BITS
+    wide = _replace(q, at, q_bits=24)
     with pytest.raises(ProofRejected, match="half the field"):
-        validate_structure(dataclasses.replace(q, bounds=bounds))
+        validate_structure(dataclasses.replace(wide, bounds={**wide.bounds, source: 1}))
 
 
 def test_a_row_kernel_other_than_the_derived_one_is_refused(layer):
