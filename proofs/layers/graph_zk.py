@@ -25,6 +25,10 @@ further when some stored tensor would have fewer than 4 variables (a masked tens
   add eq(tau_S, S). Then the select: Y - q + s q = 0 (or the public output's value);
 - patches: sum_v eq(tau, v) P(v) = sum_p G_tau(p) X(p), G_tau(p) = sum_(real v, gather(v) = p) eq(tau, v)
   (public: the verifier builds it in O(|P|));
+- bilinear Y = requant(einsum(X1, X2)) of two computed tensors (attention's q k^T, its weighted sum, the products
+  of lowered Softmax and LayerNorm): sum_(b S C) eq(tau_(b S), (b, S)) X1(b, S, C, tau_1) X2(b, S, C, tau_2) - rebuilt
+  + h = 0 (degree 3), the operands laid out b, shared S, contracted C, own letters (the quantizer transposes them
+  there), their own letters fixed at the output's tau; then the select;
 - relu (after an add): X - rebuilt + h = 0, then the select;  add: Y - 2^k1 X1 - 2^k2 X2 = 0;
   reshape: Y(tau) - sum_p G_tau(p) X(p) = 0 (a reshape of the same padded layout is the same tensor);
   transpose: Y(tau) - X(tau permuted) = 0;  bits: every plane entry is a bit (one batched relation);
