@@ -17,12 +17,11 @@ interval): the polynomials are only right there.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import prod
 
 import numpy as np
 
-from math import prod
-
-from crypto.ckks.evaluator import Ciphertext
+from crypto.rlwe import Ciphertext
 from crypto.errors import ParameterError, ShapeError
 
 from .backends import CKKSBackend
@@ -98,7 +97,10 @@ def read_graph(path, input_shape=None):
 
 def _batch(graph, x) -> tuple[np.ndarray, bool]:
     """(x batch first, whether x was one sample) or ShapeError naming the shapes."""
-    x = np.asarray(x, dtype=np.float64)
+    try:
+        x = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ShapeError("the input is not a numeric array") from None
     single = x.shape == tuple(graph.input_shape)
     batch = x[None] if single else x
     if batch.shape[1:] != tuple(graph.input_shape) or not len(batch):
@@ -109,7 +111,7 @@ def _batch(graph, x) -> tuple[np.ndarray, bool]:
     return batch, single
 
 
-def _describe(node, approx, graph) -> str:
+def _describe(node, approx) -> str:
     if node.kind == "softmax":
         r = approx.reciprocal
         return (f"softmax (THOR / NEXUS style): shift by the calibrated bound c = {approx.shift:.4g}, exp(x - c) = "
@@ -226,7 +228,7 @@ def plan_attention(graph, calibration, *, params=None, allow_insecure: bool = Fa
     exact = graph.forward(batch)
     error = float(np.max(np.abs(model.forward(batch) - exact)))
     by_name = {node.name: node for node in graph.nodes}
-    approximations = tuple((name, _describe(by_name[name], model.approximations[name], graph), model.errors[name])
+    approximations = tuple((name, _describe(by_name[name], model.approximations[name]), model.errors[name])
                            for name in model.errors)
     low, high = float(batch.min()), float(batch.max())
     pad = MARGIN * max(high - low, 1e-6)
