@@ -18,6 +18,7 @@ import numpy as np
 from crypto.ckks.bootstrap import BootstrapConfig
 from crypto.errors import ParameterError, ShapeError
 from crypto.params import HE_STANDARD_128, CKKSParameters
+from hezk.model.graph import activate
 from tensor_ops.activations import PolyActivation
 from tensor_ops.bootstrap_placement import bootstrap_cost, cached_bootstrap_plan, stage_levels
 from tensor_ops.layout import SlotLayout
@@ -240,28 +241,43 @@ def _candidate_gs(span):
 _HOISTED, _KEY_WEIGHTS = 0.5, (1.0, 4.0, 16.0, 64.0, 256.0, 4096.0)
 
 
-def _splits(offset_sets, weight):
+def _split_candidates(offsets):
+    """For each baby-step size g worth trying: (g, baby, giant, the nonzero steps as a set, rotations cost
+    without keys)."""
+    span = int(offsets[-1] - offsets[0]) + 1
+    q = int(np.gcd.reduce(offsets - offsets[0])) if len(offsets) > 1 else 1
+    candidates = set(_candidate_gs(span))
+    if q > 1:  # offsets on a lattice (the patches layout: multiples of P): baby steps along it
+        candidates |= {q * g for g in _candidate_gs(span // q + 1)}
+    result = []
+    for g in sorted(candidates):
+        baby, giant = _split(offsets, g)
+        steps = set(baby) | set(giant)
+        steps.discard(0)
+        result.append((g, baby, giant, steps, _HOISTED * (len(baby) - (0 in baby)) + len(giant) - (0 in giant)))
+    return result
+
+
+def _splits(offset_sets, weight, memo=None):
     """Per stage, the (g, baby, giant) minimising rotations + ``weight`` x keys not already chosen (greedy
-    in stage order)."""
+    in stage order). ``memo``: a dict shared by the calls of one planning (the lowerings tried share most
+    stages): each stage's candidate splits, computed once."""
+    memo = {} if memo is None else memo
     chosen, keys = [], set()
     for offsets in offset_sets:
         if offsets is None or not len(offsets):
             chosen.append((0, (), ()))
             continue
-        span = int(offsets[-1] - offsets[0]) + 1
-        q = int(np.gcd.reduce(offsets - offsets[0])) if len(offsets) > 1 else 1
-        candidates = set(_candidate_gs(span))
-        if q > 1:  # offsets on a lattice (the patches layout: multiples of P): baby steps along it
-            candidates |= {q * g for g in _candidate_gs(span // q + 1)}
+        key = offsets.tobytes()
+        if key not in memo:
+            memo[key] = _split_candidates(offsets)
         best = None
-        for g in sorted(candidates):
-            baby, giant = _split(offsets, g)
-            new = ({b for b in baby if b} | {m for m in giant if m}) - keys
-            cost = _HOISTED * sum(1 for b in baby if b) + sum(1 for m in giant if m) + weight * len(new)
+        for g, baby, giant, steps, rotations in memo[key]:
+            cost = rotations + weight * (len(steps - keys) if keys else len(steps))
             if best is None or cost < best[0]:
-                best = (cost, g, baby, giant)
-        chosen.append(best[1:])
-        keys |= {k for k in best[2] + best[3] if k}
+                best = (cost, g, baby, giant, steps)
+        chosen.append(best[1:4])
+        keys |= best[4]
     return chosen, keys
 
 
@@ -274,13 +290,13 @@ def power_of_two_keys(steps, slots) -> tuple[int, ...]:
     return tuple(sorted(keys))
 
 
-def stage_plans(stages, n_in, *, slots=None, key_bytes=0, key_budget=None):
+def stage_plans(stages, n_in, *, slots=None, key_bytes=0, key_budget=None, memo=None):
     """(StagePlans, key steps or None): one StagePlan per stage (``AffineStage`` / ``PackedAffine`` /
     ``ActivationStage``). Each affine stage gets the baby-step size g that minimises its key switches plus a
     weight per new Galois key; when the keys exceed ``key_budget`` bytes (``key_bytes`` per key) the weight
     grows (fewer baby steps, fewer keys), and past the largest weight the keys become the powers of two and
     every step a composite rotation (returned as the key steps). A budget below even that raises
-    ParameterError naming it."""
+    ParameterError naming it. ``memo``: shared by the plans of one model (``_splits``)."""
     offsets = []
     for stage in stages:
         if isinstance(stage, ActivationStage) or getattr(stage, "kind", None) == "fork":
@@ -292,7 +308,7 @@ def stage_plans(stages, n_in, *, slots=None, key_bytes=0, key_budget=None):
     presums = [tuple(getattr(stage, "presum", ())) for stage in stages]
     key_steps, splits, fewest = None, None, None
     for weight in _KEY_WEIGHTS:
-        splits, keys = _splits(offsets, weight)
+        splits, keys = _splits(offsets, weight, memo)
         keys |= {k for p in presums for k in p if k}
         if fewest is None or len(keys) < len(fewest[1]):
             fewest = (splits, keys)
@@ -647,6 +663,9 @@ class ModelPlan:
     output_range: tuple[tuple[float, ...], tuple[float, ...]] | None = None
     output_margin: float = 0.0
     activation_fits: tuple[ActivationFit, ...] = ()  # each polynomial activation's interval and errors
+    # the model's last activation when it is elementwise and the client applies it exactly after decryption
+    # (``Client.decrypt``): a final sigmoid is computed, not fitted (``hezk.model.graph.activate``); "" none
+    finish: str = ""
 
     def __post_init__(self):
         """Checks a placement of bootstraps (plans without one are not touched): a full-slot config (the
@@ -955,6 +974,9 @@ class ModelPlan:
                          f"padding {padding}): the client packs {self.packed_width} slots per sample (pixels "
                          f"duplicated on the client), the server multiplies by the weights along the patches")
         lines += self._explain_ranges()
+        if self.finish:
+            lines.append(f"  the model's last activation, {self.finish}, is applied exactly by the client after "
+                         f"decryption (the server returns its input; the output range below is that input's)")
         if self.client:
             lines.append(f"  run by the client after decryption (not encrypted, not by the server): {self.client}")
         if self.model is not None:
@@ -1054,6 +1076,8 @@ class ModelPlan:
             data["bootstraps"] = list(self.bootstraps)
         if self.client:
             data["client"] = self.client
+        if self.finish:
+            data["finish"] = self.finish
         if self.input_range is not None:
             data["input_range"] = list(self.input_range)
         if self.output_range is not None:
@@ -1099,12 +1123,18 @@ class ModelPlan:
             return cls(check.params, input_shape, output_shape, block, stages, layers, model=model,
                        key_budget=None if key_budget is None else check.integer(key_budget, "key_budget", 0, 1 << 62),
                        key_steps=None if key_steps is None else check.steps(key_steps, "key_steps"),
-                       patches=patches, fit=fit, client=client, **_bootstrap_fields(data),
+                       patches=patches, fit=fit, client=client, finish=_finish_field(data.get("finish", "")),
+                       **_bootstrap_fields(data),
                        **check.ranges(data, math.prod(output_shape), len(stages)))
         except (KeyError, TypeError, ValueError, OverflowError) as error:
             if isinstance(error, ParameterError):
                 raise
             raise ParameterError(f"malformed model plan: {error!r:.300}") from None
+
+    def finished(self, y):
+        """The model's outputs from the decrypted values ``y``: the client's exact last activation (``finish``)
+        applied elementwise, or ``y`` itself."""
+        return activate(self.finish, np.asarray(y, dtype=np.float64)) if self.finish else y
 
     def __reduce__(self):
         """Pickle through the public description (``to_dict``, validated again by ``from_dict``) and the cost
@@ -1374,6 +1404,17 @@ class _PlanFields:
             raise ParameterError(f"model plan: patches={list(patches)} over input_shape={list(input_shape)} give "
                                  f"{max(ho, 0)} x {max(wo, 0)} windows of {c * kh * kw} values: they must fit the "
                                  f"{self.slots} slots")
+
+
+FINISH_FUNCTIONS = ("sigmoid", "tanh", "softplus", "softsign", "gelu", "gelu_tanh", "silu", "mish", "elu",
+                    "selu", "hardswish")
+"""Elementwise last activations the client applies after decryption instead of the server fitting them."""
+
+
+def _finish_field(value) -> str:
+    if value != "" and value not in FINISH_FUNCTIONS:
+        raise ParameterError(f"model plan: finish={value!r:.80} must be '' or one of {FINISH_FUNCTIONS}")
+    return value
 
 
 def _patches_field(value):
