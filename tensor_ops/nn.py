@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 import hezk.model
+from hezk.model.graph import activate
 from crypto.ckks.bootstrap import BootstrapConfig, as_config
 from crypto.errors import HEWarning, LevelError, ParameterError, ShapeError
 from crypto.context import as_parameters
@@ -37,9 +38,9 @@ from tensor_ops.activations import (MAX_DEGREE, SIGN_DEGREES, TARGETS, Composite
 from tensor_ops.backends import PlainBackend
 from tensor_ops.bootstrap_placement import cached_bootstrap_plan, place_for_model_plan
 from tensor_ops.lowering import lower_layers
-from tensor_ops.model_plan import (DEFAULT_KEY_BUDGET, OUTPUT_MARGIN, ActivationFit, ActivationStage, AffineStage,
-                                   ForkStage, JoinStage, ModelPlan, StagePlan, auto_parameters, choose_parameters,
-                                   stage_plans, value_bounds)
+from tensor_ops.model_plan import (DEFAULT_KEY_BUDGET, FINISH_FUNCTIONS, OUTPUT_MARGIN, ActivationFit, ActivationStage,
+                                   AffineStage, ForkStage, JoinStage, ModelPlan, StagePlan, auto_parameters,
+                                   choose_parameters, stage_plans, value_bounds)
 from tensor_ops.packing import (SparseMap, conv_sparse, input_layout, node_sparse, packed_stages, pool_sparse,
                                 probe_sparse, walk_layers)
 from tensor_ops.progress import as_progress
@@ -522,6 +523,7 @@ class Sequential:
     calibration_report = None  # (mean, max) error against the float model on the calibration inputs, if any
     input_range = None  # (low, high) of the calibration inputs' values, widened (``input_range``), if calibrated
     calibration_errors = None  # {Activation layer: max error on the values its input took on calibration data}
+    finish = ""  # the model's last activation, applied exactly by the client after decryption (``from_graph``)
 
     def __init__(self, layers, input_shape=None):
         layers = tuple(layers)
@@ -703,6 +705,7 @@ class Sequential:
         flat, single = self._flat_batch(x, shape)
         flat = self._run_stages(flat, shape, _warn_outside)
         out = flat.reshape(flat.shape[0], *self.output_shape(shape))
+        out = activate(self.finish, out) if self.finish else out  # the client's exact last step
         return out[0] if single else out
 
     def _run_stages(self, flat, shape, on_activation):
@@ -1304,6 +1307,9 @@ def from_graph(graph, *, degree: int | None = None, interval=(-4.0, 4.0), calibr
     ``model.postprocess`` and printed by the plan, never evaluated here."""
     seen = {} if calibration is None else activation_inputs(graph, calibration)
     ranges = _ranges(seen)
+    last = graph.nodes[-1] if graph.nodes else None
+    finish = last if last is not None and last.kind == "activation" and last.output == graph.output and \
+        last.function in FINISH_FUNCTIONS else None  # exact on the client, not fitted
     calibration_errors = {}  # activation layer -> max |p - f| on the values its input took on the calibration data
     chains = {graph.input: ()}  # tensor -> the layers that compute it from the model input
     for node in graph.nodes:
@@ -1320,7 +1326,9 @@ def from_graph(graph, *, degree: int | None = None, interval=(-4.0, 4.0), calibr
             raise ParameterError(f"operator {node.op} (node {node.name!r}) is not supported by the encrypted "
                                  f"path yet: it reads {node.inputs}")
         chain, shape = chains[node.inputs[0]], graph.shape_of(node.inputs[0])
-        if node.kind == "activation":
+        if node is finish:
+            pass
+        elif node.kind == "activation":
             chain += (_activation_layer(node, degree, ranges.get(node.name, interval)),)
             if node.name in seen:
                 calibration_errors[chain[-1]] = chain[-1].poly.error_on(seen[node.name])
@@ -1340,6 +1348,7 @@ def from_graph(graph, *, degree: int | None = None, interval=(-4.0, 4.0), calibr
     model = Sequential(layers, graph.input_shape)
     model.digest = graph.digest()
     model.postprocess = graph.postprocess
+    model.finish = finish.function if finish is not None else ""
     if calibration is not None:
         model.input_range = input_range(calibration)
         model.calibration_errors = calibration_errors
@@ -1413,7 +1422,7 @@ def _bootstrap_for(params, depth, stages, bootstrap):
     return config, boot
 
 
-def _plan_for(model, input_shape, params, key_budget, choices, layers, bootstrap=None, memo=None):
+def _plan_for(model, input_shape, params, key_budget, choices, layers, bootstrap=None):
     """The ModelPlan of ``model`` with the convolution lowerings ``choices`` (``tensor_ops.packing``), with
     bootstraps placed when it is deeper than the parameters' levels (``_bootstrap_for``)."""
     stages, block = packed_stages(model, input_shape, choices, ActivationStage)
@@ -1424,7 +1433,7 @@ def _plan_for(model, input_shape, params, key_budget, choices, layers, bootstrap
     boot = _bootstrap_for(chosen, depth, stages, bootstrap) if chosen.max_level < depth else None
     key_bytes = len(chosen.digits) * 2 * (len(chosen.q_moduli) + len(chosen.p_moduli)) * chosen.n * 4
     plans, key_steps = stage_plans(stages, math.prod(input_shape), slots=chosen.slots, key_bytes=key_bytes,
-                                   key_budget=key_budget, memo=memo)
+                                   key_budget=key_budget)
     plan = ModelPlan(chosen, tuple(input_shape), tuple(model.output_shape(input_shape)), block, tuple(plans), layers,
                      model=model.identity().hex(), fit=model.activation_fit(),
                      key_budget=None if key_budget is None else int(key_budget),
@@ -1508,11 +1517,11 @@ def _plan_model(model, input_shape, params, key_budget=None, bootstrap=None, pro
               else [("rotations",) * len(convs), ("dense",) * len(convs)])
     if convs and convs[0] == 0:  # the convolution reads the model input: the client may pack its patches
         combos += sorted({("patches",) + combo[1:] for combo in combos})
-    best, errors, per_choice, memo = None, [], {}, {}
+    best, errors, per_choice = None, [], {}
     for done, combo in enumerate(combos, 1):
         choices = dict(zip(convs, combo))
         try:
-            plan = _plan_for(model, input_shape, params, key_budget, choices, layers, bootstrap, memo)
+            plan = _plan_for(model, input_shape, params, key_budget, choices, layers, bootstrap)
         except (ParameterError, ShapeError) as error:
             errors.append(error)
             continue
