@@ -241,28 +241,43 @@ def _candidate_gs(span):
 _HOISTED, _KEY_WEIGHTS = 0.5, (1.0, 4.0, 16.0, 64.0, 256.0, 4096.0)
 
 
-def _splits(offset_sets, weight):
+def _split_candidates(offsets):
+    """For each baby-step size g worth trying: (g, baby, giant, the nonzero steps as a set, rotations cost
+    without keys)."""
+    span = int(offsets[-1] - offsets[0]) + 1
+    q = int(np.gcd.reduce(offsets - offsets[0])) if len(offsets) > 1 else 1
+    candidates = set(_candidate_gs(span))
+    if q > 1:  # offsets on a lattice (the patches layout: multiples of P): baby steps along it
+        candidates |= {q * g for g in _candidate_gs(span // q + 1)}
+    result = []
+    for g in sorted(candidates):
+        baby, giant = _split(offsets, g)
+        steps = set(baby) | set(giant)
+        steps.discard(0)
+        result.append((g, baby, giant, steps, _HOISTED * (len(baby) - (0 in baby)) + len(giant) - (0 in giant)))
+    return result
+
+
+def _splits(offset_sets, weight, memo=None):
     """Per stage, the (g, baby, giant) minimising rotations + ``weight`` x keys not already chosen (greedy
-    in stage order)."""
+    in stage order). ``memo``: a dict shared by the calls of one planning (the lowerings tried share most
+    stages): each stage's candidate splits, computed once."""
+    memo = {} if memo is None else memo
     chosen, keys = [], set()
     for offsets in offset_sets:
         if offsets is None or not len(offsets):
             chosen.append((0, (), ()))
             continue
-        span = int(offsets[-1] - offsets[0]) + 1
-        q = int(np.gcd.reduce(offsets - offsets[0])) if len(offsets) > 1 else 1
-        candidates = set(_candidate_gs(span))
-        if q > 1:  # offsets on a lattice (the patches layout: multiples of P): baby steps along it
-            candidates |= {q * g for g in _candidate_gs(span // q + 1)}
+        key = offsets.tobytes()
+        if key not in memo:
+            memo[key] = _split_candidates(offsets)
         best = None
-        for g in sorted(candidates):
-            baby, giant = _split(offsets, g)
-            new = ({b for b in baby if b} | {m for m in giant if m}) - keys
-            cost = _HOISTED * sum(1 for b in baby if b) + sum(1 for m in giant if m) + weight * len(new)
+        for g, baby, giant, steps, rotations in memo[key]:
+            cost = rotations + weight * (len(steps - keys) if keys else len(steps))
             if best is None or cost < best[0]:
-                best = (cost, g, baby, giant)
-        chosen.append(best[1:])
-        keys |= {k for k in best[2] + best[3] if k}
+                best = (cost, g, baby, giant, steps)
+        chosen.append(best[1:4])
+        keys |= best[4]
     return chosen, keys
 
 
@@ -275,13 +290,13 @@ def power_of_two_keys(steps, slots) -> tuple[int, ...]:
     return tuple(sorted(keys))
 
 
-def stage_plans(stages, n_in, *, slots=None, key_bytes=0, key_budget=None):
+def stage_plans(stages, n_in, *, slots=None, key_bytes=0, key_budget=None, memo=None):
     """(StagePlans, key steps or None): one StagePlan per stage (``AffineStage`` / ``PackedAffine`` /
     ``ActivationStage``). Each affine stage gets the baby-step size g that minimises its key switches plus a
     weight per new Galois key; when the keys exceed ``key_budget`` bytes (``key_bytes`` per key) the weight
     grows (fewer baby steps, fewer keys), and past the largest weight the keys become the powers of two and
     every step a composite rotation (returned as the key steps). A budget below even that raises
-    ParameterError naming it."""
+    ParameterError naming it. ``memo``: shared by the plans of one model (``_splits``)."""
     offsets = []
     for stage in stages:
         if isinstance(stage, ActivationStage) or getattr(stage, "kind", None) == "fork":
@@ -293,7 +308,7 @@ def stage_plans(stages, n_in, *, slots=None, key_bytes=0, key_budget=None):
     presums = [tuple(getattr(stage, "presum", ())) for stage in stages]
     key_steps, splits, fewest = None, None, None
     for weight in _KEY_WEIGHTS:
-        splits, keys = _splits(offsets, weight)
+        splits, keys = _splits(offsets, weight, memo)
         keys |= {k for p in presums for k in p if k}
         if fewest is None or len(keys) < len(fewest[1]):
             fewest = (splits, keys)

@@ -1422,7 +1422,7 @@ def _bootstrap_for(params, depth, stages, bootstrap):
     return config, boot
 
 
-def _plan_for(model, input_shape, params, key_budget, choices, layers, bootstrap=None):
+def _plan_for(model, input_shape, params, key_budget, choices, layers, bootstrap=None, memo=None):
     """The ModelPlan of ``model`` with the convolution lowerings ``choices`` (``tensor_ops.packing``), with
     bootstraps placed when it is deeper than the parameters' levels (``_bootstrap_for``)."""
     stages, block = packed_stages(model, input_shape, choices, ActivationStage)
@@ -1433,7 +1433,7 @@ def _plan_for(model, input_shape, params, key_budget, choices, layers, bootstrap
     boot = _bootstrap_for(chosen, depth, stages, bootstrap) if chosen.max_level < depth else None
     key_bytes = len(chosen.digits) * 2 * (len(chosen.q_moduli) + len(chosen.p_moduli)) * chosen.n * 4
     plans, key_steps = stage_plans(stages, math.prod(input_shape), slots=chosen.slots, key_bytes=key_bytes,
-                                   key_budget=key_budget)
+                                   key_budget=key_budget, memo=memo)
     plan = ModelPlan(chosen, tuple(input_shape), tuple(model.output_shape(input_shape)), block, tuple(plans), layers,
                      model=model.identity().hex(), fit=model.activation_fit(),
                      key_budget=None if key_budget is None else int(key_budget),
@@ -1517,11 +1517,11 @@ def _plan_model(model, input_shape, params, key_budget=None, bootstrap=None, pro
               else [("rotations",) * len(convs), ("dense",) * len(convs)])
     if convs and convs[0] == 0:  # the convolution reads the model input: the client may pack its patches
         combos += sorted({("patches",) + combo[1:] for combo in combos})
-    best, errors, per_choice = None, [], {}
+    best, errors, per_choice, memo = None, [], {}, {}
     for done, combo in enumerate(combos, 1):
         choices = dict(zip(convs, combo))
         try:
-            plan = _plan_for(model, input_shape, params, key_budget, choices, layers, bootstrap)
+            plan = _plan_for(model, input_shape, params, key_budget, choices, layers, bootstrap, memo)
         except (ParameterError, ShapeError) as error:
             errors.append(error)
             continue
