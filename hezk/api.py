@@ -6,11 +6,14 @@
     prover = hezk.commit(net, calibration=x)          # proofs: weights committed, hidden; publish prover.commitment
     proof = prover.prove(x)                           # bytes (or hezk.prove(prover, x))
     hezk.verify(prover.commitment, x, proof)          # a Verified result (truthy), or ProofRejected
+    proofs = hezk.prove(prover, xs, per_proof=4)      # a batch: a list of proofs, one hiding copy each
+    hezk.verify(prover.commitment, xs, proofs, per_proof=4)   # .output: every proof's, stacked; .parts
 
 Underneath: :func:`tensor_ops.nn.from_graph` (activations as polynomials fitted on the calibration inputs),
 :class:`tensor_ops.Client` / :class:`tensor_ops.Server` (``hezk infer``); :func:`proofs.graph_quantize.quantize_graph`
 (scales from the calibration inputs), :class:`proofs.layers.graph_zk.HidingGraphNetwork` (``hezk commit | prove``)
-and :func:`proofs.layers.graph_zk.verify_graph_zk` (``hezk verify``). The facade floor: it imports both engines,
+and :func:`proofs.inference.verify` (``hezk verify``: the commitment's kind picks the proof); batches through
+:mod:`proofs.batch` (``dask``: tasks on dask.distributed). The facade floor: it imports both engines,
 and no engine or foundation imports it.
 """
 from __future__ import annotations
