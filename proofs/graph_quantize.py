@@ -397,7 +397,7 @@ def selection_kernel(kind: str, equation: str, patches, in_shape) -> np.ndarray:
 #: float ones quantized at weight_frac (centre I - J/n, mean 1/n) and 0/+-1 selections at weight_frac 0 (sum, a max
 #: level's split and join, the broadcast of -max over the row)
 ROW_CONSTANTS = ("row_center", "row_mean")
-ROW_SELECTIONS = ("row_sum", "row_max_split", "row_max_join", "row_broadcast")
+ROW_SELECTIONS = ("row_sum", "row_max_split", "row_max_join", "row_broadcast", "rescale")
 
 
 def row_equation(kind: str, rank: int) -> str:
@@ -411,6 +411,8 @@ def row_equation(kind: str, rank: int) -> str:
         return f"b{letters},{letters[-2:-1]}->b{letters[:-2]}{letters[-1:]}"
     if kind == "row_broadcast":  # every sample letter on the kernel: the hiding proof's read binds the row's letters
         return f"b{letters},{letters}z->b{letters[:-1]}z"
+    if kind == "rescale":  # elementwise ones: x requantized to fewer bits (a bilinear operand)
+        return f"b{letters},{letters}->b{letters}"
     return f"b{letters},{letters[-1]}z->b{letters[:-1]}z"
 
 
@@ -423,6 +425,8 @@ def row_kernel(kind: str, equation: str, in_shape, weight_shape) -> np.ndarray:
         return np.eye(n) - 1.0 / n
     if fits and kind == "row_mean" and n >= 1:
         return np.full((n, 1), 1.0 / n)
+    if fits and kind == "rescale" and padded_entries(shape) <= MAX_TENSOR_ENTRIES:
+        return np.ones(shape, dtype=np.int64)
     if fits and kind == "row_sum" and n >= 1:
         return np.ones((n, 1), dtype=np.int64)
     if fits and kind == "row_max_split" and n >= 2:
@@ -836,15 +840,47 @@ class _Lowering:
         equation = f"{canonical[0]},{canonical[1]}->{out}"
         sizes = dict(zip(canonical[0][1:] + canonical[1][1:], self.shapes[sources[0]] + self.shapes[sources[1]]))
         shape = tuple(sizes[l] for l in out[1:])
+        terms = math.prod(sizes[l] for l in canonical[0][1:] if l in canonical[1] and l not in out)
+        sources = self.narrowed(sources, terms, suffix)
         output = self.name(suffix, last)
         if self.like is None:
             self.floats.setdefault(output, np.einsum(equation, self.floats[sources[0]], self.floats[sources[1]]))
-        terms = math.prod(sizes[l] for l in canonical[0][1:] if l in canonical[1] and l not in out)
         worst = self.bounds[sources[0]] * self.bounds[sources[1]] * terms
         shift, q_bits, f_out = self.scale(output, self.fracs[sources[0]] + self.fracs[sources[1]], worst)
         return self.put(QOp("bilinear", f"{self.node.name}.{suffix}" if not last else self.node.name,
                             tuple(sources), output, equation, shift=shift, q_bits=q_bits),
                         shape, f_out, 1 << (q_bits - 1))
+
+    def narrowed(self, sources, terms, suffix) -> list:
+        """The operands, each requantized to fewer bits first (a public ``rescale``: round(x / 2^k)) when their
+        product's worst case |x1| |x2| terms would reach half the field (the wider operand loses more), as the
+        committed structure did (``like``)."""
+        sources, bounds = list(sources), [self.bounds[t] for t in sources]
+        shifts = [0, 0]
+        if self.like is not None:
+            names = [f"{self.node.output}/{suffix}.{tag}.rescale" for tag in ("left", "right")]
+            shifts = [self.chosen[n].shift if n in self.chosen else 0 for n in names]
+        else:
+            while bounds[0] * bounds[1] * terms > FIELD_HALF and max(bounds) > 1:
+                side = 0 if bounds[0] >= bounds[1] else 1
+                shifts[side] += 1
+                bounds[side] = 1 << (_signed_bits((self.bounds[sources[side]] + (1 << (shifts[side] - 1)))
+                                                  >> shifts[side]) - 1)
+        for side, (tag, k) in enumerate(zip(("left", "right"), shifts)):
+            if not k:
+                continue
+            source = sources[side]
+            output = self.fresh(f"{suffix}.{tag}.rescale")
+            if self.like is None:
+                self.floats[output] = self.floats[source]
+            q_bits = _signed_bits((self.bounds[source] + (1 << (k - 1))) >> k)
+            kernel = row_kernel("rescale", row_equation("rescale", len(self.shapes[source])), self.shapes[source], ())
+            shape = self.shapes[source]
+            sources[side] = self.put(QOp("contraction", f"{self.node.name}.{suffix}.{tag}.rescale", (source,), output,
+                                         row_equation("rescale", len(shape)), None, kernel, kernel.shape, None, "", (),
+                                         shape, k, q_bits, shape=shape, weight_frac=0, constant="rescale"),
+                                     shape, self.fracs[source] - k, 1 << (q_bits - 1))
+        return sources
 
     def row(self, kind, source, suffix, *, last=False, relu=False, requant=True, bias=None, weight_shape=None,
             q_bound=None, float_out=None):

@@ -178,6 +178,28 @@ def test_a_cheating_product_is_rejected_with_hidden_weights(layer):
         verify_graph_zk(net.commitment, sample, proof)
 
 
+def test_wide_operands_are_rescaled_before_their_product():
+    """h h^T over 64 entries of 13-bit h = x W would reach 2^30 (half the field): the quantizer requantizes the
+    operands to fewer bits first (public ``rescale`` kernels); proven plain and hidden, forward_int exactly."""
+    from hezk.model.graph import Bilinear, Contraction, Graph
+    rng = np.random.default_rng(3)
+    linear = Contraction("fc", "MatMul", ("x",), "h", "bpk,kn->bpn", rng.normal(size=(64, 64)) / 8, None, None,
+                         (2, 64))
+    graph = Graph("x", (2, 64), (linear, Bilinear("gram", "MatMul", ("h", "h"), "y", "bpk,bqk->bpq")), "y")
+    calibration = rng.uniform(-1, 1, size=(8, 2, 64))
+    q = quantize_graph(graph, calibration)
+    assert sum(op.constant == "rescale" for op in q.ops) >= 1 and q.ops[-1].kind == "bilinear"
+    x = calibration[:1]
+    reference = q.forward_int(q.quantize_input(x))
+    floats = graph.forward(x)
+    assert np.max(np.abs(q.dequantize(reference) - floats)) <= 0.02 * np.max(np.abs(floats))
+    x = q.quantize_input(x)
+    net, hidden = GraphNetwork(q), HidingGraphNetwork(q, max_proofs=1)
+    for verified in (verify_graph(net.commitment, x, net.prove(x)),
+                     verify_graph_zk(hidden.commitment, x, hidden.prove(x))):
+        assert np.array_equal(verified.output.reshape(reference.shape), reference)
+
+
 # ------------------------------------------------------------------------------------------ the statement
 def _replace(q, index, **change):
     ops = list(q.ops)
