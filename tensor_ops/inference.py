@@ -32,6 +32,7 @@ from crypto.ckks.flooding import STATISTICAL_SECURITY
 from crypto.context import CKKSContext, as_parameters, check_value_bound
 from crypto.errors import (ContextMismatchError, HEError, HEWarning, KeyMissingError, LevelError, ParameterError,
                            SerializationError, ShapeError)
+from crypto.ckks.evaluator_protocol import CKKSEvaluator
 from crypto.ckks.linear import bsgs_sum
 from crypto.rlwe import Ciphertext
 from tensor_ops.model_plan import (DEFAULT_KEY_BUDGET, ActivationStage, ModelPlan, batch_of, pack_samples,
@@ -96,6 +97,25 @@ def rotation_routes(needed, available, slots) -> dict:
             path.append(key)
         routes[int(k)] = tuple(path)
     return routes
+
+
+def model_evaluator(context, evaluator=None):
+    """The evaluator a model plan runs on: ``context.evaluator`` (None), an evaluator of the context's keys
+    (a ``CKKSEvaluator``: host or device) or a callable making one from the context (e.g. ``DeviceEvaluator``
+    itself, for a server that receives its context as bytes)."""
+    if evaluator is None:
+        return context.evaluator
+    if isinstance(evaluator, type) or not isinstance(evaluator, CKKSEvaluator):
+        if not callable(evaluator):
+            raise ParameterError(f"evaluator must be a CKKSEvaluator (crypto.ckks.evaluator_protocol) or a callable "
+                                 f"making one from the context, got {type(evaluator).__name__}")
+        evaluator = evaluator(context)
+        if not isinstance(evaluator, CKKSEvaluator):
+            raise ParameterError(f"the evaluator factory returned {type(evaluator).__name__}, not a CKKSEvaluator")
+    if evaluator.key_id != context.key_id or evaluator.fingerprint != context.params.fingerprint:
+        raise ContextMismatchError(f"the evaluator holds key set {evaluator.key_id.hex()[:12]}…, the context "
+                                   f"{context.key_id.hex()[:12]}…: make it from this context")
+    return evaluator
 
 
 class _Encrypted:
@@ -174,12 +194,15 @@ class EncryptedModel:
 
     Built from public material only (an evaluator and a context that can encode plaintexts). Encoded
     diagonals depend on the parameters, not on the keys: servers of one model may share ``encoded``.
+    ``evaluator``: any ``crypto.ckks.evaluator_protocol.CKKSEvaluator`` of the context's keys (default the
+    host one, ``context.evaluator``; ``crypto.ckks.jax_device.DeviceEvaluator(context)`` runs the plan on the
+    device: ``forward`` uploads its ciphertext once and downloads the result).
     """
 
-    def __init__(self, model, plan: ModelPlan, context, encoded: dict | None = None):
+    def __init__(self, model, plan: ModelPlan, context, encoded: dict | None = None, evaluator=None):
         self.plan = plan
         self._context = context
-        self._evaluator = context.evaluator
+        self._evaluator = model_evaluator(context, evaluator)
         self._stages, _ = packed_stages(model, plan.input_shape, plan.choices, ActivationStage)
         kinds = tuple("fork" if isinstance(s, PackedFork) else "join" if isinstance(s, PackedJoin) else "affine"
                       if isinstance(s, PackedAffine) else "activation" for s in self._stages)
@@ -263,6 +286,7 @@ class EncryptedModel:
         if ct.level < self.plan.input_level:
             raise LevelError(f"ciphertext level={ct.level} is below the model's depth {self.plan.input_level}: "
                              f"encrypt at level {self.plan.input_level} or higher")
+        ct = self._evaluator.from_host(ct)  # the identity on the host evaluator; one upload on a device
         if ct.level > self.plan.input_level:
             ct = self._evaluator.to_level(ct, self.plan.input_level)
         bootstraps, kept = set(self.plan.bootstraps), []
@@ -281,7 +305,7 @@ class EncryptedModel:
                     self._evaluator.mul(ct, 0.0), result)
             if on_stage is not None:
                 on_stage(index)
-        return ct
+        return self._evaluator.to_host(ct)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -752,11 +776,13 @@ class Server:
     sample shape or too large. Inputs above the model's level are dropped to it. A model that does not know
     its input shape and no ``input_shape``: ``plan`` is None and each request is planned for its sample shape
     (the checks then happen per request). ``key_budget``: the one the client planned with (``Client``).
+    ``evaluator``: what runs the plans (``model_evaluator``): None (the host evaluator), a ``CKKSEvaluator`` of
+    this context, or a callable making one from it (``crypto.ckks.jax_device.DeviceEvaluator``: on the device).
     """
 
     def __init__(self, model: Sequential, public_context, *, input_shape=None,
                  max_ciphertexts: int = DEFAULT_MAX_CIPHERTEXTS, backend="auto", encoded: dict | None = None,
-                 key_budget: int = DEFAULT_KEY_BUDGET):
+                 key_budget: int = DEFAULT_KEY_BUDGET, evaluator=None):
         if not isinstance(model, Sequential):
             raise ParameterError(f"model must be a Sequential, got {type(model).__name__}")
         if isinstance(public_context, (bytes, bytearray, memoryview)):
@@ -772,6 +798,7 @@ class Server:
         if context.has_secret_key:
             context = context.public_context()
         self.context = context
+        self.evaluator = model_evaluator(context, evaluator)  # EncryptedModel's: host (default) or device
         self.max_ciphertexts = int(max_ciphertexts)
         self._model = model
         self.key_budget = key_budget  # plans as the client did (another budget: other rotations, refused)
@@ -796,7 +823,8 @@ class Server:
             plan = self._model.plan(shape, params=self.context.params, bootstrap=boot, key_budget=self.key_budget)
             if plan.needs_relinearization and self.context.relin_key is None:
                 raise KeyMissingError("the public context has no relinearization key; the model multiplies ciphertexts")
-            self._by_shape[shape] = (plan, {plan.block: EncryptedModel(self._model, plan, self.context, self._encoded)})
+            self._by_shape[shape] = (plan, {plan.block: EncryptedModel(self._model, plan, self.context, self._encoded,
+                                                                       self.evaluator)})
         return self._by_shape[shape]
 
     def _model_shape(self, shape, samples):
@@ -839,7 +867,8 @@ class Server:
         if block < plan.block:
             raise ShapeError(f"request block={block} is below the model's block {plan.block} (its widest layer)")
         if block not in by_block:
-            by_block[block] = EncryptedModel(self._model, plan.with_block(block), self.context, self._encoded)
+            by_block[block] = EncryptedModel(self._model, plan.with_block(block), self.context, self._encoded,
+                                              self.evaluator)
         outputs = []
         report = as_progress(progress, "evaluate")
         total = len(blobs) * len(plan.stages)
