@@ -21,11 +21,12 @@ import numpy as np
 
 import hezk.model
 
+from . import inference
 from .basefold import statistical_bits
 from .errors import ModelError, ProofRejected
 from .graph_quantize import quantize_graph
-from .layers.graph import GraphCommitment, GraphNetwork, verify_graph
-from .layers.graph_zk import HidingGraphCommitment, HidingGraphNetwork, verify_graph_zk
+from .layers.graph import GraphCommitment, GraphNetwork
+from .layers.graph_zk import HidingGraphCommitment, HidingGraphNetwork
 from .layers.network_zk import basefold_params
 from .progress import progress_bar
 from .proof_format import record_kind
@@ -207,8 +208,7 @@ def verify(args, commitment_bytes: bytes) -> int:
         commitment = read_graph_commitment(commitment_bytes)
         if x is None and not commitment.zk:
             raise GraphInputError("--private-input: a public-weights graph proof states its input (pass --input)")
-        check = verify_graph_zk if commitment.zk else verify_graph
-        output = check(commitment, x, _read(args.proof)).output
+        output = inference.verify(commitment, x, _read(args.proof)).output  # the one entry point
     except GraphInputError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
