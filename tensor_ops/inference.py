@@ -55,9 +55,9 @@ def _diagonal_vectors(stage, plan_stage, block, slots):
     """For each giant step m: the list of (baby step i, a callable giving rot(d_{m+i}, -m) tiled over the
     blocks), so a caller can make one slot vector at a time (the diagonals themselves are block-long)."""
     result = {}
-    for k, diagonal in sorted(stage.diagonals(block).items()):
+    for k, diagonal in sorted(stage.diagonal_makers(block).items()):
         m, i = plan_stage.split(k)
-        result.setdefault(m, []).append((i, lambda d=diagonal, m=m: np.roll(np.tile(d, slots // block), m)))
+        result.setdefault(m, []).append((i, lambda d=diagonal, m=m: np.roll(np.tile(d(), slots // block), m)))
     return result
 
 

@@ -811,7 +811,7 @@ class ModelPlan:
         as uint32 residues, both halves: digits x 2 x (Q + P limbs) x N x 4 bytes; serialized, only its b half
         (a is a seed). Plaintexts and ciphertexts are uint64 residues of the level they are used at. The
         working set of a stage: its hoisted baby rotations plus four ciphertexts, one key-switching
-        decomposition (digits x (limbs + P) x N x 8) and its diagonals as float64 vectors of a block."""
+        decomposition (digits x (limbs + P) x N x 8) and the float64 slot vectors of the diagonal being encoded."""
         p = self.params
         n, top, specials, digits = p.n, len(p.q_moduli), len(p.p_moduli), len(p.digits)
         key = digits * 2 * (top + specials) * n * 4
@@ -823,7 +823,7 @@ class ModelPlan:
             if stage.kind in ("affine", "join"):
                 level += stage.kind == "join"
                 hoist = digits * (p.limbs_at(level) + specials) * n * 8
-                vectors = stage.diagonals * self.block * 8 + 2 * p.slots * 8
+                vectors = 3 * p.slots * 8                   # a diagonal made, tiled and rolled
                 working = max(working, (len(stage.baby) + 4) * ct(level) + hoist + vectors)
             elif stage.kind == "activation":
                 working = max(working, (stage.ct_ct_multiplications + 4) * ct(level))

@@ -311,15 +311,21 @@ class PackedAffine:
 
     def diagonals(self, block: int) -> dict[int, np.ndarray]:
         """{k: d_k} with d_k a vector of ``block`` slots."""
-        result = {}
+        return {k: make() for k, make in self.diagonal_makers(block).items()}
+
+    def diagonal_makers(self, block: int) -> dict:
+        """{k: a callable giving d_k}: the diagonals made one at a time (a stage's nonzeros, not its
+        diagonals x block slots, are held)."""
         order = np.argsort(self.offsets, kind="stable")
         offsets, rows, vals = self.offsets[order], self.rows[order], self.vals[order]
         bounds = np.flatnonzero(np.r_[True, offsets[1:] != offsets[:-1], True])
-        for start, stop in zip(bounds[:-1], bounds[1:]):
+
+        def make(start, stop):
             d = np.zeros(block)
             np.add.at(d, rows[start:stop], vals[start:stop])
-            result[int(offsets[start])] = d
-        return result
+            return d
+
+        return {int(offsets[start]): (lambda a=start, b=stop: make(a, b)) for start, stop in zip(bounds[:-1], bounds[1:])}
 
     def bias_vector(self, block: int) -> np.ndarray:
         bias = np.zeros(block)
