@@ -309,9 +309,8 @@ def _infer_locally(args):
                                f"apart and written to {args.out} (rows of refused samples are NaN)",
                                refused, (), refused)
     y = _infer_encrypted(args, model, shape, x)
-    np.save(args.out, y)
-    print(f"client: decrypted output of shape {y.shape} -> {args.out}")
-    _print_classes(y)
+    print(f"client: decrypted output of shape {y.shape}")
+    _save_outputs(args.out, y, getattr(model, "postprocess", ()), np.asarray(x).shape == tuple(shape))
 
 
 _WHY_REFUSED = ("leave the model's calibrated ranges (a value outside the plan's input range, or an activation "
@@ -395,9 +394,8 @@ def _decrypt(args):
               f"{STATISTICAL_SECURITY}-bit statistical security)")
     else:
         y = client.decrypt(reply)
-    np.save(args.out, y)
-    print(f"decrypted output of shape {y.shape} -> {args.out}")
-    _print_classes(y)
+    print(f"decrypted output of shape {y.shape}")
+    _save_outputs(args.out, y, *_postprocess_of(client, y))
 
 
 def _print_classes(y) -> None:
@@ -421,8 +419,46 @@ def _remote(args):
         raise HEError(f"{args.url}: {error}") from None
     except httpx.TransportError as error:
         raise HEError(f"{args.url}: cannot reach the server ({error})") from None
-    np.save(args.out, y)
-    print(f"remote inference at {args.url}: output of shape {y.shape} -> {args.out}")
+    print(f"remote inference at {args.url}: output of shape {y.shape}")
+    _save_outputs(args.out, y, *_postprocess_of(client, y))
+
+
+def _postprocess_of(client, y) -> tuple:
+    """(the plan's postprocess, whether y is one sample) for a client's decrypted output."""
+    plan = client.plan
+    if plan is None:
+        return (), False
+    return plan.postprocess, y.shape == tuple(plan.output_shape)
+
+
+def _save_outputs(path, y, postprocess, single: bool) -> None:
+    """The model's outputs as its source (and onnxruntime) gives them: the client's ``postprocess`` (softmax,
+    argmax, labels, zipmap, ...) applied to the decrypted output y, the first named output written to ``path``,
+    each other one beside it (``stem.NAME.npy``); no postprocess: y itself. A ZipMap's dictionaries are written
+    as one column per label, in the labels' order (the column order is printed)."""
+    if not postprocess:
+        np.save(path, y)
+        print(f"output -> {path}")
+        _print_classes(y)
+        return
+    batched = np.asarray(y)[None] if single else np.asarray(y)
+    target = pathlib.Path(path)
+    for i, out in enumerate(postprocess):
+        value = out.apply(batched)
+        note = ""
+        if isinstance(value, list):  # ZipMap: one dict per sample
+            labels = list(out.steps[-1].labels)
+            value, note = np.array([[d[k] for k in labels] for d in value]), f" (columns: labels {labels})"
+        value = np.asarray(value)
+        value = value[0] if single else value
+        where = target if i == 0 else target.with_name(f"{target.stem}.{_file_safe(out.name)}.npy")
+        np.save(where, value)
+        print(f"output {out.name!r} = {out.text().split(' = ', 1)[1]} (computed by the client after decryption)"
+              f"{note} -> {where}")
+
+
+def _file_safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in name)[:64] or "output"
 
 
 _NPY_MAGIC = b"\x93NUMPY"

@@ -666,6 +666,9 @@ class ModelPlan:
     # the model's last activation when it is elementwise and the client applies it exactly after decryption
     # (``Client.decrypt``): a final sigmoid is computed, not fitted (``hezk.model.graph.activate``); "" none
     finish: str = ""
+    # the source model's named outputs the client derives from the (finished) output after decryption: softmax,
+    # argmax, labels, zipmap, ... (``hezk.model.ClientOutput``; empty: the output is the model's only one)
+    postprocess: tuple = ()
 
     def __post_init__(self):
         """Checks a placement of bootstraps (plans without one are not touched): a full-slot config (the
@@ -1078,6 +1081,9 @@ class ModelPlan:
             data["client"] = self.client
         if self.finish:
             data["finish"] = self.finish
+        if self.postprocess:
+            data["postprocess"] = [{"name": out.name, "steps": [_step_record(step) for step in out.steps]}
+                                   for out in self.postprocess]
         if self.input_range is not None:
             data["input_range"] = list(self.input_range)
         if self.output_range is not None:
@@ -1124,12 +1130,20 @@ class ModelPlan:
                        key_budget=None if key_budget is None else check.integer(key_budget, "key_budget", 0, 1 << 62),
                        key_steps=None if key_steps is None else check.steps(key_steps, "key_steps"),
                        patches=patches, fit=fit, client=client, finish=_finish_field(data.get("finish", "")),
+                       postprocess=_postprocess_field(data.get("postprocess", [])),
                        **_bootstrap_fields(data),
                        **check.ranges(data, math.prod(output_shape), len(stages)))
         except (KeyError, TypeError, ValueError, OverflowError) as error:
             if isinstance(error, ParameterError):
                 raise
             raise ParameterError(f"malformed model plan: {error!r:.300}") from None
+
+    def outputs(self, y) -> dict:
+        """{name: value}: the source model's named outputs from the decrypted (finished) output ``y`` (batch
+        first), by the client's ``postprocess``; {"output": y} for a model with one output and no steps."""
+        if not self.postprocess:
+            return {"output": y}
+        return {out.name: out.apply(y) for out in self.postprocess}
 
     def finished(self, y):
         """The model's outputs from the decrypted values ``y``: the client's exact last activation (``finish``)
@@ -1409,6 +1423,44 @@ class _PlanFields:
 FINISH_FUNCTIONS = ("sigmoid", "tanh", "softplus", "softsign", "gelu", "gelu_tanh", "silu", "mish", "elu",
                     "selu", "hardswish")
 """Elementwise last activations the client applies after decryption instead of the server fitting them."""
+
+
+MAX_CLIENT_OUTPUTS = 16  # named outputs, and steps per output, of a plan's postprocess
+MAX_CLIENT_LABELS = 1 << 16
+
+
+def _step_record(step) -> dict:
+    """A ClientStep as JSON (labels as str or int)."""
+    return {"function": step.function, "axis": step.axis, "keepdims": step.keepdims, "dtype": step.dtype,
+            "labels": [v if isinstance(v, str) else int(v) for v in step.labels]}
+
+
+def _postprocess_field(value) -> tuple:
+    """The plan's ``postprocess`` records as ClientOutput objects, every field checked (ParameterError)."""
+    from hezk.model import ClientOutput, ClientStep, ModelFileError
+
+    if not isinstance(value, list) or len(value) > MAX_CLIENT_OUTPUTS:
+        raise ParameterError(f"model plan: postprocess must be a list of at most {MAX_CLIENT_OUTPUTS} outputs")
+    outputs = []
+    for i, out in enumerate(value):
+        if not isinstance(out, dict) or not isinstance(out.get("name"), str) or \
+                not isinstance(out.get("steps"), list) or len(out["steps"]) > MAX_CLIENT_OUTPUTS:
+            raise ParameterError(f"model plan: postprocess[{i}] must be {{'name': str, 'steps': a list of at most "
+                                 f"{MAX_CLIENT_OUTPUTS} steps}}")
+        steps = []
+        for step in out["steps"]:
+            labels = step.get("labels", []) if isinstance(step, dict) else None
+            if not isinstance(labels, list) or len(labels) > MAX_CLIENT_LABELS or \
+                    not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in labels) or \
+                    set(step) - {"function", "axis", "labels", "keepdims", "dtype"} or \
+                    not isinstance(step.get("axis", -1), int) or not isinstance(step.get("dtype", ""), str):
+                raise ParameterError(f"model plan: postprocess[{i}] has a malformed step {step!r:.80}")
+            try:
+                steps.append(ClientStep(**dict(step, labels=tuple(labels))))
+            except ModelFileError as error:
+                raise ParameterError(f"model plan: postprocess[{i}]: {error}") from None
+        outputs.append(ClientOutput(out["name"], tuple(steps)))
+    return tuple(outputs)
 
 
 def _finish_field(value) -> str:

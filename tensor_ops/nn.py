@@ -904,6 +904,8 @@ class Sequential:
             client = "; ".join(p.text() for p in getattr(self, "postprocess", ()) if p.steps)
             plan = replace(plan, client=client) if client else plan
             plan = replace(plan, finish=self.finish) if self.finish else plan
+            postprocess = tuple(getattr(self, "postprocess", ()))
+            plan = replace(plan, postprocess=postprocess) if postprocess else plan
             memo[key] = plan
             # a plan without bootstraps fits its levels: the same whatever ``bootstrap`` said
             for option in {bootstrap, plan.bootstrap} if plan.bootstraps else {bootstrap, None, False}:
