@@ -251,13 +251,15 @@ class SoftmaxApprox:
         object.__setattr__(self, "poly", _exp_coefficients(self.low / 2 ** squarings, self.degree))
 
     @classmethod
-    def calibrated(cls, scores, degree: int = 6, tolerance: float = 1e-4) -> "SoftmaxApprox":
+    def calibrated(cls, scores, degree: int = 6, tolerance: float = 1e-4, mask=None) -> "SoftmaxApprox":
         """The softmax of the last axis fitted to the calibration ``scores``: the shift their maximum (plus
-        ``MARGIN``), the exponent and row-sum ranges theirs widened by ``MARGIN``."""
+        ``MARGIN``), the exponent and row-sum ranges theirs widened by ``MARGIN``; with a 0/1 ``mask`` (the
+        entries kept) the row sums are those of the kept entries (the exponent range stays every entry's: the
+        polynomial runs on all of them before the mask zeroes the dropped ones)."""
         scores = np.asarray(scores, dtype=np.float64)
         top, bottom = float(scores.max()), float(scores.min())
         shift = top + MARGIN * max(top - bottom, 1e-6)
-        sums = np.exp(scores - shift).sum(axis=-1)
+        sums = (np.exp(scores - shift) * (1.0 if mask is None else np.asarray(mask))).sum(axis=-1)
         s_low, s_high = _widen(float(sums.min()), float(sums.max()))
         reciprocal = ReciprocalApprox(max(s_low, 0.5 * float(sums.min())), s_high, tolerance)
         return cls(shift, _widen(bottom - shift, 0.0)[0], reciprocal, degree)
@@ -272,8 +274,10 @@ class SoftmaxApprox:
             y = y * y
         return y
 
-    def __call__(self, x):
+    def __call__(self, x, mask=None):
         e = self.exp(x)
+        if mask is not None:  # a constant 0/1 mask: a plaintext product
+            e = e * np.asarray(mask)
         total = e.sum(axis=-1, keepdims=True)
         return e * self.reciprocal(total)
 
@@ -345,7 +349,7 @@ class GraphApproximation:
         if kind == "transpose":
             return x.transpose((0, *(p + 1 for p in node.perm)))
         if kind == "softmax":
-            return self.approximations[node.name](x)
+            return self.approximations[node.name](x, node.mask)
         if kind == "layernorm":
             return _layernorm(node, x, self.approximations[node.name])
         if kind == "activation":
@@ -377,7 +381,7 @@ def approximate(graph, calibration, *, activation_degree: int = 7, exp_degree: i
         inputs = [values[name] for name in node.inputs]
         exact = node.forward(*inputs)
         if node.kind == "softmax":
-            approximations[node.name] = SoftmaxApprox.calibrated(inputs[0], exp_degree, tolerance)
+            approximations[node.name] = SoftmaxApprox.calibrated(inputs[0], exp_degree, tolerance, node.mask)
         elif node.kind == "layernorm":
             axes = node.axes(inputs[0].ndim)
             variance = inputs[0].var(axis=axes) + node.epsilon

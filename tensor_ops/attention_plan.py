@@ -305,7 +305,7 @@ def samples_outside(plan: AttentionPlan, model: GraphApproximation, x) -> dict:
         t = inputs[0] if inputs else None
         if node.kind == "softmax":
             exponents = t - approx.shift
-            sums = np.exp(exponents).sum(axis=-1)
+            sums = (np.exp(exponents) * (1.0 if node.mask is None else node.mask)).sum(axis=-1)
             r = approx.reciprocal
             note((per_sample(exponents, np.max) > 0) | (per_sample(exponents, np.min) < approx.low),
                  f"{node.where()}: its input leaves [{approx.shift + approx.low:.4g}, {approx.shift:.4g}] (the "

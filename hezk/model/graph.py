@@ -200,7 +200,13 @@ class Node:
 
 
 def _broadcast(shape, array, what) -> None:
-    if array is not None and np.broadcast_shapes(tuple(shape), array.shape) != tuple(shape):
+    if array is None:
+        return
+    try:
+        fits = np.broadcast_shapes(tuple(shape), array.shape) == tuple(shape)
+    except ValueError:  # numpy's own mismatch error
+        fits = False
+    if not fits:
         raise ModelFileError(f"{what}: constant of shape {array.shape} does not broadcast to the sample shape "
                              f"{tuple(shape)}")
 
@@ -403,23 +409,37 @@ class Bilinear(Node):
 
 @dataclass(frozen=True, eq=False)
 class Softmax(Node):
-    """y = exp(x - max) / sum exp(x - max) along sample axis ``axis`` (0: the first sample axis)."""
+    """y = exp(x - max) / sum exp(x - max) along sample axis ``axis`` (0: the first sample axis); ``mask`` (0/1,
+    broadcast to the sample shape, optional): the entries kept, the others weigh 0 (an attention mask added as
+    -inf before the Softmax, such as a causal one); every row keeps at least one entry."""
 
     axis: int = -1
+    mask: np.ndarray | None = None
     kind: ClassVar[str] = "softmax"
 
     def __post_init__(self):
         super().__post_init__()
         object.__setattr__(self, "axis", int(self.axis))
+        if self.mask is not None:
+            mask = constant(self.mask, f"{self.where()} mask")
+            if not np.all((mask == 0) | (mask == 1)):
+                raise ModelFileError(f"{self.where()}: mask entries must be 0 (dropped) or 1 (kept)")
+            object.__setattr__(self, "mask", mask)
 
     def output_shape(self, shapes):
         if not 0 <= self.axis < len(shapes[0]):
             raise ModelFileError(f"{self.where()}: axis {self.axis} is not a sample axis of {shapes[0]}")
+        if self.mask is not None:
+            _broadcast(shapes[0], self.mask, self.where() + " mask")
+            kept = np.broadcast_to(self.mask, shapes[0]).sum(axis=self.axis)
+            if np.any(kept == 0):
+                raise ModelFileError(f"{self.where()}: its mask drops a whole row along axis {self.axis}")
         return shapes[0]
 
     def forward(self, x):
-        shifted = x - x.max(axis=self.axis + 1, keepdims=True)
-        e = np.exp(shifted)
+        keep = 1.0 if self.mask is None else self.mask
+        shifted = x - np.max(np.where(keep > 0, x, -np.inf), axis=self.axis + 1, keepdims=True)
+        e = np.exp(np.where(keep > 0, shifted, 0.0)) * keep
         return e / e.sum(axis=self.axis + 1, keepdims=True)
 
 
@@ -511,7 +531,7 @@ class Transpose(Node):
 
 NODE_KINDS = {cls.kind: cls for cls in (Contraction, Affine, Add, Activation, MaxPool, Reshape, Transpose, Bilinear,
                                         Softmax, LayerNorm)}
-_ARRAY_FIELDS = ("weight", "bias", "scale", "shift")
+_ARRAY_FIELDS = ("weight", "bias", "scale", "shift", "mask")
 _OPTIONAL_FIELDS = ("bounds",)  # left out of the records when None (the digests of graphs without them stay)
 
 CLIENT_FUNCTIONS = ("softmax", "logsoftmax", "argmax", "sigmoid", "binary", "normalize_l1", "normalize_l2",
@@ -772,7 +792,8 @@ class Graph:
                       "maxpool": lambda n: f"max over {n.patches}", "reshape": lambda n: f"to {n.shape}",
                       "transpose": lambda n: f"perm {n.perm}",
                       "bilinear": lambda n: f"einsum {n.equation!r} of two computed tensors",
-                      "softmax": lambda n: f"softmax along sample axis {n.axis}",
+                      "softmax": lambda n: f"softmax along sample axis {n.axis}"
+                                           + (" (masked)" if n.mask is not None else ""),
                       "layernorm": lambda n: f"layer norm over sample axes {n.axis}.. (epsilon {n.epsilon:g})"}.get(node.kind, lambda n: node.kind)(node)
             lines.append(f"{node.where()}: {detail} -> {self.shape_of(node.output)}")
         if self.client_text():

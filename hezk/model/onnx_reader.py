@@ -531,6 +531,7 @@ class _Reader:
         self.nodes: list = []
         self.producer: dict[str, int] = {}
         self.alias: dict[str, str] = {}
+        self.softmax_masks: dict[str, np.ndarray] = {}  # Add output -> the 0/1 mask its -inf entries make
         self.uses: dict[str, int] = {}
         nodes = _fuse_layernorm(list(graph.node), self.const, numpy_helper)
         nodes = _fuse_tanh_gelu(nodes, self.const, numpy_helper)
@@ -1135,7 +1136,7 @@ class _Reader:
             if axis != len(self.shapes[x]) - 1:
                 raise UnsupportedOperator("Softmax", name, f"along sample axis {axis} of {self.shapes[x]} (only the "
                                           f"last axis)", "transpose the axis last before the Softmax")
-            self.emit(Softmax(name, "Softmax", (x,), node.output[0], axis))
+            self.emit(Softmax(name, "Softmax", (x,), node.output[0], axis, self.softmax_masks.get(node.input[0])))
             return
         self.client_step(node, ClientStep("softmax", self.client_axis(node, name, int(attrs.get("axis", -1)))))
 
@@ -1531,6 +1532,13 @@ class _Reader:
             self.emit(Add(name, "Add", (self.name(a), self.name(b)), node.output[0]))
             return
         x, c, _ = self.elementwise_const(node, name)
+        c = np.asarray(c, dtype=np.float64)
+        if not np.all(np.isfinite(c)) and np.all(np.isfinite(c) | (c == -np.inf)) \
+                and self.readers.get(node.output[0]) == ["Softmax"]:
+            # an attention mask (-inf: dropped) read by a Softmax alone: its finite part a shift, its -inf
+            # entries the Softmax's 0/1 mask
+            self.softmax_masks[node.output[0]] = np.isfinite(c).astype(np.float64)
+            c = np.where(np.isfinite(c), c, 0.0)
         self.affine(node, name, x, None, c)
 
     def op_Sub(self, node, name, attrs):

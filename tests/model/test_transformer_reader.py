@@ -20,9 +20,10 @@ D_MODEL, HEADS, FEEDFORWARD, SEQUENCE = 32, 2, 64, 16
 
 
 def encoder(layers: int, activation: str, seed: int = 0, d_model: int = D_MODEL, heads: int = HEADS,
-            feedforward: int = FEEDFORWARD):
+            feedforward: int = FEEDFORWARD, causal_mask: int = 0):
     """The encoder (batch first, no dropout) behind a module whose forward takes x only (the TorchScript
-    exporter would otherwise pass the default ``is_causal`` as a tensor)."""
+    exporter would otherwise pass the default ``is_causal`` as a tensor); ``causal_mask``: the sequence length
+    of a constant causal src_mask (0: none)."""
     torch = pytest.importorskip("torch")
     torch.manual_seed(seed)
     layer = torch.nn.TransformerEncoderLayer(d_model, heads, feedforward, dropout=0.0, activation=activation,
@@ -34,8 +35,11 @@ def encoder(layers: int, activation: str, seed: int = 0, d_model: int = D_MODEL,
             super().__init__()
             self.inner = inner
 
+            if causal_mask:
+                self.register_buffer("mask", torch.nn.Transformer.generate_square_subsequent_mask(causal_mask))
+
         def forward(self, x):
-            return self.inner(x)
+            return self.inner(x, **({"mask" if layers > 1 else "src_mask": self.mask} if causal_mask else {}))
 
     return OnlyX().eval()
 
@@ -239,3 +243,38 @@ def test_tanh_gelu_is_fused_only_when_it_is_one():
         assert np.max(np.abs(graph.forward(x) - run_onnx(model, x))) <= 1e-5
     with pytest.raises(UnsupportedOperator, match="Mul .*of two computed tensors"):
         read_onnx(_written_out_tanh_gelu(coefficient=0.05, cube="mul"))
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "default"])
+def test_a_constant_causal_mask_reads_as_a_masked_softmax(dynamo):
+    """A causal src_mask (a constant of 0 and -inf added to the scores) reads as a Softmax with a 0/1 mask (the
+    dropped entries weigh 0), its finite part a shift; the forward equals onnxruntime's; the description with
+    its mask round-trips through its records (same digest) and differs from the unmasked one's."""
+    model = export(encoder(1, "gelu", causal_mask=SEQUENCE), dynamo)
+    graph = read_onnx(model)
+    (softmax,) = [node for node in graph.nodes if node.kind == "softmax"]
+    assert softmax.mask is not None
+    assert np.all(softmax.mask.reshape(-1, SEQUENCE, SEQUENCE) == np.tril(np.ones((SEQUENCE, SEQUENCE))))
+    x = np.random.default_rng(6).normal(size=(2, 1, SEQUENCE, D_MODEL)).astype(np.float32)
+    expected = onnxruntime_outputs(model, x.reshape(2, SEQUENCE, D_MODEL))[0]
+    assert np.max(np.abs(graph.forward(x).reshape(expected.shape) - expected)) <= 1e-5
+    header, arrays = graph.records()
+    assert hezk.model.Graph.from_records(header, arrays).digest() == graph.digest()
+    assert graph.digest() != read_onnx(export(encoder(1, "gelu"), dynamo)).digest()
+
+
+def test_softmax_masks_are_validated():
+    """A mask must hold 0/1 entries, broadcast to the sample and keep an entry in every row; an added constant
+    with +inf or NaN is no mask and stays refused as a non-finite constant."""
+    with pytest.raises(ModelFileError, match="mask entries must be 0"):
+        hezk.model.Softmax("s", "Softmax", ("x",), "y", 1, np.array([[0.5, 1.0]]))
+    for mask, message in ((np.array([[1.0, 1.0], [0.0, 0.0]]), "drops a whole row"),
+                          (np.ones((3, 3)), "does not broadcast")):
+        with pytest.raises(ModelFileError, match=message):
+            hezk.model.Graph("x", (2, 2), (hezk.model.Softmax("s", "Softmax", ("x",), "y", 1, mask),), "y")
+    b = Builder((4, 4))
+    b.node("Softmax", [b.node("Add", [b.node("MatMul", ["x", b.node("Relu", ["x"])]),
+                                      b.const(np.triu(np.full((4, 4), np.inf), 1))])], axis=-1)
+    b.node("MatMul", [b.last, "x"])
+    with pytest.raises(ModelFileError, match="NaN or infinite"):
+        read_onnx(b.model())
