@@ -170,3 +170,25 @@ def test_api_private_input_of_an_mlp(mlp):
     prover = hezk.commit(str(folder / "mlp.npz"), max_proofs=2)
     verified = hezk.verify(prover.commitment, None, hezk.prove(prover, x, private_input=True))
     assert verified.private_input and verified.output.shape == (2, 3)
+
+
+@pytest.mark.parametrize("side", [1, -1])
+def test_the_training_modules_forward_proof_rejects_an_out_of_range_output(side):
+    """prove_forward stays the training module's own inference relation; its verifier refuses an output outside
+    act_bits signed bits too (positive control: the honest output)."""
+    from proofs.layers import step_proof as S
+    from proofs.layers import training as T
+
+    spec = T.TrainingSpec((8, 8, 4), batch=2, act_bits=6, weight_bits=6, shift=4, grad_shift=3, grad_bits=8,
+                          lr_shift=2, update_bits=8)
+    rng = np.random.default_rng(4)
+    weights = [rng.integers(-8, 8, size=(spec.sizes[i + 1], spec.sizes[i])) for i in range(spec.num_layers)]
+    trace = T.forward_trace(weights, rng.integers(-16, 16, size=(spec.batch, spec.sizes[0])), spec)
+    committed = S.commit_forward(trace, zk=True, private_input=True, max_proofs=1)
+    proof = S.prove_forward(trace, committed, zk=True)
+    output = np.array(S.forward_output(trace), dtype=np.int64)
+    assert S.verify_forward(spec, committed, output, proof)
+    limit = 1 << (spec.act_bits - 1)
+    output[0, 0] = limit if side > 0 else -limit - 1
+    with pytest.raises(ProofRejected, match="outside"):
+        S.verify_forward(spec, committed, output, proof)
