@@ -1080,6 +1080,8 @@ def _refuse_unprovable(graph) -> None:
         elif node.kind not in ("contraction", "affine", "add", "activation", "reshape", "transpose", "maxpool",
                                "bilinear", "layernorm", "softmax"):
             what, fix = node.op, None
+        elif node.kind == "softmax" and getattr(node, "mask", None) is not None:  # the lowering has no mask
+            what, fix = f"{node.op} (with a constant attention mask)", None
         else:
             continue
         found.append((f"operator {what} (node {node.name!r})", fix))

@@ -278,3 +278,16 @@ def test_softmax_masks_are_validated():
     b.node("MatMul", [b.last, "x"])
     with pytest.raises(ModelFileError, match="NaN or infinite"):
         read_onnx(b.model())
+
+
+def test_the_graph_proof_refuses_a_masked_softmax_by_name():
+    """The proof's Softmax lowering has no mask: a masked attention is refused naming the node (not proven as
+    if unmasked); positive control: the same layer without the mask passes the refusal check."""
+    from proofs.errors import ModelError
+    from proofs.graph_quantize import _refuse_unprovable
+
+    small = dict(d_model=8, heads=2, feedforward=16)
+    masked = read_onnx(export(encoder(1, "relu", causal_mask=4, **small), False, sequence=4, d_model=8))
+    with pytest.raises(ModelError, match=r"Softmax \(with a constant attention mask\) \(node "):
+        _refuse_unprovable(masked)
+    _refuse_unprovable(read_onnx(export(encoder(1, "relu", **small), False, sequence=4, d_model=8)))
