@@ -991,10 +991,10 @@ def _layernorm_ops(low: _Lowering, source: str) -> None:
     t = low.bilinear(d, inv, f"b{letters},b{letters[:-1]}z->b{letters}", "normalized", last=not has_affine)
     if not has_affine:
         return
-    gamma = np.broadcast_to(1.0 if node.scale is None else node.scale, (n,)).astype(np.float64)
-    beta = None if node.shift is None else np.broadcast_to(node.shift, (n,)).astype(np.float64)
-    if np.ndim(node.scale) > 1 or np.ndim(node.shift) > 1:
+    if any(value is not None and np.size(value) not in (1, n) for value in (node.scale, node.shift)):
         raise ModelError(f"{node.where()}: a scale or shift over more than the last axis is not provable yet")
+    gamma = np.broadcast_to(np.reshape(1.0 if node.scale is None else node.scale, -1), (n,)).astype(np.float64)
+    beta = None if node.shift is None else np.broadcast_to(np.reshape(node.shift, -1), (n,)).astype(np.float64)
     output = node.output
     equation = f"b{letters},{letters[-1]}->b{letters}"
     f_w = low.chosen[output].weight_frac if low.like else _frac(float(np.max(np.abs(gamma))), 8)

@@ -200,6 +200,24 @@ def test_wide_operands_are_rescaled_before_their_product():
         assert np.array_equal(verified.output.reshape(reference.shape), reference)
 
 
+def test_a_product_is_proven_over_basefold_and_with_a_private_input():
+    """The bilinear relation over hiding Basefold stores, and with the input private (a stored operand)."""
+    from hezk.model.graph import Bilinear, Contraction, Graph
+    from proofs.layers.network_zk import basefold_params
+    rng = np.random.default_rng(4)
+    linear = Contraction("fc", "MatMul", ("x",), "h", "bpk,kn->bpn", rng.normal(size=(16, 16)) / 4, None, None, (4, 16))
+    graph = Graph("x", (4, 16), (linear, Bilinear("gram", "MatMul", ("h", "x"), "y", "bpk,bqk->bpq")), "y")
+    calibration = rng.uniform(-1, 1, size=(8, 4, 16))
+    q = quantize_graph(graph, calibration)
+    x = q.quantize_input(calibration[:1])
+    reference = q.forward_int(x).reshape(-1)
+    basefold = HidingGraphNetwork(q, basefold_params(), max_proofs=1)
+    assert np.array_equal(verify_graph_zk(basefold.commitment, x, basefold.prove(x)).output.reshape(-1), reference)
+    private = HidingGraphNetwork(q, max_proofs=1)
+    proof = private.prove(x, private_input=True)
+    assert np.array_equal(verify_graph_zk(private.commitment, None, proof).output.reshape(-1), reference)
+
+
 # ------------------------------------------------------------------------------------------ the statement
 def _replace(q, index, **change):
     ops = list(q.ops)
