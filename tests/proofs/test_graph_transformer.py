@@ -144,17 +144,21 @@ def _cheat(target, patch_name, original):
     return mock.patch.object(GQ, patch_name, lying)
 
 
-@pytest.mark.parametrize("what", ["product", "reciprocal", "row sum"])
+@pytest.mark.parametrize("what", ["product", "reciprocal", "row sum", "rsqrt", "row max", "centre"])
 def test_a_cheating_prover_is_rejected_with_public_weights(layer, what):
-    """The prover's trace lies at one entry (a bilinear product, the reciprocal lookup's output, the softmax's row
-    sum) and every sumcheck round is made consistent: the verifier rejects; control: the honest proof verifies."""
+    """The prover's trace lies at one entry (a bilinear product, the reciprocal or rsqrt lookup's output, the
+    softmax's row sum or row max, LayerNorm's centring) and every sumcheck round is made consistent: the verifier
+    rejects; control: the honest proof verifies."""
     _, _, q, _, x = layer
     net = GraphNetwork(q)
     sample = q.quantize_input(x[:1])
     assert verify_graph(net.commitment, sample, net.prove(sample))  # control
     target, patch = {"product": (_first(q, "bilinear"), "bilinear_int"),
                      "reciprocal": (_first(q, "lookup", "reciprocal"), "lookup_int"),
-                     "row sum": (_first(q, "contraction", constant="row_sum"), "contract_int")}[what]
+                     "row sum": (_first(q, "contraction", constant="row_sum"), "contract_int"),
+                     "rsqrt": (_first(q, "lookup", "rsqrt"), "lookup_int"),
+                     "row max": (_first(q, "contraction", constant="row_max_join"), "contract_int"),
+                     "centre": (_first(q, "contraction", constant="row_center"), "contract_int")}[what]
     with _cheat(target, patch, getattr(GQ, patch)), \
             consistent_cheating("proofs.layers.contraction", "proofs.layers.graph", "proofs.layers.relu_batch",
                                 "proofs.lookup"):
