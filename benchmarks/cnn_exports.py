@@ -7,12 +7,13 @@ small ReLU + AvgPool CNN for the memory estimate's accuracy).
 
 Each model (random initialisation, seed 0) is exported with ``torch.onnx.export`` at opset 17 (the TorchScript
 exporter, or the default dynamo exporter with ``--dynamo``), calibrated on 64 samples of ``randn``, then run as
-a user would: ``hezk plan --model M.onnx --calibration cal.npy --memory-budget B --out plan.json`` and ``hezk infer --model
-M.onnx --calibration cal.npy --memory-budget B --input x.npy --out y.npy`` (keygen, encrypt, evaluate and decrypt
-in one process) with B the issue's bound for the model, each under ``/usr/bin/time -v``. Printed per model: the planning time, the infer wall time, its peak RSS (Maximum
-resident set size) beside the local-infer estimate of the plan infer printed (``memory_estimate().local_peak``) and the
-issue's bound (3 GB for LeNet-5, 8 GB for the others), and the largest error against onnxruntime relative to
-the largest output. Runs one model at a time (minutes each on a small machine).
+a user would: ``hezk plan --model M.onnx --calibration cal.npy --memory-budget B --out plan.json`` and ``hezk
+infer --model M.onnx --calibration cal.npy --memory-budget B --input x.npy --out y.npy`` (keygen, encrypt,
+evaluate and decrypt in one process) with B the issue's bound for the model, each under ``/usr/bin/time -v``.
+Printed per model: the planning time, the infer wall time, its peak RSS (Maximum resident set size) beside the
+local-infer estimate of the plan infer printed (``memory_estimate().local_peak``) and the bound, and the
+largest error against onnxruntime relative to the largest output. Runs one model at a time (minutes each on a
+small machine).
 """
 from __future__ import annotations
 
@@ -162,7 +163,8 @@ def run(name, module, shape, folder, dynamo, samples, plan_only) -> dict:
     want = reference(folder / "model.onnx", x).reshape(samples, -1)
     error = np.max(np.abs(y - want)) / np.max(np.abs(want))
     row.update({"infer s": f"{wall:.0f}", "peak RSS GB": f"{rss / GB:.2f}",
-                "infer estimate GB": f"{local / GB:.2f}", "RSS / estimate": f"{rss / local:.2f}", "bound GB": f"{BOUNDS[name] / GB:.0f}",
+                "infer estimate GB": f"{local / GB:.2f}", "RSS / estimate": f"{rss / local:.2f}",
+                "bound GB": f"{BOUNDS[name] / GB:.0f}",
                 "within": "yes" if rss <= BOUNDS[name] else "NO", "rel. error": f"{error:.2g}",
                 "argmax equal": f"{int(np.sum(y.argmax(1) == want.argmax(1)))}/{samples}"})
     return row

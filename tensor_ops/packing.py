@@ -325,7 +325,8 @@ class PackedAffine:
             np.add.at(d, rows[start:stop], vals[start:stop])
             return d
 
-        return {int(offsets[start]): (lambda a=start, b=stop: make(a, b)) for start, stop in zip(bounds[:-1], bounds[1:])}
+        return {int(offsets[start]): (lambda a=start, b=stop: make(a, b))
+                for start, stop in zip(bounds[:-1], bounds[1:])}
 
     def bias_vector(self, block: int) -> np.ndarray:
         bias = np.zeros(block)

@@ -133,3 +133,26 @@ def test_a_plan_over_the_memory_budget_is_refused_naming_the_figure(tmp_path, ca
     assert "at its peak, over --memory-budget=150000000 bytes (143 MiB)" in error and "refused before any work" in error
     assert "GiB" in error or "MiB" in error
     assert cli.main(["plan", *args, "--memory-budget", "64GiB"]) == 0
+
+
+@pytest.mark.slow
+def test_estimate_is_within_a_quarter_of_the_measured_peak_of_a_cnns_local_infer(tmp_path):
+    """A small ReLU + AvgPool CNN at N14 (the case whose local infer peaked 26% above the estimate): the peak
+    RSS (VmHWM) of a fresh interpreter running ``infer`` within 25% of ``memory_estimate(1).local_peak``."""
+    import subprocess
+    import sys
+
+    from tensor_ops.nn import AvgPool2d, Conv2d, Flatten, Linear, Poly, Sequential
+    from tests.tensor_ops.test_memory_plan import _MEASURE
+
+    rng = np.random.default_rng(0)
+    model = Sequential([Conv2d(rng.normal(size=(4, 1, 3, 3)) * 0.3), Poly("relu", 7), AvgPool2d(2), Flatten(),
+                        Linear(rng.normal(size=(10, 36)) * 0.3)], input_shape=(1, 14, 14))
+    model.save(tmp_path / "cnn.npz")
+    np.save(tmp_path / "x.npy", rng.uniform(-1, 1, (2, 1, 14, 14)))
+    run = subprocess.run([sys.executable, "-c", _MEASURE, "infer", "--model", tmp_path / "cnn.npz", "--params",
+                          "N14", "--input", tmp_path / "x.npy", "--out", tmp_path / "y.npy"],
+                         capture_output=True, text=True, check=True)
+    measured = int(run.stdout.strip().splitlines()[-1])
+    estimated = model.plan(params="N14").memory_estimate(1).local_peak
+    assert 0.75 <= estimated / measured <= 1.25, (estimated, measured)
