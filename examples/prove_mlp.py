@@ -25,7 +25,7 @@ from sklearn.model_selection import train_test_split
 from proofs import ProofRejected
 from proofs.cli import main as cli
 from proofs.layers.network import ModelCommitment, Network, read_proof, verify_network
-from proofs.model import save_model
+from proofs.model import save_float_model
 from proofs.quantize import dequantize_output, float_forward, forward_int, quantize_fixed_point, quantize_input
 
 QUICK = os.environ.get("HEZK_QUICK") == "1"
@@ -114,7 +114,7 @@ def main():
     assert all(rejected(what, check) for what, check in checks)
 
     OUT.mkdir(parents=True, exist_ok=True)
-    save_model(OUT / "model.npz", model)
+    save_float_model(OUT / "model.npz", weights, biases, frac_bits=8, input_bound=1.0)  # the float model: one format
     np.save(OUT / "x.npy", x)
     print("the same with the scripts:")
     for argv in (["commit", "--model", OUT / "model.npz", "--out", OUT / "c.bin", "--max-proofs", "2"],

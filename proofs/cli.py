@@ -39,6 +39,7 @@ import math
 import os
 import sys
 import time
+import warnings
 
 import numpy as np
 
@@ -469,4 +470,6 @@ def main(argv=None) -> int:
     """Run the command line; returns the exit code (argparse exits with 2 on usage errors; Ctrl-C gives 130 and
     a missing optional dependency 2, each with one line on stderr: :func:`hezk.progress.run_command`)."""
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
-    return run_command(_run, argv)
+    with warnings.catch_warnings():  # the library's own deprecation notes reach the user (a deprecated model file)
+        warnings.filterwarnings("default", category=DeprecationWarning, module=r"proofs(\.|$)")
+        return run_command(_run, argv)

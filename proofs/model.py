@@ -2,7 +2,8 @@
 
 Two layouts are read:
 
-- a **quantized model** written by :func:`save_model`: ``format = "hezk.qmlp"``, ``version``, the
+- (deprecated, read with a DeprecationWarning for one more release) a **quantized model** written by
+  :func:`save_model`: ``format = "hezk.qmlp"``, ``version``, the
   scheme, ``input_frac``, ``input_bound``, ``error_bound`` and per layer ``weight_i`` (int),
   ``bias_i`` (int), ``weight_frac_i``, ``shift_i``, ``relu_i``;
 - any file of the shared model description (:mod:`hezk.model`): ONNX (opset >= 13), a ``hezk.model.save_npz``
@@ -19,6 +20,7 @@ Files are opened with ``allow_pickle=False``; anything malformed raises :class:`
 from __future__ import annotations
 
 import os
+import warnings
 
 import numpy as np
 
@@ -32,8 +34,15 @@ VERSION = 1
 MAX_LAYERS = 64
 
 
+#: what reading or writing the quantized-MLP format says (``docs/architecture.md``: one model file format)
+DEPRECATED_FORMAT = (f"the quantized-MLP .npz format ({FORMAT!r}, proofs.model.save_model) is deprecated and read for "
+                     f"one more release: keep the float model in the one model file format, hezk.model.save_npz (or "
+                     f"ONNX), which every command of both halves reads (proofs quantize it deterministically)")
+
+
 def save_model(path, model: QuantizedMLP) -> None:
-    """Write a quantized model to ``path`` (.npz)."""
+    """Write a quantized model to ``path`` (.npz, the deprecated ``hezk.qmlp`` format: DeprecationWarning)."""
+    warnings.warn(DEPRECATED_FORMAT, DeprecationWarning, stacklevel=2)
     arrays = {"format": np.array(FORMAT), "version": np.array(VERSION), "scheme": np.array(model.scheme),
               "input_frac": np.array(model.input_frac), "input_bound": np.array(model.input_bound),
               "error_bound": np.array(model.error_bound), "num_layers": np.array(len(model.layers))}
@@ -167,6 +176,7 @@ def load_model(path, input_bound=None) -> QuantizedMLP:
     if "format" in data:
         if _scalar(data, "format", "U") != FORMAT:
             raise ModelError(f"model file: format={data['format'].item()!r} is not {FORMAT!r}")
+        warnings.warn(f"model file {str(path)!r}: {DEPRECATED_FORMAT}", DeprecationWarning, stacklevel=2)
         return _read_quantized(data)
     return _from_graph(_described(lambda p: hezk.model.read_npz(p, arrays=data), path), data, input_bound)
 
