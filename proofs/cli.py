@@ -163,7 +163,8 @@ def _graph_strategy(args, asked: bool):
         return hezk.model.load(args.model)
     except (hezk.model.ModelFileError, OSError, ValueError) as error:
         raise ModelError(f"model {args.model!r}: the graph proof (asked for by --private-input or a graph "
-                         f"commitment) reads ONNX or hezk .npz model files, not a quantized MLP file: {error}") from None
+                         f"commitment) reads ONNX or hezk .npz model files, not a quantized MLP file: "
+                         f"{error}") from None
 
 
 def _commit(args) -> int:
