@@ -313,12 +313,9 @@ def _read_groups(args, sample_ndim: int, read=None) -> list:
 
 
 def _input_groups(args, frac: int, bound: int) -> list:
-    """The input groups of batch mode: one per .npy of the folder --inputs (sorted by name), or the rows of the
-    stacked .npy --inputs cut into groups of --per-proof."""
-    from .batch import input_groups
-    if os.path.isdir(args.inputs):
-        return [_load_input(os.path.join(args.inputs, name), frac, bound) for name in _input_names(args.inputs)]
-    return input_groups(_load_input(args.inputs, frac, bound), args.per_proof)
+    """The MLP prover's input groups (:func:`_read_groups`), each within the model's input_bound (outside it: a
+    usage error)."""
+    return _read_groups(args, 1, lambda path: _load_input(path, frac, bound))
 
 
 def _input_names(folder: str) -> list:
