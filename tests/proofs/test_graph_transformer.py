@@ -13,6 +13,8 @@ from unittest import mock
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import hezk
 import proofs.graph_quantize as GQ
@@ -220,6 +222,33 @@ def test_a_product_is_proven_over_basefold_and_with_a_private_input():
     private = HidingGraphNetwork(q, max_proofs=1)
     proof = private.prove(x, private_input=True)
     assert np.array_equal(verify_graph_zk(private.commitment, None, proof).output.reshape(-1), reference)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(p=st.integers(1, 5), k=st.integers(1, 6), equation=st.sampled_from(
+    ["bpk,bqk->bpq", "bpk,bpk->bpk", "bpk,bpk->bp", "bpk,bpq->bkq", "bpk,bpq->bqk", "bkp,bqp->bkq"]))
+def test_products_of_two_layers_are_proven_exactly(p, k, equation):
+    """Random shapes and equations (matmuls, transposed operands, Hadamard, row dots): the proven output is
+    forward_int's and within the quantization error of the float product."""
+    from hezk.model.graph import Bilinear, Contraction, Graph
+    rng = np.random.default_rng(p * 10 + k)
+    nodes = tuple(Contraction(f"fc{i}", "MatMul", ("x",), f"h{i}", "bpk,kn->bpn", rng.normal(size=(k, k)), None, None,
+                              (p, k)) for i in (0, 1))
+    if equation.startswith("bkp"):  # operands (k, p): the transposes of the layers' outputs
+        from hezk.model.graph import Transpose
+        nodes += tuple(Transpose(f"t{i}", "Transpose", (f"h{i}",), f"g{i}", (1, 0)) for i in (0, 1))
+        operands = ("g0", "g1")
+    else:
+        operands = ("h0", "h1")
+    graph = Graph("x", (p, k), nodes + (Bilinear("product", "MatMul", operands, "y", equation),), "y")
+    calibration = rng.uniform(-1, 1, size=(8, p, k))
+    q = quantize_graph(graph, calibration)
+    x = q.quantize_input(calibration[:2])
+    reference = q.forward_int(x)
+    net = GraphNetwork(q)
+    assert np.array_equal(verify_graph(net.commitment, x, net.prove(x)).output.reshape(reference.shape), reference)
+    floats = graph.forward(x * 2.0 ** -q.input_frac)
+    assert np.max(np.abs(q.dequantize(reference) - floats)) <= 0.03 * max(np.max(np.abs(floats)), 1.0)
 
 
 # ------------------------------------------------------------------------------------------ the statement
