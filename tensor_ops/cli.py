@@ -217,6 +217,7 @@ def _keygen(args):
         client = Client(plan=_within_memory(args, _read_plan(args.plan), "client"), progress=progress,
                         allow_insecure=args.insecure)
     elif args.model:
+        _attention(args, "keygen")  # refused for a model with attention (run it locally with infer --input)
         client = Client(plan=_model_plan(args, _load(args), role="client"), progress=progress,
                         allow_insecure=_insecure(args))
     else:

@@ -199,6 +199,19 @@ def test_a_bad_degree_for_an_attention_model_is_refused_in_one_line(tiny_layer, 
     assert re.search(message, err) and "Traceback" not in err
 
 
+@pytest.mark.parametrize("command", [["keygen", "--client", "c.key", "--context", "p.ctx"],
+                                     ["plan", "--out", "plan.json"]])
+def test_the_split_flow_refuses_an_attention_model_naming_what_runs(tiny_layer, tmp_path, capsys, command):
+    """keygen and plan --out (the split client/server flow) refuse a model with attention in one line naming
+    the local infer that runs it; nothing is written."""
+    command = [command[0], "--model", str(tiny_layer / "layer.onnx"), "--calibration", str(tiny_layer / "cal.npy"),
+               *(str(tmp_path / c) if "." in c else c for c in command[1:])]
+    assert cli.main(command) == 2
+    err = capsys.readouterr().err
+    assert "a model with attention runs only as" in err and "local 'infer'" in err
+    assert not any(tmp_path.iterdir())
+
+
 def test_stated_errors_are_the_approximations_errors_on_the_calibration_data(tiny_layer):
     """Each stated error is max |approximated node - exact node| over the calibration data (recomputed here
     with numpy's softmax and layer norm), and the whole approximated layer is within 2% of the float one."""
