@@ -46,7 +46,7 @@ def build_parser(only=None) -> argparse.ArgumentParser:
     commands get their name and help line but no options (the parser of one command line, or of ``--help``,
     imports no prover)."""
     parser = argparse.ArgumentParser(prog="python -m proofs",
-                                     description="Sumcheck proofs of quantized MLPs (commit, prove, verify).")
+                                     description="Sumcheck proofs of quantized models: MLPs, CNNs, graphs (commit, prove, verify).")
     commands = parser.add_subparsers(dest="command", required=True)
     commit = commands.add_parser("commit", help="commit to a model's weights (writes c.bin, prints its digest)")
     prove = commands.add_parser("prove", help="prove y = model(x) for an input batch")
