@@ -181,3 +181,17 @@ def test_graph_batch_on_a_dask_cluster(pool_model):
         verdict = verify_batch(network.commitment, calibration[:2], proofs, dask=client)
     assert sorted(p.relations.copy for p in proofs) == [0, 1]
     assert np.array_equal(verdict.output, _reference(q, calibration[:2]))
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 9), per_proof=st.integers(1, 10), ndim=st.integers(1, 3))
+def test_input_groups_cut_the_samples_in_order(n, per_proof, ndim):
+    """Groups of per_proof samples (the last one shorter), in order, whatever the sample rank."""
+    x = np.arange(n * 2 ** ndim).reshape(n, *(2,) * ndim)
+    groups = input_groups(x, per_proof, ndim)
+    assert len(groups) == -(-n // per_proof) and all(len(g) <= per_proof for g in groups)
+    assert np.array_equal(np.concatenate(groups), x)
+    assert len(input_groups(x[0], per_proof, ndim)) == 1  # one sample: one group
