@@ -147,7 +147,7 @@ def test_estimate_is_within_a_quarter_of_the_measured_peak_of_a_cnns_local_infer
 
     rng = np.random.default_rng(0)
     model = Sequential([Conv2d(rng.normal(size=(4, 1, 3, 3)) * 0.3), Poly("relu", 7), AvgPool2d(2), Flatten(),
-                        Linear(rng.normal(size=(10, 36)) * 0.3)], input_shape=(1, 14, 14))
+                        Linear(rng.normal(size=(10, 144)) * 0.1)], input_shape=(1, 14, 14))
     model.save(tmp_path / "cnn.npz")
     np.save(tmp_path / "x.npy", rng.uniform(-1, 1, (2, 1, 14, 14)))
     run = subprocess.run([sys.executable, "-c", _MEASURE, "infer", "--model", tmp_path / "cnn.npz", "--params",
