@@ -13,7 +13,7 @@ import pytest
 import hezk
 import proofs
 from hezk.model import Activation, Contraction, Graph
-from proofs import ProofRejected, Verdict
+from proofs import ProofRejected, Verdict, inference
 from proofs.batch import prove_batch, verify_batch
 from proofs.graph_quantize import quantize_graph
 from proofs.layers import step_basefold as SB
@@ -91,6 +91,31 @@ def _graph_case(hiding):
     return case
 
 
+def _entry_point_case(graph: bool):
+    """proofs.inference.verify, the one entry point: the commitment picks the strategy and its proof kind."""
+    def case(mlp):
+        model, x = mlp
+        if graph:
+            x = np.random.default_rng(6).uniform(-1, 1, (2, 6))
+            network = HidingGraphNetwork(quantize_graph(_graph(), np.random.default_rng(7).uniform(-1, 1, (16, 6))),
+                                         max_proofs=1)
+        else:
+            network = Network(model, zk=True, max_proofs=1)
+        proof = network.prove(x)
+        kind = "zero-knowledge graph inference" if graph else "MLP inference"
+        return (lambda p=proof: inference.verify(network.commitment, x, p)), _tampered_output(proof), kind
+    return case
+
+
+def _graph_batch_case(mlp):
+    x = np.random.default_rng(6).uniform(-1, 1, (2, 6))
+    network = HidingGraphNetwork(quantize_graph(_graph(), np.random.default_rng(7).uniform(-1, 1, (16, 6))),
+                                 max_proofs=2)
+    proofs_ = prove_batch(network, x)
+    return (lambda p=proofs_: verify_batch(network.commitment, x, p)), [proofs_[0], _tampered_output(proofs_[1])], \
+        "graph inference batch"
+
+
 def _hezk_case(mlp):
     x = np.random.default_rng(6).uniform(-1, 1, (1, 6))
     prover = hezk.commit(_graph(), np.random.default_rng(7).uniform(-1, 1, (16, 6)), max_proofs=2)
@@ -159,6 +184,9 @@ CASES = {
     "proofs.layers.step_proof.verify_training_step (plain)": _training_case(S.verify_training_step, zk=False),
     "proofs.layers.step_basefold.verify_step": _basefold_step_case,
     "hezk.verify": _hezk_case,
+    "proofs.inference.verify (MLP strategy)": _entry_point_case(False),
+    "proofs.inference.verify (graph strategy)": _entry_point_case(True),
+    "proofs.batch.verify_batch (graph)": _graph_batch_case,
 }
 #: the exported names each case stands for
 COVERED = {"verify_network", "verify_training_step", "verify_training_steps", "verify_forward", "verify"}
