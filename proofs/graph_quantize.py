@@ -681,6 +681,16 @@ def _clip_ops(node, source: str, shape, frac: int, bound: int, fresh) -> list:
     return ops
 
 
+def calibrated_requant(magnitude: float, f_acc: int, worst, act_bits: int, margin_bits: int) -> tuple:
+    """(shift, q_bits, f_out) of a requantized output of calibrated ``magnitude``: the largest scale f_out <= f_acc
+    with magnitude 2^f_out < 2^(act_bits-1), R = f_acc - f_out, and Q covering the calibration range with
+    margin_bits to spare, never more than the worst-case accumulator ``worst`` needs after the shift."""
+    f_out = min(_frac(magnitude, act_bits), f_acc)
+    shift = f_acc - f_out
+    typical = math.ceil(magnitude * 2.0 ** f_out) << margin_bits
+    return shift, _signed_bits(min(int(worst) + (1 << max(shift - 1, 0)) >> shift, max(typical, 1))), f_out
+
+
 def _square_op(node, source: str, fracs: dict, bounds: dict, like_op, magnitude, act_bits: int,
                margin_bits: int) -> QOp:
     """The square op of Activation ``node`` reading ``source``: acc = x^2 at scale 2^(2 f_x) (refused naming the
@@ -695,10 +705,7 @@ def _square_op(node, source: str, fracs: dict, bounds: dict, like_op, magnitude,
     if like_op is not None:
         shift, q_bits = like_op.shift, like_op.q_bits
     else:
-        f_out = min(_frac(magnitude, act_bits), f_acc)
-        shift = f_acc - f_out
-        typical = math.ceil(magnitude * 2.0 ** f_out) << margin_bits
-        q_bits = _signed_bits(min(worst + (1 << max(shift - 1, 0)) >> shift, max(typical, 1)))
+        shift, q_bits, _ = calibrated_requant(magnitude, f_acc, worst, act_bits, margin_bits)
     if shift < 0 or shift + q_bits > FIELD_BITS:
         raise ModelError(f"{where}: requantization needs {shift} + {q_bits} bits > {FIELD_BITS} (the field)")
     return QOp("square", node.name, (source,), node.output, shift=shift, q_bits=q_bits)
@@ -806,11 +813,8 @@ class _Lowering:
         if self.like is not None:
             shift, q_bits = self.chosen[output].shift, self.chosen[output].q_bits
             return shift, q_bits, f_acc - shift
-        magnitude = float(np.max(np.abs(self.floats[output])))
-        f_out = min(_frac(magnitude, self.act_bits), f_acc)
-        shift = f_acc - f_out
-        typical = math.ceil(magnitude * 2.0 ** f_out) << self.margin_bits
-        q_bits = _signed_bits(min(int(worst) + (1 << max(shift - 1, 0)) >> shift, max(typical, 1)))
+        shift, q_bits, f_out = calibrated_requant(float(np.max(np.abs(self.floats[output]))), f_acc, worst,
+                                                  self.act_bits, self.margin_bits)
         if shift + q_bits > FIELD_BITS:
             raise ModelError(f"{self.where}: requantization needs {shift} + {q_bits} bits > {FIELD_BITS} (the field)")
         return shift, q_bits, f_out
@@ -1224,11 +1228,7 @@ def quantize_graph(graph, calibration=None, *, act_bits: int = 12, weight_bits: 
                 f_out, q_bits = like.fracs[node.output], chosen[node.output].q_bits
                 shift = f_acc - f_out
             else:
-                f_out = min(_frac(magnitude(node.output), act_bits), f_acc)
-                shift = f_acc - f_out
-                typical = math.ceil(magnitude(node.output) * 2.0 ** f_out) << margin_bits
-                out_bound = min(int(worst) + (1 << max(shift - 1, 0)) >> shift, max(typical, 1))
-                q_bits = _signed_bits(out_bound)
+                shift, q_bits, f_out = calibrated_requant(magnitude(node.output), f_acc, worst, act_bits, margin_bits)
             if shift + q_bits > FIELD_BITS:
                 raise ModelError(f"{where}: requantization needs {shift} + {q_bits} bits > {FIELD_BITS} (the field)")
             op = QOp("contraction", node.name, (source,), node.output, equation, patches, w_int, w_int.shape,
