@@ -809,7 +809,8 @@ class _Lowering:
         (never finer than the accumulator's) with Q covering the calibration range plus margin_bits."""
         if worst > FIELD_HALF:
             raise ModelError(f"{self.where}: a lowered step's worst-case accumulator ~2^{math.log2(worst):.1f} "
-                             f"exceeds half the field ({FIELD_HALF} ~2^30): the proof would wrap around; lower act_bits")
+                             f"exceeds half the field ({FIELD_HALF} ~2^30): the proof would wrap around; lower "
+                             f"act_bits")
         if self.like is not None:
             shift, q_bits = self.chosen[output].shift, self.chosen[output].q_bits
             return shift, q_bits, f_acc - shift
@@ -959,8 +960,8 @@ def _subscripts_of(equation: str) -> tuple:
     return data, weight, out
 
 
-def _require_last_axis(node, shape) -> None:
-    axes = node.axes(len(shape) + 1) if hasattr(node, "axes") else (node.axis + 1,)
+def _require_last_axis(node, shape, axes) -> None:
+    """ModelError unless the batch-first ``axes`` a LayerNorm or Softmax reduces are the last one only."""
     if tuple(axes) != (len(shape),):
         raise ModelError(f"{node.where()}: normalizes the sample axes {tuple(a - 1 for a in axes)} of {tuple(shape)}; "
                          f"the graph proof proves {node.kind} over the last axis only")
@@ -974,7 +975,7 @@ def _layernorm_ops(low: _Lowering, source: str) -> None:
     to theirs: a few units of the last place of each scale (measured by :meth:`QuantizedGraph.error_report`)."""
     node = low.node
     shape = low.shapes[source]
-    _require_last_axis(node, shape)
+    _require_last_axis(node, shape, node.axes(len(shape) + 1))
     rank, n = len(shape), shape[-1]
     centered = var = None
     if low.like is None:
@@ -1022,7 +1023,7 @@ def _softmax_ops(low: _Lowering, source: str) -> None:
     requantization, y to 2^-(f_y+1): |y - softmax(x)| <= ~n 2^-f_e / s + 2^-f_r + 2^-f_y, at act_bits 12 below 1e-2."""
     node = low.node
     shape = low.shapes[source]
-    _require_last_axis(node, shape)
+    _require_last_axis(node, shape, (node.axis + 1,))
     rank, n = len(shape), shape[-1]
     if low.like is None:
         x = low.floats[source]
