@@ -464,9 +464,10 @@ class DeviceEvaluator:
         self._check(a)
         if isinstance(b, (Plaintext, DevicePlaintext)):
             return self.add(a, self._neg_plain(self._device_plain(b)))
-        if not isinstance(b, DeviceCiphertext):
-            return self.add(a, -b if _is_scalar(b) else -np.asarray(b) if isinstance(b, (np.ndarray, list, tuple))
-                            else self._operand(b, a.level, a.scale))
+        if _is_scalar(b):
+            return self.add(a, -b)
+        if isinstance(b, (np.ndarray, list, tuple)):
+            return self.add(a, -np.asarray(b))
         self._check(b, "operand")
         if a.level != b.level or abs(b.scale / a.scale - 1) > SCALE_TOLERANCE:
             return self.add(a, self.neg(b))
@@ -769,26 +770,9 @@ class _DeviceOps:
     def _check(self, ct, what="ciphertext"):
         return self.dev._check(ct, what)
 
-    def _levels(self, a, b):
-        if isinstance(b, DeviceCiphertext):
-            level = min(a.level, b.level)
-            return self.dev.to_level(a, level), self.dev.to_level(b, level)
-        return a, b
-
-    def add(self, a, b):
-        return self.dev.add(*self._levels(a, b))
-
-    def sub(self, a, b):
-        return self.dev.sub(*self._levels(a, b))
-
-    def mul(self, a, b):
-        return self.dev.mul(*self._levels(a, b))
-
-    def mul_rescale(self, a, b):
-        return self.dev.mul_rescale(*self._levels(a, b))
-
-    def __getattr__(self, name):            # neg, rescale, to_level, rotate, rotate_hoisted, conjugate
-        if name in ("neg", "rescale", "to_level", "rotate", "rotate_hoisted", "conjugate"):
+    def __getattr__(self, name):
+        if name in ("add", "sub", "mul", "mul_rescale", "neg", "rescale", "to_level", "rotate", "rotate_hoisted",
+                    "conjugate"):
             return getattr(self.dev, name)
         raise AttributeError(name)
 

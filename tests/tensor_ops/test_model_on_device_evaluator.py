@@ -139,3 +139,21 @@ def test_mlp_with_a_polynomial_activation_on_the_device_equals_the_host():
 @pytest.mark.slow   # ~35 s
 def test_cnn_on_the_device_equals_the_host():
     _device_case(cnn(), 7, through_server=False)
+
+
+@pytest.mark.slow   # ~8 min on 2 shared cores: CPU XLA compiles the bootstrap's functions (~7 min), then runs it
+def test_a_plan_that_bootstraps_runs_on_the_device():
+    """The model path's bootstrap on the device (``DeviceEvaluator.bootstrap``, the host pipeline limb for limb):
+    test_model_bootstrap's deep model (one bootstrap, its insecure N = 2^12 sparse-secret ring) gives the host's
+    reply byte for byte."""
+    pytest.importorskip("jax", reason="jax is not installed (pip install 'jax[cpu]'): the device path is optional")
+    from crypto.ckks.jax_device import DeviceEvaluator
+    from .test_model_bootstrap import deep_model, deep_plan
+    model, plan = deep_model(), deep_plan()
+    assert plan.bootstraps
+    client = Client(plan=plan, seed=2, allow_insecure=True)
+    x = np.random.default_rng(5).uniform(-1, 1, (3, model.input_shape[0]))
+    request = client.encrypt(x)
+    reference = Server(model, client.public_context()).evaluate(request)
+    assert Server(model, client.public_context(), evaluator=DeviceEvaluator).evaluate(request) == reference
+    assert np.abs(client.decrypt(reference) - model.forward(x)).max() < 2.0 ** -plan.bootstrap_plan.precision_bits
