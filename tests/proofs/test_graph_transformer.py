@@ -308,6 +308,20 @@ def test_a_row_kernel_other_than_the_derived_one_is_refused(layer):
     assert QuantizedGraph.from_public_text(text, "here").public_text() == text
 
 
+@pytest.mark.parametrize("constant, change, reason", [
+    ("row_sum", {"weight_frac": 3}, "weight_frac"),
+    ("row_center", {"equation": "bpqr,ry->bpqy"}, "row kernel"),
+    ("row_broadcast", {"weight_shape": (1, 2, 4, 1, 3)}, "einsum_shape|row kernel"),
+    ("row_max_split", {"constant": "row_max_join"}, "row kernel"),
+])
+def test_a_row_kernel_with_bad_public_fields_is_refused(layer, constant, change, reason):
+    _, _, q, _, _ = layer
+    index = next(i for i, op in enumerate(q.ops) if op.constant == constant)
+    public = QuantizedGraph.from_public(q.public())  # the verifier's copy (no weights)
+    with pytest.raises(ProofRejected, match=reason):
+        validate_structure(_replace(public, index, **change))
+
+
 def test_the_lowered_lookups_are_their_functions():
     """rsqrt from one grid step up, 1/max(x, 1), exp(min(x, 0)): the tables are the rounded functions."""
     inputs, outputs = lookup_table("rsqrt", 8, 4, 6)
