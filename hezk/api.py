@@ -259,28 +259,18 @@ class Prover:
         :meth:`save_state` wrote (hiding commitments; each proof reserves its copy there before it is made).
         ModelError for a commitment of other weights or a missing state. ``error_report`` is None."""
         from proofs import ModelError, ProofRejected
-        from proofs.graph_cli import read_graph_commitment
-        from proofs.graph_quantize import quantize_graph
-        from proofs.layers.graph import GraphNetwork
-        from proofs.layers.graph_zk import HidingGraphNetwork
+        from proofs.inference import graph_prover, read_commitment
 
         try:
-            parsed = read_graph_commitment(bytes(commitment))
+            parsed = read_commitment(bytes(commitment))
         except (TypeError, ProofRejected) as error:
             raise ModelError(f"commitment is not the bytes of a graph commitment: {error}") from None
+        if not hasattr(parsed, "structure"):
+            raise ModelError("commitment is an MLP commitment (hezk commit of a ReLU MLP): prove with hezk prove")
         shape = parsed.structure.input_shape
         graph = as_graph(model, example_input=np.zeros((1, *shape), dtype=np.float32), input_shape=shape)
-        quantized = quantize_graph(graph, like=parsed.structure)
-        if parsed.zk:
-            if state is None or not os.path.isfile(state):
-                raise ModelError(f"state={state!r}: a hiding commitment is proven with the prover state its "
-                                 f"Prover.save_state wrote")
-            network = HidingGraphNetwork(quantized, state=state)
-        else:
-            network = GraphNetwork(quantized, parsed.weights.params)
-        if network.commitment.to_bytes() != bytes(commitment):
-            raise ModelError("the commitment was made for other weights than this model's")
-        return cls(graph, quantized, network, bytes(commitment), None, parsed.zk)
+        network = graph_prover(graph, parsed, state, names=("the commitment", "this model's"))
+        return cls(graph, network.qgraph, network, bytes(commitment), None, parsed.zk)
 
     def save_state(self, path) -> None:
         """Write the SECRET prover state (hiding commitments only; never copy or restore it)."""

@@ -13,7 +13,6 @@ prover state.
 """
 from __future__ import annotations
 
-import os
 import sys
 import time
 
@@ -154,27 +153,19 @@ def read_graph_commitment(data: bytes):
 
 
 def prover(args, graph):
-    """The graph prover of ``--model`` under ``--commitment`` (GraphNetwork, or HidingGraphNetwork read from its
-    ``--state``), re-quantized with the committed scales; ModelError for a commitment of another model, a
-    missing state, or ``--private-input`` with a public-weights commitment."""
+    """The graph prover of ``--model`` under ``--commitment`` (:func:`proofs.inference.graph_prover`: a
+    GraphNetwork, or a HidingGraphNetwork read from its ``--state``); ModelError for a commitment of another model,
+    a missing state, or ``--private-input`` with a public-weights commitment."""
     try:
-        committed = read_graph_commitment(_read(args.commitment))
-    except (OSError, ProofRejected) as error:
+        data = _read(args.commitment)
+    except OSError as error:
         raise ModelError(f"commitment {args.commitment!r} is not a graph commitment: {error}") from None
-    q = quantize_graph(graph, like=committed.structure)
-    if committed.zk:
-        state = args.state if args.state is not None else f"{args.commitment}.state"
-        if not os.path.isfile(state):
-            raise ModelError(f"no prover state {state!r}: run 'commit' first (it writes the commitment and its "
-                             "state)")
-        network = HidingGraphNetwork(q, state=state)
-    else:
-        network = GraphNetwork(q, committed.weights.params)
-    if getattr(args, "private_input", False) and not committed.zk:
+    state = args.state if args.state is not None else f"{args.commitment}.state"
+    network = inference.graph_prover(graph, data, state, names=(f"the commitment {args.commitment!r}",
+                                                               repr(args.model)))
+    if getattr(args, "private_input", False) and not network.commitment.zk:
         raise ModelError("--private-input needs a hiding commitment (commit without --public-weights): a public-"
                          "weights proof states its input")
-    if network.commitment.to_bytes() != committed.to_bytes():
-        raise ModelError(f"the commitment {args.commitment!r} was made for other weights than {args.model!r}")
     return network
 
 

@@ -24,20 +24,23 @@ one input. Verifiers raise only :class:`~proofs.errors.ProofRejected`.
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from .errors import ModelError, ProofRejected
 from .layers import graph, graph_zk, network
-from .layers.graph import GraphCommitment, GraphProof, verify_graph
-from .layers.graph_zk import HidingGraphCommitment, HidingGraphProof, verify_graph_zk
+from .graph_quantize import quantize_graph
+from .layers.graph import GraphCommitment, GraphNetwork, GraphProof, verify_graph
+from .layers.graph_zk import HidingGraphCommitment, HidingGraphNetwork, HidingGraphProof, verify_graph_zk
 from .layers.network import ModelCommitment, read_proof, verify_network
 from .proof_format import from_record, record_kind
 from .public_values import require_bounded, require_within
 from .quantize import quantize_values
 from .verdict import Verdict, rejecting
 
-__all__ = ["COMMITMENT_KINDS", "GRAPH_KINDS", "check_statement", "is_graph_commitment", "output_range",
-           "read_commitment", "read_inference_proof", "sample_ndim", "statement_input", "verify"]
+__all__ = ["COMMITMENT_KINDS", "GRAPH_KINDS", "check_statement", "graph_prover", "is_graph_commitment",
+           "output_range", "read_commitment", "read_inference_proof", "sample_ndim", "statement_input", "verify"]
 
 #: the record kinds of the graph strategy's commitments
 GRAPH_KINDS = (GraphCommitment.KIND, HidingGraphCommitment.KIND)
@@ -70,6 +73,31 @@ def read_commitment(data):
     if kind is not None and kind != ModelCommitment.KIND:
         from_record(data, COMMITMENT_KINDS, "commitment")  # raises, naming the kinds it accepts
     return ModelCommitment.from_bytes(data)
+
+
+def graph_prover(graph, commitment, state=None, *, names=("the commitment", "the model")):
+    """The graph strategy's prover of a published ``commitment`` (bytes or parsed) for ``graph`` (a
+    :class:`hezk.model.Graph` of the same weights), re-quantized with the committed scales: a GraphNetwork, or a
+    HidingGraphNetwork read from ``state`` (the SECRET prover state its commit wrote; each proof reserves its copy
+    there). ``names``: how errors call the commitment and the model. ModelError for another kind of commitment,
+    a missing state or other weights."""
+    try:
+        committed = read_commitment(commitment)
+    except ProofRejected as error:
+        raise ModelError(f"{names[0]} is not a graph commitment: {error}") from None
+    if isinstance(committed, ModelCommitment):
+        raise ModelError(f"{names[0]} is an MLP commitment, not a graph commitment")
+    q = quantize_graph(graph, like=committed.structure)
+    if committed.zk:
+        if state is None or (not isinstance(state, (bytes, bytearray, memoryview)) and not os.path.isfile(state)):
+            raise ModelError(f"no prover state {state!r}: a hiding commitment is proven with the prover state its "
+                             f"commit wrote (beside it, or where --state / save_state named it)")
+        network = HidingGraphNetwork(q, state=state)
+    else:
+        network = GraphNetwork(q, committed.weights.params)
+    if network.commitment.to_bytes() != committed.to_bytes():
+        raise ModelError(f"{names[0]} was made for other weights than {names[1]}")
+    return network
 
 
 def sample_ndim(commitment) -> int:
