@@ -394,15 +394,15 @@ def selection_kernel(kind: str, equation: str, patches, in_shape) -> np.ndarray:
 
 
 #: public kernels over a tensor's last axis k (n entries) of lowered LayerNorm and Softmax (:func:`row_kernel`):
-#: float ones quantized at weight_frac (centre I - J/n, mean 1/n) and 0/+-1 selections at weight_frac 0 (sum, a max
-#: level's split and join, the broadcast of -max over the row)
-ROW_CONSTANTS = ("row_center", "row_mean")
+#: the mean 1/n quantized at weight_frac, and 0/+-1 selections at weight_frac 0 (sum, a max level's split and join,
+#: the broadcast of -max or -mean over the row, an elementwise rescale)
+ROW_CONSTANTS = ("row_mean",)
 ROW_SELECTIONS = ("row_sum", "row_max_split", "row_max_join", "row_broadcast", "rescale")
 
 
 def row_equation(kind: str, rank: int) -> str:
-    """The einsum of a row kernel on an input of ``rank`` sample axes (letters p, q, ...; k its last): centre, mean,
-    sum, broadcast 'b...k,kz->b...z'; a max split 'b...k,kyz->b...yz'; a max join over the split's (3, m) axes
+    """The einsum of a row kernel on an input of ``rank`` sample axes (letters p, q, ...; k its last): mean, sum
+    'b...k,kz->b...z'; the broadcast of a (..., 1) row 'b...k,...kz->b...z', a rescale 'b...,...->b...'; a max split 'b...k,kyz->b...yz'; a max join over the split's (3, m) axes
     'b...tl,t->b...l'."""
     letters = _AXES[:rank]
     if kind == "row_max_split":
@@ -421,8 +421,6 @@ def row_kernel(kind: str, equation: str, in_shape, weight_shape) -> np.ndarray:
     equation or the shapes do not fit the kind (a row needs at least one entry; a max split two)."""
     shape, n = tuple(in_shape), (tuple(in_shape) or (0,))[-1]
     fits = 1 <= len(shape) < len(_AXES) - 2 and equation == row_equation(kind, len(shape))
-    if fits and kind == "row_center" and n >= 1:
-        return np.eye(n) - 1.0 / n
     if fits and kind == "row_mean" and n >= 1:
         return np.full((n, 1), 1.0 / n)
     if fits and kind == "rescale" and padded_entries(shape) <= MAX_TENSOR_ENTRIES:
@@ -681,11 +679,13 @@ def _clip_ops(node, source: str, shape, frac: int, bound: int, fresh) -> list:
     return ops
 
 
-def calibrated_requant(magnitude: float, f_acc: int, worst, act_bits: int, margin_bits: int) -> tuple:
+def calibrated_requant(magnitude: float, f_acc: int, worst, act_bits: int, margin_bits: int,
+                       f_out: int | None = None) -> tuple:
     """(shift, q_bits, f_out) of a requantized output of calibrated ``magnitude``: the largest scale f_out <= f_acc
-    with magnitude 2^f_out < 2^(act_bits-1), R = f_acc - f_out, and Q covering the calibration range with
-    margin_bits to spare, never more than the worst-case accumulator ``worst`` needs after the shift."""
-    f_out = min(_frac(magnitude, act_bits), f_acc)
+    with magnitude 2^f_out < 2^(act_bits-1) (or the given ``f_out``), R = f_acc - f_out, and Q covering the
+    calibration range with margin_bits to spare, never more than the worst-case accumulator ``worst`` needs after
+    the shift."""
+    f_out = min(_frac(magnitude, act_bits), f_acc) if f_out is None else f_out
     shift = f_acc - f_out
     typical = math.ceil(magnitude * 2.0 ** f_out) << margin_bits
     return shift, _signed_bits(min(int(worst) + (1 << max(shift - 1, 0)) >> shift, max(typical, 1))), f_out
@@ -804,7 +804,7 @@ class _Lowering:
     def name(self, suffix, last):
         return self.node.output if last else self.fresh(suffix)
 
-    def scale(self, output, f_acc, worst):
+    def scale(self, output, f_acc, worst, f_out=None):
         """(shift, q_bits, f_out) of a requantized output: the committed structure's, or the calibrated scale
         (never finer than the accumulator's) with Q covering the calibration range plus margin_bits."""
         if worst > FIELD_HALF:
@@ -815,7 +815,7 @@ class _Lowering:
             shift, q_bits = self.chosen[output].shift, self.chosen[output].q_bits
             return shift, q_bits, f_acc - shift
         shift, q_bits, f_out = calibrated_requant(float(np.max(np.abs(self.floats[output]))), f_acc, worst,
-                                                  self.act_bits, self.margin_bits)
+                                                  self.act_bits, self.margin_bits, f_out)
         if shift + q_bits > FIELD_BITS:
             raise ModelError(f"{self.where}: requantization needs {shift} + {q_bits} bits > {FIELD_BITS} (the field)")
         return shift, q_bits, f_out
@@ -869,26 +869,40 @@ class _Lowering:
             while bounds[0] * bounds[1] * terms > FIELD_HALF and max(bounds) > 1:
                 side = 0 if bounds[0] >= bounds[1] else 1
                 shifts[side] += 1
-                bounds[side] = 1 << (_signed_bits((self.bounds[sources[side]] + (1 << (shifts[side] - 1)))
-                                                  >> shifts[side]) - 1)
+                bounds[side] = 1 << (_rescaled_bits(self.bounds[sources[side]], shifts[side]) - 1)
         for side, (tag, k) in enumerate(zip(("left", "right"), shifts)):
-            if not k:
-                continue
-            source = sources[side]
-            output = self.fresh(f"{suffix}.{tag}.rescale")
-            if self.like is None:
-                self.floats[output] = self.floats[source]
-            q_bits = _signed_bits((self.bounds[source] + (1 << (k - 1))) >> k)
-            kernel = row_kernel("rescale", row_equation("rescale", len(self.shapes[source])), self.shapes[source], ())
-            shape = self.shapes[source]
-            sources[side] = self.put(QOp("contraction", f"{self.node.name}.{suffix}.{tag}.rescale", (source,), output,
-                                         row_equation("rescale", len(shape)), None, kernel, kernel.shape, None, "", (),
-                                         shape, k, q_bits, shape=shape, weight_frac=0, constant="rescale"),
-                                     shape, self.fracs[source] - k, 1 << (q_bits - 1))
+            if k:
+                sources[side] = self.rescaled(sources[side], k, f"{suffix}.{tag}.rescale")
         return sources
 
+    def rescaled(self, source, k, suffix):
+        """round(source / 2^k) by a public ``rescale`` kernel (ones, elementwise): k fewer bits, scale 2^(f - k)."""
+        output = self.fresh(suffix)
+        if self.like is None:
+            self.floats[output] = self.floats[source]
+        q_bits = _rescaled_bits(self.bounds[source], k)
+        shape = self.shapes[source]
+        equation = row_equation("rescale", len(shape))
+        kernel = row_kernel("rescale", equation, shape, ())
+        return self.put(QOp("contraction", f"{self.node.name}.{suffix}", (source,), output, equation, None, kernel,
+                            kernel.shape, None, "", (), shape, k, q_bits, shape=shape, weight_frac=0,
+                            constant="rescale"), shape, self.fracs[source] - k, 1 << (q_bits - 1))
+
+    def squarable(self, source, suffix):
+        """``source``, or its :meth:`rescaled` copy with the fewest bits dropped so that its square's worst case
+        stays below half the field (as the committed structure did, ``like``)."""
+        name = f"{self.node.output}/{suffix}"
+        if self.like is not None:
+            k = self.chosen[name].shift if name in self.chosen else 0
+        else:
+            k, bound = 0, self.bounds[source]
+            while bound * bound > FIELD_HALF:
+                k += 1
+                bound = 1 << (_rescaled_bits(self.bounds[source], k) - 1)
+        return self.rescaled(source, k, suffix) if k else source
+
     def row(self, kind, source, suffix, *, last=False, relu=False, requant=True, bias=None, weight_shape=None,
-            q_bound=None, float_out=None):
+            q_bound=None, float_out=None, f_out=None):
         """A contraction of ``source`` with a public row kernel (:func:`row_kernel`) over its last axis."""
         in_shape = self.shapes[source]
         equation = row_equation(kind, len(in_shape))
@@ -913,7 +927,7 @@ class _Lowering:
         reach = float(np.max(np.einsum(equation, np.ones((1, *in_shape)), np.abs(w_int).astype(np.float64))))
         worst = self.bounds[source] * reach + (0 if b_int is None else abs(int(b_int[0])))
         if requant:
-            shift, q_bits, f_out = self.scale(output, f_acc, worst)
+            shift, q_bits, f_out = self.scale(output, f_acc, worst, f_out)
         else:  # exact, at the input's scale
             if worst > FIELD_HALF:
                 raise ModelError(f"{self.where}: the lowered step reaches ~2^{math.log2(worst):.1f} > half the field")
@@ -954,6 +968,11 @@ class _Lowering:
         return self.put(QOp("add", f"{self.node.name}.{suffix}", (a, b), output, lefts=lefts), self.shapes[a], f, bound)
 
 
+def _rescaled_bits(bound: int, k: int) -> int:
+    """Q of round(x / 2^k) (half up) for |x| <= bound, k >= 1."""
+    return _signed_bits((bound + (1 << (k - 1))) >> k)
+
+
 def _subscripts_of(equation: str) -> tuple:
     operands, out = equation.split("->")
     data, weight = operands.split(",")
@@ -968,22 +987,27 @@ def _require_last_axis(node, shape, axes) -> None:
 
 
 def _layernorm_ops(low: _Lowering, source: str) -> None:
-    """LayerNorm over the last axis (n entries): d = x (I - J/n) (public kernel), s = d^2, v = s 1/n + eps (public
-    kernel, eps a committed bias), inv = rsqrt(v) (lookup over v's proven bits, from one grid step up),
-    t = d * inv (bilinear), y = t gamma + beta (a committed elementwise contraction; skipped without them).
-    Error: d and v to their requantization (2^-(f+1) each), inv to the table's 2^-(f_inv+1) and v's grid, t and y
-    to theirs: a few units of the last place of each scale (measured by :meth:`QuantizedGraph.error_report`)."""
+    """LayerNorm over the last axis (n entries): mu = x 1/n (public kernel, requantized to x's scale), d = x - mu
+    (mu broadcast by a public -1 kernel, then an add: exact), s = d^2, v = s 1/n + eps (public kernel, eps a
+    committed bias), inv = rsqrt(v) (lookup over v's proven bits, from one grid step up), t = d * inv (bilinear),
+    y = t gamma + beta (a committed elementwise contraction; skipped without them). Every table is O(n) (a dense
+    centring kernel would be n^2). Error: mu, s and v to their requantization (2^-(f+1) each), inv to the table's
+    2^-(f_inv+1) and v's grid, t and y to theirs: a few units of the last place of each scale (on the 16 x 32
+    encoder layer, 0.3% of the output's magnitude; :meth:`QuantizedGraph.error_report` measures it)."""
     node = low.node
     shape = low.shapes[source]
     _require_last_axis(node, shape, node.axes(len(shape) + 1))
     rank, n = len(shape), shape[-1]
-    centered = var = None
+    mean = var = None
     if low.like is None:
         x = low.floats[source]
-        centered = x - x.mean(axis=-1, keepdims=True)
-        var = (centered * centered).mean(axis=-1, keepdims=True) + node.epsilon
+        mean = x.mean(axis=-1, keepdims=True)
+        var = ((x - mean) ** 2).mean(axis=-1, keepdims=True) + node.epsilon
     has_affine = node.scale is not None or node.shift is not None
-    d = low.row("row_center", source, "center", float_out=centered)
+    mu = low.row("row_mean", source, "mean", float_out=mean, f_out=low.fracs[source])  # x's scale: d no wider
+    negative = low.row("row_broadcast", mu, "neg_mean", requant=False, q_bound=low.bounds[mu],
+                       weight_shape=(*low.shapes[mu], n))
+    d = low.squarable(low.add(source, negative, "center"), "center.rescale")
     s = low.fresh("square")
     if low.like is None:
         low.floats[s] = low.floats[d] ** 2

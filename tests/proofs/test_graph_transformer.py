@@ -146,10 +146,10 @@ def _cheat(target, patch_name, original):
     return mock.patch.object(GQ, patch_name, lying)
 
 
-@pytest.mark.parametrize("what", ["product", "reciprocal", "row sum", "rsqrt", "row max", "centre"])
+@pytest.mark.parametrize("what", ["product", "reciprocal", "row sum", "rsqrt", "row max", "mean"])
 def test_a_cheating_prover_is_rejected_with_public_weights(layer, what):
     """The prover's trace lies at one entry (a bilinear product, the reciprocal or rsqrt lookup's output, the
-    softmax's row sum or row max, LayerNorm's centring) and every sumcheck round is made consistent: the verifier
+    softmax's row sum or row max, LayerNorm's mean) and every sumcheck round is made consistent: the verifier
     rejects; control: the honest proof verifies."""
     _, _, q, _, x = layer
     net = GraphNetwork(q)
@@ -160,7 +160,7 @@ def test_a_cheating_prover_is_rejected_with_public_weights(layer, what):
                      "row sum": (_first(q, "contraction", constant="row_sum"), "contract_int"),
                      "rsqrt": (_first(q, "lookup", "rsqrt"), "lookup_int"),
                      "row max": (_first(q, "contraction", constant="row_max_join"), "contract_int"),
-                     "centre": (_first(q, "contraction", constant="row_center"), "contract_int")}[what]
+                     "mean": (_first(q, "contraction", constant="row_mean"), "contract_int")}[what]
     with _cheat(target, patch, getattr(GQ, patch)), \
             consistent_cheating("proofs.layers.contraction", "proofs.layers.graph", "proofs.layers.relu_batch",
                                 "proofs.lookup"):
@@ -310,7 +310,7 @@ def test_a_row_kernel_other_than_the_derived_one_is_refused(layer):
 
 @pytest.mark.parametrize("constant, change, reason", [
     ("row_sum", {"weight_frac": 3}, "weight_frac"),
-    ("row_center", {"equation": "bpqr,ry->bpqy"}, "row kernel"),
+    ("row_mean", {"equation": "bpqr,ry->bpqy"}, "row kernel"),
     ("row_broadcast", {"weight_shape": (1, 2, 4, 1, 3)}, "einsum_shape|row kernel"),
     ("row_max_split", {"constant": "row_max_join"}, "row kernel"),
 ])
