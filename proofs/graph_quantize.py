@@ -909,23 +909,30 @@ class _Lowering:
         weight_shape = weight_shape or row_kernel(kind, equation, in_shape, (1, 1)).shape
         kernel = row_kernel(kind, equation, in_shape, weight_shape)
         output = self.name(suffix, last)
-        if kind in ROW_SELECTIONS:
-            f_w, w_int = 0, kernel
-        else:
-            f_w = self.chosen[output].weight_frac if self.like else _frac(float(np.max(np.abs(kernel))), 8)
-            w_int = np.floor(kernel * 2.0 ** f_w + 0.5).astype(np.int64)
         data, weight, out = _subscripts_of(equation)
-        sizes = dict(zip(data[1:] + weight, in_shape + w_int.shape))
+        sizes = dict(zip(data[1:] + weight, in_shape + kernel.shape))
         shape = tuple(sizes[l] for l in out[1:])
         if self.like is None:
             x = self.floats[source]
             self.floats[output] = float_out if float_out is not None else np.einsum(equation, x, kernel.astype(float))
+
+        def quantized(f_w):  # (w_int, b_int, worst |acc|) of the kernel at weight_frac f_w
+            w_int = kernel if kind in ROW_SELECTIONS else np.floor(kernel * 2.0 ** f_w + 0.5).astype(np.int64)
+            b_int = None if bias is None else \
+                np.array([int(math.floor(bias * 2.0 ** (self.fracs[source] + f_w) + 0.5))], dtype=np.int64)
+            reach = float(np.max(np.einsum(equation, np.ones((1, *in_shape)), np.abs(w_int).astype(np.float64))))
+            return w_int, b_int, self.bounds[source] * reach + (0 if b_int is None else abs(int(b_int[0])))
+
+        if kind in ROW_SELECTIONS:
+            f_w = 0
+        elif self.like is not None:
+            f_w = self.chosen[output].weight_frac
+        else:  # weight_bits 8, fewer when a long row's sum would reach half the field (the mean of 768 entries)
+            f_w = _frac(float(np.max(np.abs(kernel))), 8)
+            while f_w > 0 and quantized(f_w)[2] > FIELD_HALF:
+                f_w -= 1
+        w_int, b_int, worst = quantized(f_w)
         f_acc = self.fracs[source] + f_w
-        b_int = None
-        if bias is not None:
-            b_int = np.array([int(math.floor(bias * 2.0 ** f_acc + 0.5))], dtype=np.int64)
-        reach = float(np.max(np.einsum(equation, np.ones((1, *in_shape)), np.abs(w_int).astype(np.float64))))
-        worst = self.bounds[source] * reach + (0 if b_int is None else abs(int(b_int[0])))
         if requant:
             shift, q_bits, f_out = self.scale(output, f_acc, worst, f_out)
         else:  # exact, at the input's scale
