@@ -78,8 +78,9 @@ import numpy as np
 
 from . import field as F
 from . import grinding
-from .commit import (bit_reverse, prefixed_hash, merkle_levels, merkle_root_from, multiproof_siblings, powers,
-                     committed_table, rs_encode)
+from .commit import committed_table
+from .pcs.merkle import DIGEST_SIZE, merkle_levels, merkle_open, merkle_root_from, prefixed_hash
+from .pcs.reed_solomon import bit_reverse, powers, rs_encode
 from .errors import ProofError, ProofRejected
 from .mle import eq_eval, eq_table, fold
 
@@ -93,7 +94,6 @@ MAX_GRINDING_CREDIT = 20
 MIN_STATISTICAL_BITS = MIN_VERIFY_BITS - MAX_GRINDING_CREDIT
 _GRINDING_CREDIT = contextvars.ContextVar("hezk_basefold_grinding_credit", default=True)
 MAX_CLAIMS = 1 << 16  #: most (commitment, point) claims one batch opening takes
-DIGEST_SIZE = 32
 _COMMITMENT_MAGIC, _PROOF_MAGIC, _VERSION = b"HZKBFC01", b"HZKBFP01", 2
 _INV2 = (F.P + 1) // 2
 
@@ -398,7 +398,7 @@ def _digest_array(leaves: np.ndarray) -> np.ndarray:
 
 def _merkle_tree(digests: np.ndarray) -> list:
     """The Merkle levels over (n, 32) leaf digests, leaves first, each an (n / 2^l, 32) uint8 array: node =
-    H(0x01 || left || right), as :func:`proofs.commit._merkle_levels` (n a power of two)."""
+    H(0x01 || left || right), as :func:`proofs.pcs.merkle.merkle_levels` (n a power of two)."""
     levels = [digests]
     while levels[-1].shape[0] > 1:
         below = levels[-1]
@@ -416,7 +416,7 @@ def _merkle_tree(digests: np.ndarray) -> list:
 
 def _root_from(leaves: np.ndarray, indices: np.ndarray, path: list, depth: int) -> bytes:
     """The root from the opened ``leaves`` (first axis) at sorted distinct ``indices`` and their multi-proof,
-    level by level with one BLAKE2b kernel call per level (the twin of :func:`proofs.commit._merkle_root_from`,
+    level by level with one BLAKE2b kernel call per level (the twin of :func:`proofs.pcs.merkle.merkle_root_from`,
     which runs on big-endian hosts and without numba)."""
     kernels = compiled_kernels() if sys.byteorder == "little" else None
     if kernels is None:
@@ -442,14 +442,6 @@ def _root_from(leaves: np.ndarray, indices: np.ndarray, path: list, depth: int) 
 
 def _root(levels: list) -> bytes:
     return levels[-1][0].tobytes()
-
-
-def _merkle_paths(levels: list, indices: np.ndarray) -> list:
-    """The multi-proof of the leaves at sorted distinct ``indices`` (as :func:`proofs.commit._merkle_open`)."""
-    proof = []
-    for level, (_, siblings) in zip(levels, multiproof_siblings(indices, len(levels) - 1)):
-        proof.extend(level[i].tobytes() for i in siblings.tolist())
-    return proof
 
 
 def _encode_table(table: np.ndarray, num_vars: int, params: BasefoldParams) -> np.ndarray:
@@ -1242,12 +1234,12 @@ def open_batch(witnesses, points_list, transcript, values=None):
         group = leaf_group(codeword.shape[1] << block, cosets)
         index = np.unique(queries % cosets // group)
         initial_leaves.append(_leaves_at(codeword, block, group, index))
-        initial_paths.append(tuple(_merkle_paths(witnesses[k].levels, index)))
+        initial_paths.append(tuple(merkle_open(witnesses[k].levels, index)))
     layer_leaves, layer_paths = [], []
     for codeword, levels in shared:
         index = np.unique(queries % (codeword.shape[0] >> params.arity))
         layer_leaves.append(_leaves_at(codeword, params.arity, 1, index))
-        layer_paths.append(tuple(_merkle_paths(levels, index)))
+        layer_paths.append(tuple(merkle_open(levels, index)))
     rounds = np.stack(messages) if messages else np.zeros((0, 3, F.EXT_DEGREE), dtype=np.uint64)
     proof = BasefoldProof(reduction, evals, rounds, tuple(_root(levels) for _, levels in shared), final, small,
                           tuple(initial_leaves), tuple(initial_paths), tuple(layer_leaves), tuple(layer_paths), nonce)

@@ -27,7 +27,6 @@ Hiding (issue 7) would add random masking rows to M and a salt to every leaf has
 """
 from __future__ import annotations
 
-import hashlib
 import math
 import sys
 import types
@@ -38,12 +37,14 @@ import numpy as np
 from . import field as F
 from .errors import ProofError, ProofRejected
 from .mle import eq_table, pad_to_pow2
+from .pcs.merkle import (DIGEST_SIZE, column_leaves, merkle_levels, merkle_open, merkle_root_from,  # noqa: F401
+                         multiproof_siblings, prefixed_hash)
+from .pcs.reed_solomon import (NTT_NUMBA_MIN_SIZE, bit_reverse, ntt, powers,  # noqa: F401
+                               rs_encode, rs_encode_rows)
 
 DEFAULT_TARGET_BITS = 104  #: default commitment security, leaving room for the rest of a proof to stay >= 100
 MIN_VERIFY_BITS = 100  #: verifiers refuse commitments whose parameters promise less
 MAX_NUM_VARS = 30
-NTT_NUMBA_MIN_SIZE = 1 << 16  #: NTT inputs with at least this many entries use the numba kernel
-DIGEST_SIZE = 32
 _COMMITMENT_MAGIC, _OPENING_MAGIC, _VERSION = b"HZKCMT01", b"HZKOPN01", 1
 
 
@@ -86,118 +87,11 @@ def matrix_layout(num_vars: int) -> tuple[int, int]:
     return log_rows, num_vars - log_rows
 
 
-# --------------------------------------------------------------------------------------------- NTT / RS
-def bit_reverse(n: int) -> np.ndarray:
-    """The bit-reversal permutation of n = 2^k, built by doubling: rev_2m = [2 rev_m, 2 rev_m + 1]."""
-    order = np.zeros(1, dtype=np.int64)
-    while order.size < n:
-        order = np.concatenate([2 * order, 2 * order + 1])
-    return order
-
-
-def powers(base: int, count: int) -> np.ndarray:
-    """[base^0, ..., base^(count-1)] mod p by doubling (log count vectorized steps)."""
-    out = np.ones(1, dtype=np.uint64)
-    while out.size < count:
-        out = np.concatenate([out, F.mul(out, np.uint64(pow(base, out.size, F.P)))])
-    return out[:count]
-
-
-def ntt(values, inplace: bool = False) -> np.ndarray:
-    """Evaluate each row of ``values`` (..., n) as a polynomial at omega^j, j < n (omega of order n); radix-2 DIT.
-
-    ``inplace`` lets a caller that owns a contiguous ``values`` have it overwritten (no copy, for large tables)."""
-    values = np.asarray(values)
-    if values.dtype != np.uint64 or values.ndim == 0:
-        raise ProofError(f"ntt: values must be a uint64 array of field elements, got dtype={values.dtype} "
-                         f"shape={values.shape}")
-    n = values.shape[-1]
-    if n < 1 or n & (n - 1) or n > 1 << F.TWO_ADICITY:
-        raise ProofError(f"ntt: length {n} is not a power of two <= 2^{F.TWO_ADICITY}")
-    omega = pow(F.GENERATOR, (F.P - 1) // n, F.P)
-    twiddles = powers(omega, max(n // 2, 1))
-    # numba only for commitment-sized inputs: a verifier's few short rows should not pay numba's import
-    kernels = F.numba_kernels() if values.size >= NTT_NUMBA_MIN_SIZE else None
-    if kernels is not None:
-        rows = values.reshape(-1, n) if inplace and values.flags.c_contiguous else values.reshape(-1, n).copy()
-        kernels.ntt_rows(rows, twiddles, bit_reverse(n))
-        return rows.reshape(values.shape)
-    return _ntt_numpy(values, twiddles)
-
-
-def _ntt_numpy(values, twiddles) -> np.ndarray:
-    """The same transform with numpy: one vectorized butterfly stage per level (the numba kernel's twin)."""
-    n = values.shape[-1]
-    batch = values.shape[:-1]
-    a = values[..., bit_reverse(n)]
-    half = 1
-    while half < n:
-        blocks = a.reshape(batch + (n // (2 * half), 2, half))
-        even = blocks[..., 0, :]
-        odd = F.mul(blocks[..., 1, :], twiddles[:: n // (2 * half)][:half])
-        a = np.stack([F.add(even, odd), F.sub(even, odd)], axis=-2).reshape(batch + (n,))
-        half *= 2
-    return a
-
-
-def rs_encode(rows, rate_inv: int) -> np.ndarray:
-    """Reed-Solomon encode each row (..., k) -> (..., k * rate_inv): zero-pad the coefficients, then NTT."""
-    rows = np.asarray(rows, dtype=np.uint64)
-    padded = np.zeros(rows.shape[:-1] + (rows.shape[-1] * rate_inv,), dtype=np.uint64)
-    padded[..., :rows.shape[-1]] = rows
-    return ntt(padded)
-
-
-# ------------------------------------------------------------------------------------------------ Merkle
-def prefixed_hash(prefix: bytes, data: bytes) -> bytes:
-    return hashlib.blake2b(prefix + data, digest_size=DIGEST_SIZE).digest()
-
-
+# ------------------------------------------------------------------------------------- NTT / RS, Merkle
+# shared with the other schemes: proofs.pcs.reed_solomon and proofs.pcs.merkle (re-exported here for callers)
 def _leaf_digests(columns: np.ndarray) -> list[bytes]:
-    """H(0x00 || column bytes) for each column of a (rows, m) array (a hiding variant would append a salt)."""
-    data = np.ascontiguousarray(columns.T, dtype="<u4")
-    return [prefixed_hash(b"\x00", row.tobytes()) for row in data]
-
-
-def merkle_levels(leaves: list[bytes]) -> list[list[bytes]]:
-    levels = [leaves]
-    while len(levels[-1]) > 1:
-        below = levels[-1]
-        levels.append([prefixed_hash(b"\x01", below[i] + below[i + 1]) for i in range(0, len(below), 2)])
-    return levels
-
-
-def multiproof_siblings(indices: np.ndarray, depth: int):
-    """For sorted distinct leaf indices, yield per level the (known indices, sibling indices to send)."""
-    known = indices
-    for _ in range(depth):
-        siblings = np.setdiff1d(known ^ 1, known)
-        yield known, siblings
-        known = np.unique(known >> 1)
-
-
-def merkle_open(levels, indices: np.ndarray) -> list[bytes]:
-    """The sibling digests a verifier needs to recompute the root from the leaves at ``indices``."""
-    proof = []
-    for level, (_, siblings) in zip(levels, multiproof_siblings(indices, len(levels) - 1)):
-        proof.extend(level[i] for i in siblings)
-    return proof
-
-
-def merkle_root_from(leaves: list[bytes], indices: np.ndarray, proof: list[bytes], depth: int) -> bytes:
-    """Recompute the root from the leaves at sorted distinct ``indices`` and the multi-proof (ProofRejected on misuse)."""
-    nodes = dict(zip(indices.tolist(), leaves))
-    position = 0
-    for known, siblings in multiproof_siblings(indices, depth):
-        if position + len(siblings) > len(proof):
-            raise ProofRejected("Merkle multi-proof has too few digests", "commitment opening")
-        nodes.update(zip(siblings.tolist(), proof[position:position + len(siblings)]))
-        position += len(siblings)
-        nodes = {parent: prefixed_hash(b"\x01", nodes[2 * parent] + nodes[2 * parent + 1])
-                 for parent in np.unique(known >> 1).tolist()}
-    if position != len(proof):
-        raise ProofRejected(f"Merkle multi-proof has {len(proof) - position} extra digests", "commitment opening")
-    return nodes[0]
+    """H(0x00 || column bytes) for each column of a (rows, m) array (the hiding variant appends a salt)."""
+    return column_leaves(columns, (b"",) * columns.shape[1])
 
 
 # ------------------------------------------------------------------------------------------- objects

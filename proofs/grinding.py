@@ -19,7 +19,7 @@ import sys
 import numpy as np
 
 from . import field as F
-from .commit import prefixed_hash
+from .pcs.merkle import prefixed_hash
 from .errors import ProofError
 
 MAX_BITS = 30  #: most grinding bits a parameter set may ask for (2^30 hashes: minutes for the prover)

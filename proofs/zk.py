@@ -67,8 +67,9 @@ import numpy as np
 
 from . import field as F
 from .basefold import fold_pair, fold_round_message
-from .commit import (DIGEST_SIZE, committed_table, matrix_layout, merkle_levels, merkle_open, merkle_root_from, ntt,
-                     prefixed_hash, query_bits)
+from .commit import committed_table, matrix_layout, query_bits
+from .pcs.merkle import DIGEST_SIZE, column_leaves, merkle_levels, merkle_open, merkle_root_from
+from .pcs.reed_solomon import rs_encode_rows
 from .errors import ProofError, ProofRejected
 from .mle import eq_eval, eq_table
 from .sumcheck import SubClaim, SumcheckProof, SumcheckProver, SumcheckVerifier, as_ext_scalar, lagrange_eval
@@ -236,18 +237,6 @@ class HidingWitness:
     salts: tuple
     levels: list
     spent: list = dataclass_field(default_factory=list, repr=False)  # set once the committed masks are used
-
-
-def rs_encode_rows(rows, length: int) -> np.ndarray:
-    """RS-encode base rows (..., w) to ``length`` symbols: zero-pad the coefficients, NTT."""
-    padded = np.zeros(rows.shape[:-1] + (length,), dtype=np.uint64)
-    padded[..., :rows.shape[-1]] = rows
-    return ntt(padded, inplace=True)
-
-
-def column_leaves(encoded: np.ndarray, salts) -> list:
-    data = np.ascontiguousarray(encoded.T, dtype="<u4")
-    return [prefixed_hash(b"\x00", salt + column.tobytes()) for salt, column in zip(salts, data)]
 
 
 def _tree(rows: np.ndarray, length: int, hiding: bool, rng):

@@ -52,10 +52,12 @@ import hezk.record
 
 from .. import basefold
 from ..basefold_zk import HidingBasefoldCommitment, HidingBasefoldWitness, shape
-from ..commit import merkle_levels
+from ..pcs.merkle import merkle_levels
 from ..errors import ModelError, ProofRejected
 from ..relations import StoreWitness, View
-from ..zk import SALT_SIZE, HidingWitness, rs_encode_rows, column_leaves
+from ..pcs.merkle import column_leaves
+from ..pcs.reed_solomon import rs_encode_rows
+from ..zk import SALT_SIZE, HidingWitness
 from .reusable import ReusableWitness
 
 #: 2: bound to a journal of reserved copies (version 1, read too: a counter beside it)

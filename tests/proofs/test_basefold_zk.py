@@ -300,12 +300,12 @@ def test_a_hidden_table_is_never_sent_whole(num_vars):
 @settings(max_examples=15, deadline=None)
 @given(st.integers(0, 7), st.integers(1, 3), seeds)
 def test_kernel_merkle_root_is_the_hashlib_twin(depth, width, seed):
-    from proofs.commit import merkle_root_from
+    from proofs.pcs.merkle import merkle_open, merkle_root_from
     rng = np.random.default_rng(seed)
     leaves = rng.integers(0, F.P, (1 << depth, width), dtype=np.uint64)
     levels = B._merkle_tree(B._digest_array(leaves))
     index = np.unique(rng.integers(0, 1 << depth, int(rng.integers(1, 6))))
-    path = B._merkle_paths(levels, index)
+    path = merkle_open(levels, index)
     root = B._root_from(leaves[index], index, path, depth)
     assert root == B._root(levels) == merkle_root_from(B._digests(leaves[index]), index, path, depth)
     if path:

@@ -200,12 +200,11 @@ def test_commit_input_errors_and_no_mutation():
 
 def test_numba_ntt_matches_numpy_ntt():
     pytest.importorskip("numba")
-    from proofs.commit import _ntt_numpy, powers
-    from proofs.commit import NTT_NUMBA_MIN_SIZE
+    from proofs.pcs.reed_solomon import NTT_NUMBA_MIN_SIZE, ntt_numpy, powers
     values = F.random_elements((NTT_NUMBA_MIN_SIZE // 2048, 2048), seed=4)
     n = values.shape[1]
     twiddles = powers(pow(F.GENERATOR, (F.P - 1) // n, F.P), n // 2)
-    assert np.array_equal(ntt(values), _ntt_numpy(values, twiddles))
+    assert np.array_equal(ntt(values), ntt_numpy(values, twiddles))
 
 
 def test_ntt_input_errors():
