@@ -1,0 +1,90 @@
+"""The commitment-scheme interface (proofs.pcs.scheme): every scheme object commits, opens a batch of claims and
+verifies it through the same calls, its bytes round-trip, a tampered opening or value is refused with
+ProofRejected, and scheme_of maps each parameter set, commitment and witness to its scheme."""
+import numpy as np
+import pytest
+
+from proofs import basefold as B
+from proofs import basefold_zk as BZ
+from proofs import commit as C
+from proofs import field as F
+from proofs import zk as Z
+from proofs.errors import ProofError, ProofRejected
+from proofs.layers import commitments as layer_commitments
+from proofs.layers import network_zk
+from proofs.mle import mle_evaluate
+from proofs.pcs.scheme import (BASEFOLD, HIDING_BASEFOLD, HIDING_LIGERO, LIGERO, SCHEMES, CommitmentScheme,
+                               scheme_of)
+from proofs.transcript import Transcript
+
+NUM_VARS = (6, 5)  # two tables: a batch of two commitments
+PARAMS = {LIGERO: C.CommitParams(), HIDING_LIGERO: Z.HidingParams(), BASEFOLD: B.BasefoldParams(),
+          HIDING_BASEFOLD: BZ.HidingBasefoldParams()}
+
+
+def _opened(scheme, seed):
+    tables = [F.random_elements(1 << n, seed=seed + k) for k, n in enumerate(NUM_VARS)]
+    committed = [scheme.commit(t, PARAMS[scheme], seed=seed) for t in tables]
+    points = [F.ext_random((2, n), seed=seed + 10 + k) for k, n in enumerate(NUM_VARS)]
+    values, opening = scheme.open([w for _, w in committed], points, Transcript("pcs test"))
+    return tables, [c for c, _ in committed], points, values, opening
+
+
+def _verify(scheme, commitments, points, values, opening):
+    scheme.verify(commitments, points, values, opening, Transcript("pcs test"))
+
+
+@pytest.mark.parametrize("scheme", SCHEMES, ids=lambda s: s.name)
+def test_every_scheme_round_trips_commit_open_verify_and_bytes(scheme):
+    """The opened values are the tables' MLEs at the points; the bytes of the commitments and of the opening
+    parse back to objects the verifier accepts."""
+    assert isinstance(scheme, CommitmentScheme)
+    tables, commitments, points, values, opening = _opened(scheme, seed=1)
+    for table, pts, vals in zip(tables, points, values):
+        assert np.array_equal(vals, np.stack([mle_evaluate(table, z) for z in pts]))
+    _verify(scheme, commitments, points, values, opening)
+    commitments = [scheme.read_commitment(scheme.commitment_bytes(c)) for c in commitments]
+    proofs = opening if isinstance(opening, tuple) else (opening,)
+    parsed = tuple(scheme.read_opening(scheme.opening_bytes(p)) for p in proofs)
+    _verify(scheme, commitments, points, values, parsed if isinstance(opening, tuple) else parsed[0])
+    assert 0 < scheme.soundness_bits(commitments) < 256
+    assert all(scheme_of(c) is scheme for c in commitments)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES, ids=lambda s: s.name)
+def test_every_scheme_rejects_a_tampered_value_or_opening(scheme):
+    """One wrong value, or one flipped byte of the opening's last Merkle digest, is refused with ProofRejected
+    (the honest opening of the same commitments is accepted: the positive control above)."""
+    _, commitments, points, values, opening = _opened(scheme, seed=2)
+    wrong = [v.copy() for v in values]
+    wrong[1][0, 0] = (wrong[1][0, 0] + 1) % F.P
+    with pytest.raises(ProofRejected):
+        _verify(scheme, commitments, points, wrong, opening)
+    proofs = opening if isinstance(opening, tuple) else (opening,)
+    blob = bytearray(scheme.opening_bytes(proofs[-1]))
+    blob[-1] ^= 1
+    with pytest.raises(ProofRejected):
+        tampered = scheme.read_opening(bytes(blob))
+        _verify(scheme, commitments, points, values,
+                proofs[:-1] + (tampered,) if isinstance(opening, tuple) else tampered)
+
+
+def test_scheme_of_maps_every_parameter_set_commitment_and_witness():
+    for scheme, params in PARAMS.items():
+        commitment, witness = scheme.commit(F.random_elements(1 << 5, seed=3), params, seed=3)
+        assert scheme_of(params) is scheme and scheme_of(commitment) is scheme and scheme_of(witness) is scheme
+        assert scheme.batched == isinstance(params, (B.BasefoldParams, BZ.HidingBasefoldParams))
+        assert scheme.hiding == isinstance(params, (Z.HidingParams, BZ.HidingBasefoldParams))
+    with pytest.raises(ProofError, match="not a commitment"):
+        scheme_of(object())
+    with pytest.raises(ProofRejected, match="not a commitment"):
+        scheme_of(b"bytes", ProofRejected)
+    assert scheme_of(None, error=None) is None
+
+
+def test_the_old_is_basefold_names_agree_with_scheme_of():
+    """The MLP layer's is_basefold (plain Basefold params) and the hiding network's (hiding Basefold params)
+    are both scheme_of(params).batched on the parameters each is called with."""
+    assert layer_commitments.is_basefold(B.BasefoldParams()) and not layer_commitments.is_basefold(C.CommitParams())
+    assert network_zk.is_basefold(BZ.HidingBasefoldParams()) and not network_zk.is_basefold(Z.HidingParams())
+    assert not network_zk.is_basefold(None) and not layer_commitments.is_basefold(None)
