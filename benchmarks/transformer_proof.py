@@ -1,0 +1,103 @@
+"""The proof half of issue 34's benchmark: a torch ``nn.TransformerEncoderLayer`` (batch first, GELU, no dropout)
+exported by torch, read by :mod:`hezk.model`, quantized (:func:`proofs.graph_quantize.quantize_graph`: attention's
+products as bilinear ops, Softmax and LayerNorm lowered to lookups, row kernels and products) and proven.
+
+    python benchmarks/transformer_proof.py [--quick] [--gpt2] [--no-hiding]
+
+Rows: the 16 x 32, 2-head layer (feed-forward 64) and a BERT-tiny-size one (width 128, 2 heads, sequence 32,
+feed-forward 512); ``--gpt2`` adds a GPT-2-small-size block (width 768, 12 heads, sequence 32, feed-forward 3072;
+about 5 GB, public weights only unless the hiding run is wanted too); ``--quick``: the first row only. For each:
+commit, prove and verify wall time (seconds, one thread, one sample), proof bytes, and the proven output's largest
+error against onnxruntime as a fraction of onnxruntime's largest output magnitude. The hiding proof is the default
+``hezk commit`` (weights private, Ligero); ``--public-weights`` is the plain one.
+"""
+import argparse
+import contextlib
+import io
+import time
+
+try:
+    import _repo  # noqa: F401  (run as a script: threads and import path first)
+except ImportError:
+    from benchmarks import _repo  # noqa: F401  (imported as benchmarks.<name>)
+
+from benchmarks._timing import print_table  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+SIZES = {"16 x 32, 2 heads": (32, 2, 64, 16), "BERT-tiny layer": (128, 2, 512, 32),
+         "GPT-2-small block": (768, 12, 3072, 32)}
+
+
+def export(width: int, heads: int, feedforward: int, sequence: int, seed: int = 0):
+    """The ONNX model of the layer on a (1, sequence, width) input (torch's TorchScript exporter, opset 17)."""
+    import onnx
+    import torch
+
+    torch.manual_seed(seed)
+    layer = torch.nn.TransformerEncoderLayer(width, heads, feedforward, dropout=0.0, activation="gelu",
+                                             batch_first=True).eval()
+
+    class OnlyX(torch.nn.Module):  # the exporter would pass the default is_causal as a tensor otherwise
+        def __init__(self):
+            super().__init__()
+            self.layer = layer
+
+        def forward(self, x):
+            return self.layer(x)
+
+    buffer = io.BytesIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        torch.onnx.export(OnlyX().eval(), (torch.zeros(1, sequence, width),), buffer, input_names=["x"],
+                          output_names=["y"], dynamo=False, opset_version=17)
+    return onnx.load_from_string(buffer.getvalue())
+
+
+def _timed(fn):
+    start = time.perf_counter()
+    result = fn()
+    return result, time.perf_counter() - start
+
+
+def run(name: str, hiding: bool) -> list:
+    import onnxruntime
+    from hezk.model import read_onnx
+    from proofs.graph_quantize import quantize_graph
+    from proofs.layers.graph import GraphNetwork, verify_graph
+    from proofs.layers.graph_zk import HidingGraphNetwork, verify_graph_zk
+
+    width, heads, feedforward, sequence = SIZES[name]
+    model = export(width, heads, feedforward, sequence)
+    rng = np.random.default_rng(0)
+    q = quantize_graph(read_onnx(model), rng.normal(size=(16, 1, sequence, width)))
+    x = q.quantize_input(rng.normal(size=(1, 1, sequence, width)))
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    expected = session.run(None, {"x": (x * 2.0 ** -q.input_frac).astype(np.float32).reshape(1, sequence, width)})[0]
+    rows = []
+    kinds = [("public weights", GraphNetwork, verify_graph, {})]
+    if hiding:
+        kinds.append(("hidden weights", HidingGraphNetwork, verify_graph_zk, {"max_proofs": 1}))
+    for kind, prover, verify, options in kinds:
+        net, commit_s = _timed(lambda: prover(q, **options))
+        proof, prove_s = _timed(lambda: net.prove(x).to_bytes())
+        verified, verify_s = _timed(lambda: verify(net.commitment, x, proof))
+        proven = q.dequantize(verified.output).reshape(expected.shape)
+        error = float(np.max(np.abs(proven - expected)) / np.max(np.abs(expected)))
+        rows.append((f"{name}, {kind}", commit_s, prove_s, verify_s, f"{len(proof) / 1e6:.2f}", f"{100 * error:.2f}%"))
+    return rows
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="the 16 x 32 layer only")
+    parser.add_argument("--gpt2", action="store_true", help="add the GPT-2-small-size block (about 5 GB)")
+    parser.add_argument("--no-hiding", action="store_true", help="public-weights proofs only")
+    args = parser.parse_args(argv)
+    names = list(SIZES)[:1] if args.quick else list(SIZES)[:2] + (list(SIZES)[2:] if args.gpt2 else [])
+    rows = [row for name in names for row in run(name, not args.no_hiding)]
+    print_table("transformer encoder layer proofs (one sample, wall seconds, one thread)",
+                ("layer", "commit s", "prove s", "verify s", "proof MB", "error / max |y|"), rows)
+
+
+if __name__ == "__main__":
+    main()
