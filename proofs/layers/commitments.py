@@ -20,38 +20,34 @@ the default stays Ligero, Basefold is the choice for small proofs.
 from __future__ import annotations
 
 from .. import basefold
-from ..commit import CommitParams, Commitment, OpeningProof, commit
-from ..errors import ProofRejected
-from ..proof_format import parse_nested
+from ..commit import CommitParams, Commitment
+from ..pcs.scheme import BASEFOLD, LIGERO, scheme_of
+from ..pcs.scheme import read_commitment as pcs_read_commitment, read_opening as pcs_read_opening
 
 PARAMS_TYPES = (CommitParams, basefold.BasefoldParams)
 COMMITMENT_TYPES = (Commitment, basefold.BasefoldCommitment)
+MLP_SCHEMES = (LIGERO, BASEFOLD)  #: the schemes of an MLP commitment's weights and bits
 
 
 def is_basefold(params) -> bool:
-    return isinstance(params, basefold.BasefoldParams)
+    """True for plain Basefold parameters (one batch opening per proof); the scheme is ``scheme_of(params)``."""
+    return scheme_of(params, error=None) is BASEFOLD
 
 
 def commit_table(values, params):
-    """(commitment, witness) of ``values`` with the scheme ``params`` selects."""
-    return (basefold.commit if is_basefold(params) else commit)(values, params)
-
-
-def _by_magic(blob: bytes, kinds, what: str):
-    for kind, magic in kinds:
-        if blob[:len(magic)] == magic:
-            return parse_nested(kind.from_bytes, blob, kind.__name__)
-    raise ProofRejected(f"unknown {what} (magic {blob[:8]!r})", what)
+    """(commitment, witness) of ``values`` with the scheme ``params`` selects (Ligero's error for other params)."""
+    scheme = scheme_of(params, error=None)
+    return (scheme if scheme in MLP_SCHEMES else LIGERO).commit(values, params)
 
 
 def read_commitment(blob: bytes):
     """A Commitment or a BasefoldCommitment from its bytes (ProofRejected otherwise)."""
-    return _by_magic(blob, ((Commitment, b"HZKCMT01"), (basefold.BasefoldCommitment, b"HZKBFC01")), "commitment")
+    return pcs_read_commitment(blob, MLP_SCHEMES)
 
 
 def read_opening(blob: bytes):
     """An OpeningProof or a BasefoldProof from its bytes (ProofRejected otherwise)."""
-    return _by_magic(blob, ((OpeningProof, b"HZKOPN01"), (basefold.BasefoldProof, b"HZKBFP01")), "opening")
+    return pcs_read_opening(blob, MLP_SCHEMES)
 
 
 def soundness_label(params) -> str:
@@ -63,6 +59,4 @@ def opening_error(commitments) -> float:
     """The soundness error of opening ``commitments``: each on its own (Ligero: the sum of 2^-security_bits)
     or all in one Basefold batch (:func:`proofs.basefold.batch_security_bits`)."""
     commitments = list(commitments)
-    if isinstance(commitments[0], basefold.BasefoldCommitment):
-        return 2.0 ** -basefold.batch_security_bits(commitments)
-    return sum(2.0 ** -c.security_bits for c in commitments)
+    return scheme_of(commitments[0]).opening_error(commitments)

@@ -47,7 +47,8 @@ from ..transcript import Transcript
 from ..verdict import Verdict, rejecting
 from .common import Claim, log2, pad_matrix, padded, require
 from .matmul import LinearProof, LinearShape, prove_linear, verify_linear, weight_tables
-from .commitments import PARAMS_TYPES, commit_table, is_basefold, read_commitment, read_opening
+from ..pcs.scheme import scheme_of
+from .commitments import PARAMS_TYPES, commit_table, read_commitment, read_opening
 from .packing import Packing
 from .records import read_record, write_record
 from .spec import build_model
@@ -348,12 +349,13 @@ class Network:
         """
         if self.zk:
             raise ModelError("prove_witness proves with the plain protocol: build the Network with zk=False")
+        scheme = scheme_of(self.params)
         decomposed = sum(layer.decomposition is not None for layer in witness.layers)
         report = _Progress(progress, len(witness.layers) + 2 * decomposed + 1)
         transcript = Transcript(TRANSCRIPT_LABEL)
         _absorb_statement(transcript, self.commitment, witness.input, witness.output)
         bits_commitments, bits_witnesses = [], {}
-        if is_basefold(self.params):  # Basefold: every bits group of the proof in one packed table
+        if scheme.batched:  # Basefold: every bits group of the proof in one packed table
             bits_tables = [layer.decomposition.table(g) for layer in witness.layers if layer.decomposition
                            is not None for g in range(len(layer.decomposition.spec.groups))]
             if bits_tables:
@@ -362,7 +364,7 @@ class Network:
                 transcript.absorb("bits commitment", packed_commitment.to_bytes())
                 bits_commitments.append(packed_commitment)
         for i, layer in enumerate(witness.layers):
-            if layer.decomposition is not None and is_basefold(self.params):
+            if layer.decomposition is not None and scheme.batched:
                 bits_witnesses[i] = None  # opened in the batch, through the packed commitment
                 report(f"committed bits of layer {i}")
             elif layer.decomposition is not None:
@@ -376,7 +378,7 @@ class Network:
         point = _output_point(transcript, self.commitment.layers[-1], witness.batch)
         claim = Claim(point, mle_evaluate(_field_table(witness.layers[-1].out), point))
         layer_proofs, weight_claims = [None] * len(witness.layers), []
-        deferred = {i: [] for i in bits_witnesses} if is_basefold(self.params) else {}  # bits claims, one opening
+        deferred = {i: [] for i in bits_witnesses} if scheme.batched else {}  # bits claims, one opening
         for i in reversed(range(len(witness.layers))):
             layer, info = witness.layers[i], self.commitment.layers[i]
             decomposition_proof = None
@@ -391,7 +393,7 @@ class Network:
             report(f"proved matmul of layer {i}")
             layer_proofs[i] = (decomposition_proof, linear_proof)
         points = _weight_points(self.commitment, weight_claims)
-        if is_basefold(self.params):  # the weights and the packed bits in one batched opening
+        if scheme.batched:  # the weights and the packed bits in one batched opening
             claims = [c for i in sorted(deferred) for c in deferred[i]]
             witnesses, point_sets, values = [self._weights_witness], [points], [np.stack([c.value for c in
                                                                                           weight_claims])]
@@ -447,9 +449,10 @@ def _check_statement(commitment: ModelCommitment, x_int, proof: NetworkProof):
                    shape=(x.shape[0], last.out_features))
     if commitment.zk:
         return x.astype(np.int64)
+    batched = scheme_of(commitment.params, ProofRejected, where).batched
     groups = sum(len(info.decomposition_for(x.shape[0]).groups) for info in commitment.layers
                  if info.decomposition is not None)
-    if is_basefold(commitment.params):  # one packed bits commitment for every group
+    if batched:  # one packed bits commitment for every group
         require(len(proof.bits_commitments) == min(groups, 1),
                 f"{len(proof.bits_commitments)} bits commitments, expected {min(groups, 1)} (packed)", where)
         for bits in proof.bits_commitments:
@@ -465,7 +468,7 @@ def _check_statement(commitment: ModelCommitment, x_int, proof: NetworkProof):
         require((decomposition is None) == (info.decomposition is None),
                 "zkReLU proof present iff the layer is requantized", f"layer {i}")
     batch_padded = padded(x.shape[0], 1)
-    for i, layer_bits in ({} if is_basefold(commitment.params) else
+    for i, layer_bits in ({} if batched else
                           _bits_commitments_by_layer(commitment, proof, x.shape[0])).items():
         info = commitment.layers[i]
         for bits, (_, count) in zip(layer_bits, info.decomposition_for(x.shape[0]).groups):
@@ -532,12 +535,13 @@ def verify_network(commitment: ModelCommitment, x_int, proof, *, allow_conjectur
 
 def _verify(commitment: ModelCommitment, x_int, proof: NetworkProof, allow_conjectured: bool) -> np.ndarray:
     x = _check_statement(commitment, x_int, proof)
-    if is_basefold(commitment.params):  # the verifier's choice, before any work
+    batched = scheme_of(commitment.params, ProofRejected, "model commitment").batched
+    if batched:  # the verifier's choice, before any work
         basefold.check_conjectured(commitment.params, allow_conjectured, "model commitment")
     batch = x.shape[0]
     transcript = Transcript(TRANSCRIPT_LABEL)
     _absorb_statement(transcript, commitment, x, proof.output)
-    if is_basefold(commitment.params):  # one packed bits commitment, opened in the batch
+    if batched:  # one packed bits commitment, opened in the batch
         bits = {i: None for i, info in enumerate(commitment.layers) if info.decomposition is not None}
         for bits_commitment in proof.bits_commitments:
             transcript.absorb("bits commitment", bits_commitment.to_bytes())
@@ -551,7 +555,7 @@ def _verify(commitment: ModelCommitment, x_int, proof: NetworkProof, allow_conje
     claim = Claim(point, mle_evaluate(_field_table(pad_matrix(proof.output, padded(batch, 1),
                                                                   padded(last.out_features))), point))
     weight_claims = []
-    deferred = {i: [] for i in bits} if is_basefold(commitment.params) else {}
+    deferred = {i: [] for i in bits} if batched else {}
     for i in reversed(range(len(commitment.layers))):
         info, (decomposition_proof, linear_proof) = commitment.layers[i], proof.layer_proofs[i]
         where = f"layer {i}"
@@ -568,7 +572,7 @@ def _verify(commitment: ModelCommitment, x_int, proof: NetworkProof, allow_conje
     require(F.ext_eq(mle_evaluate(input_table, claim.point), claim.value),
             "the final claim does not match the public input", "input")
     values = np.stack([weight_claim.value for weight_claim in weight_claims])
-    if is_basefold(commitment.params):  # the weights and every bits group in one batched opening
+    if batched:  # the weights and every bits group in one batched opening
         require(all(group.opening is None for pair in proof.layer_proofs if pair[0] is not None
                     for group in pair[0].groups), "Basefold proofs open the bits groups in the batch only", "bits")
         claims = [c for i in sorted(deferred) for c in deferred[i]]

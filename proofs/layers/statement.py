@@ -21,6 +21,7 @@ from .. import field as F
 from ..commit import Commitment
 from ..proof_format import ByteReader, ByteWriter, from_record, parse_nested, record_kind, to_record
 from ..quantize import FIELD_BITS, FIELD_HALF, MAX_FRAC_BITS
+from ..pcs.scheme import scheme_of
 from .commitments import COMMITMENT_TYPES, opening_error, read_commitment, soundness_label
 from .common import log2, padded, require
 from .packing import Packing
@@ -145,7 +146,7 @@ class ModelCommitment:
                     bits_vars = element_vars + log2(count)
                     field_errors += 4 * bits_vars
                     opened.append(type(self.weights)(b"", bits_vars, self.params))
-        if len(opened) > 1 and not isinstance(self.weights, Commitment):  # Basefold: the groups packed in one table
+        if len(opened) > 1 and scheme_of(self.weights).batched:  # Basefold: the groups packed in one table
             packed = log2(padded(sum(1 << c.num_vars for c in opened[1:]), 1))
             opened = [self.weights, type(self.weights)(b"", packed, self.params)]
         return -math.log2(field_errors * 2.0 ** -F.EXT_BITS + opening_error(opened))

@@ -54,8 +54,11 @@ class CommitmentScheme(Protocol):
     def verify(self, commitments, points_list, values_list, opening, transcript, **options) -> None:
         """Raise ProofRejected unless ``opening`` shows every claim."""
 
+    def opening_error(self, commitments) -> float:
+        """The soundness error of opening ``commitments`` (one batch, or one opening each)."""
+
     def soundness_bits(self, commitments) -> float:
-        """-log2 of the soundness error of one opening of ``commitments``."""
+        """-log2 of :meth:`opening_error`."""
 
     def read_commitment(self, blob: bytes):
         """The commitment from its bytes (ProofRejected on malformed bytes)."""
@@ -64,9 +67,9 @@ class CommitmentScheme(Protocol):
         """One opening proof from its bytes (ProofRejected on malformed bytes)."""
 
 
-def _union_bits(commitments) -> float:
+def _union_error(commitments) -> float:
     """Openings made one per commitment: their errors add (union bound)."""
-    return -math.log2(sum(2.0 ** -c.security_bits for c in commitments))
+    return sum(2.0 ** -c.security_bits for c in commitments)
 
 
 def _pairs(witnesses, points_list, error, where: str) -> list:
@@ -85,6 +88,10 @@ class _Scheme:
     hiding = False
     batched = False
     params_type = commitment_type = witness_type = opening_type = type(None)
+    commitment_magic = opening_magic = b""  #: the first bytes of a commitment's / an opening's format
+
+    def soundness_bits(self, commitments) -> float:
+        return -math.log2(self.opening_error(list(commitments)))
 
     def __repr__(self) -> str:
         return f"<commitment scheme {self.name}>"
@@ -109,9 +116,10 @@ class LigeroScheme(_Scheme):
     name, hiding, batched = "ligero", False, False
     params_type, commitment_type, witness_type, opening_type = C.CommitParams, C.Commitment, C.CommitmentWitness, \
         C.OpeningProof
+    commitment_magic, opening_magic = b"HZKCMT01", b"HZKOPN01"
 
-    def commit(self, values, params=None, seed=None):
-        return C.commit(values, C.CommitParams() if params is None else params)
+    def commit(self, values, params, seed=None):
+        return C.commit(values, params)
 
     def open(self, witnesses, points_list, transcript):
         opened = [C.open_batch(w, np.asarray(p), transcript)
@@ -126,8 +134,8 @@ class LigeroScheme(_Scheme):
         for (c, points), values, proof in zip(pairs, values_list, opening):
             C.verify_batch(c, points, values, proof, transcript, min_security_bits)
 
-    def soundness_bits(self, commitments) -> float:
-        return _union_bits(commitments)
+    def opening_error(self, commitments) -> float:
+        return _union_error(commitments)
 
     def read_opening(self, blob: bytes):
         return parse_nested(C.OpeningProof.from_bytes, bytes(blob), "OpeningProof")
@@ -140,9 +148,10 @@ class HidingLigeroScheme(_Scheme):
     name, hiding, batched = "hiding-ligero", True, False
     params_type, commitment_type, witness_type, opening_type = Z.HidingParams, Z.HidingCommitment, Z.HidingWitness, \
         Z.HidingOpening
+    commitment_magic = b"HZKHIDE1"  # an opening has no magic of its own (it is nested in the proofs' formats)
 
-    def commit(self, values, params=None, seed=None):
-        return Z.hiding_commit(values, Z.HidingParams() if params is None else params, seed=seed)
+    def commit(self, values, params, seed=None):
+        return Z.hiding_commit(values, params, seed=seed)
 
     def open(self, witnesses, points_list, transcript):
         opened = [Z.open_points(w, np.asarray(p), transcript)
@@ -156,8 +165,8 @@ class HidingLigeroScheme(_Scheme):
         for (c, points), values, proof in zip(pairs, values_list, opening):
             Z.verify_points(c, points, values, proof, transcript)
 
-    def soundness_bits(self, commitments) -> float:
-        return _union_bits(commitments)
+    def opening_error(self, commitments) -> float:
+        return _union_error(commitments)
 
     def read_opening(self, blob: bytes):
         def parse(data):
@@ -174,9 +183,10 @@ class BasefoldScheme(_Scheme):
     name, hiding, batched = "basefold", False, True
     params_type, commitment_type, witness_type, opening_type = B.BasefoldParams, B.BasefoldCommitment, \
         B.BasefoldWitness, B.BasefoldProof
+    commitment_magic, opening_magic = b"HZKBFC01", b"HZKBFP01"
 
-    def commit(self, values, params=None, seed=None):
-        return B.commit(values, B.BasefoldParams() if params is None else params)
+    def commit(self, values, params, seed=None):
+        return B.commit(values, params)
 
     def open(self, witnesses, points_list, transcript):
         return B.open_batch(list(witnesses), [np.asarray(p) for p in points_list], transcript)
@@ -186,8 +196,8 @@ class BasefoldScheme(_Scheme):
         B.verify_batch(commitments, points_list, values_list, opening, transcript, min_security_bits,
                        allow_conjectured=allow_conjectured)
 
-    def soundness_bits(self, commitments) -> float:
-        return B.batch_security_bits(commitments)
+    def opening_error(self, commitments) -> float:
+        return 2.0 ** -B.batch_security_bits(commitments)
 
     def read_opening(self, blob: bytes):
         return parse_nested(B.BasefoldProof.from_bytes, bytes(blob), "BasefoldProof")
@@ -200,9 +210,10 @@ class HidingBasefoldScheme(_Scheme):
     name, hiding, batched = "hiding-basefold", True, True
     params_type, commitment_type, witness_type, opening_type = BZ.HidingBasefoldParams, \
         BZ.HidingBasefoldCommitment, BZ.HidingBasefoldWitness, (B.BasefoldProof, BZ.MaskedBatchProof)
+    commitment_magic = b"HZKBFH01"  # an opening is a BasefoldProof (b"HZKBFP01") or a MaskedBatchProof (b"HZKBFM01")
 
-    def commit(self, values, params=None, seed=None):
-        return BZ.commit(values, BZ.HidingBasefoldParams() if params is None else params, seed=seed)
+    def commit(self, values, params, seed=None):
+        return BZ.commit(values, params, seed=seed)
 
     def open(self, witnesses, points_list, transcript):
         return BZ.open_batch(list(witnesses), [np.asarray(p) for p in points_list], transcript)
@@ -212,8 +223,8 @@ class HidingBasefoldScheme(_Scheme):
         BZ.verify_batch(commitments, [np.asarray(p) for p in points_list], values_list, opening, transcript,
                         min_security_bits, allow_conjectured=allow_conjectured)
 
-    def soundness_bits(self, commitments) -> float:
-        return -math.log2(BZ.batch_error(commitments))
+    def opening_error(self, commitments) -> float:
+        return BZ.batch_error(commitments)
 
     def read_opening(self, blob: bytes):
         blob = bytes(blob)
@@ -243,3 +254,23 @@ def scheme_of(obj, error=ProofError, where: str = "commitment"):
         return None
     message = f"{type(obj).__name__} is not a commitment, its parameters or its witness of a known scheme"
     raise error(message, where) if error is ProofRejected else error(message)
+
+
+def _by_magic(blob, schemes, magic_of, read_of, what: str):
+    blob = bytes(blob)
+    for scheme in schemes:
+        magic = magic_of(scheme)
+        if magic and blob[:len(magic)] == magic:
+            return read_of(scheme)(blob)
+    raise ProofRejected(f"unknown {what} (magic {blob[:8]!r})", what)
+
+
+def read_commitment(blob: bytes, schemes=SCHEMES):
+    """The commitment of whichever of ``schemes`` its magic names (ProofRejected otherwise)."""
+    return _by_magic(blob, schemes, lambda s: s.commitment_magic, lambda s: s.read_commitment, "commitment")
+
+
+def read_opening(blob: bytes, schemes=SCHEMES):
+    """The opening proof of whichever of ``schemes`` its magic names (ProofRejected otherwise; a hiding Ligero
+    opening has no magic and is read by :meth:`HidingLigeroScheme.read_opening` alone)."""
+    return _by_magic(blob, schemes, lambda s: s.opening_magic, lambda s: s.read_opening, "opening")

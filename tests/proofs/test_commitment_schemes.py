@@ -88,3 +88,18 @@ def test_the_old_is_basefold_names_agree_with_scheme_of():
     assert layer_commitments.is_basefold(B.BasefoldParams()) and not layer_commitments.is_basefold(C.CommitParams())
     assert network_zk.is_basefold(BZ.HidingBasefoldParams()) and not network_zk.is_basefold(Z.HidingParams())
     assert not network_zk.is_basefold(None) and not layer_commitments.is_basefold(None)
+
+
+def test_read_commitment_picks_the_scheme_by_magic_and_refuses_others():
+    """A commitment's bytes name its scheme (magic); bytes of no listed scheme are refused with ProofRejected."""
+    from proofs.pcs.scheme import read_commitment
+    for scheme, params in PARAMS.items():
+        commitment, _ = scheme.commit(F.random_elements(1 << 5, seed=4), params, seed=4)
+        blob = scheme.commitment_bytes(commitment)
+        assert scheme.commitment_bytes(read_commitment(blob)) == blob
+        assert layer_commitments.opening_error([commitment]) == pytest.approx(2.0 ** -scheme.soundness_bits([commitment]))
+    with pytest.raises(ProofRejected, match="unknown commitment"):
+        read_commitment(b"HZKNONE1" + bytes(40))
+    with pytest.raises(ProofRejected, match="unknown commitment"):  # the MLP reader takes Ligero and Basefold only
+        layer_commitments.read_commitment(HIDING_LIGERO.commitment_bytes(
+            HIDING_LIGERO.commit(F.random_elements(1 << 5, seed=5), Z.HidingParams(), seed=5)[0]))
