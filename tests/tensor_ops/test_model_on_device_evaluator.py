@@ -141,7 +141,7 @@ def test_cnn_on_the_device_equals_the_host():
     _device_case(cnn(), 7, through_server=False)
 
 
-@pytest.mark.slow   # ~8 min on 2 shared cores: CPU XLA compiles the bootstrap's functions (~7 min), then runs it
+@pytest.mark.slow   # ~9 min on 2 shared cores: CPU XLA compiles the bootstrap's functions (~7 min), then runs it
 def test_a_plan_that_bootstraps_runs_on_the_device():
     """The model path's bootstrap on the device (``DeviceEvaluator.bootstrap``, the host pipeline limb for limb):
     test_model_bootstrap's deep model (one bootstrap, its insecure N = 2^12 sparse-secret ring) gives the host's
