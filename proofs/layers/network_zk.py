@@ -64,6 +64,7 @@ from ..proof_format import ByteReader, ByteWriter, from_record, parse_nested, to
 from ..mle import mle_evaluate
 from ..relations import MIN_ELEMENT_VARS, Slot, StoreLayout, Stored, Term, commit_store, eq_factor, table_factor
 from ..transcript import Transcript
+from ..pcs.scheme import HIDING_BASEFOLD, HIDING_LIGERO, scheme_of
 from ..zk import HidingCommitment, HidingParams, opening_bytes, opening_field_error
 from .basefold_channel import BasefoldChannel, StorePlan, commit_hosted
 from .common import log2, pad_matrix, padded, prefix_sum_of_eq, require
@@ -133,7 +134,7 @@ def commit_model(model, layers, params: HidingParams, max_proofs: int = DEFAULT_
     """(Reusable, ReusableWitness): ``max_proofs`` hiding copies of the model store and their agreement proof
     (:mod:`proofs.layers.reusable`; each proof uses a fresh copy), shaped by :func:`balanced_rows`."""
     layout = model_layout(layers)
-    rows = None if is_basefold(params) else balanced_rows(layout, params)
+    rows = None if scheme_of(params).batched else balanced_rows(layout, params)
     params = fit_basefold_rows(params, layout, max_proofs)  # many copies: shorter rows (its docstring)
     return commit_reusable(layout, model_tables(model), params, max_proofs, rows)
 
@@ -151,8 +152,9 @@ def basefold_params() -> BZ.HidingBasefoldParams:
 
 
 def is_basefold(params) -> bool:
-    """True for hiding Basefold stores (:mod:`proofs.basefold_zk`): one batch opening per proof."""
-    return isinstance(params, BZ.HidingBasefoldParams)
+    """True for hiding Basefold stores (:mod:`proofs.basefold_zk`): one batch opening per proof (the name the
+    graph proofs import; the scheme is ``scheme_of(params)``)."""
+    return scheme_of(params, error=None) is HIDING_BASEFOLD
 
 
 def proof_layout(layers, batch: int):
@@ -372,7 +374,7 @@ class HidingNetworkProof:
 def base_params(commitment) -> HidingParams:
     """The statement's parameters: those the model's copies were made for (:func:`reusable.base_params`)."""
     params = reusable_module.base_params(commitment.weights)
-    if is_basefold(params):
+    if scheme_of(params).batched:
         return params
     return dataclasses.replace(params, mask_rows=params_for(True).mask_rows)
 
@@ -389,7 +391,7 @@ def prove(network, x, trace, report=None, copy: int | None = None) -> HidingNetw
     layers, batch = commitment.layers, x.shape[0]
     layouts = _layouts(layers, batch)
     params = base_params(commitment)
-    if is_basefold(params):
+    if scheme_of(params).batched:
         return _prove_basefold(network, x, trace, report, copy)
     proof_layouts = {k: v for k, v in layouts.items() if k != "w"}
     copy = statement.take("Network.prove", copy)
@@ -479,7 +481,7 @@ def _verify_basefold(commitment, x, proof, params, where: str) -> np.ndarray:
 def require_basefold_store(commitment, params, plan: StorePlan, where: str) -> None:
     """ProofRejected unless a proof store's commitment is hiding Basefold at the statement's parameters and of
     its plan's size."""
-    require(isinstance(commitment, BZ.HidingBasefoldCommitment) and commitment.params == params
+    require(scheme_of(commitment, error=None) is HIDING_BASEFOLD and commitment.params == params
             and commitment.num_vars == plan.num_vars,
             "the proof store's commitment does not have the statement's shape and parameters", where)
 
@@ -509,7 +511,7 @@ def verify(commitment, x, proof: HidingNetworkProof) -> np.ndarray:
     verify_reusable(layouts["w"], commitment.weights, dataclasses.replace(params, openings=1), f"{where}: model")
     require(0 <= relations.copy < len(commitment.weights), f"copy {relations.copy} of a model committed "
             f"{len(commitment.weights)} times", where)
-    if is_basefold(params):
+    if scheme_of(params).batched:
         return _verify_basefold(commitment, x, proof, params, where)
     proof_layouts = [k for k in layouts if k != "w"]
     require(len(relations.commitments) == len(proof_layouts),
@@ -538,7 +540,7 @@ def soundness_bits(commitment, batch: int) -> float:
     model's copies that the verifier relies on (:func:`agreement_error`). A prover who grinds 2^k
     Fiat-Shamir transcripts succeeds w.p. about 2^(k - bits)."""
     params = base_params(commitment)
-    if is_basefold(params):
+    if scheme_of(params).batched:
         return -math.log2(_basefold_error(commitment, batch) + agreement_error(commitment))
     layouts, channel = _structure(commitment.layers, batch)
     keys = decomposition_keys({k: v for k, v in layouts.items() if k != "w"})
@@ -599,7 +601,7 @@ def fit_basefold_rows(params, layout: StoreLayout, copies: int):
     rows (64 copies of a 2^13-entry model: 98.8 bits with rows of 2^16, 101.1 with 2^13). The commitment's bytes
     record the rows used; ``params`` unchanged when they already suffice (or are not Basefold). ModelError when
     no row length reaches the floor: commit with fewer max_proofs."""
-    if not is_basefold(params) or isinstance(copies, bool) or not isinstance(copies, (int, np.integer)) \
+    if scheme_of(params, error=None) is not HIDING_BASEFOLD or isinstance(copies, bool) or not isinstance(copies, (int, np.integer)) \
             or not 2 <= copies <= reusable_module.MAX_COPIES:  # (commit_reusable refuses a bad max_proofs)
         return params
     plan = StorePlan(layout)
@@ -631,7 +633,7 @@ def copies_agreement_error(weights, layout: StoreLayout, params) -> float:
     shared by the MLP and graph figures."""
     if len(weights.copies) < 2:
         return 0.0
-    if is_basefold(params):
+    if scheme_of(params).batched:
         return basefold_agreement_error(weights, layout, params)
     shapes, layouts, batching = agreement_shapes(layout, len(weights.copies), params)
     return union_bound_error(shapes, batching, layouts, params, {key: weights.params for key in layouts})
@@ -643,7 +645,7 @@ def check_commitment(commitment, where: str) -> None:
     weights = commitment.weights
     require(isinstance(weights, Reusable) and len(weights) >= 1, "the weights are not a Reusable commitment", where)
     for k, c in enumerate(weights.copies):
-        if isinstance(c, BZ.HidingBasefoldCommitment):
+        if scheme_of(c, error=None) is HIDING_BASEFOLD:
             require(c.num_vars == StorePlan(layout).num_vars,
                     f"model copy {k} is not a hiding commitment with num_vars={layout.num_vars}", where)
             continue
@@ -657,6 +659,7 @@ def check_params(params) -> HidingParams:
     would refuse the network's own proofs)."""
     if params is None:
         return default_params()
-    if not is_basefold(params) and (not isinstance(params, HidingParams) or not params.hiding):
+    scheme = scheme_of(params, error=None)
+    if scheme is not HIDING_BASEFOLD and (scheme is not HIDING_LIGERO or not params.hiding):
         raise ModelError(f"params must be HidingParams with hiding=True for zk=True, got {params!r}")
     return dataclasses.replace(params, openings=1)
