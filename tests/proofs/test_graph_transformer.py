@@ -53,7 +53,8 @@ def _within_two_percent(model, q, x, output_int):
 
 
 def test_the_layer_is_lowered_to_proven_ops(layer):
-    """Two attention products and one Softmax product are bilinear ops; the lowered lookups are named."""
+    """Attention's two products, Softmax's e * r and each LayerNorm's d * inv are bilinear ops; GELU and the lowered
+    steps' functions are lookups."""
     _, _, q, _, _ = layer
     kinds = [op.kind for op in q.ops]
     assert kinds.count("bilinear") == 2 + 1 + 2  # q k^T, weights v, softmax's e * r, each LayerNorm's d * inv
