@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import hezk
 import proofs.graph_quantize as GQ
-from proofs import cli as proofs_cli
+from hezk import cli as hezk_cli
 from proofs.errors import ModelError, ProofError, ProofRejected
 from proofs.graph_quantize import QuantizedGraph, lookup_table, quantize_graph, validate_structure
 from proofs.layers.graph import GraphNetwork, verify_graph
@@ -104,7 +104,7 @@ def test_the_default_exporters_layer_through_the_cli(tmp_path, capsys):
                       "--quiet"],
                      ["verify", "--commitment", "c.bin", "--input", "x.npy", "--proof", "p.bin"]]
             for step in steps:
-                assert proofs_cli.main(step) == 0, step
+                assert hezk_cli.main(step) == 0, step
             assert "accept" in capsys.readouterr().out
             verified = hezk.verify((tmp_path / "c.bin").read_bytes(), x, (tmp_path / "p.bin").read_bytes())
             expected = onnxruntime_outputs(model, x.reshape(1, SEQUENCE, D_MODEL))[0]
