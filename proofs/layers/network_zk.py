@@ -601,7 +601,8 @@ def fit_basefold_rows(params, layout: StoreLayout, copies: int):
     rows (64 copies of a 2^13-entry model: 98.8 bits with rows of 2^16, 101.1 with 2^13). The commitment's bytes
     record the rows used; ``params`` unchanged when they already suffice (or are not Basefold). ModelError when
     no row length reaches the floor: commit with fewer max_proofs."""
-    if scheme_of(params, error=None) is not HIDING_BASEFOLD or isinstance(copies, bool) or not isinstance(copies, (int, np.integer)) \
+    if scheme_of(params, error=None) is not HIDING_BASEFOLD or isinstance(copies, bool) \
+            or not isinstance(copies, (int, np.integer)) \
             or not 2 <= copies <= reusable_module.MAX_COPIES:  # (commit_reusable refuses a bad max_proofs)
         return params
     plan = StorePlan(layout)

@@ -51,9 +51,10 @@ import numpy as np
 import hezk.record
 
 from .. import basefold
-from ..basefold_zk import HidingBasefoldCommitment, HidingBasefoldWitness, shape
+from ..basefold_zk import HidingBasefoldWitness, shape
 from ..pcs.merkle import merkle_levels
 from ..errors import ModelError, ProofRejected
+from ..pcs.scheme import HIDING_BASEFOLD, scheme_of
 from ..relations import StoreWitness, View
 from ..pcs.merkle import column_leaves
 from ..pcs.reed_solomon import rs_encode_rows
@@ -343,7 +344,7 @@ def to_bytes(commitment, witness: ReusableWitness, layout, state_id: str | None 
         arrays["state"] = np.array(state_id)
     for k, store in enumerate(witness.witnesses):
         hidden = store.commitment_witness
-        if isinstance(hidden, HidingBasefoldWitness):  # hiding Basefold: the slot table (tail, random slots)
+        if scheme_of(hidden, error=None) is HIDING_BASEFOLD:  # hiding Basefold: the slot table (tail, random slots)
             arrays[f"c{k}.slots"] = hidden.inner.table
         else:
             arrays[f"c{k}.rows"] = hidden.rows
@@ -384,7 +385,7 @@ def load(path, tables: dict, layout, parse=None):
         full[slot.name] = table
     stores, views = [], []
     for k, copy in enumerate(reusable.copies):
-        if isinstance(copy, HidingBasefoldCommitment):
+        if HIDING_BASEFOLD.is_commitment(copy):
             stores.append(_basefold_store(copy, layout, full, data, k, path))
             views.append(_views(data, k))
             continue

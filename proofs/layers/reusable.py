@@ -38,9 +38,9 @@ from dataclasses import dataclass, field as dataclass_field
 
 import numpy as np
 
-from .. import basefold_zk as BZ
 from .. import field as F
 from ..errors import ProofError, ProofRejected
+from ..pcs.scheme import HIDING_BASEFOLD, scheme_of
 from ..proof_format import from_record, to_record
 from ..relations import StoreLayout, Stored, Term, commit_store, eq_factor
 from ..transcript import Transcript
@@ -184,7 +184,7 @@ class ReusableWitness:
 def copy_params(params: HidingParams, copies: int) -> HidingParams:
     """The copies' commitment parameters: two openings' random tails each, and log2(K) more query bits, so
     that the agreement proof's K openings together err w.p. at most 2^-target_bits (a union bound)."""
-    if isinstance(params, BZ.HidingBasefoldParams):  # the agreement opens all K copies in ONE batch: no extra bits
+    if scheme_of(params, error=None) is HIDING_BASEFOLD:  # the agreement opens all K copies in ONE batch
         return dataclasses.replace(params, openings=1 if copies == 1 else 2)
     if not params.hiding or copies == 1:
         return params
@@ -194,7 +194,7 @@ def copy_params(params: HidingParams, copies: int) -> HidingParams:
 def base_params(reusable: "Reusable") -> HidingParams:
     """The proof parameters a reusable commitment was made for (the inverse of :func:`copy_params`)."""
     params = reusable.params
-    if isinstance(params, BZ.HidingBasefoldParams):
+    if scheme_of(params, error=None) is HIDING_BASEFOLD:
         return dataclasses.replace(params, openings=1)
     if not params.hiding or len(reusable.copies) == 1:
         return params
@@ -242,7 +242,7 @@ def commit_reusable(layout: StoreLayout, tables: dict, params: HidingParams, max
     ``seed``: tests only (the copies' masks, tails and salts reproducible)."""
     if not isinstance(max_proofs, (int, np.integer)) or not 1 <= max_proofs <= MAX_COPIES:
         raise ProofError(f"max_proofs={max_proofs!r} not in [1, {MAX_COPIES}]")
-    if isinstance(params, BZ.HidingBasefoldParams):
+    if scheme_of(params, error=None) is HIDING_BASEFOLD:
         return _commit_basefold(layout, tables, params, max_proofs, seed)
     def seeded(k):
         return None if seed is None else seed * MAX_COPIES + k
@@ -313,13 +313,13 @@ def _verify_basefold(layout: StoreLayout, reusable: Reusable, params, where: str
     expected = copy_params(params, len(reusable.copies))
     plan = StorePlan(layout)
     for k, c in enumerate(reusable.copies):
-        if not isinstance(c, BZ.HidingBasefoldCommitment) or c.params != expected or c.num_vars != plan.num_vars:
+        if not HIDING_BASEFOLD.is_commitment(c) or c.params != expected or c.num_vars != plan.num_vars:
             raise ProofRejected(f"copy {k} does not match the statement (num_vars {plan.num_vars}, {expected})", where)
     if len(reusable.copies) == 1:
         if reusable.agreement:
             raise ProofRejected("a single copy has no agreement proof", where)
         return
-    if not reusable.agreement or not isinstance(reusable.agreement[0], BZ.HidingBasefoldCommitment):
+    if not reusable.agreement or not HIDING_BASEFOLD.is_commitment(reusable.agreement[0]):
         raise ProofRejected("the agreement proof does not start with its mask commitment", where)
     masks = reusable.agreement[0]
     if masks.params != dataclasses.replace(params, openings=1) or \
@@ -339,7 +339,7 @@ def verify_reusable(layout: StoreLayout, reusable: Reusable, params: HidingParam
     key = (tuple((sl.name, sl.elem_vars, sl.plane_vars) for sl in layout.slots), layout.hiding, params)
     if key in reusable._verified:
         return
-    if isinstance(params, BZ.HidingBasefoldParams):
+    if scheme_of(params, error=None) is HIDING_BASEFOLD:
         _verify_basefold(layout, reusable, params, where)
         reusable._verified.append(key)
         return

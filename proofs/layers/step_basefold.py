@@ -15,6 +15,7 @@ from .. import basefold as B
 from .. import basefold_zk as BZ
 from .. import field as F
 from ..errors import ProofError, ProofRejected
+from ..pcs.scheme import HIDING_BASEFOLD, scheme_of
 from ..verdict import Verdict, rejecting
 from ..zk import HidingParams
 from .basefold_channel import BasefoldChannel, StorePlan, commit_hosted, unused_end
@@ -48,7 +49,7 @@ def training_params() -> BZ.HidingBasefoldParams:
 def commit_step(trace: TrainingTrace, params: BZ.HidingBasefoldParams, max_proofs: int = 1,
                 seed=None) -> CommittedTensors:
     """Hiding Basefold commitments to W, W' and the batch of ``trace`` (``max_proofs`` copies each)."""
-    if not isinstance(params, BZ.HidingBasefoldParams):
+    if scheme_of(params, error=None) is not HIDING_BASEFOLD:
         raise ProofError(f"params must be HidingBasefoldParams, got {type(params).__name__}")
     spec = trace.spec
     tables = {f"w0.{name}": table for name, table in weight_tables(spec, trace.weights).items()}
@@ -88,7 +89,7 @@ def prove_step(trace: TrainingTrace, committed: CommittedTensors) -> TrainingPro
     """Prove that the committed W' is one SGD step from W on the committed batch (zero knowledge)."""
     steps = as_steps(committed)
     params = base_params(steps.weights[0])
-    if not isinstance(params, BZ.HidingBasefoldParams) or steps.witnesses is None:
+    if scheme_of(params, error=None) is not HIDING_BASEFOLD or steps.witnesses is None:
         raise ProofError("prove_step needs a committed step (with witnesses) from commit_step")
     statement, layouts, plans, host = _structure(trace.spec, params)
     first, *rest = steps.witnesses.values()
@@ -146,7 +147,7 @@ def _verify_step(spec, committed: CommittedTensors, proof: TrainingProof) -> Non
     if not isinstance(committed, CommittedTensors):
         raise ProofRejected("expected CommittedTensors (one step)", where)
     keyed = {key: c for key, c, _ in steps.keyed()}
-    if not all(isinstance(c, Reusable) and c.copies and isinstance(c.copies[0], BZ.HidingBasefoldCommitment)
+    if not all(isinstance(c, Reusable) and c.copies and HIDING_BASEFOLD.is_commitment(c.copies[0])
                for c in keyed.values()) or not isinstance(proof, TrainingProof) or proof.mode != MODE:
         raise ProofRejected("expected hiding Basefold statement commitments and an aggregate TrainingProof", where)
     params = base_params(steps.weights[0])
@@ -159,7 +160,7 @@ def _verify_step(spec, committed: CommittedTensors, proof: TrainingProof) -> Non
         raise ProofRejected(f"{len(proof.commitments)} proof commitments, expected {len(layouts)}", where)
     commitments = {key: c.copies[proof.copy] for key, c in keyed.items()}
     for key, c in zip(layouts, proof.commitments):
-        if not isinstance(c, BZ.HidingBasefoldCommitment) or c.params != params or c.num_vars != plans[key].num_vars:
+        if not HIDING_BASEFOLD.is_commitment(c) or c.params != params or c.num_vars != plans[key].num_vars:
             raise ProofRejected(f"proof commitment {key} does not have the statement's shape and parameters", where)
         commitments[key] = c
     transcript = step_transcript(TRANSCRIPT_LABEL, spec, MODE, statement_bytes(steps, proof.copy), proof.commitments)

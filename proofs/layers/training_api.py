@@ -5,8 +5,8 @@ batch 64 (``benchmarks/proofs_training.py``): Ligero 2.6 MB, Basefold 0.72 MB fo
 verified in a fifth of Ligero's time; the commitment passed to the prover and verifier says which one ran."""
 from __future__ import annotations
 
-from .. import basefold_zk as BZ
 from ..errors import ProofError
+from ..pcs.scheme import HIDING_BASEFOLD, scheme_of
 from . import step_basefold, step_proof
 from .reusable import DEFAULT_STEP_PROOFS, Reusable
 
@@ -16,13 +16,13 @@ basefold_training_params = step_basefold.training_params
 def _over_basefold(committed) -> bool:
     weights = getattr(committed, "weights", None)
     return isinstance(weights, Reusable) and bool(weights.copies) and \
-        isinstance(weights.copies[0], BZ.HidingBasefoldCommitment)
+        HIDING_BASEFOLD.is_commitment(weights.copies[0])
 
 
 def commit_step(trace, zk: bool = True, params=None, seed=None, max_proofs: int | None = None):
     """Commit to W, W' and the batch of ``trace`` for ``max_proofs`` zero-knowledge proofs (default: 8 over
     Ligero, 1 over Basefold: the step proven once, no agreement proof between copies)."""
-    if isinstance(params, BZ.HidingBasefoldParams):
+    if scheme_of(params, error=None) is HIDING_BASEFOLD:
         if not zk:
             raise ProofError("hiding Basefold stores are for zero-knowledge proofs: pass zk=True or Ligero params")
         return step_basefold.commit_step(trace, params, 1 if max_proofs is None else max_proofs, seed)

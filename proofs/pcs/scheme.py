@@ -97,7 +97,12 @@ class _Scheme:
         return f"<commitment scheme {self.name}>"
 
     def owns(self, obj) -> bool:
+        """``obj`` is this scheme's parameter set, commitment or witness."""
         return isinstance(obj, (self.params_type, self.commitment_type, self.witness_type))
+
+    def is_commitment(self, obj) -> bool:
+        """``obj`` is a commitment of this scheme (a verifier's shape check)."""
+        return isinstance(obj, self.commitment_type)
 
     def commitment_bytes(self, commitment) -> bytes:
         return commitment.to_bytes()

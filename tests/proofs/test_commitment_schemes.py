@@ -97,7 +97,8 @@ def test_read_commitment_picks_the_scheme_by_magic_and_refuses_others():
         commitment, _ = scheme.commit(F.random_elements(1 << 5, seed=4), params, seed=4)
         blob = scheme.commitment_bytes(commitment)
         assert scheme.commitment_bytes(read_commitment(blob)) == blob
-        assert layer_commitments.opening_error([commitment]) == pytest.approx(2.0 ** -scheme.soundness_bits([commitment]))
+        bits = scheme.soundness_bits([commitment])
+        assert layer_commitments.opening_error([commitment]) == pytest.approx(2.0 ** -bits)
     with pytest.raises(ProofRejected, match="unknown commitment"):
         read_commitment(b"HZKNONE1" + bytes(40))
     with pytest.raises(ProofRejected, match="unknown commitment"):  # the MLP reader takes Ligero and Basefold only
