@@ -29,11 +29,6 @@ COMMITMENT_TYPES = (Commitment, basefold.BasefoldCommitment)
 MLP_SCHEMES = (LIGERO, BASEFOLD)  #: the schemes of an MLP commitment's weights and bits
 
 
-def is_basefold(params) -> bool:
-    """True for plain Basefold parameters (one batch opening per proof); the scheme is ``scheme_of(params)``."""
-    return scheme_of(params, error=None) is BASEFOLD
-
-
 def commit_table(values, params):
     """(commitment, witness) of ``values`` with the scheme ``params`` selects (Ligero's error for other params)."""
     scheme = scheme_of(params, error=None)
@@ -52,7 +47,7 @@ def read_opening(blob: bytes):
 
 def soundness_label(params) -> str:
     """"conjectured" for Basefold parameters resting on the RS proximity conjecture, else "proven"."""
-    return "conjectured" if is_basefold(params) and params.conjectured else "proven"
+    return "conjectured" if scheme_of(params, error=None) is BASEFOLD and params.conjectured else "proven"
 
 
 def opening_error(commitments) -> float:

@@ -82,12 +82,14 @@ def test_scheme_of_maps_every_parameter_set_commitment_and_witness():
     assert scheme_of(None, error=None) is None
 
 
-def test_the_old_is_basefold_names_agree_with_scheme_of():
-    """The MLP layer's is_basefold (plain Basefold params) and the hiding network's (hiding Basefold params)
-    are both scheme_of(params).batched on the parameters each is called with."""
-    assert layer_commitments.is_basefold(B.BasefoldParams()) and not layer_commitments.is_basefold(C.CommitParams())
+def test_the_hiding_network_is_basefold_name_agrees_with_scheme_of():
+    """network_zk.is_basefold (the name the graph proofs still import) is scheme_of(params) is HIDING_BASEFOLD;
+    plain Basefold parameters are the MLP's soundness label's business (conjectured or proven)."""
     assert network_zk.is_basefold(BZ.HidingBasefoldParams()) and not network_zk.is_basefold(Z.HidingParams())
-    assert not network_zk.is_basefold(None) and not layer_commitments.is_basefold(None)
+    assert not network_zk.is_basefold(B.BasefoldParams()) and not network_zk.is_basefold(None)
+    assert layer_commitments.soundness_label(B.BasefoldParams(conjectured=True)) == "conjectured"
+    assert layer_commitments.soundness_label(B.BasefoldParams()) == "proven"
+    assert layer_commitments.soundness_label(BZ.HidingBasefoldParams()) == "proven"
 
 
 def test_read_commitment_picks_the_scheme_by_magic_and_refuses_others():
