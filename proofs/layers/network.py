@@ -36,7 +36,7 @@ import numpy as np
 
 from .. import basefold
 from .. import field as F
-from ..commit import MIN_VERIFY_BITS, CommitParams, Commitment, OpeningProof, commit, open_batch, verify_batch
+from ..commit import MIN_VERIFY_BITS, CommitParams, Commitment, OpeningProof, commit
 from ..errors import ModelError, ProofRejected
 from ..mle import mle_evaluate
 from ..proof_format import ByteReader, ByteWriter, from_record, parse_nested, record_kind, to_record
@@ -393,17 +393,16 @@ class Network:
             report(f"proved matmul of layer {i}")
             layer_proofs[i] = (decomposition_proof, linear_proof)
         points = _weight_points(self.commitment, weight_claims)
-        if scheme.batched:  # the weights and the packed bits in one batched opening
-            claims = [c for i in sorted(deferred) for c in deferred[i]]
-            witnesses, point_sets, values = [self._weights_witness], [points], [np.stack([c.value for c in
-                                                                                          weight_claims])]
-            if claims:
-                witnesses.append(packed_witness)
-                point_sets.append(np.stack([packing.point(j, c.point) for j, c in enumerate(claims)]))
-                values.append(np.stack([c.value for c in claims]))
-            _, opening = basefold.open_batch(witnesses, point_sets, transcript, values)
-        else:
-            _, opening = open_batch(self._weights_witness, points, transcript)
+        claims = [c for i in sorted(deferred) for c in deferred[i]]  # Basefold: the bits claims, deferred
+        witnesses, point_sets, values = [self._weights_witness], [points], [np.stack([c.value for c in
+                                                                                      weight_claims])]
+        if claims:  # the packed bits table, in the weights' batch
+            witnesses.append(packed_witness)
+            point_sets.append(np.stack([packing.point(j, c.point) for j, c in enumerate(claims)]))
+            values.append(np.stack([c.value for c in claims]))
+        _, opening = scheme.open(witnesses, point_sets, transcript, values)
+        if not scheme.batched:  # Ligero: one opening per commitment, here the weights' alone
+            (opening,) = opening
         report("opened the weights")
         return NetworkProof(np.array(witness.output, dtype=np.int64), tuple(bits_commitments), tuple(layer_proofs),
                             opening)
@@ -535,7 +534,8 @@ def verify_network(commitment: ModelCommitment, x_int, proof, *, allow_conjectur
 
 def _verify(commitment: ModelCommitment, x_int, proof: NetworkProof, allow_conjectured: bool) -> np.ndarray:
     x = _check_statement(commitment, x_int, proof)
-    batched = scheme_of(commitment.params, ProofRejected, "model commitment").batched
+    scheme = scheme_of(commitment.params, ProofRejected, "model commitment")
+    batched = scheme.batched
     if batched:  # the verifier's choice, before any work
         basefold.check_conjectured(commitment.params, allow_conjectured, "model commitment")
     batch = x.shape[0]
@@ -575,16 +575,13 @@ def _verify(commitment: ModelCommitment, x_int, proof: NetworkProof, allow_conje
     if batched:  # the weights and every bits group in one batched opening
         require(all(group.opening is None for pair in proof.layer_proofs if pair[0] is not None
                     for group in pair[0].groups), "Basefold proofs open the bits groups in the batch only", "bits")
-        claims = [c for i in sorted(deferred) for c in deferred[i]]
-        commitments, points, all_values = [commitment.weights], [_weight_points(commitment, weight_claims)], [values]
-        if claims:
-            packing = _bits_packing(commitment, batch)
-            commitments.append(proof.bits_commitments[0])
-            points.append(np.stack([packing.point(j, c.point) for j, c in enumerate(claims)]))
-            all_values.append(np.stack([c.value for c in claims]))
-        basefold.verify_batch(commitments, points, all_values, proof.weights_opening, transcript,
-                              allow_conjectured=allow_conjectured)
-    else:
-        verify_batch(commitment.weights, _weight_points(commitment, weight_claims), values, proof.weights_opening,
-                     transcript)
+    claims = [c for i in sorted(deferred) for c in deferred[i]]
+    commitments, points, all_values = [commitment.weights], [_weight_points(commitment, weight_claims)], [values]
+    if claims:
+        packing = _bits_packing(commitment, batch)
+        commitments.append(proof.bits_commitments[0])
+        points.append(np.stack([packing.point(j, c.point) for j, c in enumerate(claims)]))
+        all_values.append(np.stack([c.value for c in claims]))
+    scheme.verify(commitments, points, all_values, proof.weights_opening if batched else (proof.weights_opening,),
+                  transcript, allow_conjectured=allow_conjectured)
     return proof.output.copy()

@@ -48,11 +48,14 @@ class CommitmentScheme(Protocol):
     def commit(self, values, params, seed=None):
         """(commitment, witness) of the base-field ``values`` (zero-padded to a power of two)."""
 
-    def open(self, witnesses, points_list, transcript):
-        """Open witness k at the points ``points_list[k]`` ((m_k, n_k, 4)) -> (values list of (m_k, 4), opening)."""
+    def open(self, witnesses, points_list, transcript, values=None):
+        """Open witness k at the points ``points_list[k]`` ((m_k, n_k, 4)) -> (values list of (m_k, 4), opening).
+        ``values``: the claimed values when the caller has them (a batched scheme then skips a pass per point)."""
 
-    def verify(self, commitments, points_list, values_list, opening, transcript, **options) -> None:
-        """Raise ProofRejected unless ``opening`` shows every claim."""
+    def verify(self, commitments, points_list, values_list, opening, transcript,
+               min_security_bits: float = 100, *, allow_conjectured: bool = False) -> None:
+        """Raise ProofRejected unless ``opening`` shows every claim, at parameters of at least
+        ``min_security_bits`` (conjectured Basefold parameters only with ``allow_conjectured``)."""
 
     def opening_error(self, commitments) -> float:
         """The soundness error of opening ``commitments`` (one batch, or one opening each)."""
@@ -126,13 +129,14 @@ class LigeroScheme(_Scheme):
     def commit(self, values, params, seed=None):
         return C.commit(values, params)
 
-    def open(self, witnesses, points_list, transcript):
+    def open(self, witnesses, points_list, transcript, values=None):
         opened = [C.open_batch(w, np.asarray(p), transcript)
                   for w, p in _pairs(witnesses, points_list, _prover_error, "")]
         return [v for v, _ in opened], tuple(proof for _, proof in opened)
 
     def verify(self, commitments, points_list, values_list, opening, transcript,
-               min_security_bits: float = C.MIN_VERIFY_BITS) -> None:
+               min_security_bits: float = C.MIN_VERIFY_BITS, *, allow_conjectured: bool = False) -> None:
+        """(Nothing is conjectured here: ``allow_conjectured`` changes nothing.)"""
         pairs = _pairs(commitments, points_list, ProofRejected, "commitment opening")
         if not isinstance(opening, tuple) or len(opening) != len(pairs) or len(values_list) != len(pairs):
             raise ProofRejected(f"expected {len(pairs)} openings and value sets", "commitment opening")
@@ -158,16 +162,22 @@ class HidingLigeroScheme(_Scheme):
     def commit(self, values, params, seed=None):
         return Z.hiding_commit(values, params, seed=seed)
 
-    def open(self, witnesses, points_list, transcript):
+    def open(self, witnesses, points_list, transcript, values=None):
         opened = [Z.open_points(w, np.asarray(p), transcript)
                   for w, p in _pairs(witnesses, points_list, _prover_error, "")]
         return [v for v, _ in opened], tuple(proof for _, proof in opened)
 
-    def verify(self, commitments, points_list, values_list, opening, transcript) -> None:
+    def verify(self, commitments, points_list, values_list, opening, transcript,
+               min_security_bits: float = C.MIN_VERIFY_BITS, *, allow_conjectured: bool = False) -> None:
+        """Each commitment's own parameters must give ``min_security_bits`` (:func:`proofs.zk.verify_functionals`
+        also requires 100)."""
         pairs = _pairs(commitments, points_list, ProofRejected, "hiding opening")
         if not isinstance(opening, tuple) or len(opening) != len(pairs) or len(values_list) != len(pairs):
             raise ProofRejected(f"expected {len(pairs)} openings and value sets", "hiding opening")
         for (c, points), values, proof in zip(pairs, values_list, opening):
+            if self.is_commitment(c) and c.security_bits < min_security_bits:
+                raise ProofRejected(f"commitment parameters give {c.security_bits:.1f} bits < {min_security_bits} "
+                                    "required", "hiding opening")
             Z.verify_points(c, points, values, proof, transcript)
 
     def opening_error(self, commitments) -> float:
@@ -193,8 +203,8 @@ class BasefoldScheme(_Scheme):
     def commit(self, values, params, seed=None):
         return B.commit(values, params)
 
-    def open(self, witnesses, points_list, transcript):
-        return B.open_batch(list(witnesses), [np.asarray(p) for p in points_list], transcript)
+    def open(self, witnesses, points_list, transcript, values=None):
+        return B.open_batch(list(witnesses), [np.asarray(p) for p in points_list], transcript, values)
 
     def verify(self, commitments, points_list, values_list, opening, transcript,
                min_security_bits: float = B.MIN_VERIFY_BITS, *, allow_conjectured: bool = False) -> None:
@@ -220,8 +230,8 @@ class HidingBasefoldScheme(_Scheme):
     def commit(self, values, params, seed=None):
         return BZ.commit(values, params, seed=seed)
 
-    def open(self, witnesses, points_list, transcript):
-        return BZ.open_batch(list(witnesses), [np.asarray(p) for p in points_list], transcript)
+    def open(self, witnesses, points_list, transcript, values=None):
+        return BZ.open_batch(list(witnesses), [np.asarray(p) for p in points_list], transcript, values)
 
     def verify(self, commitments, points_list, values_list, opening, transcript,
                min_security_bits: float = B.MIN_VERIFY_BITS, *, allow_conjectured: bool = False) -> None:
