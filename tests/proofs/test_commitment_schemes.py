@@ -106,3 +106,12 @@ def test_read_commitment_picks_the_scheme_by_magic_and_refuses_others():
     with pytest.raises(ProofRejected, match="unknown commitment"):  # the MLP reader takes Ligero and Basefold only
         layer_commitments.read_commitment(HIDING_LIGERO.commitment_bytes(
             HIDING_LIGERO.commit(F.random_elements(1 << 5, seed=5), Z.HidingParams(), seed=5)[0]))
+
+
+@pytest.mark.parametrize("scheme", SCHEMES, ids=lambda s: s.name)
+def test_every_scheme_refuses_parameters_below_the_verifiers_minimum(scheme):
+    """verify(min_security_bits=b) refuses an honest opening whose parameters give fewer than b bits (the same
+    opening passes at the default 100: the round-trip test)."""
+    _, commitments, points, values, opening = _opened(scheme, seed=6)
+    with pytest.raises(ProofRejected, match="bits"):
+        scheme.verify(commitments, points, values, opening, Transcript("pcs test"), min_security_bits=250)
