@@ -15,6 +15,7 @@ from ..proof_format import from_record, to_record
 from ..basefold import BasefoldProof
 from ..basefold_zk import HidingBasefoldCommitment, MaskedBatchProof, MaskedSumcheckProof
 from ..sumcheck import SumcheckProof
+from ..pcs.scheme import HIDING_BASEFOLD, HIDING_LIGERO
 from ..zk import HidingCommitment, HidingOpening, HidingParams, ZKSumcheckProof
 
 #: "aggregate": every tensor of every layer and step in a few power-of-two stores (FAC4DNN); "layer": one
@@ -102,9 +103,9 @@ _ITEM_KINDS = (np.ndarray, SumcheckProof, ZKSumcheckProof, HidingOpening,
 
 def read_store_commitment(reader):
     """A store commitment: a (Ligero) HidingCommitment or a HidingBasefoldCommitment, by its magic."""
-    if reader.remaining >= 8 and reader._data[reader._pos:reader._pos + 8] == b"HZKBFH01":
-        return HidingBasefoldCommitment.read(reader)
-    return HidingCommitment.read(reader)
+    magic = HIDING_BASEFOLD.commitment_magic
+    scheme = HIDING_BASEFOLD if reader._data[reader._pos:reader._pos + len(magic)] == magic else HIDING_LIGERO
+    return scheme.commitment_type.read(reader)
 def _commitment_bytes() -> int:
     """The (fixed) length of a HidingCommitment's bytes."""
     return len(HidingCommitment(bytes(32), 0, 0, HidingParams()).to_bytes())
