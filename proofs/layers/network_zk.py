@@ -492,7 +492,7 @@ def check_store_commitments(layouts, commitments, rows, params, model_params, wh
     checked by the channel (:class:`proofs.layers.step_relations.Channel`)."""
     for key, layout in layouts.items():
         c, expected = commitments[key], params if key != "w" else model_params
-        require(isinstance(c, HidingCommitment) and c.num_vars == layout.num_vars
+        require(HIDING_LIGERO.is_commitment(c) and c.num_vars == layout.num_vars
                 and c.log_rows == rows[key]
                 and dataclasses.replace(c.params, mask_rows=0) == dataclasses.replace(expected, mask_rows=0),
                 f"commitment {key} does not have the statement's shape and parameters", where)
@@ -650,7 +650,7 @@ def check_commitment(commitment, where: str) -> None:
             require(c.num_vars == StorePlan(layout).num_vars,
                     f"model copy {k} is not a hiding commitment with num_vars={layout.num_vars}", where)
             continue
-        require(isinstance(c, HidingCommitment) and c.params.hiding and c.num_vars == layout.num_vars,
+        require(HIDING_LIGERO.is_commitment(c) and c.params.hiding and c.num_vars == layout.num_vars,
                 f"model copy {k} is not a hiding commitment with num_vars={layout.num_vars}", where)
 
 

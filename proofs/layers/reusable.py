@@ -40,11 +40,11 @@ import numpy as np
 
 from .. import field as F
 from ..errors import ProofError, ProofRejected
-from ..pcs.scheme import HIDING_BASEFOLD, scheme_of
+from ..pcs.scheme import HIDING_BASEFOLD, HIDING_LIGERO, scheme_of
 from ..proof_format import from_record, to_record
 from ..relations import StoreLayout, Stored, Term, commit_store, eq_factor
 from ..transcript import Transcript
-from ..zk import HidingCommitment, HidingParams
+from ..zk import HidingParams
 from .basefold_channel import BasefoldChannel, StorePlan, commit_hosted
 from .proof_items import TrainingProof, read_store_commitment
 from .step_relations import Channel, ShapeChannel
@@ -345,7 +345,7 @@ def verify_reusable(layout: StoreLayout, reusable: Reusable, params: HidingParam
         return
     expected = copy_params(params, len(reusable.copies))
     for k, c in enumerate(reusable.copies):
-        if not isinstance(c, HidingCommitment) or c.num_vars != layout.num_vars or \
+        if not HIDING_LIGERO.is_commitment(c) or c.num_vars != layout.num_vars or \
                 dataclasses.replace(c.params, mask_rows=params.mask_rows) != \
                 dataclasses.replace(expected, mask_rows=params.mask_rows):
             raise ProofRejected(f"copy {k} does not match the statement (num_vars {layout.num_vars}, {expected})",

@@ -50,6 +50,7 @@ import numpy as np
 
 from .. import field as F
 from ..errors import ProofError, ProofRejected
+from ..pcs.scheme import HIDING_LIGERO
 from ..verdict import Verdict, rejecting
 from ..public_values import require_within
 from ..transcript import Transcript
@@ -145,7 +146,7 @@ def _statement_copies(statement: dict, layouts: dict, copy: int, where: str):
     """The verifier's side of :func:`_take_copy`: the statement's proof parameters (those of its copies, one
     opening each) and the commitments of copy ``copy`` of every store, each store's agreement proof checked."""
     reusables = list(statement.values())
-    if not all(isinstance(r, Reusable) and r.copies and isinstance(r.copies[0], HidingCommitment) for r in reusables):
+    if not all(isinstance(r, Reusable) and r.copies and HIDING_LIGERO.is_commitment(r.copies[0]) for r in reusables):
         raise ProofRejected("the statement's commitments are not Reusable hiding commitments", where)
     if len({len(r) for r in reusables}) != 1 or not 0 <= copy < len(reusables[0]):
         raise ProofRejected(f"copy {copy} of statement commitments with {[len(r) for r in reusables]} copies", where)
@@ -284,7 +285,7 @@ def _checked(commitments: dict, layouts: dict, params, where: str) -> None:
     choice: they only decide whether an opening needs fresh masks)."""
     for key, layout in layouts.items():
         c = commitments.get(key)
-        if not isinstance(c, HidingCommitment) or c.num_vars != layout.num_vars or \
+        if not HIDING_LIGERO.is_commitment(c) or c.num_vars != layout.num_vars or \
                 dataclasses.replace(c.params, mask_rows=params.mask_rows, openings=params.openings) != params:
             raise ProofRejected(f"commitment {key} does not match the statement (num_vars {layout.num_vars}, "
                                 f"{params})", where)
