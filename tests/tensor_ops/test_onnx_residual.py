@@ -111,6 +111,11 @@ class _ScaledEvaluator:
             raise LevelError(f"to_level {level} above {a.level}")
         return _Ct(a.values, level, a.scale)
 
+    def from_host(self, a):  # the host evaluator's identity (EncryptedModel.forward uploads once)
+        return a
+
+    to_host = from_host
+
 
 class _ScaledContext:
     def __init__(self, params, rotations):
