@@ -79,7 +79,7 @@ import numpy as np
 from . import field as F
 from . import grinding
 from .commit import committed_table
-from .pcs.merkle import DIGEST_SIZE, merkle_levels, merkle_open, merkle_root_from, prefixed_hash
+from .pcs.merkle import DIGEST_SIZE, digest_levels, merkle_levels, merkle_open, root_from_digests
 from .pcs.reed_solomon import bit_reverse, powers, rs_encode
 from .errors import ProofError, ProofRejected
 from .mle import eq_eval, eq_table, fold
@@ -396,48 +396,14 @@ def _digest_array(leaves: np.ndarray) -> np.ndarray:
     return out
 
 
-def _merkle_tree(digests: np.ndarray) -> list:
-    """The Merkle levels over (n, 32) leaf digests, leaves first, each an (n / 2^l, 32) uint8 array: node =
-    H(0x01 || left || right), as :func:`proofs.pcs.merkle.merkle_levels` (n a power of two)."""
-    levels = [digests]
-    while levels[-1].shape[0] > 1:
-        below = levels[-1]
-        kernels = _hash_kernels(below.shape[0])
-        if kernels is None:
-            raw, width = below.tobytes(), 2 * DIGEST_SIZE
-            parents = b"".join(prefixed_hash(b"\x01", raw[i:i + width]) for i in range(0, len(raw), width))
-            levels.append(np.frombuffer(parents, dtype=np.uint8).reshape(-1, DIGEST_SIZE))
-        else:
-            out = np.empty((below.shape[0] // 2, DIGEST_SIZE), dtype=np.uint8)
-            kernels.blake2b_rows(np.uint8(1), below.reshape(-1, 2 * DIGEST_SIZE), kernels._IV, kernels._SIGMA, out)
-            levels.append(out)
-    return levels
+_merkle_tree = digest_levels  # the levels over the leaf digests (shared with every scheme: proofs.pcs.merkle)
 
 
 def _root_from(leaves: np.ndarray, indices: np.ndarray, path: list, depth: int) -> bytes:
-    """The root from the opened ``leaves`` (first axis) at sorted distinct ``indices`` and their multi-proof,
-    level by level with one BLAKE2b kernel call per level (the twin of :func:`proofs.pcs.merkle.merkle_root_from`,
-    which runs on big-endian hosts and without numba)."""
-    kernels = compiled_kernels() if sys.byteorder == "little" else None
-    if kernels is None:
-        return merkle_root_from(_digests(leaves), indices, path, depth)
+    """The root from the opened ``leaves`` (first axis) at sorted distinct ``indices`` and their multi-proof
+    (:func:`proofs.pcs.merkle.root_from_digests` over their Basefold leaf digests)."""
     digests = _digest_array(leaves) if leaves.shape[0] else np.zeros((0, DIGEST_SIZE), dtype=np.uint8)
-    sent = np.frombuffer(b"".join(path), dtype=np.uint8).reshape(-1, DIGEST_SIZE)
-    known, position = np.asarray(indices, dtype=np.int64), 0
-    for _ in range(depth):
-        siblings = np.setdiff1d(known ^ 1, known)
-        if position + siblings.size > sent.shape[0]:
-            raise ProofRejected("Merkle multi-proof has too few digests", "commitment opening")
-        nodes = np.concatenate([known, siblings])
-        order = np.argsort(nodes, kind="stable")
-        pairs = np.ascontiguousarray(np.concatenate([digests, sent[position:position + siblings.size]])[order])
-        position += siblings.size
-        digests = np.empty((pairs.shape[0] // 2, DIGEST_SIZE), dtype=np.uint8)
-        kernels.blake2b_rows(np.uint8(1), pairs.reshape(-1, 2 * DIGEST_SIZE), kernels._IV, kernels._SIGMA, digests)
-        known = nodes[order][0::2] >> 1
-    if position != sent.shape[0]:
-        raise ProofRejected(f"Merkle multi-proof has {sent.shape[0] - position} extra digests", "commitment opening")
-    return digests[0].tobytes()
+    return root_from_digests(digests, indices, path, depth)
 
 
 def _root(levels: list) -> bytes:

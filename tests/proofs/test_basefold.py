@@ -10,6 +10,7 @@ from proofs import basefold as B
 from proofs import field as F
 from proofs.errors import ProofError, ProofRejected
 from proofs.mle import eq_table, fold, mle_evaluate
+from proofs.pcs.merkle import prefixed_hash
 from proofs.transcript import Transcript
 from tests.proofs.cheating import bumped
 from tests.reference.mle_naive import naive_mle
@@ -480,7 +481,7 @@ def test_leaf_hashing_from_the_codeword_matches_the_built_leaves(block, width, g
     index = np.array([0, 3, 4, leaves.shape[0] - 1])
     assert np.array_equal(B._leaves_at(codeword, block, group, index), leaves[index])
     pair = B._leaf_digests(codeword, block, group)[:2].tobytes()  # 64 bytes: a leaf's and a node's message alike
-    assert B._leaf_hash(pair) != B.prefixed_hash(b"\x01", pair)  # leaves and inner nodes are hashed apart
+    assert B._leaf_hash(pair) != prefixed_hash(b"\x01", pair)  # leaves and inner nodes are hashed apart
 
 
 # ------------------------------------------------------------------------------- consistent cheaters
