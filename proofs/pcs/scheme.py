@@ -4,15 +4,12 @@ A :class:`CommitmentScheme` commits to a table of base-field values (its multili
 of evaluation claims, verifies an opening (raising only ``ProofRejected``), states the soundness bits of an
 opening and reads/writes its commitments and openings. The four schemes:
 
-============================  ====================  ======  =======================================================
-scheme                        module                hiding  one opening covers
-============================  ====================  ======  =======================================================
-:data:`LIGERO`                :mod:`proofs.commit`  no      one commitment (Ligero, Ames et al. CCS 2017)
-:data:`HIDING_LIGERO`         :mod:`proofs.zk`      yes     one commitment (masked rows, salted leaves)
-:data:`BASEFOLD`              :mod:`proofs.basefold`  no    every commitment of the batch (Zeilberger-Chen-Fisch,
-                                                            CRYPTO 2024)
-:data:`HIDING_BASEFOLD`       :mod:`proofs.basefold_zk`  yes  every commitment of the batch (random slots)
-============================  ====================  ======  =======================================================
+- :data:`LIGERO` (:mod:`proofs.commit`, Ames et al. CCS 2017): transparent; one opening per commitment.
+- :data:`HIDING_LIGERO` (:mod:`proofs.zk`): random row tails, mask rows, salted leaves; one opening per commitment.
+- :data:`BASEFOLD` (:mod:`proofs.basefold`, Zeilberger-Chen-Fisch CRYPTO 2024): one proof opens every commitment
+  of a batch.
+- :data:`HIDING_BASEFOLD` (:mod:`proofs.basefold_zk`): the table in random slots of a Basefold table; one proof
+  per batch.
 
 The objects wrap the schemes' own functions: the byte formats and transcripts are theirs, unchanged. A Ligero
 opening of several commitments is the tuple of one opening per commitment, made in order on one transcript;
@@ -62,6 +59,12 @@ class CommitmentScheme(Protocol):
 
     def soundness_bits(self, commitments) -> float:
         """-log2 of :meth:`opening_error`."""
+
+    def commitment_bytes(self, commitment) -> bytes:
+        """A commitment's byte format (its ``to_bytes``)."""
+
+    def opening_bytes(self, opening) -> bytes:
+        """One opening proof's byte format (a Ligero batch: of each of its proofs)."""
 
     def read_commitment(self, blob: bytes):
         """The commitment from its bytes (ProofRejected on malformed bytes)."""
