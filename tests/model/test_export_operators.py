@@ -185,20 +185,28 @@ def test_malformed_new_operators_are_model_file_errors():
 
 
 def test_the_graph_proof_refuses_every_unprovable_node_in_one_line():
-    """The proof half proves MaxPool (padded too) and Clip (lowered to public selections, see
-    tests/proofs/test_graph_maxpool_clip.py); what it cannot prove is refused in one ModelError naming every such
-    node, and only those."""
+    """The proof half proves MaxPool (padded too), Clip (lowered to public selections, see
+    tests/proofs/test_graph_maxpool_clip.py) and products of two computed tensors; what it cannot prove (here a
+    Softmax with an attention mask) is refused in one ModelError naming every such node, and only those."""
+    from hezk.model import Graph, Softmax
     from proofs.errors import ModelError
     from proofs.graph_quantize import quantize_graph
 
     b, x = relu_net()
     pool = b.node("MaxPool", [x], "pool", kernel_shape=[3, 3], pads=[1, 1, 1, 1])
     relu6 = b.node("Clip", [x, b.const(np.float32(0.0)), b.const(np.float32(6.0))], "relu6")
-    b.node("MatMul", [b.node("MatMul", [pool, relu6], "prod"), relu6], "prod2")
+    b.node("MatMul", [pool, relu6], "prod")
     graph = read_onnx(b.model())
-    with pytest.raises(ModelError, match=r"operator MatMul \(a product of two computed tensors\) \(node 'prod'\), "
-                                         r"operator MatMul .*\(node 'prod2'\) - 2 operators are not provable yet"):
-        quantize_graph(graph, np.random.default_rng(0).normal(size=(4, 2, 6, 6)))
+    mask = np.tril(np.ones(graph.output_shape[-2:]))
+    last = len(graph.output_shape) - 1
+    nodes = graph.nodes + (Softmax("masked_a", "Softmax", (graph.output,), "a", axis=last, mask=mask),
+                           Softmax("masked_b", "Softmax", ("a",), "b", axis=last, mask=mask))
+    masked = Graph(graph.input, graph.input_shape, nodes, "b")
+    calibration = np.random.default_rng(0).normal(size=(4, 2, 6, 6))
+    with pytest.raises(ModelError, match=r"operator Softmax \(with a constant attention mask\) \(node 'masked_a'\), "
+                                         r"operator Softmax .*\(node 'masked_b'\) - 2 operators are not provable yet"):
+        quantize_graph(masked, calibration)
+    quantize_graph(graph, calibration)  # the MaxPool, the Clip and the product are proven
 
 
 def test_an_old_opset_is_upgraded_and_one_the_converter_cannot_upgrade_is_refused():

@@ -15,11 +15,18 @@ class SimCiphertext:
     values: np.ndarray
     level: int
     pending: int = 0  # multiplications not yet rescaled
+    scale: float = 1.0  # not tracked: the stand-in has no noise, so a plaintext's scale changes nothing
 
 
 class SimEvaluator:
     def __init__(self, slots, rotations):
         self.slots, self.rotation_steps = slots, set(rotations)
+
+    def from_host(self, ct):  # crypto.ckks.evaluator_protocol: the stand-in's ciphertexts are its own
+        return ct
+
+    def to_host(self, ct):
+        return ct
 
     def _vec(self, x):
         if isinstance(x, SimCiphertext):
@@ -65,7 +72,7 @@ class SimContext:
         self.evaluator = SimEvaluator(slots, rotations)
         self.rotation_steps = tuple(rotations)
 
-    def encode(self, values, level=None):
+    def encode(self, values, level=None, scale=None):
         return np.resize(np.asarray(values, dtype=np.float64), self.slots)
 
     def encrypt(self, values, level=None):
