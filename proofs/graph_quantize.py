@@ -61,7 +61,7 @@ import numpy as np
 from .errors import ModelError, ProofRejected
 from .quantize import FIELD_BITS, FIELD_HALF, MAX_FRAC_BITS, round_shift
 
-_AXES = "pqrstuvwxyz"  # letters of an Affine's elementwise einsum (never 'b')
+EINSUM_AXES = "pqrstuvwxyz"  # letters of an Affine's elementwise einsum (never 'b')
 
 
 @dataclass(frozen=True, eq=False)
@@ -379,12 +379,12 @@ def selection_kernel(kind: str, equation: str, patches, in_shape) -> np.ndarray:
             return np.einsum("t,ksl->tksl", _JOIN, max_split(shape[2]))
     elif kind == "max_join" and equation == _MAX_JOIN and patches is None and len(shape) == 5 and shape[1] == 3:
         return _JOIN.copy()
-    elif kind == "clip_split" and patches is None and 1 <= len(shape) < len(_AXES):
-        letters = _AXES[:len(shape)]
+    elif kind == "clip_split" and patches is None and 1 <= len(shape) < len(EINSUM_AXES):
+        letters = EINSUM_AXES[:len(shape)]
         if equation == f"b{letters},k{letters}->bk{letters}":
             return np.ones((2, *shape), dtype=np.int64)
-    elif kind == "clip_join" and patches is None and 2 <= len(shape) <= len(_AXES) and shape[0] == 2:
-        letters = _AXES[:len(shape) - 1]
+    elif kind == "clip_join" and patches is None and 2 <= len(shape) <= len(EINSUM_AXES) and shape[0] == 2:
+        letters = EINSUM_AXES[:len(shape) - 1]
         if equation == f"bk{letters},k->b{letters}":
             return np.array([1, -1], dtype=np.int64)
     raise ModelError(f"public selection {kind!r} with equation {equation!r} on the input shape {shape} and window "
@@ -404,7 +404,7 @@ def row_equation(kind: str, rank: int) -> str:
     """The einsum of a row kernel on an input of ``rank`` sample axes (letters p, q, ...; k its last): mean, sum
     'b...k,kz->b...z'; the broadcast of a (..., 1) row 'b...k,...kz->b...z', a rescale 'b...,...->b...'; a max split 'b...k,kyz->b...yz'; a max join over the split's (3, m) axes
     'b...tl,t->b...l'."""
-    letters = _AXES[:rank]
+    letters = EINSUM_AXES[:rank]
     if kind == "row_max_split":
         return f"b{letters},{letters[-1]}yz->b{letters[:-1]}yz"
     if kind == "row_max_join":
@@ -420,7 +420,7 @@ def row_kernel(kind: str, equation: str, in_shape, weight_shape) -> np.ndarray:
     """The kernel of a row constant (float) or selection (int64) from the public structure; ModelError when the
     equation or the shapes do not fit the kind (a row needs at least one entry; a max split two)."""
     shape, n = tuple(in_shape), (tuple(in_shape) or (0,))[-1]
-    fits = 1 <= len(shape) < len(_AXES) - 2 and equation == row_equation(kind, len(shape))
+    fits = 1 <= len(shape) < len(EINSUM_AXES) - 2 and equation == row_equation(kind, len(shape))
     if fits and kind == "row_mean" and n >= 1:
         return np.full((n, 1), 1.0 / n)
     if fits and kind == "rescale" and padded_entries(shape) <= MAX_TENSOR_ENTRIES:
@@ -483,7 +483,7 @@ def op_out_shape(op: QOp) -> tuple:
 
 def expand_bias(op: QOp) -> np.ndarray:
     """The reduced bias broadcast back over the output sample shape (op.shape holds the out_shape)."""
-    letters = "".join(_AXES[i] for i in range(len(op.shape)))
+    letters = "".join(EINSUM_AXES[i] for i in range(len(op.shape)))
     shape = [op.shape[i] if letters[i] in op.bias_letters else 1 for i in range(len(op.shape))]
     return op.bias.reshape(shape)
 
@@ -587,7 +587,7 @@ def _reduce_bias(bias, out_shape) -> tuple:
     """(reduced bias over the axes where it varies, their letters) of a bias broadcast to out_shape."""
     full = np.broadcast_to(bias, out_shape)
     shape = (1,) * (len(out_shape) - np.ndim(bias)) + np.shape(bias)
-    letters = "".join(_AXES[i] for i, n in enumerate(shape) if n > 1)
+    letters = "".join(EINSUM_AXES[i] for i, n in enumerate(shape) if n > 1)
     index = tuple(slice(None) if n > 1 else 0 for n in shape)
     return np.ascontiguousarray(full[index]), letters
 
@@ -669,7 +669,7 @@ def _clip_ops(node, source: str, shape, frac: int, bound: int, fresh) -> list:
     hi = bound if high is None else int(math.floor(high * 2.0 ** frac + 0.5))
     split, reach = fresh("clip"), bound + max(abs(lo), abs(hi))
     out_bound = max(abs(min(max(v, lo), hi)) for v in (-bound, bound))
-    letters = _AXES[:len(shape)]
+    letters = EINSUM_AXES[:len(shape)]
     ops = [(_selection_op(f"{node.name}.split", source, split, "clip_split", f"b{letters},k{letters}->bk{letters}",
                           None, shape, (2, *shape), (2, *shape), reach, reach, where, relu=True, bias=(-lo, -hi),
                           bias_letters="p"), (2, *shape), reach)]
@@ -1023,7 +1023,7 @@ def _layernorm_ops(low: _Lowering, source: str) -> None:
     low.put(QOp("square", f"{node.name}.square", (d,), s, shift=shift, q_bits=q_bits), shape, f_out, 1 << (q_bits - 1))
     v = low.row("row_mean", s, "var", bias=node.epsilon, float_out=var)
     inv = low.lookup("rsqrt", v, "rsqrt", None if low.like else 1.0 / np.sqrt(low.floats[v]))
-    letters = _AXES[:rank]
+    letters = EINSUM_AXES[:rank]
     t = low.bilinear(d, inv, f"b{letters},b{letters[:-1]}z->b{letters}", "normalized", last=not has_affine)
     if not has_affine:
         return
@@ -1076,7 +1076,7 @@ def _softmax_ops(low: _Lowering, source: str) -> None:
     e = low.lookup("softmax_exp", d, "exp", None if low.like else np.exp(shifted))
     s = low.row("row_sum", e, "sum", float_out=None if low.like else low.floats[e].sum(axis=-1, keepdims=True))
     r = low.lookup("reciprocal", s, "reciprocal", None if low.like else 1.0 / low.floats[s])
-    letters = _AXES[:rank]
+    letters = EINSUM_AXES[:rank]
     low.bilinear(e, r, f"b{letters},b{letters[:-1]}z->b{letters}", "product", last=True)
 
 
@@ -1234,7 +1234,7 @@ def quantize_graph(graph, calibration=None, *, act_bits: int = 12, weight_bits: 
                 if constant:
                     weight = average_kernel(constant, equation, patches, in_shape)
             else:
-                letters = _AXES[:len(in_shape)]
+                letters = EINSUM_AXES[:len(in_shape)]
                 equation = f"b{letters},{letters}->b{letters}"
                 weight = np.broadcast_to(1.0 if node.scale is None else node.scale, in_shape)
                 patches, bias, einsum_shape = None, node.shift, in_shape
@@ -1425,7 +1425,7 @@ def _contraction_entries(q: QuantizedGraph, op: QOp, where: str) -> int:
     _require(einsum == op.einsum_shape, f"einsum_shape {op.einsum_shape} != the equation's {einsum}", where)
     _require(op.shape == out_shape and math.prod(einsum) == math.prod(out_shape),
              f"shape {op.shape} / einsum_shape {einsum} do not give the output tensor's shape {out_shape}", where)
-    letters = _AXES[:len(out_shape)]
+    letters = EINSUM_AXES[:len(out_shape)]
     bias_axes = [letters.find(letter) for letter in op.bias_letters]
     _require(len(set(op.bias_letters)) == len(op.bias_letters) and bias_axes == sorted(bias_axes) and
              all(axis >= 0 for axis in bias_axes) and (op.has_bias or not op.bias_letters) and

@@ -192,3 +192,58 @@ def test_no_other_top_level_package():
     """One distribution, four import names: the three of the layout and ``hezk``."""
     tops = sorted(p.parent.name for p in ROOT.glob("*/__init__.py") if p.parent.name not in ("tests", "benchmarks"))
     assert tops == ["crypto", "hezk", "proofs", "tensor_ops"]
+
+
+def private_names_read(root: pathlib.Path, packages=PACKAGES) -> list[tuple[str, str, str]]:
+    """(reader, module, name) for every private name (one leading underscore) a module reads from another
+    project module: ``from m import _x`` or ``m._x`` through an imported module. A private module of a package
+    (``proofs/_kernels.py``) is the package's own: its siblings may import it, not its private names."""
+    files = module_files(root, packages)
+    found = []
+    for module, path in files.items():
+        package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        aliases = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                source = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else [])) \
+                    if node.level else (node.module or "")
+                if source.split(".")[0] not in packages:
+                    continue
+                for alias in node.names:
+                    full = f"{source}.{alias.name}"
+                    if full in files:
+                        aliases[alias.asname or alias.name] = full
+                    elif _private(alias.name) and source != module:
+                        found.append((module, source, alias.name))
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name in files and alias.asname:
+                        aliases[alias.asname] = alias.name
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and _private(node.attr) \
+                    and node.value.id in aliases and aliases[node.value.id] != module:
+                found.append((module, aliases[node.value.id], node.attr))
+    return sorted(set(found))
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def test_checker_finds_private_names_read_across_modules(tmp_path):
+    pkg = tmp_path / "proofs"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("def _helper():\n    return 1\n\n\ndef public():\n    return _helper()\n")
+    (pkg / "_kernels.py").write_text("def fast():\n    return 2\n")
+    (pkg / "b.py").write_text("from .a import _helper, public\nfrom . import _kernels\n")
+    (pkg / "c.py").write_text("from proofs import a as A\n\n\ndef f():\n    return A._helper()\n")
+    assert private_names_read(tmp_path, ("proofs",)) == [("proofs.b", "proofs.a", "_helper"),
+                                                        ("proofs.c", "proofs.a", "_helper")]
+
+
+def test_no_private_name_crosses_a_module_boundary():
+    """Each module's underscore names are its own (docs/architecture.md): what another module needs is public."""
+    found = private_names_read(ROOT)
+    assert not found, "private names read across modules: " + "; ".join(f"{r} reads {m}.{n}" for r, m, n in found)

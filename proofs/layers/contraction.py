@@ -90,7 +90,7 @@ class Einsum:
         return tuple(self.size[l] for l in letters)
 
 
-def _subscripts(equation: str) -> tuple:
+def einsum_subscripts(equation: str) -> tuple:
     if not isinstance(equation, str) or equation.count("->") != 1:
         raise ProofError(f"einsum {equation!r}: needs exactly one explicit '->'")
     operands, output = equation.replace(" ", "").split("->")
@@ -110,7 +110,7 @@ def _subscripts(equation: str) -> tuple:
 
 def parse_einsum(equation: str, data_shape, weight_shape, *, pow2: bool = True) -> Einsum:
     """Parse 'A,W->Y' against the operand shapes; every letter's size must agree (and be a power of two)."""
-    data, weight, output = _subscripts(equation)
+    data, weight, output = einsum_subscripts(equation)
     sizes = {}
     for letters, shape, name in ((data, data_shape, "data"), (weight, weight_shape, "weight")):
         shape = tuple(int(n) for n in shape)
@@ -347,16 +347,16 @@ class PatchGeometry:
 VIEW = "bgcuvij"
 
 
-def _pow2(n: int) -> int:
+def padded_size(n: int) -> int:
     return 1 << max(int(n) - 1, 0).bit_length()
 
 
 def _patch_spec(equation: str, geometry: PatchGeometry, weight_shape) -> Einsum:
-    data, weight, output = _subscripts(equation)
+    data, weight, output = einsum_subscripts(equation)
     if data != VIEW or not output.startswith("b") or "b" in weight:
         raise ProofError(f"patch contraction {equation!r}: must read '{VIEW},W->b...' with no 'b' in W")
     real = parse_einsum(equation, geometry.view_shape, weight_shape, pow2=False)
-    padded = tuple((l, _pow2(n)) for l, n in real.sizes)
+    padded = tuple((l, padded_size(n)) for l, n in real.sizes)
     return Einsum(data, weight, output, padded)
 
 
@@ -378,7 +378,7 @@ def patch_output(equation: str, x, weight, window) -> np.ndarray:
 
 
 def _x_padded_shape(geometry: PatchGeometry) -> tuple:
-    return tuple(_pow2(n) for n in geometry.x_shape)
+    return tuple(padded_size(n) for n in geometry.x_shape)
 
 
 def _gather_table(geometry: PatchGeometry, r_view: np.ndarray, eq_b: np.ndarray) -> np.ndarray:
@@ -400,7 +400,7 @@ def _gather_table(geometry: PatchGeometry, r_view: np.ndarray, eq_b: np.ndarray)
     return full.reshape(-1, F.EXT_DEGREE)
 
 
-def _masked_eq(point, positions) -> np.ndarray:
+def masked_eq(point, positions) -> np.ndarray:
     """eq(point, pos) for an integer array of positions (-1: zero)."""
     table = eq_table(point)
     out = table[np.maximum(positions, 0)]
@@ -421,8 +421,8 @@ def _m_factors(geometry: PatchGeometry, spec: Einsum, r: dict, rho: dict) -> lis
 
     zb = padded(eq_table(rho["b"])[:vb], "b")
     zc = padded(eq_table(rho["c"])[:g * cg].reshape(g, cg, F.EXT_DEGREE), "gc")
-    zh = padded(_masked_eq(rho["h"], geometry.positions(0)), "ui")
-    zw = padded(_masked_eq(rho["w"], geometry.positions(1)), "vj")
+    zh = padded(masked_eq(rho["h"], geometry.positions(0)), "ui")
+    zw = padded(masked_eq(rho["w"], geometry.positions(1)), "vj")
     return [(zb, "b"), (zc, "gc"), (zh, "ui"), (zw, "vj")] + [(eq_table(r[l]), l) for l in spec.output]
 
 
@@ -450,7 +450,7 @@ class PatchProof:
 
 
 def _x_point_parts(geometry: PatchGeometry, point) -> dict:
-    bits = dict(zip("bchw", (_pow2(n).bit_length() - 1 for n in geometry.x_shape)))
+    bits = dict(zip("bchw", (padded_size(n).bit_length() - 1 for n in geometry.x_shape)))
     return split_point(point, "bchw", bits.get)
 
 
@@ -492,7 +492,7 @@ def verify_patches(equation: str, x_shape, weight_shape, window, claim: Claim, p
     for name in ("x_eval", "gather_eval", "weight_eval"):
         check_ext(getattr(proof, name), label, name)
     r = split_point(claim.point, spec.output, spec.bits)
-    x_vars = sum(_pow2(n).bit_length() - 1 for n in geometry.x_shape)
+    x_vars = sum(padded_size(n).bit_length() - 1 for n in geometry.x_shape)
     sub1 = verify_sumcheck(proof.x_sumcheck, claim.value, x_vars, 2, transcript, f"{label}.x")
     sub1.check(F.ext_mul(proof.x_eval, proof.gather_eval), f"{label}.x")
     transcript.absorb(f"{label}.x_evals", [proof.x_eval, proof.gather_eval])
@@ -522,7 +522,7 @@ def bias_claim_reduction(claim: Claim, output: str, real_shape, bias_letters: st
     Both prover and verifier call it (the prover with b~ computed, the verifier with the sent or own value).
     Returns (Z Claim, bias Claim)."""
     real = dict(zip(output, (int(n) for n in real_shape)))
-    bits = {l: _pow2(n).bit_length() - 1 for l, n in real.items()}
+    bits = {l: padded_size(n).bit_length() - 1 for l, n in real.items()}
     parts = split_point(claim.point, output, bits.get)
     other = "".join(l for l in output if l not in bias_letters)
     z_value = F.ext_sub(claim.value, F.ext_mul(check_ext(bias_eval, "bias", "bias_eval"),
@@ -540,12 +540,12 @@ def residual_claim_reduction(claim: Claim, first_eval) -> tuple:
 def padded_positions(shape) -> np.ndarray:
     """Index in the per-axis power-of-two padded layout of every real entry of ``shape``, in row-major order."""
     shape = tuple(int(n) for n in shape)
-    padded_shape = tuple(_pow2(n) for n in shape)
+    padded_shape = tuple(padded_size(n) for n in shape)
     return np.ravel_multi_index(np.unravel_index(np.arange(math.prod(shape)), shape), padded_shape)
 
 
 def _padded_size(shape) -> int:
-    return math.prod(_pow2(n) for n in shape)
+    return math.prod(padded_size(n) for n in shape)
 
 
 def reshape_is_free(x_shape, y_shape) -> bool:

@@ -60,7 +60,7 @@ from ..relations import box_indicator, box_table
 from ..sumcheck import SumcheckProof, prove_sumcheck, verify_sumcheck
 from ..transcript import Transcript
 from .common import Claim, check_ext, require
-from .contraction import (ContractionProof, GatherProof, PatchProof, _pow2, bias_claim_reduction,
+from .contraction import (ContractionProof, GatherProof, PatchProof, padded_size, bias_claim_reduction,
                           contraction_claim_reduction, join_point, merge_claims, pad_operand, patch_claim_reduction,
                           reshape_claim_reduction, reshape_is_free, split_point, square_claim_reduction,
                           verify_contraction, verify_merge, verify_patches, verify_reshape, verify_square)
@@ -82,7 +82,7 @@ def _letters(rank: int) -> str:
 
 
 def _bits_of(shape) -> dict:
-    return {letter: _pow2(n).bit_length() - 1 for letter, n in zip(_letters(len(shape)), shape)}
+    return {letter: padded_size(n).bit_length() - 1 for letter, n in zip(_letters(len(shape)), shape)}
 
 
 def _num_vars(shape) -> int:
@@ -121,9 +121,9 @@ def _weight_lengths(qgraph: QuantizedGraph) -> list:
     for index, op in enumerate(qgraph.ops):
         if op.kind == "contraction":
             if op.committed_weight:
-                lengths.append((index, "w", math.prod(_pow2(n) for n in op.weight_shape)))
+                lengths.append((index, "w", math.prod(padded_size(n) for n in op.weight_shape)))
             if op.has_bias:
-                lengths.append((index, "b", math.prod(_pow2(n) for n in op.bias_shape)))
+                lengths.append((index, "b", math.prod(padded_size(n) for n in op.bias_shape)))
     return lengths
 
 
@@ -296,7 +296,7 @@ def _bits_packing(qgraph: QuantizedGraph, batch: int):
     keys, lengths = [], []
     for index, op in enumerate(qgraph.ops):
         if op.has_bits:
-            elements = math.prod(_pow2(n) for n in _full(qgraph, op.output, batch))
+            elements = math.prod(padded_size(n) for n in _full(qgraph, op.output, batch))
             for g, (_, count) in enumerate(_decomposition(op, batch).groups):
                 keys.append((index, g))
                 lengths.append(count * elements)
@@ -326,7 +326,7 @@ def _lookup_packing(qgraph: QuantizedGraph, batch: int):
     for index in _lookup_ops(qgraph):
         op = qgraph.ops[index]
         keys += [(index, "m"), (index, "y")]
-        lengths += [1 << op.q_bits, math.prod(_pow2(n) for n in _full(qgraph, op.output, batch))]
+        lengths += [1 << op.q_bits, math.prod(padded_size(n) for n in _full(qgraph, op.output, batch))]
     return keys, (Packing(tuple(lengths)) if lengths else None)
 
 
@@ -339,7 +339,7 @@ def _lookup_public(qgraph: QuantizedGraph, index: int) -> tuple:
 
 def _real_box(shape) -> tuple:
     """(extents, log sizes) of a batch-first tensor's real entries in its padded table, axis 0 lowest."""
-    return tuple(int(n) for n in shape[::-1]), tuple(_pow2(n).bit_length() - 1 for n in shape[::-1])
+    return tuple(int(n) for n in shape[::-1]), tuple(padded_size(n).bit_length() - 1 for n in shape[::-1])
 
 
 def _full_boxes(packing: Packing) -> list:
@@ -549,8 +549,8 @@ def contract_einsum(op, x) -> np.ndarray:
 
 def _bias_letters(op) -> str:
     """The bias letters in the graph layout's lettering (the quantizer names sample axes p, q, r, ...)."""
-    from ..graph_quantize import _AXES
-    return "".join(_letters(len(op.shape) + 1)[1 + _AXES.index(letter)] for letter in op.bias_letters)
+    from ..graph_quantize import EINSUM_AXES
+    return "".join(_letters(len(op.shape) + 1)[1 + EINSUM_AXES.index(letter)] for letter in op.bias_letters)
 
 
 def _add_claims(op, claim: Claim, first) -> tuple:
@@ -566,7 +566,7 @@ def _transpose_claim(op, claim: Claim, out_shape) -> Claim:
     x_letters = _letters(len(out_shape))
     y_letters = "b" + "".join(x_letters[1 + p] for p in op.shape)
     sizes = {y_letters[i]: out_shape[i] for i in range(len(out_shape))}
-    bits = {l: _pow2(n).bit_length() - 1 for l, n in sizes.items()}
+    bits = {l: padded_size(n).bit_length() - 1 for l, n in sizes.items()}
     parts = split_point(claim.point, y_letters, bits.get)
     return Claim(join_point(parts, x_letters), claim.value)
 
@@ -672,8 +672,8 @@ def _verify(commitment: GraphCommitment, x, proof: GraphProof) -> np.ndarray:
                 claim = verify_reshape(z_shape, out_shape, claim, proof_r, transcript, f"{label} / reshape")
                 kernel = None if op.committed_weight else public_weight(op, q.shapes[op.inputs[0]])
                 if op.patches is None:
-                    x_claim, w_claim = verify_contraction(op.equation, tuple(_pow2(n) for n in x_shape),
-                                                          tuple(_pow2(n) for n in op.weight_shape), claim,
+                    x_claim, w_claim = verify_contraction(op.equation, tuple(padded_size(n) for n in x_shape),
+                                                          tuple(padded_size(n) for n in op.weight_shape), claim,
                                                           items.take("contraction", label), transcript,
                                                           f"{label} / contraction",
                                                           public_weight=None if kernel is None else pad_operand(kernel))
@@ -687,7 +687,7 @@ def _verify(commitment: GraphCommitment, x, proof: GraphProof) -> np.ndarray:
             elif op.kind == "relu":
                 pending.setdefault(op.inputs[0], []).append(claim)
             elif op.kind == "bilinear":
-                shapes = [tuple(_pow2(n) for n in _full(q, t, batch)) for t in op.inputs]
+                shapes = [tuple(padded_size(n) for n in _full(q, t, batch)) for t in op.inputs]
                 a_claim, b_claim = verify_contraction(op.equation, *shapes, claim, items.take("contraction", label),
                                                       transcript, f"{label} / bilinear")
                 pending.setdefault(op.inputs[0], []).append(a_claim)
@@ -751,7 +751,7 @@ def _weight_boxes(qgraph: QuantizedGraph) -> list:
     for op in qgraph.ops:
         if op.kind == "contraction":
             shapes += ([op.weight_shape] if op.committed_weight else []) + ([op.bias_shape] if op.has_bias else [])
-    return [(tuple(int(n) for n in shape[::-1]), tuple(_pow2(n).bit_length() - 1 for n in shape[::-1]))
+    return [(tuple(int(n) for n in shape[::-1]), tuple(padded_size(n).bit_length() - 1 for n in shape[::-1]))
             for shape in shapes]
 
 

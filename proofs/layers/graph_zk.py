@@ -81,15 +81,15 @@ from ..zk import HidingCommitment, HidingParams, opening_field_error
 from . import prover_state
 from .basefold_channel import BasefoldChannel, StorePlan, commit_hosted
 from .common import prefix_sum_of_eq, require
-from .contraction import PatchGeometry, _masked_eq, _subscripts, join_point, split_point
-from .network_zk import (_StatedViews, base_params, basefold_proof_error, best_rows, check_store_commitments,
+from .contraction import PatchGeometry, einsum_subscripts, join_point, masked_eq, padded_size, split_point
+from .network_zk import (StatedViews, base_params, basefold_proof_error, best_rows, check_store_commitments,
                          copies_agreement_error, default_params, fit_basefold_rows, is_basefold,
                          require_basefold_store)
 from .proof_items import TrainingProof
 from .requant import Decomposition, decompose
 from .reusable import Reusable, commit_reusable, verify_reusable
 from .step_proof import union_bound_error
-from .step_relations import Channel, Protocol, ShapeChannel, _ext_int, locate
+from .step_relations import Channel, Protocol, ShapeChannel, ext_int, locate
 from .step_stores import bits_tables, decomposition_keys, store_params
 
 TRANSCRIPT_LABEL = "hezk.proofs.graph.zk.v1"
@@ -100,12 +100,8 @@ MIN_SOUNDNESS_BITS = 100
 _SAMPLE = "pqrstuvwxyzacdefghijklmno"
 
 
-def _pow2(n: int) -> int:
-    return 1 << max(int(n) - 1, 0).bit_length()
-
-
 def _bits(n: int) -> int:
-    return _pow2(n).bit_length() - 1
+    return padded_size(n).bit_length() - 1
 
 
 # ------------------------------------------------------------------------------------------- structure
@@ -125,7 +121,7 @@ class Shapes:
         self.views = {}  # op index -> (P letters, summed letters) for patch contractions
         for index, op in enumerate(q.ops):
             if op.kind == "contraction" and op.patches is not None:
-                data, weight, out = _subscripts(op.equation)
+                data, weight, out = einsum_subscripts(op.equation)
                 if op.patches.groups == 1:
                     summed = "".join(l for l in weight if l in data and l not in out)
                     free = "".join(l for l in out if l in data)
@@ -138,7 +134,7 @@ class Shapes:
         stored = [op.output for op in q.ops if op.output not in (self.input_name, self.output_name)
                   and op.output not in self.alias]
         self.stored = ([self.input_name] if self.private_input else []) + stored
-        pb = _pow2(batch)
+        pb = padded_size(batch)
         smallest = [self.sample_vars(q.shapes[t]) for t in self.stored] + \
             [self.sample_vars(q.shapes[op.output]) for op in q.ops if op.has_bits] + \
             [self.sample_vars(self.view_shape(i)[1:]) for i in self.views] + \
@@ -165,7 +161,7 @@ class Shapes:
         return (self.batch, *self.q.shapes[self.alias.get(tensor, tensor)])
 
     def padded(self, tensor: str) -> tuple:
-        return (self.pb, *(_pow2(n) for n in self.q.shapes[self.alias.get(tensor, tensor)]))
+        return (self.pb, *(padded_size(n) for n in self.q.shapes[self.alias.get(tensor, tensor)]))
 
     def vars(self, tensor: str) -> int:
         return sum(_bits(n) for n in self.padded(tensor))
@@ -218,7 +214,7 @@ def _weight_order(op) -> str:
     """The letters of a contraction's weight as the model store holds it: for a grouped convolution (G > 1) the
     letters it shares with the view last, in the equation's order ('gocuv' -> 'ogcuv': one block of both
     operands, the group letter among them), else the equation's own."""
-    data, weight, _ = _subscripts(op.equation)
+    data, weight, _ = einsum_subscripts(op.equation)
     if op.patches is None or op.patches.groups == 1:
         return weight
     return "".join(l for l in weight if l not in data) + "".join(l for l in weight if l in data)
@@ -226,7 +222,7 @@ def _weight_order(op) -> str:
 
 def _stored_weight(op) -> np.ndarray:
     """The weight's axes in :func:`_weight_order`."""
-    weight = _subscripts(op.equation)[1]
+    weight = einsum_subscripts(op.equation)[1]
     return np.transpose(op.weight, [weight.index(l) for l in _weight_order(op)])
 
 
@@ -247,9 +243,9 @@ def model_tables(q: QuantizedGraph) -> dict:
         if op.kind == "contraction":
             if op.committed_weight:
                 weight = _stored_weight(op)
-                tables[f"W{index}"] = _field(weight, tuple(_pow2(n) for n in weight.shape))
+                tables[f"W{index}"] = _field(weight, tuple(padded_size(n) for n in weight.shape))
             if op.has_bias:
-                tables[f"b{index}"] = _field(op.bias, tuple(_pow2(n) for n in op.bias.shape))
+                tables[f"b{index}"] = _field(op.bias, tuple(padded_size(n) for n in op.bias.shape))
     return tables
 
 
@@ -306,7 +302,7 @@ def proof_tables(shapes: Shapes, values: dict, accs: dict) -> dict:
     for index in shapes.views:
         op = shapes.q.ops[index]
         view = _view_tables(shapes, index, values[op.inputs[0]])
-        padded = tuple(shapes.pb if l == "b" else _pow2(n) for l, n in zip(shapes.views[index][0], view.shape))
+        padded = tuple(shapes.pb if l == "b" else padded_size(n) for l, n in zip(shapes.views[index][0], view.shape))
         tables[f"v.{index}"] = _field(view, padded)
     for index, op in enumerate(shapes.q.ops):
         if op.has_bits:
@@ -403,8 +399,8 @@ class _Run:
                 tau = self.ch.point(f"graph.add{index}", self.s.vars(op.output))
                 claim = F.ext_zero()
                 y, claim = self.tensor_term(self.one, op.output, tau, claim)
-                a, claim = self.tensor_term(F.ext_neg(_ext_int(1 << op.lefts[0])), op.inputs[0], tau, claim)
-                b, claim = self.tensor_term(F.ext_neg(_ext_int(1 << op.lefts[1])), op.inputs[1], tau, claim)
+                a, claim = self.tensor_term(F.ext_neg(ext_int(1 << op.lefts[0])), op.inputs[0], tau, claim)
+                b, claim = self.tensor_term(F.ext_neg(ext_int(1 << op.lefts[1])), op.inputs[1], tau, claim)
                 self.relation(f"graph.add{index}", [y, a, b], claim)
             elif op.kind == "reshape":
                 if op.output in self.s.alias:
@@ -432,12 +428,12 @@ class _Run:
 
     def contraction(self, index: int, op) -> None:
         s = self.s
-        data, weight, out = _subscripts(op.equation)
+        data, weight, out = einsum_subscripts(op.equation)
         x = op.inputs[0]
         if index in s.views:  # P = patches(X), then the contraction reads P
             letters, _ = s.views[index]
             view_real = s.view_shape(index)
-            view_padded = tuple(s.pb if l == "b" else _pow2(n) for l, n in zip(letters, view_real))
+            view_padded = tuple(s.pb if l == "b" else padded_size(n) for l, n in zip(letters, view_real))
             tau = self.ch.point(f"graph.patches{index}", sum(_bits(n) for n in view_padded))
             gather = Public(lambda: self.patch_gather(index, tau, letters, view_real, view_padded),
                             lambda sigma: self.patch_gather_eval(index, tau, letters, view_real, sigma))
@@ -489,7 +485,7 @@ class _Run:
                     factor = self.operand(x, high, low, k)
                     (publics if isinstance(factor, Public) else factors).append(factor)
             elif op.constant:  # a public kernel: the verifier's own table, bound like a public operand
-                kernel = _field(public_weight(op, s.q.shapes[x]), tuple(_pow2(n) for n in op.weight_shape))
+                kernel = _field(public_weight(op, s.q.shapes[x]), tuple(padded_size(n) for n in op.weight_shape))
                 publics.append(_bound_public(kernel, high, low, k))
             else:
                 slot = self.ch.layouts["w"].slot(f"W{index}")
@@ -648,7 +644,7 @@ class _Run:
         eq, x = eq_factor(tau), self.stored(name)
         terms = [Term(self.one, (eq,), (x,), n)]
         terms += [Term(F.ext_neg(c), (eq,), (part,), n) for c, part in self.protocol.rebuilt(0, INPUT_BITS[3:], spec)]
-        terms.append(Term(_ext_int(spec.offset), (), (), 0))
+        terms.append(Term(ext_int(spec.offset), (), (), 0))
         real, padded = s.real(name), s.padded(name)
         box = tuple(int(k) for k in real[::-1]), tuple(_bits(k) for k in padded[::-1])  # axis 0 lowest
         terms += self.protocol.padding("graph.input", x, box, tau)
@@ -713,7 +709,7 @@ class _Run:
             value = F.ext_mul(value, F.ext_sum(F.ext_mul(mine, eq_table(sg[letter])[:n]), axis=0))
         for axis, (k_letter, o_letter, x_letter) in enumerate((("u", "i", "h"), ("v", "j", "w"))):
             weights = F.ext_mul(eq_table(t[k_letter])[:real[k_letter], None], eq_table(t[o_letter])[None, :real[o_letter]])
-            reads = _masked_eq(sg[x_letter], geometry.positions(axis))  # (k, out, 4)
+            reads = masked_eq(sg[x_letter], geometry.positions(axis))  # (k, out, 4)
             value = F.ext_mul(value, F.ext_sum(F.ext_mul(weights, reads).reshape(-1, F.EXT_DEGREE), axis=0))
         return value
 
@@ -729,7 +725,7 @@ class _Run:
         rebuilt = self.protocol.rebuilt(0, f"fwd{index}", spec)
         eq = eq_factor(tau)
         terms = terms + [Term(F.ext_neg(c), (eq,), (part,), n) for c, part in rebuilt] + \
-            [Term(_ext_int(spec.offset), (), (), 0)]
+            [Term(ext_int(spec.offset), (), (), 0)]
         self.relation(f"graph.layer{index}", terms, claim)
         quotient = self.protocol.quotient(0, f"fwd{index}", spec)
         sign = self.protocol.sign(0, f"fwd{index}", spec) if spec.relu else None
@@ -1046,7 +1042,7 @@ def _structure(shapes: Shapes, params: HidingParams):
 def _structure_of(text: str, batch: int, private_input: bool, params: HidingParams):
     shapes = Shapes(QuantizedGraph.from_public_text(text, "hiding graph structure"), batch, private_input)
     layouts = _layouts(shapes, shapes.q)
-    channel = _StatedViews(params, layouts)
+    channel = StatedViews(params, layouts)
     _Run(shapes, channel, None, None).run()
     return layouts, channel
 

@@ -193,7 +193,7 @@ def proof_tables(layers, trace, batch: int) -> dict:
     return tables
 
 
-class _StatedViews(ShapeChannel):
+class StatedViews(ShapeChannel):
     """The protocol's structure: each relation's (variables, degree) and the slots of the values it states."""
 
     def __init__(self, params, layouts):
@@ -208,7 +208,7 @@ class _StatedViews(ShapeChannel):
 
 def _structure(layers, batch: int):
     layouts = _layouts(layers, batch)
-    channel = _StatedViews(default_params(), layouts)
+    channel = StatedViews(default_params(), layouts)
     _run(layers, batch, channel, np.zeros(1, dtype=np.uint64), None)
     return layouts, channel
 

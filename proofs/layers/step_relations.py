@@ -212,7 +212,7 @@ class ShapeChannel(Channel):
 
 
 # ------------------------------------------------------------------------------------------ the protocol
-def _ext_int(value: int) -> np.ndarray:
+def ext_int(value: int) -> np.ndarray:
     return F.ext_from_base(F.to_field(np.array([value], dtype=np.int64)))[0]
 
 
@@ -266,7 +266,7 @@ class Protocol:
         eq = eq_factor(tau)
         self.ch.relation(label, [Term(self.one, publics, stored, k_vars)]
                          + [Term(F.ext_neg(c), (eq,), (part,), tau.shape[0]) for c, part in rebuilt]
-                         + [Term(_ext_int(decomposition.offset), (), (), 0)])
+                         + [Term(ext_int(decomposition.offset), (), (), 0)])
 
     def padding(self, label: str, tensor: Stored, box, tau) -> list:
         """[gamma eq(tau, x) (1 - box(x)) T(x)] with gamma fresh, joined to a relation sum_x eq(tau, x) R(x) = 0:

@@ -206,7 +206,7 @@ def test_m_by_factor_groups_equals_the_whole_table():
     spec = C._patch_spec("bgcuvij,gocuv->bgoij", geometry, w.shape)
     seeds = iter(range(100, 200))
     r = {l: F.ext_random((spec.bits(l),), seed=next(seeds)) for l in spec.output}
-    rho = {l: F.ext_random((int(np.log2(C._pow2(n))),), seed=next(seeds)) for l, n in zip("bchw", x.shape)}
+    rho = {l: F.ext_random((int(np.log2(C.padded_size(n))),), seed=next(seeds)) for l, n in zip("bchw", x.shape)}
     sigma = F.ext_random((sum(spec.bits(l) for l in spec.weight),), seed=7)
     whole = C._m_table(geometry, spec, r, rho)
     assert F.ext_eq(mle_evaluate(whole, sigma), C._m_evaluate(geometry, spec, r, rho, sigma))

@@ -136,7 +136,7 @@ def test_hiding_proof_rejects_dirty_padding_in_its_own_store(prefix):
                 if prefix == "v.":
                     index = int(key[2:])
                     real = shapes.view_shape(index)
-                    padded = tuple(shapes.pb if l == "b" else Z._pow2(n) for l, n in zip(shapes.views[index][0], real))
+                    padded = tuple(shapes.pb if l == "b" else Z.padded_size(n) for l, n in zip(shapes.views[index][0], real))
                 else:
                     real, padded = shapes.real(key[2:]), shapes.padded(key[2:])
                 outside = np.setdiff1d(np.arange(table.shape[0]), Z._positions(real, padded))
