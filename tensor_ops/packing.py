@@ -55,17 +55,17 @@ class SparseMap:
         n_out, n_in = (int(s) for s in shape)
         rows, cols = np.asarray(rows, dtype=np.int64).ravel(), np.asarray(cols, dtype=np.int64).ravel()
         vals = np.asarray(vals, dtype=np.float64).ravel()
-        key = rows * n_in + cols
-        unique, inverse = np.unique(key, return_inverse=True)
-        summed = np.bincount(inverse, weights=vals, minlength=len(unique)) if len(unique) else vals[:0]
+        unique, summed = _canonical(rows * n_in + cols, vals)
         keep = summed != 0
         unique, summed = unique[keep], summed[keep]
-        for array in (unique, summed):
-            array.setflags(write=False)
         r, c = unique // max(n_in, 1), unique % max(n_in, 1)
-        r.setflags(write=False)
-        c.setflags(write=False)
-        return cls((n_out, n_in), r, c, summed)
+        return cls._frozen((n_out, n_in), r, c, summed)
+
+    @classmethod
+    def _frozen(cls, shape, rows, cols, vals) -> "SparseMap":
+        for array in (rows, cols, vals):
+            array.setflags(write=False)
+        return cls(shape, rows, cols, vals)
 
     @classmethod
     def from_dense(cls, matrix) -> "SparseMap":
@@ -84,7 +84,13 @@ class SparseMap:
         return len(self.vals)
 
     def scaled(self, factor: float) -> "SparseMap":
-        return SparseMap.from_coo(self.shape, self.rows, self.cols, self.vals * factor)
+        """factor * self: the entries stay sorted and distinct, so only the products that became 0 are dropped
+        (``from_coo`` of the scaled entries gives the same map, the naive twin in the tests)."""
+        vals = np.asarray(self.vals * factor, dtype=np.float64).ravel()
+        keep = vals != 0
+        if keep.all():
+            return SparseMap._frozen(self.shape, self.rows, self.cols, vals)
+        return SparseMap._frozen(self.shape, self.rows[keep], self.cols[keep], vals[keep])
 
     def compose(self, first: "SparseMap") -> "SparseMap":
         """self @ first (``first`` applied first)."""
@@ -136,6 +142,25 @@ class SparseMap:
     def is_identity(self) -> bool:
         return self.shape[0] == self.shape[1] and self.nnz == self.shape[0] \
             and np.array_equal(self.rows, self.cols) and np.all(self.vals == 1.0)
+
+
+def _canonical(key, vals) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted distinct keys, the sum of ``vals`` per key) as ``np.unique(key, return_inverse=True)`` and
+    ``np.bincount(inverse, weights=vals)`` give them, bit for bit, without their full sort and inverse: keys
+    already strictly increasing (a convolution's or a scaled map's) are returned as they are; otherwise one
+    stable sort, and the per-key sums (by ``bincount``, in the original order within a key: the same
+    additions) only where a key repeats."""
+    if len(key) > 1 and not np.all(key[1:] > key[:-1]):
+        order = np.argsort(key, kind="stable")
+        key, vals = key[order], vals[order]
+        new = np.empty(len(key), dtype=bool)
+        new[0], new[1:] = True, key[1:] != key[:-1]
+        if not new.all():
+            group = np.cumsum(new) - 1
+            key, vals = key[new], np.bincount(group, weights=vals, minlength=int(group[-1]) + 1)
+            return key, vals
+    # bincount adds each single value to 0.0: the same value, with -0.0 as 0.0 (dropped as a zero anyway)
+    return key, vals + 0.0
 
 
 def probe_sparse(forward, input_shape, output_shape) -> tuple[SparseMap, np.ndarray]:

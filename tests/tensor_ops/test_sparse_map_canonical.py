@@ -1,0 +1,74 @@
+"""SparseMap's canonical form (sorted by (row, col), distinct, no zeros) built without a full np.unique.
+
+``from_coo`` skips the sort when the keys already increase and sums repeated keys with ``bincount`` in their
+original order (the same additions as ``np.unique(return_inverse=True)`` + ``bincount``), and ``scaled``
+multiplies the values of a canonical map in place of re-canonicalising: both must equal their naive twins
+bit for bit (the planner's choices depend on these values; planning speed is issue 32, item 3).
+"""
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from tensor_ops.packing import SparseMap, conv_sparse
+
+
+def naive_from_coo(shape, rows, cols, vals):
+    """The twin: np.unique of the flat keys, bincount of the values over its inverse, zeros dropped."""
+    n_out, n_in = shape
+    key = np.asarray(rows, dtype=np.int64) * n_in + np.asarray(cols, dtype=np.int64)
+    unique, inverse = np.unique(key, return_inverse=True)
+    summed = np.bincount(inverse, weights=np.asarray(vals, dtype=np.float64), minlength=len(unique)) \
+        if len(unique) else np.zeros(0)
+    keep = summed != 0
+    return unique[keep] // n_in, unique[keep] % n_in, summed[keep]
+
+
+def assert_same(sparse, twin):
+    rows, cols, vals = twin
+    assert np.array_equal(sparse.rows, rows) and np.array_equal(sparse.cols, cols)
+    assert sparse.vals.tobytes() == vals.tobytes()       # bit for bit (-0.0 included)
+    assert not sparse.vals.flags.writeable and not sparse.rows.flags.writeable
+
+
+values = st.one_of(st.sampled_from([0.0, -0.0, 1.0, -1.0, 0.1, 0.2, 0.3, 1e-300, -1e300]),
+                   st.floats(-1e3, 1e3, allow_nan=False))
+
+
+@st.composite
+def coo(draw):
+    n_out, n_in = draw(st.integers(1, 6)), draw(st.integers(1, 6))
+    count = draw(st.integers(0, 40))
+    rows = draw(hnp.arrays(np.int64, count, elements=st.integers(0, n_out - 1)))
+    cols = draw(hnp.arrays(np.int64, count, elements=st.integers(0, n_in - 1)))
+    vals = draw(hnp.arrays(np.float64, count, elements=values))
+    if draw(st.booleans()):     # already sorted and distinct (the fast path), as a convolution's entries
+        key, first = np.unique(rows * n_in + cols, return_index=True)
+        rows, cols, vals = key // n_in, key % n_in, vals[first]
+    return (n_out, n_in), rows, cols, vals
+
+
+@settings(max_examples=300, deadline=None)
+@given(coo())
+def test_from_coo_equals_unique_twin(entries):
+    assert_same(SparseMap.from_coo(*entries), naive_from_coo(*entries))
+
+
+@settings(max_examples=200, deadline=None)
+@given(coo(), st.one_of(st.sampled_from([0.0, 1e-320, 3.0, -0.5]), st.floats(-1e6, 1e6, allow_nan=False)))
+def test_scaled_equals_from_coo_of_scaled_values(entries, factor):
+    sparse = SparseMap.from_coo(*entries)
+    assert_same(sparse.scaled(factor), naive_from_coo(sparse.shape, sparse.rows, sparse.cols, sparse.vals * factor))
+
+
+def test_convolution_map_equals_twin_and_dense():
+    """A strided, padded convolution with a zero weight (positive control: the dense product agrees)."""
+    rng = np.random.default_rng(0)
+    weight = rng.standard_normal((3, 2, 3, 3))
+    weight[1, 0, 1, 1] = 0.0
+    sparse = conv_sparse(weight, (2, 5, 5), 2, 1)
+    assert_same(sparse, naive_from_coo(sparse.shape, sparse.rows, sparse.cols, sparse.vals))
+    x = rng.standard_normal((2, 2, 5, 5))
+    import torch
+    expected = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(weight), stride=2, padding=1).numpy()
+    assert np.allclose(sparse.apply(x.reshape(2, -1)), expected.reshape(2, -1))
