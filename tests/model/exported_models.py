@@ -22,6 +22,18 @@ def torch_export(module, sample_shape, dynamo=False):
     return onnx.load_from_string(buffer.getvalue())
 
 
+def activation_mlp(module_name: str, sizes=(6, 8, 3), dynamo=False, seed=0):
+    """Linear - torch.nn.<module_name>() - Linear of ``sizes`` (in, hidden, out), exported (``torch_export``)."""
+    torch = pytest.importorskip("torch")
+    if dynamo:
+        pytest.importorskip("onnxscript")
+    torch.manual_seed(seed)
+    n_in, hidden, n_out = sizes
+    module = torch.nn.Sequential(torch.nn.Linear(n_in, hidden), getattr(torch.nn, module_name)(),
+                                 torch.nn.Linear(hidden, n_out))
+    return torch_export(module, (n_in,), dynamo=dynamo)
+
+
 def onnxruntime_outputs(model, x) -> list:
     """onnxruntime's outputs for the float32 batch x, one sample at a time, concatenated (lists of ZipMap
     dictionaries joined)."""

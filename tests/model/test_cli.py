@@ -7,6 +7,7 @@ MLP and refuses by operator name what it cannot prove; a file of bare weights is
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -108,13 +109,8 @@ def test_proofs_commit_prove_verify_an_onnx_relu_mlp(tmp_path, capsys):
     steps = [("commit", "--model", "m.onnx", "--out", "c.bin", "--state", "c.bin.state"),
              ("prove", "--model", "m.onnx", "--input", "x.npy", "--commitment", "c.bin", "--out", "p.bin", "--quiet"),
              ("verify", "--commitment", "c.bin", "--input", "x.npy", "--proof", "p.bin")]
-    cwd = os.getcwd()
-    os.chdir(tmp_path)
-    try:
-        for step in steps:
-            assert proofs_cli.main(list(step)) == 0, step
-    finally:
-        os.chdir(cwd)
+    with contextlib.chdir(tmp_path):
+        assert [proofs_cli.main(list(step)) for step in steps] == [0] * len(steps)
     assert capsys.readouterr().out.strip().endswith("accept")
 
 

@@ -9,8 +9,8 @@ import pytest
 
 import hezk.model
 from hezk.model import Contraction, MaxPool, UnsupportedOperator, read_onnx
-from tests.model.exported_models import (assert_outputs_agree, iris, onnxruntime_outputs, sklearn_export,
-                                         sklearn_models, torch_export, torch_models)
+from tests.model.exported_models import (activation_mlp, assert_outputs_agree, iris, onnxruntime_outputs,
+                                         sklearn_export, sklearn_models, torch_export, torch_models)
 from tests.model.onnx_models import Builder
 
 
@@ -242,12 +242,7 @@ def test_univariate_activations_are_read_by_name_and_agree_with_onnxruntime(modu
     """Each elementwise torch activation is one Activation node of its function (the default exporter's
     thresholded softplus, Where(x > 20, x, softplus x), included), and the graph's float forward equals
     onnxruntime's; a non-default parameter is refused naming it."""
-    torch = pytest.importorskip("torch")
-    if dynamo:
-        pytest.importorskip("onnxscript")
-    torch.manual_seed(0)
-    module = torch.nn.Sequential(torch.nn.Linear(6, 8), getattr(torch.nn, module_name)(), torch.nn.Linear(8, 3))
-    model = torch_export(module, (6,), dynamo=dynamo)
+    model = activation_mlp(module_name, dynamo=dynamo)
     graph = read_onnx(model)
     assert [n.function for n in graph.nodes if n.kind == "activation"] == [ELEMENTWISE[module_name]]
     x = np.random.default_rng(1).normal(scale=3.0, size=(16, 6)).astype(np.float32)

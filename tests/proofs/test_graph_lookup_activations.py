@@ -5,7 +5,7 @@ structure's lookup fields are validated."""
 from __future__ import annotations
 
 import dataclasses
-import os
+import contextlib
 
 import numpy as np
 import pytest
@@ -148,13 +148,8 @@ def test_cli_commit_prove_verify_a_sigmoid_output_with_hidden_weights(exports, c
              ("prove", "--model", paths["sigmoid"], "--input", "x.npy", "--commitment", "c.bin", "--out", "p.bin",
               "--quiet"),
              ("verify", "--commitment", "c.bin", "--input", "x.npy", "--proof", "p.bin")]
-    cwd = os.getcwd()
-    os.chdir(folder)
-    try:
-        for step in steps:
-            assert proofs_cli.main(list(step)) == 0, step
-    finally:
-        os.chdir(cwd)
+    with contextlib.chdir(folder):
+        assert [proofs_cli.main(list(step)) for step in steps] == [0] * len(steps)
     assert "accept" in capsys.readouterr().out
 
 

@@ -12,8 +12,8 @@ from hezk.model import Graph, MaxPool, Patches, read_onnx
 from tensor_ops.activations import SIGN_DEGREES, SIGN_GAP, CompositeRelu, composite_sign, fit_activation
 from tensor_ops.inference import Client, Server
 from tensor_ops.nn import Activation, Sequential, from_graph
-from tests.model.exported_models import (iris, onnxruntime_outputs, sklearn_export, sklearn_models, torch_export,
-                                         torch_models)
+from tests.model.exported_models import (activation_mlp, iris, onnxruntime_outputs, sklearn_export, sklearn_models,
+                                         torch_export, torch_models)
 
 TEST_RING = dict(log_n=11, log_q=[[30, 30]] + [[25, 26]] * 16, log_p=[30] * 6, log_scale=50, dnum=6, insecure=True)
 
@@ -123,17 +123,13 @@ def test_encrypted_logistic_regression_labels_and_probabilities_match_onnxruntim
     assert "output_label = argmax axis -1 -> labels [0, 1, 2]" in plan.explain()
 
 
-@pytest.mark.parametrize("module_name, dynamo", [("Softplus", True), ("SELU", False), ("Mish", False),
-                                                 ("Hardswish", True)])
+@pytest.mark.parametrize("module_name, dynamo", [("Softplus", True), ("SELU", False),
+                                                 pytest.param("Mish", False, marks=pytest.mark.slow),
+                                                 pytest.param("Hardswish", True, marks=pytest.mark.slow)])
 def test_encrypted_univariate_activations_agree_with_onnxruntime(module_name, dynamo):
     """Softplus (the default exporter's thresholded form), SELU, Mish and Hardswish are fitted by minimax on
     their calibrated intervals and run encrypted: within the plan's stated activation error of onnxruntime."""
-    torch = pytest.importorskip("torch")
-    if dynamo:
-        pytest.importorskip("onnxscript")
-    torch.manual_seed(3)
-    module = torch.nn.Sequential(torch.nn.Linear(5, 6), getattr(torch.nn, module_name)(), torch.nn.Linear(6, 2))
-    proto = torch_export(module, (5,), dynamo=dynamo)
+    proto = activation_mlp(module_name, (5, 6, 2), dynamo=dynamo, seed=3)
     rng = np.random.default_rng(5)
     model = from_graph(read_onnx(proto), calibration=rng.normal(size=(256, 5)))
     x = rng.normal(scale=0.5, size=(4, 5)).astype(np.float32)
