@@ -163,6 +163,18 @@ def _canonical(key, vals) -> tuple[np.ndarray, np.ndarray]:
     return key, vals + 0.0
 
 
+def distinct_ints(values) -> np.ndarray:
+    """``np.unique`` of integers (sorted, distinct, int64) by a bincount over their range when that range is
+    at most a few times their count (a stage's diagonal offsets span about its slots), else by np.unique."""
+    values = np.asarray(values).ravel()
+    if not len(values):
+        return np.zeros(0, dtype=np.int64)
+    low, high = int(values.min()), int(values.max())
+    if high - low > 4 * len(values) + 1024:
+        return np.unique(values).astype(np.int64)
+    return np.flatnonzero(np.bincount(values - low, minlength=high - low + 1)).astype(np.int64) + low
+
+
 def probe_sparse(forward, input_shape, output_shape) -> tuple[SparseMap, np.ndarray]:
     """(M, b) of an affine ``forward`` on one sample, probed with basis vectors a chunk at a time."""
     n_in, n_out = math.prod(input_shape), math.prod(output_shape)
@@ -332,7 +344,7 @@ class PackedAffine:
 
     @property
     def distinct_offsets(self) -> np.ndarray:
-        return np.unique(self.offsets)
+        return distinct_ints(self.offsets)
 
     def diagonals(self, block: int) -> dict[int, np.ndarray]:
         """{k: d_k} with d_k a vector of ``block`` slots."""

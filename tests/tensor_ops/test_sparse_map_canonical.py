@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from tensor_ops.packing import SparseMap, conv_sparse
+from tensor_ops.packing import SparseMap, conv_sparse, distinct_ints
 
 
 def naive_from_coo(shape, rows, cols, vals):
@@ -72,3 +72,12 @@ def test_convolution_map_equals_twin_and_dense():
     import torch
     expected = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(weight), stride=2, padding=1).numpy()
     assert np.allclose(sparse.apply(x.reshape(2, -1)), expected.reshape(2, -1))
+
+
+@settings(max_examples=300, deadline=None)
+@given(hnp.arrays(np.int64, st.integers(0, 60), elements=st.one_of(st.integers(-50, 50),
+                                                                   st.integers(-2**40, 2**40))))
+def test_distinct_ints_equals_unique(values):
+    """The bincount path (a narrow range) and the np.unique one (a wide range) both give np.unique's answer."""
+    got = distinct_ints(values)
+    assert got.dtype == np.int64 and np.array_equal(got, np.unique(values))
