@@ -1135,6 +1135,11 @@ def _refuse_unprovable(graph) -> None:
         raise ModelError(f"{listed} - {len(found)} operators are not provable yet: {proves}")
 
 
+MIN_WEIGHT_BITS = 4
+"""The fewest magnitude bits a layer's largest weight keeps when the quantizer coarsens a layer's weights so its
+worst-case accumulator stays below half the field (a wide convolution of a ResNet's last stage)."""
+
+
 def quantize_graph(graph, calibration=None, *, act_bits: int = 12, weight_bits: int = 8,
                    margin_bits: int = 1, like: QuantizedGraph | None = None) -> QuantizedGraph:
     """Quantize a :class:`hezk.model.Graph` with scales chosen on ``calibration`` (a float batch), or with
@@ -1239,17 +1244,21 @@ def quantize_graph(graph, calibration=None, *, act_bits: int = 12, weight_bits: 
                 weight = np.broadcast_to(1.0 if node.scale is None else node.scale, in_shape)
                 patches, bias, einsum_shape = None, node.shift, in_shape
             f_w = chosen[node.output].weight_frac if like else _frac(float(np.max(np.abs(weight))), weight_bits)
-            w_int = np.floor(np.asarray(weight) * 2.0 ** f_w + 0.5).astype(np.int64)  # = public_weight if constant
-            f_acc = fracs[source] + f_w
-            b_int, b_letters = None, ""
-            if bias is not None:
-                b_full, b_letters = _reduce_bias(np.asarray(bias), out_shape)
-                b_int = np.floor(b_full * 2.0 ** f_acc + 0.5).astype(np.int64)
-            # worst case |acc|: bound_x * max over outputs of sum |W| (over the real view), plus |b|
             ones = np.ones((1, *in_shape))
             view = ones if patches is None else patches.apply(ones)
-            reach = float(np.max(np.einsum(equation, view, np.abs(w_int).astype(np.float64))))
-            worst = bounds[source] * reach + (0 if b_int is None else float(np.max(np.abs(b_int))))
+            while True:  # a layer whose worst case would wrap the field gets coarser weights, down to MIN_WEIGHT_BITS
+                w_int = np.floor(np.asarray(weight) * 2.0 ** f_w + 0.5).astype(np.int64)  # = public_weight if constant
+                f_acc = fracs[source] + f_w
+                b_int, b_letters = None, ""
+                if bias is not None:
+                    b_full, b_letters = _reduce_bias(np.asarray(bias), out_shape)
+                    b_int = np.floor(b_full * 2.0 ** f_acc + 0.5).astype(np.int64)
+                # worst case |acc|: bound_x * max over outputs of sum |W| (over the real view), plus |b|
+                reach = float(np.max(np.einsum(equation, view, np.abs(w_int).astype(np.float64))))
+                worst = bounds[source] * reach + (0 if b_int is None else float(np.max(np.abs(b_int))))
+                if worst <= FIELD_HALF or like or np.max(np.abs(w_int)) < 1 << MIN_WEIGHT_BITS:
+                    break
+                f_w -= 1
             if worst > FIELD_HALF:
                 raise ModelError(f"{where}: the worst-case accumulator ~2^{math.log2(worst):.1f} exceeds half "
                                  f"the field ({FIELD_HALF} ~2^30): the proof would wrap around; lower act_bits "

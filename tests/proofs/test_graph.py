@@ -143,6 +143,23 @@ def test_unsupported_operator_and_field_overflow_refused_by_name(tmp_path):
         quantize_graph(Graph("x", (4096,), (wide,), "y"), rng.normal(size=(2, 4096)), act_bits=20, weight_bits=12)
 
 
+def test_a_layer_whose_worst_case_would_wrap_gets_coarser_weights_and_is_proven():
+    """A 6144-wide Gemm at 12-bit activations and 8-bit weights reaches ~2^31 in the worst case: the quantizer
+    coarsens that layer's weights (fewer fraction bits, at least MIN_WEIGHT_BITS of magnitude) until it fits half
+    the field, instead of refusing; the proof is of the coarser layer, bit for bit. Before: refused naming it."""
+    from proofs.graph_quantize import FIELD_HALF, MIN_WEIGHT_BITS
+
+    rng = np.random.default_rng(1)
+    weight = rng.choice([-1.0, 1.0], size=(3, 6144)) * rng.uniform(0.5, 1.0, size=(3, 6144))
+    wide = Graph("x", (6144,), (Contraction("wide_fc", "Gemm", ("x",), "y", "bk,nk->bn", weight, None, None,
+                                            (3,)),), "y")
+    q, net, x, proof = _prove(wide)
+    (op,) = q.ops
+    assert op.weight_frac < 7 and int(np.max(np.abs(op.weight))) >= 1 << MIN_WEIGHT_BITS  # coarsened, not refused
+    assert (1 << 11) * float(np.abs(op.weight).sum(axis=1).max()) <= FIELD_HALF
+    assert np.array_equal(verify_graph(net.commitment, x, proof).output, q.forward_int(q.quantize_input(x)))
+
+
 def test_input_outside_calibrated_range_refused(residual):
     q, net, x, _ = residual
     with pytest.raises(ModelError, match="input"):
