@@ -60,6 +60,19 @@ def build_parser(only=None) -> argparse.ArgumentParser:
     return parser
 
 
+def _bits(option: str, low: int, high: int):
+    """An argparse type: an integer in [low, high] (the option named in the error)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{option} {text!r} is not an integer") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{option} {value} must be in [{low}, {high}]")
+        return value
+    return parse
+
+
 def _commit_options(commit) -> None:
     from .layers.network_zk import DEFAULT_MAX_PROOFS
 
@@ -79,6 +92,12 @@ def _commit_options(commit) -> None:
                              "worst-case output error) is their largest |x| rounded up to a power of two "
                              "(default: the model file's input_bound, else the widest of 8, 4, 2, 1 that fits); "
                              "a graph model's per-layer scales (default: 64 seeded uniform [-1, 1] inputs)")
+    commit.add_argument("--act-bits", type=_bits("--act-bits", 2, 24), default=12,
+                        help="a graph model's activation width in bits (default 12: each requantized tensor fits "
+                             "it on the calibration data; fewer bits: smaller accumulators and proofs, more error)")
+    commit.add_argument("--weight-bits", type=_bits("--weight-bits", 2, 16), default=8,
+                        help="a graph model's weight width in bits (default 8; a layer whose worst case would wrap "
+                             "the field is given fewer, down to 4)")
     commit.add_argument("--public-weights", action="store_true", help=PUBLIC_WEIGHTS_HELP)
     commit.add_argument("--private-input", action="store_true",
                         help="commit for proofs that may hide their input (prove --private-input): a ReLU MLP is "

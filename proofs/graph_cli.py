@@ -111,7 +111,8 @@ def commit(args, graph) -> int:
         raise ModelError("a hiding commitment writes a SECRET prover state: name its path with --state PATH "
                          "(or name the commitment with --out PATH: the state then goes to PATH.state)")
     calibration, source = _calibration(args, graph)
-    q = quantize_graph(graph, calibration)
+    q = quantize_graph(graph, calibration, act_bits=getattr(args, "act_bits", 12),
+                       weight_bits=getattr(args, "weight_bits", 8))
     scheme = getattr(args, "scheme", None) or "ligero"  # "auto": ligero, the smaller graph proof (proofs.cli)
     if scheme == "basefold" and not hiding:
         raise ModelError("--scheme basefold with --public-weights: graph models commit their public weights with "

@@ -1261,8 +1261,8 @@ def quantize_graph(graph, calibration=None, *, act_bits: int = 12, weight_bits: 
                 f_w -= 1
             if worst > FIELD_HALF:
                 raise ModelError(f"{where}: the worst-case accumulator ~2^{math.log2(worst):.1f} exceeds half "
-                                 f"the field ({FIELD_HALF} ~2^30): the proof would wrap around; lower act_bits "
-                                 f"or weight_bits")
+                                 f"the field ({FIELD_HALF} ~2^30) even with {MIN_WEIGHT_BITS}-bit weights: the proof would "
+                                 f"wrap around; lower act_bits (hezk commit --act-bits)")
             relu = len(graph.consumers(node.output)) == 1 and node.output != graph.output and \
                 isinstance(graph.consumers(node.output)[0], Activation) and \
                 graph.consumers(node.output)[0].function == "relu"

@@ -189,3 +189,33 @@ def test_plan_measure_times_the_operations_on_this_machine(tmp_path, capsys):
     assert tensor_cli.main(["plan", "--model", str(tmp_path / "m.onnx"), "--measure"]) == 0
     text = capsys.readouterr().out
     assert "per-operation times measured on this machine" in text and "excludes JIT compilation" in text
+
+
+def test_commit_takes_the_graph_quantization_widths(tmp_path, capsys):
+    """hezk commit --act-bits / --weight-bits set the graph quantizer's widths (the proof follows the
+    commitment); an out-of-range width is a usage error naming the option."""
+    from proofs.inference import read_commitment
+
+    onnx.save(residual_block(), str(tmp_path / "r.onnx"))
+    np.save(tmp_path / "x.npy", np.random.default_rng(0).uniform(-1, 1, size=(1, *_input_shape(tmp_path / "r.onnx"))))
+    steps = [("commit", "--model", "r.onnx", "--out", "c.bin", "--public-weights", "--act-bits", "8",
+              "--weight-bits", "6", "--quiet"),
+             ("prove", "--model", "r.onnx", "--input", "x.npy", "--commitment", "c.bin", "--public-weights",
+              "--out", "p.bin", "--quiet"),
+             ("verify", "--commitment", "c.bin", "--input", "x.npy", "--proof", "p.bin")]
+    with contextlib.chdir(tmp_path):
+        assert [proofs_cli.main(list(step)) for step in steps] == [0] * len(steps)
+    assert capsys.readouterr().out.strip().endswith("accept")
+    assert proofs_cli.main(["commit", "--model", str(tmp_path / "r.onnx"), "--out", str(tmp_path / "d.bin"),
+                            "--public-weights", "--quiet"]) == 0
+    narrow, default = (read_commitment((tmp_path / name).read_bytes()).structure for name in ("c.bin", "d.bin"))
+    assert max(op.q_bits for op in narrow.ops) < max(op.q_bits for op in default.ops)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        proofs_cli.main(["commit", "--model", str(tmp_path / "r.onnx"), "--act-bits", "40", "--public-weights"])
+    assert exit_info.value.code == 2 and "--act-bits 40 must be in [2, 24]" in capsys.readouterr().err
+
+
+def _input_shape(path):
+    model = onnx.load(str(path))
+    return [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim][1:]
