@@ -260,8 +260,10 @@ def _split_candidates(offsets):
 
 def _splits(offset_sets, weight, memo=None):
     """Per stage, the (g, baby, giant) minimising rotations + ``weight`` x keys not already chosen (greedy
-    in stage order). ``memo``: a dict shared by the calls of one planning (the lowerings tried share most
-    stages): each stage's candidate splits, computed once."""
+    in stage order; of equal costs the smallest g). ``memo``: a dict shared by the calls of one planning (the
+    lowerings tried share most stages): each stage's candidate splits, computed once, sorted by rotations so
+    that the search stops at the first whose rotations alone exceed the best cost (``naive_splits`` in the
+    tests is the full search)."""
     memo = {} if memo is None else memo
     chosen, keys = [], set()
     for offsets in offset_sets:
@@ -270,14 +272,17 @@ def _splits(offset_sets, weight, memo=None):
             continue
         key = offsets.tobytes()
         if key not in memo:
-            memo[key] = _split_candidates(offsets)
+            candidates = _split_candidates(offsets)
+            memo[key] = sorted(((c[4], i, c) for i, c in enumerate(candidates)), key=lambda item: item[:2])
         best = None
-        for g, baby, giant, steps, rotations in memo[key]:
+        for rotations, index, (g, baby, giant, steps, _) in memo[key]:
+            if best is not None and rotations > best[0]:
+                break  # cost >= rotations: no later candidate (sorted by rotations) is as cheap
             cost = rotations + weight * (len(steps - keys) if keys else len(steps))
-            if best is None or cost < best[0]:
-                best = (cost, g, baby, giant, steps)
-        chosen.append(best[1:4])
-        keys |= best[4]
+            if best is None or (cost, index) < best[:2]:
+                best = (cost, index, g, baby, giant, steps)
+        chosen.append(best[2:5])
+        keys |= best[5]
     return chosen, keys
 
 

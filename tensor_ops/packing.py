@@ -509,16 +509,33 @@ def _aligned(conv, in_positions, in_shape, out_shape, limit):
     if a0 < 0 or a1 < 0:
         return None
     spatial = ((s * np.arange(ho) + a0)[:, None] * row + (s * np.arange(wo) + a1)[None, :] * col).reshape(-1)
-    spatial = spatial - spatial.min()
-    used = np.zeros(limit, dtype=bool)
-    out, candidate, top = [], 0, limit - int(spatial.max())
-    for _ in range(o_):
-        while candidate < top and used[candidate + spatial].any():
-            candidate += 1
-        if candidate >= top:
+    return place_copies(spatial - spatial.min(), o_, limit)
+
+
+def place_copies(pattern, count, limit) -> np.ndarray | None:
+    """``count`` copies c_0 < c_1 < ... of the slot ``pattern`` (non-negative) shifted into
+    [0, limit) without overlap, each at the first shift after the previous that overlaps no copy placed (the
+    first-fit scan of ``naive_place_copies`` in the tests, which tests every shift against the slots used):
+    a shift c overlaps the copy at c' exactly when c - c' is a difference of two pattern slots, so each copy
+    blocks c' + those differences and the next shift is the first unblocked one. None where they do not fit."""
+    pattern = np.asarray(pattern, dtype=np.int64)
+    span = int(pattern.max())
+    top = int(limit) - span
+    overlap = np.zeros(2 * span + 1, dtype=bool)        # d + span: pattern and pattern + d share a slot
+    step = max(1, PROBE_ENTRIES // len(pattern))
+    for first in range(0, len(pattern), step):
+        overlap[(pattern[first:first + step, None] - pattern[None, :]).ravel() + span] = True
+    differences = np.flatnonzero(overlap) - span
+    blocked = np.zeros(max(top, 0), dtype=bool)
+    out, candidate = [], 0
+    for _ in range(int(count)):
+        free = ~blocked[candidate:]
+        if not len(free) or not free.any():
             return None
-        used[candidate + spatial] = True
-        out.append(candidate + spatial)
+        candidate += int(free.argmax())
+        shifts = candidate + differences
+        blocked[shifts[(shifts >= 0) & (shifts < top)]] = True
+        out.append(candidate + pattern)
     return np.concatenate(out)
 
 

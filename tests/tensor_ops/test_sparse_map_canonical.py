@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from tensor_ops.packing import SparseMap, conv_sparse, distinct_ints
+from tensor_ops import model_plan
+from tensor_ops.packing import SparseMap, conv_sparse, distinct_ints, place_copies
 
 
 def naive_from_coo(shape, rows, cols, vals):
@@ -81,3 +82,52 @@ def test_distinct_ints_equals_unique(values):
     """The bincount path (a narrow range) and the np.unique one (a wide range) both give np.unique's answer."""
     got = distinct_ints(values)
     assert got.dtype == np.int64 and np.array_equal(got, np.unique(values))
+
+
+def naive_place_copies(pattern, count, limit):
+    """The twin: the first-fit scan testing each shift against the slots already used."""
+    used = np.zeros(limit, dtype=bool)
+    out, candidate, top = [], 0, limit - int(pattern.max())
+    for _ in range(count):
+        while candidate < top and used[candidate + pattern].any():
+            candidate += 1
+        if candidate >= top:
+            return None
+        used[candidate + pattern] = True
+        out.append(candidate + pattern)
+    return np.concatenate(out)
+
+
+@settings(max_examples=300, deadline=None)
+@given(hnp.arrays(np.int64, st.integers(1, 12), elements=st.integers(0, 40)), st.integers(1, 8),
+       st.integers(1, 160))
+def test_place_copies_equals_first_fit_scan(pattern, count, limit):
+    pattern = pattern - pattern.min()
+    got, expected = place_copies(pattern, count, limit), naive_place_copies(pattern, count, limit)
+    assert (got is None) == (expected is None)
+    if expected is not None:
+        assert np.array_equal(got, expected) and len(np.unique(got)) == len(np.unique(pattern)) * count
+
+
+def naive_splits(offset_sets, weight):
+    """The twin of model_plan._splits: every candidate split of every stage priced, the first cheapest kept."""
+    chosen, keys = [], set()
+    for offsets in offset_sets:
+        best = None
+        for g, baby, giant, steps, rotations in model_plan._split_candidates(offsets):
+            cost = rotations + weight * len(steps - keys)
+            if best is None or cost < best[0]:
+                best = (cost, g, baby, giant, steps)
+        chosen.append(best[1:4])
+        keys |= best[4]
+    return chosen, keys
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(st.integers(-300, 300), min_size=1, max_size=25, unique=True), min_size=1, max_size=4),
+       st.sampled_from(model_plan._KEY_WEIGHTS))
+def test_bounded_split_search_equals_full_search(stages, weight):
+    offset_sets = [np.array(sorted(s), dtype=np.int64) for s in stages]
+    memo = {}
+    assert model_plan._splits(offset_sets, weight, memo) == naive_splits(offset_sets, weight)
+    assert model_plan._splits(offset_sets, weight, memo) == naive_splits(offset_sets, weight)  # memo reused
