@@ -265,12 +265,19 @@ def _splits(offset_sets, weight, memo=None):
     that the search stops at the first whose rotations alone exceed the best cost (``naive_splits`` in the
     tests is the full search)."""
     memo = {} if memo is None else memo
-    chosen, keys = [], set()
+    prefixes = memo.setdefault("prefixes", {})     # (weight, the stages so far) -> (choice, keys after it)
+    chosen, keys, path = [], set(), (float(weight),)
     for offsets in offset_sets:
         if offsets is None or not len(offsets):
             chosen.append((0, (), ()))
             continue
         key = offsets.tobytes()
+        path += (key,)
+        if path in prefixes:    # the keys so far follow from the path: a lowering tried before shares it
+            choice, after = prefixes[path]
+            chosen.append(choice)
+            keys = after
+            continue
         if key not in memo:
             candidates = _split_candidates(offsets)
             memo[key] = sorted(((c[4], i, c) for i, c in enumerate(candidates)), key=lambda item: item[:2])
@@ -282,8 +289,9 @@ def _splits(offset_sets, weight, memo=None):
             if best is None or (cost, index) < best[:2]:
                 best = (cost, index, g, baby, giant, steps)
         chosen.append(best[2:5])
-        keys |= best[5]
-    return chosen, keys
+        keys = frozenset(keys | best[5])
+        prefixes[path] = (best[2:5], keys)
+    return chosen, set(keys)
 
 
 def power_of_two_keys(steps, slots) -> tuple[int, ...]:

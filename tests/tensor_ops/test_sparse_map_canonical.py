@@ -131,3 +131,16 @@ def test_bounded_split_search_equals_full_search(stages, weight):
     memo = {}
     assert model_plan._splits(offset_sets, weight, memo) == naive_splits(offset_sets, weight)
     assert model_plan._splits(offset_sets, weight, memo) == naive_splits(offset_sets, weight)  # memo reused
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(st.integers(-200, 200), min_size=1, max_size=20, unique=True), min_size=2, max_size=5),
+       st.lists(st.lists(st.integers(-200, 200), min_size=1, max_size=20, unique=True), min_size=1, max_size=3),
+       st.sampled_from(model_plan._KEY_WEIGHTS))
+def test_split_search_reuses_shared_prefixes(shared, tails, weight):
+    """Lowerings tried one after another share leading stages (one memo): each answer equals a fresh search."""
+    arrays = [np.array(sorted(s), dtype=np.int64) for s in shared]
+    memo = {}
+    for cut, tail in enumerate(tails, 1):
+        offset_sets = arrays[:cut] + [np.array(sorted(tail), dtype=np.int64)] + arrays[cut:]
+        assert model_plan._splits(offset_sets, weight, memo) == naive_splits(offset_sets, weight)
