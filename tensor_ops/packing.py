@@ -96,8 +96,7 @@ class SparseMap:
         """self @ first (``first`` applied first)."""
         if first.shape[0] != self.shape[1]:
             raise ShapeError(f"cannot compose maps of shapes {self.shape} and {first.shape}")
-        order = np.argsort(first.rows, kind="stable")
-        f_rows, f_cols, f_vals = first.rows[order], first.cols[order], first.vals[order]
+        f_rows, f_cols, f_vals = first.rows, first.cols, first.vals    # canonical: already sorted by row
         start = np.searchsorted(f_rows, np.arange(first.shape[0]))
         count = np.bincount(f_rows, minlength=first.shape[0])
         repeats = count[self.cols]

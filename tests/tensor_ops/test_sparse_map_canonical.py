@@ -144,3 +144,26 @@ def test_split_search_reuses_shared_prefixes(shared, tails, weight):
     for cut, tail in enumerate(tails, 1):
         offset_sets = arrays[:cut] + [np.array(sorted(tail), dtype=np.int64)] + arrays[cut:]
         assert model_plan._splits(offset_sets, weight, memo) == naive_splits(offset_sets, weight)
+
+
+def naive_compose(second, first):
+    """The twin: every product second[r, k] * first[k, c], in second's entry order then first's, summed by
+    ``naive_from_coo``."""
+    rows, cols, vals = [], [], []
+    for r, k, v in zip(second.rows, second.cols, second.vals):
+        for c, w in zip(first.cols[first.rows == k], first.vals[first.rows == k]):
+            rows.append(r), cols.append(c), vals.append(v * w)
+    return naive_from_coo((second.shape[0], first.shape[1]), rows, cols, np.array(vals, dtype=np.float64))
+
+
+@settings(max_examples=200, deadline=None)
+@given(coo(), coo())
+def test_compose_equals_its_twin(second, first):
+    """self.compose(first) = self @ first bit for bit (canonical operands: no re-sort of ``first``); a
+    positive control against the dense product where the values are moderate."""
+    a = SparseMap.from_coo(*second)
+    b = SparseMap.from_coo((a.shape[1], first[0][1]), np.minimum(first[1], a.shape[1] - 1), *first[2:])
+    product = a.compose(b)
+    assert_same(product, naive_compose(a, b))
+    if np.all(np.abs(a.vals) < 1e4) and np.all(np.abs(b.vals) < 1e4):
+        assert np.allclose(product.toarray(), a.toarray() @ b.toarray(), rtol=1e-9, atol=1e-9)
