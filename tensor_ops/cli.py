@@ -46,7 +46,7 @@ from crypto.errors import HEError, SerializationError, ShapeError
 from tensor_ops import serve
 from tensor_ops.inference import Client, EncodedCache, OutputRangeError, Server, describe_bytes, unpack_message
 from tensor_ops.model_plan import DEFAULT_KEY_BUDGET, MemoryBudgetError, ModelPlan, default_memory_budget
-from tensor_ops.nn import ActivationRangeWarning, Sequential
+from tensor_ops.nn import ActivationRangeWarning, Sequential, StageTooDeep
 from tensor_ops.cli_args import COMMANDS, SECRET, add_commands, parser  # noqa: F401 (re-exported)
 from tensor_ops.progress import command_of, progress_bar, run_command
 from tensor_ops.serve import parse_shape
@@ -84,10 +84,29 @@ def _load(args, x=None) -> Sequential:
         x = np.asarray(x)
         sample = x.shape[-3:] if x.ndim in (3, 4) else x.shape[1:] if x.ndim == 2 else x.shape
         model = Sequential.load(args.model, sample, calibration=calibration, degree=degree)
+    model = _maxpool_between_bootstraps(args, model, calibration, degree)
     if model.calibration_report is not None:
         mean, worst = model.calibration_report
         print(f"calibration: activations fitted on the ranges their inputs take on {args.calibration} "
               f"({len(calibration)} samples); error against the float model there: mean {mean:.3g}, max {worst:.3g}")
+    return model
+
+
+def _maxpool_between_bootstraps(args, model, calibration, degree):
+    """``model``, or, when its plan needs bootstraps and a MaxPool's composite sign (10 levels) does not fit the
+    levels a bootstrap leaves, the model with each pairwise max's relu a fitted ReLU polynomial (3 levels; the
+    plan states its larger error). The plan is memoised: the command's own planning is not repeated."""
+    try:
+        _model_plan(args, model, model.input_shape)
+    except StageTooDeep:
+        shallow = Sequential.load(args.model, model.input_shape, calibration=calibration, degree=degree,
+                                  sign_degrees=None)
+        if shallow.activation_fit() != model.activation_fit():
+            print("MaxPool: the composite sign of each pairwise max (10 levels) does not fit between bootstraps; "
+                  "its relu is a fitted polynomial instead (larger error, stated below)")
+            return shallow
+    except HEError:
+        pass  # the command's own planning names the problem
     return model
 
 

@@ -820,7 +820,7 @@ class Sequential:
             np.savez(handle, __model__=np.array(json.dumps(spec)), **arrays)
 
     @classmethod
-    def load(cls, path, input_shape=None, calibration=None, degree=None):
+    def load(cls, path, input_shape=None, calibration=None, degree=None, sign_degrees=SIGN_DEGREES):
         """Read a model file: ONNX, or an ``.npz`` written by ``save`` (read natively, its polynomials
         exact), by ``hezk.model.save_npz``, or of weights that name their activation (``hezk.model.npz``).
         Every file but ``save``'s goes through the shared description (``hezk.model``) and ``from_graph``;
@@ -828,7 +828,8 @@ class Sequential:
         ``calibration``: representative inputs (samples, *input_shape); each fitted activation is fitted on
         the range its input takes on them (``calibrate``), and ``calibration_report`` holds the (mean, max)
         error of the result against the float model there. ``degree``: of every fitted activation (default:
-        the file's ``degree`` entry, else ``DEFAULT_DEGREES``)."""
+        the file's ``degree`` entry, else ``DEFAULT_DEGREES``). ``sign_degrees``: a MaxPool's composite sign
+        (None: a fitted ReLU polynomial per pairwise max, ``from_graph``)."""
         if degree is not None and (isinstance(degree, bool) or not isinstance(degree, (int, np.integer))
                                    or not 1 <= degree <= MAX_DEGREE):
             raise ParameterError(f"degree={degree!r} must be an integer in [1, {MAX_DEGREE}]")
@@ -849,7 +850,8 @@ class Sequential:
             interval = tuple(np.asarray(settings.get("interval", (-4.0, 4.0)), dtype=float))
             if degree is None and "degree" in settings:
                 degree = int(settings["degree"])
-            model = from_graph(graph, degree=degree, interval=interval, calibration=calibration)
+            model = from_graph(graph, degree=degree, interval=interval, calibration=calibration,
+                               sign_degrees=sign_degrees)
             if calibration is not None:
                 model.calibration_report = calibration_error(model, graph, calibration)
             return model
@@ -1238,6 +1240,15 @@ def _contraction(name, equation, weight, out_shape, patches=None):
     return hezk.model.Contraction(name, "MaxPool", ("x",), "y", equation, weight, None, patches, out_shape)
 
 
+def _maxpool_relu(sign_degrees, reach):
+    """The relu of a pairwise max on [-reach, reach]: a composite sign of ``sign_degrees`` (Lee et al. 2021),
+    or, given None, a ReLU polynomial of DEFAULT_DEGREES["relu"] fitted there (3 levels: it fits between
+    bootstraps where the composite's 10 do not; its error, stated by the plan, is larger)."""
+    if sign_degrees is None:
+        return Activation(fit_activation("relu", DEFAULT_DEGREES["relu"], (-reach, reach)))
+    return Activation(CompositeRelu(composite_sign(tuple(int(d) for d in sign_degrees)), reach))
+
+
 def _maxpool_layers(node, shape, samples, interval, sign_degrees) -> tuple:
     """The layers of a MaxPool on (C, H, W): the windows gathered as candidates (C, n, Ho, Wo) (a public
     selection), then a tree of pairwise maxima, each level a residual block max(a, b) = b + relu(a - b):
@@ -1257,7 +1268,6 @@ def _maxpool_layers(node, shape, samples, interval, sign_degrees) -> tuple:
     step = _contraction(f"{node.name}/windows", "bgcuvij,nuv->bgcnij", gather, (channels, n, ho, wo), patches)
     layers = [GraphNode(step, tuple(shape))]
     values = None if samples is None else step.forward(samples)
-    stages = composite_sign(tuple(int(d) for d in sign_degrees))
     level = 0
     while valid.shape[0] > 1:
         m = valid.shape[0]
@@ -1280,7 +1290,7 @@ def _maxpool_layers(node, shape, samples, interval, sign_degrees) -> tuple:
             reach = float(np.max(np.abs(d_node.forward(values)))) * 2.0
         else:
             reach = 4.0 * float(np.max(np.abs(np.asarray(interval, dtype=float))))
-        branch = [GraphNode(d_node, in_shape), Activation(CompositeRelu(stages, max(reach, 1e-6)))]
+        branch = [GraphNode(d_node, in_shape), _maxpool_relu(sign_degrees, max(reach, 1e-6))]
         if not keep.all():
             mask = hezk.model.Affine(f"{node.name}/mask{level}", "MaxPool", ("x",), "y", keep[None], None)
             branch.append(GraphNode(mask, (channels, half, ho, wo)))
@@ -1412,16 +1422,22 @@ def _bootstrap_for(params, depth, stages, bootstrap):
             raise ParameterError(f"bootstrap slots={config.slots} must be the parameters' slots={params.slots} "
                                  f"(the packed layout fills every slot)")
         boot = cached_bootstrap_plan(params, config)
-        deepest = max(stage.depth for stage in stages)
-        if deepest > boot.levels_left:
-            index = [stage.depth for stage in stages].index(deepest)
-            raise LevelError(f"stage {index}, of depth {deepest}, exceeds the {boot.levels_left} levels a bootstrap "
-                             f"leaves: lower --degree (a fitted activation takes ceil(log2(degree + 1)) levels) or "
-                             f"replace a MaxPool (a max of fixed high degree) by AvgPool")
     except (LevelError, ParameterError) as error:
         hint = "" if bootstrap is not None else " and cannot bootstrap"
         raise ParameterError(f"{refusal}{hint} ({error})") from None
+    deepest = max(stage.depth for stage in stages)
+    if deepest > boot.levels_left:
+        index = [stage.depth for stage in stages].index(deepest)
+        hint = "" if bootstrap is not None else " and cannot bootstrap"
+        raise StageTooDeep(f"{refusal}{hint} (stage {index}, of depth {deepest}, exceeds the {boot.levels_left} "
+                           f"levels a bootstrap leaves: lower --degree (a fitted activation takes "
+                           f"ceil(log2(degree + 1)) levels) or replace a MaxPool (a max of fixed high degree) by "
+                           f"AvgPool)")
     return config, boot
+
+
+class StageTooDeep(ParameterError):
+    """A model deeper than its parameters whose deepest stage does not fit the levels a bootstrap leaves."""
 
 
 def _plan_for(model, input_shape, params, key_budget, choices, layers, bootstrap=None, memo=None):

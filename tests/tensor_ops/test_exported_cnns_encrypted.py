@@ -156,3 +156,27 @@ def test_estimate_is_within_a_quarter_of_the_measured_peak_of_a_cnns_local_infer
     measured = int(run.stdout.strip().splitlines()[-1])
     estimated = model.plan(params="N14").memory_estimate(1).local_peak
     assert 0.75 <= estimated / measured <= 1.25, (estimated, measured)
+
+
+def test_two_maxpools_plan_with_fitted_relus_where_the_composite_sign_cannot_fit_between_bootstraps(tmp_path,
+                                                                                                   capsys):
+    """A CNN with two MaxPools needs bootstraps, and the composite sign's 10 levels exceed what one leaves: the
+    plan was refused (StageTooDeep); the command line now gives each pairwise max a fitted ReLU polynomial
+    (3 levels) and says so, and the plan states those activations' errors."""
+    torch = pytest.importorskip("torch")
+    import onnx
+
+    from tensor_ops.nn import Sequential, StageTooDeep
+
+    nn = torch.nn
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(2, 2, 3, padding=1),
+                           nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(2 * 2 * 2, 3))
+    onnx.save(torch_export(module, (1, 8, 8)), str(tmp_path / "m.onnx"))
+    calibration = np.random.default_rng(0).normal(size=(16, 1, 8, 8))
+    np.save(tmp_path / "cal.npy", calibration)
+    with pytest.raises(StageTooDeep, match="replace a MaxPool"):
+        Sequential.load(tmp_path / "m.onnx", calibration=calibration).plan()
+    assert cli.main(["plan", "--model", str(tmp_path / "m.onnx"), "--calibration", str(tmp_path / "cal.npy")]) == 0
+    out = capsys.readouterr().out
+    assert "its relu is a fitted polynomial instead" in out and "relu of degree 7" in out
