@@ -469,5 +469,5 @@ def main(argv=None) -> int:
     a missing optional dependency 2, each with one line on stderr: :func:`hezk.progress.run_command`)."""
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
     with warnings.catch_warnings():  # the library's own deprecation notes reach the user (a deprecated model file)
-        warnings.filterwarnings("default", category=DeprecationWarning, module=r"proofs(\.|$)")
+        warnings.filterwarnings("always", category=DeprecationWarning, module=r"proofs(\.|$)")
         return run_command(_run, argv)

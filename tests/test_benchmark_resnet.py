@@ -18,7 +18,8 @@ def test_resnet20_has_the_published_size(shortcut, parameters):
     assert len(blocks) == 9 and [b.conv1.out_channels for b in blocks] == [16] * 3 + [32] * 3 + [64] * 3
 
 
-@pytest.mark.parametrize("dynamo", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["torchscript", "dynamo"])
+@pytest.mark.slow
+@pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
 def test_resnet20_export_is_read_as_onnxruntime_runs_it(dynamo):
     pytest.importorskip("torch")
     if dynamo:

@@ -71,12 +71,18 @@ def test_ctrl_c_ends_in_one_line_and_exit_130(capsys):
 
 
 @pytest.mark.skipif(os.name != "posix", reason="a FIFO and SIGINT")
+def _default_sigint():
+    """Python installs its KeyboardInterrupt handler only where SIGINT is not ignored at start-up."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_sigint_during_a_command_gives_130_without_traceback(tmp_path):
     """A real Ctrl-C: ``hezk plan`` blocked reading its model (a FIFO no one writes) gets SIGINT."""
     fifo = tmp_path / "model.npz"
     os.mkfifo(fifo)
     process = subprocess.Popen([sys.executable, "-m", "hezk", "plan", "--model", str(fifo)], cwd=ROOT,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=_default_sigint)  # as a terminal's child: a background job ignores it
     writer = None
     try:
         deadline = time.monotonic() + 120

@@ -120,6 +120,7 @@ def test_keys_travel_in_the_context_record_and_are_required():
         ctx.evaluator.bootstrap(ctx.encrypt(x, level=0), config(encapsulation=64))
 
 
+@pytest.mark.slow
 def test_keys_travel_in_the_galois_record_and_malformed_meta_is_refused():
     from crypto.errors import SerializationError
     from crypto.key_records import _KeyReader

@@ -274,6 +274,7 @@ def test_keyswitch_inner_matches_python_ints(kernels):
 
 
 # --------------------------------------------------------------------------------------- whole CKKS
+@pytest.mark.slow
 def test_ckks_product_and_rotation_equal_numba_limb_for_limb():
     from crypto.context import CKKSContext
 

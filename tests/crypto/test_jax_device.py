@@ -89,6 +89,7 @@ def test_mul_relinearize_rescale_match_host(ctx, dev, seed):
     assert np.abs(ctx.decrypt(dev.to_host(got)) - x * y).max() < 2**-20
 
 
+@pytest.mark.slow
 @settings(max_examples=2)
 @given(seed=st.integers(0, 2**32 - 1))
 def test_mul_relinearize_partial_digit_matches_host(ctx, dev, seed):
@@ -125,6 +126,7 @@ def test_rotations_hoisted_match_host(ctx, dev, seed, steps):
     assert np.abs(ctx.decrypt(dev.to_host(got[k])) - np.roll(x, -k)).max() < 2**-20
 
 
+@pytest.mark.slow
 def test_rotation_zero_step_and_full_turn(ctx, dev):
     ev = ctx.evaluator
     a, _, _, _ = _pair(ctx, 2)
@@ -194,6 +196,7 @@ def _matvec_case(ctx, dev, d, seed):
     assert np.abs(ctx.decrypt(dev.to_host(got))[:d] - matrix @ x).max() < 2**-20
 
 
+@pytest.mark.slow
 def test_matvec_matches_host(ctx, dev):
     _matvec_case(ctx, dev, D, 5)
 
@@ -329,6 +332,7 @@ def test_gpu_sparse_bootstrap_matches_host():
     _bootstrap_case(next(d for d in jax.devices() if d.platform in GPU_PLATFORMS))
 
 
+@pytest.mark.slow
 def test_encapsulated_mod_raise_matches_host():
     """With sparse-secret encapsulation the device ModRaise goes through the host's two key switches: the same
     raised ciphertext, limb for limb (a dense-secret ring: K = 18 instead of 135)."""

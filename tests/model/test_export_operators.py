@@ -236,8 +236,9 @@ ELEMENTWISE = {"Softplus": "softplus", "Softsign": "softsign", "Hardswish": "har
                "ELU": "elu", "CELU": "elu", "SELU": "selu"}
 
 
-@pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
-@pytest.mark.parametrize("module_name", sorted(ELEMENTWISE))
+@pytest.mark.parametrize("module_name, dynamo", [(name, False) for name in sorted(ELEMENTWISE)] + [
+    ("Softplus", True), ("Softsign", True), ("Mish", True),
+    *[pytest.param(name, True, marks=pytest.mark.slow) for name in ("CELU", "ELU", "Hardswish", "SELU")]])
 def test_univariate_activations_are_read_by_name_and_agree_with_onnxruntime(module_name, dynamo):
     """Each elementwise torch activation is one Activation node of its function (the default exporter's
     thresholded softplus, Where(x > 20, x, softplus x), included), and the graph's float forward equals

@@ -174,6 +174,7 @@ def test_a_cheating_prover_is_rejected_with_public_weights(layer, what):
         verify_graph(net.commitment, sample, proof)
 
 
+@pytest.mark.slow
 def test_a_cheating_product_is_rejected_with_hidden_weights(layer):
     """The hiding proof's bilinear relation catches a product off by one (consistent sumchecks); control above."""
     _, _, q, _, x = layer
