@@ -468,6 +468,14 @@ def main(argv=None) -> int:
     """Run the command line; returns the exit code (argparse exits with 2 on usage errors; Ctrl-C gives 130 and
     a missing optional dependency 2, each with one line on stderr: :func:`hezk.progress.run_command`)."""
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
-    with warnings.catch_warnings():  # the library's own deprecation notes reach the user (a deprecated model file)
-        warnings.filterwarnings("always", category=DeprecationWarning, module=r"proofs(\.|$)")
-        return run_command(_run, argv)
+    caught = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:  # the library's deprecation notes reach the user
+            warnings.filterwarnings("always", category=DeprecationWarning, module=r"proofs(\.|$)")
+            return run_command(_run, argv)
+    finally:  # printed by us (the caller's warning display may be a recorder); other warnings shown as they were
+        for note in caught:
+            if issubclass(note.category, DeprecationWarning) and "deprecated" in str(note.message):
+                print(f"warning: {note.message}", file=sys.stderr)
+            else:
+                warnings.showwarning(note.message, note.category, note.filename, note.lineno, note.file, note.line)
