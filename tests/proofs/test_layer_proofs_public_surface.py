@@ -385,6 +385,7 @@ def run_cli(cwd, *args):
                           timeout=120, env=env)
 
 
+@pytest.mark.slow
 def test_scripts_as_written_in_the_issue(tmp_path):
     weights, biases = float_mlp()
     save_npz(tmp_path / "model.npz", weights, biases)

@@ -194,6 +194,7 @@ def test_aggregation_uses_one_commitment_for_all_layers(step):
     assert len(proof.commitments) == 1 < len(layered.commitments) == spec.num_layers
 
 
+@pytest.mark.slow
 def test_the_training_example_runs():
     result = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "prove_training_step.py")],
                             env={**os.environ, "HEZK_QUICK": "1"}, capture_output=True, text=True, timeout=600)

@@ -63,6 +63,7 @@ def test_half_open_and_trickling_header_connections_are_closed(model):  # noqa: 
         assert httpx.get(url + "/health", timeout=10).status_code == 200  # an honest client is served
 
 
+@pytest.mark.slow
 def test_a_body_trickled_at_2_bytes_per_second_gets_408(model):  # noqa: F811
     with _running(create_app(model, **QUICK)) as url:
         sock = socket.create_connection(("127.0.0.1", _port(url)), timeout=5)
