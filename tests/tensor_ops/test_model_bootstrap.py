@@ -139,6 +139,7 @@ def test_server_without_bootstrap_keys_refuses():
         Server(deep_model(), ctx.public_context())                # the context cannot bootstrap: the refusal stays
 
 
+@pytest.mark.slow
 def test_server_without_encapsulation_keys_refuses():
     """A plan whose bootstrap encapsulates needs the encapsulation keys besides the Galois keys."""
     from dataclasses import replace

@@ -365,6 +365,7 @@ def test_onnx_projection_shortcut_and_residual_mlp_against_onnxruntime():
         assert np.max(np.abs(y - want)) <= 1e-3 * np.max(np.abs(want))
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::tensor_ops.nn.ActivationRangeWarning")
 def test_relu_residual_block_agrees_in_argmax_with_calibration(tmp_path):
     """tests/model's block (conv, relu, conv, + x, relu, GAP, Gemm), relu fitted on calibration data, by

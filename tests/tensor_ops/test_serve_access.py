@@ -449,6 +449,7 @@ def _check_load(model, clients, requests, concurrency):
     assert rss < 64 << 20, "the process grew under load"
 
 
+@pytest.mark.slow
 def test_load_with_tokens_small(model, clients):
     _check_load(model, clients, requests=16, concurrency=4)
 
