@@ -44,6 +44,7 @@ import numpy as np
 from crypto.ckks.flooding import STATISTICAL_SECURITY
 from crypto.errors import HEError, SerializationError, ShapeError
 from tensor_ops import serve
+from tensor_ops.activations import CompositeRelu
 from tensor_ops.inference import Client, EncodedCache, OutputRangeError, Server, describe_bytes, unpack_message
 from tensor_ops.model_plan import DEFAULT_KEY_BUDGET, MemoryBudgetError, ModelPlan, default_memory_budget
 from tensor_ops.nn import ActivationRangeWarning, Sequential, StageTooDeep
@@ -96,6 +97,8 @@ def _maxpool_between_bootstraps(args, model, calibration, degree):
     """``model``, or, when its plan needs bootstraps and a MaxPool's composite sign (10 levels) does not fit the
     levels a bootstrap leaves, the model with each pairwise max's relu a fitted ReLU polynomial (3 levels; the
     plan states its larger error). The plan is memoised: the command's own planning is not repeated."""
+    if not _has_composite_sign(model.layers):
+        return model
     try:
         _model_plan(args, model, model.input_shape)
     except StageTooDeep:
@@ -108,6 +111,12 @@ def _maxpool_between_bootstraps(args, model, calibration, degree):
     except HEError:
         pass  # the command's own planning names the problem
     return model
+
+
+def _has_composite_sign(layers) -> bool:
+    """Whether a layer (nested in residual blocks) is a MaxPool's composite-sign relu."""
+    return any(isinstance(getattr(layer, "poly", None), CompositeRelu)
+               or _has_composite_sign(getattr(layer, "layers", ())) for layer in layers)
 
 
 def _progress(args, label: str):

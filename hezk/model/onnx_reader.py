@@ -51,6 +51,9 @@ REWRITES = {
     "Div": "only division by a constant is a linear map",
     "Sqrt": "no polynomial form over a computed tensor here",
 }
+UNIVARIATE = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Softplus": "softplus", "Softsign": "softsign",
+              "HardSwish": "hardswish", "Mish": "mish"}
+"""ONNX operators read as the ``hezk.model.graph.ACTIVATIONS`` function they name (attribute-free)."""
 _LETTERS = "acdefghijklmnopqrstuvwxyz"  # never 'b', the batch axis
 
 
@@ -620,6 +623,8 @@ class _Reader:
         for index, node in enumerate(self.source_nodes):
             name = node.name or f"{node.op_type}_{index}"
             handler = getattr(self, f"op_{node.op_type}", None)
+            if handler is None and node.op_type in UNIVARIATE:
+                handler = self.univariate
             if node.op_type in _FOLDS and node.domain in ("", "ai.onnx") and node.input \
                     and all(self.is_const(t) for t in node.input if t):
                 handler = self.fold_constants
@@ -1583,26 +1588,9 @@ class _Reader:
     def activation(self, node, name, function):
         self.emit(Activation(name, node.op_type, (self.name(node.input[0]),), node.output[0], function))
 
-    def op_Relu(self, node, name, attrs):
-        self.activation(node, name, "relu")
-
-    def op_Sigmoid(self, node, name, attrs):
-        self.activation(node, name, "sigmoid")
-
-    def op_Tanh(self, node, name, attrs):
-        self.activation(node, name, "tanh")
-
-    def op_Softplus(self, node, name, attrs):
-        self.activation(node, name, "softplus")
-
-    def op_Softsign(self, node, name, attrs):
-        self.activation(node, name, "softsign")
-
-    def op_HardSwish(self, node, name, attrs):
-        self.activation(node, name, "hardswish")
-
-    def op_Mish(self, node, name, attrs):
-        self.activation(node, name, "mish")
+    def univariate(self, node, name, attrs):
+        """An elementwise activation read by name (``UNIVARIATE``), no attributes."""
+        self.activation(node, name, UNIVARIATE[node.op_type])
 
     def op_Elu(self, node, name, attrs):
         self._default_parameters(node, name, attrs, {"alpha": 1.0})
