@@ -476,6 +476,7 @@ def test_bsgs_schedule_levels_and_products():
 BOOT_60 = dict(log_n=12, log_q=[[23, 23, 23]] + [[30, 30]] * 18, log_p=[31] * 7, log_scale=60, dnum=7, insecure=True)
 
 
+@pytest.mark.slow
 def test_delta_60_bootstrap_saves_the_raise_level():
     p = CKKSParameters.from_literal(BOOT_60)
     cfg = BootstrapConfig(slots=SPARSE, arcsin=False, encapsulation=32)

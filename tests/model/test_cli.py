@@ -191,6 +191,7 @@ def test_plan_measure_times_the_operations_on_this_machine(tmp_path, capsys):
     assert "per-operation times measured on this machine" in text and "excludes JIT compilation" in text
 
 
+@pytest.mark.slow
 def test_commit_takes_the_graph_quantization_widths(tmp_path, capsys):
     """hezk commit --act-bits / --weight-bits set the graph quantizer's widths (the proof follows the
     commitment); an out-of-range width is a usage error naming the option."""

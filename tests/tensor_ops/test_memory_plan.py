@@ -103,6 +103,7 @@ def test_estimate_is_within_a_quarter_of_the_measured_peak_of_local_infer(tmp_pa
     assert 0.75 <= estimated / measured <= 1.25, (estimated, measured)
 
 
+@pytest.mark.slow
 def test_a_local_server_shares_the_clients_keys_and_computes_the_same():
     """``Client.server_context()``: the public context as an object over the client's own key arrays (no secret
     key, no bytes, no deserialized copy); a server built on it answers as one built from the bytes."""
