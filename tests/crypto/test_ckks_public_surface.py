@@ -1,4 +1,4 @@
-"""Acceptance tests of issue 2 (RNS-CKKS core), written from the issue text: public surface only."""
+"""RNS-CKKS through its public surface: encode, encrypt, evaluate, decrypt within the stated bits (issue 2)."""
 import math
 import subprocess
 import sys

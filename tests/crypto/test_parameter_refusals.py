@@ -1,4 +1,4 @@
-"""Acceptance tests of issue 11, CKKS items 6, 7 and 9 (the audit's attacks as regression tests)."""
+"""CKKS parameters, keys and records an attacker crafts are refused (issue 11, items 6, 7, 9: the audit's attacks)."""
 import warnings
 
 import numpy as np

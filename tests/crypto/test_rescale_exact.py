@@ -1,4 +1,4 @@
-"""Acceptance tests of issue 11, item 8: every rescale is exact and centred.
+"""Every rescale is exact and centred (issue 11, item 8).
 
 Each coefficient c of a rescaled (or ModDown'd) polynomial must equal round(c / D) computed on Python
 big integers from the centred CRT value (D the product of the dropped primes; D is odd, so there are

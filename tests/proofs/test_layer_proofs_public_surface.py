@@ -1,4 +1,4 @@
-"""Acceptance tests of issue 6 (sumcheck proofs of quantized layers), written from the issue text.
+"""Sumcheck proofs of quantized layers through the scripts and the Python API; tampering refused (issue 6).
 
 A user saves float weights with numpy, runs the three scripts exactly as the issue writes them, and
 uses the public Python API: commit once, prove y = model(x) for a public batch, verify; every

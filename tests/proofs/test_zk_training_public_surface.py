@@ -1,4 +1,4 @@
-"""Acceptance tests of issue 7 (zero knowledge for real, and proofs of a training step), from the issue text.
+"""A training step proved in zero knowledge: the committed W' is one honest SGD step from W (issue 7).
 
 A user commits to W and a batch, runs one integer SGD step, publishes a commitment to W' and a proof; the
 verifier learns only that W' is one honest step. Zero knowledge is checked as far as tests can: proof

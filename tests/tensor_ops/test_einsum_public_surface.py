@@ -1,4 +1,4 @@
-"""Acceptance tests of issue 4 (einsum-to-HE planner, CipherTensor), written from the issue text.
+"""The einsum planner's public surface: any ``np.einsum`` on CipherTensors agrees with numpy (issue 4).
 
 Stated error bound: max |decrypted − numpy| ≤ 1e-6 · max(1, max |numpy result|) at TOY parameters
 (50-bit scale) for inputs in [−1, 1].

@@ -1,4 +1,4 @@
-"""Acceptance tests of issue 5 (encrypted inference API), written from the issue text as a user reads it.
+"""The encrypted inference API as a user reads it: plan, keys, encrypt, serve, decrypt (issue 5).
 
 Stated bound: at the automatically chosen parameters (30-bit scale) and inputs in [-1, 1], the decrypted
 outputs of a tiny model differ from its plaintext forward by at most 1e-3 * max(1, max |plaintext|), and
