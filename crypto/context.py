@@ -20,7 +20,8 @@ from .ckks.encoder import CKKSEncoder, as_slot_vector, check_scale
 from .ckks.evaluator import Evaluator
 from .ckks.flooding import (STATISTICAL_SECURITY, Flooded, flood, flooded_precision_bits, plan_flood,
                             warn_if_imprecise)
-from .errors import ContextMismatchError, ParameterError, SerializationError, ValueRangeError, WrapAroundWarning
+from .errors import (BootstrapPrecisionWarning, ContextMismatchError, ParameterError, SerializationError, ValueRangeError,
+                     WrapAroundWarning)
 from .key_records import (context_to_bytes, galois_keys_to_bytes, public_key_to_bytes, read_context,
                           read_key_records, relin_key_to_bytes, secret_key_to_bytes)
 from .params import WRAP_MARGIN, CKKSParameters, CKKSParametersLiteral
@@ -96,6 +97,21 @@ def _check_rotations(rotations) -> tuple[int, ...]:
     return tuple(int(k) for k in steps)
 
 
+#: a bootstrap stated to keep fewer bits (worst slot, ``BootstrapPlan.precision_bits``) warns at key generation
+LOW_BOOTSTRAP_BITS = 12.0
+#: the preset made for bootstrapping (Δ = 2^60, q_0/Δ ≈ 2^8.5), named by that warning
+BOOTSTRAP_PRESET = "N16_BOOT"
+
+
+def warn_low_bootstrap_precision(bits: float) -> None:
+    """``BootstrapPrecisionWarning`` when a bootstrap's stated precision ``bits`` is below ``LOW_BOOTSTRAP_BITS``
+    (the stock N16 preset: Δ = 2^50 and q_0 = 2^60 leave about 8.5 bits; N16_BOOT about 20)."""
+    if bits < LOW_BOOTSTRAP_BITS:
+        warnings.warn(f"bootstrapping with these parameters keeps {bits:.1f} bits (stated, worst slot; below "
+                      f"{LOW_BOOTSTRAP_BITS:g}): for bootstrapping use the preset {BOOTSTRAP_PRESET!r} "
+                      f"(CKKSParameters.preset({BOOTSTRAP_PRESET!r}))", BootstrapPrecisionWarning, stacklevel=3)
+
+
 class CKKSContext:
     """Everything needed to encode, encrypt, evaluate and (with the secret key) decrypt."""
 
@@ -132,6 +148,7 @@ class CKKSContext:
         boot = None
         if bootstrap is not False and bootstrap is not None:
             boot = as_config(bootstrap)
+            warn_low_bootstrap_precision(plan_for(params, boot).precision_bits)
             steps = tuple(sorted(set(steps) | set(plan_for(params, boot).rotation_steps)))
             conjugation = True
         if ring is None:

@@ -46,3 +46,7 @@ class HEWarning(UserWarning):
 
 class WrapAroundWarning(HEWarning):
     """A decrypted coefficient in the top 2^-6 of the centred range mod Q_l: the result has most likely wrapped."""
+
+
+class BootstrapPrecisionWarning(HEWarning):
+    """Bootstrapping keys made for parameters whose bootstrap keeps few bits (``CKKSContext.keygen``)."""
