@@ -15,6 +15,10 @@ _U32 = np.uint64(32)
 #: Smallest piece of a threaded kernel here, in modular products (ntt_base.PARALLEL_MIN_PRODUCTS's value: that module
 #: imports this one lazily, so it is not imported back)
 PARALLEL_MIN_PRODUCTS = 1 << 20
+#: Smallest piece of a threaded element-wise kernel (add, multiply, permute ... row by row), in elements: these
+#: kernels are memory-bound (0.3 ns an element), so a piece must be large for a second thread to pay (measured on 2
+#: cores: 2^18 elements, 16 limbs of N = 2^14, lose at 2 threads; 2^19 gain 1.35x, 2^21 1.75x)
+PARALLEL_MIN_ELEMENTS = 1 << 18
 
 
 @numba.njit(cache=True, inline="always")
@@ -106,30 +110,60 @@ def fast_basis_convert(x, q_from, qhat_inv, qhat_inv_shoup, q_to, qhat_mod_p, qh
     return out
 
 
-@numba.njit(cache=True)
+def _elementwise(kernel, shape, *args):
+    """kernel(*args, start, stop) over the flat element range of a (k, n) array, in pieces on the threads of
+    ``hezk.threads`` (each element's output is its own: any split gives the same bits)."""
+    k, n = shape
+    if k * n:
+        parallel(lambda start, stop: kernel(*args, start, stop), k * n, min_work=PARALLEL_MIN_ELEMENTS, align=64)
+
+
+def _by_rows(kernel, k, n, *args):
+    """kernel(*args, start, stop) over whole rows start <= l < stop, in pieces on the threads."""
+    if k * n:
+        parallel(lambda start, stop: kernel(*args, start, stop), k, min_work=PARALLEL_MIN_ELEMENTS, work_per_item=n)
+
+
+@numba.njit(cache=True, inline="always")
+def _row_span(l, n, start, stop):
+    """The columns [c0, c1) of row l inside the flat element range [start, stop)."""
+    return max(start - l * n, 0), min(stop - l * n, n)
+
+
 def addmod_rows(a, b, q):
     """(a + b) mod q_l row by row, for residues already reduced."""
-    k, n = a.shape
-    out = np.empty((k, n), dtype=np.uint64)
-    for l in range(k):
-        ql = q[l]
-        for c in range(n):
-            s = a[l, c] + b[l, c]
-            out[l, c] = min(s, s - ql)
+    out = np.empty(a.shape, dtype=np.uint64)
+    _elementwise(_addmod_range, a.shape, a, b, q, out)
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
+def _addmod_range(a, b, q, out, start, stop):
+    n = a.shape[1]
+    for l in range(start // n, (stop - 1) // n + 1):
+        c0, c1 = _row_span(l, n, start, stop)
+        ql, ar, br, orow = q[l], a[l, c0:c1], b[l, c0:c1], out[l, c0:c1]
+        for c in range(c1 - c0):
+            s = ar[c] + br[c]
+            orow[c] = min(s, s - ql)
+
+
 def submod_rows(a, b, q):
     """(a − b) mod q_l row by row, for residues already reduced."""
-    k, n = a.shape
-    out = np.empty((k, n), dtype=np.uint64)
-    for l in range(k):
-        ql = q[l]
-        for c in range(n):
-            s = a[l, c] + ql - b[l, c]
-            out[l, c] = min(s, s - ql)
+    out = np.empty(a.shape, dtype=np.uint64)
+    _elementwise(_submod_range, a.shape, a, b, q, out)
     return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _submod_range(a, b, q, out, start, stop):
+    n = a.shape[1]
+    for l in range(start // n, (stop - 1) // n + 1):
+        c0, c1 = _row_span(l, n, start, stop)
+        ql, ar, br, orow = q[l], a[l, c0:c1], b[l, c0:c1], out[l, c0:c1]
+        for c in range(c1 - c0):
+            s = ar[c] + ql - br[c]
+            orow[c] = min(s, s - ql)
 
 
 @numba.njit(cache=True, inline="always")
@@ -148,98 +182,137 @@ def _barrett_row(q, bk, bm, l):
     return q[l], np.uint64(bk[l] - 1), np.uint64(bk[l] + 1), bm[l]
 
 
-@numba.njit(cache=True)
 def mulmod_rows(a, b, q, bk, bm):
     """a·b mod q_l row by row with CROSS-form Barrett (k = ⌈log2 q⌉, m = ⌊2^2k / q⌋, see modarith.Barrett)."""
-    k, n = a.shape
-    out = np.empty((k, n), dtype=np.uint64)
-    for l in range(k):
-        ql, sh1, sh2, m = _barrett_row(q, bk, bm, l)
-        for c in range(n):
-            out[l, c] = _barrett_product(a[l, c], b[l, c], ql, sh1, sh2, m)
+    out = np.empty(a.shape, dtype=np.uint64)
+    _elementwise(_mulmod_range, a.shape, a, b, q, bk, bm, out)
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
+def _mulmod_range(a, b, q, bk, bm, out, start, stop):
+    n = a.shape[1]
+    for l in range(start // n, (stop - 1) // n + 1):
+        c0, c1 = _row_span(l, n, start, stop)
+        ql, sh1, sh2, m = _barrett_row(q, bk, bm, l)
+        ar, br, orow = a[l, c0:c1], b[l, c0:c1], out[l, c0:c1]
+        for c in range(c1 - c0):
+            orow[c] = _barrett_product(ar[c], br[c], ql, sh1, sh2, m)
+
+
 def wide_residues_rows(c, q, out):
     """out[l] = c mod q_l for int64 coefficients c of any size: a float64 quotient estimate (float64(c) is
     within 2^10 of c, so the estimate is off by at most 1 + 2^10/q) and exact int64 corrections, no
     integer division (np.remainder's)."""
-    k = out.shape[0]
+    _elementwise(_wide_residues_range, out.shape, c, q, out)
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _wide_residues_range(c, q, out, start, stop):
     n = c.shape[0]
-    for l in range(k):
+    for l in range(start // n, (stop - 1) // n + 1):
+        c0, c1 = _row_span(l, n, start, stop)
         ql = np.int64(q[l])
         inv = 1.0 / np.float64(q[l])
-        for i in range(n):
-            x = c[i]
+        orow = out[l, c0:c1]
+        cr = c[c0:c1]
+        for i in range(c1 - c0):
+            x = cr[i]
             r = x - np.int64(np.floor(np.float64(x) * inv)) * ql
             while r < 0:
                 r += ql
             while r >= ql:
                 r -= ql
-            out[l, i] = np.uint64(r)
-    return out
+            orow[i] = np.uint64(r)
 
 
-@numba.njit(cache=True)
 def muladd_rows(acc, a, b, q, bk, bm):
     """acc ← (acc + a·b) mod q_l in place, row by row (Barrett as ``mulmod_rows``; all reduced): one pass
     instead of a product array and a sum array (plaintext-diagonal sums of baby-step giant-step)."""
-    k, n = a.shape
-    for l in range(k):
+    _elementwise(_muladd_range, a.shape, acc, a, b, q, bk, bm)
+
+
+@numba.njit(cache=True, nogil=True)
+def _muladd_range(acc, a, b, q, bk, bm, start, stop):
+    n = a.shape[1]
+    for l in range(start // n, (stop - 1) // n + 1):
+        c0, c1 = _row_span(l, n, start, stop)
         ql, sh1, sh2, m = _barrett_row(q, bk, bm, l)
-        for c in range(n):
-            s = acc[l, c] + _barrett_product(a[l, c], b[l, c], ql, sh1, sh2, m)
-            acc[l, c] = min(s, s - ql)
+        xr, ar, br = acc[l, c0:c1], a[l, c0:c1], b[l, c0:c1]
+        for c in range(c1 - c0):
+            s = xr[c] + _barrett_product(ar[c], br[c], ql, sh1, sh2, m)
+            xr[c] = min(s, s - ql)
 
 
-@numba.njit(cache=True)
 def mulmod_scalar_rows(a, w, ws, q):
     """a·w_l mod q_l for one constant per row (Shoup companions ws)."""
-    k, n = a.shape
-    out = np.empty((k, n), dtype=np.uint64)
-    for l in range(k):
-        for c in range(n):
-            out[l, c] = mulshoup(a[l, c], w[l], ws[l], q[l])
+    out = np.empty(a.shape, dtype=np.uint64)
+    _elementwise(_mulmod_scalar_range, a.shape, a, w, ws, q, out)
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
+def _mulmod_scalar_range(a, w, ws, q, out, start, stop):
+    n = a.shape[1]
+    for l in range(start // n, (stop - 1) // n + 1):
+        c0, c1 = _row_span(l, n, start, stop)
+        ql, wl, wsl, ar, orow = q[l], w[l], ws[l], a[l, c0:c1], out[l, c0:c1]
+        for c in range(c1 - c0):
+            orow[c] = mulshoup(ar[c], wl, wsl, ql)
+
+
 def negmod_rows(a, q):
     """(−a) mod q_l row by row."""
-    k, n = a.shape
-    out = np.empty((k, n), dtype=np.uint64)
-    for l in range(k):
-        ql = q[l]
-        for c in range(n):
-            r = ql - a[l, c]
-            out[l, c] = min(r, r - ql)
+    out = np.empty(a.shape, dtype=np.uint64)
+    _elementwise(_negmod_range, a.shape, a, q, out)
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
+def _negmod_range(a, q, out, start, stop):
+    n = a.shape[1]
+    for l in range(start // n, (stop - 1) // n + 1):
+        c0, c1 = _row_span(l, n, start, stop)
+        ql, ar, orow = q[l], a[l, c0:c1], out[l, c0:c1]
+        for c in range(c1 - c0):
+            r = ql - ar[c]
+            orow[c] = min(r, r - ql)
+
+
 def permute_rows(a, perm):
     """out[l, i] = a[l, perm[i]] (an automorphism in NTT form)."""
-    k, n = a.shape
-    out = np.empty((k, n), dtype=np.uint64)
-    for l in range(k):
-        for i in range(n):
-            out[l, i] = a[l, perm[i]]
+    out = np.empty(a.shape, dtype=np.uint64)
+    _elementwise(_permute_range, a.shape, a, perm, out)
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
+def _permute_range(a, perm, out, start, stop):
+    n = a.shape[1]
+    for l in range(start // n, (stop - 1) // n + 1):
+        c0, c1 = _row_span(l, n, start, stop)
+        ar, orow, pr = a[l], out[l, c0:c1], perm[c0:c1]
+        for i in range(c1 - c0):
+            orow[i] = ar[pr[i]]
+
+
 def add_permuted_into(acc, a, perm, q):
     """acc[l, i] = (acc[l, i] + a[l, perm[i]]) mod q_l in place (an automorphism in NTT form added to a running
     sum: ``permute_rows`` then ``addmod_rows`` without the permuted array); acc and a reduced."""
-    k, n = a.shape
-    for l in range(k):
-        ql = q[l]
-        al, ol = a[l], acc[l]
-        for i in range(n):
-            s = ol[i] + al[perm[i]]
-            ol[i] = min(s, s - ql)
+    _elementwise(_add_permuted_range, a.shape, acc, a, perm, q)
     return acc
+
+
+@numba.njit(cache=True, nogil=True)
+def _add_permuted_range(acc, a, perm, q, start, stop):
+    n = a.shape[1]
+    for l in range(start // n, (stop - 1) // n + 1):
+        c0, c1 = _row_span(l, n, start, stop)
+        ql, al, ol, pr = q[l], a[l], acc[l, c0:c1], perm[c0:c1]
+        for i in range(c1 - c0):
+            s = ol[i] + al[pr[i]]
+            ol[i] = min(s, s - ql)
 
 
 @numba.njit(cache=True, inline="always")
@@ -308,15 +381,22 @@ def _divide_round_columns(tail, q_tail, half_tail, garner, garner_shoup, radix_i
             row[c] = reduce_small(row[c], qp, qp_inv)
 
 
-@numba.njit(cache=True)
 def muladd_permute_rows(a, w, ws, b, c, q, perm):
     """out[l, i] = (a[l, p]·w_l + b[l, p] + c[l, p]) mod q_l with p = perm[i]: the last step of a division
     (``muladd_scalar_rows``), an added part and an automorphism in NTT form (``permute_rows``) in one pass;
-    ``c`` with no rows adds nothing.  b, c already reduced."""
+    ``c`` with no rows adds nothing.  b, c already reduced.  Whole rows per thread (each row is first formed in
+    natural order, vectorized, then gathered)."""
     k, n = a.shape
     out = np.empty((k, n), dtype=np.uint64)
+    _by_rows(_muladd_permute_range, k, n, a, w, ws, b, c, q, perm, out)
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _muladd_permute_range(a, w, ws, b, c, q, perm, out, start, stop):
+    n = a.shape[1]
     row = np.empty(n, dtype=np.uint64)          # one row in natural order (vectorized), then gathered
-    for l in range(k):
+    for l in range(start, stop):
         ql, wl, wsl = q[l], w[l], ws[l]
         al, bl = a[l], b[l]
         for i in range(n):
@@ -330,17 +410,21 @@ def muladd_permute_rows(a, w, ws, b, c, q, perm):
         ol = out[l]
         for i in range(n):
             ol[i] = row[perm[i]]
-    return out
 
 
-@numba.njit(cache=True)
 def muladd_scalar_rows(a, w, ws, b, q):
     """(a·w_l + b) mod q_l for one constant per row (Shoup companions ws), b already reduced."""
-    k, n = a.shape
-    out = np.empty((k, n), dtype=np.uint64)
-    for l in range(k):
-        ql = q[l]
-        for c in range(n):
-            s = mulshoup(a[l, c], w[l], ws[l], ql) + b[l, c]
-            out[l, c] = min(s, s - ql)
+    out = np.empty(a.shape, dtype=np.uint64)
+    _elementwise(_muladd_scalar_range, a.shape, a, w, ws, b, q, out)
     return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _muladd_scalar_range(a, w, ws, b, q, out, start, stop):
+    n = a.shape[1]
+    for l in range(start // n, (stop - 1) // n + 1):
+        c0, c1 = _row_span(l, n, start, stop)
+        ql, wl, wsl, ar, br, orow = q[l], w[l], ws[l], a[l, c0:c1], b[l, c0:c1], out[l, c0:c1]
+        for c in range(c1 - c0):
+            s = mulshoup(ar[c], wl, wsl, ql) + br[c]
+            orow[c] = min(s, s - ql)

@@ -5,6 +5,7 @@ Each comparison lowers the kernels' smallest piece to one item, so that the smal
 pieces)."""
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import hezk
 import hezk.tasks
@@ -30,6 +31,7 @@ def pieces(monkeypatch):
 
     for module, name in [(crypto.cross, "PARALLEL_MIN_WORK"), (crypto.cross, "PARALLEL_MIN_PRODUCTS"),
                          (crypto.keyswitch, "PARALLEL_MIN_PRODUCTS"), (crypto._ntt_kernels, "PARALLEL_MIN_PRODUCTS"),
+                         (crypto._ntt_kernels, "PARALLEL_MIN_ELEMENTS"),
                          (_basefold_kernels, "MIN_ENTRIES"), (_basefold_kernels, "MIN_HASHES")]:
         monkeypatch.setattr(module, name, 1)
     split, run = [], T.run_chunks
@@ -79,6 +81,61 @@ def test_ntt_and_basis_conversion_are_bit_identical_at_any_thread_count(pieces):
     assert np.array_equal(results[0][0], get_backend("numba").forward(a, tables))   # and right, not only stable
     assert np.array_equal(results[0][1], a)
     assert len(pieces) >= 2 * 3
+
+
+@settings(max_examples=12, deadline=None)
+@given(k=st.integers(1, 5), log_n=st.integers(0, 7), seed=st.integers(0, 2**32 - 1))
+def test_element_wise_kernels_split_anywhere_match_their_numpy_twins(k, log_n, seed):
+    """The row kernels (add, sub, multiply, negate, permute, multiply-add, scalar products, residues of wide
+    integers) in pieces that cut rows anywhere (3 threads, pieces of one element up) equal numpy's big-integer
+    arithmetic on the same residues, and one thread's result."""
+    import crypto._ntt_kernels as K
+    n = 1 << log_n
+    rng = np.random.default_rng(seed)
+    q = np.array(find_ntt_primes(30, k, max(n, 2)), dtype=np.uint64)
+    qo = q.astype(object)[:, None]
+    a, b, acc = (np.stack([rng.integers(0, p, n, dtype=np.uint64) for p in q]) for _ in range(3))
+    w = rng.integers(0, q, dtype=np.uint64)
+    ws = np.array([(int(x) << 32) // int(p) for x, p in zip(w, q)], dtype=np.uint64)
+    bk = np.array([(int(p) - 1).bit_length() for p in q], dtype=np.int64)
+    bm = np.array([(1 << (2 * int(b_))) // int(p) for b_, p in zip(bk, q)], dtype=np.uint64)
+    perm = rng.permutation(n).astype(np.int64)
+    wide = rng.integers(-2**62, 2**62, n, dtype=np.int64)
+    A, B, C = a.astype(object), b.astype(object), acc.astype(object)
+    expected = [(A + B) % qo, (A - B) % qo, A * B % qo, -A % qo, A[:, perm], (C + A * B) % qo,
+                A * w.astype(object)[:, None] % qo, (A * w.astype(object)[:, None] + B) % qo,
+                (C + A[:, perm]) % qo, wide.astype(object)[None, :] % qo,
+                ((A * w.astype(object)[:, None] + B + C) % qo)[:, perm]]
+
+    def compute():
+        summed, permuted = acc.copy(), acc.copy()
+        K.muladd_rows(summed, a, b, q, bk, bm)
+        K.add_permuted_into(permuted, a, perm, q)
+        return [K.addmod_rows(a, b, q), K.submod_rows(a, b, q), K.mulmod_rows(a, b, q, bk, bm), K.negmod_rows(a, q),
+                K.permute_rows(a, perm), summed, K.mulmod_scalar_rows(a, w, ws, q),
+                K.muladd_scalar_rows(a, w, ws, b, q), permuted,
+                K.wide_residues_rows(wide, q, np.empty((k, n), dtype=np.uint64)),
+                K.muladd_permute_rows(a, w, ws, b, acc, q, perm)]
+
+    before = T.get_threads()
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(K, "PARALLEL_MIN_ELEMENTS", 1)
+            results = at_each_thread_count(compute)
+    finally:
+        T.set_threads(before)
+    assert_all_equal(results)
+    for got, want in zip(results[-1], expected):
+        assert got.dtype == np.uint64 and np.array_equal(got.astype(object), want)
+
+
+def test_element_wise_kernels_are_split_at_three_threads(pieces):
+    import crypto._ntt_kernels as K
+    q = np.array(find_ntt_primes(30, 3, 64), dtype=np.uint64)
+    a = np.ones((3, 64), dtype=np.uint64)
+    T.set_threads(3)
+    assert np.array_equal(K.addmod_rows(a, a, q), 2 * a)
+    assert pieces == [3]
 
 
 def test_a_bad_limb_is_named_whichever_piece_holds_it(pieces):
