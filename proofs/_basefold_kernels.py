@@ -78,22 +78,43 @@ def _round_sums_range(f, w, lo, hi):
     return acc
 
 
-@numba.njit(cache=True)
 def eq_scaled(point, scale, out):
-    """out (2^k, 4) = scale * eq(point, bits(i)) for every i (x_0 the lowest bit; twin: mle.eq_table)."""
+    """out (2^k, 4) = scale * eq(point, bits(i)) for every i (x_0 the lowest bit; twin: mle.eq_table): the table
+    doubles once per coordinate; a doubling of at least 2 MIN_ENTRIES entries runs in pieces on the threads of
+    ``hezk.threads`` (entries i and i + size depend on entry i alone)."""
+    bits = point.shape[0]
+    serial = 0
+    while serial < bits and (1 << serial) < 2 * MIN_ENTRIES:
+        serial += 1
+    _eq_first_stages(point, scale, out, serial)
+    for b in range(serial, bits):
+        size = 1 << b
+        r = point[b]
+        parallel(lambda lo, hi: _eq_stage_range(r, out, size, lo, hi), size, MIN_ENTRIES)
+
+
+@numba.njit(cache=True)
+def _eq_first_stages(point, scale, out, stages):
+    """out[:2^stages] = scale * eq(point[:stages], bits(i))."""
     for c in range(4):
         out[0, c] = scale[c]
     size = 1
-    high = np.empty((1, 4), dtype=np.uint64)
-    for b in range(point.shape[0]):
-        r = point[b]
-        for i in range(size):
-            ext_mul_into(out[i, 0], out[i, 1], out[i, 2], out[i, 3], r[0], r[1], r[2], r[3], high, 0)
-            for c in range(4):
-                out[i + size, c] = high[0, c]
-                low = out[i, c]
-                out[i, c] = low - high[0, c] if low >= high[0, c] else low + P - high[0, c]
+    for b in range(stages):
+        _eq_stage_range(point[b], out, size, 0, size)
         size *= 2
+
+
+@numba.njit(cache=True, nogil=True)
+def _eq_stage_range(r, out, size, lo, hi):
+    """One doubling for the entries lo <= i < hi of the first ``size``: out[i + size] = out[i] r, out[i] -= that."""
+    high = np.empty((1, 4), dtype=np.uint64)
+    src, dst = out[lo:hi], out[lo + size:hi + size]    # views indexed from 0: no negative-index checks in the loop
+    for i in range(hi - lo):
+        ext_mul_into(src[i, 0], src[i, 1], src[i, 2], src[i, 3], r[0], r[1], r[2], r[3], high, 0)
+        for c in range(4):
+            dst[i, c] = high[0, c]
+            low = src[i, c]
+            src[i, c] = low - high[0, c] if low >= high[0, c] else low + P - high[0, c]
 
 
 def combine_rows(codeword, weights, out):
@@ -148,23 +169,37 @@ def _fold_codeword_range(codeword, scale, r, out, lo, hi):
             out[j, c] = (s_j[c] + prod[0, c]) % P
 
 
-@numba.njit(cache=True)
 def dot_base(e, table, out):
-    """out = sum_i e[i] table[i] for F_p4 e (n, 4) and base table (n,) (twin: basefold._dot_base's numpy path)."""
+    """out = sum_i e[i] table[i] for F_p4 e (n, 4) and base table (n,) (twin: basefold._dot_base's numpy path); pieces
+    of the entries on the threads of ``hezk.threads``, their unreduced sums added in piece order (exact)."""
+    accs = parallel(lambda lo, hi: _dot_base_range(e, table, lo, hi), table.shape[0], MIN_ENTRIES)
+    total = accs[0]
+    for acc in accs[1:]:
+        total = total + acc
+    out[:] = total % P
+
+
+@numba.njit(cache=True, nogil=True)
+def _dot_base_range(e, table, lo, hi):
     acc = np.zeros(4, dtype=np.uint64)
-    for i in range(table.shape[0]):
+    ev, tv = e[lo:hi], table[lo:hi]
+    for i in range(hi - lo):
         for c in range(4):
-            acc[c] += e[i, c] * table[i] % P
-    for c in range(4):
-        out[c] = acc[c] % P
+            acc[c] += ev[i, c] * tv[i] % P
+    return acc
 
 
-@numba.njit(cache=True)
 def add_into(a, out):
-    """out += a mod p, in place (flat uint64 arrays)."""
-    for i in range(a.size):
-        s = a[i] + out[i]
-        out[i] = s - P if s >= P else s
+    """out += a mod p, in place (flat uint64 arrays), in pieces on the threads of ``hezk.threads``."""
+    parallel(lambda lo, hi: _add_into_range(a, out, lo, hi), a.size, 4 * MIN_ENTRIES)
+
+
+@numba.njit(cache=True, nogil=True)
+def _add_into_range(a, out, lo, hi):
+    av, ov = a[lo:hi], out[lo:hi]
+    for i in range(hi - lo):
+        s = av[i] + ov[i]
+        ov[i] = s - P if s >= P else s
 
 
 @numba.njit(cache=True)
@@ -307,28 +342,41 @@ def fold_sums_prefolded(c, s, w, r, f_out, w_out, out):
             out[x, k] = acc[x, k] % P
 
 
-_ONE = np.array([[1, 0, 0, 0]], dtype=np.uint64)  # F_p4's one, a (1, 4) table
-
-
-@numba.njit(cache=True)
 def dot_pairs_split(f, eq_lo, eq_hi, out):
     """out[b] = sum_j f[2j + b] eq_lo[j mod L] eq_hi[j // L], b = 0, 1 (f base (2n,) or F_p4 (2n, 4), n = L H): the
-    pairs' dot products with an eq table kept as its two halves (twin: dot_pairs with their outer product)."""
+    pairs' dot products with an eq table kept as its two halves (twin: dot_pairs with their outer product). Pieces
+    of the pairs run on the threads of ``hezk.threads``; each returns its reduced sums, added mod p in piece order
+    (field sums: the same elements whatever the split)."""
+    count = eq_lo.shape[0] * eq_hi.shape[0]
+    totals = parallel(lambda lo, hi: _dot_pairs_range(f, eq_lo, eq_hi, lo, hi), count, MIN_ENTRIES)
+    total = totals[0]
+    for other in totals[1:]:
+        total = (total + other) % P
+    out[:] = total
+
+
+@numba.njit(cache=True, nogil=True)
+def _dot_pairs_range(f, eq_lo, eq_hi, lo, hi):
+    """The (2, 4) reduced sums of ``dot_pairs_split`` over the pairs lo <= j < hi: the pairs of one eq_hi entry are
+    summed unreduced (at most L terms), reduced, then multiplied by that entry."""
     count = eq_lo.shape[0]
     total = np.zeros((2, 4), dtype=np.uint64)
     part = np.zeros((2, 4), dtype=np.uint64)
     ext = f.ndim == 2
-    for h in range(eq_hi.shape[0]):
+    first = lo
+    while first < hi:
+        h = first // count
+        stop = min(hi, (h + 1) * count)
         part[:] = 0
-        for l in range(count):
-            j = h * count + l
-            e0, e1, e2, e3 = eq_lo[l, 0], eq_lo[l, 1], eq_lo[l, 2], eq_lo[l, 3]
+        fv, ev = f[2 * first:2 * stop], eq_lo[first - h * count:stop - h * count]   # views indexed from 0
+        for j in range(stop - first):
+            e0, e1, e2, e3 = ev[j, 0], ev[j, 1], ev[j, 2], ev[j, 3]
             if ext:
-                acc_product(part, 0, f[2 * j, 0], f[2 * j, 1], f[2 * j, 2], f[2 * j, 3], e0, e1, e2, e3)
-                acc_product(part, 1, f[2 * j + 1, 0], f[2 * j + 1, 1], f[2 * j + 1, 2], f[2 * j + 1, 3], e0, e1, e2,
-                             e3)
+                acc_product(part, 0, fv[2 * j, 0], fv[2 * j, 1], fv[2 * j, 2], fv[2 * j, 3], e0, e1, e2, e3)
+                acc_product(part, 1, fv[2 * j + 1, 0], fv[2 * j + 1, 1], fv[2 * j + 1, 2], fv[2 * j + 1, 3], e0, e1,
+                             e2, e3)
             else:
-                a, b = f[2 * j], f[2 * j + 1]
+                a, b = fv[2 * j], fv[2 * j + 1]
                 part[0, 0] += a * e0 % P
                 part[0, 1] += a * e1 % P
                 part[0, 2] += a * e2 % P
@@ -337,6 +385,7 @@ def dot_pairs_split(f, eq_lo, eq_hi, out):
                 part[1, 1] += b * e1 % P
                 part[1, 2] += b * e2 % P
                 part[1, 3] += b * e3 % P
+        first = stop
         for b in range(2):
             p0, p1, p2, p3 = ext_mul4(part[b, 0] % P, part[b, 1] % P, part[b, 2] % P, part[b, 3] % P,
                                        eq_hi[h, 0], eq_hi[h, 1], eq_hi[h, 2], eq_hi[h, 3])
@@ -344,12 +393,12 @@ def dot_pairs_split(f, eq_lo, eq_hi, out):
             total[b, 1] = addp(total[b, 1], p1)
             total[b, 2] = addp(total[b, 2], p2)
             total[b, 3] = addp(total[b, 3], p3)
-    for b in range(2):
-        for c in range(4):
-            out[b, c] = total[b, c]
+    return total
 
 
-@numba.njit(cache=True)
+_ONE = np.array([[1, 0, 0, 0]], dtype=np.uint64)  # F_p4's one, a (1, 4) table
+
+
 def dot_pairs(f, e, out):
     """out[b] = sum_j f[2j + b] e[j], b = 0, 1 (f base (2n,) or F_p4 (2n, 4), e (n, 4)): :func:`dot_pairs_split`
     with a one-entry high half (twin: basefold._dot_pairs_numpy)."""
@@ -386,9 +435,10 @@ NEG_PINV = np.uint64(2013265919)  # -p^-1 mod 2^32 (Montgomery reduction, R = 2^
 
 def encode_interleaved(table, rate_log, twiddles, bitrev, out):
     """``_encode_columns`` over every column, in pieces of whole groups of eight columns on the threads of
-    ``hezk.threads`` (each column's encoding is independent)."""
+    ``hezk.threads`` (each column's encoding is independent); fewer than 16 columns (a 2^20 table has 8) are
+    split into smaller groups, so that every thread gets columns."""
     parallel(lambda lo, hi: _encode_columns(table, rate_log, twiddles, bitrev, out, lo, hi), out.shape[1],
-             MIN_ENTRIES, work_per_item=out.shape[0], align=8)
+             MIN_ENTRIES, work_per_item=out.shape[0], align=8 if out.shape[1] >= 16 else 1)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -399,14 +449,14 @@ def _encode_columns(table, rate_log, twiddles, bitrev, out, lo, hi):
     reduction, contiguous per stage); ``bitrev``: bit reversal of log2 k bits. After the bit reversal the
     coefficients sit at multiples of 2^rate_log with zeros between, so the first rate_log stages only copy
     each one over its block. Columns go through a scratch row each, eight at a time (one cache line of
-    ``out`` per position; twin: basefold._encode_table_numpy). Columns lo <= c < hi (lo a multiple of 8)."""
+    ``out`` per position; twin: basefold._encode_table_numpy). Columns lo <= c < hi (groups of eight from lo)."""
     n = out.shape[0]
     k = n >> rate_log
     block = 1 << rate_log
-    group = min(8, hi - lo)
-    scratch = np.empty((group, n), dtype=np.uint64)
-    natural = np.empty((group, k), dtype=np.uint64)
-    for first in range(lo, hi, group):
+    scratch = np.empty((min(8, hi - lo), n), dtype=np.uint64)
+    natural = np.empty((min(8, hi - lo), k), dtype=np.uint64)
+    for first in range(lo, hi, 8):
+        group = min(8, hi - first)
         for i in range(k):  # the group's columns in natural order (the table read once, in order), ...
             for g in range(group):
                 natural[g, i] = table[i, first + g]

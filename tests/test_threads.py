@@ -182,6 +182,58 @@ def test_basefold_commit_and_opening_are_bit_identical(pieces):
     assert len(pieces) > 0
 
 
+def test_interleaved_basefold_commitment_is_bit_identical(pieces):
+    """Eight interleaved codewords (a 2^20 table's shape, here at 2^12 by a lower codeword limit): the encoding is
+    split into groups of columns smaller than eight, and the result equals the numpy twin's."""
+    import dataclasses
+    params = dataclasses.replace(B.BasefoldParams(), max_log_codeword=11)
+    assert params.interleave(12) == 3
+    table = F.random_elements(1 << 12, seed=8)
+    point = F.ext_random((12,), seed=9)
+
+    def compute():
+        commitment, witness = B.commit(table, params)
+        value, proof = B.open_commitment(witness, point, Transcript("threads"))
+        return [B._encode_table(table, 12, params), np.frombuffer(commitment.to_bytes(), np.uint8),
+                np.asarray(value), np.frombuffer(proof.to_bytes(), np.uint8)]
+
+    results = at_each_thread_count(compute)
+    assert_all_equal(results)
+    assert np.array_equal(results[0][0], B._encode_table_numpy(table, 12, params))
+    assert 3 in pieces
+
+
+def test_basefold_eq_dot_and_add_kernels_in_pieces_match_their_twins(pieces):
+    from proofs import _basefold_kernels as K
+    from proofs.mle import eq_table
+    point, scale = F.ext_random((9,), seed=1), F.ext_random((), seed=2)
+    f_ext, f_base = F.ext_random((1 << 10,), seed=3), F.random_elements(1 << 10, seed=4)
+    e, table = F.ext_random((1 << 9,), seed=5), F.random_elements(1 << 9, seed=6)
+    split = B._SplitEq(point)
+
+    def compute():
+        eq, pairs_ext, pairs_base, dot = (np.empty((1 << 9, 4), np.uint64), np.empty((2, 4), np.uint64),
+                                          np.empty((2, 4), np.uint64), np.empty(4, np.uint64))
+        K.eq_scaled(point, scale, eq)
+        K.dot_pairs_split(f_ext, split.low, split.high, pairs_ext)
+        K.dot_pairs_split(f_base, split.low, split.high, pairs_base)
+        K.dot_base(e, table, dot)
+        summed = eq.copy().reshape(-1)
+        K.add_into(e.reshape(-1), summed)
+        return [eq, pairs_ext, pairs_base, dot, summed]
+
+    results = at_each_thread_count(compute)
+    assert_all_equal(results)
+    eq, pairs_ext, pairs_base, dot, summed = results[0]
+    full = eq_table(point)
+    assert np.array_equal(eq, F.ext_mul(full, scale))
+    assert np.array_equal(pairs_ext, B._dot_pairs_numpy(f_ext, full))
+    assert np.array_equal(pairs_base, B._dot_pairs_numpy(f_base, full))
+    assert np.array_equal(dot, F.ext_sum(F.ext_mul_base(e, table), axis=0))
+    assert np.array_equal(summed, F.ext_add(eq, e).reshape(-1))
+    assert len(pieces) >= 5 * 2
+
+
 def test_in_place_fold_with_pieces_matches_one_thread(pieces):
     """fold_sums may write its outputs over its inputs' first halves: the pieces after the first must not
     overwrite entries another piece has still to read."""
