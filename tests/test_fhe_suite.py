@@ -6,6 +6,7 @@ the fitted model's and the accuracy is the float model's up to the polynomial Re
 refused with a message (never a traceback), and a client file saved without Galois keys still encrypts and
 decrypts (``Client.save(galois_keys=False)``, what the entry's key generation writes).
 """
+import json
 import os
 import pathlib
 import stat
@@ -75,6 +76,85 @@ def test_stages_in_harness_order_single_and_small(root):
     assert not public.has_secret_key and public.params.security_bits >= 128
     assert (root / "measurements" / "small" / "results-1.json").exists()
     assert "Server: Encrypted ML Inference computation" in local_harness.table(root)
+
+
+#: an insecure small ring (N = 2^9, 7 levels of 30 bits) for the in-process run of the sample-packed stages
+TEST_RING = dict(log_n=9, log_q=[[30, 30]] + [30] * 7, log_p=[30, 30, 30], log_scale=30, dnum=5, insecure=True)
+STAGE_ORDER = [executable for _, _, executable, _ in local_harness.STAGE_STEPS]
+
+
+@pytest.mark.slow
+def test_sample_packed_stages_on_a_test_ring(tmp_path, monkeypatch):
+    """Rule: with sample packing (HEZK_FHE_PACKING=samples; medium and large choose it by default) the seven stages
+    run in the harness's order through io/<size>/: the keys are the public and relinearization keys only (no
+    rotation key) with packing.json beside them, the secret file has mode 0600, one request holds one ciphertext
+    per pixel, and the predictions are the fitted model's. Run in process on an insecure test ring (degree-2
+    ReLUs: depth 7), which key generation refuses without the explicit HEZK_FHE_TEST_RING=1 (about 4 s)."""
+    from crypto import CKKSContext, CKKSParameters
+    from tensor_ops.nn import Sequential
+
+    rng = np.random.default_rng(0)
+    shapes = {"fc1": (128, 784), "fc2": (64, 128), "fc3": (10, 64)}
+    weights = {f"{name}.weight": rng.normal(0, 1.5 / np.sqrt(shape[1]), shape) for name, shape in shapes.items()}
+    weights.update({f"{name}.bias": rng.normal(0, 0.1, shape[0]) for name, shape in shapes.items()})
+    np.savez(tmp_path / "weights.npz", activation="relu", **weights)
+    pixels = rng.uniform(0, 1, (215, 784))
+    model_dir = tmp_path / "model"
+    hezk_entry.export(tmp_path / "weights.npz", pixels[15:], model_dir, degree=2,
+                      packed_params=CKKSParameters.from_literal(TEST_RING))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HEZK_FHE_MODEL_DIR", str(model_dir))
+    monkeypatch.setenv("HEZK_FHE_PACKING", "samples")
+    standin.write_pixels(tmp_path / "datasets" / "small" / "intermediate" / "test_pixels.txt", pixels[:15])
+    assert hezk_entry.run_stage("client_key_generation", ["1"]) == 1  # an insecure ring needs the opt-in
+    monkeypatch.setenv("HEZK_FHE_TEST_RING", "1")
+    for name in STAGE_ORDER:
+        assert hezk_entry.run_stage(name, [] if name == "server_preprocess_model" else ["1"]) == 0, name
+
+    io = tmp_path / "io" / "small"
+    assert hezk_entry.uses_sample_packing(1)
+    public = CKKSContext.from_bytes((io / "public_keys" / "context.bin").read_bytes())
+    assert public.rotation_steps == () and not public.has_conjugation_key and not public.has_secret_key
+    assert stat.S_IMODE(os.stat(io / "secret_key" / "client.bin").st_mode) == 0o600
+    requests = sorted((io / "ciphertexts_upload").glob("request-*.bin"))
+    assert len(requests) == 1 and len(sorted((io / "ciphertexts_download").glob("reply-*.bin"))) == 1
+    one = len(public.encrypt(np.zeros(15), level=public.params.max_level).to_bytes())
+    assert requests[0].stat().st_size == 784 * one
+    fitted = Sequential.load(model_dir / "server_model.npz")
+    inputs = np.load(io / "intermediate" / "inputs.npy")
+    scores = np.load(io / "intermediate" / "scores.npy")
+    assert scores.shape == (15, 10) and np.max(np.abs(scores - fitted.forward(inputs))) < 0.05
+    predictions = [int(v) for v in (io / "encrypted_model_predictions.txt").read_text().split()]
+    assert predictions == fitted.forward(inputs).argmax(axis=1).tolist()
+
+
+def test_packing_choice_and_test_ring_opt_in(tmp_path, monkeypatch):
+    """Rule: key generation takes sample packing from 100 images (medium, large) and the slot-blocked plan below
+    (single, small) unless HEZK_FHE_PACKING says otherwise (another value is refused); later stages follow the
+    packing.json it wrote; a published spec below 128 bits is refused without HEZK_FHE_TEST_RING=1."""
+    from crypto import CKKSParameters
+    from tensor_ops.sample_packing import SamplePackedSpec
+
+    monkeypatch.delenv("HEZK_FHE_PACKING", raising=False)
+    assert [hezk_entry.sample_packing_chosen(size) for size in range(4)] == [False, False, True, True]
+    monkeypatch.setenv("HEZK_FHE_PACKING", "slots")
+    assert not hezk_entry.sample_packing_chosen(3)
+    monkeypatch.setenv("HEZK_FHE_PACKING", "rows")
+    with pytest.raises(hezk_entry.EntryError, match="auto, slots or samples"):
+        hezk_entry.sample_packing_chosen(3)
+    monkeypatch.chdir(tmp_path)
+    assert not hezk_entry.uses_sample_packing(2)
+    (tmp_path / "model").mkdir()
+    spec = SamplePackedSpec(CKKSParameters.preset("TOY"), 4, 784, 10)
+    (tmp_path / "model" / "packed.json").write_text(json.dumps(spec.to_dict()))
+    monkeypatch.setenv("HEZK_FHE_MODEL_DIR", str(tmp_path / "model"))
+    monkeypatch.setenv("HEZK_FHE_PACKING", "samples")
+    monkeypatch.delenv("HEZK_FHE_TEST_RING", raising=False)
+    assert hezk_entry.run_stage("client_key_generation", ["2"]) == 1
+    monkeypatch.setenv("HEZK_FHE_TEST_RING", "1")
+    assert hezk_entry.run_stage("client_key_generation", ["2"]) == 0
+    assert hezk_entry.uses_sample_packing(2)
+    assert (tmp_path / "io" / "medium" / "secret_key" / "client.bin").exists()
 
 
 def test_stage_refuses_bad_arguments_and_inputs(tmp_path, monkeypatch):

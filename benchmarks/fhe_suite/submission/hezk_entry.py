@@ -9,18 +9,24 @@ lines over hezk's public API (``Client`` / ``Server``, ``tensor_ops.distributed`
 =============================  ===============================================================================
 stage                          reads -> writes
 =============================  ===============================================================================
-client_key_generation          build/model/plan.json -> io/<size>/public_keys/context.bin (public, relin. and
-                               Galois keys) and io/<size>/secret_key/client.bin (``Client.save``, mode 0600)
-server_preprocess_model        build/model/server_model.npz, checked against the published plan.json
+client_key_generation          build/model/plan.json or packed.json -> io/<size>/public_keys/context.bin (public,
+                               relin. and, for the slot-blocked plan, Galois keys; ``packing.json`` when sample
+                               packing is chosen) and io/<size>/secret_key/client.bin (mode 0600)
+server_preprocess_model        build/model/server_model.npz, checked against the published plan.json, packed.json
 client_preprocess_input        datasets/<size>/intermediate/test_pixels.txt -> io/<size>/intermediate/inputs.npy
                                (parsed, checked, normalised as the harness normalises: (p - 0.1307) / 0.3081)
-client_encode_encrypt_input    inputs.npy -> io/<size>/ciphertexts_upload/request-<k>.bin (``plan.batch`` images
-                               per ciphertext, ``CIPHERTEXTS_PER_REQUEST`` ciphertexts per request)
+client_encode_encrypt_input    inputs.npy -> io/<size>/ciphertexts_upload/request-<k>.bin: slot-blocked,
+                               ``plan.batch`` images per ciphertext, ``CIPHERTEXTS_PER_REQUEST`` per request;
+                               sample packing, one request per set of <= N/2 images, one ciphertext per pixel
 server_encrypted_compute       requests + public context -> io/<size>/ciphertexts_download/reply-<k>.bin (one task
-                               per request: in this process, or on Dask workers when HEZK_FHE_DASK is set)
+                               per request: in this process, or, slot-blocked, on Dask workers when HEZK_FHE_DASK)
 client_decrypt_decode          replies -> io/<size>/intermediate/scores.npy (the 10 logits of each image)
 client_postprocess             scores.npy -> io/<size>/encrypted_model_predictions.txt (argmax, one per line)
 =============================  ===============================================================================
+
+Two packings (``SAMPLE_PACKING_MIN_BATCH``): single and small use the model's slot-blocked plan (8 images per
+ciphertext, rotations: ``tensor_ops.inference``); medium and large use sample packing (one image per slot, a
+dense layer is a modular matrix product across ciphertexts, no rotation: ``tensor_ops.sample_packing``).
 
 The model is made once, at build time (``export``): the trained float weights (the harness's
 ``mnist_ffnn_model.pth`` or a named-weights ``.npz``) are read by ``Sequential.load`` with calibration images, which
@@ -49,6 +55,13 @@ PIXELS = 784
 MEAN, STD = 0.1307, 0.3081  # the harness's normalisation (harness/mnist/test.py)
 DEFAULT_DEGREE = 4  # of each ReLU polynomial: depth 9 at N = 2^14 (degree 2-3: depth 7, about 3 points less)
 CIPHERTEXTS_PER_REQUEST = 32  # one request is one task (Server's default limit: 64 ciphertexts)
+# Instances of at least this many images use sample packing (tensor_ops.sample_packing: one image per slot, a set of
+# up to 8,192 images costs ~15 s of one core and 1.1 GB of input whatever its fill); smaller ones the slot-blocked
+# plan (8 images per ciphertext, ~0.18 s of one core per image plus ~10 s of key loading and weight encoding, 333 MiB
+# of keys). They break even near 50 images; 100 keeps single and small (1, 15) on the plan, medium and large
+# (1,000, 10,000) on sample packing. HEZK_FHE_PACKING=slots|samples forces one at key generation.
+SAMPLE_PACKING_MIN_BATCH = 100
+PACKING_FILE = "packing.json"  # in io/<size>/public_keys/: the choice key generation made (public)
 
 
 class EntryError(Exception):
@@ -139,20 +152,70 @@ def _client(size: int):
     return Client.load(io_dir(size) / "secret_key" / "client.bin")
 
 
+def sample_packing_chosen(size: int) -> bool:
+    """Key generation's choice for ``size``: HEZK_FHE_PACKING (``slots`` / ``samples``), else by the batch."""
+    forced = os.environ.get("HEZK_FHE_PACKING", "").strip().lower()
+    if forced not in ("", "auto", "slots", "samples"):
+        raise EntryError(f"HEZK_FHE_PACKING={forced!r} must be auto, slots or samples")
+    if forced in ("slots", "samples"):
+        return forced == "samples"
+    return BATCH_SIZES[size] >= SAMPLE_PACKING_MIN_BATCH
+
+
+def uses_sample_packing(size: int) -> bool:
+    """Whether the keys of ``io/<size>/`` were made for sample packing (``packing.json`` beside them)."""
+    path = io_dir(size) / "public_keys" / PACKING_FILE
+    try:
+        return json.loads(path.read_text()).get("packing") == "samples-per-slot"
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError) as error:
+        raise EntryError(f"{path}: unreadable ({error})") from None
+
+
+def _packed_spec() -> dict:
+    path = model_dir() / "packed.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise EntryError(f"{path}: no published sample-packing spec ({error}); run the build") from None
+
+
+def _packed_model():
+    """The sample-packed model: the saved model at the published spec's parameters, checked to be its model."""
+    from crypto.params import CKKSParameters
+    from tensor_ops.sample_packing import SamplePackedModel
+
+    model, spec = _load_model(), _packed_spec()
+    if spec.get("model") != model.identity().hex() or spec.get("fit") != model.activation_fit():
+        raise EntryError(f"{model_dir() / 'packed.json'} is not the spec of {model_dir() / 'server_model.npz'} "
+                         f"(rebuild: scripts/build_task.sh)")
+    return SamplePackedModel.from_sequential(model, params=CKKSParameters.from_dict(spec["params"]))
+
+
+def _packed_client(size: int):
+    from tensor_ops.sample_packing import SamplePackedClient
+
+    return SamplePackedClient.load(io_dir(size) / "secret_key" / "client.bin", _packed_spec())
+
+
 def _log(who: str, message: str) -> None:
     print(f"         [{who}] {message}", flush=True)
 
 
 # --- the model, once (the build step) -------------------------------------------------------------------
 
-def export(weights, calibration, out_dir=None, degree: int = DEFAULT_DEGREE, key_budget: int | None = None) -> dict:
+def export(weights, calibration, out_dir=None, degree: int = DEFAULT_DEGREE, key_budget: int | None = None,
+           packed_params=None) -> dict:
     """Fit the float model's ReLUs on the calibration images' ranges and publish the model and its plan.
 
     ``weights``: an ``.npz`` of named weights (``fc1.weight`` (128, 784), ``fc1.bias``, ... and
     ``activation="relu"``), what ``pth_to_npz`` makes of the harness's model; ``calibration``: (n, 784) pixels
     in [0, 1] (training images). Writes ``server_model.npz`` (the fitted model, ``Sequential.save``),
-    ``plan.json`` (its public plan) and ``entry.json`` (the choices and the fit's error against the float model
-    on the calibration images); returns the last."""
+    ``plan.json`` (its public plan), ``packed.json`` (the public spec of sample packing) and ``entry.json`` (the choices and the fit's error against the float model
+    on the calibration images); returns the last. ``packed_params``: the parameters of sample packing (default
+    ``choose_parameters(depth)``, 128-bit; the tests pass an insecure small ring, which key generation refuses
+    unless HEZK_FHE_TEST_RING=1)."""
     from tensor_ops.nn import Sequential
 
     out = pathlib.Path(out_dir) if out_dir is not None else model_dir()
@@ -162,9 +225,15 @@ def export(weights, calibration, out_dir=None, degree: int = DEFAULT_DEGREE, key
     model = Sequential.load(out / "server_model.npz")  # the server's model: its identity is the saved file's
     plan = model.plan() if key_budget is None else model.plan(key_budget=int(key_budget))
     (out / "plan.json").write_text(json.dumps(plan.to_dict()))
+    from tensor_ops.sample_packing import SamplePackedModel
+
+    packed = SamplePackedModel.from_sequential(model, params=packed_params)
+    (out / "packed.json").write_text(json.dumps(packed.spec.to_dict()))
     mean_error, max_error = fitted.calibration_report
     entry = {"degree": degree, "key_budget": plan.key_budget, "params": repr(plan.params),
              "samples_per_ciphertext": plan.batch, "rotation_keys": len(plan.rotations),
+             "sample_packing": {"params": repr(packed.params), "level": packed.depth,
+                                "samples_per_set": packed.params.slots},
              "calibration_images": len(calibration), "fit_mean_error": mean_error, "fit_max_error": max_error,
              "intervals": [[layer.poly.center - layer.poly.radius, layer.poly.center + layer.poly.radius]
                            for layer in model.layers if hasattr(layer, "poly")]}
@@ -190,15 +259,32 @@ def pth_to_npz(pth, out) -> None:
 # --- the seven stages ---------------------------------------------------------------------------------------
 
 def client_key_generation(size: int) -> None:
+    public, secret = io_dir(size) / "public_keys", io_dir(size) / "secret_key"
+    public.mkdir(parents=True, exist_ok=True)
+    secret.mkdir(parents=True, exist_ok=True)
+    if sample_packing_chosen(size):  # public and relinearization keys only: no rotation
+        from tensor_ops.sample_packing import SamplePackedClient
+
+        from tensor_ops.sample_packing import SamplePackedSpec
+
+        spec = SamplePackedSpec.from_dict(_packed_spec())  # the build's parameters: choose_parameters, 128-bit
+        if (spec.params.security_bits or 0) < 128 and os.environ.get("HEZK_FHE_TEST_RING") != "1":
+            raise EntryError(f"{model_dir() / 'packed.json'}: parameters {spec.params!r} are below 128 bits "
+                             f"(HEZK_FHE_TEST_RING=1 allows them, for tests only)")
+        client = SamplePackedClient(spec)
+        keys = client.public_context()
+        (public / "context.bin").write_bytes(keys)
+        (public / PACKING_FILE).write_text(json.dumps({"packing": "samples-per-slot"}))
+        client.save(secret / "client.bin")
+        _log("client", f"sample packing, {client.spec.params!r}: public + relinearization keys, "
+                       f"{len(keys) / 2**20:.2f} MiB")
+        return
+    (public / PACKING_FILE).unlink(missing_ok=True)
     from tensor_ops.inference import Client
 
     plan = _plan_dict()
     client = Client(plan=plan)  # refuses parameters below 128 bits
-    public = io_dir(size) / "public_keys"
-    public.mkdir(parents=True, exist_ok=True)
     (public / "context.bin").write_bytes(client.public_context())
-    secret = io_dir(size) / "secret_key"
-    secret.mkdir(parents=True, exist_ok=True)
     client.save(secret / "client.bin", galois_keys=False)  # the client only encrypts and decrypts
     report = client.key_report()
     _log("client", f"{report['security']}, {report['rotation_keys']} rotation keys, "
@@ -211,6 +297,8 @@ def server_preprocess_model() -> None:
     if model.identity().hex() != plan.get("model") or model.activation_fit() != plan.get("fit"):
         raise EntryError(f"{model_dir() / 'server_model.npz'} is not the model of the published plan.json "
                          f"(rebuild: scripts/build_task.sh)")
+    if _packed_spec().get("model") != plan.get("model") or _packed_spec().get("fit") != plan.get("fit"):
+        raise EntryError(f"{model_dir() / 'packed.json'} is not the model of the published plan.json (rebuild)")
     _log("server", f"model {plan['model'][:12]}: {model!r}")
 
 
@@ -222,10 +310,22 @@ def client_preprocess_input(size: int) -> None:
 
 
 def client_encode_encrypt_input(size: int) -> None:
+    x = np.load(io_dir(size) / "intermediate" / "inputs.npy")
+    if uses_sample_packing(size):  # one request per set of <= N/2 images, written record by record
+        client = _packed_client(size)
+        folder = io_dir(size) / "ciphertexts_upload"
+        _write_numbered(folder, "request", [])
+        total = 0
+        for k, start in enumerate(range(0, len(x), client.slots)):
+            with open(folder / f"request-{k:05d}.bin", "wb") as stream:
+                for record in client.encrypt_set(x[start:start + client.slots]):
+                    total += stream.write(record)
+        _log("client", f"{len(x)} images in {k + 1} sets of <= {client.slots} (one image per slot, "
+                       f"{client.spec.features} ciphertexts each), {total / 2**20:.1f} MiB")
+        return
     from tensor_ops.distributed import batch_requests
 
     client = _client(size)
-    x = np.load(io_dir(size) / "intermediate" / "inputs.npy")
     requests = batch_requests(client, x, client.plan.batch * CIPHERTEXTS_PER_REQUEST)
     total = _write_numbered(io_dir(size) / "ciphertexts_upload", "request", requests)
     _log("client", f"{len(x)} images in {math.ceil(len(x) / client.plan.batch)} ciphertexts "
@@ -233,6 +333,8 @@ def client_encode_encrypt_input(size: int) -> None:
 
 
 def server_encrypted_compute(size: int) -> None:
+    if uses_sample_packing(size):
+        return _server_sample_packed(size)
     from tensor_ops.distributed import ServerShare, evaluate_batches
 
     model, plan = _load_model(), _plan_dict()
@@ -257,10 +359,32 @@ def server_encrypted_compute(size: int) -> None:
     _write_numbered(io_dir(size) / "ciphertexts_download", "reply", replies)
 
 
+def _server_sample_packed(size: int) -> None:
+    """Sample packing: each request (a set of images, one per slot) read record by record and evaluated in this
+    process (dense layers as modular matrix products, no rotation)."""
+    from tensor_ops.sample_packing import SamplePackedServer
+
+    start = time.perf_counter()
+    packed = _packed_model()
+    server = SamplePackedServer(packed, (io_dir(size) / "public_keys" / "context.bin").read_bytes())
+    _log("server", f"model and keys loaded: {time.perf_counter() - start:.3f} s")
+    folder = io_dir(size) / "ciphertexts_download"
+    _write_numbered(folder, "reply", [])
+    requests = _numbered(io_dir(size) / "ciphertexts_upload", "request")
+    for k, request in enumerate(requests):
+        begin = time.perf_counter()
+        (folder / f"reply-{k:05d}.bin").write_bytes(server.evaluate(request))
+        _log("server", f"set {k}: {time.perf_counter() - begin:.3f} s")
+    _log("server", f"{len(requests)} sets: {time.perf_counter() - start:.3f} s (model and keys loaded, evaluated)")
+
+
 def client_decrypt_decode(size: int) -> None:
-    client = _client(size)
-    scores = [client.decrypt(path.read_bytes()) for path in _numbered(io_dir(size) / "ciphertexts_download", "reply")]
-    scores = np.concatenate([np.atleast_2d(s) for s in scores], axis=0)
+    replies = _numbered(io_dir(size) / "ciphertexts_download", "reply")
+    if uses_sample_packing(size):
+        scores = _packed_client(size).decrypt(replies)
+    else:
+        client = _client(size)
+        scores = np.concatenate([np.atleast_2d(client.decrypt(path.read_bytes())) for path in replies], axis=0)
     if len(scores) != BATCH_SIZES[size]:
         raise EntryError(f"the replies hold {len(scores)} results, the instance has {BATCH_SIZES[size]} images")
     np.save(io_dir(size) / "intermediate" / "scores.npy", scores)
