@@ -722,6 +722,9 @@ def _write_secret_file(path, blob: bytes) -> None:
         raise SerializationError(f"{path}: the secret client file has mode {mode:o} after writing, not 600")
 
 
+write_secret_file = _write_secret_file  # public: other client kinds (``tensor_ops.replicated``) save the same way
+
+
 def _layout(header, n_ciphertexts, slots, shape_key):
     """(block, samples, shape) from a message header, each checked against the slot count."""
     block, samples, shape = header.get("block"), header.get("samples"), header.get(shape_key)
