@@ -77,8 +77,8 @@ def bench_hezk(key, repeats, zk=True, params=None):
     model = quantize_fixed_point(weights, biases, frac_bits=frac_bits)
     x = quantize_input(model, np.random.default_rng(1).uniform(-1, 1, (batch, sizes[0])))
     proofs = repeats + 2
-    commit_wall, _, network = timed(lambda: Network(model, zk=True, max_proofs=proofs,
-                                                    **({} if params is None else {"params": params})) if zk else
+    hiding = network_zk.default_params() if params is None else params  # hiding Ligero named (None: the auto rule)
+    commit_wall, _, network = timed(lambda: Network(model, zk=True, max_proofs=proofs, params=hiding) if zk else
                                     Network(model, zk=False, params=params), 1)
     verify_network(network.commitment, x, network.prove(x))  # warm-up (compiles; checks the copies once)
     prove_wall, prove_cpu, proof = timed(lambda: network.prove(x), repeats)

@@ -212,9 +212,17 @@ class Prover:
     ``save_state(path)`` (the SECRET prover state: ``Prover.load(model, commitment, path)`` proves on later, in
     another process; never copy or restore it)."""
 
-    def __init__(self, graph, quantized, network, commitment: bytes, error_report: dict, hiding: bool):
+    def __init__(self, graph, quantized, network, commitment: bytes, error_report: dict, hiding: bool, *,
+                 scheme: str | None = None):
         self.graph, self.quantized, self._network = graph, quantized, network
         self.commitment, self.error_report, self._hiding = commitment, error_report, hiding
+        self.scheme = scheme
+
+    @property
+    def strategy(self) -> str:
+        """The proof of inference: "mlp" (the MLP proof of a ReLU MLP chain) or "graph" (the graph proof)."""
+        from proofs.layers.network import Network
+        return "mlp" if isinstance(self._network, Network) else "graph"
 
     @property
     def zero_knowledge(self) -> bool:
@@ -229,13 +237,19 @@ class Prover:
         """The proof bytes that y = model(x) under the commitment (x: one sample or a batch, floats quantized
         at the committed input scale). ``private_input``: hide x too (its range is proven; the verifier passes
         None for x). An input outside the calibrated range is refused (ModelError)."""
-        from proofs import ModelError
         x = _array(x, "x")
         if private_input:
-            if not self.zero_knowledge:
-                raise ModelError("private_input=True needs a hiding commitment (commit with hiding=True)")
+            self._require_private_input()
             return self._network.prove(x, private_input=True).to_bytes()
         return self._network.prove(x).to_bytes()
+
+    def _require_private_input(self) -> None:
+        from proofs import ModelError
+        if not self.zero_knowledge:
+            raise ModelError("private_input=True needs a hiding commitment (commit with hiding=True)")
+        if self.strategy == "mlp":
+            raise ModelError("private_input=True: this ReLU MLP was committed for the MLP proof, whose proofs state "
+                             "their input; commit with private_input=True (the graph proof) to hide it")
 
     def prove_batch(self, x, *, per_proof: int = 1, dask=None, private_input: bool = False,
                     progress=None) -> list:
@@ -243,10 +257,9 @@ class Prover:
         (:func:`proofs.batch.prove_batch`: ``dask`` None for this process, "local:K", a scheduler address or a
         ``distributed.Client``); each hiding proof uses its own copy, all reserved before any proof runs (a
         ModelError before any work when too few are left)."""
-        from proofs import ModelError
         from proofs.batch import prove_batch
-        if private_input and not self.zero_knowledge:
-            raise ModelError("private_input=True needs a hiding commitment (commit with hiding=True)")
+        if private_input:
+            self._require_private_input()
         x = _array(x, "x")
         proofs = prove_batch(self._network, x, per_proof=per_proof, dask=dask, progress=progress,
                              private_input=private_input)
@@ -266,11 +279,37 @@ class Prover:
         except (TypeError, ProofRejected) as error:
             raise ModelError(f"commitment is not the bytes of a graph commitment: {error}") from None
         if not hasattr(parsed, "structure"):
-            raise ModelError("commitment is an MLP commitment (hezk commit of a ReLU MLP): prove with hezk prove")
+            return cls._load_mlp(model, parsed, bytes(commitment), state)
         shape = parsed.structure.input_shape
         graph = as_graph(model, example_input=np.zeros((1, *shape), dtype=np.float32), input_shape=shape)
         network = graph_prover(graph, parsed, state, names=("the commitment", "this model's"))
-        return cls(graph, network.qgraph, network, bytes(commitment), None, parsed.zk)
+        return cls(graph, network.qgraph, network, bytes(commitment), None, parsed.zk,
+                   scheme=_scheme_name(network.commitment))
+
+    @classmethod
+    def _load_mlp(cls, model, parsed, commitment: bytes, state) -> "Prover":
+        """The MLP proof's prover of ``parsed`` (a ModelCommitment: ``hezk commit`` or :func:`commit` of a ReLU
+        MLP) for ``model``, quantized at the committed input bound."""
+        from proofs import ModelError
+        from proofs.layers.network import Network
+        from proofs.quantize import quantize_fixed_point
+        from proofs.model import graph_layers
+
+        shape = (parsed.layers[0].in_features,)
+        graph = as_graph(model, example_input=np.zeros((1, *shape), dtype=np.float32), input_shape=shape)
+        weights, biases, relus = graph_layers(graph)
+        quantized = quantize_fixed_point(weights, biases, frac_bits=parsed.input_frac,
+                                         input_bound=parsed.input_bound * 2.0 ** -parsed.input_frac, relus=relus)
+        if parsed.zk:
+            if state is None:
+                raise ModelError("a hiding commitment is proven from its prover state: pass state= (the path "
+                                 "Prover.save_state wrote)")
+            network = Network(quantized, state=state)
+        else:
+            network = Network(quantized, parsed.params, zk=False)
+        if network.commitment.to_bytes() != commitment:
+            raise ModelError("the commitment is not of this model's weights (or the prover state is another's)")
+        return cls(graph, quantized, network, commitment, None, parsed.zk, scheme=_scheme_name(network.commitment))
 
     def save_state(self, path) -> None:
         """Write the SECRET prover state (hiding commitments only; never copy or restore it)."""
@@ -281,50 +320,139 @@ class Prover:
 
     def __repr__(self) -> str:
         mode = f"zero knowledge, {self.proofs_left} proofs left" if self.zero_knowledge else "PUBLIC WEIGHTS"
-        return f"Prover({len(self.quantized.ops)} proven ops, {len(self.commitment)} commitment bytes, {mode})"
+        size = (f"{len(self.quantized.layers)} layers" if self.strategy == "mlp"
+                else f"{len(self.quantized.ops)} proven ops")
+        return (f"Prover({self.strategy} proof of {size}, {self.scheme or 'ligero'}, {len(self.commitment)} "
+                f"commitment bytes, {mode})")
 
 
-def commit(model, calibration=None, *, hiding: bool = True, max_proofs: int | None = None, scheme: str = "ligero",
-           input_shape=None, act_bits: int = 12, weight_bits: int = 8, progress=None) -> Prover:
+def _scheme_name(commitment) -> str:
+    """"basefold" or "ligero": the scheme a parsed commitment's weights were committed with."""
+    from proofs.pcs.scheme import scheme_of
+    return "basefold" if scheme_of(commitment.weights.params).batched else "ligero"
+
+
+def commit(model, calibration=None, *, hiding: bool = True, max_proofs: int | None = None, scheme: str = "auto",
+           private_input: bool = False, input_shape=None, act_bits: int = 12, weight_bits: int = 8,
+           progress=None) -> Prover:
     """Quantize ``model`` (see :func:`as_graph`) with scales chosen on ``calibration`` (representative inputs,
     batch first; None: 64 seeded uniform [-1, 1] inputs, as ``hezk commit``) and commit to its weights.
 
     ``hiding`` (default): the weights stay private (zero-knowledge proofs, ``max_proofs`` hiding copies, each
-    proof uses one; default 16); False commits them publicly (proofs reveal them). ``scheme``: "ligero" or
-    "basefold" (hiding only). ``act_bits`` / ``weight_bits``: the quantization. ``progress``: True draws a bar on
+    proof uses one; default 16); False commits them publicly (proofs reveal them). The proof is the one ``hezk
+    commit`` makes of the same model: a ReLU MLP chain is proven by the MLP proof (fixed point at 2^8, input
+    bound the calibration's largest |x| rounded up to a power of two), unless ``private_input`` asks for proofs
+    that may hide their input (only the graph proof hides one); every other model by the graph proof
+    (``act_bits`` / ``weight_bits``: its quantization).
+
+    ``scheme``: "auto" (default) takes the smallest proof at the soundness floor, by the rule every command and
+    API follows (:func:`proofs.pcs.choice.choose_scheme`): hiding Basefold for a ReLU MLP of at most 2^17
+    parameters x copies (16->16->4: 92 kB proofs verified in 24 ms, against hiding Ligero's 250 kB and 46 ms,
+    for about the same prover time: 93 against 85 ms), Ligero for larger MLPs, graph models and public weights
+    (a small CNN: 436 kB against Basefold's 3.7 MB, proved 25x faster). "ligero" takes the fastest prover and
+    commitment, "basefold" the O(log^2 n) openings (a graph model: hiding only). ``progress``: True draws a bar on
     stderr over the commitment, a callable gets ``(done, total, label)``; the result is the same either way.
-    Returns a :class:`Prover`. ModelError (proofs) for a model the proofs cannot prove, naming the operator or
-    layer, or a bad ``progress``."""
+    Returns a :class:`Prover` (``prover.scheme`` and ``prover.strategy`` say what was chosen). ModelError
+    (proofs) for a model the proofs cannot prove, naming the operator or layer, or a bad option."""
     from proofs import ModelError
+    from proofs.graph_cli import is_relu_mlp
+    from proofs.layers.network_zk import DEFAULT_MAX_PROOFS
+    from proofs.pcs.choice import choose_scheme
     from proofs.progress import as_progress
-    from proofs.graph_cli import parsed_back
-    from proofs.graph_quantize import quantize_graph
-    from proofs.layers.graph import GraphNetwork
-    from proofs.layers.graph_zk import DEFAULT_MAX_PROOFS, HidingGraphNetwork
-    from proofs.layers.network_zk import basefold_params
 
     progress = as_progress(progress, "committing")
-    if scheme not in ("ligero", "basefold"):
-        raise ModelError(f"scheme={scheme!r} must be 'ligero' or 'basefold'")
-    if not isinstance(hiding, bool):
-        raise ModelError(f"hiding={hiding!r} must be True or False")
-    if scheme == "basefold" and not hiding:
-        raise ModelError("scheme='basefold' commits hiding graph proofs only: use hiding=True (public weights are "
-                         "committed with ligero)")
+    for name, value in (("hiding", hiding), ("private_input", private_input)):
+        if not isinstance(value, bool):
+            raise ModelError(f"{name}={value!r} must be True or False")
+    choose_scheme(scheme, strategy="graph", hiding=hiding)  # an unknown scheme name: refused before any work
+    if private_input and not hiding:
+        raise ModelError("private_input=True needs hiding weights (hiding=True): public-weights proofs state their "
+                         "input")
     graph, samples = _graph_and_samples(model, calibration, input_shape)
     if samples is None:
         rng = np.random.default_rng(0)
         samples = rng.uniform(-1.0, 1.0, (DEFAULT_CALIBRATION_SAMPLES, *graph.input_shape))
+    copies = DEFAULT_MAX_PROOFS if max_proofs is None else max_proofs
+    if is_relu_mlp(graph) and not private_input:
+        return _commit_mlp(graph, samples, hiding, copies, scheme, progress)
+    return _commit_graph(graph, samples, hiding, copies, choose_scheme(scheme, strategy="graph", hiding=hiding),
+                         act_bits, weight_bits, progress)
+
+
+def _commit_graph(graph, samples, hiding, max_proofs, scheme, act_bits, weight_bits, progress) -> Prover:
+    """The graph proof's commitment (any model the quantizer reads)."""
+    from proofs import ModelError
+    from proofs.graph_cli import parsed_back
+    from proofs.graph_quantize import quantize_graph
+    from proofs.layers.graph import GraphNetwork
+    from proofs.layers.graph_zk import HidingGraphNetwork
+    from proofs.layers.network_zk import basefold_params, default_params
+
+    if scheme == "basefold" and not hiding:
+        raise ModelError("scheme='basefold' with hiding=False: graph models commit public weights with ligero (use "
+                         "hiding=True for hiding Basefold)")
     quantized = quantize_graph(graph, samples, act_bits=act_bits, weight_bits=weight_bits)
     if hiding:
-        params = basefold_params() if scheme == "basefold" else None
-        network = HidingGraphNetwork(quantized, params=params,
-                                     max_proofs=DEFAULT_MAX_PROOFS if max_proofs is None else max_proofs,
-                                     progress=progress)
+        params = basefold_params() if scheme == "basefold" else default_params()
+        network = HidingGraphNetwork(quantized, params=params, max_proofs=max_proofs, progress=progress)
     else:
         network = GraphNetwork(quantized, progress=progress)
     return Prover(graph, quantized, network, parsed_back(network.commitment), quantized.error_report(graph, samples),
-                  hiding)
+                  hiding, scheme=scheme)
+
+
+#: fixed-point bits of a ReLU MLP proven by the MLP proof (``hezk commit``'s default)
+MLP_FRAC_BITS = 8
+
+
+def _mlp_model(graph, largest: float):
+    """The QuantizedMLP of a ReLU MLP graph, fixed point at 2^MLP_FRAC_BITS, input bound ``largest`` rounded up to
+    a power of two (as ``hezk commit --calibration`` rounds its calibration's largest |x|)."""
+    from proofs.model import graph_layers
+    from proofs.quantize import quantize_fixed_point
+
+    weights, biases, relus = graph_layers(graph)
+    bound = 2.0 ** math.ceil(math.log2(largest)) if largest > 0 else 1.0
+    return quantize_fixed_point(weights, biases, frac_bits=MLP_FRAC_BITS, input_bound=bound, relus=relus)
+
+
+def _mlp_error_report(model, graph, samples) -> dict:
+    """The proven integer MLP against the float model on ``samples``, as the graph quantizer reports it."""
+    from proofs.quantize import dequantize_output, forward_int, quantize_input
+
+    x = np.asarray(samples, dtype=np.float64).reshape(len(samples), -1)
+    reference = graph.forward(np.asarray(samples, dtype=np.float64)).reshape(len(x), -1)
+    proven = dequantize_output(model, forward_int(model, quantize_input(model, x))).reshape(len(x), -1)
+    error = np.abs(proven - reference)
+    return {"mean_error": float(error.mean()), "max_error": float(error.max()),
+            "output_magnitude": float(np.abs(reference).max()),
+            "argmax_agreement": float(np.mean(np.argmax(proven, 1) == np.argmax(reference, 1)))}
+
+
+def _mlp_params(scheme: str, hiding: bool):
+    """The MLP proof's parameters of ``scheme`` (named explicitly: ``Network(params=None)`` is the auto rule)."""
+    from proofs.basefold import BasefoldParams
+    from proofs.commit import CommitParams
+    from proofs.layers.network_zk import basefold_params, default_params
+
+    if scheme == "basefold":
+        return basefold_params() if hiding else BasefoldParams()
+    return default_params() if hiding else CommitParams()
+
+
+def _commit_mlp(graph, samples, hiding, max_proofs, scheme, progress) -> Prover:
+    """The MLP proof's commitment of a ReLU MLP chain (what ``hezk commit`` makes of it)."""
+    from proofs.graph_cli import parsed_back
+    from proofs.layers.network import Network
+    from proofs.pcs.choice import choose_scheme
+
+    model = _mlp_model(graph, float(np.max(np.abs(samples))))
+    copies = max_proofs if hiding and isinstance(max_proofs, (int, np.integer)) else 1
+    scheme = choose_scheme(scheme, strategy="mlp", hiding=hiding, parameter_copies=model.num_parameters * int(copies))
+    options = {"max_proofs": max_proofs} if hiding else {}
+    network = Network(model, _mlp_params(scheme, hiding), zk=hiding, progress=progress, **options)
+    return Prover(graph, model, network, parsed_back(network.commitment), _mlp_error_report(model, graph, samples),
+                  hiding, scheme=scheme)
 
 
 def prove(prover: Prover, x, *, private_input: bool = False, per_proof: int | None = None, dask=None,

@@ -51,8 +51,10 @@ from .basefold import BasefoldParams
 from .errors import ModelError, ProofError, ProofRejected
 from .inference import statement_input
 from .layers.network import ModelCommitment, Network
-from .layers.network_zk import DEFAULT_MAX_PROOFS, basefold_params  # noqa: F401 (re-exported)
+from .commit import CommitParams
+from .layers.network_zk import DEFAULT_MAX_PROOFS, basefold_params, default_params  # noqa: F401 (re-exported)
 from .model import load_model
+from .pcs.choice import AUTO_BASEFOLD_MAX_PARAMETER_COPIES, choose_scheme  # noqa: F401 (re-exported)
 from .cli_args import (DEFAULT_COMMITMENT, DEFAULT_PROOF, MODEL_HELP, PUBLIC_WEIGHTS_HELP,  # noqa: F401 (re-exported)
                        build_parser)
 from .progress import command_of, progress_bar, run_command
@@ -129,22 +131,12 @@ def _committed_model(args):
     return model
 
 
-#: ``--scheme auto`` takes hiding Basefold for a ReLU MLP up to this many parameters x copies: its proofs are 2.7x
-#: smaller (92 vs 250 kB, 16-16-4), but its commitment and prover state grow ~40x faster than Ligero's (measured,
-#: 784-64-10 with 16 copies: 46 s, 58 MB commitment and a 1.1 GB state against 1.7 s, 3.9 MB and 31 MB), so past
-#: this size (a state of ~180 MB) the default stays Ligero
-AUTO_BASEFOLD_MAX_PARAMETER_COPIES = 1 << 17
-
-
 def commit_scheme(scheme: str | None, graph: bool, hiding: bool, parameter_copies: int = 0) -> str:
-    """The commitment of ``commit --scheme`` (None or "auto": the smaller proof at the soundness floor where its
-    commitment stays affordable, measured: hiding Basefold for a ReLU MLP of at most
-    AUTO_BASEFOLD_MAX_PARAMETER_COPIES parameters x copies, Ligero for larger ones, graph models and public
-    weights)."""
-    if scheme in (None, "auto"):
-        small = parameter_copies <= AUTO_BASEFOLD_MAX_PARAMETER_COPIES
-        return "basefold" if hiding and not graph and small else "ligero"
-    return scheme
+    """The commitment of ``commit --scheme``: :func:`proofs.pcs.choice.choose_scheme` (the one rule every command
+    and API follows; None or "auto": the smallest proof at the soundness floor) for the graph proof (``graph``)
+    or the MLP proof."""
+    return choose_scheme(scheme, strategy="graph" if graph else "mlp", hiding=hiding,
+                         parameter_copies=parameter_copies)
 
 
 def _graph_strategy(args, asked: bool):
@@ -192,10 +184,11 @@ def _commit(args) -> int:
     args.out = DEFAULT_COMMITMENT if args.out is None else args.out
     args.scheme = scheme = commit_scheme(getattr(args, "scheme", None), False, zk,
                                          model.num_parameters * args.max_proofs)
-    plain = BasefoldParams() if scheme == "basefold" else None
-    hiding = {"params": basefold_params()} if scheme == "basefold" else {}  # issue 17: one batched opening
+    basefold = scheme == "basefold"  # each scheme named (Network's own default, params=None, is the auto rule)
+    plain = BasefoldParams() if basefold else CommitParams()
+    hiding = basefold_params() if basefold else default_params()  # issue 17: one batched opening
     progress = None if getattr(args, "quiet", False) else progress_bar("committing")
-    network = Network(model, zk=zk, max_proofs=args.max_proofs, progress=progress, **hiding) if zk else \
+    network = Network(model, zk=zk, max_proofs=args.max_proofs, progress=progress, params=hiding) if zk else \
         Network(model, zk=False, params=plain, progress=progress)
     data = graph_cli.parsed_back(network.commitment)
     with open(args.out, "wb") as handle:
@@ -212,7 +205,7 @@ def _commit(args) -> int:
               f"{network.commitment.weights.digest().hex()}; secret prover state -> {state} (keep it private)")
     else:
         print(f"PUBLIC WEIGHTS: proofs reveal every weight; commitment digest {network.commitment.weights.root.hex()}"
-              + (f" ({plain.describe()})" if plain is not None else ""))
+              + (f" ({plain.describe()})" if basefold else ""))
     return 0
 
 

@@ -27,6 +27,7 @@ from .graph_quantize import quantize_graph
 from .layers.graph import GraphCommitment, GraphNetwork
 from .layers.graph_zk import HidingGraphCommitment, HidingGraphNetwork
 from .layers.network_zk import basefold_params
+from .pcs.choice import choose_scheme
 from .progress import progress_bar
 from .proof_format import record_kind
 
@@ -55,20 +56,27 @@ def figure_text(commitment, batch: int, **options) -> str:
     return soundness_text(bits, getattr(commitment, "soundness_label", "proven"), statistical)
 
 
+def is_relu_mlp(graph) -> bool:
+    """Whether the MLP proof proves ``graph`` (a :class:`hezk.model.Graph`): a chain of dense layers with biases
+    and ReLU (:func:`proofs.model.graph_layers`); every other model is proven by the graph proof. The command
+    line and :func:`hezk.commit` send such a model to the MLP proof unless its input is to be hidden."""
+    from .model import graph_layers
+
+    try:
+        graph_layers(graph)
+    except ModelError:
+        return False
+    return True
+
+
 def graph_model(path):
     """The model's :class:`hezk.model.Graph` when the graph path proves it (anything but a ReLU MLP chain, which
     the MLP path proves); None when the MLP path should read the file (and report its own errors)."""
-    from .model import graph_layers
-
     try:
         graph = hezk.model.load(path)
     except (hezk.model.ModelFileError, OSError, ValueError):
         return None
-    try:
-        graph_layers(graph)
-    except ModelError:
-        return graph
-    return None
+    return None if is_relu_mlp(graph) else graph
 
 
 def load_array(path: str, what: str = "input") -> np.ndarray:
@@ -113,7 +121,7 @@ def commit(args, graph) -> int:
     calibration, source = _calibration(args, graph)
     q = quantize_graph(graph, calibration, act_bits=getattr(args, "act_bits", 12),
                        weight_bits=getattr(args, "weight_bits", 8))
-    scheme = getattr(args, "scheme", None) or "ligero"  # "auto": ligero, the smaller graph proof (proofs.cli)
+    scheme = choose_scheme(getattr(args, "scheme", None), strategy="graph", hiding=hiding)  # auto: ligero
     if scheme == "basefold" and not hiding:
         raise ModelError("--scheme basefold with --public-weights: graph models commit their public weights with "
                          "ligero (hiding graph proofs take --scheme basefold)")

@@ -200,7 +200,7 @@ def test_commit_prove_verify_accepts_the_honest_proof(name, provers, inputs):
 
 
 def test_a_proof_of_another_output_input_or_commitment_is_rejected(provers, inputs):
-    prover, x = provers["mlp"], inputs["mlp"][:1]
+    prover, x = provers["cnn"], inputs["cnn"][:1]  # the graph proof (a ReLU MLP takes the MLP proof: below)
     proof = prover.prove(x)
     assert hezk.verify(prover.commitment, x, proof)  # positive control
     parsed = HidingGraphProof.from_bytes(proof)
@@ -208,9 +208,9 @@ def test_a_proof_of_another_output_input_or_commitment_is_rejected(provers, inpu
     with pytest.raises(ProofRejected):
         hezk.verify(prover.commitment, x, forged)  # a wrong output
     with pytest.raises(ProofRejected):
-        hezk.verify(prover.commitment, inputs["mlp"][1:2], proof)  # another input
+        hezk.verify(prover.commitment, inputs["cnn"][1:2], proof)  # another input
     with pytest.raises(ProofRejected):
-        hezk.verify(provers["cnn"].commitment, x, proof)  # another model's commitment
+        hezk.verify(provers["mlp"].commitment, x, proof)  # another model's commitment
     flipped = bytearray(proof)
     flipped[len(flipped) // 2] ^= 1
     with pytest.raises(ProofRejected):
@@ -220,24 +220,48 @@ def test_a_proof_of_another_output_input_or_commitment_is_rejected(provers, inpu
             hezk.verify(commitment, x, proof_value)
 
 
-def test_private_input_and_public_weights(provers, inputs):
+def test_an_mlp_proof_of_another_input_or_commitment_is_rejected(provers, inputs):
+    """The ReLU MLP's default proof (the MLP proof, hiding Basefold): accepted, and rejected for another input,
+    another model's commitment or a flipped byte."""
     prover, x = provers["mlp"], inputs["mlp"][:1]
+    assert (prover.strategy, prover.scheme) == ("mlp", "basefold")
+    proof = prover.prove(x)
+    assert hezk.verify(prover.commitment, x, proof)  # positive control
+    with pytest.raises(ProofRejected):
+        hezk.verify(prover.commitment, inputs["mlp"][1:2], proof)
+    with pytest.raises(ProofRejected):
+        hezk.verify(provers["cnn"].commitment, x, proof)
+    flipped = bytearray(proof)
+    flipped[len(flipped) // 2] ^= 1
+    with pytest.raises(ProofRejected):
+        hezk.verify(prover.commitment, x, bytes(flipped))
+
+
+def test_private_input_and_public_weights(inputs):
+    x = inputs["mlp"][:1]
+    prover = hezk.commit(_mlp(), calibration=inputs["mlp"], max_proofs=1, private_input=True)  # the graph proof
     hidden = hezk.verify(prover.commitment, None, prover.prove(x, private_input=True))
     assert hidden.private_input and hidden.output.shape == (1, 3)
     public = hezk.commit(_mlp(), calibration=inputs["mlp"], hiding=False)
     result = hezk.verify(public.commitment, x, public.prove(x))
     assert result and not result.zero_knowledge
-    with pytest.raises(ProofRejected, match="states its input"):
+    with pytest.raises(ProofRejected, match="states its input|private input"):
         hezk.verify(public.commitment, None, public.prove(x))
     with pytest.raises(ModelError, match="hiding commitment"):
         public.prove(x, private_input=True)
 
 
 @pytest.mark.parametrize("options, match", [({"scheme": "stark"}, "scheme="), ({"hiding": 1}, "hiding="),
-                                            ({"scheme": "basefold", "hiding": False}, "hiding=True")])
+                                            ({"private_input": "yes"}, "private_input="),
+                                            ({"private_input": True, "hiding": False}, "hiding=True")])
 def test_commit_refuses_unknown_options(options, match, inputs):
     with pytest.raises(ModelError, match=match):
         hezk.commit(_mlp(), calibration=inputs["mlp"], **options)
+
+
+def test_commit_refuses_public_basefold_graph_commitments(inputs):
+    with pytest.raises(ModelError, match="hiding=True"):
+        hezk.commit(_cnn(), calibration=inputs["cnn"], scheme="basefold", hiding=False)
 
 
 def test_verify_takes_the_mlp_commitments_of_the_command_line(tmp_path, inputs):

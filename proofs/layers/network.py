@@ -47,6 +47,7 @@ from ..transcript import Transcript
 from ..verdict import Verdict, rejecting
 from .common import Claim, log2, pad_matrix, padded, require
 from .matmul import LinearProof, LinearShape, prove_linear, verify_linear, weight_tables
+from ..pcs.choice import AUTO, choose_scheme
 from ..pcs.scheme import scheme_of
 from .commitments import PARAMS_TYPES, commit_table, read_commitment, read_opening
 from .packing import Packing
@@ -176,6 +177,15 @@ def _field_table(values) -> np.ndarray:
     return F.to_field(np.asarray(values, dtype=np.int64).reshape(-1))
 
 
+def _auto_params(model: QuantizedMLP, zk: bool, max_proofs) -> object:
+    """The parameters of ``Network(params=None)``: hiding Basefold's where :func:`choose_scheme` picks it for this
+    MLP, else None (the scheme's defaults: hiding or plain Ligero)."""
+    copies = max_proofs if zk and isinstance(max_proofs, (int, np.integer)) and not isinstance(max_proofs, bool) \
+        else 1
+    scheme = choose_scheme(AUTO, strategy="mlp", hiding=zk, parameter_copies=model.num_parameters * int(copies))
+    return network_zk.basefold_params() if scheme == "basefold" else None
+
+
 class Network:
     """The prover side: a quantized model whose weights are committed once at construction.
 
@@ -188,7 +198,8 @@ class Network:
 
     ``zk=True`` (the default): zero-knowledge proofs, the weights stay private; the commitment holds
     ``max_proofs`` hiding copies and each proof uses one (then :meth:`prove` refuses: commit again);
-    ``params`` are :class:`~proofs.zk.HidingParams`; ``state`` is a file from :meth:`save_state` (or the bytes
+    ``params`` are :class:`~proofs.zk.HidingParams` (hiding Ligero) or hiding Basefold's
+    (:func:`~proofs.layers.network_zk.basefold_params`); ``state`` is a file from :meth:`save_state` (or the bytes
     of :meth:`state_bytes`: prove later against the same commitment). ``zk=False``: the plain protocol, whose proofs REVEAL THE WEIGHTS (every
     weight and bias can be decoded from one proof's opened columns); ``params`` are
     :class:`~proofs.commit.CommitParams` (Ligero-style, the default) or :class:`~proofs.basefold.BasefoldParams`
@@ -196,6 +207,11 @@ class Network:
     784-1024-256-10 at batch 64: 267 KB against 1747 KB, verification 46 against 96 ms of CPU, the prover 2.4x
     the CPU time; on 16-16-4 at batch 1: 26 against 32 KB, 1.4x the prover time).
     Parameters giving a verifier less than 100 bits are refused.
+
+    ``params=None`` (or "auto") takes the default of every command and API, :func:`proofs.pcs.choice.choose_scheme`:
+    the smallest proof at the soundness floor, hiding Basefold for ``zk=True`` up to 2^17 parameters x
+    ``max_proofs`` (16->16->4: 92 kB proofs against hiding Ligero's 250 kB, for about the same prover time),
+    Ligero beyond and for ``zk=False``; a ``state`` keeps the scheme it was committed with.
     """
 
     def __init__(self, model, params=None, *, zk: bool = True, max_proofs: int = network_zk.DEFAULT_MAX_PROOFS,
@@ -211,6 +227,8 @@ class Network:
                              f"got {type(model).__name__}")
         if not isinstance(zk, bool):
             raise ModelError(f"zk must be True or False, got {zk!r}")
+        if params is None or (isinstance(params, str) and params == AUTO):
+            params = None if state is not None else _auto_params(model, zk, max_proofs)
         if zk:
             params = network_zk.check_params(params)
             if params.target_bits < MIN_VERIFY_BITS:

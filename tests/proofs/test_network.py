@@ -11,6 +11,7 @@ from hypothesis import given, settings, strategies as st
 from proofs.commit import CommitParams
 from proofs.errors import ModelError
 from proofs.layers.network import ModelCommitment, Network, NetworkProof, read_proof, verify_network
+from proofs.layers import network_zk
 from proofs.layers.network_zk import HidingNetworkProof
 from proofs.quantize import (dequantize_output, float_forward, forward_int, quantize_fixed_point, quantize_input,
                              quantize_int8)
@@ -60,7 +61,7 @@ def test_proof_verifies_and_output_is_the_integer_reference(name, batch, zk):
 @pytest.mark.parametrize("zk", [False, True])
 def test_single_linear_layer_without_decomposition(zk):
     model = quantize_fixed_point([np.array([[0.5, -1.0, 0.25]])], [np.array([0.125])], frac_bits=4)
-    network = Network(model, zk=zk, max_proofs=1)
+    network = Network(model, network_zk.default_params() if zk else None, zk=zk, max_proofs=1)
     x = quantize_input(model, np.array([[1.0, 0.5, -0.75], [0.0, 0.0, 0.0]]))
     proof = network.prove(x)
     if zk:  # no hidden layer and no decomposition: the proof has no store of its own

@@ -14,6 +14,7 @@ import pytest
 from proofs.basefold import BasefoldParams
 from proofs.errors import ProofRejected
 from proofs.layers.network import verify_network
+from proofs.layers.network_zk import default_params
 from proofs.zk import HidingCommitment
 from tests.proofs.rejection_helpers import proved_mlp, with_relations
 
@@ -47,7 +48,7 @@ def test_conjectured_refusal_comes_first_and_names_the_model_commitment(conjectu
 # ------------------------------------------------------------------ the hiding Network verifier (network_zk.verify)
 @pytest.fixture(scope="module")
 def hiding():
-    return proved_mlp(1, zk=True, max_proofs=1)
+    return proved_mlp(1, zk=True, max_proofs=1, params=default_params())  # hiding Ligero
 
 
 def test_hiding_relations_must_be_a_training_proof_even_with_honest_fields(hiding):

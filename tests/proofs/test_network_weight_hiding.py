@@ -52,7 +52,7 @@ def x(model):
 
 @pytest.fixture(scope="module")
 def hiding(model, x):
-    network = Network(model, max_proofs=2)
+    network = Network(model, network_zk.default_params(), max_proofs=2)
     return network, network.prove(x)
 
 
@@ -167,7 +167,7 @@ def test_two_models_give_openings_of_the_same_distribution(hiding, x):
     """Weights enter the opened data columns only through rows whose tails are uniform: over both models the
     opened symbols look uniform (no small values, as plain weight encodings of a structured row would not)."""
     network, proof = hiding
-    other = Network(quantize_fixed_point(*float_mlp(9), frac_bits=8), max_proofs=1)
+    other = Network(quantize_fixed_point(*float_mlp(9), frac_bits=8), network_zk.default_params(), max_proofs=1)
     other_proof = other.prove(x)
     for p in (proof, other_proof):
         opening = [item for item in p.relations.items if isinstance(item, HidingOpening)][-1]
@@ -198,7 +198,7 @@ def test_hiding_proofs_accept_honest_and_reject_tampered(model, x, hiding):
 
 
 def test_each_proof_uses_a_fresh_copy_until_none_is_left(model, x):
-    network = Network(model, max_proofs=2)
+    network = Network(model, network_zk.default_params(), max_proofs=2)
     first, second = network.prove(x), network.prove(x)
     assert {first.relations.copy, second.relations.copy} == {0, 1}
     for proof in (first, second):
@@ -293,7 +293,7 @@ def test_verifiers_refuse_parameters_below_100_bits(model, x):
         Network(model, CommitParams(rate_inv=4, num_queries=90), zk=False)  # about 60 bits
     weak = network_zk.commit_model(model, Network(model, zk=False).commitment.layers,
                                    HidingParams(rate_inv=2, target_bits=60, mask_rows=40), max_proofs=1)[0]
-    network = Network(model, max_proofs=1)
+    network = Network(model, network_zk.default_params(), max_proofs=1)
     statement = dataclasses.replace(network.commitment, weights=weak)
     assert statement.soundness_bits(1) < 80  # parameters promising 60 bits of query soundness
     with pytest.raises(ProofRejected, match="bits"):

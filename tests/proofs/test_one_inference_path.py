@@ -17,7 +17,7 @@ import hezk.model
 from proofs import inference
 from proofs.batch import verify_batch
 from proofs.cli import main
-from proofs.errors import ProofRejected
+from proofs.errors import ModelError, ProofRejected
 from proofs.graph_quantize import quantize_graph
 from proofs.layers.graph import GraphNetwork, verify_graph
 from proofs.layers.graph_zk import HidingGraphCommitment, HidingGraphNetwork, verify_graph_zk
@@ -166,10 +166,16 @@ def test_mlp_private_input_batches_through_the_cli(mlp, tmp_path, capsys):
 
 
 def test_api_private_input_of_an_mlp(mlp):
+    """``hezk.commit(private_input=True)`` commits a ReLU MLP for the graph proof (as ``commit --private-input``),
+    whose proofs may hide the input; the default MLP proof states its input and says so."""
     folder, x = mlp
-    prover = hezk.commit(str(folder / "mlp.npz"), max_proofs=2)
+    prover = hezk.commit(str(folder / "mlp.npz"), max_proofs=2, private_input=True)
+    assert prover.strategy == "graph"
     verified = hezk.verify(prover.commitment, None, hezk.prove(prover, x, private_input=True))
     assert verified.private_input and verified.output.shape == (2, 3)
+    stated = hezk.commit(str(folder / "mlp.npz"), max_proofs=1)
+    with pytest.raises(ModelError, match="commit with private_input=True"):
+        stated.prove(x, private_input=True)
 
 
 @pytest.mark.parametrize("side", [1, -1])

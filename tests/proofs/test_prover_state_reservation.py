@@ -40,7 +40,7 @@ def committed():
     """(model, an input, the bytes of a fresh 4-copy prover state and its commitment)."""
     model = _model()
     x = quantize_input(model, np.random.default_rng(1).uniform(-1, 1, (1, 6)))
-    network = Network(model, zk=True, max_proofs=4)
+    network = Network(model, network_zk.default_params(), zk=True, max_proofs=4)
     return model, x, network.state_bytes(), network.commitment
 
 

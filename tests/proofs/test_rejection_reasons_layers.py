@@ -13,7 +13,7 @@ from proofs import field as F
 from proofs.commit import CommitParams, commit
 from proofs.layers.common import Claim
 from proofs.layers.network import Network, verify_network
-from proofs.layers.network_zk import base_params
+from proofs.layers.network_zk import base_params, default_params
 from proofs.layers.relu import prove_decomposition
 from proofs.layers.reusable import Reusable, copy_params, verify_reusable
 from proofs.quantize import quantize_fixed_point, quantize_input
@@ -161,7 +161,7 @@ HIDING = "MLP inference proof / hiding network proof"
 
 @pytest.fixture(scope="module")
 def hiding_case():
-    return proved_mlp(1, zk=True, max_proofs=1)
+    return proved_mlp(1, zk=True, max_proofs=1, params=default_params())  # hiding Ligero
 
 
 def test_hiding_network_statement_checks_are_named(hiding_case):

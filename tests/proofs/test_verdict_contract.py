@@ -122,7 +122,7 @@ def _hezk_case(mlp):
     proof = prover.prove(x)
     tampered = bytearray(proof)
     tampered[-40] ^= 1
-    return (lambda p=proof: hezk.verify(prover.commitment, x, p)), bytes(tampered), "zero-knowledge graph inference"
+    return (lambda p=proof: hezk.verify(prover.commitment, x, p)), bytes(tampered), "MLP inference"  # a ReLU MLP
 
 
 def _trace():
