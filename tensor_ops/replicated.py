@@ -46,8 +46,9 @@ from crypto.context import CKKSContext, check_value_bound
 from crypto.errors import ContextMismatchError, ParameterError, SerializationError, ShapeError
 from crypto.params import CKKSParameters
 from crypto.rlwe import Ciphertext
-from tensor_ops.model_plan import ActivationStage, AffineStage, choose_parameters
-from tensor_ops.inference import CLIENT_KIND, pack_message, require_secure, unpack_message, write_secret_file
+from tensor_ops.model_plan import OUTPUT_MARGIN, ActivationStage, AffineStage, choose_parameters, value_bounds
+from tensor_ops.inference import (CLIENT_KIND, OutputRangeError, pack_message, require_secure, unpack_message,
+                                  write_secret_file)
 
 KINDS = ("rows", "gather", "spread", "activation")
 # a saved client is the inference client's record (CLIENT_KIND; ``Client.load`` reads it as a client without a
@@ -191,6 +192,10 @@ class ReplicatedPlan:
     model: str | None = None
     fit: str | None = None
     input_range: tuple[float, float] | None = None
+    # (lows, highs) every output meets while the activation inputs stay in their intervals (``value_bounds``),
+    # checked by ``ReplicatedClient.decrypt`` widened by ``output_margin`` (None: only finiteness is checked)
+    output_range: tuple[tuple[float, ...], tuple[float, ...]] | None = None
+    output_margin: float = 0.0
     maps: tuple = field(default=(), compare=False, repr=False)
 
     def __post_init__(self):
@@ -261,6 +266,8 @@ class ReplicatedPlan:
         return {"layout": LAYOUT, "params": self.params.to_dict(), "input_shape": list(self.input_shape),
                 "output_shape": list(self.output_shape), "model": self.model, "fit": self.fit,
                 "input_range": None if self.input_range is None else list(self.input_range),
+                "output_range": None if self.output_range is None else [list(v) for v in self.output_range],
+                "output_margin": self.output_margin,
                 "stages": [{"kind": s.kind, "n_in": s.n_in, "n_out": s.n_out, "period": s.period,
                             "inputs": s.inputs, "depth": s.depth} for s in self.stages]}
 
@@ -288,13 +295,22 @@ class ReplicatedPlan:
             shape_out = tuple(int(d) for d in data["output_shape"])
             low_high = data.get("input_range")
             rng = None if low_high is None else (float(low_high[0]), float(low_high[1]))
+            bounds = data.get("output_range")
+            if bounds is not None:
+                bounds = (tuple(float(v) for v in bounds[0]), tuple(float(v) for v in bounds[1]))
+            margin = float(data.get("output_margin", 0.0))
         except (KeyError, TypeError, ValueError) as error:
             raise ParameterError(f"replicated plan: a field is missing or malformed ({error})") from None
         if not stages or stages[0].kind != "rows" or math.prod(shape_in) != stages[0].n_in \
                 or math.prod(shape_out) != stages[-1].n_out:
             raise ParameterError("replicated plan: the stages must start with 'rows' and match the input and output "
                                  "shapes")
-        return cls(params, shape_in, shape_out, tuple(stages), data.get("model"), data.get("fit"), rng)
+        if bounds is not None and not (len(bounds[0]) == len(bounds[1]) == math.prod(shape_out)) \
+                or not math.isfinite(margin) or margin < 0:
+            raise ParameterError("replicated plan: output_range must give one low and one high per output value, "
+                                 "output_margin a finite number >= 0")
+        return cls(params, shape_in, shape_out, tuple(stages), data.get("model"), data.get("fit"), rng, bounds,
+                   margin)
 
 
 def switch_levels(stages, slots: int) -> list[int]:
@@ -373,8 +389,14 @@ def replicated_plan(model, input_shape=None, params=None) -> ReplicatedPlan:
             raise ParameterError(f"params have {params.max_level} levels, the model needs {depth}")
     rstages = plan_stages(stages, params.slots)
     shape = tuple(input_shape if input_shape is not None else model.input_shape)
+    input_range = getattr(model, "input_range", None)
+    bound, ranges = value_bounds(stages, math.prod(shape), input_range), {}
+    if bound is not None:
+        widest = float(np.max(bound[1] - bound[0])) if bound[0].size else 0.0
+        ranges = {"output_range": (tuple(bound[0].tolist()), tuple(bound[1].tolist())),
+                  "output_margin": OUTPUT_MARGIN * max(1.0, widest)}
     return ReplicatedPlan(params, shape, tuple(model.output_shape(shape)), rstages, model.identity().hex(),
-                          model.activation_fit(), getattr(model, "input_range", None))
+                          model.activation_fit(), input_range, **ranges)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -725,8 +747,18 @@ class ReplicatedClient:
         where = self.plan.output_slots
         out = np.stack([np.asarray(self._context.decrypt(Ciphertext.from_bytes(b, self._context))).real[where]
                         for b in blobs]).reshape(len(blobs), *self.plan.output_shape)
-        if not np.all(np.isfinite(out)):
-            raise SerializationError("the reply decrypts to non-finite values")
+        flat = out.reshape(len(out), -1)
+        bad = ~np.all(np.isfinite(flat), axis=1)
+        if self.plan.output_range is not None:
+            with np.errstate(invalid="ignore"):
+                bad |= np.any((flat < np.asarray(self.plan.output_range[0]) - self.plan.output_margin)
+                              | (flat > np.asarray(self.plan.output_range[1]) + self.plan.output_margin), axis=1)
+        if bad.any():
+            invalid = np.flatnonzero(bad)
+            raise OutputRangeError(f"invalid result: samples {invalid.tolist()[:20]} decrypt to values outside the "
+                                   f"plan's output range (or not finite): an activation input left its fitted "
+                                   f"interval there; encrypt them clipped or calibrate on inputs like them",
+                                   invalid, invalid, invalid, out)
         return out[0] if header.get("single") else out
 
 

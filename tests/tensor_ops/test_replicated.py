@@ -11,7 +11,7 @@ from crypto.context import CKKSContext
 from crypto.errors import ContextMismatchError, ParameterError, ShapeError
 from crypto.params import CKKSParameters
 from tensor_ops.activations import fit_activation
-from tensor_ops.inference import Client
+from tensor_ops.inference import Client, OutputRangeError
 from tensor_ops.model_plan import choose_parameters
 from tensor_ops.nn import Activation, Linear, Sequential, Square
 from tensor_ops.replicated import (ReplicatedClient, ReplicatedPlan, ReplicatedServer, bias_vector, evaluate_quartic,
@@ -170,3 +170,14 @@ def test_refusals(deployed):
         ReplicatedClient(plan)
     with pytest.raises(ParameterError, match="not a replicated plan"):
         ReplicatedPlan.from_dict({"layout": "flat"})
+
+
+def test_outputs_outside_the_planned_range_are_refused(deployed):
+    model, plan, client, server, rng = deployed
+    assert plan.output_range is not None and len(plan.output_range[0]) == 3
+    x = rng.normal(size=(2, 24)) * 0.5
+    reply = server.evaluate(client.encrypt(x))
+    narrow = ReplicatedPlan.from_dict(dict(plan.to_dict(), output_range=[[9.0] * 3, [10.0] * 3], output_margin=0.0))
+    strict = ReplicatedClient(narrow, allow_insecure=True, _context=client._context)  # noqa: SLF001 (same keys)
+    with pytest.raises(OutputRangeError, match=r"samples \[0, 1\]"):
+        strict.decrypt(reply)
