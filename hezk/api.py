@@ -157,15 +157,20 @@ class CompiledModel:
         out = self.graph.forward(batch)
         return out[0] if single else out
 
-    def infer(self, x) -> Inference:
+    def infer(self, x, *, progress=None) -> Inference:
         """Encrypt ``x`` (one sample or a batch), evaluate the encrypted model, decrypt: both parties in this
-        process (keys made on the first call and kept). The result carries the float model's output beside."""
+        process (keys made on the first call and kept). The result carries the float model's output beside.
+        ``progress``: True draws bars on stderr over the key generation (first call) and the encrypted
+        evaluation, a callable gets ``(done, total, label)``; the output is the same either way."""
+        from tensor_ops.progress import as_progress
+
+        as_progress(progress, "evaluate")  # a bad value: refused before any work
         batch, single = _batch(_array(x, "x"), self.graph, "x")
         if self._local is None:
-            client = self.client()
+            client = self.client(progress=progress)
             self._local = (client, self.server(client.public_context()))
         client, server = self._local
-        out = client.decrypt(server.evaluate(client.encrypt(batch)))
+        out = client.decrypt(server.evaluate(client.encrypt(batch), progress=progress))
         reference = self.graph.forward(batch)
         error = float(np.max(np.abs(out - reference)))
         return Inference(out[0] if single else out, reference[0] if single else reference, error,
@@ -233,15 +238,20 @@ class Prover:
     def proofs_left(self) -> float:
         return self._network.proofs_left if self.zero_knowledge else math.inf
 
-    def prove(self, x, *, private_input: bool = False) -> bytes:
+    def prove(self, x, *, private_input: bool = False, progress=None) -> bytes:
         """The proof bytes that y = model(x) under the commitment (x: one sample or a batch, floats quantized
         at the committed input scale). ``private_input``: hide x too (its range is proven; the verifier passes
-        None for x). An input outside the calibrated range is refused (ModelError)."""
+        None for x). An input outside the calibrated range is refused (ModelError). ``progress``: True draws a
+        bar on stderr over the proof's steps, a callable gets ``(done, total, label)``; the proof verifies the
+        same either way."""
+        from proofs.progress import as_progress
+
+        progress = as_progress(progress, "proving")
         x = _array(x, "x")
         if private_input:
             self._require_private_input()
-            return self._network.prove(x, private_input=True).to_bytes()
-        return self._network.prove(x).to_bytes()
+            return self._network.prove(x, progress=progress, private_input=True).to_bytes()
+        return self._network.prove(x, progress=progress).to_bytes()
 
     def _require_private_input(self) -> None:
         from proofs import ModelError
@@ -467,7 +477,7 @@ def prove(prover: Prover, x, *, private_input: bool = False, per_proof: int | No
     if per_proof is not None or dask is not None:
         return prover.prove_batch(x, per_proof=1 if per_proof is None else per_proof, dask=dask,
                                   private_input=private_input, progress=progress)
-    return prover.prove(x, private_input=private_input)
+    return prover.prove(x, private_input=private_input, progress=progress)
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
@@ -497,18 +507,21 @@ class Verified(Verdict):
                     f"soundness {self.soundness_bits:.1f} bits)")
 
 
-def verify(commitment, x, proof, *, per_proof: int = 1, dask=None) -> Verified:
+def verify(commitment, x, proof, *, per_proof: int = 1, dask=None, progress=None) -> Verified:
     """Check ``proof`` (bytes) that y = model(x) under ``commitment`` (the bytes of ``Prover.commitment`` or of
     ``hezk commit``: a graph commitment, hiding or public-weights, or the MLP strategy's model commitment); ``x``
     None for a proof made with ``private_input=True``. A list of proofs (``hezk.prove(..., per_proof=K)``) is
     checked as a batch, one proof per ``per_proof`` samples of ``x`` (``dask``: as :func:`prove`): the result's
     ``output`` is every proof's, stacked, and ``parts`` each proof's verdict. The strategy is the commitment's
-    (:func:`proofs.inference.verify`). Returns a :class:`Verified` (truthy) on acceptance; raises only
-    ProofRejected."""
+    (:func:`proofs.inference.verify`). ``progress``: True draws a bar on stderr over the proofs checked (a
+    batch: one step per proof), a callable gets ``(done, total, label)``; the verdict is the same either way
+    (a bad value: ModelError). Returns a :class:`Verified` (truthy) on acceptance; raises only ProofRejected."""
     from proofs import ProofRejected
     from proofs import inference
     from proofs.batch import verify_batch
+    from proofs.progress import as_progress
 
+    report = as_progress(progress, "verifying")
     try:
         if isinstance(commitment, Prover):
             commitment = commitment.commitment
@@ -520,9 +533,12 @@ def verify(commitment, x, proof, *, per_proof: int = 1, dask=None) -> Verified:
         parsed = inference.read_commitment(bytes(commitment))
         x = None if x is None else _array(x, "x")
         if batch:
-            verdict = verify_batch(parsed, x, [bytes(p) for p in proof], per_proof=per_proof, dask=dask)
+            verdict = verify_batch(parsed, x, [bytes(p) for p in proof], per_proof=per_proof, dask=dask,
+                                   progress=report)
         else:
             verdict = inference.verify(parsed, x, bytes(proof))
+            if report is not None:
+                report(1, 1, "verified")
         frac = parsed.output_frac if isinstance(parsed, inference.ModelCommitment) else parsed.structure.output_frac
         return Verified.of(verdict, frac, parsed.zk, x is None)
     except ProofRejected:

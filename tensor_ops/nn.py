@@ -695,12 +695,13 @@ class Sequential:
             raise ShapeError(f"input shape {x.shape} is neither the model's {input_shape} nor (batch, *{input_shape})")
         return x.reshape(1 if single else x.shape[0], -1), single
 
-    def forward(self, x, input_shape=None):
+    def forward(self, x, input_shape=None, progress=None):
         """Plaintext reference of the encrypted computation; x is one sample or a batch.
 
-        A ``CipherTensor`` input runs the same stages through the einsum planner (``forward_tensor``)."""
+        A ``CipherTensor`` input runs the same stages through the einsum planner (``forward_tensor``; its
+        ``progress``)."""
         if isinstance(x, CipherTensor):
-            return self.forward_tensor(x, input_shape)
+            return self.forward_tensor(x, input_shape, progress=progress)
         shape = self._resolve(input_shape if input_shape is not None else self.sample_shape(x))
         flat, single = self._flat_batch(x, shape)
         flat = self._run_stages(flat, shape, _warn_outside)
@@ -740,11 +741,14 @@ class Sequential:
 
     __call__ = forward
 
-    def forward_tensor(self, x: CipherTensor, input_shape=None) -> CipherTensor:
+    def forward_tensor(self, x: CipherTensor, input_shape=None, progress=None) -> CipherTensor:
         """The stages on a CipherTensor of flattened samples, shape (batch, n) or (n,): each affine stage
         is ``x @ A.T + b`` and each activation the polynomial schedule, all lowered to einsum plans by
         ``tensor_ops`` (its packing, its rotations: see ``tensor_rotations``). The Client/Server path packs
-        many samples per ciphertext with fewer levels; this one composes with other CipherTensor code."""
+        many samples per ciphertext with fewer levels; this one composes with other CipherTensor code.
+        ``progress``: True draws a bar on stderr over the stages, a callable gets ``(done, total, label)``;
+        the result is the same either way."""
+        report = as_progress(progress, "evaluate")
         shape = self._resolve(input_shape)
         n = math.prod(shape)
         if not (x.shape == (n,) or (x.ndim == 2 and x.shape[1] == n)):
@@ -758,8 +762,8 @@ class Sequential:
                 raise LevelError(f"forward_tensor on this input needs {needed} levels, the input has {level} (depth() "
                                  f"= {self.depth(shape)} counts the packed path; a batch of {batch} rows needs more): "
                                  f"encrypt under model.tensor_parameters(batch={batch})")
-        kept = []
-        for stage in self.stages(shape):
+        kept, stages = [], self.stages(shape)
+        for done, stage in enumerate(stages, 1):
             if isinstance(stage, ForkStage):
                 kept.append(x)
             elif isinstance(stage, JoinStage):
@@ -769,6 +773,8 @@ class Sequential:
             else:
                 result = stage.poly.evaluate(x)
                 x = result if isinstance(result, CipherTensor) else x * 0.0 + result
+            if report is not None:
+                report(done, len(stages), type(stage).__name__)
         return x
 
     def tensor_rotations(self, batch=None, params=None, input_shape=None) -> tuple[int, ...]:

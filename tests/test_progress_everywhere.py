@@ -211,3 +211,105 @@ def test_cli_plan_and_commit_show_progress_unless_turned_off(tmp_path, capsys):
         assert proofs_cli.main(commit + [str(tmp_path / "shown.bin")]) == 0
         assert "committing" in capsys.readouterr().err
         assert (tmp_path / "quiet.bin").read_bytes() == (tmp_path / "shown.bin").read_bytes()
+
+
+# -- evaluation, prove and verify through the API, the batch paths (issue 35 item 7) --------------------------
+def test_cipher_tensor_evaluation_accepts_progress_true(capsys):
+    """``Sequential`` on a CipherTensor (``forward_tensor``) reports each stage; evaluation is deterministic:
+    the same decrypted output, bit for bit, as without progress."""
+    from tensor_ops import encrypt
+    from tensor_ops.model_plan import choose_parameters
+
+    model = _sequential()
+    params = choose_parameters(model.depth())
+    ctx = CKKSContext.keygen(params, rotations=model.tensor_rotations(params=params), seed=1)
+    ct = encrypt(ctx, np.random.default_rng(0).uniform(-1, 1, 6))
+    quiet = model(ct).decrypt(ctx)
+    capsys.readouterr()
+    shown = model(ct, progress=True).decrypt(ctx)
+    assert "evaluate" in capsys.readouterr().err
+    assert np.array_equal(shown, quiet)
+    calls = []
+    model.forward_tensor(ct, progress=lambda *a: calls.append(a))
+    assert calls and calls[-1][0] == calls[-1][1] == len(model.stages())
+    with pytest.raises(ParameterError, match="progress="):
+        model(ct, progress="yes")
+
+
+def test_compiled_infer_accepts_progress_true(tmp_path, capsys):
+    """``hezk.compile(...).infer(x, progress=True)`` draws the key generation (first call) and evaluation bars;
+    the output is the one without progress up to CKKS noise (fresh encryption randomness per call)."""
+    import hezk
+
+    path, calibration, _ = _quantized(tmp_path)
+    model = hezk.compile(path, calibration, params="TOY")
+    capsys.readouterr()
+    shown = model.infer(calibration[:2], progress=True)
+    err = capsys.readouterr().err
+    assert "evaluate" in err and "keys" in err
+    quiet = model.infer(calibration[:2])
+    assert "evaluate" not in capsys.readouterr().err
+    np.testing.assert_allclose(shown.output, quiet.output, atol=1e-3)
+    with pytest.raises(ParameterError, match="progress="):
+        model.infer(calibration[:1], progress="yes")
+
+
+@pytest.mark.parametrize("hiding", [False, True], ids=["public", "hiding"])
+def test_api_prove_and_verify_accept_progress_true(tmp_path, capsys, hiding):
+    """``Prover.prove``, ``hezk.prove`` (one proof and a batch, the Dask path's in-process runner) and
+    ``hezk.verify`` (one proof and a batch) take progress: a bar on stderr, the same proofs (public weights:
+    bytes for bytes) and the same verified outputs."""
+    import hezk
+    from proofs import ModelError
+
+    path, calibration, _ = _quantized(tmp_path)
+    prover = hezk.commit(path, calibration, hiding=hiding, max_proofs=6)
+    x, xs = calibration[:1], calibration[:2]
+    quiet = prover.prove(x)
+    capsys.readouterr()
+    shown = hezk.prove(prover, x, progress=True)
+    assert "proving" in capsys.readouterr().err
+    if not hiding:
+        assert shown == quiet
+    verdict = hezk.verify(prover.commitment, x, shown, progress=True)
+    assert verdict and "verifying" in capsys.readouterr().err
+    assert np.array_equal(verdict.output, hezk.verify(prover.commitment, x, quiet).output)
+    batch = hezk.prove(prover, xs, per_proof=1, progress=True)
+    assert "proving" in capsys.readouterr().err
+    batch_verdict = hezk.verify(prover.commitment, xs, batch, per_proof=1, progress=True)
+    assert batch_verdict and "verifying" in capsys.readouterr().err
+    assert np.array_equal(batch_verdict.output, hezk.verify(prover.commitment, xs, batch, per_proof=1).output)
+    if not hiding:
+        assert batch == hezk.prove(prover, xs, per_proof=1)
+    for call in (lambda: prover.prove(x, progress="yes"), lambda: hezk.verify(prover.commitment, x, quiet,
+                                                                                progress="yes")):
+        with pytest.raises(ModelError, match="progress="):
+            call()
+
+
+def test_plain_graph_prove_accepts_progress_true(tmp_path, capsys):
+    """``GraphNetwork.prove`` (public weights): the same proof bytes with and without progress."""
+    from proofs.layers.graph import GraphNetwork
+
+    _, calibration, q = _quantized(tmp_path)
+    network = GraphNetwork(q)
+    quiet = network.prove(calibration[:1]).to_bytes()
+    capsys.readouterr()
+    assert network.prove(calibration[:1], progress=True).to_bytes() == quiet
+    assert "proving" in capsys.readouterr().err
+
+
+def test_batch_evaluation_accepts_progress_true(capsys):
+    """The Dask batch path of encrypted inference (``evaluate_batches``, here in process) draws one bar over its
+    tasks; the replies are the bytes of the run without progress."""
+    from tensor_ops.distributed import batch_requests, evaluate_batches
+    from tensor_ops.inference import Client
+
+    model = _sequential()
+    client = Client("TOY", model=model, seed=11)
+    requests = batch_requests(client, np.random.default_rng(1).uniform(-1, 1, (3, 6)), batch=2)
+    quiet = evaluate_batches(model, client.public_context(), requests)
+    capsys.readouterr()
+    shown = evaluate_batches(model, client.public_context(), requests, progress=True)
+    assert "encrypted inference" in capsys.readouterr().err
+    assert shown == quiet
