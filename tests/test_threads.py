@@ -3,6 +3,8 @@
 Each comparison lowers the kernels' smallest piece to one item, so that the small test sizes really are split
 (checked: ``pieces`` counts the calls that ran in more than one piece), and runs at 1, 2 and 3 threads (3: uneven
 pieces)."""
+import threading
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -165,6 +167,48 @@ def test_ct_times_ct_rotation_and_key_switch_are_bit_identical(pieces):
     T.set_threads(2)
     assert np.abs(ctx.decrypt(ev.mul_rescale(cx, cy)) - x * x[::-1]).max() < 1e-4   # and right
     assert len(pieces) > 0
+
+
+def test_bsgs_giant_steps_and_hoisted_rotations_on_threads_are_bit_identical(pieces):
+    """bsgs_sum's giant steps (a caller's ``rotate``, as the inference server passes) and rotate_hoisted's
+    rotations run in pieces on the threads: the same ciphertext as the one-thread running sum, and right."""
+    from crypto.ckks.linear import bsgs_sum
+    steps = [1, 2, 3, 4, 8, 12]
+    ctx = CKKSContext.keygen("TOY", rotations=steps, seed=12, backend="fourstep")
+    ev, slots = ctx.evaluator, ctx.params.n // 2
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-1, 1, slots)
+    ct = ctx.encrypt(x)
+    diagonals = {(m, i): rng.uniform(-1, 1, slots) for m in (0, 4, 8, 12) for i in (0, 1, 2, 3)}
+    groups = [(m, [(i, ev.encode(np.roll(diagonals[m, i], m), ct.level, ctx.params.scale)) for i in range(4)])
+              for m in (0, 4, 8, 12)]
+    calls, galois_threads, apply_galois = [], set(), ev._apply_galois
+
+    def rotate(c, m):
+        calls.append((m, threading.get_ident()))
+        return ev.rotate(c, m)
+
+    def recording(*args):
+        galois_threads.add(threading.get_ident())
+        return apply_galois(*args)
+
+    ev._apply_galois = recording                # this evaluator only (the fixture's context is its own)
+
+    def compute():
+        babies = ev.rotate_hoisted(ct, [0, 1, 2, 3])
+        out = bsgs_sum(ev, babies, groups, rotate=rotate)
+        return [part.data for c in [out, *babies.values()] for part in c.parts]
+
+    results = at_each_thread_count(compute)
+    assert_all_equal(results)
+    assert sorted(m for m, _ in calls) == sorted([4, 8, 12] * len(THREADS))   # each giant step rotated once a run
+    assert len({thread for _, thread in calls}) >= 2 and len(galois_threads) >= 2     # and on several threads
+    expected = sum(diagonals[m, i] * np.roll(x, -(m + i)) for m in (0, 4, 8, 12) for i in range(4))
+    T.set_threads(2)
+    babies = ev.rotate_hoisted(ct, [0, 1, 2, 3])
+    got = ctx.decrypt(ev.rescale(bsgs_sum(ev, babies, iter(groups), rotate=rotate)))   # groups may be an iterator
+    assert np.abs(got - expected).max() < 1e-3
+    assert len(pieces) >= 2 * 2
 
 
 def test_basefold_commit_and_opening_are_bit_identical(pieces):

@@ -22,6 +22,7 @@ import math
 import numpy as np
 
 import hezk.progress
+from hezk.threads import parallel
 
 from .._ntt_kernels import add_permuted_into, permute_rows
 from ..errors import LevelError, ParameterError, ScaleError
@@ -39,6 +40,11 @@ SCALE_TOLERANCE = 2.0**-45
 
 class Evaluator:
     """Homomorphic operations for one parameter set and one key set (public keys only)."""
+
+    #: its operations may run from several threads at once (per-thread key-switching scratch; caches filled
+    #: idempotently): ``rotate_hoisted`` and ``crypto.ckks.linear.bsgs_sum`` spread independent rotations and
+    #: giant steps over the threads of ``hezk.threads``
+    thread_safe = True
 
     def __init__(self, params, ring, relin_key, galois_keys, key_id: bytes, encoder: CKKSEncoder | None = None,
                  bootstrap_config=None, encapsulation_keys=None):
@@ -369,11 +375,15 @@ class Evaluator:
         # transient digits: every key below consumes them before this switcher decomposes again; one key
         # streams its digits instead (no decomposition held)
         digits = self.switcher.decompose(ct.parts[1], transient=True) if len(keys) > 1 else None
-        out = {}
-        for k in steps:
-            out[k] = self._apply_galois(ct, digits, galois_element(k, n), keys[k]) if k in keys else \
-                self.to_level(ct, ct.level)
-        return out
+        todo = list(keys)         # distinct steps: independent switches of the shared digits, on the threads
+
+        def some(start, stop):    # each thread's inner products and ModDowns use its own scratch
+            return {k: self._apply_galois(ct, digits, galois_element(k, n), keys[k]) for k in todo[start:stop]}
+
+        done = {}
+        for piece in parallel(some, len(todo)):
+            done.update(piece)
+        return {k: done[k] if k in keys else self.to_level(ct, ct.level) for k in steps}
 
     rotate_many = rotate_hoisted
 
