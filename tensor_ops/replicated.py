@@ -90,8 +90,9 @@ def evaluate_quartic(form, t):
 @dataclass(frozen=True)
 class ReplicatedStage:
     """One stage: an affine map of ``kind`` "rows" / "gather" / "spread" (``period``: P of the layout it
-    reads or makes, see the module text; ``inputs``: ciphertexts it reads) or an "activation" of ``depth``
-    levels."""
+    reads or makes, see the module text; ``inputs``: ciphertexts it reads; ``fold``: for "rows", the server
+    rotations by 0 .. fold-1 of each input ciphertext that stand for the client's replication, so the client
+    sends fold times fewer ciphertexts) or an "activation" of ``depth`` levels."""
 
     kind: str
     n_in: int
@@ -99,11 +100,13 @@ class ReplicatedStage:
     period: int = 0
     inputs: int = 1
     depth: int = 1
+    fold: int = 1
 
     def rotations(self, slots: int) -> tuple[int, ...]:
         """The rotation steps the stage performs, in order (all powers of two)."""
         if self.kind == "rows":
-            return tuple(1 << e for e in range(self.period.bit_length() - 1, slots.bit_length() - 1))
+            chain = tuple(1 << (k.bit_length() - 1) for k in range(1, self.fold)) * self.inputs
+            return chain + tuple(1 << e for e in range(self.period.bit_length() - 1, slots.bit_length() - 1))
         if self.kind == "gather":
             return tuple(1 << e for e in range(self.period.bit_length() - 1))
         if self.kind == "spread":
@@ -131,9 +134,10 @@ def layout_maps(stages, slots: int):
     return maps
 
 
-def plan_stages(stages, slots: int) -> tuple[ReplicatedStage, ...]:
+def plan_stages(stages, slots: int, fold: int = 1) -> tuple[ReplicatedStage, ...]:
     """The replicated stages of compiled ``stages`` (``Sequential.compile``: AffineStage / ActivationStage only,
-    an affine first) at ``slots`` slots; ShapeError naming the layer and the limit where one does not fit."""
+    an affine first) at ``slots`` slots, the first folded ``fold`` times (``ReplicatedStage``); ShapeError naming
+    the layer and the limit where one does not fit."""
     out, layout, period = [], None, 0
     for index, stage in enumerate(stages):
         if isinstance(stage, ActivationStage):
@@ -151,8 +155,12 @@ def plan_stages(stages, slots: int) -> tuple[ReplicatedStage, ...]:
             period = _pow2_at_least(n_out)
             if period > slots:
                 raise ShapeError(f"stage {index}: {n_out} outputs exceed slots={slots}")
-            inputs = -(-n_in // (slots // period))
-            out.append(ReplicatedStage("rows", n_in, n_out, period, inputs))
+            if isinstance(fold, bool) or not isinstance(fold, (int, np.integer)) or fold < 1 or fold & (fold - 1) \
+                    or fold > period:
+                raise ParameterError(f"fold={fold!r} must be a power of two in [1, {period}] (the first layer's "
+                                     f"output period)")
+            inputs = -(-n_in // (slots // period * fold))
+            out.append(ReplicatedStage("rows", n_in, n_out, period, inputs, fold=int(fold)))
             layout = "replicated"
         elif layout == "replicated":
             if n_out * period > slots:
@@ -173,7 +181,7 @@ def plan_stages(stages, slots: int) -> tuple[ReplicatedStage, ...]:
 
 def fits(stages, slots: int) -> bool:
     try:
-        plan_stages(stages, slots)
+        plan_stages(stages, slots, 1)
     except ShapeError:
         return False
     return True
@@ -241,7 +249,7 @@ class ReplicatedPlan:
         products = rotations = 0
         for stage in self.stages:
             if stage.kind == "rows":
-                products += stage.inputs
+                products += stage.inputs * stage.fold
             elif stage.kind == "gather":
                 products += 1
             elif stage.kind == "spread":
@@ -251,16 +259,14 @@ class ReplicatedPlan:
                 "input_ciphertexts": self.input_ciphertexts}
 
     def pack(self, x) -> list[np.ndarray]:
-        """The ``input_ciphertexts`` slot vectors of one sample (``rows``: ciphertext t holds x[Q t + q] in
-        slots [P q, P q + P))."""
+        """The ``input_ciphertexts`` slot vectors of one sample (``rows``: ciphertext t holds x[Q R t + R q + i]
+        in the slots P q + r with r = i mod R, R the fold: x[Q t + q] in slots [P q, P q + P) unfolded)."""
         first = self.stages[0]
         flat = np.asarray(x, dtype=np.float64).reshape(-1)
         if flat.size != first.n_in:
             raise ShapeError(f"a sample of {flat.size} values, the plan takes {first.n_in}")
-        per = self.params.slots // first.period
-        padded = np.zeros(first.inputs * per)
-        padded[:flat.size] = flat
-        return [np.repeat(padded[t * per:(t + 1) * per], first.period) for t in range(first.inputs)]
+        return [np.where(index < flat.size, flat[np.minimum(index, flat.size - 1)], 0.0)
+                for index in (rows_columns(first, self.params.slots, t) for t in range(first.inputs))]
 
     def to_dict(self) -> dict:
         return {"layout": LAYOUT, "params": self.params.to_dict(), "input_shape": list(self.input_shape),
@@ -269,7 +275,7 @@ class ReplicatedPlan:
                 "output_range": None if self.output_range is None else [list(v) for v in self.output_range],
                 "output_margin": self.output_margin,
                 "stages": [{"kind": s.kind, "n_in": s.n_in, "n_out": s.n_out, "period": s.period,
-                            "inputs": s.inputs, "depth": s.depth} for s in self.stages]}
+                            "inputs": s.inputs, "depth": s.depth, "fold": s.fold} for s in self.stages]}
 
     @classmethod
     def from_dict(cls, data) -> "ReplicatedPlan":
@@ -283,8 +289,10 @@ class ReplicatedPlan:
             stages = []
             for entry in data["stages"]:
                 stage = ReplicatedStage(str(entry["kind"]), int(entry["n_in"]), int(entry["n_out"]),
-                                        int(entry["period"]), int(entry["inputs"]), int(entry["depth"]))
-                if stage.kind not in KINDS or min(stage.n_in, stage.n_out, stage.inputs) < 1 \
+                                        int(entry["period"]), int(entry["inputs"]), int(entry["depth"]),
+                                        int(entry.get("fold", 1)))
+                if stage.kind not in KINDS or min(stage.n_in, stage.n_out, stage.inputs, stage.fold) < 1 \
+                        or stage.fold & (stage.fold - 1) or stage.fold > max(stage.period, 1) \
                         or not 0 <= stage.depth <= 64:
                     raise ParameterError(f"stage {entry!r:.120} has an unknown kind or a size out of range")
                 if stage.kind != "activation" and (stage.period < 1 or stage.period & (stage.period - 1)
@@ -368,10 +376,12 @@ def fast_parameters(depth: int, min_slots: int, levels: tuple[int, ...]):
     return best[1]
 
 
-def replicated_plan(model, input_shape=None, params=None) -> ReplicatedPlan:
+def replicated_plan(model, input_shape=None, params=None, fold: int = 1) -> ReplicatedPlan:
     """The replicated plan of ``model`` (a ``tensor_ops.nn.Sequential`` of dense layers and elementwise
-    activations) for one sample per ciphertext: ``params`` None chooses the smallest 128-bit parameters with
-    the model's depth and enough slots for the layout (``choose_parameters``)."""
+    activations) for one sample: ``params`` None chooses 128-bit parameters with the model's depth and enough
+    slots for the layout (``fast_parameters``). ``fold``: a power of two up to the first layer's output period;
+    the client sends ``fold`` times fewer input ciphertexts and the server rotates each by 0 .. fold-1 instead
+    (fold - 1 more key switches per input ciphertext, the same keys)."""
     from crypto.context import as_parameters
 
     stages, _ = model.compile(input_shape)
@@ -379,15 +389,15 @@ def replicated_plan(model, input_shape=None, params=None) -> ReplicatedPlan:
         slots = 1
         while not fits(stages, slots) and slots < 1 << 16:
             slots *= 2
-        rstages = plan_stages(stages, slots)
+        rstages = plan_stages(stages, slots, fold)
         depth = sum(s.depth for s in rstages)
         params = fast_parameters(depth, slots, tuple(switch_levels(rstages, slots)))
     else:
         params = as_parameters(params)
-        depth = sum(s.depth for s in plan_stages(stages, params.slots))
+        depth = sum(s.depth for s in plan_stages(stages, params.slots, fold))
         if params.max_level < depth:
             raise ParameterError(f"params have {params.max_level} levels, the model needs {depth}")
-    rstages = plan_stages(stages, params.slots)
+    rstages = plan_stages(stages, params.slots, fold)
     shape = tuple(input_shape if input_shape is not None else model.input_shape)
     input_range = getattr(model, "input_range", None)
     bound, ranges = value_bounds(stages, math.prod(shape), input_range), {}
@@ -425,16 +435,16 @@ def stage_vectors(stage: ReplicatedStage, matrix: np.ndarray, before, slots: int
     ``spread``: one per output j (for rot(v, j)). ``before``: the map of the stage's input (None for rows)."""
     n_out, n_in = matrix.shape
     s = np.arange(slots)
-    if stage.kind == "rows":
-        per = slots // stage.period
-        q, r = s // stage.period, s % stage.period
+    if stage.kind == "rows":  # one per (input ciphertext t, rotation k), t major
+        r = s % stage.period
         vectors = []
         for t in range(stage.inputs):
-            c = per * t + q
-            ok = (r < n_out) & (c < n_in)
-            v = np.zeros(slots)
-            v[ok] = matrix[r[ok], c[ok]]
-            vectors.append(v)
+            for k in range(stage.fold):
+                c = np.roll(rows_columns(stage, slots, t), -k)
+                ok = (r < n_out) & (c < n_in)
+                v = np.zeros(slots)
+                v[ok] = matrix[r[ok], c[ok]]
+                vectors.append(v)
         return vectors
     if stage.kind == "gather":
         r, j = s // stage.period, s % stage.period
@@ -452,18 +462,39 @@ def stage_vectors(stage: ReplicatedStage, matrix: np.ndarray, before, slots: int
     return vectors
 
 
+def rows_columns(stage: ReplicatedStage, slots: int, t: int) -> np.ndarray:
+    """The input index each slot of ``rows`` input ciphertext t holds (>= n_in: a zero): Q R t + R q + (r mod R)
+    at slot P q + r (Q = slots / P, R = fold). Rotated by k < R, slot P q + r of row r reads index
+    Q R t + R q' + ((r + k) mod R), q' = q or the next block (cyclically): over q and k every index once."""
+    s = np.arange(slots)
+    per = slots // stage.period
+    return per * stage.fold * t + stage.fold * (s // stage.period) + (s % stage.period) % stage.fold
+
+
 def bias_vector(bias: np.ndarray, after: np.ndarray) -> np.ndarray:
     """The bias laid out on a stage's output map (zero where the map names no value)."""
     return np.where(after >= 0, bias[np.maximum(after, 0)], 0.0)
 
 
 def _rotate_chain(ev, ct, n_out: int) -> list:
-    """[rot(ct, j) for j < n_out], each one key switch by a power of two from an earlier one."""
+    """[rot(ct, j) for j < n_out], each one key switch by a power of two from an earlier one (those from ct
+    itself, the powers of two, hoisted: one decomposition)."""
+    if n_out <= 1:
+        return [ct]
+    powers = [1 << e for e in range((n_out - 1).bit_length())]
+    hoisted = ev.rotate_hoisted(ct, powers) if len(powers) > 1 else {1: ev.rotate(ct, 1)}
     out = [ct]
     for j in range(1, n_out):
         high = 1 << (j.bit_length() - 1)
-        out.append(ev.rotate(out[j - high], high))
+        out.append(hoisted[j] if j == high else ev.rotate(out[j - high], high))
     return out
+
+
+def _chained(stage: ReplicatedStage) -> int:
+    """How many of the stage's ``rotations`` make its sources (the rest are the reduction's)."""
+    if stage.kind == "rows":
+        return (stage.fold - 1) * stage.inputs
+    return stage.n_out - 1 if stage.kind == "spread" else 0
 
 
 def _lap(timings: dict, name: str, start: float) -> None:
@@ -505,7 +536,7 @@ class ReplicatedServer:
         if plan.fit is not None and plan.fit != model.activation_fit():
             raise ContextMismatchError("the plan's activation fit differs from this model's")
         stages, _ = model.compile(plan.input_shape)
-        if plan_stages(stages, plan.params.slots) != plan.stages:
+        if plan_stages(stages, plan.params.slots, plan.stages[0].fold) != plan.stages:
             raise ShapeError("the model compiles to other replicated stages than the plan's")
         self.plan, self.context, self.evaluator = plan, context, context.evaluator
         self.max_ciphertexts = int(max_ciphertexts)
@@ -567,12 +598,14 @@ class ReplicatedServer:
                 if timings is not None:
                     _lap(timings, f"{index}:{plan_stage.kind}", start)
                 continue
-            source = cts if plan_stage.kind == "rows" else (
-                _rotate_chain(ev, ct, plan_stage.n_out) if plan_stage.kind == "spread" else [ct])
+            if plan_stage.kind == "rows":
+                source = [r for c in cts for r in _rotate_chain(ev, c, plan_stage.fold)]
+            else:
+                source = _rotate_chain(ev, ct, plan_stage.n_out) if plan_stage.kind == "spread" else [ct]
             level, scale = source[0].level, source[0].scale
             plaintexts = self._plaintexts(index, level, math.prod(p.q_levels[level]) * p.scale / scale)
             total = ev.mul_plain_sum(zip(source, plaintexts))
-            steps = plan_stage.rotations(p.slots)[plan_stage.n_out - 1 if plan_stage.kind == "spread" else 0:]
+            steps = plan_stage.rotations(p.slots)[_chained(plan_stage):]
             # summed before the rescale: each key switch's rounding noise is then divided by the level's prime
             total = ev.rescale(_rotate_sum(ev, total, steps))
             ct = ev.add(total, self._bias(index, total.level, total.scale))

@@ -48,13 +48,14 @@ def _simulate(plan: ReplicatedPlan, model: Sequential, x) -> np.ndarray:
         before = plan.maps[index - 1] if index else None
         plains = stage_vectors(rs, np.asarray(stage.matrix), before, slots)
         if rs.kind == "rows":
-            sources = vectors
+            sources = [np.roll(c, -k) for c in vectors for k in range(rs.fold)]
         elif rs.kind == "gather":
             sources = [v]
         else:
             sources = [np.roll(v, -j) for j in range(rs.n_out)]
         total = sum(s * p for s, p in zip(sources, plains))
-        for step in rs.rotations(slots)[rs.n_out - 1 if rs.kind == "spread" else 0:]:
+        chained = {"rows": (rs.fold - 1) * rs.inputs, "spread": rs.n_out - 1}.get(rs.kind, 0)
+        for step in rs.rotations(slots)[chained:]:
             total = total + np.roll(total, -step)
         v = total + bias_vector(np.asarray(stage.bias), plan.maps[index])
     return v[plan.output_slots]
@@ -76,13 +77,16 @@ def test_quartic_form_refuses_other_polynomials():
     assert quartic_form(Square().poly) is None
 
 
-@settings(max_examples=15, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.sampled_from([(30, 16, 8, 3), (20, 7, 12, 5), (50, 32, 4, 4)]))
-def test_layouts_and_plaintexts_compute_the_model(seed, sizes):
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([(30, 16, 8, 3), (20, 7, 12, 5), (50, 32, 4, 4), (300, 16, 8, 3)]),
+       st.sampled_from([1, 2, 4]))
+def test_layouts_and_plaintexts_compute_the_model(seed, sizes, fold):
     rng = np.random.default_rng(seed)
     model = _mlp(sizes, rng)
-    plan = replicated_plan(model, params=_params(7, log_n=11))
+    plan = replicated_plan(model, params=_params(7, log_n=11), fold=fold)
     assert [s.kind for s in plan.stages] == ["rows", "activation", "gather", "activation", "spread"]
+    period = plan.stages[0].period
+    assert plan.input_ciphertexts == -(-sizes[0] // (1024 // period * fold)) == len(plan.pack(np.zeros(sizes[0])))
     x = rng.normal(size=sizes[0])
     assert np.allclose(_simulate(plan, model, x), model.forward(x), atol=1e-9)
 
@@ -103,6 +107,16 @@ def test_the_mnist_shapes_need_thirteen_power_of_two_keys():
     assert plan.operation_counts() == {"ct_pt": 13 + 1 + 10, "rotations": 6 + 7 + 9 + 6, "galois_keys": 13,
                                        "input_ciphertexts": 13}
     assert plan.depth == 7  # two levels per quartic activation (the power series takes three)
+
+
+def test_folding_trades_input_ciphertexts_for_rotations_on_the_same_keys():
+    model = _mlp((784, 128, 64, 10), np.random.default_rng(1))
+    params = choose_parameters(7, min_slots=8192)
+    flat, folded = replicated_plan(model, params=params), replicated_plan(model, params=params, fold=16)
+    assert folded.input_ciphertexts == 1 and folded.rotations == flat.rotations
+    assert folded.operation_counts()["rotations"] == flat.operation_counts()["rotations"] + 15
+    with pytest.raises(ParameterError, match="fold=3 must be a power of two in"):
+        replicated_plan(model, params=params, fold=3)
 
 
 def test_a_layer_that_does_not_fit_is_refused_naming_it():
@@ -143,6 +157,17 @@ def test_encrypted_matches_the_model(deployed):
     one = client.decrypt(server.evaluate(client.encrypt(x[0])))
     assert one.shape == (3,) and np.allclose(one, model.forward(x[0]), atol=2e-3)
     assert server.encode_weights() >= 1
+
+
+def test_a_folded_plan_encrypted_matches_the_model(deployed):
+    _, plan, _, _, rng = deployed
+    model = _mlp((400, 12, 8, 3), rng, activations=[Activation(fit_activation("relu", 4, (-4.0, 4.0))), Square()])
+    folded = replicated_plan(model, params=plan.params, fold=4)
+    assert (folded.input_ciphertexts, replicated_plan(model, params=plan.params).input_ciphertexts) == (1, 4)
+    client = ReplicatedClient(folded, seed=12, allow_insecure=True)
+    server = ReplicatedServer(model, client.public_context(), folded)
+    x = rng.normal(size=(2, 400)) * 0.5
+    assert np.allclose(client.decrypt(server.evaluate(client.encrypt(x))), model.forward(x), atol=2e-3)
 
 
 def test_client_file_round_trip_and_plain_client_reads_it(deployed, tmp_path):
