@@ -221,7 +221,7 @@ def _check_scale(largest: float, level: int, modulus_bits: float, what: str) -> 
 
 
 class _Stack:
-    """Feature-major ciphertexts as one array: words[l, i, p*N:(p+1)*N] = part p, limb l of ciphertext i (uint32:
+    """Feature-major ciphertexts as one array: words[i, l, p*N:(p+1)*N] = part p, limb l of ciphertext i (uint32:
     every residue is below 2^31), with the metadata they share."""
 
     def __init__(self, words, level, scale, length, key_id, evaluator):
@@ -229,9 +229,10 @@ class _Stack:
         self.key_id, self.evaluator = key_id, evaluator
 
     @classmethod
-    def empty(cls, count: int, first: Ciphertext, level: int, evaluator):
-        limbs = evaluator.params.limbs_at(level)
-        words = np.empty((limbs, count, 2 * evaluator.params.n), dtype=np.uint32)
+    def empty(cls, count: int, first: Ciphertext, level: int, evaluator, buffer: np.ndarray | None = None):
+        """A stack for ``count`` ciphertexts like ``first`` at ``level`` (in ``buffer`` when it has the shape)."""
+        shape = (count, evaluator.params.limbs_at(level), 2 * evaluator.params.n)
+        words = buffer if buffer is not None and buffer.shape == shape else np.empty(shape, dtype=np.uint32)
         return cls(words, level, first.scale, first.length, first.key_id, evaluator)
 
     def put(self, i: int, ct: Ciphertext, what: str) -> None:
@@ -241,9 +242,9 @@ class _Stack:
             raise ParameterError(f"{what} differs from the first ciphertext in scale ({ct.scale} vs {self.scale}), "
                                  f"length ({ct.length} vs {self.length}) or key set: one set must come from one "
                                  f"encryption call")
-        n, limbs = self.evaluator.params.n, self.words.shape[0]
+        n, limbs = self.evaluator.params.n, self.words.shape[1]
         for p, part in enumerate(ct.parts):
-            self.words[:, i, p * n:(p + 1) * n] = part.data[:limbs]
+            self.words[i, :, p * n:(p + 1) * n] = part.data[:limbs]
 
     @classmethod
     def of(cls, ciphertexts, evaluator) -> "_Stack":
@@ -271,8 +272,8 @@ def _dense_stack(stack: _Stack, weights: np.ndarray, bias: np.ndarray, cache: di
     if level < 1:
         raise LevelError(f"a dense layer needs a level to rescale: the inputs are at level {level} (minimum 1)")
     n_out, n_in = weights.shape
-    if stack.words.shape[1] != n_in:
-        raise ShapeError(f"{stack.words.shape[1]} input ciphertexts for a layer of {n_in} inputs")
+    if stack.words.shape[0] != n_in:
+        raise ShapeError(f"{stack.words.shape[0]} input ciphertexts for a layer of {n_in} inputs")
     factor = math.prod(params.q_levels[level])
     moduli = params.q_moduli[:params.limbs_at(level)]
     modulus_bits = sum(math.log2(q) for q in moduli)
@@ -296,7 +297,7 @@ def _dense_stack(stack: _Stack, weights: np.ndarray, bias: np.ndarray, cache: di
     result = np.empty((n_out, 2 * n), dtype=np.int64)
     for limb, q in enumerate(moduli):
         bias_res = np.array([b % q for b in bias_ints], dtype=np.int64)
-        x = stack.words[limb]
+        x = stack.words[:, limb]
         _limb_product(limb_weights[limb], x[:, :n], bias_res, result[:, :n], n)
         _limb_product(limb_weights[limb], x[:, n:], zeros, result[:, n:], n)
         out[:, 0, limb] = result[:, :n]
@@ -490,6 +491,7 @@ class SamplePackedServer:
         self.model, self.context = model, ctx.public_context() if ctx.has_secret_key else ctx
         self.evaluator = self.context.evaluator
         self._caches = [dict() for _ in model.stages]
+        self._buffer = None   # the last request's words, reused by the next (no new pages to fault in)
 
     def _read(self, source) -> _Stack:
         n_in, stack = self.model.features, None
@@ -500,7 +502,8 @@ class SamplePackedServer:
             if stack is None:
                 if ct.level < self.model.depth:
                     raise LevelError(f"the request is at level {ct.level}; the network needs {self.model.depth}")
-                stack = _Stack.empty(n_in, ct, self.model.depth, self.evaluator)
+                stack = _Stack.empty(n_in, ct, self.model.depth, self.evaluator, self._buffer)
+                self._buffer = stack.words
             stack.put(i, ct, f"ciphertext {i} of the request")
         count = 0 if stack is None else i + 1
         if count != n_in:
@@ -526,11 +529,11 @@ class SamplePackedServer:
 
 def _unstack(stack: _Stack) -> list:
     ev, n = stack.evaluator, stack.evaluator.params.n
-    idx = tuple(range(stack.words.shape[0]))
-    return [Ciphertext(tuple(RNSPoly(ev.ring, np.ascontiguousarray(stack.words[:, i, p * n:(p + 1) * n],
+    idx = tuple(range(stack.words.shape[1]))
+    return [Ciphertext(tuple(RNSPoly(ev.ring, np.ascontiguousarray(stack.words[i, :, p * n:(p + 1) * n],
                                                                     dtype=np.uint64), idx, True) for p in range(2)),
                        stack.level, stack.scale, stack.length, False, ev.params.fingerprint, stack.key_id, ev)
-            for i in range(stack.words.shape[1])]
+            for i in range(stack.words.shape[0])]
 
 
 class SamplePackedClient:
