@@ -263,14 +263,21 @@ def _insecure(args) -> bool:
     return bool(getattr(args, "insecure", False)) and _choice(args)["params"] is not None
 
 
+def _one_line_warnings(call):
+    """``call()``, each warning it gives printed as one line on stderr (``warning: ...``: no file name and source
+    line, as Python's default display has)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = call()
+    for warning in caught:
+        print(f"warning: {warning.message}", file=sys.stderr)
+    return result
+
+
 def _encrypt(args):
     client = Client.load(args.client)
     x = _load_array(args.input, "--input")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        request = client.encrypt(x, clip=bool(getattr(args, "clip", False)))
-    for warning in caught:
-        print(f"warning: {warning.message}", file=sys.stderr)
+    request = _one_line_warnings(lambda: client.encrypt(x, clip=bool(getattr(args, "clip", False))))
     pathlib.Path(args.out).write_bytes(request)
     print(f"encrypted input of shape {x.shape} -> {args.out} ({len(request)} bytes)")
 
@@ -376,7 +383,7 @@ def _infer_encrypted(args, model, shape, x):
         print(f"client: keys shared in memory with the local server (no secret key), request {len(request)} bytes")
         reply = server.evaluate(request, progress=_progress(args, "evaluate"))
         print(f"server: evaluated the encrypted input -> reply {len(reply)} bytes")
-        y = client.decrypt(reply)
+        y = _one_line_warnings(lambda: client.decrypt(reply))
     return y
 
 
@@ -409,7 +416,7 @@ def _infer_on_dask(args, model, client, x):
     replies = evaluate_batches(model, client.public_context(), requests, input_shape=client.plan.input_shape,
                                dask=args.dask, progress=_progress(args, "tasks"), key_budget=client.plan.key_budget)
     print(f"workers: evaluated {len(replies)} requests")
-    y = np.concatenate([client.decrypt(reply) for reply in replies], axis=0)
+    y = np.concatenate(_one_line_warnings(lambda: [client.decrypt(reply) for reply in replies]), axis=0)
     return y[0] if x.shape == client.plan.input_shape else y
 
 
@@ -418,11 +425,11 @@ def _decrypt(args):
     decryption handed to whoever has the reply gives away the secret key; ``Client.decrypt_shared``)."""
     client, reply = Client.load(args.client), _read(args.reply, "--reply")
     if getattr(args, "flood", False):
-        y, bits = client.decrypt_shared(reply)
+        y, bits = _one_line_warnings(lambda: client.decrypt_shared(reply))
         print(f"noise-flooded for sharing: about {bits:.1f} bits of precision left per output (flood sized for "
               f"{STATISTICAL_SECURITY}-bit statistical security)")
     else:
-        y = client.decrypt(reply)
+        y = _one_line_warnings(lambda: client.decrypt(reply))
     print(f"decrypted output of shape {y.shape}")
     _save_outputs(args.out, y, *_postprocess_of(client, y))
 
