@@ -450,7 +450,7 @@ def _remote(args):
     token = serve.read_token(args.token_file)
     try:
         with serve.Endpoint(args.url, token) as endpoint:
-            y = endpoint.infer(client, x, client.key_id.hex())
+            y = _one_line_warnings(lambda: endpoint.infer(client, x, client.key_id.hex()))
     except serve.RemoteError as error:
         raise HEError(f"{args.url}: {error}") from None
     except httpx.TransportError as error:
