@@ -19,9 +19,14 @@ slot does useful work (the client lays out the input; each layer leaves the layo
   by H, 2H, ..., slots/2: slot s holds y[(-s) mod H], replicated with period H for the next ``gather``.
 
 So a chain rows, (gather, spread)... costs, per affine layer, one rescale and log2 of a slot count in
-rotations (plus n_out - 1 for a ``spread``), with Galois keys for powers of two only. The MNIST MLP
-784 -> 128 -> 64 -> 10 of the FHE Benchmarking Suite: 13 input ciphertexts, 13 + 1 + 10 plaintext products
-and 6 + 7 + 15 rotations, 13 Galois keys (the packed plan: 1,175 products, 62 rotations, 67 keys). It is the
+rotations (plus n_out - 1 for a ``spread``), with Galois keys for powers of two only. A degree-4 activation
+takes two levels (``quartic_form``: its leading coefficient folded into the affine map before it), and the
+parameters take the special primes that make key switching cheapest (``fast_parameters``). ``fold`` = R
+trades the client's replication for server rotations: each input ciphertext carries R times more values and
+the server rotates it by 0 .. R-1 (R - 1 key switches per ciphertext, the same keys). The MNIST MLP
+784 -> 128 -> 64 -> 10 of the FHE Benchmarking Suite: 13 input ciphertexts (fold 16: one), 13 + 1 + 10
+plaintext products and 6 + 7 + 15 rotations, depth 7, 13 Galois keys, 34 MB of public keys (the packed plan:
+1,175 products, 62 rotations, depth 9, 67 keys, 333 MiB). It is the
 "hybrid" diagonal method of GAZELLE (Juvekar, Vaikuntanathan and Chandrakasan, USENIX Security 2018) with
 the input replication moved to the client (as in EinHops' client-side packing, arXiv:2507.07972) and the
 reduction's layout chosen so consecutive layers need no masking level.
@@ -102,10 +107,21 @@ class ReplicatedStage:
     depth: int = 1
     fold: int = 1
 
+    @property
+    def baby(self) -> int:
+        """A ``rows`` stage's baby step g: the rotations by k = i + g j (i < g, j < fold / g) of its inputs are
+        inputs x (g - 1) baby rotations and fold / g - 1 giant rotations by g of the summed products (Horner),
+        g the power of two with the fewest in all (the smaller of equals)."""
+        if self.kind != "rows" or self.fold == 1:
+            return 1
+        return min((self.inputs * (g - 1) + self.fold // g - 1, g)
+                   for g in (1 << e for e in range(self.fold.bit_length())))[1]
+
     def rotations(self, slots: int) -> tuple[int, ...]:
         """The rotation steps the stage performs, in order (all powers of two)."""
         if self.kind == "rows":
-            chain = tuple(1 << (k.bit_length() - 1) for k in range(1, self.fold)) * self.inputs
+            g = self.baby
+            chain = tuple(1 << (i.bit_length() - 1) for i in range(1, g)) * self.inputs + (g,) * (self.fold // g - 1)
             return chain + tuple(1 << e for e in range(self.period.bit_length() - 1, slots.bit_length() - 1))
         if self.kind == "gather":
             return tuple(1 << e for e in range(self.period.bit_length() - 1))
@@ -493,7 +509,7 @@ def _rotate_chain(ev, ct, n_out: int) -> list:
 def _chained(stage: ReplicatedStage) -> int:
     """How many of the stage's ``rotations`` make its sources (the rest are the reduction's)."""
     if stage.kind == "rows":
-        return (stage.fold - 1) * stage.inputs
+        return (stage.baby - 1) * stage.inputs + stage.fold // stage.baby - 1
     return stage.n_out - 1 if stage.kind == "spread" else 0
 
 
@@ -559,8 +575,24 @@ class ReplicatedServer:
             before = self.plan.maps[index - 1] if index else None
             matrix = np.asarray(stage.matrix) * self._alpha.get(index, 1.0)
             vectors = stage_vectors(plan_stage, matrix, before, self.plan.params.slots)
+            if plan_stage.kind == "rows":  # the term of rotation k = i + g j pre-rotated by -g j (``forward``)
+                g = plan_stage.baby
+                vectors = [np.roll(v, g * ((n % plan_stage.fold) // g)) for n, v in enumerate(vectors)]
             self._encoded[key] = [self.context.encode(v, level=level, scale=scale) for v in vectors]
         return self._encoded[key]
+
+    def _rows_sum(self, stage, cts, plaintexts):
+        """sum over inputs t and k < fold of P_{t,k} rot(c_t, k), by baby-step giant-step: inner_j = sum_{t,i}
+        rot(P_{t,i+gj}, -gj) rot(c_t, i), then inner_0 + rot(inner_1 + rot(..., g), g) (Horner: every giant
+        rotation by g)."""
+        ev, g, fold = self.evaluator, stage.baby, stage.fold
+        babies = [_rotate_chain(ev, c, g) for c in cts]
+        inner = [ev.mul_plain_sum((babies[t][i], plaintexts[t * fold + j * g + i])
+                                  for t in range(len(cts)) for i in range(g)) for j in range(fold // g)]
+        total = inner[-1]
+        for term in reversed(inner[:-1]):
+            total = ev.add(term, ev.rotate(total, g))
+        return total
 
     def encode_weights(self) -> int:
         """Encode every affine stage's plaintexts now (as a request would); returns how many."""
@@ -598,13 +630,14 @@ class ReplicatedServer:
                 if timings is not None:
                     _lap(timings, f"{index}:{plan_stage.kind}", start)
                 continue
-            if plan_stage.kind == "rows":
-                source = [r for c in cts for r in _rotate_chain(ev, c, plan_stage.fold)]
-            else:
-                source = _rotate_chain(ev, ct, plan_stage.n_out) if plan_stage.kind == "spread" else [ct]
+            source = cts if plan_stage.kind == "rows" else [ct]
             level, scale = source[0].level, source[0].scale
             plaintexts = self._plaintexts(index, level, math.prod(p.q_levels[level]) * p.scale / scale)
-            total = ev.mul_plain_sum(zip(source, plaintexts))
+            if plan_stage.kind == "rows":
+                total = self._rows_sum(plan_stage, cts, plaintexts)
+            else:
+                source = _rotate_chain(ev, ct, plan_stage.n_out) if plan_stage.kind == "spread" else [ct]
+                total = ev.mul_plain_sum(zip(source, plaintexts))
             steps = plan_stage.rotations(p.slots)[_chained(plan_stage):]
             # summed before the rescale: each key switch's rounding noise is then divided by the level's prime
             total = ev.rescale(_rotate_sum(ev, total, steps))

@@ -54,7 +54,8 @@ def _simulate(plan: ReplicatedPlan, model: Sequential, x) -> np.ndarray:
         else:
             sources = [np.roll(v, -j) for j in range(rs.n_out)]
         total = sum(s * p for s, p in zip(sources, plains))
-        chained = {"rows": (rs.fold - 1) * rs.inputs, "spread": rs.n_out - 1}.get(rs.kind, 0)
+        g = rs.baby
+        chained = {"rows": (g - 1) * rs.inputs + rs.fold // g - 1, "spread": rs.n_out - 1}.get(rs.kind, 0)
         for step in rs.rotations(slots)[chained:]:
             total = total + np.roll(total, -step)
         v = total + bias_vector(np.asarray(stage.bias), plan.maps[index])
@@ -114,7 +115,10 @@ def test_folding_trades_input_ciphertexts_for_rotations_on_the_same_keys():
     params = choose_parameters(7, min_slots=8192)
     flat, folded = replicated_plan(model, params=params), replicated_plan(model, params=params, fold=16)
     assert folded.input_ciphertexts == 1 and folded.rotations == flat.rotations
-    assert folded.operation_counts()["rotations"] == flat.operation_counts()["rotations"] + 15
+    assert folded.stages[0].baby == 4   # 3 baby rotations and 3 giant ones by 4 instead of 15
+    four = replicated_plan(model, params=params, fold=4).stages[0]
+    assert (four.inputs, four.baby) == (4, 1)   # 4 inputs: 3 giant rotations of the summed products, no baby
+    assert folded.operation_counts()["rotations"] == flat.operation_counts()["rotations"] + 6
     with pytest.raises(ParameterError, match="fold=3 must be a power of two in"):
         replicated_plan(model, params=params, fold=3)
 
