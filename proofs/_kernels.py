@@ -8,11 +8,14 @@ import numba
 import numpy as np
 
 from hezk.progress import announce_compilation
+from hezk.threads import parallel
 
 announce_compilation(__file__)  # one line on stderr when numba must compile these kernels (a cold cache)
 
 P = np.uint64(2013265921)
 W = np.uint64(11)
+#: Smallest piece (table entries) of a kernel here handed to a thread of ``hezk.threads``
+PARALLEL_MIN_ENTRIES = 1 << 14
 
 
 @numba.njit(cache=True)
@@ -49,12 +52,17 @@ def ext_mul(a, b, out):
         ext_mul_into(a[i, 0], a[i, 1], a[i, 2], a[i, 3], b[i, 0], b[i, 1], b[i, 2], b[i, 3], out, i)
 
 
-@numba.njit(cache=True)
 def ext_mul_scalar(a, b, out):
-    """(n, 4) array times one F_p4 element b (4,)."""
+    """(n, 4) array times one F_p4 element b (4,), in pieces of the rows on the threads of ``hezk.threads``."""
+    parallel(lambda lo, hi: _ext_mul_scalar_range(a, b, out, lo, hi), a.shape[0], PARALLEL_MIN_ENTRIES)
+
+
+@numba.njit(cache=True, nogil=True)
+def _ext_mul_scalar_range(a, b, out, lo, hi):
     b0, b1, b2, b3 = b[0], b[1], b[2], b[3]
-    for i in range(a.shape[0]):
-        ext_mul_into(a[i, 0], a[i, 1], a[i, 2], a[i, 3], b0, b1, b2, b3, out, i)
+    av, ov = a[lo:hi], out[lo:hi]           # views indexed from 0: no negative-index checks in the loop
+    for i in range(hi - lo):
+        ext_mul_into(av[i, 0], av[i, 1], av[i, 2], av[i, 3], b0, b1, b2, b3, ov, i)
 
 
 @numba.njit(cache=True)
@@ -418,35 +426,65 @@ def bit_round_sums(table, block, eq_lo, eq_hi, plain, buckets):
                 buckets[kind, plane, c] = totals[kind * planes + plane, c]
 
 
-@numba.njit(cache=True)
 def fold_add_planes(table, r, values, out):
     """out[j] = t[2j] + r (t[2j+1] - t[2j]) + values[j // (L / P)]: binds the lowest variable of a plane-major
     table ((2L,) base or (2L, 4) F_p4), adding one F_p4 constant per plane (values (P, 4); one zero plane for a
     plain fold, :func:`proofs.mle.fold`, whose numpy twin is ``_fold_numpy``). Entries 2j and 2j + 1 are read
-    before entry j is written: ``out`` may be the table's own first half."""
-    planes = values.shape[0]
-    block = out.shape[0] // planes
-    r0, r1, r2, r3 = r[0], r[1], r[2], r[3]
-    for plane in range(planes):
-        v0, v1, v2, v3 = values[plane, 0], values[plane, 1], values[plane, 2], values[plane, 3]
-        if table.ndim == 2:
-            for j in range(plane * block, (plane + 1) * block):
-                l0, l1, l2, l3 = table[2 * j, 0], table[2 * j, 1], table[2 * j, 2], table[2 * j, 3]
-                p0, p1, p2, p3 = ext_mul4(subp(table[2 * j + 1, 0], l0), subp(table[2 * j + 1, 1], l1),
-                                           subp(table[2 * j + 1, 2], l2), subp(table[2 * j + 1, 3], l3),
-                                           r0, r1, r2, r3)
-                out[j, 0] = addp(addp(l0, p0), v0)
-                out[j, 1] = addp(addp(l1, p1), v1)
-                out[j, 2] = addp(addp(l2, p2), v2)
-                out[j, 3] = addp(addp(l3, p3), v3)
+    before entry j is written: ``out`` may be the table's own first half. Pieces of the entries run on the threads
+    of ``hezk.threads``; when ``out`` shares the table's memory, a piece after the first writes its own buffer,
+    copied in once every piece has read its inputs (its entries are another piece's inputs)."""
+    if out.shape[0] < values.shape[0]:          # no whole entry per plane: nothing to write
+        return
+    aliased = np.may_share_memory(out, table)
+    kernel = _fold_add_planes_range if table.ndim == 2 else _fold_add_planes_base_range
+    copies = []
+
+    def piece(lo, hi):
+        if aliased and lo > 0:
+            dst = np.empty((hi - lo, 4), dtype=np.uint64)
+            copies.append((lo, hi, dst))
         else:
-            for j in range(plane * block, (plane + 1) * block):
-                low = table[2 * j]
-                d = subp(table[2 * j + 1], low)
-                out[j, 0] = (r0 * d % P + v0 + low) % P
-                out[j, 1] = (r1 * d % P + v1) % P
-                out[j, 2] = (r2 * d % P + v2) % P
-                out[j, 3] = (r3 * d % P + v3) % P
+            dst = out[lo:hi]
+        kernel(table, r, values, out.shape[0] // values.shape[0], dst, lo, hi)
+
+    parallel(piece, out.shape[0], PARALLEL_MIN_ENTRIES)
+    for lo, hi, dst in copies:
+        out[lo:hi] = dst
+
+
+@numba.njit(cache=True, nogil=True)
+def _fold_add_planes_range(table, r, values, block, dst, lo, hi):
+    """Entries lo <= j < hi of ``fold_add_planes`` into dst[j - lo] (an F_p4 table)."""
+    r0, r1, r2, r3 = r[0], r[1], r[2], r[3]
+    for plane in range(lo // block, (hi - 1) // block + 1):
+        v0, v1, v2, v3 = values[plane, 0], values[plane, 1], values[plane, 2], values[plane, 3]
+        first, stop = max(lo, plane * block), min(hi, (plane + 1) * block)
+        t, o = table[2 * first:2 * stop], dst[first - lo:stop - lo]   # views indexed from 0
+        for j in range(stop - first):
+            l0, l1, l2, l3 = t[2 * j, 0], t[2 * j, 1], t[2 * j, 2], t[2 * j, 3]
+            p0, p1, p2, p3 = ext_mul4(subp(t[2 * j + 1, 0], l0), subp(t[2 * j + 1, 1], l1),
+                                       subp(t[2 * j + 1, 2], l2), subp(t[2 * j + 1, 3], l3), r0, r1, r2, r3)
+            o[j, 0] = addp(addp(l0, p0), v0)
+            o[j, 1] = addp(addp(l1, p1), v1)
+            o[j, 2] = addp(addp(l2, p2), v2)
+            o[j, 3] = addp(addp(l3, p3), v3)
+
+
+@numba.njit(cache=True, nogil=True)
+def _fold_add_planes_base_range(table, r, values, block, dst, lo, hi):
+    """``_fold_add_planes_range`` for a base table."""
+    r0, r1, r2, r3 = r[0], r[1], r[2], r[3]
+    for plane in range(lo // block, (hi - 1) // block + 1):
+        v0, v1, v2, v3 = values[plane, 0], values[plane, 1], values[plane, 2], values[plane, 3]
+        first, stop = max(lo, plane * block), min(hi, (plane + 1) * block)
+        t, o = table[2 * first:2 * stop], dst[first - lo:stop - lo]
+        for j in range(stop - first):
+            low = t[2 * j]
+            d = subp(t[2 * j + 1], low)
+            o[j, 0] = (r0 * d % P + v0 + low) % P
+            o[j, 1] = (r1 * d % P + v1) % P
+            o[j, 2] = (r2 * d % P + v2) % P
+            o[j, 3] = (r3 * d % P + v3) % P
 
 
 @numba.njit(cache=True)

@@ -29,12 +29,13 @@ def pieces(monkeypatch):
     import crypto._ntt_kernels
     import crypto.cross
     import crypto.keyswitch
-    from proofs import _basefold_kernels
+    from proofs import _basefold_kernels, _kernels
 
     for module, name in [(crypto.cross, "PARALLEL_MIN_WORK"), (crypto.cross, "PARALLEL_MIN_PRODUCTS"),
                          (crypto.keyswitch, "PARALLEL_MIN_PRODUCTS"), (crypto._ntt_kernels, "PARALLEL_MIN_PRODUCTS"),
                          (crypto._ntt_kernels, "PARALLEL_MIN_ELEMENTS"),
-                         (_basefold_kernels, "MIN_ENTRIES"), (_basefold_kernels, "MIN_HASHES")]:
+                         (_basefold_kernels, "MIN_ENTRIES"), (_basefold_kernels, "MIN_HASHES"),
+                         (_kernels, "PARALLEL_MIN_ENTRIES")]:
         monkeypatch.setattr(module, name, 1)
     split, run = [], T.run_chunks
 
@@ -300,6 +301,37 @@ def test_in_place_fold_with_pieces_matches_one_thread(pieces):
     for n in THREADS:
         T.set_threads(n)
         assert_all_equal([expected, compute(True), compute(False)])
+
+
+@pytest.mark.parametrize("planes", [1, 4])
+def test_plane_folds_and_scalar_products_in_pieces_match_their_twins(pieces, planes):
+    """fold_add_planes in pieces, into a fresh array and into the table's own first half (a piece after the first
+    must not overwrite entries another piece has still to read), equals the numpy fold plus the planes' constants;
+    ext_mul_scalar equals F.ext_mul."""
+    from proofs import _kernels as K
+    from proofs.mle import _fold_numpy
+    table, base = F.ext_random((1 << 10,), seed=1), F.random_elements(1 << 10, seed=2)
+    r, values = F.ext_random((), seed=3), F.ext_random((planes,), seed=4)
+    block = (1 << 9) // planes
+    plane_constants = np.repeat(values, block, axis=0)
+
+    def compute():
+        fresh, from_base, own = np.empty((1 << 9, 4), np.uint64), np.empty((1 << 9, 4), np.uint64), table.copy()
+        K.fold_add_planes(table, r, values, fresh)
+        K.fold_add_planes(base, r, values, from_base)
+        K.fold_add_planes(own, r, values, own[:1 << 9])
+        scaled = np.empty_like(table)
+        K.ext_mul_scalar(table, r, scaled)
+        return [fresh, from_base, own[:1 << 9].copy(), scaled]
+
+    results = at_each_thread_count(compute)
+    assert_all_equal(results)
+    fresh, from_base, own, scaled = results[0]
+    assert np.array_equal(fresh, F.ext_add(_fold_numpy(table, r), plane_constants))
+    assert np.array_equal(from_base, F.ext_add(_fold_numpy(base, r), plane_constants))
+    assert np.array_equal(own, fresh)
+    assert np.array_equal(scaled, F.ext_mul(table, r))
+    assert len(pieces) >= 4 * 2
 
 
 def test_thread_setting_api_and_errors(monkeypatch):
