@@ -594,6 +594,21 @@ class ReplicatedServer:
             total = ev.add(term, ev.rotate(total, g))
         return total
 
+    def prepare(self) -> None:
+        """Run the model once on an encryption of zeros under the public key: every plaintext (weights, biases,
+        the activations' constants) is encoded and kept, and the process's kernels are loaded, so the first
+        request then costs what every later one does (the server's one-time set-up, apart from a request)."""
+        zero = self.context.encrypt(np.zeros(self.plan.params.slots), level=self.plan.input_level)
+        self.forward([zero] * self.plan.input_ciphertexts)
+
+    @property
+    def encoded_plaintexts(self) -> int:
+        """How many plaintexts the server keeps encoded (weights, biases, constants)."""
+        total = 0
+        for value in self._encoded.values():
+            total += len(value) if isinstance(value, list) else 1
+        return total
+
     def encode_weights(self) -> int:
         """Encode every affine stage's plaintexts now (as a request would); returns how many."""
         p = self.plan.params

@@ -163,6 +163,19 @@ def test_encrypted_matches_the_model(deployed):
     assert server.encode_weights() >= 1
 
 
+def test_prepare_encodes_every_plaintext_before_a_request(deployed):
+    model, plan, client, _, rng = deployed
+    server = ReplicatedServer(model, client.public_context(), plan)
+    server.prepare()
+    kept = server.encoded_plaintexts
+    affine = plan.operation_counts()["ct_pt"] + 3      # and a bias per affine stage
+    form = quartic_form(model.compile()[0][1].poly)
+    assert kept == affine + (form[1] != 0) + (form[4] != 0)   # the quartic's nonzero gamma, e; the square none
+    x = rng.normal(size=24) * 0.5
+    assert np.allclose(client.decrypt(server.evaluate(client.encrypt(x))), model.forward(x), atol=2e-3)
+    assert server.encoded_plaintexts == kept            # nothing left to encode at the request
+
+
 def test_a_folded_plan_encrypted_matches_the_model(deployed):
     _, plan, _, _, rng = deployed
     model = _mlp((400, 12, 8, 3), rng, activations=[Activation(fit_activation("relu", 4, (-4.0, 4.0))), Square()])
