@@ -107,26 +107,39 @@ class ReplicatedStage:
     depth: int = 1
     fold: int = 1
 
+    def terms(self) -> tuple[int, int]:
+        """(copies, terms): the stage sums P_{t,k} rot(c_t, k) over ``copies`` ciphertexts c_t and k < ``terms``
+        (``rows``: its inputs and fold; ``spread``: one and n_out; otherwise one and one)."""
+        if self.kind == "rows":
+            return self.inputs, self.fold
+        return (1, self.n_out) if self.kind == "spread" else (1, 1)
+
     @property
     def baby(self) -> int:
-        """A ``rows`` stage's baby step g: the rotations by k = i + g j (i < g, j < fold / g) of its inputs are
-        inputs x (g - 1) baby rotations and fold / g - 1 giant rotations by g of the summed products (Horner),
-        g the power of two with the fewest in all (the smaller of equals)."""
-        if self.kind != "rows" or self.fold == 1:
-            return 1
-        return min((self.inputs * (g - 1) + self.fold // g - 1, g)
-                   for g in (1 << e for e in range(self.fold.bit_length())))[1]
+        """The baby step g of the stage's sum (``terms``): k = i + g j (i < g, j < ceil(terms / g)) takes
+        copies x (g - 1) baby rotations and ceil(terms / g) - 1 giant rotations by g of the summed products
+        (Horner), g the power of two with the fewest in all (the larger of equals: baby rotations by powers of
+        two share one decomposition, ``_rotate_chain``)."""
+        copies, terms = self.terms()
+        return -min((copies * (g - 1) + -(-terms // g) - 1, -g)
+                    for g in (1 << e for e in range((terms - 1).bit_length() + 1)))[1]
+
+    @property
+    def chained(self) -> int:
+        """How many of ``rotations`` make the sum's rotated terms (the rest are the reduction's)."""
+        copies, terms = self.terms()
+        return copies * (self.baby - 1) + -(-terms // self.baby) - 1
 
     def rotations(self, slots: int) -> tuple[int, ...]:
         """The rotation steps the stage performs, in order (all powers of two)."""
+        copies, terms = self.terms()
+        g = self.baby
+        chain = tuple(1 << (i.bit_length() - 1) for i in range(1, g)) * copies + (g,) * (-(-terms // g) - 1)
         if self.kind == "rows":
-            g = self.baby
-            chain = tuple(1 << (i.bit_length() - 1) for i in range(1, g)) * self.inputs + (g,) * (self.fold // g - 1)
             return chain + tuple(1 << e for e in range(self.period.bit_length() - 1, slots.bit_length() - 1))
         if self.kind == "gather":
             return tuple(1 << e for e in range(self.period.bit_length() - 1))
         if self.kind == "spread":
-            chain = tuple(1 << (j.bit_length() - 1) for j in range(1, self.n_out))
             return chain + tuple(1 << e for e in range(self.period.bit_length() - 1, slots.bit_length() - 1))
         return ()
 
@@ -506,13 +519,6 @@ def _rotate_chain(ev, ct, n_out: int) -> list:
     return out
 
 
-def _chained(stage: ReplicatedStage) -> int:
-    """How many of the stage's ``rotations`` make its sources (the rest are the reduction's)."""
-    if stage.kind == "rows":
-        return (stage.baby - 1) * stage.inputs + stage.fold // stage.baby - 1
-    return stage.n_out - 1 if stage.kind == "spread" else 0
-
-
 def _lap(timings: dict, name: str, start: float) -> None:
     timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
 
@@ -575,20 +581,21 @@ class ReplicatedServer:
             before = self.plan.maps[index - 1] if index else None
             matrix = np.asarray(stage.matrix) * self._alpha.get(index, 1.0)
             vectors = stage_vectors(plan_stage, matrix, before, self.plan.params.slots)
-            if plan_stage.kind == "rows":  # the term of rotation k = i + g j pre-rotated by -g j (``forward``)
-                g = plan_stage.baby
-                vectors = [np.roll(v, g * ((n % plan_stage.fold) // g)) for n, v in enumerate(vectors)]
+            g, (_, terms) = plan_stage.baby, plan_stage.terms()  # the term of rotation k = i + g j pre-rotated
+            vectors = [np.roll(v, g * ((n % terms) // g)) for n, v in enumerate(vectors)]  # by -g j (_bsgs_sum)
             self._encoded[key] = [self.context.encode(v, level=level, scale=scale) for v in vectors]
         return self._encoded[key]
 
-    def _rows_sum(self, stage, cts, plaintexts):
-        """sum over inputs t and k < fold of P_{t,k} rot(c_t, k), by baby-step giant-step: inner_j = sum_{t,i}
-        rot(P_{t,i+gj}, -gj) rot(c_t, i), then inner_0 + rot(inner_1 + rot(..., g), g) (Horner: every giant
-        rotation by g)."""
-        ev, g, fold = self.evaluator, stage.baby, stage.fold
+    def _bsgs_sum(self, stage, cts, plaintexts):
+        """sum over ciphertexts t and k < terms of P_{t,k} rot(c_t, k) (``ReplicatedStage.terms``), by baby-step
+        giant-step: inner_j = sum_{t,i} rot(P_{t,i+gj}, -gj) rot(c_t, i), then inner_0 + rot(inner_1 + rot(...,
+        g), g) (Horner: every giant rotation by g)."""
+        ev, g = self.evaluator, stage.baby
+        _, terms = stage.terms()
         babies = [_rotate_chain(ev, c, g) for c in cts]
-        inner = [ev.mul_plain_sum((babies[t][i], plaintexts[t * fold + j * g + i])
-                                  for t in range(len(cts)) for i in range(g)) for j in range(fold // g)]
+        inner = [ev.mul_plain_sum((babies[t][i], plaintexts[t * terms + j * g + i])
+                                  for t in range(len(cts)) for i in range(g) if j * g + i < terms)
+                 for j in range(-(-terms // g))]
         total = inner[-1]
         for term in reversed(inner[:-1]):
             total = ev.add(term, ev.rotate(total, g))
@@ -648,12 +655,8 @@ class ReplicatedServer:
             source = cts if plan_stage.kind == "rows" else [ct]
             level, scale = source[0].level, source[0].scale
             plaintexts = self._plaintexts(index, level, math.prod(p.q_levels[level]) * p.scale / scale)
-            if plan_stage.kind == "rows":
-                total = self._rows_sum(plan_stage, cts, plaintexts)
-            else:
-                source = _rotate_chain(ev, ct, plan_stage.n_out) if plan_stage.kind == "spread" else [ct]
-                total = ev.mul_plain_sum(zip(source, plaintexts))
-            steps = plan_stage.rotations(p.slots)[_chained(plan_stage):]
+            total = self._bsgs_sum(plan_stage, cts if plan_stage.kind == "rows" else [ct], plaintexts)
+            steps = plan_stage.rotations(p.slots)[plan_stage.chained:]
             # summed before the rescale: each key switch's rounding noise is then divided by the level's prime
             total = ev.rescale(_rotate_sum(ev, total, steps))
             ct = ev.add(total, self._bias(index, total.level, total.scale))

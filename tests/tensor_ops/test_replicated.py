@@ -55,7 +55,8 @@ def _simulate(plan: ReplicatedPlan, model: Sequential, x) -> np.ndarray:
             sources = [np.roll(v, -j) for j in range(rs.n_out)]
         total = sum(s * p for s, p in zip(sources, plains))
         g = rs.baby
-        chained = {"rows": (g - 1) * rs.inputs + rs.fold // g - 1, "spread": rs.n_out - 1}.get(rs.kind, 0)
+        chained = {"rows": (g - 1) * rs.inputs + rs.fold // g - 1,
+                   "spread": g - 1 + -(-rs.n_out // g) - 1}.get(rs.kind, 0)
         for step in rs.rotations(slots)[chained:]:
             total = total + np.roll(total, -step)
         v = total + bias_vector(np.asarray(stage.bias), plan.maps[index])
@@ -105,7 +106,8 @@ def test_the_mnist_shapes_need_thirteen_power_of_two_keys():
     model = _mlp((784, 128, 64, 10), np.random.default_rng(1))
     plan = replicated_plan(model, params=choose_parameters(7, min_slots=8192))
     assert plan.rotations == tuple(1 << e for e in range(13))
-    assert plan.operation_counts() == {"ct_pt": 13 + 1 + 10, "rotations": 6 + 7 + 9 + 6, "galois_keys": 13,
+    assert plan.stages[-1].baby == 4   # spread: rot by 1, 2, 3, then 2 giant rotations by 4 (Horner) + 6
+    assert plan.operation_counts() == {"ct_pt": 13 + 1 + 10, "rotations": 6 + 7 + 5 + 6, "galois_keys": 13,
                                        "input_ciphertexts": 13}
     assert plan.depth == 7  # two levels per quartic activation (the power series takes three)
 
