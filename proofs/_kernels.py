@@ -16,25 +16,47 @@ P = np.uint64(2013265921)
 W = np.uint64(11)
 #: Smallest piece (table entries) of a kernel here handed to a thread of ``hezk.threads``
 PARALLEL_MIN_ENTRIES = 1 << 14
+#: ... of a one-operation element-wise kernel (add, sub, mul: memory-bound, so pieces must be large to pay)
+PARALLEL_MIN_ELEMENTS = 1 << 18
 
 
-@numba.njit(cache=True)
+def _flat(kernel, a, b, out):
+    """kernel(a, b, out, lo, hi) over pieces of the flat arrays on the threads of ``hezk.threads``."""
+    parallel(lambda lo, hi: kernel(a, b, out, lo, hi), a.size, PARALLEL_MIN_ELEMENTS)
+
+
 def mul(a, b, out):
-    for i in range(a.size):
-        out[i] = a[i] * b[i] % P
+    _flat(_mul_range, a, b, out)
 
 
-@numba.njit(cache=True)
 def add(a, b, out):
-    for i in range(a.size):
-        s = a[i] + b[i]
-        out[i] = s - P if s >= P else s
+    _flat(_add_range, a, b, out)
 
 
-@numba.njit(cache=True)
 def sub(a, b, out):
-    for i in range(a.size):
-        out[i] = a[i] - b[i] if a[i] >= b[i] else a[i] + P - b[i]
+    _flat(_sub_range, a, b, out)
+
+
+@numba.njit(cache=True, nogil=True)
+def _mul_range(a, b, out, lo, hi):
+    av, bv, ov = a[lo:hi], b[lo:hi], out[lo:hi]     # views indexed from 0: no negative-index checks in the loop
+    for i in range(hi - lo):
+        ov[i] = av[i] * bv[i] % P
+
+
+@numba.njit(cache=True, nogil=True)
+def _add_range(a, b, out, lo, hi):
+    av, bv, ov = a[lo:hi], b[lo:hi], out[lo:hi]
+    for i in range(hi - lo):
+        s = av[i] + bv[i]
+        ov[i] = s - P if s >= P else s
+
+
+@numba.njit(cache=True, nogil=True)
+def _sub_range(a, b, out, lo, hi):
+    av, bv, ov = a[lo:hi], b[lo:hi], out[lo:hi]
+    for i in range(hi - lo):
+        ov[i] = av[i] - bv[i] if av[i] >= bv[i] else av[i] + P - bv[i]
 
 
 @numba.njit(cache=True, inline="always")
@@ -45,11 +67,16 @@ def ext_mul_into(a0, a1, a2, a3, b0, b1, b2, b3, out, i):
     out[i, 3] = (a0 * b3 + a1 * b2 + a2 * b1 + a3 * b0) % P
 
 
-@numba.njit(cache=True)
 def ext_mul(a, b, out):
-    """Row-wise F_p4 products of (n, 4) arrays."""
-    for i in range(a.shape[0]):
-        ext_mul_into(a[i, 0], a[i, 1], a[i, 2], a[i, 3], b[i, 0], b[i, 1], b[i, 2], b[i, 3], out, i)
+    """Row-wise F_p4 products of (n, 4) arrays, in pieces of the rows on the threads of ``hezk.threads``."""
+    parallel(lambda lo, hi: _ext_mul_range(a, b, out, lo, hi), a.shape[0], PARALLEL_MIN_ENTRIES)
+
+
+@numba.njit(cache=True, nogil=True)
+def _ext_mul_range(a, b, out, lo, hi):
+    av, bv, ov = a[lo:hi], b[lo:hi], out[lo:hi]
+    for i in range(hi - lo):
+        ext_mul_into(av[i, 0], av[i, 1], av[i, 2], av[i, 3], bv[i, 0], bv[i, 1], bv[i, 2], bv[i, 3], ov, i)
 
 
 def ext_mul_scalar(a, b, out):
@@ -134,6 +161,22 @@ def batch_inv(a, out):
     out[0] = inverse
 
 
+def ext_outer(u, v, out):
+    """out[j * E + e] = u[j] v[e] for F_p4 vectors u (J, 4), v (E, 4); out is (J * E, 4); pieces of the rows j on
+    the threads of ``hezk.threads``."""
+    parallel(lambda lo, hi: _ext_outer_range(u, v, out, lo, hi), u.shape[0], PARALLEL_MIN_ENTRIES,
+             work_per_item=v.shape[0])
+
+
+@numba.njit(cache=True, nogil=True)
+def _ext_outer_range(u, v, out, lo, hi):
+    count = v.shape[0]
+    uv, ov = u[lo:hi], out[lo * count:hi * count]
+    for j in range(hi - lo):
+        for e in range(count):
+            ext_mul_into(uv[j, 0], uv[j, 1], uv[j, 2], uv[j, 3], v[e, 0], v[e, 1], v[e, 2], v[e, 3], ov, j * count + e)
+
+
 @numba.njit(cache=True)
 def ext_outer(u, v, out):
     """out[j * E + e] = u[j] v[e] for F_p4 vectors u (J, 4), v (E, 4); out is (J * E, 4)."""
@@ -176,18 +219,36 @@ def _add4(a0, a1, a2, a3, b0, b1, b2, b3):
     return addp(a0, b0), addp(a1, b1), addp(a2, b2), addp(a3, b3)
 
 
-@numba.njit(cache=True)
+def _round_pieces(kernel, half, out):
+    """out = (the sum of kernel(lo, hi)'s unreduced accumulators over pieces of the pairs) mod p: pieces on the
+    threads of ``hezk.threads``, their accumulators added in piece order (uint64 sums of residues, exact: the
+    one-thread accumulator itself)."""
+    accs = parallel(kernel, half, PARALLEL_MIN_ENTRIES)
+    total = accs[0]
+    for acc in accs[1:]:
+        total = total + acc
+    out[:total.shape[0]] = total % P     # rows 0..degree (a caller's ``out`` may have more)
+
+
 def product_round_sums(a, b, c, three, degree, out):
     """out[x] = sum_j A_x(j) B_x(j) [C_x(j) if ``three``], F_x(j) = f[2j] + x (f[2j+1] - f[2j]), x = 0..degree, for
     F_p4 tables (2L, 4): the round of a product term of two or three F_p4 factors in scalar registers (twin:
     :func:`masked_round_sums` without masks or base factors; ``c`` is ignored unless ``three``)."""
+    _round_pieces(lambda lo, hi: _product_round_range(a, b, c, three, degree, lo, hi), a.shape[0] // 2, out)
+
+
+@numba.njit(cache=True, nogil=True)
+def _product_round_range(a, b, c, three, degree, lo, hi):
+    """The unreduced accumulator of ``product_round_sums`` over the pairs lo <= j < hi."""
     acc = np.zeros((degree + 1, 4), dtype=np.uint64)
     c0 = c1 = c2 = c3 = dc0 = dc1 = dc2 = dc3 = np.uint64(0)
-    for j in range(a.shape[0] // 2):
-        a0, a1, a2, a3, da0, da1, da2, da3 = _line(a, j)
-        b0, b1, b2, b3, db0, db1, db2, db3 = _line(b, j)
+    av, bv = a[2 * lo:2 * hi], b[2 * lo:2 * hi]          # views indexed from 0
+    cv = c[2 * lo:2 * hi] if three else c
+    for j in range(hi - lo):
+        a0, a1, a2, a3, da0, da1, da2, da3 = _line(av, j)
+        b0, b1, b2, b3, db0, db1, db2, db3 = _line(bv, j)
         if three:
-            c0, c1, c2, c3, dc0, dc1, dc2, dc3 = _line(c, j)
+            c0, c1, c2, c3, dc0, dc1, dc2, dc3 = _line(cv, j)
         for x in range(degree + 1):
             if x:
                 a0, a1, a2, a3 = _add4(a0, a1, a2, a3, da0, da1, da2, da3)
@@ -199,9 +260,7 @@ def product_round_sums(a, b, c, three, degree, out):
                 acc_product(acc, x, p0, p1, p2, p3, c0, c1, c2, c3)
             else:
                 acc_product(acc, x, a0, a1, a2, a3, b0, b1, b2, b3)
-    for x in range(degree + 1):
-        for k in range(4):
-            out[x, k] = acc[x, k] % P
+    return acc
 
 
 @numba.njit(cache=True, inline="always")
@@ -210,20 +269,28 @@ def _masked(v, z, mask, plane, c, block):
     return addp(v, z * mask[plane, c] % P) if block else v
 
 
-@numba.njit(cache=True)
 def masked_product_round_sums(a, b, mask_a, block_a, mask_b, block_b, zs, degree, out):
     """out[x] = sum_j A_x(j) B_x(j), F_x(j) = f[2j] + x (f[2j+1] - f[2j]) + zs[x] mask_f[j // block_f] (block_f =
     0: no mask), x = 0..degree, for F_p4 tables (2L, 4) and masks (P_f, 4): a two-factor term in scalar
     registers, the plane advanced by a counter (twin: :func:`masked_round_sums` with two F_p4 factors)."""
+    _round_pieces(lambda lo, hi: _masked_product_round_range(a, b, mask_a, block_a, mask_b, block_b, zs, degree, lo,
+                                                             hi), a.shape[0] // 2, out)
+
+
+@numba.njit(cache=True, nogil=True)
+def _masked_product_round_range(a, b, mask_a, block_a, mask_b, block_b, zs, degree, lo, hi):
+    """The unreduced accumulator of ``masked_product_round_sums`` over the pairs lo <= j < hi."""
     acc = np.zeros((degree + 1, 4), dtype=np.uint64)
-    plane_a = plane_b = 0
-    for j in range(a.shape[0] // 2):
-        if block_a and j == (plane_a + 1) * block_a:
+    plane_a = lo // block_a if block_a else 0
+    plane_b = lo // block_b if block_b else 0
+    av, bv = a[2 * lo:2 * hi], b[2 * lo:2 * hi]
+    for j in range(hi - lo):
+        if block_a and lo + j == (plane_a + 1) * block_a:
             plane_a += 1
-        if block_b and j == (plane_b + 1) * block_b:
+        if block_b and lo + j == (plane_b + 1) * block_b:
             plane_b += 1
-        a0, a1, a2, a3, da0, da1, da2, da3 = _line(a, j)
-        b0, b1, b2, b3, db0, db1, db2, db3 = _line(b, j)
+        a0, a1, a2, a3, da0, da1, da2, da3 = _line(av, j)
+        b0, b1, b2, b3, db0, db1, db2, db3 = _line(bv, j)
         for x in range(degree + 1):
             if x:
                 a0, a1, a2, a3 = _add4(a0, a1, a2, a3, da0, da1, da2, da3)
@@ -234,12 +301,9 @@ def masked_product_round_sums(a, b, mask_a, block_a, mask_b, block_b, zs, degree
                          _masked(a3, z, mask_a, plane_a, 3, block_a), _masked(b0, z, mask_b, plane_b, 0, block_b),
                          _masked(b1, z, mask_b, plane_b, 1, block_b), _masked(b2, z, mask_b, plane_b, 2, block_b),
                          _masked(b3, z, mask_b, plane_b, 3, block_b))
-    for x in range(degree + 1):
-        for k in range(4):
-            out[x, k] = acc[x, k] % P
+    return acc
 
 
-@numba.njit(cache=True)
 def masked_round_sums(ext_factors, masks, blocks, base_factors, zs, degree, out):
     """Round sums of one product term whose F_p4 factors may carry a per-plane mask:
     out[x] = sum_j prod_f (f[2j] + x (f[2j+1] - f[2j]) + zs[x] masks[f, j // blocks[f]]), x = 0..degree.
@@ -250,9 +314,16 @@ def masked_round_sums(ext_factors, masks, blocks, base_factors, zs, degree, out)
     Accumulators hold sums of residues < p (exact in uint64 up to 2^33 terms) and are reduced at the end.
     The numpy twins are :meth:`proofs.relations.RelationProver._numpy_sums` and the plain prover's numpy rounds.
     """
+    n = ext_factors.shape[1] if ext_factors.shape[0] else base_factors.shape[1]
+    _round_pieces(lambda lo, hi: _masked_round_range(ext_factors, masks, blocks, base_factors, zs, degree, lo, hi),
+                  n // 2, out)
+
+
+@numba.njit(cache=True, nogil=True)
+def _masked_round_range(ext_factors, masks, blocks, base_factors, zs, degree, lo, hi):
+    """The unreduced accumulator of ``masked_round_sums`` over the pairs lo <= j < hi."""
     me, mb = ext_factors.shape[0], base_factors.shape[0]
-    n = ext_factors.shape[1] if me else base_factors.shape[1]
-    half = n // 2
+    ev, bv = ext_factors[:, 2 * lo:2 * hi], base_factors[:, 2 * lo:2 * hi]   # views indexed from 0
     acc = np.zeros((degree + 1, 4), dtype=np.uint64)
     current = np.empty((me, 4), dtype=np.uint64)
     step = np.empty((me, 4), dtype=np.uint64)
@@ -260,14 +331,14 @@ def masked_round_sums(ext_factors, masks, blocks, base_factors, zs, degree, out)
     base_current = np.empty(mb, dtype=np.uint64)
     base_step = np.empty(mb, dtype=np.uint64)
     product = np.empty((1, 4), dtype=np.uint64)
-    for j in range(half):
+    for j in range(hi - lo):
         for f in range(me):
             for c in range(4):
-                low, high = ext_factors[f, 2 * j, c], ext_factors[f, 2 * j + 1, c]
+                low, high = ev[f, 2 * j, c], ev[f, 2 * j + 1, c]
                 current[f, c] = low
                 step[f, c] = high - low if high >= low else high + P - low
         for f in range(mb):
-            low, high = base_factors[f, 2 * j], base_factors[f, 2 * j + 1]
+            low, high = bv[f, 2 * j], bv[f, 2 * j + 1]
             base_current[f] = low
             base_step[f] = high - low if high >= low else high + P - low
         for x in range(degree + 1):
@@ -287,7 +358,7 @@ def masked_round_sums(ext_factors, masks, blocks, base_factors, zs, degree, out)
                 continue
             for f in range(me):
                 if blocks[f]:
-                    plane = j // blocks[f]
+                    plane = (lo + j) // blocks[f]
                     for c in range(4):
                         s = current[f, c] + zs[x] * masks[f, plane, c] % P
                         value[f, c] = s - P if s >= P else s
@@ -301,9 +372,7 @@ def masked_round_sums(ext_factors, masks, blocks, base_factors, zs, degree, out)
                               value[f, 0], value[f, 1], value[f, 2], value[f, 3], product, 0)
             for c in range(4):
                 acc[x, c] += product[0, c] * scale % P
-    for x in range(degree + 1):
-        for c in range(4):
-            out[x, c] = acc[x, c] % P
+    return acc
 
 
 @numba.njit(cache=True)

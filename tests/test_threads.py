@@ -35,7 +35,7 @@ def pieces(monkeypatch):
                          (crypto.keyswitch, "PARALLEL_MIN_PRODUCTS"), (crypto._ntt_kernels, "PARALLEL_MIN_PRODUCTS"),
                          (crypto._ntt_kernels, "PARALLEL_MIN_ELEMENTS"),
                          (_basefold_kernels, "MIN_ENTRIES"), (_basefold_kernels, "MIN_HASHES"),
-                         (_kernels, "PARALLEL_MIN_ENTRIES")]:
+                         (_kernels, "PARALLEL_MIN_ENTRIES"), (_kernels, "PARALLEL_MIN_ELEMENTS")]:
         monkeypatch.setattr(module, name, 1)
     split, run = [], T.run_chunks
 
@@ -332,6 +332,64 @@ def test_plane_folds_and_scalar_products_in_pieces_match_their_twins(pieces, pla
     assert np.array_equal(own, fresh)
     assert np.array_equal(scaled, F.ext_mul(table, r))
     assert len(pieces) >= 4 * 2
+
+
+def test_sumcheck_round_sums_and_field_kernels_in_pieces_match_their_twins(pieces):
+    """The provers' round sums (two and three F_p4 factors, masked per plane, with base factors) over pieces of the
+    pairs, and the flat field operations, equal numpy's formulas at every thread count."""
+    from proofs import _kernels as K
+    half, planes, degree = 1 << 8, 4, 3
+    block = half // planes
+    a, b, c = (F.ext_random((2 * half,), seed=s) for s in (1, 2, 3))
+    base = F.random_elements((2, 2 * half), seed=4)
+    masks = F.ext_random((3, planes), seed=5)
+    zs = np.array([x * (1 - x) % int(F.P) for x in range(degree + 1)], dtype=np.uint64)
+    blocks = np.array([block, 0, block], dtype=np.int64)
+    flat_a, flat_b = F.random_elements(1 << 10, seed=6), F.random_elements(1 << 10, seed=7)
+
+    def line(f, x):
+        return F.ext_add(f[0::2], F.ext_mul_base(F.ext_sub(f[1::2], f[0::2]), np.uint64(x)))
+
+    def masked(f, mask, x):
+        return F.ext_add(line(f, x), F.ext_mul_base(np.repeat(mask, block, axis=0), zs[x]))
+
+    expected = [np.stack([F.ext_sum(F.ext_mul(F.ext_mul(line(a, x), line(b, x)), line(c, x))) for x in range(4)]),
+                np.stack([F.ext_sum(F.ext_mul(line(a, x), line(b, x))) for x in range(4)]),
+                np.stack([F.ext_sum(F.ext_mul(masked(a, masks[0], x), line(b, x))) for x in range(4)]),
+                np.stack([F.ext_sum(F.ext_mul_base(F.ext_mul(F.ext_mul(masked(a, masks[0], x), line(b, x)),
+                                                             masked(c, masks[2], x)),
+                                                   F.mul(line(base[0][:, None] * np.array([1, 0, 0, 0], np.uint64),
+                                                              x)[:, 0], line(base[1][:, None] *
+                                                                             np.array([1, 0, 0, 0], np.uint64), x)[:, 0])))
+                          for x in range(4)]),
+                F.add(flat_a, flat_b), F.sub(flat_a, flat_b), F.mul(flat_a, flat_b),
+                F.ext_mul(a, b), F.ext_mul(np.repeat(a[:8], 8, axis=0), np.tile(b[:8], (8, 1)))]
+
+    def compute():
+        outs = [np.empty((degree + 1, 4), np.uint64) for _ in range(4)]
+        K.product_round_sums(a, b, c, True, degree, outs[0])
+        K.product_round_sums(a, b, a[:0], False, degree, outs[1])
+        K.masked_product_round_sums(a, b, masks[0], block, masks[1], 0, zs, degree, outs[2])
+        K.masked_round_sums(np.stack([a, b, c]), masks, blocks, base, zs, degree, outs[3])
+        flat = [np.empty_like(flat_a) for _ in range(3)]
+        K.add(flat_a, flat_b, flat[0])
+        K.sub(flat_a, flat_b, flat[1])
+        K.mul(flat_a, flat_b, flat[2])
+        products, outer = np.empty_like(a), np.empty((64, 4), np.uint64)
+        K.ext_mul(a, b, products)
+        K.ext_outer(np.ascontiguousarray(a[:8]), np.ascontiguousarray(b[:8]), outer)
+        return outs + flat + [products, outer]
+
+    T.set_threads(1)
+    expected = [np.asarray(e) for e in expected]      # computed above with whatever setting: the same elements
+    results = at_each_thread_count(compute)
+    assert_all_equal(results)
+    for got, want in zip(results[0], expected):
+        assert np.array_equal(got, want)
+    assert len(pieces) >= 9 * 2
+    larger = np.full((degree + 3, 4), 7, np.uint64)        # a caller's buffer with rows past the degree: kept
+    K.product_round_sums(a, b, c, True, degree, larger)
+    assert np.array_equal(larger[:degree + 1], expected[0]) and (larger[degree + 1:] == 7).all()
 
 
 def test_thread_setting_api_and_errors(monkeypatch):
