@@ -7,9 +7,9 @@ the table: with other work on the cores, a second thread may find no core free, 
 
     python benchmarks/threads.py [--repeats 5] [--threads 2] [--n16] [--bootstrap] [--lenet]
 
-Default cases: ct x ct + relin + rescale and one rotation at N14, a 64x64 BSGS matrix-vector product at N14, and a
+Default cases: ct x ct + relin + rescale and one rotation at N14, a 64x64 BSGS matrix-vector product at N14, a
 Basefold commitment + opening of a 2^20-entry table (the provers' encoding, leaf and Merkle hashing, round sums and
-folds). ``--n16``: ct x ct and rotation at N16; ``--bootstrap``: one N16_BOOT bootstrap (keys: tens of GB); ``--lenet``:
+folds) and the inference proof of a ~1M-parameter MLP (784-1024-256-10, batch 64: sumcheck round sums and folds). ``--n16``: ct x ct and rotation at N16; ``--bootstrap``: one N16_BOOT bootstrap (keys: tens of GB); ``--lenet``:
 LeNet-5 (x^2) encrypted inference and the LeNet-5 graph proof.
 """
 import argparse
@@ -96,6 +96,21 @@ def basefold_case(log_n=20):
     return [(f"Basefold commit + open 2^{log_n}", prove)]
 
 
+def mlp_proof_case():
+    """The ~1M-parameter MLP's inference proof (784-1024-256-10, batch 64, public weights, Basefold): the sumcheck
+    provers' round sums and folds and the Basefold opening at the size of the issue's proofs."""
+    from benchmarks.proofs import CASES, float_mlp
+    from proofs.basefold import BasefoldParams
+    from proofs.layers.network import Network
+    from proofs.quantize import quantize_fixed_point, quantize_input
+
+    _, sizes, batch, frac_bits = CASES["c"]
+    model = quantize_fixed_point(*float_mlp(sizes), frac_bits=frac_bits)
+    x = quantize_input(model, np.random.default_rng(1).uniform(-1, 1, (batch, sizes[0])))
+    network = Network(model, zk=False, params=BasefoldParams())
+    return [(f"{model.num_parameters / 1e6:.2f}M-parameter MLP proof, batch {batch}", lambda: network.prove(x))]
+
+
 def bootstrap_case():
     from crypto import CKKSContext, CKKSParameters
     from crypto.ckks.bootstrap import BootstrapConfig
@@ -146,7 +161,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     print(f"cores available: {T.available_cores()}, load average before: {os.getloadavg()}", flush=True)
     rows = []
-    groups = [lambda: ckks_cases("N14", True), lambda: basefold_case(args.log_n)]
+    groups = [lambda: ckks_cases("N14", True), lambda: basefold_case(args.log_n), mlp_proof_case]
     if args.n16:
         groups.append(lambda: ckks_cases("N16", False))
     if args.bootstrap:
