@@ -177,15 +177,6 @@ def _ext_outer_range(u, v, out, lo, hi):
             ext_mul_into(uv[j, 0], uv[j, 1], uv[j, 2], uv[j, 3], v[e, 0], v[e, 1], v[e, 2], v[e, 3], ov, j * count + e)
 
 
-@numba.njit(cache=True)
-def ext_outer(u, v, out):
-    """out[j * E + e] = u[j] v[e] for F_p4 vectors u (J, 4), v (E, 4); out is (J * E, 4)."""
-    count = v.shape[0]
-    for j in range(u.shape[0]):
-        for e in range(count):
-            ext_mul_into(u[j, 0], u[j, 1], u[j, 2], u[j, 3], v[e, 0], v[e, 1], v[e, 2], v[e, 3], out, j * count + e)
-
-
 @numba.njit(cache=True, inline="always")
 def ext_mul4(a0, a1, a2, a3, b0, b1, b2, b3):
     """The F_p4 product (a b mod x^4 - W) as a tuple of four residues."""
