@@ -31,10 +31,11 @@ plaintext products and 6 + 7 + 15 rotations, depth 7, 13 Galois keys, 34 MB of p
 the input replication moved to the client (as in EinHops' client-side packing, arXiv:2507.07972) and the
 reduction's layout chosen so consecutive layers need no masking level.
 
-    plan = replicated_plan(model)                       # public, JSON (to_dict / from_dict)
-    client = ReplicatedClient(plan)                     # keys for plan.rotations
+    plan = replicated_plan(model, fold=16)              # public, JSON (to_dict / from_dict)
+    client = ReplicatedClient(plan)                     # keys for plan.rotations; save / load (secret, 0600)
     server = ReplicatedServer(model, client.public_context(), plan)
-    y = client.decrypt(server.evaluate(client.encrypt(x)))
+    server.prepare()                                    # optional: plaintexts encoded, kernels loaded
+    y = client.decrypt(server.evaluate(client.encrypt(x)))   # x: one sample or (n, *input_shape)
 """
 from __future__ import annotations
 
@@ -847,4 +848,5 @@ class ReplicatedClient:
 
 
 __all__ = ["ReplicatedPlan", "ReplicatedStage", "ReplicatedClient", "ReplicatedServer", "replicated_plan",
-           "plan_stages", "stage_vectors", "layout_maps"]
+           "plan_stages", "stage_vectors", "layout_maps", "rows_columns", "bias_vector", "quartic_form",
+           "evaluate_quartic", "fast_parameters", "switch_cost", "switch_levels"]
