@@ -254,16 +254,23 @@ def test_compiled_infer_accepts_progress_true(tmp_path, capsys):
         model.infer(calibration[:1], progress="yes")
 
 
-@pytest.mark.parametrize("hiding", [False, True], ids=["public", "hiding"])
-def test_api_prove_and_verify_accept_progress_true(tmp_path, capsys, hiding):
+@pytest.mark.parametrize("hiding, relu", [(False, False), (True, False), (True, True)],
+                         ids=["public-graph", "hiding-graph", "hiding-mlp"])
+def test_api_prove_and_verify_accept_progress_true(tmp_path, capsys, hiding, relu):
     """``Prover.prove``, ``hezk.prove`` (one proof and a batch, the Dask path's in-process runner) and
-    ``hezk.verify`` (one proof and a batch) take progress: a bar on stderr, the same proofs (public weights:
-    bytes for bytes) and the same verified outputs."""
+    ``hezk.verify`` (one proof and a batch) take progress, for the graph proof and the MLP proof (a ReLU MLP): a
+    bar on stderr, the same proofs (public weights: bytes for bytes) and the same verified outputs."""
     import hezk
     from proofs import ModelError
 
     path, calibration, _ = _quantized(tmp_path)
+    if relu:
+        rng = np.random.default_rng(4)
+        path = str(tmp_path / "relu.npz")
+        np.savez(path, w0=0.3 * rng.normal(size=(4, 6)), b0=np.zeros(4), w1=0.3 * rng.normal(size=(2, 4)),
+                 b1=np.zeros(2), activation="relu")
     prover = hezk.commit(path, calibration, hiding=hiding, max_proofs=6)
+    assert prover.strategy == ("mlp" if relu else "graph")
     x, xs = calibration[:1], calibration[:2]
     quiet = prover.prove(x)
     capsys.readouterr()
