@@ -60,7 +60,7 @@ KINDS = ("rows", "gather", "spread", "activation")
 # a saved client is the inference client's record (CLIENT_KIND; ``Client.load`` reads it as a client without a
 # packed plan), the replicated plan in its own meta field
 LAYOUT = "replicated"
-DEFAULT_MAX_CIPHERTEXTS = 4096
+DEFAULT_MAX_CIPHERTEXTS = 256  # per request: 15 samples at fold 1 (13 ciphertexts each, ~300 MB), more folded
 
 
 def _pow2_at_least(n: int) -> int:
