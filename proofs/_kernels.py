@@ -564,21 +564,31 @@ def eq_table_into(point, out):
         size *= 2
 
 
-@numba.njit(cache=True)
 def transposed_matmul(a, b, out):
     """out[j, k] = sum_i a[i, k] b[i, j] mod p for canonical a (n, K), b (n, m), out (m, K): a^T b transposed, each
     product reduced as it is added (sums of < 2^33 residues fit a uint64). The twin is the float-limb
-    :func:`proofs.field.matmul`."""
-    n, k_count, m = a.shape[0], a.shape[1], b.shape[1]
-    acc = np.zeros((m, k_count), dtype=np.uint64)
+    :func:`proofs.field.matmul`. Pieces of the output rows j on the threads of ``hezk.threads``."""
+    parallel(lambda lo, hi: _transposed_matmul_rows(a, b, out, lo, hi), b.shape[1], PARALLEL_MIN_ENTRIES,
+             work_per_item=a.shape[0] * a.shape[1])
+
+
+@numba.njit(cache=True, nogil=True)
+def _transposed_matmul_rows(a, b, out, lo, hi):
+    """Rows lo <= j < hi of ``transposed_matmul``."""
+    n, k_count = a.shape[0], a.shape[1]
+    acc = np.zeros((hi - lo, k_count), dtype=np.uint64)
     for i in range(n):
-        for j in range(m):
-            v = b[i, j]
+        bi = b[i, lo:hi]
+        ai = a[i]
+        for j in range(hi - lo):
+            v = bi[j]
             if v == 0:
                 continue
+            row = acc[j]
             for k in range(k_count):
-                acc[j, k] += (a[i, k] * v) % P
-    for j in range(m):
+                row[k] += (ai[k] * v) % P
+    ov = out[lo:hi]
+    for j in range(hi - lo):
         for k in range(k_count):
-            out[j, k] = acc[j, k] % P
+            ov[j, k] = acc[j, k] % P
 

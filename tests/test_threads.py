@@ -387,6 +387,11 @@ def test_sumcheck_round_sums_and_field_kernels_in_pieces_match_their_twins(piece
     for got, want in zip(results[0], expected):
         assert np.array_equal(got, want)
     assert len(pieces) >= 9 * 2
+    ma, mb = F.random_elements((40, 24), seed=8), F.random_elements((40, 9), seed=9)
+    mb[3] = 0                                                # zero entries are skipped
+    product = np.empty((9, 24), np.uint64)
+    at_each_thread_count(lambda: K.transposed_matmul(ma, mb, product))
+    assert np.array_equal(product, ((ma.T.astype(object) @ mb.astype(object)) % int(F.P)).T.astype(np.uint64))
     larger = np.full((degree + 3, 4), 7, np.uint64)        # a caller's buffer with rows past the degree: kept
     K.product_round_sums(a, b, c, True, degree, larger)
     assert np.array_equal(larger[:degree + 1], expected[0]) and (larger[degree + 1:] == 7).all()
