@@ -90,9 +90,9 @@ def test_dense_layer_equals_the_library_multiply_accumulate(toy, n_out, n_in, le
     fast, naive = dense_layer(cts, weights, bias), dense_layer_naive(cts, weights, bias)
     assert len(fast) == len(naive) == n_out
     products = zip(dense_layer(cts, weights, bias, rescale=False), dense_layer_naive(cts, weights, bias, rescale=False))
+    q_top = toy.params.modulus_at(level) // toy.params.modulus_at(level - 1)
     for f, n in products:   # before the rescale, whose rounding could hide a difference in the low bits
-        assert (f.level, f.scale) == (n.level, n.scale) == (level, cts[0].scale * float(toy.params.modulus_at(level)
-                                                                                          // toy.params.modulus_at(level - 1)))
+        assert (f.level, f.scale) == (n.level, n.scale) == (level, cts[0].scale * float(q_top))
         for pf, pn in zip(f.parts, n.parts):
             assert np.array_equal(pf.data, pn.data)
     for f, n in zip(fast, naive):

@@ -212,10 +212,10 @@ def export(weights, calibration, out_dir=None, degree: int = DEFAULT_DEGREE, key
     ``weights``: an ``.npz`` of named weights (``fc1.weight`` (128, 784), ``fc1.bias``, ... and
     ``activation="relu"``), what ``pth_to_npz`` makes of the harness's model; ``calibration``: (n, 784) pixels
     in [0, 1] (training images). Writes ``server_model.npz`` (the fitted model, ``Sequential.save``),
-    ``plan.json`` (its public plan), ``packed.json`` (the public spec of sample packing) and ``entry.json`` (the choices and the fit's error against the float model
-    on the calibration images); returns the last. ``packed_params``: the parameters of sample packing (default
-    ``choose_parameters(depth)``, 128-bit; the tests pass an insecure small ring, which key generation refuses
-    unless HEZK_FHE_TEST_RING=1)."""
+    ``plan.json`` (its public plan), ``packed.json`` (the public spec of sample packing) and ``entry.json`` (the
+    choices and the fit's error against the float model on the calibration images); returns the last.
+    ``packed_params``: the parameters of sample packing (default ``choose_parameters(depth)``, 128-bit; the tests
+    pass an insecure small ring, which key generation refuses unless HEZK_FHE_TEST_RING=1)."""
     from tensor_ops.nn import Sequential
 
     out = pathlib.Path(out_dir) if out_dir is not None else model_dir()
