@@ -19,14 +19,15 @@ slot does useful work (the client lays out the input; each layer leaves the layo
   by H, 2H, ..., slots/2: slot s holds y[(-s) mod H], replicated with period H for the next ``gather``.
 
 So a chain rows, (gather, spread)... costs, per affine layer, one rescale and log2 of a slot count in
-rotations (plus n_out - 1 for a ``spread``), with Galois keys for powers of two only. A degree-4 activation
+rotations (plus those making a ``spread``'s n_out rotated terms, by baby-step giant-step), with Galois keys
+for powers of two only. A degree-4 activation
 takes two levels (``quartic_form``: its leading coefficient folded into the affine map before it), and the
 parameters take the special primes that make key switching cheapest (``fast_parameters``). ``fold`` = R
 trades the client's replication for server rotations: each input ciphertext carries R times more values and
 the server rotates it by 0 .. R-1 (R - 1 key switches per ciphertext, the same keys). The MNIST MLP
-784 -> 128 -> 64 -> 10 of the FHE Benchmarking Suite: 13 input ciphertexts (fold 16: one), 13 + 1 + 10
-plaintext products and 6 + 7 + 15 rotations, depth 7, 13 Galois keys, 34 MB of public keys (the packed plan:
-1,175 products, 62 rotations, depth 9, 67 keys, 333 MiB). It is the
+784 -> 128 -> 64 -> 10 of the FHE Benchmarking Suite: 13 input ciphertexts (fold 16: one, and 6 more
+rotations), 13 + 1 + 10 plaintext products and 6 + 7 + 11 rotations, depth 7, 13 Galois keys, 34 MB of public
+keys (the packed plan: 1,175 products, 62 rotations, depth 9, 67 keys, 333 MiB). It is the
 "hybrid" diagonal method of GAZELLE (Juvekar, Vaikuntanathan and Chandrakasan, USENIX Security 2018) with
 the input replication moved to the client (as in EinHops' client-side packing, arXiv:2507.07972) and the
 reduction's layout chosen so consecutive layers need no masking level.
@@ -57,8 +58,6 @@ from tensor_ops.inference import (CLIENT_KIND, OutputRangeError, pack_message, r
                                   write_secret_file)
 
 KINDS = ("rows", "gather", "spread", "activation")
-# a saved client is the inference client's record (CLIENT_KIND; ``Client.load`` reads it as a client without a
-# packed plan), the replicated plan in its own meta field
 LAYOUT = "replicated"
 DEFAULT_MAX_CIPHERTEXTS = 256  # per request: 15 samples at fold 1 (13 ciphertexts each, ~300 MB), more folded
 
@@ -271,6 +270,9 @@ class ReplicatedPlan:
         slots = np.full(n, -1)
         for value in range(n):
             where = np.flatnonzero(final == value)
+            if not where.size:
+                raise ParameterError(f"replicated plan: output {value} is in no slot of the last stage's layout "
+                                     f"(the stages do not make the output shape {self.output_shape})")
             slots[value] = where[0]
         return slots
 
@@ -347,8 +349,10 @@ class ReplicatedPlan:
                 or not math.isfinite(margin) or margin < 0:
             raise ParameterError("replicated plan: output_range must give one low and one high per output value, "
                                  "output_margin a finite number >= 0")
-        return cls(params, shape_in, shape_out, tuple(stages), data.get("model"), data.get("fit"), rng, bounds,
+        plan = cls(params, shape_in, shape_out, tuple(stages), data.get("model"), data.get("fit"), rng, bounds,
                    margin)
+        plan.output_slots  # noqa: B018 (raises for stages that do not lay out every output)
+        return plan
 
 
 def switch_levels(stages, slots: int) -> list[int]:
@@ -777,7 +781,8 @@ class ReplicatedClient:
 
     def save(self, path, galois_keys: bool = False):
         """The plan and the context, SECRET KEY INCLUDED (mode 0600); without the Galois keys by default (the
-        server's: the client only encrypts and decrypts)."""
+        server's: the client only encrypts and decrypts). The record is the inference client's (CLIENT_KIND:
+        ``Client.load`` reads it as a client without a packed plan), the plan in its meta "replicated_plan"."""
         context = self._context
         if not galois_keys:
             public = CKKSContext.from_key_bytes(context.public_key_bytes(), context.relin_key_bytes())

@@ -216,6 +216,10 @@ def test_refusals(deployed):
         ReplicatedClient(plan)
     with pytest.raises(ParameterError, match="not a replicated plan"):
         ReplicatedPlan.from_dict({"layout": "flat"})
+    crafted = plan.to_dict()
+    crafted["stages"][-1]["period"] = 1   # a spread of period 1 lays out one output, the plan claims 3
+    with pytest.raises(ParameterError, match="output 1 is in no slot"):
+        ReplicatedPlan.from_dict(crafted)
 
 
 def test_outputs_outside_the_planned_range_are_refused(deployed):
