@@ -426,19 +426,6 @@ def _mlp_model(graph, largest: float):
     return quantize_fixed_point(weights, biases, frac_bits=MLP_FRAC_BITS, input_bound=bound, relus=relus)
 
 
-def _mlp_error_report(model, graph, samples) -> dict:
-    """The proven integer MLP against the float model on ``samples``, as the graph quantizer reports it."""
-    from proofs.quantize import dequantize_output, forward_int, quantize_input
-
-    x = np.asarray(samples, dtype=np.float64).reshape(len(samples), -1)
-    reference = graph.forward(np.asarray(samples, dtype=np.float64)).reshape(len(x), -1)
-    proven = dequantize_output(model, forward_int(model, quantize_input(model, x))).reshape(len(x), -1)
-    error = np.abs(proven - reference)
-    return {"mean_error": float(error.mean()), "max_error": float(error.max()),
-            "output_magnitude": float(np.abs(reference).max()),
-            "argmax_agreement": float(np.mean(np.argmax(proven, 1) == np.argmax(reference, 1)))}
-
-
 def _mlp_params(scheme: str, hiding: bool):
     """The MLP proof's parameters of ``scheme`` (named explicitly: ``Network(params=None)`` is the auto rule)."""
     from proofs.basefold import BasefoldParams
@@ -452,7 +439,7 @@ def _mlp_params(scheme: str, hiding: bool):
 
 def _commit_mlp(graph, samples, hiding, max_proofs, scheme, progress) -> Prover:
     """The MLP proof's commitment of a ReLU MLP chain (what ``hezk commit`` makes of it)."""
-    from proofs.graph_cli import parsed_back
+    from proofs.graph_cli import mlp_error_report, parsed_back
     from proofs.layers.network import Network
     from proofs.pcs.choice import choose_scheme
 
@@ -461,7 +448,7 @@ def _commit_mlp(graph, samples, hiding, max_proofs, scheme, progress) -> Prover:
     scheme = choose_scheme(scheme, strategy="mlp", hiding=hiding, parameter_copies=model.num_parameters * int(copies))
     options = {"max_proofs": max_proofs} if hiding else {}
     network = Network(model, _mlp_params(scheme, hiding), zk=hiding, progress=progress, **options)
-    return Prover(graph, model, network, parsed_back(network.commitment), _mlp_error_report(model, graph, samples),
+    return Prover(graph, model, network, parsed_back(network.commitment), mlp_error_report(model, graph, samples),
                   hiding, scheme=scheme)
 
 

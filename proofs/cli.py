@@ -196,6 +196,9 @@ def _commit(args) -> int:
     largest_input = model.input_bound * 2.0 ** -model.input_frac
     print(f"committed {len(model.layers)} layers, {model.num_parameters} parameters "
           f"({model.scheme}, input scale 2^{model.input_frac}) -> {args.out} ({len(data)} bytes)")
+    measured = _measured_error(args, model)
+    if measured is not None:
+        print(measured)
     print(f"worst-case output error <= {model.error_bound:.3g} (quantized vs float model) over every input with "
           f"|x| <= {largest_input:g}, {source}")
     if zk:
@@ -207,6 +210,26 @@ def _commit(args) -> int:
         print(f"PUBLIC WEIGHTS: proofs reveal every weight; commitment digest {network.commitment.weights.root.hex()}"
               + (f" ({plain.describe()})" if basefold else ""))
     return 0
+
+
+def _measured_error(args, model) -> str | None:
+    """The line of the proven MLP's measured error against the float model (as the graph proof prints it), on
+    the --calibration inputs or 64 seeded uniform [-1, 1] ones; None for a model file without its float model
+    (the deprecated quantized format: only the worst case is known)."""
+    try:
+        graph = hezk.model.load(args.model)
+    except (hezk.model.ModelFileError, OSError, ValueError):
+        return None
+    if args.calibration is not None:
+        samples, source = np.load(args.calibration, allow_pickle=False), f"the calibration data {args.calibration}"
+    else:
+        rng = np.random.default_rng(0)
+        samples = rng.uniform(-1.0, 1.0, (graph_cli.CALIBRATION_SAMPLES, *graph.input_shape))
+        samples = np.clip(samples, -model.input_bound * 2.0 ** -model.input_frac,
+                          model.input_bound * 2.0 ** -model.input_frac)
+        source = f"{graph_cli.CALIBRATION_SAMPLES} seeded uniform [-1, 1] inputs (--calibration: yours)"
+    return graph_cli.report_text(graph_cli.mlp_error_report(model, graph, samples.reshape(len(samples), -1)),
+                                 source)
 
 
 def _prove(args) -> int:

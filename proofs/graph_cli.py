@@ -79,6 +79,30 @@ def graph_model(path):
     return None if is_relu_mlp(graph) else graph
 
 
+def mlp_error_report(model, graph, samples) -> dict:
+    """The MLP proof's quantized model (a QuantizedMLP) against the float ``graph`` on ``samples`` (float inputs
+    within its input bound, batch first), as :meth:`QuantizedGraph.error_report` reports the graph proof's:
+    mean and max |proven output - float output| (dequantized), the float output's largest magnitude and the
+    argmax agreement."""
+    from .quantize import dequantize_output, forward_int, quantize_input
+
+    x = np.asarray(samples, dtype=np.float64)
+    flat = x.reshape(len(x), -1)
+    reference = graph.forward(x).reshape(len(x), -1)
+    proven = dequantize_output(model, forward_int(model, quantize_input(model, flat))).reshape(len(x), -1)
+    error = np.abs(proven - reference)
+    return {"mean_error": float(error.mean()), "max_error": float(error.max()),
+            "output_magnitude": float(np.abs(reference).max()),
+            "argmax_agreement": float(np.mean(np.argmax(proven, 1) == np.argmax(reference, 1)))}
+
+
+def report_text(report: dict, source: str) -> str:
+    """One line of an error report (:func:`mlp_error_report`, ``QuantizedGraph.error_report``) on ``source``."""
+    return (f"proven output vs the float model on {source}: mean error {report['mean_error']:.4g}, max error "
+            f"{report['max_error']:.4g} (largest |output| {report['output_magnitude']:.4g}, argmax agreement "
+            f"{100 * report['argmax_agreement']:.1f}%)")
+
+
 def load_array(path: str, what: str = "input") -> np.ndarray:
     try:
         x = np.load(path, allow_pickle=False)
@@ -136,9 +160,7 @@ def commit(args, graph) -> int:
     report = q.error_report(graph, calibration)
     print(f"committed a graph of {len(q.ops)} proven ops, {q.num_parameters} parameters (input scale "
           f"2^{q.input_frac}, output scale 2^{q.output_frac}) -> {out} ({len(data)} bytes)")
-    print(f"proven output vs the float model on {source}: mean error {report['mean_error']:.4g}, max error "
-          f"{report['max_error']:.4g} (largest |output| {report['output_magnitude']:.4g}, argmax agreement "
-          f"{100 * report['argmax_agreement']:.1f}%)")
+    print(report_text(report, source))
     if hiding:
         state = args.state if args.state is not None else f"{out}.state"
         network.save_state(state)
