@@ -59,8 +59,8 @@ import numba
 import numpy as np
 
 from crypto.context import CKKSContext, as_parameters
-from crypto.errors import (ContextMismatchError, LevelError, ParameterError, ScaleError, SerializationError,
-                           ShapeError)
+from crypto.errors import (ContextMismatchError, KeyMissingError, LevelError, ParameterError, ScaleError,
+                           SerializationError, ShapeError)
 from crypto.ring import RNSPoly
 from crypto.rlwe import Ciphertext
 from hezk.model.graph import activate
@@ -68,7 +68,7 @@ from hezk.record import MAGIC
 from tensor_ops.model_plan import ActivationStage, AffineStage, choose_parameters
 
 __all__ = ["SamplePackedModel", "SamplePackedSpec", "SamplePackedClient", "SamplePackedServer", "dense_layer",
-           "dense_layer_naive", "modular_matmul", "modular_matmul_naive", "digit_width"]
+           "dense_layer_naive", "paired_activation", "modular_matmul", "modular_matmul_naive", "digit_width"]
 
 FLOAT64_EXACT = 2**53      # float64 holds every integer of magnitude below this exactly
 MAX_MODULUS = 2**31        # every RNS prime is below 2^31
@@ -141,24 +141,28 @@ def _centre_block(x, q, c0, c1, out):
 
 
 @numba.njit(cache=True, nogil=True)
-def _combine_block(products, powers, q, bias, out):
-    """out[j, c] = (bias[j] + sum_t products[t, j, c] * powers[t]) mod q; products are exact integers < 2^53."""
+def _combine_block(products, powers, q, bias, factor, out):
+    """out[j, c] = (bias[j] factor[c] + sum_t products[t, j, c] powers[t]) mod q; products are exact integers
+    below 2^53, bias and factor residues."""
     digits, n_out, width = products.shape
     for j in range(n_out):
         b = bias[j]
         for c in range(width):
-            acc = b
+            acc = (b * factor[c]) % q
             for t in range(digits):
                 v = np.int64(products[t, j, c]) % q
                 acc = (acc + v * powers[t]) % q
             out[j, c] = acc
 
 
-def _limb_product(weights: _LimbWeights, x: np.ndarray, bias: np.ndarray, out: np.ndarray, period: int) -> None:
-    """out[:, c] = weights @ x[:, c] + bias (mod q) for every column, in blocks of ``BLOCK_COLUMNS`` that do not
-    straddle a multiple of ``period``; ``bias``: (out,) int64 residues added to every column (zeros: none)."""
+def _limb_product(weights: _LimbWeights, x: np.ndarray, bias: np.ndarray, out: np.ndarray, period: int,
+                  factor: np.ndarray | None = None) -> None:
+    """out[:, c] = weights @ x[:, c] + bias * factor[c] (mod q) for every column, in blocks of ``BLOCK_COLUMNS``
+    that do not straddle a multiple of ``period``; ``bias``: (out,) int64 residues (zeros: none), ``factor``:
+    (columns,) int64 residues (None: ones, the same bias in every column)."""
     n_out, n_in = weights.digits.shape[1:]
     columns = x.shape[1]
+    factor = np.ones(columns, dtype=np.int64) if factor is None else factor
     width = min(BLOCK_COLUMNS, period, columns)
     block = np.empty((n_in, width), dtype=np.float64)
     products = np.empty((len(weights.digits), n_out, width), dtype=np.float64)
@@ -169,7 +173,7 @@ def _limb_product(weights: _LimbWeights, x: np.ndarray, bias: np.ndarray, out: n
         _centre_block(x, weights.q, start, stop, block)
         for t in range(len(weights.digits)):
             np.matmul(weights.digits[t], block[:, :w], out=products[t, :, :w])
-        _combine_block(products[:, :, :w], weights.powers, weights.q, bias, out[:, start:stop])
+        _combine_block(products[:, :, :w], weights.powers, weights.q, bias, factor[start:stop], out[:, start:stop])
         start = stop
 
 
@@ -228,24 +232,25 @@ class _Stack:
     """Feature-major ciphertexts as one array: words[i, l, p*N:(p+1)*N] = part p, limb l of ciphertext i (uint32:
     every residue is below 2^31), with the metadata they share."""
 
-    def __init__(self, words, level, scale, length, key_id, evaluator):
+    def __init__(self, words, level, scale, length, key_id, evaluator, is_complex=False):
         self.words, self.level, self.scale, self.length = words, level, scale, length
-        self.key_id, self.evaluator = key_id, evaluator
+        self.key_id, self.evaluator, self.is_complex = key_id, evaluator, bool(is_complex)
 
     @classmethod
     def empty(cls, count: int, first: Ciphertext, level: int, evaluator, buffer: np.ndarray | None = None):
         """A stack for ``count`` ciphertexts like ``first`` at ``level`` (in ``buffer`` when it has the shape)."""
         shape = (count, evaluator.params.limbs_at(level), 2 * evaluator.params.n)
         words = buffer if buffer is not None and buffer.shape == shape else np.empty(shape, dtype=np.uint32)
-        return cls(words, level, first.scale, first.length, first.key_id, evaluator)
+        return cls(words, level, first.scale, first.length, first.key_id, evaluator, first.is_complex)
 
     def put(self, i: int, ct: Ciphertext, what: str) -> None:
         if ct.level < self.level:
             raise LevelError(f"{what} is at level {ct.level}, below the level {self.level} of the others")
-        if ct.scale != self.scale or ct.length != self.length or ct.key_id != self.key_id or len(ct.parts) != 2:
+        if (ct.scale != self.scale or ct.length != self.length or ct.key_id != self.key_id or len(ct.parts) != 2
+                or ct.is_complex != self.is_complex):
             raise ParameterError(f"{what} differs from the first ciphertext in scale ({ct.scale} vs {self.scale}), "
-                                 f"length ({ct.length} vs {self.length}) or key set: one set must come from one "
-                                 f"encryption call")
+                                 f"length ({ct.length} vs {self.length}), pairing (complex {ct.is_complex} vs "
+                                 f"{self.is_complex}) or key set: one set must come from one encryption call")
         n, limbs = self.evaluator.params.n, self.words.shape[1]
         for p, part in enumerate(ct.parts):
             self.words[i, :, p * n:(p + 1) * n] = part.data[:limbs]
@@ -300,20 +305,53 @@ def _dense_stack(stack: _Stack, weights: np.ndarray, bias: np.ndarray, cache: di
     out = np.empty((n_out, 2, len(moduli), n), dtype=np.uint64)
     zeros = np.zeros(n_out, dtype=np.int64)
     result = np.empty((n_out, 2 * n), dtype=np.int64)
+    idx = tuple(range(len(moduli)))
+    # a paired (complex) set: the bias is b (1 + i) in every slot, the polynomial round(b s q_top) (1 + X^(N/2)),
+    # as Evaluator.add encodes the complex constant
+    half_turn = _monomial(ev, idx).data if stack.is_complex else None
     for limb, q in enumerate(moduli):
         bias_res = np.array([b % q for b in bias_ints], dtype=np.int64)
+        factor = None if half_turn is None else (half_turn[limb].astype(np.int64) + 1) % q
         x = stack.words[:, limb]
-        _limb_product(limb_weights[limb], x[:, :n], bias_res, result[:, :n], n)
+        _limb_product(limb_weights[limb], x[:, :n], bias_res, result[:, :n], n, factor)
         _limb_product(limb_weights[limb], x[:, n:], zeros, result[:, n:], n)
         out[:, 0, limb] = result[:, :n]
         out[:, 1, limb] = result[:, n:]
-    idx = tuple(range(len(moduli)))
     outputs = []
     for j in range(n_out):
         parts = tuple(RNSPoly(ev.ring, out[j, p], idx, True) for p in range(2))
-        product = Ciphertext(parts, level, product_scale, stack.length, False, params.fingerprint, stack.key_id, ev)
+        product = Ciphertext(parts, level, product_scale, stack.length, stack.is_complex, params.fingerprint,
+                             stack.key_id, ev)
         outputs.append(ev.rescale(product) if rescale else product)
     return outputs
+
+
+def _monomial(ev, idx) -> RNSPoly:
+    """X^(N/2) in NTT form over the limbs ``idx``: its product with a ciphertext multiplies every slot by i
+    (exactly: a signed permutation of the coefficients, no level, no scale)."""
+    coefficients = np.zeros(ev.params.n, dtype=np.int64)
+    coefficients[ev.params.n // 2] = 1
+    return RNSPoly.from_ints(ev.ring, coefficients, idx, is_ntt=True)
+
+
+def _times_i(ct: Ciphertext, monomial: RNSPoly) -> Ciphertext:
+    """i ct (every slot times i): ``monomial`` X^(N/2) over the limbs of ct's level or more."""
+    monomial = monomial if monomial.idx == ct.parts[0].idx else monomial.keep(ct.parts[0].idx)
+    return Ciphertext(tuple(part * monomial for part in ct.parts), ct.level, ct.scale, ct.length, True,
+                      ct.fingerprint, ct.key_id, ct.evaluator)
+
+
+def paired_activation(poly, z: Ciphertext) -> Ciphertext:
+    """p(a) + i p(b) from z = (a + i b) / 2 (a paired set, two samples per slot: the dense layer before halves its
+    outputs): a = z + conj(z), b = i (conj(z) - z), each through ``poly.evaluate``, recombined by a product with
+    X^(N/2). One conjugation (a key switch: the conjugation key) and two evaluations of the polynomial; no
+    level beyond the polynomial's."""
+    ev = z.evaluator
+    conjugate = ev.conjugate(z)
+    monomial = _monomial(ev, z.parts[0].idx)
+    real = poly.evaluate(ev.add(z, conjugate))
+    imaginary = poly.evaluate(_times_i(ev.sub(conjugate, z), monomial))
+    return ev.add(real, _times_i(imaginary, monomial))
 
 
 def _as_layer(weights, bias):
@@ -337,7 +375,8 @@ def _evaluator_of(ciphertexts):
 
 def dense_layer(ciphertexts, weights, bias=None, rescale: bool = True) -> list:
     """y_j = sum_i weights[j, i] x_i + bias[j] on feature-major ciphertexts (x_i: ``ciphertexts[i]``, all at one
-    level and scale, of one key set): a list of ``outputs`` ciphertexts one level lower, at the inputs' scale
+    level and scale, of one key set; complex ones, a paired set, get bias[j] (1 + i): both samples of a slot get
+    the bias): a list of ``outputs`` ciphertexts one level lower, at the inputs' scale
     (``rescale=False``: at the inputs' level and the product scale, scale x q_top, before the rescale).
     The exact modular matrix product of the module docstring; the same residues as ``dense_layer_naive``."""
     cts, ev = _evaluator_of(ciphertexts)
@@ -362,7 +401,7 @@ def dense_layer_naive(ciphertexts, weights, bias=None, rescale: bool = True) -> 
         for ct, w in zip(cts, row):
             term = ev.mul(ct, float(w))
             acc = term if acc is None else ev.add(acc, term)
-        acc = ev.add(acc, float(b))
+        acc = ev.add(acc, complex(b, b) if cts[0].is_complex else float(b))
         outputs.append(ev.rescale(acc) if rescale else acc)
     return outputs
 
@@ -516,14 +555,28 @@ class SamplePackedServer:
         return stack
 
     def evaluate_ciphertexts(self, inputs) -> list:
-        """The network on a stack (``_Stack``) or a list of feature ciphertexts: the output ciphertexts."""
+        """The network on a stack (``_Stack``) or a list of feature ciphertexts: the output ciphertexts. A paired
+        set (complex ciphertexts, two samples per slot) needs the conjugation key: each dense layer before an
+        activation halves its outputs and the activation is ``paired_activation``."""
         x = inputs
-        for stage, dense, cache in zip(self.model.stages, self.model._dense, self._caches):
+        stages = self.model.stages
+        for k, (stage, dense, cache) in enumerate(zip(stages, self.model._dense, self._caches)):
             if dense is not None:
                 stack = x if isinstance(x, _Stack) else _Stack.of(x, self.evaluator)
-                x = _dense_stack(stack, dense[0], dense[1], cache)
+                halve = stack.is_complex and k + 1 < len(stages) and isinstance(stages[k + 1], ActivationStage)
+                if halve and not self.context.has_conjugation_key:
+                    raise KeyMissingError("a paired set (complex ciphertexts) needs the conjugation key: make the "
+                                          "keys with SamplePackedClient(spec, pairs=True)")
+                weights, bias = (dense[0] / 2, dense[1] / 2) if halve else dense
+                x = _dense_stack(stack, weights, bias, cache.setdefault(halve, {}))
             else:
-                x = [stage.poly.evaluate(ct) for ct in (x if isinstance(x, list) else _unstack(x))]
+                cts = x if isinstance(x, list) else _unstack(x)
+                if cts and cts[0].is_complex:
+                    if not self.context.has_conjugation_key:
+                        raise KeyMissingError("a paired set (complex ciphertexts) needs the conjugation key")
+                    x = [paired_activation(stage.poly, ct) for ct in cts]
+                else:
+                    x = [stage.poly.evaluate(ct) for ct in cts]
         return x if isinstance(x, list) else _unstack(x)
 
     def evaluate(self, request) -> bytes:
@@ -537,29 +590,48 @@ def _unstack(stack: _Stack) -> list:
     idx = tuple(range(stack.words.shape[1]))
     return [Ciphertext(tuple(RNSPoly(ev.ring, np.ascontiguousarray(stack.words[i, :, p * n:(p + 1) * n],
                                                                     dtype=np.uint64), idx, True) for p in range(2)),
-                       stack.level, stack.scale, stack.length, False, ev.params.fingerprint, stack.key_id, ev)
+                       stack.level, stack.scale, stack.length, stack.is_complex, ev.params.fingerprint, stack.key_id,
+                       ev)
             for i in range(stack.words.shape[0])]
 
 
 class SamplePackedClient:
-    """Keys (secret, public, relinearization: no Galois keys), encryption of (batch, features) arrays into
-    requests of one set each, decryption of the replies. ``seed``: reproducible keys, for tests only."""
+    """Keys (secret, public, relinearization; the conjugation key too with ``pairs``, no rotation key), encryption
+    of (batch, features) arrays into requests of one set each, decryption of the replies. ``seed``: reproducible
+    keys, for tests only.
 
-    def __init__(self, spec, *, seed=None, context: CKKSContext | None = None):
+    ``pairs=True``: a set of more than N/2 samples (up to N) is *paired*: sample s and sample L + s share slot s as
+    real and imaginary part (complex ciphertexts, L = ceil(n/2)); the server then runs each activation twice per
+    ciphertext after a conjugation (``paired_activation``) but each dense layer once for both halves, and the
+    request is one set of ``features`` ciphertexts instead of two. Worth it when a batch would take two sets
+    (slots < batch <= N): half the input bytes and encryption time, and less server time."""
+
+    def __init__(self, spec, *, seed=None, context: CKKSContext | None = None, pairs: bool = False):
         self.spec = spec if isinstance(spec, SamplePackedSpec) else SamplePackedSpec.from_dict(spec)
         if context is None:
-            context = CKKSContext.keygen(self.spec.params, seed=seed)
+            context = CKKSContext.keygen(self.spec.params, conjugation=bool(pairs), seed=seed)
         elif not context.has_secret_key or context.params != self.spec.params:
             raise ContextMismatchError("context must hold the secret key and the spec's parameters")
         self.context = context
 
     @property
     def slots(self) -> int:
-        """Samples per set (N/2)."""
+        """Slots per ciphertext (N/2): the samples of an unpaired set."""
         return self.spec.params.slots
 
+    @property
+    def pairs(self) -> bool:
+        """Whether sets of more than N/2 samples are paired (the keys include the conjugation key)."""
+        return self.context.has_conjugation_key
+
+    @property
+    def set_size(self) -> int:
+        """The most samples one request holds: N with ``pairs``, else N/2."""
+        return self.slots * (2 if self.pairs else 1)
+
     def public_context(self) -> bytes:
-        """The server's keys: the public and relinearization keys (no secret, no Galois keys)."""
+        """The server's keys: the public and relinearization keys (and the conjugation key with ``pairs``; no
+        secret, no rotation key)."""
         return self.context.public_context().to_bytes()
 
     def save(self, path) -> None:
@@ -584,33 +656,48 @@ class SamplePackedClient:
 
     def encrypt_set(self, x):
         """The ciphertext records of one request (a generator, one feature at a time): ``x`` (batch, features)
-        with batch <= ``slots`` (ShapeError otherwise: ``encrypt`` splits larger batches)."""
+        with batch <= ``set_size`` (ShapeError otherwise: ``encrypt`` splits larger batches); paired when
+        batch > ``slots``."""
         x = self._check_batch(x)
-        if x.shape[0] > self.slots:
-            raise ShapeError(f"a set holds at most slots={self.slots} samples (N/2), x has {x.shape[0]}: use "
-                             f"encrypt, which splits the batch into sets")
-        columns = np.ascontiguousarray(x.T)
+        n = x.shape[0]
+        if n > self.set_size:
+            raise ShapeError(f"a set holds at most {self.set_size} samples ({'N, paired' if self.pairs else 'N/2'}), "
+                             f"x has {n}: use encrypt, which splits the batch into sets")
+        if n > self.slots:  # paired: samples 0..L-1 real, L..n-1 imaginary (one zero sample pads an odd n)
+            half = (n + 1) // 2
+            imaginary = np.zeros((half, x.shape[1]))
+            imaginary[:n - half] = x[half:]
+            columns = np.ascontiguousarray((x[:half] + 1j * imaginary).T)
+        else:
+            columns = np.ascontiguousarray(x.T)
         for f in range(self.spec.features):
             yield self.context.encrypt(columns[f], level=self.spec.level).to_bytes()
 
     def encrypt(self, x) -> list:
-        """Requests for (batch, features) samples: ceil(batch / slots) sets, each the bytes of ``features``
-        ciphertexts (one feature of up to ``slots`` samples each)."""
+        """Requests for (batch, features) samples: ceil(batch / set_size) sets, each the bytes of ``features``
+        ciphertexts (one feature of up to ``set_size`` samples each)."""
         x = self._check_batch(x)
-        return [b"".join(self.encrypt_set(x[s:s + self.slots])) for s in range(0, len(x), self.slots)]
+        return [b"".join(self.encrypt_set(x[s:s + self.set_size])) for s in range(0, len(x), self.set_size)]
 
-    def decrypt(self, replies) -> np.ndarray:
-        """(batch, outputs) from the replies of ``encrypt``'s requests, in order (bytes, paths, or a list)."""
+    def decrypt(self, replies, count: int | None = None) -> np.ndarray:
+        """(batch, outputs) from the replies of ``encrypt``'s requests, in order (bytes, paths, or a list).
+        ``count``: the batch that was encrypted; needed only where a paired set held an odd number of samples
+        (without it such a set gives one extra row, its padding sample, at its end)."""
         replies = [replies] if isinstance(replies, (bytes, bytearray, memoryview, str, os.PathLike)) else replies
         blocks = []
         for k, reply in enumerate(replies):
-            columns = [self.context.decrypt(Ciphertext.from_bytes(record, self.context))
-                       for record in _split_records(reply)]
-            if len(columns) != self.spec.outputs:
-                raise ShapeError(f"reply {k} holds {len(columns)} ciphertexts; the model has {self.spec.outputs} "
+            cts = [Ciphertext.from_bytes(record, self.context) for record in _split_records(reply)]
+            if len(cts) != self.spec.outputs:
+                raise ShapeError(f"reply {k} holds {len(cts)} ciphertexts; the model has {self.spec.outputs} "
                                  f"outputs")
-            blocks.append(np.stack(columns, axis=1))
+            values = np.stack([self.context.decrypt(ct) for ct in cts], axis=1)
+            if cts[0].is_complex:
+                n = 2 * len(values) if count is None else min(self.set_size, count - k * self.set_size)
+                values = np.concatenate([values.real, values.imag[:n - len(values)]], axis=0)
+            blocks.append(values)
         if not blocks:
             raise ShapeError("no replies to decrypt")
         y = np.concatenate(blocks, axis=0)
+        if count is not None and len(y) != count:
+            raise ShapeError(f"the replies hold {len(y)} samples, count={count}")
         return activate(self.spec.finish, y) if self.spec.finish else y

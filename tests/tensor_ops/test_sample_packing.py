@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from crypto import CKKSContext, CKKSParameters
-from crypto.errors import ContextMismatchError, LevelError, ParameterError, SerializationError, ShapeError
+from crypto.errors import (ContextMismatchError, KeyMissingError, LevelError, ParameterError, SerializationError,
+                           ShapeError)
 from tensor_ops.nn import Linear, Poly, Sequential, Square
 from tensor_ops.sample_packing import (SamplePackedClient, SamplePackedModel, SamplePackedServer, SamplePackedSpec,
                                        dense_layer, dense_layer_naive, digit_width, modular_matmul,
@@ -76,14 +77,17 @@ def toy():
     return CKKSContext.keygen(CKKSParameters.preset("TOY"), seed=7)
 
 
-@settings(max_examples=12, deadline=None)
-@given(st.integers(1, 4), st.integers(1, 6), st.integers(1, 4), st.integers(0, 2**32 - 1), st.floats(1e-3, 4.0))
-def test_dense_layer_equals_the_library_multiply_accumulate(toy, n_out, n_in, level, seed, spread):
+@settings(max_examples=16, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 6), st.integers(1, 4), st.integers(0, 2**32 - 1), st.floats(1e-3, 4.0),
+       st.booleans())
+def test_dense_layer_equals_the_library_multiply_accumulate(toy, n_out, n_in, level, seed, spread, paired):
     """Rule: the fast dense layer (one modular matrix product per limb) gives the very residues, level and scale
     of the naive twin (Evaluator.mul by each scalar weight, add, add the bias, rescale), at any level, and the
-    same residues before the rescale."""
+    same residues before the rescale; for complex (paired) inputs the bias is b (1 + i), as Evaluator.add of
+    complex(b, b) encodes it."""
     rng = np.random.default_rng(seed)
-    cts = [toy.encrypt(rng.uniform(-1, 1, 17), level=level) for _ in range(n_in)]
+    cts = [toy.encrypt(rng.uniform(-1, 1, 17) + (1j * rng.uniform(-1, 1, 17) if paired else 0), level=level)
+           for _ in range(n_in)]
     weights = rng.normal(0, spread, (n_out, n_in))
     weights[0, 0] = 0.0
     bias = rng.normal(0, spread, n_out)
@@ -100,7 +104,8 @@ def test_dense_layer_equals_the_library_multiply_accumulate(toy, n_out, n_in, le
         for pf, pn in zip(f.parts, n.parts):
             assert np.array_equal(pf.data, pn.data)
     values = np.stack([toy.decrypt(ct) for ct in cts])
-    assert np.allclose(np.stack([toy.decrypt(ct) for ct in fast]), weights @ values + bias[:, None], atol=1e-6)
+    expected = weights @ values + (bias * (1 + 1j) if paired else bias)[:, None]
+    assert np.allclose(np.stack([toy.decrypt(ct) for ct in fast]), expected, atol=1e-6)
 
 
 def test_dense_layer_refusals(toy):
@@ -163,8 +168,39 @@ def test_batch_beyond_the_slots_is_split_into_sets(toy_network, tmp_path):
     y = client.decrypt(replies)
     assert y.shape == (client.slots + 5, 3)
     assert np.max(np.abs(y - model.forward(x))) < 2.0**-24
-    with pytest.raises(ShapeError, match=f"at most slots={client.slots}"):
+    with pytest.raises(ShapeError, match=rf"at most {client.slots} samples \(N/2\)"):
         next(client.encrypt_set(x))
+
+
+def test_paired_sets_hold_two_samples_per_slot(toy_network):
+    """Rule: with pairs=True a batch of up to N samples is one request of complex ciphertexts (samples L + s in
+    the imaginary parts, one zero sample padding an odd batch), evaluated with a conjugation per activation, and
+    decrypts to the model's outputs within 2^-24; without ``count`` the padding row comes back last; a batch of
+    at most N/2 stays unpaired; a server without the conjugation key refuses a paired request."""
+    model, packed, _, plain_server = toy_network
+    client = SamplePackedClient(packed.spec, seed=5, pairs=True)
+    assert client.pairs and client.set_size == 2 * client.slots
+    server = SamplePackedServer(packed, client.public_context())
+    x = np.random.default_rng(7).uniform(-0.5, 0.5, (client.slots + 7, 12))
+    requests = client.encrypt(x)
+    assert len(requests) == 1
+    reply = server.evaluate(requests[0])
+    y = client.decrypt(reply, count=len(x))
+    assert y.shape == (len(x), 3) and np.max(np.abs(y - model.forward(x))) < 2.0**-24
+    padded = client.decrypt(reply)
+    assert len(padded) == len(x) + 1 and np.allclose(padded[:-1], y)
+    small = x[:10]
+    assert np.max(np.abs(client.decrypt(server.evaluate(client.encrypt(small)[0])) - model.forward(small))) < 2.0**-24
+    with pytest.raises(KeyMissingError, match="conjugation key"):
+        SamplePackedServer(packed, _without_conjugation(client)).evaluate(requests[0])
+    with pytest.raises(ShapeError, match="count=5"):
+        client.decrypt(reply, count=5)
+
+
+def _without_conjugation(client):
+    """The client's public and relinearization keys without the conjugation key."""
+    ctx = CKKSContext.from_bytes(client.public_context())
+    return CKKSContext.from_key_bytes(ctx.public_key_bytes(), ctx.relin_key_bytes())
 
 
 def test_client_file_and_spec_round_trip(toy_network, tmp_path):

@@ -17,7 +17,8 @@ client_preprocess_input        datasets/<size>/intermediate/test_pixels.txt -> i
                                (parsed, checked, normalised as the harness normalises: (p - 0.1307) / 0.3081)
 client_encode_encrypt_input    inputs.npy -> io/<size>/ciphertexts_upload/request-<k>.bin: slot-blocked,
                                ``plan.batch`` images per ciphertext, ``CIPHERTEXTS_PER_REQUEST`` per request;
-                               sample packing, one request per set of <= N/2 images, one ciphertext per pixel
+                               sample packing, one request per set of <= N/2 images (N, two per slot, when
+                               the instance has more images than slots), one ciphertext per pixel
 server_encrypted_compute       requests + public context -> io/<size>/ciphertexts_download/reply-<k>.bin (one task
                                per request: in this process, or, slot-blocked, on Dask workers when HEZK_FHE_DASK)
 client_decrypt_decode          replies -> io/<size>/intermediate/scores.npy (the 10 logits of each image)
@@ -271,13 +272,14 @@ def client_key_generation(size: int) -> None:
         if (spec.params.security_bits or 0) < 128 and os.environ.get("HEZK_FHE_TEST_RING") != "1":
             raise EntryError(f"{model_dir() / 'packed.json'}: parameters {spec.params!r} are below 128 bits "
                              f"(HEZK_FHE_TEST_RING=1 allows them, for tests only)")
-        client = SamplePackedClient(spec)
+        # more images than slots: pair them (two per slot, real and imaginary part; the conjugation key added)
+        client = SamplePackedClient(spec, pairs=BATCH_SIZES[size] > spec.params.slots)
         keys = client.public_context()
         (public / "context.bin").write_bytes(keys)
         (public / PACKING_FILE).write_text(json.dumps({"packing": "samples-per-slot"}))
         client.save(secret / "client.bin")
-        _log("client", f"sample packing, {client.spec.params!r}: public + relinearization keys, "
-                       f"{len(keys) / 2**20:.2f} MiB")
+        _log("client", f"sample packing, {client.spec.params!r}: public + relinearization"
+                       f"{' + conjugation' if client.pairs else ''} keys, {len(keys) / 2**20:.2f} MiB")
         return
     (public / PACKING_FILE).unlink(missing_ok=True)
     from tensor_ops.inference import Client
@@ -316,11 +318,12 @@ def client_encode_encrypt_input(size: int) -> None:
         folder = io_dir(size) / "ciphertexts_upload"
         _write_numbered(folder, "request", [])
         total = 0
-        for k, start in enumerate(range(0, len(x), client.slots)):
+        for k, start in enumerate(range(0, len(x), client.set_size)):
             with open(folder / f"request-{k:05d}.bin", "wb") as stream:
-                for record in client.encrypt_set(x[start:start + client.slots]):
+                for record in client.encrypt_set(x[start:start + client.set_size]):
                     total += stream.write(record)
-        _log("client", f"{len(x)} images in {k + 1} sets of <= {client.slots} (one image per slot, "
+        _log("client", f"{len(x)} images in {k + 1} sets of <= {client.set_size} ("
+                       f"{'two images per slot' if client.pairs else 'one image per slot'}, "
                        f"{client.spec.features} ciphertexts each), {total / 2**20:.1f} MiB")
         return
     from tensor_ops.distributed import batch_requests
@@ -381,7 +384,7 @@ def _server_sample_packed(size: int) -> None:
 def client_decrypt_decode(size: int) -> None:
     replies = _numbered(io_dir(size) / "ciphertexts_download", "reply")
     if uses_sample_packing(size):
-        scores = _packed_client(size).decrypt(replies)
+        scores = _packed_client(size).decrypt(replies, count=BATCH_SIZES[size])
     else:
         client = _client(size)
         scores = np.concatenate([np.atleast_2d(client.decrypt(path.read_bytes())) for path in replies], axis=0)
