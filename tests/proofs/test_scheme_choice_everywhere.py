@@ -22,9 +22,9 @@ from proofs.pcs.scheme import scheme_of
 from proofs.quantize import quantize_fixed_point
 
 
-def _graph(activation: str) -> Graph:
+def _graph(activation: str, seed: int = 3) -> Graph:
     """Gemm 6 -> 5, an activation ("relu": a ReLU MLP, the MLP proof's; "tanh": a graph model), Gemm 5 -> 3."""
-    rng = np.random.default_rng(3)
+    rng = np.random.default_rng(seed)
     return Graph("x", (6,), (
         Contraction("fc0", "Gemm", ("x",), "h", "bk,nk->bn", rng.normal(size=(5, 6)) * .5, rng.normal(size=5) * .1,
                     None, (5,)),
@@ -124,3 +124,17 @@ def test_choose_scheme_refuses_unknown_names(options, match):
     arguments = {"scheme": "auto", "strategy": "mlp", "hiding": True, **options}
     with pytest.raises(ModelError, match=match):
         choose_scheme(arguments.pop("scheme"), **arguments)
+
+
+@pytest.mark.parametrize("scheme", ["ligero", "basefold"])
+def test_a_public_mlp_prover_is_loaded_from_its_commitment(models, scheme):
+    """``Prover.load`` of an MLP-proof commitment (public weights, either scheme): proofs verify; another model's
+    weights are refused."""
+    _, paths = models
+    x = np.random.default_rng(1).uniform(-1, 1, (1, 6))
+    first = hezk.commit(str(paths["relu"]), hiding=False, scheme=scheme)
+    later = hezk.Prover.load(str(paths["relu"]), first.commitment)
+    assert (later.strategy, later.scheme) == ("mlp", scheme)
+    assert hezk.verify(first.commitment, x, later.prove(x))
+    with pytest.raises(ModelError, match="not of this model's weights"):
+        hezk.Prover.load(_graph("relu", seed=4), first.commitment)
