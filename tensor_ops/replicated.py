@@ -607,11 +607,23 @@ class ReplicatedServer:
         return total
 
     def prepare(self) -> None:
-        """Run the model once on an encryption of zeros under the public key: every plaintext (weights, biases,
-        the activations' constants) is encoded and kept, and the process's kernels are loaded, so the first
-        request then costs what every later one does (the server's one-time set-up, apart from a request)."""
-        zero = self.context.encrypt(np.zeros(self.plan.params.slots), level=self.plan.input_level)
-        self.forward([zero] * self.plan.input_ciphertexts)
+        """The server's one-time set-up apart from a request: every plaintext (weights, biases, the activations'
+        constants) encoded and kept (``encode_weights``) and the process's kernels loaded (a rotation, a hoisted
+        one and a relinearized product of a zero encryption at level 1), so the first request then costs what
+        every later one does. A model with an activation whose scales are not traced (not ``quartic_form``)
+        runs once on an encryption of zeros instead."""
+        ev, p = self.evaluator, self.plan.params
+        if not self.encode_weights()[1]:
+            zero = self.context.encrypt(np.zeros(p.slots), level=self.plan.input_level)
+            self.forward([zero] * self.plan.input_ciphertexts)
+            return
+        zero = self.context.encrypt(np.zeros(p.slots), level=min(1, p.max_level))
+        steps = sorted(self.plan.rotations)[:2]
+        if steps:
+            ev.rotate(zero, steps[0])
+            ev.rotate_hoisted(zero, steps)
+        if zero.level >= 1:
+            ev.mul_rescale(zero, zero)
 
     @property
     def encoded_plaintexts(self) -> int:
@@ -621,21 +633,32 @@ class ReplicatedServer:
             total += len(value) if isinstance(value, list) else 1
         return total
 
-    def encode_weights(self) -> int:
-        """Encode every affine stage's plaintexts now (as a request would); returns how many."""
+    def encode_weights(self) -> tuple[int, bool]:
+        """Encode the stages' plaintexts now, at the levels and scales a request's ciphertexts will have there
+        (traced with the evaluator's rules: a product's scale is the product of the scales, a rescale divides
+        by the level's primes; inputs at the parameters' scale): (how many are kept, whether every stage was
+        reached: the trace stops at an activation that is not ``quartic_form``'s)."""
         p = self.plan.params
-        level, scale, count = self.plan.input_level, p.scale, 0
+        level, scale = self.plan.input_level, p.scale
         for index, stage in enumerate(self.plan.stages):
+            top = math.prod(p.q_levels[level])
             if stage.kind == "activation":
-                level -= stage.depth
-                scale = None  # the activation's output scale: known only at run time
+                if index not in self._forms:
+                    return self.encoded_plaintexts, False
+                _, gamma, _, _, e, _ = self._forms[index]
+                square = scale * scale / top
+                out = square * square / math.prod(p.q_levels[level - 1])
+                if gamma:
+                    self._constant(index, "gamma", gamma, level, scale)
+                if e:
+                    self._constant(index, "e", e, level, out * top / scale)
+                level, scale = level - 2, out
                 continue
-            if scale is None:
-                return count
-            q = math.prod(p.q_levels[level])
-            count += len(self._plaintexts(index, level, q * p.scale / scale))
-            level, scale = level - 1, p.scale
-        return count
+            plain = top * p.scale / scale
+            self._plaintexts(index, level, plain)
+            level, scale = level - 1, scale * plain / top
+            self._bias(index, level, scale)
+        return self.encoded_plaintexts, True
 
     def forward(self, cts, timings: dict | None = None):
         """The model on one sample's input ciphertexts (``plan.input_ciphertexts``, at ``input_level`` or above);

@@ -164,7 +164,7 @@ def test_encrypted_matches_the_model(deployed):
     assert {"read", "0:rows", "2:gather", "4:spread", "reply"} <= timings.keys()
     one = client.decrypt(server.evaluate(client.encrypt(x[0])))
     assert one.shape == (3,) and np.allclose(one, model.forward(x[0]), atol=2e-3)
-    assert server.encode_weights() >= 1
+    assert server.encode_weights() == (server.encoded_plaintexts, False)   # the trace stops at the square
 
 
 def test_prepare_encodes_every_plaintext_before_a_request(deployed):
@@ -178,6 +178,21 @@ def test_prepare_encodes_every_plaintext_before_a_request(deployed):
     x = rng.normal(size=24) * 0.5
     assert np.allclose(client.decrypt(server.evaluate(client.encrypt(x))), model.forward(x), atol=2e-3)
     assert server.encoded_plaintexts == kept            # nothing left to encode at the request
+
+
+def test_prepare_traces_the_scales_of_quartic_models_exactly():
+    rng = np.random.default_rng(8)
+    model = _mlp((40, 16, 8, 3), rng)                    # every activation a quartic: scales traced, no forward
+    plan = replicated_plan(model, params=_params(7))
+    client = ReplicatedClient(plan, seed=13, allow_insecure=True)
+    server = ReplicatedServer(model, client.public_context(), plan)
+    server.prepare()
+    kept = server.encoded_plaintexts
+    forms = [quartic_form(stage.poly) for stage in model.compile()[0][1::2]]
+    assert kept == plan.operation_counts()["ct_pt"] + 3 + sum((f[1] != 0) + (f[4] != 0) for f in forms)
+    x = rng.normal(size=(2, 40)) * 0.5
+    assert np.allclose(client.decrypt(server.evaluate(client.encrypt(x))), model.forward(x), atol=2e-3)
+    assert server.encoded_plaintexts == kept            # the request found every plaintext at its scale
 
 
 def test_a_folded_plan_encrypted_matches_the_model(deployed):
