@@ -424,14 +424,25 @@ def _encode_table(table: np.ndarray, num_vars: int, params: BasefoldParams) -> n
     return out
 
 
+@functools.lru_cache(maxsize=32)
 def _stage_twiddles(n: int) -> np.ndarray:
-    """(n,): entry h + j = w_2h^j 2^32 mod p for each stage h = 1, 2, ..., n/2 and j < h (Montgomery form)."""
+    """(n,): entry h + j = w_2h^j 2^32 mod p for each stage h = 1, 2, ..., n/2 and j < h (Montgomery form); kept
+    per n (read-only: every commitment of a size shares it)."""
     out = np.zeros(max(n, 1), dtype=np.uint64)
     half = 1
     while half < n:
         out[half:2 * half] = F.mul(powers(_omega(2 * half), half), np.uint64((1 << 32) % F.P))
         half *= 2
+    out.setflags(write=False)
     return out
+
+
+@functools.lru_cache(maxsize=32)
+def _fold_scale(n: int) -> np.ndarray:
+    """(n/2,): (2 w_n^j)^-1, the scale of a codeword fold of length n; kept per n (read-only)."""
+    scale = F.mul(powers(pow(_omega(n), F.P - 2, F.P), n // 2), np.uint64(_INV2))
+    scale.setflags(write=False)
+    return scale
 
 
 def _encode_table_numpy(table: np.ndarray, num_vars: int, params: BasefoldParams) -> np.ndarray:
@@ -468,7 +479,7 @@ def _fold_codeword(codeword: np.ndarray, r: np.ndarray) -> np.ndarray:
     d = (a - b)/(2x), a = g(x) at position j < N/2, b = g(-x) at j + N/2."""
     n = codeword.shape[0]
     half = n // 2
-    scale = F.mul(powers(pow(_omega(n), F.P - 2, F.P), half), np.uint64(_INV2))  # (2 w^j)^-1
+    scale = _fold_scale(n)  # (2 w^j)^-1
     kernels = fast(n)
     if kernels is not None:
         out = np.empty((half, F.EXT_DEGREE), dtype=np.uint64)
