@@ -121,17 +121,21 @@ def _executor(workers: int) -> ThreadPoolExecutor:
 
 
 def _inside(function, start, stop):
+    before = getattr(_local, "inside", False)
     _local.inside = True
     try:
         return function(start, stop)
     finally:
-        _local.inside = False
+        _local.inside = before
 
 
 def run_chunks(function, pieces: list[tuple[int, int]]) -> list:
     """[function(start, stop) for each piece], the first in the calling thread and the others on the shared pool
-    at once; results in piece order (a caller combines them in that order: the same as one thread's). The
-    first exception raised by a piece is raised here after every piece has finished."""
+    at once; results in piece order (a caller combines them in that order: the same as one thread's). A piece
+    that no pool thread has started by the time the caller is done with its own (every core busy with other
+    work: a loaded machine, other processes) is taken back and run by the caller, so a split call is never slower
+    than waiting for a thread to get a core. The first exception raised by a piece is raised here after every
+    piece has finished."""
     if len(pieces) == 1:
         return [function(*pieces[0])]
     futures = [_executor(len(pieces) - 1).submit(_inside, function, a, b) for a, b in pieces[1:]]
@@ -140,9 +144,10 @@ def run_chunks(function, pieces: list[tuple[int, int]]) -> list:
         results.append(_inside(function, *pieces[0]))
     except BaseException as exc:   # noqa: BLE001 - re-raised below once the other pieces are done
         error = exc
-    for future in futures:
+    for (start, stop), future in zip(pieces[1:], futures):
         try:
-            results.append(future.result())
+            # cancel() succeeds only for a piece not started: then it runs here, once
+            results.append(_inside(function, start, stop) if future.cancel() else future.result())
         except BaseException as exc:  # noqa: BLE001
             error = error or exc
     if error is not None:

@@ -4,6 +4,7 @@ Each comparison lowers the kernels' smallest piece to one item, so that the smal
 (checked: ``pieces`` counts the calls that ran in more than one piece), and runs at 1, 2 and 3 threads (3: uneven
 pieces)."""
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -449,6 +450,27 @@ def test_pieces_run_once_each_in_order_and_errors_propagate(monkeypatch):
         T.parallel(fails, 8)
     # a piece calling parallel again runs that call in its own thread (no pool task waits on the pool)
     assert T.parallel(lambda a, b: len(T.chunks(100)), 8) == [1, 1, 1, 1]
+
+
+def test_pieces_no_thread_has_started_are_run_by_the_caller(monkeypatch):
+    """With the pool's threads all busy (here: blocked), a split call does not wait for them: the caller takes back
+    the pieces not started and runs them itself, in order; nested calls inside them still run inline."""
+    monkeypatch.setattr(T, "_threads", 3)
+    release = threading.Event()
+    blockers = [T._executor(2).submit(release.wait, 30) for _ in range(2)]    # both pool threads held
+    try:
+        ran, start = [], time.perf_counter()
+        parts = T.parallel(lambda a, b: (ran.append(threading.get_ident()), list(range(a, b)), len(T.chunks(64)))[1:],
+                           12)
+        assert time.perf_counter() - start < 10                      # not the blockers' 30 s
+        assert [x for part, _ in parts for x in part] == list(range(12))
+        assert set(ran) == {threading.get_ident()} and len(ran) == 3     # every piece in the calling thread
+        assert all(nested == 1 for _, nested in parts)               # a piece's own calls stay in one piece
+        assert len(T.chunks(64)) == 3                                # and the caller is outside again
+    finally:
+        release.set()
+        for blocker in blockers:
+            blocker.result()
 
 
 def test_local_dask_workers_share_the_cores(monkeypatch):
