@@ -43,6 +43,15 @@ Residual blocks (fork/join stages) are not supported. As with any CKKS evaluatio
 sample whose activation inputs leave the fitted interval (``Sequential.samples_outside``) gets a wrong result
 and may spoil its whole set.
 
+Paired sets (``SamplePackedClient(spec, pairs=True)``, for batches between N/2 and N): sample s and sample
+L + s share slot s as the real and imaginary part of a complex slot. A dense layer with real weights acts on both
+parts at once (the bias becomes b (1 + i)); before an activation it halves its outputs, z = (a + i b) / 2, so that
+a = z + conj(z) and b = i (conj(z) - z) come out exactly (a conjugation, a key switch with the conjugation key,
+and a product with X^(N/2), which multiplies every slot by i); the polynomial runs on a and on b and
+p(a) + i p(b) goes on (``paired_activation``). The dense layers and the input are paid once for 2 x N/2
+samples; the activations twice plus a conjugation. For 10,000 MNIST images: one request of 1.08 GB instead of
+two, about 21 s of one core instead of 29 s, keys 11.7 MB.
+
 Requests and replies are concatenations of the library's ciphertext records (``Ciphertext.to_bytes``; kind
 ``crypto.Ciphertext``, each checked: parameters, key set, residues, checksum): a request holds ``features``
 ciphertexts in feature order, a reply ``outputs`` ciphertexts; every ciphertext's ``length`` is the set's

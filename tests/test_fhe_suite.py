@@ -78,18 +78,19 @@ def test_stages_in_harness_order_single_and_small(root):
     assert "Server: Encrypted ML Inference computation" in local_harness.table(root)
 
 
-#: an insecure small ring (N = 2^9, 7 levels of 30 bits) for the in-process run of the sample-packed stages
-TEST_RING = dict(log_n=9, log_q=[[30, 30]] + [30] * 7, log_p=[30, 30, 30], log_scale=30, dnum=5, insecure=True)
+#: an insecure tiny ring (N = 2^4: 8 slots, 7 levels of 30 bits) for the in-process run of the sample-packed stages
+TEST_RING = dict(log_n=4, log_q=[[30, 30]] + [30] * 7, log_p=[30, 30, 30], log_scale=30, dnum=5, insecure=True)
 STAGE_ORDER = [executable for _, _, executable, _ in local_harness.STAGE_STEPS]
 
 
 @pytest.mark.slow
 def test_sample_packed_stages_on_a_test_ring(tmp_path, monkeypatch):
     """Rule: with sample packing (HEZK_FHE_PACKING=samples; medium and large choose it by default) the seven stages
-    run in the harness's order through io/<size>/: the keys are the public and relinearization keys only (no
-    rotation key) with packing.json beside them, the secret file has mode 0600, one request holds one ciphertext
-    per pixel, and the predictions are the fitted model's. Run in process on an insecure test ring (degree-2
-    ReLUs: depth 7), which key generation refuses without the explicit HEZK_FHE_TEST_RING=1 (about 4 s)."""
+    run in the harness's order through io/<size>/: the keys are the public, relinearization and (the instance
+    having more images than slots: a paired set) conjugation keys, no rotation key, with packing.json beside
+    them; the secret file has mode 0600, the one request holds one complex ciphertext per pixel, and the
+    predictions are the fitted model's. Run in process on an insecure test ring (8 slots for the 15 images of
+    small; degree-2 ReLUs: depth 7), which key generation refuses without the explicit HEZK_FHE_TEST_RING=1."""
     from crypto import CKKSContext, CKKSParameters
     from tensor_ops.nn import Sequential
 
@@ -114,11 +115,11 @@ def test_sample_packed_stages_on_a_test_ring(tmp_path, monkeypatch):
     io = tmp_path / "io" / "small"
     assert hezk_entry.uses_sample_packing(1)
     public = CKKSContext.from_bytes((io / "public_keys" / "context.bin").read_bytes())
-    assert public.rotation_steps == () and not public.has_conjugation_key and not public.has_secret_key
+    assert public.rotation_steps == () and public.has_conjugation_key and not public.has_secret_key
     assert stat.S_IMODE(os.stat(io / "secret_key" / "client.bin").st_mode) == 0o600
     requests = sorted((io / "ciphertexts_upload").glob("request-*.bin"))
     assert len(requests) == 1 and len(sorted((io / "ciphertexts_download").glob("reply-*.bin"))) == 1
-    one = len(public.encrypt(np.zeros(15), level=public.params.max_level).to_bytes())
+    one = len(public.encrypt(np.zeros(8, dtype=complex), level=public.params.max_level).to_bytes())  # 15 = 8 + 7
     assert requests[0].stat().st_size == 784 * one
     fitted = Sequential.load(model_dir / "server_model.npz")
     inputs = np.load(io / "intermediate" / "inputs.npy")
