@@ -81,59 +81,70 @@ def is_ntt_prime(q: int, n: int) -> bool:
     return 2 < q < 2**MAX_MODULUS_BITS and q % (2 * n) == 1 and is_prime_u31(q)
 
 
+#: primes tried by division before Miller–Rabin in :func:`is_prime_u31_array` (most composites stop here)
+_TRIAL_PRIMES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61)
+
+
 def is_prime_u31_array(q) -> np.ndarray:
-    """:func:`is_prime_u31` of every entry of an integer array in [0, 2^31), vectorised (the same Miller–Rabin
-    bases; products of residues < 2^31 fit a uint64): a bool array of q's shape. Its scalar twin is the
-    reference (tests)."""
+    """:func:`is_prime_u31` of every entry of an integer array in [0, 2^31), vectorised (trial division by the
+    primes below 64, then Miller–Rabin on the same bases as the scalar test; products of residues < 2^31 fit a
+    uint64): a bool array of q's shape. Its scalar twin is the reference (tests)."""
     q = np.asarray(q, dtype=np.int64)
     if q.size and (q.min() < 0 or q.max() >= 2**MAX_MODULUS_BITS):
         raise ParameterError(f"q must lie in [0, 2^{MAX_MODULUS_BITS})")
-    q = q.astype(np.uint64)
+    flat = q.reshape(-1).astype(np.uint64)
+    result = np.isin(flat, np.array(_TRIAL_PRIMES, dtype=np.uint64))
+    left = flat >= 2
+    for p in _TRIAL_PRIMES:
+        left &= flat % np.uint64(p) != 0
+    index = np.flatnonzero(left)  # odd, no factor below 64: Miller–Rabin decides
+    result[index] = _miller_rabin(flat[index])
+    return result.reshape(q.shape)
+
+
+def _miller_rabin(q: np.ndarray) -> np.ndarray:
+    """Miller–Rabin on the bases ``_MR_BASES`` for odd uint64 q > 61 (exact below 2^31)."""
     one = np.uint64(1)
-    small = np.isin(q, np.array(_MR_BASES, dtype=np.uint64))
-    prime = q >= 2
-    for p in _MR_BASES:
-        prime &= q % np.uint64(p) != 0
-    # what is left is odd and >= 11: Miller–Rabin decides (other entries run on q = 11, their result unused)
-    qt = np.where(prime, q, np.uint64(11))
-    d, s = qt - one, np.zeros(q.shape, dtype=np.int64)
+    d, s = q - one, np.zeros(q.shape, dtype=np.int64)
     even = (d & one) == 0
     while even.any():
         d, s = np.where(even, d >> one, d), s + even
         even = (d & one) == 0
     rounds = int(s.max()) if s.size else 0
+    prime = np.ones(q.shape, dtype=bool)
     for a in _MR_BASES:
-        x, base, e = np.ones_like(qt), np.full_like(qt, a), d.copy()
+        x, base, e = np.ones_like(q), np.full_like(q, a), d.copy()
         while (e > 0).any():  # x = a^d mod q: square and multiply over the bits of d
-            x = np.where((e & one) == one, x * base % qt, x)
-            base, e = base * base % qt, e >> one
-        passed = (x == one) | (x == qt - one)
+            x = np.where((e & one) == one, x * base % q, x)
+            base, e = base * base % q, e >> one
+        passed = (x == one) | (x == q - one)
         for r in range(1, rounds):
-            x = x * x % qt
-            passed |= (x == qt - one) & (r < s)
+            x = x * x % q
+            passed |= (x == q - one) & (r < s)
         prime &= passed
-    return prime | small
+    return prime
 
 
-#: candidates tested at once by :func:`ntt_primes_of_bits` (vectorised primality)
-PRIME_BLOCK = 2048
+#: candidates :func:`ntt_primes_of_bits` tests at once, first and at most (the block doubles: a caller taking
+#: one prime tests few, one enumerating thousands pays numpy's per-call cost rarely)
+PRIME_BLOCK, MAX_PRIME_BLOCK = 256, 1 << 15
 
 
 def ntt_primes_of_bits(bits: int, n: int, exclude=frozenset()):
     """Yield the primes q with bit length exactly ``bits`` and q ≡ 1 (mod 2n), largest first (candidates tested
-    in blocks of PRIME_BLOCK by :func:`is_prime_u31_array`: planning enumerates thousands of them)."""
+    in growing blocks by :func:`is_prime_u31_array`: planning enumerates thousands of them)."""
     if not 2 <= bits <= MAX_MODULUS_BITS:
         raise ParameterError(f"prime bit size {bits} not in [2, {MAX_MODULUS_BITS}]")
     step = 2 * n
     q = ((2**bits - 1 - 1) // step) * step + 1
-    low = 2 ** (bits - 1)
+    low, size = 2 ** (bits - 1), PRIME_BLOCK
     while q >= low:
-        count = min(PRIME_BLOCK, (q - low) // step + 1)
+        count = min(size, (q - low) // step + 1)
         block = q - step * np.arange(count, dtype=np.int64)
         for candidate in block[is_prime_u31_array(block)].tolist():
             if candidate not in exclude:
                 yield candidate
-        q -= step * count
+        q, size = q - step * count, min(2 * size, MAX_PRIME_BLOCK)
 
 
 def find_ntt_primes(bits: int, count: int, n: int, exclude=frozenset()) -> tuple[int, ...]:
