@@ -320,9 +320,9 @@ def _dense_stack(stack: _Stack, weights: np.ndarray, bias: np.ndarray, cache: di
     half_turn = _monomial(ev, idx).data if stack.is_complex else None
     for limb, q in enumerate(moduli):
         bias_res = np.array([b % q for b in bias_ints], dtype=np.int64)
-        factor = None if half_turn is None else (half_turn[limb].astype(np.int64) + 1) % q
+        columns = None if half_turn is None else (half_turn[limb].astype(np.int64) + 1) % q
         x = stack.words[:, limb]
-        _limb_product(limb_weights[limb], x[:, :n], bias_res, result[:, :n], n, factor)
+        _limb_product(limb_weights[limb], x[:, :n], bias_res, result[:, :n], n, columns)
         _limb_product(limb_weights[limb], x[:, n:], zeros, result[:, n:], n)
         out[:, 0, limb] = result[:, :n]
         out[:, 1, limb] = result[:, n:]

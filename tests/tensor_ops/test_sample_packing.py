@@ -24,7 +24,7 @@ PRIMES = (1073643521, 1072857089, 33554393, 65537, 12289)   # NTT primes of the 
 
 
 # --- the exact modular matrix product --------------------------------------------------------------------------
-@settings(max_examples=60, deadline=None)
+@settings(deadline=None)  # the profile's examples: 25 by default, 300 with HYPOTHESIS_PROFILE=thorough
 @given(st.sampled_from(PRIMES), st.integers(1, 5), st.integers(1, 30), st.integers(1, 40), st.integers(0, 2**32 - 1),
        st.sampled_from([2**10, 2**31, 2**62]))
 def test_modular_matmul_equals_the_integer_product(q, n_out, n_in, cols, seed, span):
@@ -77,7 +77,7 @@ def toy():
     return CKKSContext.keygen(CKKSParameters.preset("TOY"), seed=7)
 
 
-@settings(max_examples=16, deadline=None)
+@settings(max_examples=12, deadline=None)
 @given(st.integers(1, 4), st.integers(1, 6), st.integers(1, 4), st.integers(0, 2**32 - 1), st.floats(1e-3, 4.0),
        st.booleans())
 def test_dense_layer_equals_the_library_multiply_accumulate(toy, n_out, n_in, level, seed, spread, paired):
