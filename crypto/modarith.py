@@ -8,6 +8,7 @@ Reference semantics are Python big-int ``%``; the tests check every kernel again
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -130,21 +131,52 @@ def _miller_rabin(q: np.ndarray) -> np.ndarray:
 PRIME_BLOCK, MAX_PRIME_BLOCK = 256, 1 << 15
 
 
+class _PrimeRun:
+    """The primes of one (bits, n) found so far, largest first, and where the search goes on: shared by every
+    :func:`ntt_primes_of_bits` of the process (choosing parameters walks the same runs again and again). Its
+    blocks are appended under a lock; a reader sees a prefix that never changes."""
+
+    def __init__(self, bits: int, n: int):
+        self.step = 2 * n
+        self.next = ((2**bits - 2) // self.step) * self.step + 1  # the largest candidate < 2^bits
+        self.low, self.size, self.primes, self.lock = 2 ** (bits - 1), PRIME_BLOCK, [], threading.Lock()
+
+    def extend(self) -> bool:
+        """Test the next block of candidates; False when every candidate has been tested."""
+        with self.lock:
+            if self.next < self.low:
+                return False
+            count = min(self.size, (self.next - self.low) // self.step + 1)
+            block = self.next - self.step * np.arange(count, dtype=np.int64)
+            self.primes.extend(block[is_prime_u31_array(block)].tolist())
+            self.next, self.size = self.next - self.step * count, min(2 * self.size, MAX_PRIME_BLOCK)
+            return True
+
+
+_RUNS: dict[tuple[int, int], _PrimeRun] = {}
+_RUNS_LOCK = threading.Lock()
+
+
 def ntt_primes_of_bits(bits: int, n: int, exclude=frozenset()):
     """Yield the primes q with bit length exactly ``bits`` and q ≡ 1 (mod 2n), largest first (candidates tested
-    in growing blocks by :func:`is_prime_u31_array`: planning enumerates thousands of them)."""
+    in growing blocks by :func:`is_prime_u31_array`, the primes found kept for the process: planning enumerates
+    thousands of them, many times)."""
     if not 2 <= bits <= MAX_MODULUS_BITS:
         raise ParameterError(f"prime bit size {bits} not in [2, {MAX_MODULUS_BITS}]")
-    step = 2 * n
-    q = ((2**bits - 1 - 1) // step) * step + 1
-    low, size = 2 ** (bits - 1), PRIME_BLOCK
-    while q >= low:
-        count = min(size, (q - low) // step + 1)
-        block = q - step * np.arange(count, dtype=np.int64)
-        for candidate in block[is_prime_u31_array(block)].tolist():
+    key = (int(bits), int(n))
+    with _RUNS_LOCK:
+        run = _RUNS.get(key)
+        if run is None:
+            run = _RUNS[key] = _PrimeRun(*key)
+    i = 0
+    while True:
+        if i < len(run.primes):
+            candidate = run.primes[i]
+            i += 1
             if candidate not in exclude:
                 yield candidate
-        q, size = q - step * count, min(2 * size, MAX_PRIME_BLOCK)
+        elif not run.extend() and i >= len(run.primes):
+            return
 
 
 def find_ntt_primes(bits: int, count: int, n: int, exclude=frozenset()) -> tuple[int, ...]:
