@@ -548,7 +548,7 @@ class Client:
             context = CKKSContext.from_bytes(public.to_bytes(), secret_key=context.secret_key_bytes())
         blob = hezk.record.pack(CLIENT_KIND, {"plan": self.plan.to_dict() if self.plan else None},
                                 [context.to_bytes(include_secret_key=True)])
-        _write_secret_file(path, blob)
+        write_secret_file(path, blob)
 
     @classmethod
     def load(cls, path, backend="auto") -> "Client":
@@ -698,7 +698,7 @@ class Client:
         return (out[0] if header.get("single") else out), precision
 
 
-def _write_secret_file(path, blob: bytes) -> None:
+def write_secret_file(path, blob: bytes) -> None:
     """Write ``blob`` to ``path`` readable by its owner only (mode 0600), whatever was there before: a new file
     made with O_EXCL and mode 0600 next to it, then renamed over ``path`` (an existing 0644 file, or a link,
     is replaced, never written through); the mode is checked after the rename."""
@@ -720,9 +720,6 @@ def _write_secret_file(path, blob: bytes) -> None:
     mode = os.stat(path).st_mode & 0o777
     if mode != 0o600:
         raise SerializationError(f"{path}: the secret client file has mode {mode:o} after writing, not 600")
-
-
-write_secret_file = _write_secret_file  # public: other client kinds (``tensor_ops.replicated``) save the same way
 
 
 def _layout(header, n_ciphertexts, slots, shape_key):

@@ -75,6 +75,7 @@ from crypto.rlwe import Ciphertext
 from hezk.model.graph import activate
 from hezk.record import MAGIC
 from tensor_ops.model_plan import ActivationStage, AffineStage, choose_parameters
+from tensor_ops.inference import write_secret_file
 
 __all__ = ["SamplePackedModel", "SamplePackedSpec", "SamplePackedClient", "SamplePackedServer", "dense_layer",
            "dense_layer_naive", "paired_activation", "modular_matmul", "modular_matmul_naive", "digit_width"]
@@ -645,11 +646,7 @@ class SamplePackedClient:
 
     def save(self, path) -> None:
         """The secret context to ``path`` (mode 0600)."""
-        blob = self.context.to_bytes(include_secret_key=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as stream:
-            stream.write(blob)
-        os.chmod(path, 0o600)
+        write_secret_file(path, self.context.to_bytes(include_secret_key=True))
 
     @classmethod
     def load(cls, path, spec) -> "SamplePackedClient":

@@ -217,6 +217,20 @@ def test_client_file_and_spec_round_trip(toy_network, tmp_path):
         SamplePackedSpec.from_dict({"params": {}})
 
 
+
+def test_client_file_replaces_a_link_and_never_writes_through_it(toy_network, tmp_path):
+    """Rule: saving the secret client over a symbolic link replaces the link; the file it pointed to (readable by
+    others) keeps its bytes, so a planted link cannot make the secret key land in a world-readable file."""
+    client = toy_network[2]
+    target = tmp_path / "public.txt"
+    target.write_bytes(b"not a key")
+    target.chmod(0o644)
+    (tmp_path / "client.bin").symlink_to(target)
+    client.save(tmp_path / "client.bin")
+    assert target.read_bytes() == b"not a key"
+    assert not (tmp_path / "client.bin").is_symlink()
+    assert stat.S_IMODE(os.stat(tmp_path / "client.bin").st_mode) == 0o600
+
 def test_requests_and_keys_refused(toy_network):
     """Rule: a request of the wrong length, truncated, or under another key set, a server keyed for other
     parameters, an input of the wrong shape, a model with a residual block or too deep for the parameters are
