@@ -200,6 +200,30 @@ def _mulmod_range(a, b, q, bk, bm, out, start, stop):
             orow[c] = _barrett_product(ar[c], br[c], ql, sh1, sh2, m)
 
 
+def tensor_rows(a0, a1, b0, b1, q, bk, bm):
+    """(a0·b0, a0·b1 + a1·b0, a1·b1) mod q_l row by row (Barrett as ``mulmod_rows``; the tensor product of two
+    ciphertexts in NTT form): one pass over the four inputs instead of four products and a sum (15 array passes
+    down to 7: these kernels are memory-bound). The same residues as ``mulmod_rows`` and ``addmod_rows``."""
+    d0, d1, d2 = (np.empty(a0.shape, dtype=np.uint64) for _ in range(3))
+    _elementwise(_tensor_range, a0.shape, a0, a1, b0, b1, q, bk, bm, d0, d1, d2)
+    return d0, d1, d2
+
+
+@numba.njit(cache=True, nogil=True)
+def _tensor_range(a0, a1, b0, b1, q, bk, bm, d0, d1, d2, start, stop):
+    n = a0.shape[1]
+    for l in range(start // n, (stop - 1) // n + 1):
+        c0, c1 = _row_span(l, n, start, stop)
+        ql, sh1, sh2, m = _barrett_row(q, bk, bm, l)
+        x0, x1, y0, y1 = a0[l, c0:c1], a1[l, c0:c1], b0[l, c0:c1], b1[l, c0:c1]
+        o0, o1, o2 = d0[l, c0:c1], d1[l, c0:c1], d2[l, c0:c1]
+        for c in range(c1 - c0):
+            o0[c] = _barrett_product(x0[c], y0[c], ql, sh1, sh2, m)
+            s = _barrett_product(x0[c], y1[c], ql, sh1, sh2, m) + _barrett_product(x1[c], y0[c], ql, sh1, sh2, m)
+            o1[c] = min(s, s - ql)
+            o2[c] = _barrett_product(x1[c], y1[c], ql, sh1, sh2, m)
+
+
 def wide_residues_rows(c, q, out):
     """out[l] = c mod q_l for int64 coefficients c of any size: a float64 quotient estimate (float64(c) is
     within 2^10 of c, so the estimate is off by at most 1 + 2^10/q) and exact int64 corrections, no

@@ -15,7 +15,7 @@ from .errors import ContextMismatchError, ParameterError
 from .modarith import crt_compose, centered, inv_mod, shoup_precompute
 from ._ntt_kernels import (addmod_rows, divide_round_correction, muladd_permute_rows, muladd_rows,
                            muladd_scalar_rows, mulmod_rows, negmod_rows, permute_rows, submod_rows,
-                           wide_residues_rows)
+                           tensor_rows, wide_residues_rows)
 from .ntt import BasisConversion, NTTTables, bit_reverse_indices, get_backend
 
 
@@ -152,6 +152,13 @@ class RingContext:
         """a·b mod q row by row (Barrett reduction, CROSS form)."""
         q, bk, bm = self._barrett(idx)
         return mulmod_rows(np.ascontiguousarray(a), _full(b, a.shape), q, bk, bm)
+
+    def tensor(self, a0, a1, b0, b1, idx) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(a0·b0, a0·b1 + a1·b0, a1·b1) mod q row by row in one pass (NTT form): the residues of ``mul`` and
+        ``add``."""
+        q, bk, bm = self._barrett(idx)
+        a0, a1, b0, b1 = (np.ascontiguousarray(x) for x in (a0, a1, b0, b1))
+        return tensor_rows(a0, a1, b0, b1, q, bk, bm)
 
     def muladd_into(self, acc: np.ndarray, a, b, idx) -> np.ndarray:
         """acc ← (acc + a·b) mod q row by row, in place (``acc`` a writable C-contiguous uint64 array that

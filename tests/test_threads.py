@@ -91,7 +91,7 @@ def test_ntt_and_basis_conversion_are_bit_identical_at_any_thread_count(pieces):
 @given(k=st.integers(1, 5), log_n=st.integers(0, 7), seed=st.integers(0, 2**32 - 1))
 def test_element_wise_kernels_split_anywhere_match_their_numpy_twins(k, log_n, seed):
     """The row kernels (add, sub, multiply, negate, permute, multiply-add, scalar products, residues of wide
-    integers) in pieces that cut rows anywhere (3 threads, pieces of one element up) equal numpy's big-integer
+    integers, the fused tensor product) in pieces that cut rows anywhere (3 threads, pieces of one element up) equal numpy's big-integer
     arithmetic on the same residues, and one thread's result."""
     import crypto._ntt_kernels as K
     n = 1 << log_n
@@ -109,7 +109,8 @@ def test_element_wise_kernels_split_anywhere_match_their_numpy_twins(k, log_n, s
     expected = [(A + B) % qo, (A - B) % qo, A * B % qo, -A % qo, A[:, perm], (C + A * B) % qo,
                 A * w.astype(object)[:, None] % qo, (A * w.astype(object)[:, None] + B) % qo,
                 (C + A[:, perm]) % qo, wide.astype(object)[None, :] % qo,
-                ((A * w.astype(object)[:, None] + B + C) % qo)[:, perm]]
+                ((A * w.astype(object)[:, None] + B + C) % qo)[:, perm],
+                A * C % qo, (A * B + C * C) % qo, C * B % qo]
 
     def compute():
         summed, permuted = acc.copy(), acc.copy()
@@ -119,7 +120,7 @@ def test_element_wise_kernels_split_anywhere_match_their_numpy_twins(k, log_n, s
                 K.permute_rows(a, perm), summed, K.mulmod_scalar_rows(a, w, ws, q),
                 K.muladd_scalar_rows(a, w, ws, b, q), permuted,
                 K.wide_residues_rows(wide, q, np.empty((k, n), dtype=np.uint64)),
-                K.muladd_permute_rows(a, w, ws, b, acc, q, perm)]
+                K.muladd_permute_rows(a, w, ws, b, acc, q, perm), *K.tensor_rows(a, acc, acc, b, q, bk, bm)]
 
     before = T.get_threads()
     try:

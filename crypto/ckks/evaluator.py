@@ -349,7 +349,10 @@ class Evaluator:
         if len(a.parts) != 2 or len(b.parts) != 2:
             raise ParameterError("ciphertexts must have two parts (they are relinearized on every mul)")
         (a0, a1), (b0, b1) = a.parts, b.parts
-        return a0 * b0, a0 * b1 + a1 * b0, a1 * b1
+        if not (a0.idx == a1.idx == b0.idx == b1.idx and a0.is_ntt and a1.is_ntt and b0.is_ntt and b1.is_ntt):
+            raise ParameterError("ciphertext parts must share one basis in NTT form (aligned operands)")
+        parts = a0.ring.tensor(a0.data, a1.data, b0.data, b1.data, a0.idx)    # one pass (= a0*b0, a0*b1 + a1*b0, a1*b1)
+        return tuple(RNSPoly(a0.ring, d, a0.idx, True) for d in parts)
 
     def relinearize(self, a: Ciphertext) -> Ciphertext:
         """``mul`` relinearizes already (every ciphertext has two parts): the ciphertext itself."""
