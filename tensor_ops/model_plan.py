@@ -166,6 +166,31 @@ def value_bounds(stages, n_in: int, input_range=None):
     return box
 
 
+def output_ranges(stages, n_in: int, input_range=None) -> dict:
+    """The output range a plan states and its margin: ``{"output_range": (lows, highs), "output_margin": m}``
+    from ``value_bounds`` (every activation input in its interval, every input value in ``input_range``), m =
+    ``OUTPUT_MARGIN`` x the widest output's range (at least 1); ``{}`` when the outputs are not bounded."""
+    bound = value_bounds(stages, n_in, input_range)
+    if bound is None:
+        return {}
+    widest = float(np.max(bound[1] - bound[0])) if bound[0].size else 0.0
+    return {"output_range": (tuple(bound[0].tolist()), tuple(bound[1].tolist())),
+            "output_margin": OUTPUT_MARGIN * max(1.0, widest)}
+
+
+def outputs_outside(outputs, output_range=None, margin: float = 0.0) -> np.ndarray:
+    """Indices of the samples of ``outputs`` (samples, ...) with a value that is not finite or, given
+    ``output_range`` = (lows, highs) per output value, outside [low - margin, high + margin]: a decrypted
+    sample there had an activation input outside its interval (its result, and its ciphertext's, are wrong)."""
+    flat = np.asarray(outputs, dtype=np.float64).reshape(len(outputs), -1)
+    bad = ~np.all(np.isfinite(flat), axis=1)
+    if output_range is not None:
+        with np.errstate(invalid="ignore"):
+            bad |= np.any((flat < np.asarray(output_range[0]) - margin)
+                          | (flat > np.asarray(output_range[1]) + margin), axis=1)
+    return np.flatnonzero(bad)
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Encrypted evaluation: every affine stage as a block-diagonal matrix-vector product by the diagonal
 # method with baby-step/giant-step rotations (Halevi and Shoup, "Algorithms in HElib", CRYPTO 2014;
@@ -1228,15 +1253,7 @@ class ModelPlan:
     def outputs_outside(self, outputs) -> np.ndarray:
         """Indices of the samples of ``outputs`` (samples, *output_shape) with a value outside ``output_range``
         widened by ``output_margin`` (or not finite); none without an output range."""
-        outputs = np.asarray(outputs, dtype=np.float64)
-        flat = outputs.reshape(len(outputs), -1)
-        bad = ~np.all(np.isfinite(flat), axis=1)
-        if self.output_range is not None:
-            low = np.asarray(self.output_range[0]) - self.output_margin
-            high = np.asarray(self.output_range[1]) + self.output_margin
-            with np.errstate(invalid="ignore"):
-                bad |= np.any((flat < low) | (flat > high), axis=1)
-        return np.flatnonzero(bad)
+        return outputs_outside(outputs, self.output_range, self.output_margin)
 
 
 def batch_of(x, sample_shape):

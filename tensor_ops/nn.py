@@ -38,9 +38,9 @@ from tensor_ops.activations import (MAX_DEGREE, SIGN_DEGREES, TARGETS, Composite
 from tensor_ops.backends import PlainBackend
 from tensor_ops.bootstrap_placement import cached_bootstrap_plan, place_for_model_plan
 from tensor_ops.lowering import lower_layers
-from tensor_ops.model_plan import (DEFAULT_KEY_BUDGET, FINISH_FUNCTIONS, OUTPUT_MARGIN, ActivationFit, ActivationStage,
+from tensor_ops.model_plan import (DEFAULT_KEY_BUDGET, FINISH_FUNCTIONS, ActivationFit, ActivationStage,
                                    AffineStage, ForkStage, JoinStage, ModelPlan, StagePlan, auto_parameters,
-                                   choose_parameters, stage_plans, value_bounds)
+                                   choose_parameters, output_ranges, stage_plans)
 from tensor_ops.packing import (SparseMap, conv_sparse, input_layout, node_sparse, packed_stages, pool_sparse,
                                 probe_sparse, walk_layers)
 from tensor_ops.progress import as_progress
@@ -1398,13 +1398,8 @@ def _plan_ranges(model, input_shape, plan) -> dict:
                 fits.append(ActivationFit(planned_index, layer.poly.name, int(layer.poly.degree),
                                           tuple(float(v) for v in layer.interval), layer.max_error(),
                                           errors.get(layer)))
-    bound = value_bounds(stages, math.prod(input_shape), model.input_range)
-    ranges = {"input_range": model.input_range, "activation_fits": tuple(fits)}
-    if bound is not None:
-        widest = float(np.max(bound[1] - bound[0])) if bound[0].size else 0.0
-        ranges.update(output_range=(tuple(bound[0].tolist()), tuple(bound[1].tolist())),
-                      output_margin=OUTPUT_MARGIN * max(1.0, widest))
-    return ranges
+    return {"input_range": model.input_range, "activation_fits": tuple(fits),
+            **output_ranges(stages, math.prod(input_shape), model.input_range)}
 
 
 def load_model(path) -> "Sequential":

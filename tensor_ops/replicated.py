@@ -53,7 +53,8 @@ from crypto.context import CKKSContext, check_value_bound
 from crypto.errors import ContextMismatchError, ParameterError, SerializationError, ShapeError
 from crypto.params import CKKSParameters
 from crypto.rlwe import Ciphertext
-from tensor_ops.model_plan import OUTPUT_MARGIN, ActivationStage, AffineStage, choose_parameters, value_bounds
+from tensor_ops.model_plan import (ActivationStage, AffineStage, choose_parameters, output_ranges,
+                                   outputs_outside)
 from tensor_ops.inference import (CLIENT_KIND, OutputRangeError, pack_message, require_secure, unpack_message,
                                   write_secret_file)
 
@@ -434,11 +435,7 @@ def replicated_plan(model, input_shape=None, params=None, fold: int = 1) -> Repl
     rstages = plan_stages(stages, params.slots, fold)
     shape = tuple(input_shape if input_shape is not None else model.input_shape)
     input_range = getattr(model, "input_range", None)
-    bound, ranges = value_bounds(stages, math.prod(shape), input_range), {}
-    if bound is not None:
-        widest = float(np.max(bound[1] - bound[0])) if bound[0].size else 0.0
-        ranges = {"output_range": (tuple(bound[0].tolist()), tuple(bound[1].tolist())),
-                  "output_margin": OUTPUT_MARGIN * max(1.0, widest)}
+    ranges = output_ranges(stages, math.prod(shape), input_range)
     return ReplicatedPlan(params, shape, tuple(model.output_shape(shape)), rstages, model.identity().hex(),
                           model.activation_fit(), input_range, **ranges)
 
@@ -860,14 +857,8 @@ class ReplicatedClient:
         where = self.plan.output_slots
         out = np.stack([np.asarray(self._context.decrypt(Ciphertext.from_bytes(b, self._context))).real[where]
                         for b in blobs]).reshape(len(blobs), *self.plan.output_shape)
-        flat = out.reshape(len(out), -1)
-        bad = ~np.all(np.isfinite(flat), axis=1)
-        if self.plan.output_range is not None:
-            with np.errstate(invalid="ignore"):
-                bad |= np.any((flat < np.asarray(self.plan.output_range[0]) - self.plan.output_margin)
-                              | (flat > np.asarray(self.plan.output_range[1]) + self.plan.output_margin), axis=1)
-        if bad.any():
-            invalid = np.flatnonzero(bad)
+        invalid = outputs_outside(out, self.plan.output_range, self.plan.output_margin)
+        if invalid.size:
             raise OutputRangeError(f"invalid result: samples {invalid.tolist()[:20]} decrypt to values outside the "
                                    f"plan's output range (or not finite): an activation input left its fitted "
                                    f"interval there; encrypt them clipped or calibrate on inputs like them",
