@@ -4,10 +4,13 @@
     hezk.get_threads()         # default: the cores this process may run on (its CPU affinity)
 
 The kernels release the GIL (numba ``nogil``) and are split into contiguous chunks of independent work
-(limbs, rows, coefficient tiles, Merkle leaves, encoded columns) run by one shared pool: each chunk owns
-disjoint outputs, and a reduction is an exact integer sum combined in chunk order, so results are bit for bit
-those of one thread, whatever the setting. Work smaller than ``min_work`` runs in the calling thread, as does
-a chunk's own nested call (no pool task ever waits on the pool, so callers from many threads cannot deadlock).
+(limbs, rows, element ranges, coefficient tiles, Merkle leaves, encoded columns, sumcheck pairs) run by one
+shared pool: each chunk owns disjoint outputs, and a reduction is an exact integer sum combined in chunk order,
+so results are bit for bit those of one thread, whatever the setting. Coarser independent work is split the same
+way where the kernels are too small to split (the hoisted rotations of ``Evaluator.rotate_hoisted``, the giant
+steps of ``crypto.ckks.linear.bsgs_sum``). Work smaller than ``min_work`` runs in the calling thread, as does
+a chunk's own nested call (no pool task ever waits on the pool, so callers from many threads cannot deadlock),
+and a chunk no pool thread has started when the caller is done with its own is run by the caller.
 
 No oversubscription: a Dask ``local:K`` cluster (``hezk.tasks``) starts its workers with ``HEZK_THREADS`` =
 cores / K; set ``HEZK_THREADS`` on the machines of a remote cluster the same way. BLAS threads are not used
