@@ -74,8 +74,8 @@ from crypto.ring import RNSPoly
 from crypto.rlwe import Ciphertext
 from hezk.model.graph import activate
 from hezk.record import MAGIC
-from tensor_ops.model_plan import ActivationStage, AffineStage, choose_parameters
-from tensor_ops.inference import write_secret_file
+from tensor_ops.model_plan import ActivationStage, AffineStage, choose_parameters, output_ranges, outputs_outside
+from tensor_ops.inference import OutputRangeError, write_secret_file
 
 __all__ = ["SamplePackedModel", "SamplePackedSpec", "SamplePackedClient", "SamplePackedServer", "dense_layer",
            "dense_layer_naive", "paired_activation", "modular_matmul", "modular_matmul_naive", "digit_width"]
@@ -420,7 +420,10 @@ def dense_layer_naive(ciphertexts, weights, bias=None, rescale: bool = True) -> 
 @dataclass(frozen=True)
 class SamplePackedSpec:
     """What the client needs (public): the parameters, the level to encrypt at, the input and output widths,
-    the model's identity and activation fit (hex digests, for the record) and its exact last step (``finish``)."""
+    the model's identity and activation fit (hex digests, for the record), its exact last step (``finish``),
+    the calibrated ``input_range`` (low, high) the client holds every input value to, and the ``output_range``
+    (lows, highs per output, ``model_plan.output_ranges``) widened by ``output_margin`` that every decrypted
+    sample must meet (None: only finiteness is checked)."""
 
     params: object
     level: int
@@ -429,11 +432,30 @@ class SamplePackedSpec:
     model: str = ""
     fit: str = ""
     finish: str = ""
+    input_range: tuple[float, float] | None = None
+    output_range: tuple[tuple[float, ...], tuple[float, ...]] | None = None
+    output_margin: float = 0.0
+
+    def __post_init__(self):
+        if self.input_range is not None:
+            low, high = (float(v) for v in self.input_range)
+            if not (math.isfinite(low) and math.isfinite(high) and low < high):
+                raise ParameterError(f"input_range={self.input_range} must be finite (low, high) with low < high")
+            object.__setattr__(self, "input_range", (low, high))
+        if self.output_range is not None:
+            lows, highs = (tuple(float(v) for v in side) for side in self.output_range)
+            if not (len(lows) == len(highs) == self.outputs) or not all(
+                    math.isfinite(lo) and math.isfinite(hi) and lo <= hi for lo, hi in zip(lows, highs)):
+                raise ParameterError(f"output_range must hold outputs={self.outputs} finite (low <= high) bounds")
+            object.__setattr__(self, "output_range", (lows, highs))
+        if not (math.isfinite(self.output_margin) and self.output_margin >= 0.0):
+            raise ParameterError(f"output_margin={self.output_margin} must be finite and >= 0")
 
     def to_dict(self) -> dict:
         return {"packing": "samples-per-slot", "params": self.params.to_dict(), "level": self.level,
                 "features": self.features, "outputs": self.outputs, "model": self.model, "fit": self.fit,
-                "finish": self.finish}
+                "finish": self.finish, "input_range": self.input_range, "output_range": self.output_range,
+                "output_margin": self.output_margin}
 
     @classmethod
     def from_dict(cls, d: dict) -> "SamplePackedSpec":
@@ -444,7 +466,8 @@ class SamplePackedSpec:
         try:
             params = CKKSParameters.from_dict(d["params"])
             return cls(params, int(d["level"]), int(d["features"]), int(d["outputs"]), str(d.get("model", "")),
-                       str(d.get("fit", "")), str(d.get("finish", "")))
+                       str(d.get("fit", "")), str(d.get("finish", "")), d.get("input_range"), d.get("output_range"),
+                       float(d.get("output_margin", 0.0)))
         except (KeyError, TypeError, ValueError) as error:
             raise ParameterError(f"spec is incomplete or malformed: {error}") from None
 
@@ -452,7 +475,8 @@ class SamplePackedSpec:
 class SamplePackedModel:
     """A network of dense layers and polynomial activations, evaluated on feature-major ciphertexts."""
 
-    def __init__(self, stages, features: int, params=None, model_id: str = "", fit: str = "", finish: str = ""):
+    def __init__(self, stages, features: int, params=None, model_id: str = "", fit: str = "", finish: str = "",
+                 input_range=None):
         self.stages = tuple(stages)
         self.features = int(features)
         self.depth = sum(stage.depth for stage in self.stages)
@@ -467,7 +491,8 @@ class SamplePackedModel:
                     raise ShapeError(f"an affine stage of {stage.shape[1]} inputs follows {width} values")
                 width = stage.shape[0]
         self.outputs = width
-        self.spec = SamplePackedSpec(self.params, self.depth, self.features, self.outputs, model_id, fit, finish)
+        self.spec = SamplePackedSpec(self.params, self.depth, self.features, self.outputs, model_id, fit, finish,
+                                     input_range, **output_ranges(self.stages, self.features, input_range))
         self._dense = [(stage.matrix, stage.bias) if isinstance(stage, AffineStage) else None for stage in self.stages]
 
     @classmethod
@@ -483,7 +508,8 @@ class SamplePackedModel:
             if isinstance(stage, ActivationStage) and stage.depth == 0:
                 raise ParameterError(f"stage {i}: a constant activation polynomial is not supported")
         features = math.prod(model.input_shape) if model.input_shape else stages[0].shape[1]
-        return cls(stages, features, params, model.identity().hex(), model.activation_fit(), model.finish)
+        return cls(stages, features, params, model.identity().hex(), model.activation_fit(), model.finish,
+                   getattr(model, "input_range", None))
 
     def forward(self, x) -> np.ndarray:
         """The plaintext reference of the encrypted evaluation (the same stages, in float64): (batch, outputs)."""
@@ -654,17 +680,33 @@ class SamplePackedClient:
             context = CKKSContext.from_bytes(stream.read())
         return cls(spec, context=context)
 
-    def _check_batch(self, x) -> np.ndarray:
+    def _check_batch(self, x, clip: bool = False) -> np.ndarray:
+        """``x`` as (batch, features) float64 within the spec's input range (clipped to it with ``clip``)."""
         x = np.asarray(x, dtype=np.float64)
         if x.ndim != 2 or x.shape[1] != self.spec.features or x.shape[0] == 0:
             raise ShapeError(f"x of shape {x.shape} must be (batch >= 1, {self.spec.features}): one row per sample")
+        if self.spec.input_range is not None:
+            low, high = self.spec.input_range
+            if clip:
+                x = np.clip(x, low, high)
+            else:
+                outside = np.flatnonzero(~np.all((x >= low) & (x <= high), axis=1))
+                if outside.size:
+                    raise ParameterError(f"samples {outside[:20].tolist()} (of {len(outside)}) have values outside "
+                                         f"the calibrated input range [{low:.6g}, {high:.6g}]: the fitted "
+                                         f"activations are wrong there and one such sample can spoil its whole "
+                                         f"set (clip=True clips them, or calibrate on inputs like them)")
         return x
 
-    def encrypt_set(self, x):
+    def encrypt_set(self, x, *, clip: bool = False):
         """The ciphertext records of one request (a generator, one feature at a time): ``x`` (batch, features)
         with batch <= ``set_size`` (ShapeError otherwise: ``encrypt`` splits larger batches); paired when
-        batch > ``slots``."""
-        x = self._check_batch(x)
+        batch > ``slots``. Values outside the spec's input range are refused (ParameterError, before any
+        encryption) or clipped with ``clip=True``."""
+        x = self._check_batch(x, clip)
+        return self._encrypt_columns(x)
+
+    def _encrypt_columns(self, x):
         n = x.shape[0]
         if n > self.set_size:
             raise ShapeError(f"a set holds at most {self.set_size} samples ({'N, paired' if self.pairs else 'N/2'}), "
@@ -679,11 +721,11 @@ class SamplePackedClient:
         for f in range(self.spec.features):
             yield self.context.encrypt(columns[f], level=self.spec.level).to_bytes()
 
-    def encrypt(self, x) -> list:
+    def encrypt(self, x, *, clip: bool = False) -> list:
         """Requests for (batch, features) samples: ceil(batch / set_size) sets, each the bytes of ``features``
-        ciphertexts (one feature of up to ``set_size`` samples each)."""
-        x = self._check_batch(x)
-        return [b"".join(self.encrypt_set(x[s:s + self.set_size])) for s in range(0, len(x), self.set_size)]
+        ciphertexts (one feature of up to ``set_size`` samples each); the input range as ``encrypt_set``."""
+        x = self._check_batch(x, clip)
+        return [b"".join(self._encrypt_columns(x[s:s + self.set_size])) for s in range(0, len(x), self.set_size)]
 
     def decrypt(self, replies, count: int | None = None) -> np.ndarray:
         """(batch, outputs) from the replies of ``encrypt``'s requests, in order (bytes, paths, or a list).
@@ -706,4 +748,20 @@ class SamplePackedClient:
         y = np.concatenate(blocks, axis=0)
         if count is not None and len(y) != count:
             raise ShapeError(f"the replies hold {len(y)} samples, count={count}")
+        self._check_outputs(y)
         return activate(self.spec.finish, y) if self.spec.finish else y
+
+    def _check_outputs(self, y) -> None:
+        """OutputRangeError when a decrypted sample is not finite or leaves the spec's output range (+- margin):
+        an activation input left its interval there, and a polynomial far outside its interval can overflow the
+        modulus, which corrupts every slot of the set, so every sample of that set is untrusted."""
+        invalid = outputs_outside(y, self.spec.output_range, self.spec.output_margin)
+        if not invalid.size:
+            return
+        sets = np.unique(invalid // self.set_size)
+        untrusted = np.flatnonzero(np.isin(np.arange(len(y)) // self.set_size, sets))
+        raise OutputRangeError(f"invalid result: samples {invalid[:20].tolist()} (of {len(invalid)}) decrypt to "
+                               f"values outside the spec's output range or not finite: an activation input left "
+                               f"its fitted interval there, so sets {sets.tolist()} (samples {untrusted[0]}.."
+                               f"{untrusted[-1]}) are untrustworthy; encrypt such samples clipped or calibrate on "
+                               f"inputs like them", invalid, sets, untrusted, y)

@@ -15,6 +15,7 @@ from hypothesis import given, settings, strategies as st
 from crypto import CKKSContext, CKKSParameters
 from crypto.errors import (ContextMismatchError, KeyMissingError, LevelError, ParameterError, SerializationError,
                            ShapeError)
+from tensor_ops.inference import OutputRangeError
 from tensor_ops.nn import Linear, Poly, Sequential, Square
 from tensor_ops.sample_packing import (SamplePackedClient, SamplePackedModel, SamplePackedServer, SamplePackedSpec,
                                        dense_layer, dense_layer_naive, digit_width, modular_matmul,
@@ -230,6 +231,35 @@ def test_client_file_replaces_a_link_and_never_writes_through_it(toy_network, tm
     assert target.read_bytes() == b"not a key"
     assert not (tmp_path / "client.bin").is_symlink()
     assert stat.S_IMODE(os.stat(tmp_path / "client.bin").st_mode) == 0o600
+
+
+def test_calibrated_ranges_right_or_refused(toy_network):
+    """Rule: the spec carries the model's calibrated input range and the output range of its stages; the client
+    refuses (or clips) inputs outside the input range before encrypting, and refuses a decrypted set whose sample
+    left the output range, naming the sample and marking its whole set untrusted (one wrapped polynomial
+    corrupts every slot); the ranges survive the spec's JSON."""
+    model, packed, client, server = toy_network
+    assert packed.spec.input_range is None and packed.spec.output_range is not None
+    calibrated = SamplePackedModel(packed.stages, packed.features, packed.params, input_range=(-1.0, 1.0))
+    spec = SamplePackedSpec.from_dict(json.loads(json.dumps(calibrated.spec.to_dict())))
+    assert spec == calibrated.spec and spec.input_range == (-1.0, 1.0)
+    ranged = SamplePackedClient(spec, context=client.context)
+    x = np.random.default_rng(8).uniform(-1, 1, (5, 12))
+    x[3, 4] = 1.5
+    with pytest.raises(ParameterError, match=r"samples \[3\].*input range \[-1, 1\]"):
+        ranged.encrypt(x)
+    with pytest.raises(ParameterError, match="input range"):
+        ranged.encrypt_set(x)  # refused before the first ciphertext is asked for
+    clipped = ranged.decrypt(server.evaluate(ranged.encrypt(x, clip=True)[0]))
+    assert np.allclose(clipped, model.forward(np.clip(x, -1, 1)), atol=2.0**-24)
+    # without an input range, a sample far outside the activation's interval comes back refused
+    far = np.random.default_rng(9).uniform(-1, 1, (4, 12))
+    far[2] = 40.0
+    with pytest.raises(OutputRangeError) as refused:
+        client.decrypt(server.evaluate(client.encrypt(far)[0]))
+    assert refused.value.invalid == (2,) and refused.value.untrusted == (0, 1, 2, 3)
+    with pytest.raises(ParameterError, match="output_range"):
+        SamplePackedSpec(packed.params, packed.spec.level, 12, 3, output_range=((0.0,), (1.0,)))
 
 def test_requests_and_keys_refused(toy_network):
     """Rule: a request of the wrong length, truncated, or under another key set, a server keyed for other
