@@ -23,10 +23,14 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 __all__ = ["set_threads", "get_threads", "available_cores", "using", "chunks", "run_chunks", "ThreadSettingError",
-           "parallel", "ENV", "MAX_THREADS"]
+           "parallel", "ENV", "MAX_THREADS", "PIECES_PER_THREAD"]
 
 ENV = "HEZK_THREADS"
 MAX_THREADS = 1024
+#: pieces per thread of a split call (the pool's threads take them from the front and the caller, once done with its
+#: first, takes the ones not started from the back); 1: 2 a thread measured no faster on 2 loaded cores (load 3-4),
+#: for more hand-offs
+PIECES_PER_THREAD = 1
 
 
 class ThreadSettingError(ValueError):
@@ -99,13 +103,14 @@ class using:
 
 
 def chunks(count: int, min_work: int = 1, work_per_item: int = 1, align: int = 1) -> list[tuple[int, int]]:
-    """range(count) as contiguous (start, stop) pieces, one per thread at most, none of less than ``min_work``
-    units of work (``work_per_item`` units per item), every boundary a multiple of ``align``; [(0, count)] when
-    one thread is set, the work is small, or the caller is itself a chunk."""
+    """range(count) as contiguous (start, stop) pieces, ``PIECES_PER_THREAD`` per thread at most, none of less than
+    ``min_work`` units of work (``work_per_item`` units per item), every boundary a multiple of ``align``;
+    [(0, count)] when one thread is set, the work is small, or the caller is itself a chunk."""
     threads = 1 if getattr(_local, "inside", False) else get_threads()
     if count <= 0:
         return [(0, max(count, 0))]
-    pieces = min(threads, max(1, (count * work_per_item) // max(1, min_work)), -(-count // align))
+    most = threads * PIECES_PER_THREAD if threads > 1 else 1
+    pieces = min(most, max(1, (count * work_per_item) // max(1, min_work)), -(-count // align))
     if pieces <= 1:
         return [(0, count)]
     units = -(-count // align)               # aligned blocks, shared out as evenly as possible
@@ -134,23 +139,34 @@ def _inside(function, start, stop):
 
 def run_chunks(function, pieces: list[tuple[int, int]]) -> list:
     """[function(start, stop) for each piece], the first in the calling thread and the others on the shared pool
-    at once; results in piece order (a caller combines them in that order: the same as one thread's). A piece
-    that no pool thread has started by the time the caller is done with its own (every core busy with other
-    work: a loaded machine, other processes) is taken back and run by the caller, so a split call is never slower
-    than waiting for a thread to get a core. The first exception raised by a piece is raised here after every
-    piece has finished."""
+    at once; results in piece order (a caller combines them in that order: the same as one thread's). The pieces
+    that no pool thread has started by the time the caller is done with its first (uneven pieces, or every core
+    busy with other work: a loaded machine, other processes) are taken back, last first, and run by the caller, so
+    a split call does not wait for a thread to get a core. The first exception raised by a piece is raised here
+    after every piece has finished."""
     if len(pieces) == 1:
         return [function(*pieces[0])]
-    futures = [_executor(len(pieces) - 1).submit(_inside, function, a, b) for a, b in pieces[1:]]
-    results, error = [], None
-    try:
-        results.append(_inside(function, *pieces[0]))
-    except BaseException as exc:   # noqa: BLE001 - re-raised below once the other pieces are done
-        error = exc
-    for (start, stop), future in zip(pieces[1:], futures):
+    workers = max(1, min(len(pieces), get_threads()) - 1)         # the caller is the other thread
+    futures = [_executor(workers).submit(_inside, function, a, b) for a, b in pieces[1:]]
+    results, error = [None] * len(pieces), None
+
+    def run_here(i):
+        nonlocal error
         try:
-            # cancel() succeeds only for a piece not started: then it runs here, once
-            results.append(_inside(function, start, stop) if future.cancel() else future.result())
+            results[i] = _inside(function, *pieces[i])
+        except BaseException as exc:   # noqa: BLE001 - re-raised below once the other pieces are done
+            error = error or exc
+
+    run_here(0)
+    waiting = []
+    for i in range(len(pieces) - 1, 0, -1):     # from the back: the pool's threads take pieces from the front
+        if futures[i - 1].cancel():            # succeeds only for a piece not started: then it runs here, once
+            run_here(i)
+        else:
+            waiting.append(i)
+    for i in reversed(waiting):
+        try:
+            results[i] = futures[i - 1].result()
         except BaseException as exc:  # noqa: BLE001
             error = error or exc
     if error is not None:
