@@ -698,6 +698,22 @@ class Client:
         return (out[0] if header.get("single") else out), precision
 
 
+def server_context(public_context, backend="auto") -> CKKSContext:
+    """The context a server evaluates under: ``public_context`` as bytes (a public or full context record, checked
+    to be one before parsing) or a ``CKKSContext``; a secret key it holds is dropped."""
+    if isinstance(public_context, (bytes, bytearray, memoryview)):
+        public_context = bytes(public_context)
+        if _record_kind(public_context) not in _CONTEXT_KINDS:
+            raise SerializationError(f"public_context is {describe_bytes(public_context)}, not a public context: "
+                                     f"pass the client's public_context() (the file keygen --context wrote)")
+        context = CKKSContext.from_bytes(public_context, backend=backend)
+    elif isinstance(public_context, CKKSContext):
+        context = public_context
+    else:
+        raise ParameterError(f"public_context must be bytes or a CKKSContext, got {type(public_context).__name__}")
+    return context.public_context() if context.has_secret_key else context
+
+
 def write_secret_file(path, blob: bytes) -> None:
     """Write ``blob`` to ``path`` readable by its owner only (mode 0600), whatever was there before: a new file
     made with O_EXCL and mode 0600 next to it, then renamed over ``path`` (an existing 0644 file, or a link,
@@ -785,19 +801,7 @@ class Server:
                  key_budget: int = DEFAULT_KEY_BUDGET, evaluator=None):
         if not isinstance(model, Sequential):
             raise ParameterError(f"model must be a Sequential, got {type(model).__name__}")
-        if isinstance(public_context, (bytes, bytearray, memoryview)):
-            public_context = bytes(public_context)
-            if _record_kind(public_context) not in _CONTEXT_KINDS:
-                raise SerializationError(f"public_context is {describe_bytes(public_context)}, not a public context: "
-                                         f"pass Client.public_context() (the file keygen --context wrote)")
-            context = CKKSContext.from_bytes(public_context, backend=backend)
-        elif isinstance(public_context, CKKSContext):
-            context = public_context
-        else:
-            raise ParameterError(f"public_context must be bytes or a CKKSContext, got {type(public_context).__name__}")
-        if context.has_secret_key:
-            context = context.public_context()
-        self.context = context
+        self.context = context = server_context(public_context, backend)
         self.evaluator = model_evaluator(context, evaluator)  # EncryptedModel's: host (default) or device
         self.max_ciphertexts = int(max_ciphertexts)
         self._model = model

@@ -55,8 +55,8 @@ from crypto.params import CKKSParameters
 from crypto.rlwe import Ciphertext
 from tensor_ops.model_plan import (ActivationStage, AffineStage, choose_parameters, output_ranges,
                                    outputs_outside)
-from tensor_ops.inference import (CLIENT_KIND, OutputRangeError, pack_message, require_secure, unpack_message,
-                                  write_secret_file)
+from tensor_ops.inference import (CLIENT_KIND, OutputRangeError, pack_message, require_secure, server_context,
+                                  unpack_message, write_secret_file)
 
 KINDS = ("rows", "gather", "spread", "activation")
 LAYOUT = "replicated"
@@ -539,14 +539,7 @@ class ReplicatedServer:
     def __init__(self, model, public_context, plan, *, max_ciphertexts: int = DEFAULT_MAX_CIPHERTEXTS,
                  backend="auto"):
         plan = plan if isinstance(plan, ReplicatedPlan) else ReplicatedPlan.from_dict(plan)
-        if isinstance(public_context, (bytes, bytearray, memoryview)):
-            context = CKKSContext.from_bytes(bytes(public_context), backend=backend)
-        elif isinstance(public_context, CKKSContext):
-            context = public_context
-        else:
-            raise ParameterError(f"public_context must be bytes or a CKKSContext, got {type(public_context).__name__}")
-        if context.has_secret_key:
-            context = context.public_context()
+        context = server_context(public_context, backend)
         if context.params != plan.params:
             raise ContextMismatchError(f"the context's parameters {context.params!r} are not the plan's "
                                        f"{plan.params!r}")

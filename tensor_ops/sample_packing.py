@@ -75,7 +75,7 @@ from crypto.rlwe import Ciphertext
 from hezk.model.graph import activate
 from hezk.record import MAGIC
 from tensor_ops.model_plan import ActivationStage, AffineStage, choose_parameters, output_ranges, outputs_outside
-from tensor_ops.inference import OutputRangeError, write_secret_file
+from tensor_ops.inference import OutputRangeError, server_context, write_secret_file
 
 __all__ = ["SamplePackedModel", "SamplePackedSpec", "SamplePackedClient", "SamplePackedServer", "dense_layer",
            "dense_layer_naive", "paired_activation", "modular_matmul", "modular_matmul_naive", "digit_width"]
@@ -564,11 +564,11 @@ class SamplePackedServer:
     def __init__(self, model: SamplePackedModel, public_context):
         if not isinstance(model, SamplePackedModel):
             raise ParameterError(f"model must be a SamplePackedModel, got {type(model).__name__}")
-        ctx = public_context if isinstance(public_context, CKKSContext) else CKKSContext.from_bytes(public_context)
+        ctx = server_context(public_context)
         if ctx.params != model.params:
             raise ContextMismatchError(f"the context's parameters {ctx.params!r} are not the model's {model.params!r} "
                                        f"(keys made for another model or parameter set)")
-        self.model, self.context = model, ctx.public_context() if ctx.has_secret_key else ctx
+        self.model, self.context = model, ctx
         self.evaluator = self.context.evaluator
         self._caches = [dict() for _ in model.stages]
         self._buffer = None   # the last request's words, reused by the next (no new pages to fault in)
