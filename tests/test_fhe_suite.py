@@ -41,7 +41,9 @@ def root(tmp_path_factory):
 @pytest.mark.slow
 def test_stages_in_harness_order_single_and_small(root):
     """Rule: each stage reads only what the previous ones wrote under io/<size>/; the results JSON carries
-    every stage's time and the key, input and result bytes; single passes its label check, small's encrypted
+    every stage's time and the key, input and result bytes, and (ours) the packing (replicated: 13 power-of-two
+    Galois keys at 128 bits), the server's compute apart and each stage's peak RSS; single passes its label
+    check, small's encrypted
     predictions equal the fitted model's (CKKS noise is far below the logits' gaps) and its accuracy is the
     float model's up to what the degree-4 ReLU loses."""
     from crypto import CKKSContext
@@ -54,6 +56,12 @@ def test_stages_in_harness_order_single_and_small(root):
         assert all(value.endswith("s") and float(value[:-1]) >= 0 for value in record["per_stage"].values())
         assert set(SIZE_NAMES) <= set(record["bandwidth"])
         assert record["hezk_entry"]["bytes"]["Client: Public and evaluation keys"] > 0
+        # single and small take the replicated plan: the server stage reports its compute apart from its set-up
+        entry = record["hezk_entry"]
+        assert entry["packing"] == "replicated" and 0 < entry["server_compute_s"]
+        assert entry["server_compute_s"] < float(record["per_stage"]["Server: Encrypted ML Inference computation"][:-1])
+        if local_harness.TIME:
+            assert set(entry["peak_rss_kib"]) == set(STAGE_NAMES) - {"Harness: Input generation for MNIST"}
     assert "mnist_model_quality" not in single
     assert single["hezk_entry"]["agreement_with_float_model"] in (0.0, 1.0)
 
@@ -74,6 +82,7 @@ def test_stages_in_harness_order_single_and_small(root):
     assert stat.S_IMODE(os.stat(io / "secret_key" / "client.bin").st_mode) == 0o600
     public = CKKSContext.from_bytes((io / "public_keys" / "context.bin").read_bytes())
     assert not public.has_secret_key and public.params.security_bits >= 128
+    assert len(public.rotation_steps) == 13 and all(step & (step - 1) == 0 for step in public.rotation_steps)
     assert (root / "measurements" / "small" / "results-1.json").exists()
     assert "Server: Encrypted ML Inference computation" in local_harness.table(root)
 
@@ -129,22 +138,131 @@ def test_sample_packed_stages_on_a_test_ring(tmp_path, monkeypatch):
     assert predictions == fitted.forward(inputs).argmax(axis=1).tolist()
 
 
+#: an insecure tiny ring (N = 2^8: 128 slots, 7 levels) for the replicated stages of a narrow 784 -> 16 -> 8 -> 10 MLP
+#: (the replicated layout of 784 -> 128 -> 64 -> 10 needs 128 x 64 slots: N = 2^14, the 128-bit run below)
+REPLICATED_TEST_RING = dict(log_n=8, log_q=[[30, 30]] + [30] * 7, log_p=[30, 30, 30], log_scale=30, dnum=3,
+                            insecure=True)
+
+
+@pytest.mark.slow
+def test_replicated_stages_on_a_test_ring(tmp_path, monkeypatch):
+    """Rule: single and small choose the replicated plan by default; the seven stages then run in the harness's
+    order through io/<size>/: packing.json says so, the keys are the public, relinearization and the plan's
+    power-of-two Galois keys (no secret key), the secret file has mode 0600 and holds no Galois key, the one
+    request holds plan.input_ciphertexts ciphertexts per image, the server stage writes its set-up and compute
+    seconds apart (server_timings.json), and the predictions are the fitted (degree-4) model's. In process on an
+    insecure tiny ring with a narrow MLP, which key generation refuses without HEZK_FHE_TEST_RING=1."""
+    from crypto import CKKSContext, CKKSParameters
+    from tensor_ops.inference import unpack_message
+    from tensor_ops.nn import Sequential
+    from tensor_ops.replicated import ReplicatedPlan
+
+    rng = np.random.default_rng(1)
+    shapes = {"fc1": (16, 784), "fc2": (8, 16), "fc3": (10, 8)}
+    weights = {f"{name}.weight": rng.normal(0, 1.5 / np.sqrt(shape[1]), shape) for name, shape in shapes.items()}
+    weights.update({f"{name}.bias": rng.normal(0, 0.1, shape[0]) for name, shape in shapes.items()})
+    np.savez(tmp_path / "weights.npz", activation="relu", **weights)
+    pixels = rng.uniform(0, 1, (215, 784))
+    model_dir = tmp_path / "model"
+    hezk_entry.export(tmp_path / "weights.npz", pixels[15:], model_dir, degree=4,
+                      replicated_params=CKKSParameters.from_literal(REPLICATED_TEST_RING))
+    plan = ReplicatedPlan.from_dict(json.loads((model_dir / "replicated_plan.json").read_text()))
+    assert plan.stages[0].fold == hezk_entry.REPLICATED_FOLD and plan.depth == 7
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HEZK_FHE_MODEL_DIR", str(model_dir))
+    monkeypatch.delenv("HEZK_FHE_PACKING", raising=False)
+    monkeypatch.delenv("HEZK_FHE_TEST_RING", raising=False)
+    standin.write_pixels(tmp_path / "datasets" / "small" / "intermediate" / "test_pixels.txt", pixels[:15])
+    assert hezk_entry.run_stage("client_key_generation", ["1"]) == 1  # an insecure ring needs the opt-in
+    monkeypatch.setenv("HEZK_FHE_TEST_RING", "1")
+    for name in STAGE_ORDER:
+        assert hezk_entry.run_stage(name, [] if name == "server_preprocess_model" else ["1"]) == 0, name
+
+    io = tmp_path / "io" / "small"
+    assert hezk_entry.packing_used(1) == "replicated"
+    public = CKKSContext.from_bytes((io / "public_keys" / "context.bin").read_bytes())
+    assert public.rotation_steps == plan.rotations and not public.has_secret_key
+    assert all(step & (step - 1) == 0 for step in plan.rotations) and public.params == plan.params
+    assert stat.S_IMODE(os.stat(io / "secret_key" / "client.bin").st_mode) == 0o600
+    assert (io / "secret_key" / "client.bin").stat().st_size < (io / "public_keys" / "context.bin").stat().st_size
+    requests = sorted((io / "ciphertexts_upload").glob("request-*.bin"))
+    assert len(requests) == 1 and len(sorted((io / "ciphertexts_download").glob("reply-*.bin"))) == 1
+    header, blobs = unpack_message(requests[0].read_bytes(), "request", 1 << 10)
+    assert header["samples"] == 15 and len(blobs) == 15 * plan.input_ciphertexts
+    timings = json.loads((io / "server_timings.json").read_text())
+    assert timings["packing"] == "replicated" and timings["images"] == 15 and len(timings["requests_s"]) == 1
+    assert timings["compute_s"] > 0 and set(timings["setup_s"]) >= {"keys loaded"}
+    assert any(key.endswith(":rows") for key in timings["stages_s"])
+    fitted = Sequential.load(model_dir / "server_model.npz")
+    inputs = np.load(io / "intermediate" / "inputs.npy")
+    scores = np.load(io / "intermediate" / "scores.npy")
+    assert scores.shape == (15, 10) and np.max(np.abs(scores - fitted.forward(inputs))) < 0.05
+    predictions = [int(v) for v in (io / "encrypted_model_predictions.txt").read_text().split()]
+    assert predictions == fitted.forward(inputs).argmax(axis=1).tolist()
+
+
+def test_weighted_fit_refits_each_relu_where_its_calibration_inputs_lie(tmp_path):
+    """Rule: the build's default fit (``weighted_fit``) replaces each ReLU polynomial of the library's calibrated
+    (minimax) model by the least-squares fit on the same interval weighted by the values the float model's
+    activation input takes on the calibration images (naive twin: those values computed from the weight file);
+    its squared error there is below the minimax fit's; export names the fit and refuses another."""
+    from tensor_ops.activations import fit_activation
+    from tensor_ops.nn import Activation, Sequential
+
+    rng = np.random.default_rng(2)
+    shapes = {"fc1": (16, 784), "fc2": (8, 16), "fc3": (10, 8)}
+    weights = {f"{name}.weight": rng.normal(0, 1.5 / np.sqrt(shape[1]), shape) for name, shape in shapes.items()}
+    weights.update({f"{name}.bias": rng.normal(0, 0.1, shape[0]) for name, shape in shapes.items()})
+    np.savez(tmp_path / "weights.npz", activation="relu", **weights)
+    x = hezk_entry.normalise(rng.uniform(0, 1, (200, 784)) ** 3)
+    minimax = Sequential.load(tmp_path / "weights.npz", input_shape=(784,), calibration=x, degree=4)
+    weighted, (mean_error, max_error) = hezk_entry.weighted_fit(minimax, x, 4)
+    h1 = x @ weights["fc1.weight"].T + weights["fc1.bias"]
+    h2 = np.maximum(h1, 0) @ weights["fc2.weight"].T + weights["fc2.bias"]
+    old = [layer.poly for layer in minimax.layers if isinstance(layer, Activation)]
+    new = [layer.poly for layer in weighted.layers if isinstance(layer, Activation)]
+    assert len(new) == 2 and [p.interval for p in new] == [p.interval for p in old]
+    for poly, before, inputs in zip(new, old, (h1, h2)):
+        twin = fit_activation("relu", 4, before.interval, method="least_squares", samples=inputs.ravel())
+        assert np.allclose(poly.coefficients, twin.coefficients)
+        assert np.mean((poly(inputs) - np.maximum(inputs, 0)) ** 2) < np.mean((before(inputs) -
+                                                                                np.maximum(inputs, 0)) ** 2)
+    logits = np.maximum(h2, 0) @ weights["fc3.weight"].T + weights["fc3.bias"]
+    assert np.isclose(max_error, np.max(np.abs(weighted.forward(x) - logits)))
+    assert 0 < mean_error <= max_error
+    with pytest.raises(hezk_entry.EntryError, match="fit='cubic' must be one of"):
+        hezk_entry.export(tmp_path / "weights.npz", rng.uniform(0, 1, (20, 784)), tmp_path / "m", fit="cubic")
+
+
 def test_packing_choice_and_test_ring_opt_in(tmp_path, monkeypatch):
-    """Rule: key generation takes sample packing from 100 images (medium, large) and the slot-blocked plan below
-    (single, small) unless HEZK_FHE_PACKING says otherwise (another value is refused); later stages follow the
-    packing.json it wrote; a published spec below 128 bits is refused without HEZK_FHE_TEST_RING=1."""
+    """Rule: key generation takes sample packing from 100 images (medium, large) and the replicated plan below
+    (single, small) unless HEZK_FHE_PACKING says otherwise (replicated, samples or slots; another value is
+    refused); later stages follow the packing.json it wrote (none: the slot-blocked files of the first entry; an
+    unknown name is refused); a published spec below 128 bits is refused without HEZK_FHE_TEST_RING=1."""
     from crypto import CKKSParameters
     from tensor_ops.sample_packing import SamplePackedSpec
 
     monkeypatch.delenv("HEZK_FHE_PACKING", raising=False)
-    assert [hezk_entry.sample_packing_chosen(size) for size in range(4)] == [False, False, True, True]
-    monkeypatch.setenv("HEZK_FHE_PACKING", "slots")
-    assert not hezk_entry.sample_packing_chosen(3)
+    assert [hezk_entry.packing_chosen(size) for size in range(4)] == ["replicated", "replicated", "samples", "samples"]
+    assert hezk_entry.BATCH_SIZES[1] < hezk_entry.SAMPLE_PACKING_MIN_BATCH <= hezk_entry.BATCH_SIZES[2]
+    for forced in ("slots", "samples", "replicated"):
+        monkeypatch.setenv("HEZK_FHE_PACKING", forced.upper())
+        assert [hezk_entry.packing_chosen(size) for size in range(4)] == [forced] * 4
+    monkeypatch.setenv("HEZK_FHE_PACKING", "auto")
+    assert hezk_entry.packing_chosen(0) == "replicated"
     monkeypatch.setenv("HEZK_FHE_PACKING", "rows")
-    with pytest.raises(hezk_entry.EntryError, match="auto, slots or samples"):
-        hezk_entry.sample_packing_chosen(3)
+    with pytest.raises(hezk_entry.EntryError, match="auto, replicated, samples or slots"):
+        hezk_entry.packing_chosen(3)
     monkeypatch.chdir(tmp_path)
-    assert not hezk_entry.uses_sample_packing(2)
+    assert hezk_entry.run_stage("client_key_generation", ["0"]) == 1 and not (tmp_path / "io").exists()
+    assert hezk_entry.packing_used(2) == "slots" and not hezk_entry.uses_sample_packing(2)
+    keys = tmp_path / "io" / "medium" / "public_keys"
+    keys.mkdir(parents=True)
+    (keys / "packing.json").write_text(json.dumps({"packing": "replicated-per-sample"}))
+    assert hezk_entry.packing_used(2) == "replicated"
+    (keys / "packing.json").write_text(json.dumps({"packing": "diagonal"}))
+    with pytest.raises(hezk_entry.EntryError, match="packing 'diagonal' is none of"):
+        hezk_entry.packing_used(2)
     (tmp_path / "model").mkdir()
     spec = SamplePackedSpec(CKKSParameters.preset("TOY"), 4, 784, 10)
     (tmp_path / "model" / "packed.json").write_text(json.dumps(spec.to_dict()))
@@ -154,7 +272,7 @@ def test_packing_choice_and_test_ring_opt_in(tmp_path, monkeypatch):
     assert hezk_entry.run_stage("client_key_generation", ["2"]) == 1
     monkeypatch.setenv("HEZK_FHE_TEST_RING", "1")
     assert hezk_entry.run_stage("client_key_generation", ["2"]) == 0
-    assert hezk_entry.uses_sample_packing(2)
+    assert hezk_entry.uses_sample_packing(2) and hezk_entry.packing_used(2) == "samples"
     assert (tmp_path / "io" / "medium" / "secret_key" / "client.bin").exists()
 
 

@@ -11,7 +11,9 @@ the stage executables from ``submission/build/`` with the size as argument, (10)
 single, else the accuracy of the encrypted predictions and of the float model (the harness's cleartext step),
 (11) ``measurements/<size>/results-<n>.json`` with the harness's keys: ``per_stage`` (seconds of each step,
 the whole process each), ``bandwidth`` (bytes of the key, input and result folders, as ``du -sb``),
-``mnist_model_quality`` and ``total_latency_ms`` (which the harness fills with the seconds' sum; kept so).
+``mnist_model_quality`` and ``total_latency_ms`` (which the harness fills with the seconds' sum; kept so), and
+ours under ``hezk_entry``: exact bytes, the load average, each stage's peak RSS (``/usr/bin/time``), the packing
+and the server stage's own split of its time (``server_timings.json``: set-up, and ``server_compute_s``).
 This file is our own driver, not the harness: the harness itself needs torchvision's MNIST download.
 """
 from __future__ import annotations
@@ -42,6 +44,7 @@ STAGE_STEPS = (  # (step, the harness's step name, executable, passes the size)
     (8, "Client: Result decryption", "client_decrypt_decode", True),
     (9, "Client: Result postprocessing", "client_postprocess", True),
 )
+TIME = "/usr/bin/time" if os.access("/usr/bin/time", os.X_OK) else None  # GNU time: -f %M, the peak RSS in KiB
 SIZE_LOGS = {2: ("public_keys", "Client: Public and evaluation keys"),
              6: ("ciphertexts_upload", "Client: Encrypted input"),
              7: ("ciphertexts_download", "Client: Encrypted results")}
@@ -67,12 +70,19 @@ class Run:
     """One run's log, in the harness's JSON layout."""
 
     def __init__(self):
-        self.seconds, self.bandwidth, self.bytes, self.quality = {}, {}, {}, {}
+        self.seconds, self.bandwidth, self.bytes, self.quality, self.peak_rss_kib = {}, {}, {}, {}, {}
 
     def timed(self, step, name, command, cwd):
+        """Run one stage executable; its wall time, and its peak RSS where /usr/bin/time exists (run under it:
+        the stage's own high-water mark, not the harness's, which a forked child would inherit)."""
+        rss_file = pathlib.Path(cwd) / ".stage_rss"
+        wrapped = [TIME, "-f", "%M", "-o", str(rss_file)] + command if TIME else command
         start = time.perf_counter()
-        subprocess.run(command, cwd=cwd, check=True)
+        subprocess.run(wrapped, cwd=cwd, check=True)
         elapsed = time.perf_counter() - start
+        if TIME:
+            self.peak_rss_kib[name] = int(rss_file.read_text().split()[-1])
+            rss_file.unlink()
         self.seconds[name] = elapsed
         print(f"{time.strftime('%H:%M:%S')} [harness] {step}: {name} completed (elapsed: {elapsed:.4f}s)", flush=True)
 
@@ -123,6 +133,7 @@ def run_size(root: pathlib.Path, size: int, num_runs: int = 1, seed: int | None 
     for run in range(num_runs):
         record = Run()
         record.seconds.update(setup.seconds)
+        record.peak_rss_kib.update(setup.peak_rss_kib)
         record.bandwidth.update(setup.bandwidth)
         record.bytes.update(setup.bytes)
         rng = np.random.default_rng(None if seed is None else seed + run)
@@ -150,7 +161,11 @@ def run_size(root: pathlib.Path, size: int, num_runs: int = 1, seed: int | None 
             print(f"[harness] {verdict}  (expected={labels[0]}, got={predictions[0]})")
         record.accuracy(labels, predictions, "Encrypted model")
         record.accuracy(labels, harness_predictions, "Harness model")
-        extra = {"bytes": record.bytes, "load_average": os.getloadavg(),
+        timings = io / "server_timings.json"  # the server stage's own split: set-up and compute
+        server = json.loads(timings.read_text()) if timings.exists() else {}
+        extra = {"bytes": record.bytes, "load_average": os.getloadavg(), "peak_rss_kib": record.peak_rss_kib,
+                 "packing": server.get("packing"), "server_compute_s": server.get("compute_s"),
+                 "server_setup_s": server.get("setup_s"),
                  "dask": os.environ.get("HEZK_FHE_DASK") or None,
                  "agreement_with_float_model": float(np.mean(np.asarray(predictions) == harness_predictions))}
         path = root / "measurements" / name / f"results-{run + 1}.json"
@@ -203,9 +218,20 @@ def table(root: pathlib.Path) -> str:
     lines.append(f"{'Float (harness) model accuracy':<{width}}" + "".join(
         f"{r.get('mnist_model_quality', {}).get('Harness model quality', {}).get('accuracy', float('nan')):>12.4f}"
         for r in found.values()))
+    lines.append(f"{'Server compute (stage-reported)':<{width}}" + "".join(
+        f"{_number(r.get('hezk_entry', {}).get('server_compute_s')):>12}" for r in found.values()))
+    lines.append(f"{'Peak RSS of a stage':<{width}}" + "".join(
+        f"{human(1024 * max(r.get('hezk_entry', {}).get('peak_rss_kib', {}).values(), default=0)):>12}"
+        for r in found.values()))
+    lines.append(f"{'packing':<{width}}" + "".join(f"{str(r.get('hezk_entry', {}).get('packing')):>12}"
+                                                  for r in found.values()))
     lines.append(f"{'load average (1 min) at the end':<{width}}" + "".join(
         f"{r.get('hezk_entry', {}).get('load_average', [float('nan')])[0]:>12.2f}" for r in found.values()))
     return "\n".join(lines)
+
+
+def _number(value) -> str:
+    return "-" if value is None else f"{value:.4f}s"
 
 
 def main(argv=None):

@@ -3,38 +3,44 @@
 The harness runs seven stage executables from ``submission/build/`` with the harness root as the working
 directory, each given the instance size (0 single, 1 small, 2 medium, 3 large) as its one argument
 (``server_preprocess_model`` gets none), and passes every file through ``io/<size>/``. Here each stage is a few
-lines over hezk's public API (``Client`` / ``Server``, ``tensor_ops.distributed``) and its file formats
-(records of ``hezk.record``):
+lines over hezk's public API (``tensor_ops.replicated``, ``tensor_ops.sample_packing``, ``Client`` / ``Server``,
+``tensor_ops.distributed``) and its file formats (records of ``hezk.record``):
 
 =============================  ===============================================================================
 stage                          reads -> writes
 =============================  ===============================================================================
-client_key_generation          build/model/plan.json or packed.json -> io/<size>/public_keys/context.bin (public,
-                               relin. and, for the slot-blocked plan, Galois keys; ``packing.json`` when sample
-                               packing is chosen) and io/<size>/secret_key/client.bin (mode 0600)
-server_preprocess_model        build/model/server_model.npz, checked against the published plan.json, packed.json
+client_key_generation          build/model/replicated_plan.json, packed.json or plan.json -> io/<size>/public_keys/
+                               context.bin (public, relin. and the packing's Galois keys), public_keys/packing.json
+                               (the choice) and io/<size>/secret_key/client.bin (mode 0600, no Galois key)
+server_preprocess_model        build/model/server_model.npz, checked against the three published plans
 client_preprocess_input        datasets/<size>/intermediate/test_pixels.txt -> io/<size>/intermediate/inputs.npy
                                (parsed, checked, normalised as the harness normalises: (p - 0.1307) / 0.3081)
-client_encode_encrypt_input    inputs.npy -> io/<size>/ciphertexts_upload/request-<k>.bin: slot-blocked,
-                               ``plan.batch`` images per ciphertext, ``CIPHERTEXTS_PER_REQUEST`` per request;
+client_encode_encrypt_input    inputs.npy -> io/<size>/ciphertexts_upload/request-<k>.bin: replicated, one image
+                               per ciphertext (``plan.input_ciphertexts``), <= 256 ciphertexts per request;
                                sample packing, one request per set of <= N/2 images (N, two per slot, when
-                               the instance has more images than slots), one ciphertext per pixel
-server_encrypted_compute       requests + public context -> io/<size>/ciphertexts_download/reply-<k>.bin (one task
-                               per request: in this process, or, slot-blocked, on Dask workers when HEZK_FHE_DASK)
+                               the instance has more images than slots), one ciphertext per pixel; slot-blocked,
+                               ``plan.batch`` images per ciphertext, ``CIPHERTEXTS_PER_REQUEST`` per request
+server_encrypted_compute       requests + public context -> io/<size>/ciphertexts_download/reply-<k>.bin, and
+                               io/<size>/server_timings.json: the set-up (model, keys, plaintext encoding) and
+                               the compute (the evaluation of the requests) timed apart (one task per request:
+                               in this process, or, slot-blocked, on Dask workers when HEZK_FHE_DASK)
 client_decrypt_decode          replies -> io/<size>/intermediate/scores.npy (the 10 logits of each image)
 client_postprocess             scores.npy -> io/<size>/encrypted_model_predictions.txt (argmax, one per line)
 =============================  ===============================================================================
 
-Two packings (``SAMPLE_PACKING_MIN_BATCH``): single and small use the model's slot-blocked plan (8 images per
-ciphertext, rotations: ``tensor_ops.inference``); medium and large use sample packing (one image per slot, a
-dense layer is a modular matrix product across ciphertexts, no rotation: ``tensor_ops.sample_packing``).
+Three packings (``packing_chosen``): single and small (< ``SAMPLE_PACKING_MIN_BATCH`` images) use the replicated
+plan (one image per ciphertext, 13 power-of-two rotation keys: ``tensor_ops.replicated``); medium and large use
+sample packing (one image per slot, a dense layer is a modular matrix product across ciphertexts, no rotation:
+``tensor_ops.sample_packing``); the slot-blocked plan (8 images per ciphertext, 67 rotation keys:
+``tensor_ops.inference``) only when HEZK_FHE_PACKING=slots (the one path that runs on Dask).
 
 The model is made once, at build time (``export``): the trained float weights (the harness's
 ``mnist_ffnn_model.pth`` or a named-weights ``.npz``) are read by ``Sequential.load`` with calibration images, which
 fits each ReLU to a polynomial on the range its input takes on them; the fitted model is saved and its plan
 (parameters, packing, rotations: public) published next to it, since the client's keys (made before the
 server's stage 3) must be the plan's. Environment: HEZK_FHE_DASK (None: this process; "local:K", a scheduler
-address), HEZK_FHE_MODEL_DIR (default: ``build/model/``).
+address), HEZK_FHE_MODEL_DIR (default: ``build/model/``), HEZK_FHE_PACKING (``auto``, ``replicated``,
+``samples``, ``slots``), HEZK_FHE_TEST_RING=1 (accept published parameters below 128 bits: tests only).
 
     python3 stage.py export --weights W.npz --calibration C --out build/model   # the build step
     submission/build/client_key_generation 0                                  # a stage (a link to stage.py)
@@ -54,15 +60,22 @@ SIZES = ("single", "small", "medium", "large")
 BATCH_SIZES = (1, 15, 1000, 10000)  # images per instance (the harness's params.py)
 PIXELS = 784
 MEAN, STD = 0.1307, 0.3081  # the harness's normalisation (harness/mnist/test.py)
+FITS = ("weighted", "minimax")  # of the ReLU polynomials (``weighted_fit``); HEZK_FHE_FIT at build
+DEFAULT_FIT = "weighted"
 DEFAULT_DEGREE = 4  # of each ReLU polynomial: depth 9 at N = 2^14 (degree 2-3: depth 7, about 3 points less)
 CIPHERTEXTS_PER_REQUEST = 32  # one request is one task (Server's default limit: 64 ciphertexts)
-# Instances of at least this many images use sample packing (tensor_ops.sample_packing: one image per slot, a set of
-# up to 8,192 images costs ~15 s of one core and 1.1 GB of input whatever its fill); smaller ones the slot-blocked
-# plan (8 images per ciphertext, ~0.18 s of one core per image plus ~10 s of key loading and weight encoding, 333 MiB
-# of keys). They break even near 50 images; 100 keeps single and small (1, 15) on the plan, medium and large
-# (1,000, 10,000) on sample packing. HEZK_FHE_PACKING=slots|samples forces one at key generation.
+# Instances of at least this many images use sample packing (tensor_ops.sample_packing: one image per slot, a set
+# of up to 8,192 images costs ~13 s of one core, 1.1 GB of input and ~12 s of client encryption whatever its fill);
+# smaller ones the replicated plan (tensor_ops.replicated: one image per ciphertext, ~0.17 s of one warm core per
+# image after a ~0.4 s set-up, ~0.03 s of client encryption per image). Server compute alone breaks even at
+# 13 / 0.17 = ~76 images, server and client together at (13 + 12) / (0.17 + 0.03) = ~125; 100 lies between and
+# no instance size does (single and small: 1 and 15 images, replicated; medium and large: 1,000 and 10,000,
+# sample packing). HEZK_FHE_PACKING=replicated|samples|slots forces one at key generation.
 SAMPLE_PACKING_MIN_BATCH = 100
 PACKING_FILE = "packing.json"  # in io/<size>/public_keys/: the choice key generation made (public)
+PACKINGS = {"replicated": "replicated-per-sample", "samples": "samples-per-slot", "slots": "slot-blocked"}
+REPLICATED_FOLD = 16  # the client sends 784 / (64 x 16) -> 1 ciphertext per image, the server rotates it 15 times
+TIMINGS_FILE = "server_timings.json"  # in io/<size>/: the server stage's set-up and compute seconds
 
 
 class EntryError(Exception):
@@ -153,25 +166,76 @@ def _client(size: int):
     return Client.load(io_dir(size) / "secret_key" / "client.bin")
 
 
-def sample_packing_chosen(size: int) -> bool:
-    """Key generation's choice for ``size``: HEZK_FHE_PACKING (``slots`` / ``samples``), else by the batch."""
+def packing_chosen(size: int) -> str:
+    """Key generation's choice for ``size``: HEZK_FHE_PACKING (``replicated`` / ``samples`` / ``slots``), else by
+    the instance's images: sample packing from ``SAMPLE_PACKING_MIN_BATCH``, the replicated plan below."""
     forced = os.environ.get("HEZK_FHE_PACKING", "").strip().lower()
-    if forced not in ("", "auto", "slots", "samples"):
-        raise EntryError(f"HEZK_FHE_PACKING={forced!r} must be auto, slots or samples")
-    if forced in ("slots", "samples"):
-        return forced == "samples"
-    return BATCH_SIZES[size] >= SAMPLE_PACKING_MIN_BATCH
+    if forced not in ("", "auto", *PACKINGS):
+        raise EntryError(f"HEZK_FHE_PACKING={forced!r} must be auto, replicated, samples or slots")
+    if forced in PACKINGS:
+        return forced
+    return "samples" if BATCH_SIZES[size] >= SAMPLE_PACKING_MIN_BATCH else "replicated"
+
+
+def packing_used(size: int) -> str:
+    """The packing the keys of ``io/<size>/`` were made for (``packing.json`` beside them; none: ``slots``, the
+    files of the entry before the file was written for every packing)."""
+    path = io_dir(size) / "public_keys" / PACKING_FILE
+    try:
+        name = json.loads(path.read_text()).get("packing")
+    except FileNotFoundError:
+        return "slots"
+    except (OSError, ValueError, AttributeError) as error:
+        raise EntryError(f"{path}: unreadable ({error})") from None
+    for short, long in PACKINGS.items():
+        if name == long:
+            return short
+    raise EntryError(f"{path}: packing {name!r} is none of {sorted(PACKINGS.values())} (run key generation again)")
 
 
 def uses_sample_packing(size: int) -> bool:
-    """Whether the keys of ``io/<size>/`` were made for sample packing (``packing.json`` beside them)."""
-    path = io_dir(size) / "public_keys" / PACKING_FILE
-    try:
-        return json.loads(path.read_text()).get("packing") == "samples-per-slot"
-    except FileNotFoundError:
+    """Whether the keys of ``io/<size>/`` were made for sample packing."""
+    return packing_used(size) == "samples"
+
+
+def _insecure_allowed(params, path) -> bool:
+    """True for 128-bit ``params``; below, True with HEZK_FHE_TEST_RING=1 (tests), else EntryError naming ``path``."""
+    if (params.security_bits or 0) >= 128:
         return False
+    if os.environ.get("HEZK_FHE_TEST_RING") != "1":
+        raise EntryError(f"{path}: parameters {params!r} are below 128 bits (HEZK_FHE_TEST_RING=1 allows them, "
+                         f"for tests only)")
+    return True
+
+
+def _replicated_plan():
+    from tensor_ops.replicated import ReplicatedPlan
+
+    path = model_dir() / "replicated_plan.json"
+    try:
+        return ReplicatedPlan.from_dict(json.loads(path.read_text()))
     except (OSError, ValueError) as error:
-        raise EntryError(f"{path}: unreadable ({error})") from None
+        raise EntryError(f"{path}: no published replicated plan ({error}); run the build") from None
+
+
+def _replicated_client(size: int):
+    from tensor_ops.replicated import ReplicatedClient
+
+    return ReplicatedClient.load(io_dir(size) / "secret_key" / "client.bin")
+
+
+def _write_timings(size: int, packing: str, setup: dict, compute: list, stages: dict | None = None) -> float:
+    """io/<size>/server_timings.json: the server stage's set-up seconds by step, the compute seconds per request
+    (the evaluation alone: deserialising the request, the layers, serialising the reply; not the file reads)."""
+    total = sum(compute)
+    record = {"packing": packing, "setup_s": setup, "compute_s": total, "requests_s": compute,
+              "images": BATCH_SIZES[size], "stages_s": stages or {}}
+    (io_dir(size) / TIMINGS_FILE).write_text(json.dumps(record, indent=2))
+    _log("server", f"set-up {sum(setup.values()):.3f} s ("
+                   + ", ".join(f"{k} {v:.3f}" for k, v in setup.items())
+                   + f"); server compute {total:.3f} s for {len(compute)} request(s), "
+                     f"{total / BATCH_SIZES[size]:.4f} s per image")
+    return total
 
 
 def _packed_spec() -> dict:
@@ -207,21 +271,28 @@ def _log(who: str, message: str) -> None:
 # --- the model, once (the build step) -------------------------------------------------------------------
 
 def export(weights, calibration, out_dir=None, degree: int = DEFAULT_DEGREE, key_budget: int | None = None,
-           packed_params=None) -> dict:
+           packed_params=None, replicated_params=None, fold: int = REPLICATED_FOLD, fit: str = DEFAULT_FIT) -> dict:
     """Fit the float model's ReLUs on the calibration images' ranges and publish the model and its plan.
 
     ``weights``: an ``.npz`` of named weights (``fc1.weight`` (128, 784), ``fc1.bias``, ... and
     ``activation="relu"``), what ``pth_to_npz`` makes of the harness's model; ``calibration``: (n, 784) pixels
     in [0, 1] (training images). Writes ``server_model.npz`` (the fitted model, ``Sequential.save``),
-    ``plan.json`` (its public plan), ``packed.json`` (the public spec of sample packing) and ``entry.json`` (the
-    choices and the fit's error against the float model on the calibration images); returns the last.
-    ``packed_params``: the parameters of sample packing (default ``choose_parameters(depth)``, 128-bit; the tests
-    pass an insecure small ring, which key generation refuses unless HEZK_FHE_TEST_RING=1)."""
+    ``replicated_plan.json`` (the replicated plan, folded ``fold`` times), ``packed.json`` (the public spec of
+    sample packing), ``plan.json`` (the slot-blocked plan) and ``entry.json`` (the choices and the fit's error
+    against the float model on the calibration images); returns the last. ``packed_params``,
+    ``replicated_params``: the parameters of sample packing and of the replicated plan (default: chosen for the
+    model's depth, 128-bit; the tests pass insecure small rings, which key generation refuses unless
+    HEZK_FHE_TEST_RING=1). ``fit``: "weighted" (``weighted_fit``) or "minimax" (the library's calibrated fit)."""
     from tensor_ops.nn import Sequential
 
+    if fit not in FITS:
+        raise EntryError(f"fit={fit!r} must be one of {FITS}")
     out = pathlib.Path(out_dir) if out_dir is not None else model_dir()
     out.mkdir(parents=True, exist_ok=True)
     fitted = Sequential.load(weights, input_shape=(PIXELS,), calibration=normalise(calibration), degree=degree)
+    report = fitted.calibration_report
+    if fit == "weighted":
+        fitted, report = weighted_fit(fitted, normalise(calibration), degree)
     fitted.save(out / "server_model.npz")
     model = Sequential.load(out / "server_model.npz")  # the server's model: its identity is the saved file's
     plan = model.plan() if key_budget is None else model.plan(key_budget=int(key_budget))
@@ -230,16 +301,57 @@ def export(weights, calibration, out_dir=None, degree: int = DEFAULT_DEGREE, key
 
     packed = SamplePackedModel.from_sequential(model, params=packed_params)
     (out / "packed.json").write_text(json.dumps(packed.spec.to_dict()))
-    mean_error, max_error = fitted.calibration_report
-    entry = {"degree": degree, "key_budget": plan.key_budget, "params": repr(plan.params),
+    from tensor_ops.replicated import replicated_plan
+
+    replicated = replicated_plan(model, params=replicated_params, fold=fold)
+    (out / "replicated_plan.json").write_text(json.dumps(replicated.to_dict()))
+    mean_error, max_error = report
+    entry = {"degree": degree, "fit": fit, "key_budget": plan.key_budget, "params": repr(plan.params),
              "samples_per_ciphertext": plan.batch, "rotation_keys": len(plan.rotations),
              "sample_packing": {"params": repr(packed.params), "level": packed.depth,
                                 "samples_per_set": packed.params.slots},
+             "replicated": {"params": repr(replicated.params), "level": replicated.depth, "fold": fold,
+                            "rotation_keys": len(replicated.rotations),
+                            "ciphertexts_per_image": replicated.input_ciphertexts,
+                            "operations_per_image": replicated.operation_counts()},
              "calibration_images": len(calibration), "fit_mean_error": mean_error, "fit_max_error": max_error,
              "intervals": [[layer.poly.center - layer.poly.radius, layer.poly.center + layer.poly.radius]
                            for layer in model.layers if hasattr(layer, "poly")]}
     (out / "entry.json").write_text(json.dumps(entry, indent=2))
     return entry
+
+
+def weighted_fit(model, x, degree: int = DEFAULT_DEGREE):
+    """(the model with each ReLU polynomial refitted on the same interval by least squares weighted by the values
+    its input takes on the calibration inputs ``x``, (mean, max) |logits - float logits| on ``x``).
+
+    ``Sequential.load(..., calibration=x)`` fits each activation by minimax on its calibrated interval: the
+    smallest largest error over the whole interval, which the plan can state. The inputs of a ReLU lie mostly
+    near 0, far inside that interval (here about [-22, 19] and [-23, 29]), where the weighted fit is closer to
+    the ReLU: on the stand-in's 10,000-image pool, 0.9728 accuracy against 0.9637 for the minimax fit (float
+    model 0.9804; an unweighted least-squares fit: 0.9492). The intervals, hence the plans' depth and ranges,
+    are the same."""
+    import warnings
+
+    from tensor_ops.activations import fit_activation
+    from tensor_ops.nn import Activation, ActivationRangeWarning, Sequential
+
+    layers, h, float_h = list(model.layers), np.asarray(x, dtype=np.float64), np.asarray(x, dtype=np.float64)
+    for index, layer in enumerate(layers):
+        if isinstance(layer, Activation):  # its input as the float model computes it (as calibration sees it)
+            poly = layer.poly
+            if poly.name != "relu":
+                raise EntryError(f"layer {index}: activation {poly.name!r}, the entry's model has ReLUs only")
+            layers[index] = Activation(fit_activation("relu", degree, poly.interval, method="least_squares",
+                                                      samples=float_h.ravel()))
+            float_h = np.maximum(float_h, 0.0)
+        else:
+            float_h = float_h @ np.asarray(layer.weight).T + np.asarray(layer.bias)
+    refitted = Sequential(layers, model.input_shape)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ActivationRangeWarning)
+        error = np.abs(refitted.forward(h) - float_h)
+    return refitted, (float(error.mean()), float(error.max()))
 
 
 def pth_to_npz(pth, out) -> None:
@@ -260,37 +372,45 @@ def pth_to_npz(pth, out) -> None:
 # --- the seven stages ---------------------------------------------------------------------------------------
 
 def client_key_generation(size: int) -> None:
+    packing = packing_chosen(size)
     public, secret = io_dir(size) / "public_keys", io_dir(size) / "secret_key"
     public.mkdir(parents=True, exist_ok=True)
     secret.mkdir(parents=True, exist_ok=True)
-    if sample_packing_chosen(size):  # public and relinearization keys only: no rotation
-        from tensor_ops.sample_packing import SamplePackedClient
+    (public / PACKING_FILE).unlink(missing_ok=True)
+    if packing == "replicated":  # public, relinearization and the plan's power-of-two Galois keys
+        from tensor_ops.replicated import ReplicatedClient
 
-        from tensor_ops.sample_packing import SamplePackedSpec
+        plan = _replicated_plan()
+        client = ReplicatedClient(plan, allow_insecure=_insecure_allowed(plan.params, model_dir() /
+                                                                         "replicated_plan.json"))
+        keys = client.public_context()
+        (public / "context.bin").write_bytes(keys)
+        client.save(secret / "client.bin")  # mode 0600, without the Galois keys (the server's)
+        report = client.key_report()
+        _log("client", f"replicated, {plan.params!r}: {report['security']}, {report['rotation_keys']} rotation keys "
+                       f"{report['rotations']}, {len(keys) / 2**20:.2f} MiB of public keys")
+    elif packing == "samples":  # public and relinearization keys only: no rotation
+        from tensor_ops.sample_packing import SamplePackedClient, SamplePackedSpec
 
         spec = SamplePackedSpec.from_dict(_packed_spec())  # the build's parameters: choose_parameters, 128-bit
-        if (spec.params.security_bits or 0) < 128 and os.environ.get("HEZK_FHE_TEST_RING") != "1":
-            raise EntryError(f"{model_dir() / 'packed.json'}: parameters {spec.params!r} are below 128 bits "
-                             f"(HEZK_FHE_TEST_RING=1 allows them, for tests only)")
+        _insecure_allowed(spec.params, model_dir() / "packed.json")
         # more images than slots: pair them (two per slot, real and imaginary part; the conjugation key added)
         client = SamplePackedClient(spec, pairs=BATCH_SIZES[size] > spec.params.slots)
         keys = client.public_context()
         (public / "context.bin").write_bytes(keys)
-        (public / PACKING_FILE).write_text(json.dumps({"packing": "samples-per-slot"}))
         client.save(secret / "client.bin")
         _log("client", f"sample packing, {client.spec.params!r}: public + relinearization"
                        f"{' + conjugation' if client.pairs else ''} keys, {len(keys) / 2**20:.2f} MiB")
-        return
-    (public / PACKING_FILE).unlink(missing_ok=True)
-    from tensor_ops.inference import Client
+    else:
+        from tensor_ops.inference import Client
 
-    plan = _plan_dict()
-    client = Client(plan=plan)  # refuses parameters below 128 bits
-    (public / "context.bin").write_bytes(client.public_context())
-    client.save(secret / "client.bin", galois_keys=False)  # the client only encrypts and decrypts
-    report = client.key_report()
-    _log("client", f"{report['security']}, {report['rotation_keys']} rotation keys, "
-                   f"{report['public_context_bytes'] / 2**20:.1f} MiB of public keys")
+        client = Client(plan=_plan_dict())  # refuses parameters below 128 bits
+        (public / "context.bin").write_bytes(client.public_context())
+        client.save(secret / "client.bin", galois_keys=False)  # the client only encrypts and decrypts
+        report = client.key_report()
+        _log("client", f"slot-blocked, {report['security']}, {report['rotation_keys']} rotation keys, "
+                       f"{report['public_context_bytes'] / 2**20:.1f} MiB of public keys")
+    (public / PACKING_FILE).write_text(json.dumps({"packing": PACKINGS[packing]}))
 
 
 def server_preprocess_model() -> None:
@@ -301,6 +421,10 @@ def server_preprocess_model() -> None:
                          f"(rebuild: scripts/build_task.sh)")
     if _packed_spec().get("model") != plan.get("model") or _packed_spec().get("fit") != plan.get("fit"):
         raise EntryError(f"{model_dir() / 'packed.json'} is not the model of the published plan.json (rebuild)")
+    replicated = _replicated_plan()
+    if replicated.model != plan.get("model") or replicated.fit != plan.get("fit"):
+        raise EntryError(f"{model_dir() / 'replicated_plan.json'} is not the model of the published plan.json "
+                         f"(rebuild)")
     _log("server", f"model {plan['model'][:12]}: {model!r}")
 
 
@@ -313,7 +437,18 @@ def client_preprocess_input(size: int) -> None:
 
 def client_encode_encrypt_input(size: int) -> None:
     x = np.load(io_dir(size) / "intermediate" / "inputs.npy")
-    if uses_sample_packing(size):  # one request per set of <= N/2 images, written record by record
+    packing = packing_used(size)
+    if packing == "replicated":  # plan.input_ciphertexts per image, <= MAX ciphertexts per request
+        from tensor_ops.replicated import DEFAULT_MAX_CIPHERTEXTS
+
+        client = _replicated_client(size)
+        per = max(1, DEFAULT_MAX_CIPHERTEXTS // client.plan.input_ciphertexts)
+        requests = [client.encrypt(x[start:start + per]) for start in range(0, len(x), per)]
+        total = _write_numbered(io_dir(size) / "ciphertexts_upload", "request", requests)
+        _log("client", f"{len(x)} images, {client.plan.input_ciphertexts} ciphertext(s) each, {len(requests)} "
+                       f"request(s), {total / 2**20:.1f} MiB")
+        return
+    if packing == "samples":  # one request per set of <= N/2 images, written record by record
         client = _packed_client(size)
         folder = io_dir(size) / "ciphertexts_upload"
         _write_numbered(folder, "request", [])
@@ -336,30 +471,64 @@ def client_encode_encrypt_input(size: int) -> None:
 
 
 def server_encrypted_compute(size: int) -> None:
-    if uses_sample_packing(size):
+    """The server's stage: set-up (model and keys loaded, plaintexts encoded, kernels loaded) and compute (each
+    request evaluated) timed apart, logged and written to io/<size>/server_timings.json."""
+    (io_dir(size) / TIMINGS_FILE).unlink(missing_ok=True)
+    packing = packing_used(size)
+    if packing == "replicated":
+        return _server_replicated(size)
+    if packing == "samples":
         return _server_sample_packed(size)
     from tensor_ops.distributed import ServerShare, evaluate_batches
 
+    start = time.perf_counter()
     model, plan = _load_model(), _plan_dict()
     public = (io_dir(size) / "public_keys" / "context.bin").read_bytes()
     requests = [path.read_bytes() for path in _numbered(io_dir(size) / "ciphertexts_upload", "request")]
     dask = os.environ.get("HEZK_FHE_DASK") or None
-    start = time.perf_counter()
+    setup = {"model and files read": time.perf_counter() - start}
     if dask is None:  # the same tasks as on Dask, run here: the key loading and each request timed apart
+        begin = time.perf_counter()
         server = ServerShare(model, public, (PIXELS,), plan["key_budget"]).server
-        _log("server", f"keys loaded: {time.perf_counter() - start:.3f} s")
-        replies = []
-        for k, request in enumerate(requests):
+        setup["keys loaded"] = time.perf_counter() - begin
+        replies, compute = [], []  # the first request encodes the weights (~1,200 plaintexts): counted as compute
+        for request in requests:
             begin = time.perf_counter()
             replies.append(server.evaluate(request))
-            _log("server", f"request {k}: {time.perf_counter() - begin:.3f} s"
-                           f"{' (encodes the weights first)' if k == 0 else ''}")
-    else:
+            compute.append(time.perf_counter() - begin)
+    else:  # on Dask the set-up (keys sent, weights encoded per worker) is inside the one call
+        begin = time.perf_counter()
         replies = evaluate_batches(model, public, requests, input_shape=(PIXELS,), dask=dask,
                                    key_budget=plan["key_budget"])
-    _log("server", f"{len(requests)} requests on {dask or 'this process'}: {time.perf_counter() - start:.3f} s "
-                   f"(keys loaded, weights encoded, evaluated)")
+        compute = [time.perf_counter() - begin]
     _write_numbered(io_dir(size) / "ciphertexts_download", "reply", replies)
+    _write_timings(size, "slots" if dask is None else f"slots on Dask {dask}", setup, compute)
+
+
+def _server_replicated(size: int) -> None:
+    """The replicated plan: the model and keys loaded and every plaintext encoded (``prepare``) before the
+    requests are read; then each request (<= 256 images) evaluated in this process."""
+    from tensor_ops.replicated import ReplicatedServer
+
+    start = time.perf_counter()
+    model, plan = _load_model(), _replicated_plan()
+    setup = {"model and plan read": time.perf_counter() - start}
+    begin = time.perf_counter()
+    server = ReplicatedServer(model, (io_dir(size) / "public_keys" / "context.bin").read_bytes(), plan)
+    setup["keys loaded"] = time.perf_counter() - begin
+    begin = time.perf_counter()
+    server.prepare()
+    setup["prepare (plaintexts encoded, kernels loaded)"] = time.perf_counter() - begin
+    folder = io_dir(size) / "ciphertexts_download"
+    _write_numbered(folder, "reply", [])
+    compute, stages = [], {}
+    for k, path in enumerate(_numbered(io_dir(size) / "ciphertexts_upload", "request")):
+        request = path.read_bytes()
+        begin = time.perf_counter()
+        reply = server.evaluate(request, stages)
+        compute.append(time.perf_counter() - begin)
+        (folder / f"reply-{k:05d}.bin").write_bytes(reply)
+    _write_timings(size, "replicated", setup, compute, stages)
 
 
 def _server_sample_packed(size: int) -> None:
@@ -370,20 +539,26 @@ def _server_sample_packed(size: int) -> None:
     start = time.perf_counter()
     packed = _packed_model()
     server = SamplePackedServer(packed, (io_dir(size) / "public_keys" / "context.bin").read_bytes())
-    _log("server", f"model and keys loaded: {time.perf_counter() - start:.3f} s")
+    setup = {"model and keys loaded": time.perf_counter() - start}
     folder = io_dir(size) / "ciphertexts_download"
     _write_numbered(folder, "reply", [])
-    requests = _numbered(io_dir(size) / "ciphertexts_upload", "request")
-    for k, request in enumerate(requests):
-        begin = time.perf_counter()
-        (folder / f"reply-{k:05d}.bin").write_bytes(server.evaluate(request))
-        _log("server", f"set {k}: {time.perf_counter() - begin:.3f} s")
-    _log("server", f"{len(requests)} sets: {time.perf_counter() - start:.3f} s (model and keys loaded, evaluated)")
+    compute = []
+    for k, request in enumerate(_numbered(io_dir(size) / "ciphertexts_upload", "request")):
+        begin = time.perf_counter()  # the set is read from its file record by record: reading is compute here
+        reply = server.evaluate(request)
+        compute.append(time.perf_counter() - begin)
+        (folder / f"reply-{k:05d}.bin").write_bytes(reply)
+        _log("server", f"set {k}: {compute[-1]:.3f} s")
+    _write_timings(size, "samples", setup, compute)
 
 
 def client_decrypt_decode(size: int) -> None:
     replies = _numbered(io_dir(size) / "ciphertexts_download", "reply")
-    if uses_sample_packing(size):
+    packing = packing_used(size)
+    if packing == "replicated":
+        client = _replicated_client(size)
+        scores = np.concatenate([client.decrypt(path.read_bytes()).reshape(-1, math.prod(client.plan.output_shape)) for path in replies], axis=0)
+    elif packing == "samples":
         scores = _packed_client(size).decrypt(replies, count=BATCH_SIZES[size])
     else:
         client = _client(size)
@@ -458,6 +633,7 @@ def main(argv=None) -> int:
     make.add_argument("--calibration", required=True, help=".npy, harness pixel file, or torchvision:DIR")
     make.add_argument("--out", required=True)
     make.add_argument("--degree", type=int, default=DEFAULT_DEGREE)
+    make.add_argument("--fit", choices=FITS, default=DEFAULT_FIT, help="the ReLU polynomials' fit")
     make.add_argument("--key-budget", type=float, default=None, help="bytes of Galois keys the plan may take")
     convert = commands.add_parser("pth-to-npz", help="the harness's mnist_ffnn_model.pth as named weights")
     convert.add_argument("pth")
@@ -467,7 +643,8 @@ def main(argv=None) -> int:
         if args.command == "pth-to-npz":
             pth_to_npz(args.pth, args.out)
         else:
-            entry = export(args.weights, load_calibration(args.calibration), args.out, args.degree, args.key_budget)
+            entry = export(args.weights, load_calibration(args.calibration), args.out, args.degree, args.key_budget,
+                           fit=args.fit)
             print(f"[hezk-entry] model published in {args.out}: {json.dumps(entry)}")
     except EntryError as error:
         print(f"stage.py {args.command}: {error}", file=sys.stderr)
