@@ -9,7 +9,8 @@ the table: with other work on the cores, a second thread may find no core free, 
 
 Default cases: ct x ct + relin + rescale and one rotation at N14, a 64x64 BSGS matrix-vector product at N14, a
 Basefold commitment + opening of a 2^20-entry table (the provers' encoding, leaf and Merkle hashing, round sums and
-folds) and the inference proof of a ~1M-parameter MLP (784-1024-256-10, batch 64: sumcheck round sums and folds). ``--n16``: ct x ct and rotation at N16; ``--bootstrap``: one N16_BOOT bootstrap (keys: tens of GB); ``--lenet``:
+folds) and the inference proof of a ~1M-parameter MLP (784-1024-256-10, batch 64: sumcheck round sums and folds).
+``--n16``: ct x ct and rotation at N16; ``--bootstrap``: one N16_BOOT bootstrap (keys: tens of GB); ``--lenet``:
 LeNet-5 (x^2) encrypted inference and the LeNet-5 graph proof.
 """
 import argparse

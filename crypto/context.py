@@ -20,8 +20,8 @@ from .ckks.encoder import CKKSEncoder, as_slot_vector, check_scale
 from .ckks.evaluator import Evaluator
 from .ckks.flooding import (STATISTICAL_SECURITY, Flooded, flood, flooded_precision_bits, plan_flood,
                             warn_if_imprecise)
-from .errors import (BootstrapPrecisionWarning, ContextMismatchError, ParameterError, SerializationError, ValueRangeError,
-                     WrapAroundWarning)
+from .errors import (BootstrapPrecisionWarning, ContextMismatchError, ParameterError, SerializationError,
+                     ValueRangeError, WrapAroundWarning)
 from .key_records import (context_to_bytes, galois_keys_to_bytes, public_key_to_bytes, read_context,
                           read_key_records, relin_key_to_bytes, secret_key_to_bytes)
 from .params import WRAP_MARGIN, CKKSParameters, CKKSParametersLiteral

@@ -91,8 +91,8 @@ def test_ntt_and_basis_conversion_are_bit_identical_at_any_thread_count(pieces):
 @given(k=st.integers(1, 5), log_n=st.integers(0, 7), seed=st.integers(0, 2**32 - 1))
 def test_element_wise_kernels_split_anywhere_match_their_numpy_twins(k, log_n, seed):
     """The row kernels (add, sub, multiply, negate, permute, multiply-add, scalar products, residues of wide
-    integers, the fused tensor product) in pieces that cut rows anywhere (3 threads, pieces of one element up) equal numpy's big-integer
-    arithmetic on the same residues, and one thread's result."""
+    integers, the fused tensor product) in pieces that cut rows anywhere (3 threads, pieces of one element up)
+    equal numpy's big-integer arithmetic on the same residues, and one thread's result."""
     import crypto._ntt_kernels as K
     n = 1 << log_n
     rng = np.random.default_rng(seed)
@@ -352,6 +352,9 @@ def test_sumcheck_round_sums_and_field_kernels_in_pieces_match_their_twins(piece
     def line(f, x):
         return F.ext_add(f[0::2], F.ext_mul_base(F.ext_sub(f[1::2], f[0::2]), np.uint64(x)))
 
+    def base_line(t, x):                  # a base table's line, through F_p4 with the other coordinates zero
+        return line(t[:, None] * np.array([1, 0, 0, 0], np.uint64), x)[:, 0]
+
     def masked(f, mask, x):
         return F.ext_add(line(f, x), F.ext_mul_base(np.repeat(mask, block, axis=0), zs[x]))
 
@@ -360,9 +363,7 @@ def test_sumcheck_round_sums_and_field_kernels_in_pieces_match_their_twins(piece
                 np.stack([F.ext_sum(F.ext_mul(masked(a, masks[0], x), line(b, x))) for x in range(4)]),
                 np.stack([F.ext_sum(F.ext_mul_base(F.ext_mul(F.ext_mul(masked(a, masks[0], x), line(b, x)),
                                                              masked(c, masks[2], x)),
-                                                   F.mul(line(base[0][:, None] * np.array([1, 0, 0, 0], np.uint64),
-                                                              x)[:, 0], line(base[1][:, None] *
-                                                                             np.array([1, 0, 0, 0], np.uint64), x)[:, 0])))
+                                                   F.mul(base_line(base[0], x), base_line(base[1], x))))
                           for x in range(4)]),
                 F.add(flat_a, flat_b), F.sub(flat_a, flat_b), F.mul(flat_a, flat_b),
                 F.ext_mul(a, b), F.ext_mul(np.repeat(a[:8], 8, axis=0), np.tile(b[:8], (8, 1)))]
