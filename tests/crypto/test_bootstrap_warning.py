@@ -36,21 +36,30 @@ def keygen_warnings(params, bootstrap):
     return [w for w in caught if issubclass(w.category, BootstrapPrecisionWarning)]
 
 
-def test_a_low_precision_bootstrap_warns_with_its_bits_and_the_preset(no_keys):
+def test_a_low_precision_bootstrap_warns_with_its_bits_and_the_preset(no_keys, monkeypatch):
     config = BootstrapConfig(slots=64)
-    dense, sparse = CKKSParameters.from_literal(DENSE), CKKSParameters.from_literal(SPARSE)
+    dense = CKKSParameters.from_literal(DENSE)
     stated = plan_for(dense, config).precision_bits
-    assert stated < crypto.context.LOW_BOOTSTRAP_BITS <= plan_for(sparse, config).precision_bits
+    assert stated < crypto.context.LOW_BOOTSTRAP_BITS
     caught = keygen_warnings(dense, config)
     assert len(caught) == 1
     message = str(caught[0].message)
     assert f"{stated:.1f} bits" in message and "N16_BOOT" in message
     assert caught[0].filename == __file__               # points at the caller of keygen
-    assert keygen_warnings(sparse, config) == []        # enough bits: no warning
+    monkeypatch.setattr(crypto.context, "LOW_BOOTSTRAP_BITS", stated - 0.1)
+    assert keygen_warnings(dense, config) == []         # at or above the limit: no warning
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with pytest.raises(Stopped):                      # no bootstrap asked: no plan, no warning
             CKKSContext.keygen(dense)
+
+
+@pytest.mark.slow
+def test_a_sparse_secret_bootstrap_keeps_enough_bits_and_does_not_warn(no_keys):
+    config = BootstrapConfig(slots=64)
+    sparse = CKKSParameters.from_literal(SPARSE)
+    assert plan_for(sparse, config).precision_bits >= crypto.context.LOW_BOOTSTRAP_BITS
+    assert keygen_warnings(sparse, config) == []
 
 
 @pytest.mark.slow
