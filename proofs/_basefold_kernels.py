@@ -52,16 +52,17 @@ def _round_sums_range(f, w, lo, hi):
     """The unreduced (3, 4) accumulator of ``round_sums`` over the pairs lo <= j < hi."""
     acc = np.zeros((3, 4), dtype=np.uint64)
     ext = f.ndim == 2
-    for j in range(lo, hi):
+    fv, wv = f[2 * lo:2 * hi], w[2 * lo:2 * hi]            # views indexed from 0: no negative-index checks
+    for j in range(hi - lo):
         lo, hi = 2 * j, 2 * j + 1
-        u0, u1, u2, u3 = w[lo, 0], w[lo, 1], w[lo, 2], w[lo, 3]
-        v0, v1, v2, v3 = w[hi, 0], w[hi, 1], w[hi, 2], w[hi, 3]
+        u0, u1, u2, u3 = wv[lo, 0], wv[lo, 1], wv[lo, 2], wv[lo, 3]
+        v0, v1, v2, v3 = wv[hi, 0], wv[hi, 1], wv[hi, 2], wv[hi, 3]
         t0, t1, t2, t3 = _twice_minus(v0, u0), _twice_minus(v1, u1), _twice_minus(v2, u2), _twice_minus(v3, u3)
         if ext:
-            _acc_pair(acc, f[lo, 0], f[lo, 1], f[lo, 2], f[lo, 3], f[hi, 0], f[hi, 1], f[hi, 2], f[hi, 3],
+            _acc_pair(acc, fv[lo, 0], fv[lo, 1], fv[lo, 2], fv[lo, 3], fv[hi, 0], fv[hi, 1], fv[hi, 2], fv[hi, 3],
                       u0, u1, u2, u3, v0, v1, v2, v3)
         else:
-            a, b = f[lo], f[hi]
+            a, b = fv[lo], fv[hi]
             c = _twice_minus(b, a)
             acc[0, 0] += a * u0 % P
             acc[0, 1] += a * u1 % P
@@ -152,21 +153,23 @@ def _fold_codeword_range(codeword, scale, r, out, lo, hi):
     prod = np.empty((1, 4), dtype=np.uint64)
     s_j = np.empty(4, dtype=np.uint64)
     ext = codeword.ndim == 2
-    for j in range(lo, hi):
+    low, high = codeword[lo:hi], codeword[lo + half:hi + half]      # views indexed from 0
+    sv, ov = scale[lo:hi], out[lo:hi]
+    for j in range(hi - lo):
         for c in range(4):
             if ext:
-                a, b = codeword[j, c], codeword[j + half, c]
+                a, b = low[j, c], high[j, c]
             elif c == 0:
-                a, b = codeword[j], codeword[j + half]
+                a, b = low[j], high[j]
             else:
                 a, b = np.uint64(0), np.uint64(0)
             s = (a + b) % P * INV2 % P
-            d = (a + P - b) % P * scale[j] % P
+            d = (a + P - b) % P * sv[j] % P
             s_j[c] = s
             diff[0, c] = d - s if d >= s else d + P - s
         ext_mul_into(diff[0, 0], diff[0, 1], diff[0, 2], diff[0, 3], r[0], r[1], r[2], r[3], prod, 0)
         for c in range(4):
-            out[j, c] = (s_j[c] + prod[0, c]) % P
+            ov[j, c] = (s_j[c] + prod[0, c]) % P
 
 
 def dot_base(e, table, out):
@@ -283,12 +286,13 @@ def _fold_sums_range(f, w, r, f_dst, w_dst, lo, hi):
     acc = np.zeros((3, 4), dtype=np.uint64)
     ext = f.ndim == 2
     f0 = f1 = f2 = f3 = w0 = w1 = w2 = w3 = np.uint64(0)
-    for j in range(lo, hi):
-        g0, g1, g2, g3 = _lerp(f, j, ext, r0, r1, r2, r3)
-        u0, u1, u2, u3 = _lerp(w, j, True, r0, r1, r2, r3)
-        f_dst[j - lo, 0], f_dst[j - lo, 1], f_dst[j - lo, 2], f_dst[j - lo, 3] = g0, g1, g2, g3
-        w_dst[j - lo, 0], w_dst[j - lo, 1], w_dst[j - lo, 2], w_dst[j - lo, 3] = u0, u1, u2, u3
-        if j % 2 == 1:  # the pair (j - 1, j): h(0), h(1), h(2) terms
+    fv, wv = f[2 * lo:2 * hi], w[2 * lo:2 * hi]          # views indexed from 0: no negative-index checks
+    for j in range(hi - lo):
+        g0, g1, g2, g3 = _lerp(fv, j, ext, r0, r1, r2, r3)
+        u0, u1, u2, u3 = _lerp(wv, j, True, r0, r1, r2, r3)
+        f_dst[j, 0], f_dst[j, 1], f_dst[j, 2], f_dst[j, 3] = g0, g1, g2, g3
+        w_dst[j, 0], w_dst[j, 1], w_dst[j, 2], w_dst[j, 3] = u0, u1, u2, u3
+        if j % 2 == 1:  # the pair (j - 1, j) (lo even: the same parity as lo + j): h(0), h(1), h(2) terms
             _acc_pair(acc, f0, f1, f2, f3, g0, g1, g2, g3, w0, w1, w2, w3, u0, u1, u2, u3)
         f0, f1, f2, f3, w0, w1, w2, w3 = g0, g1, g2, g3, u0, u1, u2, u3
     return acc
