@@ -353,7 +353,9 @@ def commit(model, calibration=None, *, hiding: bool = True, max_proofs: int | No
     commit`` makes of the same model: a ReLU MLP chain is proven by the MLP proof (fixed point at 2^8, input
     bound the calibration's largest |x| rounded up to a power of two), unless ``private_input`` asks for proofs
     that may hide their input (only the graph proof hides one); every other model by the graph proof
-    (``act_bits`` / ``weight_bits``: its quantization).
+    (``act_bits`` / ``weight_bits``: its quantization). ``error_report`` states the measured error either way;
+    the graph proof's per-tensor scales are finer on wide MLPs (784->64->10, inputs in [0, 1]: max error 0.003
+    against 0.022 at 2^8), for ~2.7x larger hiding proofs: ``private_input=True`` takes it.
 
     ``scheme``: "auto" (default) takes the smallest proof at the soundness floor, by the rule every command and
     API follows (:func:`proofs.pcs.choice.choose_scheme`): hiding Basefold for a ReLU MLP of at most 2^17
