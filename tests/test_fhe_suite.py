@@ -87,6 +87,29 @@ def test_stages_in_harness_order_single_and_small(root):
     assert "Server: Encrypted ML Inference computation" in local_harness.table(root)
 
 
+@pytest.mark.slow
+def test_slot_blocked_path_when_forced(root, monkeypatch):
+    """Rule: HEZK_FHE_PACKING=slots keeps the first entry's slot-blocked plan reachable (the one path that runs
+    on Dask): key generation writes its packing.json and its 67 Galois keys, and the encrypted prediction of
+    single is the fitted model's; the server stage reports its compute apart from loading the keys."""
+    from crypto import CKKSContext
+    from tensor_ops.model_plan import ModelPlan
+    from tensor_ops.nn import Sequential
+
+    monkeypatch.setenv("HEZK_FHE_PACKING", "slots")
+    record = local_harness.run_size(root, 0, seed=4)[0]
+    assert record["hezk_entry"]["packing"] == "slots" and record["hezk_entry"]["server_compute_s"] > 0
+    io = root / "io" / "single"
+    assert json.loads((io / "public_keys" / "packing.json").read_text()) == {"packing": "slot-blocked"}
+    public = CKKSContext.from_bytes((io / "public_keys" / "context.bin").read_bytes())
+    plan = ModelPlan.from_dict(json.loads((root / "submission" / "build" / "model" / "plan.json").read_text()))
+    assert set(public.rotation_steps) == set(plan.rotations) and len(plan.rotations) > 13
+    fitted = Sequential.load(root / "submission" / "build" / "model" / "server_model.npz")
+    inputs = np.load(io / "intermediate" / "inputs.npy")
+    predictions = [int(v) for v in (io / "encrypted_model_predictions.txt").read_text().split()]
+    assert predictions == fitted.forward(inputs).argmax(axis=1).tolist()
+
+
 #: an insecure tiny ring (N = 2^4: 8 slots, 7 levels of 30 bits) for the in-process run of the sample-packed stages
 TEST_RING = dict(log_n=4, log_q=[[30, 30]] + [30] * 7, log_p=[30, 30, 30], log_scale=30, dnum=5, insecure=True)
 STAGE_ORDER = [executable for _, _, executable, _ in local_harness.STAGE_STEPS]

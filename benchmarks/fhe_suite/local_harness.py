@@ -168,6 +168,8 @@ def run_size(root: pathlib.Path, size: int, num_runs: int = 1, seed: int | None 
                  "server_setup_s": server.get("setup_s"),
                  "dask": os.environ.get("HEZK_FHE_DASK") or None,
                  "agreement_with_float_model": float(np.mean(np.asarray(predictions) == harness_predictions))}
+        if size == 0:
+            extra["label_check"] = verdict
         path = root / "measurements" / name / f"results-{run + 1}.json"
         record.save(path, size, extra)
         print(f"[total latency] {sum(record.seconds.values()):.4f}s  -> {path}")
@@ -213,11 +215,10 @@ def table(root: pathlib.Path) -> str:
         lines.append(f"{label + ' size':<{width}}" + "".join(f"{r['bandwidth'].get(label, '-'):>12}"
                                                           for r in found.values()))
     lines.append(f"{'Encrypted model accuracy':<{width}}" + "".join(
-        f"{r.get('mnist_model_quality', {}).get('Encrypted model quality', {}).get('accuracy', float('nan')):>12.4f}"
+        f"{_accuracy(r, 'Encrypted model quality', r.get('hezk_entry', {}).get('label_check', '-')):>12}"
         for r in found.values()))
     lines.append(f"{'Float (harness) model accuracy':<{width}}" + "".join(
-        f"{r.get('mnist_model_quality', {}).get('Harness model quality', {}).get('accuracy', float('nan')):>12.4f}"
-        for r in found.values()))
+        f"{_accuracy(r, 'Harness model quality', '-'):>12}" for r in found.values()))
     lines.append(f"{'Server compute (stage-reported)':<{width}}" + "".join(
         f"{_number(r.get('hezk_entry', {}).get('server_compute_s')):>12}" for r in found.values()))
     lines.append(f"{'Peak RSS of a stage':<{width}}" + "".join(
@@ -228,6 +229,12 @@ def table(root: pathlib.Path) -> str:
     lines.append(f"{'load average (1 min) at the end':<{width}}" + "".join(
         f"{r.get('hezk_entry', {}).get('load_average', [float('nan')])[0]:>12.2f}" for r in found.values()))
     return "\n".join(lines)
+
+
+def _accuracy(record: dict, key: str, otherwise: str) -> str:
+    """The accuracy under ``key`` of a record's quality (4 decimals), else ``otherwise`` (single: its label check)."""
+    quality = record.get("mnist_model_quality", {}).get(key)
+    return otherwise if quality is None else f"{quality['accuracy']:.4f}"
 
 
 def _number(value) -> str:
