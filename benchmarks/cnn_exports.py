@@ -110,9 +110,11 @@ def reference(path, x) -> np.ndarray:
 
 def timed(argv, cwd) -> tuple[float, int, str]:
     """(wall seconds, peak RSS bytes, output) of ``hezk argv`` under /usr/bin/time -v."""
+    root = str(pathlib.Path(__file__).resolve().parent.parent)     # this checkout's hezk, wherever it installed
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
     start = time.perf_counter()
     done = subprocess.run(["/usr/bin/time", "-v", sys.executable, "-m", "hezk", *argv], cwd=cwd,
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env=env)
     wall = time.perf_counter() - start
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr)
     text = done.stdout + done.stderr

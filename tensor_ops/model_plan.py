@@ -221,6 +221,7 @@ class StagePlan:
     ct_ct_multiplications: int = 0
     presum: tuple[int, ...] = ()
     g: int = 0
+    nonzeros: int = 0   # an affine stage's nonzero weights (its slot-space map's entries: the memory estimate)
 
     @property
     def rotations(self) -> tuple[int, ...]:
@@ -328,6 +329,11 @@ def power_of_two_keys(steps, slots) -> tuple[int, ...]:
     return tuple(sorted(keys))
 
 
+def _nonzeros(stage) -> int:
+    """The nonzero weights of an affine stage (``AffineStage``'s sparse matrix, ``PackedAffine``'s slot-space map)."""
+    return int(len(stage.sparse.rows) if isinstance(stage, AffineStage) else len(stage.rows))
+
+
 def stage_plans(stages, n_in, *, slots=None, key_bytes=0, key_budget=None, memo=None):
     """(StagePlans, key steps or None): one StagePlan per stage (``AffineStage`` / ``PackedAffine`` /
     ``ActivationStage``). Each affine stage gets the baby-step size g that minimises its key switches plus a
@@ -371,10 +377,12 @@ def stage_plans(stages, n_in, *, slots=None, key_bytes=0, key_budget=None, memo=
             plans.append(StagePlan("fork", n_in, n_in, 0))
         elif stage.depth == 0:  # a join: the skip's map, on the skip, then one addition
             n_out, width = (stage.sparse.shape if isinstance(stage, AffineStage) else (stage.n_out, stage.n_in))
-            plans.append(StagePlan("join", width, n_out, 0, baby, giant, len(offs), presum=presum, g=g))
+            plans.append(StagePlan("join", width, n_out, 0, baby, giant, len(offs), presum=presum, g=g,
+                                   nonzeros=_nonzeros(stage)))
         else:
             n_out, width = (stage.sparse.shape if isinstance(stage, AffineStage) else (stage.n_out, stage.n_in))
-            plans.append(StagePlan("affine", width, n_out, 1, baby, giant, len(offs), presum=presum, g=g))
+            plans.append(StagePlan("affine", width, n_out, 1, baby, giant, len(offs), presum=presum, g=g,
+                                   nonzeros=_nonzeros(stage)))
             n_in = n_out
     return tuple(plans), key_steps
 
@@ -579,6 +587,36 @@ class _CallableTuple(tuple):
 BASELINE_BYTES = 130 << 20
 #: the share of the machine's available memory (``MemAvailable``) a command may plan to use by default
 MEMORY_FRACTION = 0.8
+#: bytes per nonzero weight of a sparse map held in memory: int64 row, int64 column (or offset), float64 value
+#: (``packing.SparseMap``, ``packing.PackedAffine``)
+MAP_ENTRY_BYTES = 24
+#: bytes per nonzero of the stage whose diagonals are being made (``PackedAffine.diagonal_makers``: the int64
+#: sort order and the sorted int64 offsets, int64 rows and float64 values)
+MAKER_ENTRY_BYTES = 32
+
+
+def ntt_table_bytes(params) -> int:
+    """Bytes of the ring's NTT tables (``crypto.ntt_base.NTTTables``): the bit-reversed powers of psi and of its
+    inverse with their Shoup companions, 4 uint64 words per coefficient and modulus (Q and P)."""
+    return 4 * len(params.moduli) * params.n * 8
+
+
+def switching_scratch_bytes(params, level: int) -> int:
+    """Bytes of one thread's key-switching scratch (``crypto.keyswitch.KeySwitcher``: buffers kept at the size
+    of the largest switch) at ``level``: the ModUp extensions of every digit (each digit's rows extended to the
+    other primes of Q_level and P), the coefficient form of the switched part (Q_level rows), the two running
+    sums over Q_level and P and one digit's block, uint64 rows of N."""
+    limbs, specials = params.limbs_at(level), len(params.p_moduli)
+    extended = [limbs + specials - len([i for i in digit if i < limbs]) for digit in params.digits
+                if any(i < limbs for i in digit)]
+    return (sum(extended) + limbs + 2 * (limbs + specials) + max(extended)) * params.n * 8
+
+
+def model_map_bytes(stages) -> int:
+    """Bytes of the affine stages' sparse maps, one copy: ``MAP_ENTRY_BYTES`` per nonzero weight
+    (``StagePlan.nonzeros``). A process running a model holds them twice: its layers keep the maps the packing
+    built (planning packs each layer once) and the server's packed stages their slot-space maps."""
+    return MAP_ENTRY_BYTES * sum(stage.nonzeros for stage in stages if stage.kind in ("affine", "join"))
 
 
 def available_memory() -> int | None:
@@ -851,11 +889,15 @@ class ModelPlan:
         encoded where used, one plaintext at a time: ``inference.EncryptedModel``). A switching key is held
         as uint32 residues, both halves: digits x 2 x (Q + P limbs) x N x 4 bytes; serialized, only its b half
         (a is a seed). Plaintexts and ciphertexts are uint64 residues of the level they are used at. The
-        working set of a stage: its hoisted baby rotations plus four ciphertexts, one key-switching
-        decomposition (digits x (limbs + P) x N x 8) and the float64 slot vectors of the diagonal being encoded."""
+        working set of a stage: its baby rotations plus four ciphertexts, the float64 slot vectors of the
+        diagonal being encoded and the stage's nonzeros sorted by diagonal (``PackedAffine.diagonal_makers``:
+        ``MAKER_ENTRY_BYTES`` each). Beside it, named parts: the NTT tables (``ntt_table_bytes``), the key
+        switcher's scratch buffers at the highest level a key switch runs at (``switching_scratch_bytes``), and
+        the model's maps (``model_map_bytes``: every affine stage's nonzeros, held by the model's layers and
+        again by the server's packed stages)."""
         p = self.params
-        n, top, specials, digits = p.n, len(p.q_moduli), len(p.p_moduli), len(p.digits)
-        key = digits * 2 * (top + specials) * n * 4
+        n, top, specials = p.n, len(p.q_moduli), len(p.p_moduli)
+        key = len(p.digits) * 2 * (top + specials) * n * 4
         keys = self.switching_keys * key + 2 * top * n * 8                    # + the public key (uint64)
         serialized = self.switching_keys * key // 2 + 2 * top * n * 4
         ct = lambda level: 2 * p.limbs_at(level) * n * 8                   # noqa: E731
@@ -863,31 +905,37 @@ class ModelPlan:
         for stage, level in zip(self.stages, self.stage_levels):
             if stage.kind in ("affine", "join"):
                 level += stage.kind == "join"
-                hoist = digits * (p.limbs_at(level) + specials) * n * 8
                 vectors = 3 * p.slots * 8                   # a diagonal made, tiled and rolled
-                working = max(working, (len(stage.baby) + 4) * ct(level) + hoist + vectors)
+                makers = MAKER_ENTRY_BYTES * stage.nonzeros
+                working = max(working, (len(stage.baby) + 4) * ct(level) + vectors + makers)
             elif stage.kind == "activation":
                 working = max(working, (stage.ct_ct_multiplications + 4) * ct(level))
         messages = ciphertexts * (ct(self.input_level) + ct(self.output_level)) * 3 // 2   # arrays + their bytes
         constants, boot_working = self._bootstrap_memory()
         working = max(working, boot_working) + messages
-        server = {"baseline": BASELINE_BYTES, "keys": keys, "serialized keys": serialized, "encoded weights": weights,
+        switching = self.input_level if self.rotations or self.needs_relinearization else None
+        scratch = 0 if switching is None else switching_scratch_bytes(p, switching)
+        tables, maps = ntt_table_bytes(p), model_map_bytes(self.stages)
+        server = {"baseline": BASELINE_BYTES, "NTT tables": tables, "keys": keys, "serialized keys": serialized,
+                  "model maps": 2 * maps, "encoded weights": weights, "key-switching scratch": scratch,
                   "working ciphertexts": working, "bootstrap constants": constants}
         secret = (top + specials) * n * 8
         plan_constants = self._bootstrap_memory(plan_only=True)[0]
-        client = {"baseline": BASELINE_BYTES, "keys": keys + secret, "serialized keys": 2 * serialized,
-                  "working ciphertexts": messages, "bootstrap constants": plan_constants}
+        client = {"baseline": BASELINE_BYTES, "NTT tables": tables, "keys": keys + secret,
+                  "serialized keys": 2 * serialized, "model maps": maps, "working ciphertexts": messages,
+                  "bootstrap constants": plan_constants}
         local = dict(server, keys=keys + secret, **{"serialized keys": 0})  # one copy: the server shares the client's
         return MemoryEstimate(server, client, local)
 
     def _bootstrap_memory(self, plan_only: bool = False) -> tuple[int, int]:
         """(constants, working set) of the plan's bootstraps in bytes (0, 0 without): the BootstrapPlan's
         diagonals (complex128, N/2 each), and on the server the full-period diagonals kept encoded (uint32 at
-        their level) and the hoisted rotations of the widest transform at the top level."""
+        their level) and the hoisted rotations of the widest transform at the top level (the key switcher's
+        scratch is its own part: ``switching_scratch_bytes``)."""
         if not self.bootstraps:
             return 0, 0
         boot, p = self.bootstrap_plan, self.params
-        n, specials, digits = p.n, len(p.p_moduli), len(p.digits)
+        n = p.n
         transforms = boot.cts + boot.stc
         constants = sum(len(t.diags) for t in transforms) * (n // 2) * 16
         if plan_only:
@@ -898,8 +946,7 @@ class ModelPlan:
         constants += sum(len(t.full_period) * p.limbs_at(max(level, 0)) * n * 4
                          for t, level in zip(transforms, levels))
         babies = max(len({b for terms in t.split.values() for b, _ in terms}) for t in transforms)
-        top = p.limbs_at(start)
-        working = (babies + 8) * 2 * top * n * 8 + digits * (top + specials) * n * 8
+        working = (babies + 8) * 2 * p.limbs_at(start) * n * 8
         return constants, working
 
     def _hops(self, step) -> int:
@@ -1356,7 +1403,7 @@ class _PlanFields:
 
     def stage(self, value, what: str) -> StagePlan:
         s = self.entry(value, what, ("kind", "n_in", "n_out", "depth"),
-                       ("baby", "giant", "diagonals", "ct_ct_multiplications", "presum", "g"))
+                       ("baby", "giant", "diagonals", "ct_ct_multiplications", "presum", "g", "nonzeros"))
         count = (0, 1 << 40)
         if s.get("g", 0) and not s.get("giant"):
             raise ParameterError(f"model plan: {what}.g={s['g']!r:.20} needs giant steps")
@@ -1368,7 +1415,8 @@ class _PlanFields:
                          self.integer(s.get("diagonals", 0), f"{what}.diagonals", *count),
                          self.integer(s.get("ct_ct_multiplications", 0), f"{what}.ct_ct_multiplications", *count),
                          self.steps(s.get("presum", []), f"{what}.presum"),
-                         self.integer(s.get("g", 0), f"{what}.g", 0, self.slots))
+                         self.integer(s.get("g", 0), f"{what}.g", 0, self.slots),
+                         self.integer(s.get("nonzeros", 0), f"{what}.nonzeros", *count))
 
     def layer(self, value, what: str, stages: int) -> LayerLowering:
         costs = ("dense_cost", "patches_cost", "rotations_cost", "dense_plan_cost", "patches_plan_cost")

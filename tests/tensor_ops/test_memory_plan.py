@@ -119,3 +119,55 @@ def test_a_local_server_shares_the_clients_keys_and_computes_the_same():
     there = client.decrypt(Server(model, client.public_context()).evaluate(request))
     np.testing.assert_allclose(here, there, atol=1e-6)
     np.testing.assert_allclose(here, model.forward(x), atol=1e-3)
+
+
+def conv_model():
+    from tensor_ops.nn import Conv2d, Flatten
+    rng = np.random.default_rng(2)
+    return Sequential([Conv2d(rng.normal(size=(4, 2, 3, 3)) * 0.2, np.zeros(4), padding=1), Square(), Flatten(),
+                       Linear(rng.normal(size=(10, 4 * 8 * 8)) * 0.05, np.zeros(10))], input_shape=(2, 8, 8))
+
+
+def test_each_stage_counts_its_nonzeros_and_the_model_holds_them_twice():
+    """``StagePlan.nonzeros`` is the packed stage's map (carried through to_dict / from_dict); the model maps part
+    is 24 bytes per nonzero, once in the client (the layers' maps the planner packed) and twice where a server
+    runs (those and the server's slot-space maps): the ResNet-20's 37 million nonzeros are 1.7 GB there."""
+    from tensor_ops.inference import ActivationStage
+    from tensor_ops.model_plan import MAP_ENTRY_BYTES, ModelPlan, model_map_bytes
+    from tensor_ops.packing import PackedAffine, packed_stages
+
+    model = conv_model()
+    plan = model.plan(params="N14")
+    packed, _ = packed_stages(model, plan.input_shape, plan.choices, ActivationStage)
+    held = [len(s.rows) for s in packed if isinstance(s, PackedAffine)]
+    assert [s.nonzeros for s in plan.stages if s.kind == "affine"] == held and min(held) > 0
+    taps = sum(sum(0 <= i + u - 1 < 8 for u in range(3)) for i in range(8))      # a 3x3 kernel's taps inside
+    assert held[0] == 4 * 2 * taps ** 2                                  # (padding 1) per output row and column
+    assert ModelPlan.from_dict(plan.to_dict()).stages == plan.stages
+    maps = model_map_bytes(plan.stages)
+    assert maps == MAP_ENTRY_BYTES * sum(held) == sum(s.rows.nbytes + s.offsets.nbytes + s.vals.nbytes
+                                                      for s in packed if isinstance(s, PackedAffine))
+    estimate = plan.memory_estimate()
+    assert estimate.server["model maps"] == estimate.local["model maps"] == 2 * maps
+    assert estimate.client["model maps"] == maps
+
+
+def test_named_parts_are_the_arrays_they_count():
+    """The NTT tables and one thread's key-switching scratch, against the arrays a context holds after a hoisted
+    rotation (the decomposition's buffers) and a single one (the streamed digit's block)."""
+    from crypto.context import CKKSContext
+    from crypto.params import CKKSParameters
+    from tensor_ops.model_plan import ntt_table_bytes, switching_scratch_bytes
+
+    params = CKKSParameters.preset("TOY")
+    context = CKKSContext.keygen(params, rotations=[1, 2], seed=b"\0" * 32)
+    evaluator = context.evaluator
+    ct = context.encrypt(np.ones(4))
+    evaluator.rotate_hoisted(ct, [1, 2])
+    evaluator.rotate(ct, 1)
+    scratch = vars(evaluator.switcher._scratch)
+    assert set(scratch) == {"coeff", "lifted", "out_b", "out_a", "block"}
+    assert sum(buffer.nbytes for buffer in scratch.values()) == switching_scratch_bytes(params, params.max_level)
+    assert switching_scratch_bytes(params, 0) < switching_scratch_bytes(params, params.max_level)
+    names = ("psi_rev", "psi_inv_rev", "psi_rev_shoup", "psi_inv_rev_shoup")
+    assert sum(getattr(context.ring.tables, name).nbytes for name in names) == ntt_table_bytes(params)
