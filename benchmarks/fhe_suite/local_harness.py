@@ -165,7 +165,7 @@ def run_size(root: pathlib.Path, size: int, num_runs: int = 1, seed: int | None 
         server = json.loads(timings.read_text()) if timings.exists() else {}
         extra = {"bytes": record.bytes, "load_average": os.getloadavg(), "peak_rss_kib": record.peak_rss_kib,
                  "packing": server.get("packing"), "server_compute_s": server.get("compute_s"),
-                 "server_setup_s": server.get("setup_s"),
+                 "server_setup_s": server.get("setup_s"), "server_threads": server.get("threads"),
                  "dask": os.environ.get("HEZK_FHE_DASK") or None,
                  "agreement_with_float_model": float(np.mean(np.asarray(predictions) == harness_predictions))}
         if size == 0:

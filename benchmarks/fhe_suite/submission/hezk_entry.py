@@ -227,14 +227,16 @@ def _replicated_client(size: int):
 def _write_timings(size: int, packing: str, setup: dict, compute: list, stages: dict | None = None) -> float:
     """io/<size>/server_timings.json: the server stage's set-up seconds by step, the compute seconds per request
     (the evaluation alone: deserialising the request, the layers, serialising the reply; not the file reads)."""
+    import hezk
+
     total = sum(compute)
     record = {"packing": packing, "setup_s": setup, "compute_s": total, "requests_s": compute,
-              "images": BATCH_SIZES[size], "stages_s": stages or {}}
+              "images": BATCH_SIZES[size], "stages_s": stages or {}, "threads": hezk.get_threads()}
     (io_dir(size) / TIMINGS_FILE).write_text(json.dumps(record, indent=2))
     _log("server", f"set-up {sum(setup.values()):.3f} s ("
                    + ", ".join(f"{k} {v:.3f}" for k, v in setup.items())
                    + f"); server compute {total:.3f} s for {len(compute)} request(s), "
-                     f"{total / BATCH_SIZES[size]:.4f} s per image")
+                     f"{total / BATCH_SIZES[size]:.4f} s per image, {record['threads']} thread(s)")
     return total
 
 
@@ -557,7 +559,8 @@ def client_decrypt_decode(size: int) -> None:
     packing = packing_used(size)
     if packing == "replicated":
         client = _replicated_client(size)
-        scores = np.concatenate([client.decrypt(path.read_bytes()).reshape(-1, math.prod(client.plan.output_shape)) for path in replies], axis=0)
+        width = math.prod(client.plan.output_shape)
+        scores = np.concatenate([client.decrypt(path.read_bytes()).reshape(-1, width) for path in replies], axis=0)
     elif packing == "samples":
         scores = _packed_client(size).decrypt(replies, count=BATCH_SIZES[size])
     else:
