@@ -35,12 +35,13 @@ sample packing (one image per slot, a dense layer is a modular matrix product ac
 ``tensor_ops.inference``) only when HEZK_FHE_PACKING=slots (the one path that runs on Dask).
 
 The model is made once, at build time (``export``): the trained float weights (the harness's
-``mnist_ffnn_model.pth`` or a named-weights ``.npz``) are read by ``Sequential.load`` with calibration images, which
-fits each ReLU to a polynomial on the range its input takes on them; the fitted model is saved and its plan
-(parameters, packing, rotations: public) published next to it, since the client's keys (made before the
-server's stage 3) must be the plan's. Environment: HEZK_FHE_DASK (None: this process; "local:K", a scheduler
-address), HEZK_FHE_MODEL_DIR (default: ``build/model/``), HEZK_FHE_PACKING (``auto``, ``replicated``,
-``samples``, ``slots``), HEZK_FHE_TEST_RING=1 (accept published parameters below 128 bits: tests only).
+``mnist_ffnn_model.pth`` or a named-weights ``.npz``) are read by ``Sequential.load`` with calibration images,
+which fits each ReLU to a polynomial on the range its input takes on them (refitted by ``weighted_fit`` by
+default); the fitted model is saved and its plans (parameters, packing, rotations: public) published next to
+it, since the client's keys (made before the server's stage 3) must be the plan's. Environment: HEZK_FHE_DASK
+(None: this process; "local:K", a scheduler address), HEZK_FHE_MODEL_DIR (default: ``build/model/``),
+HEZK_FHE_PACKING (``auto``, ``replicated``, ``samples``, ``slots``), HEZK_FHE_TEST_RING=1 (accept published
+parameters below 128 bits: tests only).
 
     python3 stage.py export --weights W.npz --calibration C --out build/model   # the build step
     submission/build/client_key_generation 0                                  # a stage (a link to stage.py)
@@ -63,7 +64,7 @@ MEAN, STD = 0.1307, 0.3081  # the harness's normalisation (harness/mnist/test.py
 FITS = ("weighted", "minimax")  # of the ReLU polynomials (``weighted_fit``); HEZK_FHE_FIT at build
 DEFAULT_FIT = "weighted"
 DEFAULT_DEGREE = 4  # of each ReLU polynomial: depth 9 at N = 2^14 (degree 2-3: depth 7, about 3 points less)
-CIPHERTEXTS_PER_REQUEST = 32  # one request is one task (Server's default limit: 64 ciphertexts)
+CIPHERTEXTS_PER_REQUEST = 32  # slot-blocked: one request is one task (Server's default limit: 64 ciphertexts)
 # Instances of at least this many images use sample packing (tensor_ops.sample_packing: one image per slot, a set
 # of up to 8,192 images costs ~13 s of one core, 1.1 GB of input and ~12 s of client encryption whatever its fill);
 # smaller ones the replicated plan (tensor_ops.replicated: one image per ciphertext, ~0.17 s of one warm core per
