@@ -1162,11 +1162,6 @@ def _activation_layer(node, degree, interval, samples=None) -> "Activation":
     return Activation(fit_activation(node.function, degree, interval, bounds=node.bounds))
 
 
-def _weighted(samples) -> dict:
-    """fit_activation's arguments for a fit weighted by calibration ``samples`` (least squares), or none."""
-    return {} if samples is None else {"samples": samples, "method": "least_squares"}
-
-
 class ActivationRangeWarning(HEWarning):
     """An activation's input left the interval its polynomial was fitted on: the encrypted result (and the
     plain reference) may be far from the float model there."""
@@ -1316,7 +1311,7 @@ def from_graph(graph, *, degree: int | None = None, interval=(-4.0, 4.0), calibr
     where they fit, else ``GraphNode``), affine maps, reshapes and activations (square exactly; relu,
     sigmoid, tanh, gelu, silu as polynomials of ``degree`` (None: ``DEFAULT_DEGREES``) fitted on
     ``interval``, or, given ``calibration`` inputs, each on the range its input takes on them (``calibrate``)
-    by least squares weighted by where those inputs lie), chained; an ``Add`` of two tensors
+    by minimax on that range, so the worst case the plan states holds on all of it), chained; an ``Add`` of two tensors
     that share a prefix of the chain is a ``Residual`` block (the branch with activations f, the other an
     affine shortcut s, or the identity when it is the fork itself). Two branches that both have activations
     raise ParameterError naming the node. A MaxPool is a tree of pairwise maxima (``_maxpool_layers``), its
