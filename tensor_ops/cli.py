@@ -145,7 +145,7 @@ def _model_plan(args, model, shape=None, role=None, ciphertexts=1, progress=None
     smaller key budget is tried first, the keys held twice there). ``progress``: of the planning."""
     shape = shape if shape is not None else _shape(args)
     plan = model.plan(shape, key_budget=_budget(args), progress=progress, **_choice(args))
-    hezk.memory.release_freed_memory()  # the planner's transient maps: free heap that later arrays do not refill
+    hezk.memory.release_freed_memory()  # the planner's transient maps: free heap, resident until reused
     return plan if role is None else _within_memory(args, plan, role, ciphertexts, model, shape)
 
 
