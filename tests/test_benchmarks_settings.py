@@ -66,3 +66,19 @@ def test_a_missing_peer_is_a_skipped_column_with_a_note(capsys):
         raise RuntimeError("no such N")
     assert ckks._peer("desilofhe", fails) is None
     assert "desilofhe skipped: RuntimeError: no such N" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("module", ["benchmarks._repo", "benchmarks.inference", "benchmarks.einsum"])
+def test_importing_a_benchmark_leaves_the_thread_settings_alone(module, monkeypatch):
+    """Rule: a benchmark imported into a running process (the tests import several) does not set
+    NUMBA_NUM_THREADS / OMP_NUM_THREADS: numba re-reads its settings at each compilation and raises once its
+    pool runs at another count, which failed the thread tests of a whole run."""
+    import sys
+
+    import numba  # noqa: F401  (loaded, as in any process that has run a kernel)
+
+    for name in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delitem(sys.modules, module, raising=False)
+    importlib.import_module(module)
+    assert "NUMBA_NUM_THREADS" not in os.environ and "OMP_NUM_THREADS" not in os.environ
