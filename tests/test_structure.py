@@ -247,3 +247,47 @@ def test_no_private_name_crosses_a_module_boundary():
     """Each module's underscore names are its own (docs/architecture.md): what another module needs is public."""
     found = private_names_read(ROOT)
     assert not found, "private names read across modules: " + "; ".join(f"{r} reads {m}.{n}" for r, m, n in found)
+
+
+_IMPORT_ALONE = """
+import importlib, sys
+failed = []
+for name in sys.argv[1:]:
+    for loaded in [m for m in sys.modules if m.split(".")[0] in ("crypto", "proofs", "tensor_ops", "hezk")]:
+        del sys.modules[loaded]
+    try:
+        importlib.import_module(name)
+    except ImportError as error:
+        failed.append(f"{name}: {error}")
+print("\\n".join(failed))
+"""
+
+
+def _modules(*packages):
+    names = []
+    for package in packages:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if path.name != "__main__.py":
+                parts = path.relative_to(ROOT).with_suffix("").parts
+                names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
+
+
+def _import_each_alone(names):
+    run = subprocess.run([sys.executable, "-c", _IMPORT_ALONE, *names], capture_output=True, text=True,
+                         cwd=ROOT, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    return run.stdout.strip()
+
+
+def test_a_lower_module_imports_alone_though_its_package_init_re_exports_higher_ones():
+    """Rule: importing ``proofs.relations`` first works (it takes ``proofs.layers.packing``; the package's
+    ``__init__`` re-exported the network prover eagerly, which imports ``proofs.relations`` back: a cycle
+    through a package ``__init__`` that the import-graph checker does not see)."""
+    assert _import_each_alone(["proofs.relations", "proofs.layers.packing"]) == ""
+
+
+@pytest.mark.slow
+def test_every_module_imports_alone():
+    """Rule: every module of the four packages imports in a process where none of them is loaded yet."""
+    assert _import_each_alone(_modules("hezk", "crypto", "proofs", "tensor_ops")) == ""
