@@ -896,7 +896,10 @@ class ModelPlan:
         the model's maps (``model_map_bytes``: every affine stage's nonzeros, held by the model's layers and
         again by the server's packed stages). Measured (``benchmarks/resnet.py``, one thread): ResNet-20's local
         infer peaked at 12.12 GB against 11.65 GB estimated (x1.04; 9.64 GB before the maps, tables and scratch
-        were counted); the rest is freed heap that glibc keeps between stages of other sizes."""
+        were counted); the rest is freed heap that glibc keeps between stages of other sizes. The figures are for
+        one kernel thread: with several (``hezk.threads``), each thread's own malloc arena and key-switching
+        scratch add to the peak, not modelled (a 64-64-10 MLP's local infer at N14: 576 MB at one thread,
+        744-794 MB at two, 527 MB estimated)."""
         p = self.params
         n, top, specials = p.n, len(p.q_moduli), len(p.p_moduli)
         key = len(p.digits) * 2 * (top + specials) * n * 4
