@@ -25,7 +25,10 @@ def _holds_secret(path: pathlib.Path) -> bool:
         return False
 
 
-SLOW_EXAMPLES = {"deep_mlp_bootstrap.py"}  # 12 s: run by pytest -m slow
+SLOW_EXAMPLES = {"deep_mlp_bootstrap.py",  # 12 s: run by pytest -m slow
+                 # 5-7 s each on a fresh clone, their paths covered by faster tests (training-step proofs,
+                 # exported CNNs, the digits models): the default run stays under 10 minutes on 2 cores
+                 "prove_training_step.py", "encrypted_cnn.py", "digits_models.py"}
 
 
 @pytest.mark.parametrize("script", [pytest.param(p, marks=pytest.mark.slow) if p.name in SLOW_EXAMPLES else p

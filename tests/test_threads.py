@@ -87,7 +87,7 @@ def test_ntt_and_basis_conversion_are_bit_identical_at_any_thread_count(pieces):
     assert len(pieces) >= 2 * 3
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=6, deadline=None)
 @given(k=st.integers(1, 5), log_n=st.integers(0, 7), seed=st.integers(0, 2**32 - 1))
 def test_element_wise_kernels_split_anywhere_match_their_numpy_twins(k, log_n, seed):
     """The row kernels (add, sub, multiply, negate, permute, multiply-add, scalar products, residues of wide

@@ -138,6 +138,7 @@ def test_rotation_zero_step_and_full_turn(ctx, dev):
     assert_same(ev.rotate(a, 5), dev.rotate(da, 5), dev)
 
 
+@pytest.mark.slow  # 4 s; the default run keeps the multiply/relinearize/rescale twin
 @settings(max_examples=2)
 @given(seed=st.integers(0, 2**32 - 1), c=st.integers(-2**70, 2**70))
 def test_bootstrap_primitives_match_host(ctx, dev, seed, c):
