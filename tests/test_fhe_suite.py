@@ -115,6 +115,18 @@ TEST_RING = dict(log_n=4, log_q=[[30, 30]] + [30] * 7, log_p=[30, 30, 30], log_s
 STAGE_ORDER = [executable for _, _, executable, _ in local_harness.STAGE_STEPS]
 
 
+def _random_mlp_weights(path, hidden, seed):
+    """A SimpleFFNN-shaped named-weights file (784 -> hidden[0] -> hidden[1] -> 10, ReLU) of random weights at
+    ``path``; returns 215 random pixel rows (the first 15 an instance, the rest calibration)."""
+    rng = np.random.default_rng(seed)
+    widths = (784, *hidden, 10)
+    shapes = {f"fc{i + 1}": (n_out, n_in) for i, (n_in, n_out) in enumerate(zip(widths[:-1], widths[1:]))}
+    weights = {f"{name}.weight": rng.normal(0, 1.5 / np.sqrt(shape[1]), shape) for name, shape in shapes.items()}
+    weights.update({f"{name}.bias": rng.normal(0, 0.1, shape[0]) for name, shape in shapes.items()})
+    np.savez(path, activation="relu", **weights)
+    return rng.uniform(0, 1, (215, 784))
+
+
 @pytest.mark.slow
 def test_sample_packed_stages_on_a_test_ring(tmp_path, monkeypatch):
     """Rule: with sample packing (HEZK_FHE_PACKING=samples; medium and large choose it by default) the seven stages
@@ -126,12 +138,7 @@ def test_sample_packed_stages_on_a_test_ring(tmp_path, monkeypatch):
     from crypto import CKKSContext, CKKSParameters
     from tensor_ops.nn import Sequential
 
-    rng = np.random.default_rng(0)
-    shapes = {"fc1": (128, 784), "fc2": (64, 128), "fc3": (10, 64)}
-    weights = {f"{name}.weight": rng.normal(0, 1.5 / np.sqrt(shape[1]), shape) for name, shape in shapes.items()}
-    weights.update({f"{name}.bias": rng.normal(0, 0.1, shape[0]) for name, shape in shapes.items()})
-    np.savez(tmp_path / "weights.npz", activation="relu", **weights)
-    pixels = rng.uniform(0, 1, (215, 784))
+    pixels = _random_mlp_weights(tmp_path / "weights.npz", (128, 64), seed=0)
     model_dir = tmp_path / "model"
     hezk_entry.export(tmp_path / "weights.npz", pixels[15:], model_dir, degree=2,
                       packed_params=CKKSParameters.from_literal(TEST_RING))
@@ -180,12 +187,7 @@ def test_replicated_stages_on_a_test_ring(tmp_path, monkeypatch):
     from tensor_ops.nn import Sequential
     from tensor_ops.replicated import ReplicatedPlan
 
-    rng = np.random.default_rng(1)
-    shapes = {"fc1": (16, 784), "fc2": (8, 16), "fc3": (10, 8)}
-    weights = {f"{name}.weight": rng.normal(0, 1.5 / np.sqrt(shape[1]), shape) for name, shape in shapes.items()}
-    weights.update({f"{name}.bias": rng.normal(0, 0.1, shape[0]) for name, shape in shapes.items()})
-    np.savez(tmp_path / "weights.npz", activation="relu", **weights)
-    pixels = rng.uniform(0, 1, (215, 784))
+    pixels = _random_mlp_weights(tmp_path / "weights.npz", (16, 8), seed=1)
     model_dir = tmp_path / "model"
     hezk_entry.export(tmp_path / "weights.npz", pixels[15:], model_dir, degree=4,
                       replicated_params=CKKSParameters.from_literal(REPLICATED_TEST_RING))
