@@ -75,7 +75,7 @@ from crypto.rlwe import Ciphertext
 from hezk.model.graph import activate
 from hezk.record import MAGIC
 from tensor_ops.model_plan import ActivationStage, AffineStage, choose_parameters, output_ranges, outputs_outside
-from tensor_ops.inference import OutputRangeError, server_context, write_secret_file
+from tensor_ops.inference import OutputRangeError, require_secure, server_context, write_secret_file
 
 __all__ = ["SamplePackedModel", "SamplePackedSpec", "SamplePackedClient", "SamplePackedServer", "dense_layer",
            "dense_layer_naive", "paired_activation", "modular_matmul", "modular_matmul_naive", "digit_width"]
@@ -634,7 +634,8 @@ def _unstack(stack: _Stack) -> list:
 class SamplePackedClient:
     """Keys (secret, public, relinearization; the conjugation key too with ``pairs``, no rotation key), encryption
     of (batch, features) arrays into requests of one set each, decryption of the replies. ``seed``: reproducible
-    keys, for tests only.
+    keys, for tests only. Parameters below 128 bits are refused before any key is made unless
+    ``allow_insecure``.
 
     ``pairs=True``: a set of more than N/2 samples (up to N) is *paired*: sample s and sample L + s share slot s as
     real and imaginary part (complex ciphertexts, L = ceil(n/2)); the server then runs each activation twice per
@@ -642,9 +643,12 @@ class SamplePackedClient:
     request is one set of ``features`` ciphertexts instead of two. Worth it when a batch would take two sets
     (slots < batch <= N): half the input bytes and encryption time, and less server time."""
 
-    def __init__(self, spec, *, seed=None, context: CKKSContext | None = None, pairs: bool = False):
+    def __init__(self, spec, *, seed=None, context: CKKSContext | None = None, pairs: bool = False,
+                 allow_insecure: bool = False):
         self.spec = spec if isinstance(spec, SamplePackedSpec) else SamplePackedSpec.from_dict(spec)
         if context is None:
+            if not allow_insecure:  # the spec comes from the server: as Client and ReplicatedClient refuse
+                require_secure(self.spec.params, "the spec's parameters", "allow_insecure=True")
             context = CKKSContext.keygen(self.spec.params, conjugation=bool(pairs), seed=seed)
         elif not context.has_secret_key or context.params != self.spec.params:
             raise ContextMismatchError("context must hold the secret key and the spec's parameters")

@@ -127,6 +127,16 @@ def _random_mlp_weights(path, hidden, seed):
     return rng.uniform(0, 1, (215, 784))
 
 
+def _run_small_on_a_test_ring(tmp_path, monkeypatch, pixels):
+    """The small instance's pixels written, key generation refused without HEZK_FHE_TEST_RING=1, then the seven
+    stages in the harness's order, each exiting 0."""
+    standin.write_pixels(tmp_path / "datasets" / "small" / "intermediate" / "test_pixels.txt", pixels)
+    assert hezk_entry.run_stage("client_key_generation", ["1"]) == 1  # an insecure ring needs the opt-in
+    monkeypatch.setenv("HEZK_FHE_TEST_RING", "1")
+    for name in STAGE_ORDER:
+        assert hezk_entry.run_stage(name, [] if name == "server_preprocess_model" else ["1"]) == 0, name
+
+
 @pytest.mark.slow
 def test_sample_packed_stages_on_a_test_ring(tmp_path, monkeypatch):
     """Rule: with sample packing (HEZK_FHE_PACKING=samples; medium and large choose it by default) the seven stages
@@ -145,14 +155,10 @@ def test_sample_packed_stages_on_a_test_ring(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HEZK_FHE_MODEL_DIR", str(model_dir))
     monkeypatch.setenv("HEZK_FHE_PACKING", "samples")
-    standin.write_pixels(tmp_path / "datasets" / "small" / "intermediate" / "test_pixels.txt", pixels[:15])
-    assert hezk_entry.run_stage("client_key_generation", ["1"]) == 1  # an insecure ring needs the opt-in
-    monkeypatch.setenv("HEZK_FHE_TEST_RING", "1")
-    for name in STAGE_ORDER:
-        assert hezk_entry.run_stage(name, [] if name == "server_preprocess_model" else ["1"]) == 0, name
+    _run_small_on_a_test_ring(tmp_path, monkeypatch, pixels[:15])
 
     io = tmp_path / "io" / "small"
-    assert hezk_entry.uses_sample_packing(1)
+    assert hezk_entry.packing_used(1) == "samples"
     public = CKKSContext.from_bytes((io / "public_keys" / "context.bin").read_bytes())
     assert public.rotation_steps == () and public.has_conjugation_key and not public.has_secret_key
     assert stat.S_IMODE(os.stat(io / "secret_key" / "client.bin").st_mode) == 0o600
@@ -197,11 +203,7 @@ def test_replicated_stages_on_a_test_ring(tmp_path, monkeypatch):
     monkeypatch.setenv("HEZK_FHE_MODEL_DIR", str(model_dir))
     monkeypatch.delenv("HEZK_FHE_PACKING", raising=False)
     monkeypatch.delenv("HEZK_FHE_TEST_RING", raising=False)
-    standin.write_pixels(tmp_path / "datasets" / "small" / "intermediate" / "test_pixels.txt", pixels[:15])
-    assert hezk_entry.run_stage("client_key_generation", ["1"]) == 1  # an insecure ring needs the opt-in
-    monkeypatch.setenv("HEZK_FHE_TEST_RING", "1")
-    for name in STAGE_ORDER:
-        assert hezk_entry.run_stage(name, [] if name == "server_preprocess_model" else ["1"]) == 0, name
+    _run_small_on_a_test_ring(tmp_path, monkeypatch, pixels[:15])
 
     io = tmp_path / "io" / "small"
     assert hezk_entry.packing_used(1) == "replicated"
@@ -280,7 +282,7 @@ def test_packing_choice_and_test_ring_opt_in(tmp_path, monkeypatch):
         hezk_entry.packing_chosen(3)
     monkeypatch.chdir(tmp_path)
     assert hezk_entry.run_stage("client_key_generation", ["0"]) == 1 and not (tmp_path / "io").exists()
-    assert hezk_entry.packing_used(2) == "slots" and not hezk_entry.uses_sample_packing(2)
+    assert hezk_entry.packing_used(2) == "slots"
     keys = tmp_path / "io" / "medium" / "public_keys"
     keys.mkdir(parents=True)
     (keys / "packing.json").write_text(json.dumps({"packing": "replicated-per-sample"}))
@@ -297,7 +299,7 @@ def test_packing_choice_and_test_ring_opt_in(tmp_path, monkeypatch):
     assert hezk_entry.run_stage("client_key_generation", ["2"]) == 1
     monkeypatch.setenv("HEZK_FHE_TEST_RING", "1")
     assert hezk_entry.run_stage("client_key_generation", ["2"]) == 0
-    assert hezk_entry.uses_sample_packing(2) and hezk_entry.packing_used(2) == "samples"
+    assert hezk_entry.packing_used(2) == "samples"
     assert (tmp_path / "io" / "medium" / "secret_key" / "client.bin").exists()
 
 

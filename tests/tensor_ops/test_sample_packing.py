@@ -137,7 +137,7 @@ def toy_network():
     rng = np.random.default_rng(1)
     model = _mlp(rng)
     packed = SamplePackedModel.from_sequential(model, params=CKKSParameters.preset("TOY"))
-    client = SamplePackedClient(packed.spec, seed=3)
+    client = SamplePackedClient(packed.spec, seed=3, allow_insecure=True)
     return model, packed, client, SamplePackedServer(packed, client.public_context())
 
 
@@ -179,7 +179,7 @@ def test_paired_sets_hold_two_samples_per_slot(toy_network):
     decrypts to the model's outputs within 2^-24; without ``count`` the padding row comes back last; a batch of
     at most N/2 stays unpaired; a server without the conjugation key refuses a paired request."""
     model, packed, _, plain_server = toy_network
-    client = SamplePackedClient(packed.spec, seed=5, pairs=True)
+    client = SamplePackedClient(packed.spec, seed=5, pairs=True, allow_insecure=True)
     assert client.pairs and client.set_size == 2 * client.slots
     server = SamplePackedServer(packed, client.public_context())
     x = np.random.default_rng(7).uniform(-0.5, 0.5, (client.slots + 7, 12))
@@ -261,6 +261,13 @@ def test_calibrated_ranges_right_or_refused(toy_network):
     with pytest.raises(ParameterError, match="output_range"):
         SamplePackedSpec(packed.params, packed.spec.level, 12, 3, output_range=((0.0,), (1.0,)))
 
+
+def test_keys_below_128_bits_need_the_opt_in(toy_network):
+    """Rule: the spec (the server's) naming parameters below 128 bits makes no keys unless allow_insecure=True."""
+    packed = toy_network[1]
+    with pytest.raises(ParameterError, match="not 128-bit secure.*allow_insecure=True"):
+        SamplePackedClient(packed.spec)
+
 def test_requests_and_keys_refused(toy_network):
     """Rule: a request of the wrong length, truncated, or under another key set, a server keyed for other
     parameters, an input of the wrong shape, a model with a residual block or too deep for the parameters are
@@ -274,7 +281,7 @@ def test_requests_and_keys_refused(toy_network):
         server.evaluate(b"".join(records + records[:1]))
     with pytest.raises(SerializationError, match="truncated"):
         server.evaluate(b"".join(records)[:-100])
-    stranger = SamplePackedClient(packed.spec, seed=9)
+    stranger = SamplePackedClient(packed.spec, seed=9, allow_insecure=True)
     with pytest.raises(ContextMismatchError):
         server.evaluate(stranger.encrypt(x)[0])
     with pytest.raises(ContextMismatchError, match="parameters"):

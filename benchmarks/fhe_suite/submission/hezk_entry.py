@@ -194,11 +194,6 @@ def packing_used(size: int) -> str:
     raise EntryError(f"{path}: packing {name!r} is none of {sorted(PACKINGS.values())} (run key generation again)")
 
 
-def uses_sample_packing(size: int) -> bool:
-    """Whether the keys of ``io/<size>/`` were made for sample packing."""
-    return packing_used(size) == "samples"
-
-
 def _insecure_allowed(params, path) -> bool:
     """True for 128-bit ``params``; below, True with HEZK_FHE_TEST_RING=1 (tests), else EntryError naming ``path``."""
     if (params.security_bits or 0) >= 128:
@@ -396,9 +391,9 @@ def client_key_generation(size: int) -> None:
         from tensor_ops.sample_packing import SamplePackedClient, SamplePackedSpec
 
         spec = SamplePackedSpec.from_dict(_packed_spec())  # the build's parameters: choose_parameters, 128-bit
-        _insecure_allowed(spec.params, model_dir() / "packed.json")
+        insecure = _insecure_allowed(spec.params, model_dir() / "packed.json")
         # more images than slots: pair them (two per slot, real and imaginary part; the conjugation key added)
-        client = SamplePackedClient(spec, pairs=BATCH_SIZES[size] > spec.params.slots)
+        client = SamplePackedClient(spec, pairs=BATCH_SIZES[size] > spec.params.slots, allow_insecure=insecure)
         keys = client.public_context()
         (public / "context.bin").write_bytes(keys)
         client.save(secret / "client.bin")
