@@ -437,6 +437,9 @@ class SamplePackedSpec:
     output_margin: float = 0.0
 
     def __post_init__(self):
+        if not (self.features >= 1 and self.outputs >= 1 and 0 <= self.level <= self.params.max_level):
+            raise ParameterError(f"spec with features={self.features}, outputs={self.outputs} (each >= 1) and "
+                                 f"level={self.level} (0 to the parameters' max_level={self.params.max_level})")
         if self.input_range is not None:
             low, high = (float(v) for v in self.input_range)
             if not (math.isfinite(low) and math.isfinite(high) and low < high):

@@ -260,6 +260,10 @@ def test_calibrated_ranges_right_or_refused(toy_network):
     assert refused.value.invalid == (2,) and refused.value.untrusted == (0, 1, 2, 3)
     with pytest.raises(ParameterError, match="output_range"):
         SamplePackedSpec(packed.params, packed.spec.level, 12, 3, output_range=((0.0,), (1.0,)))
+    for fields in ({"features": 0}, {"outputs": -1}, {"level": packed.params.max_level + 1}, {"level": -1}):
+        record = {**packed.spec.to_dict(), **fields}
+        with pytest.raises(ParameterError, match=next(iter(fields))):
+            SamplePackedSpec.from_dict(record)
 
 
 def test_keys_below_128_bits_need_the_opt_in(toy_network):
