@@ -40,3 +40,10 @@ def print_table(title: str, headers, rows) -> None:
         print(line)
         if k == 0:
             print("  ".join("-" * w for w in widths))
+
+
+def awaited(result):
+    """``result``, or what it resolves to when it is a coroutine (EZKL's Python API returns either, by version)."""
+    import asyncio
+
+    return asyncio.run(result) if asyncio.iscoroutine(result) else result

@@ -23,7 +23,6 @@ Then the training-step benchmark (:mod:`benchmarks.proofs_training`: one SGD ste
 inference proof with private weights and input), unless ``--no-training``.
 """
 import argparse
-import asyncio
 import json
 import os
 import pathlib
@@ -38,7 +37,7 @@ except ImportError:
 
 import numpy as np  # noqa: E402
 
-from benchmarks._timing import print_table  # noqa: E402
+from benchmarks._timing import awaited, print_table  # noqa: E402
 
 from proofs.basefold import BasefoldParams  # noqa: E402
 from proofs.layers import network_zk  # noqa: E402
@@ -91,10 +90,6 @@ def bench_hezk(key, repeats, zk=True, params=None):
             "widths": "/".join(str(info.shift + info.q_bits) for info in network.commitment.layers)}
 
 
-def _run(result):
-    return asyncio.run(result) if asyncio.iscoroutine(result) else result
-
-
 def _onnx_mlp(weights, biases, path):
     import onnx
     from onnx import TensorProto, helper, numpy_helper
@@ -134,24 +129,24 @@ def bench_ezkl(workdir):
     with open(paths["data"], "w") as handle:
         json.dump({"input_data": [x.reshape(-1).tolist()]}, handle)
     start = time.perf_counter()
-    _run(ezkl.gen_settings(paths["model"], paths["settings"]))
-    _run(ezkl.calibrate_settings(paths["data"], paths["model"], paths["settings"], "resources"))
-    _run(ezkl.compile_circuit(paths["model"], paths["compiled"], paths["settings"]))
+    awaited(ezkl.gen_settings(paths["model"], paths["settings"]))
+    awaited(ezkl.calibrate_settings(paths["data"], paths["model"], paths["settings"], "resources"))
+    awaited(ezkl.compile_circuit(paths["model"], paths["compiled"], paths["settings"]))
     with open(paths["settings"]) as handle:
         logrows = json.load(handle)["run_args"]["logrows"]
     srs_start = time.perf_counter()
-    _run(ezkl.gen_srs(paths["srs"], logrows))
+    awaited(ezkl.gen_srs(paths["srs"], logrows))
     srs_time = time.perf_counter() - srs_start
-    _run(ezkl.gen_witness(paths["data"], paths["compiled"], paths["witness"]))
+    awaited(ezkl.gen_witness(paths["data"], paths["compiled"], paths["witness"]))
     keys_start = time.perf_counter()
-    _run(ezkl.setup(paths["compiled"], paths["vk"], paths["pk"], paths["srs"]))
+    awaited(ezkl.setup(paths["compiled"], paths["vk"], paths["pk"], paths["srs"]))
     setup_time = time.perf_counter() - start - srs_time
     keys_time = time.perf_counter() - keys_start
     prove_start = time.perf_counter()
-    _run(ezkl.prove(paths["witness"], paths["compiled"], paths["pk"], paths["proof"], paths["srs"]))
+    awaited(ezkl.prove(paths["witness"], paths["compiled"], paths["pk"], paths["proof"], paths["srs"]))
     prove_time = time.perf_counter() - prove_start
     verify_start = time.perf_counter()
-    ok = _run(ezkl.verify(paths["proof"], paths["settings"], paths["vk"], paths["srs"]))
+    ok = awaited(ezkl.verify(paths["proof"], paths["settings"], paths["vk"], paths["srs"]))
     verify_time = time.perf_counter() - verify_start
     with open(paths["proof"]) as handle:
         proof_json = json.load(handle)

@@ -30,7 +30,7 @@ except ImportError:
 
 import numpy as np  # noqa: E402
 
-from benchmarks._timing import print_table  # noqa: E402
+from benchmarks._timing import awaited, print_table  # noqa: E402
 
 TARGETS = {"LeNet-5, batch 1": (0.5, 0.05), "CNN 266k, batch 1": (1.2, 0.2)}
 
@@ -134,8 +134,6 @@ def bench_ezkl_lenet(workdir):
 
     import onnx
 
-    from benchmarks.proofs import _run
-
     paths = {k: os.path.join(workdir, v) for k, v in dict(model="lenet.onnx", data="input.json",
                                                          settings="settings.json", compiled="lenet.ezkl",
                                                          srs="kzg.srs", vk="vk.key", pk="pk.key",
@@ -145,20 +143,20 @@ def bench_ezkl_lenet(workdir):
     with open(paths["data"], "w") as handle:
         json.dump({"input_data": [x.reshape(-1).tolist()]}, handle)
     start = time.perf_counter()
-    _run(ezkl.gen_settings(paths["model"], paths["settings"]))
-    _run(ezkl.calibrate_settings(paths["data"], paths["model"], paths["settings"], "resources"))
-    _run(ezkl.compile_circuit(paths["model"], paths["compiled"], paths["settings"]))
+    awaited(ezkl.gen_settings(paths["model"], paths["settings"]))
+    awaited(ezkl.calibrate_settings(paths["data"], paths["model"], paths["settings"], "resources"))
+    awaited(ezkl.compile_circuit(paths["model"], paths["compiled"], paths["settings"]))
     with open(paths["settings"]) as handle:
         logrows = json.load(handle)["run_args"]["logrows"]
-    _run(ezkl.gen_srs(paths["srs"], logrows))
-    _run(ezkl.gen_witness(paths["data"], paths["compiled"], paths["witness"]))
-    _run(ezkl.setup(paths["compiled"], paths["vk"], paths["pk"], paths["srs"]))
+    awaited(ezkl.gen_srs(paths["srs"], logrows))
+    awaited(ezkl.gen_witness(paths["data"], paths["compiled"], paths["witness"]))
+    awaited(ezkl.setup(paths["compiled"], paths["vk"], paths["pk"], paths["srs"]))
     setup = time.perf_counter() - start
     prove_start = time.perf_counter()
-    _run(ezkl.prove(paths["witness"], paths["compiled"], paths["pk"], paths["proof"], paths["srs"]))
+    awaited(ezkl.prove(paths["witness"], paths["compiled"], paths["pk"], paths["proof"], paths["srs"]))
     prove = time.perf_counter() - prove_start
     verify_start = time.perf_counter()
-    ok = _run(ezkl.verify(paths["proof"], paths["settings"], paths["vk"], paths["srs"]))
+    ok = awaited(ezkl.verify(paths["proof"], paths["settings"], paths["vk"], paths["srs"]))
     return {"setup": setup, "prove": prove, "verify": time.perf_counter() - verify_start, "ok": ok,
             "logrows": logrows, "proof_kb": os.path.getsize(paths["proof"]) / 1024,
             "pk_mb": os.path.getsize(paths["pk"]) / 2 ** 20, "vk_kb": os.path.getsize(paths["vk"]) / 1024}

@@ -162,6 +162,15 @@ def test_no_import_cycle(graph, package):
     assert not bad, "import cycles: " + "; ".join(" <-> ".join(c) for c in bad)
 
 
+def test_benchmarks_share_helpers_through_their_helper_modules_not_each_other():
+    """No benchmark imports another in a loop or reads another's private names (``benchmarks/_timing.py`` holds
+    what they share; ``proofs.py`` and ``proofs_graph.py`` once imported each other for a private helper)."""
+    graph = import_graph(ROOT, ("benchmarks",))
+    assert "benchmarks.proofs" in graph
+    assert not cycles(graph), cycles(graph)
+    assert not private_names_read(ROOT, ("benchmarks",))
+
+
 @pytest.mark.parametrize("engine, forbidden", [("crypto", ("tensor_ops", "proofs")),
                                                ("proofs", ("crypto", "tensor_ops")),
                                                *[(foundation, ("crypto", "tensor_ops", "proofs", "hezk"))
