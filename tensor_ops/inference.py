@@ -37,7 +37,7 @@ from crypto.ckks.linear import bsgs_sum
 from crypto.rlwe import Ciphertext
 from tensor_ops.model_plan import (DEFAULT_KEY_BUDGET, ActivationStage, ModelPlan, batch_of, pack_samples,
                                   unpack_samples)
-from tensor_ops.packing import PackedAffine, PackedFork, PackedJoin, packed_stages
+from tensor_ops.packing import PackedAffine, PackedFork, PackedJoin, packed_stages, release_sparse_maps
 from tensor_ops.nn import Sequential
 from tensor_ops.progress import as_progress
 
@@ -204,6 +204,7 @@ class EncryptedModel:
         self._context = context
         self._evaluator = model_evaluator(context, evaluator)
         self._stages, _ = packed_stages(model, plan.input_shape, plan.choices, ActivationStage)
+        release_sparse_maps(model.layers)  # the planner's copy of the maps: the stages hold what is evaluated
         kinds = tuple("fork" if isinstance(s, PackedFork) else "join" if isinstance(s, PackedJoin) else "affine"
                       if isinstance(s, PackedAffine) else "activation" for s in self._stages)
         if kinds != tuple(s.kind for s in plan.stages):

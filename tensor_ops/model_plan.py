@@ -18,6 +18,7 @@ import numpy as np
 from crypto.ckks.bootstrap import BootstrapConfig
 from crypto.errors import ParameterError, ShapeError
 from crypto.params import HE_STANDARD_128, CKKSParameters
+import hezk.threads
 from hezk.model.graph import activate
 from tensor_ops.activations import PolyActivation
 from tensor_ops.bootstrap_placement import bootstrap_cost, cached_bootstrap_plan, stage_levels
@@ -614,9 +615,19 @@ def switching_scratch_bytes(params, level: int) -> int:
 
 def model_map_bytes(stages) -> int:
     """Bytes of the affine stages' sparse maps, one copy: ``MAP_ENTRY_BYTES`` per nonzero weight
-    (``StagePlan.nonzeros``). A process running a model holds them twice: its layers keep the maps the packing
-    built (planning packs each layer once) and the server's packed stages their slot-space maps."""
+    (``StagePlan.nonzeros``). A planned model's layers keep the maps the packing built (planning packs each layer
+    once); a server builds its packed stages' slot-space maps from them and then drops the layers' copy
+    (``packing.release_sparse_maps``): two copies only while the stages are built, before any ciphertext."""
     return MAP_ENTRY_BYTES * sum(stage.nonzeros for stage in stages if stage.kind in ("affine", "join"))
+
+
+def _thread_count(threads) -> int:
+    """``threads``, checked, or the process's kernel thread setting (``hezk.threads.get_threads``) for None."""
+    if threads is None:
+        return hezk.threads.get_threads()
+    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
+        raise ParameterError(f"threads={threads!r} must be a positive integer (kernel threads, hezk.set_threads)")
+    return int(threads)
 
 
 def available_memory() -> int | None:
@@ -883,7 +894,8 @@ class ModelPlan:
         return sum(stage.diagonals * p.limbs_at(level + (stage.kind == "join")) * p.n * 8
                    for stage, level in zip(self.stages, self.stage_levels) if stage.kind in ("affine", "join"))
 
-    def memory_estimate(self, ciphertexts: int = 1, cache_bytes: int = 0) -> MemoryEstimate:
+    def memory_estimate(self, ciphertexts: int = 1, cache_bytes: int = 0,
+                        threads: int | None = None) -> MemoryEstimate:
         """Peak resident bytes of the server, the client and the local flow (``MemoryEstimate``) for requests of
         ``ciphertexts`` ciphertexts, the server keeping at most ``cache_bytes`` of encoded weights (the rest
         encoded where used, one plaintext at a time: ``inference.EncryptedModel``). A switching key is held
@@ -893,13 +905,18 @@ class ModelPlan:
         diagonal being encoded and the stage's nonzeros sorted by diagonal (``PackedAffine.diagonal_makers``:
         ``MAKER_ENTRY_BYTES`` each). Beside it, named parts: the NTT tables (``ntt_table_bytes``), the key
         switcher's scratch buffers at the highest level a key switch runs at (``switching_scratch_bytes``), and
-        the model's maps (``model_map_bytes``: every affine stage's nonzeros, held by the model's layers and
-        again by the server's packed stages). Measured (``benchmarks/resnet.py``, one thread): ResNet-20's local
-        infer peaked at 12.12 GB against 11.65 GB estimated (x1.04; 9.64 GB before the maps, tables and scratch
-        were counted); the rest is freed heap that glibc keeps between stages of other sizes. The figures are for
-        one kernel thread: with several (``hezk.threads``), each thread's own malloc arena and key-switching
-        scratch add to the peak, not modelled (a 64-64-10 MLP's local infer at N14: 576 MB at one thread,
-        744-794 MB at two, 527 MB estimated)."""
+        the model's maps (``model_map_bytes``: every affine stage's nonzeros, once: the planner's copy in the
+        layers is dropped when the server's stages are built, and the two copies of that moment count where they
+        exceed the evaluation's own parts, "stage building"). Measured (``benchmarks/resnet.py``, one thread):
+        ResNet-20's local infer peaked at 12.12 GB against 11.65 GB estimated with the maps twice (x1.04); the
+        rest is freed heap that glibc keeps between stages of other sizes.
+
+        ``threads``: the kernel threads (default ``hezk.threads.get_threads()``, the process's setting). Each
+        thread beyond the first that key-switches keeps its own switching scratch (thread-local) and, in its own
+        malloc arena, its share of the stage's temporaries (rotated and accumulated ciphertexts of the giant steps
+        it runs): counted as one scratch and one working set per extra thread ("more threads"). Measured, local
+        infer at N14 on the slot-blocked plan: a 64-64-10 MLP 576 MB at one thread and 598-797 MB at two (527 and
+        596 MB estimated); a 4-channel CNN 646 MB and 657-688 MB (592 and 628 MB estimated)."""
         p = self.params
         n, top, specials = p.n, len(p.q_moduli), len(p.p_moduli)
         key = len(p.digits) * 2 * (top + specials) * n * 4
@@ -921,9 +938,13 @@ class ModelPlan:
         switching = self.input_level if self.rotations or self.needs_relinearization else None
         scratch = 0 if switching is None else switching_scratch_bytes(p, switching)
         tables, maps = ntt_table_bytes(p), model_map_bytes(self.stages)
+        threads = _thread_count(threads)
+        more = 0 if switching is None else (threads - 1) * (scratch + working - messages)
+        building = max(0, maps - (scratch + working + constants + more))   # both copies while stages are built
         server = {"baseline": BASELINE_BYTES, "NTT tables": tables, "keys": keys, "serialized keys": serialized,
-                  "model maps": 2 * maps, "encoded weights": weights, "key-switching scratch": scratch,
-                  "working ciphertexts": working, "bootstrap constants": constants}
+                  "model maps": maps, "stage building": building, "encoded weights": weights,
+                  "key-switching scratch": scratch, "more threads": more, "working ciphertexts": working,
+                  "bootstrap constants": constants}
         secret = (top + specials) * n * 8
         plan_constants = self._bootstrap_memory(plan_only=True)[0]
         client = {"baseline": BASELINE_BYTES, "NTT tables": tables, "keys": keys + secret,

@@ -41,8 +41,8 @@ from tensor_ops.lowering import lower_layers
 from tensor_ops.model_plan import (DEFAULT_KEY_BUDGET, FINISH_FUNCTIONS, ActivationFit, ActivationStage,
                                    AffineStage, ForkStage, JoinStage, ModelPlan, StagePlan, auto_parameters,
                                    choose_parameters, output_ranges, stage_plans)
-from tensor_ops.packing import (SparseMap, conv_sparse, input_layout, node_sparse, packed_stages, pool_sparse,
-                                probe_sparse, walk_layers)
+from tensor_ops.packing import (SPARSE_MEMO, SparseMap, conv_sparse, input_layout, node_sparse, packed_stages,
+                                pool_sparse, probe_sparse, walk_layers)
 from tensor_ops.progress import as_progress
 from tensor_ops.tensor import CipherTensor, encrypt as tensor_encrypt
 
@@ -222,7 +222,7 @@ class Conv2d(Layer):
 
     def sparse(self, input_shape):
         out = self.output_shape(input_shape)
-        memo = self.__dict__.setdefault("_sparse_memo", {})  # the planner packs each layer once per choice
+        memo = self.__dict__.setdefault(SPARSE_MEMO, {})  # the planner packs each layer once per choice
         if tuple(input_shape) not in memo:
             memo[tuple(input_shape)] = conv_sparse(self.weight, tuple(input_shape), self.stride, self.padding)
         return memo[tuple(input_shape)], np.repeat(self.bias, out[1] * out[2])
@@ -1085,7 +1085,7 @@ class GraphNode(Layer):
         """(M, b) built from the node's constants (``packing.node_sparse``: a grouped or strided convolution's
         nonzeros from its kernel), probed only for a node it cannot build."""
         self.output_shape(input_shape)
-        memo = self.__dict__.setdefault("_sparse_memo", {})  # the planner packs each layer once per choice
+        memo = self.__dict__.setdefault(SPARSE_MEMO, {})  # the planner packs each layer once per choice
         if tuple(input_shape) not in memo:
             direct = node_sparse(self.node, tuple(input_shape))
             memo[tuple(input_shape)] = direct if direct is not None else super().sparse(input_shape)
