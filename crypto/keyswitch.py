@@ -75,7 +75,8 @@ def _inner_product_rows(base, lifted, src, digit_ids, key_b, key_a, key_rows, q,
     t = b, a.  Row r of digit j is base[src[j, r]] when src[j, r] < len(base), else
     lifted[src[j, r] - len(base)] (a decomposition is never copied into one array).  The optional
     add_t (rows < len(add_t)) lifts a part by P before a fused ModDown.  Keys are uint32; products are
-    left in [0, 2q) and summed lazily (< 2·(dnum+1)·q < 2^40), then reduced once."""
+    left in [0, 2q) and summed lazily (< 2·(dnum+1)·q < 2^40), then reduced once.  add_a may have no rows while
+    add_b has them (only part b lifted)."""
     n_digits = src.shape[0]
     n = base.shape[1]
     n_base = base.shape[0]
@@ -85,7 +86,7 @@ def _inner_product_rows(base, lifted, src, digit_ids, key_b, key_a, key_rows, q,
         kr = key_rows[r]
         ob = out_b[r]
         oa = out_a[r]
-        if r < add_b.shape[0]:
+        if r < add_b.shape[0] and r < add_a.shape[0]:
             f = add_factor[r]
             xb, xa = add_b[r], add_a[r]
             if f == 1:          # a running sum carried over (``streamed_product``): no product needed
@@ -96,6 +97,12 @@ def _inner_product_rows(base, lifted, src, digit_ids, key_b, key_a, key_rows, q,
                 for c in range(n):
                     ob[c] = _mulmod_lazy(xb[c], f, qr, q_inv)
                     oa[c] = _mulmod_lazy(xa[c], f, qr, q_inv)
+        elif r < add_b.shape[0]:    # part b only (a rotation's c0 lifted by P, ``inner_product``)
+            f = add_factor[r]
+            xb = add_b[r]
+            for c in range(n):
+                ob[c] = _mulmod_lazy(xb[c], f, qr, q_inv)
+            oa[:] = 0
         else:
             ob[:] = 0
             oa[:] = 0
@@ -432,14 +439,16 @@ class KeySwitcher:
     def inner_product(self, digits: "Decomposition", key: SwitchingKey,
                       lift: tuple[RNSPoly, RNSPoly] | None = None, transient: bool = False) -> tuple[RNSPoly, RNSPoly]:
         """Σ_j digits_j · key_j over Q_ℓ ∪ P (NTT form); with ``lift`` = (c0, c1) over Q_ℓ, P·c_t is
-        added to part t, so that a later ÷P leaves c_t + (Σ_j digits_j · key_j)/P.  ``transient``: the
+        added to part t, so that a later ÷P leaves c_t + (Σ_j digits_j · key_j)/P (c1 may be None: part b only,
+        a rotation kept over Q_ℓ ∪ P, ``Evaluator.linear_transform_hoisted``).  ``transient``: the
         result lives in this thread's scratch buffers (see ``decompose``), overwritten by the next one."""
         plan = self.plan(digits.level)
         rows = plan.ext_rows
         if lift is None:
             add_b = add_a = self._no_lift
         else:
-            add_b, add_a = lift[0].data, lift[1].data
+            add_b = lift[0].data
+            add_a = self._no_lift if lift[1] is None else lift[1].data
         if transient:
             out_b, out_a = self._scratch_rows("out_b", len(rows)), self._scratch_rows("out_a", len(rows))
         else:

@@ -613,6 +613,7 @@ class Bootstrapper:
         self._mono: dict = {}
         self._encapsulator = None
         self._kept: dict = {}   # the transforms' full-period diagonals, encoded (``_diagonal``)
+        self.double_hoisting = True     # ``linear_transform``: False takes the single-hoisted path (its twin)
 
     # helpers
     def _relabel(self, ct: Ciphertext, scale: float) -> Ciphertext:
@@ -702,30 +703,50 @@ class Bootstrapper:
 
     # 3. linear transforms
     def linear_transform(self, ct: Ciphertext, t: _Transform, target_scale: float) -> Ciphertext:
-        """Σ_k d_k ⊙ rot_k(ct) by baby-step giant-step (hoisted babies), one rescale; the diagonals are
-        encoded at the scale that makes the result's scale ``target_scale`` (``_diagonal``)."""
+        """Σ_k d_k ⊙ rot_k(ct) by baby-step giant-step, one rescale; the diagonals are encoded at the scale that
+        makes the result's scale ``target_scale`` (``_diagonal``).  With an evaluator that offers
+        ``linear_transform_hoisted`` (the CPU one) and ``double_hoisting`` set (the default): double hoisting, the
+        babies' rotations and the products kept over Q·P, one ModDown per giant step's part a and one at the end,
+        the rescale fused into it; otherwise hoisted babies (a ModDown each), ``bsgs_sum`` and a rescale."""
         ev = self.ev
         p = target_scale * self._top(ct.level) / ct.scale
-        babies = ev.rotate_hoisted(ct, sorted({b for terms in t.split.values() for b, _ in terms}))
+        babies = sorted({b for terms in t.split.values() for b, _ in terms})
+        hoisted = getattr(ev, "linear_transform_hoisted", None) if self.double_hoisting else None
+        if hoisted is not None:
+            groups = ((shift, ((baby, self._diagonal(t, shift, k, ct.level, p, extended=True)) for baby, k in terms))
+                      for shift, terms in sorted(t.split.items()))       # encoded as used
+            out = hoisted(ct, babies, groups, ct.scale * p, rescale=True, length=self.params.slots, is_complex=True)
+            return self._relabel(out, target_scale)
+        rotated = ev.rotate_hoisted(ct, babies)
         groups = ((shift, ((baby, self._diagonal(t, shift, k, ct.level, p)) for baby, k in terms))
                   for shift, terms in sorted(t.split.items()))       # encoded as used
-        out = ev.rescale(bsgs_sum(ev, babies, groups))
+        out = ev.rescale(bsgs_sum(ev, rotated, groups))
         return self._relabel(out, target_scale)
 
-    def _diagonal(self, t: _Transform, shift: int, k: int, level: int, scale: float) -> Plaintext:
-        """rot_(-shift)(d_k) encoded at ``level`` and ``scale``. Diagonals of a short period encode in the subring
-        (``Evaluator.encode``: cheap); the others are kept after their first encoding, as uint32 residues at one
-        scale each (a new scale replaces it): N16_BOOT's 32 + 32 of 49 and 21 limbs, 0.58 GB, ~0.4 s a
-        bootstrap (OpenFHE's bootstrap setup keeps every plaintext). A level holds one transform: the key."""
-        key = (level, shift, k)
+    def _diagonal(self, t: _Transform, shift: int, k: int, level: int, scale: float, extended: bool = False):
+        """rot_(-shift)(d_k) encoded at ``level`` and ``scale``: a Plaintext, or with ``extended`` its polynomial
+        over Q_level ∪ P (``Evaluator.encode_extended``, for double hoisting). Diagonals of a short period encode
+        in the subring (``Evaluator.encode``: cheap); the others are kept after their first encoding, as uint32
+        residues at one scale each (a new scale replaces it): N16_BOOT's 32 + 32 of 49 and 21 limbs (58 and 30
+        extended), 0.58 GB (0.7 GB extended), ~0.4 s a bootstrap (OpenFHE's bootstrap setup keeps every
+        plaintext). A level holds one transform: the key."""
+        ev = self.ev
+        key = (level, shift, k, extended)
         kept = self._kept.get(key)
-        if kept is not None and kept[2].scale == scale:
-            data, idx, template = kept
-            return replace(template, poly=RNSPoly(self.ev.ring, data.astype(np.uint64), idx, True))
-        pt = self.ev.encode(np.roll(t.diags[k], shift), level, scale)
+        if kept is not None and kept[2] == scale:
+            data, idx, _, template = kept
+            poly = RNSPoly(ev.ring, data.astype(np.uint64), idx, True)
+            return poly if extended else replace(template, poly=poly)
+        values = np.roll(t.diags[k], shift)
+        if extended:
+            poly = ev.encode_extended(values, level, scale)
+            pt = None
+        else:
+            pt = ev.encode(values, level, scale)
+            poly = pt.poly
         if k in t.full_period:
-            self._kept[key] = (pt.poly.data.astype(np.uint32), pt.poly.idx, replace(pt, poly=None))
-        return pt
+            self._kept[key] = (poly.data.astype(np.uint32), poly.idx, scale, None if pt is None else replace(pt, poly=None))
+        return poly if extended else pt
 
     def coeff_to_slot(self, ct: Ciphertext) -> list[Ciphertext]:
         """[t_lo, t_hi] (full slots) or [ [t_lo | t_hi] ] (sparse), real slots in bit-reversed order.  After a

@@ -88,6 +88,17 @@ class Evaluator:
         all slots with period d < slots/2 (bootstrapping's diagonals, replicated inputs) is encoded in the
         subring Z[X^(N/2d)]: the 2d-coefficient encoding of one period and its NTT repeated
         (``RNSPoly.from_subring_ints``; the same polynomial as the full encoding, without its float noise)."""
+        poly, is_complex = self._encode_poly(values, level, scale, self._q_idx(level))
+        length = int(np.size(values)) if np.ndim(values) else 1
+        return Plaintext(poly, level, float(scale), length, is_complex, self.fingerprint)
+
+    def encode_extended(self, values, level: int, scale: float) -> RNSPoly:
+        """The polynomial of ``encode(values, level, scale)`` over Q_level ∪ P, the key-switching basis (rows in the
+        order of ``KeySwitcher.plan(level).ext_idx``): the same integer coefficients (below Q_level/2, so exact
+        over Q_level·P too), for ``linear_transform_hoisted``, whose products stay over Q·P."""
+        return self._encode_poly(values, level, scale, self.switcher.plan(level).ext_idx)[0]
+
+    def _encode_poly(self, values, level: int, scale: float, idx) -> tuple[RNSPoly, bool]:
         z, is_complex = as_slot_vector(values, self.params.slots)
         period = subring_period(z) if np.size(values) == self.params.slots else None
         modulus_bits = self._log_modulus(level)
@@ -95,12 +106,9 @@ class Evaluator:
             if period not in self._period_encoders:
                 self._period_encoders[period] = CKKSEncoder(2 * period)
             coeffs = self._period_encoders[period].encode(z[:period], scale, modulus_bits=modulus_bits)
-            poly = RNSPoly.from_subring_ints(self.ring, coeffs, self._q_idx(level))
-        else:
-            coeffs = self.encoder.encode(values, scale, modulus_bits=modulus_bits)
-            poly = RNSPoly.from_ints(self.ring, coeffs, self._q_idx(level), is_ntt=True)
-        length = int(np.size(values)) if np.ndim(values) else 1
-        return Plaintext(poly, level, float(scale), length, is_complex, self.fingerprint)
+            return RNSPoly.from_subring_ints(self.ring, coeffs, idx), is_complex
+        coeffs = self.encoder.encode(values, scale, modulus_bits=modulus_bits)
+        return RNSPoly.from_ints(self.ring, coeffs, idx, is_ntt=True), is_complex
 
     def _constant(self, value, level: int, scale: float) -> RNSPoly:
         """NTT form of the constant polynomial round(Re(v)·Δ) + round(Im(v)·Δ)·X^(N/2) (every slot = v)."""
@@ -433,6 +441,94 @@ class Evaluator:
                  switcher.mod_down(RNSPoly(ring, acc_a, ext_idx, True))]
         out = self._make(parts, first.level, first.scale, first.length, first.is_complex)
         return out if plain is None else self.add(out, plain)
+
+    def linear_transform_hoisted(self, ct: Ciphertext, baby_steps, groups, scale: float, *, rescale: bool = False,
+                                 length: int | None = None, is_complex: bool | None = None) -> Ciphertext:
+        """Σ over giant steps m of rot_m(Σ over (i, pt) of pt ⊙ rot_i(ct)), by double hoisting (Bossuat, Mouchet,
+        Troncoso-Pastoriza, Hubaux, "Efficient bootstrapping for approximate homomorphic encryption with non-sparse
+        keys", EUROCRYPT 2021, section 4.4, Algorithm 3): one ModUp of c1 for every baby step, whose rotations stay
+        over Q_ℓ·P (P·σ_i(c0) + σ_i(KS_b), σ_i(KS_a): no ModDown); each giant step's products with its plaintexts
+        are summed over Q_ℓ·P; a rotated giant divides only its part a by P (the input of its key switch), its
+        part b and its key switch's output are added, permuted, to sums over Q_ℓ·P; ONE ModDown per part at the
+        end (also dividing by the top level's primes with ``rescale``: the rescale fused).  Against a ModDown per
+        baby (``rotate_hoisted`` then ``crypto.ckks.linear.bsgs_sum``): 2·babies + 2 ModDowns become giants + 2,
+        and the roundings come after the products instead of being multiplied by the plaintexts.
+
+        ``baby_steps``: every i the groups use; ``groups``: (m, pairs) items, pairs (i, poly) with ``poly`` a
+        plaintext over Q_ℓ ∪ P in NTT form (``encode_extended``; drawn one group at a time, so they may be encoded
+        lazily); ``scale``: the products' scale (ct.scale · the plaintexts' scale).  The result has the input's
+        length and complexity unless ``length``/``is_complex`` are given.  Bit for bit the same on any number of
+        threads (exact modular arithmetic; the babies' key switches run on the threads of ``hezk.threads``)."""
+        self._check(ct)
+        n, ring, switcher = self.params.n, self.ring, self.switcher
+        half = n // 2
+        level = ct.level
+        plan = switcher.plan(level)
+        ext, q_ext = plan.ext_idx, plan.ext_q
+        limbs = self.params.limbs_at(level)
+        c0, c1 = ct.parts
+        if isinstance(baby_steps, (str, bytes)) or not hasattr(baby_steps, "__iter__"):
+            raise ParameterError(f"baby_steps={baby_steps!r} must be a list of integer rotation steps")
+        steps = sorted({self._check_step(k) for k in baby_steps})
+        keys = {k: self.galois_keys.key_for_step(k, n) for k in steps if k % half}
+        babies: dict = {}
+        if len(keys) < len(steps):      # the unrotated baby over Q_ℓ·P: P·(c0, c1) on Q_ℓ, 0 on P
+            zeros = np.zeros((len(ext) - limbs, n), dtype=np.uint64)
+            lifted = [np.concatenate([p.mul_scalars(plan.p_mod_q.tolist()).data, zeros]) for p in (c0, c1)]
+            babies.update({k: lifted for k in steps if not k % half})
+        if keys:        # transient digits: consumed by the babies' inner products before anything decomposes again
+            digits = switcher.decompose(c1, transient=True)
+            todo = list(keys)
+
+            def some(start, stop):      # per-thread scratch sums, permuted into arrays of their own
+                done = {}
+                for k in todo[start:stop]:
+                    kb, ka = switcher.inner_product(digits, keys[k], lift=(c0, None), transient=True)
+                    perm = ring.automorphism_indices(galois_element(k, n), True)
+                    done[k] = [permute_rows(kb.data, perm), permute_rows(ka.data, perm)]
+                return done
+
+            for piece in parallel(some, len(todo)):
+                babies.update(piece)
+        total = None
+        for m, pairs in groups:
+            m = self._check_step(m)
+            acc = None
+            for i, poly in pairs:
+                if i not in babies:
+                    raise ParameterError(f"linear_transform_hoisted: baby step {i} is not in baby_steps {steps}")
+                if not (isinstance(poly, RNSPoly) and poly.idx == ext and poly.is_ntt):
+                    raise ParameterError(f"linear_transform_hoisted: a plaintext must be an NTT-form RNSPoly over "
+                                         f"Q_{level} ∪ P (Evaluator.encode_extended), got {poly!r}")
+                b, a = babies[i]
+                if acc is None:
+                    acc = [ring.mul(b, poly.data, ext), ring.mul(a, poly.data, ext)]
+                    acc = [x if x.flags.writeable else x.copy() for x in acc]
+                else:
+                    ring.muladd_into(acc[0], b, poly.data, ext)
+                    ring.muladd_into(acc[1], a, poly.data, ext)
+            if acc is None:
+                continue
+            if m % half == 0:           # the unrotated giant: added as it is
+                total = acc if total is None else [ring.add(x, y, ext) for x, y in zip(total, acc)]
+                continue
+            # a rotated giant: its part a over Q_ℓ (ModDown) is key-switched; part b stays over Q_ℓ·P
+            a_q = switcher.mod_down(RNSPoly(ring, acc[1], ext, True))
+            kb, ka = switcher.streamed_product(a_q, self.galois_keys.key_for_step(m, n))    # scratch sums
+            perm = ring.automorphism_indices(galois_element(m, n), True)
+            if total is None:
+                total = [permute_rows(acc[0], perm), permute_rows(ka.data, perm)]
+            else:
+                add_permuted_into(total[0], acc[0], perm, q_ext)
+                add_permuted_into(total[1], ka.data, perm, q_ext)
+            add_permuted_into(total[0], kb.data, perm, q_ext)
+        if total is None:
+            raise ParameterError("linear_transform_hoisted needs at least one plaintext")
+        extra = len(self.params.q_levels[level]) if rescale else 0
+        out_scale = self._rescaled_scale(level, scale) if rescale else scale
+        parts = [switcher.mod_down(RNSPoly(ring, x, ext, True), extra) for x in total]
+        return self._make(parts, level - (extra > 0), out_scale, ct.length if length is None else length,
+                          ct.is_complex if is_complex is None else is_complex)
 
     def conjugate(self, ct: Ciphertext) -> Ciphertext:
         """Complex conjugation of every slot."""
