@@ -35,8 +35,9 @@ from crypto.errors import (ContextMismatchError, HEError, HEWarning, KeyMissingE
 from crypto.ckks.evaluator_protocol import CKKSEvaluator
 from crypto.ckks.linear import bsgs_sum
 from crypto.rlwe import Ciphertext
-from tensor_ops.model_plan import (DEFAULT_KEY_BUDGET, ActivationStage, ModelPlan, batch_of, pack_samples,
-                                  unpack_samples)
+from tensor_ops.model_plan import (DEFAULT_KEY_BUDGET, ActivationStage, ModelPlan, batch_of, einsum_stage,
+                                  known_paddings, pack_samples, unpack_samples)
+from tensor_ops.plan.affine import EvaluatorBackend
 from tensor_ops.packing import PackedAffine, PackedFork, PackedJoin, packed_stages, release_sparse_maps
 from tensor_ops.nn import Sequential
 from tensor_ops.progress import as_progress
@@ -212,6 +213,11 @@ class EncryptedModel:
                              f"{tuple(s.kind for s in plan.stages)}")
         self._encoded = {} if encoded is None else encoded
         self._routes = rotation_routes(plan.stage_rotations, context.rotation_steps, plan.params.slots)
+        # stages the plan runs by the einsum planner's plan (``tensor_ops.plan.affine``): built and checked here
+        paddings = known_paddings(self._stages, plan.packed_width)
+        self._einsum = {i: einsum_stage(stage, s, paddings[i], plan.block, plan.params.slots)
+                        for i, (stage, s) in enumerate(zip(self._stages, plan.stages)) if s.strategy == "einsum"}
+        self._backends: dict = {}  # (stage, level, scale) -> EvaluatorBackend holding that stage's encodings
         if plan.bootstraps:  # the bootstrap rotates by its own steps: each needs its key
             missing = sorted(set(plan.bootstrap_plan.rotation_steps) - set(context.rotation_steps))
             if missing or not context.has_conjugation_key:
@@ -243,6 +249,8 @@ class EncryptedModel:
         if scale is None:
             params = self.plan.params
             scale = math.prod(params.q_levels[ct.level]) * params.scale / ct.scale
+        if index in self._einsum:
+            return self._einsum_affine(index, stage, ct, scale)
         key = (self.plan.params.fingerprint, self.plan.block, self.plan.choices_key, index, ct.level, scale)
         encoded = self._encoded.get(key)  # held here: a bounded cache may drop it while this stage runs
         if encoded is None:
@@ -267,6 +275,18 @@ class EncryptedModel:
         rotated.update({i: self._rotate(ct, i) for i in plan_stage.baby if i not in rotated})
         total = ev.rescale(bsgs_sum(ev, rotated, groups, rotate=self._rotate))
         return ev.add(total, np.tile(stage.bias_vector(self.plan.block), self.plan.batch))
+
+    def _einsum_affine(self, index, stage, ct, scale):
+        """The stage by the einsum planner's plan (its steps rescale), plus the bias less the known padding's
+        image (``model_plan.einsum_stage``)."""
+        plan, weights, correction = self._einsum[index]
+        key = (index, ct.level, scale)
+        backend = self._backends.get(key)
+        if backend is None:
+            backend = self._backends[key] = EvaluatorBackend(self._evaluator, self._context.encode, self._routes,
+                                                             self.plan.params.slots, scale)
+        (total,) = plan.run(backend, [[ct], weights])
+        return self._evaluator.add(total, np.tile(stage.bias_vector(self.plan.block), self.plan.batch) - correction)
 
     def _join(self, index, stage, plan_stage, ct, skip):
         """ct + T(skip): the kept ciphertext dropped to one level above ``ct``, through the join's map with
@@ -412,6 +432,11 @@ class InputRangeWarning(HEWarning):
 
 class OutputRangeWarning(HEWarning):
     """``Client.decrypt`` of a reply under a plan stating no output range: the result is not checked."""
+
+
+#: the OutputRangeWarning of a decryption under a plan (of any packing) that states no output range
+UNCHECKED_OUTPUTS = ("the plan states no output range: the decrypted result is unchecked (only non-finite values "
+                     "are refused); re-plan or fetch a current plan to have it checked")
 
 
 class OutputRangeError(HEError):
@@ -690,9 +715,7 @@ class Client:
         out = unpack_samples(vectors, samples, output_shape, block, self.params.slots)
         if check and self.plan is not None:
             if self.plan.output_range is None:  # an old plan, or one a server rewrote without it
-                warnings.warn(OutputRangeWarning("the plan states no output range: the decrypted result is "
-                                                 "unchecked (only non-finite values are refused); re-plan or "
-                                                 "fetch a current plan to have it checked"), stacklevel=3)
+                warnings.warn(OutputRangeWarning(UNCHECKED_OUTPUTS), stacklevel=3)
             _checked_outputs(self.plan, out, self.params.slots // block)
         if self.plan is not None:
             out = self.plan.finished(out)  # the model's last activation, exact, where the plan leaves it to us

@@ -10,7 +10,10 @@ Every affine layer is an einsum with plaintext weights on the encrypted activati
   einsum planner's ``CostModel`` (``tensor_ops.plan``) at the model's parameters, per sample with as many
   samples per ciphertext as fit (patches take kh*kw/stride^2 times the slots), and the cheaper is named;
 - ``AvgPool2d``, ``BatchNorm`` and ``Flatten`` are linear maps that fold into the neighbouring affine layers.
-Consecutive affine layers are evaluated as one folded stage (one level) by the packed server path.
+Consecutive affine layers are evaluated as one folded stage (one level): the map I (x) M on the packed batch
+layout, 'bi,oi->bo' along the samples, run by the strategy the planner's ``CostModel`` chose for that stage
+(``tensor_ops.plan.affine``: the packed generalized diagonals, or the einsum planner's own plan of the stage),
+which ``ModelPlan.explain`` names per stage.
 """
 from __future__ import annotations
 

@@ -25,7 +25,10 @@ from tensor_ops.bootstrap_placement import bootstrap_cost, cached_bootstrap_plan
 from tensor_ops.layout import SlotLayout
 from tensor_ops.lowering import LayerLowering
 from tensor_ops.packing import SparseMap, gather_patches, patch_gather
-from tensor_ops.plan.cost import CostModel
+from tensor_ops.plan.affine import (STRATEGIES, AffineChoice, choose_affine, dense_weights, einsum_stage_plan,
+                                   explain_choice, packed_counts, padding_correction, plan_counts,
+                                   rotation_split)
+from tensor_ops.plan.cost import DEFAULT_COSTS, CostModel
 
 
 class AffineStage:
@@ -99,7 +102,8 @@ class ActivationFit:
     """What the plan states of one polynomial activation: its ``stage`` index, the function ``name``, the
     ``interval`` its polynomial was fitted on, the largest error |p - f| on a grid of that interval
     (``max_error``) and on the values its input took on the calibration data (``calibration_error``, None
-    without calibration)."""
+    without calibration); for a ReLU, ``choice``: both options' errors on its calibrated interval (one fit, the
+    composite sign) and which was taken, why (``tensor_ops.activations.ReluChoice.describe``)."""
 
     stage: int
     name: str
@@ -107,13 +111,15 @@ class ActivationFit:
     interval: tuple[float, float]
     max_error: float
     calibration_error: float | None = None
+    choice: str = ""
 
     def describe(self) -> str:
         low, high = self.interval
         on_data = ("" if self.calibration_error is None else
                    f", {self.calibration_error:.3g} on the calibration data")
+        chosen = f"; on the calibrated interval: {self.choice}" if self.choice else ""
         return (f"stage {self.stage}: {self.name} of degree {self.degree} fitted on [{low:.4g}, "
-                f"{high:.4g}]: max error {self.max_error:.3g} on the interval{on_data}")
+                f"{high:.4g}]: max error {self.max_error:.3g} on the interval{on_data}{chosen}")
 
 
 #: the margin an output range is widened by, as a share of the widest output's range (at least 1): the CKKS
@@ -223,6 +229,11 @@ class StagePlan:
     presum: tuple[int, ...] = ()
     g: int = 0
     nonzeros: int = 0   # an affine stage's nonzero weights (its slot-space map's entries: the memory estimate)
+    # how an affine stage runs (``tensor_ops.plan.affine``): "packed" (the generalized diagonals above) or "einsum"
+    # (the einsum planner's plan of 'bi,oi->bo' on the packed layout; baby: its hoisted rotations, giant: the
+    # others); "" for the other kinds. ``priced``: each strategy's estimate in CostModel units (None: n/a)
+    strategy: str = ""
+    priced: tuple = ()
 
     @property
     def rotations(self) -> tuple[int, ...]:
@@ -335,13 +346,21 @@ def _nonzeros(stage) -> int:
     return int(len(stage.sparse.rows) if isinstance(stage, AffineStage) else len(stage.rows))
 
 
-def stage_plans(stages, n_in, *, slots=None, key_bytes=0, key_budget=None, memo=None):
+def stage_plans(stages, n_in, *, slots=None, key_bytes=0, key_budget=None, memo=None, block=None,
+                costs=DEFAULT_COSTS, force=None):
     """(StagePlans, key steps or None): one StagePlan per stage (``AffineStage`` / ``PackedAffine`` /
     ``ActivationStage``). Each affine stage gets the baby-step size g that minimises its key switches plus a
     weight per new Galois key; when the keys exceed ``key_budget`` bytes (``key_bytes`` per key) the weight
     grows (fewer baby steps, fewer keys), and past the largest weight the keys become the powers of two and
     every step a composite rotation (returned as the key steps). A budget below even that raises
-    ParameterError naming it. ``memo``: shared by the plans of one model (``_splits``)."""
+    ParameterError naming it. ``memo``: shared by the plans of one model (``_splits``).
+
+    With ``block`` (the packed layout's slots per sample), every affine stage then asks the einsum planner
+    (``tensor_ops.plan.affine.choose_affine``, priced by ``costs``) whether its own plan of 'bi,oi->bo' on the
+    packed layout is cheaper than the packed strategy, and records the strategy chosen and both estimates
+    (``StagePlan.strategy`` / ``priced``); without ``block`` every affine stage is "packed". ``force``: {stage
+    index: strategy} overriding the choice (to measure a strategy the cost model did not choose; "einsum" where
+    it does not apply raises ShapeError)."""
     offsets = []
     for stage in stages:
         if isinstance(stage, ActivationStage) or getattr(stage, "kind", None) == "fork":
@@ -350,6 +369,7 @@ def stage_plans(stages, n_in, *, slots=None, key_bytes=0, key_budget=None, memo=
             offsets.append(np.unique(stage.sparse.cols - stage.sparse.rows))
         else:
             offsets.append(stage.distinct_offsets)
+    width = n_in  # the client's packed values per sample (the first stage's input)
     presums = [tuple(getattr(stage, "presum", ())) for stage in stages]
     key_steps, splits, fewest = None, None, None
     for weight in _KEY_WEIGHTS:
@@ -379,13 +399,121 @@ def stage_plans(stages, n_in, *, slots=None, key_bytes=0, key_budget=None, memo=
         elif stage.depth == 0:  # a join: the skip's map, on the skip, then one addition
             n_out, width = (stage.sparse.shape if isinstance(stage, AffineStage) else (stage.n_out, stage.n_in))
             plans.append(StagePlan("join", width, n_out, 0, baby, giant, len(offs), presum=presum, g=g,
-                                   nonzeros=_nonzeros(stage)))
+                                   nonzeros=_nonzeros(stage), strategy="packed"))
         else:
             n_out, width = (stage.sparse.shape if isinstance(stage, AffineStage) else (stage.n_out, stage.n_in))
             plans.append(StagePlan("affine", width, n_out, 1, baby, giant, len(offs), presum=presum, g=g,
-                                   nonzeros=_nonzeros(stage)))
+                                   nonzeros=_nonzeros(stage), strategy="packed"))
             n_in = n_out
+    if block is not None and slots is not None and key_steps is None:
+        plans = _choose_strategies(stages, plans, width, block, slots, costs, key_bytes, key_budget, memo,
+                                   force or {})
     return tuple(plans), key_steps
+
+
+def known_paddings(stages, width: int) -> list:
+    """Per stage: the value every slot of a sample's block outside its first ``n_in`` holds when the stage starts,
+    where that is known at planning and the stage maps slots [0, n_in) to [0, n_out) (a ``PackedAffine`` that is
+    not a join, without window sums); None elsewhere. The client packs zeros after the ``width`` input values;
+    an affine stage leaves zeros after its outputs (its diagonals and bias are zero there); an activation turns
+    a known value v into p(v); a residual join makes it unknown (the einsum strategy's precondition,
+    ``tensor_ops.plan.affine``)."""
+    state, kept, result = (int(width), 0.0), [], []
+    for stage in stages:
+        if isinstance(stage, ActivationStage):
+            result.append(None)
+            if state is not None:
+                state = (state[0], float(np.real(np.asarray(stage.apply(np.array([state[1]])))).ravel()[0]))
+            continue
+        if getattr(stage, "kind", None) == "fork":
+            result.append(None)
+            kept.append(state)
+            continue
+        if not hasattr(stage, "offsets"):          # a compiled AffineStage: not the packed server's
+            result.append(None)
+            state = None
+            continue
+        rows, cols = np.asarray(stage.rows), np.asarray(stage.rows) + np.asarray(stage.offsets)
+        clean_out = (not len(rows) or int(rows.max()) < stage.n_out) and \
+            (not len(stage.bias_slots) or int(np.max(stage.bias_slots)) < stage.n_out)
+        if stage.depth == 0:                        # a join: the kept skip's map added to the branch
+            result.append(None)
+            kept.pop()
+            state = None
+            continue
+        ready = state is not None and state[0] == stage.n_in and not stage.presum and clean_out \
+            and (not len(cols) or (int(cols.min()) >= 0 and int(cols.max()) < stage.n_in))
+        result.append(state[1] if ready else None)
+        state = (stage.n_out, 0.0) if clean_out and not stage.presum else None
+    return result
+
+
+def einsum_stage(stage, plan_stage: StagePlan, padding, block: int, slots: int):
+    """(plan, weights, correction) to run an affine stage by the einsum planner's plan (``plan_stage.strategy ==
+    "einsum"``): the planner's plan of 'bi,oi->bo' on the packed layout of ``block`` slots per sample, the stage's
+    (n_out, n_in) weights, and the slot vector its known ``padding`` (``known_paddings``) adds to the output
+    (subtracted with the bias). ShapeError when the stage cannot run so or the plan rotates by a step the
+    ``StagePlan`` does not declare (the client made keys for the declared steps only)."""
+    where = f"stage with strategy 'einsum' ({plan_stage.n_in} -> {plan_stage.n_out})"
+    if padding is None or not hasattr(stage, "offsets") or stage.depth != 1 or stage.presum:
+        raise ShapeError(f"{where}: the model's stage does not map a clean packed layout (the plan is not this "
+                         f"model's)")
+    plan, why = einsum_stage_plan(stage.n_in, stage.n_out, block, slots)
+    if plan is None:
+        raise ShapeError(f"{where}: {why}")
+    declared = {k % slots for k in plan_stage.rotations}
+    missing = sorted(k for k in plan.rotations() if k % slots not in declared)
+    if missing:
+        raise ShapeError(f"{where}: the einsum planner's plan rotates by {missing}, which the plan's stage does not "
+                         f"declare")
+    weights = dense_weights(stage.rows, stage.offsets, stage.vals, stage.n_out, stage.n_in)
+    return plan, weights, padding_correction(plan, weights, stage.n_in, block, padding)
+
+
+def _choose_strategies(stages, plans, width, block, slots, costs, key_bytes, key_budget, memo, force):
+    """The plans with each affine stage's strategy chosen by ``choose_affine`` (in stage order, each priced
+    against the rotation keys of the others as chosen so far); all "packed" again if the keys then exceed
+    ``key_budget``."""
+    original, plans = tuple(plans), list(plans)
+    paddings = known_paddings(stages, width)
+    cache = memo.setdefault("strategies", {}) if memo is not None else {}
+    for index, (stage, plan) in enumerate(zip(stages, plans)):
+        if plan.kind not in ("affine", "join"):
+            continue
+        others = {k for j, p in enumerate(plans) if j != index for k in p.rotations}
+        counts = packed_counts(plan.baby, plan.giant, plan.presum, plan.diagonals)
+        padding = paddings[index] if plan.kind == "affine" else None
+        key = (plan.n_in, plan.n_out, block, slots, padding is not None, tuple(sorted(counts.items())),
+               plan.rotations, frozenset(others), costs)
+        if key not in cache:
+            cache[key] = choose_affine(counts, plan.rotations, plan.n_in, plan.n_out,
+                                       block if plan.kind == "affine" else None, slots,
+                                       padding_known=padding is not None, other_keys=others, costs=costs)
+        choice: AffineChoice = cache[key]
+        wanted = force.get(index, choice.strategy)
+        if wanted not in STRATEGIES:
+            raise ParameterError(f"force[{index}]={wanted!r} must be one of {STRATEGIES}")
+        if wanted == "einsum" and dict(choice.priced).get("einsum") is None:
+            raise ShapeError(f"stage {index} cannot run by the einsum planner's plan: {'; '.join(choice.notes)}")
+        if wanted != choice.strategy:
+            if wanted == "einsum":
+                p, _ = einsum_stage_plan(plan.n_in, plan.n_out, block, slots, costs)
+                baby, giant = rotation_split(p)
+                choice = replace(choice, strategy="einsum", plan=p, baby=baby, giant=giant)
+            else:
+                choice = replace(choice, strategy="packed", plan=None)
+        if choice.strategy == "einsum":
+            plans[index] = replace(plan, baby=choice.baby, giant=choice.giant, presum=(), g=0,
+                                   diagonals=int(plan_counts(choice.plan)["pt_mults"]), strategy="einsum",
+                                   priced=choice.priced)
+        else:
+            plans[index] = replace(plan, priced=choice.priced)
+    keys = {k for p in plans for k in p.rotations if k}
+    if key_budget is not None and len(keys) * key_bytes > key_budget:
+        if force:
+            raise ParameterError(f"the strategies forced need {len(keys)} rotation keys, over key_budget={key_budget}")
+        return [old if p.strategy == "einsum" else p for old, p in zip(original, plans)]
+    return plans
 
 
 # Time model: seconds per operation at N = 2^13 with 5 + 2 limbs of 30 bits, measured on this machine (re-measured
@@ -1062,11 +1190,18 @@ class ModelPlan:
         for i, stage in enumerate(self.stages):
             if i in self.bootstraps:
                 lines.append(self._explain_bootstrap(i))
-            if stage.kind == "affine":
+            if stage.kind == "affine" and stage.strategy == "einsum":
+                lines.append(f"  stage {i}: affine {stage.n_in} -> {stage.n_out}, "
+                             f"{explain_choice(stage.strategy, stage.priced)}: the einsum planner's plan of 'bi,oi->bo' "
+                             f"on the packed layout ({stage.diagonals} plaintext products, {len(stage.baby)} hoisted + "
+                             f"{len(stage.giant)} other rotations), depth 1; rotation steps "
+                             f"{[k for k in stage.rotations if k]}")
+            elif stage.kind == "affine":
                 presum = f"window sums by rotations {list(stage.presum)}, then " if stage.presum else ""
-                lines.append(f"  stage {i}: affine {stage.n_in} -> {stage.n_out}, {presum}{stage.diagonals} diagonals, "
-                             f"baby steps {len(stage.baby)}, giant steps {len(stage.giant)} (g={stage.g}), depth 1; "
-                             f"rotation steps {[k for k in stage.rotations if k]}")
+                chosen = f"{explain_choice(stage.strategy, stage.priced)}: " if stage.priced else ""
+                lines.append(f"  stage {i}: affine {stage.n_in} -> {stage.n_out}, {chosen}{presum}{stage.diagonals} "
+                             f"diagonals, baby steps {len(stage.baby)}, giant steps {len(stage.giant)} (g={stage.g}), "
+                             f"depth 1; rotation steps {[k for k in stage.rotations if k]}")
             elif stage.kind == "fork":
                 lines.append(f"  stage {i}: residual fork: keep the ciphertext ({stage.n_in} values) for the skip "
                              f"connection, depth 0")
@@ -1178,8 +1313,8 @@ class ModelPlan:
         "bootstrap" (the config) and "bootstraps" (stage indices) only when the plan bootstraps."""
         data = {"params": self.params.to_dict(), "input_shape": list(self.input_shape),
                 "output_shape": list(self.output_shape), "block": self.block,
-                "stages": [dict(vars(stage), baby=list(stage.baby), giant=list(stage.giant), presum=list(stage.presum))
-                           for stage in self.stages],
+                "stages": [dict(vars(stage), baby=list(stage.baby), giant=list(stage.giant), presum=list(stage.presum),
+                                priced=[list(pair) for pair in stage.priced]) for stage in self.stages],
                 "layers": [dict(vars(layer), input_shape=list(layer.input_shape), output_shape=list(layer.output_shape))
                            for layer in self.layers], "model": self.model, "fit": self.fit,
                 "key_budget": self.key_budget,
@@ -1427,13 +1562,40 @@ class _PlanFields:
                                  f"(and optionally {optional})")
         return value
 
+    def strategy(self, s: dict, kind: str, what: str) -> tuple[str, tuple]:
+        """(strategy, priced) of a stage: an affine stage's is one of ``STRATEGIES`` (a join's "packed"; absent:
+        "packed", as plans made before the field), other kinds' ""; ``priced``: at most one [name, estimate or
+        null] per strategy, the chosen one priced."""
+        allowed = {"affine": STRATEGIES, "join": ("packed",)}.get(kind, ("",))
+        strategy = self.text(s.get("strategy", allowed[0]), f"{what}.strategy", allowed)
+        priced = s.get("priced", [])
+        if not isinstance(priced, list) or len(priced) > len(STRATEGIES):
+            raise ParameterError(f"model plan: {what}.priced={priced!r:.80} must be a list of at most "
+                                 f"{len(STRATEGIES)} [strategy, estimate] pairs")
+        pairs = []
+        for n, pair in enumerate(priced):
+            if not isinstance(pair, list) or len(pair) != 2:
+                raise ParameterError(f"model plan: {what}.priced[{n}]={pair!r:.80} must be a [strategy, estimate] pair")
+            pairs.append((self.text(pair[0], f"{what}.priced[{n}][0]", STRATEGIES),
+                          self.number(pair[1], f"{what}.priced[{n}][1]")))
+        names = [name for name, _ in pairs]
+        if len(set(names)) != len(names) or (pairs and dict(pairs).get(strategy) is None):
+            raise ParameterError(f"model plan: {what}.priced={priced!r:.80} must name each strategy once and price "
+                                 f"the chosen {strategy!r}")
+        if strategy == "einsum" and (s.get("g", 0) or s.get("presum")):
+            raise ParameterError(f"model plan: {what}: an 'einsum' stage has no g and no window sums")
+        return strategy, tuple(pairs)
+
     def stage(self, value, what: str) -> StagePlan:
         s = self.entry(value, what, ("kind", "n_in", "n_out", "depth"),
-                       ("baby", "giant", "diagonals", "ct_ct_multiplications", "presum", "g", "nonzeros"))
+                       ("baby", "giant", "diagonals", "ct_ct_multiplications", "presum", "g", "nonzeros", "strategy",
+                        "priced"))
         count = (0, 1 << 40)
         if s.get("g", 0) and not s.get("giant"):
             raise ParameterError(f"model plan: {what}.g={s['g']!r:.20} needs giant steps")
-        return StagePlan(self.text(s["kind"], f"{what}.kind", _STAGE_KINDS),
+        kind = self.text(s["kind"], f"{what}.kind", _STAGE_KINDS)
+        strategy, priced = self.strategy(s, kind, what)
+        return StagePlan(kind,
                          self.integer(s["n_in"], f"{what}.n_in", 0, self.slots),
                          self.integer(s["n_out"], f"{what}.n_out", 0, self.slots),
                          self.integer(s["depth"], f"{what}.depth", 0, MAX_PLAN_DEPTH),
@@ -1442,7 +1604,7 @@ class _PlanFields:
                          self.integer(s.get("ct_ct_multiplications", 0), f"{what}.ct_ct_multiplications", *count),
                          self.steps(s.get("presum", []), f"{what}.presum"),
                          self.integer(s.get("g", 0), f"{what}.g", 0, self.slots),
-                         self.integer(s.get("nonzeros", 0), f"{what}.nonzeros", *count))
+                         self.integer(s.get("nonzeros", 0), f"{what}.nonzeros", *count), strategy, priced)
 
     def layer(self, value, what: str, stages: int) -> LayerLowering:
         costs = ("dense_cost", "patches_cost", "rotations_cost", "dense_plan_cost", "patches_plan_cost")
@@ -1501,13 +1663,15 @@ class _PlanFields:
         return fields
 
     def activation_fit(self, value, what: str, stages: int) -> ActivationFit:
-        fit = self.entry(value, what, ("stage", "name", "degree", "interval", "max_error"), ("calibration_error",))
+        fit = self.entry(value, what, ("stage", "name", "degree", "interval", "max_error"),
+                         ("calibration_error", "choice"))
         return ActivationFit(self.integer(fit["stage"], f"{what}.stage", 0, max(stages - 1, 0)),
                              self.text(fit["name"], f"{what}.name")[:64],
                              self.integer(fit["degree"], f"{what}.degree", 0, 1 << 10),
                              self.interval(fit["interval"], f"{what}.interval"),
                              self.real(fit["max_error"], f"{what}.max_error"),
-                             self.number(fit.get("calibration_error"), f"{what}.calibration_error"))
+                             self.number(fit.get("calibration_error"), f"{what}.calibration_error"),
+                             self.text(fit.get("choice", ""), f"{what}.choice")[:512])
 
     def patches_width(self, patches, input_shape) -> None:
         """An im2col packing fits one ciphertext's slots (checked before any gather is built)."""

@@ -33,8 +33,8 @@ from hezk.model.graph import activate
 from crypto.ckks.bootstrap import BootstrapConfig, as_config
 from crypto.errors import HEWarning, LevelError, ParameterError, ShapeError
 from crypto.context import as_parameters
-from tensor_ops.activations import (MAX_DEGREE, SIGN_DEGREES, TARGETS, CompositeRelu, PolyActivation, composite_sign,
-                                    fit_activation, square)
+from tensor_ops.activations import (MAX_DEGREE, RELU_TOLERANCE, SIGN_DEGREES, TARGETS, CompositeRelu, PolyActivation,
+                                    ReluChoice, composite_sign, fit_activation, relu_choice, relu_options, square)
 from tensor_ops.backends import PlainBackend
 from tensor_ops.bootstrap_placement import cached_bootstrap_plan, place_for_model_plan
 from tensor_ops.lowering import lower_layers
@@ -937,6 +937,73 @@ class Sequential:
                 hasher.update(array.tobytes())
         return hasher.digest()
 
+    def choose_relus(self, input_shape=None, params=None, key_budget: int = DEFAULT_KEY_BUDGET, *, bootstrap=None,
+                     relu: str = "auto", tolerance: float = RELU_TOLERANCE) -> "Sequential":
+        """The model with each fitted ReLU (a ``Poly``/calibrated relu polynomial on its interval [low, high]) kept
+        or replaced by the composite sign relu = (x + x sign x) / 2 (``activations.composite_relu``, Lee et al.
+        2021: 10 levels against the fit's 3, an error of 2^-9 of max(|low|, |high|)), chosen per activation.
+
+        ``relu``: "fit" keeps every fit; "composite" replaces every one (the plan may then need more levels or
+        refuse); "auto" (default) replaces those whose fit errs by more than ``tolerance`` of the interval's
+        scale (``activations.relu_choice``) where the levels allow: the model's plan under ``params``,
+        ``key_budget`` and ``bootstrap`` is made with the fits, then with the composites at that plan's
+        parameters, no bootstrap added to a plan that had none (a bootstrapping plan places more); where all
+        of them do not fit, one at a time, the largest error first (at most 8 plans). Returns a new model (the
+        same identity, its own activation fit digest: plan and serve that one); ``relu_choices`` holds each
+        ReLU's ``ReluChoice`` (both options' errors), which its plans state (``ModelPlan.activation_fits``)."""
+        if relu not in RELU_CHOICES:
+            raise ParameterError(f"relu={relu!r} must be one of {RELU_CHOICES}")
+        shape = self._resolve(input_shape)
+        candidates = _fitted_relus(self._layers)
+        options = {layer: relu_choice(layer.interval, tolerance, fit=layer.poly) for layer in candidates}
+        if relu == "fit":
+            wanted, why = [], "relu='fit'"
+        elif relu == "composite":
+            wanted, why = list(candidates), "relu='composite'"
+        else:
+            wanted = sorted((layer for layer in candidates if options[layer].chose == "composite"),
+                            key=lambda layer: -options[layer].fit_error / options[layer].scale)
+            why = ""
+        chosen = set(wanted)
+        if relu == "auto" and wanted:
+            base = self.plan(shape, params, key_budget, bootstrap=bootstrap)
+            boot = base.bootstrap if base.bootstraps else False
+
+            def fits(subset) -> bool:
+                try:
+                    self._with_relus(subset, options, "").plan(shape, base.params, key_budget, bootstrap=boot)
+                except (ParameterError, ShapeError, LevelError):
+                    return False
+                return True
+
+            if not fits(chosen):
+                chosen = set()
+                for layer in wanted[:8] if len(wanted) > 1 else ():
+                    if fits(chosen | {layer}):
+                        chosen.add(layer)
+            levels = ("no room for its levels between the plan's bootstraps" if base.bootstraps else
+                      f"its levels exceed the {base.params.max_level} of the plan's parameters (no bootstrap added)")
+            for layer in wanted:
+                if layer not in chosen:
+                    options[layer] = replace(options[layer], chose="fit", why=levels)
+        return self._with_relus(chosen, options, why)
+
+    def _with_relus(self, composites, options, why) -> "Sequential":
+        """A copy whose ReLUs in ``composites`` are ``composite_relu``s, every candidate's ``ReluChoice`` from
+        ``options`` (``why``: the reason, when the caller forced it) in ``relu_choices``."""
+        swapped = {layer: Activation(relu_options(layer.interval)[1]) for layer in composites}
+        model = Sequential(_swap_layers(self._layers, swapped), self._input_shape)
+        for name in ("digest", "input_range", "finish", "postprocess"):
+            if name in vars(self):
+                setattr(model, name, getattr(self, name))
+        if self.calibration_errors is not None:
+            model.calibration_errors = {layer: error for layer, error in self.calibration_errors.items()
+                                        if layer not in swapped}
+        model.relu_choices = {swapped.get(layer, layer): replace(choice, chose="composite" if layer in swapped
+                                                                 else "fit", why=why or choice.why)
+                              for layer, choice in options.items()}
+        return model
+
     def activation_fit(self) -> str:
         """Hex sha256 of the polynomial activations (name, coefficients, interval; in layer order, residual
         blocks included): one file loaded with another --calibration or --degree computes another function
@@ -954,6 +1021,30 @@ class Sequential:
     def __repr__(self):
         inner = ", ".join(layer.kind for layer in self._layers)
         return f"Sequential([{inner}], input_shape={self._input_shape})"
+
+
+RELU_CHOICES = ("auto", "fit", "composite")
+
+
+def _fitted_relus(layers) -> list:
+    """The ``Activation`` layers (residual branches included) whose polynomial is a fitted relu."""
+    found = []
+    for layer in layers:
+        if isinstance(layer, Activation) and isinstance(layer.poly, PolyActivation) and layer.poly.name == "relu":
+            found.append(layer)
+        elif isinstance(layer, Residual):
+            found += _fitted_relus(layer.layers)
+    return found
+
+
+def _swap_layers(layers, swapped) -> tuple:
+    """``layers`` with each layer in ``swapped`` replaced by its value (residual branches rebuilt around them)."""
+    out = []
+    for layer in layers:
+        if isinstance(layer, Residual) and _fitted_relus(layer.layers):
+            layer = replace(layer, layers=_swap_layers(layer.layers, swapped))
+        out.append(swapped.get(layer, layer))
+    return tuple(out)
 
 
 class RotationRecorder(PlainBackend):
@@ -1382,6 +1473,7 @@ def _plan_ranges(model, input_shape, plan) -> dict:
     range (at least 1); each polynomial activation's interval and its errors on it and on the calibration data."""
     stages, stage_of_layer = model.compile(input_shape)
     errors = model.calibration_errors or {}
+    choices = getattr(model, "relu_choices", None) or {}
     layers = {stage_of_layer[i]: layer for i, layer in enumerate(model.plan_layers) if isinstance(layer, Activation)}
     compiled = [i for i, stage in enumerate(stages) if isinstance(stage, ActivationStage)]
     planned = [i for i, stage in enumerate(plan.stages) if stage.kind == "activation"]
@@ -1390,9 +1482,13 @@ def _plan_ranges(model, input_shape, plan) -> dict:
         for index, planned_index in zip(compiled, planned):
             layer = layers.get(index)
             if layer is not None and layer.poly.name != "square" and layer.poly.has_target:
+                choice = choices.get(layer)
+                if choice is None and isinstance(layer.poly, PolyActivation) and layer.poly.name == "relu":
+                    choice = relu_choice(layer.interval, fit=layer.poly)
+                    choice = replace(choice, chose="fit", why="fitted; Sequential.choose_relus weighs the two")
                 fits.append(ActivationFit(planned_index, layer.poly.name, int(layer.poly.degree),
                                           tuple(float(v) for v in layer.interval), layer.max_error(),
-                                          errors.get(layer)))
+                                          errors.get(layer), "" if choice is None else choice.describe()))
     return {"input_range": model.input_range, "activation_fits": tuple(fits),
             **output_ranges(stages, math.prod(input_shape), model.input_range)}
 
@@ -1447,7 +1543,7 @@ def _plan_for(model, input_shape, params, key_budget, choices, layers, bootstrap
     boot = _bootstrap_for(chosen, depth, stages, bootstrap) if chosen.max_level < depth else None
     key_bytes = len(chosen.digits) * 2 * (len(chosen.q_moduli) + len(chosen.p_moduli)) * chosen.n * 4
     plans, key_steps = stage_plans(stages, math.prod(input_shape), slots=chosen.slots, key_bytes=key_bytes,
-                                   key_budget=key_budget, memo=memo)
+                                   key_budget=key_budget, memo=memo, block=block)
     plan = ModelPlan(chosen, tuple(input_shape), tuple(model.output_shape(input_shape)), block, tuple(plans), layers,
                      model=model.identity().hex(), fit=model.activation_fit(),
                      key_budget=None if key_budget is None else int(key_budget),
