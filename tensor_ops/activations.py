@@ -566,3 +566,94 @@ class CompositeRelu(_Schedule):
     def target(self, x):
         return np.maximum(np.asarray(x, dtype=np.float64), 0.0)
 
+
+
+# ----------------------------------------------------------------------------------------------------------
+# A ReLU on a calibrated interval: one fitted polynomial, or the composite sign (x + x sign x) / 2.
+
+RELU_TOLERANCE = 2.0 ** -7
+"""The largest error of a ReLU's single fitted polynomial on its calibrated interval [low, high], relative to the
+interval's scale max(|low|, |high|), that ``relu_choice`` accepts before it takes the composite sign. ReLU is
+scale-invariant, so the relative error of a degree-7 fit depends on where the kink sits in the interval: 0.023 with
+zero at its middle, 0.010 at a fifth, 0.0036 at 1/80 (an interval almost all on one side, nearly linear there);
+the composite (``SIGN_DEGREES``, 10 levels) errs by 0.002 of the scale wherever zero lies."""
+_ERROR_POINTS = 20001
+
+
+def error_on_interval(activation, low: float, high: float, points: int = _ERROR_POINTS) -> float:
+    """An upper estimate of sup |p(x) - f(x)| over [low, high] (p: ``activation``, f its ``target``): the largest
+    error on a uniform grid of ``points`` plus half the largest change of the error between neighbours (what it
+    can gain between them where it is Lipschitz at that rate), so that it bounds the error at every point."""
+    low, high = _interval((low, high))
+    x = np.linspace(low, high, int(points))
+    error = np.asarray(activation(x), dtype=np.float64) - np.asarray(activation.target(x), dtype=np.float64)
+    return float(np.max(np.abs(error)) + np.max(np.abs(np.diff(error))) / 2.0)
+
+
+def composite_relu(interval, sign_degrees=SIGN_DEGREES, gap: float = SIGN_GAP) -> CompositeRelu:
+    """relu = (x + x sign x) / 2 with the composite sign of ``sign_degrees`` on [-R, R], R = max(|low|, |high|)
+    of ``interval`` (the sign is odd: its kink must sit at t = 0, so the interval is made symmetric)."""
+    low, high = _interval(interval)
+    return CompositeRelu(composite_sign(tuple(int(d) for d in sign_degrees), gap), max(abs(low), abs(high)), gap)
+
+
+@dataclass(frozen=True)
+class ReluChoice:
+    """What the planner weighed for one ReLU on its calibrated ``interval``: the single fit's and the composite
+    sign's largest errors there (``error_on_interval``) and depths, which one it ``chose`` ("fit" /
+    "composite") and ``why`` (words)."""
+
+    interval: tuple[float, float]
+    fit_error: float
+    fit_depth: int
+    composite_error: float
+    composite_depth: int
+    chose: str
+    why: str
+
+    @property
+    def scale(self) -> float:
+        return max(abs(self.interval[0]), abs(self.interval[1]))
+
+    def describe(self) -> str:
+        """Both options' errors, relative to the interval's scale too, and the choice."""
+        s = self.scale
+        return (f"fit {self.fit_error:.3g} ({self.fit_error / s:.2g} of the scale {s:.3g}, {self.fit_depth} levels), "
+                f"composite sign {self.composite_error:.3g} ({self.composite_error / s:.2g}, "
+                f"{self.composite_depth} levels): {self.chose} ({self.why})")
+
+
+def relu_options(interval, degree: int = 7, sign_degrees=SIGN_DEGREES):
+    """(fit, composite, fit error, composite error) of a ReLU on ``interval``: the minimax polynomial of
+    ``degree`` and ``composite_relu``, each with its ``error_on_interval`` there."""
+    low, high = _interval(interval)
+    return _relu_options(low, high, int(degree), tuple(int(d) for d in sign_degrees))
+
+
+@functools.lru_cache(maxsize=256)
+def _relu_options(low, high, degree, sign_degrees):
+    fit = fit_activation("relu", degree, (low, high))
+    composite = composite_relu((low, high), sign_degrees)
+    return fit, composite, error_on_interval(fit, low, high), error_on_interval(composite, low, high)
+
+
+def relu_choice(interval, tolerance: float = RELU_TOLERANCE, degree: int = 7, sign_degrees=SIGN_DEGREES,
+                fit: PolyActivation | None = None) -> ReluChoice:
+    """The choice the error alone makes for a ReLU on ``interval``: the composite sign where the fit errs by more
+    than ``tolerance`` of the interval's scale and the composite errs less; else the fit (the levels are the
+    planner's to check: ``tensor_ops.nn.Sequential.choose_relus``). ``fit``: a fit already made (a calibrated
+    layer's, of its own degree), weighed instead of the minimax fit of ``degree``."""
+    if not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool) or not 0 < tolerance < 1:
+        raise ParameterError(f"tolerance={tolerance!r} must be a number in (0, 1) (of the interval's scale)")
+    made, composite, fit_err, composite_err = relu_options(interval, degree, sign_degrees)
+    low, high = _interval(interval)
+    if fit is not None:
+        made, fit_err = fit, error_on_interval(fit, low, high)
+    scale = max(abs(low), abs(high))
+    if fit_err <= tolerance * scale:
+        chose, why = "fit", f"the fit's error is within the tolerance {tolerance:.3g} of the scale"
+    elif composite_err >= fit_err:
+        chose, why = "fit", "the composite would not err less"
+    else:
+        chose, why = "composite", f"the fit's error exceeds the tolerance {tolerance:.3g} of the scale"
+    return ReluChoice((low, high), fit_err, made.depth, composite_err, composite.depth, chose, why)
