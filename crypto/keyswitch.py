@@ -120,6 +120,50 @@ def _inner_product_rows(base, lifted, src, digit_ids, key_b, key_a, key_rows, q,
             oa[c] = reduce_small(oa[c], qr, q_inv)
 
 
+def muladd_pair(acc_b: np.ndarray, acc_a: np.ndarray, x_b: np.ndarray, x_a: np.ndarray, pt: np.ndarray,
+                q: np.ndarray, init: bool) -> None:
+    """acc_t ← (acc_t + x_t·pt) mod q row by row for t = b, a in place (``init``: acc_t ← x_t·pt mod q): both parts
+    of a ciphertext times one plaintext added to running sums in one pass, the plaintext read once (uint32 or
+    uint64 residues, the kept diagonals' uint32 without a widening copy).  All (k, n) C-contiguous, reduced, q
+    a (k,) uint64 array of moduli < 2^31; the accumulators writable uint64.  Rows run on the threads of
+    ``hezk.threads`` (each row its own: any split gives the same bits).  The products of a double-hoisted linear
+    transform (``Evaluator.linear_transform_hoisted``); twin: ``RingContext.mul``/``muladd_into`` per part."""
+    for name, arr in (("acc_b", acc_b), ("acc_a", acc_a)):
+        if arr.dtype != np.uint64 or not arr.flags.c_contiguous or not arr.flags.writeable or arr.shape != pt.shape:
+            raise ParameterError(f"{name} must be a writable C-contiguous uint64 array of shape {pt.shape}")
+    for name, arr in (("x_b", x_b), ("x_a", x_a)):
+        if arr.dtype != np.uint64 or arr.shape != pt.shape:
+            raise ParameterError(f"{name} must be a uint64 array of shape {pt.shape}")
+    if pt.dtype not in (np.uint32, np.uint64) or pt.ndim != 2 or q.shape != (pt.shape[0],):
+        raise ParameterError(f"pt must be uint32 or uint64 of shape (k, n) and q of shape (k,), got {pt.dtype} "
+                             f"{pt.shape}, q {q.shape}")
+    x_b, x_a, pt = (np.ascontiguousarray(v) for v in (x_b, x_a, pt))
+    parallel(lambda start, stop: _muladd_pair_rows(acc_b, acc_a, x_b, x_a, pt, q, init, start, stop), pt.shape[0],
+             min_work=PARALLEL_MIN_PRODUCTS, work_per_item=2 * pt.shape[1])
+
+
+@numba.njit(cache=True, nogil=True)
+def _muladd_pair_rows(acc_b, acc_a, x_b, x_a, pt, q, init, start, stop):
+    """Rows start <= r < stop of ``muladd_pair``: a lazy product in [0, 2q), plus the reduced sum, < 3q, brought
+    below q by two conditional subtractions."""
+    n = pt.shape[1]
+    for r in range(start, stop):
+        qr = q[r]
+        q_inv = 1.0 / qr
+        ob, oa, xb, xa, w = acc_b[r], acc_a[r], x_b[r], x_a[r], pt[r]
+        for c in range(n):
+            wc = np.uint64(w[c])
+            tb = _mulmod_lazy(xb[c], wc, qr, q_inv)
+            ta = _mulmod_lazy(xa[c], wc, qr, q_inv)
+            if not init:
+                tb += ob[c]
+                ta += oa[c]
+            tb = min(tb, tb - qr)
+            ta = min(ta, ta - qr)
+            ob[c] = min(tb, tb - qr)
+            oa[c] = min(ta, ta - qr)
+
+
 @numba.njit(cache=True, nogil=True)
 def _convert_centered(x, q_from, qhat_inv, qhat_inv_shoup, q_from_inv, q_to, qhat_mod_p, qhat_mod_p_shoup,
                       big_q_mod_p, big_q_mod_p_shoup, out, start, stop):

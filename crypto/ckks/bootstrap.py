@@ -725,7 +725,7 @@ class Bootstrapper:
 
     def _diagonal(self, t: _Transform, shift: int, k: int, level: int, scale: float, extended: bool = False):
         """rot_(-shift)(d_k) encoded at ``level`` and ``scale``: a Plaintext, or with ``extended`` its polynomial
-        over Q_level ∪ P (``Evaluator.encode_extended``, for double hoisting). Diagonals of a short period encode
+        over Q_level ∪ P (``Evaluator.encode_extended``, for double hoisting; a kept one as its uint32 residues). Diagonals of a short period encode
         in the subring (``Evaluator.encode``: cheap); the others are kept after their first encoding, as uint32
         residues at one scale each (a new scale replaces it): N16_BOOT's 32 + 32 of 49 and 21 limbs (58 and 30
         extended), 0.58 GB (0.7 GB extended), ~0.4 s a bootstrap (OpenFHE's bootstrap setup keeps every
@@ -735,8 +735,9 @@ class Bootstrapper:
         kept = self._kept.get(key)
         if kept is not None and kept[2] == scale:
             data, idx, _, template = kept
-            poly = RNSPoly(ev.ring, data.astype(np.uint64), idx, True)
-            return poly if extended else replace(template, poly=poly)
+            if extended:        # the residues themselves: the fused product reads uint32 (no widening copy)
+                return data
+            return replace(template, poly=RNSPoly(ev.ring, data.astype(np.uint64), idx, True))
         values = np.roll(t.diags[k], shift)
         if extended:
             poly = ev.encode_extended(values, level, scale)

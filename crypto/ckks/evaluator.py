@@ -26,7 +26,7 @@ from hezk.threads import parallel
 
 from .._ntt_kernels import add_permuted_into, permute_rows
 from ..errors import LevelError, ParameterError, ScaleError
-from ..keyswitch import KeySwitcher, conjugation_element, galois_element
+from ..keyswitch import KeySwitcher, conjugation_element, galois_element, muladd_pair
 from ..ring import RNSPoly
 from ..rlwe import Ciphertext, Plaintext, check_level, check_same_context
 from .bootstrap import Bootstrapper, as_config, plan_for
@@ -455,8 +455,9 @@ class Evaluator:
         and the roundings come after the products instead of being multiplied by the plaintexts.
 
         ``baby_steps``: every i the groups use; ``groups``: (m, pairs) items, pairs (i, poly) with ``poly`` a
-        plaintext over Q_ℓ ∪ P in NTT form (``encode_extended``; drawn one group at a time, so they may be encoded
-        lazily); ``scale``: the products' scale (ct.scale · the plaintexts' scale).  The result has the input's
+        plaintext over Q_ℓ ∪ P in NTT form (``encode_extended``), or its residues as a uint32/uint64 array (kept
+        plaintexts), drawn one group at a time (so they may be encoded lazily); each product is one fused pass
+        over both parts (``crypto.keyswitch.muladd_pair``); ``scale``: the products' scale (ct.scale · the plaintexts' scale).  The result has the input's
         length and complexity unless ``length``/``is_complex`` are given.  Bit for bit the same on any number of
         threads (exact modular arithmetic; the babies' key switches run on the threads of ``hezk.threads``)."""
         self._check(ct)
@@ -490,30 +491,34 @@ class Evaluator:
 
             for piece in parallel(some, len(todo)):
                 babies.update(piece)
-        total = None
+        total = spare = None
         for m, pairs in groups:
             m = self._check_step(m)
-            acc = None
+            acc, first = None, True
             for i, poly in pairs:
                 if i not in babies:
                     raise ParameterError(f"linear_transform_hoisted: baby step {i} is not in baby_steps {steps}")
-                if not (isinstance(poly, RNSPoly) and poly.idx == ext and poly.is_ntt):
-                    raise ParameterError(f"linear_transform_hoisted: a plaintext must be an NTT-form RNSPoly over "
-                                         f"Q_{level} ∪ P (Evaluator.encode_extended), got {poly!r}")
-                b, a = babies[i]
-                if acc is None:
-                    acc = [ring.mul(b, poly.data, ext), ring.mul(a, poly.data, ext)]
-                    acc = [x if x.flags.writeable else x.copy() for x in acc]
+                if isinstance(poly, RNSPoly) and poly.idx == ext and poly.is_ntt:
+                    data = poly.data
+                elif isinstance(poly, np.ndarray) and poly.dtype in (np.uint32, np.uint64) and \
+                        poly.shape == (len(ext), n):
+                    data = poly
                 else:
-                    ring.muladd_into(acc[0], b, poly.data, ext)
-                    ring.muladd_into(acc[1], a, poly.data, ext)
+                    raise ParameterError(f"linear_transform_hoisted: a plaintext must be an NTT-form RNSPoly over "
+                                         f"Q_{level} ∪ P (Evaluator.encode_extended) or its residues, got {poly!r}")
+                b, a = babies[i]
+                if acc is None:     # the previous rotated giant's sums, consumed: their pages reused
+                    acc = spare if spare is not None else [np.empty((len(ext), n), dtype=np.uint64) for _ in range(2)]
+                    spare = None
+                muladd_pair(acc[0], acc[1], b, a, data, q_ext, init=first)
+                first = False
             if acc is None:
                 continue
             if m % half == 0:           # the unrotated giant: added as it is
                 total = acc if total is None else [ring.add(x, y, ext) for x, y in zip(total, acc)]
                 continue
             # a rotated giant: its part a over Q_ℓ (ModDown) is key-switched; part b stays over Q_ℓ·P
-            a_q = switcher.mod_down(RNSPoly(ring, acc[1], ext, True))
+            a_q = switcher.mod_down(RNSPoly(ring, acc[1].view(), ext, True))     # (a view: acc stays writable)
             kb, ka = switcher.streamed_product(a_q, self.galois_keys.key_for_step(m, n))    # scratch sums
             perm = ring.automorphism_indices(galois_element(m, n), True)
             if total is None:
@@ -522,6 +527,7 @@ class Evaluator:
                 add_permuted_into(total[0], acc[0], perm, q_ext)
                 add_permuted_into(total[1], ka.data, perm, q_ext)
             add_permuted_into(total[0], kb.data, perm, q_ext)
+            spare = acc
         if total is None:
             raise ParameterError("linear_transform_hoisted needs at least one plaintext")
         extra = len(self.params.q_levels[level]) if rescale else 0

@@ -11,6 +11,8 @@ from crypto import CKKSContext
 from crypto.ckks.bootstrap import Bootstrapper, apply_diagonals, bsgs_split
 from crypto.ckks.linear import bsgs_sum
 from crypto.errors import ParameterError
+from crypto.keyswitch import muladd_pair
+from crypto.modarith import find_ntt_primes
 from crypto.params import CKKSParameters
 from crypto.ring import RNSPoly
 from crypto.rlwe import Decryptor, Plaintext
@@ -170,6 +172,33 @@ def test_threads_give_the_same_bits():
     finally:
         hezk.set_threads(before or 1)
     assert all(np.array_equal(a.data, b.data) for a, b in zip(one.parts, two.parts))
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(1, 5), st.sampled_from([8, 64, 200]), st.integers(0, 2**31), st.booleans(), st.booleans())
+def test_muladd_pair_matches_its_numpy_twin(rows, n, seed, init, narrow):
+    q = np.array(find_ntt_primes(31, rows, 8), dtype=np.uint64)
+    rng = np.random.default_rng(seed)
+    draw = lambda: np.array([rng.integers(0, int(m), n) for m in q], dtype=np.uint64)  # noqa: E731
+    acc_b, acc_a, x_b, x_a, pt = draw(), draw(), draw(), draw(), draw()
+    if rows and seed % 3 == 0:
+        x_b[0, 0], pt[0, 0] = q[0] - 1, q[0] - 1          # the largest residues
+    col = q[:, None]
+    want_b = (x_b * pt % col + (0 if init else acc_b)) % col
+    want_a = (x_a * pt % col + (0 if init else acc_a)) % col
+    muladd_pair(acc_b, acc_a, x_b, x_a, pt.astype(np.uint32) if narrow else pt, q, init)
+    assert np.array_equal(acc_b, want_b) and np.array_equal(acc_a, want_a)
+
+
+def test_muladd_pair_refuses_a_read_only_accumulator():
+    q = np.array(find_ntt_primes(31, 1, 8), dtype=np.uint64)
+    x = np.zeros((1, 8), dtype=np.uint64)
+    frozen = x.copy()
+    frozen.setflags(write=False)
+    with pytest.raises(ParameterError, match="acc_b"):
+        muladd_pair(frozen, x.copy(), x, x, x, q, False)
+    with pytest.raises(ParameterError, match="pt must be"):
+        muladd_pair(x.copy(), x.copy(), x, x, x.astype(np.int64), q, False)
 
 
 # -- inside the bootstrap ----------------------------------------------------------------------------
