@@ -87,6 +87,7 @@ def _load(args, x=None) -> Sequential:
         sample = x.shape[-3:] if x.ndim in (3, 4) else x.shape[1:] if x.ndim == 2 else x.shape
         model = Sequential.load(args.model, sample, calibration=calibration, degree=degree)
     model = _maxpool_between_bootstraps(args, model, calibration, degree)
+    model = _relus(args, model)
     if model.calibration_report is not None:
         mean, worst = model.calibration_report
         print(f"calibration: activations fitted on the ranges their inputs take on {args.calibration} "
@@ -112,6 +113,18 @@ def _maxpool_between_bootstraps(args, model, calibration, degree):
     except HEError:
         pass  # the command's own planning names the problem
     return model
+
+
+def _relus(args, model):
+    """--relu (fit, composite, auto; default fit): each calibrated ReLU's fit kept or replaced by the composite sign
+    (``Sequential.choose_relus`` under --params, --bootstrap and --key-budget); the plan states both errors."""
+    relu = getattr(args, "relu", None) or "fit"
+    if relu == "fit":
+        return model
+    chosen = model.choose_relus(key_budget=_budget(args), relu=relu, **_choice(args))
+    taken = sum(choice.chose == "composite" for choice in chosen.relu_choices.values())
+    print(f"relu: {taken} of {len(chosen.relu_choices)} ReLUs take the composite sign (--relu {relu})")
+    return chosen
 
 
 def _has_composite_sign(layers) -> bool:

@@ -16,6 +16,10 @@ _MODEL_HELP = ("model file: ONNX (opset >= 13), or .npz written by Sequential.sa
 _CALIBRATION_HELP = ("representative inputs .npy (samples, *input shape): each fitted activation (relu, sigmoid, ...) "
                      "is fitted on the range its input takes on them, and the error against the float model "
                      "there is printed (default interval [-4, 4])")
+_RELU_HELP = ("each calibrated ReLU as one fitted polynomial (fit, the default: 3 levels), as the composite minimax "
+              "sign relu = (x + x sign x) / 2 (composite: 10 levels, about 0.002 of the interval's scale), or chosen "
+              "per activation where the fit errs beyond 2^-7 of its interval's scale and the plan's levels allow "
+              "(auto); give keygen, infer and plan the same choice")
 _DEGREE_HELP = ("degree of each fitted activation's polynomial (default: the file's 'degree' entry, else relu, "
                 "gelu, silu 7 and sigmoid, tanh 4; ceil(log2(degree + 1)) levels)")
 _BUDGET_HELP = ("bytes the Galois keys may take, e.g. 2GiB or 1.5GB (default 12 GiB, half of a 24 GB machine); "
@@ -39,12 +43,14 @@ _OPTIONS = {
     "plan": {"--model": ((), True, _MODEL_HELP),
              "--calibration": ((), False, _CALIBRATION_HELP),
              "--degree": ((), False, _DEGREE_HELP),
+             "--relu": ((), False, _RELU_HELP),
              "--key-budget": ((), False, _BUDGET_HELP),
              "--out": (("--output", "-o"), False, "also write the plan as JSON here (public: send it to clients)"),
              "--input-shape": ((), False, "sample shape, e.g. 1,8,8 (for a model file that does not record it)")},
     "keygen": {"--model": ((), False, _MODEL_HELP + " to plan the keys for (or give --plan)"),
                "--calibration": ((), False, _CALIBRATION_HELP),
                "--degree": ((), False, _DEGREE_HELP),
+               "--relu": ((), False, _RELU_HELP),
                "--key-budget": ((), False, _BUDGET_HELP),
                "--plan": ((), False, "the server's public plan JSON (from 'plan --out' or GET /plan) instead of "
                                      "the model"),
@@ -59,6 +65,7 @@ _OPTIONS = {
     "infer": {"--model": ((), True, _MODEL_HELP),
               "--calibration": ((), False, _CALIBRATION_HELP),
               "--degree": ((), False, _DEGREE_HELP),
+              "--relu": ((), False, _RELU_HELP),
               "--key-budget": ((), False, _BUDGET_HELP),
               "--context": ((), False, "the client's public context written by keygen --context (never the "
                                        "secret client file); without it the whole flow runs locally"),

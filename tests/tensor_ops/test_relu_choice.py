@@ -113,3 +113,25 @@ def test_encrypted_small_cnn_with_the_composite_relu_agrees_with_the_plain_refer
     np.testing.assert_allclose(y, model.forward(x), atol=1e-4)
     stated = model.relu_choices[model.layers[1]].composite_error
     assert np.all(np.abs(y - exact) <= stated * np.abs(linear.weight).sum(axis=1) + 1e-4)
+
+
+def test_the_command_line_takes_relu_fit_composite_or_auto(tmp_path, capsys):
+    import json
+
+    from tensor_ops import cli
+
+    cnn(WIDE).save(tmp_path / "cnn.npz")
+    (tmp_path / "ring.json").write_text(json.dumps(TEST_RING))
+    model = ["--model", tmp_path / "cnn.npz", "--params", tmp_path / "ring.json"]
+    assert cli.main(["plan", *model, "--relu", "composite", "--out", tmp_path / "plan.json"]) == 0
+    assert "relu: 1 of 1 ReLUs take the composite sign (--relu composite)" in capsys.readouterr().out
+    assert json.loads((tmp_path / "plan.json").read_text())["activation_fits"][0]["degree"] > 7
+    assert cli.main(["plan", *model, "--out", tmp_path / "fit.json"]) == 0           # default: the fit
+    out = capsys.readouterr().out
+    assert "relu:" not in out and "composite sign 0.0082" in out                # both errors stated anyway
+    assert json.loads((tmp_path / "fit.json").read_text())["activation_fits"][0]["degree"] <= 7
+    assert cli.main(["plan", "--model", tmp_path / "cnn.npz", "--params", "N14", "--no-bootstrap",
+                     "--relu", "auto"]) == 0
+    assert "relu: 0 of 1 ReLUs take the composite sign" in capsys.readouterr().out   # no levels for it
+    assert cli.main(["plan", *model, "--relu", "sign"]) == 2
+    assert "relu='sign' must be one of" in capsys.readouterr().err
