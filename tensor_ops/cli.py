@@ -44,10 +44,10 @@ import numpy as np
 import hezk.memory
 from crypto.ckks.flooding import STATISTICAL_SECURITY
 from crypto.errors import HEError, SerializationError, ShapeError
-from tensor_ops import serve
+from tensor_ops import dense_packings, serve
 from tensor_ops.activations import CompositeRelu
 from tensor_ops.inference import Client, EncodedCache, OutputRangeError, Server, describe_bytes, unpack_message
-from tensor_ops.model_plan import DEFAULT_KEY_BUDGET, MemoryBudgetError, ModelPlan, default_memory_budget
+from tensor_ops.model_plan import DEFAULT_KEY_BUDGET, MemoryBudgetError, default_memory_budget
 from tensor_ops.nn import ActivationRangeWarning, Sequential, StageTooDeep
 from tensor_ops.cli_args import COMMANDS, SECRET, add_commands, parser  # noqa: F401 (re-exported)
 from tensor_ops.progress import command_of, progress_bar, run_command
@@ -214,11 +214,10 @@ def _attention(args, command: str):
     if command != "local":
         raise HEError(f"{command}: a model with attention runs only as 'plan' (without --out) and local 'infer' "
                       f"(--input, no --context or --dask) so far; the split client/server flow is not built for it")
-    if _choice(args)["bootstrap"] not in (None, False):
-        raise HEError("--bootstrap: bootstraps are not placed on the attention path yet")
     calibration = _load_array(args.calibration, "--calibration") if getattr(args, "calibration", None) else None
     degree = 7 if _degree(args) is None else _degree(args)
     plan, model = attention_plan.plan_attention(graph, calibration, params=_choice(args)["params"],
+                                                bootstrap=_choice(args)["bootstrap"],
                                                 allow_insecure=_insecure(args), key_budget=_budget(args),
                                                 activation_degree=degree)
     print(plan.explain())
@@ -226,15 +225,49 @@ def _attention(args, command: str):
     return plan, model
 
 
+def _samples(args) -> int | None:
+    """--samples (None when absent); HEError naming it below 1."""
+    samples = getattr(args, "samples", None)
+    if samples is not None and samples < 1:
+        raise HEError(f"--samples {samples} must be at least 1 (the samples the keys will encrypt at once)")
+    return samples
+
+
+def _packing(args, model, samples, split: bool = False) -> dense_packings.Choice:
+    """The packing of --packing for ``model`` and ``samples`` (``dense_packings.choose_packing``: the one rule),
+    its line printed."""
+    slot_options = tuple(option for option, dest in (("--key-budget", "key_budget"), ("--measure", "measure"))
+                         if getattr(args, dest, None))
+    choice = dense_packings.choose_packing(model, samples, getattr(args, "packing", None) or "auto",
+                                           bootstrap=_choice(args)["bootstrap"],
+                                           dask=getattr(args, "dask", None) is not None, split=split,
+                                           slot_options=slot_options)
+    print(choice.line())
+    return choice
+
+
+def _dense_plan(args, choice, model, shape=None):
+    """The plan of a dense packing at --params (its own 128-bit choice without), printed."""
+    plan = dense_packings.dense_plan(choice.packing, model, shape if shape is not None else _shape(args),
+                                     _choice(args)["params"])
+    print(dense_packings.explain(choice.packing, plan, model))
+    return plan
+
+
 def _plan(args):
     if _attention(args, "plan --out" if args.out else "local") is not None:
         return
-    plan = _model_plan(args, _load(args), role="server", progress=_progress(args, "planning"))
-    if getattr(args, "measure", False):
-        plan = plan.calibrated()  # per-operation times measured here (about a second) instead of the built-in
-    print(plan.explain())
+    model = _load(args)
+    choice = _packing(args, model, _samples(args), split=True)
+    if choice.packing != "slots":
+        plan = _dense_plan(args, choice, model)
+    else:
+        plan = _model_plan(args, model, role="server", progress=_progress(args, "planning"))
+        if getattr(args, "measure", False):
+            plan = plan.calibrated()  # per-operation times measured here (about a second) instead of the built-in
+        print(plan.explain())
     if args.out:
-        pathlib.Path(args.out).write_text(json.dumps(plan.to_dict()))
+        pathlib.Path(args.out).write_text(json.dumps(dense_packings.plan_record(choice.packing, plan, choice.reason)))
         print(f"plan written to {args.out}")
 
 
@@ -245,23 +278,48 @@ def _read(path, what: str) -> bytes:
         raise SerializationError(f"{what} {path}: {error.strerror or error}") from None
 
 
-def _read_plan(path) -> ModelPlan:
+def _read_plan(path):
+    """(packing, plan) of a plan JSON (``dense_packings.plan_from_record``: the packing it names)."""
     blob = _read(path, "--plan")
     try:
-        return ModelPlan.from_dict(json.loads(blob.decode()))
+        data = json.loads(blob.decode())
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise SerializationError(f"--plan {path} is {describe_bytes(blob)}, not a plan: pass the JSON written by "
                                  f"'plan --out' (or served at GET /plan)") from None
+    return dense_packings.plan_from_record(data)
+
+
+def _agree(args, packing: str, what: str) -> None:
+    """HEError when an explicit --packing differs from the packing ``what`` was made for."""
+    asked = getattr(args, "packing", None) or "auto"
+    if asked not in ("auto", packing):
+        raise HEError(f"--packing {asked}, but {what} was made for packing {packing!r} "
+                      f"({dense_packings.RECORD_NAMES[packing]}): omit --packing or pass a file of that packing")
+
+
+def _agree_files(expected: str, found: str, what: str, client) -> None:
+    """HEError when ``what`` was made for another packing than the client file ``client``."""
+    if found != expected:
+        raise HEError(f"{what} was made for packing {found!r}, but --client {client} holds keys of packing "
+                      f"{expected!r}: pass the files of one keygen")
 
 
 def _keygen(args):
     progress = _progress(args, "rotation keys")
     if args.plan:
-        client = Client(plan=_within_memory(args, _read_plan(args.plan), "client"), progress=progress,
+        packing, plan = _read_plan(args.plan)
+        _agree(args, packing, f"--plan {args.plan}")
+        if packing != "slots":
+            return _keygen_dense(args, packing, plan, args.insecure)
+        client = Client(plan=_within_memory(args, plan, "client"), progress=progress,
                         allow_insecure=args.insecure)
     elif args.model:
         _attention(args, "keygen")  # refused for a model with attention (run it locally with infer --input)
-        client = Client(plan=_model_plan(args, _load(args), role="client"), progress=progress,
+        model = _load(args)
+        choice = _packing(args, model, _samples(args), split=True)
+        if choice.packing != "slots":
+            return _keygen_dense(args, choice.packing, _dense_plan(args, choice, model), _insecure(args))
+        client = Client(plan=_model_plan(args, model, role="client"), progress=progress,
                         allow_insecure=_insecure(args))
     else:
         raise HEError("keygen needs --model or --plan")
@@ -271,6 +329,15 @@ def _keygen(args):
     print(f"SECRET client state -> {args.client} (keep private, never send it); public context -> {args.context} "
           f"({report['public_context_bytes']} bytes, {report['rotation_keys']} rotation keys); security: "
           f"{report['security']} (N=2^{client.params.log_n}, log2(QP)={client.params.log_qp:.1f})")
+
+
+def _keygen_dense(args, packing, plan, insecure: bool):
+    """keygen of a dense packing: the SECRET client file (its packing and plan inside) and the public context."""
+    client = dense_packings.make_client(packing, plan, allow_insecure=insecure, samples=_samples(args))
+    dense_packings.save_client(packing, client, args.client)
+    pathlib.Path(args.context).write_bytes(client.public_context())
+    print(f"SECRET client state ({packing}) -> {args.client} (keep private, never send it); public context -> "
+          f"{args.context} ({dense_packings.key_report(packing, client)})")
 
 
 def _insecure(args) -> bool:
@@ -290,9 +357,13 @@ def _one_line_warnings(call):
 
 
 def _encrypt(args):
-    client = Client.load(args.client)
+    packing, client = dense_packings.load_client(args.client)
     x = _load_array(args.input, "--input")
-    request = _one_line_warnings(lambda: client.encrypt(x, clip=bool(getattr(args, "clip", False))))
+    clip = bool(getattr(args, "clip", False))
+    if packing == "slots":
+        request = _one_line_warnings(lambda: client.encrypt(x, clip=clip))
+    else:
+        request = _one_line_warnings(lambda: dense_packings.encrypt(packing, client, x, clip=clip))
     pathlib.Path(args.out).write_bytes(request)
     print(f"encrypted input of shape {x.shape} -> {args.out} ({len(request)} bytes)")
 
@@ -308,7 +379,11 @@ def _infer(args):
     if request.startswith(_NPY_MAGIC):
         raise HEError(f"--request {args.request} is a plain numpy array: encrypt it first "
                       f"(python -m tensor_ops encrypt), or omit --context to run the whole flow locally")
+    packing = dense_packings.message_packing(request)
+    _agree(args, packing, f"--request {args.request}")
     model = _load(args)
+    if packing != "slots":
+        return _infer_dense(args, packing, model, request)
     try:
         count = len(unpack_message(request, "request")[1])
     except HEError:
@@ -332,6 +407,19 @@ def _infer(args):
     print(f"evaluated {args.request} -> {args.out} ({len(reply)} bytes)")
 
 
+def _infer_dense(args, packing, model, request):
+    """Server side of a dense packing: the plan made from the model at the context's parameters."""
+    context = _read(args.context, "--context")
+    server = dense_packings.server_for(packing, model, context, _shape(args), request)
+    named = _choice(args)["params"]
+    if named is not None and named != server.context.params:
+        raise HEError(f"--params names {named!r} but the context was made for {server.context.params!r}: the "
+                      f"server evaluates under the client's parameters (omit --params)")
+    reply = server.evaluate(request)
+    pathlib.Path(args.out).write_bytes(reply)
+    print(f"evaluated {args.request} ({packing}) -> {args.out} ({len(reply)} bytes)")
+
+
 def _infer_locally(args):
     """Without --context: the whole flow in one process (keys, encrypt, server evaluation, decrypt)."""
     x = _load_array(args.request, "--input")
@@ -344,6 +432,8 @@ def _infer_locally(args):
         return
     model = _load(args, x)
     shape = _shape(args) or model.sample_shape(x)
+    count = 1 if np.asarray(x).shape == tuple(shape) else len(x)
+    args._packing = _packing(args, model, count)
     _reference_warnings(model, x, shape, args.request)
     refused = _outside(args, model, x, shape)
     if refused.size:
@@ -372,10 +462,15 @@ def _outside(args, model, x, shape) -> np.ndarray:
     """The samples outside the plan's calibrated input range or whose plain reference leaves an activation's
     interval (none if the model or its plan refuses x: the encrypted path names that problem)."""
     try:
-        plan = _model_plan(args, model, shape)
         batch = np.asarray(x, dtype=np.float64)
         batch = batch[None] if batch.shape == tuple(shape) else batch
-        return np.union1d(model.samples_outside(x, shape), plan.inputs_outside(batch))
+        if args._packing.packing != "slots":  # the model's calibrated range: the dense plans state the same
+            low, high = model.input_range if model.input_range is not None else (-np.inf, np.inf)
+            flat = batch.reshape(len(batch), -1)
+            outside = np.flatnonzero(np.any((flat < low) | (flat > high), axis=1))
+        else:
+            outside = _model_plan(args, model, shape).inputs_outside(batch)
+        return np.union1d(model.samples_outside(x, shape), outside)
     except HEError:
         return np.zeros(0, dtype=np.int64)
 
@@ -383,6 +478,10 @@ def _outside(args, model, x, shape) -> np.ndarray:
 def _infer_encrypted(args, model, shape, x):
     """Keys, encryption, server evaluation and decryption of x in this process (or on --dask)."""
     x = np.asarray(x)
+    if args._packing.packing != "slots":
+        plan = _dense_plan(args, args._packing, model, shape)
+        return _one_line_warnings(lambda: dense_packings.run_local(
+            args._packing.packing, model, x, shape, plan=plan, allow_insecure=_insecure(args), report=print))
     plan = _model_plan(args, model, shape)
     count = plan.ciphertexts_for(1 if x.shape == tuple(shape) else len(x))
     plan = _within_memory(args, plan, "local", count, model, shape)
@@ -438,7 +537,16 @@ def _infer_on_dask(args, model, client, x):
 def _decrypt(args):
     """Exact for the key holder's own use; ``--flood`` for an output that will be shared (IND-CPA-D: an exact
     decryption handed to whoever has the reply gives away the secret key; ``Client.decrypt_shared``)."""
-    client, reply = Client.load(args.client), _read(args.reply, "--reply")
+    packing, client = dense_packings.load_client(args.client)
+    reply = _read(args.reply, "--reply")
+    _agree_files(packing, dense_packings.message_packing(reply, "reply"), f"--reply {args.reply}", args.client)
+    if packing != "slots":
+        if getattr(args, "flood", False):
+            raise HEError(f"--flood: noise flooding is built for the slot path only; {args.client} holds keys of "
+                          f"packing {packing!r}")
+        y = _one_line_warnings(lambda: client.decrypt(reply))
+        print(f"decrypted output of shape {y.shape} ({packing})")
+        return _save_outputs(args.out, y, (), False)
     if getattr(args, "flood", False):
         y, bits = _one_line_warnings(lambda: client.decrypt_shared(reply))
         print(f"noise-flooded for sharing: about {bits:.1f} bits of precision left per output (flood sized for "
@@ -460,7 +568,10 @@ def _remote(args):
     """Client side over HTTP: the context is registered on first use, and again if the server evicted it."""
     import httpx
 
-    client = Client.load(args.client)
+    packing, client = dense_packings.load_client(args.client)
+    if packing != "slots":
+        raise HEError(f"remote: the HTTP server runs the slot path only; {args.client} holds keys of packing "
+                      f"{packing!r} (run keygen with --packing slots)")
     x = _load_array(args.input, "--input")
     token = serve.read_token(args.token_file)
     try:

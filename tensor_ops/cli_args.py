@@ -100,6 +100,13 @@ _INSECURE_INFER_HELP = ("run the local flow (without --context) on --params belo
                         "TOY); without it such parameters are refused (tests only)")
 _CLIP_HELP = ("clip samples outside the plan's calibrated input range into it (with a warning naming them) "
               "instead of refusing them")
+_PACKING_HELP = ("how samples are laid out in ciphertexts: slots (the slot-blocked plan, every model), replicated "
+                 "(one sample per ciphertext, few rotations: latency), samples (one sample per slot, no rotation: "
+                 "throughput); the last two take a chain of dense layers with fitted activations only. auto "
+                 "(default): for such a chain replicated below 100 samples and samples from 100 up "
+                 "(tensor_ops.dense_packings), else slots")
+_SAMPLES_HELP = ("how many samples the keys will encrypt at once, for --packing auto (default: unknown, the slot "
+                 "path); sample packing pairs sets (two samples per slot) when it exceeds a set's slots")
 _MEASURE_HELP = ("time the homomorphic operations on this machine (about a second) for the plan's time estimate, "
                  "instead of the built-in times of the development machine")
 
@@ -131,6 +138,11 @@ def add_commands(commands, only=None) -> None:
             command.add_argument("--memory-budget", default=None, help=MEMORY_HELP)
             command.add_argument("--bootstrap", action=argparse.BooleanOptionalAction, default=None,
                                  help=BOOTSTRAP_HELP)
+        if name in ("plan", "keygen", "infer"):
+            command.add_argument("--packing", choices=("auto", "slots", "replicated", "samples"), default="auto",
+                                 help=_PACKING_HELP)
+        if name in ("plan", "keygen"):
+            command.add_argument("--samples", type=int, default=None, help=_SAMPLES_HELP)
         if name in ("keygen", "infer"):
             command.add_argument("--insecure", action="store_true",
                                  help=_INSECURE_HELP if name == "keygen" else _INSECURE_INFER_HELP)

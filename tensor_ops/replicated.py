@@ -43,6 +43,7 @@ from __future__ import annotations
 import functools
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -55,8 +56,8 @@ from crypto.params import CKKSParameters
 from crypto.rlwe import Ciphertext
 from tensor_ops.model_plan import (ActivationStage, AffineStage, choose_parameters, output_ranges,
                                    outputs_outside)
-from tensor_ops.inference import (CLIENT_KIND, OutputRangeError, pack_message, require_secure, server_context,
-                                  unpack_message, write_secret_file)
+from tensor_ops.inference import (CLIENT_KIND, UNCHECKED_OUTPUTS, OutputRangeError, OutputRangeWarning, pack_message,
+                                  require_secure, server_context, unpack_message, write_secret_file)
 
 KINDS = ("rows", "gather", "spread", "activation")
 LAYOUT = "replicated"
@@ -800,7 +801,8 @@ class ReplicatedClient:
         if not galois_keys:
             public = CKKSContext.from_key_bytes(context.public_key_bytes(), context.relin_key_bytes())
             context = CKKSContext.from_bytes(public.to_bytes(), secret_key=context.secret_key_bytes())
-        write_secret_file(path, hezk.record.pack(CLIENT_KIND, {"plan": None, "replicated_plan": self.plan.to_dict()},
+        write_secret_file(path, hezk.record.pack(CLIENT_KIND, {"plan": None, "packing": "replicated-per-sample",
+                                                              "replicated_plan": self.plan.to_dict()},
                                                  [context.to_bytes(include_secret_key=True)]))
 
     @classmethod
@@ -838,7 +840,7 @@ class ReplicatedClient:
         level = self.plan.input_level
         cts = [self._context.encrypt(v, level=level) for sample in batch for v in self.plan.pack(sample)]
         header = {"key_id": self.key_id.hex(), "samples": len(batch), "single": single, "layout": LAYOUT,
-                  "model": self.plan.model, "fit": self.plan.fit}
+                  "model": self.plan.model, "fit": self.plan.fit, "fold": self.plan.stages[0].fold}
         return pack_message("request", header, cts)
 
     def decrypt(self, reply) -> np.ndarray:
@@ -850,6 +852,8 @@ class ReplicatedClient:
         where = self.plan.output_slots
         out = np.stack([np.asarray(self._context.decrypt(Ciphertext.from_bytes(b, self._context))).real[where]
                         for b in blobs]).reshape(len(blobs), *self.plan.output_shape)
+        if self.plan.output_range is None:  # as Client.decrypt: only non-finite values are caught
+            warnings.warn(OutputRangeWarning(UNCHECKED_OUTPUTS), stacklevel=2)
         invalid = outputs_outside(out, self.plan.output_range, self.plan.output_margin)
         if invalid.size:
             raise OutputRangeError(f"invalid result: samples {invalid.tolist()[:20]} decrypt to values outside the "

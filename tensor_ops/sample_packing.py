@@ -62,6 +62,7 @@ from __future__ import annotations
 import math
 import os
 import struct
+import warnings
 from dataclasses import dataclass
 
 import numba
@@ -75,7 +76,8 @@ from crypto.rlwe import Ciphertext
 from hezk.model.graph import activate
 from hezk.record import MAGIC
 from tensor_ops.model_plan import ActivationStage, AffineStage, choose_parameters, output_ranges, outputs_outside
-from tensor_ops.inference import OutputRangeError, require_secure, server_context, write_secret_file
+from tensor_ops.inference import (UNCHECKED_OUTPUTS, OutputRangeError, OutputRangeWarning, require_secure,
+                                  server_context, write_secret_file)
 
 __all__ = ["SamplePackedModel", "SamplePackedSpec", "SamplePackedClient", "SamplePackedServer", "dense_layer",
            "dense_layer_naive", "paired_activation", "modular_matmul", "modular_matmul_naive", "digit_width"]
@@ -762,6 +764,8 @@ class SamplePackedClient:
         """OutputRangeError when a decrypted sample is not finite or leaves the spec's output range (+- margin):
         an activation input left its interval there, and a polynomial far outside its interval can overflow the
         modulus, which corrupts every slot of the set, so every sample of that set is untrusted."""
+        if self.spec.output_range is None:  # as Client.decrypt: only non-finite values are caught
+            warnings.warn(OutputRangeWarning(UNCHECKED_OUTPUTS), stacklevel=3)
         invalid = outputs_outside(y, self.spec.output_range, self.spec.output_margin)
         if not invalid.size:
             return

@@ -65,18 +65,28 @@ FITS = ("weighted", "minimax")  # of the ReLU polynomials (``weighted_fit``); HE
 DEFAULT_FIT = "weighted"
 DEFAULT_DEGREE = 4  # of each ReLU polynomial: depth 9 at N = 2^14 (degree 2-3: depth 7, about 3 points less)
 CIPHERTEXTS_PER_REQUEST = 32  # slot-blocked: one request is one task (Server's default limit: 64 ciphertexts)
-# Instances of at least this many images use sample packing (tensor_ops.sample_packing: one image per slot, a set
-# of up to 8,192 images costs ~13 s of one core, 1.1 GB of input and ~12 s of client encryption whatever its fill);
-# smaller ones the replicated plan (tensor_ops.replicated: one image per ciphertext, ~0.17 s of one warm core per
-# image after a ~0.4 s set-up, ~0.03 s of client encryption per image). Server compute alone breaks even at
-# 13 / 0.17 = ~76 images, server and client together at (13 + 12) / (0.17 + 0.03) = ~125; 100 lies between and
-# no instance size does (single and small: 1 and 15 images, replicated; medium and large: 1,000 and 10,000,
-# sample packing). HEZK_FHE_PACKING=replicated|samples|slots forces one at key generation.
-SAMPLE_PACKING_MIN_BATCH = 100
+# The packing by instance size is hezk's one rule (tensor_ops.dense_packings.packing_for_batch: sample packing from
+# SAMPLE_PACKING_MIN_BATCH = 100 images, the replicated plan below; the command line's --packing auto uses it too).
+# Sample packing: a set of up to 8,192 images costs ~13 s of one core, 1.1 GB of input and ~12 s of client
+# encryption whatever its fill; the replicated plan ~0.17 s of one warm core per image after a ~0.4 s set-up,
+# ~0.03 s of client encryption per image. Server compute alone breaks even at 13 / 0.17 = ~76 images, server and
+# client together at (13 + 12) / (0.17 + 0.03) = ~125; 100 lies between and no instance size does (single and
+# small: 1 and 15 images, replicated; medium and large: 1,000 and 10,000, sample packing).
+# HEZK_FHE_PACKING=replicated|samples|slots forces one at key generation.
 PACKING_FILE = "packing.json"  # in io/<size>/public_keys/: the choice key generation made (public)
 PACKINGS = {"replicated": "replicated-per-sample", "samples": "samples-per-slot", "slots": "slot-blocked"}
 REPLICATED_FOLD = 16  # the client sends 784 / (64 x 16) -> 1 ciphertext per image, the server rotates it 15 times
 TIMINGS_FILE = "server_timings.json"  # in io/<size>/: the server stage's set-up and compute seconds
+
+
+def __getattr__(name):
+    """``SAMPLE_PACKING_MIN_BATCH``: ``tensor_ops.dense_packings``' (imported on use, so that a stage's usage line
+    needs no hezk)."""
+    if name == "SAMPLE_PACKING_MIN_BATCH":
+        from tensor_ops.dense_packings import SAMPLE_PACKING_MIN_BATCH
+
+        return SAMPLE_PACKING_MIN_BATCH
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class EntryError(Exception):
@@ -175,7 +185,9 @@ def packing_chosen(size: int) -> str:
         raise EntryError(f"HEZK_FHE_PACKING={forced!r} must be auto, replicated, samples or slots")
     if forced in PACKINGS:
         return forced
-    return "samples" if BATCH_SIZES[size] >= SAMPLE_PACKING_MIN_BATCH else "replicated"
+    from tensor_ops.dense_packings import packing_for_batch
+
+    return packing_for_batch(BATCH_SIZES[size])
 
 
 def packing_used(size: int) -> str:
