@@ -25,6 +25,13 @@ too and prints a warning when an activation's input leaves its fitted interval. 
 show a progress bar on stderr when it is a terminal (``--progress`` / ``--no-progress``).
 Errors print one line naming the problem and exit with status 2.
 
+``plan``, ``keygen`` and ``infer`` take ``--packing auto|slots|replicated|samples`` (``tensor_ops.dense_packings``):
+for a chain of dense layers with fitted activations, ``auto`` runs the replicated plan (one sample per ciphertext:
+latency) below ``SAMPLE_PACKING_MIN_BATCH`` = 100 samples and sample packing (one sample per slot: throughput) from
+it up, the slot-blocked plan for every other model; ``plan`` and ``keygen`` learn the batch from ``--samples N``
+(without it: the slot plan). The plan JSON, the client file and the requests carry the packing; ``encrypt``,
+``decrypt`` and server-side ``infer`` follow it and refuse a file of another packing.
+
 Right or refused: a plan calibrated on inputs states their range, and ``encrypt`` refuses samples outside it
 (``--clip`` clips them, with a warning naming them); ``decrypt`` and ``remote`` check every output against the
 plan's output range and, for a sample outside it, write nothing and exit with status 3 naming the sample, its
