@@ -200,6 +200,11 @@ class EvaluatorBackend:
     def __init__(self, evaluator, encode, routes: dict, slots: int, scale=None):
         self.ev, self._encode, self.routes, self.slots, self.scale = evaluator, encode, routes, int(slots), scale
         self._encoded: dict = {}  # (content digest, level) -> plaintext: a stage's diagonals encoded once
+        # ``crypto.ckks.linear.bsgs_sum`` (the planner's diagonal method runs through it) uses the evaluator's
+        # fused ct x pt accumulation and threads where it has them, as on the packed path
+        if hasattr(evaluator, "mul_plain_sum"):
+            self.mul_plain_sum = self._mul_plain_sum
+        self.thread_safe = bool(getattr(evaluator, "thread_safe", False))
 
     def _route(self, k):
         step = norm_shift(k, self.slots)
@@ -231,14 +236,22 @@ class EvaluatorBackend:
     def negate(self, a):
         return self.ev.neg(a)
 
+    def _plaintext(self, b, level):
+        if not isinstance(b, _Vector):
+            return b
+        key = (hashlib.blake2b(np.ascontiguousarray(b.vec).tobytes(), digest_size=16).digest(), level)
+        if key not in self._encoded:
+            extra = {} if self.scale is None else {"scale": self.scale}
+            self._encoded[key] = self._encode(b.vec, level=level, **extra)
+        return self._encoded[key]
+
     def multiply(self, a, b):
-        if isinstance(b, _Vector):
-            key = (hashlib.blake2b(np.ascontiguousarray(b.vec).tobytes(), digest_size=16).digest(), a.level)
-            if key not in self._encoded:
-                extra = {} if self.scale is None else {"scale": self.scale}
-                self._encoded[key] = self._encode(b.vec, level=a.level, **extra)
-            b = self._encoded[key]
-        return self.ev.mul(a, b)
+        return self.ev.mul(a, self._plaintext(b, a.level))
+
+    mul = multiply
+
+    def _mul_plain_sum(self, pairs):
+        return self.ev.mul_plain_sum((a, self._plaintext(b, a.level)) for a, b in pairs)
 
     def rescale(self, x):
         return self.ev.rescale(x)

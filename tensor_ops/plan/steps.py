@@ -8,6 +8,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from crypto.ckks.linear import bsgs_sum
+
 from ..layout import SlotLayout
 
 
@@ -383,18 +385,30 @@ class MatVecDiagonal(UnaryStep):
         return out
 
     def apply(self, be, regs, data):
+        """The accumulation is ``crypto.ckks.linear.bsgs_sum``, the one the packed model path and bootstrapping's
+        transforms use: on a backend with ``mul`` (``plan.affine.EvaluatorBackend``) its fused products and
+        threads, else through the backend's ``multiply``/``add`` (the same order of operations)."""
         matrix = data.plain_in(self.source, self.indices, (self.rows, self.cols))
         diags = self.diagonals(matrix, data.slots)
         x = regs[self.src]
         shifts = [r * self.stride for r in range(1, min(self.baby, self.dim))]
         babies = be.rotate_many(x, shifts) if shifts else {}
         babies[0] = x
-        out = None
-        for g in self._giants():
-            inner = None
-            for r in range(min(self.baby, self.dim - g)):
-                term = be.multiply(babies[r * self.stride], data.constant(diags[g + r]))
-                inner = term if inner is None else be.add(inner, term)
-            inner = be.rotate(inner, g * self.stride) if g else inner
-            out = inner if out is None else be.add(out, inner)
-        regs[self.out] = out
+        groups = [(g * self.stride, [(r * self.stride, data.constant(diags[g + r]))
+                                     for r in range(min(self.baby, self.dim - g))]) for g in self._giants()]
+        regs[self.out] = bsgs_sum(be if hasattr(be, "mul") else _Accumulate(be), babies, groups, rotate=be.rotate)
+
+
+class _Accumulate:
+    """``bsgs_sum``'s evaluator (``mul``, ``add``) over a plan backend (``multiply``, ``add``)."""
+
+    __slots__ = ("be",)
+
+    def __init__(self, be):
+        self.be = be
+
+    def mul(self, a, b):
+        return self.be.multiply(a, b)
+
+    def add(self, a, b):
+        return self.be.add(a, b)
