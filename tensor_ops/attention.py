@@ -20,8 +20,9 @@ broadcasting; reshapes and transposes are free layout changes. The non-polynomia
 
 The iteration counts follow from the calibrated ranges (each iteration is run on a grid of the range until the
 relative error is below ``tolerance``), and ``GraphApproximation.errors`` states each approximation's largest
-error on the calibration data. Depth grows with the iterations: on real CKKS parameters the whole layer needs
-bootstrapping (not placed here yet); ``depth`` counts the levels a node's schedule consumes.
+error on the calibration data. Depth grows with the iterations: on 128-bit CKKS parameters the whole layer needs
+bootstrapping (``tensor_ops.attention_plan.BootstrappingBackend`` refreshes tensors where the next operation needs
+more levels than they have); ``depth`` counts the levels a node's schedule consumes.
 """
 from __future__ import annotations
 
@@ -321,7 +322,12 @@ class GraphApproximation:
         if tuple(x.shape[1:]) != tuple(self.graph.input_shape):
             raise ShapeError(f"input of shape {tuple(x.shape)} must be (batch, *{self.graph.input_shape})")
         values = {self.graph.input: x}
+        # a bootstrapping backend (``tensor_ops.attention_plan``) is told which node runs: its bootstraps are stated
+        # by node
+        mark = getattr(x.backend, "at_node", None) if isinstance(x, CipherTensor) else None
         for node in self.graph.nodes:
+            if mark is not None:
+                mark(node.name)
             values[node.output] = self.node_forward(node, *(values[name] for name in node.inputs))
         return values[self.graph.output]
 

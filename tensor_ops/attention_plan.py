@@ -21,16 +21,21 @@ from math import prod
 
 import numpy as np
 
+from crypto.ckks.bootstrap import BootstrapConfig, as_config, natural_scales
 from crypto.rlwe import Ciphertext
-from crypto.errors import ParameterError, ShapeError
+from crypto.errors import LevelError, ParameterError, ShapeError
 
 from .backends import CKKSBackend
 from .attention import MARGIN, GraphApproximation, approximate
+from .bootstrap_placement import bootstrap_cost, cached_bootstrap_plan
 from .inference import InputRangeError, require_secure
-from .model_plan import DEFAULT_KEY_BUDGET, choose_parameters, deepest_secure_preset
+from .model_plan import (BOOTSTRAP_PRESET, DEFAULT_KEY_BUDGET, auto_parameters, check_scale_drift, choose_parameters,
+                         deepest_secure_preset)
+from .nn import LevelRecorder
+from .tensor_base import CipherTensorBase
 
-__all__ = ["ATTENTION_KINDS", "AttentionPlan", "has_attention", "plan_attention", "read_graph", "run_attention",
-           "samples_outside"]
+__all__ = ["ATTENTION_KINDS", "AttentionPlan", "BootstrapRecorder", "BootstrapSite", "BootstrappingBackend",
+           "has_attention", "plan_attention", "read_graph", "run_attention", "samples_outside"]
 
 #: node kinds that only this path evaluates (``tensor_ops.nn.from_graph`` refuses them)
 ATTENTION_KINDS = ("bilinear", "softmax", "layernorm")
@@ -39,6 +44,9 @@ _DEFAULT_SLOTS = 1 << 15
 #: levels asked beyond the recorded depth: the evaluator aligns the scales of two ciphertexts at one level by a
 #: rescale of one of them (a level the recording backend does not see; one on the tiny encoder layer)
 ALIGNMENT_LEVELS = 2
+#: seconds of one key-switched rotation at parameters of ``REFERENCE_SIZE`` = N x (Q + P limbs): the model planner's
+#: built-in figure (``tensor_ops.model_plan``), scaled linearly with the size; the time estimates' unit
+ROTATION_SECONDS, REFERENCE_SIZE = 0.0025, (1 << 13) * 7
 
 
 class ScaleKeepingBackend(CKKSBackend):
@@ -75,6 +83,170 @@ class ScaleKeepingBackend(CKKSBackend):
             high = self.ev.rescale(self.ev.mul(high, ones))
             return self.ev.mul(low, high)
         return super().multiply(a, b)
+
+
+@dataclass(frozen=True)
+class BootstrapSite:
+    """One refresh: the ``ciphertexts`` of one tensor bootstrapped together before an operation of ``node`` (the
+    node evaluated after ``after``; None: the graph's input), which needed more levels than the lowest of them,
+    ``level_in``, had left; ``magnitude``: the largest |value| bootstrapped there on the recorded sample (the
+    bootstrap's stated precision is for |x| <= 1; NaN where not recorded)."""
+
+    node: str
+    after: str | None
+    ciphertexts: int
+    level_in: int
+    magnitude: float = float("nan")
+
+    def __post_init__(self):
+        if not isinstance(self.node, str) or not (self.after is None or isinstance(self.after, str)):
+            raise ParameterError(f"bootstrap site: node={self.node!r} and after={self.after!r} must be node names")
+        for name in ("ciphertexts", "level_in"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < (name == "ciphertexts"):
+                raise ParameterError(f"bootstrap site at {self.node}: {name}={value!r} must be an integer >= "
+                                     f"{int(name == 'ciphertexts')}")
+
+
+class _Refreshing:
+    """The bootstrap rule shared by the encrypted backend and its recording twin (``refresh_operands``, called by
+    ``tensor_ops.tensor_base.run_plan`` before every plan): a plan that consumes d >= 1 levels (``Plan.depth``)
+    first bootstraps every encrypted operand whose lowest ciphertext is below level d, all the tensor's ciphertexts
+    together (they leave at the bootstrap's ``levels_left``); a plan deeper than ``levels_left`` is refused
+    (LevelError). Each refresh is kept in ``sites`` (``BootstrapSite``), by the node ``at_node`` last named.
+
+    A refreshed tensor is remembered by its ciphertexts (the last ``REMEMBERED`` ciphertexts): an operand made of
+    the same ciphertexts again (a value used by several operations, as Newton's iterations use the row sum s in
+    y (2 - s y) at every step) takes the refreshed ones instead of a second bootstrap."""
+
+    levels_left: int
+    REMEMBERED = 64
+
+    def _init_sites(self):
+        self.sites: list[BootstrapSite] = []
+        self._node, self._after = None, None
+        self._refreshed: dict = {}   # ids of the ciphertexts -> (those ciphertexts, their bootstrapped ones)
+
+    def at_node(self, name: str) -> None:
+        """The node evaluated from now on (``GraphApproximation.forward`` names each)."""
+        self._node, self._after = name, self._node
+
+    @property
+    def bootstraps(self) -> int:
+        """Ciphertexts bootstrapped so far."""
+        return sum(site.ciphertexts for site in self.sites)
+
+    def refresh_operands(self, plan, operands):
+        need = plan.depth()
+        if need == 0:
+            return operands
+        out = []
+        for operand in operands:
+            level = operand.level if isinstance(operand, CipherTensorBase) else None
+            if level is not None and level < need:
+                if need > self.levels_left:
+                    raise LevelError(f"{self._node or 'an operation'}: {plan.spec.expression()} consumes {need} "
+                                     f"levels in one plan, more than the {self.levels_left} a bootstrap leaves")
+                operand = type(operand)(self._bootstrapped(operand.ciphertexts, int(level)), operand.layout,
+                                        operand.backend)
+            out.append(operand)
+        return out
+
+    def _bootstrapped(self, ciphertexts, level: int) -> list:
+        key = tuple(id(ct) for ct in ciphertexts)
+        kept = self._refreshed.get(key)
+        if kept is not None:
+            return kept[1]
+        self.sites.append(BootstrapSite(self._node or "", self._after, len(ciphertexts), level,
+                                        self._magnitude(ciphertexts)))
+        fresh = [self.bootstrap(ct) for ct in ciphertexts]
+        self._refreshed[key] = (tuple(ciphertexts), fresh)   # the originals kept: their ids stay theirs
+        while sum(len(v[0]) for v in self._refreshed.values()) > self.REMEMBERED and len(self._refreshed) > 1:
+            self._refreshed.pop(next(iter(self._refreshed)))
+        return fresh
+
+    def _magnitude(self, ciphertexts) -> float:
+        return float("nan")
+
+
+class BootstrappingBackend(_Refreshing, ScaleKeepingBackend):
+    """A ScaleKeepingBackend that bootstraps (``Evaluator.bootstrap`` with ``config``; the context needs the
+    bootstrap's rotation keys and conjugation key: ``CKKSContext.keygen(bootstrap=config)``) by the rule of
+    ``_Refreshing``: before an operation (one einsum / elementwise plan) that consumes d levels, each encrypted
+    operand tensor with a ciphertext below level d is bootstrapped, all its ciphertexts together; the refreshed
+    ciphertexts are at the bootstrap's ``levels_left``.
+
+    Scales follow the parameters' natural chain (``crypto.ckks.bootstrap.natural_scales``: s_L = Delta,
+    s_(l-1) = s_l^2 / q_l, where a bootstrap lands): a constant is encoded so that the product's rescale gives
+    s_(l-1), so two ciphertexts at one level always share a scale and an addition never spends a level aligning
+    them (the evaluator aligns ciphertexts at two levels on the higher one). The levels a run takes are then those
+    of the level-recording twin (``BootstrapRecorder``), and so are its bootstraps; inputs are encrypted at the
+    natural scale of their level (``encrypt_tensor``)."""
+
+    def __init__(self, ctx, config=None, cache_size: int = 2048):
+        super().__init__(ctx, cache_size)
+        self.config = as_config(config)
+        self.bootstrap_plan = cached_bootstrap_plan(ctx.params, self.config)
+        self.levels_left = self.bootstrap_plan.levels_left
+        self.natural = natural_scales(ctx.params)
+        self._init_sites()
+
+    def _delta_scale(self, level: int, scale: float) -> float:
+        params = self.ctx.params
+        if level == 0:
+            return self.natural[0]
+        return float(prod(params.q_levels[level])) * self.natural[level - 1] / scale
+
+    def bootstrap(self, ct):
+        return self.ev.bootstrap(ct, self.config)
+
+    def encrypt_tensor(self, array, level: int):
+        """``array`` encrypted in the compact layout (as ``tensor_ops.encrypt``) at ``level`` and the natural scale
+        there."""
+        from .layout import SlotLayout
+        from .tensor import CipherTensor
+
+        layout = SlotLayout.compact(array.shape, self.slots)
+        cts = [self.ctx.encrypt(v, level=level, scale=self.natural[level]) for v in layout.pack(array)]
+        return CipherTensor(cts, layout, self)
+
+
+class BootstrapRecorder(_Refreshing, LevelRecorder):
+    """The level-recording twin of ``BootstrappingBackend``: slot vectors carry levels (``LevelRecorder``), inputs
+    start at ``input_level``, the same rule refreshes tensors (a refreshed vector is at ``levels_left``; its values
+    unchanged), and ``sites`` states where the encrypted run will bootstrap, how many ciphertexts and the largest
+    value bootstrapped; ``products`` counts ciphertext x ciphertext and ciphertext x constant products apart (for
+    the time estimate). A rescale below level 0 raises LevelError (the rule failed to refresh in time)."""
+
+    def __init__(self, slots: int, input_level: int, levels_left: int):
+        super().__init__(slots)
+        self.input_level, self.levels_left = int(input_level), int(levels_left)
+        self.products = {"ct_ct": 0, "ct_pt": 0}
+        self._init_sites()
+
+    def encrypt(self, vector):
+        out = super().encrypt(vector)
+        out.level = self.input_level
+        return out
+
+    def rescale(self, x):
+        out = super().rescale(x)
+        if getattr(out, "level", 0) < 0:
+            raise LevelError(f"{self._node}: a rescale below level 0 (the bootstrap rule did not refresh in time)")
+        return out
+
+    def multiply(self, a, b):
+        both = getattr(a, "level", None) is not None and getattr(b, "level", None) is not None
+        self.products["ct_ct" if both else "ct_pt"] += 1
+        return super().multiply(a, b)
+
+    def bootstrap(self, x):
+        out = np.array(x).view(type(x))
+        out.level = self.levels_left
+        return out
+
+    def _magnitude(self, ciphertexts) -> float:
+        return float(max(np.max(np.abs(v)) for v in ciphertexts))
 
 
 def has_attention(graph) -> bool:
@@ -131,7 +303,11 @@ def _describe(node, approx) -> str:
 class AttentionPlan:
     """What the attention path will do, before any key exists: the operators, each approximation with its
     largest error on the calibration data, the levels and rotations measured on recording runs, and the
-    parameters (None with ``refusal`` saying why none were found)."""
+    parameters (None with ``refusal`` saying why none were found). A plan that bootstraps names the
+    ``bootstrap`` config and its ``bootstraps`` (``BootstrapSite``, recorded on one calibration sample by
+    ``BootstrapRecorder``: where, how many ciphertexts), inputs encrypted at ``input_level`` (None: the top level);
+    ``key_steps``: the rotation keys when one per step would exceed the key budget (the powers of two, every other
+    step composed); ``operations``: the recorded operation counts the time estimate prices."""
 
     input_shape: tuple
     output_shape: tuple
@@ -146,11 +322,88 @@ class AttentionPlan:
     refusal: str | None
     input_range: tuple
     calibration_samples: int
+    bootstrap: BootstrapConfig | None = None
+    bootstraps: tuple = ()
+    input_level: int | None = None
+    key_steps: tuple | None = None
+    operations: tuple = ()         # (name, count): rotations, hoisted_rotations, ct_ct, ct_pt
+
+    def __post_init__(self):
+        """Checks a bootstrapping plan's fields: a BootstrapConfig with parameters that can run it (full slots), the
+        sites ``BootstrapSite`` records at levels below the parameters', the input level within them."""
+        if self.bootstrap is None:
+            if self.bootstraps or self.input_level is not None:
+                raise ParameterError(f"attention plan: bootstraps={self.bootstraps!r:.80} and input_level="
+                                     f"{self.input_level!r} need a bootstrap config (bootstrap=None)")
+            return
+        if not isinstance(self.bootstrap, BootstrapConfig):
+            raise ParameterError(f"attention plan: bootstrap={self.bootstrap!r:.80} must be a BootstrapConfig")
+        if self.params is None:
+            raise ParameterError("attention plan: a bootstrap config needs parameters (params=None)")
+        if self.bootstrap.slots not in (None, self.params.slots):
+            raise ParameterError(f"attention plan: bootstrap slots={self.bootstrap.slots} must be the parameters' "
+                                 f"slots={self.params.slots} (the tensors' layouts may fill every slot)")
+        top = self.params.max_level
+        level = self.input_level
+        if isinstance(level, bool) or not isinstance(level, (int, np.integer)) or not 0 <= level <= top:
+            raise ParameterError(f"attention plan: input_level={level!r} must be an integer in [0, {top}]")
+        if not isinstance(self.bootstraps, tuple) or not all(isinstance(b, BootstrapSite) for b in self.bootstraps):
+            raise ParameterError(f"attention plan: bootstraps={self.bootstraps!r:.80} must be a tuple of "
+                                 f"BootstrapSite")
+        left = self.bootstrap_plan.levels_left  # LevelError where the parameters cannot bootstrap
+        for site in self.bootstraps:
+            if site.level_in >= left:
+                raise ParameterError(f"attention plan: a bootstrap at {site.node} from level {site.level_in}, not "
+                                     f"below the {left} levels a bootstrap leaves (no refresh would happen there)")
+
+    @property
+    def bootstrap_plan(self):
+        """The ``crypto.ckks.bootstrap.BootstrapPlan`` of the plan's bootstraps (None without)."""
+        return None if self.bootstrap is None else cached_bootstrap_plan(self.params, self.bootstrap)
+
+    @property
+    def bootstrap_count(self) -> int:
+        """Ciphertexts bootstrapped in one evaluation of one sample."""
+        return sum(site.ciphertexts for site in self.bootstraps)
+
+    @property
+    def key_rotations(self) -> tuple:
+        """The Galois keys' rotation steps: the evaluation's (or ``key_steps``) and the bootstrap's."""
+        steps = set(self.rotations if self.key_steps is None else self.key_steps)
+        if self.bootstrap is not None:
+            steps |= set(self.bootstrap_plan.rotation_steps)
+        return tuple(sorted(steps))
 
     @property
     def galois_key_bytes(self) -> int:
-        """Estimated Galois key bytes: per key, digits x 2 x (Q + P limbs) x N x 4 (as ``ModelPlan``)."""
-        return 0 if self.params is None else _key_bytes(self.params, len(self.rotations))
+        """Estimated Galois key bytes: per key, digits x 2 x (Q + P limbs) x N x 4 (as ``ModelPlan``); a bootstrapping
+        plan's conjugation key counted."""
+        if self.params is None:
+            return 0
+        return _key_bytes(self.params, len(self.key_rotations) + (self.bootstrap is not None))
+
+    @property
+    def bootstrap_seconds(self) -> float:
+        """Estimated seconds of one bootstrap: its cost in rotations (``bootstrap_placement.bootstrap_cost``) times
+        a rotation at the top level (``ROTATION_SECONDS`` scaled by the size); 0 without bootstraps."""
+        if self.bootstrap is None:
+            return 0.0
+        return bootstrap_cost(self.bootstrap_plan) * _rotation_seconds(self.params, self.params.max_level)
+
+    @property
+    def estimated_seconds(self) -> float:
+        """Estimated server seconds of one evaluation with bootstraps: the bootstraps, plus the recorded rotations and
+        products priced by the cost model's ratios (``tensor_ops.plan.cost.CostModel``) at the levels a bootstrap
+        leaves (those before the first bootstrap run on more limbs: not counted); 0 without bootstraps."""
+        if self.bootstrap is None:
+            return 0.0
+        from .plan.cost import CostModel
+
+        c, counts = CostModel(), dict(self.operations)
+        units = (counts.get("rotations", 0) * c.rotation + counts.get("hoisted_rotations", 0) * c.hoisted_rotation
+                 + counts.get("ct_ct", 0) * (c.ct_mult + c.rescale) + counts.get("ct_pt", 0) * (c.pt_mult + c.rescale))
+        rotation = _rotation_seconds(self.params, min(self.bootstrap_plan.levels_left, self.params.max_level))
+        return self.bootstrap_count * self.bootstrap_seconds + units * rotation
 
     def require_parameters(self):
         """The parameters, or ParameterError stating why none were found."""
@@ -173,14 +426,46 @@ class AttentionPlan:
         lines.append(f"depth: {self.depth} levels (measured on a level-recording run; {ALIGNMENT_LEVELS} more asked "
                      f"of the parameters for scale alignments); {len(self.rotations)} "
                      f"rotation keys at {self.slots} slots")
+        if self.bootstrap is not None:
+            lines += self._explain_bootstraps()
         if self.params is None:
             lines.append(f"parameters: none: {self.refusal}")
         else:
             p = self.params
+            keys = len(self.key_rotations)
+            how = "" if self.key_steps is None else (f", the powers of two (over the key budget with one key a step: "
+                                                     f"every other step composed)")
+            conjugation = " + the conjugation key" if self.bootstrap is not None else ""
             lines.append(f"parameters: N=2^{p.log_n}, {p.max_level} levels, scale 2^{p.log_scale}, "
                          f"log2(QP)={p.log_qp:.1f}, security {p.security}; Galois keys ~"
-                         f"{self.galois_key_bytes / 2**20:.1f} MiB")
+                         f"{self.galois_key_bytes / 2**20:.1f} MiB ({keys} rotation keys{how}{conjugation})")
         return "\n".join(lines)
+
+    def _explain_bootstraps(self) -> list:
+        boot, sites = self.bootstrap_plan, self.bootstraps
+        lines = [f"bootstraps: {self.bootstrap_count} ciphertext bootstraps at {len(sites)} sites (recorded on one "
+                 f"calibration sample, inputs at level {self.input_level}; rule: before an operation consuming d "
+                 f"levels, a tensor below level d is bootstrapped, all its ciphertexts together); each uses "
+                 f"{boot.levels_used} levels and leaves {boot.levels_left}, keeps about {boot.precision_bits:.1f} "
+                 f"bits worst case (|x| <= 1) and {boot.noise_bits:.1f} bits on random slots, needs "
+                 f"{len(boot.rotation_steps)} rotation keys and the conjugation key"]
+        by_node: dict = {}
+        for site in sites:
+            by_node.setdefault((site.node, site.after), []).append(site)
+        for (node, after), group in by_node.items():
+            where = "the input" if after is None else after
+            magnitude = max(site.magnitude for site in group)
+            lines.append(f"  in {node} (after {where}): {sum(s.ciphertexts for s in group)} ciphertexts in "
+                         f"{len(group)} refreshes, from levels {sorted({s.level_in for s in group})}, values up to "
+                         f"{magnitude:.3g}")
+        largest = max((site.magnitude for site in sites), default=0.0)
+        if largest > 1:
+            lines.append(f"  values bootstrapped reach {largest:.3g} (|x| > 1): EvalMod's sine error grows with "
+                         f"(|x| Delta / q_0)^5 beyond the stated precision")
+        lines.append(f"estimated time: {self.estimated_seconds:.0f} s of server compute, of which bootstraps "
+                     f"{self.bootstrap_count} x ~{self.bootstrap_seconds:.1f} s (priced from their operation counts; "
+                     f"built-in per-operation times of the development machine, one thread)")
+        return lines
 
 
 def _operators(graph) -> tuple:
@@ -213,16 +498,80 @@ def _record(model: GraphApproximation, x: np.ndarray, slots: int) -> tuple[int, 
     return levels.consumed, tuple(sorted(s for s in rotations.steps if s % slots))
 
 
-def plan_attention(graph, calibration, *, params=None, allow_insecure: bool = False,
-                   key_budget: int = DEFAULT_KEY_BUDGET, activation_degree: int = 7,
-                   tolerance: float = 1e-4) -> tuple[AttentionPlan, GraphApproximation]:
-    """(plan, calibrated model) of ``graph`` on the float batch ``calibration``; ``params``: CKKSParameters with
-    at least the measured depth (ParameterError otherwise; below 128 bits only with ``allow_insecure``), or None
-    for the smallest 128-bit ring with that depth whose keys fit ``key_budget`` (the plan's ``refusal`` says
-    why when there is none)."""
+def _record_bootstraps(model: GraphApproximation, x: np.ndarray, params, config, input_level: int):
+    """(sites, operation counts) of the bootstrapping evaluation of ``x`` at ``params`` (``BootstrapRecorder``);
+    LevelError when one operation needs more levels than a bootstrap leaves."""
+    from .tensor import encrypt
+
+    recorder = BootstrapRecorder(params.slots, input_level, cached_bootstrap_plan(params, config).levels_left)
+    model.forward(encrypt(recorder, x))
+    counts = (("rotations", recorder.counts["rotations"]), ("hoisted_rotations", recorder.counts["hoisted_rotations"]),
+              ("ct_ct", recorder.products["ct_ct"]), ("ct_pt", recorder.products["ct_pt"]))
+    return tuple(recorder.sites), counts
+
+
+def _site_key(site: BootstrapSite) -> tuple:
+    """What a site states independently of the sample's values."""
+    return site.node, site.after, site.ciphertexts, site.level_in
+
+
+def _power_of_two_steps(slots: int) -> tuple:
+    return tuple(1 << i for i in range(slots.bit_length() - 1))
+
+
+def _bootstrapping(model, sample, params, config, input_level, rotations, key_budget) -> dict:
+    """The bootstrapping fields of a plan at ``params`` (ParameterError naming why there are none): the config
+    (full slots), the sites recorded on ``sample`` with inputs at ``input_level`` (None: the top level), the key
+    steps when one key a step exceeds ``key_budget``, the operation counts."""
+    config = as_config(config)
+    if config.slots not in (None, params.slots):
+        raise ParameterError(f"bootstrap slots={config.slots} must be the parameters' slots={params.slots} (the "
+                             f"attention path's layouts may fill every slot)")
+    try:
+        boot = cached_bootstrap_plan(params, config)
+    except LevelError as why:
+        raise ParameterError(f"the parameters (N=2^{params.log_n}, {params.max_level} levels) cannot bootstrap: "
+                             f"{why}") from None
+    check_scale_drift(params)
+    level = params.max_level if input_level is None else input_level
+    if isinstance(level, bool) or not isinstance(level, (int, np.integer)) or not 0 <= level <= params.max_level:
+        raise ParameterError(f"input_level={level!r} must be an integer in [0, {params.max_level}]")
+    try:
+        sites, operations = _record_bootstraps(model, sample, params, config, int(level))
+    except LevelError as why:
+        raise ParameterError(f"no bootstrap placement: {why}") from None
+    boot_steps = set(boot.rotation_steps)
+    key_steps = None
+    if _key_bytes(params, len(set(rotations) | boot_steps) + 1) > key_budget:
+        key_steps = _power_of_two_steps(params.slots)
+        keys = len(set(key_steps) | boot_steps) + 1
+        if _key_bytes(params, keys) > key_budget:
+            raise ParameterError(f"the bootstrapping ring N=2^{params.log_n} needs {_key_bytes(params, keys) / 2**20:.0f} "
+                                 f"MiB of Galois keys even with power-of-two keys ({keys} keys, the bootstrap's "
+                                 f"included), over the key budget of {key_budget / 2**20:.0f} MiB")
+    return dict(bootstrap=config, bootstraps=sites, input_level=int(level), key_steps=key_steps,
+                operations=operations)
+
+
+def plan_attention(graph, calibration, *, params=None, bootstrap=None, allow_insecure: bool = False,
+                   key_budget: int = DEFAULT_KEY_BUDGET, activation_degree: int = 7, tolerance: float = 1e-4,
+                   input_level: int | None = None) -> tuple[AttentionPlan, GraphApproximation]:
+    """(plan, calibrated model) of ``graph`` on the float batch ``calibration``.
+
+    ``params``: CKKSParameters (below 128 bits only with ``allow_insecure``), or None for the smallest 128-bit
+    ring with the measured depth whose keys fit ``key_budget``. ``bootstrap`` (as ``Sequential.plan``): None
+    bootstraps only a model deeper than the parameters named (or than a 128-bit ring holds within the key budget:
+    then on the bootstrappable preset ``model_plan.BOOTSTRAP_PRESET``, N16_BOOT); True or a ``BootstrapConfig``
+    bootstraps in any case (on N16_BOOT without ``params``); False never (a model deeper than the levels is refused
+    naming its depth: ParameterError for named parameters, else the plan's ``refusal``). Bootstraps are placed by
+    recording (``BootstrapRecorder``, the rule of ``BootstrappingBackend``), the sites stated in the plan.
+    ``input_level``: the level inputs are encrypted at in a bootstrapping plan (default the top; tests force a
+    small level budget with it, and bootstrapping with it)."""
     if calibration is None:
         raise ParameterError("a model with attention needs calibration inputs (--calibration x.npy): Softmax, "
                              "LayerNorm and the activations are approximated on the ranges they take there")
+    if bootstrap is not None and bootstrap is not False:
+        bootstrap = as_config(bootstrap)
     batch, _ = _batch(graph, calibration)
     model = approximate(graph, batch, activation_degree=activation_degree, tolerance=tolerance)
     exact = graph.forward(batch)
@@ -233,52 +582,83 @@ def plan_attention(graph, calibration, *, params=None, allow_insecure: bool = Fa
     low, high = float(batch.min()), float(batch.max())
     pad = MARGIN * max(high - low, 1e-6)
     sample = batch[:1]
-    refusal = None
-    fix = ("bootstraps are not placed on the attention path yet: name parameters with at least {} levels (--params; "
-           "below 128 bits only with --insecure, for tests)").format
+    refusal, boot = None, {}
+    wants = bootstrap is not None and bootstrap is not False
+    if input_level is not None and bootstrap is False:
+        raise ParameterError("input_level sets the level of a bootstrapping plan's inputs; bootstrap=False forbids "
+                             "bootstraps")
+    forbidden = ("--no-bootstrap (bootstrap=False) forbids the bootstraps that would run it: drop it (bootstraps are "
+                 f"then placed, on {BOOTSTRAP_PRESET} without --params) or name parameters with at least {{}} levels "
+                 f"(--params; below 128 bits only with --insecure, for tests)").format
     if params is not None:
         if not allow_insecure:
             require_secure(params, "the parameters named", "--insecure (allow_insecure=True)")
         depth, rotations = _record(model, sample, params.slots)
-        if depth + ALIGNMENT_LEVELS > params.max_level:
-            raise ParameterError(f"the model consumes {depth} levels (+{ALIGNMENT_LEVELS} for scale alignments) but "
-                                 f"the parameters named hold {params.max_level}: name parameters with at least "
-                                 f"{depth + ALIGNMENT_LEVELS} levels (bootstraps "
-                                 f"are not placed on the attention path yet)")
         slots = params.slots
+        if depth + ALIGNMENT_LEVELS > params.max_level and bootstrap is False:
+            raise ParameterError(f"the model consumes {depth} levels (+{ALIGNMENT_LEVELS} for scale alignments) but "
+                                 f"the parameters named hold {params.max_level}: "
+                                 f"{forbidden(depth + ALIGNMENT_LEVELS)}")
+        if wants or input_level is not None or depth + ALIGNMENT_LEVELS > params.max_level:
+            try:
+                boot = _bootstrapping(model, sample, params, bootstrap, input_level, rotations, key_budget)
+            except ParameterError as why:
+                raise ParameterError(f"the model consumes {depth} levels (+{ALIGNMENT_LEVELS} for scale "
+                                     f"alignments) but the parameters named hold {params.max_level}: name parameters "
+                                     f"with at least {depth + ALIGNMENT_LEVELS} levels, or parameters that bootstrap "
+                                     f"it (bootstrapping with these fails: {why})") from None
     else:
         depth, rotations = _record(model, sample, _DEFAULT_SLOTS)
         slots = _DEFAULT_SLOTS
-        try:
-            chosen = choose_parameters(depth + ALIGNMENT_LEVELS, 1)
-        except ParameterError as why:
-            chosen = None
-            refusal = (f"the model consumes {depth} levels, more than a 128-bit ring holds ({why}); "
-                       f"{fix(depth + ALIGNMENT_LEVELS)}")
-        if chosen is not None:
-            depth, at_slots = _record(model, sample, chosen.slots)
-            if depth + ALIGNMENT_LEVELS > chosen.max_level:  # another slot count, another layout: its own depth
-                chosen = choose_parameters(depth + ALIGNMENT_LEVELS, 1)
-                depth, at_slots = _record(model, sample, chosen.slots)
-            keys = _key_bytes(chosen, len(at_slots))
-            if keys <= key_budget:
-                params, rotations, slots = chosen, at_slots, chosen.slots
-            else:
-                refusal = (f"the model consumes {depth} levels; the smallest 128-bit ring with them "
-                           f"(N=2^{chosen.log_n}, {len(chosen.digits)} key-switching digits) needs "
-                           f"{keys / 2**20:.0f} MiB of Galois keys for {len(at_slots)} rotations, over the key "
-                           f"budget of {key_budget / 2**20:.0f} MiB (the deepest 128-bit preset without "
-                           f"bootstrapping holds {deepest_secure_preset()[1]} levels); "
-                           f"{fix(depth + ALIGNMENT_LEVELS)}")
+        if not wants and input_level is None:
+            params, rotations, slots, depth, refusal = _without_bootstraps(model, sample, depth, rotations, key_budget)
+        if params is None and bootstrap is not False:   # deeper than a 128-bit ring holds within the budget
+            chosen = auto_parameters(depth, True)
+            if chosen.slots != slots:
+                depth, rotations = _record(model, sample, chosen.slots)
+            try:
+                boot = _bootstrapping(model, sample, chosen, bootstrap, input_level, rotations, key_budget)
+                params, slots, refusal = chosen, chosen.slots, None
+            except ParameterError as why:
+                refusal = f"the model consumes {depth} levels; bootstrapping on {BOOTSTRAP_PRESET} fails: {why}"
+        elif params is None:
+            refusal = f"{refusal}; {forbidden(depth + ALIGNMENT_LEVELS)}"
     plan = AttentionPlan(tuple(graph.input_shape), tuple(graph.output_shape), _operators(graph), approximations,
                          error, float(np.max(np.abs(exact))), int(depth), tuple(rotations), slots, params, refusal,
-                         (low - pad, high + pad), len(batch))
+                         (low - pad, high + pad), len(batch), **boot)
     return plan, model
+
+
+def _without_bootstraps(model, sample, depth, rotations, key_budget):
+    """(params, rotations, slots, depth, refusal) of the smallest 128-bit ring holding the model's depth within the
+    key budget (params None and the refusal saying why when there is none)."""
+    try:
+        chosen = choose_parameters(depth + ALIGNMENT_LEVELS, 1)
+    except ParameterError as why:
+        return None, rotations, _DEFAULT_SLOTS, depth, (f"the model consumes {depth} levels, more than a 128-bit ring "
+                                                        f"holds ({why})")
+    depth, at_slots = _record(model, sample, chosen.slots)
+    if depth + ALIGNMENT_LEVELS > chosen.max_level:  # another slot count, another layout: its own depth
+        chosen = choose_parameters(depth + ALIGNMENT_LEVELS, 1)
+        depth, at_slots = _record(model, sample, chosen.slots)
+    keys = _key_bytes(chosen, len(at_slots))
+    if keys <= key_budget:
+        return chosen, at_slots, chosen.slots, depth, None
+    return None, rotations, _DEFAULT_SLOTS, depth, (
+        f"the model consumes {depth} levels; the smallest 128-bit ring with them (N=2^{chosen.log_n}, "
+        f"{len(chosen.digits)} key-switching digits) needs {keys / 2**20:.0f} MiB of Galois keys for {len(at_slots)} "
+        f"rotations, over the key budget of {key_budget / 2**20:.0f} MiB (the deepest 128-bit preset without "
+        f"bootstrapping holds {deepest_secure_preset()[1]} levels)")
 
 
 def _key_bytes(params, rotations: int) -> int:
     """Estimated Galois key bytes: per key, digits x 2 x (Q + P limbs) x N x 4 (as ``ModelPlan``)."""
     return rotations * len(params.digits) * 2 * (len(params.q_moduli) + len(params.p_moduli)) * params.n * 4
+
+
+def _rotation_seconds(params, level: int) -> float:
+    """Estimated seconds of one key-switched rotation at ``level`` of ``params`` (``ROTATION_SECONDS`` scaled)."""
+    return ROTATION_SECONDS * params.n * (params.limbs_at(level) + len(params.p_moduli)) / REFERENCE_SIZE
 
 
 def samples_outside(plan: AttentionPlan, model: GraphApproximation, x) -> dict:
@@ -328,7 +708,10 @@ def run_attention(plan: AttentionPlan, model: GraphApproximation, x, *, seed=Non
                   report=None) -> np.ndarray:
     """Keys, encryption, encrypted evaluation and decryption of ``x`` (one sample or a batch) in this process;
     InputRangeError naming the samples whose plain reference leaves a calibrated range (nothing is computed
-    then). ``report``: a callable given one line per step (keys, encryption, evaluation)."""
+    then). ``report``: a callable given one line per step (keys, encryption, evaluation). A bootstrapping plan
+    runs on ``BootstrappingBackend`` (keys with the bootstrap's); its bootstrap sites are recorded again for
+    ``x`` first, and a plan whose stated sites differ from the model's at its parameters is refused (ParameterError)
+    before any key is made."""
     import time
 
     from crypto.context import CKKSContext
@@ -343,12 +726,14 @@ def run_attention(plan: AttentionPlan, model: GraphApproximation, x, *, seed=Non
                               f"{first}: {outside[first]}); the approximations are only right inside them, so "
                               f"nothing was computed (recalibrate on inputs like these)", sorted(outside))
     params = plan.require_parameters()
+    say = report or (lambda text: None)
+    if plan.bootstrap is not None:
+        return _run_bootstrapping(plan, model, batch, single, seed, progress, say)
     depth, steps = _record(model, batch, params.slots) if len(batch) > 1 else (plan.depth, plan.rotations)
     if depth + ALIGNMENT_LEVELS > params.max_level:  # a batch packs otherwise than the one sample planned
         raise ParameterError(f"a batch of {len(batch)} samples consumes {depth} levels (+{ALIGNMENT_LEVELS}), more "
                              f"than the plan's {params.max_level}: send fewer samples at once")
     rotations = tuple(sorted(set(plan.rotations) | set(steps)))
-    say = report or (lambda text: None)
     start = time.perf_counter()
     ctx = CKKSContext.keygen(params, rotations=rotations, seed=seed, progress=progress)
     say(f"client: keys for N=2^{params.log_n} ({len(rotations)} rotation keys) in "
@@ -361,3 +746,31 @@ def run_attention(plan: AttentionPlan, model: GraphApproximation, x, *, seed=Non
     out = y.decrypt().reshape(len(batch), *plan.output_shape)
     return out[0] if single else out
 
+
+def _run_bootstrapping(plan, model, batch, single, seed, progress, say):
+    import time
+
+    from crypto.context import CKKSContext
+
+    params = plan.params
+    sites, _ = _record_bootstraps(model, batch, params, plan.bootstrap, plan.input_level)
+    if len(batch) == 1 and [_site_key(s) for s in sites] != [_site_key(s) for s in plan.bootstraps]:
+        raise ParameterError(f"the plan states {plan.bootstrap_count} ciphertext bootstraps at {len(plan.bootstraps)} "
+                             f"sites; this model at the plan's parameters takes {sum(s.ciphertexts for s in sites)} at "
+                             f"{len(sites)}: the plan was altered or made for another model (plan it again)")
+    steps = () if len(batch) == 1 else _record(model, batch, params.slots)[1]
+    rotations = plan.key_rotations if plan.key_steps is not None else tuple(sorted(set(plan.key_rotations) | set(steps)))
+    start = time.perf_counter()
+    ctx = CKKSContext.keygen(params, rotations=rotations, seed=seed, progress=progress, bootstrap=plan.bootstrap)
+    say(f"client: keys for N=2^{params.log_n} ({len(rotations)} rotation keys, the bootstrap's included, and the "
+        f"conjugation key) in {time.perf_counter() - start:.1f} s")
+    start = time.perf_counter()
+    backend = BootstrappingBackend(ctx, plan.bootstrap)
+    tensor = backend.encrypt_tensor(batch, plan.input_level)
+    say(f"client: encrypted {len(batch)} sample(s) into {len(tensor.ciphertexts)} ciphertext(s) at level "
+        f"{plan.input_level}")
+    y = model.forward(tensor)
+    say(f"server: evaluated the model encrypted in {time.perf_counter() - start:.1f} s with {backend.bootstraps} "
+        f"ciphertext bootstraps at {len(backend.sites)} sites (recorded: {sum(s.ciphertexts for s in sites)})")
+    out = y.decrypt().reshape(len(batch), *plan.output_shape)
+    return out[0] if single else out

@@ -290,6 +290,10 @@ def run_plan(plan, operands) -> CipherTensorBase:
         if isinstance(o, CipherTensorBase) and o.layout != lay:
             raise ShapeError(f"operand {n} has layout {o.layout.describe()}, the plan expects {lay.describe()}")
     be = tensors[0].backend
+    refresh = getattr(be, "refresh_operands", None)  # a bootstrapping backend (tensor_ops.attention_plan)
+    if refresh is not None:
+        operands = refresh(plan, operands)
+        tensors = [o for o in operands if isinstance(o, CipherTensorBase)]
     levels = [t.level for t in tensors]
     if None not in levels:
         plan.check_levels(min(levels))

@@ -3,7 +3,7 @@ approximations of an exported ``nn.TransformerEncoderLayer`` stay within 2% of o
 magnitude; the same code on CipherTensors (PlainBackend) equals the numpy run; a tiny attention block and a tiny
 whole encoder layer (d_model 8, 2 heads, sequence 4, through ``hezk plan`` / ``hezk infer``) run under CKKS on
 insecure N = 2^10 / 2^11 test rings (tests only, said so: a 128-bit ring for the layer's depth needs bootstraps,
-which the attention path does not place yet, and the plan refuses naming that)."""
+placed by tests/tensor_ops/test_attention_bootstrap.py's backend and stated by the plan)."""
 from __future__ import annotations
 
 import numpy as np
@@ -138,18 +138,21 @@ def tiny_layer(tmp_path_factory):
     return folder
 
 
-def test_plan_states_the_operators_and_errors_and_refuses_128_bits_without_bootstraps(tiny_layer, capsys):
+def test_plan_states_the_operators_and_errors_and_bootstraps_at_128_bits(tiny_layer, capsys):
     """``hezk plan`` on the exported layer names the encrypted x encrypted products, Softmax, LayerNorm and GELU
     with each approximation's max error on the calibration data and the measured depth; no 128-bit ring holds
-    that depth without bootstraps (not placed on this path yet): exit 2 naming the depth and the fix. Without
-    calibration the refusal names --calibration."""
+    that depth without bootstraps, so the plan takes N16_BOOT and states its bootstraps (no keys made); with
+    --no-bootstrap: exit 2 naming the depth and the fix. Without calibration the refusal names --calibration."""
     model = str(tiny_layer / "layer.onnx")
-    assert cli.main(["plan", "--model", model, "--calibration", str(tiny_layer / "cal.npy")]) == 2
-    out, err = capsys.readouterr()
+    assert cli.main(["plan", "--model", model, "--calibration", str(tiny_layer / "cal.npy")]) == 0
+    out = capsys.readouterr().out
     assert "2 products of two encrypted tensors" in out and "softmax" in out and "layer norm" in out
     assert out.count("max error") == 4 + 1 and "gelu: degree-7" in out  # 2 layer norms, softmax, gelu; the layer
     depth = int(out.split("depth: ")[1].split(" levels")[0])
-    assert depth > 29 and f"consumes {depth} levels" in err and "bootstraps are not placed" in err
+    assert depth > 29 and "ciphertext bootstraps at" in out and "N=2^16, 23 levels" in out
+    assert cli.main(["plan", "--model", model, "--calibration", str(tiny_layer / "cal.npy"), "--no-bootstrap"]) == 2
+    err = capsys.readouterr().err
+    assert f"consumes {depth} levels" in err and "--no-bootstrap" in err
     assert cli.main(["plan", "--model", model]) == 2
     assert "--calibration" in capsys.readouterr().err
 
