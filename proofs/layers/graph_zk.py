@@ -38,7 +38,14 @@ further when some stored tensor would have fewer than 4 variables (a masked tens
   as four base coordinates) is committed then; three relations (:meth:`_Run.lookup`) show H, G are those
   inverses (Y zero off its box) and sum H = sum G, so every real (x, y) is a table row. The plain proof uses
   LogUp-GKR instead (:mod:`proofs.lookup`); here committed inverses keep every stated value a masked one (no GKR
-  layer value, which would be a function of the hidden activations, is ever stated). Ligero stores only.
+  layer value, which would be a function of the hidden activations, is ever stated). Ligero stores only;
+- range lookup (issue 34; a graph with lookups, :meth:`Shapes._range_ops`): a requantization without ReLU keeps no
+  bit planes: acc - 2^R z' - rem + h = 0 with z' its (stored or public) output and rem stored, and both are looked
+  up (LogUp as above) in one public table of rows (v, w), v in [0, 2^w) for every width w used: rem with w = R and
+  z' + 2^(Q-1) with w = Q, one committed inverse H = 1 / (D_rem D_z) per entry (D = beta + v + alpha w; sum_e
+  H (D_rem + D_z) = sum 1 / D), G = m / D over the table, the multiplicities m in the proof store (:meth:`_Run.
+  range_check`, :meth:`_Run.range_table`). R + Q <= 31 makes acc's rebuild injective as the bits' was. An F_p4
+  table is one slot of four coordinate planes, read as one factor sum_k u^k H_k.
 
 A public tensor's part of a relation moves to its claim (the verifier evaluates it); a pool's kernel is public
 (:func:`proofs.graph_quantize.public_weight`, derived from the structure by both sides, never in the model store), a
@@ -75,6 +82,7 @@ from ..pcs.choice import AUTO, choose_scheme
 from ..progress import as_progress
 from ..proof_format import ByteReader, ByteWriter, from_record, parse_nested, to_record
 from ..public_values import require_bounded
+from ..quantize import round_shift
 from ..relations import (Public, Slot, StoreLayout, Stored, Term, box_indicator, commit_store, eq_factor,
                          table_factor)
 from ..transcript import Transcript
@@ -93,8 +101,9 @@ from .step_proof import union_bound_error
 from .step_relations import Channel, Protocol, ShapeChannel, ext_int, locate
 from .step_stores import bits_tables, decomposition_keys, store_params
 
-TRANSCRIPT_LABEL = "hezk.proofs.graph.zk.v1"
+TRANSCRIPT_LABEL = "hezk.proofs.graph.zk.v2"  # v2: requantizations range-checked by the range lookup (issue 34)
 COMMITMENT_MAGIC, PROOF_MAGIC, FORMAT_VERSION = b"HZKGZCM1", b"HZKGZPF1", 1
+PROOF_VERSION = 2  #: 2: the range lookup's relations and stores (a graph with lookups)
 DEFAULT_MAX_PROOFS = 16
 MIN_VARS = 4
 MIN_SOUNDNESS_BITS = 100
@@ -143,6 +152,43 @@ class Shapes:
         while smallest and min(smallest) + _bits(pb) < MIN_VARS:
             pb *= 2
         self.pb = pb
+        self.range_ops, self.range_widths = self._range_ops()
+
+    def _range_ops(self) -> tuple:
+        """(op indices, sorted widths) of the requantizations whose remainder and output are range-checked by the
+        LogUp range lookup (:meth:`_Run.range_check`) instead of bit planes: those without ReLU (a ReLU reads its
+        sign bit), when the graph has lookups (its lookup store exists; the hiding Basefold channel refuses it) and
+        the lookup commits fewer entries than the planes would (:data:`RANGE_LOOKUPS`: "auto", or "always"/"never").
+        The widths: each op's shift R (when R > 0) and signed width Q, the tags of :meth:`range_table`'s rows."""
+        eligible = [i for i, op in enumerate(self.q.ops) if op.has_bits and not _decomposition(op).relu]
+        if RANGE_LOOKUPS == "never" or not eligible or not (self.lookups or RANGE_LOOKUPS == "always"):
+            return (), ()
+        widths = sorted({w for i in eligible for w in (self.q.ops[i].shift, self.q.ops[i].q_bits) if w > 0})
+        tb = _range_table_bits(widths)
+        planes = sum(_decomposition(self.q.ops[i]).padded_width << self.vars(self.q.ops[i].output) for i in eligible)
+        lookup = sum((1 + bool(self.q.ops[i].shift) + F.EXT_DEGREE) << self.vars(self.q.ops[i].output)
+                     for i in eligible) + ((1 + F.EXT_DEGREE) << tb)
+        if RANGE_LOOKUPS == "auto" and lookup >= planes:
+            return (), ()
+        return tuple(eligible), tuple(widths)
+
+    @property
+    def range_bits(self) -> int:
+        """log2 of the range table's padded rows (:meth:`range_table`)."""
+        return _range_table_bits(self.range_widths)
+
+    def range_table(self) -> tuple:
+        """(values, tags) of the range table (int64, 2^range_bits rows): for each width w, the rows (v, w) for
+        v in [0, 2^w); the padding rows (v, 0) (tag 0: no range check uses it; the rows stay distinct)."""
+        size = 1 << self.range_bits
+        values, tags = np.zeros(size, dtype=np.int64), np.zeros(size, dtype=np.int64)
+        start = 0
+        for w in self.range_widths:
+            values[start:start + (1 << w)] = np.arange(1 << w)
+            tags[start:start + (1 << w)] = w
+            start += 1 << w
+        values[start:] = np.arange(size - start)
+        return values, tags
 
     def table_bits(self, index: int) -> int:
         """A lookup's table in the hiding proof: 2^max(b, 4) rows (a stored table has >= 4 variables; a wider
@@ -186,6 +232,15 @@ class Shapes:
         for l, n in zip(letters, real):
             out[l] = _bits(self.pb) if l == "b" else _bits(n)
         return out
+
+
+#: when a requantization without ReLU is range-checked by the LogUp range lookup instead of its bit planes
+#: (:meth:`Shapes._range_ops`): "auto" (when it commits fewer entries, in a graph with lookups), "always", "never"
+RANGE_LOOKUPS = "auto"
+
+
+def _range_table_bits(widths) -> int:
+    return max(MIN_VARS, padded_size(sum(1 << w for w in widths)).bit_length() - 1) if widths else 0
 
 
 def _high_eq_factor(point, low: int, k: int) -> Public:
@@ -265,6 +320,21 @@ def input_decomposition(q: QuantizedGraph) -> Decomposition:
 
 
 INPUT_BITS = "t0.fwdx"  #: the private input's bit planes (its range proof) in the proof store
+RANGE_M = "r.m"  #: the range table's multiplicities in the proof store
+RANGE_G = "r.g"  #: the range table's m / (beta + v + alpha w) in the lookup store (four coordinate planes)
+
+
+def range_witness(acc, op) -> tuple:
+    """(z', rem) of a requantization checked by the range lookup: z' = round(acc / 2^R), rem = acc + h - 2^R z'
+    (int64); ModelError when z' is outside its signed width."""
+    acc = np.asarray(acc, dtype=np.int64)
+    shifted = round_shift(acc, op.shift)
+    limit = 1 << (op.q_bits - 1)
+    if acc.size and (shifted.min() < -limit or shifted.max() >= limit):
+        raise ModelError(f"requantized value out of its declared range [-{limit}, {limit}) (q_bits={op.q_bits}): "
+                         f"got [{shifted.min()}, {shifted.max()}]")
+    offset = 1 << (op.shift - 1) if op.shift else 0
+    return shifted, acc + offset - (shifted << op.shift)
 MAX_BATCH = 1 << 16  #: the largest batch a verifier of a private-input proof accepts (it sizes the relations)
 
 
@@ -279,8 +349,13 @@ def proof_layout(shapes: Shapes) -> StoreLayout:
                                             .values())))
     for index in shapes.lookups:  # the multiplicities, committed before the lookups' challenges
         slots.append(Slot(f"m.{index}", shapes.table_bits(index)))
+    for index in shapes.range_ops:  # the remainders (range lookup), then the range table's multiplicities
+        if shapes.q.ops[index].shift:
+            slots.append(Slot(f"r.{index}", shapes.vars(shapes.q.ops[index].output)))
+    if shapes.range_ops:
+        slots.append(Slot(RANGE_M, shapes.range_bits))
     for index, op in enumerate(shapes.q.ops):
-        if op.has_bits:
+        if op.has_bits and index not in shapes.range_ops:
             for g, (_, count) in enumerate(_decomposition(op).groups):
                 slots.append(Slot(f"t0.fwd{index}" if g == 0 else f"t0.fwd{index}.g{g}", shapes.vars(op.output),
                                   count.bit_length() - 1))
@@ -305,12 +380,24 @@ def proof_tables(shapes: Shapes, values: dict, accs: dict) -> dict:
         view = _view_tables(shapes, index, values[op.inputs[0]])
         padded = tuple(shapes.pb if l == "b" else padded_size(n) for l, n in zip(shapes.views[index][0], view.shape))
         tables[f"v.{index}"] = _field(view, padded)
+    keys = []  # the range lookups' (value, tag) pairs, for the range table's multiplicities
     for index, op in enumerate(shapes.q.ops):
         if op.has_bits:
             acc = np.zeros(shapes.padded(op.output), dtype=np.int64)
             a = accs[index]
             acc[tuple(slice(0, n) for n in a.shape)] = a
-            tables.update(bits_tables(f"t0.fwd{index}", decompose(acc.reshape(-1), _decomposition(op))))
+            if index not in shapes.range_ops:
+                tables.update(bits_tables(f"t0.fwd{index}", decompose(acc.reshape(-1), _decomposition(op))))
+                continue
+            shifted, remainder = range_witness(acc.reshape(-1), op)
+            if op.shift:
+                tables[f"r.{index}"] = F.to_field(remainder)
+                keys.append((remainder, op.shift))
+            keys.append((shifted + (1 << (op.q_bits - 1)), op.q_bits))
+    if shapes.range_ops:
+        rows, tags = shapes.range_table()
+        code = rows + (tags << 32)  # one int64 key per (value, tag) row: values < 2^31
+        tables[RANGE_M] = F.to_field(multiplicities(np.concatenate([v + (np.int64(w) << 32) for v, w in keys]), code))
     for index in shapes.lookups:
         inputs, _ = shapes.lookup_table(index)
         tables[f"m.{index}"] = F.to_field(multiplicities(values[shapes.q.ops[index].inputs[0]], inputs))
@@ -325,6 +412,9 @@ def proof_tables(shapes: Shapes, values: dict, accs: dict) -> dict:
 # ------------------------------------------------------------------------------------------- relations
 def _positions(real, padded) -> np.ndarray:
     return np.ravel_multi_index(np.unravel_index(np.arange(math.prod(real)), real), padded)
+
+
+_UNITS = np.eye(F.EXT_DEGREE, dtype=np.uint64)  #: u^k, the F_p4 basis: an F_p4 table is sum_k u^k (its coordinate k)
 
 
 class _Run:
@@ -383,7 +473,7 @@ class _Run:
     def run(self) -> None:
         if self.s.private_input:
             self.input_range()
-        if self.s.lookups:
+        if self.s.lookups or self.s.range_ops:
             self.lookup_store()
         for index, op in enumerate(self.s.q.ops):
             if op.kind == "contraction":
@@ -423,6 +513,8 @@ class _Run:
                 y, claim = self.tensor_term(self.one, op.output, tau, F.ext_zero())
                 x, claim = self.tensor_term(self.minus, op.inputs[0], join_point(parts, x_letters), claim)
                 self.relation(f"graph.transpose{index}", [y, x], claim)
+        if self.s.range_ops:
+            self.range_table()
         keys = decomposition_keys({k: v for k, v in self.ch.layouts.items() if k != "w"})
         if keys:
             self.protocol.bits(keys)
@@ -560,6 +652,8 @@ class _Run:
             tables = {}
             for index in self.s.lookups:
                 tables.update(self.inverse_tables(index))
+            if self.s.range_ops:
+                tables.update(self.range_inverse_tables())
             commitment, witness = commit_store(layout, tables, store_params(layout, self.ch.params, rows), log_rows=rows)
             self.ch.items.append(commitment)
             self.ch.witnesses["q"] = witness
@@ -635,6 +729,115 @@ class _Run:
         terms = [Term(unit, (), (hk,), n) for unit, hk in zip(units, h)]
         terms += [Term(F.ext_neg(unit), (), (gk,), tb) for unit, gk in zip(units, g)]
         self.relation(f"{label}.sum", terms, F.ext_zero())
+
+    # -- range checks of requantizations (LogUp into the range table, committed inverses) -----------------
+    def range_parts(self, index: int, op) -> list:
+        """The looked-up values of a range-checked requantization as (constant, factor): D = constant + factor is
+        beta + v + alpha w for the remainder (v = rem, w = R; when R > 0) and the output (v = z' + 2^(Q-1), w = Q; a
+        stored factor, or the public output's table)."""
+        n, parts = self.s.vars(op.output), []
+        if op.shift:
+            parts.append((F.ext_add(self.beta, F.ext_mul(self.alpha, ext_int(op.shift))),
+                          Stored(self.where[f"r.{index}"], f"r.{index}")))
+        constant = F.ext_add(F.ext_add(self.beta, ext_int(1 << (op.q_bits - 1))), F.ext_mul(self.alpha, ext_int(op.q_bits)))
+        parts.append((constant, self.operand(op.output, None, None, n)))
+        return parts
+
+    def range_requantized(self, index, op, terms, claim, tau) -> None:
+        """acc - 2^R z' - rem + h = 0 over the output's cube (z' the output, stored or public; with a gamma term
+        showing a stored z' zero off its box), then the range check of rem and z' (:meth:`range_check`)."""
+        n = self.s.vars(op.output)
+        eq = eq_factor(tau)
+        z, claim = self.tensor_term(F.ext_neg(ext_int(1 << op.shift)), op.output, tau, claim)
+        terms = terms + [z]
+        if op.shift:
+            terms.append(Term(self.minus, (eq,), (Stored(self.where[f"r.{index}"], f"r.{index}"),), n))
+        terms.append(Term(ext_int(1 << (op.shift - 1) if op.shift else 0), (), (), 0))
+        if not self.is_public(op.output):
+            real, padded = self.s.real(op.output), self.s.padded(op.output)
+            box = tuple(int(k) for k in real[::-1]), tuple(_bits(k) for k in padded[::-1])  # axis 0 lowest
+            terms += self.protocol.padding(f"graph.layer{index}", self.stored(op.output), box, tau)
+        self.relation(f"graph.layer{index}", terms, claim)
+        self.range_check(index, op)
+
+    def range_check(self, index: int, op) -> None:
+        """sum_e eq(tau, e) H(e) prod_i D_i(e) = 1 (every entry of the output's padded cube is checked: the
+        padding's rem = h and z' = 0 are in range): H = 1 / prod_i D_i, the F_p4 inverse committed in the lookup
+        store as four base coordinates. Degree: eq, H and up to two stored factors."""
+        n = self.s.vars(op.output)
+        label = f"graph.range{index}"
+        tau = self.ch.point(label, n)
+        eq = eq_factor(tau)
+        parts = self.range_parts(index, op)
+        h = self.ext_factor(f"rh.{index}")
+        terms = []
+        for chosen in range(1 << len(parts)):  # prod_i (c_i + f_i), expanded over the subsets of factors
+            coefficient, publics, stored = self.one, [eq], []
+            for i, (constant, factor) in enumerate(parts):
+                if chosen >> i & 1:
+                    (publics if isinstance(factor, Public) else stored).append(factor)
+                else:
+                    coefficient = F.ext_mul(coefficient, constant)
+            terms.append(Term(coefficient, tuple(publics), (h, *stored), n))
+        self.relation(label, terms, self.one)
+
+    def ext_factor(self, name: str) -> Stored:
+        """An F_p4 table stored as its four coordinate planes, as one factor: sum_k u^k H_k."""
+        return Stored(self.where[name], name, planes=_UNITS)
+
+    def range_denominators(self) -> np.ndarray:
+        values, tags = self.s.range_table()
+        return self.denominators(F.to_field(values), F.to_field(tags))
+
+    def range_inverse_tables(self) -> dict:
+        """The prover's H_i = 1 / prod D_i per range-checked op and G = m / (beta + v + alpha w) over the table."""
+        witness = self.ch.witnesses["p"]
+        out = {}
+        for index in self.s.range_ops:
+            op = self.s.q.ops[index]
+            product = None
+            for constant, factor in self.range_parts(index, op):
+                table = witness.tables[factor.name] if isinstance(factor, Stored) else factor.table()
+                d = F.ext_add(F.ext_from_base(table) if table.ndim == 1 else table, constant[None])
+                product = d if product is None else F.ext_mul(product, d)
+            out[f"rh.{index}"] = np.ascontiguousarray(F.ext_inv(product).T).reshape(-1)  # plane k: coordinate k
+        g = F.ext_mul_base(F.ext_inv(self.range_denominators()), witness.tables[RANGE_M])
+        out[RANGE_G] = np.ascontiguousarray(g.T).reshape(-1)
+        return out
+
+    def range_table(self) -> None:
+        """sum_j eq(tau, j) [G(j) (beta + v_j + alpha w_j) - m(j)] = 0 over the range table, and
+        sum_i sum_e H_i(e) sum_a prod_(b != a) D_ib(e) - sum_j G(j) = 0: with every H_i = 1 / prod D_i, the sum of
+        1 / D over every looked-up (value, width) equals sum_j m_j / (beta + v_j + alpha w_j), so each is a table row
+        (error (lookups + rows) / |F|, :func:`lookup_soundness_error`)."""
+        tb = self.s.range_bits
+        label = "graph.range.table"
+        tau = self.ch.point(label, tb)
+        eq = eq_factor(tau)
+        denominators = Public(self.range_denominators,
+                              lambda sigma: mle_evaluate(self.range_denominators(), sigma[:tb]))
+        g = self.ext_factor(RANGE_G)
+        m = Stored(self.where[RANGE_M], RANGE_M)
+        self.relation(label, [Term(self.one, (eq, denominators), (g,), tb), Term(self.minus, (eq,), (m,), tb)],
+                      F.ext_zero())
+        terms = []
+        for index in self.s.range_ops:
+            op = self.s.q.ops[index]
+            n, parts = self.s.vars(op.output), self.range_parts(index, op)
+            h = self.ext_factor(f"rh.{index}")
+            if len(parts) == 1:  # sum H
+                pieces = [(self.one, None)]
+            else:  # sum H (D_1 + D_2) = sum H (c_1 + c_2 + f_1 + f_2)
+                pieces = [(F.ext_add(parts[0][0], parts[1][0]), None), (self.one, parts[0][1]), (self.one, parts[1][1])]
+            for coefficient, factor in pieces:
+                if factor is None:
+                    terms.append(Term(coefficient, (), (h,), n))
+                elif isinstance(factor, Public):
+                    terms.append(Term(coefficient, (factor,), (h,), n))
+                else:
+                    terms.append(Term(coefficient, (), (h, factor), n))
+        terms.append(Term(self.minus, (), (g,), tb))
+        self.relation("graph.range.sum", terms, F.ext_zero())
 
     def input_range(self) -> None:
         """A private input: X - rebuilt(bits) + h = 0 with its bits checked as every op's (X within
@@ -715,11 +918,14 @@ class _Run:
         return value
 
     def requantized(self, index, op, terms, claim, source=None, tau=None) -> None:
-        """The layer relation (terms - rebuilt + h = 0, or source - rebuilt + h) and the select."""
+        """The layer relation (terms - rebuilt + h = 0, or source - rebuilt + h) and the select; a range-checked
+        op's instead (:meth:`range_requantized`)."""
         spec = _decomposition(op)
         n = self.s.vars(op.output)
         if tau is None:
             tau = self.ch.point(f"graph.layer{index}", n)
+        if index in self.s.range_ops:
+            return self.range_requantized(index, op, terms, claim, tau)
         if source is not None:
             term, claim = self.tensor_term(self.one, source, tau, claim)
             terms = [term]
@@ -800,7 +1006,7 @@ class HidingGraphProof:
     KIND = "proofs.HidingGraphProof"
 
     def to_bytes(self) -> bytes:
-        writer = ByteWriter(PROOF_MAGIC, FORMAT_VERSION)
+        writer = ByteWriter(PROOF_MAGIC, PROOF_VERSION)
         writer.i64_array(np.asarray(self.output, dtype=np.int64).reshape(len(self.output), -1))
         writer.blob(self.relations.to_bytes())
         return to_record(self.KIND, writer.getvalue())
@@ -811,7 +1017,7 @@ class HidingGraphProof:
 
     @classmethod
     def _parse(cls, data) -> "HidingGraphProof":
-        reader = ByteReader(data, PROOF_MAGIC, FORMAT_VERSION, "hiding graph proof")
+        reader = ByteReader(data, PROOF_MAGIC, PROOF_VERSION, "hiding graph proof")
         output = reader.i64_array()
         relations = parse_nested(TrainingProof.from_bytes, reader.blob(), "relation proof")
         reader.finish()
@@ -820,12 +1026,12 @@ class HidingGraphProof:
 
 def _layouts(shapes: Shapes, q: QuantizedGraph) -> dict:
     layouts = {"w": model_layout(q), "p": proof_layout(shapes)}
-    if shapes.lookups:
+    if shapes.lookups or shapes.range_ops:
         layouts["q"] = lookup_layout(shapes)
     return layouts
 
 
-_UNITS = np.eye(F.EXT_DEGREE, dtype=np.uint64)  #: u^k, the F_p4 basis: an F_p4 table is sum_k u^k (its coordinate k)
+
 
 
 def lookup_layout(shapes: Shapes) -> StoreLayout:
@@ -836,6 +1042,11 @@ def lookup_layout(shapes: Shapes) -> StoreLayout:
     for index in shapes.lookups:
         slots += [Slot(f"h.{index}.{k}", shapes.vars(shapes.q.ops[index].output)) for k in range(F.EXT_DEGREE)]
         slots += [Slot(f"g.{index}.{k}", shapes.table_bits(index)) for k in range(F.EXT_DEGREE)]
+    for index in shapes.range_ops:  # the range lookups' 1 / (D_r D_z) per entry, then the range table's G: an F_p4
+        # table as one slot of four planes (its coordinates), read as one factor sum_k u^k H_k (planes contracted)
+        slots.append(Slot(f"rh.{index}", shapes.vars(shapes.q.ops[index].output), 2))
+    if shapes.range_ops:
+        slots.append(Slot(RANGE_G, shapes.range_bits, 2))
     return StoreLayout(tuple(slots), True)
 
 
@@ -1005,9 +1216,10 @@ def require_basefold_fits(shapes: Shapes, params) -> None:
     """Refuse (ModelError) a proof store too large for a hiding Basefold slot table (:func:`proofs.basefold_zk.shape`:
     the table with its random slots must fit BabyBear's 2-adic domain at the code's rate), or a graph with a lookup
     (its store of inverses is committed mid-proof: the Ligero channel's)."""
-    if shapes.lookups:
-        op = shapes.q.ops[shapes.lookups[0]]
-        raise ModelError(f"{op.name}: a {op.function} (a lookup table) is proven with hidden weights over the hiding "
+    if shapes.lookups or shapes.range_ops:
+        op = shapes.q.ops[(shapes.lookups or shapes.range_ops)[0]]
+        what = op.function if op.kind == "lookup" else "range check"
+        raise ModelError(f"{op.name}: a {what} (a lookup table) is proven with hidden weights over the hiding "
                          f"Ligero commitment only: use --scheme ligero (the default)")
     _, plans, _, _ = _basefold_structure(shapes)
     try:
@@ -1072,8 +1284,11 @@ def lookup_rows(shapes: Shapes, params: HidingParams, structure=None) -> int:
 def lookup_soundness_error(shapes: Shapes) -> float:
     """The LogUp identities' (N + 2^b) / |F_p^4| per lookup (Haboeck 2022, Lemma 5; Schwartz-Zippel over alpha,
     beta): the relations themselves are in the union bound."""
-    return sum((1 << shapes.vars(shapes.q.ops[i].output)) + (1 << shapes.table_bits(i)) for i in shapes.lookups) * \
-        2.0 ** -F.EXT_BITS
+    error = sum((1 << shapes.vars(shapes.q.ops[i].output)) + (1 << shapes.table_bits(i)) for i in shapes.lookups)
+    if shapes.range_ops:  # one identity over every range check's looked-up values (1 or 2 per entry) and the table
+        error += sum((1 + bool(shapes.q.ops[i].shift)) << shapes.vars(shapes.q.ops[i].output) for i in shapes.range_ops)
+        error += 1 << shapes.range_bits
+    return error * 2.0 ** -F.EXT_BITS
 
 
 def model_rows(q: QuantizedGraph, params: HidingParams, structure=None) -> int:
@@ -1100,7 +1315,7 @@ def soundness_bits(commitment: HidingGraphCommitment, batch: int = 1, structure=
                               {"w": commitment.weights.params}, hosted_masks=True)
     shape = HidingCommitment(b"", layouts["p"].num_vars, proof_rows(shapes, params, (layouts, channel)), params)
     error += 2.0 ** -shape.security_bits + opening_field_error(shape)
-    if shapes.lookups:  # the lookup store's opening and the LogUp identities
+    if shapes.lookups or shapes.range_ops:  # the lookup store's opening and the LogUp identities
         shape = HidingCommitment(b"", layouts["q"].num_vars, lookup_rows(shapes, params, (layouts, channel)), params)
         error += 2.0 ** -shape.security_bits + opening_field_error(shape) + lookup_soundness_error(shapes)
     return -math.log2(error + agreement)
@@ -1149,7 +1364,8 @@ def _verify(commitment, x, proof) -> np.ndarray:
     require_bounded(proof.output, q.bounds[q.output], "claimed output", where, shape=(batch, math.prod(out_real[1:])))
     params = base_params(commitment)
     basefold = is_basefold(params)
-    require(not (basefold and shapes.lookups), "a lookup over hiding Basefold stores (only Ligero's)", where)
+    require(not (basefold and (shapes.lookups or shapes.range_ops)), "a lookup over hiding Basefold stores (only "
+            "Ligero's)", where)
     structure = _basefold_structure(shapes)[:2] if basefold else _structure(shapes, params)
     bits = soundness_bits(commitment, batch, None if basefold else structure, x is None)
     require(bits >= MIN_SOUNDNESS_BITS, f"the statement's soundness is {bits:.1f} bits < {MIN_SOUNDNESS_BITS}", where)
