@@ -48,10 +48,14 @@ expand by rotations, multiply, reduce by rotations.
 Modules, each importing only those above it: ``cost`` (CostModel), ``steps`` (the step types), ``core``
 (Plan: queries, explain, run, simulate, execute), ``builder`` (symbolic tensors and the step builder),
 one per strategy with its client-side packing (``replicate``, ``stationary``, ``diagonal``), ``build``
-(build_plan / build_elementwise / build_scalar: the strategy chosen per pair) and ``planner`` (plan()).
+(build_plan / build_elementwise / build_scalar: the strategy chosen per pair), ``planner`` (plan()) and
+``affine`` (the model path's affine stages: the packed generalized diagonals or this planner's own plan of
+``'bi,oi->bo'`` on the packed layout, chosen by the same CostModel: ``choose_affine``; ``EvaluatorBackend`` runs
+a Plan on a model server's evaluator).
 """
 from __future__ import annotations
 
+from .affine import STRATEGIES, AffineChoice, EvaluatorBackend, choose_affine
 from .build import build_elementwise, build_plan, build_scalar
 from .core import Plan, PlainPrep
 from .cost import DEFAULT_COSTS, CostModel
@@ -65,4 +69,4 @@ from .steps import (Add, Input, Mask, MatVecDiagonal, MulScalar, Multiply, Negat
 __all__ = ["Plan", "CostModel", "plan", "build_plan", "Step", "Input", "Pack", "Replicate", "RotateSum",
            "Multiply", "Rescale", "Mask", "MatVecDiagonal", "Add", "Rotate", "MulScalar", "Negate"]
 __all__ += ["UnaryStep", "PlainPrep", "DEFAULT_COSTS", "build_elementwise", "build_scalar", "prepacked_layouts",
-            "stationary_layouts", "diagonal_layouts"]
+            "stationary_layouts", "diagonal_layouts", "STRATEGIES", "AffineChoice", "EvaluatorBackend", "choose_affine"]

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from crypto import CKKSContext
 from crypto.errors import ParameterError, ShapeError
 from tensor_ops.inference import Client, EncryptedModel, Server, rotation_routes
 from tensor_ops.model_plan import ActivationStage, ModelPlan, choose_parameters, known_paddings, stage_plans
@@ -163,6 +164,25 @@ def test_an_encrypted_model_with_an_einsum_stage_equals_plaintext():
     x = rng.uniform(-1, 1, size=(5, 32))
     y = client.decrypt(Server(model, client.public_context()).evaluate(client.encrypt(x)))
     assert np.abs(y - model.forward(x)).max() < 1e-4
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::tensor_ops.nn.ActivationRangeWarning")
+@settings(max_examples=4, deadline=None)
+@given(widths=st.lists(st.integers(2, 12), min_size=3, max_size=3), seed=st.integers(0, 2**31))
+def test_encrypted_random_models_with_forced_einsum_stages_equal_plaintext(widths, seed):
+    """Real CKKS (test ring): every stage that can run by the planner's plan does, within 1e-4."""
+    rng = np.random.default_rng(seed)
+    model = _mlp(rng, [32] + widths, Square())
+    plan = model.plan(params=TEST_RING)
+    force = {i: "einsum" for i, s in enumerate(plan.stages) if dict(s.priced).get("einsum") is not None}
+    assert force                                                   # the stages after the 32-wide one
+    plan = _forced(model, plan, force)
+    ctx = CKKSContext.keygen(plan.params, rotations=plan.rotations, seed=0)
+    server = EncryptedModel(model, plan, ctx)
+    x = rng.uniform(-1, 1, size=(3, 32))
+    outputs = [ctx.decrypt(server.forward(ctx.encrypt(v, level=plan.input_level))) for v in plan.pack(x)]
+    assert np.abs(plan.unpack(outputs, len(x)) - model.forward(x)).max() < 1e-4
 
 
 # -- the plan's record: round trip, a tampered strategy refused --------------------------------------------------
