@@ -124,35 +124,42 @@ def muladd_pair(acc_b: np.ndarray, acc_a: np.ndarray, x_b: np.ndarray, x_a: np.n
                 q: np.ndarray, init: bool) -> None:
     """acc_t ← (acc_t + x_t·pt) mod q row by row for t = b, a in place (``init``: acc_t ← x_t·pt mod q): both parts
     of a ciphertext times one plaintext added to running sums in one pass, the plaintext read once (uint32 or
-    uint64 residues, the kept diagonals' uint32 without a widening copy).  All (k, n) C-contiguous, reduced, q
-    a (k,) uint64 array of moduli < 2^31; the accumulators writable uint64.  Rows run on the threads of
+    uint64 residues, the kept diagonals' uint32 without a widening copy).  ``pt`` may be the NTT of a subring
+    polynomial m'(X^(n/n')), shape (k, n'): m's NTT slot c is m''s slot c >> log2(n/n') (``RingContext.subring_ntt``
+    without its repetition).  All reduced, q a (k,) uint64 array of moduli < 2^31; the accumulators writable
+    C-contiguous uint64 of x's shape (k, n).  Rows run on the threads of
     ``hezk.threads`` (each row its own: any split gives the same bits).  The products of a double-hoisted linear
     transform (``Evaluator.linear_transform_hoisted``); twin: ``RingContext.mul``/``muladd_into`` per part."""
+    shape = np.shape(x_b)
     for name, arr in (("acc_b", acc_b), ("acc_a", acc_a)):
-        if arr.dtype != np.uint64 or not arr.flags.c_contiguous or not arr.flags.writeable or arr.shape != pt.shape:
-            raise ParameterError(f"{name} must be a writable C-contiguous uint64 array of shape {pt.shape}")
+        if arr.dtype != np.uint64 or not arr.flags.c_contiguous or not arr.flags.writeable or arr.shape != shape:
+            raise ParameterError(f"{name} must be a writable C-contiguous uint64 array of shape {shape}")
     for name, arr in (("x_b", x_b), ("x_a", x_a)):
-        if arr.dtype != np.uint64 or arr.shape != pt.shape:
-            raise ParameterError(f"{name} must be a uint64 array of shape {pt.shape}")
-    if pt.dtype not in (np.uint32, np.uint64) or pt.ndim != 2 or q.shape != (pt.shape[0],):
-        raise ParameterError(f"pt must be uint32 or uint64 of shape (k, n) and q of shape (k,), got {pt.dtype} "
-                             f"{pt.shape}, q {q.shape}")
+        if arr.dtype != np.uint64 or arr.ndim != 2 or arr.shape != shape:
+            raise ParameterError(f"{name} must be a uint64 array of shape (k, n), as x_b: got {arr.shape}")
+    k, n = shape
+    small = pt.shape[1] if pt.ndim == 2 else 0
+    if pt.dtype not in (np.uint32, np.uint64) or pt.ndim != 2 or pt.shape[0] != k or small < 1 or n % small or \
+            small & (small - 1) or q.shape != (k,):
+        raise ParameterError(f"pt must be uint32 or uint64 of shape ({k}, n') with n' a power of two dividing n={n}, "
+                             f"and q of shape ({k},): got {pt.dtype} {pt.shape}, q {q.shape}")
+    shift = (n // small).bit_length() - 1
     x_b, x_a, pt = (np.ascontiguousarray(v) for v in (x_b, x_a, pt))
-    parallel(lambda start, stop: _muladd_pair_rows(acc_b, acc_a, x_b, x_a, pt, q, init, start, stop), pt.shape[0],
-             min_work=PARALLEL_MIN_PRODUCTS, work_per_item=2 * pt.shape[1])
+    parallel(lambda start, stop: _muladd_pair_rows(acc_b, acc_a, x_b, x_a, pt, shift, q, init, start, stop), k,
+             min_work=PARALLEL_MIN_PRODUCTS, work_per_item=2 * n)
 
 
 @numba.njit(cache=True, nogil=True)
-def _muladd_pair_rows(acc_b, acc_a, x_b, x_a, pt, q, init, start, stop):
+def _muladd_pair_rows(acc_b, acc_a, x_b, x_a, pt, shift, q, init, start, stop):
     """Rows start <= r < stop of ``muladd_pair``: a lazy product in [0, 2q), plus the reduced sum, < 3q, brought
     below q by two conditional subtractions."""
-    n = pt.shape[1]
+    n = x_b.shape[1]
     for r in range(start, stop):
         qr = q[r]
         q_inv = 1.0 / qr
         ob, oa, xb, xa, w = acc_b[r], acc_a[r], x_b[r], x_a[r], pt[r]
         for c in range(n):
-            wc = np.uint64(w[c])
+            wc = np.uint64(w[c >> shift])
             tb = _mulmod_lazy(xb[c], wc, qr, q_inv)
             ta = _mulmod_lazy(xa[c], wc, qr, q_inv)
             if not init:

@@ -613,6 +613,7 @@ class Bootstrapper:
         self._mono: dict = {}
         self._encapsulator = None
         self._kept: dict = {}   # the transforms' full-period diagonals, encoded (``_diagonal``)
+        self._compact: dict = {}    # the short-period ones' subring NTTs over Q·P (double hoisting: kilobytes)
         self.double_hoisting = True     # ``linear_transform``: False takes the single-hoisted path (its twin)
 
     # helpers
@@ -724,30 +725,33 @@ class Bootstrapper:
         return self._relabel(out, target_scale)
 
     def _diagonal(self, t: _Transform, shift: int, k: int, level: int, scale: float, extended: bool = False):
-        """rot_(-shift)(d_k) encoded at ``level`` and ``scale``: a Plaintext, or with ``extended`` its polynomial
-        over Q_level ∪ P (``Evaluator.encode_extended``, for double hoisting; a kept one as its uint32 residues). Diagonals of a short period encode
+        """rot_(-shift)(d_k) encoded at ``level`` and ``scale``: a Plaintext, or with ``extended`` its residues over
+        Q_level ∪ P (``Evaluator.encode_extended(compact=True)``, for double hoisting: a short period's subring NTT,
+        kept too, kilobytes; a full period's as uint32). Diagonals of a short period encode
         in the subring (``Evaluator.encode``: cheap); the others are kept after their first encoding, as uint32
         residues at one scale each (a new scale replaces it): N16_BOOT's 32 + 32 of 49 and 21 limbs (58 and 30
         extended), 0.58 GB (0.7 GB extended), ~0.4 s a bootstrap (OpenFHE's bootstrap setup keeps every
         plaintext). A level holds one transform: the key."""
         ev = self.ev
         key = (level, shift, k, extended)
-        kept = self._kept.get(key)
+        kept = self._kept.get(key) or self._compact.get(key)
         if kept is not None and kept[2] == scale:
             data, idx, _, template = kept
             if extended:        # the residues themselves: the fused product reads uint32 (no widening copy)
                 return data
             return replace(template, poly=RNSPoly(ev.ring, data.astype(np.uint64), idx, True))
         values = np.roll(t.diags[k], shift)
-        if extended:
-            poly = ev.encode_extended(values, level, scale)
-            pt = None
-        else:
-            pt = ev.encode(values, level, scale)
-            poly = pt.poly
+        if extended:        # residues (N columns), or a short period's compact subring NTT (2·period columns)
+            data = ev.encode_extended(values, level, scale, compact=True)
+            if k in t.full_period:
+                self._kept[key] = (data.astype(np.uint32), None, scale, None)
+            else:
+                self._compact[key] = (data, None, scale, None)
+            return data
+        pt = ev.encode(values, level, scale)
         if k in t.full_period:
-            self._kept[key] = (poly.data.astype(np.uint32), poly.idx, scale, None if pt is None else replace(pt, poly=None))
-        return poly if extended else pt
+            self._kept[key] = (pt.poly.data.astype(np.uint32), pt.poly.idx, scale, replace(pt, poly=None))
+        return pt
 
     def coeff_to_slot(self, ct: Ciphertext) -> list[Ciphertext]:
         """[t_lo, t_hi] (full slots) or [ [t_lo | t_hi] ] (sparse), real slots in bit-reversed order.  After a

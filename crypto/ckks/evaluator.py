@@ -27,7 +27,7 @@ from hezk.threads import parallel
 from .._ntt_kernels import add_permuted_into, permute_rows
 from ..errors import LevelError, ParameterError, ScaleError
 from ..keyswitch import KeySwitcher, conjugation_element, galois_element, muladd_pair
-from ..ring import RNSPoly
+from ..ring import RingContext, RNSPoly, int_residues
 from ..rlwe import Ciphertext, Plaintext, check_level, check_same_context
 from .bootstrap import Bootstrapper, as_config, plan_for
 from .encoder import CKKSEncoder, as_slot_vector, subring_period
@@ -58,6 +58,7 @@ class Evaluator:
         self.switcher = KeySwitcher(params, ring)
         self._monomial_cache: dict = {}
         self._period_encoders: dict = {}    # period d -> the encoder of degree 2d (``encode``'s subring path)
+        self._subrings: dict = {}           # (2d, basis) -> its RingContext (``encode_extended(compact=True)``)
 
     @property
     def rotation_steps(self) -> tuple[int, ...]:
@@ -92,13 +93,18 @@ class Evaluator:
         length = int(np.size(values)) if np.ndim(values) else 1
         return Plaintext(poly, level, float(scale), length, is_complex, self.fingerprint)
 
-    def encode_extended(self, values, level: int, scale: float) -> RNSPoly:
+    def encode_extended(self, values, level: int, scale: float, compact: bool = False):
         """The polynomial of ``encode(values, level, scale)`` over Q_level ∪ P, the key-switching basis (rows in the
         order of ``KeySwitcher.plan(level).ext_idx``): the same integer coefficients (below Q_level/2, so exact
-        over Q_level·P too), for ``linear_transform_hoisted``, whose products stay over Q·P."""
-        return self._encode_poly(values, level, scale, self.switcher.plan(level).ext_idx)[0]
+        over Q_level·P too), for ``linear_transform_hoisted``, whose products stay over Q·P.  ``compact``: its NTT
+        residues as a (rows, n') uint64 array, n' = 2·period for a vector of a short period (the subring
+        polynomial's NTT, which the full one repeats: ``RingContext.subring_ntt``), else n' = N."""
+        idx = self.switcher.plan(level).ext_idx
+        if not compact:
+            return self._encode_poly(values, level, scale, idx)[0]
+        return self._encode_poly(values, level, scale, idx, compact=True)[0]
 
-    def _encode_poly(self, values, level: int, scale: float, idx) -> tuple[RNSPoly, bool]:
+    def _encode_poly(self, values, level: int, scale: float, idx, compact: bool = False) -> tuple:
         z, is_complex = as_slot_vector(values, self.params.slots)
         period = subring_period(z) if np.size(values) == self.params.slots else None
         modulus_bits = self._log_modulus(level)
@@ -106,9 +112,16 @@ class Evaluator:
             if period not in self._period_encoders:
                 self._period_encoders[period] = CKKSEncoder(2 * period)
             coeffs = self._period_encoders[period].encode(z[:period], scale, modulus_bits=modulus_bits)
+            if compact:
+                key = (2 * period, tuple(idx))
+                if key not in self._subrings:
+                    self._subrings[key] = RingContext(2 * period, [self.ring.moduli[i] for i in idx])
+                small = int_residues(self.ring, np.asarray(coeffs), idx)
+                return self._subrings[key].ntt(small, range(len(idx)), out=small), is_complex
             return RNSPoly.from_subring_ints(self.ring, coeffs, idx), is_complex
         coeffs = self.encoder.encode(values, scale, modulus_bits=modulus_bits)
-        return RNSPoly.from_ints(self.ring, coeffs, idx, is_ntt=True), is_complex
+        poly = RNSPoly.from_ints(self.ring, coeffs, idx, is_ntt=True)
+        return (poly.data if compact else poly), is_complex
 
     def _constant(self, value, level: int, scale: float) -> RNSPoly:
         """NTT form of the constant polynomial round(Re(v)·Δ) + round(Im(v)·Δ)·X^(N/2) (every slot = v)."""
@@ -456,7 +469,7 @@ class Evaluator:
 
         ``baby_steps``: every i the groups use; ``groups``: (m, pairs) items, pairs (i, poly) with ``poly`` a
         plaintext over Q_ℓ ∪ P in NTT form (``encode_extended``), or its residues as a uint32/uint64 array (kept
-        plaintexts), drawn one group at a time (so they may be encoded lazily); each product is one fused pass
+        plaintexts; a short period's compact form, ``encode_extended(compact=True)``), drawn one group at a time (so they may be encoded lazily); each product is one fused pass
         over both parts (``crypto.keyswitch.muladd_pair``); ``scale``: the products' scale (ct.scale · the plaintexts' scale).  The result has the input's
         length and complexity unless ``length``/``is_complex`` are given.  Bit for bit the same on any number of
         threads (exact modular arithmetic; the babies' key switches run on the threads of ``hezk.threads``)."""
@@ -500,9 +513,9 @@ class Evaluator:
                     raise ParameterError(f"linear_transform_hoisted: baby step {i} is not in baby_steps {steps}")
                 if isinstance(poly, RNSPoly) and poly.idx == ext and poly.is_ntt:
                     data = poly.data
-                elif isinstance(poly, np.ndarray) and poly.dtype in (np.uint32, np.uint64) and \
-                        poly.shape == (len(ext), n):
-                    data = poly
+                elif isinstance(poly, np.ndarray) and poly.dtype in (np.uint32, np.uint64) and poly.ndim == 2 and \
+                        poly.shape[0] == len(ext) and 0 < poly.shape[1] <= n and n % poly.shape[1] == 0:
+                    data = poly         # residues, or a subring polynomial's NTT (``encode_extended(compact=True)``)
                 else:
                     raise ParameterError(f"linear_transform_hoisted: a plaintext must be an NTT-form RNSPoly over "
                                          f"Q_{level} ∪ P (Evaluator.encode_extended) or its residues, got {poly!r}")

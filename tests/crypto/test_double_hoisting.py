@@ -103,9 +103,9 @@ def test_matches_single_hoisting_and_numpy(rescale):
     ct = ctx.encrypt(z, level=3)
     pt_scale = float(ev._top_modulus(ct.level))
     groups = [(m, [(b, np.roll(diags[k], m)) for b, k in terms]) for m, terms in sorted(split.items())]
-    new = ev.linear_transform_hoisted(
-        ct, babies, ((m, [(b, ev.encode_extended(v, ct.level, pt_scale)) for b, v in pairs]) for m, pairs in groups),
-        ct.scale * pt_scale, rescale=rescale)
+    new = ev.linear_transform_hoisted(      # rescaled: the compact residues; else the polynomials
+        ct, babies, ((m, [(b, ev.encode_extended(v, ct.level, pt_scale, compact=rescale)) for b, v in pairs])
+                     for m, pairs in groups), ct.scale * pt_scale, rescale=rescale)
     old = bsgs_sum(ev, ev.rotate_hoisted(ct, babies),
                    ((m, [(b, ev.encode(v, ct.level, pt_scale)) for b, v in pairs]) for m, pairs in groups))
     if rescale:
@@ -130,6 +130,8 @@ def test_refuses_a_plaintext_over_q_only_and_an_unknown_baby():
     ext = ev.encode_extended(np.ones(ctx.params.slots), 2, 2.0**20)
     with pytest.raises(ParameterError, match="baby step 2"):
         ev.linear_transform_hoisted(ct, [0, 1], [(0, [(2, ext)])], ct.scale * 2.0**20)
+    with pytest.raises(ParameterError, match="or its residues"):
+        ev.linear_transform_hoisted(ct, [0, 1], [(0, [(1, ext.data[:, :3])])], ct.scale * 2.0**20)
     with pytest.raises(ParameterError, match="at least one plaintext"):
         ev.linear_transform_hoisted(ct, [0, 1], [(4, [])], ct.scale)
 
@@ -146,6 +148,9 @@ def test_encode_extended_is_encode_over_q_and_p():
         assert np.array_equal(ext.data[:limbs], pt.poly.data)
         p_rows = RNSPoly(ctx.ring, ext.data[limbs:], ext.idx[limbs:], True)
         assert np.array_equal(centred(p_rows), centred(pt.poly))      # the same integers mod P
+        compact = ev.encode_extended(values, 2, 2.0**40, compact=True)
+        assert compact.shape[1] == (4 if values[1] == -0.25j else ctx.params.n)    # period 2: 4 columns
+        assert np.array_equal(np.repeat(compact, ctx.params.n // compact.shape[1], axis=1), ext.data)
 
 
 def test_threads_give_the_same_bits():
@@ -174,19 +179,24 @@ def test_threads_give_the_same_bits():
     assert all(np.array_equal(a.data, b.data) for a, b in zip(one.parts, two.parts))
 
 
-@settings(max_examples=20, deadline=None)
-@given(st.integers(1, 5), st.sampled_from([8, 64, 200]), st.integers(0, 2**31), st.booleans(), st.booleans())
-def test_muladd_pair_matches_its_numpy_twin(rows, n, seed, init, narrow):
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 5), st.sampled_from([8, 64, 256]), st.integers(0, 2**31), st.booleans(), st.booleans(),
+       st.integers(0, 3))
+def test_muladd_pair_matches_its_numpy_twin(rows, n, seed, init, narrow, log_repeat):
+    """Both parts times one plaintext, added (or not: ``init``) to running sums; the plaintext uint32 or uint64,
+    full or a compact subring NTT of n / 2^log_repeat columns (each slot repeated)."""
     q = np.array(find_ntt_primes(31, rows, 8), dtype=np.uint64)
     rng = np.random.default_rng(seed)
-    draw = lambda: np.array([rng.integers(0, int(m), n) for m in q], dtype=np.uint64)  # noqa: E731
-    acc_b, acc_a, x_b, x_a, pt = draw(), draw(), draw(), draw(), draw()
-    if rows and seed % 3 == 0:
-        x_b[0, 0], pt[0, 0] = q[0] - 1, q[0] - 1          # the largest residues
+    draw = lambda cols=n: np.array([rng.integers(0, int(m), cols) for m in q], dtype=np.uint64)  # noqa: E731
+    acc_b, acc_a, x_b, x_a = draw(), draw(), draw(), draw()
+    small = draw(n >> log_repeat)
+    if seed % 3 == 0:
+        x_b[0, 0], small[0, 0] = q[0] - 1, q[0] - 1          # the largest residues
+    pt = np.repeat(small, 1 << log_repeat, axis=1)
     col = q[:, None]
     want_b = (x_b * pt % col + (0 if init else acc_b)) % col
     want_a = (x_a * pt % col + (0 if init else acc_a)) % col
-    muladd_pair(acc_b, acc_a, x_b, x_a, pt.astype(np.uint32) if narrow else pt, q, init)
+    muladd_pair(acc_b, acc_a, x_b, x_a, small.astype(np.uint32) if narrow else small, q, init)
     assert np.array_equal(acc_b, want_b) and np.array_equal(acc_a, want_a)
 
 
@@ -199,6 +209,8 @@ def test_muladd_pair_refuses_a_read_only_accumulator():
         muladd_pair(frozen, x.copy(), x, x, x, q, False)
     with pytest.raises(ParameterError, match="pt must be"):
         muladd_pair(x.copy(), x.copy(), x, x, x.astype(np.int64), q, False)
+    with pytest.raises(ParameterError, match="dividing n=8"):
+        muladd_pair(x.copy(), x.copy(), x, x, x[:, :3], q, False)
 
 
 # -- inside the bootstrap ----------------------------------------------------------------------------
