@@ -1034,10 +1034,15 @@ class ModelPlan:
         ``MAKER_ENTRY_BYTES`` each). Beside it, named parts: the NTT tables (``ntt_table_bytes``), the key
         switcher's scratch buffers at the highest level a key switch runs at (``switching_scratch_bytes``), and
         the model's maps (``model_map_bytes``: every affine stage's nonzeros, once: the planner's copy in the
-        layers is dropped when the server's stages are built, and the two copies of that moment count where they
-        exceed the evaluation's own parts, "stage building"). Measured (``benchmarks/resnet.py``, one thread):
-        ResNet-20's local infer peaked at 12.12 GB against 11.65 GB estimated with the maps twice (x1.04); the
-        rest is freed heap that glibc keeps between stages of other sizes.
+        layers is dropped when the server's stages are built). The server's peak is the larger of two moments:
+        loading, when it holds the public context's bytes (only the b halves of the keys: a is a seed) beside the
+        keys deserialized from them and both copies of the maps while its stages are built, and evaluation, when
+        the bytes are gone (``Server`` keeps no reference to them) and the scratch, working ciphertexts and
+        bootstrap constants exist: "loading" is what the first holds beyond the second, 0 where evaluation is
+        larger (measured, ``infer --context`` of a 4-channel CNN at N14, one thread: 738 MB against 752 MB
+        estimated; 792 MB when the bytes were counted through evaluation). Measured (``benchmarks/resnet.py``,
+        one thread): ResNet-20's local infer peaked at 12.12 GB against 11.65 GB estimated with the maps twice
+        (x1.04); the rest is freed heap that glibc keeps between stages of other sizes.
 
         ``threads``: the kernel threads (default ``hezk.threads.get_threads()``, the process's setting). Each
         thread beyond the first that key-switches keeps its own switching scratch (thread-local) and, in its own
@@ -1068,17 +1073,20 @@ class ModelPlan:
         tables, maps = ntt_table_bytes(p), model_map_bytes(self.stages)
         threads = _thread_count(threads)
         more = 0 if switching is None else (threads - 1) * (scratch + working - messages)
-        building = max(0, maps - (scratch + working + constants + more))   # both copies while stages are built
-        server = {"baseline": BASELINE_BYTES, "NTT tables": tables, "keys": keys, "serialized keys": serialized,
-                  "model maps": maps, "stage building": building, "encoded weights": weights,
-                  "key-switching scratch": scratch, "more threads": more, "working ciphertexts": working,
-                  "bootstrap constants": constants}
+        evaluation = scratch + more + working + constants + weights
+
+        def loading(held):  # the context's bytes and the maps' second copy, while the server is built, beyond the
+            return max(0, held + maps - evaluation)     # evaluation's parts (the bytes are dropped once read)
+
+        server = {"baseline": BASELINE_BYTES, "NTT tables": tables, "keys": keys, "loading": loading(serialized),
+                  "model maps": maps, "encoded weights": weights, "key-switching scratch": scratch,
+                  "more threads": more, "working ciphertexts": working, "bootstrap constants": constants}
         secret = (top + specials) * n * 8
         plan_constants = self._bootstrap_memory(plan_only=True)[0]
         client = {"baseline": BASELINE_BYTES, "NTT tables": tables, "keys": keys + secret,
                   "serialized keys": 2 * serialized, "model maps": maps, "working ciphertexts": messages,
                   "bootstrap constants": plan_constants}
-        local = dict(server, keys=keys + secret, **{"serialized keys": 0})  # one copy: the server shares the client's
+        local = dict(server, keys=keys + secret, loading=loading(0))  # one copy: the server shares the client's
         return MemoryEstimate(server, client, local)
 
     def _bootstrap_memory(self, plan_only: bool = False) -> tuple[int, int]:
