@@ -261,10 +261,12 @@ class EvaluatorBackend:
 
 
 def explain_choice(strategy: str, priced) -> str:
-    """``"strategy packed (est. 22.1; einsum 14.3)"`` for a plan's text."""
+    """``"strategy einsum (est. 14.3 rotations by the planner's CostModel; packed 22.1)"`` for a plan's text (n/a:
+    the strategy does not apply to the stage)."""
     def show(cost):
         return "n/a" if cost is None or (isinstance(cost, float) and math.isnan(cost)) else f"{cost:.3g}"
 
-    others = "; ".join(f"{name} {show(cost)}" for name, cost in priced if name != strategy)
+    others = ", ".join(f"{name} {show(cost)}" for name, cost in priced if name != strategy)
     mine = dict(priced).get(strategy)
-    return f"strategy {strategy} (est. {show(mine)}" + (f"; {others}" if others else "") + ")"
+    return f"strategy {strategy} (est. {show(mine)} rotations by the planner's CostModel" + \
+        (f"; {others}" if others else "") + ")"

@@ -142,6 +142,27 @@ def test_simulated_models_equal_plaintext_under_either_strategy(depth4, widths, 
         np.testing.assert_allclose(_simulated(model, forced, x), want, rtol=1e-9, atol=1e-9)
 
 
+def test_a_request_of_a_wider_block_runs_the_einsum_stages_too(depth4):
+    model = _mlp(np.random.default_rng(1), (64, 16, 16, 4), Square())
+    plan = model.plan(params=depth4)
+    x = np.random.default_rng(0).normal(size=(3, 64))
+    np.testing.assert_allclose(_simulated(model, plan.with_block(256), x), model.forward(x), rtol=1e-9, atol=1e-9)
+
+
+def test_the_einsum_strategy_yields_to_a_key_budget_its_keys_exceed():
+    """64 -> 30 -> 30 -> 30: the planner's plans need 22 rotation keys, the packed maps 18; under a budget of 21
+    keys every stage stays packed, at 22 the cost model's choice stands."""
+    model = _mlp(np.random.default_rng(1), (64, 30, 30, 30), Square())
+    stages, block = packed_stages(model, (64,), {}, ActivationStage)
+
+    def strategies(budget):
+        plans, _ = stage_plans(stages, 64, slots=1 << 13, block=block, key_bytes=1, key_budget=budget)
+        return [p.strategy for p in plans], len({k for p in plans for k in p.rotations if k})
+
+    assert strategies(None) == strategies(22) == (["packed", "", "einsum", "", "einsum"], 22)
+    assert strategies(21) == (["packed", "", "packed", "", "packed"], 18)
+
+
 def test_forcing_the_einsum_strategy_where_it_does_not_apply_is_refused(depth4):
     model = _mlp(np.random.default_rng(3), (64, 16, 4), Square())
     plan = model.plan(params=depth4)
