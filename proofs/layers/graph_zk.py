@@ -684,11 +684,8 @@ class _Run:
         selector[tuple(slice(0, n) for n in real)] = 1
         h = F.ext_mul_base(F.ext_inv(self.denominators(table(op.inputs[0]), table(op.output))), selector.reshape(-1))
         g = F.ext_mul_base(F.ext_inv(self.table_denominators(index)), witness.tables[f"m.{index}"])
-        out = {}
-        for k in range(F.EXT_DEGREE):
-            out[f"h.{index}.{k}"] = np.ascontiguousarray(h[:, k])
-            out[f"g.{index}.{k}"] = np.ascontiguousarray(g[:, k])
-        return out
+        return {f"h.{index}": np.ascontiguousarray(h.T).reshape(-1),  # plane k: coordinate k
+                f"g.{index}": np.ascontiguousarray(g.T).reshape(-1)}
 
     def lookup(self, index: int, op) -> None:
         """Every real (x, y) is a row of the public table (LogUp with the inverses committed after alpha, beta):
@@ -696,24 +693,19 @@ class _Run:
         sum_j eq(tau', j) [G(j) (beta + t_j + alpha T_j) - m(j)] = 0 and sum_e H(e) - sum_j G(j) = 0, so
         sum_e S_e / (beta + x_e + alpha y_e) = sum_j m_j / (beta + t_j + alpha T_j) (error (N + 2^b) / |F|)."""
         s, n, tb = self.s, self.s.vars(op.output), self.s.table_bits(index)
-        units = [F.ext_from_base(F.to_field(np.int64(1)))] + [_UNITS[k] for k in range(1, F.EXT_DEGREE)]
-        h = [Stored(self.where[f"h.{index}.{k}"], f"h.{index}.{k}") for k in range(F.EXT_DEGREE)]
-        g = [Stored(self.where[f"g.{index}.{k}"], f"g.{index}.{k}") for k in range(F.EXT_DEGREE)]
+        h, g = self.ext_factor(f"h.{index}"), self.ext_factor(f"g.{index}")
         label = f"graph.lookup{index}"
         tau = self.ch.point(label, n)
         eq = eq_factor(tau)
         operands = []
         for tensor, scale in ((op.inputs[0], self.one), (op.output, self.alpha)):
             operands.append((scale, self.operand(tensor, None, None, n)))
-        terms = []
-        for unit, hk in zip(units, h):
-            terms.append(Term(F.ext_mul(unit, self.beta), (eq,), (hk,), n))
-            for scale, factor in operands:
-                coefficient = F.ext_mul(unit, scale)
-                if isinstance(factor, Public):
-                    terms.append(Term(coefficient, (eq, factor), (hk,), n))
-                else:
-                    terms.append(Term(coefficient, (eq,), (hk, factor), n))
+        terms = [Term(self.beta, (eq,), (h,), n)]
+        for scale, factor in operands:
+            if isinstance(factor, Public):
+                terms.append(Term(scale, (eq, factor), (h,), n))
+            else:
+                terms.append(Term(scale, (eq,), (h, factor), n))
         real, padded = s.real(op.output), s.padded(op.output)
         box = tuple(int(k) for k in real[::-1]), tuple(_bits(k) for k in padded[::-1])  # axis 0 lowest
         if not self.is_public(op.output):
@@ -724,11 +716,9 @@ class _Run:
         denominators = Public(lambda: self.table_denominators(index),
                               lambda sigma: mle_evaluate(self.table_denominators(index), sigma[:tb]))
         m = Stored(self.where[f"m.{index}"], f"m.{index}")
-        terms = [Term(unit, (eq, denominators), (gk,), tb) for unit, gk in zip(units, g)]
-        self.relation(f"{label}.table", terms + [Term(self.minus, (eq,), (m,), tb)], F.ext_zero())
-        terms = [Term(unit, (), (hk,), n) for unit, hk in zip(units, h)]
-        terms += [Term(F.ext_neg(unit), (), (gk,), tb) for unit, gk in zip(units, g)]
-        self.relation(f"{label}.sum", terms, F.ext_zero())
+        self.relation(f"{label}.table", [Term(self.one, (eq, denominators), (g,), tb),
+                                         Term(self.minus, (eq,), (m,), tb)], F.ext_zero())
+        self.relation(f"{label}.sum", [Term(self.one, (), (h,), n), Term(self.minus, (), (g,), tb)], F.ext_zero())
 
     # -- range checks of requantizations (LogUp into the range table, committed inverses) -----------------
     def range_parts(self, index: int, op) -> list:
@@ -1037,11 +1027,11 @@ def _layouts(shapes: Shapes, q: QuantizedGraph) -> dict:
 def lookup_layout(shapes: Shapes) -> StoreLayout:
     """The lookup store, committed after the lookups' challenges: per lookup op its inverses H = S / (beta + X +
     alpha Y) over the output's padded layout and G = m / (beta + t + alpha T) over the table, each as its four
-    base-field coordinates (slots h.i.k, g.i.k)."""
+    base-field coordinate planes (slots h.i, g.i of four planes each; one factor sum_k u^k H_k in a relation)."""
     slots = []
     for index in shapes.lookups:
-        slots += [Slot(f"h.{index}.{k}", shapes.vars(shapes.q.ops[index].output)) for k in range(F.EXT_DEGREE)]
-        slots += [Slot(f"g.{index}.{k}", shapes.table_bits(index)) for k in range(F.EXT_DEGREE)]
+        slots.append(Slot(f"h.{index}", shapes.vars(shapes.q.ops[index].output), 2))  # four coordinate planes
+        slots.append(Slot(f"g.{index}", shapes.table_bits(index), 2))
     for index in shapes.range_ops:  # the range lookups' 1 / (D_r D_z) per entry, then the range table's G: an F_p4
         # table as one slot of four planes (its coordinates), read as one factor sum_k u^k H_k (planes contracted)
         slots.append(Slot(f"rh.{index}", shapes.vars(shapes.q.ops[index].output), 2))
