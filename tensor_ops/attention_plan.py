@@ -460,8 +460,9 @@ class AttentionPlan:
                          f"{magnitude:.3g}")
         largest = max((site.magnitude for site in sites), default=0.0)
         if largest > 1:
-            lines.append(f"  values bootstrapped reach {largest:.3g} (|x| > 1): EvalMod's sine error grows with "
-                         f"(|x| Delta / q_0)^5 beyond the stated precision")
+            lines.append(f"  slots bootstrapped reach {largest:.3g} on the recorded sample: the worst case stated is "
+                         f"for slots |x| <= 1 (a coefficient as large as Delta); EvalMod's sine error grows with the "
+                         f"coefficients' size, so larger slots may keep fewer bits")
         lines.append(f"estimated time: {self.estimated_seconds:.0f} s of server compute, of which bootstraps "
                      f"{self.bootstrap_count} x ~{self.bootstrap_seconds:.1f} s (priced from their operation counts; "
                      f"built-in per-operation times of the development machine, one thread)")

@@ -184,3 +184,40 @@ def test_exported_encoder_layer_plans_bootstraps_at_128_bits_without_keys(tmp_pa
     assert "estimated time:" in out and "MiB (" in out and "the conjugation key" in out
     assert cli.main(command + ["--no-bootstrap"]) == 2
     assert f"consumes {depth} levels" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_cli_infers_a_tiny_encoder_layer_with_bootstraps_within_two_percent(tmp_path, capsys):
+    """``hezk infer`` on an exported tiny encoder layer (d_model 8, 2 heads, sequence 4; deeper than the toy ring's
+    20 levels) with --params naming the INSECURE bootstrappable toy ring and its bootstrap config (--insecure, tests
+    only): the plan states its bootstraps, the run takes as many, and the output is within 2% of onnxruntime's
+    largest output magnitude; --no-bootstrap refuses naming the depth (about a minute: keys, then CKKS)."""
+    import json
+
+    import onnx
+
+    from tensor_ops import cli
+
+    from ..model.exported_models import onnxruntime_outputs
+    from ..model.test_transformer_reader import encoder, export
+
+    model = export(encoder(1, "gelu", d_model=8, heads=2, feedforward=16), dynamo=False, sequence=4, d_model=8)
+    onnx.save(model, tmp_path / "layer.onnx")
+    rng = np.random.default_rng(0)
+    calibration = rng.normal(size=(64, 1, 4, 8))
+    np.save(tmp_path / "cal.npy", calibration)
+    np.save(tmp_path / "x.npy", calibration[1])
+    ring = dict(BOOT_TOY, bootstrap={f.name: getattr(CONFIG, f.name) for f in dataclasses.fields(CONFIG)})
+    (tmp_path / "ring.json").write_text(json.dumps(ring))
+    command = ["infer", "--model", str(tmp_path / "layer.onnx"), "--calibration", str(tmp_path / "cal.npy"),
+               "--input", str(tmp_path / "x.npy"), "--out", str(tmp_path / "y.npy"), "--params",
+               str(tmp_path / "ring.json"), "--insecure"]
+    assert cli.main(command) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    planned = int(out.split("bootstraps: ")[1].split(" ciphertext bootstraps")[0])
+    assert planned >= 1 and f"with {planned} ciphertext bootstraps" in out and f"(recorded: {planned})" in out
+    expected = onnxruntime_outputs(model, calibration[1])[0]
+    got = np.load(tmp_path / "y.npy").reshape(expected.shape)
+    assert np.max(np.abs(got - expected)) <= 0.02 * np.max(np.abs(expected))
+    assert cli.main(command + ["--no-bootstrap"]) == 2
+    assert "--no-bootstrap" in capsys.readouterr().err
