@@ -633,8 +633,14 @@ def relu_options(interval, degree: int = 7, sign_degrees=SIGN_DEGREES):
 @functools.lru_cache(maxsize=256)
 def _relu_options(low, high, degree, sign_degrees):
     fit = fit_activation("relu", degree, (low, high))
+    return (fit, *_composite_option(low, high, sign_degrees)[:1], error_on_interval(fit, low, high),
+            _composite_option(low, high, sign_degrees)[1])
+
+
+@functools.lru_cache(maxsize=256)
+def _composite_option(low, high, sign_degrees):
     composite = composite_relu((low, high), sign_degrees)
-    return fit, composite, error_on_interval(fit, low, high), error_on_interval(composite, low, high)
+    return composite, error_on_interval(composite, low, high)
 
 
 def relu_choice(interval, tolerance: float = RELU_TOLERANCE, degree: int = 7, sign_degrees=SIGN_DEGREES,
@@ -645,9 +651,11 @@ def relu_choice(interval, tolerance: float = RELU_TOLERANCE, degree: int = 7, si
     layer's, of its own degree), weighed instead of the minimax fit of ``degree``."""
     if not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool) or not 0 < tolerance < 1:
         raise ParameterError(f"tolerance={tolerance!r} must be a number in (0, 1) (of the interval's scale)")
-    made, composite, fit_err, composite_err = relu_options(interval, degree, sign_degrees)
     low, high = _interval(interval)
-    if fit is not None:
+    if fit is None:
+        made, composite, fit_err, composite_err = relu_options(interval, degree, sign_degrees)
+    else:   # no fit to make: the composite's error only
+        composite, composite_err = _composite_option(low, high, tuple(int(d) for d in sign_degrees))
         made, fit_err = fit, error_on_interval(fit, low, high)
     scale = max(abs(low), abs(high))
     if fit_err <= tolerance * scale:
