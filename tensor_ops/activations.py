@@ -633,8 +633,8 @@ def relu_options(interval, degree: int = 7, sign_degrees=SIGN_DEGREES):
 @functools.lru_cache(maxsize=256)
 def _relu_options(low, high, degree, sign_degrees):
     fit = fit_activation("relu", degree, (low, high))
-    return (fit, *_composite_option(low, high, sign_degrees)[:1], error_on_interval(fit, low, high),
-            _composite_option(low, high, sign_degrees)[1])
+    composite, composite_error = _composite_option(low, high, sign_degrees)
+    return fit, composite, error_on_interval(fit, low, high), composite_error
 
 
 @functools.lru_cache(maxsize=256)
