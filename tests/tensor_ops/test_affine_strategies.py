@@ -22,6 +22,8 @@ from tensor_ops.plan.affine import (EvaluatorBackend, batch_layout, choose_affin
 from tests.reference.sim_ckks import SimContext, SimEvaluator
 
 TEST_RING = dict(log_n=11, log_q=[[30, 30]] + [[25, 26]] * 8, log_p=[30] * 4, log_scale=50, dnum=4, insecure=True)
+SMALL_RING = dict(log_n=10, log_q=[[30, 30]] + [[25, 26]] * 5, log_p=[30, 30, 30], log_scale=50, dnum=4,
+                  insecure=True)
 GELU = Poly("gelu", 3, (-3, 3))
 
 
@@ -172,14 +174,13 @@ def test_forcing_the_einsum_strategy_where_it_does_not_apply_is_refused(depth4):
         _forced(model, plan, {2: "dense"})
 
 
-@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::tensor_ops.nn.ActivationRangeWarning")  # the polynomial itself is compared
 def test_an_encrypted_model_with_an_einsum_stage_equals_plaintext():
-    """Real CKKS (test ring): a stage run by the planner's plan after a GELU (padding p(0) != 0), through the
-    client/server bytes; within 1e-4 of the plain reference (the polynomial is the model's)."""
+    """Real CKKS (test ring N = 2^10): a stage run by the planner's plan after a GELU (padding p(0) != 0), through
+    the client/server bytes; within 1e-4 of the plain reference (the polynomial is the model's)."""
     rng = np.random.default_rng(4)
-    model = _mlp(rng, (32, 8, 8, 3), GELU)
-    plan = model.plan(params=TEST_RING)
+    model = _mlp(rng, (32, 8, 3), GELU)
+    plan = model.plan(params=SMALL_RING)
     assert [s.strategy for s in plan.stages if s.kind == "affine"].count("einsum") >= 1
     client = Client(plan=plan, seed=0, allow_insecure=True)
     x = rng.uniform(-1, 1, size=(5, 32))
@@ -204,6 +205,38 @@ def test_encrypted_random_models_with_forced_einsum_stages_equal_plaintext(width
     x = rng.uniform(-1, 1, size=(3, 32))
     outputs = [ctx.decrypt(server.forward(ctx.encrypt(v, level=plan.input_level))) for v in plan.pack(x)]
     assert np.abs(plan.unpack(outputs, len(x)) - model.forward(x)).max() < 1e-4
+
+
+def _einsum_request(seed):
+    model = _mlp(np.random.default_rng(seed), (32, 8, 8, 3), Square())
+    plan = model.plan(params=SMALL_RING)
+    assert plan.stages[2].strategy == "einsum"
+    client = Client(plan=plan, seed=seed, allow_insecure=True)
+    x = np.random.default_rng(seed).uniform(-1, 1, (2, 32))
+    return model, client, client.encrypt(x), model.forward(x)
+
+
+@pytest.mark.filterwarnings("ignore:the plan states no output range")
+def test_an_einsum_stage_needs_only_the_evaluator_protocol():
+    """Through a protocol-only view of the host evaluator (no fused products, no hoisted ModDown): the same reply
+    bytes, so the planner's plan runs on any ``CKKSEvaluator``."""
+    from tests.tensor_ops.test_model_on_device_evaluator import ProtocolOnly
+    model, client, request, want = _einsum_request(8)
+    context = CKKSContext.from_bytes(client.public_context())
+    reference = Server(model, context).evaluate(request)
+    assert Server(model, context, evaluator=ProtocolOnly(context.evaluator)).evaluate(request) == reference
+    assert np.abs(client.decrypt(reference) - want).max() < 2.0 ** -20
+
+
+@pytest.mark.slow   # ~60 s on two shared cores: CPU XLA compiles the first device evaluation
+@pytest.mark.filterwarnings("ignore:the plan states no output range")
+def test_an_einsum_stage_on_the_device_evaluator_equals_the_host():
+    pytest.importorskip("jax", reason="jax is not installed (pip install 'jax[cpu]'): the device path is optional")
+    from crypto.ckks.jax_device import DeviceEvaluator
+    model, client, request, want = _einsum_request(9)
+    context = CKKSContext.from_bytes(client.public_context())
+    reference = Server(model, context).evaluate(request)
+    assert Server(model, context, evaluator=DeviceEvaluator).evaluate(request) == reference
 
 
 # -- the plan's record: round trip, a tampered strategy refused --------------------------------------------------
