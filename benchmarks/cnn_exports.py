@@ -13,7 +13,9 @@ evaluate and decrypt in one process) with B the issue's bound for the model, eac
 Printed per model: the planning time, the infer wall time, its peak RSS (Maximum resident set size) beside the
 local-infer estimate of the plan infer printed (``memory_estimate().local_peak``) and the bound, and the
 largest error against onnxruntime relative to the largest output. Runs one model at a time (minutes each on a
-small machine).
+small machine), at one kernel thread unless HEZK_THREADS says otherwise. ``hezk plan`` checks the bound for a
+separate server (which holds the public context's bytes beside its keys); where that refuses, the row says so and
+the local infer, which holds one copy of the keys, is still measured against the bound.
 """
 from __future__ import annotations
 
@@ -150,16 +152,21 @@ def run(name, module, shape, folder, dynamo, samples, plan_only) -> dict:
     np.save(folder / "x.npy", x)
     common = ["--model", "model.onnx", "--calibration", "cal.npy", "--memory-budget", str(BOUNDS[name]),
               *OPTIONS.get(name, [])]
+    row = {"model": name, "exporter": "dynamo" if dynamo else "torchscript"}
     try:
         plan_s, plan_rss, _ = timed(["plan", *common, "--out", "plan.json"], folder)
-    except RuntimeError as refusal:       # refused up front: the reason is the result
+        row.update({"plan s": f"{plan_s:.1f}", "plan RSS GB": f"{plan_rss / GB:.2f}",
+                    "estimate GB": f"{estimate(folder) / GB:.2f}"})
+    except RuntimeError as refusal:       # a separate server would not fit: the local infer (measured) may
         reason = next((line for line in str(refusal).splitlines() if line.startswith("error:")), str(refusal))
-        return {"model": name, "exporter": "dynamo" if dynamo else "torchscript", "refused": reason[:300]}
-    row = {"model": name, "exporter": "dynamo" if dynamo else "torchscript", "plan s": f"{plan_s:.1f}",
-           "plan RSS GB": f"{plan_rss / GB:.2f}", "estimate GB": f"{estimate(folder) / GB:.2f}"}
+        row["server plan"] = reason[:300]
     if plan_only:
         return row
-    wall, rss, text = timed(["infer", *common, "--input", "x.npy", "--out", "y.npy", "--no-progress"], folder)
+    try:
+        wall, rss, text = timed(["infer", *common, "--input", "x.npy", "--out", "y.npy", "--no-progress"], folder)
+    except RuntimeError as refusal:       # refused up front: the reason is the result
+        reason = next((line for line in str(refusal).splitlines() if line.startswith("error:")), str(refusal))
+        return dict(row, refused=reason[:300])
     local = local_estimate(text)
     y = np.load(folder / "y.npy").reshape(samples, -1)
     want = reference(folder / "model.onnx", x).reshape(samples, -1)
@@ -194,4 +201,5 @@ def main(argv=None) -> None:
 
 if __name__ == "__main__":
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("HEZK_THREADS", "1")      # one kernel thread (the estimates count threads: hezk.threads)
     main()
