@@ -405,12 +405,15 @@ def padding_factor(tau, extents, log_sizes) -> Public:
 
 @dataclass(frozen=True, eq=False)
 class Term:
-    """c * [x_(m..n-1) = 0] * prod publics * prod stored, on the first m = the factors' variables."""
+    """c * [x_(m..n-1) = 0] * prod publics * prod (stored + offset), on the first m = the factors' variables.
+    ``offsets``: per stored factor an F_p4 constant added to it, or None (empty: none); an affine factor
+    (beta + v) is then one factor of the product, not two terms (the stated value is the stored factor's own)."""
 
     coefficient: object
     publics: tuple = ()
     stored: tuple = ()
     num_vars: int = 0
+    offsets: tuple = ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -563,6 +566,19 @@ def _sum_product(arrays) -> np.ndarray:
     return F.ext_sum(product, axis=0) if is_ext(product) else F.ext_from_base(F.sum_(product))
 
 
+def _shifted(factors, publics: int, offsets) -> list:
+    """The (table, mask) factors with each stored factor's offset added to its table (the mask is unchanged: the
+    line of table + c is the table's line + c)."""
+    if not offsets or all(c is None for c in offsets):
+        return factors
+    out = list(factors)
+    for k, c in enumerate(offsets):
+        if c is not None:
+            table, mask = out[publics + k]
+            out[publics + k] = (F.ext_add(_ext(table), np.asarray(c, dtype=np.uint64)[None, :]), mask)
+    return out
+
+
 class RelationProver:
     """Sumcheck prover of a :class:`Relation` (the :class:`proofs.sumcheck.SumcheckProver` interface).
 
@@ -598,7 +614,7 @@ class RelationProver:
         message = F.ext_zero((d + 1,))
         for (term, public_ids, state_ids), tail in zip(self._terms, self._tails):
             coefficient = np.asarray(term.coefficient, dtype=np.uint64)
-            factors = self._factors(public_ids, state_ids)
+            factors = _shifted(self._factors(public_ids, state_ids), len(public_ids), getattr(term, "offsets", ()))
             if j >= term.num_vars:  # the term is a constant times eq(0, x_j)
                 value = F.ext_mul(F.ext_mul(coefficient, tail), self._final_product(factors, term))
                 message[0] = F.ext_add(message[0], value)
@@ -759,8 +775,9 @@ def expected_summand(relation: Relation, sigma, values) -> np.ndarray:
             term_values = ()
         for public in term.publics:
             value = mul(value, _ints(public.at(sigma)))
-        for v in term_values:
-            value = mul(value, _ints(v))
+        offsets = getattr(term, "offsets", ()) or (None,) * len(term_values)
+        for v, offset in zip(term_values, offsets):
+            value = mul(value, _ints(v) if offset is None else [(a + b) % p for a, b in zip(_ints(v), _ints(offset))])
         for i in range(term.num_vars, n):
             value = mul(value, one_minus[i])
         total = [(a + b) % p for a, b in zip(total, value)]

@@ -257,6 +257,14 @@ def _bound_public(table, high, low, k: int) -> Public:
     return Public(lambda: bound, lambda sigma: mle_evaluate(bound, sigma[:k]))
 
 
+def _shifted_public(factor: Public, constant) -> Public:
+    """constant + factor, a public factor."""
+    def table():
+        values = np.asarray(factor.table(), dtype=np.uint64)
+        return F.ext_add(F.ext_from_base(values) if values.ndim == 1 else values, constant[None, :])
+    return Public(table, lambda sigma: F.ext_add(factor.at(sigma), constant))
+
+
 def _same_layout(a, b) -> bool:
     from .contraction import reshape_is_free
     return reshape_is_free((1, *a), (1, *b))
@@ -760,16 +768,14 @@ class _Run:
         eq = eq_factor(tau)
         parts = self.range_parts(index, op)
         h = self.ext_factor(f"rh.{index}")
-        terms = []
-        for chosen in range(1 << len(parts)):  # prod_i (c_i + f_i), expanded over the subsets of factors
-            coefficient, publics, stored = self.one, [eq], []
-            for i, (constant, factor) in enumerate(parts):
-                if chosen >> i & 1:
-                    (publics if isinstance(factor, Public) else stored).append(factor)
-                else:
-                    coefficient = F.ext_mul(coefficient, constant)
-            terms.append(Term(coefficient, tuple(publics), (h, *stored), n))
-        self.relation(label, terms, self.one)
+        publics, stored, offsets = [eq], [h], [None]
+        for constant, factor in parts:  # prod_i (c_i + f_i): each an affine factor (a term's offset)
+            if isinstance(factor, Public):
+                publics.append(_shifted_public(factor, constant))
+            else:
+                stored.append(factor)
+                offsets.append(constant)
+        self.relation(label, [Term(self.one, tuple(publics), tuple(stored), n, tuple(offsets))], self.one)
 
     def ext_factor(self, name: str) -> Stored:
         """An F_p4 table stored as its four coordinate planes, as one factor: sum_k u^k H_k."""
@@ -816,16 +822,13 @@ class _Run:
             n, parts = self.s.vars(op.output), self.range_parts(index, op)
             h = self.ext_factor(f"rh.{index}")
             if len(parts) == 1:  # sum H
-                pieces = [(self.one, None)]
-            else:  # sum H (D_1 + D_2) = sum H (c_1 + c_2 + f_1 + f_2)
-                pieces = [(F.ext_add(parts[0][0], parts[1][0]), None), (self.one, parts[0][1]), (self.one, parts[1][1])]
-            for coefficient, factor in pieces:
-                if factor is None:
-                    terms.append(Term(coefficient, (), (h,), n))
-                elif isinstance(factor, Public):
-                    terms.append(Term(coefficient, (factor,), (h,), n))
+                terms.append(Term(self.one, (), (h,), n))
+                continue
+            for constant, factor in parts:  # sum H (D_1 + D_2): two terms of affine factors
+                if isinstance(factor, Public):
+                    terms.append(Term(self.one, (_shifted_public(factor, constant),), (h,), n))
                 else:
-                    terms.append(Term(coefficient, (), (h, factor), n))
+                    terms.append(Term(self.one, (), (h, factor), n, (None, constant)))
         terms.append(Term(self.minus, (), (g,), tb))
         self.relation("graph.range.sum", terms, F.ext_zero())
 

@@ -63,6 +63,43 @@ def _eligible(q: QuantizedGraph) -> list:
     return [i for i, op in enumerate(q.ops) if op.has_bits and not (op.relu or op.kind == "relu")]
 
 
+@pytest.mark.parametrize("log_size", [5, 14])
+@pytest.mark.parametrize("hiding", [True, False])
+def test_a_term_with_offsets_is_its_expansion(hiding, log_size):
+    """eq H (c1 + r) (c2 + z) as one term with offsets sends the messages of its four expanded terms (numba at 2^14
+    entries, numpy below), and the verifier's summand from the stated values is the final claim."""
+    from proofs.relations import Relation, RelationProver, Slot, StoreLayout, Stored, Term, commit_store, eq_factor, \
+        expected_summand
+    from proofs.sumcheck import lagrange_eval
+    from proofs.zk import HidingParams
+    n = log_size
+    layout = StoreLayout((Slot("H", n, 2), Slot("r", n), Slot("z", n)), hiding)
+    rng = np.random.default_rng(7)
+    tables = {"H": F.random_elements(4 << n, seed=8), "r": rng.integers(0, 1 << 10, 1 << n).astype(np.uint64),
+              "z": rng.integers(0, 1 << 12, 1 << n).astype(np.uint64)}
+    _, witness = commit_store(layout, tables, HidingParams(hiding=hiding), seed=9)
+    tau, c1, c2 = F.ext_random((n,), seed=10), F.ext_random((), seed=11), F.ext_random((), seed=12)
+    h, r, z, eq = Stored("s", "H", planes=GZ._UNITS), Stored("s", "r"), Stored("s", "z"), eq_factor(tau)
+    one = F.ext_one()
+    shifted = Relation((Term(one, (eq,), (h, r, z), n, (None, c1, c2)),), one)
+    expanded = Relation((Term(F.ext_mul(c1, c2), (eq,), (h,), n), Term(c2, (eq,), (h, r), n),
+                         Term(c1, (eq,), (h, z), n), Term(one, (eq,), (h, r, z), n)), one)
+    provers = [RelationProver(shifted, {"s": witness}, {"s": layout}),
+               RelationProver(shifted, {"s": witness}, {"s": layout}, fused=False),
+               RelationProver(expanded, {"s": witness}, {"s": layout})]
+    claim = None
+    for j in range(n):
+        messages = [p.round_message() for p in provers]
+        assert np.array_equal(messages[0], messages[2]) and np.array_equal(messages[1], messages[2]), f"round {j}"
+        r_j = F.ext_random((), seed=40 + j)
+        claim = lagrange_eval(messages[0], r_j)
+        for p in provers:
+            p.bind(r_j)
+    sigma = np.stack(provers[0].challenges)
+    assert F.ext_eq(expected_summand(shifted, sigma, provers[0].final_evaluations()), claim)
+    assert F.ext_eq(expected_summand(expanded, sigma, provers[2].final_evaluations()), claim)
+
+
 def test_the_rule_chooses_the_lookup_where_it_commits_less(layer):
     """"always": every requantization without ReLU is range-checked and its bit planes leave the proof store;
     "never": none; "auto" on this small layer: none (the 2^16-row table outweighs its few planes), and the rule's
