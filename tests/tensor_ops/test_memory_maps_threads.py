@@ -24,8 +24,10 @@ def memoised(layers) -> int:
                + memoised(getattr(layer, "shortcut", ())) for layer in layers)
 
 
+@pytest.mark.slow
 def test_a_server_drops_the_layers_maps_and_keeps_no_reference_to_the_context_bytes():
-    """What the server's "loading" part rests on: once built, it holds neither the layers' maps nor the bytes."""
+    """(2-4 s: a TOY keygen) What the server's "loading" part rests on: once built, it holds neither the layers'
+    maps nor the bytes."""
     from tensor_ops.inference import Client, Server
 
     model = conv_model()
