@@ -217,7 +217,6 @@ class EncryptedModel:
         paddings = known_paddings(self._stages, plan.packed_width)
         self._einsum = {i: einsum_stage(stage, s, paddings[i], plan.block, plan.params.slots)
                         for i, (stage, s) in enumerate(zip(self._stages, plan.stages)) if s.strategy == "einsum"}
-        self._backends: dict = {}  # (stage, level, scale) -> EvaluatorBackend holding that stage's encodings
         if plan.bootstraps:  # the bootstrap rotates by its own steps: each needs its key
             missing = sorted(set(plan.bootstrap_plan.rotation_steps) - set(context.rotation_steps))
             if missing or not context.has_conjugation_key:
@@ -278,14 +277,19 @@ class EncryptedModel:
 
     def _einsum_affine(self, index, stage, ct, scale):
         """The stage by the einsum planner's plan (its steps rescale), plus the bias less the known padding's
-        image (``model_plan.einsum_stage``)."""
+        image (``model_plan.einsum_stage``). Its encoded constants live in the weights store as the packed
+        stages' do (one group {0: [(content key, plaintext)]}), kept only when the store keeps a stage that large."""
         plan, weights, correction = self._einsum[index]
-        key = (index, ct.level, scale)
-        backend = self._backends.get(key)
-        if backend is None:
-            backend = self._backends[key] = EvaluatorBackend(self._evaluator, self._context.encode, self._routes,
-                                                             self.plan.params.slots, scale)
+        params = self.plan.params
+        key = (params.fingerprint, self.plan.block, self.plan.choices_key, index, ct.level, scale, "einsum")
+        stored = self._encoded.get(key)
+        size = self.plan.stages[index].diagonals * params.limbs_at(ct.level) * params.n * 8
+        keep = stored is None and _keeps(self._encoded, size)
+        backend = EvaluatorBackend(self._evaluator, self._context.encode, self._routes, params.slots, scale,
+                                   encoded=None if stored is None else stored[0], keep=stored is not None or keep)
         (total,) = plan.run(backend, [[ct], weights])
+        if keep:
+            self._encoded[key] = {0: list(backend.encoded.items())}
         return self._evaluator.add(total, np.tile(stage.bias_vector(self.plan.block), self.plan.batch) - correction)
 
     def _join(self, index, stage, plan_stage, ct, skip):

@@ -197,9 +197,12 @@ class EvaluatorBackend:
     path's choice, so that the rescaled output lands on the parameters' scale). ``evaluator``: any
     ``crypto.ckks.evaluator_protocol.CKKSEvaluator``."""
 
-    def __init__(self, evaluator, encode, routes: dict, slots: int, scale=None):
+    def __init__(self, evaluator, encode, routes: dict, slots: int, scale=None, encoded=None, keep: bool = True):
         self.ev, self._encode, self.routes, self.slots, self.scale = evaluator, encode, routes, int(slots), scale
-        self._encoded: dict = {}  # (content digest, level) -> plaintext: a stage's diagonals encoded once
+        # (content digest, level) -> plaintext: the constants encoded so far (``encoded``: those of an earlier run);
+        # ``keep=False`` encodes each where it is used and keeps none (a stage above a server's weight budget)
+        self.encoded: dict = {} if encoded is None else dict(encoded)
+        self.keep = bool(keep)
         # ``crypto.ckks.linear.bsgs_sum`` (the planner's diagonal method runs through it) uses the evaluator's
         # fused ct x pt accumulation and threads where it has them, as on the packed path
         if hasattr(evaluator, "mul_plain_sum"):
@@ -240,10 +243,13 @@ class EvaluatorBackend:
         if not isinstance(b, _Vector):
             return b
         key = (hashlib.blake2b(np.ascontiguousarray(b.vec).tobytes(), digest_size=16).digest(), level)
-        if key not in self._encoded:
+        plaintext = self.encoded.get(key)
+        if plaintext is None:
             extra = {} if self.scale is None else {"scale": self.scale}
-            self._encoded[key] = self._encode(b.vec, level=level, **extra)
-        return self._encoded[key]
+            plaintext = self._encode(b.vec, level=level, **extra)
+            if self.keep:
+                self.encoded[key] = plaintext
+        return plaintext
 
     def multiply(self, a, b):
         return self.ev.mul(a, self._plaintext(b, a.level))

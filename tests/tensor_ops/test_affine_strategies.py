@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 from crypto import CKKSContext
 from crypto.errors import ParameterError, ShapeError
-from tensor_ops.inference import Client, EncryptedModel, Server, rotation_routes
+from tensor_ops.inference import Client, EncodedCache, EncryptedModel, Server, rotation_routes
 from tensor_ops.model_plan import ActivationStage, ModelPlan, choose_parameters, known_paddings, stage_plans
 from tensor_ops.nn import Linear, Poly, Sequential, Square
 from tensor_ops.packing import packed_stages
@@ -163,6 +163,38 @@ def test_the_einsum_strategy_yields_to_a_key_budget_its_keys_exceed():
 
     assert strategies(None) == strategies(22) == (["packed", "", "einsum", "", "einsum"], 22)
     assert strategies(21) == (["packed", "", "packed", "", "packed"], 18)
+
+
+def test_the_einsum_stages_encodings_live_in_the_shared_weights_store(depth4):
+    """Encoded once into the servers' shared store (as the packed stages' diagonals), reused by a second server;
+    a store too small for the stage keeps nothing and the result is the same."""
+    model = _mlp(np.random.default_rng(1), (64, 16, 16, 4), Square())
+    plan = model.plan(params=depth4)
+    x = np.random.default_rng(0).normal(size=(3, 64))
+
+    class Counting(SimContext):
+        encodes = 0
+
+        def encode(self, values, level=None, scale=None):
+            Counting.encodes += 1
+            return super().encode(values, level, scale)
+
+    ctx, store = Counting(plan.params.slots, plan.rotations, plan.input_level), {}
+    runs = []
+    for _ in range(2):
+        server = EncryptedModel(model, plan, ctx, encoded=store)
+        before = Counting.encodes
+        outputs = [ctx.decrypt(server.forward(ctx.encrypt(v, level=plan.input_level))) for v in plan.pack(x)]
+        runs.append(Counting.encodes - before)
+        np.testing.assert_allclose(plan.unpack(outputs, len(x)), model.forward(x), rtol=1e-9, atol=1e-9)
+    einsum = [key for key in store if key[-1] == "einsum"]
+    assert {key[3] for key in einsum} == {2, 4} and runs[0] > 0 and runs[1] == 0
+    assert len(store[einsum[0]][0]) == plan.stages[einsum[0][3]].diagonals
+    tiny = EncodedCache(1 << 10)
+    server = EncryptedModel(model, plan, ctx, encoded=tiny)
+    outputs = [ctx.decrypt(server.forward(ctx.encrypt(v, level=plan.input_level))) for v in plan.pack(x)]
+    np.testing.assert_allclose(plan.unpack(outputs, len(x)), model.forward(x), rtol=1e-9, atol=1e-9)
+    assert len(tiny) == 0
 
 
 def test_forcing_the_einsum_strategy_where_it_does_not_apply_is_refused(depth4):
