@@ -220,6 +220,31 @@ def _reduce_4q(t, q):
     return min(t, t - q)
 
 
+def add_permuted_pair_into(acc: np.ndarray, a: np.ndarray, b: np.ndarray, perm: np.ndarray, q: np.ndarray) -> None:
+    """acc[l, i] ← (acc[l, i] + a[l, perm[i]] + b[l, perm[i]]) mod q_l in place: two arrays under one automorphism
+    (NTT form) added to a running sum in one pass, the permutation read once (a double-hoisted giant step's part b
+    over Q·P and its key switch's part b, ``Evaluator.linear_transform_hoisted``); all (k, n) reduced, q (k,).
+    Twin: ``add_permuted_into`` twice.  Rows run on the threads of ``hezk.threads``."""
+    if acc.dtype != np.uint64 or not acc.flags.c_contiguous or not acc.flags.writeable or \
+            a.shape != acc.shape or b.shape != acc.shape or perm.shape != (acc.shape[1],) or q.shape != (acc.shape[0],):
+        raise ParameterError(f"add_permuted_pair_into: acc writable C-contiguous uint64 (k, n), a and b of its shape "
+                             f"{acc.shape}, perm ({acc.shape[1]},), q ({acc.shape[0]},)")
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+    parallel(lambda start, stop: _add_permuted_pair_rows(acc, a, b, perm, q, start, stop), acc.shape[0],
+             min_work=PARALLEL_MIN_PRODUCTS, work_per_item=acc.shape[1])
+
+
+@numba.njit(cache=True, nogil=True)
+def _add_permuted_pair_rows(acc, a, b, perm, q, start, stop):
+    n = acc.shape[1]
+    for r in range(start, stop):
+        qr = q[r]
+        o, x, y = acc[r], a[r], b[r]
+        for i in range(n):
+            j = perm[i]
+            o[i] = _reduce_3q(o[i] + x[j] + y[j], qr)
+
+
 @numba.njit(cache=True, nogil=True)
 def _convert_centered(x, q_from, qhat_inv, qhat_inv_shoup, q_from_inv, q_to, qhat_mod_p, qhat_mod_p_shoup,
                       big_q_mod_p, big_q_mod_p_shoup, out, start, stop):

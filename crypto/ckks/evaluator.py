@@ -26,7 +26,7 @@ from hezk.threads import parallel
 
 from .._ntt_kernels import add_permuted_into, permute_rows
 from ..errors import LevelError, ParameterError, ScaleError
-from ..keyswitch import KeySwitcher, conjugation_element, galois_element, muladd_pair
+from ..keyswitch import KeySwitcher, add_permuted_pair_into, conjugation_element, galois_element, muladd_pair
 from ..ring import RingContext, RNSPoly, int_residues
 from ..rlwe import Ciphertext, Plaintext, check_level, check_same_context
 from .bootstrap import Bootstrapper, as_config, plan_for
@@ -536,10 +536,10 @@ class Evaluator:
             perm = ring.automorphism_indices(galois_element(m, n), True)
             if total is None:
                 total = [permute_rows(acc[0], perm), permute_rows(ka.data, perm)]
+                add_permuted_into(total[0], kb.data, perm, q_ext)
             else:
-                add_permuted_into(total[0], acc[0], perm, q_ext)
+                add_permuted_pair_into(total[0], acc[0], kb.data, perm, q_ext)
                 add_permuted_into(total[1], ka.data, perm, q_ext)
-            add_permuted_into(total[0], kb.data, perm, q_ext)
             spare = acc
         if total is None:
             raise ParameterError("linear_transform_hoisted needs at least one plaintext")

@@ -11,7 +11,8 @@ from crypto import CKKSContext
 from crypto.ckks.bootstrap import Bootstrapper, apply_diagonals, bsgs_split
 from crypto.ckks.linear import bsgs_sum
 from crypto.errors import ParameterError
-from crypto.keyswitch import muladd_pair
+from crypto.keyswitch import add_permuted_pair_into, muladd_pair
+from crypto._ntt_kernels import add_permuted_into
 from crypto.modarith import find_ntt_primes
 from crypto.params import CKKSParameters
 from crypto.ring import RNSPoly
@@ -198,6 +199,24 @@ def test_muladd_pair_matches_its_numpy_twin(rows, n, seed, init, narrow, log_rep
     want_a = (x_a * pt % col + (0 if init else acc_a)) % col
     muladd_pair(acc_b, acc_a, x_b, x_a, small.astype(np.uint32) if narrow else small, q, init)
     assert np.array_equal(acc_b, want_b) and np.array_equal(acc_a, want_a)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(1, 4), st.sampled_from([8, 64, 512]), st.integers(0, 2**31))
+def test_add_permuted_pair_matches_two_permuted_additions(rows, n, seed):
+    q = np.array(find_ntt_primes(31, rows, 8), dtype=np.uint64)
+    rng = np.random.default_rng(seed)
+    draw = lambda: np.array([rng.integers(int(m) - 3 if seed % 2 else 0, int(m), n) for m in q],  # noqa: E731
+                            dtype=np.uint64)                       # odd seeds: residues near q (the largest sums)
+    acc, a, b = draw(), draw(), draw()
+    perm = rng.permutation(n).astype(np.int64)
+    want = acc.copy()
+    add_permuted_into(want, a, perm, q)
+    add_permuted_into(want, b, perm, q)
+    add_permuted_pair_into(acc, a, b, perm, q)
+    assert np.array_equal(acc, want)
+    with pytest.raises(ParameterError, match="add_permuted_pair_into"):
+        add_permuted_pair_into(acc, a[:, :-1], b, perm, q)
 
 
 def test_muladd_pair_refuses_a_read_only_accumulator():
