@@ -367,16 +367,16 @@ def message_packing(blob: bytes, kind: str = "request") -> str:
     return "replicated" if header.get("layout") == "replicated" else "slots"
 
 
-def server_for(packing: str, model, public, input_shape=None, request: bytes | None = None):
+def server_for(packing: str, model, public, input_shape=None, request: bytes | None = None, fold: int = 1):
     """A server of a dense packing under the client's public context (bytes or a context): the plan is made
-    from the model at the context's parameters (a replicated request's header names its fold)."""
+    from the model at the context's parameters, folded ``fold`` times (replicated; a request's header, when given,
+    names its fold)."""
     from tensor_ops.inference import server_context, unpack_message
 
     context = server_context(public)
     if packing == "replicated":
         from tensor_ops.replicated import ReplicatedServer, replicated_plan
 
-        fold = 1
         if request is not None:
             header, _ = unpack_message(request, "request", max_ciphertexts=1 << 20)
             fold = header.get("fold", 1)
@@ -403,7 +403,8 @@ def run_local(packing: str, model, x, shape, *, params=None, allow_insecure: boo
     batch, single = flat_batch(x, shape)
     plan = dense_plan(packing, model, shape, params) if plan is None else plan
     client = make_client(packing, plan, allow_insecure=allow_insecure, samples=len(batch))
-    server = server_for(packing, model, client.public_context(), shape)
+    server = server_for(packing, model, client.public_context(), shape,
+                        fold=plan.stages[0].fold if packing == "replicated" else 1)
     if packing == "replicated":
         per = max(1, MAX_REQUEST_CIPHERTEXTS // plan.input_ciphertexts)
         server.prepare()
@@ -411,11 +412,21 @@ def run_local(packing: str, model, x, shape, *, params=None, allow_insecure: boo
     else:
         batch = batch.reshape(len(batch), -1)
         chunks = [batch[s:s + client.set_size] for s in range(0, len(batch), client.set_size)]
-    outputs, invalid, sent, received = [], [], 0, 0
+    outputs, invalid, sizes, received = [], [], [], 0
+
+    def counted(records):
+        for record in records:
+            sizes.append(len(record))
+            yield record
+
     for k, chunk in enumerate(chunks):
-        request = encrypt(packing, client, chunk)
-        reply = server.evaluate(request)
-        sent, received = sent + len(request), received + len(reply)
+        if packing == "samples":  # streamed to the server record by record: the request is never held whole
+            reply = server.evaluate(counted(client.encrypt_set(chunk)))
+        else:
+            request = encrypt(packing, client, chunk)
+            sizes.append(len(request))
+            reply = server.evaluate(request)
+        received += len(reply)
         offset = sum(len(c) for c in chunks[:k])
         try:
             y = client.decrypt(reply) if packing == "replicated" else client.decrypt(reply, count=len(chunk))
@@ -423,7 +434,7 @@ def run_local(packing: str, model, x, shape, *, params=None, allow_insecure: boo
             y = error.outputs
             invalid += [offset + int(i) for i in error.untrusted]
         outputs.append(np.asarray(y).reshape(len(chunk), *model.output_shape(shape)))
-    report(f"client: {len(chunks)} request(s) of {sent} bytes, replies {received} bytes; public keys "
+    report(f"client: {len(chunks)} request(s) of {sum(sizes)} bytes, replies {received} bytes; public keys "
            f"{len(client.public_context())} bytes (no secret key with the server)")
     y = np.concatenate(outputs, axis=0)
     if invalid:

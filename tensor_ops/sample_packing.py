@@ -525,7 +525,11 @@ class SamplePackedModel:
 
 
 def _split_records(source):
-    """The ciphertext records of a request or reply: bytes (any buffer) or a file path (read record by record)."""
+    """The ciphertext records of a request or reply: bytes (any buffer), a file path (read record by record), or
+    an iterable of the records themselves (``encrypt_set``'s generator: streamed, never joined)."""
+    if not isinstance(source, (str, os.PathLike, bytes, bytearray, memoryview)) and hasattr(source, "__iter__"):
+        yield from source
+        return
     if isinstance(source, (str, os.PathLike)):
         with open(source, "rb") as stream:
             while True:
@@ -621,7 +625,9 @@ class SamplePackedServer:
         return x if isinstance(x, list) else _unstack(x)
 
     def evaluate(self, request) -> bytes:
-        """One request (bytes, or the path of a file holding them) -> the reply's bytes."""
+        """One request (bytes, the path of a file holding them, or an iterable of its ciphertext records, e.g.
+        ``SamplePackedClient.encrypt_set``: a local caller then never holds the request whole) -> the reply's
+        bytes."""
         outputs = self.evaluate_ciphertexts(self._read(request))
         return b"".join(ct.to_bytes() for ct in outputs)
 

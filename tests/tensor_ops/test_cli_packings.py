@@ -220,3 +220,37 @@ def test_encrypt_refuses_values_outside_the_range_unless_clip(mlp, tmp_path, cap
     assert "input range" in capsys.readouterr().err
     assert cli.main(["encrypt", "--client", files["c.key"], "--input", tmp_path / "far.npy", "--out",
                      tmp_path / "z.bin", "--clip"]) == 0
+
+
+def _wide(tmp_path):
+    """(a model whose first layer is wider than a TOY ciphertext's rows, 2 inputs), saved in tmp_path."""
+    rng = np.random.default_rng(4)
+    model = Sequential([Linear(rng.normal(size=(8, 300)) / 20), Square(), Linear(rng.normal(size=(3, 8)))], (300,))
+    model.save(tmp_path / "wide.npz")
+    x = rng.uniform(-1, 1, (2, 300))
+    np.save(tmp_path / "x.npy", x)
+    return model, x
+
+
+def test_a_folded_replicated_plan_runs_locally(tmp_path):
+    """A first layer wider than one ciphertext's rows (300 inputs, 8 outputs on TOY: 256 per ciphertext) is folded
+    (``replicated_fold``: one input ciphertext per sample); the local run and the server of a split run (below)
+    plan the same fold (the request's header names it)."""
+    model, x = _wide(tmp_path)
+    plan = dense_packings.dense_plan("replicated", model, (300,), "TOY")
+    assert plan.stages[0].fold == 2 and plan.input_ciphertexts == 1
+    assert np.abs(dense_packings.run_local("replicated", model, x, (300,), params="TOY", allow_insecure=True,
+                                           report=lambda _: None) - model.forward(x)).max() < 1e-6
+
+
+@pytest.mark.slow
+def test_a_folded_replicated_plan_runs_split(tmp_path):
+    model, x = _wide(tmp_path)
+    files = [str(tmp_path / name) for name in ("c.key", "p.ctx", "r.bin", "rep.bin", "y.npy")]
+    assert cli.main(["keygen", "--model", tmp_path / "wide.npz", "--packing", "replicated", "--client", files[0],
+                     "--context", files[1], *TOY]) == 0
+    assert cli.main(["encrypt", "--client", files[0], "--input", tmp_path / "x.npy", "--out", files[2]]) == 0
+    assert cli.main(["infer", "--model", tmp_path / "wide.npz", "--context", files[1], "--request", files[2],
+                     "--out", files[3], "--no-progress"]) == 0
+    assert cli.main(["decrypt", "--client", files[0], "--reply", files[3], "--out", files[4]]) == 0
+    assert np.abs(np.load(files[4]) - model.forward(x)).max() < 1e-6
