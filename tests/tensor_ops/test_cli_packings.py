@@ -254,3 +254,18 @@ def test_a_folded_replicated_plan_runs_split(tmp_path):
                      "--out", files[3], "--no-progress"]) == 0
     assert cli.main(["decrypt", "--client", files[0], "--reply", files[3], "--out", files[4]]) == 0
     assert np.abs(np.load(files[4]) - model.forward(x)).max() < 1e-6
+
+
+def test_plan_chooses_by_samples_and_states_why(mlp, tmp_path, capsys):
+    """``plan`` / ``keygen`` learn the batch from --samples: without it auto keeps the slot plan (saying so); the
+    JSON records the choice and its reason; --samples below 1 is refused naming it."""
+    for samples, packing in ((None, "slots"), (5, "replicated"), (SAMPLE_PACKING_MIN_BATCH, "samples")):
+        out = tmp_path / f"{packing}.json"
+        extra = [] if samples is None else ["--samples", str(samples)]
+        assert cli.main(["plan", *_model_args(mlp), "--params", "TOY", "--out", out, *extra]) == 0
+        text = capsys.readouterr().out
+        record = json.loads(out.read_text())
+        assert f"packing: {packing} " in text and record["packing"] == dense_packings.RECORD_NAMES[packing]
+        assert record["packing_reason"] in text and ("unknown" in text) == (samples is None)
+    assert cli.main(["plan", *_model_args(mlp), "--samples", "0"]) == 2
+    assert "--samples" in capsys.readouterr().err
