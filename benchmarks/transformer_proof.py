@@ -2,18 +2,22 @@
 exported by torch, read by :mod:`hezk.model`, quantized (:func:`proofs.graph_quantize.quantize_graph`: attention's
 products as bilinear ops, Softmax and LayerNorm lowered to lookups, row kernels and products) and proven.
 
-    python benchmarks/transformer_proof.py [--quick] [--gpt2] [--no-hiding]
+    python benchmarks/transformer_proof.py [--quick] [--gpt2] [--no-hiding] [--hidden-only]
 
 Rows: the 16 x 32, 2-head layer (feed-forward 64) and a BERT-tiny-size one (width 128, 2 heads, sequence 32,
 feed-forward 512); ``--gpt2`` adds a GPT-2-small-size block (width 768, 12 heads, sequence 32, feed-forward 3072;
 about 5 GB, public weights only unless the hiding run is wanted too); ``--quick``: the first row only. For each:
-commit, prove and verify wall time (seconds, one thread, one sample), proof bytes, and the proven output's largest
-error against onnxruntime as a fraction of onnxruntime's largest output magnitude. The hiding proof is the default
-``hezk commit`` (weights private, Ligero); ``--public-weights`` is the plain one.
+commit, prove and verify wall time (seconds, one thread, one sample), the prove's CPU time (what a shared machine's
+load does not inflate), proof bytes, the process's peak RSS so far, and the proven output's largest error against
+onnxruntime as a fraction of onnxruntime's largest output magnitude; the load average before and after. The hiding
+proof is the default ``hezk commit`` (weights private, Ligero; its requantizations range-checked by the range lookup,
+:mod:`proofs.layers.graph_zk`); ``--public-weights`` is the plain one (``--hidden-only`` skips it).
 """
 import argparse
 import contextlib
 import io
+import os
+import resource
 import time
 
 try:
@@ -59,7 +63,11 @@ def _timed(fn):
     return result, time.perf_counter() - start
 
 
-def run(name: str, hiding: bool) -> list:
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+def run(name: str, hiding: bool, public: bool = True) -> list:
     import onnxruntime
     from hezk.model import read_onnx
     from proofs.graph_quantize import quantize_graph
@@ -74,16 +82,19 @@ def run(name: str, hiding: bool) -> list:
     session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     expected = session.run(None, {"x": (x * 2.0 ** -q.input_frac).astype(np.float32).reshape(1, sequence, width)})[0]
     rows = []
-    kinds = [("public weights", GraphNetwork, verify_graph, {})]
+    kinds = [("public weights", GraphNetwork, verify_graph, {})] if public else []
     if hiding:
         kinds.append(("hidden weights", HidingGraphNetwork, verify_graph_zk, {"max_proofs": 1}))
     for kind, prover, verify, options in kinds:
         net, commit_s = _timed(lambda: prover(q, **options))
+        cpu = time.process_time()
         proof, prove_s = _timed(lambda: net.prove(x).to_bytes())
+        prove_cpu = time.process_time() - cpu
         verified, verify_s = _timed(lambda: verify(net.commitment, x, proof))
         proven = q.dequantize(verified.output).reshape(expected.shape)
         error = float(np.max(np.abs(proven - expected)) / np.max(np.abs(expected)))
-        rows.append((f"{name}, {kind}", commit_s, prove_s, verify_s, f"{len(proof) / 1e6:.2f}", f"{100 * error:.2f}%"))
+        rows.append((f"{name}, {kind}", commit_s, prove_s, prove_cpu, verify_s, f"{len(proof) / 1e6:.2f}",
+                     f"{_peak_mb():.0f}", f"{100 * error:.2f}%"))
     return rows
 
 
@@ -92,11 +103,15 @@ def main(argv=None) -> None:
     parser.add_argument("--quick", action="store_true", help="the 16 x 32 layer only")
     parser.add_argument("--gpt2", action="store_true", help="add the GPT-2-small-size block (about 5 GB)")
     parser.add_argument("--no-hiding", action="store_true", help="public-weights proofs only")
+    parser.add_argument("--hidden-only", action="store_true", help="hidden-weights proofs only")
     args = parser.parse_args(argv)
     names = list(SIZES)[:1] if args.quick else list(SIZES)[:2] + (list(SIZES)[2:] if args.gpt2 else [])
-    rows = [row for name in names for row in run(name, not args.no_hiding)]
-    print_table("transformer encoder layer proofs (one sample, wall seconds, one thread)",
-                ("layer", "commit s", "prove s", "verify s", "proof MB", "error / max |y|"), rows)
+    load = os.getloadavg()[0]
+    rows = [row for name in names for row in run(name, not args.no_hiding, not args.hidden_only)]
+    print_table(f"transformer encoder layer proofs (one sample, wall seconds, one thread; load average "
+                f"{load:.2f} before, {os.getloadavg()[0]:.2f} after)",
+                ("layer", "commit s", "prove s", "prove CPU s", "verify s", "proof MB", "peak RSS MB",
+                 "error / max |y|"), rows)
 
 
 if __name__ == "__main__":
