@@ -90,17 +90,23 @@ class BootstrapSite:
     """One refresh: the ``ciphertexts`` of one tensor bootstrapped together before an operation of ``node`` (the
     node evaluated after ``after``; None: the graph's input), which needed more levels than the lowest of them,
     ``level_in``, had left; ``magnitude``: the largest |value| bootstrapped there on the recorded sample (the
-    bootstrap's stated precision is for |x| <= 1; NaN where not recorded)."""
+    bootstrap's stated precision is for |x| <= 1; NaN where not recorded); ``spread``: the tensor's ciphertexts
+    when they were compacted (``tensor_ops.compaction``) into the ``ciphertexts`` bootstrapped (0: not compacted)."""
 
     node: str
     after: str | None
     ciphertexts: int
     level_in: int
     magnitude: float = float("nan")
+    spread: int = 0                 # the tensor's ciphertexts when compacted into ``ciphertexts`` first (0: not)
 
     def __post_init__(self):
         if not isinstance(self.node, str) or not (self.after is None or isinstance(self.after, str)):
             raise ParameterError(f"bootstrap site: node={self.node!r} and after={self.after!r} must be node names")
+        if isinstance(self.spread, bool) or not isinstance(self.spread, (int, np.integer)) or \
+                not (self.spread == 0 or self.spread > self.ciphertexts):
+            raise ParameterError(f"bootstrap site at {self.node}: spread={self.spread!r} must be 0 or an integer above "
+                                 f"ciphertexts={self.ciphertexts}")
         for name in ("ciphertexts", "level_in"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < (name == "ciphertexts"):
@@ -115,6 +121,10 @@ class _Refreshing:
     together (they leave at the bootstrap's ``levels_left``); a plan deeper than ``levels_left`` is refused
     (LevelError). Each refresh is kept in ``sites`` (``BootstrapSite``), by the node ``at_node`` last named.
 
+    A tensor spread over several ciphertexts is first compacted into as few as hold its values where that costs
+    less than the bootstraps it saves (``compaction_for``; ``tensor_ops.compaction``: a rotation a tile, masks
+    where other values share the slots), bootstrapped, and moved back to its layout; the site states both counts.
+
     A refreshed tensor is remembered by its ciphertexts (the last ``REMEMBERED`` ciphertexts): an operand made of
     the same ciphertexts again (a value used by several operations, as Newton's iterations use the row sum s in
     y (2 - s y) at every step) takes the refreshed ones instead of a second bootstrap."""
@@ -122,8 +132,11 @@ class _Refreshing:
     levels_left: int
     REMEMBERED = 64
 
-    def _init_sites(self):
+    def _init_sites(self, bootstrap_units: float | None = None):
         self.sites: list[BootstrapSite] = []
+        self.bootstrap_units = None if bootstrap_units is None else float(bootstrap_units)
+        self.compaction_steps: set = set()   # rotation steps the compactions took (their keys)
+        self._compactions: dict = {}
         self._node, self._after = None, None
         self._refreshed: dict = {}   # ids of the ciphertexts -> (those ciphertexts, their bootstrapped ones)
 
@@ -147,10 +160,49 @@ class _Refreshing:
                 if need > self.levels_left:
                     raise LevelError(f"{self._node or 'an operation'}: {plan.spec.expression()} consumes {need} "
                                      f"levels in one plan, more than the {self.levels_left} a bootstrap leaves")
-                operand = type(operand)(self._bootstrapped(operand.ciphertexts, int(level)), operand.layout,
-                                        operand.backend)
+                compaction = self.compaction_for(operand.layout, int(level), need)
+                fresh = (self._bootstrapped(operand.ciphertexts, int(level)) if compaction is None
+                         else self._compacted(operand.ciphertexts, compaction))
+                operand = type(operand)(fresh, operand.layout, operand.backend)
             out.append(operand)
         return out
+
+    def compaction_for(self, layout, level: int, need: int):
+        """The ``tensor_ops.compaction.Compaction`` a refresh of a tensor of ``layout`` at ``level`` before a plan
+        consuming ``need`` levels takes, or None (bootstrap each ciphertext): taken when it bootstraps fewer
+        ciphertexts, its masks have the levels (one before the bootstrap where the layout is dirty, one after it
+        where it is clean, within the plan's need) and the bootstraps it saves (``bootstrap_units`` each,
+        CostModel units) cost more than its rotations and masks; None always when ``bootstrap_units`` is None."""
+        from .compaction import plan_compaction
+
+        if self.bootstrap_units is None or layout.n_ciphertexts < 2:
+            return None
+        compaction = self._compactions.get(layout)
+        if compaction is None:
+            compaction = self._compactions[layout] = plan_compaction(layout)
+        if compaction.ciphertexts >= compaction.spread or (compaction.mask_before and level < 1) or \
+                (compaction.mask_after and need > self.levels_left - 1):
+            return None
+        saved = (compaction.spread - compaction.ciphertexts) * self.bootstrap_units
+        return compaction if compaction.cost() < saved else None
+
+    def _compacted(self, ciphertexts, compaction) -> list:
+        """The tensor's ciphertexts compacted, bootstrapped and expanded back to its layout (remembered as
+        ``_bootstrapped`` remembers, by the ciphertexts and the layout)."""
+        from .compaction import compact, expand
+
+        key = (tuple(id(ct) for ct in ciphertexts), compaction.layout)
+        kept = self._refreshed.get(key)
+        if kept is not None:
+            return kept[1]
+        small = compact(self, list(ciphertexts), compaction)
+        level = min(int(ct.level) for ct in small)
+        self.sites.append(BootstrapSite(self._node or "", self._after, len(small), level, self._magnitude(small),
+                                        spread=len(ciphertexts)))
+        self.compaction_steps.update(compaction.rotation_steps())
+        fresh = expand(self, [self.bootstrap(ct) for ct in small], compaction)
+        self._remember(key, ciphertexts, fresh)
+        return fresh
 
     def _bootstrapped(self, ciphertexts, level: int) -> list:
         key = tuple(id(ct) for ct in ciphertexts)
@@ -160,10 +212,13 @@ class _Refreshing:
         self.sites.append(BootstrapSite(self._node or "", self._after, len(ciphertexts), level,
                                         self._magnitude(ciphertexts)))
         fresh = [self.bootstrap(ct) for ct in ciphertexts]
+        self._remember(key, ciphertexts, fresh)
+        return fresh
+
+    def _remember(self, key, ciphertexts, fresh) -> None:
         self._refreshed[key] = (tuple(ciphertexts), fresh)   # the originals kept: their ids stay theirs
         while sum(len(v[0]) for v in self._refreshed.values()) > self.REMEMBERED and len(self._refreshed) > 1:
             self._refreshed.pop(next(iter(self._refreshed)))
-        return fresh
 
     def _magnitude(self, ciphertexts) -> float:
         return float("nan")
@@ -183,13 +238,13 @@ class BootstrappingBackend(_Refreshing, ScaleKeepingBackend):
     of the level-recording twin (``BootstrapRecorder``), and so are its bootstraps; inputs are encrypted at the
     natural scale of their level (``encrypt_tensor``)."""
 
-    def __init__(self, ctx, config=None, cache_size: int = 2048):
+    def __init__(self, ctx, config=None, cache_size: int = 2048, compaction: bool = True):
         super().__init__(ctx, cache_size)
         self.config = as_config(config)
         self.bootstrap_plan = cached_bootstrap_plan(ctx.params, self.config)
         self.levels_left = self.bootstrap_plan.levels_left
         self.natural = natural_scales(ctx.params)
-        self._init_sites()
+        self._init_sites(bootstrap_cost(self.bootstrap_plan) if compaction else None)
 
     def _delta_scale(self, level: int, scale: float) -> float:
         params = self.ctx.params
@@ -218,11 +273,11 @@ class BootstrapRecorder(_Refreshing, LevelRecorder):
     value bootstrapped; ``products`` counts ciphertext x ciphertext and ciphertext x constant products apart (for
     the time estimate). A rescale below level 0 raises LevelError (the rule failed to refresh in time)."""
 
-    def __init__(self, slots: int, input_level: int, levels_left: int):
+    def __init__(self, slots: int, input_level: int, levels_left: int, bootstrap_units: float | None = None):
         super().__init__(slots)
         self.input_level, self.levels_left = int(input_level), int(levels_left)
         self.products = {"ct_ct": 0, "ct_pt": 0}
-        self._init_sites()
+        self._init_sites(bootstrap_units)
 
     def encrypt(self, vector):
         out = super().encrypt(vector)
@@ -327,6 +382,8 @@ class AttentionPlan:
     input_level: int | None = None
     key_steps: tuple | None = None
     operations: tuple = ()         # (name, count): rotations, hoisted_rotations, ct_ct, ct_pt
+    compaction: bool = True        # tensors compacted before bootstrapping where cheaper (tensor_ops.compaction)
+    compaction_rotations: tuple = ()   # the compactions' rotation steps (their keys)
 
     def __post_init__(self):
         """Checks a bootstrapping plan's fields: a BootstrapConfig with parameters that can run it (full slots), the
@@ -369,7 +426,7 @@ class AttentionPlan:
     @property
     def key_rotations(self) -> tuple:
         """The Galois keys' rotation steps: the evaluation's (or ``key_steps``) and the bootstrap's."""
-        steps = set(self.rotations if self.key_steps is None else self.key_steps)
+        steps = set(self.rotations) | set(self.compaction_rotations) if self.key_steps is None else set(self.key_steps)
         if self.bootstrap is not None:
             steps |= set(self.bootstrap_plan.rotation_steps)
         return tuple(sorted(steps))
@@ -445,7 +502,8 @@ class AttentionPlan:
         boot, sites = self.bootstrap_plan, self.bootstraps
         lines = [f"bootstraps: {self.bootstrap_count} ciphertext bootstraps at {len(sites)} sites (recorded on one "
                  f"calibration sample, inputs at level {self.input_level}; rule: before an operation consuming d "
-                 f"levels, a tensor below level d is bootstrapped, all its ciphertexts together); each uses "
+                 f"levels, a tensor below level d is bootstrapped, all its ciphertexts together"
+                 f"{', compacted into fewer first where cheaper' if self.compaction else ''}); each uses "
                  f"{boot.levels_used} levels and leaves {boot.levels_left}, keeps about {boot.precision_bits:.1f} "
                  f"bits worst case (|x| <= 1) and {boot.noise_bits:.1f} bits on random slots, needs "
                  f"{len(boot.rotation_steps)} rotation keys and the conjugation key"]
@@ -455,7 +513,10 @@ class AttentionPlan:
         for (node, after), group in by_node.items():
             where = "the input" if after is None else after
             magnitude = max(site.magnitude for site in group)
-            lines.append(f"  in {node} (after {where}): {sum(s.ciphertexts for s in group)} ciphertexts in "
+            packed = [s for s in group if s.spread]
+            compacted = (f" ({sum(s.ciphertexts for s in packed)} of them compacted from "
+                         f"{sum(s.spread for s in packed)})" if packed else "")
+            lines.append(f"  in {node} (after {where}): {sum(s.ciphertexts for s in group)} ciphertexts{compacted} in "
                          f"{len(group)} refreshes, from levels {sorted({s.level_in for s in group})}, values up to "
                          f"{magnitude:.3g}")
         largest = max((site.magnitude for site in sites), default=0.0)
@@ -499,28 +560,32 @@ def _record(model: GraphApproximation, x: np.ndarray, slots: int) -> tuple[int, 
     return levels.consumed, tuple(sorted(s for s in rotations.steps if s % slots))
 
 
-def _record_bootstraps(model: GraphApproximation, x: np.ndarray, params, config, input_level: int):
-    """(sites, operation counts) of the bootstrapping evaluation of ``x`` at ``params`` (``BootstrapRecorder``);
-    LevelError when one operation needs more levels than a bootstrap leaves."""
+def _record_bootstraps(model: GraphApproximation, x: np.ndarray, params, config, input_level: int,
+                       compaction: bool = True):
+    """(sites, operation counts, the compactions' rotation steps) of the bootstrapping evaluation of ``x`` at
+    ``params`` (``BootstrapRecorder``, compacting as ``BootstrappingBackend(compaction=...)`` does); LevelError
+    when one operation needs more levels than a bootstrap leaves."""
     from .tensor import encrypt
 
-    recorder = BootstrapRecorder(params.slots, input_level, cached_bootstrap_plan(params, config).levels_left)
+    boot = cached_bootstrap_plan(params, config)
+    recorder = BootstrapRecorder(params.slots, input_level, boot.levels_left,
+                                 bootstrap_cost(boot) if compaction else None)
     model.forward(encrypt(recorder, x))
     counts = (("rotations", recorder.counts["rotations"]), ("hoisted_rotations", recorder.counts["hoisted_rotations"]),
               ("ct_ct", recorder.products["ct_ct"]), ("ct_pt", recorder.products["ct_pt"]))
-    return tuple(recorder.sites), counts
+    return tuple(recorder.sites), counts, tuple(sorted(recorder.compaction_steps))
 
 
 def _site_key(site: BootstrapSite) -> tuple:
     """What a site states independently of the sample's values."""
-    return site.node, site.after, site.ciphertexts, site.level_in
+    return site.node, site.after, site.ciphertexts, site.level_in, site.spread
 
 
 def _power_of_two_steps(slots: int) -> tuple:
     return tuple(1 << i for i in range(slots.bit_length() - 1))
 
 
-def _bootstrapping(model, sample, params, config, input_level, rotations, key_budget) -> dict:
+def _bootstrapping(model, sample, params, config, input_level, rotations, key_budget, compaction=True) -> dict:
     """The bootstrapping fields of a plan at ``params`` (ParameterError naming why there are none): the config
     (full slots), the sites recorded on ``sample`` with inputs at ``input_level`` (None: the top level), the key
     steps when one key a step exceeds ``key_budget``, the operation counts."""
@@ -538,9 +603,10 @@ def _bootstrapping(model, sample, params, config, input_level, rotations, key_bu
     if isinstance(level, bool) or not isinstance(level, (int, np.integer)) or not 0 <= level <= params.max_level:
         raise ParameterError(f"input_level={level!r} must be an integer in [0, {params.max_level}]")
     try:
-        sites, operations = _record_bootstraps(model, sample, params, config, int(level))
+        sites, operations, moves = _record_bootstraps(model, sample, params, config, int(level), compaction)
     except LevelError as why:
         raise ParameterError(f"no bootstrap placement: {why}") from None
+    rotations = tuple(sorted(set(rotations) | set(moves)))
     boot_steps = set(boot.rotation_steps)
     key_steps = None
     if _key_bytes(params, len(set(rotations) | boot_steps) + 1) > key_budget:
@@ -551,12 +617,13 @@ def _bootstrapping(model, sample, params, config, input_level, rotations, key_bu
                                  f"MiB of Galois keys even with power-of-two keys ({keys} keys, the bootstrap's "
                                  f"included), over the key budget of {key_budget / 2**20:.0f} MiB")
     return dict(bootstrap=config, bootstraps=sites, input_level=int(level), key_steps=key_steps,
-                operations=operations)
+                operations=operations, compaction=bool(compaction), compaction_rotations=moves)
 
 
 def plan_attention(graph, calibration, *, params=None, bootstrap=None, allow_insecure: bool = False,
                    key_budget: int = DEFAULT_KEY_BUDGET, activation_degree: int = 7, tolerance: float = 1e-4,
-                   input_level: int | None = None) -> tuple[AttentionPlan, GraphApproximation]:
+                   input_level: int | None = None, compaction: bool = True
+                   ) -> tuple[AttentionPlan, GraphApproximation]:
     """(plan, calibrated model) of ``graph`` on the float batch ``calibration``.
 
     ``params``: CKKSParameters (below 128 bits only with ``allow_insecure``), or None for the smallest 128-bit
@@ -567,7 +634,9 @@ def plan_attention(graph, calibration, *, params=None, bootstrap=None, allow_ins
     naming its depth: ParameterError for named parameters, else the plan's ``refusal``). Bootstraps are placed by
     recording (``BootstrapRecorder``, the rule of ``BootstrappingBackend``), the sites stated in the plan.
     ``input_level``: the level inputs are encrypted at in a bootstrapping plan (default the top; tests force a
-    small level budget with it, and bootstrapping with it)."""
+    small level budget with it, and bootstrapping with it). ``compaction``: a tensor spread over several ciphertexts
+    is compacted into fewer before a bootstrap where that costs less (``tensor_ops.compaction``; False bootstraps
+    each ciphertext, for comparison)."""
     if calibration is None:
         raise ParameterError("a model with attention needs calibration inputs (--calibration x.npy): Softmax, "
                              "LayerNorm and the activations are approximated on the ranges they take there")
@@ -602,7 +671,8 @@ def plan_attention(graph, calibration, *, params=None, bootstrap=None, allow_ins
                                  f"{forbidden(depth + ALIGNMENT_LEVELS)}")
         if wants or input_level is not None or depth + ALIGNMENT_LEVELS > params.max_level:
             try:
-                boot = _bootstrapping(model, sample, params, bootstrap, input_level, rotations, key_budget)
+                boot = _bootstrapping(model, sample, params, bootstrap, input_level, rotations, key_budget,
+                                      compaction)
             except ParameterError as why:
                 raise ParameterError(f"the model consumes {depth} levels (+{ALIGNMENT_LEVELS} for scale "
                                      f"alignments) but the parameters named hold {params.max_level}: name parameters "
@@ -618,7 +688,8 @@ def plan_attention(graph, calibration, *, params=None, bootstrap=None, allow_ins
             if chosen.slots != slots:
                 depth, rotations = _record(model, sample, chosen.slots)
             try:
-                boot = _bootstrapping(model, sample, chosen, bootstrap, input_level, rotations, key_budget)
+                boot = _bootstrapping(model, sample, chosen, bootstrap, input_level, rotations, key_budget,
+                                      compaction)
                 params, slots, refusal = chosen, chosen.slots, None
             except ParameterError as why:
                 refusal = f"the model consumes {depth} levels; bootstrapping on {BOOTSTRAP_PRESET} fails: {why}"
@@ -754,7 +825,7 @@ def _run_bootstrapping(plan, model, batch, single, seed, progress, say):
     from crypto.context import CKKSContext
 
     params = plan.params
-    sites, _ = _record_bootstraps(model, batch, params, plan.bootstrap, plan.input_level)
+    sites, _, _ = _record_bootstraps(model, batch, params, plan.bootstrap, plan.input_level, plan.compaction)
     if len(batch) == 1 and [_site_key(s) for s in sites] != [_site_key(s) for s in plan.bootstraps]:
         raise ParameterError(f"the plan states {plan.bootstrap_count} ciphertext bootstraps at {len(plan.bootstraps)} "
                              f"sites; this model at the plan's parameters takes {sum(s.ciphertexts for s in sites)} at "
@@ -766,7 +837,7 @@ def _run_bootstrapping(plan, model, batch, single, seed, progress, say):
     say(f"client: keys for N=2^{params.log_n} ({len(rotations)} rotation keys, the bootstrap's included, and the "
         f"conjugation key) in {time.perf_counter() - start:.1f} s")
     start = time.perf_counter()
-    backend = BootstrappingBackend(ctx, plan.bootstrap)
+    backend = BootstrappingBackend(ctx, plan.bootstrap, compaction=plan.compaction)
     tensor = backend.encrypt_tensor(batch, plan.input_level)
     say(f"client: encrypted {len(batch)} sample(s) into {len(tensor.ciphertexts)} ciphertext(s) at level "
         f"{plan.input_level}")
