@@ -5,7 +5,7 @@ Reference (same machine, /work/shared/PEERS.md): OpenFHE 1.6 bootstraps N = 2^16
 
     python benchmarks/bootstrap.py [--preset N16_BOOT] [--slots 32768] [--toy | --precise | --n16] [--log-n 15]
                                    [--cts-levels 3 --stc-levels 3] [--no-arcsin] [--encapsulation auto|none|H]
-                                   [--estimate] [--max-key-gb 12]
+                                   [--estimate] [--max-key-gb 12] [--single-hoisting]
 
 Default: the 128-bit ``N16_BOOT`` preset (Δ = 2^60, q_0/Δ ≈ 2^8.5, 23 levels, P = 9 primes, dnum 6) with
 sparse-secret encapsulation (h = 32: K = 18; EvalMod degree 28 with 4 double angles), CoeffToSlot taking
@@ -83,7 +83,8 @@ def peak_rss_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9
 
 
-def run(params, slots=None, seed=1, cts_levels=3, stc_levels=3, arcsin=True, encapsulation="auto", repeats=3):
+def run(params, slots=None, seed=1, cts_levels=3, stc_levels=3, arcsin=True, encapsulation="auto", repeats=3,
+        double_hoisting=True):
     config = BootstrapConfig(slots=slots, cts_levels=cts_levels, stc_levels=stc_levels, arcsin=arcsin,
                              encapsulation=encapsulation)
     plan = BootstrapPlan(params, config)
@@ -96,6 +97,7 @@ def run(params, slots=None, seed=1, cts_levels=3, stc_levels=3, arcsin=True, enc
     x = np.random.default_rng(seed).uniform(-1, 1, plan.slots)
     ct = ctx.encrypt(x, level=0)
     ctx.evaluator.bootstrap_plan()                      # the plan (matrices, polynomial) outside the timing
+    ctx.evaluator.bootstrapper().double_hoisting = double_hoisting
     ctx.evaluator.bootstrap(ct)     # setup, untimed: encodes and keeps the full-period diagonals (as OpenFHE's
                                     # EvalBootstrapSetup precomputes its plaintexts)
 
@@ -148,6 +150,8 @@ def main(argv=None):
     ap.add_argument("--stc-levels", type=int, default=3)
     ap.add_argument("--estimate", action="store_true")
     ap.add_argument("--max-key-gb", type=float, default=None)
+    ap.add_argument("--single-hoisting", action="store_true",
+                    help="the linear transforms without double hoisting (a ModDown per baby step), for comparison")
     args = ap.parse_args(argv)
     literal = TOY if args.toy else PRECISE if args.precise else N16_DELTA50 if args.n16 else None
     encapsulation = {"auto": "auto", "none": None}.get(args.encapsulation.lower()) if \
@@ -170,7 +174,7 @@ def main(argv=None):
     if args.max_key_gb is not None and keys * per_key / 1e9 > args.max_key_gb:
         raise SystemExit(f"keys need {keys * per_key / 1e9:.2f} GB > --max-key-gb {args.max_key_gb}")
     r = run(params, args.slots, cts_levels=args.cts_levels, stc_levels=args.stc_levels, arcsin=arcsin,
-            encapsulation=encapsulation)
+            encapsulation=encapsulation, double_hoisting=not args.single_hoisting)
     print(f"hezk:    bootstrap {r['seconds']:.2f} s wall, {r['cpu']:.2f} s CPU; {r['reuse_seconds']:.2f} s wall, "
           f"{r['reuse_cpu']:.2f} s CPU with freed memory kept (hezk.memory.reuse_freed_memory) (keygen {r['keygen']:.1f} s wall, "
           f"{r['keygen_cpu']:.1f} s CPU, keys {r['key_gb']:.2f} GB), precision {r['bits']:.1f} bits on random slots "

@@ -582,6 +582,11 @@ class Evaluator:
         """The BootstrapPlan ``bootstrap`` follows: levels used and left, rotation steps, polynomial."""
         return self._bootstrapper(config).plan
 
+    def bootstrapper(self, config=None) -> Bootstrapper:
+        """The ``Bootstrapper`` ``bootstrap(ct, config)`` runs (one per configuration, kept: its encoded diagonals
+        with it); its ``double_hoisting`` attribute selects the linear transforms' path (default True)."""
+        return self._bootstrapper(config)
+
     def _bootstrapper(self, config):
         cfg = as_config(self.bootstrap_config if config is None else config)
         if cfg not in self._bootstrappers:
