@@ -269,3 +269,10 @@ def test_full_bootstrap_double_hoisted_keeps_the_stated_precision():
     got = ctx.decrypt(new)
     assert bits(x, got) >= p.precision_bits
     assert bits(x, got) >= bits(x, ctx.decrypt(old)) - 1
+
+
+def test_evaluator_exposes_its_kept_bootstrapper():
+    ctx, p = boot_context(), boot_plan(SPARSE)
+    boot = ctx.evaluator.bootstrapper(SPARSE)
+    assert boot is ctx.evaluator.bootstrapper(SPARSE) and boot.plan is p and boot.double_hoisting
+    assert ctx.evaluator.bootstrap_plan(SPARSE) is boot.plan
