@@ -743,7 +743,11 @@ class _Run:
 
     def range_requantized(self, index, op, terms, claim, tau) -> None:
         """acc - 2^R z' - rem + h = 0 over the output's cube (z' the output, stored or public; with a gamma term
-        showing a stored z' zero off its box), then the range check of rem and z' (:meth:`range_check`)."""
+        showing a stored z' zero off its box) and the range check of rem and z' (:meth:`range_check`) at the same
+        tau, as ONE relation: the layer's terms plus delta times the check's (delta drawn after both are fixed;
+        claim: the layer's + delta). If either zero check fails as a table, its MLE vanishes at tau with
+        probability <= n / |F| and the combination then at delta with <= 1 / |F| (the union bound counts the
+        relation's n d + n and this 1, :func:`lookup_soundness_error`)."""
         n = self.s.vars(op.output)
         eq = eq_factor(tau)
         z, claim = self.tensor_term(F.ext_neg(ext_int(1 << op.shift)), op.output, tau, claim)
@@ -755,16 +759,15 @@ class _Run:
             real, padded = self.s.real(op.output), self.s.padded(op.output)
             box = tuple(int(k) for k in real[::-1]), tuple(_bits(k) for k in padded[::-1])  # axis 0 lowest
             terms += self.protocol.padding(f"graph.layer{index}", self.stored(op.output), box, tau)
-        self.relation(f"graph.layer{index}", terms, claim)
-        self.range_check(index, op)
+        delta = self.ch.point(f"graph.range{index}", 1)[0]  # error 1 / |F|
+        terms.append(self.range_check(index, op, tau, delta))
+        self.relation(f"graph.layer{index}", terms, F.ext_add(claim, delta))
 
-    def range_check(self, index: int, op) -> None:
-        """sum_e eq(tau, e) H(e) prod_i D_i(e) = 1 (every entry of the output's padded cube is checked: the
-        padding's rem = h and z' = 0 are in range): H = 1 / prod_i D_i, the F_p4 inverse committed in the lookup
-        store as four base coordinates. Degree: eq, H and up to two stored factors."""
+    def range_check(self, index: int, op, tau, scale) -> Term:
+        """scale sum_e eq(tau, e) H(e) prod_i D_i(e), whose value is scale when H = 1 / prod_i D_i on every entry
+        of the output's padded cube (the padding's rem = h and z' = 0 are in range): H, the F_p4 inverse committed
+        in the lookup store as four coordinate planes. Degree: eq, H and up to two stored factors."""
         n = self.s.vars(op.output)
-        label = f"graph.range{index}"
-        tau = self.ch.point(label, n)
         eq = eq_factor(tau)
         parts = self.range_parts(index, op)
         h = self.ext_factor(f"rh.{index}")
@@ -775,7 +778,7 @@ class _Run:
             else:
                 stored.append(factor)
                 offsets.append(constant)
-        self.relation(label, [Term(self.one, tuple(publics), tuple(stored), n, tuple(offsets))], self.one)
+        return Term(scale, tuple(publics), tuple(stored), n, tuple(offsets))
 
     def ext_factor(self, name: str) -> Stored:
         """An F_p4 table stored as its four coordinate planes, as one factor: sum_k u^k H_k."""
@@ -1278,9 +1281,10 @@ def lookup_soundness_error(shapes: Shapes) -> float:
     """The LogUp identities' (N + 2^b) / |F_p^4| per lookup (Haboeck 2022, Lemma 5; Schwartz-Zippel over alpha,
     beta): the relations themselves are in the union bound."""
     error = sum((1 << shapes.vars(shapes.q.ops[i].output)) + (1 << shapes.table_bits(i)) for i in shapes.lookups)
-    if shapes.range_ops:  # one identity over every range check's looked-up values (1 or 2 per entry) and the table
+    if shapes.range_ops:  # one identity over every range check's looked-up values (1 or 2 per entry) and the table,
+        # and each check's combination with its layer relation (delta: 1 / |F|)
         error += sum((1 + bool(shapes.q.ops[i].shift)) << shapes.vars(shapes.q.ops[i].output) for i in shapes.range_ops)
-        error += 1 << shapes.range_bits
+        error += (1 << shapes.range_bits) + len(shapes.range_ops)
     return error * 2.0 ** -F.EXT_BITS
 
 

@@ -136,8 +136,8 @@ def test_the_proof_verifies_with_the_forward_output(layer, proven):
 
 
 def test_the_soundness_figure_counts_the_range_identity(layer, proven):
-    """lookup_soundness_error adds (sum over range-checked ops of (1 + [R > 0]) 2^n + 2^table bits) / |F_p^4|, and
-    the whole figure stays above the verifier's floor."""
+    """lookup_soundness_error adds (sum over range-checked ops of (1 + [R > 0]) 2^n + 2^table bits + one delta per
+    op) / |F_p^4|, and the whole figure stays above the verifier's floor."""
     q, _ = layer
     net, _, _ = proven
     with range_mode("never"):
@@ -147,7 +147,8 @@ def test_the_soundness_figure_counts_the_range_identity(layer, proven):
         ranged = GZ.lookup_soundness_error(shapes)
         bits = GZ.soundness_bits(net.commitment)
     count = sum((1 + bool(q.ops[i].shift)) << shapes.vars(q.ops[i].output) for i in shapes.range_ops)
-    assert ranged - plain == pytest.approx((count + (1 << shapes.range_bits)) * 2.0 ** -F.EXT_BITS, rel=1e-9)
+    assert ranged - plain == pytest.approx((count + (1 << shapes.range_bits) + len(shapes.range_ops)) *
+                                           2.0 ** -F.EXT_BITS, rel=1e-9)
     assert GZ.MIN_SOUNDNESS_BITS <= bits < 124
 
 
