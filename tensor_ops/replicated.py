@@ -54,6 +54,7 @@ from crypto.context import CKKSContext, check_value_bound
 from crypto.errors import ContextMismatchError, ParameterError, SerializationError, ShapeError
 from crypto.params import CKKSParameters
 from crypto.rlwe import Ciphertext
+from hezk.model.graph import activate
 from tensor_ops.model_plan import (ActivationStage, AffineStage, choose_parameters, output_ranges,
                                    outputs_outside)
 from tensor_ops.inference import (CLIENT_KIND, UNCHECKED_OUTPUTS, OutputRangeError, OutputRangeWarning, pack_message,
@@ -236,6 +237,7 @@ class ReplicatedPlan:
     output_range: tuple[tuple[float, ...], tuple[float, ...]] | None = None
     output_margin: float = 0.0
     maps: tuple = field(default=(), compare=False, repr=False)
+    finish: str = ""  # the model's exact last activation (``Sequential.finish``), applied by the client after decryption
 
     def __post_init__(self):
         if not self.maps:
@@ -307,7 +309,7 @@ class ReplicatedPlan:
                 "output_shape": list(self.output_shape), "model": self.model, "fit": self.fit,
                 "input_range": None if self.input_range is None else list(self.input_range),
                 "output_range": None if self.output_range is None else [list(v) for v in self.output_range],
-                "output_margin": self.output_margin,
+                "output_margin": self.output_margin, "finish": self.finish,
                 "stages": [{"kind": s.kind, "n_in": s.n_in, "n_out": s.n_out, "period": s.period,
                             "inputs": s.inputs, "depth": s.depth, "fold": s.fold} for s in self.stages]}
 
@@ -341,6 +343,9 @@ class ReplicatedPlan:
             if bounds is not None:
                 bounds = (tuple(float(v) for v in bounds[0]), tuple(float(v) for v in bounds[1]))
             margin = float(data.get("output_margin", 0.0))
+            finish = data.get("finish", "")
+            if not isinstance(finish, str) or len(finish) > 64:
+                raise ParameterError(f"replicated plan: finish={finish!r:.80} must be an activation's name")
         except (KeyError, TypeError, ValueError) as error:
             raise ParameterError(f"replicated plan: a field is missing or malformed ({error})") from None
         if not stages or stages[0].kind != "rows" or math.prod(shape_in) != stages[0].n_in \
@@ -352,7 +357,7 @@ class ReplicatedPlan:
             raise ParameterError("replicated plan: output_range must give one low and one high per output value, "
                                  "output_margin a finite number >= 0")
         plan = cls(params, shape_in, shape_out, tuple(stages), data.get("model"), data.get("fit"), rng, bounds,
-                   margin)
+                   margin, finish=finish)
         plan.output_slots  # noqa: B018 (raises for stages that do not lay out every output)
         return plan
 
@@ -438,7 +443,7 @@ def replicated_plan(model, input_shape=None, params=None, fold: int = 1) -> Repl
     input_range = getattr(model, "input_range", None)
     ranges = output_ranges(stages, math.prod(shape), input_range)
     return ReplicatedPlan(params, shape, tuple(model.output_shape(shape)), rstages, model.identity().hex(),
-                          model.activation_fit(), input_range, **ranges)
+                          model.activation_fit(), input_range, **ranges, finish=getattr(model, "finish", "") or "")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -860,6 +865,8 @@ class ReplicatedClient:
                                    f"plan's output range (or not finite): an activation input left its fitted "
                                    f"interval there; encrypt them clipped or calibrate on inputs like them",
                                    invalid, invalid, invalid, out)
+        if self.plan.finish:  # the model's last activation, exact, as Client and SamplePackedClient apply it
+            out = activate(self.plan.finish, out)
         return out[0] if header.get("single") else out
 
 

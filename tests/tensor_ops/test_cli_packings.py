@@ -269,3 +269,42 @@ def test_plan_chooses_by_samples_and_states_why(mlp, tmp_path, capsys):
         assert record["packing_reason"] in text and ("unknown" in text) == (samples is None)
     assert cli.main(["plan", *_model_args(mlp), "--samples", "0"]) == 2
     assert "--samples" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("packing", ["replicated", "samples"])
+def test_the_exact_last_activation_is_applied_by_each_dense_client(packing):
+    """``Sequential.finish`` (the model's last activation, exact, left to the client) is applied after decryption
+    by both dense clients, as by ``Client`` (the replicated plan carries it: before, it returned the logits)."""
+    rng = np.random.default_rng(7)
+    model = Sequential([Linear(rng.normal(size=(3, 4))), Square(), Linear(rng.normal(size=(2, 3)))], (4,))
+    model.finish = "sigmoid"
+    x = rng.uniform(-1, 1, (3, 4))
+    y = dense_packings.run_local(packing, model, x, (4,), params="TOY", allow_insecure=True, report=lambda _: None)
+    assert np.abs(y - model.forward(x)).max() < 1e-6 and np.all((y > 0) & (y < 1))
+    if packing == "replicated":
+        plan = dense_packings.dense_plan(packing, model, (4,), "TOY")
+        assert type(plan).from_dict(json.loads(json.dumps(plan.to_dict()))).finish == "sigmoid"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("packing", ["replicated", "samples"])
+def test_a_models_exact_last_activation_is_applied_by_each_packing(tmp_path, packing):
+    """A network ending in Sigmoid leaves it to the client (``Sequential.finish``, applied exactly after
+    decryption); each packing's client applies it, so outputs agree with onnxruntime's probabilities."""
+    torch = pytest.importorskip("torch")
+    import onnx
+    from tests.model.exported_models import onnxruntime_outputs, torch_export
+
+    torch.manual_seed(5)
+    module = torch.nn.Sequential(torch.nn.Linear(5, 6), torch.nn.ReLU(), torch.nn.Linear(6, 2), torch.nn.Sigmoid())
+    proto = torch_export(module, (5,))
+    onnx.save(proto, tmp_path / "m.onnx")
+    x = np.random.default_rng(6).uniform(-1, 1, (8, 5))
+    np.save(tmp_path / "x.npy", x)
+    model = Sequential.load(tmp_path / "m.onnx", calibration=x, degree=3)
+    assert model.finish == "sigmoid"
+    assert cli.main(["infer", "--model", tmp_path / "m.onnx", "--calibration", tmp_path / "x.npy", "--degree", "3",
+                     "--input", tmp_path / "x.npy", "--out", tmp_path / "y.npy", "--packing", packing, *TOY]) == 0
+    y = np.load(tmp_path / "y.npy")
+    assert np.abs(y - model.forward(x)).max() < 1e-6
+    assert np.abs(y - onnxruntime_outputs(proto, x)[0]).max() <= model.calibration_report[1] + 1e-6
