@@ -158,9 +158,11 @@ class Shapes:
         """(op indices, sorted widths) of the requantizations whose remainder and output are range-checked by the
         LogUp range lookup (:meth:`_Run.range_check`) instead of bit planes: those without ReLU (a ReLU reads its
         sign bit), when the graph has lookups (its lookup store exists; the hiding Basefold channel refuses it) and
-        the lookup commits fewer entries than the planes would (:data:`RANGE_LOOKUPS`: "auto", or "always"/"never").
-        The widths: each op's shift R (when R > 0) and signed width Q, the tags of :meth:`range_table`'s rows."""
-        eligible = [i for i, op in enumerate(self.q.ops) if op.has_bits and not _decomposition(op).relu]
+        the lookup commits fewer entries than the planes would (:data:`RANGE_LOOKUPS`: "auto", or "always"/"never"),
+        and R, Q <= :data:`RANGE_MAX_WIDTH` (the table, which the verifier evaluates, stays under 2^17 rows; a wider
+        op keeps its planes). The widths: each op's R (when R > 0) and Q, the tags of :meth:`range_table`'s rows."""
+        eligible = [i for i, op in enumerate(self.q.ops) if op.has_bits and not _decomposition(op).relu
+                    and max(op.shift, op.q_bits) <= RANGE_MAX_WIDTH]
         if RANGE_LOOKUPS == "never" or not eligible or not (self.lookups or RANGE_LOOKUPS == "always"):
             return (), ()
         widths = sorted({w for i in eligible for w in (self.q.ops[i].shift, self.q.ops[i].q_bits) if w > 0})
@@ -237,6 +239,7 @@ class Shapes:
 #: when a requantization without ReLU is range-checked by the LogUp range lookup instead of its bit planes
 #: (:meth:`Shapes._range_ops`): "auto" (when it commits fewer entries, in a graph with lookups), "always", "never"
 RANGE_LOOKUPS = "auto"
+RANGE_MAX_WIDTH = 16  #: the widest remainder or output a range lookup checks (as MAX_LOOKUP_BITS for a function)
 
 
 def _range_table_bits(widths) -> int:

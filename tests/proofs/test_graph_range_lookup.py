@@ -119,6 +119,11 @@ def test_the_rule_chooses_the_lookup_where_it_commits_less(layer):
             assert sorted(values[tags == w].tolist()) == list(range(1 << w))
     with range_mode("never"):
         assert GZ.Shapes(q, 1).range_ops == ()
+    narrow = min(max(q.ops[i].shift, q.ops[i].q_bits) for i in eligible)
+    with range_mode("always"), mock.patch.object(GZ, "RANGE_MAX_WIDTH", narrow):  # a wider op keeps its planes
+        shapes = GZ.Shapes(q, 1)
+        assert list(shapes.range_ops) == [i for i in eligible if max(q.ops[i].shift, q.ops[i].q_bits) <= narrow]
+        assert len(shapes.range_ops) < len(eligible) and max(shapes.range_widths) <= narrow
     with range_mode("auto"):
         shapes = GZ.Shapes(q, 1)
         planes = sum(GZ._decomposition(q.ops[i]).padded_width << shapes.vars(q.ops[i].output) for i in eligible)
