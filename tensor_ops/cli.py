@@ -358,8 +358,8 @@ def _one_line_warnings(call):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = call()
-    for warning in caught:
-        print(f"warning: {warning.message}", file=sys.stderr)
+    for message in dict.fromkeys(str(warning.message) for warning in caught):  # each once (several requests)
+        print(f"warning: {message}", file=sys.stderr)
     return result
 
 
@@ -500,12 +500,33 @@ def _infer_encrypted(args, model, shape, x):
     else:
         server = Server(model, client.server_context(), key_budget=budget,  # the client's key arrays, not a copy
                         encoded=_weights_cache(args, client.plan, "local", count))
-        request = client.encrypt(x)
-        print(f"client: keys shared in memory with the local server (no secret key), request {len(request)} bytes")
+        y = _one_line_warnings(lambda: _slot_requests(args, client, server, x, tuple(shape)))
+    return y
+
+
+def _slot_requests(args, client, server, x, shape):
+    """x through the local slot-path server in requests of at most the server's ``max_ciphertexts`` ciphertexts
+    (one request for a batch that fits, as before; a larger batch in turn, so only one request is held at a
+    time); an OutputRangeError of a later request names the samples by their index in x."""
+    per = client.plan.batch * server.max_ciphertexts
+    starts = [0] if x.shape == shape else list(range(0, len(x), per))
+    outputs = []
+    for k, start in enumerate(starts):
+        request = client.encrypt(x if len(starts) == 1 else x[start:start + per])
+        print(f"client: keys shared in memory with the local server (no secret key), request {len(request)} bytes"
+              + (f" ({k + 1} of {len(starts)}: samples {start}..{min(start + per, len(x)) - 1})"
+                 if len(starts) > 1 else ""))
         reply = server.evaluate(request, progress=_progress(args, "evaluate"))
         print(f"server: evaluated the encrypted input -> reply {len(reply)} bytes")
-        y = _one_line_warnings(lambda: client.decrypt(reply))
-    return y
+        try:
+            outputs.append(client.decrypt(reply))
+        except OutputRangeError as error:
+            if len(starts) == 1:
+                raise
+            shift = [start + i for i in error.untrusted]
+            raise OutputRangeError(f"request {k + 1} of {len(starts)} (samples from {start}): {error}",
+                                   [start + i for i in error.invalid], error.ciphertexts, shift) from None
+    return outputs[0] if len(starts) == 1 else np.concatenate(outputs, axis=0)
 
 
 def _reference_warnings(model, x, input_shape, source) -> None:

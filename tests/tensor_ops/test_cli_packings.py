@@ -308,3 +308,22 @@ def test_a_models_exact_last_activation_is_applied_by_each_packing(tmp_path, pac
     y = np.load(tmp_path / "y.npy")
     assert np.abs(y - model.forward(x)).max() < 1e-6
     assert np.abs(y - onnxruntime_outputs(proto, x)[0]).max() <= model.calibration_report[1] + 1e-6
+
+
+def test_local_slot_path_splits_a_batch_larger_than_one_request(mlp, tmp_path, capsys, monkeypatch):
+    """``--packing slots`` on more samples than one request may hold (the server's ``max_ciphertexts``; 64 by
+    default, 512 MNIST rows) runs them request by request (before: refused after encrypting them all, and 10,000
+    MNIST rows passed 6 GB while encrypting). Here the server takes one ciphertext per request."""
+    import functools
+
+    from tensor_ops.inference import Server
+
+    monkeypatch.setattr(cli, "Server", functools.partial(Server, max_ciphertexts=1))
+    folder, _, cal, model, _ = mlp
+    batch = model.plan((6,), params="TOY").batch
+    x = np.tile(np.load(cal), (-(-(2 * batch + 1) // len(np.load(cal))), 1))[:2 * batch + 1]
+    np.save(tmp_path / "x.npy", x)
+    assert cli.main(["infer", *_model_args(mlp), "--input", tmp_path / "x.npy", "--out", tmp_path / "y.npy",
+                     "--packing", "slots", *TOY]) == 0
+    assert "(3 of 3: samples" in capsys.readouterr().out
+    assert np.abs(np.load(tmp_path / "y.npy") - model.forward(x)).max() < 1e-6
