@@ -18,7 +18,12 @@ A ciphertext at level 0 decrypts to m(X) modulo q_0 (the base level's modulus). 
 3. **CoeffToSlot**: the inverse special FFT as log2(n_s) sparse butterfly matrices (3 diagonals each),
    merged into ``cts_levels`` groups (level collapsing: a group of k stages has 2^(k+1)-1 diagonals),
    each evaluated with baby-step giant-step rotations (Halevi, Shoup, CRYPTO 2014 and 2018; Chen,
-   Chillotti, Song, "Improved bootstrapping for approximate homomorphic encryption", EUROCRYPT 2019).
+   Chillotti, Song, "Improved bootstrapping for approximate homomorphic encryption", EUROCRYPT 2019), double
+   hoisted (Bossuat, Mouchet, Troncoso-Pastoriza, Hubaux, EUROCRYPT 2021, section 4.4;
+   ``Evaluator.linear_transform_hoisted``): one ModUp for the babies, their rotations and the products with the
+   diagonals kept over Q·P, a ModDown per rotated giant's part a and one at the end with the rescale fused (at
+   N16_BOOT's top level a 63-diagonal transform took 2.87 s of CPU instead of 3.24 s; 1.16 instead of 1.35 at
+   level 10).
    The bit reversal of the FFT is skipped: the slots come out in bit-reversed order, which EvalMod (slot
    by slot) ignores and SlotToCoeff expects.  The real and imaginary parts are split with one
    conjugation: two ciphertexts of N/2 real slots (full slots) or one of 2·n_s (sparse).
