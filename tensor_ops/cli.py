@@ -53,7 +53,8 @@ from crypto.ckks.flooding import STATISTICAL_SECURITY
 from crypto.errors import HEError, SerializationError, ShapeError
 from tensor_ops import dense_packings, serve
 from tensor_ops.activations import CompositeRelu
-from tensor_ops.inference import Client, EncodedCache, OutputRangeError, Server, describe_bytes, unpack_message
+from tensor_ops.inference import (DEFAULT_MAX_CIPHERTEXTS, Client, EncodedCache, OutputRangeError, Server,
+                                  describe_bytes, unpack_message)
 from tensor_ops.model_plan import DEFAULT_KEY_BUDGET, MemoryBudgetError, default_memory_budget
 from tensor_ops.nn import ActivationRangeWarning, Sequential, StageTooDeep
 from tensor_ops.cli_args import COMMANDS, SECRET, add_commands, parser  # noqa: F401 (re-exported)
@@ -240,35 +241,39 @@ def _samples(args) -> int | None:
     return samples
 
 
-def _packing(args, model, samples, split: bool = False) -> dense_packings.Choice:
-    """The packing of --packing for ``model`` and ``samples`` (``dense_packings.choose_packing``: the one rule),
-    its line printed."""
+def _packing(args, model, samples, split: bool = False, shape=None):
+    """(choice, plan): the packing of --packing for ``model`` and ``samples`` (``dense_packings.choose_packing``:
+    the one rule) and, for a dense packing, its plan at --params (its own 128-bit choice without), both printed;
+    plan None for the slot path. A dense packing ``auto`` chose that cannot plan the model (too deep for its
+    parameters, a layout that does not fit them) falls back to the slot path, saying why."""
     slot_options = tuple(option for option, dest in (("--key-budget", "key_budget"), ("--measure", "measure"))
                          if getattr(args, dest, None))
     choice = dense_packings.choose_packing(model, samples, getattr(args, "packing", None) or "auto",
                                            bootstrap=_choice(args)["bootstrap"],
                                            dask=getattr(args, "dask", None) is not None, split=split,
                                            slot_options=slot_options)
+    plan = None
+    if choice.packing != "slots":
+        try:
+            plan = dense_packings.dense_plan(choice.packing, model, shape if shape is not None else _shape(args),
+                                             _choice(args)["params"])
+        except HEError as error:
+            if not choice.reason.startswith("auto"):
+                raise HEError(f"--packing {choice.packing}: {error}") from None
+            choice = dense_packings.Choice("slots", f"auto: the {choice.packing} packing cannot plan the model "
+                                                    f"({error})")
     print(choice.line())
-    return choice
-
-
-def _dense_plan(args, choice, model, shape=None):
-    """The plan of a dense packing at --params (its own 128-bit choice without), printed."""
-    plan = dense_packings.dense_plan(choice.packing, model, shape if shape is not None else _shape(args),
-                                     _choice(args)["params"])
-    print(dense_packings.explain(choice.packing, plan, model))
-    return plan
+    if plan is not None:
+        print(dense_packings.explain(choice.packing, plan, model))
+    return choice, plan
 
 
 def _plan(args):
     if _attention(args, "plan --out" if args.out else "local") is not None:
         return
     model = _load(args)
-    choice = _packing(args, model, _samples(args), split=True)
-    if choice.packing != "slots":
-        plan = _dense_plan(args, choice, model)
-    else:
+    choice, plan = _packing(args, model, _samples(args), split=True)
+    if plan is None:
         plan = _model_plan(args, model, role="server", progress=_progress(args, "planning"))
         if getattr(args, "measure", False):
             plan = plan.calibrated()  # per-operation times measured here (about a second) instead of the built-in
@@ -323,9 +328,9 @@ def _keygen(args):
     elif args.model:
         _attention(args, "keygen")  # refused for a model with attention (run it locally with infer --input)
         model = _load(args)
-        choice = _packing(args, model, _samples(args), split=True)
-        if choice.packing != "slots":
-            return _keygen_dense(args, choice.packing, _dense_plan(args, choice, model), _insecure(args))
+        choice, plan = _packing(args, model, _samples(args), split=True)
+        if plan is not None:
+            return _keygen_dense(args, choice.packing, plan, _insecure(args))
         client = Client(plan=_model_plan(args, model, role="client"), progress=progress,
                         allow_insecure=_insecure(args))
     else:
@@ -440,7 +445,7 @@ def _infer_locally(args):
     model = _load(args, x)
     shape = _shape(args) or model.sample_shape(x)
     count = 1 if np.asarray(x).shape == tuple(shape) else len(x)
-    args._packing = _packing(args, model, count)
+    args._packing, args._dense_plan = _packing(args, model, count, shape=shape)
     _reference_warnings(model, x, shape, args.request)
     refused = _outside(args, model, x, shape)
     if refused.size:
@@ -485,12 +490,13 @@ def _outside(args, model, x, shape) -> np.ndarray:
 def _infer_encrypted(args, model, shape, x):
     """Keys, encryption, server evaluation and decryption of x in this process (or on --dask)."""
     x = np.asarray(x)
-    if args._packing.packing != "slots":
-        plan = _dense_plan(args, args._packing, model, shape)
+    if args._dense_plan is not None:
         return _one_line_warnings(lambda: dense_packings.run_local(
-            args._packing.packing, model, x, shape, plan=plan, allow_insecure=_insecure(args), report=print))
+            args._packing.packing, model, x, shape, plan=args._dense_plan, allow_insecure=_insecure(args),
+            report=print))
     plan = _model_plan(args, model, shape)
-    count = plan.ciphertexts_for(1 if x.shape == tuple(shape) else len(x))
+    # the ciphertexts held at once: one request's (``_slot_requests`` sends a larger batch request by request)
+    count = min(plan.ciphertexts_for(1 if x.shape == tuple(shape) else len(x)), DEFAULT_MAX_CIPHERTEXTS)
     plan = _within_memory(args, plan, "local", count, model, shape)
     budget = plan.key_budget if plan.key_budget is not None else _budget(args)
     client = Client(plan=plan, progress=_progress(args, "rotation keys"), allow_insecure=_insecure(args))

@@ -116,8 +116,8 @@ def choose_packing(model, samples: int | None, requested: str = "auto", *, boots
         return Choice("slots", "asked for (--packing slots)")
     if requested != "auto":
         if problem is not None:
-            raise ParameterError(f"--packing {requested}: the model is not a chain of dense layers with fitted "
-                                 f"activations that this packing evaluates: {problem} (use --packing slots or auto)")
+            raise ParameterError(f"--packing {requested} cannot run this: {problem} (it takes a chain of dense layers "
+                                 f"with fitted activations; use --packing slots or auto)")
         return Choice(requested, f"asked for (--packing {requested})")
     if problem is not None:
         return Choice("slots", f"auto: {problem}")

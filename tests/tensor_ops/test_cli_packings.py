@@ -327,3 +327,18 @@ def test_local_slot_path_splits_a_batch_larger_than_one_request(mlp, tmp_path, c
                      "--packing", "slots", *TOY]) == 0
     assert "(3 of 3: samples" in capsys.readouterr().out
     assert np.abs(np.load(tmp_path / "y.npy") - model.forward(x)).max() < 1e-6
+
+
+def test_auto_falls_back_to_the_slot_path_when_a_dense_packing_cannot_plan(tmp_path, capsys):
+    """A dense chain deeper than the named parameters: auto says the dense packing cannot plan it and takes the
+    slot path (which names its own refusal); an explicit --packing is refused naming the option."""
+    rng = np.random.default_rng(8)
+    layers = [Linear(rng.normal(size=(4, 4)))]
+    for _ in range(3):
+        layers += [Square(), Linear(rng.normal(size=(4, 4)))]
+    Sequential(layers, (4,)).save(tmp_path / "deep.npz")
+    cli.main(["plan", "--model", tmp_path / "deep.npz", "--params", "TOY", "--samples", "5"])
+    out = capsys.readouterr().out
+    assert "packing: slots " in out and "the replicated packing cannot plan the model" in out
+    assert cli.main(["plan", "--model", tmp_path / "deep.npz", "--params", "TOY", "--packing", "samples"]) == 2
+    assert "--packing samples" in capsys.readouterr().err
