@@ -244,3 +244,22 @@ def test_a_tampered_proof_is_rejected_with_proof_rejected_only(layer, proven):
             tampered[position] ^= 0x21
             with pytest.raises(ProofRejected):
                 GZ.verify_graph_zk(net.commitment, x, bytes(tampered))
+
+
+def test_large_graphs_default_to_rate_one_quarter(layer):
+    """default_graph_params: rate 1/2 below LARGE_PROOF_ENTRIES entries of proof and lookup stores, 1/4 from it."""
+    q, _ = layer
+    assert GZ.default_graph_params(q).rate_inv == 2
+    with mock.patch.object(GZ, "LARGE_PROOF_ENTRIES", 1):
+        assert GZ.default_graph_params(q).rate_inv == 4
+
+
+@pytest.mark.slow
+def test_the_default_of_a_large_graph_proves_at_rate_one_quarter(layer):
+    """HidingGraphNetwork's default follows default_graph_params and the rate-1/4 proof verifies."""
+    q, x = layer
+    with mock.patch.object(GZ, "LARGE_PROOF_ENTRIES", 1):
+        net = GZ.HidingGraphNetwork(q, max_proofs=1)
+        assert GZ.base_params(net.commitment).rate_inv == 4
+        verdict = GZ.verify_graph_zk(net.commitment, x, net.prove(x).to_bytes())
+    assert np.array_equal(verdict.output.reshape(-1), q.forward_int(x).reshape(-1))
