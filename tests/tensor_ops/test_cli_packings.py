@@ -14,6 +14,7 @@ import stat
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from crypto.errors import ParameterError
 from tensor_ops import cli, dense_packings
@@ -27,7 +28,8 @@ FEW = 6  # rows of the encrypted runs (the replicated plan takes ~0.07 s per sam
 
 @pytest.fixture(scope="module")
 def mlp(tmp_path_factory):
-    """(folder, model path, calibration path, the fitted model, onnxruntime's outputs on the calibration rows)."""
+    """(folder, model path, calibration path, the fitted model, onnxruntime's outputs on the first FEW calibration
+    rows, saved as x.npy)."""
     from tests.model.exported_models import activation_mlp, onnxruntime_outputs
     import onnx
 
@@ -342,3 +344,19 @@ def test_auto_falls_back_to_the_slot_path_when_a_dense_packing_cannot_plan(tmp_p
     assert "packing: slots " in out and "the replicated packing cannot plan the model" in out
     assert cli.main(["plan", "--model", tmp_path / "deep.npz", "--params", "TOY", "--packing", "samples"]) == 2
     assert "--packing samples" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@settings(deadline=None, max_examples=6)
+@given(st.integers(1, 600), st.integers(1, 12), st.integers(1, 5), st.integers(1, 3), st.integers(0, 2**32 - 1))
+def test_random_dense_chains_agree_under_both_dense_packings(n_in, hidden, n_out, batch, seed):
+    """Rule: for random widths (first layers wider than a TOY ciphertext's rows included: folded) and batches,
+    both dense packings give the plain reference of the model to 1e-6."""
+    rng = np.random.default_rng(seed)
+    model = Sequential([Linear(rng.normal(size=(hidden, n_in)) / np.sqrt(n_in)), Square(),
+                        Linear(rng.normal(size=(n_out, hidden)))], (n_in,))
+    x = rng.uniform(-1, 1, (batch, n_in))
+    for packing in ("replicated", "samples"):
+        y = dense_packings.run_local(packing, model, x, (n_in,), params="TOY", allow_insecure=True,
+                                     report=lambda _: None)
+        assert np.abs(y - model.forward(x)).max() < 1e-6
