@@ -28,6 +28,7 @@ import proofs.layers.step_relations as SR
 from hezk.model import Contraction, Graph
 from proofs import field as F
 from proofs.errors import ProofRejected
+from proofs.lookup import lookup_error
 from proofs.graph_quantize import (MAX_LOOKUP_BITS, TABLE_FUNCTIONS, QOp, QuantizedGraph, contract_int,
                                    lookup_table, quantize_graph, validate_structure, verifier_memory_bytes)
 from proofs.proof_format import ByteReader, ByteWriter, from_record, to_record
@@ -393,6 +394,16 @@ def test_a_lookup_of_p_or_more_values_is_refused_by_the_soundness_figure():
         assert counted >= F.P and (1 << 12) <= GZ.MAX_BATCH
         assert GZ.lookup_soundness_error(small) < 2.0 ** -GZ.MIN_SOUNDNESS_BITS
         assert GZ.lookup_soundness_error(large) >= 1
+
+
+@pytest.mark.xfail(strict=True, reason="hole: proofs.lookup.lookup_error does not require fewer than p looked-up "
+                   "values")
+def test_the_plain_lookups_error_needs_fewer_than_p_values_too():
+    """The plain proof's LogUp-GKR (:func:`proofs.lookup.lookup_error`, the figure of proofs.layers.graph): the same
+    premise N < p; a witness of 2^31 > p entries errs w.p. 1, one of 2^30 < p keeps its Schwartz-Zippel figure."""
+    assert (1 << 30) < F.P < (1 << 31)
+    assert lookup_error(30, 16) < 2.0 ** -90
+    assert lookup_error(31, 16) >= 1
 
 
 def test_an_f_p4_table_as_four_planes_is_one_extension_factor():
