@@ -230,13 +230,13 @@ def forced_collision():
         yield
 
 
-def _cheating_proof(q, net, x, mode: str):
+def _cheating_proof(q, net, x, mode: str, private_input: bool = False):
     cheat = Cheat(q, mode)
     with range_mode("always"), contextlib.ExitStack() as stack:
-        for patch in cheat.patches(GZ.Shapes(q, 1)):
+        for patch in cheat.patches(GZ.Shapes(q, len(x), private_input)):
             stack.enter_context(patch)
         with consistent_cheating():
-            return net.prove(x)
+            return net.prove(x, private_input=private_input)
 
 
 def test_the_control_cheater_without_a_lie_verifies(mlp):
@@ -265,6 +265,17 @@ def test_a_cheating_range_prover_is_rejected_by_the_check_that_must_catch_it(mlp
     with recorded_relation_checks() as failed:
         _verify(net, x, proof)
     assert failed == [f"sumcheck.training.{check}"]
+
+
+@pytest.mark.parametrize("mode, check", [("remainder", "graph.range.sum"), ("inverse", f"graph.layer{TARGET}")])
+def test_a_cheating_range_prover_of_a_private_batch_is_rejected(mlp, mode, check):
+    """The same lies with the input hidden and a batch of 3 (a padded batch row): rejected by the same checks."""
+    q, net, _, _ = mlp
+    x = _mlp()[1][:3]
+    honest = _cheating_proof(q, net, x, "none", private_input=True).to_bytes()
+    assert _verify(net, None, honest)
+    with pytest.raises(ProofRejected, match=check):
+        _verify(net, None, _cheating_proof(q, net, x, mode, private_input=True).to_bytes())
 
 
 @contextlib.contextmanager
