@@ -26,7 +26,7 @@ A ciphertext at level 0 decrypts to m(X) modulo q_0 (the base level's modulus). 
    level 10).
    The bit reversal of the FFT is skipped: the slots come out in bit-reversed order, which EvalMod (slot
    by slot) ignores and SlotToCoeff expects.  The real and imaginary parts are split with one
-   conjugation: two ciphertexts of N/2 real slots (full slots) or one of 2·n_s (sparse).
+   conjugation (w ± conj(w), the second times -i): two ciphertexts of N/2 real slots (full slots) or one of 2·n_s (sparse).
 4. **EvalMod**: t - round(t) ≈ sin(2πt)/(2π) for |t - round(t)| = |m/q_0| ≪ 1.  sin(2πt) = cos(2π(t -
    1/4)) is computed as cos(2π(t - 1/4)/2^r) by a Chebyshev interpolant on y = t/K ∈ [-1, 1], then r
    double-angle steps cos 2θ = 2cos²θ - 1 (Han, Ki, "Better bootstrapping for approximate homomorphic
@@ -569,7 +569,7 @@ class BootstrapPlan:
             phases.append((name, level, counts))
 
         transform("coeff_to_slot", start, self.cts, 1)
-        phases[-1][2]["rotations"] += parts                        # the conjugations
+        phases[-1][2]["rotations"] += 1                            # the conjugation (both parts share it)
         level = start - self.cts_count
         mults = (self.degree - 1) + self.double_angles + 2 * self.config.arcsin
         phases.append(("eval_mod", level, {"ct_mults": parts * mults, "rescales": parts * (mults + 1),
@@ -769,10 +769,10 @@ class Bootstrapper:
                 self.natural[ct.level - 1]
             ct = self.linear_transform(ct, t, target)
         ev = self.ev
-        out = [ev.add(ct, ev.conjugate(ct))]
-        if not self.plan.sparse:
-            y = ev.neg(self._times_i(ct))
-            out.append(ev.add(y, ev.conjugate(y)))
+        conj = ev.conjugate(ct)           # one conjugation (a key switch) serves both parts:
+        out = [ev.add(ct, conj)]          # w + conj(w) = 2 Re(w)
+        if not self.plan.sparse:          # -i·w + conj(-i·w) = -i·(w - conj(w)) = 2 Im(w), i·x exact (X^(N/2))
+            out.append(ev.neg(self._times_i(ev.sub(ct, conj))))
         return [replace(o, is_complex=False) for o in out]
 
     # 4. EvalMod

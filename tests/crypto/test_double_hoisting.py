@@ -276,3 +276,23 @@ def test_evaluator_exposes_its_kept_bootstrapper():
     boot = ctx.evaluator.bootstrapper(SPARSE)
     assert boot is ctx.evaluator.bootstrapper(SPARSE) and boot.plan.slots == SPARSE and boot.double_hoisting
     assert ctx.evaluator.bootstrap_plan(SPARSE) is boot.plan
+
+
+def test_full_slot_coeff_to_slot_conjugates_once(monkeypatch):
+    """Re and Im of full slots share one conjugation: w + conj(w) and -i·(w - conj(w)) (a key switch saved); the
+    outputs match the twin and the operation counts price one."""
+    ctx, p = boot_context(), boot_plan()
+    ev = ctx.evaluator
+    calls = []
+    original = ev.conjugate
+    monkeypatch.setattr(ev, "conjugate", lambda ct: calls.append(ct.level) or original(ct))
+    rng = np.random.default_rng(18)
+    z = rng.uniform(-1, 1, p.total) + 1j * rng.uniform(-1, 1, p.total)
+    outs = Bootstrapper(ev, p).coeff_to_slot(ctx.encrypt(z, level=ctx.params.max_level - 1))
+    assert len(calls) == 1 and len(outs) == 2
+    w = p.cts_reference(z)
+    for o, e in zip(outs, [2 * w.real, 2 * w.imag]):
+        assert not o.is_complex and bits(e, slots_of(ctx, o)) > 35
+    counts = dict((name, c) for name, _, c in p.operation_counts())
+    rotated_giants = sum(1 for t in p.cts for s in t.split if s)
+    assert counts["coeff_to_slot"]["rotations"] == rotated_giants + 1
