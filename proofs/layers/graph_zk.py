@@ -1077,9 +1077,9 @@ def default_graph_params(qgraph: QuantizedGraph) -> HidingParams:
     """The default hiding Ligero parameters of a graph proof: :func:`proofs.layers.network_zk.default_params`
     (rate 1/2), at rate 1/4 when the proof's stores hold at least LARGE_PROOF_ENTRIES entries at batch 1. An
     opening's bytes grow as the square root of its column queries (about 256 at rate 1/2, 154 at rate 1/4 for the
-    same query bits), the encoding as the codeword; measured (issue 34, one core, load ~5): the GPT-2-size block's
-    proof 4.83 -> 3.80 MB for 7.7 -> 8.1 s of prove CPU, BERT-tiny's 1.90 -> 1.47 MB, the 16 x 32 layer's 1.18 ->
-    0.92 MB at the same CPU time."""
+    same query bits), the encoding as the codeword; measured (issue 34, one core, load ~6): the GPT-2-size block's
+    proof 4.84 -> 3.80 MB for 7.0-7.9 -> 8.1-9.3 s of prove CPU (peak RSS 1.6 -> 2.2 GB), BERT-tiny's 1.90 ->
+    1.47 MB, the 16 x 32 layer's 1.18 -> 0.92 MB at about the same CPU time."""
     params = default_params()
     shapes = Shapes(qgraph, 1)
     layouts = _layouts(shapes, qgraph)
