@@ -103,9 +103,14 @@ def plan_lines(plan) -> list:
         compacted = [s for s in plan.bootstraps if s.spread]
         lines.append(f"bootstraps: {plan.bootstrap_count} ciphertext bootstraps at {len(plan.bootstraps)} sites "
                      f"({len(compacted)} sites compacted from {sum(s.spread for s in compacted)} ciphertexts into "
-                     f"{sum(s.ciphertexts for s in compacted)}), ~{plan.bootstrap_seconds:.1f} s each, "
-                     f"~{plan.bootstrap_plan.precision_bits:.1f} bits worst case")
-        lines.append(f"estimated server time: {plan.estimated_seconds:.0f} s, one thread (goal <= {GOAL_SECONDS} s)")
+                     f"{sum(s.ciphertexts for s in compacted)}; {len(plan.early_refreshes)} operands refreshed "
+                     f"early), ~{plan.bootstrap_seconds:.1f} s each, ~{plan.bootstrap_plan.precision_bits:.1f} bits "
+                     f"worst case, message coefficients up to "
+                     f"{max((s.coefficient for s in plan.bootstraps), default=0.0):.3g} Delta on the sample")
+        boot = plan.bootstrap_count * plan.bootstrap_seconds
+        lines.append(f"estimated server time: {plan.estimated_seconds:.0f} s, one thread: bootstraps {boot:.0f} s, "
+                     f"the rest (rotations and products at the levels a bootstrap leaves) "
+                     f"{plan.estimated_seconds - boot:.0f} s (goal <= {GOAL_SECONDS} s)")
     lines.append(f"Galois keys: {plan.galois_key_bytes / 2**30:.2f} GiB ({len(plan.key_rotations)} rotation keys"
                  f"{' + conjugation' if plan.bootstrap is not None else ''})")
     parts = memory_estimate(plan)

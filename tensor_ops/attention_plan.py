@@ -7,15 +7,17 @@ Softmax by a calibrated shift, exp by squaring and a Newton reciprocal; LayerNor
 root; activations by minimax fits), states each one's largest error on the calibration data, measures the
 levels the whole evaluation consumes and the rotations it performs by running it on recording backends (the
 same einsum plans, attention's two products included, as the encrypted run), and chooses 128-bit parameters
-with that many levels (``model_plan.choose_parameters``) whose Galois keys fit the key budget. Bootstraps are
-not placed on this path yet: a model deeper than a 128-bit ring holds within the budget is refused naming
-its depth and the limit (named parameters with enough levels run it; parameters below 128 bits only with
-``allow_insecure``, for tests). ``run_attention`` refuses samples whose plain reference leaves a calibrated
+with that many levels (``model_plan.choose_parameters``) whose Galois keys fit the key budget. A model deeper
+than a 128-bit ring holds within the budget bootstraps on N16_BOOT (``BootstrappingBackend``: a tensor refreshed
+before an operation needing more levels than it has, compacted into fewer ciphertexts first where cheaper,
+``tensor_ops.compaction``; ``BootstrapRecorder`` places them in the plan); parameters below 128 bits only with
+``allow_insecure``, for tests. ``run_attention`` refuses samples whose plain reference leaves a calibrated
 range (the input range, a Softmax's shift or row-sum range, a LayerNorm's variance range, an activation's
 interval): the polynomials are only right there.
 """
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from math import prod
 
@@ -35,7 +37,8 @@ from .nn import LevelRecorder
 from .tensor_base import CipherTensorBase
 
 __all__ = ["ATTENTION_KINDS", "AttentionPlan", "BootstrapRecorder", "BootstrapSite", "BootstrappingBackend",
-           "has_attention", "plan_attention", "read_graph", "run_attention", "samples_outside"]
+           "find_early_refreshes", "has_attention", "plan_attention", "read_graph", "run_attention",
+           "samples_outside"]
 
 #: node kinds that only this path evaluates (``tensor_ops.nn.from_graph`` refuses them)
 ATTENTION_KINDS = ("bilinear", "softmax", "layernorm")
@@ -91,7 +94,9 @@ class BootstrapSite:
     node evaluated after ``after``; None: the graph's input), which needed more levels than the lowest of them,
     ``level_in``, had left; ``magnitude``: the largest |value| bootstrapped there on the recorded sample (the
     bootstrap's stated precision is for |x| <= 1; NaN where not recorded); ``spread``: the tensor's ciphertexts
-    when they were compacted (``tensor_ops.compaction``) into the ``ciphertexts`` bootstrapped (0: not compacted)."""
+    when they were compacted (``tensor_ops.compaction``) into the ``ciphertexts`` bootstrapped (0: not compacted);
+    ``coefficient``: the largest |coefficient| of the message polynomials bootstrapped, in units of the scale (what
+    EvalMod's sine reads: its error grows as the cube of it; NaN where not recorded)."""
 
     node: str
     after: str | None
@@ -99,6 +104,7 @@ class BootstrapSite:
     level_in: int
     magnitude: float = float("nan")
     spread: int = 0                 # the tensor's ciphertexts when compacted into ``ciphertexts`` first (0: not)
+    coefficient: float = float("nan")   # the largest |message coefficient| / Delta bootstrapped (recorded)
 
     def __post_init__(self):
         if not isinstance(self.node, str) or not (self.after is None or isinstance(self.after, str)):
@@ -132,8 +138,13 @@ class _Refreshing:
     levels_left: int
     REMEMBERED = 64
 
-    def _init_sites(self, bootstrap_units: float | None = None):
+    def _init_sites(self, bootstrap_units: float | None = None, forced=(), tracking: bool = False):
         self.sites: list[BootstrapSite] = []
+        self.forced = frozenset((int(a), int(b)) for a, b in forced)   # (plan ordinal, operand): refresh early
+        self.ordinal, self._lowest = -1, None
+        self.tracking = bool(tracking)
+        self.blocked: list = []       # ((ordinal, operand) of a refresh whose compaction lacked a level, producer)
+        self._producers: dict = {}    # id(ct) -> (weak reference, (ordinal, operand) of the plan that made it)
         self.bootstrap_units = None if bootstrap_units is None else float(bootstrap_units)
         self.compaction_steps: set = set()   # rotation steps the compactions took (their keys)
         self._compactions: dict = {}
@@ -150,41 +161,66 @@ class _Refreshing:
         return sum(site.ciphertexts for site in self.sites)
 
     def refresh_operands(self, plan, operands):
+        self.ordinal += 1
         need = plan.depth()
-        if need == 0:
+        if need == 0 and not any(where[0] == self.ordinal for where in self.forced):
+            self._lowest = _lowest_operand(operands)
             return operands
         out = []
-        for operand in operands:
+        for index, operand in enumerate(operands):
             level = operand.level if isinstance(operand, CipherTensorBase) else None
-            if level is not None and level < need:
+            early = (self.ordinal, index) in self.forced and level is not None and level < self.levels_left - 1
+            if level is not None and (level < need or early):
                 if need > self.levels_left:
                     raise LevelError(f"{self._node or 'an operation'}: {plan.spec.expression()} consumes {need} "
                                      f"levels in one plan, more than the {self.levels_left} a bootstrap leaves")
-                compaction = self.compaction_for(operand.layout, int(level), need)
+                compaction, blocked = self.compaction_for(operand.layout, int(level), max(need, 1), blocked=True)
+                if blocked and self.tracking:
+                    self.blocked.append(((self.ordinal, index), self._producer_of(operand.ciphertexts)))
                 fresh = (self._bootstrapped(operand.ciphertexts, int(level)) if compaction is None
                          else self._compacted(operand.ciphertexts, compaction))
                 operand = type(operand)(fresh, operand.layout, operand.backend)
             out.append(operand)
+        self._lowest = _lowest_operand(out)
         return out
 
-    def compaction_for(self, layout, level: int, need: int):
+    def produced(self, ciphertexts) -> None:
+        """The output ciphertexts of the plan just run (``tensor_base.run_plan``): a tracking recorder notes which
+        plan made them and its lowest operand, where an earlier refresh would have left them levels."""
+        if self.tracking and self._lowest is not None:
+            where = (self.ordinal, self._lowest)
+            for ct in ciphertexts:
+                self._producers[id(ct)] = (weakref.ref(ct), where)
+
+    def _producer_of(self, ciphertexts):
+        """(plan ordinal, operand index) of the plan that made ``ciphertexts`` (the latest of them), or None."""
+        found = []
+        for ct in ciphertexts:
+            entry = self._producers.get(id(ct))
+            if entry is not None and entry[0]() is ct:
+                found.append(entry[1])
+        return max(found) if found else None
+
+    def compaction_for(self, layout, level: int, need: int, blocked: bool = False):
         """The ``tensor_ops.compaction.Compaction`` a refresh of a tensor of ``layout`` at ``level`` before a plan
         consuming ``need`` levels takes, or None (bootstrap each ciphertext): taken when it bootstraps fewer
         ciphertexts, its masks have the levels (one before the bootstrap where the layout is dirty, one after it
         where it is clean, within the plan's need) and the bootstraps it saves (``bootstrap_units`` each,
-        CostModel units) cost more than its rotations and masks; None always when ``bootstrap_units`` is None."""
+        CostModel units) cost more than its rotations and masks; None always when ``bootstrap_units`` is None.
+        ``blocked``: return (compaction or None, whether only the mask before the bootstrap lacked a level)."""
         from .compaction import plan_compaction
 
-        if self.bootstrap_units is None or layout.n_ciphertexts < 2:
-            return None
-        compaction = self._compactions.get(layout)
-        if compaction is None:
-            compaction = self._compactions[layout] = plan_compaction(layout)
-        if compaction.ciphertexts >= compaction.spread or (compaction.mask_before and level < 1) or \
-                (compaction.mask_after and need > self.levels_left - 1):
-            return None
-        saved = (compaction.spread - compaction.ciphertexts) * self.bootstrap_units
-        return compaction if compaction.cost() < saved else None
+        chosen, short = None, False
+        if self.bootstrap_units is not None and layout.n_ciphertexts > 1:
+            compaction = self._compactions.get(layout)
+            if compaction is None:
+                compaction = self._compactions[layout] = plan_compaction(layout)
+            saved = (compaction.spread - compaction.ciphertexts) * self.bootstrap_units
+            if compaction.ciphertexts < compaction.spread and compaction.cost() < saved and \
+                    not (compaction.mask_after and need > self.levels_left - 1):
+                short = compaction.mask_before and level < 1
+                chosen = None if short else compaction
+        return (chosen, short) if blocked else chosen
 
     def _compacted(self, ciphertexts, compaction) -> list:
         """The tensor's ciphertexts compacted, bootstrapped and expanded back to its layout (remembered as
@@ -198,7 +234,7 @@ class _Refreshing:
         small = compact(self, list(ciphertexts), compaction)
         level = min(int(ct.level) for ct in small)
         self.sites.append(BootstrapSite(self._node or "", self._after, len(small), level, self._magnitude(small),
-                                        spread=len(ciphertexts)))
+                                        spread=len(ciphertexts), coefficient=self._coefficient(small)))
         self.compaction_steps.update(compaction.rotation_steps())
         fresh = expand(self, [self.bootstrap(ct) for ct in small], compaction)
         self._remember(key, ciphertexts, fresh)
@@ -210,7 +246,7 @@ class _Refreshing:
         if kept is not None:
             return kept[1]
         self.sites.append(BootstrapSite(self._node or "", self._after, len(ciphertexts), level,
-                                        self._magnitude(ciphertexts)))
+                                        self._magnitude(ciphertexts), coefficient=self._coefficient(ciphertexts)))
         fresh = [self.bootstrap(ct) for ct in ciphertexts]
         self._remember(key, ciphertexts, fresh)
         return fresh
@@ -222,6 +258,16 @@ class _Refreshing:
 
     def _magnitude(self, ciphertexts) -> float:
         return float("nan")
+
+    def _coefficient(self, ciphertexts) -> float:
+        return float("nan")
+
+
+def _lowest_operand(operands):
+    """The index of the encrypted operand at the lowest level (None without one)."""
+    levels = [(operand.level, index) for index, operand in enumerate(operands)
+              if isinstance(operand, CipherTensorBase) and operand.level is not None]
+    return min(levels)[1] if levels else None
 
 
 class BootstrappingBackend(_Refreshing, ScaleKeepingBackend):
@@ -238,13 +284,13 @@ class BootstrappingBackend(_Refreshing, ScaleKeepingBackend):
     of the level-recording twin (``BootstrapRecorder``), and so are its bootstraps; inputs are encrypted at the
     natural scale of their level (``encrypt_tensor``)."""
 
-    def __init__(self, ctx, config=None, cache_size: int = 2048, compaction: bool = True):
+    def __init__(self, ctx, config=None, cache_size: int = 2048, compaction: bool = True, forced=()):
         super().__init__(ctx, cache_size)
         self.config = as_config(config)
         self.bootstrap_plan = cached_bootstrap_plan(ctx.params, self.config)
         self.levels_left = self.bootstrap_plan.levels_left
         self.natural = natural_scales(ctx.params)
-        self._init_sites(bootstrap_cost(self.bootstrap_plan) if compaction else None)
+        self._init_sites(bootstrap_cost(self.bootstrap_plan) if compaction else None, forced)
 
     def _delta_scale(self, level: int, scale: float) -> float:
         params = self.ctx.params
@@ -273,11 +319,12 @@ class BootstrapRecorder(_Refreshing, LevelRecorder):
     value bootstrapped; ``products`` counts ciphertext x ciphertext and ciphertext x constant products apart (for
     the time estimate). A rescale below level 0 raises LevelError (the rule failed to refresh in time)."""
 
-    def __init__(self, slots: int, input_level: int, levels_left: int, bootstrap_units: float | None = None):
+    def __init__(self, slots: int, input_level: int, levels_left: int, bootstrap_units: float | None = None,
+                 forced=(), tracking: bool = False):
         super().__init__(slots)
         self.input_level, self.levels_left = int(input_level), int(levels_left)
         self.products = {"ct_ct": 0, "ct_pt": 0}
-        self._init_sites(bootstrap_units)
+        self._init_sites(bootstrap_units, forced, tracking)
 
     def encrypt(self, vector):
         out = super().encrypt(vector)
@@ -302,6 +349,12 @@ class BootstrapRecorder(_Refreshing, LevelRecorder):
 
     def _magnitude(self, ciphertexts) -> float:
         return float(max(np.max(np.abs(v)) for v in ciphertexts))
+
+    def _coefficient(self, ciphertexts) -> float:
+        from crypto.ckks.encoder import CKKSEncoder
+
+        encoder = CKKSEncoder(2 * self.slots)
+        return float(max(np.max(np.abs(encoder.embed_inverse(np.asarray(v)))) for v in ciphertexts))
 
 
 def has_attention(graph) -> bool:
@@ -384,6 +437,7 @@ class AttentionPlan:
     operations: tuple = ()         # (name, count): rotations, hoisted_rotations, ct_ct, ct_pt
     compaction: bool = True        # tensors compacted before bootstrapping where cheaper (tensor_ops.compaction)
     compaction_rotations: tuple = ()   # the compactions' rotation steps (their keys)
+    early_refreshes: tuple = ()    # (plan ordinal, operand index): operands refreshed before they run out of levels
 
     def __post_init__(self):
         """Checks a bootstrapping plan's fields: a BootstrapConfig with parameters that can run it (full slots), the
@@ -519,6 +573,13 @@ class AttentionPlan:
             lines.append(f"  in {node} (after {where}): {sum(s.ciphertexts for s in group)} ciphertexts{compacted} in "
                          f"{len(group)} refreshes, from levels {sorted({s.level_in for s in group})}, values up to "
                          f"{magnitude:.3g}")
+        coefficient = _largest_coefficient(sites)
+        if coefficient:
+            lines.append(f"  the message coefficients bootstrapped reach {coefficient:.3g} Delta on the recorded "
+                         f"sample (what EvalMod reads; the worst case stated is for 1 Delta)")
+        if self.early_refreshes:
+            lines.append(f"  {len(self.early_refreshes)} operands refreshed early, where a dirty tensor would "
+                         f"otherwise reach level 0 spread over ciphertexts that a mask could not compact")
         largest = max((site.magnitude for site in sites), default=0.0)
         if largest > 1:
             lines.append(f"  slots bootstrapped reach {largest:.3g} on the recorded sample: the worst case stated is "
@@ -561,19 +622,60 @@ def _record(model: GraphApproximation, x: np.ndarray, slots: int) -> tuple[int, 
 
 
 def _record_bootstraps(model: GraphApproximation, x: np.ndarray, params, config, input_level: int,
-                       compaction: bool = True):
-    """(sites, operation counts, the compactions' rotation steps) of the bootstrapping evaluation of ``x`` at
-    ``params`` (``BootstrapRecorder``, compacting as ``BootstrappingBackend(compaction=...)`` does); LevelError
-    when one operation needs more levels than a bootstrap leaves."""
+                       compaction: bool = True, forced=(), tracking: bool = False):
+    """(sites, operation counts, the compactions' rotation steps, blocked compactions) of the bootstrapping
+    evaluation of ``x`` at ``params`` (``BootstrapRecorder``, compacting and refreshing early at ``forced`` as
+    ``BootstrappingBackend(compaction=..., forced=...)`` does); LevelError when one operation needs more levels
+    than a bootstrap leaves."""
     from .tensor import encrypt
 
     boot = cached_bootstrap_plan(params, config)
     recorder = BootstrapRecorder(params.slots, input_level, boot.levels_left,
-                                 bootstrap_cost(boot) if compaction else None)
+                                 bootstrap_cost(boot) if compaction else None, forced, tracking)
     model.forward(encrypt(recorder, x))
     counts = (("rotations", recorder.counts["rotations"]), ("hoisted_rotations", recorder.counts["hoisted_rotations"]),
               ("ct_ct", recorder.products["ct_ct"]), ("ct_pt", recorder.products["ct_pt"]))
-    return tuple(recorder.sites), counts, tuple(sorted(recorder.compaction_steps))
+    return tuple(recorder.sites), counts, tuple(sorted(recorder.compaction_steps)), tuple(recorder.blocked)
+
+
+#: rounds of early refreshes tried (``find_early_refreshes``)
+EARLY_ROUNDS = 4
+
+
+def find_early_refreshes(model, sample, params, config, level, compaction):
+    """(forced, sites, operation counts, compaction steps) with the fewest ciphertext bootstraps found: a refresh
+    whose compaction lacked the level for its mask (a dirty tensor at level 0: every ciphertext bootstrapped) is
+    moved to the plan that made the tensor, refreshing that plan's lowest operand early (``forced``: (plan ordinal,
+    operand index)); repeated while the bootstraps decrease (at most ``EARLY_ROUNDS`` rounds), each round recorded
+    again, a round kept only where the largest message coefficient bootstrapped (``BootstrapSite.coefficient``)
+    stays within the larger of Delta and the one without early refreshes. Without compaction, no early refresh."""
+    forced = ()
+    sites, operations, moves, blocked = _record_bootstraps(model, sample, params, config, level, compaction, forced,
+                                                           tracking=compaction)
+    best = (sum(s.ciphertexts for s in sites), forced, sites, operations, moves)
+    bound = max(1.0, _largest_coefficient(sites))
+    for _ in range(EARLY_ROUNDS if compaction else 0):
+        wanted = set(forced)
+        for where, producer in blocked:
+            if producer is not None:
+                wanted.discard(where)      # an early refresh that was itself blocked moves further back
+                wanted.add(producer)
+        if wanted == set(forced):
+            break
+        forced = tuple(sorted(wanted))
+        try:
+            sites, operations, moves, blocked = _record_bootstraps(model, sample, params, config, level, compaction,
+                                                                   forced, tracking=True)
+        except LevelError:
+            break
+        count = sum(s.ciphertexts for s in sites)
+        if count < best[0] and _largest_coefficient(sites) <= bound:
+            best = (count, forced, sites, operations, moves)
+    return best[1:]
+
+
+def _largest_coefficient(sites) -> float:
+    return max((s.coefficient for s in sites if s.coefficient == s.coefficient), default=0.0)
 
 
 def _site_key(site: BootstrapSite) -> tuple:
@@ -603,7 +705,7 @@ def _bootstrapping(model, sample, params, config, input_level, rotations, key_bu
     if isinstance(level, bool) or not isinstance(level, (int, np.integer)) or not 0 <= level <= params.max_level:
         raise ParameterError(f"input_level={level!r} must be an integer in [0, {params.max_level}]")
     try:
-        sites, operations, moves = _record_bootstraps(model, sample, params, config, int(level), compaction)
+        forced, sites, operations, moves = find_early_refreshes(model, sample, params, config, int(level), compaction)
     except LevelError as why:
         raise ParameterError(f"no bootstrap placement: {why}") from None
     rotations = tuple(sorted(set(rotations) | set(moves)))
@@ -617,7 +719,8 @@ def _bootstrapping(model, sample, params, config, input_level, rotations, key_bu
                                  f"MiB of Galois keys even with power-of-two keys ({keys} keys, the bootstrap's "
                                  f"included), over the key budget of {key_budget / 2**20:.0f} MiB")
     return dict(bootstrap=config, bootstraps=sites, input_level=int(level), key_steps=key_steps,
-                operations=operations, compaction=bool(compaction), compaction_rotations=moves)
+                operations=operations, compaction=bool(compaction), compaction_rotations=moves,
+                early_refreshes=forced)
 
 
 def plan_attention(graph, calibration, *, params=None, bootstrap=None, allow_insecure: bool = False,
@@ -825,7 +928,8 @@ def _run_bootstrapping(plan, model, batch, single, seed, progress, say):
     from crypto.context import CKKSContext
 
     params = plan.params
-    sites, _, _ = _record_bootstraps(model, batch, params, plan.bootstrap, plan.input_level, plan.compaction)
+    sites = _record_bootstraps(model, batch, params, plan.bootstrap, plan.input_level, plan.compaction,
+                               plan.early_refreshes)[0]
     if len(batch) == 1 and [_site_key(s) for s in sites] != [_site_key(s) for s in plan.bootstraps]:
         raise ParameterError(f"the plan states {plan.bootstrap_count} ciphertext bootstraps at {len(plan.bootstraps)} "
                              f"sites; this model at the plan's parameters takes {sum(s.ciphertexts for s in sites)} at "
@@ -837,7 +941,7 @@ def _run_bootstrapping(plan, model, batch, single, seed, progress, say):
     say(f"client: keys for N=2^{params.log_n} ({len(rotations)} rotation keys, the bootstrap's included, and the "
         f"conjugation key) in {time.perf_counter() - start:.1f} s")
     start = time.perf_counter()
-    backend = BootstrappingBackend(ctx, plan.bootstrap, compaction=plan.compaction)
+    backend = BootstrappingBackend(ctx, plan.bootstrap, compaction=plan.compaction, forced=plan.early_refreshes)
     tensor = backend.encrypt_tensor(batch, plan.input_level)
     say(f"client: encrypted {len(batch)} sample(s) into {len(tensor.ciphertexts)} ciphertext(s) at level "
         f"{plan.input_level}")

@@ -299,4 +299,7 @@ def run_plan(plan, operands) -> CipherTensorBase:
         plan.check_levels(min(levels))
     ops = [list(o.ciphertexts) if isinstance(o, CipherTensorBase) else np.asarray(o) for o in operands]
     regs = plan.run(be, ops)
+    produced = getattr(be, "produced", None)  # a bootstrapping backend notes which plan made which ciphertexts
+    if produced is not None:
+        produced(regs)
     return type(tensors[0])(regs, plan.output_layout, be)

@@ -215,8 +215,9 @@ def test_compaction_is_not_taken_without_the_levels_or_when_it_costs_more():
 
 @pytest.mark.slow
 def test_encoder_layer_at_128_bits_bootstraps_fewer_ciphertexts_compacted(tmp_path):
-    """The exported 16 x 32 encoder layer planned at 128 bits (N16_BOOT, no key made): compaction bootstraps fewer
-    ciphertexts than bootstrapping each, at sites whose spread exceeds their count, its rotations among the keys, a
+    """The exported 16 x 32 encoder layer planned at 128 bits (N16_BOOT, no key made): compaction (and early
+    refreshes) bootstrap fewer than half the ciphertexts of bootstrapping each (17 vs 54 when written), message
+    coefficients no larger, at sites whose spread exceeds their count, its rotations among the keys, a
     lower estimated time; the plan's text states the compacted sites."""
     import onnx
 
@@ -230,9 +231,76 @@ def test_encoder_layer_at_128_bits_bootstraps_fewer_ciphertexts_compacted(tmp_pa
     calibration = np.random.default_rng(0).normal(size=(16, 1, SEQUENCE, D_MODEL))
     each, _ = plan_attention(graph, calibration, compaction=False)
     packed, _ = plan_attention(graph, calibration)
-    assert packed.bootstrap_count < each.bootstrap_count and packed.estimated_seconds < each.estimated_seconds
+    assert 2 * packed.bootstrap_count < each.bootstrap_count and packed.estimated_seconds < each.estimated_seconds
+    assert max(s.coefficient for s in packed.bootstraps) <= max(1.0, max(s.coefficient for s in each.bootstraps))
     compacted = [s for s in packed.bootstraps if s.spread]
     assert compacted and all(s.spread > s.ciphertexts for s in compacted) and not any(s.spread for s in each.bootstraps)
     assert packed.compaction_rotations and (packed.key_steps is not None
                                             or set(packed.compaction_rotations) <= set(packed.key_rotations))
     assert "compacted into fewer first" in packed.explain() and "of them compacted from" in packed.explain()
+
+
+class _Spread:
+    """A stand-in model for the early-refresh search: x (dirty, 4 ciphertexts, at level 1) -> z = x * 0.5 (level 0)
+    -> z * z: the last product's refresh cannot mask z at level 0, unless x was refreshed (compacted) first."""
+
+    def __init__(self, slots, ctx=None):
+        self.slots, self.ctx = slots, ctx
+        self.values = np.random.default_rng(3).uniform(-0.9, 0.9, (4, 8))
+
+    def forward(self, tensor):
+        from tensor_ops.tensor import CipherTensor
+
+        backend = tensor.backend
+        layout = _spread_layout(self.slots, False)
+        vectors = _vectors(layout, self.values, np.random.default_rng(4))
+        if self.ctx is None:
+            cts = [_leveled(backend, v, 1) for v in vectors]
+        else:
+            cts = [self.ctx.encrypt(v, level=1, scale=backend.natural[1]) for v in vectors]
+        backend.at_node("scale")
+        z = CipherTensor(cts, layout, backend) * 0.5
+        backend.at_node("square")
+        return z * z
+
+
+def test_a_blocked_compaction_names_the_plan_to_refresh_early_and_forcing_it_bootstraps_once():
+    """A dirty tensor at level 0 cannot be masked for compaction: its 4 ciphertexts are bootstrapped, and the
+    tracking recorder names the plan that made it (its lowest operand); refreshing that operand early compacts it
+    (at level 1) into 1 bootstrap, and the values stay right."""
+    from tensor_ops.attention_plan import BootstrapRecorder
+    from tensor_ops.tensor import encrypt
+
+    model = _Spread(2048)
+    expected = (0.5 * model.values) ** 2
+    late = BootstrapRecorder(2048, 1, 6, bootstrap_units=1000.0, tracking=True)
+    assert np.allclose(model.forward(encrypt(late, np.zeros(2))).decrypt(), expected)
+    assert [(s.node, s.ciphertexts, s.spread) for s in late.sites] == [("square", 4, 0)]
+    (producer,) = {made for _, made in late.blocked}         # both operands of z * z: one z, one maker
+    assert producer is not None and producer[1] == 0 and all(producer[0] < where[0] for where, _ in late.blocked)
+    early = BootstrapRecorder(2048, 1, 6, bootstrap_units=1000.0, forced=(producer,))
+    assert np.allclose(model.forward(encrypt(early, np.zeros(2))).decrypt(), expected)
+    assert [(s.node, s.ciphertexts, s.spread) for s in early.sites] == [("scale", 1, 4)] and not early.blocked
+
+
+@pytest.mark.slow
+def testfind_early_refreshes_are_found_by_planning_and_run_encrypted_as_recorded():
+    """On the INSECURE toy ring: the planner's search (``find_early_refreshes``) finds the early refresh (1 ciphertext
+    bootstrap instead of 4), and BootstrappingBackend given it bootstraps the same site and decrypts right."""
+    from crypto import CKKSContext
+    from tensor_ops.attention_plan import BootstrappingBackend, find_early_refreshes
+
+    from .test_attention_bootstrap import CONFIG, _toy
+
+    params = _toy()
+    model = _Spread(params.slots)
+    forced, sites, _, steps = find_early_refreshes(model, np.zeros((1, 2)), params, CONFIG, 1, True)
+    assert forced and [(s.node, s.ciphertexts, s.spread) for s in sites] == [("scale", 1, 4)]
+    ctx = CKKSContext.keygen(params, rotations=steps, seed=2, bootstrap=CONFIG)
+    backend = BootstrappingBackend(ctx, CONFIG, forced=forced)
+    from tensor_ops.tensor import encrypt
+
+    got = _Spread(params.slots, ctx).forward(encrypt(backend, np.zeros(2))).decrypt()
+    assert [(s.node, s.ciphertexts, s.level_in, s.spread) for s in backend.sites] == \
+        [(s.node, s.ciphertexts, s.level_in, s.spread) for s in sites]
+    assert np.max(np.abs(got - (0.5 * model.values) ** 2)) < 1e-4
