@@ -547,3 +547,28 @@ def test_hundreds_of_damaged_proofs_raise_proof_rejected_only(mlp):
     _, net, x, proof = mlp
     tried, rejected = _fuzz(net, x, proof, 300, 2)
     assert rejected == tried >= 270
+
+
+@pytest.fixture(scope="module")
+def transformer():
+    """(network, sample, proof bytes) of a small encoder layer (d_model 8, GELU and Softmax lookups) with the range
+    lookup on: function lookups' H, G and the range lookup's in one lookup store."""
+    pytest.importorskip("onnxruntime")
+    import hezk
+    from ..model.test_transformer_reader import encoder, export
+    model = export(encoder(1, "gelu", d_model=8, heads=2, feedforward=16), False, sequence=4, d_model=8)
+    rng = np.random.default_rng(0)
+    q = quantize_graph(hezk.model.read_onnx(model), rng.normal(size=(16, 1, 4, 8)))
+    x = q.quantize_input(rng.normal(size=(1, 1, 4, 8)))
+    with range_mode("always"):
+        assert GZ.Shapes(q, 1).lookups and GZ.Shapes(q, 1).range_ops
+        net = GZ.HidingGraphNetwork(q, max_proofs=2)
+        return net, x, net.prove(x).to_bytes()
+
+
+@pytest.mark.slow
+def test_damaged_proofs_of_an_encoder_layer_raise_proof_rejected_only(transformer):
+    net, x, proof = transformer
+    assert _verify(net, x, proof)
+    tried, rejected = _fuzz(net, x, proof, 100, 3)
+    assert rejected == tried >= 90
