@@ -263,3 +263,15 @@ def test_the_default_of_a_large_graph_proves_at_rate_one_quarter(layer):
         assert GZ.base_params(net.commitment).rate_inv == 4
         verdict = GZ.verify_graph_zk(net.commitment, x, net.prove(x).to_bytes())
     assert np.array_equal(verdict.output.reshape(-1), q.forward_int(x).reshape(-1))
+
+
+@pytest.mark.slow
+def test_a_batch_with_a_private_input_is_proven_with_range_lookups(layer):
+    """Two samples, the input private (its range by bit planes, the requantizations by the range lookup): the proof
+    verifies without the input and its output is forward_int's."""
+    q, _ = layer
+    x = q.quantize_input(np.random.default_rng(3).normal(size=(2, 1, SEQUENCE, D_MODEL)) * 0.5)
+    with range_mode("always"):
+        net = GZ.HidingGraphNetwork(q, max_proofs=1)
+        verdict = GZ.verify_graph_zk(net.commitment, None, net.prove(x, private_input=True).to_bytes())
+    assert np.array_equal(verdict.output.reshape(-1), q.forward_int(x).reshape(-1))
