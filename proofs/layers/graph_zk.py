@@ -740,7 +740,8 @@ class _Run:
         if op.shift:
             parts.append((F.ext_add(self.beta, F.ext_mul(self.alpha, ext_int(op.shift))),
                           Stored(self.where[f"r.{index}"], f"r.{index}")))
-        constant = F.ext_add(F.ext_add(self.beta, ext_int(1 << (op.q_bits - 1))), F.ext_mul(self.alpha, ext_int(op.q_bits)))
+        constant = F.ext_add(F.ext_add(self.beta, ext_int(1 << (op.q_bits - 1))),
+                             F.ext_mul(self.alpha, ext_int(op.q_bits)))
         parts.append((constant, self.operand(op.output, None, None, n)))
         return parts
 
