@@ -191,7 +191,10 @@ def fraction_sum_error(num_vars: int) -> float:
 
 def lookup_error(witness_vars: int, table_vars: int) -> float:
     """One lookup: the LogUp identity's (2^witness_vars + 2^table_vars) / |F_p^4| (Schwartz-Zippel over alpha,
-    beta, see the module docstring) plus both trees' :func:`fraction_sum_error`."""
+    beta, see the module docstring) plus both trees' :func:`fraction_sum_error`; 1 when 2^witness_vars >= p (the
+    identity then shows nothing: a value outside the table looked up p times has multiplicity 0 mod p)."""
+    if (1 << witness_vars) >= F.P:
+        return 1.0
     return ((1 << witness_vars) + (1 << table_vars)) * 2.0 ** -F.EXT_BITS + \
         fraction_sum_error(witness_vars) + fraction_sum_error(table_vars)
 

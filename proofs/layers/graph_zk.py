@@ -1301,12 +1301,18 @@ def lookup_rows(shapes: Shapes, params: HidingParams, structure=None) -> int:
 
 def lookup_soundness_error(shapes: Shapes) -> float:
     """The LogUp identities' (N + 2^b) / |F_p^4| per lookup (Haboeck 2022, Lemma 5; Schwartz-Zippel over alpha,
-    beta): the relations themselves are in the union bound."""
-    error = sum((1 << shapes.vars(shapes.q.ops[i].output)) + (1 << shapes.table_bits(i)) for i in shapes.lookups)
+    beta): the relations themselves are in the union bound. The lemma needs fewer than p looked-up values per table
+    (a value outside the table looked up p times has multiplicity 0 mod p): a lookup of N >= p values (a large
+    private-input batch) errs with probability 1, and the figure is then 1 (the verifier's minimum refuses it)."""
+    counts = [1 << shapes.vars(shapes.q.ops[i].output) for i in shapes.lookups]
+    error = sum(n + (1 << shapes.table_bits(i)) for n, i in zip(counts, shapes.lookups))
     if shapes.range_ops:  # one identity over every range check's looked-up values (1 or 2 per entry) and the table,
         # and each check's combination with its layer relation (delta: 1 / |F|)
-        error += sum((1 + bool(shapes.q.ops[i].shift)) << shapes.vars(shapes.q.ops[i].output) for i in shapes.range_ops)
-        error += (1 << shapes.range_bits) + len(shapes.range_ops)
+        counts.append(sum((1 + bool(shapes.q.ops[i].shift)) << shapes.vars(shapes.q.ops[i].output)
+                          for i in shapes.range_ops))
+        error += counts[-1] + (1 << shapes.range_bits) + len(shapes.range_ops)
+    if any(n >= F.P for n in counts):
+        return 1.0
     return error * 2.0 ** -F.EXT_BITS
 
 

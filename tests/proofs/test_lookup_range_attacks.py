@@ -390,8 +390,6 @@ def test_the_range_table_stays_within_the_verifiers_memory_whatever_the_widths()
             assert capped.range_ops and capped.range_bits <= GZ.RANGE_MAX_WIDTH + 1 <= MAX_LOOKUP_BITS + 1
 
 
-@pytest.mark.xfail(strict=True, reason="hole: lookup_soundness_error does not require fewer than p looked-up values "
-                   "(fix: /tmp/hz/attack_fix.patch, to apply to proofs/layers/graph_zk.py)")
 def test_a_lookup_of_p_or_more_values_is_refused_by_the_soundness_figure():
     """LogUp shows every looked-up value is a table row only when fewer than p values are looked up (Haboeck 2022,
     Lemma 5: a value outside the table looked up p times has multiplicity 0 mod p, so a cheater may repeat one
@@ -407,8 +405,6 @@ def test_a_lookup_of_p_or_more_values_is_refused_by_the_soundness_figure():
         assert GZ.lookup_soundness_error(large) >= 1
 
 
-@pytest.mark.xfail(strict=True, reason="hole: proofs.lookup.lookup_error does not require fewer than p looked-up "
-                   "values")
 def test_the_plain_lookups_error_needs_fewer_than_p_values_too():
     """The plain proof's LogUp-GKR (:func:`proofs.lookup.lookup_error`, the figure of proofs.layers.graph): the same
     premise N < p; a witness of 2^31 > p entries errs w.p. 1, one of 2^30 < p keeps its Schwartz-Zippel figure."""
