@@ -1041,8 +1041,9 @@ class ModelPlan:
         bootstrap constants exist: "loading" is what the first holds beyond the second, 0 where evaluation is
         larger (measured, ``infer --context`` of a 4-channel CNN at N14, one thread: 738 MB against 752 MB
         estimated; 792 MB when the bytes were counted through evaluation). Measured (``benchmarks/resnet.py``,
-        one thread): ResNet-20's local infer peaked at 12.12 GB against 11.65 GB estimated with the maps twice
-        (x1.04); the rest is freed heap that glibc keeps between stages of other sizes.
+        one thread): ResNet-20's local infer peaked at 11.49 GB against 10.76 GB estimated (x1.07; before the
+        layers' maps were dropped, 12.12 GB against 11.65 GB with the maps twice); the rest is freed heap that
+        glibc keeps between stages of other sizes.
 
         ``threads``: the kernel threads (default ``hezk.threads.get_threads()``, the process's setting). Each
         thread beyond the first that key-switches keeps its own switching scratch (thread-local) and, in its own
