@@ -1082,9 +1082,12 @@ def default_graph_params(qgraph: QuantizedGraph) -> HidingParams:
     proof 4.84 -> 3.80 MB for 7.0-7.9 -> 8.1-9.3 s of prove CPU (peak RSS 1.6 -> 2.2 GB), BERT-tiny's 1.90 ->
     1.47 MB, the 16 x 32 layer's 1.18 -> 0.92 MB at about the same CPU time."""
     params = default_params()
-    shapes = Shapes(qgraph, 1)
-    layouts = _layouts(shapes, qgraph)
-    entries = sum(slot.size for key in ("p", "q") if key in layouts for slot in layouts[key].slots)
+    try:
+        shapes = Shapes(qgraph, 1)
+        layouts = [proof_layout(shapes)] + ([lookup_layout(shapes)] if shapes.lookups or shapes.range_ops else [])
+    except (ProofError, ModelError):  # nothing to store: the commitment refuses the graph with its own reason
+        return params
+    entries = sum(slot.size for layout in layouts for slot in layout.slots)
     return dataclasses.replace(params, rate_inv=4) if entries >= LARGE_PROOF_ENTRIES else params
 
 
