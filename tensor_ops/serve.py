@@ -532,6 +532,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                              "the clients' keygen --key-budget)")
     parser.add_argument("--degree", type=_positive, default=None,
                         help="degree of each fitted activation's polynomial (as the clients' keygen --degree)")
+    parser.add_argument("--relu", choices=("fit", "composite", "auto"), default="fit",
+                        help="each calibrated ReLU as its fitted polynomial, the composite sign, or chosen per "
+                             "activation (as the clients' keygen --relu; Sequential.choose_relus)")
     parser.add_argument("--params", default=None, help=PARAMS_HELP)
     parser.add_argument("--memory-budget", type=lambda text: _bytes(text, "--memory-budget"), default=None,
                         help=MEMORY_HELP + " (for one client's context)")
@@ -609,6 +612,8 @@ def run(args) -> int:
         model = Sequential.load(args.model, args.input_shape, calibration=calibration,
                                 degree=getattr(args, "degree", None))
         choice = plan_keywords(args)
+        if getattr(args, "relu", "fit") != "fit":
+            model = model.choose_relus(args.input_shape, key_budget=args.key_budget, relu=args.relu, **choice)
         budget = args.memory_budget if args.memory_budget is not None else default_memory_budget()
         model.plan(args.input_shape, key_budget=args.key_budget, **choice).memory_estimate().check(
             "server", budget, key_budget=args.key_budget)

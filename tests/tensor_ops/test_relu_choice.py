@@ -135,3 +135,27 @@ def test_the_command_line_takes_relu_fit_composite_or_auto(tmp_path, capsys):
     assert "relu: 0 of 1 ReLUs take the composite sign" in capsys.readouterr().out   # no levels for it
     assert cli.main(["plan", *model, "--relu", "sign"]) == 2
     assert "relu='sign' must be one of" in capsys.readouterr().err
+
+
+def test_serve_takes_the_same_relu_choice_as_keygen(tmp_path, monkeypatch):
+    import argparse
+
+    from crypto.errors import HEError
+    from tensor_ops import serve
+
+    cnn(WIDE).save(tmp_path / "cnn.npz")
+    (tmp_path / "ring.json").write_text(__import__("json").dumps(TEST_RING))
+    served = []
+
+    def app(model, **_):              # stands in for the HTTP app: records the model and stops before serving
+        served.append(model)
+        raise HEError("stopped before serving")
+
+    monkeypatch.setattr(serve, "create_app", app)
+    parser = serve.add_arguments(argparse.ArgumentParser())
+    for relu, depth in (("composite", 10), ("fit", 3)):
+        args = parser.parse_args(["--model", str(tmp_path / "cnn.npz"), "--params", str(tmp_path / "ring.json"),
+                                  "--memory-budget", "64GiB", "--relu", relu])
+        assert serve.run(args) == 2 and served[-1].layers[1].depth == depth
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--model", "m.npz", "--relu", "sign"])
