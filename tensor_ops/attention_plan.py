@@ -928,14 +928,15 @@ def _run_bootstrapping(plan, model, batch, single, seed, progress, say):
     from crypto.context import CKKSContext
 
     params = plan.params
-    sites = _record_bootstraps(model, batch, params, plan.bootstrap, plan.input_level, plan.compaction,
-                               plan.early_refreshes)[0]
+    sites, _, moves, _ = _record_bootstraps(model, batch, params, plan.bootstrap, plan.input_level, plan.compaction,
+                                            plan.early_refreshes)
     if len(batch) == 1 and [_site_key(s) for s in sites] != [_site_key(s) for s in plan.bootstraps]:
         raise ParameterError(f"the plan states {plan.bootstrap_count} ciphertext bootstraps at {len(plan.bootstraps)} "
                              f"sites; this model at the plan's parameters takes {sum(s.ciphertexts for s in sites)} at "
                              f"{len(sites)}: the plan was altered or made for another model (plan it again)")
     steps = () if len(batch) == 1 else _record(model, batch, params.slots)[1]
-    rotations = plan.key_rotations if plan.key_steps is not None else tuple(sorted(set(plan.key_rotations) | set(steps)))
+    rotations = plan.key_rotations if plan.key_steps is not None else \
+        tuple(sorted(set(plan.key_rotations) | set(steps) | set(moves)))   # a batch's compactions: their own steps
     start = time.perf_counter()
     ctx = CKKSContext.keygen(params, rotations=rotations, seed=seed, progress=progress, bootstrap=plan.bootstrap)
     say(f"client: keys for N=2^{params.log_n} ({len(rotations)} rotation keys, the bootstrap's included, and the "

@@ -50,4 +50,4 @@ def test_memory_estimate_counts_the_keys_and_the_bootstrap_constants():
     parts = transformer.memory_estimate(plan)
     assert parts["keys"] > plan.galois_key_bytes > 0 and parts["bootstrap constants"] > 0
     wide = dataclasses.replace(plan, bootstraps=(BootstrapSite("n", None, 1, 0, spread=4),))
-    assert transformer.memory_estimate(wide)["working ciphertexts"] == 2 * parts["working ciphertexts"]
+    assert transformer.memory_estimate(wide)["working ciphertexts"] > parts["working ciphertexts"]
