@@ -23,7 +23,8 @@ Measured (projection shortcuts, --relu fit, one thread, on 2 cores shared at loa
 infer 1680 s, peak RSS 11.49 GB against the 10.76 GB estimated (x1.07), argmax 1/1, error 0.16 of the largest
 logit. Before the server dropped the layers' maps: 12.12 GB against 11.65 GB, 743 s at load 1-3. By error alone
 every one of its 19 ReLUs would take the composite sign (the degree-7 fit errs by 0.010-0.022 of each interval's
-scale, the composite by 0.002; ``--relu auto`` then adds 7 levels each where the bootstraps leave room).
+scale, the composite by 0.002), but its bootstraps (N16_BOOT) leave 6 levels, fewer than the composite's 10:
+``--relu auto`` keeps every fit there, saying so in the plan, and ``--relu composite`` is refused.
 """
 from __future__ import annotations
 

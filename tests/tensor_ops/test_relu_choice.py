@@ -159,3 +159,32 @@ def test_serve_takes_the_same_relu_choice_as_keygen(tmp_path, monkeypatch):
         assert serve.run(args) == 2 and served[-1].layers[1].depth == depth
     with pytest.raises(SystemExit):
         parser.parse_args(["--model", "m.npz", "--relu", "sign"])
+
+
+@pytest.mark.slow
+def test_bootstrapping_plans_take_the_composite_where_a_bootstrap_leaves_room_for_it():
+    """(10 s: two bootstrap plans) INSECURE toy rings (N = 2^12, sparse secret) bootstrapping at 14 levels: with
+    30 levels a bootstrap leaves 16, room for the composite's 10 and an affine stage (more bootstraps are placed);
+    with 20 it leaves 6, and every ReLU keeps its fit, said so."""
+    from crypto import CKKSParameters
+    from crypto.ckks.bootstrap import BootstrapConfig
+
+    config = BootstrapConfig(cts_levels=2, stc_levels=2, arcsin=False)
+    rng = np.random.default_rng(0)
+    stack = []
+    for _ in range(8):
+        q, _ = np.linalg.qr(rng.normal(size=(4, 4)))
+        stack += [Linear(q, np.zeros(4)), Poly("relu", 7, (-2.0, 2.0))]
+    model = Sequential(stack, input_shape=(4,))
+    for levels, dnum, chose in ((30, 12, "composite"), (20, 7, "fit")):
+        params = CKKSParameters.from_literal(dict(log_n=12, log_q=[[30, 30]] + [[25, 26]] * levels, log_p=[30] * 6,
+                                                  log_scale=50, dnum=dnum, hamming_weight=32, insecure=True))
+        base = model.plan(params=params, bootstrap=config)
+        assert base.bootstraps and base.bootstrap_plan.levels_left == levels - 14
+        chosen = model.choose_relus(params=params, bootstrap=config)
+        assert {c.chose for c in chosen.relu_choices.values()} == {chose}
+        if chose == "composite":
+            plan = chosen.plan(params=params, bootstrap=config)
+            assert len(plan.bootstraps) > len(base.bootstraps) and plan.depth == 8 * 11 + 1 == base.depth + 8 * 7
+        else:
+            assert all("between the plan's bootstraps" in c.why for c in chosen.relu_choices.values())
