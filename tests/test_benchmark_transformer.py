@@ -14,14 +14,17 @@ def test_a_bad_size_is_refused_naming_the_option(capsys):
 
 
 @pytest.mark.slow
-def test_plan_mode_on_a_tiny_layer_states_the_figures(capsys):
+def test_plan_mode_on_a_tiny_layer_states_the_figures(capsys, monkeypatch):
     """Width 8, 2 heads, MLP 16, sequence 4 at 128 bits (no key made; ~15 s under load): N16_BOOT, bootstraps,
-    keys, the estimated time and peak memory (whose parts add up to it), every approximation's error, the peers."""
+    keys, the estimated time and peak memory (whose parts add up to it), every approximation's error, the peers;
+    --run with less memory available than twice the estimate is refused before any key."""
     pytest.importorskip("torch")
     from benchmarks import transformer
 
-    transformer.main(["--size", "8,2,16,4", "--proof", "none", "--calibration", "16"])
+    monkeypatch.setattr(transformer, "_available_gb", lambda: 1.0)
+    transformer.main(["--size", "8,2,16,4", "--proof", "none", "--calibration", "16", "--run"])
     out = capsys.readouterr().out
+    assert "--run refused: 1 GB available" in out and "encrypted run:" not in out
     assert "N=2^16" in out and "security 128-bit" in out and "ciphertext bootstraps at" in out
     seconds = float(out.split("estimated server time: ")[1].split(" s")[0])
     assert seconds > 0 and f"{seconds:.0f} s" in out.split("hezk (this plan, estimated)")[1].splitlines()[0]
