@@ -1523,8 +1523,8 @@ def _bootstrap_for(params, depth, stages, bootstrap):
         hint = "" if bootstrap is not None else " and cannot bootstrap"
         raise StageTooDeep(f"{refusal}{hint} (stage {index}, of depth {deepest}, exceeds the {boot.levels_left} "
                            f"levels a bootstrap leaves: lower --degree (a fitted activation takes "
-                           f"ceil(log2(degree + 1)) levels) or replace a MaxPool (a max of fixed high degree) by "
-                           f"AvgPool)")
+                           f"ceil(log2(degree + 1)) levels), keep each ReLU's fit (--relu fit: the composite sign "
+                           f"takes 10) or replace a MaxPool (a max of fixed high degree) by AvgPool)")
     return config, boot
 
 

@@ -188,3 +188,6 @@ def test_bootstrapping_plans_take_the_composite_where_a_bootstrap_leaves_room_fo
             assert len(plan.bootstraps) > len(base.bootstraps) and plan.depth == 8 * 11 + 1 == base.depth + 8 * 7
         else:
             assert all("between the plan's bootstraps" in c.why for c in chosen.relu_choices.values())
+            forced = model.choose_relus(params=params, bootstrap=config, relu="composite")
+            with pytest.raises(ParameterError, match="keep each ReLU's fit"):
+                forced.plan(params=params, bootstrap=config)
