@@ -33,8 +33,8 @@ from hezk.model.graph import activate
 from crypto.ckks.bootstrap import BootstrapConfig, as_config
 from crypto.errors import HEWarning, LevelError, ParameterError, ShapeError
 from crypto.context import as_parameters
-from tensor_ops.activations import (MAX_DEGREE, RELU_TOLERANCE, SIGN_DEGREES, TARGETS, CompositeRelu, PolyActivation,
-                                    ReluChoice, composite_sign, fit_activation, relu_choice, relu_options, square)
+from tensor_ops.activations import (MAX_DEGREE, RELU_TOLERANCE, SIGN_DEGREES, SIGN_GAP, TARGETS, CompositeRelu,
+                                    PolyActivation, ReluChoice, composite_sign, fit_activation, relu_choice, relu_options, square)
 from tensor_ops.backends import PlainBackend
 from tensor_ops.bootstrap_placement import cached_bootstrap_plan, place_for_model_plan
 from tensor_ops.lowering import lower_layers
@@ -369,9 +369,13 @@ class Activation(Layer):
         config = {"name": self.poly.name, "center": self.poly.center, "radius": self.poly.radius}
         if getattr(self.poly, "bounds", None) is not None:
             config["bounds"] = list(self.poly.bounds)
+        if isinstance(self.poly, CompositeRelu):  # its stages are arrays stage0, stage1, ...
+            config["composite"] = {"gap": self.poly.gap, "stages": len(self.poly.stages)}
         return config
 
     def arrays(self):
+        if isinstance(self.poly, CompositeRelu):
+            return {f"stage{i}": np.array(stage) for i, stage in enumerate(self.poly.stages)}
         return {"coefficients": np.array(self.poly.coefficients)}
 
 
@@ -493,12 +497,40 @@ def _foreign_kinds(layers):
 LAYER_KINDS = {cls.kind: cls for cls in (Linear, Conv2d, AvgPool2d, Flatten, BatchNorm, Activation, Residual)}
 
 
+#: composite sign stages a saved activation may declare (``SIGN_DEGREES`` has 3; Lee et al. 2021 use up to 7)
+MAX_COMPOSITE_STAGES = 8
+
+
+def _composite_from_config(config: dict, arrays: dict) -> CompositeRelu:
+    """The ``CompositeRelu`` an activation's ``config``/``arrays`` describe (``stages`` arrays stage0, ...)."""
+    composite = config["composite"]
+    count = composite.get("stages") if isinstance(composite, dict) else None
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_COMPOSITE_STAGES:
+        raise ParameterError(f"activation composite stages={count!r} must be an integer in "
+                             f"[1, {MAX_COMPOSITE_STAGES}]")
+    missing = [f"stage{i}" for i in range(count) if f"stage{i}" not in arrays]
+    if missing:
+        raise ParameterError(f"activation: composite sign stage array {missing[0]!r} is missing "
+                             f"({count} stages declared)")
+    stages = tuple(np.asarray(arrays[f"stage{i}"], dtype=np.float64).ravel() for i in range(count))
+    for i, stage in enumerate(stages):
+        if not 2 <= stage.size <= MAX_DEGREE + 1 or not np.all(np.isfinite(stage)):
+            raise ParameterError(f"activation: composite sign stage{i} has {stage.size} coefficients; a stage needs "
+                                 f"2 to {MAX_DEGREE + 1} finite ones")
+    gap = composite.get("gap", SIGN_GAP)
+    if isinstance(gap, bool) or not isinstance(gap, (int, float)) or not 0.0 < gap < 1.0:
+        raise ParameterError(f"activation composite gap={gap!r} must lie in (0, 1)")
+    return CompositeRelu(tuple(tuple(stage) for stage in stages), float(config.get("radius", 1.0)), float(gap))
+
+
 def layer_from_config(kind: str, config: dict, arrays: dict) -> Layer:
     """Rebuild a layer saved by ``config()`` and ``arrays()``."""
     if kind not in LAYER_KINDS:
         raise ParameterError(f"layer kind={kind!r} is not one of {sorted(LAYER_KINDS)}")
     if kind == "residual":
         return _residual_from_config(config, arrays)
+    if kind == "activation" and "composite" in config:
+        return Activation(_composite_from_config(config, arrays))
     if kind == "activation":
         bounds = config.get("bounds")
         poly = PolyActivation(config.get("name", "custom"), tuple(arrays["coefficients"]),
