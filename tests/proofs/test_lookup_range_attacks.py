@@ -8,7 +8,10 @@ G D_j = m_j per table row (``graph.range.table``) and sum H (D_rem + D_z) = sum 
 cheater below lies in the committed witness (a remainder or output outside its width; a wider width; a padding
 row; an inverse or a quotient that is not one) with every sumcheck round consistent
 (:func:`tests.proofs.cheating.consistent_cheating`), so exactly the check named in its test must catch it; the
-same patches without a lie verify (the control).
+same patches without a lie verify (the control). Also: the zero-denominator bad event forced (the lie then verifies,
+which is why the table's rows are in the figure), the premise N < p of LogUp (a lookup of p or more values is
+counted unsound), the width cap that keeps the verifier's table small, version-1 and bit-plane downgrades, and
+damaged proofs (ProofRejected only).
 
 A two-layer MLP without ReLU (8 -> 8 -> 4, both requantizations range-checked with ``RANGE_LOOKUPS="always"``): its
 hidden output is a stored (hidden) tensor, its last a public one.
