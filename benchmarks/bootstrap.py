@@ -19,14 +19,14 @@ keys of 182 MB), 20.5 bits on uniform inputs in [-1, 1] (stated 14.3: the worst 
 one large coefficient meets the sine's cubic error without arcsin), 8 levels left, peak RSS (VmHWM) 10.25 GB.
 
 Measured 2026-12-06 after double hoisting (``--single-hoisting`` turns it off), integer Barrett key-switching
-products and one CoeffToSlot conjugation instead of two, alternating with the code before them (0e29ad7) in
-separate processes on the shared two-core machine at load 4-6, where wall time mostly measures waiting (compare
-CPU): bootstrap CPU best of 3 19.8 / 20.4 s against 22.3 s before (-9 to -11%), wall 27.0 s at load 4.2 (37.2 s
-at load 4.6 before); 20.6 bits random (20.5 before), 14.29 bits worst case (unchanged), 8 levels left, VmHWM
-10.05 GB (9.78 before: the Q·P babies and the kept diagonals' P rows).  One 63-diagonal CoeffToSlot transform at
-the top level: 2.87 s CPU against 3.24 s; SlotToCoeff's at level 10: 1.16 s against 1.35 s.  OpenFHE is not run
-in the same process here: it needs ~11 GB next to hezk's ~10 GB, more than the 23 GB machine shared by six
-sessions allows at once.
+products and one CoeffToSlot conjugation instead of two, against the code before them (0e29ad7) in separate
+processes, one thread, best of 3: on the machine at load ~1, 19.99 s against 21.70 s (-8%; CoeffToSlot 8.04 s
+against 8.98, EvalMod 8.59 against 8.79, SlotToCoeff 3.03 against 3.60); at load 4-6 (wall time then mostly
+waits: compare CPU) 19.8 / 20.4 s CPU against 22.3 / 22.8 s.  20.6 bits random (20.5 before), 14.29 bits worst
+case (unchanged), 8 levels left, VmHWM 10.05 GB (9.76 before: the Q·P babies and the kept diagonals' P rows).
+One 63-diagonal CoeffToSlot transform at the top level: 2.87 s CPU against 3.24 s; SlotToCoeff's at level 10:
+1.16 s against 1.35 s.  OpenFHE is not run in the same process here: it needs ~11 GB next to hezk's ~10 GB,
+more than the 23 GB machine shared by six sessions allows at once.
 
 ``--n16``: the earlier 128-bit N = 2^16 literal at Δ = 2^50 (``N16_DELTA50``, 28 levels, dnum 6, keys of
 208 MB): without encapsulation (``--encapsulation none``) 1.6 bits (K = 542, 7 double angles: EvalMod's
