@@ -233,7 +233,7 @@ def test_muladd_pair_refuses_a_read_only_accumulator():
 
 
 # -- inside the bootstrap ----------------------------------------------------------------------------
-@pytest.mark.parametrize("slots", [SPARSE, None])
+@pytest.mark.parametrize("slots", [pytest.param(SPARSE, marks=pytest.mark.slow), None])  # sparse: 5 s
 def test_coeff_to_slot_double_hoisted_matches_single(slots):
     ctx, p = boot_context(), boot_plan(slots)
     rng = np.random.default_rng(16)
