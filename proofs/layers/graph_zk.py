@@ -44,7 +44,7 @@ further when some stored tensor would have fewer than 4 variables (a masked tens
   up (LogUp as above) in one public table of rows (v, w), v in [0, 2^w) for every width w used: rem with w = R and
   z' + 2^(Q-1) with w = Q, one committed inverse H = 1 / (D_rem D_z) per entry (D = beta + v + alpha w; sum_e
   H (D_rem + D_z) = sum 1 / D), G = m / D over the table, the multiplicities m in the proof store (:meth:`_Run.
-  range_check`, :meth:`_Run.range_table`). R + Q <= 31 makes acc's rebuild injective as the bits' was. An F_p4
+  range_check`, :meth:`_Run.range_table`). R + Q <= 30 makes acc's rebuild injective as the bits' was. An F_p4
   table is one slot of four coordinate planes, read as one factor sum_k u^k H_k.
 
 A public tensor's part of a relation moves to its claim (the verifier evaluates it); a pool's kernel is public
