@@ -415,6 +415,12 @@ class Term:
     num_vars: int = 0
     offsets: tuple = ()
 
+    def __post_init__(self):
+        # the checks zip offsets with the stored factors: a shorter tuple would drop factors from the product
+        if self.offsets and len(self.offsets) != len(self.stored):
+            raise ProofError(f"Term: {len(self.offsets)} offsets for {len(self.stored)} stored factors (give one "
+                             f"per stored factor, None where there is none, or no offsets)")
+
 
 @dataclass(frozen=True, eq=False)
 class BitTerm:

@@ -275,3 +275,15 @@ def test_a_batch_with_a_private_input_is_proven_with_range_lookups(layer):
         net = GZ.HidingGraphNetwork(q, max_proofs=1)
         verdict = GZ.verify_graph_zk(net.commitment, None, net.prove(x, private_input=True).to_bytes())
     assert np.array_equal(verdict.output.reshape(-1), q.forward_int(x).reshape(-1))
+
+
+def test_a_term_refuses_offsets_that_do_not_match_its_stored_factors():
+    """The prover's and verifier's products zip offsets with stored factors: a short offsets tuple would silently
+    drop a factor from the check, so a Term is refused unless it has one offset per stored factor (or none)."""
+    from proofs.errors import ProofError
+    from proofs.relations import Term
+
+    assert Term(1, stored=("a", "b"), offsets=(None, 3)).offsets == (None, 3)
+    assert Term(1, stored=("a", "b")).offsets == ()
+    with pytest.raises(ProofError, match="1 offsets for 2 stored factors"):
+        Term(1, stored=("a", "b"), offsets=(3,))
