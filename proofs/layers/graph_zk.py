@@ -925,6 +925,8 @@ class _Run:
         if tau is None:
             tau = self.ch.point(f"graph.layer{index}", n)
         if index in self.s.range_ops:
+            if source is not None:  # range_requantized reads terms only: a source would lose its input term
+                raise ProofError(f"graph op {index}: a range-checked requantization takes terms, not a source")
             return self.range_requantized(index, op, terms, claim, tau)
         if source is not None:
             term, claim = self.tensor_term(self.one, source, tau, claim)
