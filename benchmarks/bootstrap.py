@@ -1,11 +1,18 @@
 """CKKS bootstrapping: time (one thread), precision (worst slot, bits), levels left and peak RSS.
 
-Reference (same machine, /work/shared/PEERS.md): OpenFHE 1.6 bootstraps N = 2^16 with 2^15 slots in
-14.1 s single thread at 16.3 bits on random slots with 7 levels left, 10.9 GB peak RSS.
+OpenFHE's bootstrap runs in the same run, after hezk's (never next to it: each needs ~10-11 GB; either half is
+refused below ``--min-available-gb``, 12 at N = 2^16), in a worker process under the CPython 3.10 venv that holds
+the openfhe 1.6.1 wheel (``--openfhe PYTHON``, default /work/peers/openfhe310/bin/python; skipped with the reason
+when absent; ../shared/PEERS.md): ``benchmarks/peers/openfhe_bootstrap.py`` at N = 2^16, 2^15 slots, level budget
+[3, 3], 59-bit scaling moduli (first 60), FLEXIBLEAUTO, HYBRID key switching, SPARSE_ENCAPSULATED, 128-bit, 7 levels
+after the bootstrap (dnum 6: OpenFHE's 128-bit check refuses dnum 4 or 5 at depth 23), OMP_NUM_THREADS=1.  Both
+halves run one thread (HEZK_THREADS=1) on the same inputs (uniform in [-1, 1]; the worst case a constant 1.0) and a
+table prints best/median time, precision (random, worst case), levels left, peak RSS, keygen and hezk/OpenFHE.
 
     python benchmarks/bootstrap.py [--preset N16_BOOT] [--slots 32768] [--toy | --precise | --n16] [--log-n 15]
                                    [--cts-levels 3 --stc-levels 3] [--no-arcsin] [--encapsulation auto|none|H]
-                                   [--estimate] [--max-key-gb 12] [--single-hoisting]
+                                   [--estimate] [--max-key-gb 12] [--single-hoisting] [--repeats 3]
+                                   [--openfhe PYTHON|none] [--min-available-gb 12]
 
 Default: the 128-bit ``N16_BOOT`` preset (Δ = 2^60, q_0/Δ ≈ 2^8.5, 23 levels, P = 9 primes, dnum 6) with
 sparse-secret encapsulation (h = 32: K = 18; EvalMod degree 28 with 4 double angles), CoeffToSlot taking
@@ -25,8 +32,7 @@ against 8.98, EvalMod 8.59 against 8.79, SlotToCoeff 3.03 against 3.60); at load
 waits: compare CPU) 19.8 / 20.4 s CPU against 22.3 / 22.8 s.  20.6 bits random (20.5 before), 14.29 bits worst
 case (unchanged), 8 levels left, VmHWM 10.05 GB (9.76 before: the Q·P babies and the kept diagonals' P rows).
 One 63-diagonal CoeffToSlot transform at the top level: 2.87 s CPU against 3.24 s; SlotToCoeff's at level 10:
-1.16 s against 1.35 s.  OpenFHE is not run in the same process here: it needs ~11 GB next to hezk's ~10 GB,
-more than the 23 GB machine shared by six sessions allows at once.
+1.16 s against 1.35 s.  OpenFHE runs in a separate process after hezk's half (see above), not beside it.
 
 ``--n16``: the earlier 128-bit N = 2^16 literal at Δ = 2^50 (``N16_DELTA50``, 28 levels, dnum 6, keys of
 208 MB): without encapsulation (``--encapsulation none``) 1.6 bits (K = 542, 7 double angles: EvalMod's
@@ -39,17 +45,22 @@ noise times q_0/Δ·sqrt(N)), 20-25 s, 8 levels left, 10.6 GB; Δ = 2^50 caps it
 ``--precise``: q_0 of 58 bits (q_0/Δ = 2^8) and 24 levels (BOOT_PRECISE of the tests): >= 20 bits full
 slots, 6 levels left; ``--log-n`` runs either literal at another ring degree (same moduli: insecure).
 ``--cts-levels/--stc-levels``: level collapsing of the transforms (5/5 needs 28 rotation keys instead of 38,
-4 levels more).  Times are CPU (process_time) and wall, the best of three bootstraps of one ciphertext after an
-untimed one (the setup: it encodes and keeps the full-period diagonals).
+4 levels more).  Times are CPU (process_time) and wall, the best (and median) of ``--repeats`` bootstraps of one
+ciphertext after an untimed one (the setup: it encodes and keeps the full-period diagonals; OpenFHE's
+EvalBootstrapSetup does its precomputation before its keygen).  ``--toy`` runs OpenFHE at N = 2^12 insecure too.
 """
 import argparse
+import gc
+import json
 import os
 import resource
+import statistics
+import subprocess
 import sys
 import time
 
 if __name__ == "__main__":
-    for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+    for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS", "HEZK_THREADS"):
         os.environ.setdefault(_var, "1")
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -70,7 +81,11 @@ PRECISE = dict(log_n=12, log_q=[[29, 29]] + [[25, 26]] * 24, log_p=[30] * 6, log
 #: <= 1747, 28 levels: 3/3 transform levels without the arcsin correction leave 8.
 N16_DELTA50 = dict(log_n=16, log_q=[[30, 30]] + [[25, 26]] * 12 + [[24, 27]] * 12 + [[23, 28]] * 4,
                 log_p=[31] * 8, log_scale=50, dnum=6)
-OPENFHE = dict(seconds=14.1, bits=16.3, levels_left=7, rss_gb=10.9)
+#: OpenFHE's figures from an earlier run on this machine kind (../shared/PEERS.md), printed when its worker is skipped
+OPENFHE = dict(seconds=35.1, bits=15.9, levels_left=7, rss_gb=10.9)
+#: the 3.10 venv holding the openfhe 1.6.1 wheel (its extension is built for CPython 3.10 only; PEERS.md)
+OPENFHE_PYTHON = "/work/peers/openfhe310/bin/python"
+OPENFHE_WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers", "openfhe_bootstrap.py")
 
 
 def key_estimate(params, plan) -> tuple[int, int]:
@@ -111,15 +126,20 @@ def run(params, slots=None, seed=1, cts_levels=3, stc_levels=3, arcsin=True, enc
     ctx.evaluator.bootstrap(ct)     # setup, untimed: encodes and keeps the full-period diagonals (as OpenFHE's
                                     # EvalBootstrapSetup precomputes its plaintexts)
 
+    walls = []
+
     def best():                     # best of ``repeats``: the machine is shared
         seconds = cpu = float("inf")
+        walls.clear()
         for _ in range(repeats):
             t0, c0 = time.perf_counter(), time.process_time()
             out = ctx.evaluator.bootstrap(ct)
-            seconds, cpu = min(seconds, time.perf_counter() - t0), min(cpu, time.process_time() - c0)
+            walls.append(time.perf_counter() - t0)
+            seconds, cpu = min(seconds, walls[-1]), min(cpu, time.process_time() - c0)
         return seconds, cpu, out
 
     seconds, cpu, out = best()                          # glibc's default allocator
+    median = statistics.median(walls)
     reused = hezk.memory.reuse_freed_memory()           # then freed blocks kept (hezk.memory): fewer page faults
     reuse_seconds, reuse_cpu, _ = best() if reused else (float("nan"), float("nan"), None)
     hezk.memory.reuse_freed_memory(False)
@@ -128,7 +148,7 @@ def run(params, slots=None, seed=1, cts_levels=3, stc_levels=3, arcsin=True, enc
     worst_bits = precision_bits(worst, ctx.decrypt(ctx.evaluator.bootstrap(ctx.encrypt(worst, level=0))))
     # large coefficient meets the sine's cubic error
     return dict(worst_bits=worst_bits, plan=plan, keygen=keygen, keygen_cpu=keygen_cpu, key_gb=key_bytes / 1e9, seconds=seconds,
-                cpu=cpu, reuse_seconds=reuse_seconds, reuse_cpu=reuse_cpu, bits=bits, levels_left=out.level,
+                cpu=cpu, median=median, reuse_seconds=reuse_seconds, reuse_cpu=reuse_cpu, bits=bits, levels_left=out.level,
                 rss_gb=peak_rss_gb(), keys=keys, key_estimate_gb=keys * per_key / 1e9, load=os.getloadavg())
 
 
@@ -143,6 +163,83 @@ def q_budget(params, plan, levels_left=8, eval_scale_bits=None) -> str:
     return (f"{plan.levels_used} levels consumed + {levels_left} left at {per_level:.0f} bits/level: "
             f"log2(QP) = {need:.0f} bits vs the 128-bit dense-ternary bound {HE_STANDARD_128[params.log_n]} at "
             f"N=2^{params.log_n}")
+
+
+def available_gb() -> float:
+    """MemAvailable of /proc/meminfo in GB (10^9 bytes); inf where it cannot be read."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024 / 1e9
+    except OSError:
+        pass
+    return float("inf")
+
+
+def check_memory(who: str, need_gb: float, available=available_gb) -> None:
+    """Refuse (SystemExit naming ``--min-available-gb``) when less than ``need_gb`` GB is available before a half."""
+    have = available()
+    if have < need_gb:
+        raise SystemExit(f"{who}: only {have:.1f} GB available (MemAvailable) < --min-available-gb {need_gb:g}: "
+                         f"the bootstrap needs ~10-11 GB; run it on a quieter machine")
+
+
+def openfhe_interpreter(choice) -> tuple:
+    """(path, None) for the interpreter that runs the OpenFHE worker, or (None, reason) when it is skipped.
+    ``choice``: None for the default venv (``OPENFHE_PYTHON``), 'none' to skip, else a path."""
+    if choice is not None and str(choice).lower() == "none":
+        return None, "skipped: --openfhe none"
+    path = OPENFHE_PYTHON if choice is None else str(choice)
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        return None, (f"skipped: no interpreter at {path} (make the 3.10 venv: python3.10 -m venv "
+                      f"{os.path.dirname(os.path.dirname(OPENFHE_PYTHON))} && its pip install openfhe==1.6.1.0.22.4 "
+                      f"numpy; ../shared/PEERS.md)")
+    return path, None
+
+
+def run_openfhe(python, repeats=3, log_n=16, slots=None, insecure=False, timeout=3600) -> dict:
+    """OpenFHE's bootstrap in a worker process (one thread: OMP_NUM_THREADS=1); its JSON line as a dict, or
+    {'skipped': reason} when the worker fails."""
+    cmd = [python, OPENFHE_WORKER, "--repeats", str(repeats), "--log-n", str(log_n)]
+    cmd += ["--slots", str(slots)] if slots else []
+    cmd += ["--insecure"] if insecure else []
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env.pop("PYTHONPATH", None)                         # the 3.10 venv must not see this 3.11 checkout's packages
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return dict(skipped=f"failed: {e}")
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        return dict(skipped=f"failed (exit {proc.returncode}): {' / '.join(tail)[-400:]}")
+    return json.loads(lines[-1])
+
+
+def comparison_table(hezk: dict, openfhe: dict) -> str:
+    """hezk against OpenFHE, one row per figure, and the time ratio hezk/OpenFHE (best against best and median
+    against median).  ``hezk``: ``run``'s dict; ``openfhe``: the worker's JSON dict."""
+    def num(v, fmt):
+        return "n/a" if v is None else format(v, fmt)
+    rows = [("bootstrap best (s)", hezk["seconds"], openfhe["best"], ".2f"),
+            ("bootstrap median (s)", hezk.get("median"), openfhe["median"], ".2f"),
+            ("bootstrap best CPU (s)", hezk.get("cpu"), openfhe.get("best_cpu"), ".2f"),
+            ("precision random (bits)", hezk["bits"], openfhe["bits"], ".1f"),
+            ("precision worst (bits)", hezk["worst_bits"], openfhe["worst_bits"], ".1f"),
+            ("levels left", hezk["levels_left"], openfhe["levels_left"], "d"),
+            ("peak RSS (GB)", hezk["rss_gb"], openfhe["rss_gb"], ".2f"),
+            ("keygen (s)", hezk["keygen"], openfhe["keygen_seconds"], ".1f")]
+    out = [f"{'':26}{'hezk':>10}{'OpenFHE':>10}"]
+    out += [f"{name:26}{num(a, fmt):>10}{num(b, fmt):>10}" for name, a, b, fmt in rows]
+    ratio = hezk["seconds"] / openfhe["best"]
+    median = hezk.get("median")
+    ratio_median = None if median is None else median / openfhe["median"]
+    at_precision = hezk["worst_bits"] >= openfhe["worst_bits"]
+    out.append(f"ratio hezk/OpenFHE: {ratio:.2f}x best, {num(ratio_median, '.2f')}x median (goal <= 0.7x at >= its "
+               f"worst-case precision: {'met' if ratio <= 0.7 and at_precision else 'not met'}; worst case "
+               f"{hezk['worst_bits']:.1f} vs {openfhe['worst_bits']:.1f} bits)")
+    return "\n".join(out)
 
 
 def main(argv=None):
@@ -160,6 +257,12 @@ def main(argv=None):
     ap.add_argument("--stc-levels", type=int, default=3)
     ap.add_argument("--estimate", action="store_true")
     ap.add_argument("--max-key-gb", type=float, default=None)
+    ap.add_argument("--repeats", type=int, default=3, help="timed bootstraps (best and median), both libraries")
+    ap.add_argument("--openfhe", default=None, metavar="PYTHON",
+                    help=f"the 3.10 interpreter with openfhe 1.6.1 that runs OpenFHE's bootstrap after hezk's in the "
+                         f"same run (default {OPENFHE_PYTHON} when it exists; 'none' skips it)")
+    ap.add_argument("--min-available-gb", type=float, default=None,
+                    help="refuse either half below this much available memory (default 12 at N >= 2^16, else 1)")
     ap.add_argument("--single-hoisting", action="store_true",
                     help="the linear transforms without double hoisting (a ModDown per baby step), for comparison")
     args = ap.parse_args(argv)
@@ -183,8 +286,13 @@ def main(argv=None):
         return dict(plan=plan, keys=keys, key_estimate_gb=keys * per_key / 1e9)
     if args.max_key_gb is not None and keys * per_key / 1e9 > args.max_key_gb:
         raise SystemExit(f"keys need {keys * per_key / 1e9:.2f} GB > --max-key-gb {args.max_key_gb}")
+    if args.repeats < 1:
+        raise SystemExit(f"--repeats must be >= 1, got {args.repeats}")
+    need_gb = args.min_available_gb if args.min_available_gb is not None else 12.0 if params.log_n >= 16 else 1.0
+    python, skipped = openfhe_interpreter(args.openfhe)
+    check_memory("hezk", need_gb)
     r = run(params, args.slots, cts_levels=args.cts_levels, stc_levels=args.stc_levels, arcsin=arcsin,
-            encapsulation=encapsulation, double_hoisting=not args.single_hoisting)
+            encapsulation=encapsulation, double_hoisting=not args.single_hoisting, repeats=args.repeats)
     print(f"hezk:    bootstrap {r['seconds']:.2f} s wall, {r['cpu']:.2f} s CPU; {r['reuse_seconds']:.2f} s wall, "
           f"{r['reuse_cpu']:.2f} s CPU with freed memory kept (hezk.memory.reuse_freed_memory) (keygen {r['keygen']:.1f} s wall, "
           f"{r['keygen_cpu']:.1f} s CPU, keys {r['key_gb']:.2f} GB), precision {r['bits']:.1f} bits on random slots "
@@ -194,8 +302,25 @@ def main(argv=None):
     print(f"needs:   {q_budget(params, r['plan'])}")
     print(f"threads: OMP {os.environ.get('OMP_NUM_THREADS')}, NUMBA {os.environ.get('NUMBA_NUM_THREADS')}, "
           f"OPENBLAS {os.environ.get('OPENBLAS_NUM_THREADS')}; load average {' '.join(f'{x:.2f}' for x in r['load'])}")
-    print(f"OpenFHE: bootstrap {OPENFHE['seconds']} s, {OPENFHE['bits']} bits on random slots, {OPENFHE['levels_left']} levels "
-          f"left, {OPENFHE['rss_gb']} GB (N = 2^16, 2^15 slots; PEERS.md)")
+    gc.collect()                                        # the context (10 GB of keys) went with run's frame
+    hezk.memory.release_freed_memory()
+    if python is not None:                              # sequentially, never next to hezk: each needs ~10-11 GB
+        check_memory("OpenFHE", need_gb)
+        o = run_openfhe(python, repeats=args.repeats, log_n=params.log_n, slots=r["plan"].slots,
+                        insecure=bool(literal and literal.get("insecure")))
+        skipped = o.get("skipped")
+    if skipped is None:
+        r["openfhe"] = o
+        print(f"OpenFHE: {o['version']} (Python {o['python']}), N = 2^{o['log_n']}, {o['slots']} slots, level "
+              f"budget {o['level_budget']}, dnum {o['dnum']}, depth {o['depth']}, SPARSE_ENCAPSULATED, OMP threads "
+              f"{o['threads']}: bootstraps {', '.join(f'{t:.2f}' for t in o['seconds'])} s, setup "
+              f"{o['setup_seconds']:.1f} s, load average {o['load'][0]:.2f}")
+        print(comparison_table(r, o))
+    else:
+        r["openfhe"] = dict(skipped=skipped)
+        print(f"OpenFHE: {skipped}; earlier on this machine kind (PEERS.md): bootstrap {OPENFHE['seconds']} s median, "
+              f"{OPENFHE['bits']} bits on random slots, {OPENFHE['levels_left']} levels left, {OPENFHE['rss_gb']} GB "
+              f"(N = 2^16, 2^15 slots)")
     return r
 
 
