@@ -248,7 +248,7 @@ class _Sluggish(NTTBackend):
 def test_a_hopeless_candidate_is_pruned_on_the_one_limb_pilot():
     n = 256
     tables = NTTTables(n, find_ntt_primes(31, 4, n))
-    sel = BackendSelector(candidates=("numba", "cross"), cache_file=None)
+    sel = BackendSelector(candidates=("numba", "cross"), cache_file=None, timer=time.perf_counter)  # it sleeps
     slow = sel._backends["cross"] = _Sluggish()
     assert sel.for_ntt(tables).name == "numba"
     assert set(slow.limbs_seen) == {1}                 # never run (nor built) at the full 4 limbs
