@@ -456,7 +456,7 @@ def _infer_locally(args):
                                    f"compute, nothing written", refused, (), refused)
         y = np.full((1 if single else len(x),) + tuple(model.output_shape(shape)), np.nan)
         y[kept] = _infer_encrypted(args, model, shape, np.asarray(x)[kept])
-        np.save(args.out, y[0] if single else y)
+        _save_outputs(args.out, y[0] if single else y, getattr(model, "postprocess", ()), single, missing=refused)
         raise OutputRangeError(f"refused: samples {refused.tolist()} of {args.request} {_WHY_REFUSED}, and encrypted "
                                f"beside the others could spoil them; the other {kept.size} samples were computed "
                                f"apart and written to {args.out} (rows of refused samples are NaN)",
@@ -627,30 +627,43 @@ def _postprocess_of(client, y) -> tuple:
     return plan.postprocess, y.shape == tuple(plan.output_shape)
 
 
-def _save_outputs(path, y, postprocess, single: bool) -> None:
+def _save_outputs(path, y, postprocess, single: bool, missing=()) -> None:
     """The model's outputs as its source (and onnxruntime) gives them: the client's ``postprocess`` (softmax,
     argmax, labels, zipmap, ...) applied to the decrypted output y, the first named output written to ``path``,
     each other one beside it (``stem.NAME.npy``); no postprocess: y itself. A ZipMap's dictionaries are written
-    as one column per label, in the labels' order (the column order is printed)."""
+    as one column per label, in the labels' order (the column order is printed). ``missing``: rows (refused
+    samples) that get no value in any output: NaN (numeric outputs as float64), "" for text labels; the
+    postprocess runs on the other rows only (an argmax of a NaN row would look like a label)."""
     if not postprocess:
         np.save(path, y)
         print(f"output -> {path}")
         _print_classes(y)
         return
     batched = np.asarray(y)[None] if single else np.asarray(y)
+    kept = np.setdiff1d(np.arange(len(batched)), np.asarray(missing, dtype=np.int64))
     target = pathlib.Path(path)
     for i, out in enumerate(postprocess):
-        value = out.apply(batched)
+        value = out.apply(batched[kept])
         note = ""
         if isinstance(value, list):  # ZipMap: one dict per sample
             labels = list(out.steps[-1].labels)
             value, note = np.array([[d[k] for k in labels] for d in value]), f" (columns: labels {labels})"
-        value = np.asarray(value)
+        value = _with_missing_rows(np.asarray(value), kept, len(batched))
         value = value[0] if single else value
         where = target if i == 0 else target.with_name(f"{target.stem}.{_file_safe(out.name)}.npy")
         np.save(where, value)
         print(f"output {out.name!r} = {out.text().split(' = ', 1)[1]} (computed by the client after decryption)"
               f"{note} -> {where}")
+
+
+def _with_missing_rows(value: np.ndarray, kept: np.ndarray, rows: int) -> np.ndarray:
+    """``value`` (one row per kept sample) spread over ``rows`` rows, the others NaN ("" for text)."""
+    if len(kept) == rows:
+        return value
+    text = value.dtype.kind in "US"
+    full = np.full((rows,) + value.shape[1:], "" if text else np.nan, dtype=value.dtype if text else np.float64)
+    full[kept] = value
+    return full
 
 
 def _file_safe(name: str) -> str:

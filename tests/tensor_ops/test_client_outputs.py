@@ -65,3 +65,25 @@ def test_plan_carries_the_postprocess_and_refuses_crafted_records(logistic, tmp_
                 [{"name": "y", "steps": [{"function": "softmax", "axis": "1"}]}]):
         with pytest.raises(ParameterError, match="postprocess"):
             ModelPlan.from_dict(dict(data, postprocess=bad))
+
+
+def test_a_local_infer_that_refuses_samples_writes_the_named_outputs_with_no_value_for_them(logistic, tmp_path,
+                                                                                          capsys):
+    """Refused rows (exit 3) get no value in any output: the label file holds the others' labels (not the raw
+    scores, as it did) and NaN where a sample was refused (an argmax of a NaN row would have looked like a label)."""
+    proto, folder = logistic
+    x = iris()[::15].copy()
+    x[1] = 100.0  # far outside the calibrated input range
+    np.save(tmp_path / "x.npy", x)
+    assert cli.main(["infer", "--model", str(folder / "m.onnx"), "--calibration", str(folder / "cal.npy"),
+                     "--input", str(tmp_path / "x.npy"), "--out", str(tmp_path / "y.npy"), "--no-progress"]) == 3
+    assert "refused: samples [1]" in capsys.readouterr().err
+    label, probabilities = onnxruntime_outputs(proto, x)
+    written = np.load(tmp_path / "y.npy")
+    assert written.shape == label.shape and np.isnan(written[1])
+    kept = np.arange(len(x)) != 1
+    np.testing.assert_array_equal(written[kept], label[kept])
+    p = np.load(tmp_path / "y.output_probability.npy")
+    assert np.isnan(p[1]).all()
+    np.testing.assert_allclose(p[kept], [[d[k] for k in sorted(d)] for d in np.asarray(probabilities)[kept]],
+                               atol=1e-4)
