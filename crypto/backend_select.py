@@ -15,6 +15,10 @@ every quiet measurement on this project's machines found) keeps the job unless a
 spike can neither flip a clear default nor, recorded on disk, stick: the choice is recomputed from the stored
 timings by the same rule whenever they are read. (An earlier single-sample pilot on wall time cached numba
 for N = 65536 with 17-32 limbs at 0.50 ms per limb against four-step's 0.32 ms: ~3 s per N16 bootstrap.)
+Measured at N = 65536 (2 loaded cores, load 2.3-3.1): forward+inverse of 17 / 32 limbs, best of 5, four-step
+12.0 / 21.6 ms against numba 19.2 / 33.1 ms; with two busy processes added the old rule picked numba in 1 of 22
+calibrations, this one in none of 22; first-use calibration 2.2-2.3 s either way (JAX warm-up included), +1-3
+ms for a small (N, limbs) key (samples of at least ``MIN_SAMPLE_SECONDS``).
 
 The result is kept on the selector and, unless ``cache_file=None``, in a JSON file under ``~/.cache/hezk/``
 keyed by a fingerprint of the machine and library versions (with each entry's margin, rounds, load average
