@@ -4,15 +4,17 @@ OpenFHE's bootstrap runs in the same run, after hezk's (never next to it: each n
 refused below ``--min-available-gb``, 12 at N = 2^16), in a worker process under the CPython 3.10 venv that holds
 the openfhe 1.6.1 wheel (``--openfhe PYTHON``, default /work/peers/openfhe310/bin/python; skipped with the reason
 when absent; ../shared/PEERS.md): ``benchmarks/peers/openfhe_bootstrap.py`` at N = 2^16, 2^15 slots, level budget
-[3, 3], 59-bit scaling moduli (first 60), FLEXIBLEAUTO, HYBRID key switching, SPARSE_ENCAPSULATED, 128-bit, 7 levels
-after the bootstrap (dnum 6: OpenFHE's 128-bit check refuses dnum 4 or 5 at depth 23), OMP_NUM_THREADS=1.  Both
+[3, 3], 59-bit scaling moduli (first 60), FLEXIBLEAUTO, HYBRID key switching with dnum 4, SPARSE_ENCAPSULATED,
+128-bit, 6 levels after the bootstrap (``--openfhe-levels-after 7`` needs dnum 6: OpenFHE's 128-bit check refuses
+dnum 4 or 5 at depth 23), OMP_NUM_THREADS=1.  Both
 halves run one thread (HEZK_THREADS=1) on the same inputs (uniform in [-1, 1]; the worst case a constant 1.0) and a
 table prints best/median time, precision (random, worst case), levels left, peak RSS, keygen and hezk/OpenFHE.
 
     python benchmarks/bootstrap.py [--preset N16_BOOT] [--slots 32768] [--toy | --precise | --n16] [--log-n 15]
                                    [--cts-levels 3 --stc-levels 3] [--no-arcsin] [--encapsulation auto|none|H]
                                    [--estimate] [--max-key-gb 12] [--single-hoisting] [--repeats 3]
-                                   [--openfhe PYTHON|none] [--min-available-gb 12]
+                                   [--openfhe PYTHON|none] [--openfhe-levels-after 6]
+                                   [--min-available-gb 12]
 
 Default: the 128-bit ``N16_BOOT`` preset (Δ = 2^60, q_0/Δ ≈ 2^8.5, 23 levels, P = 9 primes, dnum 6) with
 sparse-secret encapsulation (h = 32: K = 18; EvalMod degree 28 with 4 double angles), CoeffToSlot taking
@@ -198,12 +200,13 @@ def openfhe_interpreter(choice) -> tuple:
     return path, None
 
 
-def run_openfhe(python, repeats=3, log_n=16, slots=None, insecure=False, timeout=3600) -> dict:
+def run_openfhe(python, repeats=3, log_n=16, slots=None, insecure=False, levels_after=None, timeout=3600) -> dict:
     """OpenFHE's bootstrap in a worker process (one thread: OMP_NUM_THREADS=1); its JSON line as a dict, or
     {'skipped': reason} when the worker fails."""
     cmd = [python, OPENFHE_WORKER, "--repeats", str(repeats), "--log-n", str(log_n)]
     cmd += ["--slots", str(slots)] if slots else []
     cmd += ["--insecure"] if insecure else []
+    cmd += ["--levels-after", str(levels_after)] if levels_after is not None else []
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env.pop("PYTHONPATH", None)                         # the 3.10 venv must not see this 3.11 checkout's packages
     try:
@@ -261,6 +264,8 @@ def main(argv=None):
     ap.add_argument("--openfhe", default=None, metavar="PYTHON",
                     help=f"the 3.10 interpreter with openfhe 1.6.1 that runs OpenFHE's bootstrap after hezk's in the "
                          f"same run (default {OPENFHE_PYTHON} when it exists; 'none' skips it)")
+    ap.add_argument("--openfhe-levels-after", type=int, default=6,
+                    help="OpenFHE's levels after its bootstrap: 6 keeps dnum 4 (its fastest at 128 bits); 7 needs dnum 6")
     ap.add_argument("--min-available-gb", type=float, default=None,
                     help="refuse either half below this much available memory (default 12 at N >= 2^16, else 1)")
     ap.add_argument("--single-hoisting", action="store_true",
@@ -307,7 +312,7 @@ def main(argv=None):
     if python is not None:                              # sequentially, never next to hezk: each needs ~10-11 GB
         check_memory("OpenFHE", need_gb)
         o = run_openfhe(python, repeats=args.repeats, log_n=params.log_n, slots=r["plan"].slots,
-                        insecure=bool(literal and literal.get("insecure")))
+                        insecure=bool(literal and literal.get("insecure")), levels_after=args.openfhe_levels_after)
         skipped = o.get("skipped")
     if skipped is None:
         r["openfhe"] = o

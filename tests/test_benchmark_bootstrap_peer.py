@@ -59,6 +59,8 @@ def test_worker_json_line_is_parsed_with_one_thread(tmp_path, monkeypatch):
     out = bench.run_openfhe(sys.executable, repeats=2, log_n=16, slots=32768)
     assert out["omp"] == "1"
     assert out["argv"] == ["--repeats", "2", "--log-n", "16", "--slots", "32768"]
+    out = bench.run_openfhe(sys.executable, repeats=1, log_n=12, insecure=True, levels_after=7)
+    assert out["argv"] == ["--repeats", "1", "--log-n", "12", "--insecure", "--levels-after", "7"]
 
 
 def test_memory_check_refuses_below_the_limit():

@@ -5,12 +5,12 @@ Runs under the CPython 3.10 interpreter of a venv holding the ``openfhe`` wheel 
 same run.  Imports only openfhe, numpy and the standard library.
 
 Settings (those of the earlier comparison): N = 2^16, 2^15 slots, level budget [3, 3], scaling moduli of 59 bits
-(first modulus 60), FLEXIBLEAUTO rescaling, HYBRID key switching (dnum: the smallest from 4 that OpenFHE's 128-bit check accepts, 6 at depth
-7 + 16), the sparse secret with encapsulation
+(first modulus 60), FLEXIBLEAUTO rescaling, HYBRID key switching (dnum: the smallest from 4 that OpenFHE's 128-bit check accepts: 4 at 6 levels
+after the bootstrap (depth 6 + 16), 6 at 7 levels), the sparse secret with encapsulation
 (``SPARSE_ENCAPSULATED``), HEStd_128_classic; one thread (set OMP_NUM_THREADS=1 before starting this process).
 
     OMP_NUM_THREADS=1 python3.10 benchmarks/peers/openfhe_bootstrap.py [--repeats 3] [--log-n 16] [--slots 32768]
-        [--levels-after 7] [--insecure]
+        [--levels-after 6] [--dnum 4] [--insecure]
 
 Printed: one JSON object on the last stdout line, with keygen/setup seconds, bootstrap seconds (every repeat, best
 and median), precision bits (-log2 of the largest absolute slot error) on uniform inputs in [-1, 1] and on the worst
@@ -51,12 +51,12 @@ def main(argv=None) -> dict:
     ap.add_argument("--repeats", type=int, default=3, help="timed bootstraps of one ciphertext (best and median)")
     ap.add_argument("--log-n", type=int, default=16)
     ap.add_argument("--slots", type=int, default=None, help="default: N/2")
-    ap.add_argument("--levels-after", type=int, default=7,
+    ap.add_argument("--levels-after", type=int, default=6,
                     help="multiplicative depth left for use after the bootstrap (added to its own depth)")
     ap.add_argument("--level-budget", type=int, nargs=2, default=[3, 3])
     ap.add_argument("--dnum", type=int, default=0,
                     help="key-switching digits; default: the smallest from 4 up that OpenFHE's 128-bit check accepts "
-                         "(6 at 7 levels after the bootstrap)")
+                         "(4 at 6 levels after the bootstrap, 6 at 7)")
     ap.add_argument("--insecure", action="store_true", help="HEStd_NotSet (small --log-n for a quick check)")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args(argv)
@@ -138,7 +138,9 @@ def main(argv=None) -> dict:
         seconds=walls, cpu=cpus, best=min(walls), median=statistics.median(walls), best_cpu=min(cpus),
         bits=bits(x, decrypt(out)), worst_bits=bits(worst, decrypt(worst_out)),
         # levels still usable: the depth less the levels consumed, less the pending rescale FLEXIBLEAUTO keeps
+        # (depth - level alone counts one more: the earlier "7 levels left" at dnum 4 was this count)
         levels_left=depth - out.GetLevel() - (out.GetNoiseScaleDeg() - 1),
+        level=out.GetLevel(), noise_scale_deg=out.GetNoiseScaleDeg(),
         rss_gb=peak_rss_gb(), load=list(os.getloadavg()))
     print(json.dumps(result), flush=True)
     return result
