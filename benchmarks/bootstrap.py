@@ -36,6 +36,12 @@ case (unchanged), 8 levels left, VmHWM 10.05 GB (9.76 before: the Q·P babies an
 One 63-diagonal CoeffToSlot transform at the top level: 2.87 s CPU against 3.24 s; SlotToCoeff's at level 10:
 1.16 s against 1.35 s.  OpenFHE runs in a separate process after hezk's half (see above), not beside it.
 
+Measured 2026-12-06 in one run (hezk then OpenFHE 1.6.1, both one thread, load ~1.0, --repeats 3): hezk 16.22 s
+best / 16.39 median, OpenFHE (dnum 4, 6 levels after) 22.06 / 23.30 s: 0.74x best, 0.70x median; precision 20.6 /
+16.2 bits random, 14.3 / 13.1 worst case (constant 1.0); levels left 8 / 6; peak RSS 10.56 / 11.46 GB; keygen
+25.5 / 24.6 s (OpenFHE's setup 11.7 s besides).  At 7 levels after (dnum 6), an earlier run at load ~1-2.5: OpenFHE
+25.58 / 27.13 s, 17.5 / 13.2 bits, 14.6 GB, keygen 43.5 s, against hezk 17.57 / 18.55 s (0.69x / 0.68x).
+
 ``--n16``: the earlier 128-bit N = 2^16 literal at Δ = 2^50 (``N16_DELTA50``, 28 levels, dnum 6, keys of
 208 MB): without encapsulation (``--encapsulation none``) 1.6 bits (K = 542, 7 double angles: EvalMod's
 noise times q_0/Δ·sqrt(N)), 20-25 s, 8 levels left, 10.6 GB; Δ = 2^50 caps it near 10 bits even encapsulated.
