@@ -5,8 +5,8 @@ import time
 import numpy as np
 import pytest
 
-from crypto.backend_select import (CANDIDATES, DEFAULT_CANDIDATES, BackendSelector, Calibration, jax_installed,
-                                   limb_bucket, machine_fingerprint)
+from crypto.backend_select import (CANDIDATES, DEFAULT_CANDIDATES, BackendSelector, Calibration, jax_accelerated,
+                                   jax_installed, limb_bucket, machine_fingerprint)
 from crypto.cross import CrossBackend
 from crypto.errors import ParameterError
 from crypto.modarith import find_ntt_primes
@@ -113,8 +113,23 @@ def test_auto_picks_the_measured_fastest_and_remembers(selector):
 
 
 def test_auto_measures_only_compiled_backends_by_default(tmp_path):
-    assert set(BackendSelector(cache_file=None).candidates) == set(DEFAULT_CANDIDATES) - ({"jax"} - _JAX) \
-        == {"fourstep", "numba"} | _JAX
+    accelerated = {"jax"} if jax_accelerated() else set()
+    assert set(BackendSelector(cache_file=None).candidates) == {"fourstep", "numba"} | accelerated
+    assert set(BackendSelector(candidates=DEFAULT_CANDIDATES, cache_file=None).candidates) == \
+        {"fourstep", "numba"} | _JAX
+
+
+def test_jax_on_the_cpu_is_not_measured_by_default(monkeypatch):
+    """Without an accelerator plugin, measuring JAX only imports it (hundreds of MB resident in the process that
+    calibrates, which broke the memory plan's RSS test on a fresh cache) to find it ~10x slower."""
+    import crypto.backend_select as select
+
+    monkeypatch.setattr(select, "jax_installed", lambda: True)
+    found = {}
+    monkeypatch.setattr(select.importlib.util, "find_spec", lambda name: found.get(name))
+    assert "jax" not in BackendSelector(cache_file=None).candidates
+    found["jax_cuda12_plugin"] = object()
+    assert "jax" in BackendSelector(cache_file=None).candidates
 
 
 def test_calibration_is_read_back_from_disk_without_measuring(tmp_path):
