@@ -471,6 +471,8 @@ SIGN_DEGREES = (7, 7, 7)
 relu(x) = x (1 + sign x) / 2 (the final product included); its error is below 2^-9 of the range for
 |t| >= 2^-5 and at most |x| where |t| < 2^-5 (there relu(x) <= |x| is small anyway)."""
 SIGN_GAP = 2.0 ** -5
+#: stages a composite sign may have (``SIGN_DEGREES`` has 3; Lee et al. 2021 use up to 7)
+MAX_SIGN_STAGES = 8
 
 
 def _odd_minimax(degree: int, low: float, high: float, iterations: int = 400) -> np.ndarray:
@@ -533,7 +535,16 @@ class CompositeRelu(_Schedule):
     def __post_init__(self):
         if not (math.isfinite(self.radius) and self.radius > 0):
             raise ParameterError(f"radius={self.radius} must be finite and > 0")
-        object.__setattr__(self, "stages", tuple(tuple(float(c) for c in stage) for stage in self.stages))
+        if not 1 <= len(self.stages) <= MAX_SIGN_STAGES:
+            raise ParameterError(f"a composite sign has {len(self.stages)} stages; it needs 1 to {MAX_SIGN_STAGES}")
+        stages = tuple(tuple(float(c) for c in stage) for stage in self.stages)
+        for i, stage in enumerate(stages):
+            if not 2 <= len(stage) <= MAX_DEGREE + 1 or not all(math.isfinite(c) for c in stage):
+                raise ParameterError(f"composite sign stage{i} has {len(stage)} coefficients; a stage needs 2 to "
+                                     f"{MAX_DEGREE + 1} finite ones")
+        if isinstance(self.gap, bool) or not isinstance(self.gap, (int, float)) or not 0.0 < self.gap < 1.0:
+            raise ParameterError(f"composite sign gap={self.gap!r} must lie in (0, 1)")
+        object.__setattr__(self, "stages", stages)
 
     @property
     def coefficients(self) -> tuple[float, ...]:

@@ -33,8 +33,9 @@ from hezk.model.graph import activate
 from crypto.ckks.bootstrap import BootstrapConfig, as_config
 from crypto.errors import HEWarning, LevelError, ParameterError, ShapeError
 from crypto.context import as_parameters
-from tensor_ops.activations import (MAX_DEGREE, RELU_TOLERANCE, SIGN_DEGREES, SIGN_GAP, TARGETS, CompositeRelu,
-                                    PolyActivation, ReluChoice, composite_sign, fit_activation, relu_choice, relu_options, square)
+from tensor_ops.activations import (MAX_DEGREE, MAX_SIGN_STAGES, RELU_TOLERANCE, SIGN_DEGREES, SIGN_GAP, TARGETS,
+                                    CompositeRelu, PolyActivation, ReluChoice, composite_sign, fit_activation,
+                                    relu_choice, relu_options, square)
 from tensor_ops.backends import PlainBackend
 from tensor_ops.bootstrap_placement import cached_bootstrap_plan, place_for_model_plan
 from tensor_ops.lowering import lower_layers
@@ -497,30 +498,19 @@ def _foreign_kinds(layers):
 LAYER_KINDS = {cls.kind: cls for cls in (Linear, Conv2d, AvgPool2d, Flatten, BatchNorm, Activation, Residual)}
 
 
-#: composite sign stages a saved activation may declare (``SIGN_DEGREES`` has 3; Lee et al. 2021 use up to 7)
-MAX_COMPOSITE_STAGES = 8
-
-
 def _composite_from_config(config: dict, arrays: dict) -> CompositeRelu:
-    """The ``CompositeRelu`` an activation's ``config``/``arrays`` describe (``stages`` arrays stage0, ...)."""
+    """The ``CompositeRelu`` an activation's ``config``/``arrays`` describe (``stages`` arrays stage0, ...; the
+    stages and gap are checked by ``CompositeRelu`` itself)."""
     composite = config["composite"]
     count = composite.get("stages") if isinstance(composite, dict) else None
-    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_COMPOSITE_STAGES:
-        raise ParameterError(f"activation composite stages={count!r} must be an integer in "
-                             f"[1, {MAX_COMPOSITE_STAGES}]")
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_SIGN_STAGES:
+        raise ParameterError(f"activation composite stages={count!r} must be an integer in [1, {MAX_SIGN_STAGES}]")
     missing = [f"stage{i}" for i in range(count) if f"stage{i}" not in arrays]
     if missing:
         raise ParameterError(f"activation: composite sign stage array {missing[0]!r} is missing "
                              f"({count} stages declared)")
-    stages = tuple(np.asarray(arrays[f"stage{i}"], dtype=np.float64).ravel() for i in range(count))
-    for i, stage in enumerate(stages):
-        if not 2 <= stage.size <= MAX_DEGREE + 1 or not np.all(np.isfinite(stage)):
-            raise ParameterError(f"activation: composite sign stage{i} has {stage.size} coefficients; a stage needs "
-                                 f"2 to {MAX_DEGREE + 1} finite ones")
-    gap = composite.get("gap", SIGN_GAP)
-    if isinstance(gap, bool) or not isinstance(gap, (int, float)) or not 0.0 < gap < 1.0:
-        raise ParameterError(f"activation composite gap={gap!r} must lie in (0, 1)")
-    return CompositeRelu(tuple(tuple(stage) for stage in stages), float(config.get("radius", 1.0)), float(gap))
+    stages = tuple(tuple(np.asarray(arrays[f"stage{i}"], dtype=np.float64).ravel()) for i in range(count))
+    return CompositeRelu(stages, float(config.get("radius", 1.0)), composite.get("gap", SIGN_GAP))
 
 
 def layer_from_config(kind: str, config: dict, arrays: dict) -> Layer:

@@ -39,3 +39,12 @@ def test_a_damaged_composite_entry_is_refused(tmp_path):
     np.savez(broken, **arrays)
     with pytest.raises(ParameterError, match="stage"):
         Sequential.load(broken)
+
+
+@pytest.mark.parametrize("stages, gap, word", [((), 0.03, "stages"), (((0.0,),), 0.03, "stage0"),
+                                               (((0.0, float("nan")),), 0.03, "stage0"), (((0.0, 1.0),), 1.5, "gap")])
+def test_a_composite_sign_refuses_malformed_stages_wherever_it_is_made(stages, gap, word):
+    from tensor_ops.activations import CompositeRelu
+
+    with pytest.raises(ParameterError, match=word):
+        CompositeRelu(stages, 1.0, gap)
