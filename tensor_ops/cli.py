@@ -467,7 +467,8 @@ def _infer_locally(args):
 
 
 _WHY_REFUSED = ("leave the model's calibrated ranges (a value outside the plan's input range, or an activation "
-                "input outside its fitted interval in the plain reference): their results would be wrong")
+                "input outside its fitted interval in the plain reference): their results would be wrong (fix: "
+                "recalibrate on inputs like these, --calibration, or clip them at encryption, hezk encrypt --clip)")
 
 
 def _outside(args, model, x, shape) -> np.ndarray:

@@ -77,7 +77,8 @@ def test_a_local_infer_that_refuses_samples_writes_the_named_outputs_with_no_val
     np.save(tmp_path / "x.npy", x)
     assert cli.main(["infer", "--model", str(folder / "m.onnx"), "--calibration", str(folder / "cal.npy"),
                      "--input", str(tmp_path / "x.npy"), "--out", str(tmp_path / "y.npy"), "--no-progress"]) == 3
-    assert "refused: samples [1]" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "refused: samples [1]" in err and "--calibration" in err and "--clip" in err  # the blocker and its fix
     label, probabilities = onnxruntime_outputs(proto, x)
     written = np.load(tmp_path / "y.npy")
     assert written.shape == label.shape and np.isnan(written[1])
