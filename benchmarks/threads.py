@@ -5,16 +5,26 @@ Each case runs at 1, then 2 threads, interleaved ``--repeats`` times, and keeps 
 only ever adds time); the outputs at both counts are checked to be equal first. The load average is printed with
 the table: with other work on the cores, a second thread may find no core free, and the ratio says little.
 
-    python benchmarks/threads.py [--repeats 5] [--threads 2] [--n16] [--bootstrap] [--lenet]
+    python benchmarks/threads.py [--repeats 5] [--threads 2] [--n16] [--bootstrap] [--lenet] [--openfhe PYTHON|none]
 
 Default cases: ct x ct + relin + rescale and one rotation at N14, a 64x64 BSGS matrix-vector product at N14, a
 Basefold commitment + opening of a 2^20-entry table (the provers' encoding, leaf and Merkle hashing, round sums and
 folds) and the inference proof of a ~1M-parameter MLP (784-1024-256-10, batch 64: sumcheck round sums and folds).
 ``--n16``: ct x ct and rotation at N16; ``--bootstrap``: one N16_BOOT bootstrap (keys: tens of GB); ``--lenet``:
 LeNet-5 (x^2) encrypted inference and the LeNet-5 graph proof.
+
+OpenFHE at the same thread counts in the same run (``--openfhe``: the 3.10 venv of ../shared/PEERS.md, default
+``benchmarks.bootstrap.OPENFHE_PYTHON``; ``none`` skips it): after each group of hezk's CKKS cases, and once hezk's
+keys are freed, a worker process (``benchmarks/peers/openfhe_ops.py``: ct x ct + relin + rescale and one rotation at
+the preset's N, levels and scale; ``openfhe_bootstrap.py --threads``: the bootstrap of benchmarks/bootstrap.py) times
+its operations at 1 and ``--threads`` OpenMP threads, interleaved, best of ``--repeats``; a second table gives
+hezk's time over OpenFHE's at each count.
 """
 import argparse
+import gc
+import json
 import os
+import subprocess
 import sys
 import time
 
@@ -151,6 +161,52 @@ def lenet_cases():
             ("LeNet-5 proof", lambda: network.prove(x))]
 
 
+#: the OpenFHE settings that match each hezk group: ops worker (log_n, levels, scale bits, first dnum tried) keyed by
+#: preset, and the bootstrap worker's (benchmarks/bootstrap.py's defaults)
+OPENFHE_OPS = {"N14": (14, 6, 50, 3), "N16": (16, 29, 50, 8)}
+#: OpenFHE's labels for hezk's: the row each of its timings is compared against
+OPENFHE_LABELS = {"mul_rescale": "ct x ct + relin + rescale {}", "rotate": "rotation {}"}
+
+
+def openfhe_worker(python, script, args, timeout=3600) -> dict:
+    """A peer worker's JSON line as a dict, or {'skipped': reason} (not raised: hezk's rows stand on their own)."""
+    cmd = [python, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers", script)] + [str(a) for a in args]
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)                  # the 3.10 venv must not see this 3.11 checkout's packages
+    env.pop("OMP_NUM_THREADS", None)             # the worker switches counts itself (up to the cores)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return dict(skipped=f"failed: {e}")
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        return dict(skipped=f"failed (exit {proc.returncode}): {' / '.join(tail)[-400:]}")
+    return json.loads(lines[-1])
+
+
+def openfhe_rows(result: dict, threads: int) -> dict:
+    """{hezk's label: (OpenFHE seconds at 1 thread, at ``threads``)} from a worker's JSON (ops or bootstrap)."""
+    if "skipped" in result:
+        return {}
+    if "by_threads" in result:       # the bootstrap worker
+        by = result["by_threads"]
+        return {"bootstrap N16_BOOT": (by["1"]["best"], by[str(threads)]["best"])}
+    preset = {14: "N14", 16: "N16"}.get(result["log_n"], f"N{result['log_n']}")
+    return {OPENFHE_LABELS[op].format(preset): (v["1"], v[str(threads)]) for op, v in result["best"].items()}
+
+
+def ratio_rows(rows, peer: dict, threads: int) -> list:
+    """[label, hezk 1t ms, OpenFHE 1t ms, hezk/OpenFHE, hezk nt ms, OpenFHE nt ms, hezk/OpenFHE, OpenFHE speed-up]
+    for each hezk row OpenFHE timed."""
+    out = []
+    for label, one, many, *_ in rows:
+        if label in peer:
+            o1, on = (1e3 * t for t in peer[label])
+            out.append([label, one, o1, one / o1, many, on, many / on, o1 / on])
+    return out
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
@@ -159,22 +215,47 @@ def main(argv=None):
     parser.add_argument("--bootstrap", action="store_true")
     parser.add_argument("--lenet", action="store_true")
     parser.add_argument("--log-n", type=int, default=20, help="Basefold table size 2^log_n")
+    parser.add_argument("--openfhe", default=None, metavar="PYTHON",
+                        help="the 3.10 interpreter with openfhe 1.6.1 (default: benchmarks.bootstrap.OPENFHE_PYTHON); "
+                             "'none' skips OpenFHE")
     args = parser.parse_args(argv)
+    from benchmarks.bootstrap import openfhe_interpreter
+    python, skipped = openfhe_interpreter(args.openfhe)
+    if skipped:
+        print(f"OpenFHE {skipped}", flush=True)
     print(f"cores available: {T.available_cores()}, load average before: {os.getloadavg()}", flush=True)
-    rows = []
-    groups = [lambda: ckks_cases("N14", True), lambda: basefold_case(args.log_n), mlp_proof_case]
+    rows, peer = [], {}
+    counts = ["--threads", 1, args.threads, "--repeats", args.repeats]
+    ops = lambda preset: ("openfhe_ops.py", ["--log-n", OPENFHE_OPS[preset][0], "--depth", OPENFHE_OPS[preset][1],
+                                             "--scale-bits", OPENFHE_OPS[preset][2], "--dnum", OPENFHE_OPS[preset][3]])
+    groups = [(lambda: ckks_cases("N14", True), ops("N14")), (lambda: basefold_case(args.log_n), None),
+              (mlp_proof_case, None)]
     if args.n16:
-        groups.append(lambda: ckks_cases("N16", False))
+        groups.append((lambda: ckks_cases("N16", False), ops("N16")))
     if args.bootstrap:
-        groups.append(bootstrap_case)
+        groups.append((bootstrap_case, ("openfhe_bootstrap.py", [])))
     if args.lenet:
-        groups.append(lenet_cases)
-    for make in groups:
-        for label, fn in make():
+        groups.append((lenet_cases, None))
+    for make, worker in groups:
+        cases = make()
+        while cases:
+            label, fn = cases.pop(0)
             rows.append(compare(label, fn, args.threads, args.repeats))
+            del fn                        # hezk's keys freed before the peer's (the bootstrap: ~10 GB each)
+        gc.collect()
+        if worker is not None and python is not None:
+            result = openfhe_worker(python, worker[0], worker[1] + counts)
+            print(f"OpenFHE {worker[0]}: {json.dumps(result)}", flush=True)
+            peer.update(openfhe_rows(result, args.threads))
     print_table(f"best of {args.repeats} wall ms at 1 and {args.threads} threads (load average after: "
                 f"{os.getloadavg()})", ["operation", "1 thread ms", f"{args.threads} threads ms", "speed-up",
                                         "same output"], rows)
+    if peer:
+        n = args.threads
+        print_table(f"hezk against OpenFHE 1.6.1 at the same thread count, same run (best of {args.repeats} wall ms; "
+                    f"ratio = hezk / OpenFHE, below 1: hezk faster)",
+                    ["operation", "hezk 1t", "OpenFHE 1t", "ratio 1t", f"hezk {n}t", f"OpenFHE {n}t", f"ratio {n}t",
+                     "OpenFHE speed-up"], ratio_rows(rows, peer, n))
     return 0 if all(r[-1] == "yes" for r in rows) else 1
 
 

@@ -7,10 +7,12 @@ same run.  Imports only openfhe, numpy and the standard library.
 Settings (those of the earlier comparison): N = 2^16, 2^15 slots, level budget [3, 3], scaling moduli of 59 bits
 (first modulus 60), FLEXIBLEAUTO rescaling, HYBRID key switching (dnum: the smallest from 4 that OpenFHE's 128-bit check accepts: 4 at 6 levels
 after the bootstrap (depth 6 + 16), 6 at 7 levels), the sparse secret with encapsulation
-(``SPARSE_ENCAPSULATED``), HEStd_128_classic; one thread (set OMP_NUM_THREADS=1 before starting this process).
+(``SPARSE_ENCAPSULATED``), HEStd_128_classic; one thread (set OMP_NUM_THREADS=1 before starting this process), or
+with ``--threads 1 2`` each count in turn, interleaved repeats on the same keys (the count switched through the
+OpenMP runtime the wheel carries: ``omp_runtime``; ``benchmarks/threads.py``).
 
     OMP_NUM_THREADS=1 python3.10 benchmarks/peers/openfhe_bootstrap.py [--repeats 3] [--log-n 16] [--slots 32768]
-        [--levels-after 6] [--dnum 4] [--insecure]
+        [--levels-after 6] [--dnum 4] [--insecure] [--threads 1 2]
 
 Printed: one JSON object on the last stdout line, with keygen/setup seconds, bootstrap seconds (every repeat, best
 and median), precision bits (-log2 of the largest absolute slot error) on uniform inputs in [-1, 1] and on the worst
@@ -39,6 +41,19 @@ def peak_rss_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9
 
 
+def omp_runtime(fhe):
+    """(omp_set_num_threads, omp_get_max_threads) of the OpenMP runtime openfhe runs on (the libgomp its wheel
+    carries, else the process's), or None (the same as ``openfhe_ops.omp_runtime``: each worker stands alone)."""
+    import ctypes
+    for name in (os.path.join(os.path.dirname(fhe.__file__), "lib", "libgomp.so"), "libgomp.so.1"):
+        try:
+            lib = ctypes.CDLL(name)
+            return lib.omp_set_num_threads, lib.omp_get_max_threads
+        except OSError:
+            continue
+    return None
+
+
 def bits(expected, got) -> float:
     """-log2 of the largest absolute error over the slots (inf where exact)."""
     import numpy as np
@@ -59,6 +74,9 @@ def main(argv=None) -> dict:
                          "(4 at 6 levels after the bootstrap, 6 at 7)")
     ap.add_argument("--insecure", action="store_true", help="HEStd_NotSet (small --log-n for a quick check)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--threads", type=int, nargs="+", default=None,
+                    help="OpenMP thread counts to time in turn (interleaved repeats; best, median and the list of each "
+                         "under 'by_threads'; the top-level figures are the first count's); default: OMP_NUM_THREADS")
     args = ap.parse_args(argv)
     if args.repeats < 1:
         raise SystemExit(f"--repeats must be >= 1, got {args.repeats}")
@@ -122,12 +140,22 @@ def main(argv=None) -> dict:
 
     x = np.random.default_rng(args.seed).uniform(-1, 1, slots)
     ct = encrypt(x)
-    walls, cpus = [], []
+    counts = args.threads or [None]
+    omp = None
+    if args.threads:
+        omp = omp_runtime(fhe)
+        if omp is None:
+            raise SystemExit("--threads: no OpenMP runtime found to switch threads (set OMP_NUM_THREADS instead)")
+    timed = {n: ([], []) for n in counts}
     for _ in range(args.repeats):
-        t0, c0 = time.perf_counter(), time.process_time()
-        out = cc.EvalBootstrap(ct)
-        walls.append(time.perf_counter() - t0)
-        cpus.append(time.process_time() - c0)
+        for n in counts:
+            if omp is not None:
+                omp[0](n)
+            t0, c0 = time.perf_counter(), time.process_time()
+            out = cc.EvalBootstrap(ct)
+            timed[n][0].append(time.perf_counter() - t0)
+            timed[n][1].append(time.process_time() - c0)
+    walls, cpus = timed[counts[0]]
     worst = np.full(slots, 1.0)               # hezk's stated worst case: a constant input
     worst_out = cc.EvalBootstrap(encrypt(worst))
     result = dict(
@@ -142,6 +170,9 @@ def main(argv=None) -> dict:
         levels_left=depth - out.GetLevel() - (out.GetNoiseScaleDeg() - 1),
         level=out.GetLevel(), noise_scale_deg=out.GetNoiseScaleDeg(),
         rss_gb=peak_rss_gb(), load=list(os.getloadavg()))
+    if args.threads:
+        result["by_threads"] = {str(n): dict(seconds=w, best=min(w), median=statistics.median(w),
+                                             effective=(omp[0](n), omp[1]())[1]) for n, (w, _) in timed.items()}
     print(json.dumps(result), flush=True)
     return result
 
