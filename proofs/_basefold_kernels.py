@@ -7,7 +7,7 @@ import numpy as np
 from hezk.progress import announce_compilation
 from hezk.threads import parallel
 
-from ._kernels import acc_product, addp, ext_mul4, ext_mul_into, subp
+from ._kernels import FoldTarget, acc_product, addp, ext_mul4, ext_mul_into, subp
 
 announce_compilation(__file__)  # one line on stderr when numba must compile these kernels (a cold cache)
 
@@ -250,31 +250,22 @@ def fold_sums(f, w, r, f_out, w_out, out):
     f_out, w_out; zero when n < 2). Entries 2j, 2j + 1 are read before entry j is written (the outputs may be
     the inputs' first halves). Twin: mle.fold twice, then round_sums / basefold._round_message.
 
-    Pieces of the entries run on the threads of ``hezk.threads``; when an output shares memory with an input, a
-    piece after the first writes to its own buffer, copied in once every piece has read its inputs."""
-    _fold_pieces(lambda lo, hi, f_dst, w_dst: _fold_sums_range(f, w, r, f_dst, w_dst, lo, hi), f_out, w_out, out,
-                 np.may_share_memory(f_out, f) or np.may_share_memory(w_out, w) or np.may_share_memory(f_out, w)
-                 or np.may_share_memory(w_out, f))
+    Pieces of the entries run on the threads of ``hezk.threads``, each writing where ``_kernels.FoldTarget`` says
+    (an output that is its input's own first half: a piece after the first writes over its own consumed inputs,
+    moved once every piece is done; an output sharing the other input's memory: a buffer per piece)."""
+    cross = np.may_share_memory(f_out, w) or np.may_share_memory(w_out, f)
+    _fold_pieces(lambda lo, hi, f_dst, w_dst: _fold_sums_range(f, w, r, f_dst, w_dst, lo, hi),
+                 FoldTarget(f_out, f, copy=cross), FoldTarget(w_out, w, copy=cross), out)
 
 
-def _fold_pieces(kernel, f_out, w_out, out, aliased):
+def _fold_pieces(kernel, f_target, w_target, out):
     """Runs ``kernel(lo, hi, f_dst, w_dst)`` (entries lo <= j < hi written to f_dst[j - lo], w_dst[j - lo]; returns
-    its unreduced accumulator) over pieces of even length, then out = the accumulators' sum mod p."""
-    n = f_out.shape[0]
-    copies = []
-
-    def piece(lo, hi):
-        if aliased and lo > 0:
-            f_dst, w_dst = np.empty((hi - lo, 4), dtype=np.uint64), np.empty((hi - lo, 4), dtype=np.uint64)
-            copies.append((lo, hi, f_dst, w_dst))
-        else:
-            f_dst, w_dst = f_out[lo:hi], w_out[lo:hi]
-        return kernel(lo, hi, f_dst, w_dst)
-
-    accs = parallel(piece, n, MIN_ENTRIES, align=2)
-    for lo, hi, f_dst, w_dst in copies:
-        f_out[lo:hi] = f_dst
-        w_out[lo:hi] = w_dst
+    its unreduced accumulator) over pieces of even length, the destinations from the two FoldTargets, then
+    out = the accumulators' sum mod p."""
+    accs = parallel(lambda lo, hi: kernel(lo, hi, f_target.piece(lo, hi), w_target.piece(lo, hi)),
+                    f_target.out.shape[0], MIN_ENTRIES, align=2)
+    f_target.finish()
+    w_target.finish()
     _sum_pieces(accs, out)
 
 

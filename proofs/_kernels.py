@@ -491,25 +491,78 @@ def fold_add_planes(table, r, values, out):
     table ((2L,) base or (2L, 4) F_p4), adding one F_p4 constant per plane (values (P, 4); one zero plane for a
     plain fold, :func:`proofs.mle.fold`, whose numpy twin is ``_fold_numpy``). Entries 2j and 2j + 1 are read
     before entry j is written: ``out`` may be the table's own first half. Pieces of the entries run on the threads
-    of ``hezk.threads``; when ``out`` shares the table's memory, a piece after the first writes its own buffer,
-    copied in once every piece has read its inputs (its entries are another piece's inputs)."""
+    of ``hezk.threads``, each writing where :class:`FoldTarget` says (a fold in place: a piece after the first
+    writes over its own consumed inputs, moved once every piece is done)."""
     if out.shape[0] < values.shape[0]:          # no whole entry per plane: nothing to write
         return
-    aliased = np.may_share_memory(out, table)
     kernel = _fold_add_planes_range if table.ndim == 2 else _fold_add_planes_base_range
-    copies = []
+    target = FoldTarget(out, table)
+    parallel(lambda lo, hi: kernel(table, r, values, out.shape[0] // values.shape[0], target.piece(lo, hi), lo, hi),
+             out.shape[0], PARALLEL_MIN_ENTRIES)
+    target.finish()
 
-    def piece(lo, hi):
-        if aliased and lo > 0:
-            dst = np.empty((hi - lo, 4), dtype=np.uint64)
-            copies.append((lo, hi, dst))
+
+def own_first_half(out, table) -> bool:
+    """Whether ``out`` is ``table``'s own first rows (a fold in place: out = table[:n], both C-contiguous with the
+    same row shape and dtype)."""
+    return (out.ndim == table.ndim and out.shape[1:] == table.shape[1:] and out.dtype == table.dtype
+            and out.flags.c_contiguous and table.flags.c_contiguous and out.ctypes.data == table.ctypes.data
+            and out.shape[0] <= table.shape[0])
+
+
+class FoldTarget:
+    """Where the piece lo <= j < hi of a fold (entry j of ``out`` computed from entries 2j, 2j + 1 of ``table``,
+    read before entry j is written) writes its entries, and ``finish`` moving them where they belong once every
+    piece is done. ``out`` apart from the table: out[lo:hi]. ``out`` the table's own first half (a fold in place):
+    the first piece writes out[:hi] (its own inputs), a later one over its own consumed inputs
+    table[2 lo:2 lo + hi - lo] (entry j lands at j + lo <= 2j, after entries 2j, 2j + 1 are read, and inside the
+    piece's inputs: no other piece reads it), moved to out[lo:hi] in piece order (out[lo:hi] lies below every
+    later piece's inputs), each move split on the threads (unless a rounded piece boundary makes it overlap its
+    source: then one overlap-safe numpy copy). A fresh buffer instead would cost a page fault per
+    4 KiB on first touch, in the piece (~10 us a page measured here: a 2^20-entry fold's second piece took three
+    times its first's time). Any other overlap (``copy``, or out sharing the table's memory otherwise): a fresh
+    buffer per later piece. With one piece (one thread) it writes out itself, as before: the same values at any
+    thread count."""
+
+    def __init__(self, out, table, copy: bool = False):
+        self.out, self.table, self.moves = out, table, []
+        self.own = not copy and own_first_half(out, table)
+        self.buffered = copy or (not self.own and np.may_share_memory(out, table))
+
+    def piece(self, lo, hi):
+        if lo == 0 or not (self.own or self.buffered):
+            return self.out[lo:hi]
+        if self.own:
+            dst = self.table[2 * lo:2 * lo + (hi - lo)]
         else:
-            dst = out[lo:hi]
-        kernel(table, r, values, out.shape[0] // values.shape[0], dst, lo, hi)
+            dst = np.empty((hi - lo,) + self.out.shape[1:], dtype=self.out.dtype)
+        self.moves.append((lo, dst))     # list.append: atomic under the GIL
+        return dst
 
-    parallel(piece, out.shape[0], PARALLEL_MIN_ENTRIES)
-    for lo, hi, dst in copies:
-        out[lo:hi] = dst
+    def finish(self):
+        for lo, src in sorted(self.moves, key=lambda move: move[0]):
+            dst = self.out[lo:lo + src.shape[0]]
+            if self.own and 2 * lo < lo + src.shape[0]:   # uneven pieces (3 or more): src overlaps dst's end
+                dst[...] = src                             # numpy copies overlapping arrays as if through a buffer
+            else:
+                copy_rows(src, dst)
+        self.moves = []
+
+
+def copy_rows(src, dst):
+    """dst[:] = src for arrays of one shape that do not overlap, in pieces of the rows on the threads of
+    ``hezk.threads``."""
+    rows = src.shape[0]
+    width = max(1, src.size // max(1, rows))
+    flat_src, flat_dst = src.reshape(-1), dst.reshape(-1)
+    parallel(lambda lo, hi: _copy_range(flat_src, flat_dst, lo * width, hi * width), rows, PARALLEL_MIN_ELEMENTS,
+             work_per_item=width)
+
+
+@numba.njit(cache=True, nogil=True)
+def _copy_range(src, dst, lo, hi):
+    for i in range(lo, hi):
+        dst[i] = src[i]
 
 
 @numba.njit(cache=True, nogil=True)
