@@ -4,7 +4,8 @@ on CipherTensors (or, the same code, on numpy arrays: the plain reference of the
 Every node lowers to einsum plans (``tensor_ops.einsum``): a contraction with its constant weight, attention's
 two products of encrypted tensors (scores q k^T and the weighted sum a v) through the planner's encrypted x
 encrypted strategies (its cost model picks the layouts), sums by rotate-and-sum, elementwise products with
-broadcasting; reshapes and transposes are free layout changes. The non-polynomial nodes are calibrated:
+broadcasting; reshapes and transposes are free layout changes (a reshape that merges axes a transpose left
+apart is one 0/1 plaintext contraction, ``reshape_or_contract``). The non-polynomial nodes are calibrated:
 ``approximate(graph, calibration)`` runs the float model on calibration inputs and fixes, per node,
 
 - Softmax (last axis), as in the polynomial softmax of THOR (Moon et al., 2024) and NEXUS (Zhang et al., 2025):
@@ -37,7 +38,7 @@ from .activations import evaluate_power_series, fit_activation
 from .tensor import CipherTensor, einsum
 
 __all__ = ["GraphApproximation", "SoftmaxApprox", "InverseSqrtApprox", "ReciprocalApprox", "approximate",
-           "reshape"]
+           "reshape", "reshape_or_contract"]
 
 MARGIN = 0.05  # each calibrated range is widened by this share of its width on both sides
 
@@ -57,6 +58,33 @@ def reshape(x, shape):
         raise ShapeError(f"reshape of a CipherTensor of shape {x.shape} (slot strides {x.layout.strides}, "
                          f"{len(x.layout.tiles)} tiles) to {shape} is not a layout change")
     return CipherTensor(x.ciphertexts, layout, x.backend)
+
+
+def reshape_or_contract(x, shape):
+    """``reshape(x, shape)``, and where that is no layout change (axes of a transposed CipherTensor merged, as
+    attention's heads are after ``transpose(1, 2)``) the same values by one plaintext contraction: a 0/1 tensor
+    maps the axes the reshape regroups (the leading and trailing axes it keeps stay einsum letters), one level
+    and the planner's rotations instead of a refusal."""
+    try:
+        return reshape(x, shape)
+    except ShapeError:
+        if not isinstance(x, CipherTensor) or math.prod(shape) != math.prod(x.shape):
+            raise
+    shape, old = tuple(int(d) for d in shape), tuple(x.shape)
+    lead = 0
+    while lead < min(len(old), len(shape)) and old[lead] == shape[lead]:
+        lead += 1
+    tail = 0
+    while tail < min(len(old), len(shape)) - lead and old[-1 - tail] == shape[-1 - tail]:
+        tail += 1
+    ins, outs = old[lead:len(old) - tail], shape[lead:len(shape) - tail]
+    letters = iter("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    kept_lead, kept_tail = ([next(letters) for _ in range(n)] for n in (lead, tail))
+    old_mid, new_mid = [next(letters) for _ in ins], [next(letters) for _ in outs]
+    weight = np.eye(math.prod(ins)).reshape(*ins, *outs)
+    equation = (f"{''.join(kept_lead + old_mid + kept_tail)},{''.join(old_mid + new_mid)}->"
+                f"{''.join(kept_lead + new_mid + kept_tail)}")
+    return einsum(equation, x, weight)
 
 
 def _reshape_layout(layout, shape):
@@ -351,7 +379,7 @@ class GraphApproximation:
             y = einsum(node.equation, xs[0], xs[1])
             return y if y.ndim > 1 else reshape(y, (batch, 1))
         if kind == "reshape":
-            return reshape(x, (batch, *node.shape))
+            return reshape_or_contract(x, (batch, *node.shape))
         if kind == "transpose":
             return x.transpose((0, *(p + 1 for p in node.perm)))
         if kind == "softmax":

@@ -55,6 +55,9 @@ UNIVARIATE = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Softplus": 
               "HardSwish": "hardswish", "Mish": "mish"}
 """ONNX operators read as the ``hezk.model.graph.ACTIVATIONS`` function they name (attribute-free)."""
 _LETTERS = "acdefghijklmnopqrstuvwxyz"  # never 'b', the batch axis
+_MASK_FILL = -1e9
+"""Where(mask, scores, fill) read by a Softmax is its 0/1 mask when every dropped entry fills with at most this
+(-inf, or masked_fill(-1e9) / finfo.min): exp(fill - max) is 0 in floating point for any scores below 1e8."""
 
 
 def _onnx_div(a, b):
@@ -128,14 +131,16 @@ def _at_least_min_opset(model):
 
 
 def _unit_batch(graph) -> bool:
-    """Whether the graph's one data input declares a fixed shape whose first (batch) dimension is 1."""
+    """Whether the graph's one data input declares a fixed shape with a batch dimension of 1: the first, or
+    another one (a sequence-first transformer's (sequence, 1, width) input, nn.TransformerEncoderLayer's
+    default batch_first=False)."""
     initializers = {t.name for t in graph.initializer}
     inputs = [i for i in graph.input if i.name not in initializers]
     if len(inputs) != 1:
         return False
     dims = inputs[0].type.tensor_type.shape.dim
     return len(dims) >= 1 and all(d.HasField("dim_value") and d.dim_value >= 1 for d in dims) \
-        and dims[0].dim_value == 1
+        and any(d.dim_value == 1 for d in dims)
 
 
 def _tensor_array(tensor, numpy_helper, what: str) -> np.ndarray:
@@ -953,6 +958,80 @@ class _Reader:
                 raise ModelFileError(f"Slice (node {name!r}): the slice {cut} of axis {axis} is empty")
             x = self.select(name, "Slice", x, k, index_map)
         self.bind(node.output[0], x)
+
+    def op_Split(self, node, name, attrs):
+        """Split along one axis (attention's fused q, k, v projection): each output a Slice of the input, a
+        public 0/1 map; the sizes from the ``split`` input (or attribute below opset 18), else ``num_outputs``
+        equal parts (the last one smaller when the axis does not divide)."""
+        outputs = list(node.output)
+        axis = int(attrs.get("axis", 0))
+        given = node.input[1] if len(node.input) > 1 and node.input[1] else None
+        if given is not None and not self.is_const(given):
+            raise UnsupportedOperator("Split", name, "the split sizes must be a constant")
+        sizes = (np.asarray(self.const[given], dtype=np.int64).reshape(-1).tolist() if given is not None
+                 else [int(v) for v in attrs["split"]] if "split" in attrs else None)
+        if self.is_const(node.input[0]):
+            data = np.asarray(self.const[node.input[0]])
+            length = data.shape[axis]
+        else:
+            x = self.name(node.input[0])
+            k = self.sample_axis(axis, self.rank(x), "Split", name)
+            length = self.shapes[x][k]
+        if sizes is None:
+            part = -(-length // len(outputs))
+            sizes = [min(part, length - i * part) for i in range(len(outputs))]
+        if len(sizes) != len(outputs) or sum(sizes) != length or min(sizes) < 1:
+            raise ModelFileError(f"Split (node {name!r}): sizes {sizes} into {len(outputs)} outputs do not split an "
+                                 f"axis of length {length} into non-empty parts")
+        offsets = np.cumsum([0] + sizes)
+        for out, start, stop in zip(outputs, offsets[:-1], offsets[1:]):
+            if not out:
+                continue
+            if self.is_const(node.input[0]):
+                self.const[out] = np.take(data, np.arange(start, stop), axis=axis)
+            else:
+                self.bind(out, self.select(f"{name}/{out}", "Split", x, k, list(range(start, stop))))
+
+    def op_Where(self, node, name, attrs):
+        """Where(mask, a, b) with a constant condition: an attention mask (a, the scores, kept where the mask
+        holds; b a constant of -inf or <= -1e9, torch's masked_fill) read by a Softmax alone is the Softmax's
+        0/1 mask (the dropped entries weigh 0: exp(-1e9) is 0 in floating point); else y = m a + (1 - m) b,
+        a public elementwise map (two of them and an Add when both branches are computed)."""
+        condition, a, b = node.input[:3]
+        if not self.is_const(condition):
+            raise UnsupportedOperator("Where", name, "a condition computed from the input (only a constant "
+                                      "condition, such as an attention mask, is a public map)")
+        computed = [t for t in (a, b) if not self.is_const(t)]
+        x = self.name(computed[0])
+        where = f"Where (node {name!r})"
+        mask = self.sample_const(np.asarray(self.const[condition]).astype(bool).astype(np.float64), x, where)
+        if len(computed) == 2:
+            if self.shapes[self.name(a)] != self.shapes[self.name(b)]:
+                raise UnsupportedOperator("Where", name, f"branches of shapes {self.shapes[self.name(a)]} and "
+                                          f"{self.shapes[self.name(b)]} (only of one shape)")
+            kept, other = self.internal(name, "kept"), self.internal(name, "other")
+            self.emit(Affine(name + "/kept", "Where", (self.name(a),), kept,
+                             np.broadcast_to(mask, self.shapes[x]).copy(), None))
+            self.emit(Affine(name + "/other", "Where", (self.name(b),), other,
+                             np.broadcast_to(1.0 - mask, self.shapes[x]).copy(), None))
+            self.emit(Add(name, "Where", (kept, other), node.output[0]))
+            return
+        data_first = not self.is_const(a)
+        if not data_first:
+            mask = 1.0 - mask
+        fill = self.sample_const(self.const[b if data_first else a], x, where)
+        shape = self.shapes[x]
+        fill, mask = (np.broadcast_to(np.asarray(v, dtype=np.float64), shape) for v in (fill, mask))
+        dropped = mask == 0
+        if self.readers.get(node.output[0]) == ["Softmax"] and np.any(dropped) and \
+                np.all(fill[dropped] <= _MASK_FILL) and np.all(np.isfinite(fill) | (fill == -np.inf)):
+            self.softmax_masks[node.output[0]] = _compact(mask)
+            self.bind(node.output[0], x)
+            return
+        if not np.all(np.isfinite(fill[dropped])):
+            raise ModelFileError(f"{where}: a constant branch with NaN or infinite entries (only an attention mask "
+                                 f"read by a Softmax alone may fill with -inf)")
+        self.affine(node, name, x, _compact(mask), _compact(np.where(dropped, fill, 0.0)))
 
     def op_Pad(self, node, name, attrs):
         mode = attrs.get("mode", b"constant")

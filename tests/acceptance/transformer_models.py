@@ -1,0 +1,65 @@
+"""The issue-34 networks at the sizes the acceptance names (width 32, 2 heads, feed-forward 64, sequence 16)
+or smaller: nn.TransformerEncoderLayer (batch first or sequence first, ReLU or GELU, post- or pre-norm), a
+2-layer nn.TransformerEncoder, and a hand-written causal attention block (fused q/k/v projection Split into
+heads, a constant causal mask through Where/Expand, Softmax, LayerNorm, GELU in its tanh form)."""
+from __future__ import annotations
+
+import pytest
+
+D_MODEL, HEADS, FEEDFORWARD, SEQUENCE = 32, 2, 64, 16
+
+
+def encoder(layers=1, activation="gelu", batch_first=True, norm_first=False, d_model=D_MODEL, heads=HEADS,
+            feedforward=FEEDFORWARD, seed=0):
+    """torch's encoder layer (or a stack of ``layers``), no dropout, behind a forward that takes x only."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(seed)
+    layer = torch.nn.TransformerEncoderLayer(d_model, heads, feedforward, dropout=0.0, activation=activation,
+                                             batch_first=batch_first, norm_first=norm_first)
+    inner = layer if layers == 1 else torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+
+    class OnlyX(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x):
+            return self.inner(x)
+
+    return OnlyX().eval()
+
+
+def causal_attention(d_model=D_MODEL, heads=HEADS, feedforward=FEEDFORWARD, sequence=SEQUENCE, seed=0):
+    """A hand-written decoder-style block: softmax(q k^T / sqrt(d) masked causally) v with q, k, v split from one
+    projection, a residual, LayerNorm, and a GELU (tanh form) feed-forward with its residual."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(seed)
+
+    class CausalBlock(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv, self.out = torch.nn.Linear(d_model, 3 * d_model), torch.nn.Linear(d_model, d_model)
+            self.norm = torch.nn.LayerNorm(d_model)
+            self.up, self.down = torch.nn.Linear(d_model, feedforward), torch.nn.Linear(feedforward, d_model)
+            self.register_buffer("causal", torch.tril(torch.ones(sequence, sequence, dtype=torch.bool)))
+
+        def forward(self, x):
+            b, s, d = x.shape
+            q, k, v = (t.view(b, s, heads, d // heads).transpose(1, 2) for t in self.qkv(x).split(d, dim=-1))
+            scores = q @ k.transpose(-2, -1) / (d // heads) ** 0.5
+            scores = torch.where(self.causal[:s, :s].expand(b, heads, s, s), scores, torch.tensor(float("-inf")))
+            attended = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(b, s, d)
+            h = self.norm(x + self.out(attended))
+            return h + self.down(torch.nn.functional.gelu(self.up(h), approximate="tanh"))
+
+    return CausalBlock().eval()
+
+
+def sample_shape(batch_first=True, sequence=SEQUENCE, d_model=D_MODEL) -> tuple:
+    """The exported file's input: (1, sequence, width) batch first, (sequence, 1, width) sequence first."""
+    return (1, sequence, d_model) if batch_first else (sequence, 1, d_model)
+
+
+def example(shape):
+    torch = pytest.importorskip("torch")
+    return torch.zeros(*shape)
