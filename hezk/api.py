@@ -397,15 +397,14 @@ def _commit_graph(graph, samples, hiding, max_proofs, scheme, act_bits, weight_b
     from proofs.graph_cli import parsed_back
     from proofs.graph_quantize import quantize_graph
     from proofs.layers.graph import GraphNetwork
-    from proofs.layers.graph_zk import HidingGraphNetwork, default_graph_params
-    from proofs.layers.network_zk import basefold_params
+    from proofs.layers.graph_zk import HidingGraphNetwork, default_graph_params, graph_basefold_params
 
     if scheme == "basefold" and not hiding:
         raise ModelError("scheme='basefold' with hiding=False: graph models commit public weights with ligero (use "
                          "hiding=True for hiding Basefold)")
     quantized = quantize_graph(graph, samples, act_bits=act_bits, weight_bits=weight_bits)
     if hiding:
-        params = basefold_params() if scheme == "basefold" else default_graph_params(quantized)
+        params = graph_basefold_params(quantized) if scheme == "basefold" else default_graph_params(quantized)
         network = HidingGraphNetwork(quantized, params=params, max_proofs=max_proofs, progress=progress)
     else:
         network = GraphNetwork(quantized, progress=progress)

@@ -25,8 +25,7 @@ from .basefold import statistical_bits
 from .errors import ModelError, ProofRejected
 from .graph_quantize import quantize_graph
 from .layers.graph import GraphCommitment, GraphNetwork
-from .layers.graph_zk import HidingGraphCommitment, HidingGraphNetwork
-from .layers.network_zk import basefold_params
+from .layers.graph_zk import HidingGraphCommitment, HidingGraphNetwork, graph_basefold_params
 from .pcs.choice import choose_scheme
 from .progress import progress_bar
 from .proof_format import record_kind
@@ -149,7 +148,7 @@ def commit(args, graph) -> int:
     if scheme == "basefold" and not hiding:
         raise ModelError("--scheme basefold with --public-weights: graph models commit their public weights with "
                          "ligero (hiding graph proofs take --scheme basefold)")
-    params = basefold_params() if scheme == "basefold" else None
+    params = graph_basefold_params(q) if scheme == "basefold" else None
     progress = None if getattr(args, "quiet", False) else progress_bar("committing")
     network = HidingGraphNetwork(q, params=params, max_proofs=args.max_proofs, progress=progress) if hiding \
         else GraphNetwork(q, progress=progress)

@@ -38,7 +38,8 @@ further when some stored tensor would have fewer than 4 variables (a masked tens
   as four base coordinates) is committed then; three relations (:meth:`_Run.lookup`) show H, G are those
   inverses (Y zero off its box) and sum H = sum G, so every real (x, y) is a table row. The plain proof uses
   LogUp-GKR instead (:mod:`proofs.lookup`); here committed inverses keep every stated value a masked one (no GKR
-  layer value, which would be a function of the hidden activations, is ever stated). Ligero stores only;
+  layer value, which would be a function of the hidden activations, is ever stated). Over hiding Basefold stores
+  the lookup store is a hiding Basefold commitment of its own, its claims in the proof's one batch opening;
 - range lookup (issue 34; a graph with lookups, :meth:`Shapes._range_ops`): a requantization without ReLU keeps no
   bit planes: acc - 2^R z' - rem + h = 0 with z' its (stored or public) output and rem stored, and both are looked
   up (LogUp as above) in one public table of rows (v, w), v in [0, 2^w) for every width w used: rem with w = R and
@@ -71,6 +72,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import basefold as B
 from .. import basefold_zk as BZ
 from .. import field as F
 from ..errors import ModelError, ProofError, ProofRejected
@@ -91,7 +93,7 @@ from . import prover_state
 from .basefold_channel import BasefoldChannel, StorePlan, commit_hosted
 from .common import prefix_sum_of_eq, require
 from .contraction import PatchGeometry, einsum_subscripts, join_point, masked_eq, padded_size, split_point
-from .network_zk import (StatedViews, base_params, basefold_proof_error, best_rows, check_store_commitments,
+from .network_zk import (StatedViews, base_params, best_rows, check_store_commitments,
                          basefold_params, copies_agreement_error, default_params, fit_basefold_rows, is_basefold,
                          require_basefold_store)
 from .proof_items import TrainingProof
@@ -157,7 +159,7 @@ class Shapes:
     def _range_ops(self) -> tuple:
         """(op indices, sorted widths) of the requantizations whose remainder and output are range-checked by the
         LogUp range lookup (:meth:`_Run.range_check`) instead of bit planes: those without ReLU (a ReLU reads its
-        sign bit), when the graph has lookups (its lookup store exists; the hiding Basefold channel refuses it) and
+        sign bit), when the graph has lookups (its lookup store exists) and
         the lookup commits fewer entries than the planes would (:data:`RANGE_LOOKUPS`: "auto", or "always"/"never"),
         and R, Q <= :data:`RANGE_MAX_WIDTH` (the table, which the verifier evaluates, stays under 2^17 rows; a wider
         op keeps its planes). The widths: each op's R (when R > 0) and Q, the tags of :meth:`range_table`'s rows."""
@@ -658,16 +660,25 @@ class _Run:
         if isinstance(self.ch, ShapeChannel):
             return
         layout = self.ch.layouts["q"]
-        rows = lookup_rows(self.s, self.ch.params)
+        basefold = isinstance(self.ch, BasefoldChannel)
+        rows = None if basefold else lookup_rows(self.s, self.ch.params)
         if self.ch.proving:
             tables = {}
             for index in self.s.lookups:
                 tables.update(self.inverse_tables(index))
             if self.s.range_ops:
                 tables.update(self.range_inverse_tables())
-            commitment, witness = commit_store(layout, tables, store_params(layout, self.ch.params, rows), log_rows=rows)
+            if basefold:  # a hiding Basefold store of its own, opened in the proof's one batch (open_all)
+                commitment, witness, _, opener = commit_hosted(self.ch.plans["q"], tables, self.ch.params)
+                self.ch.openers["q"] = opener
+            else:
+                commitment, witness = commit_store(layout, tables, store_params(layout, self.ch.params, rows),
+                                                   log_rows=rows)
             self.ch.items.append(commitment)
             self.ch.witnesses["q"] = witness
+        elif basefold:
+            commitment = self.ch._next(BZ.HidingBasefoldCommitment, "lookup store")
+            require_basefold_store(commitment, self.ch.params, self.ch.plans["q"], "lookup store")
         else:
             commitment = self.ch._next(HidingCommitment, "lookup store")
             check_store_commitments({"q": layout}, {"q": commitment}, {"q": rows}, self.ch.params, None, "lookup store")
@@ -1093,6 +1104,48 @@ def default_graph_params(qgraph: QuantizedGraph) -> HidingParams:
     return dataclasses.replace(params, rate_inv=4) if entries >= LARGE_PROOF_ENTRIES else params
 
 
+#: the hiding Basefold candidates of :func:`graph_basefold_params` for graphs with a store of at least
+#: 2^TAIL_MIN_VARS entries, smallest proofs first: (rate_inv, max_log_codeword); arity 3, final 10, 12 grinding bits
+GRAPH_BASEFOLD_CANDIDATES = ((4, 16), (2, 16))
+
+
+def graph_basefold_params(qgraph: QuantizedGraph, batch: int = 1):
+    """The hiding Basefold parameters of a graph proof (``--scheme basefold``): :func:`proofs.layers.network_zk.
+    basefold_params` (random slots, 16-32x a store) when every store is small; else the "tail" layout (one random
+    slot and a random tail per large store, a masked batch opening; :mod:`proofs.basefold_zk`) at the first of
+    :data:`GRAPH_BASEFOLD_CANDIDATES` whose proof reaches MIN_SOUNDNESS_BITS at ``batch`` (the batch opening's
+    field error grows with the stores' rows, :func:`proofs.basefold.batch_security_bits`), the last otherwise (the
+    verifier's floor then refuses it: the graph is too large for hiding Basefold over F_p^4). Measured (issue 34,
+    one core, load ~7): the 8 x 4 transformer layer 1.02 MB (Ligero) -> 0.43 MB, BERT-tiny's layer 1.47 -> 0.94 MB
+    for 1.2-2x the prove CPU."""
+    small = basefold_params()
+    shapes = Shapes(qgraph, batch)
+    layouts = _layouts(shapes, qgraph)
+    if max(layout.num_vars for layout in layouts.values()) < BZ.TAIL_MIN_VARS:
+        return small
+    _, plans, relation_shapes, keys = _basefold_structure(shapes)
+    for rate_inv, log_codeword in GRAPH_BASEFOLD_CANDIDATES:
+        params = BZ.HidingBasefoldParams(B.BasefoldParams(  # queries: the fewest for the code's query bits
+            rate_inv=rate_inv, arity=small.base.arity, final_vars=small.base.final_vars, max_log_codeword=log_codeword,
+            grinding_bits=small.base.grinding_bits), layout="tail")
+        try:
+            weights = BZ.HidingBasefoldCommitment(B.BasefoldCommitment(
+                bytes(32), BZ.inner_vars(layouts["w"].num_vars, params), params.base), layouts["w"].num_vars, 1, "tail")
+            error = _basefold_error(_Copies((weights,)), [plans[k] for k in ("p", "q") if k in plans],
+                                    relation_shapes, keys, params)
+        except ProofError:  # a store too large for the code's domain at this rate
+            continue
+        error += lookup_soundness_error(shapes) if "q" in plans else 0.0
+        if -math.log2(error) >= MIN_SOUNDNESS_BITS:
+            return params
+    return params
+
+
+@dataclass(frozen=True)
+class _Copies:
+    copies: tuple
+
+
 class HidingGraphNetwork:
     """The prover of zero-knowledge graph proofs: ``max_proofs`` hiding copies of the weights (each proof uses
     one: commit again when they are spent)."""
@@ -1239,19 +1292,31 @@ def require_basefold_fits(shapes: Shapes, params) -> None:
     """Refuse (ModelError) a proof store too large for a hiding Basefold slot table (:func:`proofs.basefold_zk.shape`:
     the table with its random slots must fit BabyBear's 2-adic domain at the code's rate), or a graph with a lookup
     (its store of inverses is committed mid-proof: the Ligero channel's)."""
-    if shapes.lookups or shapes.range_ops:
-        op = shapes.q.ops[(shapes.lookups or shapes.range_ops)[0]]
-        what = op.function if op.kind == "lookup" else "range check"
-        raise ModelError(f"{op.name}: a {what} (a lookup table) is proven with hidden weights over the hiding "
-                         f"Ligero commitment only: use --scheme ligero (the default)")
     _, plans, _, _ = _basefold_structure(shapes)
-    try:
-        BZ.shape(plans["p"].num_vars, params)
-    except ProofError:
-        raise ModelError(f"the proof store of this graph at batch {shapes.batch} (2^{plans['p'].num_vars} entries) is "
-                         f"too large for hiding Basefold at rate 1/{params.base.rate_inv} (its slot table is 16x the "
-                         f"store): use the default hiding Ligero commitment (--scheme ligero), or a smaller batch"
-                         ) from None
+    for key, what in (("p", "proof store"), ("q", "lookup store")):
+        if key not in plans:
+            continue
+        try:
+            BZ.shape(plans[key].num_vars, params)
+        except ProofError:
+            raise ModelError(f"the {what} of this graph at batch {shapes.batch} (2^{plans[key].num_vars} entries) is "
+                             f"too large for hiding Basefold at rate 1/{params.base.rate_inv} (its slot table is 16x "
+                             f"the store): use the default hiding Ligero commitment (--scheme ligero), the tail "
+                             f"layout (graph_basefold_params), or a smaller batch") from None
+
+
+def _basefold_error(weights, store_plans, relation_shapes, keys: int, params) -> float:
+    """A hiding Basefold graph proof's error: per relation its point, rounds and rho ((n + n d + 1) / |F|), the
+    ``keys`` bit-check weights, and ONE batch opening of a model copy (of ``weights``) and the proof's stores
+    (``store_plans``: the proof store, and the lookup store when the graph has lookups;
+    :func:`proofs.basefold_zk.batch_error`; each store at the size :func:`proofs.basefold_zk.inner_vars` gives
+    without a free end, the larger when they differ, so the figure is an upper bound)."""
+    field = float(F.P) ** F.EXT_DEGREE
+    error = (keys + sum(n + n * d + 1 for n, d in relation_shapes)) / field
+    stores = [BZ.HidingBasefoldCommitment(B.BasefoldCommitment(bytes(32), BZ.inner_vars(plan.num_vars, params),
+                                                               params.base), plan.num_vars, 1, params.layout)
+              for plan in store_plans]
+    return error + BZ.batch_error([weights.copies[0]] + stores)
 
 
 def _basefold_structure(shapes: Shapes):
@@ -1268,6 +1333,8 @@ def _basefold_structure_of(text: str, batch: int, private_input: bool):
     shapes = Shapes(QuantizedGraph.from_public_text(text, "hiding graph structure"), batch, private_input)
     layouts, channel = _structure(shapes, default_params())
     plans = {"w": StorePlan(layouts["w"]), "p": StorePlan(layouts["p"], tuple(channel.shapes))}
+    if "q" in layouts:  # the lookup store: committed after alpha, beta, opened in the same batch
+        plans["q"] = StorePlan(layouts["q"])
     return layouts, plans, tuple(channel.shapes), len(decomposition_keys({"p": layouts["p"]}))
 
 
@@ -1335,9 +1402,12 @@ def soundness_bits(commitment: HidingGraphCommitment, batch: int = 1, structure=
     shapes = Shapes(commitment.structure, batch, private_input)
     params = base_params(commitment)
     agreement = copies_agreement_error(commitment.weights, model_layout(shapes.q), params)
-    if is_basefold(params):  # one batch opening of the model copy and the proof store (masks included)
+    if is_basefold(params):  # one batch opening of the model copy, the proof store (masks included), the lookups'
         _, plans, relation_shapes, keys = _basefold_structure(shapes)
-        error = basefold_proof_error(commitment.weights, plans["p"], relation_shapes, keys, params)
+        error = _basefold_error(commitment.weights, [plans[k] for k in ("p", "q") if k in plans], relation_shapes,
+                                keys, params)
+        if "q" in plans:
+            error += lookup_soundness_error(shapes)
         return -math.log2(error + agreement)
     layouts, channel = structure or _structure(shapes, params)
     keys = decomposition_keys({"p": layouts["p"]})
@@ -1394,8 +1464,6 @@ def _verify(commitment, x, proof) -> np.ndarray:
     require_bounded(proof.output, q.bounds[q.output], "claimed output", where, shape=(batch, math.prod(out_real[1:])))
     params = base_params(commitment)
     basefold = is_basefold(params)
-    require(not (basefold and (shapes.lookups or shapes.range_ops)), "a lookup over hiding Basefold stores (only "
-            "Ligero's)", where)
     structure = _basefold_structure(shapes)[:2] if basefold else _structure(shapes, params)
     bits = soundness_bits(commitment, batch, None if basefold else structure, x is None)
     require(bits >= MIN_SOUNDNESS_BITS, f"the statement's soundness is {bits:.1f} bits < {MIN_SOUNDNESS_BITS}", where)
@@ -1435,5 +1503,6 @@ def _verify_basefold(commitment, shapes: Shapes, x_int, proof, params, plans, wh
     return proof.output.reshape(shapes.batch, *shapes.q.output_shape).copy()  # the output's shape, not its alias's
 
 
-__all__ = ["HidingGraphCommitment", "HidingGraphNetwork", "HidingGraphProof", "default_graph_params", "soundness_bits",
+__all__ = ["HidingGraphCommitment", "HidingGraphNetwork", "HidingGraphProof", "default_graph_params",
+           "graph_basefold_params", "soundness_bits",
            "verify_graph_zk"]

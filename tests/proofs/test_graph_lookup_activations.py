@@ -133,10 +133,11 @@ def test_a_prover_with_a_wrong_table_entry_is_rejected_in_both_proofs(exports, m
             hezk.verify(prover.commitment, x[:2], proof)
 
 
-def test_hiding_basefold_refuses_a_lookup_naming_the_node_and_the_fix(exports):
+def test_hiding_basefold_commits_a_lookup(exports):
+    """Issue 34: the lookup store is a hiding Basefold store too (tests/proofs/test_graph_zk_basefold_lookups.py
+    proves and attacks it); before, this commit was refused."""
     folder, paths, x = exports
-    with pytest.raises(ModelError, match=r"Sigmoid.*--scheme ligero"):
-        hezk.commit(paths["sigmoid"], x, scheme="basefold")
+    assert hezk.commit(paths["sigmoid"], x, scheme="basefold", max_proofs=1).zero_knowledge
 
 
 def test_cli_commit_prove_verify_a_sigmoid_output_with_hidden_weights(exports, capsys):
