@@ -1114,8 +1114,8 @@ def graph_basefold_params(qgraph: QuantizedGraph, batch: int = 1):
     basefold_params` (random slots, 16-32x a store) when every store is small; else the "tail" layout (one random
     slot and a random tail per large store, a masked batch opening; :mod:`proofs.basefold_zk`) at the first of
     :data:`GRAPH_BASEFOLD_CANDIDATES` whose proof reaches MIN_SOUNDNESS_BITS at ``batch`` (the batch opening's
-    field error grows with the stores' rows, :func:`proofs.basefold.batch_security_bits`), the last otherwise (the
-    verifier's floor then refuses it: the graph is too large for hiding Basefold over F_p^4). Measured (issue 34,
+    field error grows with the stores' rows, :func:`proofs.basefold.batch_security_bits`); ModelError when none
+    does (the graph is too large for hiding Basefold over F_p^4). Measured (issue 34,
     one core, load ~7): the 8 x 4 transformer layer 1.02 MB (Ligero) -> 0.43 MB, BERT-tiny's layer 1.47 -> 0.94 MB
     for 1.2-2x the prove CPU."""
     small = basefold_params()
@@ -1124,6 +1124,7 @@ def graph_basefold_params(qgraph: QuantizedGraph, batch: int = 1):
     if max(layout.num_vars for layout in layouts.values()) < BZ.TAIL_MIN_VARS:
         return small
     _, plans, relation_shapes, keys = _basefold_structure(shapes)
+    bits = 0.0
     for rate_inv, log_codeword in GRAPH_BASEFOLD_CANDIDATES:
         params = BZ.HidingBasefoldParams(B.BasefoldParams(  # queries: the fewest for the code's query bits
             rate_inv=rate_inv, arity=small.base.arity, final_vars=small.base.final_vars, max_log_codeword=log_codeword,
@@ -1136,9 +1137,14 @@ def graph_basefold_params(qgraph: QuantizedGraph, batch: int = 1):
         except ProofError:  # a store too large for the code's domain at this rate
             continue
         error += lookup_soundness_error(shapes) if "q" in plans else 0.0
-        if -math.log2(error) >= MIN_SOUNDNESS_BITS:
+        bits = -math.log2(error)
+        if bits >= MIN_SOUNDNESS_BITS:
             return params
-    return params
+    sizes = ", ".join(f"{key} 2^{layout.num_vars}" for key, layout in layouts.items())
+    raise ModelError(f"the stores of this graph at batch {batch} ({sizes} entries) are too large for hiding Basefold "
+                     f"over F_p^4 (its batch opening's field error grows with the stores; best of "
+                     f"{len(GRAPH_BASEFOLD_CANDIDATES)} parameter sets: {bits:.1f} bits < {MIN_SOUNDNESS_BITS}): use "
+                     f"the default hiding Ligero commitment (--scheme ligero)")
 
 
 @dataclass(frozen=True)

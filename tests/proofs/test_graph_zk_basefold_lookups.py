@@ -199,3 +199,13 @@ def test_a_transformer_layer_with_range_lookups_is_proven_over_hiding_basefold()
         finally:
             GZ._structure_of.cache_clear()
             GZ._basefold_structure_of.cache_clear()
+
+
+def test_graph_basefold_params_refuse_a_graph_no_parameter_set_proves_at_100_bits(exported, monkeypatch):
+    """Without a candidate reaching MIN_SOUNDNESS_BITS (here: none to try, or the floor raised past them) the choice
+    is refused with ModelError naming the stores and the fix, not a proof the verifier would refuse later."""
+    from proofs.errors import ModelError
+    _, _, q = exported
+    monkeypatch.setattr(GZ, "MIN_SOUNDNESS_BITS", 200)
+    with pytest.raises(ModelError, match=r"too large for hiding Basefold.*< 200.*--scheme ligero"):
+        graph_basefold_params(q)
