@@ -16,6 +16,9 @@ P = np.uint64(2013265921)
 W = np.uint64(11)
 #: Smallest piece (table entries) of a kernel here handed to a thread of ``hezk.threads``
 PARALLEL_MIN_ENTRIES = 1 << 14
+#: A round's sums split from PARALLEL_MIN_ENTRIES / 2^ROUND_PIECE_SHIFT pairs (2^11: ~0.1 us a pair with two or three
+#: F_p4 factors, ~0.2 ms a piece against a hand-off of tens of us; the MLP proof's unsplit rounds were 2% of its time)
+ROUND_PIECE_SHIFT = 3
 #: ... of a one-operation element-wise kernel (add, sub, mul: memory-bound, so pieces must be large to pay)
 PARALLEL_MIN_ELEMENTS = 1 << 18
 
@@ -214,7 +217,7 @@ def _round_pieces(kernel, half, out):
     """out = (the sum of kernel(lo, hi)'s unreduced accumulators over pieces of the pairs) mod p: pieces on the
     threads of ``hezk.threads``, their accumulators added in piece order (uint64 sums of residues, exact: the
     one-thread accumulator itself)."""
-    accs = parallel(kernel, half, PARALLEL_MIN_ENTRIES)
+    accs = parallel(kernel, half, max(1, PARALLEL_MIN_ENTRIES >> ROUND_PIECE_SHIFT))
     total = accs[0]
     for acc in accs[1:]:
         total = total + acc
@@ -555,8 +558,8 @@ def copy_rows(src, dst):
     rows = src.shape[0]
     width = max(1, src.size // max(1, rows))
     flat_src, flat_dst = src.reshape(-1), dst.reshape(-1)
-    parallel(lambda lo, hi: _copy_range(flat_src, flat_dst, lo * width, hi * width), rows, PARALLEL_MIN_ELEMENTS,
-             work_per_item=width)
+    parallel(lambda lo, hi: _copy_range(flat_src, flat_dst, lo * width, hi * width), rows,
+             max(1, PARALLEL_MIN_ELEMENTS >> 2), work_per_item=width)   # a copy: 512 KB pieces at least
 
 
 @numba.njit(cache=True, nogil=True)
@@ -645,3 +648,49 @@ def _transposed_matmul_rows(a, b, out, lo, hi):
         for k in range(k_count):
             ov[j, k] = acc[j, k] % P
 
+
+
+#: Products a[b, i] w[o, i] in one piece of :func:`int_affine` at least (below: one thread)
+PARALLEL_MIN_PRODUCTS = 1 << 18
+
+
+def int_affine(a, weight, bias, out):
+    """out[b, o] = sum_i a[b, i] weight[o, i] + bias[o] in int64 ((B, I), (O, I), (O,) -> (B, O)): an integer
+    layer of the prover's forward pass (twin: ``a @ weight.T + bias`` in numpy, :func:`proofs.quantize.forward_trace`;
+    the caller bounds every accumulator below 2^62, and integer sums are exact in any order). Pieces of the output
+    columns o on the threads of ``hezk.threads``."""
+    parallel(lambda lo, hi: _int_affine_range(a, weight, bias, out, lo, hi), weight.shape[0], PARALLEL_MIN_PRODUCTS,
+             work_per_item=a.shape[0] * a.shape[1])
+
+
+@numba.njit(cache=True, nogil=True)
+def _int_affine_range(a, weight, bias, out, lo, hi):
+    """Columns lo <= o < hi of ``int_affine``: four weight rows at a time against each input row (each row of
+    ``a`` read once per four outputs, from cache)."""
+    rows, width = a.shape[0], a.shape[1]
+    o = lo
+    while o < hi:
+        count = min(4, hi - o)
+        for b in range(rows):
+            x = a[b]
+            s0 = s1 = s2 = s3 = np.int64(0)
+            if count == 4:
+                w0, w1, w2, w3 = weight[o], weight[o + 1], weight[o + 2], weight[o + 3]
+                for i in range(width):
+                    v = x[i]
+                    s0 += v * w0[i]
+                    s1 += v * w1[i]
+                    s2 += v * w2[i]
+                    s3 += v * w3[i]
+                out[b, o] = s0 + bias[o]
+                out[b, o + 1] = s1 + bias[o + 1]
+                out[b, o + 2] = s2 + bias[o + 2]
+                out[b, o + 3] = s3 + bias[o + 3]
+            else:
+                for k in range(count):
+                    w = weight[o + k]
+                    s = np.int64(0)
+                    for i in range(width):
+                        s += x[i] * w[i]
+                    out[b, o + k] = s + bias[o + k]
+        o += count

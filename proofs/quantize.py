@@ -226,12 +226,31 @@ def forward_trace(model: QuantizedMLP, x_int) -> tuple:
     a = check_input(model, x_int)
     trace = []
     for layer in model.layers:
-        acc = a @ layer.weight.T + layer.bias
+        acc = _affine(a, layer.weight, layer.bias)
         shifted = round_shift(acc, layer.shift)
         out = np.maximum(shifted, 0) if layer.relu else shifted
         trace.append(LayerTrace(acc, shifted, out))
         a = out
     return tuple(trace)
+
+
+#: Products (batch x in x out) from which :func:`_affine` runs the compiled kernel (below: numpy)
+AFFINE_KERNEL_MIN = 1 << 16
+
+
+def _affine(a, weight, bias) -> np.ndarray:
+    """a @ weight.T + bias in int64 (the caller bounds every accumulator below 2^62): the compiled
+    :func:`proofs._kernels.int_affine` (split on the threads, ~8x numpy's integer matmul on one) for large layers,
+    numpy, its twin, otherwise."""
+    from .field import numba_kernels
+
+    kernels = numba_kernels() if a.shape[0] * weight.size >= AFFINE_KERNEL_MIN else None
+    if kernels is None:
+        return a @ weight.T + bias
+    out = np.empty((a.shape[0], weight.shape[0]), dtype=np.int64)
+    kernels.int_affine(np.ascontiguousarray(a, dtype=np.int64), np.ascontiguousarray(weight, dtype=np.int64),
+                       np.ascontiguousarray(bias, dtype=np.int64), out)
+    return out
 
 
 def forward_int(model: QuantizedMLP, x_int) -> np.ndarray:

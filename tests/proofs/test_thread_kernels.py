@@ -86,3 +86,56 @@ def test_copy_rows_in_pieces(split_everything):
         dst = np.zeros_like(src)
         K.copy_rows(src, dst)
         assert np.array_equal(dst, src)
+
+
+@settings(max_examples=20, deadline=None)
+@given(batch=st.integers(1, 9), width=st.integers(1, 40), outputs=st.integers(1, 23), threads=st.integers(1, 4),
+       seed=st.integers(0, 2**31))
+def test_int_affine_equals_numpy_at_any_split(batch, width, outputs, threads, seed):
+    """The compiled integer layer equals numpy's a @ W.T + b exactly (entries up to 2^30, sums below 2^62), in any
+    number of pieces (column groups of four and a remainder)."""
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-2**30, 2**30, (batch, width))
+    w = rng.integers(-2**25, 2**25, (outputs, width))
+    b = rng.integers(-2**40, 2**40, outputs)
+    old = (K.PARALLEL_MIN_PRODUCTS, T.get_threads())
+    K.PARALLEL_MIN_PRODUCTS = 1
+    try:
+        T.set_threads(threads)
+        out = np.empty((batch, outputs), np.int64)
+        K.int_affine(a, w, b, out)
+    finally:
+        K.PARALLEL_MIN_PRODUCTS = old[0]
+        T.set_threads(old[1])
+    assert np.array_equal(out, a @ w.T + b)
+
+
+def test_forward_trace_uses_the_kernel_and_equals_numpy(monkeypatch):
+    """The prover's forward pass of a layer above AFFINE_KERNEL_MIN goes through int_affine and equals numpy's."""
+    from proofs import quantize as Q
+    rng = np.random.default_rng(3)
+    a, w, b = rng.integers(-500, 500, (8, 300)), rng.integers(-500, 500, (40, 300)), rng.integers(-9, 9, 40)
+    calls = []
+    real = K.int_affine
+    monkeypatch.setattr(K, "int_affine", lambda *args: (calls.append(1), real(*args)))
+    assert np.array_equal(Q._affine(a, w, b), a @ w.T + b)
+    assert calls
+    small = Q._affine(a[:1, :4], w[:2, :4], b[:2])
+    assert np.array_equal(small, a[:1, :4] @ w[:2, :4].T + b[:2]) and len(calls) == 1
+
+
+def test_small_round_sums_split_from_a_lower_threshold(split_everything, monkeypatch):
+    """A sumcheck round of 2^12 pairs splits at the default thresholds (PARALLEL_MIN_ENTRIES >> ROUND_PIECE_SHIFT)
+    and equals its one-thread sums."""
+    monkeypatch.setattr(K, "PARALLEL_MIN_ENTRIES", 1 << 14)
+    a, b = F.ext_random((1 << 13,), seed=1), F.ext_random((1 << 13,), seed=2)
+    split = []
+    real = T.run_chunks
+    monkeypatch.setattr(T, "run_chunks", lambda f, pieces: (split.append(len(pieces)), real(f, pieces))[1])
+    outs = []
+    for threads in (1, 2):
+        T.set_threads(threads)
+        out = np.empty((3, 4), np.uint64)
+        K.product_round_sums(a, b, a, False, 2, out)
+        outs.append(out)
+    assert split == [1, 2] and np.array_equal(outs[0], outs[1])
