@@ -13,6 +13,7 @@ from .core import PlainPrep, Plan
 from .cost import DEFAULT_COSTS
 from .diagonal import try_diagonal
 from .replicate import pair_with
+from .skewed import try_skewed
 from .stationary import pair_stationary
 from .steps import Input, MulScalar, Negate, Rescale
 
@@ -23,7 +24,8 @@ def _pair(b: Builder, x, y, keep: str, op: str):
 
     The diagonal method is tried first, then both anchors, then output-stationary; a strategy whose
     lower bound (from its tiles) exceeds the cheapest so far is not built. Ties go to the earlier
-    strategy in the order replicate (x anchored, y anchored), stationary, diagonal."""
+    strategy in the order replicate (x anchored, y anchored), stationary, diagonal, skewed (two encrypted
+    matrices: ``skewed``)."""
     found = {}  # rank -> (cost, fork, result, why)
     if op == "mul" and isinstance(y, PlainSym):
         diag = try_diagonal(b, x, y, keep)
@@ -32,6 +34,11 @@ def _pair(b: Builder, x, y, keep: str, op: str):
 
     def bound():
         return min((c[0] for c in found.values()), default=None)
+
+    if op == "mul" and isinstance(y, Sym):
+        skewed = try_skewed(b, x, y, keep)
+        if skewed is not None:
+            found[4] = skewed
 
     anchors = [(x, y, False)] + ([(y, x, True)] if isinstance(y, Sym) else [])
     for rank, (anchor, other, swapped) in enumerate(anchors):

@@ -1,0 +1,241 @@
+"""Skewed (diagonal) products of two encrypted matrices, batched: ``x[b.., m, k] y[b.., n, k] -> [b.., m, n]``
+(attention's scores ``q k^T`` and, with ``k`` the key axis, its weighted sum ``a v``), the method of Jiang, Kim,
+Lauter and Song ("Secure Outsourced Matrix Computation and Application to Neural Networks", CCS 2018: E2DM's
+sigma/tau skews, then one column shift and one row shift per step), which THOR (Moon et al., "THOR: Secure
+Transformer Inference with Homomorphic Encryption", 2024) builds its encrypted x encrypted attention products on.
+
+Every batch element owns a block of ``Rm x Rn`` slots (row stride ``Rn``; ``Rm``, ``Rn`` the multiples of the
+contracted size ``K`` covering ``M`` and ``N``), blocks packed side by side, several per ciphertext. Product step
+``t`` (``t < K``) pairs, at slot (m, n), ``x[m, (m + n + t) mod K]`` with ``y[n, (m + n + t) mod K]``, so that the
+``K`` steps together visit every ``k`` once per output element and the products add up in place: no replication and
+no rotate-and-sum. The operands are laid out once:
+
+1. aligned: ``x`` at (m, k) -> slot ``m Rn + k``, ``y`` at (n, k) -> slot ``n + k Rn`` (a masked move, free when
+   the operand is there already, e.g. the scores produced here feeding the weighted sum);
+2. skewed: ``A0[m, n'] = x[m, (m + n') mod K]`` for ``n' < Rn`` and ``B0[m', n] = y[n, (m' + n) mod K]`` for
+   ``m' < Rm`` (one masked move each, baby-step/giant-step over about ``Rn + K`` or ``Rm + K`` shifts);
+
+then step ``t`` takes ``A_t[m, n] = A0[m, (n + t) mod Rn]`` and ``B_t[m, n] = B0[(m + t) mod Rm, n]`` (each a move
+of two shifts sharing one hoisted decomposition, masked to the ``M x N`` outputs), multiplies them and accumulates;
+one rescale closes the sum. Rotations: about ``4 K`` hoisted ones per output ciphertext plus the two skews, against
+``K (log M + log d)`` for replicate-multiply-reduce. Depth: the alignment (when needed), the skew, the step's mask
+and the product.
+"""
+from __future__ import annotations
+
+from math import ceil
+
+import numpy as np
+
+from ..layout import SlotLayout, Tile
+from .builder import Builder, Sym
+from .steps import Add, Mask, Multiply, Rescale, Rotate, RotateSum
+
+
+def skewed_indices(x: Sym, y, keep: str):
+    """(batch, m, k, n) index letters when ``x`` and ``y`` (both encrypted) form a batched matrix product with one
+    contracted index, else None."""
+    if not isinstance(y, Sym):
+        return None
+    shared = [c for c in x.indices if c in y.indices]
+    contracted = [c for c in shared if c not in keep]
+    own_x = [c for c in x.indices if c not in y.indices]
+    own_y = [c for c in y.indices if c not in x.indices]
+    if len(contracted) != 1 or len(own_x) != 1 or len(own_y) != 1 or own_x[0] not in keep or own_y[0] not in keep:
+        return None
+    return "".join(c for c in shared if c in keep), own_x[0], contracted[0], own_y[0]
+
+
+def skewed_grid(batch_shape, M: int, N: int, K: int, slots: int):
+    """(output layout over (batch.., m, n), Rm, Rn) or None when one batch element's block exceeds the slots."""
+    rn, rm = K * ceil(N / K), K * ceil(M / K)
+    block = rm * rn
+    if block > slots:
+        return None
+    strides, chunk, step, room = [], [], block, slots // block
+    for size in reversed(batch_shape):
+        c = max(1, min(size, room))
+        strides.insert(0, step if c > 1 else 0)
+        chunk.insert(0, c)
+        step *= c
+        room //= c
+    layout = SlotLayout.tiled(tuple(batch_shape) + (M, N), tuple(strides) + (rn, 1), slots, tuple(chunk) + (M, N))
+    return layout, rm, rn
+
+
+def _bases(layout: SlotLayout, nb: int):
+    """Per tile, the first slot of each batch element's block (flattened)."""
+    out = []
+    for t in layout.tiles:
+        pos = layout.positions(t)
+        out.append(pos[(Ellipsis,) + (0,) * (layout.ndim - nb)].ravel() if nb else pos.ravel()[:1])
+    return out
+
+
+def _gather(sym: Sym, order: str, index, dst):
+    """Move sources [(register, source slots, destination slots, [])] bringing element ``index`` (one index array
+    per letter of ``order``) of ``sym`` to slots ``dst``, each from the tile of ``sym`` that holds it."""
+    lay = sym.layout
+    idx = [index[order.index(c)] for c in sym.indices]
+    sources, left = [], np.ones(dst.shape, dtype=bool)
+    for t, reg in zip(lay.tiles, sym.regs):
+        inside = left.copy()
+        for a, i in enumerate(idx):
+            inside &= (i >= t.start[a]) & (i < t.start[a] + t.size[a])
+        if not inside.any():
+            continue
+        left &= ~inside
+        src = np.full(int(inside.sum()), t.offset, dtype=np.int64)
+        for a, i in enumerate(idx):
+            src = src + (i[inside] - t.start[a]) * lay.strides[a]
+        sources.append((reg, src, dst[inside], []))
+    return sources
+
+
+def _skew(b: Builder, sym: Sym, order: str, index, dst, note: str) -> int:
+    """One masked move (baby-step/giant-step, ``Builder.mask_move``) gathering ``index`` of ``sym`` to ``dst``."""
+    return b.mask_move(_gather(sym, order, index, dst), note=note)
+
+
+def _depth(b: Builder, reg: int) -> int:
+    """Levels the steps built so far consume on the way to register ``reg`` (from this plan's inputs)."""
+    levels: dict = {}
+    for s in b.steps:
+        levels[s.out] = max((levels.get(r, 0) for r in s.inputs()), default=0) + s.levels()
+    return levels.get(reg, 0)
+
+
+def _same_depth(b: Builder, a: int, c: int) -> tuple[int, int]:
+    """``a`` and ``c`` with the shallower one masked (a plain mask of its nonzero slots: one level) until both
+    have consumed the same levels, so that the step products meet at one level."""
+    da, dc = _depth(b, a), _depth(b, c)
+    while da != dc:
+        low = a if da < dc else c
+        ones = np.flatnonzero(np.ones(b.slots))
+        lowered = b.emit(Rescale, b.emit(Mask, (low,), ((0, low, 0, ones),), " (level alignment)"))
+        a, c = (lowered, c) if low == a else (a, lowered)
+        da, dc = _depth(b, a), _depth(b, c)
+    return a, c
+
+
+def _skew_cheapest(fb: Builder, aligned, sym: Sym, order: str, index, dst, tile: int, note: str) -> int:
+    """The skew of ``sym`` gathered straight from its layout, or, where that has many more distinct shifts than the
+    block has rows and columns, from the operand aligned first (``aligned()``: one move shared by the tiles)."""
+    direct = _distinct_shifts(sym, order, index, dst)
+    if direct <= 4 * int(np.sqrt(len(dst))) + 64:
+        return _skew(fb, sym, order, index, dst, note)
+    lined = aligned()
+    return _skew(fb, Sym((lined.regs[tile],), _single(lined.layout, tile), lined.indices), order, index, dst, note)
+
+
+def _single(layout: SlotLayout, tile: int) -> SlotLayout:
+    t = layout.tiles[tile]
+    return SlotLayout(layout.shape, layout.strides, layout.slots, (Tile(0, t.start, t.size, t.offset),),
+                      layout.replicas, layout.clean)
+
+
+def _distinct_shifts(sym: Sym, order: str, index, dst) -> int:
+    slots = sym.layout.slots
+    return sum(len(np.unique((d - s) % slots)) for _, s, d, _ in _gather(sym, order, index, dst))
+
+
+def try_skewed(b: Builder, x: Sym, y, keep: str):
+    """The skewed strategy for ``x`` and ``y`` (see the module docstring): (cost, builder fork, result Sym, note), or
+    None where the expression or the sizes do not suit it."""
+    found = skewed_indices(x, y, keep)
+    if found is None:
+        return None
+    batch, m, k, n = found
+
+    def size(sym, c):
+        return sym.layout.shape[sym.indices.index(c)]
+
+    M, N, K = size(x, m), size(y, n), size(x, k)
+    if K < 2 or (N % K and K % N):
+        return None
+    batch_shape = tuple(size(x, c) for c in batch)
+    grid = skewed_grid(batch_shape, M, N, K, b.slots)
+    if grid is None:
+        return None
+    out, rm, rn = grid
+    steps = min(K, N)                 # N < K: the Rn / N column groups of a row take K / (Rn / N) steps each
+    nb = len(batch)
+    fb = b.fork()
+    n0 = len(fb.steps)
+    starts = _bases(out, nb)
+    # A0[m, n'] = x[m, (m + n') mod K] (n' < Rn); B0[m', n'] = y[n' mod N, (m' + n') mod K] (m' < Rm, n' < Rn)
+    am, an = (v.ravel() for v in np.meshgrid(np.arange(M), np.arange(rn), indexing="ij"))
+    bm, bn = (v.ravel() for v in np.meshgrid(np.arange(rm), np.arange(rn), indexing="ij"))
+    order = batch + m + k + n
+
+    def indices(tile, rows, cols, which):
+        """Index arrays (in ``order``) and destination slots of every batch element of ``tile``."""
+        box = [np.arange(tile.start[a], tile.start[a] + tile.size[a]) for a in range(nb)]
+        grids = [g.ravel() for g in np.meshgrid(*box, indexing="ij")] if nb else []
+        count = len(grids[0]) if nb else 1
+        rep = lambda v: np.tile(v, count)                                       # noqa: E731
+        per = lambda g: np.repeat(g, len(rows))                                 # noqa: E731
+        kk = rep((rows + cols) % K)
+        if which == "x":
+            idx = [per(g) for g in grids] + [rep(rows), kk, np.zeros_like(kk)]
+        else:
+            idx = [per(g) for g in grids] + [np.zeros_like(kk), kk, rep(cols % N)]
+        return idx
+
+    boxes = tuple((t.start, t.size, t.offset) for t in out.tiles)
+
+    def aligned(sym, indices_, sizes, strides):
+        """``sym`` moved once to (batch.., row, k) at ``strides`` in the output's batch blocks (built lazily: a
+        skew from it has about Rn + K shifts where the direct one may have thousands)."""
+        made = []
+
+        def get():
+            if not made:
+                tiles = tuple(Tile(j, st[:nb] + (0, 0), sz[:nb] + sizes, off) for j, (st, sz, off) in enumerate(boxes))
+                lay = SlotLayout(batch_shape + sizes, out.strides[:nb] + strides, b.slots, tiles)
+                made.append(fb.move_into(sym, lay, indices_))
+            return made[0]
+        return get
+
+    aligned_x = aligned(x, batch + m + k, (M, K), (rn, 1))
+    aligned_y = aligned(y, batch + n + k, (N, K), (1, rn))
+    regs = []
+    for i, (tile, base) in enumerate(zip(out.tiles, starts)):
+        a_dst = (base[:, None] + am * rn + an).ravel()
+        b_dst = (base[:, None] + bm * rn + bn).ravel()
+        a0 = _skew_cheapest(fb, aligned_x, x, order, indices(tile, am, an, "x"), a_dst, i, " (skew x)")
+        b0 = _skew_cheapest(fb, aligned_y, y, order, indices(tile, bm, bn, "y"), b_dst, i, " (skew y)")
+        a0, b0 = _same_depth(fb, a0, b0)
+        # step t: A_t[m, n'] = A0[m, (n' + t) mod Rn], B_t[m, n'] = B0[(m + t) mod Rm, n']: chains of rotations by
+        # 1 and by Rn (the wrapped part from copies rotated back by one row / one block first), masked
+        keep_a = (base[:, None] + am * rn + an).ravel()
+        keep_b = (base[:, None] + np.repeat(np.arange(M), rn) * rn + np.tile(np.arange(rn), M)).ravel()
+        row_a = np.tile(an, len(base))
+        row_b = np.tile(np.repeat(np.arange(M), rn), len(base))
+        ra, ra_wrap = a0, fb.emit(Rotate, a0, -rn)
+        rb, rb_wrap = b0, fb.emit(Rotate, b0, -rm * rn)
+        acc = None
+        for t in range(steps):
+            if t:
+                ra, ra_wrap = fb.emit(Rotate, ra, 1), fb.emit(Rotate, ra_wrap, 1)
+                rb, rb_wrap = fb.emit(Rotate, rb, rn), fb.emit(Rotate, rb_wrap, rn)
+            a_terms = [(0, ra, 0, np.sort(keep_a[row_a + t < rn]))]
+            b_terms = [(0, rb, 0, np.sort(keep_b[row_b + t < rm]))]
+            if t:
+                a_terms.append((0, ra_wrap, 0, np.sort(keep_a[row_a + t >= rn])))
+                b_terms.append((0, rb_wrap, 0, np.sort(keep_b[row_b + t >= rm])))
+            a_t = fb.emit(Rescale, fb.emit(Mask, tuple(dict.fromkeys(r for _, r, _, _ in a_terms)), tuple(a_terms),
+                                           f" (x step {t})"))
+            b_t = fb.emit(Rescale, fb.emit(Mask, tuple(dict.fromkeys(r for _, r, _, _ in b_terms)), tuple(b_terms),
+                                           f" (y step {t})"))
+            prod = fb.emit(Multiply, a_t, b_t, False)
+            acc = prod if acc is None else fb.emit(Add, acc, prod)
+        acc = fb.emit(Rescale, acc)
+        if rn > N:                    # the column groups hold partial sums over k: add them
+            acc = fb.emit(RotateSum, acc, rn // N, N, fb.radix)
+        regs.append(acc)
+    layout = SlotLayout(out.shape, out.strides, out.slots, out.tiles, (), clean=rn == N)
+    res = Sym(tuple(regs), layout, batch + m + n)
+    return (fb.cost_since(n0), fb, res,
+            f"skewed diagonal products (Jiang et al. 2018, as in THOR): {steps} steps per ciphertext (rotations by "
+            f"1 and {rn}), {len(out.tiles)} output ciphertext(s), {rm}x{rn} blocks")
