@@ -11,12 +11,15 @@ import math
 
 import numpy as np
 
+from hezk.threads import parallel
+
 from .errors import ContextMismatchError, ParameterError
 from .modarith import crt_compose, centered, inv_mod, shoup_precompute
 from ._ntt_kernels import (addmod_rows, divide_round_correction, muladd_permute_rows, muladd_rows,
                            muladd_scalar_rows, mulmod_rows, negmod_rows, permute_rows, submod_rows,
                            tensor_rows, wide_residues_rows)
-from .ntt import BasisConversion, NTTTables, bit_reverse_indices, get_backend
+from .ntt import AutoBackend, BasisConversion, NTTTables, bit_reverse_indices, get_backend
+from .ntt_base import PARALLEL_MIN_WORK
 
 
 class RingContext:
@@ -49,21 +52,47 @@ class RingContext:
         """Forward NTT of the limbs ``idx``; ``backend`` overrides the ring's backend for this call.
         ``out``: a writable C-contiguous uint64 array of data's shape to write into (``data`` allowed)."""
         be = self._pick(backend)
-        return self._by_runs(be.forward, data, idx) if out is None else self._into(be.forward_into, data, idx, out)
+        return self._by_runs(be, "forward", data, idx) if out is None else self._into(be, "forward_into", data, idx, out)
 
     def intt(self, data: np.ndarray, idx, backend=None, out=None) -> np.ndarray:
         """Inverse NTT of the limbs ``idx`` (``out`` as in ``ntt``)."""
         be = self._pick(backend)
-        return self._by_runs(be.inverse, data, idx) if out is None else self._into(be.inverse_into, data, idx, out)
+        return self._by_runs(be, "inverse", data, idx) if out is None else self._into(be, "inverse_into", data, idx, out)
 
-    def _into(self, transform, data, idx, out):
-        """``transform(data, tables, out)`` over each run of consecutive moduli in ``idx``."""
+    def _into(self, be, method, data, idx, out):
+        """``be.method(data, tables, out)`` over each run of consecutive moduli in ``idx`` (``_split_runs``)."""
         idx = tuple(idx)
         if out.shape != (len(idx), self.n) or out.dtype != np.uint64 or not out.flags.c_contiguous:
             raise ParameterError(f"out must be C-contiguous uint64 of shape ({len(idx)}, {self.n})")
-        for a, b in self._runs(idx):
-            transform(data[a:b], self.tables.subset(idx[a:b]), out[a:b])
+        self._split_runs(be, method, data, idx, out)
         return out
+
+    def _split_runs(self, be, method, data, idx, out):
+        """``be.method(data[a:b], tables of idx[a:b], out[a:b])`` over the runs [a, b) of consecutive moduli of
+        ``idx``.  Several runs (a scattered basis: a key-switching digit's extension is Q_ℓ less the digit, then P)
+        are split over the threads of ``hezk.threads`` as ONE range of limbs, each piece doing its share of every
+        run it meets (limbs are independent: any split gives the same bits), instead of each run split on its own
+        (a run of 1 limb stayed on one thread, a run of 9 was cut 4 + 5).  Each run's backend is chosen here, in
+        the calling thread (``auto`` decides per run, as before; a device backend, ``jax``, keeps one call a run)."""
+        runs = self._runs(idx)
+        chosen = []
+        for a, b in runs:
+            tables = self.tables.subset(idx[a:b])
+            one = be.choose(tables) if isinstance(be, AutoBackend) else be
+            chosen.append((a, b, one, tables))
+        if len(runs) == 1 or any(one.name == "jax" for _, _, one, _ in chosen):
+            for a, b, one, tables in chosen:
+                getattr(one, method)(data[a:b], tables, out[a:b])
+            return
+
+        def piece(start, stop):
+            for a, b, one, tables in chosen:
+                lo, hi = max(a, start), min(b, stop)
+                if lo < hi:
+                    sub = tables if (lo, hi) == (a, b) else self.tables.subset(idx[lo:hi])
+                    getattr(one, method)(data[lo:hi], sub, out[lo:hi])
+
+        parallel(piece, len(idx), min_work=PARALLEL_MIN_WORK, work_per_item=self.n)
 
     def _runs(self, idx: tuple) -> tuple:
         key = ("runs", idx)
@@ -72,18 +101,18 @@ class RingContext:
             self._cache[key] = tuple(zip(cuts[:-1], cuts[1:]))
         return self._cache[key]
 
-    def _by_runs(self, transform, data, idx):
-        """``transform`` over each run of consecutive moduli in ``idx`` (one call when ``idx`` is a range):
-        the tables of a range are views of the ring's (``NTTTables.subset``), those of a scattered basis
-        copies, and key switching meets hundreds of scattered bases (gigabytes of copies at N = 2^16)."""
+    def _by_runs(self, be, method, data, idx):
+        """``be.method`` (forward or inverse) over each run of consecutive moduli in ``idx`` (one call when
+        ``idx`` is a range): the tables of a range are views of the ring's (``NTTTables.subset``), those of a
+        scattered basis copies, and key switching meets hundreds of scattered bases (gigabytes of copies at
+        N = 2^16).  Several runs go through ``_split_runs`` (the transform into a new array)."""
         idx = tuple(idx)
         runs = self._runs(idx)
         if len(runs) <= 1:
-            return transform(data, self.tables.subset(idx))
-        data = np.asarray(data)
+            return getattr(be, method)(data, self.tables.subset(idx))
+        data = np.ascontiguousarray(data, dtype=np.uint64)
         out = np.empty((len(idx), self.n), dtype=np.uint64)
-        for a, b in runs:
-            out[a:b] = transform(data[a:b], self.tables.subset(idx[a:b]))
+        self._split_runs(be, method + "_into", data, idx, out)
         return out
 
     def conversion(self, from_idx, to_idx) -> BasisConversion:
