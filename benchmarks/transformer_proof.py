@@ -2,7 +2,8 @@
 exported by torch, read by :mod:`hezk.model`, quantized (:func:`proofs.graph_quantize.quantize_graph`: attention's
 products as bilinear ops, Softmax and LayerNorm lowered to lookups, row kernels and products) and proven.
 
-    python benchmarks/transformer_proof.py [--quick] [--gpt2] [--no-hiding] [--hidden-only]
+    python benchmarks/transformer_proof.py [--quick] [--gpt2] [--no-hiding] [--hidden-only] [--scheme basefold]
+                                           [--parts]
 
 Rows: the 16 x 32, 2-head layer (feed-forward 64) and a BERT-tiny-size one (width 128, 2 heads, sequence 32,
 feed-forward 512); ``--gpt2`` adds a GPT-2-small-size block (width 768, 12 heads, sequence 32, feed-forward 3072;
@@ -11,7 +12,10 @@ commit, prove and verify wall time (seconds, one thread, one sample), the prove'
 load does not inflate), proof bytes, the process's peak RSS so far, and the proven output's largest error against
 onnxruntime as a fraction of onnxruntime's largest output magnitude; the load average before and after. The hiding
 proof is the default ``hezk commit`` (weights private, Ligero; its requantizations range-checked by the range lookup,
-:mod:`proofs.layers.graph_zk`); ``--public-weights`` is the plain one (``--hidden-only`` skips it).
+:mod:`proofs.layers.graph_zk`); ``--public-weights`` is the plain one (``--hidden-only`` skips it). ``--scheme
+basefold``: the hiding proof over hiding Basefold stores (:func:`proofs.layers.graph_zk.graph_basefold_params`: one
+batch opening of the weights, the proof store, the lookup store and every mask); ``--parts``: each hiding proof's
+bytes by part (which store's opening, the sumchecks, the stated values).
 """
 import argparse
 import contextlib
@@ -67,7 +71,35 @@ def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
-def run(name: str, hiding: bool, public: bool = True) -> list:
+def breakdown(proof, net) -> list:
+    """(part, count, bytes) of a hiding graph proof's relation items (batch 1): each store's opening (Ligero: one
+    per store; hiding Basefold: the one batch), the sumchecks, the stated values, the commitments."""
+    from collections import Counter
+    from proofs.layers.graph_zk import Shapes
+    from proofs.zk import HidingOpening
+
+    # the Ligero channel opens its stores in the layouts' order (model, proof store, lookup store), then the masks
+    shapes = Shapes(net.qgraph, 1)
+    opened = ["model weights", "proof store"] + (["lookup store"] if shapes.lookups or shapes.range_ops else []) + \
+        ["relation masks"]
+    sizes, counts = Counter(), Counter()
+    relations = proof.relations
+    for commitment in relations.commitments:
+        sizes["proof store commitment"] += len(commitment.to_bytes())
+        counts["proof store commitment"] += 1
+    for item in relations.items:
+        if isinstance(item, np.ndarray):
+            part, size = "stated values", item.size * 4
+        else:
+            part, size = type(item).__name__, len(item.to_bytes())
+            if isinstance(item, HidingOpening):
+                part = f"Ligero opening: {opened.pop(0) if opened else 'store'}"
+        sizes[part] += size
+        counts[part] += 1
+    return [(part, counts[part], size) for part, size in sizes.most_common()]
+
+
+def run(name: str, hiding: bool, public: bool = True, scheme: str = "ligero", parts=None) -> list:
     import onnxruntime
     from hezk.model import read_onnx
     from proofs.graph_quantize import quantize_graph
@@ -84,16 +116,24 @@ def run(name: str, hiding: bool, public: bool = True) -> list:
     rows = []
     kinds = [("public weights", GraphNetwork, verify_graph, {})] if public else []
     if hiding:
-        kinds.append(("hidden weights", HidingGraphNetwork, verify_graph_zk, {"max_proofs": 1}))
+        from proofs.layers.graph_zk import graph_basefold_params
+        options = {"max_proofs": 1, "params": graph_basefold_params(q) if scheme == "basefold" else None}
+        kinds.append((f"hidden weights, {scheme}", HidingGraphNetwork, verify_graph_zk, options))
     for kind, prover, verify, options in kinds:
         net, commit_s = _timed(lambda: prover(q, **options))
         cpu = time.process_time()
-        proof, prove_s = _timed(lambda: net.prove(x).to_bytes())
+        made, prove_s = _timed(lambda: net.prove(x))
+        proof = made.to_bytes()
         prove_cpu = time.process_time() - cpu
+        cpu = time.process_time()
         verified, verify_s = _timed(lambda: verify(net.commitment, x, proof))
+        verify_cpu = time.process_time() - cpu
+        if parts is not None and prover is HidingGraphNetwork:
+            parts.append((f"{name}, {kind} ({len(proof) / 1e6:.3f} MB, {verified.soundness_bits:.1f} bits)",
+                          breakdown(made, net)))
         proven = q.dequantize(verified.output).reshape(expected.shape)
         error = float(np.max(np.abs(proven - expected)) / np.max(np.abs(expected)))
-        rows.append((f"{name}, {kind}", commit_s, prove_s, prove_cpu, verify_s, f"{len(proof) / 1e6:.2f}",
+        rows.append((f"{name}, {kind}", commit_s, prove_s, prove_cpu, verify_s, verify_cpu, f"{len(proof) / 1e6:.2f}",
                      f"{_peak_mb():.0f}", f"{100 * error:.2f}%"))
     return rows
 
@@ -104,14 +144,21 @@ def main(argv=None) -> None:
     parser.add_argument("--gpt2", action="store_true", help="add the GPT-2-small-size block (about 5 GB)")
     parser.add_argument("--no-hiding", action="store_true", help="public-weights proofs only")
     parser.add_argument("--hidden-only", action="store_true", help="hidden-weights proofs only")
+    parser.add_argument("--scheme", choices=("ligero", "basefold"), default="ligero",
+                        help="the hiding commitment (basefold: graph_basefold_params; refused for stores too large)")
+    parser.add_argument("--parts", action="store_true", help="print each hiding proof's bytes by part")
     args = parser.parse_args(argv)
     names = list(SIZES)[:1] if args.quick else list(SIZES)[:2] + (list(SIZES)[2:] if args.gpt2 else [])
     load = os.getloadavg()[0]
-    rows = [row for name in names for row in run(name, not args.no_hiding, not args.hidden_only)]
+    parts = [] if args.parts else None
+    rows = [row for name in names for row in run(name, not args.no_hiding, not args.hidden_only, args.scheme, parts)]
     print_table(f"transformer encoder layer proofs (one sample, wall seconds, one thread; load average "
                 f"{load:.2f} before, {os.getloadavg()[0]:.2f} after)",
-                ("layer", "commit s", "prove s", "prove CPU s", "verify s", "proof MB", "peak RSS MB",
-                 "error / max |y|"), rows)
+                ("layer", "commit s", "prove s", "prove CPU s", "verify s", "verify CPU s", "proof MB",
+                 "peak RSS MB", "error / max |y|"), rows)
+    for title, table in parts or ():
+        print_table(f"bytes by part: {title}", ("part", "items", "kB"),
+                    [(part, count, f"{size / 1e3:.1f}") for part, count, size in table])
 
 
 if __name__ == "__main__":
