@@ -72,9 +72,10 @@ def _bases(layout: SlotLayout, nb: int):
     return out
 
 
-def _gather(sym: Sym, order: str, index, dst):
-    """Move sources [(register, source slots, destination slots, [])] bringing element ``index`` (one index array
-    per letter of ``order``) of ``sym`` to slots ``dst``, each from the tile of ``sym`` that holds it."""
+def _gather(sym: Sym, order: str, index, dst, parts=None):
+    """Move sources [(register, source slots, destination slots, axis parts)] bringing element ``index`` (one index
+    array per letter of ``order``) of ``sym`` to slots ``dst``, each from the tile of ``sym`` that holds it; ``parts``
+    (a function of the selection) gives the axis parts ``Builder.mask_move`` splits baby and giant steps along."""
     lay = sym.layout
     idx = [index[order.index(c)] for c in sym.indices]
     sources, left = [], np.ones(dst.shape, dtype=bool)
@@ -88,7 +89,7 @@ def _gather(sym: Sym, order: str, index, dst):
         src = np.full(int(inside.sum()), t.offset, dtype=np.int64)
         for a, i in enumerate(idx):
             src = src + (i[inside] - t.start[a]) * lay.strides[a]
-        sources.append((reg, src, dst[inside], []))
+        sources.append((reg, src, dst[inside], [] if parts is None else parts(inside)))
     return sources
 
 
@@ -116,6 +117,35 @@ def _same_depth(b: Builder, a: int, c: int) -> tuple[int, int]:
         a, c = (lowered, c) if low == a else (a, lowered)
         da, dc = _depth(b, a), _depth(b, c)
     return a, c
+
+
+def _align(b: Builder, sym: Sym, lay: SlotLayout, indices: str) -> Sym:
+    """``sym`` moved into ``lay`` (axes ``indices``: batch.., row, k), one masked move per tile. Where the row and k
+    strides change by opposite amounts (a transpose: ``y``'s rows at stride Rn become stride 1) the shift depends on
+    k - row alone, and the baby-step/giant-step split is offered along that difference: about 2 sqrt(rows + K)
+    rotations instead of one per diagonal."""
+    if not set(sym.indices) <= set(indices):
+        return b.move_into(sym, lay, indices)
+    src_strides = {c: sym.layout.strides[a] for a, c in enumerate(sym.indices)}
+    delta = [lay.strides[a] - src_strides[c] for a, c in enumerate(indices)]
+    nb = len(indices) - 2
+    regs = []
+    for t in lay.tiles:
+        grids = [g.ravel() for g in np.meshgrid(*[np.arange(t.start[a], t.start[a] + t.size[a])
+                                                  for a in range(len(indices))], indexing="ij")]
+        dst = t.offset + sum((g - t.start[a]) * lay.strides[a] for a, g in enumerate(grids))
+        row, kk = grids[nb], grids[nb + 1]
+
+        def parts(inside, grids=grids, row=row, kk=kk):
+            batch_parts = [(g[inside] - g[inside].min(), d) for g, d in zip(grids[:nb], delta[:nb])]
+            if delta[nb] == -delta[nb + 1] and delta[nb]:
+                diff = kk[inside] - row[inside]
+                return [(diff - diff.min(), delta[nb + 1])] + batch_parts
+            return [(row[inside] - row[inside].min(), delta[nb]), (kk[inside] - kk[inside].min(), delta[nb + 1])] \
+                + batch_parts
+        sources = _gather(sym, indices, grids, dst, parts)
+        regs.append(b.mask_move(sources, note=" (align)"))
+    return Sym(tuple(regs), lay, indices)
 
 
 def _skew_cheapest(fb: Builder, aligned, sym: Sym, order: str, index, dst, tile: int, note: str) -> int:
@@ -193,7 +223,7 @@ def try_skewed(b: Builder, x: Sym, y, keep: str):
             if not made:
                 tiles = tuple(Tile(j, st[:nb] + (0, 0), sz[:nb] + sizes, off) for j, (st, sz, off) in enumerate(boxes))
                 lay = SlotLayout(batch_shape + sizes, out.strides[:nb] + strides, b.slots, tiles)
-                made.append(fb.move_into(sym, lay, indices_))
+                made.append(_align(fb, sym, lay, indices_))
             return made[0]
         return get
 
