@@ -33,8 +33,9 @@ from .graph import (SELU_ALPHA, SELU_SCALE, Activation, Add, Affine, Bilinear, C
 MIN_OPSET = 13
 _SHAPE_OPS = ("Gather", "Unsqueeze", "Squeeze", "Concat", "Cast", "Identity", "Slice")
 _ML_DOMAIN = "ai.onnx.ml"
-_ML_OPS = ("LinearClassifier", "LinearRegressor", "Normalizer", "ZipMap", "Scaler")
-_CLIENT_OPS = ("Softmax", "LogSoftmax", "ArgMax", "Normalizer", "ZipMap", "Cast", "Identity")
+_ML_OPS = ("LinearClassifier", "LinearRegressor", "Normalizer", "ZipMap", "Scaler", "ArrayFeatureExtractor")
+_CLIENT_OPS = ("Softmax", "LogSoftmax", "ArgMax", "Normalizer", "ZipMap", "Cast", "Identity", "ArrayFeatureExtractor",
+               "Reshape")
 _LAST = ("only as the model's last operations, which the client computes after decryption: move it after every "
          "other operator (or drop it: the argmax of the scores is the same)")
 REWRITES = {
@@ -1724,7 +1725,37 @@ class _Reader:
                   else (int(np.prod(shape[:axis - 1])), int(np.prod(shape[axis - 1:]))))
         self.emit(Reshape(name, "Flatten", (x,), node.output[0], target))
 
+    def op_ArrayFeatureExtractor(self, node, name, attrs):
+        """classes[argmax] (skl2onnx's label of an MLPClassifier and other non-linear classifiers): the class
+        labels of a constant array at the indices the client's argmax gives, a client step."""
+        classes, index = node.input[0], self.name(node.input[1])
+        steps = self.client.get(index, (None, ()))[1]
+        if not self.is_const(classes) or not steps or steps[-1].function != "argmax":
+            raise UnsupportedOperator("ArrayFeatureExtractor", name, "only a constant array of class labels indexed "
+                                      "by an ArgMax at the end of the graph (a classifier's label) is read")
+        labels = np.asarray(self.const[classes]).reshape(-1)
+        labels = tuple(v.decode() if isinstance(v, bytes) else v.item() if hasattr(v, "item") else v for v in labels)
+        base, before = self.client[index]
+        self.client[node.output[0]] = (base, before + (ClientStep("labels", labels=labels),))
+
+    def client_reshape(self, node, name) -> None:
+        """Reshape of what the client computes: only the flattening of a per-sample label or index of one
+        entry (skl2onnx's Reshape(labels, [-1])), read as an argmax without its kept axis."""
+        base, steps = self.client[self.name(node.input[0])]
+        target = np.asarray(self.const.get(node.input[1], [0, 0])).reshape(-1).tolist()
+        argmax = [i for i, step in enumerate(steps) if step.function == "argmax"]
+        if target != [-1] or not argmax or not all(s.function in ("labels", "cast") for s in steps[argmax[-1] + 1:]):
+            raise UnsupportedOperator("Reshape", name, f"reshapes {node.input[0]!r}, which the client computes "
+                                      f"after decryption (only a label's Reshape to [-1] is read)")
+        import dataclasses
+
+        steps = list(steps)
+        steps[argmax[-1]] = dataclasses.replace(steps[argmax[-1]], keepdims=False)
+        self.client[node.output[0]] = (base, tuple(steps))
+
     def op_Reshape(self, node, name, attrs):
+        if self.name(node.input[0]) in self.client:
+            return self.client_reshape(node, name)
         if self.is_const(node.input[0]) and self.is_const(node.input[1]):
             target = [int(v) for v in np.asarray(self.const[node.input[1]]).reshape(-1)]
             self.fold(node, lambda data, *_: np.reshape(data, [np.shape(data)[i] if v == 0 and not
