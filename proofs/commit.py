@@ -37,8 +37,8 @@ import numpy as np
 from . import field as F
 from .errors import ProofError, ProofRejected
 from .mle import eq_table, pad_to_pow2
-from .pcs.merkle import (DIGEST_SIZE, column_leaves, merkle_levels, merkle_open, merkle_root_from,  # noqa: F401
-                         multiproof_siblings, prefixed_hash)
+from .pcs.merkle import (DIGEST_SIZE, LEAF_PREFIX, column_leaves, digest_levels, merkle_levels,  # noqa: F401
+                         merkle_open, merkle_root_from, multiproof_siblings, prefixed_hash)
 from .pcs.reed_solomon import (NTT_NUMBA_MIN_SIZE, bit_reverse, ntt, powers,  # noqa: F401
                                rs_encode, rs_encode_rows)
 
@@ -92,6 +92,28 @@ def matrix_layout(num_vars: int) -> tuple[int, int]:
 def _leaf_digests(columns: np.ndarray) -> list[bytes]:
     """H(0x00 || column bytes) for each column of a (rows, m) array (the hiding variant appends a salt)."""
     return column_leaves(columns, (b"",) * columns.shape[1])
+
+
+def _row_hash_kernels():
+    """The compiled BLAKE2b row kernels, or None without numba or on a big-endian host (little-endian words)."""
+    if sys.byteorder != "little" or F.numba_kernels() is None:
+        return None
+    from . import _basefold_kernels
+    return _basefold_kernels
+
+
+def _merkle_tree(columns: np.ndarray) -> list:
+    """The Merkle levels over the columns' leaf digests (:func:`_leaf_digests`, then H(0x01 || left || right)):
+    hashed by the compiled BLAKE2b row kernels on the threads of ``hezk.threads`` ((n, 32) uint8 levels; one
+    Python hashlib call per leaf and node was a third of LeNet-5's graph proof) where they run, else
+    :func:`merkle_levels` (lists of bytes, the twin; :func:`merkle_open` reads either)."""
+    kernels = _row_hash_kernels() if columns.shape[1] >= F.NUMBA_MIN_SIZE else None
+    if kernels is None:
+        return merkle_levels(_leaf_digests(columns))
+    data = np.ascontiguousarray(columns.T, dtype="<u4").view(np.uint8)
+    digests = np.empty((columns.shape[1], DIGEST_SIZE), dtype=np.uint8)
+    kernels.blake2b_rows(np.uint8(LEAF_PREFIX[0]), data, kernels._IV, kernels._SIGMA, digests)
+    return digest_levels(digests)
 
 
 # ------------------------------------------------------------------------------------------- objects
@@ -228,8 +250,8 @@ def commit(values, params: CommitParams = CommitParams()):
     log_rows, log_cols = matrix_layout(num_vars)
     matrix = table.reshape(1 << log_rows, 1 << log_cols)
     encoded = rs_encode(matrix, params.rate_inv)
-    levels = merkle_levels(_leaf_digests(encoded))
-    commitment = Commitment(levels[-1][0], num_vars, params)
+    levels = _merkle_tree(encoded)
+    commitment = Commitment(bytes(levels[-1][0]), num_vars, params)
     return commitment, CommitmentWitness(commitment, matrix, encoded, levels)
 
 
