@@ -8,9 +8,15 @@ The kernels release the GIL (numba ``nogil``) and are split into contiguous chun
 shared pool: each chunk owns disjoint outputs, and a reduction is an exact integer sum combined in chunk order,
 so results are bit for bit those of one thread, whatever the setting. Coarser independent work is split the same
 way where the kernels are too small to split (the hoisted rotations of ``Evaluator.rotate_hoisted``, the giant
-steps of ``crypto.ckks.linear.bsgs_sum``). Work smaller than ``min_work`` runs in the calling thread, as does
-a chunk's own nested call (no pool task ever waits on the pool, so callers from many threads cannot deadlock),
-and a chunk no pool thread has started when the caller is done with its own is run by the caller.
+steps of ``crypto.ckks.linear.bsgs_sum``). Work smaller than ``min_work`` runs in the calling thread, and a
+chunk no pool thread has started when the caller is done with its own is run by the caller.
+
+A chunk's own nested call runs in its own thread, except while a caller sits idle, waiting for chunks that other
+threads still run: then the nested call is split over the running thread and the idle callers, which take its
+pieces from a help queue (``_HelpTask``; a coarse split's tail, e.g. 7 hoisted rotations cut 3 + 4, no longer
+leaves a thread waiting for one rotation: the last rotation's kernels are shared).  No pool task ever waits on the
+pool: a nested call takes back the pieces nobody has started and waits only for pieces being run, and a helper
+only runs pieces (never waits in them on the queue), so callers from many threads cannot deadlock.
 
 No oversubscription: a Dask ``local:K`` cluster (``hezk.tasks``) starts its workers with ``HEZK_THREADS`` =
 cores / K; set ``HEZK_THREADS`` on the machines of a remote cluster the same way. BLAS threads are not used
@@ -20,6 +26,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
 __all__ = ["set_threads", "get_threads", "available_cores", "using", "chunks", "run_chunks", "ThreadSettingError",
@@ -42,6 +49,9 @@ _threads: int | None = None          # None: not read yet (HEZK_THREADS or the c
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
 _local = threading.local()           # .inside: this thread is running a chunk (nested calls run inline)
+_help = threading.Condition()        # guards _tasks and _idle; notified when a help task or a pool piece ends
+_tasks: deque = deque()              # pieces of nested calls, for idle callers to take (``_HelpTask``)
+_idle = 0                            # callers now waiting for pieces run elsewhere (they take help tasks)
 
 
 def available_cores() -> int:
@@ -105,8 +115,11 @@ class using:
 def chunks(count: int, min_work: int = 1, work_per_item: int = 1, align: int = 1) -> list[tuple[int, int]]:
     """range(count) as contiguous (start, stop) pieces, ``PIECES_PER_THREAD`` per thread at most, none of less than
     ``min_work`` units of work (``work_per_item`` units per item), every boundary a multiple of ``align``;
-    [(0, count)] when one thread is set, the work is small, or the caller is itself a chunk."""
-    threads = 1 if getattr(_local, "inside", False) else get_threads()
+    [(0, count)] when one thread is set, the work is small, or the caller is itself a chunk and no other caller
+    sits idle (with k idle, a chunk's call is cut for at most 1 + k threads: see the module docstring)."""
+    threads = get_threads()
+    if getattr(_local, "inside", False):
+        threads = min(threads, 1 + _idle)        # a hint read without the lock: any split gives the same bits
     if count <= 0:
         return [(0, max(count, 0))]
     most = threads * PIECES_PER_THREAD if threads > 1 else 1
@@ -137,6 +150,86 @@ def _inside(function, start, stop):
         _local.inside = before
 
 
+class _HelpTask:
+    """One piece of a nested call, queued for an idle caller (``_help`` guards ``taken`` and ``done``)."""
+
+    __slots__ = ("function", "start", "stop", "taken", "done", "result", "error")
+
+    def __init__(self, function, start, stop):
+        self.function, self.start, self.stop = function, start, stop
+        self.taken = self.done = False
+        self.result = self.error = None
+
+    def run(self):
+        try:
+            self.result = _inside(self.function, self.start, self.stop)
+        except BaseException as exc:   # noqa: BLE001 - re-raised by the nested call that queued it
+            self.error = exc
+
+
+def _notify(_future=None):
+    with _help:
+        _help.notify_all()
+
+
+def _run_nested(function, pieces: list[tuple[int, int]]) -> list:
+    """A chunk's nested call cut for idle callers: the first piece here, the others queued for them; those nobody
+    has taken when this thread is done with its own are taken back (last first) and run here; then this thread
+    waits for the pieces being run elsewhere (helpers run pieces to the end: they never wait on this one)."""
+    tasks = [_HelpTask(function, a, b) for a, b in pieces[1:]]
+    with _help:
+        _tasks.extend(tasks)
+        _help.notify_all()
+    results, error = [None] * len(pieces), None
+    try:
+        results[0] = function(*pieces[0])
+    except BaseException as exc:   # noqa: BLE001 - re-raised below once the other pieces are done
+        error = exc
+    for task in reversed(tasks):
+        with _help:
+            mine = not task.taken
+            if mine:
+                task.taken = True
+                _tasks.remove(task)
+        if mine:
+            task.run()
+            task.done = True
+    with _help:
+        while not all(task.done for task in tasks):
+            _help.wait()
+    for i, task in enumerate(tasks, 1):
+        results[i] = task.result
+        error = error or task.error
+    if error is not None:
+        raise error
+    return results
+
+
+def _wait_helping(futures) -> None:
+    """Wait for ``futures`` (pieces on the pool), meanwhile running the help tasks nested calls queue."""
+    global _idle
+    for future in futures:
+        future.add_done_callback(_notify)
+    with _help:
+        _idle += 1
+        try:
+            while not all(future.done() for future in futures):
+                if _tasks:
+                    task = _tasks.popleft()
+                    task.taken = True
+                    _help.release()
+                    try:
+                        task.run()
+                    finally:
+                        _help.acquire()
+                    task.done = True
+                    _help.notify_all()
+                else:
+                    _help.wait()
+        finally:
+            _idle -= 1
+
+
 def run_chunks(function, pieces: list[tuple[int, int]]) -> list:
     """[function(start, stop) for each piece], the first in the calling thread and the others on the shared pool
     at once; results in piece order (a caller combines them in that order: the same as one thread's). The pieces
@@ -146,6 +239,8 @@ def run_chunks(function, pieces: list[tuple[int, int]]) -> list:
     after every piece has finished."""
     if len(pieces) == 1:
         return [function(*pieces[0])]
+    if getattr(_local, "inside", False):        # a chunk's own call, cut for idle callers (``chunks``)
+        return _run_nested(function, pieces)
     workers = max(1, min(len(pieces), get_threads()) - 1)         # the caller is the other thread
     futures = [_executor(workers).submit(_inside, function, a, b) for a, b in pieces[1:]]
     results, error = [None] * len(pieces), None
@@ -164,6 +259,8 @@ def run_chunks(function, pieces: list[tuple[int, int]]) -> list:
             run_here(i)
         else:
             waiting.append(i)
+    if waiting:
+        _wait_helping([futures[i - 1] for i in waiting])
     for i in reversed(waiting):
         try:
             results[i] = futures[i - 1].result()

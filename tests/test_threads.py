@@ -450,8 +450,48 @@ def test_pieces_run_once_each_in_order_and_errors_propagate(monkeypatch):
         return a
     with pytest.raises(ValueError, match="piece"):
         T.parallel(fails, 8)
-    # a piece calling parallel again runs that call in its own thread (no pool task waits on the pool)
-    assert T.parallel(lambda a, b: len(T.chunks(100)), 8) == [1] * 4 * T.PIECES_PER_THREAD
+    # a piece calling parallel again: in its own thread, or cut for an idle caller; each range covered once
+    nested = T.parallel(lambda a, b: T.parallel(lambda c, d: list(range(c, d)), 100), 8)
+    assert len(nested) == 4 * T.PIECES_PER_THREAD and all(sum(part, []) == list(range(100)) for part in nested)
+
+
+def test_an_idle_caller_takes_pieces_of_a_nested_call(monkeypatch):
+    """A coarse split's tail: the caller, done with its own piece, runs a piece of the call nested in the piece the
+    pool's thread still runs (instead of waiting); results in order, and a nested piece's error propagates."""
+    monkeypatch.setattr(T, "_threads", 2)
+    caller = threading.get_ident()
+    started = threading.Event()
+
+    def coarse(a, b, fail=False):
+        if a == 0:                          # the caller's piece: done once the pool's thread has its piece
+            assert started.wait(10)
+            started.clear()
+            return None                     # then the caller waits (idle)
+        started.set()
+        deadline = time.time() + 10
+        while T._idle == 0 and time.time() < deadline:
+            time.sleep(0.001)
+        assert len(T.chunks(10)) == 2       # cut for the idle caller
+        ran = []
+
+        def fine(c, d):
+            ran.append(threading.get_ident())
+            time.sleep(0.05)                # long enough for the caller to take the queued piece
+            if fail and c > 0:
+                raise ValueError("nested piece")
+            return list(range(c, d))
+
+        return T.parallel(fine, 10), ran
+
+    nested, ran = T.parallel(coarse, 2)[1]
+    assert sum(nested, []) == list(range(10))
+    assert len(ran) == 2 and ran[0] != caller and caller in ran   # the second piece ran in the idle caller
+    assert T._idle == 0 and not T._tasks
+    with pytest.raises(ValueError, match="nested piece"):
+        T.parallel(lambda a, b: coarse(a, b, fail=True), 2)
+    assert T._idle == 0 and not T._tasks
+    T.set_threads(1)
+    assert T.chunks(10) == [(0, 10)]
 
 
 def test_pieces_no_thread_has_started_are_run_by_the_caller(monkeypatch):
