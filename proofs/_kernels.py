@@ -694,3 +694,25 @@ def _int_affine_range(a, weight, bias, out, lo, hi):
                         s += x[i] * w[i]
                     out[b, o + k] = s + bias[o + k]
         o += count
+
+
+def all_canonical(flat) -> bool:
+    """Whether every entry of a contiguous flat uint64 array is < p (twin: ``np.all(a < p)``, field.is_canonical),
+    pieces on the threads of ``hezk.threads``."""
+    return all(parallel(lambda lo, hi: _max_range(flat, lo, hi) < P, flat.shape[0], PARALLEL_MIN_ELEMENTS))
+
+
+@numba.njit(cache=True, nogil=True)
+def _max_range(flat, lo, hi):
+    top = np.uint64(0)
+    for i in range(lo, hi):
+        v = flat[i]
+        top = v if v > top else top
+    return top
+
+
+def stack_into(arrays, out):
+    """out[k] = arrays[k] for a list of same-shape contiguous arrays (twin: ``np.stack``), in pieces of each
+    array's rows on the threads of ``hezk.threads`` (one copy each, not a serial numpy pass)."""
+    for k, array in enumerate(arrays):
+        copy_rows(array, out[k])

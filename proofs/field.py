@@ -130,10 +130,20 @@ def to_signed(values) -> np.ndarray:
     return np.where(signed > P // 2, signed - P, signed)
 
 
+#: Entries from which :func:`is_canonical` checks in compiled pieces on the threads (a whole-table check of every
+#: sumcheck factor was a serial numpy pass)
+CANONICAL_KERNEL_MIN = 1 << 16
+
+
 def is_canonical(values) -> bool:
     """True when ``values`` is a uint64 array with every entry in [0, p)."""
     arr = np.asarray(values)
-    return arr.dtype == np.uint64 and bool(np.all(arr < _P))
+    if arr.dtype != np.uint64:
+        return False
+    kernels = numba_kernels() if arr.size >= CANONICAL_KERNEL_MIN and arr.flags.c_contiguous else None
+    if kernels is not None:
+        return kernels.all_canonical(arr.reshape(-1))
+    return bool(np.all(arr < _P))
 
 
 def add(a, b) -> np.ndarray:

@@ -27,6 +27,13 @@ MAX_DEGREE = 3
 _MAGIC, _VERSION = b"HZKSUM01", 1
 
 
+def _stacked(kernels, tables, shape) -> np.ndarray:
+    """np.stack(tables) ((0, *shape) when there are none), copied in pieces on the threads by the kernels."""
+    out = np.empty((len(tables), *shape), dtype=np.uint64)
+    kernels.stack_into([np.ascontiguousarray(t) for t in tables], out)
+    return out
+
+
 @dataclass(frozen=True)
 class SubClaim:
     """What remains after the sumcheck: sum_t c_t prod f(point) must equal ``expected_value`` ((4,) ext)."""
@@ -245,8 +252,8 @@ class SumcheckProver:
                 kernels.product_round_sums(ext[0], ext[1], ext[-1], len(ext) == 3, self.degree, sums)
                 message = F.ext_add(message, F.ext_mul(sums, coefficient))
                 continue
-            ext_factors = np.stack(ext) if ext else np.empty((0, length, F.EXT_DEGREE), dtype=np.uint64)
-            base_factors = np.stack(base) if base else np.empty((0, length), dtype=np.uint64)
+            ext_factors = _stacked(kernels, ext, (length, F.EXT_DEGREE))
+            base_factors = _stacked(kernels, base, (length,))
             kernels.masked_round_sums(ext_factors, np.zeros((len(ext), 1, F.EXT_DEGREE), dtype=np.uint64),
                                       np.zeros(len(ext), dtype=np.int64), base_factors,
                                       np.zeros(self.degree + 1, dtype=np.uint64), self.degree, sums)

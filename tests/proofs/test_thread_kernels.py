@@ -162,3 +162,33 @@ def test_commit_tree_by_the_row_kernels_equals_hashlib(log_rows, log_cols, threa
     assert [[bytes(d) for d in level] for level in levels] == expected
     indices = np.unique(np.random.default_rng(seed).integers(0, 1 << log_cols, 5))
     assert merkle_open(levels, indices) == merkle_open(expected, indices)
+
+
+@settings(max_examples=20, deadline=None)
+@given(n=st.integers(1, 3000), bad=st.one_of(st.none(), st.integers(0, 2999)), value=st.integers(0, 2**64 - 1),
+       threads=st.integers(1, 3))
+def test_canonical_check_in_pieces_equals_numpy(n, bad, value, threads):
+    """field.is_canonical through the compiled pieces agrees with np.all(a < p), wherever an entry >= p sits."""
+    a = F.random_elements(n, seed=n)
+    if bad is not None:
+        a[bad % n] = np.uint64(value)
+    old = (K.PARALLEL_MIN_ELEMENTS, F.CANONICAL_KERNEL_MIN, T.get_threads())
+    K.PARALLEL_MIN_ELEMENTS, F.CANONICAL_KERNEL_MIN = 1, 1
+    try:
+        T.set_threads(threads)
+        assert F.is_canonical(a) == bool(np.all(a < np.uint64(F.P)))
+        assert F.is_canonical(a.reshape(-1, 1)) == bool(np.all(a < np.uint64(F.P)))
+    finally:
+        K.PARALLEL_MIN_ELEMENTS, F.CANONICAL_KERNEL_MIN = old[:2]
+        T.set_threads(old[2])
+
+
+def test_stack_into_equals_np_stack(split_everything):
+    tables = [F.ext_random((33,), seed=s) for s in range(3)]
+    base = [F.random_elements(33, seed=s) for s in range(2)]
+    for threads in (1, 3):
+        T.set_threads(threads)
+        out, flat = np.empty((3, 33, 4), np.uint64), np.empty((2, 33), np.uint64)
+        K.stack_into(tables, out)
+        K.stack_into(base, flat)
+        assert np.array_equal(out, np.stack(tables)) and np.array_equal(flat, np.stack(base))
