@@ -16,7 +16,7 @@ from hezk.threads import parallel
 from .errors import ContextMismatchError, ParameterError
 from .modarith import crt_compose, centered, inv_mod, shoup_precompute
 from ._ntt_kernels import (addmod_rows, divide_round_correction, muladd_permute_rows, muladd_rows,
-                           muladd_scalar_rows, mulmod_rows, negmod_rows, permute_rows, submod_rows,
+                           muladd_scalar_rows, mulmod_rows, mulmod_scalar_rows, negmod_rows, permute_rows, submod_rows,
                            tensor_rows, wide_residues_rows)
 from .ntt import AutoBackend, BasisConversion, NTTTables, bit_reverse_indices, get_backend
 from .ntt_base import PARALLEL_MIN_WORK
@@ -52,12 +52,16 @@ class RingContext:
         """Forward NTT of the limbs ``idx``; ``backend`` overrides the ring's backend for this call.
         ``out``: a writable C-contiguous uint64 array of data's shape to write into (``data`` allowed)."""
         be = self._pick(backend)
-        return self._by_runs(be, "forward", data, idx) if out is None else self._into(be, "forward_into", data, idx, out)
+        if out is None:
+            return self._by_runs(be, "forward", data, idx)
+        return self._into(be, "forward_into", data, idx, out)
 
     def intt(self, data: np.ndarray, idx, backend=None, out=None) -> np.ndarray:
         """Inverse NTT of the limbs ``idx`` (``out`` as in ``ntt``)."""
         be = self._pick(backend)
-        return self._by_runs(be, "inverse", data, idx) if out is None else self._into(be, "inverse_into", data, idx, out)
+        if out is None:
+            return self._by_runs(be, "inverse", data, idx)
+        return self._into(be, "inverse_into", data, idx, out)
 
     def _into(self, be, method, data, idx, out):
         """``be.method(data, tables, out)`` over each run of consecutive moduli in ``idx`` (``_split_runs``)."""
@@ -178,8 +182,13 @@ class RingContext:
         return submod_rows(np.ascontiguousarray(a), _full(b, a.shape), self._barrett(idx)[0])
 
     def mul(self, a, b, idx) -> np.ndarray:
-        """a·b mod q row by row (Barrett reduction, CROSS form)."""
+        """a·b mod q row by row (Barrett reduction, CROSS form).  A (k, 1) column b (one constant a row: an integer
+        product, ``RNSPoly.mul_scalars``) is a Shoup product by the row's constant (``mulmod_scalar_rows``, split over
+        the threads), not a product by a (k, n) copy of the column made on one thread first: the same residues."""
         q, bk, bm = self._barrett(idx)
+        if np.ndim(b) == 2 and np.shape(b)[1] == 1 and np.ndim(a) == 2 and np.shape(b)[0] == np.shape(a)[0]:
+            w = np.asarray(b, dtype=np.uint64)[:, 0] % q
+            return mulmod_scalar_rows(np.ascontiguousarray(a), w, shoup_precompute(w, q), q)
         return mulmod_rows(np.ascontiguousarray(a), _full(b, a.shape), q, bk, bm)
 
     def tensor(self, a0, a1, b0, b1, idx) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -10,7 +10,8 @@ interleaved, as hezk's are, so that load from other processes falls on both alik
 Settings matching hezk's presets: N = 2^log_n, ``--depth`` levels of a ``--scale-bits`` scale (first modulus 60 bits),
 FIXEDMANUAL rescaling, HYBRID key switching with the smallest dnum from ``--dnum`` up that OpenFHE accepts
 (HEStd_128_classic; where no dnum passes its check, as at N = 2^14 with 6 levels of 2^50 and 60-bit primes,
-HEStd_NotSet with the smallest dnum it accepts and "secure": false: the work per operation is the same), ciphertexts at the top level.
+HEStd_NotSet with the smallest dnum it accepts and "secure": false: the work per operation is the same),
+ciphertexts at the top level.
 
     OMP_NUM_THREADS=2 python3.10 benchmarks/peers/openfhe_ops.py --log-n 14 --depth 6 --threads 1 2 [--repeats 5]
 """
