@@ -118,6 +118,36 @@ def _eq_stage_range(r, out, size, lo, hi):
             src[i, c] = low - high[0, c] if low >= high[0, c] else low + P - high[0, c]
 
 
+def add_eq_scaled(point, scale, out):
+    """out += scale * eq(point, bits(i)) in place (out (2^k, 4), k >= 1; twin: eq_scaled into a buffer, then
+    add_into): eq of all but the last coordinate is built in a half-size buffer (eq_scaled), and the last doubling
+    adds its two halves straight into out (entries i and i + 2^(k-1)): half the fresh pages and one pass over out
+    instead of a full-size buffer written, read back and added. Pieces of the entries on the threads of
+    ``hezk.threads``."""
+    half = out.shape[0] // 2
+    buffer = np.empty((half, 4), dtype=np.uint64)
+    eq_scaled(point[:-1], scale, buffer)
+    r = point[-1]
+    parallel(lambda lo, hi: _add_last_stage_range(buffer, r, out, lo, hi), half, MIN_ENTRIES)
+
+
+@numba.njit(cache=True, nogil=True)
+def _add_last_stage_range(buffer, r, out, lo, hi):
+    """out[i + half] += buffer[i] r, out[i] += buffer[i] - buffer[i] r for lo <= i < hi (half = buffer rows)."""
+    half = buffer.shape[0]
+    src, low, high = buffer[lo:hi], out[lo:hi], out[lo + half:hi + half]   # views indexed from 0
+    for i in range(hi - lo):
+        p0, p1, p2, p3 = ext_mul4(src[i, 0], src[i, 1], src[i, 2], src[i, 3], r[0], r[1], r[2], r[3])
+        high[i, 0] = addp(high[i, 0], p0)
+        high[i, 1] = addp(high[i, 1], p1)
+        high[i, 2] = addp(high[i, 2], p2)
+        high[i, 3] = addp(high[i, 3], p3)
+        low[i, 0] = addp(low[i, 0], subp(src[i, 0], p0))
+        low[i, 1] = addp(low[i, 1], subp(src[i, 1], p1))
+        low[i, 2] = addp(low[i, 2], subp(src[i, 2], p2))
+        low[i, 3] = addp(low[i, 3], subp(src[i, 3], p3))
+
+
 def combine_rows(codeword, weights, out):
     """out[i] = sum_c codeword[i, c] weights[c] ((N, S) base times (S, 4) F_p4; twin: basefold._combine_rows), in
     pieces of the rows on the threads of ``hezk.threads``."""

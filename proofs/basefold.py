@@ -1037,7 +1037,9 @@ def _add_eq_scaled(out: np.ndarray, point: np.ndarray, scale: np.ndarray) -> Non
         _add_eq_scaled(out[offset << low:(offset + 1) << low], point[:low], scale)
         return
     kernels = fast(out.shape[0])
-    if kernels is not None:
+    if kernels is not None and low and out.flags.c_contiguous:
+        kernels.add_eq_scaled(np.ascontiguousarray(point), np.ascontiguousarray(scale, dtype=np.uint64), out)
+    elif kernels is not None:
         buffer = np.empty_like(out)
         kernels.eq_scaled(np.ascontiguousarray(point), np.ascontiguousarray(scale, dtype=np.uint64), buffer)
         kernels.add_into(buffer.reshape(-1), out.reshape(-1))

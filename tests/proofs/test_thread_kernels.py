@@ -192,3 +192,27 @@ def test_stack_into_equals_np_stack(split_everything):
         K.stack_into(tables, out)
         K.stack_into(base, flat)
         assert np.array_equal(out, np.stack(tables)) and np.array_equal(flat, np.stack(base))
+
+
+@settings(max_examples=15, deadline=None)
+@given(k=st.integers(1, 9), threads=st.integers(1, 3), seed=st.integers(0, 99))
+def test_fused_eq_add_equals_eq_then_add(k, threads, seed):
+    """add_eq_scaled (eq of k - 1 coordinates, the last doubling added into out) equals a full eq_scaled table
+    added with add_into, in any split; and mle.eq_table times the scale."""
+    from proofs.mle import eq_table
+    point, scale = F.ext_random((k,), seed=seed), F.ext_random((), seed=seed + 1)
+    start = F.ext_random((1 << k,), seed=seed + 2)
+    old = (BK.MIN_ENTRIES, T.get_threads())
+    BK.MIN_ENTRIES = 1
+    try:
+        T.set_threads(threads)
+        fused = start.copy()
+        BK.add_eq_scaled(point, scale, fused)
+        buffer, two_pass = np.empty_like(start), start.copy()
+        BK.eq_scaled(point, scale, buffer)
+        BK.add_into(buffer.reshape(-1), two_pass.reshape(-1))
+    finally:
+        BK.MIN_ENTRIES = old[0]
+        T.set_threads(old[1])
+    assert np.array_equal(fused, two_pass)
+    assert np.array_equal(fused, F.ext_add(start, F.ext_mul(eq_table(point), scale)))
