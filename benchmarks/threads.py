@@ -3,7 +3,10 @@ their independent work (limbs, rows, coefficient tiles, Merkle leaves, encoded c
 
 Each case runs at 1, then 2 threads, interleaved ``--repeats`` times, and keeps the best of each (a shared machine
 only ever adds time); the outputs at both counts are checked to be equal first. The load average is printed with
-the table: with other work on the cores, a second thread may find no core free, and the ratio says little.
+the table: with other work on the cores, a second thread may find no core free, and the ratio says little. So one
+more run of each case is measured on one thread by ``hezk.threads.CriticalPath`` (thread CPU time, whatever the
+load): the serial part's share of it and the speed-up ``--threads`` idle cores would give (its split calls' longest
+pieces plus the serial part; memory bandwidth shared by the cores is not in it).
 
     python benchmarks/threads.py [--repeats 5] [--threads 2] [--n16] [--bootstrap] [--lenet] [--openfhe PYTHON|none]
 
@@ -51,7 +54,9 @@ def _flat(value):
 
 
 def compare(label, fn, threads, repeats):
-    """[label, seconds at 1 thread, at ``threads``, ratio, equal outputs]: best of ``repeats``, interleaved."""
+    """[label, ms at 1 thread, at ``threads``, ratio, serial %, model speed-up, equal outputs]: best of ``repeats``,
+    interleaved; then one run measured on one thread by ``hezk.threads.CriticalPath`` (thread CPU time: the serial
+    part's share and the speed-up ``threads`` idle cores would give, whatever the machine's load)."""
     outputs = {}
     for n in (1, threads):       # warm-up at each count (compilation, tables), and the outputs compared
         T.set_threads(n)
@@ -63,8 +68,10 @@ def compare(label, fn, threads, repeats):
             start = time.perf_counter()
             fn()
             best[n] = min(best[n], time.perf_counter() - start)
-    row = [label, 1e3 * best[1], 1e3 * best[threads], best[1] / best[threads],
-           "yes" if outputs[1] == outputs[threads] else "NO"]
+    with T.CriticalPath(threads) as path:      # the load-independent figure: see hezk.threads.CriticalPath
+        fn()
+    row = [label, 1e3 * best[1], 1e3 * best[threads], best[1] / best[threads], 100 * path.serial_fraction,
+           path.predicted_speedup, "yes" if outputs[1] == outputs[threads] else "NO"]
     print("  ".join(str(c) if not isinstance(c, float) else f"{c:.2f}" for c in row), flush=True)
     return row
 
@@ -248,8 +255,9 @@ def main(argv=None):
             print(f"OpenFHE {worker[0]}: {json.dumps(result)}", flush=True)
             peer.update(openfhe_rows(result, args.threads))
     print_table(f"best of {args.repeats} wall ms at 1 and {args.threads} threads (load average after: "
-                f"{os.getloadavg()})", ["operation", "1 thread ms", f"{args.threads} threads ms", "speed-up",
-                                        "same output"], rows)
+                f"{os.getloadavg()}; serial % and model speed-up: hezk.threads.CriticalPath, thread CPU time)",
+                ["operation", "1 thread ms", f"{args.threads} threads ms", "speed-up", "serial %", "model speed-up",
+                 "same output"], rows)
     if peer:
         n = args.threads
         print_table(f"hezk against OpenFHE 1.6.1 at the same thread count, same run (best of {args.repeats} wall ms; "

@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
 __all__ = ["set_threads", "get_threads", "available_cores", "using", "chunks", "run_chunks", "ThreadSettingError",
-           "parallel", "ENV", "MAX_THREADS", "PIECES_PER_THREAD"]
+           "parallel", "CriticalPath", "ENV", "MAX_THREADS", "PIECES_PER_THREAD"]
 
 ENV = "HEZK_THREADS"
 MAX_THREADS = 1024
@@ -52,6 +53,7 @@ _local = threading.local()           # .inside: this thread is running a chunk (
 _help = threading.Condition()        # guards _tasks and _idle; notified when a help task or a pool piece ends
 _tasks: deque = deque()              # pieces of nested calls, for idle callers to take (``_HelpTask``)
 _idle = 0                            # callers now waiting for pieces run elsewhere (they take help tasks)
+_model = None                        # the CriticalPath being measured, if any (its thread's split calls run serially)
 
 
 def available_cores() -> int:
@@ -230,6 +232,81 @@ def _wait_helping(futures) -> None:
             _idle -= 1
 
 
+class CriticalPath:
+    """What a block would take on ``threads`` threads, measured on one: the load-independent figure of a shared
+    machine, where wall-clock ratios say more about the other processes than about the split.
+
+        with hezk.threads.CriticalPath(2) as path:
+            evaluator.bootstrap(ct)
+        path.serial_fraction, path.predicted_speedup
+
+    Inside the block the setting is ``threads`` and every split call of the calling thread runs its pieces one after
+    the other in that thread (the same pieces, so the same results), each timed in thread CPU time: ``split`` is
+    their sum, ``longest`` the sum over calls of the largest piece, ``serial`` the rest of the block's CPU time
+    (Python, numpy, unsplit kernels: Amdahl's serial part).  ``predicted_time`` = serial + longest: the block on
+    ``threads`` cores with nothing else running, if a piece ran as fast beside others as alone (memory bandwidth
+    shared by the cores and the pool's hand-offs are not in it; nor is the help of idle callers, which only
+    shortens the longest pieces).  Blocks do not nest; other threads' calls run as usual."""
+
+    def __init__(self, threads: int = 2):
+        self.threads = _checked(threads, "threads")
+        self.total = self.split = self.longest = 0.0
+        self.calls = 0
+        self._owner = None
+
+    def __enter__(self):
+        global _model
+        with _lock:
+            if _model is not None:
+                raise RuntimeError("hezk.threads.CriticalPath blocks do not nest")
+            _model = self
+        self._owner = threading.get_ident()
+        self._setting = using(self.threads)
+        self._setting.__enter__()
+        self._start = time.thread_time()
+        return self
+
+    def __exit__(self, *exc):
+        global _model
+        self.total = time.thread_time() - self._start
+        self._setting.__exit__(*exc)
+        with _lock:
+            _model = None
+
+    def _run(self, function, pieces) -> list:
+        results, times = [], []
+        for a, b in pieces:
+            start = time.thread_time()
+            results.append(_inside(function, a, b))
+            times.append(time.thread_time() - start)
+        self.calls += 1
+        self.split += sum(times)
+        self.longest += max(times)
+        return results
+
+    @property
+    def serial(self) -> float:
+        return self.total - self.split
+
+    @property
+    def serial_fraction(self) -> float:
+        return self.serial / self.total if self.total > 0 else 0.0
+
+    @property
+    def predicted_time(self) -> float:
+        return self.serial + self.longest
+
+    @property
+    def predicted_speedup(self) -> float:
+        return self.total / self.predicted_time if self.predicted_time > 0 else 1.0
+
+    @property
+    def amdahl_speedup(self) -> float:
+        """Amdahl's bound at ``threads`` from the serial fraction alone (split work shared out perfectly)."""
+        f = self.serial_fraction
+        return 1.0 / (f + (1.0 - f) / self.threads)
+
+
 def run_chunks(function, pieces: list[tuple[int, int]]) -> list:
     """[function(start, stop) for each piece], the first in the calling thread and the others on the shared pool
     at once; results in piece order (a caller combines them in that order: the same as one thread's). The pieces
@@ -241,6 +318,9 @@ def run_chunks(function, pieces: list[tuple[int, int]]) -> list:
         return [function(*pieces[0])]
     if getattr(_local, "inside", False):        # a chunk's own call, cut for idle callers (``chunks``)
         return _run_nested(function, pieces)
+    model = _model
+    if model is not None and model._owner == threading.get_ident():
+        return model._run(function, pieces)
     workers = max(1, min(len(pieces), get_threads()) - 1)         # the caller is the other thread
     futures = [_executor(workers).submit(_inside, function, a, b) for a, b in pieces[1:]]
     results, error = [None] * len(pieces), None

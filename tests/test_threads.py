@@ -526,3 +526,40 @@ def test_the_kernel_modules_share_one_threshold():
     import crypto._ntt_kernels
     import crypto.ntt_base
     assert crypto._ntt_kernels.PARALLEL_MIN_PRODUCTS == crypto.ntt_base.PARALLEL_MIN_PRODUCTS
+
+
+def test_critical_path_measures_serial_and_split_work_on_one_thread(monkeypatch):
+    """CriticalPath runs each split call's pieces one after the other in the caller (same results), timing them:
+    a block of serial work plus a split call of unequal pieces predicts less than the thread count."""
+    monkeypatch.setattr(T, "_threads", 1)
+    ran = []
+
+    def busy(seconds):
+        end = time.thread_time() + seconds
+        while time.thread_time() < end:
+            pass
+
+    def piece(a, b):
+        ran.append(threading.get_ident())
+        busy(0.02 * (b - a))
+        return list(range(a, b))
+
+    def block():
+        busy(0.05)                                           # serial: 0.05 s
+        return T.parallel(piece, 3)                          # 2 threads: pieces of 1 and 2 items (0.02 + 0.04 s)
+
+    with T.CriticalPath(2) as path:
+        assert T.get_threads() == 2
+        parts = block()
+    assert T.get_threads() == 1                              # the setting restored
+    assert parts == [[0], [1, 2]] and set(ran) == {threading.get_ident()} and path.calls == 1
+    assert path.split == pytest.approx(0.06, abs=0.015) and path.longest == pytest.approx(0.04, abs=0.01)
+    assert path.serial == pytest.approx(0.05, abs=0.015)
+    assert path.predicted_time == pytest.approx(path.serial + path.longest)
+    assert 1 < path.predicted_speedup < path.amdahl_speedup < 2  # uneven pieces lose more than Amdahl says
+    with pytest.raises(RuntimeError, match="nest"):
+        with T.CriticalPath(2):
+            with T.CriticalPath(2):
+                pass
+    with pytest.raises(T.ThreadSettingError):
+        T.CriticalPath(0)
