@@ -223,14 +223,29 @@ def _attention(args, command: str):
         raise HEError(f"{command}: a model with attention runs only as 'plan' (without --out) and local 'infer' "
                       f"(--input, no --context or --dask) so far; the split client/server flow is not built for it")
     calibration = _load_array(args.calibration, "--calibration") if getattr(args, "calibration", None) else None
-    degree = 7 if _degree(args) is None else _degree(args)
-    plan, model = attention_plan.plan_attention(graph, calibration, params=_choice(args)["params"],
-                                                bootstrap=_choice(args)["bootstrap"],
-                                                allow_insecure=_insecure(args), key_budget=_budget(args),
-                                                activation_degree=degree)
+    def planned(degree):
+        return attention_plan.plan_attention(graph, calibration, params=_choice(args)["params"],
+                                             bootstrap=_choice(args)["bootstrap"], allow_insecure=_insecure(args),
+                                             key_budget=_budget(args), activation_degree=degree)
+
+    plan, model = planned(ATTENTION_DEGREES[0] if _degree(args) is None else _degree(args))
+    if _degree(args) is None and calibration is not None and \
+            plan.model_error > ATTENTION_ERROR_SHARE * plan.output_magnitude:
+        first = plan.model_error / plan.output_magnitude
+        plan, model = planned(ATTENTION_DEGREES[1])
+        print(f"activations refitted at degree {ATTENTION_DEGREES[1]}: degree {ATTENTION_DEGREES[0]} erred "
+              f"{first:.2%} of the largest output on the calibration data, more than "
+              f"{ATTENTION_ERROR_SHARE:.0%} (--degree chooses)")
     print(plan.explain())
     plan.require_parameters()  # no parameters: the refusal says why, after the plan
     return plan, model
+
+
+ATTENTION_DEGREES = (7, 15)
+"""An attention model's activation degree without --degree: the first, or the second where the first errs more than
+ATTENTION_ERROR_SHARE of the largest output on the calibration data (a ReLU layer at degree 7: ~2.3%)."""
+ATTENTION_ERROR_SHARE = 0.01
+"""Half the 2% an approximated transformer is held to: fresh inputs err more than the calibration data."""
 
 
 def _samples(args) -> int | None:

@@ -63,3 +63,9 @@ def sample_shape(batch_first=True, sequence=SEQUENCE, d_model=D_MODEL) -> tuple:
 def example(shape):
     torch = pytest.importorskip("torch")
     return torch.zeros(*shape)
+
+
+def data_shape(make, shape) -> tuple:
+    """The sample shape a user's data has: the whole fixed input of torch's encoder modules (their batch of 1 a
+    sample axis), (sequence, width) for the hand-written block (its batch axis read as the batch)."""
+    return shape[1:] if make is causal_attention else shape
