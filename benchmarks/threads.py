@@ -37,6 +37,7 @@ if __name__ == "__main__":
 import numpy as np  # noqa: E402
 
 import hezk.threads as T  # noqa: E402
+from hezk.memory import release_freed_memory  # noqa: E402
 from benchmarks._timing import print_table  # noqa: E402
 
 
@@ -250,6 +251,7 @@ def main(argv=None):
             rows.append(compare(label, fn, args.threads, args.repeats))
             del fn                        # hezk's keys freed before the peer's (the bootstrap: ~10 GB each)
         gc.collect()
+        release_freed_memory()            # and given back to the system (malloc keeps freed heap pages)
         if worker is not None and python is not None:
             result = openfhe_worker(python, worker[0], worker[1] + counts)
             print(f"OpenFHE {worker[0]}: {json.dumps(result)}", flush=True)
