@@ -23,9 +23,12 @@ and the product.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from math import ceil
 
 import numpy as np
+
+from crypto.errors import ShapeError
 
 from ..layout import SlotLayout, Tile
 from .builder import Builder, Sym
@@ -119,7 +122,7 @@ def _same_depth(b: Builder, a: int, c: int) -> tuple[int, int]:
     return a, c
 
 
-def _align(b: Builder, sym: Sym, lay: SlotLayout, indices: str) -> Sym:
+def _align(b: Builder, sym: Sym, lay: SlotLayout, indices: str, first: bool = False) -> Sym:
     """``sym`` moved into ``lay`` (axes ``indices``: batch.., row, k), one masked move per tile. Where the row and k
     strides change by opposite amounts (a transpose: ``y``'s rows at stride Rn become stride 1) the shift depends on
     k - row alone, and the baby-step/giant-step split is offered along that difference: about 2 sqrt(rows + K)
@@ -129,6 +132,16 @@ def _align(b: Builder, sym: Sym, lay: SlotLayout, indices: str) -> Sym:
     src_strides = {c: sym.layout.strides[a] for a, c in enumerate(sym.indices)}
     delta = [lay.strides[a] - src_strides[c] for a, c in enumerate(indices)]
     nb = len(indices) - 2
+    rs, ks = lay.strides[nb], lay.strides[nb + 1]
+    if delta[nb] and delta[nb + 1] and delta[nb] != -delta[nb + 1] and not first:
+        # both strides change, by unrelated amounts (a 2-D set of shifts): first to the strides swapped (then only
+        # one of them changes when the source's k stride is the target's row stride), then the transpose
+        try:
+            swapped = replace(lay, strides=lay.strides[:nb] + (ks, rs))
+        except ShapeError:          # the swapped strides leave the ciphertext
+            swapped = None
+        if swapped is not None and _fits(swapped):
+            return _align(b, _align(b, sym, swapped, indices, first=True), lay, indices, first=True)
     regs = []
     for t in lay.tiles:
         grids = [g.ravel() for g in np.meshgrid(*[np.arange(t.start[a], t.start[a] + t.size[a])
@@ -148,20 +161,26 @@ def _align(b: Builder, sym: Sym, lay: SlotLayout, indices: str) -> Sym:
     return Sym(tuple(regs), lay, indices)
 
 
-def _skew_cheapest(fb: Builder, aligned, sym: Sym, order: str, index, dst, tile: int, note: str) -> int:
-    """The skew of ``sym`` gathered straight from its layout, or, where that has many more distinct shifts than the
-    block has rows and columns, from the operand aligned first (``aligned()``: one move shared by the tiles)."""
-    direct = _distinct_shifts(sym, order, index, dst)
-    if direct <= 4 * int(np.sqrt(len(dst))) + 64:
-        return _skew(fb, sym, order, index, dst, note)
-    lined = aligned()
-    return _skew(fb, Sym((lined.regs[tile],), _single(lined.layout, tile), lined.indices), order, index, dst, note)
+def _fits(lay: SlotLayout) -> bool:
+    """Whether every tile's elements land on distinct slots inside the ciphertext."""
+    for t in lay.tiles:
+        pos = lay.positions(t).ravel()
+        if pos.min() < 0 or pos.max() >= lay.slots or len(np.unique(pos)) != len(pos):
+            return False
+    return True
 
 
-def _single(layout: SlotLayout, tile: int) -> SlotLayout:
-    t = layout.tiles[tile]
-    return SlotLayout(layout.shape, layout.strides, layout.slots, (Tile(0, t.start, t.size, t.offset),),
-                      layout.replicas, layout.clean)
+def _skew_from(fb: Builder, src: Sym, sym: Sym, tile: int, order: str, index, dst, note: str) -> int:
+    """The skew of output tile ``tile`` from ``sym`` itself or from its aligned copy ``src`` (one tile per output
+    tile)."""
+    return _skew(fb, sym if src is sym else _single(src, tile), order, index, dst, note)
+
+
+def _single(sym: Sym, tile: int) -> Sym:
+    """Tile ``tile`` of ``sym`` alone."""
+    lay, t = sym.layout, sym.layout.tiles[tile]
+    return Sym((sym.regs[tile],), SlotLayout(lay.shape, lay.strides, lay.slots, (Tile(0, t.start, t.size, t.offset),),
+                                            lay.replicas, lay.clean), sym.indices)
 
 
 def _distinct_shifts(sym: Sym, order: str, index, dst) -> int:
@@ -214,27 +233,31 @@ def try_skewed(b: Builder, x: Sym, y, keep: str):
 
     boxes = tuple((t.start, t.size, t.offset) for t in out.tiles)
 
-    def aligned(sym, indices_, sizes, strides):
-        """``sym`` moved once to (batch.., row, k) at ``strides`` in the output's batch blocks (built lazily: a
-        skew from it has about Rn + K shifts where the direct one may have thousands)."""
-        made = []
+    def layout_of(sizes, strides):
+        tiles = tuple(Tile(j, st[:nb] + (0, 0), sz[:nb] + sizes, off) for j, (st, sz, off) in enumerate(boxes))
+        return SlotLayout(batch_shape + sizes, out.strides[:nb] + strides, b.slots, tiles)
 
-        def get():
-            if not made:
-                tiles = tuple(Tile(j, st[:nb] + (0, 0), sz[:nb] + sizes, off) for j, (st, sz, off) in enumerate(boxes))
-                lay = SlotLayout(batch_shape + sizes, out.strides[:nb] + strides, b.slots, tiles)
-                made.append(_align(fb, sym, lay, indices_))
-            return made[0]
-        return get
-
-    aligned_x = aligned(x, batch + m + k, (M, K), (rn, 1))
-    aligned_y = aligned(y, batch + n + k, (N, K), (1, rn))
+    lay_x, lay_y = layout_of((M, K), (rn, 1)), layout_of((N, K), (1, rn))
+    tile0, base0 = out.tiles[0], starts[0][:, None]
+    # each operand skewed straight from its layout, or aligned first (one or two masked moves shared by the tiles,
+    # a level each): the cheaper on the first output tile
+    sources = {}
+    for name, sym, lay, idx, rows, cols in (("x", x, lay_x, batch + m + k, am, an), ("y", y, lay_y, batch + n + k, bm, bn)):
+        dst = (base0 + rows * rn + cols).ravel()
+        priced = []
+        for how in ("direct", "aligned"):
+            g = fb.fork()
+            n1 = len(g.steps)
+            src = sym if how == "direct" else _align(g, sym, lay, idx)
+            _skew(g, _single(src, 0) if how == "aligned" else src, order, indices(tile0, rows, cols, name), dst, "")
+            priced.append((g.cost_since(n1), how))
+        sources[name] = sym if min(priced)[1] == "direct" else _align(fb, sym, lay, idx)
     regs = []
     for i, (tile, base) in enumerate(zip(out.tiles, starts)):
         a_dst = (base[:, None] + am * rn + an).ravel()
         b_dst = (base[:, None] + bm * rn + bn).ravel()
-        a0 = _skew_cheapest(fb, aligned_x, x, order, indices(tile, am, an, "x"), a_dst, i, " (skew x)")
-        b0 = _skew_cheapest(fb, aligned_y, y, order, indices(tile, bm, bn, "y"), b_dst, i, " (skew y)")
+        a0 = _skew_from(fb, sources["x"], x, i, order, indices(tile, am, an, "x"), a_dst, " (skew x)")
+        b0 = _skew_from(fb, sources["y"], y, i, order, indices(tile, bm, bn, "y"), b_dst, " (skew y)")
         a0, b0 = _same_depth(fb, a0, b0)
         # step t: A_t[m, n'] = A0[m, (n' + t) mod Rn], B_t[m, n'] = B0[(m + t) mod Rm, n']: chains of rotations by
         # 1 and by Rn (the wrapped part from copies rotated back by one row / one block first), masked
