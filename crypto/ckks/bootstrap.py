@@ -40,7 +40,12 @@ A ciphertext at level 0 decrypts to m(X) modulo q_0 (the base level's modulus). 
    are applied: their error is 3y⁵/40, relative 2^-33 (``approximation_error`` states it for the worst
    coefficient and ``precision_bits`` adds it).  The series Σ c_k T_k is evaluated by baby-step giant-step
    (``bsgs_schedule``, ``chebyshev_split``: p = q·T_n + r recursively, Paterson-Stockmeyer style as in Han
-   and Ki and in Bossuat et al.): degree 39 in 6 levels and 13 products instead of 7 levels and 38.
+   and Ki and in Bossuat et al.): degree 39 in 6 levels and 13 products instead of 7 levels and 38.  Each
+   product is one fused ``Evaluator.mul_add_rescale``: the factor 2 and the subtrahend of the recurrences
+   (2·T_a·T_b - T_(a-b), 2c² - 1) and the remainder r of q·T_n + r (not rescaled on its own) join the tensor
+   before the relinearization's ModDown, which also divides by the top level's primes: one rounding and one
+   ModDown per product instead of a ModDown and a rescale (N16_BOOT: EvalMod ~1 s less of ~8, the same bits);
+   the leaves are integer combinations of one pass per term (``Evaluator.mul_int_add``).
 5. **SlotToCoeff**: the special FFT (butterflies without bit reversal), ``stc_levels`` merged groups;
    its input is recombined as t_lo + i·t_hi (multiplication by i is the exact monomial X^(N/2)).
 
@@ -211,10 +216,13 @@ def forward_stages(slots: int, total: int) -> list[dict]:
     return stages
 
 
-def _groups(stages: list[dict], count: int, total: int) -> list[dict]:
-    """Merge consecutive stages into ``count`` matrices (level collapsing), sizes as even as possible."""
+def _groups(stages: list[dict], count: int, total: int, larger_last: bool = False) -> list[dict]:
+    """Merge consecutive stages into ``count`` matrices (level collapsing), sizes as even as possible, the larger
+    groups first (``larger_last``: last)."""
     count = min(count, len(stages))
     sizes = [len(stages) // count + (i < len(stages) % count) for i in range(count)]
+    if larger_last:
+        sizes.reverse()
     out, start = [], 0
     for size in sizes:
         m = stages[start]
@@ -443,7 +451,10 @@ class BootstrapPlan:
         cts[-1] = compose({0: e}, cts[-1], self.total)
         self.cts = [_transform(m, self.total) for m in cts]
         # SlotToCoeff: for sparse slots the first group also recombines [a | b] into a + i·b on both halves.
-        stc = _groups(stages_s, self.stc_count, self.total)
+        # the larger groups last: SlotToCoeff's groups mirror CoeffToSlot's (the same butterfly spans, so the same
+        # diagonal offsets and rotation keys) where the stages do not split evenly (4/4 levels at N16_BOOT: 32
+        # rotation keys instead of 45), and its first group, at the highest level, is the smaller
+        stc = _groups(stages_s, self.stc_count, self.total, larger_last=True)
         if self.sparse:
             ns, reps = self.slots, self.total // (2 * self.slots)
             ones, zeros = np.ones(ns), np.zeros(ns)
@@ -620,13 +631,20 @@ class Bootstrapper:
         self._kept: dict = {}   # the transforms' full-period diagonals, encoded (``_diagonal``)
         self._compact: dict = {}    # the short-period ones' subring NTTs over Q·P (double hoisting: kilobytes)
         self.double_hoisting = True     # ``linear_transform``: False takes the single-hoisted path (its twin)
+        self.fused_products = True      # EvalMod: one rounding per product (``Evaluator.mul_add_rescale``); False
+                                        # takes the separate mul, integer products, add and rescale (its twin)
 
     # helpers
     def _relabel(self, ct: Ciphertext, scale: float) -> Ciphertext:
         return replace(ct, scale=float(scale))
 
     def _mul_int(self, ct: Ciphertext, c: int, scale: float | None = None) -> Ciphertext:
-        """ct·c for an integer c (exact); the scale is unchanged unless given."""
+        """ct·c for an integer c (exact); the scale is unchanged unless given (one pass per part with an
+        evaluator that offers ``mul_int``)."""
+        fast = getattr(self.ev, "mul_int", None)
+        if fast is not None:
+            out = fast(ct, int(c))
+            return out if scale is None else self._relabel(out, scale)
         parts = tuple(p.mul_scalars([c] * len(p.idx)) for p in ct.parts)
         return replace(ct, parts=parts, scale=float(ct.scale if scale is None else scale))
 
@@ -642,6 +660,11 @@ class Bootstrapper:
 
     def _top(self, level: int) -> int:
         return math.prod(self.params.q_levels[level])
+
+    def _fused(self):
+        """The evaluator's ``mul_add_rescale`` (rescale(f·a·b + add) with one ModDown), or None: the separate
+        operations (``fused_products`` False, or an evaluator without it)."""
+        return getattr(self.ev, "mul_add_rescale", None) if self.fused_products else None
 
     # 1. ModRaise
     def mod_raise(self, ct: Ciphertext) -> Ciphertext:
@@ -771,16 +794,17 @@ class Bootstrapper:
         ev = self.ev
         conj = ev.conjugate(ct)           # one conjugation (a key switch) serves both parts:
         out = [ev.add(ct, conj)]          # w + conj(w) = 2 Re(w)
-        if not self.plan.sparse:          # -i·w + conj(-i·w) = -i·(w - conj(w)) = 2 Im(w), i·x exact (X^(N/2))
-            out.append(ev.neg(self._times_i(ev.sub(ct, conj))))
+        if not self.plan.sparse:          # -i·w + conj(-i·w) = i·(conj(w) - w) = 2 Im(w), i·x exact (X^(N/2))
+            out.append(self._times_i(ev.sub(conj, ct)))
         return [replace(o, is_complex=False) for o in out]
 
     # 4. EvalMod
     def _chebyshev_basis(self, y: Ciphertext, degree: int) -> dict[int, Ciphertext]:
         """T_0..T_degree (T_0 omitted): T_2a = 2T_a² - 1, T_(a+b) = 2 T_a T_b - T_(a-b), a the largest
         power of two below a+b: T_k at depth ceil(log2 k).  The subtrahend is brought to the product's
-        scale by an exact integer product and added before the rescale."""
-        ev = self.ev
+        scale by an exact integer product and added before the rescale (with ``mul_add_rescale``: added to the
+        tensor before the relinearization, the rescale fused into its ModDown)."""
+        ev, fused = self.ev, self._fused()
         t = {1: y}
         for k in range(2, degree + 1):
             a = 1 << (k.bit_length() - 1)
@@ -790,6 +814,15 @@ class Bootstrapper:
                 b = k - a
             ta, tb = t[a], t[b]
             level = min(ta.level, tb.level)
+            if fused is not None:
+                if a == b:
+                    t[k] = fused(ev.to_level(ta, level), ev.to_level(tb, level), -1.0, factor=2)
+                else:
+                    sub = t[a - b]
+                    c = round(ta.scale * tb.scale / sub.scale)
+                    sub = self._relabel(ev.to_level(sub, level), ta.scale * tb.scale)
+                    t[k] = fused(ev.to_level(ta, level), ev.to_level(tb, level), sub, factor=2, add_factor=-c)
+                continue
             prod = ev.mul(ev.to_level(ta, level), ev.to_level(tb, level))
             prod = self._mul_int(prod, 2)
             if a == b:
@@ -821,35 +854,59 @@ class Bootstrapper:
 
     def _double(self, ta: Ciphertext) -> Ciphertext:
         """T_2a = 2 T_a² - 1."""
+        fused = self._fused()
+        if fused is not None:
+            return fused(ta, ta, -1.0, factor=2)
         prod = self._mul_int(self.ev.mul(ta, ta), 2)
         return self.ev.rescale(self.ev.sub(prod, 1.0))
 
-    def _bsgs(self, coeffs: np.ndarray, t: dict, b: int, level: int, scale: float) -> Ciphertext:
+    def _bsgs(self, coeffs: np.ndarray, t: dict, b: int, level: int, scale: float, raw: bool = False) -> Ciphertext:
         """Σ coeffs[k] T_k at ``level`` and exactly ``scale``: a leaf (degree < b) is one integer
         combination of the babies and a rescale; otherwise p = q·T_n + r (``chebyshev_split``, n the
         largest giant <= degree), q evaluated one level up at the scale that makes the product land on
-        ``scale``."""
-        ev = self.ev
+        ``scale``.  With ``mul_add_rescale`` (``_fused``) r is added before its rescale to the product q·T_n,
+        rescaled once with it: ``raw`` asks for that form (level + 1, scale·q_(level+1), not rescaled)."""
+        ev, fused = self.ev, self._fused()
         degree = len(coeffs) - 1
         if degree < b:
             top = level + 1
             big = scale * self._top(top)
-            acc = self._mul_int(ev.to_level(t[1], top), 0)         # an encryption of 0 to add to
-            acc = self._relabel(acc, big)
-            for k in range(1, degree + 1):
-                c = round(coeffs[k] * big / t[k].scale)
-                if c:
-                    acc = ev.add(acc, self._relabel(self._mul_int(ev.to_level(t[k], top), c), big))
-            acc = ev.add(acc, float(coeffs[0]))
-            return self._relabel(ev.rescale(acc), scale)
+            acc = self._leaf(coeffs, t, top, big)
+            return acc if raw else self._relabel(ev.rescale(acc), scale)
         n = b
         while 2 * n <= degree:
             n *= 2
         q, r = chebyshev_split(coeffs, n)
         giant = ev.to_level(t[n], level + 1)
         q_ct = self._bsgs(q, t, b, level + 1, scale * self._top(level + 1) / giant.scale)
-        prod = self._relabel(ev.mul_rescale(q_ct, giant), scale)
-        return ev.add(prod, self._bsgs(r, t, b, level, scale))
+        if fused is None:
+            prod = self._relabel(ev.mul_rescale(q_ct, giant), scale)
+            return ev.add(prod, self._bsgs(r, t, b, level, scale))
+        big = q_ct.scale * giant.scale                                    # = scale·q_(level+1)
+        rest = self._relabel(self._bsgs(r, t, b, level, scale, raw=True), big)
+        out = fused(q_ct, giant, rest, rescale=not raw)
+        return self._relabel(out, big if raw else scale)
+
+    def _leaf(self, coeffs: np.ndarray, t: dict, top: int, big: float) -> Ciphertext:
+        """Σ round(coeffs[k]·big/s_k)·T_k + coeffs[0] at level ``top`` and scale ``big``, not rescaled: one pass
+        per term with an evaluator that offers ``mul_int_add``."""
+        ev = self.ev
+        fused = getattr(ev, "mul_int_add", None) if self.fused_products else None
+        acc = None
+        if fused is None:
+            acc = self._relabel(self._mul_int(ev.to_level(t[1], top), 0), big)     # an encryption of 0 to add to
+        for k in range(1, len(coeffs)):
+            c = round(coeffs[k] * big / t[k].scale)
+            if not c:
+                continue
+            if fused is not None and acc is not None:
+                acc = fused(acc, t[k], c)
+            else:
+                term = self._relabel(self._mul_int(ev.to_level(t[k], top), c), big)
+                acc = term if acc is None else ev.add(acc, term)
+        if acc is None:
+            acc = self._relabel(self._mul_int(ev.to_level(t[1], top), 0), big)
+        return ev.add(acc, float(coeffs[0]))
 
     def _poly_naive(self, y: Ciphertext, coeffs) -> Ciphertext:
         """Σ_k coeffs[k] T_k(y) from every T_k, landing at the natural scale of its level."""
@@ -873,8 +930,9 @@ class Bootstrapper:
         """Slot-wise ≈ 2π(t - round(t)) for slots y = t/K (``eval_mod_reference``)."""
         ev, plan = self.ev, self.plan
         c = self._poly(y, plan.coeffs)
+        fused = self._fused()
         for _ in range(plan.double_angles):
-            c = ev.sub(self._mul_int(ev.mul_rescale(c, c), 2), 1.0)
+            c = fused(c, c, -1.0, factor=2) if fused is not None else ev.sub(self._mul_int(ev.mul_rescale(c, c), 2), 1.0)
         if plan.config.arcsin:
             sq = ev.mul_rescale(c, c)                         # y²
             sq = ev.add(self._relabel(sq, sq.scale * 6), 1.0)  # 1 + y²/6

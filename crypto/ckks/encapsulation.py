@@ -112,6 +112,10 @@ class Encapsulator:
         return c0.to_ntt() + RNSPoly(self.ring, d0.data, base, True), RNSPoly(self.ring, d1.data, base, True)
 
     def from_sparse(self, c0: RNSPoly, c1: RNSPoly) -> tuple[RNSPoly, RNSPoly]:
-        """(c0, c1) under s' at any level -> the same plaintext under s (plus key-switching noise)."""
-        d0, d1 = self.switcher.switch(c1.to_ntt(), self.keys.from_sparse)
-        return c0.to_ntt() + d0, d1
+        """(c0, c1) under s' at any level -> the same plaintext under s (plus key-switching noise): c0 lifted by P
+        into the key switch's part b, its digits all at once in the switcher's transient scratch (the one the
+        bootstrap's double-hoisted babies fill next; ``KeySwitcher.switch`` streams them, the same residues)."""
+        switcher = self.switcher
+        digits = switcher.decompose(c1.to_ntt(), transient=True)
+        b, a = switcher.inner_product(digits, self.keys.from_sparse, lift=(c0.to_ntt(), None), transient=True)
+        return switcher.mod_down(b), switcher.mod_down(a)

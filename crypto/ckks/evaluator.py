@@ -24,8 +24,9 @@ import numpy as np
 import hezk.progress
 from hezk.threads import parallel
 
-from .._ntt_kernels import add_permuted_into, permute_rows
+from .._ntt_kernels import add_permuted_into, muladd_scalar_rows, mulmod_scalar_rows, permute_rows
 from ..errors import LevelError, ParameterError, ScaleError
+from ..modarith import shoup_precompute
 from ..keyswitch import KeySwitcher, add_permuted_pair_into, conjugation_element, galois_element, muladd_pair
 from ..ring import RingContext, RNSPoly, int_residues
 from ..rlwe import Ciphertext, Plaintext, check_level, check_same_context
@@ -337,6 +338,100 @@ class Evaluator:
         scale = self._rescaled_scale(a.level, a.scale * op.scale)
         return self._mul_relinearize(a, op, len(self.params.q_levels[a.level]), scale, length, is_complex)
 
+    def mul_add_rescale(self, a: Ciphertext, b: Ciphertext, add=None, factor: int = 1, add_factor: int = 1,
+                        rescale: bool = True) -> Ciphertext:
+        """rescale(factor·a·b + add) for two ciphertexts with ONE rounding: the integer ``factor`` multiplies ``a``
+        before the tensor, ``add`` joins the tensor's (d0, d1) before the relinearization lifts them by P, and a
+        single ModDown divides by P and (``rescale``) the top level's primes, as ``mul_rescale`` fuses its two.
+        ``add``: None, a ciphertext at the product's scale a.scale·b.scale (at or above the product's level; times
+        the integer ``add_factor``, in the same pass) or a scalar (encoded at that scale); ``factor`` and
+        ``add_factor`` leave the scales as they are (the values are multiplied).  Against
+        ``mul``, integer products, an ``add`` and a ``rescale`` (the Chebyshev recurrence 2·T_a·T_b - T_(a-b), the
+        double angle 2c² - 1 and the q·T_n + r of baby-step giant-step in bootstrapping's EvalMod): one
+        rescale's NTTs and rounding fewer; the result differs from theirs only by the roundings saved."""
+        a, op = self._mul_operands(a, b)
+        if not isinstance(op, Ciphertext):
+            raise ParameterError("mul_add_rescale multiplies two ciphertexts (use mul for plaintexts)")
+        for name, v in (("factor", factor), ("add_factor", add_factor)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                raise ParameterError(f"{name}={v!r} must be an integer")
+        length, is_complex = self._meta(a, op)
+        level, scale = a.level, a.scale * op.scale
+        if factor != 1:
+            a = self.mul_int(a, int(factor))
+        d0, d1, d2 = self._tensor(a, op)
+        if isinstance(add, Ciphertext):
+            self._check(add, "add")
+            if add.level < level:
+                raise LevelError(f"mul_add_rescale: add at level {add.level} is below the product's level {level}")
+            if abs(add.scale / scale - 1) > SCALE_TOLERANCE:
+                raise ScaleError(f"mul_add_rescale: add at scale 2^{math.log2(add.scale):.4f} differs from the "
+                                 f"product's 2^{math.log2(scale):.4f}")
+            if len(add.parts) != 2:
+                raise ParameterError("mul_add_rescale: add must have two parts")
+            x0, x1 = self.to_level(add, level).parts
+            if add_factor == 1:
+                d0, d1 = d0 + x0, d1 + x1
+            else:       # d + add_factor·x in one pass per part
+                w, ws, q = self._int_row_constants(d0.idx, int(add_factor))
+                d0, d1 = (RNSPoly(self.ring, muladd_scalar_rows(np.ascontiguousarray(x.data), w, ws, d.data, q),
+                                  d.idx, True) for x, d in ((x0, d0), (x1, d1)))
+            length, is_complex = max(length, add.length), is_complex or add.is_complex
+        elif isinstance(add, (int, float, complex, np.number)) and not isinstance(add, bool):
+            d0 = d0 + self._constant(add * add_factor, level, scale)
+            is_complex = is_complex or bool(np.iscomplexobj(add))
+        elif add is not None:
+            raise ParameterError(f"add of type {type(add).__name__} must be None, a Ciphertext or a scalar")
+        rescale_primes = len(self.params.q_levels[level]) if rescale else 0
+        out_scale = self._rescaled_scale(level, scale) if rescale else scale
+        kb, ka = self._switch_transient(d2, self.relin_key, lift=(d0, d1))
+        parts = [self.switcher.mod_down(kb, rescale_primes), self.switcher.mod_down(ka, rescale_primes)]
+        return self._make(parts, level - (rescale_primes > 0), out_scale, length, is_complex)
+
+    def _switch_transient(self, c: RNSPoly, key, lift=None) -> tuple[RNSPoly, RNSPoly]:
+        """``switcher.streamed_product(c, key, lift)``, the same residues, from all the digits at once in this
+        thread's transient scratch (``KeySwitcher.decompose``/``inner_product`` with ``transient``): one pass over
+        the sums instead of one per digit (N16_BOOT, level 23: 178 ms instead of 196).  The scratch is the one
+        double hoisting's babies fill (``linear_transform_hoisted``): a bootstrap holds it already; elsewhere it
+        costs the digits of one polynomial (~160 MB at N = 2^16's top level) for the thread's lifetime."""
+        digits = self.switcher.decompose(c, transient=True)
+        return self.switcher.inner_product(digits, key, lift=lift, transient=True)
+
+    def _int_row_constants(self, idx, c: int):
+        """(c mod q_l, its Shoup companion, q_l) per limb of ``idx``, for the one-pass integer products."""
+        moduli = [self.ring.moduli[i] for i in idx]
+        w = np.array([int(c) % q for q in moduli], dtype=np.uint64)
+        q = np.array(moduli, dtype=np.uint64)
+        return w, shoup_precompute(w, q), q
+
+    def mul_int(self, ct: Ciphertext, c: int) -> Ciphertext:
+        """ct·c for an integer c, exactly, the scale unchanged (the values are multiplied by c): one pass per part
+        (a Shoup product by c mod q_l per limb; ``*`` by a scalar encodes it at a scale and costs a level)."""
+        self._check(ct)
+        if isinstance(c, bool) or not isinstance(c, (int, np.integer)):
+            raise ParameterError(f"c={c!r} must be an integer")
+        w, ws, q = self._int_row_constants(ct.parts[0].idx, c)
+        parts = [RNSPoly(self.ring, mulmod_scalar_rows(np.ascontiguousarray(p.data), w, ws, q), p.idx, p.is_ntt)
+                 for p in ct.parts]
+        return self._make(parts, ct.level, ct.scale, ct.length, ct.is_complex)
+
+    def mul_int_add(self, acc: Ciphertext, ct: Ciphertext, c: int) -> Ciphertext:
+        """acc + c·ct for an integer c, exactly, at acc's level (``ct`` brought down to it) and scale: one pass per
+        part.  The caller picks c so that c·ct reads at acc's scale (ct's scale is not checked: an integer
+        combination, as bootstrapping's Chebyshev leaves Σ round(c_k·S/s_k)·T_k)."""
+        self._check(acc)
+        self._check(ct, "operand")
+        if isinstance(c, bool) or not isinstance(c, (int, np.integer)):
+            raise ParameterError(f"c={c!r} must be an integer")
+        if ct.level < acc.level:
+            raise LevelError(f"mul_int_add: operand at level {ct.level} is below the sum's level {acc.level}")
+        ct = self.to_level(ct, acc.level)
+        w, ws, q = self._int_row_constants(acc.parts[0].idx, c)
+        parts = [RNSPoly(self.ring, muladd_scalar_rows(np.ascontiguousarray(p.data), w, ws,
+                                                       np.ascontiguousarray(s.data), q), s.idx, s.is_ntt)
+                 for p, s in zip(ct.parts, acc.parts)]
+        return self._make(parts, acc.level, acc.scale, max(acc.length, ct.length), acc.is_complex or ct.is_complex)
+
     def _mul_relinearize(self, a: Ciphertext, b: Ciphertext, rescale_primes: int, scale, length, is_complex):
         """Tensor, then relinearize: (d0, d1) + ModDown(Σ digits(d2)·rlk) computed as
         ModDown(P·(d0, d1) + Σ digits(d2)·rlk), dividing by P and the top ``rescale_primes`` primes."""
@@ -532,7 +627,7 @@ class Evaluator:
                 continue
             # a rotated giant: its part a over Q_ℓ (ModDown) is key-switched; part b stays over Q_ℓ·P
             a_q = switcher.mod_down(RNSPoly(ring, acc[1].view(), ext, True))     # (a view: acc stays writable)
-            kb, ka = switcher.streamed_product(a_q, self.galois_keys.key_for_step(m, n))    # scratch sums
+            kb, ka = self._switch_transient(a_q, self.galois_keys.key_for_step(m, n))    # scratch sums
             perm = ring.automorphism_indices(galois_element(m, n), True)
             if total is None:
                 total = [permute_rows(acc[0], perm), permute_rows(ka.data, perm)]
