@@ -1115,9 +1115,12 @@ def graph_basefold_params(qgraph: QuantizedGraph, batch: int = 1):
     slot and a random tail per large store, a masked batch opening; :mod:`proofs.basefold_zk`) at the first of
     :data:`GRAPH_BASEFOLD_CANDIDATES` whose proof reaches MIN_SOUNDNESS_BITS at ``batch`` (the batch opening's
     field error grows with the stores' rows, :func:`proofs.basefold.batch_security_bits`); ModelError when none
-    does (the graph is too large for hiding Basefold over F_p^4). Measured (issue 34,
-    one core, load ~7): the 8 x 4 transformer layer 1.02 MB (Ligero) -> 0.43 MB, BERT-tiny's layer 1.47 -> 0.94 MB
-    for 1.2-2x the prove CPU."""
+    does (the graph is too large for hiding Basefold over F_p^4). Measured (issue 34, ``benchmarks/
+    transformer_proof.py --scheme basefold``, one core, prove CPU, load 8-11): the 16 x 32 layer 0.92 MB (hiding
+    Ligero, 2.38 s) -> 0.56 MB (2.65 s), BERT-tiny's layer 1.46 MB (3.27 s) -> 0.95 MB (4.95 s), both >= 101.7 bits.
+    The GPT-2-small block (stores of 2^24, 2^22, 2^23 entries) reaches 100 bits only at rate 1/2 with rows of 2^16
+    symbols, whose queries open 2^11+ symbols per leaf: larger than Ligero's 3.80 MB (one 2^22 table alone opens
+    in 2.0 MB there), so Ligero stays its commitment."""
     small = basefold_params()
     shapes = Shapes(qgraph, batch)
     layouts = _layouts(shapes, qgraph)
