@@ -33,7 +33,8 @@ def pieces(monkeypatch):
     from proofs import _basefold_kernels, _kernels
 
     for module, name in [(crypto.cross, "PARALLEL_MIN_WORK"), (crypto.cross, "PARALLEL_MIN_PRODUCTS"),
-                         (crypto.keyswitch, "PARALLEL_MIN_PRODUCTS"), (crypto._ntt_kernels, "PARALLEL_MIN_PRODUCTS"),
+                         (crypto.keyswitch, "PARALLEL_MIN_PRODUCTS"), (crypto.keyswitch, "PARALLEL_MIN_ELEMENTS"),
+                         (crypto._ntt_kernels, "PARALLEL_MIN_PRODUCTS"),
                          (crypto._ntt_kernels, "PARALLEL_MIN_ELEMENTS"),
                          (_basefold_kernels, "MIN_ENTRIES"), (_basefold_kernels, "MIN_HASHES"),
                          (_kernels, "PARALLEL_MIN_ENTRIES"), (_kernels, "PARALLEL_MIN_ELEMENTS")]:
