@@ -20,8 +20,8 @@ from proofs import basefold_zk as BZ
 from proofs.errors import ProofRejected
 from proofs.layers import graph_zk as GZ
 from proofs.graph_quantize import quantize_graph
-from proofs.layers.graph_zk import (GRAPH_BASEFOLD_CANDIDATES, HidingGraphCommitment, HidingGraphProof, Shapes, _layouts,
-                                    graph_basefold_params, verify_graph_zk)
+from proofs.layers.graph_zk import (GRAPH_BASEFOLD_CANDIDATES, HidingGraphCommitment, HidingGraphProof, Shapes,
+                                    graph_basefold_params, lookup_layout, model_layout, proof_layout, verify_graph_zk)
 from proofs.layers.network_zk import basefold_params, is_basefold
 from proofs.pcs.scheme import scheme_of
 from proofs.proof_format import from_record, to_record
@@ -156,7 +156,9 @@ def test_graph_basefold_params_take_the_tail_layout_for_large_stores(exported, m
     rate, with that rate's own query count (not the slot layout's 111 at rate 1/8); small stores only: the slot
     layout of the MLP proofs."""
     _, _, q = exported
-    assert max(layout.num_vars for layout in _layouts(Shapes(q, 1), q).values()) >= BZ.TAIL_MIN_VARS
+    shapes = Shapes(q, 1)
+    stores = (model_layout(q), proof_layout(shapes), lookup_layout(shapes))
+    assert max(layout.num_vars for layout in stores) >= BZ.TAIL_MIN_VARS
     params = graph_basefold_params(q)
     assert params.layout == "tail"
     assert (params.base.rate_inv, params.base.max_log_codeword) in GRAPH_BASEFOLD_CANDIDATES
