@@ -12,8 +12,11 @@ Dropout; MaxPool and GlobalMaxPool; Clip (ReLU6) and Min / Max with a constant a
 LeakyRelu (a x + (1 - a) relu(x)) and HardSigmoid (clip(a x + b, 0, 1)); ReduceMean; Conv, AveragePool and
 MaxPool over 1-D windows (read as 2-D windows of height 1 between two Reshapes); Slice, Pad (constant, edge,
 reflect) and Concat of computed tensors as public linear maps (constant 0/1 contractions, a constant
-shift where the padding or a concatenated constant is not zero); the ONNX-ML linear models skl2onnx writes
-(LinearClassifier, LinearRegressor, Scaler; Normalizer, ZipMap and Cast on their outputs). Softmax,
+shift where the padding or a concatenated constant is not zero), Split of a computed tensor (its parts such
+maps); Where with a constant condition (an attention mask before a Softmax: its 0/1 mask; else a public
+elementwise map); the ONNX-ML linear models skl2onnx writes (LinearClassifier, LinearRegressor, Scaler;
+Normalizer, ZipMap and Cast on their outputs) and a classifier's label as skl2onnx writes it for an
+MLPClassifier (ArrayFeatureExtractor of the classes at an ArgMax, Reshape([-1]), Cast: client steps). Softmax,
 LogSoftmax, ArgMax, Normalizer, ZipMap and a LinearClassifier's label and probabilities are computed by
 the client after decryption (``Graph.postprocess``), so they may only end the graph; several outputs are
 read when all of them derive from one computed tensor. Every other operator is refused: one
@@ -22,6 +25,7 @@ make it run where one exists (``REWRITES``).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -1747,8 +1751,6 @@ class _Reader:
         if target != [-1] or not argmax or not all(s.function in ("labels", "cast") for s in steps[argmax[-1] + 1:]):
             raise UnsupportedOperator("Reshape", name, f"reshapes {node.input[0]!r}, which the client computes "
                                       f"after decryption (only a label's Reshape to [-1] is read)")
-        import dataclasses
-
         steps = list(steps)
         steps[argmax[-1]] = dataclasses.replace(steps[argmax[-1]], keepdims=False)
         self.client[node.output[0]] = (base, tuple(steps))
