@@ -460,10 +460,68 @@ NEG_PINV = np.uint64(2013265919)  # -p^-1 mod 2^32 (Montgomery reduction, R = 2^
 
 def encode_interleaved(table, rate_log, twiddles, bitrev, out):
     """``_encode_columns`` over every column, in pieces of whole groups of eight columns on the threads of
-    ``hezk.threads`` (each column's encoding is independent); fewer than 16 columns (a 2^20 table has 8) are
-    split into smaller groups, so that every thread gets columns."""
-    parallel(lambda lo, hi: _encode_columns(table, rate_log, twiddles, bitrev, out, lo, hi), out.shape[1],
-             MIN_ENTRIES, work_per_item=out.shape[0], align=8 if out.shape[1] >= 16 else 1)
+    ``hezk.threads`` (each column's encoding is independent). Fewer than 16 columns (a 2^20 table has 8), split
+    in pieces of columns: each column's NTT into its own scratch row (pieces of the columns), then the rows of
+    ``out`` written from the scratch rows (pieces of the rows): pieces of columns writing ``out`` themselves would
+    share every cache line of it (8 uint64 columns a line) between the threads, bouncing it between the cores."""
+    n, columns = out.shape
+    if columns >= 16:
+        parallel(lambda lo, hi: _encode_columns(table, rate_log, twiddles, bitrev, out, lo, hi), columns,
+                 MIN_ENTRIES, work_per_item=n, align=8)
+        return
+    scratch = np.empty((columns, n), dtype=np.uint64)  # the one-thread kernel's scratch rows too (8 at most)
+    parallel(lambda lo, hi: _encode_to_scratch(table, rate_log, twiddles, bitrev, scratch, lo, hi), columns,
+             MIN_ENTRIES, work_per_item=n)
+    parallel(lambda lo, hi: _rows_from_scratch(scratch, out, lo, hi), n, MIN_ENTRIES, work_per_item=columns)
+
+
+@numba.njit(cache=True, nogil=True)
+def _encode_to_scratch(table, rate_log, twiddles, bitrev, scratch, lo, hi):
+    """scratch[c] = the encoding of column c (as ``_encode_columns``, its twin) for lo <= c < hi."""
+    n = scratch.shape[1]
+    k = n >> rate_log
+    natural = np.empty((min(8, hi - lo), k), dtype=np.uint64)
+    for first in range(lo, hi, 8):
+        group = min(8, hi - first)
+        for i in range(k):
+            for g in range(group):
+                natural[g, i] = table[i, first + g]
+        for g in range(group):
+            _encode_row(natural[g], bitrev, twiddles, 1 << rate_log, scratch[first + g])
+
+
+@numba.njit(cache=True, inline="always")
+def _encode_row(source, bitrev, twiddles, block, row):
+    """row = the NTT of ``source`` bit-reversed and spread over blocks of ``block`` (``_encode_columns``'s
+    per-column step, in place in ``row``)."""
+    n, k = row.shape[0], source.shape[0]
+    for j in range(k):  # ... then bit-reversed within each row (cache-resident)
+        v = source[bitrev[j]]
+        for b in range(block):
+            row[j * block + b] = v
+    half = block
+    while half < n:
+        stage = twiddles[half:2 * half]
+        for start in range(0, n, 2 * half):
+            low, high = row[start:start + half], row[start + half:start + 2 * half]
+            for j in range(half):  # separate views, branch-free selects: the loop vectorises (3-4x)
+                u = low[j]
+                t = high[j] * stage[j]
+                m = ((t & MASK32) * NEG_PINV) & MASK32
+                v = (t + m * P) >> np.uint64(32)
+                v = v - P if v >= P else v
+                s = u + v
+                low[j] = s - P if s >= P else s
+                high[j] = u - v if u >= v else u + P - v
+        half *= 2
+
+
+@numba.njit(cache=True, nogil=True)
+def _rows_from_scratch(scratch, out, lo, hi):
+    """out[j, c] = scratch[c, j] for the rows lo <= j < hi."""
+    for j in range(lo, hi):
+        for c in range(out.shape[1]):
+            out[j, c] = scratch[c, j]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -486,26 +544,7 @@ def _encode_columns(table, rate_log, twiddles, bitrev, out, lo, hi):
             for g in range(group):
                 natural[g, i] = table[i, first + g]
         for g in range(group):
-            row, source = scratch[g], natural[g]
-            for j in range(k):  # ... then bit-reversed within each row (cache-resident)
-                v = source[bitrev[j]]
-                for b in range(block):
-                    row[j * block + b] = v
-            half = block
-            while half < n:
-                stage = twiddles[half:2 * half]
-                for start in range(0, n, 2 * half):
-                    low, high = row[start:start + half], row[start + half:start + 2 * half]
-                    for j in range(half):  # separate views, branch-free selects: the loop vectorises (3-4x)
-                        u = low[j]
-                        t = high[j] * stage[j]
-                        m = ((t & MASK32) * NEG_PINV) & MASK32
-                        v = (t + m * P) >> np.uint64(32)
-                        v = v - P if v >= P else v
-                        s = u + v
-                        low[j] = s - P if s >= P else s
-                        high[j] = u - v if u >= v else u + P - v
-                half *= 2
+            _encode_row(natural[g], bitrev, twiddles, block, scratch[g])
         for j in range(n):
             for g in range(group):
                 out[j, first + g] = scratch[g, j]

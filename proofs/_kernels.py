@@ -528,12 +528,25 @@ class FoldTarget:
     thread count."""
 
     def __init__(self, out, table, copy: bool = False):
-        self.out, self.table, self.moves = out, table, []
-        self.own = not copy and own_first_half(out, table)
-        self.buffered = copy or (not self.own and np.may_share_memory(out, table))
+        self.out, self.table, self.copy, self.moves = out, table, copy, []
+        self._kind = None   # (own, buffered), found at the first later piece: one piece (one thread) never needs it
+
+    @property
+    def own(self) -> bool:
+        return self._overlap()[0]
+
+    @property
+    def buffered(self) -> bool:
+        return self._overlap()[1]
+
+    def _overlap(self):
+        if self._kind is None:
+            own = not self.copy and own_first_half(self.out, self.table)
+            self._kind = (own, self.copy or (not own and np.may_share_memory(self.out, self.table)))
+        return self._kind
 
     def piece(self, lo, hi):
-        if lo == 0 or not (self.own or self.buffered):
+        if lo == 0 or not any(self._overlap()):
             return self.out[lo:hi]
         if self.own:
             dst = self.table[2 * lo:2 * lo + (hi - lo)]
