@@ -51,7 +51,7 @@ def tanh(exported):
     """The Tanh MLP committed with hidden weights over hiding Basefold (its lookup store too) and over Ligero
     (about 7 s: the tests using it are slow)."""
     path, x, _ = exported
-    basefold = hezk.commit(path, x, scheme="basefold", max_proofs=3)
+    basefold = hezk.commit(path, x, scheme="basefold", max_proofs=4)
     ligero = hezk.commit(path, x, max_proofs=2)
     sample = x[:2]
     proofs = (basefold.prove(sample), basefold.prove(sample))  # a second: its parts in the first one's place
@@ -133,6 +133,35 @@ def test_a_cheating_lookup_over_basefold_is_rejected(tanh, monkeypatch):
     monkeypatch.setattr(GQ, "lookup_int", off_by_one)
     with pytest.raises(ProofRejected, match="lookup"):
         hezk.verify(prover.commitment, sample, prover.prove(sample))
+
+
+@pytest.mark.slow
+def test_a_lookup_store_with_nonzero_padding_is_rejected(tanh, monkeypatch):
+    """One sample (the batch axis padded to 2): a prover whose committed inverse H is nonzero at a padding entry
+    (batch row 1, which no real sample fills) is rejected: the lookup relation weighs H by the real box's
+    indicator, so the padding must hold zeros (H D = 0 there)."""
+    _, _, sample, (prover, _, _), _ = tanh
+    honest = GZ._Run.inverse_tables
+    q = prover.quantized
+    shapes = Shapes(q, 1)
+    index = shapes.lookups[0]
+    real, padded = shapes.real(q.ops[index].output), shapes.padded(q.ops[index].output)
+    assert padded[0] > real[0] == 1  # batch row 1 is padding
+    position = int(np.prod(padded[1:]))  # plane 0, batch row 1, first feature
+
+    def padded_inverse(run, at):
+        tables = honest(run, at)
+        if at == index:
+            h = tables[f"h.{at}"].copy()
+            assert h[position] == 0  # the honest prover's padding
+            h[position] = 1
+            tables[f"h.{at}"] = h
+        return tables
+
+    monkeypatch.setattr(GZ._Run, "inverse_tables", padded_inverse)
+    proof = prover.prove(sample[:1])
+    with pytest.raises(ProofRejected, match="lookup"):
+        hezk.verify(prover.commitment, sample[:1], proof)
 
 
 @pytest.mark.slow
