@@ -240,3 +240,22 @@ def test_graph_basefold_params_refuse_a_graph_no_parameter_set_proves_at_100_bit
     monkeypatch.setattr(GZ, "MIN_SOUNDNESS_BITS", 200)
     with pytest.raises(ModelError, match=r"too large for hiding Basefold.*< 200.*--scheme ligero"):
         graph_basefold_params(q)
+
+
+@pytest.mark.slow
+def test_cli_commit_prove_verify_a_lookup_with_scheme_basefold(exported, tmp_path, capsys):
+    """``commit --scheme basefold`` of a model with a lookup (refused before issue 34), prove, verify: accepted."""
+    import contextlib
+
+    from proofs import cli as proofs_cli
+    path, x, _ = exported
+    np.save(tmp_path / "x.npy", x[:2])
+    np.save(tmp_path / "calibration.npy", x)
+    steps = [("commit", "--model", path, "--out", "c.bin", "--calibration", "calibration.npy", "--max-proofs", "1",
+              "--scheme", "basefold"),
+             ("prove", "--model", path, "--input", "x.npy", "--commitment", "c.bin", "--out", "p.bin", "--quiet"),
+             ("verify", "--commitment", "c.bin", "--input", "x.npy", "--proof", "p.bin")]
+    with contextlib.chdir(tmp_path):
+        assert [proofs_cli.main(list(step)) for step in steps] == [0] * len(steps)
+        assert is_basefold(HidingGraphCommitment.from_bytes(open("c.bin", "rb").read()).weights.params)
+    assert "accept" in capsys.readouterr().out
