@@ -15,7 +15,10 @@ proof is the default ``hezk commit`` (weights private, Ligero; its requantizatio
 :mod:`proofs.layers.graph_zk`); ``--public-weights`` is the plain one (``--hidden-only`` skips it). ``--scheme
 basefold``: the hiding proof over hiding Basefold stores (:func:`proofs.layers.graph_zk.graph_basefold_params`: one
 batch opening of the weights, the proof store, the lookup store and every mask); ``--parts``: each hiding proof's
-bytes by part (which store's opening, the sumchecks, the stated values).
+bytes by part (which store's opening, the sumchecks, the stated values). Measured (one core, prove CPU, load
+8-11): GPT-2-small block hidden, Ligero 3.80 MB (weights' opening 1.47 MB, lookup store 1.08, proof store 0.76,
+masks 0.17, sumchecks 0.11), 10.1 s, 101.3 bits; hiding Basefold (rate 1/2, rows of 2^16: the only parameters at
+>= 100 bits for its 2^25 committed entries over F_p^4) 7.83 MB in one batch opening, 20.3 s, 101.1 bits, 3.3 GB.
 """
 import argparse
 import contextlib
