@@ -42,6 +42,15 @@ best / 16.39 median, OpenFHE (dnum 4, 6 levels after) 22.06 / 23.30 s: 0.74x bes
 25.5 / 24.6 s (OpenFHE's setup 11.7 s besides).  At 7 levels after (dnum 6), an earlier run at load ~1-2.5: OpenFHE
 25.58 / 27.13 s, 17.5 / 13.2 bits, 14.6 GB, keygen 43.5 s, against hezk 17.57 / 18.55 s (0.69x / 0.68x).
 
+Measured 2026-12-06, EvalMod's products fused (``Evaluator.mul_add_rescale``: one ModDown with the rescale per
+product, the recurrences' 2· and subtrahends and the BSGS remainders added before it, one-pass integer products)
+and the key switches of EvalMod, the giant steps and the encapsulation from all digits at once (transient scratch,
+the same residues), against the operations before them in the same process (alternating, one thread, load 8-10,
+best of 3 CPU): 15.46 s against 17.07 (-9.4%; CoeffToSlot 6.56 against 7.14, EvalMod 5.99 against 7.14,
+SlotToCoeff 2.49 against 2.50, ModRaise 0.29); 20.5 bits random (20.6), 14.29 worst case (unchanged), 8 levels
+left, VmHWM 9.94 GB, keys unchanged (41, 7.49 GB).  Against the 16.22 s of the same-run figures above that is
+about 14.7 s, 0.67x OpenFHE's 22.06 s.
+
 ``--n16``: the earlier 128-bit N = 2^16 literal at Δ = 2^50 (``N16_DELTA50``, 28 levels, dnum 6, keys of
 208 MB): without encapsulation (``--encapsulation none``) 1.6 bits (K = 542, 7 double angles: EvalMod's
 noise times q_0/Δ·sqrt(N)), 20-25 s, 8 levels left, 10.6 GB; Δ = 2^50 caps it near 10 bits even encapsulated.
