@@ -122,6 +122,13 @@ def plan_lines(plan) -> list:
         lines.append(f"estimated server time: {plan.estimated_seconds:.0f} s, one thread: bootstraps {boot:.0f} s, "
                      f"the rest (rotations and products at the levels a bootstrap leaves) "
                      f"{plan.estimated_seconds - boot:.0f} s (goal <= {GOAL_SECONDS} s)")
+        nodes = dict(plan.operations).get("node_units", ())
+        total = sum(units for _, units in nodes) or 1.0
+        lines.append("  the rest by node (share of its rotation and product units): " + ", ".join(
+            f"{node} {units / total:.0%}" for node, units in nodes[:8]))
+    for expression, strategy, estimate, rotations, depth, outputs in plan.contractions:
+        lines.append(f"  {expression}: {strategy}; est. {estimate:.0f} units, {rotations} rotations, depth {depth}, "
+                     f"{outputs} output ciphertext(s)")
     lines.append(f"Galois keys: {plan.galois_key_bytes / 2**30:.2f} GiB ({len(plan.key_rotations)} rotation keys"
                  f"{' + conjugation' if plan.bootstrap is not None else ''})")
     parts = memory_estimate(plan)
@@ -170,6 +177,8 @@ def test_ring(size=SMALL, say=print) -> dict:
                                  bootstrap=BootstrapConfig(**TOY_BOOTSTRAP), allow_insecure=True)
     say(f"toy ring (INSECURE, N=2^12): {plan.bootstrap_count} ciphertext bootstraps planned at "
         f"{len(plan.bootstraps)} sites, estimated error {plan.model_error:.3g}")
+    for expression, strategy, estimate, rotations, depth, outputs in plan.contractions:
+        say(f"  {expression}: {strategy}; est. {estimate:.0f} units, {rotations} rotations, depth {depth}")
     x = cal[1]
     out = run_plan(plan, model, onnx_model, x, say)
     out["bootstraps"] = plan.bootstrap_count
@@ -186,14 +195,12 @@ def main(argv=None) -> None:
     parser.add_argument("--size", default=",".join(map(str, BERT_TINY)),
                         help="width,heads,MLP,sequence of the layer planned (default %(default)s: BERT-tiny)")
     parser.add_argument("--calibration", type=int, default=8, help="calibration samples (default 8)")
+    parser.add_argument("--test-ring-size", default=",".join(map(str, SMALL)),
+                        help="width,heads,MLP,sequence of the --test-ring layer (default %(default)s; 32,2,64,32 takes "
+                             "attention's skewed diagonal products on the toy ring)")
     args = parser.parse_args(argv)
-    try:
-        size = tuple(int(v) for v in args.size.split(","))
-        if len(size) != 4 or min(size) < 1 or size[0] % size[1]:
-            raise ValueError
-    except ValueError:
-        parser.error(f"--size {args.size!r} must be four positive integers width,heads,MLP,sequence with heads "
-                     f"dividing width")
+    size, ring_size = (_size(parser, name, text) for name, text in (("--size", args.size),
+                                                                     ("--test-ring-size", args.test_ring_size)))
     from tensor_ops.attention_plan import plan_attention
 
     load = os.getloadavg()[0]
@@ -225,8 +232,8 @@ def main(argv=None) -> None:
             print(f"encrypted run: {measured['seconds']:.0f} s, peak RSS {measured['peak_mb']:.0f} MB, error "
                   f"{100 * measured['error']:.2f}% of onnxruntime's largest output")
     if args.test_ring:
-        measured = test_ring()
-        print(f"toy ring run (INSECURE, 16 x 32 layer): {measured['seconds']:.1f} s, peak RSS "
+        measured = test_ring(ring_size)
+        print(f"toy ring run (INSECURE, {ring_size[3]} x {ring_size[0]} layer): {measured['seconds']:.1f} s, peak RSS "
               f"{measured['peak_mb']:.0f} MB, {measured['bootstraps']} ciphertext bootstraps, error "
               f"{100 * measured['error']:.2f}% of onnxruntime's largest output")
     print_table(f"encrypted transformers (load average {load:.2f} before, {os.getloadavg()[0]:.2f} after)",
@@ -235,6 +242,17 @@ def main(argv=None) -> None:
         from benchmarks import transformer_proof
 
         transformer_proof.main(["--quick", "--hidden-only"] if args.proof == "quick" else [])
+
+
+def _size(parser, name: str, text: str) -> tuple:
+    try:
+        size = tuple(int(v) for v in text.split(","))
+        if len(size) != 4 or min(size) < 1 or size[0] % size[1]:
+            raise ValueError
+    except ValueError:
+        parser.error(f"{name} {text!r} must be four positive integers width,heads,MLP,sequence with heads dividing "
+                     f"width")
+    return size
 
 
 def _available_gb():

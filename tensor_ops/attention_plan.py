@@ -10,8 +10,12 @@ same einsum plans, attention's two products included, as the encrypted run), and
 with that many levels (``model_plan.choose_parameters``) whose Galois keys fit the key budget. A model deeper
 than a 128-bit ring holds within the budget bootstraps on N16_BOOT (``BootstrappingBackend``: a tensor refreshed
 before an operation needing more levels than it has, compacted into fewer ciphertexts first where cheaper,
-``tensor_ops.compaction``; ``BootstrapRecorder`` places them in the plan); parameters below 128 bits only with
-``allow_insecure``, for tests. ``run_attention`` refuses samples whose plain reference leaves a calibrated
+``tensor_ops.compaction``, and a dirty tensor with nothing to pack masked clean first, so that the bootstrap reads
+its values alone; ``BootstrapRecorder`` places them in the plan); parameters below 128 bits only with
+``allow_insecure``, for tests. The plan records how the einsum planner laid out attention's two products
+(``contractions``: the strategy its cost model chose, e.g. ``tensor_ops.plan.skewed``'s diagonal products, with its
+estimate, rotations and depth) and prices the recorded rotations as they run on the keys it makes (``rotation_units``:
+with power-of-two keys a step without its key is composed), node by node. ``run_attention`` refuses samples whose plain reference leaves a calibrated
 range (the input range, a Softmax's shift or row-sum range, a LayerNorm's variance range, an activation's
 interval): the polynomials are only right there.
 """
@@ -37,7 +41,8 @@ from .nn import LevelRecorder
 from .tensor_base import CipherTensorBase
 
 __all__ = ["ATTENTION_KINDS", "AttentionPlan", "BootstrapRecorder", "BootstrapSite", "BootstrappingBackend",
-           "find_early_refreshes", "has_attention", "plan_attention", "read_graph", "run_attention",
+           "contraction_records", "find_early_refreshes", "rotation_units", "has_attention", "plan_attention",
+           "read_graph", "run_attention",
            "samples_outside"]
 
 #: node kinds that only this path evaluates (``tensor_ops.nn.from_graph`` refuses them)
@@ -211,7 +216,7 @@ class _Refreshing:
         from .compaction import plan_compaction
 
         chosen, short = None, False
-        if self.bootstrap_units is not None and layout.n_ciphertexts > 1:
+        if self.bootstrap_units is not None and (layout.n_ciphertexts > 1 or not layout.clean):
             compaction = self._compactions.get(layout)
             if compaction is None:
                 compaction = self._compactions[layout] = plan_compaction(layout)
@@ -220,6 +225,13 @@ class _Refreshing:
                     not (compaction.mask_after and need > self.levels_left - 1):
                 short = compaction.mask_before and level < 1
                 chosen = None if short else compaction
+            elif compaction.ciphertexts == compaction.spread and compaction.mask_before and \
+                    not compaction.mask_after and level >= 1:
+                # cleaning only (a dirty tensor, nothing to pack): its garbage slots (a rotate-and-sum's partial
+                # sums, e.g. Softmax's row sums over a row inside the ciphertext) zeroed by a mask first, so that
+                # the bootstrap reads the values alone: EvalMod's error grows as the cube of the message
+                # coefficients, and garbage of 60 x the values made coefficients of ~63 Delta
+                chosen = compaction
         return (chosen, short) if blocked else chosen
 
     def _compacted(self, ciphertexts, compaction) -> list:
@@ -234,7 +246,8 @@ class _Refreshing:
         small = compact(self, list(ciphertexts), compaction)
         level = min(int(ct.level) for ct in small)
         self.sites.append(BootstrapSite(self._node or "", self._after, len(small), level, self._magnitude(small),
-                                        spread=len(ciphertexts), coefficient=self._coefficient(small)))
+                                        spread=len(ciphertexts) if len(ciphertexts) > len(small) else 0,
+                                        coefficient=self._coefficient(small)))
         self.compaction_steps.update(compaction.rotation_steps())
         fresh = expand(self, [self.bootstrap(ct) for ct in small], compaction)
         self._remember(key, ciphertexts, fresh)
@@ -324,7 +337,20 @@ class BootstrapRecorder(_Refreshing, LevelRecorder):
         super().__init__(slots)
         self.input_level, self.levels_left = int(input_level), int(levels_left)
         self.products = {"ct_ct": 0, "ct_pt": 0}
+        self.amounts: dict = {}       # (node, step mod slots, hoisted) -> rotations by it (priced per key set later)
+        self.node_products: dict = {}   # (node, "ct_ct" | "ct_pt") -> products
         self._init_sites(bootstrap_units, forced, tracking)
+
+    def rotate(self, x, k):
+        key = (self._node or "", int(k) % self.slots, False)
+        self.amounts[key] = self.amounts.get(key, 0) + 1
+        return super().rotate(x, k)
+
+    def rotate_many(self, x, ks):
+        for k in ks:
+            key = (self._node or "", int(k) % self.slots, True)
+            self.amounts[key] = self.amounts.get(key, 0) + 1
+        return super().rotate_many(x, ks)
 
     def encrypt(self, vector):
         out = super().encrypt(vector)
@@ -340,6 +366,8 @@ class BootstrapRecorder(_Refreshing, LevelRecorder):
     def multiply(self, a, b):
         both = getattr(a, "level", None) is not None and getattr(b, "level", None) is not None
         self.products["ct_ct" if both else "ct_pt"] += 1
+        key = (self._node or "", "ct_ct" if both else "ct_pt")
+        self.node_products[key] = self.node_products.get(key, 0) + 1
         return super().multiply(a, b)
 
     def bootstrap(self, x):
@@ -438,6 +466,9 @@ class AttentionPlan:
     compaction: bool = True        # tensors compacted before bootstrapping where cheaper (tensor_ops.compaction)
     compaction_rotations: tuple = ()   # the compactions' rotation steps (their keys)
     early_refreshes: tuple = ()    # (plan ordinal, operand index): operands refreshed before they run out of levels
+    #: (expression, strategy, cost-model estimate, rotations, depth, output ciphertexts) of each product of two
+    #: encrypted tensors (``contraction_records``): the layouts the einsum planner's cost model chose for attention
+    contractions: tuple = ()
 
     def __post_init__(self):
         """Checks a bootstrapping plan's fields: a BootstrapConfig with parameters that can run it (full slots), the
@@ -505,14 +536,17 @@ class AttentionPlan:
     def estimated_seconds(self) -> float:
         """Estimated server seconds of one evaluation with bootstraps: the bootstraps, plus the recorded rotations and
         products priced by the cost model's ratios (``tensor_ops.plan.cost.CostModel``) at the levels a bootstrap
-        leaves (those before the first bootstrap run on more limbs: not counted); 0 without bootstraps."""
+        leaves (those before the first bootstrap run on more limbs: not counted), rotations as they run on the plan's
+        keys (``rotation_units``: a step without its own key composed of power-of-two ones); 0 without bootstraps."""
         if self.bootstrap is None:
             return 0.0
         from .plan.cost import CostModel
 
         c, counts = CostModel(), dict(self.operations)
-        units = (counts.get("rotations", 0) * c.rotation + counts.get("hoisted_rotations", 0) * c.hoisted_rotation
-                 + counts.get("ct_ct", 0) * (c.ct_mult + c.rescale) + counts.get("ct_pt", 0) * (c.pt_mult + c.rescale))
+        turns = counts.get("rotation_units")     # composed rotations priced as they run (``rotation_units``)
+        if turns is None:
+            turns = counts.get("rotations", 0) * c.rotation + counts.get("hoisted_rotations", 0) * c.hoisted_rotation
+        units = turns + counts.get("ct_ct", 0) * (c.ct_mult + c.rescale) + counts.get("ct_pt", 0) * (c.pt_mult + c.rescale)
         rotation = _rotation_seconds(self.params, min(self.bootstrap_plan.levels_left, self.params.max_level))
         return self.bootstrap_count * self.bootstrap_seconds + units * rotation
 
@@ -534,6 +568,9 @@ class AttentionPlan:
                      f"largest output magnitude {self.output_magnitude:.4g})")
         lines.append(f"input range (calibrated): [{self.input_range[0]:.4g}, {self.input_range[1]:.4g}]; samples "
                      f"whose plain reference leaves any calibrated range are refused")
+        for expression, strategy, estimate, rotations, depth, outputs in self.contractions:
+            lines.append(f"  {expression}: {strategy}; est. {estimate:.0f} (cost model, 1 = a rotation), {rotations} "
+                         f"rotations, depth {depth}, {outputs} output ciphertext(s)")
         lines.append(f"depth: {self.depth} levels (measured on a level-recording run; {ALIGNMENT_LEVELS} more asked "
                      f"of the parameters for scale alignments); {len(self.rotations)} "
                      f"rotation keys at {self.slots} slots")
@@ -609,8 +646,10 @@ def _operators(graph) -> tuple:
     return tuple(texts)
 
 
-def _record(model: GraphApproximation, x: np.ndarray, slots: int) -> tuple[int, tuple]:
-    """(levels consumed, rotation steps) of the evaluation of one sample at ``slots`` slots."""
+def _record(model: GraphApproximation, x: np.ndarray, slots: int, products: dict | None = None) -> tuple[int, tuple]:
+    """(levels consumed, rotation steps) of the evaluation of one sample at ``slots`` slots; ``products`` (a dict)
+    receives ``{slots: contraction_records(...)}``: how the einsum planner laid out each product of two encrypted
+    tensors."""
     from .nn import LevelRecorder, RotationRecorder
     from .tensor import encrypt
 
@@ -618,7 +657,26 @@ def _record(model: GraphApproximation, x: np.ndarray, slots: int) -> tuple[int, 
     model.forward(encrypt(levels, x))
     rotations = RotationRecorder(slots)
     model.forward(encrypt(rotations, x))
+    if products is not None:
+        products[slots] = contraction_records(rotations.plans.values())
     return levels.consumed, tuple(sorted(s for s in rotations.steps if s % slots))
+
+
+def contraction_records(plans) -> tuple:
+    """(expression, strategy chosen, cost-model estimate, rotations, depth, output ciphertexts) of each einsum plan
+    in ``plans`` that contracts two encrypted tensors (attention's scores and weighted sum): the layout the planner's
+    cost model chose for them (``tensor_ops.plan``: e.g. the skewed diagonal products of ``plan.skewed``)."""
+    out = []
+    for p in plans:
+        inputs = p.spec.inputs
+        if sum(p.encrypted) != 2 or len(inputs) != 2 or all(c in p.spec.output for c in "".join(inputs)):
+            continue
+        note = next((n for n in p.notes if "]x[" in n), "")
+        strategy = note.split(": ", 1)[-1].removeprefix("chose ").split(" (est.")[0]
+        cost = p.cost()
+        out.append((p.spec.expression(), strategy, cost["estimate"], cost["rotations"], p.depth(),
+                     cost["output_ciphertexts"]))
+    return tuple(out)
 
 
 def _record_bootstraps(model: GraphApproximation, x: np.ndarray, params, config, input_level: int,
@@ -634,7 +692,9 @@ def _record_bootstraps(model: GraphApproximation, x: np.ndarray, params, config,
                                  bootstrap_cost(boot) if compaction else None, forced, tracking)
     model.forward(encrypt(recorder, x))
     counts = (("rotations", recorder.counts["rotations"]), ("hoisted_rotations", recorder.counts["hoisted_rotations"]),
-              ("ct_ct", recorder.products["ct_ct"]), ("ct_pt", recorder.products["ct_pt"]))
+              ("ct_ct", recorder.products["ct_ct"]), ("ct_pt", recorder.products["ct_pt"]),
+              ("amounts", tuple(sorted((node, k, h, n) for (node, k, h), n in recorder.amounts.items()))),
+              ("node_products", tuple(sorted((node, kind, n) for (node, kind), n in recorder.node_products.items()))))
     return tuple(recorder.sites), counts, tuple(sorted(recorder.compaction_steps)), tuple(recorder.blocked)
 
 
@@ -672,6 +732,39 @@ def find_early_refreshes(model, sample, params, config, level, compaction):
         if count < best[0] and _largest_coefficient(sites) <= bound:
             best = (count, forced, sites, operations, moves)
     return best[1:]
+
+
+def rotation_units(operations, key_steps, slots: int) -> tuple:
+    """``operations`` with the recorded rotation amounts replaced by ``("rotation_units", u)`` (and the recorded
+    products by node dropped) plus ``("node_units", ((node, units), ...))``: each node's rotations and products in
+    CostModel units, largest first (where the time goes). The rotations are priced as they will run, in CostModel units (a key-switched rotation = 1, a hoisted one ``hoisted_rotation``). With one key
+    per step (``key_steps`` None) every recorded rotation is keyed; with a power-of-two key set a step without its key
+    is composed of ``backends.rotation_route``'s keyed steps, each a full rotation, and a hoisted one composed loses
+    its hoisting (``CKKSBackend.rotate_many``): what the plain counts left out."""
+    from .backends import rotation_route
+    from .plan.cost import CostModel
+
+    c, units, out, by_node = CostModel(), 0.0, [], {}
+    keys = None if key_steps is None else {int(k) % slots for k in key_steps}
+    for name, value in operations:
+        if name == "node_products":
+            for node, kind, count in value:
+                by_node[node] = by_node.get(node, 0.0) + count * ((c.ct_mult if kind == "ct_ct" else c.pt_mult)
+                                                                  + c.rescale)
+            continue
+        if name != "amounts":
+            out.append((name, value))
+            continue
+        for entry in value:
+            node, (step, hoisted, count) = (entry[0], entry[1:]) if len(entry) == 4 else ("", entry)
+            if keys is None or step in keys or step == 0:
+                turn = count * (c.hoisted_rotation if hoisted else c.rotation)
+            else:
+                turn = count * len(rotation_route(step, keys, slots) or (step,)) * c.rotation
+            units += turn
+            by_node[node] = by_node.get(node, 0.0) + turn
+    nodes = tuple(sorted(((node, round(u, 1)) for node, u in by_node.items()), key=lambda e: -e[1]))
+    return tuple(out) + (("rotation_units", round(units, 2)), ("node_units", nodes))
 
 
 def _largest_coefficient(sites) -> float:
@@ -718,6 +811,7 @@ def _bootstrapping(model, sample, params, config, input_level, rotations, key_bu
             raise ParameterError(f"the bootstrapping ring N=2^{params.log_n} needs {_key_bytes(params, keys) / 2**20:.0f} "
                                  f"MiB of Galois keys even with power-of-two keys ({keys} keys, the bootstrap's "
                                  f"included), over the key budget of {key_budget / 2**20:.0f} MiB")
+    operations = rotation_units(operations, key_steps, params.slots)
     return dict(bootstrap=config, bootstraps=sites, input_level=int(level), key_steps=key_steps,
                 operations=operations, compaction=bool(compaction), compaction_rotations=moves,
                 early_refreshes=forced)
@@ -755,7 +849,7 @@ def plan_attention(graph, calibration, *, params=None, bootstrap=None, allow_ins
     low, high = float(batch.min()), float(batch.max())
     pad = MARGIN * max(high - low, 1e-6)
     sample = batch[:1]
-    refusal, boot = None, {}
+    refusal, boot, products = None, {}, {}
     wants = bootstrap is not None and bootstrap is not False
     if input_level is not None and bootstrap is False:
         raise ParameterError("input_level sets the level of a bootstrapping plan's inputs; bootstrap=False forbids "
@@ -766,7 +860,7 @@ def plan_attention(graph, calibration, *, params=None, bootstrap=None, allow_ins
     if params is not None:
         if not allow_insecure:
             require_secure(params, "the parameters named", "--insecure (allow_insecure=True)")
-        depth, rotations = _record(model, sample, params.slots)
+        depth, rotations = _record(model, sample, params.slots, products)
         slots = params.slots
         if depth + ALIGNMENT_LEVELS > params.max_level and bootstrap is False:
             raise ParameterError(f"the model consumes {depth} levels (+{ALIGNMENT_LEVELS} for scale alignments) but "
@@ -782,14 +876,15 @@ def plan_attention(graph, calibration, *, params=None, bootstrap=None, allow_ins
                                      f"with at least {depth + ALIGNMENT_LEVELS} levels, or parameters that bootstrap "
                                      f"it (bootstrapping with these fails: {why})") from None
     else:
-        depth, rotations = _record(model, sample, _DEFAULT_SLOTS)
+        depth, rotations = _record(model, sample, _DEFAULT_SLOTS, products)
         slots = _DEFAULT_SLOTS
         if not wants and input_level is None:
-            params, rotations, slots, depth, refusal = _without_bootstraps(model, sample, depth, rotations, key_budget)
+            params, rotations, slots, depth, refusal = _without_bootstraps(model, sample, depth, rotations, key_budget,
+                                                                           products)
         if params is None and bootstrap is not False:   # deeper than a 128-bit ring holds within the budget
             chosen = auto_parameters(depth, True)
             if chosen.slots != slots:
-                depth, rotations = _record(model, sample, chosen.slots)
+                depth, rotations = _record(model, sample, chosen.slots, products)
             try:
                 boot = _bootstrapping(model, sample, chosen, bootstrap, input_level, rotations, key_budget,
                                       compaction)
@@ -800,11 +895,11 @@ def plan_attention(graph, calibration, *, params=None, bootstrap=None, allow_ins
             refusal = f"{refusal}; {forbidden(depth + ALIGNMENT_LEVELS)}"
     plan = AttentionPlan(tuple(graph.input_shape), tuple(graph.output_shape), _operators(graph), approximations,
                          error, float(np.max(np.abs(exact))), int(depth), tuple(rotations), slots, params, refusal,
-                         (low - pad, high + pad), len(batch), **boot)
+                         (low - pad, high + pad), len(batch), **boot, contractions=products.get(slots, ()))
     return plan, model
 
 
-def _without_bootstraps(model, sample, depth, rotations, key_budget):
+def _without_bootstraps(model, sample, depth, rotations, key_budget, products=None):
     """(params, rotations, slots, depth, refusal) of the smallest 128-bit ring holding the model's depth within the
     key budget (params None and the refusal saying why when there is none)."""
     try:
@@ -812,10 +907,10 @@ def _without_bootstraps(model, sample, depth, rotations, key_budget):
     except ParameterError as why:
         return None, rotations, _DEFAULT_SLOTS, depth, (f"the model consumes {depth} levels, more than a 128-bit ring "
                                                         f"holds ({why})")
-    depth, at_slots = _record(model, sample, chosen.slots)
+    depth, at_slots = _record(model, sample, chosen.slots, products)
     if depth + ALIGNMENT_LEVELS > chosen.max_level:  # another slot count, another layout: its own depth
         chosen = choose_parameters(depth + ALIGNMENT_LEVELS, 1)
-        depth, at_slots = _record(model, sample, chosen.slots)
+        depth, at_slots = _record(model, sample, chosen.slots, products)
     keys = _key_bytes(chosen, len(at_slots))
     if keys <= key_budget:
         return chosen, at_slots, chosen.slots, depth, None

@@ -28,6 +28,10 @@ Lowering (each operand in its current :class:`SlotLayout`; nothing here touches 
      tried. SIMD multiply, rescale, rotate-and-sum over contracted axes, add the tiles;
    * output-stationary: kept indices keep their native strides, contracted ones go outer (and across
      tiles), so each operand moves only its contracted axis (large encrypted matmuls);
+   * skewed diagonal products for two encrypted matrices ``x[b.., m, k] y[b.., n, k]`` (attention's scores and
+     weighted sum; Jiang, Kim, Lauter and Song, CCS 2018, as THOR uses them): both operands skewed once, then per
+     step one rotation by 1 and one by a row of each (a masked wrap), products accumulated in place, one rescale:
+     O(K) rotations per output ciphertext and the output compact (``skewed``);
    * the diagonal method of Halevi and Shoup ("Algorithms in HElib", CRYPTO 2014) with
      baby-step/giant-step and hoisted rotations ("Faster homomorphic linear transformations in
      HElib", CRYPTO 2018) for ``x[..., k] M[k, j]`` with ``M`` plaintext, batched over x's other axes;
@@ -47,7 +51,8 @@ expand by rotations, multiply, reduce by rotations.
 
 Modules, each importing only those above it: ``cost`` (CostModel), ``steps`` (the step types), ``core``
 (Plan: queries, explain, run, simulate, execute), ``builder`` (symbolic tensors and the step builder),
-one per strategy with its client-side packing (``replicate``, ``stationary``, ``diagonal``), ``build``
+one per strategy with its client-side packing (``replicate``, ``stationary``, ``diagonal``; ``skewed`` without),
+``build``
 (build_plan / build_elementwise / build_scalar: the strategy chosen per pair), ``planner`` (plan()) and
 ``affine`` (the model path's affine stages: the packed generalized diagonals or this planner's own plan of
 ``'bi,oi->bo'`` on the packed layout, chosen by the same CostModel: ``choose_affine``; ``EvaluatorBackend`` runs
