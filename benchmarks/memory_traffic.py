@@ -34,7 +34,7 @@ an array small enough to stay in cache between two kernels is counted twice thou
 N = 2^14 one limb is 128 kB).  So the fraction says how far the operation is from streaming its arrays once per
 kernel, not a measured DRAM traffic (use ``perf stat -e`` uncore counters for that).
 
-    python benchmarks/memory_traffic.py [--preset N14] [--bootstrap] [--repeats 3] [--smoke]
+    python benchmarks/memory_traffic.py [--preset N14] [--bootstrap] [--no-ops] [--repeats 3] [--kernels] [--smoke]
 
 Default: the N14 operations and a bootstrap of the insecure N = 2^12 literal of ``benchmarks/bootstrap.py``
 (``--toy``); ``--bootstrap``: the N16_BOOT bootstrap instead (keys ~7.5 GB, peak ~10-11 GB: refused below 14 GB
@@ -437,6 +437,7 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--smoke", action="store_true", help="TOY preset and an N = 2^10 bootstrap, one repeat")
     ap.add_argument("--min-available-gb", type=float, default=14.0)
+    ap.add_argument("--kernels", action="store_true", help="also print each operation's MB by kernel")
     args = ap.parse_args(argv)
     import hezk
     from benchmarks._timing import print_table
@@ -465,6 +466,10 @@ def main(argv=None):
     rows.append(row(name, traffic, seconds, gbps))
     print_table(f"bytes moved by the ring kernels (MB, 10^6), one thread, load {os.getloadavg()[0]:.1f}",
                 HEADERS, rows)
+    if args.kernels:
+        for name, (traffic, _) in results.items():
+            kernels = sorted(traffic.by_kernel.items(), key=lambda item: -item[1])
+            print_table(f"{name}: MB by kernel", ["kernel", "MB"], [[k, v / 1e6] for k, v in kernels])
     return {"bandwidth": bw, "results": results}
 
 
