@@ -404,10 +404,11 @@ def bootstrap_operation(which: str, seed: int = 1):
     return f"bootstrap ({which}, N=2^{params.n.bit_length() - 1})", lambda: ev.bootstrap(ct), params
 
 
-def measure(fn, repeats: int) -> tuple[Traffic, float]:
+def measure(fn, repeats: int, warmup: bool = True) -> tuple[Traffic, float]:
     """(bytes counted over one call, best one-thread CPU seconds of ``repeats`` calls with counting off); one
-    untimed call first."""
-    fn()
+    untimed call first with ``warmup``."""
+    if warmup:
+        fn()
     best = float("inf")
     for _ in range(repeats):
         t0 = time.process_time()
@@ -461,7 +462,7 @@ def main(argv=None):
             raise SystemExit(f"N16_BOOT needs ~11 GB: {available_gb():.1f} GB available, below "
                              f"--min-available-gb={args.min_available_gb}")
     name, fn, _ = bootstrap_operation(which)
-    traffic, seconds = measure(fn, args.repeats)
+    traffic, seconds = measure(fn, args.repeats, warmup=False)     # bootstrap_operation ran the setup bootstrap
     results[name] = (traffic, seconds)
     rows.append(row(name, traffic, seconds, gbps))
     print_table(f"bytes moved by the ring kernels (MB, 10^6), one thread, load {os.getloadavg()[0]:.1f}",
