@@ -6,9 +6,12 @@ only ever adds time); the outputs at both counts are checked to be equal first. 
 the table: with other work on the cores, a second thread may find no core free, and the ratio says little. So one
 more run of each case is measured on one thread by ``hezk.threads.CriticalPath`` (thread CPU time, whatever the
 load): the serial part's share of it and the speed-up ``--threads`` idle cores would give (its split calls' longest
-pieces plus the serial part; memory bandwidth shared by the cores is not in it).
+pieces plus the serial part; memory bandwidth shared by the cores is not in it), and the share of kernel time
+(page faults of fresh arrays and the returns of freed ones, which two threads of one process may not halve;
+``--reuse-freed-memory`` keeps freed pages for the next arrays).
 
     python benchmarks/threads.py [--repeats 5] [--threads 2] [--n16] [--bootstrap] [--lenet] [--openfhe PYTHON|none]
+                                 [--reuse-freed-memory]
 
 Default cases: ct x ct + relin + rescale and one rotation at N14, a 64x64 BSGS matrix-vector product at N14, a
 Basefold commitment + opening of a 2^20-entry table (the provers' encoding, leaf and Merkle hashing, round sums and
@@ -55,8 +58,8 @@ def _flat(value):
 
 
 def compare(label, fn, threads, repeats):
-    """[label, ms at 1 thread, at ``threads``, ratio, serial %, model speed-up, equal outputs]: best of ``repeats``,
-    interleaved; then one run measured on one thread by ``hezk.threads.CriticalPath`` (thread CPU time: the serial
+    """[label, ms at 1 thread, at ``threads``, ratio, serial %, system %, model speed-up, equal outputs]: best of
+    ``repeats``, interleaved; then one run measured on one thread by ``hezk.threads.CriticalPath`` (thread CPU time: the serial
     part's share and the speed-up ``threads`` idle cores would give, whatever the machine's load)."""
     outputs = {}
     for n in (1, threads):       # warm-up at each count (compilation, tables), and the outputs compared
@@ -72,7 +75,7 @@ def compare(label, fn, threads, repeats):
     with T.CriticalPath(threads) as path:      # the load-independent figure: see hezk.threads.CriticalPath
         fn()
     row = [label, 1e3 * best[1], 1e3 * best[threads], best[1] / best[threads], 100 * path.serial_fraction,
-           path.predicted_speedup, "yes" if outputs[1] == outputs[threads] else "NO"]
+           100 * path.system_fraction, path.predicted_speedup, "yes" if outputs[1] == outputs[threads] else "NO"]
     print("  ".join(str(c) if not isinstance(c, float) else f"{c:.2f}" for c in row), flush=True)
     return row
 
@@ -226,7 +229,13 @@ def main(argv=None):
     parser.add_argument("--openfhe", default=None, metavar="PYTHON",
                         help="the 3.10 interpreter with openfhe 1.6.1 (default: benchmarks.bootstrap.OPENFHE_PYTHON); "
                              "'none' skips OpenFHE")
+    parser.add_argument("--reuse-freed-memory", action="store_true",
+                        help="hezk.memory.reuse_freed_memory() first (freed arrays' pages kept for the next ones: "
+                             "fewer page faults, at both thread counts)")
     args = parser.parse_args(argv)
+    if args.reuse_freed_memory:
+        import hezk.memory
+        print(f"reuse_freed_memory applied: {hezk.memory.reuse_freed_memory()}", flush=True)
     from benchmarks.bootstrap import openfhe_interpreter
     python, skipped = openfhe_interpreter(args.openfhe)
     if skipped:
@@ -258,8 +267,8 @@ def main(argv=None):
             peer.update(openfhe_rows(result, args.threads))
     print_table(f"best of {args.repeats} wall ms at 1 and {args.threads} threads (load average after: "
                 f"{os.getloadavg()}; serial % and model speed-up: hezk.threads.CriticalPath, thread CPU time)",
-                ["operation", "1 thread ms", f"{args.threads} threads ms", "speed-up", "serial %", "model speed-up",
-                 "same output"], rows)
+                ["operation", "1 thread ms", f"{args.threads} threads ms", "speed-up", "serial %", "system %",
+                 "model speed-up", "same output"], rows)
     if peer:
         n = args.threads
         print_table(f"hezk against OpenFHE 1.6.1 at the same thread count, same run (best of {args.repeats} wall ms; "

@@ -232,6 +232,15 @@ def _wait_helping(futures) -> None:
             _idle -= 1
 
 
+def _thread_system_time() -> float:
+    """This thread's kernel CPU seconds (RUSAGE_THREAD, Linux), else 0."""
+    try:
+        import resource
+        return resource.getrusage(resource.RUSAGE_THREAD).ru_stime
+    except (ImportError, AttributeError, OSError):
+        return 0.0
+
+
 class CriticalPath:
     """What a block would take on ``threads`` threads, measured on one: the load-independent figure of a shared
     machine, where wall-clock ratios say more about the other processes than about the split.
@@ -246,11 +255,13 @@ class CriticalPath:
     (Python, numpy, unsplit kernels: Amdahl's serial part).  ``predicted_time`` = serial + longest: the block on
     ``threads`` cores with nothing else running, if a piece ran as fast beside others as alone (memory bandwidth
     shared by the cores and the pool's hand-offs are not in it; nor is the help of idle callers, which only
-    shortens the longest pieces).  Blocks do not nest; other threads' calls run as usual."""
+    shortens the longest pieces).  ``system``: the block's kernel CPU time (page faults of fresh arrays, the
+    returns of freed ones: time that two threads of one process may not halve; where the OS reports it per thread,
+    else 0).  Blocks do not nest; other threads' calls run as usual."""
 
     def __init__(self, threads: int = 2):
         self.threads = _checked(threads, "threads")
-        self.total = self.split = self.longest = 0.0
+        self.total = self.split = self.longest = self.system = 0.0
         self.calls = 0
         self._owner = None
 
@@ -263,12 +274,14 @@ class CriticalPath:
         self._owner = threading.get_ident()
         self._setting = using(self.threads)
         self._setting.__enter__()
+        self._system = _thread_system_time()
         self._start = time.thread_time()
         return self
 
     def __exit__(self, *exc):
         global _model
         self.total = time.thread_time() - self._start
+        self.system = _thread_system_time() - self._system
         self._setting.__exit__(*exc)
         with _lock:
             _model = None
@@ -291,6 +304,10 @@ class CriticalPath:
     @property
     def serial_fraction(self) -> float:
         return self.serial / self.total if self.total > 0 else 0.0
+
+    @property
+    def system_fraction(self) -> float:
+        return self.system / self.total if self.total > 0 else 0.0
 
     @property
     def predicted_time(self) -> float:

@@ -557,6 +557,12 @@ def test_critical_path_measures_serial_and_split_work_on_one_thread(monkeypatch)
     assert path.split == pytest.approx(0.06, abs=0.015) and path.longest == pytest.approx(0.04, abs=0.01)
     assert path.serial == pytest.approx(0.05, abs=0.015)
     assert path.predicted_time == pytest.approx(path.serial + path.longest)
+    assert 0 <= path.system <= path.total and 0 <= path.system_fraction <= 1
+    with T.CriticalPath(2) as faulting:                       # fresh pages touched: kernel time, counted
+        for _ in range(20):
+            np.ones(1 << 22)
+    if hasattr(__import__("resource"), "RUSAGE_THREAD"):
+        assert faulting.system > 0
     assert 1 < path.predicted_speedup < path.amdahl_speedup < 2  # uneven pieces lose more than Amdahl says
     with pytest.raises(RuntimeError, match="nest"):
         with T.CriticalPath(2):
