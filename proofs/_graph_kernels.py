@@ -10,6 +10,9 @@ import numpy as np
 
 from hezk.progress import announce_compilation
 
+from hezk.threads import parallel
+
+from . import _kernels
 from ._kernels import P, ext_mul_into
 
 announce_compilation(__file__)  # one line on stderr when numba must compile these kernels (a cold cache)
@@ -27,12 +30,31 @@ def _step(a, d):
     return s - P if s >= P else s
 
 
-@numba.njit(cache=True)
+def _summed(accs, out):
+    """out = (the pieces' unreduced (2, 3, 4) accumulators added in piece order) mod p: the one-thread
+    accumulator exactly (uint64 sums of residues, below 2^64 for up to 2^33 terms)."""
+    total = accs[0].copy()
+    for acc in accs[1:]:
+        total += acc
+    np.remainder(total, P, out=out)
+
+
+def _pairs(function, count):
+    """function(lo, hi) over pieces of ``count`` pairs on the threads of ``hezk.threads``."""
+    return parallel(function, count, max(1, _kernels.PARALLEL_MIN_ENTRIES >> _kernels.ROUND_PIECE_SHIFT))
+
+
 def bits_round_base(lin, eq, bits, out):
-    """out[0, x] = sum_j l_j(x) t_j(x), out[1, x] = sum_j eq[j] (t_j(x)^2 - t_j(x)) (x = 0, 1, 2), base-field T."""
-    half = bits.shape[0] // 2
+    """out[0, x] = sum_j l_j(x) t_j(x), out[1, x] = sum_j eq[j] (t_j(x)^2 - t_j(x)) (x = 0, 1, 2), base-field T;
+    pieces of the pairs on the threads of ``hezk.threads``."""
+    _summed(_pairs(lambda lo, hi: _bits_round_base_range(lin, eq, bits, lo, hi), bits.shape[0] // 2), out)
+
+
+@numba.njit(cache=True, nogil=True)
+def _bits_round_base_range(lin, eq, bits, lo, hi):
+    """The unreduced accumulator of ``bits_round_base`` over the pairs lo <= j < hi."""
     acc = np.zeros((2, 3, 4), dtype=np.uint64)
-    for j in range(half):
+    for j in range(lo, hi):
         t, dt = _line(bits[2 * j], bits[2 * j + 1])
         l0, dl0 = _line(lin[2 * j, 0], lin[2 * j + 1, 0])
         l1, dl1 = _line(lin[2 * j, 1], lin[2 * j + 1, 1])
@@ -52,21 +74,22 @@ def bits_round_base(lin, eq, bits, out):
             t2 = t2 - t if t2 >= t else t2 + P - t  # t^2 - t
             for c in range(4):
                 acc[1, x, c] += eq[j, c] * t2 % P
-    for a in range(2):
-        for x in range(3):
-            for c in range(4):
-                out[a, x, c] = acc[a, x, c] % P
+    return acc
 
 
-@numba.njit(cache=True)
 def bits_round_ext(lin, eq, bits, out):
-    """:func:`bits_round_base` for an F_p4 T (after the first round)."""
-    half = bits.shape[0] // 2
+    """:func:`bits_round_base` for an F_p4 T (after the first round); pieces of the pairs on the threads."""
+    _summed(_pairs(lambda lo, hi: _bits_round_ext_range(lin, eq, bits, lo, hi), bits.shape[0] // 2), out)
+
+
+@numba.njit(cache=True, nogil=True)
+def _bits_round_ext_range(lin, eq, bits, lo, hi):
+    """The unreduced accumulator of ``bits_round_ext`` over the pairs lo <= j < hi."""
     acc = np.zeros((2, 3, 4), dtype=np.uint64)
     cur = np.empty((2, 4), dtype=np.uint64)
     dif = np.empty((2, 4), dtype=np.uint64)
     prod = np.empty((3, 4), dtype=np.uint64)
-    for j in range(half):
+    for j in range(lo, hi):
         for c in range(4):
             cur[0, c], dif[0, c] = _line(lin[2 * j, c], lin[2 * j + 1, c])
             cur[1, c], dif[1, c] = _line(bits[2 * j, c], bits[2 * j + 1, c])
@@ -86,10 +109,7 @@ def bits_round_ext(lin, eq, bits, out):
             for c in range(4):
                 acc[0, x, c] += prod[0, c]
                 acc[1, x, c] += prod[2, c]
-    for a in range(2):
-        for x in range(3):
-            for c in range(4):
-                out[a, x, c] = acc[a, x, c] % P
+    return acc
 
 
 @numba.njit(cache=True)
@@ -118,15 +138,23 @@ def _fold_into(table, i, r, out, k):
         out[k, c] = s - P if s >= P else s
 
 
-@numba.njit(cache=True)
 def bits_fold_round(lin, bits, r, eq, lin_out, bits_out, out):
-    """Bind the previous variable to r (lin, bits: F_p4 tables of 2M rows -> lin_out, bits_out of M) and, in the
-    same pass, the next round's sums of :func:`bits_round_ext` over the folded tables (eq: M / 2 rows)."""
+    """Bind the previous variable to r (lin, bits: F_p4 tables of 2M rows -> lin_out, bits_out of M, arrays apart
+    from the inputs) and, in the same pass, the next round's sums of :func:`bits_round_ext` over the folded tables
+    (eq: M / 2 rows); pieces of the pairs on the threads of ``hezk.threads``."""
+    _summed(_pairs(lambda lo, hi: _bits_fold_round_range(lin, bits, r, eq, lin_out, bits_out, lo, hi),
+                   lin_out.shape[0] // 2), out)
+
+
+@numba.njit(cache=True, nogil=True)
+def _bits_fold_round_range(lin, bits, r, eq, lin_out, bits_out, lo, hi):
+    """The pairs lo <= j < hi of ``bits_fold_round``: their folded rows written, their unreduced accumulator
+    returned."""
     acc = np.zeros((2, 3, 4), dtype=np.uint64)
     cur = np.empty((2, 4), dtype=np.uint64)
     dif = np.empty((2, 4), dtype=np.uint64)
     prod = np.empty((3, 4), dtype=np.uint64)
-    for j in range(lin_out.shape[0] // 2):
+    for j in range(lo, hi):
         for h in range(2):
             _fold_into(lin, 2 * j + h, r, lin_out, 2 * j + h)
             _fold_into(bits, 2 * j + h, r, bits_out, 2 * j + h)
@@ -149,7 +177,4 @@ def bits_fold_round(lin, bits, r, eq, lin_out, bits_out, out):
             for c in range(4):
                 acc[0, x, c] += prod[0, c]
                 acc[1, x, c] += prod[2, c]
-    for a in range(2):
-        for x in range(3):
-            for c in range(4):
-                out[a, x, c] = acc[a, x, c] % P
+    return acc

@@ -572,7 +572,7 @@ def copy_rows(src, dst):
     width = max(1, src.size // max(1, rows))
     flat_src, flat_dst = src.reshape(-1), dst.reshape(-1)
     parallel(lambda lo, hi: _copy_range(flat_src, flat_dst, lo * width, hi * width), rows,
-             max(1, PARALLEL_MIN_ELEMENTS >> 2), work_per_item=width)   # a copy: 512 KB pieces at least
+             max(1, PARALLEL_MIN_ELEMENTS >> 1), work_per_item=width)   # a copy: 1 MB pieces at least
 
 
 @numba.njit(cache=True, nogil=True)

@@ -216,3 +216,34 @@ def test_fused_eq_add_equals_eq_then_add(k, threads, seed):
         T.set_threads(old[1])
     assert np.array_equal(fused, two_pass)
     assert np.array_equal(fused, F.ext_add(start, F.ext_mul(eq_table(point), scale)))
+
+
+@settings(max_examples=12, deadline=None)
+@given(log_n=st.integers(2, 9), threads=st.integers(1, 4), seed=st.integers(0, 99))
+def test_bits_round_kernels_in_pieces_equal_the_numpy_twin(log_n, threads, seed):
+    """The batched bits sumcheck's round kernels (base and F_p4 T, and the fused fold + round), split in pieces
+    of the pairs, equal relu_batch.round_sums_numpy (of the folded tables) at every thread count."""
+    from proofs import _graph_kernels as G
+    from proofs.layers.relu_batch import round_sums_numpy
+    from proofs.mle import fold
+    n = 1 << log_n
+    lin, bits_ext = F.ext_random((n,), seed=seed), F.ext_random((n,), seed=seed + 1)
+    bits_base = F.random_elements(n, seed=seed + 2) % np.uint64(2)
+    eq, r = F.ext_random((n // 2,), seed=seed + 3), F.ext_random((), seed=seed + 4)
+    old = (K.PARALLEL_MIN_ENTRIES, T.get_threads())
+    K.PARALLEL_MIN_ENTRIES = 1
+    try:
+        T.set_threads(threads)
+        base, ext, folded = (np.zeros((2, 3, 4), np.uint64) for _ in range(3))
+        G.bits_round_base(lin, eq, bits_base, base)
+        G.bits_round_ext(lin, eq, bits_ext, ext)
+        lin_out, bits_out = np.empty((n // 2, 4), np.uint64), np.empty((n // 2, 4), np.uint64)
+        G.bits_fold_round(lin, bits_ext, r, eq[:n // 4], lin_out, bits_out, folded)
+    finally:
+        K.PARALLEL_MIN_ENTRIES = old[0]
+        T.set_threads(old[1])
+    for got, (lin_t, eq_t, bits_t) in [(base, (lin, eq, bits_base)), (ext, (lin, eq, bits_ext)),
+                                       (folded, (fold(lin, r), eq[:n // 4], fold(bits_ext, r)))]:
+        first, second = round_sums_numpy(lin_t, eq_t, bits_t)
+        assert np.array_equal(got[0], first) and np.array_equal(got[1], second)
+    assert np.array_equal(lin_out, fold(lin, r)) and np.array_equal(bits_out, fold(bits_ext, r))
