@@ -112,15 +112,22 @@ def keep_below_p(draw, out, found):
     return found
 
 
-@numba.njit(cache=True)
 def ntt_rows(a, twiddles, bitrev):
     """In-place radix-2 decimation-in-time NTT of each row of a (rows, n); natural-order output.
 
-    twiddles[j] = omega^j for j < n/2 (omega of order n); bitrev is the bit-reversal permutation of n.
+    twiddles[j] = omega^j for j < n/2 (omega of order n); bitrev is the bit-reversal permutation of n. Pieces of
+    the rows (independent) on the threads of ``hezk.threads``.
     """
-    rows, n = a.shape
+    parallel(lambda lo, hi: _ntt_rows_range(a, twiddles, bitrev, lo, hi), a.shape[0], PARALLEL_MIN_ENTRIES,
+             work_per_item=a.shape[1])
+
+
+@numba.njit(cache=True, nogil=True)
+def _ntt_rows_range(a, twiddles, bitrev, lo, hi):
+    """Rows lo <= r < hi of ``ntt_rows``."""
+    n = a.shape[1]
     scratch = np.empty(n, dtype=np.uint64)
-    for r in range(rows):
+    for r in range(lo, hi):
         row = a[r]
         for j in range(n):
             scratch[j] = row[bitrev[j]]

@@ -247,3 +247,16 @@ def test_bits_round_kernels_in_pieces_equal_the_numpy_twin(log_n, threads, seed)
         first, second = round_sums_numpy(lin_t, eq_t, bits_t)
         assert np.array_equal(got[0], first) and np.array_equal(got[1], second)
     assert np.array_equal(lin_out, fold(lin, r)) and np.array_equal(bits_out, fold(bits_ext, r))
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_ntt_rows_in_pieces_equal_the_numpy_ntt(split_everything, threads):
+    """The Ligero encoding's row NTTs split over pieces of the rows equal the numpy transform."""
+    from proofs.pcs.reed_solomon import bit_reverse, ntt_numpy, powers
+    rows = F.random_elements(7 * 64, seed=threads).reshape(7, 64)
+    omega = pow(F.GENERATOR, (F.P - 1) // 64, F.P)
+    twiddles = powers(omega, 32)
+    T.set_threads(threads)
+    got = rows.copy()
+    K.ntt_rows(got, twiddles, bit_reverse(64))
+    assert np.array_equal(got, ntt_numpy(rows, twiddles))
