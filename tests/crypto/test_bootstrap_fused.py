@@ -159,3 +159,18 @@ def test_slot_to_coeff_groups_mirror_coeff_to_slot(levels):
     for stage in forward_stages(p.total, p.total):                     # the product of the stages, one by one
         expected = apply_diagonals(stage, expected)
     assert np.allclose(p.stc_reference(x), expected)
+
+
+def test_switch_back_from_all_digits_equals_the_streamed_switch():
+    """``Encapsulator.from_sparse`` (c0 lifted into the key switch, its digits at once in the transient scratch):
+    bit for bit c0 + the streamed ``KeySwitcher.switch``'s part b and its part a, at the top level and below."""
+    from tests.crypto.test_encapsulation import config, context as dense_context
+    ctx = dense_context()
+    enc = ctx.evaluator.bootstrapper(config()).encapsulator()
+    rng = np.random.default_rng(21)
+    for level in (ctx.params.max_level, 7):
+        ct = ctx.encrypt(rng.uniform(-1, 1, 16), level=level)
+        c0, c1 = ct.parts
+        d0, d1 = enc.switcher.switch(c1, enc.keys.from_sparse)
+        got = enc.from_sparse(c0, c1)
+        assert np.array_equal(got[0].data, (c0 + d0).data) and np.array_equal(got[1].data, d1.data)
