@@ -25,6 +25,15 @@ keys are freed, a worker process (``benchmarks/peers/openfhe_ops.py``: ct x ct +
 the preset's N, levels and scale; ``openfhe_bootstrap.py --threads``: the bootstrap of benchmarks/bootstrap.py) times
 its operations at 1 and ``--threads`` OpenMP threads, interleaved, best of ``--repeats``; a second table gives
 hezk's time over OpenFHE's at each count.
+
+Measured 2026-12-06, 2 cores, load 9 falling to 5 (other sessions: the wall ratios say nothing; the model columns
+do), ``--n16 --bootstrap --repeats 2``: serial % / model speed-up at 2 threads: N14 ct x ct 46 / 1.33 (its
+element-wise kernels, 14 limbs of 2^14, are below the piece size that pays), rotation 51 / 1.28, 64x64 BSGS 49 /
+1.28, Basefold 2^20 7.6 / 1.83, 1.07M-parameter MLP proof 9.0 / 1.78, N16 ct x ct 1.0 / 1.93, rotation 0.9 /
+1.93, N16_BOOT bootstrap 1.8 / 1.85 (3.7 / 1.82 before the scattered-basis NTT split, the column products and the
+giant steps' permuted sums were split; the model leaves out the idle caller's help, which shortens the hoisted
+babies' 3 + 4 split); outputs at 1 and 2 threads equal.  OpenFHE in the same run (wall, loaded: indicative only):
+bootstrap 68.2 / 54.1 s at 1 / 2 threads against hezk's 37.9 / 37.1 s (0.56x / 0.69x).
 """
 import argparse
 import gc
@@ -59,8 +68,9 @@ def _flat(value):
 
 def compare(label, fn, threads, repeats):
     """[label, ms at 1 thread, at ``threads``, ratio, serial %, system %, model speed-up, equal outputs]: best of
-    ``repeats``, interleaved; then one run measured on one thread by ``hezk.threads.CriticalPath`` (thread CPU time: the serial
-    part's share and the speed-up ``threads`` idle cores would give, whatever the machine's load)."""
+    ``repeats``, interleaved; then one run measured on one thread by ``hezk.threads.CriticalPath`` (thread CPU
+    time: the serial part's share, the kernel time's, and the speed-up ``threads`` idle cores would give, whatever
+    the machine's load)."""
     outputs = {}
     for n in (1, threads):       # warm-up at each count (compilation, tables), and the outputs compared
         T.set_threads(n)
