@@ -1,8 +1,9 @@
 """Quick regressions of earlier issues through the command lines, as users export: small CNNs (MaxPool, ReLU6,
 Conv1d, BatchNorm, AvgPool, Flatten -> Linear; both torch exporters) encrypted (``hezk infer``) and proven
-(``hezk commit|prove|verify``) within 2% of onnxruntime's largest output magnitude; scikit-learn's
-LogisticRegression and MLPClassifier through skl2onnx (labels equal to onnxruntime's, probabilities within 2%);
-inputs outside the calibrated range refused with a nonzero exit naming the range, nothing written."""
+(``hezk commit|prove|verify``), the encrypted output within the error the plan states and the proven one within 2%
+of onnxruntime's largest output magnitude; scikit-learn's LogisticRegression and MLPClassifier through skl2onnx
+(labels equal to onnxruntime's, encrypted and proven); inputs outside the calibrated range refused with a nonzero
+exit naming the range, nothing written."""
 from __future__ import annotations
 
 import re
@@ -31,7 +32,7 @@ def _cnn(kind: str):
 @pytest.mark.slow
 @pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "default"])
 @pytest.mark.parametrize("kind", ["2d", "1d"])
-def test_a_small_cnn_is_encrypted_and_proven_within_two_percent(tmp_path, kind, dynamo):
+def test_a_small_cnn_is_encrypted_as_stated_and_proven_within_two_percent(tmp_path, kind, dynamo):
     import onnx
     import torch
 
@@ -59,8 +60,7 @@ def test_a_small_cnn_is_encrypted_and_proven_within_two_percent(tmp_path, kind, 
                        "v.npy", cwd=tmp_path))
     proven = relative_error(np.load(tmp_path / "v.npy"), expected)
     print(f"cnn {kind}: encrypted {encrypted:.3%} ({absolute:.3g}; stated {stated:.3g}), proven {proven:.3%}, "
-          f"infer peak RSS "
-          f"{run.peak_rss / 2**30:.2f} GiB")
+          f"infer peak RSS {run.peak_rss / 2**30:.2f} GiB")
     # encrypted: within what the plan states on the calibration data (at 128 bits a 2x2 MaxPool's maxima take
     # fitted ReLUs, not the composite sign: ~5% of this untrained CNN's small outputs); proven: within 2%
     assert verified.stdout.startswith("accept") and absolute <= 1.5 * stated and proven <= 0.02
