@@ -554,8 +554,9 @@ def test_critical_path_measures_serial_and_split_work_on_one_thread(monkeypatch)
         parts = block()
     assert T.get_threads() == 1                              # the setting restored
     assert parts == [[0], [1, 2]] and set(ran) == {threading.get_ident()} and path.calls == 1
-    assert path.split == pytest.approx(0.06, abs=0.015) and path.longest == pytest.approx(0.04, abs=0.01)
-    assert path.serial == pytest.approx(0.05, abs=0.015)
+    # busy loops of thread CPU time: at least their length; the slack above it is for a loaded machine
+    assert 0.06 <= path.split < 0.12 and 0.04 <= path.longest < path.split - 0.015
+    assert 0.049 <= path.serial < 0.11
     assert path.predicted_time == pytest.approx(path.serial + path.longest)
     assert 0 <= path.system <= path.total and 0 <= path.system_fraction <= 1
     with T.CriticalPath(2) as faulting:                       # fresh pages touched: kernel time, counted
