@@ -289,6 +289,17 @@ def try_skewed(b: Builder, x: Sym, y, keep: str):
         regs.append(acc)
     layout = SlotLayout(out.shape, out.strides, out.slots, out.tiles, (), clean=rn == N)
     res = Sym(tuple(regs), layout, batch + m + n)
+    where = ""
+    if M == K and len(y.indices) == nb + 2:
+        # a weighted sum (m replaces y's contracted axis: attention's a v): the output goes where the values were,
+        # compacted in y's axis order (heads beside the head size, as the head merge that follows wants), not in
+        # per-batch blocks (whose merge would split the tensor into a tile per row)
+        stride_of = {c: y.layout.strides[a] for a, c in enumerate(y.indices)}
+        ranked = sorted(batch + m + n, key=lambda c: -stride_of[k if c == m else c])
+        target = SlotLayout.compact(out.shape, b.slots, order=[(batch + m + n).index(c) for c in ranked])
+        if target.strides != layout.strides:
+            res = fb.move_into(res, target, batch + m + n)
+            where = ", output moved to the values' axis order"
     return (fb.cost_since(n0), fb, res,
             f"skewed diagonal products (Jiang et al. 2018, as in THOR): {steps} steps per ciphertext (rotations by "
-            f"1 and {rn}), {len(out.tiles)} output ciphertext(s), {rm}x{rn} blocks")
+            f"1 and {rn}), {len(out.tiles)} output ciphertext(s), {rm}x{rn} blocks{where}")
