@@ -566,7 +566,9 @@ class _Run:
         parts = split_point(tau, out, s.letter_bits(out, out_real).get)
         sizes = dict(zip(data_letters, data_real))
         sizes.update(zip(weight, op.weight_shape))
-        summed = "".join(l for l in _weight_order(op) if l in data_letters and (l not in out or _bits(sizes[l])))
+        # a size-1 letter (b aside) has no variable: it splits no block and is dropped from the layouts below
+        width = {l: _bits(s.pb) if l == "b" else _bits(n) for l, n in sizes.items()}
+        summed = "".join(l for l in _weight_order(op) if l in data_letters and width[l])
         shared = "".join(l for l in summed if l in out)
         if shared and not summed.startswith(shared):
             raise ModelError(f"{op.name}: einsum {op.equation!r} mixes shared and contracted letters: not provable "
@@ -576,6 +578,7 @@ class _Run:
         k = sum(_bits(sizes[l]) for l in summed)
         factors, publics = [], []
         for letters, tensor in ((data_letters, None), (_weight_order(op), "W")):
+            letters = "".join(l for l in letters if width[l])
             at = letters.find(summed) if summed else len(letters)
             if summed and at < 0:
                 raise ModelError(f"{op.name}: einsum {op.equation!r}: the summed letters {summed!r} are not one block "

@@ -19,9 +19,6 @@ pytest.importorskip("onnxruntime")
 MASKED_SOFTMAX = ("the graph proof has no masked Softmax: proofs.graph_quantize._refuse_unprovable refuses "
                   "'Softmax (with a constant attention mask)' (the lowering needs the 0/1 mask applied to exp "
                   "before the row sum and the row max over the kept entries)")
-SIZE_ONE_AXIS = ("hidden weights: proofs.layers.graph_zk refuses LayerNorm's row broadcast 'bpqr,pqrz->bpqz' on a "
-                 "(16, 1, 32) sample ('the summed letters 'pr' are not one block'): the size-1 batch axis q of a "
-                 "sequence-first layer splits the block; --public-weights proves it")
 
 SCENARIOS = [  # module maker, file input shape, dynamo, batch, public weights
     pytest.param(lambda: encoder(1, "gelu"), sample_shape(True), True, 2, False,
@@ -32,7 +29,7 @@ SCENARIOS = [  # module maker, file input shape, dynamo, batch, public weights
     pytest.param(lambda: encoder(1, "relu", batch_first=False, norm_first=True), sample_shape(False), False, 1, True,
                  id="layer-relu-seqfirst-prenorm-torchscript-public"),
     pytest.param(lambda: encoder(1, "gelu", batch_first=False), sample_shape(False), True, 1, False,
-                 id="layer-gelu-seqfirst-postnorm-default", marks=pytest.mark.xfail(strict=True, reason=SIZE_ONE_AXIS)),
+                 id="layer-gelu-seqfirst-postnorm-default"),
     pytest.param(causal_attention, (1, SEQUENCE, D_MODEL), True, 1, False, id="causal-attention-default",
                  marks=pytest.mark.xfail(strict=True, reason=MASKED_SOFTMAX)),
 ]
