@@ -182,8 +182,13 @@ class _Refreshing:
                 compaction, blocked = self.compaction_for(operand.layout, int(level), max(need, 1), blocked=True)
                 if blocked and self.tracking:
                     self.blocked.append(((self.ordinal, index), self._producer_of(operand.ciphertexts)))
+                before = len(self.sites)
                 fresh = (self._bootstrapped(operand.ciphertexts, int(level)) if compaction is None
                          else self._compacted(operand.ciphertexts, compaction))
+                if self.tracking and len(self.sites) > before and self.sites[-1].coefficient > 1:
+                    # message coefficients above Delta (e.g. a layer norm's sum of squares, values ~ the width):
+                    # EvalMod's error grows as their cube; an earlier refresh of the plan that made it is tried
+                    self.blocked.append(((self.ordinal, index), self._producer_of(operand.ciphertexts)))
                 operand = type(operand)(fresh, operand.layout, operand.backend)
             out.append(operand)
         self._lowest = _lowest_operand(out)
@@ -703,17 +708,18 @@ EARLY_ROUNDS = 4
 
 
 def find_early_refreshes(model, sample, params, config, level, compaction):
-    """(forced, sites, operation counts, compaction steps) with the fewest ciphertext bootstraps found: a refresh
-    whose compaction lacked the level for its mask (a dirty tensor at level 0: every ciphertext bootstrapped) is
-    moved to the plan that made the tensor, refreshing that plan's lowest operand early (``forced``: (plan ordinal,
-    operand index)); repeated while the bootstraps decrease (at most ``EARLY_ROUNDS`` rounds), each round recorded
-    again, a round kept only where the largest message coefficient bootstrapped (``BootstrapSite.coefficient``)
-    stays within the larger of Delta and the one without early refreshes. Without compaction, no early refresh."""
+    """(forced, sites, operation counts, compaction steps) with the smallest message coefficients, then the fewest
+    ciphertext bootstraps, found: a refresh whose compaction lacked the level for its mask (a dirty tensor at level
+    0: every ciphertext bootstrapped), or whose message coefficients exceed Delta (``BootstrapSite.coefficient``: a
+    tensor of large values, where EvalMod loses precision), is moved to the plan that made the tensor, refreshing
+    that plan's lowest operand early (``forced``: (plan ordinal, operand index)); at most ``EARLY_ROUNDS`` rounds,
+    each recorded again, a round kept where (max(Delta, its largest coefficient), its bootstraps) is smaller than the
+    best so far. Without compaction, no early refresh."""
     forced = ()
     sites, operations, moves, blocked = _record_bootstraps(model, sample, params, config, level, compaction, forced,
                                                            tracking=compaction)
     best = (sum(s.ciphertexts for s in sites), forced, sites, operations, moves)
-    bound = max(1.0, _largest_coefficient(sites))
+    rank = (max(1.0, _largest_coefficient(sites)), best[0])
     for _ in range(EARLY_ROUNDS if compaction else 0):
         wanted = set(forced)
         for where, producer in blocked:
@@ -729,8 +735,9 @@ def find_early_refreshes(model, sample, params, config, level, compaction):
         except LevelError:
             break
         count = sum(s.ciphertexts for s in sites)
-        if count < best[0] and _largest_coefficient(sites) <= bound:
+        if (max(1.0, _largest_coefficient(sites)), count) < rank:
             best = (count, forced, sites, operations, moves)
+            rank = (max(1.0, _largest_coefficient(sites)), count)
     return best[1:]
 
 

@@ -74,3 +74,24 @@ def test_a_dirty_tensor_is_cleaned_before_its_bootstrap():
         return site.coefficient
 
     assert coefficient(0) > 30 and coefficient(2) < 1.0
+
+
+def test_a_refresh_of_large_coefficients_asks_for_an_earlier_one():
+    """A tracking recorder names a refresh whose message coefficients exceed Delta (a tensor of values ~100, as a
+    layer norm's sum of squares) among those to move earlier (``find_early_refreshes``), and not one of small
+    values."""
+    import numpy as np
+
+    from tensor_ops.attention_plan import BootstrapRecorder
+    from tensor_ops.tensor import CipherTensor
+
+    slots = 1024
+    layout = SlotLayout((16, 16), (64, 1), slots)
+    deep = plan("ij,ij->ij", (16, 16), (16, 16), slots=slots)
+    step = type("P", (), {"depth": lambda self: 4, "spec": deep.spec})()
+    for value, named in ((100.0, True), (0.5, False)):
+        recorder = BootstrapRecorder(slots, 0, 6, bootstrap_units=1000.0, tracking=True)
+        recorder.at_node("n")
+        tensor = CipherTensor([recorder.encrypt(v) for v in layout.pack(np.full((16, 16), value))], layout, recorder)
+        recorder.refresh_operands(step, [tensor])
+        assert (len(recorder.sites), bool(recorder.blocked)) == (1, named)
