@@ -34,6 +34,10 @@ element-wise kernels, 14 limbs of 2^14, are below the piece size that pays), rot
 giant steps' permuted sums were split; the model leaves out the idle caller's help, which shortens the hoisted
 babies' 3 + 4 split); outputs at 1 and 2 threads equal.  OpenFHE in the same run (wall, loaded: indicative only):
 bootstrap 68.2 / 54.1 s at 1 / 2 threads against hezk's 37.9 / 37.1 s (0.56x / 0.69x).
+
+One N16_BOOT bootstrap under ``CriticalPath(2)`` (load 2), best of 2: 15.4 s CPU, serial 1.9%, kernel time 7.7%
+(1.2 s of page faults), model 1.84x; with ``--reuse-freed-memory``: 13.8 s CPU, serial 1.7%, kernel time 0.1%,
+model 1.91x.  The page faults are the largest part that the split may not halve on two threads of one process.
 """
 import argparse
 import gc
