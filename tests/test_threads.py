@@ -571,3 +571,41 @@ def test_critical_path_measures_serial_and_split_work_on_one_thread(monkeypatch)
                 pass
     with pytest.raises(T.ThreadSettingError):
         T.CriticalPath(0)
+
+
+def test_concurrent_callers_with_nested_calls_neither_deadlock_nor_lose_pieces(monkeypatch):
+    """Four user threads split calls whose pieces split again (cut for whichever callers sit idle, helped through
+    the queue): every sum right, and the queue and idle count empty after."""
+    monkeypatch.setattr(T, "_threads", 3)
+    helped, run = [], T._HelpTask.run
+
+    def counting(task):
+        helped.append(task.start)
+        return run(task)
+
+    monkeypatch.setattr(T._HelpTask, "run", counting)
+
+    def inner(c, d):
+        time.sleep(0.0005)
+        return sum(range(c, d))
+
+    def outer(a, b):
+        return sum(sum(T.parallel(inner, 200)) for _ in range(a, b))
+
+    errors = []
+
+    def user():
+        try:
+            for _ in range(30):
+                assert sum(T.parallel(outer, 7)) == 7 * sum(range(200))
+        except BaseException as exc:    # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    users = [threading.Thread(target=user) for _ in range(4)]
+    for u in users:
+        u.start()
+    for u in users:
+        u.join(60)
+    assert not errors and not any(u.is_alive() for u in users)
+    assert T._idle == 0 and not T._tasks
+    assert helped                                            # nested pieces did go through the queue
