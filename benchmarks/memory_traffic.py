@@ -21,7 +21,7 @@ A call's bytes are the memory its array arguments span (a broadcast column count
 bytes of the arrays it writes (its results and its in-place or ``out`` arguments); an in-place accumulator counts
 twice (read and written).  Only the outermost wrapped call counts (``Traffic.nested`` records any call made inside
 another, which would double count; the tests require none).  The bandwidth is one thread's streaming copy and
-add of 256 MB arrays (best of N, STREAM's convention: a copy moves 2×, an add 3× the array), and for each
+add of 256 MB arrays (best of 10, STREAM's convention: a copy moves 2×, an add 3× the array), and for each
 operation the table prints bytes, bytes / bandwidth (the time a bandwidth-bound run would need), the measured
 one-thread CPU time (best of N, counting off) and the fraction of it the bound explains.
 
@@ -35,6 +35,22 @@ N = 2^14 one limb is 128 kB).  So the fraction says how far the operation is fro
 kernel, not a measured DRAM traffic (use ``perf stat -e`` uncore counters for that).
 
     python benchmarks/memory_traffic.py [--preset N14] [--bootstrap] [--no-ops] [--repeats 3] [--kernels] [--smoke]
+
+Measured 2026-12-06, one thread (HEZK_THREADS=1), two-core machine shared with other jobs.  Bytes are exact
+and repeatable; the bandwidth is not (10.6-16.5 GB/s best-of-5 at load 4-8, other jobs streaming too), so the
+bound's fraction moves with it.  N14 (top level, 7 Q levels + 3 P primes, dnum 5), at 16.44 GB/s (load 4.1) and
+10.61 GB/s (load 5.4): ct×ct + relin + rescale 135.1 MB (NTT 31.2, conversion 15.6, mul/add 22.3, key-switch
+inner products 66.1): bound 8.2 / 12.7 ms, measured 14.0 / 15.2 ms CPU, 0.59 / 0.84 of it; one rotation 122.3 MB
+(automorphism 13.1, inner product 62.4): 0.50 / 0.78; 8 hoisted rotations 459.2 MB (inner products 213.9,
+automorphism 104.9): 27.9 ms bound against 63.0 ms (0.44 / 0.62); one key switch 120.2 MB: 0.54 / 0.78; the
+N = 2^12 toy bootstrap 4.52 GB: 0.54 / 0.79.  N16_BOOT (``--bootstrap``, load 4.8, 16.46 GB/s): one bootstrap
+moves 140.6 GB (NTT/INTT 22.3, conversion 11.1, mul/add 64.5 of which the double-hoisted plaintext products
+``muladd_pair`` 42.7 (their two accumulators read and written per diagonal), key-switch inner products 32.4,
+automorphisms 9.6, copies 0.66): bound 8.54 s against 14.58 s CPU measured (best of 2): 0.59; peak RSS 9.8 GB.
+Where the bound explains ~60% of the time, the rest is compute and the passes the count does not see; the largest
+item to cut is the accumulators' traffic of the plaintext products: each reads and writes both accumulators (4 of
+its 6.5 rows of traffic per limb, with the two baby parts and a uint32 diagonal), so k diagonals summed in one pass
+would move 4/k + 2.5 rows per diagonal (k = 4: 46% less).
 
 Default: the N14 operations and a bootstrap of the insecure N = 2^12 literal of ``benchmarks/bootstrap.py``
 (``--toy``); ``--bootstrap``: the N16_BOOT bootstrap instead (keys ~7.5 GB, peak ~10-11 GB: refused below 14 GB
@@ -368,8 +384,8 @@ def bandwidth(megabytes: int = 256, repeats: int = 5) -> dict:
 # --- operations ----------------------------------------------------------------------------------------------------
 
 def operations(preset: str, seed: int = 1) -> dict:
-    """({name: zero-argument callable}, params) for ct×ct + relin + rescale, a rotation, 8 hoisted rotations and a key switch
-    at the top level of ``preset`` (a name or a literal dict)."""
+    """({name: zero-argument callable}, params) for ct×ct + relin + rescale, a rotation, 8 hoisted rotations and a
+    key switch at the top level of ``preset`` (a name or a literal dict)."""
     from crypto import CKKSContext, CKKSParameters
     params = CKKSParameters.from_literal(preset) if isinstance(preset, dict) else CKKSParameters.preset(preset)
     steps = list(range(1, 9))
@@ -445,7 +461,7 @@ def main(argv=None):
     hezk.set_threads(1)
     if args.smoke:
         args.preset, args.repeats = "TOY", 1
-    bw = bandwidth(64 if args.smoke else 256, 2 if args.smoke else 5)
+    bw = bandwidth(64 if args.smoke else 256, 2 if args.smoke else 10)
     gbps = max(bw.values())
     print(f"bandwidth, one thread: copy {bw['copy']:.2f} GB/s, add {bw['add']:.2f} GB/s (bound uses {gbps:.2f})")
     rows, results = [], {}
