@@ -2,7 +2,8 @@
 ``torch.nn.TransformerEncoderLayer`` with GELU, exported by ``torch.onnx.export``) encrypted under CKKS, one
 thread, beside the peers' figures; and the proof half (``benchmarks/transformer_proof.py``).
 
-    python benchmarks/transformer.py [--run] [--test-ring] [--proof {none,quick,all}] [--size W,H,F,S]
+    python benchmarks/transformer.py [--run] [--test-ring [--test-ring-size W,H,F,S]] [--proof {none,quick,all}]
+                                      [--size W,H,F,S]
 
 Default (plan mode, no key made): ``tensor_ops.attention_plan.plan_attention`` at 128 bits on calibration
 samples: the parameters (N16_BOOT when deeper than a 128-bit ring holds), the ciphertext bootstraps and their
@@ -16,14 +17,20 @@ only: sparse secret, no security): wall time, peak RSS, the bootstraps run, the 
 share of its largest output. ``--proof``: the proof rows of ``benchmarks/transformer_proof.py`` (quick: its 16 x 32
 row, hidden weights; all: its default rows; none). ``--size``: another layer (width, heads, MLP, sequence).
 
-Measured here (2 shared cores, load average 4-6, one thread): the BERT-tiny layer plans at 128 bits (N16_BOOT, 23
-levels, depth 55) in ~3 min (1.6 GB RSS) with 15 ciphertext bootstraps at 13 sites (512 ciphertexts of attention's
-weighted sum compacted into 2; 546 bootstraps and ~12,200 s estimated without compaction), 6.6 GiB of Galois keys
-(the powers of two), ~1,670 s estimated server time of which the bootstraps ~300 s: the rest is the einsum plans'
-rotations at sequence 128, so the 120 s goal is not met; the approximations keep the layer within 0.33% of its
-largest output on the calibration data; peak memory estimated ~13 GiB (keys 6.8 GiB, the 512 ciphertexts of
-attention's weighted sum ~4 GiB). The 16 x 32 layer on the toy ring runs in ~83 s (keys 17 s), 2.1 GB peak
-RSS, 18 bootstraps, 0.15% of onnxruntime's largest output.
+Measured here (2 shared cores, load average 4-9, one thread): the BERT-tiny layer plans at 128 bits (N16_BOOT, 23
+levels, depth 59) in 2-6 min (0.9-1.6 GB RSS). Attention's two products take the planner's skewed diagonal products
+(``tensor_ops.plan.skewed``: scores est. 622 units, 463 rotations, 1 output ciphertext; weighted sum 555 units, 397
+rotations, its output where the values were), 20 ciphertext bootstraps at 15 sites, message coefficients up to
+0.51 Delta, 6.6 GiB of Galois keys (the powers of two), ~943 s estimated server time: bootstraps ~397 s, the rest
+546 s (scores 21%, weighted sum 17%, MLP 27%, projections 15%, layer norm 11%); peak memory estimated 9.1 GiB.
+Before (replicate-multiply-reduce, scores over 512 ciphertexts): est. 4,972 + 3,795 units for the two products,
+15 bootstraps, ~3,307 s (bootstraps 297 s; the rest 3,010 s, 89% of it attention's products and Softmax), 18 GiB;
+1,673 s as the estimate then priced rotations (every step as one keyed rotation: with power-of-two keys a step is
+composed of several, now priced so: ``attention_plan.rotation_units``). The 120 s goal is not met. The
+approximations keep the layer within 0.33% of its largest output on the calibration data. On the toy ring the 16 x
+32 layer runs in ~83 s (keys 17 s), 2.1 GB peak RSS, 18 bootstraps, 0.15% of onnxruntime's largest output; the 32 x
+32 layer (``--test-ring-size 32,2,64,32``, whose products take the skewed layout) in ~77 s (keys 12 s, evaluation
+65 s), 2.5 GB peak RSS, 18 bootstraps, 0.13% of onnxruntime's largest output (load ~5).
 
 Peers (from the issue's text): THOR's BERT-base in the FHE Benchmarking Suite, 5,777 s of CPU compute and 21.4 GB
 of keys; MOAI 2.36 min per input on one GPU (amortised); NEXUS and Powerformer run BERT-class models under CKKS
