@@ -15,9 +15,9 @@ its values alone; ``BootstrapRecorder`` places them in the plan); parameters bel
 ``allow_insecure``, for tests. The plan records how the einsum planner laid out attention's two products
 (``contractions``: the strategy its cost model chose, e.g. ``tensor_ops.plan.skewed``'s diagonal products, with its
 estimate, rotations and depth) and prices the recorded rotations as they run on the keys it makes (``rotation_units``:
-with power-of-two keys a step without its key is composed), node by node. ``run_attention`` refuses samples whose plain reference leaves a calibrated
-range (the input range, a Softmax's shift or row-sum range, a LayerNorm's variance range, an activation's
-interval): the polynomials are only right there.
+with power-of-two keys a step without its key is composed), node by node. ``run_attention`` refuses samples whose
+plain reference leaves a calibrated range (the input range, a Softmax's shift or row-sum range, a LayerNorm's
+variance range, an activation's interval): the polynomials are only right there.
 """
 from __future__ import annotations
 
@@ -551,7 +551,8 @@ class AttentionPlan:
         turns = counts.get("rotation_units")     # composed rotations priced as they run (``rotation_units``)
         if turns is None:
             turns = counts.get("rotations", 0) * c.rotation + counts.get("hoisted_rotations", 0) * c.hoisted_rotation
-        units = turns + counts.get("ct_ct", 0) * (c.ct_mult + c.rescale) + counts.get("ct_pt", 0) * (c.pt_mult + c.rescale)
+        units = (turns + counts.get("ct_ct", 0) * (c.ct_mult + c.rescale)
+                 + counts.get("ct_pt", 0) * (c.pt_mult + c.rescale))
         rotation = _rotation_seconds(self.params, min(self.bootstrap_plan.levels_left, self.params.max_level))
         return self.bootstrap_count * self.bootstrap_seconds + units * rotation
 
@@ -744,7 +745,8 @@ def find_early_refreshes(model, sample, params, config, level, compaction):
 def rotation_units(operations, key_steps, slots: int) -> tuple:
     """``operations`` with the recorded rotation amounts replaced by ``("rotation_units", u)`` (and the recorded
     products by node dropped) plus ``("node_units", ((node, units), ...))``: each node's rotations and products in
-    CostModel units, largest first (where the time goes). The rotations are priced as they will run, in CostModel units (a key-switched rotation = 1, a hoisted one ``hoisted_rotation``). With one key
+    CostModel units, largest first (where the time goes). The rotations are priced as they will run, in CostModel
+    units (a key-switched rotation = 1, a hoisted one ``hoisted_rotation``). With one key
     per step (``key_steps`` None) every recorded rotation is keyed; with a power-of-two key set a step without its key
     is composed of ``backends.rotation_route``'s keyed steps, each a full rotation, and a hoisted one composed loses
     its hoisting (``CKKSBackend.rotate_many``): what the plain counts left out."""

@@ -242,7 +242,8 @@ def try_skewed(b: Builder, x: Sym, y, keep: str):
     # each operand skewed straight from its layout, or aligned first (one or two masked moves shared by the tiles,
     # a level each): the cheaper on the first output tile
     sources = {}
-    for name, sym, lay, idx, rows, cols in (("x", x, lay_x, batch + m + k, am, an), ("y", y, lay_y, batch + n + k, bm, bn)):
+    for name, sym, lay, idx, rows, cols in (("x", x, lay_x, batch + m + k, am, an),
+                                            ("y", y, lay_y, batch + n + k, bm, bn)):
         dst = (base0 + rows * rn + cols).ravel()
         priced = []
         for how in ("direct", "aligned"):
