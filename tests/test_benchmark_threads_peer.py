@@ -70,3 +70,19 @@ def test_ops_worker_times_both_operations_at_each_count():
     assert set(result["best"]) == {"mul_rescale", "rotate"}
     assert all(0 < t < 10 for v in result["best"].values() for t in v.values())
     assert json.dumps(bench.openfhe_rows(result, 2))               # keyed as hezk's rows ("N12")
+
+
+@pytest.mark.skipif(not os.path.exists(OPENFHE_PYTHON), reason="needs the OpenFHE 3.10 venv (../shared/PEERS.md)")
+def test_the_thread_switch_reaches_the_runtime_openfhe_runs_on():
+    """One libgomp mapped after omp_runtime (a second copy loaded by path would take the counts openfhe never reads),
+    and the count set there is the one read back."""
+    import subprocess
+    peers = os.path.join(os.path.dirname(bench.__file__), "peers")
+    code = ("import sys; sys.path.insert(0, %r); import openfhe; from openfhe_ops import omp_runtime; "
+            "s, g = omp_runtime(openfhe); s(1); one = g(); s(2); two = g(); "
+            "maps = {l.split()[-1] for l in open('/proc/self/maps') if 'libgomp' in l}; "
+            "print(len(maps), one, two)" % peers)
+    out = subprocess.run([OPENFHE_PYTHON, "-c", code], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, OMP_NUM_THREADS="2"))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1", "1", "2"]

@@ -9,7 +9,7 @@ Settings (those of the earlier comparison): N = 2^16, 2^15 slots, level budget [
 after the bootstrap (depth 6 + 16), 6 at 7 levels), the sparse secret with encapsulation
 (``SPARSE_ENCAPSULATED``), HEStd_128_classic; one thread (set OMP_NUM_THREADS=1 before starting this process), or
 with ``--threads 1 2`` each count in turn, interleaved repeats on the same keys (the count switched through the
-OpenMP runtime the wheel carries: ``omp_runtime``; ``benchmarks/threads.py``).
+OpenMP runtime openfhe runs on: ``openfhe_ops.omp_runtime``; ``benchmarks/threads.py``).
 
     OMP_NUM_THREADS=1 python3.10 benchmarks/peers/openfhe_bootstrap.py [--repeats 3] [--log-n 16] [--slots 32768]
         [--levels-after 6] [--dnum 4] [--insecure] [--threads 1 2]
@@ -39,19 +39,6 @@ def peak_rss_gb() -> float:
     except OSError:
         pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9
-
-
-def omp_runtime(fhe):
-    """(omp_set_num_threads, omp_get_max_threads) of the OpenMP runtime openfhe runs on (the libgomp its wheel
-    carries, else the process's), or None (the same as ``openfhe_ops.omp_runtime``: each worker stands alone)."""
-    import ctypes
-    for name in (os.path.join(os.path.dirname(fhe.__file__), "lib", "libgomp.so"), "libgomp.so.1"):
-        try:
-            lib = ctypes.CDLL(name)
-            return lib.omp_set_num_threads, lib.omp_get_max_threads
-        except OSError:
-            continue
-    return None
 
 
 def bits(expected, got) -> float:
@@ -143,6 +130,7 @@ def main(argv=None) -> dict:
     counts = args.threads or [None]
     omp = None
     if args.threads:
+        from openfhe_ops import omp_runtime     # the worker beside this one (its folder is sys.path[0])
         omp = omp_runtime(fhe)
         if omp is None:
             raise SystemExit("--threads: no OpenMP runtime found to switch threads (set OMP_NUM_THREADS instead)")

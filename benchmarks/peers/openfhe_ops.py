@@ -24,9 +24,16 @@ import time
 
 
 def omp_runtime(fhe):
-    """(set, get) of the OpenMP runtime openfhe runs on (its bundled libgomp, else the process's), or None."""
-    names = [os.path.join(os.path.dirname(fhe.__file__), "lib", "libgomp.so"), "libgomp.so.1"]
-    for name in names:
+    """(set, get) of the OpenMP runtime openfhe's libraries run on, or None.
+
+    That is the libgomp importing openfhe mapped into this process (its libraries link ``libgomp.so.1``, which the
+    loader finds on the system). Loading another copy by path (the ``lib/libgomp.so`` the wheel carries is another
+    file) starts a second runtime whose thread count openfhe never reads: both "counts" then run on
+    OMP_NUM_THREADS. ``fhe`` must already be imported."""
+    del fhe                                   # imported: its runtime is mapped
+    with open("/proc/self/maps") as maps:
+        mapped = sorted({line.split()[-1] for line in maps if "libgomp" in line and "/" in line})
+    for name in mapped[:1] or ["libgomp.so.1"]:
         try:
             lib = ctypes.CDLL(name)
             return lib.omp_set_num_threads, lib.omp_get_max_threads
