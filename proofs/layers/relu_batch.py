@@ -185,6 +185,22 @@ def _eq1(tau, x: int) -> np.ndarray:
                                                         F.to_field(np.int64(x))))
 
 
+def _message_ints(first, second, tau, factor) -> np.ndarray:
+    """g(x) = first(x) - factor eq(tau, x) second(x) at x = 0..3 ((4, 4)), first and second given at 0, 1, 2
+    and extended to 3 as :func:`_quadratic_at_3`, on Python ints (a handful of F_p4 scalars a round: numpy's
+    per-call overhead was most of a small proof's serial time; twin: the numpy formula in the tests)."""
+    p = F.P
+    for values in (first, second):
+        values.append([(values[0][c] - 3 * values[1][c] + 3 * values[2][c]) % p for c in range(F.EXT_DEGREE)])
+    rows = []
+    for x in range(DEGREE + 1):  # eq(tau, x) = (1 - tau)(1 - x) + tau x = (1 - tau) + (2 tau - 1) x
+        eq = [((1 if c == 0 else 0) - tau[c] + (2 * tau[c] - (1 if c == 0 else 0)) * x) % p
+              for c in range(F.EXT_DEGREE)]
+        product = F.ext_mul_ints(F.ext_mul_ints(factor, eq), second[x])
+        rows.append([(first[x][c] - product[c]) % p for c in range(F.EXT_DEGREE)])
+    return np.array(rows, dtype=np.uint64)
+
+
 class BitsProver:
     """The sumcheck prover of the batched relation (``prove_sumcheck`` drives it; the verifier sees a plain
     degree-3 sumcheck). The eq(tau, .) factor is never built whole (Gruen's split): in round j,
@@ -225,12 +241,8 @@ class BitsProver:
             else:
                 kernels.bits_round_ext(self._lin, self._eq, self._bits, sums)
             first, second = sums[0], sums[1]
-        first = np.concatenate([first, _quadratic_at_3(first)[None]])
-        second = np.concatenate([second, _quadratic_at_3(second)[None]])
-        tau = self._tau[len(self.challenges)]
-        factor = F.ext_mul(self._scale, self._beta)
-        message = np.stack([F.ext_sub(first[x], F.ext_mul(F.ext_mul(factor, _eq1(tau, x)), second[x]))
-                            for x in range(DEGREE + 1)])
+        message = _message_ints(first.tolist(), second.tolist(), self._tau[len(self.challenges)].tolist(),
+                                F.ext_mul_ints(self._scale.tolist(), self._beta.tolist()))
         self._sum = F.ext_add(message[0], message[1])
         return message
 

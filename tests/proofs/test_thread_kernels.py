@@ -260,3 +260,19 @@ def test_ntt_rows_in_pieces_equal_the_numpy_ntt(split_everything, threads):
     got = rows.copy()
     K.ntt_rows(got, twiddles, bit_reverse(64))
     assert np.array_equal(got, ntt_numpy(rows, twiddles))
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_bits_round_message_on_ints_equals_the_numpy_formula(seed):
+    """relu_batch's round message on Python ints equals first(x) - factor eq(tau, x) second(x) in numpy F_p4."""
+    from proofs.layers.relu_batch import _eq1, _message_ints, _quadratic_at_3
+    first, second = F.ext_random((3,), seed=seed), F.ext_random((3,), seed=seed + 1)
+    tau, scale, beta = (F.ext_random((), seed=seed + k) for k in (2, 3, 4))
+    got = _message_ints(first.tolist(), second.tolist(), tau.tolist(), F.ext_mul_ints(scale.tolist(), beta.tolist()))
+    first4 = np.concatenate([first, _quadratic_at_3(first)[None]])
+    second4 = np.concatenate([second, _quadratic_at_3(second)[None]])
+    factor = F.ext_mul(scale, beta)
+    expected = np.stack([F.ext_sub(first4[x], F.ext_mul(F.ext_mul(factor, _eq1(tau, x)), second4[x]))
+                         for x in range(4)])
+    assert got.dtype == np.uint64 and np.array_equal(got, expected)
