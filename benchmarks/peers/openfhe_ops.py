@@ -3,9 +3,9 @@ thread counts in one process: best wall seconds per (operation, threads) as one 
 
 Runs under the CPython 3.10 interpreter of a venv holding the ``openfhe`` wheel (1.6.1: its extension is built for
 3.10 only; ../shared/PEERS.md), started by ``benchmarks/threads.py`` after hezk's half of the same run.  Imports only
-openfhe, numpy and the standard library.  The thread count is switched between repeats through the OpenMP runtime
-the wheel carries (``omp_set_num_threads`` of its libgomp, read back with ``omp_get_max_threads``); counts are
-interleaved, as hezk's are, so that load from other processes falls on both alike.
+openfhe, numpy and the standard library.  Several ``--threads`` counts in one process are
+switched through the OpenMP runtime openfhe runs on (``omp_runtime``), but OpenFHE fixes its count when it starts
+and its times do not follow: ``benchmarks/threads.py`` starts one process per count with OMP_NUM_THREADS=n.
 
 Settings matching hezk's presets: N = 2^log_n, ``--depth`` levels of a ``--scale-bits`` scale (first modulus 60 bits),
 FIXEDMANUAL rescaling, HYBRID key switching with the smallest dnum from ``--dnum`` up that OpenFHE accepts
