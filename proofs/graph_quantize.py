@@ -90,6 +90,7 @@ class QOp:
     has_bias: bool = False
     constant: str = ""  # a public kernel's kind (:data:`PUBLIC_CONSTANTS`); "" = a committed weight
     function: str = ""  # a lookup's function (:data:`LOOKUP_FUNCTIONS`)
+    mask: str = ""  # a masked Softmax's row_fill / row_keep kernel: its input's 0/1 mask, one character an entry
 
     def public(self) -> dict:
         out = {"kind": self.kind, "name": self.name, "inputs": list(self.inputs), "output": self.output,
@@ -99,6 +100,8 @@ class QOp:
                "weight_frac": self.weight_frac, "has_bias": self.has_bias, "constant": self.constant}
         if self.function:  # only a lookup's (other ops' public text is unchanged)
             out["function"] = self.function
+        if self.mask:  # only a masked Softmax's kernels'
+            out["mask"] = self.mask
         if self.patches is not None:
             p = self.patches
             out["patches"] = {"kernel": list(p.kernel), "stride": list(p.stride), "pads": list(p.pads),
@@ -117,7 +120,7 @@ class QOp:
         for key in ("weight_shape", "bias_shape", "einsum_shape", "lefts", "shape"):
             entry[key] = tuple(_integer(v, key) for v in entry.get(key, ()))
         entry["inputs"] = tuple(_text(v, "inputs") for v in entry["inputs"])
-        for key in ("kind", "name", "output", "equation", "bias_letters", "constant", "function"):
+        for key in ("kind", "name", "output", "equation", "bias_letters", "constant", "function", "mask"):
             entry[key] = _text(entry.get(key, ""), key)
         for key in ("shift", "q_bits", "weight_frac"):
             entry[key] = _integer(entry.get(key, 0), key)
@@ -395,9 +398,11 @@ def selection_kernel(kind: str, equation: str, patches, in_shape) -> np.ndarray:
 
 #: public kernels over a tensor's last axis k (n entries) of lowered LayerNorm and Softmax (:func:`row_kernel`):
 #: the mean 1/n quantized at weight_frac, and 0/+-1 selections at weight_frac 0 (sum, a max level's split and join,
-#: the broadcast of -max or -mean over the row, an elementwise rescale)
+#: the broadcast of -max or -mean over the row, an elementwise rescale; a masked Softmax's fill and keep, from the
+#: op's public 0/1 mask: :func:`mask_kernel`)
 ROW_CONSTANTS = ("row_mean",)
-ROW_SELECTIONS = ("row_sum", "row_max_split", "row_max_join", "row_broadcast", "rescale")
+ROW_SELECTIONS = ("row_sum", "row_max_split", "row_max_join", "row_broadcast", "rescale", "row_fill", "row_keep")
+MASKED_ROWS = ("row_fill", "row_keep")  #: the row kernels derived from an op's ``mask``
 
 
 def row_equation(kind: str, rank: int) -> str:
@@ -409,18 +414,51 @@ def row_equation(kind: str, rank: int) -> str:
         return f"b{letters},{letters[-1]}yz->b{letters[:-1]}yz"
     if kind == "row_max_join":
         return f"b{letters},{letters[-2:-1]}->b{letters[:-2]}{letters[-1:]}"
-    if kind == "row_broadcast":  # every sample letter on the kernel: the hiding proof's read binds the row's letters
+    if kind in ("row_broadcast", "row_fill"):  # every sample letter on the kernel: the read binds the row's letters
         return f"b{letters},{letters}z->b{letters[:-1]}z"
-    if kind == "rescale":  # elementwise ones: x requantized to fewer bits (a bilinear operand)
+    if kind in ("rescale", "row_keep"):  # elementwise: ones (x requantized to fewer bits, a bilinear operand), mask
         return f"b{letters},{letters}->b{letters}"
     return f"b{letters},{letters[-1]}z->b{letters[:-1]}z"
 
 
-def row_kernel(kind: str, equation: str, in_shape, weight_shape) -> np.ndarray:
-    """The kernel of a row constant (float) or selection (int64) from the public structure; ModelError when the
-    equation or the shapes do not fit the kind (a row needs at least one entry; a max split two)."""
+def mask_text(mask) -> str:
+    """The public text of a 0/1 mask: one character '0' or '1' an entry, in C order."""
+    return "".join("1" if v else "0" for v in np.asarray(mask).reshape(-1))
+
+
+def mask_kernel(kind: str, mask: str, in_shape) -> np.ndarray:
+    """A masked Softmax's public 0/1 kernel (int64) from its input's mask text (:func:`mask_text`, the input's
+    sample shape, every row along the last axis keeping an entry): ``row_keep`` is the mask itself (e * mask: a
+    dropped entry's exp is 0 exactly), ``row_fill`` (shape (*in_shape, n)) maps a row x to x where kept and to the
+    row's first kept entry where dropped, so the max tree over it is the max over the kept entries (a repeat: max
+    is idempotent). ModelError when the text does not fit."""
+    shape = tuple(in_shape)
+    if len(mask) != math.prod(shape) or set(mask) - {"0", "1"}:
+        raise ModelError(f"mask of {len(mask)} characters: expected {math.prod(shape)} of '0' / '1' (the input "
+                         f"{shape}'s entries)")
+    keep = (np.frombuffer(mask.encode(), dtype=np.uint8) == ord("1")).astype(np.int64).reshape(shape)
+    if not keep.any(axis=-1).all():
+        raise ModelError("the mask drops a whole row along the last axis")
+    if kind == "row_keep":
+        return keep
+    n = shape[-1]
+    first = keep.argmax(axis=-1)  # (...): each row's first kept entry
+    kernel = np.einsum("...z,kz->...kz", keep, np.eye(n, dtype=np.int64))
+    kernel += (np.arange(n) == first[..., None])[..., :, None] * (1 - keep)[..., None, :]
+    return kernel
+
+
+def row_kernel(kind: str, equation: str, in_shape, weight_shape, mask: str = "") -> np.ndarray:
+    """The kernel of a row constant (float) or selection (int64) from the public structure (a masked row's from its
+    ``mask`` text: :func:`mask_kernel`); ModelError when the equation or the shapes do not fit the kind (a row needs
+    at least one entry; a max split two)."""
     shape, n = tuple(in_shape), (tuple(in_shape) or (0,))[-1]
     fits = 1 <= len(shape) < len(EINSUM_AXES) - 2 and equation == row_equation(kind, len(shape))
+    if bool(mask) != (kind in MASKED_ROWS):
+        raise ModelError(f"row kernel {kind!r}: a mask is {'required' if kind in MASKED_ROWS else 'not allowed'}")
+    if fits and kind in MASKED_ROWS and padded_entries((*shape, n) if kind == "row_fill" else shape) \
+            <= MAX_TENSOR_ENTRIES:
+        return mask_kernel(kind, mask, shape)
     if fits and kind == "row_mean" and n >= 1:
         return np.full((n, 1), 1.0 / n)
     if fits and kind == "rescale" and padded_entries(shape) <= MAX_TENSOR_ENTRIES:
@@ -443,7 +481,7 @@ def public_weight(op: QOp, in_shape) -> np.ndarray:
     """A public-constant op's quantized kernel floor(K 2^weight_frac + 1/2) (int64), from its public fields and
     its input's sample shape only (what prover and verifier both compute). ModelError if it does not fit."""
     if op.constant in ROW_CONSTANTS + ROW_SELECTIONS:
-        kernel = row_kernel(op.constant, op.equation, in_shape, op.weight_shape)
+        kernel = row_kernel(op.constant, op.equation, in_shape, op.weight_shape, op.mask)
         frac = op.weight_frac if op.constant in ROW_CONSTANTS else 0
         if kernel.shape != tuple(op.weight_shape) or op.weight_frac != frac or abs(frac) > MAX_FRAC_BITS:
             raise ModelError(f"op {op.name!r}: row kernel of shape {kernel.shape} at weight_frac {frac}, declared "
@@ -902,12 +940,12 @@ class _Lowering:
         return self.rescaled(source, k, suffix) if k else source
 
     def row(self, kind, source, suffix, *, last=False, relu=False, requant=True, bias=None, weight_shape=None,
-            q_bound=None, float_out=None, f_out=None):
+            q_bound=None, float_out=None, f_out=None, mask=""):
         """A contraction of ``source`` with a public row kernel (:func:`row_kernel`) over its last axis."""
         in_shape = self.shapes[source]
         equation = row_equation(kind, len(in_shape))
-        weight_shape = weight_shape or row_kernel(kind, equation, in_shape, (1, 1)).shape
-        kernel = row_kernel(kind, equation, in_shape, weight_shape)
+        weight_shape = weight_shape or row_kernel(kind, equation, in_shape, (1, 1), mask).shape
+        kernel = row_kernel(kind, equation, in_shape, weight_shape, mask)
         output = self.name(suffix, last)
         data, weight, out = _subscripts_of(equation)
         sizes = dict(zip(data[1:] + weight, in_shape + kernel.shape))
@@ -941,7 +979,7 @@ class _Lowering:
             shift, q_bits, f_out = 0, _signed_bits(q_bound if q_bound is not None else int(worst)), f_acc
         op = QOp("contraction", f"{self.node.name}.{suffix}" if not last else self.node.name, (source,), output,
                  equation, None, w_int, w_int.shape, b_int, "", () if b_int is None else (1,), shape, shift, q_bits,
-                 relu, shape=shape, weight_frac=f_w, has_bias=b_int is not None, constant=kind)
+                 relu, shape=shape, weight_frac=f_w, has_bias=b_int is not None, constant=kind, mask=mask)
         return self.put(op, shape, f_out, 1 << (q_bits - 1))
 
     def lookup(self, function, source, suffix, float_out, last=False):
@@ -1052,16 +1090,28 @@ def _softmax_ops(low: _Lowering, source: str) -> None:
     e = exp(d) by a lookup (e_max = T[0] = 2^f_e exactly), s = sum_k e >= 2^f_e (public ones, requantized: s >= 1),
     r = 1/s by a lookup, y = e * r (bilinear). Error: e and r to half a unit of 2^-f_e and 2^-f_r, s to its
     requantization, y to 2^-(f_y+1): |y - softmax(x)| <= ~n 2^-f_e / s + 2^-f_r + 2^-f_y, at act_bits 12 below 1e-2
-    (on the 16 x 32 encoder layer's attention, 1.8e-3 with its input's own error included)."""
+    (on the 16 x 32 encoder layer's attention, 1.8e-3 with its input's own error included).
+
+    With a constant 0/1 mask (a causal attention's; public, in the structure): the max tree reads the row with each
+    dropped entry replaced by the row's first kept one (``row_fill``, a public 0/1 kernel), so m is the max over the
+    kept entries and the kept maximum's exp is T[0] = 2^f_e (s >= 1 as unmasked); e = exp(x - m) over every entry
+    (a dropped one's x - m may be positive: the table clamps it), then e * mask (``row_keep``, the public mask
+    elementwise, exact) before the row sum and the product: a dropped entry weighs exactly 0 whatever the prover
+    holds, with no new commitment (the verifier derives both kernels from the mask text)."""
     node = low.node
     shape = low.shapes[source]
     _require_last_axis(node, shape, (node.axis + 1,))
     rank, n = len(shape), shape[-1]
+    mask = "" if node.mask is None else mask_text(np.broadcast_to(node.mask, shape))
+    keep = None if node.mask is None else np.broadcast_to(node.mask, shape) > 0
     if low.like is None:
         x = low.floats[source]
-        shifted = x - x.max(axis=-1, keepdims=True)
-    current, level, width = source, 0, n
+        kept = x if keep is None else np.where(keep, x, -np.inf)
+        shifted = np.minimum(x - kept.max(axis=-1, keepdims=True), 0.0)
     bound = low.bounds[source]
+    current = source if not mask else low.row("row_fill", source, "fill", requant=False, q_bound=bound,
+                                              weight_shape=(*shape, n), mask=mask)
+    level, width = 0, n
     while width > 1:
         m = (width + 1) // 2
         split = low.row("row_max_split", current, f"max{level}.split", relu=True, requant=False, q_bound=2 * bound,
@@ -1074,6 +1124,9 @@ def _softmax_ops(low: _Lowering, source: str) -> None:
                        weight_shape=(*low.shapes[current], n))
     d = low.add(source, negative, "shifted")
     e = low.lookup("softmax_exp", d, "exp", None if low.like else np.exp(shifted))
+    if mask:
+        e = low.row("row_keep", e, "keep", requant=False, q_bound=low.bounds[e], mask=mask,
+                    float_out=None if low.like else low.floats[e] * keep)
     s = low.row("row_sum", e, "sum", float_out=None if low.like else low.floats[e].sum(axis=-1, keepdims=True))
     r = low.lookup("reciprocal", s, "reciprocal", None if low.like else 1.0 / low.floats[s])
     letters = EINSUM_AXES[:rank]
@@ -1117,8 +1170,6 @@ def _refuse_unprovable(graph) -> None:
         elif node.kind not in ("contraction", "affine", "add", "activation", "reshape", "transpose", "maxpool",
                                "bilinear", "layernorm", "softmax"):
             what, fix = node.op, None
-        elif node.kind == "softmax" and getattr(node, "mask", None) is not None:  # the lowering has no mask
-            what, fix = f"{node.op} (with a constant attention mask)", None
         else:
             continue
         found.append((f"operator {what} (node {node.name!r})", fix))
@@ -1126,8 +1177,8 @@ def _refuse_unprovable(graph) -> None:
         proves = ("the graph proof proves Relu, Square (x * x), Clip (ReLU6, clamp, Min / Max with a constant) and, by "
                   "lookup tables, Sigmoid, Tanh, Gelu, Silu activations (with Gemm, MatMul, Conv, pools, MaxPool, "
                   "Add, BatchNormalization, Flatten, Reshape, Transpose, "
-                  "Slice, Pad, Concat, attention's MatMul / Einsum of two computed tensors, Softmax and "
-                  "LayerNormalization over the last axis)")
+                  "Slice, Pad, Concat, attention's MatMul / Einsum of two computed tensors, Softmax (with a "
+                  "constant attention mask too) and LayerNormalization over the last axis)")
         if len(found) == 1:
             (head, fix), = found
             raise ModelError(f"{head} is not provable yet: {proves}" + (f" ({fix})" if fix else ""))
@@ -1341,7 +1392,7 @@ MAX_STRUCTURE_ENTRIES = 1 << 24  #: their sum over the structure (one sample)
 KINDS = ("contraction", "relu", "square", "add", "reshape", "transpose", "lookup", "bilinear")
 _OP_FIELDS = frozenset(("kind", "name", "inputs", "output", "equation", "weight_shape", "bias_letters", "bias_shape",
                         "einsum_shape", "shift", "q_bits", "relu", "lefts", "shape", "weight_frac", "has_bias",
-                        "constant", "patches", "function"))
+                        "constant", "patches", "function", "mask"))
 _PATCH_DATA = "bgcuvij"  # a windowed contraction's view subscripts (hezk.model.Patches)
 
 
@@ -1393,7 +1444,7 @@ def _require_width(op: QOp, where: str) -> None:
 
 _DEFAULTS = {"equation": "", "patches": None, "weight_shape": (), "bias_letters": "", "bias_shape": (),
              "einsum_shape": (), "shift": 0, "q_bits": 0, "relu": False, "lefts": (0, 0), "shape": (), "weight_frac": 0,
-             "has_bias": False, "constant": "", "function": ""}
+             "has_bias": False, "constant": "", "function": "", "mask": ""}
 _KIND_FIELDS = {"contraction": set(_DEFAULTS) - {"lefts"}, "relu": {"q_bits"}, "square": {"shift", "q_bits"},
                 "add": {"lefts"}, "reshape": {"shape"}, "transpose": {"shape"}, "lookup": {"q_bits", "function"},
                 "bilinear": {"equation", "shift", "q_bits"}}
@@ -1445,6 +1496,8 @@ def _contraction_entries(q: QuantizedGraph, op: QOp, where: str) -> int:
     entries += padded_entries(op.bias_shape)
     _require(-MAX_FRAC_BITS <= op.weight_frac <= MAX_FRAC_BITS,
              f"weight_frac {op.weight_frac} not in [-{MAX_FRAC_BITS}, {MAX_FRAC_BITS}]", where)
+    _require(not op.mask or op.constant in MASKED_ROWS, f"a mask on a {op.constant or 'committed'!r} kernel (only "
+             f"{MASKED_ROWS} derive theirs from a mask)", where)
     kernel = None
     if op.constant:
         try:

@@ -16,9 +16,6 @@ from .transformer_models import D_MODEL, SEQUENCE, causal_attention, data_shape,
 pytest.importorskip("torch")
 pytest.importorskip("onnxruntime")
 
-MASKED_SOFTMAX = ("the graph proof has no masked Softmax: proofs.graph_quantize._refuse_unprovable refuses "
-                  "'Softmax (with a constant attention mask)' (the lowering needs the 0/1 mask applied to exp "
-                  "before the row sum and the row max over the kept entries)")
 
 SCENARIOS = [  # module maker, file input shape, dynamo, batch, public weights
     pytest.param(lambda: encoder(1, "gelu"), sample_shape(True), True, 2, False,
@@ -30,8 +27,7 @@ SCENARIOS = [  # module maker, file input shape, dynamo, batch, public weights
                  id="layer-relu-seqfirst-prenorm-torchscript-public"),
     pytest.param(lambda: encoder(1, "gelu", batch_first=False), sample_shape(False), True, 1, False,
                  id="layer-gelu-seqfirst-postnorm-default"),
-    pytest.param(causal_attention, (1, SEQUENCE, D_MODEL), True, 1, False, id="causal-attention-default",
-                 marks=pytest.mark.xfail(strict=True, reason=MASKED_SOFTMAX)),
+    pytest.param(causal_attention, (1, SEQUENCE, D_MODEL), True, 1, False, id="causal-attention-default"),
 ]
 
 

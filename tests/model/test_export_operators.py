@@ -184,11 +184,13 @@ def test_malformed_new_operators_are_model_file_errors():
         read_onnx(b.model())
 
 
-def test_the_graph_proof_refuses_every_unprovable_node_in_one_line():
+def test_the_graph_proof_refuses_every_unprovable_node_in_one_line(monkeypatch):
     """The proof half proves MaxPool (padded too), Clip (lowered to public selections, see
-    tests/proofs/test_graph_maxpool_clip.py) and products of two computed tensors; what it cannot prove (here a
-    Softmax with an attention mask) is refused in one ModelError naming every such node, and only those."""
-    from hezk.model import Graph, Softmax
+    tests/proofs/test_graph_maxpool_clip.py), products of two computed tensors and masked Softmax; what it cannot
+    prove (here, with Sigmoid taken off the provable list, two Sigmoids) is refused in one ModelError naming every
+    such node, and only those."""
+    import proofs.graph_quantize as GQ
+    from hezk.model import Activation, Graph, Softmax
     from proofs.errors import ModelError
     from proofs.graph_quantize import quantize_graph
 
@@ -199,14 +201,19 @@ def test_the_graph_proof_refuses_every_unprovable_node_in_one_line():
     graph = read_onnx(b.model())
     mask = np.tril(np.ones(graph.output_shape[-2:]))
     last = len(graph.output_shape) - 1
-    nodes = graph.nodes + (Softmax("masked_a", "Softmax", (graph.output,), "a", axis=last, mask=mask),
-                           Softmax("masked_b", "Softmax", ("a",), "b", axis=last, mask=mask))
-    masked = Graph(graph.input, graph.input_shape, nodes, "b")
+    nodes = graph.nodes + (Activation("sig_a", "Sigmoid", (graph.output,), "a", "sigmoid"),
+                           Activation("sig_b", "Sigmoid", ("a",), "b", "sigmoid"))
+    unprovable = Graph(graph.input, graph.input_shape, nodes, "b")
     calibration = np.random.default_rng(0).normal(size=(4, 2, 6, 6))
-    with pytest.raises(ModelError, match=r"operator Softmax \(with a constant attention mask\) \(node 'masked_a'\), "
-                                         r"operator Softmax .*\(node 'masked_b'\) - 2 operators are not provable yet"):
-        quantize_graph(masked, calibration)
+    with monkeypatch.context() as patch:
+        patch.setattr(GQ, "PROVABLE_ACTIVATIONS", tuple(f for f in GQ.PROVABLE_ACTIVATIONS if f != "sigmoid"))
+        with pytest.raises(ModelError, match=r"operator Sigmoid \(node 'sig_a'\).*, "
+                                             r"operator Sigmoid \(node 'sig_b'\).* - 2 operators are not provable"):
+            quantize_graph(unprovable, calibration)
+    masked = Graph(graph.input, graph.input_shape, graph.nodes + (
+        Softmax("masked", "Softmax", (graph.output,), "y", axis=last, mask=mask),), "y")
     quantize_graph(graph, calibration)  # the MaxPool, the Clip and the product are proven
+    quantize_graph(masked, calibration)  # and a masked Softmax
 
 
 def test_an_old_opset_is_upgraded_and_one_the_converter_cannot_upgrade_is_refused():

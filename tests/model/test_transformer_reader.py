@@ -280,14 +280,15 @@ def test_softmax_masks_are_validated():
         read_onnx(b.model())
 
 
-def test_the_graph_proof_refuses_a_masked_softmax_by_name():
-    """The proof's Softmax lowering has no mask: a masked attention is refused naming the node (not proven as
-    if unmasked); positive control: the same layer without the mask passes the refusal check."""
-    from proofs.errors import ModelError
-    from proofs.graph_quantize import _refuse_unprovable
+def test_the_graph_proof_lowers_a_masked_softmax_with_its_mask():
+    """The proof's Softmax lowering keeps the reader's mask (not proven as if unmasked): the masked layer's
+    quantized structure carries the mask's public row_fill / row_keep kernels, the unmasked one none
+    (tests/proofs/test_graph_masked_softmax.py proves them)."""
+    from proofs.graph_quantize import quantize_graph
 
     small = dict(d_model=8, heads=2, feedforward=16)
-    masked = read_onnx(export(encoder(1, "relu", causal_mask=4, **small), False, sequence=4, d_model=8))
-    with pytest.raises(ModelError, match=r"Softmax \(with a constant attention mask\) \(node "):
-        _refuse_unprovable(masked)
-    _refuse_unprovable(read_onnx(export(encoder(1, "relu", **small), False, sequence=4, d_model=8)))
+    calibration = np.random.default_rng(0).normal(size=(4, 1, 4, 8))
+    for causal, kernels in ((4, ["row_fill", "row_keep"]), (0, [])):
+        graph = read_onnx(export(encoder(1, "relu", causal_mask=causal, **small), False, sequence=4, d_model=8))
+        q = quantize_graph(graph, calibration.reshape(4, *graph.input_shape))
+        assert [op.constant for op in q.ops if op.mask] == kernels
