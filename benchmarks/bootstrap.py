@@ -219,17 +219,18 @@ def openfhe_interpreter(choice) -> tuple:
     return path, None
 
 
-def run_openfhe(python, repeats=3, log_n=16, slots=None, insecure=False, levels_after=None, timeout=3600) -> dict:
-    """OpenFHE's bootstrap in a worker process (one thread: OMP_NUM_THREADS=1); its JSON line as a dict, or
-    {'skipped': reason} when the worker fails."""
-    cmd = [python, OPENFHE_WORKER, "--repeats", str(repeats), "--log-n", str(log_n)]
-    cmd += ["--slots", str(slots)] if slots else []
-    cmd += ["--insecure"] if insecure else []
-    cmd += ["--levels-after", str(levels_after)] if levels_after is not None else []
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    env.pop("PYTHONPATH", None)                         # the 3.10 venv must not see this 3.11 checkout's packages
+def run_worker(python, script, args, omp_threads=None, timeout=3600) -> dict:
+    """A peer worker's last JSON line as a dict, or {'skipped': reason} (not raised: hezk's figures stand on their
+    own).  ``script`` is a path; the worker runs with OMP_NUM_THREADS=``omp_threads`` (None: unset, all cores) and
+    without PYTHONPATH (the 3.10 venv must not see this 3.11 checkout's packages)."""
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    env.pop("OMP_NUM_THREADS", None)
+    if omp_threads is not None:
+        env["OMP_NUM_THREADS"] = str(omp_threads)
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+        proc = subprocess.run([python, script] + [str(a) for a in args], capture_output=True, text=True, env=env,
+                              timeout=timeout)
     except (OSError, subprocess.TimeoutExpired) as e:
         return dict(skipped=f"failed: {e}")
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
@@ -237,6 +238,16 @@ def run_openfhe(python, repeats=3, log_n=16, slots=None, insecure=False, levels_
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
         return dict(skipped=f"failed (exit {proc.returncode}): {' / '.join(tail)[-400:]}")
     return json.loads(lines[-1])
+
+
+def run_openfhe(python, repeats=3, log_n=16, slots=None, insecure=False, levels_after=None, timeout=3600) -> dict:
+    """OpenFHE's bootstrap in a worker process (one thread: OMP_NUM_THREADS=1); its JSON line as a dict, or
+    {'skipped': reason} when the worker fails."""
+    args = ["--repeats", repeats, "--log-n", log_n]
+    args += ["--slots", slots] if slots else []
+    args += ["--insecure"] if insecure else []
+    args += ["--levels-after", levels_after] if levels_after is not None else []
+    return run_worker(python, OPENFHE_WORKER, args, omp_threads=1, timeout=timeout)
 
 
 def comparison_table(hezk: dict, openfhe: dict) -> str:

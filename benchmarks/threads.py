@@ -43,7 +43,6 @@ import argparse
 import gc
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -194,24 +193,10 @@ OPENFHE_LABELS = {"mul_rescale": "ct x ct + relin + rescale {}", "rotate": "rota
 
 
 def openfhe_worker(python, script, args, omp_threads=None, timeout=3600) -> dict:
-    """A peer worker's JSON line as a dict, or {'skipped': reason} (not raised: hezk's rows stand on their own).
-
-    ``omp_threads``: the worker's OMP_NUM_THREADS (else its variable is removed: all cores)."""
-    cmd = [python, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers", script)] + [str(a) for a in args]
-    env = dict(os.environ)
-    env.pop("PYTHONPATH", None)                  # the 3.10 venv must not see this 3.11 checkout's packages
-    env.pop("OMP_NUM_THREADS", None)
-    if omp_threads is not None:
-        env["OMP_NUM_THREADS"] = str(omp_threads)
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return dict(skipped=f"failed: {e}")
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        return dict(skipped=f"failed (exit {proc.returncode}): {' / '.join(tail)[-400:]}")
-    return json.loads(lines[-1])
+    """The peer worker ``benchmarks/peers/<script>``'s JSON line (``benchmarks.bootstrap.run_worker``)."""
+    from benchmarks.bootstrap import run_worker
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers", script)
+    return run_worker(python, path, args, omp_threads=omp_threads, timeout=timeout)
 
 
 def openfhe_counts(python, script, args, counts, repeats) -> dict:
