@@ -5,21 +5,25 @@ sigma/tau skews, then one column shift and one row shift per step), which THOR (
 Transformer Inference with Homomorphic Encryption", 2024) builds its encrypted x encrypted attention products on.
 
 Every batch element owns a block of ``Rm x Rn`` slots (row stride ``Rn``; ``Rm``, ``Rn`` the multiples of the
-contracted size ``K`` covering ``M`` and ``N``), blocks packed side by side, several per ciphertext. Product step
-``t`` (``t < K``) pairs, at slot (m, n), ``x[m, (m + n + t) mod K]`` with ``y[n, (m + n + t) mod K]``, so that the
-``K`` steps together visit every ``k`` once per output element and the products add up in place: no replication and
-no rotate-and-sum. The operands are laid out once:
+contracted size ``K`` covering ``M`` and ``N``; one of ``N``, ``K`` divides the other), blocks packed side by side,
+several per ciphertext. Product step ``t`` pairs, at slot (m, n'), ``x[m, (m + n' + t) mod K]`` with
+``y[n' mod N, (m + n' + t) mod K]``, so that the steps together visit every ``k`` once per output element and the
+products add up in place: no replication and no rotate-and-sum (where ``N < K`` the ``Rn / N`` column groups of a row
+split the ``k`` range, ``N`` steps, and one rotate-and-sum over the groups closes). The operands are laid out once:
 
-1. aligned: ``x`` at (m, k) -> slot ``m Rn + k``, ``y`` at (n, k) -> slot ``n + k Rn`` (a masked move, free when
-   the operand is there already, e.g. the scores produced here feeding the weighted sum);
-2. skewed: ``A0[m, n'] = x[m, (m + n') mod K]`` for ``n' < Rn`` and ``B0[m', n] = y[n, (m' + n) mod K]`` for
-   ``m' < Rm`` (one masked move each, baby-step/giant-step over about ``Rn + K`` or ``Rm + K`` shifts);
+1. skewed: ``A0[m, n'] = x[m, (m + n') mod K]`` for ``n' < Rn`` and ``B0[m', n'] = y[n' mod N, (m' + n') mod K]``
+   for ``m' < Rm``, each one masked move (baby-step/giant-step) gathered straight from the operand's layout, or,
+   where the cost model finds it cheaper, from the operand first aligned to (row, k) -> slot ``row Rn + k`` for
+   ``x`` and ``row + k Rn`` for ``y`` (a transpose for attention's keys: a move whose baby/giant split runs along
+   k - row; where both strides change by unrelated amounts, through the swapped strides first);
 
-then step ``t`` takes ``A_t[m, n] = A0[m, (n + t) mod Rn]`` and ``B_t[m, n] = B0[(m + t) mod Rm, n]`` (each a move
-of two shifts sharing one hoisted decomposition, masked to the ``M x N`` outputs), multiplies them and accumulates;
-one rescale closes the sum. Rotations: about ``4 K`` hoisted ones per output ciphertext plus the two skews, against
-``K (log M + log d)`` for replicate-multiply-reduce. Depth: the alignment (when needed), the skew, the step's mask
-and the product.
+then step ``t`` takes ``A_t[m, n'] = A0[m, (n' + t) mod Rn]`` and ``B_t[m, n'] = B0[(m + t) mod Rm, n']``: chains of
+rotations by 1 and by ``Rn`` (the wrapped part from copies rotated back by a row or a block once), masked to the
+outputs, multiplied and accumulated; one rescale closes the sum. Rotations: 4 per step per output ciphertext, by 1 and
+``Rn`` only (keys a power-of-two set holds), plus the skews, against ``K (log M + log d)`` for
+replicate-multiply-reduce; the output compact. Depth: the alignment moves (when taken), the skew, the step's mask and
+the product. A weighted sum (``M = K``: ``m`` replaces the values' contracted axis) leaves its output compacted in the
+values' axis order (one more move, a level), where a head merge that follows finds the head axis beside the head size.
 """
 from __future__ import annotations
 
