@@ -1,8 +1,7 @@
 """Issue 34's acceptance, proven half, as a user runs it: the exported encoder layer, the 2-layer stack and the
 hand-written causal attention block committed with hidden weights (``hezk commit``), proven (``hezk prove``)
 and verified (``hezk verify --output``) on a batch; the verified output within 2% of onnxruntime's largest
-output magnitude, peak memory under 6 GiB; an input beyond the committed input bound refused (exit 2).
-Known gaps are strict xfails naming their cause (they pass, and so fail here, once fixed)."""
+output magnitude, peak memory under 6 GiB; an input beyond the committed input bound refused (exit 2)."""
 from __future__ import annotations
 
 import re
