@@ -26,7 +26,8 @@ rotations, its output where the values were), 20 ciphertext bootstraps at 15 sit
 Before (replicate-multiply-reduce, scores over 512 ciphertexts): est. 4,972 + 3,795 units for the two products,
 15 bootstraps, ~3,307 s (bootstraps 297 s; the rest 3,010 s, 89% of it attention's products and Softmax), 18 GiB;
 1,673 s as the estimate then priced rotations (every step as one keyed rotation: with power-of-two keys a step is
-composed of several, now priced so: ``attention_plan.rotation_units``). The 120 s goal is not met. The
+composed of several, now priced so: ``attention_plan.rotation_units``), against 661 s now in that pricing (bootstraps
+397 s, the rest 265 s). The 120 s goal is not met. The
 approximations keep the layer within 0.33% of its largest output on the calibration data. On the toy ring the 16 x
 32 layer runs in ~83 s (keys 17 s), 2.1 GB peak RSS, 18 bootstraps, 0.15% of onnxruntime's largest output; the 32 x
 32 layer (``--test-ring-size 32,2,64,32``, whose products take the skewed layout) in ~77 s (keys 12 s, evaluation
