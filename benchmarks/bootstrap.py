@@ -50,7 +50,7 @@ best of 3 CPU): 15.46 s against 17.07 (-9.4%; CoeffToSlot 6.56 against 7.14, Eva
 SlotToCoeff 2.49 against 2.50, ModRaise 0.29); 20.5 bits random (20.6), 14.29 worst case (unchanged), 8 levels
 left, VmHWM 9.94 GB, keys unchanged (41, 7.49 GB).  Against the 16.22 s of the same-run figures above that is
 about 14.7 s, 0.67x OpenFHE's 22.06 s.  In separate processes at load ~4.5-5 (best of 3 CPU): 14.86 s against
-16.93 s for the code before (f4a7ecc's parent's parents, 84c3a8c: EvalMod 5.48 against 7.36, CoeffToSlot 6.70
+16.93 s for the code before (7d42a5f: EvalMod 5.48 against 7.36, CoeffToSlot 6.70
 against 6.69, SlotToCoeff 2.38 against 2.38), 0.65x OpenFHE's 22.06 s when scaled to the same-run 16.22 s.  ``--cts-levels 4 --stc-levels 4`` (SlotToCoeff's groups now mirror
 CoeffToSlot's, so both share 32 rotation keys) leaves 6 levels, as many as OpenFHE's run, for fewer giant steps and
 a lower EvalMod: at load ~5, best of 3 CPU, 12.44 s against 14.86 s for 3/3 (CoeffToSlot 4.87 against 6.70,
