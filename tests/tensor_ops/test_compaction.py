@@ -27,7 +27,10 @@ def layouts(draw, slots=SLOTS):
     chunk = draw(st.integers(1, rows))
     replicas = ((2, chunk * outer + draw(st.integers(0, 2))),) if draw(st.booleans()) else ()
     offset = draw(st.integers(0, 3))
-    layout = SlotLayout.tiled((rows, cols), (outer, inner), slots * 4, (chunk, cols), offset, replicas)
+    try:
+        layout = SlotLayout.tiled((rows, cols), (outer, inner), slots * 4, (chunk, cols), offset, replicas)
+    except ShapeError:                               # the offset and copies leave even the drafting slots
+        layout = SlotLayout.tiled((rows, cols), (outer, inner), slots * 4, (chunk, cols), 0, ())
     if layout.span() > slots:
         layout = SlotLayout.tiled((rows, cols), (outer, inner), slots * 4, (chunk, cols), 0, ())
     if layout.span() > slots:
