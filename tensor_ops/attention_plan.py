@@ -21,6 +21,7 @@ variance range, an activation's interval): the polynomials are only right there.
 """
 from __future__ import annotations
 
+import math
 import weakref
 from dataclasses import dataclass
 from math import prod
@@ -28,6 +29,7 @@ from math import prod
 import numpy as np
 
 from crypto.ckks.bootstrap import BootstrapConfig, as_config, natural_scales
+from crypto.context import LOW_BOOTSTRAP_BITS
 from crypto.rlwe import Ciphertext
 from crypto.errors import LevelError, ParameterError, ShapeError
 
@@ -802,6 +804,10 @@ def _bootstrapping(model, sample, params, config, input_level, rotations, key_bu
     except LevelError as why:
         raise ParameterError(f"the parameters (N=2^{params.log_n}, {params.max_level} levels) cannot bootstrap: "
                              f"{why}") from None
+    if boot.precision_bits < LOW_BOOTSTRAP_BITS:
+        raise ParameterError(f"a bootstrap at these parameters keeps {boot.precision_bits:.1f} bits (stated, worst "
+                             f"slot), below {LOW_BOOTSTRAP_BITS:g} (q_0 / Delta = "
+                             f"2^{math.log2(params.q_moduli[0]) - params.log_scale:.1f}): bootstrap on a ring made for it, as the preset {BOOTSTRAP_PRESET!r}")
     check_scale_drift(params)
     level = params.max_level if input_level is None else input_level
     if isinstance(level, bool) or not isinstance(level, (int, np.integer)) or not 0 <= level <= params.max_level:

@@ -221,3 +221,15 @@ def test_cli_infers_a_tiny_encoder_layer_with_bootstraps_within_two_percent(tmp_
     assert np.max(np.abs(got - expected)) <= 0.02 * np.max(np.abs(expected))
     assert cli.main(command + ["--no-bootstrap"]) == 2
     assert "--no-bootstrap" in capsys.readouterr().err
+
+
+def test_named_parameters_whose_bootstrap_keeps_too_few_bits_are_refused_naming_the_levels():
+    """A ring a few levels short of the depth whose scale is too small for a bootstrap (2^30: a bootstrap there
+    keeps no bits) is refused at planning, naming the depth, the levels to ask for and the
+    bootstrapping preset, instead of placing bootstraps whose outputs are noise."""
+    from crypto import CKKSParameters
+
+    shallow = dict(BOOT_TOY, log_q=[[30, 30]] + [[30]] * 22, log_scale=30)   # a bootstrap keeps -22 bits
+    with pytest.raises(ParameterError, match=r"consumes 24 levels .* at least 2[4-9] levels.*keeps -?\d+\.\d bits.*"
+                                             r"N16_BOOT"):
+        plan_attention(_graph(), _calibration(), params=CKKSParameters.from_literal(shallow), allow_insecure=True)
