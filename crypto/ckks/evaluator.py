@@ -679,7 +679,8 @@ class Evaluator:
 
     def bootstrapper(self, config=None) -> Bootstrapper:
         """The ``Bootstrapper`` ``bootstrap(ct, config)`` runs (one per configuration, kept: its encoded diagonals
-        with it); its ``double_hoisting`` attribute selects the linear transforms' path (default True)."""
+        with it); its ``double_hoisting`` attribute selects the linear transforms' path and ``fused_products`` EvalMod's
+        (both default True; False: the separate operations, as ``crypto.ckks.jax_device`` runs them)."""
         return self._bootstrapper(config)
 
     def _bootstrapper(self, config):
