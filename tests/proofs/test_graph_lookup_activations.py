@@ -23,7 +23,8 @@ torch = pytest.importorskip("torch")
 ort = pytest.importorskip("onnxruntime")
 
 
-def _export(module, features: int, path) -> str:
+def export_mlp(module, features: int, path) -> str:
+    """``module`` exported by torch's TorchScript exporter with a dynamic batch axis; its path."""
     torch.onnx.export(module.eval(), torch.zeros(1, features), str(path), dynamo=False, input_names=["x"],
                       output_names=["y"], dynamic_axes={"x": {0: "b"}, "y": {0: "b"}})
     return str(path)
@@ -40,7 +41,7 @@ def exports(tmp_path_factory):
               "gelu": nn.Sequential(nn.Linear(10, 8), nn.GELU(), nn.Linear(8, 6), nn.SiLU(), nn.Linear(6, 4),
                                     nn.GELU(approximate="tanh"), nn.Linear(4, 2))}
     x = np.random.default_rng(0).normal(size=(64, 10)).astype(np.float32)
-    return folder, {name: _export(m, 10, folder / f"{name}.onnx") for name, m in models.items()}, x
+    return folder, {name: export_mlp(m, 10, folder / f"{name}.onnx") for name, m in models.items()}, x
 
 
 def _onnxruntime(path, x) -> np.ndarray:

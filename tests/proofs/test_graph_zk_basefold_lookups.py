@@ -27,12 +27,7 @@ from proofs.pcs.scheme import scheme_of
 from proofs.proof_format import from_record, to_record
 
 torch = pytest.importorskip("torch")
-
-
-def _export(module, features: int, path) -> str:
-    torch.onnx.export(module.eval(), torch.zeros(1, features), str(path), dynamo=False, input_names=["x"],
-                      output_names=["y"], dynamic_axes={"x": {0: "b"}, "y": {0: "b"}})
-    return str(path)
+from tests.proofs.test_graph_lookup_activations import export_mlp  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +35,7 @@ def exported(tmp_path_factory):
     """A Tanh MLP, its calibration samples and its quantized structure."""
     nn = torch.nn
     torch.manual_seed(0)
-    path = _export(nn.Sequential(nn.Linear(10, 8), nn.Tanh(), nn.Linear(8, 2)), 10,
+    path = export_mlp(nn.Sequential(nn.Linear(10, 8), nn.Tanh(), nn.Linear(8, 2)), 10,
                    tmp_path_factory.mktemp("tanh") / "tanh.onnx")
     x = np.random.default_rng(0).normal(size=(64, 10)).astype(np.float32)
     return path, x, quantize_graph(hezk.model.read_onnx(path), x)
