@@ -3,6 +3,7 @@
 Each comparison lowers the kernels' smallest piece to one item, so that the small test sizes really are split
 (checked: ``pieces`` counts the calls that ran in more than one piece), and runs at 1, 2 and 3 threads (3: uneven
 pieces)."""
+import mmap
 import threading
 import time
 
@@ -560,8 +561,12 @@ def test_critical_path_measures_serial_and_split_work_on_one_thread(monkeypatch)
     assert path.predicted_time == pytest.approx(path.serial + path.longest)
     assert 0 <= path.system <= path.total and 0 <= path.system_fraction <= 1
     with T.CriticalPath(2) as faulting:                       # fresh pages touched: kernel time, counted
-        for _ in range(20):
-            np.ones(1 << 22)
+        for _ in range(8):                                    # fresh anonymous maps: the allocator may keep freed
+            region = mmap.mmap(-1, 1 << 25)                   # arrays' pages (reuse_freed_memory), mmap never does
+            pages = np.frombuffer(region, dtype=np.uint8)
+            pages[::mmap.PAGESIZE] = 1
+            del pages
+            region.close()
     if hasattr(__import__("resource"), "RUSAGE_THREAD"):
         assert faulting.system > 0
     assert 1 < path.predicted_speedup < path.amdahl_speedup < 2  # uneven pieces lose more than Amdahl says
