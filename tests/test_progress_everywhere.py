@@ -87,6 +87,7 @@ def test_plan_accepts_progress_true(capsys):
         model.plan(params="TOY", progress="yes")
 
 
+@pytest.mark.slow
 def test_bootstrap_accepts_progress_true(capsys):
     """The first bootstrap (its setup: the plan and the transforms' diagonals) and a later one report the four
     stages; the ciphertexts are identical to a bootstrap without progress. Insecure TOY ring (N = 2^12, sparse

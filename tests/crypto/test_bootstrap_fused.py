@@ -161,6 +161,7 @@ def test_slot_to_coeff_groups_mirror_coeff_to_slot(levels):
     assert np.allclose(p.stc_reference(x), expected)
 
 
+@pytest.mark.slow
 def test_switch_back_from_all_digits_equals_the_streamed_switch():
     """``Encapsulator.from_sparse`` (c0 lifted into the key switch, its digits at once in the transient scratch):
     bit for bit c0 + the streamed ``KeySwitcher.switch``'s part b and its part a, at the top level and below."""

@@ -175,7 +175,7 @@ def test_a_set_bit_in_a_range_plane_past_the_width_is_rejected():
     _with_a_set_bit(trace, "t0.rngw1", 7 * 128 + 5, "range.w1")  # W1's 7 bits in 8 planes of 8 x 16 entries
 
 
-@pytest.mark.parametrize("zk", [False, True])
+@pytest.mark.parametrize("zk", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_honest_padded_steps_and_inference_still_verify(zk):
     trace = T.training_trace(*_declared_data(SPEC, 9), SPEC)
     committed = S.commit_step(trace, zk=zk)

@@ -179,6 +179,7 @@ def test_many_basefold_copies_get_rows_short_enough_for_the_floor():
         N.fit_basefold_rows(default, layout, 4096)
 
 
+@pytest.mark.slow
 def test_a_default_hiding_basefold_graph_proof_with_64_copies_verifies():
     """A 32-32-10 graph committed with the default hiding Basefold parameters and 64 copies (the rows of 2^16
     gave its agreement 99.2 bits, below the verifier's 100): the proof verifies and states >= 100 bits, its

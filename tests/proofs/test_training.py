@@ -271,7 +271,7 @@ def test_proof_bytes_round_trip_and_every_corruption_is_rejected(honest, zk):
         S.TrainingProof.from_bytes("not bytes")
 
 
-@pytest.mark.parametrize("private_input", [True, False])
+@pytest.mark.parametrize("private_input", [pytest.param(True, marks=pytest.mark.slow), False])
 def test_forward_proof_with_hidden_weights_and_optional_private_input(private_input):
     weights, x, _ = _data(SPEC, 7)
     trace = T.forward_trace(weights, x, SPEC)

@@ -51,7 +51,7 @@ def test_every_value_a_training_proof_states_is_masked(mode):
     _assert_all_masked(channel)
 
 
-@pytest.mark.parametrize("private_input", [True, False])
+@pytest.mark.parametrize("private_input", [pytest.param(True, marks=pytest.mark.slow), False])
 def test_every_value_an_inference_proof_states_is_masked(private_input):
     trace = T.forward_trace(*_trace(3)[1][:2], SPEC)
     committed = S.commit_forward(trace, zk=True, private_input=private_input)

@@ -172,7 +172,7 @@ def test_every_stated_value_is_masked_and_the_sumcheck_part_is_simulatable(step)
     assert F.ext_eq(expected, expected_summand(relation, sim.challenges, values))
 
 
-@pytest.mark.parametrize("private_input", [True, False])
+@pytest.mark.parametrize("private_input", [pytest.param(True, marks=pytest.mark.slow), False])
 def test_inference_with_private_weights_reveals_only_the_output(private_input):
     weights, x, y, spec = step_data(3)
     trace = proofs.forward_trace(weights, x, spec)

@@ -94,6 +94,7 @@ sys.exit(code)
 """
 
 
+@pytest.mark.slow
 def test_estimate_is_within_a_quarter_of_the_measured_peak_of_local_infer(tmp_path):
     """Peak RSS (VmHWM) of a fresh interpreter at one kernel thread (the estimate's assumption; 5 s). Measured:
     576 MB against 527 MB estimated (0.92); at two threads the same run peaks at 744-794 MB (0.66-0.71: the

@@ -52,7 +52,7 @@ def packed(layout: SlotLayout, array, rng) -> list:
     return [np.where(u, v, 7.0 * rng.normal(size=layout.slots)) for u, v in zip(used, vectors)]
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=6, deadline=None)
 @given(data=st.data())
 def test_two_encrypted_operands_in_any_layout_equal_numpy(data):
     check_random_layouts(data)
