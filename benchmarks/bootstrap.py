@@ -57,6 +57,15 @@ a lower EvalMod: at load ~5, best of 3 CPU, 12.44 s against 14.86 s for 3/3 (Coe
 EvalMod 5.56 against 5.48, SlotToCoeff 1.64 against 2.38), the same 20.6 / 14.29 bits, keys 35 of 6.39 GB instead
 of 41 of 7.49 GB, VmHWM 8.30 GB instead of 9.96.
 
+Measured 2026-12-06 in one run each after those changes (hezk then OpenFHE 1.6.1, both one thread, idle machine,
+load ~1.0, --repeats 3; OpenFHE dnum 4, 6 levels after):
+- default (3/3, 8 levels left): hezk 15.06 s best / 15.23 median (13.92 s with ``reuse_freed_memory``), OpenFHE
+  20.97 / 21.30 s: 0.72x best and median (0.66x with freed memory kept); 20.5 / 16.6 bits random, 14.3 / 13.2
+  worst case; VmHWM 10.68 / 11.46 GB; keygen 25.6 / 23.8 s.
+- ``--cts-levels 4 --stc-levels 4`` (6 levels left, as OpenFHE's): hezk 12.37 / 12.68 s (11.46 s with freed memory
+  kept), OpenFHE 20.82 / 20.99 s: 0.59x best, 0.60x median; 20.6 / 16.3 bits random, 14.3 / 13.1 worst case;
+  VmHWM 8.86 / 11.46 GB; keys 35 of 6.39 GB; keygen 21.9 / 23.8 s.
+
 ``--n16``: the earlier 128-bit N = 2^16 literal at Δ = 2^50 (``N16_DELTA50``, 28 levels, dnum 6, keys of
 208 MB): without encapsulation (``--encapsulation none``) 1.6 bits (K = 542, 7 double angles: EvalMod's
 noise times q_0/Δ·sqrt(N)), 20-25 s, 8 levels left, 10.6 GB; Δ = 2^50 caps it near 10 bits even encapsulated.
