@@ -1,6 +1,6 @@
 """``python -m hezk``: the ``hezk`` console script."""
 import sys
 
-from hezk.cli import main
+from hezk.cli import program
 
-sys.exit(main())
+sys.exit(program())

@@ -16,6 +16,7 @@ import sys
 
 from importlib.metadata import PackageNotFoundError, version as _version
 
+import hezk.memory
 from hezk.progress import command_of, run_command
 from proofs import cli_args as proofs_args
 from tensor_ops import cli_args as tensor_args
@@ -68,5 +69,12 @@ def main(argv=None) -> int:
     return run_command(_run, argv)
 
 
+def program() -> int:
+    """The ``hezk`` program (console script, ``python -m hezk``): :func:`main` in a process whose allocator keeps
+    freed memory (``hezk.memory.for_a_program``; ``HEZK_KEEP_FREED_MEMORY=0`` keeps glibc's default)."""
+    hezk.memory.for_a_program()
+    return main()
+
+
 if __name__ == "__main__":  # python -m hezk.cli, as python -m hezk
-    sys.exit(main())
+    sys.exit(program())

@@ -2,5 +2,7 @@
 import sys
 
 from .cli import main
+from hezk.memory import for_a_program
 
+for_a_program()
 sys.exit(main())
