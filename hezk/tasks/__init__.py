@@ -153,10 +153,15 @@ def connect(dask=None, error=ValueError, *, memory_limit="auto", silence_logs: b
         return Runner(None, (), error)
     if kind == "local":
         import logging
-        cluster = distributed.LocalCluster(n_workers=value, threads_per_worker=1, processes=True,
-                                           dashboard_address=":0", memory_limit=memory_limit,
-                                           silence_logs=logging.CRITICAL if silence_logs else logging.INFO,
-                                           env={"HEZK_THREADS": str(worker_threads(value))})
+
+        import dask
+        # no statistical profiler in the workers: it samples sys._current_frames() every 10 ms, and on CPython 3.11
+        # a garbage collection inside that call can deadlock the process (seen: a test run hung in it)
+        with dask.config.set({"distributed.worker.profile.enabled": False}):
+            cluster = distributed.LocalCluster(n_workers=value, threads_per_worker=1, processes=True,
+                                               dashboard_address=":0", memory_limit=memory_limit,
+                                               silence_logs=logging.CRITICAL if silence_logs else logging.INFO,
+                                               env={"HEZK_THREADS": str(worker_threads(value))})
         client = distributed.Client(cluster)
         return Runner(client, (cluster, client), error)
     client = distributed.Client(value)
