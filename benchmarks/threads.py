@@ -38,6 +38,17 @@ its '1 thread' figures ran on all cores (the count was switched inside one proce
 One N16_BOOT bootstrap under ``CriticalPath(2)`` (load 2), best of 2: 15.4 s CPU, serial 1.9%, kernel time 7.7%
 (1.2 s of page faults), model 1.84x; with ``--reuse-freed-memory``: 13.8 s CPU, serial 1.7%, kernel time 0.1%,
 model 1.91x.  The page faults are the largest part that the split may not halve on two threads of one process.
+
+Measured 2026-12-06 on the idle machine (load 1.0 -> 1.4), ``--n16 --bootstrap --lenet --repeats 2
+--reuse-freed-memory``, best of 2 wall ms at 1 -> 2 threads, outputs equal: N14 ct x ct 15.45 -> 13.78 (1.12x),
+rotation 1.12x, 64x64 BSGS 1.13x; Basefold 2^20 281.7 -> 163.6 (1.72x); 1.07M-parameter MLP proof 1050 -> 604
+(1.74x); N16 ct x ct 366.7 -> 203.3 (1.80x), rotation 1.83x; N16_BOOT bootstrap 13.62 -> 8.13 s (1.67x); LeNet-5
+encrypted 2165 -> 1265 (1.71x); LeNet-5 proof 106 -> 86 (1.24x: Python overhead of many small sumchecks).  OpenFHE
+1.6.1 in the same run, one process per count (hezk / OpenFHE at 1 and 2 threads): N14 ct x ct 0.67 / 0.95, rotation
+0.80 / 1.13; N16 ct x ct 0.51 / 0.53, rotation 0.55 / 0.57; bootstrap 13.6 / 21.2 s = 0.64 and 8.13 / 13.90 s =
+0.59 (OpenFHE's own speed-up 1.53x).  With glibc's default allocator (``--openfhe none``, load 0.25 -> 1.3): Basefold
+1.81x, bootstrap 14.40 -> 8.76 s (1.64x), and the MLP proof 1161 -> 1258 ms (0.92x: both threads faulting fresh pages
+at once contend in the kernel; hezk's programs therefore keep freed memory, ``hezk.memory.for_a_program``).
 """
 import argparse
 import gc
