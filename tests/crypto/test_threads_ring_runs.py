@@ -64,37 +64,18 @@ def test_runs_are_split_as_one_balanced_range(splits):
     data = np.array([np.arange(N) % MODULI[i] for i in idx], dtype=np.uint64)
     T.set_threads(2)
     ring.ntt(data, idx, out=np.empty_like(data))
-    assert splits == [[(0, 4), (4, 9)]]              # one split call over the 9 limbs (not 2 + 2, 2 + 2 and 1)
+    assert_one_split(splits, [(0, 4), (4, 9)])       # one split call over the 9 limbs (not 2 + 2, 2 + 2 and 1)
     splits.clear()
     ring.intt(data, idx)
-    assert splits == [[(0, 4), (4, 9)]]
+    assert_one_split(splits, [(0, 4), (4, 9)])
     splits.clear()
     ring.ntt(data[:4], idx[:4])                      # one run: the backend splits it, as before
-    assert splits == [[(0, 2), (2, 4)]]
+    assert_one_split(splits, [(0, 2), (2, 4)])
 
 
-@settings(max_examples=25, deadline=None)
-@given(st.integers(1, len(MODULI)), st.integers(0, 2**32 - 1), st.booleans())
-def test_a_column_product_is_the_full_product_at_any_thread_count(k, seed, wide):
-    """ring.mul by a (k, 1) column (``mul_scalars``: a Shoup product by each row's constant, no (k, n) copy of the
-    column) against its twin, the Barrett product by the column repeated over the row."""
-    import crypto.ring
-    from crypto._ntt_kernels import mulmod_rows
-    ring = RingContext(N, MODULI, backend="fourstep")
-    idx = tuple(range(k))
-    rng = np.random.default_rng(seed)
-    a = np.array([rng.integers(0, MODULI[i], N) for i in idx], dtype=np.uint64)
-    values = [int(rng.integers(0, 2**62 if wide else MODULI[i])) for i in idx]     # reduced mod q_l here
-    column = np.array([v % MODULI[i] for v, i in zip(values, idx)], dtype=np.uint64)[:, None]
-    q, bk, bm = ring._barrett(idx)
-    want = mulmod_rows(a, np.ascontiguousarray(np.broadcast_to(column, a.shape)), q, bk, bm)
-    full_product, crypto.ring.mulmod_rows = crypto.ring.mulmod_rows, None     # a column never takes the full path
-    try:
-        for threads in (1, 2, 3):
-            with T.using(threads):
-                assert np.array_equal(ring.mul(a, column, idx), want)
-                got = ring.mul(a, np.array(values, dtype=np.uint64)[:, None], idx) if not wide else None
-                assert got is None or np.array_equal(got, want)
-                assert np.array_equal((crypto.ring.RNSPoly(ring, a.copy(), idx, True).mul_scalars(values)).data, want)
-    finally:
-        crypto.ring.mulmod_rows = full_product
+def assert_one_split(splits, top):
+    """``top`` is the first split; any later one is a piece's own call cut again for a thread that had finished
+    its piece (hezk.threads' help queue: timing decides whether it happens), within that piece's limbs."""
+    assert splits[0] == top
+    longest = max(b - a for a, b in top)
+    assert all(chunks[0][0] == 0 and chunks[-1][1] <= longest for chunks in splits[1:]), splits
