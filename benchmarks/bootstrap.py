@@ -128,16 +128,22 @@ def key_estimate(params, plan) -> tuple[int, int]:
     return keys, 2 * 4 * len(params.digits) * len(params.moduli) * params.n
 
 
-def peak_rss_gb() -> float:
-    """VmHWM of this process (GB, 10^9 bytes), or ru_maxrss where /proc is absent."""
+def proc_gb(path: str, field: str) -> float | None:
+    """The kB figure ``field`` of the /proc file ``path`` in GB (10^9 bytes), or None where it cannot be read."""
     try:
-        with open("/proc/self/status") as f:
+        with open(path) as f:
             for line in f:
-                if line.startswith("VmHWM:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) * 1024 / 1e9
     except OSError:
         pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9
+    return None
+
+
+def peak_rss_gb() -> float:
+    """VmHWM of this process (GB, 10^9 bytes), or ru_maxrss where /proc is absent."""
+    peak = proc_gb("/proc/self/status", "VmHWM")
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9 if peak is None else peak
 
 
 def run(params, slots=None, seed=1, cts_levels=3, stc_levels=3, arcsin=True, encapsulation="auto", repeats=3,
@@ -199,14 +205,8 @@ def q_budget(params, plan, levels_left=8, eval_scale_bits=None) -> str:
 
 def available_gb() -> float:
     """MemAvailable of /proc/meminfo in GB (10^9 bytes); inf where it cannot be read."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024 / 1e9
-    except OSError:
-        pass
-    return float("inf")
+    available = proc_gb("/proc/meminfo", "MemAvailable")
+    return float("inf") if available is None else available
 
 
 def check_memory(who: str, need_gb: float, available=available_gb) -> None:
