@@ -122,6 +122,20 @@ def test_dask_option_is_checked():
         assert hezk.tasks.connect(None).client is None
 
 
+@pytest.mark.slow
+def test_local_workers_run_without_the_statistical_profiler():
+    """hezk's local:K worker processes have Dask's profiler off even where the caller's config turns it on (it samples
+    sys._current_frames() every 10 ms; on CPython 3.11 a collection inside that call deadlocked a test run)."""
+    import dask
+
+    with dask.config.set({"distributed.worker.profile.enabled": True}):
+        runner = hezk.tasks.connect("local:1")
+    with runner:
+        replies = runner.client.run(lambda dask_worker: ("profile" in dask_worker.periodic_callbacks,
+                                                         dask.config.get("distributed.worker.profile.enabled")))
+    assert list(replies.values()) == [(False, False)]
+
+
 def _fail_on_two(item, shared):
     if item == 2:
         raise ArithmeticError(f"task {item} fails")
