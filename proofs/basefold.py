@@ -45,10 +45,18 @@ folds of the combined codeword add up to 2 N_top/|F_p4|), and then one uniform q
 (:func:`batch_security_bits`). Proven query error: ((1 + rho)/2)^num_queries. ``grinding_bits`` = g (off by
 default) makes the prover find a g-bit proof of work before the queries (:mod:`proofs.grinding`): each re-roll of
 the queries then costs 2^g hashes, so per hash (the unit of every soundness figure here) the query phase gives
-g bits more and the default query count falls by g / -log2((1 + rho)/2). Grinding buys at most
-MAX_GRINDING_CREDIT = 20 bits: verifiers also require the STATISTICAL bits (every figure without grinding credit,
-:func:`statistical_bits`; printed apart from the per-hash figure) to reach ``min_security_bits`` - 20 (80 at the
-default 100), so a prover cannot choose 30 grinding bits over 74 statistical ones. ``conjectured=True`` (off
+g bits more and the default query count falls by g / -log2((1 + rho)/2). ``fold_grinding_bits`` = f (off by
+default; per-round proof of work as in WHIR, Arnon, Chiesa, Fenzi, Yogev, ePrint 2024/1586, and Plonky3's
+commit-phase proof of work) makes the prover find an f-bit proof of work on the transcript's state before every
+challenge the fold terms come from: each opening round's folding challenge r (it folds the combined codeword and
+the interleaved rows still folding) and, in a round where tables join, their beta_k (one proof of work for them
+all); each nonce is absorbed before the challenge. A prover hunting a bad fold challenge then pays 2^f hashes a
+draw, so per hash the fold terms 2 N_top + sum_k (s_k + 1) N'_k count 2^-f of their value (the sumcheck and claim
+terms are counted whole); the field error no longer forces short rows, so large tables open fewer symbols per
+query. Grinding buys at most MAX_GRINDING_CREDIT = 20 bits: verifiers also require the STATISTICAL bits (every
+figure without grinding credit, query or fold, :func:`statistical_bits`; printed apart from the per-hash figure)
+to reach ``min_security_bits`` - 20 (80 at the default 100), so a prover cannot choose 30 grinding bits over 74
+statistical ones. ``conjectured=True`` (off
 by default) uses rho^num_queries instead (the Reed-Solomon proximity conjecture up to capacity, e.g. ethSTARK's
 conjecture 2.3): smaller proofs whose bits are labelled conjectured in :meth:`BasefoldParams.describe` and
 :attr:`BasefoldCommitment.soundness_label`. The prover picks the parameters and they travel in the commitment's
@@ -95,6 +103,7 @@ MIN_STATISTICAL_BITS = MIN_VERIFY_BITS - MAX_GRINDING_CREDIT
 _GRINDING_CREDIT = contextvars.ContextVar("hezk_basefold_grinding_credit", default=True)
 MAX_CLAIMS = 1 << 16  #: most (commitment, point) claims one batch opening takes
 _COMMITMENT_MAGIC, _PROOF_MAGIC, _VERSION = b"HZKBFC01", b"HZKBFP01", 2
+_FOLD_VERSION = 3  #: the bytes of a commitment (and proof) with fold grinding: one byte (nonces) more; none without
 _INV2 = (F.P + 1) // 2
 
 
@@ -110,7 +119,10 @@ class BasefoldParams:
     ``final_vars`` (folding stops there and the final table is sent, in [0, 12]), ``conjectured`` (off: proven
     bound), ``max_log_codeword`` (in [2, 27]: a larger table is committed as 2^s interleaved codewords of at most
     2^max_log_codeword symbols, which bounds the folding error (s + 2) N'/|F_p4|), ``grinding_bits`` (in [0, 30]:
-    a proof of work of 2^g hashes before the queries, :mod:`proofs.grinding`, worth g query bits per hash)."""
+    a proof of work of 2^g hashes before the queries, :mod:`proofs.grinding`, worth g query bits per hash),
+    ``fold_grinding_bits`` (in [0, 30]: a proof of work of 2^f hashes before every folding challenge of the opening
+    sumcheck and before the join coefficients, dividing the fold and join terms of the field error by 2^f per hash;
+    module docstring, "Soundness")."""
 
     rate_inv: int = 4
     num_queries: int | None = None
@@ -119,13 +131,15 @@ class BasefoldParams:
     conjectured: bool = False
     max_log_codeword: int = 19
     grinding_bits: int = 0
+    fold_grinding_bits: int = 0
 
     def __post_init__(self):
         rate_inv = self.rate_inv
         if not isinstance(rate_inv, (int, np.integer)) or not 2 <= rate_inv <= 64 or rate_inv & (rate_inv - 1):
             raise ProofError(f"BasefoldParams: rate_inv={rate_inv!r} must be a power of two in [2, 64]")
         for name, low, high in (("arity", 1, 6), ("final_vars", 0, 12), ("max_log_codeword", 2, 27),
-                                ("grinding_bits", 0, grinding.MAX_BITS)):
+                                ("grinding_bits", 0, grinding.MAX_BITS),
+                                ("fold_grinding_bits", 0, grinding.MAX_BITS)):
             value = getattr(self, name)
             if not isinstance(value, (int, np.integer)) or not low <= value <= high:
                 raise ProofError(f"BasefoldParams: {name}={value!r} not in [{low}, {high}]")
@@ -158,8 +172,9 @@ class BasefoldParams:
     def describe(self) -> str:
         label = "conjectured (RS proximity up to capacity)" if self.conjectured else "proven (unique decoding)"
         work = f" + {self.grinding_bits} grinding" if self.grinding_bits else ""
+        folds = f", {self.fold_grinding_bits}-bit proof of work per fold" if self.fold_grinding_bits else ""
         return (f"Basefold rate 1/{self.rate_inv}, {self.num_queries} queries, arity {self.arity}, final "
-                f"{self.final_vars} vars: {self.statistical_query_bits:.1f}{work} query bits, {label}")
+                f"{self.final_vars} vars: {self.statistical_query_bits:.1f}{work} query bits{folds}, {label}")
 
     def next_layer(self, m: int) -> int:
         """The remaining-variable count of the next committed layer (or the final table) below m > final_vars."""
@@ -176,8 +191,11 @@ class BasefoldParams:
         return max(0, min(n + self.rate_inv.bit_length() - 1 - self.max_log_codeword, n - self.final_vars))
 
     def to_bytes(self) -> bytes:
+        """log2 rate, arity, final, conjectured, max_log_codeword (u8 each), queries (u16), grinding bits (u8), and
+        fold grinding bits (u8) only when nonzero (the commitment's version says which)."""
         return bytes([self.rate_inv.bit_length() - 1, self.arity, self.final_vars, int(self.conjectured),
-                      self.max_log_codeword]) + self.num_queries.to_bytes(2, "little") + bytes([self.grinding_bits])
+                      self.max_log_codeword]) + self.num_queries.to_bytes(2, "little") + bytes([self.grinding_bits]) \
+            + (bytes([self.fold_grinding_bits]) if self.fold_grinding_bits else b"")
 
 
 def max_vars(params: BasefoldParams) -> int:
@@ -209,12 +227,17 @@ class BasefoldCommitment:
         return (1 << self.num_vars) * self.params.rate_inv
 
     @property
-    def field_terms(self) -> int:
-        """(s + 1) N' (its s row folds and its join into the combined codeword, N' = one interleaved codeword's
-        length) + 4 num_vars + 2 (the two sumchecks' rounds, its claim and its evaluation): this table's share of
-        a batch opening's field error, field_terms / |F_p4|."""
+    def fold_terms(self) -> int:
+        """(s + 1) N': its s row folds and its join into the combined codeword (N' = one interleaved codeword's
+        length), the part of :attr:`field_terms` whose challenges ``fold_grinding_bits`` grinds."""
         s = self.params.interleave(self.num_vars)
-        return (s + 1) * (self.codeword_length >> s) + 4 * self.num_vars + 2
+        return (s + 1) * (self.codeword_length >> s)
+
+    @property
+    def field_terms(self) -> int:
+        """:attr:`fold_terms` + 4 num_vars + 2 (the two sumchecks' rounds, its claim and its evaluation): this
+        table's share of a batch opening's field error, field_terms / |F_p4| (without fold grinding)."""
+        return self.fold_terms + 4 * self.num_vars + 2
 
     @property
     def security_bits(self) -> float:
@@ -232,27 +255,45 @@ class BasefoldCommitment:
         return "conjectured" if self.conjectured else "proven"
 
     def to_bytes(self) -> bytes:
-        """magic, version (u8), num_vars (u8), params (log2 rate, arity, final, conjectured, max_log_codeword:
-        u8 each; queries u16; grinding bits u8), root (32 bytes)."""
-        return _COMMITMENT_MAGIC + bytes([_VERSION, self.num_vars]) + self.params.to_bytes() + self.root
+        """magic, version (u8: 2, or 3 with fold grinding), num_vars (u8), params (log2 rate, arity, final,
+        conjectured, max_log_codeword: u8 each; queries u16; grinding bits u8; version 3: fold grinding bits u8,
+        nonzero), root (32 bytes). Without fold grinding the bytes are version 2's, unchanged."""
+        version = _FOLD_VERSION if self.params.fold_grinding_bits else _VERSION
+        return _COMMITMENT_MAGIC + bytes([version, self.num_vars]) + self.params.to_bytes() + self.root
+
+    @classmethod
+    def read(cls, reader) -> "BasefoldCommitment":
+        """One commitment from a :class:`proofs.field.ByteReader` (its length depends on its version);
+        malformed data raises ProofRejected."""
+        where = "basefold commitment"
+        if reader.raw(len(_COMMITMENT_MAGIC)) != _COMMITMENT_MAGIC:
+            raise ProofRejected("bad magic bytes", where)
+        version = reader.uint(1)
+        if version not in (_VERSION, _FOLD_VERSION):
+            raise ProofRejected(f"unsupported version {version} (expected {_VERSION} or {_FOLD_VERSION})", where)
+        num_vars, log_rate, arity, final, conjectured, max_log = (reader.uint(1) for _ in range(6))
+        queries, grinding_bits = reader.uint(2), reader.uint(1)
+        fold_bits = reader.uint(1) if version == _FOLD_VERSION else 0
+        root = reader.raw(DIGEST_SIZE)
+        if conjectured > 1:
+            raise ProofRejected(f"conjectured flag {conjectured} is not 0 or 1", where)
+        if version == _FOLD_VERSION and not fold_bits:  # one byte string per commitment
+            raise ProofRejected(f"version {_FOLD_VERSION} with 0 fold grinding bits (version {_VERSION} has none)",
+                                where)
+        try:
+            params = BasefoldParams(1 << min(log_rate, 63), queries, arity, final, bool(conjectured), max_log,
+                                    grinding_bits, fold_bits)
+            return cls(root, num_vars, params)
+        except ProofError as error:
+            raise ProofRejected(str(error), where) from None
 
     @classmethod
     def from_bytes(cls, data) -> "BasefoldCommitment":
         """Inverse of :meth:`to_bytes`; malformed data raises ProofRejected."""
         reader = F.ByteReader(data, where="basefold commitment")
-        reader.header(_COMMITMENT_MAGIC, _VERSION)
-        num_vars, log_rate, arity, final, conjectured, max_log = (reader.uint(1) for _ in range(6))
-        queries, grinding_bits = reader.uint(2), reader.uint(1)
-        root = reader.raw(DIGEST_SIZE)
+        commitment = cls.read(reader)
         reader.finish()
-        if conjectured > 1:
-            raise ProofRejected(f"conjectured flag {conjectured} is not 0 or 1", "basefold commitment")
-        try:
-            params = BasefoldParams(1 << min(log_rate, 63), queries, arity, final, bool(conjectured), max_log,
-                                    grinding_bits)
-            return cls(root, num_vars, params)
-        except ProofError as error:
-            raise ProofRejected(str(error), "basefold commitment") from None
+        return commitment
 
 
 def batch_security_bits(commitments, proven: bool = False) -> float:
@@ -260,17 +301,24 @@ def batch_security_bits(commitments, proven: bool = False) -> float:
     2 N_top for the folds of the combined codeword (its largest length N_top; N/|F_p4| per fold, geometric).
     The query error counts once: if some codeword in the chain is far, the queries must all miss its far
     positions, w.p. <= ((1 + rho)/2)^num_queries; the field errors add up (union bound). The query error is the
-    parameters' (conjectured rho^num_queries when ``params.conjectured``), or the proven one if ``proven``."""
+    parameters' (conjectured rho^num_queries when ``params.conjectured``), or the proven one if ``proven``.
+    Per hash (with grinding credit, the default) the query error has the ``grinding_bits`` and the fold terms
+    (sum_k fold_terms_k + 2 N_top: every challenge they come from is drawn after a proof of work of
+    ``fold_grinding_bits``) are divided by 2^fold_grinding_bits; the sumcheck and claim terms are not (their
+    rounds' r are ground too, but they are not counted as such). Within :func:`statistical_only` neither."""
     commitments = list(commitments)
     top = max(c.codeword_length >> c.params.interleave(c.num_vars) for c in commitments)
-    field_terms = sum(c.field_terms for c in commitments) + 2 * top
+    fold_terms = sum(c.fold_terms for c in commitments) + 2 * top
+    other_terms = sum(c.field_terms - c.fold_terms for c in commitments)
     params = commitments[0].params
     if any(c.params != params for c in commitments):
         raise ProofRejected("the commitments' parameters differ (one batch opening needs one parameter set)",
                             "basefold batch")
     counted = dataclasses.replace(params, conjectured=False) if proven else params
-    query_bits = counted.query_bits if _GRINDING_CREDIT.get() else counted.statistical_query_bits
-    return -math.log2(2.0 ** -query_bits + field_terms * 2.0 ** -F.EXT_BITS)
+    credit = _GRINDING_CREDIT.get()
+    query_bits = counted.query_bits if credit else counted.statistical_query_bits
+    fold_scale = 2.0 ** -params.fold_grinding_bits if credit else 1.0  # per hash: each ground draw costs 2^f
+    return -math.log2(2.0 ** -query_bits + (fold_terms * fold_scale + other_terms) * 2.0 ** -F.EXT_BITS)
 
 
 @contextlib.contextmanager
@@ -599,7 +647,9 @@ class BasefoldProof:
     codeword; final (2^final, 4): the combined final table; tables: each small table, whole (2^n,);
     initial_leaves / initial_paths: per folded commitment its opened leaves (u, g 2^b, 2^s) and multi-proof;
     layer_leaves / layer_paths: per committed layer the opened cosets (u, 2^arity, 4) and multi-proof; nonce: the
-    grinding proof of work before the queries (:mod:`proofs.grinding`; 0 without grinding)."""
+    grinding proof of work before the queries (:mod:`proofs.grinding`; 0 without grinding); fold_nonces: with
+    ``fold_grinding_bits``, the proof of work before each opening round's join coefficients (rounds where a table
+    joins) and before its folding challenge, in transcript order (empty without)."""
 
     reduction: np.ndarray
     evals: np.ndarray
@@ -612,9 +662,16 @@ class BasefoldProof:
     layer_leaves: tuple
     layer_paths: tuple
     nonce: int = 0
+    fold_nonces: tuple = ()
 
     def to_bytes(self) -> bytes:
-        out = [_PROOF_MAGIC, bytes([_VERSION]), int(self.nonce).to_bytes(8, "little")]
+        """Version 2 (no fold nonces): magic, version, nonce (u64), the arrays, roots and multi-proofs in field
+        order; version 3 (fold grinding): the same with the fold nonces (count u32, then u64 each) after the
+        nonce. Each Merkle multi-proof sends each needed sibling of its tree once (:mod:`proofs.pcs.merkle`)."""
+        version = _FOLD_VERSION if self.fold_nonces else _VERSION
+        out = [_PROOF_MAGIC, bytes([version]), int(self.nonce).to_bytes(8, "little")]
+        if self.fold_nonces:
+            out += [_count(self.fold_nonces)] + [int(w).to_bytes(8, "little") for w in self.fold_nonces]
         out.extend(F.elements_to_bytes(a) for a in (self.reduction, self.evals, self.rounds))
         out.extend([_count(self.layer_roots), b"".join(self.layer_roots), F.elements_to_bytes(self.final)])
         for arrays in (self.tables, self.initial_leaves):
@@ -630,8 +687,19 @@ class BasefoldProof:
     def from_bytes(cls, data) -> "BasefoldProof":
         """Inverse of :meth:`to_bytes`; malformed data raises ProofRejected (shapes are checked on verification)."""
         reader = F.ByteReader(data, where="basefold proof")
-        reader.header(_PROOF_MAGIC, _VERSION)
+        if reader.raw(len(_PROOF_MAGIC)) != _PROOF_MAGIC:
+            raise ProofRejected("bad magic bytes", reader.where)
+        version = reader.uint(1)
+        if version not in (_VERSION, _FOLD_VERSION):
+            raise ProofRejected(f"unsupported version {version} (expected {_VERSION} or {_FOLD_VERSION})",
+                                reader.where)
         nonce = reader.uint(8)
+        fold_nonces = ()
+        if version == _FOLD_VERSION:
+            fold_nonces = tuple(reader.uint(8) for _ in range(reader.count(4, 8, "fold nonce count")))
+            if not fold_nonces:  # one byte string per proof
+                raise ProofRejected(f"version {_FOLD_VERSION} without fold nonces (version {_VERSION} has none)",
+                                    reader.where)
         reduction, evals, rounds = reader.elements(3), reader.elements(2), reader.elements(3)
         roots = _read_digests(reader)
         final = reader.elements(2)
@@ -641,7 +709,8 @@ class BasefoldProof:
         layers = tuple(reader.elements(3) for _ in range(reader.count(4, 13, "layer leaves count")))
         layer_paths = tuple(_read_digests(reader) for _ in range(reader.count(4, 4, "path count")))
         reader.finish()
-        return cls(reduction, evals, rounds, roots, final, tables, initial, initial_paths, layers, layer_paths, nonce)
+        return cls(reduction, evals, rounds, roots, final, tables, initial, initial_paths, layers, layer_paths, nonce,
+                   fold_nonces)
 
     @property
     def num_bytes(self) -> int:
@@ -1171,9 +1240,11 @@ def open_batch(witnesses, points_list, transcript, values=None):
     # summing pairs: sum_x eq(r_{i+1}, x) = 1)
     combined, codeword, betas, scale = None, None, {}, F.ext_one()
     suffix = _SplitEq(point[1:]) if plan.folding else None
-    challenges, messages, shared = [], [], []
+    challenges, messages, shared, fold_nonces = [], [], [], []
     for i in range(plan.rounds):
         m, joining = plan.n_max - i, []
+        if any(nums[k] == m for k in plan.folding):
+            _fold_work(transcript, params, fold_nonces)  # the join coefficients' proof of work (with fold grinding)
         for k in plan.folding:
             if nums[k] == m:  # table k joins: beta_k drawn after the claims, earlier challenges and its commitment
                 betas[k] = transcript.challenge_ext("basefold.beta")  # line proximity error <= N'_k / |F_p4|
@@ -1188,6 +1259,7 @@ def open_batch(witnesses, points_list, transcript, values=None):
                 codeword = joined if codeword is None else F.ext_add(codeword, joined)
         h = _eq_round_message(combined, joining, suffix, point[i], scale)
         transcript.absorb("basefold.round", h)
+        _fold_work(transcript, params, fold_nonces)
         r = transcript.challenge_ext("basefold.r")  # sumcheck round error <= 2/|F_p4|; fold error <= N/|F_p4|
         messages.append(h)
         challenges.append(r)
@@ -1221,8 +1293,38 @@ def open_batch(witnesses, points_list, transcript, values=None):
         layer_paths.append(tuple(merkle_open(levels, index)))
     rounds = np.stack(messages) if messages else np.zeros((0, 3, F.EXT_DEGREE), dtype=np.uint64)
     proof = BasefoldProof(reduction, evals, rounds, tuple(_root(levels) for _, levels in shared), final, small,
-                          tuple(initial_leaves), tuple(initial_paths), tuple(layer_leaves), tuple(layer_paths), nonce)
+                          tuple(initial_leaves), tuple(initial_paths), tuple(layer_leaves), tuple(layer_paths), nonce,
+                          tuple(fold_nonces))
     return values, proof
+
+
+def _fold_work(transcript, params: BasefoldParams, nonces: list) -> None:
+    """The prover's proof of work before a folding (or join) challenge: with ``fold_grinding_bits`` f > 0, the
+    smallest nonce of an f-bit proof of work on the transcript's state (:mod:`proofs.grinding`), appended to
+    ``nonces`` and absorbed; nothing without (the transcript unchanged)."""
+    if params.fold_grinding_bits:
+        nonce = grinding.grind(transcript.state_digest(), params.fold_grinding_bits)
+        transcript.absorb("basefold.fold_grinding", nonce)
+        nonces.append(nonce)
+
+
+def _check_fold_work(transcript, params: BasefoldParams, nonces) -> None:
+    """The verifier's twin of :func:`_fold_work`: the next nonce of the iterator ``nonces`` passes the f-bit proof
+    of work on the transcript's state, and is absorbed."""
+    if params.fold_grinding_bits:
+        nonce = next(nonces)
+        _require(isinstance(nonce, (int, np.integer)) and grinding.check(transcript.state_digest(),
+                                                                          params.fold_grinding_bits, nonce),
+                 f"a fold nonce {nonce!r} fails the {params.fold_grinding_bits}-bit proof of work")
+        transcript.absorb("basefold.fold_grinding", int(nonce))
+
+
+def fold_work_count(plan, nums, params: BasefoldParams) -> int:
+    """How many fold nonces an opening of this schedule carries: with fold grinding, one per opening round and one
+    more per round in which some table joins; 0 without."""
+    if not params.fold_grinding_bits:
+        return 0
+    return plan.rounds + len({nums[k] for k in plan.folding if nums[k] > params.final_vars})
 
 
 def _queries(transcript, params: BasefoldParams, n_max: int, any_folding: bool, nonce) -> np.ndarray:
@@ -1330,6 +1432,11 @@ def _verify(commitments, points_list, values_list, proof, transcript, min_securi
     _check_array(proof.final, (1 << params.final_vars if plan.folding else 0, F.EXT_DEGREE), "final table")
     _require(isinstance(proof.tables, (tuple, list)) and len(proof.tables) == len(plan.small),
              "wrong number of small tables")
+    expected_work = fold_work_count(plan, nums, params)
+    _require(isinstance(proof.fold_nonces, (tuple, list)) and len(proof.fold_nonces) == expected_work,
+             f"{len(proof.fold_nonces) if isinstance(proof.fold_nonces, (tuple, list)) else 'no'} fold nonces, "
+             f"expected {expected_work}")
+    fold_nonces = iter(proof.fold_nonces)
     for k, table in zip(plan.small, proof.tables):
         _check_array(table, (1 << nums[k],), f"table of commitment {k}")
     coefficients = begin(transcript, commitments, points_list, values_list)
@@ -1346,6 +1453,8 @@ def _verify(commitments, points_list, values_list, proof, transcript, min_securi
     claim, scale, challenges, betas = F.ext_zero(), F.ext_one(), [], {}
     for i in range(plan.rounds):
         m = plan.n_max - i
+        if any(nums[k] == m for k in plan.folding):
+            _check_fold_work(transcript, params, fold_nonces)
         for k in plan.folding:
             if nums[k] == m:  # joins: its claim f_k(r_k) = y_k enters, weighted by eq(r, rho) on the bound prefix
                 betas[k] = transcript.challenge_ext("basefold.beta")
@@ -1353,6 +1462,7 @@ def _verify(commitments, points_list, values_list, proof, transcript, min_securi
         h = proof.rounds[i]
         _require(F.ext_eq(F.ext_add(h[0], h[1]), claim), f"sumcheck round {i}: h(0) + h(1) != the running claim")
         transcript.absorb("basefold.round", h)
+        _check_fold_work(transcript, params, fold_nonces)
         r = transcript.challenge_ext("basefold.r")
         challenges.append(r)
         claim = _lagrange3(h, r)

@@ -287,8 +287,7 @@ class HidingBasefoldCommitment:
         if version == _VERSION + 1 and not 1 <= index < len(LAYOUTS):
             raise ProofRejected(f"hiding Basefold layout {index} unknown", reader.where)
         num_vars, openings = reader.uint(1), reader.uint(1)
-        size = len(B.BasefoldCommitment(b"\0" * B.DIGEST_SIZE, 0).to_bytes())
-        inner = B.BasefoldCommitment.from_bytes(reader.raw(size))
+        inner = B.BasefoldCommitment.read(reader)  # its version gives its length
         try:
             return cls(inner, num_vars, openings, LAYOUTS[index])
         except ProofError as error:
@@ -470,8 +469,7 @@ class MaskedBatchProof:
     @classmethod
     def read(cls, reader) -> "MaskedBatchProof":
         reader.header(_MASKED_MAGIC, _MASKED_VERSION)
-        size = len(B.BasefoldCommitment(b"\0" * B.DIGEST_SIZE, 0).to_bytes())
-        mask = B.BasefoldCommitment.from_bytes(reader.raw(size))
+        mask = B.BasefoldCommitment.read(reader)
         reduction = MaskedSumcheckProof.read(reader)
         evals, mask_value = reader.elements(2), reader.elements(1)
         opening, mask_opening = (B.BasefoldProof.from_bytes(reader.raw(reader.count(4, 1, f"{name} length")))

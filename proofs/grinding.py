@@ -1,4 +1,4 @@
-"""Proof of work before a Fiat-Shamir query phase ("grinding").
+"""Proof of work before a Fiat-Shamir challenge ("grinding"): before the query phase, and before folding challenges.
 
 Before the verifier's query positions are drawn, the prover searches a nonce w with
 H(0x02 || state || w) = 0 in its low ``bits`` bits (H = BLAKE2b-256, read little-endian; ``state`` the
@@ -8,6 +8,10 @@ so the query phase's success probability PER HASH is 2^-(query bits + bits): the
 every hezk proof is per Fiat-Shamir hash attempt already, so the ``bits`` add to the query bits (StarkWare,
 "ethSTARK Documentation", ePrint 2021/582, section 6.3 "Grinding"; Winterfell and Plonky3 count it the same way).
 The statistical bound of the queries (unique decoding, :mod:`proofs.basefold`) is unchanged and stated apart.
+
+The same search before a folding challenge (Basefold's ``fold_grinding_bits``: per-round proof of work as in
+WHIR, Arnon, Chiesa, Fenzi, Yogev, ePrint 2024/1586, and Plonky3's commit-phase proof of work) makes every draw
+of that challenge cost 2^bits hashes, so that challenge's error term counts 2^-bits per hash.
 
 Cost: the prover 2^bits hashes on average (a numba BLAKE2b over batches of nonces: about 0.2 us each here),
 the verifier one hash.
@@ -56,16 +60,17 @@ def grind(state: bytes, bits: int) -> int:
         while not check(state, bits, nonce):
             nonce += 1
         return nonce
+    batch = min(_BATCH, 1 << max(6, bits + 1))  # about two expected solutions a call: few wasted hashes at small bits
     head = np.frombuffer(state, dtype=np.uint8)
-    rows = np.empty((_BATCH, len(state) + 8), dtype=np.uint8)
+    rows = np.empty((batch, len(state) + 8), dtype=np.uint8)
     rows[:, :len(state)] = head
-    out = np.empty((_BATCH, 32), dtype=np.uint8)
+    out = np.empty((batch, 32), dtype=np.uint8)
     start = 0
     while True:
-        nonces = np.arange(start, start + _BATCH, dtype="<u8")
-        rows[:, len(state):] = nonces.view(np.uint8).reshape(_BATCH, 8)
+        nonces = np.arange(start, start + batch, dtype="<u8")
+        rows[:, len(state):] = nonces.view(np.uint8).reshape(batch, 8)
         kernels.blake2b_rows(np.uint8(_DOMAIN[0]), rows, kernels._IV, kernels._SIGMA, out)
         hits = np.flatnonzero((np.ascontiguousarray(out[:, :8]).view("<u8")[:, 0] & mask) == 0)
         if hits.size:
             return int(nonces[hits[0]])
-        start += _BATCH
+        start += batch

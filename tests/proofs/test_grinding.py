@@ -41,3 +41,11 @@ def test_grinding_past_one_batch_and_wrong_nonces():
 def test_out_of_range_bits_are_refused(bits):
     with pytest.raises(ProofError, match="bits"):
         grinding.grind(bytes(32), bits)
+
+
+def test_small_proofs_of_work_search_past_their_short_batches():
+    """Few bits search batches of about 2^(bits + 1) nonces (a fold's proof of work each round): a state whose
+    first solution lies past several such batches still gets the smallest nonce."""
+    bits = 5
+    state = next(bytes([i]) * 32 for i in range(256) if _naive_grind(bytes([i]) * 32, bits) >= 130)
+    assert grinding.grind(state, bits) == _naive_grind(state, bits) >= 130 > 2 * max(64, 1 << (bits + 1))
