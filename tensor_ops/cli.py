@@ -213,19 +213,24 @@ def _weights_cache(args, plan, role, ciphertexts):
 
 def _attention(args, command: str):
     """(plan, model) of ``tensor_ops.attention_plan`` when --model holds attention (Bilinear, Softmax, LayerNorm
-    nodes: an exported transformer layer), its plan printed; None for every other model (the Sequential path)."""
+    nodes: an exported transformer layer), its plan printed; None for every other model (the Sequential path).
+    ``plan``, ``keygen``, local ``infer`` and server-side ``infer --context`` plan it alike (the same options give
+    the same plan on both sides: ``tensor_ops.attention_split.plan_identity``); ``infer --dask`` is refused."""
     from tensor_ops import attention_plan
 
     graph = attention_plan.read_graph(args.model, _shape(args))
     if graph is None:
         return None
-    if command != "local":
-        raise HEError(f"{command}: a model with attention runs only as 'plan' (without --out) and local 'infer' "
-                      f"(--input, no --context or --dask) so far; the split client/server flow is not built for it")
+    if command == "infer --dask":
+        raise HEError("--dask: a model with attention runs in this process (local infer without --dask) or split "
+                      "into keygen, encrypt, infer --context and decrypt; Dask tasks are built for the slot path only")
     calibration = _load_array(args.calibration, "--calibration") if getattr(args, "calibration", None) else None
+    # the server side plans what it is given (as for every model: the client decides its security at keygen)
+    insecure = _insecure(args) or (command in ("plan", "infer --context") and _choice(args)["params"] is not None)
+
     def planned(degree):
         return attention_plan.plan_attention(graph, calibration, params=_choice(args)["params"],
-                                             bootstrap=_choice(args)["bootstrap"], allow_insecure=_insecure(args),
+                                             bootstrap=_choice(args)["bootstrap"], allow_insecure=insecure,
                                              key_budget=_budget(args), activation_degree=degree)
 
     plan, model = planned(ATTENTION_DEGREES[0] if _degree(args) is None else _degree(args))
@@ -284,7 +289,14 @@ def _packing(args, model, samples, split: bool = False, shape=None):
 
 
 def _plan(args):
-    if _attention(args, "plan --out" if args.out else "local") is not None:
+    attention = _attention(args, "plan")
+    if attention is not None:
+        if args.out:
+            from tensor_ops.attention_split import AttentionSpec
+
+            spec = AttentionSpec.of(attention[0], attention[1].graph)
+            pathlib.Path(args.out).write_text(json.dumps(spec.to_dict()))
+            print(f"plan written to {args.out} (the public part a client keys from: keygen --plan)")
         return
     model = _load(args)
     choice, plan = _packing(args, model, _samples(args), split=True)
@@ -306,13 +318,19 @@ def _read(path, what: str) -> bytes:
 
 
 def _read_plan(path):
-    """(packing, plan) of a plan JSON (``dense_packings.plan_from_record``: the packing it names)."""
+    """(packing, plan) of a plan JSON (``dense_packings.plan_from_record``: the packing it names; an attention
+    model's: ("attention", ``AttentionSpec``))."""
+    from tensor_ops.attention_split import PACKING, spec_from_record
+
     blob = _read(path, "--plan")
     try:
         data = json.loads(blob.decode())
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise SerializationError(f"--plan {path} is {describe_bytes(blob)}, not a plan: pass the JSON written by "
                                  f"'plan --out' (or served at GET /plan)") from None
+    spec = spec_from_record(data)
+    if spec is not None:
+        return PACKING, spec
     return dense_packings.plan_from_record(data)
 
 
@@ -335,13 +353,19 @@ def _keygen(args):
     progress = _progress(args, "rotation keys")
     if args.plan:
         packing, plan = _read_plan(args.plan)
+        if packing == "attention":
+            return _keygen_attention(args, plan, args.insecure)
         _agree(args, packing, f"--plan {args.plan}")
         if packing != "slots":
             return _keygen_dense(args, packing, plan, args.insecure)
         client = Client(plan=_within_memory(args, plan, "client"), progress=progress,
                         allow_insecure=args.insecure)
     elif args.model:
-        _attention(args, "keygen")  # refused for a model with attention (run it locally with infer --input)
+        attention = _attention(args, "keygen")
+        if attention is not None:
+            from tensor_ops.attention_split import AttentionSpec
+
+            return _keygen_attention(args, AttentionSpec.of(attention[0], attention[1].graph), _insecure(args))
         model = _load(args)
         choice, plan = _packing(args, model, _samples(args), split=True)
         if plan is not None:
@@ -356,6 +380,22 @@ def _keygen(args):
     print(f"SECRET client state -> {args.client} (keep private, never send it); public context -> {args.context} "
           f"({report['public_context_bytes']} bytes, {report['rotation_keys']} rotation keys); security: "
           f"{report['security']} (N=2^{client.params.log_n}, log2(QP)={client.params.log_qp:.1f})")
+
+
+def _keygen_attention(args, spec, insecure: bool):
+    """keygen of a model with attention (``tensor_ops.attention_split``): the SECRET client file (the plan's public
+    part inside, no Galois key) and the public context (the plan's rotation keys, relinearisation key and, when it
+    bootstraps, the bootstrap's keys)."""
+    from tensor_ops.attention_split import AttentionClient
+
+    client = AttentionClient(spec, progress=_progress(args, "rotation keys"), allow_insecure=insecure)
+    client.save(args.client)
+    pathlib.Path(args.context).write_bytes(client.public_context())
+    report = client.key_report()
+    boot = ", the bootstrap's keys and the conjugation key" if report["bootstrap"] else ""
+    print(f"SECRET client state (attention) -> {args.client} (keep private, never send it); public context -> "
+          f"{args.context} ({report['public_context_bytes']} bytes, {report['rotation_keys']} rotation keys{boot}); "
+          f"security: {report['security']} (N=2^{client.params.log_n}, log2(QP)={client.params.log_qp:.1f})")
 
 
 def _keygen_dense(args, packing, plan, insecure: bool):
@@ -384,9 +424,19 @@ def _one_line_warnings(call):
 
 
 def _encrypt(args):
+    from tensor_ops import attention_split
+
+    clip = bool(getattr(args, "clip", False))
+    if attention_split.is_client_file(args.client):
+        client = attention_split.AttentionClient.load(args.client)
+        x = _load_array(args.input, "--input")
+        request = _one_line_warnings(lambda: client.encrypt(x, clip=clip))
+        pathlib.Path(args.out).write_bytes(request)
+        print(f"encrypted input of shape {x.shape} (attention: one tensor a sample, the plan's input layout) -> "
+              f"{args.out} ({len(request)} bytes)")
+        return
     packing, client = dense_packings.load_client(args.client)
     x = _load_array(args.input, "--input")
-    clip = bool(getattr(args, "clip", False))
     if packing == "slots":
         request = _one_line_warnings(lambda: client.encrypt(x, clip=clip))
     else:
@@ -401,11 +451,18 @@ def _infer(args):
                       "workers): omit --context and pass the plain input .npy")
     if args.context is None:
         return _infer_locally(args)
-    _attention(args, "infer --context")  # refused for a model with attention
+    from tensor_ops import attention_split
+
     request = _read(args.request, "--request")
     if request.startswith(_NPY_MAGIC):
         raise HEError(f"--request {args.request} is a plain numpy array: encrypt it first "
                       f"(python -m tensor_ops encrypt), or omit --context to run the whole flow locally")
+    attention = _attention(args, "infer --context")
+    if attention is not None:
+        return _infer_attention(args, *attention, request)
+    if attention_split.message_is_attention(request):
+        raise HEError(f"--request {args.request} was encrypted for a model with attention, but --model "
+                      f"{args.model} has none: pass the model the keys were made for")
     packing = dense_packings.message_packing(request)
     _agree(args, packing, f"--request {args.request}")
     model = _load(args)
@@ -432,6 +489,17 @@ def _infer(args):
     reply = server.evaluate(request, progress=_progress(args, "evaluate"))
     pathlib.Path(args.out).write_bytes(reply)
     print(f"evaluated {args.request} -> {args.out} ({len(reply)} bytes)")
+
+
+def _infer_attention(args, plan, model, request):
+    """Server side of a model with attention: the plan made here from --model and the options (the client's), the
+    client's public context (no secret key), each sample evaluated (``attention_split.AttentionServer``)."""
+    from tensor_ops.attention_split import AttentionServer
+
+    server = AttentionServer(plan, model, _read(args.context, "--context"))
+    reply = server.evaluate(request, progress=_progress(args, "evaluate"))
+    pathlib.Path(args.out).write_bytes(reply)
+    print(f"evaluated {args.request} (attention, public keys only) -> {args.out} ({len(reply)} bytes)")
 
 
 def _infer_dense(args, packing, model, request):
@@ -587,6 +655,17 @@ def _infer_on_dask(args, model, client, x):
 def _decrypt(args):
     """Exact for the key holder's own use; ``--flood`` for an output that will be shared (IND-CPA-D: an exact
     decryption handed to whoever has the reply gives away the secret key; ``Client.decrypt_shared``)."""
+    from tensor_ops import attention_split
+
+    if attention_split.is_client_file(args.client):
+        if getattr(args, "flood", False):
+            raise HEError(f"--flood: noise flooding is built for the slot path only; {args.client} holds keys of a "
+                          f"model with attention")
+        client = attention_split.AttentionClient.load(args.client)
+        y = _one_line_warnings(lambda: client.decrypt(_read(args.reply, "--reply")))
+        np.save(args.out, y)
+        print(f"decrypted output of shape {y.shape} (attention) -> {args.out}")
+        return
     packing, client = dense_packings.load_client(args.client)
     reply = _read(args.reply, "--reply")
     _agree_files(packing, dense_packings.message_packing(reply, "reply"), f"--reply {args.reply}", args.client)
@@ -618,6 +697,11 @@ def _remote(args):
     """Client side over HTTP: the context is registered on first use, and again if the server evicted it."""
     import httpx
 
+    from tensor_ops import attention_split
+
+    if attention_split.is_client_file(args.client):
+        raise HEError(f"remote: the HTTP server runs the slot path only; {args.client} holds keys of a model with "
+                      f"attention (run keygen, encrypt, infer --context and decrypt with files)")
     packing, client = dense_packings.load_client(args.client)
     if packing != "slots":
         raise HEError(f"remote: the HTTP server runs the slot path only; {args.client} holds keys of packing "

@@ -595,6 +595,9 @@ class Client:
             raise SerializationError(f"{path!s}: {error}: {advice}") from None
         except RecordError as error:
             raise SerializationError(f"{path!s}: damaged client file: {error}") from None
+        if record.meta.get("packing") == "attention":
+            raise SerializationError(f"{path!s} is the client file of a model with attention: load it with "
+                                     f"tensor_ops.attention_split.AttentionClient.load (hezk encrypt / decrypt do)")
         plan = record.meta.get("plan")
         if plan is not None and not isinstance(plan, dict) or len(record.arrays) != 1:
             raise SerializationError(f"{path!s}: the saved plan is not an object or null, or the file holds "
@@ -696,6 +699,7 @@ class Client:
         if not isinstance(check, bool):
             raise ParameterError(f"check={check!r} must be True or False")
         header, blobs = unpack_message(reply, "reply", max_ciphertexts=1 << 20)
+        _not_attention(header, "reply")
         _check_key(header, self.key_id)
         block, samples, output_shape = _layout(header, len(blobs), self.params.slots, "output_shape")
         if self.plan is not None:  # the reply must be the planned model's, in the planned layout
@@ -804,6 +808,14 @@ def _check_fit(header, fit, said: str, have: str):
                                    f"ones on both sides)")
 
 
+def _not_attention(header, kind: str) -> None:
+    """ContextMismatchError for a message of a model with attention (``tensor_ops.attention_split``) on this path."""
+    if header.get("layout") == "attention":
+        raise ContextMismatchError(f"the {kind} was made for a model with attention (its keygen), this "
+                                   f"{'server runs' if kind == 'request' else 'client holds keys of'} a model without "
+                                   f"attention: pass the files of one keygen and one model")
+
+
 def _check_key(header, key_id: bytes):
     if header.get("key_id") != key_id.hex():
         raise ContextMismatchError(f"message made under key set {str(header.get('key_id'))[:12]}…, "
@@ -885,6 +897,7 @@ class Server:
             raise SerializationError(f"request is {describe_bytes(bytes(request))}, not an encrypted request: pass "
                                      f"the bytes of Client.encrypt (the file 'encrypt --out' wrote)")
         header, blobs = unpack_message(request, "request", self.max_ciphertexts)
+        _not_attention(header, "request")
         _check_key(header, self.key_id)
         _check_model(header, self.model_id, "request made for", "this server runs")
         _check_fit(header, self.fit_id, "request planned with", "this server's model has them fitted as")

@@ -202,16 +202,14 @@ def test_a_bad_degree_for_an_attention_model_is_refused_in_one_line(tiny_layer, 
     assert re.search(message, err) and "Traceback" not in err
 
 
-@pytest.mark.parametrize("command", [["keygen", "--client", "c.key", "--context", "p.ctx"],
-                                     ["plan", "--out", "plan.json"]])
-def test_the_split_flow_refuses_an_attention_model_naming_what_runs(tiny_layer, tmp_path, capsys, command):
-    """keygen and plan --out (the split client/server flow) refuse a model with attention in one line naming
-    the local infer that runs it; nothing is written."""
-    command = [command[0], "--model", str(tiny_layer / "layer.onnx"), "--calibration", str(tiny_layer / "cal.npy"),
-               *(str(tmp_path / c) if "." in c else c for c in command[1:])]
+def test_dask_refuses_an_attention_model_naming_what_runs(tiny_layer, tmp_path, capsys):
+    """infer --dask refuses a model with attention in one line naming the flows that run it (local infer, or
+    keygen / encrypt / infer --context / decrypt: tests/tensor_ops/test_attention_split.py); nothing is written."""
+    command = ["infer", "--model", str(tiny_layer / "layer.onnx"), "--calibration", str(tiny_layer / "cal.npy"),
+               "--input", str(tiny_layer / "x.npy"), "--out", str(tmp_path / "y.npy"), "--dask", "local:1"]
     assert cli.main(command) == 2
     err = capsys.readouterr().err
-    assert "a model with attention runs only as" in err and "local 'infer'" in err
+    assert "--dask" in err and "infer --context" in err and "Traceback" not in err
     assert not any(tmp_path.iterdir())
 
 
