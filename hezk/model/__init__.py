@@ -13,7 +13,8 @@ from importlib.metadata import PackageNotFoundError, version as _version
 
 from .errors import MissingInputShape, ModelFileError, UnsupportedOperator
 from .graph import (ACTIVATIONS, Activation, Add, Affine, Bilinear, ClientOutput, ClientStep, Contraction, Graph,
-                    LayerNorm, MaxPool, Node, Patches, Reshape, Softmax, Transpose, activate)
+                    LayerNorm, MaxPool, Node, Patches, Reshape, Softmax, Transpose, activate, as_batch, in_form,
+                    input_form, input_forms_text)
 from .npz import NAME_AN_ACTIVATION, read_archive, read_npz, save_npz
 from .onnx_reader import read_onnx
 
@@ -22,7 +23,7 @@ try:
 except PackageNotFoundError:  # a source tree that is not installed
     __version__ = "0+unknown"
 
-__all__ = ["ACTIVATIONS", "Activation", "Add", "Affine", "Bilinear", "ClientOutput", "ClientStep", "Contraction", "MaxPool", "Graph", "MissingInputShape", "ModelFileError",
+__all__ = ["ACTIVATIONS", "as_batch", "in_form", "input_form", "input_forms_text", "Activation", "Add", "Affine", "Bilinear", "ClientOutput", "ClientStep", "Contraction", "MaxPool", "Graph", "MissingInputShape", "ModelFileError",
            "LayerNorm", "NAME_AN_ACTIVATION", "Node", "Patches", "Reshape", "Softmax", "Transpose", "UnsupportedOperator", "activate",
            "is_onnx", "load", "read_archive", "read_npz", "read_onnx", "save_npz", "__version__"]
 

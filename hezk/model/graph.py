@@ -628,6 +628,47 @@ class ClientOutput:
         return f"{self.name} = " + (" -> ".join(s.text() for s in self.steps) if self.steps else "the output")
 
 
+def input_form(shape, input_shape) -> str | None:
+    """How an array of ``shape`` holds samples of ``input_shape``: "sample" (it is one sample), "batch"
+    ((n, *input_shape)), "unit" ((n, *input_shape[1:]) where input_shape[0] == 1: a file exported on a batch of 1
+    whose batch axis the reader keeps in the sample, e.g. a transformer's (1, sequence, width), given as the
+    user's own batch of n sequences), or None (none of these)."""
+    shape, input_shape = tuple(shape), tuple(input_shape)
+    if shape == input_shape:
+        return "sample"
+    if len(shape) == len(input_shape) + 1 and shape[1:] == input_shape and shape[0] >= 1:
+        return "batch"
+    if len(input_shape) >= 2 and input_shape[0] == 1 and len(shape) == len(input_shape) \
+            and shape[1:] == input_shape[1:] and shape[0] >= 1:
+        return "unit"
+    return None
+
+
+def input_forms_text(input_shape) -> str:
+    """The forms :func:`input_form` takes, for an error message."""
+    text = f"neither (batch, *{tuple(input_shape)}) nor one sample {tuple(input_shape)}"
+    if len(input_shape) >= 2 and input_shape[0] == 1:
+        text += f" nor (batch, *{tuple(input_shape[1:])})"
+    return text
+
+
+def as_batch(x: np.ndarray, form: str) -> np.ndarray:
+    """``x`` (in ``form``, :func:`input_form`) as a batch (n, *input_shape)."""
+    return {"sample": lambda: x[None], "batch": lambda: x, "unit": lambda: x[:, None]}[form]()
+
+
+def in_form(y: np.ndarray, form: str) -> np.ndarray:
+    """A batch of outputs (n, *output_shape) in the form its input came in: one sample's output for "sample";
+    for "unit", the outputs without their leading axis of 1 when they have one (the file's batch axis, as the
+    input's), so a (n, sequence, width) input gives (n, sequence, width) outputs as onnxruntime's per-sample
+    outputs concatenated do."""
+    if form == "sample":
+        return y[0]
+    if form == "unit" and y.ndim >= 3 and y.shape[1] == 1:
+        return y[:, 0]
+    return y
+
+
 @dataclass(frozen=True, eq=False)
 class Graph:
     """One input (sample shape ``input_shape``), nodes in topological order, one computed output tensor, and
@@ -677,17 +718,16 @@ class Graph:
         return tuple(node for node in self.nodes if tensor in node.inputs)
 
     def forward(self, x) -> np.ndarray:
-        """The float reference: x is (batch, *input_shape) (or one sample of input_shape); batch first out."""
+        """The float reference: x is (batch, *input_shape) or one sample (any form :func:`input_form` takes);
+        the output in the same form (batch first for a batch)."""
         x = np.asarray(x, dtype=np.float64)
-        single = x.shape == self.input_shape
-        if not single and x.shape[1:] != self.input_shape:
-            raise ModelFileError(f"input of shape {x.shape} is neither (batch, *{self.input_shape}) nor one "
-                                 f"sample {self.input_shape}")
-        values = {self.input: x[None] if single else x}
+        form = input_form(x.shape, self.input_shape)
+        if form is None:
+            raise ModelFileError(f"input of shape {x.shape} is {input_forms_text(self.input_shape)}")
+        values = {self.input: as_batch(x, form)}
         for node in self.nodes:
             values[node.output] = node.forward(*(values[name] for name in node.inputs))
-        y = values[self.output]
-        return y[0] if single else y
+        return in_form(values[self.output], form)
 
     __call__ = forward
 

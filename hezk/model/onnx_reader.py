@@ -35,6 +35,7 @@ from .graph import (SELU_ALPHA, SELU_SCALE, Activation, Add, Affine, Bilinear, C
                     Graph, LayerNorm, MaxPool, Patches, Reshape, Softmax, Transpose, require_size)
 
 MIN_OPSET = 13
+_WINDOW_OPS = ("Conv", "AveragePool", "MaxPool", "GlobalAveragePool", "GlobalMaxPool")  #: read per (C, ...) sample
 _SHAPE_OPS = ("Gather", "Unsqueeze", "Squeeze", "Concat", "Cast", "Identity", "Slice")
 _ML_DOMAIN = "ai.onnx.ml"
 _ML_OPS = ("LinearClassifier", "LinearRegressor", "Normalizer", "ZipMap", "Scaler", "ArrayFeatureExtractor")
@@ -669,7 +670,10 @@ class _Reader:
                                 and self.name(tensor) not in self.client:
                             raise ModelFileError(f"{node.op_type} (node {name!r}) reads {tensor!r}, which no "
                                                  f"earlier node produces")
-                handler(node, name, _attrs(node))
+                if not self.lead and node.op_type in _WINDOW_OPS:
+                    self.unit_batch_window(handler, node, name, _attrs(node))
+                else:
+                    handler(node, name, _attrs(node))
             except UnsupportedOperator as error:
                 problems.append(error if error.hint or not REWRITES.get(error.op) else
                                 UnsupportedOperator(error.op, error.node, error.detail, REWRITES[error.op]))
@@ -685,6 +689,8 @@ class _Reader:
                 problems.append(UnsupportedOperator(node.op_type, name, detail))
                 self.placeholder(node, poisoned)
             except (IndexError, TypeError, ValueError, ArithmeticError) as error:  # too few inputs, odd attributes
+                if problems:  # after a refused node its placeholder's shapes may not be what this node expects
+                    raise UnsupportedOperator.collect(problems) from None
                 raise ModelFileError(f"{node.op_type} (node {name!r}): malformed ({type(error).__name__}: "
                                      f"{error})"[:400]) from None
         if problems:
@@ -703,7 +709,7 @@ class _Reader:
                 inferred = onnx.shape_inference.infer_shapes(self.model) if self.model is not None else None
                 for value in () if inferred is None else inferred.graph.value_info:
                     dims = value.type.tensor_type.shape.dim
-                    sample = [d.dim_value if d.HasField("dim_value") else 0 for d in dims][1:]
+                    sample = [d.dim_value if d.HasField("dim_value") else 0 for d in dims][self.lead:]
                     if dims and all(d > 0 for d in sample):
                         self._inferred[value.name] = tuple(sample)
             except Exception:  # noqa: BLE001 (inference is best effort: without it the rest is skipped)
@@ -1084,6 +1090,27 @@ class _Reader:
         shape = [int(d) for d in np.asarray(self.const[node.input[0]]).reshape(-1)]
         require_size(shape, f"ConstantOfShape (node {name!r})")
         self.const[node.output[0]] = np.full(shape, fill.reshape(-1)[0], dtype=fill.dtype)
+
+    def unit_batch_window(self, handler, node, name, attrs):
+        """A window operator (Conv, the pools) in a graph read with its batch axis of 1 as a sample axis (lead 0):
+        its input (1, C, ...) is read as the one sample (C, ...) the window takes (a Reshape drops the unit axis)
+        and its output gets the unit axis back (a Reshape), so a ViT's patch embedding reads before attention
+        whose transposes move the batch axis."""
+        x = self.name(node.input[0])
+        shape = self.shapes[x]
+        if len(shape) not in (3, 4) or shape[0] != 1:
+            raise UnsupportedOperator(node.op_type, name, f"a window on the sample shape {shape} in a graph whose "
+                                                          f"batch axis moves (only (1, C, L) or (1, C, H, W))")
+        sample = self.internal(name, "sample")
+        self.emit(Reshape(name + "/sample", node.op_type, (x,), sample, shape[1:]))
+        inner = self.internal(name, "window")
+        self.lead = 1
+        try:
+            handler(_Proxy(node.op_type, inner, [sample, *node.input[1:]]), name, attrs)
+        finally:
+            self.lead = 0
+        out = self.name(inner)
+        self.emit(Reshape(name + "/unit_batch", node.op_type, (out,), node.output[0], (1, *self.shapes[out])))
 
     def one_d(self, node, name, attrs, handler):
         """Conv / AveragePool / MaxPool over a 1-D window: the sample (C, L) seen as (C, 1, L), the 2-D

@@ -1,0 +1,88 @@
+"""Files exported on a batch of 1 whose batch axis the reader keeps in the sample (attention that moves it):
+users' data may come as (n, *sample) or as (n, *sample without its leading 1), outputs in the same form; and a
+window operator (a ViT's patch-embedding Conv) reads in such a graph. Each against onnxruntime."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from hezk.model import ModelFileError, as_batch, in_form, input_form, read_onnx
+
+
+@given(st.lists(st.integers(1, 4), min_size=1, max_size=4), st.integers(1, 3))
+def test_input_forms_round_trip(sample, n):
+    """Each form maps to a batch of the sample shape and back to itself; a shape of no form is None."""
+    sample = tuple(sample)
+    x = np.arange(n * int(np.prod(sample)), dtype=float).reshape(n, *sample)
+    assert input_form(x.shape, sample) == "batch"
+    assert np.array_equal(in_form(as_batch(x, "batch"), "batch"), x)
+    assert input_form(x[0].shape, sample) == "sample"
+    assert np.array_equal(as_batch(x[0], "sample"), x[:1])
+    unit = (1, *sample)
+    if len(unit) >= 2 and n > 1:
+        assert input_form(x.shape, unit) == "unit"
+        batch = as_batch(x, "unit")
+        assert batch.shape == (n, *unit) and np.array_equal(batch[:, 0], x)
+        assert np.array_equal(in_form(batch, "unit"), x)
+    assert input_form((n, *sample, 2), sample) is None
+
+
+def _vit(torch):
+    torch.manual_seed(0)
+
+    class ViT(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.patch = torch.nn.Conv2d(1, 16, 4, 4)
+            self.pos = torch.nn.Parameter(torch.randn(1, 4, 16) * .1)
+            self.enc = torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+            self.head = torch.nn.Linear(16, 3)
+
+        def forward(self, x):
+            return self.head(self.enc(self.patch(x).flatten(2).transpose(1, 2) + self.pos).mean(dim=1))
+
+    return ViT().eval()
+
+
+def _layer(torch):
+    torch.manual_seed(0)
+
+    class OnlyX(torch.nn.Module):  # the exporter would pass is_causal as a tensor otherwise
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+
+        def forward(self, x):
+            return self.layer(x)
+
+    return OnlyX().eval()
+
+
+@pytest.mark.parametrize("make, shape", [pytest.param(_vit, (1, 1, 8, 8), id="vit", marks=pytest.mark.slow),
+                                         pytest.param(_layer, (1, 5, 8), id="encoder")])
+def test_a_unit_batch_file_reads_user_batches_as_onnxruntime(make, shape):
+    """A ViT (patch Conv, then attention whose transposes move the batch axis) and an encoder layer exported on
+    a batch of 1 by torch's TorchScript exporter: read, and the float reference equals onnxruntime's on a batch
+    given both with and without the file's unit axis."""
+    torch = pytest.importorskip("torch")
+    ort = pytest.importorskip("onnxruntime")
+    import io
+    import contextlib
+
+    buffer = io.BytesIO()
+    with contextlib.redirect_stderr(io.StringIO()):
+        torch.onnx.export(make(torch), (torch.zeros(shape),), buffer, input_names=["x"], dynamo=False,
+                          opset_version=17)
+    graph = read_onnx(buffer.getvalue())
+    assert graph.input_shape == shape
+    session = ort.InferenceSession(buffer.getvalue(), providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(0).normal(size=(3, *shape[1:]))
+    expected = np.concatenate([session.run(None, {"x": xi[None].astype(np.float32)})[0] for xi in x])
+    got = graph.forward(x)  # (3, *shape[1:]): the user's batch without the file's axis of 1
+    assert got.shape == expected.shape
+    assert np.max(np.abs(got - expected)) <= 1e-4 * max(1.0, np.max(np.abs(expected)))
+    stacked = graph.forward(x[:, None])  # (3, *shape): the sample as the file declares it
+    assert np.allclose(stacked[:, 0], got)
+    with pytest.raises(ModelFileError, match=r"nor \(batch, \*"):
+        graph.forward(x[:, :, :-1])
