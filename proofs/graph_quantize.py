@@ -228,11 +228,13 @@ class QuantizedGraph:
     def quantize_input(self, x) -> np.ndarray:
         """A float batch (or one sample) -> int64 (batch, *input_shape) at 2^input_frac; integers are taken as
         quantized. Refuses shapes other than the model's and entries above input_bound (ModelError)."""
+        from hezk.model import as_batch, input_form, input_forms_text
+
         x = np.asarray(x)
-        if x.shape == self.input_shape:
-            x = x[None]
-        if x.ndim != len(self.input_shape) + 1 or x.shape[1:] != self.input_shape or x.shape[0] < 1:
-            raise ModelError(f"input of shape {x.shape} is not (batch, *{self.input_shape})")
+        form = input_form(x.shape, self.input_shape)
+        if form is None:
+            raise ModelError(f"input of shape {x.shape} is {input_forms_text(self.input_shape)}")
+        x = as_batch(x, form)
         if x.dtype.kind == "f":
             if not np.all(np.isfinite(x)):
                 raise ModelError("input holds NaN or infinite values")
@@ -1214,11 +1216,13 @@ def quantize_graph(graph, calibration=None, *, act_bits: int = 12, weight_bits: 
     elif calibration is None:
         raise ModelError("quantize_graph needs calibration data (a float batch of inputs) or like=")
     else:
+        from hezk.model import as_batch, input_form, input_forms_text
+
         x = np.asarray(calibration, dtype=np.float64)
-        if x.shape == graph.input_shape:
-            x = x[None]
-        if x.shape[1:] != graph.input_shape or not len(x):
-            raise ModelError(f"calibration data of shape {x.shape} is not (n, *{graph.input_shape})")
+        form = input_form(x.shape, graph.input_shape)
+        if form is None:
+            raise ModelError(f"calibration data of shape {x.shape} is {input_forms_text(graph.input_shape)}")
+        x = as_batch(x, form)
         floats = {graph.input: x}
         for node in graph.nodes:
             floats[node.output] = node.forward(*(floats[name] for name in node.inputs))

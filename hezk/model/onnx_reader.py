@@ -1813,6 +1813,10 @@ class _Reader:
         if -1 in sample:
             known = int(np.prod([v for v in sample if v != -1]))
             sample[sample.index(-1)] = int(np.prod(shape)) // max(known, 1)
+        if self.lead and target[0] not in (0, 1) and math.prod(sample) != math.prod(shape):
+            # e.g. (1, heads, s, s) -> (heads, s, s): the file's batch of 1 merged into a sample axis
+            raise UnsupportedOperator("Reshape", name, f"target {tuple(target)} merges the batch axis with sample "
+                                                       f"axes of {shape}")
         self.emit(Reshape(name, "Reshape", (x,), node.output[0], tuple(sample)))
 
     def op_Transpose(self, node, name, attrs):

@@ -86,3 +86,44 @@ def test_a_unit_batch_file_reads_user_batches_as_onnxruntime(make, shape):
     assert np.allclose(stacked[:, 0], got)
     with pytest.raises(ModelFileError, match=r"nor \(batch, \*"):
         graph.forward(x[:, :, :-1])
+
+
+def _export(make, shape, torch):
+    import contextlib
+    import io
+
+    buffer = io.BytesIO()
+    with contextlib.redirect_stderr(io.StringIO()):
+        torch.onnx.export(make(torch), (torch.zeros(shape),), buffer, input_names=["x"], dynamo=False,
+                          opset_version=17)
+    return buffer.getvalue()
+
+
+@pytest.mark.slow
+def test_proofs_take_and_give_the_users_batch_without_the_unit_axis(tmp_path):
+    """hezk commit|prove|verify on an encoder layer exported on (1, 5, 8), with calibration and inputs given as
+    (n, 5, 8): the verified output is (n, 5, 8), within 2% of onnxruntime's per-sample outputs concatenated."""
+    import contextlib
+
+    from proofs import cli as proofs_cli
+
+    torch = pytest.importorskip("torch")
+    ort = pytest.importorskip("onnxruntime")
+    data = _export(_layer, (1, 5, 8), torch)
+    (tmp_path / "m.onnx").write_bytes(data)
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "cal.npy", rng.normal(size=(16, 5, 8)))
+    x = rng.normal(size=(2, 5, 8))
+    np.save(tmp_path / "x.npy", x)
+    steps = [("commit", "--model", "m.onnx", "--out", "c.bin", "--calibration", "cal.npy", "--public-weights",
+              "--quiet"),
+             ("prove", "--model", "m.onnx", "--input", "x.npy", "--commitment", "c.bin", "--out", "p.bin",
+              "--public-weights", "--quiet"),
+             ("verify", "--commitment", "c.bin", "--input", "x.npy", "--proof", "p.bin", "--output", "y.npy")]
+    with contextlib.chdir(tmp_path):
+        assert [proofs_cli.main(list(step)) for step in steps] == [0] * len(steps)
+    session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    expected = np.concatenate([session.run(None, {"x": xi[None].astype(np.float32)})[0] for xi in x])
+    got = np.load(tmp_path / "y.npy")
+    assert got.shape == expected.shape == (2, 5, 8)
+    assert np.max(np.abs(got - expected)) <= 0.02 * np.max(np.abs(expected))
