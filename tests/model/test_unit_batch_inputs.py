@@ -127,3 +127,19 @@ def test_proofs_take_and_give_the_users_batch_without_the_unit_axis(tmp_path):
     got = np.load(tmp_path / "y.npy")
     assert got.shape == expected.shape == (2, 5, 8)
     assert np.max(np.abs(got - expected)) <= 0.02 * np.max(np.abs(expected))
+
+
+def test_a_reshape_merging_the_batch_of_one_into_heads_reads_as_onnxruntime():
+    """(1, 2, 3, 4) -> (2, 3, 4) -> MatMul -> back: torch's dynamo SDPA merges the batch of 1 into the heads; the
+    file (batch declared 1) is read with that axis in the sample, equal to onnxruntime."""
+    from ..model.onnx_models import Builder, run_onnx
+
+    b = Builder((2, 3, 4), batch=1)
+    merged = b.node("Reshape", ["x", b.const(np.array([2, 3, 4]))])
+    product = b.node("MatMul", [merged, b.const(b.weight(4, 4))])
+    b.node("Reshape", [product, b.const(np.array([1, 2, 3, 4]))])
+    model = b.model()
+    graph = read_onnx(model)
+    assert graph.input_shape == (1, 2, 3, 4)
+    x = np.random.default_rng(0).normal(size=(1, 2, 3, 4))
+    assert np.allclose(graph.forward(x), run_onnx(model, x), atol=1e-5)
