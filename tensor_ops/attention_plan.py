@@ -28,6 +28,7 @@ from math import prod
 
 import numpy as np
 
+import hezk.model
 from crypto.ckks.bootstrap import BootstrapConfig, as_config, natural_scales
 from crypto.context import LOW_BOOTSTRAP_BITS
 from crypto.rlwe import Ciphertext
@@ -410,20 +411,19 @@ def read_graph(path, input_shape=None):
     return graph if has_attention(graph) else None
 
 
-def _batch(graph, x) -> tuple[np.ndarray, bool]:
-    """(x batch first, whether x was one sample) or ShapeError naming the shapes."""
+def _batch(graph, x) -> tuple[np.ndarray, str]:
+    """(x batch first, the form it came in: :func:`hezk.model.input_form`) or ShapeError naming the shapes."""
     try:
         x = np.asarray(x, dtype=np.float64)
     except (TypeError, ValueError):
         raise ShapeError("the input is not a numeric array") from None
-    single = x.shape == tuple(graph.input_shape)
-    batch = x[None] if single else x
-    if batch.shape[1:] != tuple(graph.input_shape) or not len(batch):
-        raise ShapeError(f"input of shape {x.shape} is neither (batch, *{graph.input_shape}) nor one sample "
-                         f"{graph.input_shape}")
+    form = hezk.model.input_form(x.shape, graph.input_shape)
+    if form is None:
+        raise ShapeError(f"input of shape {x.shape} is {hezk.model.input_forms_text(graph.input_shape)}")
+    batch = hezk.model.as_batch(x, form)
     if not np.all(np.isfinite(batch)):
         raise ParameterError("the input holds NaN or infinite values")
-    return batch, single
+    return batch, form
 
 
 def _describe(node, approx) -> str:
@@ -1003,7 +1003,7 @@ def run_attention(plan: AttentionPlan, model: GraphApproximation, x, *, seed=Non
 
     from .tensor import encrypt
 
-    batch, single = _batch(model.graph, x)
+    batch, form = _batch(model.graph, x)
     outside = samples_outside(plan, model, batch)
     if outside:
         first = min(outside)
@@ -1013,7 +1013,7 @@ def run_attention(plan: AttentionPlan, model: GraphApproximation, x, *, seed=Non
     params = plan.require_parameters()
     say = report or (lambda text: None)
     if plan.bootstrap is not None:
-        return _run_bootstrapping(plan, model, batch, single, seed, progress, say)
+        return _run_bootstrapping(plan, model, batch, form, seed, progress, say)
     depth, steps = _record(model, batch, params.slots) if len(batch) > 1 else (plan.depth, plan.rotations)
     if depth + ALIGNMENT_LEVELS > params.max_level:  # a batch packs otherwise than the one sample planned
         raise ParameterError(f"a batch of {len(batch)} samples consumes {depth} levels (+{ALIGNMENT_LEVELS}), more "
@@ -1029,10 +1029,10 @@ def run_attention(plan: AttentionPlan, model: GraphApproximation, x, *, seed=Non
     y = model.forward(tensor)
     say(f"server: evaluated the model encrypted in {time.perf_counter() - start:.1f} s")
     out = y.decrypt().reshape(len(batch), *plan.output_shape)
-    return out[0] if single else out
+    return hezk.model.in_form(out, form)
 
 
-def _run_bootstrapping(plan, model, batch, single, seed, progress, say):
+def _run_bootstrapping(plan, model, batch, form, seed, progress, say):
     import time
 
     from crypto.context import CKKSContext
@@ -1060,4 +1060,4 @@ def _run_bootstrapping(plan, model, batch, single, seed, progress, say):
     say(f"server: evaluated the model encrypted in {time.perf_counter() - start:.1f} s with {backend.bootstraps} "
         f"ciphertext bootstraps at {len(backend.sites)} sites (recorded: {sum(s.ciphertexts for s in sites)})")
     out = y.decrypt().reshape(len(batch), *plan.output_shape)
-    return out[0] if single else out
+    return hezk.model.in_form(out, form)
