@@ -408,6 +408,7 @@ class AttentionServer:
         self.spec = AttentionSpec.of(plan, model.graph)
         self.context = context = server_context(public_context)
         self.max_samples = int(max_samples)
+        self.bootstraps = 0     # ciphertexts bootstrapped by the evaluations so far
         if context.params != self.spec.params:
             raise ContextMismatchError(f"the public context was made for other parameters ({context.params!r}) than "
                                        f"this server's plan ({self.spec.params!r}): plan with the client's options "
@@ -465,6 +466,7 @@ class AttentionServer:
                                      f"{spec.input_level}, scale 2^{math.log2(spec.input_scale):.2f}")
             backend = self._backend()
             y = self.model.forward(CipherTensor(tensor.ciphertexts, layout, backend))
+            self.bootstraps += getattr(backend, "bootstraps", 0)
             outputs.append(y)
             if report is not None:
                 report(i + 1, samples, f"sample {i + 1}/{samples}")

@@ -32,6 +32,13 @@ it up, the slot-blocked plan for every other model; ``plan`` and ``keygen`` lear
 (without it: the slot plan). The plan JSON, the client file and the requests carry the packing; ``encrypt``,
 ``decrypt`` and server-side ``infer`` follow it and refuse a file of another packing.
 
+A model with attention (an exported transformer layer: ``tensor_ops.attention_plan``) runs through ``plan``, local
+``infer`` and the split flow alike (``tensor_ops.attention_split``): ``keygen`` plans it from --model and
+--calibration (or reads ``plan --out``'s JSON) and makes its rotation, relinearisation and bootstrap keys; ``encrypt``
+packs each sample in the plan's input layout; server-side ``infer`` plans it again from the same files and options
+and evaluates from the public context; ``decrypt`` unpacks the output layout. Messages name the model's and the
+plan's digests: keys or requests of another model, calibration, degree or parameters are refused (status 2).
+
 Right or refused: a plan calibrated on inputs states their range, and ``encrypt`` refuses samples outside it
 (``--clip`` clips them, with a warning naming them); ``decrypt`` and ``remote`` check every output against the
 plan's output range and, for a sample outside it, write nothing and exit with status 3 naming the sample, its
@@ -499,7 +506,8 @@ def _infer_attention(args, plan, model, request):
     server = AttentionServer(plan, model, _read(args.context, "--context"))
     reply = server.evaluate(request, progress=_progress(args, "evaluate"))
     pathlib.Path(args.out).write_bytes(reply)
-    print(f"evaluated {args.request} (attention, public keys only) -> {args.out} ({len(reply)} bytes)")
+    boots = f", {server.bootstraps} ciphertext bootstraps" if server.spec.bootstrap is not None else ""
+    print(f"evaluated {args.request} (attention, public keys only{boots}) -> {args.out} ({len(reply)} bytes)")
 
 
 def _infer_dense(args, packing, model, request):

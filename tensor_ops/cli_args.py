@@ -15,7 +15,8 @@ _MODEL_HELP = ("model file: ONNX (opset >= 13), or .npz written by Sequential.sa
                "weight arrays that name their activation (activation='relu')")
 _CALIBRATION_HELP = ("representative inputs .npy (samples, *input shape): each fitted activation (relu, sigmoid, ...) "
                      "is fitted on the range its input takes on them, and the error against the float model "
-                     "there is printed (default interval [-4, 4])")
+                     "there is printed (default interval [-4, 4]); required for a model with attention (Softmax, "
+                     "LayerNorm), whose keygen and server-side infer must be given the same file")
 _RELU_HELP = ("each calibrated ReLU as one fitted polynomial (fit, the default: 3 levels), as the composite minimax "
               "sign relu = (x + x sign x) / 2 (composite: 10 levels, about 0.002 of the interval's scale), or chosen "
               "per activation where the fit errs beyond 2^-7 of its interval's scale and the plan's levels allow "
@@ -29,10 +30,11 @@ SECRET = "SECRET: holds the secret key, keep it private and never send it"
 COMMANDS = {
     "plan": "print the model's public plan (parameters, packing, rotations, depth, time estimate); server side",
     "keygen": ("make the keys (client side): writes the SECRET client file (--client) and the public context "
-               "(--context) to send to the server"),
+               "(--context) to send to the server; for a model with attention, the plan's rotation keys, the "
+               "relinearisation key and, when it bootstraps, the bootstrap's keys"),
     "encrypt": "encrypt an input .npy into a request (client side, needs the SECRET client file)",
-    "infer": ("evaluate an encrypted request under a public context (server side); without --context, run "
-              "keygen, encrypt, infer and decrypt in one process"),
+    "infer": ("evaluate an encrypted request under a public context (server side; every model, transformers with "
+              "attention included); without --context, run keygen, encrypt, infer and decrypt in one process"),
     "decrypt": "decrypt a reply into an output .npy (client side, needs the SECRET client file)",
     "serve": "serve the model over HTTP (needs the serve extra); the server never holds a secret key",
     "remote": ("encrypt an input, have an HTTP server (serve) evaluate it, decrypt the reply (client side, needs "
@@ -68,7 +70,9 @@ _OPTIONS = {
               "--relu": ((), False, _RELU_HELP),
               "--key-budget": ((), False, _BUDGET_HELP),
               "--context": ((), False, "the client's public context written by keygen --context (never the "
-                                       "secret client file); without it the whole flow runs locally"),
+                                       "secret client file); without it the whole flow runs locally. A model with "
+                                       "attention is planned here as at keygen: pass the same --calibration, "
+                                       "--degree, --params and --key-budget"),
               "--request": (("--input", "-i"), True, "encrypted request from 'encrypt' (or, without --context, "
                                                      "a plain input .npy)"),
               "--out": (("--output", "-o"), True, "where to write the encrypted reply (or, without --context, "

@@ -601,6 +601,20 @@ _LIMIT_OPTIONS = ("max_request_bytes", "max_context_bytes", "max_contexts", "max
                   "max_encoded_bytes", "header_timeout", "body_timeout")
 
 
+def _refuse_attention(path, input_shape) -> None:
+    """HEError for a model with attention (an exported transformer layer): the HTTP server runs the slot path."""
+    from tensor_ops.attention_plan import read_graph
+
+    try:
+        graph = read_graph(path, input_shape)
+    except HEError:
+        return  # Sequential.load names the problem
+    if graph is not None:
+        raise HEError(f"serve: {path} holds attention (Softmax, LayerNorm, products of two encrypted tensors); the "
+                      f"HTTP server runs models without attention only: run it with files (hezk keygen, encrypt, "
+                      f"infer --context, decrypt) or locally (hezk infer --input)")
+
+
 def run(args) -> int:
     """Serve ``args.model`` until interrupted (``args``: the options of :func:`add_arguments`); tokens from
     ``--tokens-file``, else from ``$HEZK_TOKENS``, else none (open: logged, and loopback unless --host)."""
@@ -609,6 +623,7 @@ def run(args) -> int:
         tokens = Tokens.from_file(args.tokens_file) if args.tokens_file else Tokens.from_env()
         limits = Limits(**{name: getattr(args, name) for name in _LIMIT_OPTIONS})
         calibration = None if getattr(args, "calibration", None) is None else _read_array(args.calibration)
+        _refuse_attention(args.model, args.input_shape)
         model = Sequential.load(args.model, args.input_shape, calibration=calibration,
                                 degree=getattr(args, "degree", None))
         choice = plan_keywords(args)

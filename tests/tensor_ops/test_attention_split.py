@@ -30,7 +30,7 @@ def _scores(equation="bij,bkj->bik"):
     return hezk.model.Graph("x", SHAPE, (hezk.model.Bilinear("scores", "MatMul", ("x", "x"), "s", equation),), "s")
 
 
-def _softmax():
+def softmax_graph():
     return hezk.model.Graph("x", SHAPE, (
         hezk.model.Bilinear("scores", "MatMul", ("x", "x"), "s", "bij,bkj->bik"),
         hezk.model.Softmax("weights", "Softmax", ("s",), "y", 1)), "y")
@@ -266,7 +266,7 @@ def test_softmax_attention_runs_split_within_its_stated_error(files, capsys):
     """softmax(x x^T) (calibrated shift, exp by squaring, Newton reciprocal: depth 24) through keygen, encrypt,
     infer --context and decrypt on a 27-level test ring: within the plan's stated error (+1e-4) of the exact
     softmax for every sample of a batch."""
-    hezk.model.save_npz(_softmax(), files / "s.npz")
+    hezk.model.save_npz(softmax_graph(), files / "s.npz")
     (files / "ring.json").write_text(json.dumps(_ring(27)))
     assert _keygen(files, model="s.npz") == 0 and _encrypt(files) == 0
     assert _infer(files, model="s.npz") == 0, capsys.readouterr().err
@@ -274,4 +274,40 @@ def test_softmax_attention_runs_split_within_its_stated_error(files, capsys):
     assert cli.main(["decrypt", "--client", str(files / "c.key"), "--reply", str(files / "a.bin"), "--out",
                      str(files / "y.npy")]) == 0
     x = np.load(files / "x.npy")
-    assert np.max(np.abs(np.load(files / "y.npy") - _softmax().forward(x))) < stated + 1e-4
+    assert np.max(np.abs(np.load(files / "y.npy") - softmax_graph().forward(x))) < stated + 1e-4
+
+
+def test_serve_and_remote_refuse_an_attention_model_naming_the_file_flow(files, capsys):
+    """The HTTP server and its client run the slot path: serve refuses a model with attention and remote refuses an
+    attention client file, each in one line naming the flow with files (before: serve named an unsupported MatMul)."""
+    assert cli.main(["serve", "--model", str(files / "m.npz"), "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "holds attention" in err and "infer --context" in err
+    assert _keygen(files) == 0
+    capsys.readouterr()
+    assert cli.main(["remote", "--url", "http://127.0.0.1:9", "--client", str(files / "c.key"), "--input",
+                     str(files / "x.npy"), "--out", str(files / "y.npy")]) == 2
+    err = capsys.readouterr().err
+    assert "slot path only" in err and "attention" in err and not (files / "y.npy").exists()
+
+
+def test_infer_help_and_the_readme_name_the_attention_split():
+    """``hezk infer --help`` says the server side takes models with attention and that its planning options must
+    be the client's; the README's command-line section shows the four commands on a transformer layer."""
+    import argparse
+    import pathlib
+
+    from tensor_ops.cli_args import parser
+
+    root = parser("infer")
+    commands = next(a for a in root._actions if isinstance(a, argparse._SubParsersAction)).choices
+    text = " ".join(commands["infer"].format_help().split())
+    assert "transformers with attention included" in text and "same --calibration" in text
+    assert "required for a model with attention" in text
+    keygen = " ".join(parser("keygen")._actions[-1].choices["keygen"].format_help().split())
+    assert "bootstrap's keys" in keygen
+    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
+    for command in ("hezk keygen  --model layer.onnx --calibration cal.npy", "hezk encrypt --client client.key",
+                    "hezk infer   --model layer.onnx --calibration cal.npy --context public.ctx",
+                    "hezk decrypt --client client.key --reply reply.bin"):
+        assert command in readme
