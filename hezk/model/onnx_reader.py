@@ -99,8 +99,12 @@ def read_onnx(source, input_shape=None) -> Graph:
     try:
         return _Reader(model.graph, numpy_helper, input_shape, model).graph()
     except UnsupportedOperator as error:
-        if input_shape is not None or not _unit_batch(model.graph) or \
-                not any(_BATCH_MOVES in p.detail for p in error.problems):
+        moves = any(_BATCH_MOVES in p.detail for p in error.problems)
+        if moves and input_shape is None and not _unit_batch(model.graph):
+            error.args = (f"{error.args[0]}; the file's batch axis is not a fixed 1: export the model on a batch of "
+                          f"1 without a dynamic batch axis, and its batch axis is read as a sample axis (each "
+                          f"sample then runs on its own)",)
+        if input_shape is not None or not _unit_batch(model.graph) or not moves:
             raise
         first = error
     try:  # the batch dimension is 1: the whole tensor is the sample, the engines' batch a new axis before it
