@@ -132,9 +132,10 @@ class CipherTensorBase:
         if not isinstance(self._backend, (CKKSBackend, DetachedBackend)):
             raise SerializationError("only CipherTensors of a CKKS context have a byte form")
         lay = self._layout
-        header = {"shape": list(lay.shape), "strides": list(lay.strides), "slots": lay.slots,
-                  "tiles": [[t.ct, list(t.start), list(t.size), t.offset] for t in lay.tiles],
-                  "replicas": [list(r) for r in lay.replicas], "clean": lay.clean}
+        ints = lambda values: [int(v) for v in values]  # noqa: E731 (a tiled layout's numbers may be numpy ints)
+        header = {"shape": ints(lay.shape), "strides": ints(lay.strides), "slots": int(lay.slots),
+                  "tiles": [[int(t.ct), ints(t.start), ints(t.size), int(t.offset)] for t in lay.tiles],
+                  "replicas": [ints(r) for r in lay.replicas], "clean": bool(lay.clean)}
         return hezk.record.pack(RECORD_KIND, header, [c.to_bytes() for c in self._cts])
 
     def __reduce__(self):

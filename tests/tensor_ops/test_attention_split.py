@@ -10,8 +10,11 @@ import os
 import shutil
 import stat
 
+import functools
+
 import numpy as np
 import pytest
+from hypothesis import example, given, settings, strategies as st
 
 import hezk.model
 from crypto.context import CKKSContext
@@ -146,8 +149,8 @@ def test_a_wrong_input_shape_or_a_value_outside_the_calibrated_range_is_refused_
 
 def test_keys_requests_and_replies_of_another_model_plan_or_key_set_are_refused_by_name(files, capsys):
     """The server refuses a request made for another calibration (another plan of the same model), a context
-    lacking its plan's rotation keys (keys of another model), and a plain array; the client refuses a reply
-    made under another key set. Each exits 2 with one line naming the problem, nothing written."""
+    lacking its plan's rotation keys (keys of another model), a plain array and a request encrypted under another
+    client's keys; the client refuses a reply made under another key set. Each exits 2 with one line naming the problem, nothing written."""
     assert _keygen(files) == 0 and _encrypt(files) == 0
     np.save(files / "cal2.npy", 2.0 * np.load(files / "cal.npy"))
     capsys.readouterr()
@@ -166,7 +169,10 @@ def test_keys_requests_and_replies_of_another_model_plan_or_key_set_are_refused_
     assert "plain numpy array" in capsys.readouterr().err
 
     assert _infer(files) == 0 and _keygen(files, "d") == 0
+    assert _encrypt(files, "d", "x.npy", "rd.bin") == 0
     capsys.readouterr()
+    assert _infer(files, request="rd.bin", out="ad.bin") == 2          # encrypted under d's keys, c's context
+    assert "key set" in capsys.readouterr().err and not (files / "ad.bin").exists()
     assert cli.main(["decrypt", "--client", str(files / "d.key"), "--reply", str(files / "a.bin"), "--out",
                      str(files / "y.npy")]) == 2
     assert "key set" in capsys.readouterr().err and not (files / "y.npy").exists()
@@ -311,3 +317,35 @@ def test_infer_help_and_the_readme_name_the_attention_split():
                     "hezk infer   --model layer.onnx --calibration cal.npy --context public.ctx",
                     "hezk decrypt --client client.key --reply reply.bin"):
         assert command in readme
+
+
+@functools.lru_cache(maxsize=None)
+def _identity_client(shape: tuple) -> AttentionClient:
+    """A client of a hand-made spec whose output is its input (no rotation key: keys in ~0.1 s)."""
+    from crypto.params import CKKSParameters
+
+    spec = AttentionSpec(CKKSParameters.from_literal(_ring(2)), (), None, 2, shape, shape, (-1.0, 1.0), 1.0,
+                         "0" * 64, "1" * 64)
+    return AttentionClient(spec, allow_insecure=True, seed=3)
+
+
+@settings(max_examples=15, deadline=None)
+@given(shape=st.lists(st.integers(1, 12), min_size=1, max_size=3).map(tuple), batch=st.integers(0, 3),
+       seed=st.integers(0, 2**31))
+@example(shape=(19, 27), batch=2, seed=0)   # 513 values: tiled over two ciphertexts (numpy ints in its layout)
+def test_samples_round_trip_through_the_input_and_output_layouts(shape, batch, seed):
+    """Each sample of any shape (one ciphertext, or tiled over several when larger than the 512 slots) goes into a
+    request in the plan's input layout; the same tensors sent back as a reply unpack to the samples (batch 0: one
+    unbatched sample). Before: a tiled layout's record failed (numpy integers in its JSON meta)."""
+    from tensor_ops.inference import pack_message, unpack_message
+    from tensor_ops.tensor import CipherTensor
+
+    client = _identity_client(shape)
+    x = np.random.default_rng(seed).uniform(-1, 1, shape if batch == 0 else (batch, *shape))
+    header, blobs = unpack_message(client.encrypt(x), "request")
+    tensors = [CipherTensor.from_bytes(blob, client.server_context()) for blob in blobs]
+    assert all(t.layout == client.spec.input_layout for t in tensors) and len(tensors) == max(batch, 1)
+    reply = dict(header, output_shape=header["sample_shape"])
+    reply.pop("kind"), reply.pop("ciphertexts"), reply.pop("sample_shape")
+    y = client.decrypt(pack_message("reply", reply, tensors))
+    assert y.shape == x.shape and np.max(np.abs(y - x)) < 1e-4
