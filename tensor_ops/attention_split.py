@@ -230,7 +230,22 @@ def _check_header(header, key_id: bytes, spec_model: str, spec_plan: str, said: 
                                    f"--key-budget): plan it with the same options on both sides")
 
 
-def _samples(header, count: int, shape_key: str) -> tuple[int, bool, tuple]:
+def _unpack(blob, kind: str, advice: str) -> tuple[dict, list]:
+    """(header, tensor records) of a request or reply (``kind``); SerializationError saying what the bytes are."""
+    try:
+        return unpack_message(blob, kind, max_ciphertexts=1 << 20)
+    except SerializationError as error:
+        if isinstance(blob, (bytes, bytearray, memoryview)):
+            raise SerializationError(f"the {kind} is {describe_bytes(bytes(blob))}, not an encrypted {kind} "
+                                     f"({error}): pass {advice}") from None
+        raise
+
+
+def _samples(header, count: int, shape_key: str, limit: int) -> tuple[int, bool, tuple]:
+    """(samples, single, sample or output shape) of a message header of ``count`` tensors, at most ``limit``."""
+    if count > limit:
+        raise ShapeError(f"the message carries {count} samples, more than the {limit} one request may: split the "
+                         f"input")
     samples, single, shape = header.get("samples"), header.get("single"), header.get(shape_key)
     if samples != count or not isinstance(single, bool) or (single and count != 1):
         raise SerializationError(f"message header samples={samples!r}, single={single!r} do not match its {count} "
@@ -367,15 +382,9 @@ class AttentionClient:
         (OutputRangeError, naming the samples) where an output is not finite or beyond ``OUTPUT_SLACK`` times the
         largest output magnitude on the calibration data."""
         spec = self.spec
-        if isinstance(reply, (bytes, bytearray, memoryview)) and not message_is_attention(bytes(reply), "reply"):
-            try:
-                unpack_message(reply, "reply", max_ciphertexts=1 << 20)
-            except SerializationError:
-                raise SerializationError(f"the reply is {describe_bytes(bytes(reply))}, not an encrypted reply: pass "
-                                         f"the file 'infer --context ... --out' wrote") from None
-        header, blobs = unpack_message(reply, "reply", MAX_SAMPLES)
+        header, blobs = _unpack(reply, "reply", "the file 'infer --context ... --out' wrote")
         _check_header(header, self.key_id, spec.model, spec.plan, "reply made for", "this client holds")
-        _, single, shape = _samples(header, len(blobs), "output_shape")
+        _, single, shape = _samples(header, len(blobs), "output_shape", MAX_SAMPLES)
         if shape != spec.output_shape:
             raise ShapeError(f"reply output_shape {shape} differs from the plan's {spec.output_shape}")
         outputs = []
@@ -440,15 +449,9 @@ class AttentionServer:
         """The reply to ``request`` bytes: each sample's output tensor. ``progress``: a callable given (done,
         total, label) after each sample, or True for a bar on stderr."""
         spec = self.spec
-        if isinstance(request, (bytes, bytearray, memoryview)) and not message_is_attention(bytes(request)):
-            try:
-                unpack_message(request, "request", max_ciphertexts=1 << 20)
-            except SerializationError:
-                raise SerializationError(f"request is {describe_bytes(bytes(request))}, not an encrypted request: "
-                                         f"pass the file 'encrypt --out' wrote") from None
-        header, blobs = unpack_message(request, "request", self.max_samples)
+        header, blobs = _unpack(request, "request", "the file 'encrypt --out' wrote")
         _check_header(header, self.key_id, spec.model, spec.plan, "request made for", "this server runs")
-        samples, single, shape = _samples(header, len(blobs), "sample_shape")
+        samples, single, shape = _samples(header, len(blobs), "sample_shape", self.max_samples)
         if shape != spec.input_shape:
             raise ShapeError(f"request samples have shape {shape}, the model takes {spec.input_shape}")
         report = as_progress(progress, "evaluate")

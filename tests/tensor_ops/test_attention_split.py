@@ -204,7 +204,8 @@ def test_the_server_refuses_a_request_made_for_another_model_with_the_same_keys(
 
 def test_files_and_messages_of_the_two_paths_are_not_mixed_up(files, capsys, tmp_path):
     """The slot path's Client.load refuses an attention client file naming the loader; a server of a model without
-    attention refuses an attention request naming it; decrypt --flood is refused for attention keys."""
+    attention refuses an attention request naming it; decrypt --flood is refused for attention keys, and a request
+    given as the reply is named as such."""
     from tensor_ops.nn import Linear, Sequential, Square
 
     assert _keygen(files) == 0 and _encrypt(files) == 0
@@ -220,6 +221,9 @@ def test_files_and_messages_of_the_two_paths_are_not_mixed_up(files, capsys, tmp
     assert cli.main(["decrypt", "--flood", "--client", str(files / "c.key"), "--reply", str(files / "a.bin"),
                      "--out", str(files / "y.npy")]) == 2
     assert "--flood" in capsys.readouterr().err
+    assert cli.main(["decrypt", "--client", str(files / "c.key"), "--reply", str(files / "r.bin"), "--out",
+                     str(files / "y.npy")]) == 2                        # the request given as the reply
+    assert "(request), not an encrypted reply" in capsys.readouterr().err and not (files / "y.npy").exists()
 
 
 def test_the_spec_round_trips_and_refuses_malformed_fields(files):
