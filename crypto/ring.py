@@ -7,7 +7,9 @@ big-int arithmetic on the CRT-composed coefficients (``to_ints``).
 """
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
 
 import numpy as np
 
@@ -17,9 +19,39 @@ from .errors import ContextMismatchError, ParameterError
 from .modarith import crt_compose, centered, inv_mod, shoup_precompute
 from ._ntt_kernels import (addmod_rows, divide_round_correction, muladd_permute_rows, muladd_rows,
                            muladd_scalar_rows, mulmod_rows, mulmod_scalar_rows, negmod_rows, permute_rows, submod_rows,
-                           tensor_rows, wide_residues_rows)
+                           tensor_add_rows, tensor_rows, wide_residues_rows)
 from .ntt import AutoBackend, BasisConversion, NTTTables, bit_reverse_indices, get_backend
 from .ntt_base import PARALLEL_MIN_WORK
+
+
+class _ScratchBuffers(threading.local):
+    def __init__(self):
+        self.buffers: dict = {}
+        self.busy: set = set()
+
+
+_scratch = _ScratchBuffers()
+
+
+@contextlib.contextmanager
+def scratch_rows(name: str, rows: int, n: int):
+    """This thread's reusable uint64 (rows, n) buffer ``name`` for an array consumed before the ``with`` block
+    ends (a ModDown's correction, a product's tensor): the same pages every call instead of a fresh array whose
+    25-60 MB glibc maps and the kernel zeroes anew (a page fault per 4 KiB).  Contents are not initialised.  A
+    nested use of the same name in this thread gets a fresh array; the buffer grows to the largest request and
+    is kept for the thread's lifetime."""
+    if name in _scratch.busy:
+        yield np.empty((rows, n), dtype=np.uint64)
+        return
+    buf = _scratch.buffers.get(name)
+    if buf is None or buf.shape[1] != n or buf.shape[0] < rows:
+        buf = np.empty((max(rows, 0 if buf is None or buf.shape[1] != n else buf.shape[0]), n), dtype=np.uint64)
+        _scratch.buffers[name] = buf
+    _scratch.busy.add(name)
+    try:
+        yield buf[:rows]
+    finally:
+        _scratch.busy.discard(name)
 
 
 class RingContext:
@@ -198,6 +230,26 @@ class RingContext:
         a0, a1, b0, b1 = (np.ascontiguousarray(x) for x in (a0, a1, b0, b1))
         return tensor_rows(a0, a1, b0, b1, q, bk, bm)
 
+    def tensor_into(self, a0, a1, b0, b1, idx, out, factor: int = 1, add=None, add_factor: int = 1) -> tuple:
+        """``tensor`` of (factor·a0, factor·a1) and (b0, b1), plus add_factor·add[t] on part t (``add``: None or a
+        pair of (k, n) arrays, either None), written into ``out`` (three writable C-contiguous uint64 (k, n)
+        arrays) in one pass: the residues of ``mulmod_scalar_rows``, ``tensor`` and the additions in sequence."""
+        q, bk, bm = self._barrett(idx)
+        k = len(idx)
+        shape = (k, self.n)
+        for name, x in zip(("out[0]", "out[1]", "out[2]"), out):
+            if x.dtype != np.uint64 or x.shape != shape or not x.flags.c_contiguous or not x.flags.writeable:
+                raise ParameterError(f"{name} must be a writable C-contiguous uint64 array of shape {shape}")
+        moduli = [self.moduli[i] for i in idx]
+        f = np.array([int(factor) % p for p in moduli], dtype=np.uint64)
+        g = np.array([int(add_factor) % p for p in moduli], dtype=np.uint64)
+        none = np.zeros((0, self.n), dtype=np.uint64)
+        x0, x1 = (none, none) if add is None else \
+            (none if x is None else np.ascontiguousarray(_full(x, shape)) for x in add)
+        a0, a1, b0, b1 = (np.ascontiguousarray(x) for x in (a0, a1, b0, b1))
+        return tensor_add_rows(a0, a1, b0, b1, q, bk, bm, f, shoup_precompute(f, q), x0, x1, g,
+                               shoup_precompute(g, q), *out)
+
     def muladd_into(self, acc: np.ndarray, a, b, idx) -> np.ndarray:
         """acc ← (acc + a·b) mod q row by row, in place (``acc`` a writable C-contiguous uint64 array that
         no polynomial owns yet); the same residues as add(acc, mul(a, b))."""
@@ -251,25 +303,33 @@ class DivideRound:
 
     def __call__(self, head_data: np.ndarray, tail_data: np.ndarray, is_ntt: bool) -> np.ndarray:
         """The head limbs of round(x / T), in the form of the input (``tail_data`` in the same form)."""
-        return muladd_scalar_rows(np.ascontiguousarray(head_data), self.t_inv, self.t_inv_shoup,
-                                  self._correction(tail_data, is_ntt), self.q_head)
+        with self._correction(tail_data, is_ntt) as correction:
+            return muladd_scalar_rows(np.ascontiguousarray(head_data), self.t_inv, self.t_inv_shoup, correction,
+                                      self.q_head)
 
     def permuted(self, head_data: np.ndarray, tail_data: np.ndarray, perm: np.ndarray,
                  add: np.ndarray) -> np.ndarray:
         """σ(round(x / T) + add) for NTT-form input: out[l, i] = (round(x/T) + add)[l, perm[i]] (σ an
         automorphism as ``permute_rows`` applies it; ``add`` (head limbs, reduced) may have no rows)."""
-        return muladd_permute_rows(np.ascontiguousarray(head_data), self.t_inv, self.t_inv_shoup,
-                                   self._correction(tail_data, True), add, self.q_head, perm)
+        with self._correction(tail_data, True) as correction:
+            return muladd_permute_rows(np.ascontiguousarray(head_data), self.t_inv, self.t_inv_shoup, correction,
+                                       add, self.q_head, perm)
 
-    def _correction(self, tail_data: np.ndarray, is_ntt: bool) -> np.ndarray:
-        """(⌊T/2⌋ − t)·T^-1 on the head limbs (see the class docstring), in the form of the input."""
+    @contextlib.contextmanager
+    def _correction(self, tail_data: np.ndarray, is_ntt: bool):
+        """(⌊T/2⌋ − t)·T^-1 on the head limbs (see the class docstring), in the form of the input: in this
+        thread's scratch (``scratch_rows``; the tail's INTT too), valid inside the ``with`` block."""
         ring = self.ring
-        if is_ntt:
-            tail_data = ring.intt(tail_data, self.tail_idx)
-        correction = divide_round_correction(
-            np.ascontiguousarray(tail_data), self.q_tail, self.half_tail, self.garner, self.garner_shoup,
-            self.radix_inv, self.radix_inv_shoup, self.q_head, self.weight, self.weight_shoup, self.half_head)
-        return ring.ntt(correction, self.head_idx, out=correction) if is_ntt else correction
+        n = np.shape(tail_data)[1]
+        with scratch_rows("divide_tail", len(self.tail_idx), n) as tail, \
+                scratch_rows("divide_correction", len(self.head_idx), n) as correction:
+            if is_ntt:
+                tail_data = ring.intt(tail_data, self.tail_idx, out=tail)
+            divide_round_correction(
+                np.ascontiguousarray(tail_data), self.q_tail, self.half_tail, self.garner, self.garner_shoup,
+                self.radix_inv, self.radix_inv_shoup, self.q_head, self.weight, self.weight_shoup, self.half_head,
+                out=correction)
+            yield ring.ntt(correction, self.head_idx, out=correction) if is_ntt else correction
 
 
 def small_residues(c: np.ndarray, q: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:

@@ -889,8 +889,14 @@ class Bootstrapper:
 
     def _leaf(self, coeffs: np.ndarray, t: dict, top: int, big: float) -> Ciphertext:
         """Σ round(coeffs[k]·big/s_k)·T_k + coeffs[0] at level ``top`` and scale ``big``, not rescaled: one pass
-        per term with an evaluator that offers ``mul_int_add``."""
+        for the whole leaf with an evaluator that offers ``mul_int_sum`` (each T_k read once, the sum written once;
+        N16_BOOT: 7 terms a leaf), else one pass per term with ``mul_int_add``."""
         ev = self.ev
+        summed = getattr(ev, "mul_int_sum", None) if self.fused_products else None
+        if summed is not None:      # one pass per part for the whole leaf, the constant included
+            terms = [(t[k], round(coeffs[k] * big / t[k].scale)) for k in range(1, len(coeffs))]
+            terms = [(ct, c) for ct, c in terms if c] or [(t[1], 0)]
+            return summed(terms, top, big, float(coeffs[0]))
         fused = getattr(ev, "mul_int_add", None) if self.fused_products else None
         acc = None
         if fused is None:

@@ -24,11 +24,11 @@ import numpy as np
 import hezk.progress
 from hezk.threads import parallel
 
-from .._ntt_kernels import add_permuted_into, muladd_scalar_rows, mulmod_scalar_rows, permute_rows
+from .._ntt_kernels import add_permuted_into, mul_int_sum_rows, muladd_scalar_rows, mulmod_scalar_rows, permute_rows
 from ..errors import LevelError, ParameterError, ScaleError
 from ..modarith import shoup_precompute
-from ..keyswitch import KeySwitcher, add_permuted_pair_into, conjugation_element, galois_element, muladd_pair
-from ..ring import RingContext, RNSPoly, int_residues
+from ..keyswitch import KeySwitcher, add_permuted_pair_into, conjugation_element, galois_element, muladd_pairs
+from ..ring import RingContext, RNSPoly, int_residues, scratch_rows
 from ..rlwe import Ciphertext, Plaintext, check_level, check_same_context
 from .bootstrap import Bootstrapper, as_config, plan_for
 from .encoder import CKKSEncoder, as_slot_vector, subring_period
@@ -124,8 +124,8 @@ class Evaluator:
         poly = RNSPoly.from_ints(self.ring, coeffs, idx, is_ntt=True)
         return (poly.data if compact else poly), is_complex
 
-    def _constant(self, value, level: int, scale: float) -> RNSPoly:
-        """NTT form of the constant polynomial round(Re(v)·Δ) + round(Im(v)·Δ)·X^(N/2) (every slot = v)."""
+    def _constant_ints(self, value, level: int, scale: float) -> tuple[int, int]:
+        """(round(Re(v)·scale), round(Im(v)·scale)), checked finite and below Q_level/2 (ScaleError)."""
         v = complex(value)
         if not (math.isfinite(v.real) and math.isfinite(v.imag)):
             raise ParameterError(f"scalar={value!r} is not finite")
@@ -135,6 +135,11 @@ class Evaluator:
             raise ScaleError(f"scalar {value!r} at scale 2^{math.log2(scale):.1f} is 2^{math.log2(largest):.1f}; "
                              f"the modulus at level {level} allows < 2^{bound:.1f}")
         re, im = round(v.real * scale), round(v.imag * scale)
+        return re, im
+
+    def _constant(self, value, level: int, scale: float) -> RNSPoly:
+        """NTT form of the constant polynomial round(Re(v)·Δ) + round(Im(v)·Δ)·X^(N/2) (every slot = v)."""
+        re, im = self._constant_ints(value, level, scale)
         idx = self._q_idx(level)
         moduli = [self.ring.moduli[i] for i in idx]
         data = np.array([[re % q] for q in moduli], dtype=np.uint64).repeat(self.params.n, axis=1)
@@ -357,9 +362,7 @@ class Evaluator:
                 raise ParameterError(f"{name}={v!r} must be an integer")
         length, is_complex = self._meta(a, op)
         level, scale = a.level, a.scale * op.scale
-        if factor != 1:
-            a = self.mul_int(a, int(factor))
-        d0, d1, d2 = self._tensor(a, op)
+        x0 = x1 = None
         if isinstance(add, Ciphertext):
             self._check(add, "add")
             if add.level < level:
@@ -369,22 +372,29 @@ class Evaluator:
                                  f"product's 2^{math.log2(scale):.4f}")
             if len(add.parts) != 2:
                 raise ParameterError("mul_add_rescale: add must have two parts")
-            x0, x1 = self.to_level(add, level).parts
-            if add_factor == 1:
-                d0, d1 = d0 + x0, d1 + x1
-            else:       # d + add_factor·x in one pass per part
-                w, ws, q = self._int_row_constants(d0.idx, int(add_factor))
-                d0, d1 = (RNSPoly(self.ring, muladd_scalar_rows(np.ascontiguousarray(x.data), w, ws, d.data, q),
-                                  d.idx, True) for x, d in ((x0, d0), (x1, d1)))
+            x0, x1 = (p.data for p in self.to_level(add, level).parts)
             length, is_complex = max(length, add.length), is_complex or add.is_complex
         elif isinstance(add, (int, float, complex, np.number)) and not isinstance(add, bool):
-            d0 = d0 + self._constant(add * add_factor, level, scale)
+            x0, add_factor = self._constant(add * add_factor, level, scale).data, 1
             is_complex = is_complex or bool(np.iscomplexobj(add))
         elif add is not None:
             raise ParameterError(f"add of type {type(add).__name__} must be None, a Ciphertext or a scalar")
+        if len(a.parts) != 2 or len(op.parts) != 2:
+            raise ParameterError("ciphertexts must have two parts (they are relinearized on every mul)")
+        (a0, a1), (b0, b1) = a.parts, op.parts
+        if not (a0.idx == a1.idx == b0.idx == b1.idx and a0.is_ntt and a1.is_ntt and b0.is_ntt and b1.is_ntt):
+            raise ParameterError("ciphertext parts must share one basis in NTT form (aligned operands)")
         rescale_primes = len(self.params.q_levels[level]) if rescale else 0
         out_scale = self._rescaled_scale(level, scale) if rescale else scale
-        kb, ka = self._switch_transient(d2, self.relin_key, lift=(d0, d1))
+        idx, ring, rows = a0.idx, self.ring, len(a0.idx)
+        # the tensor with the factor and the added part in one pass, into this thread's scratch (consumed by the
+        # key switch below: no fresh 25-60 MB arrays per product)
+        with scratch_rows("tensor_d0", rows, ring.n) as d0, scratch_rows("tensor_d1", rows, ring.n) as d1, \
+                scratch_rows("tensor_d2", rows, ring.n) as d2:
+            ring.tensor_into(a0.data, a1.data, b0.data, b1.data, idx, (d0, d1, d2), factor=int(factor),
+                             add=(x0, x1), add_factor=int(add_factor))
+            d0, d1, d2 = (RNSPoly(ring, d.view(), idx, True) for d in (d0, d1, d2))
+            kb, ka = self._switch_transient(d2, self.relin_key, lift=(d0, d1))
         parts = [self.switcher.mod_down(kb, rescale_primes), self.switcher.mod_down(ka, rescale_primes)]
         return self._make(parts, level - (rescale_primes > 0), out_scale, length, is_complex)
 
@@ -431,6 +441,40 @@ class Evaluator:
                                                        np.ascontiguousarray(s.data), q), s.idx, s.is_ntt)
                  for p, s in zip(ct.parts, acc.parts)]
         return self._make(parts, acc.level, acc.scale, max(acc.length, ct.length), acc.is_complex or ct.is_complex)
+
+    def mul_int_sum(self, terms, level: int, scale: float, constant: float = 0.0) -> Ciphertext:
+        """Σ c_i·ct_i + constant for integers c_i, exactly, at ``level`` (each ct_i at or above it) labelled
+        ``scale``, the real ``constant`` encoded at that scale (as ``add`` encodes a scalar): one pass per part
+        (``mul_int_sum_rows``), each term read once, where ``mul_int`` and ``mul_int_add`` per term (its twin:
+        the same residues) read and write the running sum once per term.  The caller picks c_i so that c_i·ct_i
+        reads at ``scale`` (not checked: bootstrapping's Chebyshev leaves Σ round(c_k·S/s_k)·T_k + c_0)."""
+        terms = list(terms)
+        if not terms:
+            raise ParameterError("mul_int_sum needs at least one (ciphertext, integer) term")
+        for ct, c in terms:
+            self._check(ct, "operand")
+            if isinstance(c, bool) or not isinstance(c, (int, np.integer)):
+                raise ParameterError(f"c={c!r} must be an integer")
+            if ct.level < level:
+                raise LevelError(f"mul_int_sum: a term at level {ct.level} is below the sum's level {level}")
+            if len(ct.parts) != 2:
+                raise ParameterError("mul_int_sum: ciphertexts must have two parts")
+        if isinstance(constant, (bool, complex)) or not isinstance(constant, (int, float, np.integer, np.floating)):
+            raise ParameterError(f"constant={constant!r} must be a real number")
+        re, _ = self._constant_ints(float(constant), level, scale)
+        idx = self._q_idx(level)
+        moduli = [self.ring.moduli[i] for i in idx]
+        q = np.array(moduli, dtype=np.uint64)
+        w = np.array([[int(c) % p for p in moduli] for _, c in terms], dtype=np.uint64)
+        ws = shoup_precompute(w, q[None, :])
+        zero = np.zeros(len(idx), dtype=np.uint64)
+        init = np.array([re % p for p in moduli], dtype=np.uint64)
+        parts = [RNSPoly(self.ring, mul_int_sum_rows([ct.parts[t].data for ct, _ in terms], w, ws,
+                                                     init if t == 0 else zero, q,
+                                                     np.empty((len(idx), self.ring.n), dtype=np.uint64)),
+                         idx, True) for t in range(2)]
+        length = max(ct.length for ct, _ in terms)
+        return self._make(parts, level, scale, length, any(ct.is_complex for ct, _ in terms))
 
     def _mul_relinearize(self, a: Ciphertext, b: Ciphertext, rescale_primes: int, scale, length, is_complex):
         """Tensor, then relinearize: (d0, d1) + ModDown(Σ digits(d2)·rlk) computed as
@@ -564,8 +608,8 @@ class Evaluator:
 
         ``baby_steps``: every i the groups use; ``groups``: (m, pairs) items, pairs (i, poly) with ``poly`` a
         plaintext over Q_ℓ ∪ P in NTT form (``encode_extended``), or its residues as a uint32/uint64 array (kept
-        plaintexts; a short period's compact form, ``encode_extended(compact=True)``), drawn one group at a time (so they may be encoded lazily); each product is one fused pass
-        over both parts (``crypto.keyswitch.muladd_pair``); ``scale``: the products' scale (ct.scale · the plaintexts' scale).  The result has the input's
+        plaintexts; a short period's compact form, ``encode_extended(compact=True)``), drawn one group at a time (so they may be encoded lazily); a group's products are summed in one fused pass
+        over both parts (``crypto.keyswitch.muladd_pairs``: each baby and plaintext read once, the sums written once); ``scale``: the products' scale (ct.scale · the plaintexts' scale).  The result has the input's
         length and complexity unless ``length``/``is_complex`` are given.  Bit for bit the same on any number of
         threads (exact modular arithmetic; the babies' key switches run on the threads of ``hezk.threads``)."""
         self._check(ct)
@@ -602,7 +646,7 @@ class Evaluator:
         total = spare = None
         for m, pairs in groups:
             m = self._check_step(m)
-            acc, first = None, True
+            acc, xs_b, xs_a, pts = None, [], [], []
             for i, poly in pairs:
                 if i not in babies:
                     raise ParameterError(f"linear_transform_hoisted: baby step {i} is not in baby_steps {steps}")
@@ -615,13 +659,15 @@ class Evaluator:
                     raise ParameterError(f"linear_transform_hoisted: a plaintext must be an NTT-form RNSPoly over "
                                          f"Q_{level} ∪ P (Evaluator.encode_extended) or its residues, got {poly!r}")
                 b, a = babies[i]
-                if acc is None:     # the previous rotated giant's sums, consumed: their pages reused
-                    acc = spare if spare is not None else [np.empty((len(ext), n), dtype=np.uint64) for _ in range(2)]
-                    spare = None
-                muladd_pair(acc[0], acc[1], b, a, data, q_ext, init=first)
-                first = False
-            if acc is None:
+                xs_b.append(b)
+                xs_a.append(a)
+                pts.append(data)
+            if not pts:
                 continue
+            # the previous rotated giant's sums, consumed: their pages reused
+            acc = spare if spare is not None else [np.empty((len(ext), n), dtype=np.uint64) for _ in range(2)]
+            spare = None
+            muladd_pairs(acc[0], acc[1], xs_b, xs_a, pts, q_ext)     # the giant's products summed in one pass
             if m % half == 0:           # the unrotated giant: added as it is
                 total = acc if total is None else [ring.add(x, y, ext) for x, y in zip(total, acc)]
                 continue
