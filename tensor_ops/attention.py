@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+import hezk.model
 from crypto.errors import ParameterError, ShapeError
 
 from .activations import evaluate_power_series, fit_activation
@@ -367,7 +368,7 @@ class GraphApproximation:
         kind = node.kind
         if kind == "contraction":
             if node.patches is not None:
-                raise ParameterError(f"{node.where()}: a windowed contraction is not on the attention path")
+                return windowed_contraction(node, x)
             y = reshape(einsum(node.equation, x, node.weight), (batch, *node.out_shape))
             return y if node.bias is None else y + np.asarray(node.bias)
         if kind == "affine":
@@ -405,9 +406,11 @@ def approximate(graph, calibration, *, activation_degree: int = 7, exp_degree: i
     """The ``GraphApproximation`` of ``graph`` calibrated on the float batch ``calibration`` (samples of
     ``graph.input_shape``): every range widened by ``MARGIN`` of its width on each side."""
     x = np.asarray(calibration, dtype=np.float64)
-    x = x[None] if x.shape == tuple(graph.input_shape) else x
-    if x.shape[1:] != tuple(graph.input_shape) or not x.shape[0] or not np.all(np.isfinite(x)):
-        raise ShapeError(f"calibration inputs of shape {x.shape} must be finite, (samples, *{graph.input_shape})")
+    form = hezk.model.input_form(x.shape, graph.input_shape)
+    if form is None or not np.all(np.isfinite(x)):
+        raise ShapeError(f"calibration inputs of shape {x.shape} are {hezk.model.input_forms_text(graph.input_shape)}"
+                         f", or hold NaN or infinite values")
+    x = hezk.model.as_batch(x, form)
     values = {graph.input: x}
     approximations, errors = {}, {}
     model = GraphApproximation(graph, approximations, errors)
@@ -435,3 +438,40 @@ def approximate(graph, calibration, *, activation_degree: int = 7, exp_degree: i
             errors[node.name] = float(np.max(np.abs(model.node_forward(node, *inputs) - exact)))
         values[node.output] = exact
     return model
+
+
+#: most entries of the 0/1 selection tensor a windowed contraction with overlapping (or padded, dilated) windows is
+#: lowered to on the attention path (its H W x kh kw Ho Wo entries)
+MAX_WINDOW_SELECTION = 1 << 22
+
+
+def windowed_contraction(node, x):
+    """A Contraction with ``patches`` (Conv, AveragePool; e.g. a ViT's patch embedding, Dosovitskiy et al., ICLR
+    2021) on ``x`` of shape (b, C, H, W), a CipherTensor or an array: the node's einsum over the patches
+    P[b, g, c, u, v, i, j] = xpad[b, g C/G + c, s0 i + d0 u, s1 j + d1 v]. Non-overlapping windows (stride = kernel,
+    no padding or dilation, H and W multiples of the kernel) read P by a reshape and a transpose of x (layout changes
+    on the slots); other windows by one plaintext contraction with the windows' 0/1 selection
+    S[h, w, u, v, i, j] (``Patches.apply`` of the unit images, so the same windows as the float model), at most
+    MAX_WINDOW_SELECTION entries (ParameterError above)."""
+    import dataclasses
+
+    patches = node.patches
+    b, channels, height, width = x.shape
+    groups = patches.groups
+    (k0, k1), (oh, ow) = patches.kernel, patches.output_hw(height, width)
+    if patches.stride == patches.kernel and patches.dilation == (1, 1) and not any(patches.pads) \
+            and (height, width) == (oh * k0, ow * k1):
+        split = reshape_or_contract(x, (b, groups, channels // groups, oh, k0, ow, k1))
+        view = split.transpose((0, 1, 2, 4, 6, 3, 5))
+    else:
+        entries = height * width * k0 * k1 * oh * ow
+        if entries > MAX_WINDOW_SELECTION:
+            raise ParameterError(f"{node.where()}: its overlapping windows' selection has {entries} entries > "
+                                 f"MAX_WINDOW_SELECTION = {MAX_WINDOW_SELECTION} on the attention path")
+        units = np.eye(height * width).reshape(height * width, 1, height, width)
+        selection = dataclasses.replace(patches, groups=1).apply(units)[:, 0, 0]  # (H W, kh, kw, Ho, Wo)
+        selection = selection.reshape(height, width, k0, k1, oh, ow)
+        grouped = reshape_or_contract(x, (b, groups, channels // groups, height, width))
+        view = einsum("bgchw,hwuvij->bgcuvij", grouped, selection)
+    y = reshape_or_contract(einsum(node.equation, view, node.weight), (b, *node.out_shape))
+    return y if node.bias is None else y + np.asarray(node.bias)
