@@ -130,10 +130,7 @@ def plan_lines(plan) -> list:
         lines.append(f"estimated server time: {plan.estimated_seconds:.0f} s, one thread: bootstraps {boot:.0f} s, "
                      f"the rest (rotations and products at the levels a bootstrap leaves) "
                      f"{plan.estimated_seconds - boot:.0f} s (goal <= {GOAL_SECONDS} s)")
-        nodes = dict(plan.operations).get("node_units", ())
-        total = sum(units for _, units in nodes) or 1.0
-        lines.append("  the rest by node (share of its rotation and product units): " + ", ".join(
-            f"{node} {units / total:.0%}" for node, units in nodes[:8]))
+        lines += breakdown_lines(plan)
     for expression, strategy, estimate, rotations, depth, outputs in plan.contractions:
         lines.append(f"  {expression}: {strategy}; est. {estimate:.0f} units, {rotations} rotations, depth {depth}, "
                      f"{outputs} output ciphertext(s)")
@@ -147,6 +144,27 @@ def plan_lines(plan) -> list:
     share = plan.model_error / plan.output_magnitude if plan.output_magnitude else 0.0
     lines.append(f"whole layer: max error {plan.model_error:.3g} ({share:.3%} of the largest output "
                  f"{plan.output_magnitude:.4g})")
+    return lines
+
+
+def breakdown_lines(plan, rows: int = 12) -> list:
+    """The estimated time by node (``AttentionPlan.time_breakdown``): its operations (rotations, products,
+    rescales, encodings at the levels a bootstrap leaves) and the bootstraps before it, largest first."""
+    table = plan.time_breakdown()
+    total = plan.estimated_seconds or 1.0
+    lines = [f"  estimated time by node (operations + bootstraps; {plan.unit_seconds * 1e3:.1f} ms a rotation unit, "
+             f"{plan.bootstrap_seconds:.1f} s a bootstrap):"]
+    for node, ops, count, boot in table[:rows]:
+        lines.append(f"    {node.removeprefix('/layer/'):<36} {ops + boot:7.1f} s ({(ops + boot) / total:4.0%}): "
+                     f"operations {ops:6.1f} s, {count} bootstraps {boot:6.1f} s")
+    rest = table[rows:]
+    if rest:
+        lines.append(f"    {len(rest)} other nodes {sum(r[1] + r[3] for r in rest):.1f} s")
+    counts = dict(plan.operations)
+    lines.append(f"  operations: {counts.get('rotations', 0)} rotations + {counts.get('hoisted_rotations', 0)} hoisted "
+                 f"({counts.get('rotation_units', 0):.0f} units as they run on the keys), {counts.get('ct_ct', 0)} "
+                 f"ct x ct, {counts.get('ct_pt', 0)} ct x pt, {counts.get('rescales', 0)} rescales, "
+                 f"{counts.get('encodes', 0)} constants encoded")
     return lines
 
 

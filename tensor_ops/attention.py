@@ -164,6 +164,15 @@ def _times(x, c: float):
     return x if c == 1.0 else x * float(c)
 
 
+def _times_clean(x, c: float):
+    """x * c where x may be a rotate-and-sum's dirty result (its other slots hold partial sums): a CipherTensor is
+    multiplied by c in every slot of its values and 0 elsewhere (a constant of its shape), so that the product is
+    clean at the level the scalar product took anyway, and the next ciphertext product spends no level on a mask."""
+    if isinstance(x, CipherTensor):
+        return x * np.full(x.shape, float(c))
+    return x * float(c)
+
+
 def _newton_steps(update, start, grid, exact, tolerance, limit=16) -> int:
     """The number of Newton steps after which the relative error on ``grid`` is below ``tolerance``."""
     y = start(grid)
@@ -242,8 +251,8 @@ class InverseSqrtApprox:
         """1/sqrt(scale v + offset): the affine map folded into the start line and into v/2 (no level of its
         own)."""
         intercept, slope = self.line
-        y = _times(v, slope * scale) + (intercept + slope * offset)
-        half = _times(v, 0.5 * scale) + 0.5 * offset
+        y = _times_clean(v, slope * scale) + (intercept + slope * offset)
+        half = _times_clean(v, 0.5 * scale) + 0.5 * offset
         for _ in range(self.steps):
             y = _times(y, 1.5) - (half * y) * (y * y)
         return y
@@ -261,59 +270,146 @@ def _exp_coefficients(low: float, degree: int):
     return tuple(float(c) for c in cheb.convert(kind=np.polynomial.Polynomial).coef), center, radius
 
 
+def _exp_in_x(low: float, degree: int, squarings: int, shift: float, factor: float = 1.0) -> tuple:
+    """The power-basis coefficients in x of q(x) with q(x)^(2^squarings) ~ factor exp(x - shift) on
+    [shift + low, shift]: the Chebyshev interpolant of exp on [low / 2^r, 0], composed with the map from x to its
+    variable (no level of its own for the normalisation) and scaled by factor^(1 / 2^r) (no level either)."""
+    coefficients, center, radius = _exp_coefficients(low / 2 ** squarings, degree)
+    scale = 1.0 / (2 ** squarings * radius)
+    inner = np.polynomial.Polynomial([-shift * scale - center / radius, scale])
+    composed = np.polynomial.Polynomial(coefficients)(inner).coef * factor ** (1.0 / 2 ** squarings)
+    return tuple(float(c) for c in composed)
+
+
+def exp_error(low: float, degree: int, squarings: int, samples: int = 2001) -> float:
+    """max |p(t / 2^r)^(2^r) - exp(t)| on [low, 0] (p the degree-``degree`` interpolant of exp on [low / 2^r, 0])."""
+    t = np.linspace(low, 0.0, samples)
+    coefficients, center, radius = _exp_coefficients(low / 2 ** squarings, degree)
+    y = np.polynomial.polynomial.polyval((t / 2 ** squarings - center) / radius, coefficients) ** (2 ** squarings)
+    return float(np.max(np.abs(y - np.exp(t))))
+
+
+#: the exp polynomial degrees tried (a degree 2^k - 1 fills its k levels)
+EXP_DEGREES = (3, 7)
+#: the largest |x|^k (k the highest power the evaluation schedule computes) for which exp's polynomial runs in the
+#: power basis of x itself: CKKS decodes values below q_0 / (2 Delta) (2^8 on N16_BOOT) at level 0, and a bootstrap
+#: reads coefficients below about Delta; beyond it x is normalised first (one level)
+RAW_POWER_BOUND = 128.0
+
+
+def raw_basis(shift: float, low: float, degree: int) -> bool:
+    """Whether exp's polynomial of ``degree`` runs in the power basis of x on [shift + low, shift] (no level for the
+    normalisation): the largest power the schedule computes, 2^floor(log2 degree), stays within
+    ``RAW_POWER_BOUND``."""
+    top = max(abs(shift + low), abs(shift))
+    return top ** (1 << int(math.log2(max(degree, 1)))) <= RAW_POWER_BOUND
+
+
+def choose_exp(low: float, target: float, degrees=EXP_DEGREES, shift: float = 0.0) -> tuple[int, int]:
+    """(degree, squarings) of the cheapest exp(t) = p(t / 2^r)^(2^r) on [low, 0] within ``target`` (absolute): the
+    fewest levels (ceil(log2(degree + 1)) + r, one more where x is normalised first: ``raw_basis``), then the lowest
+    degree; the deepest candidate where none is."""
+    most = max(0, math.ceil(math.log2(-low))) + 2
+    options = sorted(((math.ceil(math.log2(d + 1)) + r + (not raw_basis(shift, low, d)), d, r)
+                      for d in degrees for r in range(most + 1)))
+    for _, degree, squarings in options:
+        if exp_error(low, degree, squarings) <= target:
+            return degree, squarings
+    return max(degrees), most
+
+
 @dataclass(frozen=True)
 class SoftmaxApprox:
-    """softmax along the last axis: t = x - shift <= 0 on [low, 0], exp(t) = p(t / 2^r)^(2^r) (p of ``degree``
-    on [low / 2^r, 0], r chosen so that low / 2^r >= -1), the row sums' reciprocal by ``ReciprocalApprox``."""
+    """softmax along the last axis: t = x - shift <= 0 on [low, 0], exp(t) = p(t / 2^r)^(2^r) (p of ``degree`` on
+    [low / 2^r, 0]; r = ``squarings``, by default the fewest with low / 2^r >= -1; ``calibrated`` chooses both), the
+    row sums' reciprocal by ``ReciprocalApprox``'s Newton steps.
+
+    No level is spent on affine maps (as the polynomial Softmax of Powerformer and THOR keep their depth down):
+    p is evaluated in the power basis of x itself (the normalisation x -> t composed into its coefficients), and
+    the exponentials come out scaled by kappa = sqrt(beta) (beta the slope of the reciprocal's start line,
+    kappa^(1/2^r) folded into p): their row sums are S = kappa s, whose reciprocal starts at z0 = alpha / kappa - S
+    (the start line y0 = alpha - beta s over kappa: an addition of a constant) and takes Newton's steps
+    z <- z (2 - S z); softmax = (kappa e) z. Depth: ceil(log2(degree + 1)) + r + 2 steps + 1."""
 
     shift: float
     low: float
     reciprocal: ReciprocalApprox
     degree: int = 6
-    squarings: int = field(init=False)
+    squarings: int | None = None
     poly: tuple = field(init=False)
 
     def __post_init__(self):
         if not self.low < 0:
             raise ParameterError(f"softmax exponent range [{self.low}, 0] must have low < 0")
-        squarings = max(0, math.ceil(math.log2(-self.low)))
-        object.__setattr__(self, "squarings", squarings)
-        object.__setattr__(self, "poly", _exp_coefficients(self.low / 2 ** squarings, self.degree))
+        if self.squarings is None:
+            object.__setattr__(self, "squarings", max(0, math.ceil(math.log2(-self.low))))
+        elif isinstance(self.squarings, bool) or not isinstance(self.squarings, int) or not 0 <= self.squarings <= 30:
+            raise ParameterError(f"squarings={self.squarings!r} must be None or an integer in [0, 30]")
+        object.__setattr__(self, "poly", _exp_in_x(self.low, self.degree, self.squarings, self.shift))
+
+    @property
+    def kappa(self) -> float:
+        """The factor the exponentials are scaled by: sqrt of the reciprocal's start slope."""
+        return math.sqrt(self.reciprocal.line[1])
 
     @classmethod
-    def calibrated(cls, scores, degree: int = 6, tolerance: float = 1e-4, mask=None) -> "SoftmaxApprox":
+    def calibrated(cls, scores, degree: int | None = None, tolerance: float = 1e-4, mask=None) -> "SoftmaxApprox":
         """The softmax of the last axis fitted to the calibration ``scores``: the shift their maximum (plus
         ``MARGIN``), the exponent and row-sum ranges theirs widened by ``MARGIN``; with a 0/1 ``mask`` (the
         entries kept) the row sums are those of the kept entries (the exponent range stays every entry's: the
-        polynomial runs on all of them before the mask zeroes the dropped ones)."""
+        polynomial runs on all of them before the mask zeroes the dropped ones). The exp's degree and squarings
+        (``choose_exp``; ``degree`` fixes the degree) are the cheapest whose absolute error stays below
+        tolerance x (smallest row sum) / (row length): the weights' errors then sum to about the tolerance."""
         scores = np.asarray(scores, dtype=np.float64)
         top, bottom = float(scores.max()), float(scores.min())
         shift = top + MARGIN * max(top - bottom, 1e-6)
         sums = (np.exp(scores - shift) * (1.0 if mask is None else np.asarray(mask))).sum(axis=-1)
         s_low, s_high = _widen(float(sums.min()), float(sums.max()))
         reciprocal = ReciprocalApprox(max(s_low, 0.5 * float(sums.min())), s_high, tolerance)
-        return cls(shift, _widen(bottom - shift, 0.0)[0], reciprocal, degree)
+        low = _widen(bottom - shift, 0.0)[0]
+        target = tolerance * reciprocal.low / scores.shape[-1]
+        chosen, squarings = choose_exp(low, target, EXP_DEGREES if degree is None else (degree,), shift)
+        return cls(shift, low, reciprocal, chosen, squarings)
 
     def exp(self, x):
         """exp(x - shift) by the polynomial and the squarings."""
-        coefficients, center, radius = self.poly
-        scale = 1.0 / (2 ** self.squarings * radius)
-        t = _times(x, scale) + (-self.shift * scale - center / radius)
-        y = evaluate_power_series(coefficients, t)
+        return _times(self._scaled_exp(x), 1.0 / self.kappa)
+
+    @property
+    def raw(self) -> bool:
+        """Whether the polynomial runs in the power basis of x (``raw_basis``), else of the normalised t."""
+        return raw_basis(self.shift, self.low, self.degree)
+
+    def _scaled_exp(self, x):
+        """kappa exp(x - shift): the polynomial in x (its coefficients scaled) and the squarings; in the normalised
+        variable (one level) where x's powers would grow past ``RAW_POWER_BOUND``."""
+        if self.raw:
+            y = evaluate_power_series(_exp_in_x(self.low, self.degree, self.squarings, self.shift, self.kappa), x)
+        else:
+            coefficients, center, radius = _exp_coefficients(self.low / 2 ** self.squarings, self.degree)
+            scale = 1.0 / (2 ** self.squarings * radius)
+            factor = self.kappa ** (1.0 / 2 ** self.squarings)
+            t = _times(x, scale) + (-self.shift * scale - center / radius)
+            y = evaluate_power_series([c * factor for c in coefficients], t)
         for _ in range(self.squarings):
             y = y * y
         return y
 
     def __call__(self, x, mask=None):
-        e = self.exp(x)
+        e = self._scaled_exp(x)
         if mask is not None:  # a constant 0/1 mask: a plaintext product
             e = e * np.asarray(mask)
-        total = e.sum(axis=-1, keepdims=True)
-        return e * self.reciprocal(total)
+        total = e.sum(axis=-1, keepdims=True)              # S = kappa s
+        alpha, _ = self.reciprocal.line
+        z = -total + alpha / self.kappa                    # z0 = (alpha - beta s) / kappa: no level
+        for _ in range(self.reciprocal.steps):
+            z = z * (2.0 - total * z)
+        return e * z
 
     @property
     def depth(self) -> int:
-        return 1 + math.ceil(math.log2(self.degree + 1)) + self.squarings + self.reciprocal.depth + 1
+        return (math.ceil(math.log2(self.degree + 1)) + (not self.raw) + self.squarings + 2 * self.reciprocal.steps
+                + 1)
 
 
 def _layernorm(node, x, inverse_sqrt):
@@ -321,7 +417,7 @@ def _layernorm(node, x, inverse_sqrt):
     the variance and epsilon folded into the inverse square root, the scale applied beside it."""
     axes = node.axes(len(x.shape))
     count = math.prod(x.shape[a] for a in axes)
-    mean = _times(x.sum(axis=axes, keepdims=True), 1.0 / count)
+    mean = _times_clean(x.sum(axis=axes, keepdims=True), 1.0 / count)   # clean: its broadcast needs no mask
     centered = x - mean
     inverse = inverse_sqrt((centered * centered).sum(axis=axes, keepdims=True), 1.0 / count, node.epsilon)
     if node.scale is not None:  # beside the inverse square root's chain: no level of its own
@@ -344,6 +440,7 @@ class GraphApproximation:
     graph: object
     approximations: dict
     errors: dict
+    _depths: dict = field(default_factory=dict, repr=False, compare=False)   # (node, layout) -> levels (node_depth)
 
     def forward(self, x):
         if not isinstance(x, CipherTensor):
@@ -354,11 +451,33 @@ class GraphApproximation:
         # a bootstrapping backend (``tensor_ops.attention_plan``) is told which node runs: its bootstraps are stated
         # by node
         mark = getattr(x.backend, "at_node", None) if isinstance(x, CipherTensor) else None
+        prepare = getattr(x.backend, "prepare", None) if isinstance(x, CipherTensor) else None
         for node in self.graph.nodes:
             if mark is not None:
                 mark(node.name)
-            values[node.output] = self.node_forward(node, *(values[name] for name in node.inputs))
+            inputs = [values[name] for name in node.inputs]
+            if prepare is not None and self.approximations.get(node.name) is not None and len(inputs) == 1:
+                # an approximation's whole schedule on one refresh of its input (the fewest ciphertexts live)
+                # rather than refreshes of its intermediates (powers, Newton iterates) as each runs out
+                inputs[0] = prepare(inputs[0], self.node_depth(node, inputs[0]))
+            values[node.output] = self.node_forward(node, *inputs)
         return values[self.graph.output]
+
+    def node_depth(self, node, x) -> int:
+        """The levels ``node`` consumes from its input ``x`` (a CipherTensor) to its output, measured once per
+        layout on a level-recording twin (``tensor_ops.nn.LevelRecorder``; the masks a broadcast or a sum needs in
+        that layout counted): an activation's normalisation and polynomial, a layer norm's mean, square, inverse
+        square root and products, a Softmax's exp, row sums, reciprocal and products."""
+        from .nn import LevelRecorder
+
+        key = (node.name, x.layout)
+        if key not in self._depths:
+            recorder = LevelRecorder(x.layout.slots)
+            probe = CipherTensor([recorder.encrypt(np.zeros(x.layout.slots)) for _ in x.ciphertexts], x.layout,
+                                 recorder)
+            self.node_forward(node, probe)
+            self._depths[key] = recorder.consumed
+        return self._depths[key]
 
     __call__ = forward
 
@@ -401,8 +520,8 @@ class GraphApproximation:
         return {name: approx.depth for name, approx in self.approximations.items() if hasattr(approx, "depth")}
 
 
-def approximate(graph, calibration, *, activation_degree: int = 7, exp_degree: int = 6,
-                tolerance: float = 1e-4) -> GraphApproximation:
+def approximate(graph, calibration, *, activation_degree: int = 7, exp_degree: int | None = None,
+                tolerance: float = 1e-3) -> GraphApproximation:
     """The ``GraphApproximation`` of ``graph`` calibrated on the float batch ``calibration`` (samples of
     ``graph.input_shape``): every range widened by ``MARGIN`` of its width on each side."""
     x = np.asarray(calibration, dtype=np.float64)

@@ -43,9 +43,9 @@ from .model_plan import (BOOTSTRAP_PRESET, DEFAULT_KEY_BUDGET, auto_parameters, 
 from .nn import LevelRecorder
 from .tensor_base import CipherTensorBase
 
-__all__ = ["ATTENTION_KINDS", "AttentionPlan", "BootstrapRecorder", "BootstrapSite", "BootstrappingBackend",
+__all__ = ["ATTENTION_BOOTSTRAP", "ATTENTION_KINDS", "AttentionPlan", "BootstrapRecorder", "BootstrapSite", "BootstrappingBackend",
            "contraction_records", "find_early_refreshes", "rotation_units", "has_attention", "plan_attention",
-           "read_graph", "run_attention",
+           "read_graph", "run_attention", "attention_config",
            "samples_outside"]
 
 #: node kinds that only this path evaluates (``tensor_ops.nn.from_graph`` refuses them)
@@ -197,6 +197,21 @@ class _Refreshing:
         self._lowest = _lowest_operand(out)
         return out
 
+    def prepare(self, tensor, need: int):
+        """``tensor`` refreshed now (as ``refresh_operands`` refreshes an operand, compacted first where cheaper)
+        when it is below ``need`` levels and a bootstrap leaves at least ``need``: called before a node whose
+        approximation consumes ``need`` levels (``GraphApproximation.node_depth``), so that its whole schedule runs
+        on one refresh of its input, the fewest ciphertexts live, instead of refreshes of its intermediates (an
+        activation's powers, a Newton iteration's iterates) as each runs out: the placement of bootstraps at the
+        narrowest point of the graph, as THOR (ePrint 2024/1881) and NEXUS (ePrint 2024/136) place theirs."""
+        level = getattr(tensor, "level", None)
+        if not isinstance(tensor, CipherTensorBase) or level is None or level >= need or need > self.levels_left:
+            return tensor
+        compaction = self.compaction_for(tensor.layout, int(level), need)
+        fresh = (self._bootstrapped(tensor.ciphertexts, int(level)) if compaction is None
+                 else self._compacted(tensor.ciphertexts, compaction))
+        return type(tensor)(fresh, tensor.layout, tensor.backend)
+
     def produced(self, ciphertexts) -> None:
         """The output ciphertexts of the plan just run (``tensor_base.run_plan``): a tracking recorder notes which
         plan made them and its lowest operand, where an earlier refresh would have left them levels."""
@@ -312,6 +327,7 @@ class BootstrappingBackend(_Refreshing, ScaleKeepingBackend):
         self.levels_left = self.bootstrap_plan.levels_left
         self.natural = natural_scales(ctx.params)
         self._init_sites(bootstrap_cost(self.bootstrap_plan) if compaction else None, forced)
+        self.bootstrap_wall, self.node_wall, self._since = 0.0, {}, 0.0   # measured seconds (``at_node``)
 
     def _delta_scale(self, level: int, scale: float) -> float:
         params = self.ctx.params
@@ -320,7 +336,23 @@ class BootstrappingBackend(_Refreshing, ScaleKeepingBackend):
         return float(prod(params.q_levels[level])) * self.natural[level - 1] / scale
 
     def bootstrap(self, ct):
-        return self.ev.bootstrap(ct, self.config)
+        import time
+
+        start = time.perf_counter()
+        out = self.ev.bootstrap(ct, self.config)
+        self.bootstrap_wall += time.perf_counter() - start
+        return out
+
+    def at_node(self, name: str) -> None:
+        """The node evaluated from now on; the wall time since the last node is booked to that one
+        (``node_wall``: {node: seconds, its bootstraps included})."""
+        import time
+
+        now = time.perf_counter()
+        if self._node is not None:
+            self.node_wall[self._node] = self.node_wall.get(self._node, 0.0) + now - self._since
+        self._since = now
+        super().at_node(name)
 
     def encrypt_tensor(self, array, level: int):
         """``array`` encrypted in the compact layout (as ``tensor_ops.encrypt``) at ``level`` and the natural scale
@@ -344,19 +376,22 @@ class BootstrapRecorder(_Refreshing, LevelRecorder):
                  forced=(), tracking: bool = False):
         super().__init__(slots)
         self.input_level, self.levels_left = int(input_level), int(levels_left)
-        self.products = {"ct_ct": 0, "ct_pt": 0}
+        self.products = {"ct_ct": 0, "ct_pt": 0, "rescale": 0, "encode": 0}
         self.amounts: dict = {}       # (node, step mod slots, hoisted) -> rotations by it (priced per key set later)
-        self.node_products: dict = {}   # (node, "ct_ct" | "ct_pt") -> products
+        #: (node, "ct_ct" | "ct_pt" | "rescale" | "encode") -> count: products, rescales, and the constants a run
+        #: encodes (one per distinct constant and level, as ``CKKSBackend``'s cache of encodings does)
+        self.node_products: dict = {}
+        self._encoded: set = set()
         self._init_sites(bootstrap_units, forced, tracking)
 
     def rotate(self, x, k):
-        key = (self._node or "", int(k) % self.slots, False)
+        key = (self._node or "", int(k) % self.slots, False, getattr(x, "level", None))
         self.amounts[key] = self.amounts.get(key, 0) + 1
         return super().rotate(x, k)
 
     def rotate_many(self, x, ks):
         for k in ks:
-            key = (self._node or "", int(k) % self.slots, True)
+            key = (self._node or "", int(k) % self.slots, True, getattr(x, "level", None))
             self.amounts[key] = self.amounts.get(key, 0) + 1
         return super().rotate_many(x, ks)
 
@@ -365,17 +400,33 @@ class BootstrapRecorder(_Refreshing, LevelRecorder):
         out.level = self.input_level
         return out
 
+    def _count(self, kind: str, level) -> None:
+        self.products[kind] += 1
+        key = (self._node or "", kind, level)
+        self.node_products[key] = self.node_products.get(key, 0) + 1
+
     def rescale(self, x):
         out = super().rescale(x)
         if getattr(out, "level", 0) < 0:
             raise LevelError(f"{self._node}: a rescale below level 0 (the bootstrap rule did not refresh in time)")
+        if getattr(x, "level", None) is not None:
+            self._count("rescale", x.level)
         return out
 
     def multiply(self, a, b):
-        both = getattr(a, "level", None) is not None and getattr(b, "level", None) is not None
-        self.products["ct_ct" if both else "ct_pt"] += 1
-        key = (self._node or "", "ct_ct" if both else "ct_pt")
-        self.node_products[key] = self.node_products.get(key, 0) + 1
+        level_a, level_b = getattr(a, "level", None), getattr(b, "level", None)
+        both = level_a is not None and level_b is not None
+        level = min(level_a, level_b) if both else (level_a if level_b is None else level_b)
+        self._count("ct_ct" if both else "ct_pt", level)
+        if not both and (level_a is not None or level_b is not None):
+            constant = np.asarray(b if level_b is None else a, dtype=np.float64).ravel()
+            # a cheap fingerprint of the constant (a strided sample and two sums): the run encodes each distinct
+            # constant once per level (its cache of encodings)
+            key = (constant.size, float(constant.sum()), float(np.abs(constant).sum()),
+                   constant[::97].tobytes(), level_a if level_b is None else level_b)
+            if key not in self._encoded:
+                self._encoded.add(key)
+                self._count("encode", level)
         return super().multiply(a, b)
 
     def bootstrap(self, x):
@@ -542,9 +593,11 @@ class AttentionPlan:
     @property
     def estimated_seconds(self) -> float:
         """Estimated server seconds of one evaluation with bootstraps: the bootstraps, plus the recorded rotations and
-        products priced by the cost model's ratios (``tensor_ops.plan.cost.CostModel``) at the levels a bootstrap
-        leaves (those before the first bootstrap run on more limbs: not counted), rotations as they run on the plan's
-        keys (``rotation_units``: a step without its own key composed of power-of-two ones); 0 without bootstraps."""
+        products, rescales and encodings priced by the cost model's ratios (``tensor_ops.plan.cost.CostModel``), each
+        at the level it runs at (its limbs against those of the levels a bootstrap leaves, the unit: the operations
+        before the first bootstrap run on more limbs, those near level 0 on fewer), rotations as they run on the
+        plan's keys (``rotation_units``: a step without its own key composed of power-of-two ones); 0 without
+        bootstraps."""
         if self.bootstrap is None:
             return 0.0
         from .plan.cost import CostModel
@@ -553,10 +606,33 @@ class AttentionPlan:
         turns = counts.get("rotation_units")     # composed rotations priced as they run (``rotation_units``)
         if turns is None:
             turns = counts.get("rotations", 0) * c.rotation + counts.get("hoisted_rotations", 0) * c.hoisted_rotation
-        units = (turns + counts.get("ct_ct", 0) * (c.ct_mult + c.rescale)
-                 + counts.get("ct_pt", 0) * (c.pt_mult + c.rescale))
-        rotation = _rotation_seconds(self.params, min(self.bootstrap_plan.levels_left, self.params.max_level))
-        return self.bootstrap_count * self.bootstrap_seconds + units * rotation
+        if "product_units" in counts:        # priced by level (``rotation_units``)
+            units = turns + counts["product_units"]
+        else:
+            price = _product_prices(c, {"rescale"} if "rescales" in counts else ())
+            units = (turns + counts.get("ct_ct", 0) * price["ct_ct"] + counts.get("ct_pt", 0) * price["ct_pt"]
+                     + counts.get("rescales", 0) * price["rescale"] + counts.get("encodes", 0) * price["encode"])
+        return self.bootstrap_count * self.bootstrap_seconds + units * self.unit_seconds
+
+    @property
+    def unit_seconds(self) -> float:
+        """Estimated seconds of one CostModel unit (a key-switched rotation) at the levels a bootstrap leaves."""
+        return _rotation_seconds(self.params, min(self.bootstrap_plan.levels_left, self.params.max_level))
+
+    def time_breakdown(self) -> tuple:
+        """Where the estimated time goes: ((node, seconds of its rotations, products, rescales and encodings,
+        ciphertexts bootstrapped before it, seconds of those bootstraps), ...), the largest total first (a
+        bootstrapping plan; () otherwise). The rows sum to ``estimated_seconds`` (recorded counts; a plan made
+        before the counts by node has its bootstraps alone)."""
+        if self.bootstrap is None:
+            return ()
+        units = dict(dict(self.operations).get("node_units", ()))
+        boots: dict = {}
+        for site in self.bootstraps:
+            boots[site.node] = boots.get(site.node, 0) + site.ciphertexts
+        rows = [(node, units.get(node, 0.0) * self.unit_seconds, boots.get(node, 0),
+                 boots.get(node, 0) * self.bootstrap_seconds) for node in dict.fromkeys([*units, *boots])]
+        return tuple(sorted(rows, key=lambda r: -(r[1] + r[3])))
 
     def require_parameters(self):
         """The parameters, or ParameterError stating why none were found."""
@@ -701,9 +777,26 @@ def _record_bootstraps(model: GraphApproximation, x: np.ndarray, params, config,
     model.forward(encrypt(recorder, x))
     counts = (("rotations", recorder.counts["rotations"]), ("hoisted_rotations", recorder.counts["hoisted_rotations"]),
               ("ct_ct", recorder.products["ct_ct"]), ("ct_pt", recorder.products["ct_pt"]),
-              ("amounts", tuple(sorted((node, k, h, n) for (node, k, h), n in recorder.amounts.items()))),
-              ("node_products", tuple(sorted((node, kind, n) for (node, kind), n in recorder.node_products.items()))))
+              ("rescales", recorder.products["rescale"]), ("encodes", recorder.products["encode"]),
+              ("amounts", tuple(sorted(((node, k, h, -1 if level is None else int(level), n)
+                                        for (node, k, h, level), n in recorder.amounts.items())))),
+              ("node_products", tuple(sorted((node, kind, -1 if level is None else int(level), n)
+                                             for (node, kind, level), n in recorder.node_products.items()))))
     return tuple(recorder.sites), counts, tuple(sorted(recorder.compaction_steps)), tuple(recorder.blocked)
+
+
+#: the bootstrap a plan takes when none is named: without the arcsin correction (2 levels more for the layer: 8
+#: left on N16_BOOT instead of 6). EvalMod's sine error grows as the cube of the message coefficients; the layer's
+#: are recorded at each site (``BootstrapSite.coefficient``: about 0.5 Delta at most on the BERT-tiny layer, the
+#: refreshes placed where the values are small) and the bootstrap keeps 14.3 bits even at 1 Delta (stated worst
+#: case; 20.5 on random slots), far inside the 2% error budget of the layer's output
+ATTENTION_BOOTSTRAP = BootstrapConfig(arcsin=False)
+
+
+def attention_config(bootstrap) -> BootstrapConfig:
+    """The BootstrapConfig of a plan's ``bootstrap`` argument: ``ATTENTION_BOOTSTRAP`` for None or True, else
+    ``as_config``'s (an int: the slot count; a BootstrapConfig as it is)."""
+    return ATTENTION_BOOTSTRAP if bootstrap is None or bootstrap is True else as_config(bootstrap)
 
 
 #: rounds of early refreshes tried (``find_early_refreshes``)
@@ -744,38 +837,57 @@ def find_early_refreshes(model, sample, params, config, level, compaction):
     return best[1:]
 
 
-def rotation_units(operations, key_steps, slots: int) -> tuple:
+def rotation_units(operations, key_steps, slots: int, weight=None) -> tuple:
     """``operations`` with the recorded rotation amounts replaced by ``("rotation_units", u)`` (and the recorded
-    products by node dropped) plus ``("node_units", ((node, units), ...))``: each node's rotations and products in
-    CostModel units, largest first (where the time goes). The rotations are priced as they will run, in CostModel
-    units (a key-switched rotation = 1, a hoisted one ``hoisted_rotation``). With one key
-    per step (``key_steps`` None) every recorded rotation is keyed; with a power-of-two key set a step without its key
-    is composed of ``backends.rotation_route``'s keyed steps, each a full rotation, and a hoisted one composed loses
-    its hoisting (``CKKSBackend.rotate_many``): what the plain counts left out."""
+    products by node dropped) plus ``("product_units", u)`` (the products, rescales and encodings) and
+    ``("node_units", ((node, units), ...))``: each node's rotations and products in CostModel units, largest first
+    (where the time goes). The rotations are priced as they will run, in CostModel units (a key-switched rotation
+    = 1, a hoisted one ``hoisted_rotation``). With one key per step (``key_steps`` None) every recorded rotation is
+    keyed; with a power-of-two key set a step without its key is composed of ``backends.rotation_route``'s keyed
+    steps, each a full rotation, and a hoisted one composed loses its hoisting (``CKKSBackend.rotate_many``): what
+    the plain counts left out. ``weight(level)``: the cost of an operation at the level it was recorded at relative
+    to the reference level (its limbs; entries recorded without a level, or -1, weigh 1)."""
     from .backends import rotation_route
     from .plan.cost import CostModel
 
-    c, units, out, by_node = CostModel(), 0.0, [], {}
+    c, units, products, out, by_node = CostModel(), 0.0, 0.0, [], {}
     keys = None if key_steps is None else {int(k) % slots for k in key_steps}
+    scaled = (lambda level: 1.0) if weight is None else (lambda level: 1.0 if level < 0 else weight(level))
     for name, value in operations:
         if name == "node_products":
-            for node, kind, count in value:
-                by_node[node] = by_node.get(node, 0.0) + count * ((c.ct_mult if kind == "ct_ct" else c.pt_mult)
-                                                                  + c.rescale)
+            price = _product_prices(c, {entry[1] for entry in value})
+            for entry in value:
+                node, kind, level, count = entry if len(entry) == 4 else (entry[0], entry[1], -1, entry[2])
+                cost = count * price[kind] * scaled(level)
+                products += cost
+                by_node[node] = by_node.get(node, 0.0) + cost
             continue
         if name != "amounts":
             out.append((name, value))
             continue
         for entry in value:
-            node, (step, hoisted, count) = (entry[0], entry[1:]) if len(entry) == 4 else ("", entry)
+            if len(entry) == 5:
+                node, step, hoisted, level, count = entry
+            else:
+                node, (step, hoisted, count), level = (entry[0], entry[1:], -1) if len(entry) == 4 else \
+                    ("", entry, -1)
             if keys is None or step in keys or step == 0:
                 turn = count * (c.hoisted_rotation if hoisted else c.rotation)
             else:
                 turn = count * len(rotation_route(step, keys, slots) or (step,)) * c.rotation
+            turn *= scaled(level)
             units += turn
             by_node[node] = by_node.get(node, 0.0) + turn
     nodes = tuple(sorted(((node, round(u, 1)) for node, u in by_node.items()), key=lambda e: -e[1]))
-    return tuple(out) + (("rotation_units", round(units, 2)), ("node_units", nodes))
+    return tuple(out) + (("rotation_units", round(units, 2)), ("product_units", round(products, 2)),
+                         ("node_units", nodes))
+
+
+def _product_prices(c, kinds) -> dict:
+    """CostModel units of each recorded kind: a product, a rescale, an encoding (``c.encode``). Counts recorded
+    before rescales were (no "rescale" kind among ``kinds``) price a rescale with every product, as they did."""
+    rescale = 0.0 if "rescale" in kinds else c.rescale
+    return {"ct_ct": c.ct_mult + rescale, "ct_pt": c.pt_mult + rescale, "rescale": c.rescale, "encode": c.encode}
 
 
 def _largest_coefficient(sites) -> float:
@@ -791,11 +903,48 @@ def _power_of_two_steps(slots: int) -> tuple:
     return tuple(1 << i for i in range(slots.bit_length() - 1))
 
 
+def _signed_power_of_two_steps(slots: int) -> tuple:
+    """The powers of two and their negatives: every step composed along its non-adjacent form
+    (``backends.rotation_route``), at most about half the keyed rotations of the positive set; a rotate-and-sum's
+    broadcast back (steps -1, -2, ..., -64) one rotation each instead of up to 15."""
+    powers = _power_of_two_steps(slots)
+    return tuple(sorted(set(powers) | {slots - p for p in powers}))
+
+
+def _cheapest_bootstrapping(model, sample, params, config, input_level, rotations, key_budget,
+                            compaction=True) -> dict:
+    """``_bootstrapping``'s fields, the inputs encrypted at ``input_level``, or where it is None at the top level or
+    at the levels a bootstrap leaves, whichever is estimated faster: the layer's first operations (attention's
+    projections and products) then run on the limbs of the levels a bootstrap leaves instead of the top's (on
+    N16_BOOT 19 + 9 limbs instead of 49 + 9), for the bootstrap or two that the fewer levels add."""
+    top = _bootstrapping(model, sample, params, config, input_level, rotations, key_budget, compaction)
+    if input_level is not None:
+        return top
+    left = cached_bootstrap_plan(params, attention_config(config)).levels_left
+    if left >= params.max_level:
+        return top
+    try:
+        low = _bootstrapping(model, sample, params, config, left, rotations, key_budget, compaction)
+    except ParameterError:
+        return top
+    return min((top, low), key=lambda boot: _estimated_seconds(params, boot))
+
+
+def _estimated_seconds(params, boot: dict) -> float:
+    """``AttentionPlan.estimated_seconds`` of a plan with the bootstrapping fields ``boot`` at ``params``."""
+    bootstrap = cached_bootstrap_plan(params, boot["bootstrap"])
+    counts = dict(boot["operations"])
+    units = counts.get("rotation_units", 0.0) + counts.get("product_units", 0.0)
+    count = sum(site.ciphertexts for site in boot["bootstraps"])
+    return (count * bootstrap_cost(bootstrap) * _rotation_seconds(params, params.max_level)
+            + units * _rotation_seconds(params, min(bootstrap.levels_left, params.max_level)))
+
+
 def _bootstrapping(model, sample, params, config, input_level, rotations, key_budget, compaction=True) -> dict:
     """The bootstrapping fields of a plan at ``params`` (ParameterError naming why there are none): the config
     (full slots), the sites recorded on ``sample`` with inputs at ``input_level`` (None: the top level), the key
     steps when one key a step exceeds ``key_budget``, the operation counts."""
-    config = as_config(config)
+    config = attention_config(config)
     if config.slots not in (None, params.slots):
         raise ParameterError(f"bootstrap slots={config.slots} must be the parameters' slots={params.slots} (the "
                              f"attention path's layouts may fill every slot)")
@@ -820,20 +969,26 @@ def _bootstrapping(model, sample, params, config, input_level, rotations, key_bu
     boot_steps = set(boot.rotation_steps)
     key_steps = None
     if _key_bytes(params, len(set(rotations) | boot_steps) + 1) > key_budget:
-        key_steps = _power_of_two_steps(params.slots)
+        # the signed powers of two where they fit the budget (on N16_BOOT 7 keys beyond the bootstrap's, which
+        # hold the positive powers: the BERT-tiny layer's composed rotations fall from 5,464 units to 3,039)
+        key_steps = _signed_power_of_two_steps(params.slots)
+        if _key_bytes(params, len(set(key_steps) | boot_steps) + 1) > key_budget:
+            key_steps = _power_of_two_steps(params.slots)
         keys = len(set(key_steps) | boot_steps) + 1
         if _key_bytes(params, keys) > key_budget:
             raise ParameterError(f"the bootstrapping ring N=2^{params.log_n} needs {_key_bytes(params, keys) / 2**20:.0f} "
                                  f"MiB of Galois keys even with power-of-two keys ({keys} keys, the bootstrap's "
                                  f"included), over the key budget of {key_budget / 2**20:.0f} MiB")
-    operations = rotation_units(operations, key_steps, params.slots)
+    left = min(boot.levels_left, params.max_level)     # the estimate's unit: a rotation at the levels a bootstrap leaves
+    size = lambda level: params.limbs_at(min(level, params.max_level)) + len(params.p_moduli)  # noqa: E731
+    operations = rotation_units(operations, key_steps, params.slots, lambda level: size(level) / size(left))
     return dict(bootstrap=config, bootstraps=sites, input_level=int(level), key_steps=key_steps,
                 operations=operations, compaction=bool(compaction), compaction_rotations=moves,
                 early_refreshes=forced)
 
 
 def plan_attention(graph, calibration, *, params=None, bootstrap=None, allow_insecure: bool = False,
-                   key_budget: int = DEFAULT_KEY_BUDGET, activation_degree: int = 7, tolerance: float = 1e-4,
+                   key_budget: int = DEFAULT_KEY_BUDGET, activation_degree: int = 7, tolerance: float = 1e-3,
                    input_level: int | None = None, compaction: bool = True
                    ) -> tuple[AttentionPlan, GraphApproximation]:
     """(plan, calibrated model) of ``graph`` on the float batch ``calibration``.
@@ -845,15 +1000,16 @@ def plan_attention(graph, calibration, *, params=None, bootstrap=None, allow_ins
     bootstraps in any case (on N16_BOOT without ``params``); False never (a model deeper than the levels is refused
     naming its depth: ParameterError for named parameters, else the plan's ``refusal``). Bootstraps are placed by
     recording (``BootstrapRecorder``, the rule of ``BootstrappingBackend``), the sites stated in the plan.
-    ``input_level``: the level inputs are encrypted at in a bootstrapping plan (default the top; tests force a
-    small level budget with it, and bootstrapping with it). ``compaction``: a tensor spread over several ciphertexts
+    ``input_level``: the level inputs are encrypted at in a bootstrapping plan (default: the top level or the levels
+    a bootstrap leaves, whichever is estimated faster, ``_cheapest_bootstrapping``; tests force a small level budget
+    with it, and bootstrapping with it). ``compaction``: a tensor spread over several ciphertexts
     is compacted into fewer before a bootstrap where that costs less (``tensor_ops.compaction``; False bootstraps
     each ciphertext, for comparison)."""
     if calibration is None:
         raise ParameterError("a model with attention needs calibration inputs (--calibration x.npy): Softmax, "
                              "LayerNorm and the activations are approximated on the ranges they take there")
     if bootstrap is not None and bootstrap is not False:
-        bootstrap = as_config(bootstrap)
+        bootstrap = attention_config(bootstrap)
     batch, _ = _batch(graph, calibration)
     model = approximate(graph, batch, activation_degree=activation_degree, tolerance=tolerance)
     exact = graph.forward(batch)
@@ -883,8 +1039,8 @@ def plan_attention(graph, calibration, *, params=None, bootstrap=None, allow_ins
                                  f"{forbidden(depth + ALIGNMENT_LEVELS)}")
         if wants or input_level is not None or depth + ALIGNMENT_LEVELS > params.max_level:
             try:
-                boot = _bootstrapping(model, sample, params, bootstrap, input_level, rotations, key_budget,
-                                      compaction)
+                boot = _cheapest_bootstrapping(model, sample, params, bootstrap, input_level, rotations,
+                                               key_budget, compaction)
             except ParameterError as why:
                 raise ParameterError(f"the model consumes {depth} levels (+{ALIGNMENT_LEVELS} for scale "
                                      f"alignments) but the parameters named hold {params.max_level}: name parameters "
@@ -901,8 +1057,8 @@ def plan_attention(graph, calibration, *, params=None, bootstrap=None, allow_ins
             if chosen.slots != slots:
                 depth, rotations = _record(model, sample, chosen.slots, products)
             try:
-                boot = _bootstrapping(model, sample, chosen, bootstrap, input_level, rotations, key_budget,
-                                      compaction)
+                boot = _cheapest_bootstrapping(model, sample, chosen, bootstrap, input_level, rotations,
+                                               key_budget, compaction)
                 params, slots, refusal = chosen, chosen.slots, None
             except ParameterError as why:
                 refusal = f"the model consumes {depth} levels; bootstrapping on {BOOTSTRAP_PRESET} fails: {why}"
@@ -990,13 +1146,14 @@ def samples_outside(plan: AttentionPlan, model: GraphApproximation, x) -> dict:
 
 
 def run_attention(plan: AttentionPlan, model: GraphApproximation, x, *, seed=None, progress=None,
-                  report=None) -> np.ndarray:
+                  report=None, timings: dict | None = None) -> np.ndarray:
     """Keys, encryption, encrypted evaluation and decryption of ``x`` (one sample or a batch) in this process;
     InputRangeError naming the samples whose plain reference leaves a calibrated range (nothing is computed
     then). ``report``: a callable given one line per step (keys, encryption, evaluation). A bootstrapping plan
     runs on ``BootstrappingBackend`` (keys with the bootstrap's); its bootstrap sites are recorded again for
     ``x`` first, and a plan whose stated sites differ from the model's at its parameters is refused (ParameterError)
-    before any key is made."""
+    before any key is made. ``timings`` (a dict; bootstrapping plans): receives the measured wall seconds of the
+    bootstraps (``bootstrap``) and of each node, its bootstraps included (``nodes``)."""
     import time
 
     from crypto.context import CKKSContext
@@ -1013,7 +1170,7 @@ def run_attention(plan: AttentionPlan, model: GraphApproximation, x, *, seed=Non
     params = plan.require_parameters()
     say = report or (lambda text: None)
     if plan.bootstrap is not None:
-        return _run_bootstrapping(plan, model, batch, form, seed, progress, say)
+        return _run_bootstrapping(plan, model, batch, form, seed, progress, say, timings)
     depth, steps = _record(model, batch, params.slots) if len(batch) > 1 else (plan.depth, plan.rotations)
     if depth + ALIGNMENT_LEVELS > params.max_level:  # a batch packs otherwise than the one sample planned
         raise ParameterError(f"a batch of {len(batch)} samples consumes {depth} levels (+{ALIGNMENT_LEVELS}), more "
@@ -1032,7 +1189,7 @@ def run_attention(plan: AttentionPlan, model: GraphApproximation, x, *, seed=Non
     return hezk.model.in_form(out, form)
 
 
-def _run_bootstrapping(plan, model, batch, form, seed, progress, say):
+def _run_bootstrapping(plan, model, batch, form, seed, progress, say, timings=None):
     import time
 
     from crypto.context import CKKSContext
@@ -1057,7 +1214,13 @@ def _run_bootstrapping(plan, model, batch, form, seed, progress, say):
     say(f"client: encrypted {len(batch)} sample(s) into {len(tensor.ciphertexts)} ciphertext(s) at level "
         f"{plan.input_level}")
     y = model.forward(tensor)
+    backend.at_node("")                       # books the last node's time
     say(f"server: evaluated the model encrypted in {time.perf_counter() - start:.1f} s with {backend.bootstraps} "
-        f"ciphertext bootstraps at {len(backend.sites)} sites (recorded: {sum(s.ciphertexts for s in sites)})")
+        f"ciphertext bootstraps at {len(backend.sites)} sites (recorded: {sum(s.ciphertexts for s in sites)}) taking "
+        f"{backend.bootstrap_wall:.1f} s (estimated {plan.bootstrap_count * plan.bootstrap_seconds:.1f} s); the "
+        f"rest {time.perf_counter() - start - backend.bootstrap_wall:.1f} s (estimated "
+        f"{plan.estimated_seconds - plan.bootstrap_count * plan.bootstrap_seconds:.1f} s)")
+    if timings is not None:
+        timings.update(bootstrap=backend.bootstrap_wall, nodes=dict(backend.node_wall))
     out = y.decrypt().reshape(len(batch), *plan.output_shape)
     return hezk.model.in_form(out, form)
