@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+import hezk.model
 import hezk.record
 from crypto.ckks.bootstrap import BootstrapConfig, natural_scales
 from crypto.context import CKKSContext, check_value_bound
@@ -48,7 +49,7 @@ from .layout import SlotLayout
 from .progress import as_progress
 from .tensor import CipherTensor
 
-__all__ = ["PACKING", "RECORD_NAME", "MAX_SAMPLES", "OUTPUT_SLACK", "AttentionSpec", "AttentionClient",
+__all__ = ["PACKING", "RECORD_NAME", "MAX_SAMPLES", "OUTPUT_SLACK", "FORMS", "AttentionSpec", "AttentionClient",
            "AttentionServer", "plan_identity", "is_client_file", "message_is_attention", "spec_from_record"]
 
 #: the ``packing`` a client file, a plan JSON and a message of this path name
@@ -61,6 +62,8 @@ MAX_SAMPLES = 64
 #: sample left a calibrated range the client could not check, or the evaluation failed): LayerNorm-ended layers stay
 #: near their calibrated magnitude, a failed bootstrap or a wrong key gives values orders of magnitude beyond
 OUTPUT_SLACK = 4.0
+#: how a request's input held its samples (``hezk.model.input_form``)
+FORMS = ("sample", "batch", "unit")
 
 
 def plan_identity(plan, graph) -> str:
@@ -242,17 +245,18 @@ def _unpack(blob, kind: str, advice: str) -> tuple[dict, list]:
 
 
 def _samples(header, count: int, shape_key: str, limit: int) -> tuple[int, bool, tuple]:
-    """(samples, single, sample or output shape) of a message header of ``count`` tensors, at most ``limit``."""
+    """(samples, form, sample or output shape) of a message header of ``count`` tensors, at most ``limit``; the
+    form is how the client's input held its samples (``hezk.model.input_form``: its outputs are given back so)."""
     if count > limit:
         raise ShapeError(f"the message carries {count} samples, more than the {limit} one request may: split the "
                          f"input")
-    samples, single, shape = header.get("samples"), header.get("single"), header.get(shape_key)
-    if samples != count or not isinstance(single, bool) or (single and count != 1):
-        raise SerializationError(f"message header samples={samples!r}, single={single!r} do not match its {count} "
+    samples, form, shape = header.get("samples"), header.get("form"), header.get(shape_key)
+    if samples != count or form not in FORMS or (form == "sample" and count != 1):
+        raise SerializationError(f"message header samples={samples!r}, form={form!r:.20} do not match its {count} "
                                  f"tensors")
     if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in shape):
         raise SerializationError(f"message header {shape_key}={shape!r:.80} must be a list of sizes")
-    return samples, single, tuple(shape)
+    return samples, form, tuple(shape)
 
 
 def _tensor(blob, context, index: int, what: str) -> CipherTensor:
@@ -338,8 +342,9 @@ class AttentionClient:
         return cls(spec, context=context)
 
     def encrypt(self, x, *, clip: bool = False) -> bytes:
-        """A request: each sample of ``x`` (one sample of ``spec.input_shape`` or a batch along axis 0) encrypted in
-        the plan's input layout and level. Values outside the calibrated input range are refused (InputRangeError
+        """A request: each sample of ``x`` (one sample of ``spec.input_shape``, a batch along axis 0, or, for a
+        sample shape (1, ...), a batch along that axis of 1: ``hezk.model.input_form``) encrypted in the plan's input
+        layout and level; ``decrypt`` gives the outputs in the same form. Values outside the calibrated input range are refused (InputRangeError
         naming the samples and the range) or, with ``clip=True``, clipped into it (InputRangeWarning)."""
         if not isinstance(clip, bool):
             raise ParameterError(f"clip={clip!r} must be True or False")
@@ -348,11 +353,11 @@ class AttentionClient:
             x = np.asarray(x, dtype=np.float64)
         except (TypeError, ValueError):
             raise ShapeError("the input is not a numeric array") from None
-        single = x.shape == spec.input_shape
-        batch = x[None] if single else x
-        if batch.ndim != len(spec.input_shape) + 1 or batch.shape[1:] != spec.input_shape or not len(batch):
-            raise ShapeError(f"input of shape {x.shape} is neither one sample {spec.input_shape} nor a batch "
-                             f"(n, *{spec.input_shape}): the model's plan takes samples of {spec.input_shape}")
+        form = hezk.model.input_form(x.shape, spec.input_shape)
+        if form is None or not x.size:
+            raise ShapeError(f"input of shape {x.shape} is {hezk.model.input_forms_text(spec.input_shape)}: the "
+                             f"model's plan takes samples of {spec.input_shape}")
+        batch = hezk.model.as_batch(x, form)
         if len(batch) > MAX_SAMPLES:
             raise ShapeError(f"{len(batch)} samples exceed the {MAX_SAMPLES} one request carries: split the input")
         if not np.all(np.isfinite(batch)):
@@ -374,17 +379,19 @@ class AttentionClient:
                                  for v in layout.pack(sample[None])], layout, backend)
                    for sample in batch]
         header = {"layout": PACKING, "key_id": self.key_id.hex(), "model": spec.model, "plan": spec.plan,
-                  "samples": len(batch), "single": single, "sample_shape": list(spec.input_shape)}
+                  "samples": len(batch), "form": form, "sample_shape": list(spec.input_shape)}
         return pack_message("request", header, tensors)
 
     def decrypt(self, reply) -> np.ndarray:
-        """The outputs of a reply: (samples, *output_shape), or output_shape for a request of one sample. Refused
+        """The outputs of a reply in the form of the request's input (``hezk.model.in_form``: (samples,
+        *output_shape), output_shape for one sample, (samples, *output_shape[1:]) for a batch along the sample's
+        axis of 1). Refused
         (OutputRangeError, naming the samples) where an output is not finite or beyond ``OUTPUT_SLACK`` times the
         largest output magnitude on the calibration data."""
         spec = self.spec
         header, blobs = _unpack(reply, "reply", "the file 'infer --context ... --out' wrote")
         _check_header(header, self.key_id, spec.model, spec.plan, "reply made for", "this client holds")
-        _, single, shape = _samples(header, len(blobs), "output_shape", MAX_SAMPLES)
+        _, form, shape = _samples(header, len(blobs), "output_shape", MAX_SAMPLES)
         if shape != spec.output_shape:
             raise ShapeError(f"reply output_shape {shape} differs from the plan's {spec.output_shape}")
         outputs = []
@@ -403,7 +410,7 @@ class AttentionClient:
                                    f"({OUTPUT_SLACK:g} x the largest output magnitude on the calibration data) or not "
                                    f"finite: their plain reference left a calibrated range or the evaluation failed; "
                                    f"nothing written", bad.tolist(), bad.tolist(), bad.tolist())
-        return out[0] if single else out
+        return hezk.model.in_form(out, form)
 
 
 class AttentionServer:
@@ -451,7 +458,7 @@ class AttentionServer:
         spec = self.spec
         header, blobs = _unpack(request, "request", "the file 'encrypt --out' wrote")
         _check_header(header, self.key_id, spec.model, spec.plan, "request made for", "this server runs")
-        samples, single, shape = _samples(header, len(blobs), "sample_shape", self.max_samples)
+        samples, form, shape = _samples(header, len(blobs), "sample_shape", self.max_samples)
         if shape != spec.input_shape:
             raise ShapeError(f"request samples have shape {shape}, the model takes {spec.input_shape}")
         report = as_progress(progress, "evaluate")
@@ -474,7 +481,7 @@ class AttentionServer:
             if report is not None:
                 report(i + 1, samples, f"sample {i + 1}/{samples}")
         reply = {"layout": PACKING, "key_id": self.key_id.hex(), "model": spec.model, "plan": spec.plan,
-                 "samples": samples, "single": single, "output_shape": list(spec.output_shape)}
+                 "samples": samples, "form": form, "output_shape": list(spec.output_shape)}
         return pack_message("reply", reply, outputs)
 
     __call__ = infer = evaluate

@@ -260,7 +260,7 @@ def test_requests_in_another_layout_or_level_are_refused(files):
     server = AttentionServer(plan, model, client.public_context())
     spec, ctx = client.spec, client._context
     header = {"layout": PACKING, "key_id": client.key_id.hex(), "model": spec.model, "plan": spec.plan,
-              "samples": 1, "single": False, "sample_shape": list(SHAPE)}
+              "samples": 1, "form": "batch", "sample_shape": list(SHAPE)}
     pair = encrypt(ctx, np.zeros((2, *SHAPE)))
     with pytest.raises(ShapeError, match="another layout"):
         server.evaluate(pack_message("request", header, [pair]))
@@ -353,3 +353,21 @@ def test_samples_round_trip_through_the_input_and_output_layouts(shape, batch, s
     reply.pop("kind"), reply.pop("ciphertexts"), reply.pop("sample_shape")
     y = client.decrypt(pack_message("reply", reply, tensors))
     assert y.shape == x.shape and np.max(np.abs(y - x)) < 1e-4
+
+
+def test_a_batch_along_the_samples_axis_of_one_comes_back_in_its_form():
+    """A model exported on (1, s, w) takes the user's (n, s, w) batch (``hezk.model.input_form``: "unit"), as the
+    local run does: n request tensors of (1, s, w), outputs (n, s, w); one (1, s, w) sample gives one output."""
+    from tensor_ops.inference import pack_message, unpack_message
+    from tensor_ops.tensor import CipherTensor
+
+    client = _identity_client((1, 3, 5))
+    for x in (np.random.default_rng(1).uniform(-1, 1, (2, 3, 5)), np.zeros((1, 3, 5))):
+        header, blobs = unpack_message(client.encrypt(x), "request")
+        assert header["samples"] == len(x) and header["form"] == ("unit" if len(x) == 2 else "sample")
+        tensors = [CipherTensor.from_bytes(blob, client.server_context()) for blob in blobs]
+        reply = {k: v for k, v in header.items() if k not in ("kind", "ciphertexts", "sample_shape")}
+        y = client.decrypt(pack_message("reply", dict(reply, output_shape=[1, 3, 5]), tensors))
+        assert y.shape == x.shape and np.max(np.abs(y - x)) < 1e-4
+    with pytest.raises(ShapeError, match=r"input of shape \(2, 3, 4\) is neither"):
+        client.encrypt(np.zeros((2, 3, 4)))
