@@ -112,38 +112,118 @@ def keep_below_p(draw, out, found):
     return found
 
 
-def ntt_rows(a, twiddles, bitrev):
-    """In-place radix-2 decimation-in-time NTT of each row of a (rows, n); natural-order output.
+#: The NTT's first log2(NTT_RADIX) stages run as one radix-NTT_RADIX transform across whole vectors (rs_encode)
+NTT_RADIX = 16
+_P32 = np.uint32(2013265921)
 
-    twiddles[j] = omega^j for j < n/2 (omega of order n); bitrev is the bit-reversal permutation of n. Pieces of
-    the rows (independent) on the threads of ``hezk.threads``.
-    """
-    parallel(lambda lo, hi: _ntt_rows_range(a, twiddles, bitrev, lo, hi), a.shape[0], PARALLEL_MIN_ENTRIES,
-             work_per_item=a.shape[1])
+
+def rs_encode(rows, out, twiddles, quotients, bitrev_radix, bitrev_rest):
+    """out[r] = the NTT (natural order) of row r of ``rows`` (R, w) zero-padded to out's n = 2^k >= w columns;
+    ``out`` may be ``rows`` itself (w = n: in place). Pieces of the rows on the threads of ``hezk.threads``.
+
+    Radix-2 decimation in time with a stage's twiddles contiguous: ``twiddles`` holds, for half = 1, 2, ..., n/2,
+    omega^(j n / (2 half)) for j < half at offset half - 1 (uint32; :func:`proofs.pcs.reed_solomon.stage_twiddles`),
+    ``quotients`` floor(twiddle 2^32 / p) for Shoup's product (v t - floor(v t' / 2^32) p lies in [0, 2p) for any
+    v < 2^32: 32-bit lanes that vectorize). The first log2(radix) stages act within blocks of ``radix`` = min(16, n)
+    entries, block b holding x[m + M bitrev_radix(t)] (t < radix, m = bitrev_M(b), M = n / radix): they are one
+    radix-point transform of the rows x[k M : (k + 1) M] of the (radix, M) matrix, done on whole rows of M entries
+    (the zero padding's rows are zero), then scattered to the blocks. Entries must be reduced (< p).
+    Twin: :func:`proofs.pcs.reed_solomon.ntt_numpy` of the zero-padded rows."""
+    parallel(lambda lo, hi: _rs_encode_range(rows, out, twiddles, quotients, bitrev_radix, bitrev_rest, lo, hi),
+             rows.shape[0], PARALLEL_MIN_ENTRIES, work_per_item=out.shape[1])
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _shoup(v, t, tq):
+    """v t mod p for v < 2^32 (uint32 lanes; tq = floor(t 2^32 / p))."""
+    q = np.uint32((np.uint64(v) * np.uint64(tq)) >> np.uint64(32))
+    r = np.uint32(np.uint32(v * t) - np.uint32(q * _P32))   # in [0, 2p): exact mod 2^32
+    return min(r, np.uint32(r - _P32))                       # unsigned: r - p wraps above r when r < p
 
 
 @numba.njit(cache=True, nogil=True)
-def _ntt_rows_range(a, twiddles, bitrev, lo, hi):
-    """Rows lo <= r < hi of ``ntt_rows``."""
-    n = a.shape[1]
-    scratch = np.empty(n, dtype=np.uint64)
+def _butterflies(a, c, tw, tq):
+    """(a, c) <- (a + t c, a - t c) entry-wise for uint32 vectors, twiddles tw (quotients tq) per entry."""
+    for j in range(a.shape[0]):
+        u = a[j]
+        t = _shoup(c[j], tw[j], tq[j])
+        x = np.uint32(u + t)
+        y = np.uint32(u - t + _P32)
+        a[j] = min(x, np.uint32(x - _P32))
+        c[j] = min(y, np.uint32(y - _P32))
+
+
+@numba.njit(cache=True, nogil=True)
+def _butterflies_by(a, c, tw, tq):
+    """_butterflies with one twiddle tw (quotient tq) for every entry."""
+    for j in range(a.shape[0]):
+        u = a[j]
+        t = _shoup(c[j], tw, tq)
+        x = np.uint32(u + t)
+        y = np.uint32(u - t + _P32)
+        a[j] = min(x, np.uint32(x - _P32))
+        c[j] = min(y, np.uint32(y - _P32))
+
+
+@numba.njit(cache=True, nogil=True)
+def _rs_encode_range(rows, out, twiddles, quotients, bitrev_radix, bitrev_rest, lo, hi):
+    """Rows lo <= r < hi of ``rs_encode``."""
+    w, n = rows.shape[1], out.shape[1]
+    radix = bitrev_radix.shape[0]
+    m = n // radix
+    z = np.empty((radix, m), dtype=np.uint32)
+    s = np.empty(n, dtype=np.uint32)
     for r in range(lo, hi):
-        row = a[r]
-        for j in range(n):
-            scratch[j] = row[bitrev[j]]
+        row = rows[r]
+        for i in range(radix):                  # z[i] = x[k M : (k + 1) M], k = bitrev_radix(i), zero-padded
+            zi = z[i]
+            base = bitrev_radix[i] * m
+            count = min(max(w - base, 0), m)
+            for j in range(count):
+                zi[j] = np.uint32(row[base + j])
+            for j in range(count, m):
+                zi[j] = np.uint32(0)
         half = 1
-        while half < n:
-            stride = n // (2 * half)
-            for start in range(0, n, 2 * half):
+        while half < radix:                    # the first stages on whole rows of z
+            for start in range(0, radix, 2 * half):
                 for j in range(half):
-                    u = scratch[start + j]
-                    v = scratch[start + j + half] * twiddles[j * stride] % P
-                    s = u + v
-                    scratch[start + j] = s - P if s >= P else s
-                    scratch[start + j + half] = u - v if u >= v else u + P - v
+                    _butterflies_by(z[start + j], z[start + j + half], twiddles[half - 1 + j],
+                                    quotients[half - 1 + j])
             half *= 2
+        for k in range(m):                      # block bitrev_M(k) holds column k of z
+            block = s[bitrev_rest[k] * radix:(bitrev_rest[k] + 1) * radix]
+            for t in range(radix):
+                block[t] = z[t, k]
+        while half < n:                         # the remaining stages: contiguous halves, contiguous twiddles
+            tw, tq = twiddles[half - 1:2 * half - 1], quotients[half - 1:2 * half - 1]
+            for start in range(0, n, 2 * half):
+                _butterflies(s[start:start + half], s[start + half:start + 2 * half], tw, tq)
+            half *= 2
+        o = out[r]
         for j in range(n):
-            row[j] = scratch[j]
+            o[j] = s[j]
+
+
+def columns_u32(a, out, start=0):
+    """out[j, i] = a[i, start + j] as uint32 (entries < 2^32) for a (R, m) uint64 array and a (c, R) uint32 one: c
+    columns of an encoded matrix as Merkle leaves hash them, in tiles of 64 x 64 (twin:
+    ``np.ascontiguousarray(a[:, start:start + c].T, dtype="<u4")``); pieces of the columns on the threads of
+    ``hezk.threads``."""
+    parallel(lambda lo, hi: _columns_u32_range(a, out, start, lo, hi), out.shape[0], PARALLEL_MIN_ENTRIES,
+             work_per_item=a.shape[0])
+
+
+@numba.njit(cache=True, nogil=True)
+def _columns_u32_range(a, out, start, lo, hi):
+    rows = a.shape[0]
+    for j0 in range(lo, hi, 64):
+        j1 = min(j0 + 64, hi)
+        for i0 in range(0, rows, 64):
+            i1 = min(i0 + 64, rows)
+            for i in range(i0, i1):
+                row = a[i, start:]
+                for j in range(j0, j1):
+                    out[j, i] = np.uint32(row[j])
 
 
 @numba.njit(cache=True)
@@ -280,29 +360,94 @@ def masked_product_round_sums(a, b, mask_a, block_a, mask_b, block_b, zs, degree
 
 @numba.njit(cache=True, nogil=True)
 def _masked_product_round_range(a, b, mask_a, block_a, mask_b, block_b, zs, degree, lo, hi):
-    """The unreduced accumulator of ``masked_product_round_sums`` over the pairs lo <= j < hi."""
+    """The accumulator of ``masked_product_round_sums`` over the pairs lo <= j < hi (reduced).
+
+    With A = La(x) + z_x m_a (La = a_j + x da_j linear, m_a the pair's plane's mask) and B likewise,
+    A B = La Lb + z_x (m_a Lb + m_b La) + z_x^2 m_a m_b, and La Lb = (1 - x) a b + x (a + da)(b + db) + (x^2 - x)
+    da db: three F_p4 products per pair for every x, the masks' parts from per-plane sums of the lines (one product
+    per plane and line coefficient) and per-plane-pair counts."""
     acc = np.zeros((degree + 1, 4), dtype=np.uint64)
+    sums = np.zeros((3, 4), dtype=np.uint64)     # sum a b, sum (a + da)(b + db), sum da db (unreduced)
+    lines_a = np.zeros((2, 4), dtype=np.uint64)   # this plane of a's: sum b, sum db (the partner's line)
+    lines_b = np.zeros((2, 4), dtype=np.uint64)   # this plane of b's: sum a, sum da
+    masked = np.zeros((5, 4), dtype=np.uint64)    # m.(line at 0), m.(line's step) for a then b; sum m_a m_b
+    run = np.uint64(0)                            # pairs since the last change of either plane
     plane_a = lo // block_a if block_a else 0
     plane_b = lo // block_b if block_b else 0
     av, bv = a[2 * lo:2 * hi], b[2 * lo:2 * hi]
-    for j in range(hi - lo):
-        if block_a and lo + j == (plane_a + 1) * block_a:
+    for j in range(hi - lo + 1):
+        last = j == hi - lo
+        next_a = block_a and (last or lo + j == (plane_a + 1) * block_a)
+        next_b = block_b and (last or lo + j == (plane_b + 1) * block_b)
+        if j and block_a and block_b and (next_a or next_b):
+            p0, p1, p2, p3 = ext_mul4(mask_a[plane_a, 0], mask_a[plane_a, 1], mask_a[plane_a, 2], mask_a[plane_a, 3],
+                                      mask_b[plane_b, 0], mask_b[plane_b, 1], mask_b[plane_b, 2], mask_b[plane_b, 3])
+            count = run % P
+            masked[4, 0] += p0 * count % P
+            masked[4, 1] += p1 * count % P
+            masked[4, 2] += p2 * count % P
+            masked[4, 3] += p3 * count % P
+            run = np.uint64(0)
+        if j and next_a:
+            _flush_plane(mask_a, plane_a, lines_a, masked, 0)
             plane_a += 1
-        if block_b and lo + j == (plane_b + 1) * block_b:
+        if j and next_b:
+            _flush_plane(mask_b, plane_b, lines_b, masked, 2)
             plane_b += 1
+        if last:
+            break
         a0, a1, a2, a3, da0, da1, da2, da3 = _line(av, j)
         b0, b1, b2, b3, db0, db1, db2, db3 = _line(bv, j)
-        for x in range(degree + 1):
-            if x:
-                a0, a1, a2, a3 = _add4(a0, a1, a2, a3, da0, da1, da2, da3)
-                b0, b1, b2, b3 = _add4(b0, b1, b2, b3, db0, db1, db2, db3)
-            z = zs[x]
-            acc_product(acc, x, _masked(a0, z, mask_a, plane_a, 0, block_a),
-                         _masked(a1, z, mask_a, plane_a, 1, block_a), _masked(a2, z, mask_a, plane_a, 2, block_a),
-                         _masked(a3, z, mask_a, plane_a, 3, block_a), _masked(b0, z, mask_b, plane_b, 0, block_b),
-                         _masked(b1, z, mask_b, plane_b, 1, block_b), _masked(b2, z, mask_b, plane_b, 2, block_b),
-                         _masked(b3, z, mask_b, plane_b, 3, block_b))
+        acc_product(sums, 0, a0, a1, a2, a3, b0, b1, b2, b3)
+        acc_product(sums, 2, da0, da1, da2, da3, db0, db1, db2, db3)
+        e0, e1, e2, e3 = _add4(a0, a1, a2, a3, da0, da1, da2, da3)
+        f0, f1, f2, f3 = _add4(b0, b1, b2, b3, db0, db1, db2, db3)
+        acc_product(sums, 1, e0, e1, e2, e3, f0, f1, f2, f3)
+        if block_a:
+            lines_a[0, 0] += b0
+            lines_a[0, 1] += b1
+            lines_a[0, 2] += b2
+            lines_a[0, 3] += b3
+            lines_a[1, 0] += db0
+            lines_a[1, 1] += db1
+            lines_a[1, 2] += db2
+            lines_a[1, 3] += db3
+        if block_b:
+            lines_b[0, 0] += a0
+            lines_b[0, 1] += a1
+            lines_b[0, 2] += a2
+            lines_b[0, 3] += a3
+            lines_b[1, 0] += da0
+            lines_b[1, 1] += da1
+            lines_b[1, 2] += da2
+            lines_b[1, 3] += da3
+        run += np.uint64(1)
+    one = np.uint64(1)
+    for x in range(degree + 1):
+        ux = np.uint64(x)
+        at_0 = (one + P - ux) % P                 # 1 - x
+        at_dd = (ux * ux - ux) % P                # x^2 - x
+        z = zs[x]
+        z2 = z * z % P
+        for c in range(4):
+            plain = (at_0 * (sums[0, c] % P) + ux * (sums[1, c] % P) + at_dd * (sums[2, c] % P)) % P
+            linear = ((masked[0, c] + masked[2, c]) % P + ux * ((masked[1, c] + masked[3, c]) % P)) % P
+            acc[x, c] = (plain + z * linear % P + z2 * (masked[4, c] % P)) % P
     return acc
+
+
+@numba.njit(cache=True, inline="always")
+def _flush_plane(mask, plane, lines, masked, row):
+    """masked[row] += m lines[0], masked[row + 1] += m lines[1] for the plane's mask m; lines reset."""
+    m0, m1, m2, m3 = mask[plane, 0], mask[plane, 1], mask[plane, 2], mask[plane, 3]
+    for k in range(2):
+        p0, p1, p2, p3 = ext_mul4(m0, m1, m2, m3, lines[k, 0] % P, lines[k, 1] % P, lines[k, 2] % P,
+                                  lines[k, 3] % P)
+        masked[row + k, 0] += p0
+        masked[row + k, 1] += p1
+        masked[row + k, 2] += p2
+        masked[row + k, 3] += p3
+        lines[k, 0] = lines[k, 1] = lines[k, 2] = lines[k, 3] = np.uint64(0)
 
 
 def masked_round_sums(ext_factors, masks, blocks, base_factors, zs, degree, out):

@@ -80,6 +80,7 @@ DEFAULT_TARGET_BITS = 104
 MAX_NUM_VARS = 30
 MAX_MASK_ROWS = 4096
 MAX_OPENINGS = 255
+COLUMNS_KERNEL_MIN_SIZE = 1 << 16  #: encodings with at least this many entries gather their columns compiled
 _HIDING_MAGIC, _VERSION = b"HZKHIDE1", 3  # 2 added the openings byte; 3: F_p4 masks, one reduced piece
 
 
@@ -239,6 +240,25 @@ class HidingWitness:
     spent: list = dataclass_field(default_factory=list, repr=False)  # set once the committed masks are used
 
 
+def _column_leaves(encoded: np.ndarray, salts) -> list:
+    """:func:`proofs.pcs.merkle.column_leaves` of a large encoding, its columns gathered by the tiled kernel
+    (:func:`proofs._kernels.columns_u32`; numpy's transposing copy strides through memory) a block of about 1 MB
+    at a time into one reused buffer (no encoding-sized copy to fault in): the same digests."""
+    kernels = F.numba_kernels() if encoded.size >= COLUMNS_KERNEL_MIN_SIZE else None
+    if kernels is None or encoded.dtype != np.uint64 or encoded.ndim != 2:
+        return column_leaves(encoded, salts)
+    encoded = np.ascontiguousarray(encoded)
+    rows, length = encoded.shape
+    block = max(1, min(length, (1 << 18) // max(rows, 1)))
+    buffer = np.empty((block, rows), dtype=np.uint32)
+    leaves = []
+    for start in range(0, length, block):
+        columns = buffer[:min(block, length - start)]
+        kernels.columns_u32(encoded, columns, start)
+        leaves.extend(column_leaves(columns.T, salts[start:start + columns.shape[0]]))  # columns.T.T: contiguous
+    return leaves
+
+
 def _tree(rows: np.ndarray, length: int, hiding: bool, rng):
     encoded = rs_encode_rows(rows, length)
     if hiding:
@@ -246,7 +266,7 @@ def _tree(rows: np.ndarray, length: int, hiding: bool, rng):
         salts = tuple(data[i:i + SALT_SIZE] for i in range(0, len(data), SALT_SIZE))
     else:
         salts = (b"",) * length
-    return encoded, salts, merkle_levels(column_leaves(encoded, salts))
+    return encoded, salts, merkle_levels(_column_leaves(encoded, salts))
 
 
 def hiding_commit(values, params: HidingParams = HidingParams(), log_rows: int | None = None, seed=None):

@@ -5,6 +5,8 @@ A row of k coefficients encodes to its polynomial's values on the 2-adic subgrou
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .. import field as F
@@ -40,15 +42,40 @@ def ntt(values, inplace: bool = False) -> np.ndarray:
     n = values.shape[-1]
     if n < 1 or n & (n - 1) or n > 1 << F.TWO_ADICITY:
         raise ProofError(f"ntt: length {n} is not a power of two <= 2^{F.TWO_ADICITY}")
-    omega = pow(F.GENERATOR, (F.P - 1) // n, F.P)
-    twiddles = powers(omega, max(n // 2, 1))
     # numba only for commitment-sized inputs: a verifier's few short rows should not pay numba's import
     kernels = F.numba_kernels() if values.size >= NTT_NUMBA_MIN_SIZE else None
     if kernels is not None:
         rows = values.reshape(-1, n) if inplace and values.flags.c_contiguous else values.reshape(-1, n).copy()
-        kernels.ntt_rows(rows, twiddles, bit_reverse(n))
+        kernels.rs_encode(rows, rows, *_kernel_tables(n))
         return rows.reshape(values.shape)
-    return ntt_numpy(values, twiddles)
+    omega = pow(F.GENERATOR, (F.P - 1) // n, F.P)
+    return ntt_numpy(values, powers(omega, max(n // 2, 1)))
+
+
+@functools.lru_cache(maxsize=32)
+def stage_twiddles(n: int) -> tuple:
+    """The twiddles of each radix-2 stage of an n-point NTT, contiguous: for half = 1, 2, ..., n/2, omega^(j n /
+    (2 half)) for j < half at offset half - 1 (n - 1 in all, uint32), and Shoup's quotients floor(t 2^32 / p) of
+    each (the compiled transform's 32-bit products, :func:`proofs._kernels.rs_encode`). Read-only, cached."""
+    omega = pow(F.GENERATOR, (F.P - 1) // n, F.P)
+    table = powers(omega, max(n // 2, 1))
+    parts = [table[:: n // (2 * half)][:half] for half in (1 << s for s in range(n.bit_length() - 1))]
+    twiddles = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
+    quotients = (twiddles << np.uint64(32)) // np.uint64(F.P)   # t < p < 2^31: t 2^32 < 2^63, exact in uint64
+    out = (twiddles.astype(np.uint32), quotients.astype(np.uint32))
+    for array in out:
+        array.flags.writeable = False
+    return out
+
+
+@functools.lru_cache(maxsize=32)
+def _kernel_tables(n: int) -> tuple:
+    """(twiddles, quotients, bitrev of the radix, bitrev of n / radix) for :func:`proofs._kernels.rs_encode`."""
+    radix = min(16, n)   # proofs._kernels.NTT_RADIX (not imported here: numba loads only when a kernel runs)
+    out = stage_twiddles(n) + (bit_reverse(radix), bit_reverse(n // radix))
+    for array in out:
+        array.flags.writeable = False
+    return out
 
 
 def ntt_numpy(values, twiddles) -> np.ndarray:
@@ -74,6 +101,15 @@ def rs_encode(rows, rate_inv: int) -> np.ndarray:
 
 def rs_encode_rows(rows, length: int) -> np.ndarray:
     """RS-encode base rows (..., w) to ``length`` symbols: zero-pad the coefficients, NTT."""
+    rows = np.asarray(rows, dtype=np.uint64)
+    w = rows.shape[-1]
+    if length < w or length & (length - 1) or length > 1 << F.TWO_ADICITY:
+        raise ProofError(f"rs_encode_rows: length {length} is not a power of two in [{w}, 2^{F.TWO_ADICITY}]")
+    kernels = F.numba_kernels() if rows.size and rows.size // w * length >= NTT_NUMBA_MIN_SIZE else None
+    if kernels is not None:  # the zero padding read as zeros by the kernel: no padded copy
+        out = np.empty(rows.shape[:-1] + (length,), dtype=np.uint64)
+        kernels.rs_encode(np.ascontiguousarray(rows).reshape(-1, w), out.reshape(-1, length), *_kernel_tables(length))
+        return out
     padded = np.zeros(rows.shape[:-1] + (length,), dtype=np.uint64)
-    padded[..., :rows.shape[-1]] = rows
+    padded[..., :w] = rows
     return ntt(padded, inplace=True)

@@ -251,15 +251,21 @@ def test_bits_round_kernels_in_pieces_equal_the_numpy_twin(log_n, threads, seed)
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_ntt_rows_in_pieces_equal_the_numpy_ntt(split_everything, threads):
-    """The Ligero encoding's row NTTs split over pieces of the rows equal the numpy transform."""
-    from proofs.pcs.reed_solomon import bit_reverse, ntt_numpy, powers
+    """The Ligero encoding's row NTTs (in place, and of zero-padded rows) split over pieces of the rows equal the
+    numpy transform."""
+    from proofs.pcs.reed_solomon import _kernel_tables, ntt_numpy, powers
     rows = F.random_elements(7 * 64, seed=threads).reshape(7, 64)
     omega = pow(F.GENERATOR, (F.P - 1) // 64, F.P)
     twiddles = powers(omega, 32)
     T.set_threads(threads)
     got = rows.copy()
-    K.ntt_rows(got, twiddles, bit_reverse(64))
+    K.rs_encode(got, got, *_kernel_tables(64))
     assert np.array_equal(got, ntt_numpy(rows, twiddles))
+    padded = np.zeros_like(rows)
+    padded[:, :21] = rows[:, :21]
+    encoded = np.empty_like(rows)
+    K.rs_encode(np.ascontiguousarray(rows[:, :21]), encoded, *_kernel_tables(64))
+    assert np.array_equal(encoded, ntt_numpy(padded, twiddles))
 
 
 @settings(max_examples=20, deadline=None)
