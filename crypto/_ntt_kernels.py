@@ -264,8 +264,9 @@ def _tensor_add_range(a0, a1, b0, b1, q, bk, bm, f, fs, x0, x1, g, gs, d0, d1, d
                 o1[c] = min(s, s - ql)
 
 
-#: columns summed at a time by ``mul_int_sum_rows`` (the running sums stay in the L1 cache)
-_SUM_COLUMNS = 1024
+#: columns summed at a time by ``mul_int_sum_rows``: a whole row at N <= 2^16 (its running sum, 512 kB, stays in
+#: L2; 1024-column chunks, held in L1, measured slower: k input streams restarted per chunk defeat the prefetcher)
+_SUM_COLUMNS = 65536
 _U64_ROWS = numba.types.Array(numba.types.uint64, 2, "C", readonly=True)
 
 
