@@ -2,7 +2,7 @@
 nn.TransformerEncoderLayer (sequence 16, width 32, 2 heads, GELU; torch's default exporter) through ``hezk keygen``
 (client: the SECRET client file and the public context), ``hezk encrypt`` (client), ``hezk infer --context``
 (server: in its own folder holding the model, the calibration, the public context and the request, never the client
-file) and ``hezk decrypt`` (client) on a batch of two; the output within 2% of onnxruntime's largest output
+file) and ``hezk decrypt`` (client) on a batch of two (16, 32) sequences; the (2, 16, 32) output within 2% of onnxruntime's largest output
 magnitude, every command under the acceptance's peak memory. A 128-bit ring for this depth bootstraps at N = 2^16
 (10 GB): the run takes an INSECURE N = 2^11 test ring of the plan's measured depth (``--insecure``, tests only), as
 the local run of test_transformer_encrypted_cli.py does. Refusals: a sample of another shape and values outside the
@@ -45,7 +45,7 @@ def test_exported_encoder_layer_runs_split_between_client_and_server_within_two_
     onnx.save(model, client / "model.onnx")
     rng = np.random.default_rng(0)
     np.save(client / "cal.npy", rng.normal(size=(64, *shape)))
-    x = np.random.default_rng(1).normal(size=(2, *shape))
+    x = np.random.default_rng(1).normal(size=(2, *shape[1:]))       # the user's batch of two (16, 32) sequences
     np.save(client / "x.npy", x)
     write_ring(client / "ring.json", _measured_depth(client) + 4)
     for name in ("model.onnx", "cal.npy", "ring.json"):
@@ -62,7 +62,9 @@ def test_exported_encoder_layer_runs_split_between_client_and_server_within_two_
     assert "public keys only" in infer.stdout and not (server / "client.key").exists()
     shutil.copy(server / "reply.bin", client / "reply.bin")
     decrypt = ok(hezk("decrypt", "--client", "client.key", "--reply", "reply.bin", "--out", "y.npy", cwd=client))
-    error = relative_error(np.load(client / "y.npy"), onnxruntime_run(model, x, shape))
+    y = np.load(client / "y.npy")
+    assert y.shape == x.shape                                         # outputs in the input's form
+    error = relative_error(y, onnxruntime_run(model, x, shape))
     peaks = {run.args[0]: run.peak_rss / 2**30 for run in (keygen, encrypt, infer, decrypt)}
     print(f"split encoder layer: error {error:.3%} of the largest output; peak RSS GiB {peaks}")
     assert error <= 0.02
