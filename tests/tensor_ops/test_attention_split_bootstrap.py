@@ -5,6 +5,7 @@ INSECURE N = 2^12 bootstrappable toy ring of test_attention_bootstrap.py (tests 
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -28,6 +29,7 @@ def test_a_bootstrapping_plan_runs_split_with_the_bootstrap_keys_from_the_public
     assert plan.bootstrap_count >= 1
     spec = AttentionSpec.of(plan, graph)
     assert spec.bootstrap == CONFIG and spec.input_level == INPUT_LEVEL
+    assert AttentionSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec    # plan --out, keygen --plan
     client = AttentionClient(spec, allow_insecure=True, seed=1)
     public = CKKSContext.from_bytes(client.public_context())
     assert not public.has_secret_key and public.bootstrap_config == CONFIG and public.has_conjugation_key
