@@ -41,9 +41,11 @@ from .inference import InputRangeError, require_secure
 from .model_plan import (BOOTSTRAP_PRESET, DEFAULT_KEY_BUDGET, auto_parameters, check_scale_drift, choose_parameters,
                          deepest_secure_preset)
 from .nn import LevelRecorder
+from .plan.cost import CostModel
 from .tensor_base import CipherTensorBase
 
-__all__ = ["ATTENTION_BOOTSTRAP", "ATTENTION_KINDS", "AttentionPlan", "BootstrapRecorder", "BootstrapSite", "BootstrappingBackend",
+__all__ = ["ATTENTION_BOOTSTRAP", "ATTENTION_KINDS", "AttentionPlan", "BootstrapRecorder", "BootstrapSite",
+           "BootstrappingBackend", "ESTIMATE_COSTS",
            "contraction_records", "find_early_refreshes", "rotation_units", "has_attention", "plan_attention",
            "read_graph", "run_attention", "attention_config",
            "samples_outside"]
@@ -55,9 +57,18 @@ _DEFAULT_SLOTS = 1 << 15
 #: levels asked beyond the recorded depth: the evaluator aligns the scales of two ciphertexts at one level by a
 #: rescale of one of them (a level the recording backend does not see; one on the tiny encoder layer)
 ALIGNMENT_LEVELS = 2
-#: seconds of one key-switched rotation at parameters of ``REFERENCE_SIZE`` = N x (Q + P limbs): the model planner's
-#: built-in figure (``tensor_ops.model_plan``), scaled linearly with the size; the time estimates' unit
-ROTATION_SECONDS, REFERENCE_SIZE = 0.0025, (1 << 13) * 7
+#: the per-operation costs the time estimates price with, measured on this machine at N16_BOOT's top level
+#: (``CostModel.measure``: CPU time, best of 3, one thread, load average 3-5, 2026-12-06): a key-switched rotation
+#: 0.310 s at N = 2^16 with 49 + 9 limbs (scaled linearly with N x limbs to other parameters: the unit), a hoisted
+#: one 0.36 of it, ct x ct with relinearization 0.97, ct x pt 0.047, a rescale 0.137, an encoding 0.071. (The
+#: figure before, 2.5 ms at N = 2^13 with 7 limbs scaled up, priced an N16_BOOT rotation at 0.166 s: half of it.)
+ESTIMATE_COSTS = CostModel(hoisted_rotation=0.36, ct_mult=0.97, pt_mult=0.047, rescale=0.137, encode=0.071,
+                           rotation_seconds=0.310, measured_size=(1 << 16) * 58)
+ROTATION_SECONDS, REFERENCE_SIZE = ESTIMATE_COSTS.rotation_seconds, ESTIMATE_COSTS.measured_size
+#: measured over priced seconds of a bootstrap: its operation counts priced as above give 36.8 s for N16_BOOT's
+#: bootstrap without arcsin (3/3 levels), measured 14.86 s (``benchmarks/bootstrap.py``: CPU, best of 3, load ~5;
+#: double hoisting, subring diagonals and fused EvalMod products that the counts do not see)
+BOOTSTRAP_MEASURED_SHARE = 0.404
 
 
 class ScaleKeepingBackend(CKKSBackend):
@@ -584,11 +595,13 @@ class AttentionPlan:
 
     @property
     def bootstrap_seconds(self) -> float:
-        """Estimated seconds of one bootstrap: its cost in rotations (``bootstrap_placement.bootstrap_cost``) times
-        a rotation at the top level (``ROTATION_SECONDS`` scaled by the size); 0 without bootstraps."""
+        """Estimated seconds of one bootstrap: its cost in rotations (``bootstrap_placement.bootstrap_cost`` with
+        ``ESTIMATE_COSTS``) times a rotation at the top level (``ROTATION_SECONDS`` scaled by the size) times
+        ``BOOTSTRAP_MEASURED_SHARE`` (what a measured N16_BOOT bootstrap takes of that price); 0 without bootstraps."""
         if self.bootstrap is None:
             return 0.0
-        return bootstrap_cost(self.bootstrap_plan) * _rotation_seconds(self.params, self.params.max_level)
+        return (bootstrap_cost(self.bootstrap_plan, ESTIMATE_COSTS)
+                * _rotation_seconds(self.params, self.params.max_level) * BOOTSTRAP_MEASURED_SHARE)
 
     @property
     def estimated_seconds(self) -> float:
@@ -600,9 +613,7 @@ class AttentionPlan:
         bootstraps."""
         if self.bootstrap is None:
             return 0.0
-        from .plan.cost import CostModel
-
-        c, counts = CostModel(), dict(self.operations)
+        c, counts = ESTIMATE_COSTS, dict(self.operations)
         turns = counts.get("rotation_units")     # composed rotations priced as they run (``rotation_units``)
         if turns is None:
             turns = counts.get("rotations", 0) * c.rotation + counts.get("hoisted_rotations", 0) * c.hoisted_rotation
@@ -848,9 +859,8 @@ def rotation_units(operations, key_steps, slots: int, weight=None) -> tuple:
     the plain counts left out. ``weight(level)``: the cost of an operation at the level it was recorded at relative
     to the reference level (its limbs; entries recorded without a level, or -1, weigh 1)."""
     from .backends import rotation_route
-    from .plan.cost import CostModel
 
-    c, units, products, out, by_node = CostModel(), 0.0, 0.0, [], {}
+    c, units, products, out, by_node = ESTIMATE_COSTS, 0.0, 0.0, [], {}
     keys = None if key_steps is None else {int(k) % slots for k in key_steps}
     scaled = (lambda level: 1.0) if weight is None else (lambda level: 1.0 if level < 0 else weight(level))
     for name, value in operations:
@@ -913,21 +923,21 @@ def _signed_power_of_two_steps(slots: int) -> tuple:
 
 def _cheapest_bootstrapping(model, sample, params, config, input_level, rotations, key_budget,
                             compaction=True) -> dict:
-    """``_bootstrapping``'s fields, the inputs encrypted at ``input_level``, or where it is None at the top level or
-    at the levels a bootstrap leaves, whichever is estimated faster: the layer's first operations (attention's
-    projections and products) then run on the limbs of the levels a bootstrap leaves instead of the top's (on
-    N16_BOOT 19 + 9 limbs instead of 49 + 9), for the bootstrap or two that the fewer levels add."""
+    """``_bootstrapping``'s fields, the inputs encrypted at ``input_level``, or where it is None at the level
+    estimated fastest of the top, the levels a bootstrap leaves, and 2 and 4 above those: the layer's first
+    operations (attention's projections and products) then run on fewer limbs than the top's (on N16_BOOT 19 + 9
+    at 8 levels instead of 49 + 9), for the bootstrap or two that the fewer levels add (BERT-tiny: 10 levels)."""
     top = _bootstrapping(model, sample, params, config, input_level, rotations, key_budget, compaction)
     if input_level is not None:
         return top
     left = cached_bootstrap_plan(params, attention_config(config)).levels_left
-    if left >= params.max_level:
-        return top
-    try:
-        low = _bootstrapping(model, sample, params, config, left, rotations, key_budget, compaction)
-    except ParameterError:
-        return top
-    return min((top, low), key=lambda boot: _estimated_seconds(params, boot))
+    options = [top]
+    for level in range(left, min(left + 5, params.max_level), 2):
+        try:
+            options.append(_bootstrapping(model, sample, params, config, level, rotations, key_budget, compaction))
+        except ParameterError:
+            continue
+    return min(options, key=lambda boot: _estimated_seconds(params, boot))
 
 
 def _estimated_seconds(params, boot: dict) -> float:
@@ -936,7 +946,8 @@ def _estimated_seconds(params, boot: dict) -> float:
     counts = dict(boot["operations"])
     units = counts.get("rotation_units", 0.0) + counts.get("product_units", 0.0)
     count = sum(site.ciphertexts for site in boot["bootstraps"])
-    return (count * bootstrap_cost(bootstrap) * _rotation_seconds(params, params.max_level)
+    return (count * bootstrap_cost(bootstrap, ESTIMATE_COSTS) * _rotation_seconds(params, params.max_level)
+            * BOOTSTRAP_MEASURED_SHARE
             + units * _rotation_seconds(params, min(bootstrap.levels_left, params.max_level)))
 
 
@@ -979,7 +990,7 @@ def _bootstrapping(model, sample, params, config, input_level, rotations, key_bu
             raise ParameterError(f"the bootstrapping ring N=2^{params.log_n} needs {_key_bytes(params, keys) / 2**20:.0f} "
                                  f"MiB of Galois keys even with power-of-two keys ({keys} keys, the bootstrap's "
                                  f"included), over the key budget of {key_budget / 2**20:.0f} MiB")
-    left = min(boot.levels_left, params.max_level)     # the estimate's unit: a rotation at the levels a bootstrap leaves
+    left = min(boot.levels_left, params.max_level)    # the estimate's unit: a rotation at the levels a bootstrap leaves
     size = lambda level: params.limbs_at(min(level, params.max_level)) + len(params.p_moduli)  # noqa: E731
     operations = rotation_units(operations, key_steps, params.slots, lambda level: size(level) / size(left))
     return dict(bootstrap=config, bootstraps=sites, input_level=int(level), key_steps=key_steps,

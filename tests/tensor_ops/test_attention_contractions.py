@@ -3,12 +3,11 @@ planner's cost model chose, its estimate, rotations, depth) and its rotation pri
 (``rotation_units``: a step without its own key composed of power-of-two ones, as ``CKKSBackend`` runs it)."""
 from __future__ import annotations
 
-from tensor_ops.attention_plan import contraction_records, rotation_units
+from tensor_ops.attention_plan import ESTIMATE_COSTS, contraction_records, rotation_units
 from tensor_ops.backends import rotation_route
 from tensor_ops.layout import SlotLayout
 from tensor_ops.parse import parse
 from tensor_ops.plan import build_plan, plan
-from tensor_ops.plan.cost import CostModel
 
 
 def test_records_name_the_products_of_two_encrypted_tensors_only():
@@ -24,7 +23,7 @@ def test_records_name_the_products_of_two_encrypted_tensors_only():
 
 
 def test_rotation_units_price_composed_steps_as_they_run():
-    slots, c = 1 << 10, CostModel()
+    slots, c = 1 << 10, ESTIMATE_COSTS
     amounts = ((1, False, 3), (5, False, 2), (slots - 128, True, 4), (64, True, 1))
     operations = (("rotations", 5), ("hoisted_rotations", 5), ("amounts", amounts))
     keyed = dict(rotation_units(operations, None, slots))

@@ -12,11 +12,10 @@ from hypothesis import given, settings, strategies as st
 
 import hezk.model
 from tensor_ops.attention import SoftmaxApprox, approximate, choose_exp, exp_error, raw_basis
-from tensor_ops.attention_plan import (ATTENTION_BOOTSTRAP, BootstrapRecorder, attention_config, plan_attention,
-                                       rotation_units)
+from tensor_ops.attention_plan import (ATTENTION_BOOTSTRAP, ESTIMATE_COSTS, BootstrapRecorder, attention_config,
+                                       plan_attention, rotation_units)
 from tensor_ops.backends import rotation_route
 from tensor_ops.nn import LevelRecorder
-from tensor_ops.plan.cost import CostModel
 from tensor_ops.tensor import encrypt
 
 
@@ -36,12 +35,13 @@ def test_recorder_counts_rescales_and_encodes_each_constant_once_per_level():
 def test_products_are_priced_without_a_rescale_each_when_rescales_are_counted():
     """With rescales recorded, a node's products are priced without a rescale of their own and its rescales and
     encodings at ``CostModel.rescale`` / ``encode``; counts recorded before (no rescale kind) keep the old price."""
-    c, powers = CostModel(), tuple(1 << i for i in range(10))
+    c, powers = ESTIMATE_COSTS, tuple(1 << i for i in range(10))
     new = (("node_products", (("mm", "ct_pt", 10), ("mm", "rescale", 2), ("mm", "encode", 4))),)
     assert dict(dict(rotation_units(new, powers, 1 << 10))["node_units"])["mm"] == \
         round(10 * c.pt_mult + 2 * c.rescale + 4 * c.encode, 1)
     old = (("node_products", (("mm", "ct_pt", 10),)),)
-    assert dict(dict(rotation_units(old, powers, 1 << 10))["node_units"])["mm"] == round(10 * (c.pt_mult + c.rescale), 1)
+    assert dict(dict(rotation_units(old, powers, 1 << 10))["node_units"])["mm"] == \
+        round(10 * (c.pt_mult + c.rescale), 1)
 
 
 def test_signed_powers_of_two_compose_a_negative_step_in_one_rotation():
@@ -130,7 +130,7 @@ def test_time_breakdown_sums_to_the_estimate():
 def test_operations_are_priced_at_the_level_they_ran_at():
     """Rotations and products recorded with their level weigh ``weight(level)`` (limbs relative to the reference);
     entries without a level (-1, or the older shorter records) weigh 1."""
-    c, slots = CostModel(), 1 << 10
+    c, slots = ESTIMATE_COSTS, 1 << 10
     operations = (("amounts", (("a", 1, False, 4, 2), ("a", 2, True, -1, 2), ("b", 4, False, 1, 1))),
                   ("node_products", (("a", "ct_ct", 4, 1), ("a", "rescale", 4, 1), ("b", "ct_pt", 1, 3))))
     weight = {4: 2.0, 1: 0.5}.get
