@@ -793,11 +793,20 @@ def transposed_matmul(a, b, out):
              work_per_item=a.shape[0] * a.shape[1])
 
 
+_TWO_32 = np.uint64((1 << 32) % 2013265921)   #: 2^32 mod p
+_LOW_32 = np.uint64(0xFFFFFFFF)
+#: Rows of ``transposed_matmul`` added between reductions: each partly reduced product (p >> 32) (2^32 mod p) +
+#: (p mod 2^32) of residues p < 2^62 is below 2.54e17, so 64 of them and a residue stay below 2^64
+MATMUL_ROWS_PER_REDUCTION = 64
+
+
 @numba.njit(cache=True, nogil=True)
 def _transposed_matmul_rows(a, b, out, lo, hi):
-    """Rows lo <= j < hi of ``transposed_matmul``."""
+    """Rows lo <= j < hi of ``transposed_matmul``: products partly reduced (shift, multiply, mask: no division)
+    and the accumulators reduced every MATMUL_ROWS_PER_REDUCTION rows i."""
     n, k_count = a.shape[0], a.shape[1]
     acc = np.zeros((hi - lo, k_count), dtype=np.uint64)
+    pending = 0
     for i in range(n):
         bi = b[i, lo:hi]
         ai = a[i]
@@ -807,12 +816,19 @@ def _transposed_matmul_rows(a, b, out, lo, hi):
                 continue
             row = acc[j]
             for k in range(k_count):
-                row[k] += (ai[k] * v) % P
+                p = ai[k] * v
+                row[k] += (p >> np.uint64(32)) * _TWO_32 + (p & _LOW_32)
+        pending += 1
+        if pending == MATMUL_ROWS_PER_REDUCTION:
+            for j in range(hi - lo):
+                row = acc[j]
+                for k in range(k_count):
+                    row[k] %= P
+            pending = 0
     ov = out[lo:hi]
     for j in range(hi - lo):
         for k in range(k_count):
             ov[j, k] = acc[j, k] % P
-
 
 
 #: Products a[b, i] w[o, i] in one piece of :func:`int_affine` at least (below: one thread)

@@ -109,3 +109,17 @@ def test_masked_product_round_sums_by_plane_sums_equal_the_numpy_rounds(log_half
         K.PARALLEL_MIN_ENTRIES = before[0]
         T.set_threads(before[1])
     assert np.array_equal(out, RelationProver._numpy_sums(factors, degree))
+
+
+@pytest.mark.parametrize("rows", [1, 63, 64, 65, 200])
+def test_transposed_matmul_partial_reductions_hold_at_the_largest_residues(rows):
+    """a^T b with every entry p - 1 (the largest partly reduced products, MATMUL_ROWS_PER_REDUCTION of them between
+    reductions and a residue left over) and with random entries equals the exact Python-int product mod p."""
+    rng = np.random.default_rng(rows)
+    for a, b in [(np.full((rows, 3), F.P - 1, dtype=np.uint64), np.full((rows, 70), F.P - 1, dtype=np.uint64)),
+                 (F.random_elements((rows, 5), seed=rows), F.random_elements((rows, 9), seed=rows + 1))]:
+        b[rng.integers(0, rows), 0] = 0                    # a skipped zero entry
+        out = np.empty((b.shape[1], a.shape[1]), dtype=np.uint64)
+        K.transposed_matmul(a, b, out)
+        exact = (a.astype(object).T @ b.astype(object)) % F.P
+        assert np.array_equal(out, exact.T.astype(np.uint64))
