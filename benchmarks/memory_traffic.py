@@ -138,7 +138,7 @@ class KernelSpec:
 def _generic(spec: KernelSpec, bound: inspect.BoundArguments, result) -> tuple[int, int]:
     args = bound.arguments
     out_names = set(spec.out)
-    if "init" in args and args["init"]:          # muladd_pair(init=True): the accumulators are only written
+    if isinstance(args.get("init"), bool) and args["init"]:     # muladd_pair(init=True): accumulators only written
         out_names |= set(spec.inout)
     read = written = 0
     seen = set()
@@ -180,6 +180,14 @@ def _inner_product_bytes(bound: inspect.BoundArguments, result) -> tuple[int, in
     return digit_rows + key_rows + added, written
 
 
+def _int_sum_bytes(bound: inspect.BoundArguments, result) -> tuple[int, int]:
+    """``mul_int_sum_rows``: the rows of each term it reads (the first rows of a term at a higher level), the sum
+    written once."""
+    a = bound.arguments
+    out = a["out"]
+    return len(a["xs"]) * out.nbytes, out.nbytes
+
+
 def _keep_bytes(bound: inspect.BoundArguments, result) -> tuple[int, int]:
     """``RNSPoly.keep``: a view costs nothing, a copy reads and writes the kept rows."""
     src = bound.arguments["self"].data
@@ -217,7 +225,7 @@ KERNELS = {
     ("crypto.ckks.evaluator", "mulmod_scalar_rows"): KernelSpec("mul/add/Barrett"),
     ("crypto.ckks.evaluator", "muladd_scalar_rows"): KernelSpec("mul/add/Barrett"),
     ("crypto.ckks.evaluator", "muladd_pairs"): KernelSpec("mul/add/Barrett", out=("acc_b", "acc_a")),
-    ("crypto.ckks.evaluator", "mul_int_sum_rows"): KernelSpec("mul/add/Barrett", out=("out",)),
+    ("crypto.ckks.evaluator", "mul_int_sum_rows"): KernelSpec("mul/add/Barrett", custom=_int_sum_bytes),
     ("crypto.ckks.evaluator", "permute_rows"): KernelSpec("automorphism"),
     ("crypto.ckks.evaluator", "add_permuted_into"): KernelSpec("automorphism", inout=("acc",)),
     ("crypto.ckks.evaluator", "add_permuted_pair_into"): KernelSpec("automorphism", inout=("acc",)),
