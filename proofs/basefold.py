@@ -1253,9 +1253,9 @@ def open_batch(witnesses, points_list, transcript, values=None):
             if plan.firsts[k] == m:  # its codeword joins after its row folds (r of rounds n_k .. m + 1)
                 rows = witnesses[k].codeword
                 s = rows.shape[1].bit_length() - 1
-                joined = _combine_rows(rows, eq_table(np.stack(challenges[i - s:i]))) if s else \
-                    F.ext_from_base(rows[:, 0])
-                joined = F.ext_mul(joined, betas[k])
+                weights = eq_table(np.stack(challenges[i - s:i])) if s else F.ext_one((1,))
+                # beta_k sum_c eq(r, c) row_c: beta_k scales the 2^s weights, not the N' combined symbols
+                joined = _combine_rows(rows, F.ext_mul(weights, betas[k][None]))
                 codeword = joined if codeword is None else F.ext_add(codeword, joined)
         h = _eq_round_message(combined, joining, suffix, point[i], scale)
         transcript.absorb("basefold.round", h)

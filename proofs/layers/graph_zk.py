@@ -1108,8 +1108,12 @@ def default_graph_params(qgraph: QuantizedGraph) -> HidingParams:
 
 
 #: the hiding Basefold candidates of :func:`graph_basefold_params` for graphs with a store of at least
-#: 2^TAIL_MIN_VARS entries, smallest proofs first: (rate_inv, max_log_codeword); arity 3, final 10, 12 grinding bits
-GRAPH_BASEFOLD_CANDIDATES = ((4, 16), (2, 16))
+#: 2^TAIL_MIN_VARS entries, smallest proofs first: (rate_inv, max_log_codeword, arity, final_vars, grinding_bits,
+#: fold_grinding_bits). The first two grind before every fold (:mod:`proofs.basefold`, ``fold_grinding_bits``), which
+#: lets rows of 2^20-2^22 symbols reach 100 bits (without it they give 97-99.8 bits): a query opens a few symbols per
+#: store instead of 2^11+
+GRAPH_BASEFOLD_CANDIDATES = ((4, 20, 3, 10, 16, 12), (2, 22, 5, 10, 16, 12), (4, 16, 3, 10, 12, 0),
+                             (2, 16, 3, 10, 12, 0))
 
 
 def graph_basefold_params(qgraph: QuantizedGraph, batch: int = 1):
@@ -1131,10 +1135,10 @@ def graph_basefold_params(qgraph: QuantizedGraph, batch: int = 1):
         return small
     _, plans, relation_shapes, keys = _basefold_structure(shapes)
     bits = 0.0
-    for rate_inv, log_codeword in GRAPH_BASEFOLD_CANDIDATES:
+    for rate_inv, log_codeword, arity, final_vars, grinding_bits, fold_bits in GRAPH_BASEFOLD_CANDIDATES:
         params = BZ.HidingBasefoldParams(B.BasefoldParams(  # queries: the fewest for the code's query bits
-            rate_inv=rate_inv, arity=small.base.arity, final_vars=small.base.final_vars, max_log_codeword=log_codeword,
-            grinding_bits=small.base.grinding_bits), layout="tail")
+            rate_inv=rate_inv, arity=arity, final_vars=final_vars, max_log_codeword=log_codeword,
+            grinding_bits=grinding_bits, fold_grinding_bits=fold_bits), layout="tail")
         try:
             weights = BZ.HidingBasefoldCommitment(B.BasefoldCommitment(
                 bytes(32), BZ.inner_vars(layouts["w"].num_vars, params), params.base), layouts["w"].num_vars, 1, "tail")

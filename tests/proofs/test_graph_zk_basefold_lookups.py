@@ -17,7 +17,7 @@ import hezk
 import hezk.model
 from proofs import basefold as B
 from proofs import basefold_zk as BZ
-from proofs.errors import ProofRejected
+from proofs.errors import ProofError, ProofRejected
 from proofs.layers import graph_zk as GZ
 from proofs.graph_quantize import quantize_graph
 from proofs.layers.graph_zk import (GRAPH_BASEFOLD_CANDIDATES, HidingGraphCommitment, HidingGraphProof, Shapes,
@@ -185,12 +185,41 @@ def test_graph_basefold_params_take_the_tail_layout_for_large_stores(exported, m
     assert max(layout.num_vars for layout in stores) >= BZ.TAIL_MIN_VARS
     params = graph_basefold_params(q)
     assert params.layout == "tail"
-    assert (params.base.rate_inv, params.base.max_log_codeword) in GRAPH_BASEFOLD_CANDIDATES
+    base = params.base
+    assert (base.rate_inv, base.max_log_codeword, base.arity, base.final_vars, base.grinding_bits,
+            base.fold_grinding_bits) in GRAPH_BASEFOLD_CANDIDATES
     expected = B.BasefoldParams(rate_inv=params.base.rate_inv, arity=params.base.arity,
                                 final_vars=params.base.final_vars, grinding_bits=params.base.grinding_bits)
     assert params.base.num_queries == expected.num_queries and params.base.query_bits >= 104
+    # rows of 2^20 symbols with a proof of work before each fold (the first candidate)
+    assert params.base.fold_grinding_bits > 0 and params.base.max_log_codeword >= 20
     monkeypatch.setattr(BZ, "TAIL_MIN_VARS", 30)
     assert graph_basefold_params(q) == basefold_params()
+
+
+def test_the_ground_candidates_prove_gpt2_size_stores_that_short_rows_need_rate_half_for():
+    """GPT-2-small's block (stores of 2^24, 2^23, 2^23 entries, the tail layout's second halves: 2^26, 2^25, 2^25):
+    the rate-1/2 candidate with rows of 2^22 reaches 100 bits per hash only with its fold proof of work (the fold
+    terms count 2^-12), its statistical bits stay above the verifiers' floor; rate 1/4 has no room for the 2^26."""
+    ground = next(c for c in GRAPH_BASEFOLD_CANDIDATES if c[0] == 2 and c[5])
+    rate, log_codeword, arity, final, grinding_bits, fold_bits = ground
+
+    def bits(fold):
+        params = BZ.HidingBasefoldParams(B.BasefoldParams(rate_inv=rate, arity=arity, final_vars=final,
+                                                          max_log_codeword=log_codeword, grinding_bits=grinding_bits,
+                                                          fold_grinding_bits=fold), layout="tail")
+        stores = [BZ.HidingBasefoldCommitment(B.BasefoldCommitment(bytes(32), BZ.inner_vars(n, params), params.base),
+                                              n, 1, "tail") for n in (24, 23, 23)]
+        assert [c.inner.num_vars for c in stores] == [26, 25, 25]
+        return BZ.verified_bits(stores), B.statistical_bits(BZ.verified_bits, stores)
+
+    (ground_bits, statistical), (plain_bits, _) = bits(fold_bits), bits(0)
+    assert ground_bits >= 101 > 100 > plain_bits
+    assert B.MIN_STATISTICAL_BITS <= statistical < plain_bits
+    first = GRAPH_BASEFOLD_CANDIDATES[0]
+    with pytest.raises(ProofError):  # the first candidate (rate 1/4) cannot hold the 2^24 store's slot table
+        BZ.inner_vars(24, BZ.HidingBasefoldParams(B.BasefoldParams(rate_inv=first[0], max_log_codeword=first[1]),
+                                                  layout="tail"))
 
 
 @pytest.mark.slow
