@@ -231,6 +231,10 @@ def _attention(args, command: str):
     if command == "infer --dask":
         raise HEError("--dask: a model with attention runs in this process (local infer without --dask) or split "
                       "into keygen, encrypt, infer --context and decrypt; Dask tasks are built for the slot path only")
+    packing = getattr(args, "packing", None) or "auto"
+    if packing != "auto":
+        raise HEError(f"--packing {packing}: a model with attention is laid out by its own plan (each sample in the "
+                      f"compact layout the planner's products start from); omit --packing")
     calibration = _load_array(args.calibration, "--calibration") if getattr(args, "calibration", None) else None
     # the server side plans what it is given (as for every model: the client decides its security at keygen)
     insecure = _insecure(args) or (command in ("plan", "infer --context") and _choice(args)["params"] is not None)

@@ -167,6 +167,9 @@ def test_keys_requests_and_replies_of_another_model_plan_or_key_set_are_refused_
     assert cli.main(["infer", *_common(files), "--context", str(files / "c.ctx"), "--request",
                      str(files / "x.npy"), "--out", str(files / "a.bin")]) == 2
     assert "plain numpy array" in capsys.readouterr().err
+    assert cli.main(["infer", *_common(files), "--packing", "replicated", "--context", str(files / "c.ctx"),
+                     "--request", str(files / "r.bin"), "--out", str(files / "a.bin")]) == 2
+    assert "--packing replicated: a model with attention" in capsys.readouterr().err
 
     assert _infer(files) == 0 and _keygen(files, "d") == 0
     assert _encrypt(files, "d", "x.npy", "rd.bin") == 0
