@@ -20,8 +20,8 @@ def draw(rng, q, cols):
     return np.array([rng.integers(0, int(m), cols) for m in q], dtype=np.uint64)
 
 
-@settings(max_examples=25, deadline=None)
-@given(st.integers(1, 4), st.sampled_from([8, 64, 2048, 8192]), st.integers(1, 9), st.integers(0, 2**31),
+@settings(max_examples=12, deadline=None)
+@given(st.integers(1, 3), st.sampled_from([8, 64, 2048]), st.integers(1, 9), st.integers(0, 2**31),
        st.lists(st.integers(0, 4), min_size=9, max_size=9), st.lists(st.booleans(), min_size=9, max_size=9))
 def test_muladd_pairs_equals_muladd_pair_per_term(rows, n, k, seed, log_repeats, narrow):
     """k terms, each plaintext full or a compact subring NTT (n / 2^r columns), uint32 or uint64; residues up to
@@ -210,3 +210,34 @@ def test_tiled_divide_round_matches_big_integers(seed):
         v = centered_crt(x[:, c], moduli)
         r = (v + big_t // 2) // big_t          # round(v / T), T odd: no ties
         assert [int(got[l, c]) for l in range(3)] == [r % moduli[l] for l in range(3)]
+
+
+def test_fused_kernels_give_the_same_bits_on_two_threads():
+    """Sizes above the kernels' split thresholds (2^18 elements, 2^20 products), at 1 and 2 threads."""
+    import hezk
+    rows, n = 4, 1 << 17
+    q = np.array(find_ntt_primes(31, rows, 2 * n), dtype=np.uint64)
+    rng = np.random.default_rng(7)
+    xs = [draw(rng, q, n) for _ in range(6)]
+    pts = [draw(rng, q, n).astype(np.uint32), draw(rng, q, 64), draw(rng, q, 2048)]
+    w = np.array([[rng.integers(0, int(m)) for m in q] for _ in range(3)], dtype=np.uint64)
+    ring = RingContext(n, q.tolist())
+    idx = tuple(range(rows))
+
+    def run():
+        acc = [np.empty((rows, n), np.uint64) for _ in range(2)]
+        muladd_pairs(acc[0], acc[1], xs[:3], xs[3:], pts, q)
+        total = mul_int_sum_rows(xs[:3], w, shoup_precompute(w, q[None, :]), q - 1, q, np.empty((rows, n), np.uint64))
+        out = tuple(np.empty((rows, n), np.uint64) for _ in range(3))
+        ring.tensor_into(*xs[:4], idx, out, factor=3, add=(xs[4], xs[5]), add_factor=-5)
+        return acc + [total] + list(out)
+
+    before = hezk.get_threads()
+    try:
+        hezk.set_threads(1)
+        one = run()
+        hezk.set_threads(2)
+        two = run()
+    finally:
+        hezk.set_threads(before)
+    assert all(np.array_equal(a, b) for a, b in zip(one, two))
