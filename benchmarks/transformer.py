@@ -17,21 +17,35 @@ only: sparse secret, no security): wall time, peak RSS, the bootstraps run, the 
 share of its largest output. ``--proof``: the proof rows of ``benchmarks/transformer_proof.py`` (quick: its 16 x 32
 row, hidden weights; all: its default rows; none). ``--size``: another layer (width, heads, MLP, sequence).
 
-Measured here (2 shared cores, load average 4-9, one thread): the BERT-tiny layer plans at 128 bits (N16_BOOT, 23
-levels, depth 59) in 2-6 min (0.9-1.6 GB RSS). Attention's two products take the planner's skewed diagonal products
-(``tensor_ops.plan.skewed``: scores est. 622 units, 463 rotations, 1 output ciphertext; weighted sum 555 units, 397
-rotations, its output where the values were), 20 ciphertext bootstraps at 15 sites, message coefficients up to
-0.51 Delta, 6.6 GiB of Galois keys (the powers of two), ~943 s estimated server time: bootstraps ~397 s, the rest
-546 s (scores 21%, weighted sum 17%, MLP 27%, projections 15%, layer norm 11%); peak memory estimated 9.1 GiB.
-Before (replicate-multiply-reduce, scores over 512 ciphertexts): est. 4,972 + 3,795 units for the two products,
-15 bootstraps, ~3,307 s (bootstraps 297 s; the rest 3,010 s, 89% of it attention's products and Softmax), 18 GiB;
-1,673 s as the estimate then priced rotations (every step as one keyed rotation: with power-of-two keys a step is
-composed of several, now priced so: ``attention_plan.rotation_units``), against 661 s now in that pricing (bootstraps
-397 s, the rest 265 s). The 120 s goal is not met. The
-approximations keep the layer within 0.33% of its largest output on the calibration data. On the toy ring the 16 x
-32 layer runs in ~83 s (keys 17 s), 2.1 GB peak RSS, 18 bootstraps, 0.15% of onnxruntime's largest output; the 32 x
-32 layer (``--test-ring-size 32,2,64,32``, whose products take the skewed layout) in ~77 s (keys 12 s, evaluation
-65 s), 2.5 GB peak RSS, 18 bootstraps, 0.13% of onnxruntime's largest output (load ~5).
+Measured here (2 shared cores, one thread, load average ~6): the BERT-tiny layer plans at 128 bits (N16_BOOT, 23
+levels, depth 46, inputs encrypted at level 10, the fastest of those tried) in ~90 s (0.9-1.6 GB RSS). Estimated
+server time 580 s, one thread: 6 ciphertext bootstraps at 6 sites (one before each approximation and before the
+weighted sum and the MLP), 14.9 s each, 89 s; the rest 491 s. The plan prints where it goes, by node
+(``AttentionPlan.time_breakdown``): scores (MatMul_1, skewed diagonal products) 112 s, weighted sum (MatMul_2) 97 s +
+1 bootstrap, QKV projection 90 s, linear1 87 s + 1, linear2 43 s, norm2 17 s + 1, Add_2 16 s, Add 8 s + 1, norm1
+5 s + 1, Softmax 3 s + 1, GELU 3 s; 1,075 rotations + 694 hoisted (2,541 units on the keys), 8,838 ct x pt, 185 ct
+x ct, 428 rescales, 3,805 constants encoded. Galois keys 7.8 GiB (45: the signed powers of two and the bootstrap's),
+peak memory estimated 10.3 GiB; the approximations keep the layer within 0.33% of its largest output on the
+calibration data. The 120 s goal is not met: attention's products and the projections/MLP take 430 s of the 491.
+
+The estimate prices every operation at the level it runs at with per-operation costs measured at N16_BOOT
+(``attention_plan.ESTIMATE_COSTS``: a key-switched rotation 0.310 s at the top level, CPU time, twice the old
+figure scaled from N = 2^13; a bootstrap its measured 14.9 s, ``BOOTSTRAP_MEASURED_SHARE``), counts rescales (once
+per rescale, not per product) and the encodings of constants. Before this work the plan stated 943 s in the old
+pricing (20 bootstraps, 397 s; rotations at 0.166 s). The cuts, each in the pricing of its time: rescales and
+encodings counted 904 s; a bootstrap without arcsin (8 levels left instead of 6: its sine error at the recorded
+coefficients, <= 0.013 Delta now, far inside the budget) and one refresh of an approximation's input before its
+whole schedule (``_Refreshing.prepare``, node depth measured per layout; THOR / NEXUS place theirs at the narrow
+points) 742 s, 8 bootstraps; Softmax without levels for affine maps (exp's polynomial in x's power basis, the
+reciprocal's start line folded into the exponentials' scale kappa = sqrt(beta); Powerformer / THOR), exp's degree
+and squarings chosen for an error target, Newton tolerance 1e-3 (depth 59 -> 53) and node depths measured 721 s;
+the signed powers of two as rotation keys (+7 keys, 1.2 GiB: a broadcast's steps -1..-64 one rotation each
+instead of up to 15) 527 s; LayerNorm's masks folded into its constants (norm1 depth 12 -> 8, norm2 9 -> 6: each
+now one bootstrap) 4 bootstraps, 591 s with every operation priced at its level (attention at 23..1 levels); inputs
+encrypted lower 476 s; the measured costs 580 s. On the toy ring (INSECURE N = 2^12, load ~7.8 on 2 cores,
+wall clock) the 16 x 32 layer evaluates in 34.2 s with 9 bootstraps (46.4 s with 20 before), 0.15% of onnxruntime's
+largest output; its estimate, 13.8 s (bootstraps 7.1 s against 20.5 measured, the rest 6.8 against 13.7), is low
+there: per-operation overheads at N = 2^12 and the load do not scale down from N16_BOOT's measured costs.
 
 Peers (from the issue's text): THOR's BERT-base in the FHE Benchmarking Suite, 5,777 s of CPU compute and 21.4 GB
 of keys; MOAI 2.36 min per input on one GPU (amortised); NEXUS and Powerformer run BERT-class models under CKKS
@@ -123,8 +137,8 @@ def plan_lines(plan) -> list:
         lines.append(f"bootstraps: {plan.bootstrap_count} ciphertext bootstraps at {len(plan.bootstraps)} sites "
                      f"({len(compacted)} sites compacted from {sum(s.spread for s in compacted)} ciphertexts into "
                      f"{sum(s.ciphertexts for s in compacted)}; {len(plan.early_refreshes)} operands refreshed "
-                     f"early), ~{plan.bootstrap_seconds:.1f} s each, ~{plan.bootstrap_plan.precision_bits:.1f} bits "
-                     f"worst case, message coefficients up to "
+                     f"early; inputs at level {plan.input_level}), ~{plan.bootstrap_seconds:.1f} s each, "
+                     f"~{plan.bootstrap_plan.precision_bits:.1f} bits worst case, message coefficients up to "
                      f"{max((s.coefficient for s in plan.bootstraps), default=0.0):.3g} Delta on the sample")
         boot = plan.bootstrap_count * plan.bootstrap_seconds
         lines.append(f"estimated server time: {plan.estimated_seconds:.0f} s, one thread: bootstraps {boot:.0f} s, "

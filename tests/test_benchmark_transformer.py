@@ -32,6 +32,10 @@ def test_plan_mode_on_a_tiny_layer_states_the_figures(capsys, monkeypatch):
     total, parts = float(memory.split(" GiB")[0]), memory.split(" = ")[1].split(", ")
     assert abs(total - sum(float(p.rsplit(" ", 1)[1]) for p in parts)) < 0.01 * len(parts)
     assert "Galois keys:" in out and "Softmax" in out and "LayerNormalization" in out and "gelu" in out
+    # where the time goes: a row per node (operations and bootstraps), the operation counts priced
+    assert "estimated time by node" in out and "constants encoded" in out and "rescales" in out
+    rows = out.split("estimated time by node")[1].split("  operations:")[0].splitlines()[1:]
+    assert rows and all(" s (" in row and "bootstraps" in row for row in rows if "other nodes" not in row)
     assert "THOR" in out and "5,777 s" in out and "21.4 GB" in out and "2.36 min" in out and "<= 120 s" in out
 
 
