@@ -4,7 +4,6 @@ Butterflies use Shoup multiplication: for a constant w < q with w' = ⌊w·2^32/
 x·w − ⌊x·w'/2^32⌋·q lies in [0, 2q). Residues stay in [0, q) between stages.
 """
 import numba
-import numba.typed
 import numpy as np
 
 from hezk.progress import announce_compilation
@@ -267,7 +266,18 @@ def _tensor_add_range(a0, a1, b0, b1, q, bk, bm, f, fs, x0, x1, g, gs, d0, d1, d
 #: columns summed at a time by ``mul_int_sum_rows``: a whole row at N <= 2^16 (its running sum, 512 kB, stays in
 #: L2; 1024-column chunks, held in L1, measured slower: k input streams restarted per chunk defeat the prefetcher)
 _SUM_COLUMNS = 65536
-_U64_ROWS = numba.types.Array(numba.types.uint64, 2, "C", readonly=True)
+
+#: the most terms one pass of ``mul_int_sum_rows`` or ``keyswitch.muladd_pairs`` sums (their tuples of arrays are
+#: padded to it: one compiled kernel); callers with more sum them in batches
+SUM_TERMS = 32
+
+
+def read_only(a: np.ndarray) -> np.ndarray:
+    """A read-only C-contiguous view of ``a`` (a copy only where it is not contiguous): the one array type a kernel
+    taking a tuple of arrays compiles for."""
+    v = np.ascontiguousarray(a).view()
+    v.setflags(write=False)
+    return v
 
 
 def mul_int_sum_rows(xs, w, ws, init, q, out):
@@ -275,26 +285,25 @@ def mul_int_sum_rows(xs, w, ws, init, q, out):
     once and the sum written once, where k ``muladd_scalar_rows`` passes (its twin: the same residues) read and
     write the running sum k times.  xs: k uint64 arrays of at least out's rows (their first rows are used), w/ws:
     (k, rows) constants below q_l and their Shoup companions, init: (rows,) reduced; lazy products (< 2q) summed
-    unreduced (k < 2^20: below 2^52) and reduced once.  Row ranges run on the threads of ``hezk.threads``."""
+    unreduced and reduced once; k <= ``SUM_TERMS``.  Row ranges run on the threads of ``hezk.threads``."""
     rows, n = out.shape
     k = len(xs)
-    if not 1 <= k < 1 << 20 or w.shape != (k, rows) or ws.shape != (k, rows) or init.shape != (rows,) or \
+    if not 1 <= k <= SUM_TERMS or w.shape != (k, rows) or ws.shape != (k, rows) or init.shape != (rows,) or \
             q.shape != (rows,):
-        raise ValueError(f"mul_int_sum_rows: 1 <= k < 2^20 arrays with (k, rows) constants: k={k}, w {w.shape}, "
-                         f"ws {ws.shape}, init {init.shape}, q {q.shape}, out {out.shape}")
-    typed = numba.typed.List.empty_list(_U64_ROWS)
+        raise ValueError(f"mul_int_sum_rows: 1 <= k <= {SUM_TERMS} arrays with (k, rows) constants: k={k}, "
+                         f"w {w.shape}, ws {ws.shape}, init {init.shape}, q {q.shape}, out {out.shape}")
     for x in xs:
         if x.dtype != np.uint64 or x.ndim != 2 or x.shape[0] < rows or x.shape[1] != n:
             raise ValueError(f"mul_int_sum_rows: each array must be uint64 of at least {rows} rows of {n}")
-        typed.append(np.ascontiguousarray(x[:rows]))
-    _elementwise(_mul_int_sum_range, out.shape, typed, w, ws, init, q, out)
+    terms = [read_only(x[:rows]) for x in xs]
+    terms = tuple(terms + terms[:1] * (SUM_TERMS - k))        # padded (not read): one compiled kernel
+    _elementwise(_mul_int_sum_range, out.shape, terms, k, w, ws, init, q, out)
     return out
 
 
 @numba.njit(cache=True, nogil=True)
-def _mul_int_sum_range(xs, w, ws, init, q, out, start, stop):
+def _mul_int_sum_range(xs, k, w, ws, init, q, out, start, stop):
     n = out.shape[1]
-    k = len(xs)
     for l in range(start // n, (stop - 1) // n + 1):
         c0, c1 = _row_span(l, n, start, stop)
         ql = q[l]

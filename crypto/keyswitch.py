@@ -34,14 +34,13 @@ import threading
 from dataclasses import dataclass, field
 
 import numba
-import numba.typed
 import numpy as np
 
 from hezk.threads import parallel
 
 from .errors import KeyMissingError, ParameterError
 from ._cross_kernels import CONVERT_TILE
-from ._ntt_kernels import PARALLEL_MIN_ELEMENTS, mulshoup, reduce_small
+from ._ntt_kernels import PARALLEL_MIN_ELEMENTS, SUM_TERMS, mulshoup, read_only, reduce_small
 from .ntt_base import PARALLEL_MIN_PRODUCTS
 from .modarith import inv_mod, shoup_precompute
 from .ring import RNSPoly, small_residues
@@ -219,7 +218,7 @@ def muladd_pairs(acc_b: np.ndarray, acc_a: np.ndarray, xs_b, xs_a, pts, q: np.nd
     where k calls of ``muladd_pair`` (its twin: the same residues) read and write both accumulators k times
     (N16_BOOT's double-hoisted transforms: their sums were 4 of every 6.5 rows a diagonal moved).  The sums stay in
     cache over a chunk of columns (one thread, 58 rows of 2^16, 8 terms: 31 ms against 40 ms); the lazy Barrett
-    products (< 3q each) are added without reduction (k <= 2^19: k·3q < 2^52) and reduced once.  ``xs_b``, ``xs_a``: sequences of k uint64 (rows, n) arrays; ``pts``: k uint32/uint64
+    products (< 3q each) are added without reduction (k <= ``SUM_TERMS``) and reduced once.  ``xs_b``, ``xs_a``: sequences of k uint64 (rows, n) arrays; ``pts``: k uint32/uint64
     residue arrays (rows, n') with n' a power of two dividing n (a compact subring NTT as ``muladd_pair`` takes);
     q: (rows,) moduli < 2^31; the accumulators writable C-contiguous uint64 (rows, n).  Rows run on the threads of
     ``hezk.threads`` (each row its own: any split gives the same bits).  (Bossuat, Mouchet, Troncoso-Pastoriza,
@@ -229,8 +228,8 @@ def muladd_pairs(acc_b: np.ndarray, acc_a: np.ndarray, xs_b, xs_a, pts, q: np.nd
     if k < 1 or len(xs_b) != k or len(xs_a) != k:
         raise ParameterError(f"muladd_pairs needs k >= 1 terms with k baby parts each: got {len(xs_b)}, "
                              f"{len(xs_a)} and {k} plaintexts")
-    if k > 1 << 19:         # the lazy sums stay below 3·2^19·2^31 < 2^52 (``reduce_small``)
-        raise ParameterError(f"muladd_pairs sums at most 2^19 terms lazily: got {k}")
+    if k > SUM_TERMS:       # the lazy sums stay below 3·32·2^31 < 2^52 (``reduce_small``)
+        raise ParameterError(f"muladd_pairs sums at most SUM_TERMS={SUM_TERMS} terms in one pass: got {k}")
     shape = np.shape(acc_b)
     for name, arr in (("acc_b", acc_b), ("acc_a", acc_a)):
         if arr.dtype != np.uint64 or arr.ndim != 2 or not arr.flags.c_contiguous or not arr.flags.writeable or \
@@ -239,9 +238,7 @@ def muladd_pairs(acc_b: np.ndarray, acc_a: np.ndarray, xs_b, xs_a, pts, q: np.nd
     rows, n = shape
     if q.shape != (rows,):
         raise ParameterError(f"q must have shape ({rows},): got {q.shape}")
-    lb = numba.typed.List.empty_list(_U64_2D)
-    la = numba.typed.List.empty_list(_U64_2D)
-    lp = numba.typed.List.empty_list(_U32_2D)
+    lb, la, lp = [], [], []
     shifts = np.empty(k, dtype=np.int64)
     for i in range(k):
         xb, xa, pt = xs_b[i], xs_a[i], pts[i]
@@ -254,23 +251,21 @@ def muladd_pairs(acc_b: np.ndarray, acc_a: np.ndarray, xs_b, xs_a, pts, q: np.nd
                 n % small or small & (small - 1):
             raise ParameterError(f"pts[{i}] must be uint32 or uint64 of shape ({rows}, n') with n' a power of two "
                                  f"dividing n={n}: got {pt.dtype} {pt.shape}")
-        lb.append(np.ascontiguousarray(xb))
-        la.append(np.ascontiguousarray(xa))
-        lp.append(np.ascontiguousarray(pt if pt.dtype == np.uint32 else pt.astype(np.uint32)))   # residues < 2^31
+        lb.append(read_only(xb))
+        la.append(read_only(xa))
+        lp.append(read_only(pt if pt.dtype == np.uint32 else pt.astype(np.uint32)))   # residues < 2^31
         shifts[i] = (n // small).bit_length() - 1
-    parallel(lambda start, stop: _muladd_pairs_rows(acc_b, acc_a, lb, la, lp, shifts, q, start, stop), rows,
+    # tuples of SUM_TERMS read-only C arrays, padded with the first (not read): one compiled, disk-cached kernel;
+    # numba's typed lists would compile their own methods in every process (~5 s)
+    lb, la, lp = (tuple(v + v[:1] * (SUM_TERMS - k)) for v in (lb, la, lp))
+    parallel(lambda start, stop: _muladd_pairs_rows(acc_b, acc_a, lb, la, lp, k, shifts, q, start, stop), rows,
              min_work=PARALLEL_MIN_PRODUCTS, work_per_item=2 * n * k)
 
 
-_U64_2D = numba.types.Array(numba.types.uint64, 2, "C", readonly=True)
-_U32_2D = numba.types.Array(numba.types.uint32, 2, "C", readonly=True)
-
-
 @numba.njit(cache=True, nogil=True)
-def _muladd_pairs_rows(acc_b, acc_a, xs_b, xs_a, pts, shifts, q, start, stop):
-    """Rows start <= r < stop of ``muladd_pairs``, a chunk of ``_SUM_CHUNK`` columns at a time."""
+def _muladd_pairs_rows(acc_b, acc_a, xs_b, xs_a, pts, k, shifts, q, start, stop):
+    """Rows start <= r < stop of ``muladd_pairs`` (its first k terms), a chunk of ``_SUM_CHUNK`` columns at a time."""
     n = acc_b.shape[1]
-    k = len(pts)
     chunk = min(n, _SUM_CHUNK)
     for r in range(start, stop):
         qr = q[r]

@@ -24,10 +24,12 @@ import numpy as np
 import hezk.progress
 from hezk.threads import parallel
 
-from .._ntt_kernels import add_permuted_into, mul_int_sum_rows, muladd_scalar_rows, mulmod_scalar_rows, permute_rows
+from .._ntt_kernels import (SUM_TERMS, add_permuted_into, mul_int_sum_rows, muladd_scalar_rows, mulmod_scalar_rows,
+                            permute_rows)
 from ..errors import LevelError, ParameterError, ScaleError
 from ..modarith import shoup_precompute
-from ..keyswitch import KeySwitcher, add_permuted_pair_into, conjugation_element, galois_element, muladd_pairs
+from ..keyswitch import (KeySwitcher, add_permuted_pair_into, conjugation_element, galois_element, muladd_pair,
+                         muladd_pairs)
 from ..ring import RingContext, RNSPoly, int_residues, scratch_rows
 from ..rlwe import Ciphertext, Plaintext, check_level, check_same_context
 from .bootstrap import Bootstrapper, as_config, plan_for
@@ -469,10 +471,20 @@ class Evaluator:
         ws = shoup_precompute(w, q[None, :])
         zero = np.zeros(len(idx), dtype=np.uint64)
         init = np.array([re % p for p in moduli], dtype=np.uint64)
-        parts = [RNSPoly(self.ring, mul_int_sum_rows([ct.parts[t].data for ct, _ in terms], w, ws,
-                                                     init if t == 0 else zero, q,
-                                                     np.empty((len(idx), self.ring.n), dtype=np.uint64)),
-                         idx, True) for t in range(2)]
+        one = np.ones((1, len(idx)), dtype=np.uint64)
+        parts = []
+        for t in range(2):
+            out, start = None, 0
+            while start < len(terms):       # SUM_TERMS a pass; a later pass takes the partial sum as a term times 1
+                stop = start + SUM_TERMS - (out is not None)
+                xs = [ct.parts[t].data for ct, _ in terms[start:stop]]
+                ww, wws = w[start:stop], ws[start:stop]
+                if out is not None:
+                    xs, ww, wws = [out] + xs, np.vstack([one, ww]), np.vstack([shoup_precompute(one, q[None, :]), wws])
+                out = mul_int_sum_rows(xs, ww, wws, init if t == 0 and start == 0 else zero, q,
+                                       np.empty((len(idx), self.ring.n), dtype=np.uint64))
+                start = stop
+            parts.append(RNSPoly(self.ring, out, idx, True))
         length = max(ct.length for ct, _ in terms)
         return self._make(parts, level, scale, length, any(ct.is_complex for ct, _ in terms))
 
@@ -667,7 +679,10 @@ class Evaluator:
             # the previous rotated giant's sums, consumed: their pages reused
             acc = spare if spare is not None else [np.empty((len(ext), n), dtype=np.uint64) for _ in range(2)]
             spare = None
-            muladd_pairs(acc[0], acc[1], xs_b, xs_a, pts, q_ext)     # the giant's products summed in one pass
+            # the giant's products summed in one pass (a group beyond SUM_TERMS: the rest added term by term)
+            muladd_pairs(acc[0], acc[1], xs_b[:SUM_TERMS], xs_a[:SUM_TERMS], pts[:SUM_TERMS], q_ext)
+            for b, a, data in zip(xs_b[SUM_TERMS:], xs_a[SUM_TERMS:], pts[SUM_TERMS:]):
+                muladd_pair(acc[0], acc[1], b, a, data, q_ext, init=False)
             if m % half == 0:           # the unrotated giant: added as it is
                 total = acc if total is None else [ring.add(x, y, ext) for x, y in zip(total, acc)]
                 continue

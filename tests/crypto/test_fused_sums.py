@@ -241,3 +241,23 @@ def test_fused_kernels_give_the_same_bits_on_two_threads():
     finally:
         hezk.set_threads(before)
     assert all(np.array_equal(a, b) for a, b in zip(one, two))
+
+
+def test_sums_beyond_one_pass_are_batched():
+    """More than SUM_TERMS terms: ``mul_int_sum`` chains passes, ``muladd_pairs`` refuses (its caller batches)."""
+    from crypto._ntt_kernels import SUM_TERMS
+    ctx = context()
+    ev = ctx.evaluator
+    rng = np.random.default_rng(3)
+    cts = [ctx.encrypt(rng.uniform(-1, 1, 4), level=2) for _ in range(3)]
+    terms = [(cts[i % 3], int(rng.integers(-50, 50)) or 1) for i in range(SUM_TERMS + 5)]
+    want = ev.mul_int(cts[0], 0)
+    for ct, c in terms:
+        want = ev.mul_int_add(want, ct, c)
+    want = ev.add(want, 0.25)
+    got = ev.mul_int_sum(terms, 2, cts[0].scale, 0.25)
+    assert all(np.array_equal(g.data, w.data) for g, w in zip(got.parts, want.parts))
+    q = np.array(find_ntt_primes(31, 1, 8), dtype=np.uint64)
+    x = np.zeros((1, 8), dtype=np.uint64)
+    with pytest.raises(ParameterError, match="SUM_TERMS"):
+        muladd_pairs(x.copy(), x.copy(), [x] * (SUM_TERMS + 1), [x] * (SUM_TERMS + 1), [x] * (SUM_TERMS + 1), q)
