@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from .support import export_torch, hezk, ok, onnxruntime_run, relative_error
-from .transformer_models import D_MODEL, SEQUENCE, causal_attention, data_shape, encoder, example, sample_shape
+from .transformer_models import D_MODEL, SEQUENCE, causal_attention, data_shape, encoder, example, sample_shape, vit
 
 pytest.importorskip("torch")
 pytest.importorskip("onnxruntime")
@@ -27,6 +27,8 @@ SCENARIOS = [  # module maker, file input shape, dynamo, batch, public weights
     pytest.param(lambda: encoder(1, "gelu", batch_first=False), sample_shape(False), True, 1, False,
                  id="layer-gelu-seqfirst-postnorm-default"),
     pytest.param(causal_attention, (1, SEQUENCE, D_MODEL), True, 1, False, id="causal-attention-default"),
+    pytest.param(vit, (1, 1, 16, 16), True, 2, False, id="vit-default"),
+    pytest.param(vit, (1, 1, 16, 16), False, 1, True, id="vit-torchscript-public"),
 ]
 
 

@@ -55,6 +55,29 @@ def causal_attention(d_model=D_MODEL, heads=HEADS, feedforward=FEEDFORWARD, sequ
     return CausalBlock().eval()
 
 
+def vit(d_model=D_MODEL, heads=HEADS, feedforward=FEEDFORWARD, image=16, patch=4, classes=10, seed=0):
+    """A small vision transformer: a patch-embedding Conv (stride = kernel), a learned position embedding, one
+    encoder layer (GELU), the mean over the patches and a linear head; input (1, 1, image, image)."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(seed)
+    patches = (image // patch) ** 2
+
+    class ViT(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.patch = torch.nn.Conv2d(1, d_model, patch, patch)
+            self.position = torch.nn.Parameter(0.1 * torch.randn(1, patches, d_model))
+            self.encoder = torch.nn.TransformerEncoderLayer(d_model, heads, feedforward, dropout=0.0,
+                                                            activation="gelu", batch_first=True)
+            self.head = torch.nn.Linear(d_model, classes)
+
+        def forward(self, x):
+            tokens = self.patch(x).flatten(2).transpose(1, 2) + self.position
+            return self.head(self.encoder(tokens).mean(dim=1))
+
+    return ViT().eval()
+
+
 def sample_shape(batch_first=True, sequence=SEQUENCE, d_model=D_MODEL) -> tuple:
     """The exported file's input: (1, sequence, width) batch first, (sequence, 1, width) sequence first."""
     return (1, sequence, d_model) if batch_first else (sequence, 1, d_model)
@@ -67,5 +90,6 @@ def example(shape):
 
 def data_shape(make, shape) -> tuple:
     """The sample shape a user's data has: the whole fixed input of torch's encoder modules (their batch of 1 a
-    sample axis), (sequence, width) for the hand-written block (its batch axis read as the batch)."""
-    return shape[1:] if make is causal_attention else shape
+    sample axis), (sequence, width) for the hand-written block (its batch axis read as the batch), an image
+    (1, H, W) for the ViT (the user's batch of images, without the file's batch axis of 1)."""
+    return shape[1:] if make in (causal_attention, vit) else shape
