@@ -374,3 +374,26 @@ def test_a_batch_along_the_samples_axis_of_one_comes_back_in_its_form():
         assert y.shape == x.shape and np.max(np.abs(y - x)) < 1e-4
     with pytest.raises(ShapeError, match=r"input of shape \(2, 3, 4\) is neither"):
         client.encrypt(np.zeros((2, 3, 4)))
+
+
+def test_outputs_far_beyond_the_calibrated_magnitude_are_refused_naming_the_samples():
+    """decrypt refuses (OutputRangeError, exit status 3 on the command line) a sample whose output exceeds
+    OUTPUT_SLACK x the largest output magnitude on the calibration data, naming it; the others alone pass."""
+    from crypto.params import CKKSParameters
+    from tensor_ops.attention_split import OUTPUT_SLACK
+    from tensor_ops.inference import OutputRangeError, pack_message, unpack_message
+    from tensor_ops.tensor import CipherTensor
+
+    spec = AttentionSpec(CKKSParameters.from_literal(_ring(2)), (), None, 2, (3,), (3,), (-1.0, 1.0), 0.1,
+                         "0" * 64, "1" * 64)
+    client = AttentionClient(spec, allow_insecure=True, seed=4)
+    x = np.array([[0.1, 0.2, -0.3], [0.1, OUTPUT_SLACK * 0.1 + 0.2, 0.0], [0.0, 0.0, 0.05]])
+    header, blobs = unpack_message(client.encrypt(x), "request")
+    tensors = [CipherTensor.from_bytes(blob, client.server_context()) for blob in blobs]
+    reply = {k: v for k, v in header.items() if k not in ("kind", "ciphertexts", "sample_shape")}
+    with pytest.raises(OutputRangeError, match=r"samples \[1\]") as refused:
+        client.decrypt(pack_message("reply", dict(reply, output_shape=[3]), tensors))
+    assert list(refused.value.invalid) == [1]
+    kept = dict(reply, samples=2)
+    y = client.decrypt(pack_message("reply", dict(kept, output_shape=[3]), [tensors[0], tensors[2]]))
+    assert np.max(np.abs(y - x[[0, 2]])) < 1e-4
