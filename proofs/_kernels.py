@@ -450,6 +450,143 @@ def _flush_plane(mask, plane, lines, masked, row):
         lines[k, 0] = lines[k, 1] = lines[k, 2] = lines[k, 3] = np.uint64(0)
 
 
+def masked_triple_round_sums(factors, masks, blocks, zs, degree, out):
+    """``masked_round_sums`` of three F_p4 factors (3, 2L, 4) and no base factor, in fewer products: with
+    F_f = L_f + z_x m_f (L_f linear in x, m_f the pair's plane's mask of factor f, 0 for blocks[f] = 0),
+    F_a F_b F_c = L_a L_b L_c + z_x sum_f m_f L_g L_h + z_x^2 sum_(f<g) m_f m_g L_h + z_x^3 m_a m_b m_c. The cubic
+    is summed at x = 0, 1, -1 and infinity (seven products a pair: L_a L_b from three, then one per point) and
+    interpolated once; each masked factor's quadratic L_g L_h (three products a pair, those of L_a L_b reused for c)
+    is summed per plane of f and multiplied by its mask once; the linear and constant parts by runs of equal
+    planes. Twin: ``masked_round_sums`` (and :meth:`proofs.relations.RelationProver._numpy_sums`)."""
+    _round_pieces(lambda lo, hi: _masked_triple_round_range(factors, masks, blocks, zs, degree, lo, hi),
+                  factors.shape[1] // 2, out)
+
+
+@numba.njit(cache=True, inline="always")
+def _quadratic(u0, u1, u2, u3, du0, du1, du2, du3, v0, v1, v2, v3, dv0, dv1, dv2, dv3, q):
+    """q[0] = u v, q[1] = (u + du)(v + dv), q[2] = du dv: (U V)(x) = (1 - x) q0 + x q1 + (x^2 - x) q2."""
+    q[0, 0], q[0, 1], q[0, 2], q[0, 3] = ext_mul4(u0, u1, u2, u3, v0, v1, v2, v3)
+    e0, e1, e2, e3 = _add4(u0, u1, u2, u3, du0, du1, du2, du3)
+    f0, f1, f2, f3 = _add4(v0, v1, v2, v3, dv0, dv1, dv2, dv3)
+    q[1, 0], q[1, 1], q[1, 2], q[1, 3] = ext_mul4(e0, e1, e2, e3, f0, f1, f2, f3)
+    q[2, 0], q[2, 1], q[2, 2], q[2, 3] = ext_mul4(du0, du1, du2, du3, dv0, dv1, dv2, dv3)
+
+
+@numba.njit(cache=True, nogil=True)
+def _masked_triple_round_range(factors, masks, blocks, zs, degree, lo, hi):
+    """The (reduced) accumulator of ``masked_triple_round_sums`` over the pairs lo <= j < hi."""
+    acc = np.zeros((degree + 1, 4), dtype=np.uint64)
+    line = np.zeros((3, 2, 4), dtype=np.uint64)       # this pair's L_f: value at 0, step
+    q = np.zeros((3, 4), dtype=np.uint64)
+    points = np.zeros((4, 4), dtype=np.uint64)        # sum of the cubic at 0, 1, -1, infinity
+    quad = np.zeros((3, 3, 4), dtype=np.uint64)       # per factor f: its plane's sums of L_g L_h's q
+    lin = np.zeros((3, 2, 4), dtype=np.uint64)        # per pair (f, g) = (1, 2), (0, 2), (0, 1): run sums of L_h
+    masked = np.zeros((6, 4), dtype=np.uint64)        # z: q0, q1, q2 parts; z^2: constant, step; z^3
+    planes = np.zeros(3, dtype=np.int64)
+    moved = np.zeros(3, dtype=np.bool_)
+    for f in range(3):
+        planes[f] = lo // blocks[f] if blocks[f] else 0
+    run = np.uint64(0)
+    views = factors[:, 2 * lo:2 * hi]
+    for j in range(hi - lo + 1):
+        last = j == hi - lo
+        change = False
+        for f in range(3):
+            moved[f] = j > 0 and blocks[f] > 0 and (last or lo + j == (planes[f] + 1) * blocks[f])
+            change = change or moved[f]
+        if change:
+            for h in range(3):                          # the pairs (f, g) without h, then all three
+                f, g = (1, 2) if h == 0 else ((0, 2) if h == 1 else (0, 1))
+                if blocks[f] and blocks[g] and (moved[f] or moved[g]):
+                    mf, mg = masks[f, planes[f]], masks[g, planes[g]]
+                    p0, p1, p2, p3 = ext_mul4(mf[0], mf[1], mf[2], mf[3], mg[0], mg[1], mg[2], mg[3])
+                    for k in range(2):
+                        r0, r1, r2, r3 = ext_mul4(p0, p1, p2, p3, lin[h, k, 0] % P, lin[h, k, 1] % P,
+                                                  lin[h, k, 2] % P, lin[h, k, 3] % P)
+                        masked[3 + k, 0] += r0
+                        masked[3 + k, 1] += r1
+                        masked[3 + k, 2] += r2
+                        masked[3 + k, 3] += r3
+                        lin[h, k, :] = 0
+            if blocks[0] and blocks[1] and blocks[2]:
+                ma, mb, mc = masks[0, planes[0]], masks[1, planes[1]], masks[2, planes[2]]
+                p0, p1, p2, p3 = ext_mul4(ma[0], ma[1], ma[2], ma[3], mb[0], mb[1], mb[2], mb[3])
+                p0, p1, p2, p3 = ext_mul4(p0, p1, p2, p3, mc[0], mc[1], mc[2], mc[3])
+                count = run % P
+                masked[5, 0] += p0 * count % P
+                masked[5, 1] += p1 * count % P
+                masked[5, 2] += p2 * count % P
+                masked[5, 3] += p3 * count % P
+            run = np.uint64(0)
+            for f in range(3):
+                if moved[f]:
+                    m = masks[f, planes[f]]
+                    for k in range(3):
+                        r0, r1, r2, r3 = ext_mul4(m[0], m[1], m[2], m[3], quad[f, k, 0] % P, quad[f, k, 1] % P,
+                                                  quad[f, k, 2] % P, quad[f, k, 3] % P)
+                        masked[k, 0] += r0
+                        masked[k, 1] += r1
+                        masked[k, 2] += r2
+                        masked[k, 3] += r3
+                        quad[f, k, :] = 0
+                    planes[f] += 1
+        if last:
+            break
+        for f in range(3):
+            v0, v1, v2, v3, d0, d1, d2, d3 = _line(views[f], j)
+            line[f, 0, 0], line[f, 0, 1], line[f, 0, 2], line[f, 0, 3] = v0, v1, v2, v3
+            line[f, 1, 0], line[f, 1, 1], line[f, 1, 2], line[f, 1, 3] = d0, d1, d2, d3
+        a, b, c = line[0], line[1], line[2]
+        _quadratic(a[0, 0], a[0, 1], a[0, 2], a[0, 3], a[1, 0], a[1, 1], a[1, 2], a[1, 3],
+                   b[0, 0], b[0, 1], b[0, 2], b[0, 3], b[1, 0], b[1, 1], b[1, 2], b[1, 3], q)
+        c1 = _add4(c[0, 0], c[0, 1], c[0, 2], c[0, 3], c[1, 0], c[1, 1], c[1, 2], c[1, 3])
+        acc_product(points, 0, q[0, 0], q[0, 1], q[0, 2], q[0, 3], c[0, 0], c[0, 1], c[0, 2], c[0, 3])
+        acc_product(points, 1, q[1, 0], q[1, 1], q[1, 2], q[1, 3], c1[0], c1[1], c1[2], c1[3])
+        acc_product(points, 2, subp(addp(addp(q[0, 0], q[0, 0]), addp(q[2, 0], q[2, 0])), q[1, 0]),
+                    subp(addp(addp(q[0, 1], q[0, 1]), addp(q[2, 1], q[2, 1])), q[1, 1]),
+                    subp(addp(addp(q[0, 2], q[0, 2]), addp(q[2, 2], q[2, 2])), q[1, 2]),
+                    subp(addp(addp(q[0, 3], q[0, 3]), addp(q[2, 3], q[2, 3])), q[1, 3]),
+                    subp(c[0, 0], c[1, 0]), subp(c[0, 1], c[1, 1]), subp(c[0, 2], c[1, 2]), subp(c[0, 3], c[1, 3]))
+        acc_product(points, 3, q[2, 0], q[2, 1], q[2, 2], q[2, 3], c[1, 0], c[1, 1], c[1, 2], c[1, 3])
+        if blocks[2]:
+            quad[2] += q
+        if blocks[1]:
+            _quadratic(a[0, 0], a[0, 1], a[0, 2], a[0, 3], a[1, 0], a[1, 1], a[1, 2], a[1, 3],
+                       c[0, 0], c[0, 1], c[0, 2], c[0, 3], c[1, 0], c[1, 1], c[1, 2], c[1, 3], q)
+            quad[1] += q
+        if blocks[0]:
+            _quadratic(b[0, 0], b[0, 1], b[0, 2], b[0, 3], b[1, 0], b[1, 1], b[1, 2], b[1, 3],
+                       c[0, 0], c[0, 1], c[0, 2], c[0, 3], c[1, 0], c[1, 1], c[1, 2], c[1, 3], q)
+            quad[0] += q
+        for h in range(3):
+            f, g = (1, 2) if h == 0 else ((0, 2) if h == 1 else (0, 1))
+            if blocks[f] and blocks[g]:
+                lin[h] += line[h]
+        run += np.uint64(1)
+    half_p = (P + np.uint64(1)) // np.uint64(2)        # 1/2 mod p
+    one = np.uint64(1)
+    for x in range(degree + 1):
+        ux = np.uint64(x)
+        x2 = ux * ux % P
+        x3 = x2 * ux % P
+        at_0 = (one + P - ux) % P
+        at_2 = (x2 + P - ux) % P
+        z = zs[x]
+        z2 = z * z % P
+        z3 = z2 * z % P
+        for k in range(4):
+            s0, s1, sm, s3 = points[0, k] % P, points[1, k] % P, points[2, k] % P, points[3, k] % P
+            even = addp(s1, sm) * half_p % P             # s0 + c2
+            odd = subp(s1, sm) * half_p % P              # c1 + s3
+            c2 = subp(even, s0)
+            c1 = subp(odd, s3)
+            cubic = (s0 + c1 * ux % P + c2 * x2 % P + s3 * x3 % P) % P
+            quadratic = (at_0 * (masked[0, k] % P) + ux * (masked[1, k] % P) + at_2 * (masked[2, k] % P)) % P
+            linear = ((masked[3, k] % P) + ux * (masked[4, k] % P)) % P
+            acc[x, k] = (cubic + z * quadratic % P + z2 * linear % P + z3 * (masked[5, k] % P)) % P
+    return acc
+
+
 def masked_round_sums(ext_factors, masks, blocks, base_factors, zs, degree, out):
     """Round sums of one product term whose F_p4 factors may carry a per-plane mask:
     out[x] = sum_j prod_f (f[2j] + x (f[2j+1] - f[2j]) + zs[x] masks[f, j // blocks[f]]), x = 0..degree.

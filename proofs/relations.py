@@ -677,6 +677,9 @@ class RelationProver:
             kernels.masked_product_round_sums(a, b, masks[0], blocks[0], masks[1], blocks[1], zs, d, out)
             return out
         ext_factors = np.stack([t for t, _ in ext]) if ext else np.empty((0, length, F.EXT_DEGREE), dtype=np.uint64)
+        if len(ext) == 3 and not base:  # three F_p4 factors: the cubic at four points, masks' parts per plane
+            kernels.masked_triple_round_sums(ext_factors, masks, blocks, zs, d, out)
+            return out
         base_factors = np.stack(base) if base else np.empty((0, length), dtype=np.uint64)
         kernels.masked_round_sums(ext_factors, masks, blocks, base_factors, zs, d, out)
         return out

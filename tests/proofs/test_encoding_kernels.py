@@ -123,3 +123,37 @@ def test_transposed_matmul_partial_reductions_hold_at_the_largest_residues(rows)
         K.transposed_matmul(a, b, out)
         exact = (a.astype(object).T @ b.astype(object)) % F.P
         assert np.array_equal(out, exact.T.astype(np.uint64))
+
+
+@settings(max_examples=30, deadline=None)
+@given(log_half=st.integers(0, 6), log_planes=st.tuples(*[st.integers(-1, 3)] * 3), degree=st.integers(1, 6),
+       pieces=st.integers(1, 5), seed=st.integers(0, 999))
+def test_masked_triple_round_sums_equal_the_general_kernel_and_numpy(log_half, log_planes, degree, pieces, seed):
+    """Three F_p4 factors, any subset masked with its own plane count (-1: no mask), split into 1..5 pieces: the
+    interpolated cubic and per-plane mask parts equal the general kernel and the whole-table numpy round."""
+    import hezk.threads as T
+    from proofs.relations import RelationProver
+    half = 1 << log_half
+    factors = np.stack([F.ext_random((2 * half,), seed=seed + k) for k in range(3)])
+    factors[seed % 3, ::3] = F.P - 1
+    masks, blocks, pairs = np.zeros((3, 8, 4), dtype=np.uint64), np.zeros(3, dtype=np.int64), []
+    for f, log in enumerate(log_planes):
+        mask = None
+        if log >= 0:
+            count = min(1 << log, half)
+            mask = F.ext_random((count,), seed=seed + 10 + f)
+            masks[f, :count], blocks[f] = mask, half // count
+        pairs.append((factors[f], mask))
+    zs = F.to_field(np.array([x * (1 - x) for x in range(degree + 1)], dtype=np.int64))
+    general, out = np.empty((degree + 1, 4), dtype=np.uint64), np.empty((degree + 1, 4), dtype=np.uint64)
+    K.masked_round_sums(factors, masks, blocks, np.empty((0, 2 * half), dtype=np.uint64), zs, degree, general)
+    before = (K.PARALLEL_MIN_ENTRIES, T.get_threads())
+    try:
+        K.PARALLEL_MIN_ENTRIES = 1 << K.ROUND_PIECE_SHIFT
+        T.set_threads(pieces)
+        K.masked_triple_round_sums(factors, masks, blocks, zs, degree, out)
+    finally:
+        K.PARALLEL_MIN_ENTRIES = before[0]
+        T.set_threads(before[1])
+    assert np.array_equal(out, general)
+    assert np.array_equal(out, RelationProver._numpy_sums(pairs, degree))
