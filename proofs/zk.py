@@ -283,9 +283,11 @@ def hiding_commit(values, params: HidingParams = HidingParams(), log_rows: int |
     rng = None if seed is None else np.random.default_rng(seed)
     matrix = table.reshape(1 << log_rows, -1)
     shape = HidingCommitment(b"", num_vars, log_rows, params)
-    rows = np.concatenate([matrix, _random_field((matrix.shape[0], shape.tail), rng)], axis=1)
+    rows = np.empty((matrix.shape[0] + shape.mask_rows, shape.width), dtype=np.uint64)  # one copy of the table
+    rows[:matrix.shape[0], :matrix.shape[1]] = matrix
+    rows[:matrix.shape[0], matrix.shape[1]:] = _random_field((matrix.shape[0], shape.tail), rng)  # tails, then masks
     if shape.mask_rows:
-        rows = np.concatenate([rows, _random_field((shape.mask_rows, shape.width), rng)])
+        rows[matrix.shape[0]:] = _random_field((shape.mask_rows, shape.width), rng)
     encoded, salts, levels = _tree(rows, shape.codeword_length, params.hiding, rng)
     commitment = HidingCommitment(levels[-1][0], num_vars, log_rows, params)
     return commitment, HidingWitness(commitment, rows, encoded, salts, levels)
