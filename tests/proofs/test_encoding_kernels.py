@@ -157,3 +157,21 @@ def test_masked_triple_round_sums_equal_the_general_kernel_and_numpy(log_half, l
         T.set_threads(before[1])
     assert np.array_equal(out, general)
     assert np.array_equal(out, RelationProver._numpy_sums(pairs, degree))
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows=st.integers(0, 40), form=st.sampled_from(["same", "row left", "row right"]), seed=st.integers(0, 999))
+def test_ext_mul_short_and_row_broadcast_paths_equal_python_ints(rows, form, seed):
+    """ext_mul of equal (k, 4) shapes (k <= SMALL_EXT_ROWS on Python ints) and of (k, 4) by a (1, 4) row (the scalar
+    kernel) against row-by-row Python-int products, largest residues included."""
+    a = F.ext_random((rows,), seed=seed)
+    b = F.ext_random((rows,), seed=seed + 1) if form == "same" else F.ext_random((1,), seed=seed + 1)
+    if rows:
+        a[0] = F.P - 1
+    left, right = (b, a) if form == "row left" else (a, b)
+    got = F.ext_mul(left, right)
+    rows_b = b if form == "same" else np.repeat(b, rows, axis=0)
+    expected = np.array([F.ext_mul_ints(x, y) for x, y in zip(a.tolist(), rows_b.tolist())],
+                        dtype=np.uint64).reshape(rows, 4)
+    assert got.shape == (rows, 4) and got.dtype == np.uint64
+    assert np.array_equal(got, expected)
