@@ -924,7 +924,7 @@ def _signed_power_of_two_steps(slots: int) -> tuple:
 def _cheapest_bootstrapping(model, sample, params, config, input_level, rotations, key_budget,
                             compaction=True) -> dict:
     """``_bootstrapping``'s fields, the inputs encrypted at ``input_level``, or where it is None at the level
-    estimated fastest of the top, the levels a bootstrap leaves, and 2 and 4 above those: the layer's first
+    estimated fastest of the top, the levels a bootstrap leaves, and 2 above those: the layer's first
     operations (attention's projections and products) then run on fewer limbs than the top's (on N16_BOOT 19 + 9
     at 8 levels instead of 49 + 9), for the bootstrap or two that the fewer levels add (BERT-tiny: 10 levels)."""
     top = _bootstrapping(model, sample, params, config, input_level, rotations, key_budget, compaction)
@@ -932,7 +932,7 @@ def _cheapest_bootstrapping(model, sample, params, config, input_level, rotation
         return top
     left = cached_bootstrap_plan(params, attention_config(config)).levels_left
     options = [top]
-    for level in range(left, min(left + 5, params.max_level), 2):
+    for level in range(left, min(left + 3, params.max_level), 2):
         try:
             options.append(_bootstrapping(model, sample, params, config, level, rotations, key_budget, compaction))
         except ParameterError:
