@@ -8,7 +8,7 @@ import numba
 import numpy as np
 
 from hezk.progress import announce_compilation
-from hezk.threads import parallel
+from hezk.threads import parallel as threads_parallel
 
 announce_compilation(__file__)  # one line on stderr when numba must compile these kernels (a cold cache)
 
@@ -21,6 +21,14 @@ PARALLEL_MIN_ENTRIES = 1 << 14
 ROUND_PIECE_SHIFT = 3
 #: ... of a one-operation element-wise kernel (add, sub, mul: memory-bound, so pieces must be large to pay)
 PARALLEL_MIN_ELEMENTS = 1 << 18
+
+
+def parallel(function, count: int, min_work: int = 1, work_per_item: int = 1, align: int = 1) -> list:
+    """:func:`hezk.threads.parallel`, with a call too small to split for any thread count (count * work_per_item <
+    2 min_work: one piece) run at once, without the chunking (a proof's many short rounds and products)."""
+    if count * work_per_item < 2 * min_work:
+        return [function(0, count)]
+    return threads_parallel(function, count, min_work, work_per_item, align)
 
 
 def _flat(kernel, a, b, out):

@@ -175,3 +175,19 @@ def test_ext_mul_short_and_row_broadcast_paths_equal_python_ints(rows, form, see
                         dtype=np.uint64).reshape(rows, 4)
     assert got.shape == (rows, 4) and got.dtype == np.uint64
     assert np.array_equal(got, expected)
+
+
+@pytest.mark.parametrize("count,min_work,work", [(0, 4, 1), (1, 4, 1), (7, 4, 1), (8, 4, 1), (9, 4, 1), (3, 4, 3),
+                                                 (100, 1, 1), (5, 0, 1)])
+def test_kernel_parallel_short_cut_splits_as_hezk_threads(count, min_work, work):
+    """The kernels' parallel runs a call at once exactly when hezk.threads would make one piece of it (any thread
+    count), and otherwise returns hezk.threads' pieces."""
+    import hezk.threads as T
+    before = T.get_threads()
+    try:
+        for threads in (1, 2, 4):
+            T.set_threads(threads)
+            expected = T.chunks(count, min_work, work)
+            assert K.parallel(lambda lo, hi: (lo, hi), count, min_work, work) == expected
+    finally:
+        T.set_threads(before)
