@@ -102,7 +102,8 @@ def memory_estimate(plan) -> dict:
     """{part: bytes} of one encrypted evaluation's peak on the server (a local run adds the secret key): the keys
     (Galois keys as ``plan.galois_key_bytes``, the relinearization key, the public key), the NTT tables, the
     bootstrap's linear transforms (their diagonals, complex128, N/2 each, and their full-period diagonals encoded at
-    the top level), the key switcher's scratch at the top level, and the working ciphertexts: 16 at the top level
+    the top level), the key switcher's scratch at the top level, the run's cache of encoded constants (within
+    ``attention_plan.PLAINTEXT_CACHE_BYTES``), and the working ciphertexts: 16 at the top level
     (a bootstrap's and a plan's temporaries) plus, at the widest bootstrap site, the tensor's ciphertexts twice (as
     they came and as refreshed) at two levels above the one it was refreshed from (an estimate: the live set of the
     einsum plans is not recorded)."""
@@ -119,6 +120,11 @@ def memory_estimate(plan) -> dict:
         transforms = boot.cts + boot.stc
         parts["bootstrap constants"] = sum(len(t.diags) * (n // 2) * 16 + len(t.full_period) * top * n * 4
                                            for t in transforms)
+        from tensor_ops.attention_plan import plaintext_cache_entries
+
+        level = min(boot.levels_left + 2, p.max_level)
+        entries = min(plaintext_cache_entries(p, boot.levels_left), dict(plan.operations).get("encodes", 2048))
+        parts["encoded constants"] = entries * p.limbs_at(level) * n * 8
     limbs = lambda level: 2 * p.limbs_at(min(level, p.max_level)) * n * 8   # noqa: E731  (a ciphertext's bytes)
     widest = max([2 * max(s.ciphertexts, s.spread) * limbs(s.level_in + 2) for s in plan.bootstraps], default=0)
     parts["working ciphertexts"] = 16 * ct + widest

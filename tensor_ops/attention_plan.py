@@ -45,7 +45,7 @@ from .plan.cost import CostModel
 from .tensor_base import CipherTensorBase
 
 __all__ = ["ATTENTION_BOOTSTRAP", "ATTENTION_KINDS", "AttentionPlan", "BootstrapRecorder", "BootstrapSite",
-           "BootstrappingBackend", "ESTIMATE_COSTS",
+           "BootstrappingBackend", "ESTIMATE_COSTS", "PLAINTEXT_CACHE_BYTES", "plaintext_cache_entries",
            "contraction_records", "find_early_refreshes", "rotation_units", "has_attention", "plan_attention",
            "read_graph", "run_attention", "attention_config",
            "samples_outside"]
@@ -331,10 +331,13 @@ class BootstrappingBackend(_Refreshing, ScaleKeepingBackend):
     of the level-recording twin (``BootstrapRecorder``), and so are its bootstraps; inputs are encrypted at the
     natural scale of their level (``encrypt_tensor``)."""
 
-    def __init__(self, ctx, config=None, cache_size: int = 2048, compaction: bool = True, forced=()):
-        super().__init__(ctx, cache_size)
-        self.config = as_config(config)
-        self.bootstrap_plan = cached_bootstrap_plan(ctx.params, self.config)
+    def __init__(self, ctx, config=None, cache_size: int | None = None, compaction: bool = True, forced=()):
+        config = as_config(config)
+        boot = cached_bootstrap_plan(ctx.params, config)
+        super().__init__(ctx, plaintext_cache_entries(ctx.params, boot.levels_left) if cache_size is None
+                         else cache_size)
+        self.config = config
+        self.bootstrap_plan = boot
         self.levels_left = self.bootstrap_plan.levels_left
         self.natural = natural_scales(ctx.params)
         self._init_sites(bootstrap_cost(self.bootstrap_plan) if compaction else None, forced)
@@ -384,15 +387,16 @@ class BootstrapRecorder(_Refreshing, LevelRecorder):
     the time estimate). A rescale below level 0 raises LevelError (the rule failed to refresh in time)."""
 
     def __init__(self, slots: int, input_level: int, levels_left: int, bootstrap_units: float | None = None,
-                 forced=(), tracking: bool = False):
+                 forced=(), tracking: bool = False, cache_size: int | None = None):
         super().__init__(slots)
+        self.cache_size = cache_size     # the run's cache of encodings (entries, first in first out; None: all)
         self.input_level, self.levels_left = int(input_level), int(levels_left)
         self.products = {"ct_ct": 0, "ct_pt": 0, "rescale": 0, "encode": 0}
         self.amounts: dict = {}       # (node, step mod slots, hoisted) -> rotations by it (priced per key set later)
         #: (node, "ct_ct" | "ct_pt" | "rescale" | "encode") -> count: products, rescales, and the constants a run
         #: encodes (one per distinct constant and level, as ``CKKSBackend``'s cache of encodings does)
         self.node_products: dict = {}
-        self._encoded: set = set()
+        self._encoded: dict = {}
         self._init_sites(bootstrap_units, forced, tracking)
 
     def rotate(self, x, k):
@@ -436,7 +440,9 @@ class BootstrapRecorder(_Refreshing, LevelRecorder):
             key = (constant.size, float(constant.sum()), float(np.abs(constant).sum()),
                    constant[::97].tobytes(), level_a if level_b is None else level_b)
             if key not in self._encoded:
-                self._encoded.add(key)
+                if self.cache_size is not None and len(self._encoded) >= self.cache_size:
+                    self._encoded.pop(next(iter(self._encoded)))      # as the run's cache drops its oldest
+                self._encoded[key] = True
                 self._count("encode", level)
         return super().multiply(a, b)
 
@@ -784,7 +790,8 @@ def _record_bootstraps(model: GraphApproximation, x: np.ndarray, params, config,
 
     boot = cached_bootstrap_plan(params, config)
     recorder = BootstrapRecorder(params.slots, input_level, boot.levels_left,
-                                 bootstrap_cost(boot) if compaction else None, forced, tracking)
+                                 bootstrap_cost(boot) if compaction else None, forced, tracking,
+                                 plaintext_cache_entries(params, boot.levels_left))
     model.forward(encrypt(recorder, x))
     counts = (("rotations", recorder.counts["rotations"]), ("hoisted_rotations", recorder.counts["hoisted_rotations"]),
               ("ct_ct", recorder.products["ct_ct"]), ("ct_pt", recorder.products["ct_pt"]),
@@ -808,6 +815,19 @@ def attention_config(bootstrap) -> BootstrapConfig:
     """The BootstrapConfig of a plan's ``bootstrap`` argument: ``ATTENTION_BOOTSTRAP`` for None or True, else
     ``as_config``'s (an int: the slot count; a BootstrapConfig as it is)."""
     return ATTENTION_BOOTSTRAP if bootstrap is None or bootstrap is True else as_config(bootstrap)
+
+
+#: bytes the encrypted run keeps of encoded constants (``CKKSBackend``'s cache of encodings): at N16_BOOT one
+#: plaintext at 10 levels is 23 limbs x 2^16 x 8 bytes = 12 MB, and the cache's default 2,048 entries would hold
+#: 25 GB on the BERT-tiny layer (3,800 distinct constants); the cache keeps what fits this budget
+PLAINTEXT_CACHE_BYTES = 1 << 30
+
+
+def plaintext_cache_entries(params, levels_left: int) -> int:
+    """Entries of the cache of encodings within ``PLAINTEXT_CACHE_BYTES``, priced at two levels above
+    ``levels_left`` (where most constants are encoded; at least 16)."""
+    level = min(int(levels_left) + 2, params.max_level)
+    return max(16, PLAINTEXT_CACHE_BYTES // (params.limbs_at(level) * params.n * 8))
 
 
 #: rounds of early refreshes tried (``find_early_refreshes``)

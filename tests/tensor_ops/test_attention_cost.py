@@ -139,3 +139,20 @@ def test_operations_are_priced_at_the_level_they_ran_at():
     assert out["product_units"] == round((c.ct_mult + c.rescale) * 2.0 + 3 * c.pt_mult * 0.5, 2)
     plain = dict(rotation_units(operations, None, slots))
     assert plain["rotation_units"] == round(2 + 2 * c.hoisted_rotation + 1, 2)
+
+
+def test_encodings_are_counted_as_the_runs_bounded_cache_keeps_them():
+    """The recorder drops its oldest encoding past ``cache_size`` as the run's cache does (a constant dropped is
+    encoded again); the cache of a bootstrapping run at N16_BOOT holds at most ``PLAINTEXT_CACHE_BYTES`` (the default
+    2,048 entries would be 25 GB there)."""
+    from crypto import CKKSParameters
+    from tensor_ops.attention_plan import PLAINTEXT_CACHE_BYTES, plaintext_cache_entries
+
+    recorder = BootstrapRecorder(64, 6, 6, cache_size=1)
+    x = encrypt(recorder, np.linspace(-1, 1, 8))
+    a, b = np.full(8, 0.5), np.full(8, 0.25)
+    _ = (x * a, x * b, x * a)
+    assert recorder.products["encode"] == 3
+    params = CKKSParameters.preset("N16_BOOT")
+    entries = plaintext_cache_entries(params, 8)
+    assert 16 <= entries < 2048 and entries * params.limbs_at(10) * params.n * 8 <= PLAINTEXT_CACHE_BYTES
