@@ -28,6 +28,7 @@ W = 11  #: extension modulus: X^4 = W
 EXT_DEGREE = 4
 EXT_BITS = EXT_DEGREE * math.log2(P)  #: log2 of the extension field size, ~123.6
 
+BROADCAST_KERNEL_MIN_SIZE = 1 << 10  #: add/sub/mul of broadcast operands below this many entries: numpy
 SMALL_EXT_ROWS = 3  #: ext_mul of equal (k, 4) shapes, k <= this, on Python ints
 NUMBA_MIN_SIZE = 1 << 4  #: arrays with at least this many entries use the numba kernels (when numba imports):
 # a compiled call beats numpy's dozen whole-array steps per F_p4 product from a few dozen entries on (measured on
@@ -80,7 +81,15 @@ def _long_pair(a, b):
 
 
 def _elementwise(kernel_name: str, a, b):
-    """Run a one-pass elementwise kernel on a long pair, or return None."""
+    """Run a one-pass elementwise kernel on a long pair, or return None (also for a broadcast of fewer than
+    BROADCAST_KERNEL_MIN_SIZE entries: numpy's two or three ufuncs cost less than the kernel's broadcast copies)."""
+    shape_a, shape_b = getattr(a, "shape", ()), getattr(b, "shape", ())
+    if shape_a != shape_b:
+        try:
+            if math.prod(np.broadcast_shapes(shape_a, shape_b)) < BROADCAST_KERNEL_MIN_SIZE:
+                return None
+        except ValueError:
+            return None  # the caller's numpy path raises the FieldError
     pair = _long_pair(a, b)
     if pair is None:
         return None
