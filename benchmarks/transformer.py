@@ -17,16 +17,19 @@ only: sparse secret, no security): wall time, peak RSS, the bootstraps run, the 
 share of its largest output. ``--proof``: the proof rows of ``benchmarks/transformer_proof.py`` (quick: its 16 x 32
 row, hidden weights; all: its default rows; none). ``--size``: another layer (width, heads, MLP, sequence).
 
-Measured here (2 shared cores, one thread, load average ~6): the BERT-tiny layer plans at 128 bits (N16_BOOT, 23
-levels, depth 46, inputs encrypted at level 10, the fastest of those tried) in ~90 s (0.9-1.6 GB RSS). Estimated
-server time 580 s, one thread: 6 ciphertext bootstraps at 6 sites (one before each approximation and before the
-weighted sum and the MLP), 14.9 s each, 89 s; the rest 491 s. The plan prints where it goes, by node
-(``AttentionPlan.time_breakdown``): scores (MatMul_1, skewed diagonal products) 112 s, weighted sum (MatMul_2) 97 s +
-1 bootstrap, QKV projection 90 s, linear1 87 s + 1, linear2 43 s, norm2 17 s + 1, Add_2 16 s, Add 8 s + 1, norm1
-5 s + 1, Softmax 3 s + 1, GELU 3 s; 1,075 rotations + 694 hoisted (2,541 units on the keys), 8,838 ct x pt, 185 ct
-x ct, 428 rescales, 3,805 constants encoded. Galois keys 7.8 GiB (45: the signed powers of two and the bootstrap's),
-peak memory estimated 10.3 GiB; the approximations keep the layer within 0.33% of its largest output on the
-calibration data. The 120 s goal is not met: attention's products and the projections/MLP take 430 s of the 491.
+Measured here (2 shared cores, one thread, load average ~4-6): the BERT-tiny layer plans at 128 bits (N16_BOOT, 23
+levels, depth 46, inputs encrypted at level 10, the fastest of those tried) in 67-90 s (0.9-1.6 GB RSS). Estimated
+server time 614 s, one thread: 6 ciphertext bootstraps at 6 sites (one before each approximation and before the
+weighted sum and the MLP), 14.9 s each, 89 s; the rest 525 s. The plan prints where it goes, by node
+(``AttentionPlan.time_breakdown``): linear1 102 s + 1 bootstrap, scores (MatMul_1, skewed diagonal products) 112 s,
+weighted sum (MatMul_2) 97 s + 1, QKV projection 98 s, linear2 53 s, norm2 17 s + 1, Add_2 17 s, Add 8 s + 1,
+norm1 5 s + 1, Softmax 3 s + 1, GELU 3 s; 1,075 rotations + 694 hoisted (2,541 units on the keys), 8,838 ct x pt,
+185 ct x ct, 428 rescales, 7,681 constants encoded (the run's cache of encodings holds 1 GiB:
+``attention_plan.PLAINTEXT_CACHE_BYTES``; its former 2,048 entries would have held 25 GB of N16_BOOT plaintexts).
+Galois keys 7.8 GiB (45: the signed powers of two and the bootstrap's), peak memory estimated 11.3 GiB; the
+approximations keep the layer within 0.33% of its largest output on the calibration data. The 120 s goal is not
+met: attention's products and the projections/MLP take 460 s of the 525; one key per extra step would save about
+3-4 s per 182 MB key (the 40 most used: ~120 s for 7 GiB more keys).
 
 The estimate prices every operation at the level it runs at with per-operation costs measured at N16_BOOT
 (``attention_plan.ESTIMATE_COSTS``: a key-switched rotation 0.310 s at the top level, CPU time, twice the old
@@ -42,10 +45,13 @@ and squarings chosen for an error target, Newton tolerance 1e-3 (depth 59 -> 53)
 the signed powers of two as rotation keys (+7 keys, 1.2 GiB: a broadcast's steps -1..-64 one rotation each
 instead of up to 15) 527 s; LayerNorm's masks folded into its constants (norm1 depth 12 -> 8, norm2 9 -> 6: each
 now one bootstrap) 4 bootstraps, 591 s with every operation priced at its level (attention at 23..1 levels); inputs
-encrypted lower 476 s; the measured costs 580 s. On the toy ring (INSECURE N = 2^12, load ~7.8 on 2 cores,
-wall clock) the 16 x 32 layer evaluates in 34.2 s with 9 bootstraps (46.4 s with 20 before), 0.15% of onnxruntime's
-largest output; its estimate, 13.8 s (bootstraps 7.1 s against 20.5 measured, the rest 6.8 against 13.7), is low
-there: per-operation overheads at N = 2^12 and the load do not scale down from N16_BOOT's measured costs.
+encrypted lower 476 s; the measured costs 580 s; the bounded cache of encodings 614 s.
+
+On the toy ring (INSECURE N = 2^12, load ~7.8 on 2 cores, wall clock) the 16 x 32 layer evaluates in 34.2 s with 9
+bootstraps (46.4 s with 20 before), 0.15% of onnxruntime's largest output; its estimate, 13.8 s (bootstraps 7.1 s
+against 20.5 measured, the rest 6.8 against 13.7), is low there: per-operation overheads at N = 2^12 and the load
+do not scale down from N16_BOOT's measured costs. No 128-bit BERT-tiny run was made (11.3 GiB and ~10 min at the
+estimate, on a machine shared by six jobs): the estimate's N16_BOOT figures are its measured per-operation costs.
 
 Peers (from the issue's text): THOR's BERT-base in the FHE Benchmarking Suite, 5,777 s of CPU compute and 21.4 GB
 of keys; MOAI 2.36 min per input on one GPU (amortised); NEXUS and Powerformer run BERT-class models under CKKS
