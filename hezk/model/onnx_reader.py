@@ -1464,6 +1464,24 @@ class _Reader:
         self.emit(Contraction(name, "Einsum", (x,), node.output[0], f"{terms[data]},{terms[1 - data]}->{result}", w,
                               None, None, out_shape))
 
+    def op_Trilu(self, node, name, attrs):
+        """The upper (``upper=1``, the default) or lower triangle of the last two axes from diagonal k (input 2,
+        default 0), the rest zero: folded on a constant (torch's causal masks), a public 0/1 scale of a tensor."""
+        k = 0
+        if len(node.input) > 1 and node.input[1]:
+            if not self.is_const(node.input[1]):
+                raise UnsupportedOperator("Trilu", name, "the diagonal k must be a constant")
+            k = int(np.asarray(self.const[node.input[1]]).reshape(()))
+        triangle = np.triu if int(attrs.get("upper", 1)) else np.tril
+        if self.is_const(node.input[0]):
+            self.fold(node, lambda data, *_: triangle(data, k))
+            return
+        x = self.name(node.input[0])
+        shape = self.shapes[x]
+        if len(shape) < 2:
+            raise ModelFileError(f"Trilu (node {name!r}): a tensor of sample shape {shape} has no two last axes")
+        self.affine(node, name, x, np.broadcast_to(triangle(np.ones(shape[-2:]), k), shape).copy(), None)
+
     def fold_constants(self, node, name, attrs):
         """An elementwise operator of ``_FOLDS`` on constants only (shape arithmetic): its value."""
         self.fold(node, _FOLDS[node.op_type])
@@ -1653,12 +1671,13 @@ class _Reader:
             return
         x, c, _ = self.elementwise_const(node, name)
         c = np.asarray(c, dtype=np.float64)
-        if not np.all(np.isfinite(c)) and np.all(np.isfinite(c) | (c == -np.inf)) \
+        dropped = (c == -np.inf) | (c <= _MASK_FILL)
+        if np.any(dropped) and np.all(np.isfinite(c) | (c == -np.inf)) \
                 and self.readers.get(node.output[0]) == ["Softmax"]:
-            # an attention mask (-inf: dropped) read by a Softmax alone: its finite part a shift, its -inf
-            # entries the Softmax's 0/1 mask
-            self.softmax_masks[node.output[0]] = np.isfinite(c).astype(np.float64)
-            c = np.where(np.isfinite(c), c, 0.0)
+            # an attention mask (-inf or a fill <= _MASK_FILL such as torch's finfo.min: dropped) read by a Softmax
+            # alone: its other entries a shift, its dropped entries the Softmax's 0/1 mask
+            self.softmax_masks[node.output[0]] = (~dropped).astype(np.float64)
+            c = np.where(dropped, 0.0, c)
         self.affine(node, name, x, None, c)
 
     def op_Sub(self, node, name, attrs):
