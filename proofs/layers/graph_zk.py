@@ -1122,12 +1122,15 @@ def graph_basefold_params(qgraph: QuantizedGraph, batch: int = 1):
     slot and a random tail per large store, a masked batch opening; :mod:`proofs.basefold_zk`) at the first of
     :data:`GRAPH_BASEFOLD_CANDIDATES` whose proof reaches MIN_SOUNDNESS_BITS at ``batch`` (the batch opening's
     field error grows with the stores' rows, :func:`proofs.basefold.batch_security_bits`); ModelError when none
-    does (the graph is too large for hiding Basefold over F_p^4). Measured (issue 34, ``benchmarks/
-    transformer_proof.py --scheme basefold``, one core, prove CPU, load 8-11): the 16 x 32 layer 0.92 MB (hiding
-    Ligero, 2.38 s) -> 0.56 MB (2.65 s), BERT-tiny's layer 1.46 MB (3.27 s) -> 0.95 MB (4.95 s), both >= 101.7 bits.
-    The GPT-2-small block (stores of 2^24, 2^22, 2^23 entries) reaches 100 bits only at rate 1/2 with rows of 2^16
-    symbols, whose queries open 2^11+ symbols per leaf: larger than Ligero's 3.80 MB (one 2^22 table alone opens
-    in 2.0 MB there), so Ligero stays its commitment."""
+    does (the graph is too large for hiding Basefold over F_p^4). Measured (issue 34, one core, prove CPU), the
+    candidates with a proof of work before each fold against the earlier ones (rows of 2^16 symbols, no fold
+    grinding), best of 2 in one run at load 6-7: the 16 x 32 layer 0.56 -> 0.41 MB (2.40 -> 2.77 s; hiding Ligero
+    0.92 MB), BERT-tiny's layer 0.95 -> 0.50 MB (4.22 -> 4.63 s; Ligero 1.46 MB), both >= 102.8 bits (rows of 2^22
+    instead of 2^20: the same bytes, 1.6-1.9x the time); ``benchmarks/transformer_proof.py --gpt2 --scheme basefold``
+    at load 4: the GPT-2-small block (stores of 2^24, 2^23, 2^23 entries: rate 1/4 has no room
+    for their slot tables, so rate 1/2, rows of 2^22, arity 5, 213 queries) 7.83 -> 0.97 MB (batch opening 0.66 MB),
+    20.3 -> 22.2 s prove CPU (load 8-11 before), verify 0.44 s CPU, 102.0 bits per hash (87.4 statistical), peak
+    RSS 3.3 -> 4.9 GB: a quarter of hiding Ligero's 3.80 MB (10.1 s, 2.2 GB)."""
     small = basefold_params()
     shapes = Shapes(qgraph, batch)
     layouts = _layouts(shapes, qgraph)
