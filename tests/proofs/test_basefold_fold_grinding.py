@@ -259,3 +259,33 @@ def test_a_hiding_tail_batch_with_fold_grinding_verifies_and_reads_back():
         again.opening, fold_nonces=(again.opening.fold_nonces[0] + 1,) + again.opening.fold_nonces[1:]))
     with pytest.raises(ProofRejected):
         Z.verify_batch([parsed], [point], values, bad, Transcript("z"), min_security_bits=0)
+
+
+def test_a_flipped_missing_or_extra_sibling_of_a_ground_proof_is_rejected(ground):
+    """Every multi-proof of a version 3 proof: a sibling flipped, one dropped, one added (as objects and as bytes:
+    a path's digest count one more, its bytes shifted) is refused with ProofRejected."""
+    commitments, points, values, proof = ground
+    raw = proof.to_bytes()
+    assert any(proof.initial_paths) and proof.layer_paths
+    for field in ("initial_paths", "layer_paths"):
+        paths = getattr(proof, field)
+        for i, path in enumerate(paths):
+            tampered = [tuple(path) + (bytes(32),)]  # extra (a small tree whose leaves are all opened sends none)
+            if path:
+                tampered += [(bytes([path[-1][0] ^ 0x80]) + path[-1][1:],) + tuple(path[:-1]),  # flipped, moved
+                             tuple(path[:-1]) + (bytes([path[-1][0] ^ 1]) + path[-1][1:],),     # flipped
+                             tuple(path[1:])]                                                   # missing
+            for bad_path in tampered:
+                changed = list(paths)
+                changed[i] = bad_path
+                bad = dataclasses.replace(proof, **{field: tuple(changed)})
+                with pytest.raises(ProofRejected):
+                    _verify(commitments, points, values, bad)
+                with pytest.raises(ProofRejected):  # the same through bytes
+                    _verify(commitments, points, values, B.BasefoldProof.from_bytes(bad.to_bytes()))
+            # in the bytes: the path's count raised by one, so every later item is read 32 bytes off
+            marker = len(path).to_bytes(4, "little") + b"".join(path)
+            at = raw.index(marker)
+            shifted = raw[:at] + (len(path) + 1).to_bytes(4, "little") + raw[at + 4:]
+            with pytest.raises(ProofRejected):
+                _verify(commitments, points, values, B.BasefoldProof.from_bytes(shifted))
