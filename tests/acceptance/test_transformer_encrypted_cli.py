@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from .support import export_torch, hezk, ok, onnxruntime_run, relative_error, write_ring
-from .transformer_models import D_MODEL, SEQUENCE, causal_attention, data_shape, encoder, example, sample_shape, vit
+from .transformer_models import (D_MODEL, SEQUENCE, causal_attention, data_shape, encoder, example, gpt_block,
+                                 sample_shape, vit)
 
 pytest.importorskip("torch")
 pytest.importorskip("onnxruntime")
@@ -31,6 +32,8 @@ SCENARIOS = {  # name: (module maker, file input shape, exporter is dynamo, batc
     "causal-attention-torchscript": (causal_attention, (1, SEQUENCE, D_MODEL), False, 1),
     "vit-torchscript": (vit, (1, 1, 16, 16), False, 2),  # data: (batch, 1, 16, 16) images
     "vit-default": (vit, (1, 1, 16, 16), True, 1),
+    "gpt-block-sdpa-causal-default": (gpt_block, (1, SEQUENCE, D_MODEL), True, 1),
+    "gpt-block-sdpa-causal-torchscript": (gpt_block, (1, SEQUENCE, D_MODEL), False, 2),
 }
 
 

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from .support import export_torch, hezk, ok, onnxruntime_run, relative_error
-from .transformer_models import D_MODEL, SEQUENCE, causal_attention, data_shape, encoder, example, sample_shape, vit
+from .transformer_models import (D_MODEL, SEQUENCE, causal_attention, data_shape, encoder, example, gpt_block,
+                                 sample_shape, vit)
 
 pytest.importorskip("torch")
 pytest.importorskip("onnxruntime")
@@ -29,6 +30,8 @@ SCENARIOS = [  # module maker, file input shape, dynamo, batch, public weights
     pytest.param(causal_attention, (1, SEQUENCE, D_MODEL), True, 1, False, id="causal-attention-default"),
     pytest.param(vit, (1, 1, 16, 16), True, 2, False, id="vit-default"),
     pytest.param(vit, (1, 1, 16, 16), False, 1, True, id="vit-torchscript-public"),
+    pytest.param(gpt_block, (1, SEQUENCE, D_MODEL), True, 1, False, id="gpt-block-sdpa-causal-default"),
+    pytest.param(gpt_block, (1, SEQUENCE, D_MODEL), False, 2, False, id="gpt-block-sdpa-causal-torchscript"),
 ]
 
 

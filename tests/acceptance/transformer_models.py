@@ -55,6 +55,29 @@ def causal_attention(d_model=D_MODEL, heads=HEADS, feedforward=FEEDFORWARD, sequ
     return CausalBlock().eval()
 
 
+def gpt_block(d_model=D_MODEL, heads=HEADS, sequence=SEQUENCE, seed=0):
+    """A GPT-2-style pre-norm block: one LayerNorm before attention and the MLP, q/k/v split from one projection,
+    ``scaled_dot_product_attention(..., is_causal=True)`` (its mask built by the exporter), tanh GELU."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(seed)
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm1, self.norm2 = torch.nn.LayerNorm(d_model), torch.nn.LayerNorm(d_model)
+            self.qkv, self.out = torch.nn.Linear(d_model, 3 * d_model), torch.nn.Linear(d_model, d_model)
+            self.up, self.down = torch.nn.Linear(d_model, 4 * d_model), torch.nn.Linear(4 * d_model, d_model)
+
+        def forward(self, x):
+            b, s, d = x.shape
+            q, k, v = (t.view(b, s, heads, d // heads).transpose(1, 2) for t in self.qkv(self.norm1(x)).split(d, -1))
+            attended = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.out(attended.transpose(1, 2).reshape(b, s, d))
+            return x + self.down(torch.nn.functional.gelu(self.up(self.norm2(x)), approximate="tanh"))
+
+    return Block().eval()
+
+
 def vit(d_model=D_MODEL, heads=HEADS, feedforward=FEEDFORWARD, image=16, patch=4, classes=10, seed=0):
     """A small vision transformer: a patch-embedding Conv (stride = kernel), a learned position embedding, one
     encoder layer (GELU), the mean over the patches and a linear head; input (1, 1, image, image)."""
@@ -91,5 +114,6 @@ def example(shape):
 def data_shape(make, shape) -> tuple:
     """The sample shape a user's data has: the whole fixed input of torch's encoder modules (their batch of 1 a
     sample axis), (sequence, width) for the hand-written block (its batch axis read as the batch), an image
-    (1, H, W) for the ViT (the user's batch of images, without the file's batch axis of 1)."""
-    return shape[1:] if make in (causal_attention, vit) else shape
+    (1, H, W) for the ViT and (sequence, width) for the GPT block (the user's batch, without the file's batch axis
+    of 1)."""
+    return shape[1:] if make in (causal_attention, vit, gpt_block) else shape
