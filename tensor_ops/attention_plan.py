@@ -46,6 +46,7 @@ from .tensor_base import CipherTensorBase
 
 __all__ = ["ATTENTION_BOOTSTRAP", "ATTENTION_KINDS", "AttentionPlan", "BootstrapRecorder", "BootstrapSite",
            "BootstrappingBackend", "ESTIMATE_COSTS", "PLAINTEXT_CACHE_BYTES", "plaintext_cache_entries",
+           "switching_work",
            "contraction_records", "find_early_refreshes", "rotation_units", "has_attention", "plan_attention",
            "read_graph", "run_attention", "attention_config",
            "samples_outside"]
@@ -868,7 +869,7 @@ def find_early_refreshes(model, sample, params, config, level, compaction):
     return best[1:]
 
 
-def rotation_units(operations, key_steps, slots: int, weight=None) -> tuple:
+def rotation_units(operations, key_steps, slots: int, weight=None, rotation_weight=None) -> tuple:
     """``operations`` with the recorded rotation amounts replaced by ``("rotation_units", u)`` (and the recorded
     products by node dropped) plus ``("product_units", u)`` (the products, rescales and encodings) and
     ``("node_units", ((node, units), ...))``: each node's rotations and products in CostModel units, largest first
@@ -877,12 +878,14 @@ def rotation_units(operations, key_steps, slots: int, weight=None) -> tuple:
     keyed; with a power-of-two key set a step without its key is composed of ``backends.rotation_route``'s keyed
     steps, each a full rotation, and a hoisted one composed loses its hoisting (``CKKSBackend.rotate_many``): what
     the plain counts left out. ``weight(level)``: the cost of an operation at the level it was recorded at relative
-    to the reference level (its limbs; entries recorded without a level, or -1, weigh 1)."""
+    to the reference level (its limbs; entries recorded without a level, or -1, weigh 1); ``rotation_weight(level)``:
+    a rotation's (default ``weight``; ``switching_work``'s digits make it fall faster than the limbs)."""
     from .backends import rotation_route
 
     c, units, products, out, by_node = ESTIMATE_COSTS, 0.0, 0.0, [], {}
     keys = None if key_steps is None else {int(k) % slots for k in key_steps}
     scaled = (lambda level: 1.0) if weight is None else (lambda level: 1.0 if level < 0 else weight(level))
+    turned = scaled if rotation_weight is None else (lambda level: 1.0 if level < 0 else rotation_weight(level))
     for name, value in operations:
         if name == "node_products":
             price = _product_prices(c, {entry[1] for entry in value})
@@ -905,7 +908,7 @@ def rotation_units(operations, key_steps, slots: int, weight=None) -> tuple:
                 turn = count * (c.hoisted_rotation if hoisted else c.rotation)
             else:
                 turn = count * len(rotation_route(step, keys, slots) or (step,)) * c.rotation
-            turn *= scaled(level)
+            turn *= turned(level)
             units += turn
             by_node[node] = by_node.get(node, 0.0) + turn
     nodes = tuple(sorted(((node, round(u, 1)) for node, u in by_node.items()), key=lambda e: -e[1]))
@@ -1012,7 +1015,10 @@ def _bootstrapping(model, sample, params, config, input_level, rotations, key_bu
                                  f"included), over the key budget of {key_budget / 2**20:.0f} MiB")
     left = min(boot.levels_left, params.max_level)    # the estimate's unit: a rotation at the levels a bootstrap leaves
     size = lambda level: params.limbs_at(min(level, params.max_level)) + len(params.p_moduli)  # noqa: E731
-    operations = rotation_units(operations, key_steps, params.slots, lambda level: size(level) / size(left))
+    work, top = (lambda level: switching_work(params, level)), params.max_level  # noqa: E731
+    unit = work(left) / work(top)            # a rotation at ``left`` over one at the top
+    operations = rotation_units(operations, key_steps, params.slots, lambda level: size(level) / size(top) / unit,
+                                lambda level: work(level) / work(left))
     return dict(bootstrap=config, bootstraps=sites, input_level=int(level), key_steps=key_steps,
                 operations=operations, compaction=bool(compaction), compaction_rotations=moves,
                 early_refreshes=forced)
@@ -1129,8 +1135,22 @@ def _key_bytes(params, rotations: int) -> int:
 
 
 def _rotation_seconds(params, level: int) -> float:
-    """Estimated seconds of one key-switched rotation at ``level`` of ``params`` (``ROTATION_SECONDS`` scaled)."""
-    return ROTATION_SECONDS * params.n * (params.limbs_at(level) + len(params.p_moduli)) / REFERENCE_SIZE
+    """Estimated seconds of one key-switched rotation at ``level`` of ``params``: ``ROTATION_SECONDS`` scaled by
+    N x (limbs + P) to the top level, then by ``switching_work`` to ``level``."""
+    top = params.max_level
+    return (ROTATION_SECONDS * params.n * (params.limbs_at(top) + len(params.p_moduli)) / REFERENCE_SIZE
+            * switching_work(params, level) / switching_work(params, top))
+
+
+def switching_work(params, level: int) -> int:
+    """The NTT rows one hybrid key switch (a rotation) transforms at ``level``: ModUp of each digit that holds one of
+    the level's Q limbs to the limbs and P (digits x (limbs + P)), then ModDown (limbs + P). A rotation near level
+    0 touches one digit of six on N16_BOOT: its cost falls faster than its limbs (at 8 levels 0.28 of the top's,
+    not 0.48; the BERT-tiny layer's products measured about half of the limb-scaled estimate)."""
+    level = min(int(level), params.max_level)
+    limbs = params.limbs_at(level)
+    digits = sum(1 for digit in params.digits if min(digit) < limbs)
+    return (digits + 1) * (limbs + len(params.p_moduli))
 
 
 def samples_outside(plan: AttentionPlan, model: GraphApproximation, x) -> dict:

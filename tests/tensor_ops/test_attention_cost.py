@@ -156,3 +156,20 @@ def test_encodings_are_counted_as_the_runs_bounded_cache_keeps_them():
     params = CKKSParameters.preset("N16_BOOT")
     entries = plaintext_cache_entries(params, 8)
     assert 16 <= entries < 2048 and entries * params.limbs_at(10) * params.n * 8 <= PLAINTEXT_CACHE_BYTES
+
+
+def test_a_rotation_near_level_zero_touches_fewer_key_switching_digits():
+    """``switching_work``: (digits holding a limb of the level + 1) x (limbs + P), rising with the level; on
+    N16_BOOT the top's 6 digits, 3 at 8 levels (0.28 of the top's work, where the limbs alone give 0.48), 1 at
+    level 3; rotations weigh it apart from products in ``rotation_units``."""
+    from crypto import CKKSParameters
+    from tensor_ops.attention_plan import switching_work
+
+    params = CKKSParameters.preset("N16_BOOT")
+    works = [switching_work(params, level) for level in range(params.max_level + 1)]
+    assert works == sorted(works) and works[-1] == 7 * 58 and works[8] == 4 * 28 and works[3] == 2 * 18
+    operations = (("amounts", (("a", 1, False, 4, 1),)), ("node_products", (("a", "ct_pt", 4, 1),
+                                                                           ("a", "rescale", 4, 1))))
+    out = dict(rotation_units(operations, None, 1 << 10, lambda level: 2.0, lambda level: 0.5))
+    c = ESTIMATE_COSTS
+    assert out["rotation_units"] == 0.5 and out["product_units"] == round((c.pt_mult + c.rescale) * 2.0, 2)
