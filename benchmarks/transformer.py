@@ -17,24 +17,32 @@ only: sparse secret, no security): wall time, peak RSS, the bootstraps run, the 
 share of its largest output. ``--proof``: the proof rows of ``benchmarks/transformer_proof.py`` (quick: its 16 x 32
 row, hidden weights; all: its default rows; none). ``--size``: another layer (width, heads, MLP, sequence).
 
-Measured here (2 shared cores, one thread, load average ~4-6): the BERT-tiny layer plans at 128 bits (N16_BOOT, 23
-levels, depth 46, inputs encrypted at level 10, the fastest of those tried) in 67-90 s (0.9-1.6 GB RSS). Estimated
-server time 614 s, one thread: 6 ciphertext bootstraps at 6 sites (one before each approximation and before the
-weighted sum and the MLP), 14.9 s each, 89 s; the rest 525 s. The plan prints where it goes, by node
-(``AttentionPlan.time_breakdown``): linear1 102 s + 1 bootstrap, scores (MatMul_1, skewed diagonal products) 112 s,
-weighted sum (MatMul_2) 97 s + 1, QKV projection 98 s, linear2 53 s, norm2 17 s + 1, Add_2 17 s, Add 8 s + 1,
-norm1 5 s + 1, Softmax 3 s + 1, GELU 3 s; 1,075 rotations + 694 hoisted (2,541 units on the keys), 8,838 ct x pt,
-185 ct x ct, 428 rescales, 7,681 constants encoded (the run's cache of encodings holds 1 GiB:
+Measured here (2 shared cores, one thread, load average ~2-6): the BERT-tiny layer plans at 128 bits (N16_BOOT, 23
+levels, depth 46, inputs encrypted at level 10, the fastest of those tried) in 33-90 s (0.9-1.6 GB RSS). Estimated
+server time 403 s, one thread: 6 ciphertext bootstraps at 6 sites (one before each approximation and before the
+weighted sum and the MLP), 14.9 s each, 89 s; the rest 314 s. The plan prints where it goes, by node
+(``AttentionPlan.time_breakdown``): linear1 66 s + 1 bootstrap, weighted sum (MatMul_2) 56 s + 1, QKV projection
+69 s, scores (MatMul_1, skewed diagonal products) 57 s, linear2 30 s, norm2 9 s + 1, Add_2 10 s, Add 5 s + 1, norm1
+3 s + 1, Softmax 2 s + 1, GELU 3 s; 1,075 rotations + 694 hoisted (1,984 units on the keys), 8,838 ct x pt, 185 ct
+x ct, 428 rescales, 7,681 constants encoded (the run's cache of encodings holds 1 GiB:
 ``attention_plan.PLAINTEXT_CACHE_BYTES``; its former 2,048 entries would have held 25 GB of N16_BOOT plaintexts).
 Galois keys 7.8 GiB (45: the signed powers of two and the bootstrap's), peak memory estimated 11.3 GiB; the
-approximations keep the layer within 0.33% of its largest output on the calibration data. The 120 s goal is not
-met: attention's products and the projections/MLP take 460 s of the 525; one key per extra step would save about
-3-4 s per 182 MB key (the 40 most used: ~120 s for 7 GiB more keys).
+approximations keep the layer within 0.33% of its largest output on the calibration data.
+
+Run (``--run``'s path, 128-bit N16_BOOT, one sample, load ~1-2, 2026-12-06; hezk's default two kernel threads, not
+one): keys 27.7 s, evaluation 258 s wall (the process 136% CPU), 6 bootstraps as planned taking 69.5 s (11.6 s
+each), the rest 189 s (by node: linear1 60 s with its bootstrap, QKV 44 s, weighted sum 43 s with its bootstrap,
+scores 35 s, linear2 14 s, each layer norm, Softmax and Add 11-14 s with its bootstrap); peak RSS 13.4 GB (VmHWM;
+estimated 11.3 GiB = 12.1 GB); 0.32% of onnxruntime's largest output. The 120 s goal is not met: the estimate, 403
+s on one thread, and the run, 258 s on two, both spend most of their time in attention's products and the
+projections/MLP (the einsum planner's diagonal plans: 1,075 rotations, 8,838 plaintext products); one key per extra
+step would save 3-4 s per 182 MB key.
 
 The estimate prices every operation at the level it runs at with per-operation costs measured at N16_BOOT
 (``attention_plan.ESTIMATE_COSTS``: a key-switched rotation 0.310 s at the top level, CPU time, twice the old
-figure scaled from N = 2^13; a bootstrap its measured 14.9 s, ``BOOTSTRAP_MEASURED_SHARE``), counts rescales (once
-per rescale, not per product) and the encodings of constants. Before this work the plan stated 943 s in the old
+figure scaled from N = 2^13, and below it by the key-switching digits the level holds, ``switching_work``;
+products by their limbs; a bootstrap its measured 14.9 s, ``BOOTSTRAP_MEASURED_SHARE``), counts rescales (once per
+rescale, not per product) and the encodings of constants. Before this work the plan stated 943 s in the old
 pricing (20 bootstraps, 397 s; rotations at 0.166 s). The cuts, each in the pricing of its time: rescales and
 encodings counted 904 s; a bootstrap without arcsin (8 levels left instead of 6: its sine error at the recorded
 coefficients, <= 0.013 Delta now, far inside the budget) and one refresh of an approximation's input before its
@@ -45,13 +53,13 @@ and squarings chosen for an error target, Newton tolerance 1e-3 (depth 59 -> 53)
 the signed powers of two as rotation keys (+7 keys, 1.2 GiB: a broadcast's steps -1..-64 one rotation each
 instead of up to 15) 527 s; LayerNorm's masks folded into its constants (norm1 depth 12 -> 8, norm2 9 -> 6: each
 now one bootstrap) 4 bootstraps, 591 s with every operation priced at its level (attention at 23..1 levels); inputs
-encrypted lower 476 s; the measured costs 580 s; the bounded cache of encodings 614 s.
+encrypted lower 476 s; the measured costs 580 s; the bounded cache of encodings 614 s; a rotation priced by the
+key-switching digits its level holds (``attention_plan.switching_work``: near level 0 one digit of six) 403 s.
 
 On the toy ring (INSECURE N = 2^12, load ~7.8 on 2 cores, wall clock) the 16 x 32 layer evaluates in 34.2 s with 9
 bootstraps (46.4 s with 20 before), 0.15% of onnxruntime's largest output; its estimate, 13.8 s (bootstraps 7.1 s
 against 20.5 measured, the rest 6.8 against 13.7), is low there: per-operation overheads at N = 2^12 and the load
-do not scale down from N16_BOOT's measured costs. No 128-bit BERT-tiny run was made (11.3 GiB and ~10 min at the
-estimate, on a machine shared by six jobs): the estimate's N16_BOOT figures are its measured per-operation costs.
+do not scale down from N16_BOOT's measured costs.
 
 Peers (from the issue's text): THOR's BERT-base in the FHE Benchmarking Suite, 5,777 s of CPU compute and 21.4 GB
 of keys; MOAI 2.36 min per input on one GPU (amortised); NEXUS and Powerformer run BERT-class models under CKKS
