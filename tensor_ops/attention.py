@@ -233,13 +233,19 @@ class ReciprocalApprox:
 @dataclass(frozen=True)
 class InverseSqrtApprox:
     """1/sqrt(v) on [low, high] (low > 0): y0 the least-squares line on the range, then ``steps`` of
-    y <- y (3 - v y^2) / 2, evaluated as 1.5 y - (v/2 y) y^2 (v/2 y and y^2 side by side: two levels a step)."""
+    y <- y (3 - v y^2) / 2, evaluated as 1.5 y - (v/2 y) y^2 (v/2 y and y^2 side by side: two levels a step); or,
+    where it takes no more levels within the tolerance, the Chebyshev interpolant of ``degree`` 3 or 7 on the range
+    (``poly``: power-basis coefficients in t = (v - center) / radius; one level for the normalisation, which also
+    cleans a rotate-and-sum's slots, and ceil(log2(degree + 1)) for the polynomial: 4 levels where the line and
+    two Newton steps take 5)."""
 
     low: float
     high: float
     tolerance: float = 1e-4
     steps: int = field(init=False)
     line: tuple = field(init=False)
+    degree: int = field(init=False)        # 0: the line and Newton's steps, else the interpolant's degree
+    poly: tuple = field(init=False)
 
     def __post_init__(self):
         if not 0 < self.low < self.high:
@@ -251,13 +257,29 @@ class InverseSqrtApprox:
         object.__setattr__(self, "line", (float(intercept), float(slope)))
         object.__setattr__(self, "steps", _newton_steps(lambda y, v: 0.5 * y * (3.0 - v * y * y), self.start, grid,
                                                         lambda v: 1.0 / np.sqrt(v), self.tolerance))
+        degree, poly = 0, ()
+        center, radius = (self.low + self.high) / 2.0, (self.high - self.low) / 2.0
+        for d in (3, 7):
+            if 1 + math.ceil(math.log2(d + 1)) > 1 + 2 * self.steps:
+                break
+            cheb = np.polynomial.chebyshev.Chebyshev.interpolate(lambda t: 1.0 / np.sqrt(center + radius * t), d)
+            t = (grid - center) / radius
+            if np.max(np.abs(cheb(t) * np.sqrt(grid) - 1.0)) <= self.tolerance:
+                degree, poly = d, tuple(float(c) for c in cheb.convert(kind=np.polynomial.Polynomial).coef)
+                break
+        object.__setattr__(self, "degree", degree)
+        object.__setattr__(self, "poly", poly)
 
     def start(self, v):
         return _times(v, self.line[1]) + self.line[0]
 
     def __call__(self, v, scale: float = 1.0, offset: float = 0.0):
-        """1/sqrt(scale v + offset): the affine map folded into the start line and into v/2 (no level of its
-        own)."""
+        """1/sqrt(scale v + offset): the affine map folded into the start line and into v/2, or into the
+        polynomial's normalisation (no level of its own)."""
+        if self.degree:
+            center, radius = (self.low + self.high) / 2.0, (self.high - self.low) / 2.0
+            t = _times_clean(v, scale / radius) + (offset - center) / radius
+            return evaluate_power_series(self.poly, t)
         intercept, slope = self.line
         y = _times_clean(v, slope * scale) + (intercept + slope * offset)
         half = _times_clean(v, 0.5 * scale) + 0.5 * offset
@@ -267,7 +289,7 @@ class InverseSqrtApprox:
 
     @property
     def depth(self) -> int:
-        return 1 + 2 * self.steps
+        return 1 + (math.ceil(math.log2(self.degree + 1)) if self.degree else 2 * self.steps)
 
 
 def _exp_coefficients(low: float, degree: int):

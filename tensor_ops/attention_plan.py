@@ -503,6 +503,10 @@ def _describe(node, approx) -> str:
                 f"[{approx.low:.4g}, 0], 1/sum by {r.steps} Newton (Goldschmidt) steps from the minimax line on "
                 f"[{r.low:.4g}, {r.high:.4g}]")
     if node.kind == "layernorm":
+        if getattr(approx, "degree", 0):
+            return (f"layer norm: 1/sqrt(var + eps) by its degree-{approx.degree} Chebyshev interpolant on the "
+                    f"calibrated variance range [{approx.low:.4g}, {approx.high:.4g}] (fewer levels than "
+                    f"{approx.steps} Newton steps)")
         return (f"layer norm: 1/sqrt(var + eps) by {approx.steps} Newton steps (Panda 2022) from the least-squares "
                 f"line on the calibrated variance range [{approx.low:.4g}, {approx.high:.4g}]")
     if approx is None:

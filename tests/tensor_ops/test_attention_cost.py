@@ -173,3 +173,20 @@ def test_a_rotation_near_level_zero_touches_fewer_key_switching_digits():
     out = dict(rotation_units(operations, None, 1 << 10, lambda level: 2.0, lambda level: 0.5))
     c = ESTIMATE_COSTS
     assert out["rotation_units"] == 0.5 and out["product_units"] == round((c.pt_mult + c.rescale) * 2.0, 2)
+
+
+@settings(max_examples=20, deadline=None)
+@given(low=st.floats(0.2, 2.0), ratio=st.floats(1.05, 6.0), tolerance=st.sampled_from([1e-4, 1e-3]))
+def test_inverse_sqrt_takes_the_interpolant_where_it_is_shallower_and_keeps_the_tolerance(low, ratio, tolerance):
+    """The inverse square root is within its tolerance on its range in either form, takes the Chebyshev
+    interpolant only where it needs no more levels than the line and Newton's steps, and consumes its stated depth
+    on a level-recording backend (the normalisation folded with scale and offset)."""
+    from tensor_ops.attention import InverseSqrtApprox
+
+    approx = InverseSqrtApprox(low, low * ratio, tolerance)
+    grid = np.linspace(low, low * ratio, 301)
+    assert np.max(np.abs(approx(4.0 * grid, 0.25, 0.0) * np.sqrt(grid) - 1.0)) <= tolerance * 1.01
+    assert approx.depth <= 1 + 2 * approx.steps
+    recorder = LevelRecorder(64)
+    approx(encrypt(recorder, 4.0 * grid[:32]), 0.25, 0.0)
+    assert recorder.consumed == approx.depth
