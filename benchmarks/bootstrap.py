@@ -66,6 +66,24 @@ load ~1.0, --repeats 3; OpenFHE dnum 4, 6 levels after):
   kept), OpenFHE 20.82 / 20.99 s: 0.59x best, 0.60x median; 20.6 / 16.3 bits random, 14.3 / 13.1 worst case;
   VmHWM 8.86 / 11.46 GB; keys 35 of 6.39 GB; keygen 21.9 / 23.8 s.
 
+Measured 2026-12-06 after fewer passes and fresh arrays per key switch (issue 36: a giant step's plaintext products
+summed in one pass, ``keyswitch.muladd_pairs``; a Chebyshev leaf in one pass, ``Evaluator.mul_int_sum``;
+``mul_add_rescale``'s factor, tensor and added part in one pass into thread scratch; ModDown's INTT and correction in
+scratch; the centred conversion and the divide-and-round tiled by 2048 columns), residues bit-identical to the code
+before (same output hash), one thread, separate processes alternating with the code before (5e55818^), best of 2
+CPU (process user + sys): at load ~1.5-2, 13.85 s (wall 13.86) against 14.60 s (wall 14.98): -5.1% CPU, -7.5% wall
+(CoeffToSlot 5.76 user against 5.80, EvalMod 5.02 against 5.17, SlotToCoeff 2.11 against 2.23; system time 0.68
+against 1.04-1.16 s: the tensor, integer products, sums and ModDown temporaries no longer fault fresh pages);
+a second pair (load 1.6-2.5): 14.06 s against 15.07 (-6.7%); at load ~4 earlier, 14.68 against 15.95 and then 16.30
+against 15.21 (a loaded pair either way).  Against the same-run idle figures above (15.06 s, OpenFHE 20.97 s) that
+is about 14.2 s, 0.68x.  Same-run comparison (this script, load 4-6: wall times mostly waits, compare CPU): hezk
+19.40 s best wall, 15.13 s CPU (13.34 s CPU with freed memory kept), OpenFHE 30.92 s wall, 22.27 s CPU: 0.68x by
+CPU (0.63x wall best, 0.85x median); 20.5 / 16.4 bits random, 14.3 / 13.1 worst case; 8 / 6 levels left; VmHWM
+10.82 / 11.46 GB.
+Kernels, one thread, interleaved in one process (best of 5-8 process CPU, load 2-8): the conversion 9 -> 49 primes
+7.3 ms against 8.4, ModDown with the rescale 11 -> 47 primes 10.6 against 13.0, a giant step's 8 products over 58
+rows 31-33 ms against 40-44, a 7-term leaf over 43 rows 9.5 against 14.2.
+
 ``--n16``: the earlier 128-bit N = 2^16 literal at Δ = 2^50 (``N16_DELTA50``, 28 levels, dnum 6, keys of
 208 MB): without encapsulation (``--encapsulation none``) 1.6 bits (K = 542, 7 double angles: EvalMod's
 noise times q_0/Δ·sqrt(N)), 20-25 s, 8 levels left, 10.6 GB; Δ = 2^50 caps it near 10 bits even encapsulated.

@@ -50,7 +50,10 @@ automorphisms 9.6, copies 0.66): bound 8.54 s against 14.58 s CPU measured (best
 Where the bound explains ~60% of the time, the rest is compute and the passes the count does not see; the largest
 item to cut is the accumulators' traffic of the plaintext products: each reads and writes both accumulators (4 of
 its 6.5 rows of traffic per limb, with the two baby parts and a uint32 diagonal), so k diagonals summed in one pass
-would move 4/k + 2.5 rows per diagonal (k = 4: 46% less).
+would move 4/k + 2.5 rows per diagonal (k = 4: 46% less).  Done since (``keyswitch.muladd_pairs``: a giant step's
+products in one pass, its sums written once; a Chebyshev leaf in one pass, ``mul_int_sum_rows``; the product's
+factor, tensor and added part in one pass, ``tensor_add_rows``): the figures above are from before it; the smoke
+bootstrap's table (``--smoke --kernels``) lists the new kernels.
 
 Default: the N14 operations and a bootstrap of the insecure N = 2^12 literal of ``benchmarks/bootstrap.py``
 (``--toy``); ``--bootstrap``: the N16_BOOT bootstrap instead (keys ~7.5 GB, peak ~10-11 GB: refused below 14 GB
