@@ -505,7 +505,7 @@ def _describe(node, approx) -> str:
     if node.kind == "layernorm":
         if getattr(approx, "degree", 0):
             return (f"layer norm: 1/sqrt(var + eps) by its degree-{approx.degree} Chebyshev interpolant on the "
-                    f"calibrated variance range [{approx.low:.4g}, {approx.high:.4g}] (fewer levels than "
+                    f"calibrated variance range [{approx.low:.4g}, {approx.high:.4g}] (no more levels than "
                     f"{approx.steps} Newton steps)")
         return (f"layer norm: 1/sqrt(var + eps) by {approx.steps} Newton steps (Panda 2022) from the least-squares "
                 f"line on the calibrated variance range [{approx.low:.4g}, {approx.high:.4g}]")
