@@ -218,8 +218,8 @@ def muladd_pairs(acc_b: np.ndarray, acc_a: np.ndarray, xs_b, xs_a, pts, q: np.nd
     where k calls of ``muladd_pair`` (its twin: the same residues) read and write both accumulators k times
     (N16_BOOT's double-hoisted transforms: their sums were 4 of every 6.5 rows a diagonal moved).  The sums stay in
     cache over a chunk of columns (one thread, 58 rows of 2^16, 8 terms: 31 ms against 40 ms); the lazy Barrett
-    products (< 3q each) are added without reduction (k <= ``SUM_TERMS``) and reduced once.  ``xs_b``, ``xs_a``: sequences of k uint64 (rows, n) arrays; ``pts``: k uint32/uint64
-    residue arrays (rows, n') with n' a power of two dividing n (a compact subring NTT as ``muladd_pair`` takes);
+    products (< 3q each) are added without reduction (k <= ``SUM_TERMS``) and reduced once.  ``xs_b``, ``xs_a``:
+    sequences of k uint64 (rows, n) arrays; ``pts``: k uint32/uint64 residue arrays (rows, n') with n' a power of two dividing n (a compact subring NTT as ``muladd_pair`` takes);
     q: (rows,) moduli < 2^31; the accumulators writable C-contiguous uint64 (rows, n).  Rows run on the threads of
     ``hezk.threads`` (each row its own: any split gives the same bits).  (Bossuat, Mouchet, Troncoso-Pastoriza,
     Hubaux, EUROCRYPT 2021, Algorithm 3: the inner sums of a giant step.)"""

@@ -620,9 +620,10 @@ class Evaluator:
 
         ``baby_steps``: every i the groups use; ``groups``: (m, pairs) items, pairs (i, poly) with ``poly`` a
         plaintext over Q_ℓ ∪ P in NTT form (``encode_extended``), or its residues as a uint32/uint64 array (kept
-        plaintexts; a short period's compact form, ``encode_extended(compact=True)``), drawn one group at a time (so they may be encoded lazily); a group's products are summed in one fused pass
-        over both parts (``crypto.keyswitch.muladd_pairs``: each baby and plaintext read once, the sums written once); ``scale``: the products' scale (ct.scale · the plaintexts' scale).  The result has the input's
-        length and complexity unless ``length``/``is_complex`` are given.  Bit for bit the same on any number of
+        plaintexts; a short period's compact form, ``encode_extended(compact=True)``), drawn one group at a time (so
+        they may be encoded lazily); a group's products are summed in one fused pass over both parts
+        (``crypto.keyswitch.muladd_pairs``: each baby and plaintext read once, the sums written once); ``scale``: the
+        products' scale (ct.scale · the plaintexts' scale).  The result has the input's length and complexity unless ``length``/``is_complex`` are given.  Bit for bit the same on any number of
         threads (exact modular arithmetic; the babies' key switches run on the threads of ``hezk.threads``)."""
         self._check(ct)
         n, ring, switcher = self.params.n, self.ring, self.switcher
