@@ -227,6 +227,7 @@ KERNELS = {
     ("crypto.keyswitch", "add_permuted_pair_into"): KernelSpec("automorphism", inout=("acc",)),
     ("crypto.ckks.evaluator", "mulmod_scalar_rows"): KernelSpec("mul/add/Barrett"),
     ("crypto.ckks.evaluator", "muladd_scalar_rows"): KernelSpec("mul/add/Barrett"),
+    ("crypto.ckks.evaluator", "muladd_pair"): KernelSpec("mul/add/Barrett", inout=("acc_b", "acc_a")),
     ("crypto.ckks.evaluator", "muladd_pairs"): KernelSpec("mul/add/Barrett", out=("acc_b", "acc_a")),
     ("crypto.ckks.evaluator", "mul_int_sum_rows"): KernelSpec("mul/add/Barrett", custom=_int_sum_bytes),
     ("crypto.ckks.evaluator", "permute_rows"): KernelSpec("automorphism"),
@@ -242,7 +243,8 @@ NOT_KERNELS = {
                          "reduce_small": "numba-internal", "make_switching_key": "keygen",
                          "uniform_part": "keygen", "galois_element": "no arrays", "conjugation_element": "no arrays",
                          "expand_uniform": "keygen", "shoup_precompute": "constants",
-                         "inv_mod": "constants", "parallel": "thread pool (the kernels it runs are counted)"},
+                         "inv_mod": "constants", "parallel": "thread pool (the kernels it runs are counted)",
+                         "read_only": "a view (no data moved)"},
     "crypto.ring": {"shoup_precompute": "constants", "crt_compose": "reference view (to_ints)",
                     "centered": "reference view", "inv_mod": "constants", "parallel": "thread pool",
                     "bit_reverse_indices": "constants", "get_backend": "no arrays", "int_residues":
