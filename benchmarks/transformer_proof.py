@@ -17,7 +17,8 @@ basefold``: the hiding proof over hiding Basefold stores (:func:`proofs.layers.g
 batch opening of the weights, the proof store, the lookup store and every mask); ``--parts``: each hiding proof's
 bytes by part (which store's opening, the sumchecks, the stated values). Measured (one core, prove CPU, load
 8-11): GPT-2-small block hidden, Ligero 3.80 MB (weights' opening 1.47 MB, lookup store 1.08, proof store 0.76,
-masks 0.17, sumchecks 0.11), 10.1 s, 101.3 bits; hiding Basefold 0.97 MB (batch opening 0.66 MB, masked
+masks 0.17, sumchecks 0.11), 5.45 s (load 1.1; the code before issue 34's encoding and round kernels: 7.88 s
+at load 2.5, 10.1 s at load 8-11), 101.3 bits; hiding Basefold 0.97 MB (batch opening 0.66 MB, masked
 sumchecks 0.11), 22.2 s, verify 0.44 s CPU, 102.0 bits per hash (87.4 statistical), 4.9 GB (load 4): rate 1/2 with
 rows of 2^22 symbols and a 12-bit proof of work before each fold (``fold_grinding_bits``, :mod:`proofs.basefold`;
 without it only rows of 2^16 reached 100 bits for its 2^25 committed entries over F_p^4: 7.83 MB, 20.3 s, 3.3 GB).
