@@ -18,25 +18,25 @@ share of its largest output. ``--proof``: the proof rows of ``benchmarks/transfo
 row, hidden weights; all: its default rows; none). ``--size``: another layer (width, heads, MLP, sequence).
 
 Measured here (2 shared cores, one thread, load average ~2-6): the BERT-tiny layer plans at 128 bits (N16_BOOT, 23
-levels, depth 46, inputs encrypted at level 10, the fastest of those tried) in 33-90 s (0.9-1.6 GB RSS). Estimated
-server time 403 s, one thread: 6 ciphertext bootstraps at 6 sites (one before each approximation and before the
-weighted sum and the MLP), 14.9 s each, 89 s; the rest 314 s. The plan prints where it goes, by node
+levels, depth 45, inputs encrypted at level 10, the fastest of those tried) in 30-90 s (0.9-1.6 GB RSS). Estimated
+server time 387 s, one thread: 5 ciphertext bootstraps at 5 sites (before Softmax, the weighted sum, the residual
+add, the MLP and norm2), 14.9 s each, 74 s; the rest 313 s. The plan prints where it goes, by node
 (``AttentionPlan.time_breakdown``): linear1 66 s + 1 bootstrap, weighted sum (MatMul_2) 56 s + 1, QKV projection
-69 s, scores (MatMul_1, skewed diagonal products) 57 s, linear2 30 s, norm2 9 s + 1, Add_2 10 s, Add 5 s + 1, norm1
-3 s + 1, Softmax 2 s + 1, GELU 3 s; 1,075 rotations + 694 hoisted (1,984 units on the keys), 8,838 ct x pt, 185 ct
-x ct, 428 rescales, 7,681 constants encoded (the run's cache of encodings holds 1 GiB:
+69 s, scores (MatMul_1, skewed diagonal products) 57 s, linear2 30 s, Add_2 10 s, norm2 8 s + 1, Add 5 s + 1,
+Softmax 2 s + 1, GELU 3 s, norm1 2 s; 1,075 rotations + 694 hoisted (1,981 units on the keys), 8,839 ct x pt, 180
+ct x ct, 424 rescales, 7,682 constants encoded (the run's cache of encodings holds 1 GiB:
 ``attention_plan.PLAINTEXT_CACHE_BYTES``; its former 2,048 entries would have held 25 GB of N16_BOOT plaintexts).
 Galois keys 7.8 GiB (45: the signed powers of two and the bootstrap's), peak memory estimated 11.3 GiB; the
 approximations keep the layer within 0.33% of its largest output on the calibration data.
 
-Run (``--run``'s path, 128-bit N16_BOOT, one sample, load ~1-2, 2026-12-06; hezk's default two kernel threads, not
-one): keys 27.7 s, evaluation 258 s wall (the process 136% CPU), 6 bootstraps as planned taking 69.5 s (11.6 s
-each), the rest 189 s (by node: linear1 60 s with its bootstrap, QKV 44 s, weighted sum 43 s with its bootstrap,
-scores 35 s, linear2 14 s, each layer norm, Softmax and Add 11-14 s with its bootstrap); peak RSS 13.4 GB (VmHWM;
-estimated 11.3 GiB = 12.1 GB); 0.32% of onnxruntime's largest output. The 120 s goal is not met: the estimate, 403
-s on one thread, and the run, 258 s on two, both spend most of their time in attention's products and the
-projections/MLP (the einsum planner's diagonal plans: 1,075 rotations, 8,838 plaintext products); one key per extra
-step would save 3-4 s per 182 MB key.
+Run (128-bit N16_BOOT, one sample, HEZK_THREADS=1, load ~2, 2026-12-06; ``/tmp`` script doing what ``--run`` does):
+keys 28.1 s, evaluation 326 s wall at 98% CPU (estimated 387 s): the 5 bootstraps 85.0 s (17.0 s each; estimated
+74 s), the rest 241 s (estimated 313 s); by node, measured against the estimate: weighted sum 62 s (70), linear1
+61 s (81), QKV 61 s (69), scores 46 s (57), Softmax 22 s (17), norm2 22 s (23), Add 21 s (20), linear2 14 s (30),
+Add_2 9 s (10); peak RSS 13.4 GB (estimated 11.3 GiB = 12.1 GB); 0.32% of onnxruntime's largest output. At two
+kernel threads (the default) the plan with 6 bootstraps evaluated in 258 s. The 120 s goal is not met: attention's
+products and the projections/MLP (the einsum planner's diagonal plans: 1,075 rotations, 8,839 plaintext products)
+take 230 s of the 326; one key per extra step would save 3-4 s per 182 MB key.
 
 The estimate prices every operation at the level it runs at with per-operation costs measured at N16_BOOT
 (``attention_plan.ESTIMATE_COSTS``: a key-switched rotation 0.310 s at the top level, CPU time, twice the old
@@ -54,7 +54,9 @@ the signed powers of two as rotation keys (+7 keys, 1.2 GiB: a broadcast's steps
 instead of up to 15) 527 s; LayerNorm's masks folded into its constants (norm1 depth 12 -> 8, norm2 9 -> 6: each
 now one bootstrap) 4 bootstraps, 591 s with every operation priced at its level (attention at 23..1 levels); inputs
 encrypted lower 476 s; the measured costs 580 s; the bounded cache of encodings 614 s; a rotation priced by the
-key-switching digits its level holds (``attention_plan.switching_work``: near level 0 one digit of six) 403 s.
+key-switching digits its level holds (``attention_plan.switching_work``: near level 0 one digit of six) 403 s;
+the layer norm's inverse square root by its Chebyshev interpolant where shallower (norm1 depth 8 -> 7, one
+bootstrap fewer) 387 s.
 
 On the toy ring (INSECURE N = 2^12, load ~7.8 on 2 cores, wall clock) the 16 x 32 layer evaluates in 34.2 s with 9
 bootstraps (46.4 s with 20 before), 0.15% of onnxruntime's largest output; its estimate, 13.8 s (bootstraps 7.1 s
