@@ -49,6 +49,14 @@ encrypted 2165 -> 1265 (1.71x); LeNet-5 proof 106 -> 86 (1.24x: Python overhead 
 0.59 (OpenFHE's own speed-up 1.53x).  With glibc's default allocator (``--openfhe none``, load 0.25 -> 1.3): Basefold
 1.81x, bootstrap 14.40 -> 8.76 s (1.64x), and the MLP proof 1161 -> 1258 ms (0.92x: both threads faulting fresh pages
 at once contend in the kernel; hezk's programs therefore keep freed memory, ``hezk.memory.for_a_program``).
+
+Measured 2026-12-06 after the bootstrap's fused sums (``keyswitch.muladd_pairs``, ``Evaluator.mul_int_sum``, the
+fused tensor and the scratch temporaries of ``mul_add_rescale`` and ModDown; ``benchmarks/bootstrap.py``: -5 to -7%
+one-thread CPU), ``--n16 --bootstrap --repeats 2 --reuse-freed-memory --openfhe none`` at load 1.9 rising to 4.4
+(other sessions: no second core free, the wall ratios are void, 0.74-1.11): N16_BOOT bootstrap serial 1.72% (1.8
+before), model speed-up 1.90x (1.85x; 1.91x with freed memory kept), outputs at 1 and 2 threads equal; N16 ct x ct
+serial 1.09% / 1.94x, rotation 1.13% / 1.92x; Basefold 6.3% / 1.81x, MLP proof 8.6% / 1.81x.  The 1.7x wall goal
+at 2 threads still wants an idle machine to be measured.
 """
 import argparse
 import gc
