@@ -44,7 +44,8 @@ from crypto.params import CKKSParameters
 from .attention_plan import BootstrappingBackend, ScaleKeepingBackend
 from .backends import CKKSBackend
 from .inference import (CLIENT_KIND, InputRangeError, InputRangeWarning, OutputRangeError, describe_bytes,
-                        pack_message, require_secure, server_context, unpack_message, write_secret_file)
+                        pack_message, read_client_file, require_secure, server_context, unpack_message,
+                        write_secret_file)
 from .layout import SlotLayout
 from .progress import as_progress
 from .tensor import CipherTensor
@@ -324,11 +325,7 @@ class AttentionClient:
     @classmethod
     def load(cls, path) -> "AttentionClient":
         """A client written by ``save`` (SerializationError naming the file otherwise)."""
-        try:
-            with open(path, "rb") as handle:
-                blob = handle.read()
-        except OSError as error:
-            raise SerializationError(f"--client {path}: {error.strerror or error}") from None
+        blob = read_client_file(path)
         try:
             record = hezk.record.unpack(blob, CLIENT_KIND)
             context = CKKSContext.from_bytes(hezk.record.array_bytes(record, 0, "the saved context"))

@@ -271,13 +271,9 @@ def save_client(packing: str, client, path) -> None:
 
 def client_file_packing(path) -> str:
     """The packing of a secret client file (``Client.save`` / ``save_client``)."""
-    from tensor_ops.inference import CLIENT_KIND
+    from tensor_ops.inference import CLIENT_KIND, read_client_file
 
-    try:
-        with open(path, "rb") as handle:
-            blob = handle.read()
-    except OSError as error:
-        raise SerializationError(f"--client {path}: {error.strerror or error}") from None
+    blob = read_client_file(path)
     try:
         meta = hezk.record.unpack(blob, CLIENT_KIND).meta
     except RecordError:

@@ -746,6 +746,15 @@ def server_context(public_context, backend="auto") -> CKKSContext:
     return context.public_context() if context.has_secret_key else context
 
 
+def read_client_file(path) -> bytes:
+    """The bytes of a secret client file; SerializationError naming ``--client PATH`` where it cannot be read."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError as error:
+        raise SerializationError(f"--client {path}: {error.strerror or error}") from None
+
+
 def write_secret_file(path, blob: bytes) -> None:
     """Write ``blob`` to ``path`` readable by its owner only (mode 0600), whatever was there before: a new file
     made with O_EXCL and mode 0600 next to it, then renamed over ``path`` (an existing 0644 file, or a link,
