@@ -35,7 +35,7 @@ from crypto.rlwe import Ciphertext
 from crypto.errors import LevelError, ParameterError, ShapeError
 
 from .backends import CKKSBackend
-from .attention import MARGIN, GraphApproximation, approximate
+from .attention import MARGIN, RANGE_MARGIN, GraphApproximation, approximate
 from .bootstrap_placement import bootstrap_cost, cached_bootstrap_plan
 from .inference import InputRangeError, require_secure
 from .model_plan import (BOOTSTRAP_PRESET, DEFAULT_KEY_BUDGET, auto_parameters, check_scale_drift, choose_parameters,
@@ -667,7 +667,8 @@ class AttentionPlan:
                  f"on encrypted tensors (tensor_ops.attention)"]
         lines += [f"  {text}" for text in self.operators]
         lines.append(f"approximations, each with its largest error on the calibration data "
-                     f"({self.calibration_samples} samples, ranges widened by {MARGIN:.0%} of their width):")
+                     f"({self.calibration_samples} samples; activation ranges widened by {MARGIN:.0%} of their width, "
+                     f"the others by {RANGE_MARGIN:.0%}):")
         lines += [f"  {name}: {text}: max error {error:.3g}" for name, text, error in self.approximations]
         share = self.model_error / self.output_magnitude if self.output_magnitude else 0.0
         lines.append(f"whole model on the calibration data: max error {self.model_error:.3g} ({share:.3%} of the "
@@ -1059,7 +1060,7 @@ def plan_attention(graph, calibration, *, params=None, bootstrap=None, allow_ins
     approximations = tuple((name, _describe(by_name[name], model.approximations[name]), model.errors[name])
                            for name in model.errors)
     low, high = float(batch.min()), float(batch.max())
-    pad = MARGIN * max(high - low, 1e-6)
+    pad = RANGE_MARGIN * max(high - low, 1e-6)
     sample = batch[:1]
     refusal, boot, products = None, {}, {}
     wants = bootstrap is not None and bootstrap is not False
