@@ -79,7 +79,9 @@ against 15.21 (a loaded pair either way).  Against the same-run idle figures abo
 is about 14.2 s, 0.68x.  Same-run comparison (this script, load 4-6: wall times mostly waits, compare CPU): hezk
 19.40 s best wall, 15.13 s CPU (13.34 s CPU with freed memory kept), OpenFHE 30.92 s wall, 22.27 s CPU: 0.68x by
 CPU (0.63x wall best, 0.85x median); 20.5 / 16.4 bits random, 14.3 / 13.1 worst case; 8 / 6 levels left; VmHWM
-10.82 / 11.46 GB.
+10.82 / 11.46 GB.  The same script on the idle machine (load 0.96-1.0), ``--repeats 3``: hezk 13.79 s best (14.80
+median; 13.48 s with freed memory kept), OpenFHE 21.97 s (22.02): 0.63x best, 0.67x median, at 20.5 / 16.5 bits
+random and 14.3 / 13.1 worst case, 8 / 6 levels left, 10.81 / 11.46 GB, keygen 26.2 / 24.5 s.
 Kernels, one thread, interleaved in one process (best of 5-8 process CPU, load 2-8): the conversion 9 -> 49 primes
 7.3 ms against 8.4, ModDown with the rescale 11 -> 47 primes 10.6 against 13.0, a giant step's 8 products over 58
 rows 31-33 ms against 40-44, a 7-term leaf over 43 rows 9.5 against 14.2.

@@ -55,8 +55,15 @@ fused tensor and the scratch temporaries of ``mul_add_rescale`` and ModDown; ``b
 one-thread CPU), ``--n16 --bootstrap --repeats 2 --reuse-freed-memory --openfhe none`` at load 1.9 rising to 4.4
 (other sessions: no second core free, the wall ratios are void, 0.74-1.11): N16_BOOT bootstrap serial 1.72% (1.8
 before), model speed-up 1.90x (1.85x; 1.91x with freed memory kept), outputs at 1 and 2 threads equal; N16 ct x ct
-serial 1.09% / 1.94x, rotation 1.13% / 1.92x; Basefold 6.3% / 1.81x, MLP proof 8.6% / 1.81x.  The 1.7x wall goal
-at 2 threads still wants an idle machine to be measured.
+serial 1.09% / 1.94x, rotation 1.13% / 1.92x; Basefold 6.3% / 1.81x, MLP proof 8.6% / 1.81x.
+
+Measured 2026-12-06 on the idle machine after those changes and the provers' faster encoding (load 0.4 -> 1.5),
+``--n16 --bootstrap --repeats 2 --reuse-freed-memory``, outputs equal: N16_BOOT bootstrap 13.75 -> 7.78 s (1.77x;
+goal 1.7 met), OpenFHE 1.6.1 in the same run 22.98 -> 14.69 s (1.56x): hezk / OpenFHE 0.60 at one thread, 0.53 at
+two; N16 ct x ct 0.41 / 0.58, rotation 0.65 / 0.66.  Best of 3 (``--n16 --repeats 3 --openfhe none``, load 0.5):
+Basefold 2^20 277.5 -> 160.1 (1.73x), 1.07M-parameter MLP proof 1095 -> 655 (1.67x), N16 ct x ct 368.3 -> 215.7
+(1.71x), rotation 1.70x, N14 1.02-1.21x (that run's best of 2 with OpenFHE gave Basefold 1.35x, MLP 1.46x, ct x ct
+1.51x at the same one-thread times: the two-thread figures vary between runs of this length).
 """
 import argparse
 import gc
