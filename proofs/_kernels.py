@@ -304,6 +304,19 @@ def _line(t, j):
 
 
 @numba.njit(cache=True, inline="always")
+def _acc_line(lines, v0, v1, v2, v3, d0, d1, d2, d3):
+    """lines[0] += a line's value (v0..v3), lines[1] += its step (d0..d3): unreduced uint64 sums."""
+    lines[0, 0] += v0
+    lines[0, 1] += v1
+    lines[0, 2] += v2
+    lines[0, 3] += v3
+    lines[1, 0] += d0
+    lines[1, 1] += d1
+    lines[1, 2] += d2
+    lines[1, 3] += d3
+
+
+@numba.njit(cache=True, inline="always")
 def _add4(a0, a1, a2, a3, b0, b1, b2, b3):
     return addp(a0, b0), addp(a1, b1), addp(a2, b2), addp(a3, b3)
 
@@ -412,23 +425,9 @@ def _masked_product_round_range(a, b, mask_a, block_a, mask_b, block_b, zs, degr
         f0, f1, f2, f3 = _add4(b0, b1, b2, b3, db0, db1, db2, db3)
         acc_product(sums, 1, e0, e1, e2, e3, f0, f1, f2, f3)
         if block_a:
-            lines_a[0, 0] += b0
-            lines_a[0, 1] += b1
-            lines_a[0, 2] += b2
-            lines_a[0, 3] += b3
-            lines_a[1, 0] += db0
-            lines_a[1, 1] += db1
-            lines_a[1, 2] += db2
-            lines_a[1, 3] += db3
+            _acc_line(lines_a, b0, b1, b2, b3, db0, db1, db2, db3)
         if block_b:
-            lines_b[0, 0] += a0
-            lines_b[0, 1] += a1
-            lines_b[0, 2] += a2
-            lines_b[0, 3] += a3
-            lines_b[1, 0] += da0
-            lines_b[1, 1] += da1
-            lines_b[1, 2] += da2
-            lines_b[1, 3] += da3
+            _acc_line(lines_b, a0, a1, a2, a3, da0, da1, da2, da3)
         run += np.uint64(1)
     one = np.uint64(1)
     for x in range(degree + 1):
