@@ -1478,8 +1478,11 @@ class _Reader:
             return
         x = self.name(node.input[0])
         shape = self.shapes[x]
+        if len(shape) < 2 and self.lead:  # the file's last two axes include the batch axis
+            raise UnsupportedOperator("Trilu", name, f"on a tensor of sample shape {shape}: its triangle takes the "
+                                                     f"batch axis")
         if len(shape) < 2:
-            raise ModelFileError(f"Trilu (node {name!r}): a tensor of sample shape {shape} has no two last axes")
+            raise ModelFileError(f"Trilu (node {name!r}): a tensor of shape {shape} has no two last axes")
         self.affine(node, name, x, np.broadcast_to(triangle(np.ones(shape[-2:]), k), shape).copy(), None)
 
     def fold_constants(self, node, name, attrs):

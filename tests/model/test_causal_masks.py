@@ -39,3 +39,13 @@ def test_trilu_folds_on_constants_and_scales_a_tensor(upper, k):
     graph = read_onnx(model)
     x = np.random.default_rng(1).normal(size=(2, 4, 4))
     assert np.allclose(graph.forward(x), run_onnx(model, x), atol=1e-6)
+
+
+def test_trilu_across_the_batch_axis_is_refused_by_name():
+    """On a (batch, n) tensor the triangle mixes samples: refused naming the node and the batch axis."""
+    from hezk.model import UnsupportedOperator
+
+    b = Builder((4,))
+    b.node("Trilu", [b.node("Relu", ["x"])], "across", upper=1)
+    with pytest.raises(UnsupportedOperator, match=r"Trilu \(node 'across'\).*batch axis"):
+        read_onnx(b.model())
