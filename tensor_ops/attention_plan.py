@@ -480,7 +480,7 @@ def read_graph(path, input_shape=None):
     return graph if has_attention(graph) else None
 
 
-def _batch(graph, x) -> tuple[np.ndarray, str]:
+def input_batch(graph, x) -> tuple[np.ndarray, str]:
     """(x batch first, the form it came in: :func:`hezk.model.input_form`) or ShapeError naming the shapes."""
     try:
         x = np.asarray(x, dtype=np.float64)
@@ -1052,7 +1052,7 @@ def plan_attention(graph, calibration, *, params=None, bootstrap=None, allow_ins
                              "LayerNorm and the activations are approximated on the ranges they take there")
     if bootstrap is not None and bootstrap is not False:
         bootstrap = attention_config(bootstrap)
-    batch, _ = _batch(graph, calibration)
+    batch, _ = input_batch(graph, calibration)
     model = approximate(graph, batch, activation_degree=activation_degree, tolerance=tolerance)
     exact = graph.forward(batch)
     error = float(np.max(np.abs(model.forward(batch) - exact)))
@@ -1162,7 +1162,7 @@ def samples_outside(plan: AttentionPlan, model: GraphApproximation, x) -> dict:
     """{sample index: the first calibrated range its plain reference leaves (text)}: the input range, a Softmax's
     shift (x <= c), exponent range or row-sum range, a LayerNorm's variance range, an activation's interval."""
     graph = model.graph
-    batch, _ = _batch(graph, x)
+    batch, _ = input_batch(graph, x)
     found = {}
 
     def note(mask, text):
@@ -1216,7 +1216,7 @@ def run_attention(plan: AttentionPlan, model: GraphApproximation, x, *, seed=Non
 
     from .tensor import encrypt
 
-    batch, form = _batch(model.graph, x)
+    batch, form = input_batch(model.graph, x)
     outside = samples_outside(plan, model, batch)
     if outside:
         first = min(outside)

@@ -218,9 +218,10 @@ def _weights_cache(args, plan, role, ciphertexts):
     return EncodedCache(max(min(left, plan.weight_bytes), 1))
 
 
-def _attention(args, command: str):
+def _attention(args, command: str, x=None):
     """(plan, model) of ``tensor_ops.attention_plan`` when --model holds attention (Bilinear, Softmax, LayerNorm
     nodes: an exported transformer layer), its plan printed; None for every other model (the Sequential path).
+    ``x``, the local input: its shape and values checked before the plan (seconds to minutes) is made.
     ``plan``, ``keygen``, local ``infer`` and server-side ``infer --context`` plan it alike (the same options give
     the same plan on both sides: ``tensor_ops.attention_split.plan_identity``); ``infer --dask`` is refused."""
     from tensor_ops import attention_plan
@@ -228,6 +229,8 @@ def _attention(args, command: str):
     graph = attention_plan.read_graph(args.model, _shape(args))
     if graph is None:
         return None
+    if x is not None:
+        attention_plan.input_batch(graph, x)  # ShapeError / ParameterError naming the shapes or the values
     if command == "infer --dask":
         raise HEError("--dask: a model with attention runs in this process (local infer without --dask) or split "
                       "into keygen, encrypt, infer --context and decrypt; Dask tasks are built for the slot path only")
@@ -530,7 +533,7 @@ def _infer_dense(args, packing, model, request):
 def _infer_locally(args):
     """Without --context: the whole flow in one process (keys, encrypt, server evaluation, decrypt)."""
     x = _load_array(args.request, "--input")
-    attention = _attention(args, "infer --dask" if args.dask is not None else "local")
+    attention = _attention(args, "infer --dask" if args.dask is not None else "local", x)
     if attention is not None:
         from tensor_ops.attention_plan import run_attention
         y = run_attention(*attention, x, progress=_progress(args, "rotation keys"), report=print)

@@ -6,6 +6,8 @@ insecure N = 2^10 / 2^11 test rings (tests only, said so: a 128-bit ring for the
 placed by tests/tensor_ops/test_attention_bootstrap.py's backend and stated by the plan)."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -201,6 +203,22 @@ def test_a_bad_degree_for_an_attention_model_is_refused_in_one_line(tiny_layer, 
                      str(tiny_layer / "cal.npy"), "--degree", degree]) == 2
     err = capsys.readouterr().err
     assert re.search(message, err) and "Traceback" not in err
+
+
+@pytest.mark.parametrize("bad, message", [("shape", r"input of shape \(1, 4, 7\) is neither"),
+                                          ("nan", "NaN or infinite")])
+def test_local_infer_refuses_a_bad_input_before_planning(tiny_layer, tmp_path, capsys, bad, message):
+    """Local infer on an attention model checks the input's shape and values before the plan (which takes seconds
+    to minutes): exit 2 naming the problem, no plan printed, nothing written."""
+    x = np.load(tiny_layer / "x.npy")
+    x = x[..., :-1] if bad == "shape" else np.where(np.arange(x.size).reshape(x.shape) == 3, np.nan, x)
+    np.save(tmp_path / "bad.npy", x)
+    command = ["infer", "--model", str(tiny_layer / "layer.onnx"), "--calibration", str(tiny_layer / "cal.npy"),
+               "--input", str(tmp_path / "bad.npy"), "--out", str(tmp_path / "y.npy")]
+    assert cli.main(command) == 2
+    captured = capsys.readouterr()
+    assert re.search(message, captured.err) and "Traceback" not in captured.err
+    assert "depth" not in captured.out and not (tmp_path / "y.npy").exists()
 
 
 def test_dask_refuses_an_attention_model_naming_what_runs(tiny_layer, tmp_path, capsys):
