@@ -1176,28 +1176,30 @@ def samples_outside(plan: AttentionPlan, model: GraphApproximation, x) -> dict:
     note((per_sample(batch, np.min) < low) | (per_sample(batch, np.max) > high),
          f"the input leaves its calibrated range [{low:.4g}, {high:.4g}]")
     values = {graph.input: batch}
-    for node in graph.nodes:
-        inputs = [values[name] for name in node.inputs]
-        approx = model.approximations.get(node.name)
-        t = inputs[0] if inputs else None
-        if node.kind == "softmax":
-            exponents = t - approx.shift
-            sums = (np.exp(exponents) * (1.0 if node.mask is None else node.mask)).sum(axis=-1)
-            r = approx.reciprocal
-            note((per_sample(exponents, np.max) > 0) | (per_sample(exponents, np.min) < approx.low),
-                 f"{node.where()}: its input leaves [{approx.shift + approx.low:.4g}, {approx.shift:.4g}] (the "
-                 f"calibrated shift and exponent range)")
-            note((per_sample(sums, np.min) < r.low) | (per_sample(sums, np.max) > r.high),
-                 f"{node.where()}: its row sums leave the reciprocal's range [{r.low:.4g}, {r.high:.4g}]")
-        elif node.kind == "layernorm":
-            variance = t.var(axis=node.axes(t.ndim)) + node.epsilon
-            note((per_sample(variance, np.min) < approx.low) | (per_sample(variance, np.max) > approx.high),
-                 f"{node.where()}: its variance leaves [{approx.low:.4g}, {approx.high:.4g}]")
-        elif node.kind == "activation" and approx is not None:
-            a, b = approx.interval
-            note((per_sample(t, np.min) < a) | (per_sample(t, np.max) > b),
-                 f"{node.where()}: its input leaves the fitted interval [{a:.4g}, {b:.4g}]")
-        values[node.output] = node.forward(*inputs)
+    # a sample far outside overflows its plain reference: it is refused by the ranges below, not warned about
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        for node in graph.nodes:
+            inputs = [values[name] for name in node.inputs]
+            approx = model.approximations.get(node.name)
+            t = inputs[0] if inputs else None
+            if node.kind == "softmax":
+                exponents = t - approx.shift
+                sums = (np.exp(exponents) * (1.0 if node.mask is None else node.mask)).sum(axis=-1)
+                r = approx.reciprocal
+                note((per_sample(exponents, np.max) > 0) | (per_sample(exponents, np.min) < approx.low),
+                     f"{node.where()}: its input leaves [{approx.shift + approx.low:.4g}, {approx.shift:.4g}] (the "
+                     f"calibrated shift and exponent range)")
+                note((per_sample(sums, np.min) < r.low) | (per_sample(sums, np.max) > r.high),
+                     f"{node.where()}: its row sums leave the reciprocal's range [{r.low:.4g}, {r.high:.4g}]")
+            elif node.kind == "layernorm":
+                variance = t.var(axis=node.axes(t.ndim)) + node.epsilon
+                note((per_sample(variance, np.min) < approx.low) | (per_sample(variance, np.max) > approx.high),
+                     f"{node.where()}: its variance leaves [{approx.low:.4g}, {approx.high:.4g}]")
+            elif node.kind == "activation" and approx is not None:
+                a, b = approx.interval
+                note((per_sample(t, np.min) < a) | (per_sample(t, np.max) > b),
+                     f"{node.where()}: its input leaves the fitted interval [{a:.4g}, {b:.4g}]")
+            values[node.output] = node.forward(*inputs)
     return found
 
 
