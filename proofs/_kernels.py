@@ -861,6 +861,27 @@ class FoldTarget:
         self.moves = []
 
 
+def transpose_u32(matrix, out):
+    """out[j, i] = matrix[i, j] for residues matrix (n, m) uint64 and out (m, n) uint32 (a Merkle tree's columns as
+    rows of little-endian words), in pieces of the output rows on the threads of ``hezk.threads``; twin:
+    ``np.ascontiguousarray(matrix.T, dtype="<u4")``."""
+    parallel(lambda lo, hi: _transpose_u32_range(matrix, out, lo, hi), out.shape[0], PARALLEL_MIN_ELEMENTS,
+             work_per_item=out.shape[1], align=TRANSPOSE_TILE)
+
+
+#: output rows a tile of :func:`transpose_u32` writes together (it reads 16 adjacent words of each input row)
+TRANSPOSE_TILE = 16
+
+
+@numba.njit(cache=True, nogil=True)
+def _transpose_u32_range(matrix, out, lo, hi):
+    for first in range(lo, hi, TRANSPOSE_TILE):
+        last = min(first + TRANSPOSE_TILE, hi)
+        for i in range(matrix.shape[0]):
+            for j in range(first, last):
+                out[j, i] = np.uint32(matrix[i, j])
+
+
 def copy_rows(src, dst):
     """dst[:] = src for arrays of one shape that do not overlap, in pieces of the rows on the threads of
     ``hezk.threads``."""
@@ -910,6 +931,33 @@ def _fold_add_planes_base_range(table, r, values, block, dst, lo, hi):
             o[j, 1] = (r1 * d % P + v1) % P
             o[j, 2] = (r2 * d % P + v2) % P
             o[j, 3] = (r3 * d % P + v3) % P
+
+
+#: eq tables from this many variables on build their later variables' doublings in pieces on the threads (each
+#: doubling's pairs are independent); below it, one compiled pass (LeNet-5's batch proof: 109 tables, 0.16 s serial)
+EQ_SPLIT_VARS = 14
+
+
+def eq_table_split(point, out):
+    """:func:`eq_table_into` with each doubling from 2^EQ_SPLIT_VARS entries on in pieces of its pairs on the
+    threads of ``hezk.threads``: the same products in the same order per entry, so the same table."""
+    first = min(point.shape[0], EQ_SPLIT_VARS)
+    eq_table_into(point[:first], out[:1 << first])
+    for b in range(first, point.shape[0]):
+        size = 1 << b
+        parallel(lambda lo, hi: _eq_double_range(point[b], out, size, lo, hi), size, PARALLEL_MIN_ENTRIES)
+
+
+@numba.njit(cache=True, nogil=True)
+def _eq_double_range(r, out, size, lo, hi):
+    """One doubling of :func:`eq_table_into` by r for the pairs lo <= i < hi: out[i + size] = out[i] r,
+    out[i] -= out[i + size]."""
+    r0, r1, r2, r3 = r[0], r[1], r[2], r[3]
+    for i in range(lo, hi):
+        ext_mul_into(out[i, 0], out[i, 1], out[i, 2], out[i, 3], r0, r1, r2, r3, out, i + size)
+        for c in range(4):
+            a, h = out[i, c], out[i + size, c]
+            out[i, c] = a - h if a >= h else a + P - h
 
 
 @numba.njit(cache=True)

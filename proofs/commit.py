@@ -110,7 +110,9 @@ def _merkle_tree(columns: np.ndarray) -> list:
     kernels = _row_hash_kernels() if columns.shape[1] >= F.NUMBA_MIN_SIZE else None
     if kernels is None:
         return merkle_levels(_leaf_digests(columns))
-    data = np.ascontiguousarray(columns.T, dtype="<u4").view(np.uint8)
+    data = np.empty((columns.shape[1], columns.shape[0]), dtype="<u4")
+    F.numba_kernels().transpose_u32(np.ascontiguousarray(columns, dtype=np.uint64), data)
+    data = data.view(np.uint8)
     digests = np.empty((columns.shape[1], DIGEST_SIZE), dtype=np.uint8)
     kernels.blake2b_rows(np.uint8(LEAF_PREFIX[0]), data, kernels._IV, kernels._SIGMA, digests)
     return digest_levels(digests)

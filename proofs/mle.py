@@ -82,7 +82,7 @@ def eq_table(point) -> np.ndarray:
     kernels = F.numba_kernels() if (1 << point.shape[0]) >= F.KERNEL_MIN_SIZE else None
     if kernels is not None:  # one in-place pass per variable
         out = np.empty((1 << point.shape[0], F.EXT_DEGREE), dtype=np.uint64)
-        kernels.eq_table_into(np.ascontiguousarray(point), out)
+        kernels.eq_table_split(np.ascontiguousarray(point), out)
         return out
     return _eq_table_numpy(point)
 

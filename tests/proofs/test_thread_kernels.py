@@ -1,5 +1,7 @@
 """The provers' kernels on several threads (hezk.threads): in-place folds write no fresh buffer and equal their
 one-thread results for every split; the parallel integer forward pass and small sumcheck rounds equal their twins."""
+import contextlib
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -282,3 +284,49 @@ def test_bits_round_message_on_ints_equals_the_numpy_formula(seed):
     expected = np.stack([F.ext_sub(first4[x], F.ext_mul(F.ext_mul(factor, _eq1(tau, x)), second4[x]))
                          for x in range(4)])
     assert got.dtype == np.uint64 and np.array_equal(got, expected)
+
+
+
+@contextlib.contextmanager
+def split_to_items(threads: int, **overrides):
+    """Every proofs kernel split down to single items on ``threads`` threads, and ``overrides`` of _kernels'
+    constants, all restored after (hypothesis tests cannot take the function-scoped fixture)."""
+    saved = {name: getattr(K, name) for name in ("PARALLEL_MIN_ENTRIES", "PARALLEL_MIN_ELEMENTS", *overrides)}
+    before, min_entries = T.get_threads(), BK.MIN_ENTRIES
+    try:
+        for name in ("PARALLEL_MIN_ENTRIES", "PARALLEL_MIN_ELEMENTS"):
+            setattr(K, name, 1)
+        for name, value in overrides.items():
+            setattr(K, name, value)
+        BK.MIN_ENTRIES = 1
+        T.set_threads(threads)
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(K, name, value)
+        BK.MIN_ENTRIES = min_entries
+        T.set_threads(before)
+
+
+@settings(max_examples=20, deadline=None)
+@given(k=st.integers(0, 9), split_from=st.integers(0, 9), threads=st.integers(1, 4), seed=st.integers(0, 99))
+def test_eq_table_with_its_doublings_in_pieces_equals_the_numpy_twin(k, split_from, threads, seed):
+    """eq_table_split: the doublings from 2^split_from entries on, in 1..4 pieces, give the numpy twin's table."""
+    from proofs.mle import _eq_table_numpy
+
+    point = F.ext_random((k,), seed=seed)
+    out = np.empty((1 << k, 4), np.uint64)
+    with split_to_items(threads, EQ_SPLIT_VARS=split_from):
+        K.eq_table_split(point, out)
+    assert np.array_equal(out, _eq_table_numpy(point))
+
+
+@settings(max_examples=20, deadline=None)
+@given(rows=st.integers(1, 40), columns=st.integers(1, 70), threads=st.integers(1, 4), seed=st.integers(0, 99))
+def test_transpose_to_words_in_pieces_equals_numpy(rows, columns, threads, seed):
+    """transpose_u32 (the Merkle tree's columns as rows of words), in tiles over 1..4 threads, equals numpy's."""
+    matrix = F.random_elements(rows * columns, seed=seed).reshape(rows, columns)
+    out = np.empty((columns, rows), np.uint32)
+    with split_to_items(threads):
+        K.transpose_u32(matrix, out)
+    assert np.array_equal(out, np.ascontiguousarray(matrix.T, dtype="<u4"))
