@@ -64,6 +64,13 @@ two; N16 ct x ct 0.41 / 0.58, rotation 0.65 / 0.66.  Best of 3 (``--n16 --repeat
 Basefold 2^20 277.5 -> 160.1 (1.73x), 1.07M-parameter MLP proof 1095 -> 655 (1.67x), N16 ct x ct 368.3 -> 215.7
 (1.71x), rotation 1.70x, N14 1.02-1.21x (that run's best of 2 with OpenFHE gave Basefold 1.35x, MLP 1.46x, ct x ct
 1.51x at the same one-thread times: the two-thread figures vary between runs of this length).
+
+Measured 2026-12-06 after the eq tables' doublings and the Ligero Merkle transpose were split (they were serial),
+``--lenet --repeats 3 --openfhe none --reuse-freed-memory``, load 1.2 -> 1.4, outputs equal: Basefold 2^20 274.7 ->
+149.6 ms (1.84x), 1.07M-parameter MLP proof 1069.9 -> 628.5 (1.70x; serial 8.7%, model 1.81x), LeNet-5 (x^2)
+encrypted 2289 -> 1449 (1.58x; model 1.86x), LeNet-5 proof one sample 93.9 -> 87.3 (1.08x: serial 55%, its ~85
+small sumchecks' Python), batch 64 3077 -> 2165 (1.42x; serial 10.7% (20% before), model 1.78x; separate runs of
+the batch-64 proof: 1.55-1.68x, up to 2.1x), N14 1.08-1.15x.
 """
 import argparse
 import gc
