@@ -43,6 +43,7 @@ import json
 import os
 import secrets
 import tempfile
+import threading
 import zlib
 from dataclasses import dataclass
 
@@ -362,8 +363,9 @@ def to_bytes(commitment, witness: ReusableWitness, layout, state_id: str | None 
 
 
 def load(path, tables: dict, layout, parse=None):
-    """(commitment bytes, ReusableWitness) from a state file (or the bytes of :func:`to_bytes`), checked against
-    the copies' Merkle roots (ModelError when the file is not a prover state of this model). ``parse`` reads the
+    """(commitment bytes, ReusableWitness) from a state file (or the bytes of :func:`to_bytes`): each copy's table
+    checked against the model's tables now, its code and Merkle root when the copy is first used
+    (:class:`CopiesOnDemand`; ModelError when the file is not a prover state of this model). ``parse`` reads the
     commitment (default: ``ModelCommitment.from_bytes``; a graph commitment passes its own)."""
     from .statement import ModelCommitment
     parse = ModelCommitment.from_bytes if parse is None else parse
@@ -383,30 +385,15 @@ def load(path, tables: dict, layout, parse=None):
         table = np.zeros(slot.size, dtype=np.uint64)
         table[:tables[slot.name].size] = tables[slot.name]
         full[slot.name] = table
-    stores, views = [], []
-    for k, copy in enumerate(reusable.copies):
-        if HIDING_BASEFOLD.is_commitment(copy):
-            stores.append(_basefold_store(copy, layout, full, data, k, path))
-            views.append(_views(data, k))
-            continue
-        rows = data[f"c{k}.rows"]
-        salts = data[f"c{k}.salts"].tobytes()
-        salts = tuple(salts[i:i + SALT_SIZE] for i in range(0, len(salts), SALT_SIZE))
-        encoded = rs_encode_rows(rows, copy.codeword_length)
-        levels = merkle_levels(column_leaves(encoded, salts))
-        data_rows = 1 << copy.log_rows
-        expected = np.asarray(rows[:data_rows, :1 << copy.log_cols]).reshape(-1)
-        if levels[-1][0] != copy.root or not np.array_equal(expected[:1 << layout.num_vars],
-                                                            _packed(layout, full, data, k)):
+    for k, copy in enumerate(reusable.copies):  # the cheap check now: each copy's table holds this model
+        if not _holds(copy, layout, data, k, _packed(layout, full, data, k)):
             raise ModelError(f"prover state {path!r} does not belong to this model (copy {k})")
-        hidden = HidingWitness(copy, rows, encoded, salts, levels, [True] * int(data[f"c{k}.masks_spent"]))
-        masks = {slot.name: data[f"c{k}.mask.{slot.name}"] for slot in layout.slots}
-        stores.append(StoreWitness(layout, full, masks, hidden))
-        views.append(_views(data, k))
+    stores = CopiesOnDemand(len(reusable.copies), lambda k: _store(reusable.copies[k], layout, full, data, k, path))
+    views = [_views(data, k) for k in range(len(reusable.copies))]
     if recorded is None:
-        return commitment, ReusableWitness(reusable, tuple(stores), tuple(views), [int(k) for k in data["spent"]])
+        return commitment, ReusableWitness(reusable, stores, tuple(views), [int(k) for k in data["spent"]])
     state_id, spent = recorded
-    witness = ReusableWitness(reusable, tuple(stores), tuple(views), sorted(spent))
+    witness = ReusableWitness(reusable, stores, tuple(views), sorted(spent))
     if "state" in data:  # bound to its file: every reservation goes through its journal (module docstring)
         witness.ledger[:] = [StateFile(path, _digest(data["commitment"].tobytes()), state_id, spent, len(stores))]
     else:  # version 1 (or bytes written to a file): bound to a journal now, once
@@ -429,20 +416,64 @@ def _views(data: dict, k: int) -> tuple:
                       _active(data[f"c{k}.view{v}.active"])) for v in range(count))
 
 
-def _basefold_store(copy, layout, full: dict, data: dict, k: int, path) -> StoreWitness:
-    """Copy k of a hiding Basefold commitment: its slot table re-committed and checked against the root, its
-    slot 0 against the model's packed tables and masks."""
-    slots = data.get(f"c{k}.slots")
-    v, m = shape(copy.num_vars, copy.params)
-    packed = _packed(layout, full, data, k)
-    if slots is None or slots.shape != (1 << (v + m),):
+class CopiesOnDemand:
+    """The store witnesses of a loaded state's copies, each rebuilt (its code re-encoded, its Merkle tree re-hashed
+    and checked against the copy's root) when first read: a proof uses one copy, so loading a state of 16 copies
+    no longer encodes all 16 (the 16 x 32 layer's ``hezk prove``: 1.6 s of its 5.7 s). A sequence (len, index,
+    iteration) like the tuple it stands for; thread-safe."""
+
+    def __init__(self, count: int, build):
+        self._built, self._build, self._lock = [None] * count, build, threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._built)
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return tuple(self[i] for i in range(len(self))[k])
+        k = range(len(self))[k]  # IndexError as a tuple's
+        with self._lock:
+            if self._built[k] is None:
+                self._built[k] = self._build(k)
+            return self._built[k]
+
+    def __iter__(self):
+        return (self[k] for k in range(len(self)))
+
+
+def _holds(copy, layout, data: dict, k: int, packed: np.ndarray) -> bool:
+    """Whether copy k's stored table (Ligero rows, or the Basefold slot table's first column) holds ``packed``."""
+    if HIDING_BASEFOLD.is_commitment(copy):
+        slots = data.get(f"c{k}.slots")
+        v, m = shape(copy.num_vars, copy.params)
+        return slots is not None and slots.shape == (1 << (v + m),) and \
+            np.array_equal(slots.reshape(1 << m, 1 << v)[:packed.size, 0], packed)
+    rows = data.get(f"c{k}.rows")
+    if rows is None or rows.ndim != 2 or rows.shape[0] < 1 << copy.log_rows or rows.shape[1] < 1 << copy.log_cols:
+        return False
+    expected = np.asarray(rows[:1 << copy.log_rows, :1 << copy.log_cols]).reshape(-1)
+    return np.array_equal(expected[:1 << layout.num_vars], packed)
+
+
+def _store(copy, layout, full: dict, data: dict, k: int, path) -> StoreWitness:
+    """Copy k's store witness: its code re-encoded and re-hashed, checked against the copy's root (ModelError:
+    the state does not belong to this commitment)."""
+    masks = {slot.name: data[f"c{k}.mask.{slot.name}"] for slot in layout.slots}
+    spent = int(data[f"c{k}.masks_spent"])
+    if HIDING_BASEFOLD.is_commitment(copy):
+        inner_commitment, inner = basefold.commit(data[f"c{k}.slots"], copy.inner.params)
+        if inner_commitment.root != copy.root:
+            raise ModelError(f"prover state {path!r} does not belong to this model (copy {k})")
+        hidden = HidingBasefoldWitness(copy, _packed(layout, full, data, k), inner, [1] * spent)
+        return StoreWitness(layout, full, masks, hidden)
+    rows = data[f"c{k}.rows"]
+    salts = data[f"c{k}.salts"].tobytes()
+    salts = tuple(salts[i:i + SALT_SIZE] for i in range(0, len(salts), SALT_SIZE))
+    encoded = rs_encode_rows(rows, copy.codeword_length)
+    levels = merkle_levels(column_leaves(encoded, salts))
+    if levels[-1][0] != copy.root:
         raise ModelError(f"prover state {path!r} does not belong to this model (copy {k})")
-    inner_commitment, inner = basefold.commit(slots, copy.inner.params)
-    if inner_commitment.root != copy.root or not np.array_equal(slots.reshape(1 << m, 1 << v)[:packed.size, 0],
-                                                                 packed):
-        raise ModelError(f"prover state {path!r} does not belong to this model (copy {k})")
-    hidden = HidingBasefoldWitness(copy, packed, inner, [1] * int(data[f"c{k}.masks_spent"]))
-    return StoreWitness(layout, full, {s.name: data[f"c{k}.mask.{s.name}"] for s in layout.slots}, hidden)
+    return StoreWitness(layout, full, masks, HidingWitness(copy, rows, encoded, salts, levels, [True] * spent))
 
 
 def _active(pair):

@@ -1,0 +1,58 @@
+"""A loaded prover state rebuilds a copy's code and Merkle tree only when the copy is first used
+(``prover_state.CopiesOnDemand``): a proof rebuilds one copy, not all of them; each copy's table is still checked
+against the model at load, and a copy whose code does not hash to its root is refused, by name, when used."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from proofs.errors import ModelError
+from proofs.layers import network_zk, prover_state
+from proofs.layers.network import Network, verify_network
+from proofs.quantize import forward_int, quantize_fixed_point, quantize_input
+
+
+def _model(seed=0):
+    rng = np.random.default_rng(seed)
+    weights = [rng.normal(0, 0.4, (5, 6)), rng.normal(0, 0.4, (3, 5))]
+    biases = [rng.normal(0, 0.1, 5), rng.normal(0, 0.1, 3)]
+    return quantize_fixed_point(weights, biases, frac_bits=6)
+
+
+@pytest.fixture(scope="module")
+def committed():
+    model = _model()
+    x = quantize_input(model, np.random.default_rng(1).uniform(-1, 1, (1, 6)))
+    network = Network(model, network_zk.default_params(), zk=True, max_proofs=4)
+    return model, x, network.state_bytes(), network.commitment
+
+
+def _built(network) -> list:
+    copies = network._weights_witness.witnesses
+    assert isinstance(copies, prover_state.CopiesOnDemand)
+    return [k for k in range(len(copies)) if copies._built[k] is not None]
+
+
+def test_loading_builds_no_copy_and_a_proof_builds_the_one_it_uses(committed):
+    model, x, blob, commitment = committed
+    later = Network(model, state=blob)
+    assert _built(later) == [] and later.proofs_left == 4
+    proof = later.prove(x)
+    assert len(_built(later)) == 1
+    assert np.array_equal(verify_network(commitment, x, proof), forward_int(model, x))
+    assert len(later._weights_witness.witnesses[1:3]) == 2 and len(_built(later)) == 3  # slices read as a tuple's
+
+
+def test_a_copy_whose_code_misses_its_root_is_refused_when_used(committed):
+    """A state whose copy 0 has other salts (its table still this model's) loads, and refuses to prove with that
+    copy, naming it; another model's tables are refused at load, as before."""
+    model, x, blob, _ = committed
+    arrays = prover_state._from_record(blob, "<bytes>")
+    salts = arrays["c0.salts"].copy()
+    salts[0] ^= 1
+    arrays["c0.salts"] = salts
+    tampered = Network(model, state=prover_state._to_record(arrays))
+    with pytest.raises(ModelError, match=r"does not belong to this model \(copy 0\)"):
+        tampered.prove(x)
+    with pytest.raises(ModelError, match="does not belong"):
+        Network(_model(5), state=blob)
