@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import field as F
 from ..errors import ProofRejected
-from ..mle import eq_table
+from ..mle import as_point, eq_table
 
 
 @dataclass(frozen=True)
@@ -64,8 +64,29 @@ def ext_one_minus(value) -> np.ndarray:
 
 
 def prefix_sum_of_eq(point, count: int) -> np.ndarray:
-    """sum_{i < count} eq(point, i): the MLE at ``point`` of the indicator of the first ``count`` indices."""
-    return F.ext_sum(eq_table(point)[:count], axis=0)
+    """sum_{i < count} eq(point, i): the MLE at ``point`` of the indicator of the first ``count`` indices, in
+    O(k) products from the top variable down (x_b the bit b of i): below 2^b the sum stays in the x_b = 0 half,
+    weight 1 - p_b; from 2^b it takes that whole half (whose eq values sum to 1) and goes on in the x_b = 1 half,
+    weight p_b. The twin (the table's first ``count`` entries summed) is :func:`prefix_sum_of_eq_table`."""
+    point = as_point(point)
+    count = min(max(int(count), 0), 1 << len(point))
+    if count == 1 << len(point):
+        return F.ext_one()
+    total, weight = F.ext_zero(), F.ext_one()
+    for b in reversed(range(len(point))):
+        if count == 0:
+            break
+        if count >= 1 << b:
+            total = F.ext_add(total, F.ext_mul(weight, ext_one_minus(point[b])))
+            weight, count = F.ext_mul(weight, point[b]), count - (1 << b)
+        else:
+            weight = F.ext_mul(weight, ext_one_minus(point[b]))
+    return total
+
+
+def prefix_sum_of_eq_table(point, count: int) -> np.ndarray:
+    """:func:`prefix_sum_of_eq` by the whole eq table (2^k products; its test twin)."""
+    return F.ext_sum(eq_table(point)[:max(int(count), 0)], axis=0)
 
 
 def boolean_point(index: int, num_vars: int) -> np.ndarray:

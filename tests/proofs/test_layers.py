@@ -119,3 +119,14 @@ def test_bit_groups_cover_the_width_with_powers_of_two(width):
     assert all(start == prev_start + prev_count for (prev_start, prev_count), (start, _) in zip(groups, groups[1:]))
     assert width <= spec.padded_width <= padded(width, 1)
     assert spec.padded_width < 1.5 * width + 1
+
+
+@given(k=st.integers(0, 10), fraction=st.floats(0, 1.2), seed=st.integers(0, 99), base=st.booleans())
+def test_prefix_sum_of_eq_in_k_products_equals_the_tables_prefix(k, fraction, seed, base):
+    """The O(k) prefix sum of eq (prover and verifier both call it) equals the eq table's first entries summed,
+    for every count from 0 past 2^k, on extension and base-field points."""
+    from proofs.layers.common import prefix_sum_of_eq, prefix_sum_of_eq_table
+
+    point = F.random_elements(k, seed=seed) if base else F.ext_random((k,), seed=seed)
+    count = int(fraction * (1 << k))
+    assert np.array_equal(prefix_sum_of_eq(point, count), prefix_sum_of_eq_table(point, count))
