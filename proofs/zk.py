@@ -59,6 +59,7 @@ training and inference proofs (:mod:`proofs.layers.step_proof`) are built on it.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from dataclasses import dataclass, field as dataclass_field
@@ -230,7 +231,8 @@ class HidingCommitment:
 
 @dataclass(frozen=True, eq=False)
 class HidingWitness:
-    """The prover's side: full coefficient rows (data + tail), encoding, salts and Merkle levels."""
+    """The prover's side: full coefficient rows (data + tail), encoding (None: encoded again when opened,
+    :func:`without_code`), salts and Merkle levels."""
 
     commitment: HidingCommitment
     rows: np.ndarray
@@ -238,6 +240,27 @@ class HidingWitness:
     salts: tuple
     levels: list
     spent: list = dataclass_field(default_factory=list, repr=False)  # set once the committed masks are used
+
+
+#: a hiding witness whose code has more entries keeps only its Merkle tree where :func:`without_code` is applied
+#: (the K copies of a reusable commitment: a GPT-2-size model's 16 codes held at once peaked at 17 GB); an opening
+#: then re-encodes its rows (:func:`witness_code`: one NTT pass per opening, the same code)
+KEEP_CODE_MAX_ENTRIES = 1 << 24
+
+
+def witness_code(witness: HidingWitness) -> np.ndarray:
+    """The witness's encoded rows: the kept array, or the rows encoded again (``rs_encode_rows``, as committed)."""
+    if witness.encoded is not None:
+        return witness.encoded
+    return rs_encode_rows(witness.rows, witness.commitment.codeword_length)
+
+
+def without_code(witness: HidingWitness) -> HidingWitness:
+    """The witness without its encoded rows when they exceed :data:`KEEP_CODE_MAX_ENTRIES` (else itself): its
+    rows, salts, Merkle levels and spent masks kept, so every opening is the same."""
+    if witness.encoded is None or witness.encoded.size <= KEEP_CODE_MAX_ENTRIES:
+        return witness
+    return dataclasses.replace(witness, encoded=None)
 
 
 def _column_leaves(encoded: np.ndarray, salts) -> list:
@@ -719,7 +742,7 @@ def open_functionals(witness: HidingWitness, functionals, transcript, values=Non
     indices = _queries(transcript, commitment, sent)
     separate = fresh.shape[0] > 0
     opening = HidingOpening(
-        mask_root, mask_sum_, messages, mask_value, sent, witness.encoded[:, indices].copy(),
+        mask_root, mask_sum_, messages, mask_value, sent, witness_code(witness)[:, indices].copy(),
         mask_encoded[:, indices].copy() if separate else np.zeros((0, indices.size), dtype=np.uint64),
         tuple(witness.salts[i] for i in indices) if hiding else (),
         tuple(mask_salts[i] for i in indices) if separate else (),

@@ -44,7 +44,7 @@ from ..pcs.scheme import HIDING_BASEFOLD, HIDING_LIGERO, scheme_of
 from ..proof_format import from_record, to_record
 from ..relations import StoreLayout, Stored, Term, commit_store, eq_factor
 from ..transcript import Transcript
-from ..zk import HidingParams
+from ..zk import HidingParams, without_code
 from .basefold_channel import BasefoldChannel, StorePlan, commit_hosted
 from .proof_items import TrainingProof, read_store_commitment
 from .step_relations import Channel, ShapeChannel
@@ -251,8 +251,14 @@ def commit_reusable(layout: StoreLayout, tables: dict, params: HidingParams, max
         made = commit_store(layout, tables, params, log_rows=log_rows, seed=seeded(0))
         public = Reusable((made[0],), ())
         return public, ReusableWitness(public, (made[1],), ((),), [])
-    made = [commit_store(layout, tables, copy_params(params, max_proofs), log_rows=log_rows, seed=seeded(k))
-            for k in range(max_proofs)]
+    made = []
+    for k in range(max_proofs):  # one code at a time in memory: large copies keep their Merkle trees only
+        commitment, store = commit_store(layout, tables, copy_params(params, max_proofs), log_rows=log_rows,
+                                         seed=seeded(k))
+        first = made[0][1].tables if made else store.tables
+        same = first is store.tables or all(np.array_equal(first[name], table) for name, table in store.tables.items())
+        made.append((commitment, dataclasses.replace(  # equal tables held once, not K times
+            store, tables=first if same else store.tables, commitment_witness=without_code(store.commitment_witness))))
     commitments = tuple(c for c, _ in made)
     keys = [_copy_key(k) for k in range(max_proofs)]
     witnesses = {key: w for key, (_, w) in zip(keys, made)}

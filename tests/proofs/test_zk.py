@@ -363,3 +363,40 @@ def test_shapes_do_not_depend_on_the_witness_in_either_mode(mode):
         fixed.append(proof.num_bytes - _query_bytes(proof.items))
     assert signatures[0] == signatures[1] == signatures[2]
     assert fixed[0] == fixed[1] == fixed[2]
+
+
+def test_an_opening_without_the_kept_code_is_the_same_opening(monkeypatch):
+    """A witness without its encoded rows (zk.without_code, below any size here) opens to the same bytes as the
+    witness that kept them: the opening encodes the rows again, as committed."""
+    monkeypatch.setattr(zk, "KEEP_CODE_MAX_ENTRIES", 0)
+    values, point = F.random_elements(256, seed=7), F.ext_random((1, 8), seed=8)
+    openings = []
+    for drop in (False, True):
+        commitment, witness = zk.hiding_commit(values, zk.HidingParams(), seed=9)
+        if drop:
+            witness = zk.without_code(witness)
+            assert witness.encoded is None and witness.levels is not None
+        _, opening = zk.open_points(witness, point, Transcript("t"), seed=10)
+        zk.verify_points(commitment, point, mle_evaluate(values, point[0])[None], opening, Transcript("t"))
+        openings.append(opening.to_bytes())
+    assert openings[0] == openings[1]
+
+
+def test_reusable_copies_committed_without_their_codes_prove_and_verify(monkeypatch):
+    """commit_reusable keeps no copy's code when every code is 'large' (one code in memory at a time): the
+    agreement proof and each copy's proof still verify; the copies share one set of tables."""
+    from proofs.layers import reusable as R
+
+    from tests.proofs.test_commitment_reuse_hiding import SPEC, _forward
+
+    monkeypatch.setattr(zk, "KEEP_CODE_MAX_ENTRIES", 0)
+    trace = _forward(4)
+    committed = S.commit_forward(trace, zk=True, private_input=True, max_proofs=2)
+    witness = committed.witnesses["w0"] if isinstance(committed.witnesses, dict) else committed.witnesses
+    assert all(store.commitment_witness.encoded is None for store in witness.witnesses)
+    assert witness.witnesses[0].tables is witness.witnesses[1].tables
+    reusable = committed.weights["w0"] if isinstance(committed.weights, dict) else committed.weights
+    R.verify_reusable(S.weight_layout(trace.spec, True), reusable, R.base_params(reusable), "test")
+    output = S.forward_output(trace)
+    for _ in range(2):
+        S.verify_forward(SPEC, committed, output, S.prove_forward(trace, committed, zk=True))
