@@ -4,9 +4,11 @@ A hiding commitment is randomized (masks, random row tails, salted leaves: :mod:
 later against the published commitment needs the same randomness, and each of its copies may serve one proof
 only (:mod:`proofs.layers.reusable`), so the state also records which copies are spent. The file is a
 ``proofs.ProverState`` record of the one hezk container (:mod:`hezk.record`, a kind listed as secret): named
-plain arrays, per copy its masks, its coefficient rows (data, tails and mask rows), its salts, and the views
-its agreement value stated; plus the public commitment.
-The tables, encodings and Merkle trees are rebuilt from the model and checked against the commitment's roots.
+plain arrays, per copy its masks, the random parts of its coefficient rows (each data row's tail and the mask
+rows: version 3; versions 1 and 2 held whole rows, the model's data block in every copy), its salts, and the
+views its agreement value stated; the digest of the model's tables; plus the public commitment.
+The tables, data blocks, encodings and Merkle trees are rebuilt from the model (checked against the digest at
+load) and each copy's code against its commitment's root when the copy is first used.
 The file reveals the weights' masks: keep it as private as the weights.
 
 **A prover state must never be copied or restored.** Its list of spent copies is what keeps each copy to one
@@ -37,6 +39,7 @@ handed it out reserves the copies the workers use (:func:`proofs.batch.prove_bat
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import hashlib
 import json
@@ -63,8 +66,8 @@ from ..zk import SALT_SIZE, HidingWitness
 from .reusable import ReusableWitness
 
 #: 2: bound to a journal of reserved copies (version 1, read too: a counter beside it)
-STATE_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+STATE_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 KIND = "proofs.ProverState"
 
 
@@ -343,12 +346,17 @@ def to_bytes(commitment, witness: ReusableWitness, layout, state_id: str | None 
               "spent": np.array(sorted(witness.spent), dtype=np.int64)}
     if state_id is not None:
         arrays["state"] = np.array(state_id)
-    for k, store in enumerate(witness.witnesses):
+    stores = [_stored(witness.witnesses, k) for k in range(len(witness.witnesses))]
+    if stores:  # the model's tables, shared by every copy, stated by their digest (each copy stores its randomness)
+        arrays["tables.digest"] = np.frombuffer(_tables_digest(layout, stores[0].tables), dtype=np.uint8)
+    for k, store in enumerate(stores):
         hidden = store.commitment_witness
         if scheme_of(hidden, error=None) is HIDING_BASEFOLD:  # hiding Basefold: the slot table (tail, random slots)
             arrays[f"c{k}.slots"] = hidden.inner.table
-        else:
-            arrays[f"c{k}.rows"] = hidden.rows
+        else:  # the rows' random parts: each data row's tail, then the mask rows (the data block is the model's)
+            data_rows, cols = 1 << hidden.commitment.log_rows, 1 << hidden.commitment.log_cols
+            arrays[f"c{k}.tails"] = hidden.rows[:data_rows, cols:]
+            arrays[f"c{k}.mask_rows"] = hidden.rows[data_rows:]
             arrays[f"c{k}.salts"] = np.frombuffer(b"".join(hidden.salts), dtype=np.uint8)
         arrays[f"c{k}.masks_spent"] = np.array(len(hidden.spent))
         for slot in layout.slots:
@@ -385,10 +393,15 @@ def load(path, tables: dict, layout, parse=None):
         table = np.zeros(slot.size, dtype=np.uint64)
         table[:tables[slot.name].size] = tables[slot.name]
         full[slot.name] = table
-    for k, copy in enumerate(reusable.copies):  # the cheap check now: each copy's table holds this model
-        if not _holds(copy, layout, data, k, _packed(layout, full, data, k)):
-            raise ModelError(f"prover state {path!r} does not belong to this model (copy {k})")
-    stores = CopiesOnDemand(len(reusable.copies), lambda k: _store(reusable.copies[k], layout, full, data, k, path))
+    if "tables.digest" in data:  # version 3: the model's tables by their digest, each copy's randomness apart
+        if data["tables.digest"].tobytes() != _tables_digest(layout, full):
+            raise ModelError(f"prover state {path!r} does not belong to this model (its tables' digest)")
+    else:  # versions 1 and 2: each copy's stored table holds this model
+        for k, copy in enumerate(reusable.copies):
+            if not _holds(copy, layout, data, k, _packed(layout, full, data, k)):
+                raise ModelError(f"prover state {path!r} does not belong to this model (copy {k})")
+    stores = CopiesOnDemand(len(reusable.copies), lambda k: _store(reusable.copies[k], layout, full, data, k, path),
+                            lambda k: _stored_copy(reusable.copies[k], layout, full, data, k, path))
     views = [_views(data, k) for k in range(len(reusable.copies))]
     if recorded is None:
         return commitment, ReusableWitness(reusable, stores, tuple(views), [int(k) for k in data["spent"]])
@@ -422,8 +435,15 @@ class CopiesOnDemand:
     no longer encodes all 16 (the 16 x 32 layer's ``hezk prove``: 1.6 s of its 5.7 s). A sequence (len, index,
     iteration) like the tuple it stands for; thread-safe."""
 
-    def __init__(self, count: int, build):
-        self._built, self._build, self._lock = [None] * count, build, threading.Lock()
+    def __init__(self, count: int, build, stored=None):
+        self._built, self._build, self._stored, self._lock = [None] * count, build, stored, threading.Lock()
+
+    def stored(self, k: int):
+        """Copy k as the state file holds it, without rebuilding its code: the built witness when it was read
+        (its spent masks current), else ``stored(k)`` (rows, salts, masks; no code, no Merkle tree)."""
+        with self._lock:
+            built = self._built[k]
+        return built if built is not None or self._stored is None else self._stored(k)
 
     def __len__(self) -> int:
         return len(self._built)
@@ -458,22 +478,60 @@ def _holds(copy, layout, data: dict, k: int, packed: np.ndarray) -> bool:
 def _store(copy, layout, full: dict, data: dict, k: int, path) -> StoreWitness:
     """Copy k's store witness: its code re-encoded and re-hashed, checked against the copy's root (ModelError:
     the state does not belong to this commitment)."""
-    masks = {slot.name: data[f"c{k}.mask.{slot.name}"] for slot in layout.slots}
-    spent = int(data[f"c{k}.masks_spent"])
     if HIDING_BASEFOLD.is_commitment(copy):
         inner_commitment, inner = basefold.commit(data[f"c{k}.slots"], copy.inner.params)
         if inner_commitment.root != copy.root:
             raise ModelError(f"prover state {path!r} does not belong to this model (copy {k})")
-        hidden = HidingBasefoldWitness(copy, _packed(layout, full, data, k), inner, [1] * spent)
-        return StoreWitness(layout, full, masks, hidden)
-    rows = data[f"c{k}.rows"]
-    salts = data[f"c{k}.salts"].tobytes()
-    salts = tuple(salts[i:i + SALT_SIZE] for i in range(0, len(salts), SALT_SIZE))
-    encoded = rs_encode_rows(rows, copy.codeword_length)
-    levels = merkle_levels(column_leaves(encoded, salts))
+        spent = [1] * int(data[f"c{k}.masks_spent"])
+        hidden = HidingBasefoldWitness(copy, _packed(layout, full, data, k), inner, spent)
+        return StoreWitness(layout, full, {s.name: data[f"c{k}.mask.{s.name}"] for s in layout.slots}, hidden)
+    stored = _stored_copy(copy, layout, full, data, k, path)
+    hidden = stored.commitment_witness
+    encoded = rs_encode_rows(hidden.rows, copy.codeword_length)
+    levels = merkle_levels(column_leaves(encoded, hidden.salts))
     if levels[-1][0] != copy.root:
         raise ModelError(f"prover state {path!r} does not belong to this model (copy {k})")
-    return StoreWitness(layout, full, masks, HidingWitness(copy, rows, encoded, salts, levels, [True] * spent))
+    return dataclasses.replace(stored, commitment_witness=dataclasses.replace(hidden, encoded=encoded, levels=levels))
+
+
+def _stored_copy(copy, layout, full: dict, data: dict, k: int, path) -> StoreWitness:
+    """Copy k of a Ligero state as stored (rows, salts, masks; no code, no Merkle tree: ``_store`` rebuilds and
+    checks them): version 3 rows assembled from the model's data block, the copy's tails and mask rows."""
+    if HIDING_BASEFOLD.is_commitment(copy):
+        return _store(copy, layout, full, data, k, path)
+    masks = {slot.name: data[f"c{k}.mask.{slot.name}"] for slot in layout.slots}
+    salts = data[f"c{k}.salts"].tobytes()
+    salts = tuple(salts[i:i + SALT_SIZE] for i in range(0, len(salts), SALT_SIZE))
+    rows = data.get(f"c{k}.rows")
+    if rows is None:
+        data_rows, cols = 1 << copy.log_rows, 1 << copy.log_cols
+        tails, mask_rows, packed = data.get(f"c{k}.tails"), data.get(f"c{k}.mask_rows"), _packed(layout, full, data, k)
+        if tails is None or mask_rows is None or tails.shape != (data_rows, copy.width - cols) or \
+                mask_rows.shape != (copy.mask_rows, copy.width) or packed.size > data_rows * cols:
+            raise ModelError(f"prover state {path!r} does not belong to this model (copy {k})")
+        block = np.zeros(data_rows * cols, dtype=np.uint64)
+        block[:packed.size] = packed
+        rows = np.empty((data_rows + copy.mask_rows, copy.width), dtype=np.uint64)
+        rows[:data_rows, :cols] = block.reshape(data_rows, cols)
+        rows[:data_rows, cols:] = tails
+        rows[data_rows:] = mask_rows
+    hidden = HidingWitness(copy, rows, None, salts, None, [True] * int(data[f"c{k}.masks_spent"]))
+    return StoreWitness(layout, full, masks, hidden)
+
+
+def _stored(copies, k: int) -> StoreWitness:
+    """Copy k for writing a state: :meth:`CopiesOnDemand.stored` (no code rebuilt), or the witness itself."""
+    return copies.stored(k) if isinstance(copies, CopiesOnDemand) else copies[k]
+
+
+def _tables_digest(layout, full: dict) -> bytes:
+    """SHA-256 of the model's zero-padded tables in the layout's slot order (shape and bytes of each)."""
+    digest = hashlib.sha256(b"hezk.prover-state.tables.v1")
+    for slot in layout.slots:
+        table = np.ascontiguousarray(full[slot.name], dtype=np.uint64)
+        digest.update(f"{slot.name}:{table.size};".encode())
+        digest.update(table.tobytes())
+    return digest.digest()
 
 
 def _active(pair):

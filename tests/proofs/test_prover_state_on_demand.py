@@ -56,3 +56,21 @@ def test_a_copy_whose_code_misses_its_root_is_refused_when_used(committed):
         tampered.prove(x)
     with pytest.raises(ModelError, match="does not belong"):
         Network(_model(5), state=blob)
+
+
+def test_a_state_stores_each_copys_randomness_not_the_model_again(committed):
+    """Version 3 holds the rows' random parts (tails, mask rows) per copy and the model's tables once, by digest;
+    a version-2 state (whole rows per copy) still loads and proves."""
+    model, x, blob, commitment = committed
+    arrays = prover_state._from_record(blob, "<bytes>")
+    assert int(arrays["version"]) == 3 and "tables.digest" in arrays
+    assert not any(name.endswith(".rows") for name in arrays)
+    later = Network(model, state=blob)
+    copies = later._weights_witness.witnesses
+    old = {name: value for name, value in arrays.items()
+           if not name.endswith((".tails", ".mask_rows")) and name != "tables.digest"}
+    old["version"] = np.array(2)
+    for k in range(len(copies)):
+        old[f"c{k}.rows"] = copies.stored(k).commitment_witness.rows
+    older = Network(model, state=prover_state._to_record(old))
+    assert np.array_equal(verify_network(commitment, x, older.prove(x)), forward_int(model, x))
