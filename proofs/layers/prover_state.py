@@ -55,7 +55,7 @@ import numpy as np
 import hezk.record
 
 from .. import basefold
-from ..basefold_zk import HidingBasefoldWitness, shape
+from ..basefold_zk import HidingBasefoldWitness, slots_of
 from ..pcs.merkle import merkle_levels
 from ..errors import ModelError, ProofRejected
 from ..pcs.scheme import HIDING_BASEFOLD, scheme_of
@@ -464,10 +464,11 @@ class CopiesOnDemand:
 def _holds(copy, layout, data: dict, k: int, packed: np.ndarray) -> bool:
     """Whether copy k's stored table (Ligero rows, or the Basefold slot table's first column) holds ``packed``."""
     if HIDING_BASEFOLD.is_commitment(copy):
-        slots = data.get(f"c{k}.slots")
-        v, m = shape(copy.num_vars, copy.params)
-        return slots is not None and slots.shape == (1 << (v + m),) and \
-            np.array_equal(slots.reshape(1 << m, 1 << v)[:packed.size, 0], packed)
+        first = _first_slot(copy, data, k)
+        if first is None or first.size < packed.size:
+            return False
+        differ = np.flatnonzero(first[:packed.size] != packed)  # a tail layout's random tail fills the free end
+        return differ.size == 0 or not np.any(packed[differ[0]:])
     rows = data.get(f"c{k}.rows")
     if rows is None or rows.ndim != 2 or rows.shape[0] < 1 << copy.log_rows or rows.shape[1] < 1 << copy.log_cols:
         return False
@@ -475,15 +476,28 @@ def _holds(copy, layout, data: dict, k: int, packed: np.ndarray) -> bool:
     return np.array_equal(expected[:1 << layout.num_vars], packed)
 
 
+def _first_slot(copy, data: dict, k: int):
+    """S_0 of a hiding Basefold copy's slot table (the committed table, with a tail layout's random tail in its free
+    end: what the committing witness holds, ``basefold_zk.commit``), or None when the stored table has another size."""
+    slots = data.get(f"c{k}.slots")
+    v = slots_of(copy)
+    if slots is None or slots.ndim != 1 or slots.size != 1 << copy.inner.num_vars \
+            or slots.size < 1 << (v + copy.num_vars):
+        return None
+    return np.ascontiguousarray(slots[::1 << v][:1 << copy.num_vars])
+
+
 def _store(copy, layout, full: dict, data: dict, k: int, path) -> StoreWitness:
     """Copy k's store witness: its code re-encoded and re-hashed, checked against the copy's root (ModelError:
     the state does not belong to this commitment)."""
     if HIDING_BASEFOLD.is_commitment(copy):
+        packed = _packed(layout, full, data, k)
+        if not _holds(copy, layout, data, k, packed):  # its slot table's first column: this model's and masks
+            raise ModelError(f"prover state {path!r} does not belong to this model (copy {k})")
         inner_commitment, inner = basefold.commit(data[f"c{k}.slots"], copy.inner.params)
         if inner_commitment.root != copy.root:
             raise ModelError(f"prover state {path!r} does not belong to this model (copy {k})")
-        spent = [1] * int(data[f"c{k}.masks_spent"])
-        hidden = HidingBasefoldWitness(copy, _packed(layout, full, data, k), inner, spent)
+        hidden = HidingBasefoldWitness(copy, _first_slot(copy, data, k), inner, [1] * int(data[f"c{k}.masks_spent"]))
         return StoreWitness(layout, full, {s.name: data[f"c{k}.mask.{s.name}"] for s in layout.slots}, hidden)
     stored = _stored_copy(copy, layout, full, data, k, path)
     hidden = stored.commitment_witness

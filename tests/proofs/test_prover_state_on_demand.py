@@ -74,3 +74,26 @@ def test_a_state_stores_each_copys_randomness_not_the_model_again(committed):
         old[f"c{k}.rows"] = copies.stored(k).commitment_witness.rows
     older = Network(model, state=prover_state._to_record(old))
     assert np.array_equal(verify_network(commitment, x, older.prove(x)), forward_int(model, x))
+
+
+def test_a_graph_committed_with_hiding_basefold_tail_layout_proves_from_its_saved_state(tmp_path):
+    """A graph whose weights store takes hiding Basefold's tail layout (the table's free end holds the random tail)
+    proves from its saved state: the loaded copy is the committed table, tail included (this failed, "does not
+    belong to this model", before the loader read the tail layout's first slot)."""
+    from hezk.model import read_onnx
+    from proofs.graph_quantize import quantize_graph
+    from proofs.layers.graph_zk import HidingGraphNetwork, graph_basefold_params, verify_graph_zk
+
+    from tests.model.onnx_models import mlp
+
+    rng = np.random.default_rng(0)
+    qgraph = quantize_graph(read_onnx(mlp((300, 200, 8), "relu")), rng.normal(size=(8, 300)))
+    params = graph_basefold_params(qgraph)
+    network = HidingGraphNetwork(qgraph, params=params, max_proofs=2)
+    copy = network.commitment.weights.copies[0]  # one slot, S_0 of the table's own size: its tail in the free end
+    assert params.layout == "tail" and copy.inner.num_vars == copy.num_vars + 1
+    network.save_state(tmp_path / "c.state")
+    later = HidingGraphNetwork(qgraph, state=tmp_path / "c.state")
+    x = qgraph.quantize_input(rng.normal(size=(1, 300)))
+    verdict = verify_graph_zk(network.commitment, x, later.prove(x))
+    assert np.array_equal(np.asarray(verdict.output).reshape(-1), np.asarray(qgraph.forward_int(x)).reshape(-1))
