@@ -19,6 +19,7 @@ from crypto.ckks.bootstrap import BootstrapConfig
 from crypto.errors import ParameterError, ShapeError
 from crypto.params import HE_STANDARD_128, CKKSParameters
 import hezk.threads
+from hezk.memory import available_memory
 from hezk.model.graph import activate
 from tensor_ops.activations import PolyActivation
 from tensor_ops.bootstrap_placement import bootstrap_cost, cached_bootstrap_plan, stage_levels
@@ -756,18 +757,6 @@ def _thread_count(threads) -> int:
     if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
         raise ParameterError(f"threads={threads!r} must be a positive integer (kernel threads, hezk.set_threads)")
     return int(threads)
-
-
-def available_memory() -> int | None:
-    """Bytes of ``MemAvailable`` in /proc/meminfo, read now (None where there is no such file)."""
-    try:
-        with open("/proc/meminfo") as handle:
-            for line in handle:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
 
 
 def default_memory_budget() -> int | None:

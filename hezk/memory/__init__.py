@@ -85,3 +85,16 @@ def release_freed_memory() -> bool:
         return False
     libc.malloc_trim(0)
     return True
+
+
+def available_memory() -> int | None:
+    """Bytes of ``MemAvailable`` in /proc/meminfo, read now (None where there is no such file): what a command may
+    plan to use (``tensor_ops.model_plan``'s budget, the hiding Basefold copies of ``proofs.layers.reusable``)."""
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None

@@ -233,3 +233,26 @@ def test_default_basefold_params_grind_and_stay_under_100_kb():
     bad = dataclasses.replace(proof, relations=dataclasses.replace(proof.relations, items=tuple(items)))
     with pytest.raises(ProofRejected):
         verify_network(network.commitment, x, bad)
+
+
+def test_copies_that_would_not_fit_in_memory_are_refused_before_any_is_committed(monkeypatch):
+    """Committing K hiding Basefold copies holds them all at once (the agreement's batch opening): past the memory
+    available the commitment is refused first, naming the estimate and the fixes (fewer copies, or Ligero); one
+    copy is never refused; the estimate grows with the copies."""
+    import hezk.memory
+    from proofs.layers import reusable as R
+
+    weights, biases = float_mlp(4, (8, 8, 4))
+    model = quantize_fixed_point(weights, biases, frac_bits=6)
+    monkeypatch.setattr(hezk.memory, "available_memory", lambda: 1 << 20)
+
+    def no_copy(*args, **kwargs):
+        raise AssertionError("a copy was committed before the refusal")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(R, "commit_hosted", no_copy)
+        with pytest.raises(ProofError, match=r"needs about .* GiB.*--max-proofs.*--scheme ligero"):
+            Network(model, zk=True, params=PARAMS, max_proofs=8)
+    one = Network(model, zk=True, params=PARAMS, max_proofs=1)
+    layout = network_zk.model_layout(one.commitment.layers)
+    assert R.basefold_copies_bytes(layout, PARAMS, 8) == 4 * R.basefold_copies_bytes(layout, PARAMS, 2) > 0
