@@ -7,24 +7,18 @@ import numpy as np
 import pytest
 
 from proofs.errors import ModelError
-from proofs.layers import network_zk, prover_state
+from proofs.layers import prover_state
 from proofs.layers.network import Network, verify_network
-from proofs.quantize import forward_int, quantize_fixed_point, quantize_input
+from proofs.quantize import forward_int, quantize_fixed_point
+
+from .test_prover_state_reservation import committed  # noqa: F401  (the fixture: a fresh 4-copy state)
 
 
-def _model(seed=0):
-    rng = np.random.default_rng(seed)
-    weights = [rng.normal(0, 0.4, (5, 6)), rng.normal(0, 0.4, (3, 5))]
-    biases = [rng.normal(0, 0.1, 5), rng.normal(0, 0.1, 3)]
-    return quantize_fixed_point(weights, biases, frac_bits=6)
-
-
-@pytest.fixture(scope="module")
-def committed():
-    model = _model()
-    x = quantize_input(model, np.random.default_rng(1).uniform(-1, 1, (1, 6)))
-    network = Network(model, network_zk.default_params(), zk=True, max_proofs=4)
-    return model, x, network.state_bytes(), network.commitment
+def _another_model():
+    """A model of the committed one's shapes (tests/proofs/test_prover_state_reservation.py's _model), other weights."""
+    rng = np.random.default_rng(5)
+    return quantize_fixed_point([rng.normal(0, 0.4, (5, 6)), rng.normal(0, 0.4, (3, 5))],
+                                [rng.normal(0, 0.1, 5), rng.normal(0, 0.1, 3)], frac_bits=6)
 
 
 def _built(network) -> list:
@@ -55,7 +49,7 @@ def test_a_copy_whose_code_misses_its_root_is_refused_when_used(committed):
     with pytest.raises(ModelError, match=r"does not belong to this model \(copy 0\)"):
         tampered.prove(x)
     with pytest.raises(ModelError, match="does not belong"):
-        Network(_model(5), state=blob)
+        Network(_another_model(), state=blob)
 
 
 def test_a_state_stores_each_copys_randomness_not_the_model_again(committed):
