@@ -351,8 +351,12 @@ def to_bytes(commitment, witness: ReusableWitness, layout, state_id: str | None 
         arrays["tables.digest"] = np.frombuffer(_tables_digest(layout, stores[0].tables), dtype=np.uint8)
     for k, store in enumerate(stores):
         hidden = store.commitment_witness
-        if scheme_of(hidden, error=None) is HIDING_BASEFOLD:  # hiding Basefold: the slot table (tail, random slots)
-            arrays[f"c{k}.slots"] = hidden.inner.table
+        if scheme_of(hidden, error=None) is HIDING_BASEFOLD:  # hiding Basefold: the slot table's random parts
+            first, others = _split_slots(hidden.commitment, hidden.inner.table)
+            model = _padded_to(_pack(layout, store.tables, store.masks), first.size)
+            same = first.size if np.array_equal(first, model) else int(np.flatnonzero(first != model)[0])
+            arrays[f"c{k}.first_tail"] = first[same:]  # S_0 past its model-held prefix: a tail layout's random tail
+            arrays[f"c{k}.other_slots"] = others
         else:  # the rows' random parts: each data row's tail, then the mask rows (the data block is the model's)
             data_rows, cols = 1 << hidden.commitment.log_rows, 1 << hidden.commitment.log_cols
             arrays[f"c{k}.tails"] = hidden.rows[:data_rows, cols:]
@@ -464,7 +468,7 @@ class CopiesOnDemand:
 def _holds(copy, layout, data: dict, k: int, packed: np.ndarray) -> bool:
     """Whether copy k's stored table (Ligero rows, or the Basefold slot table's first column) holds ``packed``."""
     if HIDING_BASEFOLD.is_commitment(copy):
-        first = _first_slot(copy, data, k)
+        first = _first_slot(copy, data, k, packed)
         if first is None or first.size < packed.size:
             return False
         differ = np.flatnonzero(first[:packed.size] != packed)  # a tail layout's random tail fills the free end
@@ -476,13 +480,43 @@ def _holds(copy, layout, data: dict, k: int, packed: np.ndarray) -> bool:
     return np.array_equal(expected[:1 << layout.num_vars], packed)
 
 
-def _first_slot(copy, data: dict, k: int):
+def _split_slots(copy, slots: np.ndarray) -> tuple:
+    """(S_0, the other slots (2^m, 2^v - 1)) of a slot table C[c + 2^v x] = S_c[x] (``basefold_zk.slot_table``)."""
+    v = slots_of(copy)
+    table = np.asarray(slots).reshape(-1, 1 << v)
+    return np.ascontiguousarray(table[:, 0]), np.ascontiguousarray(table[:, 1:])
+
+
+def _padded_to(values: np.ndarray, size: int) -> np.ndarray:
+    out = np.zeros(size, dtype=np.uint64)
+    out[:min(size, values.size)] = values[:size]
+    return out
+
+
+def _slot_table(copy, data: dict, k: int, packed: np.ndarray):
+    """Copy k's whole slot table: stored (versions 1-2), or (version 3) S_0 as the model's ``packed`` table up to
+    its stored tail, beside the stored other slots; None when the stored parts have other sizes."""
+    if f"c{k}.slots" in data:
+        slots = data[f"c{k}.slots"]
+        return slots if slots.ndim == 1 and slots.size == 1 << copy.inner.num_vars else None
+    tail, others = data.get(f"c{k}.first_tail"), data.get(f"c{k}.other_slots")
+    v = slots_of(copy)
+    m = copy.inner.num_vars - v
+    if tail is None or others is None or tail.ndim != 1 or tail.size > 1 << m or others.shape != (1 << m, (1 << v) - 1):
+        return None
+    first = _padded_to(packed, 1 << m)
+    first[(1 << m) - tail.size:] = tail
+    table = np.empty((1 << m, 1 << v), dtype=np.uint64)
+    table[:, 0], table[:, 1:] = first, others
+    return table.reshape(-1)
+
+
+def _first_slot(copy, data: dict, k: int, packed: np.ndarray):
     """S_0 of a hiding Basefold copy's slot table (the committed table, with a tail layout's random tail in its free
     end: what the committing witness holds, ``basefold_zk.commit``), or None when the stored table has another size."""
-    slots = data.get(f"c{k}.slots")
+    slots = _slot_table(copy, data, k, packed)
     v = slots_of(copy)
-    if slots is None or slots.ndim != 1 or slots.size != 1 << copy.inner.num_vars \
-            or slots.size < 1 << (v + copy.num_vars):
+    if slots is None or slots.size < 1 << (v + copy.num_vars):
         return None
     return np.ascontiguousarray(slots[::1 << v][:1 << copy.num_vars])
 
@@ -494,10 +528,11 @@ def _store(copy, layout, full: dict, data: dict, k: int, path) -> StoreWitness:
         packed = _packed(layout, full, data, k)
         if not _holds(copy, layout, data, k, packed):  # its slot table's first column: this model's and masks
             raise ModelError(f"prover state {path!r} does not belong to this model (copy {k})")
-        inner_commitment, inner = basefold.commit(data[f"c{k}.slots"], copy.inner.params)
+        inner_commitment, inner = basefold.commit(_slot_table(copy, data, k, packed), copy.inner.params)
         if inner_commitment.root != copy.root:
             raise ModelError(f"prover state {path!r} does not belong to this model (copy {k})")
-        hidden = HidingBasefoldWitness(copy, _first_slot(copy, data, k), inner, [1] * int(data[f"c{k}.masks_spent"]))
+        spent = [1] * int(data[f"c{k}.masks_spent"])
+        hidden = HidingBasefoldWitness(copy, _first_slot(copy, data, k, packed), inner, spent)
         return StoreWitness(layout, full, {s.name: data[f"c{k}.mask.{s.name}"] for s in layout.slots}, hidden)
     stored = _stored_copy(copy, layout, full, data, k, path)
     hidden = stored.commitment_witness
@@ -555,8 +590,13 @@ def _active(pair):
 
 def _packed(layout, full: dict, data: dict, k: int) -> np.ndarray:
     """The committed table of copy k: the slots, then each slot's mask block (as :func:`commit_store` packs)."""
+    return _pack(layout, full, {s.name: data[f"c{k}.mask.{s.name}"] for s in layout.slots})
+
+
+def _pack(layout, full: dict, masks: dict) -> np.ndarray:
+    """The slots' tables, then each slot's mask block padded to its length, packed as the layout packs them."""
     lengths = layout.packing.lengths
-    blocks = [data[f"c{k}.mask.{s.name}"].reshape(-1) for s in layout.slots]
+    blocks = [np.asarray(masks[s.name]).reshape(-1) for s in layout.slots]
     padded = [np.concatenate([b, np.zeros(n - b.size, dtype=np.uint64)])
               for b, n in zip(blocks, lengths[len(layout.slots):])]
     return layout.packing.pack([full[s.name] for s in layout.slots] + padded)

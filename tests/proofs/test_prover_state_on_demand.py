@@ -87,6 +87,9 @@ def test_a_graph_committed_with_hiding_basefold_tail_layout_proves_from_its_save
     copy = network.commitment.weights.copies[0]  # one slot, S_0 of the table's own size: its tail in the free end
     assert params.layout == "tail" and copy.inner.num_vars == copy.num_vars + 1
     network.save_state(tmp_path / "c.state")
+    arrays = prover_state._from_record((tmp_path / "c.state").read_bytes(), "c.state")
+    assert "c0.slots" not in arrays  # S_0's model-held prefix is not stored again: its random tail and slot are
+    assert arrays["c0.first_tail"].size + arrays["c0.other_slots"].size < (1 << copy.inner.num_vars) * 3 // 4
     later = HidingGraphNetwork(qgraph, state=tmp_path / "c.state")
     x = qgraph.quantize_input(rng.normal(size=(1, 300)))
     verdict = verify_graph_zk(network.commitment, x, later.prove(x))
