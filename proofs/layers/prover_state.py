@@ -4,9 +4,10 @@ A hiding commitment is randomized (masks, random row tails, salted leaves: :mod:
 later against the published commitment needs the same randomness, and each of its copies may serve one proof
 only (:mod:`proofs.layers.reusable`), so the state also records which copies are spent. The file is a
 ``proofs.ProverState`` record of the one hezk container (:mod:`hezk.record`, a kind listed as secret): named
-plain arrays, per copy its masks, the random parts of its coefficient rows (each data row's tail and the mask
-rows: version 3; versions 1 and 2 held whole rows, the model's data block in every copy), its salts, and the
-views its agreement value stated; the digest of the model's tables; plus the public commitment.
+plain arrays, per copy its masks, the random parts of its committed table (Ligero: each data row's tail and the
+mask rows; hiding Basefold: its first slot past the prefix the model's table holds, and the other slots; version
+3: versions 1 and 2 held whole rows and slot tables, the model's data in every copy), its salts, and the views
+its agreement value stated; the digest of the model's tables; plus the public commitment.
 The tables, data blocks, encodings and Merkle trees are rebuilt from the model (checked against the digest at
 load) and each copy's code against its commitment's root when the copy is first used.
 The file reveals the weights' masks: keep it as private as the weights.
