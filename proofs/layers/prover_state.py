@@ -347,10 +347,17 @@ def to_bytes(commitment, witness: ReusableWitness, layout, state_id: str | None 
               "spent": np.array(sorted(witness.spent), dtype=np.int64)}
     if state_id is not None:
         arrays["state"] = np.array(state_id)
-    stores = [_stored(witness.witnesses, k) for k in range(len(witness.witnesses))]
-    if stores:  # the model's tables, shared by every copy, stated by their digest (each copy stores its randomness)
-        arrays["tables.digest"] = np.frombuffer(_tables_digest(layout, stores[0].tables), dtype=np.uint8)
-    for k, store in enumerate(stores):
+    copies = witness.witnesses
+    loaded = isinstance(copies, CopiesOnDemand)
+    tables = copies.tables if loaded else copies[0].tables if len(copies) else None
+    if tables is not None:  # the model's tables, shared by every copy, by their digest (each copy: its randomness)
+        arrays["tables.digest"] = np.frombuffer(_tables_digest(layout, tables), dtype=np.uint8)
+    for k in range(len(copies)):
+        unused = copies.unbuilt(k) if loaded else None
+        if unused is not None:  # a loaded copy no proof has read: its arrays as they were read, nothing rebuilt
+            arrays.update(unused)
+            continue
+        store = copies[k]
         hidden = store.commitment_witness
         if scheme_of(hidden, error=None) is HIDING_BASEFOLD:  # hiding Basefold: the slot table's random parts
             first, others = _split_slots(hidden.commitment, hidden.inner.table)
@@ -400,13 +407,14 @@ def load(path, tables: dict, layout, parse=None):
         full[slot.name] = table
     if "tables.digest" in data:  # version 3: the model's tables by their digest, each copy's randomness apart
         if data["tables.digest"].tobytes() != _tables_digest(layout, full):
-            raise ModelError(f"prover state {path!r} does not belong to this model (its tables' digest)")
+            raise ModelError(f"prover state {path!r} does not belong to this model (the digest of its tables "
+                             f"differs): prove with the model file it was committed from")
     else:  # versions 1 and 2: each copy's stored table holds this model
         for k, copy in enumerate(reusable.copies):
             if not _holds(copy, layout, data, k, _packed(layout, full, data, k)):
                 raise ModelError(f"prover state {path!r} does not belong to this model (copy {k})")
     stores = CopiesOnDemand(len(reusable.copies), lambda k: _store(reusable.copies[k], layout, full, data, k, path),
-                            lambda k: _stored_copy(reusable.copies[k], layout, full, data, k, path))
+                            full, lambda k: {name: a for name, a in data.items() if name.startswith(f"c{k}.")})
     views = [_views(data, k) for k in range(len(reusable.copies))]
     if recorded is None:
         return commitment, ReusableWitness(reusable, stores, tuple(views), [int(k) for k in data["spent"]])
@@ -438,24 +446,22 @@ class CopiesOnDemand:
     """The store witnesses of a loaded state's copies, each rebuilt (its code re-encoded, its Merkle tree re-hashed
     and checked against the copy's root) when first read: a proof uses one copy, so loading a state of 16 copies
     no longer encodes all 16 (the 16 x 32 layer's ``hezk prove``: 1.6 s of its 5.7 s). A sequence (len, index,
-    iteration) like the tuple it stands for; thread-safe."""
+    iteration) like the tuple it stands for; thread-safe. ``tables``: the model's (every copy's); ``arrays(k)``:
+    copy k's arrays as the state file holds them."""
 
-    def __init__(self, count: int, build, stored=None):
-        self._built, self._build, self._stored, self._lock = [None] * count, build, stored, threading.Lock()
+    def __init__(self, count: int, build, tables: dict, arrays):
+        self._built, self._build, self._arrays, self._lock = [None] * count, build, arrays, threading.Lock()
+        self.tables = tables
 
-    def stored(self, k: int):
-        """Copy k as the state file holds it, without rebuilding its code: the built witness when it was read
-        (its spent masks current), else ``stored(k)`` (rows, salts, masks; no code, no Merkle tree)."""
+    def unbuilt(self, k: int):
+        """Copy k's arrays as read when no proof has read the copy (to write the state again), else None."""
         with self._lock:
-            built = self._built[k]
-        return built if built is not None or self._stored is None else self._stored(k)
+            return self._arrays(k) if self._built[k] is None else None
 
     def __len__(self) -> int:
         return len(self._built)
 
-    def __getitem__(self, k):
-        if isinstance(k, slice):
-            return tuple(self[i] for i in range(len(self))[k])
+    def __getitem__(self, k: int):
         k = range(len(self))[k]  # IndexError as a tuple's
         with self._lock:
             if self._built[k] is None:
@@ -534,7 +540,7 @@ def _store(copy, layout, full: dict, data: dict, k: int, path) -> StoreWitness:
             raise ModelError(f"prover state {path!r} does not belong to this model (copy {k})")
         spent = [1] * int(data[f"c{k}.masks_spent"])
         hidden = HidingBasefoldWitness(copy, _first_slot(copy, data, k, packed), inner, spent)
-        return StoreWitness(layout, full, {s.name: data[f"c{k}.mask.{s.name}"] for s in layout.slots}, hidden)
+        return StoreWitness(layout, full, _masks(layout, data, k), hidden)
     stored = _stored_copy(copy, layout, full, data, k, path)
     hidden = stored.commitment_witness
     encoded = rs_encode_rows(hidden.rows, copy.codeword_length)
@@ -547,9 +553,6 @@ def _store(copy, layout, full: dict, data: dict, k: int, path) -> StoreWitness:
 def _stored_copy(copy, layout, full: dict, data: dict, k: int, path) -> StoreWitness:
     """Copy k of a Ligero state as stored (rows, salts, masks; no code, no Merkle tree: ``_store`` rebuilds and
     checks them): version 3 rows assembled from the model's data block, the copy's tails and mask rows."""
-    if HIDING_BASEFOLD.is_commitment(copy):
-        return _store(copy, layout, full, data, k, path)
-    masks = {slot.name: data[f"c{k}.mask.{slot.name}"] for slot in layout.slots}
     salts = data[f"c{k}.salts"].tobytes()
     salts = tuple(salts[i:i + SALT_SIZE] for i in range(0, len(salts), SALT_SIZE))
     rows = data.get(f"c{k}.rows")
@@ -566,12 +569,12 @@ def _stored_copy(copy, layout, full: dict, data: dict, k: int, path) -> StoreWit
         rows[:data_rows, cols:] = tails
         rows[data_rows:] = mask_rows
     hidden = HidingWitness(copy, rows, None, salts, None, [True] * int(data[f"c{k}.masks_spent"]))
-    return StoreWitness(layout, full, masks, hidden)
+    return StoreWitness(layout, full, _masks(layout, data, k), hidden)
 
 
-def _stored(copies, k: int) -> StoreWitness:
-    """Copy k for writing a state: :meth:`CopiesOnDemand.stored` (no code rebuilt), or the witness itself."""
-    return copies.stored(k) if isinstance(copies, CopiesOnDemand) else copies[k]
+def _masks(layout, data: dict, k: int) -> dict:
+    """Copy k's mask blocks by slot name, as stored."""
+    return {slot.name: data[f"c{k}.mask.{slot.name}"] for slot in layout.slots}
 
 
 def _tables_digest(layout, full: dict) -> bytes:
@@ -591,7 +594,7 @@ def _active(pair):
 
 def _packed(layout, full: dict, data: dict, k: int) -> np.ndarray:
     """The committed table of copy k: the slots, then each slot's mask block (as :func:`commit_store` packs)."""
-    return _pack(layout, full, {s.name: data[f"c{k}.mask.{s.name}"] for s in layout.slots})
+    return _pack(layout, full, _masks(layout, data, k))
 
 
 def _pack(layout, full: dict, masks: dict) -> np.ndarray:
