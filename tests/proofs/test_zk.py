@@ -392,10 +392,10 @@ def test_reusable_copies_committed_without_their_codes_prove_and_verify(monkeypa
     monkeypatch.setattr(zk, "KEEP_CODE_MAX_ENTRIES", 0)
     trace = _forward(4)
     committed = S.commit_forward(trace, zk=True, private_input=True, max_proofs=2)
-    witness = committed.witnesses["w0"] if isinstance(committed.witnesses, dict) else committed.witnesses
+    witness = committed.witnesses["w0"]
     assert all(store.commitment_witness.encoded is None for store in witness.witnesses)
     assert witness.witnesses[0].tables is witness.witnesses[1].tables
-    reusable = committed.weights["w0"] if isinstance(committed.weights, dict) else committed.weights
+    reusable = committed.weights
     R.verify_reusable(S.weight_layout(trace.spec, True), reusable, R.base_params(reusable), "test")
     output = S.forward_output(trace)
     for _ in range(2):
