@@ -87,6 +87,9 @@ def graph_prover(graph, commitment, state=None, *, names=("the commitment", "the
         raise ModelError(f"{names[0]} is not a graph commitment: {error}") from None
     if isinstance(committed, ModelCommitment):
         raise ModelError(f"{names[0]} is an MLP commitment, not a graph commitment")
+    if graph.digest() != committed.structure.digest:
+        raise ModelError(f"{names[0]} was made for another model than {names[1]} (their graphs' digests differ): "
+                         f"prove with the model file it was committed from")
     q = quantize_graph(graph, like=committed.structure)
     if committed.zk:
         if state is None or (not isinstance(state, (bytes, bytearray, memoryview)) and not os.path.isfile(state)):

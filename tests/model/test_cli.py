@@ -114,6 +114,23 @@ def test_proofs_commit_prove_verify_an_onnx_relu_mlp(tmp_path, capsys):
     assert capsys.readouterr().out.strip().endswith("accept")
 
 
+def test_proving_with_another_model_than_the_committed_one_names_both_files(tmp_path, capsys):
+    """prove --model of another network than the commitment's: exit 2 naming the commitment, the model and the fix
+    (was: "like= is the quantized structure of another model"), nothing written."""
+    from tests.model.onnx_models import lenet
+
+    onnx.save(lenet("relu", seed=1), tmp_path / "a.onnx")
+    onnx.save(lenet("relu", seed=5), tmp_path / "b.onnx")
+    np.save(tmp_path / "x.npy", np.random.default_rng(4).normal(size=(1, 1, 28, 28)))
+    with contextlib.chdir(tmp_path):
+        assert proofs_cli.main(["commit", "--model", "a.onnx", "--out", "c.bin", "--public-weights"]) == 0
+        assert proofs_cli.main(["prove", "--model", "b.onnx", "--input", "x.npy", "--commitment", "c.bin", "--out",
+                                "p.bin", "--quiet", "--public-weights"]) == 2
+    err = capsys.readouterr().err
+    assert re.search(r"commitment 'c.bin' was made for another model than 'b.onnx'.*committed from", err)
+    assert "like=" not in err and not (tmp_path / "p.bin").exists()
+
+
 def _product_of_two_layers():
     from tests.model.onnx_models import Builder
 
