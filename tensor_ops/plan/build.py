@@ -8,6 +8,7 @@ from crypto.errors import ShapeError
 
 from ..layout import SlotLayout, Tile
 from ..parse import EinsumSpec, broadcast_shapes, parse
+from .blocked import try_blocked
 from .builder import Builder, PlainSym, Sym
 from .core import PlainPrep, Plan
 from .cost import DEFAULT_COSTS
@@ -25,12 +26,15 @@ def _pair(b: Builder, x, y, keep: str, op: str):
     The diagonal method is tried first, then both anchors, then output-stationary; a strategy whose
     lower bound (from its tiles) exceeds the cheapest so far is not built. Ties go to the earlier
     strategy in the order replicate (x anchored, y anchored), stationary, diagonal, skewed (two encrypted
-    matrices: ``skewed``)."""
+    matrices: ``skewed``), square-block diagonals in place (``blocked``)."""
     found = {}  # rank -> (cost, fork, result, why)
     if op == "mul" and isinstance(y, PlainSym):
         diag = try_diagonal(b, x, y, keep)
         if diag is not None:
             found[3] = diag
+        blocked = try_blocked(b, x, y, keep)
+        if blocked is not None:
+            found[5] = blocked
 
     def bound():
         return min((c[0] for c in found.values()), default=None)

@@ -396,7 +396,13 @@ class MatVecDiagonal(UnaryStep):
         babies[0] = x
         groups = [(g * self.stride, [(r * self.stride, data.constant(diags[g + r]))
                                      for r in range(min(self.baby, self.dim - g))]) for g in self._giants()]
-        regs[self.out] = bsgs_sum(be if hasattr(be, "mul") else _Accumulate(be), babies, groups, rotate=be.rotate)
+        regs[self.out] = bsgs_sum(bsgs_evaluator(be), babies, groups, rotate=be.rotate)
+
+
+def bsgs_evaluator(be):
+    """``be`` as ``crypto.ckks.linear.bsgs_sum``'s evaluator: itself where it has ``mul`` (its fused products and
+    threads), else its ``multiply``/``add`` under those names."""
+    return be if hasattr(be, "mul") else _Accumulate(be)
 
 
 class _Accumulate:
