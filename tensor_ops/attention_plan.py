@@ -164,6 +164,7 @@ class _Refreshing:
         self.ordinal, self._lowest = -1, None
         self.tracking = bool(tracking)
         self.blocked: list = []       # ((ordinal, operand) of a refresh whose compaction lacked a level, producer)
+        self.wide: list = []          # the producers of tensors refreshed as several ciphertexts
         self._producers: dict = {}    # id(ct) -> (weak reference, (ordinal, operand) of the plan that made it)
         self.bootstrap_units = None if bootstrap_units is None else float(bootstrap_units)
         self.compaction_steps: set = set()   # rotation steps the compactions took (their keys)
@@ -204,6 +205,7 @@ class _Refreshing:
                     # message coefficients above Delta (e.g. a layer norm's sum of squares, values ~ the width):
                     # EvalMod's error grows as their cube; an earlier refresh of the plan that made it is tried
                     self.blocked.append(((self.ordinal, index), self._producer_of(operand.ciphertexts)))
+                self._note_wide(before, operand.ciphertexts)
                 operand = type(operand)(fresh, operand.layout, operand.backend)
             out.append(operand)
         self._lowest = _lowest_operand(out)
@@ -220,9 +222,18 @@ class _Refreshing:
         if not isinstance(tensor, CipherTensorBase) or level is None or level >= need or need > self.levels_left:
             return tensor
         compaction = self.compaction_for(tensor.layout, int(level), need)
+        before = len(self.sites)
         fresh = (self._bootstrapped(tensor.ciphertexts, int(level)) if compaction is None
                  else self._compacted(tensor.ciphertexts, compaction))
+        self._note_wide(before, tensor.ciphertexts)
         return type(tensor)(fresh, tensor.layout, tensor.backend)
+
+    def _note_wide(self, before: int, ciphertexts) -> None:
+        """A tracking recorder notes the producer of a tensor just refreshed as several ciphertexts (a wide tensor,
+        e.g. an MLP's hidden layer): refreshing the plan that made it early, on its narrower input, may take
+        fewer bootstraps (``find_early_refreshes``)."""
+        if self.tracking and len(self.sites) > before and self.sites[-1].ciphertexts > 1:
+            self.wide.append(self._producer_of(ciphertexts))
 
     def produced(self, ciphertexts) -> None:
         """The output ciphertexts of the plan just run (``tensor_base.run_plan``): a tracking recorder notes which
@@ -788,7 +799,8 @@ def contraction_records(plans) -> tuple:
 
 def _record_bootstraps(model: GraphApproximation, x: np.ndarray, params, config, input_level: int,
                        compaction: bool = True, forced=(), tracking: bool = False):
-    """(sites, operation counts, the compactions' rotation steps, blocked compactions) of the bootstrapping
+    """(sites, operation counts, the compactions' rotation steps, blocked compactions, the producers of the tensors
+    refreshed as several ciphertexts) of the bootstrapping
     evaluation of ``x`` at ``params`` (``BootstrapRecorder``, compacting and refreshing early at ``forced`` as
     ``BootstrappingBackend(compaction=..., forced=...)`` does); LevelError when one operation needs more levels
     than a bootstrap leaves."""
@@ -806,7 +818,8 @@ def _record_bootstraps(model: GraphApproximation, x: np.ndarray, params, config,
                                         for (node, k, h, level), n in recorder.amounts.items())))),
               ("node_products", tuple(sorted((node, kind, -1 if level is None else int(level), n)
                                              for (node, kind, level), n in recorder.node_products.items()))))
-    return tuple(recorder.sites), counts, tuple(sorted(recorder.compaction_steps)), tuple(recorder.blocked)
+    return (tuple(recorder.sites), counts, tuple(sorted(recorder.compaction_steps)), tuple(recorder.blocked),
+            tuple(recorder.wide))
 
 
 #: the bootstrap a plan takes when none is named: without the arcsin correction (2 levels more for the layer: 8
@@ -836,8 +849,10 @@ def plaintext_cache_entries(params, levels_left: int) -> int:
     return max(16, PLAINTEXT_CACHE_BYTES // (params.limbs_at(level) * params.n * 8))
 
 
-#: rounds of early refreshes tried (``find_early_refreshes``)
+#: rounds of early refreshes tried (``find_early_refreshes``): for blocked compactions and large coefficients, then
+#: for tensors refreshed as several ciphertexts
 EARLY_ROUNDS = 4
+WIDE_ROUNDS = 3
 
 
 def find_early_refreshes(model, sample, params, config, level, compaction):
@@ -847,12 +862,14 @@ def find_early_refreshes(model, sample, params, config, level, compaction):
     tensor of large values, where EvalMod loses precision), is moved to the plan that made the tensor, refreshing
     that plan's lowest operand early (``forced``: (plan ordinal, operand index)); at most ``EARLY_ROUNDS`` rounds,
     each recorded again, a round kept where (max(Delta, its largest coefficient), its bootstraps) is smaller than the
-    best so far. Without compaction, no early refresh."""
+    best so far; then, at most ``WIDE_ROUNDS`` times, a tensor refreshed as several ciphertexts is refreshed early in
+    the same way, on the plan that made it, kept by the same rule. Without compaction, no early refresh."""
     forced = ()
-    sites, operations, moves, blocked = _record_bootstraps(model, sample, params, config, level, compaction, forced,
-                                                           tracking=compaction)
+    sites, operations, moves, blocked, wide = _record_bootstraps(model, sample, params, config, level, compaction,
+                                                                 forced, tracking=compaction)
     best = (sum(s.ciphertexts for s in sites), forced, sites, operations, moves)
     rank = (max(1.0, _largest_coefficient(sites)), best[0])
+    best_wide = wide
     for _ in range(EARLY_ROUNDS if compaction else 0):
         wanted = set(forced)
         for where, producer in blocked:
@@ -863,14 +880,36 @@ def find_early_refreshes(model, sample, params, config, level, compaction):
             break
         forced = tuple(sorted(wanted))
         try:
-            sites, operations, moves, blocked = _record_bootstraps(model, sample, params, config, level, compaction,
-                                                                   forced, tracking=True)
+            sites, operations, moves, blocked, wide = _record_bootstraps(model, sample, params, config, level,
+                                                                         compaction, forced, tracking=True)
         except LevelError:
             break
         count = sum(s.ciphertexts for s in sites)
         if (max(1.0, _largest_coefficient(sites)), count) < rank:
             best = (count, forced, sites, operations, moves)
             rank = (max(1.0, _largest_coefficient(sites)), count)
+            best_wide = wide
+    # a wide tensor's refresh moved to the plan that made it, and on to the plan that made that one's input while the
+    # refresh stays as wide (a bias added after the product): kept where it bootstraps fewer ciphertexts (the
+    # BERT-tiny layer's MLP: its 128-wide input, one ciphertext, instead of GELU's 512-wide input, two)
+    tried, queue, tries = set(best[1]), [producer for producer in best_wide if producer is not None], 0
+    while queue and compaction and tries < WIDE_ROUNDS:
+        producer = queue.pop(0)
+        if producer in tried:
+            continue
+        tried.add(producer)
+        tries += 1
+        forced = tuple(sorted(set(best[1]) | {producer}))
+        try:
+            sites, operations, moves, _, wide = _record_bootstraps(model, sample, params, config, level, compaction,
+                                                                   forced, tracking=True)
+        except LevelError:
+            continue
+        count = sum(s.ciphertexts for s in sites)
+        if (max(1.0, _largest_coefficient(sites)), count) < rank:
+            best = (count, forced, sites, operations, moves)
+            rank = (max(1.0, _largest_coefficient(sites)), count)
+        queue += [made for made in wide if made is not None and made not in tried]
     return best[1:]
 
 
@@ -1253,7 +1292,7 @@ def _run_bootstrapping(plan, model, batch, form, seed, progress, say, timings=No
     from crypto.context import CKKSContext
 
     params = plan.params
-    sites, _, moves, _ = _record_bootstraps(model, batch, params, plan.bootstrap, plan.input_level, plan.compaction,
+    sites, _, moves, _, _ = _record_bootstraps(model, batch, params, plan.bootstrap, plan.input_level, plan.compaction,
                                             plan.early_refreshes)
     if len(batch) == 1 and [_site_key(s) for s in sites] != [_site_key(s) for s in plan.bootstraps]:
         raise ParameterError(f"the plan states {plan.bootstrap_count} ciphertext bootstraps at {len(plan.bootstraps)} "

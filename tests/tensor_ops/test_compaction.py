@@ -286,6 +286,40 @@ def test_a_blocked_compaction_names_the_plan_to_refresh_early_and_forcing_it_boo
     assert [(s.node, s.ciphertexts, s.spread) for s in early.sites] == [("scale", 1, 4)] and not early.blocked
 
 
+class _Wide:
+    """A stand-in for an MLP's first layer: x (one ciphertext, at level 1) -> w = x M, 4,096 values over at least two
+    full ciphertexts (level 0) -> w * w, whose refresh bootstraps them all, unless x is refreshed before the
+    product."""
+
+    def __init__(self):
+        self.matrix = np.random.default_rng(5).uniform(-0.1, 0.1, (16, 4096))
+
+    def forward(self, tensor):
+        from tensor_ops.tensor import einsum
+
+        tensor.backend.at_node("widen")
+        w = einsum("bk,kj->bj", tensor, self.matrix)
+        tensor.backend.at_node("square")
+        return w * w
+
+
+def test_a_wide_refresh_names_the_plan_that_made_it_and_refreshing_its_input_bootstraps_once():
+    from tensor_ops.attention_plan import BootstrapRecorder
+    from tensor_ops.tensor import encrypt
+
+    model, x = _Wide(), np.random.default_rng(6).uniform(-1, 1, (1, 16))
+    expected = (x @ model.matrix) ** 2
+    late = BootstrapRecorder(2048, 1, 6, bootstrap_units=1000.0, tracking=True)
+    assert np.allclose(model.forward(encrypt(late, x)).decrypt(), expected)
+    (site,) = late.sites
+    assert site.node == "square" and site.ciphertexts >= 2
+    (producer,) = late.wide
+    assert producer is not None and producer[1] == 0
+    early = BootstrapRecorder(2048, 1, 6, bootstrap_units=1000.0, forced=(producer,), tracking=True)
+    assert np.allclose(model.forward(encrypt(early, x)).decrypt(), expected)
+    assert [(s.node, s.ciphertexts) for s in early.sites] == [("widen", 1)] and not early.wide
+
+
 @pytest.mark.slow
 def testfind_early_refreshes_are_found_by_planning_and_run_encrypted_as_recorded():
     """On the INSECURE toy ring: the planner's search (``find_early_refreshes``) finds the early refresh (1 ciphertext
