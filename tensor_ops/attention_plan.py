@@ -35,7 +35,7 @@ from crypto.rlwe import Ciphertext
 from crypto.errors import LevelError, ParameterError, ShapeError
 
 from .backends import CKKSBackend
-from .attention import MARGIN, RANGE_MARGIN, GraphApproximation, approximate
+from .attention import MARGIN, NEWTON_TOLERANCE, RANGE_MARGIN, GraphApproximation, approximate
 from .bootstrap_placement import bootstrap_cost, cached_bootstrap_plan
 from .inference import InputRangeError, require_secure
 from .model_plan import (BOOTSTRAP_PRESET, DEFAULT_KEY_BUDGET, auto_parameters, check_scale_drift, choose_parameters,
@@ -1069,7 +1069,7 @@ def _bootstrapping(model, sample, params, config, input_level, rotations, key_bu
 
 
 def plan_attention(graph, calibration, *, params=None, bootstrap=None, allow_insecure: bool = False,
-                   key_budget: int = DEFAULT_KEY_BUDGET, activation_degree: int = 7, tolerance: float = 1e-3,
+                   key_budget: int = DEFAULT_KEY_BUDGET, activation_degree: int = 7, tolerance: float = NEWTON_TOLERANCE,
                    input_level: int | None = None, compaction: bool = True
                    ) -> tuple[AttentionPlan, GraphApproximation]:
     """(plan, calibrated model) of ``graph`` on the float batch ``calibration``.
