@@ -409,6 +409,7 @@ class BootstrapRecorder(_Refreshing, LevelRecorder):
         #: encodes (one per distinct constant and level, as ``CKKSBackend``'s cache of encodings does)
         self.node_products: dict = {}
         self._encoded: dict = {}
+        self._lazy: set = set()     # ids of the sums of ``multiply_accumulate`` not relinearized yet
         self._init_sites(bootstrap_units, forced, tracking)
 
     def rotate(self, x, k):
@@ -428,7 +429,7 @@ class BootstrapRecorder(_Refreshing, LevelRecorder):
         return out
 
     def _count(self, kind: str, level) -> None:
-        self.products[kind] += 1
+        self.products[kind] = self.products.get(kind, 0) + 1
         key = (self._node or "", kind, level)
         self.node_products[key] = self.node_products.get(key, 0) + 1
 
@@ -457,6 +458,29 @@ class BootstrapRecorder(_Refreshing, LevelRecorder):
                 self._encoded[key] = True
                 self._count("encode", level)
         return super().multiply(a, b)
+
+    def multiply_accumulate(self, acc, a, b):
+        """As ``CKKSBackend.multiply_accumulate``: two ciphertexts at the sum's level join it unrelinearized (counted
+        as a tensor product, ``ct_tensor``; the sum's one relinearization at ``relinearize_sum``), else ``multiply``
+        and ``add``."""
+        level_a, level_b = getattr(a, "level", None), getattr(b, "level", None)
+        if level_a is None or level_a != level_b or (acc is not None and (id(acc) not in self._lazy
+                                                                         or getattr(acc, "level", None) != level_a)):
+            product = self.multiply(a, b)
+            acc = self.relinearize_sum(acc)
+            return product if acc is None else self.add(acc, product)
+        self._count("ct_tensor", level_a)
+        product = LevelRecorder.multiply(self, a, b)
+        out = product if acc is None else self.add(acc, product)
+        self._lazy.discard(id(acc))
+        self._lazy.add(id(out))
+        return out
+
+    def relinearize_sum(self, acc):
+        if acc is not None and id(acc) in self._lazy:
+            self._lazy.discard(id(acc))
+            self._count("relinearize", getattr(acc, "level", None))
+        return acc
 
     def bootstrap(self, x):
         out = np.array(x).view(type(x))
@@ -699,8 +723,8 @@ class AttentionPlan:
         else:
             p = self.params
             keys = len(self.key_rotations)
-            how = "" if self.key_steps is None else (f", the powers of two (over the key budget with one key a step: "
-                                                     f"every other step composed)")
+            how = "" if self.key_steps is None else (", the powers of two (over the key budget with one key a step: "
+                                                     "every other step composed)")
             conjugation = " + the conjugation key" if self.bootstrap is not None else ""
             lines.append(f"parameters: N=2^{p.log_n}, {p.max_level} levels, scale 2^{p.log_scale}, "
                          f"log2(QP)={p.log_qp:.1f}, security {p.security}; Galois keys ~"
@@ -812,7 +836,8 @@ def _record_bootstraps(model: GraphApproximation, x: np.ndarray, params, config,
                                  plaintext_cache_entries(params, boot.levels_left))
     model.forward(encrypt(recorder, x))
     counts = (("rotations", recorder.counts["rotations"]), ("hoisted_rotations", recorder.counts["hoisted_rotations"]),
-              ("ct_ct", recorder.products["ct_ct"]), ("ct_pt", recorder.products["ct_pt"]),
+              ("ct_ct", recorder.products["ct_ct"] + recorder.products.get("ct_tensor", 0)),
+              ("ct_pt", recorder.products["ct_pt"]),
               ("rescales", recorder.products["rescale"]), ("encodes", recorder.products["encode"]),
               ("amounts", tuple(sorted(((node, k, h, -1 if level is None else int(level), n)
                                         for (node, k, h, level), n in recorder.amounts.items())))),
@@ -864,12 +889,16 @@ def find_early_refreshes(model, sample, params, config, level, compaction):
     each recorded again, a round kept where (max(Delta, its largest coefficient), its bootstraps) is smaller than the
     best so far; then, at most ``WIDE_ROUNDS`` times, a tensor refreshed as several ciphertexts is refreshed early in
     the same way, on the plan that made it, kept by the same rule. Without compaction, no early refresh."""
+
+    def recorded(forced):
+        """(rank, (count, forced, sites, operations, moves), blocked, wide) of a recording with ``forced``."""
+        sites, operations, moves, blocked, wide = _record_bootstraps(model, sample, params, config, level,
+                                                                     compaction, forced, tracking=compaction)
+        count = sum(s.ciphertexts for s in sites)
+        return (max(1.0, _largest_coefficient(sites)), count), (count, forced, sites, operations, moves), blocked, wide
+
+    rank, best, blocked, best_wide = recorded(())
     forced = ()
-    sites, operations, moves, blocked, wide = _record_bootstraps(model, sample, params, config, level, compaction,
-                                                                 forced, tracking=compaction)
-    best = (sum(s.ciphertexts for s in sites), forced, sites, operations, moves)
-    rank = (max(1.0, _largest_coefficient(sites)), best[0])
-    best_wide = wide
     for _ in range(EARLY_ROUNDS if compaction else 0):
         wanted = set(forced)
         for where, producer in blocked:
@@ -880,15 +909,11 @@ def find_early_refreshes(model, sample, params, config, level, compaction):
             break
         forced = tuple(sorted(wanted))
         try:
-            sites, operations, moves, blocked, wide = _record_bootstraps(model, sample, params, config, level,
-                                                                         compaction, forced, tracking=True)
+            found, kept, blocked, wide = recorded(forced)
         except LevelError:
             break
-        count = sum(s.ciphertexts for s in sites)
-        if (max(1.0, _largest_coefficient(sites)), count) < rank:
-            best = (count, forced, sites, operations, moves)
-            rank = (max(1.0, _largest_coefficient(sites)), count)
-            best_wide = wide
+        if found < rank:
+            rank, best, best_wide = found, kept, wide
     # a wide tensor's refresh moved to the plan that made it, and on to the plan that made that one's input while the
     # refresh stays as wide (a bias added after the product): kept where it bootstraps fewer ciphertexts (the
     # BERT-tiny layer's MLP: its 128-wide input, one ciphertext, instead of GELU's 512-wide input, two)
@@ -899,16 +924,12 @@ def find_early_refreshes(model, sample, params, config, level, compaction):
             continue
         tried.add(producer)
         tries += 1
-        forced = tuple(sorted(set(best[1]) | {producer}))
         try:
-            sites, operations, moves, _, wide = _record_bootstraps(model, sample, params, config, level, compaction,
-                                                                   forced, tracking=True)
+            found, kept, _, wide = recorded(tuple(sorted(set(best[1]) | {producer})))
         except LevelError:
             continue
-        count = sum(s.ciphertexts for s in sites)
-        if (max(1.0, _largest_coefficient(sites)), count) < rank:
-            best = (count, forced, sites, operations, moves)
-            rank = (max(1.0, _largest_coefficient(sites)), count)
+        if found < rank:
+            rank, best = found, kept
         queue += [made for made in wide if made is not None and made not in tried]
     return best[1:]
 
@@ -961,10 +982,14 @@ def rotation_units(operations, key_steps, slots: int, weight=None, rotation_weig
 
 
 def _product_prices(c, kinds) -> dict:
-    """CostModel units of each recorded kind: a product, a rescale, an encoding (``c.encode``). Counts recorded
+    """CostModel units of each recorded kind: a product, a rescale, an encoding (``c.encode``), a lazy sum's tensor
+    product and relinearization. Counts recorded
     before rescales were (no "rescale" kind among ``kinds``) price a rescale with every product, as they did."""
     rescale = 0.0 if "rescale" in kinds else c.rescale
-    return {"ct_ct": c.ct_mult + rescale, "ct_pt": c.pt_mult + rescale, "rescale": c.rescale, "encode": c.encode}
+    # a tensor product joining a lazy sum (``multiply_accumulate``): four ring products, as two plaintext products;
+    # the sum's relinearization: a product's key switch
+    return {"ct_ct": c.ct_mult + rescale, "ct_pt": c.pt_mult + rescale, "rescale": c.rescale, "encode": c.encode,
+            "ct_tensor": 2 * c.pt_mult, "relinearize": c.ct_mult}
 
 
 def _largest_coefficient(sites) -> float:

@@ -18,7 +18,9 @@ from math import prod
 
 import numpy as np
 
+from crypto.ckks.evaluator import ProductSum
 from crypto.errors import KeyMissingError, ShapeError
+from crypto.rlwe import Ciphertext
 
 __all__ = ["PlainBackend", "CKKSBackend", "has_power_of_two_keys", "rotation_route"]
 
@@ -228,6 +230,22 @@ class CKKSBackend:
         if isinstance(b, _Constant):
             b = self._encode(b, a)
         return self.ev.mul(a, b)
+
+    def multiply_accumulate(self, acc, a, b):
+        """``acc`` + a b for two ciphertexts: on an evaluator with ``mul_accumulate``, two ciphertexts at the sum's
+        level are tensored and summed unrelinearized (``relinearize_sum`` closes the sum with one key switch); else, or
+        for other operands, ``multiply`` and ``add`` (a pending sum relinearized first)."""
+        fused = getattr(self.ev, "mul_accumulate", None)
+        if fused is not None and isinstance(a, Ciphertext) and isinstance(b, Ciphertext) and a.level == b.level \
+                and (acc is None or isinstance(acc, ProductSum) and acc.level == a.level):
+            return fused(acc, a, b)
+        product = self.multiply(a, b)
+        acc = self.relinearize_sum(acc)
+        return product if acc is None else self.add(acc, product)
+
+    def relinearize_sum(self, acc):
+        """The ciphertext of a ``multiply_accumulate`` sum (itself where it was relinearized already)."""
+        return self.ev.relinearize_sum(acc) if isinstance(acc, ProductSum) else acc
 
     def rescale(self, x):
         return self.ev.rescale(x)

@@ -18,6 +18,7 @@ Alignment rules
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -39,6 +40,18 @@ from .encoder import CKKSEncoder, as_slot_vector, subring_period
 MIN_SCALE_BITS = 10
 #: scales closer than this relative difference count as equal in add/sub
 SCALE_TOLERANCE = 2.0**-45
+
+
+@dataclass(frozen=True)
+class ProductSum:
+    """A sum of ciphertext products before relinearization: the parts (d0, d1, d2) of degree-2 ciphertexts added,
+    decrypting to d0 + d1 s + d2 s^2 (``Evaluator.mul_accumulate``, closed by ``Evaluator.relinearize_sum``)."""
+
+    parts: tuple
+    level: int
+    scale: float
+    length: int
+    is_complex: bool
 
 
 class Evaluator:
@@ -489,13 +502,43 @@ class Evaluator:
         return self._make(parts, level, scale, length, any(ct.is_complex for ct, _ in terms))
 
     def _mul_relinearize(self, a: Ciphertext, b: Ciphertext, rescale_primes: int, scale, length, is_complex):
-        """Tensor, then relinearize: (d0, d1) + ModDown(Σ digits(d2)·rlk) computed as
-        ModDown(P·(d0, d1) + Σ digits(d2)·rlk), dividing by P and the top ``rescale_primes`` primes."""
-        d0, d1, d2 = self._tensor(a, b)
+        """Tensor, then relinearize (``_relinearize``)."""
+        return self._relinearize(self._tensor(a, b), a.level, rescale_primes, scale, length, is_complex)
+
+    def _relinearize(self, parts, level: int, rescale_primes: int, scale, length, is_complex) -> Ciphertext:
+        """(d0, d1) + ModDown(Σ digits(d2)·rlk) computed as ModDown(P·(d0, d1) + Σ digits(d2)·rlk), dividing by P
+        and the top ``rescale_primes`` primes."""
+        d0, d1, d2 = parts
         switcher = self.switcher
         kb, ka = switcher.streamed_product(d2, self.relin_key, lift=(d0, d1))
         parts = [switcher.mod_down(kb, rescale_primes), switcher.mod_down(ka, rescale_primes)]
-        return self._make(parts, a.level - (rescale_primes > 0), scale, length, is_complex)
+        return self._make(parts, level - (rescale_primes > 0), scale, length, is_complex)
+
+    def mul_accumulate(self, acc: ProductSum | None, a: Ciphertext, b: Ciphertext) -> ProductSum:
+        """``acc`` + a·b for two ciphertexts, not relinearized: the tensor products of a sum added part by part, so
+        that ``relinearize_sum`` key-switches the sum once instead of every product (lazy relinearization, as
+        SEAL's and OpenFHE's users sum EvalMultNoRelin results before one Relinearize). Every product of one sum
+        at one level and one scale (ScaleError otherwise)."""
+        if not isinstance(a, Ciphertext) or not isinstance(b, Ciphertext):
+            raise ParameterError("mul_accumulate multiplies two ciphertexts (a plaintext product needs no "
+                                 "relinearization: mul_plain_sum)")
+        a, b = self._mul_operands(a, b)
+        length, is_complex = self._meta(a, b)
+        scale = a.scale * b.scale
+        parts = self._tensor(a, b)
+        if acc is None:
+            return ProductSum(parts, a.level, scale, length, is_complex)
+        if not isinstance(acc, ProductSum) or acc.level != a.level or abs(scale / acc.scale - 1) > SCALE_TOLERANCE:
+            raise ScaleError(f"a product at level {a.level}, scale 2^{math.log2(scale):.4f} cannot join a sum at "
+                             f"level {getattr(acc, 'level', None)}, scale 2^{math.log2(getattr(acc, 'scale', 1.0)):.4f}")
+        return ProductSum(tuple(x + y for x, y in zip(acc.parts, parts)), acc.level, acc.scale,
+                          max(acc.length, length), acc.is_complex or is_complex)
+
+    def relinearize_sum(self, acc: ProductSum) -> Ciphertext:
+        """The ciphertext of a ``mul_accumulate`` sum: one relinearization (key switch of its d2), not rescaled."""
+        if not isinstance(acc, ProductSum):
+            raise ParameterError(f"relinearize_sum takes a mul_accumulate sum, not {type(acc).__name__}")
+        return self._relinearize(acc.parts, acc.level, 0, acc.scale, acc.length, acc.is_complex)
 
     def _mul_operands(self, a, b):
         """(ciphertext, Ciphertext) aligned in level, or (ciphertext, (poly, ciphertext, scale))."""

@@ -29,6 +29,7 @@ from crypto.ckks.linear import bsgs_sum
 
 from ..layout import SlotLayout, Tile
 from .builder import Builder, PlainSym, Sym
+from .diagonal import matrix_on_vectors
 from .steps import Rescale, Step, UnaryStep, bsgs_evaluator, norm_shift
 
 
@@ -164,14 +165,10 @@ def _best_baby(spans, size: int, blocks: int, c) -> int:
 def try_blocked(b: Builder, x: Sym, y: PlainSym, keep: str):
     """Block generalized-diagonal candidate for ``x[..., k] M[j, k] -> y[..., j]`` (see the module
     docstring); None when the expression or x's layout does not fit."""
-    summed = [c for c in x.indices if c not in keep]
-    if len(summed) != 1 or len(y.indices) != 2 or summed[0] not in y.indices:
+    found = matrix_on_vectors(x, y, keep)
+    if found is None:
         return None
-    k = summed[0]
-    j = y.indices.replace(k, "")
-    if j not in keep or j in x.indices or any(c in y.indices for c in x.indices if c != k):
-        return None
-    rows, cols = y.shape[y.indices.index(j)], y.shape[y.indices.index(k)]
+    k, j, rows, cols = found
     lay, axis = x.layout, x.indices.index(k)
     stride = lay.strides[axis]
     groups = _groups(lay, axis)

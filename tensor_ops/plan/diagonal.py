@@ -50,10 +50,9 @@ def diagonal_target(shape, axis: int, dim: int, slots: int):
     return SlotLayout.tiled(shape, strides, slots, chunk)
 
 
-def try_diagonal(b: Builder, x: Sym, y: PlainSym, keep: str):
-    """Halevi–Shoup diagonal candidate for ``x[..., k] M[j, k] -> y[..., j]`` (x encrypted, M plaintext,
-    k contracted, the other axes of x a batch, tiled over ciphertexts if needed). x is first moved to
-    a layout where each vector has room for its copy, unless it has one already (client packing)."""
+def matrix_on_vectors(x: Sym, y: PlainSym, keep: str):
+    """(k, j, rows, cols) when the pair is ``x[..., k] M[j, k] -> y[..., j]``: one contracted axis k of x, a
+    plaintext matrix M over (j, k) of rows x cols, j new and kept; else None."""
     summed = [c for c in x.indices if c not in keep]
     if len(summed) != 1 or len(y.indices) != 2 or summed[0] not in y.indices:
         return None
@@ -61,7 +60,17 @@ def try_diagonal(b: Builder, x: Sym, y: PlainSym, keep: str):
     j = y.indices.replace(k, "")
     if j not in keep or j in x.indices or any(c in y.indices for c in x.indices if c != k):
         return None
-    rows, cols = y.shape[y.indices.index(j)], y.shape[y.indices.index(k)]
+    return k, j, y.shape[y.indices.index(j)], y.shape[y.indices.index(k)]
+
+
+def try_diagonal(b: Builder, x: Sym, y: PlainSym, keep: str):
+    """Halevi–Shoup diagonal candidate for ``x[..., k] M[j, k] -> y[..., j]`` (x encrypted, M plaintext,
+    k contracted, the other axes of x a batch, tiled over ciphertexts if needed). x is first moved to
+    a layout where each vector has room for its copy, unless it has one already (client packing)."""
+    found = matrix_on_vectors(x, y, keep)
+    if found is None:
+        return None
+    k, j, rows, cols = found
     dim, axis = max(rows, cols), x.indices.index(k)
     fb = b.fork()
     n0 = len(fb.steps)

@@ -36,7 +36,7 @@ from crypto.errors import ShapeError
 
 from ..layout import SlotLayout, Tile
 from .builder import Builder, Sym
-from .steps import Add, Mask, Multiply, Rescale, Rotate, RotateSum
+from .steps import Mask, MultiplyAccumulate, Relinearize, Rescale, Rotate, RotateSum
 
 
 def skewed_indices(x: Sym, y, keep: str):
@@ -286,9 +286,8 @@ def try_skewed(b: Builder, x: Sym, y, keep: str):
                                            f" (x step {t})"))
             b_t = fb.emit(Rescale, fb.emit(Mask, tuple(dict.fromkeys(r for _, r, _, _ in b_terms)), tuple(b_terms),
                                            f" (y step {t})"))
-            prod = fb.emit(Multiply, a_t, b_t, False)
-            acc = prod if acc is None else fb.emit(Add, acc, prod)
-        acc = fb.emit(Rescale, acc)
+            acc = fb.emit(MultiplyAccumulate, acc, a_t, b_t)      # relinearized once, below
+        acc = fb.emit(Rescale, fb.emit(Relinearize, acc))
         if rn > N:                    # the column groups hold partial sums over k: add them
             acc = fb.emit(RotateSum, acc, rn // N, N, fb.radix)
         regs.append(acc)

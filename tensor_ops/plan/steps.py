@@ -206,6 +206,47 @@ class Multiply(Step):
 
 
 @dataclass(frozen=True, eq=False)
+class MultiplyAccumulate(Step):
+    """``acc + a * b`` of two ciphertext registers (``acc`` None: the first product of a sum). A backend with
+    ``multiply_accumulate`` may keep the sum unrelinearized until the ``Relinearize`` step that closes it (one key
+    switch for the whole sum); elsewhere a relinearized product and an addition."""
+
+    acc: int | None
+    a: int
+    b: int
+
+    def inputs(self):
+        return (self.a, self.b) if self.acc is None else (self.acc, self.a, self.b)
+
+    def counts(self, slots):
+        return Counter(ct_mults=1, additions=int(self.acc is not None))
+
+    def __str__(self):
+        return f"r{self.out} = {'' if self.acc is None else f'r{self.acc} + '}r{self.a} * r{self.b}"
+
+    def apply(self, be, regs, data):
+        acc = None if self.acc is None else regs[self.acc]
+        fused = getattr(be, "multiply_accumulate", None)
+        if fused is not None:
+            regs[self.out] = fused(acc, regs[self.a], regs[self.b])
+            return
+        product = be.multiply(regs[self.a], regs[self.b])
+        regs[self.out] = product if acc is None else be.add(acc, product)
+
+
+@dataclass(frozen=True, eq=False)
+class Relinearize(UnaryStep):
+    """The ciphertext of a ``MultiplyAccumulate`` sum (its one relinearization, where the backend deferred it)."""
+
+    def __str__(self):
+        return f"r{self.out} = relinearize r{self.src}"
+
+    def apply(self, be, regs, data):
+        close = getattr(be, "relinearize_sum", None)
+        regs[self.out] = regs[self.src] if close is None else close(regs[self.src])
+
+
+@dataclass(frozen=True, eq=False)
 class MulScalar(UnaryStep):
     """``x * c`` for a Python scalar ``c`` (encoded as a constant plaintext)."""
 
