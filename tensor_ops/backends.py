@@ -231,6 +231,13 @@ class CKKSBackend:
             b = self._encode(b, a)
         return self.ev.mul(a, b)
 
+    def align_level(self, x, other):
+        """``x`` brought down to ``other``'s level where it is higher: its extra primes dropped (no level spent, the
+        scale kept), so that the products of a sum that follows meet at one level."""
+        if isinstance(x, Ciphertext) and isinstance(other, Ciphertext) and x.level > other.level:
+            return self.ev.to_level(x, other.level)
+        return x
+
     def multiply_accumulate(self, acc, a, b):
         """``acc`` + a b for two ciphertexts: on an evaluator with ``mul_accumulate``, two ciphertexts at the sum's
         level are tensored and summed unrelinearized (``relinearize_sum`` closes the sum with one key switch); else, or

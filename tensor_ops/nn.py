@@ -1145,6 +1145,10 @@ class LevelRecorder(PlainBackend):
     def multiply(self, a, b):
         return self._at(super().multiply(a, b), a, b)
 
+    def align_level(self, x, other):
+        """``x`` at the lower of its level and ``other``'s (as ``CKKSBackend.align_level``)."""
+        return self._at(np.array(x), x, other)
+
 
 # what numpy's .npz reader raises on damaged bytes: zip framing, compression, the .npy headers inside
 

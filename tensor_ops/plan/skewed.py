@@ -36,7 +36,7 @@ from crypto.errors import ShapeError
 
 from ..layout import SlotLayout, Tile
 from .builder import Builder, Sym
-from .steps import Mask, MultiplyAccumulate, Relinearize, Rescale, Rotate, RotateSum
+from .steps import AlignLevel, Mask, MultiplyAccumulate, Relinearize, Rescale, Rotate, RotateSum
 
 
 def skewed_indices(x: Sym, y, keep: str):
@@ -264,6 +264,9 @@ def try_skewed(b: Builder, x: Sym, y, keep: str):
         a0 = _skew_from(fb, sources["x"], x, i, order, indices(tile, am, an, "x"), a_dst, " (skew x)")
         b0 = _skew_from(fb, sources["y"], y, i, order, indices(tile, bm, bn, "y"), b_dst, " (skew y)")
         a0, b0 = _same_depth(fb, a0, b0)
+        # at one level once (operands from different depths of the graph: attention's weights and its values), so
+        # that no step's product aligns them again and the sum's relinearization waits for its end
+        a0, b0 = fb.emit(AlignLevel, a0, b0), fb.emit(AlignLevel, b0, a0)
         # step t: A_t[m, n'] = A0[m, (n' + t) mod Rn], B_t[m, n'] = B0[(m + t) mod Rm, n']: chains of rotations by
         # 1 and by Rn (the wrapped part from copies rotated back by one row / one block first), masked
         keep_a = (base[:, None] + am * rn + an).ravel()

@@ -235,6 +235,25 @@ class MultiplyAccumulate(Step):
 
 
 @dataclass(frozen=True, eq=False)
+class AlignLevel(UnaryStep):
+    """``src`` at the lower of its level and ``other``'s, where the backend can drop primes (``align_level``;
+    elsewhere itself): the operands of a sum of products that follows meet at one level once, not in every product
+    (which ``MultiplyAccumulate`` needs to defer the relinearization)."""
+
+    other: int
+
+    def inputs(self):
+        return (self.src, self.other)
+
+    def __str__(self):
+        return f"r{self.out} = r{self.src} at the level of r{self.other}"
+
+    def apply(self, be, regs, data):
+        align = getattr(be, "align_level", None)
+        regs[self.out] = regs[self.src] if align is None else align(regs[self.src], regs[self.other])
+
+
+@dataclass(frozen=True, eq=False)
 class Relinearize(UnaryStep):
     """The ciphertext of a ``MultiplyAccumulate`` sum (its one relinearization, where the backend deferred it)."""
 

@@ -63,16 +63,18 @@ def test_a_product_of_another_level_or_a_foreign_sum_is_refused(ctx):
         ev.relinearize_sum(ct)
 
 
-def test_skewed_attention_products_relinearize_once_per_output_ciphertext(monkeypatch):
-    """Scores of 2 heads (16 tokens, head size 8) by the skewed products: 8 steps, one key switch for their sum;
-    the result within the TOY bound of numpy."""
+@pytest.mark.parametrize("drop", [0, 2])
+def test_skewed_attention_products_relinearize_once_per_output_ciphertext(monkeypatch, drop):
+    """Scores of 2 heads (16 tokens, head size 8) by the skewed products: 8 steps, one key switch for their sum, also
+    with the operands at different levels (``drop`` levels apart: attention's weights and values; they meet at one
+    level once, ``AlignLevel``); the result within the TOY bound of numpy."""
     from tensor_ops import einsum, encrypt
     from tensor_ops.plan import plan
     from tensor_ops.plan import build
     from tensor_ops.plan.steps import MultiplyAccumulate, Relinearize
-    from tests.tensor_ops.test_plan_skewed import SMALL_RING
-
-    params = CKKSParameters.from_literal(SMALL_RING)
+    # INSECURE (tests only): 8 levels at N = 2^10, room for the plan below two dropped levels
+    params = CKKSParameters.from_literal(dict(log_n=10, log_q=[[30, 30]] + [[25, 26]] * 8, log_p=[30, 30, 30],
+                                              log_scale=50, dnum=5, insecure=True))
     with monkeypatch.context() as only_skewed:      # the other strategies withheld
         only_skewed.setattr(build, "pair_with", lambda *args, **kw: None)
         only_skewed.setattr(build, "pair_stationary", lambda *args, **kw: None)
@@ -87,7 +89,11 @@ def test_skewed_attention_products_relinearize_once_per_output_ciphertext(monkey
     monkeypatch.setattr(Evaluator, "_relinearize", lambda self, *args: calls.append(1) or original(self, *args))
     rng = np.random.default_rng(6)
     a, b = rng.uniform(-1, 1, (2, 16, 8)), rng.uniform(-1, 1, (2, 16, 8))
-    got = einsum("hid,hjd->hij", encrypt(context, a), encrypt(context, b), plan=p).decrypt()
+    first, second = encrypt(context, a), encrypt(context, b)
+    if drop:
+        second = type(second)([context.evaluator.to_level(ct, ct.level - drop) for ct in second.ciphertexts],
+                              second.layout, second.backend)
+    got = einsum("hid,hjd->hij", first, second, plan=p).decrypt()
     assert len(calls) == closes
     assert np.max(np.abs(got - np.einsum("hid,hjd->hij", a, b))) <= 1e-6 * max(1.0, np.max(np.abs(got)))
 
