@@ -18,33 +18,32 @@ share of its largest output. ``--proof``: the proof rows of ``benchmarks/transfo
 row, hidden weights; all: its default rows; none). ``--size``: another layer (width, heads, MLP, sequence).
 
 Measured here (2 cores, one thread, load ~1, 2026-12-07): the BERT-tiny layer plans at 128 bits (N16_BOOT, 23
-levels, depth 41, inputs encrypted at level 8, the fastest of those tried) in 34-45 s. Estimated server time 207 s,
+levels, depth 44, inputs encrypted at level 8, the fastest of those tried) in 33-42 s. Estimated server time 219 s,
 one thread: 5 ciphertext bootstraps at 5 sites (before Softmax, the weighted sum, norm1, the MLP's input and norm2),
-14.9 s each, 74 s; the rest 133 s. The plan prints where it goes, by node (``AttentionPlan.time_breakdown``):
-weighted sum (MatMul_2) 34 s + 1 bootstrap, scores (MatMul_1, skewed diagonal products) 34 s, linear1 18 s + 1, QKV
-projection 18 s, linear2 15 s, Gemm 3 s, GELU 3 s, Softmax 2 s + 1, norm1 3 s + 1, norm2 2 s + 1; 723 rotations +
-220 hoisted (773 units on the keys), 4,133 ct x pt, 168 ct x ct (128 of them tensor products summed before one
-relinearization per attention product), 362 rescales, 3,966 constants encoded (the run's cache of encodings holds 1
+14.9 s each, 74 s; the rest 145 s. The plan prints where it goes, by node (``AttentionPlan.time_breakdown``):
+weighted sum (MatMul_2) 34 s + 1 bootstrap, linear1 27 s + 1, scores (MatMul_1, skewed diagonal products) 34 s, QKV
+projection 21 s, linear2 15 s, Gemm 3 s, GELU 3 s, Softmax 2 s + 1, norm1 3 s + 1, norm2 2 s + 1; 729 rotations +
+232 hoisted (757 units on the keys), 4,898 ct x pt, 168 ct x ct (128 of them tensor products summed before one
+relinearization per attention product), 365 rescales, 4,730 constants encoded (the run's cache of encodings holds 1
 GiB: ``attention_plan.PLAINTEXT_CACHE_BYTES``). Galois keys 7.8 GiB (45: the signed powers of two and the
 bootstrap's), peak memory estimated 11.3 GiB; the approximations keep the layer within 0.33% of its largest output
 on the calibration data.
 
 Run (128-bit N16_BOOT, one sample, HEZK_THREADS=1, load ~1, 2026-12-07; a ``/tmp`` script doing what ``--run`` does,
-timings by node): keys 39-43 s; evaluation **185.7 s** (was 326 s on 2026-12-06; 191.6-204.2 s in three runs before
-the blocks shared ciphertexts), the 5 bootstraps 74.9 s, the rest 110.8 s (estimated 133 s); by node, bootstraps
-included: weighted sum 43 s, linear1 31 s, scores 28 s, Softmax 19 s, QKV 18 s, norm1 16 s, norm2 15 s, linear2
-11 s, Gemm 3 s; peak RSS 12.6 GB; 0.32% of onnxruntime's largest output. What took it from 326 s: the projections
-and the MLP by the einsum planner's block generalized diagonals in place (``tensor_ops.plan.blocked``: QKV 1,664 ->
-510 products and depth 2 -> 1, linear1 2,176 -> 510: the input, half the slots, copied once so that a ciphertext
-holds two output blocks), a wide tensor's refresh moved to its narrower input
+timings by node): keys 39-43 s; evaluation 191.6-204.2 s over three runs (was 326 s on 2026-12-06), the 5 bootstraps
+71.7-78.6 s, the rest 120-127 s (estimated 145 s); by node, bootstraps included: weighted sum 44-46 s, linear1
+36-41 s, scores 26-31 s, QKV 20-23 s, Softmax 18-20 s, norm2 16-18 s, norm1 15-18 s, linear2 11-12 s, Gemm 2 s; peak
+RSS 12.9 GB; 0.32% of onnxruntime's largest output. What took it from 326 s: the projections and the MLP by the
+einsum planner's block generalized diagonals in place (``tensor_ops.plan.blocked``: QKV 1,664 -> 765 products and
+depth 2 -> 1, linear1 2,176 -> 1,020), a wide tensor's refresh moved to its narrower input
 (``attention_plan.find_early_refreshes``: GELU's two ciphertexts -> linear1's one), Softmax one squaring and one
 Newton step shorter (``attention.NEWTON_TOLERANCE`` 3e-3: depth 11 -> 8, one bootstrap there instead of two, the
 layer's error unchanged), and attention's products relinearized once per sum (``Evaluator.mul_accumulate``: 25-45 ms
-saved a step at levels 3-6, within this machine's run-to-run spread of ~10%). The 120 s goal is not met: the 5
-bootstraps take 72-79 s (13.3 s each in isolation; a 2^14-slot sparse bootstrap measured 11.7 s, not worth its
-keys), and the rest ~111 s: the two attention products ~56 s (their skews: ~640 masked products a product; 64 steps
-of 4 rotations), the projections and MLP ~45 s (about 2,000 products, each with its encoding: 5.5-9.5 ms at levels
-3-8, mostly the NTT at 0.6 ms a limb).
+saved a step at levels 3-6, within this machine's run-to-run spread). The 120 s goal is not met: the 5 bootstraps
+take 72-79 s (13.3 s each in isolation; a 2^14-slot sparse bootstrap measured 11.7 s, not worth its keys), and the
+rest ~125 s: the two attention products ~55 s (their skews: ~640 masked products a product; 64 steps of 4
+rotations), the projections and MLP ~55 s (about 2,800 products, each with its encoding: 5.5-9.5 ms at levels 3-8,
+mostly the NTT at 0.6 ms a limb).
 
 Before this stop (2026-12-06, measured the same way): 326 s of evaluation with 5 bootstraps (85 s), estimate 387 s.
 
@@ -69,8 +68,7 @@ the layer norm's inverse square root by its Chebyshev interpolant where shallowe
 bootstrap fewer) 387 s. Then (2026-12-07): the block generalized diagonals in place 246 s (7 bootstraps: GELU's
 input now two ciphertexts); its refresh moved to linear1's one-ciphertext input 246 s (6, linear1 at a higher
 level); NEWTON_TOLERANCE 3e-3 231 s (5); attention's products relinearized once per sum 226 s; their operands
-aligned to one level once (the weighted sum's steps had each aligned and relinearized) 219 s; two output blocks a
-ciphertext (the input copied once) 207 s.
+aligned to one level once (the weighted sum's steps had each aligned and relinearized) 219 s.
 
 On the toy ring (INSECURE N = 2^12, load ~7.8 on 2 cores, wall clock) the 16 x 32 layer evaluates in 34.2 s with 9
 bootstraps (46.4 s with 20 before), 0.15% of onnxruntime's largest output; its estimate, 13.8 s (bootstraps 7.1 s
