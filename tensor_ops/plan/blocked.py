@@ -30,7 +30,7 @@ from crypto.ckks.linear import bsgs_sum
 from ..layout import SlotLayout, Tile
 from .builder import Builder, PlainSym, Sym
 from .diagonal import matrix_on_vectors
-from .steps import Replicate, Rescale, Rotate, Step, UnaryStep, bsgs_evaluator, norm_shift
+from .steps import Rescale, Step, UnaryStep, bsgs_evaluator, norm_shift
 
 
 @dataclass(frozen=True, eq=False)
@@ -61,18 +61,17 @@ class BabyRotations(UnaryStep):
 
 @dataclass(frozen=True, eq=False)
 class BlockDiagonal(Step):
-    """Output blocks ``y[..., j0 + j'] (j' < size) = sum_k M[j0 + j', k] x[..., k]``, one per copy (``blocks``: (j0,
-    size, shift) with the copy ``shift`` strides after the first), from the baby rotations ``srcs`` of the input
-    registers, by generalized diagonals. ``inputs_``: per input tile, (source index, k0, K, delta) with k in
-    ``[k0, k0 + K)`` and its vectors ``delta`` strides after the output's; ``bases``: the output's first slots."""
+    """One output block ``y[..., j0 + j'] (j' < size) = sum_k M[j0 + j', k] x[..., k]`` from the baby rotations
+    ``srcs`` of the input ciphertexts holding k in ``[k0, k0 + K)`` (``spans``), by generalized diagonals."""
 
     srcs: tuple[int, ...]
     source: int
     indices: str
     rows: int
     cols: int
-    blocks: tuple[tuple[int, int, int], ...]
-    inputs_: tuple[tuple[int, int, int, int], ...]
+    j0: int
+    size: int
+    spans: tuple[tuple[int, int], ...]
     stride: int
     bases: tuple = field(repr=False)
     baby: int
@@ -81,13 +80,11 @@ class BlockDiagonal(Step):
         return self.srcs
 
     def terms(self) -> list[tuple[int, int]]:
-        """(source index, offset d in strides) of every generalized diagonal: input tile u's term t = k - j' sits
-        at d = delta_u + t."""
-        widest = max(size for _, size, _ in self.blocks)
-        return sorted({(src, delta + t) for src, _, width, delta in self.inputs_ for t in range(1 - widest, width)})
+        """(input, offset t) of every generalized diagonal."""
+        return [(u, t) for u, (_, width) in enumerate(self.spans) for t in range(1 - self.size, width)]
 
     def _giants(self) -> list[int]:
-        return sorted({d - d % self.baby for _, d in self.terms()})
+        return sorted({t - t % self.baby for _, t in self.terms()})
 
     def rotation_steps(self, slots):
         return sorted({norm_shift(g * self.stride, slots) for g in self._giants() if g})
@@ -97,60 +94,45 @@ class BlockDiagonal(Step):
         return Counter(rotations=sum(1 for g in self._giants() if g), pt_mults=n, additions=n)
 
     def __str__(self):
-        spans = ", ".join(f"{j0}..{j0 + size}" for j0, size, _ in self.blocks)
-        return (f"r{self.out} = block(s) {spans} of plaintext {self.source} [{self.indices}] ({self.rows}x{self.cols}) "
-                f"* {', '.join(f'r{s}' for s in self.srcs)}: {len(self.terms())} generalized diagonals, "
-                f"{sum(1 for g in self._giants() if g)} giant rotations")
+        return (f"r{self.out} = block {self.j0}..{self.j0 + self.size} of plaintext {self.source} [{self.indices}] "
+                f"({self.rows}x{self.cols}) * {', '.join(f'r{s}' for s in self.srcs)}: {len(self.terms())} "
+                f"generalized diagonals, {sum(1 for g in self._giants() if g)} giant rotations")
 
-    def diagonal(self, matrix, src: int, d: int, slots: int) -> np.ndarray:
-        """``rot(d_d, -g stride)`` of source ``src`` (g the giant step of d): every input tile of that source and
-        every output copy, the same for every vector."""
-        g = d - d % self.baby
+    def diagonal(self, matrix, u: int, t: int, slots: int) -> np.ndarray:
+        """``rot(d_t, -g stride)`` of input ``u`` (g the giant step of t), the same for every vector."""
+        k0, width = self.spans[u]
+        g = t - t % self.baby
+        lo, hi = max(0, -t), min(self.size, width - t)
+        j = np.arange(lo, hi)
         vec = np.zeros(slots, dtype=matrix.dtype if np.iscomplexobj(matrix) else np.float64)
         bases = np.asarray(self.bases, dtype=np.int64)[:, None]
-        for source, k0, width, delta in self.inputs_:
-            t = d - delta
-            if source != src:
-                continue
-            for j0, size, shift in self.blocks:
-                j = np.arange(max(0, -t), min(size, width - t))
-                if len(j):
-                    vec[((bases + (shift + j + g) * self.stride) % slots).ravel()] = np.broadcast_to(
-                        matrix[j0 + j, k0 + j + t], (len(self.bases), len(j))).ravel()
+        vec[((bases + (j + g) * self.stride) % slots).ravel()] = np.broadcast_to(
+            matrix[self.j0 + j, k0 + j + t], (len(self.bases), len(j))).ravel()
         return vec
 
     def apply(self, be, regs, data):
         matrix = data.plain_in(self.source, self.indices, (self.rows, self.cols))
         babies = {(u, r): ct for u, s in enumerate(self.srcs) for r, ct in regs[s].items()}
         groups = {}
-        for src, d in self.terms():
-            g = d - d % self.baby
-            groups.setdefault(g, []).append(((src, (d - g) * self.stride), data.constant(
-                self.diagonal(matrix, src, d, data.slots))))
+        for u, t in self.terms():
+            g = t - t % self.baby
+            groups.setdefault(g, []).append(((u, (t - g) * self.stride), data.constant(
+                self.diagonal(matrix, u, t, data.slots))))
         items = [(norm_shift(g * self.stride, data.slots), pairs) for g, pairs in sorted(groups.items())]
         regs[self.out] = bsgs_sum(bsgs_evaluator(be), babies, items, rotate=be.rotate)
 
 
-def _groups(lay: SlotLayout, axis: int) -> dict:
-    """The input tiles grouped by their box on the other axes: {(start, size) without axis: [tile index]}."""
+def _groups(lay: SlotLayout, axis: int):
+    """The input tiles grouped by their box on the other axes: {(start, size, offset) without axis: [tile index]}.
+    None when a box's tiles sit at different offsets (their vectors would not line up)."""
     groups: dict = {}
     for n, t in enumerate(lay.tiles):
         key = (t.start[:axis] + t.start[axis + 1:], t.size[:axis] + t.size[axis + 1:])
         groups.setdefault(key, []).append(n)
+    for members in groups.values():
+        if len({lay.tiles[n].offset for n in members}) != 1:
+            return None
     return groups
-
-
-def _copies(lay: SlotLayout, cts, bases, stride: int, block: int, count: int, slots: int) -> tuple[int, int]:
-    """(R, Delta): the input ciphertexts ``cts`` copied R times at Delta slots (rotate-and-add) hold R output blocks
-    each, where the layout is clean and every tile of those ciphertexts and every output block fits below Delta
-    (a power of two, a multiple of the stride); (1, 0) otherwise."""
-    if count < 2 or not lay.clean or lay.replicas:
-        return 1, 0
-    used = [int(lay.positions(t).max()) for t in lay.tiles if t.ct in cts]
-    used.append(int(max(bases)) + (block - 1) * stride)
-    delta = 1 << max(used).bit_length()
-    copies = min(slots // delta, count)
-    return (copies, delta) if copies > 1 and delta % stride == 0 else (1, 0)
 
 
 def _block_size(bases, stride: int, width: int, rows: int, slots: int) -> int:
@@ -170,9 +152,8 @@ def _block_size(bases, stride: int, width: int, rows: int, slots: int) -> int:
 
 
 def _best_baby(spans, size: int, blocks: int, c) -> int:
-    """The baby step count with the least rotation cost (hoisted babies per input, giants per block, new keys) over
-    the offsets ``spans`` (lowest, highest) of the inputs' terms."""
-    low, high = min(lo for lo, _ in spans), max(hi for _, hi in spans)
+    """The baby step count with the least rotation cost (hoisted babies per input, giants per block, new keys)."""
+    low, high = 1 - size, max(width for _, width in spans) - 1
 
     def price(baby):
         giants = len({t - t % baby for t in range(low, high + 1)} - {0})
@@ -190,51 +171,28 @@ def try_blocked(b: Builder, x: Sym, y: PlainSym, keep: str):
     k, j, rows, cols = found
     lay, axis = x.layout, x.indices.index(k)
     stride = lay.strides[axis]
-    if stride <= 0:
+    groups = _groups(lay, axis)
+    if stride <= 0 or groups is None:
         return None
     fb = b.fork()
     n0 = len(fb.steps)
     regs, tiles, blocks_total = [], [], 0
-    for members in _groups(lay, axis).values():
-        widths = [lay.tiles[n].size[axis] for n in members]
-        ref = lay.tiles[members[widths.index(max(widths))]]
-        if any((lay.tiles[n].offset - ref.offset) % stride for n in members):
-            return None                      # vectors that do not line up in strides
+    for members in groups.values():
+        spans = tuple((lay.tiles[n].start[axis], lay.tiles[n].size[axis]) for n in members)
+        ref = lay.tiles[members[max(range(len(members)), key=lambda m: spans[m][1])]]
         bases = tuple(int(v) for v in np.take(lay.positions(ref), 0, axis=axis).ravel())
         block = _block_size(bases, stride, ref.size[axis], rows, b.slots)
         count = ceil(rows / block)
-        # a source per input ciphertext and offset: a tile whose vectors sit elsewhere in its ciphertext (several
-        # tiles in one, as these blocks leave them) is first rotated onto the output's vectors
-        keyed = [(lay.tiles[n].ct, (lay.tiles[n].offset - ref.offset) // stride) for n in members]
-        sources = list(dict.fromkeys(keyed))
-        shifted = any(shift for _, shift in sources)
-        copies, delta = (1, 0) if shifted else _copies(lay, {ct for ct, _ in sources}, bases, stride, block, count,
-                                                       b.slots)
-        inputs = tuple((sources.index(key), lay.tiles[n].start[axis], lay.tiles[n].size[axis], 0)
-                       for key, n in zip(keyed, members))
-        spans = [(1 - block, width - 1) for _, _, width, _ in inputs]
-        outputs = ceil(count / copies)
-        baby = _best_baby(spans, block, outputs, b.costs)
-        first_reg = {lay.tiles[n].ct: x.regs[n] for n in reversed(members)}
-        sources = [first_reg[ct] if not shift else fb.emit(Rotate, first_reg[ct], shift * stride)
-                   for ct, shift in sources]
-        if copies > 1:
-            sources = [fb.emit(Replicate, r, copies, delta) for r in sources]
-        babies = tuple(fb.emit(BabyRotations, r, stride, baby) for r in sources)
-        for first in range(0, count, copies):
-            blocks = tuple((c * block, min(block, rows - c * block), (c - first) * delta // stride)
-                           for c in range(first, min(count, first + copies)))
-            out = fb.emit(Rescale, fb.emit(BlockDiagonal, babies, y.source, j + k, rows, cols, blocks, inputs,
-                                           stride, bases, baby))
-            for j0, size, shift in blocks:      # a register per tile, as every Sym holds them
-                start = ref.start[:axis] + (j0,) + ref.start[axis + 1:]
-                tiles.append(Tile(len(regs), start, ref.size[:axis] + (size,) + ref.size[axis + 1:],
-                                  ref.offset + shift * stride))
-                regs.append(out)
+        baby = _best_baby(spans, block, count, b.costs)
+        babies = tuple(fb.emit(BabyRotations, x.regs[n], stride, baby) for n in members)
+        for c in range(count):
+            size = min(block, rows - c * block)
+            regs.append(fb.emit(Rescale, fb.emit(BlockDiagonal, babies, y.source, j + k, rows, cols, c * block, size,
+                                                 spans, stride, bases, baby)))
+            start = ref.start[:axis] + (c * block,) + ref.start[axis + 1:]
+            tiles.append(Tile(len(tiles), start, ref.size[:axis] + (size,) + ref.size[axis + 1:], ref.offset))
         blocks_total += count
     shape = lay.shape[:axis] + (rows,) + lay.shape[axis + 1:]
     out = SlotLayout(shape, lay.strides, b.slots, tuple(tiles), (), True)
     return (fb.cost_since(n0), fb, Sym(tuple(regs), out, x.indices.replace(k, j)),
-            f"block generalized diagonals (in place, {blocks_total} output block(s) in {len(set(regs))} "
-            f"ciphertext(s), "
-            f"hoisted baby steps shared)")
+            f"block generalized diagonals (in place, {blocks_total} output block(s), hoisted baby steps shared)")

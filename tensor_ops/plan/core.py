@@ -65,7 +65,7 @@ class Plan:
         return {"rotations": c["rotations"] + c["hoisted_rotations"], "hoisted_rotations": c["hoisted_rotations"],
                 "multiplies": c["ct_mults"] + c["pt_mults"], "ct_mults": c["ct_mults"], "pt_mults": c["pt_mults"],
                 "rescales": c["rescales"], "additions": c["additions"], "ciphertexts": inputs,
-                "output_ciphertexts": len(set(self.output_regs)), "rotation_keys": len(self.rotations()),
+                "output_ciphertexts": len(self.output_regs), "rotation_keys": len(self.rotations()),
                 "estimate": round(self.costs.of(c) + self.costs.key * len(self.rotations()), 2)}
 
     def explain(self, max_steps: int = 80) -> str:

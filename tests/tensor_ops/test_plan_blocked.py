@@ -94,41 +94,20 @@ def test_the_output_fills_the_room_after_each_vector_in_one_block():
     _, _, found = _blocked_plan("bk,kj->bj", [(4, 8), (8, 20)], 256, layout)
     _, fb, sym, _ = found
     (block,) = [s for s in fb.steps if isinstance(s, BlockDiagonal)]
-    assert [size for _, size, _ in block.blocks] == [20] and len(block.terms()) == 8 + 20 - 1
-    assert sym.layout.n_ciphertexts == 1
+    assert block.size == 20 and len(block.terms()) == 8 + 20 - 1 and sym.layout.n_ciphertexts == 1
 
 
 def test_a_transformer_projection_takes_blocks_in_place_with_fewer_products_and_one_level():
-    """The QKV projection of a 128-wide, 128-token layer at 2^15 slots: the input (half the slots) copied once, three
-    128-wide output blocks in two ciphertexts of 255 diagonals each (the cyclic method after a move: 1,664 products,
-    depth 2)."""
+    """The QKV projection of a 128-wide, 128-token layer at 2^15 slots: three 128-wide output blocks of 255
+    diagonals each (the cyclic method after a move: 1,664 products, depth 2)."""
     p = plan("bsd,de->bse", (1, 128, 128), (128, 384), slots=1 << 15, encrypted=(True, False))
     assert any(isinstance(s, BlockDiagonal) for s in p.steps)
     cost = p.cost()
-    assert cost["pt_mults"] == 2 * 255 and cost["output_ciphertexts"] == 2 and p.depth() == 1
-    assert [t.offset for t in p.output_layout.tiles] == [0, 1 << 14, 0]
+    assert cost["pt_mults"] == 3 * 255 and cost["output_ciphertexts"] == 3 and p.depth() == 1
     assert "over diagonal method" in p.notes[0]
     rng = np.random.default_rng(4)
     x, w = small_ints(rng, (1, 128, 128)), small_ints(rng, (128, 384))
     np.testing.assert_array_equal(p.simulate(x, w), np.einsum("bsd,de->bse", x, w))
-
-
-@settings(max_examples=25, deadline=None)
-@given(batch=st.integers(1, 4), k=st.integers(1, 12), j=st.integers(13, 60), seed=st.integers(0, 2**31))
-def test_copies_of_a_clean_input_hold_several_blocks_and_the_next_product_reads_them(batch, k, j, seed):
-    """A clean input in a part of the slots is copied (rotate-and-add) so that each ciphertext holds several output
-    blocks (tiles at several offsets of one ciphertext); a second product reads that layout: both exact."""
-    rng = np.random.default_rng(seed)
-    x, m, w = small_ints(rng, (batch, k)), small_ints(rng, (k, j)), small_ints(rng, (j, 5))
-    got, sym, fb = _run_blocked("bk,kj->bj", [(batch, k), (k, j)], 512, x, m, layout=SlotLayout((batch, k), (k, 1),
-                                                                                              512))
-    np.testing.assert_array_equal(got, x @ m)
-    be = PlainBackend(512)
-    hidden = einsum("bk,kj->bj", encrypt(be, x), m)
-    out = einsum("bj,jl->bl", hidden, w)
-    np.testing.assert_array_equal(out.decrypt(), x @ m @ w)
-    if any(isinstance(s, BlockDiagonal) and len(s.blocks) > 1 for s in fb.steps):
-        assert len(set(sym.regs)) < len(sym.regs)        # a register per tile, several tiles in one
 
 
 def test_the_expression_must_be_a_plaintext_matrix_on_one_contracted_axis():
