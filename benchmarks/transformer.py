@@ -43,7 +43,9 @@ saved a step at levels 3-6, within this machine's run-to-run spread). The 120 s 
 take 72-79 s (13.3 s each in isolation; a 2^14-slot sparse bootstrap measured 11.7 s, not worth its keys), and the
 rest ~125 s: the two attention products ~55 s (their skews: ~640 masked products a product; 64 steps of 4
 rotations), the projections and MLP ~55 s (about 2,800 products, each with its encoding: 5.5-9.5 ms at levels 3-8,
-mostly the NTT at 0.6 ms a limb).
+mostly the NTT at 0.6 ms a limb). Copying the projections' input once so that a ciphertext holds two output blocks
+(QKV and linear1 510 products each) measured 185.7 s, but gave 18% error in the bootstrapped toy-ring scenario (tiles
+sharing a ciphertext, likely read as clean after a selection): reverted.
 
 Before this stop (2026-12-06, measured the same way): 326 s of evaluation with 5 bootstraps (85 s), estimate 387 s.
 
