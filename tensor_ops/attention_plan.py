@@ -34,7 +34,7 @@ from crypto.context import LOW_BOOTSTRAP_BITS
 from crypto.rlwe import Ciphertext
 from crypto.errors import LevelError, ParameterError, ShapeError
 
-from .backends import CKKSBackend
+from .backends import CKKSBackend, multiply_then_add
 from .attention import MARGIN, NEWTON_TOLERANCE, RANGE_MARGIN, GraphApproximation, approximate
 from .bootstrap_placement import bootstrap_cost, cached_bootstrap_plan
 from .inference import InputRangeError, require_secure
@@ -466,9 +466,7 @@ class BootstrapRecorder(_Refreshing, LevelRecorder):
         level_a, level_b = getattr(a, "level", None), getattr(b, "level", None)
         if level_a is None or level_a != level_b or (acc is not None and (id(acc) not in self._lazy
                                                                          or getattr(acc, "level", None) != level_a)):
-            product = self.multiply(a, b)
-            acc = self.relinearize_sum(acc)
-            return product if acc is None else self.add(acc, product)
+            return multiply_then_add(self, acc, a, b)
         self._count("ct_tensor", level_a)
         product = LevelRecorder.multiply(self, a, b)
         out = product if acc is None else self.add(acc, product)

@@ -22,7 +22,7 @@ from crypto.ckks.evaluator import ProductSum
 from crypto.errors import KeyMissingError, ShapeError
 from crypto.rlwe import Ciphertext
 
-__all__ = ["PlainBackend", "CKKSBackend", "has_power_of_two_keys", "rotation_route"]
+__all__ = ["PlainBackend", "CKKSBackend", "has_power_of_two_keys", "multiply_then_add", "rotation_route"]
 
 #: slot count a PlainBackend() without one takes when it first packs a tensor: the N14 preset's
 DEFAULT_PLAIN_SLOTS = 2**13
@@ -159,6 +159,15 @@ class PlainBackend:
         return vec
 
 
+def multiply_then_add(be, acc, a, b):
+    """``acc + a b`` by the backend's ``multiply`` and ``add``, a pending lazy sum (``relinearize_sum``, where the
+    backend has one) closed first: a product that does not join a lazy sum (``MultiplyAccumulate``)."""
+    close = getattr(be, "relinearize_sum", None)
+    acc = acc if close is None else close(acc)
+    product = be.multiply(a, b)
+    return product if acc is None else be.add(acc, product)
+
+
 class CKKSBackend:
     """Executes plans on ciphertexts with a context's evaluator (``ctx.evaluator``).
 
@@ -246,9 +255,7 @@ class CKKSBackend:
         if fused is not None and isinstance(a, Ciphertext) and isinstance(b, Ciphertext) and a.level == b.level \
                 and (acc is None or isinstance(acc, ProductSum) and acc.level == a.level):
             return fused(acc, a, b)
-        product = self.multiply(a, b)
-        acc = self.relinearize_sum(acc)
-        return product if acc is None else self.add(acc, product)
+        return multiply_then_add(self, acc, a, b)
 
     def relinearize_sum(self, acc):
         """The ciphertext of a ``multiply_accumulate`` sum (itself where it was relinearized already)."""

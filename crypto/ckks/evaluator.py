@@ -52,6 +52,8 @@ class ProductSum:
     scale: float
     length: int
     is_complex: bool
+    fingerprint: bytes = b""   # the parameters and the key set it was made under (``check_same_context``)
+    key_id: bytes | None = None
 
 
 class Evaluator:
@@ -527,17 +529,23 @@ class Evaluator:
         scale = a.scale * b.scale
         parts = self._tensor(a, b)
         if acc is None:
-            return ProductSum(parts, a.level, scale, length, is_complex)
-        if not isinstance(acc, ProductSum) or acc.level != a.level or abs(scale / acc.scale - 1) > SCALE_TOLERANCE:
+            return ProductSum(parts, a.level, scale, length, is_complex, self.fingerprint, self.key_id)
+        self._check_sum(acc)
+        if acc.level != a.level or abs(scale / acc.scale - 1) > SCALE_TOLERANCE:
             raise ScaleError(f"a product at level {a.level}, scale 2^{math.log2(scale):.4f} cannot join a sum at "
                              f"level {getattr(acc, 'level', None)}, scale 2^{math.log2(getattr(acc, 'scale', 1.0)):.4f}")
         return ProductSum(tuple(x + y for x, y in zip(acc.parts, parts)), acc.level, acc.scale,
-                          max(acc.length, length), acc.is_complex or is_complex)
+                          max(acc.length, length), acc.is_complex or is_complex, acc.fingerprint, acc.key_id)
+
+    def _check_sum(self, acc) -> None:
+        """ParameterError unless ``acc`` is a ``mul_accumulate`` sum; ContextMismatchError unless made here."""
+        if not isinstance(acc, ProductSum):
+            raise ParameterError(f"expected a mul_accumulate sum, not {type(acc).__name__}")
+        check_same_context(acc, self.fingerprint, self.key_id, "product sum")
 
     def relinearize_sum(self, acc: ProductSum) -> Ciphertext:
         """The ciphertext of a ``mul_accumulate`` sum: one relinearization (key switch of its d2), not rescaled."""
-        if not isinstance(acc, ProductSum):
-            raise ParameterError(f"relinearize_sum takes a mul_accumulate sum, not {type(acc).__name__}")
+        self._check_sum(acc)
         return self._relinearize(acc.parts, acc.level, 0, acc.scale, acc.length, acc.is_complex)
 
     def _mul_operands(self, a, b):

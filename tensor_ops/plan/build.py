@@ -26,7 +26,7 @@ def _pair(b: Builder, x, y, keep: str, op: str):
     The diagonal method is tried first, then both anchors, then output-stationary; a strategy whose
     lower bound (from its tiles) exceeds the cheapest so far is not built. Ties go to the earlier
     strategy in the order replicate (x anchored, y anchored), stationary, diagonal, skewed (two encrypted
-    matrices: ``skewed``), square-block diagonals in place (``blocked``)."""
+    matrices: ``skewed``), block generalized diagonals in place (``blocked``)."""
     found = {}  # rank -> (cost, fork, result, why)
     if op == "mul" and isinstance(y, PlainSym):
         diag = try_diagonal(b, x, y, keep)

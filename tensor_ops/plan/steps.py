@@ -10,6 +10,7 @@ import numpy as np
 
 from crypto.ckks.linear import bsgs_sum
 
+from ..backends import multiply_then_add
 from ..layout import SlotLayout
 
 
@@ -227,11 +228,8 @@ class MultiplyAccumulate(Step):
     def apply(self, be, regs, data):
         acc = None if self.acc is None else regs[self.acc]
         fused = getattr(be, "multiply_accumulate", None)
-        if fused is not None:
-            regs[self.out] = fused(acc, regs[self.a], regs[self.b])
-            return
-        product = be.multiply(regs[self.a], regs[self.b])
-        regs[self.out] = product if acc is None else be.add(acc, product)
+        regs[self.out] = (multiply_then_add(be, acc, regs[self.a], regs[self.b]) if fused is None
+                          else fused(acc, regs[self.a], regs[self.b]))
 
 
 @dataclass(frozen=True, eq=False)

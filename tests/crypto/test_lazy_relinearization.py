@@ -133,3 +133,18 @@ def test_the_plan_backend_falls_back_for_a_product_at_another_level(ctx):
     assert not isinstance(mixed, ProductSum) and be.relinearize_sum(mixed) is mixed
     got = np.real(ctx.decrypt(ev.rescale(mixed)))
     assert np.max(np.abs(got - (2 * 0.25 + 0.0625))) < 1e-6
+
+
+def test_a_sum_made_under_another_key_set_is_refused(ctx):
+    """A sum carries its context: another key set's evaluator refuses to add to it or to relinearize it (its
+    relinearization key would turn it into noise), naming the key sets."""
+    from crypto.errors import ContextMismatchError
+
+    other = CKKSContext.keygen(ctx.params, seed=4)
+    ct = ctx.encrypt(np.full(ctx.params.slots, 0.5))
+    foreign = ctx.evaluator.mul_accumulate(None, ct, ct)
+    with pytest.raises(ContextMismatchError, match="key set"):
+        other.evaluator.relinearize_sum(foreign)
+    mine = other.encrypt(np.full(ctx.params.slots, 0.5))
+    with pytest.raises(ContextMismatchError, match="key set"):
+        other.evaluator.mul_accumulate(foreign, mine, mine)
