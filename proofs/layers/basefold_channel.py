@@ -20,6 +20,7 @@ copy twice: its agreement and its proof).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,24 +46,54 @@ def mask_length(num_vars: int, degree: int) -> int:
 @dataclass(frozen=True)
 class StorePlan:
     """A committed table: the packed tensors of ``layout`` (or None) then the coefficient tables of the masks of
-    the relations with ``mask_shapes`` ((variables, degree) each), placed by one :class:`Packing`."""
+    the relations with ``mask_shapes`` ((variables, degree) each). The layout's table sits at 0; the masks'
+    blocks follow, largest first, each at a multiple of its own length (so a block is selected by Boolean high
+    coordinates, as in :class:`Packing`): inside the layout's own power-of-two padding when they fit there
+    after its used entries (the table stays the layout's size instead of doubling for a few masks), else
+    placed by one :class:`Packing` with the layout's whole table."""
 
     layout: StoreLayout | None
     mask_shapes: tuple = ()
 
-    @property
-    def packing(self) -> Packing:
-        lengths = ([1 << self.layout.num_vars] if self.layout is not None else []) + \
-            [mask_length(n, d) for n, d in self.mask_shapes]
-        return Packing(tuple(lengths))
+    @functools.cached_property
+    def _placement(self) -> tuple:
+        """(num_vars, offsets, lengths): the layout's block first (its used length), then each mask's."""
+        masks = [mask_length(n, d) for n, d in self.mask_shapes]
+        if self.layout is not None and masks:
+            used, biggest = sum(self.layout.packing.lengths), max(masks)
+            position = -(-used // biggest) * biggest
+            if position + sum(masks) <= 1 << self.layout.num_vars:
+                offsets = [0] * len(masks)
+                for i in sorted(range(len(masks)), key=lambda i: (-masks[i], i)):
+                    offsets[i], position = position, position + masks[i]
+                return self.layout.num_vars, (0, *offsets), (used, *masks)
+        lengths = ([1 << self.layout.num_vars] if self.layout is not None else []) + masks
+        packing = Packing(tuple(lengths))
+        if self.layout is not None:
+            lengths[0] = sum(self.layout.packing.lengths)
+        return packing.num_vars, packing.offsets, tuple(lengths)
 
     @property
     def num_vars(self) -> int:
-        return self.packing.num_vars
+        return self._placement[0]
+
+    @property
+    def used_end(self) -> int:
+        """One past the last entry any block uses (entries from there on are weighed by no claim)."""
+        _, offsets, lengths = self._placement
+        return max(o + n for o, n in zip(offsets, lengths))
+
+    def pack(self, parts) -> np.ndarray:
+        """The committed base-field table: ``parts`` (the layout's packed table, then each mask's block) at
+        their offsets, zeros elsewhere."""
+        table = np.zeros(1 << self.num_vars, dtype=np.uint64)
+        for part, offset in zip(parts, self._placement[1]):
+            table[offset:offset + part.size] = part
+        return table
 
     def _selector(self, index: int, inner_vars: int) -> np.ndarray:
         """The Boolean high coordinates selecting block ``index`` (of 2^inner_vars) in the packed table."""
-        return boolean_point(self.packing.offsets[index] >> inner_vars, self.num_vars - inner_vars)
+        return boolean_point(self._placement[1][index] >> inner_vars, self.num_vars - inner_vars)
 
     def layout_selector(self) -> np.ndarray:
         return self._selector(0, self.layout.num_vars)
@@ -73,11 +104,8 @@ class StorePlan:
 
 
 def unused_end(plan: StorePlan) -> int:
-    """Entries at the end of the plan's table that no claim weighs: past its mask blocks, or past the layout's
-    own packing when it hosts no masks (packings are contiguous from 0)."""
-    if plan.mask_shapes or plan.layout is None:
-        return (1 << plan.num_vars) - sum(plan.packing.lengths)
-    return (1 << plan.num_vars) - sum(plan.layout.packing.lengths)
+    """Entries at the end of the plan's table that no claim weighs (past every block's used entries)."""
+    return (1 << plan.num_vars) - plan.used_end
 
 
 def commit_hosted(plan: StorePlan, tables: dict, params: BZ.HidingBasefoldParams, seed=None):
@@ -95,7 +123,7 @@ def commit_hosted(plan: StorePlan, tables: dict, params: BZ.HidingBasefoldParams
         coefficients.append(c)
         parts.append(np.concatenate([block, np.zeros(mask_length(n, d) - block.size, dtype=np.uint64)]))
     unused = unused_end(plan)
-    commitment, witness = BZ.commit(plan.packing.pack(parts), params,
+    commitment, witness = BZ.commit(plan.pack(parts), params,
                                     seed=None if rng is None else int(rng.integers(1 << 62)), free=unused)
     store = None if plan.layout is None else StoreWitness(plan.layout, full, masks if plan.layout.hiding else None,
                                                           witness)

@@ -18,7 +18,7 @@ from proofs.layers.network import ModelCommitment, Network, verify_network
 from proofs.layers.network_zk import HidingNetworkProof
 from proofs.layers.reusable import Reusable
 from proofs.quantize import forward_int, quantize_fixed_point, quantize_input
-from proofs.relations import Slot, StoreLayout, View, view_value
+from proofs.relations import MIN_ELEMENT_VARS, Slot, StoreLayout, View, view_value
 from proofs.zk import poly_at
 from tests.proofs.cheating import bumped, tampered_agreements
 from tests.proofs.test_network import float_mlp
@@ -159,6 +159,35 @@ def test_view_functionals_give_the_view_values(hiding):
         for i in range(n):
             expected = F.ext_add(expected, poly_at(coefficients[j][i], point[i]))
         assert np.array_equal(value, expected)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(MIN_ELEMENT_VARS, 9), min_size=1, max_size=6), st.lists(st.tuples(st.integers(1, 12), st.integers(1, 7)),
+                                                                     max_size=8), st.booleans())
+def test_store_plan_blocks_are_aligned_disjoint_and_no_larger_than_one_packing(slots, masks, hiding):
+    """Naive twin: a StorePlan's blocks (the layout's used entries, then each mask's) lie inside its table, each
+    at a multiple of its own power-of-two length, none overlapping; the table is never larger than the packing
+    of the layout's whole table with the masks, and is the layout's own size when the masks fit its padding."""
+    from proofs.layers.basefold_channel import mask_length, unused_end
+    from proofs.layers.packing import Packing
+    layout = StoreLayout(tuple(Slot(f"t{i}", n) for i, n in enumerate(slots)), hiding)
+    plan = StorePlan(layout, tuple(masks))
+    lengths = [1 << layout.num_vars] + [mask_length(n, d) for n, d in masks]
+    assert plan.num_vars <= Packing(tuple(lengths)).num_vars
+    used = sum(layout.packing.lengths)
+    def offset(selector, length):  # the block's index from its Boolean high coordinates, lowest first
+        return int(selector[:, 0] @ (1 << np.arange(selector.shape[0]))) * length
+
+    blocks = [(offset(plan.layout_selector(), lengths[0]), used)] + \
+        [(offset(plan.mask_selector(j), lengths[1 + j]), lengths[1 + j]) for j in range(len(masks))]
+    covered = np.zeros(1 << plan.num_vars, dtype=int)
+    for offset, length in blocks:
+        assert offset + length <= 1 << plan.num_vars
+        covered[offset:offset + length] += 1
+    assert covered.max() <= 1
+    assert unused_end(plan) == (1 << plan.num_vars) - max(o + n for o, n in blocks)
+    if -(-used // max(lengths[1:], default=1)) * max(lengths[1:], default=1) + sum(lengths[1:]) <= 1 << layout.num_vars:
+        assert plan.num_vars == layout.num_vars
 
 
 def test_params_choice_and_refusals():
