@@ -70,11 +70,15 @@ def _ext(table) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------- stores
 @dataclass(frozen=True)
 class Slot:
-    """A stored tensor: ``elem_vars`` element variables (low) and ``plane_vars`` plane variables (high)."""
+    """A stored tensor: ``elem_vars`` element variables (low) and ``plane_vars`` plane variables (high).
+    ``box``: the tensor's (real length, padded bits) per axis, lowest variables first, when every entry
+    outside that box is zero in an honest table (a store may then commit the box's power-of-two pieces only:
+    :class:`proofs.layers.basefold_channel.StorePlan`); empty: stored whole."""
 
     name: str
     elem_vars: int
     plane_vars: int = 0
+    box: tuple = ()
 
     @property
     def size(self) -> int:
@@ -102,6 +106,9 @@ class StoreLayout:
             if s.elem_vars < MIN_ELEMENT_VARS or s.plane_vars < 0:
                 raise ProofError(f"store layout: slot {s.name} has {s.elem_vars} element variables "
                                  f"(at least {MIN_ELEMENT_VARS}) and {s.plane_vars} plane variables")
+            if sum(bits for _, bits in s.box) > s.elem_vars or any(not 1 <= real <= 1 << bits for real, bits in s.box):
+                raise ProofError(f"store layout: slot {s.name}'s box {s.box} does not fit its {s.elem_vars} element "
+                                 "variables (each axis 1 <= real length <= 2^bits)")
 
     @property
     def mask_total(self) -> int:
@@ -165,10 +172,10 @@ def commit_store(layout: StoreLayout, tables: dict, params: HidingParams, seed=N
     return commitment, StoreWitness(layout, full, masks if layout.hiding else None, witness)
 
 
-def packed_store(layout: StoreLayout, tables: dict, rng=None):
-    """(packed table, name -> zero-padded table, name -> masks (n_e, 2^n_j, 4)) with fresh masks (``rng``:
-    tests only): what :func:`commit_store` commits."""
-    full, masks, blocks = {}, {}, []
+def store_tables(layout: StoreLayout, tables: dict, rng=None):
+    """(name -> zero-padded table, name -> masks (n_e, 2^n_j, 4); empty without hiding) with fresh masks
+    (``rng``: tests only), the tables checked against their slots."""
+    full, masks = {}, {}
     for s in layout.slots:
         values = np.asarray(tables[s.name])
         if values.dtype != np.uint64 or values.ndim != 1 or values.size > s.size or not F.is_canonical(values):
@@ -181,10 +188,17 @@ def packed_store(layout: StoreLayout, tables: dict, rng=None):
             coefficients = F.random_elements(s.mask_count) if rng is None else \
                 rng.integers(0, F.P, size=s.mask_count, dtype=np.uint64)
             masks[s.name] = coefficients.reshape(s.elem_vars, 1 << s.plane_vars, F.EXT_DEGREE)
-            blocks.append(coefficients)
+    return full, masks
+
+
+def packed_store(layout: StoreLayout, tables: dict, rng=None):
+    """(packed table, name -> zero-padded table, name -> masks (n_e, 2^n_j, 4)) with fresh masks (``rng``:
+    tests only): what :func:`commit_store` commits."""
+    full, masks = store_tables(layout, tables, rng)
     lengths = layout.packing.lengths
     packed_tables = [full[s.name] for s in layout.slots] + [
-        np.concatenate([b, np.zeros(n - b.size, dtype=np.uint64)]) for b, n in zip(blocks, lengths[len(layout.slots):])]
+        np.concatenate([masks[s.name].reshape(-1), np.zeros(n - s.mask_count, dtype=np.uint64)])
+        for s, n in zip(layout.slots if layout.hiding else (), lengths[len(layout.slots):])]
     return layout.packing.pack(packed_tables), full, masks
 
 

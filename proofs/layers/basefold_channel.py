@@ -21,6 +21,7 @@ copy twice: its agreement and its proof).
 from __future__ import annotations
 
 import functools
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,7 +31,7 @@ from .. import basefold_zk as BZ
 from .. import field as F
 from ..errors import ProofError, ProofRejected
 from ..relations import Relation, RelationProver, StoreLayout, StoreWitness, View, expected_summand, mask_rank, \
-    packed_store
+    store_tables
 from ..basefold_zk import MaskedSumcheckProof, prove_masked, verify_masked
 from ..zk import powers_table, mask_entries, mask_table, random_mask
 from .common import boolean_point
@@ -43,64 +44,161 @@ def mask_length(num_vars: int, degree: int) -> int:
     return 1 << (mask_entries(num_vars, degree) - 1).bit_length()
 
 
+def axis_pieces(real: int, bits: int) -> tuple:
+    """(start, free bits) of the ranges that cover [0, real) of an axis of 2^bits entries: the smallest
+    power-of-two range from 0, or its lower half and the smallest power-of-two range after it when that saves
+    entries (at most two; 768 = 512 + 256, 2304 = 2048 + 256 exactly, 12 -> 8 + 4)."""
+    k = (real - 1).bit_length()  # the entries lie in [0, 2^k)
+    if real == 1 << k:
+        return ((0, k),)
+    rest = (real - (1 << (k - 1)) - 1).bit_length()
+    return ((0, k),) if rest == k - 1 else ((0, k - 1), (1 << (k - 1), rest))
+
+
+def slot_pieces(slot) -> tuple:
+    """(None,) for a slot stored whole; else its box's pieces, the product of its axes' ranges
+    (:func:`axis_pieces`), each piece a tuple per axis (lowest first) of (start, free bits, axis bits): the
+    entries whose axis index lies in [start, start + 2^free) on every axis (element variables past the box's
+    axes are one axis of real length 1)."""
+    if not slot.box:
+        return (None,)
+    axes = list(slot.box)
+    extra = slot.elem_vars - sum(bits for _, bits in axes)
+    if extra:
+        axes.append((1, extra))
+    ranges = [axis_pieces(real, bits) for real, bits in axes]
+    if all(r == ((0, bits),) for r, (_, bits) in zip(ranges, axes)):
+        return (None,)
+    return tuple(tuple((start, free, bits) for (start, free), (_, bits) in zip(combo, axes))
+                 for combo in itertools.product(*ranges))
+
+
+def piece_point(e: np.ndarray, piece) -> tuple:
+    """(the piece's element point, eq of the point's fixed coordinates with the piece's start): T~(e) = sum over
+    the pieces of factor x piece~(point) for a table zero outside its pieces (eq factorizes over the variables;
+    a piece's start fixes the axis's top bits)."""
+    parts, factor, position = [], F.ext_one(), 0
+    for start, free, bits in piece:
+        parts.append(e[position:position + free])
+        for b in range(free, bits):
+            x = e[position + b]
+            factor = F.ext_mul(factor, x if (start >> b) & 1 else F.ext_sub(F.ext_one(), x))
+        position += bits
+    return np.concatenate(parts) if parts else F.ext_zero((0,)), factor
+
+
+def piece_table(table: np.ndarray, slot, piece) -> np.ndarray:
+    """The piece's entries of a slot's (planes-major) table, in the piece's own order (planes high)."""
+    shape = [1 << slot.plane_vars] + [1 << bits for _, _, bits in reversed(piece)]
+    index = (slice(None),) + tuple(slice(start, start + (1 << free)) for start, free, _ in reversed(piece))
+    return np.ascontiguousarray(table.reshape(shape)[index]).reshape(-1)
+
+
 @dataclass(frozen=True)
 class StorePlan:
     """A committed table: the packed tensors of ``layout`` (or None) then the coefficient tables of the masks of
-    the relations with ``mask_shapes`` ((variables, degree) each). The layout's table sits at 0; the masks'
-    blocks follow, largest first, each at a multiple of its own length (so a block is selected by Boolean high
-    coordinates, as in :class:`Packing`): inside the layout's own power-of-two padding when they fit there
-    after its used entries (the table stays the layout's size instead of doubling for a few masks), else
-    placed by one :class:`Packing` with the layout's whole table."""
+    the relations with ``mask_shapes`` ((variables, degree) each); every block at a multiple of its own
+    power-of-two length (selected by Boolean high coordinates, as in :class:`Packing`).
+
+    When no slot has a box to cut, the layout's own table sits at 0 and the masks' blocks follow, largest
+    first: inside the layout's power-of-two padding when they fit after its used entries (the table stays the
+    layout's size instead of doubling for a few masks), else placed by one :class:`Packing` with the layout's
+    whole table. When some slot's box has pieces (:func:`slot_pieces`: a tensor padded per axis, 32 x 768 in
+    32 x 1024), every piece, each slot's mask block and the relations' masks are placed by one
+    :class:`Packing`: the zero padding outside the boxes is not committed (a table zero there by construction;
+    a view is the sum of its pieces' values, :func:`view_functional`)."""
 
     layout: StoreLayout | None
     mask_shapes: tuple = ()
 
+    def pieces(self, name: str) -> tuple:
+        return slot_pieces(self.layout.slot(name))
+
     @functools.cached_property
     def _placement(self) -> tuple:
-        """(num_vars, offsets, lengths): the layout's block first (its used length), then each mask's."""
+        """(num_vars, {block key: (offset, used length)}): keys ("slot", name, piece), ("mask", name) and
+        ("relation", j)."""
         masks = [mask_length(n, d) for n, d in self.mask_shapes]
-        if self.layout is not None and masks:
-            used, biggest = sum(self.layout.packing.lengths), max(masks)
+        relation_keys = [("relation", j) for j in range(len(masks))]
+        layout = self.layout
+        if layout is not None and any(self.pieces(s.name) != (None,) for s in layout.slots):
+            keys, lengths = [], []
+            for s in layout.slots:
+                for i, piece in enumerate(self.pieces(s.name)):
+                    keys.append(("slot", s.name, i))
+                    lengths.append(s.size if piece is None else 1 << (sum(f for _, f, _ in piece) + s.plane_vars))
+            if layout.hiding:
+                keys += [("mask", s.name) for s in layout.slots]
+                lengths += [1 << (s.mask_count - 1).bit_length() for s in layout.slots]
+            packing = Packing(tuple(lengths + masks))
+            return packing.num_vars, dict(zip(keys + relation_keys, zip(packing.offsets, lengths + masks)))
+        inner = {}
+        if layout is not None:
+            inner = {("slot", s.name, 0): (layout.offset(s.name), s.size) for s in layout.slots}
+            if layout.hiding:
+                inner.update({("mask", s.name): (layout.mask_offset(s.name), 1 << (s.mask_count - 1).bit_length())
+                              for s in layout.slots})
+        if layout is not None and masks:
+            used, biggest = sum(layout.packing.lengths), max(masks)
             position = -(-used // biggest) * biggest
-            if position + sum(masks) <= 1 << self.layout.num_vars:
-                offsets = [0] * len(masks)
-                for i in sorted(range(len(masks)), key=lambda i: (-masks[i], i)):
-                    offsets[i], position = position, position + masks[i]
-                return self.layout.num_vars, (0, *offsets), (used, *masks)
-        lengths = ([1 << self.layout.num_vars] if self.layout is not None else []) + masks
-        packing = Packing(tuple(lengths))
-        if self.layout is not None:
-            lengths[0] = sum(self.layout.packing.lengths)
-        return packing.num_vars, packing.offsets, tuple(lengths)
+            if position + sum(masks) <= 1 << layout.num_vars:
+                blocks = dict(inner)
+                for j in sorted(range(len(masks)), key=lambda j: (-masks[j], j)):
+                    blocks[relation_keys[j]], position = (position, masks[j]), position + masks[j]
+                return layout.num_vars, blocks
+        packing = Packing(tuple(([1 << layout.num_vars] if layout is not None else []) + masks))
+        start = packing.offsets[0] if layout is not None else 0
+        blocks = {key: (start + offset, length) for key, (offset, length) in inner.items()}
+        blocks.update(zip(relation_keys, zip(packing.offsets[layout is not None:], masks)))
+        return packing.num_vars, blocks
 
     @property
     def num_vars(self) -> int:
         return self._placement[0]
 
     @property
+    def blocks(self) -> dict:
+        """{("slot", name, piece) | ("mask", name) | ("relation", j): (offset, used length)}."""
+        return dict(self._placement[1])
+
+    @property
     def used_end(self) -> int:
         """One past the last entry any block uses (entries from there on are weighed by no claim)."""
-        _, offsets, lengths = self._placement
-        return max(o + n for o, n in zip(offsets, lengths))
+        return max((o + n for o, n in self._placement[1].values()), default=0)
 
-    def pack(self, parts) -> np.ndarray:
-        """The committed base-field table: ``parts`` (the layout's packed table, then each mask's block) at
-        their offsets, zeros elsewhere."""
-        table = np.zeros(1 << self.num_vars, dtype=np.uint64)
-        for part, offset in zip(parts, self._placement[1]):
-            table[offset:offset + part.size] = part
-        return table
-
-    def _selector(self, index: int, inner_vars: int) -> np.ndarray:
-        """The Boolean high coordinates selecting block ``index`` (of 2^inner_vars) in the packed table."""
-        return boolean_point(self._placement[1][index] >> inner_vars, self.num_vars - inner_vars)
-
-    def layout_selector(self) -> np.ndarray:
-        return self._selector(0, self.layout.num_vars)
+    def selector(self, key) -> np.ndarray:
+        """The Boolean high coordinates selecting block ``key`` in the packed table."""
+        offset, length = self._placement[1][key]
+        size = (length - 1).bit_length()
+        return boolean_point(offset >> size, self.num_vars - size)
 
     def mask_selector(self, j: int) -> np.ndarray:
-        n, d = self.mask_shapes[j]
-        return self._selector(j + (self.layout is not None), mask_length(n, d).bit_length() - 1)
+        return self.selector(("relation", j))
+
+    def pack(self, tables: dict, masks: dict | None, relation_blocks=()) -> np.ndarray:
+        """The committed base-field table: each slot's table (name -> planes-major table; its pieces when cut),
+        each slot's mask coefficients (hiding layouts) and the relations' mask blocks at their offsets, zeros
+        elsewhere. ProofError when a cut table is not zero outside its pieces (what its box promises)."""
+        blocks = self._placement[1]
+        table = np.zeros(1 << self.num_vars, dtype=np.uint64)
+
+        def put(key, values):
+            offset = blocks[key][0]
+            table[offset:offset + values.size] = values
+
+        for s in self.layout.slots if self.layout is not None else ():
+            full, kept = tables[s.name], 0
+            for i, piece in enumerate(self.pieces(s.name)):
+                part = full if piece is None else piece_table(full, s, piece)
+                kept += np.count_nonzero(part)
+                put(("slot", s.name, i), part)
+            if kept != np.count_nonzero(full):
+                raise ProofError(f"store slot {s.name}: nonzero entries outside its box {s.box}")
+            if self.layout.hiding:
+                put(("mask", s.name), np.asarray(masks[s.name], dtype=np.uint64).reshape(-1))
+        for j, block in enumerate(relation_blocks):
+            put(("relation", j), block)
+        return table
 
 
 def unused_end(plan: StorePlan) -> int:
@@ -112,19 +210,14 @@ def commit_hosted(plan: StorePlan, tables: dict, params: BZ.HidingBasefoldParams
     """Commit the plan's tensors (fresh Libra masks) and fresh sumcheck masks -> (HidingBasefoldCommitment,
     StoreWitness or None, mask coefficients ((n, d + 1, 4) each, F_p4), HidingBasefoldWitness). ``seed``: tests only."""
     rng = None if seed is None else np.random.default_rng(seed)
-    parts, full, masks = [], None, None
-    if plan.layout is not None:
-        packed, full, masks = packed_store(plan.layout, tables, rng)
-        parts.append(packed)
-    coefficients = []
+    full, masks = store_tables(plan.layout, tables, rng) if plan.layout is not None else (None, None)
+    coefficients, blocks = [], []
     for n, d in plan.mask_shapes:
         c = random_mask(n, d, rng)
-        block = mask_table(c)
         coefficients.append(c)
-        parts.append(np.concatenate([block, np.zeros(mask_length(n, d) - block.size, dtype=np.uint64)]))
-    unused = unused_end(plan)
-    commitment, witness = BZ.commit(plan.pack(parts), params,
-                                    seed=None if rng is None else int(rng.integers(1 << 62)), free=unused)
+        blocks.append(mask_table(c))
+    commitment, witness = BZ.commit(plan.pack(full, masks, blocks), params,
+                                    seed=None if rng is None else int(rng.integers(1 << 62)), free=unused_end(plan))
     store = None if plan.layout is None else StoreWitness(plan.layout, full, masks if plan.layout.hiding else None,
                                                           witness)
     return commitment, store, tuple(coefficients), witness
@@ -138,25 +231,24 @@ def view_functional(plan: StorePlan, view: View) -> B.Functional:
     e = np.asarray(view.e, dtype=np.uint64).reshape(-1, F.EXT_DEGREE)
     if e.shape[0] != slot.elem_vars:
         raise ProofError(f"view of {slot.name}: element point of {e.shape[0]} variables, expected {slot.elem_vars}")
-    outer = plan.layout_selector()
-    size = slot.elem_vars + slot.plane_vars
     w = None
     if slot.plane_vars or view.w is not None:
         w = np.asarray(view.w, dtype=np.uint64)
         if w.shape != (1 << slot.plane_vars, F.EXT_DEGREE):
             raise ProofError(f"view of {slot.name}: plane weights of shape {w.shape}")
-    hi = np.concatenate([boolean_point(layout.offset(view.name) >> size, layout.num_vars - size), outer])
     dense = None if w is None or slot.plane_vars == 0 else w
     scale = F.ext_one() if w is None or slot.plane_vars else w[0]
-    terms = [(scale, e, dense, hi)]
+    terms = []
+    for i, piece in enumerate(plan.pieces(view.name)):
+        lo, factor = (e, F.ext_one()) if piece is None else piece_point(e, piece)
+        terms.append((F.ext_mul(scale, factor), lo, dense, plan.selector(("slot", view.name, i))))
     if layout.hiding:
         planes = F.ext_one((1,)) if w is None else w
         weights = F.ext_mul(view.mask_weights(slot)[:, None, :], planes[None, :, :]).reshape(-1, F.EXT_DEGREE)
         units = F.ext_mul(weights[:, None, :], np.eye(F.EXT_DEGREE, dtype=np.uint64)[None]).reshape(-1, F.EXT_DEGREE)
         block = (slot.mask_count - 1).bit_length()
         padded = np.concatenate([units, F.ext_zero(((1 << block) - units.shape[0],))])
-        hi = np.concatenate([boolean_point(layout.mask_offset(view.name) >> block, layout.num_vars - block), outer])
-        terms.append((F.ext_one(), F.ext_zero((0,)), padded, hi))
+        terms.append((F.ext_one(), F.ext_zero((0,)), padded, plan.selector(("mask", view.name))))
     return B.Functional(plan.num_vars, tuple(terms))
 
 

@@ -351,8 +351,14 @@ def range_witness(acc, op) -> tuple:
 MAX_BATCH = 1 << 16  #: the largest batch a verifier of a private-input proof accepts (it sizes the relations)
 
 
+def tensor_box(shapes: Shapes, tensor: str) -> tuple:
+    """The tensor's (real length, padded bits) per axis, lowest variables (its last axis) first: a slot whose
+    honest table is zero outside it (:class:`proofs.relations.Slot`)."""
+    return tuple((real, _bits(padded)) for real, padded in zip(shapes.real(tensor)[::-1], shapes.padded(tensor)[::-1]))
+
+
 def proof_layout(shapes: Shapes) -> StoreLayout:
-    slots = [Slot(f"a.{t}", shapes.vars(t)) for t in shapes.stored]
+    slots = [Slot(f"a.{t}", shapes.vars(t), box=tensor_box(shapes, t)) for t in shapes.stored]
     if shapes.private_input:
         for g, (_, count) in enumerate(input_decomposition(shapes.q).groups):
             slots.append(Slot(INPUT_BITS if g == 0 else f"{INPUT_BITS}.g{g}", shapes.vars(shapes.input_name),
@@ -364,7 +370,7 @@ def proof_layout(shapes: Shapes) -> StoreLayout:
         slots.append(Slot(f"m.{index}", shapes.table_bits(index)))
     for index in shapes.range_ops:  # the remainders (range lookup), then the range table's multiplicities
         if shapes.q.ops[index].shift:
-            slots.append(Slot(f"r.{index}", shapes.vars(shapes.q.ops[index].output)))
+            slots.append(Slot(f"r.{index}", shapes.vars(shapes.q.ops[index].output)))  # nonzero in the padding
     if shapes.range_ops:
         slots.append(Slot(RANGE_M, shapes.range_bits))
     for index, op in enumerate(shapes.q.ops):
@@ -403,10 +409,13 @@ def proof_tables(shapes: Shapes, values: dict, accs: dict) -> dict:
                 tables.update(bits_tables(f"t0.fwd{index}", decompose(acc.reshape(-1), _decomposition(op))))
                 continue
             shifted, remainder = range_witness(acc.reshape(-1), op)
+            inside = np.zeros(acc.shape, dtype=bool)  # the range lookup checks the real entries only
+            inside[tuple(slice(0, n) for n in a.shape)] = True
+            inside = inside.reshape(-1)
             if op.shift:
                 tables[f"r.{index}"] = F.to_field(remainder)
-                keys.append((remainder, op.shift))
-            keys.append((shifted + (1 << (op.q_bits - 1)), op.q_bits))
+                keys.append((remainder[inside], op.shift))
+            keys.append((shifted[inside] + (1 << (op.q_bits - 1)), op.q_bits))
     if shapes.range_ops:
         rows, tags = shapes.range_table()
         code = rows + (tags << 32)  # one int64 key per (value, tag) row: values < 2^31
@@ -773,18 +782,20 @@ class _Run:
         if op.shift:
             terms.append(Term(self.minus, (eq,), (Stored(self.where[f"r.{index}"], f"r.{index}"),), n))
         terms.append(Term(ext_int(1 << (op.shift - 1) if op.shift else 0), (), (), 0))
+        real, padded = self.s.real(op.output), self.s.padded(op.output)
+        box = tuple(int(k) for k in real[::-1]), tuple(_bits(k) for k in padded[::-1])  # axis 0 lowest
         if not self.is_public(op.output):
-            real, padded = self.s.real(op.output), self.s.padded(op.output)
-            box = tuple(int(k) for k in real[::-1]), tuple(_bits(k) for k in padded[::-1])  # axis 0 lowest
             terms += self.protocol.padding(f"graph.layer{index}", self.stored(op.output), box, tau)
         delta = self.ch.point(f"graph.range{index}", 1)[0]  # error 1 / |F|
         terms.append(self.range_check(index, op, tau, delta))
-        self.relation(f"graph.layer{index}", terms, F.ext_add(claim, delta))
+        self.relation(f"graph.layer{index}", terms, F.ext_add(claim, F.ext_mul(delta, box_indicator(tau, *box))))
 
     def range_check(self, index: int, op, tau, scale) -> Term:
-        """scale sum_e eq(tau, e) H(e) prod_i D_i(e), whose value is scale when H = 1 / prod_i D_i on every entry
-        of the output's padded cube (the padding's rem = h and z' = 0 are in range): H, the F_p4 inverse committed
-        in the lookup store as four coordinate planes. Degree: eq, H and up to two stored factors."""
+        """scale sum_e eq(tau, e) H(e) prod_i D_i(e), whose value is scale S~(tau) (S the output's real box) when
+        H = S / prod_i D_i on every entry of the output's padded cube: the real entries are range-checked and H is
+        zero in the padding (whose z' is zero, checked by the layer's padding terms, and whose rem feeds nothing), so
+        a store may leave the padding out (the slot's box). H, the F_p4 inverse committed in the lookup store as
+        four coordinate planes. Degree: eq, H and up to two stored factors."""
         n = self.s.vars(op.output)
         eq = eq_factor(tau)
         parts = self.range_parts(index, op)
@@ -817,7 +828,11 @@ class _Run:
                 table = witness.tables[factor.name] if isinstance(factor, Stored) else factor.table()
                 d = F.ext_add(F.ext_from_base(table) if table.ndim == 1 else table, constant[None])
                 product = d if product is None else F.ext_mul(product, d)
-            out[f"rh.{index}"] = np.ascontiguousarray(F.ext_inv(product).T).reshape(-1)  # plane k: coordinate k
+            real, padded = self.s.real(op.output), self.s.padded(op.output)
+            selector = np.zeros(padded, dtype=np.uint64)
+            selector[tuple(slice(0, n) for n in real)] = 1
+            inverse = F.ext_mul_base(F.ext_inv(product), selector.reshape(-1))
+            out[f"rh.{index}"] = np.ascontiguousarray(inverse.T).reshape(-1)  # plane k: coordinate k
         g = F.ext_mul_base(F.ext_inv(self.range_denominators()), witness.tables[RANGE_M])
         out[RANGE_G] = np.ascontiguousarray(g.T).reshape(-1)
         return out
@@ -1056,11 +1071,13 @@ def lookup_layout(shapes: Shapes) -> StoreLayout:
     base-field coordinate planes (slots h.i, g.i of four planes each; one factor sum_k u^k H_k in a relation)."""
     slots = []
     for index in shapes.lookups:
-        slots.append(Slot(f"h.{index}", shapes.vars(shapes.q.ops[index].output), 2))  # four coordinate planes
+        output = shapes.q.ops[index].output  # four coordinate planes, zero outside the output's box
+        slots.append(Slot(f"h.{index}", shapes.vars(output), 2, tensor_box(shapes, output)))
         slots.append(Slot(f"g.{index}", shapes.table_bits(index), 2))
     for index in shapes.range_ops:  # the range lookups' 1 / (D_r D_z) per entry, then the range table's G: an F_p4
         # table as one slot of four planes (its coordinates), read as one factor sum_k u^k H_k (planes contracted)
-        slots.append(Slot(f"rh.{index}", shapes.vars(shapes.q.ops[index].output), 2))
+        output = shapes.q.ops[index].output
+        slots.append(Slot(f"rh.{index}", shapes.vars(output), 2, tensor_box(shapes, output)))
     if shapes.range_ops:
         slots.append(Slot(RANGE_G, shapes.range_bits, 2))
     return StoreLayout(tuple(slots), True)

@@ -3,7 +3,7 @@ its relations, the structure a verifier binds, the downgrade to the bit planes, 
 
 The range lookup (:meth:`proofs.layers.graph_zk._Run.range_requantized`) replaces a requantization's R + Q bit
 planes by acc - 2^R z' - rem + h = 0 and one LogUp lookup of (rem, R) and (z' + 2^(Q-1), Q) into a public table of
-(value, width) rows, with three checks: per entry H (D_rem D_z) = 1 (joined to the layer relation by delta),
+(value, width) rows, with three checks: per entry H (D_rem D_z) = S, the output's real box (joined to the layer relation by delta),
 G D_j = m_j per table row (``graph.range.table``) and sum H (D_rem + D_z) = sum G (``graph.range.sum``). Each
 cheater below lies in the committed witness (a remainder or output outside its width; a wider width; a padding
 row; an inverse or a quotient that is not one) with every sumcheck round consistent
@@ -112,7 +112,7 @@ class Cheat:
         self.q, self.mode = q, mode
         self.op = q.ops[TARGET]
         self.step = {"none": 0, "remainder": 1, "wider": -1, "padding": -1, "inverse": 1, "quotient": 1,
-                     "collision": 1}[mode]
+                     "collision": 1, "padded entry": 0}[mode]
 
     # the lying trace: z' of op TARGET moved by step at entry 0, the next ops recomputed from it
     def forward(self, honest):
@@ -146,7 +146,7 @@ class Cheat:
 
     def counts(self, honest, shapes):
         op, mode, step = self.op, self.mode, self.step
-        n = 1 << shapes.vars(op.output)
+        n = int(np.prod(shapes.real(op.output)))  # the range lookup checks the real entries only
 
         def multiplicities(keys, code, selector=None):
             keys = np.array(keys, dtype=np.int64).reshape(-1)
@@ -161,6 +161,9 @@ class Cheat:
                 elif mode in ("inverse", "quotient", "collision"):  # the honest histogram
                     keys[0] = _key(lie_rem + (step << op.shift), op.shift)
                     keys[n] = _key(lie_z - step, op.q_bits)
+            if mode == "padded entry":  # the padding's (rem = h, R) and (z' + 2^(Q-1) = 2^(Q-1), Q) counted once more
+                keys = np.concatenate([keys, [_key(1 << (op.shift - 1), op.shift),
+                                              _key(1 << (op.q_bits - 1), op.q_bits)]])
             return honest(keys[np.isin(keys, code)], code)
         return multiplicities
 
@@ -168,6 +171,23 @@ class Cheat:
         op, mode, step = self.op, self.mode, self.step
 
         def range_inverse_tables(run):
+            if mode == "padded entry":  # H = 1 / (D_rem D_z) at the first padding entry instead of 0
+                out = honest(run)
+                real, padded = run.s.real(op.output), run.s.padded(op.output)
+                inside = np.zeros(padded, dtype=bool)
+                inside[tuple(slice(0, n) for n in real)] = True
+                entry = int(np.flatnonzero(~inside.reshape(-1))[0])
+                tables = run.ch.witnesses["p"].tables
+                rem, z = int(tables[f"r.{TARGET}"][entry]), int(tables[f"a.{run.s.name(op.output)}"][entry])
+                assert z == 0  # the padding's
+                d_rem = F.ext_add(F.ext_add(run.beta, GZ.ext_int(rem)), F.ext_mul(run.alpha, GZ.ext_int(op.shift)))
+                d_z = F.ext_add(F.ext_add(run.beta, GZ.ext_int(1 << (op.q_bits - 1))),
+                                F.ext_mul(run.alpha, GZ.ext_int(op.q_bits)))
+                table = out[f"rh.{TARGET}"].copy()
+                entries = table.size // F.EXT_DEGREE
+                table[np.arange(F.EXT_DEGREE) * entries + entry] = F.ext_inv(F.ext_mul(d_rem, d_z))
+                out[f"rh.{TARGET}"] = table
+                return out
             if mode not in ("inverse", "quotient", "collision"):
                 return honest(run)
             real = type(run).range_denominators
@@ -302,6 +322,23 @@ def recorded_relation_checks():
     with mock.patch.object(SR, "verify_masked", verify_masked), \
             mock.patch.object(SR, "expected_summand", expected_summand):
         yield failed
+
+
+def test_a_padding_entry_counted_in_the_range_lookup_is_rejected_by_the_per_entry_check(mlp):
+    """The range lookup checks the output's real entries only (H = S / (D_rem D_z), S the real box: a store may
+    leave the padding out). A cheater that counts a padding entry anyway (H = 1 / (D_rem D_z) there, its values
+    in the multiplicities, so both sums balance) is caught by the per-entry check inside the layer relation
+    alone (H D_rem D_z = S, zero in the padding)."""
+    q, net, x, _ = mlp
+    with range_mode("always"):
+        shapes = GZ.Shapes(q, 1)
+        assert np.prod(shapes.real(q.ops[TARGET].output)) < np.prod(shapes.padded(q.ops[TARGET].output))
+    proof = _cheating_proof(q, net, x, "padded entry").to_bytes()
+    with pytest.raises(ProofRejected, match=f"graph.layer{TARGET}"):
+        _verify(net, x, proof)
+    with recorded_relation_checks() as failed:
+        _verify(net, x, proof)
+    assert failed == [f"sumcheck.training.graph.layer{TARGET}"]
 
 
 def test_a_table_row_whose_denominator_is_zero_frees_its_quotient_the_counted_bad_event(mlp):

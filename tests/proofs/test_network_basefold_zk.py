@@ -161,33 +161,61 @@ def test_view_functionals_give_the_view_values(hiding):
         assert np.array_equal(value, expected)
 
 
+@st.composite
+def _slots(draw):
+    """Slots of random element/plane variables, some with a box (random real lengths on random axes)."""
+    slots = []
+    for i in range(draw(st.integers(1, 5))):
+        bits = draw(st.lists(st.integers(0, 4), min_size=1, max_size=3))
+        elem = max(MIN_ELEMENT_VARS, sum(bits)) + draw(st.integers(0, 1))
+        box = tuple((draw(st.integers(max(1, (1 << b) // 2 + (b > 0)), 1 << b)), b) for b in bits) \
+            if draw(st.booleans()) else ()
+        slots.append(Slot(f"t{i}", elem, draw(st.integers(0, 2)), box))
+    return slots
+
+
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.integers(MIN_ELEMENT_VARS, 9), min_size=1, max_size=6), st.lists(st.tuples(st.integers(1, 12), st.integers(1, 7)),
-                                                                     max_size=8), st.booleans())
-def test_store_plan_blocks_are_aligned_disjoint_and_no_larger_than_one_packing(slots, masks, hiding):
-    """Naive twin: a StorePlan's blocks (the layout's used entries, then each mask's) lie inside its table, each
-    at a multiple of its own power-of-two length, none overlapping; the table is never larger than the packing
-    of the layout's whole table with the masks, and is the layout's own size when the masks fit its padding."""
+@given(_slots(), st.lists(st.tuples(st.integers(1, 12), st.integers(1, 7)), max_size=8), st.booleans(),
+       st.integers(0, 2 ** 32))
+def test_store_plan_blocks_and_pieces_against_the_whole_tables(slots, masks, hiding, seed):
+    """Naive twin: a StorePlan's blocks lie inside its table, each at a multiple of its own power-of-two length,
+    none overlapping, selected by their Boolean coordinates; the table is never larger than one packing of the
+    layout's whole table with the masks; a view's functional on the packed table (its box's pieces only) equals
+    the view's value on the whole table (zero outside its box)."""
     from proofs.layers.basefold_channel import mask_length, unused_end
     from proofs.layers.packing import Packing
-    layout = StoreLayout(tuple(Slot(f"t{i}", n) for i, n in enumerate(slots)), hiding)
+    layout = StoreLayout(tuple(slots), hiding)
     plan = StorePlan(layout, tuple(masks))
-    lengths = [1 << layout.num_vars] + [mask_length(n, d) for n, d in masks]
-    assert plan.num_vars <= Packing(tuple(lengths)).num_vars
-    used = sum(layout.packing.lengths)
-    def offset(selector, length):  # the block's index from its Boolean high coordinates, lowest first
-        return int(selector[:, 0] @ (1 << np.arange(selector.shape[0]))) * length
-
-    blocks = [(offset(plan.layout_selector(), lengths[0]), used)] + \
-        [(offset(plan.mask_selector(j), lengths[1 + j]), lengths[1 + j]) for j in range(len(masks))]
+    assert plan.num_vars <= Packing(tuple([1 << layout.num_vars] + [mask_length(n, d) for n, d in masks])).num_vars
     covered = np.zeros(1 << plan.num_vars, dtype=int)
-    for offset, length in blocks:
-        assert offset + length <= 1 << plan.num_vars
+    for key, (offset, length) in plan.blocks.items():
+        size = (length - 1).bit_length()
+        assert offset % (1 << size) == 0 and offset + length <= 1 << plan.num_vars
+        selector = plan.selector(key)
+        assert int(selector[:, 0] @ (1 << np.arange(selector.shape[0]))) == offset >> size
         covered[offset:offset + length] += 1
     assert covered.max() <= 1
-    assert unused_end(plan) == (1 << plan.num_vars) - max(o + n for o, n in blocks)
-    if -(-used // max(lengths[1:], default=1)) * max(lengths[1:], default=1) + sum(lengths[1:]) <= 1 << layout.num_vars:
-        assert plan.num_vars == layout.num_vars
+    assert unused_end(plan) == (1 << plan.num_vars) - max(o + n for o, n in plan.blocks.values())
+    rng = np.random.default_rng(seed)
+    tables = {}
+    for s in slots:
+        table = rng.integers(0, F.P, s.size, dtype=np.uint64).reshape(1 << s.plane_vars, -1)
+        if s.box:  # zero outside the box: axis by axis, lowest first
+            axes = list(s.box) + ([(1, s.elem_vars - sum(b for _, b in s.box))] if s.elem_vars > sum(
+                b for _, b in s.box) else [])
+            shaped = table.reshape([1 << s.plane_vars] + [1 << b for _, b in reversed(axes)])
+            keep = np.zeros(shaped.shape, dtype=bool)
+            keep[(slice(None),) + tuple(slice(0, real) for real, _ in reversed(axes))] = True
+            table = np.where(keep, shaped, 0).reshape(1 << s.plane_vars, -1)
+        tables[s.name] = table.reshape(-1)
+    commitment, store, _, witness = commit_hosted(plan, tables, BZ.HidingBasefoldParams(
+        B.BasefoldParams(rate_inv=4, num_queries=8, arity=2, final_vars=2)), seed=seed % 1000)
+    for s in slots:
+        w = F.ext_random((1 << s.plane_vars,), seed=seed % 997) if s.plane_vars else None
+        view = View(s.name, F.ext_random((s.elem_vars,), seed=seed % 991), w, (0, s.elem_vars))
+        value = F.ext_sum(F.ext_mul_base(B.claim_table(view_functional(plan, view), plan.num_vars), witness.table),
+                          axis=0)
+        assert np.array_equal(value, view_value(store, view))
 
 
 def test_params_choice_and_refusals():
