@@ -103,9 +103,11 @@ from .step_proof import union_bound_error
 from .step_relations import Channel, Protocol, ShapeChannel, ext_int, locate
 from .step_stores import bits_tables, decomposition_keys, store_params
 
-TRANSCRIPT_LABEL = "hezk.proofs.graph.zk.v2"  # v2: requantizations range-checked by the range lookup (issue 34)
+TRANSCRIPT_LABEL = "hezk.proofs.graph.zk.v3"  # v2: requantizations range-checked by the range lookup (issue 34);
+# v3: its real entries only
 COMMITMENT_MAGIC, PROOF_MAGIC, FORMAT_VERSION = b"HZKGZCM1", b"HZKGZPF1", 1
-PROOF_VERSION = 2  #: 2: the range lookup's relations and stores (a graph with lookups)
+PROOF_VERSION = 3  #: 2: the range lookup's relations and stores (a graph with lookups); 3: the range lookup
+#: checks the real entries only, hiding Basefold stores commit their tensors' boxes
 DEFAULT_MAX_PROOFS = 16
 MIN_VARS = 4
 MIN_SOUNDNESS_BITS = 100

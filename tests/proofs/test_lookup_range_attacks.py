@@ -1,4 +1,4 @@
-"""Attacks on the hiding graph proof's range lookup (issue 34, proof version 2): a cheating prover against each of
+"""Attacks on the hiding graph proof's range lookup (issue 34, proof version 3): a cheating prover against each of
 its relations, the structure a verifier binds, the downgrade to the bit planes, and byte-level fuzzing.
 
 The range lookup (:meth:`proofs.layers.graph_zk._Run.range_requantized`) replaces a requantization's R + Q bit
@@ -10,7 +10,7 @@ row; an inverse or a quotient that is not one) with every sumcheck round consist
 (:func:`tests.proofs.cheating.consistent_cheating`), so exactly the check named in its test must catch it; the
 same patches without a lie verify (the control). Also: the zero-denominator bad event forced (the lie then verifies,
 which is why the table's rows are in the figure), the premise N < p of LogUp (a lookup of p or more values is
-counted unsound), the width cap that keeps the verifier's table small, version-1 and bit-plane downgrades, and
+counted unsound), the width cap that keeps the verifier's table small, older versions and bit-plane downgrades, and
 damaged proofs (ProofRejected only).
 
 A two-layer MLP without ReLU (8 -> 8 -> 4, both requantizations range-checked with ``RANGE_LOOKUPS="always"``): its
@@ -482,11 +482,12 @@ def _with_version(proof: bytes, version: int) -> bytes:
     return to_record(GZ.HidingGraphProof.KIND, writer.getvalue())
 
 
-def test_a_version_1_header_is_refused(mlp):
+@pytest.mark.parametrize("old", [1, 2])
+def test_an_older_version_header_is_refused(mlp, old):
     _, net, x, proof = mlp
     assert _verify(net, x, _with_version(proof, GZ.PROOF_VERSION))  # the rewrite alone keeps it valid
     with pytest.raises(ProofRejected, match="version"):
-        _verify(net, x, _with_version(proof, 1))
+        _verify(net, x, _with_version(proof, old))
 
 
 def test_a_bit_plane_proof_is_refused_where_the_range_lookup_is_due_and_back(mlp):
