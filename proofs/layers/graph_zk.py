@@ -297,14 +297,24 @@ def _stored_weight(op) -> np.ndarray:
     return np.transpose(op.weight, [weight.index(l) for l in _weight_order(op)])
 
 
+def _array_box(shape) -> tuple:
+    """(real length, padded bits) per axis of an array zero-padded per axis, lowest variables (last axis) first."""
+    return tuple((int(n), _bits(n)) for n in reversed(shape))
+
+
 def model_layout(q: QuantizedGraph) -> StoreLayout:
+    """The model store: each committed weight (its axes as :func:`_weight_order` holds them) and bias, zero-padded
+    per axis (their boxes: a hiding Basefold store commits the real pieces only)."""
     slots = []
     for index, op in enumerate(q.ops):
         if op.kind == "contraction":
             if op.committed_weight:
-                slots.append(Slot(f"W{index}", max(MIN_VARS, sum(_bits(n) for n in op.weight_shape))))
+                letters = einsum_subscripts(op.equation)[1]
+                shape = [op.weight_shape[letters.index(l)] for l in _weight_order(op)]
+                slots.append(Slot(f"W{index}", max(MIN_VARS, sum(_bits(n) for n in shape)), box=_array_box(shape)))
             if op.has_bias:
-                slots.append(Slot(f"b{index}", max(MIN_VARS, sum(_bits(n) for n in op.bias_shape))))
+                slots.append(Slot(f"b{index}", max(MIN_VARS, sum(_bits(n) for n in op.bias_shape)),
+                                  box=_array_box(op.bias_shape)))
     return StoreLayout(tuple(slots), True)
 
 
@@ -1163,7 +1173,7 @@ def graph_basefold_params(qgraph: QuantizedGraph, batch: int = 1):
             grinding_bits=grinding_bits, fold_grinding_bits=fold_bits), layout="tail")
         try:
             weights = BZ.HidingBasefoldCommitment(B.BasefoldCommitment(
-                bytes(32), BZ.inner_vars(layouts["w"].num_vars, params), params.base), layouts["w"].num_vars, 1, "tail")
+                bytes(32), BZ.inner_vars(plans["w"].num_vars, params), params.base), plans["w"].num_vars, 1, "tail")
             error = _basefold_error(_Copies((weights,)), [plans[k] for k in ("p", "q") if k in plans],
                                     relation_shapes, keys, params)
         except ProofError:  # a store too large for the code's domain at this rate
