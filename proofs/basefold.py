@@ -821,10 +821,16 @@ class Functional:
             while skip < lo.shape[0] and not lo[skip, 1:].any() and lo[skip, 0] <= 1:
                 skip += 1
             residue = sum(int(lo[b, 0]) << b for b in range(skip))
+            boolean_hi = not hi[:, 1:].any() and not (hi[:, 0] > 1).any()
+            if dense is None and boolean_hi and not skip and lo.shape[0]:  # one block += a scale eq(lo, .): built
+                size = 1 << lo.shape[0]  # and added in one fused pass (no table of its own)
+                start = sum(int(hi[b, 0]) << b for b in range(hi.shape[0])) * size
+                _add_eq_scaled(out[start:start + size], lo, F.ext_mul(a, scale))
+                continue
             low = _eq_scaled(lo[skip:], F.ext_mul(a, scale))  # one pass (compiled for large tables)
             middle = dense if dense is not None else F.ext_one((1,))  # W = eq(hi) x dense x low, never built
             size = middle.shape[0] * low.shape[0]
-            if hi.shape[0] and (hi[:, 1:].any() or (hi[:, 0] > 1).any()):
+            if hi.shape[0] and not boolean_hi:
                 outer, start = eq_table(hi), residue  # the block eq(hi, .) x dense x low over the whole table
             else:
                 outer = F.ext_one((1,))

@@ -34,6 +34,10 @@ def _functional(n, seed, boolean_hi=False):
         hi = F.ext_from_base(rng.integers(0, 2, n - lo - width).astype(np.uint64))
     terms.append((F.ext_random((), seed=seed + 3), F.ext_random((lo,), seed=seed + 4),
                   F.ext_random((1 << width,), seed=seed + 5), hi))
+    if boolean_hi:  # a point on one block (the fused build-and-add of add_table)
+        block = int(rng.integers(1, n + 1))
+        terms.append((F.ext_random((), seed=seed + 6), F.ext_random((block,), seed=seed + 7), None,
+                      F.ext_from_base(rng.integers(0, 2, n - block).astype(np.uint64))))
     return B.Functional(n, tuple(terms))
 
 
