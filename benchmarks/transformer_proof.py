@@ -29,9 +29,21 @@ Through the command lines (the GPT-2-small block exported by this script's ``exp
 commit 51.9 s / 17.0 GB and prove 13.3 s / 4.1 GB with a 2.26 GB prover state before the copies were committed
 one code at a time and the state kept each copy's randomness only; after, commit 38.6 s / 7.3 GB, state 111 MB,
 prove 9.1 s / 2.2 GB (proof 3.88 MB, verify 2.4 s). One hiding Basefold prove in process (freed memory kept, one
-thread) spends 6.5 s committing the proof and lookup stores, 3.7 s in the relations' sumchecks and 8.8 s in the
-batch opening (19.6 s): the lookup store's 2^22.23 entries commit 2^23 and the weights' 2^22.76 commit 2^24
-(each matrix padded to powers of two on both axes), so a layout of aligned sub-blocks is what the 10 s goal needs.
+thread) spent 6.5 s committing the proof and lookup stores, 3.7 s in the relations' sumchecks and 8.8 s in the
+batch opening (19.6 s): the lookup store's 2^22.23 entries committed 2^23 and the weights' 2^22.76 2^24 (each
+matrix padded to powers of two on both axes). Since 2026-12-07 a hiding Basefold store commits the power-of-two
+pieces of its tensors' real boxes (``proofs.layers.basefold_channel.StorePlan``; the relations' masks in the
+store's own padding; the range lookup over the real entries only): the stores are 2^23 (weights), 2^22, 2^22,
+the parameters rate 1/4 with 130 queries, and the GPT-2-small block's hidden Basefold prove takes 11.9-12.2 s
+against 21.1-22.1 s for the code before (interleaved runs at the same machine state, one thread; 10.9 s at a
+faster moment of this shared machine), 0.88 MB (0.96 before; batch opening 0.57 MB, masked sumchecks 0.11),
+verify 0.38 s, 101.4 bits, peak RSS 3.4 GB; this script's first prove of a run measured 13.5 s (load 0.9).
+Through the command lines (``hezk commit --scheme basefold --max-proofs 2``, ``hezk prove``, ``hezk verify``;
+one thread, wall, peak RSS): 22.7 s / 3.0 GB, 18.5 s / 3.0 GB (reading and quantizing the model included),
+1.7 s / 0.2 GB. The 10 s goal is near, not met on this machine: what is left is the opening's masked reduction
+and batch (about 4 s: every table of 2^25 committed entries passed twice), the relations' sumchecks (about
+3.5 s) and the two stores' encodings at rate 1/4 (about 1.2 s); rate 1/2 with rows of 2^20 proved in 9.9-10.5 s
+but 1.14 MB.
 """
 import argparse
 import contextlib

@@ -1156,10 +1156,12 @@ def graph_basefold_params(qgraph: QuantizedGraph, batch: int = 1):
     grinding), best of 2 in one run at load 6-7: the 16 x 32 layer 0.56 -> 0.41 MB (2.40 -> 2.77 s; hiding Ligero
     0.92 MB), BERT-tiny's layer 0.95 -> 0.50 MB (4.22 -> 4.63 s; Ligero 1.46 MB), both >= 102.8 bits (rows of 2^22
     instead of 2^20: the same bytes, 1.6-1.9x the time); ``benchmarks/transformer_proof.py --gpt2 --scheme basefold``
-    at load 4: the GPT-2-small block (stores of 2^24, 2^23, 2^23 entries: rate 1/4 has no room
+    at load 4: the GPT-2-small block (stores of 2^24, 2^23, 2^23 entries: rate 1/4 had no room
     for their slot tables, so rate 1/2, rows of 2^22, arity 5, 213 queries) 7.83 -> 0.97 MB (batch opening 0.66 MB),
     20.3 -> 22.2 s prove CPU (load 8-11 before), verify 0.44 s CPU, 102.0 bits per hash (87.4 statistical), peak
-    RSS 3.3 -> 4.9 GB: a quarter of hiding Ligero's 3.80 MB (10.1 s, 2.2 GB)."""
+    RSS 3.3 -> 4.9 GB: a quarter of hiding Ligero's 3.80 MB (10.1 s, 2.2 GB). With the stores' boxes committed
+    (2^23, 2^22, 2^22: :class:`~proofs.layers.basefold_channel.StorePlan`) the first candidate fits: rate 1/4,
+    130 queries, 0.88 MB, 11.9-12.2 s against 21.1-22.1 s before (interleaved, one thread), 101.4 bits."""
     small = basefold_params()
     shapes = Shapes(qgraph, batch)
     layouts = _layouts(shapes, qgraph)

@@ -380,7 +380,8 @@ def test_numba_kernels_match_their_numpy_twins(seed):
 
 @pytest.mark.parametrize("num_vars, params", [(15, B.BasefoldParams()),
                                               (13, B.BasefoldParams(rate_inv=8, final_vars=0)),
-                                              (16, B.BasefoldParams(rate_inv=2, max_log_codeword=12))])
+                                              (16, B.BasefoldParams(rate_inv=2, max_log_codeword=12)),
+                                              (17, B.BasefoldParams(rate_inv=2, max_log_codeword=18))])  # rows of 2^18
 def test_interleaved_encoding_kernel_matches_rs_encode(num_vars, params):
     """The Montgomery-twiddle NTT that skips the zero padding's copy stages against commit.rs_encode."""
     table = F.random_elements(1 << num_vars, seed=num_vars)
