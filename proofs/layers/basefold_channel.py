@@ -192,13 +192,20 @@ class StorePlan:
                 part = full if piece is None else piece_table(full, s, piece)
                 kept += np.count_nonzero(part)
                 put(("slot", s.name, i), part)
-            if kept != np.count_nonzero(full):
-                raise ProofError(f"store slot {s.name}: nonzero entries outside its box {s.box}")
+            check_box(s, full, kept)
             if self.layout.hiding:
                 put(("mask", s.name), np.asarray(masks[s.name], dtype=np.uint64).reshape(-1))
         for j, block in enumerate(relation_blocks):
             put(("relation", j), block)
         return table
+
+
+def check_box(slot, table: np.ndarray, kept: int) -> None:
+    """ProofError unless the ``kept`` nonzero entries of the slot's pieces are all of its table's (an honest
+    table is zero outside its box: the prover's own check; a table that is not would be committed without those
+    entries, and its stated values would then miss the commitment's)."""
+    if kept != np.count_nonzero(table):
+        raise ProofError(f"store slot {slot.name}: nonzero entries outside its box {slot.box}")
 
 
 def unused_end(plan: StorePlan) -> int:

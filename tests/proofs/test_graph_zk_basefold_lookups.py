@@ -132,9 +132,10 @@ def test_a_cheating_lookup_over_basefold_is_rejected(tanh, monkeypatch):
 
 @pytest.mark.slow
 def test_a_lookup_store_with_nonzero_padding_is_rejected(tanh, monkeypatch):
-    """One sample (the batch axis padded to 2): a prover whose committed inverse H is nonzero at a padding entry
-    (batch row 1, which no real sample fills) is rejected: the lookup relation weighs H by the real box's
-    indicator, so the padding must hold zeros (H D = 0 there)."""
+    """One sample (the batch axis padded to 2): a prover whose inverse H is nonzero at a padding entry (batch row
+    1, which no real sample fills) is rejected: the lookup relation weighs H by the real box's indicator, so the
+    padding must hold zeros (H D = 0 there), and the store commits H's real box only (the cheater skips its own
+    check of the padding: its sumcheck's stated values then miss the commitment)."""
     _, _, sample, (prover, _, _), _ = tanh
     honest = GZ._Run.inverse_tables
     q = prover.quantized
@@ -154,6 +155,8 @@ def test_a_lookup_store_with_nonzero_padding_is_rejected(tanh, monkeypatch):
         return tables
 
     monkeypatch.setattr(GZ._Run, "inverse_tables", padded_inverse)
+    from proofs.layers import basefold_channel
+    monkeypatch.setattr(basefold_channel, "check_box", lambda *args: None)
     proof = prover.prove(sample[:1])
     with pytest.raises(ProofRejected, match="lookup"):
         hezk.verify(prover.commitment, sample[:1], proof)

@@ -218,6 +218,19 @@ def test_store_plan_blocks_and_pieces_against_the_whole_tables(slots, masks, hid
         assert np.array_equal(value, view_value(store, view))
 
 
+def test_a_table_nonzero_outside_its_box_is_refused_by_its_prover():
+    """A slot's box promises zeros outside it: committing a table that is not refuses (ProofError naming the slot)
+    rather than leaving the entries out silently."""
+    layout = StoreLayout((Slot("t", 5, 0, ((3, 2), (5, 3))), Slot("u", 4)), True)
+    table = np.zeros(32, dtype=np.uint64)
+    table[0] = 7
+    params = BZ.HidingBasefoldParams(B.BasefoldParams(rate_inv=4, num_queries=8, arity=2, final_vars=2))
+    commit_hosted(StorePlan(layout), {"t": table, "u": np.ones(16, dtype=np.uint64)}, params, seed=1)
+    table[3] = 1  # column 3 of 4: outside the 3 real columns
+    with pytest.raises(ProofError, match="t: nonzero entries outside its box"):
+        commit_hosted(StorePlan(layout), {"t": table, "u": np.ones(16, dtype=np.uint64)}, params, seed=1)
+
+
 def test_params_choice_and_refusals():
     assert network_zk.check_params(PARAMS) == PARAMS
     assert network_zk.is_basefold(PARAMS) and not network_zk.is_basefold(network_zk.default_params())
