@@ -44,6 +44,7 @@ Fiat-Shamir). Without hiding (``params.hiding=False``) the same code runs with n
 from __future__ import annotations
 
 import functools
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -90,10 +91,79 @@ class Slot:
         return self.elem_vars * (1 << self.plane_vars) * F.EXT_DEGREE
 
 
+def axis_pieces(real: int, bits: int) -> tuple:
+    """(start, free bits) of the ranges that cover [0, real) of an axis of 2^bits entries: the smallest
+    power-of-two range from 0, or its lower half and the smallest power-of-two range after it when that saves
+    entries (at most two; 768 = 512 + 256, 2304 = 2048 + 256 exactly, 12 -> 8 + 4)."""
+    k = (real - 1).bit_length()  # the entries lie in [0, 2^k)
+    if real == 1 << k:
+        return ((0, k),)
+    rest = (real - (1 << (k - 1)) - 1).bit_length()
+    return ((0, k),) if rest == k - 1 else ((0, k - 1), (1 << (k - 1), rest))
+
+
+def slot_pieces(slot: Slot) -> tuple:
+    """(None,) for a slot stored whole; else its box's pieces, the product of its axes' ranges
+    (:func:`axis_pieces`), each piece a tuple per axis (lowest first) of (start, free bits, axis bits): the
+    entries whose axis index lies in [start, start + 2^free) on every axis (element variables past the box's
+    axes are one axis of real length 1)."""
+    if not slot.box:
+        return (None,)
+    axes = list(slot.box)
+    extra = slot.elem_vars - sum(bits for _, bits in axes)
+    if extra:
+        axes.append((1, extra))
+    ranges = [axis_pieces(real, bits) for real, bits in axes]
+    if all(r == ((0, bits),) for r, (_, bits) in zip(ranges, axes)):
+        return (None,)
+    return tuple(tuple((start, free, bits) for (start, free), (_, bits) in zip(combo, axes))
+                 for combo in itertools.product(*ranges))
+
+
+def piece_size(slot: Slot, piece) -> int:
+    """Entries of a piece of the slot (its planes included; the whole slot for None)."""
+    return slot.size if piece is None else 1 << (sum(free for _, free, _ in piece) + slot.plane_vars)
+
+
+def piece_point(e: np.ndarray, piece) -> tuple:
+    """(the piece's element point, eq of the point's fixed coordinates with the piece's start): T~(e) = sum over
+    the pieces of factor x piece~(point) for a table zero outside its pieces (eq factorizes over the variables;
+    a piece's start fixes the axis's top bits). The whole point and one for None."""
+    if piece is None:
+        return e, F.ext_one()
+    parts, factor, position = [], F.ext_one(), 0
+    for start, free, bits in piece:
+        parts.append(e[position:position + free])
+        for b in range(free, bits):
+            x = e[position + b]
+            factor = F.ext_mul(factor, x if (start >> b) & 1 else F.ext_sub(F.ext_one(), x))
+        position += bits
+    return np.concatenate(parts) if parts else F.ext_zero((0,)), factor
+
+
+def piece_table(table: np.ndarray, slot: Slot, piece) -> np.ndarray:
+    """The piece's entries of a slot's (planes-major) table, in the piece's own order (planes high)."""
+    if piece is None:
+        return table
+    shape = [1 << slot.plane_vars] + [1 << bits for _, _, bits in reversed(piece)]
+    index = (slice(None),) + tuple(slice(start, start + (1 << free)) for start, free, _ in reversed(piece))
+    return np.ascontiguousarray(table.reshape(shape)[index]).reshape(-1)
+
+
+def check_box(slot: Slot, table: np.ndarray, kept: int) -> None:
+    """ProofError unless the ``kept`` nonzero entries of the slot's pieces are all of its table's (an honest
+    table is zero outside its box: the prover's own check; a table that is not would be committed without those
+    entries, and its stated values would then miss the commitment's)."""
+    if kept != np.count_nonzero(table):
+        raise ProofError(f"store slot {slot.name}: nonzero entries outside its box {slot.box}")
+
+
 @dataclass(frozen=True)
 class StoreLayout:
     """Tensors packed into one committed table (:class:`~proofs.layers.packing.Packing`), followed by the
-    block of their masks when ``hiding``. Public: prover and verifier build the same layout."""
+    block of their masks when ``hiding``: each slot whole, or the power-of-two pieces of its box
+    (:func:`slot_pieces`: the zero padding of a tensor padded per axis is not committed). Public: prover and
+    verifier build the same layout."""
 
     slots: tuple
     hiding: bool
@@ -115,14 +185,23 @@ class StoreLayout:
         return sum(s.mask_count for s in self.slots) if self.hiding else 0
 
     @functools.cached_property
-    def packing(self) -> Packing:
-        """The slots, then (hiding) each slot's mask block padded to a power of two: blocks are aligned to their
-        size, so a block no wider than a matrix row lies in one row (one extra piece per opened value); computed
-        once (the layout is immutable)."""
-        lengths = [s.size for s in self.slots]
+    def blocks(self) -> tuple:
+        """((key, length), ...): each slot's pieces ("slot", name, i) (i = 0 the whole slot when uncut), then
+        (hiding) each slot's mask block ("mask", name) padded to a power of two."""
+        out = [(("slot", s.name, i), piece_size(s, piece)) for s in self.slots for i, piece in enumerate(slot_pieces(s))]
         if self.hiding:
-            lengths += [1 << (s.mask_count - 1).bit_length() for s in self.slots]
-        return Packing(tuple(lengths))
+            out += [(("mask", s.name), 1 << (s.mask_count - 1).bit_length()) for s in self.slots]
+        return tuple(out)
+
+    @functools.cached_property
+    def packing(self) -> Packing:
+        """The blocks (:attr:`blocks`), aligned to their size, so a block no wider than a matrix row lies in one
+        row (one extra piece per opened value); computed once (the layout is immutable)."""
+        return Packing(tuple(length for _, length in self.blocks))
+
+    @functools.cached_property
+    def _offsets(self) -> dict:
+        return {key: offset for (key, _), offset in zip(self.blocks, self.packing.offsets)}
 
     @property
     def num_vars(self) -> int:
@@ -134,12 +213,41 @@ class StoreLayout:
                 return s
         raise ProofError(f"store layout: no slot {name!r}")
 
+    def pieces(self, name: str) -> tuple:
+        return slot_pieces(self.slot(name))
+
+    def block_offset(self, key) -> int:
+        return self._offsets[key]
+
     def offset(self, name: str) -> int:
-        return self.packing.offsets[[s.name for s in self.slots].index(name)]
+        """Where the slot (its first piece when cut) starts in the committed table."""
+        return self.block_offset(("slot", name, 0))
 
     def mask_offset(self, name: str) -> int:
         """Where the slot's masks start in the committed table (hiding layouts only)."""
-        return self.packing.offsets[len(self.slots) + [s.name for s in self.slots].index(name)]
+        return self.block_offset(("mask", name))
+
+
+def pack_store(layout: StoreLayout, tables: dict, masks: dict, out: np.ndarray | None = None) -> np.ndarray:
+    """The committed table of ``layout`` (into ``out`` when given, of 2^num_vars zeros): each slot's table
+    (name -> planes-major table; its pieces when cut) and (hiding) its mask coefficients at their offsets.
+    ProofError when a cut table is not zero outside its box (:func:`check_box`)."""
+    table = np.zeros(1 << layout.num_vars, dtype=np.uint64) if out is None else out
+    for s in layout.slots:
+        full, pieces, kept = tables[s.name], slot_pieces(s), 0
+        for i, piece in enumerate(pieces):
+            part = piece_table(full, s, piece)
+            if piece is not None:
+                kept += int(np.count_nonzero(part))
+            offset = layout.block_offset(("slot", s.name, i))
+            table[offset:offset + part.size] = part
+        if pieces != (None,):
+            check_box(s, full, kept)
+        if layout.hiding:
+            block = np.asarray(masks[s.name], dtype=np.uint64).reshape(-1)
+            offset = layout.mask_offset(s.name)
+            table[offset:offset + block.size] = block
+    return table
 
 
 @dataclass(frozen=True, eq=False)
@@ -195,11 +303,7 @@ def packed_store(layout: StoreLayout, tables: dict, rng=None):
     """(packed table, name -> zero-padded table, name -> masks (n_e, 2^n_j, 4)) with fresh masks (``rng``:
     tests only): what :func:`commit_store` commits."""
     full, masks = store_tables(layout, tables, rng)
-    lengths = layout.packing.lengths
-    packed_tables = [full[s.name] for s in layout.slots] + [
-        np.concatenate([masks[s.name].reshape(-1), np.zeros(n - s.mask_count, dtype=np.uint64)])
-        for s, n in zip(layout.slots if layout.hiding else (), lengths[len(layout.slots):])]
-    return layout.packing.pack(packed_tables), full, masks
+    return pack_store(layout, full, masks), full, masks
 
 
 # ----------------------------------------------------------------------------------------------- views
@@ -261,15 +365,18 @@ def view_pieces(layout: StoreLayout, commitment: HidingCommitment, view: View) -
         raise ProofError(f"view of {slot.name}: element point of {e.shape[0]} variables, expected {slot.elem_vars}")
     w = _plane_weights(slot, view)
     rows, b = 1 << commitment.log_rows, commitment.log_cols
-    cols, offset = 1 << b, layout.offset(view.name)
-    if slot.elem_vars >= b:  # columns hold low element variables only: one product piece
-        row_weights = F.ext_zero((rows,))
-        block = F.ext_mul(w[:, None, :], eq_table(e[b:])[None, :, :]).reshape(-1, F.EXT_DEGREE)
-        row_weights[offset >> b:(offset >> b) + block.shape[0]] = block
-        pieces = [(row_weights, EqWeights(e[:b]))]  # its MLE at a point: eq(e_low, point), O(b)
-    else:
-        dense = F.ext_mul(w[:, None, :], eq_table(e)[None, :, :]).reshape(-1, F.EXT_DEGREE)
-        pieces = _dense_pieces(offset, dense, rows, cols)
+    cols, pieces = 1 << b, []
+    for i, piece in enumerate(slot_pieces(slot)):  # the slot's value: the sum of its pieces' values
+        point, factor = piece_point(e, piece)
+        scaled, offset = F.ext_mul(w, factor[None, :]), layout.block_offset(("slot", view.name, i))
+        if point.shape[0] >= b:  # columns hold low element variables only: one product piece
+            row_weights = F.ext_zero((rows,))
+            block = F.ext_mul(scaled[:, None, :], eq_table(point[b:])[None, :, :]).reshape(-1, F.EXT_DEGREE)
+            row_weights[offset >> b:(offset >> b) + block.shape[0]] = block
+            pieces.append((row_weights, EqWeights(point[:b])))  # its MLE at a point: eq(e_low, point), O(b)
+        else:
+            dense = F.ext_mul(scaled[:, None, :], eq_table(point)[None, :, :]).reshape(-1, F.EXT_DEGREE)
+            pieces += _dense_pieces(offset, dense, rows, cols)
     if layout.hiding:
         mask_weights = F.ext_mul(view.mask_weights(slot)[:, None, :], w[None, :, :]).reshape(-1, F.EXT_DEGREE)
         pieces += _dense_pieces(layout.mask_offset(view.name), _unit_weights(mask_weights), rows, cols)

@@ -21,7 +21,6 @@ copy twice: its agreement and its proof).
 from __future__ import annotations
 
 import functools
-import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,7 +30,7 @@ from .. import basefold_zk as BZ
 from .. import field as F
 from ..errors import ProofError, ProofRejected
 from ..relations import Relation, RelationProver, StoreLayout, StoreWitness, View, expected_summand, mask_rank, \
-    store_tables
+    pack_store, piece_point, store_tables
 from ..basefold_zk import MaskedSumcheckProof, prove_masked, verify_masked
 from ..zk import powers_table, mask_entries, mask_table, random_mask
 from .common import boolean_point
@@ -44,100 +43,30 @@ def mask_length(num_vars: int, degree: int) -> int:
     return 1 << (mask_entries(num_vars, degree) - 1).bit_length()
 
 
-def axis_pieces(real: int, bits: int) -> tuple:
-    """(start, free bits) of the ranges that cover [0, real) of an axis of 2^bits entries: the smallest
-    power-of-two range from 0, or its lower half and the smallest power-of-two range after it when that saves
-    entries (at most two; 768 = 512 + 256, 2304 = 2048 + 256 exactly, 12 -> 8 + 4)."""
-    k = (real - 1).bit_length()  # the entries lie in [0, 2^k)
-    if real == 1 << k:
-        return ((0, k),)
-    rest = (real - (1 << (k - 1)) - 1).bit_length()
-    return ((0, k),) if rest == k - 1 else ((0, k - 1), (1 << (k - 1), rest))
-
-
-def slot_pieces(slot) -> tuple:
-    """(None,) for a slot stored whole; else its box's pieces, the product of its axes' ranges
-    (:func:`axis_pieces`), each piece a tuple per axis (lowest first) of (start, free bits, axis bits): the
-    entries whose axis index lies in [start, start + 2^free) on every axis (element variables past the box's
-    axes are one axis of real length 1)."""
-    if not slot.box:
-        return (None,)
-    axes = list(slot.box)
-    extra = slot.elem_vars - sum(bits for _, bits in axes)
-    if extra:
-        axes.append((1, extra))
-    ranges = [axis_pieces(real, bits) for real, bits in axes]
-    if all(r == ((0, bits),) for r, (_, bits) in zip(ranges, axes)):
-        return (None,)
-    return tuple(tuple((start, free, bits) for (start, free), (_, bits) in zip(combo, axes))
-                 for combo in itertools.product(*ranges))
-
-
-def piece_point(e: np.ndarray, piece) -> tuple:
-    """(the piece's element point, eq of the point's fixed coordinates with the piece's start): T~(e) = sum over
-    the pieces of factor x piece~(point) for a table zero outside its pieces (eq factorizes over the variables;
-    a piece's start fixes the axis's top bits)."""
-    parts, factor, position = [], F.ext_one(), 0
-    for start, free, bits in piece:
-        parts.append(e[position:position + free])
-        for b in range(free, bits):
-            x = e[position + b]
-            factor = F.ext_mul(factor, x if (start >> b) & 1 else F.ext_sub(F.ext_one(), x))
-        position += bits
-    return np.concatenate(parts) if parts else F.ext_zero((0,)), factor
-
-
-def piece_table(table: np.ndarray, slot, piece) -> np.ndarray:
-    """The piece's entries of a slot's (planes-major) table, in the piece's own order (planes high)."""
-    shape = [1 << slot.plane_vars] + [1 << bits for _, _, bits in reversed(piece)]
-    index = (slice(None),) + tuple(slice(start, start + (1 << free)) for start, free, _ in reversed(piece))
-    return np.ascontiguousarray(table.reshape(shape)[index]).reshape(-1)
-
-
 @dataclass(frozen=True)
 class StorePlan:
-    """A committed table: the packed tensors of ``layout`` (or None) then the coefficient tables of the masks of
-    the relations with ``mask_shapes`` ((variables, degree) each); every block at a multiple of its own
-    power-of-two length (selected by Boolean high coordinates, as in :class:`Packing`).
-
-    When no slot has a box to cut, the layout's own table sits at 0 and the masks' blocks follow, largest
-    first: inside the layout's power-of-two padding when they fit after its used entries (the table stays the
-    layout's size instead of doubling for a few masks), else placed by one :class:`Packing` with the layout's
-    whole table. When some slot's box has pieces (:func:`slot_pieces`: a tensor padded per axis, 32 x 768 in
-    32 x 1024), every piece, each slot's mask block and the relations' masks are placed by one
-    :class:`Packing`: the zero padding outside the boxes is not committed (a table zero there by construction;
-    a view is the sum of its pieces' values, :func:`view_functional`)."""
+    """A committed table: the packed tensors of ``layout`` (or None; its own packing, slots cut into their boxes'
+    pieces, :class:`~proofs.relations.StoreLayout`) then the coefficient tables of the masks of the relations
+    with ``mask_shapes`` ((variables, degree) each). The layout's table sits at 0 and the masks' blocks follow,
+    largest first, each at a multiple of its own power-of-two length (selected by Boolean high coordinates, as
+    in :class:`Packing`): inside the layout's power-of-two padding when they fit after its used entries (the
+    table stays the layout's size instead of doubling for a few masks), else placed by one :class:`Packing`
+    with the layout's whole table."""
 
     layout: StoreLayout | None
     mask_shapes: tuple = ()
 
     def pieces(self, name: str) -> tuple:
-        return slot_pieces(self.layout.slot(name))
+        return self.layout.pieces(name)
 
     @functools.cached_property
     def _placement(self) -> tuple:
-        """(num_vars, {block key: (offset, used length)}): keys ("slot", name, piece), ("mask", name) and
-        ("relation", j)."""
+        """(num_vars, the layout's start, {block key: (offset, length)}): keys the layout's ("slot", name, i)
+        and ("mask", name), and ("relation", j)."""
         masks = [mask_length(n, d) for n, d in self.mask_shapes]
         relation_keys = [("relation", j) for j in range(len(masks))]
         layout = self.layout
-        if layout is not None and any(self.pieces(s.name) != (None,) for s in layout.slots):
-            keys, lengths = [], []
-            for s in layout.slots:
-                for i, piece in enumerate(self.pieces(s.name)):
-                    keys.append(("slot", s.name, i))
-                    lengths.append(s.size if piece is None else 1 << (sum(f for _, f, _ in piece) + s.plane_vars))
-            if layout.hiding:
-                keys += [("mask", s.name) for s in layout.slots]
-                lengths += [1 << (s.mask_count - 1).bit_length() for s in layout.slots]
-            packing = Packing(tuple(lengths + masks))
-            return packing.num_vars, dict(zip(keys + relation_keys, zip(packing.offsets, lengths + masks)))
-        inner = {}
-        if layout is not None:
-            inner = {("slot", s.name, 0): (layout.offset(s.name), s.size) for s in layout.slots}
-            if layout.hiding:
-                inner.update({("mask", s.name): (layout.mask_offset(s.name), 1 << (s.mask_count - 1).bit_length())
-                              for s in layout.slots})
+        inner = {} if layout is None else {key: (layout.block_offset(key), length) for key, length in layout.blocks}
         if layout is not None and masks:
             used, biggest = sum(layout.packing.lengths), max(masks)
             position = -(-used // biggest) * biggest
@@ -145,12 +74,12 @@ class StorePlan:
                 blocks = dict(inner)
                 for j in sorted(range(len(masks)), key=lambda j: (-masks[j], j)):
                     blocks[relation_keys[j]], position = (position, masks[j]), position + masks[j]
-                return layout.num_vars, blocks
+                return layout.num_vars, 0, blocks
         packing = Packing(tuple(([1 << layout.num_vars] if layout is not None else []) + masks))
         start = packing.offsets[0] if layout is not None else 0
         blocks = {key: (start + offset, length) for key, (offset, length) in inner.items()}
         blocks.update(zip(relation_keys, zip(packing.offsets[layout is not None:], masks)))
-        return packing.num_vars, blocks
+        return packing.num_vars, start, blocks
 
     @property
     def num_vars(self) -> int:
@@ -158,17 +87,17 @@ class StorePlan:
 
     @property
     def blocks(self) -> dict:
-        """{("slot", name, piece) | ("mask", name) | ("relation", j): (offset, used length)}."""
-        return dict(self._placement[1])
+        """{("slot", name, piece) | ("mask", name) | ("relation", j): (offset, length)}."""
+        return dict(self._placement[2])
 
     @property
     def used_end(self) -> int:
         """One past the last entry any block uses (entries from there on are weighed by no claim)."""
-        return max((o + n for o, n in self._placement[1].values()), default=0)
+        return max((o + n for o, n in self._placement[2].values()), default=0)
 
     def selector(self, key) -> np.ndarray:
         """The Boolean high coordinates selecting block ``key`` in the packed table."""
-        offset, length = self._placement[1][key]
+        offset, length = self._placement[2][key]
         size = (length - 1).bit_length()
         return boolean_point(offset >> size, self.num_vars - size)
 
@@ -176,36 +105,16 @@ class StorePlan:
         return self.selector(("relation", j))
 
     def pack(self, tables: dict, masks: dict | None, relation_blocks=()) -> np.ndarray:
-        """The committed base-field table: each slot's table (name -> planes-major table; its pieces when cut),
-        each slot's mask coefficients (hiding layouts) and the relations' mask blocks at their offsets, zeros
-        elsewhere. ProofError when a cut table is not zero outside its pieces (what its box promises)."""
-        blocks = self._placement[1]
-        table = np.zeros(1 << self.num_vars, dtype=np.uint64)
-
-        def put(key, values):
-            offset = blocks[key][0]
-            table[offset:offset + values.size] = values
-
-        for s in self.layout.slots if self.layout is not None else ():
-            full, kept = tables[s.name], 0
-            for i, piece in enumerate(self.pieces(s.name)):
-                part = full if piece is None else piece_table(full, s, piece)
-                kept += np.count_nonzero(part)
-                put(("slot", s.name, i), part)
-            check_box(s, full, kept)
-            if self.layout.hiding:
-                put(("mask", s.name), np.asarray(masks[s.name], dtype=np.uint64).reshape(-1))
+        """The committed base-field table: the layout's packed table (:func:`~proofs.relations.pack_store`) at its
+        start and the relations' mask blocks at their offsets, zeros elsewhere."""
+        num_vars, start, blocks = self._placement
+        table = np.zeros(1 << num_vars, dtype=np.uint64)
+        if self.layout is not None:
+            pack_store(self.layout, tables, masks, out=table[start:start + (1 << self.layout.num_vars)])
         for j, block in enumerate(relation_blocks):
-            put(("relation", j), block)
+            offset = blocks[("relation", j)][0]
+            table[offset:offset + block.size] = block
         return table
-
-
-def check_box(slot, table: np.ndarray, kept: int) -> None:
-    """ProofError unless the ``kept`` nonzero entries of the slot's pieces are all of its table's (an honest
-    table is zero outside its box: the prover's own check; a table that is not would be committed without those
-    entries, and its stated values would then miss the commitment's)."""
-    if kept != np.count_nonzero(table):
-        raise ProofError(f"store slot {slot.name}: nonzero entries outside its box {slot.box}")
 
 
 def unused_end(plan: StorePlan) -> int:
@@ -247,7 +156,7 @@ def view_functional(plan: StorePlan, view: View) -> B.Functional:
     scale = F.ext_one() if w is None or slot.plane_vars else w[0]
     terms = []
     for i, piece in enumerate(plan.pieces(view.name)):
-        lo, factor = (e, F.ext_one()) if piece is None else piece_point(e, piece)
+        lo, factor = piece_point(e, piece)
         terms.append((F.ext_mul(scale, factor), lo, dense, plan.selector(("slot", view.name, i))))
     if layout.hiding:
         planes = F.ext_one((1,)) if w is None else w

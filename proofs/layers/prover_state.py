@@ -60,11 +60,10 @@ from ..basefold_zk import HidingBasefoldWitness, slots_of
 from ..pcs.merkle import merkle_levels
 from ..errors import ModelError, ProofRejected
 from ..pcs.scheme import HIDING_BASEFOLD, scheme_of
-from ..relations import StoreWitness, View
+from ..relations import StoreWitness, View, pack_store
 from ..pcs.merkle import column_leaves
 from ..pcs.reed_solomon import rs_encode_rows
 from ..zk import SALT_SIZE, HidingWitness
-from .basefold_channel import StorePlan
 from .reusable import ReusableWitness
 
 #: 2: bound to a journal of reserved copies (version 1, read too: a counter beside it)
@@ -362,7 +361,7 @@ def to_bytes(commitment, witness: ReusableWitness, layout, state_id: str | None 
         hidden = store.commitment_witness
         if scheme_of(hidden, error=None) is HIDING_BASEFOLD:  # hiding Basefold: the slot table's random parts
             first, others = _split_slots(hidden.commitment, hidden.inner.table)
-            model = _padded_to(StorePlan(layout).pack(store.tables, store.masks), first.size)
+            model = _padded_to(pack_store(layout, store.tables, store.masks), first.size)
             same = first.size if np.array_equal(first, model) else int(np.flatnonzero(first != model)[0])
             arrays[f"c{k}.first_tail"] = first[same:]  # S_0 past its model-held prefix: a tail layout's random tail
             arrays[f"c{k}.other_slots"] = others
@@ -412,7 +411,7 @@ def load(path, tables: dict, layout, parse=None):
                              f"differs): prove with the model file it was committed from")
     else:  # versions 1 and 2: each copy's stored table holds this model
         for k, copy in enumerate(reusable.copies):
-            if not _holds(copy, layout, data, k, _packed(copy, layout, full, data, k)):
+            if not _holds(copy, layout, data, k, _packed(layout, full, data, k)):
                 raise ModelError(f"prover state {path!r} does not belong to this model (copy {k})")
     stores = CopiesOnDemand(len(reusable.copies), lambda k: _store(reusable.copies[k], layout, full, data, k, path),
                             full, lambda k: {name: a for name, a in data.items() if name.startswith(f"c{k}.")})
@@ -533,7 +532,7 @@ def _store(copy, layout, full: dict, data: dict, k: int, path) -> StoreWitness:
     """Copy k's store witness: its code re-encoded and re-hashed, checked against the copy's root (ModelError:
     the state does not belong to this commitment)."""
     if HIDING_BASEFOLD.is_commitment(copy):
-        packed = _packed(copy, layout, full, data, k)
+        packed = _packed(layout, full, data, k)
         if not _holds(copy, layout, data, k, packed):  # its slot table's first column: this model's and masks
             raise ModelError(f"prover state {path!r} does not belong to this model (copy {k})")
         inner_commitment, inner = basefold.commit(_slot_table(copy, data, k, packed), copy.inner.params)
@@ -560,7 +559,7 @@ def _stored_copy(copy, layout, full: dict, data: dict, k: int, path) -> StoreWit
     if rows is None:
         data_rows, cols = 1 << copy.log_rows, 1 << copy.log_cols
         tails, mask_rows = data.get(f"c{k}.tails"), data.get(f"c{k}.mask_rows")
-        packed = _packed(copy, layout, full, data, k)
+        packed = _packed(layout, full, data, k)
         if tails is None or mask_rows is None or tails.shape != (data_rows, copy.width - cols) or \
                 mask_rows.shape != (copy.mask_rows, copy.width) or packed.size > data_rows * cols:
             raise ModelError(f"prover state {path!r} does not belong to this model (copy {k})")
@@ -594,18 +593,7 @@ def _active(pair):
     return None if lo < 0 else (lo, hi)
 
 
-def _packed(copy, layout, full: dict, data: dict, k: int) -> np.ndarray:
-    """The committed table of copy k: a hiding Basefold copy's as its store plan packs it (the slots' pieces,
-    :class:`proofs.layers.basefold_channel.StorePlan`), a Ligero copy's as :func:`commit_store` packs it."""
-    masks = _masks(layout, data, k)
-    return StorePlan(layout).pack(full, masks) if HIDING_BASEFOLD.is_commitment(copy) else _pack(layout, full, masks)
-
-
-def _pack(layout, full: dict, masks: dict) -> np.ndarray:
-    """The slots' tables, then each slot's mask block padded to its length, packed as the layout packs them."""
-    lengths = layout.packing.lengths
-    blocks = [np.asarray(masks[s.name]).reshape(-1) for s in layout.slots]
-    padded = [np.concatenate([b, np.zeros(n - b.size, dtype=np.uint64)])
-              for b, n in zip(blocks, lengths[len(layout.slots):])]
-    return layout.packing.pack([full[s.name] for s in layout.slots] + padded)
-
+def _packed(layout, full: dict, data: dict, k: int) -> np.ndarray:
+    """The committed table of copy k: the slots (their boxes' pieces), then each slot's mask block, as
+    :func:`commit_store` and a Basefold store plan pack them (:func:`~proofs.relations.pack_store`)."""
+    return pack_store(layout, full, _masks(layout, data, k))
