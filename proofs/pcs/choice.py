@@ -15,8 +15,8 @@ verifiers' floor) where its commitment stays affordable, measured on one CPU cor
   slot layout's). ``--scheme basefold`` on a graph takes :func:`proofs.layers.graph_zk.graph_basefold_params`
   (the tail layout for large stores, lookups included, with a 12-bit proof of work before the folds): transformer
   proofs 2-4x smaller for 1.7-3.7x the prove CPU (one core, issue 34: the 16 x 32 layer 0.92 -> 0.42 MB, BERT-tiny
-  1.46 -> 0.50 MB, the GPT-2-small block 3.80 MB in 6.9 s -> 0.88 MB in 11.9-12.2 s at the same machine state,
-  the stores committing their tensors' real boxes), and each hiding copy of its weights costs ~40x Ligero's to
+  1.46 -> 0.50 MB, the GPT-2-small block 3.15 MB in 4.8-5.8 s -> 0.88 MB in 11.0-12.2 s, the stores committing
+  their tensors' real boxes), and each hiding copy of its weights costs ~40x Ligero's to
   commit and hold (16 copies of the GPT-2-small block would need ~21 GiB at once), so Ligero stays the default;
 - **public weights**: Ligero (plain Basefold pays off only for large MLPs at large batches: 784->1024->256->10 at
   batch 64, 267 against 1747 kB, for 2.4x the prover time).
