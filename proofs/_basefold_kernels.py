@@ -158,14 +158,24 @@ def combine_rows(codeword, weights, out):
 @numba.njit(cache=True, nogil=True)
 def _combine_rows_range(codeword, weights, out, lo, hi):
     """Rows lo <= i < hi of ``combine_rows``."""
-    for i in range(lo, hi):
-        for c in range(4):
-            s = np.uint64(0)
-            for k in range(codeword.shape[1]):
-                s += codeword[i, k] * weights[k, c]  # s < p + 4 (p - 1)^2 < 2^64 before each reduction
-                if k % 4 == 3:
-                    s %= P
-            out[i, c] = s % P
+    width = codeword.shape[1]
+    for i in range(lo, hi):  # the four coordinates in one pass over the row (each symbol read once)
+        s0 = s1 = s2 = s3 = np.uint64(0)
+        for k in range(width):
+            v = codeword[i, k]
+            s0 += v * weights[k, 0]  # each sum < p + 4 (p - 1)^2 < 2^64 before its reduction
+            s1 += v * weights[k, 1]
+            s2 += v * weights[k, 2]
+            s3 += v * weights[k, 3]
+            if k % 4 == 3:
+                s0 %= P
+                s1 %= P
+                s2 %= P
+                s3 %= P
+        out[i, 0] = s0 % P
+        out[i, 1] = s1 % P
+        out[i, 2] = s2 % P
+        out[i, 3] = s3 % P
 
 
 def fold_codeword(codeword, scale, r, out):
