@@ -36,6 +36,22 @@ def _plain_view(tables, slot, e, w):
     return total
 
 
+@given(st.integers(0, 12).flatmap(lambda bits: st.tuples(st.just(bits), st.integers(1, 1 << bits))))
+def test_axis_pieces_cover_the_real_range_aligned_and_never_more_than_the_axis(case):
+    """An axis's pieces: at most two ranges [start, start + 2^free), each start a multiple of its length, disjoint,
+    covering [0, real), inside the padded axis, no larger in total than the smallest power of two >= real."""
+    from proofs.relations import axis_pieces
+    bits, real = case
+    pieces = axis_pieces(real, bits)
+    assert 1 <= len(pieces) <= 2
+    covered = np.zeros(1 << bits, dtype=int)
+    for start, free in pieces:
+        assert start % (1 << free) == 0 and start + (1 << free) <= 1 << bits
+        covered[start:start + (1 << free)] += 1
+    assert covered.max() == 1 and covered[:real].all()
+    assert sum(1 << free for _, free in pieces) <= 1 << (real - 1).bit_length()
+
+
 @settings(max_examples=10, deadline=None)
 @given(st.booleans(), st.integers(0, 2 ** 32))
 def test_boxed_slots_commit_their_pieces_and_views_open_to_the_whole_tables_values(hiding, seed):
