@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -91,33 +92,59 @@ class Slot:
         return self.elem_vars * (1 << self.plane_vars) * F.EXT_DEGREE
 
 
-def axis_pieces(real: int, bits: int) -> tuple:
-    """(start, free bits) of the ranges that cover [0, real) of an axis of 2^bits entries: the smallest
-    power-of-two range from 0, or its lower half and the smallest power-of-two range after it when that saves
-    entries (at most two; 768 = 512 + 256, 2304 = 2048 + 256 exactly, 12 -> 8 + 4)."""
+#: the most pieces a slot's box is cut into (the product over its axes): each piece is one more term of every view
+MAX_SLOT_PIECES = 8
+#: the most pieces of one axis
+MAX_AXIS_PIECES = 3
+
+
+def axis_pieces(real: int, bits: int, most: int = 2) -> tuple:
+    """(start, free bits) of at most ``most`` ranges covering [0, real) of an axis of 2^bits entries: the binary
+    digits of ``real`` from the top, the last range the smallest power of two over what is left (768 = 512 + 256,
+    784 = 512 + 256 + 16, 12 -> 8 + 4); the smallest power-of-two range from 0 when cutting saves nothing."""
     k = (real - 1).bit_length()  # the entries lie in [0, 2^k)
-    if real == 1 << k:
-        return ((0, k),)
-    rest = (real - (1 << (k - 1)) - 1).bit_length()
-    return ((0, k),) if rest == k - 1 else ((0, k - 1), (1 << (k - 1), rest))
+    out, start, left = [], 0, real
+    while len(out) < most - 1 and left & (left - 1):  # a digit, while what is left is not a power of two
+        top = 1 << (left.bit_length() - 1)
+        out.append((start, top.bit_length() - 1))
+        start, left = start + top, left - top
+    out.append((start, (left - 1).bit_length()))
+    return ((0, k),) if sum(1 << free for _, free in out) >= 1 << k else tuple(out)
 
 
 def slot_pieces(slot: Slot) -> tuple:
     """(None,) for a slot stored whole; else its box's pieces, the product of its axes' ranges
     (:func:`axis_pieces`), each piece a tuple per axis (lowest first) of (start, free bits, axis bits): the
     entries whose axis index lies in [start, start + 2^free) on every axis (element variables past the box's
-    axes are one axis of real length 1)."""
+    axes are one axis of real length 1). Axes are cut greedily, the largest saving of entries first, while the
+    pieces stay at most MAX_SLOT_PIECES (MAX_AXIS_PIECES an axis)."""
     if not slot.box:
         return (None,)
     axes = list(slot.box)
     extra = slot.elem_vars - sum(bits for _, bits in axes)
     if extra:
         axes.append((1, extra))
-    ranges = [axis_pieces(real, bits) for real, bits in axes]
-    if all(r == ((0, bits),) for r, (_, bits) in zip(ranges, axes)):
+    counts = [1] * len(axes)
+
+    def ranges(i, most):
+        return axis_pieces(*axes[i], most=most)
+
+    def entries(option):
+        return math.prod(sum(1 << free for _, free in ranges(i, most)) for i, most in enumerate(option))
+
+    while True:  # an axis to cut into more ranges (2 may save nothing where 3 do: 784 = 512 + 256 + 16)
+        options = [counts[:i] + [more] + counts[i + 1:] for i in range(len(axes))
+                   for more in range(counts[i] + 1, MAX_AXIS_PIECES + 1)
+                   if math.prod(counts) // counts[i] * more <= MAX_SLOT_PIECES]
+        best = min(options, key=lambda option: (entries(option), math.prod(option)), default=None)
+        if best is None or entries(best) >= entries(counts):
+            break
+        counts = best
+    per_axis = [ranges(i, most) for i, most in enumerate(counts)]
+    if all(r == ((0, bits),) for r, (_, bits) in zip(per_axis, axes)):
         return (None,)
     return tuple(tuple((start, free, bits) for (start, free), (_, bits) in zip(combo, axes))
-                 for combo in itertools.product(*ranges))
+                 for combo in itertools.product(*per_axis))
 
 
 def piece_size(slot: Slot, piece) -> int:

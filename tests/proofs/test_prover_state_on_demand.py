@@ -83,7 +83,7 @@ def test_a_graph_committed_with_hiding_basefold_tail_layout_proves_from_its_save
     from tests.model.onnx_models import mlp
 
     rng = np.random.default_rng(0)
-    qgraph = quantize_graph(read_onnx(mlp((500, 200, 8), "relu")), rng.normal(size=(8, 500)))
+    qgraph = quantize_graph(read_onnx(mlp((512, 256, 8), "relu")), rng.normal(size=(8, 512)))
     params = graph_basefold_params(qgraph)
     network = HidingGraphNetwork(qgraph, params=params, max_proofs=2)
     copy = network.commitment.weights.copies[0]  # one slot, S_0 of the table's own size: its tail in the free end
@@ -93,6 +93,6 @@ def test_a_graph_committed_with_hiding_basefold_tail_layout_proves_from_its_save
     assert "c0.slots" not in arrays  # S_0's model-held prefix is not stored again: its random tail and slot are
     assert arrays["c0.first_tail"].size + arrays["c0.other_slots"].size < (1 << copy.inner.num_vars) * 3 // 4
     later = HidingGraphNetwork(qgraph, state=tmp_path / "c.state")
-    x = qgraph.quantize_input(rng.normal(size=(1, 500)))
+    x = qgraph.quantize_input(rng.normal(size=(1, 512)))
     verdict = verify_graph_zk(network.commitment, x, later.prove(x))
     assert np.array_equal(np.asarray(verdict.output).reshape(-1), np.asarray(qgraph.forward_int(x)).reshape(-1))

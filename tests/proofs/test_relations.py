@@ -36,20 +36,50 @@ def _plain_view(tables, slot, e, w):
     return total
 
 
-@given(st.integers(0, 12).flatmap(lambda bits: st.tuples(st.just(bits), st.integers(1, 1 << bits))))
-def test_axis_pieces_cover_the_real_range_aligned_and_never_more_than_the_axis(case):
-    """An axis's pieces: at most two ranges [start, start + 2^free), each start a multiple of its length, disjoint,
-    covering [0, real), inside the padded axis, no larger in total than the smallest power of two >= real."""
+@given(st.integers(0, 12).flatmap(lambda bits: st.tuples(st.just(bits), st.integers(1, 1 << bits))),
+       st.integers(1, 3))
+def test_axis_pieces_cover_the_real_range_aligned_and_never_more_than_the_axis(case, most):
+    """An axis's pieces: at most ``most`` ranges [start, start + 2^free), each start a multiple of its length,
+    disjoint, covering [0, real), inside the padded axis, no larger in total than the smallest power of two >= real
+    (exactly real when its binary digits are at most ``most``)."""
     from proofs.relations import axis_pieces
     bits, real = case
-    pieces = axis_pieces(real, bits)
-    assert 1 <= len(pieces) <= 2
+    pieces = axis_pieces(real, bits, most)
+    assert 1 <= len(pieces) <= most
+    if bin(real).count("1") <= most and len(pieces) > 1:
+        assert sum(1 << free for _, free in pieces) == real
     covered = np.zeros(1 << bits, dtype=int)
     for start, free in pieces:
         assert start % (1 << free) == 0 and start + (1 << free) <= 1 << bits
         covered[start:start + (1 << free)] += 1
     assert covered.max() == 1 and covered[:real].all()
     assert sum(1 << free for _, free in pieces) <= 1 << (real - 1).bit_length()
+
+
+@given(st.lists(st.integers(0, 6).flatmap(lambda bits: st.tuples(st.integers(1, 1 << bits), st.just(bits))),
+                min_size=1, max_size=4))
+def test_slot_pieces_tile_the_box_within_the_cap(box):
+    """A slot's pieces: at most MAX_SLOT_PIECES, disjoint, covering its box, no more entries than the slot."""
+    from proofs.relations import MAX_SLOT_PIECES, slot_pieces
+    elem = max(4, sum(bits for _, bits in box))
+    slot = Slot("T", elem, 0, tuple(box))
+    pieces = slot_pieces(slot)
+    covered = np.zeros(1 << elem, dtype=int)
+    for piece in pieces:
+        if piece is None:
+            covered[:] += 1
+            continue
+        assert len(pieces) <= MAX_SLOT_PIECES
+        index = np.zeros(1, dtype=np.int64)  # the flat indices of the piece, axis by axis (lowest first)
+        shift = 0
+        for start, free, bits in piece:
+            index = (index[None, :] + ((start + np.arange(1 << free)) << shift)[:, None]).reshape(-1)
+            shift += bits
+        covered[index] += 1
+    assert covered.max() == 1
+    real = np.zeros([1 << bits for _, bits in reversed(box)], dtype=bool)
+    real[tuple(slice(0, n) for n, _ in reversed(box))] = True
+    assert covered[:real.size][real.reshape(-1)].all()
 
 
 @settings(max_examples=10, deadline=None)
