@@ -141,7 +141,9 @@ def commit_hosted(plan: StorePlan, tables: dict, params: BZ.HidingBasefoldParams
 
 def view_functional(plan: StorePlan, view: View) -> B.Functional:
     """The view's value as a functional of the plan's packed table: sum_j w(j) T~(e, j) (lo = e, D = w, hi = the
-    slot's selector) plus its mask coefficients' weights z_i(e) w(j) (a dense block at the mask block)."""
+    slot's selector; a slot cut into its box's pieces, one term per piece: factor x piece~(point),
+    :func:`~proofs.relations.piece_point`) plus its mask coefficients' weights z_i(e) w(j) (a dense block at the
+    mask block)."""
     layout = plan.layout
     slot = layout.slot(view.name)
     e = np.asarray(view.e, dtype=np.uint64).reshape(-1, F.EXT_DEGREE)
