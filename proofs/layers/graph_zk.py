@@ -385,11 +385,11 @@ def proof_layout(shapes: Shapes) -> StoreLayout:
             slots.append(Slot(f"r.{index}", shapes.vars(shapes.q.ops[index].output)))  # nonzero in the padding
     if shapes.range_ops:
         slots.append(Slot(RANGE_M, shapes.range_bits))
-    for index, op in enumerate(shapes.q.ops):
+    for index, op in enumerate(shapes.q.ops):  # bit planes, zero in the output's padding (requantized's relation)
         if op.has_bits and index not in shapes.range_ops:
             for g, (_, count) in enumerate(_decomposition(op).groups):
                 slots.append(Slot(f"t0.fwd{index}" if g == 0 else f"t0.fwd{index}.g{g}", shapes.vars(op.output),
-                                  count.bit_length() - 1))
+                                  count.bit_length() - 1, tensor_box(shapes, op.output)))
     return StoreLayout(tuple(slots), True)
 
 
@@ -417,13 +417,15 @@ def proof_tables(shapes: Shapes, values: dict, accs: dict) -> dict:
             acc = np.zeros(shapes.padded(op.output), dtype=np.int64)
             a = accs[index]
             acc[tuple(slice(0, n) for n in a.shape)] = a
-            if index not in shapes.range_ops:
-                tables.update(bits_tables(f"t0.fwd{index}", decompose(acc.reshape(-1), _decomposition(op))))
-                continue
-            shifted, remainder = range_witness(acc.reshape(-1), op)
-            inside = np.zeros(acc.shape, dtype=bool)  # the range lookup checks the real entries only
+            inside = np.zeros(acc.shape, dtype=bool)  # the relations check the real entries' bits or ranges only
             inside[tuple(slice(0, n) for n in a.shape)] = True
             inside = inside.reshape(-1)
+            if index not in shapes.range_ops:
+                witness = decompose(acc.reshape(-1), _decomposition(op))
+                witness.bits[:, ~inside] = 0  # the padding's planes are zero (its rem = h is not decomposed)
+                tables.update(bits_tables(f"t0.fwd{index}", witness))
+                continue
+            shifted, remainder = range_witness(acc.reshape(-1), op)
             if op.shift:
                 tables[f"r.{index}"] = F.to_field(remainder)
                 keys.append((remainder[inside], op.shift))
@@ -974,15 +976,16 @@ class _Run:
             terms = [term]
         rebuilt = self.protocol.rebuilt(0, f"fwd{index}", spec)
         eq = eq_factor(tau)
-        terms = terms + [Term(F.ext_neg(c), (eq,), (part,), n) for c, part in rebuilt] + \
-            [Term(ext_int(spec.offset), (), (), 0)]
+        terms = terms + [Term(F.ext_neg(c), (eq,), (part,), n) for c, part in rebuilt]
+        real, padded = self.s.real(op.output), self.s.padded(op.output)
+        box = tuple(int(k) for k in real[::-1]), tuple(_bits(k) for k in padded[::-1])  # axis 0 lowest
+        # + h on the real entries only (h S~(tau) moved to the claim): the padding's acc and bits are both zero
+        claim = F.ext_sub(claim, F.ext_mul(ext_int(spec.offset), box_indicator(tau, *box)))
         self.relation(f"graph.layer{index}", terms, claim)
         quotient = self.protocol.quotient(0, f"fwd{index}", spec)
         sign = self.protocol.sign(0, f"fwd{index}", spec) if spec.relu else None
         tau = self.ch.point(f"graph.select{index}", n)
         if not self.is_public(op.output):
-            real, padded = self.s.real(op.output), self.s.padded(op.output)
-            box = tuple(int(n) for n in real[::-1]), tuple(_bits(n) for n in padded[::-1])  # axis 0 lowest
             self.protocol.select(f"graph.select{index}", self.stored(op.output), quotient, sign, tau, box=box)
             return
         eq = eq_factor(tau)

@@ -118,16 +118,20 @@ def test_conv_output_channel_in_the_padding_is_rejected(zk):
         verify(commitment.to_bytes(), x, proof.to_bytes())
 
 
-@pytest.mark.parametrize("prefix", ["v.", "a."])
+@pytest.mark.parametrize("prefix", ["v.", "a.", "t0.fwd"])
 def test_hiding_proof_rejects_dirty_padding_in_its_own_store(prefix):
-    """The hiding prover's store: a patch copy (v.) or a stored activation (a.) with a nonzero padded entry (the
-    rest honest) is rejected (the patch relation's gather, the select relation); the old code rejected these too:
-    a lone dirty entry breaks a relation over the whole cube, only a consistent wider trace (above) got through."""
+    """The hiding prover's store: a patch copy (v.), a stored activation (a.) or a requantization's bit planes
+    (t0.fwd: zero in the padding, where the layer relation adds h on the real entries only) with a nonzero padded
+    entry (the rest honest) is rejected (the patch relation's gather, the select relation, the layer relation);
+    the old code rejected the first two too: a lone dirty entry breaks a relation over the whole cube, only a
+    consistent wider trace (above) got through. The cheater skips its own check of the boxes' padding."""
     from unittest import mock
 
     from proofs.layers import graph_zk as Z
     q, x = _cnn()
     honest_tables = Z.proof_tables
+
+    dirtied = []
 
     def dirty(shapes, values, accs):
         tables = honest_tables(shapes, values, accs)
@@ -137,16 +141,27 @@ def test_hiding_proof_rejects_dirty_padding_in_its_own_store(prefix):
                     index = int(key[2:])
                     real = shapes.view_shape(index)
                     padded = tuple(shapes.pb if l == "b" else Z.padded_size(n) for l, n in zip(shapes.views[index][0], real))
+                elif prefix == "t0.fwd":  # plane 0's padding (the planes follow one another)
+                    output = shapes.q.ops[int(key[len(prefix):].split(".")[0])].output
+                    real, padded = shapes.real(output), shapes.padded(output)
+                    if np.prod(real) == np.prod(padded):
+                        continue
+                    outside = np.setdiff1d(np.arange(int(np.prod(padded))), Z._positions(real, padded))
+                    table[outside[len(outside) // 2]] = 1
+                    dirtied.append(key)
+                    continue
                 else:
                     real, padded = shapes.real(key[2:]), shapes.padded(key[2:])
                 outside = np.setdiff1d(np.arange(table.shape[0]), Z._positions(real, padded))
                 table[outside[len(outside) // 2]] = 5
+                dirtied.append(key)
         return tables
 
     from proofs import relations
     net = HidingGraphNetwork(q, max_proofs=1)  # the cheater skips its own check of the boxes' padding (check_box)
     with mock.patch.object(Z, "proof_tables", dirty), mock.patch.object(relations, "check_box", lambda *a: None):
         proof = net.prove(x)
+    assert dirtied  # a table of this kind with padding was dirtied
     with pytest.raises(ProofRejected):
         verify_graph_zk(net.commitment.to_bytes(), x, proof.to_bytes())
 
