@@ -382,7 +382,8 @@ def proof_layout(shapes: Shapes) -> StoreLayout:
         slots.append(Slot(f"m.{index}", shapes.table_bits(index)))
     for index in shapes.range_ops:  # the remainders (range lookup), then the range table's multiplicities
         if shapes.q.ops[index].shift:
-            slots.append(Slot(f"r.{index}", shapes.vars(shapes.q.ops[index].output)))  # nonzero in the padding
+            output = shapes.q.ops[index].output  # zero in the padding (range_requantized's relation)
+            slots.append(Slot(f"r.{index}", shapes.vars(output), box=tensor_box(shapes, output)))
     if shapes.range_ops:
         slots.append(Slot(RANGE_M, shapes.range_bits))
     for index, op in enumerate(shapes.q.ops):  # bit planes, zero in the output's padding (requantized's relation)
@@ -427,7 +428,7 @@ def proof_tables(shapes: Shapes, values: dict, accs: dict) -> dict:
                 continue
             shifted, remainder = range_witness(acc.reshape(-1), op)
             if op.shift:
-                tables[f"r.{index}"] = F.to_field(remainder)
+                tables[f"r.{index}"] = F.to_field(np.where(inside, remainder, 0))  # zero in the padding
                 keys.append((remainder[inside], op.shift))
             keys.append((shifted[inside] + (1 << (op.q_bits - 1)), op.q_bits))
     if shapes.range_ops:
@@ -795,20 +796,23 @@ class _Run:
         terms = terms + [z]
         if op.shift:
             terms.append(Term(self.minus, (eq,), (Stored(self.where[f"r.{index}"], f"r.{index}"),), n))
-        terms.append(Term(ext_int(1 << (op.shift - 1) if op.shift else 0), (), (), 0))
         real, padded = self.s.real(op.output), self.s.padded(op.output)
         box = tuple(int(k) for k in real[::-1]), tuple(_bits(k) for k in padded[::-1])  # axis 0 lowest
         if not self.is_public(op.output):
             terms += self.protocol.padding(f"graph.layer{index}", self.stored(op.output), box, tau)
         delta = self.ch.point(f"graph.range{index}", 1)[0]  # error 1 / |F|
         terms.append(self.range_check(index, op, tau, delta))
-        self.relation(f"graph.layer{index}", terms, F.ext_add(claim, F.ext_mul(delta, box_indicator(tau, *box))))
+        # + h on the real entries only (h S~(tau) in the claim): the padding's acc, z' and rem are all zero
+        offset = ext_int(1 << (op.shift - 1) if op.shift else 0)
+        indicator = box_indicator(tau, *box)
+        self.relation(f"graph.layer{index}", terms,
+                      F.ext_add(F.ext_sub(claim, F.ext_mul(offset, indicator)), F.ext_mul(delta, indicator)))
 
     def range_check(self, index: int, op, tau, scale) -> Term:
         """scale sum_e eq(tau, e) H(e) prod_i D_i(e), whose value is scale S~(tau) (S the output's real box) when
         H = S / prod_i D_i on every entry of the output's padded cube: the real entries are range-checked and H is
-        zero in the padding (whose z' is zero, checked by the layer's padding terms, and whose rem feeds nothing), so
-        a store may leave the padding out (the slot's box). H, the F_p4 inverse committed in the lookup store as
+        zero in the padding (whose z' is zero, checked by the layer's padding terms, and whose rem is zero by the
+        layer relation, which adds h on the real entries only), so a store may leave the padding out (the box). H, the F_p4 inverse committed in the lookup store as
         four coordinate planes. Degree: eq, H and up to two stored factors."""
         n = self.s.vars(op.output)
         eq = eq_factor(tau)

@@ -161,9 +161,8 @@ class Cheat:
                 elif mode in ("inverse", "quotient", "collision"):  # the honest histogram
                     keys[0] = _key(lie_rem + (step << op.shift), op.shift)
                     keys[n] = _key(lie_z - step, op.q_bits)
-            if mode == "padded entry":  # the padding's (rem = h, R) and (z' + 2^(Q-1) = 2^(Q-1), Q) counted once more
-                keys = np.concatenate([keys, [_key(1 << (op.shift - 1), op.shift),
-                                              _key(1 << (op.q_bits - 1), op.q_bits)]])
+            if mode == "padded entry":  # the padding's (rem = 0, R) and (z' + 2^(Q-1) = 2^(Q-1), Q) counted once more
+                keys = np.concatenate([keys, [_key(0, op.shift), _key(1 << (op.q_bits - 1), op.q_bits)]])
             return honest(keys[np.isin(keys, code)], code)
         return multiplicities
 
