@@ -38,6 +38,8 @@ the parameters rate 1/4 with 130 queries, and the GPT-2-small block's hidden Bas
 against 21.1-22.1 s for the code before (interleaved runs at the same machine state, one thread; 10.9 s at a
 faster moment of this shared machine), 0.88 MB (0.96 before; batch opening 0.57 MB, masked sumchecks 0.11),
 verify 0.38 s, 101.4 bits, peak RSS 3.4 GB; this script's first prove of a run measured 13.5 s (load 0.9).
+With the bit planes and range remainders boxed too (the session's last code, the proof store 2.79M of its 2^22
+entries used): 10.2-10.6 s against 19.1 s for the code before, run in the same minutes.
 The default hiding Ligero proof of the same block, after the same change (every store layout commits its boxes'
 pieces, ``proofs.relations.StoreLayout.blocks``), interleaved with the code before: prove 6.1-6.7 -> 4.8-5.8 s,
 3.87 -> 3.15 MB, commit (2 copies) 10-14 -> 6.7-7.1 s, commit of the default 16 copies 63.1 -> 44.4 s (one run each,
