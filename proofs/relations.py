@@ -74,8 +74,8 @@ def _ext(table) -> np.ndarray:
 class Slot:
     """A stored tensor: ``elem_vars`` element variables (low) and ``plane_vars`` plane variables (high).
     ``box``: the tensor's (real length, padded bits) per axis, lowest variables first, when every entry
-    outside that box is zero in an honest table (a store may then commit the box's power-of-two pieces only:
-    :class:`proofs.layers.basefold_channel.StorePlan`); empty: stored whole."""
+    outside that box is zero in an honest table (its layout then commits the box's power-of-two pieces only:
+    :func:`slot_pieces`, :attr:`StoreLayout.blocks`); empty: stored whole."""
 
     name: str
     elem_vars: int
@@ -215,7 +215,8 @@ class StoreLayout:
     def blocks(self) -> tuple:
         """((key, length), ...): each slot's pieces ("slot", name, i) (i = 0 the whole slot when uncut), then
         (hiding) each slot's mask block ("mask", name) padded to a power of two."""
-        out = [(("slot", s.name, i), piece_size(s, piece)) for s in self.slots for i, piece in enumerate(slot_pieces(s))]
+        out = [(("slot", s.name, i), piece_size(s, piece)) for s in self.slots
+               for i, piece in enumerate(self.pieces(s.name))]
         if self.hiding:
             out += [(("mask", s.name), 1 << (s.mask_count - 1).bit_length()) for s in self.slots]
         return tuple(out)
@@ -240,8 +241,15 @@ class StoreLayout:
                 return s
         raise ProofError(f"store layout: no slot {name!r}")
 
+    @functools.cached_property
+    def _pieces(self) -> dict:
+        return {s.name: slot_pieces(s) for s in self.slots}
+
     def pieces(self, name: str) -> tuple:
-        return slot_pieces(self.slot(name))
+        """The slot's pieces (:func:`slot_pieces`), computed once per layout."""
+        if name not in self._pieces:
+            raise ProofError(f"store layout: no slot {name!r}")
+        return self._pieces[name]
 
     def block_offset(self, key) -> int:
         return self._offsets[key]
@@ -261,7 +269,7 @@ def pack_store(layout: StoreLayout, tables: dict, masks: dict, out: np.ndarray |
     ProofError when a cut table is not zero outside its box (:func:`check_box`)."""
     table = np.zeros(1 << layout.num_vars, dtype=np.uint64) if out is None else out
     for s in layout.slots:
-        full, pieces, kept = tables[s.name], slot_pieces(s), 0
+        full, pieces, kept = tables[s.name], layout.pieces(s.name), 0
         for i, piece in enumerate(pieces):
             part = piece_table(full, s, piece)
             if piece is not None:
@@ -393,7 +401,7 @@ def view_pieces(layout: StoreLayout, commitment: HidingCommitment, view: View) -
     w = _plane_weights(slot, view)
     rows, b = 1 << commitment.log_rows, commitment.log_cols
     cols, pieces = 1 << b, []
-    for i, piece in enumerate(slot_pieces(slot)):  # the slot's value: the sum of its pieces' values
+    for i, piece in enumerate(layout.pieces(view.name)):  # the slot's value: the sum of its pieces' values
         point, factor = piece_point(e, piece)
         scaled, offset = F.ext_mul(w, factor[None, :]), layout.block_offset(("slot", view.name, i))
         if point.shape[0] >= b:  # columns hold low element variables only: one product piece

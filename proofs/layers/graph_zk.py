@@ -216,6 +216,18 @@ class Shapes:
     def padded(self, tensor: str) -> tuple:
         return (self.pb, *(padded_size(n) for n in self.q.shapes[self.alias.get(tensor, tensor)]))
 
+    def box(self, tensor: str) -> tuple:
+        """(real lengths, padded bits) per axis, lowest variables (the last axis) first: the tensor's real box
+        (:func:`proofs.relations.box_indicator`)."""
+        real, padded = self.real(tensor), self.padded(tensor)
+        return tuple(int(k) for k in real[::-1]), tuple(_bits(k) for k in padded[::-1])
+
+    def inside(self, tensor: str) -> np.ndarray:
+        """The flat padded table's entries inside the real box (bool)."""
+        keep = np.zeros(self.padded(tensor), dtype=bool)
+        keep[tuple(slice(0, n) for n in self.real(tensor))] = True
+        return keep.reshape(-1)
+
     def vars(self, tensor: str) -> int:
         return sum(_bits(n) for n in self.padded(tensor))
 
@@ -366,7 +378,7 @@ MAX_BATCH = 1 << 16  #: the largest batch a verifier of a private-input proof ac
 def tensor_box(shapes: Shapes, tensor: str) -> tuple:
     """The tensor's (real length, padded bits) per axis, lowest variables (its last axis) first: a slot whose
     honest table is zero outside it (:class:`proofs.relations.Slot`)."""
-    return tuple((real, _bits(padded)) for real, padded in zip(shapes.real(tensor)[::-1], shapes.padded(tensor)[::-1]))
+    return tuple(zip(*shapes.box(tensor)))
 
 
 def proof_layout(shapes: Shapes) -> StoreLayout:
@@ -418,9 +430,7 @@ def proof_tables(shapes: Shapes, values: dict, accs: dict) -> dict:
             acc = np.zeros(shapes.padded(op.output), dtype=np.int64)
             a = accs[index]
             acc[tuple(slice(0, n) for n in a.shape)] = a
-            inside = np.zeros(acc.shape, dtype=bool)  # the relations check the real entries' bits or ranges only
-            inside[tuple(slice(0, n) for n in a.shape)] = True
-            inside = inside.reshape(-1)
+            inside = shapes.inside(op.output)  # the relations check the real entries' bits or ranges only
             if index not in shapes.range_ops:
                 witness = decompose(acc.reshape(-1), _decomposition(op))
                 witness.bits[:, ~inside] = 0  # the padding's planes are zero (its rem = h is not decomposed)
@@ -728,10 +738,8 @@ class _Run:
             name = self.s.name(tensor)
             return self.public[name] if name in self.public else witness.tables[f"a.{name}"]
 
-        real, padded = self.s.real(op.output), self.s.padded(op.output)
-        selector = np.zeros(padded, dtype=np.uint64)
-        selector[tuple(slice(0, n) for n in real)] = 1
-        h = F.ext_mul_base(F.ext_inv(self.denominators(table(op.inputs[0]), table(op.output))), selector.reshape(-1))
+        selector = self.s.inside(op.output).astype(np.uint64)
+        h = F.ext_mul_base(F.ext_inv(self.denominators(table(op.inputs[0]), table(op.output))), selector)
         g = F.ext_mul_base(F.ext_inv(self.table_denominators(index)), witness.tables[f"m.{index}"])
         return {f"h.{index}": np.ascontiguousarray(h.T).reshape(-1),  # plane k: coordinate k
                 f"g.{index}": np.ascontiguousarray(g.T).reshape(-1)}
@@ -755,8 +763,7 @@ class _Run:
                 terms.append(Term(scale, (eq, factor), (h,), n))
             else:
                 terms.append(Term(scale, (eq,), (h, factor), n))
-        real, padded = s.real(op.output), s.padded(op.output)
-        box = tuple(int(k) for k in real[::-1]), tuple(_bits(k) for k in padded[::-1])  # axis 0 lowest
+        box = s.box(op.output)
         if not self.is_public(op.output):
             terms += self.protocol.padding(label, self.stored(op.output), box, tau)
         self.relation(label, terms, box_indicator(tau, *box))
@@ -796,8 +803,7 @@ class _Run:
         terms = terms + [z]
         if op.shift:
             terms.append(Term(self.minus, (eq,), (Stored(self.where[f"r.{index}"], f"r.{index}"),), n))
-        real, padded = self.s.real(op.output), self.s.padded(op.output)
-        box = tuple(int(k) for k in real[::-1]), tuple(_bits(k) for k in padded[::-1])  # axis 0 lowest
+        box = self.s.box(op.output)
         if not self.is_public(op.output):
             terms += self.protocol.padding(f"graph.layer{index}", self.stored(op.output), box, tau)
         delta = self.ch.point(f"graph.range{index}", 1)[0]  # error 1 / |F|
@@ -812,8 +818,9 @@ class _Run:
         """scale sum_e eq(tau, e) H(e) prod_i D_i(e), whose value is scale S~(tau) (S the output's real box) when
         H = S / prod_i D_i on every entry of the output's padded cube: the real entries are range-checked and H is
         zero in the padding (whose z' is zero, checked by the layer's padding terms, and whose rem is zero by the
-        layer relation, which adds h on the real entries only), so a store may leave the padding out (the box). H, the F_p4 inverse committed in the lookup store as
-        four coordinate planes. Degree: eq, H and up to two stored factors."""
+        layer relation, which adds h on the real entries only), so a store may leave the padding out (the box).
+        H, the F_p4 inverse committed in the lookup store as four coordinate planes. Degree: eq, H and up to two
+        stored factors."""
         n = self.s.vars(op.output)
         eq = eq_factor(tau)
         parts = self.range_parts(index, op)
@@ -846,10 +853,7 @@ class _Run:
                 table = witness.tables[factor.name] if isinstance(factor, Stored) else factor.table()
                 d = F.ext_add(F.ext_from_base(table) if table.ndim == 1 else table, constant[None])
                 product = d if product is None else F.ext_mul(product, d)
-            real, padded = self.s.real(op.output), self.s.padded(op.output)
-            selector = np.zeros(padded, dtype=np.uint64)
-            selector[tuple(slice(0, n) for n in real)] = 1
-            inverse = F.ext_mul_base(F.ext_inv(product), selector.reshape(-1))
+            inverse = F.ext_mul_base(F.ext_inv(product), self.s.inside(op.output).astype(np.uint64))
             out[f"rh.{index}"] = np.ascontiguousarray(inverse.T).reshape(-1)  # plane k: coordinate k
         g = F.ext_mul_base(F.ext_inv(self.range_denominators()), witness.tables[RANGE_M])
         out[RANGE_G] = np.ascontiguousarray(g.T).reshape(-1)
@@ -896,8 +900,7 @@ class _Run:
         terms = [Term(self.one, (eq,), (x,), n)]
         terms += [Term(F.ext_neg(c), (eq,), (part,), n) for c, part in self.protocol.rebuilt(0, INPUT_BITS[3:], spec)]
         terms.append(Term(ext_int(spec.offset), (), (), 0))
-        real, padded = s.real(name), s.padded(name)
-        box = tuple(int(k) for k in real[::-1]), tuple(_bits(k) for k in padded[::-1])  # axis 0 lowest
+        box = s.box(name)
         terms += self.protocol.padding("graph.input", x, box, tau)
         self.relation("graph.input", terms, F.ext_zero())
 
@@ -981,8 +984,7 @@ class _Run:
         rebuilt = self.protocol.rebuilt(0, f"fwd{index}", spec)
         eq = eq_factor(tau)
         terms = terms + [Term(F.ext_neg(c), (eq,), (part,), n) for c, part in rebuilt]
-        real, padded = self.s.real(op.output), self.s.padded(op.output)
-        box = tuple(int(k) for k in real[::-1]), tuple(_bits(k) for k in padded[::-1])  # axis 0 lowest
+        box = self.s.box(op.output)
         # + h on the real entries only (h S~(tau) moved to the claim): the padding's acc and bits are both zero
         claim = F.ext_sub(claim, F.ext_mul(ext_int(spec.offset), box_indicator(tau, *box)))
         self.relation(f"graph.layer{index}", terms, claim)
@@ -1167,7 +1169,7 @@ def graph_basefold_params(qgraph: QuantizedGraph, batch: int = 1):
     for their slot tables, so rate 1/2, rows of 2^22, arity 5, 213 queries) 7.83 -> 0.97 MB (batch opening 0.66 MB),
     20.3 -> 22.2 s prove CPU (load 8-11 before), verify 0.44 s CPU, 102.0 bits per hash (87.4 statistical), peak
     RSS 3.3 -> 4.9 GB: a quarter of hiding Ligero's 3.80 MB (10.1 s, 2.2 GB). With the stores' boxes committed
-    (2^23, 2^22, 2^22: :class:`~proofs.layers.basefold_channel.StorePlan`) the first candidate fits: rate 1/4,
+    (2^23, 2^22, 2^22: :attr:`proofs.relations.StoreLayout.blocks`) the first candidate fits: rate 1/4,
     130 queries, 0.88 MB, 11.9-12.2 s against 21.1-22.1 s before (interleaved, one thread), 101.4 bits."""
     small = basefold_params()
     shapes = Shapes(qgraph, batch)

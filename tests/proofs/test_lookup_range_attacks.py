@@ -344,6 +344,30 @@ def test_a_padding_entry_counted_in_the_range_lookup_is_rejected_by_the_per_entr
     assert failed == [f"sumcheck.training.graph.layer{TARGET}"]
 
 
+def test_a_remainder_nonzero_in_the_padding_is_rejected(mlp):
+    """The layer relation adds h on the real entries only, so the padding's remainder must be zero: a cheater
+    that stores rem = h there (the old relation's padding) and skips its own check of the box is rejected."""
+    from proofs import relations
+    q, net, x, _ = mlp
+    honest = GZ.proof_tables
+
+    def dirty(shapes, values, accs):
+        tables = honest(shapes, values, accs)
+        op = q.ops[TARGET]
+        outside = np.flatnonzero(~shapes.inside(op.output))
+        assert outside.size  # the output has padding
+        table = tables[f"r.{TARGET}"].copy()
+        table[outside[0]] = 1 << (op.shift - 1)
+        tables[f"r.{TARGET}"] = table
+        return tables
+
+    with range_mode("always"), mock.patch.object(GZ, "proof_tables", dirty), \
+            mock.patch.object(relations, "check_box", lambda *a: None):
+        proof = net.prove(x).to_bytes()
+    with pytest.raises(ProofRejected):
+        _verify(net, x, proof)
+
+
 def test_a_table_row_whose_denominator_is_zero_frees_its_quotient_the_counted_bad_event(mlp):
     """Why the figure counts the table's rows: were beta + v_j + alpha w_j = 0 for some row j (probability <= rows /
     |F| over beta), G_j D_j = m_j = 0 would leave G_j free and a cheater's lie (the "remainder" one) would balance the
