@@ -313,6 +313,8 @@ def recorded_relation_checks():
 
     def expected_summand(relation, sigma, finals):
         value = real_summand(relation, sigma, finals)
+        if "sub" not in last:  # no sumcheck yet: a structure's dry run (its memo cold when this test runs first)
+            return value
         if not F.ext_eq(value, last["sub"].expected_value):
             failed.append(last["label"])
             return last["sub"].expected_value
