@@ -50,10 +50,16 @@ def round_sums(f, w, out):
 @numba.njit(cache=True, nogil=True)
 def _round_sums_range(f, w, lo, hi):
     """The unreduced (3, 4) accumulator of ``round_sums`` over the pairs lo <= j < hi."""
+    return _round_sums_run(f[2 * lo:2 * hi], w[2 * lo:2 * hi])
+
+
+@numba.njit(cache=True, nogil=True)
+def _round_sums_run(fv, wv):
+    """``_round_sums_range`` over every pair of the views (a loop in a function of its own: ``_kernels.
+    _fold_add_run``)."""
     acc = np.zeros((3, 4), dtype=np.uint64)
-    ext = f.ndim == 2
-    fv, wv = f[2 * lo:2 * hi], w[2 * lo:2 * hi]            # views indexed from 0: no negative-index checks
-    for j in range(hi - lo):
+    ext = fv.ndim == 2
+    for j in range(wv.shape[0] // 2):
         lo, hi = 2 * j, 2 * j + 1
         u0, u1, u2, u3 = wv[lo, 0], wv[lo, 1], wv[lo, 2], wv[lo, 3]
         v0, v1, v2, v3 = wv[hi, 0], wv[hi, 1], wv[hi, 2], wv[hi, 3]
@@ -108,9 +114,14 @@ def _eq_first_stages(point, scale, out, stages):
 @numba.njit(cache=True, nogil=True)
 def _eq_stage_range(r, out, size, lo, hi):
     """One doubling for the entries lo <= i < hi of the first ``size``: out[i + size] = out[i] r, out[i] -= that."""
+    _eq_stage_run(r, out[lo:hi], out[lo + size:hi + size])
+
+
+@numba.njit(cache=True, nogil=True)
+def _eq_stage_run(r, src, dst):
+    """dst[i] = src[i] r, src[i] -= dst[i] (a loop in a function of its own: ``_kernels._fold_add_run``)."""
     high = np.empty((1, 4), dtype=np.uint64)
-    src, dst = out[lo:hi], out[lo + size:hi + size]    # views indexed from 0: no negative-index checks in the loop
-    for i in range(hi - lo):
+    for i in range(src.shape[0]):
         ext_mul_into(src[i, 0], src[i, 1], src[i, 2], src[i, 3], r[0], r[1], r[2], r[3], high, 0)
         for c in range(4):
             dst[i, c] = high[0, c]
@@ -135,8 +146,14 @@ def add_eq_scaled(point, scale, out):
 def _add_last_stage_range(buffer, r, out, lo, hi):
     """out[i + half] += buffer[i] r, out[i] += buffer[i] - buffer[i] r for lo <= i < hi (half = buffer rows)."""
     half = buffer.shape[0]
-    src, low, high = buffer[lo:hi], out[lo:hi], out[lo + half:hi + half]   # views indexed from 0
-    for i in range(hi - lo):
+    _add_last_stage_run(buffer[lo:hi], r, out[lo:hi], out[lo + half:hi + half])
+
+
+@numba.njit(cache=True, nogil=True)
+def _add_last_stage_run(src, r, low, high):
+    """high[i] += src[i] r, low[i] += src[i] - src[i] r (a loop in a function of its own: ``_kernels.
+    _fold_add_run``)."""
+    for i in range(src.shape[0]):
         p0, p1, p2, p3 = ext_mul4(src[i, 0], src[i, 1], src[i, 2], src[i, 3], r[0], r[1], r[2], r[3])
         high[i, 0] = addp(high[i, 0], p0)
         high[i, 1] = addp(high[i, 1], p1)
@@ -158,8 +175,14 @@ def combine_rows(codeword, weights, out):
 @numba.njit(cache=True, nogil=True)
 def _combine_rows_range(codeword, weights, out, lo, hi):
     """Rows lo <= i < hi of ``combine_rows``."""
+    _combine_rows_run(codeword[lo:hi], weights, out[lo:hi])
+
+
+@numba.njit(cache=True, nogil=True)
+def _combine_rows_run(codeword, weights, out):
+    """Every row of ``combine_rows`` on views (a loop in a function of its own: ``_kernels._fold_add_run``)."""
     width = codeword.shape[1]
-    for i in range(lo, hi):  # the four coordinates in one pass over the row (each symbol read once)
+    for i in range(codeword.shape[0]):  # the four coordinates in one pass over the row (each symbol read once)
         s0 = s1 = s2 = s3 = np.uint64(0)
         for k in range(width):
             v = codeword[i, k]
@@ -189,13 +212,18 @@ def fold_codeword(codeword, scale, r, out):
 def _fold_codeword_range(codeword, scale, r, out, lo, hi):
     """Entries lo <= j < hi of ``fold_codeword``."""
     half = out.shape[0]
+    _fold_codeword_run(codeword[lo:hi], codeword[lo + half:hi + half], scale[lo:hi], r, out[lo:hi])
+
+
+@numba.njit(cache=True, nogil=True)
+def _fold_codeword_run(low, high, sv, r, ov):
+    """``_fold_codeword_range`` on views of the two halves (a loop in a function of its own: ``_kernels.
+    _fold_add_run``)."""
     diff = np.empty((1, 4), dtype=np.uint64)
     prod = np.empty((1, 4), dtype=np.uint64)
     s_j = np.empty(4, dtype=np.uint64)
-    ext = codeword.ndim == 2
-    low, high = codeword[lo:hi], codeword[lo + half:hi + half]      # views indexed from 0
-    sv, ov = scale[lo:hi], out[lo:hi]
-    for j in range(hi - lo):
+    ext = low.ndim == 2
+    for j in range(ov.shape[0]):
         for c in range(4):
             if ext:
                 a, b = low[j, c], high[j, c]
@@ -224,9 +252,13 @@ def dot_base(e, table, out):
 
 @numba.njit(cache=True, nogil=True)
 def _dot_base_range(e, table, lo, hi):
+    return _dot_base_run(e[lo:hi], table[lo:hi])
+
+
+@numba.njit(cache=True, nogil=True)
+def _dot_base_run(ev, tv):
     acc = np.zeros(4, dtype=np.uint64)
-    ev, tv = e[lo:hi], table[lo:hi]
-    for i in range(hi - lo):
+    for i in range(tv.shape[0]):
         for c in range(4):
             acc[c] += ev[i, c] * tv[i] % P
     return acc
@@ -313,12 +345,17 @@ def _fold_pieces(kernel, f_target, w_target, out):
 def _fold_sums_range(f, w, r, f_dst, w_dst, lo, hi):
     """Entries lo <= j < hi of ``fold_sums`` (lo even) into f_dst[j - lo], w_dst[j - lo]; returns the unreduced
     (3, 4) accumulator of their pairs."""
+    return _fold_sums_run(f[2 * lo:2 * hi], w[2 * lo:2 * hi], r, f_dst, w_dst)
+
+
+@numba.njit(cache=True, nogil=True)
+def _fold_sums_run(fv, wv, r, f_dst, w_dst):
+    """``_fold_sums_range`` on views (a loop in a function of its own: ``_kernels._fold_add_run``)."""
     r0, r1, r2, r3 = r[0], r[1], r[2], r[3]
     acc = np.zeros((3, 4), dtype=np.uint64)
-    ext = f.ndim == 2
+    ext = fv.ndim == 2
     f0 = f1 = f2 = f3 = w0 = w1 = w2 = w3 = np.uint64(0)
-    fv, wv = f[2 * lo:2 * hi], w[2 * lo:2 * hi]          # views indexed from 0: no negative-index checks
-    for j in range(hi - lo):
+    for j in range(wv.shape[0] // 2):
         g0, g1, g2, g3 = _lerp(fv, j, ext, r0, r1, r2, r3)
         u0, u1, u2, u3 = _lerp(wv, j, True, r0, r1, r2, r3)
         f_dst[j, 0], f_dst[j, 1], f_dst[j, 2], f_dst[j, 3] = g0, g1, g2, g3
@@ -342,17 +379,37 @@ def _lerp_folded(c, row, s0, s1, s2, s3, r0, r1, r2, r3):
 @numba.njit(cache=True)
 def round_sums_prefolded(c, s, w, out):
     """round_sums(fold(c, s), w, out) for a base table c (4n,) whose fold by the last challenge s is taken on the
-    fly (the F_p4 table fold(c, s), twice c's bytes, is never built; twin: round_sums of mle.fold)."""
-    acc = np.zeros((3, 4), dtype=np.uint64)
-    s0, s1, s2, s3 = s[0], s[1], s[2], s[3]
-    for j in range(w.shape[0] // 2):
-        f0, f1, f2, f3 = _lerp(c, 2 * j, False, s0, s1, s2, s3)
-        g0, g1, g2, g3 = _lerp(c, 2 * j + 1, False, s0, s1, s2, s3)
-        _acc_pair(acc, f0, f1, f2, f3, g0, g1, g2, g3, w[2 * j, 0], w[2 * j, 1], w[2 * j, 2], w[2 * j, 3],
-                  w[2 * j + 1, 0], w[2 * j + 1, 1], w[2 * j + 1, 2], w[2 * j + 1, 3])
+    fly (the F_p4 table fold(c, s), twice c's bytes, is never built; twin: round_sums of mle.fold). s factors out
+    of the sums: with a = c[4j], d = c[4j + 1] - a (and a', d' from c[4j + 2], c[4j + 3]) the pair is
+    (a + s d, a' + s d'), so h(x) = sum A_x + s sum D_x with A_x, D_x sums of base x F_p4 products only (24 base
+    products a pair instead of three F_p4 products and two lines)."""
+    acc = np.zeros((6, 4), dtype=np.uint64)  # A_0, D_0, A_1, D_1, A_2, D_2 (unreduced)
+    _prefolded_sums(c, w, acc)
     for x in range(3):
+        p0, p1, p2, p3 = ext_mul4(acc[2 * x + 1, 0] % P, acc[2 * x + 1, 1] % P, acc[2 * x + 1, 2] % P,
+                                  acc[2 * x + 1, 3] % P, s[0], s[1], s[2], s[3])
+        out[x, 0] = (acc[2 * x, 0] + p0) % P
+        out[x, 1] = (acc[2 * x, 1] + p1) % P
+        out[x, 2] = (acc[2 * x, 2] + p2) % P
+        out[x, 3] = (acc[2 * x, 3] + p3) % P
+
+
+@numba.njit(cache=True)
+def _prefolded_sums(c, w, acc):
+    """acc[2x] += A_x, acc[2x + 1] += D_x of ``round_sums_prefolded`` (sums of residues, unreduced)."""
+    for j in range(w.shape[0] // 2):
+        a, b = c[4 * j], c[4 * j + 2]
+        d, e = subp(c[4 * j + 1], a), subp(c[4 * j + 3], b)
+        a2, d2 = _twice_minus(b, a), _twice_minus(e, d)  # 2 g - f = (2 a' - a) + s (2 d' - d)
         for k in range(4):
-            out[x, k] = acc[x, k] % P
+            lo, hi = w[2 * j, k], w[2 * j + 1, k]
+            t = _twice_minus(hi, lo)
+            acc[0, k] += a * lo % P
+            acc[1, k] += d * lo % P
+            acc[2, k] += b * hi % P
+            acc[3, k] += e * hi % P
+            acc[4, k] += a2 * t % P
+            acc[5, k] += d2 * t % P
 
 
 @numba.njit(cache=True)
@@ -397,29 +454,12 @@ def _dot_pairs_range(f, eq_lo, eq_hi, lo, hi):
     count = eq_lo.shape[0]
     total = np.zeros((2, 4), dtype=np.uint64)
     part = np.zeros((2, 4), dtype=np.uint64)
-    ext = f.ndim == 2
     first = lo
     while first < hi:
         h = first // count
         stop = min(hi, (h + 1) * count)
         part[:] = 0
-        fv, ev = f[2 * first:2 * stop], eq_lo[first - h * count:stop - h * count]   # views indexed from 0
-        for j in range(stop - first):
-            e0, e1, e2, e3 = ev[j, 0], ev[j, 1], ev[j, 2], ev[j, 3]
-            if ext:
-                acc_product(part, 0, fv[2 * j, 0], fv[2 * j, 1], fv[2 * j, 2], fv[2 * j, 3], e0, e1, e2, e3)
-                acc_product(part, 1, fv[2 * j + 1, 0], fv[2 * j + 1, 1], fv[2 * j + 1, 2], fv[2 * j + 1, 3], e0, e1,
-                             e2, e3)
-            else:
-                a, b = fv[2 * j], fv[2 * j + 1]
-                part[0, 0] += a * e0 % P
-                part[0, 1] += a * e1 % P
-                part[0, 2] += a * e2 % P
-                part[0, 3] += a * e3 % P
-                part[1, 0] += b * e0 % P
-                part[1, 1] += b * e1 % P
-                part[1, 2] += b * e2 % P
-                part[1, 3] += b * e3 % P
+        _dot_pairs_run(f[2 * first:2 * stop], eq_lo[first - h * count:stop - h * count], part)
         first = stop
         for b in range(2):
             p0, p1, p2, p3 = ext_mul4(part[b, 0] % P, part[b, 1] % P, part[b, 2] % P, part[b, 3] % P,
@@ -429,6 +469,28 @@ def _dot_pairs_range(f, eq_lo, eq_hi, lo, hi):
             total[b, 2] = addp(total[b, 2], p2)
             total[b, 3] = addp(total[b, 3], p3)
     return total
+
+
+@numba.njit(cache=True, nogil=True)
+def _dot_pairs_run(fv, ev, part):
+    """part[b] += sum_j fv[2j + b] ev[j] unreduced (a loop in a function of its own: ``_kernels._fold_add_run``)."""
+    ext = fv.ndim == 2
+    for j in range(ev.shape[0]):
+        e0, e1, e2, e3 = ev[j, 0], ev[j, 1], ev[j, 2], ev[j, 3]
+        if ext:
+            acc_product(part, 0, fv[2 * j, 0], fv[2 * j, 1], fv[2 * j, 2], fv[2 * j, 3], e0, e1, e2, e3)
+            acc_product(part, 1, fv[2 * j + 1, 0], fv[2 * j + 1, 1], fv[2 * j + 1, 2], fv[2 * j + 1, 3], e0, e1,
+                         e2, e3)
+        else:
+            a, b = fv[2 * j], fv[2 * j + 1]
+            part[0, 0] += a * e0 % P
+            part[0, 1] += a * e1 % P
+            part[0, 2] += a * e2 % P
+            part[0, 3] += a * e3 % P
+            part[1, 0] += b * e0 % P
+            part[1, 1] += b * e1 % P
+            part[1, 2] += b * e2 % P
+            part[1, 3] += b * e3 % P
 
 
 _ONE = np.array([[1, 0, 0, 0]], dtype=np.uint64)  # F_p4's one, a (1, 4) table
@@ -453,11 +515,18 @@ def _fold_scaled_range(table, r, beta, out, accumulate, lo, hi):
     ``out`` without reading it (a fresh array: no zero-filled pages first)."""
     br = np.empty((1, 4), dtype=np.uint64)
     ext_mul_into(beta[0], beta[1], beta[2], beta[3], r[0], r[1], r[2], r[3], br, 0)
-    for j in range(lo, hi):
+    _fold_scaled_run(table[2 * lo:2 * hi], beta, br[0], out[lo:hi], accumulate)
+
+
+@numba.njit(cache=True, nogil=True)
+def _fold_scaled_run(table, beta, br, out, accumulate):
+    """out[j] (+)= beta t[2j] + br (t[2j + 1] - t[2j]) on views (a loop in a function of its own: ``_kernels.
+    _fold_add_run``)."""
+    for j in range(out.shape[0]):
         low, high = table[2 * j], table[2 * j + 1]
         d = high - low if high >= low else high + P - low
         for c in range(4):
-            s = (beta[c] * low + br[0, c] * d) % P
+            s = (beta[c] * low + br[c] * d) % P
             if accumulate:
                 s += out[j, c]
                 s = s - P if s >= P else s
@@ -465,6 +534,9 @@ def _fold_scaled_range(table, r, beta, out, accumulate, lo, hi):
 
 
 MASK32 = np.uint64(0xFFFFFFFF)
+#: entries of a codeword row whose NTT stages run chunk by chunk (256 KB: within a core's L2); a 2^20-symbol row
+#: (8 MB) then streams from memory for its last stages only
+ENCODE_CHUNK = 1 << 15
 NEG_PINV = np.uint64(2013265919)  # -p^-1 mod 2^32 (Montgomery reduction, R = 2^32)
 
 
@@ -509,21 +581,37 @@ def _encode_row(source, bitrev, twiddles, block, row):
         v = source[bitrev[j]]
         for b in range(block):
             row[j * block + b] = v
-    half = block
-    while half < n:
+    chunk = min(n, ENCODE_CHUNK)
+    for first in range(0, n, chunk):  # the stages within a chunk, chunk by chunk (it stays in the core's cache)
+        half = block
+        while half < chunk:
+            stage = twiddles[half:2 * half]
+            for start in range(first, first + chunk, 2 * half):
+                _butterflies(row[start:start + half], row[start + half:start + 2 * half], stage)
+            half *= 2
+    half = max(block, chunk)
+    while half < n:  # then the stages across chunks, over the whole row
         stage = twiddles[half:2 * half]
         for start in range(0, n, 2 * half):
-            low, high = row[start:start + half], row[start + half:start + 2 * half]
-            for j in range(half):  # separate views, branch-free selects: the loop vectorises (3-4x)
-                u = low[j]
-                t = high[j] * stage[j]
-                m = ((t & MASK32) * NEG_PINV) & MASK32
-                v = (t + m * P) >> np.uint64(32)
-                v = v - P if v >= P else v
-                s = u + v
-                low[j] = s - P if s >= P else s
-                high[j] = u - v if u >= v else u + P - v
+            _butterflies(row[start:start + half], row[start + half:start + 2 * half], stage)
         half *= 2
+
+
+@numba.njit(cache=True, nogil=True)
+def _butterflies(low, high, stage):
+    """One radix-2 DIT stage's butterflies: (low, high)[j] = low[j] +- high[j] stage[j] (stage in Montgomery form, a
+    32-bit Montgomery reduction per product; separate views and branch-free selects: the loop vectorises). A
+    function of its own, its views its arguments: inlined into the stage loop, whose views start at a runtime
+    offset, it ran 2x slower (``_kernels._fold_add_run``)."""
+    for j in range(low.shape[0]):
+        u = low[j]
+        t = (high[j] & MASK32) * (stage[j] & MASK32)  # both < 2^32: a 32 x 32-bit SIMD product
+        m = ((t & MASK32) * NEG_PINV) & MASK32
+        v = (t + m * P) >> np.uint64(32)
+        v = v - P if v >= P else v
+        s = u + v
+        low[j] = s - P if s >= P else s
+        high[j] = u - v if u >= v else u + P - v
 
 
 @numba.njit(cache=True, nogil=True)
