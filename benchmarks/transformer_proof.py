@@ -183,12 +183,15 @@ def main(argv=None) -> None:
                         help="the hiding commitment (basefold: graph_basefold_params; refused for stores too large)")
     parser.add_argument("--parts", action="store_true", help="print each hiding proof's bytes by part")
     args = parser.parse_args(argv)
+    os.environ.setdefault("HEZK_THREADS", "1")  # one kernel thread, as the table says (read at the first kernel)
+    import hezk.memory
+    kept = hezk.memory.for_a_program()  # as ``hezk commit|prove`` do (HEZK_KEEP_FREED_MEMORY=0: glibc's default)
     names = list(SIZES)[:1] if args.quick else list(SIZES)[:2] + (list(SIZES)[2:] if args.gpt2 else [])
     load = os.getloadavg()[0]
     parts = [] if args.parts else None
     rows = [row for name in names for row in run(name, not args.no_hiding, not args.hidden_only, args.scheme, parts)]
-    print_table(f"transformer encoder layer proofs (one sample, wall seconds, one thread; load average "
-                f"{load:.2f} before, {os.getloadavg()[0]:.2f} after)",
+    print_table(f"transformer encoder layer proofs (one sample, wall seconds, one thread, freed memory "
+                f"{'kept' if kept else 'returned'}; load average {load:.2f} before, {os.getloadavg()[0]:.2f} after)",
                 ("layer", "commit s", "prove s", "prove CPU s", "verify s", "verify CPU s", "proof MB",
                  "peak RSS MB", "error / max |y|"), rows)
     for title, table in parts or ():

@@ -39,6 +39,35 @@ def test_a_program_keeps_freed_memory_unless_told_not_to():
     assert kept > 200 and returned < 50 and default < 50
 
 
+#: numpy's huge page hint in a child process, at start and after the program's settings (or none: a library)
+HINT = ("import sys, hezk.memory as m\n"
+        "from numpy._core import multiarray as a\n"
+        "start = a._get_madvise_hugepage()\n"
+        "if sys.argv[1] == 'program':\n"
+        "    m.for_a_program()\n"
+        "print(start, a._get_madvise_hugepage())\n")
+
+
+def _hint(mode, **env):
+    out = subprocess.run([sys.executable, "-c", HINT, mode], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, **env), check=True).stdout.split()
+    return out[0] == "True", out[1] == "True"
+
+
+def test_a_program_turns_numpys_huge_page_hint_off_unless_told_not_to():
+    """A program's first touches of fresh proof tables: no synchronous huge page compaction (hezk.memory.
+    numpy_huge_pages); HEZK_HUGE_PAGES=1 keeps numpy's hint, and an importing library leaves it as it was."""
+    start, program = _hint("program")
+    assert not program
+    assert _hint("program", HEZK_HUGE_PAGES="1") == (start, start)
+    assert _hint("library") == (start, start)
+    previous = hezk.memory.numpy_huge_pages(False)
+    try:
+        assert hezk.memory.numpy_huge_pages(True) is False
+    finally:
+        hezk.memory.numpy_huge_pages(previous)
+
+
 def test_every_program_entry_applies_it(monkeypatch):
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["hezk"] == "hezk.cli:program"
