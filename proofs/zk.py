@@ -84,6 +84,8 @@ MAX_OPENINGS = 255
 COLUMNS_KERNEL_MIN_SIZE = 1 << 16  #: encodings with at least this many entries gather their columns compiled
 _HIDING_MAGIC, _VERSION = b"HZKHIDE1", 3  # 2 added the openings byte; 3: F_p4 masks, one reduced piece
 
+_P = np.uint64(F.P)
+
 
 def _rng_bytes(n: int, rng) -> bytes:
     """n random bytes: OS CSPRNG unless a seeded numpy Generator (tests only) is given."""
@@ -919,17 +921,14 @@ def _ends(coefficients) -> np.ndarray:
 
 
 def mask_round(coefficients, j: int, prefix, num_vars: int, degree: int) -> np.ndarray:
-    """sum over x_(j+1..) of g(r_<j, X, x) at X = 0..degree: 2^(k-1-j) (prefix + g_j(X)) + 2^(k-2-j) suffix."""
-    ends = _ends(coefficients)
-    suffix = F.ext_sum(ends[j + 1:], axis=0) if j + 1 < num_vars else F.ext_zero()
-    out = F.ext_zero((degree + 1,))
-    for x in range(degree + 1):
-        powers = F.to_field(np.array([x ** e for e in range(degree + 1)], dtype=np.int64))
-        g_x = F.ext_sum(F.ext_mul_base(coefficients[j], powers), axis=0)  # g_j(x), x a small integer
-        scaled = F.ext_mul_base(F.ext_add(prefix, g_x), np.uint64(pow(2, num_vars - 1 - j, F.P)))
-        if j + 1 < num_vars:
-            scaled = F.ext_add(scaled, F.ext_mul_base(suffix, np.uint64(pow(2, num_vars - 2 - j, F.P))))
-        out[x] = scaled
+    """sum over x_(j+1..) of g(r_<j, X, x) at X = 0..degree: 2^(k-1-j) (prefix + g_j(X)) + 2^(k-2-j) suffix.
+    One pass of uint64 arrays (residues < 2^31 times powers X^e <= degree^degree: every sum exact)."""
+    suffix = F.ext_sum(_ends(coefficients)[j + 1:], axis=0) if j + 1 < num_vars else F.ext_zero()
+    powers = np.array([[x ** e for e in range(degree + 1)] for x in range(degree + 1)], dtype=np.uint64)
+    g = (powers @ np.asarray(coefficients[j], dtype=np.uint64)) % _P  # g_j(X), (degree + 1, 4)
+    out = (g + np.asarray(prefix, dtype=np.uint64)) % _P * np.uint64(pow(2, num_vars - 1 - j, F.P)) % _P
+    if j + 1 < num_vars:
+        out = (out + suffix * np.uint64(pow(2, num_vars - 2 - j, F.P)) % _P) % _P
     return out
 
 

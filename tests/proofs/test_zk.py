@@ -400,3 +400,34 @@ def test_reusable_copies_committed_without_their_codes_prove_and_verify(monkeypa
     output = S.forward_output(trace)
     for _ in range(2):
         S.verify_forward(SPEC, committed, output, S.prove_forward(trace, committed, zk=True))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 5), st.integers(1, 3), st.data())
+def test_mask_round_equals_the_sum_over_the_boolean_cube(num_vars, degree, data):
+    """Libra's mask round sum_(x_(j+1..)) [prefix + g_j(X) + sum_(i>j) g_i(x_i)] at X = 0..degree, by brute force
+    over Python ints (the field's additions are coordinate-wise; X^e is a small integer)."""
+    j = data.draw(st.integers(0, num_vars - 1))
+    seed = data.draw(st.integers(0, 2 ** 32 - 1))
+    rng = np.random.default_rng(seed)
+    coefficients = rng.integers(0, F.P, size=(num_vars, degree + 1, 4), dtype=np.uint64)
+    if data.draw(st.booleans()):
+        coefficients[:] = F.P - 1  # the largest residues
+    prefix = rng.integers(0, F.P, size=4, dtype=np.uint64)
+    c = coefficients.astype(object)
+
+    def g(i, x):
+        return [sum(c[i, e, k] * x ** e for e in range(degree + 1)) for k in range(4)]
+
+    expected = []
+    for x in range(degree + 1):
+        total = [0] * 4
+        for bits in range(1 << (num_vars - 1 - j)):
+            value = [int(prefix[k]) + g(j, x)[k] for k in range(4)]
+            for t, i in enumerate(range(j + 1, num_vars)):
+                gi = g(i, (bits >> t) & 1)
+                value = [value[k] + gi[k] for k in range(4)]
+            total = [total[k] + value[k] for k in range(4)]
+        expected.append([v % F.P for v in total])
+    got = zk.mask_round(coefficients, j, prefix, num_vars, degree)
+    assert got.dtype == np.uint64 and got.tolist() == expected
