@@ -394,8 +394,7 @@ def _leaf_digests(codeword: np.ndarray, block: int, group: int = 1) -> np.ndarra
         leaves = _leaves(codeword, block)
         return _digest_array(leaves.reshape((count, group * leaves.shape[1]) + leaves.shape[2:]))
     out = np.empty((count, DIGEST_SIZE), dtype=np.uint8)
-    kernels.blake2b_leaves(_leaf_state(), np.ascontiguousarray(codeword), block, group, kernels._IV, kernels._SIGMA,
-                           out)
+    kernels.blake2b_leaves(_leaf_state(), np.ascontiguousarray(codeword), block, group, kernels._IV, out)
     return out
 
 
@@ -440,7 +439,7 @@ def _digest_array(leaves: np.ndarray) -> np.ndarray:
     if kernels is None:
         return np.frombuffer(b"".join(_digests(leaves)), dtype=np.uint8).reshape(-1, DIGEST_SIZE)
     out = np.empty((flat.shape[0], DIGEST_SIZE), dtype=np.uint8)
-    kernels.blake2b_leaves(_leaf_state(), flat.astype(np.uint64), 0, 1, kernels._IV, kernels._SIGMA, out)
+    kernels.blake2b_leaves(_leaf_state(), flat.astype(np.uint64), 0, 1, kernels._IV, out)
     return out
 
 

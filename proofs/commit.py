@@ -114,7 +114,7 @@ def _merkle_tree(columns: np.ndarray) -> list:
     F.numba_kernels().transpose_u32(np.ascontiguousarray(columns, dtype=np.uint64), data)
     data = data.view(np.uint8)
     digests = np.empty((columns.shape[1], DIGEST_SIZE), dtype=np.uint8)
-    kernels.blake2b_rows(np.uint8(LEAF_PREFIX[0]), data, kernels._IV, kernels._SIGMA, digests)
+    kernels.blake2b_rows(np.uint8(LEAF_PREFIX[0]), data, kernels._IV, digests)
     return digest_levels(digests)
 
 

@@ -69,7 +69,7 @@ def grind(state: bytes, bits: int) -> int:
     while True:
         nonces = np.arange(start, start + batch, dtype="<u8")
         rows[:, len(state):] = nonces.view(np.uint8).reshape(batch, 8)
-        kernels.blake2b_rows(np.uint8(_DOMAIN[0]), rows, kernels._IV, kernels._SIGMA, out)
+        kernels.blake2b_rows(np.uint8(_DOMAIN[0]), rows, kernels._IV, out)
         hits = np.flatnonzero((np.ascontiguousarray(out[:, :8]).view("<u8")[:, 0] & mask) == 0)
         if hits.size:
             return int(nonces[hits[0]])

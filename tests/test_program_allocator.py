@@ -41,6 +41,8 @@ def test_a_program_keeps_freed_memory_unless_told_not_to():
 
 #: numpy's huge page hint in a child process, at start and after the program's settings (or none: a library)
 HINT = ("import sys, hezk.memory as m\n"
+        "if sys.argv[1] == 'program-first':\n"
+        "    m.for_a_program()\n"
         "from numpy._core import multiarray as a\n"
         "start = a._get_madvise_hugepage()\n"
         "if sys.argv[1] == 'program':\n"
@@ -49,8 +51,9 @@ HINT = ("import sys, hezk.memory as m\n"
 
 
 def _hint(mode, **env):
+    inherited = {k: v for k, v in os.environ.items() if k not in ("NUMPY_MADVISE_HUGEPAGE", "HEZK_HUGE_PAGES")}
     out = subprocess.run([sys.executable, "-c", HINT, mode], capture_output=True, text=True, timeout=120,
-                         env=dict(os.environ, **env), check=True).stdout.split()
+                         env=dict(inherited, **env), check=True).stdout.split()
     return out[0] == "True", out[1] == "True"
 
 
@@ -59,6 +62,7 @@ def test_a_program_turns_numpys_huge_page_hint_off_unless_told_not_to():
     numpy_huge_pages); HEZK_HUGE_PAGES=1 keeps numpy's hint, and an importing library leaves it as it was."""
     start, program = _hint("program")
     assert not program
+    assert _hint("program-first") == (False, False)  # before numpy's import: its NUMPY_MADVISE_HUGEPAGE
     assert _hint("program", HEZK_HUGE_PAGES="1") == (start, start)
     assert _hint("library") == (start, start)
     previous = hezk.memory.numpy_huge_pages(False)

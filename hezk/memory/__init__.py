@@ -72,7 +72,10 @@ def for_a_program() -> bool:
     faster with freed memory kept; an N16_BOOT bootstrap 15.1 -> 13.9 s on one thread). Also numpy's huge page
     hint off (:func:`numpy_huge_pages`), unless ``HEZK_HUGE_PAGES`` is ``1``. True when freed memory is kept."""
     if os.environ.get(HUGE_PAGES_SETTING, "0").strip() != "1":
-        numpy_huge_pages(False)
+        if "numpy" in sys.modules:
+            numpy_huge_pages(False)
+        else:  # numpy reads it at import (importing numpy here would slow every command's start)
+            os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
     if os.environ.get(PROGRAM_SETTING, "1").strip() == "0":
         return False
     return reuse_freed_memory()
@@ -85,7 +88,8 @@ def numpy_huge_pages(enable: bool) -> bool | None:
     array's 2 MB page is served by a synchronous compaction: the hiding Basefold proof of a GPT-2-small block,
     the first in its process (its 128-256 MB tables all fresh pages), took 12.2 s with the hint (3.3 s of it
     system time) and 9.3 s without (0.8 s system); CKKS keygen and operations at N16 measured the same either way
-    (their arrays are reused). Off, pages are the kernel's default 4 KB ones."""
+    (their arrays are reused). Off, pages are the kernel's default 4 KB ones. Before numpy is imported, its
+    environment variable ``NUMPY_MADVISE_HUGEPAGE=0`` does the same (:func:`for_a_program`)."""
     try:
         from numpy._core import multiarray
     except ImportError:  # numpy 1.x

@@ -93,8 +93,7 @@ def _parents(below: np.ndarray, kernels) -> np.ndarray:
         parents = b"".join(prefixed_hash(NODE_PREFIX, raw[i:i + width]) for i in range(0, len(raw), width))
         return np.frombuffer(parents, dtype=np.uint8).reshape(-1, DIGEST_SIZE)
     out = np.empty((below.shape[0] // 2, DIGEST_SIZE), dtype=np.uint8)
-    kernels.blake2b_rows(np.uint8(1), np.ascontiguousarray(below).reshape(-1, 2 * DIGEST_SIZE), kernels._IV,
-                         kernels._SIGMA, out)
+    kernels.blake2b_rows(np.uint8(1), np.ascontiguousarray(below).reshape(-1, 2 * DIGEST_SIZE), kernels._IV, out)
     return out
 
 
