@@ -47,10 +47,17 @@ load ~1). Through the command lines, default Ligero with 16 copies (wall, peak R
 (commitment 18 MB, prover state 83 MB), prove 9.2 s / 1.7 GB (3.17 MB), verify 1.9 s / 0.3 GB.
 Through the command lines (``hezk commit --scheme basefold --max-proofs 2``, ``hezk prove``, ``hezk verify``;
 one thread, wall, peak RSS): 22.7 s / 3.0 GB, 18.5 s / 3.0 GB (reading and quantizing the model included),
-1.7 s / 0.2 GB. The 10 s goal is near, not met on this machine: what is left is the opening's masked reduction
-and batch (about 4 s: every table of 2^25 committed entries passed twice), the relations' sumchecks (about
-3.5 s) and the two stores' encodings at rate 1/4 (about 1.2 s); rate 1/2 with rows of 2^20 proved in 9.9-10.5 s
-but 1.14 MB.
+1.7 s / 0.2 GB. Since 2026-12-07 (second stop) this script applies hezk's program settings (freed memory kept,
+numpy's huge page hint off: :func:`hezk.memory.for_a_program`) and one kernel thread (``HEZK_THREADS=1``; before,
+it ran the provers' kernels on every core while its table said one thread): the hiding Basefold prove of the
+GPT-2-small block is **9.4 s** (0.88 MB, verify 0.41 s, 101.4 bits; the first prove of its process, load ~1),
+against 11.7-12.2 s for the same code with numpy's huge page hint on (3.3 s of system time: a synchronous
+compaction at each fresh table page's first touch) and 10.0-10.1 s for the code before this stop's kernel work
+with the hint off (interleaved: 10.08 / 9.45 / 10.00 / 8.98 s, before / after). Through the command lines
+(Basefold, 2 copies, one thread, wall / peak RSS): ``hezk commit`` 15.5 s / 3.0 GB, ``hezk prove`` 15.3 s /
+3.0 GB (reading and quantizing the model and rebuilding the copy's code included), ``hezk verify`` 1.9 s.
+What is left in the 9.4 s: the two prove-time stores' encodings and Merkle trees (about 2 s), the relations'
+sumchecks (about 2.9 s), the opening's masked reduction, claim weights and batch opening (about 4 s).
 """
 import argparse
 import contextlib

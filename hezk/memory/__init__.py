@@ -15,7 +15,9 @@ Opt-in: a library must not change its host process's allocator, so nothing hezk 
 servers and benchmarks do (the same as the environment variables ``MALLOC_MMAP_MAX_=0
 MALLOC_TRIM_THRESHOLD_=...`` set before the process starts), and so do hezk's own programs (the ``hezk`` command,
 ``python -m hezk|tensor_ops|proofs``) through :func:`for_a_program`, unless ``HEZK_KEEP_FREED_MEMORY=0``. Not
-glibc (macOS, Windows, musl): a no-op.
+glibc (macOS, Windows, musl): a no-op. The programs also turn numpy's transparent huge page hint off
+(:func:`numpy_huge_pages`, unless ``HEZK_HUGE_PAGES=1``): on a kernel that compacts memory synchronously for
+hinted regions, every fresh proof table paid a compaction at its first touch.
 """
 from __future__ import annotations
 

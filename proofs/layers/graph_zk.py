@@ -1170,7 +1170,9 @@ def graph_basefold_params(qgraph: QuantizedGraph, batch: int = 1):
     20.3 -> 22.2 s prove CPU (load 8-11 before), verify 0.44 s CPU, 102.0 bits per hash (87.4 statistical), peak
     RSS 3.3 -> 4.9 GB: a quarter of hiding Ligero's 3.80 MB (10.1 s, 2.2 GB). With the stores' boxes committed
     (2^23, 2^22, 2^22: :attr:`proofs.relations.StoreLayout.blocks`) the first candidate fits: rate 1/4,
-    130 queries, 0.88 MB, 11.9-12.2 s against 21.1-22.1 s before (interleaved, one thread), 101.4 bits."""
+    130 queries, 0.88 MB, 11.9-12.2 s against 21.1-22.1 s before (interleaved, one thread), 101.4 bits; with the
+    provers' loops in functions of their own and the programs' memory settings (:func:`hezk.memory.for_a_program`)
+    9.4 s, the first prove of its process (``benchmarks/transformer_proof.py --gpt2 --scheme basefold``)."""
     small = basefold_params()
     shapes = Shapes(qgraph, batch)
     layouts = _layouts(shapes, qgraph)
