@@ -49,6 +49,11 @@ sharing a ciphertext, likely read as clean after a selection): reverted.
 
 Before this stop (2026-12-06, measured the same way): 326 s of evaluation with 5 bootstraps (85 s), estimate 387 s.
 
+Rerun 2026-12-07 (later stop, same code for CKKS, one thread, freed memory kept): evaluation 386.7 s with numpy's
+huge page hint on and 388.0 s with it off (``hezk.memory.numpy_huge_pages``), bootstraps 158-161 s, keys 50-53 s,
+13.0 GB, 0.32%: this machine then ran one N16_BOOT bootstrap in 31 s (13.6 s on 2026-12-06) and N14 ct x ct in
+24-27 ms, so the machine, not the code, doubled the time; compare figures only within one run.
+
 The estimate prices every operation at the level it runs at with per-operation costs measured at N16_BOOT
 (``attention_plan.ESTIMATE_COSTS``: a key-switched rotation 0.310 s at the top level, CPU time, twice the old
 figure scaled from N = 2^13, and below it by the key-switching digits the level holds, ``switching_work``;
