@@ -66,6 +66,12 @@ load ~1.0, --repeats 3; OpenFHE dnum 4, 6 levels after):
   kept), OpenFHE 20.82 / 20.99 s: 0.59x best, 0.60x median; 20.6 / 16.3 bits random, 14.3 / 13.1 worst case;
   VmHWM 8.86 / 11.46 GB; keys 35 of 6.39 GB; keygen 21.9 / 23.8 s.
 
+Measured 2026-12-07 on another machine of this kind (same code; one thread, load ~1, ``--repeats 1``): hezk 31.08 s
+(30.30 s with freed memory kept), OpenFHE 1.6.1 31.39 s: **0.99x**, 20.5 / 16.2 bits random, 14.3 / 13.1 worst
+case, keygen 45.4 / 41.4 s. There hezk took 2.2x its time of the day before and OpenFHE 1.5x: the goal of 0.7x
+holds on one machine and not on the other (89% of hezk's time is in its compiled kernels; the 2026-12-06 note above
+found hezk's lead shrinking where memory bandwidth is scarce). Compare only within one run.
+
 Measured 2026-12-06 after fewer passes and fresh arrays per key switch (issue 36: a giant step's plaintext products
 summed in one pass, ``keyswitch.muladd_pairs``; a Chebyshev leaf in one pass, ``Evaluator.mul_int_sum``;
 ``mul_add_rescale``'s factor, tensor and added part in one pass into thread scratch; ModDown's INTT and correction in
