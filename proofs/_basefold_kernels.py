@@ -50,16 +50,10 @@ def round_sums(f, w, out):
 @numba.njit(cache=True, nogil=True)
 def _round_sums_range(f, w, lo, hi):
     """The unreduced (3, 4) accumulator of ``round_sums`` over the pairs lo <= j < hi."""
-    return _round_sums_run(f[2 * lo:2 * hi], w[2 * lo:2 * hi])
-
-
-@numba.njit(cache=True, nogil=True)
-def _round_sums_run(fv, wv):
-    """``_round_sums_range`` over every pair of the views (a loop in a function of its own: ``_kernels.
-    _fold_add_run``)."""
     acc = np.zeros((3, 4), dtype=np.uint64)
-    ext = fv.ndim == 2
-    for j in range(wv.shape[0] // 2):
+    ext = f.ndim == 2
+    fv, wv = f[2 * lo:2 * hi], w[2 * lo:2 * hi]            # views indexed from 0: no negative-index checks
+    for j in range(hi - lo):
         lo, hi = 2 * j, 2 * j + 1
         u0, u1, u2, u3 = wv[lo, 0], wv[lo, 1], wv[lo, 2], wv[lo, 3]
         v0, v1, v2, v3 = wv[hi, 0], wv[hi, 1], wv[hi, 2], wv[hi, 3]
@@ -114,14 +108,9 @@ def _eq_first_stages(point, scale, out, stages):
 @numba.njit(cache=True, nogil=True)
 def _eq_stage_range(r, out, size, lo, hi):
     """One doubling for the entries lo <= i < hi of the first ``size``: out[i + size] = out[i] r, out[i] -= that."""
-    _eq_stage_run(r, out[lo:hi], out[lo + size:hi + size])
-
-
-@numba.njit(cache=True, nogil=True)
-def _eq_stage_run(r, src, dst):
-    """dst[i] = src[i] r, src[i] -= dst[i] (a loop in a function of its own: ``_kernels._fold_add_run``)."""
     high = np.empty((1, 4), dtype=np.uint64)
-    for i in range(src.shape[0]):
+    src, dst = out[lo:hi], out[lo + size:hi + size]    # views indexed from 0: no negative-index checks in the loop
+    for i in range(hi - lo):
         ext_mul_into(src[i, 0], src[i, 1], src[i, 2], src[i, 3], r[0], r[1], r[2], r[3], high, 0)
         for c in range(4):
             dst[i, c] = high[0, c]
@@ -146,14 +135,8 @@ def add_eq_scaled(point, scale, out):
 def _add_last_stage_range(buffer, r, out, lo, hi):
     """out[i + half] += buffer[i] r, out[i] += buffer[i] - buffer[i] r for lo <= i < hi (half = buffer rows)."""
     half = buffer.shape[0]
-    _add_last_stage_run(buffer[lo:hi], r, out[lo:hi], out[lo + half:hi + half])
-
-
-@numba.njit(cache=True, nogil=True)
-def _add_last_stage_run(src, r, low, high):
-    """high[i] += src[i] r, low[i] += src[i] - src[i] r (a loop in a function of its own: ``_kernels.
-    _fold_add_run``)."""
-    for i in range(src.shape[0]):
+    src, low, high = buffer[lo:hi], out[lo:hi], out[lo + half:hi + half]   # views indexed from 0
+    for i in range(hi - lo):
         p0, p1, p2, p3 = ext_mul4(src[i, 0], src[i, 1], src[i, 2], src[i, 3], r[0], r[1], r[2], r[3])
         high[i, 0] = addp(high[i, 0], p0)
         high[i, 1] = addp(high[i, 1], p1)
@@ -175,14 +158,8 @@ def combine_rows(codeword, weights, out):
 @numba.njit(cache=True, nogil=True)
 def _combine_rows_range(codeword, weights, out, lo, hi):
     """Rows lo <= i < hi of ``combine_rows``."""
-    _combine_rows_run(codeword[lo:hi], weights, out[lo:hi])
-
-
-@numba.njit(cache=True, nogil=True)
-def _combine_rows_run(codeword, weights, out):
-    """Every row of ``combine_rows`` on views (a loop in a function of its own: ``_kernels._fold_add_run``)."""
     width = codeword.shape[1]
-    for i in range(codeword.shape[0]):  # the four coordinates in one pass over the row (each symbol read once)
+    for i in range(lo, hi):  # the four coordinates in one pass over the row (each symbol read once)
         s0 = s1 = s2 = s3 = np.uint64(0)
         for k in range(width):
             v = codeword[i, k]
@@ -212,18 +189,13 @@ def fold_codeword(codeword, scale, r, out):
 def _fold_codeword_range(codeword, scale, r, out, lo, hi):
     """Entries lo <= j < hi of ``fold_codeword``."""
     half = out.shape[0]
-    _fold_codeword_run(codeword[lo:hi], codeword[lo + half:hi + half], scale[lo:hi], r, out[lo:hi])
-
-
-@numba.njit(cache=True, nogil=True)
-def _fold_codeword_run(low, high, sv, r, ov):
-    """``_fold_codeword_range`` on views of the two halves (a loop in a function of its own: ``_kernels.
-    _fold_add_run``)."""
     diff = np.empty((1, 4), dtype=np.uint64)
     prod = np.empty((1, 4), dtype=np.uint64)
     s_j = np.empty(4, dtype=np.uint64)
-    ext = low.ndim == 2
-    for j in range(ov.shape[0]):
+    ext = codeword.ndim == 2
+    low, high = codeword[lo:hi], codeword[lo + half:hi + half]      # views indexed from 0
+    sv, ov = scale[lo:hi], out[lo:hi]
+    for j in range(hi - lo):
         for c in range(4):
             if ext:
                 a, b = low[j, c], high[j, c]
@@ -252,13 +224,9 @@ def dot_base(e, table, out):
 
 @numba.njit(cache=True, nogil=True)
 def _dot_base_range(e, table, lo, hi):
-    return _dot_base_run(e[lo:hi], table[lo:hi])
-
-
-@numba.njit(cache=True, nogil=True)
-def _dot_base_run(ev, tv):
     acc = np.zeros(4, dtype=np.uint64)
-    for i in range(tv.shape[0]):
+    ev, tv = e[lo:hi], table[lo:hi]
+    for i in range(hi - lo):
         for c in range(4):
             acc[c] += ev[i, c] * tv[i] % P
     return acc
@@ -345,17 +313,12 @@ def _fold_pieces(kernel, f_target, w_target, out):
 def _fold_sums_range(f, w, r, f_dst, w_dst, lo, hi):
     """Entries lo <= j < hi of ``fold_sums`` (lo even) into f_dst[j - lo], w_dst[j - lo]; returns the unreduced
     (3, 4) accumulator of their pairs."""
-    return _fold_sums_run(f[2 * lo:2 * hi], w[2 * lo:2 * hi], r, f_dst, w_dst)
-
-
-@numba.njit(cache=True, nogil=True)
-def _fold_sums_run(fv, wv, r, f_dst, w_dst):
-    """``_fold_sums_range`` on views (a loop in a function of its own: ``_kernels._fold_add_run``)."""
     r0, r1, r2, r3 = r[0], r[1], r[2], r[3]
     acc = np.zeros((3, 4), dtype=np.uint64)
-    ext = fv.ndim == 2
+    ext = f.ndim == 2
     f0 = f1 = f2 = f3 = w0 = w1 = w2 = w3 = np.uint64(0)
-    for j in range(wv.shape[0] // 2):
+    fv, wv = f[2 * lo:2 * hi], w[2 * lo:2 * hi]          # views indexed from 0: no negative-index checks
+    for j in range(hi - lo):
         g0, g1, g2, g3 = _lerp(fv, j, ext, r0, r1, r2, r3)
         u0, u1, u2, u3 = _lerp(wv, j, True, r0, r1, r2, r3)
         f_dst[j, 0], f_dst[j, 1], f_dst[j, 2], f_dst[j, 3] = g0, g1, g2, g3
@@ -515,18 +478,11 @@ def _fold_scaled_range(table, r, beta, out, accumulate, lo, hi):
     ``out`` without reading it (a fresh array: no zero-filled pages first)."""
     br = np.empty((1, 4), dtype=np.uint64)
     ext_mul_into(beta[0], beta[1], beta[2], beta[3], r[0], r[1], r[2], r[3], br, 0)
-    _fold_scaled_run(table[2 * lo:2 * hi], beta, br[0], out[lo:hi], accumulate)
-
-
-@numba.njit(cache=True, nogil=True)
-def _fold_scaled_run(table, beta, br, out, accumulate):
-    """out[j] (+)= beta t[2j] + br (t[2j + 1] - t[2j]) on views (a loop in a function of its own: ``_kernels.
-    _fold_add_run``)."""
-    for j in range(out.shape[0]):
+    for j in range(lo, hi):
         low, high = table[2 * j], table[2 * j + 1]
         d = high - low if high >= low else high + P - low
         for c in range(4):
-            s = (beta[c] * low + br[c] * d) % P
+            s = (beta[c] * low + br[0, c] * d) % P
             if accumulate:
                 s += out[j, c]
                 s = s - P if s >= P else s

@@ -387,12 +387,12 @@ def _masked_product_round_range(a, b, mask_a, block_a, mask_b, block_b, zs, degr
     A B = La Lb + z_x (m_a Lb + m_b La) + z_x^2 m_a m_b, and La Lb = (1 - x) a b + x (a + da)(b + db) + (x^2 - x)
     da db: three F_p4 products per pair for every x, the masks' parts from per-plane sums of the lines (one product
     per plane and line coefficient) and per-plane-pair counts."""
-    return _masked_product_round_run(a, b, mask_a, block_a, mask_b, block_b, zs, degree, lo, hi, a[2 * lo:2 * hi],
-                                     b[2 * lo:2 * hi])
+    return _masked_product_round_run(a[2 * lo:2 * hi], b[2 * lo:2 * hi], mask_a, block_a, mask_b, block_b, zs, degree,
+                                     lo, hi)
 
 
 @numba.njit(cache=True, nogil=True)
-def _masked_product_round_run(a, b, mask_a, block_a, mask_b, block_b, zs, degree, lo, hi, av, bv):
+def _masked_product_round_run(av, bv, mask_a, block_a, mask_b, block_b, zs, degree, lo, hi):
     """``_masked_product_round_range`` on views av, bv of its tables from pair lo on (a loop in a function of its
     own: ``_fold_add_run``)."""
     acc = np.zeros((degree + 1, 4), dtype=np.uint64)
@@ -619,15 +619,15 @@ def masked_round_sums(ext_factors, masks, blocks, base_factors, zs, degree, out)
 @numba.njit(cache=True, nogil=True)
 def _masked_round_range(ext_factors, masks, blocks, base_factors, zs, degree, lo, hi):
     """The unreduced accumulator of ``masked_round_sums`` over the pairs lo <= j < hi."""
-    return _masked_round_run(ext_factors, masks, blocks, base_factors, zs, degree, lo, hi,
-                             ext_factors[:, 2 * lo:2 * hi], base_factors[:, 2 * lo:2 * hi])
+    return _masked_round_run(ext_factors[:, 2 * lo:2 * hi], masks, blocks, base_factors[:, 2 * lo:2 * hi], zs, degree,
+                             lo, hi)
 
 
 @numba.njit(cache=True, nogil=True)
-def _masked_round_run(ext_factors, masks, blocks, base_factors, zs, degree, lo, hi, ev, bv):
+def _masked_round_run(ev, masks, blocks, bv, zs, degree, lo, hi):
     """``_masked_round_range`` on views ev, bv of its tables from pair lo on (a loop in a function of its own:
     ``_fold_add_run``)."""
-    me, mb = ext_factors.shape[0], base_factors.shape[0]
+    me, mb = ev.shape[0], bv.shape[0]
     acc = np.zeros((degree + 1, 4), dtype=np.uint64)
     current = np.empty((me, 4), dtype=np.uint64)
     step = np.empty((me, 4), dtype=np.uint64)
@@ -940,23 +940,18 @@ def _fold_add_run(t, r, v, o):
 @numba.njit(cache=True, nogil=True)
 def _fold_add_planes_base_range(table, r, values, block, dst, lo, hi):
     """``_fold_add_planes_range`` for a base table."""
-    for plane in range(lo // block, (hi - 1) // block + 1):
-        first, stop = max(lo, plane * block), min(hi, (plane + 1) * block)
-        _fold_add_base_run(table[2 * first:2 * stop], r, values[plane], dst[first - lo:stop - lo])
-
-
-@numba.njit(cache=True, nogil=True)
-def _fold_add_base_run(t, r, v, o):
-    """``_fold_add_run`` for a base table t."""
     r0, r1, r2, r3 = r[0], r[1], r[2], r[3]
-    v0, v1, v2, v3 = v[0], v[1], v[2], v[3]
-    for j in range(o.shape[0]):
-        low = t[2 * j]
-        d = subp(t[2 * j + 1], low)
-        o[j, 0] = (r0 * d % P + v0 + low) % P
-        o[j, 1] = (r1 * d % P + v1) % P
-        o[j, 2] = (r2 * d % P + v2) % P
-        o[j, 3] = (r3 * d % P + v3) % P
+    for plane in range(lo // block, (hi - 1) // block + 1):
+        v0, v1, v2, v3 = values[plane, 0], values[plane, 1], values[plane, 2], values[plane, 3]
+        first, stop = max(lo, plane * block), min(hi, (plane + 1) * block)
+        t, o = table[2 * first:2 * stop], dst[first - lo:stop - lo]
+        for j in range(stop - first):
+            low = t[2 * j]
+            d = subp(t[2 * j + 1], low)
+            o[j, 0] = (r0 * d % P + v0 + low) % P
+            o[j, 1] = (r1 * d % P + v1) % P
+            o[j, 2] = (r2 * d % P + v2) % P
+            o[j, 3] = (r3 * d % P + v3) % P
 
 
 #: eq tables from this many variables on build their later variables' doublings in pieces on the threads (each
