@@ -16,6 +16,12 @@ with room for a copy and, when j is wider than k (a transformer's QKV projection
 K`` blocks of ``B + K - 1`` products instead of ``rows`` products on vectors padded to ``2 rows`` slots. When k is
 split over several ciphertexts (the MLP's second layer reading the first one's blocks), their terms are summed
 under shared giant steps.
+
+When the vectors start every P slots (P a power of two, each vector and its output block inside its P slots) and x is clean with no other
+tensor in its ciphertexts, each diagonal is written for the whole ring of bases ``b0 + i P``, as if every P slots
+held a vector: the slots past x's vectors are zero, so the extra products add zeros (the output stays clean), and
+the diagonal has period P, which encodes in the subring Z[X^(N/2P)] (``Evaluator.encode``: one 2P-point transform
+instead of an N-point NTT per limb).
 """
 from __future__ import annotations
 
@@ -75,6 +81,7 @@ class BlockDiagonal(Step):
     stride: int
     bases: tuple = field(repr=False)
     baby: int
+    period: int = 0     # > 0: the diagonals are periodic with this period (bases cover the ring every period slots)
 
     def inputs(self):
         return self.srcs
@@ -104,10 +111,16 @@ class BlockDiagonal(Step):
         g = t - t % self.baby
         lo, hi = max(0, -t), min(self.size, width - t)
         j = np.arange(lo, hi)
-        vec = np.zeros(slots, dtype=matrix.dtype if np.iscomplexobj(matrix) else np.float64)
+        dtype = matrix.dtype if np.iscomplexobj(matrix) else np.float64
+        values = matrix[self.j0 + j, k0 + j + t]
+        if self.period:         # one period, repeated: the same vector as every base of the ring written out
+            vec = np.zeros(self.period, dtype=dtype)
+            vec[(self.bases[0] + (j + g) * self.stride) % self.period] = values
+            return np.tile(vec, slots // self.period)
+        vec = np.zeros(slots, dtype=dtype)
         bases = np.asarray(self.bases, dtype=np.int64)[:, None]
         vec[((bases + (j + g) * self.stride) % slots).ravel()] = np.broadcast_to(
-            matrix[self.j0 + j, k0 + j + t], (len(self.bases), len(j))).ravel()
+            values, (len(self.bases), len(j))).ravel()
         return vec
 
     def apply(self, be, regs, data):
@@ -151,6 +164,22 @@ def _block_size(bases, stride: int, width: int, rows: int, slots: int) -> int:
     return low
 
 
+def _ring_period(lay: SlotLayout, members, bases, stride: int, extent: int, slots: int) -> int:
+    """The spacing P of the vectors (one vector: its extent rounded up to a power of two) when their diagonals may
+    be written every P slots around the ring (see the module docstring), else 0: bases ``b0 + i P`` with P a power
+    of two below the slots, each vector and its output block (``extent`` steps of ``stride``) inside its P slots, and x's ciphertexts clean, unreplicated and holding only these tiles where the bases do
+    not cover the ring already."""
+    period = bases[1] - bases[0] if len(bases) > 1 else 1 << (extent * stride - 1).bit_length()
+    if period < 1 or period & (period - 1) or period >= slots or extent * stride > period \
+            or any(b - a != period for a, b in zip(bases, bases[1:])):
+        return 0
+    if len(bases) * period == slots:
+        return period
+    cts = {lay.tiles[n].ct for n in members}
+    others = any(t.ct in cts for n, t in enumerate(lay.tiles) if n not in members)
+    return period if lay.clean and not lay.replicas and not others else 0
+
+
 def _best_baby(spans, size: int, blocks: int, c) -> int:
     """The baby step count with the least rotation cost (hoisted babies per input, giants per block, new keys)."""
     low, high = 1 - size, max(width for _, width in spans) - 1
@@ -182,13 +211,14 @@ def try_blocked(b: Builder, x: Sym, y: PlainSym, keep: str):
         ref = lay.tiles[members[max(range(len(members)), key=lambda m: spans[m][1])]]
         bases = tuple(int(v) for v in np.take(lay.positions(ref), 0, axis=axis).ravel())
         block = _block_size(bases, stride, ref.size[axis], rows, b.slots)
+        period = _ring_period(lay, members, bases, stride, max(block, max(w for _, w in spans)), b.slots)
         count = ceil(rows / block)
         baby = _best_baby(spans, block, count, b.costs)
         babies = tuple(fb.emit(BabyRotations, x.regs[n], stride, baby) for n in members)
         for c in range(count):
             size = min(block, rows - c * block)
             regs.append(fb.emit(Rescale, fb.emit(BlockDiagonal, babies, y.source, j + k, rows, cols, c * block, size,
-                                                 spans, stride, bases, baby)))
+                                                 spans, stride, bases, baby, period)))
             start = ref.start[:axis] + (c * block,) + ref.start[axis + 1:]
             tiles.append(Tile(len(tiles), start, ref.size[:axis] + (size,) + ref.size[axis + 1:], ref.offset))
         blocks_total += count

@@ -8,10 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crypto import CKKSContext, CKKSParameters
+from crypto.ckks.encoder import subring_period
 from tensor_ops import PlainBackend, einsum, encrypt
-from tensor_ops.layout import SlotLayout
+from tensor_ops.layout import SlotLayout, Tile
 from tensor_ops.plan import plan
-from tensor_ops.plan.blocked import BlockDiagonal, try_blocked
+from tensor_ops.plan.blocked import BlockDiagonal, _ring_period, try_blocked
 from tensor_ops.plan.build import _input_syms
 from tensor_ops.plan.builder import Builder, PlainSym
 from tensor_ops.parse import parse
@@ -120,6 +121,85 @@ def test_blocks_under_ckks_match_numpy(shapes):
     params = CKKSParameters.preset("TOY")
     p = plan("bsd,de->bse", *shapes, params=params, encrypted=(True, False))
     assert any(isinstance(s, BlockDiagonal) for s in p.steps)
+    ctx = CKKSContext.keygen(params, rotations=p.rotations(), seed=11)
+    rng = np.random.default_rng(6)
+    x, w = rng.uniform(-1, 1, shapes[0]), rng.uniform(-1, 1, shapes[1])
+    got = einsum("bsd,de->bse", encrypt(ctx, x), w).decrypt(ctx)
+    want = np.einsum("bsd,de->bse", x, w)
+    assert np.max(np.abs(got - want)) <= 1e-6 * max(1.0, np.abs(want).max())
+
+
+def _outside_tiles(layout, slots):
+    used = np.zeros(slots, bool)
+    for t in layout.tiles:
+        used[layout.positions(t).ravel()] = True
+    return ~used
+
+
+@settings(max_examples=40, deadline=None)
+@given(batch=st.integers(1, 8), log_k=st.integers(0, 4), j=st.integers(1, 40), log_slots=st.integers(6, 9),
+       seed=st.integers(0, 2**31))
+def test_vectors_every_power_of_two_slots_take_periodic_diagonals_and_leave_the_rest_zero(batch, log_k, j,
+                                                                                          log_slots, seed):
+    """Clean vectors every 2^a slots: the diagonals are written around the whole ring (period 2^a, a subring
+    encoding), the product is exact and every slot outside the output's tiles stays exactly zero."""
+    k, slots = 1 << log_k, 1 << log_slots
+    rng = np.random.default_rng(seed)
+    x, m = small_ints(rng, (batch, k)), small_ints(rng, (k, j))
+    layout = SlotLayout((batch, k), (2 * k, 1), slots) if 2 * k * batch <= slots else None
+    if layout is None:
+        return
+    got, sym, fb = _run_blocked("bk,kj->bj", [(batch, k), (k, j)], slots, x, m, layout=layout)
+    np.testing.assert_array_equal(got, x @ m)
+    blocks = [s for s in fb.steps if isinstance(s, BlockDiagonal)]
+    assert blocks and all(s.period == 2 * k if batch > 1 else s.period in (0, 2 * k) or s.period >= s.size
+                          for s in blocks)
+    for s in blocks:
+        for u, t in s.terms():
+            vec = s.diagonal(np.ones((s.rows, s.cols)), u, t, slots)
+            assert s.period == 0 or np.array_equal(vec, np.roll(vec, s.period))
+    be, outside = PlainBackend(slots), _outside_tiles(sym.layout, slots)
+    regs = {}
+    spec, _, (_, fb, sym, _) = _blocked_plan("bk,kj->bj", [(batch, k), (k, j)], slots, layout)
+
+    class Data:
+        pass
+
+    data = Data()
+    data.slots, data.cts = slots, [layout.pack(x), None]
+    data.plain_in = lambda source, indices, shape: np.transpose(m, [spec.inputs[1].index(c) for c in indices])
+    data.constant = be.constant
+    for step in fb.steps:
+        step.apply(be, regs, data)
+    for r in sym.regs:
+        assert not np.any(regs[r][outside])
+
+
+def test_dirty_or_shared_ciphertexts_keep_diagonals_zero_past_the_vectors():
+    """Garbage past the vectors, or another tensor's tiles in the same ciphertext, would leak into the output's
+    free slots through periodic diagonals: they keep the diagonals written at the vectors only."""
+    dirty = SlotLayout((4, 8), (16, 1), 256, clean=False)
+    _, _, (_, fb, _, _) = _blocked_plan("bk,kj->bj", [(4, 8), (8, 12)], 256, dirty)
+    assert all(s.period == 0 for s in fb.steps if isinstance(s, BlockDiagonal))
+    tiles = (Tile(0, (0, 0), (4, 8)), Tile(0, (4, 0), (4, 8), 128))
+    shared, apart = (SlotLayout((8, 8), (16, 1), 256, tiles),
+                     SlotLayout((8, 8), (16, 1), 256, (tiles[0], Tile(1, (4, 0), (4, 8), 128))))
+    assert _ring_period(shared, [0], (0, 16, 32, 48), 1, 12, 256) == 0
+    assert _ring_period(apart, [0], (0, 16, 32, 48), 1, 12, 256) == 16
+    assert _ring_period(apart, [0], (0, 16, 32, 48), 1, 17, 256) == 0      # a block past the next vector
+    assert _ring_period(apart, [0], (0, 16, 32, 64), 1, 12, 256) == 0      # not evenly spaced
+
+
+def test_periodic_diagonals_under_ckks_encode_in_the_subring_and_match_numpy():
+    """A 128-token, 32-wide projection at the TOY ring's slots: vectors every 32 slots fill half the ring; the
+    diagonals take period 32 and the product is right under CKKS."""
+    params = CKKSParameters.preset("TOY")
+    shapes = [(1, params.slots // 64, 32), (32, 48)]
+    p = plan("bsd,de->bse", *shapes, params=params, encrypted=(True, False))
+    blocks = [s for s in p.steps if isinstance(s, BlockDiagonal)]
+    assert blocks and all(s.period == 32 for s in blocks)
+    vec = blocks[0].diagonal(np.random.default_rng(0).uniform(1, 2, (48, 32)), 0, 0, params.slots)
+    assert subring_period(vec) == 32
     ctx = CKKSContext.keygen(params, rotations=p.rotations(), seed=11)
     rng = np.random.default_rng(6)
     x, w = rng.uniform(-1, 1, shapes[0]), rng.uniform(-1, 1, shapes[1])
