@@ -14,7 +14,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ParameterError, ScaleError, ShapeError
-from ..ntt import bit_reverse_indices
 
 # Above this magnitude float64 rounding is no longer exact to the integer, and int64 may overflow:
 # larger coefficients are returned as Python ints (exact conversions of the float64 values).
@@ -90,7 +89,6 @@ class CKKSEncoder:
         self.slots = n // 2
         m = 2 * n
         self._rot_group = np.array([pow(5, j, m) for j in range(self.slots)], dtype=np.int64)
-        self._bitrev = bit_reverse_indices(self.slots)
         self._forward_twiddles, self._inverse_twiddles = [], []
         length = 2
         while length <= self.slots:
@@ -99,33 +97,25 @@ class CKKSEncoder:
             self._forward_twiddles.append(np.exp(2j * np.pi * exponent / m))
             self._inverse_twiddles.append(np.exp(-2j * np.pi * exponent / m))
             length *= 2
-        for table in self._forward_twiddles + self._inverse_twiddles:
+        # the orbit 5^j mod 2N is {4r + 1: r < slots} (5 generates the residues 1 mod 4), so with w = u ζ^k the
+        # embedding is a length-slots DFT read at r_j = (5^j - 1) / 4 (numpy's FFT in place of the special one)
+        self._orbit_index = (self._rot_group - 1) // 4
+        self._twist = np.exp(2j * np.pi * np.arange(self.slots) / m)
+        for table in self._forward_twiddles + self._inverse_twiddles + [self._orbit_index, self._twist]:
             table.setflags(write=False)
 
-    # -- the special FFT -------------------------------------------------------------------------
+    # -- the canonical embedding ------------------------------------------------------------------
     def embed(self, u: np.ndarray) -> np.ndarray:
-        """z_j = Σ_{k<slots} u_k ζ^(5^j k): evaluate a complex polynomial on the orbit of 5."""
-        v = np.asarray(u, dtype=np.complex128)[self._bitrev]
-        length = 2
-        for twiddle in self._forward_twiddles:
-            half = length // 2
-            blocks = v.reshape(-1, length)
-            even, odd = blocks[:, :half], blocks[:, half:] * twiddle
-            v = np.concatenate([even + odd, even - odd], axis=1).ravel()
-            length *= 2
-        return v
+        """z_j = Σ_{k<slots} u_k ζ^(5^j k): evaluate a complex polynomial on the orbit of 5. With 5^j = 4 r_j + 1,
+        z_j = Σ_k (u_k ζ^k) ω^(r_j k), ω = ζ^4 a primitive slots-th root: one FFT of u ζ^k, read at r_j."""
+        w = np.asarray(u, dtype=np.complex128) * self._twist
+        return (np.fft.ifft(w) * self.slots)[self._orbit_index]
 
     def embed_inverse(self, z: np.ndarray) -> np.ndarray:
-        """The u with embed(u) = z (the inverse special FFT, Gentleman-Sande order)."""
-        v = np.asarray(z, dtype=np.complex128).copy()
-        length = self.slots
-        for twiddle in reversed(self._inverse_twiddles):
-            half = length // 2
-            blocks = v.reshape(-1, length)
-            low, high = blocks[:, :half], blocks[:, half:]
-            v = np.concatenate([low + high, (low - high) * twiddle], axis=1).ravel()
-            length //= 2
-        return v[self._bitrev] / self.slots
+        """The u with embed(u) = z: z placed at r_j, one inverse FFT, the twist ζ^-k undone."""
+        w = np.empty(self.slots, dtype=np.complex128)
+        w[self._orbit_index] = z
+        return np.fft.fft(w) / self.slots * np.conj(self._twist)
 
     # -- slots <-> coefficients ------------------------------------------------------------------
     def coefficients(self, values, scale: float) -> np.ndarray:
