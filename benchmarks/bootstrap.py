@@ -72,6 +72,12 @@ case, keygen 45.4 / 41.4 s. There hezk took 2.2x its time of the day before and 
 holds on one machine and not on the other (89% of hezk's time is in its compiled kernels; the 2026-12-06 note above
 found hezk's lead shrinking where memory bandwidth is scarce). Compare only within one run.
 
+Measured 2026-12-07 later on a third machine (AMD EPYC, 2 cores; same code; one thread, load ~0.9, ``--repeats
+2``): hezk 8.93 s best, 9.24 s median (8.25 s with freed memory kept); OpenFHE 1.6.1 14.61 s best, 15.70 s median:
+**0.61x best, 0.59x median**. Precision 20.5 / 16.3 bits random, 14.3 / 13.2 worst case; 8 / 6 levels left; peak
+11.13 / 11.46 GB; keygen 39.5 / 27.3 s (hezk's keygen is the slower one). ``--cts-levels 4``: 7.96 s (7.49 s with
+freed memory kept), 7 levels left, 48 rotation keys, 9.31 GB of keys.
+
 Measured 2026-12-06 after fewer passes and fresh arrays per key switch (issue 36: a giant step's plaintext products
 summed in one pass, ``keyswitch.muladd_pairs``; a Chebyshev leaf in one pass, ``Evaluator.mul_int_sum``;
 ``mul_add_rescale``'s factor, tensor and added part in one pass into thread scratch; ModDown's INTT and correction in

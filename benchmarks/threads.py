@@ -71,6 +71,17 @@ Measured 2026-12-06 after the eq tables' doublings and the Ligero Merkle transpo
 encrypted 2289 -> 1449 (1.58x; model 1.86x), LeNet-5 proof one sample 93.9 -> 87.3 (1.08x: serial 55%, its ~85
 small sumchecks' Python), batch 64 3077 -> 2165 (1.42x; serial 10.7% (20% before), model 1.78x; separate runs of
 the batch-64 proof: 1.55-1.68x, up to 2.1x), N14 1.08-1.15x.
+
+Measured 2026-12-07 on an AMD EPYC 2-core machine (load 0.4 -> 1.3), ``--n16 --bootstrap --lenet --repeats 2
+--reuse-freed-memory``, best of 2 wall ms at 1 -> 2 threads, outputs equal:
+- N16_BOOT bootstrap 8256 -> 4650 (1.78x); N16 ct x ct 205.7 -> 118.0 (1.74x); rotation 201.8 -> 116.7 (1.73x);
+- Basefold 2^20 192.7 -> 108.1 (1.78x); 1.07M-parameter MLP proof 764 -> 435 (1.76x);
+- LeNet-5 (x^2) encrypted 1580 -> 952 (1.66x; serial 2.1%, model 1.92x); LeNet-5 proof, batch 64, 1987 -> 1223
+  (1.62x; serial 11.3%); one sample 68.7 -> 62.6 (1.10x; serial 57%: its small sumchecks' Python);
+- N14 1.21-1.27x (serial 45-51%).
+OpenFHE 1.6.1 in the same run (hezk / OpenFHE at 1 and 2 threads): bootstrap 8.26 / 14.76 s = 0.56 and 4.65 / 9.21 s
+= 0.50 (OpenFHE's own speed-up 1.60x); N16 ct x ct 0.45 / 0.38, rotation 0.48 / 0.55; N14 ct x ct 0.49 / 0.68,
+rotation 0.59 / 0.83.
 """
 import argparse
 import gc

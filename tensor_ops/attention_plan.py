@@ -30,6 +30,7 @@ import numpy as np
 
 import hezk.model
 from crypto.ckks.bootstrap import BootstrapConfig, as_config, natural_scales
+from crypto.ckks.encoder import subring_period
 from crypto.context import LOW_BOOTSTRAP_BITS
 from crypto.rlwe import Ciphertext
 from crypto.errors import LevelError, ParameterError, ShapeError
@@ -456,7 +457,8 @@ class BootstrapRecorder(_Refreshing, LevelRecorder):
                 if self.cache_size is not None and len(self._encoded) >= self.cache_size:
                     self._encoded.pop(next(iter(self._encoded)))      # as the run's cache drops its oldest
                 self._encoded[key] = True
-                self._count("encode", level)
+                if constant.size != self.slots or subring_period(constant) is None:    # else a short transform
+                    self._count("encode", level)
         return super().multiply(a, b)
 
     def multiply_accumulate(self, acc, a, b):

@@ -17,7 +17,7 @@ def test_a_bad_size_is_refused_naming_the_option(capsys):
 def test_plan_mode_on_a_tiny_layer_states_the_figures(capsys, monkeypatch):
     """Width 8, 2 heads, MLP 16, sequence 4 at 128 bits (no key made; ~15 s under load): N16_BOOT, bootstraps,
     keys, the estimated time and peak memory (whose parts add up to it), every approximation's error, the peers;
-    --run with less memory available than twice the estimate is refused before any key."""
+    --run with less memory available than RUN_MARGIN times the estimate is refused before any key."""
     pytest.importorskip("torch")
     from benchmarks import transformer
 
