@@ -246,7 +246,9 @@ def _minimax(target, degree):
     to the alternating extrema of the error, until the levelled error E reaches the maximum. Started from the
     alternating extrema of the Chebyshev interpolant's error, else (a kink on a node leaves too few sign
     changes; the Chebyshev extreme points can make a singular start: relu(4t) at degree 2 meets all four) from
-    the Chebyshev extreme points, else from equispaced points. The result is the best iterate on the grid, the
+    the Chebyshev extreme points, else from those of degree + 1 less the last (a symmetric reference cannot carry
+    the alternating error of a target whose odd or even part the degree fits exactly, e.g. silu at degree 4: its
+    levelled error comes out 0), else from equispaced points. The result is the best iterate on the grid, the
     interpolant included (a guard: a stalled exchange never returns worse than near-best)."""
     grid = _remez_grid()
     fx = target(grid)
@@ -255,6 +257,7 @@ def _minimax(target, degree):
     best = [float(np.max(np.abs(error))), interpolant]
     starts = (lambda: _alternating_extrema(grid, error, degree + 2),
               lambda: np.cos(np.pi * np.arange(degree + 1, -1, -1) / (degree + 1)),
+              lambda: np.cos(np.pi * np.arange(degree + 2, 0, -1) / (degree + 2)),
               lambda: np.linspace(-1.0, 1.0, degree + 2))
     for start in starts:
         reference = start()
