@@ -130,7 +130,8 @@ def to_field(values) -> np.ndarray:
         raise FieldError(f"to_field: values must have an integer dtype, got dtype={arr.dtype}")
     if np.issubdtype(arr.dtype, np.signedinteger):
         return np.mod(arr.astype(np.int64), np.int64(P)).astype(np.uint64)
-    return arr.astype(np.uint64) % _P
+    out = arr.astype(np.uint64)
+    return out % _P if out.size and out.max() >= P else out      # residues already: a copy, no division
 
 
 def to_signed(values) -> np.ndarray:
@@ -409,6 +410,20 @@ def _ext_mul_long(a, b):
     kernels, a, b = pair
     out = np.empty_like(a)
     kernels.ext_mul(a.reshape(-1, EXT_DEGREE), b.reshape(-1, EXT_DEGREE), out.reshape(-1, EXT_DEGREE))
+    return out
+
+
+def ext_outer_into(u, v, out) -> np.ndarray:
+    """out[j E + e] = u[j] v[e] for F_p4 vectors u (J, 4) and v (E, 4), written into ``out`` (J E, 4), a view
+    (the numba kernel splits the rows over ``hezk.threads``; numpy's broadcast product otherwise)."""
+    u, v = _elements(u).reshape(-1, EXT_DEGREE), _elements(v).reshape(-1, EXT_DEGREE)
+    if out.shape != (u.shape[0] * v.shape[0], EXT_DEGREE):
+        raise FieldError(f"ext_outer_into: out has shape {out.shape}; expected ({u.shape[0] * v.shape[0]}, 4)")
+    kernels = numba_kernels() if out.shape[0] >= NUMBA_MIN_SIZE and out.flags.c_contiguous else None
+    if kernels is not None:
+        kernels.ext_outer(np.ascontiguousarray(u), np.ascontiguousarray(v), out)
+    else:
+        out[...] = ext_mul(u[:, None, :], v[None, :, :]).reshape(-1, EXT_DEGREE)
     return out
 
 

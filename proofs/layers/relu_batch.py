@@ -133,7 +133,7 @@ def weight_table(packing, blocks, statements, alphas) -> np.ndarray:
         eq_rho = eq_table(s.rho)
         w = F.ext_mul(s.weights[start:start + count], alphas[i])
         offset, size = packing.offsets[k], count * eq_rho.shape[0]
-        table[offset:offset + size] = F.ext_mul(w[:, None, :], eq_rho[None, :, :]).reshape(-1, F.EXT_DEGREE)
+        F.ext_outer_into(w, eq_rho, table[offset:offset + size])
     return table
 
 

@@ -267,3 +267,28 @@ def test_random_elements_fill_across_several_draws(monkeypatch):
     for count in (10, 1000):
         draws = F.random_elements(count)
         assert draws.shape == (count,) and F.is_canonical(draws) and np.unique(draws).size > count - 3
+
+
+@settings(max_examples=30, deadline=None)
+@given(rows=st.integers(1, 40), cols=st.integers(1, 40), seed=st.integers(0, 2**32 - 1))
+def test_ext_outer_into_writes_every_product_into_the_view(rows, cols, seed):
+    """The outer product (numba kernel from 16 entries, numpy below) against Python-int products, written into
+    the slice it is given and nowhere else."""
+    rng = np.random.default_rng(seed)
+    u, v = (rng.integers(0, F.P, size=(n, 4), dtype=np.uint64) for n in (rows, cols))
+    table = np.full((rows * cols + 6, 4), 7, dtype=np.uint64)
+    F.ext_outer_into(u, v, table[3:3 + rows * cols])
+    want = [F.ext_mul_ints(a, b) for a in u.tolist() for b in v.tolist()]
+    assert table[3:3 + rows * cols].tolist() == want
+    assert (table[:3] == 7).all() and (table[3 + rows * cols:] == 7).all()
+    with pytest.raises(FieldError, match="ext_outer_into"):
+        F.ext_outer_into(u, v, table[:rows * cols + 1])
+
+
+def test_to_field_reduces_unsigned_values_only_when_they_leave_the_field():
+    small = np.array([0, 1, F.P - 1], dtype=np.uint64)
+    large = np.array([F.P, F.P + 5, 2**64 - 1], dtype=np.uint64)
+    out = F.to_field(small)
+    assert out.tolist() == small.tolist() and out is not small and not np.shares_memory(out, small)
+    assert F.to_field(large).tolist() == [v % F.P for v in large.tolist()]
+    assert F.to_field(np.array([3, 200], dtype=np.uint8)).dtype == np.uint64
