@@ -27,8 +27,11 @@ output. The 5 bootstraps take 47.6 s; the rest takes 59.9 s.
   written around the whole ring where the clean input's vectors start every 128 slots
   (``tensor_ops.plan.blocked``). They then have period 128 and encode in the subring: a 256-point transform, not
   2^16-point NTTs. QKV went 14.8 -> 10.8 s, linear1 21.8 -> 17.3 s, linear2 6.9 -> 3.8 s.
-- The plan now counts only the full encodings (1,231 of the 4,730 constants), and its estimate fell from 219 s to
-  189 s. The per-operation costs it prices with were measured on the slower machine of 2026-12-06.
+- The plan now counts only the full encodings (1,231 of the 4,730 constants): its estimate fell from 219 s to 189 s.
+  Its per-operation costs, measured at a load of 3-5 on the slower machine of 2026-12-06, were then measured
+  again on this idle machine (``attention_plan.ESTIMATE_COSTS``: a rotation 0.147 s, not 0.310 s; a bootstrap
+  8.9 s). The plan is unchanged and its estimate is now 102 s (bootstraps 45 s, the rest 57 s) against the 107.5 s
+  measured (47.6 s and 59.9 s).
 - What remains, from a profile: the bootstraps 46 s; attention's skews and alignments (masked moves, ~1,800
   masked products) 23 s; the block products 16 s; hoisted baby rotations 9 s; the skewed steps' chained rotations
   (254 a product) 8 s.
@@ -72,9 +75,10 @@ huge page hint on and 388.0 s with it off (``hezk.memory.numpy_huge_pages``), bo
 24-27 ms, so the machine, not the code, doubled the time; compare figures only within one run.
 
 The estimate prices every operation at the level it runs at with per-operation costs measured at N16_BOOT
-(``attention_plan.ESTIMATE_COSTS``: a key-switched rotation 0.310 s at the top level, CPU time, twice the old
-figure scaled from N = 2^13, and below it by the key-switching digits the level holds, ``switching_work``;
-products by their limbs; a bootstrap its measured 14.9 s, ``BOOTSTRAP_MEASURED_SHARE``), counts rescales (once per
+(``attention_plan.ESTIMATE_COSTS``: a key-switched rotation at the top level, CPU time, 0.310 s on 2026-12-06's
+slower machine at a load of 3-5, twice the old figure scaled from N = 2^13, 0.147 s on 2026-12-07's idle machine;
+below it by the key-switching digits the level holds, ``switching_work``; products by their limbs; a bootstrap its
+measured time, 14.9 s then and 8.9 s now, ``BOOTSTRAP_MEASURED_SHARE``), counts rescales (once per
 rescale, not per product) and the encodings of constants. Before this work the plan stated 943 s in the old
 pricing (20 bootstraps, 397 s; rotations at 0.166 s). The cuts, each in the pricing of its time: rescales and
 encodings counted 904 s; a bootstrap without arcsin (8 levels left instead of 6: its sine error at the recorded

@@ -59,18 +59,20 @@ _DEFAULT_SLOTS = 1 << 15
 #: levels asked beyond the recorded depth: the evaluator aligns the scales of two ciphertexts at one level by a
 #: rescale of one of them (a level the recording backend does not see; one on the tiny encoder layer)
 ALIGNMENT_LEVELS = 2
-#: the per-operation costs the time estimates price with, measured on this machine at N16_BOOT's top level
-#: (``CostModel.measure``: CPU time, best of 3, one thread, load average 3-5, 2026-12-06): a key-switched rotation
-#: 0.310 s at N = 2^16 with 49 + 9 limbs (scaled linearly with N x limbs to other parameters: the unit), a hoisted
-#: one 0.36 of it, ct x ct with relinearization 0.97, ct x pt 0.047, a rescale 0.137, an encoding 0.071. (The
-#: figure before, 2.5 ms at N = 2^13 with 7 limbs scaled up, priced an N16_BOOT rotation at 0.166 s: half of it.)
-ESTIMATE_COSTS = CostModel(hoisted_rotation=0.36, ct_mult=0.97, pt_mult=0.047, rescale=0.137, encode=0.071,
-                           rotation_seconds=0.310, measured_size=(1 << 16) * 58)
+#: the per-operation costs the time estimates price with, measured at N16_BOOT's top level (``CostModel.measure``:
+#: CPU time, best of 3, one thread, idle AMD EPYC 2-core machine, 2026-12-07): a key-switched rotation 0.147 s at
+#: N = 2^16 with 49 + 9 limbs (scaled linearly with N x limbs to other parameters: the unit), a hoisted one 0.365 of
+#: it, ct x ct with relinearization 1.02, ct x pt 0.055, a rescale 0.159, an encoding 0.072. (Measured before at
+#: a load of 3-5 on a slower machine, 2026-12-06: a rotation 0.310 s, the ratios within 15% of these; earlier, 2.5
+#: ms at N = 2^13 with 7 limbs scaled up priced it at 0.166 s.)
+ESTIMATE_COSTS = CostModel(hoisted_rotation=0.365, ct_mult=1.02, pt_mult=0.055, rescale=0.159, encode=0.072,
+                           rotation_seconds=0.147, measured_size=(1 << 16) * 58)
 ROTATION_SECONDS, REFERENCE_SIZE = ESTIMATE_COSTS.rotation_seconds, ESTIMATE_COSTS.measured_size
-#: measured over priced seconds of a bootstrap: its operation counts priced as above give 36.8 s for N16_BOOT's
-#: bootstrap without arcsin (3/3 levels), measured 14.86 s (``benchmarks/bootstrap.py``: CPU, best of 3, load ~5;
-#: double hoisting, subring diagonals and fused EvalMod products that the counts do not see)
-BOOTSTRAP_MEASURED_SHARE = 0.404
+#: measured over priced seconds of a bootstrap: its operation counts priced as above give 18.4 s for N16_BOOT's
+#: bootstrap without arcsin (3/3 levels), measured 8.93 s on the same machine (``benchmarks/bootstrap.py``: best
+#: of 2, one thread; double hoisting, subring diagonals and fused EvalMod products that the counts do not see;
+#: 14.86 s of 36.8 priced, 0.404, on the slower machine)
+BOOTSTRAP_MEASURED_SHARE = 0.486
 
 
 class ScaleKeepingBackend(CKKSBackend):

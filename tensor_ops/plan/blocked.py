@@ -17,11 +17,11 @@ K`` blocks of ``B + K - 1`` products instead of ``rows`` products on vectors pad
 split over several ciphertexts (the MLP's second layer reading the first one's blocks), their terms are summed
 under shared giant steps.
 
-When the vectors start every P slots (P a power of two, each vector and its output block inside its P slots) and x is clean with no other
-tensor in its ciphertexts, each diagonal is written for the whole ring of bases ``b0 + i P``, as if every P slots
-held a vector: the slots past x's vectors are zero, so the extra products add zeros (the output stays clean), and
-the diagonal has period P, which encodes in the subring Z[X^(N/2P)] (``Evaluator.encode``: one 2P-point transform
-instead of an N-point NTT per limb).
+When the vectors start every P slots (P a power of two, each vector and its output block inside its P slots) and
+x is clean with no other tensor in its ciphertexts, each diagonal is written for the whole ring of bases
+``b0 + i P``, as if every P slots held a vector: the slots past x's vectors are zero, so the extra products add
+zeros (the output stays clean), and the diagonal has period P, which encodes in the subring Z[X^(N/2P)]
+(``Evaluator.encode``: one 2P-point transform instead of an N-point NTT per limb).
 """
 from __future__ import annotations
 
@@ -167,8 +167,9 @@ def _block_size(bases, stride: int, width: int, rows: int, slots: int) -> int:
 def _ring_period(lay: SlotLayout, members, bases, stride: int, extent: int, slots: int) -> int:
     """The spacing P of the vectors (one vector: its extent rounded up to a power of two) when their diagonals may
     be written every P slots around the ring (see the module docstring), else 0: bases ``b0 + i P`` with P a power
-    of two below the slots, each vector and its output block (``extent`` steps of ``stride``) inside its P slots, and x's ciphertexts clean, unreplicated and holding only these tiles where the bases do
-    not cover the ring already."""
+    of two below the slots, each vector and its output block (``extent`` steps of ``stride``) inside its P slots,
+    and x's ciphertexts clean, unreplicated and holding only these tiles where the bases do not cover the ring
+    already."""
     period = bases[1] - bases[0] if len(bases) > 1 else 1 << (extent * stride - 1).bit_length()
     if period < 1 or period & (period - 1) or period >= slots or extent * stride > period \
             or any(b - a != period for a, b in zip(bases, bases[1:])):

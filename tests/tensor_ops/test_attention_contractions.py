@@ -3,6 +3,8 @@ planner's cost model chose, its estimate, rotations, depth) and its rotation pri
 (``rotation_units``: a step without its own key composed of power-of-two ones, as ``CKKSBackend`` runs it)."""
 from __future__ import annotations
 
+import pytest
+
 from tensor_ops.attention_plan import ESTIMATE_COSTS, contraction_records, rotation_units
 from tensor_ops.backends import rotation_route
 from tensor_ops.layout import SlotLayout
@@ -26,14 +28,14 @@ def test_rotation_units_price_composed_steps_as_they_run():
     slots, c = 1 << 10, ESTIMATE_COSTS
     amounts = ((1, False, 3), (5, False, 2), (slots - 128, True, 4), (64, True, 1))
     operations = (("rotations", 5), ("hoisted_rotations", 5), ("amounts", amounts))
-    keyed = dict(rotation_units(operations, None, slots))
+    keyed = dict(rotation_units(operations, None, slots))      # units rounded to 0.01
     assert "amounts" not in keyed and keyed["rotations"] == 5
-    assert keyed["rotation_units"] == 5 * c.rotation + 5 * c.hoisted_rotation
+    assert keyed["rotation_units"] == pytest.approx(5 * c.rotation + 5 * c.hoisted_rotation, abs=0.005)
     powers = tuple(1 << i for i in range(10))
     composed = dict(rotation_units(operations, powers, slots))["rotation_units"]
     route = len(rotation_route(slots - 128, powers, slots))
     assert route == 3 and len(rotation_route(5, powers, slots)) == 2
-    assert composed == 3 * 1 + 2 * 2 + 4 * route * c.rotation + 1 * c.hoisted_rotation
+    assert composed == pytest.approx(3 * 1 + 2 * 2 + 4 * route * c.rotation + 1 * c.hoisted_rotation, abs=0.005)
     by_node = (("rotations", 5), ("amounts", (("softmax", 5, False, 2), ("matmul", 1, False, 3))),
                ("node_products", (("matmul", "ct_ct", 2), ("softmax", "ct_pt", 10))))
     out = dict(rotation_units(by_node, powers, slots))
