@@ -22,7 +22,8 @@ Measured 2026-12-07 on an AMD EPYC 2-core machine (one thread, load ~0.6), ``--r
 output. The 5 bootstraps take 47.6 s; the rest takes 59.9 s.
 - By node, bootstraps included: weighted sum (MatMul_2) 26.2 s, linear1 17.5 s, scores (MatMul_1) 15.5 s, Softmax
   12.5 s, QKV 10.8 s, norm1 9.7 s, norm2 9.5 s, linear2 3.9 s, GELU 1.0 s, Gemm 0.8 s.
-- The same code on two kernel threads (``--threads 2``): 72.5 s of evaluation (bootstraps 30.1 s).
+- Rerun at the stop's last commit: 110.3 s (bootstraps 49.0 s; the plan's new estimate 102 s). Two kernel threads
+  (``--threads 2``): 72.5 and 75.7 s of evaluation (bootstraps 30.1-30.9 s).
 - That machine ran the code before this change in 119.1 s. What changed: the projections' block diagonals are
   written around the whole ring where the clean input's vectors start every 128 slots
   (``tensor_ops.plan.blocked``). They then have period 128 and encode in the subring: a 256-point transform, not
