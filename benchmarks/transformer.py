@@ -315,6 +315,8 @@ def main(argv=None) -> None:
     parser.add_argument("--threads", type=int, default=1,
                         help="kernel threads of --run (hezk.threads.using; default 1, as the table says)")
     args = parser.parse_args(argv)
+    if args.threads < 1:
+        parser.error(f"--threads {args.threads} must be at least 1 (kernel threads of --run)")
     size, ring_size = (_size(parser, name, text) for name, text in (("--size", args.size),
                                                                      ("--test-ring-size", args.test_ring_size)))
     from tensor_ops.attention_plan import plan_attention

@@ -30,7 +30,7 @@ import numpy as np
 
 import hezk.model
 from crypto.ckks.bootstrap import BootstrapConfig, as_config, natural_scales
-from crypto.ckks.encoder import subring_period
+from crypto.ckks.encoder import encoding_period
 from crypto.context import LOW_BOOTSTRAP_BITS
 from crypto.rlwe import Ciphertext
 from crypto.errors import LevelError, ParameterError, ShapeError
@@ -459,7 +459,7 @@ class BootstrapRecorder(_Refreshing, LevelRecorder):
                 if self.cache_size is not None and len(self._encoded) >= self.cache_size:
                     self._encoded.pop(next(iter(self._encoded)))      # as the run's cache drops its oldest
                 self._encoded[key] = True
-                if constant.size != self.slots or subring_period(constant) is None:    # else a short transform
+                if encoding_period(constant, self.slots) is None:      # else a short transform (not priced)
                     self._count("encode", level)
         return super().multiply(a, b)
 

@@ -11,6 +11,9 @@ def test_a_bad_size_is_refused_naming_the_option(capsys):
         with pytest.raises(SystemExit) as stop:
             transformer.main(["--size", bad, "--proof", "none"])
         assert stop.value.code == 2 and "--size" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:
+        transformer.main(["--threads", "0", "--proof", "none"])
+    assert stop.value.code == 2 and "--threads 0 must be at least 1" in capsys.readouterr().err
 
 
 @pytest.mark.slow

@@ -65,6 +65,12 @@ def subring_period(z: np.ndarray) -> int | None:
     return max(d, 2) if d < len(z) // 2 else None
 
 
+def encoding_period(values, slots: int) -> int | None:
+    """The period in which ``Evaluator.encode`` encodes ``values`` in the subring (``subring_period``): only a
+    vector of all ``slots`` entries (a shorter one is zero-padded, not periodic); None for the full encoding."""
+    return subring_period(np.asarray(values).ravel()) if np.size(values) == slots else None
+
+
 def check_scale(scale, name: str = "scale") -> float:
     """A scale must be a finite float > 1."""
     try:

@@ -34,7 +34,7 @@ from ..keyswitch import (KeySwitcher, add_permuted_pair_into, conjugation_elemen
 from ..ring import RingContext, RNSPoly, int_residues, scratch_rows
 from ..rlwe import Ciphertext, Plaintext, check_level, check_same_context
 from .bootstrap import Bootstrapper, as_config, plan_for
-from .encoder import CKKSEncoder, as_slot_vector, subring_period
+from .encoder import CKKSEncoder, as_slot_vector, encoding_period
 
 #: a rescale that would leave a scale below 2^MIN_SCALE_BITS is refused (no precision would be left)
 MIN_SCALE_BITS = 10
@@ -124,7 +124,7 @@ class Evaluator:
 
     def _encode_poly(self, values, level: int, scale: float, idx, compact: bool = False) -> tuple:
         z, is_complex = as_slot_vector(values, self.params.slots)
-        period = subring_period(z) if np.size(values) == self.params.slots else None
+        period = encoding_period(values, self.params.slots)
         modulus_bits = self._log_modulus(level)
         if period is not None:
             if period not in self._period_encoders:

@@ -90,8 +90,9 @@ def numpy_huge_pages(enable: bool) -> bool | None:
     array's 2 MB page is served by a synchronous compaction: the hiding Basefold proof of a GPT-2-small block,
     the first in its process (its 128-256 MB tables all fresh pages), took 12.2 s with the hint (3.3 s of it
     system time) and 9.3 s without (0.8 s system); CKKS keygen and operations at N16 measured the same either way
-    (their arrays are reused), and so did the BERT-tiny layer's encrypted run (386.7 s with, 388.0 s without). Off, pages are the kernel's default 4 KB ones. Before numpy is imported, its
-    environment variable ``NUMPY_MADVISE_HUGEPAGE=0`` does the same (:func:`for_a_program`)."""
+    (their arrays are reused), and so did the BERT-tiny layer's encrypted run (386.7 s with, 388.0 s without).
+    Off, pages are the kernel's default 4 KB ones. Before numpy is imported, its environment variable
+    ``NUMPY_MADVISE_HUGEPAGE=0`` does the same (:func:`for_a_program`)."""
     try:
         from numpy._core import multiarray
     except ImportError:  # numpy 1.x
